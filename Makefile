@@ -1,0 +1,93 @@
+# attn -- build, test and install. Plain GNU make; see README.md.
+#
+#   make            build/attn, build/libattn.a, build/libattn.so
+#   make run        build, then run the main job
+#   make test       install test dependencies if missing, build, run every test
+#   make install    PREFIX=/usr/local (DESTDIR honoured)
+
+CC      ?= cc
+BUILD   ?= build
+PREFIX  ?= /usr/local
+VERSION := 0.1.0
+SOMAJOR := 0
+
+WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla
+# -O2 and strict IEEE semantics: never -ffast-math (it breaks -inf masks and NaN).
+CFLAGS   ?= -O2 -g
+ALL_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) $(CFLAGS) -Iinclude
+LIB_CFLAGS := $(ALL_CFLAGS) -fPIC -fvisibility=hidden -DATTN_BUILDING_LIBRARY
+SAN_FLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+LIB_SRC := $(wildcard src/*.c)
+CLI_SRC := $(wildcard cli/*.c)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+HEADERS := include/attn.h src/internal.h $(wildcard cli/*.h)
+
+TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided
+
+.PHONY: all lib run test test-deps install uninstall clean
+all: $(BUILD)/attn $(BUILD)/libattn.a $(BUILD)/libattn.so
+lib: $(BUILD)/libattn.a $(BUILD)/libattn.so
+
+$(BUILD)/obj/src/%.o: src/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/cli/%.o: cli/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(BUILD)/libattn.a: $(LIB_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libattn.so: $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,libattn.so.$(SOMAJOR) -o $@ $^ -lm
+
+# The command links the static library: it runs from build/ without an rpath.
+$(BUILD)/attn: $(CLI_OBJ) $(BUILD)/libattn.a
+	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libattn.a -lm
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libattn.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libattn.a -lm
+
+# Unit tests again, library and test together under AddressSanitizer and
+# UndefinedBehaviorSanitizer.
+$(BUILD)/asan/test_api: tests/test_api.c $(LIB_SRC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -o $@ tests/test_api.c $(LIB_SRC) -lm
+
+run: $(BUILD)/attn
+	./$(BUILD)/attn demo
+
+test-deps:
+	@sh tests/install-deps.sh
+
+test: test-deps all $(TEST_BINS) $(BUILD)/asan/test_api
+	@sh tests/run.sh $(BUILD)
+
+attn.pc: Makefile
+	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
+	  'Name: attn' 'Description: scaled dot-product attention in C' 'Version: $(VERSION)' \
+	  'Libs: -L$${libdir} -lattn' 'Libs.private: -lm' 'Cflags: -I$${includedir}' > $(BUILD)/attn.pc
+
+install: all
+	@$(MAKE) --no-print-directory attn.pc
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 755 $(BUILD)/attn $(DESTDIR)$(PREFIX)/bin/attn
+	install -m 644 include/attn.h $(DESTDIR)$(PREFIX)/include/attn.h
+	install -m 644 $(BUILD)/libattn.a $(DESTDIR)$(PREFIX)/lib/libattn.a
+	install -m 755 $(BUILD)/libattn.so $(DESTDIR)$(PREFIX)/lib/libattn.so.$(VERSION)
+	ln -sf libattn.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libattn.so.$(SOMAJOR)
+	ln -sf libattn.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/libattn.so
+	install -m 644 $(BUILD)/attn.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/attn.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/attn $(DESTDIR)$(PREFIX)/include/attn.h \
+	  $(DESTDIR)$(PREFIX)/lib/libattn.a $(DESTDIR)$(PREFIX)/lib/libattn.so* \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/attn.pc
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,57 @@
+/* cli.h -- what the attn command's source files share. */
+#ifndef ATTN_CLI_H
+#define ATTN_CLI_H
+
+#include "attn.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+/* Exit codes: 0 success, 1 bad data (files, shapes, values), 2 bad usage. */
+enum { EXIT_DATA = 1, EXIT_USAGE = 2 };
+
+/* Print "attn: error: <message>" on one line to stderr; return `code`. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+int cli_error(int code, const char *fmt, ...);
+
+/* Option parsing: if argv[*i] is `name` ("-q" or "--query"), or "--query=VAL",
+ * store its value in *value (the next argument, or the text after '=') and
+ * advance *i past what was used. A missing value is a usage error, reported
+ * through *code (otherwise left as is). */
+bool cli_option(int argc, char **argv, int *i, const char *short_name, const char *long_name,
+                const char **value, int *code);
+
+/* Parse a finite double; false if the text is not entirely one. */
+bool cli_parse_double(const char *text, double *out);
+
+/* Format a tensor's shape as "(2, 3)". */
+const char *cli_shape(char *buf, size_t size, const attn_tensor *t);
+
+/* Name of a dtype as NumPy says it: "float32", "float64", "bool". */
+const char *cli_dtype_name(attn_dtype dtype);
+
+/* Print a tensor in a NumPy-like layout, summarising large arrays with "...". */
+void cli_print_tensor(FILE *f, const attn_tensor *t);
+
+/* All-or-nothing output files: each is written to a temporary file beside its
+ * path; cli_outputs_commit renames them all into place, cli_outputs_abort
+ * removes them. A failed run therefore never leaves a partial file. */
+typedef struct cli_output {
+    const char *path;
+    char tmp[4096];
+    bool written;
+} cli_output;
+
+/* Write t to a fresh temporary beside out->path. Returns 0 or an exit code
+ * (after printing the error). */
+int cli_output_write(cli_output *out, const attn_tensor *t);
+int cli_outputs_commit(cli_output *outs, int n);
+void cli_outputs_abort(cli_output *outs, int n);
+
+/* Subcommands: each returns the process exit code. */
+int cmd_sdpa(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+
+#endif /* ATTN_CLI_H */

@@ -1,0 +1,166 @@
+/* cmd_sdpa.c -- `attn sdpa`: scaled dot-product attention on .npy files. */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char SDPA_USAGE[] =
+    "usage: attn sdpa -q Q.npy -k K.npy -v V.npy [options]\n"
+    "\n"
+    "Computes out = softmax(q k^T * scale + mask) v with PyTorch's\n"
+    "scaled_dot_product_attention semantics.\n"
+    "\n"
+    "  -q, --query FILE       queries, (..., Hq, L, E)\n"
+    "  -k, --key FILE         keys, (..., Hk, S, E); Hq must be a multiple of Hk\n"
+    "  -v, --value FILE       values, (..., Hk, S, Ev)\n"
+    "  -m, --mask FILE        bool mask (true = takes part) or additive float mask,\n"
+    "                         broadcastable to (..., Hq, L, S)\n"
+    "      --causal[=MODE]    causal mask: top-left (default; key j <= query i, as\n"
+    "                         PyTorch's is_causal) or bottom-right (j <= i + S - L)\n"
+    "      --scale S          score scale (default 1/sqrt(E))\n"
+    "  -o, --out FILE         write the output (..., Hq, L, Ev) to FILE; without -o\n"
+    "                         it is printed\n"
+    "  -w, --weights FILE     also write the attention weights (..., Hq, L, S)\n"
+    "  -h, --help             show this help\n"
+    "\n"
+    "Inputs are all float32 or all float64; outputs have the same dtype. Output\n"
+    "files appear only if the whole run succeeds.\n"
+    "\n"
+    "example:\n"
+    "  attn sdpa -q q.npy -k k.npy -v v.npy --causal -o out.npy\n";
+
+/* One input file: its path and, once read, its contents. */
+typedef struct input {
+    const char *flag, *path;
+    attn_tensor t;
+} input;
+
+static int read_input(input *in) {
+    attn_error err;
+    if (attn_npy_read(&in->t, in->path, &err) != ATTN_OK)
+        return cli_error(EXIT_DATA, "%s %s: %s", in->flag, in->path, err.message);
+    return 0;
+}
+
+/* "q=q.npy (2, 3, 8), k=k.npy (2, 5, 8), ..." for error messages. */
+static void describe_inputs(char *buf, size_t size, const input *in, int n) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && used < size; i++) {
+        char shape[128];
+        if (!in[i].path) continue;
+        used += (size_t)snprintf(buf + used, size - used, "%s%s=%s %s", used ? ", " : "",
+                                 in[i].flag + 1, in[i].path, cli_shape(shape, sizeof shape, &in[i].t));
+    }
+}
+
+static int check_dtypes(const input *in, int n) {
+    /* q, k, v: one float dtype; the mask: bool or that dtype. */
+    for (int i = 0; i < 3; i++)
+        if (in[i].t.dtype == ATTN_BOOL)
+            return cli_error(EXIT_DATA, "%s %s has dtype bool; q, k and v must be float32 or float64",
+                             in[i].flag, in[i].path);
+    for (int i = 1; i < n; i++) {
+        if (!in[i].path || in[i].t.dtype == in[0].t.dtype) continue;
+        if (i == 3 && in[i].t.dtype == ATTN_BOOL) continue;
+        return cli_error(EXIT_DATA,
+                         "mixed dtypes: %s %s is %s but -q %s is %s; give every input one float dtype",
+                         in[i].flag, in[i].path, cli_dtype_name(in[i].t.dtype), in[0].path,
+                         cli_dtype_name(in[0].t.dtype));
+    }
+    return 0;
+}
+
+/* Parse the arguments into inputs, outputs and options. */
+static int parse_args(int argc, char **argv, input *in, cli_output *outs,
+                      attn_sdpa_options *opts) {
+    int code = 0;
+    for (int i = 1; i < argc && !code;) {
+        const char *val = NULL, *arg = argv[i];
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            fputs(SDPA_USAGE, stdout);
+            return -1;
+        } else if (cli_option(argc, argv, &i, "-q", "--query", &in[0].path, &code) ||
+                   cli_option(argc, argv, &i, "-k", "--key", &in[1].path, &code) ||
+                   cli_option(argc, argv, &i, "-v", "--value", &in[2].path, &code) ||
+                   cli_option(argc, argv, &i, "-m", "--mask", &in[3].path, &code) ||
+                   cli_option(argc, argv, &i, "-o", "--out", &outs[0].path, &code) ||
+                   cli_option(argc, argv, &i, "-w", "--weights", &outs[1].path, &code)) {
+        } else if (cli_option(argc, argv, &i, NULL, "--scale", &val, &code)) {
+            if (val && !cli_parse_double(val, &opts->scale))
+                code = cli_error(EXIT_USAGE, "--scale %s is not a finite number", val);
+            opts->has_scale = 1;
+        } else if (strcmp(arg, "--causal") == 0 || strcmp(arg, "--causal=top-left") == 0) {
+            opts->causal = ATTN_CAUSAL_TOP_LEFT;
+            i++;
+        } else if (strcmp(arg, "--causal=bottom-right") == 0) {
+            opts->causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+            i++;
+        } else if (strncmp(arg, "--causal=", 9) == 0) {
+            code = cli_error(EXIT_USAGE, "--causal takes top-left or bottom-right, not '%s'",
+                             arg + 9);
+        } else {
+            code = cli_error(EXIT_USAGE, "unknown argument '%s' (see attn sdpa --help)", arg);
+        }
+    }
+    if (code) return code;
+    for (int i = 0; i < 3; i++)
+        if (!in[i].path)
+            return cli_error(EXIT_USAGE, "missing %s %s (see attn sdpa --help)", in[i].flag,
+                             i == 0 ? "Q.npy" : i == 1 ? "K.npy" : "V.npy");
+    if (outs[0].path && outs[1].path && strcmp(outs[0].path, outs[1].path) == 0)
+        return cli_error(EXIT_USAGE, "-o and -w name the same file %s", outs[0].path);
+    return 0;
+}
+
+static int run(input *in, cli_output *outs, attn_sdpa_options *opts) {
+    int code;
+    for (int i = 0; i < 4; i++)
+        if (in[i].path && (code = read_input(&in[i]))) return code;
+    if ((code = check_dtypes(in, 4))) return code;
+
+    attn_error err;
+    int rank;
+    int64_t out_shape[ATTN_MAX_RANK], w_shape[ATTN_MAX_RANK];
+    if (in[3].path) opts->mask = &in[3].t;
+    if (attn_sdpa_shapes(&rank, out_shape, w_shape, &in[0].t, &in[1].t, &in[2].t, opts, &err)) {
+        char what[1024];
+        describe_inputs(what, sizeof what, in, 4);
+        return cli_error(EXIT_DATA, "%s [%s]", err.message, what);
+    }
+
+    /* Outputs in the inputs' dtype; sizes were overflow-checked by the library. */
+    attn_dtype dtype = in[0].t.dtype;
+    attn_tensor out = {0}, weights = {0};
+    attn_tensor_init(&out, NULL, dtype, rank, out_shape, NULL, NULL);
+    attn_tensor_init(&weights, NULL, dtype, rank, w_shape, NULL, NULL);
+    out.data = malloc((size_t)attn_tensor_numel(&out) * attn_dtype_size(dtype));
+    if (outs[1].path) {
+        weights.data = malloc((size_t)attn_tensor_numel(&weights) * attn_dtype_size(dtype));
+        opts->weights = &weights;
+    }
+    code = 0;
+    if (!out.data || (outs[1].path && !weights.data))
+        code = cli_error(EXIT_DATA, "out of memory for the output");
+    else if (attn_sdpa(&out, &in[0].t, &in[1].t, &in[2].t, opts, &err))
+        code = cli_error(EXIT_DATA, "%s", err.message);
+    else if (outs[0].path) code = cli_output_write(&outs[0], &out);
+    if (!code && outs[1].path) code = cli_output_write(&outs[1], &weights);
+    if (!code) code = cli_outputs_commit(outs, 2);
+    else cli_outputs_abort(outs, 2);
+    if (!code && !outs[0].path) cli_print_tensor(stdout, &out);
+    free(out.data);
+    free(weights.data);
+    return code;
+}
+
+int cmd_sdpa(int argc, char **argv) {
+    input in[4] = {{"-q", NULL, {0}}, {"-k", NULL, {0}}, {"-v", NULL, {0}}, {"-m", NULL, {0}}};
+    cli_output outs[2] = {{0}, {0}};
+    attn_sdpa_options opts = attn_sdpa_options_default();
+    int code = parse_args(argc, argv, in, outs, &opts);
+    if (code) return code < 0 ? 0 : code;
+    code = run(in, outs, &opts);
+    for (int i = 0; i < 4; i++) attn_npy_free(&in[i].t);
+    return code;
+}

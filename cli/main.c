@@ -1,0 +1,36 @@
+/* main.c -- the attn command: dispatch to a subcommand. */
+#include "cli.h"
+
+#include <string.h>
+
+static const char USAGE[] =
+    "usage: attn <command> [options]\n"
+    "\n"
+    "Scaled dot-product attention, softmax(Q K^T / sqrt(d_k)) V, in C.\n"
+    "\n"
+    "commands:\n"
+    "  sdpa     attention on .npy files (PyTorch semantics)\n"
+    "  demo     the seeds' worked examples, step by step\n"
+    "\n"
+    "options:\n"
+    "  -h, --help       show this help (attn <command> --help for a command's)\n"
+    "  --version        print the version\n";
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fputs(USAGE, stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        fputs(USAGE, stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        printf("attn %s (libattn %s)\n", ATTN_VERSION_STRING, attn_version());
+        return 0;
+    }
+    if (strcmp(cmd, "sdpa") == 0) return cmd_sdpa(argc - 1, argv + 1);
+    if (strcmp(cmd, "demo") == 0) return cmd_demo(argc - 1, argv + 1);
+    return cli_error(EXIT_USAGE, "unknown command '%s' (see attn --help)", cmd);
+}

@@ -1,0 +1,107 @@
+/* util.c -- the command's shared helpers: errors, option parsing, outputs. */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int cli_error(int code, const char *fmt, ...) {
+    va_list ap;
+    fputs("attn: error: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return code;
+}
+
+bool cli_option(int argc, char **argv, int *i, const char *short_name, const char *long_name,
+                const char **value, int *code) {
+    const char *arg = argv[*i];
+    size_t n = strlen(long_name);
+    if (strncmp(arg, long_name, n) == 0 && arg[n] == '=') {
+        *value = arg + n + 1;
+        (*i)++;
+        return true;
+    }
+    if (strcmp(arg, long_name) != 0 && !(short_name && strcmp(arg, short_name) == 0)) return false;
+    if (*i + 1 >= argc) {
+        *code = cli_error(EXIT_USAGE, "option %s needs a value", arg);
+        *value = NULL;
+        *i = argc;
+        return true;
+    }
+    *value = argv[*i + 1];
+    *i += 2;
+    return true;
+}
+
+bool cli_parse_double(const char *text, double *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(text, &end);
+    if (end == text || *end != '\0' || errno == ERANGE || !isfinite(x)) return false;
+    *out = x;
+    return true;
+}
+
+const char *cli_shape(char *buf, size_t size, const attn_tensor *t) {
+    size_t n = (size_t)snprintf(buf, size, "(");
+    for (int d = 0; d < t->rank && n < size; d++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+    if (n < size) snprintf(buf + n, size - n, t->rank == 1 ? ",)" : ")");
+    return buf;
+}
+
+const char *cli_dtype_name(attn_dtype dtype) {
+    return dtype == ATTN_F32 ? "float32" : dtype == ATTN_F64 ? "float64" : "bool";
+}
+
+int cli_output_write(cli_output *out, const attn_tensor *t) {
+    /* The temporary lives in the same directory, so the rename is atomic. */
+    const char *slash = strrchr(out->path, '/');
+    int dir_len = slash ? (int)(slash - out->path) + 1 : 0;
+    int n = snprintf(out->tmp, sizeof out->tmp, "%.*s.%s.tmp.XXXXXX", dir_len, out->path,
+                     slash ? slash + 1 : out->path);
+    if (n < 0 || (size_t)n >= sizeof out->tmp)
+        return cli_error(EXIT_USAGE, "output path %s is too long", out->path);
+    int fd = mkstemp(out->tmp);
+    if (fd < 0) return cli_error(EXIT_DATA, "cannot create %s: %s", out->path, strerror(errno));
+    /* mkstemp makes the file 0600; give it the mode a plain fopen would. */
+    mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
+    close(fd);
+    attn_error err;
+    if (attn_npy_write(out->tmp, t, &err) != ATTN_OK) {
+        remove(out->tmp);
+        return cli_error(EXIT_DATA, "cannot write %s: %s", out->path, err.message);
+    }
+    out->written = true;
+    return 0;
+}
+
+int cli_outputs_commit(cli_output *outs, int n) {
+    for (int i = 0; i < n; i++) {
+        if (!outs[i].written) continue;
+        if (rename(outs[i].tmp, outs[i].path) != 0) {
+            int e = errno;
+            cli_outputs_abort(outs + i, n - i);
+            return cli_error(EXIT_DATA, "cannot rename into %s: %s", outs[i].path, strerror(e));
+        }
+        outs[i].written = false;
+    }
+    return 0;
+}
+
+void cli_outputs_abort(cli_output *outs, int n) {
+    for (int i = 0; i < n; i++)
+        if (outs[i].written) {
+            remove(outs[i].tmp);
+            outs[i].written = false;
+        }
+}

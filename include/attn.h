@@ -1,0 +1,322 @@
+/*
+ * attn.h -- the whole public API of libattn, scaled dot-product attention in C.
+ *
+ *     out = softmax(q · kᵀ · scale + mask) · v
+ *
+ * This header is its own documentation: every type, function and error code is
+ * described where it is declared. The semantics follow PyTorch's
+ * torch.nn.functional.scaled_dot_product_attention, so results can be checked
+ * against PyTorch and code can move between the two (see README.md for the
+ * differences, all of them deliberate).
+ *
+ * Conventions
+ *   - Every function that can fail returns an attn_status. ATTN_OK is 0.
+ *   - Every such function takes an optional `attn_error *err` as its last
+ *     argument. When it is not NULL and the call fails, it receives the status
+ *     and a one-line message saying what was wrong, e.g.
+ *     "k has E=4 but q has E=8 (the last dimensions must match)".
+ *     On success it is left untouched.
+ *   - The library never prints, never exits, never aborts. It keeps no global
+ *     mutable state: all functions are thread-safe on distinct outputs.
+ *   - The caller owns all memory it passes in. Scratch memory a call needs is
+ *     allocated and freed inside that call (it is linear in the sequence
+ *     lengths; nothing of size L×S is ever allocated). The one exception is
+ *     attn_npy_read, which returns an array the caller frees with
+ *     attn_npy_free.
+ *   - Outputs come first in argument lists, inputs after them, options last.
+ *
+ * Build: C11. Link with -lattn -lm (or use `pkg-config --cflags --libs attn`).
+ */
+#ifndef ATTN_H
+#define ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Symbols the shared library exports. Everything else in it is hidden. */
+#if defined(ATTN_BUILDING_LIBRARY) && defined(__GNUC__)
+#define ATTN_API __attribute__((visibility("default")))
+#else
+#define ATTN_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Version                                                                  */
+/* ------------------------------------------------------------------------ */
+
+#define ATTN_VERSION_MAJOR 0
+#define ATTN_VERSION_MINOR 1
+#define ATTN_VERSION_PATCH 0
+/* "MAJOR.MINOR.PATCH" of this header. */
+#define ATTN_VERSION_STRING "0.1.0"
+
+/* The version of the library actually linked, as "MAJOR.MINOR.PATCH". Compare
+ * with ATTN_VERSION_STRING to detect a header/library mismatch. */
+ATTN_API const char *attn_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum attn_status {
+    ATTN_OK = 0,
+    /* A required pointer argument (a tensor, its data, a path) is NULL. */
+    ATTN_ERR_NULL = 1,
+    /* A tensor's rank is outside what the call accepts (2..ATTN_MAX_RANK for
+     * attention inputs, 0..ATTN_MAX_RANK for any tensor). */
+    ATTN_ERR_RANK = 2,
+    /* A dimension is < 1, or sizes that must agree do not (q's E vs k's E,
+     * k's S vs v's S, the output's shape, ...). */
+    ATTN_ERR_SHAPE = 3,
+    /* Leading (batch) dimensions are neither equal nor 1. */
+    ATTN_ERR_BROADCAST = 4,
+    /* The number of query heads is not a multiple of the number of key/value
+     * heads, or k and v have different head counts. */
+    ATTN_ERR_HEADS = 5,
+    /* A dtype is wrong: q, k, v, out and weights must share one float dtype. */
+    ATTN_ERR_DTYPE = 6,
+    /* The mask has a wrong dtype (bool, or q's float dtype) or a shape that
+     * does not broadcast to (..., Hq, L, S). */
+    ATTN_ERR_MASK = 7,
+    /* The scale is NaN or infinite. */
+    ATTN_ERR_SCALE = 8,
+    /* An option has a value outside its enum (e.g. an unknown causal mode). */
+    ATTN_ERR_OPTION = 9,
+    /* A stride is invalid: an output dimension of size > 1 with stride 0
+     * (several results would land in one element). */
+    ATTN_ERR_STRIDE = 10,
+    /* A size or offset computation overflows (e.g. a shape whose element or
+     * byte count does not fit in 64 bits / size_t). */
+    ATTN_ERR_OVERFLOW = 11,
+    /* Memory allocation failed. */
+    ATTN_ERR_NO_MEMORY = 12,
+    /* A file could not be opened, read or written (the message has errno's
+     * text). */
+    ATTN_ERR_IO = 13,
+    /* A .npy file is malformed: bad magic, a header that is not a valid
+     * dictionary, or a header length that lies about the header's size. */
+    ATTN_ERR_NPY_HEADER = 14,
+    /* A .npy file is well formed but uses something this library does not
+     * read: Fortran order, big-endian data, a dtype other than <f4, <f8, |b1,
+     * object or structured arrays, or an unknown format version. */
+    ATTN_ERR_NPY_UNSUPPORTED = 15,
+    /* A .npy file holds fewer data bytes than its shape needs. */
+    ATTN_ERR_NPY_TRUNCATED = 16,
+    /* A .npy file has bytes after the data its shape describes. */
+    ATTN_ERR_NPY_TRAILING = 17
+} attn_status;
+
+/* Number of distinct attn_status values (ATTN_OK included). */
+#define ATTN_STATUS_COUNT 18
+
+/* A short, static, human-readable description of a status code, e.g.
+ * attn_strerror(ATTN_ERR_HEADS) == "invalid head counts". Unknown values give
+ * "unknown status". Never NULL. */
+ATTN_API const char *attn_strerror(attn_status status);
+
+/* Longest message, terminator included, that attn_error holds. Longer
+ * messages are truncated. */
+#define ATTN_ERROR_MESSAGE_SIZE 256
+
+/* The precise reason a call failed. Pass a pointer to one as the last
+ * argument of any call; it is filled only when the call fails. */
+typedef struct attn_error {
+    attn_status status;
+    char message[ATTN_ERROR_MESSAGE_SIZE];
+} attn_error;
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Highest tensor rank the library handles: (B1, B2, H, L, E). */
+#define ATTN_MAX_RANK 5
+
+typedef enum attn_dtype {
+    ATTN_F32 = 1,  /* float, IEEE-754 binary32 */
+    ATTN_F64 = 2,  /* double, IEEE-754 binary64 */
+    ATTN_BOOL = 3  /* one byte per element; 0 is false, anything else true */
+} attn_dtype;
+
+/* Size in bytes of one element of `dtype`, or 0 for an unknown dtype. */
+ATTN_API size_t attn_dtype_size(attn_dtype dtype);
+
+/* A view of a strided array that the caller owns. Nothing is copied.
+ *
+ * Element (i0, ..., i{rank-1}) lives at
+ *     (char *)data + attn_dtype_size(dtype) * sum_d i_d * strides[d]
+ * Strides are in elements, not bytes, and may be zero or negative for inputs,
+ * so one buffer can be viewed as (B, H, L, E) or, with permuted strides, as
+ * (B, L, H, E) memory seen as (B, H, L, E), without copying.
+ * Inputs are only read through `data`; it is not const so that one type serves
+ * inputs and outputs. Entries of shape/strides at index >= rank are ignored. */
+typedef struct attn_tensor {
+    void *data;
+    attn_dtype dtype;
+    int rank;
+    int64_t shape[ATTN_MAX_RANK];
+    int64_t strides[ATTN_MAX_RANK];
+} attn_tensor;
+
+/* Fill *t with a view of `data`. `shape` has `rank` entries. `strides` (in
+ * elements) may be NULL for C order (row-major, last index fastest).
+ * Errors: ATTN_ERR_NULL (t, or shape with rank > 0), ATTN_ERR_RANK (rank
+ * outside 0..ATTN_MAX_RANK), ATTN_ERR_SHAPE (a dimension < 0),
+ * ATTN_ERR_DTYPE (unknown dtype), ATTN_ERR_OVERFLOW (the element count does
+ * not fit). data may be NULL here; calls that read or write it reject that. */
+ATTN_API attn_status attn_tensor_init(attn_tensor *t, void *data, attn_dtype dtype,
+                                      int rank, const int64_t *shape,
+                                      const int64_t *strides, attn_error *err);
+
+/* Number of elements (product of the shape; 1 for rank 0). Returns -1 when
+ * the product overflows int64 or a dimension is negative. */
+ATTN_API int64_t attn_tensor_numel(const attn_tensor *t);
+
+/* ------------------------------------------------------------------------ */
+/* Scaled dot-product attention                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Which query/key pairs a causal mask keeps. Query i (0..L-1), key j (0..S-1):
+ *   ATTN_CAUSAL_NONE          every pair.
+ *   ATTN_CAUSAL_TOP_LEFT      j <= i, PyTorch's is_causal=True. With L > S the
+ *                             last L-S queries see all keys.
+ *   ATTN_CAUSAL_BOTTOM_RIGHT  j <= i + (S - L), the KV-cache convention: the
+ *                             last query sees every key. With L > S the first
+ *                             L-S queries see no key (their output is 0). */
+typedef enum attn_causal {
+    ATTN_CAUSAL_NONE = 0,
+    ATTN_CAUSAL_TOP_LEFT = 1,
+    ATTN_CAUSAL_BOTTOM_RIGHT = 2
+} attn_causal;
+
+/* Options of attn_sdpa. Zero-initialise (or use attn_sdpa_options_default)
+ * and set what you need; a NULL options pointer means all defaults. */
+typedef struct attn_sdpa_options {
+    /* When has_scale is 0 (the default) the scale is 1/sqrt(E), E being the
+     * query/key size (q's last dimension, never the model width). Otherwise
+     * `scale` is used; it must be finite (0 and negative values are allowed). */
+    int has_scale;
+    double scale;
+    /* Causal masking; combines with `mask` (a key takes part only if both
+     * allow it). */
+    attn_causal causal;
+    /* Optional mask, NULL for none. Its shape broadcasts (right-aligned, each
+     * dimension equal or 1) to (..., Hq, L, S), and it may not have more
+     * dimensions than the output.
+     *   dtype ATTN_BOOL: true means the key takes part, false masks it out.
+     *   dtype equal to q's: added to the scaled scores; -inf masks a key. */
+    const attn_tensor *mask;
+    /* Optional output for the attention weights softmax(q·kᵀ·scale + mask),
+     * NULL for none. Shape (..., Hq, L, S), same leading dimensions and rank
+     * as `out`, q's dtype. This is the only L×S-sized memory involved, and it
+     * is the caller's. */
+    attn_tensor *weights;
+} attn_sdpa_options;
+
+/* The defaults: scale 1/sqrt(E), no causal mask, no mask, no weights. */
+ATTN_API attn_sdpa_options attn_sdpa_options_default(void);
+
+/* Scaled dot-product attention, PyTorch semantics.
+ *
+ *   out = softmax(q · kᵀ · scale + mask) · v
+ *
+ * Shapes (the last two dimensions are matrices; the one before them, if any,
+ * counts heads; the rest are batch dimensions):
+ *   q    (..., Hq, L, E)
+ *   k    (..., Hk, S, E)
+ *   v    (..., Hk, S, Ev)      Ev may differ from E
+ *   out  (..., Hq, L, Ev)      written, never read
+ * Rank-2 inputs (L, E) are one head. Ranks may differ between q, k and v:
+ * shapes are aligned on the right. Batch dimensions broadcast (each equal or
+ * 1, the output takes the larger). Every dimension must be >= 1.
+ *
+ * Heads: Hq must be a multiple of Hk (GQA/MQA); query head h uses key/value
+ * head h / (Hq / Hk), like torch's repeat_interleave. k and v must have the
+ * same number of heads.
+ *
+ * Numerics:
+ *   - The softmax subtracts the row maximum, so finite inputs of any size
+ *     (scores of +-1e30) never produce NaN or Inf. If scores are +inf (f64
+ *     dot products that overflow), the weight is shared equally among the
+ *     +inf keys, which is the limit of the softmax.
+ *   - A row in which no key may take part (masked by the bool mask, by -inf in
+ *     a float mask, or by the causal mask) gives output 0 and weights 0,
+ *     never NaN, like PyTorch >= 2.5.
+ *   - NaN in an input reaches only the output rows whose computation reads it.
+ *   - f64 computes in f64 throughout. f32 reads f32 and computes in f64, then
+ *     rounds once on output: its error against the exact result is about one
+ *     f32 rounding (well under 2e-5 relative).
+ *
+ * Memory: scratch memory is O((E + Ev) * block) per call, independent of L×S;
+ * the kernel streams over the keys in blocks with an online softmax.
+ *
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_SHAPE, ATTN_ERR_BROADCAST,
+ * ATTN_ERR_HEADS, ATTN_ERR_DTYPE, ATTN_ERR_MASK, ATTN_ERR_SCALE,
+ * ATTN_ERR_OPTION, ATTN_ERR_STRIDE, ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY.
+ * Nothing is written to out or weights unless every check passed. */
+ATTN_API attn_status attn_sdpa(attn_tensor *out, const attn_tensor *q,
+                               const attn_tensor *k, const attn_tensor *v,
+                               const attn_sdpa_options *options, attn_error *err);
+
+/* The shapes attn_sdpa expects for out and weights, given q, k, v and the
+ * options (options->weights is ignored; NULL options means defaults): the
+ * rank is written to *rank, the dimensions to out_shape[0..rank) and
+ * weights_shape[0..rank). Any of the three output pointers may be NULL.
+ * Checks q, k, v, the options and the mask exactly as attn_sdpa does and
+ * fails with the same errors, so a caller can validate before allocating. */
+ATTN_API attn_status attn_sdpa_shapes(int *rank, int64_t out_shape[ATTN_MAX_RANK],
+                                      int64_t weights_shape[ATTN_MAX_RANK],
+                                      const attn_tensor *q, const attn_tensor *k,
+                                      const attn_tensor *v, const attn_sdpa_options *options,
+                                      attn_error *err);
+
+/* The same contract as attn_sdpa, computed by the plain textbook algorithm:
+ * for each query row, all S scores, their maximum, the normalised weights, then
+ * the weighted sum of values. Slow and simple, it exists so that tests can
+ * check the streaming kernel against an independent implementation. Scratch
+ * memory is O(S + E + Ev). */
+ATTN_API attn_status attn_sdpa_reference(attn_tensor *out, const attn_tensor *q,
+                                         const attn_tensor *k, const attn_tensor *v,
+                                         const attn_sdpa_options *options,
+                                         attn_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* .npy files                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Read a NumPy .npy file (format versions 1.0, 2.0 and 3.0), C order,
+ * little-endian, dtype '<f4', '<f8' or '|b1', rank 0..ATTN_MAX_RANK.
+ * On success *out is a C-contiguous tensor whose data the library allocated;
+ * release it with attn_npy_free. On failure *out is zeroed.
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_IO, ATTN_ERR_NPY_HEADER,
+ * ATTN_ERR_NPY_UNSUPPORTED, ATTN_ERR_NPY_TRUNCATED, ATTN_ERR_NPY_TRAILING,
+ * ATTN_ERR_RANK, ATTN_ERR_OVERFLOW (a shape whose byte count overflows),
+ * ATTN_ERR_NO_MEMORY. */
+ATTN_API attn_status attn_npy_read(attn_tensor *out, const char *path, attn_error *err);
+
+/* The same as attn_npy_read, from the `size` bytes at `bytes` (a whole .npy
+ * file held in memory). Never reads outside [bytes, bytes + size). */
+ATTN_API attn_status attn_npy_parse(attn_tensor *out, const void *bytes, size_t size,
+                                    attn_error *err);
+
+/* Free the data of a tensor returned by attn_npy_read/attn_npy_parse and zero
+ * the view. NULL and already-freed (zeroed) tensors are fine. */
+ATTN_API void attn_npy_free(attn_tensor *t);
+
+/* Write `t` (any strides; f32, f64 or bool) to `path` as a version 1.0 .npy
+ * file in C order, data aligned to 64 bytes. The file is written in place and
+ * removed again if writing fails; for an all-or-nothing replacement of an
+ * existing file, write to a temporary name in the same directory and rename.
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_SHAPE, ATTN_ERR_DTYPE,
+ * ATTN_ERR_OVERFLOW, ATTN_ERR_IO. */
+ATTN_API attn_status attn_npy_write(const char *path, const attn_tensor *t, attn_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTN_H */

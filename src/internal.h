@@ -1,0 +1,106 @@
+/* internal.h -- declarations shared by the library's source files; not public. */
+#ifndef ATTN_INTERNAL_H
+#define ATTN_INTERNAL_H
+
+#include "attn.h"
+
+#include <math.h>
+#include <stdbool.h>
+
+/* printf-style formatting of a failure into *err (when err is not NULL).
+ * Returns `status`, so callers can write `return attn_fail(err, ATTN_ERR_X, ...)`. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+attn_status attn_fail(attn_error *err, attn_status status, const char *fmt, ...);
+
+/* Overflow-checked int64 arithmetic: return false on overflow. */
+bool attn_mul_i64(int64_t a, int64_t b, int64_t *out);
+bool attn_add_i64(int64_t a, int64_t b, int64_t *out);
+
+/* The largest element offset reachable in t, in absolute value, fits in int64
+ * in elements and in bytes (ATTN_ERR_OVERFLOW naming `name` otherwise). */
+attn_status attn_check_extent(const attn_tensor *t, const char *name, attn_error *err);
+
+/* Format a shape as "(2, 3, 4)" into buf (always terminated). */
+void attn_format_shape(char *buf, size_t size, int rank, const int64_t *shape);
+
+/* A strided 2-D view of one matrix inside a tensor: element (i, j) lives at
+ * base + (i * rs + j * cs) * element size. A broadcast dimension has stride 0. */
+typedef struct attn_mat {
+    char *base;
+    attn_dtype dtype;
+    int64_t rows, cols;
+    int64_t rs, cs;
+} attn_mat;
+
+/* Element (i, j) of a float matrix (f32 or f64) widened to double. */
+static inline double attn_mat_get(const attn_mat *m, int64_t i, int64_t j) {
+    int64_t off = i * m->rs + j * m->cs;
+    if (m->dtype == ATTN_F32) return (double)((const float *)(const void *)m->base)[off];
+    return ((const double *)(const void *)m->base)[off];
+}
+
+/* Store x into element (i, j) of a float matrix, rounding once for f32. */
+static inline void attn_mat_set(const attn_mat *m, int64_t i, int64_t j, double x) {
+    int64_t off = i * m->rs + j * m->cs;
+    if (m->dtype == ATTN_F32) ((float *)(void *)m->base)[off] = (float)x;
+    else ((double *)(void *)m->base)[off] = x;
+}
+
+/* One attention problem: a single (batch, head) slice.
+ *   q is (L, E), k is (S, E), v is (S, Ev), out is (L, Ev),
+ *   weights (optional, rows == 0 when absent) is (L, S),
+ *   mask (optional, rows == 0 when absent) is (L, S), broadcast dims stride 0.
+ * Query i may see key j only if j <= i + causal_offset (when causal is set). */
+typedef struct attn_problem {
+    attn_mat q, k, v, out, weights, mask;
+    bool causal;
+    int64_t causal_offset;
+    double scale;
+} attn_problem;
+
+/* The per-problem kernels. `work` is scratch memory of at least
+ * attn_*_work_size(...) doubles, owned by the caller; the size functions
+ * return -1 when the count overflows. */
+int64_t attn_stream_work_size(int64_t E, int64_t Ev);
+void attn_stream_kernel(const attn_problem *p, double *work);
+
+int64_t attn_reference_work_size(int64_t S, int64_t E, int64_t Ev);
+void attn_reference_kernel(const attn_problem *p, double *work);
+
+/* Dot product of two packed rows, in double. */
+static inline double attn_dot(const double *a, const double *b, int64_t n) {
+    double s = 0.0;
+    for (int64_t e = 0; e < n; e++) s += a[e] * b[e];
+    return s;
+}
+
+/* The score of query i against key j, given their dot product: dot·scale plus
+ * the additive mask, or -inf when the causal or bool mask excludes the pair.
+ * Both kernels treat a score of -inf as "takes no part in the softmax". */
+static inline double attn_score(const attn_problem *p, int64_t i, int64_t j, double dot) {
+    if (p->causal && j > i + p->causal_offset) return -INFINITY;
+    double s = dot * p->scale;
+    if (p->mask.base) {
+        if (p->mask.dtype == ATTN_BOOL) {
+            if (p->mask.base[i * p->mask.rs + j * p->mask.cs] == 0) return -INFINITY;
+        } else {
+            s += attn_mat_get(&p->mask, i, j);
+        }
+    }
+    return s;
+}
+
+/* exp(s - m) for a score s that takes part and the row maximum m >= s. When
+ * s == m it is exactly 1, which also covers s == m == +inf: the weight is then
+ * shared among the +inf scores, the softmax's limit, instead of NaN. */
+static inline double attn_softmax_term(double s, double m) {
+    return s == m ? 1.0 : exp(s - m);
+}
+
+/* Copy rows r0..r0+n-1 of a float matrix into dst (n × cols, C order), in
+ * double. */
+void attn_pack_rows(double *dst, const attn_mat *m, int64_t r0, int64_t n);
+
+#endif /* ATTN_INTERNAL_H */

@@ -1,0 +1,374 @@
+/* npy.c -- reading and writing NumPy .npy files (format 1.0, 2.0 and 3.0).
+ *
+ * A .npy file is: the magic "\x93NUMPY", a major and minor version byte, the
+ * header length (2 bytes little-endian in 1.0, 4 bytes in 2.0 and 3.0), then a
+ * Python dict literal such as
+ *     {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }
+ * padded with spaces and ended by '\n', then the raw data. Every length read
+ * from the file is checked against the bytes that really exist, so a lying or
+ * truncated file gives an error, never a read out of bounds. */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "npy.c copies little-endian .npy data as is: it needs a little-endian host"
+#endif
+
+#define NPY_MAGIC "\x93NUMPY"
+#define NPY_MAGIC_LEN 6
+/* Headers longer than this are rejected; NumPy itself refuses over 10000. */
+#define NPY_MAX_HEADER 65536
+
+typedef struct npy_layout {
+    attn_dtype dtype;
+    int rank;
+    int64_t shape[ATTN_MAX_RANK];
+    size_t data_offset; /* where the data starts in the file */
+    size_t data_bytes;  /* how many bytes the shape needs */
+} npy_layout;
+
+/* ---- the header dictionary ---------------------------------------------- */
+
+typedef struct cursor {
+    const char *p, *end;
+} cursor;
+
+static void skip_space(cursor *c) {
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
+        c->p++;
+}
+
+static bool take(cursor *c, char ch) {
+    skip_space(c);
+    if (c->p < c->end && *c->p == ch) {
+        c->p++;
+        return true;
+    }
+    return false;
+}
+
+/* A quoted Python string without escapes, into buf. */
+static bool take_string(cursor *c, char *buf, size_t size) {
+    skip_space(c);
+    if (c->p >= c->end || (*c->p != '\'' && *c->p != '"')) return false;
+    char quote = *c->p++;
+    size_t n = 0;
+    while (c->p < c->end && *c->p != quote) {
+        if (*c->p == '\\' || n + 1 >= size) return false;
+        buf[n++] = *c->p++;
+    }
+    if (c->p >= c->end) return false;
+    c->p++;
+    buf[n] = '\0';
+    return true;
+}
+
+static bool take_word(cursor *c, const char *word) {
+    size_t n = strlen(word);
+    skip_space(c);
+    if ((size_t)(c->end - c->p) >= n && memcmp(c->p, word, n) == 0) {
+        c->p += n;
+        return true;
+    }
+    return false;
+}
+
+static attn_status parse_descr(npy_layout *h, const char *d, attn_error *err) {
+    if (strcmp(d, "<f4") == 0) h->dtype = ATTN_F32;
+    else if (strcmp(d, "<f8") == 0) h->dtype = ATTN_F64;
+    else if (strcmp(d, "|b1") == 0) h->dtype = ATTN_BOOL;
+    else if (d[0] == '>')
+        return attn_fail(err, ATTN_ERR_NPY_UNSUPPORTED,
+                         "big-endian data ('%s') is not supported; save as little-endian", d);
+    else if (strchr(d, 'O'))
+        return attn_fail(err, ATTN_ERR_NPY_UNSUPPORTED, "object arrays ('%s') are not supported",
+                         d);
+    else
+        return attn_fail(err, ATTN_ERR_NPY_UNSUPPORTED,
+                         "dtype '%s' is not supported; use '<f4', '<f8' or '|b1'", d);
+    return ATTN_OK;
+}
+
+static attn_status parse_shape(npy_layout *h, cursor *c, attn_error *err) {
+    if (!take(c, '('))
+        return attn_fail(err, ATTN_ERR_NPY_HEADER, "header 'shape' is not a tuple");
+    h->rank = 0;
+    for (;;) {
+        skip_space(c);
+        if (take(c, ')')) return ATTN_OK;
+        if (c->p >= c->end || *c->p < '0' || *c->p > '9')
+            return attn_fail(err, ATTN_ERR_NPY_HEADER,
+                             "header 'shape' holds something other than non-negative integers");
+        int64_t dim = 0;
+        while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+            if (!attn_mul_i64(dim, 10, &dim) || !attn_add_i64(dim, *c->p - '0', &dim))
+                return attn_fail(err, ATTN_ERR_OVERFLOW, "a dimension in 'shape' overflows 64 bits");
+            c->p++;
+        }
+        if (c->p < c->end && *c->p == 'L') c->p++; /* Python 2's long suffix */
+        if (h->rank == ATTN_MAX_RANK)
+            return attn_fail(err, ATTN_ERR_RANK, "array has more than %d dimensions",
+                             ATTN_MAX_RANK);
+        h->shape[h->rank++] = dim;
+        if (!take(c, ',')) {
+            if (take(c, ')')) return ATTN_OK;
+            return attn_fail(err, ATTN_ERR_NPY_HEADER, "header 'shape' is not a valid tuple");
+        }
+    }
+}
+
+/* Parse the dict in text[0..len) into h (dtype, rank, shape). */
+static attn_status parse_dict(npy_layout *h, const char *text, size_t len, attn_error *err) {
+    cursor c = {text, text + len};
+    bool seen_descr = false, seen_order = false, seen_shape = false;
+    attn_status st;
+    if (!take(&c, '{'))
+        return attn_fail(err, ATTN_ERR_NPY_HEADER, "header is not a Python dict literal");
+    while (!take(&c, '}')) {
+        char key[32], val[32];
+        if (!take_string(&c, key, sizeof key) || !take(&c, ':'))
+            return attn_fail(err, ATTN_ERR_NPY_HEADER, "header dict has a malformed key");
+        if (strcmp(key, "descr") == 0 && !seen_descr) {
+            skip_space(&c);
+            if (c.p < c.end && *c.p == '[')
+                return attn_fail(err, ATTN_ERR_NPY_UNSUPPORTED,
+                                 "structured dtypes are not supported");
+            if (!take_string(&c, val, sizeof val))
+                return attn_fail(err, ATTN_ERR_NPY_HEADER, "header 'descr' is not a string");
+            if ((st = parse_descr(h, val, err))) return st;
+            seen_descr = true;
+        } else if (strcmp(key, "fortran_order") == 0 && !seen_order) {
+            if (take_word(&c, "True"))
+                return attn_fail(err, ATTN_ERR_NPY_UNSUPPORTED,
+                                 "Fortran-order arrays are not supported; save in C order");
+            if (!take_word(&c, "False"))
+                return attn_fail(err, ATTN_ERR_NPY_HEADER,
+                                 "header 'fortran_order' is neither True nor False");
+            seen_order = true;
+        } else if (strcmp(key, "shape") == 0 && !seen_shape) {
+            if ((st = parse_shape(h, &c, err))) return st;
+            seen_shape = true;
+        } else {
+            return attn_fail(err, ATTN_ERR_NPY_HEADER, "header has an unexpected or repeated key '%s'",
+                             key);
+        }
+        if (!take(&c, ',')) {
+            if (take(&c, '}')) break;
+            return attn_fail(err, ATTN_ERR_NPY_HEADER, "header dict is missing a ',' or '}'");
+        }
+    }
+    skip_space(&c);
+    if (c.p != c.end)
+        return attn_fail(err, ATTN_ERR_NPY_HEADER, "header has text after its dict");
+    if (!seen_descr || !seen_order || !seen_shape)
+        return attn_fail(err, ATTN_ERR_NPY_HEADER, "header lacks '%s'",
+                         !seen_descr ? "descr" : !seen_order ? "fortran_order" : "shape");
+    return ATTN_OK;
+}
+
+/* ---- the file layout ----------------------------------------------------- */
+
+/* Parse the prefix and header in buf[0..avail) of a file of file_size bytes.
+ * avail may be less than file_size (the data need not be in buf). */
+static attn_status parse_layout(npy_layout *h, const unsigned char *buf, size_t avail,
+                                size_t file_size, attn_error *err) {
+    memset(h, 0, sizeof *h);
+    if (avail < NPY_MAGIC_LEN + 2 || memcmp(buf, NPY_MAGIC, NPY_MAGIC_LEN) != 0)
+        return attn_fail(err, ATTN_ERR_NPY_HEADER, "not a .npy file (no \\x93NUMPY magic)");
+    unsigned major = buf[6], minor = buf[7];
+    if ((major != 1 && major != 2 && major != 3) || minor != 0)
+        return attn_fail(err, ATTN_ERR_NPY_UNSUPPORTED, ".npy format version %u.%u is not supported",
+                         major, minor);
+    size_t len_bytes = major == 1 ? 2 : 4, prefix = NPY_MAGIC_LEN + 2 + len_bytes;
+    if (avail < prefix)
+        return attn_fail(err, ATTN_ERR_NPY_HEADER, "file ends inside the .npy header length");
+    size_t header_len = buf[8] | (size_t)buf[9] << 8;
+    if (major != 1) header_len |= (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
+    if (header_len > NPY_MAX_HEADER)
+        return attn_fail(err, ATTN_ERR_NPY_HEADER, "header length %zu exceeds the %d-byte limit",
+                         header_len, NPY_MAX_HEADER);
+    if (prefix + header_len > avail || prefix + header_len > file_size)
+        return attn_fail(err, ATTN_ERR_NPY_HEADER,
+                         "header length %zu runs past the end of the file (%zu bytes)", header_len,
+                         file_size);
+    const char *text = (const char *)buf + prefix;
+    if (header_len == 0 || text[header_len - 1] != '\n')
+        return attn_fail(err, ATTN_ERR_NPY_HEADER,
+                         "header does not end in a newline: its length field (%zu) is wrong",
+                         header_len);
+    attn_status st = parse_dict(h, text, header_len, err);
+    if (st) return st;
+
+    attn_tensor view = {0};
+    view.rank = h->rank;
+    memcpy(view.shape, h->shape, sizeof h->shape);
+    int64_t numel = attn_tensor_numel(&view), bytes;
+    char shape[160];
+    attn_format_shape(shape, sizeof shape, h->rank, h->shape);
+    if (numel < 0 || !attn_mul_i64(numel, (int64_t)attn_dtype_size(h->dtype), &bytes) ||
+        (uint64_t)bytes > SIZE_MAX)
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "shape %s is too large: its byte count overflows",
+                         shape);
+    h->data_offset = prefix + header_len;
+    h->data_bytes = (size_t)bytes;
+    size_t have = file_size - h->data_offset;
+    if (have < h->data_bytes)
+        return attn_fail(err, ATTN_ERR_NPY_TRUNCATED,
+                         "data is truncated: shape %s needs %zu bytes but the file has %zu", shape,
+                         h->data_bytes, have);
+    if (have > h->data_bytes)
+        return attn_fail(err, ATTN_ERR_NPY_TRAILING,
+                         "%zu unexpected bytes follow the data of shape %s", have - h->data_bytes,
+                         shape);
+    return ATTN_OK;
+}
+
+/* Allocate *out for layout h (at least one byte, so malloc(0) is never asked). */
+static attn_status alloc_tensor(attn_tensor *out, const npy_layout *h, attn_error *err) {
+    void *data = malloc(h->data_bytes ? h->data_bytes : 1);
+    if (!data)
+        return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate %zu bytes for the array",
+                         h->data_bytes);
+    return attn_tensor_init(out, data, h->dtype, h->rank, h->shape, NULL, err);
+}
+
+attn_status attn_npy_parse(attn_tensor *out, const void *bytes, size_t size, attn_error *err) {
+    npy_layout h;
+    attn_status st;
+    if (!out) return attn_fail(err, ATTN_ERR_NULL, "output tensor is NULL");
+    memset(out, 0, sizeof *out);
+    if (!bytes) return attn_fail(err, ATTN_ERR_NULL, "bytes is NULL");
+    if ((st = parse_layout(&h, bytes, size, size, err))) return st;
+    if ((st = alloc_tensor(out, &h, err))) return st;
+    memcpy(out->data, (const unsigned char *)bytes + h.data_offset, h.data_bytes);
+    return ATTN_OK;
+}
+
+static attn_status io_error(attn_error *err, const char *what, const char *path) {
+    char msg[128] = "unknown error";
+    int e = errno;
+    if (e) strerror_r(e, msg, sizeof msg);
+    return attn_fail(err, ATTN_ERR_IO, "%s %s: %s", what, path, msg);
+}
+
+attn_status attn_npy_read(attn_tensor *out, const char *path, attn_error *err) {
+    if (!out) return attn_fail(err, ATTN_ERR_NULL, "output tensor is NULL");
+    memset(out, 0, sizeof *out);
+    if (!path) return attn_fail(err, ATTN_ERR_NULL, "path is NULL");
+    errno = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return io_error(err, "cannot open", path);
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        attn_status st = errno ? io_error(err, "cannot stat", path)
+                               : attn_fail(err, ATTN_ERR_IO, "%s is not a regular file", path);
+        fclose(f);
+        return st;
+    }
+    size_t file_size = (size_t)sb.st_size;
+
+    /* The header is read into a small buffer first, so that the data's size
+     * is checked against the file's before anything large is allocated. */
+    size_t head_size = NPY_MAX_HEADER + 12;
+    unsigned char *head = malloc(head_size);
+    if (!head) {
+        fclose(f);
+        return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the header buffer");
+    }
+    size_t got = fread(head, 1, file_size < head_size ? file_size : head_size, f);
+    npy_layout h;
+    attn_status st = parse_layout(&h, head, got, file_size, err);
+    if (!st) st = alloc_tensor(out, &h, err);
+    if (!st) {
+        size_t in_head = got - h.data_offset < h.data_bytes ? got - h.data_offset : h.data_bytes;
+        memcpy(out->data, head + h.data_offset, in_head);
+        size_t rest = h.data_bytes - in_head;
+        errno = 0;
+        if (fread((unsigned char *)out->data + in_head, 1, rest, f) != rest || fgetc(f) != EOF) {
+            /* The file changed size while we read it. */
+            st = errno ? io_error(err, "cannot read", path)
+                       : attn_fail(err, ATTN_ERR_NPY_TRUNCATED, "%s changed while being read", path);
+            attn_npy_free(out);
+        }
+    }
+    free(head);
+    fclose(f);
+    return st;
+}
+
+void attn_npy_free(attn_tensor *t) {
+    if (!t) return;
+    free(t->data);
+    memset(t, 0, sizeof *t);
+}
+
+/* ---- writing ------------------------------------------------------------- */
+
+/* Copy t's elements in C order into f through a small buffer. */
+static bool write_elements(FILE *f, const attn_tensor *t) {
+    unsigned char buf[8192];
+    size_t esize = attn_dtype_size(t->dtype), used = 0;
+    int64_t numel = attn_tensor_numel(t), idx[ATTN_MAX_RANK] = {0}, off = 0;
+    for (int64_t n = 0; n < numel; n++) {
+        if (used + esize > sizeof buf) {
+            if (fwrite(buf, 1, used, f) != used) return false;
+            used = 0;
+        }
+        memcpy(buf + used, (const char *)t->data + off * (int64_t)esize, esize);
+        used += esize;
+        /* Advance the multi-index, last dimension fastest. */
+        for (int d = t->rank - 1; d >= 0; d--) {
+            off += t->strides[d];
+            if (++idx[d] < t->shape[d]) break;
+            off -= t->strides[d] * t->shape[d];
+            idx[d] = 0;
+        }
+    }
+    return fwrite(buf, 1, used, f) == used;
+}
+
+attn_status attn_npy_write(const char *path, const attn_tensor *t, attn_error *err) {
+    if (!path) return attn_fail(err, ATTN_ERR_NULL, "path is NULL");
+    if (!t) return attn_fail(err, ATTN_ERR_NULL, "tensor is NULL");
+    if (t->rank < 0 || t->rank > ATTN_MAX_RANK)
+        return attn_fail(err, ATTN_ERR_RANK, "rank %d is outside 0..%d", t->rank, ATTN_MAX_RANK);
+    const char *descr = t->dtype == ATTN_F32 ? "<f4" : t->dtype == ATTN_F64 ? "<f8"
+                        : t->dtype == ATTN_BOOL ? "|b1" : NULL;
+    if (!descr) return attn_fail(err, ATTN_ERR_DTYPE, "unknown dtype %d", (int)t->dtype);
+    attn_status st = attn_check_extent(t, "tensor", err);
+    if (st) return st;
+    if (attn_tensor_numel(t) > 0 && !t->data)
+        return attn_fail(err, ATTN_ERR_NULL, "tensor data is NULL");
+
+    char shape[200], header[300];
+    attn_format_shape(shape, sizeof shape, t->rank, t->shape);
+    int n = snprintf(header, sizeof header, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
+                     descr, shape);
+    /* Pad with spaces so that the data starts on a 64-byte boundary. */
+    size_t total = 10 + (size_t)n + 1, pad = (64 - total % 64) % 64;
+    size_t header_len = (size_t)n + pad + 1;
+    memset(header + n, ' ', pad);
+    header[n + pad] = '\n';
+
+    errno = 0;
+    FILE *f = fopen(path, "wb");
+    if (!f) return io_error(err, "cannot create", path);
+    unsigned char prefix[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                                (unsigned char)(header_len & 0xff),
+                                (unsigned char)(header_len >> 8)};
+    bool ok = fwrite(prefix, 1, sizeof prefix, f) == sizeof prefix &&
+              fwrite(header, 1, header_len, f) == header_len && write_elements(f, t);
+    ok = (fclose(f) == 0) && ok;
+    if (!ok) {
+        st = io_error(err, "cannot write", path);
+        remove(path);
+        return st;
+    }
+    return ATTN_OK;
+}

@@ -1,0 +1,45 @@
+/* sdpa_reference.c -- the reference kernel: the textbook two-pass softmax,
+ * one query row at a time. Kept plain so tests can compare the streaming
+ * kernel against an independent implementation. */
+#include "internal.h"
+
+int64_t attn_reference_work_size(int64_t S, int64_t E, int64_t Ev) {
+    /* one row of scores (S), one query row (E), one key row (E), one output row (Ev) */
+    int64_t n;
+    if (!attn_add_i64(S, E, &n) || !attn_add_i64(n, E, &n) || !attn_add_i64(n, Ev, &n)) return -1;
+    return n;
+}
+
+// q is (L, E), k is (S, E), v is (S, Ev), out is (L, Ev), weights is (L, S)
+void attn_reference_kernel(const attn_problem *p, double *work) {
+    int64_t L = p->q.rows, E = p->q.cols, S = p->k.rows, Ev = p->v.cols;
+    double *scores = work, *qrow = scores + S, *krow = qrow + E, *orow = krow + E;
+
+    for (int64_t i = 0; i < L; i++) {
+        attn_pack_rows(qrow, &p->q, i, 1);
+        double m = -INFINITY;
+        for (int64_t j = 0; j < S; j++) {
+            attn_pack_rows(krow, &p->k, j, 1);
+            scores[j] = attn_score(p, i, j, attn_dot(qrow, krow, E));
+            if (scores[j] > m) m = scores[j];
+        }
+        double l = 0.0;
+        for (int64_t j = 0; j < S; j++)
+            if (scores[j] != -INFINITY) l += attn_softmax_term(scores[j], m);
+        /* Normalise each weight first, then mix the values (as PyTorch's math
+         * path does). Excluded keys are skipped, so NaN in a masked value
+         * cannot reach the row; a row with no key taking part stays 0. */
+        for (int64_t e = 0; e < Ev; e++) orow[e] = 0.0;
+        for (int64_t j = 0; j < S; j++) {
+            if (scores[j] == -INFINITY) {
+                scores[j] = 0.0;
+                continue;
+            }
+            scores[j] = attn_softmax_term(scores[j], m) / l;
+            for (int64_t e = 0; e < Ev; e++) orow[e] += scores[j] * attn_mat_get(&p->v, j, e);
+        }
+        for (int64_t e = 0; e < Ev; e++) attn_mat_set(&p->out, i, e, orow[e]);
+        if (p->weights.base)
+            for (int64_t j = 0; j < S; j++) attn_mat_set(&p->weights, i, j, scores[j]);
+    }
+}

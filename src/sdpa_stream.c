@@ -1,0 +1,108 @@
+/* sdpa_stream.c -- the streaming kernel: one (batch, head) slice of attention,
+ * computed block by block with an online softmax, so that no L×S buffer ever
+ * exists (FlashAttention's algorithm, in plain C and in double).
+ *
+ * For a block of BR query rows it walks the keys in blocks of BC. Each row
+ * keeps a running maximum m, a running sum l of exp(s - m), and an output
+ * accumulator acc = sum exp(s - m) v. When a new key block raises m, the old
+ * l and acc are rescaled by exp(m_old - m_new). At the end, out = acc / l. */
+#include "internal.h"
+
+enum { BR = 16, BC = 64 }; /* query rows and keys per block */
+
+int64_t attn_stream_work_size(int64_t E, int64_t Ev) {
+    /* q block (BR×E), k block (BC×E), v block (BC×Ev), scores (BR×BC),
+     * acc (BR×Ev), m and l (BR each). */
+    int64_t a, b, c, d, n;
+    if (!attn_mul_i64(BR + BC, E, &a) || !attn_mul_i64(BC + BR, Ev, &b)) return -1;
+    c = BR * BC;
+    d = 2 * BR;
+    if (!attn_add_i64(a, b, &n) || !attn_add_i64(n, c + d, &n)) return -1;
+    return n;
+}
+
+/* scores[r][c] = score of query i0+r against key j0+c, -inf when excluded. */
+static void block_scores(double *scores, const attn_problem *p, const double *qb,
+                         const double *kb, int64_t i0, int64_t nr, int64_t j0, int64_t nc) {
+    int64_t E = p->q.cols;
+    for (int64_t r = 0; r < nr; r++)
+        for (int64_t c = 0; c < nc; c++)
+            scores[r * BC + c] = attn_score(p, i0 + r, j0 + c, attn_dot(qb + r * E, kb + c * E, E));
+}
+
+/* Fold one block of scores (nc keys) into a row's running m, l and acc. */
+static void online_update(double *m, double *l, double *acc, const double *scores,
+                          const double *vb, int64_t nc, int64_t Ev) {
+    double m_new = *m;
+    for (int64_t c = 0; c < nc; c++)
+        if (scores[c] > m_new) m_new = scores[c]; /* NaN never wins: it stays in l */
+    if (m_new != *m) {
+        double alpha = exp(*m - m_new); /* 0 when the old maximum was -inf */
+        *l *= alpha;
+        for (int64_t e = 0; e < Ev; e++) acc[e] *= alpha;
+        *m = m_new;
+    }
+    for (int64_t c = 0; c < nc; c++) {
+        if (scores[c] == -INFINITY) continue;
+        double w = attn_softmax_term(scores[c], m_new);
+        *l += w;
+        for (int64_t e = 0; e < Ev; e++) acc[e] += w * vb[c * Ev + e];
+    }
+}
+
+// q is (L, E), k is (S, E), v is (S, Ev), out is (L, Ev), weights is (L, S)
+void attn_stream_kernel(const attn_problem *p, double *work) {
+    int64_t L = p->q.rows, E = p->q.cols, S = p->k.rows, Ev = p->v.cols;
+    double *qb = work;
+    double *kb = qb + BR * E;
+    double *vb = kb + BC * E;
+    double *scores = vb + BC * Ev;
+    double *acc = scores + BR * BC;
+    double *m = acc + BR * Ev;
+    double *l = m + BR;
+
+    for (int64_t i0 = 0; i0 < L; i0 += BR) {
+        int64_t nr = L - i0 < BR ? L - i0 : BR;
+        attn_pack_rows(qb, &p->q, i0, nr);
+        for (int64_t r = 0; r < nr; r++) {
+            m[r] = -INFINITY;
+            l[r] = 0.0;
+        }
+        for (int64_t x = 0; x < nr * Ev; x++) acc[x] = 0.0;
+
+        /* With a causal mask, keys past the last row's limit are skipped. */
+        int64_t jend = S;
+        if (p->causal) {
+            int64_t last = i0 + nr - 1 + p->causal_offset + 1;
+            jend = last < 0 ? 0 : (last < S ? last : S);
+        }
+        for (int64_t j0 = 0; j0 < jend; j0 += BC) {
+            int64_t nc = jend - j0 < BC ? jend - j0 : BC;
+            attn_pack_rows(kb, &p->k, j0, nc);
+            attn_pack_rows(vb, &p->v, j0, nc);
+            block_scores(scores, p, qb, kb, i0, nr, j0, nc);
+            for (int64_t r = 0; r < nr; r++)
+                online_update(&m[r], &l[r], acc + r * Ev, scores + r * BC, vb, nc, Ev);
+        }
+
+        /* A row with no key taking part (l == 0) gives 0, never 0/0. */
+        for (int64_t r = 0; r < nr; r++)
+            for (int64_t e = 0; e < Ev; e++)
+                attn_mat_set(&p->out, i0 + r, e, l[r] == 0.0 ? 0.0 : acc[r * Ev + e] / l[r]);
+
+        /* The weights need the final m and l, so they take a second sweep. */
+        if (p->weights.base) {
+            for (int64_t j0 = 0; j0 < S; j0 += BC) {
+                int64_t nc = S - j0 < BC ? S - j0 : BC;
+                attn_pack_rows(kb, &p->k, j0, nc);
+                block_scores(scores, p, qb, kb, i0, nr, j0, nc);
+                for (int64_t r = 0; r < nr; r++)
+                    for (int64_t c = 0; c < nc; c++) {
+                        double s = scores[r * BC + c];
+                        double w = s == -INFINITY ? 0.0 : attn_softmax_term(s, m[r]) / l[r];
+                        attn_mat_set(&p->weights, i0 + r, j0 + c, w);
+                    }
+            }
+        }
+    }
+}

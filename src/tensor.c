@@ -1,0 +1,106 @@
+/* tensor.c -- tensor views: construction, element counts, overflow-safe sizes. */
+#include "internal.h"
+
+#include <stdio.h>
+
+bool attn_mul_i64(int64_t a, int64_t b, int64_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+
+bool attn_add_i64(int64_t a, int64_t b, int64_t *out) {
+    return !__builtin_add_overflow(a, b, out);
+}
+
+void attn_format_shape(char *buf, size_t size, int rank, const int64_t *shape) {
+    size_t n = 0;
+    if (size == 0) return;
+    buf[0] = '\0';
+    n += (size_t)snprintf(buf + n, size - n, "(");
+    for (int d = 0; d < rank && n < size; d++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (n < size) n += (size_t)snprintf(buf + n, size - n, rank == 1 ? ",)" : ")");
+}
+
+size_t attn_dtype_size(attn_dtype dtype) {
+    switch (dtype) {
+    case ATTN_F32: return 4;
+    case ATTN_F64: return 8;
+    case ATTN_BOOL: return 1;
+    }
+    return 0;
+}
+
+int64_t attn_tensor_numel(const attn_tensor *t) {
+    int64_t nonzero = 1;
+    bool empty = false;
+    if (!t || t->rank < 0 || t->rank > ATTN_MAX_RANK) return -1;
+    for (int d = 0; d < t->rank; d++) {
+        if (t->shape[d] < 0) return -1;
+        /* The product of the non-zero dimensions must fit even for an empty
+         * array, so that its default strides are representable. */
+        if (t->shape[d] == 0) empty = true;
+        else if (!attn_mul_i64(nonzero, t->shape[d], &nonzero)) return -1;
+    }
+    return empty ? 0 : nonzero;
+}
+
+attn_status attn_tensor_init(attn_tensor *t, void *data, attn_dtype dtype, int rank,
+                             const int64_t *shape, const int64_t *strides, attn_error *err) {
+    if (!t) return attn_fail(err, ATTN_ERR_NULL, "tensor pointer is NULL");
+    if (rank < 0 || rank > ATTN_MAX_RANK)
+        return attn_fail(err, ATTN_ERR_RANK, "rank %d is outside 0..%d", rank, ATTN_MAX_RANK);
+    if (rank > 0 && !shape) return attn_fail(err, ATTN_ERR_NULL, "shape is NULL for rank %d", rank);
+    if (attn_dtype_size(dtype) == 0)
+        return attn_fail(err, ATTN_ERR_DTYPE, "unknown dtype %d", (int)dtype);
+    attn_tensor v = {0};
+    v.data = data;
+    v.dtype = dtype;
+    v.rank = rank;
+    for (int d = 0; d < rank; d++) {
+        if (shape[d] < 0)
+            return attn_fail(err, ATTN_ERR_SHAPE, "dimension %d is negative (%lld)", d,
+                             (long long)shape[d]);
+        v.shape[d] = shape[d];
+    }
+    if (attn_tensor_numel(&v) < 0)
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "element count of the shape overflows");
+    int64_t step = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        v.strides[d] = strides ? strides[d] : step;
+        /* Cannot overflow: the total element count was checked above. */
+        if (shape[d] > 0) step *= shape[d];
+    }
+    *t = v;
+    return ATTN_OK;
+}
+
+void attn_pack_rows(double *dst, const attn_mat *m, int64_t r0, int64_t n) {
+    /* The dtype test is hoisted out of the loops: this runs for every block. */
+    if (m->dtype == ATTN_F32) {
+        const float *src = (const float *)(const void *)m->base;
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < m->cols; c++)
+                dst[r * m->cols + c] = src[(r0 + r) * m->rs + c * m->cs];
+    } else {
+        const double *src = (const double *)(const void *)m->base;
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < m->cols; c++)
+                dst[r * m->cols + c] = src[(r0 + r) * m->rs + c * m->cs];
+    }
+}
+
+attn_status attn_check_extent(const attn_tensor *t, const char *name, attn_error *err) {
+    int64_t extent = 0, term, bytes;
+    if (attn_tensor_numel(t) < 0)
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "%s: element count overflows", name);
+    for (int d = 0; d < t->rank; d++) {
+        if (t->shape[d] == 0) return ATTN_OK; /* empty: nothing is ever addressed */
+        int64_t stride = t->strides[d] < 0 ? -t->strides[d] : t->strides[d];
+        if (t->strides[d] == INT64_MIN || !attn_mul_i64(stride, t->shape[d] - 1, &term) ||
+            !attn_add_i64(extent, term, &extent))
+            return attn_fail(err, ATTN_ERR_OVERFLOW, "%s: shape times strides overflows", name);
+    }
+    if (!attn_mul_i64(extent, (int64_t)attn_dtype_size(t->dtype), &bytes))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "%s: byte size overflows", name);
+    return ATTN_OK;
+}
