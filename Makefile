@@ -8,7 +8,7 @@
 CC      ?= cc
 BUILD   ?= build
 PREFIX  ?= /usr/local
-VERSION := 0.1.0
+VERSION := $(shell sed -n 's/^#define ATTN_VERSION_STRING "\(.*\)"/\1/p' include/attn.h)
 SOMAJOR := 0
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla
@@ -24,7 +24,8 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 HEADERS := include/attn.h src/internal.h $(wildcard cli/*.h)
 
-TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided
+TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/asan/test_api \
+             $(BUILD)/asan/attn
 
 .PHONY: all lib run test test-deps install uninstall clean
 all: $(BUILD)/attn $(BUILD)/libattn.a $(BUILD)/libattn.so
@@ -59,22 +60,24 @@ $(BUILD)/asan/test_api: tests/test_api.c $(LIB_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -o $@ tests/test_api.c $(LIB_SRC) -lm
 
+# The command too, for the bad-input tests.
+$(BUILD)/asan/attn: $(CLI_SRC) $(LIB_SRC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -o $@ $(CLI_SRC) $(LIB_SRC) -lm
+
 run: $(BUILD)/attn
 	./$(BUILD)/attn demo
 
 test-deps:
 	@sh tests/install-deps.sh
 
-test: test-deps all $(TEST_BINS) $(BUILD)/asan/test_api
+# Dependencies first, then the build: a separate make, so that a parallel
+# `make -j test` cannot start compiling before the tools are installed.
+test: test-deps
+	@$(MAKE) --no-print-directory all $(TEST_BINS)
 	@sh tests/run.sh $(BUILD)
 
-attn.pc: Makefile
-	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
-	  'Name: attn' 'Description: scaled dot-product attention in C' 'Version: $(VERSION)' \
-	  'Libs: -L$${libdir} -lattn' 'Libs.private: -lm' 'Cflags: -I$${includedir}' > $(BUILD)/attn.pc
-
 install: all
-	@$(MAKE) --no-print-directory attn.pc
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(BUILD)/attn $(DESTDIR)$(PREFIX)/bin/attn
 	install -m 644 include/attn.h $(DESTDIR)$(PREFIX)/include/attn.h
@@ -82,7 +85,10 @@ install: all
 	install -m 755 $(BUILD)/libattn.so $(DESTDIR)$(PREFIX)/lib/libattn.so.$(VERSION)
 	ln -sf libattn.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libattn.so.$(SOMAJOR)
 	ln -sf libattn.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/libattn.so
-	install -m 644 $(BUILD)/attn.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/attn.pc
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
+	  'Name: attn' 'Description: scaled dot-product attention in C' 'Version: $(VERSION)' \
+	  'Libs: -L$${libdir} -lattn' 'Libs.private: -lm' 'Cflags: -I$${includedir}' \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/attn.pc
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/attn $(DESTDIR)$(PREFIX)/include/attn.h \

@@ -1,0 +1,46 @@
+#!/bin/sh
+# run.sh BUILD -- run every test suite and end with "N passed, M failed".
+# Each suite prints "ok NAME" or "FAIL NAME: why" per check; a suite that
+# crashes or exits non-zero without a FAIL line counts as one failure.
+BUILD=${1:-build}
+PY=/usr/bin/python3
+out=$(mktemp)
+passed=0
+failed=0
+
+suite() {
+    name=$1
+    shift
+    echo "== $name"
+    "$@" >"$out" 2>&1
+    rc=$?
+    grep -v '^ok ' "$out"
+    p=$(grep -c '^ok ' "$out")
+    f=$(grep -c '^FAIL ' "$out")
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        echo "FAIL $name: exited with status $rc"
+        f=1
+    fi
+    echo "   $p passed, $f failed"
+    passed=$((passed + p))
+    failed=$((failed + f))
+}
+
+clang_build() {
+    command -v clang >/dev/null || { echo "FAIL clang_build: clang not installed"; return 1; }
+    make -s --no-print-directory BUILD="$BUILD/clang" CC=clang all && echo "ok clang_build_werror"
+}
+
+suite "unit tests (C API)" "$BUILD/tests/test_api"
+# The sanitizer build also runs the allocation-failure test, so allocations
+# that cannot be satisfied must return NULL rather than abort.
+suite "unit tests under ASan+UBSan" env ASAN_OPTIONS=allocator_may_return_null=1 "$BUILD/asan/test_api"
+suite "attn sdpa vs PyTorch float64" $PY tests/oracle.py "$BUILD"
+suite "command: seeds, printing, bad input" $PY tests/test_cli.py "$BUILD"
+suite "command under ASan+UBSan: bad input" $PY tests/test_cli.py "$BUILD/asan"
+suite "clang -Wall -Wextra -Werror" clang_build
+suite "make install + pkg-config" sh tests/test_install.sh "$BUILD"
+rm -f "$out"
+echo
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,589 @@
+/* test_api.c -- unit tests of the public C API: every error code, the
+ * numerics at the edges (huge scores, masked rows, NaN, +inf), and the
+ * streaming kernel against the reference kernel.
+ *
+ * Prints "ok NAME" or "FAIL NAME: why" per check; exits 1 if any failed.
+ * The exact-value checks against PyTorch live in oracle.py. */
+#include "attn.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int n_failed;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void check(int cond, const char *name, const char *fmt, ...) {
+    if (cond) {
+        printf("ok %s\n", name);
+        return;
+    }
+    va_list ap;
+    printf("FAIL %s: ", name);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    n_failed++;
+}
+
+/* Check that a call returned `want` and filled err with that status and a
+ * message containing `needle`. */
+static void check_status(attn_status got, const attn_error *err, attn_status want,
+                         const char *needle, const char *name) {
+    int ok = got == want && (want == ATTN_OK || (err->status == want && strstr(err->message, needle)));
+    check(ok, name, "status %d (%s), message \"%s\"; wanted %d with \"%s\"", (int)got,
+          attn_strerror(got), want == ATTN_OK ? "" : err->message, (int)want, needle);
+}
+
+/* ---- random data: splitmix64, Box-Muller --------------------------------- */
+
+static uint64_t rng_state = 12345;
+static uint64_t rng_next(void) {
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static double rng_normal(void) {
+    double u1 = ((double)(rng_next() >> 11) + 0.5) / 9007199254740992.0;
+    double u2 = (double)(rng_next() >> 11) / 9007199254740992.0;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* A C-contiguous tensor with freshly allocated data (normal random values for
+ * floats, ~75% true for bool). */
+static attn_tensor make(attn_dtype dtype, int rank, const int64_t *shape) {
+    attn_tensor t;
+    attn_tensor_init(&t, NULL, dtype, rank, shape, NULL, NULL);
+    int64_t n = attn_tensor_numel(&t);
+    t.data = calloc((size_t)n + 1, attn_dtype_size(dtype));
+    for (int64_t i = 0; i < n; i++) {
+        if (dtype == ATTN_F64) ((double *)t.data)[i] = rng_normal();
+        else if (dtype == ATTN_F32) ((float *)t.data)[i] = (float)rng_normal();
+        else ((unsigned char *)t.data)[i] = (rng_next() & 3) != 0;
+    }
+    return t;
+}
+
+static double get(const attn_tensor *t, int64_t i) {
+    return t->dtype == ATTN_F32 ? ((float *)t->data)[i] : ((double *)t->data)[i];
+}
+
+/* max |a - b| over two contiguous tensors of the same size; NaN counts as a
+ * difference unless both are NaN. */
+static double max_diff(const attn_tensor *a, const attn_tensor *b) {
+    double m = 0;
+    for (int64_t i = 0; i < attn_tensor_numel(a); i++) {
+        double x = get(a, i), y = get(b, i);
+        if (isnan(x) && isnan(y)) continue;
+        double d = fabs(x - y);
+        if (!(d <= m)) m = d;
+    }
+    return m;
+}
+
+/* ---- version, strerror, tensors ------------------------------------------ */
+
+static void test_basics(void) {
+    check(strcmp(attn_version(), ATTN_VERSION_STRING) == 0, "version", "%s", attn_version());
+    int distinct = 1;
+    for (int a = 0; a < ATTN_STATUS_COUNT; a++) {
+        if (strcmp(attn_strerror((attn_status)a), "unknown status") == 0) distinct = 0;
+        for (int b = 0; b < a; b++)
+            if (strcmp(attn_strerror((attn_status)a), attn_strerror((attn_status)b)) == 0)
+                distinct = 0;
+    }
+    check(distinct, "strerror_distinct", "two codes share a message or one is unknown");
+    check(strcmp(attn_strerror((attn_status)999), "unknown status") == 0, "strerror_unknown",
+          "%s", attn_strerror((attn_status)999));
+
+    attn_tensor t;
+    attn_error err;
+    int64_t shape[3] = {2, 3, 4}, huge[3] = {INT64_MAX / 2, 4, 1}, neg[1] = {-1};
+    check_status(attn_tensor_init(&t, NULL, ATTN_F32, 3, shape, NULL, &err), &err, ATTN_OK, "",
+                 "tensor_init");
+    check(t.strides[0] == 12 && t.strides[1] == 4 && t.strides[2] == 1 && attn_tensor_numel(&t) == 24,
+          "tensor_c_order_strides", "strides %lld %lld %lld", (long long)t.strides[0],
+          (long long)t.strides[1], (long long)t.strides[2]);
+    check_status(attn_tensor_init(NULL, NULL, ATTN_F32, 3, shape, NULL, &err), &err, ATTN_ERR_NULL,
+                 "NULL", "tensor_init_null");
+    check_status(attn_tensor_init(&t, NULL, ATTN_F32, 6, shape, NULL, &err), &err, ATTN_ERR_RANK,
+                 "rank 6", "tensor_init_rank");
+    check_status(attn_tensor_init(&t, NULL, ATTN_F32, 1, neg, NULL, &err), &err, ATTN_ERR_SHAPE,
+                 "negative", "tensor_init_negative");
+    check_status(attn_tensor_init(&t, NULL, (attn_dtype)9, 3, shape, NULL, &err), &err,
+                 ATTN_ERR_DTYPE, "dtype", "tensor_init_dtype");
+    check_status(attn_tensor_init(&t, NULL, ATTN_F32, 3, huge, NULL, &err), &err,
+                 ATTN_ERR_OVERFLOW, "overflow", "tensor_init_overflow");
+    check(attn_dtype_size(ATTN_F32) == 4 && attn_dtype_size(ATTN_F64) == 8 &&
+              attn_dtype_size(ATTN_BOOL) == 1 && attn_dtype_size((attn_dtype)0) == 0,
+          "dtype_size", "wrong sizes");
+}
+
+/* ---- argument checking of attn_sdpa --------------------------------------- */
+
+static attn_status sdpa4(attn_tensor *out, attn_tensor *q, attn_tensor *k, attn_tensor *v,
+                         const attn_sdpa_options *o, attn_error *err) {
+    return attn_sdpa(out, q, k, v, o, err);
+}
+
+static void test_sdpa_errors(void) {
+    int64_t sq[3] = {2, 3, 4}, sk[3] = {2, 5, 4}, sv[3] = {2, 5, 6}, so[3] = {2, 3, 6};
+    attn_tensor q = make(ATTN_F64, 3, sq), k = make(ATTN_F64, 3, sk), v = make(ATTN_F64, 3, sv);
+    attn_tensor out = make(ATTN_F64, 3, so);
+    attn_error err;
+    attn_sdpa_options o = attn_sdpa_options_default();
+    attn_tensor bad;
+
+    check_status(sdpa4(&out, &q, &k, &v, NULL, &err), &err, ATTN_OK, "", "sdpa_ok");
+    check_status(sdpa4(&out, NULL, &k, &v, NULL, &err), &err, ATTN_ERR_NULL, "q is NULL", "err_null_q");
+    check_status(sdpa4(NULL, &q, &k, &v, NULL, &err), &err, ATTN_ERR_NULL, "out is NULL",
+                 "err_null_out");
+    bad = k;
+    bad.data = NULL;
+    check_status(sdpa4(&out, &q, &bad, &v, NULL, &err), &err, ATTN_ERR_NULL, "k has NULL data",
+                 "err_null_data");
+    /* The error struct is optional. */
+    check(sdpa4(&out, NULL, &k, &v, NULL, NULL) == ATTN_ERR_NULL, "err_struct_optional", "wrong status");
+
+    bad = q;
+    bad.rank = 1;
+    check_status(sdpa4(&out, &bad, &k, &v, NULL, &err), &err, ATTN_ERR_RANK, "q has rank 1",
+                 "err_rank_low");
+    bad.rank = 6;
+    check_status(sdpa4(&out, &bad, &k, &v, NULL, &err), &err, ATTN_ERR_RANK, "q has rank 6",
+                 "err_rank_high");
+    int64_t so4[4] = {1, 2, 3, 6};
+    attn_tensor out4 = make(ATTN_F64, 4, so4);
+    check_status(sdpa4(&out4, &q, &k, &v, NULL, &err), &err, ATTN_ERR_RANK, "out has rank 4",
+                 "err_rank_out");
+    free(out4.data);
+
+    int64_t sk3[3] = {2, 5, 3};
+    attn_tensor k3 = make(ATTN_F64, 3, sk3);
+    check_status(sdpa4(&out, &q, &k3, &v, NULL, &err), &err, ATTN_ERR_SHAPE, "k has E=3 but q has E=4",
+                 "err_shape_e");
+    free(k3.data);
+    int64_t sv4[3] = {2, 4, 6};
+    attn_tensor v4 = make(ATTN_F64, 3, sv4);
+    check_status(sdpa4(&out, &q, &k, &v4, NULL, &err), &err, ATTN_ERR_SHAPE, "v has S=4",
+                 "err_shape_s");
+    free(v4.data);
+    int64_t sow[3] = {2, 3, 5};
+    attn_tensor outw = make(ATTN_F64, 3, sow);
+    check_status(sdpa4(&outw, &q, &k, &v, NULL, &err), &err, ATTN_ERR_SHAPE,
+                 "out has shape (2, 3, 5) but the result has shape (2, 3, 6)", "err_shape_out");
+    free(outw.data);
+    bad = q;
+    bad.shape[1] = 0;
+    check_status(sdpa4(&out, &bad, &k, &v, NULL, &err), &err, ATTN_ERR_SHAPE, "at least 1",
+                 "err_shape_zero");
+
+    int64_t sqb[4] = {3, 2, 3, 4}, skb[4] = {2, 2, 5, 4}, svb[4] = {2, 2, 5, 6}, sob[4] = {3, 2, 3, 6};
+    attn_tensor qb = make(ATTN_F64, 4, sqb), kb = make(ATTN_F64, 4, skb),
+                vb = make(ATTN_F64, 4, svb), ob = make(ATTN_F64, 4, sob);
+    check_status(sdpa4(&ob, &qb, &kb, &vb, NULL, &err), &err, ATTN_ERR_BROADCAST,
+                 "neither equal nor 1", "err_broadcast");
+    free(qb.data), free(kb.data), free(vb.data), free(ob.data);
+
+    int64_t sk_h[3] = {4, 5, 4}, sv_h[3] = {4, 5, 6}, sq_h[3] = {6, 3, 4}, so_h[3] = {6, 3, 6};
+    attn_tensor kh = make(ATTN_F64, 3, sk_h), vh = make(ATTN_F64, 3, sv_h),
+                qh = make(ATTN_F64, 3, sq_h), oh = make(ATTN_F64, 3, so_h);
+    check_status(sdpa4(&oh, &qh, &kh, &vh, NULL, &err), &err, ATTN_ERR_HEADS,
+                 "q has 6 heads, not a multiple of k's and v's 4 heads", "err_heads_multiple");
+    check_status(sdpa4(&out, &q, &k, &vh, NULL, &err), &err, ATTN_ERR_HEADS,
+                 "v has 4 heads but k has 2", "err_heads_kv");
+    free(kh.data), free(vh.data), free(qh.data), free(oh.data);
+
+    attn_tensor kf = make(ATTN_F32, 3, sk);
+    check_status(sdpa4(&out, &q, &kf, &v, NULL, &err), &err, ATTN_ERR_DTYPE, "k is f32 but q is f64",
+                 "err_dtype_mixed");
+    free(kf.data);
+    attn_tensor qbool = make(ATTN_BOOL, 3, sq);
+    check_status(sdpa4(&out, &qbool, &k, &v, NULL, &err), &err, ATTN_ERR_DTYPE, "f32 or f64",
+                 "err_dtype_bool");
+    free(qbool.data);
+
+    int64_t sm_bad[2] = {3, 4}, sm_ok[1] = {5}, sm_rank[4] = {1, 2, 3, 5};
+    attn_tensor mbad = make(ATTN_BOOL, 2, sm_bad), mf32 = make(ATTN_F32, 1, sm_ok),
+                mrank = make(ATTN_BOOL, 4, sm_rank);
+    o.mask = &mbad;
+    check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_MASK,
+                 "mask has shape (3, 4), which does not broadcast to (2, 3, 5)", "err_mask_shape");
+    o.mask = &mf32;
+    check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_MASK, "bool or f64",
+                 "err_mask_dtype");
+    o.mask = &mrank;
+    check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_MASK,
+                 "mask has rank 4 but the output has rank 3", "err_mask_rank");
+    free(mbad.data), free(mf32.data), free(mrank.data);
+    o = attn_sdpa_options_default();
+
+    o.has_scale = 1;
+    o.scale = NAN;
+    check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_SCALE, "finite", "err_scale_nan");
+    o.scale = INFINITY;
+    check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_SCALE, "finite", "err_scale_inf");
+    o = attn_sdpa_options_default();
+    o.causal = (attn_causal)7;
+    check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_OPTION, "causal mode 7",
+                 "err_option_causal");
+    o = attn_sdpa_options_default();
+
+    bad = out;
+    bad.strides[1] = 0;
+    check_status(sdpa4(&bad, &q, &k, &v, NULL, &err), &err, ATTN_ERR_STRIDE,
+                 "out has stride 0 in dimension 1", "err_stride_out");
+    bad = k;
+    bad.strides[0] = INT64_MAX / 2;
+    check_status(sdpa4(&out, &q, &bad, &v, NULL, &err), &err, ATTN_ERR_OVERFLOW, "k:",
+                 "err_overflow_strides");
+
+    /* Weights with the wrong shape. */
+    attn_tensor w = make(ATTN_F64, 3, so);
+    o.weights = &w;
+    check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_SHAPE,
+                 "weights has shape (2, 3, 6) but the result has shape (2, 3, 5)", "err_weights_shape");
+    free(w.data);
+    o = attn_sdpa_options_default();
+
+    /* Scratch for an absurd E cannot be allocated: q and k broadcast one
+     * element over 2^40 columns (stride 0), so only the scratch is huge. */
+    double one = 1.0, outv = 0.0;
+    int64_t shq[2] = {1, (int64_t)1 << 40}, zero[2] = {0, 0}, sh1[2] = {1, 1};
+    attn_tensor bq, bk, bv, bo;
+    attn_tensor_init(&bq, &one, ATTN_F64, 2, shq, zero, NULL);
+    attn_tensor_init(&bk, &one, ATTN_F64, 2, shq, zero, NULL);
+    attn_tensor_init(&bv, &one, ATTN_F64, 2, sh1, NULL, NULL);
+    attn_tensor_init(&bo, &outv, ATTN_F64, 2, sh1, NULL, NULL);
+    check_status(sdpa4(&bo, &bq, &bk, &bv, NULL, &err), &err, ATTN_ERR_NO_MEMORY, "cannot allocate",
+                 "err_no_memory");
+
+    /* Nothing is written when a check fails. */
+    for (int i = 0; i < 36; i++) ((double *)out.data)[i] = 42.0;
+    o.causal = (attn_causal)7;
+    sdpa4(&out, &q, &k, &v, &o, &err);
+    int untouched = 1;
+    for (int i = 0; i < 36; i++) untouched &= ((double *)out.data)[i] == 42.0;
+    check(untouched, "err_leaves_output_untouched", "out was written");
+
+    /* attn_sdpa_shapes reports what to allocate. */
+    int rank = 0;
+    int64_t os[ATTN_MAX_RANK], ws[ATTN_MAX_RANK];
+    check_status(attn_sdpa_shapes(&rank, os, ws, &q, &k, &v, NULL, &err), &err, ATTN_OK, "",
+                 "shapes_ok");
+    check(rank == 3 && os[0] == 2 && os[1] == 3 && os[2] == 6 && ws[2] == 5, "shapes_values",
+          "rank %d (%lld, %lld, %lld)", rank, (long long)os[0], (long long)os[1], (long long)os[2]);
+    check_status(attn_sdpa_shapes(&rank, os, ws, &q, &k, &v4, NULL, &err), &err, ATTN_ERR_SHAPE,
+                 "v has S=4", "shapes_error");
+    free(q.data), free(k.data), free(v.data), free(out.data);
+}
+
+/* ---- numerics --------------------------------------------------------------- */
+
+/* Run both kernels on one random problem and compare outputs and weights. */
+static void compare_kernels(const char *name, attn_dtype dt, int rank, const int64_t *sq,
+                            const int64_t *sk, const int64_t *sv, const int64_t *so,
+                            const int64_t *sw, attn_tensor *mask, attn_causal causal, double tol) {
+    attn_tensor q = make(dt, rank, sq), k = make(dt, rank, sk), v = make(dt, rank, sv);
+    attn_tensor o1 = make(dt, rank, so), o2 = make(dt, rank, so);
+    attn_tensor w1 = make(dt, rank, sw), w2 = make(dt, rank, sw);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    attn_error err;
+    o.mask = mask;
+    o.causal = causal;
+    o.weights = &w1;
+    attn_status s1 = attn_sdpa(&o1, &q, &k, &v, &o, &err);
+    o.weights = &w2;
+    attn_status s2 = attn_sdpa_reference(&o2, &q, &k, &v, &o, &err);
+    double d = max_diff(&o1, &o2), dw = max_diff(&w1, &w2);
+    check(s1 == ATTN_OK && s2 == ATTN_OK && d <= tol && dw <= tol, name,
+          "status %d/%d, max diff out %.3g weights %.3g (tol %.1g)", s1, s2, d, dw, tol);
+    free(q.data), free(k.data), free(v.data), free(o1.data), free(o2.data), free(w1.data),
+        free(w2.data);
+}
+
+static void test_kernels_agree(void) {
+    /* Sizes straddle the streaming kernel's 16-row and 64-key blocks. */
+    int64_t dims[][4] = {{1, 1, 1, 1}, {3, 7, 5, 2}, {17, 65, 33, 7}, {100, 130, 8, 100},
+                         {64, 64, 16, 16}, {130, 3, 4, 4}};
+    for (size_t c = 0; c < sizeof dims / sizeof dims[0]; c++) {
+        int64_t L = dims[c][0], S = dims[c][1], E = dims[c][2], Ev = dims[c][3];
+        int64_t sq[3] = {2, L, E}, sk[3] = {2, S, E}, sv[3] = {2, S, Ev}, so[3] = {2, L, Ev},
+                sw[3] = {2, L, S}, sm[2] = {L, S};
+        char name[96];
+        for (int causal = 0; causal < 3; causal++) {
+            snprintf(name, sizeof name, "kernels_agree_f64_L%lld_S%lld_E%lld_causal%d", (long long)L,
+                     (long long)S, (long long)E, causal);
+            compare_kernels(name, ATTN_F64, 3, sq, sk, sv, so, sw, NULL, (attn_causal)causal, 1e-14);
+        }
+        attn_tensor m = make(ATTN_BOOL, 2, sm);
+        snprintf(name, sizeof name, "kernels_agree_f32_boolmask_L%lld_S%lld", (long long)L,
+                 (long long)S);
+        compare_kernels(name, ATTN_F32, 3, sq, sk, sv, so, sw, &m, ATTN_CAUSAL_BOTTOM_RIGHT, 1e-6);
+        free(m.data);
+        attn_tensor mf = make(ATTN_F64, 2, sm);
+        ((double *)mf.data)[0] = -INFINITY;
+        snprintf(name, sizeof name, "kernels_agree_f64_floatmask_L%lld_S%lld", (long long)L,
+                 (long long)S);
+        compare_kernels(name, ATTN_F64, 3, sq, sk, sv, so, sw, &mf, ATTN_CAUSAL_NONE, 1e-14);
+        free(mf.data);
+    }
+    /* GQA and a broadcast batch dimension. */
+    int64_t sq[4] = {2, 8, 9, 5}, sk[4] = {1, 2, 70, 5}, sv[4] = {2, 2, 70, 3}, so[4] = {2, 8, 9, 3},
+            sw[4] = {2, 8, 9, 70};
+    compare_kernels("kernels_agree_gqa_broadcast", ATTN_F64, 4, sq, sk, sv, so, sw, NULL,
+                    ATTN_CAUSAL_TOP_LEFT, 1e-14);
+}
+
+/* A 1×S problem with given f64 scores: q = [1], k = scores, v = identity, so
+ * the output row is the weights. */
+static void softmax_row(double *w, const double *scores, const unsigned char *allowed, int S,
+                        attn_causal causal) {
+    double q = 1.0, *eye = calloc((size_t)(S * S), sizeof(double));
+    for (int i = 0; i < S; i++) eye[i * S + i] = 1.0;
+    int64_t sq[2] = {1, 1}, sk[2] = {S, 1}, sv[2] = {S, S}, so[2] = {1, S};
+    attn_tensor tq, tk, tv, to, tm;
+    attn_tensor_init(&tq, &q, ATTN_F64, 2, sq, NULL, NULL);
+    attn_tensor_init(&tk, (void *)scores, ATTN_F64, 2, sk, NULL, NULL);
+    attn_tensor_init(&tv, eye, ATTN_F64, 2, sv, NULL, NULL);
+    attn_tensor_init(&to, w, ATTN_F64, 2, so, NULL, NULL);
+    attn_tensor_init(&tm, (void *)allowed, ATTN_BOOL, 2, so, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.has_scale = 1;
+    o.scale = 1.0;
+    o.causal = causal;
+    o.mask = allowed ? &tm : NULL;
+    attn_sdpa(&to, &tq, &tk, &tv, &o, NULL);
+    free(eye);
+}
+
+static void test_numerics(void) {
+    double w[4];
+    double s1[3] = {4, 16, 12};
+    softmax_row(w, s1, NULL, 3, ATTN_CAUSAL_NONE);
+    double z = exp(-12.0) + 1 + exp(-4.0);
+    check(fabs(w[0] - exp(-12.0) / z) < 1e-15 && fabs(w[1] - 1 / z) < 1e-15 &&
+              fabs(w[2] - exp(-4.0) / z) < 1e-15,
+          "softmax_4_16_12", "[%g %g %g]", w[0], w[1], w[2]);
+
+    double huge[3] = {1e30, -1e30, 1e30 * (1 - 1e-15)};
+    softmax_row(w, huge, NULL, 3, ATTN_CAUSAL_NONE);
+    check(w[0] == 1.0 && w[1] == 0.0 && w[2] == 0.0, "huge_scores_finite", "[%g %g %g]", w[0],
+          w[1], w[2]);
+
+    double infs[3] = {INFINITY, 1.0, INFINITY};
+    softmax_row(w, infs, NULL, 3, ATTN_CAUSAL_NONE);
+    check(w[0] == 0.5 && w[1] == 0.0 && w[2] == 0.5, "plus_inf_scores_share", "[%g %g %g]", w[0],
+          w[1], w[2]);
+
+    unsigned char none[3] = {0, 0, 0}, some[3] = {0, 1, 0};
+    double s3[3] = {1, 2, 3};
+    softmax_row(w, s3, none, 3, ATTN_CAUSAL_NONE);
+    check(w[0] == 0 && w[1] == 0 && w[2] == 0, "fully_masked_row_is_zero", "[%g %g %g]", w[0], w[1],
+          w[2]);
+    softmax_row(w, s3, some, 3, ATTN_CAUSAL_NONE);
+    check(w[0] == 0 && w[1] == 1 && w[2] == 0, "bool_mask_one_key", "[%g %g %g]", w[0], w[1], w[2]);
+
+    /* NaN in one query row stays in that row. */
+    int64_t sq[2] = {3, 4}, sk[2] = {5, 4}, sv[2] = {5, 2}, so[2] = {3, 2};
+    attn_tensor q = make(ATTN_F32, 2, sq), k = make(ATTN_F32, 2, sk), v = make(ATTN_F32, 2, sv),
+                out = make(ATTN_F32, 2, so);
+    ((float *)q.data)[1 * 4 + 2] = NAN;
+    attn_status st = attn_sdpa(&out, &q, &k, &v, NULL, NULL);
+    float *ov = out.data;
+    check(st == ATTN_OK && isnan(ov[2]) && isnan(ov[3]) && !isnan(ov[0]) && !isnan(ov[1]) &&
+              !isnan(ov[4]) && !isnan(ov[5]),
+          "nan_stays_in_its_row", "out %g %g | %g %g | %g %g", ov[0], ov[1], ov[2], ov[3], ov[4],
+          ov[5]);
+
+    /* Bottom-right causal with L > S: the first L - S rows see nothing. */
+    int64_t sq2[2] = {5, 4}, so2[2] = {5, 2}, sk2[2] = {3, 4}, sv2[2] = {3, 2}, sw2[2] = {5, 3};
+    attn_tensor q2 = make(ATTN_F64, 2, sq2), k2 = make(ATTN_F64, 2, sk2),
+                v2 = make(ATTN_F64, 2, sv2), o2 = make(ATTN_F64, 2, so2), w2 = make(ATTN_F64, 2, sw2);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    o.weights = &w2;
+    st = attn_sdpa(&o2, &q2, &k2, &v2, &o, NULL);
+    double *wv = w2.data, *oo = o2.data;
+    int ok = st == ATTN_OK;
+    for (int i = 0; i < 5; i++) {
+        double sum = 0;
+        for (int j = 0; j < 3; j++) {
+            sum += wv[i * 3 + j];
+            if (j > i - 2 && wv[i * 3 + j] != 0) ok = 0;
+        }
+        if (i < 2 && (sum != 0 || oo[i * 2] != 0 || oo[i * 2 + 1] != 0)) ok = 0;
+        if (i >= 2 && fabs(sum - 1) > 1e-15) ok = 0;
+    }
+    check(ok, "causal_bottom_right_rows", "weights or sums wrong");
+    free(q.data), free(k.data), free(v.data), free(out.data);
+    free(q2.data), free(k2.data), free(v2.data), free(o2.data), free(w2.data);
+}
+
+/* A strided view gives the same numbers as a contiguous copy: q stored as
+ * (B, L, H, E) and viewed as (B, H, L, E). */
+static void test_strided(void) {
+    int64_t B = 2, H = 3, L = 5, S = 7, E = 4;
+    int64_t blhe[4] = {B, L, H, E}, bhle[4] = {B, H, L, E}, sk[4] = {B, H, S, E}, so[4] = {B, H, L, E};
+    attn_tensor qs = make(ATTN_F64, 4, blhe), qc = make(ATTN_F64, 4, bhle);
+    attn_tensor k = make(ATTN_F64, 4, sk), v = make(ATTN_F64, 4, sk);
+    attn_tensor o1 = make(ATTN_F64, 4, so), o2 = make(ATTN_F64, 4, so);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t l = 0; l < L; l++)
+                for (int64_t e = 0; e < E; e++)
+                    ((double *)qc.data)[((b * H + h) * L + l) * E + e] =
+                        ((double *)qs.data)[((b * L + l) * H + h) * E + e];
+    int64_t strides[4] = {L * H * E, E, H * E, 1};
+    attn_tensor view;
+    attn_tensor_init(&view, qs.data, ATTN_F64, 4, bhle, strides, NULL);
+    attn_sdpa(&o1, &view, &k, &v, NULL, NULL);
+    attn_sdpa(&o2, &qc, &k, &v, NULL, NULL);
+    check(max_diff(&o1, &o2) == 0.0, "strided_view_equals_copy", "diff %g", max_diff(&o1, &o2));
+    free(qs.data), free(qc.data), free(k.data), free(v.data), free(o1.data), free(o2.data);
+}
+
+/* ---- .npy ---------------------------------------------------------------- */
+
+/* Build a .npy image with the given version, header text and data size. */
+static size_t npy_image(unsigned char *buf, int major, const char *header, size_t data_bytes) {
+    size_t hl = strlen(header), n = 0;
+    memcpy(buf, "\x93NUMPY", 6);
+    buf[6] = (unsigned char)major;
+    buf[7] = 0;
+    if (major == 1) {
+        buf[8] = (unsigned char)(hl & 0xff), buf[9] = (unsigned char)(hl >> 8);
+        n = 10;
+    } else {
+        buf[8] = (unsigned char)(hl & 0xff), buf[9] = (unsigned char)(hl >> 8), buf[10] = 0, buf[11] = 0;
+        n = 12;
+    }
+    memcpy(buf + n, header, hl);
+    n += hl;
+    memset(buf + n, 0, data_bytes);
+    return n + data_bytes;
+}
+
+static void check_npy(const char *name, int major, const char *header, size_t data_bytes,
+                      attn_status want, const char *needle) {
+    unsigned char buf[1024];
+    size_t n = npy_image(buf, major, header, data_bytes);
+    attn_tensor t;
+    attn_error err;
+    attn_status st = attn_npy_parse(&t, buf, n, &err);
+    check_status(st, &err, want, needle, name);
+    attn_npy_free(&t);
+}
+
+static void test_npy(void) {
+    const char *ok2x3 = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }\n";
+    check_npy("npy_v1", 1, ok2x3, 24, ATTN_OK, "");
+    check_npy("npy_v2", 2, ok2x3, 24, ATTN_OK, "");
+    check_npy("npy_v3", 3, ok2x3, 24, ATTN_OK, "");
+    check_npy("npy_scalar", 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (), }\n", 8,
+              ATTN_OK, "");
+    check_npy("npy_1d_keys_reordered", 1, "{\"shape\": (4,), \"fortran_order\": False, \"descr\": \"|b1\"}\n",
+              4, ATTN_OK, "");
+    unsigned char buf[1024];
+    size_t n = npy_image(buf, 4, ok2x3, 24);
+    attn_tensor t;
+    attn_error err;
+    check_status(attn_npy_parse(&t, buf, n, &err), &err, ATTN_ERR_NPY_UNSUPPORTED, "version 4.0",
+                 "npy_version_4");
+    n = npy_image(buf, 1, ok2x3, 24);
+    buf[0] = 'X';
+    check_status(attn_npy_parse(&t, buf, n, &err), &err, ATTN_ERR_NPY_HEADER, "magic", "npy_magic");
+    check_status(attn_npy_parse(&t, buf, 5, &err), &err, ATTN_ERR_NPY_HEADER, "magic", "npy_short");
+    n = npy_image(buf, 1, ok2x3, 24);
+    buf[8] = (unsigned char)(strlen(ok2x3) - 5); /* the header length lies: too short */
+    check_status(attn_npy_parse(&t, buf, n, &err), &err, ATTN_ERR_NPY_HEADER, "newline",
+                 "npy_header_len_lies");
+    buf[8] = 0, buf[9] = 2; /* 512 bytes: past the end of the file */
+    check_status(attn_npy_parse(&t, buf, n, &err), &err, ATTN_ERR_NPY_HEADER, "past the end",
+                 "npy_header_len_past_end");
+    check_npy("npy_fortran", 1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }\n", 24,
+              ATTN_ERR_NPY_UNSUPPORTED, "Fortran");
+    check_npy("npy_big_endian", 1, "{'descr': '>f8', 'fortran_order': False, 'shape': (2,), }\n", 16,
+              ATTN_ERR_NPY_UNSUPPORTED, "big-endian");
+    check_npy("npy_int64", 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }\n", 16,
+              ATTN_ERR_NPY_UNSUPPORTED, "'<i8' is not supported");
+    check_npy("npy_object", 1, "{'descr': '|O', 'fortran_order': False, 'shape': (2,), }\n", 16,
+              ATTN_ERR_NPY_UNSUPPORTED, "object");
+    check_npy("npy_structured", 1,
+              "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }\n", 8,
+              ATTN_ERR_NPY_UNSUPPORTED, "structured");
+    check_npy("npy_truncated", 1, ok2x3, 23, ATTN_ERR_NPY_TRUNCATED, "needs 24 bytes but the file has 23");
+    check_npy("npy_trailing", 1, ok2x3, 25, ATTN_ERR_NPY_TRAILING, "1 unexpected bytes");
+    check_npy("npy_overflow", 1,
+              "{'descr': '<f8', 'fortran_order': False, 'shape': (4611686018427387904, 4), }\n", 0,
+              ATTN_ERR_OVERFLOW, "overflows");
+    check_npy("npy_dim_overflow", 1,
+              "{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999,), }\n", 0,
+              ATTN_ERR_OVERFLOW, "overflows");
+    check_npy("npy_rank_6", 1,
+              "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 1), }\n", 8,
+              ATTN_ERR_RANK, "more than 5");
+    check_npy("npy_missing_key", 1, "{'descr': '<f8', 'shape': (1,), }\n", 8, ATTN_ERR_NPY_HEADER,
+              "lacks 'fortran_order'");
+    check_npy("npy_extra_key", 1,
+              "{'descr': '<f8', 'fortran_order': False, 'shape': (1,), 'x': 1}\n", 8,
+              ATTN_ERR_NPY_HEADER, "unexpected or repeated key 'x'");
+    check_npy("npy_not_dict", 1, "[1, 2]\n", 0, ATTN_ERR_NPY_HEADER, "dict");
+    check_npy("npy_negative_dim", 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (-1,), }\n",
+              0, ATTN_ERR_NPY_HEADER, "non-negative");
+    check_status(attn_npy_parse(&t, NULL, 10, &err), &err, ATTN_ERR_NULL, "NULL", "npy_parse_null");
+    check_status(attn_npy_parse(NULL, buf, 10, &err), &err, ATTN_ERR_NULL, "NULL", "npy_parse_null_out");
+
+    /* Round trip through a file, from a strided (transposed) view. */
+    char dir[] = "/tmp/attn_test_XXXXXX", path[128];
+    check(mkdtemp(dir) != NULL, "npy_tmpdir", "mkdtemp failed");
+    snprintf(path, sizeof path, "%s/t.npy", dir);
+    int64_t shape[2] = {3, 4}, tstrides[2] = {1, 3};
+    attn_tensor src = make(ATTN_F32, 2, shape), view, back;
+    attn_tensor_init(&view, src.data, ATTN_F32, 2, shape, tstrides, NULL);
+    view.shape[0] = 4, view.shape[1] = 3; /* the transpose: (4, 3) */
+    view.strides[0] = 1, view.strides[1] = 4;
+    check_status(attn_npy_write(path, &view, &err), &err, ATTN_OK, "", "npy_write");
+    check_status(attn_npy_read(&back, path, &err), &err, ATTN_OK, "", "npy_read");
+    int same = back.rank == 2 && back.shape[0] == 4 && back.shape[1] == 3 && back.dtype == ATTN_F32;
+    for (int i = 0; same && i < 4; i++)
+        for (int j = 0; j < 3; j++)
+            same &= ((float *)back.data)[i * 3 + j] == ((float *)src.data)[j * 4 + i];
+    check(same, "npy_round_trip_transposed", "values or shape differ");
+    attn_npy_free(&back);
+    attn_npy_free(&back); /* twice is fine */
+    check(back.data == NULL, "npy_free_zeroes", "data not cleared");
+    snprintf(path, sizeof path, "%s/missing/t.npy", dir);
+    check_status(attn_npy_write(path, &view, &err), &err, ATTN_ERR_IO, "cannot create",
+                 "npy_write_io");
+    check_status(attn_npy_read(&back, path, &err), &err, ATTN_ERR_IO, "cannot open", "npy_read_io");
+    check_status(attn_npy_read(&back, dir, &err), &err, ATTN_ERR_IO, "not a regular file",
+                 "npy_read_dir");
+    check_status(attn_npy_write(NULL, &view, &err), &err, ATTN_ERR_NULL, "path", "npy_write_null");
+    view.dtype = (attn_dtype)9;
+    check_status(attn_npy_write(path, &view, &err), &err, ATTN_ERR_DTYPE, "dtype", "npy_write_dtype");
+    view.dtype = ATTN_F32;
+    view.rank = 7;
+    check_status(attn_npy_write(path, &view, &err), &err, ATTN_ERR_RANK, "rank 7", "npy_write_rank");
+    snprintf(path, sizeof path, "%s/t.npy", dir);
+    remove(path);
+    rmdir(dir);
+    free(src.data);
+}
+
+int main(void) {
+    test_basics();
+    test_sdpa_errors();
+    test_kernels_agree();
+    test_numerics();
+    test_strided();
+    test_npy();
+    return n_failed ? 1 : 0;
+}

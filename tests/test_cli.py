@@ -1,0 +1,222 @@
+#!/usr/bin/python3
+"""test_cli.py -- the attn command: the seeds' worked examples, printing, and
+every kind of bad input (one-line error, right exit code, no output file).
+
+Usage: test_cli.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why".
+"""
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
+ATTN = os.path.abspath(os.path.join(BUILD, "attn"))
+TMP = tempfile.mkdtemp(prefix="attn_cli_")
+failed = 0
+
+
+def report(name, ok, why=""):
+    global failed
+    print(f"ok {name}" if ok else f"FAIL {name}: {why}", flush=True)
+    failed += not ok
+
+
+def attn(*args):
+    return subprocess.run([ATTN, *args], capture_output=True, text=True, cwd=TMP)
+
+
+def save(name, a):
+    path = os.path.join(TMP, name)
+    np.save(path, a)
+    return path
+
+
+def raw_npy(name, header, data=b"", major=1, header_len=None):
+    """Write a hand-made .npy file (to build malformed ones)."""
+    h = header.encode()
+    n = len(h) if header_len is None else header_len
+    prefix = b"\x93NUMPY" + bytes([major, 0]) + (struct.pack("<H", n) if major == 1 else struct.pack("<I", n))
+    path = os.path.join(TMP, name)
+    with open(path, "wb") as f:
+        f.write(prefix + h + data)
+    return path
+
+
+def expect_error(name, args, code, pattern, outputs=("out.npy",)):
+    """The command fails with `code`, one 'attn: error:' line matching
+    `pattern`, nothing on stdout, and leaves no output or temporary file."""
+    for o in outputs:
+        p = os.path.join(TMP, o)
+        if os.path.exists(p):
+            os.remove(p)
+    before = set(os.listdir(TMP))
+    r = attn(*args)
+    lines = r.stderr.splitlines()
+    left = [o for o in outputs if os.path.exists(os.path.join(TMP, o))]
+    new = set(os.listdir(TMP)) - before
+    problems = []
+    if r.returncode != code:
+        problems.append(f"exit {r.returncode}, wanted {code}")
+    if len(lines) != 1 or not lines[0].startswith("attn: error: "):
+        problems.append(f"stderr is not one 'attn: error:' line: {r.stderr!r}")
+    elif not re.search(pattern, lines[0]):
+        problems.append(f"message {lines[0]!r} does not match {pattern!r}")
+    if r.stdout:
+        problems.append(f"stdout not empty: {r.stdout[:80]!r}")
+    if left or new:
+        problems.append(f"files left behind: {left + sorted(new)}")
+    report(name, not problems, "; ".join(problems))
+
+
+def main():
+    rng = np.random.default_rng(7)
+
+    # ---- the seeds' worked examples ----------------------------------------
+    # Seed 002, step 1: q = k = v = X, no scaling; the "journey" context row.
+    x = np.array([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
+                  [0.22, 0.58, 0.33], [0.77, 0.25, 0.10], [0.05, 0.80, 0.55]])
+    px = save("x.npy", x)
+    r = attn("sdpa", "-q", px, "-k", px, "-v", px, "--scale", "1", "-o", "ctx.npy")
+    ctx = np.load(os.path.join(TMP, "ctx.npy")) if r.returncode == 0 else None
+    report("seed002_journey_row", ctx is not None and
+           np.array_equal(np.round(ctx[1], 4), [0.4419, 0.6515, 0.5683]), f"{r.stderr} {ctx}")
+
+    # Seed 002, step 3: softmax of [4, 16, 12] raw and divided by sqrt(3). One
+    # query [1] against keys 4, 16, 12 gives exactly these scores.
+    pq, pk, pv = save("one.npy", np.ones((1, 1))), save("s.npy", np.array([[4.], [16.], [12.]])), \
+        save("eye.npy", np.eye(3))
+    for label, scale, want in (("raw", "1", [0.000, 0.982, 0.018]),
+                               ("sqrt3", repr(1 / np.sqrt(3)), [0.001, 0.909, 0.090])):
+        r = attn("sdpa", "-q", pq, "-k", pk, "-v", pv, "--scale", scale, "-w", "w.npy", "-o", "o.npy")
+        w = np.load(os.path.join(TMP, "w.npy")) if r.returncode == 0 else None
+        report(f"seed002_softmax_4_16_12_{label}", w is not None and
+               np.array_equal(np.round(w[0], 3), want), f"{r.stderr} {w}")
+
+    # `attn demo` (the `make run` job) shows the same numbers.
+    r = attn("demo")
+    report("demo_runs", r.returncode == 0 and "[0.4419, 0.6515, 0.5683]" in r.stdout
+           and "0.9088" in r.stdout, r.stderr)
+
+    # ---- output: dtype, printing -------------------------------------------
+    q32 = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    k32 = rng.standard_normal((2, 5, 4)).astype(np.float32)
+    v32 = rng.standard_normal((2, 5, 3)).astype(np.float32)
+    pq32, pk32, pv32 = save("q32.npy", q32), save("k32.npy", k32), save("v32.npy", v32)
+    r = attn("sdpa", "-q", pq32, "-k", pk32, "-v", pv32, "-o", "o32.npy")
+    o32 = np.load(os.path.join(TMP, "o32.npy"))
+    report("f32_in_f32_out", r.returncode == 0 and o32.dtype == np.float32 and o32.shape == (2, 3, 3),
+           f"{o32.dtype} {o32.shape}")
+    r = attn("sdpa", "-q", pq32, "-k", pk32, "-v", pv32)
+    nums = [float(t) for t in re.findall(r"-?\d+\.\d+(?:e[-+]\d+)?", r.stdout)]
+    report("print_matches_file", r.returncode == 0 and r.stdout.startswith("[[[") and
+           len(nums) == o32.size and np.allclose(nums, o32.ravel(), atol=1e-6), r.stdout)
+    big = rng.standard_normal((40, 50))
+    pb = save("big.npy", big)
+    r = attn("sdpa", "-q", pb, "-k", pb, "-v", pb)
+    report("print_summarises_large", r.returncode == 0 and "..." in r.stdout and
+           len(r.stdout.splitlines()) < 20, f"{len(r.stdout.splitlines())} lines")
+    r = attn("sdpa", "-q", px, "-k", px, "-v", px, "--causal", "-w", "w.npy", "-o", "o.npy")
+    w = np.load(os.path.join(TMP, "w.npy"))
+    report("causal_weights_lower_triangular", r.returncode == 0 and np.all(np.triu(w, 1) == 0) and
+           np.allclose(w.sum(-1), 1), str(w))
+    report("output_file_mode", oct(os.stat(os.path.join(TMP, "o.npy")).st_mode & 0o777) !=
+           "0o600", "output file kept mkstemp's 0600 mode")
+
+    # ---- help and version ----------------------------------------------------
+    r = attn("--help")
+    report("help", r.returncode == 0 and "sdpa" in r.stdout and "usage" in r.stdout, r.stderr)
+    r = attn("sdpa", "--help")
+    report("sdpa_help", r.returncode == 0 and "--causal" in r.stdout and "example" in r.stdout, r.stderr)
+    r = attn("--version")
+    report("version", r.returncode == 0 and re.match(r"attn \d+\.\d+\.\d+", r.stdout), r.stdout)
+    r = attn()
+    report("no_command", r.returncode == 2 and "usage" in r.stderr, r.stderr)
+
+    # ---- usage errors (exit 2) -------------------------------------------------
+    base = ["sdpa", "-q", pq32, "-k", pk32, "-v", pv32, "-o", "out.npy"]
+    expect_error("usage_unknown_command", ["frobnicate"], 2, "unknown command 'frobnicate'")
+    expect_error("usage_missing_q", ["sdpa", "-k", pk32, "-v", pv32, "-o", "out.npy"], 2, r"missing -q")
+    expect_error("usage_unknown_option", base + ["--bogus"], 2, r"unknown argument '--bogus'")
+    expect_error("usage_missing_value", ["sdpa", "-q", pq32, "-k", pk32, "-v"], 2, r"-v needs a value")
+    expect_error("usage_scale_nan", base + ["--scale", "nan"], 2, r"--scale nan is not a finite number")
+    expect_error("usage_scale_text", base + ["--scale", "big"], 2, r"--scale big is not a finite")
+    expect_error("usage_causal_mode", base + ["--causal=sideways"], 2, r"top-left or bottom-right")
+    expect_error("usage_same_outputs", base + ["-w", "out.npy"], 2, r"same file")
+
+    # ---- data errors (exit 1): files -------------------------------------------
+    def with_q(path):
+        return ["sdpa", "-q", path, "-k", pk32, "-v", pv32, "-o", "out.npy", "-w", "w.npy"]
+
+    outs = ("out.npy", "w.npy")
+    good = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 4), }\n"
+    data = q32.tobytes()
+    expect_error("file_missing", with_q("nope.npy"), 1, r"-q nope\.npy: cannot open nope\.npy", outs)
+    bad = os.path.join(TMP, "text.npy")
+    with open(bad, "w") as f:
+        f.write("hello, world\n")
+    expect_error("file_not_npy", with_q(bad), 1, r"text\.npy: not a \.npy file", outs)
+    expect_error("file_truncated", with_q(raw_npy("trunc.npy", good, data[:-3])), 1,
+                 r"trunc\.npy: data is truncated: shape \(2, 3, 4\) needs 96 bytes but the file has 93", outs)
+    expect_error("file_trailing", with_q(raw_npy("trail.npy", good, data + b"junk")), 1,
+                 r"trail\.npy: 4 unexpected bytes", outs)
+    expect_error("file_fortran", with_q(raw_npy("fort.npy", good.replace("False", "True"), data)), 1,
+                 r"fort\.npy: Fortran-order", outs)
+    expect_error("file_big_endian", with_q(raw_npy("be.npy", good.replace("<f4", ">f4"), data)), 1,
+                 r"be\.npy: big-endian", outs)
+    expect_error("file_int64", with_q(raw_npy("i8.npy", good.replace("<f4", "<i8"), data * 2)), 1,
+                 r"i8\.npy: dtype '<i8' is not supported", outs)
+    expect_error("file_object", with_q(raw_npy("obj.npy", good.replace("<f4", "|O"), data * 2)), 1,
+                 r"obj\.npy: object arrays", outs)
+    expect_error("file_header_lies", with_q(raw_npy("lies.npy", good, data, header_len=len(good) + 7)), 1,
+                 r"lies\.npy: header does not end in a newline", outs)
+    expect_error("file_header_past_end", with_q(raw_npy("past.npy", good, b"", header_len=5000)), 1,
+                 r"past\.npy: header length 5000 runs past the end", outs)
+    expect_error("file_absurd_shape", with_q(raw_npy(
+        "absurd.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (4611686018427387904, 8), }\n")),
+        1, r"absurd\.npy: shape .* too large", outs)
+    expect_error("file_version", with_q(raw_npy("v9.npy", good, data, major=9)), 1,
+                 r"v9\.npy: \.npy format version 9\.0", outs)
+    expect_error("file_rank6", with_q(save("r6.npy", np.zeros((1, 1, 1, 1, 1, 1), np.float32))), 1,
+                 r"r6\.npy: array has more than 5 dimensions", outs)
+
+    # ---- data errors (exit 1): shapes and dtypes ---------------------------------
+    expect_error("shape_e_mismatch", ["sdpa", "-q", pq32, "-k", save("k5.npy", np.zeros((2, 5, 5), np.float32)),
+                                      "-v", pv32, "-o", "out.npy"], 1,
+                 r"k has E=5 but q has E=4.*q=.*q32\.npy \(2, 3, 4\), k=.*k5\.npy \(2, 5, 5\)")
+    expect_error("shape_s_mismatch", ["sdpa", "-q", pq32, "-k", pk32, "-v",
+                                      save("v6.npy", np.zeros((2, 6, 3), np.float32)), "-o", "out.npy"], 1,
+                 r"v has S=6 rows but k has S=5")
+    expect_error("shape_batch", ["sdpa", "-q", pq32, "-k", save("k3b.npy", np.zeros((3, 5, 4), np.float32)),
+                                 "-v", pv32, "-o", "out.npy"], 1, r"heads but k has|neither equal nor 1")
+    expect_error("shape_heads", ["sdpa", "-q", save("q3h.npy", np.zeros((3, 2, 4), np.float32)),
+                                 "-k", pk32, "-v", pv32, "-o", "out.npy"], 1,
+                 r"q has 3 heads, not a multiple of k's and v's 2 heads")
+    expect_error("shape_rank1", ["sdpa", "-q", save("q1.npy", np.zeros(4, np.float32)), "-k", pk32,
+                                 "-v", pv32, "-o", "out.npy"], 1, r"q has rank 1")
+    expect_error("shape_zero_dim", ["sdpa", "-q", save("q0.npy", np.zeros((2, 0, 4), np.float32)), "-k", pk32,
+                                    "-v", pv32, "-o", "out.npy"], 1, r"every dimension must be at least 1")
+    expect_error("mask_shape", base + ["-m", save("m.npy", np.ones((3, 4), bool))], 1,
+                 r"mask has shape \(3, 4\), which does not broadcast to \(2, 3, 5\)")
+    expect_error("mask_dtype", base + ["-m", save("m64.npy", np.ones((3, 5)))], 1,
+                 r"mixed dtypes: -m .*m64\.npy is float64 but -q .* is float32")
+    expect_error("dtype_mixed", ["sdpa", "-q", pq32, "-k", save("k64.npy", k32.astype(np.float64)), "-v", pv32,
+                                 "-o", "out.npy"], 1, r"mixed dtypes: -k .*k64\.npy is float64 but -q .* is float32")
+    expect_error("dtype_bool", ["sdpa", "-q", save("qb.npy", np.ones((2, 3, 4), bool)), "-k", pk32, "-v", pv32,
+                                "-o", "out.npy"], 1, r"qb\.npy has dtype bool")
+    expect_error("output_dir_missing", ["sdpa", "-q", pq32, "-k", pk32, "-v", pv32, "-o", "no/such/dir/o.npy"],
+                 1, r"cannot create no/such/dir/o\.npy: No such file", outputs=())
+
+    # A failed run does not touch an existing output either.
+    keep = os.path.join(TMP, "keep.npy")
+    np.save(keep, np.arange(3.0))
+    attn("sdpa", "-q", pq32, "-k", save("k5.npy", np.zeros((2, 5, 5), np.float32)), "-v", pv32, "-o", keep)
+    report("failed_run_keeps_old_output", np.array_equal(np.load(keep), np.arange(3.0)), "changed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
