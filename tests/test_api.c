@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 static int n_failed;
+static int status_seen[ATTN_STATUS_COUNT]; /* which codes the tests produced */
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
@@ -37,6 +38,7 @@ static void check(int cond, const char *name, const char *fmt, ...) {
 static void check_status(attn_status got, const attn_error *err, attn_status want,
                          const char *needle, const char *name) {
     int ok = got == want && (want == ATTN_OK || (err->status == want && strstr(err->message, needle)));
+    if (ok && (int)got < ATTN_STATUS_COUNT) status_seen[got] = 1;
     check(ok, name, "status %d (%s), message \"%s\"; wanted %d with \"%s\"", (int)got,
           attn_strerror(got), want == ATTN_OK ? "" : err->message, (int)want, needle);
 }
@@ -585,5 +587,11 @@ int main(void) {
     test_numerics();
     test_strided();
     test_npy();
+    /* Every error code is reached by some test above. */
+    int missing = -1;
+    for (int c = 0; c < ATTN_STATUS_COUNT; c++)
+        if (!status_seen[c]) missing = c;
+    check(missing < 0, "every_status_reached", "no test produced status %d (%s)", missing,
+          attn_strerror((attn_status)missing));
     return n_failed ? 1 : 0;
 }
