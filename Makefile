@@ -22,7 +22,7 @@ LIB_SRC := $(wildcard src/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
-HEADERS := include/attn.h src/internal.h $(wildcard cli/*.h)
+HEADERS := include/attn.h $(wildcard src/*.h) $(wildcard cli/*.h)
 
 TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/asan/test_api \
              $(BUILD)/asan/attn

@@ -53,5 +53,7 @@ void cli_outputs_abort(cli_output *outs, int n);
 /* Subcommands: each returns the process exit code. */
 int cmd_sdpa(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_explain(int argc, char **argv);
+int cmd_scaling(int argc, char **argv);
 
 #endif /* ATTN_CLI_H */

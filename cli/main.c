@@ -9,8 +9,10 @@ static const char USAGE[] =
     "Scaled dot-product attention, softmax(Q K^T / sqrt(d_k)) V, in C.\n"
     "\n"
     "commands:\n"
+    "  explain  one attention head step by step, on the toy model or your data\n"
+    "  scaling  why divide by sqrt(d_k): the experiment, as a table or a figure\n"
     "  sdpa     attention on .npy files (PyTorch semantics)\n"
-    "  demo     the seeds' worked examples, step by step\n"
+    "  demo     the seeds' first worked examples (seed 002)\n"
     "\n"
     "options:\n"
     "  -h, --help       show this help (attn <command> --help for a command's)\n"
@@ -32,5 +34,7 @@ int main(int argc, char **argv) {
     }
     if (strcmp(cmd, "sdpa") == 0) return cmd_sdpa(argc - 1, argv + 1);
     if (strcmp(cmd, "demo") == 0) return cmd_demo(argc - 1, argv + 1);
+    if (strcmp(cmd, "explain") == 0) return cmd_explain(argc - 1, argv + 1);
+    if (strcmp(cmd, "scaling") == 0) return cmd_scaling(argc - 1, argv + 1);
     return cli_error(EXIT_USAGE, "unknown command '%s' (see attn --help)", cmd);
 }

@@ -68,6 +68,8 @@ void attn_stream_kernel(const attn_problem *p, double *work);
 
 int64_t attn_reference_work_size(int64_t S, int64_t E, int64_t Ev);
 void attn_reference_kernel(const attn_problem *p, double *work);
+/* Writes the scores (L, S) into p->out; same scratch as the reference. */
+void attn_scores_kernel(const attn_problem *p, double *work);
 
 /* Dot product of two packed rows, in double. */
 static inline double attn_dot(const double *a, const double *b, int64_t n) {

@@ -28,7 +28,7 @@ static canon canonical(const attn_tensor *t) {
     return c;
 }
 
-typedef enum kernel_kind { KERNEL_STREAM, KERNEL_REFERENCE } kernel_kind;
+typedef enum kernel_kind { KERNEL_STREAM, KERNEL_REFERENCE, KERNEL_SCORES } kernel_kind;
 
 attn_sdpa_options attn_sdpa_options_default(void) {
     attn_sdpa_options o = {0};
@@ -208,11 +208,15 @@ static attn_status sdpa_run(kernel_kind kind, attn_tensor *out, const attn_tenso
     plan pl;
     attn_status st = make_plan(&pl, q, k, v, &o, err);
     if (st) return st;
-    if ((st = check_operand(out, "out", q->dtype, err))) return st;
+    /* For KERNEL_SCORES, `out` receives the scores, shaped like the weights. */
+    const char *out_name = kind == KERNEL_SCORES ? "scores" : "out";
+    if (kind == KERNEL_SCORES) o.weights = NULL;
+    if ((st = check_operand(out, out_name, q->dtype, err))) return st;
     if (out->rank != pl.rank)
-        return attn_fail(err, ATTN_ERR_RANK, "out has rank %d but the result has rank %d",
-                         out->rank, pl.rank);
-    if ((st = check_output(out, "out", pl.out, err))) return st;
+        return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d but the result has rank %d",
+                         out_name, out->rank, pl.rank);
+    if ((st = check_output(out, out_name, kind == KERNEL_SCORES ? pl.weights : pl.out, err)))
+        return st;
     if (o.weights) {
         if ((st = check_operand(o.weights, "weights", q->dtype, err))) return st;
         if (o.weights->rank != pl.rank)
@@ -256,7 +260,8 @@ static attn_status sdpa_run(kernel_kind kind, attn_tensor *out, const attn_tenso
                 if (o.weights) p.weights = mat_of(o.weights, &cw, iq);
                 if (o.mask) p.mask = mat_of(o.mask, &cm, iq);
                 if (kind == KERNEL_STREAM) attn_stream_kernel(&p, work);
-                else attn_reference_kernel(&p, work);
+                else if (kind == KERNEL_REFERENCE) attn_reference_kernel(&p, work);
+                else attn_scores_kernel(&p, work);
             }
     free(work);
     return ATTN_OK;
@@ -271,4 +276,10 @@ attn_status attn_sdpa_reference(attn_tensor *out, const attn_tensor *q, const at
                                 const attn_tensor *v, const attn_sdpa_options *options,
                                 attn_error *err) {
     return sdpa_run(KERNEL_REFERENCE, out, q, k, v, options, err);
+}
+
+attn_status attn_scores(attn_tensor *scores, const attn_tensor *q, const attn_tensor *k,
+                        const attn_sdpa_options *options, attn_error *err) {
+    /* k stands in for v: the plan needs one, and k's shape is always valid. */
+    return sdpa_run(KERNEL_SCORES, scores, q, k, k, options, err);
 }

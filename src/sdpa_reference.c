@@ -1,6 +1,6 @@
-/* sdpa_reference.c -- the reference kernel: the textbook two-pass softmax,
- * one query row at a time. Kept plain so tests can compare the streaming
- * kernel against an independent implementation. */
+/* sdpa_reference.c -- the row-at-a-time kernels: the reference attention (the
+ * textbook two-pass softmax, kept plain so tests can compare the streaming
+ * kernel against an independent implementation), and the scores alone. */
 #include "internal.h"
 
 int64_t attn_reference_work_size(int64_t S, int64_t E, int64_t Ev) {
@@ -10,19 +10,36 @@ int64_t attn_reference_work_size(int64_t S, int64_t E, int64_t Ev) {
     return n;
 }
 
+/* scores[j] = score of query i against key j (-inf when excluded). */
+static void row_scores(double *scores, const attn_problem *p, int64_t i, double *qrow,
+                       double *krow) {
+    attn_pack_rows(qrow, &p->q, i, 1);
+    for (int64_t j = 0; j < p->k.rows; j++) {
+        attn_pack_rows(krow, &p->k, j, 1);
+        scores[j] = attn_score(p, i, j, attn_dot(qrow, krow, p->q.cols));
+    }
+}
+
+// q is (L, E), k is (S, E), out is the scores (L, S)
+void attn_scores_kernel(const attn_problem *p, double *work) {
+    int64_t S = p->k.rows, E = p->q.cols;
+    double *scores = work, *qrow = scores + S, *krow = qrow + E;
+    for (int64_t i = 0; i < p->q.rows; i++) {
+        row_scores(scores, p, i, qrow, krow);
+        for (int64_t j = 0; j < S; j++) attn_mat_set(&p->out, i, j, scores[j]);
+    }
+}
+
 // q is (L, E), k is (S, E), v is (S, Ev), out is (L, Ev), weights is (L, S)
 void attn_reference_kernel(const attn_problem *p, double *work) {
     int64_t L = p->q.rows, E = p->q.cols, S = p->k.rows, Ev = p->v.cols;
     double *scores = work, *qrow = scores + S, *krow = qrow + E, *orow = krow + E;
 
     for (int64_t i = 0; i < L; i++) {
-        attn_pack_rows(qrow, &p->q, i, 1);
+        row_scores(scores, p, i, qrow, krow);
         double m = -INFINITY;
-        for (int64_t j = 0; j < S; j++) {
-            attn_pack_rows(krow, &p->k, j, 1);
-            scores[j] = attn_score(p, i, j, attn_dot(qrow, krow, E));
+        for (int64_t j = 0; j < S; j++)
             if (scores[j] > m) m = scores[j];
-        }
         double l = 0.0;
         for (int64_t j = 0; j < S; j++)
             if (scores[j] != -INFINITY) l += attn_softmax_term(scores[j], m);

@@ -26,6 +26,8 @@ const char *attn_strerror(attn_status status) {
     case ATTN_ERR_NPY_UNSUPPORTED: return "unsupported .npy content";
     case ATTN_ERR_NPY_TRUNCATED: return "truncated .npy data";
     case ATTN_ERR_NPY_TRAILING: return "trailing bytes after .npy data";
+    case ATTN_ERR_TOKEN: return "invalid sentence for the toy model";
+    case ATTN_ERR_ARGUMENT: return "argument out of range";
     }
     return "unknown status";
 }

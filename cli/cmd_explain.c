@@ -1,0 +1,460 @@
+/* cmd_explain.c -- `attn explain`: one attention head, step by step, on the
+ * toy model or on your own embeddings and projections. */
+#include "cli.h"
+#include "heatmap.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char EXPLAIN_USAGE[] =
+    "usage: attn explain [options] [SENTENCE...]\n"
+    "\n"
+    "Shows every step of self-attention on a sentence of the toy model (default\n"
+    "\"the cat sat on the mat\"): tokens, X, W_Q, W_K, W_V, Q, K, V, Q K^T, the\n"
+    "scaling, the softmax weights and the output, then who attends to whom.\n"
+    "\n"
+    "  --step NAME          show one step: tokens x wq wk wv q k v scores scaled\n"
+    "                       weights output summary\n"
+    "  --causal             each word sees only itself and the words before it\n"
+    "  --no-scale           do not divide the scores by sqrt(d_k)\n"
+    "  --random-head        the toy's fixed-seed random head instead of the wired one\n"
+    "  --mode MODE          qkv (default), dot (weights = softmax(X X^T), unscaled,\n"
+    "                       no projections) or average (plain averaging)\n"
+    "  --embeddings FILE    your own X (n, d_model) as .npy instead of the toy\n"
+    "  --tokens A,B,...     labels for the rows of --embeddings\n"
+    "  --wq/--wk/--wv FILE  your own projections (d_model, d_k) / (d_model, d_v),\n"
+    "                       used as X W; all three together\n"
+    "  --json               every matrix as one JSON object (see docs/explainer.md)\n"
+    "  --color WHEN         auto (default), always or never; NO_COLOR is honoured\n"
+    "  -h, --help           show this help\n"
+    "\n"
+    "examples:\n"
+    "  attn explain the dog chased a ball in the park\n"
+    "  attn explain --causal --step weights\n";
+
+static const char *const STEPS[] = {"tokens", "x",      "wq",      "wk",     "wv",     "q", "k",
+                                    "v",      "scores", "scaled", "weights", "output", "summary"};
+enum { N_STEPS = sizeof STEPS / sizeof STEPS[0] };
+
+typedef struct args {
+    char sentence[4096];
+    const char *embeddings, *tokens, *wq, *wk, *wv, *step, *colour;
+    attn_explain_mode mode;
+    bool causal, no_scale, random_head, json;
+} args;
+
+/* What is explained: labels, X and the projections, all owned here. */
+typedef struct model {
+    int n, d_model, d_k, d_v;
+    char **tokens;
+    char **features, **q_cols, **v_cols;
+    double *X, *W_Q, *W_K, *W_V;
+    const char *head; /* "wired", "random" or "custom" */
+} model;
+
+static char **numbered_labels(const char *prefix, int n) {
+    char **l = calloc((size_t)n, sizeof *l);
+    for (int i = 0; l && i < n; i++) {
+        l[i] = malloc(strlen(prefix) + 12);
+        if (l[i]) sprintf(l[i], "%s%d", prefix, i);
+    }
+    return l;
+}
+
+static char **copied_labels(const char *const *src, int n) {
+    char **l = calloc((size_t)n, sizeof *l);
+    for (int i = 0; l && i < n; i++) l[i] = strdup(src[i]);
+    return l;
+}
+
+static void free_labels(char **l, int n) {
+    for (int i = 0; l && i < n; i++) free(l[i]);
+    free(l);
+}
+
+static void free_model(model *m) {
+    free_labels(m->tokens, m->n);
+    free_labels(m->features, m->d_model);
+    free_labels(m->q_cols, m->d_k);
+    free_labels(m->v_cols, m->d_v);
+    free(m->X), free(m->W_Q), free(m->W_K), free(m->W_V);
+}
+
+static int parse_args(int argc, char **argv, args *a) {
+    int code = 0;
+    const char *val = NULL;
+    size_t used = 0;
+    a->colour = "auto";
+    for (int i = 1; i < argc && !code;) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            fputs(EXPLAIN_USAGE, stdout);
+            return -1;
+        } else if (cli_option(argc, argv, &i, NULL, "--embeddings", &a->embeddings, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--tokens", &a->tokens, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--wq", &a->wq, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--wk", &a->wk, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--wv", &a->wv, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--step", &a->step, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--color", &a->colour, &code)) {
+        } else if (cli_option(argc, argv, &i, NULL, "--mode", &val, &code)) {
+            if (!val) break;
+            if (strcmp(val, "qkv") == 0) a->mode = ATTN_EXPLAIN_QKV;
+            else if (strcmp(val, "dot") == 0) a->mode = ATTN_EXPLAIN_DOT;
+            else if (strcmp(val, "average") == 0) a->mode = ATTN_EXPLAIN_AVERAGE;
+            else code = cli_error(EXIT_USAGE, "--mode takes average, dot or qkv, not '%s'", val);
+        } else if (strcmp(arg, "--causal") == 0 || strcmp(arg, "--no-scale") == 0 ||
+                   strcmp(arg, "--random-head") == 0 || strcmp(arg, "--json") == 0) {
+            bool *flag = arg[2] == 'c' ? &a->causal : arg[2] == 'n' ? &a->no_scale
+                         : arg[2] == 'r' ? &a->random_head : &a->json;
+            *flag = true;
+            i++;
+        } else if (arg[0] == '-' && arg[1] != '\0') {
+            code = cli_error(EXIT_USAGE, "unknown option '%s' (see attn explain --help)", arg);
+        } else {
+            /* Words of the sentence: the arguments joined by spaces. */
+            int n = snprintf(a->sentence + used, sizeof a->sentence - used, "%s%s", used ? " " : "", arg);
+            if (n < 0 || (size_t)n >= sizeof a->sentence - used)
+                code = cli_error(EXIT_USAGE, "the sentence is longer than %zu bytes",
+                                 sizeof a->sentence - 1);
+            else used += (size_t)n;
+            i++;
+        }
+    }
+    if (code) return code;
+    if (strcmp(a->colour, "auto") && strcmp(a->colour, "always") && strcmp(a->colour, "never"))
+        return cli_error(EXIT_USAGE, "--color takes auto, always or never, not '%s'", a->colour);
+    if (a->step) {
+        int k = 0;
+        while (k < N_STEPS && strcmp(a->step, STEPS[k]) != 0) k++;
+        if (k == N_STEPS)
+            return cli_error(EXIT_USAGE, "unknown --step '%s'; steps: tokens x wq wk wv q k v "
+                             "scores scaled weights output summary", a->step);
+    }
+    int nw = !!a->wq + !!a->wk + !!a->wv;
+    if (nw != 0 && nw != 3) return cli_error(EXIT_USAGE, "--wq, --wk and --wv go together");
+    if (nw && a->random_head)
+        return cli_error(EXIT_USAGE, "--random-head chooses the toy's weights; it cannot go with --wq");
+    if (a->embeddings && used)
+        return cli_error(EXIT_USAGE, "give a sentence or --embeddings, not both");
+    if (a->tokens && !a->embeddings) return cli_error(EXIT_USAGE, "--tokens labels --embeddings rows");
+    if (!a->embeddings && !used) strcpy(a->sentence, "the cat sat on the mat");
+    return 0;
+}
+
+/* A 2-D float .npy as doubles. */
+static int load_matrix(const char *flag, const char *path, int *rows, int *cols, double **out) {
+    attn_tensor t;
+    attn_error err;
+    if (attn_npy_read(&t, path, &err)) return cli_error(EXIT_DATA, "%s %s: %s", flag, path, err.message);
+    int code = 0;
+    char shape[64];
+    if (t.rank != 2 || t.dtype == ATTN_BOOL || t.shape[0] < 1 || t.shape[1] < 1 ||
+        t.shape[0] > 4096 || t.shape[1] > 4096) {
+        code = cli_error(EXIT_DATA, "%s %s: need a 2-D float array of at most 4096 x 4096, got %s %s",
+                         flag, path, cli_dtype_name(t.dtype), cli_shape(shape, sizeof shape, &t));
+    } else {
+        *rows = (int)t.shape[0], *cols = (int)t.shape[1];
+        *out = malloc(sizeof(double) * (size_t)(*rows) * (size_t)(*cols));
+        for (int i = 0; *out && i < *rows * *cols; i++)
+            (*out)[i] = t.dtype == ATTN_F32 ? ((float *)t.data)[i] : ((double *)t.data)[i];
+        if (!*out) code = cli_error(EXIT_DATA, "out of memory reading %s", path);
+    }
+    attn_npy_free(&t);
+    return code;
+}
+
+static int load_embeddings(const args *a, model *m) {
+    int code = load_matrix("--embeddings", a->embeddings, &m->n, &m->d_model, &m->X);
+    if (code) return code;
+    if (m->n > ATTN_TOY_MAX_TOKENS)
+        return cli_error(EXIT_DATA, "--embeddings %s has %d rows; at most %d tokens", a->embeddings,
+                         m->n, ATTN_TOY_MAX_TOKENS);
+    if (!a->tokens) {
+        m->tokens = numbered_labels("t", m->n);
+    } else {
+        int count = 1;
+        for (const char *p = a->tokens; *p; p++) count += *p == ',';
+        if (count != m->n)
+            return cli_error(EXIT_DATA, "--tokens has %d labels but --embeddings %s has %d rows", count,
+                             a->embeddings, m->n);
+        m->tokens = calloc((size_t)m->n, sizeof *m->tokens);
+        const char *p = a->tokens;
+        for (int i = 0; i < m->n; i++) {
+            size_t len = strcspn(p, ",");
+            m->tokens[i] = strndup(p, len);
+            p += len + (p[len] == ',');
+        }
+    }
+    m->features = numbered_labels("x", m->d_model);
+    return 0;
+}
+
+static int load_sentence(const args *a, model *m) {
+    attn_toy_token tok[ATTN_TOY_MAX_TOKENS];
+    attn_error err;
+    if (attn_toy_tokenize(tok, ATTN_TOY_MAX_TOKENS, &m->n, a->sentence, &err))
+        return cli_error(EXIT_DATA, "%s", err.message);
+    m->d_model = ATTN_TOY_D_MODEL;
+    m->X = malloc(sizeof(double) * (size_t)m->n * ATTN_TOY_D_MODEL);
+    m->tokens = calloc((size_t)m->n, sizeof *m->tokens);
+    if (!m->X || !m->tokens) return cli_error(EXIT_DATA, "out of memory");
+    for (int i = 0; i < m->n; i++) m->tokens[i] = strdup(attn_toy_word(tok[i].id));
+    attn_toy_embed(m->X, tok, m->n, NULL);
+    m->features = calloc(ATTN_TOY_D_MODEL, sizeof *m->features);
+    for (int j = 0; m->features && j < ATTN_TOY_D_MODEL; j++) m->features[j] = strdup(attn_toy_feature(j));
+    return 0;
+}
+
+static int load_weights(const args *a, model *m) {
+    if (a->mode != ATTN_EXPLAIN_QKV) {
+        m->d_k = m->d_v = m->d_model;
+        m->head = "none";
+        m->q_cols = copied_labels((const char *const *)m->features, m->d_model);
+        m->v_cols = copied_labels((const char *const *)m->features, m->d_model);
+        return 0;
+    }
+    if (a->wq) {
+        const char *flags[3] = {"--wq", "--wk", "--wv"}, *paths[3] = {a->wq, a->wk, a->wv};
+        double **dst[3] = {&m->W_Q, &m->W_K, &m->W_V};
+        int rows[3], cols[3], code;
+        for (int i = 0; i < 3; i++)
+            if ((code = load_matrix(flags[i], paths[i], &rows[i], &cols[i], dst[i]))) return code;
+        for (int i = 0; i < 3; i++)
+            if (rows[i] != m->d_model)
+                return cli_error(EXIT_DATA, "%s %s has %d rows but X has d_model = %d columns",
+                                 flags[i], paths[i], rows[i], m->d_model);
+        if (cols[0] != cols[1])
+            return cli_error(EXIT_DATA, "--wq has d_k = %d columns but --wk has %d", cols[0], cols[1]);
+        m->d_k = cols[0], m->d_v = cols[2], m->head = "custom";
+        m->v_cols = numbered_labels("v", m->d_v);
+    } else {
+        if (m->d_model != ATTN_TOY_D_MODEL)
+            return cli_error(EXIT_DATA, "--embeddings has d_model = %d, but the toy's weights need %d: "
+                             "give --wq, --wk and --wv, or use --mode dot or average",
+                             m->d_model, ATTN_TOY_D_MODEL);
+        m->d_k = m->d_v = ATTN_TOY_D_K;
+        size_t bytes = sizeof(double) * ATTN_TOY_D_MODEL * ATTN_TOY_D_K;
+        m->W_Q = malloc(bytes), m->W_K = malloc(bytes), m->W_V = malloc(bytes);
+        attn_toy_head head = a->random_head ? ATTN_TOY_RANDOM : ATTN_TOY_WIRED;
+        attn_error err;
+        if (attn_toy_weights(m->W_Q, m->W_K, m->W_V, head, &err))
+            return cli_error(EXIT_DATA, "%s", err.message);
+        m->head = a->random_head ? "random" : "wired";
+        if (head == ATTN_TOY_WIRED) {
+            const char *names[ATTN_TOY_D_K];
+            for (int j = 0; j < ATTN_TOY_D_K; j++) names[j] = attn_toy_value_feature(head, j);
+            m->v_cols = copied_labels(names, ATTN_TOY_D_K);
+        } else {
+            m->v_cols = numbered_labels("v", m->d_v);
+        }
+    }
+    m->q_cols = numbered_labels("d", m->d_k);
+    return 0;
+}
+
+/* ---- JSON ---------------------------------------------------------------- */
+
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void json_labels(FILE *f, const char *key, char **l, int n) {
+    fprintf(f, "  \"%s\": [", key);
+    for (int i = 0; i < n; i++) {
+        if (i) fputs(", ", f);
+        json_string(f, l[i]);
+    }
+    fputs("],\n", f);
+}
+
+/* A matrix as a list of rows; -inf (masked) becomes null. %.17g round-trips. */
+static void json_matrix(FILE *f, const char *key, const double *m, int rows, int cols, bool last) {
+    fprintf(f, "  \"%s\": ", key);
+    if (!m) {
+        fprintf(f, "null%s\n", last ? "" : ",");
+        return;
+    }
+    fputc('[', f);
+    for (int i = 0; i < rows; i++) {
+        fputs(i ? ",\n    [" : "\n    [", f);
+        for (int j = 0; j < cols; j++) {
+            double x = m[i * cols + j];
+            if (j) fputs(", ", f);
+            if (isfinite(x)) fprintf(f, "%.17g", x);
+            else fputs("null", f);
+        }
+        fputc(']', f);
+    }
+    fprintf(f, "\n  ]%s\n", last ? "" : ",");
+}
+
+static void print_json(const args *a, const model *m, const attn_explain *ex) {
+    static const char *const MODES[] = {"qkv", "dot", "average"};
+    FILE *f = stdout;
+    fputs("{\n", f);
+    json_labels(f, "tokens", m->tokens, m->n);
+    json_labels(f, "features", m->features, m->d_model);
+    json_labels(f, "value_features", m->v_cols, m->d_v);
+    fprintf(f, "  \"mode\": \"%s\",\n  \"head\": \"%s\",\n  \"causal\": %s,\n", MODES[a->mode],
+            m->head, a->causal ? "true" : "false");
+    fprintf(f, "  \"scale\": %.17g,\n  \"d_model\": %d,\n  \"d_k\": %d,\n  \"d_v\": %d,\n", ex->scale,
+            m->d_model, ex->d_k, ex->d_v);
+    json_matrix(f, "X", m->X, m->n, m->d_model, false);
+    json_matrix(f, "W_Q", m->W_Q, m->d_model, m->d_k, false);
+    json_matrix(f, "W_K", m->W_K, m->d_model, m->d_k, false);
+    json_matrix(f, "W_V", m->W_V, m->d_model, m->d_v, false);
+    json_matrix(f, "Q", ex->Q, m->n, ex->d_k, false);
+    json_matrix(f, "K", ex->K, m->n, ex->d_k, false);
+    json_matrix(f, "V", ex->V, m->n, ex->d_v, false);
+    json_matrix(f, "scores", ex->scores, m->n, m->n, false);
+    json_matrix(f, "scaled", ex->scaled, m->n, m->n, false);
+    json_matrix(f, "weights", ex->weights, m->n, m->n, false);
+    json_matrix(f, "output", ex->output, m->n, ex->d_v, true);
+    fputs("}\n", f);
+}
+
+/* ---- text ---------------------------------------------------------------- */
+
+static bool show(const args *a, const char *step) { return !a->step || strcmp(a->step, step) == 0; }
+
+static void heading(const char *title, int rows, int cols, const char *why) {
+    printf("\n%s  (%d, %d)\n", title, rows, cols);
+    if (why) printf("   %s\n", why);
+}
+
+static void matrix(const double *d, int rows, int cols, char **rl, char **cl, cli_palette p,
+                   bool sums, bool colour) {
+    cli_matrix mx = {d, rows, cols, (const char *const *)rl, (const char *const *)cl, p, sums};
+    cli_print_matrix(stdout, &mx, colour);
+}
+
+/* "sat      -> cat 40% ████  sat 16% █  on 16% █" : the top three per word. */
+static void print_summary(const model *m, const attn_explain *ex) {
+    int w = 4;
+    for (int i = 0; i < m->n; i++) w = (int)strlen(m->tokens[i]) > w ? (int)strlen(m->tokens[i]) : w;
+    for (int i = 0; i < m->n; i++) {
+        const double *row = ex->weights + (size_t)i * m->n;
+        bool used[ATTN_TOY_MAX_TOKENS] = {false};
+        printf("   %-*s ->", w, m->tokens[i]);
+        for (int k = 0; k < 3 && k < m->n; k++) {
+            int best = -1;
+            for (int j = 0; j < m->n; j++)
+                if (!used[j] && (best < 0 || row[j] > row[best])) best = j;
+            used[best] = true;
+            if (row[best] <= 0) break;
+            printf("  %s %2.0f%% ", m->tokens[best], 100 * row[best]);
+            cli_print_bar(stdout, row[best], 10);
+        }
+        printf("\n");
+    }
+}
+
+static void print_text(const args *a, const model *m, const attn_explain *ex, bool colour) {
+    bool qkv = a->mode == ATTN_EXPLAIN_QKV;
+    int n = m->n;
+    if (!a->step) {
+        printf("Self-attention, step by step\n");
+        printf("   mode %s, head %s, d_model %d, d_k %d%s%s\n",
+               qkv ? "qkv" : a->mode == ATTN_EXPLAIN_DOT ? "dot" : "average", m->head, m->d_model,
+               ex->d_k, a->causal ? ", causal" : "", a->no_scale && qkv ? ", no scaling" : "");
+    }
+    if (show(a, "tokens")) {
+        printf("\ntokens  (%d)\n  ", n);
+        for (int i = 0; i < n; i++) printf(" %s", m->tokens[i]);
+        printf("\n");
+    }
+    if (show(a, "x")) {
+        heading("X: one row per word, one column per feature", n, m->d_model,
+                "Each word is looked up in the embedding table.");
+        matrix(m->X, n, m->d_model, m->tokens, m->features, CLI_DIVERGING, false, colour);
+    }
+    if (qkv) {
+        const char *names[3] = {"W_Q", "W_K", "W_V"}, *steps[3] = {"wq", "wk", "wv"};
+        const double *w[3] = {m->W_Q, m->W_K, m->W_V};
+        int cols[3] = {m->d_k, m->d_k, m->d_v};
+        char **cl[3] = {m->q_cols, m->q_cols, m->v_cols};
+        for (int i = 0; i < 3; i++)
+            if (show(a, steps[i])) {
+                heading(names[i], m->d_model, cols[i],
+                        i == 0 ? "The query projection: what each feature makes a word look for."
+                        : i == 1 ? "The key projection: what each feature makes a word offer."
+                                 : "The value projection: what each word hands over.");
+                matrix(w[i], m->d_model, cols[i], m->features, cl[i], CLI_DIVERGING, false, colour);
+            }
+    }
+    const char *qtitle[3] = {"Q = X W_Q: each word's query", "K = X W_K: each word's key",
+                             "V = X W_V: each word's value"};
+    const char *steps[3] = {"q", "k", "v"};
+    const double *qkvm[3] = {ex->Q, ex->K, ex->V};
+    for (int i = 0; i < 3; i++)
+        if (show(a, steps[i])) {
+            if (qkv) heading(qtitle[i], n, i == 2 ? ex->d_v : ex->d_k, NULL);
+            else heading(i == 0 ? "Q = X (no projections)" : i == 1 ? "K = X" : "V = X", n, ex->d_k, NULL);
+            matrix(qkvm[i], n, i == 2 ? ex->d_v : ex->d_k, m->tokens, i == 2 ? m->v_cols : m->q_cols,
+                   CLI_DIVERGING, false, colour);
+        }
+    if (show(a, "scores")) {
+        heading("Q K^T: every query (row) against every key (column)", n, n,
+                "A large dot product means the query and the key point the same way.");
+        matrix(ex->scores, n, n, m->tokens, m->tokens, CLI_DIVERGING, false, colour);
+    }
+    if (show(a, "scaled")) {
+        char title[160];
+        if (a->mode == ATTN_EXPLAIN_AVERAGE)
+            snprintf(title, sizeof title, "scores x 0: every pair gets the same score (plain averaging)");
+        else if (ex->scale == 1.0)
+            snprintf(title, sizeof title, "scores, not scaled%s", a->causal ? ", future masked" : "");
+        else
+            snprintf(title, sizeof title, "Q K^T / sqrt(d_k) = Q K^T / %.4g%s", 1.0 / ex->scale,
+                     a->causal ? ", future masked with -inf" : "");
+        heading(title, n, n, qkv && ex->scale != 1.0
+                                 ? "Dividing keeps the scores' spread near 1 whatever d_k is."
+                                 : NULL);
+        matrix(ex->scaled, n, n, m->tokens, m->tokens, CLI_DIVERGING, false, colour);
+    }
+    if (show(a, "weights")) {
+        heading("weights = softmax of each row", n, n,
+                "Every weight is positive and each row sums to 1: how a word splits its attention.");
+        matrix(ex->weights, n, n, m->tokens, m->tokens, CLI_SEQUENTIAL, true, colour);
+    }
+    if (show(a, "output")) {
+        heading("output = weights V: each word's blend of the values", n, ex->d_v, NULL);
+        matrix(ex->output, n, ex->d_v, m->tokens, m->v_cols, CLI_DIVERGING, false, colour);
+    }
+    if (show(a, "summary")) {
+        printf("\nwho attends to whom (the top three weights of each word)\n");
+        print_summary(m, ex);
+    }
+}
+
+int cmd_explain(int argc, char **argv) {
+    args a = {{0}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ATTN_EXPLAIN_QKV, false, false, false, false};
+    int code = parse_args(argc, argv, &a);
+    if (code) return code < 0 ? 0 : code;
+    model m = {0};
+    code = a.embeddings ? load_embeddings(&a, &m) : load_sentence(&a, &m);
+    if (!code) code = load_weights(&a, &m);
+    attn_explain ex = {0};
+    if (!code) {
+        attn_explain_input in = {m.n, m.d_model, m.d_k, m.d_v, m.X, m.W_Q, m.W_K, m.W_V,
+                                 a.mode, a.causal, a.no_scale};
+        attn_error err;
+        if (attn_explain_run(&ex, &in, &err)) code = cli_error(EXIT_DATA, "%s", err.message);
+    }
+    if (!code) {
+        if (a.json) print_json(&a, &m, &ex);
+        else print_text(&a, &m, &ex, cli_colour_wanted(a.colour, stdout));
+    }
+    attn_explain_free(&ex);
+    free_model(&m);
+    return code;
+}

@@ -1,0 +1,115 @@
+/* explain.c -- every intermediate matrix of one attention head, for the
+ * explainer (`attn explain` and the web page). All arithmetic goes through
+ * the library's own attn_scores and attn_sdpa: the explainer shows exactly
+ * what the library computes. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* c (n, m) = a (n, d) · b (d, m), as scores of q = a against keys = bᵀ with
+ * scale 1: bᵀ is b seen through swapped strides, so nothing is copied. */
+static attn_status project(double *c, const double *a, const double *b, int n, int d, int m,
+                           attn_error *err) {
+    attn_tensor ta, tb, tc;
+    int64_t sa[2] = {n, d}, sb[2] = {m, d}, sc[2] = {n, m}, stb[2] = {1, m};
+    attn_tensor_init(&ta, (void *)a, ATTN_F64, 2, sa, NULL, NULL);
+    attn_tensor_init(&tb, (void *)b, ATTN_F64, 2, sb, stb, NULL);
+    attn_tensor_init(&tc, c, ATTN_F64, 2, sc, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.has_scale = 1;
+    o.scale = 1.0;
+    return attn_scores(&tc, &ta, &tb, &o, err);
+}
+
+static attn_status check_input(const attn_explain_input *in, attn_error *err) {
+    if (!in || !in->X) return attn_fail(err, ATTN_ERR_NULL, "input or X is NULL");
+    if (in->mode != ATTN_EXPLAIN_QKV && in->mode != ATTN_EXPLAIN_DOT &&
+        in->mode != ATTN_EXPLAIN_AVERAGE)
+        return attn_fail(err, ATTN_ERR_OPTION, "mode %d is not an attn_explain_mode", (int)in->mode);
+    if (in->n_tokens < 1 || in->d_model < 1)
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "n_tokens (%d) and d_model (%d) must be >= 1",
+                         in->n_tokens, in->d_model);
+    if (in->mode == ATTN_EXPLAIN_QKV) {
+        if (!in->W_Q || !in->W_K || !in->W_V)
+            return attn_fail(err, ATTN_ERR_NULL, "mode qkv needs W_Q, W_K and W_V");
+        if (in->d_k < 1 || in->d_v < 1)
+            return attn_fail(err, ATTN_ERR_ARGUMENT, "d_k (%d) and d_v (%d) must be >= 1",
+                             in->d_k, in->d_v);
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_explain_run(attn_explain *ex, const attn_explain_input *in, attn_error *err) {
+    if (!ex) return attn_fail(err, ATTN_ERR_NULL, "explain result is NULL");
+    memset(ex, 0, sizeof *ex);
+    attn_status st = check_input(in, err);
+    if (st) return st;
+
+    bool qkv = in->mode == ATTN_EXPLAIN_QKV;
+    int n = in->n_tokens, dk = qkv ? in->d_k : in->d_model, dv = qkv ? in->d_v : in->d_model;
+    /* One block for all seven matrices: Q, K (n, dk), V, output (n, dv),
+     * scores, scaled, weights (n, n). */
+    int64_t words, a, b, c;
+    if (!attn_mul_i64(2 * (int64_t)n, dk, &a) || !attn_mul_i64(2 * (int64_t)n, dv, &b) ||
+        !attn_mul_i64(3 * (int64_t)n, n, &c) || !attn_add_i64(a, b, &words) ||
+        !attn_add_i64(words, c, &words) || (uint64_t)words > SIZE_MAX / sizeof(double))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "matrices for %d tokens overflow", n);
+    double *block = malloc((size_t)words * sizeof(double));
+    if (!block) return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the explainer's matrices");
+    ex->n = n, ex->d_model = in->d_model, ex->d_k = dk, ex->d_v = dv;
+    ex->Q = block;
+    ex->K = ex->Q + (size_t)n * dk;
+    ex->V = ex->K + (size_t)n * dk;
+    ex->output = ex->V + (size_t)n * dv;
+    ex->scores = ex->output + (size_t)n * dv;
+    ex->scaled = ex->scores + (size_t)n * n;
+    ex->weights = ex->scaled + (size_t)n * n;
+
+    if (qkv) {
+        if ((st = project(ex->Q, in->X, in->W_Q, n, in->d_model, dk, err)) ||
+            (st = project(ex->K, in->X, in->W_K, n, in->d_model, dk, err)) ||
+            (st = project(ex->V, in->X, in->W_V, n, in->d_model, dv, err)))
+            goto fail;
+        ex->scale = in->no_scale ? 1.0 : 1.0 / sqrt((double)dk);
+    } else {
+        /* Seed 002's first steps: no projections, q = k = v = X. Plain
+         * averaging is attention with every score equal: scale 0. */
+        size_t bytes = sizeof(double) * (size_t)n * (size_t)in->d_model;
+        memcpy(ex->Q, in->X, bytes);
+        memcpy(ex->K, in->X, bytes);
+        memcpy(ex->V, in->X, bytes);
+        ex->scale = in->mode == ATTN_EXPLAIN_DOT ? 1.0 : 0.0;
+    }
+
+    attn_tensor tq, tk, tv, to, tw, ts;
+    int64_t sq[2] = {n, dk}, sv[2] = {n, dv}, snn[2] = {n, n};
+    attn_tensor_init(&tq, ex->Q, ATTN_F64, 2, sq, NULL, NULL);
+    attn_tensor_init(&tk, ex->K, ATTN_F64, 2, sq, NULL, NULL);
+    attn_tensor_init(&tv, ex->V, ATTN_F64, 2, sv, NULL, NULL);
+    attn_tensor_init(&to, ex->output, ATTN_F64, 2, sv, NULL, NULL);
+    attn_tensor_init(&tw, ex->weights, ATTN_F64, 2, snn, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.has_scale = 1;
+    o.scale = 1.0;
+    /* The raw scores Q·Kᵀ, before scaling or masking. */
+    attn_tensor_init(&ts, ex->scores, ATTN_F64, 2, snn, NULL, NULL);
+    if ((st = attn_scores(&ts, &tq, &tk, &o, err))) goto fail;
+    /* Scaled and masked: what the softmax sees (-inf where masked). */
+    o.scale = ex->scale;
+    o.causal = in->causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
+    attn_tensor_init(&ts, ex->scaled, ATTN_F64, 2, snn, NULL, NULL);
+    if ((st = attn_scores(&ts, &tq, &tk, &o, err))) goto fail;
+    o.weights = &tw;
+    if ((st = attn_sdpa(&to, &tq, &tk, &tv, &o, err))) goto fail;
+    return ATTN_OK;
+fail:
+    attn_explain_free(ex);
+    return st;
+}
+
+void attn_explain_free(attn_explain *ex) {
+    if (!ex) return;
+    free(ex->Q);
+    memset(ex, 0, sizeof *ex);
+}

@@ -1,0 +1,135 @@
+/* scaling.c -- the "why divide by sqrt(d_k)" experiment of seeds 000-004:
+ * random standard-normal queries and keys, how far the raw scores spread,
+ * how peaked the softmax gets, and how small its gradient becomes. The
+ * scores and softmaxes come from attn_scores and attn_sdpa. */
+#include "internal.h"
+#include "rng.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { CHUNK = 16 }; /* queries per library call */
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, compare_doubles);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ||diag(p) - p pᵀ||_F for one softmax row p: the size of the softmax's
+ * Jacobian, i.e. how much the weights can still move when scores move.
+ * Expanding the square: sum p_i^2 - 2 sum p_i^3 + (sum p_i^2)^2. */
+static double jacobian_norm(const double *p, int n) {
+    double s2 = 0, s3 = 0;
+    for (int i = 0; i < n; i++) s2 += p[i] * p[i], s3 += p[i] * p[i] * p[i];
+    double f = s2 - 2 * s3 + s2 * s2;
+    return f > 0 ? sqrt(f) : 0.0;
+}
+
+/* weights (c, 1, keys) = softmax(scale * scores) for c rows of scores, through
+ * attn_sdpa: a query [1] against keys that are the scores themselves. */
+static attn_status softmax_rows(double *weights, double *scores, double *ones, double *zeros,
+                                int c, int keys, double scale, attn_error *err) {
+    attn_tensor q, k, v, out, w;
+    double sink[CHUNK];
+    int64_t sq[3] = {c, 1, 1}, sk[3] = {c, keys, 1}, sw[3] = {c, 1, keys};
+    attn_tensor_init(&q, ones, ATTN_F64, 3, sq, NULL, NULL);
+    attn_tensor_init(&k, scores, ATTN_F64, 3, sk, NULL, NULL);
+    attn_tensor_init(&v, zeros, ATTN_F64, 3, sk, NULL, NULL);
+    attn_tensor_init(&out, sink, ATTN_F64, 3, sq, NULL, NULL);
+    attn_tensor_init(&w, weights, ATTN_F64, 3, sw, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.has_scale = 1;
+    o.scale = scale;
+    o.weights = &w;
+    return attn_sdpa(&out, &q, &k, &v, &o, err);
+}
+
+static void add_to_histogram(double *hist, double x, double range) {
+    int bin = (int)floor((x + range) / (2 * range) * ATTN_SCALING_BINS);
+    if (bin >= 0 && bin < ATTN_SCALING_BINS) hist[bin] += 1;
+}
+
+attn_status attn_scaling_measure(attn_scaling_row *row, int d, int queries, int keys,
+                                 uint64_t seed, attn_error *err) {
+    if (!row) return attn_fail(err, ATTN_ERR_NULL, "row is NULL");
+    if (d < 1 || queries < 1 || keys < 1 || d > (1 << 20) || keys > (1 << 20) || queries > (1 << 24))
+        return attn_fail(err, ATTN_ERR_ARGUMENT,
+                         "d=%d, queries=%d, keys=%d: each must be at least 1 (d and keys at most "
+                         "2^20, queries at most 2^24)", d, queries, keys);
+    memset(row, 0, sizeof *row);
+    row->d = d, row->queries = queries, row->keys = keys;
+
+    size_t kn = (size_t)CHUNK * keys;
+    double *qb = malloc(sizeof(double) * CHUNK * (size_t)d);
+    double *kb = malloc(sizeof(double) * kn * (size_t)d);
+    double *scores = malloc(sizeof(double) * kn), *w = malloc(sizeof(double) * kn);
+    double *zeros = calloc(kn, sizeof(double)), *ones = malloc(sizeof(double) * CHUNK);
+    double *grad_raw = malloc(sizeof(double) * (size_t)queries);
+    double *grad_scaled = malloc(sizeof(double) * (size_t)queries);
+    attn_status st = ATTN_OK;
+    if (!qb || !kb || !scores || !w || !zeros || !ones || !grad_raw || !grad_scaled) {
+        st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the experiment's buffers");
+        goto done;
+    }
+    for (int i = 0; i < CHUNK; i++) ones[i] = 1.0;
+
+    attn_rng rng = attn_rng_seeded(seed);
+    double sum = 0, sum2 = 0, inv_sqrt_d = 1.0 / sqrt((double)d);
+    double scales[3] = {1.0, inv_sqrt_d, 1.0 / d}, top[3] = {0, 0, 0};
+    for (int q0 = 0; q0 < queries; q0 += CHUNK) {
+        int c = queries - q0 < CHUNK ? queries - q0 : CHUNK;
+        /* Query i, then its own keys: the stream does not depend on CHUNK. */
+        for (int i = 0; i < c; i++) {
+            for (int e = 0; e < d; e++) qb[(size_t)i * d + e] = attn_rng_normal(&rng);
+            for (size_t e = 0; e < (size_t)keys * d; e++)
+                kb[(size_t)i * keys * d + e] = attn_rng_normal(&rng);
+        }
+        attn_tensor tq, tk, ts;
+        int64_t sq[3] = {c, 1, d}, sk[3] = {c, keys, d}, ss[3] = {c, 1, keys};
+        attn_tensor_init(&tq, qb, ATTN_F64, 3, sq, NULL, NULL);
+        attn_tensor_init(&tk, kb, ATTN_F64, 3, sk, NULL, NULL);
+        attn_tensor_init(&ts, scores, ATTN_F64, 3, ss, NULL, NULL);
+        attn_sdpa_options o = attn_sdpa_options_default();
+        o.has_scale = 1;
+        o.scale = 1.0;
+        if ((st = attn_scores(&ts, &tq, &tk, &o, err))) goto done;
+        for (size_t j = 0; j < (size_t)c * keys; j++) {
+            sum += scores[j], sum2 += scores[j] * scores[j];
+            add_to_histogram(row->hist_raw, scores[j], ATTN_SCALING_RAW_RANGE);
+            add_to_histogram(row->hist_scaled, scores[j] * inv_sqrt_d, ATTN_SCALING_SCALED_RANGE);
+        }
+        for (int s = 0; s < 3; s++) {
+            if ((st = softmax_rows(w, scores, ones, zeros, c, keys, scales[s], err))) goto done;
+            for (int i = 0; i < c; i++) {
+                const double *p = w + (size_t)i * keys;
+                double m = 0;
+                for (int j = 0; j < keys; j++) m = p[j] > m ? p[j] : m;
+                top[s] += m;
+                if (s == 0) grad_raw[q0 + i] = jacobian_norm(p, keys);
+                if (s == 1) grad_scaled[q0 + i] = jacobian_norm(p, keys);
+            }
+        }
+    }
+    double n = (double)queries * keys, mean = sum / n, var = sum2 / n - mean * mean;
+    row->spread_raw = sqrt(var > 0 ? var : 0);
+    row->spread_scaled = row->spread_raw * inv_sqrt_d;
+    row->top_raw = top[0] / queries, row->top_scaled = top[1] / queries, row->top_div_d = top[2] / queries;
+    for (int i = 0; i < queries; i++) row->grad_mean_raw += grad_raw[i] / queries;
+    for (int i = 0; i < queries; i++) row->grad_mean_scaled += grad_scaled[i] / queries;
+    row->grad_median_raw = median(grad_raw, queries);
+    row->grad_median_scaled = median(grad_scaled, queries);
+    /* Histograms as densities: they integrate to the fraction inside the axis. */
+    for (int b = 0; b < ATTN_SCALING_BINS; b++) {
+        row->hist_raw[b] /= n * (2 * ATTN_SCALING_RAW_RANGE / ATTN_SCALING_BINS);
+        row->hist_scaled[b] /= n * (2 * ATTN_SCALING_SCALED_RANGE / ATTN_SCALING_BINS);
+    }
+done:
+    free(qb), free(kb), free(scores), free(w), free(zeros), free(ones), free(grad_raw),
+        free(grad_scaled);
+    return st;
+}

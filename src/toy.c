@@ -1,0 +1,205 @@
+/* toy.c -- the toy model of seed 004: a 30-word vocabulary, 8 named features
+ * per word, d_k = 4, and two heads: one wired by hand so that it tells a
+ * story, one drawn from a fixed seed of the library's portable generator. */
+#include "internal.h"
+#include "rng.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum { DM = ATTN_TOY_D_MODEL, DK = ATTN_TOY_D_K };
+
+/* The feature columns of X. */
+enum { NOUN, VERB, ANIMAL, THING, PLACE, PREP, ADJ, DET };
+static const char *const FEATURES[DM] = {"noun",  "verb",        "animal",    "thing",
+                                          "place", "preposition", "adjective", "determiner"};
+
+/* The wired head's value vectors copy these four features. */
+static const char *const WIRED_VALUE_FEATURES[DK] = {"noun", "verb", "animal", "thing"};
+
+typedef struct word {
+    const char *text;
+    double x[DM]; /* noun verb animal thing place prep adj det */
+} word;
+
+/* Each row says what the word is. Secondary values are deliberate: a park is
+ * a place that is also somewhat a thing; a bird is an animal and a noun. */
+static const word VOCAB[] = {
+    {"the", {0, 0, 0, 0, 0, 0, 0, 1}},      {"a", {0, 0, 0, 0, 0, 0, 0, 1}},
+    {"my", {0, 0, 0, 0, 0, 0, 0.2, 1}},     {"cat", {1, 0, 1, 0, 0, 0, 0, 0}},
+    {"dog", {1, 0, 1, 0, 0, 0, 0, 0}},      {"fox", {1, 0, 1, 0, 0, 0, 0, 0}},
+    {"bird", {1, 0, 1, 0, 0, 0, 0, 0}},     {"mat", {1, 0, 0, 1, 0, 0, 0, 0}},
+    {"ball", {1, 0, 0, 1, 0, 0, 0, 0}},     {"hat", {1, 0, 0, 1, 0, 0, 0, 0}},
+    {"box", {1, 0, 0, 1, 0.2, 0, 0, 0}},    {"park", {1, 0, 0, 0.5, 1, 0, 0, 0}},
+    {"garden", {1, 0, 0, 0.5, 1, 0, 0, 0}}, {"sat", {0, 1, 0, 0, 0, 0, 0, 0}},
+    {"ran", {0, 1, 0, 0, 0, 0, 0, 0}},      {"chased", {0, 1, 0, 0, 0, 0, 0, 0}},
+    {"jumped", {0, 1, 0, 0, 0, 0, 0, 0}},   {"saw", {0, 1, 0, 0, 0, 0, 0, 0}},
+    {"slept", {0, 1, 0, 0, 0, 0, 0, 0}},    {"on", {0, 0, 0, 0, 0, 1, 0, 0}},
+    {"in", {0, 0, 0, 0, 0, 1, 0, 0}},       {"over", {0, 0, 0, 0, 0, 1, 0, 0}},
+    {"under", {0, 0, 0, 0, 0, 1, 0, 0}},    {"with", {0, 0, 0, 0, 0, 1, 0, 0}},
+    {"quick", {0, 0, 0, 0, 0, 0, 1, 0}},    {"brown", {0, 0, 0, 0, 0, 0, 1, 0}},
+    {"lazy", {0, 0, 0, 0, 0, 0, 1, 0}},     {"big", {0, 0, 0, 0, 0, 0, 1, 0}},
+    {"small", {0, 0, 0, 0, 0, 0, 1, 0}},    {"red", {0, 0, 0, 0, 0, 0, 1, 0}},
+};
+enum { VOCAB_SIZE = sizeof VOCAB / sizeof VOCAB[0] };
+
+int attn_toy_vocab_size(void) { return VOCAB_SIZE; }
+
+const char *attn_toy_word(int id) { return id >= 0 && id < VOCAB_SIZE ? VOCAB[id].text : NULL; }
+
+const char *attn_toy_feature(int j) { return j >= 0 && j < DM ? FEATURES[j] : NULL; }
+
+const char *attn_toy_value_feature(attn_toy_head head, int j) {
+    return head == ATTN_TOY_WIRED && j >= 0 && j < DK ? WIRED_VALUE_FEATURES[j] : NULL;
+}
+
+static char lower(char c) { return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c; }
+
+int attn_toy_word_id(const char *text, size_t len) {
+    if (!text) return -1;
+    for (int id = 0; id < VOCAB_SIZE; id++) {
+        const char *w = VOCAB[id].text;
+        size_t i = 0;
+        while (i < len && w[i] && lower(text[i]) == w[i]) i++;
+        if (i == len && w[i] == '\0') return id;
+    }
+    return -1;
+}
+
+/* Case-insensitive edit distance counting insertions, deletions,
+ * substitutions and swaps of neighbours (optimal string alignment), so that
+ * "cta" is one edit from "cat". Words longer than 31 bytes are far from all. */
+static int edit_distance(const char *a, size_t la, const char *b) {
+    size_t lb = strlen(b);
+    int d[32][32];
+    if (la > 31 || lb > 31) return 1 << 20;
+    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int best = d[i - 1][j - 1] + (lower(a[i - 1]) != b[j - 1]);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && lower(a[i - 1]) == b[j - 2] && lower(a[i - 2]) == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[la][lb];
+}
+
+const char *attn_toy_suggest(const char *text, size_t len) {
+    const char *best = VOCAB[0].text;
+    int best_d = 1 << 30;
+    for (int id = 0; text && id < VOCAB_SIZE; id++) {
+        int d = edit_distance(text, len, VOCAB[id].text);
+        if (d < best_d) best_d = d, best = VOCAB[id].text;
+    }
+    return best;
+}
+
+/* Word characters: letters, digits, apostrophes and any non-ASCII byte (so a
+ * UTF-8 word stays one unknown word). Everything else separates words. */
+static bool word_char(char c) {
+    unsigned char u = (unsigned char)c;
+    return (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') ||
+           u == '\'' || u >= 0x80;
+}
+
+attn_status attn_toy_tokenize(attn_toy_token *tokens, int max_tokens, int *n_tokens,
+                              const char *sentence, attn_error *err) {
+    if (!tokens || !n_tokens || !sentence)
+        return attn_fail(err, ATTN_ERR_NULL, "tokens, n_tokens or sentence is NULL");
+    if (max_tokens < 1)
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "max_tokens is %d; it must be at least 1",
+                         max_tokens);
+    int n = 0;
+    *n_tokens = 0;
+    for (const char *p = sentence; *p;) {
+        if (!word_char(*p)) {
+            p++;
+            continue;
+        }
+        const char *start = p;
+        while (*p && word_char(*p)) p++;
+        size_t len = (size_t)(p - start);
+        if (n == max_tokens)
+            return attn_fail(err, ATTN_ERR_TOKEN, "the sentence has more than %d words",
+                             max_tokens);
+        tokens[n].start = (int)(start - sentence);
+        tokens[n].length = (int)len;
+        tokens[n].id = attn_toy_word_id(start, len);
+        if (tokens[n].id < 0) {
+            /* Report where the unknown word is: tokens[n] holds its position. */
+            *n_tokens = n;
+            char known[400];
+            size_t used = 0;
+            for (int id = 0; id < VOCAB_SIZE && used < sizeof known; id++)
+                used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", id ? " " : "",
+                                         VOCAB[id].text);
+            return attn_fail(err, ATTN_ERR_TOKEN,
+                             "unknown word '%.*s' (did you mean '%s'?); known words: %s",
+                             (int)(len > 40 ? 40 : len), start, attn_toy_suggest(start, len),
+                             known);
+        }
+        n++;
+    }
+    if (n == 0) return attn_fail(err, ATTN_ERR_TOKEN, "the sentence has no words");
+    *n_tokens = n;
+    return ATTN_OK;
+}
+
+attn_status attn_toy_embed(double *x, const attn_toy_token *tokens, int n, attn_error *err) {
+    if (!x || !tokens) return attn_fail(err, ATTN_ERR_NULL, "x or tokens is NULL");
+    for (int i = 0; i < n; i++)
+        if (tokens[i].id < 0 || tokens[i].id >= VOCAB_SIZE)
+            return attn_fail(err, ATTN_ERR_TOKEN, "token %d has id %d, outside 0..%d", i,
+                             tokens[i].id, VOCAB_SIZE - 1);
+    for (int i = 0; i < n; i++) memcpy(x + i * DM, VOCAB[tokens[i].id].x, sizeof(double) * DM);
+    return ATTN_OK;
+}
+
+/* The wired head. Query dimension 0 asks "animal?", 1 "thing?", 2 "noun?",
+ * 3 "determiner?"; key dimension d answers the same question. So:
+ *   a verb's query looks for an animal        (verb -> q0, animal -> k0)
+ *   a preposition's query looks for a thing   (preposition -> q1, thing -> k1)
+ *   an adjective's query looks for a noun     (adjective -> q2, noun -> k2)
+ *   a noun looks for its determiner           (noun -> q3, determiner -> k3)
+ * Verbs and prepositions also look away from determiners (negative q3). A
+ * verb's key says almost nothing (0.02 in k3), so the pattern is one-way:
+ * sat -> cat scores 1.2 * 1.6 = 1.92, cat -> sat scores 1 * 0.02 = 0.02. */
+static void wired_weights(double *wq, double *wk, double *wv) {
+    memset(wq, 0, sizeof(double) * DM * DK);
+    memset(wk, 0, sizeof(double) * DM * DK);
+    memset(wv, 0, sizeof(double) * DM * DK);
+    wq[VERB * DK + 0] = 1.2, wq[VERB * DK + 3] = -1.0;
+    wq[PREP * DK + 1] = 1.5, wq[PREP * DK + 3] = -1.0;
+    wq[ADJ * DK + 2] = 1.5;
+    wq[NOUN * DK + 3] = 1.0;
+    wq[DET * DK + 2] = 0.8;
+    wk[ANIMAL * DK + 0] = 1.6;
+    wk[THING * DK + 1] = 1.6, wk[PLACE * DK + 1] = 0.8;
+    wk[NOUN * DK + 2] = 1.0;
+    wk[DET * DK + 3] = 1.5, wk[VERB * DK + 3] = 0.02;
+    /* Values pass on four features, so the output shows what each word took. */
+    wv[NOUN * DK + 0] = 1, wv[VERB * DK + 1] = 1, wv[ANIMAL * DK + 2] = 1, wv[THING * DK + 3] = 1;
+}
+
+/* The random head: uniform in [-a, a) with a = sqrt(3 / d_model), so each
+ * weight has variance 1 / d_model, from ATTN_TOY_SEED. */
+static void random_weights(double *wq, double *wk, double *wv) {
+    attn_rng r = attn_rng_seeded(ATTN_TOY_SEED);
+    const double a = 0.6123724356957945; /* sqrt(3 / 8) */
+    double *w[3] = {wq, wk, wv};
+    for (int m = 0; m < 3; m++)
+        for (int i = 0; i < DM * DK; i++) w[m][i] = (2.0 * attn_rng_uniform(&r) - 1.0) * a;
+}
+
+attn_status attn_toy_weights(double *w_q, double *w_k, double *w_v, attn_toy_head head,
+                             attn_error *err) {
+    if (!w_q || !w_k || !w_v) return attn_fail(err, ATTN_ERR_NULL, "a weight buffer is NULL");
+    if (head == ATTN_TOY_RANDOM) random_weights(w_q, w_k, w_v);
+    else if (head == ATTN_TOY_WIRED) wired_weights(w_q, w_k, w_v);
+    else return attn_fail(err, ATTN_ERR_ARGUMENT, "head %d is not an attn_toy_head", (int)head);
+    return ATTN_OK;
+}
