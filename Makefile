@@ -66,7 +66,7 @@ $(BUILD)/asan/attn: $(CLI_SRC) $(LIB_SRC) $(HEADERS)
 	$(CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -o $@ $(CLI_SRC) $(LIB_SRC) -lm
 
 run: $(BUILD)/attn
-	./$(BUILD)/attn demo
+	./$(BUILD)/attn explain
 
 test-deps:
 	@sh tests/install-deps.sh

@@ -47,6 +47,10 @@ typedef struct cli_output {
 /* Write t to a fresh temporary beside out->path. Returns 0 or an exit code
  * (after printing the error). */
 int cli_output_write(cli_output *out, const attn_tensor *t);
+/* For text outputs: open a temporary beside out->path (NULL after printing
+ * the error), then close it (0, or an exit code after printing the error). */
+FILE *cli_output_open(cli_output *out);
+int cli_output_close(cli_output *out, FILE *f);
 int cli_outputs_commit(cli_output *outs, int n);
 void cli_outputs_abort(cli_output *outs, int n);
 

@@ -1,2 +1,234 @@
+/* cmd_scaling.c -- `attn scaling`: why attention divides the scores by
+ * sqrt(d_k), measured (seeds 000, 001, 002, 004). The numbers come from
+ * attn_scaling_measure; this file prints them as a table, JSON or an SVG. */
 #include "cli.h"
-int cmd_scaling(int argc, char **argv) { (void)argc; (void)argv; return 0; }
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char SCALING_USAGE[] =
+    "usage: attn scaling [options]\n"
+    "\n"
+    "For each d, random standard-normal queries, each scored against its own\n"
+    "random keys: how the raw scores spread (about sqrt(d)), how peaked the\n"
+    "softmax gets raw, divided by sqrt(d) and divided by d, and how much gradient\n"
+    "the softmax still passes back.\n"
+    "\n"
+    "  --dims D,D,...   sizes d (default 16,64,256,1024; with --variance 8,512)\n"
+    "  --queries N      queries per d (default 2000; with --variance 10000 pairs)\n"
+    "  --keys N         keys per query (default 64)\n"
+    "  --seed N         seed of the generator (default 0)\n"
+    "  --variance       only the spread of q.k over pairs, raw and / sqrt(d)\n"
+    "  --json           the rows as JSON\n"
+    "  --svg FILE       also draw the score histograms, raw beside scaled\n"
+    "  -h, --help       show this help\n";
+
+static const char DEFINITIONS[] =
+    "spread: standard deviation of the scores q.k (raw) and q.k / sqrt(d) (scaled).\n"
+    "top: mean over queries of the largest softmax weight, for the raw scores,\n"
+    "     the scores / sqrt(d) and the scores / d.\n"
+    "grad: the Frobenius norm ||diag(p) - p p^T||_F of the softmax's Jacobian for\n"
+    "     each query's weights p, its mean and median over queries. Near 0, almost\n"
+    "     no gradient flows back to W_Q and W_K: the softmax has saturated.\n";
+
+enum { MAX_DIMS = 16 };
+
+typedef struct args {
+    int dims[MAX_DIMS], n_dims, queries, keys;
+    uint64_t seed;
+    bool variance, json;
+    const char *svg;
+} args;
+
+static bool parse_int(const char *text, long min, long max, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (end == text || *end || errno || v < min || v > max) return false;
+    *out = v;
+    return true;
+}
+
+static int parse_args(int argc, char **argv, args *a) {
+    int code = 0;
+    const char *dims = NULL, *queries = NULL, *keys = NULL, *seed = NULL;
+    for (int i = 1; i < argc && !code;) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            fputs(SCALING_USAGE, stdout);
+            return -1;
+        } else if (cli_option(argc, argv, &i, NULL, "--dims", &dims, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--queries", &queries, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--keys", &keys, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--seed", &seed, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--svg", &a->svg, &code)) {
+        } else if (strcmp(arg, "--variance") == 0 || strcmp(arg, "--json") == 0) {
+            *(arg[2] == 'v' ? &a->variance : &a->json) = true;
+            i++;
+        } else {
+            code = cli_error(EXIT_USAGE, "unknown argument '%s' (see attn scaling --help)", arg);
+        }
+    }
+    if (code) return code;
+    long v;
+    a->keys = a->variance ? 1 : 64;
+    a->queries = a->variance ? 10000 : 2000;
+    if (keys) {
+        if (a->variance) return cli_error(EXIT_USAGE, "--variance measures pairs; --keys does not apply");
+        if (!parse_int(keys, 1, 1 << 20, &v))
+            return cli_error(EXIT_USAGE, "--keys %s is not a whole number from 1 to %d", keys, 1 << 20);
+        a->keys = (int)v;
+    }
+    if (queries) {
+        if (!parse_int(queries, 1, 1 << 24, &v))
+            return cli_error(EXIT_USAGE, "--queries %s is not a whole number from 1 to %d", queries,
+                             1 << 24);
+        a->queries = (int)v;
+    }
+    if (seed) {
+        char *end;
+        errno = 0;
+        unsigned long long s = strtoull(seed, &end, 10);
+        if (end == seed || *end || errno || seed[0] == '-')
+            return cli_error(EXIT_USAGE, "--seed %s is not a non-negative whole number", seed);
+        a->seed = s;
+    }
+    const char *list = dims ? dims : a->variance ? "8,512" : "16,64,256,1024";
+    for (const char *p = list;;) {
+        char item[32];
+        size_t len = strcspn(p, ",");
+        if (a->n_dims == MAX_DIMS)
+            return cli_error(EXIT_USAGE, "--dims takes at most %d sizes", MAX_DIMS);
+        snprintf(item, sizeof item, "%.*s", (int)(len < 31 ? len : 31), p);
+        if (len >= 31 || !parse_int(item, 1, 1 << 20, &v))
+            return cli_error(EXIT_USAGE, "--dims: '%.*s' is not a whole number from 1 to %d",
+                             (int)len, p, 1 << 20);
+        a->dims[a->n_dims++] = (int)v;
+        if (!p[len]) break;
+        p += len + 1;
+    }
+    return 0;
+}
+
+static void print_table(const args *a, const attn_scaling_row *rows) {
+    if (a->variance) {
+        printf("std of q.k over %d pairs of standard-normal vectors (seed %llu)\n\n", a->queries,
+               (unsigned long long)a->seed);
+        printf("%7s  %10s  %14s  %8s\n", "d", "std raw", "std / sqrt(d)", "sqrt(d)");
+        for (int i = 0; i < a->n_dims; i++)
+            printf("%7d  %10.2f  %14.2f  %8.2f\n", rows[i].d, rows[i].spread_raw, rows[i].spread_scaled,
+                   sqrt((double)rows[i].d));
+        return;
+    }
+    printf("Why divide by sqrt(d): %d random queries, each against its own %d random keys "
+           "(seed %llu)\n\n", a->queries, a->keys, (unsigned long long)a->seed);
+    printf("%6s | %8s %8s | %7s %7s %7s | %9s %9s | %9s %9s\n", "", "spread", "", "top", "top",
+           "top", "grad mean", "grad mean", "grad med", "grad med");
+    printf("%6s | %8s %8s | %7s %7s %7s | %9s %9s | %9s %9s\n", "d", "raw", "/sqrt(d)", "raw",
+           "/sqrt(d)", "/d", "raw", "/sqrt(d)", "raw", "/sqrt(d)");
+    for (int i = 0; i < a->n_dims; i++) {
+        const attn_scaling_row *r = &rows[i];
+        printf("%6d | %8.2f %8.3f | %7.3f %7.3f %7.3f | %9.4f %9.4f | %9.2e %9.4f\n", r->d,
+               r->spread_raw, r->spread_scaled, r->top_raw, r->top_scaled, r->top_div_d,
+               r->grad_mean_raw, r->grad_mean_scaled, r->grad_median_raw, r->grad_median_scaled);
+    }
+    printf("\n%s", DEFINITIONS);
+}
+
+static void print_json(const args *a, const attn_scaling_row *rows) {
+    printf("{\"seed\": %llu, \"rows\": [", (unsigned long long)a->seed);
+    for (int i = 0; i < a->n_dims; i++) {
+        const attn_scaling_row *r = &rows[i];
+        printf("%s\n  {\"d\": %d, \"keys\": %d, \"queries\": %d, \"spread_raw\": %.17g, "
+               "\"spread_scaled\": %.17g, \"top_raw\": %.17g, \"top_scaled\": %.17g, "
+               "\"top_div_d\": %.17g, \"grad_mean_raw\": %.17g, \"grad_mean_scaled\": %.17g, "
+               "\"grad_median_raw\": %.17g, \"grad_median_scaled\": %.17g}",
+               i ? "," : "", r->d, r->keys, r->queries, r->spread_raw, r->spread_scaled, r->top_raw,
+               r->top_scaled, r->top_div_d, r->grad_mean_raw, r->grad_mean_scaled, r->grad_median_raw,
+               r->grad_median_scaled);
+    }
+    printf("\n]}\n");
+}
+
+/* One histogram panel at (x, y), w by h, of densities on [-range, range]. */
+static void svg_panel(FILE *f, double x, double y, double w, double h, const double *hist,
+                      double range, double ymax, const char *colour, const char *title) {
+    double bw = w / ATTN_SCALING_BINS;
+    fprintf(f, "<rect x='%g' y='%g' width='%g' height='%g' fill='none' stroke='#999'/>\n", x, y, w, h);
+    for (int b = 0; b < ATTN_SCALING_BINS; b++) {
+        double bh = hist[b] / ymax * (h - 4);
+        if (bh > h - 4) bh = h - 4;
+        fprintf(f, "<rect x='%.2f' y='%.2f' width='%.2f' height='%.2f' fill='%s'/>\n", x + b * bw,
+                y + h - bh, bw * 0.9, bh, colour);
+    }
+    /* x axis ticks at -range, 0, +range */
+    for (int t = -1; t <= 1; t++)
+        fprintf(f, "<text x='%g' y='%g' font-size='11' text-anchor='middle'>%g</text>\n",
+                x + w / 2 + t * w / 2, y + h + 14, t * range);
+    fprintf(f, "<text x='%g' y='%g' font-size='12' text-anchor='middle'>%s</text>\n", x + w / 2, y - 6,
+            title);
+}
+
+static int write_svg(const args *a, const attn_scaling_row *rows) {
+    cli_output out = {a->svg, {0}, false};
+    FILE *f = cli_output_open(&out);
+    if (!f) return EXIT_DATA;
+    double pw = 300, ph = 110, top = 70, gap = 50, W = 2 * pw + 170;
+    double H = top + a->n_dims * (ph + gap) + 40;
+    fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='%g' height='%g' "
+               "font-family='sans-serif'>\n<rect width='100%%' height='100%%' fill='white'/>\n", W, H);
+    fprintf(f, "<text x='%g' y='24' font-size='16' text-anchor='middle'>Scores q.k of random "
+               "vectors: raw (fixed axis) and divided by sqrt(d)</text>\n", W / 2);
+    /* legend */
+    fprintf(f, "<rect x='90' y='36' width='12' height='12' fill='#d62728'/><text x='108' y='47' "
+               "font-size='12'>raw q.k</text>\n<rect x='200' y='36' width='12' height='12' "
+               "fill='#1f77b4'/><text x='218' y='47' font-size='12'>q.k / sqrt(d)</text>\n");
+    for (int i = 0; i < a->n_dims; i++) {
+        const attn_scaling_row *r = &rows[i];
+        double y = top + 20 + i * (ph + gap), ymax_raw = 0, ymax_scaled = 0;
+        for (int b = 0; b < ATTN_SCALING_BINS; b++) {
+            ymax_scaled = r->hist_scaled[b] > ymax_scaled ? r->hist_scaled[b] : ymax_scaled;
+        }
+        /* The raw panel keeps one y scale for every d (that of the narrowest),
+         * like its fixed x axis, so the spreading is visible. */
+        for (int j = 0; j < a->n_dims; j++)
+            for (int b = 0; b < ATTN_SCALING_BINS; b++)
+                ymax_raw = rows[j].hist_raw[b] > ymax_raw ? rows[j].hist_raw[b] : ymax_raw;
+        char t1[96], t2[96];
+        snprintf(t1, sizeof t1, "d = %d: raw, spread %.2f", r->d, r->spread_raw);
+        snprintf(t2, sizeof t2, "d = %d: / sqrt(d), spread %.2f", r->d, r->spread_scaled);
+        fprintf(f, "<text x='20' y='%g' font-size='13' font-weight='bold'>d = %d</text>\n", y + ph / 2,
+                r->d);
+        svg_panel(f, 90, y, pw, ph, r->hist_raw, ATTN_SCALING_RAW_RANGE, ymax_raw, "#d62728", t1);
+        svg_panel(f, 90 + pw + 40, y, pw, ph, r->hist_scaled, ATTN_SCALING_SCALED_RANGE, ymax_scaled,
+                  "#1f77b4", t2);
+    }
+    fprintf(f, "<text x='%g' y='%g' font-size='12' text-anchor='middle'>score (x axis); density "
+               "(y axis)</text>\n</svg>\n", W / 2, H - 12);
+    int code = cli_output_close(&out, f);
+    return code ? code : cli_outputs_commit(&out, 1);
+}
+
+int cmd_scaling(int argc, char **argv) {
+    args a = {{0}, 0, 0, 0, 0, false, false, NULL};
+    int code = parse_args(argc, argv, &a);
+    if (code) return code < 0 ? 0 : code;
+    attn_scaling_row rows[MAX_DIMS];
+    bool progress = isatty(STDERR_FILENO); /* a progress line, for people only */
+    for (int i = 0; i < a.n_dims; i++) {
+        attn_error err;
+        if (progress) fprintf(stderr, "\rmeasuring d = %d (%d of %d)...", a.dims[i], i + 1, a.n_dims);
+        if (attn_scaling_measure(&rows[i], a.dims[i], a.queries, a.keys, a.seed, &err)) {
+            if (progress) fputc('\n', stderr);
+            return cli_error(EXIT_DATA, "%s", err.message);
+        }
+    }
+    if (progress) fprintf(stderr, "\r%40s\r", "");
+    if (a.svg && (code = write_svg(&a, rows))) return code;
+    if (a.json) print_json(&a, rows);
+    else print_table(&a, rows);
+    return 0;
+}

@@ -7,14 +7,18 @@
 #include <string.h>
 #include <unistd.h>
 
-/* A 256-colour background for t in [-1, 1] (diverging: blue, white, red) or
- * [0, 1] (sequential: white to red). The 6x6x6 cube is 16 + 36r + 6g + b. */
-static int colour_index(double t, cli_palette palette) {
-    if (palette == CLI_SEQUENTIAL) t = t < 0 ? 0 : t;
-    if (t > 1) t = 1;
-    if (t < -1) t = -1;
-    int fade = 5 - (int)lround(fabs(t) * 4); /* 5 = white, 1 = saturated */
-    return t >= 0 ? 16 + 36 * 5 + 6 * fade + fade : 16 + 36 * fade + 6 * fade + 5;
+/* A 24-bit background for t in [-1, 1]: white at 0, shading to red for
+ * positive and to blue for negative values (the sequential palette only
+ * ever sees t >= 0). */
+static void set_background(FILE *f, double t) {
+    static const int RED[3] = {214, 39, 40}, BLUE[3] = {31, 119, 180};
+    const int *end = t >= 0 ? RED : BLUE;
+    double a = fabs(t) > 1 ? 1 : fabs(t);
+    int rgb[3];
+    for (int c = 0; c < 3; c++) rgb[c] = (int)lround(255 + (end[c] - 255) * a);
+    /* Black text on light cells, white on dark ones. */
+    int text = a > 0.6 ? 231 : 16;
+    fprintf(f, "\x1b[48;2;%d;%d;%d;38;5;%dm", rgb[0], rgb[1], rgb[2], text);
 }
 
 static int label_width(const char *const *labels, int n, int min) {
@@ -27,9 +31,9 @@ static int label_width(const char *const *labels, int n, int min) {
 void cli_print_matrix(FILE *f, const cli_matrix *m, bool colour) {
     int rw = label_width(m->row_labels, m->rows, 4);
     int cw = label_width(m->col_labels, m->cols, 7);
-    /* Colours are relative to the largest magnitude (weights: to 1). */
-    double range = m->palette == CLI_SEQUENTIAL ? 1.0 : 0.0;
-    for (int i = 0; m->palette != CLI_SEQUENTIAL && i < m->rows * m->cols; i++)
+    /* Colours are relative to the largest finite magnitude in the matrix. */
+    double range = 0.0;
+    for (int i = 0; i < m->rows * m->cols; i++)
         if (isfinite(m->data[i]) && fabs(m->data[i]) > range) range = fabs(m->data[i]);
     fprintf(f, "   %*s", rw, "");
     for (int j = 0; j < m->cols; j++)
@@ -45,7 +49,7 @@ void cli_print_matrix(FILE *f, const cli_matrix *m, bool colour) {
             fputc(' ', f);
             if (colour) {
                 if (isinf(x)) fputs("\x1b[48;5;250;38;5;16m", f);
-                else fprintf(f, "\x1b[48;5;%d;38;5;16m", colour_index(range > 0 ? x / range : 0, m->palette));
+                else set_background(f, range > 0 ? x / range : 0);
             }
             if (isinf(x)) fprintf(f, "%*s", cw, x < 0 ? "-inf" : "inf");
             else fprintf(f, "%*.3f", cw, x == 0 ? 0.0 : x);

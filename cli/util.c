@@ -61,27 +61,62 @@ const char *cli_dtype_name(attn_dtype dtype) {
     return dtype == ATTN_F32 ? "float32" : dtype == ATTN_F64 ? "float64" : "bool";
 }
 
-int cli_output_write(cli_output *out, const attn_tensor *t) {
+/* Create a fresh temporary beside out->path; returns its descriptor or -1
+ * (after printing the error). */
+static int make_temporary(cli_output *out) {
     /* The temporary lives in the same directory, so the rename is atomic. */
     const char *slash = strrchr(out->path, '/');
     int dir_len = slash ? (int)(slash - out->path) + 1 : 0;
     int n = snprintf(out->tmp, sizeof out->tmp, "%.*s.%s.tmp.XXXXXX", dir_len, out->path,
                      slash ? slash + 1 : out->path);
-    if (n < 0 || (size_t)n >= sizeof out->tmp)
-        return cli_error(EXIT_USAGE, "output path %s is too long", out->path);
+    if (n < 0 || (size_t)n >= sizeof out->tmp) {
+        cli_error(EXIT_USAGE, "output path %s is too long", out->path);
+        return -1;
+    }
     int fd = mkstemp(out->tmp);
-    if (fd < 0) return cli_error(EXIT_DATA, "cannot create %s: %s", out->path, strerror(errno));
+    if (fd < 0) {
+        cli_error(EXIT_DATA, "cannot create %s: %s", out->path, strerror(errno));
+        return -1;
+    }
     /* mkstemp makes the file 0600; give it the mode a plain fopen would. */
     mode_t mask = umask(0);
     umask(mask);
     fchmod(fd, 0666 & ~mask);
+    out->written = true; /* from now on, abort removes it */
+    return fd;
+}
+
+int cli_output_write(cli_output *out, const attn_tensor *t) {
+    int fd = make_temporary(out);
+    if (fd < 0) return EXIT_DATA;
     close(fd);
     attn_error err;
     if (attn_npy_write(out->tmp, t, &err) != ATTN_OK) {
-        remove(out->tmp);
+        cli_outputs_abort(out, 1);
         return cli_error(EXIT_DATA, "cannot write %s: %s", out->path, err.message);
     }
-    out->written = true;
+    return 0;
+}
+
+FILE *cli_output_open(cli_output *out) {
+    int fd = make_temporary(out);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        cli_outputs_abort(out, 1);
+        cli_error(EXIT_DATA, "cannot write %s: %s", out->path, strerror(errno));
+    }
+    return f;
+}
+
+int cli_output_close(cli_output *out, FILE *f) {
+    bool ok = !ferror(f);
+    ok = fclose(f) == 0 && ok;
+    if (!ok) {
+        cli_outputs_abort(out, 1);
+        return cli_error(EXIT_DATA, "cannot write %s: %s", out->path, strerror(errno));
+    }
     return 0;
 }
 
