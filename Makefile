@@ -24,7 +24,8 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 HEADERS := include/attn.h $(wildcard src/*.h) $(wildcard cli/*.h)
 
-TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/asan/test_api \
+TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/explain_api \
+             $(BUILD)/asan/test_api \
              $(BUILD)/asan/attn
 
 .PHONY: all lib run test test-deps install uninstall clean

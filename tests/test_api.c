@@ -580,6 +580,106 @@ static void test_npy(void) {
     free(src.data);
 }
 
+/* ---- scores, toy model, explainer, scaling experiment -------------------- */
+
+static void test_scores(void) {
+    double q[2 * 3] = {1, 2, 3, 4, 5, 6}, k[3 * 3] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, s[2 * 3];
+    int64_t sq[2] = {2, 3}, sk[2] = {3, 3};
+    attn_tensor tq, tk, ts;
+    attn_error err;
+    attn_tensor_init(&tq, q, ATTN_F64, 2, sq, NULL, NULL);
+    attn_tensor_init(&tk, k, ATTN_F64, 2, sk, NULL, NULL);
+    attn_tensor_init(&ts, s, ATTN_F64, 2, sq, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.has_scale = 1;
+    o.scale = 0.5;
+    o.causal = ATTN_CAUSAL_TOP_LEFT;
+    check_status(attn_scores(&ts, &tq, &tk, &o, &err), &err, ATTN_OK, "", "scores_ok");
+    /* q·k with k the identity is q itself; times 0.5; masked above the diagonal. */
+    check(s[0] == 0.5 && isinf(s[1]) && s[1] < 0 && isinf(s[2]) && s[3] == 2 && s[4] == 2.5 &&
+              isinf(s[5]),
+          "scores_values", "%g %g %g | %g %g %g", s[0], s[1], s[2], s[3], s[4], s[5]);
+    int64_t bad[2] = {2, 2};
+    attn_tensor_init(&ts, s, ATTN_F64, 2, bad, NULL, NULL);
+    check_status(attn_scores(&ts, &tq, &tk, &o, &err), &err, ATTN_ERR_SHAPE,
+                 "scores has shape (2, 2) but the result has shape (2, 3)", "scores_shape_error");
+}
+
+static void test_toy(void) {
+    attn_toy_token tok[8];
+    int n = -1;
+    attn_error err;
+    check_status(attn_toy_tokenize(tok, 8, &n, "The cat, SAT.", &err), &err, ATTN_OK, "", "toy_tokenize");
+    check(n == 3 && tok[0].id == attn_toy_word_id("the", 3) && tok[2].start == 9 && tok[2].length == 3,
+          "toy_tokens", "n %d, start %d", n, tok[2].start);
+    check(attn_toy_vocab_size() >= 30 && attn_toy_word(-1) == NULL && attn_toy_feature(8) == NULL,
+          "toy_vocab", "size %d", attn_toy_vocab_size());
+    const char *need[] = {"the", "a", "cat", "dog", "mat", "sat", "on", "ran", "chased", "ball", "park",
+                          "in", "my", "quick", "brown", "fox", "jumped", "over", "lazy"};
+    int all = 1;
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        all &= attn_toy_word_id(need[i], strlen(need[i])) >= 0;
+    check(all, "toy_vocab_has_required_words", "a required word is missing");
+    check_status(attn_toy_tokenize(tok, 8, &n, "the cat zebra sat", &err), &err, ATTN_ERR_TOKEN,
+                 "unknown word 'zebra'", "toy_unknown_word");
+    check(n == 2 && tok[2].id == -1 && tok[2].start == 8 && tok[2].length == 5, "toy_unknown_position",
+          "n %d start %d", n, tok[2].start);
+    check_status(attn_toy_tokenize(tok, 8, &n, " ... ", &err), &err, ATTN_ERR_TOKEN, "no words",
+                 "toy_empty");
+    check_status(attn_toy_tokenize(tok, 2, &n, "the cat sat", &err), &err, ATTN_ERR_TOKEN,
+                 "more than 2 words", "toy_too_long");
+    check_status(attn_toy_tokenize(tok, 0, &n, "the", &err), &err, ATTN_ERR_ARGUMENT, "max_tokens",
+                 "toy_max_tokens");
+    check_status(attn_toy_tokenize(NULL, 8, &n, "the", &err), &err, ATTN_ERR_NULL, "NULL", "toy_null");
+    check(strcmp(attn_toy_suggest("cta", 3), "cat") == 0 && strcmp(attn_toy_suggest("DGO", 3), "dog") == 0,
+          "toy_suggest", "%s", attn_toy_suggest("cta", 3));
+    double x[16], w[3][32];
+    attn_toy_token bad = {99, 0, 1};
+    check_status(attn_toy_embed(x, &bad, 1, &err), &err, ATTN_ERR_TOKEN, "id 99", "toy_embed_bad_id");
+    check_status(attn_toy_weights(w[0], w[1], w[2], (attn_toy_head)5, &err), &err, ATTN_ERR_ARGUMENT,
+                 "head 5", "toy_weights_bad_head");
+    check_status(attn_toy_weights(NULL, w[1], w[2], ATTN_TOY_WIRED, &err), &err, ATTN_ERR_NULL, "NULL",
+                 "toy_weights_null");
+}
+
+static void test_explain(void) {
+    double x[6] = {1, 0, 0, 1, 1, 1};
+    attn_explain ex;
+    attn_error err;
+    attn_explain_input in = {3, 2, 0, 0, x, NULL, NULL, NULL, ATTN_EXPLAIN_AVERAGE, 0, 0};
+    check_status(attn_explain_run(&ex, &in, &err), &err, ATTN_OK, "", "explain_average");
+    check(fabs(ex.weights[0] - 1.0 / 3) < 1e-15 && fabs(ex.output[0] - 2.0 / 3) < 1e-15 && ex.scale == 0,
+          "explain_average_values", "%g %g", ex.weights[0], ex.output[0]);
+    attn_explain_free(&ex);
+    attn_explain_free(&ex);
+    in.mode = (attn_explain_mode)9;
+    check_status(attn_explain_run(&ex, &in, &err), &err, ATTN_ERR_OPTION, "mode 9", "explain_bad_mode");
+    in.mode = ATTN_EXPLAIN_QKV;
+    check_status(attn_explain_run(&ex, &in, &err), &err, ATTN_ERR_NULL, "W_Q", "explain_qkv_needs_w");
+    in.mode = ATTN_EXPLAIN_DOT;
+    in.n_tokens = 0;
+    check_status(attn_explain_run(&ex, &in, &err), &err, ATTN_ERR_ARGUMENT, "n_tokens (0)",
+                 "explain_no_tokens");
+    check_status(attn_explain_run(&ex, NULL, &err), &err, ATTN_ERR_NULL, "NULL", "explain_null");
+}
+
+static void test_scaling(void) {
+    attn_scaling_row a, b;
+    attn_error err;
+    check_status(attn_scaling_measure(&a, 32, 40, 8, 7, &err), &err, ATTN_OK, "", "scaling_ok");
+    attn_scaling_measure(&b, 32, 40, 8, 7, NULL);
+    double hist = 0;
+    for (int i = 0; i < ATTN_SCALING_BINS; i++) hist += a.hist_scaled[i] * 2 * ATTN_SCALING_SCALED_RANGE / ATTN_SCALING_BINS;
+    check(memcmp(&a, &b, sizeof a) == 0 && a.top_raw > a.top_scaled && a.top_scaled > a.top_div_d &&
+              hist > 0.99 && hist <= 1.0 + 1e-12,
+          "scaling_deterministic_and_ordered", "top %g %g %g, histogram mass %g", a.top_raw, a.top_scaled,
+          a.top_div_d, hist);
+    check_status(attn_scaling_measure(&a, 0, 40, 8, 7, &err), &err, ATTN_ERR_ARGUMENT, "d=0",
+                 "scaling_bad_d");
+    check_status(attn_scaling_measure(NULL, 8, 40, 8, 7, &err), &err, ATTN_ERR_NULL, "NULL",
+                 "scaling_null");
+}
+
 int main(void) {
     test_basics();
     test_sdpa_errors();
@@ -587,6 +687,10 @@ int main(void) {
     test_numerics();
     test_strided();
     test_npy();
+    test_scores();
+    test_toy();
+    test_explain();
+    test_scaling();
     /* Every error code is reached by some test above. */
     int missing = -1;
     for (int c = 0; c < ATTN_STATUS_COUNT; c++)

@@ -1,0 +1,352 @@
+#!/usr/bin/python3
+"""test_explain.py -- `attn explain` and `attn scaling`: the toy model's story,
+the seeds' numbers, agreement with the C API and with NumPy, and every error.
+
+Usage: test_explain.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why".
+ATTN_BIN overrides the command under test (e.g. a sanitizer build).
+"""
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+import numpy as np
+
+BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
+ATTN = os.path.abspath(os.environ.get("ATTN_BIN") or os.path.join(BUILD, "attn"))
+API = os.path.abspath(os.path.join(BUILD, "tests", "explain_api"))
+TMP = tempfile.mkdtemp(prefix="attn_explain_")
+failed = 0
+DEFAULT = "the cat sat on the mat"
+
+
+def report(name, ok, why=""):
+    global failed
+    print(f"ok {name}" if ok else f"FAIL {name}: {why}", flush=True)
+    failed += not ok
+
+
+def run(*args, env=None):
+    e = dict(os.environ)
+    e.pop("NO_COLOR", None)
+    e.update(env or {})
+    return subprocess.run([ATTN, *args], capture_output=True, text=True, cwd=TMP, env=e)
+
+
+def explain_json(*args):
+    r = run("explain", "--json", *args)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr)
+    return json.loads(r.stdout)
+
+
+def mat(j, key):
+    """A JSON matrix as a float array; null (masked) becomes -inf."""
+    return np.array([[-math.inf if x is None else x for x in row] for row in j[key]], dtype=float)
+
+
+def softmax_rows(s):
+    out = np.zeros_like(s)
+    for i, row in enumerate(s):
+        ok = np.isfinite(row)
+        if ok.any():
+            e = np.exp(row[ok] - row[ok].max())
+            out[i, ok] = e / e.sum()
+    return out
+
+
+def expect_error(name, args, code, pattern, created=()):
+    for c in created:
+        p = os.path.join(TMP, c)
+        if os.path.exists(p):
+            os.remove(p)
+    before = set(os.listdir(TMP))
+    r = run(*args)
+    lines = r.stderr.splitlines()
+    problems = []
+    if r.returncode != code:
+        problems.append(f"exit {r.returncode}, wanted {code}")
+    if len(lines) != 1 or not lines[0].startswith("attn: error: "):
+        problems.append(f"stderr is not one 'attn: error:' line: {r.stderr!r}")
+    elif not re.search(pattern, lines[0]):
+        problems.append(f"{lines[0]!r} does not match {pattern!r}")
+    if r.stdout:
+        problems.append(f"stdout not empty: {r.stdout[:60]!r}")
+    new = set(os.listdir(TMP)) - before
+    if new:
+        problems.append(f"files left behind: {sorted(new)}")
+    report(name, not problems, "; ".join(problems))
+
+
+def splitmix64_uniforms(seed, n):
+    """The library's portable generator, written again here as an oracle."""
+    mask, out, state = (1 << 64) - 1, [], seed
+    for _ in range(n):
+        state = (state + 0x9E3779B97F4A7C15) & mask
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        z ^= z >> 31
+        out.append((z >> 11) * 2.0 ** -53)
+    return out
+
+
+def test_story():
+    j = explain_json()
+    t = j["tokens"]
+    w, s = mat(j, "weights"), mat(j, "scores")
+    sat, cat, on, mat_ = t.index("sat"), t.index("cat"), t.index("on"), t.index("mat")
+    report("story_sat_attends_most_to_cat", int(np.argmax(w[sat])) == cat, str(w[sat]))
+    report("story_on_attends_most_to_mat", int(np.argmax(w[on])) == mat_, str(w[on]))
+    report("story_asymmetric_scores", round(s[sat, cat], 12) == 1.92 and round(s[cat, sat], 12) == 0.02
+           and w[sat, cat] > 2 * w[cat, sat], f"sat->cat {s[sat, cat]}, cat->sat {s[cat, sat]}")
+    j2 = explain_json("the dog chased a ball in the park")
+    t2, w2 = j2["tokens"], mat(j2, "weights")
+    report("story_verb_finds_animal", t2[int(np.argmax(w2[t2.index("chased")]))] == "dog", str(w2[2]))
+    report("story_preposition_finds_thing", t2[int(np.argmax(w2[t2.index("in")]))] in ("ball", "park"),
+           str(w2[5]))
+    j3 = explain_json("the big red ball")
+    t3, w3 = j3["tokens"], mat(j3, "weights")
+    report("story_adjective_finds_noun", t3[int(np.argmax(w3[t3.index("big")]))] == "ball", str(w3[1]))
+    report("json_has_every_key", all(k in j for k in (
+        "tokens", "features", "d_model", "d_k", "X", "W_Q", "W_K", "W_V", "Q", "K", "V", "scores",
+        "scaled", "weights", "output")) and j["d_model"] == 8 and j["d_k"] == 4 and len(j["features"]) == 8,
+        str(sorted(j)))
+
+
+def test_rows_and_numpy():
+    cases = [(), ("--causal",), ("--no-scale",), ("--random-head",), ("--mode", "dot"),
+             ("--mode", "average"), ("--mode", "average", "--causal"), ("--random-head", "--causal")]
+    for extra in cases:
+        for sentence in (DEFAULT, "my quick brown fox jumped over a lazy dog in the garden", "cat"):
+            j = explain_json(*extra, sentence)
+            name = "_".join(a.strip("-") for a in extra) or "default"
+            n = len(j["tokens"])
+            w = mat(j, "weights")
+            report(f"rows_sum_to_1_{name}_{n}", np.allclose(w.sum(1), 1, atol=1e-12, rtol=0), str(w.sum(1)))
+            # An independent computation in NumPy from X and the weights.
+            X = mat(j, "X")
+            if j["mode"] == "qkv":
+                Q, K, V = X @ mat(j, "W_Q"), X @ mat(j, "W_K"), X @ mat(j, "W_V")
+            else:
+                Q = K = V = X
+            scale = {"qkv": 1 / math.sqrt(Q.shape[1]) if "--no-scale" not in extra else 1.0,
+                     "dot": 1.0, "average": 0.0}[j["mode"]]
+            S = Q @ K.T * scale
+            if "--causal" in extra:
+                S[np.triu_indices(n, 1)] = -math.inf
+            W = softmax_rows(S)
+            errs = [np.max(np.abs(a - b)) for a, b in (
+                (mat(j, "Q"), Q), (mat(j, "scores"), Q @ K.T), (w, W), (mat(j, "output"), W @ V))]
+            masked_ok = np.array_equal(np.isinf(mat(j, "scaled")), np.isinf(S))
+            report(f"numpy_agrees_{name}_{n}", max(errs) < 1e-12 and masked_ok and
+                   abs(j["scale"] - scale) < 1e-15, f"errors {errs}, masks equal {masked_ok}")
+            if "--causal" in extra:
+                report(f"causal_upper_triangle_zero_{name}_{n}", np.all(np.triu(w, 1) == 0), str(w))
+            if j["mode"] == "average" and "--causal" not in extra:
+                report(f"average_is_uniform_{n}", np.allclose(w, 1 / n, atol=1e-15), str(w[0]))
+
+
+def test_api_agreement():
+    """--json prints exactly (bit for bit) what the C API computes."""
+    for extra in ((), ("--random-head",), ("--causal",)):
+        for sentence in (DEFAULT, "A lazy dog slept under the red hat!"):
+            j = explain_json(*extra, sentence)
+            r = subprocess.run([API, *extra, sentence], capture_output=True, text=True)
+            api = {ln.split()[0]: [float(x) for x in ln.split()[1:]] for ln in r.stdout.splitlines()}
+            bad = [k for k, v in api.items()
+                   if [(-math.inf if x is None else x) for row in j[k] for x in row] != v]
+            name = "_".join(a.strip("-") for a in extra) or "wired"
+            report(f"json_equals_api_{name}_{len(j['tokens'])}", r.returncode == 0 and not bad and
+                   len(api) == 11, f"differ: {bad} {r.stderr}")
+
+
+def test_random_head_prng():
+    j = explain_json("--random-head")
+    u = splitmix64_uniforms(2017, 96)
+    a = math.sqrt(3 / 8)
+    want = [(2 * x - 1) * a for x in u]
+    got = [x for k in ("W_Q", "W_K", "W_V") for row in j[k] for x in row]
+    report("random_head_is_splitmix64_seed_2017", max(abs(g - w) for g, w in zip(got, want)) < 1e-16,
+           "the random head's weights differ from the portable generator's")
+
+
+def test_permutation():
+    a, b = explain_json(DEFAULT), explain_json("mat the on sat cat the")
+    perm = [5, 0, 3, 2, 1, 4]  # b's row i is a's row perm[i]
+    ok = [b["tokens"][i] == a["tokens"][p] for i, p in enumerate(perm)]
+    diff = np.max(np.abs(mat(b, "output") - mat(a, "output")[perm]))
+    report("shuffle_permutes_output_rows", all(ok) and diff < 1e-14, f"max diff {diff}")
+    w_a, w_b = mat(a, "weights"), mat(b, "weights")
+    report("shuffle_permutes_weights", np.max(np.abs(w_b - w_a[np.ix_(perm, perm)])) < 1e-14, "")
+
+
+def test_seeds():
+    # Seed 002: six tokens, weights = softmax(X X^T) unscaled, context row of "journey".
+    x = np.array([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
+                  [0.22, 0.58, 0.33], [0.77, 0.25, 0.10], [0.05, 0.80, 0.55]])
+    np.save(os.path.join(TMP, "six.npy"), x)
+    j = explain_json("--embeddings", "six.npy", "--tokens", "Your,journey,starts,with,one,step", "--mode", "dot")
+    out = mat(j, "output")
+    report("seed002_journey_context", j["tokens"][1] == "journey" and
+           np.array_equal(np.round(out[1], 4), [0.4419, 0.6515, 0.5683]), str(out[1]))
+    # Seed 003: the/bank/river from NumPy's default_rng(0), scaled by sqrt(4).
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3, 4))
+    Wq, Wk, Wv = (rng.normal(size=(4, 4)) for _ in range(3))
+    for n, a in (("X3", X), ("wq", Wq), ("wk", Wk), ("wv", Wv)):
+        np.save(os.path.join(TMP, n + ".npy"), a)
+    j = explain_json("--embeddings", "X3.npy", "--tokens", "the,bank,river", "--wq", "wq.npy", "--wk", "wk.npy",
+                     "--wv", "wv.npy")
+    w = np.round(mat(j, "weights"), 3)
+    want = [[0.384, 0.3, 0.315], [0.321, 0.206, 0.473], [0.053, 0.008, 0.939]]
+    report("seed003_the_bank_river", np.array_equal(w, want) and len(j["output"][0]) == 4, str(w))
+    # Seed 001: torch.manual_seed(0), T = 5, d = 8, causal; weights to 2 decimals.
+    try:
+        import torch
+        torch.manual_seed(0)
+        T, d = 5, 8
+        xt = torch.randn(1, T, d)
+        ws = [torch.randn(d, d) / math.sqrt(d) for _ in range(3)]
+        np.save(os.path.join(TMP, "x1.npy"), xt[0].numpy())
+        for n, a in zip(("q1", "k1", "v1"), ws):
+            np.save(os.path.join(TMP, n + ".npy"), a.numpy())
+        j = explain_json("--embeddings", "x1.npy", "--wq", "q1.npy", "--wk", "k1.npy", "--wv", "v1.npy", "--causal")
+        w = np.round(mat(j, "weights"), 2)
+        want = [[1, 0, 0, 0, 0], [0.48, 0.52, 0, 0, 0], [0.20, 0.33, 0.47, 0, 0],
+                [0.14, 0.32, 0.23, 0.31, 0], [0.07, 0.06, 0.39, 0.10, 0.39]]
+        report("seed001_causal_weights", np.allclose(w, want, atol=1e-9), str(w))
+    except ImportError:
+        report("seed001_causal_weights", False, "torch missing")
+
+
+def test_text_output():
+    r = run("explain", "--color=never")
+    for step in ("tokens", "X:", "W_Q", "W_K", "W_V", "Q = X W_Q", "K = X W_K", "V = X W_V", "Q K^T",
+                 "sqrt(d_k)", "softmax", "output", "who attends to whom"):
+        if step not in r.stdout:
+            report("text_has_every_step", False, f"missing {step!r}")
+            break
+    else:
+        report("text_has_every_step", r.returncode == 0, r.stderr)
+    report("text_summary_sat_cat", re.search(r"sat\s+->\s+cat 40%", r.stdout) is not None,
+           r.stdout[-400:])
+    r = run("explain", "--step", "weights", "--color=never")
+    report("step_shows_one_step", r.returncode == 0 and "softmax" in r.stdout and "W_Q" not in r.stdout
+           and "sum" in r.stdout, r.stdout[:200])
+    r2 = run("explain", "The CAT, sat on... the MAT!", "--json")
+    report("case_and_punctuation", r2.returncode == 0 and json.loads(r2.stdout)["tokens"] ==
+           DEFAULT.split(), r2.stderr)
+    esc = "\x1b["
+    report("colour_never_when_piped", esc not in run("explain").stdout, "escape codes in piped output")
+    report("colour_always", esc in run("explain", "--color=always").stdout, "no escape codes")
+    report("colour_no_color_env", esc not in run("explain", "--color=auto", env={"NO_COLOR": "1"}).stdout, "")
+    r = run("explain", "--help")
+    report("explain_help", r.returncode == 0 and "--embeddings" in r.stdout, r.stderr)
+
+
+def test_scaling():
+    r = run("scaling", "--json", "--seed", "1")
+    rows = {row["d"]: row for row in json.loads(r.stdout)["rows"]} if r.returncode == 0 else {}
+    expect_top = {16: 0.58, 64: 0.79, 256: 0.90, 1024: 0.95}
+    ok = len(rows) == 4
+    why = []
+    for d, top in expect_top.items():
+        row = rows.get(d, {})
+        checks = [abs(row.get("spread_raw", 0) / math.sqrt(d) - 1) < 0.03,
+                  abs(row.get("spread_scaled", 0) - 1) < 0.03,
+                  abs(row.get("top_raw", 0) - top) < 0.02,
+                  abs(row.get("top_scaled", 0) - 0.107) < 0.006,
+                  row.get("top_div_d", 1) < row.get("top_scaled", 0),
+                  row.get("grad_mean_scaled", 0) > 0.15]
+        if not all(checks):
+            ok = False
+            why.append(f"d={d}: {row}")
+    report("scaling_table_matches_seeds", ok, "; ".join(why))
+    r = run("scaling", "--json", "--dims", "1024", "--keys", "6", "--seed", "1")
+    row = json.loads(r.stdout)["rows"][0] if r.returncode == 0 else {}
+    ratio = row.get("grad_mean_scaled", 0) / max(row.get("grad_mean_raw", 1), 1e-300)
+    med = row.get("grad_median_scaled", 0) / max(row.get("grad_median_raw", 1), 1e-300)
+    report("scaling_6_keys_d1024", abs(row.get("top_raw", 0) - 0.97) < 0.01 and 6 < ratio < 14 and med > 100,
+           f"top {row.get('top_raw')}, mean ratio {ratio:.2f}, median ratio {med:.3g}")
+    r = run("scaling", "--variance", "--json")
+    rows = {row["d"]: row for row in json.loads(r.stdout)["rows"]} if r.returncode == 0 else {}
+    report("scaling_variance_seed001", abs(rows[8]["spread_raw"] - 2.8) < 0.1 and
+           abs(rows[512]["spread_raw"] - 22.6) < 0.7 and all(abs(x["spread_scaled"] - 1) < 0.04
+                                                              for x in rows.values()), str(rows))
+    r = run("scaling", "--seed", "1", "--queries", "300")
+    report("scaling_text_table", r.returncode == 0 and "Frobenius" in r.stdout and
+           len([ln for ln in r.stdout.splitlines() if re.match(r"\s+\d+ \|", ln)]) == 4, r.stdout)
+    svg = os.path.join(TMP, "scaling.svg")
+    r = run("scaling", "--queries", "200", "--svg", svg)
+    try:
+        root = ET.parse(svg).getroot()
+        texts = " ".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
+        rects = len(list(root.iter("{http://www.w3.org/2000/svg}rect")))
+        report("scaling_svg", r.returncode == 0 and "raw q.k" in texts and "sqrt(d)" in texts and
+               "score (x axis)" in texts and rects > 8 * 40, f"{rects} rects; {texts[:120]}")
+    except (ET.ParseError, FileNotFoundError) as e:
+        report("scaling_svg", False, str(e))
+    same = run("scaling", "--json", "--queries", "50").stdout == run("scaling", "--json", "--queries", "50").stdout
+    report("scaling_deterministic", same, "two runs differ")
+
+
+def test_errors():
+    r = run("explain", "the cta sat")
+    report("unknown_word_names_and_suggests", r.returncode == 1 and "unknown word 'cta'" in r.stderr and
+           "did you mean 'cat'" in r.stderr and "chased" in r.stderr and len(r.stderr.splitlines()) == 1,
+           r.stderr)
+    expect_error("empty_sentence", ["explain", " ,.!"], 1, r"the sentence has no words")
+    expect_error("too_long_sentence", ["explain", " ".join(["the cat"] * 40)], 1, r"more than 64 words")
+    expect_error("bad_step", ["explain", "--step", "everything"], 2, r"unknown --step 'everything'")
+    expect_error("bad_mode", ["explain", "--mode", "magic"], 2, r"--mode takes average, dot or qkv")
+    expect_error("bad_color", ["explain", "--color", "sometimes"], 2, r"--color takes auto, always or never")
+    expect_error("bad_option", ["explain", "--frobnicate"], 2, r"unknown option '--frobnicate'")
+    np.save(os.path.join(TMP, "w84.npy"), np.ones((8, 4)))
+    np.save(os.path.join(TMP, "w85.npy"), np.ones((8, 5)))
+    np.save(os.path.join(TMP, "w34.npy"), np.ones((3, 4)))
+    np.save(os.path.join(TMP, "e3.npy"), np.ones((2, 3)))
+    np.save(os.path.join(TMP, "e1d.npy"), np.ones(3))
+    expect_error("wq_alone", ["explain", "--wq", "w84.npy"], 2, r"--wq, --wk and --wv go together")
+    expect_error("random_head_with_wq", ["explain", "--random-head", "--wq", "w84.npy", "--wk", "w84.npy",
+                                         "--wv", "w84.npy"], 2, r"--random-head")
+    expect_error("sentence_and_embeddings", ["explain", "--embeddings", "e3.npy", "the", "cat"], 2,
+                 r"not both")
+    expect_error("tokens_without_embeddings", ["explain", "--tokens", "a,b"], 2, r"--tokens labels")
+    expect_error("tokens_count", ["explain", "--embeddings", "e3.npy", "--tokens", "a,b,c", "--mode", "dot"], 1,
+                 r"--tokens has 3 labels but --embeddings e3\.npy has 2 rows")
+    expect_error("embeddings_width_needs_w", ["explain", "--embeddings", "e3.npy"], 1,
+                 r"d_model = 3, but the toy's weights need 8")
+    expect_error("embeddings_not_2d", ["explain", "--embeddings", "e1d.npy"], 1, r"need a 2-D float array")
+    expect_error("embeddings_missing", ["explain", "--embeddings", "nope.npy"], 1, r"cannot open nope\.npy")
+    expect_error("w_rows_mismatch", ["explain", "--wq", "w34.npy", "--wk", "w84.npy", "--wv", "w84.npy"], 1,
+                 r"--wq w34\.npy has 3 rows but X has d_model = 8")
+    expect_error("wq_wk_cols", ["explain", "--wq", "w84.npy", "--wk", "w85.npy", "--wv", "w84.npy"], 1,
+                 r"--wq has d_k = 4 columns but --wk has 5")
+    expect_error("scaling_bad_dims", ["scaling", "--dims", "16,abc"], 2, r"--dims: 'abc'")
+    expect_error("scaling_zero_queries", ["scaling", "--queries", "0"], 2, r"--queries 0")
+    expect_error("scaling_keys_with_variance", ["scaling", "--variance", "--keys", "3"], 2, r"pairs")
+    expect_error("scaling_bad_seed", ["scaling", "--seed", "-4"], 2, r"--seed -4")
+    expect_error("scaling_svg_missing_dir", ["scaling", "--queries", "10", "--svg", "no/dir/x.svg"], 1,
+                 r"cannot create no/dir/x\.svg")
+
+
+def main():
+    test_story()
+    test_rows_and_numpy()
+    test_api_agreement()
+    test_random_head_prng()
+    test_permutation()
+    test_seeds()
+    test_text_output()
+    test_scaling()
+    test_errors()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
