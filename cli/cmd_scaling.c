@@ -117,10 +117,12 @@ static void print_table(const args *a, const attn_scaling_row *rows) {
     if (a->variance) {
         printf("std of q.k over %d pairs of standard-normal vectors (seed %llu)\n\n", a->queries,
                (unsigned long long)a->seed);
-        printf("%7s  %10s  %14s  %8s\n", "d", "std raw", "std / sqrt(d)", "sqrt(d)");
+        printf("%7s  %10s  %14s  %8s  %10s  %14s\n", "d", "std raw", "std / sqrt(d)", "sqrt(d)",
+               "var raw", "var scaled");
         for (int i = 0; i < a->n_dims; i++)
-            printf("%7d  %10.2f  %14.2f  %8.2f\n", rows[i].d, rows[i].spread_raw, rows[i].spread_scaled,
-                   sqrt((double)rows[i].d));
+            printf("%7d  %10.2f  %14.2f  %8.2f  %10.2f  %14.2f\n", rows[i].d, rows[i].spread_raw,
+                   rows[i].spread_scaled, sqrt((double)rows[i].d), rows[i].spread_raw * rows[i].spread_raw,
+                   rows[i].spread_scaled * rows[i].spread_scaled);
         return;
     }
     printf("Why divide by sqrt(d): %d random queries, each against its own %d random keys "
