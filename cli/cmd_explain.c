@@ -366,6 +366,12 @@ static void print_text(const args *a, const model *m, const attn_explain *ex, bo
         printf("   mode %s, head %s, d_model %d, d_k %d%s%s\n",
                qkv ? "qkv" : a->mode == ATTN_EXPLAIN_DOT ? "dot" : "average", m->head, m->d_model,
                ex->d_k, a->causal ? ", causal" : "", a->no_scale && qkv ? ", no scaling" : "");
+        printf("\n   A recurrent network reads one word at a time and must squeeze everything\n"
+               "   it has read into one memory vector. Attention instead lets every word look\n"
+               "   straight at every other word in one step: each word asks a question (its\n"
+               "   query), every word offers a label (its key) and a content (its value).\n"
+               "   Queries are matched against keys; what a word receives is a blend of the\n"
+               "   values, mixed in the proportions the matches decide.\n");
     }
     if (show(a, "tokens")) {
         printf("\ntokens  (%d)\n  ", n);
@@ -433,6 +439,12 @@ static void print_text(const args *a, const model *m, const attn_explain *ex, bo
     if (show(a, "summary")) {
         printf("\nwho attends to whom (the top three weights of each word)\n");
         print_summary(m, ex);
+    }
+    if (!a->step) {
+        printf("\n   All of it is one line: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.\n"
+               "   Two things are still missing. Nothing here knows word order: shuffle the\n"
+               "   sentence and each word's output only moves with it. And one head asks one\n"
+               "   question per word; real models add positions and run many heads at once.\n");
     }
 }
 
