@@ -256,70 +256,19 @@ static int load_weights(const args *a, model *m) {
 
 /* ---- JSON ---------------------------------------------------------------- */
 
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-static void json_labels(FILE *f, const char *key, char **l, int n) {
-    fprintf(f, "  \"%s\": [", key);
-    for (int i = 0; i < n; i++) {
-        if (i) fputs(", ", f);
-        json_string(f, l[i]);
-    }
-    fputs("],\n", f);
-}
-
-/* A matrix as a list of rows; -inf (masked) becomes null. %.17g round-trips. */
-static void json_matrix(FILE *f, const char *key, const double *m, int rows, int cols, bool last) {
-    fprintf(f, "  \"%s\": ", key);
-    if (!m) {
-        fprintf(f, "null%s\n", last ? "" : ",");
-        return;
-    }
-    fputc('[', f);
-    for (int i = 0; i < rows; i++) {
-        fputs(i ? ",\n    [" : "\n    [", f);
-        for (int j = 0; j < cols; j++) {
-            double x = m[i * cols + j];
-            if (j) fputs(", ", f);
-            if (isfinite(x)) fprintf(f, "%.17g", x);
-            else fputs("null", f);
-        }
-        fputc(']', f);
-    }
-    fprintf(f, "\n  ]%s\n", last ? "" : ",");
-}
-
-static void print_json(const args *a, const model *m, const attn_explain *ex) {
-    static const char *const MODES[] = {"qkv", "dot", "average"};
-    FILE *f = stdout;
-    fputs("{\n", f);
-    json_labels(f, "tokens", m->tokens, m->n);
-    json_labels(f, "features", m->features, m->d_model);
-    json_labels(f, "value_features", m->v_cols, m->d_v);
-    fprintf(f, "  \"mode\": \"%s\",\n  \"head\": \"%s\",\n  \"causal\": %s,\n", MODES[a->mode],
-            m->head, a->causal ? "true" : "false");
-    fprintf(f, "  \"scale\": %.17g,\n  \"d_model\": %d,\n  \"d_k\": %d,\n  \"d_v\": %d,\n", ex->scale,
-            m->d_model, ex->d_k, ex->d_v);
-    json_matrix(f, "X", m->X, m->n, m->d_model, false);
-    json_matrix(f, "W_Q", m->W_Q, m->d_model, m->d_k, false);
-    json_matrix(f, "W_K", m->W_K, m->d_model, m->d_k, false);
-    json_matrix(f, "W_V", m->W_V, m->d_model, m->d_v, false);
-    json_matrix(f, "Q", ex->Q, m->n, ex->d_k, false);
-    json_matrix(f, "K", ex->K, m->n, ex->d_k, false);
-    json_matrix(f, "V", ex->V, m->n, ex->d_v, false);
-    json_matrix(f, "scores", ex->scores, m->n, m->n, false);
-    json_matrix(f, "scaled", ex->scaled, m->n, m->n, false);
-    json_matrix(f, "weights", ex->weights, m->n, m->n, false);
-    json_matrix(f, "output", ex->output, m->n, ex->d_v, true);
-    fputs("}\n", f);
+static int print_json(const model *m, const attn_explain *ex, const attn_explain_input *in) {
+    attn_explain_labels labels = {(const char *const *)m->tokens, (const char *const *)m->features,
+                                  (const char *const *)m->v_cols, m->head};
+    size_t len = 0;
+    attn_error err;
+    if (attn_explain_json(NULL, 0, &len, ex, in, &labels, &err))
+        return cli_error(EXIT_DATA, "%s", err.message);
+    char *json = malloc(len + 1);
+    if (!json) return cli_error(EXIT_DATA, "out of memory for the JSON");
+    attn_explain_json(json, len + 1, &len, ex, in, &labels, NULL);
+    fputs(json, stdout);
+    free(json);
+    return 0;
 }
 
 /* ---- text ---------------------------------------------------------------- */
@@ -456,14 +405,14 @@ int cmd_explain(int argc, char **argv) {
     code = a.embeddings ? load_embeddings(&a, &m) : load_sentence(&a, &m);
     if (!code) code = load_weights(&a, &m);
     attn_explain ex = {0};
+    attn_explain_input in = {m.n, m.d_model, m.d_k, m.d_v, m.X, m.W_Q, m.W_K, m.W_V,
+                             a.mode, a.causal, a.no_scale};
     if (!code) {
-        attn_explain_input in = {m.n, m.d_model, m.d_k, m.d_v, m.X, m.W_Q, m.W_K, m.W_V,
-                                 a.mode, a.causal, a.no_scale};
         attn_error err;
         if (attn_explain_run(&ex, &in, &err)) code = cli_error(EXIT_DATA, "%s", err.message);
     }
     if (!code) {
-        if (a.json) print_json(&a, &m, &ex);
+        if (a.json) code = print_json(&m, &ex, &in);
         else print_text(&a, &m, &ex, cli_colour_wanted(a.colour, stdout));
     }
     attn_explain_free(&ex);

@@ -449,6 +449,28 @@ ATTN_API attn_status attn_explain_run(attn_explain *ex, const attn_explain_input
 /* Free what attn_explain_run allocated and zero *ex. NULL is fine. */
 ATTN_API void attn_explain_free(attn_explain *ex);
 
+/* Names for the JSON form: tokens (n), features (d_model), value_features
+ * (d_v), and the head ("wired", "random", "custom" or "none"). */
+typedef struct attn_explain_labels {
+    const char *const *tokens;
+    const char *const *features;
+    const char *const *value_features;
+    const char *head;
+} attn_explain_labels;
+
+/* Write `ex` (computed from `in`) as one JSON object, the format of
+ * `attn explain --json` described in docs/explainer.md: keys tokens,
+ * features, value_features, mode, head, causal, scale, d_model, d_k, d_v, X,
+ * W_Q, W_K, W_V, Q, K, V, scores, scaled, weights, output. Matrices are lists
+ * of rows printed with 17 significant digits (exact), -inf as null.
+ * Like snprintf: *length receives the full length (without the terminator);
+ * at most size bytes are written, always terminated when size > 0. Call with
+ * size 0 to learn the length. Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (ex
+ * was not computed from in). */
+ATTN_API attn_status attn_explain_json(char *buf, size_t size, size_t *length,
+                                       const attn_explain *ex, const attn_explain_input *in,
+                                       const attn_explain_labels *labels, attn_error *err);
+
 /* ------------------------------------------------------------------------ */
 /* The scaling experiment: why divide by sqrt(d_k)                          */
 /* ------------------------------------------------------------------------ */

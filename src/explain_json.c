@@ -1,0 +1,101 @@
+/* explain_json.c -- an explanation as one JSON object, the format that
+ * `attn explain --json`, the web page and the tests share. */
+#include "internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* snprintf into a buffer that may be too small, counting what was needed. */
+typedef struct writer {
+    char *buf;
+    size_t size, len;
+} writer;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void put(writer *w, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = w->len < w->size ? w->size - w->len : 0;
+    int n = vsnprintf(room ? w->buf + w->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (n > 0) w->len += (size_t)n;
+}
+
+static void put_string(writer *w, const char *s) {
+    put(w, "\"");
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') put(w, "\\%c", c);
+        else if (c < 0x20) put(w, "\\u%04x", c);
+        else put(w, "%c", c);
+    }
+    put(w, "\"");
+}
+
+static void put_labels(writer *w, const char *key, const char *const *l, int n) {
+    put(w, "  \"%s\": [", key);
+    for (int i = 0; i < n; i++) {
+        if (i) put(w, ", ");
+        put_string(w, l ? l[i] : "");
+    }
+    put(w, "],\n");
+}
+
+/* A matrix as a list of rows; %.17g round-trips every double exactly, and
+ * -inf (a masked score) becomes null. A NULL matrix is null. */
+static void put_matrix(writer *w, const char *key, const double *m, int rows, int cols, bool last) {
+    put(w, "  \"%s\": ", key);
+    if (!m) {
+        put(w, "null%s\n", last ? "" : ",");
+        return;
+    }
+    put(w, "[");
+    for (int i = 0; i < rows; i++) {
+        put(w, i ? ",\n    [" : "\n    [");
+        for (int j = 0; j < cols; j++) {
+            double x = m[(size_t)i * cols + j];
+            if (isfinite(x)) put(w, "%s%.17g", j ? ", " : "", x);
+            else put(w, "%snull", j ? ", " : "");
+        }
+        put(w, "]");
+    }
+    put(w, "\n  ]%s\n", last ? "" : ",");
+}
+
+attn_status attn_explain_json(char *buf, size_t size, size_t *length, const attn_explain *ex,
+                              const attn_explain_input *in, const attn_explain_labels *labels,
+                              attn_error *err) {
+    static const char *const MODES[] = {"qkv", "dot", "average"};
+    if (!ex || !in || !labels || !length || (size && !buf))
+        return attn_fail(err, ATTN_ERR_NULL, "an argument of attn_explain_json is NULL");
+    if (!ex->Q || ex->n != in->n_tokens || (unsigned)in->mode > ATTN_EXPLAIN_AVERAGE)
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "the explanation does not match its input");
+    bool qkv = in->mode == ATTN_EXPLAIN_QKV;
+    int n = ex->n;
+    writer w = {buf, size, 0};
+    put(&w, "{\n");
+    put_labels(&w, "tokens", labels->tokens, n);
+    put_labels(&w, "features", labels->features, ex->d_model);
+    put_labels(&w, "value_features", labels->value_features, ex->d_v);
+    put(&w, "  \"mode\": \"%s\",\n  \"head\": ", MODES[in->mode]);
+    put_string(&w, labels->head ? labels->head : "");
+    put(&w, ",\n  \"causal\": %s,\n  \"scale\": %.17g,\n", in->causal ? "true" : "false", ex->scale);
+    put(&w, "  \"d_model\": %d,\n  \"d_k\": %d,\n  \"d_v\": %d,\n", ex->d_model, ex->d_k, ex->d_v);
+    put_matrix(&w, "X", in->X, n, ex->d_model, false);
+    put_matrix(&w, "W_Q", qkv ? in->W_Q : NULL, ex->d_model, ex->d_k, false);
+    put_matrix(&w, "W_K", qkv ? in->W_K : NULL, ex->d_model, ex->d_k, false);
+    put_matrix(&w, "W_V", qkv ? in->W_V : NULL, ex->d_model, ex->d_v, false);
+    put_matrix(&w, "Q", ex->Q, n, ex->d_k, false);
+    put_matrix(&w, "K", ex->K, n, ex->d_k, false);
+    put_matrix(&w, "V", ex->V, n, ex->d_v, false);
+    put_matrix(&w, "scores", ex->scores, n, n, false);
+    put_matrix(&w, "scaled", ex->scaled, n, n, false);
+    put_matrix(&w, "weights", ex->weights, n, n, false);
+    put_matrix(&w, "output", ex->output, n, ex->d_v, true);
+    put(&w, "}\n");
+    *length = w.len;
+    return ATTN_OK;
+}
