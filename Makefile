@@ -28,7 +28,7 @@ TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/
              $(BUILD)/asan/test_api \
              $(BUILD)/asan/attn
 
-.PHONY: all lib run test test-deps install uninstall clean
+.PHONY: all lib run web test test-deps install uninstall clean
 all: $(BUILD)/attn $(BUILD)/libattn.a $(BUILD)/libattn.so
 lib: $(BUILD)/libattn.a $(BUILD)/libattn.so
 
@@ -66,6 +66,24 @@ $(BUILD)/asan/attn: $(CLI_SRC) $(LIB_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -o $@ $(CLI_SRC) $(LIB_SRC) -lm
 
+# The explainer page: the library and web/attn_web.c compiled to wasm32 with
+# clang and Debian's wasi-libc (see docs/web.md), inlined with the page's
+# HTML, CSS and JS into one self-contained file.
+WASM_CC    ?= clang
+WASM_FLAGS := --target=wasm32-wasi -mexec-model=reactor -std=c11 -D_POSIX_C_SOURCE=200809L \
+              $(WARN) -O2 -Iinclude
+WEB_LIB_SRC := $(filter-out src/npy.c,$(LIB_SRC))
+
+$(BUILD)/web/attn.wasm: web/attn_web.c $(WEB_LIB_SRC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(WASM_CC) $(WASM_FLAGS) -o $@ web/attn_web.c $(WEB_LIB_SRC) -Wl,--strip-all -lm
+
+$(BUILD)/explainer.html: web/explainer.html web/explainer.css web/explainer.js web/build.sh \
+                         $(BUILD)/web/attn.wasm
+	sh web/build.sh $(BUILD)/web/attn.wasm $@
+
+web: $(BUILD)/explainer.html
+
 run: $(BUILD)/attn
 	./$(BUILD)/attn explain
 
@@ -75,7 +93,7 @@ test-deps:
 # Dependencies first, then the build: a separate make, so that a parallel
 # `make -j test` cannot start compiling before the tools are installed.
 test: test-deps
-	@$(MAKE) --no-print-directory all $(TEST_BINS)
+	@$(MAKE) --no-print-directory all web $(TEST_BINS)
 	@sh tests/run.sh $(BUILD)
 
 install: all

@@ -40,6 +40,7 @@ suite "command: seeds, printing, bad input" $PY tests/test_cli.py "$BUILD"
 suite "explain and scaling: story, seeds, NumPy, errors" $PY tests/test_explain.py "$BUILD"
 suite "command under ASan+UBSan: bad input" $PY tests/test_cli.py "$BUILD/asan"
 suite "explain and scaling under ASan+UBSan" env ATTN_BIN="$BUILD/asan/attn" $PY tests/test_explain.py "$BUILD"
+suite "explainer page in Chromium" node tests/web/test_page.js "$BUILD"
 suite "clang -Wall -Wextra -Werror" clang_build
 suite "make install + pkg-config" sh tests/test_install.sh "$BUILD"
 rm -f "$out"

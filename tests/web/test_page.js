@@ -1,0 +1,226 @@
+// test_page.js -- the explainer page in a real browser (Debian's Chromium,
+// driven by playwright-core): the numbers on the page are the C library's
+// (equal to `attn explain --json` to the digits shown, and exactly in the
+// page's own JSON), the toggles, the sqrt(d_k) demo, errors, export, and
+// screenshots for review.
+//
+// Usage: node tests/web/test_page.js BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why".
+'use strict';
+
+const { chromium } = require('playwright-core');
+const { execFileSync } = require('child_process');
+const fs = require('fs');
+const path = require('path');
+
+const BUILD = path.resolve(process.argv[2] || 'build');
+const PAGE = 'file://' + path.join(BUILD, 'explainer.html');
+const ATTN = path.join(BUILD, 'attn');
+const MATRICES = ['X', 'W_Q', 'W_K', 'W_V', 'Q', 'K', 'V', 'scores', 'scaled', 'weights', 'output'];
+let failed = 0;
+
+function report(name, ok, why = '') {
+  console.log(ok ? `ok ${name}` : `FAIL ${name}: ${why}`);
+  if (!ok) failed++;
+}
+
+// The page's number format, restated: 3 decimals, null as -inf, no -0.000.
+function fmt(x) {
+  if (x === null) return '-inf';
+  const s = x.toFixed(3);
+  return s === '-0.000' ? '0.000' : s;
+}
+
+function cli(sentence, extra = []) {
+  return JSON.parse(execFileSync(ATTN, ['explain', '--json', ...extra, sentence], { encoding: 'utf8' }));
+}
+
+// Every matrix as shown: name -> rows of cell texts.
+async function shownMatrices(page) {
+  return page.evaluate((names) => {
+    const out = {};
+    for (const name of names) {
+      const svg = document.querySelector(`svg.heatmap[data-name="${name}"]`);
+      if (!svg) continue;
+      const rows = [];
+      for (const g of svg.querySelectorAll('g.cell')) {
+        const i = +g.dataset.i, j = +g.dataset.j;
+        (rows[i] = rows[i] || [])[j] = g.querySelector('text').textContent;
+      }
+      out[name] = rows;
+    }
+    return out;
+  }, MATRICES);
+}
+
+async function setSentence(page, sentence) {
+  await page.fill('#sentence', sentence);
+  const want = sentence.toLowerCase().match(/[a-z0-9']+/g).join(' ');
+  await page.waitForFunction((w) => document.body.dataset.sentence === w, want, { timeout: 5000 });
+}
+
+async function compareWithCli(page, name, sentence, extra) {
+  const want = cli(sentence, extra);
+  const shown = await shownMatrices(page);
+  const bad = [];
+  for (const m of MATRICES) {
+    const expect = want[m].map((row) => row.map(fmt));
+    if (JSON.stringify(shown[m]) !== JSON.stringify(expect)) bad.push(m);
+  }
+  report(`page_digits_equal_cli_${name}`, bad.length === 0, `matrices differ: ${bad.join(', ')}`);
+  const exact = await page.evaluate(() => window.attnLast);
+  const same = MATRICES.every((m) => JSON.stringify(exact[m]) === JSON.stringify(want[m])) &&
+    JSON.stringify(exact.tokens) === JSON.stringify(want.tokens);
+  report(`page_json_equals_cli_exactly_${name}`, same, 'the wasm result differs from the native one');
+}
+
+async function upperTriangle(page, name) {
+  const m = (await shownMatrices(page))[name];
+  const cells = [];
+  m.forEach((row, i) => row.forEach((x, j) => { if (j > i) cells.push(x); }));
+  return cells;
+}
+
+async function topWeight(page, step, divide) {
+  await page.setChecked('#divide', divide);
+  await page.fill('#dk', String(step));
+  await page.waitForFunction((d) => document.body.dataset.dk === d, String(2 ** step));
+  return Number(await page.textContent('#top-weight'));
+}
+
+async function main() {
+  const browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--disable-sync',
+      '--no-first-run'],
+  });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, acceptDownloads: true });
+  const page = await context.newPage();
+  const errors = [], requests = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  page.on('request', (r) => { if (!r.url().startsWith('file:') && !r.url().startsWith('blob:')) requests.push(r.url()); });
+
+  await page.goto(PAGE);
+  await page.waitForFunction(() => document.body.dataset.ready === '1', null, { timeout: 15000 });
+  report('page_loads', true);
+
+  // The numbers: several sentences, both heads, causal.
+  await compareWithCli(page, 'default', 'the cat sat on the mat', []);
+  for (const s of ['the dog chased a ball in the park', 'My quick brown fox jumped over a lazy dog!', 'a big red hat']) {
+    await setSentence(page, s);
+    await compareWithCli(page, s.split(' ').length + '_words', s, []);
+  }
+  await page.check('input[name=head][value=random]');
+  await page.waitForFunction(() => document.body.dataset.head === 'random');
+  await compareWithCli(page, 'random_head', 'a big red hat', ['--random-head']);
+  await page.check('input[name=head][value=wired]');
+  await page.waitForFunction(() => document.body.dataset.head === 'wired');
+
+  // Causal: the weights' upper triangle is zero, the scaled scores' is -inf.
+  await setSentence(page, 'the cat sat on the mat');
+  await page.check('#causal');
+  await page.waitForFunction(() => document.body.dataset.causal === '1');
+  const wUpper = await upperTriangle(page, 'weights'), sUpper = await upperTriangle(page, 'scaled');
+  report('causal_upper_triangle_zero', wUpper.length === 15 && wUpper.every((x) => x === '0.000') &&
+    sUpper.every((x) => x === '-inf'), `${wUpper} | ${sUpper}`);
+  await compareWithCli(page, 'causal', 'the cat sat on the mat', ['--causal']);
+  report('fragment_records_state', page.url().includes('causal=1') && page.url().includes('s=the+cat+sat'), page.url());
+  await page.uncheck('#causal');
+
+  // The sqrt(d_k) demo: without dividing the top weight rises with d_k; with it, it stays flat.
+  const raw = [await topWeight(page, 2, false), await topWeight(page, 6, false), await topWeight(page, 10, false)];
+  report('sqrt_demo_top_weight_rises_unscaled', raw[0] < raw[1] && raw[1] < raw[2] && raw[2] > 0.9, String(raw));
+  const scaled = [await topWeight(page, 2, true), await topWeight(page, 6, true), await topWeight(page, 10, true)];
+  report('sqrt_demo_top_weight_flat_scaled', Math.max(...scaled) - Math.min(...scaled) < 0.03 && scaled[2] < 0.2,
+    String(scaled));
+  const grads = [await page.textContent('#grad-size')];
+  report('sqrt_demo_gradient_shown', /^\d\.\d{3}$/.test(grads[0]), grads[0]);
+
+  // An unknown word: inline message with the closest word, underlined, no exception.
+  await page.fill('#sentence', 'the cta sat');
+  await page.waitForFunction(() => document.getElementById('error').textContent.length > 0);
+  const error = await page.textContent('#error');
+  const marked = await page.textContent('#mirror mark');
+  const invalid = await page.getAttribute('#sentence', 'aria-invalid');
+  report('unknown_word_inline_error', error.includes('"cta"') && error.includes('"cat"') && marked === 'cta' &&
+    invalid === 'true', `${error} | ${marked} | ${invalid}`);
+  await page.fill('#sentence', '   ');
+  await page.waitForFunction(() => /no words/.test(document.getElementById('error').textContent));
+  report('empty_sentence_message', true);
+
+  // Clicking a word of the vocabulary inserts it.
+  await setSentence(page, 'the cat');
+  await page.click('#vocab button:text-is("sat")');
+  await page.waitForFunction(() => document.body.dataset.sentence === 'the cat sat');
+  report('vocab_click_inserts_word', (await page.inputValue('#sentence')) === 'the cat sat');
+
+  // Hovering a cell of Q shows the row, the column and the sum.
+  await setSentence(page, 'the cat sat on the mat');
+  await page.hover('svg.heatmap[data-name="Q"] g.cell[data-i="2"][data-j="0"]');
+  const products = await page.textContent('#products-Q');
+  const hl = await page.evaluate(() => [
+    document.querySelectorAll('svg[data-name="X"] g.hl').length,
+    document.querySelectorAll('svg[data-name="W_Q"] g.hl').length]);
+  report('hover_q_cell_explains_sum', products.includes('Q[sat, d0]') && products.endsWith('= 1.200') &&
+    hl[0] === 8 && hl[1] === 8, `${products} | ${hl}`);
+  await page.hover('svg.heatmap[data-name="scores"] g.cell[data-i="2"][data-j="1"]');
+  report('hover_score_cell', (await page.textContent('#products-scores')).endsWith('= 1.920'),
+    await page.textContent('#products-scores'));
+  // The keyboard does the same: focus the matrix, then arrow keys. The mouse
+  // leaves the page first, so that scrolling cannot hover a cell.
+  await page.mouse.move(0, 0);
+  await page.evaluate(() => document.querySelector('svg.heatmap[data-name="output"]').scrollIntoView());
+  await page.mouse.move(1, 1);
+  await page.focus('svg.heatmap[data-name="output"]');
+  await page.keyboard.press('ArrowDown');
+  await page.keyboard.press('ArrowDown');
+  await page.keyboard.press('ArrowRight');
+  report('keyboard_moves_active_cell', (await page.textContent('#products-output')).startsWith('output[sat, verb]'),
+    await page.textContent('#products-output'));
+  await page.hover('svg.heatmap[data-name="weights"] .row-label[data-i="2"]');
+  const bars = await page.$$eval('#bars .bar-row', (rows) => rows.map((r) => r.textContent));
+  report('weights_row_label_shows_bars', bars.length === 6 && bars[1].includes('cat') && bars[1].includes('39.9%'),
+    String(bars));
+  await page.hover('svg.lines .word >> nth=2');
+  const dimmed = await page.$$eval('svg.lines line.dimmed', (l) => l.length);
+  report('lines_hover_isolates_word', dimmed === 30, `${dimmed} lines dimmed`);
+
+  // Shuffle: every output row moves with its word.
+  await page.click('#shuffle');
+  const note = await page.textContent('#shuffle-note');
+  report('shuffle_keeps_rows', note.includes('kept exactly the same output row') &&
+    (await page.inputValue('#sentence')) !== 'the cat sat on the mat', note);
+
+  // Export: one SVG file with the heatmaps.
+  await setSentence(page, 'the cat sat on the mat');
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('#export')]);
+  const file = await download.path();
+  const svg = fs.readFileSync(file, 'utf8');
+  report('export_svg', svg.startsWith('<?xml') && svg.includes('<svg') && svg.includes('0.399') &&
+    svg.includes('softmax'), svg.slice(0, 120));
+
+  // A shared link opens that view directly.
+  const linked = await context.newPage();
+  linked.on('pageerror', (e) => errors.push(e.message));
+  await linked.goto(PAGE + '#s=the+dog+chased+a+ball&causal=1');
+  await linked.waitForFunction(() => document.body.dataset.sentence === 'the dog chased a ball');
+  report('fragment_opens_view', (await linked.inputValue('#sentence')) === 'the dog chased a ball' &&
+    (await linked.isChecked('#causal')) && (await upperTriangle(linked, 'weights')).every((x) => x === '0.000'));
+
+  // Screenshots for review, wide and narrow; the narrow page does not scroll sideways.
+  await page.screenshot({ path: path.join(BUILD, 'explainer.png'), fullPage: true });
+  await page.setViewportSize({ width: 390, height: 844 });
+  const overflow = await page.evaluate(() => document.scrollingElement.scrollWidth - window.innerWidth);
+  await page.screenshot({ path: path.join(BUILD, 'explainer-narrow.png'), fullPage: false });
+  report('narrow_screen_no_sideways_scroll', overflow <= 1, `${overflow}px too wide`);
+
+  report('no_page_errors', errors.length === 0, errors.join(' | '));
+  report('offline_no_requests', requests.length === 0, requests.join(' '));
+  await browser.close();
+}
+
+main().then(() => process.exit(failed ? 1 : 0)).catch((e) => {
+  console.log(`FAIL browser_test: ${e.stack || e}`);
+  process.exit(1);
+});

@@ -1,0 +1,124 @@
+/* attn_web.c -- the explainer page's entry points into libattn, compiled to
+ * WebAssembly. Each returns a NUL-terminated JSON string in a buffer owned
+ * here, valid until the next call; the page parses it. The numbers come from
+ * the same library code as `attn explain --json` and `attn scaling`. */
+#include "attn.h"
+
+#include <stdbool.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WEB_EXPORT(name) __attribute__((export_name(name)))
+
+static char *result;
+static size_t result_cap;
+
+/* Make room for n + 1 bytes in the result buffer. */
+static char *reserve(size_t n) {
+    if (n + 1 > result_cap) {
+        char *p = realloc(result, n + 1);
+        if (!p) return NULL;
+        result = p, result_cap = n + 1;
+    }
+    return result;
+}
+
+static const char *error_json(const char *message, int start, int length, const char *suggestion) {
+    /* Messages hold no quotes or backslashes except inside words the user
+     * typed; replace those so the JSON stays valid. */
+    char clean[ATTN_ERROR_MESSAGE_SIZE];
+    size_t i = 0;
+    for (; message[i] && i + 1 < sizeof clean; i++)
+        clean[i] = message[i] == '"' || message[i] == '\\' || (unsigned char)message[i] < 0x20 ? '?' : message[i];
+    clean[i] = '\0';
+    if (!reserve(sizeof clean + 128)) return "{\"error\": \"out of memory\"}";
+    snprintf(result, result_cap, "{\"error\": \"%s\", \"start\": %d, \"length\": %d, \"suggestion\": \"%s\"}",
+             clean, start, length, suggestion ? suggestion : "");
+    return result;
+}
+
+/* The toy model on `sentence`: head 0 wired, 1 random; mode 0 qkv, 1 dot,
+ * 2 average. On a bad sentence: {"error", "start", "length", "suggestion"}. */
+WEB_EXPORT("web_explain")
+const char *web_explain(const char *sentence, int head, int causal, int no_scale, int mode) {
+    attn_toy_token tok[ATTN_TOY_MAX_TOKENS + 1];
+    attn_error err;
+    int n = 0;
+    if (attn_toy_tokenize(tok, ATTN_TOY_MAX_TOKENS, &n, sentence, &err)) {
+        bool unknown = strstr(err.message, "unknown word") != NULL;
+        return error_json(err.message, unknown ? tok[n].start : -1, unknown ? tok[n].length : 0,
+                          unknown ? attn_toy_suggest(sentence + tok[n].start, (size_t)tok[n].length) : NULL);
+    }
+    double x[ATTN_TOY_MAX_TOKENS * ATTN_TOY_D_MODEL], wq[32], wk[32], wv[32];
+    attn_toy_head h = head ? ATTN_TOY_RANDOM : ATTN_TOY_WIRED;
+    attn_toy_embed(x, tok, n, NULL);
+    attn_toy_weights(wq, wk, wv, h, NULL);
+    attn_explain_input in = {n, ATTN_TOY_D_MODEL, ATTN_TOY_D_K, ATTN_TOY_D_K, x, wq, wk, wv,
+                             (attn_explain_mode)mode, causal, no_scale};
+    attn_explain ex;
+    if (attn_explain_run(&ex, &in, &err)) return error_json(err.message, -1, 0, NULL);
+
+    const char *tokens[ATTN_TOY_MAX_TOKENS], *features[ATTN_TOY_D_MODEL], *values[ATTN_TOY_D_MODEL];
+    static const char *const V_NAMES[] = {"v0", "v1", "v2", "v3"};
+    for (int i = 0; i < n; i++) tokens[i] = attn_toy_word(tok[i].id);
+    for (int j = 0; j < ATTN_TOY_D_MODEL; j++) features[j] = attn_toy_feature(j);
+    for (int j = 0; j < ex.d_v; j++)
+        values[j] = mode != ATTN_EXPLAIN_QKV ? features[j]
+                    : h == ATTN_TOY_WIRED ? attn_toy_value_feature(h, j) : V_NAMES[j];
+    attn_explain_labels labels = {tokens, features, values,
+                                  mode != ATTN_EXPLAIN_QKV ? "none" : h == ATTN_TOY_WIRED ? "wired" : "random"};
+    size_t len = 0;
+    attn_explain_json(NULL, 0, &len, &ex, &in, &labels, NULL);
+    const char *out = reserve(len) ? result : NULL;
+    if (out) attn_explain_json(result, result_cap, &len, &ex, &in, &labels, NULL);
+    attn_explain_free(&ex);
+    return out ? out : error_json("out of memory", -1, 0, NULL);
+}
+
+/* The vocabulary and the feature names. */
+WEB_EXPORT("web_vocab")
+const char *web_vocab(void) {
+    size_t used = 0;
+    if (!reserve(2048)) return "{}";
+    used += (size_t)snprintf(result + used, result_cap - used, "{\"words\": [");
+    for (int i = 0; i < attn_toy_vocab_size(); i++)
+        used += (size_t)snprintf(result + used, result_cap - used, "%s\"%s\"", i ? ", " : "", attn_toy_word(i));
+    used += (size_t)snprintf(result + used, result_cap - used, "], \"features\": [");
+    for (int j = 0; j < ATTN_TOY_D_MODEL; j++)
+        used += (size_t)snprintf(result + used, result_cap - used, "%s\"%s\"", j ? ", " : "", attn_toy_feature(j));
+    snprintf(result + used, result_cap - used, "]}");
+    return result;
+}
+
+/* One row of `attn scaling` with its histograms. */
+WEB_EXPORT("web_scaling")
+const char *web_scaling(int d, int queries, int keys, unsigned seed) {
+    attn_scaling_row r;
+    attn_error err;
+    if (attn_scaling_measure(&r, d, queries, keys, seed, &err)) return error_json(err.message, -1, 0, NULL);
+    if (!reserve(16384)) return "{}";
+    size_t used = (size_t)snprintf(result, result_cap,
+        "{\"d\": %d, \"keys\": %d, \"queries\": %d, \"spread_raw\": %.17g, \"spread_scaled\": %.17g, "
+        "\"top_raw\": %.17g, \"top_scaled\": %.17g, \"top_div_d\": %.17g, \"grad_mean_raw\": %.17g, "
+        "\"grad_mean_scaled\": %.17g, \"grad_median_raw\": %.17g, \"grad_median_scaled\": %.17g, "
+        "\"raw_range\": %g, \"scaled_range\": %g",
+        r.d, r.keys, r.queries, r.spread_raw, r.spread_scaled, r.top_raw, r.top_scaled, r.top_div_d,
+        r.grad_mean_raw, r.grad_mean_scaled, r.grad_median_raw, r.grad_median_scaled,
+        ATTN_SCALING_RAW_RANGE, ATTN_SCALING_SCALED_RANGE);
+    const double *h[2] = {r.hist_raw, r.hist_scaled};
+    const char *names[2] = {"hist_raw", "hist_scaled"};
+    for (int k = 0; k < 2; k++) {
+        used += (size_t)snprintf(result + used, result_cap - used, ", \"%s\": [", names[k]);
+        for (int b = 0; b < ATTN_SCALING_BINS; b++)
+            used += (size_t)snprintf(result + used, result_cap - used, "%s%.6g", b ? ", " : "", h[k][b]);
+        used += (size_t)snprintf(result + used, result_cap - used, "]");
+    }
+    snprintf(result + used, result_cap - used, "}");
+    return result;
+}
+
+/* Memory for the page's strings. */
+WEB_EXPORT("web_alloc") void *web_alloc(size_t n) { return malloc(n); }
+WEB_EXPORT("web_free") void web_free(void *p) { free(p); }

@@ -1,0 +1,18 @@
+#!/bin/sh
+# build.sh WASM OUT -- assemble the self-contained explainer page: the HTML
+# template with the CSS, the wasm module (base64) and the JS inlined at its
+# /*@CSS@*/, /*@WASM@*/ and /*@JS@*/ lines. The result loads nothing else.
+set -eu
+wasm=$1
+out=$2
+dir=$(dirname "$0")
+tmp="$out.tmp"
+while IFS= read -r line || [ -n "$line" ]; do
+    case "$line" in
+    '/*@CSS@*/') cat "$dir/explainer.css" ;;
+    '/*@WASM@*/') printf 'const WASM_BASE64 = "%s";\n' "$(base64 -w0 "$wasm")" ;;
+    '/*@JS@*/') cat "$dir/explainer.js" ;;
+    *) printf '%s\n' "$line" ;;
+    esac
+done <"$dir/explainer.html" >"$tmp"
+mv "$tmp" "$out"
