@@ -14,9 +14,15 @@ SOMAJOR := 0
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla
 # -O2 and strict IEEE semantics: never -ffast-math (it breaks -inf masks and NaN).
 CFLAGS   ?= -O2 -g
-ALL_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) $(CFLAGS) -Iinclude
+# x86-64 builds add the AVX2 and AVX-512 microkernels, each file compiled for
+# its instruction set and chosen at run time (src/dispatch.c).
+ifneq ($(findstring x86_64,$(shell $(CC) -dumpmachine)),)
+ISA_DEFS := -DATTN_HAVE_X86_KERNELS
+endif
+ALL_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) $(CFLAGS) -Iinclude $(ISA_DEFS)
 LIB_CFLAGS := $(ALL_CFLAGS) -fPIC -fvisibility=hidden -DATTN_BUILDING_LIBRARY
 SAN_FLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+LIBS       := -lm -pthread
 
 LIB_SRC := $(wildcard src/*.c)
 CLI_SRC := $(wildcard cli/*.c)
@@ -34,7 +40,10 @@ lib: $(BUILD)/libattn.a $(BUILD)/libattn.so
 
 $(BUILD)/obj/src/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LIB_CFLAGS) -c $< -o $@
+	$(CC) $(LIB_CFLAGS) $(ISA_FLAGS_$(notdir $*)) -c $< -o $@
+
+ISA_FLAGS_ukernel_avx2   := -mavx2 -mfma
+ISA_FLAGS_ukernel_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma
 
 $(BUILD)/obj/cli/%.o: cli/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -45,26 +54,28 @@ $(BUILD)/libattn.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/libattn.so: $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,libattn.so.$(SOMAJOR) -o $@ $^ -lm
+	$(CC) -shared -Wl,-soname,libattn.so.$(SOMAJOR) -o $@ $^ $(LIBS)
 
 # The command links the static library: it runs from build/ without an rpath.
 $(BUILD)/attn: $(CLI_OBJ) $(BUILD)/libattn.a
-	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libattn.a -lm
+	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libattn.a $(LIBS)
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libattn.a $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libattn.a -lm
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libattn.a $(LIBS)
 
 # Unit tests again, library and test together under AddressSanitizer and
-# UndefinedBehaviorSanitizer.
-$(BUILD)/asan/test_api: tests/test_api.c $(LIB_SRC) $(HEADERS)
+# UndefinedBehaviorSanitizer; and the command, for the bad-input tests.
+SAN_LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/asan/obj/%.o)
+$(BUILD)/asan/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -o $@ tests/test_api.c $(LIB_SRC) -lm
+	$(CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) $(ISA_FLAGS_$(notdir $*)) -c $< -o $@
 
-# The command too, for the bad-input tests.
-$(BUILD)/asan/attn: $(CLI_SRC) $(LIB_SRC) $(HEADERS)
-	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -o $@ $(CLI_SRC) $(LIB_SRC) -lm
+$(BUILD)/asan/test_api: $(BUILD)/asan/obj/tests/test_api.o $(SAN_LIB_OBJ)
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/asan/attn: $(CLI_SRC:%.c=$(BUILD)/asan/obj/%.o) $(SAN_LIB_OBJ)
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
 
 # The explainer page: the library and web/attn_web.c compiled to wasm32 with
 # clang and Debian's wasi-libc (see docs/web.md), inlined with the page's
@@ -72,7 +83,7 @@ $(BUILD)/asan/attn: $(CLI_SRC) $(LIB_SRC) $(HEADERS)
 WASM_CC    ?= clang
 WASM_FLAGS := --target=wasm32-wasi -mexec-model=reactor -std=c11 -D_POSIX_C_SOURCE=200809L \
               $(WARN) -O2 -Iinclude
-WEB_LIB_SRC := $(filter-out src/npy.c,$(LIB_SRC))
+WEB_LIB_SRC := $(filter-out src/npy.c src/ukernel_avx2.c src/ukernel_avx512.c,$(LIB_SRC))
 
 $(BUILD)/web/attn.wasm: web/attn_web.c $(WEB_LIB_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -106,7 +117,7 @@ install: all
 	ln -sf libattn.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/libattn.so
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
 	  'Name: attn' 'Description: scaled dot-product attention in C' 'Version: $(VERSION)' \
-	  'Libs: -L$${libdir} -lattn' 'Libs.private: -lm' 'Cflags: -I$${includedir}' \
+	  'Libs: -L$${libdir} -lattn' 'Libs.private: -lm -pthread' 'Cflags: -I$${includedir}' \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/attn.pc
 
 uninstall:

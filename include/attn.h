@@ -303,6 +303,28 @@ ATTN_API attn_status attn_sdpa_reference(attn_tensor *out, const attn_tensor *q,
                                          attn_error *err);
 
 /* ------------------------------------------------------------------------ */
+/* Threads and instruction sets                                             */
+/* ------------------------------------------------------------------------ */
+
+/* f32 attention runs on a small pool of worker threads that the library
+ * creates on first use. Results are bitwise identical for any thread count:
+ * work is split into items whose results do not depend on who runs them.
+ * n >= 1 sets the number of threads (the caller included; at most 256);
+ * n <= 0 restores the default: ATTN_NUM_THREADS from the environment, else
+ * the number of online CPUs. */
+ATTN_API void attn_set_num_threads(int n);
+/* The number of threads the next call will use. */
+ATTN_API int attn_get_num_threads(void);
+/* Join the worker threads and free them (also done at exit). Calls after
+ * this start a new pool. Must not run concurrently with attention calls. */
+ATTN_API void attn_shutdown(void);
+
+/* The instruction set of the f32 microkernels in use: "avx512", "avx2" or
+ * "c". Chosen once per process from the CPU; the environment variable
+ * ATTN_ISA=avx512|avx2|c forces one (ignored if the CPU lacks it). */
+ATTN_API const char *attn_isa(void);
+
+/* ------------------------------------------------------------------------ */
 /* .npy files                                                               */
 /* ------------------------------------------------------------------------ */
 

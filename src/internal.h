@@ -105,4 +105,32 @@ static inline double attn_softmax_term(double s, double m) {
  * double. */
 void attn_pack_rows(double *dst, const attn_mat *m, int64_t r0, int64_t n);
 
+/* Run fn(ctx, item, worker) for item = 0..n_items-1 on up to n_workers
+ * threads (the caller is worker 0; worker < n_workers). Items are handed out
+ * dynamically, so their results must not depend on which worker runs them. */
+typedef void (*attn_task_fn)(void *ctx, int64_t item, int worker);
+void attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx);
+
+/* A tensor in canonical 5-D form (B1, B2, H, rows, cols), size-1
+ * dimensions with stride 0 (see sdpa.c). */
+#define ATTN_CANON_RANK 5
+typedef struct attn_canon {
+    int64_t shape[ATTN_CANON_RANK];
+    int64_t strides[ATTN_CANON_RANK];
+} attn_canon;
+
+/* All (batch, head) slices of one call: attn_slice(sl, i, p) fills p with
+ * slice i, 0 <= i < sl->count. */
+typedef struct attn_slices {
+    attn_problem base; /* scale and causal settings shared by every slice */
+    const attn_tensor *q, *k, *v, *out, *weights, *mask;
+    attn_canon cq, ck, cv, co, cw, cm;
+    int64_t count;
+} attn_slices;
+void attn_slice(const attn_slices *sl, int64_t index, attn_problem *p);
+
+/* The fast f32 path (flash.c) over all slices of one call, without weights.
+ * Returns ATTN_OK, ATTN_ERR_OVERFLOW or ATTN_ERR_NO_MEMORY, with *err filled. */
+attn_status attn_flash_run(const attn_slices *sl, attn_error *err);
+
 #endif /* ATTN_INTERNAL_H */

@@ -6,16 +6,13 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Every tensor is seen in a canonical 5-D form (B1, B2, H, rows, cols): lower
  * ranks are padded on the left with size-1 dimensions, and every size-1
  * dimension gets stride 0, so broadcasting is just "use stride 0". */
-enum { CANON = 5 };
-
-typedef struct canon {
-    int64_t shape[CANON];
-    int64_t strides[CANON];
-} canon;
+enum { CANON = ATTN_CANON_RANK };
+typedef attn_canon canon;
 
 static canon canonical(const attn_tensor *t) {
     canon c;
@@ -225,7 +222,19 @@ static attn_status sdpa_run(kernel_kind kind, attn_tensor *out, const attn_tenso
         if ((st = check_output(o.weights, "weights", pl.weights, err))) return st;
     }
     int64_t L = pl.q.shape[3], E = pl.q.shape[4], S = pl.k.shape[3], Ev = pl.v.shape[4];
-    int64_t Hq = pl.q.shape[2], Hk = pl.k.shape[2];
+    attn_slices sl;
+    memset(&sl, 0, sizeof sl);
+    sl.q = q, sl.k = k, sl.v = v, sl.out = out, sl.weights = o.weights, sl.mask = o.mask;
+    sl.cq = pl.q, sl.ck = pl.k, sl.cv = pl.v, sl.co = canonical(out);
+    if (o.weights) sl.cw = canonical(o.weights);
+    if (o.mask) sl.cm = canonical(o.mask);
+    sl.base.scale = o.has_scale ? o.scale : 1.0 / sqrt((double)E);
+    sl.base.causal = o.causal != ATTN_CAUSAL_NONE;
+    sl.base.causal_offset = o.causal == ATTN_CAUSAL_BOTTOM_RIGHT ? S - L : 0;
+    sl.count = pl.out[0] * pl.out[1] * pl.out[2]; /* <= out's element count: no overflow */
+
+    /* f32 attention without weights takes the fast tiled kernel. */
+    if (kind == KERNEL_STREAM && q->dtype == ATTN_F32 && !o.weights) return attn_flash_run(&sl, err);
 
     /* Scratch memory, sized by the kernel, overflow-checked. */
     int64_t words = kind == KERNEL_STREAM ? attn_stream_work_size(E, Ev)
@@ -237,34 +246,30 @@ static attn_status sdpa_run(kernel_kind kind, attn_tensor *out, const attn_tenso
     if (!work)
         return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate %lld bytes of scratch",
                          (long long)words * (long long)sizeof(double));
-
-    canon cq = pl.q, ck = pl.k, cv = pl.v, co = canonical(out), cw = {{0}, {0}}, cm = {{0}, {0}};
-    if (o.weights) cw = canonical(o.weights);
-    if (o.mask) cm = canonical(o.mask);
-
-    attn_problem p = {0};
-    p.scale = o.has_scale ? o.scale : 1.0 / sqrt((double)E);
-    p.causal = o.causal != ATTN_CAUSAL_NONE;
-    p.causal_offset = o.causal == ATTN_CAUSAL_BOTTOM_RIGHT ? S - L : 0;
-    int64_t group = Hq / Hk;
-
-    for (int64_t b0 = 0; b0 < pl.out[0]; b0++)
-        for (int64_t b1 = 0; b1 < pl.out[1]; b1++)
-            for (int64_t h = 0; h < Hq; h++) {
-                /* Broadcast dimensions have stride 0, so any index works. */
-                int64_t iq[3] = {b0, b1, h}, ikv[3] = {b0, b1, h / group};
-                p.q = mat_of(q, &cq, iq);
-                p.k = mat_of(k, &ck, ikv);
-                p.v = mat_of(v, &cv, ikv);
-                p.out = mat_of(out, &co, iq);
-                if (o.weights) p.weights = mat_of(o.weights, &cw, iq);
-                if (o.mask) p.mask = mat_of(o.mask, &cm, iq);
-                if (kind == KERNEL_STREAM) attn_stream_kernel(&p, work);
-                else if (kind == KERNEL_REFERENCE) attn_reference_kernel(&p, work);
-                else attn_scores_kernel(&p, work);
-            }
+    for (int64_t i = 0; i < sl.count; i++) {
+        attn_problem p;
+        attn_slice(&sl, i, &p);
+        if (kind == KERNEL_STREAM) attn_stream_kernel(&p, work);
+        else if (kind == KERNEL_REFERENCE) attn_reference_kernel(&p, work);
+        else attn_scores_kernel(&p, work);
+    }
     free(work);
     return ATTN_OK;
+}
+
+void attn_slice(const attn_slices *sl, int64_t index, attn_problem *p) {
+    /* index runs over (b0, b1, h), h fastest. Broadcast dimensions have
+     * stride 0, so any index works for them. */
+    int64_t Hq = sl->co.shape[2], B1 = sl->co.shape[1], group = Hq / sl->ck.shape[2];
+    int64_t h = index % Hq, b1 = index / Hq % B1, b0 = index / Hq / B1;
+    int64_t iq[3] = {b0, b1, h}, ikv[3] = {b0, b1, h / group};
+    *p = sl->base;
+    p->q = mat_of(sl->q, &sl->cq, iq);
+    p->k = mat_of(sl->k, &sl->ck, ikv);
+    p->v = mat_of(sl->v, &sl->cv, ikv);
+    p->out = mat_of(sl->out, &sl->co, iq);
+    if (sl->weights) p->weights = mat_of(sl->weights, &sl->cw, iq);
+    if (sl->mask) p->mask = mat_of(sl->mask, &sl->cm, iq);
 }
 
 attn_status attn_sdpa(attn_tensor *out, const attn_tensor *q, const attn_tensor *k,

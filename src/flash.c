@@ -1,0 +1,273 @@
+/* flash.c -- the fast f32 attention: FlashAttention-2's tiling in plain C,
+ * the arithmetic in the per-ISA microkernels (ukernel_*.c).
+ *
+ * A work item is BR query rows of one (batch, head) slice. It packs its
+ * queries (times the scale) once, then walks the keys in blocks of BC: packs
+ * the block's keys transposed and its values, and for every MR-row tile
+ * computes the MR × BC scores in registers, masks them, folds them into the
+ * rows' running max m and sum l (rescaling the output accumulator O by
+ * exp(m_old - m_new) when m rises) and adds P·V to O. At the end out = O / l.
+ * Nothing of size L × S exists; a K/V block is packed once per item and
+ * reused from L2 by all of its BR rows.
+ *
+ * Items are independent and always computed the same way, so results are
+ * bitwise identical for any number of threads. Causal items stop at the last
+ * key their last row may see, and only blocks crossing the diagonal are
+ * masked element by element.
+ *
+ * Exactness: an item whose inputs hold NaN or ±inf (other than -inf in a
+ * float mask), or whose scores could overflow f32, is computed instead by the
+ * exact f64 streaming kernel, so every edge case keeps the semantics of
+ * attn.h. */
+#include "internal.h"
+#include "ukernel.h"
+
+#include <float.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    BR = 192, /* query rows per work item (a multiple of ATTN_MR) */
+    BC = 512  /* keys per block */
+};
+
+typedef struct flash_job {
+    const attn_ukernels *uk;
+    const attn_slices *slices;
+    int64_t n_qblocks;   /* work items per slice */
+    int64_t br, bc;      /* rows per item, keys per block (padded) */
+    int64_t E, Ev, Evp;  /* Evp: Ev rounded up to the vector length */
+    int64_t S, L;
+    char *scratch;       /* one workspace per worker */
+    size_t ws_bytes;
+    atomic_int failed;   /* an f64 fallback could not get memory */
+} flash_job;
+
+/* One worker's scratch, carved out of job->scratch. */
+typedef struct workspace {
+    float *q;  /* br × E, scaled queries */
+    float *kt; /* E × bc, keys transposed */
+    float *v;  /* bc × Evp */
+    float *s;  /* ATTN_MR × bc, scores then probabilities */
+    float *o;  /* br × Evp, the output accumulator */
+    float *m, *l;
+} workspace;
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+static size_t workspace_floats(const flash_job *j) {
+    return (size_t)(j->br * j->E + j->E * j->bc + j->bc * j->Evp + ATTN_MR * j->bc +
+                    j->br * j->Evp + 2 * j->br);
+}
+
+static workspace workspace_of(const flash_job *j, int worker) {
+    workspace w;
+    w.q = (float *)(void *)(j->scratch + (size_t)worker * j->ws_bytes);
+    w.kt = w.q + j->br * j->E;
+    w.v = w.kt + j->E * j->bc;
+    w.s = w.v + j->bc * j->Evp;
+    w.o = w.s + ATTN_MR * j->bc;
+    w.m = w.o + j->br * j->Evp;
+    w.l = w.m + j->br;
+    return w;
+}
+
+static bool finite(float x) { return x - x == 0.0f; }
+
+/* Pack rows r0..r0+n-1 of an f32 matrix times `scale` into dst (n × cols,
+ * stride ld), zero rows up to n_pad. Returns the largest |value|, or -1 if
+ * a value is not finite. */
+static float pack_rows(float *dst, int64_t ld, const attn_mat *m, int64_t r0, int64_t n,
+                       int64_t n_pad, float scale) {
+    const float *src = (const float *)(const void *)m->base;
+    float big = 0;
+    bool ok = true;
+    for (int64_t r = 0; r < n; r++) {
+        const float *row = src + (r0 + r) * m->rs;
+        for (int64_t c = 0; c < m->cols; c++) {
+            float x = row[c * m->cs] * scale;
+            dst[r * ld + c] = x;
+            ok &= finite(x);
+            big = x > big ? x : -x > big ? -x : big;
+        }
+        for (int64_t c = m->cols; c < ld; c++) dst[r * ld + c] = 0;
+    }
+    for (int64_t r = n; r < n_pad; r++) memset(dst + r * ld, 0, sizeof(float) * (size_t)ld);
+    return ok ? big : -1;
+}
+
+/* kt (E × ld) = keys j0..j0+n-1 transposed, zero columns up to ld. */
+static float pack_keys_transposed(float *kt, int64_t ld, const attn_mat *k, int64_t j0, int64_t n) {
+    const float *src = (const float *)(const void *)k->base;
+    float big = 0;
+    bool ok = true;
+    for (int64_t c = 0; c < n; c++) {
+        const float *row = src + (j0 + c) * k->rs;
+        for (int64_t e = 0; e < k->cols; e++) {
+            float x = row[e * k->cs];
+            kt[e * ld + c] = x;
+            ok &= finite(x);
+            big = x > big ? x : -x > big ? -x : big;
+        }
+    }
+    for (int64_t e = 0; e < k->cols; e++)
+        for (int64_t c = n; c < ld; c++) kt[e * ld + c] = 0;
+    return ok ? big : -1;
+}
+
+/* Mask one MR × nc_pad tile of scores for query rows i0.. and keys j0..:
+ * padding keys, the causal limit, the bool or float mask. */
+static void mask_tile(float *s, int64_t lds, const attn_problem *p, int64_t i0, int64_t rows,
+                      int64_t j0, int64_t nc, int64_t nc_pad, bool causal_block, bool *bad) {
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = s + r * lds;
+        int64_t i = i0 + r;
+        for (int64_t c = nc; c < nc_pad; c++) row[c] = -INFINITY;
+        if (causal_block) {
+            int64_t first_hidden = i + p->causal_offset + 1 - j0; /* keys c >= this are hidden */
+            for (int64_t c = first_hidden < 0 ? 0 : first_hidden; c < nc; c++) row[c] = -INFINITY;
+        }
+        if (!p->mask.base) continue;
+        const attn_mat *m = &p->mask;
+        if (m->dtype == ATTN_BOOL) {
+            const unsigned char *mr = (const unsigned char *)m->base + i * m->rs + j0 * m->cs;
+            for (int64_t c = 0; c < nc; c++)
+                if (!mr[c * m->cs]) row[c] = -INFINITY;
+        } else {
+            const float *mr = (const float *)(const void *)m->base + i * m->rs + j0 * m->cs;
+            for (int64_t c = 0; c < nc; c++) {
+                float x = mr[c * m->cs];
+                /* -inf masks; +inf or NaN sends the item to the exact kernel. */
+                if (x != x || x == INFINITY) *bad = true;
+                row[c] += x;
+            }
+        }
+    }
+}
+
+/* The exact f64 kernel on rows i0..i0+n-1 of one slice. */
+static bool run_exact(const attn_problem *p, int64_t i0, int64_t n) {
+    attn_problem sub = *p;
+    sub.q.base += i0 * p->q.rs * (int64_t)attn_dtype_size(p->q.dtype);
+    sub.q.rows = n;
+    sub.out.base += i0 * p->out.rs * (int64_t)attn_dtype_size(p->out.dtype);
+    sub.out.rows = n;
+    if (sub.mask.base) sub.mask.base += i0 * p->mask.rs * (int64_t)attn_dtype_size(p->mask.dtype);
+    sub.causal_offset += i0;
+    int64_t words = attn_stream_work_size(p->q.cols, p->v.cols);
+    double *work = words > 0 ? malloc((size_t)words * sizeof(double)) : NULL;
+    if (!work) return false;
+    attn_stream_kernel(&sub, work);
+    free(work);
+    return true;
+}
+
+static void flash_item(void *ctx, int64_t item, int worker) {
+    flash_job *j = ctx;
+    const attn_ukernels *uk = j->uk;
+    attn_problem slice;
+    attn_slice(j->slices, item / j->n_qblocks, &slice);
+    const attn_problem *p = &slice;
+    /* The last query blocks are the most expensive under a causal mask:
+     * hand them out first, so the threads finish together. */
+    int64_t qb = j->n_qblocks - 1 - item % j->n_qblocks;
+    int64_t i0 = qb * j->br, nr = j->L - i0 < j->br ? j->L - i0 : j->br;
+    int64_t nr_pad = round_up(nr, ATTN_MR), E = j->E, Evp = j->Evp, nrv = (int64_t)uk->vl * uk->nv;
+    workspace w = workspace_of(j, worker);
+    bool bad = false;
+
+    float qmax = pack_rows(w.q, E, &p->q, i0, nr, nr_pad, (float)p->scale);
+    bad |= qmax < 0;
+    for (int64_t r = 0; r < nr_pad; r++) w.m[r] = -INFINITY, w.l[r] = 0;
+    memset(w.o, 0, sizeof(float) * (size_t)(nr_pad * Evp));
+
+    int64_t jend = j->S;
+    if (p->causal) {
+        int64_t last = i0 + nr - 1 + p->causal_offset + 1;
+        jend = last < 0 ? 0 : last < j->S ? last : j->S;
+    }
+    for (int64_t j0 = 0; j0 < jend && !bad; j0 += j->bc) {
+        int64_t nc = jend - j0 < j->bc ? jend - j0 : j->bc, nc_pad = round_up(nc, nrv);
+        float kmax = pack_keys_transposed(w.kt, nc_pad, &p->k, j0, nc);
+        float vmax = pack_rows(w.v, Evp, &p->v, j0, nc, nc_pad, 1.0f);
+        /* |q·k| <= E·max|q|·max|k|: beyond f32's range, use the exact kernel. */
+        if (kmax < 0 || vmax < 0 || (double)qmax * kmax * (double)E > FLT_MAX / 4) {
+            bad = true;
+            break;
+        }
+        /* Does the causal limit cut through this block for the first row? */
+        bool causal_block = p->causal && j0 + nc - 1 > i0 + p->causal_offset;
+        for (int64_t r0 = 0; r0 < nr_pad; r0 += ATTN_MR) {
+            for (int64_t c0 = 0; c0 < nc_pad; c0 += nrv)
+                uk->qk(w.s + c0, nc_pad, w.q + r0 * E, E, w.kt + c0, nc_pad, E);
+            int64_t rows = nr - r0 < ATTN_MR ? nr - r0 : ATTN_MR;
+            if (rows < 0) rows = 0;
+            mask_tile(w.s, nc_pad, p, i0 + r0, rows, j0, nc, nc_pad, causal_block, &bad);
+            for (int64_t r = 0; r < ATTN_MR; r++) {
+                float *srow = w.s + r * nc_pad, mx = uk->max(srow, nc_pad);
+                float m_old = w.m[r0 + r], m_new = mx > m_old ? mx : m_old;
+                if (m_new == -INFINITY) { /* nothing allowed yet: P = 0 */
+                    memset(srow, 0, sizeof(float) * (size_t)nc_pad);
+                    continue;
+                }
+                float alpha = m_old == -INFINITY ? 0.0f : attn_expf(m_old - m_new);
+                float sum = uk->exp_sum(srow, nc_pad, m_new);
+                w.l[r0 + r] = w.l[r0 + r] * alpha + sum;
+                w.m[r0 + r] = m_new;
+                if (alpha != 1.0f) {
+                    float *orow = w.o + (r0 + r) * Evp;
+                    for (int64_t e = 0; e < Evp; e++) orow[e] *= alpha;
+                }
+            }
+            for (int64_t c0 = 0; c0 < Evp; c0 += nrv) {
+                int nvec = (int)((Evp - c0) / uk->vl < uk->nv ? (Evp - c0) / uk->vl : uk->nv);
+                uk->pv(w.o + r0 * Evp + c0, Evp, w.s, nc_pad, w.v + c0, Evp, nc_pad, nvec);
+            }
+        }
+    }
+    if (bad) {
+        if (!run_exact(p, i0, nr)) atomic_store(&j->failed, 1);
+        return;
+    }
+    float *out = (float *)(void *)p->out.base;
+    for (int64_t r = 0; r < nr; r++) {
+        float l = w.l[r], *orow = w.o + r * Evp;
+        float *dst = out + (i0 + r) * p->out.rs;
+        for (int64_t e = 0; e < j->Ev; e++) dst[e * p->out.cs] = l == 0 ? 0.0f : orow[e] / l;
+    }
+}
+
+attn_status attn_flash_run(const attn_slices *sl, attn_error *err) {
+    int64_t n_problems = sl->count;
+    if (n_problems == 0) return ATTN_OK;
+    attn_problem first;
+    attn_slice(sl, 0, &first);
+    const attn_problem *p0 = &first;
+    flash_job j;
+    memset(&j, 0, sizeof j);
+    j.uk = attn_ukernels_active();
+    j.slices = sl;
+    j.L = p0->q.rows, j.E = p0->q.cols, j.S = p0->k.rows, j.Ev = p0->v.cols;
+    j.Evp = round_up(j.Ev, j.uk->vl);
+    j.br = j.L < BR ? round_up(j.L, ATTN_MR) : BR;
+    j.bc = round_up(j.S < BC ? j.S : BC, (int64_t)j.uk->vl * j.uk->nv);
+    j.n_qblocks = (j.L + j.br - 1) / j.br;
+    int64_t items;
+    if (j.E > (1 << 24) || j.Ev > (1 << 24) || !attn_mul_i64(n_problems, j.n_qblocks, &items))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "E=%lld or Ev=%lld is too large for the f32 kernel",
+                         (long long)j.E, (long long)j.Ev);
+    /* Each workspace starts on a 64-byte boundary. */
+    j.ws_bytes = (workspace_floats(&j) * sizeof(float) + 63) / 64 * 64;
+    int workers = attn_get_num_threads();
+    if (workers > items) workers = (int)items;
+    j.scratch = aligned_alloc(64, j.ws_bytes * (size_t)workers);
+    if (!j.scratch)
+        return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate %zu bytes of scratch",
+                         j.ws_bytes * (size_t)workers);
+    attn_parallel_for(workers, items, flash_item, &j);
+    free(j.scratch);
+    if (atomic_load(&j.failed))
+        return attn_fail(err, ATTN_ERR_NO_MEMORY, "out of memory in the exact fallback kernel");
+    return ATTN_OK;
+}

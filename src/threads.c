@@ -1,0 +1,145 @@
+/* threads.c -- a small persistent pool of worker threads, created on first
+ * use and joined by attn_shutdown (also registered with atexit). One job runs
+ * at a time; a caller that finds the pool busy runs its job itself. */
+#include "internal.h"
+
+#include <stdlib.h>
+
+#if defined(__wasm__)
+/* WebAssembly builds run single-threaded. */
+void attn_set_num_threads(int n) { (void)n; }
+int attn_get_num_threads(void) { return 1; }
+void attn_shutdown(void) {}
+void attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx) {
+    (void)n_workers;
+    for (int64_t i = 0; i < n_items; i++) fn(ctx, i, 0);
+}
+#else
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+enum { MAX_THREADS = 256 };
+
+typedef struct pool {
+    pthread_mutex_t lock;
+    pthread_cond_t wake, done;
+    pthread_t threads[MAX_THREADS];
+    int n_threads;            /* workers besides the caller */
+    unsigned long generation; /* bumped for every job */
+    bool stop;
+    /* the current job */
+    attn_task_fn fn;
+    void *ctx;
+    int64_t n_items;
+    int n_workers; /* how many workers (the caller included) take part */
+    int running;   /* workers still inside the job */
+    atomic_llong next;
+} pool;
+
+static pool the_pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                        .wake = PTHREAD_COND_INITIALIZER,
+                        .done = PTHREAD_COND_INITIALIZER};
+static pthread_mutex_t job_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int requested; /* attn_set_num_threads; 0 means the default */
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+static void run_items(pool *p, int worker) {
+    for (;;) {
+        int64_t i = atomic_fetch_add(&p->next, 1);
+        if (i >= p->n_items) return;
+        p->fn(p->ctx, i, worker);
+    }
+}
+
+static void *worker_main(void *arg) {
+    pool *p = &the_pool;
+    int index = (int)(intptr_t)arg; /* 1..n_threads; the caller is 0 */
+    unsigned long seen = 0;
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        while (!p->stop && p->generation == seen) pthread_cond_wait(&p->wake, &p->lock);
+        if (p->stop) break;
+        seen = p->generation;
+        if (index >= p->n_workers) continue; /* this job wants fewer workers */
+        pthread_mutex_unlock(&p->lock);
+        run_items(p, index);
+        pthread_mutex_lock(&p->lock);
+        if (--p->running == 0) pthread_cond_signal(&p->done);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+static void stop_workers(pool *p) {
+    pthread_mutex_lock(&p->lock);
+    p->stop = true;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    for (int i = 0; i < p->n_threads; i++) pthread_join(p->threads[i], NULL);
+    p->n_threads = 0;
+    p->stop = false;
+}
+
+void attn_shutdown(void) {
+    pthread_mutex_lock(&job_lock);
+    stop_workers(&the_pool);
+    pthread_mutex_unlock(&job_lock);
+}
+
+static void shutdown_at_exit(void) { atexit(attn_shutdown); }
+
+void attn_set_num_threads(int n) {
+    atomic_store(&requested, n < 0 ? 0 : n > MAX_THREADS ? MAX_THREADS : n);
+}
+
+int attn_get_num_threads(void) {
+    int n = atomic_load(&requested);
+    if (n > 0) return n;
+    const char *env = getenv("ATTN_NUM_THREADS");
+    n = env ? atoi(env) : 0;
+    if (n <= 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        n = cpus > 0 ? (int)cpus : 1;
+    }
+    return n > MAX_THREADS ? MAX_THREADS : n;
+}
+
+/* Make sure the pool has at least `want` workers besides the caller. */
+static bool grow(pool *p, int want) {
+    pthread_once(&exit_once, shutdown_at_exit);
+    while (p->n_threads < want) {
+        if (pthread_create(&p->threads[p->n_threads], NULL, worker_main,
+                           (void *)(intptr_t)(p->n_threads + 1)) != 0)
+            return false;
+        p->n_threads++;
+    }
+    return true;
+}
+
+void attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx) {
+    pool *p = &the_pool;
+    if (n_workers > MAX_THREADS) n_workers = MAX_THREADS;
+    if (n_workers <= 1 || n_items <= 1 || pthread_mutex_trylock(&job_lock) != 0) {
+        for (int64_t i = 0; i < n_items; i++) fn(ctx, i, 0);
+        return;
+    }
+    pthread_mutex_lock(&p->lock);
+    bool ok = grow(p, n_workers - 1);
+    int helpers = ok ? n_workers - 1 : p->n_threads;
+    p->fn = fn, p->ctx = ctx, p->n_items = n_items;
+    p->n_workers = helpers + 1;
+    p->running = helpers;
+    atomic_store(&p->next, 0);
+    p->generation++;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+
+    run_items(p, 0);
+
+    pthread_mutex_lock(&p->lock);
+    while (p->running > 0) pthread_cond_wait(&p->done, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_unlock(&job_lock);
+}
+#endif

@@ -1,0 +1,57 @@
+/* ukernel.h -- the per-ISA microkernels behind one dispatch table (BLIS
+ * style). The algorithm (tiling, online softmax, masks, threads) is plain C
+ * in flash.c; only these small loops differ per instruction set. */
+#ifndef ATTN_UKERNEL_H
+#define ATTN_UKERNEL_H
+
+#include <stdint.h>
+
+/* Register tile: MR query rows. Key and value columns come in vectors of
+ * VL floats; a microkernel call covers up to NV_MAX vectors of columns. */
+#define ATTN_MR 6
+#define ATTN_VL_MAX 16
+
+typedef struct attn_ukernels {
+    const char *name; /* "avx512", "avx2" or "c" */
+    int vl;           /* floats per vector: 16, 8, or 8 for the portable C kernels */
+    int nv;           /* vectors per register tile: nr = vl * nv columns */
+
+    /* s (ATTN_MR × nr, row stride lds) = q (ATTN_MR × E, stride ldq) · kt
+     * (E × nr, stride ldk). All ATTN_MR rows are computed (callers pad). */
+    void (*qk)(float *s, int64_t lds, const float *q, int64_t ldq, const float *kt, int64_t ldk,
+               int64_t E);
+
+    /* o (ATTN_MR × nvec*vl, stride ldo) += p (ATTN_MR × keys, stride ldp) ·
+     * v (keys × nvec*vl, stride ldv), for 1 <= nvec <= nv. */
+    void (*pv)(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v, int64_t ldv,
+               int64_t keys, int nvec);
+
+    /* x[i] = exp(x[i] - m) for i < n; returns their sum, added in a fixed
+     * order. n is a multiple of vl. x[i] = -inf gives 0. */
+    float (*exp_sum)(float *x, int64_t n, float m);
+
+    /* The largest x[i] for i < n (a multiple of vl); -inf if n is 0. */
+    float (*max)(const float *x, int64_t n);
+
+    /* y[i] = exp(x[i]) for i < n (any n): the vector exp, exposed for tests. */
+    void (*exp)(float *y, const float *x, int64_t n);
+} attn_ukernels;
+
+/* The kernels for this process: ATTN_ISA (avx512, avx2 or c) when set and
+ * supported by this CPU, else the best the CPU supports. Chosen once. */
+const attn_ukernels *attn_ukernels_active(void);
+
+/* The kernels of one ISA by name, or NULL when this CPU (or build) lacks it. */
+const attn_ukernels *attn_ukernels_by_name(const char *name);
+
+extern const attn_ukernels attn_ukernels_c;
+#if defined(ATTN_HAVE_X86_KERNELS)
+extern const attn_ukernels attn_ukernels_avx2;
+extern const attn_ukernels attn_ukernels_avx512;
+#endif
+
+/* The exp of the kernels, one float: the same algorithm as the vector code
+ * (Cody-Waite reduction, a degree-6 polynomial, exact scaling by 2^n). */
+float attn_expf(float x);
+
+#endif /* ATTN_UKERNEL_H */

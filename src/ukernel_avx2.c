@@ -1,0 +1,118 @@
+/* ukernel_avx2.c -- microkernels for AVX2 + FMA (compiled with -mavx2
+ * -mfma): a 6 × 16 register tile, 12 ymm accumulators, and a vector exp
+ * that applies 2^n as two exact halves built in the exponent bits. */
+#include "ukernel.h"
+
+#if defined(ATTN_HAVE_X86_KERNELS)
+#include <immintrin.h>
+#include <math.h>
+
+enum { VL = 8, NV = 2 };
+
+static void qk_avx2(float *s, int64_t lds, const float *q, int64_t ldq, const float *kt, int64_t ldk,
+                    int64_t E) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    for (int64_t e = 0; e < E; e++) {
+        __m256 b0 = _mm256_loadu_ps(kt + e * ldk), b1 = _mm256_loadu_ps(kt + e * ldk + 8), a;
+#define ROW(r)                                                                                    \
+    a = _mm256_broadcast_ss(q + r * ldq + e);                                                     \
+    c##r##0 = _mm256_fmadd_ps(a, b0, c##r##0);                                                    \
+    c##r##1 = _mm256_fmadd_ps(a, b1, c##r##1);
+        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+#undef ROW
+    }
+#define STORE(r)                                                                                  \
+    _mm256_storeu_ps(s + r * lds, c##r##0);                                                       \
+    _mm256_storeu_ps(s + r * lds + 8, c##r##1);
+    STORE(0) STORE(1) STORE(2) STORE(3) STORE(4) STORE(5)
+#undef STORE
+}
+
+#define PV_KERNEL(NVEC)                                                                           \
+    static void pv_avx2_##NVEC(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v, \
+                               int64_t ldv, int64_t keys) {                                       \
+        __m256 acc[ATTN_MR][NVEC];                                                                \
+        for (int r = 0; r < ATTN_MR; r++)                                                         \
+            for (int j = 0; j < NVEC; j++) acc[r][j] = _mm256_loadu_ps(o + r * ldo + 8 * j);      \
+        for (int64_t k = 0; k < keys; k++) {                                                      \
+            __m256 b[NVEC];                                                                       \
+            for (int j = 0; j < NVEC; j++) b[j] = _mm256_loadu_ps(v + k * ldv + 8 * j);           \
+            for (int r = 0; r < ATTN_MR; r++) {                                                   \
+                __m256 a = _mm256_broadcast_ss(p + r * ldp + k);                                  \
+                for (int j = 0; j < NVEC; j++) acc[r][j] = _mm256_fmadd_ps(a, b[j], acc[r][j]);   \
+            }                                                                                     \
+        }                                                                                         \
+        for (int r = 0; r < ATTN_MR; r++)                                                         \
+            for (int j = 0; j < NVEC; j++) _mm256_storeu_ps(o + r * ldo + 8 * j, acc[r][j]);      \
+    }
+PV_KERNEL(1)
+PV_KERNEL(2)
+
+static void pv_avx2(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v, int64_t ldv,
+                    int64_t keys, int nvec) {
+    if (nvec == 1) pv_avx2_1(o, ldo, p, ldp, v, ldv, keys);
+    else pv_avx2_2(o, ldo, p, ldp, v, ldv, keys);
+}
+
+/* 2^n for integer-valued n in [-126, 127], built in the exponent field. */
+static inline __m256 pow2(__m256i n) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
+}
+
+static inline __m256 exp256(__m256 x) {
+    x = _mm256_max_ps(_mm256_set1_ps(-104.0f), x);
+    x = _mm256_min_ps(_mm256_set1_ps(89.0f), x);
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 f = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    f = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), f);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(_mm256_mul_ps(p, f), f, _mm256_add_ps(f, _mm256_set1_ps(1.0f)));
+    /* n in [-150, 129]: two halves, each a normal power of two; NaN lanes
+     * stay NaN through p. */
+    __m256i ni = _mm256_cvtps_epi32(n);
+    __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    return _mm256_mul_ps(_mm256_mul_ps(p, pow2(n1)), pow2(n2));
+}
+
+static float exp_sum_avx2(float *x, int64_t n, float m) {
+    __m256 sum = _mm256_setzero_ps(), mv = _mm256_set1_ps(m);
+    for (int64_t i = 0; i < n; i += VL) {
+        __m256 y = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+        _mm256_storeu_ps(x + i, y);
+        sum = _mm256_add_ps(sum, y);
+    }
+    float lane[VL], total = 0;
+    _mm256_storeu_ps(lane, sum);
+    for (int j = 0; j < VL; j++) total += lane[j];
+    return total;
+}
+
+static float max_avx2(const float *x, int64_t n) {
+    __m256 m = _mm256_set1_ps(-INFINITY);
+    for (int64_t i = 0; i < n; i += VL) m = _mm256_max_ps(_mm256_loadu_ps(x + i), m);
+    float lane[VL], best = -INFINITY;
+    _mm256_storeu_ps(lane, m);
+    for (int j = 0; j < VL; j++) best = lane[j] > best ? lane[j] : best;
+    return best;
+}
+
+static void exp_avx2(float *y, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) _mm256_storeu_ps(y + i, exp256(_mm256_loadu_ps(x + i)));
+    for (; i < n; i++) {
+        float in[VL] = {0}, out[VL];
+        in[0] = x[i];
+        _mm256_storeu_ps(out, exp256(_mm256_loadu_ps(in)));
+        y[i] = out[0];
+    }
+}
+
+const attn_ukernels attn_ukernels_avx2 = {"avx2", VL, NV, qk_avx2, pv_avx2, exp_sum_avx2, max_avx2, exp_avx2};
+#endif

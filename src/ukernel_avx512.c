@@ -1,0 +1,121 @@
+/* ukernel_avx512.c -- microkernels for AVX-512F (compiled with -mavx512f
+ * -mfma): a 6 × 64 register tile, 24 zmm accumulators, and a vector exp
+ * that scales by 2^n with vscalefps. */
+#include "ukernel.h"
+
+#if defined(ATTN_HAVE_X86_KERNELS)
+#include <immintrin.h>
+#include <math.h>
+
+enum { VL = 16, NV = 4 };
+
+static void qk_avx512(float *s, int64_t lds, const float *q, int64_t ldq, const float *kt,
+                      int64_t ldk, int64_t E) {
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00;
+    __m512 c10 = c00, c11 = c00, c12 = c00, c13 = c00, c20 = c00, c21 = c00, c22 = c00, c23 = c00;
+    __m512 c30 = c00, c31 = c00, c32 = c00, c33 = c00, c40 = c00, c41 = c00, c42 = c00, c43 = c00;
+    __m512 c50 = c00, c51 = c00, c52 = c00, c53 = c00;
+    for (int64_t e = 0; e < E; e++) {
+        const float *b = kt + e * ldk;
+        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        __m512 b2 = _mm512_loadu_ps(b + 32), b3 = _mm512_loadu_ps(b + 48);
+        __m512 a;
+#define ROW(r)                                                                                    \
+    a = _mm512_set1_ps(q[r * ldq + e]);                                                           \
+    c##r##0 = _mm512_fmadd_ps(a, b0, c##r##0);                                                    \
+    c##r##1 = _mm512_fmadd_ps(a, b1, c##r##1);                                                    \
+    c##r##2 = _mm512_fmadd_ps(a, b2, c##r##2);                                                    \
+    c##r##3 = _mm512_fmadd_ps(a, b3, c##r##3);
+        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+#undef ROW
+    }
+#define STORE(r)                                                                                  \
+    _mm512_storeu_ps(s + r * lds, c##r##0);                                                       \
+    _mm512_storeu_ps(s + r * lds + 16, c##r##1);                                                  \
+    _mm512_storeu_ps(s + r * lds + 32, c##r##2);                                                  \
+    _mm512_storeu_ps(s + r * lds + 48, c##r##3);
+    STORE(0) STORE(1) STORE(2) STORE(3) STORE(4) STORE(5)
+#undef STORE
+}
+
+/* o += p · v for NVEC vectors of columns, unrolled by the compiler. */
+#define PV_KERNEL(NVEC)                                                                           \
+    static void pv_avx512_##NVEC(float *o, int64_t ldo, const float *p, int64_t ldp,               \
+                                 const float *v, int64_t ldv, int64_t keys) {                      \
+        __m512 acc[ATTN_MR][NVEC];                                                                \
+        for (int r = 0; r < ATTN_MR; r++)                                                         \
+            for (int j = 0; j < NVEC; j++) acc[r][j] = _mm512_loadu_ps(o + r * ldo + 16 * j);     \
+        for (int64_t k = 0; k < keys; k++) {                                                      \
+            __m512 b[NVEC];                                                                       \
+            for (int j = 0; j < NVEC; j++) b[j] = _mm512_loadu_ps(v + k * ldv + 16 * j);          \
+            for (int r = 0; r < ATTN_MR; r++) {                                                   \
+                __m512 a = _mm512_set1_ps(p[r * ldp + k]);                                        \
+                for (int j = 0; j < NVEC; j++) acc[r][j] = _mm512_fmadd_ps(a, b[j], acc[r][j]);   \
+            }                                                                                     \
+        }                                                                                         \
+        for (int r = 0; r < ATTN_MR; r++)                                                         \
+            for (int j = 0; j < NVEC; j++) _mm512_storeu_ps(o + r * ldo + 16 * j, acc[r][j]);     \
+    }
+PV_KERNEL(1)
+PV_KERNEL(2)
+PV_KERNEL(3)
+PV_KERNEL(4)
+
+static void pv_avx512(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v,
+                      int64_t ldv, int64_t keys, int nvec) {
+    switch (nvec) {
+    case 1: pv_avx512_1(o, ldo, p, ldp, v, ldv, keys); break;
+    case 2: pv_avx512_2(o, ldo, p, ldp, v, ldv, keys); break;
+    case 3: pv_avx512_3(o, ldo, p, ldp, v, ldv, keys); break;
+    default: pv_avx512_4(o, ldo, p, ldp, v, ldv, keys); break;
+    }
+}
+
+/* exp(x), the algorithm of attn_expf: clamping with max/min keeps NaN (the
+ * second operand is returned when either is NaN), vscalefps applies 2^n
+ * with one rounding, subnormal results included. */
+static inline __m512 exp512(__m512 x) {
+    x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
+    x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    f = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), f);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(_mm512_mul_ps(p, f), f, _mm512_add_ps(f, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+static float exp_sum_avx512(float *x, int64_t n, float m) {
+    __m512 sum = _mm512_setzero_ps(), mv = _mm512_set1_ps(m);
+    for (int64_t i = 0; i < n; i += VL) {
+        __m512 y = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv));
+        _mm512_storeu_ps(x + i, y);
+        sum = _mm512_add_ps(sum, y);
+    }
+    return _mm512_reduce_add_ps(sum);
+}
+
+static float max_avx512(const float *x, int64_t n) {
+    __m512 m = _mm512_set1_ps(-INFINITY);
+    for (int64_t i = 0; i < n; i += VL) m = _mm512_max_ps(_mm512_loadu_ps(x + i), m);
+    return _mm512_reduce_max_ps(m);
+}
+
+static void exp_avx512(float *y, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) _mm512_storeu_ps(y + i, exp512(_mm512_loadu_ps(x + i)));
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, k, exp512(_mm512_maskz_loadu_ps(k, x + i)));
+    }
+}
+
+const attn_ukernels attn_ukernels_avx512 = {"avx512", VL, NV, qk_avx512, pv_avx512,
+                                            exp_sum_avx512, max_avx512, exp_avx512};
+#endif

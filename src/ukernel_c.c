@@ -1,0 +1,87 @@
+/* ukernel_c.c -- the portable microkernels: plain C, any CPU, and the
+ * reference the SIMD kernels are tested against. */
+#include "ukernel.h"
+
+#include <math.h>
+#include <string.h>
+
+enum { VL = 8, NV = 4, NR = VL * NV };
+
+/* exp(x) = 2^n · e^f with n = round(x / ln 2) and |f| <= ln(2) / 2:
+ * ln 2 in two parts (Cody-Waite) keeps f exact, a degree-6 polynomial
+ * (Cephes' expf coefficients) gives e^f to about 1 ulp, and 2^n is applied
+ * in two exact halves so that results in the subnormal range round once. */
+#define EXP_LOG2E 1.44269504088896341f
+#define EXP_LN2_HI 0.693359375f
+#define EXP_LN2_LO -2.12194440e-4f
+#define EXP_LO -104.0f /* exp(-104) < 2^-150: rounds to 0 */
+#define EXP_HI 89.0f   /* exp(89) > FLT_MAX: rounds to inf */
+
+static float pow2i(int n) { /* 2^n for -126 <= n <= 127 */
+    uint32_t bits = (uint32_t)(n + 127) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+float attn_expf(float x) {
+    if (x != x) return x;
+    x = x < EXP_LO ? EXP_LO : x > EXP_HI ? EXP_HI : x;
+    float n = floorf(x * EXP_LOG2E + 0.5f);
+    float f = x - n * EXP_LN2_HI;
+    f = f - n * EXP_LN2_LO;
+    float p = 1.9875691500e-4f;
+    p = p * f + 1.3981999507e-3f;
+    p = p * f + 8.3334519073e-3f;
+    p = p * f + 4.1665795894e-2f;
+    p = p * f + 1.6666665459e-1f;
+    p = p * f + 5.0000001201e-1f;
+    p = p * f * f + f + 1.0f;
+    int ni = (int)n, n1 = ni / 2, n2 = ni - n1;
+    return p * pow2i(n1) * pow2i(n2);
+}
+
+static void qk_c(float *s, int64_t lds, const float *q, int64_t ldq, const float *kt, int64_t ldk,
+                 int64_t E) {
+    float acc[ATTN_MR][NR] = {{0}};
+    for (int64_t e = 0; e < E; e++)
+        for (int r = 0; r < ATTN_MR; r++) {
+            float a = q[r * ldq + e];
+            for (int c = 0; c < NR; c++) acc[r][c] += a * kt[e * ldk + c];
+        }
+    for (int r = 0; r < ATTN_MR; r++) memcpy(s + r * lds, acc[r], sizeof acc[r]);
+}
+
+static void pv_c(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v, int64_t ldv,
+                 int64_t keys, int nvec) {
+    int n = nvec * VL;
+    for (int r = 0; r < ATTN_MR; r++)
+        for (int64_t k = 0; k < keys; k++) {
+            float a = p[r * ldp + k];
+            for (int c = 0; c < n; c++) o[r * ldo + c] += a * v[k * ldv + c];
+        }
+}
+
+static float exp_sum_c(float *x, int64_t n, float m) {
+    float lane[VL] = {0};
+    for (int64_t i = 0; i < n; i += VL)
+        for (int j = 0; j < VL; j++) {
+            x[i + j] = attn_expf(x[i + j] - m);
+            lane[j] += x[i + j];
+        }
+    float sum = 0;
+    for (int j = 0; j < VL; j++) sum += lane[j];
+    return sum;
+}
+
+static float max_c(const float *x, int64_t n) {
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+static void exp_c(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = attn_expf(x[i]);
+}
+
+const attn_ukernels attn_ukernels_c = {"c", VL, NV, qk_c, pv_c, exp_sum_c, max_c, exp_c};
