@@ -28,7 +28,7 @@
 #include <string.h>
 
 enum {
-    BR = 192, /* query rows per work item (a multiple of ATTN_MR) */
+    BR = 768, /* query rows per work item (a multiple of ATTN_MR) */
     BC = 512  /* keys per block */
 };
 
@@ -56,8 +56,12 @@ typedef struct workspace {
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
+/* Rows of the transposed keys are padded by one cache line, so that the E
+ * rows a microkernel reads do not all fall into the same L1 sets. */
+static int64_t kt_stride(int64_t bc) { return bc + 16; }
+
 static size_t workspace_floats(const flash_job *j) {
-    return (size_t)(j->br * j->E + j->E * j->bc + j->bc * j->Evp + ATTN_MR * j->bc +
+    return (size_t)(j->br * j->E + j->E * kt_stride(j->bc) + j->bc * j->Evp + ATTN_MR * j->bc +
                     j->br * j->Evp + 2 * j->br);
 }
 
@@ -65,7 +69,7 @@ static workspace workspace_of(const flash_job *j, int worker) {
     workspace w;
     w.q = (float *)(void *)(j->scratch + (size_t)worker * j->ws_bytes);
     w.kt = w.q + j->br * j->E;
-    w.v = w.kt + j->E * j->bc;
+    w.v = w.kt + j->E * kt_stride(j->bc);
     w.s = w.v + j->bc * j->Evp;
     w.o = w.s + ATTN_MR * j->bc;
     w.m = w.o + j->br * j->Evp;
@@ -73,47 +77,61 @@ static workspace workspace_of(const flash_job *j, int worker) {
     return w;
 }
 
-static bool finite(float x) { return x - x == 0.0f; }
-
-/* Pack rows r0..r0+n-1 of an f32 matrix times `scale` into dst (n × cols,
- * stride ld), zero rows up to n_pad. Returns the largest |value|, or -1 if
- * a value is not finite. */
-static float pack_rows(float *dst, int64_t ld, const attn_mat *m, int64_t r0, int64_t n,
-                       int64_t n_pad, float scale) {
-    const float *src = (const float *)(const void *)m->base;
+/* max |x| over n values at stride cs (-1 if one is not finite). */
+static float absmax(const attn_ukernels *uk, const float *x, int64_t n, int64_t cs) {
+    if (cs == 1) return uk->absmax(x, n);
     float big = 0;
-    bool ok = true;
-    for (int64_t r = 0; r < n; r++) {
-        const float *row = src + (r0 + r) * m->rs;
-        for (int64_t c = 0; c < m->cols; c++) {
-            float x = row[c * m->cs] * scale;
-            dst[r * ld + c] = x;
-            ok &= finite(x);
-            big = x > big ? x : -x > big ? -x : big;
-        }
-        for (int64_t c = m->cols; c < ld; c++) dst[r * ld + c] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i * cs];
+        if (v - v != 0) return -1;
+        big = v > big ? v : -v > big ? -v : big;
     }
-    for (int64_t r = n; r < n_pad; r++) memset(dst + r * ld, 0, sizeof(float) * (size_t)ld);
-    return ok ? big : -1;
+    return big;
 }
 
-/* kt (E × ld) = keys j0..j0+n-1 transposed, zero columns up to ld. */
-static float pack_keys_transposed(float *kt, int64_t ld, const attn_mat *k, int64_t j0, int64_t n) {
+/* Pack rows r0..r0+n-1 of an f32 matrix times `scale` into dst (n × cols,
+ * stride ld), zero rows up to n_pad and columns up to ld. Returns the largest
+ * |value| read, or -1 if a value is not finite. */
+static float pack_rows(const attn_ukernels *uk, float *dst, int64_t ld, const attn_mat *m,
+                       int64_t r0, int64_t n, int64_t n_pad, float scale) {
+    const float *src = (const float *)(const void *)m->base;
+    float big = 0;
+    for (int64_t r = 0; r < n && big >= 0; r++) {
+        const float *row = src + (r0 + r) * m->rs;
+        float b = absmax(uk, row, m->cols, m->cs);
+        big = b < 0 ? -1 : b > big ? b : big;
+        float *d = dst + r * ld;
+        if (m->cs == 1)
+            for (int64_t c = 0; c < m->cols; c++) d[c] = row[c] * scale;
+        else
+            for (int64_t c = 0; c < m->cols; c++) d[c] = row[c * m->cs] * scale;
+        for (int64_t c = m->cols; c < ld; c++) d[c] = 0;
+    }
+    for (int64_t r = n; r < n_pad; r++) memset(dst + r * ld, 0, sizeof(float) * (size_t)ld);
+    return big < 0 ? -1 : big * (scale < 0 ? -scale : scale);
+}
+
+/* kt (E × ld) = keys j0..j0+n-1 transposed, zero columns up to ld. Returns
+ * the largest |key element|, or -1 if one is not finite. The transpose goes
+ * 16 keys at a time, so that each write fills a cache line. */
+static float pack_keys_transposed(const attn_ukernels *uk, float *kt, int64_t ld, int64_t n_pad,
+                                  const attn_mat *k, int64_t j0, int64_t n) {
     const float *src = (const float *)(const void *)k->base;
     float big = 0;
-    bool ok = true;
-    for (int64_t c = 0; c < n; c++) {
-        const float *row = src + (j0 + c) * k->rs;
+    for (int64_t c = 0; c < n && big >= 0; c++) {
+        float b = absmax(uk, src + (j0 + c) * k->rs, k->cols, k->cs);
+        big = b < 0 ? -1 : b > big ? b : big;
+    }
+    for (int64_t c0 = 0; c0 < n_pad; c0 += 16) {
+        int64_t nb = n - c0 < 16 ? (n - c0 > 0 ? n - c0 : 0) : 16;
+        const float *rows = src + (j0 + c0) * k->rs;
         for (int64_t e = 0; e < k->cols; e++) {
-            float x = row[e * k->cs];
-            kt[e * ld + c] = x;
-            ok &= finite(x);
-            big = x > big ? x : -x > big ? -x : big;
+            float *d = kt + e * ld + c0;
+            for (int64_t c = 0; c < nb; c++) d[c] = rows[c * k->rs + e * k->cs];
+            for (int64_t c = nb; c < 16; c++) d[c] = 0;
         }
     }
-    for (int64_t e = 0; e < k->cols; e++)
-        for (int64_t c = n; c < ld; c++) kt[e * ld + c] = 0;
-    return ok ? big : -1;
+    return big;
 }
 
 /* Mask one MR × nc_pad tile of scores for query rows i0.. and keys j0..:
@@ -177,7 +195,7 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     workspace w = workspace_of(j, worker);
     bool bad = false;
 
-    float qmax = pack_rows(w.q, E, &p->q, i0, nr, nr_pad, (float)p->scale);
+    float qmax = pack_rows(uk, w.q, E, &p->q, i0, nr, nr_pad, (float)p->scale);
     bad |= qmax < 0;
     for (int64_t r = 0; r < nr_pad; r++) w.m[r] = -INFINITY, w.l[r] = 0;
     memset(w.o, 0, sizeof(float) * (size_t)(nr_pad * Evp));
@@ -189,8 +207,9 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     }
     for (int64_t j0 = 0; j0 < jend && !bad; j0 += j->bc) {
         int64_t nc = jend - j0 < j->bc ? jend - j0 : j->bc, nc_pad = round_up(nc, nrv);
-        float kmax = pack_keys_transposed(w.kt, nc_pad, &p->k, j0, nc);
-        float vmax = pack_rows(w.v, Evp, &p->v, j0, nc, nc_pad, 1.0f);
+        int64_t ldk = kt_stride(nc_pad);
+        float kmax = pack_keys_transposed(uk, w.kt, ldk, nc_pad, &p->k, j0, nc);
+        float vmax = pack_rows(uk, w.v, Evp, &p->v, j0, nc, nc_pad, 1.0f);
         /* |q·k| <= E·max|q|·max|k|: beyond f32's range, use the exact kernel. */
         if (kmax < 0 || vmax < 0 || (double)qmax * kmax * (double)E > FLT_MAX / 4) {
             bad = true;
@@ -200,7 +219,7 @@ static void flash_item(void *ctx, int64_t item, int worker) {
         bool causal_block = p->causal && j0 + nc - 1 > i0 + p->causal_offset;
         for (int64_t r0 = 0; r0 < nr_pad; r0 += ATTN_MR) {
             for (int64_t c0 = 0; c0 < nc_pad; c0 += nrv)
-                uk->qk(w.s + c0, nc_pad, w.q + r0 * E, E, w.kt + c0, nc_pad, E);
+                uk->qk(w.s + c0, nc_pad, w.q + r0 * E, E, w.kt + c0, ldk, E);
             int64_t rows = nr - r0 < ATTN_MR ? nr - r0 : ATTN_MR;
             if (rows < 0) rows = 0;
             mask_tile(w.s, nc_pad, p, i0 + r0, rows, j0, nc, nc_pad, causal_block, &bad);

@@ -30,6 +30,9 @@ typedef struct attn_ukernels {
      * order. n is a multiple of vl. x[i] = -inf gives 0. */
     float (*exp_sum)(float *x, int64_t n, float m);
 
+    /* max |x[i]| for i < n (any n), or -1 if some x[i] is NaN or ±inf. */
+    float (*absmax)(const float *x, int64_t n);
+
     /* The largest x[i] for i < n (a multiple of vl); -inf if n is 0. */
     float (*max)(const float *x, int64_t n);
 

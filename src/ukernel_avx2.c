@@ -33,18 +33,18 @@ static void qk_avx2(float *s, int64_t lds, const float *q, int64_t ldq, const fl
     static void pv_avx2_##NVEC(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v, \
                                int64_t ldv, int64_t keys) {                                       \
         __m256 acc[ATTN_MR][NVEC];                                                                \
-        for (int r = 0; r < ATTN_MR; r++)                                                         \
-            for (int j = 0; j < NVEC; j++) acc[r][j] = _mm256_loadu_ps(o + r * ldo + 8 * j);      \
+        _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++)                                  \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) acc[r][j] = _mm256_loadu_ps(o + r * ldo + 8 * j);      \
         for (int64_t k = 0; k < keys; k++) {                                                      \
             __m256 b[NVEC];                                                                       \
-            for (int j = 0; j < NVEC; j++) b[j] = _mm256_loadu_ps(v + k * ldv + 8 * j);           \
-            for (int r = 0; r < ATTN_MR; r++) {                                                   \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) b[j] = _mm256_loadu_ps(v + k * ldv + 8 * j);           \
+            _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++) {                            \
                 __m256 a = _mm256_broadcast_ss(p + r * ldp + k);                                  \
-                for (int j = 0; j < NVEC; j++) acc[r][j] = _mm256_fmadd_ps(a, b[j], acc[r][j]);   \
+                _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) acc[r][j] = _mm256_fmadd_ps(a, b[j], acc[r][j]);   \
             }                                                                                     \
         }                                                                                         \
-        for (int r = 0; r < ATTN_MR; r++)                                                         \
-            for (int j = 0; j < NVEC; j++) _mm256_storeu_ps(o + r * ldo + 8 * j, acc[r][j]);      \
+        _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++)                                  \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) _mm256_storeu_ps(o + r * ldo + 8 * j, acc[r][j]);      \
     }
 PV_KERNEL(1)
 PV_KERNEL(2)
@@ -94,6 +94,26 @@ static float exp_sum_avx2(float *x, int64_t n, float m) {
     return total;
 }
 
+static float absmax_avx2(const float *x, int64_t n) {
+    __m256 big = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f), bad = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_sub_ps(v, v), _mm256_setzero_ps(), _CMP_NEQ_UQ));
+        big = _mm256_max_ps(_mm256_andnot_ps(sign, v), big);
+    }
+    float lane[VL], best = 0;
+    _mm256_storeu_ps(lane, big);
+    for (int j = 0; j < VL; j++) best = lane[j] > best ? lane[j] : best;
+    if (_mm256_movemask_ps(bad)) return -1;
+    for (; i < n; i++) {
+        if (x[i] - x[i] != 0) return -1;
+        float a = x[i] < 0 ? -x[i] : x[i];
+        best = a > best ? a : best;
+    }
+    return best;
+}
+
 static float max_avx2(const float *x, int64_t n) {
     __m256 m = _mm256_set1_ps(-INFINITY);
     for (int64_t i = 0; i < n; i += VL) m = _mm256_max_ps(_mm256_loadu_ps(x + i), m);
@@ -114,5 +134,5 @@ static void exp_avx2(float *y, const float *x, int64_t n) {
     }
 }
 
-const attn_ukernels attn_ukernels_avx2 = {"avx2", VL, NV, qk_avx2, pv_avx2, exp_sum_avx2, max_avx2, exp_avx2};
+const attn_ukernels attn_ukernels_avx2 = {"avx2", VL, NV, qk_avx2, pv_avx2, exp_sum_avx2, absmax_avx2, max_avx2, exp_avx2};
 #endif

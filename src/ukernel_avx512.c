@@ -43,18 +43,18 @@ static void qk_avx512(float *s, int64_t lds, const float *q, int64_t ldq, const 
     static void pv_avx512_##NVEC(float *o, int64_t ldo, const float *p, int64_t ldp,               \
                                  const float *v, int64_t ldv, int64_t keys) {                      \
         __m512 acc[ATTN_MR][NVEC];                                                                \
-        for (int r = 0; r < ATTN_MR; r++)                                                         \
-            for (int j = 0; j < NVEC; j++) acc[r][j] = _mm512_loadu_ps(o + r * ldo + 16 * j);     \
+        _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++)                                  \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) acc[r][j] = _mm512_loadu_ps(o + r * ldo + 16 * j);     \
         for (int64_t k = 0; k < keys; k++) {                                                      \
             __m512 b[NVEC];                                                                       \
-            for (int j = 0; j < NVEC; j++) b[j] = _mm512_loadu_ps(v + k * ldv + 16 * j);          \
-            for (int r = 0; r < ATTN_MR; r++) {                                                   \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) b[j] = _mm512_loadu_ps(v + k * ldv + 16 * j);          \
+            _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++) {                            \
                 __m512 a = _mm512_set1_ps(p[r * ldp + k]);                                        \
-                for (int j = 0; j < NVEC; j++) acc[r][j] = _mm512_fmadd_ps(a, b[j], acc[r][j]);   \
+                _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) acc[r][j] = _mm512_fmadd_ps(a, b[j], acc[r][j]);   \
             }                                                                                     \
         }                                                                                         \
-        for (int r = 0; r < ATTN_MR; r++)                                                         \
-            for (int j = 0; j < NVEC; j++) _mm512_storeu_ps(o + r * ldo + 16 * j, acc[r][j]);     \
+        _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++)                                  \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) _mm512_storeu_ps(o + r * ldo + 16 * j, acc[r][j]);     \
     }
 PV_KERNEL(1)
 PV_KERNEL(2)
@@ -101,6 +101,19 @@ static float exp_sum_avx512(float *x, int64_t n, float m) {
     return _mm512_reduce_add_ps(sum);
 }
 
+static float absmax_avx512(const float *x, int64_t n) {
+    __m512 big = _mm512_setzero_ps(), sign = _mm512_set1_ps(-0.0f);
+    __mmask16 bad = 0;
+    for (int64_t i = 0; i < n; i += VL) {
+        __mmask16 k = n - i >= VL ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+        /* x - x is 0 for finite x and NaN for NaN or inf. */
+        bad |= _mm512_cmp_ps_mask(_mm512_sub_ps(v, v), _mm512_setzero_ps(), _CMP_NEQ_UQ);
+        big = _mm512_max_ps(_mm512_andnot_ps(sign, v), big);
+    }
+    return bad ? -1.0f : _mm512_reduce_max_ps(big);
+}
+
 static float max_avx512(const float *x, int64_t n) {
     __m512 m = _mm512_set1_ps(-INFINITY);
     for (int64_t i = 0; i < n; i += VL) m = _mm512_max_ps(_mm512_loadu_ps(x + i), m);
@@ -117,5 +130,6 @@ static void exp_avx512(float *y, const float *x, int64_t n) {
 }
 
 const attn_ukernels attn_ukernels_avx512 = {"avx512", VL, NV, qk_avx512, pv_avx512,
-                                            exp_sum_avx512, max_avx512, exp_avx512};
+                                            exp_sum_avx512, absmax_avx512, max_avx512,
+                                            exp_avx512};
 #endif

@@ -74,6 +74,16 @@ static float exp_sum_c(float *x, int64_t n, float m) {
     return sum;
 }
 
+static float absmax_c(const float *x, int64_t n) {
+    float big = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (x[i] - x[i] != 0) return -1; /* NaN or inf */
+        float a = fabsf(x[i]);
+        big = a > big ? a : big;
+    }
+    return big;
+}
+
 static float max_c(const float *x, int64_t n) {
     float m = -INFINITY;
     for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
@@ -84,4 +94,4 @@ static void exp_c(float *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = attn_expf(x[i]);
 }
 
-const attn_ukernels attn_ukernels_c = {"c", VL, NV, qk_c, pv_c, exp_sum_c, max_c, exp_c};
+const attn_ukernels attn_ukernels_c = {"c", VL, NV, qk_c, pv_c, exp_sum_c, absmax_c, max_c, exp_c};
