@@ -31,6 +31,7 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 HEADERS := include/attn.h $(wildcard src/*.h) $(wildcard cli/*.h)
 
 TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/explain_api \
+             $(BUILD)/tests/test_fast \
              $(BUILD)/asan/test_api \
              $(BUILD)/asan/attn
 

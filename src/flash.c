@@ -181,6 +181,37 @@ static bool run_exact(const attn_problem *p, int64_t i0, int64_t n) {
     return true;
 }
 
+/* One MR-row tile against keys j0..j0+tc-1 of the packed block: scores,
+ * masks, the online-softmax update of m, l and O, then O += P·V. */
+static void tile_step(const attn_ukernels *uk, const workspace *w, const attn_problem *p,
+                      int64_t r0, int64_t rows, int64_t i0, int64_t j0, int64_t tc, int64_t lds,
+                      int64_t ldk, int64_t E, int64_t Evp, bool cut, bool *bad) {
+    int64_t nrv = (int64_t)uk->vl * uk->nv, tc_pad = round_up(tc, nrv);
+    for (int64_t c0 = 0; c0 < tc_pad; c0 += nrv)
+        uk->qk(w->s + c0, lds, w->q + r0 * E, E, w->kt + c0, ldk, E);
+    mask_tile(w->s, lds, p, i0 + r0, rows, j0, tc, tc_pad, cut, bad);
+    for (int64_t r = 0; r < ATTN_MR; r++) {
+        float *srow = w->s + r * lds, mx = uk->max(srow, tc_pad);
+        float m_old = w->m[r0 + r], m_new = mx > m_old ? mx : m_old;
+        if (m_new == -INFINITY) { /* nothing allowed yet: P = 0 */
+            memset(srow, 0, sizeof(float) * (size_t)tc_pad);
+            continue;
+        }
+        float alpha = m_old == -INFINITY ? 0.0f : attn_expf(m_old - m_new);
+        float sum = uk->exp_sum(srow, tc_pad, m_new);
+        w->l[r0 + r] = w->l[r0 + r] * alpha + sum;
+        w->m[r0 + r] = m_new;
+        if (alpha != 1.0f) {
+            float *orow = w->o + (r0 + r) * Evp;
+            for (int64_t e = 0; e < Evp; e++) orow[e] *= alpha;
+        }
+    }
+    for (int64_t c0 = 0; c0 < Evp; c0 += nrv) {
+        int nvec = (int)((Evp - c0) / uk->vl < uk->nv ? (Evp - c0) / uk->vl : uk->nv);
+        uk->pv(w->o + r0 * Evp + c0, Evp, w->s, lds, w->v + c0, Evp, tc_pad, nvec);
+    }
+}
+
 static void flash_item(void *ctx, int64_t item, int worker) {
     flash_job *j = ctx;
     const attn_ukernels *uk = j->uk;
@@ -215,34 +246,19 @@ static void flash_item(void *ctx, int64_t item, int worker) {
             bad = true;
             break;
         }
-        /* Does the causal limit cut through this block for the first row? */
-        bool causal_block = p->causal && j0 + nc - 1 > i0 + p->causal_offset;
         for (int64_t r0 = 0; r0 < nr_pad; r0 += ATTN_MR) {
-            for (int64_t c0 = 0; c0 < nc_pad; c0 += nrv)
-                uk->qk(w.s + c0, nc_pad, w.q + r0 * E, E, w.kt + c0, ldk, E);
             int64_t rows = nr - r0 < ATTN_MR ? nr - r0 : ATTN_MR;
-            if (rows < 0) rows = 0;
-            mask_tile(w.s, nc_pad, p, i0 + r0, rows, j0, nc, nc_pad, causal_block, &bad);
-            for (int64_t r = 0; r < ATTN_MR; r++) {
-                float *srow = w.s + r * nc_pad, mx = uk->max(srow, nc_pad);
-                float m_old = w.m[r0 + r], m_new = mx > m_old ? mx : m_old;
-                if (m_new == -INFINITY) { /* nothing allowed yet: P = 0 */
-                    memset(srow, 0, sizeof(float) * (size_t)nc_pad);
-                    continue;
-                }
-                float alpha = m_old == -INFINITY ? 0.0f : attn_expf(m_old - m_new);
-                float sum = uk->exp_sum(srow, nc_pad, m_new);
-                w.l[r0 + r] = w.l[r0 + r] * alpha + sum;
-                w.m[r0 + r] = m_new;
-                if (alpha != 1.0f) {
-                    float *orow = w.o + (r0 + r) * Evp;
-                    for (int64_t e = 0; e < Evp; e++) orow[e] *= alpha;
-                }
+            /* Under a causal mask a tile needs only the keys its last row sees;
+             * blocks above the diagonal are skipped whole. */
+            int64_t tc = nc;
+            if (p->causal) {
+                int64_t lim = i0 + r0 + rows - 1 + p->causal_offset + 1 - j0;
+                tc = lim < 0 ? 0 : lim < nc ? lim : nc;
             }
-            for (int64_t c0 = 0; c0 < Evp; c0 += nrv) {
-                int nvec = (int)((Evp - c0) / uk->vl < uk->nv ? (Evp - c0) / uk->vl : uk->nv);
-                uk->pv(w.o + r0 * Evp + c0, Evp, w.s, nc_pad, w.v + c0, Evp, nc_pad, nvec);
-            }
+            if (tc == 0) continue;
+            /* Does the causal limit cut through these keys for the tile's first row? */
+            bool cut = p->causal && j0 + tc - 1 > i0 + r0 + p->causal_offset;
+            tile_step(uk, &w, p, r0, rows, i0, j0, tc, nc_pad, ldk, E, Evp, cut, &bad);
         }
     }
     if (bad) {

@@ -36,6 +36,14 @@ suite "unit tests (C API)" "$BUILD/tests/test_api"
 # that cannot be satisfied must return NULL rather than abort.
 suite "unit tests under ASan+UBSan" env ASAN_OPTIONS=allocator_may_return_null=1 "$BUILD/asan/test_api"
 suite "attn sdpa vs PyTorch float64" $PY tests/oracle.py "$BUILD"
+# The f32 path again with each instruction set forced (one it lacks falls
+# back to the best it has, so these never fail for want of AVX-512).
+for isa in avx2 c; do
+    suite "attn sdpa vs PyTorch float64, ATTN_ISA=$isa" env ATTN_ISA=$isa $PY tests/oracle.py "$BUILD"
+done
+for isa in avx512 avx2 c; do
+    suite "fast f32 path: exp, threads, f64 agreement, ATTN_ISA=$isa" env ATTN_ISA=$isa "$BUILD/tests/test_fast"
+done
 suite "command: seeds, printing, bad input" $PY tests/test_cli.py "$BUILD"
 suite "explain and scaling: story, seeds, NumPy, errors" $PY tests/test_explain.py "$BUILD"
 suite "command under ASan+UBSan: bad input" $PY tests/test_cli.py "$BUILD/asan"

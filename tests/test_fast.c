@@ -1,0 +1,243 @@
+/* test_fast.c -- the fast f32 path: the vector exp of every available ISA
+ * against libm, bitwise identity across thread counts, agreement with the
+ * exact f64 kernel on shapes that span many work items and key blocks, and
+ * the f64 fallback for inputs the f32 kernel must not take (huge values,
+ * NaN behind a mask).
+ *
+ * Prints "ok NAME" or "FAIL NAME: why"; exits 1 if any failed. Run it with
+ * ATTN_ISA=avx512|avx2|c to test each ISA's whole path. */
+#include "attn.h"
+#include "../src/ukernel.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int n_failed;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void check(int cond, const char *name, const char *fmt, ...) {
+    if (cond) {
+        printf("ok %s\n", name);
+        return;
+    }
+    va_list ap;
+    printf("FAIL %s: ", name);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    n_failed++;
+}
+
+static uint64_t rng = 99;
+static double uniform(void) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(rng >> 11) * 0x1.0p-53;
+}
+static float normal(void) {
+    double u = 1 - uniform(), v = uniform();
+    return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
+}
+
+/* Distance in units in the last place between two floats of the same sign. */
+static double ulps(float got, float want) {
+    if (got == want) return 0;
+    if (isnan(want)) return isnan(got) ? 0 : INFINITY;
+    if (isinf(want) || isinf(got)) return INFINITY;
+    int32_t a, b;
+    memcpy(&a, &got, 4);
+    memcpy(&b, &want, 4);
+    return fabs((double)a - (double)b);
+}
+
+static void test_exp(const char *isa) {
+    const attn_ukernels *uk = attn_ukernels_by_name(isa);
+    char name[64];
+    snprintf(name, sizeof name, "exp_%s_vs_libm", isa);
+    if (!uk) {
+        printf("ok %s (not on this CPU: skipped)\n", name);
+        return;
+    }
+    enum { N = 200003 };
+    float *x = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * N);
+    /* An even sweep over the whole range, then random points. */
+    for (int i = 0; i < N / 2; i++) x[i] = -110.0f + 200.0f * (float)i / (N / 2);
+    for (int i = N / 2; i < N; i++) x[i] = (float)(uniform() * 200 - 110);
+    uk->exp(y, x, N);
+    double worst = 0, worst_sub = 0;
+    float at = 0;
+    for (int i = 0; i < N; i++) {
+        float want = (float)exp((double)x[i]);
+        double u = ulps(y[i], want);
+        if (want < 1.17549435e-38f) { /* subnormal results: one rounding of 2^-149 */
+            double abs_err = fabs((double)y[i] - (double)want) / 0x1p-149;
+            if (abs_err > worst_sub) worst_sub = abs_err;
+        } else if (u > worst) {
+            worst = u, at = x[i];
+        }
+    }
+    check(worst <= 2 && worst_sub <= 1, name, "max %.0f ulp at x = %.9g; %.1f subnormal ulps", worst,
+          (double)at, worst_sub);
+    float special[6] = {-INFINITY, INFINITY, NAN, -1000.0f, 0.0f, -87.5f}, out[6];
+    uk->exp(out, special, 6);
+    snprintf(name, sizeof name, "exp_%s_special_values", isa);
+    check(out[0] == 0 && isinf(out[1]) && out[1] > 0 && isnan(out[2]) && out[3] == 0 && out[4] == 1 &&
+              ulps(out[5], (float)exp(-87.5)) <= 2,
+          name, "exp(-inf)=%g exp(inf)=%g exp(nan)=%g exp(-1000)=%g exp(0)=%g exp(-87.5)=%g", out[0],
+          out[1], out[2], out[3], out[4], out[5]);
+    free(x), free(y);
+}
+
+typedef struct problem {
+    int64_t L, S, E, Ev, Hq, Hk;
+    attn_causal causal;
+    int mask; /* 0 none, 1 bool, 2 float */
+} problem;
+
+static float *random_floats(size_t n) {
+    float *p = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) p[i] = normal();
+    return p;
+}
+
+/* out (f32) with `threads` threads. */
+static void run_f32(float *out, const problem *pr, float *q, float *k, float *v, void *mask, int threads) {
+    int64_t sq[3] = {pr->Hq, pr->L, pr->E}, sk[3] = {pr->Hk, pr->S, pr->E}, sv[3] = {pr->Hk, pr->S, pr->Ev},
+            so[3] = {pr->Hq, pr->L, pr->Ev}, sm[2] = {pr->L, pr->S};
+    attn_tensor tq, tk, tv, to, tm;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&tk, k, ATTN_F32, 3, sk, NULL, NULL);
+    attn_tensor_init(&tv, v, ATTN_F32, 3, sv, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, so, NULL, NULL);
+    attn_tensor_init(&tm, mask, pr->mask == 1 ? ATTN_BOOL : ATTN_F32, 2, sm, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = pr->causal;
+    o.mask = pr->mask ? &tm : NULL;
+    attn_set_num_threads(threads);
+    attn_error err;
+    if (attn_sdpa(&to, &tq, &tk, &tv, &o, &err)) printf("# sdpa failed: %s\n", err.message);
+    attn_set_num_threads(0);
+}
+
+/* The exact f64 result of the same problem. */
+static void run_f64(double *out, const problem *pr, const float *q, const float *k, const float *v,
+                    const void *mask) {
+    size_t nq = (size_t)(pr->Hq * pr->L * pr->E), nk = (size_t)(pr->Hk * pr->S * pr->E),
+           nv = (size_t)(pr->Hk * pr->S * pr->Ev), nm = (size_t)(pr->L * pr->S);
+    double *q64 = malloc(8 * nq), *k64 = malloc(8 * nk), *v64 = malloc(8 * nv), *m64 = malloc(8 * nm);
+    for (size_t i = 0; i < nq; i++) q64[i] = q[i];
+    for (size_t i = 0; i < nk; i++) k64[i] = k[i];
+    for (size_t i = 0; i < nv; i++) v64[i] = v[i];
+    if (pr->mask == 2)
+        for (size_t i = 0; i < nm; i++) m64[i] = ((const float *)mask)[i];
+    int64_t sq[3] = {pr->Hq, pr->L, pr->E}, sk[3] = {pr->Hk, pr->S, pr->E}, sv[3] = {pr->Hk, pr->S, pr->Ev},
+            so[3] = {pr->Hq, pr->L, pr->Ev}, sm[2] = {pr->L, pr->S};
+    attn_tensor tq, tk, tv, to, tm;
+    attn_tensor_init(&tq, q64, ATTN_F64, 3, sq, NULL, NULL);
+    attn_tensor_init(&tk, k64, ATTN_F64, 3, sk, NULL, NULL);
+    attn_tensor_init(&tv, v64, ATTN_F64, 3, sv, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F64, 3, so, NULL, NULL);
+    attn_tensor_init(&tm, pr->mask == 1 ? (void *)mask : m64, pr->mask == 1 ? ATTN_BOOL : ATTN_F64, 2, sm,
+                     NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = pr->causal;
+    o.mask = pr->mask ? &tm : NULL;
+    attn_sdpa(&to, &tq, &tk, &tv, &o, NULL);
+    free(q64), free(k64), free(v64), free(m64);
+}
+
+static void test_problem(const problem *pr) {
+    size_t nq = (size_t)(pr->Hq * pr->L * pr->E), nk = (size_t)(pr->Hk * pr->S * pr->E),
+           nv = (size_t)(pr->Hk * pr->S * pr->Ev), no = (size_t)(pr->Hq * pr->L * pr->Ev),
+           nm = (size_t)(pr->L * pr->S);
+    float *q = random_floats(nq), *k = random_floats(nk), *v = random_floats(nv);
+    void *mask = NULL;
+    if (pr->mask == 1) {
+        unsigned char *m = malloc(nm);
+        for (size_t i = 0; i < nm; i++) m[i] = uniform() < 0.8;
+        for (int64_t j = 0; j < pr->S; j++) m[j] = 0; /* row 0 fully masked */
+        mask = m;
+    } else if (pr->mask == 2) {
+        float *m = malloc(sizeof(float) * nm);
+        for (size_t i = 0; i < nm; i++) m[i] = uniform() < 0.1 ? -INFINITY : normal();
+        mask = m;
+    }
+    float *o1 = malloc(sizeof(float) * no), *on = malloc(sizeof(float) * no);
+    double *ref = malloc(sizeof(double) * no);
+    char name[160];
+    snprintf(name, sizeof name, "L%lld_S%lld_E%lld_Ev%lld_H%lld/%lld_causal%d_mask%d", (long long)pr->L,
+             (long long)pr->S, (long long)pr->E, (long long)pr->Ev, (long long)pr->Hq, (long long)pr->Hk,
+             (int)pr->causal, pr->mask);
+    run_f32(o1, pr, q, k, v, mask, 1);
+    int threads[3] = {2, 3, 7}, same = 1;
+    for (int t = 0; t < 3; t++) {
+        run_f32(on, pr, q, k, v, mask, threads[t]);
+        same &= memcmp(o1, on, sizeof(float) * no) == 0;
+    }
+    char full[200];
+    snprintf(full, sizeof full, "threads_1_2_3_7_bitwise_identical_%s", name);
+    check(same, full, "results differ between thread counts");
+    run_f64(ref, pr, q, k, v, mask);
+    double err = 0, big = 0;
+    for (size_t i = 0; i < no; i++) {
+        double d = fabs(o1[i] - ref[i]);
+        err = d > err || isnan(d) ? d : err;
+        big = fabs(ref[i]) > big ? fabs(ref[i]) : big;
+    }
+    snprintf(full, sizeof full, "f32_vs_f64_%s_%s", attn_isa(), name);
+    check(err / big <= 2e-5, full, "relative error %.3g", err / big);
+    free(q), free(k), free(v), free(mask), free(o1), free(on), free(ref);
+}
+
+/* Inputs the f32 kernel hands to the exact kernel keep attn.h's semantics. */
+static void test_fallback(void) {
+    /* Scores far beyond f32's range: q, k of 1e20 (q·k ~ 1e40 would be inf). */
+    problem pr = {40, 50, 8, 4, 1, 1, ATTN_CAUSAL_NONE, 0};
+    size_t nq = 40 * 8, nk = 50 * 8, nv = 50 * 4, no = 40 * 4;
+    float *q = random_floats(nq), *k = random_floats(nk), *v = random_floats(nv), *o = malloc(4 * no);
+    double *ref = malloc(8 * no);
+    for (size_t i = 0; i < nq; i++) q[i] *= 1e20f;
+    for (size_t i = 0; i < nk; i++) k[i] *= 1e20f;
+    run_f32(o, &pr, q, k, v, NULL, 2);
+    run_f64(ref, &pr, q, k, v, NULL);
+    double err = 0;
+    for (size_t i = 0; i < no; i++) err = fmax(err, fabs(o[i] - ref[i]));
+    check(err < 1e-5, "fallback_huge_scores_match_exact", "max error %g", err);
+    /* NaN in the value of a masked key does not reach the output. */
+    unsigned char *mask = calloc(40 * 50, 1);
+    for (int i = 0; i < 40; i++)
+        for (int j = 0; j < 49; j++) mask[i * 50 + j] = 1;
+    pr.mask = 1;
+    for (size_t i = 0; i < nq; i++) q[i] /= 1e20f;
+    for (size_t i = 0; i < nk; i++) k[i] /= 1e20f;
+    v[49 * 4 + 1] = NAN;
+    run_f32(o, &pr, q, k, v, mask, 2);
+    int finite = 1;
+    for (size_t i = 0; i < no; i++) finite &= isfinite(o[i]);
+    check(finite, "fallback_nan_behind_mask_stays_out", "NaN reached the output");
+    free(q), free(k), free(v), free(o), free(ref), free(mask);
+}
+
+int main(void) {
+    test_exp("c");
+    test_exp("avx2");
+    test_exp("avx512");
+    /* Shapes that span several 768-row items and 512-key blocks, odd sizes. */
+    problem shapes[] = {
+        {1000, 1300, 40, 24, 2, 1, ATTN_CAUSAL_NONE, 0},
+        {1537, 1537, 64, 64, 1, 1, ATTN_CAUSAL_TOP_LEFT, 0},
+        {900, 1200, 72, 72, 2, 2, ATTN_CAUSAL_BOTTOM_RIGHT, 1},
+        {1200, 700, 33, 17, 4, 2, ATTN_CAUSAL_BOTTOM_RIGHT, 2},
+        {7, 3000, 128, 128, 2, 1, ATTN_CAUSAL_NONE, 1},
+        {1, 1, 1, 1, 1, 1, ATTN_CAUSAL_NONE, 0},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) test_problem(&shapes[i]);
+    test_fallback();
+    attn_shutdown();
+    return n_failed ? 1 : 0;
+}
