@@ -35,7 +35,7 @@ TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/
              $(BUILD)/asan/test_api \
              $(BUILD)/asan/attn
 
-.PHONY: all lib run web test test-deps install uninstall clean
+.PHONY: all lib run web bench test test-deps install uninstall clean
 all: $(BUILD)/attn $(BUILD)/libattn.a $(BUILD)/libattn.so
 lib: $(BUILD)/libattn.a $(BUILD)/libattn.so
 
@@ -96,6 +96,14 @@ $(BUILD)/explainer.html: web/explainer.html web/explainer.css web/explainer.js w
 
 web: $(BUILD)/explainer.html
 
+# The benchmark (bench/bench.c), run as `attn bench`. It alone links OpenBLAS,
+# for the unfused baseline; the library needs only libc, libm and pthreads.
+BLAS_FLAGS = $(shell pkg-config --cflags --libs openblas 2>/dev/null || echo -lopenblas)
+$(BUILD)/attn-bench: bench/bench.c $(BUILD)/libattn.a include/attn.h
+	$(CC) $(ALL_CFLAGS) -o $@ bench/bench.c $(BUILD)/libattn.a $(BLAS_FLAGS) $(LIBS)
+
+bench: $(BUILD)/attn $(BUILD)/attn-bench
+
 run: $(BUILD)/attn
 	./$(BUILD)/attn explain
 
@@ -105,7 +113,7 @@ test-deps:
 # Dependencies first, then the build: a separate make, so that a parallel
 # `make -j test` cannot start compiling before the tools are installed.
 test: test-deps
-	@$(MAKE) --no-print-directory all web $(TEST_BINS)
+	@$(MAKE) --no-print-directory all web bench $(TEST_BINS)
 	@sh tests/run.sh $(BUILD)
 
 install: all

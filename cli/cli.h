@@ -59,5 +59,6 @@ int cmd_sdpa(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_explain(int argc, char **argv);
 int cmd_scaling(int argc, char **argv);
+int cmd_bench(int argc, char **argv, const char *self);
 
 #endif /* ATTN_CLI_H */

@@ -21,6 +21,8 @@ static const char SDPA_USAGE[] =
     "  -o, --out FILE         write the output (..., Hq, L, Ev) to FILE; without -o\n"
     "                         it is printed\n"
     "  -w, --weights FILE     also write the attention weights (..., Hq, L, S)\n"
+    "      --threads N        threads for f32 attention (default: ATTN_NUM_THREADS,\n"
+    "                         else every CPU); results do not depend on it\n"
     "  -h, --help             show this help\n"
     "\n"
     "Inputs are all float32 or all float64; outputs have the same dtype. Output\n"
@@ -90,6 +92,13 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs,
             if (val && !cli_parse_double(val, &opts->scale))
                 code = cli_error(EXIT_USAGE, "--scale %s is not a finite number", val);
             opts->has_scale = 1;
+        } else if (cli_option(argc, argv, &i, NULL, "--threads", &val, &code)) {
+            char *end;
+            long n = val ? strtol(val, &end, 10) : 0;
+            if (val && (end == val || *end || n < 1 || n > 256))
+                code = cli_error(EXIT_USAGE, "--threads %s is not a whole number from 1 to 256", val);
+            else if (val)
+                attn_set_num_threads((int)n);
         } else if (strcmp(arg, "--causal") == 0 || strcmp(arg, "--causal=top-left") == 0) {
             opts->causal = ATTN_CAUSAL_TOP_LEFT;
             i++;

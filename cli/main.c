@@ -13,6 +13,7 @@ static const char USAGE[] =
     "  scaling  why divide by sqrt(d_k): the experiment, as a table or a figure\n"
     "  sdpa     attention on .npy files (PyTorch semantics)\n"
     "  demo     the seeds' first worked examples (seed 002)\n"
+    "  bench    speed on this machine, against its peak and baselines (make bench)\n"
     "\n"
     "options:\n"
     "  -h, --help       show this help (attn <command> --help for a command's)\n"
@@ -36,5 +37,6 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "demo") == 0) return cmd_demo(argc - 1, argv + 1);
     if (strcmp(cmd, "explain") == 0) return cmd_explain(argc - 1, argv + 1);
     if (strcmp(cmd, "scaling") == 0) return cmd_scaling(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 1, argv + 1, argv[0]);
     return cli_error(EXIT_USAGE, "unknown command '%s' (see attn --help)", cmd);
 }

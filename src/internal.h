@@ -133,4 +133,9 @@ void attn_slice(const attn_slices *sl, int64_t index, attn_problem *p);
  * Returns ATTN_OK, ATTN_ERR_OVERFLOW or ATTN_ERR_NO_MEMORY, with *err filled. */
 attn_status attn_flash_run(const attn_slices *sl, attn_error *err);
 
+/* The f32 decode path (decode.c): a few queries against many keys, split
+ * over the keys. attn_decode_applies says when it is the one to use. */
+bool attn_decode_applies(int64_t L, int64_t S);
+attn_status attn_decode_run(const attn_slices *sl, attn_error *err);
+
 #endif /* ATTN_INTERNAL_H */

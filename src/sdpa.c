@@ -233,8 +233,10 @@ static attn_status sdpa_run(kernel_kind kind, attn_tensor *out, const attn_tenso
     sl.base.causal_offset = o.causal == ATTN_CAUSAL_BOTTOM_RIGHT ? S - L : 0;
     sl.count = pl.out[0] * pl.out[1] * pl.out[2]; /* <= out's element count: no overflow */
 
-    /* f32 attention without weights takes the fast tiled kernel. */
-    if (kind == KERNEL_STREAM && q->dtype == ATTN_F32 && !o.weights) return attn_flash_run(&sl, err);
+    /* f32 attention without weights takes the fast kernels: split over the
+     * keys for a few queries against many keys, else tiled. */
+    if (kind == KERNEL_STREAM && q->dtype == ATTN_F32 && !o.weights)
+        return attn_decode_applies(L, S) ? attn_decode_run(&sl, err) : attn_flash_run(&sl, err);
 
     /* Scratch memory, sized by the kernel, overflow-checked. */
     int64_t words = kind == KERNEL_STREAM ? attn_stream_work_size(E, Ev)

@@ -10,6 +10,7 @@
  * VL floats; a microkernel call covers up to NV_MAX vectors of columns. */
 #define ATTN_MR 6
 #define ATTN_VL_MAX 16
+#define ATTN_DECODE_MAX_ROWS 4
 
 typedef struct attn_ukernels {
     const char *name; /* "avx512", "avx2" or "c" */
@@ -35,6 +36,16 @@ typedef struct attn_ukernels {
 
     /* The largest x[i] for i < n (a multiple of vl); -inf if n is 0. */
     float (*max)(const float *x, int64_t n);
+
+    /* The decode path, for a few query rows against rows of keys read where
+     * they lie (contiguous rows, row stride ld):
+     * s[i * lds + j] = q[i * E ..] · k[j * ld ..] for i < nq <= 4, j < n.
+     * Returns max |k| over the rows read, or -1 if one is not finite. */
+    float (*dot_rows)(float *s, int64_t lds, const float *q, int nq, const float *k, int64_t ld,
+                      int64_t n, int64_t E);
+    /* acc[i * Ev ..] += sum over j < n of p[i * ldp + j] · v[j * ld ..], i < nq <= 4. */
+    void (*axpy_rows)(float *acc, const float *p, int64_t ldp, int nq, const float *v, int64_t ld,
+                      int64_t n, int64_t Ev);
 
     /* y[i] = exp(x[i]) for i < n (any n): the vector exp, exposed for tests. */
     void (*exp)(float *y, const float *x, int64_t n);

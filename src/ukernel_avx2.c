@@ -123,6 +123,54 @@ static float max_avx2(const float *x, int64_t n) {
     return best;
 }
 
+static float hsum256(__m256 v) {
+    float lane[VL], sum = 0;
+    _mm256_storeu_ps(lane, v);
+    for (int l = 0; l < VL; l++) sum += lane[l];
+    return sum;
+}
+
+static float dot_rows_avx2(float *s, int64_t lds, const float *q, int nq, const float *k, int64_t ld,
+                           int64_t n, int64_t E) {
+    float big = 0;
+    for (int64_t j = 0; j < n; j++) {
+        const float *kj = k + j * ld;
+        float b = absmax_avx2(kj, E);
+        big = b < 0 || big < 0 ? -1 : b > big ? b : big;
+        __m256 acc[ATTN_DECODE_MAX_ROWS] = {_mm256_setzero_ps(), _mm256_setzero_ps(),
+                                             _mm256_setzero_ps(), _mm256_setzero_ps()};
+        int64_t e = 0;
+        for (; e + VL <= E; e += VL) {
+            __m256 kv = _mm256_loadu_ps(kj + e);
+            for (int i = 0; i < nq; i++)
+                acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(q + i * E + e), kv, acc[i]);
+        }
+        for (int i = 0; i < nq; i++) {
+            float sum = hsum256(acc[i]);
+            for (int64_t t = e; t < E; t++) sum += q[i * E + t] * kj[t];
+            s[i * lds + j] = sum;
+        }
+    }
+    return big;
+}
+
+static void axpy_rows_avx2(float *acc, const float *p, int64_t ldp, int nq, const float *v, int64_t ld,
+                           int64_t n, int64_t Ev) {
+    int64_t e = 0;
+    for (; e + VL <= Ev; e += VL) {
+        __m256 a[ATTN_DECODE_MAX_ROWS];
+        for (int i = 0; i < nq; i++) a[i] = _mm256_loadu_ps(acc + i * Ev + e);
+        for (int64_t j = 0; j < n; j++) {
+            __m256 vv = _mm256_loadu_ps(v + j * ld + e);
+            for (int i = 0; i < nq; i++) a[i] = _mm256_fmadd_ps(_mm256_set1_ps(p[i * ldp + j]), vv, a[i]);
+        }
+        for (int i = 0; i < nq; i++) _mm256_storeu_ps(acc + i * Ev + e, a[i]);
+    }
+    for (; e < Ev; e++)
+        for (int64_t j = 0; j < n; j++)
+            for (int i = 0; i < nq; i++) acc[i * Ev + e] += p[i * ldp + j] * v[j * ld + e];
+}
+
 static void exp_avx2(float *y, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + VL <= n; i += VL) _mm256_storeu_ps(y + i, exp256(_mm256_loadu_ps(x + i)));
@@ -134,5 +182,6 @@ static void exp_avx2(float *y, const float *x, int64_t n) {
     }
 }
 
-const attn_ukernels attn_ukernels_avx2 = {"avx2", VL, NV, qk_avx2, pv_avx2, exp_sum_avx2, absmax_avx2, max_avx2, exp_avx2};
+const attn_ukernels attn_ukernels_avx2 = {"avx2", VL, NV, qk_avx2, pv_avx2, exp_sum_avx2, absmax_avx2, max_avx2,
+                                          dot_rows_avx2, axpy_rows_avx2, exp_avx2};
 #endif

@@ -120,6 +120,41 @@ static float max_avx512(const float *x, int64_t n) {
     return _mm512_reduce_max_ps(m);
 }
 
+static float dot_rows_avx512(float *s, int64_t lds, const float *q, int nq, const float *k,
+                             int64_t ld, int64_t n, int64_t E) {
+    __m512 big = _mm512_setzero_ps(), sign = _mm512_set1_ps(-0.0f);
+    __mmask16 bad = 0;
+    for (int64_t j = 0; j < n; j++) {
+        const float *kj = k + j * ld;
+        __m512 acc[ATTN_DECODE_MAX_ROWS] = {_mm512_setzero_ps(), _mm512_setzero_ps(),
+                                             _mm512_setzero_ps(), _mm512_setzero_ps()};
+        for (int64_t e = 0; e < E; e += VL) {
+            __mmask16 m = E - e >= VL ? (__mmask16)0xffff : (__mmask16)((1u << (E - e)) - 1);
+            __m512 kv = _mm512_maskz_loadu_ps(m, kj + e);
+            bad |= _mm512_cmp_ps_mask(_mm512_sub_ps(kv, kv), _mm512_setzero_ps(), _CMP_NEQ_UQ);
+            big = _mm512_max_ps(_mm512_andnot_ps(sign, kv), big);
+            for (int i = 0; i < nq; i++)
+                acc[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + i * E + e), kv, acc[i]);
+        }
+        for (int i = 0; i < nq; i++) s[i * lds + j] = _mm512_reduce_add_ps(acc[i]);
+    }
+    return bad ? -1.0f : _mm512_reduce_max_ps(big);
+}
+
+static void axpy_rows_avx512(float *acc, const float *p, int64_t ldp, int nq, const float *v,
+                             int64_t ld, int64_t n, int64_t Ev) {
+    for (int64_t e = 0; e < Ev; e += VL) {
+        __mmask16 m = Ev - e >= VL ? (__mmask16)0xffff : (__mmask16)((1u << (Ev - e)) - 1);
+        __m512 a[ATTN_DECODE_MAX_ROWS];
+        for (int i = 0; i < nq; i++) a[i] = _mm512_maskz_loadu_ps(m, acc + i * Ev + e);
+        for (int64_t j = 0; j < n; j++) {
+            __m512 vv = _mm512_maskz_loadu_ps(m, v + j * ld + e);
+            for (int i = 0; i < nq; i++) a[i] = _mm512_fmadd_ps(_mm512_set1_ps(p[i * ldp + j]), vv, a[i]);
+        }
+        for (int i = 0; i < nq; i++) _mm512_mask_storeu_ps(acc + i * Ev + e, m, a[i]);
+    }
+}
+
 static void exp_avx512(float *y, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + VL <= n; i += VL) _mm512_storeu_ps(y + i, exp512(_mm512_loadu_ps(x + i)));
@@ -131,5 +166,5 @@ static void exp_avx512(float *y, const float *x, int64_t n) {
 
 const attn_ukernels attn_ukernels_avx512 = {"avx512", VL, NV, qk_avx512, pv_avx512,
                                             exp_sum_avx512, absmax_avx512, max_avx512,
-                                            exp_avx512};
+                                            dot_rows_avx512, axpy_rows_avx512, exp_avx512};
 #endif

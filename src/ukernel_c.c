@@ -90,8 +90,39 @@ static float max_c(const float *x, int64_t n) {
     return m;
 }
 
+static float dot_rows_c(float *s, int64_t lds, const float *q, int nq, const float *k, int64_t ld,
+                        int64_t n, int64_t E) {
+    float big = 0;
+    for (int64_t j = 0; j < n; j++) {
+        const float *kj = k + j * ld;
+        float b = absmax_c(kj, E);
+        big = b < 0 || big < 0 ? -1 : b > big ? b : big;
+        for (int i = 0; i < nq; i++) {
+            float lane[VL] = {0}, sum = 0;
+            int64_t e = 0;
+            for (; e + VL <= E; e += VL)
+                for (int l = 0; l < VL; l++) lane[l] += q[i * E + e + l] * kj[e + l];
+            for (; e < E; e++) sum += q[i * E + e] * kj[e];
+            for (int l = 0; l < VL; l++) sum += lane[l];
+            s[i * lds + j] = sum;
+        }
+    }
+    return big;
+}
+
+static void axpy_rows_c(float *acc, const float *p, int64_t ldp, int nq, const float *v, int64_t ld,
+                        int64_t n, int64_t Ev) {
+    for (int64_t j = 0; j < n; j++)
+        for (int i = 0; i < nq; i++) {
+            float a = p[i * ldp + j];
+            for (int64_t e = 0; e < Ev; e++) acc[i * Ev + e] += a * v[j * ld + e];
+        }
+}
+
 static void exp_c(float *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = attn_expf(x[i]);
 }
 
-const attn_ukernels attn_ukernels_c = {"c", VL, NV, qk_c, pv_c, exp_sum_c, absmax_c, max_c, exp_c};
+const attn_ukernels attn_ukernels_c = {"c",       VL,        NV,          qk_c,        pv_c,
+                                       exp_sum_c, absmax_c, max_c, dot_rows_c, axpy_rows_c,
+                                       exp_c};

@@ -2,8 +2,8 @@
 # install-deps.sh -- install what the tests need, only when it is missing:
 #   from Debian: NumPy and PyTorch for /usr/bin/python3 (the oracle), clang
 #   (the second compiler, and the WebAssembly build with wasi-libc and the
-#   wasm32 compiler runtime), pkg-config (the install test), Chromium and
-#   Node.js (the browser test);
+#   wasm32 compiler runtime), pkg-config (the install test), OpenBLAS (the
+#   benchmark's baseline), Chromium and Node.js (the browser test);
 #   from npm: playwright-core, pinned in package.json and package-lock.json.
 set -e
 need=""
@@ -16,6 +16,8 @@ command -v wasm-ld >/dev/null 2>&1 || need="$need lld"
 ls /usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1 ||
     need="$need libclang-rt-14-dev-wasm32"
 command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
+pkg-config --exists openblas 2>/dev/null || [ -f /usr/include/x86_64-linux-gnu/cblas.h ] ||
+    need="$need libopenblas-dev"
 [ -x /usr/bin/chromium ] || need="$need chromium"
 command -v node >/dev/null 2>&1 || need="$need nodejs"
 command -v npm >/dev/null 2>&1 || need="$need npm"

@@ -49,6 +49,15 @@ suite "explain and scaling: story, seeds, NumPy, errors" $PY tests/test_explain.
 suite "command under ASan+UBSan: bad input" $PY tests/test_cli.py "$BUILD/asan"
 suite "explain and scaling under ASan+UBSan" env ATTN_BIN="$BUILD/asan/attn" $PY tests/test_explain.py "$BUILD"
 suite "explainer page in Chromium" node tests/web/test_page.js "$BUILD"
+bench_quick() {
+    # Benchmarks are never timed tests: this only checks that the bench runs
+    # and reports every shape.
+    out=$("$BUILD/attn" bench --quick --json) || { echo "FAIL bench_quick_runs"; return 1; }
+    echo "ok bench_quick_runs"
+    echo "$out" | $PY -c 'import json, sys; r = json.load(sys.stdin); assert len(r["results"]) >= 10 and all(x["seconds"] > 0 for x in r["results"]) and r["peak_gflops"]["avx2_n"] > 0' &&
+        echo "ok bench_quick_json_complete" || echo "FAIL bench_quick_json_complete"
+}
+suite "attn bench --quick (runs, is not timed)" bench_quick
 suite "clang -Wall -Wextra -Werror" clang_build
 suite "make install + pkg-config" sh tests/test_install.sh "$BUILD"
 rm -f "$out"

@@ -235,6 +235,11 @@ int main(void) {
         {1200, 700, 33, 17, 4, 2, ATTN_CAUSAL_BOTTOM_RIGHT, 2},
         {7, 3000, 128, 128, 2, 1, ATTN_CAUSAL_NONE, 1},
         {1, 1, 1, 1, 1, 1, ATTN_CAUSAL_NONE, 0},
+        /* the decode path: L <= 4 against many keys, split into chunks */
+        {1, 70000, 128, 128, 8, 2, ATTN_CAUSAL_NONE, 0},
+        {4, 9000, 64, 40, 4, 4, ATTN_CAUSAL_BOTTOM_RIGHT, 1},
+        {3, 5000, 33, 7, 2, 1, ATTN_CAUSAL_TOP_LEFT, 2},
+        {2, 4097, 16, 16, 1, 1, ATTN_CAUSAL_BOTTOM_RIGHT, 2},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) test_problem(&shapes[i]);
     test_fallback();

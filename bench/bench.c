@@ -1,0 +1,446 @@
+/* bench.c -- `attn bench`: how fast attention runs on this machine, as ratios
+ * measured in one run: against the machine's own FMA peak and triad
+ * bandwidth (measured first), against the reference kernel, and against the
+ * unfused way most people write attention (OpenBLAS sgemm, softmax, sgemm).
+ * Built by `make bench` as build/attn-bench; `attn bench` runs it. Only this
+ * program links OpenBLAS; the library does not.
+ *
+ * Benchmark on a quiet machine: another busy core halves a 2-thread timing. */
+#include "attn.h"
+
+#include <cblas.h>
+#include <immintrin.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char USAGE[] =
+    "usage: attn bench [--quick] [--json] [--threads N]\n"
+    "\n"
+    "Measures this machine's FMA peak (per ISA, 1 and N threads) and triad\n"
+    "bandwidth, then times f32 attention for H=8, d=64 and 128, L=S from 512 to\n"
+    "32768, causal and not; decode (L=1) at S = 4k, 64k and 1M; a set of other\n"
+    "shapes (odd d, L != S, masks, GQA, strided); and L=S=65536 for memory. It\n"
+    "reports GFLOP/s (4 H L S d, halved for causal) as a share of the peak,\n"
+    "GB/s as a share of the triad bandwidth for decode, peak RSS, and speedups\n"
+    "over the reference kernel and over OpenBLAS sgemm + softmax + sgemm.\n"
+    "  --quick      tiny shapes only: checks that everything runs (seconds)\n"
+    "  --json       print the results as one JSON object\n"
+    "  --threads N  threads for attn and OpenBLAS (default: attn's default)\n";
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static bool json, quick;
+static int threads;
+
+static void progress(const char *what) {
+    if (isatty(2)) fprintf(stderr, "\r\033[K%s", what);
+}
+
+/* ---- the machine: FMA peak and triad bandwidth ------------------------------ */
+
+typedef struct fma_arg {
+    long iters;
+    int isa; /* 512 or 256 */
+    double sink;
+} fma_arg;
+
+/* Twelve independent accumulators: enough to fill both FMA pipes. */
+__attribute__((target("avx512f,fma"))) static double fma512(long iters) {
+    __m512 a[12], x = _mm512_set1_ps(1.0000001f), y = _mm512_set1_ps(-1e-7f);
+    for (int i = 0; i < 12; i++) a[i] = _mm512_set1_ps((float)i);
+    for (long n = 0; n < iters; n++) {
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) a[i] = _mm512_fmadd_ps(a[i], x, y);
+    }
+    __m512 s = a[0];
+    for (int i = 1; i < 12; i++) s = _mm512_add_ps(s, a[i]);
+    return _mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx2,fma"))) static double fma256(long iters) {
+    __m256 a[12], x = _mm256_set1_ps(1.0000001f), y = _mm256_set1_ps(-1e-7f);
+    for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps((float)i);
+    for (long n = 0; n < iters; n++) {
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) a[i] = _mm256_fmadd_ps(a[i], x, y);
+    }
+    __m256 s = a[0];
+    for (int i = 1; i < 12; i++) s = _mm256_add_ps(s, a[i]);
+    float lane[8];
+    _mm256_storeu_ps(lane, s);
+    return lane[0];
+}
+
+static void *fma_thread(void *p) {
+    fma_arg *a = p;
+    a->sink = a->isa == 512 ? fma512(a->iters) : fma256(a->iters);
+    return NULL;
+}
+
+/* FLOP/s of `n` threads running the register-only FMA loop together, the
+ * best of three calibrated runs. */
+static double fma_peak_once(int isa, int n);
+static double fma_peak(int isa, int n) {
+    double best = 0;
+    for (int i = 0; i < 3; i++) {
+        double r = fma_peak_once(isa, n);
+        best = r > best ? r : best;
+    }
+    return best;
+}
+
+static double fma_peak_once(int isa, int n) {
+    long iters = 1000000;
+    for (;;) {
+        pthread_t t[256];
+        fma_arg args[256];
+        double t0 = now();
+        for (int i = 0; i < n; i++) {
+            args[i] = (fma_arg){iters, isa, 0};
+            pthread_create(&t[i], NULL, fma_thread, &args[i]);
+        }
+        for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+        double dt = now() - t0;
+        if (dt > (quick ? 0.05 : 0.3)) return (double)n * iters * 12 * (isa / 32) * 2 / dt;
+        iters *= dt > 0.01 ? (long)(0.4 / dt) + 1 : 20;
+    }
+}
+
+typedef struct triad_arg {
+    float *a, *b, *c;
+    size_t lo, hi;
+} triad_arg;
+
+static void *triad_thread(void *p) {
+    triad_arg *t = p;
+    for (size_t i = t->lo; i < t->hi; i++) t->a[i] = t->b[i] + 3.0f * t->c[i];
+    return NULL;
+}
+
+/* Bytes per second of a = b + s*c over arrays far larger than the caches,
+ * counted as STREAM does: 12 bytes per element. */
+static double triad_bandwidth(int n) {
+    size_t len = quick ? (size_t)4 << 20 : (size_t)32 << 20;
+    float *a = malloc(len * 4), *b = malloc(len * 4), *c = malloc(len * 4);
+    for (size_t i = 0; i < len; i++) a[i] = 0, b[i] = 1, c[i] = 2;
+    double best = 1e9;
+    for (int rep = 0; rep < 5; rep++) {
+        pthread_t t[256];
+        triad_arg args[256];
+        double t0 = now();
+        for (int i = 0; i < n; i++) {
+            args[i] = (triad_arg){a, b, c, len * i / n, len * (i + 1) / n};
+            pthread_create(&t[i], NULL, triad_thread, &args[i]);
+        }
+        for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+        double dt = now() - t0;
+        best = dt < best ? dt : best;
+    }
+    free(a), free(b), free(c);
+    return 12.0 * (double)len / best;
+}
+
+/* ---- memory -------------------------------------------------------------------- */
+
+/* Reset the process's peak RSS (Linux: clear_refs 5), and read it (VmHWM). */
+static void reset_peak_rss(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (f) fputs("5", f), fclose(f);
+}
+
+static double peak_rss_mib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0) kb = atof(line + 6);
+    if (f) fclose(f);
+    return kb / 1024;
+}
+
+/* ---- one shape ------------------------------------------------------------------ */
+
+typedef struct shape {
+    const char *name;
+    int64_t H, Hk, L, S, d, dv;
+    int causal;
+    int mask;    /* 1: a bool mask (L, S) */
+    int strided; /* 1: q, k, v stored (L, H, d) and seen as (H, L, d) */
+    int baselines;
+} shape;
+
+typedef struct result {
+    double seconds, gflops, pct_peak, gbps, pct_bw, rss_mib, extra_mib, vs_reference, vs_openblas;
+} result;
+
+static float *random_floats(size_t n, unsigned seed) {
+    float *p = malloc(n * sizeof(float));
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        p[i] = (float)(x >> 8) / 16777216.0f - 0.5f;
+    }
+    return p;
+}
+
+/* Time fn until 0.5 s have passed (at least once); return the best time. */
+typedef void (*run_fn)(void *);
+static double best_time(run_fn fn, void *ctx, double budget) {
+    double best = 1e30, spent = 0;
+    int runs = 0;
+    while (runs == 0 || (spent < budget && runs < 50)) {
+        double t0 = now();
+        fn(ctx);
+        double dt = now() - t0;
+        best = dt < best ? dt : best;
+        spent += dt, runs++;
+    }
+    return best;
+}
+
+typedef struct call {
+    attn_tensor q, k, v, out, mask;
+    attn_sdpa_options o;
+    int reference;
+} call;
+
+static void run_attn(void *p) {
+    call *c = p;
+    attn_error err;
+    attn_status st = c->reference ? attn_sdpa_reference(&c->out, &c->q, &c->k, &c->v, &c->o, &err)
+                                  : attn_sdpa(&c->out, &c->q, &c->k, &c->v, &c->o, &err);
+    if (st) fprintf(stderr, "\nattn: error: %s\n", err.message), exit(1);
+}
+
+typedef struct blas_call {
+    const shape *s;
+    const float *q, *k, *v;
+    float *out, *scores;
+} blas_call;
+
+/* Attention the unfused way: scores = Q Kᵀ · scale (sgemm), mask, softmax
+ * per row, out = P V (sgemm), head by head. */
+static void run_openblas(void *p) {
+    blas_call *b = p;
+    const shape *s = b->s;
+    float scale = 1.0f / sqrtf((float)s->d);
+    for (int64_t h = 0; h < s->H; h++) {
+        const float *q = b->q + h * s->L * s->d, *k = b->k + (h / (s->H / s->Hk)) * s->S * s->d;
+        const float *v = b->v + (h / (s->H / s->Hk)) * s->S * s->dv;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s->L, (int)s->S, (int)s->d, scale, q,
+                    (int)s->d, k, (int)s->d, 0.0f, b->scores, (int)s->S);
+        for (int64_t i = 0; i < s->L; i++) {
+            float *row = b->scores + i * s->S, m = -INFINITY, sum = 0;
+            int64_t lim = s->causal ? i + 1 : s->S;
+            for (int64_t j = lim; j < s->S; j++) row[j] = -INFINITY;
+            for (int64_t j = 0; j < lim; j++) m = row[j] > m ? row[j] : m;
+            for (int64_t j = 0; j < s->S; j++) sum += row[j] = expf(row[j] - m);
+            for (int64_t j = 0; j < s->S; j++) row[j] /= sum;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->L, (int)s->dv, (int)s->S, 1.0f,
+                    b->scores, (int)s->S, v, (int)s->dv, 0.0f, b->out + h * s->L * s->dv, (int)s->dv);
+    }
+}
+
+static result measure(const shape *s, double peak, double bandwidth) {
+    result r;
+    memset(&r, 0, sizeof r);
+    size_t nq = (size_t)(s->H * s->L * s->d), nk = (size_t)(s->Hk * s->S * s->d),
+           nv = (size_t)(s->Hk * s->S * s->dv), no = (size_t)(s->H * s->L * s->dv);
+    reset_peak_rss();
+    double base_rss = peak_rss_mib();
+    float *q = random_floats(nq, 1), *k = random_floats(nk, 2), *v = random_floats(nv, 3);
+    float *out = calloc(no, sizeof(float));
+    unsigned char *mask = NULL;
+    call c;
+    memset(&c, 0, sizeof c);
+    int64_t sq[3] = {s->H, s->L, s->d}, sk[3] = {s->Hk, s->S, s->d}, sv[3] = {s->Hk, s->S, s->dv},
+            so[3] = {s->H, s->L, s->dv}, sm[2] = {s->L, s->S};
+    if (s->strided) { /* memory (L, H, d), viewed as (H, L, d) */
+        int64_t st_q[3] = {s->d, s->H * s->d, 1}, st_k[3] = {s->d, s->Hk * s->d, 1},
+                st_v[3] = {s->dv, s->Hk * s->dv, 1};
+        attn_tensor_init(&c.q, q, ATTN_F32, 3, sq, st_q, NULL);
+        attn_tensor_init(&c.k, k, ATTN_F32, 3, sk, st_k, NULL);
+        attn_tensor_init(&c.v, v, ATTN_F32, 3, sv, st_v, NULL);
+    } else {
+        attn_tensor_init(&c.q, q, ATTN_F32, 3, sq, NULL, NULL);
+        attn_tensor_init(&c.k, k, ATTN_F32, 3, sk, NULL, NULL);
+        attn_tensor_init(&c.v, v, ATTN_F32, 3, sv, NULL, NULL);
+    }
+    attn_tensor_init(&c.out, out, ATTN_F32, 3, so, NULL, NULL);
+    c.o = attn_sdpa_options_default();
+    c.o.causal = s->causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
+    if (s->mask) {
+        mask = malloc((size_t)(s->L * s->S));
+        for (int64_t i = 0; i < s->L * s->S; i++) mask[i] = (i * 7919) % 10 != 0;
+        attn_tensor_init(&c.mask, mask, ATTN_BOOL, 2, sm, NULL, NULL);
+        c.o.mask = &c.mask;
+    }
+    double flops = 2.0 * (double)s->H * s->L * s->S * (s->d + s->dv) * (s->causal ? 0.5 : 1);
+    r.seconds = best_time(run_attn, &c, quick ? 0.05 : 0.5);
+    r.rss_mib = peak_rss_mib() - base_rss;
+    r.extra_mib = r.rss_mib - (double)(nq + nk + nv + no) * 4 / 1048576 - (mask ? s->L * s->S / 1048576.0 : 0);
+    r.gflops = flops / r.seconds / 1e9;
+    r.pct_peak = 100 * r.gflops * 1e9 / peak;
+    double bytes = (double)(nq + nk + nv + no) * 4;
+    r.gbps = bytes / r.seconds / 1e9;
+    r.pct_bw = 100 * bytes / r.seconds / bandwidth;
+    if (s->baselines & 1) { /* the reference kernel: small shapes only */
+        c.reference = 1;
+        r.vs_reference = best_time(run_attn, &c, 0.2) / r.seconds;
+    }
+    if (s->baselines & 2) {
+        blas_call b = {s, q, k, v, calloc(no, sizeof(float)), malloc(sizeof(float) * (size_t)(s->L * s->S))};
+        r.vs_openblas = best_time(run_openblas, &b, quick ? 0.05 : 0.5) / r.seconds;
+        free(b.out), free(b.scores);
+    }
+    free(q), free(k), free(v), free(out), free(mask);
+    return r;
+}
+
+/* ---- the report ------------------------------------------------------------------ */
+
+static void print_row(const shape *s, const result *r, bool decode) {
+    char ref[16] = "-", blas[16] = "-";
+    if (r->vs_reference > 0) snprintf(ref, sizeof ref, "%.0fx", r->vs_reference);
+    if (r->vs_openblas > 0) snprintf(blas, sizeof blas, "%.2fx", r->vs_openblas);
+    if (decode)
+        printf("%-34s %9.4f %8.1f GB/s %5.1f%% bw %9.0f MiB %9s %9s\n", s->name, r->seconds, r->gbps,
+               r->pct_bw, r->rss_mib, ref, blas);
+    else
+        printf("%-34s %9.4f %8.1f GF/s %5.1f%% pk %9.0f MiB %9s %9s\n", s->name, r->seconds, r->gflops,
+               r->pct_peak, r->rss_mib, ref, blas);
+}
+
+static void json_row(const shape *s, const result *r, bool last) {
+    printf("    {\"name\": \"%s\", \"H\": %lld, \"Hk\": %lld, \"L\": %lld, \"S\": %lld, \"d\": %lld, "
+           "\"dv\": %lld, \"causal\": %s, \"mask\": %s, \"strided\": %s, \"seconds\": %.6g, "
+           "\"gflops\": %.4g, \"pct_peak\": %.4g, \"gbps\": %.4g, \"pct_bandwidth\": %.4g, "
+           "\"peak_rss_mib\": %.1f, \"rss_beyond_inputs_outputs_mib\": %.1f, \"speedup_vs_reference\": %.4g, "
+           "\"speedup_vs_openblas\": %.4g}%s\n",
+           s->name, (long long)s->H, (long long)s->Hk, (long long)s->L, (long long)s->S, (long long)s->d,
+           (long long)s->dv, s->causal ? "true" : "false", s->mask ? "true" : "false",
+           s->strided ? "true" : "false", r->seconds, r->gflops, r->pct_peak, r->gbps, r->pct_bw,
+           r->rss_mib, r->extra_mib, r->vs_reference, r->vs_openblas, last ? "" : ",");
+}
+
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) quick = true;
+        else if (strcmp(argv[i], "--json") == 0) json = true;
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0)
+            threads = atoi(argv[++i]);
+        else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            fputs(USAGE, stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "attn: error: unknown bench argument '%s' (see attn bench --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    if (threads) attn_set_num_threads(threads);
+    int n = attn_get_num_threads();
+    openblas_set_num_threads(n);
+    __builtin_cpu_init();
+    bool has512 = __builtin_cpu_supports("avx512f"), has256 = __builtin_cpu_supports("avx2");
+
+    progress("measuring the FMA peak...");
+    double peak512_1 = has512 ? fma_peak(512, 1) : 0, peak512_n = has512 ? fma_peak(512, n) : 0;
+    double peak256_1 = has256 ? fma_peak(256, 1) : 0, peak256_n = has256 ? fma_peak(256, n) : 0;
+    /* The machine's peak: the best FMA rate any ISA reached on n threads. */
+    const char *isa = attn_isa();
+    double peak = peak512_n > peak256_n ? peak512_n : peak256_n;
+    if (peak <= 0) peak = 1e9;
+    progress("measuring the triad bandwidth...");
+    double bw = triad_bandwidth(n);
+
+    enum { MAX_SHAPES = 64 };
+    shape shapes[MAX_SHAPES];
+    int ns = 0, first_decode, first_other, first_memory;
+    char names[MAX_SHAPES][48];
+    int64_t sizes_full[] = {512, 2048, 8192, 32768}, sizes_quick[] = {256};
+    int64_t *sizes = quick ? sizes_quick : sizes_full;
+    int n_sizes = quick ? 1 : 4;
+    for (int d = 64; d <= 128; d += 64)
+        for (int si = 0; si < n_sizes; si++)
+            for (int causal = 0; causal < 2; causal++) {
+                int64_t L = sizes[si];
+                snprintf(names[ns], 48, "H8 d%d L=S=%lld%s", d, (long long)L, causal ? " causal" : "");
+                shapes[ns] = (shape){names[ns], 8, 8, L, L, d, d, causal, 0, 0,
+                                     (L <= 512 ? 1 : 0) | (L <= 8192 ? 2 : 0)};
+                ns++;
+            }
+    first_decode = ns;
+    int64_t decode_full[] = {4096, 65536, 1048576}, decode_quick[] = {4096};
+    for (int i = 0; i < (quick ? 1 : 3); i++) {
+        int64_t S = quick ? decode_quick[i] : decode_full[i];
+        snprintf(names[ns], 48, "decode H8 d64 L=1 S=%lld", (long long)S);
+        shapes[ns] = (shape){names[ns], 8, 8, 1, S, 64, 64, 0, 0, 0, S <= 65536 ? 2 : 0};
+        ns++;
+    }
+    first_other = ns;
+    int64_t other = quick ? 256 : 2048;
+    int ds[] = {32, 72, 80, 96, 256};
+    for (int i = 0; i < 5; i++) {
+        snprintf(names[ns], 48, "H8 d%d L=S=%lld", ds[i], (long long)other);
+        shapes[ns] = (shape){names[ns], 8, 8, other, other, ds[i], ds[i], 0, 0, 0, 0};
+        ns++;
+    }
+    shapes[ns++] = (shape){"H8 d64 L=1024 S=4096", 8, 8, other / 2, other * 2, 64, 64, 0, 0, 0, 0};
+    shapes[ns++] = (shape){"H8 d64 L=4096 S=1024", 8, 8, other * 2, other / 2, 64, 64, 0, 0, 0, 0};
+    shapes[ns++] = (shape){"H8 d64 bool mask", 8, 8, other, other, 64, 64, 0, 1, 0, 0};
+    shapes[ns++] = (shape){"H8 d64 GQA 8/2", 8, 2, other, other, 64, 64, 0, 0, 0, 0};
+    shapes[ns++] = (shape){"H8 d64 strided (L,H,d)", 8, 8, other, other, 64, 64, 0, 0, 1, 0};
+    shapes[ns++] = (shape){"H8 d128 causal GQA 8/2 mask", 8, 2, other, other, 128, 128, 1, 1, 0, 0};
+    first_memory = ns;
+    int64_t big = quick ? 4096 : 65536;
+    snprintf(names[ns], 48, "memory H1 d64 L=S=%lld", (long long)big);
+    shapes[ns++] = (shape){names[ns - 1], 1, 1, big, big, 64, 64, 0, 0, 0, 0};
+
+    result results[MAX_SHAPES];
+    for (int i = 0; i < ns; i++) {
+        char what[96];
+        snprintf(what, sizeof what, "[%d/%d] %s", i + 1, ns, shapes[i].name);
+        progress(what);
+        results[i] = measure(&shapes[i], peak, bw);
+    }
+    progress("");
+
+    if (json) {
+        printf("{\n  \"isa\": \"%s\", \"threads\": %d,\n", isa, n);
+        printf("  \"peak_gflops\": {\"avx512_1\": %.1f, \"avx512_n\": %.1f, \"avx2_1\": %.1f, \"avx2_n\": %.1f},\n",
+               peak512_1 / 1e9, peak512_n / 1e9, peak256_1 / 1e9, peak256_n / 1e9);
+        printf("  \"triad_gbps\": %.2f,\n  \"results\": [\n", bw / 1e9);
+        for (int i = 0; i < ns; i++) json_row(&shapes[i], &results[i], i == ns - 1);
+        printf("  ]\n}\n");
+        return 0;
+    }
+    printf("attn bench: %s kernels, %d threads\n", isa, n);
+    printf("machine: FMA peak %.1f GFLOP/s (AVX-512: %.1f on 1 thread, %.1f on %d; AVX2: %.1f, %.1f); "
+           "triad %.1f GB/s\n\n", peak / 1e9, peak512_1 / 1e9, peak512_n / 1e9, n, peak256_1 / 1e9,
+           peak256_n / 1e9, bw / 1e9);
+    printf("%-34s %9s %13s %9s %13s %9s %9s\n", "shape (f32)", "seconds", "rate", "of peak", "peak RSS",
+           "vs ref", "vs BLAS");
+    for (int i = 0; i < ns; i++) {
+        if (i == first_decode) printf("\ndecode: memory-bound, rate as bandwidth\n");
+        if (i == first_other) printf("\nother shapes, L=S=%lld unless named\n", (long long)other);
+        if (i == first_memory) printf("\nmemory: RSS beyond inputs + outputs must stay under 64 MiB\n");
+        print_row(&shapes[i], &results[i], i >= first_decode && i < first_other);
+    }
+    const result *mem = &results[first_memory];
+    printf("%-34s RSS beyond inputs + outputs: %.1f MiB (%s)\n", "", mem->extra_mib,
+           mem->extra_mib < 64 ? "within 64 MiB" : "OVER 64 MiB");
+    printf("\nFLOPs: 4 H L S d (halved for causal). vs ref: times faster than attn_sdpa_reference;\n"
+           "vs BLAS: times faster than OpenBLAS sgemm + softmax + sgemm (L x S scores in memory).\n");
+    return 0;
+}

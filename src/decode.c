@@ -1,0 +1,205 @@
+/* decode.c -- the f32 decode path: a few queries (L <= 4) against a long key
+ * sequence, as in generating one token at a time from a KV cache.
+ *
+ * There are too few query rows to split work over, so the keys are split:
+ * each slice's S keys fall into chunks of CHUNK keys, and every (slice,
+ * chunk) is a work item that streams its keys and values once, straight from
+ * the caller's memory, and leaves a partial result: per query row its maximum
+ * m_c, its sum l_c = sum exp(s - m_c) and its accumulator acc_c = sum exp(s -
+ * m_c) v. The partials are then merged exactly, chunk by chunk in order:
+ *   m = max m_c,  l = sum l_c exp(m_c - m),  out = sum acc_c exp(m_c - m) / l.
+ * The chunking depends only on S, never on the thread count, so results are
+ * bitwise identical for any number of threads.
+ *
+ * As in flash.c, a slice whose keys or values are not finite, or whose scores
+ * or sums could overflow f32, is computed by the exact f64 kernel instead. */
+#include "internal.h"
+#include "ukernel.h"
+
+#include <float.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { CHUNK = 2048 };
+
+typedef struct decode_job {
+    const attn_ukernels *uk;
+    const attn_slices *sl;
+    int64_t L, S, E, Ev, n_chunks;
+    float *partials;      /* per item: m (L), l (L), acc (L × Ev) */
+    int64_t part_floats;
+    float *scratch;       /* per worker: q (L × E), s (L × CHUNK padded) */
+    int64_t ws_floats;
+    atomic_uchar *bad;    /* per slice: take the exact kernel */
+} decode_job;
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* Row r of a strided f32 matrix as a contiguous array: in place when its
+ * columns are contiguous, else copied into buf. */
+static const float *row_of(const attn_mat *m, int64_t r, float *buf) {
+    const float *row = (const float *)(const void *)m->base + r * m->rs;
+    if (m->cs == 1) return row;
+    for (int64_t c = 0; c < m->cols; c++) buf[c] = row[c * m->cs];
+    return buf;
+}
+
+static void decode_item(void *ctx, int64_t item, int worker) {
+    decode_job *j = ctx;
+    const attn_ukernels *uk = j->uk;
+    int64_t slice = item / j->n_chunks, chunk = item % j->n_chunks;
+    attn_problem p;
+    attn_slice(j->sl, slice, &p);
+    float *part = j->partials + item * j->part_floats;
+    float *m = part, *l = part + j->L, *acc = part + 2 * j->L;
+    int64_t L = j->L, E = j->E, Ev = j->Ev, lds = round_up(CHUNK, ATTN_VL_MAX);
+    float *q = j->scratch + worker * j->ws_floats, *s = q + L * E, *tmp = s + L * lds;
+    int64_t j0 = chunk * CHUNK, n = j->S - j0 < CHUNK ? j->S - j0 : CHUNK;
+    for (int64_t i = 0; i < L; i++) m[i] = -INFINITY, l[i] = 0;
+    memset(acc, 0, sizeof(float) * (size_t)(L * Ev));
+
+    /* Keys this chunk's rows may see (all of them without a causal mask). */
+    int64_t last = n;
+    if (p.causal) {
+        int64_t lim = L - 1 + p.causal_offset + 1 - j0;
+        last = lim < 0 ? 0 : lim < n ? lim : n;
+    }
+    if (last == 0 || atomic_load(&j->bad[slice])) return;
+
+    float qmax = 0;
+    for (int64_t i = 0; i < L; i++) {
+        const float *row = row_of(&p.q, i, tmp);
+        for (int64_t e = 0; e < E; e++) {
+            q[i * E + e] = row[e] * (float)p.scale;
+            float a = q[i * E + e] < 0 ? -q[i * E + e] : q[i * E + e];
+            if (a - a != 0) qmax = INFINITY;
+            qmax = a > qmax ? a : qmax;
+        }
+    }
+    /* Scores: each key row is read once, for all query rows. */
+    float kmax = 0;
+    if (p.k.cs == 1) {
+        kmax = uk->dot_rows(s, lds, q, (int)L, (const float *)(const void *)p.k.base + j0 * p.k.rs,
+                            p.k.rs, last, E);
+    } else {
+        for (int64_t c = 0; c < last && kmax >= 0; c++) {
+            float b = uk->dot_rows(s + c, lds, q, (int)L, row_of(&p.k, j0 + c, tmp), E, 1, E);
+            kmax = b < 0 ? -1 : b > kmax ? b : kmax;
+        }
+    }
+    if (kmax < 0 || !(qmax * (double)kmax * (double)E < FLT_MAX / 4)) {
+        atomic_store(&j->bad[slice], 1);
+        return;
+    }
+    int64_t vl = uk->vl, last_pad = round_up(last, vl);
+    for (int64_t i = 0; i < L; i++) {
+        float *row = s + i * lds;
+        for (int64_t c = 0; c < last; c++) {
+            int64_t key = j0 + c;
+            if (p.causal && key > i + p.causal_offset) row[c] = -INFINITY;
+            else if (p.mask.base) {
+                const char *mp = p.mask.base + (i * p.mask.rs + key * p.mask.cs) *
+                                                   (int64_t)attn_dtype_size(p.mask.dtype);
+                if (p.mask.dtype == ATTN_BOOL) {
+                    if (!*mp) row[c] = -INFINITY;
+                } else {
+                    float x = *(const float *)(const void *)mp;
+                    if (x != x || x == INFINITY) atomic_store(&j->bad[slice], 1);
+                    row[c] += x;
+                }
+            }
+        }
+        for (int64_t c = last; c < last_pad; c++) row[c] = -INFINITY;
+        float mx = uk->max(row, last_pad);
+        if (mx == -INFINITY) { /* no key of this chunk takes part */
+            memset(row, 0, sizeof(float) * (size_t)last_pad);
+            continue;
+        }
+        m[i] = mx;
+        l[i] = uk->exp_sum(row, last_pad, mx);
+    }
+    /* Values: each row is read once, for all query rows. */
+    if (p.v.cs == 1) {
+        uk->axpy_rows(acc, s, lds, (int)L, (const float *)(const void *)p.v.base + j0 * p.v.rs, p.v.rs,
+                      last, Ev);
+    } else {
+        for (int64_t c = 0; c < last; c++)
+            uk->axpy_rows(acc, s + c, lds, (int)L, row_of(&p.v, j0 + c, tmp), Ev, 1, Ev);
+    }
+}
+
+/* out rows of one slice from its chunks' partials, merged in chunk order. */
+static bool merge(const decode_job *j, int64_t slice, const attn_problem *p) {
+    float *out = (float *)(void *)p->out.base;
+    for (int64_t i = 0; i < j->L; i++) {
+        float m = -INFINITY, l = 0;
+        for (int64_t c = 0; c < j->n_chunks; c++) {
+            float mc = j->partials[(slice * j->n_chunks + c) * j->part_floats + i];
+            m = mc > m ? mc : m;
+        }
+        for (int64_t e = 0; e < j->Ev; e++) out[i * p->out.rs + e * p->out.cs] = 0;
+        if (m == -INFINITY) continue; /* no key allowed: the row is 0 */
+        for (int64_t c = 0; c < j->n_chunks; c++) {
+            const float *part = j->partials + (slice * j->n_chunks + c) * j->part_floats;
+            if (part[i] == -INFINITY) continue;
+            float w = attn_expf(part[i] - m);
+            l += part[j->L + i] * w;
+            const float *acc = part + 2 * j->L + i * j->Ev;
+            for (int64_t e = 0; e < j->Ev; e++) out[i * p->out.rs + e * p->out.cs] += acc[e] * w;
+        }
+        for (int64_t e = 0; e < j->Ev; e++) {
+            float *o = &out[i * p->out.rs + e * p->out.cs];
+            *o /= l;
+            if (*o - *o != 0) return false; /* overflow or NaN from a value */
+        }
+    }
+    return true;
+}
+
+bool attn_decode_applies(int64_t L, int64_t S) { return L <= ATTN_DECODE_MAX_ROWS && S >= CHUNK; }
+
+attn_status attn_decode_run(const attn_slices *sl, attn_error *err) {
+    decode_job j;
+    memset(&j, 0, sizeof j);
+    attn_problem first;
+    attn_slice(sl, 0, &first);
+    j.uk = attn_ukernels_active();
+    j.sl = sl;
+    j.L = first.q.rows, j.S = first.k.rows, j.E = first.q.cols, j.Ev = first.v.cols;
+    j.n_chunks = (j.S + CHUNK - 1) / CHUNK;
+    j.part_floats = 2 * j.L + j.L * j.Ev;
+    int64_t items, floats;
+    if (j.E > (1 << 24) || j.Ev > (1 << 24) || !attn_mul_i64(sl->count, j.n_chunks, &items) ||
+        !attn_mul_i64(items, j.part_floats, &floats) || (uint64_t)floats > SIZE_MAX / 8)
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "decode partials overflow");
+    j.ws_floats = round_up(j.L * j.E + j.L * round_up(CHUNK, ATTN_VL_MAX) + j.E + j.Ev, 16);
+    int workers = attn_get_num_threads();
+    if (workers > items) workers = (int)items;
+    j.partials = malloc(sizeof(float) * (size_t)floats);
+    j.scratch = malloc(sizeof(float) * (size_t)(j.ws_floats * workers));
+    j.bad = calloc((size_t)sl->count, sizeof *j.bad);
+    attn_status st = ATTN_OK;
+    if (!j.partials || !j.scratch || !j.bad) {
+        st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the decode path's partials");
+        goto done;
+    }
+    attn_parallel_for(workers, items, decode_item, &j);
+    for (int64_t s = 0; s < sl->count; s++) {
+        attn_problem p;
+        attn_slice(sl, s, &p);
+        if (!atomic_load(&j.bad[s]) && merge(&j, s, &p)) continue;
+        /* The exact f64 kernel for this slice. */
+        int64_t words = attn_stream_work_size(j.E, j.Ev);
+        double *work = words > 0 ? malloc((size_t)words * sizeof(double)) : NULL;
+        if (!work) {
+            st = attn_fail(err, ATTN_ERR_NO_MEMORY, "out of memory in the exact fallback kernel");
+            goto done;
+        }
+        attn_stream_kernel(&p, work);
+        free(work);
+    }
+done:
+    free(j.partials), free(j.scratch), free((void *)j.bad);
+    return st;
+}
