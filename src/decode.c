@@ -8,6 +8,7 @@
  * m_c, its sum l_c = sum exp(s - m_c) and its accumulator acc_c = sum exp(s -
  * m_c) v. The partials are then merged exactly, chunk by chunk in order:
  *   m = max m_c,  l = sum l_c exp(m_c - m),  out = sum acc_c exp(m_c - m) / l.
+ * (As in flash.c, scores are kept in base 2 and exp is exp2.)
  * The chunking depends only on S, never on the thread count, so results are
  * bitwise identical for any number of threads.
  *
@@ -71,7 +72,7 @@ static void decode_item(void *ctx, int64_t item, int worker) {
     for (int64_t i = 0; i < L; i++) {
         const float *row = row_of(&p.q, i, tmp);
         for (int64_t e = 0; e < E; e++) {
-            q[i * E + e] = row[e] * (float)p.scale;
+            q[i * E + e] = row[e] * (float)(p.scale * ATTN_LOG2E); /* base-2 scores */
             float a = q[i * E + e] < 0 ? -q[i * E + e] : q[i * E + e];
             if (a - a != 0) qmax = INFINITY;
             qmax = a > qmax ? a : qmax;
@@ -106,7 +107,7 @@ static void decode_item(void *ctx, int64_t item, int worker) {
                 } else {
                     float x = *(const float *)(const void *)mp;
                     if (x != x || x == INFINITY) atomic_store(&j->bad[slice], 1);
-                    row[c] += x;
+                    row[c] += x * ATTN_LOG2E;
                 }
             }
         }
@@ -117,7 +118,7 @@ static void decode_item(void *ctx, int64_t item, int worker) {
             continue;
         }
         m[i] = mx;
-        l[i] = uk->exp_sum(row, last_pad, mx);
+        l[i] = uk->exp2_sum(row, last_pad, mx);
     }
     /* Values: each row is read once, for all query rows. */
     if (p.v.cs == 1) {
@@ -143,7 +144,7 @@ static bool merge(const decode_job *j, int64_t slice, const attn_problem *p) {
         for (int64_t c = 0; c < j->n_chunks; c++) {
             const float *part = j->partials + (slice * j->n_chunks + c) * j->part_floats;
             if (part[i] == -INFINITY) continue;
-            float w = attn_expf(part[i] - m);
+            float w = attn_exp2f(part[i] - m);
             l += part[j->L + i] * w;
             const float *acc = part + 2 * j->L + i * j->Ev;
             for (int64_t e = 0; e < j->Ev; e++) out[i * p->out.rs + e * p->out.cs] += acc[e] * w;

@@ -42,6 +42,8 @@ typedef struct flash_job {
     char *scratch;       /* one workspace per worker */
     size_t ws_bytes;
     atomic_int failed;   /* an f64 fallback could not get memory */
+    float *kvmax;        /* per slice: max |k|, max |v| (-1: not all finite) */
+    bool v_direct;       /* values are read in place, not packed */
 } flash_job;
 
 /* One worker's scratch, carved out of job->scratch. */
@@ -111,17 +113,11 @@ static float pack_rows(const attn_ukernels *uk, float *dst, int64_t ld, const at
     return big < 0 ? -1 : big * (scale < 0 ? -scale : scale);
 }
 
-/* kt (E × ld) = keys j0..j0+n-1 transposed, zero columns up to ld. Returns
- * the largest |key element|, or -1 if one is not finite. The transpose goes
- * 16 keys at a time, so that each write fills a cache line. */
-static float pack_keys_transposed(const attn_ukernels *uk, float *kt, int64_t ld, int64_t n_pad,
-                                  const attn_mat *k, int64_t j0, int64_t n) {
+/* kt (E × ld) = keys j0..j0+n-1 transposed, zero columns up to n_pad. The
+ * transpose goes 16 keys at a time, so that each write fills a cache line. */
+static void pack_keys_transposed(float *kt, int64_t ld, int64_t n_pad, const attn_mat *k, int64_t j0,
+                                 int64_t n) {
     const float *src = (const float *)(const void *)k->base;
-    float big = 0;
-    for (int64_t c = 0; c < n && big >= 0; c++) {
-        float b = absmax(uk, src + (j0 + c) * k->rs, k->cols, k->cs);
-        big = b < 0 ? -1 : b > big ? b : big;
-    }
     for (int64_t c0 = 0; c0 < n_pad; c0 += 16) {
         int64_t nb = n - c0 < 16 ? (n - c0 > 0 ? n - c0 : 0) : 16;
         const float *rows = src + (j0 + c0) * k->rs;
@@ -131,7 +127,6 @@ static float pack_keys_transposed(const attn_ukernels *uk, float *kt, int64_t ld
             for (int64_t c = nb; c < 16; c++) d[c] = 0;
         }
     }
-    return big;
 }
 
 /* Mask one MR × nc_pad tile of scores for query rows i0.. and keys j0..:
@@ -158,7 +153,7 @@ static void mask_tile(float *s, int64_t lds, const attn_problem *p, int64_t i0, 
                 float x = mr[c * m->cs];
                 /* -inf masks; +inf or NaN sends the item to the exact kernel. */
                 if (x != x || x == INFINITY) *bad = true;
-                row[c] += x;
+                row[c] += x * ATTN_LOG2E; /* scores are in base 2 */
             }
         }
     }
@@ -185,7 +180,8 @@ static bool run_exact(const attn_problem *p, int64_t i0, int64_t n) {
  * masks, the online-softmax update of m, l and O, then O += P·V. */
 static void tile_step(const attn_ukernels *uk, const workspace *w, const attn_problem *p,
                       int64_t r0, int64_t rows, int64_t i0, int64_t j0, int64_t tc, int64_t lds,
-                      int64_t ldk, int64_t E, int64_t Evp, bool cut, bool *bad) {
+                      int64_t ldk, const float *v, int64_t ldv, int64_t E, int64_t Evp, bool cut,
+                      bool *bad) {
     int64_t nrv = (int64_t)uk->vl * uk->nv, tc_pad = round_up(tc, nrv);
     for (int64_t c0 = 0; c0 < tc_pad; c0 += nrv)
         uk->qk(w->s + c0, lds, w->q + r0 * E, E, w->kt + c0, ldk, E);
@@ -197,8 +193,8 @@ static void tile_step(const attn_ukernels *uk, const workspace *w, const attn_pr
             memset(srow, 0, sizeof(float) * (size_t)tc_pad);
             continue;
         }
-        float alpha = m_old == -INFINITY ? 0.0f : attn_expf(m_old - m_new);
-        float sum = uk->exp_sum(srow, tc_pad, m_new);
+        float alpha = m_old == -INFINITY ? 0.0f : attn_exp2f(m_old - m_new);
+        float sum = uk->exp2_sum(srow, tc_pad, m_new);
         w->l[r0 + r] = w->l[r0 + r] * alpha + sum;
         w->m[r0 + r] = m_new;
         if (alpha != 1.0f) {
@@ -208,7 +204,7 @@ static void tile_step(const attn_ukernels *uk, const workspace *w, const attn_pr
     }
     for (int64_t c0 = 0; c0 < Evp; c0 += nrv) {
         int nvec = (int)((Evp - c0) / uk->vl < uk->nv ? (Evp - c0) / uk->vl : uk->nv);
-        uk->pv(w->o + r0 * Evp + c0, Evp, w->s, lds, w->v + c0, Evp, tc_pad, nvec);
+        uk->pv(w->o + r0 * Evp + c0, Evp, w->s, lds, v + c0, ldv, tc_pad, nvec);
     }
 }
 
@@ -226,8 +222,13 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     workspace w = workspace_of(j, worker);
     bool bad = false;
 
-    float qmax = pack_rows(uk, w.q, E, &p->q, i0, nr, nr_pad, (float)p->scale);
-    bad |= qmax < 0;
+    /* The scale times log2(e): scores come out in base 2 for exp2. */
+    float qmax = pack_rows(uk, w.q, E, &p->q, i0, nr, nr_pad, (float)(p->scale * ATTN_LOG2E));
+    /* |q·k| <= E·max|q|·max|k| and |O| <= S·max|v| must stay in f32's range;
+     * inputs that are not finite (max -1) or too large take the exact kernel. */
+    float kmax = j->kvmax[2 * (item / j->n_qblocks)], vmax = j->kvmax[2 * (item / j->n_qblocks) + 1];
+    bad |= qmax < 0 || kmax < 0 || vmax < 0 || (double)qmax * kmax * (double)E > FLT_MAX / 4 ||
+           (double)vmax * (double)j->S > FLT_MAX / 4;
     for (int64_t r = 0; r < nr_pad; r++) w.m[r] = -INFINITY, w.l[r] = 0;
     memset(w.o, 0, sizeof(float) * (size_t)(nr_pad * Evp));
 
@@ -239,12 +240,16 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     for (int64_t j0 = 0; j0 < jend && !bad; j0 += j->bc) {
         int64_t nc = jend - j0 < j->bc ? jend - j0 : j->bc, nc_pad = round_up(nc, nrv);
         int64_t ldk = kt_stride(nc_pad);
-        float kmax = pack_keys_transposed(uk, w.kt, ldk, nc_pad, &p->k, j0, nc);
-        float vmax = pack_rows(uk, w.v, Evp, &p->v, j0, nc, nc_pad, 1.0f);
-        /* |q·k| <= E·max|q|·max|k|: beyond f32's range, use the exact kernel. */
-        if (kmax < 0 || vmax < 0 || (double)qmax * kmax * (double)E > FLT_MAX / 4) {
-            bad = true;
-            break;
+        pack_keys_transposed(w.kt, ldk, nc_pad, &p->k, j0, nc);
+        const float *vb = w.v;
+        int64_t ldv = Evp;
+        if (j->v_direct) { /* rows in place: contiguous, Ev a multiple of the vector */
+            vb = (const float *)(const void *)p->v.base + j0 * p->v.rs;
+            ldv = p->v.rs;
+            /* the padding keys' probabilities are 0, but their rows must exist */
+            if (nc_pad > nc) pack_rows(uk, w.v, Evp, &p->v, j0, nc, nc_pad, 1.0f), vb = w.v, ldv = Evp;
+        } else {
+            pack_rows(uk, w.v, Evp, &p->v, j0, nc, nc_pad, 1.0f);
         }
         for (int64_t r0 = 0; r0 < nr_pad; r0 += ATTN_MR) {
             int64_t rows = nr - r0 < ATTN_MR ? nr - r0 : ATTN_MR;
@@ -258,7 +263,7 @@ static void flash_item(void *ctx, int64_t item, int worker) {
             if (tc == 0) continue;
             /* Does the causal limit cut through these keys for the tile's first row? */
             bool cut = p->causal && j0 + tc - 1 > i0 + r0 + p->causal_offset;
-            tile_step(uk, &w, p, r0, rows, i0, j0, tc, nc_pad, ldk, E, Evp, cut, &bad);
+            tile_step(uk, &w, p, r0, rows, i0, j0, tc, nc_pad, ldk, vb, ldv, E, Evp, cut, &bad);
         }
     }
     if (bad) {
@@ -270,6 +275,25 @@ static void flash_item(void *ctx, int64_t item, int worker) {
         float l = w.l[r], *orow = w.o + r * Evp;
         float *dst = out + (i0 + r) * p->out.rs;
         for (int64_t e = 0; e < j->Ev; e++) dst[e * p->out.cs] = l == 0 ? 0.0f : orow[e] / l;
+    }
+}
+
+/* max |k| and max |v| of one slice (-1 where a value is not finite): one
+ * pass over its keys and values, so that work items need not check. */
+static void slice_maxima(void *ctx, int64_t slice, int worker) {
+    flash_job *j = ctx;
+    (void)worker;
+    attn_problem p;
+    attn_slice(j->slices, slice, &p);
+    const attn_mat *m[2] = {&p.k, &p.v};
+    for (int t = 0; t < 2; t++) {
+        float big = 0;
+        const float *base = (const float *)(const void *)m[t]->base;
+        for (int64_t r = 0; r < m[t]->rows && big >= 0; r++) {
+            float b = absmax(j->uk, base + r * m[t]->rs, m[t]->cols, m[t]->cs);
+            big = b < 0 ? -1 : b > big ? b : big;
+        }
+        j->kvmax[2 * slice + t] = big;
     }
 }
 
@@ -297,11 +321,16 @@ attn_status attn_flash_run(const attn_slices *sl, attn_error *err) {
     int workers = attn_get_num_threads();
     if (workers > items) workers = (int)items;
     j.scratch = aligned_alloc(64, j.ws_bytes * (size_t)workers);
-    if (!j.scratch)
+    j.kvmax = malloc(sizeof(float) * 2 * (size_t)n_problems);
+    if (!j.scratch || !j.kvmax) {
+        free(j.scratch), free(j.kvmax);
         return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate %zu bytes of scratch",
                          j.ws_bytes * (size_t)workers);
+    }
+    j.v_direct = p0->v.cs == 1 && j.Ev == j.Evp;
+    attn_parallel_for(workers, n_problems, slice_maxima, &j);
     attn_parallel_for(workers, items, flash_item, &j);
-    free(j.scratch);
+    free(j.scratch), free(j.kvmax);
     if (atomic_load(&j.failed))
         return attn_fail(err, ATTN_ERR_NO_MEMORY, "out of memory in the exact fallback kernel");
     return ATTN_OK;

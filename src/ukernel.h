@@ -27,9 +27,11 @@ typedef struct attn_ukernels {
     void (*pv)(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v, int64_t ldv,
                int64_t keys, int nvec);
 
-    /* x[i] = exp(x[i] - m) for i < n; returns their sum, added in a fixed
-     * order. n is a multiple of vl. x[i] = -inf gives 0. */
-    float (*exp_sum)(float *x, int64_t n, float m);
+    /* x[i] = 2^(x[i] - m) for i < n; returns their sum, added in a fixed
+     * order. n is a multiple of vl. x[i] = -inf gives 0. The softmax works in
+     * base 2: log2(e) is folded into the queries' scale, so that each score
+     * costs one exp2, a few FMAs cheaper than exp. */
+    float (*exp2_sum)(float *x, int64_t n, float m);
 
     /* max |x[i]| for i < n (any n), or -1 if some x[i] is NaN or ±inf. */
     float (*absmax)(const float *x, int64_t n);
@@ -47,8 +49,8 @@ typedef struct attn_ukernels {
     void (*axpy_rows)(float *acc, const float *p, int64_t ldp, int nq, const float *v, int64_t ld,
                       int64_t n, int64_t Ev);
 
-    /* y[i] = exp(x[i]) for i < n (any n): the vector exp, exposed for tests. */
-    void (*exp)(float *y, const float *x, int64_t n);
+    /* y[i] = 2^x[i] for i < n (any n): the vector exp2, exposed for tests. */
+    void (*exp2)(float *y, const float *x, int64_t n);
 } attn_ukernels;
 
 /* The kernels for this process: ATTN_ISA (avx512, avx2 or c) when set and
@@ -64,8 +66,12 @@ extern const attn_ukernels attn_ukernels_avx2;
 extern const attn_ukernels attn_ukernels_avx512;
 #endif
 
-/* The exp of the kernels, one float: the same algorithm as the vector code
- * (Cody-Waite reduction, a degree-6 polynomial, exact scaling by 2^n). */
-float attn_expf(float x);
+/* 2^x for one float, the algorithm of the vector code: n = round(x), f =
+ * x - n exactly, 2^f by a degree-6 polynomial (Cephes' exp2f coefficients,
+ * about 1 ulp), then an exact scaling by 2^n (one rounding, subnormals
+ * included). -inf gives 0, +inf gives inf, NaN stays NaN. */
+float attn_exp2f(float x);
+
+#define ATTN_LOG2E 1.44269504088896341f
 
 #endif /* ATTN_UKERNEL_H */

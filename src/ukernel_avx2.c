@@ -1,5 +1,5 @@
 /* ukernel_avx2.c -- microkernels for AVX2 + FMA (compiled with -mavx2
- * -mfma): a 6 × 16 register tile, 12 ymm accumulators, and a vector exp
+ * -mfma): a 6 × 16 register tile, 12 ymm accumulators, and a vector exp2
  * that applies 2^n as two exact halves built in the exponent bits. */
 #include "ukernel.h"
 
@@ -60,31 +60,29 @@ static inline __m256 pow2(__m256i n) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
 }
 
-static inline __m256 exp256(__m256 x) {
-    x = _mm256_max_ps(_mm256_set1_ps(-104.0f), x);
-    x = _mm256_min_ps(_mm256_set1_ps(89.0f), x);
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 f = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    f = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), f);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(_mm256_mul_ps(p, f), f, _mm256_add_ps(f, _mm256_set1_ps(1.0f)));
-    /* n in [-150, 129]: two halves, each a normal power of two; NaN lanes
+static inline __m256 exp2_256(__m256 x) {
+    x = _mm256_max_ps(_mm256_set1_ps(-151.0f), x);
+    x = _mm256_min_ps(_mm256_set1_ps(129.0f), x);
+    __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 f = _mm256_sub_ps(x, n);
+    __m256 p = _mm256_set1_ps(1.535336188319500e-4f);
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.339887440266574e-3f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.618437357674640e-3f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550332471162809e-2f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402264791363012e-1f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931472028550421e-1f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+    /* n in [-151, 129]: two halves, each a normal power of two; NaN lanes
      * stay NaN through p. */
     __m256i ni = _mm256_cvtps_epi32(n);
     __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
     return _mm256_mul_ps(_mm256_mul_ps(p, pow2(n1)), pow2(n2));
 }
 
-static float exp_sum_avx2(float *x, int64_t n, float m) {
+static float exp2_sum_avx2(float *x, int64_t n, float m) {
     __m256 sum = _mm256_setzero_ps(), mv = _mm256_set1_ps(m);
     for (int64_t i = 0; i < n; i += VL) {
-        __m256 y = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+        __m256 y = exp2_256(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
         _mm256_storeu_ps(x + i, y);
         sum = _mm256_add_ps(sum, y);
     }
@@ -171,17 +169,17 @@ static void axpy_rows_avx2(float *acc, const float *p, int64_t ldp, int nq, cons
             for (int i = 0; i < nq; i++) acc[i * Ev + e] += p[i * ldp + j] * v[j * ld + e];
 }
 
-static void exp_avx2(float *y, const float *x, int64_t n) {
+static void exp2_avx2(float *y, const float *x, int64_t n) {
     int64_t i = 0;
-    for (; i + VL <= n; i += VL) _mm256_storeu_ps(y + i, exp256(_mm256_loadu_ps(x + i)));
+    for (; i + VL <= n; i += VL) _mm256_storeu_ps(y + i, exp2_256(_mm256_loadu_ps(x + i)));
     for (; i < n; i++) {
         float in[VL] = {0}, out[VL];
         in[0] = x[i];
-        _mm256_storeu_ps(out, exp256(_mm256_loadu_ps(in)));
+        _mm256_storeu_ps(out, exp2_256(_mm256_loadu_ps(in)));
         y[i] = out[0];
     }
 }
 
-const attn_ukernels attn_ukernels_avx2 = {"avx2", VL, NV, qk_avx2, pv_avx2, exp_sum_avx2, absmax_avx2, max_avx2,
-                                          dot_rows_avx2, axpy_rows_avx2, exp_avx2};
+const attn_ukernels attn_ukernels_avx2 = {"avx2", VL, NV, qk_avx2, pv_avx2, exp2_sum_avx2, absmax_avx2, max_avx2,
+                                          dot_rows_avx2, axpy_rows_avx2, exp2_avx2};
 #endif

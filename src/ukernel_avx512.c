@@ -1,5 +1,5 @@
 /* ukernel_avx512.c -- microkernels for AVX-512F (compiled with -mavx512f
- * -mfma): a 6 × 64 register tile, 24 zmm accumulators, and a vector exp
+ * -mfma): a 6 × 64 register tile, 24 zmm accumulators, and a vector exp2
  * that scales by 2^n with vscalefps. */
 #include "ukernel.h"
 
@@ -71,30 +71,28 @@ static void pv_avx512(float *o, int64_t ldo, const float *p, int64_t ldp, const 
     }
 }
 
-/* exp(x), the algorithm of attn_expf: clamping with max/min keeps NaN (the
- * second operand is returned when either is NaN), vscalefps applies 2^n
- * with one rounding, subnormal results included. */
-static inline __m512 exp512(__m512 x) {
-    x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
-    x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    f = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), f);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(_mm512_mul_ps(p, f), f, _mm512_add_ps(f, _mm512_set1_ps(1.0f)));
+/* 2^x, the algorithm of attn_exp2f: clamping with max/min keeps NaN (the
+ * second operand is returned when either is NaN), vscalefps applies 2^n with
+ * one rounding, subnormal results included. */
+static inline __m512 exp2_512(__m512 x) {
+    x = _mm512_max_ps(_mm512_set1_ps(-151.0f), x);
+    x = _mm512_min_ps(_mm512_set1_ps(129.0f), x);
+    __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_sub_ps(x, n);
+    __m512 p = _mm512_set1_ps(1.535336188319500e-4f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.339887440266574e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618437357674640e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550332471162809e-2f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402264791363012e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931472028550421e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
     return _mm512_scalef_ps(p, n);
 }
 
-static float exp_sum_avx512(float *x, int64_t n, float m) {
+static float exp2_sum_avx512(float *x, int64_t n, float m) {
     __m512 sum = _mm512_setzero_ps(), mv = _mm512_set1_ps(m);
     for (int64_t i = 0; i < n; i += VL) {
-        __m512 y = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv));
+        __m512 y = exp2_512(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv));
         _mm512_storeu_ps(x + i, y);
         sum = _mm512_add_ps(sum, y);
     }
@@ -155,16 +153,16 @@ static void axpy_rows_avx512(float *acc, const float *p, int64_t ldp, int nq, co
     }
 }
 
-static void exp_avx512(float *y, const float *x, int64_t n) {
+static void exp2_avx512(float *y, const float *x, int64_t n) {
     int64_t i = 0;
-    for (; i + VL <= n; i += VL) _mm512_storeu_ps(y + i, exp512(_mm512_loadu_ps(x + i)));
+    for (; i + VL <= n; i += VL) _mm512_storeu_ps(y + i, exp2_512(_mm512_loadu_ps(x + i)));
     if (i < n) {
         __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-        _mm512_mask_storeu_ps(y + i, k, exp512(_mm512_maskz_loadu_ps(k, x + i)));
+        _mm512_mask_storeu_ps(y + i, k, exp2_512(_mm512_maskz_loadu_ps(k, x + i)));
     }
 }
 
 const attn_ukernels attn_ukernels_avx512 = {"avx512", VL, NV, qk_avx512, pv_avx512,
-                                            exp_sum_avx512, absmax_avx512, max_avx512,
-                                            dot_rows_avx512, axpy_rows_avx512, exp_avx512};
+                                            exp2_sum_avx512, absmax_avx512, max_avx512,
+                                            dot_rows_avx512, axpy_rows_avx512, exp2_avx512};
 #endif

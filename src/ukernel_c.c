@@ -7,15 +7,8 @@
 
 enum { VL = 8, NV = 4, NR = VL * NV };
 
-/* exp(x) = 2^n · e^f with n = round(x / ln 2) and |f| <= ln(2) / 2:
- * ln 2 in two parts (Cody-Waite) keeps f exact, a degree-6 polynomial
- * (Cephes' expf coefficients) gives e^f to about 1 ulp, and 2^n is applied
- * in two exact halves so that results in the subnormal range round once. */
-#define EXP_LOG2E 1.44269504088896341f
-#define EXP_LN2_HI 0.693359375f
-#define EXP_LN2_LO -2.12194440e-4f
-#define EXP_LO -104.0f /* exp(-104) < 2^-150: rounds to 0 */
-#define EXP_HI 89.0f   /* exp(89) > FLT_MAX: rounds to inf */
+#define EXP2_LO -151.0f /* 2^-151 rounds to 0 */
+#define EXP2_HI 129.0f  /* 2^129 overflows to inf */
 
 static float pow2i(int n) { /* 2^n for -126 <= n <= 127 */
     uint32_t bits = (uint32_t)(n + 127) << 23;
@@ -24,19 +17,18 @@ static float pow2i(int n) { /* 2^n for -126 <= n <= 127 */
     return f;
 }
 
-float attn_expf(float x) {
+float attn_exp2f(float x) {
     if (x != x) return x;
-    x = x < EXP_LO ? EXP_LO : x > EXP_HI ? EXP_HI : x;
-    float n = floorf(x * EXP_LOG2E + 0.5f);
-    float f = x - n * EXP_LN2_HI;
-    f = f - n * EXP_LN2_LO;
-    float p = 1.9875691500e-4f;
-    p = p * f + 1.3981999507e-3f;
-    p = p * f + 8.3334519073e-3f;
-    p = p * f + 4.1665795894e-2f;
-    p = p * f + 1.6666665459e-1f;
-    p = p * f + 5.0000001201e-1f;
-    p = p * f * f + f + 1.0f;
+    x = x < EXP2_LO ? EXP2_LO : x > EXP2_HI ? EXP2_HI : x;
+    float n = floorf(x + 0.5f), f = x - n;
+    float p = 1.535336188319500e-4f;
+    p = p * f + 1.339887440266574e-3f;
+    p = p * f + 9.618437357674640e-3f;
+    p = p * f + 5.550332471162809e-2f;
+    p = p * f + 2.402264791363012e-1f;
+    p = p * f + 6.931472028550421e-1f;
+    p = p * f + 1.0f;
+    /* 2^n in two halves, each a normal power of two: one final rounding. */
     int ni = (int)n, n1 = ni / 2, n2 = ni - n1;
     return p * pow2i(n1) * pow2i(n2);
 }
@@ -62,11 +54,11 @@ static void pv_c(float *o, int64_t ldo, const float *p, int64_t ldp, const float
         }
 }
 
-static float exp_sum_c(float *x, int64_t n, float m) {
+static float exp2_sum_c(float *x, int64_t n, float m) {
     float lane[VL] = {0};
     for (int64_t i = 0; i < n; i += VL)
         for (int j = 0; j < VL; j++) {
-            x[i + j] = attn_expf(x[i + j] - m);
+            x[i + j] = attn_exp2f(x[i + j] - m);
             lane[j] += x[i + j];
         }
     float sum = 0;
@@ -119,10 +111,10 @@ static void axpy_rows_c(float *acc, const float *p, int64_t ldp, int nq, const f
         }
 }
 
-static void exp_c(float *y, const float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = attn_expf(x[i]);
+static void exp2_c(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = attn_exp2f(x[i]);
 }
 
 const attn_ukernels attn_ukernels_c = {"c",       VL,        NV,          qk_c,        pv_c,
-                                       exp_sum_c, absmax_c, max_c, dot_rows_c, axpy_rows_c,
-                                       exp_c};
+                                       exp2_sum_c, absmax_c, max_c, dot_rows_c, axpy_rows_c,
+                                       exp2_c};
