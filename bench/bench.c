@@ -396,8 +396,12 @@ int main(int argc, char **argv) {
         shapes[ns] = (shape){names[ns], 8, 8, other, other, ds[i], ds[i], 0, 0, 0, 0};
         ns++;
     }
-    shapes[ns++] = (shape){"H8 d64 L=1024 S=4096", 8, 8, other / 2, other * 2, 64, 64, 0, 0, 0, 0};
-    shapes[ns++] = (shape){"H8 d64 L=4096 S=1024", 8, 8, other * 2, other / 2, 64, 64, 0, 0, 0, 0};
+    snprintf(names[ns], 48, "H8 d64 L=%lld S=%lld", (long long)other / 2, (long long)other * 2);
+    shapes[ns] = (shape){names[ns], 8, 8, other / 2, other * 2, 64, 64, 0, 0, 0, 0};
+    ns++;
+    snprintf(names[ns], 48, "H8 d64 L=%lld S=%lld", (long long)other * 2, (long long)other / 2);
+    shapes[ns] = (shape){names[ns], 8, 8, other * 2, other / 2, 64, 64, 0, 0, 0, 0};
+    ns++;
     shapes[ns++] = (shape){"H8 d64 bool mask", 8, 8, other, other, 64, 64, 0, 1, 0, 0};
     shapes[ns++] = (shape){"H8 d64 GQA 8/2", 8, 2, other, other, 64, 64, 0, 0, 0, 0};
     shapes[ns++] = (shape){"H8 d64 strided (L,H,d)", 8, 8, other, other, 64, 64, 0, 0, 1, 0};

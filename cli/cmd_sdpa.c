@@ -21,12 +21,15 @@ static const char SDPA_USAGE[] =
     "  -o, --out FILE         write the output (..., Hq, L, Ev) to FILE; without -o\n"
     "                         it is printed\n"
     "  -w, --weights FILE     also write the attention weights (..., Hq, L, S)\n"
+    "      --kv-bf16          store k and v as bfloat16 (rounded to nearest even on\n"
+    "                         load; needs float32 q): half the memory\n"
     "      --threads N        threads for f32 attention (default: ATTN_NUM_THREADS,\n"
     "                         else every CPU); results do not depend on it\n"
     "  -h, --help             show this help\n"
     "\n"
-    "Inputs are all float32 or all float64; outputs have the same dtype. Output\n"
-    "files appear only if the whole run succeeds.\n"
+    "Inputs are all float32 or all float64, except that k and v may be float16\n"
+    "('<f2') with float32 q; outputs have q's dtype. Output files appear only if\n"
+    "the whole run succeeds.\n"
     "\n"
     "example:\n"
     "  attn sdpa -q q.npy -k k.npy -v v.npy --causal -o out.npy\n";
@@ -57,14 +60,17 @@ static void describe_inputs(char *buf, size_t size, const input *in, int n) {
 }
 
 static int check_dtypes(const input *in, int n) {
-    /* q, k, v: one float dtype; the mask: bool or that dtype. */
+    /* q, k, v: one float dtype (k and v may be float16 with float32 q); the
+     * mask: bool or q's dtype. */
     for (int i = 0; i < 3; i++)
-        if (in[i].t.dtype == ATTN_BOOL)
-            return cli_error(EXIT_DATA, "%s %s has dtype bool; q, k and v must be float32 or float64",
-                             in[i].flag, in[i].path);
+        if (in[i].t.dtype == ATTN_BOOL || (i == 0 && in[i].t.dtype == ATTN_F16))
+            return cli_error(EXIT_DATA, "%s %s has dtype %s; q must be float32 or float64%s",
+                             in[i].flag, in[i].path, cli_dtype_name(in[i].t.dtype),
+                             i ? ", and k and v float32, float64 or float16" : "");
     for (int i = 1; i < n; i++) {
         if (!in[i].path || in[i].t.dtype == in[0].t.dtype) continue;
         if (i == 3 && in[i].t.dtype == ATTN_BOOL) continue;
+        if (i < 3 && in[i].t.dtype == ATTN_F16 && in[0].t.dtype == ATTN_F32) continue;
         return cli_error(EXIT_DATA,
                          "mixed dtypes: %s %s is %s but -q %s is %s; give every input one float dtype",
                          in[i].flag, in[i].path, cli_dtype_name(in[i].t.dtype), in[0].path,
@@ -74,8 +80,24 @@ static int check_dtypes(const input *in, int n) {
 }
 
 /* Parse the arguments into inputs, outputs and options. */
+/* Store k or v as bfloat16, converted from float32 or float16. */
+static int to_bf16(input *in) {
+    if (in->t.dtype != ATTN_F32 && in->t.dtype != ATTN_F16)
+        return cli_error(EXIT_DATA, "--kv-bf16: %s %s is %s; it must be float32 or float16", in->flag,
+                         in->path, cli_dtype_name(in->t.dtype));
+    attn_tensor b;
+    attn_error err;
+    attn_tensor_init(&b, NULL, ATTN_BF16, in->t.rank, in->t.shape, NULL, NULL);
+    b.data = malloc((size_t)attn_tensor_numel(&b) * 2 + 2);
+    if (!b.data) return cli_error(EXIT_DATA, "out of memory converting %s to bfloat16", in->path);
+    attn_tensor_convert(&b, &in->t, &err);
+    attn_npy_free(&in->t);
+    in->t = b;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, input *in, cli_output *outs,
-                      attn_sdpa_options *opts) {
+                      attn_sdpa_options *opts, bool *kv_bf16) {
     int code = 0;
     for (int i = 1; i < argc && !code;) {
         const char *val = NULL, *arg = argv[i];
@@ -99,6 +121,9 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs,
                 code = cli_error(EXIT_USAGE, "--threads %s is not a whole number from 1 to 256", val);
             else if (val)
                 attn_set_num_threads((int)n);
+        } else if (strcmp(arg, "--kv-bf16") == 0) {
+            *kv_bf16 = true;
+            i++;
         } else if (strcmp(arg, "--causal") == 0 || strcmp(arg, "--causal=top-left") == 0) {
             opts->causal = ATTN_CAUSAL_TOP_LEFT;
             i++;
@@ -122,11 +147,17 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs,
     return 0;
 }
 
-static int run(input *in, cli_output *outs, attn_sdpa_options *opts) {
+static int run(input *in, cli_output *outs, attn_sdpa_options *opts, bool kv_bf16) {
     int code;
     for (int i = 0; i < 4; i++)
         if (in[i].path && (code = read_input(&in[i]))) return code;
     if ((code = check_dtypes(in, 4))) return code;
+    if (kv_bf16) {
+        if (in[0].t.dtype != ATTN_F32)
+            return cli_error(EXIT_DATA, "--kv-bf16 needs float32 q, but -q %s is %s", in[0].path,
+                             cli_dtype_name(in[0].t.dtype));
+        if ((code = to_bf16(&in[1])) || (code = to_bf16(&in[2]))) return code;
+    }
 
     attn_error err;
     int rank;
@@ -138,7 +169,7 @@ static int run(input *in, cli_output *outs, attn_sdpa_options *opts) {
         return cli_error(EXIT_DATA, "%s [%s]", err.message, what);
     }
 
-    /* Outputs in the inputs' dtype; sizes were overflow-checked by the library. */
+    /* Outputs in q's dtype; sizes were overflow-checked by the library. */
     attn_dtype dtype = in[0].t.dtype;
     attn_tensor out = {0}, weights = {0};
     attn_tensor_init(&out, NULL, dtype, rank, out_shape, NULL, NULL);
@@ -167,9 +198,10 @@ int cmd_sdpa(int argc, char **argv) {
     input in[4] = {{"-q", NULL, {0}}, {"-k", NULL, {0}}, {"-v", NULL, {0}}, {"-m", NULL, {0}}};
     cli_output outs[2] = {{0}, {0}};
     attn_sdpa_options opts = attn_sdpa_options_default();
-    int code = parse_args(argc, argv, in, outs, &opts);
+    bool kv_bf16 = false;
+    int code = parse_args(argc, argv, in, outs, &opts, &kv_bf16);
     if (code) return code < 0 ? 0 : code;
-    code = run(in, outs, &opts);
-    for (int i = 0; i < 4; i++) attn_npy_free(&in[i].t);
+    code = run(in, outs, &opts, kv_bf16);
+    for (int i = 0; i < 4; i++) attn_npy_free(&in[i].t); /* frees any malloc'd data */
     return code;
 }

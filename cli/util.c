@@ -58,7 +58,13 @@ const char *cli_shape(char *buf, size_t size, const attn_tensor *t) {
 }
 
 const char *cli_dtype_name(attn_dtype dtype) {
-    return dtype == ATTN_F32 ? "float32" : dtype == ATTN_F64 ? "float64" : "bool";
+    switch (dtype) {
+    case ATTN_F32: return "float32";
+    case ATTN_F64: return "float64";
+    case ATTN_F16: return "float16";
+    case ATTN_BF16: return "bfloat16";
+    default: return "bool";
+    }
 }
 
 /* Create a fresh temporary beside out->path; returns its descriptor or -1

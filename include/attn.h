@@ -77,7 +77,8 @@ typedef enum attn_status {
     /* The number of query heads is not a multiple of the number of key/value
      * heads, or k and v have different head counts. */
     ATTN_ERR_HEADS = 5,
-    /* A dtype is wrong: q, k, v, out and weights must share one float dtype. */
+    /* A dtype is wrong: q, k, v, out and weights must share one float dtype
+     * (k and v may be f16 or bf16 with f32 q). */
     ATTN_ERR_DTYPE = 6,
     /* The mask has a wrong dtype (bool, or q's float dtype) or a shape that
      * does not broadcast to (..., Hq, L, S). */
@@ -101,7 +102,7 @@ typedef enum attn_status {
      * dictionary, or a header length that lies about the header's size. */
     ATTN_ERR_NPY_HEADER = 14,
     /* A .npy file is well formed but uses something this library does not
-     * read: Fortran order, big-endian data, a dtype other than <f4, <f8, |b1,
+     * read: Fortran order, big-endian data, a dtype other than <f4, <f8, <f2, |b1,
      * object or structured arrays, or an unknown format version. */
     ATTN_ERR_NPY_UNSUPPORTED = 15,
     /* A .npy file holds fewer data bytes than its shape needs. */
@@ -145,7 +146,9 @@ typedef struct attn_error {
 typedef enum attn_dtype {
     ATTN_F32 = 1,  /* float, IEEE-754 binary32 */
     ATTN_F64 = 2,  /* double, IEEE-754 binary64 */
-    ATTN_BOOL = 3  /* one byte per element; 0 is false, anything else true */
+    ATTN_BOOL = 3, /* one byte per element; 0 is false, anything else true */
+    ATTN_F16 = 4,  /* IEEE-754 binary16, stored as uint16_t (for k and v only) */
+    ATTN_BF16 = 5  /* bfloat16: the top half of an f32, as uint16_t (k and v only) */
 } attn_dtype;
 
 /* Size in bytes of one element of `dtype`, or 0 for an unknown dtype. */
@@ -177,6 +180,19 @@ typedef struct attn_tensor {
 ATTN_API attn_status attn_tensor_init(attn_tensor *t, void *data, attn_dtype dtype,
                                       int rank, const int64_t *shape,
                                       const int64_t *strides, attn_error *err);
+
+/* 16-bit floats. f32 to f16/bf16 rounds to nearest, ties to even; values
+ * beyond f16's range become ±inf; NaN stays NaN. f16/bf16 to f32 is exact. */
+ATTN_API float attn_f16_to_f32(uint16_t h);
+ATTN_API uint16_t attn_f32_to_f16(float f);
+ATTN_API float attn_bf16_to_f32(uint16_t b);
+ATTN_API uint16_t attn_f32_to_bf16(float f);
+
+/* Copy src into dst element by element, converting between the float
+ * dtypes (f64, f32, f16, bf16) as above; both any strides, same shape.
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_SHAPE, ATTN_ERR_DTYPE (bool or unknown),
+ * ATTN_ERR_OVERFLOW. */
+ATTN_API attn_status attn_tensor_convert(attn_tensor *dst, const attn_tensor *src, attn_error *err);
 
 /* Number of elements (product of the shape; 1 for rank 0). Returns -1 when
  * the product overflows int64 or a dimension is negative. */
@@ -236,6 +252,9 @@ ATTN_API attn_sdpa_options attn_sdpa_options_default(void);
  *   k    (..., Hk, S, E)
  *   v    (..., Hk, S, Ev)      Ev may differ from E
  *   out  (..., Hq, L, Ev)      written, never read
+ * q, k, v and out share one dtype, f32 or f64, except that with f32 queries
+ * k and v may each be stored as f16 or bf16 (half the memory; they are
+ * widened to f32 as they are read, the arithmetic stays f32).
  * Rank-2 inputs (L, E) are one head. Ranks may differ between q, k and v:
  * shapes are aligned on the right. Batch dimensions broadcast (each equal or
  * 1, the output takes the larger). Every dimension must be >= 1.
@@ -329,7 +348,8 @@ ATTN_API const char *attn_isa(void);
 /* ------------------------------------------------------------------------ */
 
 /* Read a NumPy .npy file (format versions 1.0, 2.0 and 3.0), C order,
- * little-endian, dtype '<f4', '<f8' or '|b1', rank 0..ATTN_MAX_RANK.
+ * little-endian, dtype '<f4', '<f8', '<f2' (ATTN_F16) or '|b1', rank
+ * 0..ATTN_MAX_RANK.
  * On success *out is a C-contiguous tensor whose data the library allocated;
  * release it with attn_npy_free. On failure *out is zeroed.
  * Errors: ATTN_ERR_NULL, ATTN_ERR_IO, ATTN_ERR_NPY_HEADER,
@@ -347,7 +367,7 @@ ATTN_API attn_status attn_npy_parse(attn_tensor *out, const void *bytes, size_t 
  * the view. NULL and already-freed (zeroed) tensors are fine. */
 ATTN_API void attn_npy_free(attn_tensor *t);
 
-/* Write `t` (any strides; f32, f64 or bool) to `path` as a version 1.0 .npy
+/* Write `t` (any strides; f32, f64, f16 or bool; .npy has no bf16) to `path` as a version 1.0 .npy
  * file in C order, data aligned to 64 bytes. The file is written in place and
  * removed again if writing fails; for an all-or-nothing replacement of an
  * existing file, write to a temporary name in the same directory and rename.

@@ -37,15 +37,6 @@ typedef struct decode_job {
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-/* Row r of a strided f32 matrix as a contiguous array: in place when its
- * columns are contiguous, else copied into buf. */
-static const float *row_of(const attn_mat *m, int64_t r, float *buf) {
-    const float *row = (const float *)(const void *)m->base + r * m->rs;
-    if (m->cs == 1) return row;
-    for (int64_t c = 0; c < m->cols; c++) buf[c] = row[c * m->cs];
-    return buf;
-}
-
 static void decode_item(void *ctx, int64_t item, int worker) {
     decode_job *j = ctx;
     const attn_ukernels *uk = j->uk;
@@ -70,7 +61,7 @@ static void decode_item(void *ctx, int64_t item, int worker) {
 
     float qmax = 0;
     for (int64_t i = 0; i < L; i++) {
-        const float *row = row_of(&p.q, i, tmp);
+        const float *row = attn_row_f32(&p.q, i, tmp);
         for (int64_t e = 0; e < E; e++) {
             q[i * E + e] = row[e] * (float)(p.scale * ATTN_LOG2E); /* base-2 scores */
             float a = q[i * E + e] < 0 ? -q[i * E + e] : q[i * E + e];
@@ -80,12 +71,12 @@ static void decode_item(void *ctx, int64_t item, int worker) {
     }
     /* Scores: each key row is read once, for all query rows. */
     float kmax = 0;
-    if (p.k.cs == 1) {
+    if (p.k.dtype == ATTN_F32 && p.k.cs == 1) {
         kmax = uk->dot_rows(s, lds, q, (int)L, (const float *)(const void *)p.k.base + j0 * p.k.rs,
                             p.k.rs, last, E);
     } else {
         for (int64_t c = 0; c < last && kmax >= 0; c++) {
-            float b = uk->dot_rows(s + c, lds, q, (int)L, row_of(&p.k, j0 + c, tmp), E, 1, E);
+            float b = uk->dot_rows(s + c, lds, q, (int)L, attn_row_f32(&p.k, j0 + c, tmp), E, 1, E);
             kmax = b < 0 ? -1 : b > kmax ? b : kmax;
         }
     }
@@ -121,12 +112,12 @@ static void decode_item(void *ctx, int64_t item, int worker) {
         l[i] = uk->exp2_sum(row, last_pad, mx);
     }
     /* Values: each row is read once, for all query rows. */
-    if (p.v.cs == 1) {
+    if (p.v.dtype == ATTN_F32 && p.v.cs == 1) {
         uk->axpy_rows(acc, s, lds, (int)L, (const float *)(const void *)p.v.base + j0 * p.v.rs, p.v.rs,
                       last, Ev);
     } else {
         for (int64_t c = 0; c < last; c++)
-            uk->axpy_rows(acc, s + c, lds, (int)L, row_of(&p.v, j0 + c, tmp), Ev, 1, Ev);
+            uk->axpy_rows(acc, s + c, lds, (int)L, attn_row_f32(&p.v, j0 + c, tmp), Ev, 1, Ev);
     }
 }
 

@@ -54,6 +54,7 @@ typedef struct workspace {
     float *s;  /* ATTN_MR × bc, scores then probabilities */
     float *o;  /* br × Evp, the output accumulator */
     float *m, *l;
+    float *tmp; /* one row, E + Ev floats, for widening 16-bit floats */
 } workspace;
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -64,7 +65,7 @@ static int64_t kt_stride(int64_t bc) { return bc + 16; }
 
 static size_t workspace_floats(const flash_job *j) {
     return (size_t)(j->br * j->E + j->E * kt_stride(j->bc) + j->bc * j->Evp + ATTN_MR * j->bc +
-                    j->br * j->Evp + 2 * j->br);
+                    j->br * j->Evp + 2 * j->br + j->E + j->Ev);
 }
 
 static workspace workspace_of(const flash_job *j, int worker) {
@@ -76,37 +77,23 @@ static workspace workspace_of(const flash_job *j, int worker) {
     w.o = w.s + ATTN_MR * j->bc;
     w.m = w.o + j->br * j->Evp;
     w.l = w.m + j->br;
+    w.tmp = w.l + j->br;
     return w;
 }
 
-/* max |x| over n values at stride cs (-1 if one is not finite). */
-static float absmax(const attn_ukernels *uk, const float *x, int64_t n, int64_t cs) {
-    if (cs == 1) return uk->absmax(x, n);
-    float big = 0;
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i * cs];
-        if (v - v != 0) return -1;
-        big = v > big ? v : -v > big ? -v : big;
-    }
-    return big;
-}
-
-/* Pack rows r0..r0+n-1 of an f32 matrix times `scale` into dst (n × cols,
- * stride ld), zero rows up to n_pad and columns up to ld. Returns the largest
- * |value| read, or -1 if a value is not finite. */
+/* Pack rows r0..r0+n-1 of a matrix (f32, f16 or bf16) times `scale` into dst
+ * (n × cols, stride ld), zero rows up to n_pad and columns up to ld. Returns
+ * the largest |value| written, or -1 if a value is not finite. tmp holds a
+ * row (for widening 16-bit floats). */
 static float pack_rows(const attn_ukernels *uk, float *dst, int64_t ld, const attn_mat *m,
-                       int64_t r0, int64_t n, int64_t n_pad, float scale) {
-    const float *src = (const float *)(const void *)m->base;
+                       int64_t r0, int64_t n, int64_t n_pad, float scale, float *tmp) {
     float big = 0;
     for (int64_t r = 0; r < n && big >= 0; r++) {
-        const float *row = src + (r0 + r) * m->rs;
-        float b = absmax(uk, row, m->cols, m->cs);
+        const float *row = attn_row_f32(m, r0 + r, tmp);
+        float b = uk->absmax(row, m->cols);
         big = b < 0 ? -1 : b > big ? b : big;
         float *d = dst + r * ld;
-        if (m->cs == 1)
-            for (int64_t c = 0; c < m->cols; c++) d[c] = row[c] * scale;
-        else
-            for (int64_t c = 0; c < m->cols; c++) d[c] = row[c * m->cs] * scale;
+        for (int64_t c = 0; c < m->cols; c++) d[c] = row[c] * scale;
         for (int64_t c = m->cols; c < ld; c++) d[c] = 0;
     }
     for (int64_t r = n; r < n_pad; r++) memset(dst + r * ld, 0, sizeof(float) * (size_t)ld);
@@ -116,7 +103,14 @@ static float pack_rows(const attn_ukernels *uk, float *dst, int64_t ld, const at
 /* kt (E × ld) = keys j0..j0+n-1 transposed, zero columns up to n_pad. The
  * transpose goes 16 keys at a time, so that each write fills a cache line. */
 static void pack_keys_transposed(float *kt, int64_t ld, int64_t n_pad, const attn_mat *k, int64_t j0,
-                                 int64_t n) {
+                                 int64_t n, float *tmp) {
+    if (k->dtype != ATTN_F32) { /* 16-bit keys: widen a row at a time */
+        for (int64_t c = 0; c < n_pad; c++) {
+            const float *row = c < n ? attn_row_f32(k, j0 + c, tmp) : NULL;
+            for (int64_t e = 0; e < k->cols; e++) kt[e * ld + c] = row ? row[e] : 0;
+        }
+        return;
+    }
     const float *src = (const float *)(const void *)k->base;
     for (int64_t c0 = 0; c0 < n_pad; c0 += 16) {
         int64_t nb = n - c0 < 16 ? (n - c0 > 0 ? n - c0 : 0) : 16;
@@ -223,7 +217,7 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     bool bad = false;
 
     /* The scale times log2(e): scores come out in base 2 for exp2. */
-    float qmax = pack_rows(uk, w.q, E, &p->q, i0, nr, nr_pad, (float)(p->scale * ATTN_LOG2E));
+    float qmax = pack_rows(uk, w.q, E, &p->q, i0, nr, nr_pad, (float)(p->scale * ATTN_LOG2E), w.tmp);
     /* |q·k| <= E·max|q|·max|k| and |O| <= S·max|v| must stay in f32's range;
      * inputs that are not finite (max -1) or too large take the exact kernel. */
     float kmax = j->kvmax[2 * (item / j->n_qblocks)], vmax = j->kvmax[2 * (item / j->n_qblocks) + 1];
@@ -240,16 +234,16 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     for (int64_t j0 = 0; j0 < jend && !bad; j0 += j->bc) {
         int64_t nc = jend - j0 < j->bc ? jend - j0 : j->bc, nc_pad = round_up(nc, nrv);
         int64_t ldk = kt_stride(nc_pad);
-        pack_keys_transposed(w.kt, ldk, nc_pad, &p->k, j0, nc);
+        pack_keys_transposed(w.kt, ldk, nc_pad, &p->k, j0, nc, w.tmp);
         const float *vb = w.v;
         int64_t ldv = Evp;
         if (j->v_direct) { /* rows in place: contiguous, Ev a multiple of the vector */
             vb = (const float *)(const void *)p->v.base + j0 * p->v.rs;
             ldv = p->v.rs;
             /* the padding keys' probabilities are 0, but their rows must exist */
-            if (nc_pad > nc) pack_rows(uk, w.v, Evp, &p->v, j0, nc, nc_pad, 1.0f), vb = w.v, ldv = Evp;
+            if (nc_pad > nc) pack_rows(uk, w.v, Evp, &p->v, j0, nc, nc_pad, 1.0f, w.tmp), vb = w.v, ldv = Evp;
         } else {
-            pack_rows(uk, w.v, Evp, &p->v, j0, nc, nc_pad, 1.0f);
+            pack_rows(uk, w.v, Evp, &p->v, j0, nc, nc_pad, 1.0f, w.tmp);
         }
         for (int64_t r0 = 0; r0 < nr_pad; r0 += ATTN_MR) {
             int64_t rows = nr - r0 < ATTN_MR ? nr - r0 : ATTN_MR;
@@ -282,15 +276,14 @@ static void flash_item(void *ctx, int64_t item, int worker) {
  * pass over its keys and values, so that work items need not check. */
 static void slice_maxima(void *ctx, int64_t slice, int worker) {
     flash_job *j = ctx;
-    (void)worker;
     attn_problem p;
     attn_slice(j->slices, slice, &p);
     const attn_mat *m[2] = {&p.k, &p.v};
+    float *tmp = workspace_of(j, worker).tmp;
     for (int t = 0; t < 2; t++) {
         float big = 0;
-        const float *base = (const float *)(const void *)m[t]->base;
         for (int64_t r = 0; r < m[t]->rows && big >= 0; r++) {
-            float b = absmax(j->uk, base + r * m[t]->rs, m[t]->cols, m[t]->cs);
+            float b = j->uk->absmax(attn_row_f32(m[t], r, tmp), m[t]->cols);
             big = b < 0 ? -1 : b > big ? b : big;
         }
         j->kvmax[2 * slice + t] = big;
@@ -327,7 +320,7 @@ attn_status attn_flash_run(const attn_slices *sl, attn_error *err) {
         return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate %zu bytes of scratch",
                          j.ws_bytes * (size_t)workers);
     }
-    j.v_direct = p0->v.cs == 1 && j.Ev == j.Evp;
+    j.v_direct = p0->v.dtype == ATTN_F32 && p0->v.cs == 1 && j.Ev == j.Evp;
     attn_parallel_for(workers, n_problems, slice_maxima, &j);
     attn_parallel_for(workers, items, flash_item, &j);
     free(j.scratch), free(j.kvmax);

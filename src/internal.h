@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <string.h>
 
 /* printf-style formatting of a failure into *err (when err is not NULL).
  * Returns `status`, so callers can write `return attn_fail(err, ATTN_ERR_X, ...)`. */
@@ -34,11 +35,32 @@ typedef struct attn_mat {
     int64_t rs, cs;
 } attn_mat;
 
-/* Element (i, j) of a float matrix (f32 or f64) widened to double. */
+/* Element (i, j) of a float matrix (f32, f64, f16 or bf16) widened to double. */
 static inline double attn_mat_get(const attn_mat *m, int64_t i, int64_t j) {
     int64_t off = i * m->rs + j * m->cs;
-    if (m->dtype == ATTN_F32) return (double)((const float *)(const void *)m->base)[off];
-    return ((const double *)(const void *)m->base)[off];
+    switch (m->dtype) {
+    case ATTN_F32: return (double)((const float *)(const void *)m->base)[off];
+    case ATTN_F16: return attn_f16_to_f32(((const uint16_t *)(const void *)m->base)[off]);
+    case ATTN_BF16: return attn_bf16_to_f32(((const uint16_t *)(const void *)m->base)[off]);
+    default: return ((const double *)(const void *)m->base)[off];
+    }
+}
+
+/* Row r of an f32, f16 or bf16 matrix as contiguous f32: in place when it is
+ * f32 with contiguous columns, else widened into buf (m->cols floats). */
+static inline const float *attn_row_f32(const attn_mat *m, int64_t r, float *buf) {
+    const char *row = m->base + r * m->rs * (int64_t)attn_dtype_size(m->dtype);
+    if (m->dtype == ATTN_F32 && m->cs == 1) return (const float *)(const void *)row;
+    for (int64_t c = 0; c < m->cols; c++) {
+        const char *e = row + c * m->cs * (int64_t)attn_dtype_size(m->dtype);
+        uint16_t h;
+        if (m->dtype == ATTN_F32) memcpy(&buf[c], e, 4);
+        else {
+            memcpy(&h, e, 2);
+            buf[c] = m->dtype == ATTN_F16 ? attn_f16_to_f32(h) : attn_bf16_to_f32(h);
+        }
+    }
+    return buf;
 }
 
 /* Store x into element (i, j) of a float matrix, rounding once for f32. */

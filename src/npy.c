@@ -81,6 +81,7 @@ static bool take_word(cursor *c, const char *word) {
 
 static attn_status parse_descr(npy_layout *h, const char *d, attn_error *err) {
     if (strcmp(d, "<f4") == 0) h->dtype = ATTN_F32;
+    else if (strcmp(d, "<f2") == 0) h->dtype = ATTN_F16;
     else if (strcmp(d, "<f8") == 0) h->dtype = ATTN_F64;
     else if (strcmp(d, "|b1") == 0) h->dtype = ATTN_BOOL;
     else if (d[0] == '>')
@@ -91,7 +92,7 @@ static attn_status parse_descr(npy_layout *h, const char *d, attn_error *err) {
                          d);
     else
         return attn_fail(err, ATTN_ERR_NPY_UNSUPPORTED,
-                         "dtype '%s' is not supported; use '<f4', '<f8' or '|b1'", d);
+                         "dtype '%s' is not supported; use '<f4', '<f8', '<f2' or '|b1'", d);
     return ATTN_OK;
 }
 
@@ -339,7 +340,9 @@ attn_status attn_npy_write(const char *path, const attn_tensor *t, attn_error *e
     if (t->rank < 0 || t->rank > ATTN_MAX_RANK)
         return attn_fail(err, ATTN_ERR_RANK, "rank %d is outside 0..%d", t->rank, ATTN_MAX_RANK);
     const char *descr = t->dtype == ATTN_F32 ? "<f4" : t->dtype == ATTN_F64 ? "<f8"
-                        : t->dtype == ATTN_BOOL ? "|b1" : NULL;
+                        : t->dtype == ATTN_F16 ? "<f2" : t->dtype == ATTN_BOOL ? "|b1" : NULL;
+    if (t->dtype == ATTN_BF16)
+        return attn_fail(err, ATTN_ERR_DTYPE, ".npy has no bfloat16 dtype; convert to f32 first");
     if (!descr) return attn_fail(err, ATTN_ERR_DTYPE, "unknown dtype %d", (int)t->dtype);
     attn_status st = attn_check_extent(t, "tensor", err);
     if (st) return st;

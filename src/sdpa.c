@@ -41,12 +41,16 @@ static attn_status check_operand(const attn_tensor *t, const char *name, attn_dt
     if (t->rank < 2 || t->rank > ATTN_MAX_RANK)
         return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; attention takes ranks 2 to %d", name,
                          t->rank, ATTN_MAX_RANK);
-    if (t->dtype != ATTN_F32 && t->dtype != ATTN_F64)
-        return attn_fail(err, ATTN_ERR_DTYPE, "%s must be f32 or f64", name);
-    if (t->dtype != dtype)
-        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s but q is %s; all must share one dtype",
-                         name, t->dtype == ATTN_F32 ? "f32" : "f64",
-                         dtype == ATTN_F32 ? "f32" : "f64");
+    static const char *const NAMES[] = {"?", "f32", "f64", "bool", "f16", "bf16"};
+    const char *tn = (unsigned)t->dtype <= ATTN_BF16 ? NAMES[t->dtype] : "unknown";
+    bool half = t->dtype == ATTN_F16 || t->dtype == ATTN_BF16;
+    bool kv = strcmp(name, "k") == 0 || strcmp(name, "v") == 0;
+    if (t->dtype != ATTN_F32 && t->dtype != ATTN_F64 && !(half && kv))
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be f32 or f64%s", name, tn,
+                         kv ? " (or f16/bf16 with f32 q)" : "");
+    if (t->dtype != dtype && !(half && dtype == ATTN_F32))
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s but q is %s; all must share one dtype%s",
+                         name, tn, NAMES[dtype], half ? " (f16/bf16 k and v need f32 q)" : "");
     for (int d = 0; d < t->rank; d++)
         if (t->shape[d] < 1) {
             char s[128];

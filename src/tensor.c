@@ -26,6 +26,8 @@ size_t attn_dtype_size(attn_dtype dtype) {
     case ATTN_F32: return 4;
     case ATTN_F64: return 8;
     case ATTN_BOOL: return 1;
+    case ATTN_F16:
+    case ATTN_BF16: return 2;
     }
     return 0;
 }
@@ -76,7 +78,10 @@ attn_status attn_tensor_init(attn_tensor *t, void *data, attn_dtype dtype, int r
 
 void attn_pack_rows(double *dst, const attn_mat *m, int64_t r0, int64_t n) {
     /* The dtype test is hoisted out of the loops: this runs for every block. */
-    if (m->dtype == ATTN_F32) {
+    if (m->dtype == ATTN_F16 || m->dtype == ATTN_BF16) {
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < m->cols; c++) dst[r * m->cols + c] = attn_mat_get(m, r0 + r, c);
+    } else if (m->dtype == ATTN_F32) {
         const float *src = (const float *)(const void *)m->base;
         for (int64_t r = 0; r < n; r++)
             for (int64_t c = 0; c < m->cols; c++)

@@ -78,9 +78,12 @@ class Runner:
         np.save(path, a)
         return path
 
-    def case(self, name, q, k, v, mask=None, causal=0, scale=None, strided=False):
+    def case(self, name, q, k, v, mask=None, causal=0, scale=None, strided=False, kv_bf16=False):
         dt = q.dtype.type
-        ref_out, ref_w = reference(q, k, v, mask, causal, scale)
+        kr, vr = k, v
+        if kv_bf16:  # the command rounds k and v to bfloat16; torch does the same rounding
+            kr, vr = (torch.from_numpy(a).to(torch.bfloat16).to(torch.float64).numpy() for a in (k, v))
+        ref_out, ref_w = reference(q, kr, vr, mask, causal, scale)
         paths = [self.save(n, a) for n, a in (("q", q), ("k", k), ("v", v))]
         mpath = self.save("mask", mask) if mask is not None else None
         out, wts = os.path.join(self.tmp, "out.npy"), os.path.join(self.tmp, "w.npy")
@@ -99,6 +102,8 @@ class Runner:
                 cmd.append("--causal" if causal == 1 else "--causal=bottom-right")
             if scale is not None:
                 cmd += ["--scale", repr(scale)]
+            if kv_bf16:
+                cmd.append("--kv-bf16")
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             return self.report(name, False, f"exit {r.returncode}: {r.stderr.strip()}")
@@ -186,6 +191,15 @@ def main():
             run.case(f"{tag}_random{i}_H{hq}/{hk}_L{L}_S{S}_E{E}_Ev{Ev}_c{causal}",
                      rand(dt, 2, hq, L, E), rand(dt, 2, hk, S, E), rand(dt, 2, hk, S, Ev),
                      mask=mask, causal=causal, strided=bool(i % 2))
+    # 16-bit keys and values with f32 queries: float16 files, and bfloat16
+    # made on load by --kv-bf16; the arithmetic stays f32.
+    for L, S, causal in ((5, 9, 0), (70, 3000, 2), (1, 5000, 0), (4, 2500, 1), (130, 700, 1)):
+        q = rand(np.float32, 2, 4, L, 40)
+        k, v = rand(np.float16, 2, 2, S, 40), rand(np.float16, 2, 2, S, 24)
+        mask = rng.random((4, L, S)) < 0.8
+        run.case(f"f16_kv_L{L}_S{S}_c{causal}", q, k, v, mask=mask, causal=causal)
+        run.case(f"bf16_kv_L{L}_S{S}_c{causal}", q, k.astype(np.float32), v.astype(np.float32) * 3,
+                 causal=causal, kv_bf16=True)
     return 1 if run.failed else 0
 
 

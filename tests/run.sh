@@ -52,9 +52,9 @@ suite "explainer page in Chromium" node tests/web/test_page.js "$BUILD"
 bench_quick() {
     # Benchmarks are never timed tests: this only checks that the bench runs
     # and reports every shape.
-    out=$("$BUILD/attn" bench --quick --json) || { echo "FAIL bench_quick_runs"; return 1; }
+    report=$("$BUILD/attn" bench --quick --json) || { echo "FAIL bench_quick_runs"; return 1; }
     echo "ok bench_quick_runs"
-    echo "$out" | $PY -c 'import json, sys; r = json.load(sys.stdin); assert len(r["results"]) >= 10 and all(x["seconds"] > 0 for x in r["results"]) and r["peak_gflops"]["avx2_n"] > 0' &&
+    echo "$report" | $PY -c 'import json, sys; r = json.load(sys.stdin); assert len(r["results"]) >= 10 and all(x["seconds"] > 0 for x in r["results"]) and r["peak_gflops"]["avx2_n"] > 0' &&
         echo "ok bench_quick_json_complete" || echo "FAIL bench_quick_json_complete"
 }
 suite "attn bench --quick (runs, is not timed)" bench_quick

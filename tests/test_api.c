@@ -680,6 +680,69 @@ static void test_scaling(void) {
                  "scaling_null");
 }
 
+/* ---- 16-bit floats ------------------------------------------------------ */
+
+static void test_half(void) {
+    int f16_ok = 1, bf16_ok = 1;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = attn_f16_to_f32((uint16_t)h), g = attn_bf16_to_f32((uint16_t)h);
+        if (isnan(f) ? !isnan(attn_f16_to_f32(attn_f32_to_f16(f))) : attn_f32_to_f16(f) != h) f16_ok = 0;
+        if (isnan(g) ? !isnan(attn_bf16_to_f32(attn_f32_to_bf16(g))) : attn_f32_to_bf16(g) != h) bf16_ok = 0;
+    }
+    check(f16_ok, "f16_round_trip_all_65536", "some f16 value does not survive f32 and back");
+    check(bf16_ok, "bf16_round_trip_all_65536", "some bf16 value does not survive f32 and back");
+    /* Rounding to nearest, ties to even, overflow and subnormals. */
+    check(attn_f32_to_f16(65504.0f) == 0x7bff && attn_f32_to_f16(65520.0f) == 0x7c00 &&
+              attn_f32_to_f16(-1e9f) == 0xfc00 && attn_f32_to_f16(1.0f + 0x1p-11f) == 0x3c00 &&
+              attn_f32_to_f16(1.0f + 3 * 0x1p-11f) == 0x3c02 && attn_f32_to_f16(0x1p-24f) == 0x0001 &&
+              attn_f32_to_f16(0x1p-25f) == 0x0000 && attn_f32_to_f16(1.5f * 0x1p-25f) == 0x0001 &&
+              attn_f32_to_f16(0x1p-14f) == 0x0400 && attn_f16_to_f32(0x0001) == 0x1p-24f,
+          "f16_rounding", "%04x %04x %04x", attn_f32_to_f16(65520.0f), attn_f32_to_f16(1.0f + 0x1p-11f),
+          attn_f32_to_f16(1.5f * 0x1p-25f));
+    check(attn_f32_to_bf16(1.0f + 0x1p-8f) == 0x3f80 && attn_f32_to_bf16(1.0f + 3 * 0x1p-8f) == 0x3f82 &&
+              attn_f32_to_bf16(3.0e38f) == 0x7f62 && attn_f32_to_bf16(INFINITY) == 0x7f80 &&
+              isnan(attn_bf16_to_f32(attn_f32_to_bf16(NAN))),
+          "bf16_rounding", "%04x %04x %04x", attn_f32_to_bf16(1.0f + 0x1p-8f),
+          attn_f32_to_bf16(1.0f + 3 * 0x1p-8f), attn_f32_to_bf16(3.0e38f));
+    float src[6] = {1, 2.5f, -3, 1e-8f, 70000, 0.1f};
+    uint16_t half[6];
+    int64_t shape[2] = {2, 3};
+    attn_tensor ts, th, tb;
+    attn_error err;
+    attn_tensor_init(&ts, src, ATTN_F32, 2, shape, NULL, NULL);
+    attn_tensor_init(&th, half, ATTN_F16, 2, shape, NULL, NULL);
+    check_status(attn_tensor_convert(&th, &ts, &err), &err, ATTN_OK, "", "convert_f32_to_f16");
+    check(half[0] == 0x3c00 && half[1] == 0x4100 && half[4] == 0x7c00 && half[5] == attn_f32_to_f16(0.1f),
+          "convert_values", "%04x %04x %04x", half[0], half[1], half[4]);
+    attn_tensor_init(&tb, half, ATTN_BOOL, 2, shape, NULL, NULL);
+    check_status(attn_tensor_convert(&tb, &ts, &err), &err, ATTN_ERR_DTYPE, "float dtypes",
+                 "convert_bool_rejected");
+    int64_t other[2] = {3, 2};
+    attn_tensor_init(&th, half, ATTN_F16, 2, other, NULL, NULL);
+    check_status(attn_tensor_convert(&th, &ts, &err), &err, ATTN_ERR_SHAPE, "same shape", "convert_shape");
+    check_status(attn_tensor_convert(NULL, &ts, &err), &err, ATTN_ERR_NULL, "NULL", "convert_null");
+
+    /* f16/bf16 k and v go with f32 q only; q itself must be f32 or f64. */
+    int64_t sq[2] = {2, 3}, so[2] = {2, 3};
+    float q[6] = {0}, o[6];
+    double q64[6] = {0}, o64[6];
+    uint16_t k16[6] = {0}, v16[6] = {0};
+    attn_tensor tq, tk, tv, to, tq64, to64, tq16;
+    attn_tensor_init(&tq, q, ATTN_F32, 2, sq, NULL, NULL);
+    attn_tensor_init(&tk, k16, ATTN_BF16, 2, sq, NULL, NULL);
+    attn_tensor_init(&tv, v16, ATTN_F16, 2, sq, NULL, NULL);
+    attn_tensor_init(&to, o, ATTN_F32, 2, so, NULL, NULL);
+    attn_tensor_init(&tq64, q64, ATTN_F64, 2, sq, NULL, NULL);
+    attn_tensor_init(&to64, o64, ATTN_F64, 2, so, NULL, NULL);
+    attn_tensor_init(&tq16, k16, ATTN_F16, 2, sq, NULL, NULL);
+    check_status(attn_sdpa(&to, &tq, &tk, &tv, NULL, &err), &err, ATTN_OK, "", "sdpa_bf16_k_f16_v");
+    check(o[0] == 0 && o[5] == 0, "sdpa_16bit_values", "%g", o[0]);
+    check_status(attn_sdpa(&to64, &tq64, &tk, &tv, NULL, &err), &err, ATTN_ERR_DTYPE, "need f32 q",
+                 "sdpa_bf16_k_with_f64_q");
+    check_status(attn_sdpa(&to, &tq16, &tk, &tv, NULL, &err), &err, ATTN_ERR_DTYPE, "q is f16",
+                 "sdpa_f16_q_rejected");
+}
+
 int main(void) {
     test_basics();
     test_sdpa_errors();
@@ -691,6 +754,7 @@ int main(void) {
     test_toy();
     test_explain();
     test_scaling();
+    test_half();
     /* Every error code is reached by some test above. */
     int missing = -1;
     for (int c = 0; c < ATTN_STATUS_COUNT; c++)

@@ -210,6 +210,14 @@ def main():
     expect_error("output_dir_missing", ["sdpa", "-q", pq32, "-k", pk32, "-v", pv32, "-o", "no/such/dir/o.npy"],
                  1, r"cannot create no/such/dir/o\.npy: No such file", outputs=())
 
+    expect_error("kv_bf16_needs_f32_q", ["sdpa", "-q", px, "-k", px, "-v", px, "--kv-bf16", "-o", "out.npy"], 1,
+                 r"--kv-bf16 needs float32 q")
+    expect_error("f16_q_rejected", ["sdpa", "-q", save("q16.npy", q32.astype(np.float16)), "-k", pk32, "-v", pv32,
+                                    "-o", "out.npy"], 1, r"q16\.npy has dtype float16; q must be float32 or float64")
+    r = attn("sdpa", "-q", pq32, "-k", save("k16.npy", k32.astype(np.float16)), "-v", pv32, "--kv-bf16", "-o", "o16.npy")
+    report("f16_k_with_kv_bf16_runs", r.returncode == 0 and np.load(os.path.join(TMP, "o16.npy")).dtype == np.float32,
+           r.stderr)
+
     # A failed run does not touch an existing output either.
     keep = os.path.join(TMP, "keep.npy")
     np.save(keep, np.arange(3.0))
