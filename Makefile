@@ -45,6 +45,7 @@ $(BUILD)/obj/src/%.o: src/%.c $(HEADERS)
 
 ISA_FLAGS_ukernel_avx2   := -mavx2 -mfma
 ISA_FLAGS_ukernel_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma
+ISA_FLAGS_ukernel_avx512bf16 := -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mfma
 
 $(BUILD)/obj/cli/%.o: cli/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -84,7 +85,8 @@ $(BUILD)/asan/attn: $(CLI_SRC:%.c=$(BUILD)/asan/obj/%.o) $(SAN_LIB_OBJ)
 WASM_CC    ?= clang
 WASM_FLAGS := --target=wasm32-wasi -mexec-model=reactor -std=c11 -D_POSIX_C_SOURCE=200809L \
               $(WARN) -O2 -Iinclude
-WEB_LIB_SRC := $(filter-out src/npy.c src/ukernel_avx2.c src/ukernel_avx512.c,$(LIB_SRC))
+WEB_LIB_SRC := $(filter-out src/npy.c src/ukernel_avx2.c src/ukernel_avx512.c src/ukernel_avx512bf16.c,\
+                 $(LIB_SRC))
 
 $(BUILD)/web/attn.wasm: web/attn_web.c $(WEB_LIB_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)

@@ -176,7 +176,8 @@ typedef struct shape {
     int causal;
     int mask;    /* 1: a bool mask (L, S) */
     int strided; /* 1: q, k, v stored (L, H, d) and seen as (H, L, d) */
-    int baselines;
+    int baselines; /* 1: time the reference kernel too; 2: OpenBLAS */
+    int bf16;      /* the bf16 compute mode */
 } shape;
 
 typedef struct result {
@@ -280,6 +281,7 @@ static result measure(const shape *s, double peak, double bandwidth) {
     attn_tensor_init(&c.out, out, ATTN_F32, 3, so, NULL, NULL);
     c.o = attn_sdpa_options_default();
     c.o.causal = s->causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
+    c.o.compute = s->bf16 ? ATTN_COMPUTE_BF16 : ATTN_COMPUTE_F32;
     if (s->mask) {
         mask = malloc((size_t)(s->L * s->S));
         for (int64_t i = 0; i < s->L * s->S; i++) mask[i] = (i * 7919) % 10 != 0;
@@ -324,13 +326,13 @@ static void print_row(const shape *s, const result *r, bool decode) {
 
 static void json_row(const shape *s, const result *r, bool last) {
     printf("    {\"name\": \"%s\", \"H\": %lld, \"Hk\": %lld, \"L\": %lld, \"S\": %lld, \"d\": %lld, "
-           "\"dv\": %lld, \"causal\": %s, \"mask\": %s, \"strided\": %s, \"seconds\": %.6g, "
+           "\"dv\": %lld, \"causal\": %s, \"mask\": %s, \"strided\": %s, \"bf16\": %s, \"seconds\": %.6g, "
            "\"gflops\": %.4g, \"pct_peak\": %.4g, \"gbps\": %.4g, \"pct_bandwidth\": %.4g, "
            "\"peak_rss_mib\": %.1f, \"rss_beyond_inputs_outputs_mib\": %.1f, \"speedup_vs_reference\": %.4g, "
            "\"speedup_vs_openblas\": %.4g}%s\n",
            s->name, (long long)s->H, (long long)s->Hk, (long long)s->L, (long long)s->S, (long long)s->d,
            (long long)s->dv, s->causal ? "true" : "false", s->mask ? "true" : "false",
-           s->strided ? "true" : "false", r->seconds, r->gflops, r->pct_peak, r->gbps, r->pct_bw,
+           s->strided ? "true" : "false", s->bf16 ? "true" : "false", r->seconds, r->gflops, r->pct_peak, r->gbps, r->pct_bw,
            r->rss_mib, r->extra_mib, r->vs_reference, r->vs_openblas, last ? "" : ",");
 }
 
@@ -366,7 +368,7 @@ int main(int argc, char **argv) {
 
     enum { MAX_SHAPES = 64 };
     shape shapes[MAX_SHAPES];
-    int ns = 0, first_decode, first_other, first_memory;
+    int ns = 0, first_decode, first_other, first_targets, first_memory;
     char names[MAX_SHAPES][48];
     int64_t sizes_full[] = {512, 2048, 8192, 32768}, sizes_quick[] = {256};
     int64_t *sizes = quick ? sizes_quick : sizes_full;
@@ -377,7 +379,7 @@ int main(int argc, char **argv) {
                 int64_t L = sizes[si];
                 snprintf(names[ns], 48, "H8 d%d L=S=%lld%s", d, (long long)L, causal ? " causal" : "");
                 shapes[ns] = (shape){names[ns], 8, 8, L, L, d, d, causal, 0, 0,
-                                     (L <= 512 ? 1 : 0) | (L <= 8192 ? 2 : 0)};
+                                     (L <= 512 ? 1 : 0) | (L <= 8192 ? 2 : 0), 0};
                 ns++;
             }
     first_decode = ns;
@@ -385,7 +387,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < (quick ? 1 : 3); i++) {
         int64_t S = quick ? decode_quick[i] : decode_full[i];
         snprintf(names[ns], 48, "decode H8 d64 L=1 S=%lld", (long long)S);
-        shapes[ns] = (shape){names[ns], 8, 8, 1, S, 64, 64, 0, 0, 0, S <= 65536 ? 2 : 0};
+        shapes[ns] = (shape){names[ns], 8, 8, 1, S, 64, 64, 0, 0, 0, S <= 65536 ? 2 : 0, 0};
         ns++;
     }
     first_other = ns;
@@ -393,28 +395,47 @@ int main(int argc, char **argv) {
     int ds[] = {32, 72, 80, 96, 256};
     for (int i = 0; i < 5; i++) {
         snprintf(names[ns], 48, "H8 d%d L=S=%lld", ds[i], (long long)other);
-        shapes[ns] = (shape){names[ns], 8, 8, other, other, ds[i], ds[i], 0, 0, 0, 0};
+        shapes[ns] = (shape){names[ns], 8, 8, other, other, ds[i], ds[i], 0, 0, 0, 0, 0};
         ns++;
     }
     snprintf(names[ns], 48, "H8 d64 L=%lld S=%lld", (long long)other / 2, (long long)other * 2);
-    shapes[ns] = (shape){names[ns], 8, 8, other / 2, other * 2, 64, 64, 0, 0, 0, 0};
+    shapes[ns] = (shape){names[ns], 8, 8, other / 2, other * 2, 64, 64, 0, 0, 0, 0, 0};
     ns++;
     snprintf(names[ns], 48, "H8 d64 L=%lld S=%lld", (long long)other * 2, (long long)other / 2);
-    shapes[ns] = (shape){names[ns], 8, 8, other * 2, other / 2, 64, 64, 0, 0, 0, 0};
+    shapes[ns] = (shape){names[ns], 8, 8, other * 2, other / 2, 64, 64, 0, 0, 0, 0, 0};
     ns++;
-    shapes[ns++] = (shape){"H8 d64 bool mask", 8, 8, other, other, 64, 64, 0, 1, 0, 0};
-    shapes[ns++] = (shape){"H8 d64 GQA 8/2", 8, 2, other, other, 64, 64, 0, 0, 0, 0};
-    shapes[ns++] = (shape){"H8 d64 strided (L,H,d)", 8, 8, other, other, 64, 64, 0, 0, 1, 0};
-    shapes[ns++] = (shape){"H8 d128 causal GQA 8/2 mask", 8, 2, other, other, 128, 128, 1, 1, 0, 0};
+    shapes[ns++] = (shape){"H8 d64 bool mask", 8, 8, other, other, 64, 64, 0, 1, 0, 0, 0};
+    shapes[ns++] = (shape){"H8 d64 GQA 8/2", 8, 2, other, other, 64, 64, 0, 0, 0, 0, 0};
+    shapes[ns++] = (shape){"H8 d64 strided (L,H,d)", 8, 8, other, other, 64, 64, 0, 0, 1, 0, 0};
+    shapes[ns++] = (shape){"H8 d128 causal GQA 8/2 mask", 8, 2, other, other, 128, 128, 1, 1, 0, 0, 0};
+    /* The issue's targets: L=S=4096 (d=64, 128, causal), 1024, and the bf16
+     * mode against f32 at d=128. */
+    first_targets = ns;
+    int64_t t4 = quick ? 512 : 4096, t1 = quick ? 256 : 1024;
+    for (int d = 64; d <= 128; d += 64)
+        for (int causal = 0; causal < 2; causal++) {
+            snprintf(names[ns], 48, "H8 d%d L=S=%lld%s", d, (long long)t4, causal ? " causal" : "");
+            shapes[ns] = (shape){names[ns], 8, 8, t4, t4, d, d, causal, 0, 0, 0, 0};
+            ns++;
+        }
+    snprintf(names[ns], 48, "H8 d64 L=S=%lld", (long long)t1);
+    shapes[ns] = (shape){names[ns], 8, 8, t1, t1, 64, 64, 0, 0, 0, 0, 0};
+    ns++;
+    snprintf(names[ns], 48, "H8 d128 L=S=%lld bf16 compute", (long long)t4);
+    shapes[ns] = (shape){names[ns], 8, 8, t4, t4, 128, 128, 0, 0, 0, 0, 1};
+    ns++;
     first_memory = ns;
     int64_t big = quick ? 4096 : 65536;
     snprintf(names[ns], 48, "memory H1 d64 L=S=%lld", (long long)big);
-    shapes[ns++] = (shape){names[ns - 1], 1, 1, big, big, 64, 64, 0, 0, 0, 0};
+    shapes[ns++] = (shape){names[ns - 1], 1, 1, big, big, 64, 64, 0, 0, 0, 0, 0};
 
     result results[MAX_SHAPES];
-    for (int i = 0; i < ns; i++) {
+    /* The memory shape runs first, before other shapes and OpenBLAS have
+     * grown the heap, so that its RSS beyond inputs and outputs is clean. */
+    for (int k = 0; k < ns; k++) {
+        int i = k == 0 ? first_memory : k <= first_memory ? k - 1 : k;
         char what[96];
-        snprintf(what, sizeof what, "[%d/%d] %s", i + 1, ns, shapes[i].name);
+        snprintf(what, sizeof what, "[%d/%d] %s", k + 1, ns, shapes[i].name);
         progress(what);
         results[i] = measure(&shapes[i], peak, bw);
     }
@@ -426,7 +447,8 @@ int main(int argc, char **argv) {
                peak512_1 / 1e9, peak512_n / 1e9, peak256_1 / 1e9, peak256_n / 1e9);
         printf("  \"triad_gbps\": %.2f,\n  \"results\": [\n", bw / 1e9);
         for (int i = 0; i < ns; i++) json_row(&shapes[i], &results[i], i == ns - 1);
-        printf("  ]\n}\n");
+        printf("  ],\n  \"bf16_over_f32_d128\": %.3f\n}\n",
+               results[first_memory - 1].gflops / results[first_targets + 2].gflops);
         return 0;
     }
     printf("attn bench: %s kernels, %d threads\n", isa, n);
@@ -438,9 +460,12 @@ int main(int argc, char **argv) {
     for (int i = 0; i < ns; i++) {
         if (i == first_decode) printf("\ndecode: memory-bound, rate as bandwidth\n");
         if (i == first_other) printf("\nother shapes, L=S=%lld unless named\n", (long long)other);
+        if (i == first_targets) printf("\ntargets (issue 5)\n");
         if (i == first_memory) printf("\nmemory: RSS beyond inputs + outputs must stay under 64 MiB\n");
         print_row(&shapes[i], &results[i], i >= first_decode && i < first_other);
     }
+    const result *bf = &results[first_memory - 1], *f128 = &results[first_targets + 2];
+    printf("%-34s bf16 / f32 rate at d=128: %.2fx\n", "", bf->gflops / f128->gflops);
     const result *mem = &results[first_memory];
     printf("%-34s RSS beyond inputs + outputs: %.1f MiB (%s)\n", "", mem->extra_mib,
            mem->extra_mib < 64 ? "within 64 MiB" : "OVER 64 MiB");

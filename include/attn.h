@@ -215,6 +215,17 @@ typedef enum attn_causal {
     ATTN_CAUSAL_BOTTOM_RIGHT = 2
 } attn_causal;
 
+/* How f32 attention computes its two products.
+ *   ATTN_COMPUTE_F32   f32 multiply-adds (the default).
+ *   ATTN_COMPUTE_BF16  q, k, the softmax probabilities and v are rounded to
+ *                      bfloat16 and multiplied in pairs with f32 accumulation
+ *                      (AVX512_BF16's VDPBF16PS where the CPU has it, else an
+ *                      exact emulation of it): about twice the speed, with
+ *                      errors of a few 1e-3 relative (see docs/performance.md).
+ *                      f32 q only; not with weights. The decode path (L <= 4,
+ *                      long S) is memory-bound and computes in f32 either way. */
+typedef enum attn_compute { ATTN_COMPUTE_F32 = 0, ATTN_COMPUTE_BF16 = 1 } attn_compute;
+
 /* Options of attn_sdpa. Zero-initialise (or use attn_sdpa_options_default)
  * and set what you need; a NULL options pointer means all defaults. */
 typedef struct attn_sdpa_options {
@@ -237,6 +248,9 @@ typedef struct attn_sdpa_options {
      * as `out`, q's dtype. This is the only L×S-sized memory involved, and it
      * is the caller's. */
     attn_tensor *weights;
+    /* The arithmetic of f32 attention; see attn_compute. attn_sdpa_reference
+     * ignores it (it is exact). */
+    attn_compute compute;
 } attn_sdpa_options;
 
 /* The defaults: scale 1/sqrt(E), no causal mask, no mask, no weights. */

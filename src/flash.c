@@ -21,6 +21,7 @@
  * attn.h. */
 #include "internal.h"
 #include "ukernel.h"
+#include "ukernel_bf16.h"
 
 #include <float.h>
 #include <stdatomic.h>
@@ -44,6 +45,9 @@ typedef struct flash_job {
     atomic_int failed;   /* an f64 fallback could not get memory */
     float *kvmax;        /* per slice: max |k|, max |v| (-1: not all finite) */
     bool v_direct;       /* values are read in place, not packed */
+    const attn_bf16_kernels *bk; /* the bf16 compute mode's kernels, or NULL */
+    int64_t vl, nrv;     /* vector length and tile width of the kernels in use */
+    int64_t E2;          /* bf16 mode: pairs along E, ceil(E / 2) */
 } flash_job;
 
 /* One worker's scratch, carved out of job->scratch. */
@@ -55,6 +59,9 @@ typedef struct workspace {
     float *o;  /* br × Evp, the output accumulator */
     float *m, *l;
     float *tmp; /* one row, E + Ev floats, for widening 16-bit floats */
+    /* bf16 mode: the packed operands as bf16 pairs, and a zero row */
+    uint32_t *q2, *kt2, *v2, *p2;
+    float *zero;
 } workspace;
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -64,8 +71,11 @@ static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 static int64_t kt_stride(int64_t bc) { return bc + 16; }
 
 static size_t workspace_floats(const flash_job *j) {
-    return (size_t)(j->br * j->E + j->E * kt_stride(j->bc) + j->bc * j->Evp + ATTN_MR * j->bc +
-                    j->br * j->Evp + 2 * j->br + j->E + j->Ev);
+    size_t f32 = (size_t)(j->br * j->E + j->E * kt_stride(j->bc) + j->bc * j->Evp + ATTN_MR * j->bc +
+                          j->br * j->Evp + 2 * j->br + j->E + j->Ev);
+    size_t bf16 = (size_t)(j->br * j->E2 + j->E2 * kt_stride(j->bc) + j->bc / 2 * j->Evp +
+                           ATTN_MR * j->bc / 2 + kt_stride(j->bc));
+    return f32 + (j->bk ? bf16 : 0);
 }
 
 static workspace workspace_of(const flash_job *j, int worker) {
@@ -78,6 +88,14 @@ static workspace workspace_of(const flash_job *j, int worker) {
     w.m = w.o + j->br * j->Evp;
     w.l = w.m + j->br;
     w.tmp = w.l + j->br;
+    w.q2 = w.kt2 = w.v2 = w.p2 = NULL, w.zero = NULL;
+    if (j->bk) {
+        w.q2 = (uint32_t *)(void *)(w.tmp + j->E + j->Ev);
+        w.kt2 = w.q2 + j->br * j->E2;
+        w.v2 = w.kt2 + j->E2 * kt_stride(j->bc);
+        w.p2 = w.v2 + j->bc / 2 * j->Evp;
+        w.zero = (float *)(void *)(w.p2 + ATTN_MR * j->bc / 2);
+    }
     return w;
 }
 
@@ -172,13 +190,16 @@ static bool run_exact(const attn_problem *p, int64_t i0, int64_t n) {
 
 /* One MR-row tile against keys j0..j0+tc-1 of the packed block: scores,
  * masks, the online-softmax update of m, l and O, then O += P·V. */
-static void tile_step(const attn_ukernels *uk, const workspace *w, const attn_problem *p,
-                      int64_t r0, int64_t rows, int64_t i0, int64_t j0, int64_t tc, int64_t lds,
-                      int64_t ldk, const float *v, int64_t ldv, int64_t E, int64_t Evp, bool cut,
-                      bool *bad) {
-    int64_t nrv = (int64_t)uk->vl * uk->nv, tc_pad = round_up(tc, nrv);
-    for (int64_t c0 = 0; c0 < tc_pad; c0 += nrv)
-        uk->qk(w->s + c0, lds, w->q + r0 * E, E, w->kt + c0, ldk, E);
+static void tile_step(const flash_job *j, const workspace *w, const attn_problem *p, int64_t r0,
+                      int64_t rows, int64_t i0, int64_t j0, int64_t tc, int64_t lds, int64_t ldk,
+                      const float *v, int64_t ldv, bool cut, bool *bad) {
+    const attn_ukernels *uk = j->uk;
+    const attn_bf16_kernels *bk = j->bk;
+    int64_t E = j->E, Evp = j->Evp, nrv = j->nrv, tc_pad = round_up(tc, nrv);
+    for (int64_t c0 = 0; c0 < tc_pad; c0 += nrv) {
+        if (bk) bk->qk(w->s + c0, lds, w->q2 + r0 * j->E2, j->E2, w->kt2 + c0, ldk, j->E2);
+        else uk->qk(w->s + c0, lds, w->q + r0 * E, E, w->kt + c0, ldk, E);
+    }
     mask_tile(w->s, lds, p, i0 + r0, rows, j0, tc, tc_pad, cut, bad);
     for (int64_t r = 0; r < ATTN_MR; r++) {
         float *srow = w->s + r * lds, mx = uk->max(srow, tc_pad);
@@ -196,9 +217,14 @@ static void tile_step(const attn_ukernels *uk, const workspace *w, const attn_pr
             for (int64_t e = 0; e < Evp; e++) orow[e] *= alpha;
         }
     }
+    if (bk) /* probabilities as bf16 pairs along the keys */
+        for (int64_t r = 0; r < ATTN_MR; r++)
+            bk->to_bf16((uint16_t *)(void *)(w->p2 + r * (lds / 2)), w->s + r * lds, tc_pad);
+    int64_t nv = nrv / j->vl;
     for (int64_t c0 = 0; c0 < Evp; c0 += nrv) {
-        int nvec = (int)((Evp - c0) / uk->vl < uk->nv ? (Evp - c0) / uk->vl : uk->nv);
-        uk->pv(w->o + r0 * Evp + c0, Evp, w->s, lds, v + c0, ldv, tc_pad, nvec);
+        int nvec = (int)((Evp - c0) / j->vl < nv ? (Evp - c0) / j->vl : nv);
+        if (bk) bk->pv(w->o + r0 * Evp + c0, Evp, w->p2, lds / 2, w->v2 + c0, Evp, tc_pad / 2, nvec);
+        else uk->pv(w->o + r0 * Evp + c0, Evp, w->s, lds, v + c0, ldv, tc_pad, nvec);
     }
 }
 
@@ -212,7 +238,7 @@ static void flash_item(void *ctx, int64_t item, int worker) {
      * hand them out first, so the threads finish together. */
     int64_t qb = j->n_qblocks - 1 - item % j->n_qblocks;
     int64_t i0 = qb * j->br, nr = j->L - i0 < j->br ? j->L - i0 : j->br;
-    int64_t nr_pad = round_up(nr, ATTN_MR), E = j->E, Evp = j->Evp, nrv = (int64_t)uk->vl * uk->nv;
+    int64_t nr_pad = round_up(nr, ATTN_MR), E = j->E, Evp = j->Evp, nrv = j->nrv;
     workspace w = workspace_of(j, worker);
     bool bad = false;
 
@@ -225,6 +251,14 @@ static void flash_item(void *ctx, int64_t item, int worker) {
            (double)vmax * (double)j->S > FLT_MAX / 4;
     for (int64_t r = 0; r < nr_pad; r++) w.m[r] = -INFINITY, w.l[r] = 0;
     memset(w.o, 0, sizeof(float) * (size_t)(nr_pad * Evp));
+    if (j->bk) { /* bf16 queries: each row's E values are its E2 pairs */
+        for (int64_t r = 0; r < nr_pad; r++) {
+            uint16_t *row = (uint16_t *)(void *)(w.q2 + r * j->E2);
+            j->bk->to_bf16(row, w.q + r * E, E);
+            if (E % 2) row[E] = 0;
+        }
+        memset(w.zero, 0, sizeof(float) * (size_t)kt_stride(j->bc));
+    }
 
     int64_t jend = j->S;
     if (p->causal) {
@@ -245,6 +279,13 @@ static void flash_item(void *ctx, int64_t item, int worker) {
         } else {
             pack_rows(uk, w.v, Evp, &p->v, j0, nc, nc_pad, 1.0f, w.tmp);
         }
+        if (j->bk) { /* keys as pairs along E, values as pairs along the keys */
+            for (int64_t e2 = 0; e2 < j->E2; e2++)
+                j->bk->zip(w.kt2 + e2 * ldk, w.kt + 2 * e2 * ldk,
+                           2 * e2 + 1 < E ? w.kt + (2 * e2 + 1) * ldk : w.zero, nc_pad);
+            for (int64_t k2 = 0; k2 < nc_pad / 2; k2++)
+                j->bk->zip(w.v2 + k2 * Evp, w.v + 2 * k2 * Evp, w.v + (2 * k2 + 1) * Evp, Evp);
+        }
         for (int64_t r0 = 0; r0 < nr_pad; r0 += ATTN_MR) {
             int64_t rows = nr - r0 < ATTN_MR ? nr - r0 : ATTN_MR;
             /* Under a causal mask a tile needs only the keys its last row sees;
@@ -257,7 +298,7 @@ static void flash_item(void *ctx, int64_t item, int worker) {
             if (tc == 0) continue;
             /* Does the causal limit cut through these keys for the tile's first row? */
             bool cut = p->causal && j0 + tc - 1 > i0 + r0 + p->causal_offset;
-            tile_step(uk, &w, p, r0, rows, i0, j0, tc, nc_pad, ldk, vb, ldv, E, Evp, cut, &bad);
+            tile_step(j, &w, p, r0, rows, i0, j0, tc, nc_pad, ldk, vb, ldv, cut, &bad);
         }
     }
     if (bad) {
@@ -290,7 +331,7 @@ static void slice_maxima(void *ctx, int64_t slice, int worker) {
     }
 }
 
-attn_status attn_flash_run(const attn_slices *sl, attn_error *err) {
+attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_error *err) {
     int64_t n_problems = sl->count;
     if (n_problems == 0) return ATTN_OK;
     attn_problem first;
@@ -301,9 +342,14 @@ attn_status attn_flash_run(const attn_slices *sl, attn_error *err) {
     j.uk = attn_ukernels_active();
     j.slices = sl;
     j.L = p0->q.rows, j.E = p0->q.cols, j.S = p0->k.rows, j.Ev = p0->v.cols;
-    j.Evp = round_up(j.Ev, j.uk->vl);
+    /* bf16 mode uses its own kernels' vectors and tiles. */
+    j.bk = bf16 ? attn_bf16_active() : NULL;
+    j.vl = j.bk ? j.bk->vl : j.uk->vl;
+    j.nrv = j.bk ? (int64_t)j.bk->vl * j.bk->nv : (int64_t)j.uk->vl * j.uk->nv;
+    j.E2 = (j.E + 1) / 2;
+    j.Evp = round_up(j.Ev, j.vl);
     j.br = j.L < BR ? round_up(j.L, ATTN_MR) : BR;
-    j.bc = round_up(j.S < BC ? j.S : BC, (int64_t)j.uk->vl * j.uk->nv);
+    j.bc = round_up(j.S < BC ? j.S : BC, j.nrv);
     j.n_qblocks = (j.L + j.br - 1) / j.br;
     int64_t items;
     if (j.E > (1 << 24) || j.Ev > (1 << 24) || !attn_mul_i64(n_problems, j.n_qblocks, &items))
@@ -320,7 +366,7 @@ attn_status attn_flash_run(const attn_slices *sl, attn_error *err) {
         return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate %zu bytes of scratch",
                          j.ws_bytes * (size_t)workers);
     }
-    j.v_direct = p0->v.dtype == ATTN_F32 && p0->v.cs == 1 && j.Ev == j.Evp;
+    j.v_direct = !j.bk && p0->v.dtype == ATTN_F32 && p0->v.cs == 1 && j.Ev == j.Evp;
     attn_parallel_for(workers, n_problems, slice_maxima, &j);
     attn_parallel_for(workers, items, flash_item, &j);
     free(j.scratch), free(j.kvmax);

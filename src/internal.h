@@ -151,9 +151,10 @@ typedef struct attn_slices {
 } attn_slices;
 void attn_slice(const attn_slices *sl, int64_t index, attn_problem *p);
 
-/* The fast f32 path (flash.c) over all slices of one call, without weights.
+/* The fast f32 path (flash.c) over all slices of one call, without weights;
+ * bf16 selects the bf16 compute mode.
  * Returns ATTN_OK, ATTN_ERR_OVERFLOW or ATTN_ERR_NO_MEMORY, with *err filled. */
-attn_status attn_flash_run(const attn_slices *sl, attn_error *err);
+attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_error *err);
 
 /* The f32 decode path (decode.c): a few queries against many keys, split
  * over the keys. attn_decode_applies says when it is the one to use. */

@@ -137,6 +137,13 @@ static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *
         o->causal != ATTN_CAUSAL_BOTTOM_RIGHT)
         return attn_fail(err, ATTN_ERR_OPTION, "causal mode %d is not an attn_causal value",
                          (int)o->causal);
+    if (o->compute != ATTN_COMPUTE_F32 && o->compute != ATTN_COMPUTE_BF16)
+        return attn_fail(err, ATTN_ERR_OPTION, "compute mode %d is not an attn_compute value",
+                         (int)o->compute);
+    if (o->compute == ATTN_COMPUTE_BF16 && q->dtype != ATTN_F32)
+        return attn_fail(err, ATTN_ERR_OPTION, "bf16 compute needs f32 q");
+    if (o->compute == ATTN_COMPUTE_BF16 && o->weights)
+        return attn_fail(err, ATTN_ERR_OPTION, "bf16 compute does not write weights");
     if (o->has_scale && !isfinite(o->scale))
         return attn_fail(err, ATTN_ERR_SCALE, "scale is %g; it must be finite", o->scale);
 
@@ -240,7 +247,8 @@ static attn_status sdpa_run(kernel_kind kind, attn_tensor *out, const attn_tenso
     /* f32 attention without weights takes the fast kernels: split over the
      * keys for a few queries against many keys, else tiled. */
     if (kind == KERNEL_STREAM && q->dtype == ATTN_F32 && !o.weights)
-        return attn_decode_applies(L, S) ? attn_decode_run(&sl, err) : attn_flash_run(&sl, err);
+        return attn_decode_applies(L, S) ? attn_decode_run(&sl, err)
+                                         : attn_flash_run(&sl, o.compute == ATTN_COMPUTE_BF16, err);
 
     /* Scratch memory, sized by the kernel, overflow-checked. */
     int64_t words = kind == KERNEL_STREAM ? attn_stream_work_size(E, Ev)

@@ -237,6 +237,13 @@ static void test_sdpa_errors(void) {
     check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_OPTION, "causal mode 7",
                  "err_option_causal");
     o = attn_sdpa_options_default();
+    o.compute = (attn_compute)5;
+    check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_OPTION, "compute mode 5",
+                 "err_option_compute");
+    o.compute = ATTN_COMPUTE_BF16;
+    check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_OPTION, "bf16 compute needs f32 q",
+                 "err_option_bf16_f64");
+    o = attn_sdpa_options_default();
 
     bad = out;
     bad.strides[1] = 0;

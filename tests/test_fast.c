@@ -9,6 +9,7 @@
  * ATTN_ISA=avx512|avx2|c to test each ISA's whole path. */
 #include "attn.h"
 #include "../src/ukernel.h"
+#include "../src/ukernel_bf16.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -98,6 +99,7 @@ typedef struct problem {
     int64_t L, S, E, Ev, Hq, Hk;
     attn_causal causal;
     int mask; /* 0 none, 1 bool, 2 float */
+    int bf16; /* the bf16 compute mode */
 } problem;
 
 static float *random_floats(size_t n) {
@@ -119,6 +121,7 @@ static void run_f32(float *out, const problem *pr, float *q, float *k, float *v,
     attn_sdpa_options o = attn_sdpa_options_default();
     o.causal = pr->causal;
     o.mask = pr->mask ? &tm : NULL;
+    o.compute = pr->bf16 ? ATTN_COMPUTE_BF16 : ATTN_COMPUTE_F32;
     attn_set_num_threads(threads);
     attn_error err;
     if (attn_sdpa(&to, &tq, &tk, &tv, &o, &err)) printf("# sdpa failed: %s\n", err.message);
@@ -171,9 +174,9 @@ static void test_problem(const problem *pr) {
     float *o1 = malloc(sizeof(float) * no), *on = malloc(sizeof(float) * no);
     double *ref = malloc(sizeof(double) * no);
     char name[160];
-    snprintf(name, sizeof name, "L%lld_S%lld_E%lld_Ev%lld_H%lld/%lld_causal%d_mask%d", (long long)pr->L,
+    snprintf(name, sizeof name, "L%lld_S%lld_E%lld_Ev%lld_H%lld/%lld_causal%d_mask%d%s", (long long)pr->L,
              (long long)pr->S, (long long)pr->E, (long long)pr->Ev, (long long)pr->Hq, (long long)pr->Hk,
-             (int)pr->causal, pr->mask);
+             (int)pr->causal, pr->mask, pr->bf16 ? "_bf16" : "");
     run_f32(o1, pr, q, k, v, mask, 1);
     int threads[3] = {2, 3, 7}, same = 1;
     for (int t = 0; t < 3; t++) {
@@ -190,15 +193,18 @@ static void test_problem(const problem *pr) {
         err = d > err || isnan(d) ? d : err;
         big = fabs(ref[i]) > big ? fabs(ref[i]) : big;
     }
-    snprintf(full, sizeof full, "f32_vs_f64_%s_%s", attn_isa(), name);
-    check(err / big <= 2e-5, full, "relative error %.3g", err / big);
+    /* f32: 2e-5; the bf16 mode rounds q, k, p and v to 8 bits of mantissa:
+     * documented as a few 1e-3, held here to 1e-2. */
+    double tol = pr->bf16 ? 1e-2 : 2e-5;
+    snprintf(full, sizeof full, "%s_vs_f64_%s_%s", pr->bf16 ? "bf16" : "f32", attn_isa(), name);
+    check(err / big <= tol, full, "relative error %.3g", err / big);
     free(q), free(k), free(v), free(mask), free(o1), free(on), free(ref);
 }
 
 /* Inputs the f32 kernel hands to the exact kernel keep attn.h's semantics. */
 static void test_fallback(void) {
     /* Scores far beyond f32's range: q, k of 1e20 (q·k ~ 1e40 would be inf). */
-    problem pr = {40, 50, 8, 4, 1, 1, ATTN_CAUSAL_NONE, 0};
+    problem pr = {40, 50, 8, 4, 1, 1, ATTN_CAUSAL_NONE, 0, 0};
     size_t nq = 40 * 8, nk = 50 * 8, nv = 50 * 4, no = 40 * 4;
     float *q = random_floats(nq), *k = random_floats(nk), *v = random_floats(nv), *o = malloc(4 * no);
     double *ref = malloc(8 * no);
@@ -224,26 +230,70 @@ static void test_fallback(void) {
     free(q), free(k), free(v), free(o), free(ref), free(mask);
 }
 
+/* The emulated bf16 kernels compute exactly what VDPBF16PS computes. */
+static void test_bf16_emulation(void) {
+#if defined(ATTN_HAVE_X86_KERNELS)
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512bf16")) {
+        printf("ok bf16_emulation_matches_avx512_bf16 (no AVX512_BF16 here: skipped)\n");
+        return;
+    }
+    const attn_bf16_kernels *hw = &attn_bf16_avx512, *em = &attn_bf16_emulated;
+    enum { E2 = 37, K2 = 300 };
+    static uint32_t q2[ATTN_MR * E2], kt2[E2 * 64], p2[ATTN_MR * K2], v2[K2 * 64];
+    static float s1[ATTN_MR * 64], s2[ATTN_MR * 64], o1[ATTN_MR * 64], o2[ATTN_MR * 64];
+    float a[2];
+    /* Values of every size, tiny ones whose products underflow included. */
+    for (int i = 0; i < ATTN_MR * E2; i++) a[0] = normal(), a[1] = normal(), em->zip(&q2[i], &a[0], &a[1], 1);
+    for (int i = 0; i < E2 * 64; i++) {
+        float scale = i % 11 == 0 ? 1e-30f : i % 13 == 0 ? 1e30f : 1.0f;
+        a[0] = normal() * scale, a[1] = normal() * scale;
+        em->zip(&kt2[i], &a[0], &a[1], 1);
+    }
+    for (int i = 0; i < ATTN_MR * K2; i++) a[0] = (float)uniform(), a[1] = (float)uniform(), em->zip(&p2[i], &a[0], &a[1], 1);
+    for (int i = 0; i < K2 * 64; i++) a[0] = normal(), a[1] = normal(), em->zip(&v2[i], &a[0], &a[1], 1);
+    hw->qk(s1, 64, q2, E2, kt2, 64, E2);
+    em->qk(s2, 64, q2, E2, kt2, 64, E2);
+    for (int i = 0; i < ATTN_MR * 64; i++) o1[i] = o2[i] = normal();
+    hw->pv(o1, 64, p2, K2, v2, 64, K2, 4);
+    em->pv(o2, 64, p2, K2, v2, 64, K2, 4);
+    float src[100];
+    uint16_t h1[100], h2[100];
+    for (int i = 0; i < 100; i++) src[i] = normal() * (i % 3 ? 1.0f : 3e38f);
+    hw->to_bf16(h1, src, 100);
+    em->to_bf16(h2, src, 100);
+    check(memcmp(s1, s2, sizeof s1) == 0 && memcmp(o1, o2, sizeof o1) == 0 && memcmp(h1, h2, sizeof h1) == 0,
+          "bf16_emulation_matches_avx512_bf16", "the emulation differs from the instruction");
+#else
+    printf("ok bf16_emulation_matches_avx512_bf16 (not x86: skipped)\n");
+#endif
+}
+
 int main(void) {
     test_exp2("c");
     test_exp2("avx2");
     test_exp2("avx512");
     /* Shapes that span several 768-row items and 512-key blocks, odd sizes. */
     problem shapes[] = {
-        {1000, 1300, 40, 24, 2, 1, ATTN_CAUSAL_NONE, 0},
-        {1537, 1537, 64, 64, 1, 1, ATTN_CAUSAL_TOP_LEFT, 0},
-        {900, 1200, 72, 72, 2, 2, ATTN_CAUSAL_BOTTOM_RIGHT, 1},
-        {1200, 700, 33, 17, 4, 2, ATTN_CAUSAL_BOTTOM_RIGHT, 2},
-        {7, 3000, 128, 128, 2, 1, ATTN_CAUSAL_NONE, 1},
-        {1, 1, 1, 1, 1, 1, ATTN_CAUSAL_NONE, 0},
+        {1000, 1300, 40, 24, 2, 1, ATTN_CAUSAL_NONE, 0, 0},
+        {1537, 1537, 64, 64, 1, 1, ATTN_CAUSAL_TOP_LEFT, 0, 0},
+        {900, 1200, 72, 72, 2, 2, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 0},
+        {1200, 700, 33, 17, 4, 2, ATTN_CAUSAL_BOTTOM_RIGHT, 2, 0},
+        {7, 3000, 128, 128, 2, 1, ATTN_CAUSAL_NONE, 1, 0},
+        {1, 1, 1, 1, 1, 1, ATTN_CAUSAL_NONE, 0, 0},
         /* the decode path: L <= 4 against many keys, split into chunks */
-        {1, 70000, 128, 128, 8, 2, ATTN_CAUSAL_NONE, 0},
-        {4, 9000, 64, 40, 4, 4, ATTN_CAUSAL_BOTTOM_RIGHT, 1},
-        {3, 5000, 33, 7, 2, 1, ATTN_CAUSAL_TOP_LEFT, 2},
-        {2, 4097, 16, 16, 1, 1, ATTN_CAUSAL_BOTTOM_RIGHT, 2},
+        {1, 70000, 128, 128, 8, 2, ATTN_CAUSAL_NONE, 0, 0},
+        {4, 9000, 64, 40, 4, 4, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 0},
+        {3, 5000, 33, 7, 2, 1, ATTN_CAUSAL_TOP_LEFT, 2, 0},
+        {2, 4097, 16, 16, 1, 1, ATTN_CAUSAL_BOTTOM_RIGHT, 2, 0},
+        /* the bf16 compute mode, odd E and Ev included */
+        {1000, 1300, 64, 64, 2, 1, ATTN_CAUSAL_NONE, 0, 1},
+        {777, 900, 33, 20, 2, 2, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 1},
+        {300, 2000, 128, 128, 1, 1, ATTN_CAUSAL_TOP_LEFT, 2, 1},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) test_problem(&shapes[i]);
     test_fallback();
+    test_bf16_emulation();
     attn_shutdown();
     return n_failed ? 1 : 0;
 }

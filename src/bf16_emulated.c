@@ -1,0 +1,64 @@
+/* bf16_emulated.c -- the bf16 compute mode without AVX512_BF16: the same
+ * arithmetic as VDPBF16PS, one lane at a time, in portable C. */
+#include "internal.h"
+#include "ukernel_bf16.h"
+
+#include <float.h>
+
+enum { VL = 16, NV = 4, NR = VL * NV };
+
+/* A bf16 as f32, subnormals read as zero (the instruction's DAZ). */
+static float bf16_daz(uint16_t h) {
+    float f = attn_bf16_to_f32(h);
+    return fabsf(f) < FLT_MIN ? 0.0f * f : f;
+}
+
+/* The instruction's FTZ: subnormal results become zero. */
+static float ftz(float x) { return fabsf(x) < FLT_MIN ? 0.0f * x : x; }
+
+float attn_bf16_dot_pair(float acc, uint32_t a, uint32_t b) {
+    /* The product of two bf16 is exact in f32; each addition rounds once. */
+    acc = ftz(acc + ftz(bf16_daz((uint16_t)(a >> 16)) * bf16_daz((uint16_t)(b >> 16))));
+    return ftz(acc + ftz(bf16_daz((uint16_t)a) * bf16_daz((uint16_t)b)));
+}
+
+static void qk_emulated(float *s, int64_t lds, const uint32_t *q2, int64_t ldq, const uint32_t *kt2,
+                        int64_t ldk, int64_t E2) {
+    for (int r = 0; r < ATTN_MR; r++)
+        for (int c = 0; c < NR; c++) {
+            float acc = 0;
+            for (int64_t e = 0; e < E2; e++) acc = attn_bf16_dot_pair(acc, q2[r * ldq + e], kt2[e * ldk + c]);
+            s[r * lds + c] = acc;
+        }
+}
+
+static void pv_emulated(float *o, int64_t ldo, const uint32_t *p2, int64_t ldp, const uint32_t *v2,
+                        int64_t ldv, int64_t K2, int nvec) {
+    for (int r = 0; r < ATTN_MR; r++)
+        for (int c = 0; c < nvec * VL; c++) {
+            float acc = o[r * ldo + c];
+            for (int64_t k = 0; k < K2; k++) acc = attn_bf16_dot_pair(acc, p2[r * ldp + k], v2[k * ldv + c]);
+            o[r * ldo + c] = acc;
+        }
+}
+
+static void to_bf16_portable(uint16_t *dst, const float *src, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = attn_f32_to_bf16(src[i]);
+}
+
+static void zip_portable(uint32_t *dst, const float *even, const float *odd, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = attn_f32_to_bf16(even[i]) | (uint32_t)attn_f32_to_bf16(odd[i]) << 16;
+}
+
+const attn_bf16_kernels attn_bf16_emulated = {"emulated", VL, NV, qk_emulated, pv_emulated,
+                                              to_bf16_portable, zip_portable};
+
+const attn_bf16_kernels *attn_bf16_active(void) {
+#if defined(ATTN_HAVE_X86_KERNELS)
+    __builtin_cpu_init();
+    if (strcmp(attn_ukernels_active()->name, "avx512") == 0 && __builtin_cpu_supports("avx512bf16"))
+        return &attn_bf16_avx512;
+#endif
+    return &attn_bf16_emulated;
+}
