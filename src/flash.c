@@ -348,7 +348,9 @@ attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_error *err) {
     j.nrv = j.bk ? (int64_t)j.bk->vl * j.bk->nv : (int64_t)j.uk->vl * j.uk->nv;
     j.E2 = (j.E + 1) / 2;
     j.Evp = round_up(j.Ev, j.vl);
-    j.br = j.L < BR ? round_up(j.L, ATTN_MR) : BR;
+    /* Items of equal size: ceil(L / BR) of them, each a multiple of MR rows. */
+    int64_t n_blocks = (j.L + BR - 1) / BR;
+    j.br = round_up((j.L + n_blocks - 1) / n_blocks, ATTN_MR);
     j.bc = round_up(j.S < BC ? j.S : BC, j.nrv);
     j.n_qblocks = (j.L + j.br - 1) / j.br;
     int64_t items;
