@@ -143,8 +143,9 @@ static void pack_keys_transposed(float *kt, int64_t ld, int64_t n_pad, const att
 
 /* Mask one MR × nc_pad tile of scores for query rows i0.. and keys j0..:
  * padding keys, the causal limit, the bool or float mask. */
-static void mask_tile(float *s, int64_t lds, const attn_problem *p, int64_t i0, int64_t rows,
-                      int64_t j0, int64_t nc, int64_t nc_pad, bool causal_block, bool *bad) {
+static void mask_tile(const attn_ukernels *uk, float *s, int64_t lds, const attn_problem *p,
+                      int64_t i0, int64_t rows, int64_t j0, int64_t nc, int64_t nc_pad,
+                      bool causal_block, bool *bad) {
     for (int64_t r = 0; r < rows; r++) {
         float *row = s + r * lds;
         int64_t i = i0 + r;
@@ -157,8 +158,13 @@ static void mask_tile(float *s, int64_t lds, const attn_problem *p, int64_t i0, 
         const attn_mat *m = &p->mask;
         if (m->dtype == ATTN_BOOL) {
             const unsigned char *mr = (const unsigned char *)m->base + i * m->rs + j0 * m->cs;
-            for (int64_t c = 0; c < nc; c++)
-                if (!mr[c * m->cs]) row[c] = -INFINITY;
+            if (m->cs == 1) uk->mask_bool(row, mr, nc);
+            else
+                for (int64_t c = 0; c < nc; c++)
+                    if (!mr[c * m->cs]) row[c] = -INFINITY;
+        } else if (m->cs == 1) {
+            const float *mr = (const float *)(const void *)m->base + i * m->rs + j0;
+            if (!uk->mask_add(row, mr, nc, ATTN_LOG2E)) *bad = true; /* scores are in base 2 */
         } else {
             const float *mr = (const float *)(const void *)m->base + i * m->rs + j0 * m->cs;
             for (int64_t c = 0; c < nc; c++) {
@@ -200,7 +206,7 @@ static void tile_step(const flash_job *j, const workspace *w, const attn_problem
         if (bk) bk->qk(w->s + c0, lds, w->q2 + r0 * j->E2, j->E2, w->kt2 + c0, ldk, j->E2);
         else uk->qk(w->s + c0, lds, w->q + r0 * E, E, w->kt + c0, ldk, E);
     }
-    mask_tile(w->s, lds, p, i0 + r0, rows, j0, tc, tc_pad, cut, bad);
+    mask_tile(uk, w->s, lds, p, i0 + r0, rows, j0, tc, tc_pad, cut, bad);
     for (int64_t r = 0; r < ATTN_MR; r++) {
         float *srow = w->s + r * lds, mx = uk->max(srow, tc_pad);
         float m_old = w->m[r0 + r], m_new = mx > m_old ? mx : m_old;

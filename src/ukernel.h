@@ -4,6 +4,7 @@
 #ifndef ATTN_UKERNEL_H
 #define ATTN_UKERNEL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Register tile: MR query rows. Key and value columns come in vectors of
@@ -35,6 +36,12 @@ typedef struct attn_ukernels {
 
     /* max |x[i]| for i < n (any n), or -1 if some x[i] is NaN or ±inf. */
     float (*absmax)(const float *x, int64_t n);
+
+    /* Masks on one row of scores, contiguous mask rows, any n:
+     * bool: s[i] = -inf where m[i] == 0. float: s[i] += m[i] * scale, and
+     * returns false if some m[i] is NaN or +inf (-inf is allowed). */
+    void (*mask_bool)(float *s, const unsigned char *m, int64_t n);
+    bool (*mask_add)(float *s, const float *m, int64_t n, float scale);
 
     /* The largest x[i] for i < n (a multiple of vl); -inf if n is 0. */
     float (*max)(const float *x, int64_t n);

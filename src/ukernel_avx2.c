@@ -6,6 +6,7 @@
 #if defined(ATTN_HAVE_X86_KERNELS)
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 enum { VL = 8, NV = 2 };
 
@@ -112,6 +113,37 @@ static float absmax_avx2(const float *x, int64_t n) {
     return best;
 }
 
+static void mask_bool_avx2(float *s, const unsigned char *m, int64_t n) {
+    int64_t i = 0;
+    __m256 ninf = _mm256_set1_ps(-INFINITY);
+    for (; i + VL <= n; i += VL) {
+        int64_t word;
+        memcpy(&word, m + i, 8);
+        __m256i bytes = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(word));
+        __m256 off = _mm256_castsi256_ps(_mm256_cmpeq_epi32(bytes, _mm256_setzero_si256()));
+        _mm256_storeu_ps(s + i, _mm256_blendv_ps(_mm256_loadu_ps(s + i), ninf, off));
+    }
+    for (; i < n; i++)
+        if (!m[i]) s[i] = -INFINITY;
+}
+
+static bool mask_add_avx2(float *s, const float *m, int64_t n, float scale) {
+    int64_t i = 0;
+    __m256 sc = _mm256_set1_ps(scale), pinf = _mm256_set1_ps(INFINITY), bad = _mm256_setzero_ps();
+    for (; i + VL <= n; i += VL) {
+        __m256 mv = _mm256_loadu_ps(m + i);
+        bad = _mm256_or_ps(bad, _mm256_or_ps(_mm256_cmp_ps(mv, mv, _CMP_UNORD_Q),
+                                             _mm256_cmp_ps(mv, pinf, _CMP_EQ_OQ)));
+        _mm256_storeu_ps(s + i, _mm256_fmadd_ps(mv, sc, _mm256_loadu_ps(s + i)));
+    }
+    bool ok = !_mm256_movemask_ps(bad);
+    for (; i < n; i++) {
+        ok &= !(m[i] != m[i] || m[i] == INFINITY);
+        s[i] += m[i] * scale;
+    }
+    return ok;
+}
+
 static float max_avx2(const float *x, int64_t n) {
     __m256 m = _mm256_set1_ps(-INFINITY);
     for (int64_t i = 0; i < n; i += VL) m = _mm256_max_ps(_mm256_loadu_ps(x + i), m);
@@ -180,6 +212,7 @@ static void exp2_avx2(float *y, const float *x, int64_t n) {
     }
 }
 
-const attn_ukernels attn_ukernels_avx2 = {"avx2", VL, NV, qk_avx2, pv_avx2, exp2_sum_avx2, absmax_avx2, max_avx2,
+const attn_ukernels attn_ukernels_avx2 = {"avx2", VL, NV, qk_avx2, pv_avx2, exp2_sum_avx2, absmax_avx2, mask_bool_avx2,
+                                          mask_add_avx2, max_avx2,
                                           dot_rows_avx2, axpy_rows_avx2, exp2_avx2};
 #endif

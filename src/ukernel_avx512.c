@@ -112,6 +112,28 @@ static float absmax_avx512(const float *x, int64_t n) {
     return bad ? -1.0f : _mm512_reduce_max_ps(big);
 }
 
+static void mask_bool_avx512(float *s, const unsigned char *m, int64_t n) {
+    __m512 ninf = _mm512_set1_ps(-INFINITY);
+    for (int64_t i = 0; i < n; i += VL) {
+        __mmask16 k = n - i >= VL ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512i bytes = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, m + i));
+        __mmask16 off = _mm512_mask_cmpeq_epi32_mask(k, bytes, _mm512_setzero_si512());
+        _mm512_mask_storeu_ps(s + i, off, ninf);
+    }
+}
+
+static bool mask_add_avx512(float *s, const float *m, int64_t n, float scale) {
+    __mmask16 bad = 0;
+    __m512 sc = _mm512_set1_ps(scale), pinf = _mm512_set1_ps(INFINITY);
+    for (int64_t i = 0; i < n; i += VL) {
+        __mmask16 k = n - i >= VL ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 mv = _mm512_maskz_loadu_ps(k, m + i);
+        bad |= _mm512_cmp_ps_mask(mv, mv, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(mv, pinf, _CMP_EQ_OQ);
+        _mm512_mask_storeu_ps(s + i, k, _mm512_fmadd_ps(mv, sc, _mm512_maskz_loadu_ps(k, s + i)));
+    }
+    return !bad;
+}
+
 static float max_avx512(const float *x, int64_t n) {
     __m512 m = _mm512_set1_ps(-INFINITY);
     for (int64_t i = 0; i < n; i += VL) m = _mm512_max_ps(_mm512_loadu_ps(x + i), m);
@@ -163,6 +185,7 @@ static void exp2_avx512(float *y, const float *x, int64_t n) {
 }
 
 const attn_ukernels attn_ukernels_avx512 = {"avx512", VL, NV, qk_avx512, pv_avx512,
-                                            exp2_sum_avx512, absmax_avx512, max_avx512,
+                                            exp2_sum_avx512, absmax_avx512, mask_bool_avx512,
+                                            mask_add_avx512, max_avx512,
                                             dot_rows_avx512, axpy_rows_avx512, exp2_avx512};
 #endif

@@ -76,6 +76,20 @@ static float absmax_c(const float *x, int64_t n) {
     return big;
 }
 
+static void mask_bool_c(float *s, const unsigned char *m, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!m[i]) s[i] = -INFINITY;
+}
+
+static bool mask_add_c(float *s, const float *m, int64_t n, float scale) {
+    bool ok = true;
+    for (int64_t i = 0; i < n; i++) {
+        ok &= !(m[i] != m[i] || m[i] == INFINITY);
+        s[i] += m[i] * scale;
+    }
+    return ok;
+}
+
 static float max_c(const float *x, int64_t n) {
     float m = -INFINITY;
     for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
@@ -116,5 +130,5 @@ static void exp2_c(float *y, const float *x, int64_t n) {
 }
 
 const attn_ukernels attn_ukernels_c = {"c",       VL,        NV,          qk_c,        pv_c,
-                                       exp2_sum_c, absmax_c, max_c, dot_rows_c, axpy_rows_c,
+                                       exp2_sum_c, absmax_c, mask_bool_c, mask_add_c, max_c, dot_rows_c, axpy_rows_c,
                                        exp2_c};
