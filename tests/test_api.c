@@ -5,6 +5,7 @@
  * Prints "ok NAME" or "FAIL NAME: why" per check; exits 1 if any failed.
  * The exact-value checks against PyTorch live in oracle.py. */
 #include "attn.h"
+#include "check.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -13,25 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int n_failed;
 static int status_seen[ATTN_STATUS_COUNT]; /* which codes the tests produced */
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static void check(int cond, const char *name, const char *fmt, ...) {
-    if (cond) {
-        printf("ok %s\n", name);
-        return;
-    }
-    va_list ap;
-    printf("FAIL %s: ", name);
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    n_failed++;
-}
 
 /* Check that a call returned `want` and filled err with that status and a
  * message containing `needle`. */

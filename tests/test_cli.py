@@ -13,6 +13,8 @@ import tempfile
 
 import numpy as np
 
+from clicheck import error_problems
+
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 ATTN = os.path.abspath(os.path.join(BUILD, "attn"))
 TMP = tempfile.mkdtemp(prefix="attn_cli_")
@@ -55,18 +57,9 @@ def expect_error(name, args, code, pattern, outputs=("out.npy",)):
             os.remove(p)
     before = set(os.listdir(TMP))
     r = attn(*args)
-    lines = r.stderr.splitlines()
     left = [o for o in outputs if os.path.exists(os.path.join(TMP, o))]
     new = set(os.listdir(TMP)) - before
-    problems = []
-    if r.returncode != code:
-        problems.append(f"exit {r.returncode}, wanted {code}")
-    if len(lines) != 1 or not lines[0].startswith("attn: error: "):
-        problems.append(f"stderr is not one 'attn: error:' line: {r.stderr!r}")
-    elif not re.search(pattern, lines[0]):
-        problems.append(f"message {lines[0]!r} does not match {pattern!r}")
-    if r.stdout:
-        problems.append(f"stdout not empty: {r.stdout[:80]!r}")
+    problems = error_problems(r, code, pattern)
     if left or new:
         problems.append(f"files left behind: {left + sorted(new)}")
     report(name, not problems, "; ".join(problems))

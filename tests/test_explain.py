@@ -16,6 +16,8 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
+from clicheck import error_problems
+
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 ATTN = os.path.abspath(os.environ.get("ATTN_BIN") or os.path.join(BUILD, "attn"))
 API = os.path.abspath(os.path.join(BUILD, "tests", "explain_api"))
@@ -66,16 +68,7 @@ def expect_error(name, args, code, pattern, created=()):
             os.remove(p)
     before = set(os.listdir(TMP))
     r = run(*args)
-    lines = r.stderr.splitlines()
-    problems = []
-    if r.returncode != code:
-        problems.append(f"exit {r.returncode}, wanted {code}")
-    if len(lines) != 1 or not lines[0].startswith("attn: error: "):
-        problems.append(f"stderr is not one 'attn: error:' line: {r.stderr!r}")
-    elif not re.search(pattern, lines[0]):
-        problems.append(f"{lines[0]!r} does not match {pattern!r}")
-    if r.stdout:
-        problems.append(f"stdout not empty: {r.stdout[:60]!r}")
+    problems = error_problems(r, code, pattern)
     new = set(os.listdir(TMP)) - before
     if new:
         problems.append(f"files left behind: {sorted(new)}")

@@ -8,6 +8,7 @@
  * queries.) Prints "ok NAME" or "FAIL NAME: why"; exits 1 if any failed. Run it with
  * ATTN_ISA=avx512|avx2|c to test each ISA's whole path. */
 #include "attn.h"
+#include "check.h"
 #include "../src/ukernel.h"
 #include "../src/ukernel_bf16.h"
 
@@ -17,24 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int n_failed;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static void check(int cond, const char *name, const char *fmt, ...) {
-    if (cond) {
-        printf("ok %s\n", name);
-        return;
-    }
-    va_list ap;
-    printf("FAIL %s: ", name);
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    n_failed++;
-}
 
 static uint64_t rng = 99;
 static double uniform(void) {

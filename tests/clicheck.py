@@ -1,0 +1,18 @@
+"""clicheck.py -- what every bad-input test of the attn command checks."""
+import re
+
+
+def error_problems(result, code, pattern):
+    """The problems with a run that should have failed with exit `code` and one
+    'attn: error:' line matching `pattern`, printing nothing on stdout."""
+    lines = result.stderr.splitlines()
+    problems = []
+    if result.returncode != code:
+        problems.append(f"exit {result.returncode}, wanted {code}")
+    if len(lines) != 1 or not lines[0].startswith("attn: error: "):
+        problems.append(f"stderr is not one 'attn: error:' line: {result.stderr!r}")
+    elif not re.search(pattern, lines[0]):
+        problems.append(f"message {lines[0]!r} does not match {pattern!r}")
+    if result.stdout:
+        problems.append(f"stdout not empty: {result.stdout[:80]!r}")
+    return problems
