@@ -33,7 +33,7 @@ HEADERS := include/attn.h $(wildcard src/*.h) $(wildcard cli/*.h)
 TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/explain_api \
              $(BUILD)/tests/test_fast \
              $(BUILD)/asan/test_api \
-             $(BUILD)/asan/attn
+             $(BUILD)/asan/attn $(BUILD)/tsan/test_fast
 
 .PHONY: all lib run web bench test test-deps install uninstall clean
 all: $(BUILD)/attn $(BUILD)/libattn.a $(BUILD)/libattn.so
@@ -78,6 +78,15 @@ $(BUILD)/asan/test_api: $(BUILD)/asan/obj/tests/test_api.o $(SAN_LIB_OBJ)
 
 $(BUILD)/asan/attn: $(CLI_SRC:%.c=$(BUILD)/asan/obj/%.o) $(SAN_LIB_OBJ)
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
+
+# The thread pool and the fast kernels under ThreadSanitizer.
+TSAN_LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/tsan/obj/%.o)
+$(BUILD)/tsan/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O1 -fsanitize=thread $(ISA_FLAGS_$(notdir $*)) -c $< -o $@
+
+$(BUILD)/tsan/test_fast: $(BUILD)/tsan/obj/tests/test_fast.o $(TSAN_LIB_OBJ)
+	$(CC) -fsanitize=thread -o $@ $^ $(LIBS)
 
 # The explainer page: the library and web/attn_web.c compiled to wasm32 with
 # clang and Debian's wasi-libc (see docs/web.md), inlined with the page's

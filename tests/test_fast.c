@@ -13,6 +13,7 @@
 #include "../src/ukernel_bf16.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,6 +253,36 @@ static void test_bf16_emulation(void) {
 #endif
 }
 
+/* Two caller threads at once: the library is thread-safe, and a caller that
+ * finds the pool busy computes its call itself, with the same result. */
+typedef struct concurrent_call {
+    const problem *pr;
+    float *q, *k, *v, *out;
+} concurrent_call;
+
+static void *call_thread(void *arg) {
+    concurrent_call *c = arg;
+    for (int rep = 0; rep < 3; rep++) run_f32(c->out, c->pr, c->q, c->k, c->v, NULL, 0);
+    return NULL;
+}
+
+static void test_concurrent_callers(void) {
+    problem pr = {300, 900, 32, 16, 2, 1, ATTN_CAUSAL_TOP_LEFT, 0, 0};
+    size_t no = 2 * 300 * 16;
+    float *q = random_floats(2 * 300 * 32), *k = random_floats(900 * 32), *v = random_floats(900 * 16);
+    float *serial = malloc(sizeof(float) * no), *a = malloc(sizeof(float) * no), *b = malloc(sizeof(float) * no);
+    run_f32(serial, &pr, q, k, v, NULL, 1);
+    concurrent_call ca = {&pr, q, k, v, a}, cb = {&pr, q, k, v, b};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, call_thread, &ca);
+    pthread_create(&tb, NULL, call_thread, &cb);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    check(memcmp(serial, a, sizeof(float) * no) == 0 && memcmp(serial, b, sizeof(float) * no) == 0,
+          "concurrent_callers_get_the_serial_result", "results differ");
+    free(q), free(k), free(v), free(serial), free(a), free(b);
+}
+
 int main(void) {
     test_exp2("c");
     test_exp2("avx2");
@@ -277,6 +308,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) test_problem(&shapes[i]);
     test_fallback();
     test_bf16_emulation();
+    test_concurrent_callers();
     attn_shutdown();
     return n_failed ? 1 : 0;
 }
