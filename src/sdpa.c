@@ -34,7 +34,8 @@ attn_sdpa_options attn_sdpa_options_default(void) {
 
 /* Checks shared by q, k, v, out and weights: present, rank 2..5, dimensions
  * >= 1, a float dtype equal to q's, offsets that fit. */
-static attn_status check_operand(const attn_tensor *t, const char *name, attn_dtype dtype,
+/* kv: t is k or v, which may be f16 or bf16 when q is f32. */
+static attn_status check_operand(const attn_tensor *t, const char *name, attn_dtype dtype, bool kv,
                                  attn_error *err) {
     if (!t) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", name);
     if (!t->data) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
@@ -44,7 +45,6 @@ static attn_status check_operand(const attn_tensor *t, const char *name, attn_dt
     static const char *const NAMES[] = {"?", "f32", "f64", "bool", "f16", "bf16"};
     const char *tn = (unsigned)t->dtype <= ATTN_BF16 ? NAMES[t->dtype] : "unknown";
     bool half = t->dtype == ATTN_F16 || t->dtype == ATTN_BF16;
-    bool kv = strcmp(name, "k") == 0 || strcmp(name, "v") == 0;
     if (t->dtype != ATTN_F32 && t->dtype != ATTN_F64 && !(half && kv))
         return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be f32 or f64%s", name, tn,
                          kv ? " (or f16/bf16 with f32 q)" : "");
@@ -130,9 +130,9 @@ static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *
                              const attn_tensor *v, const attn_sdpa_options *o, attn_error *err) {
     attn_status st;
     if (!q) return attn_fail(err, ATTN_ERR_NULL, "q is NULL");
-    if ((st = check_operand(q, "q", q->dtype == ATTN_F64 ? ATTN_F64 : ATTN_F32, err))) return st;
-    if ((st = check_operand(k, "k", q->dtype, err))) return st;
-    if ((st = check_operand(v, "v", q->dtype, err))) return st;
+    if ((st = check_operand(q, "q", q->dtype == ATTN_F64 ? ATTN_F64 : ATTN_F32, false, err))) return st;
+    if ((st = check_operand(k, "k", q->dtype, true, err))) return st;
+    if ((st = check_operand(v, "v", q->dtype, true, err))) return st;
     if (o->causal != ATTN_CAUSAL_NONE && o->causal != ATTN_CAUSAL_TOP_LEFT &&
         o->causal != ATTN_CAUSAL_BOTTOM_RIGHT)
         return attn_fail(err, ATTN_ERR_OPTION, "causal mode %d is not an attn_causal value",
@@ -219,14 +219,14 @@ static attn_status sdpa_run(kernel_kind kind, attn_tensor *out, const attn_tenso
     /* For KERNEL_SCORES, `out` receives the scores, shaped like the weights. */
     const char *out_name = kind == KERNEL_SCORES ? "scores" : "out";
     if (kind == KERNEL_SCORES) o.weights = NULL;
-    if ((st = check_operand(out, out_name, q->dtype, err))) return st;
+    if ((st = check_operand(out, out_name, q->dtype, false, err))) return st;
     if (out->rank != pl.rank)
         return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d but the result has rank %d",
                          out_name, out->rank, pl.rank);
     if ((st = check_output(out, out_name, kind == KERNEL_SCORES ? pl.weights : pl.out, err)))
         return st;
     if (o.weights) {
-        if ((st = check_operand(o.weights, "weights", q->dtype, err))) return st;
+        if ((st = check_operand(o.weights, "weights", q->dtype, false, err))) return st;
         if (o.weights->rank != pl.rank)
             return attn_fail(err, ATTN_ERR_RANK, "weights has rank %d but the result has rank %d",
                              o.weights->rank, pl.rank);
