@@ -186,19 +186,26 @@ static float dot_rows_avx2(float *s, int64_t lds, const float *q, int nq, const 
 
 static void axpy_rows_avx2(float *acc, const float *p, int64_t ldp, int nq, const float *v, int64_t ld,
                            int64_t n, int64_t Ev) {
-    int64_t e = 0;
-    for (; e + VL <= Ev; e += VL) {
-        __m256 a[ATTN_DECODE_MAX_ROWS];
-        for (int i = 0; i < nq; i++) a[i] = _mm256_loadu_ps(acc + i * Ev + e);
+    /* 16 columns at a time, all rows of v in order: one sequential stream. */
+    int64_t e0 = 0;
+    for (; e0 + 2 * VL <= Ev; e0 += 2 * VL) {
+        __m256 a[ATTN_DECODE_MAX_ROWS][2];
+        for (int i = 0; i < nq; i++)
+            for (int t = 0; t < 2; t++) a[i][t] = _mm256_loadu_ps(acc + i * Ev + e0 + t * VL);
         for (int64_t j = 0; j < n; j++) {
-            __m256 vv = _mm256_loadu_ps(v + j * ld + e);
-            for (int i = 0; i < nq; i++) a[i] = _mm256_fmadd_ps(_mm256_set1_ps(p[i * ldp + j]), vv, a[i]);
+            __m256 v0 = _mm256_loadu_ps(v + j * ld + e0), v1 = _mm256_loadu_ps(v + j * ld + e0 + VL);
+            for (int i = 0; i < nq; i++) {
+                __m256 w = _mm256_set1_ps(p[i * ldp + j]);
+                a[i][0] = _mm256_fmadd_ps(w, v0, a[i][0]);
+                a[i][1] = _mm256_fmadd_ps(w, v1, a[i][1]);
+            }
         }
-        for (int i = 0; i < nq; i++) _mm256_storeu_ps(acc + i * Ev + e, a[i]);
+        for (int i = 0; i < nq; i++)
+            for (int t = 0; t < 2; t++) _mm256_storeu_ps(acc + i * Ev + e0 + t * VL, a[i][t]);
     }
-    for (; e < Ev; e++)
+    for (; e0 < Ev; e0++)
         for (int64_t j = 0; j < n; j++)
-            for (int i = 0; i < nq; i++) acc[i * Ev + e] += p[i * ldp + j] * v[j * ld + e];
+            for (int i = 0; i < nq; i++) acc[i * Ev + e0] += p[i * ldp + j] * v[j * ld + e0];
 }
 
 static void exp2_avx2(float *y, const float *x, int64_t n) {

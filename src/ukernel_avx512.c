@@ -163,15 +163,27 @@ static float dot_rows_avx512(float *s, int64_t lds, const float *q, int nq, cons
 
 static void axpy_rows_avx512(float *acc, const float *p, int64_t ldp, int nq, const float *v,
                              int64_t ld, int64_t n, int64_t Ev) {
-    for (int64_t e = 0; e < Ev; e += VL) {
-        __mmask16 m = Ev - e >= VL ? (__mmask16)0xffff : (__mmask16)((1u << (Ev - e)) - 1);
-        __m512 a[ATTN_DECODE_MAX_ROWS];
-        for (int i = 0; i < nq; i++) a[i] = _mm512_maskz_loadu_ps(m, acc + i * Ev + e);
-        for (int64_t j = 0; j < n; j++) {
-            __m512 vv = _mm512_maskz_loadu_ps(m, v + j * ld + e);
-            for (int i = 0; i < nq; i++) a[i] = _mm512_fmadd_ps(_mm512_set1_ps(p[i * ldp + j]), vv, a[i]);
+    /* 64 columns at a time, all rows of v in order: one sequential stream. */
+    for (int64_t e0 = 0; e0 < Ev; e0 += 4 * VL) {
+        __mmask16 m[4];
+        for (int t = 0; t < 4; t++) {
+            int64_t left = Ev - e0 - t * VL;
+            m[t] = left >= VL ? (__mmask16)0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
         }
-        for (int i = 0; i < nq; i++) _mm512_mask_storeu_ps(acc + i * Ev + e, m, a[i]);
+        __m512 a[ATTN_DECODE_MAX_ROWS][4];
+        for (int i = 0; i < nq; i++)
+            for (int t = 0; t < 4; t++) a[i][t] = _mm512_maskz_loadu_ps(m[t], acc + i * Ev + e0 + t * VL);
+        for (int64_t j = 0; j < n; j++) {
+            const float *vj = v + j * ld + e0;
+            __m512 vv[4];
+            for (int t = 0; t < 4; t++) vv[t] = _mm512_maskz_loadu_ps(m[t], vj + t * VL);
+            for (int i = 0; i < nq; i++) {
+                __m512 w = _mm512_set1_ps(p[i * ldp + j]);
+                for (int t = 0; t < 4; t++) a[i][t] = _mm512_fmadd_ps(w, vv[t], a[i][t]);
+            }
+        }
+        for (int i = 0; i < nq; i++)
+            for (int t = 0; t < 4; t++) _mm512_mask_storeu_ps(acc + i * Ev + e0 + t * VL, m[t], a[i][t]);
     }
 }
 
