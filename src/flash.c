@@ -120,8 +120,8 @@ static float pack_rows(const attn_ukernels *uk, float *dst, int64_t ld, const at
 
 /* kt (E × ld) = keys j0..j0+n-1 transposed, zero columns up to n_pad. The
  * transpose goes 16 keys at a time, so that each write fills a cache line. */
-static void pack_keys_transposed(float *kt, int64_t ld, int64_t n_pad, const attn_mat *k, int64_t j0,
-                                 int64_t n, float *tmp) {
+static void pack_keys_transposed(const attn_ukernels *uk, float *kt, int64_t ld, int64_t n_pad,
+                                 const attn_mat *k, int64_t j0, int64_t n, float *tmp) {
     if (k->dtype != ATTN_F32) { /* 16-bit keys: widen a row at a time */
         for (int64_t c = 0; c < n_pad; c++) {
             const float *row = c < n ? attn_row_f32(k, j0 + c, tmp) : NULL;
@@ -133,6 +133,10 @@ static void pack_keys_transposed(float *kt, int64_t ld, int64_t n_pad, const att
     for (int64_t c0 = 0; c0 < n_pad; c0 += 16) {
         int64_t nb = n - c0 < 16 ? (n - c0 > 0 ? n - c0 : 0) : 16;
         const float *rows = src + (j0 + c0) * k->rs;
+        if (k->cs == 1) { /* contiguous rows: a register transpose */
+            uk->transpose16(kt + c0, ld, rows, k->rs, (int)nb, k->cols);
+            continue;
+        }
         for (int64_t e = 0; e < k->cols; e++) {
             float *d = kt + e * ld + c0;
             for (int64_t c = 0; c < nb; c++) d[c] = rows[c * k->rs + e * k->cs];
@@ -274,7 +278,7 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     for (int64_t j0 = 0; j0 < jend && !bad; j0 += j->bc) {
         int64_t nc = jend - j0 < j->bc ? jend - j0 : j->bc, nc_pad = round_up(nc, nrv);
         int64_t ldk = kt_stride(nc_pad);
-        pack_keys_transposed(w.kt, ldk, nc_pad, &p->k, j0, nc, w.tmp);
+        pack_keys_transposed(uk, w.kt, ldk, nc_pad, &p->k, j0, nc, w.tmp);
         const float *vb = w.v;
         int64_t ldv = Evp;
         if (j->v_direct) { /* rows in place: contiguous, Ev a multiple of the vector */

@@ -34,6 +34,10 @@ typedef struct attn_ukernels {
      * costs one exp2, a few FMAs cheaper than exp. */
     float (*exp2_sum)(float *x, int64_t n, float m);
 
+    /* kt (E × 16, row stride ld) = the transpose of nk <= 16 key rows of E
+     * contiguous floats at k (row stride rs); columns nk..15 are zero. */
+    void (*transpose16)(float *kt, int64_t ld, const float *k, int64_t rs, int nk, int64_t E);
+
     /* max |x[i]| for i < n (any n), or -1 if some x[i] is NaN or ±inf. */
     float (*absmax)(const float *x, int64_t n);
 

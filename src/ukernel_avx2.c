@@ -93,6 +93,13 @@ static float exp2_sum_avx2(float *x, int64_t n, float m) {
     return total;
 }
 
+static void transpose16_avx2(float *kt, int64_t ld, const float *k, int64_t rs, int nk, int64_t E) {
+    for (int64_t e = 0; e < E; e++) {
+        for (int c = 0; c < nk; c++) kt[e * ld + c] = k[c * rs + e];
+        for (int c = nk; c < 16; c++) kt[e * ld + c] = 0;
+    }
+}
+
 static float absmax_avx2(const float *x, int64_t n) {
     __m256 big = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f), bad = _mm256_setzero_ps();
     int64_t i = 0;
@@ -219,7 +226,20 @@ static void exp2_avx2(float *y, const float *x, int64_t n) {
     }
 }
 
-const attn_ukernels attn_ukernels_avx2 = {"avx2", VL, NV, qk_avx2, pv_avx2, exp2_sum_avx2, absmax_avx2, mask_bool_avx2,
-                                          mask_add_avx2, max_avx2,
-                                          dot_rows_avx2, axpy_rows_avx2, exp2_avx2};
+const attn_ukernels attn_ukernels_avx2 = {
+    .name = "avx2",
+    .vl = VL,
+    .nv = NV,
+    .qk = qk_avx2,
+    .pv = pv_avx2,
+    .exp2_sum = exp2_sum_avx2,
+    .transpose16 = transpose16_avx2,
+    .absmax = absmax_avx2,
+    .mask_bool = mask_bool_avx2,
+    .mask_add = mask_add_avx2,
+    .max = max_avx2,
+    .dot_rows = dot_rows_avx2,
+    .axpy_rows = axpy_rows_avx2,
+    .exp2 = exp2_avx2,
+};
 #endif

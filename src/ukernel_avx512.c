@@ -99,6 +99,35 @@ static float exp2_sum_avx512(float *x, int64_t n, float m) {
     return _mm512_reduce_add_ps(sum);
 }
 
+/* A 16 × 16 transpose in registers: pairs, then 4 × 4 blocks within each
+ * 128-bit lane, then the lanes themselves. */
+static void transpose16_avx512(float *kt, int64_t ld, const float *k, int64_t rs, int nk, int64_t E) {
+    for (int64_t e0 = 0; e0 < E; e0 += 16) {
+        int64_t ne = E - e0 < 16 ? E - e0 : 16;
+        __mmask16 m = (__mmask16)(ne == 16 ? 0xffff : (1u << ne) - 1);
+        __m512 r[16], t[16], u[16];
+        for (int c = 0; c < 16; c++) r[c] = c < nk ? _mm512_maskz_loadu_ps(m, k + c * rs + e0) : _mm512_setzero_ps();
+        for (int i = 0; i < 16; i += 2) {
+            t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+            t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+        }
+        for (int i = 0; i < 16; i += 4) { /* u[i + j]: column 4L + j of rows i..i+3, in lane L */
+            u[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+            u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+            u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+            u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+        }
+        for (int j = 0; j < 4; j++) {
+            __m512 v = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), v2 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
+            __m512 w = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88), w2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
+            __m512 col[4] = {_mm512_shuffle_f32x4(v, w, 0x88), _mm512_shuffle_f32x4(v2, w2, 0x88),
+                             _mm512_shuffle_f32x4(v, w, 0xDD), _mm512_shuffle_f32x4(v2, w2, 0xDD)};
+            for (int l = 0; l < 4; l++) /* column 4l + j of the block */
+                if (4 * l + j < ne) _mm512_storeu_ps(kt + (e0 + 4 * l + j) * ld, col[l]);
+        }
+    }
+}
+
 static float absmax_avx512(const float *x, int64_t n) {
     __m512 big = _mm512_setzero_ps(), sign = _mm512_set1_ps(-0.0f);
     __mmask16 bad = 0;
@@ -196,8 +225,20 @@ static void exp2_avx512(float *y, const float *x, int64_t n) {
     }
 }
 
-const attn_ukernels attn_ukernels_avx512 = {"avx512", VL, NV, qk_avx512, pv_avx512,
-                                            exp2_sum_avx512, absmax_avx512, mask_bool_avx512,
-                                            mask_add_avx512, max_avx512,
-                                            dot_rows_avx512, axpy_rows_avx512, exp2_avx512};
+const attn_ukernels attn_ukernels_avx512 = {
+    .name = "avx512",
+    .vl = VL,
+    .nv = NV,
+    .qk = qk_avx512,
+    .pv = pv_avx512,
+    .exp2_sum = exp2_sum_avx512,
+    .transpose16 = transpose16_avx512,
+    .absmax = absmax_avx512,
+    .mask_bool = mask_bool_avx512,
+    .mask_add = mask_add_avx512,
+    .max = max_avx512,
+    .dot_rows = dot_rows_avx512,
+    .axpy_rows = axpy_rows_avx512,
+    .exp2 = exp2_avx512,
+};
 #endif

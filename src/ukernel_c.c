@@ -66,6 +66,13 @@ static float exp2_sum_c(float *x, int64_t n, float m) {
     return sum;
 }
 
+static void transpose16_c(float *kt, int64_t ld, const float *k, int64_t rs, int nk, int64_t E) {
+    for (int64_t e = 0; e < E; e++) {
+        for (int c = 0; c < nk; c++) kt[e * ld + c] = k[c * rs + e];
+        for (int c = nk; c < 16; c++) kt[e * ld + c] = 0;
+    }
+}
+
 static float absmax_c(const float *x, int64_t n) {
     float big = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -129,6 +136,19 @@ static void exp2_c(float *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = attn_exp2f(x[i]);
 }
 
-const attn_ukernels attn_ukernels_c = {"c",       VL,        NV,          qk_c,        pv_c,
-                                       exp2_sum_c, absmax_c, mask_bool_c, mask_add_c, max_c, dot_rows_c, axpy_rows_c,
-                                       exp2_c};
+const attn_ukernels attn_ukernels_c = {
+    .name = "c",
+    .vl = VL,
+    .nv = NV,
+    .qk = qk_c,
+    .pv = pv_c,
+    .exp2_sum = exp2_sum_c,
+    .transpose16 = transpose16_c,
+    .absmax = absmax_c,
+    .mask_bool = mask_bool_c,
+    .mask_add = mask_add_c,
+    .max = max_c,
+    .dot_rows = dot_rows_c,
+    .axpy_rows = axpy_rows_c,
+    .exp2 = exp2_c,
+};
