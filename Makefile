@@ -130,6 +130,7 @@ test: test-deps
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(BUILD)/attn $(DESTDIR)$(PREFIX)/bin/attn
+	if [ -x $(BUILD)/attn-bench ]; then install -m 755 $(BUILD)/attn-bench $(DESTDIR)$(PREFIX)/bin/; fi
 	install -m 644 include/attn.h $(DESTDIR)$(PREFIX)/include/attn.h
 	install -m 644 $(BUILD)/libattn.a $(DESTDIR)$(PREFIX)/lib/libattn.a
 	install -m 755 $(BUILD)/libattn.so $(DESTDIR)$(PREFIX)/lib/libattn.so.$(VERSION)
@@ -141,7 +142,7 @@ install: all
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/attn.pc
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/attn $(DESTDIR)$(PREFIX)/include/attn.h \
+	rm -f $(DESTDIR)$(PREFIX)/bin/attn $(DESTDIR)$(PREFIX)/bin/attn-bench $(DESTDIR)$(PREFIX)/include/attn.h \
 	  $(DESTDIR)$(PREFIX)/lib/libattn.a $(DESTDIR)$(PREFIX)/lib/libattn.so* \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/attn.pc
 

@@ -286,12 +286,20 @@ ATTN_API attn_sdpa_options attn_sdpa_options_default(void);
  *     a float mask, or by the causal mask) gives output 0 and weights 0,
  *     never NaN, like PyTorch >= 2.5.
  *   - NaN in an input reaches only the output rows whose computation reads it.
- *   - f64 computes in f64 throughout. f32 reads f32 and computes in f64, then
- *     rounds once on output: its error against the exact result is about one
- *     f32 rounding (well under 2e-5 relative).
+ *   - f64 computes in f64 throughout (the exact, oracle-grade path).
+ *   - f32 runs on the fast kernels: tiled FlashAttention-2, or split over the
+ *     keys for L <= 4 against S >= 2048, in f32 arithmetic, within 2e-5
+ *     relative of the exact result, on attn_get_num_threads() threads,
+ *     bitwise identical for any thread count. Work whose inputs hold NaN or
+ *     ±inf (other than -inf in a float mask), or whose scores or sums could
+ *     overflow f32, and every call that asks for weights, is computed by the
+ *     exact kernel instead (in f64, rounded once), so the rules above hold
+ *     in f32 too.
  *
- * Memory: scratch memory is O((E + Ev) * block) per call, independent of L×S;
- * the kernel streams over the keys in blocks with an online softmax.
+ * Memory: scratch memory is O((E + Ev) × block × threads) per call,
+ * independent of L×S (plus a few floats per slice and per key chunk for the
+ * decode path); the kernels stream over the keys in blocks with an online
+ * softmax.
  *
  * Errors: ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_SHAPE, ATTN_ERR_BROADCAST,
  * ATTN_ERR_HEADS, ATTN_ERR_DTYPE, ATTN_ERR_MASK, ATTN_ERR_SCALE,
