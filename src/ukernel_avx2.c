@@ -193,8 +193,20 @@ static float dot_rows_avx2(float *s, int64_t lds, const float *q, int nq, const 
 
 static void axpy_rows_avx2(float *acc, const float *p, int64_t ldp, int nq, const float *v, int64_t ld,
                            int64_t n, int64_t Ev) {
-    /* 16 columns at a time, all rows of v in order: one sequential stream. */
+    /* All rows of v in order, as wide a column block as the registers allow:
+     * 64 columns for one query row, 16 for up to four. */
     int64_t e0 = 0;
+    if (nq == 1)
+        for (; e0 + 8 * VL <= Ev; e0 += 8 * VL) {
+            __m256 a[8];
+            for (int t = 0; t < 8; t++) a[t] = _mm256_loadu_ps(acc + e0 + t * VL);
+            for (int64_t j = 0; j < n; j++) {
+                __m256 w = _mm256_set1_ps(p[j]);
+                for (int t = 0; t < 8; t++)
+                    a[t] = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + j * ld + e0 + t * VL), a[t]);
+            }
+            for (int t = 0; t < 8; t++) _mm256_storeu_ps(acc + e0 + t * VL, a[t]);
+        }
     for (; e0 + 2 * VL <= Ev; e0 += 2 * VL) {
         __m256 a[ATTN_DECODE_MAX_ROWS][2];
         for (int i = 0; i < nq; i++)
