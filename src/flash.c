@@ -1,24 +1,28 @@
 /* flash.c -- the fast f32 attention: FlashAttention-2's tiling in plain C,
  * the arithmetic in the per-ISA microkernels (ukernel_*.c).
  *
- * A work item is BR query rows of one (batch, head) slice. It packs its
- * queries (times the scale) once, then walks the keys in blocks of BC: packs
- * the block's keys transposed and its values, and for every MR-row tile
- * computes the MR × BC scores in registers, masks them, folds them into the
- * rows' running max m and sum l (rescaling the output accumulator O by
- * exp(m_old - m_new) when m rises) and adds P·V to O. At the end out = O / l.
- * Nothing of size L × S exists; a K/V block is packed once per item and
- * reused from L2 by all of its BR rows.
+ * A work item is up to BR query rows of one (batch, head) slice (L is split
+ * into equal items). It packs its queries once, times scale·log2(e) so that
+ * the softmax can use exp2, then walks the keys in blocks of BC: packs the
+ * block's keys transposed (its values too, unless their rows can be read in
+ * place), and for every MR-row tile computes the MR × BC scores in
+ * registers, masks them, folds them into the rows' running max m and sum l
+ * (rescaling the output accumulator O by 2^(m_old - m_new) when m rises) and
+ * adds P·V to O. At the end out = O / l. Nothing of size L × S exists; a K/V
+ * block is packed once per item and reused from L2 by all of its rows.
  *
  * Items are independent and always computed the same way, so results are
- * bitwise identical for any number of threads. Causal items stop at the last
- * key their last row may see, and only blocks crossing the diagonal are
- * masked element by element.
+ * bitwise identical for any number of threads. Under a causal mask an item
+ * stops at the last key its last row may see, each tile at the last key of
+ * its own last row, and only keys past a row's limit are masked one by one.
+ *
+ * In the bf16 compute mode the same loop runs with the operands converted to
+ * bf16 pairs and the products done by the bf16 kernels (ukernel_bf16.h).
  *
  * Exactness: an item whose inputs hold NaN or ±inf (other than -inf in a
- * float mask), or whose scores could overflow f32, is computed instead by the
- * exact f64 streaming kernel, so every edge case keeps the semantics of
- * attn.h. */
+ * float mask), or whose scores or sums could overflow f32, is computed
+ * instead by the exact f64 streaming kernel, so every edge case keeps the
+ * semantics of attn.h. */
 #include "internal.h"
 #include "ukernel.h"
 #include "ukernel_bf16.h"
@@ -55,7 +59,7 @@ typedef struct workspace {
     float *q;  /* br × E, scaled queries */
     float *kt; /* E × bc, keys transposed */
     float *v;  /* bc × Evp */
-    float *s;  /* ATTN_MR × bc, scores then probabilities */
+    float *s;  /* ATTN_MR × bc: scores, then probabilities */
     float *o;  /* br × Evp, the output accumulator */
     float *m, *l;
     float *tmp; /* one row, E + Ev floats, for widening 16-bit floats */
