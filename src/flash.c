@@ -34,7 +34,8 @@
 
 enum {
     BR = 768, /* query rows per work item (a multiple of ATTN_MR) */
-    BC = 512  /* keys per block */
+    BC = 512, /* keys per block */
+    BLOCK_BYTES = 8 << 20 /* the most a work item's rows or a key block may take */
 };
 
 typedef struct flash_job {
@@ -363,9 +364,14 @@ attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_error *err) {
     j.E2 = (j.E + 1) / 2;
     j.Evp = round_up(j.Ev, j.vl);
     /* Items of equal size: ceil(L / BR) of them, each a multiple of MR rows. */
-    int64_t n_blocks = (j.L + BR - 1) / BR;
+    /* Very wide heads shrink the blocks, so that a worker's scratch stays
+     * near BLOCK_BYTES whatever E is (BR and BC fit it up to E = 1024). */
+    int64_t row_bytes = 4 * (j.E + j.Evp), br_max = BR, bc_max = BC;
+    if (br_max * row_bytes > BLOCK_BYTES) br_max = BLOCK_BYTES / row_bytes < ATTN_MR ? ATTN_MR : BLOCK_BYTES / row_bytes;
+    if (bc_max * row_bytes > BLOCK_BYTES) bc_max = BLOCK_BYTES / row_bytes < 1 ? 1 : BLOCK_BYTES / row_bytes;
+    int64_t n_blocks = (j.L + br_max - 1) / br_max;
     j.br = round_up((j.L + n_blocks - 1) / n_blocks, ATTN_MR);
-    j.bc = round_up(j.S < BC ? j.S : BC, j.nrv);
+    j.bc = round_up(j.S < bc_max ? j.S : bc_max, j.nrv);
     j.n_qblocks = (j.L + j.br - 1) / j.br;
     int64_t items;
     if (j.E > (1 << 24) || j.Ev > (1 << 24) || !attn_mul_i64(n_problems, j.n_qblocks, &items))

@@ -300,6 +300,8 @@ int main(void) {
         {4, 9000, 64, 40, 4, 4, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 0},
         {3, 5000, 33, 7, 2, 1, ATTN_CAUSAL_TOP_LEFT, 2, 0},
         {2, 4097, 16, 16, 1, 1, ATTN_CAUSAL_BOTTOM_RIGHT, 2, 0},
+        /* a very wide head: blocks shrink to keep the scratch bounded */
+        {50, 300, 5000, 3000, 1, 1, ATTN_CAUSAL_TOP_LEFT, 1, 0},
         /* the bf16 compute mode, odd E and Ev included */
         {1000, 1300, 64, 64, 2, 1, ATTN_CAUSAL_NONE, 0, 1},
         {777, 900, 33, 20, 2, 2, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 1},
