@@ -77,6 +77,10 @@ extern const attn_ukernels attn_ukernels_avx2;
 extern const attn_ukernels attn_ukernels_avx512;
 #endif
 
+/* The portable 16-key transpose (ukernel_c.c), shared by kernels without a
+ * register transpose of their own. */
+void attn_transpose16_portable(float *kt, int64_t ld, const float *k, int64_t rs, int nk, int64_t E);
+
 /* 2^x for one float, the algorithm of the vector code: n = round(x), f =
  * x - n exactly, 2^f by a degree-6 polynomial (Cephes' exp2f coefficients,
  * about 1 ulp), then an exact scaling by 2^n (one rounding, subnormals

@@ -80,6 +80,13 @@ static inline __m256 exp2_256(__m256 x) {
     return _mm256_mul_ps(_mm256_mul_ps(p, pow2(n1)), pow2(n2));
 }
 
+static float hsum256(__m256 v) {
+    float lane[VL], sum = 0;
+    _mm256_storeu_ps(lane, v);
+    for (int l = 0; l < VL; l++) sum += lane[l];
+    return sum;
+}
+
 static float exp2_sum_avx2(float *x, int64_t n, float m) {
     __m256 sum = _mm256_setzero_ps(), mv = _mm256_set1_ps(m);
     for (int64_t i = 0; i < n; i += VL) {
@@ -87,17 +94,7 @@ static float exp2_sum_avx2(float *x, int64_t n, float m) {
         _mm256_storeu_ps(x + i, y);
         sum = _mm256_add_ps(sum, y);
     }
-    float lane[VL], total = 0;
-    _mm256_storeu_ps(lane, sum);
-    for (int j = 0; j < VL; j++) total += lane[j];
-    return total;
-}
-
-static void transpose16_avx2(float *kt, int64_t ld, const float *k, int64_t rs, int nk, int64_t E) {
-    for (int64_t e = 0; e < E; e++) {
-        for (int c = 0; c < nk; c++) kt[e * ld + c] = k[c * rs + e];
-        for (int c = nk; c < 16; c++) kt[e * ld + c] = 0;
-    }
+    return hsum256(sum);
 }
 
 static float absmax_avx2(const float *x, int64_t n) {
@@ -160,12 +157,6 @@ static float max_avx2(const float *x, int64_t n) {
     return best;
 }
 
-static float hsum256(__m256 v) {
-    float lane[VL], sum = 0;
-    _mm256_storeu_ps(lane, v);
-    for (int l = 0; l < VL; l++) sum += lane[l];
-    return sum;
-}
 
 static float dot_rows_avx2(float *s, int64_t lds, const float *q, int nq, const float *k, int64_t ld,
                            int64_t n, int64_t E) {
@@ -245,7 +236,7 @@ const attn_ukernels attn_ukernels_avx2 = {
     .qk = qk_avx2,
     .pv = pv_avx2,
     .exp2_sum = exp2_sum_avx2,
-    .transpose16 = transpose16_avx2,
+    .transpose16 = attn_transpose16_portable,
     .absmax = absmax_avx2,
     .mask_bool = mask_bool_avx2,
     .mask_add = mask_add_avx2,

@@ -66,7 +66,7 @@ static float exp2_sum_c(float *x, int64_t n, float m) {
     return sum;
 }
 
-static void transpose16_c(float *kt, int64_t ld, const float *k, int64_t rs, int nk, int64_t E) {
+void attn_transpose16_portable(float *kt, int64_t ld, const float *k, int64_t rs, int nk, int64_t E) {
     for (int64_t e = 0; e < E; e++) {
         for (int c = 0; c < nk; c++) kt[e * ld + c] = k[c * rs + e];
         for (int c = nk; c < 16; c++) kt[e * ld + c] = 0;
@@ -143,7 +143,7 @@ const attn_ukernels attn_ukernels_c = {
     .qk = qk_c,
     .pv = pv_c,
     .exp2_sum = exp2_sum_c,
-    .transpose16 = transpose16_c,
+    .transpose16 = attn_transpose16_portable,
     .absmax = absmax_c,
     .mask_bool = mask_bool_c,
     .mask_add = mask_add_c,

@@ -13,7 +13,7 @@ import tempfile
 
 import numpy as np
 
-from clicheck import error_problems
+from clicheck import run_expecting_error
 
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 ATTN = os.path.abspath(os.path.join(BUILD, "attn"))
@@ -51,17 +51,7 @@ def raw_npy(name, header, data=b"", major=1, header_len=None):
 def expect_error(name, args, code, pattern, outputs=("out.npy",)):
     """The command fails with `code`, one 'attn: error:' line matching
     `pattern`, nothing on stdout, and leaves no output or temporary file."""
-    for o in outputs:
-        p = os.path.join(TMP, o)
-        if os.path.exists(p):
-            os.remove(p)
-    before = set(os.listdir(TMP))
-    r = attn(*args)
-    left = [o for o in outputs if os.path.exists(os.path.join(TMP, o))]
-    new = set(os.listdir(TMP)) - before
-    problems = error_problems(r, code, pattern)
-    if left or new:
-        problems.append(f"files left behind: {left + sorted(new)}")
+    problems = run_expecting_error(attn, TMP, args, code, pattern, outputs)
     report(name, not problems, "; ".join(problems))
 
 

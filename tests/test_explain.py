@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from clicheck import error_problems
+from clicheck import run_expecting_error
 
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 ATTN = os.path.abspath(os.environ.get("ATTN_BIN") or os.path.join(BUILD, "attn"))
@@ -62,16 +62,7 @@ def softmax_rows(s):
 
 
 def expect_error(name, args, code, pattern, created=()):
-    for c in created:
-        p = os.path.join(TMP, c)
-        if os.path.exists(p):
-            os.remove(p)
-    before = set(os.listdir(TMP))
-    r = run(*args)
-    problems = error_problems(r, code, pattern)
-    new = set(os.listdir(TMP)) - before
-    if new:
-        problems.append(f"files left behind: {sorted(new)}")
+    problems = run_expecting_error(run, TMP, args, code, pattern, created)
     report(name, not problems, "; ".join(problems))
 
 
