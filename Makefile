@@ -109,8 +109,12 @@ web: $(BUILD)/explainer.html
 
 # The benchmark (bench/bench.c), run as `attn bench`. It alone links OpenBLAS,
 # for the unfused baseline; the library needs only libc, libm and pthreads.
-BLAS_FLAGS = $(shell pkg-config --cflags --libs openblas 2>/dev/null || echo -lopenblas)
+# OpenBLAS is found by its own pkg-config entry, so that <cblas.h> is OpenBLAS's
+# header (with openblas_set_num_threads) and not whichever BLAS the Debian
+# alternatives system points at.
+BLAS_FLAGS = $(shell pkg-config --cflags --libs openblas 2>/dev/null)
 $(BUILD)/attn-bench: bench/bench.c $(BUILD)/libattn.a include/attn.h
+	@[ -n "$(BLAS_FLAGS)" ] || { echo "attn-bench needs OpenBLAS: pkg-config finds no 'openblas' (apt-get install libopenblas-dev)"; exit 1; }
 	$(CC) $(ALL_CFLAGS) -o $@ bench/bench.c $(BUILD)/libattn.a $(BLAS_FLAGS) $(LIBS)
 
 bench: $(BUILD)/attn $(BUILD)/attn-bench

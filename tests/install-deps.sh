@@ -1,26 +1,39 @@
 #!/bin/sh
-# install-deps.sh -- install what the tests need, only when it is missing:
-#   from Debian: NumPy and PyTorch for /usr/bin/python3 (the oracle), clang
-#   (the second compiler, and the WebAssembly build with wasi-libc and the
-#   wasm32 compiler runtime), pkg-config (the install test), OpenBLAS (the
-#   benchmark's baseline), Chromium and Node.js (the browser test);
+# install-deps.sh -- install what the tests need, only when it is missing.
+# Each check looks for the very thing the build or a test uses, never for a
+# file that some other package could also provide:
+#   from Debian: NumPy and PyTorch for /usr/bin/python3 (the oracle); clang
+#   (the second compiler and the fuzzers, whose libFuzzer runtime is in
+#   libclang-rt-14-dev) with the WebAssembly build's linker, wasi-libc and
+#   wasm32 compiler runtime; pkg-config (the install test and OpenBLAS's
+#   flags); OpenBLAS itself, found by its own pkg-config entry `openblas`
+#   (the cblas.h on the default include path belongs to whichever BLAS the
+#   alternatives system points at, often the reference BLAS); Chromium and
+#   Node.js (the browser test);
 #   from npm: playwright-core, pinned in package.json and package-lock.json.
 set -e
 need=""
-[ -x /usr/bin/python3 ] || need="$need python3"
-/usr/bin/python3 -c 'import numpy' 2>/dev/null || need="$need python3-numpy"
-/usr/bin/python3 -c 'import torch' 2>/dev/null || need="$need python3-torch"
-command -v clang >/dev/null 2>&1 || need="$need clang"
-command -v wasm-ld >/dev/null 2>&1 || need="$need lld"
-[ -f /usr/lib/wasm32-wasi/libc.a ] || need="$need wasi-libc"
-ls /usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1 ||
-    need="$need libclang-rt-14-dev-wasm32"
-command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
-pkg-config --exists openblas 2>/dev/null || [ -f /usr/include/x86_64-linux-gnu/cblas.h ] ||
-    need="$need libopenblas-dev"
-[ -x /usr/bin/chromium ] || need="$need chromium"
-command -v node >/dev/null 2>&1 || need="$need nodejs"
-command -v npm >/dev/null 2>&1 || need="$need npm"
+add() { need="$need $1"; }
+[ -x /usr/bin/python3 ] || add python3
+/usr/bin/python3 -c 'import numpy' 2>/dev/null || add python3-numpy
+/usr/bin/python3 -c 'import torch' 2>/dev/null || add python3-torch
+# clang's runtimes are looked up where this clang looks for them.
+if command -v clang >/dev/null 2>&1; then
+    rt=$(clang -print-resource-dir)/lib
+    [ -f "$rt/wasi/libclang_rt.builtins-wasm32.a" ] || add libclang-rt-14-dev-wasm32
+    [ -f "$rt/linux/libclang_rt.fuzzer-x86_64.a" ] || add libclang-rt-14-dev
+else
+    add clang
+    add libclang-rt-14-dev-wasm32
+    add libclang-rt-14-dev
+fi
+command -v wasm-ld >/dev/null 2>&1 || add lld
+[ -f /usr/lib/wasm32-wasi/libc.a ] || add wasi-libc
+command -v pkg-config >/dev/null 2>&1 || add pkg-config
+pkg-config --exists openblas 2>/dev/null || add libopenblas-dev
+[ -x /usr/bin/chromium ] || add chromium
+command -v node >/dev/null 2>&1 || add nodejs
+command -v npm >/dev/null 2>&1 || add npm
 if [ -n "$need" ]; then
     echo "installing test dependencies:$need"
     sudo=""
