@@ -8,7 +8,7 @@
  * m_c, its sum l_c = sum exp(s - m_c) and its accumulator acc_c = sum exp(s -
  * m_c) v. The partials are then merged exactly, chunk by chunk in order:
  *   m = max m_c,  l = sum l_c exp(m_c - m),  out = sum acc_c exp(m_c - m) / l.
- * (As in flash.c, scores are kept in base 2 and exp is exp2.)
+ * (As in flash.c, exp(x) is computed as 2^(x·log2 e) on differences x.)
  * The chunking depends only on S, never on the thread count, so results are
  * bitwise identical for any number of threads.
  *
@@ -17,7 +17,6 @@
 #include "internal.h"
 #include "ukernel.h"
 
-#include <float.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,15 +58,14 @@ static void decode_item(void *ctx, int64_t item, int worker) {
     }
     if (last == 0 || atomic_load(&j->bad[slice])) return;
 
+    /* The queries times the scale, each product rounded once from double
+     * (as flash.c packs them): scores come out in natural units. */
     float qmax = 0;
-    for (int64_t i = 0; i < L; i++) {
+    for (int64_t i = 0; i < L && qmax >= 0; i++) {
         const float *row = attn_row_f32(&p.q, i, tmp);
-        for (int64_t e = 0; e < E; e++) {
-            q[i * E + e] = row[e] * (float)(p.scale * ATTN_LOG2E); /* base-2 scores */
-            float a = q[i * E + e] < 0 ? -q[i * E + e] : q[i * E + e];
-            if (a - a != 0) qmax = INFINITY;
-            qmax = a > qmax ? a : qmax;
-        }
+        for (int64_t e = 0; e < E; e++) q[i * E + e] = (float)((double)row[e] * p.scale);
+        float b = uk->absmax(q + i * E, E);
+        qmax = b < 0 ? -1 : b > qmax ? b : qmax;
     }
     /* Scores: each key row is read once, for all query rows. */
     float kmax = 0;
@@ -80,36 +78,26 @@ static void decode_item(void *ctx, int64_t item, int worker) {
             kmax = b < 0 ? -1 : b > kmax ? b : kmax;
         }
     }
-    if (kmax < 0 || !(qmax * (double)kmax * (double)E < FLT_MAX / 4)) {
+    if (!attn_f32_scores_fit(qmax, kmax, E)) {
         atomic_store(&j->bad[slice], 1);
         return;
     }
     int64_t vl = uk->vl, last_pad = round_up(last, vl);
+    bool bad = false;
+    attn_mask_scores(uk, s, lds, &p, 0, L, j0, last, last_pad, p.causal, &bad);
+    if (bad) {
+        atomic_store(&j->bad[slice], 1);
+        return;
+    }
     for (int64_t i = 0; i < L; i++) {
         float *row = s + i * lds;
-        for (int64_t c = 0; c < last; c++) {
-            int64_t key = j0 + c;
-            if (p.causal && key > i + p.causal_offset) row[c] = -INFINITY;
-            else if (p.mask.base) {
-                const char *mp = p.mask.base + (i * p.mask.rs + key * p.mask.cs) *
-                                                   (int64_t)attn_dtype_size(p.mask.dtype);
-                if (p.mask.dtype == ATTN_BOOL) {
-                    if (!*mp) row[c] = -INFINITY;
-                } else {
-                    float x = *(const float *)(const void *)mp;
-                    if (x != x || x == INFINITY) atomic_store(&j->bad[slice], 1);
-                    row[c] += x * ATTN_LOG2E;
-                }
-            }
-        }
-        for (int64_t c = last; c < last_pad; c++) row[c] = -INFINITY;
         float mx = uk->max(row, last_pad);
         if (mx == -INFINITY) { /* no key of this chunk takes part */
             memset(row, 0, sizeof(float) * (size_t)last_pad);
             continue;
         }
         m[i] = mx;
-        l[i] = uk->exp2_sum(row, last_pad, mx);
+        l[i] = uk->exp_sum(row, last_pad, mx);
     }
     /* Values: each row is read once, for all query rows. */
     if (p.v.dtype == ATTN_F32 && p.v.cs == 1) {
@@ -135,7 +123,7 @@ static bool merge(const decode_job *j, int64_t slice, const attn_problem *p) {
         for (int64_t c = 0; c < j->n_chunks; c++) {
             const float *part = j->partials + (slice * j->n_chunks + c) * j->part_floats;
             if (part[i] == -INFINITY) continue;
-            float w = attn_exp2f(part[i] - m);
+            float w = attn_exp2f((part[i] - m) * ATTN_LOG2E);
             l += part[j->L + i] * w;
             const float *acc = part + 2 * j->L + i * j->Ev;
             for (int64_t e = 0; e < j->Ev; e++) out[i * p->out.rs + e * p->out.cs] += acc[e] * w;
@@ -151,7 +139,7 @@ static bool merge(const decode_job *j, int64_t slice, const attn_problem *p) {
 
 bool attn_decode_applies(int64_t L, int64_t S) { return L <= ATTN_DECODE_MAX_ROWS && S >= CHUNK; }
 
-attn_status attn_decode_run(const attn_slices *sl, attn_error *err) {
+attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_error *err) {
     decode_job j;
     memset(&j, 0, sizeof j);
     attn_problem first;
@@ -177,10 +165,13 @@ attn_status attn_decode_run(const attn_slices *sl, attn_error *err) {
         goto done;
     }
     attn_parallel_for(workers, items, decode_item, &j);
+    info->kernel = "decode", info->isa = j.uk->name, info->bf16 = NULL, info->threads = workers;
+    info->items = sl->count, info->fallbacks = 0;
     for (int64_t s = 0; s < sl->count; s++) {
         attn_problem p;
         attn_slice(sl, s, &p);
         if (!atomic_load(&j.bad[s]) && merge(&j, s, &p)) continue;
+        info->fallbacks++;
         /* The exact f64 kernel for this slice. */
         int64_t words = attn_stream_work_size(j.E, j.Ev);
         double *work = words > 0 ? malloc((size_t)words * sizeof(double)) : NULL;

@@ -2,12 +2,12 @@
  * the arithmetic in the per-ISA microkernels (ukernel_*.c).
  *
  * A work item is up to BR query rows of one (batch, head) slice (L is split
- * into equal items). It packs its queries once, times scale·log2(e) so that
- * the softmax can use exp2, then walks the keys in blocks of BC: packs the
- * block's keys transposed (its values too, unless their rows can be read in
- * place), and for every MR-row tile computes the MR × BC scores in
- * registers, masks them, folds them into the rows' running max m and sum l
- * (rescaling the output accumulator O by 2^(m_old - m_new) when m rises) and
+ * into equal items). It packs its queries once, times the scale, then walks
+ * the keys in blocks of BC: packs the block's keys transposed (its values
+ * too, unless their rows can be read in place), and for every MR-row tile
+ * computes the MR × BC scores in registers, masks them, folds them into the
+ * rows' running max m and sum l (rescaling the output accumulator O by
+ * e^(m_old - m_new) when m rises) and
  * adds P·V to O. At the end out = O / l. Nothing of size L × S exists; a K/V
  * block is packed once per item and reused from L2 by all of its rows.
  *
@@ -20,9 +20,11 @@
  * bf16 pairs and the products done by the bf16 kernels (ukernel_bf16.h).
  *
  * Exactness: an item whose inputs hold NaN or ±inf (other than -inf in a
- * float mask), or whose scores or sums could overflow f32, is computed
- * instead by the exact f64 streaming kernel, so every edge case keeps the
- * semantics of attn.h. */
+ * float mask), or whose scores or sums could overflow f32 (see
+ * attn_f32_scores_fit), is computed instead by the exact f64 streaming
+ * kernel, so every edge case keeps the semantics of attn.h. Any finite mask
+ * value is a finite score, -FLT_MAX included: scores stay in natural units
+ * and only differences from the row maximum are scaled by log2 e. */
 #include "internal.h"
 #include "ukernel.h"
 #include "ukernel_bf16.h"
@@ -48,6 +50,7 @@ typedef struct flash_job {
     char *scratch;       /* one workspace per worker */
     size_t ws_bytes;
     atomic_int failed;   /* an f64 fallback could not get memory */
+    atomic_llong fallbacks; /* items the exact kernel computed */
     float *kvmax;        /* per slice: max |k|, max |v| (-1: not all finite) */
     bool v_direct;       /* values are read in place, not packed */
     const attn_bf16_kernels *bk; /* the bf16 compute mode's kernels, or NULL */
@@ -105,22 +108,26 @@ static workspace workspace_of(const flash_job *j, int worker) {
 }
 
 /* Pack rows r0..r0+n-1 of a matrix (f32, f16 or bf16) times `scale` into dst
- * (n × cols, stride ld), zero rows up to n_pad and columns up to ld. Returns
- * the largest |value| written, or -1 if a value is not finite. tmp holds a
- * row (for widening 16-bit floats). */
+ * (n × cols, stride ld), zero rows up to n_pad and columns up to ld. Each
+ * product is taken in double and rounded once, so a scale outside f32's
+ * range (or subnormal in it) costs no precision. Returns the largest |value|
+ * written, or -1 if a value written is not finite. tmp holds a row (for
+ * widening 16-bit floats). */
 static float pack_rows(const attn_ukernels *uk, float *dst, int64_t ld, const attn_mat *m,
-                       int64_t r0, int64_t n, int64_t n_pad, float scale, float *tmp) {
+                       int64_t r0, int64_t n, int64_t n_pad, double scale, float *tmp) {
     float big = 0;
     for (int64_t r = 0; r < n && big >= 0; r++) {
         const float *row = attn_row_f32(m, r0 + r, tmp);
-        float b = uk->absmax(row, m->cols);
-        big = b < 0 ? -1 : b > big ? b : big;
         float *d = dst + r * ld;
-        for (int64_t c = 0; c < m->cols; c++) d[c] = row[c] * scale;
+        if (scale == 1.0) memcpy(d, row, sizeof(float) * (size_t)m->cols);
+        else
+            for (int64_t c = 0; c < m->cols; c++) d[c] = (float)((double)row[c] * scale);
         for (int64_t c = m->cols; c < ld; c++) d[c] = 0;
+        float b = uk->absmax(d, m->cols);
+        big = b < 0 ? -1 : b > big ? b : big;
     }
     for (int64_t r = n; r < n_pad; r++) memset(dst + r * ld, 0, sizeof(float) * (size_t)ld);
-    return big < 0 ? -1 : big * (scale < 0 ? -scale : scale);
+    return big;
 }
 
 /* kt (E × ld) = keys j0..j0+n-1 transposed, zero columns up to n_pad. The
@@ -146,42 +153,6 @@ static void pack_keys_transposed(const attn_ukernels *uk, float *kt, int64_t ld,
             float *d = kt + e * ld + c0;
             for (int64_t c = 0; c < nb; c++) d[c] = rows[c * k->rs + e * k->cs];
             for (int64_t c = nb; c < 16; c++) d[c] = 0;
-        }
-    }
-}
-
-/* Mask one MR × nc_pad tile of scores for query rows i0.. and keys j0..:
- * padding keys, the causal limit, the bool or float mask. */
-static void mask_tile(const attn_ukernels *uk, float *s, int64_t lds, const attn_problem *p,
-                      int64_t i0, int64_t rows, int64_t j0, int64_t nc, int64_t nc_pad,
-                      bool causal_block, bool *bad) {
-    for (int64_t r = 0; r < rows; r++) {
-        float *row = s + r * lds;
-        int64_t i = i0 + r;
-        for (int64_t c = nc; c < nc_pad; c++) row[c] = -INFINITY;
-        if (causal_block) {
-            int64_t first_hidden = i + p->causal_offset + 1 - j0; /* keys c >= this are hidden */
-            for (int64_t c = first_hidden < 0 ? 0 : first_hidden; c < nc; c++) row[c] = -INFINITY;
-        }
-        if (!p->mask.base) continue;
-        const attn_mat *m = &p->mask;
-        if (m->dtype == ATTN_BOOL) {
-            const unsigned char *mr = (const unsigned char *)m->base + i * m->rs + j0 * m->cs;
-            if (m->cs == 1) uk->mask_bool(row, mr, nc);
-            else
-                for (int64_t c = 0; c < nc; c++)
-                    if (!mr[c * m->cs]) row[c] = -INFINITY;
-        } else if (m->cs == 1) {
-            const float *mr = (const float *)(const void *)m->base + i * m->rs + j0;
-            if (!uk->mask_add(row, mr, nc, ATTN_LOG2E)) *bad = true; /* scores are in base 2 */
-        } else {
-            const float *mr = (const float *)(const void *)m->base + i * m->rs + j0 * m->cs;
-            for (int64_t c = 0; c < nc; c++) {
-                float x = mr[c * m->cs];
-                /* -inf masks; +inf or NaN sends the item to the exact kernel. */
-                if (x != x || x == INFINITY) *bad = true;
-                row[c] += x * ATTN_LOG2E; /* scores are in base 2 */
-            }
         }
     }
 }
@@ -215,7 +186,7 @@ static void tile_step(const flash_job *j, const workspace *w, const attn_problem
         if (bk) bk->qk(w->s + c0, lds, w->q2 + r0 * j->E2, j->E2, w->kt2 + c0, ldk, j->E2);
         else uk->qk(w->s + c0, lds, w->q + r0 * E, E, w->kt + c0, ldk, E);
     }
-    mask_tile(uk, w->s, lds, p, i0 + r0, rows, j0, tc, tc_pad, cut, bad);
+    attn_mask_scores(uk, w->s, lds, p, i0 + r0, rows, j0, tc, tc_pad, cut, bad);
     for (int64_t r = 0; r < ATTN_MR; r++) {
         float *srow = w->s + r * lds, mx = uk->max(srow, tc_pad);
         float m_old = w->m[r0 + r], m_new = mx > m_old ? mx : m_old;
@@ -223,8 +194,8 @@ static void tile_step(const flash_job *j, const workspace *w, const attn_problem
             memset(srow, 0, sizeof(float) * (size_t)tc_pad);
             continue;
         }
-        float alpha = m_old == -INFINITY ? 0.0f : attn_exp2f(m_old - m_new);
-        float sum = uk->exp2_sum(srow, tc_pad, m_new);
+        float alpha = m_old == -INFINITY ? 0.0f : attn_exp2f((m_old - m_new) * ATTN_LOG2E);
+        float sum = uk->exp_sum(srow, tc_pad, m_new);
         w->l[r0 + r] = w->l[r0 + r] * alpha + sum;
         w->m[r0 + r] = m_new;
         if (alpha != 1.0f) {
@@ -257,12 +228,12 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     workspace w = workspace_of(j, worker);
     bool bad = false;
 
-    /* The scale times log2(e): scores come out in base 2 for exp2. */
-    float qmax = pack_rows(uk, w.q, E, &p->q, i0, nr, nr_pad, (float)(p->scale * ATTN_LOG2E), w.tmp);
-    /* |q·k| <= E·max|q|·max|k| and |O| <= S·max|v| must stay in f32's range;
-     * inputs that are not finite (max -1) or too large take the exact kernel. */
+    /* The queries times the scale: scores come out in natural units. */
+    float qmax = pack_rows(uk, w.q, E, &p->q, i0, nr, nr_pad, p->scale, w.tmp);
+    /* Inputs that are not finite (max -1) or whose scores or sums could leave
+     * f32's safe range take the exact kernel. */
     float kmax = j->kvmax[2 * (item / j->n_qblocks)], vmax = j->kvmax[2 * (item / j->n_qblocks) + 1];
-    bad |= qmax < 0 || kmax < 0 || vmax < 0 || (double)qmax * kmax * (double)E > FLT_MAX / 4 ||
+    bad |= !attn_f32_scores_fit(qmax, kmax, E) || vmax < 0 ||
            (double)vmax * (double)j->S > FLT_MAX / 4;
     for (int64_t r = 0; r < nr_pad; r++) w.m[r] = -INFINITY, w.l[r] = 0;
     memset(w.o, 0, sizeof(float) * (size_t)(nr_pad * Evp));
@@ -290,9 +261,9 @@ static void flash_item(void *ctx, int64_t item, int worker) {
             vb = (const float *)(const void *)p->v.base + j0 * p->v.rs;
             ldv = p->v.rs;
             /* the padding keys' probabilities are 0, but their rows must exist */
-            if (nc_pad > nc) pack_rows(uk, w.v, Evp, &p->v, j0, nc, nc_pad, 1.0f, w.tmp), vb = w.v, ldv = Evp;
+            if (nc_pad > nc) pack_rows(uk, w.v, Evp, &p->v, j0, nc, nc_pad, 1.0, w.tmp), vb = w.v, ldv = Evp;
         } else {
-            pack_rows(uk, w.v, Evp, &p->v, j0, nc, nc_pad, 1.0f, w.tmp);
+            pack_rows(uk, w.v, Evp, &p->v, j0, nc, nc_pad, 1.0, w.tmp);
         }
         if (j->bk) { /* keys as pairs along E, values as pairs along the keys */
             for (int64_t e2 = 0; e2 < j->E2; e2++)
@@ -317,6 +288,7 @@ static void flash_item(void *ctx, int64_t item, int worker) {
         }
     }
     if (bad) {
+        atomic_fetch_add(&j->fallbacks, 1);
         if (!run_exact(p, i0, nr)) atomic_store(&j->failed, 1);
         return;
     }
@@ -346,7 +318,7 @@ static void slice_maxima(void *ctx, int64_t slice, int worker) {
     }
 }
 
-attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_error *err) {
+attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_run_info *info, attn_error *err) {
     int64_t n_problems = sl->count;
     if (n_problems == 0) return ATTN_OK;
     attn_problem first;
@@ -391,6 +363,8 @@ attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_error *err) {
     j.v_direct = !j.bk && p0->v.dtype == ATTN_F32 && p0->v.cs == 1 && j.Ev == j.Evp;
     attn_parallel_for(workers, n_problems, slice_maxima, &j);
     attn_parallel_for(workers, items, flash_item, &j);
+    info->kernel = "flash", info->isa = j.uk->name, info->bf16 = j.bk ? j.bk->name : NULL, info->threads = workers;
+    info->items = items, info->fallbacks = (int64_t)atomic_load(&j.fallbacks);
     free(j.scratch), free(j.kvmax);
     if (atomic_load(&j.failed))
         return attn_fail(err, ATTN_ERR_NO_MEMORY, "out of memory in the exact fallback kernel");

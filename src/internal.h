@@ -151,14 +151,49 @@ typedef struct attn_slices {
 } attn_slices;
 void attn_slice(const attn_slices *sl, int64_t index, attn_problem *p);
 
+/* Whether the f32 kernels may compute scores from queries (already times
+ * the scale) of largest magnitude qmax and keys of largest magnitude kmax,
+ * E values each; -1 means some value is not finite. Beyond these bounds the
+ * exact f64 kernel computes instead:
+ *   |score| <= qmax·kmax·E <= 2^100: adding any finite mask value, up to
+ *     ±FLT_MAX, cannot round past FLT_MAX (half of its ulp is 2^103), so
+ *     every finite score stays finite; and f32's softmax is a plain maximum
+ *     long before such scores anyway;
+ *   kmax·E <= 2^100: a query rounded to f32 near the underflow threshold
+ *     (an error of at most 2^-150) moves a score by at most 2^-50.
+ * f32 arithmetic keeps subnormals (nothing sets flush-to-zero). */
+static inline bool attn_f32_scores_fit(double qmax, double kmax, int64_t E) {
+    return qmax >= 0 && kmax >= 0 && qmax * kmax * (double)E <= 0x1p100 &&
+           kmax * (double)E <= 0x1p100;
+}
+
+/* What one call ran, for ATTN_VERBOSE (verbose.c): the kernel ("exact",
+ * "reference", "scores", "flash" or "decode"), the microkernels' ISA, the
+ * threads, and how many of its work items (flash: blocks of query rows;
+ * decode: (batch, head) slices) the exact f64 kernel computed instead; in
+ * the bf16 compute mode, which bf16 kernels ran. */
+typedef struct attn_run_info {
+    const char *kernel, *isa, *bf16;
+    int threads;
+    int64_t items, fallbacks;
+} attn_run_info;
+
 /* The fast f32 path (flash.c) over all slices of one call, without weights;
- * bf16 selects the bf16 compute mode.
+ * bf16 selects the bf16 compute mode. Fills *info.
  * Returns ATTN_OK, ATTN_ERR_OVERFLOW or ATTN_ERR_NO_MEMORY, with *err filled. */
-attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_error *err);
+attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_run_info *info, attn_error *err);
 
 /* The f32 decode path (decode.c): a few queries against many keys, split
  * over the keys. attn_decode_applies says when it is the one to use. */
 bool attn_decode_applies(int64_t L, int64_t S);
-attn_status attn_decode_run(const attn_slices *sl, attn_error *err);
+attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_error *err);
+
+/* ATTN_VERBOSE (verbose.c): whether it is set (read once per process), a
+ * monotonic clock in milliseconds, and the one line a call prints. */
+bool attn_verbose_on(void);
+double attn_now_ms(void);
+void attn_verbose_report(const char *call, const attn_run_info *info, const attn_tensor *q,
+                         const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *o,
+                         double ms);
 
 #endif /* ATTN_INTERNAL_H */

@@ -26,6 +26,8 @@ static canon canonical(const attn_tensor *t) {
 }
 
 typedef enum kernel_kind { KERNEL_STREAM, KERNEL_REFERENCE, KERNEL_SCORES } kernel_kind;
+static attn_status run_kernel(kernel_kind kind, const attn_slices *sl, const attn_sdpa_options *o,
+                              attn_run_info *info, attn_error *err);
 
 attn_sdpa_options attn_sdpa_options_default(void) {
     attn_sdpa_options o = {0};
@@ -232,7 +234,7 @@ static attn_status sdpa_run(kernel_kind kind, attn_tensor *out, const attn_tenso
                              o.weights->rank, pl.rank);
         if ((st = check_output(o.weights, "weights", pl.weights, err))) return st;
     }
-    int64_t L = pl.q.shape[3], E = pl.q.shape[4], S = pl.k.shape[3], Ev = pl.v.shape[4];
+    int64_t L = pl.q.shape[3], E = pl.q.shape[4], S = pl.k.shape[3];
     attn_slices sl;
     memset(&sl, 0, sizeof sl);
     sl.q = q, sl.k = k, sl.v = v, sl.out = out, sl.weights = o.weights, sl.mask = o.mask;
@@ -244,11 +246,28 @@ static attn_status sdpa_run(kernel_kind kind, attn_tensor *out, const attn_tenso
     sl.base.causal_offset = o.causal == ATTN_CAUSAL_BOTTOM_RIGHT ? S - L : 0;
     sl.count = pl.out[0] * pl.out[1] * pl.out[2]; /* <= out's element count: no overflow */
 
+    static const char *const CALL[] = {"sdpa", "sdpa_reference", "scores"};
+    bool verbose = attn_verbose_on();
+    double t0 = verbose ? attn_now_ms() : 0;
+    attn_run_info info;
+    st = run_kernel(kind, &sl, &o, &info, err);
+    if (verbose) attn_verbose_report(CALL[kind], &info, q, k, v, &o, attn_now_ms() - t0);
+    return st;
+}
+
+/* Run the kernel that `kind` and the options call for on every slice. */
+static attn_status run_kernel(kernel_kind kind, const attn_slices *sl, const attn_sdpa_options *o,
+                              attn_run_info *info, attn_error *err) {
+    int64_t L = sl->cq.shape[3], E = sl->cq.shape[4], S = sl->ck.shape[3], Ev = sl->cv.shape[4];
+    static const char *const KERNEL[] = {"exact", "reference", "scores"};
+    info->kernel = KERNEL[kind], info->isa = "-", info->bf16 = NULL, info->threads = 1;
+    info->items = sl->count, info->fallbacks = 0;
+
     /* f32 attention without weights takes the fast kernels: split over the
      * keys for a few queries against many keys, else tiled. */
-    if (kind == KERNEL_STREAM && q->dtype == ATTN_F32 && !o.weights)
-        return attn_decode_applies(L, S) ? attn_decode_run(&sl, err)
-                                         : attn_flash_run(&sl, o.compute == ATTN_COMPUTE_BF16, err);
+    if (kind == KERNEL_STREAM && sl->q->dtype == ATTN_F32 && !o->weights)
+        return attn_decode_applies(L, S) ? attn_decode_run(sl, info, err)
+                                         : attn_flash_run(sl, o->compute == ATTN_COMPUTE_BF16, info, err);
 
     /* Scratch memory, sized by the kernel, overflow-checked. */
     int64_t words = kind == KERNEL_STREAM ? attn_stream_work_size(E, Ev)
@@ -260,9 +279,9 @@ static attn_status sdpa_run(kernel_kind kind, attn_tensor *out, const attn_tenso
     if (!work)
         return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate %lld bytes of scratch",
                          (long long)words * (long long)sizeof(double));
-    for (int64_t i = 0; i < sl.count; i++) {
+    for (int64_t i = 0; i < sl->count; i++) {
         attn_problem p;
-        attn_slice(&sl, i, &p);
+        attn_slice(sl, i, &p);
         if (kind == KERNEL_STREAM) attn_stream_kernel(&p, work);
         else if (kind == KERNEL_REFERENCE) attn_reference_kernel(&p, work);
         else attn_scores_kernel(&p, work);

@@ -28,11 +28,13 @@ typedef struct attn_ukernels {
     void (*pv)(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v, int64_t ldv,
                int64_t keys, int nvec);
 
-    /* x[i] = 2^(x[i] - m) for i < n; returns their sum, added in a fixed
-     * order. n is a multiple of vl. x[i] = -inf gives 0. The softmax works in
-     * base 2: log2(e) is folded into the queries' scale, so that each score
-     * costs one exp2, a few FMAs cheaper than exp. */
-    float (*exp2_sum)(float *x, int64_t n, float m);
+    /* x[i] = e^(x[i] - m) for i < n, computed as 2^((x[i] - m)·log2 e);
+     * returns their sum, added in a fixed order. n is a multiple of vl.
+     * x[i] = -inf gives 0, and so does a difference that overflows to -inf.
+     * Scores stay in natural units until this subtraction: folding log2 e
+     * into the queries or the mask would overflow f32 for finite masks near
+     * -FLT_MAX (Hugging Face pads with torch.finfo(torch.float32).min). */
+    float (*exp_sum)(float *x, int64_t n, float m);
 
     /* kt (E × 16, row stride ld) = the transpose of nk <= 16 key rows of E
      * contiguous floats at k (row stride rs); columns nk..15 are zero. */
@@ -42,10 +44,10 @@ typedef struct attn_ukernels {
     float (*absmax)(const float *x, int64_t n);
 
     /* Masks on one row of scores, contiguous mask rows, any n:
-     * bool: s[i] = -inf where m[i] == 0. float: s[i] += m[i] * scale, and
-     * returns false if some m[i] is NaN or +inf (-inf is allowed). */
+     * bool: s[i] = -inf where m[i] == 0. float: s[i] += m[i], and returns
+     * false if some m[i] is NaN or +inf (-inf is allowed). */
     void (*mask_bool)(float *s, const unsigned char *m, int64_t n);
-    bool (*mask_add)(float *s, const float *m, int64_t n, float scale);
+    bool (*mask_add)(float *s, const float *m, int64_t n);
 
     /* The largest x[i] for i < n (a multiple of vl); -inf if n is 0. */
     float (*max)(const float *x, int64_t n);
@@ -76,6 +78,17 @@ extern const attn_ukernels attn_ukernels_c;
 extern const attn_ukernels attn_ukernels_avx2;
 extern const attn_ukernels attn_ukernels_avx512;
 #endif
+
+/* Scores s (rows × nc_pad, row stride lds) for query rows i0.. against keys
+ * j0.. of problem p, holding q·k·scale, become the scores the softmax takes:
+ * keys nc..nc_pad-1 (padding) and keys past a row's causal limit (only
+ * looked at when `causal_block`) get -inf, as do keys a bool mask excludes;
+ * a float mask is added. Sets *bad when a float mask value is NaN or +inf:
+ * the caller then hands the work to the exact kernel. */
+struct attn_problem;
+void attn_mask_scores(const attn_ukernels *uk, float *s, int64_t lds, const struct attn_problem *p,
+                      int64_t i0, int64_t rows, int64_t j0, int64_t nc, int64_t nc_pad,
+                      bool causal_block, bool *bad);
 
 /* The portable 16-key transpose (ukernel_c.c), shared by kernels without a
  * register transpose of their own. */

@@ -87,10 +87,10 @@ static float hsum256(__m256 v) {
     return sum;
 }
 
-static float exp2_sum_avx2(float *x, int64_t n, float m) {
-    __m256 sum = _mm256_setzero_ps(), mv = _mm256_set1_ps(m);
+static float exp_sum_avx2(float *x, int64_t n, float m) {
+    __m256 sum = _mm256_setzero_ps(), mv = _mm256_set1_ps(m), log2e = _mm256_set1_ps(ATTN_LOG2E);
     for (int64_t i = 0; i < n; i += VL) {
-        __m256 y = exp2_256(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+        __m256 y = exp2_256(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv), log2e));
         _mm256_storeu_ps(x + i, y);
         sum = _mm256_add_ps(sum, y);
     }
@@ -131,19 +131,19 @@ static void mask_bool_avx2(float *s, const unsigned char *m, int64_t n) {
         if (!m[i]) s[i] = -INFINITY;
 }
 
-static bool mask_add_avx2(float *s, const float *m, int64_t n, float scale) {
+static bool mask_add_avx2(float *s, const float *m, int64_t n) {
     int64_t i = 0;
-    __m256 sc = _mm256_set1_ps(scale), pinf = _mm256_set1_ps(INFINITY), bad = _mm256_setzero_ps();
+    __m256 pinf = _mm256_set1_ps(INFINITY), bad = _mm256_setzero_ps();
     for (; i + VL <= n; i += VL) {
         __m256 mv = _mm256_loadu_ps(m + i);
         bad = _mm256_or_ps(bad, _mm256_or_ps(_mm256_cmp_ps(mv, mv, _CMP_UNORD_Q),
                                              _mm256_cmp_ps(mv, pinf, _CMP_EQ_OQ)));
-        _mm256_storeu_ps(s + i, _mm256_fmadd_ps(mv, sc, _mm256_loadu_ps(s + i)));
+        _mm256_storeu_ps(s + i, _mm256_add_ps(mv, _mm256_loadu_ps(s + i)));
     }
     bool ok = !_mm256_movemask_ps(bad);
     for (; i < n; i++) {
         ok &= !(m[i] != m[i] || m[i] == INFINITY);
-        s[i] += m[i] * scale;
+        s[i] += m[i];
     }
     return ok;
 }
@@ -235,7 +235,7 @@ const attn_ukernels attn_ukernels_avx2 = {
     .nv = NV,
     .qk = qk_avx2,
     .pv = pv_avx2,
-    .exp2_sum = exp2_sum_avx2,
+    .exp_sum = exp_sum_avx2,
     .transpose16 = attn_transpose16_portable,
     .absmax = absmax_avx2,
     .mask_bool = mask_bool_avx2,

@@ -89,10 +89,10 @@ static inline __m512 exp2_512(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
-static float exp2_sum_avx512(float *x, int64_t n, float m) {
-    __m512 sum = _mm512_setzero_ps(), mv = _mm512_set1_ps(m);
+static float exp_sum_avx512(float *x, int64_t n, float m) {
+    __m512 sum = _mm512_setzero_ps(), mv = _mm512_set1_ps(m), log2e = _mm512_set1_ps(ATTN_LOG2E);
     for (int64_t i = 0; i < n; i += VL) {
-        __m512 y = exp2_512(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv));
+        __m512 y = exp2_512(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv), log2e));
         _mm512_storeu_ps(x + i, y);
         sum = _mm512_add_ps(sum, y);
     }
@@ -151,14 +151,14 @@ static void mask_bool_avx512(float *s, const unsigned char *m, int64_t n) {
     }
 }
 
-static bool mask_add_avx512(float *s, const float *m, int64_t n, float scale) {
+static bool mask_add_avx512(float *s, const float *m, int64_t n) {
     __mmask16 bad = 0;
-    __m512 sc = _mm512_set1_ps(scale), pinf = _mm512_set1_ps(INFINITY);
+    __m512 pinf = _mm512_set1_ps(INFINITY);
     for (int64_t i = 0; i < n; i += VL) {
         __mmask16 k = n - i >= VL ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
         __m512 mv = _mm512_maskz_loadu_ps(k, m + i);
         bad |= _mm512_cmp_ps_mask(mv, mv, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(mv, pinf, _CMP_EQ_OQ);
-        _mm512_mask_storeu_ps(s + i, k, _mm512_fmadd_ps(mv, sc, _mm512_maskz_loadu_ps(k, s + i)));
+        _mm512_mask_storeu_ps(s + i, k, _mm512_add_ps(mv, _mm512_maskz_loadu_ps(k, s + i)));
     }
     return !bad;
 }
@@ -231,7 +231,7 @@ const attn_ukernels attn_ukernels_avx512 = {
     .nv = NV,
     .qk = qk_avx512,
     .pv = pv_avx512,
-    .exp2_sum = exp2_sum_avx512,
+    .exp_sum = exp_sum_avx512,
     .transpose16 = transpose16_avx512,
     .absmax = absmax_avx512,
     .mask_bool = mask_bool_avx512,

@@ -54,11 +54,11 @@ static void pv_c(float *o, int64_t ldo, const float *p, int64_t ldp, const float
         }
 }
 
-static float exp2_sum_c(float *x, int64_t n, float m) {
+static float exp_sum_c(float *x, int64_t n, float m) {
     float lane[VL] = {0};
     for (int64_t i = 0; i < n; i += VL)
         for (int j = 0; j < VL; j++) {
-            x[i + j] = attn_exp2f(x[i + j] - m);
+            x[i + j] = attn_exp2f((x[i + j] - m) * ATTN_LOG2E);
             lane[j] += x[i + j];
         }
     float sum = 0;
@@ -88,11 +88,11 @@ static void mask_bool_c(float *s, const unsigned char *m, int64_t n) {
         if (!m[i]) s[i] = -INFINITY;
 }
 
-static bool mask_add_c(float *s, const float *m, int64_t n, float scale) {
+static bool mask_add_c(float *s, const float *m, int64_t n) {
     bool ok = true;
     for (int64_t i = 0; i < n; i++) {
         ok &= !(m[i] != m[i] || m[i] == INFINITY);
-        s[i] += m[i] * scale;
+        s[i] += m[i];
     }
     return ok;
 }
@@ -142,7 +142,7 @@ const attn_ukernels attn_ukernels_c = {
     .nv = NV,
     .qk = qk_c,
     .pv = pv_c,
-    .exp2_sum = exp2_sum_c,
+    .exp_sum = exp_sum_c,
     .transpose16 = attn_transpose16_portable,
     .absmax = absmax_c,
     .mask_bool = mask_bool_c,

@@ -1,0 +1,74 @@
+/* verbose.c -- ATTN_VERBOSE=1: one line on stderr per attention call, saying
+ * which kernel ran, on which instruction set and how many threads, on what
+ * shapes, how much of it fell back to the exact kernel, and how long it took.
+ * This is the only place the library prints, and only when asked. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#if defined(__wasm__)
+static int verbose_level(void) { return 0; }
+#else
+#include <pthread.h>
+
+/* Read once: the setting holds for the life of the process. */
+static int level;
+static pthread_once_t level_once = PTHREAD_ONCE_INIT;
+static void read_level(void) {
+    const char *env = getenv("ATTN_VERBOSE");
+    level = env && *env && !(env[0] == '0' && env[1] == 0);
+}
+static int verbose_level(void) {
+    pthread_once(&level_once, read_level);
+    return level;
+}
+#endif
+
+bool attn_verbose_on(void) { return verbose_level() != 0; }
+
+double attn_now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static const char *dtype_name(attn_dtype d) {
+    static const char *const NAMES[] = {"?", "f32", "f64", "bool", "f16", "bf16"};
+    return (unsigned)d <= ATTN_BF16 ? NAMES[d] : "?";
+}
+
+/* "f32(2,8,128,64)", or "none" for a NULL tensor. */
+static void describe(char *buf, size_t size, const attn_tensor *t) {
+    if (!t) {
+        snprintf(buf, size, "none");
+        return;
+    }
+    /* No spaces, so that each key=value of the line is one word. */
+    size_t n = (size_t)snprintf(buf, size, "%s(", dtype_name(t->dtype));
+    for (int d = 0; d < t->rank && d < ATTN_MAX_RANK && n < size; d++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+    if (n < size) snprintf(buf + n, size - n, ")");
+}
+
+void attn_verbose_report(const char *call, const attn_run_info *info, const attn_tensor *q,
+                         const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *o,
+                         double ms) {
+    static const char *const CAUSAL[] = {"none", "top-left", "bottom-right"};
+    char sq[96], sk[96], sv[96], sm[96];
+    describe(sq, sizeof sq, q);
+    describe(sk, sizeof sk, k);
+    describe(sv, sizeof sv, v);
+    describe(sm, sizeof sm, o->mask);
+    /* One fprintf: stdio locks the stream, so lines of concurrent calls do
+     * not interleave. */
+    fprintf(stderr,
+            "attn: %s kernel=%s isa=%s threads=%d q=%s k=%s v=%s mask=%s causal=%s compute=%s%s"
+            "%s weights=%s fallback=%lld/%lld ms=%.3f\n",
+            call, info->kernel, info->isa, info->threads, sq, sk, sv, sm,
+            (unsigned)o->causal <= 2 ? CAUSAL[o->causal] : "?",
+            o->compute == ATTN_COMPUTE_BF16 ? "bf16" : "f32", info->bf16 ? " bf16_kernels=" : "",
+            info->bf16 ? info->bf16 : "", o->weights ? "yes" : "no",
+            (long long)info->fallbacks, (long long)info->items, ms);
+}
