@@ -32,10 +32,10 @@ HEADERS := include/attn.h $(wildcard src/*.h) $(wildcard cli/*.h)
 
 TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/explain_api \
              $(BUILD)/tests/test_fast \
-             $(BUILD)/asan/test_api \
+             $(BUILD)/asan/test_api $(BUILD)/asan/test_alloc \
              $(BUILD)/asan/attn $(BUILD)/tsan/test_fast
 
-.PHONY: all lib run web bench test test-deps install uninstall clean
+.PHONY: all lib run web bench fuzz test test-deps install uninstall clean
 all: $(BUILD)/attn $(BUILD)/libattn.a $(BUILD)/libattn.so
 lib: $(BUILD)/libattn.a $(BUILD)/libattn.so
 
@@ -76,6 +76,12 @@ $(BUILD)/asan/obj/%.o: %.c $(HEADERS)
 $(BUILD)/asan/test_api: $(BUILD)/asan/obj/tests/test_api.o $(SAN_LIB_OBJ)
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
 
+# Allocation failure: every allocation of the library's objects goes through
+# tests/test_alloc.c's wrappers, which fail the n-th on request.
+ALLOC_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=aligned_alloc,--wrap=realloc,--wrap=free
+$(BUILD)/asan/test_alloc: $(BUILD)/asan/obj/tests/test_alloc.o $(SAN_LIB_OBJ)
+	$(CC) $(SAN_FLAGS) $(ALLOC_WRAP) -o $@ $^ $(LIBS)
+
 $(BUILD)/asan/attn: $(CLI_SRC:%.c=$(BUILD)/asan/obj/%.o) $(SAN_LIB_OBJ)
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
 
@@ -107,6 +113,24 @@ $(BUILD)/explainer.html: web/explainer.html web/explainer.css web/explainer.js w
 
 web: $(BUILD)/explainer.html
 
+# The fuzzers (tests/fuzz/): libFuzzer targets built with clang, library and
+# command under AddressSanitizer and UndefinedBehaviorSanitizer. `make fuzz`
+# builds them; `make test` replays their committed corpus; docs/testing.md
+# says how to run them for longer.
+FUZZ_CC      ?= clang
+FUZZ_TARGETS := npy tokenize args explain_load
+FUZZ_CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -g -O1 -Iinclude $(ISA_DEFS) \
+                -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_OBJ := $(LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o) $(filter-out $(BUILD)/fuzz/obj/cli/main.o,$(CLI_SRC:%.c=$(BUILD)/fuzz/obj/%.o))
+FUZZ_BINS := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
+$(BUILD)/fuzz/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(ISA_FLAGS_$(notdir $*)) -c $< -o $@
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(LIBS)
+fuzz: $(FUZZ_BINS)
+.SECONDARY: $(FUZZ_OBJ)
+
 # The benchmark (bench/bench.c), run as `attn bench`. It alone links OpenBLAS,
 # for the unfused baseline; the library needs only libc, libm and pthreads.
 # OpenBLAS is found by its own pkg-config entry, so that <cblas.h> is OpenBLAS's
@@ -128,7 +152,7 @@ test-deps:
 # Dependencies first, then the build: a separate make, so that a parallel
 # `make -j test` cannot start compiling before the tools are installed.
 test: test-deps
-	@$(MAKE) --no-print-directory all web bench $(TEST_BINS)
+	@$(MAKE) --no-print-directory all web bench fuzz $(TEST_BINS)
 	@sh tests/run.sh $(BUILD)
 
 install: all

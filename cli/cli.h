@@ -54,6 +54,16 @@ int cli_output_close(cli_output *out, FILE *f);
 int cli_outputs_commit(cli_output *outs, int n);
 void cli_outputs_abort(cli_output *outs, int n);
 
+/* The whole command: argv[1] names the subcommand. Returns the exit code. */
+int cli_main(int argc, char **argv);
+
+/* How far a subcommand goes: the whole job, or, for the fuzzers
+ * (tests/fuzz/), only parsing its arguments, or parsing them and loading its
+ * input files. The command's one piece of global state; main() leaves it at
+ * CLI_RUN. */
+typedef enum cli_stage { CLI_RUN, CLI_STOP_AFTER_PARSE, CLI_STOP_AFTER_LOAD } cli_stage;
+extern cli_stage cli_stop;
+
 /* Subcommands: each returns the process exit code. */
 int cmd_sdpa(int argc, char **argv);
 int cmd_demo(int argc, char **argv);

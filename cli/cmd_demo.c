@@ -52,6 +52,7 @@ int cmd_demo(int argc, char **argv) {
         }
         return cli_error(EXIT_USAGE, "attn demo takes no arguments, got '%s'", argv[1]);
     }
+    if (cli_stop != CLI_RUN) return 0;
     static const char *const FEATS[3] = {"x0", "x1", "x2"};
     double weights[36], context[18];
     int code;

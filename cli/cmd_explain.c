@@ -85,6 +85,7 @@ static int parse_args(int argc, char **argv, args *a) {
     int code = 0;
     const char *val = NULL;
     size_t used = 0;
+    bool given = false; /* a sentence was given, even an empty one */
     a->colour = "auto";
     for (int i = 1; i < argc && !code;) {
         const char *arg = argv[i];
@@ -114,6 +115,7 @@ static int parse_args(int argc, char **argv, args *a) {
             code = cli_error(EXIT_USAGE, "unknown option '%s' (see attn explain --help)", arg);
         } else {
             /* Words of the sentence: the arguments joined by spaces. */
+            given = true;
             int n = snprintf(a->sentence + used, sizeof a->sentence - used, "%s%s", used ? " " : "", arg);
             if (n < 0 || (size_t)n >= sizeof a->sentence - used)
                 code = cli_error(EXIT_USAGE, "the sentence is longer than %zu bytes",
@@ -136,14 +138,18 @@ static int parse_args(int argc, char **argv, args *a) {
     if (nw != 0 && nw != 3) return cli_error(EXIT_USAGE, "--wq, --wk and --wv go together");
     if (nw && a->random_head)
         return cli_error(EXIT_USAGE, "--random-head chooses the toy's weights; it cannot go with --wq");
-    if (a->embeddings && used)
+    if (a->embeddings && given)
         return cli_error(EXIT_USAGE, "give a sentence or --embeddings, not both");
+    /* `attn explain "$S"` with S unset is a mistake, not a request for the
+     * default sentence. */
+    if (given && strspn(a->sentence, " \t\n\r\f\v") == strlen(a->sentence))
+        return cli_error(EXIT_USAGE, "the sentence is empty; give some words, or none for the default");
     if (a->tokens && !a->embeddings) return cli_error(EXIT_USAGE, "--tokens labels --embeddings rows");
-    if (!a->embeddings && !used) strcpy(a->sentence, "the cat sat on the mat");
+    if (!a->embeddings && !given) strcpy(a->sentence, "the cat sat on the mat");
     return 0;
 }
 
-/* A 2-D float .npy as doubles. */
+/* A 2-D float .npy (f16, f32 or f64) as doubles. */
 static int load_matrix(const char *flag, const char *path, int *rows, int *cols, double **out) {
     attn_tensor t;
     attn_error err;
@@ -157,9 +163,11 @@ static int load_matrix(const char *flag, const char *path, int *rows, int *cols,
     } else {
         *rows = (int)t.shape[0], *cols = (int)t.shape[1];
         *out = malloc(sizeof(double) * (size_t)(*rows) * (size_t)(*cols));
-        for (int i = 0; *out && i < *rows * *cols; i++)
-            (*out)[i] = t.dtype == ATTN_F32 ? ((float *)t.data)[i] : ((double *)t.data)[i];
+        attn_tensor d;
         if (!*out) code = cli_error(EXIT_DATA, "out of memory reading %s", path);
+        else if (attn_tensor_init(&d, *out, ATTN_F64, 2, t.shape, NULL, &err) ||
+                 attn_tensor_convert(&d, &t, &err))
+            code = cli_error(EXIT_DATA, "%s %s: %s", flag, path, err.message);
     }
     attn_npy_free(&t);
     return code;
@@ -400,10 +408,14 @@ static void print_text(const args *a, const model *m, const attn_explain *ex, bo
 int cmd_explain(int argc, char **argv) {
     args a = {{0}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ATTN_EXPLAIN_QKV, false, false, false, false};
     int code = parse_args(argc, argv, &a);
-    if (code) return code < 0 ? 0 : code;
+    if (code || cli_stop == CLI_STOP_AFTER_PARSE) return code < 0 ? 0 : code;
     model m = {0};
     code = a.embeddings ? load_embeddings(&a, &m) : load_sentence(&a, &m);
     if (!code) code = load_weights(&a, &m);
+    if (cli_stop == CLI_STOP_AFTER_LOAD) {
+        free_model(&m);
+        return code;
+    }
     attn_explain ex = {0};
     attn_explain_input in = {m.n, m.d_model, m.d_k, m.d_v, m.X, m.W_Q, m.W_K, m.W_V,
                              a.mode, a.causal, a.no_scale};

@@ -217,7 +217,7 @@ static int write_svg(const args *a, const attn_scaling_row *rows) {
 int cmd_scaling(int argc, char **argv) {
     args a = {{0}, 0, 0, 0, 0, false, false, NULL};
     int code = parse_args(argc, argv, &a);
-    if (code) return code < 0 ? 0 : code;
+    if (code || cli_stop != CLI_RUN) return code < 0 ? 0 : code;
     attn_scaling_row rows[MAX_DIMS];
     bool progress = isatty(STDERR_FILENO); /* a progress line, for people only */
     for (int i = 0; i < a.n_dims; i++) {

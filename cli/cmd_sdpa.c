@@ -207,7 +207,7 @@ int cmd_sdpa(int argc, char **argv) {
     attn_sdpa_options opts = attn_sdpa_options_default();
     bool kv_bf16 = false;
     int code = parse_args(argc, argv, in, outs, &opts, &kv_bf16);
-    if (code) return code < 0 ? 0 : code;
+    if (code || cli_stop == CLI_STOP_AFTER_PARSE) return code < 0 ? 0 : code;
     code = run(in, outs, &opts, kv_bf16);
     for (int i = 0; i < 4; i++) attn_npy_free(&in[i].t); /* frees any malloc'd data */
     return code;

@@ -16,8 +16,12 @@
  *     and a one-line message saying what was wrong, e.g.
  *     "k has E=4 but q has E=8 (the last dimensions must match)".
  *     On success it is left untouched.
- *   - The library never prints, never exits, never aborts. It keeps no global
- *     mutable state: all functions are thread-safe on distinct outputs.
+ *   - The library never exits, never aborts, and prints only when asked to
+ *     (verbose mode, attn_set_verbose). All functions are thread-safe on
+ *     distinct outputs. Its global state is process-wide and listed here:
+ *     the thread pool and its size (attn_set_num_threads, ATTN_NUM_THREADS),
+ *     the microkernels' ISA (chosen once; ATTN_ISA), and the verbose flag
+ *     (attn_set_verbose, ATTN_VERBOSE).
  *   - The caller owns all memory it passes in. Scratch memory a call needs is
  *     allocated and freed inside that call (it is linear in the sequence
  *     lengths; nothing of size L×S is ever allocated). The one exception is
@@ -288,13 +292,25 @@ ATTN_API attn_sdpa_options attn_sdpa_options_default(void);
  *   - NaN in an input reaches only the output rows whose computation reads it.
  *   - f64 computes in f64 throughout (the exact, oracle-grade path).
  *   - f32 runs on the fast kernels: tiled FlashAttention-2, or split over the
- *     keys for L <= 4 against S >= 2048, in f32 arithmetic, within 2e-5
- *     relative of the exact result, on attn_get_num_threads() threads,
- *     bitwise identical for any thread count. Work whose inputs hold NaN or
- *     ±inf (other than -inf in a float mask), or whose scores or sums could
+ *     keys for L <= 4 against S >= 2048 (in f32 arithmetic, even in the bf16
+ *     compute mode), on attn_get_num_threads() threads, bitwise identical
+ *     for any thread count. Their error against the exact result is
+ *       max|out - exact| <= 2e-5 · max|exact| + 4 · 2^-24 · max|s| · max|v|
+ *     where s are the scores q·k·scale: f32 rounds a score by up to
+ *     2^-24·|s|; scaling the queries, subtracting the row maximum and
+ *     scaling by log2 e add as much again, and scores that move by at most d
+ *     move the output by at most 2·d·max|v|. The first term covers the
+ *     rounding of the sums (tested up to S = 9000). PyTorch's own float32
+ *     has the same 2^-24·|s| term.
+ *   - Any finite mask value is a finite score, -FLT_MAX included (Hugging
+ *     Face pads with torch.finfo(torch.float32).min): scores stay in natural
+ *     units, and only their differences from the row maximum are scaled.
+ *   - Work whose inputs hold NaN or ±inf (other than -inf in a float mask),
+ *     or whose scores could exceed 2^100 in magnitude, or whose sums could
  *     overflow f32, and every call that asks for weights, is computed by the
  *     exact kernel instead (in f64, rounded once), so the rules above hold
- *     in f32 too.
+ *     in f32 too. Queries are multiplied by the scale in f64 and rounded
+ *     once; subnormal f32 values are kept (nothing flushes them to zero).
  *
  * Memory: scratch memory is O((E + Ev) × block × threads) per call,
  * independent of L×S (plus a few floats per slice and per key chunk for the
@@ -364,6 +380,21 @@ ATTN_API void attn_shutdown(void);
  * "c". Chosen once per process from the CPU; the environment variable
  * ATTN_ISA=avx512|avx2|c forces one (ignored if the CPU lacks it). */
 ATTN_API const char *attn_isa(void);
+
+/* Verbose mode: with ATTN_VERBOSE=1 in the environment (read at the first
+ * call), or after attn_set_verbose(1), every attention call prints one line
+ * to stderr, e.g.
+ *   attn: sdpa kernel=flash isa=avx2 threads=2 q=f32(2,8,128,64)
+ *   k=f32(2,2,256,64) v=f32(2,2,256,64) mask=none causal=bottom-right
+ *   compute=f32 weights=no fallback=0/16 ms=1.234
+ * (on one line): the call (sdpa, sdpa_reference, scores), the kernel that
+ * ran (exact, reference, scores, flash or decode), the microkernels' ISA,
+ * the threads, the operands, and how many work items (flash: blocks of
+ * query rows; decode: (batch, head) slices) the exact kernel computed
+ * instead because their inputs were not finite or too large for f32. This is
+ * the only output the library ever makes. attn_set_verbose(0) turns it off,
+ * n < 0 restores the environment's setting. The setting is process-wide. */
+ATTN_API void attn_set_verbose(int on);
 
 /* ------------------------------------------------------------------------ */
 /* .npy files                                                               */

@@ -159,8 +159,14 @@ attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_err
     j.partials = malloc(sizeof(float) * (size_t)floats);
     j.scratch = malloc(sizeof(float) * (size_t)(j.ws_floats * workers));
     j.bad = calloc((size_t)sl->count, sizeof *j.bad);
+    /* The exact kernel's scratch, for slices that fall back to it: taken
+     * now, so that running out of memory never leaves an output half done. */
+    int64_t words = attn_stream_work_size(j.E, j.Ev);
+    double *work = words > 0 && (uint64_t)words <= SIZE_MAX / sizeof(double)
+                       ? malloc((size_t)words * sizeof(double))
+                       : NULL;
     attn_status st = ATTN_OK;
-    if (!j.partials || !j.scratch || !j.bad) {
+    if (!j.partials || !j.scratch || !j.bad || !work) {
         st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the decode path's partials");
         goto done;
     }
@@ -172,17 +178,9 @@ attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_err
         attn_slice(sl, s, &p);
         if (!atomic_load(&j.bad[s]) && merge(&j, s, &p)) continue;
         info->fallbacks++;
-        /* The exact f64 kernel for this slice. */
-        int64_t words = attn_stream_work_size(j.E, j.Ev);
-        double *work = words > 0 ? malloc((size_t)words * sizeof(double)) : NULL;
-        if (!work) {
-            st = attn_fail(err, ATTN_ERR_NO_MEMORY, "out of memory in the exact fallback kernel");
-            goto done;
-        }
-        attn_stream_kernel(&p, work);
-        free(work);
+        attn_stream_kernel(&p, work); /* the exact f64 kernel for this slice */
     }
 done:
-    free(j.partials), free(j.scratch), free((void *)j.bad);
+    free(j.partials), free(j.scratch), free((void *)j.bad), free(work);
     return st;
 }

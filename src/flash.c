@@ -49,8 +49,9 @@ typedef struct flash_job {
     int64_t S, L;
     char *scratch;       /* one workspace per worker */
     size_t ws_bytes;
-    atomic_int failed;   /* an f64 fallback could not get memory */
     atomic_llong fallbacks; /* items the exact kernel computed */
+    double *exact_work;  /* per worker: scratch of the exact kernel */
+    int64_t exact_words;
     float *kvmax;        /* per slice: max |k|, max |v| (-1: not all finite) */
     bool v_direct;       /* values are read in place, not packed */
     const attn_bf16_kernels *bk; /* the bf16 compute mode's kernels, or NULL */
@@ -157,8 +158,10 @@ static void pack_keys_transposed(const attn_ukernels *uk, float *kt, int64_t ld,
     }
 }
 
-/* The exact f64 kernel on rows i0..i0+n-1 of one slice. */
-static bool run_exact(const attn_problem *p, int64_t i0, int64_t n) {
+/* The exact f64 kernel on rows i0..i0+n-1 of one slice, in `work` (the
+ * worker's share of scratch allocated before any output was written, so
+ * that running out of memory never leaves an output half done). */
+static void run_exact(const attn_problem *p, int64_t i0, int64_t n, double *work) {
     attn_problem sub = *p;
     sub.q.base += i0 * p->q.rs * (int64_t)attn_dtype_size(p->q.dtype);
     sub.q.rows = n;
@@ -166,12 +169,7 @@ static bool run_exact(const attn_problem *p, int64_t i0, int64_t n) {
     sub.out.rows = n;
     if (sub.mask.base) sub.mask.base += i0 * p->mask.rs * (int64_t)attn_dtype_size(p->mask.dtype);
     sub.causal_offset += i0;
-    int64_t words = attn_stream_work_size(p->q.cols, p->v.cols);
-    double *work = words > 0 ? malloc((size_t)words * sizeof(double)) : NULL;
-    if (!work) return false;
     attn_stream_kernel(&sub, work);
-    free(work);
-    return true;
 }
 
 /* One MR-row tile against keys j0..j0+tc-1 of the packed block: scores,
@@ -289,7 +287,7 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     }
     if (bad) {
         atomic_fetch_add(&j->fallbacks, 1);
-        if (!run_exact(p, i0, nr)) atomic_store(&j->failed, 1);
+        run_exact(p, i0, nr, j->exact_work + worker * j->exact_words);
         return;
     }
     float *out = (float *)(void *)p->out.base;
@@ -353,10 +351,17 @@ attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_run_info *info
     j.ws_bytes = (workspace_floats(&j) * sizeof(float) + 63) / 64 * 64;
     int workers = attn_get_num_threads();
     if (workers > items) workers = (int)items;
+    /* All scratch is allocated here, before any output is written, the
+     * exact kernel's for items that may fall back to it included. */
+    j.exact_words = attn_stream_work_size(j.E, j.Ev);
+    if (j.exact_words < 0 || (uint64_t)j.exact_words > SIZE_MAX / sizeof(double) / (size_t)workers)
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "scratch size for E=%lld, Ev=%lld overflows",
+                         (long long)j.E, (long long)j.Ev);
     j.scratch = aligned_alloc(64, j.ws_bytes * (size_t)workers);
     j.kvmax = malloc(sizeof(float) * 2 * (size_t)n_problems);
-    if (!j.scratch || !j.kvmax) {
-        free(j.scratch), free(j.kvmax);
+    j.exact_work = malloc(sizeof(double) * (size_t)j.exact_words * (size_t)workers);
+    if (!j.scratch || !j.kvmax || !j.exact_work) {
+        free(j.scratch), free(j.kvmax), free(j.exact_work);
         return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate %zu bytes of scratch",
                          j.ws_bytes * (size_t)workers);
     }
@@ -365,8 +370,6 @@ attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_run_info *info
     attn_parallel_for(workers, items, flash_item, &j);
     info->kernel = "flash", info->isa = j.uk->name, info->bf16 = j.bk ? j.bk->name : NULL, info->threads = workers;
     info->items = items, info->fallbacks = (int64_t)atomic_load(&j.fallbacks);
-    free(j.scratch), free(j.kvmax);
-    if (atomic_load(&j.failed))
-        return attn_fail(err, ATTN_ERR_NO_MEMORY, "out of memory in the exact fallback kernel");
+    free(j.scratch), free(j.kvmax), free(j.exact_work);
     return ATTN_OK;
 }

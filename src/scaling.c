@@ -54,13 +54,16 @@ static void add_to_histogram(double *hist, double x, double range) {
     if (bin >= 0 && bin < ATTN_SCALING_BINS) hist[bin] += 1;
 }
 
-attn_status attn_scaling_measure(attn_scaling_row *row, int d, int queries, int keys,
+attn_status attn_scaling_measure(attn_scaling_row *out, int d, int queries, int keys,
                                  uint64_t seed, attn_error *err) {
-    if (!row) return attn_fail(err, ATTN_ERR_NULL, "row is NULL");
+    if (!out) return attn_fail(err, ATTN_ERR_NULL, "row is NULL");
     if (d < 1 || queries < 1 || keys < 1 || d > (1 << 20) || keys > (1 << 20) || queries > (1 << 24))
         return attn_fail(err, ATTN_ERR_ARGUMENT,
                          "d=%d, queries=%d, keys=%d: each must be at least 1 (d and keys at most "
                          "2^20, queries at most 2^24)", d, queries, keys);
+    /* The row is filled here and copied out only on success, so that a
+     * failure leaves the caller's row as it was. */
+    attn_scaling_row result, *row = &result;
     memset(row, 0, sizeof *row);
     row->d = d, row->queries = queries, row->keys = keys;
 
@@ -128,6 +131,7 @@ attn_status attn_scaling_measure(attn_scaling_row *row, int d, int queries, int 
         row->hist_raw[b] /= n * (2 * ATTN_SCALING_RAW_RANGE / ATTN_SCALING_BINS);
         row->hist_scaled[b] /= n * (2 * ATTN_SCALING_SCALED_RANGE / ATTN_SCALING_BINS);
     }
+    *out = result;
 done:
     free(qb), free(kb), free(scores), free(w), free(zeros), free(ones), free(grad_raw),
         free(grad_scaled);

@@ -8,25 +8,40 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include <stdatomic.h>
+
 #if defined(__wasm__)
-static int verbose_level(void) { return 0; }
+/* The explainer page's WebAssembly has no environment, clock or stderr:
+ * verbose mode does not exist there. */
+bool attn_verbose_on(void) { return false; }
+void attn_set_verbose(int on) { (void)on; }
+double attn_now_ms(void) { return 0; }
+void attn_verbose_report(const char *call, const attn_run_info *info, const attn_tensor *q,
+                         const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *o,
+                         double ms) {
+    (void)call, (void)info, (void)q, (void)k, (void)v, (void)o, (void)ms;
+}
 #else
-#include <pthread.h>
 
-/* Read once: the setting holds for the life of the process. */
-static int level;
-static pthread_once_t level_once = PTHREAD_ONCE_INIT;
-static void read_level(void) {
+/* The process-wide setting: -1 until first read, then ATTN_VERBOSE's value
+ * (read once), or what attn_set_verbose last set. */
+static atomic_int level = -1;
+
+static int env_level(void) {
     const char *env = getenv("ATTN_VERBOSE");
-    level = env && *env && !(env[0] == '0' && env[1] == 0);
+    return env && *env && !(env[0] == '0' && env[1] == 0);
 }
-static int verbose_level(void) {
-    pthread_once(&level_once, read_level);
-    return level;
-}
-#endif
 
-bool attn_verbose_on(void) { return verbose_level() != 0; }
+bool attn_verbose_on(void) {
+    int l = atomic_load(&level);
+    if (l < 0) { /* a race here only reads the environment twice */
+        l = env_level();
+        atomic_store(&level, l);
+    }
+    return l > 0;
+}
+
+void attn_set_verbose(int on) { atomic_store(&level, on < 0 ? env_level() : on > 0); }
 
 double attn_now_ms(void) {
     struct timespec t;
@@ -72,3 +87,4 @@ void attn_verbose_report(const char *call, const attn_run_info *info, const attn
             info->bf16 ? info->bf16 : "", o->weights ? "yes" : "no",
             (long long)info->fallbacks, (long long)info->items, ms);
 }
+#endif

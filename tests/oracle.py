@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 TOL = {np.float64: 1e-12, np.float32: 2e-5}
+DECODE_MAX_ROWS, DECODE_MIN_KEYS = 4, 2048  # src/decode.c: when the decode path runs
 TOL_BF16_COMPUTE = 1e-2  # bf16 products: documented as a few 1e-3
 
 
@@ -63,12 +64,23 @@ def rel_err(got, ref):
     return float(np.max(np.abs(got - ref)) / scale) if ref.size else 0.0
 
 
+def verbose_calls(stderr):
+    """The ATTN_VERBOSE lines of one run, each as a dict of its key=value words."""
+    calls = []
+    for line in stderr.splitlines():
+        if line.startswith("attn: sdpa "):
+            calls.append(dict(w.split("=", 1) for w in line.split()[2:] if "=" in w))
+    return calls
+
+
 class Runner:
-    def __init__(self, build):
+    def __init__(self, build, isa):
         self.attn = os.path.join(build, "attn")
         self.strided = os.path.join(build, "tests", "sdpa_strided")
         self.tmp = tempfile.mkdtemp(prefix="attn_oracle_")
+        self.isa = isa  # the ATTN_ISA this run forces, or None
         self.failed = 0
+        self.kernels = {}  # kernel name -> cases it passed
 
     def report(self, name, ok, why=""):
         print(f"ok {name}" if ok else f"FAIL {name}: {why}", flush=True)
@@ -79,61 +91,127 @@ class Runner:
         np.save(path, a)
         return path
 
-    def case(self, name, q, k, v, mask=None, causal=0, scale=None, strided=False, kv_bf16=False,
-             compute_bf16=False):
+    def run(self, cmd):
+        """Run cmd with ATTN_VERBOSE=1: (returncode, stderr, the one call's verbose fields)."""
+        env = dict(os.environ, ATTN_VERBOSE="1")
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        calls = verbose_calls(r.stderr)
+        return r.returncode, r.stderr, calls[0] if len(calls) == 1 else None
+
+    def check_path(self, call, want_kernel, fallback):
+        """Why the call did not take the path the case is for, or None."""
+        if call is None:
+            return "no single ATTN_VERBOSE line"
+        if call["kernel"] != want_kernel:
+            return f"ran kernel={call['kernel']}, expected {want_kernel}"
+        if self.isa and want_kernel in ("flash", "decode") and call["isa"] != self.isa:
+            return f"ran isa={call['isa']}, expected {self.isa}"
+        n = int(call["fallback"].split("/")[0])
+        if fallback is False and n:
+            return f"{call['fallback']} items fell back to the exact kernel"
+        if fallback is True and not n:
+            return "nothing fell back to the exact kernel"
+        return None
+
+    def case(self, name, q, k, v, mask=None, causal=0, scale=None, strided=False, kv=None,
+             compute_bf16=False, fallback=False, tol=None, bound=None):
+        """One case, run twice: for the output alone, through the kernel that
+        q's dtype and the shapes call for (flash or decode for f32, exact for
+        f64), and with -w, through the exact kernel, checking the weights too.
+        kv: None, "f16" (k and v saved as float16) or "bf16" (--kv-bf16).
+        fallback: False (nothing may fall back to the exact kernel), True (some
+        must), None (either). bound(err_abs, ref_out) -> why, or None: a
+        tolerance other than the relative one."""
         dt = q.dtype.type
         kr, vr = k, v
-        if kv_bf16:  # the command rounds k and v to bfloat16; torch does the same rounding
+        if kv == "f16":
+            k, v = k.astype(np.float16), v.astype(np.float16)
+            kr, vr = k, v
+        if kv == "bf16":  # the command rounds k and v to bfloat16; torch does the same rounding
             kr, vr = (torch.from_numpy(a).to(torch.bfloat16).to(torch.float64).numpy() for a in (k, v))
         ref_out, ref_w = reference(q, kr, vr, mask, causal, scale)
         paths = [self.save(n, a) for n, a in (("q", q), ("k", k), ("v", v))]
         mpath = self.save("mask", mask) if mask is not None else None
         out, wts = os.path.join(self.tmp, "out.npy"), os.path.join(self.tmp, "w.npy")
-        for p in (out, wts):
-            if os.path.exists(p):
-                os.remove(p)
-        if strided:
-            cmd = [self.strided, *paths, out, mpath or "-", str(causal),
-                   "-" if scale is None else repr(scale)]
-        else:
-            cmd = [self.attn, "sdpa", "-q", paths[0], "-k", paths[1], "-v", paths[2],
-                   "-o", out, "-w", wts]
-            if mpath:
-                cmd += ["-m", mpath]
-            if causal:
-                cmd.append("--causal" if causal == 1 else "--causal=bottom-right")
-            if scale is not None:
-                cmd += ["--scale", repr(scale)]
-            if kv_bf16:
-                cmd.append("--kv-bf16")
-            if compute_bf16:
-                cmd.append("--compute=bf16")
-                cmd.remove("-w")
-                cmd.remove(wts)
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            return self.report(name, False, f"exit {r.returncode}: {r.stderr.strip()}")
-        got = np.load(out)
-        if got.dtype.type is not dt:
-            return self.report(name, False, f"output dtype {got.dtype}, expected {q.dtype}")
-        err = rel_err(got, ref_out)
-        if not strided and not compute_bf16:
-            err = max(err, rel_err(np.load(wts), ref_w))
-        tol = TOL_BF16_COMPUTE if compute_bf16 else TOL[dt]
-        ok = err <= tol and np.all(np.isfinite(got))
-        self.report(name, ok, f"relative error {err:.3g} > {tol:g} (shape {got.shape})")
+        L, S = q.shape[-2], k.shape[-2]
+        fast = "decode" if L <= DECODE_MAX_ROWS and S >= DECODE_MIN_KEYS else "flash"
+        want = "exact" if dt is np.float64 else fast
+        if tol is None:
+            tol = TOL_BF16_COMPUTE if compute_bf16 else TOL[dt]
+        for with_weights in (False, True):
+            if with_weights and (compute_bf16 or strided):
+                continue
+            for p in (out, wts):
+                if os.path.exists(p):
+                    os.remove(p)
+            if strided:
+                cmd = [self.strided, *paths, out, mpath or "-", str(causal),
+                       "-" if scale is None else repr(scale)]
+            else:
+                cmd = [self.attn, "sdpa", "-q", paths[0], "-k", paths[1], "-v", paths[2], "-o", out]
+                if with_weights:
+                    cmd += ["-w", wts]
+                if mpath:
+                    cmd += ["-m", mpath]
+                if causal:
+                    cmd.append("--causal" if causal == 1 else "--causal=bottom-right")
+                if scale is not None:
+                    cmd += ["--scale", repr(scale)]
+                if kv == "bf16":
+                    cmd.append("--kv-bf16")
+                if compute_bf16:
+                    cmd.append("--compute=bf16")
+            kernel = "exact" if with_weights else want
+            label = f"{name}[{kernel}{'+weights' if with_weights else ''}]"
+            rc, err_text, call = self.run(cmd)
+            if rc != 0:
+                self.report(label, False, f"exit {rc}: {err_text.strip()}")
+                continue
+            why = self.check_path(call, kernel, fallback if kernel != "exact" else None)
+            if why:
+                self.report(label, False, why)
+                continue
+            got = np.load(out)
+            if got.dtype.type is not dt:
+                self.report(label, False, f"output dtype {got.dtype}, expected {q.dtype}")
+                continue
+            err = rel_err(got, ref_out)
+            if with_weights:
+                err = max(err, rel_err(np.load(wts), ref_w))
+            if not np.all(np.isfinite(got)):
+                why = "output not finite"
+            elif bound is not None and not with_weights:
+                why = bound(float(np.max(np.abs(got - ref_out))), ref_out)
+            elif err > tol:
+                why = f"relative error {err:.3g} > {tol:g} (shape {got.shape})"
+            self.report(label, why is None, why or "")
+            if why is None:
+                what = kernel + (f"/{kv}_kv" if kv else "") + ("/bf16_compute" if compute_bf16 else "")
+                self.kernels[what] = self.kernels.get(what, 0) + 1
 
 
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
     seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 2024
+    # --f32-only: the runs with ATTN_ISA forced; f64 never reaches the microkernels.
+    dtypes = (np.float32,) if "--f32-only" in sys.argv else (np.float64, np.float32)
+    isa = os.environ.get("ATTN_ISA") or None
     rng = np.random.default_rng(seed)
-    run = Runner(build)
+    run = Runner(build, isa)
 
     def rand(dt, *shape, mag=1.0):
         return (rng.standard_normal(shape) * mag).astype(dt)
 
-    for dt in (np.float64, np.float32):
+    # A forced ISA this CPU lacks would quietly run another: skip instead.
+    if isa:
+        probe = [run.save(n, rand(np.float32, 3, 4)) for n in "qkv"]
+        _, _, call = run.run([run.attn, "sdpa", "-q", probe[0], "-k", probe[1], "-v", probe[2]])
+        if call is None or call["isa"] != isa:
+            got = call["isa"] if call else "nothing"
+            print(f"skip oracle_ATTN_ISA={isa}: this CPU lacks {isa} (the library ran {got})")
+            return 0
+
+    for dt in dtypes:
         tag = "f64" if dt is np.float64 else "f32"
         # Odd sizes, L < S and L > S, Ev != E.
         for E in (1, 3, 7, 33, 100):
@@ -174,13 +252,14 @@ def main():
         run.case(f"{tag}_broadcast_batch", rand(dt, 3, 1, 2, 6, 8), rand(dt, 1, 4, 2, 10, 8),
                  rand(dt, 3, 4, 2, 10, 8))
         run.case(f"{tag}_rank2", rand(dt, 7, 5), rand(dt, 9, 5), rand(dt, 9, 2))
-        # Scores of huge magnitude (about 1e30), and non-default scales.
+        # Scores of huge magnitude (about 1e30): f32 must hand them to the
+        # exact kernel. Huge finite masks are scores like any other.
         run.case(f"{tag}_huge_scores", rand(dt, 2, 20, 16, mag=1e15), rand(dt, 2, 30, 16, mag=1e15),
-                 rand(dt, 2, 30, 4))
+                 rand(dt, 2, 30, 4), fallback=True)
         run.case(f"{tag}_huge_negative_mask", q, k, v, mask=np.full((L, S), -1e30, dtype=dt))
-        for scale in (0.0, 0.05, -1.5, 3.0):
+        for scale in (0.0, 0.05, -1.5, 3.0, 1e-42, 1e39):
             run.case(f"{tag}_scale_{scale}", rand(dt, 5, 6), rand(dt, 8, 6), rand(dt, 8, 3),
-                     scale=scale)
+                     scale=scale, fallback=None if scale == 1e39 else False)
         # Strided (non-contiguous, negative-stride) views through the C API.
         run.case(f"{tag}_strided", rand(dt, 2, 3, 10, 7), rand(dt, 2, 3, 12, 7), rand(dt, 2, 3, 12, 5),
                  strided=True)
@@ -188,6 +267,8 @@ def main():
                  rand(dt, 2, 2, 12, 5), mask=rng.random((4, 10, 12)) < 0.7, causal=1, strided=True)
         run.case(f"{tag}_strided_scale", rand(dt, 6, 3), rand(dt, 4, 3), rand(dt, 4, 9), scale=0.7,
                  strided=True)
+        run.case(f"{tag}_strided_decode", rand(dt, 2, 4, 3, 20), rand(dt, 2, 2, 2500, 20),
+                 rand(dt, 2, 2, 2500, 9), mask=rng.random((4, 3, 2500)) < 0.7, causal=2, strided=True)
         # Random shapes nobody picked by hand.
         for i in range(12):
             hk = int(rng.integers(1, 4))
@@ -198,20 +279,110 @@ def main():
             run.case(f"{tag}_random{i}_H{hq}/{hk}_L{L}_S{S}_E{E}_Ev{Ev}_c{causal}",
                      rand(dt, 2, hq, L, E), rand(dt, 2, hk, S, E), rand(dt, 2, hk, S, Ev),
                      mask=mask, causal=causal, strided=bool(i % 2))
-    # 16-bit keys and values with f32 queries: float16 files, and bfloat16
-    # made on load by --kv-bf16; the arithmetic stays f32.
-    for L, S, causal in ((5, 9, 0), (70, 3000, 2), (1, 5000, 0), (4, 2500, 1), (130, 700, 1)):
-        q = rand(np.float32, 2, 4, L, 40)
-        k, v = rand(np.float16, 2, 2, S, 40), rand(np.float16, 2, 2, S, 24)
-        mask = rng.random((4, L, S)) < 0.8
-        run.case(f"f16_kv_L{L}_S{S}_c{causal}", q, k, v, mask=mask, causal=causal)
-        run.case(f"bf16_kv_L{L}_S{S}_c{causal}", q, k.astype(np.float32), v.astype(np.float32) * 3,
-                 causal=causal, kv_bf16=True)
-    # The bf16 compute mode (opt-in): products of bf16 values, f32 sums.
-    for L, S, E, causal in ((9, 13, 8, 0), (200, 900, 64, 1), (70, 300, 33, 2)):
-        run.case(f"compute_bf16_L{L}_S{S}_E{E}_c{causal}", rand(np.float32, 2, L, E), rand(np.float32, 2, S, E),
-                 rand(np.float32, 2, S, 24), mask=rng.random((L, S)) < 0.9, causal=causal, compute_bf16=True)
+        padding_masks(run, rand, dt, tag)
+    f32_paths(run, rand, rng)
+    accuracy_bound(run, rand, rng)
+    counts = ", ".join(f"{k} {n}" for k, n in sorted(run.kernels.items()))
+    print(f"# cases passed per kernel: {counts}")
     return 1 if run.failed else 0
+
+
+def padding_masks(run, rand, dt, tag):
+    """Float masks of huge finite values, as Hugging Face pads with
+    torch.finfo(dtype).min: a finite mask value is a finite score, in flash
+    and decode shapes alike."""
+    fmin, fmax = np.finfo(dt).min, np.finfo(dt).max
+    for L, S in ((6, 40), (4, 3000), (1, 2048)):
+        q, k, v = rand(dt, 2, L, 16), rand(dt, 2, S, 16), rand(dt, 2, S, 8)
+        m = np.zeros((L, S), dt)
+        m[0] = fmin                                 # every key at finfo.min: uniform weights
+        if L > 1:
+            m[1] = -np.inf
+            m[1, 5] = fmin                          # one finfo.min key among -inf: its value
+        if L > 2:
+            m[2, 7] = 0.9 * fmax                    # one huge positive key: its value
+        if L > 3:
+            m[3, : S // 2] = fmin                   # padding: the first half takes no weight
+        run.case(f"{tag}_finfo_min_mask_L{L}_S{S}", q, k, v, mask=m)
+        hf = np.where(np.arange(S) < S - 3, 0, fmin).astype(dt) * np.ones((L, 1), dt)
+        run.case(f"{tag}_hf_padding_mask_causal_L{L}_S{S}", q, k, v, mask=hf, causal=2)
+
+
+def f32_paths(run, rand, rng):
+    """A few dozen cases for each f32 path: decode, flash with odd sizes,
+    16-bit keys and values, and the bf16 compute mode."""
+    f32 = np.float32
+    # decode: L = 1..4 against S >= 2048, causal bottom-right, masks, GQA.
+    for i, (L, S, E, Ev, hq, hk) in enumerate(((1, 2048, 64, 64, 1, 1), (2, 3000, 33, 17, 4, 2),
+                                               (3, 5000, 128, 40, 8, 2), (4, 2049, 7, 3, 4, 1),
+                                               (1, 9000, 16, 100, 2, 2), (4, 4100, 100, 33, 6, 3))):
+        q, k, v = rand(f32, 2, hq, L, E), rand(f32, 2, hk, S, E), rand(f32, 2, hk, S, Ev)
+        mb = rng.random((hq, L, S)) < 0.8
+        mf = np.where(rng.random((L, S)) < 0.1, -np.inf, rng.standard_normal((L, S))).astype(f32)
+        tag = f"decode{i}_L{L}_S{S}_E{E}_Ev{Ev}_H{hq}/{hk}"
+        run.case(f"f32_{tag}", q, k, v)
+        run.case(f"f32_{tag}_causal_br", q, k, v, causal=2)
+        run.case(f"f32_{tag}_causal_tl_boolmask", q, k, v, mask=mb, causal=1)
+        run.case(f"f32_{tag}_floatmask_causal_br", q, k, v, mask=mf, causal=2)
+    # flash: odd E and Ev, L != S, both causal alignments, masks, GQA, broadcast batch.
+    sizes = (1, 3, 7, 33, 100, 257)
+    for i, E in enumerate(sizes):
+        Ev = sizes[(i + 2) % len(sizes)]
+        L, S = int(rng.integers(5, 300)), int(rng.integers(5, 300))
+        q, k, v = rand(f32, 3, 1, 4, L, E), rand(f32, 1, 2, 2, S, E), rand(f32, 3, 2, 2, S, Ev)
+        mb = rng.random((4, L, S)) < 0.8
+        mf = np.where(rng.random((L, S)) < 0.1, -np.inf, rng.standard_normal((L, S))).astype(f32)
+        tag = f"flash_E{E}_Ev{Ev}_L{L}_S{S}_gqa4/2_broadcast"
+        run.case(f"f32_{tag}", q, k, v)
+        run.case(f"f32_{tag}_causal_tl", q, k, v, causal=1)
+        run.case(f"f32_{tag}_causal_br_boolmask", q, k, v, mask=mb, causal=2)
+        run.case(f"f32_{tag}_floatmask", q, k, v, mask=mf)
+    # Several query blocks and key blocks (768 rows, 512 keys).
+    run.case("f32_flash_blocks_L1000_S1300_E64_causal_br", rand(f32, 1000, 64), rand(f32, 1300, 64),
+             rand(f32, 1300, 48), causal=2)
+    # 16-bit keys and values holding random values, in both kernels.
+    for kv in ("f16", "bf16"):
+        for i, (L, S, E, Ev, causal) in enumerate(((5, 9, 40, 24, 0), (70, 3000, 40, 24, 2),
+                                                   (1, 5000, 64, 64, 0), (4, 2500, 33, 7, 1),
+                                                   (130, 700, 100, 33, 1), (3, 2048, 1, 3, 2))):
+            q = rand(f32, 2, 4, L, E)
+            k, v = rand(f32, 2, 2, S, E), rand(f32, 2, 2, S, Ev) * 3
+            mask = rng.random((4, L, S)) < 0.8 if i % 2 else None
+            run.case(f"{kv}_kv{i}_L{L}_S{S}_E{E}_Ev{Ev}_c{causal}", q, k, v, mask=mask, causal=causal,
+                     kv=kv)
+            mf = np.where(rng.random((L, S)) < 0.1, -np.inf, rng.standard_normal((L, S))).astype(f32)
+            run.case(f"{kv}_kv{i}_floatmask_gqa", q, k, v, mask=mf, causal=2 - causal % 2, kv=kv)
+    # The bf16 compute mode (opt-in): products of bf16 values, f32 sums.
+    for L, S, E, Ev, causal in ((9, 13, 8, 24, 0), (200, 900, 64, 64, 1), (70, 300, 33, 20, 2),
+                                (300, 300, 128, 128, 0), (17, 1000, 1, 5, 1), (100, 50, 257, 100, 2)):
+        q, k, v = rand(f32, 2, 2, L, E), rand(f32, 2, 1, S, E), rand(f32, 2, 1, S, Ev)
+        tag = f"compute_bf16_L{L}_S{S}_E{E}_Ev{Ev}_c{causal}"
+        run.case(tag, q, k, v, causal=causal, compute_bf16=True)
+        run.case(f"{tag}_boolmask", q, k, v, mask=rng.random((L, S)) < 0.9, causal=causal, compute_bf16=True)
+        mf = np.where(rng.random((L, S)) < 0.1, -np.inf, rng.standard_normal((L, S))).astype(f32)
+        run.case(f"{tag}_floatmask", q, k, v, mask=mf, causal=causal, compute_bf16=True)
+        run.case(f"{tag}_kv_bf16", q, k, v, causal=causal, compute_bf16=True, kv="bf16")
+
+
+def accuracy_bound(run, rand, rng):
+    """The documented f32 bound, across score magnitudes from 1e-3 to 1e4:
+    max|out - exact| <= 2e-5 max|exact| + 4 * 2^-24 * max|score| * max|v|.
+    (Rounding a score s to f32 moves it by up to 2^-24 |s|; the query's
+    scaling, the subtraction of the row maximum and its scaling by log2 e
+    add as much again, and a softmax whose scores move by at most d changes
+    the output by at most 2 d max|v|.)"""
+    f32 = np.float32
+    for L, S, E in ((200, 300, 64), (3, 4000, 64), (100, 100, 128)):
+        for target in (1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0, 1e3, 3e3, 1e4):
+            sig = math.sqrt(target / 4)  # max |q.k|/sqrt(E) over L x S pairs is about 4 sig^2
+            q, k, v = rand(f32, L, E, mag=sig), rand(f32, S, E, mag=sig), rand(f32, S, 16)
+            s = np.abs(q.astype(np.float64) @ k.T.astype(np.float64)).max() / math.sqrt(E)
+            vmax = float(np.abs(v).max())
+
+            def bound(err, ref, s=s, vmax=vmax):
+                allowed = 2e-5 * float(np.abs(ref).max()) + 4 * 2.0**-24 * s * vmax
+                return None if err <= allowed else f"error {err:.3g} > bound {allowed:.3g} (max|s| {s:.3g})"
+            run.case(f"f32_bound_L{L}_S{S}_E{E}_maxscore{s:.2g}", q, k, v, bound=bound)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
 #!/bin/sh
-# run.sh BUILD -- run every test suite and end with "N passed, M failed".
-# Each suite prints "ok NAME" or "FAIL NAME: why" per check; a suite that
-# crashes or exits non-zero without a FAIL line counts as one failure.
+# run.sh BUILD -- run every test suite and end with "N passed, M failed, K skipped".
+# Each suite prints "ok NAME", "FAIL NAME: why" or "skip NAME: why" per check;
+# a suite that crashes or exits non-zero without a FAIL line counts as one
+# failure. A skip is never a pass: it is counted, and said, on its own.
 BUILD=${1:-build}
 PY=/usr/bin/python3
 out=$(mktemp)
 passed=0
 failed=0
+skipped=0
 
 suite() {
     name=$1
@@ -17,13 +19,15 @@ suite() {
     grep -v '^ok ' "$out"
     p=$(grep -c '^ok ' "$out")
     f=$(grep -c '^FAIL ' "$out")
+    k=$(grep -c '^skip ' "$out")
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
         echo "FAIL $name: exited with status $rc"
         f=1
     fi
-    echo "   $p passed, $f failed"
+    echo "   $p passed, $f failed, $k skipped"
     passed=$((passed + p))
     failed=$((failed + f))
+    skipped=$((skipped + k))
 }
 
 clang_build() {
@@ -35,11 +39,12 @@ suite "unit tests (C API)" "$BUILD/tests/test_api"
 # The sanitizer build also runs the allocation-failure test, so allocations
 # that cannot be satisfied must return NULL rather than abort.
 suite "unit tests under ASan+UBSan" env ASAN_OPTIONS=allocator_may_return_null=1 "$BUILD/asan/test_api"
+suite "running out of memory: every allocation fails in turn (ASan+LSan)" "$BUILD/asan/test_alloc"
 suite "attn sdpa vs PyTorch float64" $PY tests/oracle.py "$BUILD"
-# The f32 path again with each instruction set forced (one it lacks falls
-# back to the best it has, so these never fail for want of AVX-512).
-for isa in avx2 c; do
-    suite "attn sdpa vs PyTorch float64, ATTN_ISA=$isa" env ATTN_ISA=$isa $PY tests/oracle.py "$BUILD"
+# The f32 kernels again with each instruction set forced; on a CPU without
+# it the suite says skip (ATTN_VERBOSE shows which ISA really ran).
+for isa in avx512 avx2 c; do
+    suite "attn sdpa (f32 kernels) vs PyTorch float64, ATTN_ISA=$isa" env ATTN_ISA=$isa $PY tests/oracle.py "$BUILD" --f32-only
 done
 for isa in avx512 avx2 c; do
     suite "fast f32 path: exp, threads, f64 agreement, ATTN_ISA=$isa" env ATTN_ISA=$isa "$BUILD/tests/test_fast"
@@ -59,9 +64,25 @@ bench_quick() {
         echo "ok bench_quick_json_complete" || echo "FAIL bench_quick_json_complete"
 }
 suite "attn bench --quick (runs, is not timed)" bench_quick
+fuzz_replay() {
+    # Every committed fuzzer input (the corpus, and a regression file for
+    # each crash the fuzzers found) runs once; any crash fails.
+    for t in npy tokenize args explain_load; do
+        files=$(find tests/fuzz/corpus/$t tests/fuzz/regressions/$t -type f 2>/dev/null)
+        n=$(echo "$files" | grep -c .)
+        if [ "$n" -eq 0 ]; then echo "FAIL fuzz_replay_$t: no corpus"; continue; fi
+        if echo "$files" | xargs "$BUILD/fuzz/fuzz_$t" -close_fd_mask=3 >"$out.fuzz" 2>&1; then
+            echo "ok fuzz_replay_${t}_${n}_inputs"
+        else
+            echo "FAIL fuzz_replay_$t: $(grep -m1 -E 'ERROR|SUMMARY|deadly' "$out.fuzz")"
+        fi
+    done
+    rm -f "$out.fuzz"
+}
+suite "fuzz corpus replay (libFuzzer targets under ASan+UBSan)" fuzz_replay
 suite "clang -Wall -Wextra -Werror" clang_build
 suite "make install + pkg-config" sh tests/test_install.sh "$BUILD"
 rm -f "$out"
 echo
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

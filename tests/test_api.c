@@ -279,10 +279,16 @@ static void test_sdpa_errors(void) {
 
 /* ---- numerics --------------------------------------------------------------- */
 
-/* Run both kernels on one random problem and compare outputs and weights. */
+/* Run attn_sdpa and the reference kernel on one random problem, twice: for
+ * the output alone, which takes the fast kernels in f32 (flash, or decode
+ * for L <= 4 against S >= 2048) and the exact one in f64; and with weights,
+ * which takes the exact kernel. Each check names and verifies the kernel
+ * that ran (from its verbose line). tol_fast bounds the first comparison,
+ * tol the second. */
 static void compare_kernels(const char *name, attn_dtype dt, int rank, const int64_t *sq,
                             const int64_t *sk, const int64_t *sv, const int64_t *so,
-                            const int64_t *sw, attn_tensor *mask, attn_causal causal, double tol) {
+                            const int64_t *sw, attn_tensor *mask, attn_causal causal, double tol,
+                            double tol_fast) {
     attn_tensor q = make(dt, rank, sq), k = make(dt, rank, sk), v = make(dt, rank, sv);
     attn_tensor o1 = make(dt, rank, so), o2 = make(dt, rank, so);
     attn_tensor w1 = make(dt, rank, sw), w2 = make(dt, rank, sw);
@@ -290,13 +296,24 @@ static void compare_kernels(const char *name, attn_dtype dt, int rank, const int
     attn_error err;
     o.mask = mask;
     o.causal = causal;
-    o.weights = &w1;
-    attn_status s1 = attn_sdpa(&o1, &q, &k, &v, &o, &err);
     o.weights = &w2;
     attn_status s2 = attn_sdpa_reference(&o2, &q, &k, &v, &o, &err);
-    double d = max_diff(&o1, &o2), dw = max_diff(&w1, &w2);
-    check(s1 == ATTN_OK && s2 == ATTN_OK && d <= tol && dw <= tol, name,
-          "status %d/%d, max diff out %.3g weights %.3g (tol %.1g)", s1, s2, d, dw, tol);
+    int64_t L = sq[rank - 2], S = sk[rank - 2];
+    const char *fast = dt == ATTN_F64 ? "exact" : L <= 4 && S >= 2048 ? "decode" : "flash";
+    char kernel[32], full[160];
+    for (int with_weights = 0; with_weights < 2; with_weights++) {
+        o.weights = with_weights ? &w1 : NULL;
+        verbose_begin();
+        attn_status s1 = attn_sdpa(&o1, &q, &k, &v, &o, &err);
+        verbose_end(kernel, sizeof kernel, NULL, 0);
+        const char *want = with_weights ? "exact" : fast;
+        double d = max_diff(&o1, &o2), dw = with_weights ? max_diff(&w1, &w2) : 0;
+        double t = with_weights ? tol : tol_fast;
+        snprintf(full, sizeof full, "%s_%s%s", name, want, with_weights ? "_with_weights" : "");
+        check(s1 == ATTN_OK && s2 == ATTN_OK && strcmp(kernel, want) == 0 && d <= t && dw <= t, full,
+              "status %d/%d, kernel %s (expected %s), max diff out %.3g weights %.3g (tol %.1g)", s1,
+              s2, kernel, want, d, dw, t);
+    }
     free(q.data), free(k.data), free(v.data), free(o1.data), free(o2.data), free(w1.data),
         free(w2.data);
 }
@@ -313,25 +330,32 @@ static void test_kernels_agree(void) {
         for (int causal = 0; causal < 3; causal++) {
             snprintf(name, sizeof name, "kernels_agree_f64_L%lld_S%lld_E%lld_causal%d", (long long)L,
                      (long long)S, (long long)E, causal);
-            compare_kernels(name, ATTN_F64, 3, sq, sk, sv, so, sw, NULL, (attn_causal)causal, 1e-14);
+            compare_kernels(name, ATTN_F64, 3, sq, sk, sv, so, sw, NULL, (attn_causal)causal, 1e-14, 1e-14);
         }
         attn_tensor m = make(ATTN_BOOL, 2, sm);
         snprintf(name, sizeof name, "kernels_agree_f32_boolmask_L%lld_S%lld", (long long)L,
                  (long long)S);
-        compare_kernels(name, ATTN_F32, 3, sq, sk, sv, so, sw, &m, ATTN_CAUSAL_BOTTOM_RIGHT, 1e-6);
+        compare_kernels(name, ATTN_F32, 3, sq, sk, sv, so, sw, &m, ATTN_CAUSAL_BOTTOM_RIGHT, 1e-6, 2e-5);
         free(m.data);
         attn_tensor mf = make(ATTN_F64, 2, sm);
         ((double *)mf.data)[0] = -INFINITY;
         snprintf(name, sizeof name, "kernels_agree_f64_floatmask_L%lld_S%lld", (long long)L,
                  (long long)S);
-        compare_kernels(name, ATTN_F64, 3, sq, sk, sv, so, sw, &mf, ATTN_CAUSAL_NONE, 1e-14);
+        compare_kernels(name, ATTN_F64, 3, sq, sk, sv, so, sw, &mf, ATTN_CAUSAL_NONE, 1e-14, 1e-14);
         free(mf.data);
     }
     /* GQA and a broadcast batch dimension. */
     int64_t sq[4] = {2, 8, 9, 5}, sk[4] = {1, 2, 70, 5}, sv[4] = {2, 2, 70, 3}, so[4] = {2, 8, 9, 3},
             sw[4] = {2, 8, 9, 70};
     compare_kernels("kernels_agree_gqa_broadcast", ATTN_F64, 4, sq, sk, sv, so, sw, NULL,
-                    ATTN_CAUSAL_TOP_LEFT, 1e-14);
+                    ATTN_CAUSAL_TOP_LEFT, 1e-14, 1e-14);
+    compare_kernels("kernels_agree_f32_gqa_broadcast", ATTN_F32, 4, sq, sk, sv, so, sw, NULL,
+                    ATTN_CAUSAL_TOP_LEFT, 1e-6, 2e-5);
+    /* The decode path: a few queries against many keys. */
+    int64_t dq[3] = {4, 3, 16}, dk[3] = {2, 3000, 16}, dv[3] = {2, 3000, 8}, dout[3] = {4, 3, 8},
+            dw[3] = {4, 3, 3000};
+    compare_kernels("kernels_agree_f32_gqa_decode", ATTN_F32, 3, dq, dk, dv, dout, dw, NULL,
+                    ATTN_CAUSAL_BOTTOM_RIGHT, 1e-6, 2e-5);
 }
 
 /* A 1×S problem with given f64 scores: q = [1], k = scores, v = identity, so

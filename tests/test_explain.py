@@ -285,6 +285,10 @@ def test_errors():
            "did you mean 'cat'" in r.stderr and "chased" in r.stderr and len(r.stderr.splitlines()) == 1,
            r.stderr)
     expect_error("empty_sentence", ["explain", " ,.!"], 1, r"the sentence has no words")
+    # An explicitly empty sentence (attn explain "$S" with S unset) is a mistake.
+    expect_error("explicitly_empty_sentence", ["explain", ""], 2, r"the sentence is empty")
+    expect_error("blank_sentence", ["explain", "   "], 2, r"the sentence is empty")
+    expect_error("empty_words", ["explain", "", ""], 2, r"the sentence is empty")
     expect_error("too_long_sentence", ["explain", " ".join(["the cat"] * 40)], 1, r"more than 64 words")
     expect_error("bad_step", ["explain", "--step", "everything"], 2, r"unknown --step 'everything'")
     expect_error("bad_mode", ["explain", "--mode", "magic"], 2, r"--mode takes average, dot or qkv")

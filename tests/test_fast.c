@@ -46,7 +46,7 @@ static void test_exp2(const char *isa) {
     char name[64];
     snprintf(name, sizeof name, "exp2_%s_vs_libm", isa);
     if (!uk) {
-        printf("ok %s (not on this CPU: skipped)\n", name);
+        skip(name, "this CPU lacks %s", isa);
         return;
     }
     enum { N = 200003 };
@@ -92,8 +92,10 @@ static float *random_floats(size_t n) {
     return p;
 }
 
-/* out (f32) with `threads` threads. */
-static void run_f32(float *out, const problem *pr, float *q, float *k, float *v, void *mask, int threads) {
+/* out (f32) with `threads` threads. Returns the call's status; the kernel
+ * that ran goes to kernel (when not NULL, from its verbose line). */
+static attn_status run_f32(float *out, const problem *pr, float *q, float *k, float *v, void *mask,
+                           int threads, char *kernel) {
     int64_t sq[3] = {pr->Hq, pr->L, pr->E}, sk[3] = {pr->Hk, pr->S, pr->E}, sv[3] = {pr->Hk, pr->S, pr->Ev},
             so[3] = {pr->Hq, pr->L, pr->Ev}, sm[2] = {pr->L, pr->S};
     attn_tensor tq, tk, tv, to, tm;
@@ -108,12 +110,16 @@ static void run_f32(float *out, const problem *pr, float *q, float *k, float *v,
     o.compute = pr->bf16 ? ATTN_COMPUTE_BF16 : ATTN_COMPUTE_F32;
     attn_set_num_threads(threads);
     attn_error err;
-    if (attn_sdpa(&to, &tq, &tk, &tv, &o, &err)) printf("# sdpa failed: %s\n", err.message);
+    if (kernel) verbose_begin();
+    attn_status st = attn_sdpa(&to, &tq, &tk, &tv, &o, &err);
+    if (kernel) verbose_end(kernel, 32, NULL, 0);
+    if (st) printf("# attn_sdpa failed: %s\n", err.message);
     attn_set_num_threads(0);
+    return st;
 }
 
 /* The exact f64 result of the same problem. */
-static void run_f64(double *out, const problem *pr, const float *q, const float *k, const float *v,
+static attn_status run_f64(double *out, const problem *pr, const float *q, const float *k, const float *v,
                     const void *mask) {
     size_t nq = (size_t)(pr->Hq * pr->L * pr->E), nk = (size_t)(pr->Hk * pr->S * pr->E),
            nv = (size_t)(pr->Hk * pr->S * pr->Ev), nm = (size_t)(pr->L * pr->S);
@@ -135,8 +141,9 @@ static void run_f64(double *out, const problem *pr, const float *q, const float 
     attn_sdpa_options o = attn_sdpa_options_default();
     o.causal = pr->causal;
     o.mask = pr->mask ? &tm : NULL;
-    attn_sdpa(&to, &tq, &tk, &tv, &o, NULL);
+    attn_status st = attn_sdpa(&to, &tq, &tk, &tv, &o, NULL);
     free(q64), free(k64), free(v64), free(m64);
+    return st;
 }
 
 static void test_problem(const problem *pr) {
@@ -161,16 +168,23 @@ static void test_problem(const problem *pr) {
     snprintf(name, sizeof name, "L%lld_S%lld_E%lld_Ev%lld_H%lld/%lld_causal%d_mask%d%s", (long long)pr->L,
              (long long)pr->S, (long long)pr->E, (long long)pr->Ev, (long long)pr->Hq, (long long)pr->Hk,
              (int)pr->causal, pr->mask, pr->bf16 ? "_bf16" : "");
-    run_f32(o1, pr, q, k, v, mask, 1);
-    int threads[3] = {2, 3, 7}, same = 1;
+    /* Each call must succeed on the kernel the shape calls for: a failed
+     * call fails its check rather than leave a buffer nobody wrote. */
+    char kernel[32];
+    const char *want = pr->L <= 4 && pr->S >= 2048 ? "decode" : "flash";
+    attn_status st = run_f32(o1, pr, q, k, v, mask, 1, kernel);
+    int threads[3] = {2, 3, 7}, same = 1, ok = st == ATTN_OK;
     for (int t = 0; t < 3; t++) {
-        run_f32(on, pr, q, k, v, mask, threads[t]);
+        memset(on, 0xff, sizeof(float) * no); /* NaN: a call that writes nothing cannot match */
+        ok &= run_f32(on, pr, q, k, v, mask, threads[t], NULL) == ATTN_OK;
         same &= memcmp(o1, on, sizeof(float) * no) == 0;
     }
     char full[200];
+    snprintf(full, sizeof full, "%s_kernel_ran_%s", want, name);
+    check(st == ATTN_OK && strcmp(kernel, want) == 0, full, "status %d, kernel %s", (int)st, kernel);
     snprintf(full, sizeof full, "threads_1_2_3_7_bitwise_identical_%s", name);
-    check(same, full, "results differ between thread counts");
-    run_f64(ref, pr, q, k, v, mask);
+    check(ok && same, full, ok ? "results differ between thread counts" : "a call failed");
+    ok &= run_f64(ref, pr, q, k, v, mask) == ATTN_OK;
     double err = 0, big = 0;
     for (size_t i = 0; i < no; i++) {
         double d = fabs(o1[i] - ref[i]);
@@ -181,7 +195,7 @@ static void test_problem(const problem *pr) {
      * documented as a few 1e-3, held here to 1e-2. */
     double tol = pr->bf16 ? 1e-2 : 2e-5;
     snprintf(full, sizeof full, "%s_vs_f64_%s_%s", pr->bf16 ? "bf16" : "f32", attn_isa(), name);
-    check(err / big <= tol, full, "relative error %.3g", err / big);
+    check(ok && err / big <= tol, full, "relative error %.3g%s", err / big, ok ? "" : ", a call failed");
     free(q), free(k), free(v), free(mask), free(o1), free(on), free(ref);
 }
 
@@ -194,11 +208,16 @@ static void test_fallback(void) {
     double *ref = malloc(8 * no);
     for (size_t i = 0; i < nq; i++) q[i] *= 1e20f;
     for (size_t i = 0; i < nk; i++) k[i] *= 1e20f;
-    run_f32(o, &pr, q, k, v, NULL, 2);
-    run_f64(ref, &pr, q, k, v, NULL);
+    char kernel[32], fallback[32];
+    verbose_begin();
+    attn_status st = run_f32(o, &pr, q, k, v, NULL, 2, NULL);
+    verbose_end(kernel, sizeof kernel, fallback, sizeof fallback);
+    st = st ? st : run_f64(ref, &pr, q, k, v, NULL);
     double err = 0;
     for (size_t i = 0; i < no; i++) err = fmax(err, fabs(o[i] - ref[i]));
-    check(err < 1e-5, "fallback_huge_scores_match_exact", "max error %g", err);
+    check(st == ATTN_OK && err < 1e-5 && strcmp(kernel, "flash") == 0 && strcmp(fallback, "1/1") == 0,
+          "fallback_huge_scores_match_exact", "status %d, kernel %s, fallback %s, max error %g", (int)st,
+          kernel, fallback, err);
     /* NaN in the value of a masked key does not reach the output. */
     unsigned char *mask = calloc(40 * 50, 1);
     for (int i = 0; i < 40; i++)
@@ -207,8 +226,8 @@ static void test_fallback(void) {
     for (size_t i = 0; i < nq; i++) q[i] /= 1e20f;
     for (size_t i = 0; i < nk; i++) k[i] /= 1e20f;
     v[49 * 4 + 1] = NAN;
-    run_f32(o, &pr, q, k, v, mask, 2);
-    int finite = 1;
+    st = run_f32(o, &pr, q, k, v, mask, 2, NULL);
+    int finite = st == ATTN_OK;
     for (size_t i = 0; i < no; i++) finite &= isfinite(o[i]);
     check(finite, "fallback_nan_behind_mask_stays_out", "NaN reached the output");
     free(q), free(k), free(v), free(o), free(ref), free(mask);
@@ -219,7 +238,7 @@ static void test_bf16_emulation(void) {
 #if defined(ATTN_HAVE_X86_KERNELS)
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx512bf16")) {
-        printf("ok bf16_emulation_matches_avx512_bf16 (no AVX512_BF16 here: skipped)\n");
+        skip("bf16_emulation_matches_avx512_bf16", "this CPU lacks AVX512_BF16");
         return;
     }
     const attn_bf16_kernels *hw = &attn_bf16_avx512, *em = &attn_bf16_emulated;
@@ -249,7 +268,7 @@ static void test_bf16_emulation(void) {
     check(memcmp(s1, s2, sizeof s1) == 0 && memcmp(o1, o2, sizeof o1) == 0 && memcmp(h1, h2, sizeof h1) == 0,
           "bf16_emulation_matches_avx512_bf16", "the emulation differs from the instruction");
 #else
-    printf("ok bf16_emulation_matches_avx512_bf16 (not x86: skipped)\n");
+    skip("bf16_emulation_matches_avx512_bf16", "not x86");
 #endif
 }
 
@@ -262,7 +281,8 @@ typedef struct concurrent_call {
 
 static void *call_thread(void *arg) {
     concurrent_call *c = arg;
-    for (int rep = 0; rep < 3; rep++) run_f32(c->out, c->pr, c->q, c->k, c->v, NULL, 0);
+    for (int rep = 0; rep < 3; rep++)
+        if (run_f32(c->out, c->pr, c->q, c->k, c->v, NULL, 0, NULL)) memset(c->out, 0xff, 4);
     return NULL;
 }
 
@@ -271,7 +291,7 @@ static void test_concurrent_callers(void) {
     size_t no = 2 * 300 * 16;
     float *q = random_floats(2 * 300 * 32), *k = random_floats(900 * 32), *v = random_floats(900 * 16);
     float *serial = malloc(sizeof(float) * no), *a = malloc(sizeof(float) * no), *b = malloc(sizeof(float) * no);
-    run_f32(serial, &pr, q, k, v, NULL, 1);
+    if (run_f32(serial, &pr, q, k, v, NULL, 1, NULL)) memset(serial, 0xff, 4);
     concurrent_call ca = {&pr, q, k, v, a}, cb = {&pr, q, k, v, b};
     pthread_t ta, tb;
     pthread_create(&ta, NULL, call_thread, &ca);
@@ -287,6 +307,15 @@ int main(void) {
     test_exp2("c");
     test_exp2("avx2");
     test_exp2("avx512");
+    /* A forced ISA this CPU lacks would quietly test another one. */
+    const char *forced = getenv("ATTN_ISA");
+    if (forced && *forced && strcmp(forced, attn_isa()) != 0) {
+        skip("fast_path_with_ATTN_ISA", "ATTN_ISA=%s, but this CPU lacks it (the library runs %s)",
+             forced, attn_isa());
+        test_bf16_emulation();
+        attn_shutdown();
+        return n_failed ? 1 : 0;
+    }
     /* Shapes that span several 768-row items and 512-key blocks, odd sizes. */
     problem shapes[] = {
         {1000, 1300, 40, 24, 2, 1, ATTN_CAUSAL_NONE, 0, 0},

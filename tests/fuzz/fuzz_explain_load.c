@@ -1,0 +1,65 @@
+/* fuzz_explain_load.c -- libFuzzer target: `attn explain --embeddings X.npy
+ * --wq WQ.npy --wk WK.npy --wv WV.npy --tokens ...`, up to loading and
+ * checking the files (CLI_STOP_AFTER_LOAD). The input holds the token labels
+ * and the four files, separated by the 4-byte marker "|~|\n"; missing parts
+ * are left out of the command line, so that every combination is reached. */
+#include "../../cli/cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char MARK[] = "|~|\n";
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc, (void)argv;
+    cli_stop = CLI_STOP_AFTER_LOAD;
+    return 0;
+}
+
+static const unsigned char *find_mark(const unsigned char *p, const unsigned char *end) {
+    for (; p + 4 <= end; p++)
+        if (memcmp(p, MARK, 4) == 0) return p;
+    return end;
+}
+
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
+    static const char *const FLAGS[5] = {"--tokens", "--embeddings", "--wq", "--wk", "--wv"};
+    char paths[4][32], tokens[256];
+    char *argv[16];
+    int argc = 0;
+    argv[argc++] = "attn";
+    argv[argc++] = "explain";
+    const unsigned char *p = data, *end = data + size;
+    int made = 0;
+    for (int part = 0; part < 5 && p <= end; part++) {
+        const unsigned char *stop = find_mark(p, end);
+        size_t n = (size_t)(stop - p);
+        if (part == 0) {
+            if (n > 0) {
+                n = n < sizeof tokens - 1 ? n : sizeof tokens - 1;
+                memcpy(tokens, p, n);
+                tokens[n] = 0;
+                argv[argc++] = (char *)FLAGS[0];
+                argv[argc++] = tokens;
+            }
+        } else if (n > 0 || stop < end) {
+            char *path = paths[part - 1];
+            snprintf(path, sizeof paths[0], "/tmp/attn_fuzz_XXXXXX");
+            int fd = mkstemp(path);
+            if (fd < 0) break;
+            if (write(fd, p, n) != (ssize_t)n) n = 0;
+            close(fd);
+            made |= 1 << (part - 1);
+            argv[argc++] = (char *)FLAGS[part];
+            argv[argc++] = path;
+        }
+        p = stop + 4;
+    }
+    argv[argc] = NULL;
+    (void)cli_main(argc, argv);
+    for (int i = 0; i < 4; i++)
+        if (made & (1 << i)) unlink(paths[i]);
+    return 0;
+}

@@ -1,0 +1,83 @@
+#!/usr/bin/python3
+"""make_seeds.py -- write the fuzzers' seed corpus (tests/fuzz/corpus/TARGET/).
+
+A few well-formed inputs per target, so that the fuzzers start from every
+format version, dtype, subcommand and option instead of from nothing. The
+committed corpus is these seeds plus what the fuzzers found (merged with
+-merge=1); rerun this only to add seeds.
+"""
+import io
+import os
+import struct
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def npy(a, version=None):
+    b = io.BytesIO()
+    if version is None:
+        np.save(b, a)
+    else:
+        np.lib.format.write_array(b, a, version=version)
+    return b.getvalue()
+
+
+def write(target, name, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+def main():
+    r = np.random.default_rng(0)
+    arrays = {
+        "f32_2x3": r.standard_normal((2, 3)).astype(np.float32),
+        "f64_4d": r.standard_normal((1, 2, 2, 3)),
+        "f16_5": r.standard_normal(5).astype(np.float16),
+        "bool_3x4": r.random((3, 4)) < 0.5,
+        "f32_scalar": np.float32(1.5).reshape(()),
+        "f32_5d": np.zeros((1, 1, 1, 2, 2), np.float32),
+    }
+    for name, a in arrays.items():
+        write("npy", name + ".npy", npy(a))
+    write("npy", "v2.npy", npy(arrays["f32_2x3"], (2, 0)))
+    write("npy", "v3.npy", npy(arrays["f64_4d"], (3, 0)))
+    write("npy", "fortran.npy", npy(np.asfortranarray(arrays["f32_2x3"])))
+    write("npy", "big_endian.npy", npy(arrays["f32_2x3"].astype(">f4")))
+
+    for i, s in enumerate(["the cat sat on the mat", "The quick brown fox jumped over the lazy dog.",
+                           "my dog chased a ball in the park", "  cat,dog;   ball ", "Cat's MAT",
+                           "the catt sat", "naïve café", "a " * 40]):
+        write("tokenize", f"s{i}", s)
+
+    args = [
+        ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--causal=bottom-right", "--scale", "1.5"],
+        ["sdpa", "--query=q.npy", "--key", "k.npy", "--value", "v.npy", "-m", "m.npy", "-o", "o.npy",
+         "-w", "w.npy", "--threads", "3", "--kv-bf16"],
+        ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--compute=bf16", "--causal"],
+        ["explain", "--step", "weights", "--causal", "--random-head", "the", "cat"],
+        ["explain", "--mode", "dot", "--json", "--color", "never", "--no-scale"],
+        ["explain", "--embeddings", "x.npy", "--tokens", "a,b,c", "--wq", "q", "--wk", "k", "--wv", "v"],
+        ["explain", ""],
+        ["scaling", "--dims", "16,64,256", "--queries", "10", "--keys", "8", "--seed", "3", "--json"],
+        ["scaling", "--variance", "--svg", "s.svg"],
+        ["demo"], ["--help"], ["--version"], ["sdpa", "--help"], ["bench", "--quick"],
+    ]
+    for i, a in enumerate(args):
+        write("args", f"a{i}", "\0".join(a))
+
+    mark = b"|~|\n"
+    x = r.standard_normal((3, 4)).astype(np.float32)
+    wq = r.standard_normal((4, 2))
+    wv = r.standard_normal((4, 3)).astype(np.float16)
+    write("explain_load", "full", b"a,b,c" + mark + npy(x) + mark + npy(wq) + mark + npy(wq) + mark + npy(wv))
+    write("explain_load", "x_only", mark + npy(x))
+    write("explain_load", "toy_width", mark + npy(r.standard_normal((2, 8))))
+    write("explain_load", "mismatch", b"a,b" + mark + npy(x) + mark + npy(wq.T.copy()) + mark + npy(wq) + mark + npy(wv))
+
+
+if __name__ == "__main__":
+    main()

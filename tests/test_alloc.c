@@ -1,0 +1,278 @@
+/* test_alloc.c -- running out of memory. For a typical call of each public
+ * function that allocates, the call is repeated with its n-th allocation
+ * failing, for every n the call reaches. Each must return ATTN_ERR_NO_MEMORY
+ * with a message, leave its outputs untouched, and give back everything it
+ * took (counted here; LeakSanitizer checks again at exit).
+ *
+ * The library's objects are linked with -Wl,--wrap=malloc (and calloc,
+ * aligned_alloc, realloc, free), so every allocation they make comes through
+ * the wrappers below; the C library's own allocations (fopen's buffers,
+ * threads' stacks) do not. Prints "ok NAME" or "FAIL NAME: why". */
+#include "attn.h"
+#include "check.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the wrapped allocator ------------------------------------------------ */
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_aligned_alloc(size_t align, size_t n);
+void *__real_realloc(void *p, size_t n);
+void __real_free(void *p);
+
+static long n_allocs; /* allocations asked for since the counter was reset */
+static long fail_at;  /* the allocation that fails (1-based); 0: none */
+static long live;     /* blocks handed out and not yet freed */
+
+static int fails(void) { return ++n_allocs == fail_at; }
+
+void *__wrap_malloc(size_t n) {
+    void *p = fails() ? NULL : __real_malloc(n);
+    live += p != NULL;
+    return p;
+}
+void *__wrap_calloc(size_t n, size_t size) {
+    void *p = fails() ? NULL : __real_calloc(n, size);
+    live += p != NULL;
+    return p;
+}
+void *__wrap_aligned_alloc(size_t align, size_t n) {
+    void *p = fails() ? NULL : __real_aligned_alloc(align, n);
+    live += p != NULL;
+    return p;
+}
+void *__wrap_realloc(void *p, size_t n) {
+    if (fails()) return NULL;
+    void *q = __real_realloc(p, n);
+    live += p == NULL && q != NULL;
+    return q;
+}
+void __wrap_free(void *p) {
+    live -= p != NULL;
+    __real_free(p);
+}
+
+/* ---- one function under test ------------------------------------------------ */
+
+/* A call and its outputs: `run` makes the call; `outputs` are the bytes
+ * the call may write, which must stay as they were when it fails. */
+typedef struct subject {
+    const char *name;
+    attn_status (*run)(void *ctx, attn_error *err);
+    void *ctx;
+    void *outputs[3];
+    size_t output_bytes[3];
+    void (*release)(void *ctx); /* frees what a successful call returned, or NULL */
+} subject;
+
+static void test_subject(const subject *s) {
+    attn_error err;
+    n_allocs = 0, fail_at = 0;
+    attn_status st = s->run(s->ctx, &err);
+    long reached = n_allocs;
+    if (st != ATTN_OK) {
+        check(0, s->name, "the call fails even with memory: %s", err.message);
+        return;
+    }
+    if (s->release) s->release(s->ctx);
+    unsigned char *before[3] = {NULL, NULL, NULL};
+    for (int o = 0; o < 3; o++)
+        if (s->outputs[o]) {
+            before[o] = __real_malloc(s->output_bytes[o]);
+            memset(s->outputs[o], 0xa5, s->output_bytes[o]);
+            memcpy(before[o], s->outputs[o], s->output_bytes[o]);
+        }
+    char why[1024] = "";
+    for (long n = 1; n <= reached && !why[0]; n++) {
+        long live0 = live;
+        n_allocs = 0, fail_at = n;
+        memset(&err, 0, sizeof err);
+        st = s->run(s->ctx, &err);
+        fail_at = 0;
+        if (st != ATTN_ERR_NO_MEMORY || !err.message[0])
+            snprintf(why, sizeof why, "allocation %ld of %ld failed: status %d (%s)", n, reached, (int)st,
+                     err.message);
+        else if (live != live0)
+            snprintf(why, sizeof why, "allocation %ld of %ld failed: %ld blocks leaked", n, reached,
+                     live - live0);
+        for (int o = 0; o < 3 && !why[0]; o++)
+            if (s->outputs[o] && memcmp(before[o], s->outputs[o], s->output_bytes[o]) != 0)
+                snprintf(why, sizeof why, "allocation %ld of %ld failed: output %d was written", n,
+                         reached, o);
+        if (st == ATTN_OK && s->release) s->release(s->ctx);
+    }
+    for (int o = 0; o < 3; o++) __real_free(before[o]);
+    char full[160];
+    snprintf(full, sizeof full, "no_memory_%s_each_of_%ld_allocations", s->name, reached);
+    check(reached > 0 && !why[0], full, "%s", reached ? why : "the call allocates nothing");
+}
+
+/* ---- attn_sdpa and friends ------------------------------------------------ */
+
+typedef struct sdpa_case {
+    attn_tensor q, k, v, out, weights, mask;
+    attn_sdpa_options o;
+    int which; /* 0 attn_sdpa, 1 attn_sdpa_reference, 2 attn_scores */
+} sdpa_case;
+
+static attn_status run_sdpa(void *ctx, attn_error *err) {
+    sdpa_case *c = ctx;
+    if (c->which == 1) return attn_sdpa_reference(&c->out, &c->q, &c->k, &c->v, &c->o, err);
+    if (c->which == 2) return attn_scores(&c->out, &c->q, &c->k, &c->o, err);
+    return attn_sdpa(&c->out, &c->q, &c->k, &c->v, &c->o, err);
+}
+
+static uint64_t seed = 7;
+static double uniform(void) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(seed >> 11) * 0x1.0p-53 * 2 - 1;
+}
+
+static attn_tensor tensor(attn_dtype dt, int64_t a, int64_t b, int64_t c) {
+    int64_t shape[3] = {a, b, c};
+    attn_tensor t;
+    size_t n = (size_t)(a * b * c);
+    void *data = __real_malloc(n * attn_dtype_size(dt));
+    for (size_t i = 0; i < n; i++) {
+        double x = uniform();
+        if (dt == ATTN_F64) ((double *)data)[i] = x;
+        else if (dt == ATTN_F32) ((float *)data)[i] = (float)x;
+        else if (dt == ATTN_F16) ((uint16_t *)data)[i] = attn_f32_to_f16((float)x);
+        else ((unsigned char *)data)[i] = x < 0.6;
+    }
+    attn_tensor_init(&t, data, dt, 3, shape, NULL, NULL);
+    return t;
+}
+
+static void sdpa_subject(const char *name, attn_dtype dt, attn_dtype kv, int64_t H, int64_t L, int64_t S,
+                         int64_t E, int which, int weights, int mask, attn_compute compute,
+                         attn_causal causal, int threads) {
+    sdpa_case c;
+    memset(&c, 0, sizeof c);
+    c.q = tensor(dt, H, L, E);
+    c.k = tensor(kv, 1, S, E);
+    c.v = tensor(kv, 1, S, E);
+    c.out = which == 2 ? tensor(dt, H, L, S) : tensor(dt, H, L, E);
+    c.o = attn_sdpa_options_default();
+    c.o.causal = causal;
+    c.o.compute = compute;
+    c.which = which;
+    if (weights) c.weights = tensor(dt, H, L, S), c.o.weights = &c.weights;
+    if (mask) c.mask = tensor(ATTN_BOOL, 1, L, S), c.o.mask = &c.mask;
+    subject s = {name, run_sdpa, &c, {c.out.data, c.weights.data}, {0, 0, 0}, NULL};
+    s.output_bytes[0] = (size_t)attn_tensor_numel(&c.out) * attn_dtype_size(dt);
+    if (weights) s.output_bytes[1] = (size_t)attn_tensor_numel(&c.weights) * attn_dtype_size(dt);
+    attn_set_num_threads(threads);
+    test_subject(&s);
+    attn_set_num_threads(0);
+    __real_free(c.q.data), __real_free(c.k.data), __real_free(c.v.data), __real_free(c.out.data);
+    __real_free(c.weights.data), __real_free(c.mask.data);
+}
+
+/* ---- .npy ------------------------------------------------------------------ */
+
+typedef struct npy_case {
+    attn_tensor t;
+    const void *bytes;
+    size_t size;
+    const char *path;
+} npy_case;
+
+static attn_status run_npy_parse(void *ctx, attn_error *err) {
+    npy_case *c = ctx;
+    return attn_npy_parse(&c->t, c->bytes, c->size, err);
+}
+static attn_status run_npy_read(void *ctx, attn_error *err) {
+    npy_case *c = ctx;
+    return attn_npy_read(&c->t, c->path, err);
+}
+static void release_npy(void *ctx) { attn_npy_free(&((npy_case *)ctx)->t); }
+
+/* ---- the explainer and the scaling experiment ------------------------------ */
+
+typedef struct explain_case {
+    attn_explain ex;
+    attn_explain_input in;
+} explain_case;
+
+static attn_status run_explain(void *ctx, attn_error *err) {
+    explain_case *c = ctx;
+    return attn_explain_run(&c->ex, &c->in, err);
+}
+static void release_explain(void *ctx) { attn_explain_free(&((explain_case *)ctx)->ex); }
+
+static attn_scaling_row scaling_row;
+static attn_status run_scaling(void *ctx, attn_error *err) {
+    (void)ctx;
+    return attn_scaling_measure(&scaling_row, 64, 300, 16, 1, err);
+}
+
+int main(void) {
+    /* attn_sdpa on each kernel, and the two other entry points. */
+    sdpa_subject("sdpa_f64_exact", ATTN_F64, ATTN_F64, 2, 40, 50, 8, 0, 0, 1, ATTN_COMPUTE_F32,
+                 ATTN_CAUSAL_TOP_LEFT, 1);
+    sdpa_subject("sdpa_f32_flash", ATTN_F32, ATTN_F32, 4, 100, 130, 16, 0, 0, 1, ATTN_COMPUTE_F32,
+                 ATTN_CAUSAL_BOTTOM_RIGHT, 2);
+    sdpa_subject("sdpa_f32_decode", ATTN_F32, ATTN_F32, 4, 2, 5000, 16, 0, 0, 1, ATTN_COMPUTE_F32,
+                 ATTN_CAUSAL_NONE, 2);
+    sdpa_subject("sdpa_f32_f16_kv", ATTN_F32, ATTN_F16, 2, 50, 60, 8, 0, 0, 0, ATTN_COMPUTE_F32,
+                 ATTN_CAUSAL_NONE, 2);
+    sdpa_subject("sdpa_f32_bf16_compute", ATTN_F32, ATTN_F32, 2, 50, 60, 8, 0, 0, 0, ATTN_COMPUTE_BF16,
+                 ATTN_CAUSAL_NONE, 2);
+    sdpa_subject("sdpa_f32_with_weights", ATTN_F32, ATTN_F32, 2, 30, 40, 8, 0, 1, 1, ATTN_COMPUTE_F32,
+                 ATTN_CAUSAL_NONE, 1);
+    sdpa_subject("sdpa_reference", ATTN_F64, ATTN_F64, 2, 30, 40, 8, 1, 1, 0, ATTN_COMPUTE_F32,
+                 ATTN_CAUSAL_NONE, 1);
+    sdpa_subject("scores", ATTN_F32, ATTN_F32, 2, 30, 40, 8, 2, 0, 1, ATTN_COMPUTE_F32,
+                 ATTN_CAUSAL_TOP_LEFT, 1);
+
+    /* .npy: parse bytes, read a file. */
+    static const char NPY[] = "\x93NUMPY\x01\x00\x76\x00{'descr': '<f4', 'fortran_order': False, "
+                              "'shape': (2, 3), }";
+    unsigned char bytes[128 + 24];
+    memset(bytes, ' ', 128);
+    memcpy(bytes, NPY, sizeof NPY - 1);
+    bytes[127] = '\n';
+    memset(bytes + 128, 0, 24);
+    npy_case nc = {{0}, bytes, sizeof bytes, NULL};
+    subject parse = {"npy_parse", run_npy_parse, &nc, {NULL}, {0}, release_npy};
+    test_subject(&parse);
+    char path[] = "/tmp/attn_alloc_XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (f && fwrite(bytes, 1, sizeof bytes, f) == sizeof bytes && fclose(f) == 0) {
+        nc.path = path;
+        subject read = {"npy_read", run_npy_read, &nc, {NULL}, {0}, release_npy};
+        test_subject(&read);
+    } else {
+        check(0, "no_memory_npy_read", "cannot write %s", path);
+    }
+    remove(path);
+
+    /* The explainer on the toy model, and the scaling experiment. */
+    explain_case ec;
+    memset(&ec, 0, sizeof ec);
+    attn_toy_token tok[ATTN_TOY_MAX_TOKENS];
+    int n = 0;
+    static double x[ATTN_TOY_MAX_TOKENS * ATTN_TOY_D_MODEL], wq[ATTN_TOY_D_MODEL * ATTN_TOY_D_K],
+        wk[ATTN_TOY_D_MODEL * ATTN_TOY_D_K], wv[ATTN_TOY_D_MODEL * ATTN_TOY_D_K];
+    attn_toy_tokenize(tok, ATTN_TOY_MAX_TOKENS, &n, "the cat sat on the mat", NULL);
+    attn_toy_embed(x, tok, n, NULL);
+    attn_toy_weights(wq, wk, wv, ATTN_TOY_WIRED, NULL);
+    attn_explain_input in = {n, ATTN_TOY_D_MODEL, ATTN_TOY_D_K, ATTN_TOY_D_K, x, wq, wk, wv,
+                             ATTN_EXPLAIN_QKV, 1, 0};
+    ec.in = in;
+    subject explain = {"explain_run", run_explain, &ec, {NULL}, {0}, release_explain};
+    test_subject(&explain);
+    subject scaling = {"scaling_measure", run_scaling, NULL, {&scaling_row}, {sizeof scaling_row}, NULL};
+    test_subject(&scaling);
+
+    attn_shutdown();
+    printf("# %d failed\n", n_failed);
+    return n_failed ? 1 : 0;
+}
