@@ -24,8 +24,8 @@ def npy(a, version=None):
     return b.getvalue()
 
 
-def write(target, name, data):
-    d = os.path.join(HERE, "corpus", target)
+def write(target, name, data, where="corpus"):
+    d = os.path.join(HERE, where, target)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, name), "wb") as f:
         f.write(data if isinstance(data, bytes) else data.encode())
@@ -76,6 +76,10 @@ def main():
     write("explain_load", "full", b"a,b,c" + mark + npy(x) + mark + npy(wq) + mark + npy(wq) + mark + npy(wv))
     write("explain_load", "x_only", mark + npy(x))
     write("explain_load", "toy_width", mark + npy(r.standard_normal((2, 8))))
+    # Regressions: inputs that crashed the command once, kept after the fix.
+    # An f16 .npy as --embeddings was read as 8-byte doubles (heap overflow).
+    write("explain_load", "f16_embeddings", mark + npy(r.standard_normal((4, 8)).astype(np.float16)),
+          where="regressions")
     write("explain_load", "mismatch", b"a,b" + mark + npy(x) + mark + npy(wq.T.copy()) + mark + npy(wq) + mark + npy(wv))
 
 
