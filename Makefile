@@ -15,20 +15,22 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla
 # -O2 and strict IEEE semantics: never -ffast-math (it breaks -inf masks and NaN).
 CFLAGS   ?= -O2 -g
 # x86-64 builds add the AVX2 and AVX-512 microkernels, each file compiled for
-# its instruction set and chosen at run time (src/dispatch.c).
+# its instruction set and chosen at run time (src/kernels/dispatch.c).
 ifneq ($(findstring x86_64,$(shell $(CC) -dumpmachine)),)
 ISA_DEFS := -DATTN_HAVE_X86_KERNELS
 endif
-ALL_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) $(CFLAGS) -Iinclude $(ISA_DEFS)
+ALL_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) $(CFLAGS) -Iinclude -Isrc $(ISA_DEFS)
 LIB_CFLAGS := $(ALL_CFLAGS) -fPIC -fvisibility=hidden -DATTN_BUILDING_LIBRARY
 SAN_FLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 LIBS       := -lm -pthread
 
-LIB_SRC := $(wildcard src/*.c)
+# src/ holds one folder per layer (docs/design.md): base, kernels, exact,
+# fast, sdpa, io, teach.
+LIB_SRC := $(sort $(shell find src -name '*.c'))
 CLI_SRC := $(wildcard cli/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
-HEADERS := include/attn.h $(wildcard src/*.h) $(wildcard cli/*.h)
+HEADERS := include/attn.h $(shell find src -name '*.h') $(wildcard cli/*.h)
 
 TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/explain_api \
              $(BUILD)/tests/test_fast \
@@ -99,9 +101,8 @@ $(BUILD)/tsan/test_fast: $(BUILD)/tsan/obj/tests/test_fast.o $(TSAN_LIB_OBJ)
 # HTML, CSS and JS into one self-contained file.
 WASM_CC    ?= clang
 WASM_FLAGS := --target=wasm32-wasi -mexec-model=reactor -std=c11 -D_POSIX_C_SOURCE=200809L \
-              $(WARN) -O2 -Iinclude
-WEB_LIB_SRC := $(filter-out src/npy.c src/ukernel_avx2.c src/ukernel_avx512.c src/ukernel_avx512bf16.c,\
-                 $(LIB_SRC))
+              $(WARN) -O2 -Iinclude -Isrc
+WEB_LIB_SRC := $(filter-out src/io/npy.c src/kernels/x86/%,$(LIB_SRC))
 
 $(BUILD)/web/attn.wasm: web/attn_web.c $(WEB_LIB_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -119,7 +120,7 @@ web: $(BUILD)/explainer.html
 # says how to run them for longer.
 FUZZ_CC      ?= clang
 FUZZ_TARGETS := npy tokenize args explain_load
-FUZZ_CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -g -O1 -Iinclude $(ISA_DEFS) \
+FUZZ_CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -g -O1 -Iinclude -Isrc $(ISA_DEFS) \
                 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_OBJ := $(LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o) $(filter-out $(BUILD)/fuzz/obj/cli/main.o,$(CLI_SRC:%.c=$(BUILD)/fuzz/obj/%.o))
 FUZZ_BINS := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)

@@ -460,7 +460,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < ns; i++) {
         if (i == first_decode) printf("\ndecode: memory-bound, rate as bandwidth\n");
         if (i == first_other) printf("\nother shapes, L=S=%lld unless named\n", (long long)other);
-        if (i == first_targets) printf("\ntargets (issue 5)\n");
+        if (i == first_targets) printf("\ntargets\n");
         if (i == first_memory) printf("\nmemory: RSS beyond inputs + outputs must stay under 64 MiB\n");
         print_row(&shapes[i], &results[i], i >= first_decode && i < first_other);
     }

@@ -1,11 +1,11 @@
-/* cmd_demo.c -- `attn demo`: the seeds' worked examples, computed by the
+/* cmd_demo.c -- `attn demo`: the first worked examples, computed by the
  * library and printed with labels. This is what `make run` shows. */
 #include "cli.h"
 
 #include <math.h>
 #include <string.h>
 
-/* Seed 002's six tokens, three features each (Raschka's "Your journey..."). */
+/* Six tokens, three features each (Raschka's "Your journey starts with one step"). */
 static const char *const SIX_WORDS[6] = {"Your", "journey", "starts", "with", "one", "step"};
 static double SIX_X[6][3] = {{0.43, 0.15, 0.89}, {0.55, 0.87, 0.66}, {0.57, 0.85, 0.64},
                              {0.22, 0.58, 0.33}, {0.77, 0.25, 0.10}, {0.05, 0.80, 0.55}};
@@ -47,7 +47,7 @@ static int attend(double *out, double *weights, double *q, double *k, double *v,
 int cmd_demo(int argc, char **argv) {
     if (argc > 1) {
         if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-            puts("usage: attn demo\n\nPrints the seeds' worked examples, computed by libattn.");
+            puts("usage: attn demo\n\nPrints the first worked examples (six words, from plain averaging to\nattention with trainable weights), computed by libattn.");
             return 0;
         }
         return cli_error(EXIT_USAGE, "attn demo takes no arguments, got '%s'", argv[1]);

@@ -1,5 +1,5 @@
 /* cmd_scaling.c -- `attn scaling`: why attention divides the scores by
- * sqrt(d_k), measured (seeds 000, 001, 002, 004). The numbers come from
+ * sqrt(d_k), measured. The numbers come from
  * attn_scaling_measure; this file prints them as a table, JSON or an SVG. */
 #include "cli.h"
 
@@ -143,14 +143,10 @@ static void print_table(const args *a, const attn_scaling_row *rows) {
 static void print_json(const args *a, const attn_scaling_row *rows) {
     printf("{\"seed\": %llu, \"rows\": [", (unsigned long long)a->seed);
     for (int i = 0; i < a->n_dims; i++) {
-        const attn_scaling_row *r = &rows[i];
-        printf("%s\n  {\"d\": %d, \"keys\": %d, \"queries\": %d, \"spread_raw\": %.17g, "
-               "\"spread_scaled\": %.17g, \"top_raw\": %.17g, \"top_scaled\": %.17g, "
-               "\"top_div_d\": %.17g, \"grad_mean_raw\": %.17g, \"grad_mean_scaled\": %.17g, "
-               "\"grad_median_raw\": %.17g, \"grad_median_scaled\": %.17g}",
-               i ? "," : "", r->d, r->keys, r->queries, r->spread_raw, r->spread_scaled, r->top_raw,
-               r->top_scaled, r->top_div_d, r->grad_mean_raw, r->grad_mean_scaled, r->grad_median_raw,
-               r->grad_median_scaled);
+        char row[1024];
+        size_t len;
+        attn_scaling_json(row, sizeof row, &len, &rows[i], 0, NULL); /* fits: 12 numbers */
+        printf("%s\n  %s", i ? "," : "", row);
     }
     printf("\n]}\n");
 }

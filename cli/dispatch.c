@@ -12,7 +12,7 @@ static const char USAGE[] =
     "  explain  one attention head step by step, on the toy model or your data\n"
     "  scaling  why divide by sqrt(d_k): the experiment, as a table or a figure\n"
     "  sdpa     attention on .npy files (PyTorch semantics)\n"
-    "  demo     the seeds' first worked examples (seed 002)\n"
+    "  demo     the first worked examples: six words, averaging to attention\n"
     "  bench    speed on this machine, against its peak and baselines (make bench)\n"
     "\n"
     "options:\n"

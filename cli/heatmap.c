@@ -1,5 +1,5 @@
 /* heatmap.c -- labelled matrices for the terminal, with an optional colour
- * heatmap (256-colour ANSI backgrounds), and bars for attention weights. */
+ * heatmap (24-bit colour ANSI backgrounds), and bars for attention weights. */
 #include "heatmap.h"
 
 #include <math.h>

@@ -50,10 +50,7 @@ bool cli_parse_double(const char *text, double *out) {
 }
 
 const char *cli_shape(char *buf, size_t size, const attn_tensor *t) {
-    size_t n = (size_t)snprintf(buf, size, "(");
-    for (int d = 0; d < t->rank && n < size; d++)
-        n += (size_t)snprintf(buf + n, size - n, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
-    if (n < size) snprintf(buf + n, size - n, t->rank == 1 ? ",)" : ")");
+    attn_format_shape(buf, size, t->rank, t->shape);
     return buf;
 }
 
@@ -63,7 +60,8 @@ const char *cli_dtype_name(attn_dtype dtype) {
     case ATTN_F64: return "float64";
     case ATTN_F16: return "float16";
     case ATTN_BF16: return "bfloat16";
-    default: return "bool";
+    case ATTN_BOOL: return "bool";
+    default: return "unknown";
     }
 }
 

@@ -157,6 +157,11 @@ typedef enum attn_dtype {
 
 /* Size in bytes of one element of `dtype`, or 0 for an unknown dtype. */
 ATTN_API size_t attn_dtype_size(attn_dtype dtype);
+/* Short name of `dtype`: "f32", "f64", "bool", "f16", "bf16", or "unknown". */
+ATTN_API const char *attn_dtype_name(attn_dtype dtype);
+/* Format a shape as NumPy prints it, "(2, 3)", "(3,)" or "()", into buf
+ * (always terminated when size > 0, cut short if it does not fit). */
+ATTN_API void attn_format_shape(char *buf, size_t size, int rank, const int64_t *shape);
 
 /* A view of a strided array that the caller owns. Nothing is copied.
  *
@@ -429,7 +434,7 @@ ATTN_API void attn_npy_free(attn_tensor *t);
 ATTN_API attn_status attn_npy_write(const char *path, const attn_tensor *t, attn_error *err);
 
 /* ------------------------------------------------------------------------ */
-/* The toy model (seed 004)                                                 */
+/* The toy model                                                            */
 /* ------------------------------------------------------------------------ */
 
 /* A tiny, untrained model whose every matrix fits on a screen: a vocabulary of
@@ -497,7 +502,7 @@ ATTN_API attn_status attn_toy_weights(double *w_q, double *w_k, double *w_v, att
 /* The explainer: every matrix of one head                                  */
 /* ------------------------------------------------------------------------ */
 
-/* Seed 002's progression from plain averaging to full attention:
+/* The progression from plain averaging to full attention:
  *   ATTN_EXPLAIN_AVERAGE  every token takes the plain average of all X rows
  *                         (attention with all scores equal: scale 0);
  *   ATTN_EXPLAIN_DOT      weights = softmax(X·Xᵀ), unscaled, output = weights·X
@@ -599,6 +604,17 @@ typedef struct attn_scaling_row {
  * or > 2^24), ATTN_ERR_NO_MEMORY. */
 ATTN_API attn_status attn_scaling_measure(attn_scaling_row *row, int d, int queries, int keys,
                                           uint64_t seed, attn_error *err);
+
+/* Write `row` as one JSON object: keys d, keys, queries, spread_raw,
+ * spread_scaled, top_raw, top_scaled, top_div_d, grad_mean_raw,
+ * grad_mean_scaled, grad_median_raw, grad_median_scaled (17 significant
+ * digits), and with `histograms` also raw_range, scaled_range, hist_raw and
+ * hist_scaled. Like snprintf: *length receives the full length (without the
+ * terminator); at most size bytes are written, always terminated when
+ * size > 0. Errors: ATTN_ERR_NULL. */
+ATTN_API attn_status attn_scaling_json(char *buf, size_t size, size_t *length,
+                                       const attn_scaling_row *row, int histograms,
+                                       attn_error *err);
 
 #ifdef __cplusplus
 }

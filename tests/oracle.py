@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 TOL = {np.float64: 1e-12, np.float32: 2e-5}
-DECODE_MAX_ROWS, DECODE_MIN_KEYS = 4, 2048  # src/decode.c: when the decode path runs
+DECODE_MAX_ROWS, DECODE_MIN_KEYS = 4, 2048  # src/fast/decode.c: when the decode path runs
 TOL_BF16_COMPUTE = 1e-2  # bf16 products: documented as a few 1e-3
 
 

@@ -9,8 +9,8 @@
  * ATTN_ISA=avx512|avx2|c to test each ISA's whole path. */
 #include "attn.h"
 #include "check.h"
-#include "../src/ukernel.h"
-#include "../src/ukernel_bf16.h"
+#include "../src/kernels/ukernel.h"
+#include "../src/kernels/ukernel_bf16.h"
 
 #include <math.h>
 #include <pthread.h>

@@ -98,24 +98,10 @@ const char *web_scaling(int d, int queries, int keys, unsigned seed) {
     attn_scaling_row r;
     attn_error err;
     if (attn_scaling_measure(&r, d, queries, keys, seed, &err)) return error_json(err.message, -1, 0, NULL);
-    if (!reserve(16384)) return "{}";
-    size_t used = (size_t)snprintf(result, result_cap,
-        "{\"d\": %d, \"keys\": %d, \"queries\": %d, \"spread_raw\": %.17g, \"spread_scaled\": %.17g, "
-        "\"top_raw\": %.17g, \"top_scaled\": %.17g, \"top_div_d\": %.17g, \"grad_mean_raw\": %.17g, "
-        "\"grad_mean_scaled\": %.17g, \"grad_median_raw\": %.17g, \"grad_median_scaled\": %.17g, "
-        "\"raw_range\": %g, \"scaled_range\": %g",
-        r.d, r.keys, r.queries, r.spread_raw, r.spread_scaled, r.top_raw, r.top_scaled, r.top_div_d,
-        r.grad_mean_raw, r.grad_mean_scaled, r.grad_median_raw, r.grad_median_scaled,
-        ATTN_SCALING_RAW_RANGE, ATTN_SCALING_SCALED_RANGE);
-    const double *h[2] = {r.hist_raw, r.hist_scaled};
-    const char *names[2] = {"hist_raw", "hist_scaled"};
-    for (int k = 0; k < 2; k++) {
-        used += (size_t)snprintf(result + used, result_cap - used, ", \"%s\": [", names[k]);
-        for (int b = 0; b < ATTN_SCALING_BINS; b++)
-            used += (size_t)snprintf(result + used, result_cap - used, "%s%.6g", b ? ", " : "", h[k][b]);
-        used += (size_t)snprintf(result + used, result_cap - used, "]");
-    }
-    snprintf(result + used, result_cap - used, "}");
+    size_t len = 0;
+    attn_scaling_json(NULL, 0, &len, &r, 1, NULL);
+    if (!reserve(len)) return "{}";
+    attn_scaling_json(result, result_cap, &len, &r, 1, NULL);
     return result;
 }
 

@@ -1,6 +1,6 @@
 /* half.c -- 16-bit floats: IEEE binary16 (f16) and bfloat16 (bf16), to and
  * from f32 with round-to-nearest-even. Portable C, bit exact everywhere. */
-#include "internal.h"
+#include "base/base.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* status.c -- error codes, their messages, and the library version. */
-#include "internal.h"
+#include "base/base.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* tensor.c -- tensor views: construction, element counts, overflow-safe sizes. */
-#include "internal.h"
+#include "base/base.h"
 
 #include <stdio.h>
 
@@ -19,6 +19,11 @@ void attn_format_shape(char *buf, size_t size, int rank, const int64_t *shape) {
     for (int d = 0; d < rank && n < size; d++)
         n += (size_t)snprintf(buf + n, size - n, "%s%lld", d ? ", " : "", (long long)shape[d]);
     if (n < size) n += (size_t)snprintf(buf + n, size - n, rank == 1 ? ",)" : ")");
+}
+
+const char *attn_dtype_name(attn_dtype dtype) {
+    static const char *const NAMES[] = {"unknown", "f32", "f64", "bool", "f16", "bf16"};
+    return (unsigned)dtype <= ATTN_BF16 ? NAMES[dtype] : "unknown";
 }
 
 size_t attn_dtype_size(attn_dtype dtype) {

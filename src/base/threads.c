@@ -1,7 +1,7 @@
 /* threads.c -- a small persistent pool of worker threads, created on first
  * use and joined by attn_shutdown (also registered with atexit). One job runs
  * at a time; a caller that finds the pool busy runs its job itself. */
-#include "internal.h"
+#include "base/base.h"
 
 #include <stdlib.h>
 

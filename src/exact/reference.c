@@ -1,7 +1,7 @@
-/* sdpa_reference.c -- the row-at-a-time kernels: the reference attention (the
+/* reference.c -- the row-at-a-time kernels: the reference attention (the
  * textbook two-pass softmax, kept plain so tests can compare the streaming
  * kernel against an independent implementation), and the scores alone. */
-#include "internal.h"
+#include "exact/exact.h"
 
 int64_t attn_reference_work_size(int64_t S, int64_t E, int64_t Ev) {
     /* one row of scores (S), one query row (E), one key row (E), one output row (Ev) */

@@ -1,4 +1,4 @@
-/* sdpa_stream.c -- the streaming kernel: one (batch, head) slice of attention,
+/* stream.c -- the streaming kernel: one (batch, head) slice of attention,
  * computed block by block with an online softmax, so that no L×S buffer ever
  * exists (FlashAttention's algorithm, in plain C and in double).
  *
@@ -6,7 +6,7 @@
  * keeps a running maximum m, a running sum l of exp(s - m), and an output
  * accumulator acc = sum exp(s - m) v. When a new key block raises m, the old
  * l and acc are rescaled by exp(m_old - m_new). At the end, out = acc / l. */
-#include "internal.h"
+#include "exact/exact.h"
 
 enum { BR = 16, BC = 64 }; /* query rows and keys per block */
 
@@ -71,11 +71,7 @@ void attn_stream_kernel(const attn_problem *p, double *work) {
         for (int64_t x = 0; x < nr * Ev; x++) acc[x] = 0.0;
 
         /* With a causal mask, keys past the last row's limit are skipped. */
-        int64_t jend = S;
-        if (p->causal) {
-            int64_t last = i0 + nr - 1 + p->causal_offset + 1;
-            jend = last < 0 ? 0 : (last < S ? last : S);
-        }
+        int64_t jend = attn_keys_seen(p, i0 + nr - 1, 0, S);
         for (int64_t j0 = 0; j0 < jend; j0 += BC) {
             int64_t nc = jend - j0 < BC ? jend - j0 : BC;
             attn_pack_rows(kb, &p->k, j0, nc);
@@ -105,4 +101,15 @@ void attn_stream_kernel(const attn_problem *p, double *work) {
             }
         }
     }
+}
+
+void attn_exact_rows(const attn_problem *p, int64_t i0, int64_t n, double *work) {
+    attn_problem sub = *p;
+    sub.q.base += i0 * p->q.rs * (int64_t)attn_dtype_size(p->q.dtype);
+    sub.q.rows = n;
+    sub.out.base += i0 * p->out.rs * (int64_t)attn_dtype_size(p->out.dtype);
+    sub.out.rows = n;
+    if (sub.mask.base) sub.mask.base += i0 * p->mask.rs * (int64_t)attn_dtype_size(p->mask.dtype);
+    sub.causal_offset += i0;
+    attn_stream_kernel(&sub, work);
 }

@@ -14,8 +14,9 @@
  *
  * As in flash.c, a slice whose keys or values are not finite, or whose scores
  * or sums could overflow f32, is computed by the exact f64 kernel instead. */
-#include "internal.h"
-#include "ukernel.h"
+#include "exact/exact.h"
+#include "fast/fast.h"
+#include "kernels/ukernel.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -34,8 +35,6 @@ typedef struct decode_job {
     atomic_uchar *bad;    /* per slice: take the exact kernel */
 } decode_job;
 
-static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
 static void decode_item(void *ctx, int64_t item, int worker) {
     decode_job *j = ctx;
     const attn_ukernels *uk = j->uk;
@@ -44,18 +43,14 @@ static void decode_item(void *ctx, int64_t item, int worker) {
     attn_slice(j->sl, slice, &p);
     float *part = j->partials + item * j->part_floats;
     float *m = part, *l = part + j->L, *acc = part + 2 * j->L;
-    int64_t L = j->L, E = j->E, Ev = j->Ev, lds = round_up(CHUNK, ATTN_VL_MAX);
+    int64_t L = j->L, E = j->E, Ev = j->Ev, lds = attn_round_up(CHUNK, ATTN_VL_MAX);
     float *q = j->scratch + worker * j->ws_floats, *s = q + L * E, *tmp = s + L * lds;
     int64_t j0 = chunk * CHUNK, n = j->S - j0 < CHUNK ? j->S - j0 : CHUNK;
     for (int64_t i = 0; i < L; i++) m[i] = -INFINITY, l[i] = 0;
     memset(acc, 0, sizeof(float) * (size_t)(L * Ev));
 
     /* Keys this chunk's rows may see (all of them without a causal mask). */
-    int64_t last = n;
-    if (p.causal) {
-        int64_t lim = L - 1 + p.causal_offset + 1 - j0;
-        last = lim < 0 ? 0 : lim < n ? lim : n;
-    }
+    int64_t last = attn_keys_seen(&p, L - 1, j0, n);
     if (last == 0 || atomic_load(&j->bad[slice])) return;
 
     /* The queries times the scale, each product rounded once from double
@@ -82,7 +77,7 @@ static void decode_item(void *ctx, int64_t item, int worker) {
         atomic_store(&j->bad[slice], 1);
         return;
     }
-    int64_t vl = uk->vl, last_pad = round_up(last, vl);
+    int64_t vl = uk->vl, last_pad = attn_round_up(last, vl);
     bool bad = false;
     attn_mask_scores(uk, s, lds, &p, 0, L, j0, last, last_pad, p.causal, &bad);
     if (bad) {
@@ -153,7 +148,7 @@ attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_err
     if (j.E > (1 << 24) || j.Ev > (1 << 24) || !attn_mul_i64(sl->count, j.n_chunks, &items) ||
         !attn_mul_i64(items, j.part_floats, &floats) || (uint64_t)floats > SIZE_MAX / 8)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "decode partials overflow");
-    j.ws_floats = round_up(j.L * j.E + j.L * round_up(CHUNK, ATTN_VL_MAX) + j.E + j.Ev, 16);
+    j.ws_floats = attn_round_up(j.L * j.E + j.L * attn_round_up(CHUNK, ATTN_VL_MAX) + j.E + j.Ev, 16);
     int workers = attn_get_num_threads();
     if (workers > items) workers = (int)items;
     j.partials = malloc(sizeof(float) * (size_t)floats);
@@ -178,7 +173,7 @@ attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_err
         attn_slice(sl, s, &p);
         if (!atomic_load(&j.bad[s]) && merge(&j, s, &p)) continue;
         info->fallbacks++;
-        attn_stream_kernel(&p, work); /* the exact f64 kernel for this slice */
+        attn_exact_rows(&p, 0, j.L, work); /* the exact f64 kernel for this slice */
     }
 done:
     free(j.partials), free(j.scratch), free((void *)j.bad), free(work);

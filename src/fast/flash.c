@@ -1,11 +1,12 @@
 /* flash.c -- the fast f32 attention: FlashAttention-2's tiling in plain C,
- * the arithmetic in the per-ISA microkernels (ukernel_*.c).
+ * the arithmetic in the per-ISA microkernels (src/kernels/).
  *
- * A work item is up to BR query rows of one (batch, head) slice (L is split
+ * A work item is up to br query rows of one (batch, head) slice (L is split
  * into equal items). It packs its queries once, times the scale, then walks
- * the keys in blocks of BC: packs the block's keys transposed (its values
+ * the keys in blocks of bc keys (both sizes are the ISA's, registered with its
+ * microkernels): packs the block's keys transposed (its values
  * too, unless their rows can be read in place), and for every MR-row tile
- * computes the MR × BC scores in registers, masks them, folds them into the
+ * computes the MR × bc scores in registers, masks them, folds them into the
  * rows' running max m and sum l (rescaling the output accumulator O by
  * e^(m_old - m_new) when m rises) and
  * adds P·V to O. At the end out = O / l. Nothing of size L × S exists; a K/V
@@ -25,9 +26,10 @@
  * kernel, so every edge case keeps the semantics of attn.h. Any finite mask
  * value is a finite score, -FLT_MAX included: scores stay in natural units
  * and only differences from the row maximum are scaled by log2 e. */
-#include "internal.h"
-#include "ukernel.h"
-#include "ukernel_bf16.h"
+#include "exact/exact.h"
+#include "fast/fast.h"
+#include "kernels/ukernel.h"
+#include "kernels/ukernel_bf16.h"
 
 #include <float.h>
 #include <stdatomic.h>
@@ -35,8 +37,6 @@
 #include <string.h>
 
 enum {
-    BR = 768, /* query rows per work item (a multiple of ATTN_MR) */
-    BC = 512, /* keys per block */
     BLOCK_BYTES = 8 << 20 /* the most a work item's rows or a key block may take */
 };
 
@@ -72,8 +72,6 @@ typedef struct workspace {
     uint32_t *q2, *kt2, *v2, *p2;
     float *zero;
 } workspace;
-
-static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 /* Rows of the transposed keys are padded by one cache line, so that the E
  * rows a microkernel reads do not all fall into the same L1 sets. */
@@ -158,20 +156,6 @@ static void pack_keys_transposed(const attn_ukernels *uk, float *kt, int64_t ld,
     }
 }
 
-/* The exact f64 kernel on rows i0..i0+n-1 of one slice, in `work` (the
- * worker's share of scratch allocated before any output was written, so
- * that running out of memory never leaves an output half done). */
-static void run_exact(const attn_problem *p, int64_t i0, int64_t n, double *work) {
-    attn_problem sub = *p;
-    sub.q.base += i0 * p->q.rs * (int64_t)attn_dtype_size(p->q.dtype);
-    sub.q.rows = n;
-    sub.out.base += i0 * p->out.rs * (int64_t)attn_dtype_size(p->out.dtype);
-    sub.out.rows = n;
-    if (sub.mask.base) sub.mask.base += i0 * p->mask.rs * (int64_t)attn_dtype_size(p->mask.dtype);
-    sub.causal_offset += i0;
-    attn_stream_kernel(&sub, work);
-}
-
 /* One MR-row tile against keys j0..j0+tc-1 of the packed block: scores,
  * masks, the online-softmax update of m, l and O, then O += P·V. */
 static void tile_step(const flash_job *j, const workspace *w, const attn_problem *p, int64_t r0,
@@ -179,7 +163,7 @@ static void tile_step(const flash_job *j, const workspace *w, const attn_problem
                       const float *v, int64_t ldv, bool cut, bool *bad) {
     const attn_ukernels *uk = j->uk;
     const attn_bf16_kernels *bk = j->bk;
-    int64_t E = j->E, Evp = j->Evp, nrv = j->nrv, tc_pad = round_up(tc, nrv);
+    int64_t E = j->E, Evp = j->Evp, nrv = j->nrv, tc_pad = attn_round_up(tc, nrv);
     for (int64_t c0 = 0; c0 < tc_pad; c0 += nrv) {
         if (bk) bk->qk(w->s + c0, lds, w->q2 + r0 * j->E2, j->E2, w->kt2 + c0, ldk, j->E2);
         else uk->qk(w->s + c0, lds, w->q + r0 * E, E, w->kt + c0, ldk, E);
@@ -222,7 +206,7 @@ static void flash_item(void *ctx, int64_t item, int worker) {
      * hand them out first, so the threads finish together. */
     int64_t qb = j->n_qblocks - 1 - item % j->n_qblocks;
     int64_t i0 = qb * j->br, nr = j->L - i0 < j->br ? j->L - i0 : j->br;
-    int64_t nr_pad = round_up(nr, ATTN_MR), E = j->E, Evp = j->Evp, nrv = j->nrv;
+    int64_t nr_pad = attn_round_up(nr, ATTN_MR), E = j->E, Evp = j->Evp, nrv = j->nrv;
     workspace w = workspace_of(j, worker);
     bool bad = false;
 
@@ -244,13 +228,9 @@ static void flash_item(void *ctx, int64_t item, int worker) {
         memset(w.zero, 0, sizeof(float) * (size_t)kt_stride(j->bc));
     }
 
-    int64_t jend = j->S;
-    if (p->causal) {
-        int64_t last = i0 + nr - 1 + p->causal_offset + 1;
-        jend = last < 0 ? 0 : last < j->S ? last : j->S;
-    }
+    int64_t jend = attn_keys_seen(p, i0 + nr - 1, 0, j->S);
     for (int64_t j0 = 0; j0 < jend && !bad; j0 += j->bc) {
-        int64_t nc = jend - j0 < j->bc ? jend - j0 : j->bc, nc_pad = round_up(nc, nrv);
+        int64_t nc = jend - j0 < j->bc ? jend - j0 : j->bc, nc_pad = attn_round_up(nc, nrv);
         int64_t ldk = kt_stride(nc_pad);
         pack_keys_transposed(uk, w.kt, ldk, nc_pad, &p->k, j0, nc, w.tmp);
         const float *vb = w.v;
@@ -274,20 +254,16 @@ static void flash_item(void *ctx, int64_t item, int worker) {
             int64_t rows = nr - r0 < ATTN_MR ? nr - r0 : ATTN_MR;
             /* Under a causal mask a tile needs only the keys its last row sees;
              * blocks above the diagonal are skipped whole. */
-            int64_t tc = nc;
-            if (p->causal) {
-                int64_t lim = i0 + r0 + rows - 1 + p->causal_offset + 1 - j0;
-                tc = lim < 0 ? 0 : lim < nc ? lim : nc;
-            }
+            int64_t tc = attn_keys_seen(p, i0 + r0 + rows - 1, j0, nc);
             if (tc == 0) continue;
             /* Does the causal limit cut through these keys for the tile's first row? */
-            bool cut = p->causal && j0 + tc - 1 > i0 + r0 + p->causal_offset;
+            bool cut = attn_keys_seen(p, i0 + r0, j0, nc) < tc;
             tile_step(j, &w, p, r0, rows, i0, j0, tc, nc_pad, ldk, vb, ldv, cut, &bad);
         }
     }
     if (bad) {
         atomic_fetch_add(&j->fallbacks, 1);
-        run_exact(p, i0, nr, j->exact_work + worker * j->exact_words);
+        attn_exact_rows(p, i0, nr, j->exact_work + worker * j->exact_words);
         return;
     }
     float *out = (float *)(void *)p->out.base;
@@ -332,16 +308,16 @@ attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_run_info *info
     j.vl = j.bk ? j.bk->vl : j.uk->vl;
     j.nrv = j.bk ? (int64_t)j.bk->vl * j.bk->nv : (int64_t)j.uk->vl * j.uk->nv;
     j.E2 = (j.E + 1) / 2;
-    j.Evp = round_up(j.Ev, j.vl);
-    /* Items of equal size: ceil(L / BR) of them, each a multiple of MR rows. */
+    j.Evp = attn_round_up(j.Ev, j.vl);
+    /* Items of equal size: ceil(L / br) of them, each a multiple of MR rows. */
     /* Very wide heads shrink the blocks, so that a worker's scratch stays
-     * near BLOCK_BYTES whatever E is (BR and BC fit it up to E = 1024). */
-    int64_t row_bytes = 4 * (j.E + j.Evp), br_max = BR, bc_max = BC;
+     * near BLOCK_BYTES whatever E is (768 and 512 fit it up to E = 1024). */
+    int64_t row_bytes = 4 * (j.E + j.Evp), br_max = j.uk->br, bc_max = j.uk->bc;
     if (br_max * row_bytes > BLOCK_BYTES) br_max = BLOCK_BYTES / row_bytes < ATTN_MR ? ATTN_MR : BLOCK_BYTES / row_bytes;
     if (bc_max * row_bytes > BLOCK_BYTES) bc_max = BLOCK_BYTES / row_bytes < 1 ? 1 : BLOCK_BYTES / row_bytes;
     int64_t n_blocks = (j.L + br_max - 1) / br_max;
-    j.br = round_up((j.L + n_blocks - 1) / n_blocks, ATTN_MR);
-    j.bc = round_up(j.S < bc_max ? j.S : bc_max, j.nrv);
+    j.br = attn_round_up((j.L + n_blocks - 1) / n_blocks, ATTN_MR);
+    j.bc = attn_round_up(j.S < bc_max ? j.S : bc_max, j.nrv);
     j.n_qblocks = (j.L + j.br - 1) / j.br;
     int64_t items;
     if (j.E > (1 << 24) || j.Ev > (1 << 24) || !attn_mul_i64(n_problems, j.n_qblocks, &items))

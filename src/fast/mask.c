@@ -1,8 +1,8 @@
 /* mask.c -- the one place where the f32 kernels (flash.c, decode.c) turn
  * q·k·scale into scores: padding keys, the causal limit, the bool mask and
  * the additive float mask. */
-#include "internal.h"
-#include "ukernel.h"
+#include "fast/fast.h"
+#include "kernels/ukernel.h"
 
 void attn_mask_scores(const attn_ukernels *uk, float *s, int64_t lds, const attn_problem *p,
                       int64_t i0, int64_t rows, int64_t j0, int64_t nc, int64_t nc_pad,
@@ -12,8 +12,7 @@ void attn_mask_scores(const attn_ukernels *uk, float *s, int64_t lds, const attn
         int64_t i = i0 + r;
         for (int64_t c = nc; c < nc_pad; c++) row[c] = -INFINITY;
         if (causal_block) {
-            int64_t first_hidden = i + p->causal_offset + 1 - j0; /* keys c >= this are hidden */
-            for (int64_t c = first_hidden < 0 ? 0 : first_hidden; c < nc; c++) row[c] = -INFINITY;
+            for (int64_t c = attn_keys_seen(p, i, j0, nc); c < nc; c++) row[c] = -INFINITY;
         }
         if (!p->mask.base) continue;
         const attn_mat *m = &p->mask;

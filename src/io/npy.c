@@ -7,7 +7,7 @@
  * padded with spaces and ended by '\n', then the raw data. Every length read
  * from the file is checked against the bytes that really exist, so a lying or
  * truncated file gives an error, never a read out of bounds. */
-#include "internal.h"
+#include "base/base.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* dispatch.c -- choosing the microkernels: ATTN_ISA, else the CPU's best. */
-#include "internal.h"
-#include "ukernel.h"
+#include "base/base.h"
+#include "kernels/ukernel.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -17,6 +17,10 @@ typedef struct attn_ukernels {
     const char *name; /* "avx512", "avx2" or "c" */
     int vl;           /* floats per vector: 16, 8, or 8 for the portable C kernels */
     int nv;           /* vectors per register tile: nr = vl * nv columns */
+    /* flash.c's block sizes on this ISA (registered with its kernels, BLIS
+     * style): query rows per work item, a multiple of ATTN_MR, and keys per
+     * block; both shrink for very wide heads. */
+    int br, bc;
 
     /* s (ATTN_MR × nr, row stride lds) = q (ATTN_MR × E, stride ldq) · kt
      * (E × nr, stride ldk). All ATTN_MR rows are computed (callers pad). */
@@ -78,17 +82,6 @@ extern const attn_ukernels attn_ukernels_c;
 extern const attn_ukernels attn_ukernels_avx2;
 extern const attn_ukernels attn_ukernels_avx512;
 #endif
-
-/* Scores s (rows × nc_pad, row stride lds) for query rows i0.. against keys
- * j0.. of problem p, holding q·k·scale, become the scores the softmax takes:
- * keys nc..nc_pad-1 (padding) and keys past a row's causal limit (only
- * looked at when `causal_block`) get -inf, as do keys a bool mask excludes;
- * a float mask is added. Sets *bad when a float mask value is NaN or +inf:
- * the caller then hands the work to the exact kernel. */
-struct attn_problem;
-void attn_mask_scores(const attn_ukernels *uk, float *s, int64_t lds, const struct attn_problem *p,
-                      int64_t i0, int64_t rows, int64_t j0, int64_t nc, int64_t nc_pad,
-                      bool causal_block, bool *bad);
 
 /* The portable 16-key transpose (ukernel_c.c), shared by kernels without a
  * register transpose of their own. */

@@ -6,7 +6,7 @@
 #ifndef ATTN_UKERNEL_BF16_H
 #define ATTN_UKERNEL_BF16_H
 
-#include "ukernel.h"
+#include "kernels/ukernel.h"
 
 typedef struct attn_bf16_kernels {
     const char *name; /* "avx512_bf16" or "emulated" */

@@ -1,258 +1,19 @@
-/* sdpa.c -- attn_sdpa: checks every argument, plans broadcasting and GQA, and
- * runs a kernel on each (batch, head) slice. The arithmetic is in the kernels
- * (sdpa_stream.c, sdpa_reference.c); this file only decides what to compute. */
-#include "internal.h"
+/* sdpa.c -- the public entry points (attn_sdpa, attn_sdpa_reference,
+ * attn_scores): each has its call planned (plan.c), chooses the kernel that
+ * computes it (exact f64, reference, scores, or for f32 without weights the
+ * fast flash or decode kernels), runs it, and reports it in verbose mode. */
+#include "sdpa/sdpa.h"
+#include "exact/exact.h"
+#include "fast/fast.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-
-/* Every tensor is seen in a canonical 5-D form (B1, B2, H, rows, cols): lower
- * ranks are padded on the left with size-1 dimensions, and every size-1
- * dimension gets stride 0, so broadcasting is just "use stride 0". */
-enum { CANON = ATTN_CANON_RANK };
-typedef attn_canon canon;
-
-static canon canonical(const attn_tensor *t) {
-    canon c;
-    int pad = CANON - t->rank;
-    for (int d = 0; d < CANON; d++) {
-        int src = d - pad;
-        c.shape[d] = src < 0 ? 1 : t->shape[src];
-        c.strides[d] = (src < 0 || c.shape[d] == 1) ? 0 : t->strides[src];
-    }
-    return c;
-}
 
 typedef enum kernel_kind { KERNEL_STREAM, KERNEL_REFERENCE, KERNEL_SCORES } kernel_kind;
-static attn_status run_kernel(kernel_kind kind, const attn_slices *sl, const attn_sdpa_options *o,
-                              attn_run_info *info, attn_error *err);
 
 attn_sdpa_options attn_sdpa_options_default(void) {
     attn_sdpa_options o = {0};
     return o;
-}
-
-/* Checks shared by q, k, v, out and weights: present, rank 2..5, dimensions
- * >= 1, a float dtype equal to q's, offsets that fit. */
-/* kv: t is k or v, which may be f16 or bf16 when q is f32. */
-static attn_status check_operand(const attn_tensor *t, const char *name, attn_dtype dtype, bool kv,
-                                 attn_error *err) {
-    if (!t) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", name);
-    if (!t->data) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
-    if (t->rank < 2 || t->rank > ATTN_MAX_RANK)
-        return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; attention takes ranks 2 to %d", name,
-                         t->rank, ATTN_MAX_RANK);
-    static const char *const NAMES[] = {"?", "f32", "f64", "bool", "f16", "bf16"};
-    const char *tn = (unsigned)t->dtype <= ATTN_BF16 ? NAMES[t->dtype] : "unknown";
-    bool half = t->dtype == ATTN_F16 || t->dtype == ATTN_BF16;
-    if (t->dtype != ATTN_F32 && t->dtype != ATTN_F64 && !(half && kv))
-        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be f32 or f64%s", name, tn,
-                         kv ? " (or f16/bf16 with f32 q)" : "");
-    if (t->dtype != dtype && !(half && dtype == ATTN_F32))
-        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s but q is %s; all must share one dtype%s",
-                         name, tn, NAMES[dtype], half ? " (f16/bf16 k and v need f32 q)" : "");
-    for (int d = 0; d < t->rank; d++)
-        if (t->shape[d] < 1) {
-            char s[128];
-            attn_format_shape(s, sizeof s, t->rank, t->shape);
-            return attn_fail(err, ATTN_ERR_SHAPE,
-                             "%s has shape %s; every dimension must be at least 1", name, s);
-        }
-    return attn_check_extent(t, name, err);
-}
-
-/* An output must have exactly the expected shape, and no dimension of size > 1
- * may have stride 0 (results would overwrite each other). */
-static attn_status check_output(const attn_tensor *t, const char *name, const int64_t *expect,
-                                attn_error *err) {
-    const int64_t *want = expect + CANON - t->rank;
-    for (int d = 0; d < t->rank; d++) {
-        if (t->shape[d] != want[d]) {
-            char got[128], exp[128];
-            attn_format_shape(got, sizeof got, t->rank, t->shape);
-            attn_format_shape(exp, sizeof exp, t->rank, want);
-            return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s but the result has shape %s",
-                             name, got, exp);
-        }
-    }
-    for (int d = 0; d < t->rank; d++)
-        if (t->shape[d] > 1 && t->strides[d] == 0)
-            return attn_fail(err, ATTN_ERR_STRIDE,
-                             "%s has stride 0 in dimension %d of size %lld", name, d,
-                             (long long)t->shape[d]);
-    return ATTN_OK;
-}
-
-/* The mask is bool or q's dtype, and broadcasts to `target` (B1, B2, Hq, L, S)
- * without adding dimensions beyond the output's rank. */
-static attn_status check_mask(const attn_tensor *m, attn_dtype dtype, int out_rank,
-                              const int64_t *target, attn_error *err) {
-    if (!m->data) return attn_fail(err, ATTN_ERR_NULL, "mask has NULL data");
-    if (m->dtype != ATTN_BOOL && m->dtype != dtype)
-        return attn_fail(err, ATTN_ERR_MASK, "mask must be bool or %s like q",
-                         dtype == ATTN_F32 ? "f32" : "f64");
-    if (m->rank < 0 || m->rank > out_rank)
-        return attn_fail(err, ATTN_ERR_MASK, "mask has rank %d but the output has rank %d",
-                         m->rank, out_rank);
-    char ms[128], ts[128];
-    attn_format_shape(ms, sizeof ms, m->rank, m->shape);
-    attn_format_shape(ts, sizeof ts, out_rank, target + CANON - out_rank);
-    for (int d = 0; d < m->rank; d++) {
-        int64_t want = target[CANON - m->rank + d];
-        if (m->shape[d] != want && m->shape[d] != 1)
-            return attn_fail(err, ATTN_ERR_MASK,
-                             "mask has shape %s, which does not broadcast to %s", ms, ts);
-    }
-    return attn_check_extent(m, "mask", err);
-}
-
-static attn_mat mat_of(const attn_tensor *t, const canon *c, const int64_t *idx) {
-    attn_mat m;
-    int64_t off = idx[0] * c->strides[0] + idx[1] * c->strides[1] + idx[2] * c->strides[2];
-    m.base = (char *)t->data + off * (int64_t)attn_dtype_size(t->dtype);
-    m.dtype = t->dtype;
-    m.rows = c->shape[3];
-    m.cols = c->shape[4];
-    m.rs = c->strides[3];
-    m.cs = c->strides[4];
-    return m;
-}
-
-/* What a call computes, worked out from q, k, v and the options alone. */
-typedef struct plan {
-    canon q, k, v;
-    int rank;                /* rank of out and weights */
-    int64_t out[CANON];      /* canonical shape of out: (B1, B2, Hq, L, Ev) */
-    int64_t weights[CANON];  /* canonical shape of weights: (B1, B2, Hq, L, S) */
-} plan;
-
-static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *k,
-                             const attn_tensor *v, const attn_sdpa_options *o, attn_error *err) {
-    attn_status st;
-    if (!q) return attn_fail(err, ATTN_ERR_NULL, "q is NULL");
-    if ((st = check_operand(q, "q", q->dtype == ATTN_F64 ? ATTN_F64 : ATTN_F32, false, err))) return st;
-    if ((st = check_operand(k, "k", q->dtype, true, err))) return st;
-    if ((st = check_operand(v, "v", q->dtype, true, err))) return st;
-    if (o->causal != ATTN_CAUSAL_NONE && o->causal != ATTN_CAUSAL_TOP_LEFT &&
-        o->causal != ATTN_CAUSAL_BOTTOM_RIGHT)
-        return attn_fail(err, ATTN_ERR_OPTION, "causal mode %d is not an attn_causal value",
-                         (int)o->causal);
-    if (o->compute != ATTN_COMPUTE_F32 && o->compute != ATTN_COMPUTE_BF16)
-        return attn_fail(err, ATTN_ERR_OPTION, "compute mode %d is not an attn_compute value",
-                         (int)o->compute);
-    if (o->compute == ATTN_COMPUTE_BF16 && q->dtype != ATTN_F32)
-        return attn_fail(err, ATTN_ERR_OPTION, "bf16 compute needs f32 q");
-    if (o->compute == ATTN_COMPUTE_BF16 && o->weights)
-        return attn_fail(err, ATTN_ERR_OPTION, "bf16 compute does not write weights");
-    if (o->has_scale && !isfinite(o->scale))
-        return attn_fail(err, ATTN_ERR_SCALE, "scale is %g; it must be finite", o->scale);
-
-    pl->q = canonical(q);
-    pl->k = canonical(k);
-    pl->v = canonical(v);
-    int64_t L = pl->q.shape[3], E = pl->q.shape[4], S = pl->k.shape[3], Ev = pl->v.shape[4];
-    int64_t Hq = pl->q.shape[2], Hk = pl->k.shape[2];
-    if (pl->k.shape[4] != E)
-        return attn_fail(err, ATTN_ERR_SHAPE,
-                         "k has E=%lld but q has E=%lld (their last dimensions must match)",
-                         (long long)pl->k.shape[4], (long long)E);
-    if (pl->v.shape[3] != S)
-        return attn_fail(err, ATTN_ERR_SHAPE, "v has S=%lld rows but k has S=%lld (they must match)",
-                         (long long)pl->v.shape[3], (long long)S);
-    if (pl->v.shape[2] != Hk)
-        return attn_fail(err, ATTN_ERR_HEADS, "v has %lld heads but k has %lld (they must match)",
-                         (long long)pl->v.shape[2], (long long)Hk);
-    if (Hq % Hk != 0)
-        return attn_fail(err, ATTN_ERR_HEADS,
-                         "q has %lld heads, not a multiple of k's and v's %lld heads",
-                         (long long)Hq, (long long)Hk);
-
-    /* Batch dimensions broadcast: each equal to the largest, or 1. */
-    for (int d = 0; d < 2; d++) {
-        int64_t a = pl->q.shape[d], b = pl->k.shape[d], c = pl->v.shape[d];
-        int64_t n = a > b ? a : b;
-        n = n > c ? n : c;
-        if ((a != 1 && a != n) || (b != 1 && b != n) || (c != 1 && c != n)) {
-            char sq[128], sk[128], sv[128];
-            attn_format_shape(sq, sizeof sq, q->rank, q->shape);
-            attn_format_shape(sk, sizeof sk, k->rank, k->shape);
-            attn_format_shape(sv, sizeof sv, v->rank, v->shape);
-            return attn_fail(err, ATTN_ERR_BROADCAST,
-                             "batch dimensions of q %s, k %s and v %s are neither equal nor 1",
-                             sq, sk, sv);
-        }
-        pl->out[d] = pl->weights[d] = n;
-    }
-    pl->out[2] = pl->weights[2] = Hq;
-    pl->out[3] = pl->weights[3] = L;
-    pl->out[4] = Ev;
-    pl->weights[4] = S;
-    pl->rank = q->rank > k->rank ? q->rank : k->rank;
-    pl->rank = pl->rank > v->rank ? pl->rank : v->rank;
-    if (o->mask && (st = check_mask(o->mask, q->dtype, pl->rank, pl->weights, err))) return st;
-    return ATTN_OK;
-}
-
-attn_status attn_sdpa_shapes(int *rank, int64_t out_shape[ATTN_MAX_RANK],
-                             int64_t weights_shape[ATTN_MAX_RANK], const attn_tensor *q,
-                             const attn_tensor *k, const attn_tensor *v,
-                             const attn_sdpa_options *options, attn_error *err) {
-    attn_sdpa_options o = options ? *options : attn_sdpa_options_default();
-    plan pl;
-    attn_status st = make_plan(&pl, q, k, v, &o, err);
-    if (st) return st;
-    for (int d = 0; d < pl.rank; d++) {
-        if (out_shape) out_shape[d] = pl.out[CANON - pl.rank + d];
-        if (weights_shape) weights_shape[d] = pl.weights[CANON - pl.rank + d];
-    }
-    if (rank) *rank = pl.rank;
-    return ATTN_OK;
-}
-
-static attn_status sdpa_run(kernel_kind kind, attn_tensor *out, const attn_tensor *q,
-                            const attn_tensor *k, const attn_tensor *v,
-                            const attn_sdpa_options *options, attn_error *err) {
-    attn_sdpa_options o = options ? *options : attn_sdpa_options_default();
-    plan pl;
-    attn_status st = make_plan(&pl, q, k, v, &o, err);
-    if (st) return st;
-    /* For KERNEL_SCORES, `out` receives the scores, shaped like the weights. */
-    const char *out_name = kind == KERNEL_SCORES ? "scores" : "out";
-    if (kind == KERNEL_SCORES) o.weights = NULL;
-    if ((st = check_operand(out, out_name, q->dtype, false, err))) return st;
-    if (out->rank != pl.rank)
-        return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d but the result has rank %d",
-                         out_name, out->rank, pl.rank);
-    if ((st = check_output(out, out_name, kind == KERNEL_SCORES ? pl.weights : pl.out, err)))
-        return st;
-    if (o.weights) {
-        if ((st = check_operand(o.weights, "weights", q->dtype, false, err))) return st;
-        if (o.weights->rank != pl.rank)
-            return attn_fail(err, ATTN_ERR_RANK, "weights has rank %d but the result has rank %d",
-                             o.weights->rank, pl.rank);
-        if ((st = check_output(o.weights, "weights", pl.weights, err))) return st;
-    }
-    int64_t L = pl.q.shape[3], E = pl.q.shape[4], S = pl.k.shape[3];
-    attn_slices sl;
-    memset(&sl, 0, sizeof sl);
-    sl.q = q, sl.k = k, sl.v = v, sl.out = out, sl.weights = o.weights, sl.mask = o.mask;
-    sl.cq = pl.q, sl.ck = pl.k, sl.cv = pl.v, sl.co = canonical(out);
-    if (o.weights) sl.cw = canonical(o.weights);
-    if (o.mask) sl.cm = canonical(o.mask);
-    sl.base.scale = o.has_scale ? o.scale : 1.0 / sqrt((double)E);
-    sl.base.causal = o.causal != ATTN_CAUSAL_NONE;
-    sl.base.causal_offset = o.causal == ATTN_CAUSAL_BOTTOM_RIGHT ? S - L : 0;
-    sl.count = pl.out[0] * pl.out[1] * pl.out[2]; /* <= out's element count: no overflow */
-
-    static const char *const CALL[] = {"sdpa", "sdpa_reference", "scores"};
-    bool verbose = attn_verbose_on();
-    double t0 = verbose ? attn_now_ms() : 0;
-    attn_run_info info;
-    st = run_kernel(kind, &sl, &o, &info, err);
-    if (verbose) attn_verbose_report(CALL[kind], &info, q, k, v, &o, attn_now_ms() - t0);
-    return st;
 }
 
 /* Run the kernel that `kind` and the options call for on every slice. */
@@ -290,19 +51,21 @@ static attn_status run_kernel(kernel_kind kind, const attn_slices *sl, const att
     return ATTN_OK;
 }
 
-void attn_slice(const attn_slices *sl, int64_t index, attn_problem *p) {
-    /* index runs over (b0, b1, h), h fastest. Broadcast dimensions have
-     * stride 0, so any index works for them. */
-    int64_t Hq = sl->co.shape[2], B1 = sl->co.shape[1], group = Hq / sl->ck.shape[2];
-    int64_t h = index % Hq, b1 = index / Hq % B1, b0 = index / Hq / B1;
-    int64_t iq[3] = {b0, b1, h}, ikv[3] = {b0, b1, h / group};
-    *p = sl->base;
-    p->q = mat_of(sl->q, &sl->cq, iq);
-    p->k = mat_of(sl->k, &sl->ck, ikv);
-    p->v = mat_of(sl->v, &sl->cv, ikv);
-    p->out = mat_of(sl->out, &sl->co, iq);
-    if (sl->weights) p->weights = mat_of(sl->weights, &sl->cw, iq);
-    if (sl->mask) p->mask = mat_of(sl->mask, &sl->cm, iq);
+static attn_status sdpa_run(kernel_kind kind, attn_tensor *out, const attn_tensor *q,
+                            const attn_tensor *k, const attn_tensor *v,
+                            const attn_sdpa_options *options, attn_error *err) {
+    attn_sdpa_options o = options ? *options : attn_sdpa_options_default();
+    if (kind == KERNEL_SCORES) o.weights = NULL;
+    attn_slices sl;
+    attn_status st = attn_plan_call(&sl, out, kind == KERNEL_SCORES, q, k, v, &o, err);
+    if (st) return st;
+    static const char *const CALL[] = {"sdpa", "sdpa_reference", "scores"};
+    bool verbose = attn_verbose_on();
+    double t0 = verbose ? attn_now_ms() : 0;
+    attn_run_info info;
+    st = run_kernel(kind, &sl, &o, &info, err);
+    if (verbose) attn_verbose_report(CALL[kind], &info, q, k, v, &o, attn_now_ms() - t0);
+    return st;
 }
 
 attn_status attn_sdpa(attn_tensor *out, const attn_tensor *q, const attn_tensor *k,

@@ -2,7 +2,7 @@
  * which kernel ran, on which instruction set and how many threads, on what
  * shapes, how much of it fell back to the exact kernel, and how long it took.
  * This is the only place the library prints, and only when asked. */
-#include "internal.h"
+#include "sdpa/sdpa.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,11 +49,6 @@ double attn_now_ms(void) {
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
-static const char *dtype_name(attn_dtype d) {
-    static const char *const NAMES[] = {"?", "f32", "f64", "bool", "f16", "bf16"};
-    return (unsigned)d <= ATTN_BF16 ? NAMES[d] : "?";
-}
-
 /* "f32(2,8,128,64)", or "none" for a NULL tensor. */
 static void describe(char *buf, size_t size, const attn_tensor *t) {
     if (!t) {
@@ -61,7 +56,7 @@ static void describe(char *buf, size_t size, const attn_tensor *t) {
         return;
     }
     /* No spaces, so that each key=value of the line is one word. */
-    size_t n = (size_t)snprintf(buf, size, "%s(", dtype_name(t->dtype));
+    size_t n = (size_t)snprintf(buf, size, "%s(", attn_dtype_name(t->dtype));
     for (int d = 0; d < t->rank && d < ATTN_MAX_RANK && n < size; d++)
         n += (size_t)snprintf(buf + n, size - n, "%s%lld", d ? "," : "", (long long)t->shape[d]);
     if (n < size) snprintf(buf + n, size - n, ")");

@@ -2,7 +2,7 @@
  * explainer (`attn explain` and the web page). All arithmetic goes through
  * the library's own attn_scores and attn_sdpa: the explainer shows exactly
  * what the library computes. */
-#include "internal.h"
+#include "base/base.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +73,7 @@ attn_status attn_explain_run(attn_explain *ex, const attn_explain_input *in, att
             goto fail;
         ex->scale = in->no_scale ? 1.0 : 1.0 / sqrt((double)dk);
     } else {
-        /* Seed 002's first steps: no projections, q = k = v = X. Plain
+        /* The first steps: no projections, q = k = v = X. Plain
          * averaging is attention with every score equal: scale 0. */
         size_t bytes = sizeof(double) * (size_t)n * (size_t)in->d_model;
         memcpy(ex->Q, in->X, bytes);

@@ -1,39 +1,11 @@
 /* explain_json.c -- an explanation as one JSON object, the format that
  * `attn explain --json`, the web page and the tests share. */
-#include "internal.h"
+#include "base/base.h"
+#include "teach/json.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-/* snprintf into a buffer that may be too small, counting what was needed. */
-typedef struct writer {
-    char *buf;
-    size_t size, len;
-} writer;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void put(writer *w, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    size_t room = w->len < w->size ? w->size - w->len : 0;
-    int n = vsnprintf(room ? w->buf + w->len : NULL, room, fmt, ap);
-    va_end(ap);
-    if (n > 0) w->len += (size_t)n;
-}
-
-static void put_string(writer *w, const char *s) {
-    put(w, "\"");
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') put(w, "\\%c", c);
-        else if (c < 0x20) put(w, "\\u%04x", c);
-        else put(w, "%c", c);
-    }
-    put(w, "\"");
-}
 
 static void put_labels(writer *w, const char *key, const char *const *l, int n) {
     put(w, "  \"%s\": [", key);

@@ -1,5 +1,5 @@
 /* rng.c -- standard normal samples for the scaling experiment. */
-#include "rng.h"
+#include "teach/rng.h"
 
 #include <math.h>
 

@@ -1,9 +1,9 @@
-/* scaling.c -- the "why divide by sqrt(d_k)" experiment of seeds 000-004:
+/* scaling.c -- the "why divide by sqrt(d_k)" experiment:
  * random standard-normal queries and keys, how far the raw scores spread,
  * how peaked the softmax gets, and how small its gradient becomes. The
  * scores and softmaxes come from attn_scores and attn_sdpa. */
-#include "internal.h"
-#include "rng.h"
+#include "base/base.h"
+#include "teach/rng.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,8 +1,8 @@
-/* toy.c -- the toy model of seed 004: a 30-word vocabulary, 8 named features
+/* toy.c -- the toy model: a 30-word vocabulary, 8 named features
  * per word, d_k = 4, and two heads: one wired by hand so that it tells a
  * story, one drawn from a fixed seed of the library's portable generator. */
-#include "internal.h"
-#include "rng.h"
+#include "base/base.h"
+#include "teach/rng.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* bf16_emulated.c -- the bf16 compute mode without AVX512_BF16: the same
  * arithmetic as VDPBF16PS, one lane at a time, in portable C. */
-#include "internal.h"
-#include "ukernel_bf16.h"
+#include "base/base.h"
+#include "kernels/ukernel_bf16.h"
 
 #include <float.h>
 

@@ -1,6 +1,6 @@
 /* ukernel_c.c -- the portable microkernels: plain C, any CPU, and the
  * reference the SIMD kernels are tested against. */
-#include "ukernel.h"
+#include "kernels/ukernel.h"
 
 #include <math.h>
 #include <string.h>
@@ -140,6 +140,8 @@ const attn_ukernels attn_ukernels_c = {
     .name = "c",
     .vl = VL,
     .nv = NV,
+    .br = 768, /* a work item's queries and output stay in L2 */
+    .bc = 512, /* a block of keys and values stays in L2 beside them */
     .qk = qk_c,
     .pv = pv_c,
     .exp_sum = exp_sum_c,

@@ -1,7 +1,7 @@
 /* ukernel_avx2.c -- microkernels for AVX2 + FMA (compiled with -mavx2
  * -mfma): a 6 × 16 register tile, 12 ymm accumulators, and a vector exp2
  * that applies 2^n as two exact halves built in the exponent bits. */
-#include "ukernel.h"
+#include "kernels/ukernel.h"
 
 #if defined(ATTN_HAVE_X86_KERNELS)
 #include <immintrin.h>
@@ -233,6 +233,8 @@ const attn_ukernels attn_ukernels_avx2 = {
     .name = "avx2",
     .vl = VL,
     .nv = NV,
+    .br = 768, /* a work item's queries and output stay in L2 */
+    .bc = 512, /* a block of keys and values stays in L2 beside them */
     .qk = qk_avx2,
     .pv = pv_avx2,
     .exp_sum = exp_sum_avx2,

@@ -1,7 +1,7 @@
 /* ukernel_avx512.c -- microkernels for AVX-512F (compiled with -mavx512f
  * -mfma): a 6 × 64 register tile, 24 zmm accumulators, and a vector exp2
  * that scales by 2^n with vscalefps. */
-#include "ukernel.h"
+#include "kernels/ukernel.h"
 
 #if defined(ATTN_HAVE_X86_KERNELS)
 #include <immintrin.h>
@@ -229,6 +229,8 @@ const attn_ukernels attn_ukernels_avx512 = {
     .name = "avx512",
     .vl = VL,
     .nv = NV,
+    .br = 768, /* a work item's queries and output stay in L2 */
+    .bc = 512, /* a block of keys and values stays in L2 beside them */
     .qk = qk_avx512,
     .pv = pv_avx512,
     .exp_sum = exp_sum_avx512,

@@ -2,7 +2,7 @@
  * with -mavx512bf16): the 6 × 64 tile of ukernel_avx512.c, with VDPBF16PS
  * doing two multiply-adds per lane where VFMADD does one. */
 #include "attn.h"
-#include "ukernel_bf16.h"
+#include "kernels/ukernel_bf16.h"
 
 #if defined(ATTN_HAVE_X86_KERNELS)
 #include <immintrin.h>

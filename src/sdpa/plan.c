@@ -1,0 +1,225 @@
+/* plan.c -- the plan of one call: every argument checked, shapes
+ * broadcast, heads grouped (GQA), and the call cut into (batch, head) slices
+ * that the kernels take without looking back up. */
+#include "sdpa/sdpa.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Every tensor is seen in a canonical 5-D form (B1, B2, H, rows, cols): lower
+ * ranks are padded on the left with size-1 dimensions, and every size-1
+ * dimension gets stride 0, so broadcasting is just "use stride 0". */
+enum { CANON = ATTN_CANON_RANK };
+typedef attn_canon canon;
+
+static canon canonical(const attn_tensor *t) {
+    canon c;
+    int pad = CANON - t->rank;
+    for (int d = 0; d < CANON; d++) {
+        int src = d - pad;
+        c.shape[d] = src < 0 ? 1 : t->shape[src];
+        c.strides[d] = (src < 0 || c.shape[d] == 1) ? 0 : t->strides[src];
+    }
+    return c;
+}
+
+/* Checks shared by q, k, v, out and weights: present, rank 2..5, dimensions
+ * >= 1, a float dtype equal to q's, offsets that fit. */
+/* kv: t is k or v, which may be f16 or bf16 when q is f32. */
+static attn_status check_operand(const attn_tensor *t, const char *name, attn_dtype dtype, bool kv,
+                                 attn_error *err) {
+    if (!t) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", name);
+    if (!t->data) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
+    if (t->rank < 2 || t->rank > ATTN_MAX_RANK)
+        return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; attention takes ranks 2 to %d", name,
+                         t->rank, ATTN_MAX_RANK);
+    const char *tn = attn_dtype_name(t->dtype);
+    bool half = t->dtype == ATTN_F16 || t->dtype == ATTN_BF16;
+    if (t->dtype != ATTN_F32 && t->dtype != ATTN_F64 && !(half && kv))
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be f32 or f64%s", name, tn,
+                         kv ? " (or f16/bf16 with f32 q)" : "");
+    if (t->dtype != dtype && !(half && dtype == ATTN_F32))
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s but q is %s; all must share one dtype%s",
+                         name, tn, attn_dtype_name(dtype), half ? " (f16/bf16 k and v need f32 q)" : "");
+    for (int d = 0; d < t->rank; d++)
+        if (t->shape[d] < 1) {
+            char s[128];
+            attn_format_shape(s, sizeof s, t->rank, t->shape);
+            return attn_fail(err, ATTN_ERR_SHAPE,
+                             "%s has shape %s; every dimension must be at least 1", name, s);
+        }
+    return attn_check_extent(t, name, err);
+}
+
+/* An output must have exactly the expected shape, and no dimension of size > 1
+ * may have stride 0 (results would overwrite each other). */
+static attn_status check_output(const attn_tensor *t, const char *name, const int64_t *expect,
+                                attn_error *err) {
+    const int64_t *want = expect + CANON - t->rank;
+    for (int d = 0; d < t->rank; d++) {
+        if (t->shape[d] != want[d]) {
+            char got[128], exp[128];
+            attn_format_shape(got, sizeof got, t->rank, t->shape);
+            attn_format_shape(exp, sizeof exp, t->rank, want);
+            return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s but the result has shape %s",
+                             name, got, exp);
+        }
+    }
+    for (int d = 0; d < t->rank; d++)
+        if (t->shape[d] > 1 && t->strides[d] == 0)
+            return attn_fail(err, ATTN_ERR_STRIDE,
+                             "%s has stride 0 in dimension %d of size %lld", name, d,
+                             (long long)t->shape[d]);
+    return ATTN_OK;
+}
+
+/* The mask is bool or q's dtype, and broadcasts to `target` (B1, B2, Hq, L, S)
+ * without adding dimensions beyond the output's rank. */
+static attn_status check_mask(const attn_tensor *m, attn_dtype dtype, int out_rank,
+                              const int64_t *target, attn_error *err) {
+    if (!m->data) return attn_fail(err, ATTN_ERR_NULL, "mask has NULL data");
+    if (m->dtype != ATTN_BOOL && m->dtype != dtype)
+        return attn_fail(err, ATTN_ERR_MASK, "mask must be bool or %s like q",
+                         dtype == ATTN_F32 ? "f32" : "f64");
+    if (m->rank < 0 || m->rank > out_rank)
+        return attn_fail(err, ATTN_ERR_MASK, "mask has rank %d but the output has rank %d",
+                         m->rank, out_rank);
+    char ms[128], ts[128];
+    attn_format_shape(ms, sizeof ms, m->rank, m->shape);
+    attn_format_shape(ts, sizeof ts, out_rank, target + CANON - out_rank);
+    for (int d = 0; d < m->rank; d++) {
+        int64_t want = target[CANON - m->rank + d];
+        if (m->shape[d] != want && m->shape[d] != 1)
+            return attn_fail(err, ATTN_ERR_MASK,
+                             "mask has shape %s, which does not broadcast to %s", ms, ts);
+    }
+    return attn_check_extent(m, "mask", err);
+}
+
+/* What a call computes, worked out from q, k, v and the options alone. */
+typedef struct plan {
+    canon q, k, v;
+    int rank;                /* rank of out and weights */
+    int64_t out[CANON];      /* canonical shape of out: (B1, B2, Hq, L, Ev) */
+    int64_t weights[CANON];  /* canonical shape of weights: (B1, B2, Hq, L, S) */
+} plan;
+
+static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *k,
+                             const attn_tensor *v, const attn_sdpa_options *o, attn_error *err) {
+    attn_status st;
+    if (!q) return attn_fail(err, ATTN_ERR_NULL, "q is NULL");
+    if ((st = check_operand(q, "q", q->dtype == ATTN_F64 ? ATTN_F64 : ATTN_F32, false, err))) return st;
+    if ((st = check_operand(k, "k", q->dtype, true, err))) return st;
+    if ((st = check_operand(v, "v", q->dtype, true, err))) return st;
+    if (o->causal != ATTN_CAUSAL_NONE && o->causal != ATTN_CAUSAL_TOP_LEFT &&
+        o->causal != ATTN_CAUSAL_BOTTOM_RIGHT)
+        return attn_fail(err, ATTN_ERR_OPTION, "causal mode %d is not an attn_causal value",
+                         (int)o->causal);
+    if (o->compute != ATTN_COMPUTE_F32 && o->compute != ATTN_COMPUTE_BF16)
+        return attn_fail(err, ATTN_ERR_OPTION, "compute mode %d is not an attn_compute value",
+                         (int)o->compute);
+    if (o->compute == ATTN_COMPUTE_BF16 && q->dtype != ATTN_F32)
+        return attn_fail(err, ATTN_ERR_OPTION, "bf16 compute needs f32 q");
+    if (o->compute == ATTN_COMPUTE_BF16 && o->weights)
+        return attn_fail(err, ATTN_ERR_OPTION, "bf16 compute does not write weights");
+    if (o->has_scale && !isfinite(o->scale))
+        return attn_fail(err, ATTN_ERR_SCALE, "scale is %g; it must be finite", o->scale);
+
+    pl->q = canonical(q);
+    pl->k = canonical(k);
+    pl->v = canonical(v);
+    int64_t L = pl->q.shape[3], E = pl->q.shape[4], S = pl->k.shape[3], Ev = pl->v.shape[4];
+    int64_t Hq = pl->q.shape[2], Hk = pl->k.shape[2];
+    if (pl->k.shape[4] != E)
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "k has E=%lld but q has E=%lld (their last dimensions must match)",
+                         (long long)pl->k.shape[4], (long long)E);
+    if (pl->v.shape[3] != S)
+        return attn_fail(err, ATTN_ERR_SHAPE, "v has S=%lld rows but k has S=%lld (they must match)",
+                         (long long)pl->v.shape[3], (long long)S);
+    if (pl->v.shape[2] != Hk)
+        return attn_fail(err, ATTN_ERR_HEADS, "v has %lld heads but k has %lld (they must match)",
+                         (long long)pl->v.shape[2], (long long)Hk);
+    if (Hq % Hk != 0)
+        return attn_fail(err, ATTN_ERR_HEADS,
+                         "q has %lld heads, not a multiple of k's and v's %lld heads",
+                         (long long)Hq, (long long)Hk);
+
+    /* Batch dimensions broadcast: each equal to the largest, or 1. */
+    for (int d = 0; d < 2; d++) {
+        int64_t a = pl->q.shape[d], b = pl->k.shape[d], c = pl->v.shape[d];
+        int64_t n = a > b ? a : b;
+        n = n > c ? n : c;
+        if ((a != 1 && a != n) || (b != 1 && b != n) || (c != 1 && c != n)) {
+            char sq[128], sk[128], sv[128];
+            attn_format_shape(sq, sizeof sq, q->rank, q->shape);
+            attn_format_shape(sk, sizeof sk, k->rank, k->shape);
+            attn_format_shape(sv, sizeof sv, v->rank, v->shape);
+            return attn_fail(err, ATTN_ERR_BROADCAST,
+                             "batch dimensions of q %s, k %s and v %s are neither equal nor 1",
+                             sq, sk, sv);
+        }
+        pl->out[d] = pl->weights[d] = n;
+    }
+    pl->out[2] = pl->weights[2] = Hq;
+    pl->out[3] = pl->weights[3] = L;
+    pl->out[4] = Ev;
+    pl->weights[4] = S;
+    pl->rank = q->rank > k->rank ? q->rank : k->rank;
+    pl->rank = pl->rank > v->rank ? pl->rank : v->rank;
+    if (o->mask && (st = check_mask(o->mask, q->dtype, pl->rank, pl->weights, err))) return st;
+    return ATTN_OK;
+}
+
+attn_status attn_sdpa_shapes(int *rank, int64_t out_shape[ATTN_MAX_RANK],
+                             int64_t weights_shape[ATTN_MAX_RANK], const attn_tensor *q,
+                             const attn_tensor *k, const attn_tensor *v,
+                             const attn_sdpa_options *options, attn_error *err) {
+    attn_sdpa_options o = options ? *options : attn_sdpa_options_default();
+    plan pl;
+    attn_status st = make_plan(&pl, q, k, v, &o, err);
+    if (st) return st;
+    for (int d = 0; d < pl.rank; d++) {
+        if (out_shape) out_shape[d] = pl.out[CANON - pl.rank + d];
+        if (weights_shape) weights_shape[d] = pl.weights[CANON - pl.rank + d];
+    }
+    if (rank) *rank = pl.rank;
+    return ATTN_OK;
+}
+
+attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, bool scores, const attn_tensor *q,
+                           const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *opts,
+                           attn_error *err) {
+    attn_sdpa_options o = *opts;
+    plan pl;
+    attn_status st = make_plan(&pl, q, k, v, &o, err);
+    if (st) return st;
+    /* For attn_scores, `out` receives the scores, shaped like the weights. */
+    const char *out_name = scores ? "scores" : "out";
+    if (scores) o.weights = NULL;
+    if ((st = check_operand(out, out_name, q->dtype, false, err))) return st;
+    if (out->rank != pl.rank)
+        return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d but the result has rank %d",
+                         out_name, out->rank, pl.rank);
+    if ((st = check_output(out, out_name, scores ? pl.weights : pl.out, err)))
+        return st;
+    if (o.weights) {
+        if ((st = check_operand(o.weights, "weights", q->dtype, false, err))) return st;
+        if (o.weights->rank != pl.rank)
+            return attn_fail(err, ATTN_ERR_RANK, "weights has rank %d but the result has rank %d",
+                             o.weights->rank, pl.rank);
+        if ((st = check_output(o.weights, "weights", pl.weights, err))) return st;
+    }
+    int64_t L = pl.q.shape[3], E = pl.q.shape[4], S = pl.k.shape[3];
+    memset(sl, 0, sizeof *sl);
+    sl->q = q, sl->k = k, sl->v = v, sl->out = out, sl->weights = o.weights, sl->mask = o.mask;
+    sl->cq = pl.q, sl->ck = pl.k, sl->cv = pl.v, sl->co = canonical(out);
+    if (o.weights) sl->cw = canonical(o.weights);
+    if (o.mask) sl->cm = canonical(o.mask);
+    sl->base.scale = o.has_scale ? o.scale : 1.0 / sqrt((double)E);
+    sl->base.causal = o.causal != ATTN_CAUSAL_NONE;
+    sl->base.causal_offset = o.causal == ATTN_CAUSAL_BOTTOM_RIGHT ? S - L : 0;
+    sl->count = pl.out[0] * pl.out[1] * pl.out[2]; /* <= out's element count: no overflow */
+    return ATTN_OK;
+}

@@ -1,0 +1,24 @@
+/* sdpa.h -- what the top layer's files (sdpa.c, plan.c, verbose.c) share.
+ * Not public. */
+#ifndef ATTN_SDPA_H
+#define ATTN_SDPA_H
+
+#include "base/base.h"
+
+/* Plan one call (plan.c): check q, k, v, the options and the output `out`
+ * (the scores, shaped like the weights, when `scores` is set; options'
+ * weights are then ignored), and fill *sl with its slices. Nothing is
+ * written to any output. */
+attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, bool scores, const attn_tensor *q,
+                           const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *opts,
+                           attn_error *err);
+
+/* ATTN_VERBOSE (verbose.c): whether it is set (read once per process), a
+ * monotonic clock in milliseconds, and the one line a call prints. */
+bool attn_verbose_on(void);
+double attn_now_ms(void);
+void attn_verbose_report(const char *call, const attn_run_info *info, const attn_tensor *q,
+                         const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *o,
+                         double ms);
+
+#endif /* ATTN_SDPA_H */
