@@ -1,14 +1,12 @@
 /* ukernel_c.c -- the portable microkernels: plain C, any CPU, and the
  * reference the SIMD kernels are tested against. */
+#include "kernels/exp2.h"
 #include "kernels/ukernel.h"
 
 #include <math.h>
 #include <string.h>
 
 enum { VL = 8, NV = 4, NR = VL * NV };
-
-#define EXP2_LO -151.0f /* 2^-151 rounds to 0 */
-#define EXP2_HI 129.0f  /* 2^129 overflows to inf */
 
 static float pow2i(int n) { /* 2^n for -126 <= n <= 127 */
     uint32_t bits = (uint32_t)(n + 127) << 23;
@@ -19,15 +17,13 @@ static float pow2i(int n) { /* 2^n for -126 <= n <= 127 */
 
 float attn_exp2f(float x) {
     if (x != x) return x;
-    x = x < EXP2_LO ? EXP2_LO : x > EXP2_HI ? EXP2_HI : x;
+    x = x < ATTN_EXP2_LO ? ATTN_EXP2_LO : x > ATTN_EXP2_HI ? ATTN_EXP2_HI : x;
     float n = floorf(x + 0.5f), f = x - n;
-    float p = 1.535336188319500e-4f;
-    p = p * f + 1.339887440266574e-3f;
-    p = p * f + 9.618437357674640e-3f;
-    p = p * f + 5.550332471162809e-2f;
-    p = p * f + 2.402264791363012e-1f;
-    p = p * f + 6.931472028550421e-1f;
-    p = p * f + 1.0f;
+#define MADD(a, b, c) ((a) * (b) + (c))
+#define K(c) (c)
+    float p = ATTN_EXP2_POLY(MADD, K, f);
+#undef MADD
+#undef K
     /* 2^n in two halves, each a normal power of two: one final rounding. */
     int ni = (int)n, n1 = ni / 2, n2 = ni - n1;
     return p * pow2i(n1) * pow2i(n2);

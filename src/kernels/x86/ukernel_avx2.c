@@ -1,6 +1,7 @@
 /* ukernel_avx2.c -- microkernels for AVX2 + FMA (compiled with -mavx2
  * -mfma): a 6 × 16 register tile, 12 ymm accumulators, and a vector exp2
  * that applies 2^n as two exact halves built in the exponent bits. */
+#include "kernels/exp2.h"
 #include "kernels/ukernel.h"
 
 #if defined(ATTN_HAVE_X86_KERNELS)
@@ -62,17 +63,11 @@ static inline __m256 pow2(__m256i n) {
 }
 
 static inline __m256 exp2_256(__m256 x) {
-    x = _mm256_max_ps(_mm256_set1_ps(-151.0f), x);
-    x = _mm256_min_ps(_mm256_set1_ps(129.0f), x);
+    x = _mm256_max_ps(_mm256_set1_ps(ATTN_EXP2_LO), x);
+    x = _mm256_min_ps(_mm256_set1_ps(ATTN_EXP2_HI), x);
     __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 f = _mm256_sub_ps(x, n);
-    __m256 p = _mm256_set1_ps(1.535336188319500e-4f);
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.339887440266574e-3f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.618437357674640e-3f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550332471162809e-2f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402264791363012e-1f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931472028550421e-1f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+    __m256 p = ATTN_EXP2_POLY(_mm256_fmadd_ps, _mm256_set1_ps, f);
     /* n in [-151, 129]: two halves, each a normal power of two; NaN lanes
      * stay NaN through p. */
     __m256i ni = _mm256_cvtps_epi32(n);

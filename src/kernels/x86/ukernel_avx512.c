@@ -1,6 +1,7 @@
 /* ukernel_avx512.c -- microkernels for AVX-512F (compiled with -mavx512f
  * -mfma): a 6 × 64 register tile, 24 zmm accumulators, and a vector exp2
  * that scales by 2^n with vscalefps. */
+#include "kernels/exp2.h"
 #include "kernels/ukernel.h"
 
 #if defined(ATTN_HAVE_X86_KERNELS)
@@ -75,17 +76,11 @@ static void pv_avx512(float *o, int64_t ldo, const float *p, int64_t ldp, const 
  * second operand is returned when either is NaN), vscalefps applies 2^n with
  * one rounding, subnormal results included. */
 static inline __m512 exp2_512(__m512 x) {
-    x = _mm512_max_ps(_mm512_set1_ps(-151.0f), x);
-    x = _mm512_min_ps(_mm512_set1_ps(129.0f), x);
+    x = _mm512_max_ps(_mm512_set1_ps(ATTN_EXP2_LO), x);
+    x = _mm512_min_ps(_mm512_set1_ps(ATTN_EXP2_HI), x);
     __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 f = _mm512_sub_ps(x, n);
-    __m512 p = _mm512_set1_ps(1.535336188319500e-4f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.339887440266574e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618437357674640e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550332471162809e-2f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402264791363012e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931472028550421e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    __m512 p = ATTN_EXP2_POLY(_mm512_fmadd_ps, _mm512_set1_ps, f);
     return _mm512_scalef_ps(p, n);
 }
 

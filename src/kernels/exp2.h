@@ -1,0 +1,24 @@
+/* exp2.h -- the one definition of the microkernels' 2^x, which every ISA
+ * instantiates with its own vector operations:
+ *   clamp x to [ATTN_EXP2_LO, ATTN_EXP2_HI] (beyond, 2^x rounds to 0 or
+ *   overflows to inf anyway; NaN stays NaN), n = round(x), f = x - n exactly,
+ *   2^f by ATTN_EXP2_POLY, then an exact scaling by 2^n (one rounding,
+ *   subnormal results included; how is the ISA's). */
+#ifndef ATTN_KERNELS_EXP2_H
+#define ATTN_KERNELS_EXP2_H
+
+#define ATTN_EXP2_LO -151.0f /* 2^-151 rounds to 0 */
+#define ATTN_EXP2_HI 129.0f  /* 2^129 overflows to inf */
+
+/* 2^f for f in [-1/2, 1/2]: Cephes' exp2f polynomial, degree 6, about one
+ * ulp, in Horner form for any float type: MADD(a, b, c) is a·b + c and K(c)
+ * makes the constant c. f must be a plain variable (it is read six times). */
+#define ATTN_EXP2_POLY(MADD, K, f)                                                             \
+    MADD(MADD(MADD(MADD(MADD(MADD(K(1.535336188319500e-4f), f, K(1.339887440266574e-3f)), f,  \
+                             K(9.618437357674640e-3f)),                                        \
+                        f, K(5.550332471162809e-2f)),                                          \
+                   f, K(2.402264791363012e-1f)),                                               \
+              f, K(6.931472028550421e-1f)),                                                    \
+         f, K(1.0f))
+
+#endif /* ATTN_KERNELS_EXP2_H */
