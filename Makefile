@@ -30,7 +30,7 @@ LIB_SRC := $(sort $(shell find src -name '*.c'))
 CLI_SRC := $(wildcard cli/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
-HEADERS := include/attn.h $(shell find src -name '*.h') $(wildcard cli/*.h)
+HEADERS := include/attn.h include/attn_teach.h $(shell find src -name '*.h') $(wildcard cli/*.h)
 
 TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/explain_api \
              $(BUILD)/tests/test_fast \
@@ -160,7 +160,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(BUILD)/attn $(DESTDIR)$(PREFIX)/bin/attn
 	if [ -x $(BUILD)/attn-bench ]; then install -m 755 $(BUILD)/attn-bench $(DESTDIR)$(PREFIX)/bin/; fi
-	install -m 644 include/attn.h $(DESTDIR)$(PREFIX)/include/attn.h
+	install -m 644 include/attn.h include/attn_teach.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/libattn.a $(DESTDIR)$(PREFIX)/lib/libattn.a
 	install -m 755 $(BUILD)/libattn.so $(DESTDIR)$(PREFIX)/lib/libattn.so.$(VERSION)
 	ln -sf libattn.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libattn.so.$(SOMAJOR)
@@ -172,6 +172,7 @@ install: all
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/attn $(DESTDIR)$(PREFIX)/bin/attn-bench $(DESTDIR)$(PREFIX)/include/attn.h \
+	  $(DESTDIR)$(PREFIX)/include/attn_teach.h \
 	  $(DESTDIR)$(PREFIX)/lib/libattn.a $(DESTDIR)$(PREFIX)/lib/libattn.so* \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/attn.pc
 

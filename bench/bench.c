@@ -218,8 +218,8 @@ typedef struct call {
 static void run_attn(void *p) {
     call *c = p;
     attn_error err;
-    attn_status st = c->reference ? attn_sdpa_reference(&c->out, &c->q, &c->k, &c->v, &c->o, &err)
-                                  : attn_sdpa(&c->out, &c->q, &c->k, &c->v, &c->o, &err);
+    attn_status st = c->reference ? attn_sdpa_reference(&c->out, NULL, NULL, &c->q, &c->k, &c->v, &c->o, &err)
+                                  : attn_sdpa(&c->out, NULL, NULL, &c->q, &c->k, &c->v, &c->o, &err);
     if (st) fprintf(stderr, "\nattn: error: %s\n", err.message), exit(1);
 }
 

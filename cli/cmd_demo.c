@@ -38,8 +38,7 @@ static int attend(double *out, double *weights, double *q, double *k, double *v,
     o.has_scale = 1;
     o.scale = scale;
     o.causal = causal;
-    o.weights = &tw;
-    if (attn_sdpa(&to, &tq, &tk, &tv, &o, &err) != ATTN_OK)
+    if (attn_sdpa(&to, NULL, &tw, &tq, &tk, &tv, &o, &err) != ATTN_OK)
         return cli_error(EXIT_DATA, "%s", err.message);
     return 0;
 }

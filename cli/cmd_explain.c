@@ -1,5 +1,6 @@
 /* cmd_explain.c -- `attn explain`: one attention head, step by step, on the
  * toy model or on your own embeddings and projections. */
+#include "attn_teach.h"
 #include "cli.h"
 #include "heatmap.h"
 

@@ -1,6 +1,7 @@
 /* cmd_scaling.c -- `attn scaling`: why attention divides the scores by
  * sqrt(d_k), measured. The numbers come from
  * attn_scaling_measure; this file prints them as a table, JSON or an SVG. */
+#include "attn_teach.h"
 #include "cli.h"
 
 #include <errno.h>

@@ -21,6 +21,8 @@ static const char SDPA_USAGE[] =
     "  -o, --out FILE         write the output (..., Hq, L, Ev) to FILE; without -o\n"
     "                         it is printed\n"
     "  -w, --weights FILE     also write the attention weights (..., Hq, L, S)\n"
+    "      --lse FILE         also write each row's log-sum-exp of the scaled,\n"
+    "                         masked scores (..., Hq, L); -inf where no key takes part\n"
     "      --compute=bf16     bf16 products with f32 accumulation (float32 q, no -w):\n"
     "                         about twice as fast, errors of a few 1e-3\n"
     "      --kv-bf16          store k and v as bfloat16 (rounded to nearest even on\n"
@@ -111,7 +113,8 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs,
                    cli_option(argc, argv, &i, "-v", "--value", &in[2].path, &code) ||
                    cli_option(argc, argv, &i, "-m", "--mask", &in[3].path, &code) ||
                    cli_option(argc, argv, &i, "-o", "--out", &outs[0].path, &code) ||
-                   cli_option(argc, argv, &i, "-w", "--weights", &outs[1].path, &code)) {
+                   cli_option(argc, argv, &i, "-w", "--weights", &outs[1].path, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--lse", &outs[2].path, &code)) {
         } else if (cli_option(argc, argv, &i, NULL, "--scale", &val, &code)) {
             if (val && !cli_parse_double(val, &opts->scale))
                 code = cli_error(EXIT_USAGE, "--scale %s is not a finite number", val);
@@ -149,8 +152,12 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs,
         if (!in[i].path)
             return cli_error(EXIT_USAGE, "missing %s %s (see attn sdpa --help)", in[i].flag,
                              i == 0 ? "Q.npy" : i == 1 ? "K.npy" : "V.npy");
-    if (outs[0].path && outs[1].path && strcmp(outs[0].path, outs[1].path) == 0)
-        return cli_error(EXIT_USAGE, "-o and -w name the same file %s", outs[0].path);
+    static const char *const FLAGS[3] = {"-o", "-w", "--lse"};
+    for (int a = 0; a < 3; a++)
+        for (int b = a + 1; b < 3; b++)
+            if (outs[a].path && outs[b].path && strcmp(outs[a].path, outs[b].path) == 0)
+                return cli_error(EXIT_USAGE, "%s and %s name the same file %s", FLAGS[a], FLAGS[b],
+                                 outs[a].path);
     return 0;
 }
 
@@ -178,32 +185,35 @@ static int run(input *in, cli_output *outs, attn_sdpa_options *opts, bool kv_bf1
 
     /* Outputs in q's dtype; sizes were overflow-checked by the library. */
     attn_dtype dtype = in[0].t.dtype;
-    attn_tensor out = {0}, weights = {0};
+    /* lse is out's shape without its last dimension. */
+    attn_tensor out = {0}, lse = {0}, weights = {0};
     attn_tensor_init(&out, NULL, dtype, rank, out_shape, NULL, NULL);
+    attn_tensor_init(&lse, NULL, dtype, rank - 1, out_shape, NULL, NULL);
     attn_tensor_init(&weights, NULL, dtype, rank, w_shape, NULL, NULL);
     out.data = malloc((size_t)attn_tensor_numel(&out) * attn_dtype_size(dtype));
-    if (outs[1].path) {
-        weights.data = malloc((size_t)attn_tensor_numel(&weights) * attn_dtype_size(dtype));
-        opts->weights = &weights;
-    }
+    if (outs[1].path) weights.data = malloc((size_t)attn_tensor_numel(&weights) * attn_dtype_size(dtype));
+    if (outs[2].path) lse.data = malloc((size_t)attn_tensor_numel(&lse) * attn_dtype_size(dtype));
     code = 0;
-    if (!out.data || (outs[1].path && !weights.data))
+    if (!out.data || (outs[1].path && !weights.data) || (outs[2].path && !lse.data))
         code = cli_error(EXIT_DATA, "out of memory for the output");
-    else if (attn_sdpa(&out, &in[0].t, &in[1].t, &in[2].t, opts, &err))
+    else if (attn_sdpa(&out, outs[2].path ? &lse : NULL, outs[1].path ? &weights : NULL, &in[0].t,
+                       &in[1].t, &in[2].t, opts, &err))
         code = cli_error(EXIT_DATA, "%s", err.message);
     else if (outs[0].path) code = cli_output_write(&outs[0], &out);
     if (!code && outs[1].path) code = cli_output_write(&outs[1], &weights);
-    if (!code) code = cli_outputs_commit(outs, 2);
-    else cli_outputs_abort(outs, 2);
+    if (!code && outs[2].path) code = cli_output_write(&outs[2], &lse);
+    if (!code) code = cli_outputs_commit(outs, 3);
+    else cli_outputs_abort(outs, 3);
     if (!code && !outs[0].path) cli_print_tensor(stdout, &out);
     free(out.data);
     free(weights.data);
+    free(lse.data);
     return code;
 }
 
 int cmd_sdpa(int argc, char **argv) {
     input in[4] = {{"-q", NULL, {0}}, {"-k", NULL, {0}}, {"-v", NULL, {0}}, {"-m", NULL, {0}}};
-    cli_output outs[2] = {{0}, {0}};
+    cli_output outs[3] = {{0}, {0}, {0}};
     attn_sdpa_options opts = attn_sdpa_options_default();
     bool kv_bf16 = false;
     int code = parse_args(argc, argv, in, outs, &opts, &kv_bf16);

@@ -53,10 +53,10 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define ATTN_VERSION_MAJOR 0
-#define ATTN_VERSION_MINOR 1
+#define ATTN_VERSION_MINOR 2
 #define ATTN_VERSION_PATCH 0
-/* "MAJOR.MINOR.PATCH" of this header. */
-#define ATTN_VERSION_STRING "0.1.0"
+/* "MAJOR.MINOR.PATCH" of this header. What changed: CHANGELOG.md. */
+#define ATTN_VERSION_STRING "0.2.0"
 
 /* The version of the library actually linked, as "MAJOR.MINOR.PATCH". Compare
  * with ATTN_VERSION_STRING to detect a header/library mismatch. */
@@ -113,12 +113,14 @@ typedef enum attn_status {
     ATTN_ERR_NPY_TRUNCATED = 16,
     /* A .npy file has bytes after the data its shape describes. */
     ATTN_ERR_NPY_TRAILING = 17,
-    /* A sentence for the toy model is empty, too long, or has a word outside
-     * its vocabulary (the message names the word and the closest known one). */
-    ATTN_ERR_TOKEN = 18,
     /* An argument other than a tensor is out of range (a count, a dimension,
-     * a mode), e.g. zero queries for attn_scaling_measure. */
-    ATTN_ERR_ARGUMENT = 19
+     * a mode), e.g. no parts for attn_sdpa_merge. */
+    ATTN_ERR_ARGUMENT = 19,
+
+    /* The teaching API's own error (attn_teach.h): a sentence for the toy
+     * model is empty, too long, or has a word outside its vocabulary (the
+     * message names the word and the closest known one). */
+    ATTN_ERR_TOKEN = 18
 } attn_status;
 
 /* Number of distinct attn_status values (ATTN_OK included). */
@@ -235,9 +237,15 @@ typedef enum attn_causal {
  *                      long S) is memory-bound and computes in f32 either way. */
 typedef enum attn_compute { ATTN_COMPUTE_F32 = 0, ATTN_COMPUTE_BF16 = 1 } attn_compute;
 
-/* Options of attn_sdpa. Zero-initialise (or use attn_sdpa_options_default)
- * and set what you need; a NULL options pointer means all defaults. */
+/* Options of attn_sdpa. Start from attn_sdpa_options_default() and set what
+ * you need; a NULL options pointer means all defaults. */
 typedef struct attn_sdpa_options {
+    /* sizeof(attn_sdpa_options) as the caller was compiled, set by
+     * attn_sdpa_options_default(). The library reads only the fields that
+     * fit in it, so a program built against an older, smaller struct keeps
+     * working when fields are added. 0 (a struct zeroed by hand) and sizes
+     * larger than this library knows are rejected with ATTN_ERR_OPTION. */
+    size_t struct_size;
     /* When has_scale is 0 (the default) the scale is 1/sqrt(E), E being the
      * query/key size (q's last dimension, never the model width). Otherwise
      * `scale` is used; it must be finite (0 and negative values are allowed). */
@@ -252,22 +260,21 @@ typedef struct attn_sdpa_options {
      *   dtype ATTN_BOOL: true means the key takes part, false masks it out.
      *   dtype equal to q's: added to the scaled scores; -inf masks a key. */
     const attn_tensor *mask;
-    /* Optional output for the attention weights softmax(q·kᵀ·scale + mask),
-     * NULL for none. Shape (..., Hq, L, S), same leading dimensions and rank
-     * as `out`, q's dtype. This is the only L×S-sized memory involved, and it
-     * is the caller's. */
-    attn_tensor *weights;
     /* The arithmetic of f32 attention; see attn_compute. attn_sdpa_reference
      * ignores it (it is exact). */
     attn_compute compute;
 } attn_sdpa_options;
 
-/* The defaults: scale 1/sqrt(E), no causal mask, no mask, no weights. */
+/* The defaults: scale 1/sqrt(E), no causal mask, no mask, f32 arithmetic;
+ * struct_size set. */
 ATTN_API attn_sdpa_options attn_sdpa_options_default(void);
 
 /* Scaled dot-product attention, PyTorch semantics.
  *
- *   out = softmax(q · kᵀ · scale + mask) · v
+ *   s   = q · kᵀ · scale + mask        (the scores; -inf where excluded)
+ *   out = softmax(s) · v
+ *   lse = log(sum over keys of exp(s)) (optional: the softmax statistics)
+ *   weights = softmax(s)               (optional)
  *
  * Shapes (the last two dimensions are matrices; the one before them, if any,
  * counts heads; the rest are batch dimensions):
@@ -275,7 +282,14 @@ ATTN_API attn_sdpa_options attn_sdpa_options_default(void);
  *   k    (..., Hk, S, E)
  *   v    (..., Hk, S, Ev)      Ev may differ from E
  *   out  (..., Hq, L, Ev)      written, never read
- * q, k, v and out share one dtype, f32 or f64, except that with f32 queries
+ *   lse  (..., Hq, L)          NULL for none: out's shape without its last
+ *                              dimension; -inf for a row where no key
+ *                              takes part. What a backward pass needs, and
+ *                              what attn_sdpa_merge merges partial results by.
+ *   weights (..., Hq, L, S)    NULL for none: same rank as out. The only
+ *                              L×S-sized memory involved, and it is the
+ *                              caller's.
+ * q, k, v and out (lse, weights) share one dtype, f32 or f64, except that with f32 queries
  * k and v may each be stored as f16 or bf16 (half the memory; they are
  * widened to f32 as they are read, the arithmetic stays f32).
  * Rank-2 inputs (L, E) are one head. Ranks may differ between q, k and v:
@@ -325,15 +339,30 @@ ATTN_API attn_sdpa_options attn_sdpa_options_default(void);
  * Errors: ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_SHAPE, ATTN_ERR_BROADCAST,
  * ATTN_ERR_HEADS, ATTN_ERR_DTYPE, ATTN_ERR_MASK, ATTN_ERR_SCALE,
  * ATTN_ERR_OPTION, ATTN_ERR_STRIDE, ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY.
- * Nothing is written to out or weights unless every check passed. */
-ATTN_API attn_status attn_sdpa(attn_tensor *out, const attn_tensor *q,
-                               const attn_tensor *k, const attn_tensor *v,
+ * Nothing is written to any output unless every check passed. */
+ATTN_API attn_status attn_sdpa(attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
+                               const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                const attn_sdpa_options *options, attn_error *err);
 
+/* Merge partial attention results over disjoint sets of keys: given
+ * (outs[i], lses[i]) = attn_sdpa of the same queries against key set i, for
+ * i < n, compute the (out, lse) of attention against all of them, exactly:
+ *   lse = log(sum_i exp(lses[i])),  out = sum_i exp(lses[i] - lse) · outs[i].
+ * A part whose lse is -inf (no key of it took part) contributes nothing; if
+ * every part's is, out is 0 and lse -inf. All tensors share one dtype (f32 or
+ * f64) and shapes: out and outs[i] (..., L, Ev), lse and lses[i] (..., L);
+ * any strides. out and lse may be outs[0] and lses[0]. The arithmetic is f64.
+ * This is how split-KV decoding and attention across machines combine their
+ * pieces. Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (n < 1), ATTN_ERR_DTYPE,
+ * ATTN_ERR_RANK, ATTN_ERR_SHAPE, ATTN_ERR_STRIDE, ATTN_ERR_OVERFLOW. */
+ATTN_API attn_status attn_sdpa_merge(attn_tensor *out, attn_tensor *lse,
+                                     const attn_tensor *const *outs,
+                                     const attn_tensor *const *lses, int n, attn_error *err);
+
 /* The shapes attn_sdpa expects for out and weights, given q, k, v and the
- * options (options->weights is ignored; NULL options means defaults): the
- * rank is written to *rank, the dimensions to out_shape[0..rank) and
- * weights_shape[0..rank). Any of the three output pointers may be NULL.
+ * options (NULL options means defaults): the rank is written to *rank, the
+ * dimensions to out_shape[0..rank) and weights_shape[0..rank); lse's shape is
+ * out_shape[0..rank-1). Any of the three output pointers may be NULL.
  * Checks q, k, v, the options and the mask exactly as attn_sdpa does and
  * fails with the same errors, so a caller can validate before allocating. */
 ATTN_API attn_status attn_sdpa_shapes(int *rank, int64_t out_shape[ATTN_MAX_RANK],
@@ -347,8 +376,7 @@ ATTN_API attn_status attn_sdpa_shapes(int *rank, int64_t out_shape[ATTN_MAX_RANK
  *   scores = q · kᵀ · scale + mask       (..., Hq, L, S), q's dtype
  *
  * with -inf wherever the causal mask, the bool mask or a -inf in a float mask
- * excludes a key. q, k and the options (scale, causal, mask; weights is
- * ignored) mean exactly what they mean for attn_sdpa, and so do the errors
+ * excludes a key. q, k and the options (scale, causal, mask) mean exactly what they mean for attn_sdpa, and so do the errors
  * (the output is named "scores" in messages). Unlike attn_sdpa this writes an
  * L×S result, which the caller owns. */
 ATTN_API attn_status attn_scores(attn_tensor *scores, const attn_tensor *q, const attn_tensor *k,
@@ -359,9 +387,9 @@ ATTN_API attn_status attn_scores(attn_tensor *scores, const attn_tensor *q, cons
  * the weighted sum of values. Slow and simple, it exists so that tests can
  * check the streaming kernel against an independent implementation. Scratch
  * memory is O(S + E + Ev). */
-ATTN_API attn_status attn_sdpa_reference(attn_tensor *out, const attn_tensor *q,
-                                         const attn_tensor *k, const attn_tensor *v,
-                                         const attn_sdpa_options *options,
+ATTN_API attn_status attn_sdpa_reference(attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
+                                         const attn_tensor *q, const attn_tensor *k,
+                                         const attn_tensor *v, const attn_sdpa_options *options,
                                          attn_error *err);
 
 /* ------------------------------------------------------------------------ */
@@ -432,189 +460,6 @@ ATTN_API void attn_npy_free(attn_tensor *t);
  * Errors: ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_SHAPE, ATTN_ERR_DTYPE,
  * ATTN_ERR_OVERFLOW, ATTN_ERR_IO. */
 ATTN_API attn_status attn_npy_write(const char *path, const attn_tensor *t, attn_error *err);
-
-/* ------------------------------------------------------------------------ */
-/* The toy model                                                            */
-/* ------------------------------------------------------------------------ */
-
-/* A tiny, untrained model whose every matrix fits on a screen: a vocabulary of
- * 30 words, 8 named features per word (X's columns), d_k = 4, and two heads:
- *   ATTN_TOY_WIRED   wired by hand: a verb's query looks for an animal, a
- *                    preposition's for a thing, an adjective's for a noun, a
- *                    noun's for its determiner. In "the cat sat on the mat",
- *                    sat attends most to cat and on to mat; QKᵀ[sat][cat] = 1.92
- *                    while QKᵀ[cat][sat] = 0.02. Its values copy the features
- *                    noun, verb, animal, thing.
- *   ATTN_TOY_RANDOM  W_Q, W_K, W_V uniform with variance 1/8 from
- *                    ATTN_TOY_SEED, by the library's portable generator
- *                    (splitmix64): the same numbers on every platform. */
-#define ATTN_TOY_D_MODEL 8
-#define ATTN_TOY_D_K 4
-#define ATTN_TOY_MAX_TOKENS 64
-#define ATTN_TOY_SEED 2017
-
-typedef enum attn_toy_head { ATTN_TOY_WIRED = 0, ATTN_TOY_RANDOM = 1 } attn_toy_head;
-
-/* Number of words in the vocabulary; ids are 0..size-1. */
-ATTN_API int attn_toy_vocab_size(void);
-/* The word with this id (lower case), or NULL if id is out of range. */
-ATTN_API const char *attn_toy_word(int id);
-/* Name of feature column j of X (0..ATTN_TOY_D_MODEL-1), or NULL. */
-ATTN_API const char *attn_toy_feature(int j);
-/* Name of value column j for a head (the wired head's values are named
- * features), or NULL (the random head's are not). */
-ATTN_API const char *attn_toy_value_feature(attn_toy_head head, int j);
-/* The id of the len-byte word at text, ignoring case, or -1 if unknown. */
-ATTN_API int attn_toy_word_id(const char *text, size_t len);
-/* The known word closest to the len-byte word at text (edit distance,
- * ignoring case). Never NULL. */
-ATTN_API const char *attn_toy_suggest(const char *text, size_t len);
-
-/* One word of a sentence: its vocabulary id and where it is in the text. */
-typedef struct attn_toy_token {
-    int id;     /* vocabulary id, or -1 for an unknown word */
-    int start;  /* byte offset in the sentence */
-    int length; /* bytes */
-} attn_toy_token;
-
-/* Split `sentence` into words and look each up. Words are runs of letters,
- * digits, apostrophes and non-ASCII bytes; everything else (spaces,
- * punctuation) separates them; case is ignored. Fills tokens[0..*n_tokens).
- * Errors: ATTN_ERR_NULL; ATTN_ERR_ARGUMENT (max_tokens < 1); ATTN_ERR_TOKEN
- * for no words, more than max_tokens words, or an unknown word, whose message
- * names it, suggests the closest known word and lists the vocabulary. For an
- * unknown word, *n_tokens is its index and tokens[*n_tokens] holds its
- * position (id -1), so a caller can point at it. */
-ATTN_API attn_status attn_toy_tokenize(attn_toy_token *tokens, int max_tokens, int *n_tokens,
-                                       const char *sentence, attn_error *err);
-
-/* x (n, ATTN_TOY_D_MODEL) = the embedding rows of the n tokens.
- * Errors: ATTN_ERR_NULL, ATTN_ERR_TOKEN (an id outside the vocabulary). */
-ATTN_API attn_status attn_toy_embed(double *x, const attn_toy_token *tokens, int n,
-                                    attn_error *err);
-
-/* W_Q, W_K, W_V, each (ATTN_TOY_D_MODEL, ATTN_TOY_D_K) in C order, used as
- * X·W. Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (unknown head). */
-ATTN_API attn_status attn_toy_weights(double *w_q, double *w_k, double *w_v, attn_toy_head head,
-                                      attn_error *err);
-
-/* ------------------------------------------------------------------------ */
-/* The explainer: every matrix of one head                                  */
-/* ------------------------------------------------------------------------ */
-
-/* The progression from plain averaging to full attention:
- *   ATTN_EXPLAIN_AVERAGE  every token takes the plain average of all X rows
- *                         (attention with all scores equal: scale 0);
- *   ATTN_EXPLAIN_DOT      weights = softmax(X·Xᵀ), unscaled, output = weights·X
- *                         (q = k = v = X, scale 1);
- *   ATTN_EXPLAIN_QKV      Q = X·W_Q, K = X·W_K, V = X·W_V,
- *                         weights = softmax(Q·Kᵀ / sqrt(d_k)), output = weights·V. */
-typedef enum attn_explain_mode {
-    ATTN_EXPLAIN_QKV = 0,
-    ATTN_EXPLAIN_DOT = 1,
-    ATTN_EXPLAIN_AVERAGE = 2
-} attn_explain_mode;
-
-/* What to explain. Matrices are f64, C order. */
-typedef struct attn_explain_input {
-    int n_tokens, d_model;     /* X is (n_tokens, d_model) */
-    int d_k, d_v;              /* W_Q, W_K are (d_model, d_k); W_V is (d_model, d_v) */
-    const double *X;
-    const double *W_Q, *W_K, *W_V; /* used by ATTN_EXPLAIN_QKV only */
-    attn_explain_mode mode;
-    int causal;   /* top-left causal mask: token i sees tokens 0..i */
-    int no_scale; /* ATTN_EXPLAIN_QKV: skip the 1/sqrt(d_k) (scale 1) */
-} attn_explain_input;
-
-/* Every intermediate matrix, computed by attn_scores and attn_sdpa. Each is
- * (rows, cols) in C order; n = tokens. In modes average and dot, Q = K = V = X
- * and d_k = d_v = d_model. */
-typedef struct attn_explain {
-    int n, d_model, d_k, d_v;
-    double scale;     /* the scale applied: 1/sqrt(d_k), 1 or 0 */
-    double *Q, *K;    /* (n, d_k) */
-    double *V;        /* (n, d_v) */
-    double *scores;   /* (n, n) Q·Kᵀ, before scaling and masking */
-    double *scaled;   /* (n, n) Q·Kᵀ·scale, -inf where the causal mask hides a key */
-    double *weights;  /* (n, n) softmax of each row of scaled; rows sum to 1 */
-    double *output;   /* (n, d_v) weights·V */
-} attn_explain;
-
-/* Compute every matrix of `in` into *ex (allocated by the library: free it
- * with attn_explain_free). On failure *ex is zeroed.
- * Errors: ATTN_ERR_NULL, ATTN_ERR_OPTION (mode), ATTN_ERR_ARGUMENT (sizes),
- * ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY. */
-ATTN_API attn_status attn_explain_run(attn_explain *ex, const attn_explain_input *in,
-                                      attn_error *err);
-/* Free what attn_explain_run allocated and zero *ex. NULL is fine. */
-ATTN_API void attn_explain_free(attn_explain *ex);
-
-/* Names for the JSON form: tokens (n), features (d_model), value_features
- * (d_v), and the head ("wired", "random", "custom" or "none"). */
-typedef struct attn_explain_labels {
-    const char *const *tokens;
-    const char *const *features;
-    const char *const *value_features;
-    const char *head;
-} attn_explain_labels;
-
-/* Write `ex` (computed from `in`) as one JSON object, the format of
- * `attn explain --json` described in docs/explainer.md: keys tokens,
- * features, value_features, mode, head, causal, scale, d_model, d_k, d_v, X,
- * W_Q, W_K, W_V, Q, K, V, scores, scaled, weights, output. Matrices are lists
- * of rows printed with 17 significant digits (exact), -inf as null.
- * Like snprintf: *length receives the full length (without the terminator);
- * at most size bytes are written, always terminated when size > 0. Call with
- * size 0 to learn the length. Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (ex
- * was not computed from in). */
-ATTN_API attn_status attn_explain_json(char *buf, size_t size, size_t *length,
-                                       const attn_explain *ex, const attn_explain_input *in,
-                                       const attn_explain_labels *labels, attn_error *err);
-
-/* ------------------------------------------------------------------------ */
-/* The scaling experiment: why divide by sqrt(d_k)                          */
-/* ------------------------------------------------------------------------ */
-
-#define ATTN_SCALING_BINS 48
-/* Histogram axes: raw scores on [-96, 96], scaled scores on [-4, 4]. */
-#define ATTN_SCALING_RAW_RANGE 96.0
-#define ATTN_SCALING_SCALED_RANGE 4.0
-
-/* One row of the experiment: `queries` standard-normal queries of size d, each
- * with its own `keys` standard-normal keys. Scores are q·k. */
-typedef struct attn_scaling_row {
-    int d, keys, queries;
-    double spread_raw;    /* std of the raw scores (about sqrt(d)) */
-    double spread_scaled; /* std of scores / sqrt(d) (about 1) */
-    double top_raw;       /* mean over queries of the largest softmax weight, raw */
-    double top_scaled;    /* the same after dividing the scores by sqrt(d) */
-    double top_div_d;     /* the same after dividing by d (over-corrected) */
-    /* Size of the softmax's gradient: the Frobenius norm of its Jacobian
-     * diag(p) - p·pᵀ for each query, its mean and median over queries, for
-     * raw and for scaled scores. Small means little gradient flows back. */
-    double grad_mean_raw, grad_mean_scaled, grad_median_raw, grad_median_scaled;
-    /* Densities of the raw and scaled scores on the axes above (values
-     * outside an axis are not counted). */
-    double hist_raw[ATTN_SCALING_BINS], hist_scaled[ATTN_SCALING_BINS];
-} attn_scaling_row;
-
-/* Run the experiment for one d with the library's portable generator seeded
- * with `seed` (standard normals by Box-Muller). Deterministic for a seed.
- * Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (d, keys < 1 or > 2^20; queries < 1
- * or > 2^24), ATTN_ERR_NO_MEMORY. */
-ATTN_API attn_status attn_scaling_measure(attn_scaling_row *row, int d, int queries, int keys,
-                                          uint64_t seed, attn_error *err);
-
-/* Write `row` as one JSON object: keys d, keys, queries, spread_raw,
- * spread_scaled, top_raw, top_scaled, top_div_d, grad_mean_raw,
- * grad_mean_scaled, grad_median_raw, grad_median_scaled (17 significant
- * digits), and with `histograms` also raw_range, scaled_range, hist_raw and
- * hist_scaled. Like snprintf: *length receives the full length (without the
- * terminator); at most size bytes are written, always terminated when
- * size > 0. Errors: ATTN_ERR_NULL. */
-ATTN_API attn_status attn_scaling_json(char *buf, size_t size, size_t *length,
-                                       const attn_scaling_row *row, int histograms,
-                                       attn_error *err);
 
 #ifdef __cplusplus
 }

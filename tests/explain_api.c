@@ -2,7 +2,7 @@
  * computed through the public API and printed one matrix per line as
  * "NAME v1 v2 ..." with %.17g (exact), for comparison with `attn explain
  * --json`. Usage: explain_api [--random-head] [--causal] SENTENCE */
-#include "attn.h"
+#include "attn_teach.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -52,6 +52,8 @@ def reference(q, k, v, mask=None, causal=0, scale=None):
     # Rows where no key takes part: weights 0 (PyTorch >= 2.5's behaviour).
     dead = torch.isneginf(s).all(dim=-1, keepdim=True)
     w = w.masked_fill(dead, 0.0)
+    reference.lse = torch.logsumexp(s, dim=-1).numpy()  # -inf where no key takes part
+    reference.max_score = float(s[torch.isfinite(s)].abs().max()) if torch.isfinite(s).any() else 0.0
     return torch.matmul(w, v).numpy(), w.numpy()
 
 
@@ -71,6 +73,29 @@ def verbose_calls(stderr):
         if line.startswith("attn: sdpa "):
             calls.append(dict(w.split("=", 1) for w in line.split()[2:] if "=" in w))
     return calls
+
+
+def lse_error(got, ref, dt, max_score):
+    """Why the log-sum-exp output is off, or None. -inf (no key takes part)
+    must match exactly; elsewhere f64 agrees to 1e-12 relative to
+    max(1, |lse|), and f32 within 2e-5 of that plus 4 * 2^-24 * max|score|
+    (the rounding of the scores, as for the output)."""
+    # Rounded to the output's dtype: an lse beyond f32's range is inf there.
+    with np.errstate(over="ignore"):
+        ref = np.asarray(ref).astype(dt).astype(np.float64)
+    got = np.asarray(got, np.float64)
+    if got.shape != ref.shape:
+        return f"lse shape {got.shape}, expected {ref.shape}"
+    if not np.array_equal(np.isinf(got) * np.sign(got), np.isinf(ref) * np.sign(ref)):
+        return "lse is infinite in other rows than PyTorch's"
+    dead = np.isinf(ref)
+    if not dead.all():
+        scale = max(1.0, float(np.abs(ref[~dead]).max()))
+        err = float(np.abs(got[~dead] - ref[~dead]).max())
+        allowed = 1e-12 * scale if dt is np.float64 else 2e-5 * scale + 4 * 2.0**-24 * max_score
+        if not err <= allowed:
+            return f"lse error {err:.3g} > {allowed:.3g}"
+    return None
 
 
 class Runner:
@@ -130,9 +155,11 @@ class Runner:
         if kv == "bf16":  # the command rounds k and v to bfloat16; torch does the same rounding
             kr, vr = (torch.from_numpy(a).to(torch.bfloat16).to(torch.float64).numpy() for a in (k, v))
         ref_out, ref_w = reference(q, kr, vr, mask, causal, scale)
+        ref_lse, max_score = reference.lse, reference.max_score
         paths = [self.save(n, a) for n, a in (("q", q), ("k", k), ("v", v))]
         mpath = self.save("mask", mask) if mask is not None else None
         out, wts = os.path.join(self.tmp, "out.npy"), os.path.join(self.tmp, "w.npy")
+        lse = os.path.join(self.tmp, "lse.npy")
         L, S = q.shape[-2], k.shape[-2]
         fast = "decode" if L <= DECODE_MAX_ROWS and S >= DECODE_MIN_KEYS else "flash"
         want = "exact" if dt is np.float64 else fast
@@ -141,14 +168,15 @@ class Runner:
         for with_weights in (False, True):
             if with_weights and (compute_bf16 or strided):
                 continue
-            for p in (out, wts):
+            for p in (out, wts, lse):
                 if os.path.exists(p):
                     os.remove(p)
             if strided:
                 cmd = [self.strided, *paths, out, mpath or "-", str(causal),
                        "-" if scale is None else repr(scale)]
             else:
-                cmd = [self.attn, "sdpa", "-q", paths[0], "-k", paths[1], "-v", paths[2], "-o", out]
+                cmd = [self.attn, "sdpa", "-q", paths[0], "-k", paths[1], "-v", paths[2], "-o", out,
+                       "--lse", lse]
                 if with_weights:
                     cmd += ["-w", wts]
                 if mpath:
@@ -178,7 +206,11 @@ class Runner:
             err = rel_err(got, ref_out)
             if with_weights:
                 err = max(err, rel_err(np.load(wts), ref_w))
-            if not np.all(np.isfinite(got)):
+            if not strided and not compute_bf16:
+                why = lse_error(np.load(lse), ref_lse, dt, max_score)
+            if why:
+                pass
+            elif not np.all(np.isfinite(got)):
                 why = "output not finite"
             elif bound is not None and not with_weights:
                 why = bound(float(np.max(np.abs(got - ref_out))), ref_out)

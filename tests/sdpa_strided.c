@@ -77,7 +77,7 @@ int main(int argc, char **argv) {
     out.data = calloc((size_t)attn_tensor_numel(&out), attn_dtype_size(out.dtype));
     attn_tensor out_view = strided_copy(&out, &owned[4]);
     free(out.data);
-    if (attn_sdpa(&out_view, &view[0], &view[1], &view[2], &o, &err) ||
+    if (attn_sdpa(&out_view, NULL, NULL, &view[0], &view[1], &view[2], &o, &err) ||
         attn_npy_write(argv[4], &out_view, &err)) {
         fprintf(stderr, "%s\n", err.message);
         return 1;

@@ -8,7 +8,7 @@
  * aligned_alloc, realloc, free), so every allocation they make comes through
  * the wrappers below; the C library's own allocations (fopen's buffers,
  * threads' stacks) do not. Prints "ok NAME" or "FAIL NAME: why". */
-#include "attn.h"
+#include "attn_teach.h"
 #include "check.h"
 
 #include <math.h>
@@ -122,9 +122,10 @@ typedef struct sdpa_case {
 
 static attn_status run_sdpa(void *ctx, attn_error *err) {
     sdpa_case *c = ctx;
-    if (c->which == 1) return attn_sdpa_reference(&c->out, &c->q, &c->k, &c->v, &c->o, err);
+    attn_tensor *w = c->weights.data ? &c->weights : NULL;
+    if (c->which == 1) return attn_sdpa_reference(&c->out, NULL, w, &c->q, &c->k, &c->v, &c->o, err);
     if (c->which == 2) return attn_scores(&c->out, &c->q, &c->k, &c->o, err);
-    return attn_sdpa(&c->out, &c->q, &c->k, &c->v, &c->o, err);
+    return attn_sdpa(&c->out, NULL, w, &c->q, &c->k, &c->v, &c->o, err);
 }
 
 static uint64_t seed = 7;
@@ -162,7 +163,7 @@ static void sdpa_subject(const char *name, attn_dtype dt, attn_dtype kv, int64_t
     c.o.causal = causal;
     c.o.compute = compute;
     c.which = which;
-    if (weights) c.weights = tensor(dt, H, L, S), c.o.weights = &c.weights;
+    if (weights) c.weights = tensor(dt, H, L, S);
     if (mask) c.mask = tensor(ATTN_BOOL, 1, L, S), c.o.mask = &c.mask;
     subject s = {name, run_sdpa, &c, {c.out.data, c.weights.data}, {0, 0, 0}, NULL};
     s.output_bytes[0] = (size_t)attn_tensor_numel(&c.out) * attn_dtype_size(dt);

@@ -4,10 +4,11 @@
  *
  * Prints "ok NAME" or "FAIL NAME: why" per check; exits 1 if any failed.
  * The exact-value checks against PyTorch live in oracle.py. */
-#include "attn.h"
+#include "attn_teach.h"
 #include "check.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,9 +114,11 @@ static void test_basics(void) {
 
 /* ---- argument checking of attn_sdpa --------------------------------------- */
 
+/* attn_sdpa with the weights output of the current check, if any. */
+static attn_tensor *check_weights;
 static attn_status sdpa4(attn_tensor *out, attn_tensor *q, attn_tensor *k, attn_tensor *v,
                          const attn_sdpa_options *o, attn_error *err) {
-    return attn_sdpa(out, q, k, v, o, err);
+    return attn_sdpa(out, NULL, check_weights, q, k, v, o, err);
 }
 
 static void test_sdpa_errors(void) {
@@ -239,11 +242,28 @@ static void test_sdpa_errors(void) {
 
     /* Weights with the wrong shape. */
     attn_tensor w = make(ATTN_F64, 3, so);
-    o.weights = &w;
+    check_weights = &w;
     check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_SHAPE,
                  "weights has shape (2, 3, 6) but the result has shape (2, 3, 5)", "err_weights_shape");
+    check_weights = NULL;
     free(w.data);
     o = attn_sdpa_options_default();
+
+    /* lse: out's shape without Ev, q's dtype, writable. out is (2, 3, 6). */
+    int64_t sl_ok[2] = {2, 3}, sl_bad[2] = {2, 4};
+    attn_tensor lse = make(ATTN_F64, 2, sl_ok), lse_shape = make(ATTN_F64, 2, sl_bad),
+                lse_f32 = make(ATTN_F32, 2, sl_ok), lse_rank = make(ATTN_F64, 3, so);
+    check_status(attn_sdpa(&out, &lse, NULL, &q, &k, &v, NULL, &err), &err, ATTN_OK, "", "lse_ok");
+    check_status(attn_sdpa(&out, &lse_shape, NULL, &q, &k, &v, NULL, &err), &err, ATTN_ERR_SHAPE,
+                 "lse has shape (2, 4) but the result has shape (2, 3)", "err_lse_shape");
+    check_status(attn_sdpa(&out, &lse_f32, NULL, &q, &k, &v, NULL, &err), &err, ATTN_ERR_DTYPE,
+                 "lse is f32 but q is f64", "err_lse_dtype");
+    check_status(attn_sdpa(&out, &lse_rank, NULL, &q, &k, &v, NULL, &err), &err, ATTN_ERR_RANK,
+                 "lse has rank 3 but it must be 2", "err_lse_rank");
+    lse.strides[1] = 0;
+    check_status(attn_sdpa(&out, &lse, NULL, &q, &k, &v, NULL, &err), &err, ATTN_ERR_STRIDE,
+                 "lse has stride 0", "err_lse_stride");
+    free(lse.data), free(lse_shape.data), free(lse_f32.data), free(lse_rank.data);
 
     /* Scratch for an absurd E cannot be allocated: q and k broadcast one
      * element over 2^40 columns (stride 0), so only the scratch is huge. */
@@ -296,15 +316,13 @@ static void compare_kernels(const char *name, attn_dtype dt, int rank, const int
     attn_error err;
     o.mask = mask;
     o.causal = causal;
-    o.weights = &w2;
-    attn_status s2 = attn_sdpa_reference(&o2, &q, &k, &v, &o, &err);
+    attn_status s2 = attn_sdpa_reference(&o2, NULL, &w2, &q, &k, &v, &o, &err);
     int64_t L = sq[rank - 2], S = sk[rank - 2];
     const char *fast = dt == ATTN_F64 ? "exact" : L <= 4 && S >= 2048 ? "decode" : "flash";
     char kernel[32], full[160];
     for (int with_weights = 0; with_weights < 2; with_weights++) {
-        o.weights = with_weights ? &w1 : NULL;
         verbose_begin();
-        attn_status s1 = attn_sdpa(&o1, &q, &k, &v, &o, &err);
+        attn_status s1 = attn_sdpa(&o1, NULL, with_weights ? &w1 : NULL, &q, &k, &v, &o, &err);
         verbose_end(kernel, sizeof kernel, NULL, 0);
         const char *want = with_weights ? "exact" : fast;
         double d = max_diff(&o1, &o2), dw = with_weights ? max_diff(&w1, &w2) : 0;
@@ -376,7 +394,7 @@ static void softmax_row(double *w, const double *scores, const unsigned char *al
     o.scale = 1.0;
     o.causal = causal;
     o.mask = allowed ? &tm : NULL;
-    attn_sdpa(&to, &tq, &tk, &tv, &o, NULL);
+    attn_sdpa(&to, NULL, NULL, &tq, &tk, &tv, &o, NULL);
     free(eye);
 }
 
@@ -412,7 +430,7 @@ static void test_numerics(void) {
     attn_tensor q = make(ATTN_F32, 2, sq), k = make(ATTN_F32, 2, sk), v = make(ATTN_F32, 2, sv),
                 out = make(ATTN_F32, 2, so);
     ((float *)q.data)[1 * 4 + 2] = NAN;
-    attn_status st = attn_sdpa(&out, &q, &k, &v, NULL, NULL);
+    attn_status st = attn_sdpa(&out, NULL, NULL, &q, &k, &v, NULL, NULL);
     float *ov = out.data;
     check(st == ATTN_OK && isnan(ov[2]) && isnan(ov[3]) && !isnan(ov[0]) && !isnan(ov[1]) &&
               !isnan(ov[4]) && !isnan(ov[5]),
@@ -425,8 +443,7 @@ static void test_numerics(void) {
                 v2 = make(ATTN_F64, 2, sv2), o2 = make(ATTN_F64, 2, so2), w2 = make(ATTN_F64, 2, sw2);
     attn_sdpa_options o = attn_sdpa_options_default();
     o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
-    o.weights = &w2;
-    st = attn_sdpa(&o2, &q2, &k2, &v2, &o, NULL);
+    st = attn_sdpa(&o2, NULL, &w2, &q2, &k2, &v2, &o, NULL);
     double *wv = w2.data, *oo = o2.data;
     int ok = st == ATTN_OK;
     for (int i = 0; i < 5; i++) {
@@ -460,8 +477,8 @@ static void test_strided(void) {
     int64_t strides[4] = {L * H * E, E, H * E, 1};
     attn_tensor view;
     attn_tensor_init(&view, qs.data, ATTN_F64, 4, bhle, strides, NULL);
-    attn_sdpa(&o1, &view, &k, &v, NULL, NULL);
-    attn_sdpa(&o2, &qc, &k, &v, NULL, NULL);
+    attn_sdpa(&o1, NULL, NULL, &view, &k, &v, NULL, NULL);
+    attn_sdpa(&o2, NULL, NULL, &qc, &k, &v, NULL, NULL);
     check(max_diff(&o1, &o2) == 0.0, "strided_view_equals_copy", "diff %g", max_diff(&o1, &o2));
     free(qs.data), free(qc.data), free(k.data), free(v.data), free(o1.data), free(o2.data);
 }
@@ -749,18 +766,121 @@ static void test_half(void) {
     attn_tensor_init(&tq64, q64, ATTN_F64, 2, sq, NULL, NULL);
     attn_tensor_init(&to64, o64, ATTN_F64, 2, so, NULL, NULL);
     attn_tensor_init(&tq16, k16, ATTN_F16, 2, sq, NULL, NULL);
-    check_status(attn_sdpa(&to, &tq, &tk, &tv, NULL, &err), &err, ATTN_OK, "", "sdpa_bf16_k_f16_v");
+    check_status(attn_sdpa(&to, NULL, NULL, &tq, &tk, &tv, NULL, &err), &err, ATTN_OK, "", "sdpa_bf16_k_f16_v");
     check(o[0] == 0 && o[5] == 0, "sdpa_16bit_values", "%g", o[0]);
-    check_status(attn_sdpa(&to64, &tq64, &tk, &tv, NULL, &err), &err, ATTN_ERR_DTYPE, "need f32 q",
+    check_status(attn_sdpa(&to64, NULL, NULL, &tq64, &tk, &tv, NULL, &err), &err, ATTN_ERR_DTYPE, "need f32 q",
                  "sdpa_bf16_k_with_f64_q");
-    check_status(attn_sdpa(&to, &tq16, &tk, &tv, NULL, &err), &err, ATTN_ERR_DTYPE, "q is f16",
+    check_status(attn_sdpa(&to, NULL, NULL, &tq16, &tk, &tv, NULL, &err), &err, ATTN_ERR_DTYPE, "q is f16",
                  "sdpa_f16_q_rejected");
+}
+
+/* ---- merging partial results ------------------------------------------- */
+
+/* Attention over two disjoint sets of keys, merged by their log-sum-exp,
+ * equals attention over all the keys (f64 to 1e-12, f32 within its bound),
+ * through the public API alone; rows that see no key of one part (lse -inf
+ * there) take everything from the other. Then every error of the merge. */
+static void test_merge(void) {
+    enum { H = 3, L = 37, S = 300, S1 = 113, E = 16, Ev = 8 };
+    for (int f = 0; f < 2; f++) {
+        attn_dtype dt = f ? ATTN_F32 : ATTN_F64;
+        size_t sz = attn_dtype_size(dt);
+        int64_t sq[3] = {H, L, E}, sk[3] = {H, S, E}, sv[3] = {H, S, Ev}, so[3] = {H, L, Ev}, sl[2] = {H, L},
+                sm[2] = {L, S};
+        attn_tensor q = make(dt, 3, sq), k = make(dt, 3, sk), v = make(dt, 3, sv), m = make(ATTN_BOOL, 2, sm);
+        for (int i = 0; i < 5; i++) /* rows 0..4 see no key of the first part */
+            memset((unsigned char *)m.data + i * S, 0, S1);
+        attn_tensor out = make(dt, 3, so), lse = make(dt, 2, sl);
+        attn_tensor po[2] = {make(dt, 3, so), make(dt, 3, so)}, pl[2] = {make(dt, 2, sl), make(dt, 2, sl)};
+        attn_tensor mo = make(dt, 3, so), ml = make(dt, 2, sl);
+        attn_sdpa_options o = attn_sdpa_options_default();
+        o.mask = &m;
+        attn_status st = attn_sdpa(&out, &lse, NULL, &q, &k, &v, &o, NULL);
+        /* The two parts: views of keys 0..S1-1 and S1..S-1, and of the
+         * mask's matching columns. */
+        for (int part = 0; part < 2; part++) {
+            int64_t j0 = part ? S1 : 0, n = part ? S - S1 : S1;
+            int64_t skp[3] = {H, n, E}, svp[3] = {H, n, Ev}, smp[2] = {L, n};
+            int64_t kst[3] = {S * E, E, 1}, vst[3] = {S * Ev, Ev, 1}, mst[2] = {S, 1};
+            attn_tensor kp, vp, mp;
+            attn_tensor_init(&kp, (char *)k.data + j0 * E * sz, dt, 3, skp, kst, NULL);
+            attn_tensor_init(&vp, (char *)v.data + j0 * Ev * sz, dt, 3, svp, vst, NULL);
+            attn_tensor_init(&mp, (unsigned char *)m.data + j0, ATTN_BOOL, 2, smp, mst, NULL);
+            o.mask = &mp;
+            if (!st) st = attn_sdpa(&po[part], &pl[part], NULL, &q, &kp, &vp, &o, NULL);
+        }
+        const attn_tensor *outs[2] = {&po[0], &po[1]}, *lses[2] = {&pl[0], &pl[1]};
+        attn_error err;
+        if (!st) st = attn_sdpa_merge(&mo, &ml, outs, lses, 2, &err);
+        double tol = f ? 2e-5 : 1e-12;
+        int dead = isinf(get(&pl[0], 0)) && get(&pl[0], 0) < 0;
+        check(st == ATTN_OK && dead && max_diff(&mo, &out) <= tol && max_diff(&ml, &lse) <= tol * 10,
+              f ? "merge_two_halves_equals_whole_f32" : "merge_two_halves_equals_whole_f64",
+              "status %d, part lse[0] %g, out diff %.3g, lse diff %.3g", (int)st, get(&pl[0], 0),
+              max_diff(&mo, &out), max_diff(&ml, &lse));
+        /* In place: out and lse may be the first part's. */
+        st = attn_sdpa_merge(&po[0], &pl[0], outs, lses, 2, &err);
+        check(st == ATTN_OK && max_diff(&po[0], &mo) == 0 && max_diff(&pl[0], &ml) == 0,
+              f ? "merge_in_place_f32" : "merge_in_place_f64", "status %d", (int)st);
+        if (f) {
+            /* Errors, each named. */
+            attn_tensor wrong = make(dt, 3, sv), other = make(ATTN_F64, 3, so), flat = make(dt, 3, so);
+            const attn_tensor *bad_outs[2] = {&po[0], &wrong}, *mixed[2] = {&po[0], &other};
+            check_status(attn_sdpa_merge(&mo, &ml, outs, lses, 0, &err), &err, ATTN_ERR_ARGUMENT,
+                         "at least one part", "merge_err_no_parts");
+            check_status(attn_sdpa_merge(&mo, NULL, outs, lses, 2, &err), &err, ATTN_ERR_NULL, "lse is NULL",
+                         "merge_err_null");
+            check_status(attn_sdpa_merge(&mo, &ml, bad_outs, lses, 2, &err), &err, ATTN_ERR_SHAPE,
+                         "outs[1] has shape (3, 300, 8)", "merge_err_shape");
+            check_status(attn_sdpa_merge(&mo, &ml, mixed, lses, 2, &err), &err, ATTN_ERR_DTYPE,
+                         "outs[1] is f64", "merge_err_dtype");
+            check_status(attn_sdpa_merge(&mo, &mo, outs, lses, 2, &err), &err, ATTN_ERR_RANK,
+                         "lse has rank 3", "merge_err_rank");
+            flat.strides[1] = 0;
+            check_status(attn_sdpa_merge(&flat, &ml, outs, lses, 2, &err), &err, ATTN_ERR_STRIDE,
+                         "out has stride 0", "merge_err_stride");
+            free(wrong.data), free(other.data), free(flat.data);
+        }
+        free(q.data), free(k.data), free(v.data), free(m.data), free(out.data), free(lse.data);
+        free(po[0].data), free(po[1].data), free(pl[0].data), free(pl[1].data), free(mo.data), free(ml.data);
+    }
+}
+
+/* ---- options struct versioning -------------------------------------------- */
+
+static void test_options_version(void) {
+    int64_t s[2] = {3, 4};
+    attn_tensor q = make(ATTN_F64, 2, s), out = make(ATTN_F64, 2, s), ref = make(ATTN_F64, 2, s);
+    attn_error err;
+    attn_sdpa_options o = attn_sdpa_options_default();
+    check(o.struct_size == sizeof o, "options_default_sets_struct_size", "%zu", o.struct_size);
+    attn_sdpa_options zero;
+    memset(&zero, 0, sizeof zero);
+    check_status(attn_sdpa(&out, NULL, NULL, &q, &q, &q, &zero, &err), &err, ATTN_ERR_OPTION,
+                 "struct_size is 0", "options_zeroed_by_hand_rejected");
+    o.struct_size = sizeof o + 8;
+    check_status(attn_sdpa(&out, NULL, NULL, &q, &q, &q, &o, &err), &err, ATTN_ERR_OPTION,
+                 "newer attn.h", "options_from_newer_header_rejected");
+    /* An older, smaller struct: the fields it lacks keep their defaults. */
+    o = attn_sdpa_options_default();
+    o.has_scale = 1, o.scale = 0.25, o.causal = ATTN_CAUSAL_TOP_LEFT;
+    o.compute = (attn_compute)77; /* past the older struct's end: never read */
+    o.struct_size = offsetof(attn_sdpa_options, compute);
+    attn_status st = attn_sdpa(&out, NULL, NULL, &q, &q, &q, &o, &err);
+    o.compute = ATTN_COMPUTE_F32;
+    o.struct_size = sizeof o;
+    attn_sdpa(&ref, NULL, NULL, &q, &q, &q, &o, NULL);
+    check(st == ATTN_OK && max_diff(&out, &ref) == 0, "options_older_struct_reads_its_prefix",
+          "status %d (%s)", (int)st, st ? err.message : "");
+    free(q.data), free(out.data), free(ref.data);
 }
 
 int main(void) {
     test_basics();
     test_sdpa_errors();
     test_kernels_agree();
+    test_merge();
+    test_options_version();
     test_numerics();
     test_strided();
     test_npy();

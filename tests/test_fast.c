@@ -111,7 +111,7 @@ static attn_status run_f32(float *out, const problem *pr, float *q, float *k, fl
     attn_set_num_threads(threads);
     attn_error err;
     if (kernel) verbose_begin();
-    attn_status st = attn_sdpa(&to, &tq, &tk, &tv, &o, &err);
+    attn_status st = attn_sdpa(&to, NULL, NULL, &tq, &tk, &tv, &o, &err);
     if (kernel) verbose_end(kernel, 32, NULL, 0);
     if (st) printf("# attn_sdpa failed: %s\n", err.message);
     attn_set_num_threads(0);
@@ -141,7 +141,7 @@ static attn_status run_f64(double *out, const problem *pr, const float *q, const
     attn_sdpa_options o = attn_sdpa_options_default();
     o.causal = pr->causal;
     o.mask = pr->mask ? &tm : NULL;
-    attn_status st = attn_sdpa(&to, &tq, &tk, &tv, &o, NULL);
+    attn_status st = attn_sdpa(&to, NULL, NULL, &tq, &tk, &tv, &o, NULL);
     free(q64), free(k64), free(v64), free(m64);
     return st;
 }

@@ -23,6 +23,13 @@ want="attn $(sed -n 's/^#define ATTN_VERSION_STRING "\(.*\)"/\1/p' include/attn.
 if [ "$got" = "$want" ]; then echo "ok outside_program_runs"; else echo "FAIL outside_program_runs: got '$got', want '$want'"; fi
 LD_LIBRARY_PATH="$prefix/lib" ldd "$prefix/hello" | grep -q "$prefix/lib/libattn.so" && echo "ok links_shared_library" ||
     echo "FAIL links_shared_library: $(ldd "$prefix/hello" | grep attn)"
+# The teaching header, installed beside attn.h, builds against the same library.
+if ${CC:-cc} -std=c11 -Wall -Wextra -Werror tests/install/hello_teach.c $flags -o "$prefix/hello_teach" 2>"$prefix.log" &&
+    [ "$(LD_LIBRARY_PATH="$prefix/lib" "$prefix/hello_teach")" = "3 tokens: the cat sat" ]; then
+    echo "ok outside_program_uses_attn_teach_h"
+else
+    echo "FAIL outside_program_uses_attn_teach_h: $(head -n 3 "$prefix.log" | tr '\n' ' ')"
+fi
 # The README's C example is real code: it must build and run too.
 awk '/^```c$/{f=1;next} /^```$/{f=0} f' README.md >"$prefix/readme.c"
 if ${CC:-cc} -std=c11 -Wall -Wextra -Werror "$prefix/readme.c" $flags -o "$prefix/readme" 2>"$prefix.log" &&

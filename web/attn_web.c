@@ -2,7 +2,7 @@
  * WebAssembly. Each returns a NUL-terminated JSON string in a buffer owned
  * here, valid until the next call; the page parses it. The numbers come from
  * the same library code as `attn explain --json` and `attn scaling`. */
-#include "attn.h"
+#include "attn_teach.h"
 
 #include <stdbool.h>
 

@@ -77,14 +77,21 @@ static inline void attn_mat_set(const attn_mat *m, int64_t i, int64_t j, double 
 /* One attention problem: a single (batch, head) slice.
  *   q is (L, E), k is (S, E), v is (S, Ev), out is (L, Ev),
  *   weights (optional, rows == 0 when absent) is (L, S),
- *   mask (optional, rows == 0 when absent) is (L, S), broadcast dims stride 0.
+ *   mask (optional, rows == 0 when absent) is (L, S), broadcast dims stride 0,
+ *   lse (optional, base NULL when absent) is (L, 1): each row's log-sum-exp.
  * Query i may see key j only if j <= i + causal_offset (when causal is set). */
 typedef struct attn_problem {
-    attn_mat q, k, v, out, weights, mask;
+    attn_mat q, k, v, out, weights, mask, lse;
     bool causal;
     int64_t causal_offset;
     double scale;
 } attn_problem;
+
+/* The log-sum-exp of a row from its maximum m and its sum l of exp(s - m):
+ * m + log(l), -inf when no key took part (l == 0), +inf when m is. */
+static inline double attn_lse(double m, double l) {
+    return l == 0 ? -INFINITY : m == INFINITY ? INFINITY : m + log(l);
+}
 
 /* How many of the keys j0, j0+1, ..., j0+n-1 query row i of p may see. Under
  * a causal mask key j is visible when j <= i + causal_offset (offset 0 for
@@ -119,8 +126,8 @@ typedef struct attn_canon {
  * 0 <= i < sl->count (slices.c). */
 typedef struct attn_slices {
     attn_problem base; /* scale and causal settings shared by every slice */
-    const attn_tensor *q, *k, *v, *out, *weights, *mask;
-    attn_canon cq, ck, cv, co, cw, cm;
+    const attn_tensor *q, *k, *v, *out, *weights, *mask, *lse;
+    attn_canon cq, ck, cv, co, cw, cm, cl; /* cl: lse seen as (..., L, 1) */
     int64_t count;
 } attn_slices;
 void attn_slice(const attn_slices *sl, int64_t index, attn_problem *p);

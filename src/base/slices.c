@@ -1,5 +1,5 @@
 /* slices.c -- one (batch, head) slice of a planned call as an attention
- * problem: strided views of its q, k, v, out, weights and mask. */
+ * problem: strided views of its q, k, v, out, weights, mask and lse. */
 #include "base/base.h"
 
 static attn_mat mat_of(const attn_tensor *t, const attn_canon *c, const int64_t *idx) {
@@ -27,4 +27,5 @@ void attn_slice(const attn_slices *sl, int64_t index, attn_problem *p) {
     p->out = mat_of(sl->out, &sl->co, iq);
     if (sl->weights) p->weights = mat_of(sl->weights, &sl->cw, iq);
     if (sl->mask) p->mask = mat_of(sl->mask, &sl->cm, iq);
+    if (sl->lse) p->lse = mat_of(sl->lse, &sl->cl, iq);
 }

@@ -56,6 +56,7 @@ void attn_reference_kernel(const attn_problem *p, double *work) {
             for (int64_t e = 0; e < Ev; e++) orow[e] += scores[j] * attn_mat_get(&p->v, j, e);
         }
         for (int64_t e = 0; e < Ev; e++) attn_mat_set(&p->out, i, e, orow[e]);
+        if (p->lse.base) attn_mat_set(&p->lse, i, 0, attn_lse(m, l));
         if (p->weights.base)
             for (int64_t j = 0; j < S; j++) attn_mat_set(&p->weights, i, j, scores[j]);
     }

@@ -81,10 +81,13 @@ void attn_stream_kernel(const attn_problem *p, double *work) {
                 online_update(&m[r], &l[r], acc + r * Ev, scores + r * BC, vb, nc, Ev);
         }
 
-        /* A row with no key taking part (l == 0) gives 0, never 0/0. */
-        for (int64_t r = 0; r < nr; r++)
+        /* A row with no key taking part (l == 0) gives 0, never 0/0, and
+         * its log-sum-exp is -inf. */
+        for (int64_t r = 0; r < nr; r++) {
             for (int64_t e = 0; e < Ev; e++)
                 attn_mat_set(&p->out, i0 + r, e, l[r] == 0.0 ? 0.0 : acc[r * Ev + e] / l[r]);
+            if (p->lse.base) attn_mat_set(&p->lse, i0 + r, 0, attn_lse(m[r], l[r]));
+        }
 
         /* The weights need the final m and l, so they take a second sweep. */
         if (p->weights.base) {
@@ -110,6 +113,7 @@ void attn_exact_rows(const attn_problem *p, int64_t i0, int64_t n, double *work)
     sub.out.base += i0 * p->out.rs * (int64_t)attn_dtype_size(p->out.dtype);
     sub.out.rows = n;
     if (sub.mask.base) sub.mask.base += i0 * p->mask.rs * (int64_t)attn_dtype_size(p->mask.dtype);
+    if (sub.lse.base) sub.lse.base += i0 * p->lse.rs * (int64_t)attn_dtype_size(p->lse.dtype);
     sub.causal_offset += i0;
     attn_stream_kernel(&sub, work);
 }

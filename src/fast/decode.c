@@ -114,7 +114,10 @@ static bool merge(const decode_job *j, int64_t slice, const attn_problem *p) {
             m = mc > m ? mc : m;
         }
         for (int64_t e = 0; e < j->Ev; e++) out[i * p->out.rs + e * p->out.cs] = 0;
-        if (m == -INFINITY) continue; /* no key allowed: the row is 0 */
+        if (m == -INFINITY) { /* no key allowed: the row is 0 */
+            if (p->lse.base) attn_mat_set(&p->lse, i, 0, -INFINITY);
+            continue;
+        }
         for (int64_t c = 0; c < j->n_chunks; c++) {
             const float *part = j->partials + (slice * j->n_chunks + c) * j->part_floats;
             if (part[i] == -INFINITY) continue;
@@ -128,6 +131,7 @@ static bool merge(const decode_job *j, int64_t slice, const attn_problem *p) {
             *o /= l;
             if (*o - *o != 0) return false; /* overflow or NaN from a value */
         }
+        if (p->lse.base) attn_mat_set(&p->lse, i, 0, attn_lse(m, l));
     }
     return true;
 }

@@ -271,6 +271,7 @@ static void flash_item(void *ctx, int64_t item, int worker) {
         float l = w.l[r], *orow = w.o + r * Evp;
         float *dst = out + (i0 + r) * p->out.rs;
         for (int64_t e = 0; e < j->Ev; e++) dst[e * p->out.cs] = l == 0 ? 0.0f : orow[e] / l;
+        if (p->lse.base) attn_mat_set(&p->lse, i0 + r, 0, attn_lse(w.m[r], l));
     }
 }
 

@@ -121,8 +121,6 @@ static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *
                          (int)o->compute);
     if (o->compute == ATTN_COMPUTE_BF16 && q->dtype != ATTN_F32)
         return attn_fail(err, ATTN_ERR_OPTION, "bf16 compute needs f32 q");
-    if (o->compute == ATTN_COMPUTE_BF16 && o->weights)
-        return attn_fail(err, ATTN_ERR_OPTION, "bf16 compute does not write weights");
     if (o->has_scale && !isfinite(o->scale))
         return attn_fail(err, ATTN_ERR_SCALE, "scale is %g; it must be finite", o->scale);
 
@@ -176,9 +174,11 @@ attn_status attn_sdpa_shapes(int *rank, int64_t out_shape[ATTN_MAX_RANK],
                              int64_t weights_shape[ATTN_MAX_RANK], const attn_tensor *q,
                              const attn_tensor *k, const attn_tensor *v,
                              const attn_sdpa_options *options, attn_error *err) {
-    attn_sdpa_options o = options ? *options : attn_sdpa_options_default();
+    attn_sdpa_options o;
+    attn_status st = attn_options_read(&o, options, err);
+    if (st) return st;
     plan pl;
-    attn_status st = make_plan(&pl, q, k, v, &o, err);
+    st = make_plan(&pl, q, k, v, &o, err);
     if (st) return st;
     for (int d = 0; d < pl.rank; d++) {
         if (out_shape) out_shape[d] = pl.out[CANON - pl.rank + d];
@@ -188,38 +188,81 @@ attn_status attn_sdpa_shapes(int *rank, int64_t out_shape[ATTN_MAX_RANK],
     return ATTN_OK;
 }
 
-attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, bool scores, const attn_tensor *q,
-                           const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *opts,
-                           attn_error *err) {
-    attn_sdpa_options o = *opts;
+attn_status attn_options_read(attn_sdpa_options *o, const attn_sdpa_options *options,
+                              attn_error *err) {
+    *o = attn_sdpa_options_default();
+    if (!options) return ATTN_OK;
+    if (options->struct_size == 0)
+        return attn_fail(err, ATTN_ERR_OPTION,
+                         "options->struct_size is 0: start from attn_sdpa_options_default()");
+    if (options->struct_size > sizeof *o)
+        return attn_fail(err, ATTN_ERR_OPTION,
+                         "options->struct_size is %zu, larger than this library's %zu: the "
+                         "program was built against a newer attn.h", options->struct_size, sizeof *o);
+    memcpy(o, options, options->struct_size); /* fields it lacks keep their defaults */
+    o->struct_size = sizeof *o;
+    return ATTN_OK;
+}
+
+/* lse must be out's shape without its last dimension, q's dtype, and
+ * writable (no stride 0 in a dimension of size > 1). */
+static attn_status check_lse(const attn_tensor *lse, const plan *pl, attn_dtype dtype, attn_error *err) {
+    if (!lse->data) return attn_fail(err, ATTN_ERR_NULL, "lse has NULL data");
+    if (lse->dtype != dtype)
+        return attn_fail(err, ATTN_ERR_DTYPE, "lse is %s but q is %s; they must match",
+                         attn_dtype_name(lse->dtype), attn_dtype_name(dtype));
+    if (lse->rank != pl->rank - 1)
+        return attn_fail(err, ATTN_ERR_RANK, "lse has rank %d but it must be %d (out's without Ev)",
+                         lse->rank, pl->rank - 1);
+    int64_t want[CANON];
+    memcpy(want, pl->out, sizeof want);
+    memmove(want + 1, want, sizeof(int64_t) * (CANON - 1)); /* drop Ev: (1, B1, B2, Hq, L) */
+    attn_status st = check_output(lse, "lse", want, err);
+    return st ? st : attn_check_extent(lse, "lse", err);
+}
+
+/* lse (..., L) seen as (..., L, 1), so that a slice's lse is a matrix. */
+static canon canonical_lse(const attn_tensor *lse) {
+    attn_tensor t = *lse;
+    t.shape[t.rank] = 1, t.strides[t.rank] = 0, t.rank++;
+    return canonical(&t);
+}
+
+attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
+                           bool scores, const attn_tensor *q, const attn_tensor *k,
+                           const attn_tensor *v, const attn_sdpa_options *o, attn_error *err) {
     plan pl;
-    attn_status st = make_plan(&pl, q, k, v, &o, err);
+    attn_status st = make_plan(&pl, q, k, v, o, err);
     if (st) return st;
     /* For attn_scores, `out` receives the scores, shaped like the weights. */
     const char *out_name = scores ? "scores" : "out";
-    if (scores) o.weights = NULL;
     if ((st = check_operand(out, out_name, q->dtype, false, err))) return st;
     if (out->rank != pl.rank)
         return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d but the result has rank %d",
                          out_name, out->rank, pl.rank);
     if ((st = check_output(out, out_name, scores ? pl.weights : pl.out, err)))
         return st;
-    if (o.weights) {
-        if ((st = check_operand(o.weights, "weights", q->dtype, false, err))) return st;
-        if (o.weights->rank != pl.rank)
+    if (weights) {
+        if (o->compute == ATTN_COMPUTE_BF16)
+            return attn_fail(err, ATTN_ERR_OPTION, "bf16 compute does not write weights");
+        if ((st = check_operand(weights, "weights", q->dtype, false, err))) return st;
+        if (weights->rank != pl.rank)
             return attn_fail(err, ATTN_ERR_RANK, "weights has rank %d but the result has rank %d",
-                             o.weights->rank, pl.rank);
-        if ((st = check_output(o.weights, "weights", pl.weights, err))) return st;
+                             weights->rank, pl.rank);
+        if ((st = check_output(weights, "weights", pl.weights, err))) return st;
     }
+    if (lse && (st = check_lse(lse, &pl, q->dtype, err))) return st;
     int64_t L = pl.q.shape[3], E = pl.q.shape[4], S = pl.k.shape[3];
     memset(sl, 0, sizeof *sl);
-    sl->q = q, sl->k = k, sl->v = v, sl->out = out, sl->weights = o.weights, sl->mask = o.mask;
+    sl->q = q, sl->k = k, sl->v = v, sl->out = out, sl->weights = weights, sl->mask = o->mask;
+    sl->lse = lse;
     sl->cq = pl.q, sl->ck = pl.k, sl->cv = pl.v, sl->co = canonical(out);
-    if (o.weights) sl->cw = canonical(o.weights);
-    if (o.mask) sl->cm = canonical(o.mask);
-    sl->base.scale = o.has_scale ? o.scale : 1.0 / sqrt((double)E);
-    sl->base.causal = o.causal != ATTN_CAUSAL_NONE;
-    sl->base.causal_offset = o.causal == ATTN_CAUSAL_BOTTOM_RIGHT ? S - L : 0;
+    if (weights) sl->cw = canonical(weights);
+    if (o->mask) sl->cm = canonical(o->mask);
+    if (lse) sl->cl = canonical_lse(lse);
+    sl->base.scale = o->has_scale ? o->scale : 1.0 / sqrt((double)E);
+    sl->base.causal = o->causal != ATTN_CAUSAL_NONE;
+    sl->base.causal_offset = o->causal == ATTN_CAUSAL_BOTTOM_RIGHT ? S - L : 0;
     sl->count = pl.out[0] * pl.out[1] * pl.out[2]; /* <= out's element count: no overflow */
     return ATTN_OK;
 }

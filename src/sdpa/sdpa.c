@@ -13,6 +13,7 @@ typedef enum kernel_kind { KERNEL_STREAM, KERNEL_REFERENCE, KERNEL_SCORES } kern
 
 attn_sdpa_options attn_sdpa_options_default(void) {
     attn_sdpa_options o = {0};
+    o.struct_size = sizeof o;
     return o;
 }
 
@@ -26,7 +27,7 @@ static attn_status run_kernel(kernel_kind kind, const attn_slices *sl, const att
 
     /* f32 attention without weights takes the fast kernels: split over the
      * keys for a few queries against many keys, else tiled. */
-    if (kind == KERNEL_STREAM && sl->q->dtype == ATTN_F32 && !o->weights)
+    if (kind == KERNEL_STREAM && sl->q->dtype == ATTN_F32 && !sl->weights)
         return attn_decode_applies(L, S) ? attn_decode_run(sl, info, err)
                                          : attn_flash_run(sl, o->compute == ATTN_COMPUTE_BF16, info, err);
 
@@ -51,36 +52,39 @@ static attn_status run_kernel(kernel_kind kind, const attn_slices *sl, const att
     return ATTN_OK;
 }
 
-static attn_status sdpa_run(kernel_kind kind, attn_tensor *out, const attn_tensor *q,
-                            const attn_tensor *k, const attn_tensor *v,
-                            const attn_sdpa_options *options, attn_error *err) {
-    attn_sdpa_options o = options ? *options : attn_sdpa_options_default();
-    if (kind == KERNEL_SCORES) o.weights = NULL;
+static attn_status sdpa_run(kernel_kind kind, attn_tensor *out, attn_tensor *lse,
+                            attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,
+                            const attn_tensor *v, const attn_sdpa_options *options,
+                            attn_error *err) {
+    attn_sdpa_options o;
+    attn_status st = attn_options_read(&o, options, err);
+    if (st) return st;
     attn_slices sl;
-    attn_status st = attn_plan_call(&sl, out, kind == KERNEL_SCORES, q, k, v, &o, err);
+    st = attn_plan_call(&sl, out, lse, weights, kind == KERNEL_SCORES, q, k, v, &o, err);
     if (st) return st;
     static const char *const CALL[] = {"sdpa", "sdpa_reference", "scores"};
     bool verbose = attn_verbose_on();
     double t0 = verbose ? attn_now_ms() : 0;
     attn_run_info info;
     st = run_kernel(kind, &sl, &o, &info, err);
-    if (verbose) attn_verbose_report(CALL[kind], &info, q, k, v, &o, attn_now_ms() - t0);
+    if (verbose) attn_verbose_report(CALL[kind], &info, &sl, &o, attn_now_ms() - t0);
     return st;
 }
 
-attn_status attn_sdpa(attn_tensor *out, const attn_tensor *q, const attn_tensor *k,
-                      const attn_tensor *v, const attn_sdpa_options *options, attn_error *err) {
-    return sdpa_run(KERNEL_STREAM, out, q, k, v, options, err);
+attn_status attn_sdpa(attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,
+                      const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *options,
+                      attn_error *err) {
+    return sdpa_run(KERNEL_STREAM, out, lse, weights, q, k, v, options, err);
 }
 
-attn_status attn_sdpa_reference(attn_tensor *out, const attn_tensor *q, const attn_tensor *k,
-                                const attn_tensor *v, const attn_sdpa_options *options,
-                                attn_error *err) {
-    return sdpa_run(KERNEL_REFERENCE, out, q, k, v, options, err);
+attn_status attn_sdpa_reference(attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
+                                const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                const attn_sdpa_options *options, attn_error *err) {
+    return sdpa_run(KERNEL_REFERENCE, out, lse, weights, q, k, v, options, err);
 }
 
 attn_status attn_scores(attn_tensor *scores, const attn_tensor *q, const attn_tensor *k,
                         const attn_sdpa_options *options, attn_error *err) {
     /* k stands in for v: the plan needs one, and k's shape is always valid. */
-    return sdpa_run(KERNEL_SCORES, scores, q, k, k, options, err);
+    return sdpa_run(KERNEL_SCORES, scores, NULL, NULL, q, k, k, options, err);
 }

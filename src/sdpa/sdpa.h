@@ -5,20 +5,24 @@
 
 #include "base/base.h"
 
-/* Plan one call (plan.c): check q, k, v, the options and the output `out`
- * (the scores, shaped like the weights, when `scores` is set; options'
- * weights are then ignored), and fill *sl with its slices. Nothing is
- * written to any output. */
-attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, bool scores, const attn_tensor *q,
-                           const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *opts,
-                           attn_error *err);
+/* The caller's options (NULL: the defaults) as this library's struct,
+ * checking struct_size (plan.c). */
+attn_status attn_options_read(attn_sdpa_options *o, const attn_sdpa_options *options,
+                              attn_error *err);
+
+/* Plan one call (plan.c): check q, k, v, the options o (as read by
+ * attn_options_read) and the outputs out, lse and weights (each but out may
+ * be NULL; out holds the scores, shaped like the weights, when `scores` is
+ * set), and fill *sl with its slices. Nothing is written to any output. */
+attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
+                           bool scores, const attn_tensor *q, const attn_tensor *k,
+                           const attn_tensor *v, const attn_sdpa_options *o, attn_error *err);
 
 /* ATTN_VERBOSE (verbose.c): whether it is set (read once per process), a
  * monotonic clock in milliseconds, and the one line a call prints. */
 bool attn_verbose_on(void);
 double attn_now_ms(void);
-void attn_verbose_report(const char *call, const attn_run_info *info, const attn_tensor *q,
-                         const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *o,
-                         double ms);
+void attn_verbose_report(const char *call, const attn_run_info *info, const attn_slices *sl,
+                         const attn_sdpa_options *o, double ms);
 
 #endif /* ATTN_SDPA_H */

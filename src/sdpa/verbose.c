@@ -16,10 +16,9 @@
 bool attn_verbose_on(void) { return false; }
 void attn_set_verbose(int on) { (void)on; }
 double attn_now_ms(void) { return 0; }
-void attn_verbose_report(const char *call, const attn_run_info *info, const attn_tensor *q,
-                         const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *o,
-                         double ms) {
-    (void)call, (void)info, (void)q, (void)k, (void)v, (void)o, (void)ms;
+void attn_verbose_report(const char *call, const attn_run_info *info, const attn_slices *sl,
+                         const attn_sdpa_options *o, double ms) {
+    (void)call, (void)info, (void)sl, (void)o, (void)ms;
 }
 #else
 
@@ -62,24 +61,23 @@ static void describe(char *buf, size_t size, const attn_tensor *t) {
     if (n < size) snprintf(buf + n, size - n, ")");
 }
 
-void attn_verbose_report(const char *call, const attn_run_info *info, const attn_tensor *q,
-                         const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *o,
-                         double ms) {
+void attn_verbose_report(const char *call, const attn_run_info *info, const attn_slices *sl,
+                         const attn_sdpa_options *o, double ms) {
     static const char *const CAUSAL[] = {"none", "top-left", "bottom-right"};
     char sq[96], sk[96], sv[96], sm[96];
-    describe(sq, sizeof sq, q);
-    describe(sk, sizeof sk, k);
-    describe(sv, sizeof sv, v);
+    describe(sq, sizeof sq, sl->q);
+    describe(sk, sizeof sk, sl->k);
+    describe(sv, sizeof sv, sl->v);
     describe(sm, sizeof sm, o->mask);
     /* One fprintf: stdio locks the stream, so lines of concurrent calls do
      * not interleave. */
     fprintf(stderr,
             "attn: %s kernel=%s isa=%s threads=%d q=%s k=%s v=%s mask=%s causal=%s compute=%s%s"
-            "%s weights=%s fallback=%lld/%lld ms=%.3f\n",
+            "%s weights=%s lse=%s fallback=%lld/%lld ms=%.3f\n",
             call, info->kernel, info->isa, info->threads, sq, sk, sv, sm,
             (unsigned)o->causal <= 2 ? CAUSAL[o->causal] : "?",
             o->compute == ATTN_COMPUTE_BF16 ? "bf16" : "f32", info->bf16 ? " bf16_kernels=" : "",
-            info->bf16 ? info->bf16 : "", o->weights ? "yes" : "no",
+            info->bf16 ? info->bf16 : "", sl->weights ? "yes" : "no", sl->lse ? "yes" : "no",
             (long long)info->fallbacks, (long long)info->items, ms);
 }
 #endif

@@ -2,6 +2,7 @@
  * explainer (`attn explain` and the web page). All arithmetic goes through
  * the library's own attn_scores and attn_sdpa: the explainer shows exactly
  * what the library computes. */
+#include "attn_teach.h"
 #include "base/base.h"
 
 #include <stdlib.h>
@@ -100,8 +101,7 @@ attn_status attn_explain_run(attn_explain *ex, const attn_explain_input *in, att
     o.causal = in->causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
     attn_tensor_init(&ts, ex->scaled, ATTN_F64, 2, snn, NULL, NULL);
     if ((st = attn_scores(&ts, &tq, &tk, &o, err))) goto fail;
-    o.weights = &tw;
-    if ((st = attn_sdpa(&to, &tq, &tk, &tv, &o, err))) goto fail;
+    if ((st = attn_sdpa(&to, NULL, &tw, &tq, &tk, &tv, &o, err))) goto fail;
     return ATTN_OK;
 fail:
     attn_explain_free(ex);

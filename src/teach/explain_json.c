@@ -1,5 +1,6 @@
 /* explain_json.c -- an explanation as one JSON object, the format that
  * `attn explain --json`, the web page and the tests share. */
+#include "attn_teach.h"
 #include "base/base.h"
 #include "teach/json.h"
 

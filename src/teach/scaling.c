@@ -2,6 +2,7 @@
  * random standard-normal queries and keys, how far the raw scores spread,
  * how peaked the softmax gets, and how small its gradient becomes. The
  * scores and softmaxes come from attn_scores and attn_sdpa. */
+#include "attn_teach.h"
 #include "base/base.h"
 #include "teach/rng.h"
 
@@ -45,8 +46,7 @@ static attn_status softmax_rows(double *weights, double *scores, double *ones, d
     attn_sdpa_options o = attn_sdpa_options_default();
     o.has_scale = 1;
     o.scale = scale;
-    o.weights = &w;
-    return attn_sdpa(&out, &q, &k, &v, &o, err);
+    return attn_sdpa(&out, NULL, &w, &q, &k, &v, &o, err);
 }
 
 static void add_to_histogram(double *hist, double x, double range) {

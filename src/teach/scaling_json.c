@@ -1,5 +1,6 @@
 /* scaling_json.c -- one row of the scaling experiment as a JSON object, the
  * format that `attn scaling --json` and the web page share. */
+#include "attn_teach.h"
 #include "base/base.h"
 #include "teach/json.h"
 

@@ -1,6 +1,7 @@
 /* toy.c -- the toy model: a 30-word vocabulary, 8 named features
  * per word, d_k = 4, and two heads: one wired by hand so that it tells a
  * story, one drawn from a fixed seed of the library's portable generator. */
+#include "attn_teach.h"
 #include "base/base.h"
 #include "teach/rng.h"
 

@@ -1,7 +1,7 @@
 /* fuzz_tokenize.c -- libFuzzer target: attn_toy_tokenize, and the word
  * lookups behind it, on arbitrary text. Every token found must name a word
  * of the vocabulary and lie inside the text. */
-#include "attn.h"
+#include "attn_teach.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -11,7 +11,7 @@ int main(void) {
     attn_tensor_init(&tk, k, ATTN_F64, 2, s2, NULL, NULL);
     attn_tensor_init(&tv, v, ATTN_F64, 2, s2, NULL, NULL);
     attn_tensor_init(&to, out, ATTN_F64, 2, s1, NULL, NULL);
-    if (attn_sdpa(&to, &tq, &tk, &tv, NULL, &err) != ATTN_OK) return printf("%s\n", err.message), 1;
+    if (attn_sdpa(&to, NULL, NULL, &tq, &tk, &tv, NULL, &err) != ATTN_OK) return printf("%s\n", err.message), 1;
     printf("attn %s: %.6f %.6f\n", attn_version(), out[0], out[1]);
     return 0;
 }

@@ -1,0 +1,120 @@
+/* merge.c -- attn_sdpa_merge: the exact merge of attention computed over
+ * disjoint sets of keys, by each row's log-sum-exp:
+ *   lse = log(sum_i exp(lse_i)),  out = sum_i exp(lse_i - lse) · out_i. */
+#include "sdpa/sdpa.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* out-like (..., L, Ev) and lse-like (..., L) tensors: present, one float
+ * dtype, the expected rank and shape, offsets that fit. */
+static attn_status check_part(const attn_tensor *t, const char *name, int i, attn_dtype dtype, int rank,
+                              const int64_t *shape, attn_error *err) {
+    char label[32];
+    if (i < 0) snprintf(label, sizeof label, "%s", name);
+    else snprintf(label, sizeof label, "%s[%d]", name, i);
+    if (!t || !t->data) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", label);
+    if (t->dtype != dtype)
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s but out is %s; all must share one dtype", label,
+                         attn_dtype_name(t->dtype), attn_dtype_name(dtype));
+    if (t->rank != rank)
+        return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d but must have rank %d", label, t->rank, rank);
+    if (memcmp(t->shape, shape, sizeof(int64_t) * (size_t)rank) != 0) {
+        char got[128], want[128];
+        attn_format_shape(got, sizeof got, rank, t->shape);
+        attn_format_shape(want, sizeof want, rank, shape);
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s but must have shape %s", label, got, want);
+    }
+    return attn_check_extent(t, label, err);
+}
+
+/* Outputs are written: no stride 0 in a dimension of size > 1. */
+static attn_status check_writable(const attn_tensor *t, const char *name, attn_error *err) {
+    for (int d = 0; d < t->rank; d++)
+        if (t->shape[d] > 1 && t->strides[d] == 0)
+            return attn_fail(err, ATTN_ERR_STRIDE, "%s has stride 0 in dimension %d of size %lld", name, d,
+                             (long long)t->shape[d]);
+    return ATTN_OK;
+}
+
+static double get(const attn_tensor *t, int64_t off) {
+    return t->dtype == ATTN_F32 ? (double)((const float *)t->data)[off] : ((const double *)t->data)[off];
+}
+
+static void set(const attn_tensor *t, int64_t off, double x) {
+    if (t->dtype == ATTN_F32) ((float *)t->data)[off] = (float)x;
+    else ((double *)t->data)[off] = x;
+}
+
+/* The element offset of row `row` (a flat index over lse's dimensions) in a
+ * tensor whose leading dimensions are lse's. */
+static int64_t row_offset(const attn_tensor *t, const attn_tensor *lse, int64_t row) {
+    int64_t off = 0;
+    for (int d = lse->rank - 1; d >= 0; d--) {
+        off += row % lse->shape[d] * t->strides[d];
+        row /= lse->shape[d];
+    }
+    return off;
+}
+
+attn_status attn_sdpa_merge(attn_tensor *out, attn_tensor *lse, const attn_tensor *const *outs,
+                            const attn_tensor *const *lses, int n, attn_error *err) {
+    if (!out || !out->data) return attn_fail(err, ATTN_ERR_NULL, "out is NULL");
+    if (!lse || !lse->data) return attn_fail(err, ATTN_ERR_NULL, "lse is NULL");
+    if (!outs || !lses) return attn_fail(err, ATTN_ERR_NULL, "the list of parts is NULL");
+    if (n < 1) return attn_fail(err, ATTN_ERR_ARGUMENT, "n is %d; there must be at least one part", n);
+    if (out->dtype != ATTN_F32 && out->dtype != ATTN_F64)
+        return attn_fail(err, ATTN_ERR_DTYPE, "out is %s; it must be f32 or f64", attn_dtype_name(out->dtype));
+    if (out->rank < 2 || out->rank > ATTN_MAX_RANK)
+        return attn_fail(err, ATTN_ERR_RANK, "out has rank %d; it must be 2 to %d", out->rank, ATTN_MAX_RANK);
+    for (int d = 0; d < out->rank; d++)
+        if (out->shape[d] < 1)
+            return attn_fail(err, ATTN_ERR_SHAPE, "out has a dimension of %lld; each must be at least 1",
+                             (long long)out->shape[d]);
+    int rank = out->rank;
+    attn_status st;
+    if ((st = check_part(out, "out", -1, out->dtype, rank, out->shape, err)) ||
+        (st = check_part(lse, "lse", -1, out->dtype, rank - 1, out->shape, err)) ||
+        (st = check_writable(out, "out", err)) || (st = check_writable(lse, "lse", err)))
+        return st;
+    for (int i = 0; i < n; i++)
+        if ((st = check_part(outs[i], "outs", i, out->dtype, rank, out->shape, err)) ||
+            (st = check_part(lses[i], "lses", i, out->dtype, rank - 1, out->shape, err)))
+            return st;
+
+    int64_t rows = attn_tensor_numel(lse), Ev = out->shape[rank - 1];
+    for (int64_t r = 0; r < rows; r++) {
+        /* The row's maximum log-sum-exp, then each part's share of it. A part
+         * at the maximum weighs exactly 1, which also covers +inf. */
+        double m = -INFINITY;
+        for (int i = 0; i < n; i++) {
+            double x = get(lses[i], row_offset(lses[i], lse, r));
+            m = x > m ? x : m;
+        }
+        int64_t ol = row_offset(lse, lse, r), oo = row_offset(out, lse, r);
+        if (m == -INFINITY) { /* no key of any part took part */
+            for (int64_t e = 0; e < Ev; e++) set(out, oo + e * out->strides[rank - 1], 0.0);
+            set(lse, ol, -INFINITY);
+            continue;
+        }
+        double den = 0;
+        for (int i = 0; i < n; i++) {
+            double x = get(lses[i], row_offset(lses[i], lse, r));
+            den += x == m ? 1.0 : exp(x - m);
+        }
+        /* Element by element, so that out may be outs[0]. */
+        for (int64_t e = 0; e < Ev; e++) {
+            double sum = 0;
+            for (int i = 0; i < n; i++) {
+                double x = get(lses[i], row_offset(lses[i], lse, r));
+                if (x == -INFINITY) continue; /* its out row is 0, or NaN we must not spread */
+                int64_t oi = row_offset(outs[i], lse, r) + e * outs[i]->strides[rank - 1];
+                sum += (x == m ? 1.0 : exp(x - m)) * get(outs[i], oi);
+            }
+            set(out, oo + e * out->strides[rank - 1], sum / den);
+        }
+        set(lse, ol, attn_lse(m, den));
+    }
+    return ATTN_OK;
+}
