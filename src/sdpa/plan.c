@@ -217,6 +217,7 @@ static attn_status check_lse(const attn_tensor *lse, const plan *pl, attn_dtype 
     int64_t want[CANON];
     memcpy(want, pl->out, sizeof want);
     memmove(want + 1, want, sizeof(int64_t) * (CANON - 1)); /* drop Ev: (1, B1, B2, Hq, L) */
+    want[0] = 1;
     attn_status st = check_output(lse, "lse", want, err);
     return st ? st : attn_check_extent(lse, "lse", err);
 }
