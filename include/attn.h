@@ -19,7 +19,8 @@
  *   - The library never exits, never aborts, and prints only when asked to
  *     (verbose mode, attn_set_verbose). All functions are thread-safe on
  *     distinct outputs. Its global state is process-wide and listed here:
- *     the thread pool and its size (attn_set_num_threads, ATTN_NUM_THREADS),
+ *     the thread pool and its default size (attn_set_num_threads,
+ *     ATTN_NUM_THREADS; one call can ask for another through attn_context),
  *     the microkernels' ISA (chosen once; ATTN_ISA), and the verbose flag
  *     (attn_set_verbose, ATTN_VERBOSE).
  *   - The caller owns all memory it passes in. Scratch memory a call needs is
@@ -237,6 +238,23 @@ typedef enum attn_causal {
  *                      long S) is memory-bound and computes in f32 either way. */
 typedef enum attn_compute { ATTN_COMPUTE_F32 = 0, ATTN_COMPUTE_BF16 = 1 } attn_compute;
 
+/* Per-call resources, in the style of BLIS's rntm_t: what a call may use,
+ * as opposed to what it computes. Start from attn_context_default() and
+ * point attn_sdpa_options.context at it; a NULL context means the
+ * process-wide defaults. */
+typedef struct attn_context {
+    /* sizeof(attn_context) as the caller was compiled, set by
+     * attn_context_default(); read like attn_sdpa_options.struct_size. */
+    size_t struct_size;
+    /* Threads for this call, the caller's included: 1 to 256, or 0 for the
+     * process-wide number (attn_get_num_threads). Results are bitwise the
+     * same for any number. */
+    int num_threads;
+} attn_context;
+
+/* The defaults: the process-wide thread count; struct_size set. */
+ATTN_API attn_context attn_context_default(void);
+
 /* Options of attn_sdpa. Start from attn_sdpa_options_default() and set what
  * you need; a NULL options pointer means all defaults. */
 typedef struct attn_sdpa_options {
@@ -263,6 +281,8 @@ typedef struct attn_sdpa_options {
     /* The arithmetic of f32 attention; see attn_compute. attn_sdpa_reference
      * ignores it (it is exact). */
     attn_compute compute;
+    /* Per-call resources (threads), NULL for the process-wide defaults. */
+    const attn_context *context;
 } attn_sdpa_options;
 
 /* The defaults: scale 1/sqrt(E), no causal mask, no mask, f32 arithmetic;

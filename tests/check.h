@@ -32,6 +32,7 @@ static inline void skip(const char *name, const char *fmt, ...) {
  * fallback (may be NULL). stderr goes to a temporary file in between. */
 static FILE *verbose_file;
 static int verbose_saved_fd = -1;
+static char verbose_last_line[1024]; /* the whole last verbose line */
 
 static inline void verbose_begin(void) {
     fflush(stderr);
@@ -61,6 +62,7 @@ static inline void verbose_end(char *kernel, size_t size, char *fallback, size_t
     char line[1024];
     while (fgets(line, sizeof line, verbose_file))
         if (strncmp(line, "attn: ", 6) == 0) {
+            memcpy(verbose_last_line, line, sizeof line);
             word_after(kernel, size, line, " kernel=");
             if (fallback) word_after(fallback, fsize, line, " fallback=");
         }

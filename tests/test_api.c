@@ -872,6 +872,33 @@ static void test_options_version(void) {
     attn_sdpa(&ref, NULL, NULL, &q, &q, &q, &o, NULL);
     check(st == ATTN_OK && max_diff(&out, &ref) == 0, "options_older_struct_reads_its_prefix",
           "status %d (%s)", (int)st, st ? err.message : "");
+    /* The per-call context: threads for one call, checked like options. */
+    int64_t sb[3] = {2, 2000, 16}; /* 6 work items: room for 3 threads */
+    attn_tensor qb = make(ATTN_F32, 3, sb), o1 = make(ATTN_F32, 3, sb), o3 = make(ATTN_F32, 3, sb);
+    attn_context ctx = attn_context_default();
+    o = attn_sdpa_options_default();
+    o.context = &ctx;
+    char kernel[32];
+    ctx.num_threads = 1;
+    attn_status s1 = attn_sdpa(&o1, NULL, NULL, &qb, &qb, &qb, &o, &err);
+    ctx.num_threads = 3;
+    verbose_begin();
+    attn_status s3 = attn_sdpa(&o3, NULL, NULL, &qb, &qb, &qb, &o, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    /* Bitwise the same, and the verbose line names the threads it ran on. */
+    check(s1 == ATTN_OK && s3 == ATTN_OK && max_diff(&o1, &o3) == 0 && strcmp(kernel, "flash") == 0 &&
+              strstr(verbose_last_line, " threads=3 "),
+          "context_threads_1_and_3_bitwise_identical", "status %d/%d, kernel %s, line %s", (int)s1, (int)s3,
+          kernel, verbose_last_line);
+    ctx.num_threads = 257;
+    check_status(attn_sdpa(&o1, NULL, NULL, &qb, &qb, &qb, &o, &err), &err, ATTN_ERR_OPTION,
+                 "num_threads is 257", "context_bad_threads_rejected");
+    attn_context zc;
+    memset(&zc, 0, sizeof zc);
+    o.context = &zc;
+    check_status(attn_sdpa(&o1, NULL, NULL, &qb, &qb, &qb, &o, &err), &err, ATTN_ERR_OPTION,
+                 "context->struct_size is 0", "context_zeroed_by_hand_rejected");
+    free(qb.data), free(o1.data), free(o3.data);
     free(q.data), free(out.data), free(ref.data);
 }
 

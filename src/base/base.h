@@ -128,6 +128,7 @@ typedef struct attn_slices {
     attn_problem base; /* scale and causal settings shared by every slice */
     const attn_tensor *q, *k, *v, *out, *weights, *mask, *lse;
     attn_canon cq, ck, cv, co, cw, cm, cl; /* cl: lse seen as (..., L, 1) */
+    int threads; /* for this call, the caller's included */
     int64_t count;
 } attn_slices;
 void attn_slice(const attn_slices *sl, int64_t index, attn_problem *p);

@@ -153,7 +153,7 @@ attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_err
         !attn_mul_i64(items, j.part_floats, &floats) || (uint64_t)floats > SIZE_MAX / 8)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "decode partials overflow");
     j.ws_floats = attn_round_up(j.L * j.E + j.L * attn_round_up(CHUNK, ATTN_VL_MAX) + j.E + j.Ev, 16);
-    int workers = attn_get_num_threads();
+    int workers = sl->threads;
     if (workers > items) workers = (int)items;
     j.partials = malloc(sizeof(float) * (size_t)floats);
     j.scratch = malloc(sizeof(float) * (size_t)(j.ws_floats * workers));

@@ -326,7 +326,7 @@ attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_run_info *info
                          (long long)j.E, (long long)j.Ev);
     /* Each workspace starts on a 64-byte boundary. */
     j.ws_bytes = (workspace_floats(&j) * sizeof(float) + 63) / 64 * 64;
-    int workers = attn_get_num_threads();
+    int workers = sl->threads;
     if (workers > items) workers = (int)items;
     /* All scratch is allocated here, before any output is written, the
      * exact kernel's for items that may fall back to it included. */

@@ -175,7 +175,8 @@ attn_status attn_sdpa_shapes(int *rank, int64_t out_shape[ATTN_MAX_RANK],
                              const attn_tensor *k, const attn_tensor *v,
                              const attn_sdpa_options *options, attn_error *err) {
     attn_sdpa_options o;
-    attn_status st = attn_options_read(&o, options, err);
+    int threads;
+    attn_status st = attn_options_read(&o, &threads, options, err);
     if (st) return st;
     plan pl;
     st = make_plan(&pl, q, k, v, &o, err);
@@ -188,19 +189,36 @@ attn_status attn_sdpa_shapes(int *rank, int64_t out_shape[ATTN_MAX_RANK],
     return ATTN_OK;
 }
 
-attn_status attn_options_read(attn_sdpa_options *o, const attn_sdpa_options *options,
+/* Read a caller's versioned struct (options or context) of `size` bytes
+ * into `dst` (this library's `ours` bytes, already holding the defaults). */
+static attn_status read_versioned(void *dst, size_t ours, const void *src, size_t size, const char *name,
+                                  attn_error *err) {
+    if (size == 0)
+        return attn_fail(err, ATTN_ERR_OPTION, "%s->struct_size is 0: start from %s_default()", name,
+                         strcmp(name, "options") == 0 ? "attn_sdpa_options" : "attn_context");
+    if (size > ours)
+        return attn_fail(err, ATTN_ERR_OPTION,
+                         "%s->struct_size is %zu, larger than this library's %zu: the program was "
+                         "built against a newer attn.h", name, size, ours);
+    memcpy(dst, src, size); /* fields it lacks keep their defaults */
+    return ATTN_OK;
+}
+
+attn_status attn_options_read(attn_sdpa_options *o, int *threads, const attn_sdpa_options *options,
                               attn_error *err) {
     *o = attn_sdpa_options_default();
-    if (!options) return ATTN_OK;
-    if (options->struct_size == 0)
-        return attn_fail(err, ATTN_ERR_OPTION,
-                         "options->struct_size is 0: start from attn_sdpa_options_default()");
-    if (options->struct_size > sizeof *o)
-        return attn_fail(err, ATTN_ERR_OPTION,
-                         "options->struct_size is %zu, larger than this library's %zu: the "
-                         "program was built against a newer attn.h", options->struct_size, sizeof *o);
-    memcpy(o, options, options->struct_size); /* fields it lacks keep their defaults */
+    attn_context c = attn_context_default();
+    attn_status st;
+    if (options && (st = read_versioned(o, sizeof *o, options, options->struct_size, "options", err)))
+        return st;
     o->struct_size = sizeof *o;
+    if (o->context &&
+        (st = read_versioned(&c, sizeof c, o->context, o->context->struct_size, "context", err)))
+        return st;
+    if (c.num_threads < 0 || c.num_threads > 256)
+        return attn_fail(err, ATTN_ERR_OPTION, "context->num_threads is %d; it must be 0 to 256",
+                         c.num_threads);
+    *threads = c.num_threads ? c.num_threads : attn_get_num_threads();
     return ATTN_OK;
 }
 
@@ -231,7 +249,8 @@ static canon canonical_lse(const attn_tensor *lse) {
 
 attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
                            bool scores, const attn_tensor *q, const attn_tensor *k,
-                           const attn_tensor *v, const attn_sdpa_options *o, attn_error *err) {
+                           const attn_tensor *v, const attn_sdpa_options *o, int threads,
+                           attn_error *err) {
     plan pl;
     attn_status st = make_plan(&pl, q, k, v, o, err);
     if (st) return st;
@@ -265,5 +284,6 @@ attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, 
     sl->base.causal = o->causal != ATTN_CAUSAL_NONE;
     sl->base.causal_offset = o->causal == ATTN_CAUSAL_BOTTOM_RIGHT ? S - L : 0;
     sl->count = pl.out[0] * pl.out[1] * pl.out[2]; /* <= out's element count: no overflow */
+    sl->threads = threads;
     return ATTN_OK;
 }

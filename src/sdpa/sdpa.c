@@ -11,6 +11,12 @@
 
 typedef enum kernel_kind { KERNEL_STREAM, KERNEL_REFERENCE, KERNEL_SCORES } kernel_kind;
 
+attn_context attn_context_default(void) {
+    attn_context c = {0};
+    c.struct_size = sizeof c;
+    return c;
+}
+
 attn_sdpa_options attn_sdpa_options_default(void) {
     attn_sdpa_options o = {0};
     o.struct_size = sizeof o;
@@ -57,10 +63,11 @@ static attn_status sdpa_run(kernel_kind kind, attn_tensor *out, attn_tensor *lse
                             const attn_tensor *v, const attn_sdpa_options *options,
                             attn_error *err) {
     attn_sdpa_options o;
-    attn_status st = attn_options_read(&o, options, err);
+    int threads;
+    attn_status st = attn_options_read(&o, &threads, options, err);
     if (st) return st;
     attn_slices sl;
-    st = attn_plan_call(&sl, out, lse, weights, kind == KERNEL_SCORES, q, k, v, &o, err);
+    st = attn_plan_call(&sl, out, lse, weights, kind == KERNEL_SCORES, q, k, v, &o, threads, err);
     if (st) return st;
     static const char *const CALL[] = {"sdpa", "sdpa_reference", "scores"};
     bool verbose = attn_verbose_on();

@@ -5,9 +5,10 @@
 
 #include "base/base.h"
 
-/* The caller's options (NULL: the defaults) as this library's struct,
- * checking struct_size (plan.c). */
-attn_status attn_options_read(attn_sdpa_options *o, const attn_sdpa_options *options,
+/* The caller's options (NULL: the defaults) as this library's struct, and
+ * the threads of the call from its context, checking struct sizes and
+ * ranges (plan.c). */
+attn_status attn_options_read(attn_sdpa_options *o, int *threads, const attn_sdpa_options *options,
                               attn_error *err);
 
 /* Plan one call (plan.c): check q, k, v, the options o (as read by
@@ -16,7 +17,8 @@ attn_status attn_options_read(attn_sdpa_options *o, const attn_sdpa_options *opt
  * set), and fill *sl with its slices. Nothing is written to any output. */
 attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
                            bool scores, const attn_tensor *q, const attn_tensor *k,
-                           const attn_tensor *v, const attn_sdpa_options *o, attn_error *err);
+                           const attn_tensor *v, const attn_sdpa_options *o, int threads,
+                           attn_error *err);
 
 /* ATTN_VERBOSE (verbose.c): whether it is set (read once per process), a
  * monotonic clock in milliseconds, and the one line a call prints. */
