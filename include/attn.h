@@ -163,7 +163,8 @@ ATTN_API size_t attn_dtype_size(attn_dtype dtype);
 /* Short name of `dtype`: "f32", "f64", "bool", "f16", "bf16", or "unknown". */
 ATTN_API const char *attn_dtype_name(attn_dtype dtype);
 /* Format a shape as NumPy prints it, "(2, 3)", "(3,)" or "()", into buf
- * (always terminated when size > 0, cut short if it does not fit). */
+ * (always terminated when size > 0, cut short if it does not fit; NULL buf
+ * writes nothing, NULL shape prints "()"). */
 ATTN_API void attn_format_shape(char *buf, size_t size, int rank, const int64_t *shape);
 
 /* A view of a strided array that the caller owns. Nothing is copied.

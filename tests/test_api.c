@@ -781,7 +781,7 @@ static void test_half(void) {
  * through the public API alone; rows that see no key of one part (lse -inf
  * there) take everything from the other. Then every error of the merge. */
 static void test_merge(void) {
-    enum { H = 3, L = 37, S = 300, S1 = 113, E = 16, Ev = 8 };
+    enum { H = 3, L = 37, S = 300, S1 = 113, E = 16, Ev = 100 }; /* Ev spans two 64-element chunks */
     for (int f = 0; f < 2; f++) {
         attn_dtype dt = f ? ATTN_F32 : ATTN_F64;
         size_t sz = attn_dtype_size(dt);
@@ -831,7 +831,7 @@ static void test_merge(void) {
             check_status(attn_sdpa_merge(&mo, NULL, outs, lses, 2, &err), &err, ATTN_ERR_NULL, "lse is NULL",
                          "merge_err_null");
             check_status(attn_sdpa_merge(&mo, &ml, bad_outs, lses, 2, &err), &err, ATTN_ERR_SHAPE,
-                         "outs[1] has shape (3, 300, 8)", "merge_err_shape");
+                         "outs[1] has shape (3, 300, 100)", "merge_err_shape");
             check_status(attn_sdpa_merge(&mo, &ml, mixed, lses, 2, &err), &err, ATTN_ERR_DTYPE,
                          "outs[1] is f64", "merge_err_dtype");
             check_status(attn_sdpa_merge(&mo, &mo, outs, lses, 2, &err), &err, ATTN_ERR_RANK,

@@ -13,8 +13,9 @@ bool attn_add_i64(int64_t a, int64_t b, int64_t *out) {
 
 void attn_format_shape(char *buf, size_t size, int rank, const int64_t *shape) {
     size_t n = 0;
-    if (size == 0) return;
+    if (!buf || size == 0) return;
     buf[0] = '\0';
+    if (rank > 0 && !shape) rank = 0; /* nothing to print but "()" */
     n += (size_t)snprintf(buf + n, size - n, "(");
     for (int d = 0; d < rank && n < size; d++)
         n += (size_t)snprintf(buf + n, size - n, "%s%lld", d ? ", " : "", (long long)shape[d]);

@@ -83,38 +83,38 @@ attn_status attn_sdpa_merge(attn_tensor *out, attn_tensor *lse, const attn_tenso
             (st = check_part(lses[i], "lses", i, out->dtype, rank - 1, out->shape, err)))
             return st;
 
-    int64_t rows = attn_tensor_numel(lse), Ev = out->shape[rank - 1];
+    enum { CHUNK = 64 }; /* output elements summed at a time, in double */
+    int64_t rows = attn_tensor_numel(lse), Ev = out->shape[rank - 1], es = out->strides[rank - 1];
     for (int64_t r = 0; r < rows; r++) {
-        /* The row's maximum log-sum-exp, then each part's share of it. A part
-         * at the maximum weighs exactly 1, which also covers +inf. */
-        double m = -INFINITY;
+        /* The row's maximum log-sum-exp; each part then weighs exp(lse_i - m),
+         * and a part at the maximum exactly 1, which also covers +inf. */
+        double m = -INFINITY, den = 0;
         for (int i = 0; i < n; i++) {
             double x = get(lses[i], row_offset(lses[i], lse, r));
             m = x > m ? x : m;
         }
-        int64_t ol = row_offset(lse, lse, r), oo = row_offset(out, lse, r);
+        int64_t oo = row_offset(out, lse, r), ol = row_offset(lse, lse, r);
         if (m == -INFINITY) { /* no key of any part took part */
-            for (int64_t e = 0; e < Ev; e++) set(out, oo + e * out->strides[rank - 1], 0.0);
+            for (int64_t e = 0; e < Ev; e++) set(out, oo + e * es, 0.0);
             set(lse, ol, -INFINITY);
             continue;
         }
-        double den = 0;
-        for (int i = 0; i < n; i++) {
-            double x = get(lses[i], row_offset(lses[i], lse, r));
-            den += x == m ? 1.0 : exp(x - m);
-        }
-        /* Element by element, so that out may be outs[0]. */
-        for (int64_t e = 0; e < Ev; e++) {
-            double sum = 0;
+        double acc[CHUNK]; /* den is summed with the first chunk */
+        for (int64_t e0 = 0; e0 < Ev; e0 += CHUNK) {
+            int64_t ne = Ev - e0 < CHUNK ? Ev - e0 : CHUNK;
+            for (int64_t e = 0; e < ne; e++) acc[e] = 0;
             for (int i = 0; i < n; i++) {
                 double x = get(lses[i], row_offset(lses[i], lse, r));
-                if (x == -INFINITY) continue; /* its out row is 0, or NaN we must not spread */
-                int64_t oi = row_offset(outs[i], lse, r) + e * outs[i]->strides[rank - 1];
-                sum += (x == m ? 1.0 : exp(x - m)) * get(outs[i], oi);
+                if (x == -INFINITY) continue; /* no key of it took part: its row is 0, or NaN we must not spread */
+                double w = x == m ? 1.0 : exp(x - m);
+                if (e0 == 0) den += w;
+                int64_t oi = row_offset(outs[i], lse, r), is = outs[i]->strides[rank - 1];
+                for (int64_t e = 0; e < ne; e++) acc[e] += w * get(outs[i], oi + (e0 + e) * is);
             }
-            set(out, oo + e * out->strides[rank - 1], sum / den);
+            /* Written after every part was read: out may be outs[0]. */
+            for (int64_t e = 0; e < ne; e++) set(out, oo + (e0 + e) * es, acc[e] / den);
         }
-        set(lse, ol, attn_lse(m, den));
+        set(lse, ol, attn_lse(m, den)); /* after every read of lses: lse may be lses[0] */
     }
     return ATTN_OK;
 }
