@@ -32,22 +32,6 @@ static inline double attn_dot(const double *a, const double *b, int64_t n) {
     return s;
 }
 
-/* The score of query i against key j, given their dot product: dot·scale plus
- * the additive mask, or -inf when the causal or bool mask excludes the pair.
- * Both kernels treat a score of -inf as "takes no part in the softmax". */
-static inline double attn_score(const attn_problem *p, int64_t i, int64_t j, double dot) {
-    if (attn_keys_seen(p, i, j, 1) == 0) return -INFINITY; /* past the causal limit */
-    double s = dot * p->scale;
-    if (p->mask.base) {
-        if (p->mask.dtype == ATTN_BOOL) {
-            if (p->mask.base[i * p->mask.rs + j * p->mask.cs] == 0) return -INFINITY;
-        } else {
-            s += attn_mat_get(&p->mask, i, j);
-        }
-    }
-    return s;
-}
-
 /* exp(s - m) for a score s that takes part and the row maximum m >= s. When
  * s == m it is exactly 1, which also covers s == m == +inf: the weight is then
  * shared among the +inf scores, the softmax's limit, instead of NaN. */

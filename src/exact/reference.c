@@ -2,6 +2,7 @@
  * textbook two-pass softmax, kept plain so tests can compare the streaming
  * kernel against an independent implementation), and the scores alone. */
 #include "exact/exact.h"
+#include "kernels/score.h"
 
 int64_t attn_reference_work_size(int64_t S, int64_t E, int64_t Ev) {
     /* one row of scores (S), one query row (E), one key row (E), one output row (Ev) */
@@ -16,8 +17,10 @@ static void row_scores(double *scores, const attn_problem *p, int64_t i, double 
     attn_pack_rows(qrow, &p->q, i, 1);
     for (int64_t j = 0; j < p->k.rows; j++) {
         attn_pack_rows(krow, &p->k, j, 1);
-        scores[j] = attn_score(p, i, j, attn_dot(qrow, krow, p->q.cols));
+        scores[j] = attn_dot(qrow, krow, p->q.cols) * p->scale;
     }
+    attn_score_block sb = {scores, true, p->k.rows};
+    attn_score_epilogue(NULL, sb, p, i, 1, 0, p->k.rows, p->k.rows, p->causal);
 }
 
 // q is (L, E), k is (S, E), out is the scores (L, S)

@@ -7,6 +7,7 @@
  * accumulator acc = sum exp(s - m) v. When a new key block raises m, the old
  * l and acc are rescaled by exp(m_old - m_new). At the end, out = acc / l. */
 #include "exact/exact.h"
+#include "kernels/score.h"
 
 enum { BR = 16, BC = 64 }; /* query rows and keys per block */
 
@@ -27,7 +28,9 @@ static void block_scores(double *scores, const attn_problem *p, const double *qb
     int64_t E = p->q.cols;
     for (int64_t r = 0; r < nr; r++)
         for (int64_t c = 0; c < nc; c++)
-            scores[r * BC + c] = attn_score(p, i0 + r, j0 + c, attn_dot(qb + r * E, kb + c * E, E));
+            scores[r * BC + c] = attn_dot(qb + r * E, kb + c * E, E) * p->scale;
+    attn_score_block sb = {scores, true, BC};
+    attn_score_epilogue(NULL, sb, p, i0, nr, j0, nc, nc, p->causal);
 }
 
 /* Fold one block of scores (nc keys) into a row's running m, l and acc. */

@@ -16,6 +16,7 @@
  * or sums could overflow f32, is computed by the exact f64 kernel instead. */
 #include "exact/exact.h"
 #include "fast/fast.h"
+#include "kernels/score.h"
 #include "kernels/ukernel.h"
 
 #include <stdatomic.h>
@@ -78,9 +79,8 @@ static void decode_item(void *ctx, int64_t item, int worker) {
         return;
     }
     int64_t vl = uk->vl, last_pad = attn_round_up(last, vl);
-    bool bad = false;
-    attn_mask_scores(uk, s, lds, &p, 0, L, j0, last, last_pad, p.causal, &bad);
-    if (bad) {
+    attn_score_block sb = {s, false, lds};
+    if (!attn_score_epilogue(uk, sb, &p, 0, L, j0, last, last_pad, p.causal)) {
         atomic_store(&j->bad[slice], 1);
         return;
     }

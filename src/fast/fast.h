@@ -1,20 +1,8 @@
-/* fast.h -- the fast f32 kernels (flash.c, decode.c) and what they share
- * (mask.c). Not public. */
+/* fast.h -- the fast f32 kernels (flash.c, decode.c). Not public. */
 #ifndef ATTN_FAST_H
 #define ATTN_FAST_H
 
 #include "base/base.h"
-
-/* Scores s (rows × nc_pad, row stride lds) for query rows i0.. against keys
- * j0.. of problem p, holding q·k·scale, become the scores the softmax takes:
- * keys nc..nc_pad-1 (padding) and keys past a row's causal limit (only
- * looked at when `causal_block`) get -inf, as do keys a bool mask excludes;
- * a float mask is added. Sets *bad when a float mask value is NaN or +inf:
- * the caller then hands the work to the exact kernel. */
-struct attn_ukernels;
-void attn_mask_scores(const struct attn_ukernels *uk, float *s, int64_t lds, const attn_problem *p,
-                      int64_t i0, int64_t rows, int64_t j0, int64_t nc, int64_t nc_pad,
-                      bool causal_block, bool *bad);
 
 /* Whether the f32 kernels may compute scores from queries (already times
  * the scale) of largest magnitude qmax and keys of largest magnitude kmax,

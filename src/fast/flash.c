@@ -28,6 +28,7 @@
  * and only differences from the row maximum are scaled by log2 e. */
 #include "exact/exact.h"
 #include "fast/fast.h"
+#include "kernels/score.h"
 #include "kernels/ukernel.h"
 #include "kernels/ukernel_bf16.h"
 
@@ -168,7 +169,8 @@ static void tile_step(const flash_job *j, const workspace *w, const attn_problem
         if (bk) bk->qk(w->s + c0, lds, w->q2 + r0 * j->E2, j->E2, w->kt2 + c0, ldk, j->E2);
         else uk->qk(w->s + c0, lds, w->q + r0 * E, E, w->kt + c0, ldk, E);
     }
-    attn_mask_scores(uk, w->s, lds, p, i0 + r0, rows, j0, tc, tc_pad, cut, bad);
+    attn_score_block sb = {w->s, false, lds};
+    if (!attn_score_epilogue(uk, sb, p, i0 + r0, rows, j0, tc, tc_pad, cut)) *bad = true;
     for (int64_t r = 0; r < ATTN_MR; r++) {
         float *srow = w->s + r * lds, mx = uk->max(srow, tc_pad);
         float m_old = w->m[r0 + r], m_new = mx > m_old ? mx : m_old;
