@@ -5,9 +5,9 @@
  * each slice's S keys fall into chunks of CHUNK keys, and every (slice,
  * chunk) is a work item that streams its keys and values once, straight from
  * the caller's memory, and leaves a partial result: per query row its maximum
- * m_c, its sum l_c = sum exp(s - m_c) and its accumulator acc_c = sum exp(s -
- * m_c) v. The partials are then merged exactly, chunk by chunk in order:
- *   m = max m_c,  l = sum l_c exp(m_c - m),  out = sum acc_c exp(m_c - m) / l.
+ * m_c, its sum l_c = sum exp(s - m_c) and its output out_c = sum exp(s -
+ * m_c) v / l_c. The partials are then merged exactly, in chunk order, by the
+ * merge attn_sdpa_merge uses (merge.c), from lse_c = m_c + log l_c.
  * (As in flash.c, exp(x) is computed as 2^(x·log2 e) on differences x.)
  * The chunking depends only on S, never on the thread count, so results are
  * bitwise identical for any number of threads.
@@ -102,36 +102,26 @@ static void decode_item(void *ctx, int64_t item, int worker) {
         for (int64_t c = 0; c < last; c++)
             uk->axpy_rows(acc, s + c, lds, (int)L, attn_row_f32(&p.v, j0 + c, tmp), Ev, 1, Ev);
     }
+    /* The partial's output, acc / l, for attn_merge_row. */
+    for (int64_t i = 0; i < L; i++)
+        for (int64_t e = 0; e < Ev && l[i] > 0; e++) acc[i * Ev + e] /= l[i];
 }
 
-/* out rows of one slice from its chunks' partials, merged in chunk order. */
-static bool merge(const decode_job *j, int64_t slice, const attn_problem *p) {
-    float *out = (float *)(void *)p->out.base;
+/* out rows of one slice from its chunks' partials (attn_merge_row, in chunk
+ * order). Returns false when an output is not finite (f32 overflowed, or a
+ * value was NaN): the exact kernel then redoes the slice. */
+static bool merge(const decode_job *j, int64_t slice, const attn_problem *p, attn_part_row *parts) {
     for (int64_t i = 0; i < j->L; i++) {
-        float m = -INFINITY, l = 0;
-        for (int64_t c = 0; c < j->n_chunks; c++) {
-            float mc = j->partials[(slice * j->n_chunks + c) * j->part_floats + i];
-            m = mc > m ? mc : m;
-        }
-        for (int64_t e = 0; e < j->Ev; e++) out[i * p->out.rs + e * p->out.cs] = 0;
-        if (m == -INFINITY) { /* no key allowed: the row is 0 */
-            if (p->lse.base) attn_mat_set(&p->lse, i, 0, -INFINITY);
-            continue;
-        }
         for (int64_t c = 0; c < j->n_chunks; c++) {
             const float *part = j->partials + (slice * j->n_chunks + c) * j->part_floats;
-            if (part[i] == -INFINITY) continue;
-            float w = attn_exp2f((part[i] - m) * ATTN_LOG2E);
-            l += part[j->L + i] * w;
-            const float *acc = part + 2 * j->L + i * j->Ev;
-            for (int64_t e = 0; e < j->Ev; e++) out[i * p->out.rs + e * p->out.cs] += acc[e] * w;
+            parts[c].lse = attn_lse(part[i], part[j->L + i]);
+            parts[c].out = part + 2 * j->L + i * j->Ev;
+            parts[c].stride = 1;
         }
-        for (int64_t e = 0; e < j->Ev; e++) {
-            float *o = &out[i * p->out.rs + e * p->out.cs];
-            *o /= l;
-            if (*o - *o != 0) return false; /* overflow or NaN from a value */
-        }
-        if (p->lse.base) attn_mat_set(&p->lse, i, 0, attn_lse(m, l));
+        double lse;
+        char *orow = p->out.base + i * p->out.rs * (int64_t)sizeof(float);
+        if (!attn_merge_row(orow, p->out.cs, &lse, ATTN_F32, parts, (int)j->n_chunks, j->Ev)) return false;
+        if (p->lse.base) attn_mat_set(&p->lse, i, 0, lse);
     }
     return true;
 }
@@ -158,6 +148,7 @@ attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_err
     j.partials = malloc(sizeof(float) * (size_t)floats);
     j.scratch = malloc(sizeof(float) * (size_t)(j.ws_floats * workers));
     j.bad = calloc((size_t)sl->count, sizeof *j.bad);
+    attn_part_row *parts = malloc(sizeof *parts * (size_t)j.n_chunks);
     /* The exact kernel's scratch, for slices that fall back to it: taken
      * now, so that running out of memory never leaves an output half done. */
     int64_t words = attn_stream_work_size(j.E, j.Ev);
@@ -165,7 +156,7 @@ attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_err
                        ? malloc((size_t)words * sizeof(double))
                        : NULL;
     attn_status st = ATTN_OK;
-    if (!j.partials || !j.scratch || !j.bad || !work) {
+    if (!j.partials || !j.scratch || !j.bad || !parts || !work) {
         st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the decode path's partials");
         goto done;
     }
@@ -175,11 +166,11 @@ attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_err
     for (int64_t s = 0; s < sl->count; s++) {
         attn_problem p;
         attn_slice(sl, s, &p);
-        if (!atomic_load(&j.bad[s]) && merge(&j, s, &p)) continue;
+        if (!atomic_load(&j.bad[s]) && merge(&j, s, &p, parts)) continue;
         info->fallbacks++;
         attn_exact_rows(&p, 0, j.L, work); /* the exact f64 kernel for this slice */
     }
 done:
-    free(j.partials), free(j.scratch), free((void *)j.bad), free(work);
+    free(j.partials), free(j.scratch), free((void *)j.bad), free(parts), free(work);
     return st;
 }

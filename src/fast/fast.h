@@ -1,4 +1,5 @@
-/* fast.h -- the fast f32 kernels (flash.c, decode.c). Not public. */
+/* fast.h -- the fast f32 kernels (flash.c, decode.c) and the exact merge of
+ * partial results (merge.c). Not public. */
 #ifndef ATTN_FAST_H
 #define ATTN_FAST_H
 
@@ -29,5 +30,22 @@ attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_run_info *info
  * over the keys. attn_decode_applies says when it is the one to use. */
 bool attn_decode_applies(int64_t L, int64_t S);
 attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_error *err);
+
+/* One row of a partial result: attention over some of the keys. */
+typedef struct attn_part_row {
+    double lse;      /* its log-sum-exp; -inf when no key of the part took part */
+    const void *out; /* its output row, Ev values */
+    int64_t stride;  /* out's element stride */
+} attn_part_row;
+
+/* The exact merge of n partial results of one row over disjoint key sets:
+ *   lse = log(sum_i exp(lse_i)),  out = sum_i exp(lse_i - lse) · out_i,
+ * summed in double and written to out (Ev values of dtype f32 or f64, at
+ * stride os); every part's row shares that dtype. The parts are read before
+ * out is written, so out may be one of them. Sets *lse; returns whether
+ * every output is finite. The one merge: split-KV decode and
+ * attn_sdpa_merge both use it. */
+bool attn_merge_row(void *out, int64_t os, double *lse, attn_dtype dtype, const attn_part_row *parts,
+                    int n, int64_t Ev);
 
 #endif /* ATTN_FAST_H */

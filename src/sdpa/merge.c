@@ -1,10 +1,12 @@
-/* merge.c -- attn_sdpa_merge: the exact merge of attention computed over
- * disjoint sets of keys, by each row's log-sum-exp:
+/* merge.c -- attn_sdpa_merge: checks the parts of attention computed over
+ * disjoint sets of keys, then merges them row by row (fast/merge.c):
  *   lse = log(sum_i exp(lse_i)),  out = sum_i exp(lse_i - lse) · out_i. */
 #include "sdpa/sdpa.h"
+#include "fast/fast.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* out-like (..., L, Ev) and lse-like (..., L) tensors: present, one float
@@ -83,38 +85,21 @@ attn_status attn_sdpa_merge(attn_tensor *out, attn_tensor *lse, const attn_tenso
             (st = check_part(lses[i], "lses", i, out->dtype, rank - 1, out->shape, err)))
             return st;
 
-    enum { CHUNK = 64 }; /* output elements summed at a time, in double */
-    int64_t rows = attn_tensor_numel(lse), Ev = out->shape[rank - 1], es = out->strides[rank - 1];
+    attn_part_row *parts = malloc(sizeof *parts * (size_t)n);
+    if (!parts) return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the list of %d parts", n);
+    int64_t rows = attn_tensor_numel(lse), Ev = out->shape[rank - 1];
     for (int64_t r = 0; r < rows; r++) {
-        /* The row's maximum log-sum-exp; each part then weighs exp(lse_i - m),
-         * and a part at the maximum exactly 1, which also covers +inf. */
-        double m = -INFINITY, den = 0;
         for (int i = 0; i < n; i++) {
-            double x = get(lses[i], row_offset(lses[i], lse, r));
-            m = x > m ? x : m;
+            parts[i].lse = get(lses[i], row_offset(lses[i], lse, r));
+            parts[i].out = (const char *)outs[i]->data +
+                           row_offset(outs[i], lse, r) * (int64_t)attn_dtype_size(out->dtype);
+            parts[i].stride = outs[i]->strides[rank - 1];
         }
-        int64_t oo = row_offset(out, lse, r), ol = row_offset(lse, lse, r);
-        if (m == -INFINITY) { /* no key of any part took part */
-            for (int64_t e = 0; e < Ev; e++) set(out, oo + e * es, 0.0);
-            set(lse, ol, -INFINITY);
-            continue;
-        }
-        double acc[CHUNK]; /* den is summed with the first chunk */
-        for (int64_t e0 = 0; e0 < Ev; e0 += CHUNK) {
-            int64_t ne = Ev - e0 < CHUNK ? Ev - e0 : CHUNK;
-            for (int64_t e = 0; e < ne; e++) acc[e] = 0;
-            for (int i = 0; i < n; i++) {
-                double x = get(lses[i], row_offset(lses[i], lse, r));
-                if (x == -INFINITY) continue; /* no key of it took part: its row is 0, or NaN we must not spread */
-                double w = x == m ? 1.0 : exp(x - m);
-                if (e0 == 0) den += w;
-                int64_t oi = row_offset(outs[i], lse, r), is = outs[i]->strides[rank - 1];
-                for (int64_t e = 0; e < ne; e++) acc[e] += w * get(outs[i], oi + (e0 + e) * is);
-            }
-            /* Written after every part was read: out may be outs[0]. */
-            for (int64_t e = 0; e < ne; e++) set(out, oo + (e0 + e) * es, acc[e] / den);
-        }
-        set(lse, ol, attn_lse(m, den)); /* after every read of lses: lse may be lses[0] */
+        double l;
+        char *orow = (char *)out->data + row_offset(out, lse, r) * (int64_t)attn_dtype_size(out->dtype);
+        attn_merge_row(orow, out->strides[rank - 1], &l, out->dtype, parts, n, Ev);
+        set(lse, row_offset(lse, lse, r), l); /* after every read of lses: lse may be lses[0] */
     }
+    free(parts);
     return ATTN_OK;
 }

@@ -1,0 +1,49 @@
+/* merge.c -- the exact merge of partial attention results by their
+ * log-sum-exp (fast.h): what split-KV decode does with its chunks, and what
+ * attn_sdpa_merge offers callers (ring attention, a KV cache split over
+ * devices). */
+#include "fast/fast.h"
+
+static double get(const void *row, attn_dtype dtype, int64_t off) {
+    return dtype == ATTN_F32 ? (double)((const float *)row)[off] : ((const double *)row)[off];
+}
+
+static void set(void *row, attn_dtype dtype, int64_t off, double x) {
+    if (dtype == ATTN_F32) ((float *)row)[off] = (float)x;
+    else ((double *)row)[off] = x;
+}
+
+bool attn_merge_row(void *out, int64_t os, double *lse, attn_dtype dtype, const attn_part_row *parts,
+                    int n, int64_t Ev) {
+    enum { CHUNK = 64 }; /* output elements summed at a time, in double */
+    /* The largest log-sum-exp; each part then weighs exp(lse_i - m), and a
+     * part at the maximum exactly 1, which also covers +inf. */
+    double m = -INFINITY, den = 0;
+    for (int i = 0; i < n; i++) m = parts[i].lse > m ? parts[i].lse : m;
+    if (m == -INFINITY) { /* no key of any part took part: the row is 0 */
+        for (int64_t e = 0; e < Ev; e++) set(out, dtype, e * os, 0.0);
+        *lse = -INFINITY;
+        return true;
+    }
+    bool finite = true;
+    double acc[CHUNK]; /* den is summed with the first chunk */
+    for (int64_t e0 = 0; e0 < Ev; e0 += CHUNK) {
+        int64_t ne = Ev - e0 < CHUNK ? Ev - e0 : CHUNK;
+        for (int64_t e = 0; e < ne; e++) acc[e] = 0;
+        for (int i = 0; i < n; i++) {
+            const attn_part_row *pt = &parts[i];
+            if (pt->lse == -INFINITY) continue; /* its row is 0, or NaN we must not spread */
+            double w = pt->lse == m ? 1.0 : exp(pt->lse - m);
+            if (e0 == 0) den += w;
+            for (int64_t e = 0; e < ne; e++) acc[e] += w * get(pt->out, dtype, (e0 + e) * pt->stride);
+        }
+        /* Written after every part was read: out may be a part's row. */
+        for (int64_t e = 0; e < ne; e++) {
+            set(out, dtype, (e0 + e) * os, acc[e] / den);
+            double o = get(out, dtype, (e0 + e) * os);
+            finite &= o - o == 0;
+        }
+    }
+    *lse = attn_lse(m, den);
+    return finite;
+}
