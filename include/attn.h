@@ -25,7 +25,8 @@
  *     (attn_set_verbose, ATTN_VERBOSE).
  *   - The caller owns all memory it passes in. Scratch memory a call needs is
  *     allocated and freed inside that call (it is linear in the sequence
- *     lengths; nothing of size L×S is ever allocated). The one exception is
+ *     lengths; nothing of size L×S is ever allocated), or taken from a
+ *     workspace the caller hands over in attn_context. The one exception is
  *     attn_npy_read, which returns an array the caller frees with
  *     attn_npy_free.
  *   - Outputs come first in argument lists, inputs after them, options last.
@@ -117,6 +118,9 @@ typedef enum attn_status {
     /* An argument other than a tensor is out of range (a count, a dimension,
      * a mode), e.g. no parts for attn_sdpa_merge. */
     ATTN_ERR_ARGUMENT = 19,
+    /* The caller's workspace (attn_context.workspace) is smaller than the
+     * call needs; attn_sdpa_workspace_size says how much that is. */
+    ATTN_ERR_WORKSPACE = 20,
 
     /* The teaching API's own error (attn_teach.h): a sentence for the toy
      * model is empty, too long, or has a word outside its vocabulary (the
@@ -125,7 +129,7 @@ typedef enum attn_status {
 } attn_status;
 
 /* Number of distinct attn_status values (ATTN_OK included). */
-#define ATTN_STATUS_COUNT 20
+#define ATTN_STATUS_COUNT 21
 
 /* A short, static, human-readable description of a status code, e.g.
  * attn_strerror(ATTN_ERR_HEADS) == "invalid head counts". Unknown values give
@@ -251,6 +255,16 @@ typedef struct attn_context {
      * process-wide number (attn_get_num_threads). Results are bitwise the
      * same for any number. */
     int num_threads;
+    /* Scratch memory for the call, owned by the caller (added in 0.2.0):
+     * when workspace is not NULL, every buffer the call needs comes out of
+     * these workspace_size bytes (any alignment) and the library calls no
+     * allocator, so a call can never fail for want of memory.
+     * attn_sdpa_workspace_size says how many bytes a call needs; a smaller
+     * workspace fails with ATTN_ERR_WORKSPACE before anything is written.
+     * NULL (the default): the library allocates what it needs and frees it
+     * before returning. One workspace must not serve two calls at once. */
+    void *workspace;
+    size_t workspace_size;
 } attn_context;
 
 /* The defaults: the process-wide thread count; struct_size set. */
@@ -355,15 +369,31 @@ ATTN_API attn_sdpa_options attn_sdpa_options_default(void);
  * Memory: scratch memory is O((E + Ev) × block × threads) per call,
  * independent of L×S (plus a few floats per slice and per key chunk for the
  * decode path); the kernels stream over the keys in blocks with an online
- * softmax.
+ * softmax. It comes from the context's workspace when one is given (see
+ * attn_context and attn_sdpa_workspace_size), else from malloc.
  *
  * Errors: ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_SHAPE, ATTN_ERR_BROADCAST,
  * ATTN_ERR_HEADS, ATTN_ERR_DTYPE, ATTN_ERR_MASK, ATTN_ERR_SCALE,
- * ATTN_ERR_OPTION, ATTN_ERR_STRIDE, ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY.
- * Nothing is written to any output unless every check passed. */
+ * ATTN_ERR_OPTION, ATTN_ERR_STRIDE, ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY,
+ * ATTN_ERR_WORKSPACE. Nothing is written to any output unless every check
+ * passed and all scratch memory was had. */
 ATTN_API attn_status attn_sdpa(attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
                                const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                const attn_sdpa_options *options, attn_error *err);
+
+/* How many bytes of workspace (attn_context.workspace) the call
+ * attn_sdpa(out, lse, weights, q, k, v, options) needs, in *bytes; the
+ * arguments are checked as attn_sdpa checks them, and nothing is written
+ * to any output. The number depends on the shapes, dtypes, options and the
+ * context's thread count, not on the data, so one query serves every call
+ * of the same shape. (attn_sdpa_reference and attn_scores, the checking
+ * functions, draw from a given workspace too; when it is too small, their
+ * ATTN_ERR_WORKSPACE message says how much they need.) Errors: those of
+ * attn_sdpa but ATTN_ERR_NO_MEMORY and ATTN_ERR_WORKSPACE. */
+ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, attn_tensor *lse,
+                                              attn_tensor *weights, const attn_tensor *q,
+                                              const attn_tensor *k, const attn_tensor *v,
+                                              const attn_sdpa_options *options, attn_error *err);
 
 /* Merge partial attention results over disjoint sets of keys: given
  * (outs[i], lses[i]) = attn_sdpa of the same queries against key set i, for
@@ -373,6 +403,7 @@ ATTN_API attn_status attn_sdpa(attn_tensor *out, attn_tensor *lse, attn_tensor *
  * every part's is, out is 0 and lse -inf. All tensors share one dtype (f32 or
  * f64) and shapes: out and outs[i] (..., L, Ev), lse and lses[i] (..., L);
  * any strides. out and lse may be outs[0] and lses[0]. The arithmetic is f64.
+ * Allocates nothing for n <= 64 parts (a list of n small records beyond).
  * This is how split-KV decoding and attention across machines combine their
  * pieces. Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (n < 1), ATTN_ERR_DTYPE,
  * ATTN_ERR_RANK, ATTN_ERR_SHAPE, ATTN_ERR_STRIDE, ATTN_ERR_OVERFLOW. */

@@ -28,8 +28,9 @@ void __real_free(void *p);
 static long n_allocs; /* allocations asked for since the counter was reset */
 static long fail_at;  /* the allocation that fails (1-based); 0: none */
 static long live;     /* blocks handed out and not yet freed */
+static int fail_all;  /* every allocation fails */
 
-static int fails(void) { return ++n_allocs == fail_at; }
+static int fails(void) { return ++n_allocs == fail_at || fail_all; }
 
 void *__wrap_malloc(size_t n) {
     void *p = fails() ? NULL : __real_malloc(n);
@@ -150,6 +151,37 @@ static attn_tensor tensor(attn_dtype dt, int64_t a, int64_t b, int64_t c) {
     return t;
 }
 
+/* With a workspace of the size attn_sdpa_workspace_size gives, attn_sdpa
+ * calls no allocator at all (every allocation would fail) and computes
+ * bitwise what it computes with malloc. */
+static void test_workspace(sdpa_case *c, const char *name, size_t out_bytes) {
+    attn_error err;
+    attn_context ctx = attn_context_default();
+    c->o.context = &ctx;
+    attn_tensor *w = c->weights.data ? &c->weights : NULL;
+    size_t need = 0;
+    attn_status st = attn_sdpa_workspace_size(&need, &c->out, NULL, w, &c->q, &c->k, &c->v, &c->o, &err);
+    unsigned char *ref = __real_malloc(out_bytes), *mem = __real_malloc(need + 3);
+    c->o.context = NULL;
+    if (st == ATTN_OK) st = run_sdpa(c, &err);
+    memcpy(ref, c->out.data, out_bytes);
+    memset(c->out.data, 0, out_bytes);
+    ctx.workspace = mem + 3, ctx.workspace_size = need;
+    c->o.context = &ctx;
+    if (st == ATTN_OK) {
+        n_allocs = 0, fail_all = 1;
+        st = run_sdpa(c, &err);
+        fail_all = 0;
+    }
+    char full[160];
+    snprintf(full, sizeof full, "workspace_%s_calls_no_allocator", name);
+    check(st == ATTN_OK && n_allocs == 0 && memcmp(ref, c->out.data, out_bytes) == 0, full,
+          "status %d (%s), %ld allocations, %zu bytes of workspace", (int)st, st ? err.message : "", n_allocs,
+          need);
+    c->o.context = NULL;
+    __real_free(ref), __real_free(mem);
+}
+
 static void sdpa_subject(const char *name, attn_dtype dt, attn_dtype kv, int64_t H, int64_t L, int64_t S,
                          int64_t E, int which, int weights, int mask, attn_compute compute,
                          attn_causal causal, int threads) {
@@ -170,6 +202,7 @@ static void sdpa_subject(const char *name, attn_dtype dt, attn_dtype kv, int64_t
     if (weights) s.output_bytes[1] = (size_t)attn_tensor_numel(&c.weights) * attn_dtype_size(dt);
     attn_set_num_threads(threads);
     test_subject(&s);
+    if (which == 0) test_workspace(&c, name, s.output_bytes[0]);
     attn_set_num_threads(0);
     __real_free(c.q.data), __real_free(c.k.data), __real_free(c.v.data), __real_free(c.out.data);
     __real_free(c.weights.data), __real_free(c.mask.data);

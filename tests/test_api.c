@@ -848,6 +848,45 @@ static void test_merge(void) {
 
 /* ---- options struct versioning -------------------------------------------- */
 
+/* The caller's workspace: sized by attn_sdpa_workspace_size, at any
+ * alignment; the results are bitwise those of a call that allocates; too
+ * small fails before writing; a context from before the workspace existed
+ * (struct_size up to num_threads) still works. */
+static void test_workspace(attn_tensor *q, attn_tensor *out, attn_tensor *ref) {
+    attn_error err;
+    attn_context ctx = attn_context_default();
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.context = &ctx;
+    o.causal = ATTN_CAUSAL_TOP_LEFT;
+    size_t need = 0;
+    attn_status st = attn_sdpa_workspace_size(&need, out, NULL, NULL, q, q, q, &o, &err);
+    check(st == ATTN_OK && need > 0, "workspace_size_of_flash_call", "status %d, %zu bytes", (int)st, need);
+    check_status(attn_sdpa_workspace_size(NULL, out, NULL, NULL, q, q, q, &o, &err), &err, ATTN_ERR_NULL,
+                 "bytes is NULL", "workspace_size_null_rejected");
+    attn_sdpa(ref, NULL, NULL, q, q, q, &o, NULL); /* allocates */
+    char *mem = malloc(need + 1);
+    ctx.workspace = mem + 1, ctx.workspace_size = need; /* misaligned on purpose */
+    memset(out->data, 0, (size_t)attn_tensor_numel(out) * 4);
+    st = attn_sdpa(out, NULL, NULL, q, q, q, &o, &err);
+    check(st == ATTN_OK && max_diff(out, ref) == 0, "workspace_call_bitwise_equals_allocating_call",
+          "status %d (%s)", (int)st, st ? err.message : "");
+    ctx.workspace_size = need - 1;
+    memset(out->data, 0x7f, (size_t)attn_tensor_numel(out) * 4);
+    check_status(attn_sdpa(out, NULL, NULL, q, q, q, &o, &err), &err, ATTN_ERR_WORKSPACE, "needs",
+                 "workspace_too_small_rejected");
+    check(((unsigned char *)out->data)[0] == 0x7f, "workspace_too_small_writes_nothing", "out was written");
+    ctx.workspace = NULL, ctx.workspace_size = 16;
+    check_status(attn_sdpa(out, NULL, NULL, q, q, q, &o, &err), &err, ATTN_ERR_OPTION,
+                 "workspace is NULL", "workspace_null_with_size_rejected");
+    /* A program built before the workspace fields: they are never read. */
+    ctx.workspace = (void *)1, ctx.workspace_size = 1;
+    ctx.struct_size = offsetof(attn_context, workspace);
+    st = attn_sdpa(out, NULL, NULL, q, q, q, &o, &err);
+    check(st == ATTN_OK && max_diff(out, ref) == 0, "context_older_struct_reads_its_prefix", "status %d (%s)",
+          (int)st, st ? err.message : "");
+    free(mem);
+}
+
 static void test_options_version(void) {
     int64_t s[2] = {3, 4};
     attn_tensor q = make(ATTN_F64, 2, s), out = make(ATTN_F64, 2, s), ref = make(ATTN_F64, 2, s);
@@ -898,6 +937,7 @@ static void test_options_version(void) {
     o.context = &zc;
     check_status(attn_sdpa(&o1, NULL, NULL, &qb, &qb, &qb, &o, &err), &err, ATTN_ERR_OPTION,
                  "context->struct_size is 0", "context_zeroed_by_hand_rejected");
+    test_workspace(&qb, &o1, &o3);
     free(qb.data), free(o1.data), free(o3.data);
     free(q.data), free(out.data), free(ref.data);
 }

@@ -107,6 +107,34 @@ static inline int64_t attn_keys_seen(const attn_problem *p, int64_t i, int64_t j
  * double. */
 void attn_pack_rows(double *dst, const attn_mat *m, int64_t r0, int64_t n);
 
+/* Where one call's scratch memory comes from: the caller's workspace
+ * (attn_context.workspace), or malloc, whose blocks attn_arena_release
+ * frees. A measuring arena hands out nothing and only adds up what the call
+ * would take, so a workspace's size is computed by the very code that takes
+ * the memory (arena.c). */
+enum { ATTN_ARENA_ALIGN = 64, ATTN_ARENA_MAX_BLOCKS = 8 };
+typedef struct attn_arena {
+    char *base;   /* the caller's workspace, aligned to ATTN_ARENA_ALIGN; NULL: malloc */
+    size_t size;  /* its bytes from base */
+    size_t used;  /* bytes taken (or, measuring, that would be taken) */
+    bool measure;
+    int n_blocks;
+    void *blocks[ATTN_ARENA_MAX_BLOCKS]; /* malloc's blocks */
+} attn_arena;
+
+/* An arena over the caller's workspace (NULL: malloc), or one that measures. */
+attn_arena attn_arena_over(void *workspace, size_t bytes);
+attn_arena attn_arena_measuring(void);
+/* `count` elements of `size` bytes, aligned to ATTN_ARENA_ALIGN; NULL when
+ * the count overflows, memory or the workspace runs out, or the arena only
+ * measures (then the bytes are counted all the same). */
+void *attn_arena_alloc(attn_arena *a, size_t count, size_t size);
+/* Frees malloc's blocks; the arena may then be used again. */
+void attn_arena_release(attn_arena *a);
+/* Bytes a workspace needs to hold what a measuring arena counted, whatever
+ * its alignment. */
+size_t attn_arena_needed(const attn_arena *a);
+
 /* Run fn(ctx, item, worker) for item = 0..n_items-1 on up to n_workers
  * threads (the caller is worker 0; worker < n_workers). Items are handed out
  * dynamically, so their results must not depend on which worker runs them. */
@@ -129,6 +157,7 @@ typedef struct attn_slices {
     const attn_tensor *q, *k, *v, *out, *weights, *mask, *lse;
     attn_canon cq, ck, cv, co, cw, cm, cl; /* cl: lse seen as (..., L, 1) */
     int threads; /* for this call, the caller's included */
+    attn_arena *arena; /* where the call's scratch comes from */
     int64_t count;
 } attn_slices;
 void attn_slice(const attn_slices *sl, int64_t index, attn_problem *p);

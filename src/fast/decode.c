@@ -145,21 +145,20 @@ attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_err
     j.ws_floats = attn_round_up(j.L * j.E + j.L * attn_round_up(CHUNK, ATTN_VL_MAX) + j.E + j.Ev, 16);
     int workers = sl->threads;
     if (workers > items) workers = (int)items;
-    j.partials = malloc(sizeof(float) * (size_t)floats);
-    j.scratch = malloc(sizeof(float) * (size_t)(j.ws_floats * workers));
-    j.bad = calloc((size_t)sl->count, sizeof *j.bad);
-    attn_part_row *parts = malloc(sizeof *parts * (size_t)j.n_chunks);
+    attn_arena *a = sl->arena;
+    j.partials = attn_arena_alloc(a, (size_t)floats, sizeof(float));
+    j.scratch = attn_arena_alloc(a, (size_t)j.ws_floats, sizeof(float) * (size_t)workers);
+    j.bad = attn_arena_alloc(a, (size_t)sl->count, sizeof *j.bad);
+    attn_part_row *parts = attn_arena_alloc(a, (size_t)j.n_chunks, sizeof *parts);
     /* The exact kernel's scratch, for slices that fall back to it: taken
      * now, so that running out of memory never leaves an output half done. */
     int64_t words = attn_stream_work_size(j.E, j.Ev);
-    double *work = words > 0 && (uint64_t)words <= SIZE_MAX / sizeof(double)
-                       ? malloc((size_t)words * sizeof(double))
-                       : NULL;
-    attn_status st = ATTN_OK;
-    if (!j.partials || !j.scratch || !j.bad || !parts || !work) {
-        st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the decode path's partials");
-        goto done;
-    }
+    double *work = words > 0 ? attn_arena_alloc(a, (size_t)words, sizeof(double)) : NULL;
+    if (a->measure) return ATTN_OK;
+    if (!j.partials || !j.scratch || !j.bad || !parts || !work)
+        return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
+                         "cannot allocate the decode path's partials");
+    for (int64_t s = 0; s < sl->count; s++) atomic_init(&j.bad[s], 0);
     attn_parallel_for(workers, items, decode_item, &j);
     info->kernel = "decode", info->isa = j.uk->name, info->bf16 = NULL, info->threads = workers;
     info->items = sl->count, info->fallbacks = 0;
@@ -170,7 +169,5 @@ attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_err
         info->fallbacks++;
         attn_exact_rows(&p, 0, j.L, work); /* the exact f64 kernel for this slice */
     }
-done:
-    free(j.partials), free(j.scratch), free((void *)j.bad), free(parts), free(work);
-    return st;
+    return ATTN_OK;
 }

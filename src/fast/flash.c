@@ -336,19 +336,18 @@ attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_run_info *info
     if (j.exact_words < 0 || (uint64_t)j.exact_words > SIZE_MAX / sizeof(double) / (size_t)workers)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "scratch size for E=%lld, Ev=%lld overflows",
                          (long long)j.E, (long long)j.Ev);
-    j.scratch = aligned_alloc(64, j.ws_bytes * (size_t)workers);
-    j.kvmax = malloc(sizeof(float) * 2 * (size_t)n_problems);
-    j.exact_work = malloc(sizeof(double) * (size_t)j.exact_words * (size_t)workers);
-    if (!j.scratch || !j.kvmax || !j.exact_work) {
-        free(j.scratch), free(j.kvmax), free(j.exact_work);
-        return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate %zu bytes of scratch",
-                         j.ws_bytes * (size_t)workers);
-    }
+    attn_arena *a = sl->arena;
+    j.scratch = attn_arena_alloc(a, j.ws_bytes, (size_t)workers);
+    j.kvmax = attn_arena_alloc(a, 2 * (size_t)n_problems, sizeof(float));
+    j.exact_work = attn_arena_alloc(a, (size_t)j.exact_words * (size_t)workers, sizeof(double));
+    if (a->measure) return ATTN_OK;
+    if (!j.scratch || !j.kvmax || !j.exact_work)
+        return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
+                         "cannot allocate %zu bytes of scratch", j.ws_bytes * (size_t)workers);
     j.v_direct = !j.bk && p0->v.dtype == ATTN_F32 && p0->v.cs == 1 && j.Ev == j.Evp;
     attn_parallel_for(workers, n_problems, slice_maxima, &j);
     attn_parallel_for(workers, items, flash_item, &j);
     info->kernel = "flash", info->isa = j.uk->name, info->bf16 = j.bk ? j.bk->name : NULL, info->threads = workers;
     info->items = items, info->fallbacks = (int64_t)atomic_load(&j.fallbacks);
-    free(j.scratch), free(j.kvmax), free(j.exact_work);
     return ATTN_OK;
 }

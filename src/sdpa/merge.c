@@ -85,7 +85,7 @@ attn_status attn_sdpa_merge(attn_tensor *out, attn_tensor *lse, const attn_tenso
             (st = check_part(lses[i], "lses", i, out->dtype, rank - 1, out->shape, err)))
             return st;
 
-    attn_part_row *parts = malloc(sizeof *parts * (size_t)n);
+    attn_part_row few[64], *parts = n <= 64 ? few : malloc(sizeof *parts * (size_t)n);
     if (!parts) return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the list of %d parts", n);
     int64_t rows = attn_tensor_numel(lse), Ev = out->shape[rank - 1];
     for (int64_t r = 0; r < rows; r++) {
@@ -100,6 +100,6 @@ attn_status attn_sdpa_merge(attn_tensor *out, attn_tensor *lse, const attn_tenso
         attn_merge_row(orow, out->strides[rank - 1], &l, out->dtype, parts, n, Ev);
         set(lse, row_offset(lse, lse, r), l); /* after every read of lses: lse may be lses[0] */
     }
-    free(parts);
+    if (parts != few) free(parts);
     return ATTN_OK;
 }

@@ -175,8 +175,8 @@ attn_status attn_sdpa_shapes(int *rank, int64_t out_shape[ATTN_MAX_RANK],
                              const attn_tensor *k, const attn_tensor *v,
                              const attn_sdpa_options *options, attn_error *err) {
     attn_sdpa_options o;
-    int threads;
-    attn_status st = attn_options_read(&o, &threads, options, err);
+    attn_context c;
+    attn_status st = attn_options_read(&o, &c, options, err);
     if (st) return st;
     plan pl;
     st = make_plan(&pl, q, k, v, &o, err);
@@ -204,8 +204,8 @@ static attn_status read_versioned(void *dst, size_t ours, const void *src, size_
     return ATTN_OK;
 }
 
-attn_status attn_options_read(attn_sdpa_options *o, int *threads, const attn_sdpa_options *options,
-                              attn_error *err) {
+attn_status attn_options_read(attn_sdpa_options *o, attn_context *context,
+                              const attn_sdpa_options *options, attn_error *err) {
     *o = attn_sdpa_options_default();
     attn_context c = attn_context_default();
     attn_status st;
@@ -220,7 +220,12 @@ attn_status attn_options_read(attn_sdpa_options *o, int *threads, const attn_sdp
     if (c.num_threads < 0 || c.num_threads > 256)
         return attn_fail(err, ATTN_ERR_OPTION, "context->num_threads is %d; it must be 0 to 256",
                          c.num_threads);
-    *threads = c.num_threads ? c.num_threads : attn_get_num_threads();
+    if (!c.workspace && c.workspace_size)
+        return attn_fail(err, ATTN_ERR_OPTION, "context->workspace is NULL but workspace_size is %zu",
+                         c.workspace_size);
+    if (!c.num_threads) c.num_threads = attn_get_num_threads();
+    o->context = NULL; /* read: use *context */
+    *context = c;
     return ATTN_OK;
 }
 

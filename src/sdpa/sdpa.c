@@ -40,13 +40,14 @@ static attn_status run_kernel(kernel_kind kind, const attn_slices *sl, const att
     /* Scratch memory, sized by the kernel, overflow-checked. */
     int64_t words = kind == KERNEL_STREAM ? attn_stream_work_size(E, Ev)
                                           : attn_reference_work_size(S, E, Ev);
-    if (words < 0 || (uint64_t)words > SIZE_MAX / sizeof(double))
+    if (words < 0)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "scratch size for E=%lld, Ev=%lld overflows",
                          (long long)E, (long long)Ev);
-    double *work = malloc((size_t)words * sizeof(double));
+    double *work = attn_arena_alloc(sl->arena, (size_t)words, sizeof(double));
+    if (sl->arena->measure) return ATTN_OK;
     if (!work)
-        return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate %lld bytes of scratch",
-                         (long long)words * (long long)sizeof(double));
+        return attn_fail(err, sl->arena->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
+                         "cannot allocate %lld bytes of scratch", (long long)words * (long long)sizeof(double));
     for (int64_t i = 0; i < sl->count; i++) {
         attn_problem p;
         attn_slice(sl, i, &p);
@@ -54,44 +55,76 @@ static attn_status run_kernel(kernel_kind kind, const attn_slices *sl, const att
         else if (kind == KERNEL_REFERENCE) attn_reference_kernel(&p, work);
         else attn_scores_kernel(&p, work);
     }
-    free(work);
     return ATTN_OK;
 }
 
-static attn_status sdpa_run(kernel_kind kind, attn_tensor *out, attn_tensor *lse,
+/* The bytes of scratch one planned call takes: the kernel runs on a
+ * measuring arena, which stops it as soon as it has asked for its memory. */
+static attn_status measure(size_t *bytes, kernel_kind kind, attn_slices *sl, const attn_sdpa_options *o,
+                           attn_error *err) {
+    attn_arena a = attn_arena_measuring(), *saved = sl->arena;
+    attn_run_info info;
+    sl->arena = &a;
+    attn_status st = run_kernel(kind, sl, o, &info, err);
+    sl->arena = saved;
+    *bytes = attn_arena_needed(&a);
+    return st;
+}
+
+/* Plan the call; with `bytes`, only measure its scratch, else run it. */
+static attn_status sdpa_run(kernel_kind kind, size_t *bytes, attn_tensor *out, attn_tensor *lse,
                             attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,
                             const attn_tensor *v, const attn_sdpa_options *options,
                             attn_error *err) {
     attn_sdpa_options o;
-    int threads;
-    attn_status st = attn_options_read(&o, &threads, options, err);
+    attn_context c;
+    attn_status st = attn_options_read(&o, &c, options, err);
     if (st) return st;
     attn_slices sl;
-    st = attn_plan_call(&sl, out, lse, weights, kind == KERNEL_SCORES, q, k, v, &o, threads, err);
+    st = attn_plan_call(&sl, out, lse, weights, kind == KERNEL_SCORES, q, k, v, &o, c.num_threads, err);
     if (st) return st;
+    if (bytes) return measure(bytes, kind, &sl, &o, err);
+    attn_arena arena = attn_arena_over(c.workspace, c.workspace_size);
+    sl.arena = &arena;
+    if (c.workspace) { /* too small a workspace fails before anything is written */
+        size_t need;
+        if ((st = measure(&need, kind, &sl, &o, err))) return st;
+        if (need > c.workspace_size)
+            return attn_fail(err, ATTN_ERR_WORKSPACE,
+                             "the context's workspace has %zu bytes but this call needs %zu "
+                             "(attn_sdpa_workspace_size)", c.workspace_size, need);
+    }
     static const char *const CALL[] = {"sdpa", "sdpa_reference", "scores"};
     bool verbose = attn_verbose_on();
     double t0 = verbose ? attn_now_ms() : 0;
     attn_run_info info;
     st = run_kernel(kind, &sl, &o, &info, err);
+    attn_arena_release(&arena);
     if (verbose) attn_verbose_report(CALL[kind], &info, &sl, &o, attn_now_ms() - t0);
     return st;
+}
+
+attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
+                                     const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                     const attn_sdpa_options *options, attn_error *err) {
+    if (!bytes) return attn_fail(err, ATTN_ERR_NULL, "bytes is NULL");
+    return sdpa_run(KERNEL_STREAM, bytes, out, lse, weights, q, k, v, options, err);
 }
 
 attn_status attn_sdpa(attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,
                       const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *options,
                       attn_error *err) {
-    return sdpa_run(KERNEL_STREAM, out, lse, weights, q, k, v, options, err);
+    return sdpa_run(KERNEL_STREAM, NULL, out, lse, weights, q, k, v, options, err);
 }
 
 attn_status attn_sdpa_reference(attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
                                 const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                 const attn_sdpa_options *options, attn_error *err) {
-    return sdpa_run(KERNEL_REFERENCE, out, lse, weights, q, k, v, options, err);
+    return sdpa_run(KERNEL_REFERENCE, NULL, out, lse, weights, q, k, v, options, err);
 }
 
 attn_status attn_scores(attn_tensor *scores, const attn_tensor *q, const attn_tensor *k,
                         const attn_sdpa_options *options, attn_error *err) {
     /* k stands in for v: the plan needs one, and k's shape is always valid. */
-    return sdpa_run(KERNEL_SCORES, scores, NULL, NULL, q, k, k, options, err);
+    return sdpa_run(KERNEL_SCORES, NULL, scores, NULL, NULL, q, k, k, options, err);
 }

@@ -5,11 +5,11 @@
 
 #include "base/base.h"
 
-/* The caller's options (NULL: the defaults) as this library's struct, and
- * the threads of the call from its context, checking struct sizes and
- * ranges (plan.c). */
-attn_status attn_options_read(attn_sdpa_options *o, int *threads, const attn_sdpa_options *options,
-                              attn_error *err);
+/* The caller's options (NULL: the defaults) and their context as this
+ * library's structs, checking struct sizes and ranges (plan.c). The
+ * context's num_threads comes out resolved (1..256). */
+attn_status attn_options_read(attn_sdpa_options *o, attn_context *context,
+                              const attn_sdpa_options *options, attn_error *err);
 
 /* Plan one call (plan.c): check q, k, v, the options o (as read by
  * attn_options_read) and the outputs out, lse and weights (each but out may

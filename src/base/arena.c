@@ -1,0 +1,53 @@
+/* arena.c -- one call's scratch memory: bump allocation from the caller's
+ * workspace, malloc, or only counting (base.h). */
+#include "base/base.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+attn_arena attn_arena_over(void *workspace, size_t bytes) {
+    attn_arena a = {0};
+    if (workspace) {
+        uintptr_t p = (uintptr_t)workspace, q = (p + ATTN_ARENA_ALIGN - 1) & ~(uintptr_t)(ATTN_ARENA_ALIGN - 1);
+        a.base = (char *)workspace + (q - p);
+        a.size = bytes > q - p ? bytes - (q - p) : 0;
+    }
+    return a;
+}
+
+attn_arena attn_arena_measuring(void) {
+    attn_arena a = {0};
+    a.measure = true;
+    return a;
+}
+
+void *attn_arena_alloc(attn_arena *a, size_t count, size_t size) {
+    if (size && count > SIZE_MAX / size) return NULL;
+    size_t bytes = count * size, start = a->used;
+    if (bytes == 0) bytes = 1;
+    if (bytes > SIZE_MAX - ATTN_ARENA_ALIGN || start > SIZE_MAX - ATTN_ARENA_ALIGN - bytes) return NULL;
+    bytes = (bytes + ATTN_ARENA_ALIGN - 1) / ATTN_ARENA_ALIGN * ATTN_ARENA_ALIGN;
+    if (a->measure) {
+        a->used += bytes;
+        return NULL;
+    }
+    if (a->base) {
+        if (bytes > a->size - start) return NULL;
+        a->used += bytes;
+        return a->base + start;
+    }
+    if (a->n_blocks == ATTN_ARENA_MAX_BLOCKS) return NULL;
+    void *p = aligned_alloc(ATTN_ARENA_ALIGN, bytes);
+    if (p) a->blocks[a->n_blocks++] = p, a->used += bytes;
+    return p;
+}
+
+void attn_arena_release(attn_arena *a) {
+    for (int i = 0; i < a->n_blocks; i++) free(a->blocks[i]);
+    a->n_blocks = 0;
+    a->used = 0;
+}
+
+size_t attn_arena_needed(const attn_arena *a) {
+    return a->used > SIZE_MAX - (ATTN_ARENA_ALIGN - 1) ? SIZE_MAX : a->used + (ATTN_ARENA_ALIGN - 1);
+}
