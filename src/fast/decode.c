@@ -61,7 +61,7 @@ static void decode_item(void *ctx, int64_t item, int worker) {
         const float *row = attn_row_f32(&p.q, i, tmp);
         for (int64_t e = 0; e < E; e++) q[i * E + e] = (float)((double)row[e] * p.scale);
         float b = uk->absmax(q + i * E, E);
-        qmax = b < 0 ? -1 : b > qmax ? b : qmax;
+        qmax = attn_absmax_join(qmax, b);
     }
     /* Scores: each key row is read once, for all query rows. */
     float kmax = 0;
@@ -71,7 +71,7 @@ static void decode_item(void *ctx, int64_t item, int worker) {
     } else {
         for (int64_t c = 0; c < last && kmax >= 0; c++) {
             float b = uk->dot_rows(s + c, lds, q, (int)L, attn_row_f32(&p.k, j0 + c, tmp), E, 1, E);
-            kmax = b < 0 ? -1 : b > kmax ? b : kmax;
+            kmax = attn_absmax_join(kmax, b);
         }
     }
     if (!attn_f32_scores_fit(qmax, kmax, E)) {

@@ -124,7 +124,7 @@ static float pack_rows(const attn_ukernels *uk, float *dst, int64_t ld, const at
             for (int64_t c = 0; c < m->cols; c++) d[c] = (float)((double)row[c] * scale);
         for (int64_t c = m->cols; c < ld; c++) d[c] = 0;
         float b = uk->absmax(d, m->cols);
-        big = b < 0 ? -1 : b > big ? b : big;
+        big = attn_absmax_join(big, b);
     }
     for (int64_t r = n; r < n_pad; r++) memset(dst + r * ld, 0, sizeof(float) * (size_t)ld);
     return big;
@@ -289,7 +289,7 @@ static void slice_maxima(void *ctx, int64_t slice, int worker) {
         float big = 0;
         for (int64_t r = 0; r < m[t]->rows && big >= 0; r++) {
             float b = j->uk->absmax(attn_row_f32(m[t], r, tmp), m[t]->cols);
-            big = b < 0 ? -1 : b > big ? b : big;
+            big = attn_absmax_join(big, b);
         }
         j->kvmax[2 * slice + t] = big;
     }

@@ -95,4 +95,7 @@ float attn_exp2f(float x);
 
 #define ATTN_LOG2E 1.44269504088896341f
 
+/* The larger of two absmax results, where -1 (a value not finite) wins. */
+static inline float attn_absmax_join(float a, float b) { return a < 0 || b < 0 ? -1 : a > b ? a : b; }
+
 #endif /* ATTN_UKERNEL_H */

@@ -54,6 +54,27 @@ static void add_to_histogram(double *hist, double x, double range) {
     if (bin >= 0 && bin < ATTN_SCALING_BINS) hist[bin] += 1;
 }
 
+/* The row's statistics from the sums the experiment gathered: the spread
+ * of the scores, the mean largest weight, the gradients' mean and median,
+ * and the histograms as densities. */
+static void summarize(attn_scaling_row *row, double sum, double sum2, const double top[3],
+                      double *grad_raw, double *grad_scaled) {
+    int queries = row->queries;
+    double n = (double)queries * row->keys, mean = sum / n, var = sum2 / n - mean * mean;
+    row->spread_raw = sqrt(var > 0 ? var : 0);
+    row->spread_scaled = row->spread_raw * (1.0 / sqrt((double)row->d));
+    row->top_raw = top[0] / queries, row->top_scaled = top[1] / queries, row->top_div_d = top[2] / queries;
+    for (int i = 0; i < queries; i++) row->grad_mean_raw += grad_raw[i] / queries;
+    for (int i = 0; i < queries; i++) row->grad_mean_scaled += grad_scaled[i] / queries;
+    row->grad_median_raw = median(grad_raw, queries);
+    row->grad_median_scaled = median(grad_scaled, queries);
+    /* Histograms as densities: they integrate to the fraction inside the axis. */
+    for (int b = 0; b < ATTN_SCALING_BINS; b++) {
+        row->hist_raw[b] /= n * (2 * ATTN_SCALING_RAW_RANGE / ATTN_SCALING_BINS);
+        row->hist_scaled[b] /= n * (2 * ATTN_SCALING_SCALED_RANGE / ATTN_SCALING_BINS);
+    }
+}
+
 attn_status attn_scaling_measure(attn_scaling_row *out, int d, int queries, int keys,
                                  uint64_t seed, attn_error *err) {
     if (!out) return attn_fail(err, ATTN_ERR_NULL, "row is NULL");
@@ -118,19 +139,7 @@ attn_status attn_scaling_measure(attn_scaling_row *out, int d, int queries, int 
             }
         }
     }
-    double n = (double)queries * keys, mean = sum / n, var = sum2 / n - mean * mean;
-    row->spread_raw = sqrt(var > 0 ? var : 0);
-    row->spread_scaled = row->spread_raw * inv_sqrt_d;
-    row->top_raw = top[0] / queries, row->top_scaled = top[1] / queries, row->top_div_d = top[2] / queries;
-    for (int i = 0; i < queries; i++) row->grad_mean_raw += grad_raw[i] / queries;
-    for (int i = 0; i < queries; i++) row->grad_mean_scaled += grad_scaled[i] / queries;
-    row->grad_median_raw = median(grad_raw, queries);
-    row->grad_median_scaled = median(grad_scaled, queries);
-    /* Histograms as densities: they integrate to the fraction inside the axis. */
-    for (int b = 0; b < ATTN_SCALING_BINS; b++) {
-        row->hist_raw[b] /= n * (2 * ATTN_SCALING_RAW_RANGE / ATTN_SCALING_BINS);
-        row->hist_scaled[b] /= n * (2 * ATTN_SCALING_SCALED_RANGE / ATTN_SCALING_BINS);
-    }
+    summarize(row, sum, sum2, top, grad_raw, grad_scaled);
     *out = result;
 done:
     free(qb), free(kb), free(scores), free(w), free(zeros), free(ones), free(grad_raw),

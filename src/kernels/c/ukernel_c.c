@@ -105,7 +105,7 @@ static float dot_rows_c(float *s, int64_t lds, const float *q, int nq, const flo
     for (int64_t j = 0; j < n; j++) {
         const float *kj = k + j * ld;
         float b = absmax_c(kj, E);
-        big = b < 0 || big < 0 ? -1 : b > big ? b : big;
+        big = attn_absmax_join(big, b);
         for (int i = 0; i < nq; i++) {
             float lane[VL] = {0}, sum = 0;
             int64_t e = 0;

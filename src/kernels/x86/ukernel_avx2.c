@@ -159,7 +159,7 @@ static float dot_rows_avx2(float *s, int64_t lds, const float *q, int nq, const 
     for (int64_t j = 0; j < n; j++) {
         const float *kj = k + j * ld;
         float b = absmax_avx2(kj, E);
-        big = b < 0 || big < 0 ? -1 : b > big ? b : big;
+        big = attn_absmax_join(big, b);
         __m256 acc[ATTN_DECODE_MAX_ROWS] = {_mm256_setzero_ps(), _mm256_setzero_ps(),
                                              _mm256_setzero_ps(), _mm256_setzero_ps()};
         int64_t e = 0;
