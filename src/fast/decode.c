@@ -7,7 +7,7 @@
  * the caller's memory, and leaves a partial result: per query row its maximum
  * m_c, its sum l_c = sum exp(s - m_c) and its output out_c = sum exp(s -
  * m_c) v / l_c. The partials are then merged exactly, in chunk order, by the
- * merge attn_sdpa_merge uses (merge.c), from lse_c = m_c + log l_c.
+ * merge attn_sdpa_merge uses (merge.c), from m_c and l_c.
  * (As in flash.c, exp(x) is computed as 2^(x·log2 e) on differences x.)
  * The chunking depends only on S, never on the thread count, so results are
  * bitwise identical for any number of threads.
@@ -114,7 +114,7 @@ static bool merge(const decode_job *j, int64_t slice, const attn_problem *p, att
     for (int64_t i = 0; i < j->L; i++) {
         for (int64_t c = 0; c < j->n_chunks; c++) {
             const float *part = j->partials + (slice * j->n_chunks + c) * j->part_floats;
-            parts[c].lse = attn_lse(part[i], part[j->L + i]);
+            parts[c].m = part[i], parts[c].l = part[j->L + i];
             parts[c].out = part + 2 * j->L + i * j->Ev;
             parts[c].stride = 1;
         }

@@ -33,13 +33,17 @@ attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_err
 
 /* One row of a partial result: attention over some of the keys. */
 typedef struct attn_part_row {
-    double lse;      /* its log-sum-exp; -inf when no key of the part took part */
+    /* Its log-sum-exp as m + log(l): its score maximum m and its sum l of
+     * exp(s - m), kept apart so that a huge |m| (a mask of -FLT_MAX) does
+     * not swallow log(l); a bare lse is m = lse, l = 1. l == 0: no key of
+     * the part took part. */
+    double m, l;
     const void *out; /* its output row, Ev values */
     int64_t stride;  /* out's element stride */
 } attn_part_row;
 
 /* The exact merge of n partial results of one row over disjoint key sets:
- *   lse = log(sum_i exp(lse_i)),  out = sum_i exp(lse_i - lse) · out_i,
+ *   lse = log(sum_i l_i exp(m_i)),  out = sum_i l_i exp(m_i - lse) · out_i,
  * summed in double and written to out (Ev values of dtype f32 or f64, at
  * stride os); every part's row shares that dtype. The parts are read before
  * out is written, so out may be one of them. Sets *lse; returns whether

@@ -16,10 +16,11 @@ static void set(void *row, attn_dtype dtype, int64_t off, double x) {
 bool attn_merge_row(void *out, int64_t os, double *lse, attn_dtype dtype, const attn_part_row *parts,
                     int n, int64_t Ev) {
     enum { CHUNK = 64 }; /* output elements summed at a time, in double */
-    /* The largest log-sum-exp; each part then weighs exp(lse_i - m), and a
-     * part at the maximum exactly 1, which also covers +inf. */
+    /* The largest maximum of a part with keys; each part then weighs
+     * l_i exp(m_i - m), and a part at the maximum exactly l_i, which also
+     * covers +inf. */
     double m = -INFINITY, den = 0;
-    for (int i = 0; i < n; i++) m = parts[i].lse > m ? parts[i].lse : m;
+    for (int i = 0; i < n; i++) m = parts[i].l != 0 && parts[i].m > m ? parts[i].m : m;
     if (m == -INFINITY) { /* no key of any part took part: the row is 0 */
         for (int64_t e = 0; e < Ev; e++) set(out, dtype, e * os, 0.0);
         *lse = -INFINITY;
@@ -32,8 +33,8 @@ bool attn_merge_row(void *out, int64_t os, double *lse, attn_dtype dtype, const 
         for (int64_t e = 0; e < ne; e++) acc[e] = 0;
         for (int i = 0; i < n; i++) {
             const attn_part_row *pt = &parts[i];
-            if (pt->lse == -INFINITY) continue; /* its row is 0, or NaN we must not spread */
-            double w = pt->lse == m ? 1.0 : exp(pt->lse - m);
+            if (pt->l == 0 || pt->m == -INFINITY) continue; /* its row is 0, or NaN we must not spread */
+            double w = pt->m == m ? pt->l : pt->l * exp(pt->m - m);
             if (e0 == 0) den += w;
             for (int64_t e = 0; e < ne; e++) acc[e] += w * get(pt->out, dtype, (e0 + e) * pt->stride);
         }

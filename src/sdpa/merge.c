@@ -90,7 +90,7 @@ attn_status attn_sdpa_merge(attn_tensor *out, attn_tensor *lse, const attn_tenso
     int64_t rows = attn_tensor_numel(lse), Ev = out->shape[rank - 1];
     for (int64_t r = 0; r < rows; r++) {
         for (int i = 0; i < n; i++) {
-            parts[i].lse = get(lses[i], row_offset(lses[i], lse, r));
+            parts[i].m = get(lses[i], row_offset(lses[i], lse, r)), parts[i].l = 1;
             parts[i].out = (const char *)outs[i]->data +
                            row_offset(outs[i], lse, r) * (int64_t)attn_dtype_size(out->dtype);
             parts[i].stride = outs[i]->strides[rank - 1];
