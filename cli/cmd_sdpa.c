@@ -23,6 +23,14 @@ static const char SDPA_USAGE[] =
     "  -w, --weights FILE     also write the attention weights (..., Hq, L, S)\n"
     "      --lse FILE         also write each row's log-sum-exp of the scaled,\n"
     "                         masked scores (..., Hq, L); -inf where no key takes part\n"
+    "\n"
+    "Gradients (the backward pass, after the forward):\n"
+    "      --grad-out FILE    dLoss/dout, shaped like the output\n"
+    "      --dq FILE          write dLoss/dq, shaped like q (likewise --dk, --dv)\n"
+    "      --dk FILE\n"
+    "      --dv FILE\n"
+    "      --dmask FILE       write dLoss/dmask for a float mask, shaped like it\n"
+    "\n"
     "      --compute=bf16     bf16 products with f32 accumulation (float32 q, no -w):\n"
     "                         about twice as fast, errors of a few 1e-3\n"
     "      --kv-bf16          store k and v as bfloat16 (rounded to nearest even on\n"
@@ -83,7 +91,6 @@ static int check_dtypes(const input *in, int n) {
     return 0;
 }
 
-/* Parse the arguments into inputs, outputs and options. */
 /* Store k or v as bfloat16, converted from float32 or float16. */
 static int to_bf16(input *in) {
     if (in->t.dtype != ATTN_F32 && in->t.dtype != ATTN_F16)
@@ -100,6 +107,15 @@ static int to_bf16(input *in) {
     return 0;
 }
 
+/* The outputs: -o, -w, --lse, then the gradients. */
+enum { OUT_OUT, OUT_WEIGHTS, OUT_LSE, OUT_DQ, OUT_DK, OUT_DV, OUT_DMASK, N_OUTS };
+static const char *const OUT_FLAGS[N_OUTS] = {"-o", "-w", "--lse", "--dq", "--dk", "--dv", "--dmask"};
+
+static bool any_gradient(const cli_output *outs) {
+    return outs[OUT_DQ].path || outs[OUT_DK].path || outs[OUT_DV].path || outs[OUT_DMASK].path;
+}
+
+/* Parse the arguments into inputs, outputs and options. */
 static int parse_args(int argc, char **argv, input *in, cli_output *outs,
                       attn_sdpa_options *opts, bool *kv_bf16) {
     int code = 0;
@@ -114,7 +130,12 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs,
                    cli_option(argc, argv, &i, "-m", "--mask", &in[3].path, &code) ||
                    cli_option(argc, argv, &i, "-o", "--out", &outs[0].path, &code) ||
                    cli_option(argc, argv, &i, "-w", "--weights", &outs[1].path, &code) ||
-                   cli_option(argc, argv, &i, NULL, "--lse", &outs[2].path, &code)) {
+                   cli_option(argc, argv, &i, NULL, "--lse", &outs[2].path, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--grad-out", &in[4].path, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--dq", &outs[OUT_DQ].path, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--dk", &outs[OUT_DK].path, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--dv", &outs[OUT_DV].path, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--dmask", &outs[OUT_DMASK].path, &code)) {
         } else if (cli_option(argc, argv, &i, NULL, "--scale", &val, &code)) {
             if (val && !cli_parse_double(val, &opts->scale))
                 code = cli_error(EXIT_USAGE, "--scale %s is not a finite number", val);
@@ -152,20 +173,51 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs,
         if (!in[i].path)
             return cli_error(EXIT_USAGE, "missing %s %s (see attn sdpa --help)", in[i].flag,
                              i == 0 ? "Q.npy" : i == 1 ? "K.npy" : "V.npy");
-    static const char *const FLAGS[3] = {"-o", "-w", "--lse"};
-    for (int a = 0; a < 3; a++)
-        for (int b = a + 1; b < 3; b++)
+    for (int a = 0; a < N_OUTS; a++)
+        for (int b = a + 1; b < N_OUTS; b++)
             if (outs[a].path && outs[b].path && strcmp(outs[a].path, outs[b].path) == 0)
-                return cli_error(EXIT_USAGE, "%s and %s name the same file %s", FLAGS[a], FLAGS[b],
+                return cli_error(EXIT_USAGE, "%s and %s name the same file %s", OUT_FLAGS[a], OUT_FLAGS[b],
                                  outs[a].path);
+    if (in[4].path && !any_gradient(outs))
+        return cli_error(EXIT_USAGE, "--grad-out needs a gradient to write: --dq, --dk, --dv or --dmask");
+    if (!in[4].path && any_gradient(outs))
+        return cli_error(EXIT_USAGE, "gradients need --grad-out FILE (dLoss/dout)");
+    if (outs[OUT_DMASK].path && !in[3].path)
+        return cli_error(EXIT_USAGE, "--dmask needs a float mask (-m FILE)");
     return 0;
+}
+
+/* The backward pass: the gradients asked for, shaped like their inputs in
+ * q's dtype, written to their temporaries. */
+static int run_backward(input *in, cli_output *outs, const attn_tensor *out, const attn_tensor *lse,
+                        const attn_sdpa_options *opts) {
+    attn_tensor g[4];
+    attn_tensor *want[4] = {NULL, NULL, NULL, NULL};
+    int code = 0;
+    for (int i = 0; i < 4; i++) {
+        if (!outs[OUT_DQ + i].path) continue;
+        const attn_tensor *like = &in[i].t;
+        attn_tensor_init(&g[i], NULL, in[0].t.dtype, like->rank, like->shape, NULL, NULL);
+        g[i].data = malloc((size_t)attn_tensor_numel(&g[i]) * attn_dtype_size(g[i].dtype) + 1);
+        want[i] = &g[i];
+        if (!g[i].data) code = cli_error(EXIT_DATA, "out of memory for %s", OUT_FLAGS[OUT_DQ + i]);
+    }
+    attn_error err;
+    if (!code && attn_sdpa_backward(want[0], want[1], want[2], want[3], &in[4].t, &in[0].t, &in[1].t,
+                                    &in[2].t, out, lse, opts, &err))
+        code = cli_error(EXIT_DATA, "%s (dout is --grad-out %s)", err.message, in[4].path);
+    for (int i = 0; i < 4 && !code; i++)
+        if (want[i]) code = cli_output_write(&outs[OUT_DQ + i], want[i]);
+    for (int i = 0; i < 4; i++)
+        if (want[i]) free(want[i]->data);
+    return code;
 }
 
 static int run(input *in, cli_output *outs, attn_sdpa_options *opts, bool kv_bf16) {
     int code;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         if (in[i].path && (code = read_input(&in[i]))) return code;
-    if ((code = check_dtypes(in, 4))) return code;
+    if ((code = check_dtypes(in, 5))) return code;
     if (kv_bf16) {
         if (in[0].t.dtype != ATTN_F32)
             return cli_error(EXIT_DATA, "--kv-bf16 needs float32 q, but -q %s is %s", in[0].path,
@@ -192,18 +244,20 @@ static int run(input *in, cli_output *outs, attn_sdpa_options *opts, bool kv_bf1
     attn_tensor_init(&weights, NULL, dtype, rank, w_shape, NULL, NULL);
     out.data = malloc((size_t)attn_tensor_numel(&out) * attn_dtype_size(dtype));
     if (outs[1].path) weights.data = malloc((size_t)attn_tensor_numel(&weights) * attn_dtype_size(dtype));
-    if (outs[2].path) lse.data = malloc((size_t)attn_tensor_numel(&lse) * attn_dtype_size(dtype));
+    bool want_lse = outs[2].path || in[4].path; /* the backward pass takes it */
+    if (want_lse) lse.data = malloc((size_t)attn_tensor_numel(&lse) * attn_dtype_size(dtype));
     code = 0;
-    if (!out.data || (outs[1].path && !weights.data) || (outs[2].path && !lse.data))
+    if (!out.data || (outs[1].path && !weights.data) || (want_lse && !lse.data))
         code = cli_error(EXIT_DATA, "out of memory for the output");
-    else if (attn_sdpa(&out, outs[2].path ? &lse : NULL, outs[1].path ? &weights : NULL, &in[0].t,
+    else if (attn_sdpa(&out, want_lse ? &lse : NULL, outs[1].path ? &weights : NULL, &in[0].t,
                        &in[1].t, &in[2].t, opts, &err))
         code = cli_error(EXIT_DATA, "%s", err.message);
     else if (outs[0].path) code = cli_output_write(&outs[0], &out);
     if (!code && outs[1].path) code = cli_output_write(&outs[1], &weights);
     if (!code && outs[2].path) code = cli_output_write(&outs[2], &lse);
-    if (!code) code = cli_outputs_commit(outs, 3);
-    else cli_outputs_abort(outs, 3);
+    if (!code && in[4].path) code = run_backward(in, outs, &out, &lse, opts);
+    if (!code) code = cli_outputs_commit(outs, N_OUTS);
+    else cli_outputs_abort(outs, N_OUTS);
     if (!code && !outs[0].path) cli_print_tensor(stdout, &out);
     free(out.data);
     free(weights.data);
@@ -212,13 +266,15 @@ static int run(input *in, cli_output *outs, attn_sdpa_options *opts, bool kv_bf1
 }
 
 int cmd_sdpa(int argc, char **argv) {
-    input in[4] = {{"-q", NULL, {0}}, {"-k", NULL, {0}}, {"-v", NULL, {0}}, {"-m", NULL, {0}}};
-    cli_output outs[3] = {{0}, {0}, {0}};
+    input in[5] = {{"-q", NULL, {0}}, {"-k", NULL, {0}}, {"-v", NULL, {0}}, {"-m", NULL, {0}},
+                   {"--grad-out", NULL, {0}}};
+    cli_output outs[N_OUTS];
+    memset(outs, 0, sizeof outs);
     attn_sdpa_options opts = attn_sdpa_options_default();
     bool kv_bf16 = false;
     int code = parse_args(argc, argv, in, outs, &opts, &kv_bf16);
     if (code || cli_stop == CLI_STOP_AFTER_PARSE) return code < 0 ? 0 : code;
     code = run(in, outs, &opts, kv_bf16);
-    for (int i = 0; i < 4; i++) attn_npy_free(&in[i].t); /* frees any malloc'd data */
+    for (int i = 0; i < 5; i++) attn_npy_free(&in[i].t); /* frees any malloc'd data */
     return code;
 }

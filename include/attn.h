@@ -395,6 +395,53 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
                                               const attn_tensor *k, const attn_tensor *v,
                                               const attn_sdpa_options *options, attn_error *err);
 
+/* The backward pass of attn_sdpa: given dout = dLoss/dout, the gradients
+ * dq = dLoss/dq, dk, dv and, for a float mask, dmask = dLoss/dmask (the
+ * gradient of the scores, summed over the mask's broadcast dimensions).
+ *
+ * Arguments: the gradients first, each optional (NULL: not computed; at
+ * least one must be asked for), each shaped exactly like its input (dq like
+ * q, dk like k, dv like v, dmask like the options' mask), in q's dtype (f32
+ * for f16 or bf16 k and v), any strides but no stride 0 in a dimension of
+ * size > 1. Then dout, shaped like out; then q, k, v, out and lse exactly as
+ * attn_sdpa took and returned them (out and lse are checked: they belong to
+ * the same call), and the same options (mask, causal mode, scale, context).
+ *
+ * Semantics are the forward's, differentiated:
+ *   - a broadcast input's gradient is summed over the broadcast (batch
+ *     dimensions of size 1, a mask shared by heads or rows);
+ *   - GQA: dk and dv of a KV head sum over its group of query heads;
+ *   - a key that the causal limit, a bool mask or -inf in a float mask
+ *     excludes has zero gradient everywhere; a row in which no key takes
+ *     part has zero gradients, never NaN;
+ *   - the scale is the forward's (default 1/sqrt(E)), any finite value.
+ *
+ * Numerics: computed in f64 by the exact kernel, which recomputes the
+ * softmax row by row from q, k and the mask (it does not trust out and lse)
+ * and differentiates it line by line; each gradient is summed in f64 and
+ * rounded once. It agrees with PyTorch float64 autograd to ~1e-13 relative.
+ * Memory: f64 accumulators the size of the gradients asked for, plus
+ * O(S·(E + Ev)) scratch; nothing of size L×S unless dmask is. It runs on
+ * one thread. The bf16 compute mode is refused (ATTN_ERR_OPTION).
+ *
+ * Errors: those of attn_sdpa, and ATTN_ERR_NULL (dout, out or lse NULL, or
+ * no gradient asked for), ATTN_ERR_SHAPE and ATTN_ERR_DTYPE (a gradient or
+ * dout unlike its input), ATTN_ERR_MASK (dmask without a float mask).
+ * Nothing is written unless every check passed and all memory was had. */
+ATTN_API attn_status attn_sdpa_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, attn_tensor *dmask,
+                                        const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k,
+                                        const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse,
+                                        const attn_sdpa_options *options, attn_error *err);
+
+/* The bytes of workspace attn_sdpa_backward with these arguments needs (see
+ * attn_sdpa_workspace_size). */
+ATTN_API attn_status attn_sdpa_backward_workspace_size(size_t *bytes, attn_tensor *dq, attn_tensor *dk,
+                                                       attn_tensor *dv, attn_tensor *dmask,
+                                                       const attn_tensor *dout, const attn_tensor *q,
+                                                       const attn_tensor *k, const attn_tensor *v,
+                                                       const attn_tensor *out, const attn_tensor *lse,
+                                                       const attn_sdpa_options *options, attn_error *err);
+
 /* Merge partial attention results over disjoint sets of keys: given
  * (outs[i], lses[i]) = attn_sdpa of the same queries against key set i, for
  * i < n, compute the (out, lse) of attention against all of them, exactly:

@@ -162,6 +162,26 @@ typedef struct attn_slices {
 } attn_slices;
 void attn_slice(const attn_slices *sl, int64_t index, attn_problem *p);
 
+/* One slice of a backward pass: the forward's problem (q, k, v, out, lse,
+ * mask, scale, causal) and the gradients' views. dout (L, Ev) is read; dq
+ * (L, E), dk (S, E), dv (S, Ev) and dmask (L, S) are f64 accumulators that
+ * slices sharing an input (a broadcast batch, a GQA group) add into; a
+ * gradient not asked for has base NULL. */
+typedef struct attn_grad_problem {
+    attn_problem f;
+    attn_mat dout, dq, dk, dv, dmask;
+} attn_grad_problem;
+
+/* All slices of one backward call: the forward's slices and the canonical
+ * forms of the gradients (f64 accumulators shaped like q, k, v and the
+ * mask, so they broadcast exactly as their inputs do). */
+typedef struct attn_grad_slices {
+    attn_slices f;
+    const attn_tensor *dout, *dq, *dk, *dv, *dmask;
+    attn_canon cdo, cdq, cdk, cdv, cdm;
+} attn_grad_slices;
+void attn_grad_slice(const attn_grad_slices *gs, int64_t index, attn_grad_problem *p);
+
 /* What one call ran, for ATTN_VERBOSE (verbose.c): the kernel ("exact",
  * "reference", "scores", "flash" or "decode"), the microkernels' ISA, the
  * threads, and how many of its work items (flash: blocks of query rows;

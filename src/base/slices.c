@@ -1,5 +1,6 @@
 /* slices.c -- one (batch, head) slice of a planned call as an attention
- * problem: strided views of its q, k, v, out, weights, mask and lse. */
+ * problem: strided views of its q, k, v, out, weights, mask and lse, and
+ * for a backward pass of its gradients. */
 #include "base/base.h"
 
 static attn_mat mat_of(const attn_tensor *t, const attn_canon *c, const int64_t *idx) {
@@ -14,12 +15,18 @@ static attn_mat mat_of(const attn_tensor *t, const attn_canon *c, const int64_t 
     return m;
 }
 
-void attn_slice(const attn_slices *sl, int64_t index, attn_problem *p) {
-    /* index runs over (b0, b1, h), h fastest. Broadcast dimensions have
-     * stride 0, so any index works for them. */
+/* The (b0, b1, h) of slice `index` for q-like tensors and for k and v:
+ * index runs over (b0, b1, h), h fastest. Broadcast dimensions have stride
+ * 0, so any index works for them. */
+static void slice_index(const attn_slices *sl, int64_t index, int64_t iq[3], int64_t ikv[3]) {
     int64_t Hq = sl->co.shape[2], B1 = sl->co.shape[1], group = Hq / sl->ck.shape[2];
     int64_t h = index % Hq, b1 = index / Hq % B1, b0 = index / Hq / B1;
-    int64_t iq[3] = {b0, b1, h}, ikv[3] = {b0, b1, h / group};
+    iq[0] = ikv[0] = b0, iq[1] = ikv[1] = b1, iq[2] = h, ikv[2] = h / group;
+}
+
+void attn_slice(const attn_slices *sl, int64_t index, attn_problem *p) {
+    int64_t iq[3], ikv[3];
+    slice_index(sl, index, iq, ikv);
     *p = sl->base;
     p->q = mat_of(sl->q, &sl->cq, iq);
     p->k = mat_of(sl->k, &sl->ck, ikv);
@@ -28,4 +35,16 @@ void attn_slice(const attn_slices *sl, int64_t index, attn_problem *p) {
     if (sl->weights) p->weights = mat_of(sl->weights, &sl->cw, iq);
     if (sl->mask) p->mask = mat_of(sl->mask, &sl->cm, iq);
     if (sl->lse) p->lse = mat_of(sl->lse, &sl->cl, iq);
+}
+
+void attn_grad_slice(const attn_grad_slices *gs, int64_t index, attn_grad_problem *p) {
+    int64_t iq[3], ikv[3];
+    slice_index(&gs->f, index, iq, ikv);
+    attn_slice(&gs->f, index, &p->f);
+    attn_mat none = {0};
+    p->dout = mat_of(gs->dout, &gs->cdo, iq);
+    p->dq = gs->dq ? mat_of(gs->dq, &gs->cdq, iq) : none;
+    p->dk = gs->dk ? mat_of(gs->dk, &gs->cdk, ikv) : none;
+    p->dv = gs->dv ? mat_of(gs->dv, &gs->cdv, ikv) : none;
+    p->dmask = gs->dmask ? mat_of(gs->dmask, &gs->cdm, iq) : none;
 }

@@ -25,6 +25,12 @@ void attn_reference_kernel(const attn_problem *p, double *work);
 /* Writes the scores (L, S) into p->out; same scratch as the reference. */
 void attn_scores_kernel(const attn_problem *p, double *work);
 
+/* The exact backward pass of one slice (backward.c): adds the slice's
+ * gradients into g's f64 accumulators, in `work` (at least
+ * attn_backward_work_size doubles). */
+int64_t attn_backward_work_size(int64_t S, int64_t E, int64_t Ev);
+void attn_backward_kernel(const attn_grad_problem *g, double *work);
+
 /* Dot product of two packed rows, in double. */
 static inline double attn_dot(const double *a, const double *b, int64_t n) {
     double s = 0.0;

@@ -13,7 +13,7 @@
 enum { CANON = ATTN_CANON_RANK };
 typedef attn_canon canon;
 
-static canon canonical(const attn_tensor *t) {
+attn_canon attn_canonical(const attn_tensor *t) {
     canon c;
     int pad = CANON - t->rank;
     for (int d = 0; d < CANON; d++) {
@@ -124,9 +124,9 @@ static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *
     if (o->has_scale && !isfinite(o->scale))
         return attn_fail(err, ATTN_ERR_SCALE, "scale is %g; it must be finite", o->scale);
 
-    pl->q = canonical(q);
-    pl->k = canonical(k);
-    pl->v = canonical(v);
+    pl->q = attn_canonical(q);
+    pl->k = attn_canonical(k);
+    pl->v = attn_canonical(v);
     int64_t L = pl->q.shape[3], E = pl->q.shape[4], S = pl->k.shape[3], Ev = pl->v.shape[4];
     int64_t Hq = pl->q.shape[2], Hk = pl->k.shape[2];
     if (pl->k.shape[4] != E)
@@ -251,7 +251,7 @@ static attn_status check_lse(const attn_tensor *lse, const plan *pl, attn_dtype 
 static canon canonical_lse(const attn_tensor *lse) {
     attn_tensor t = *lse;
     t.shape[t.rank] = 1, t.strides[t.rank] = 0, t.rank++;
-    return canonical(&t);
+    return attn_canonical(&t);
 }
 
 attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
@@ -283,9 +283,9 @@ attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, 
     memset(sl, 0, sizeof *sl);
     sl->q = q, sl->k = k, sl->v = v, sl->out = out, sl->weights = weights, sl->mask = o->mask;
     sl->lse = lse;
-    sl->cq = pl.q, sl->ck = pl.k, sl->cv = pl.v, sl->co = canonical(out);
-    if (weights) sl->cw = canonical(weights);
-    if (o->mask) sl->cm = canonical(o->mask);
+    sl->cq = pl.q, sl->ck = pl.k, sl->cv = pl.v, sl->co = attn_canonical(out);
+    if (weights) sl->cw = attn_canonical(weights);
+    if (o->mask) sl->cm = attn_canonical(o->mask);
     if (lse) sl->cl = canonical_lse(lse);
     sl->base.scale = o->has_scale ? o->scale : 1.0 / sqrt((double)E);
     sl->base.causal = o->causal != ATTN_CAUSAL_NONE;

@@ -20,6 +20,10 @@ attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, 
                            const attn_tensor *v, const attn_sdpa_options *o, int threads,
                            attn_error *err);
 
+/* A tensor in the canonical 5-D form (B1, B2, H, rows, cols) (plan.c):
+ * lower ranks padded on the left, every size-1 dimension with stride 0. */
+attn_canon attn_canonical(const attn_tensor *t);
+
 /* ATTN_VERBOSE (verbose.c): whether it is set (read once per process), a
  * monotonic clock in milliseconds, and the one line a call prints. */
 bool attn_verbose_on(void);

@@ -1,0 +1,161 @@
+/* backward.c -- attn_sdpa_backward: the gradients of attn_sdpa. The forward's
+ * plan checks q, k, v, out, lse and the options; this file checks dout and
+ * the gradients, accumulates each gradient in f64 (shaped like its input, so
+ * that slices sharing an input through a broadcast or a GQA group add into
+ * one place), runs the exact backward kernel on every slice, and only then
+ * writes the gradients out in the caller's dtype and strides. */
+#include "sdpa/sdpa.h"
+#include "exact/exact.h"
+
+#include <stdio.h>
+
+/* A tensor `name` shaped exactly like `like`, of dtype `dtype`, with offsets
+ * that fit; an output also has no stride 0 in a dimension of size > 1. */
+static attn_status check_like(const attn_tensor *t, const char *name, const attn_tensor *like,
+                              const char *like_name, attn_dtype dtype, bool output, attn_error *err) {
+    if (!t->data) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
+    if (t->dtype != dtype)
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be %s like q", name, attn_dtype_name(t->dtype),
+                         attn_dtype_name(dtype));
+    if (t->rank != like->rank || memcmp(t->shape, like->shape, sizeof(int64_t) * (size_t)t->rank) != 0) {
+        char got[128], want[128];
+        attn_format_shape(got, sizeof got, t->rank, t->shape);
+        attn_format_shape(want, sizeof want, like->rank, like->shape);
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s but %s has shape %s; they must match", name, got,
+                         like_name, want);
+    }
+    for (int d = 0; output && d < t->rank; d++)
+        if (t->shape[d] > 1 && t->strides[d] == 0)
+            return attn_fail(err, ATTN_ERR_STRIDE, "%s has stride 0 in dimension %d of size %lld", name, d,
+                             (long long)t->shape[d]);
+    return attn_check_extent(t, name, err);
+}
+
+/* The gradients asked for, and their f64 accumulators. */
+typedef struct grads {
+    attn_tensor *out[4];      /* dq, dk, dv, dmask as the caller gave them (NULL: not asked) */
+    attn_tensor acc[4];       /* their f64 accumulators, contiguous */
+} grads;
+
+static attn_status check_grads(grads *g, const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k,
+                               const attn_tensor *v, const attn_tensor *out, const attn_sdpa_options *o,
+                               attn_error *err) {
+    static const char *const NAME[4] = {"dq", "dk", "dv", "dmask"};
+    const attn_tensor *like[4] = {q, k, v, o->mask};
+    static const char *const LIKE[4] = {"q", "k", "v", "mask"};
+    attn_status st;
+    if (!dout) return attn_fail(err, ATTN_ERR_NULL, "dout is NULL");
+    if ((st = check_like(dout, "dout", out, "out", q->dtype, false, err))) return st;
+    if (!g->out[0] && !g->out[1] && !g->out[2] && !g->out[3])
+        return attn_fail(err, ATTN_ERR_NULL, "dq, dk, dv and dmask are all NULL; ask for one gradient at least");
+    if (g->out[3] && (!o->mask || o->mask->dtype == ATTN_BOOL))
+        return attn_fail(err, ATTN_ERR_MASK, "dmask needs a float mask in the options%s",
+                         o->mask ? ", but the mask is bool" : "");
+    if (o->compute != ATTN_COMPUTE_F32)
+        return attn_fail(err, ATTN_ERR_OPTION, "the backward pass computes in f64 or f32, not bf16");
+    for (int i = 0; i < 4; i++) {
+        if (!g->out[i]) continue;
+        if ((st = check_like(g->out[i], NAME[i], like[i], LIKE[i], q->dtype, true, err))) return st;
+        attn_tensor_init(&g->acc[i], NULL, ATTN_F64, like[i]->rank, like[i]->shape, NULL, NULL);
+    }
+    return ATTN_OK;
+}
+
+/* Take the accumulators and the kernel's scratch from the arena; with a
+ * measuring arena only count them. */
+static attn_status take_memory(grads *g, double **work, const attn_slices *sl, attn_error *err) {
+    int64_t words = attn_backward_work_size(sl->ck.shape[3], sl->cq.shape[4], sl->cv.shape[4]);
+    if (words < 0)
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "the backward pass's scratch size overflows");
+    *work = attn_arena_alloc(sl->arena, (size_t)words, sizeof(double));
+    bool ok = *work != NULL;
+    for (int i = 0; i < 4; i++) {
+        if (!g->out[i]) continue;
+        g->acc[i].data = attn_arena_alloc(sl->arena, (size_t)attn_tensor_numel(&g->acc[i]), sizeof(double));
+        ok &= g->acc[i].data != NULL;
+    }
+    if (sl->arena->measure || ok) return ATTN_OK;
+    return attn_fail(err, sl->arena->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
+                     "cannot allocate the backward pass's %lld bytes of scratch", (long long)words * 8);
+}
+
+/* Every slice through the exact kernel, then the gradients written out. */
+static void run(grads *g, attn_grad_slices *gs, double *work) {
+    const attn_tensor **dst[4] = {&gs->dq, &gs->dk, &gs->dv, &gs->dmask};
+    attn_canon *canon[4] = {&gs->cdq, &gs->cdk, &gs->cdv, &gs->cdm};
+    for (int i = 0; i < 4; i++) {
+        if (!g->out[i]) continue;
+        memset(g->acc[i].data, 0, sizeof(double) * (size_t)attn_tensor_numel(&g->acc[i]));
+        *dst[i] = &g->acc[i];
+        *canon[i] = attn_canonical(&g->acc[i]);
+    }
+    for (int64_t s = 0; s < gs->f.count; s++) {
+        attn_grad_problem p;
+        attn_grad_slice(gs, s, &p);
+        attn_backward_kernel(&p, work);
+    }
+    for (int i = 0; i < 4; i++)
+        if (g->out[i]) attn_tensor_convert(g->out[i], &g->acc[i], NULL); /* shapes checked: cannot fail */
+}
+
+/* Plan and check the call; with `bytes`, only measure its scratch, else run it. */
+static attn_status backward(size_t *bytes, grads *g, const attn_tensor *dout, const attn_tensor *q,
+                            const attn_tensor *k, const attn_tensor *v, const attn_tensor *out,
+                            const attn_tensor *lse, const attn_sdpa_options *options, attn_error *err) {
+    attn_sdpa_options o;
+    attn_context c;
+    attn_status st = attn_options_read(&o, &c, options, err);
+    if (st) return st;
+    if (!out) return attn_fail(err, ATTN_ERR_NULL, "out (the forward's output) is NULL");
+    if (!lse) return attn_fail(err, ATTN_ERR_NULL, "lse (the forward's log-sum-exp) is NULL");
+    attn_grad_slices gs;
+    memset(&gs, 0, sizeof gs);
+    /* The forward's plan, with out and lse as they were written. */
+    if ((st = attn_plan_call(&gs.f, (attn_tensor *)out, (attn_tensor *)lse, NULL, false, q, k, v, &o,
+                             c.num_threads, err)) ||
+        (st = check_grads(g, dout, q, k, v, out, &o, err)))
+        return st;
+    gs.dout = dout, gs.cdo = attn_canonical(dout);
+    attn_arena measure = attn_arena_measuring(), arena = attn_arena_over(c.workspace, c.workspace_size);
+    double *work;
+    gs.f.arena = &measure;
+    if ((st = take_memory(g, &work, &gs.f, err))) return st;
+    size_t need = attn_arena_needed(&measure);
+    if (bytes) {
+        *bytes = need;
+        return ATTN_OK;
+    }
+    if (c.workspace && need > c.workspace_size)
+        return attn_fail(err, ATTN_ERR_WORKSPACE,
+                         "the context's workspace has %zu bytes but this call needs %zu "
+                         "(attn_sdpa_backward_workspace_size)", c.workspace_size, need);
+    gs.f.arena = &arena;
+    bool verbose = attn_verbose_on();
+    double t0 = verbose ? attn_now_ms() : 0;
+    if (!(st = take_memory(g, &work, &gs.f, err))) run(g, &gs, work);
+    attn_arena_release(&arena);
+    if (verbose) {
+        attn_run_info info = {"exact", "-", NULL, 1, gs.f.count, 0};
+        attn_verbose_report("sdpa_backward", &info, &gs.f, &o, attn_now_ms() - t0);
+    }
+    return st;
+}
+
+attn_status attn_sdpa_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, attn_tensor *dmask,
+                               const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k,
+                               const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse,
+                               const attn_sdpa_options *options, attn_error *err) {
+    grads g = {{dq, dk, dv, dmask}, {{0}}};
+    return backward(NULL, &g, dout, q, k, v, out, lse, options, err);
+}
+
+attn_status attn_sdpa_backward_workspace_size(size_t *bytes, attn_tensor *dq, attn_tensor *dk,
+                                              attn_tensor *dv, attn_tensor *dmask, const attn_tensor *dout,
+                                              const attn_tensor *q, const attn_tensor *k,
+                                              const attn_tensor *v, const attn_tensor *out,
+                                              const attn_tensor *lse, const attn_sdpa_options *options,
+                                              attn_error *err) {
+    if (!bytes) return attn_fail(err, ATTN_ERR_NULL, "bytes is NULL");
+    grads g = {{dq, dk, dv, dmask}, {{0}}};
+    return backward(bytes, &g, dout, q, k, v, out, lse, options, err);
+}
