@@ -33,8 +33,8 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 HEADERS := include/attn.h include/attn_teach.h $(shell find src -name '*.h') $(wildcard cli/*.h)
 
 TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/explain_api \
-             $(BUILD)/tests/test_fast \
-             $(BUILD)/asan/test_api $(BUILD)/asan/test_alloc \
+             $(BUILD)/tests/test_fast $(BUILD)/tests/test_backward \
+             $(BUILD)/asan/test_api $(BUILD)/asan/test_backward $(BUILD)/asan/test_alloc \
              $(BUILD)/asan/attn $(BUILD)/tsan/test_fast
 
 .PHONY: all lib run web bench fuzz test test-deps install uninstall clean
@@ -76,6 +76,9 @@ $(BUILD)/asan/obj/%.o: %.c $(HEADERS)
 	$(CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) $(ISA_FLAGS_$(notdir $*)) -c $< -o $@
 
 $(BUILD)/asan/test_api: $(BUILD)/asan/obj/tests/test_api.o $(SAN_LIB_OBJ)
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/asan/test_backward: $(BUILD)/asan/obj/tests/test_backward.o $(SAN_LIB_OBJ)
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
 
 # Allocation failure: every allocation of the library's objects goes through

@@ -41,6 +41,9 @@ suite "unit tests (C API)" "$BUILD/tests/test_api"
 suite "unit tests under ASan+UBSan" env ASAN_OPTIONS=allocator_may_return_null=1 "$BUILD/asan/test_api"
 suite "running out of memory: every allocation fails in turn (ASan+LSan)" "$BUILD/asan/test_alloc"
 suite "attn sdpa vs PyTorch float64" $PY tests/oracle.py "$BUILD"
+suite "backward pass: finite differences, errors, workspace" "$BUILD/tests/test_backward"
+suite "backward pass under ASan+UBSan" "$BUILD/asan/test_backward"
+suite "attn sdpa --grad-out vs PyTorch autograd float64" $PY tests/oracle_backward.py "$BUILD"
 # The f32 kernels again with each instruction set forced; on a CPU without
 # it the suite says skip (ATTN_VERBOSE shows which ISA really ran).
 for isa in avx512 avx2 c; do

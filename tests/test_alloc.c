@@ -208,6 +208,40 @@ static void sdpa_subject(const char *name, attn_dtype dt, attn_dtype kv, int64_t
     __real_free(c.weights.data), __real_free(c.mask.data);
 }
 
+/* ---- attn_sdpa_backward ------------------------------------------------------ */
+
+typedef struct backward_case {
+    attn_tensor q, k, v, mask, out, lse, dout, g[4];
+    attn_sdpa_options o;
+} backward_case;
+
+static attn_status run_backward(void *ctx, attn_error *err) {
+    backward_case *c = ctx;
+    return attn_sdpa_backward(&c->g[0], &c->g[1], &c->g[2], &c->g[3], &c->dout, &c->q, &c->k, &c->v, &c->out,
+                              &c->lse, &c->o, err);
+}
+
+static void backward_subject(attn_dtype dt) {
+    backward_case c;
+    memset(&c, 0, sizeof c);
+    c.q = tensor(dt, 4, 20, 8), c.k = tensor(dt, 2, 30, 8), c.v = tensor(dt, 2, 30, 6);
+    c.mask = tensor(dt, 1, 20, 30);
+    c.o = attn_sdpa_options_default();
+    c.o.mask = &c.mask, c.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    c.out = tensor(dt, 4, 20, 6), c.dout = tensor(dt, 4, 20, 6);
+    int64_t sl[2] = {4, 20};
+    attn_tensor_init(&c.lse, __real_malloc(80 * attn_dtype_size(dt)), dt, 2, sl, NULL, NULL);
+    attn_sdpa(&c.out, &c.lse, NULL, &c.q, &c.k, &c.v, &c.o, NULL);
+    c.g[0] = tensor(dt, 4, 20, 8), c.g[1] = tensor(dt, 2, 30, 8), c.g[2] = tensor(dt, 2, 30, 6);
+    c.g[3] = tensor(dt, 1, 20, 30);
+    subject s = {dt == ATTN_F32 ? "sdpa_backward_f32" : "sdpa_backward_f64", run_backward, &c,
+                 {c.g[0].data, c.g[1].data, c.g[2].data}, {0, 0, 0}, NULL};
+    for (int i = 0; i < 3; i++) s.output_bytes[i] = (size_t)attn_tensor_numel(&c.g[i]) * attn_dtype_size(dt);
+    test_subject(&s);
+    attn_tensor *all[] = {&c.q, &c.k, &c.v, &c.mask, &c.out, &c.lse, &c.dout, &c.g[0], &c.g[1], &c.g[2], &c.g[3]};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) __real_free(all[i]->data);
+}
+
 /* ---- .npy ------------------------------------------------------------------ */
 
 typedef struct npy_case {
@@ -264,6 +298,8 @@ int main(void) {
                  ATTN_CAUSAL_NONE, 1);
     sdpa_subject("scores", ATTN_F32, ATTN_F32, 2, 30, 40, 8, 2, 0, 1, ATTN_COMPUTE_F32,
                  ATTN_CAUSAL_TOP_LEFT, 1);
+    backward_subject(ATTN_F64);
+    backward_subject(ATTN_F32);
 
     /* .npy: parse bytes, read a file. */
     static const char NPY[] = "\x93NUMPY\x01\x00\x76\x00{'descr': '<f4', 'fortran_order': False, "

@@ -201,6 +201,29 @@ def main():
     report("f16_k_with_kv_bf16_runs", r.returncode == 0 and np.load(os.path.join(TMP, "o16.npy")).dtype == np.float32,
            r.stderr)
 
+    # The backward pass: its usage and data errors, with no output file left behind.
+    pdo = save("do32.npy", rng.standard_normal((2, 3, 3)).astype(np.float32))
+    grads = ["--dq", "dq.npy", "--dk", "dk.npy", "--dv", "dv.npy"]
+    gouts = ("out.npy", "dq.npy", "dk.npy", "dv.npy", "dm.npy")
+    expect_error("grad_out_without_gradient", base + ["--grad-out", pdo], 2, r"--grad-out needs a gradient",
+                 gouts)
+    expect_error("gradient_without_grad_out", base + grads, 2, r"gradients need --grad-out", gouts)
+    expect_error("dmask_without_mask", base + ["--grad-out", pdo, "--dmask", "dm.npy"], 2,
+                 r"--dmask needs a float mask", gouts)
+    expect_error("dmask_with_bool_mask", base + ["--grad-out", pdo, "--dmask", "dm.npy", "-m",
+                                                save("mb.npy", np.ones((3, 5), bool))], 1,
+                 r"dmask needs a float mask in the options, but the mask is bool", gouts)
+    expect_error("grad_out_shape", base + ["--grad-out", save("do_bad.npy", np.zeros((2, 3, 4), np.float32))]
+                 + grads, 1, r"dout has shape \(2, 3, 4\) but out has shape \(2, 3, 3\).*--grad-out .*do_bad", gouts)
+    expect_error("grad_out_dtype", base + ["--grad-out", save("do64.npy", np.zeros((2, 3, 3)))] + grads, 1,
+                 r"mixed dtypes: --grad-out .*do64\.npy is float64", gouts)
+    expect_error("grad_same_file", base + ["--grad-out", pdo, "--dq", "dq.npy", "--dk", "dq.npy"], 2,
+                 r"--dq and --dk name the same file", gouts)
+    r = attn(*(base + ["--grad-out", pdo] + grads))
+    shapes = [np.load(os.path.join(TMP, n)).shape for n in ("dq.npy", "dk.npy", "dv.npy")] if r.returncode == 0 else []
+    report("backward_writes_gradients_shaped_like_inputs", shapes == [(2, 3, 4), (2, 5, 4), (2, 5, 3)],
+           r.stderr or str(shapes))
+
     # A failed run does not touch an existing output either.
     keep = os.path.join(TMP, "keep.npy")
     np.save(keep, np.arange(3.0))

@@ -65,6 +65,8 @@ def main():
         ["scaling", "--dims", "16,64,256", "--queries", "10", "--keys", "8", "--seed", "3", "--json"],
         ["scaling", "--variance", "--svg", "s.svg"],
         ["demo"], ["--help"], ["--version"], ["sdpa", "--help"], ["bench", "--quick"],
+        ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "-m", "m.npy", "--grad-out", "do.npy",
+         "--dq", "dq.npy", "--dk", "dk.npy", "--dv", "dv.npy", "--dmask", "dm.npy"],
     ]
     for i, a in enumerate(args):
         write("args", f"a{i}", "\0".join(a))

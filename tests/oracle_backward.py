@@ -1,0 +1,242 @@
+#!/usr/bin/python3
+"""oracle_backward.py -- attn sdpa's backward pass against PyTorch autograd.
+
+Each case writes q, k, v, a mask and dLoss/dout as .npy, runs
+`attn sdpa ... --grad-out --dq --dk --dv [--dmask]`, and compares every
+gradient with PyTorch 1.13 autograd in float64 on the same values: matmul,
+repeat_interleave for GQA, broadcasting for batch dimensions and masks,
+masked_fill, softmax, matmul. Autograd sums a broadcast input's gradient, as
+attn must.
+
+Tolerances (per gradient, on max |ours - ref|):
+  f64: 1e-12 · max |ref|. attn computes in f64 too; only the order of the
+       sums differs.
+  f32: 2^-24 · |ref| per element + 1e-12 · max |ref|. attn reads the f32
+       values, computes in f64 and rounds each gradient once, which is half
+       an f32 ulp: 2^-24 relative. (f16/bf16 k and v are compared at their
+       16-bit values; their gradients are f32.)
+A gradient that is exactly zero in PyTorch (a row no key takes part in,
+keys the causal limit hides) must be exactly zero in attn.
+
+Usage: oracle_backward.py BUILD_DIR [--seed N]. Prints "ok NAME" / "FAIL NAME: why".
+"""
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+GRADS = ("dq", "dk", "dv", "dmask")
+
+
+def reference(q, k, v, dout, mask, causal, scale):
+    """PyTorch float64 autograd of attention with attn's semantics: the gradients of
+    q, k, v and (for a float mask) the mask, given dLoss/dout."""
+    leaves = [torch.tensor(np.asarray(a, dtype=np.float64), requires_grad=True) for a in (q, k, v)]
+    fmask = mask is not None and mask.dtype != np.bool_
+    if fmask:
+        leaves.append(torch.tensor(mask.astype(np.float64), requires_grad=True))
+    tq, tk, tv = leaves[:3]
+    rank = max(tq.dim(), tk.dim(), tv.dim())
+    tq, tk, tv = (a.reshape((1,) * (rank - a.dim()) + tuple(a.shape)) for a in (tq, tk, tv))
+    if rank >= 3 and tq.shape[-3] != tk.shape[-3]:
+        group = tq.shape[-3] // tk.shape[-3]
+        tk = tk.repeat_interleave(group, dim=-3)
+        tv = tv.repeat_interleave(group, dim=-3)
+    L, S = tq.shape[-2], tk.shape[-2]
+    if scale is None:
+        scale = 1.0 / math.sqrt(tq.shape[-1])
+    s = torch.matmul(tq, tk.transpose(-2, -1)) * scale
+    allowed = torch.ones(L, S, dtype=torch.bool)
+    if causal == 1:
+        allowed = torch.tril(allowed)
+    elif causal == 2:
+        allowed = torch.tril(allowed, diagonal=S - L)
+    if mask is not None:
+        if fmask:
+            s = s + leaves[3]
+        else:
+            allowed = allowed & torch.from_numpy(mask)
+    s = s.masked_fill(~allowed, float("-inf"))
+    s.retain_grad()
+    # A row where no key takes part: output 0 and zero gradients (attn's
+    # semantics; PyTorch 1.13's softmax would give NaN).
+    dead = torch.isneginf(s).all(dim=-1, keepdim=True)
+    w = torch.softmax(s.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
+    out = torch.matmul(w, tv)
+    out.backward(torch.from_numpy(np.asarray(dout, dtype=np.float64)))
+    grads = [t.grad.numpy() for t in leaves] + ([None] if not fmask else [])
+    # The scores' gradient before it is summed into a broadcast mask: each
+    # row of it sums to zero, so a mask shared by all keys has a gradient of
+    # pure rounding noise, to be judged against these terms.
+    return grads, float(s.grad.abs().max())
+
+
+def compare(got, ref, f32, terms=0.0):
+    """'' when got agrees with ref, else why not. terms: the largest term summed into
+    one element of ref, when that is larger than ref (a gradient that cancels)."""
+    if got.shape != ref.shape:
+        return "shape %s, expected %s" % (got.shape, ref.shape)
+    got = got.astype(np.float64)
+    if not np.all(np.isfinite(got)):
+        return "not finite"
+    big = max(float(np.abs(ref).max()) if ref.size else 0.0, terms)
+    err = np.abs(got - ref)
+    allowed = 1e-12 * big + (2.0**-24 * np.abs(ref) if f32 else 0.0)
+    if np.any((ref == 0) & (got != 0) & (big == 0)):
+        return "nonzero where the gradient is exactly zero"
+    if np.any(err > allowed):
+        i = np.unravel_index(np.argmax(err - allowed), err.shape)
+        return "error %.3g at %s (ref %.6g, max |ref| %.3g)" % (err[i], i, ref[i], big)
+    return ""
+
+
+class Oracle:
+    def __init__(self, build):
+        self.attn = os.path.join(build, "attn")
+        self.dir = tempfile.mkdtemp(prefix="attn-bwd-")
+        self.failed = 0
+        self.passed = 0
+
+    def report(self, name, why):
+        if why:
+            self.failed += 1
+            print("FAIL %s: %s" % (name, why))
+        else:
+            self.passed += 1
+            print("ok %s" % name)
+
+    def path(self, n):
+        return os.path.join(self.dir, n + ".npy")
+
+    def case(self, name, q, k, v, dout, mask=None, causal=0, scale=None, want=GRADS, kv_bf16=False):
+        fmask = mask is not None and mask.dtype != np.bool_
+        want = [g for g in want if g != "dmask" or fmask]
+        files = {"q": q, "k": k, "v": v, "do": dout}
+        if mask is not None:
+            files["m"] = mask
+        for n, a in files.items():
+            np.save(self.path(n), a)
+        for g in GRADS:
+            if os.path.exists(self.path(g)):
+                os.remove(self.path(g))
+        cmd = [self.attn, "sdpa", "-q", self.path("q"), "-k", self.path("k"), "-v", self.path("v"),
+               "--grad-out", self.path("do"), "-o", self.path("out")]
+        if mask is not None:
+            cmd += ["-m", self.path("m")]
+        if causal:
+            cmd.append("--causal=top-left" if causal == 1 else "--causal=bottom-right")
+        if scale is not None:
+            cmd += ["--scale", repr(scale)]
+        if kv_bf16:
+            cmd.append("--kv-bf16")
+        for g in want:
+            cmd += ["--" + g, self.path(g)]
+        env = dict(os.environ, ATTN_VERBOSE="1")
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if r.returncode != 0:
+            return self.report(name, "attn failed: " + r.stderr.strip())
+        calls = [l for l in r.stderr.splitlines() if l.startswith("attn: sdpa_backward ")]
+        if len(calls) != 1 or " kernel=exact " not in calls[0]:
+            return self.report(name, "expected one exact backward call, verbose said %r" % r.stderr)
+        k64, v64 = k, v
+        if kv_bf16:  # attn rounds k and v to bf16 on load: compare at those values
+            k64 = torch.from_numpy(k).bfloat16().double().numpy()
+            v64 = torch.from_numpy(v).bfloat16().double().numpy()
+        grads, ds_max = reference(q, k64, v64, dout, mask, causal, scale)
+        refs = dict(zip(GRADS, grads))
+        f32 = q.dtype == np.float32
+        for g in want:
+            why = compare(np.load(self.path(g)), refs[g], f32, ds_max if g == "dmask" else 0.0)
+            if why:
+                return self.report(name, "%s: %s" % (g, why))
+        self.report(name, "")
+
+
+def random_case(rng, index):
+    """A random case covering the forward's semantics: ranks 2-5, broadcast batch
+    dimensions, GQA, bool and float masks of any broadcastable shape (with -inf and
+    rows where no key takes part), both causal alignments, any scale, Ev != E."""
+    rank = int(rng.integers(2, 6))
+    L, S = int(rng.integers(1, 9)), int(rng.integers(1, 11))
+    E, Ev = int(rng.integers(1, 9)), int(rng.integers(1, 9))
+    Hk = int(rng.integers(1, 3)) if rank >= 3 else 1
+    Hq = Hk * (int(rng.integers(1, 4)) if rank >= 3 else 1)
+    batch = [int(rng.integers(1, 4)) for _ in range(max(0, rank - 3))]
+
+    def bshape(heads):
+        dims = [b if rng.random() < 0.7 else 1 for b in batch]
+        return tuple(dims) + ((heads,) if rank >= 3 else ())
+
+    qs, ks = bshape(Hq), bshape(Hk)
+    vs = tuple(ks)
+    out_batch = tuple(max(a, b) for a, b in zip(qs[:-1] if rank >= 3 else (), ks[:-1] if rank >= 3 else ()))
+    out_shape = out_batch + ((Hq,) if rank >= 3 else ()) + (L, Ev)
+    dt = np.float64 if index % 3 else np.float32
+    q = rng.standard_normal(qs + (L, E)).astype(dt)
+    k = rng.standard_normal(ks + (S, E)).astype(dt)
+    v = rng.standard_normal(vs + (S, Ev)).astype(dt)
+    dout = rng.standard_normal(out_shape).astype(dt)
+    full = out_shape[:-1] + (S,)
+    mask = None
+    kind = rng.integers(0, 3)
+    if kind:
+        mrank = int(rng.integers(0, len(full) + 1))
+        mshape = tuple(d if rng.random() < 0.6 else 1 for d in full[len(full) - mrank:])
+        if kind == 1:
+            mask = np.asarray(rng.random(mshape) < 0.75)
+        else:
+            mask = np.asarray(rng.standard_normal(mshape) * 2).astype(dt)
+            if mask.ndim and rng.random() < 0.5:
+                mask[rng.random(mshape) < 0.2] = -np.inf
+    causal = int(rng.integers(0, 3))
+    scale = None if rng.random() < 0.5 else float(rng.choice([0.0, -0.7, 0.3, 2.5]))
+    return q, k, v, dout, mask, causal, scale
+
+
+def fixed_cases(o, rng):
+    f = rng.standard_normal
+    # A row where no key takes part (bool mask), and one hidden by the causal limit.
+    mask = np.ones((4, 6), dtype=np.bool_)
+    mask[2] = False
+    o.case("fully_masked_row_zero_gradient", f((2, 4, 5)), f((2, 6, 5)), f((2, 6, 3)), f((2, 4, 3)), mask)
+    o.case("causal_top_left_L_gt_S_dead_rows", f((3, 7, 4)), f((3, 4, 4)), f((3, 4, 4)), f((3, 7, 4)),
+           causal=1)
+    o.case("causal_bottom_right_L_gt_S_dead_rows", f((3, 7, 4)), f((3, 4, 4)), f((3, 4, 4)),
+           f((3, 7, 4)), causal=2)
+    # Mask together with causal, GQA, a float mask shared by every head.
+    o.case("gqa_float_mask_and_causal", f((2, 4, 6, 8)), f((2, 2, 9, 8)), f((2, 2, 9, 5)),
+           f((2, 4, 6, 5)), f((6, 9)), causal=2)
+    # A query shared by every batch: its gradient sums over the batch.
+    o.case("broadcast_query_batch", f((1, 2, 5, 4)), f((3, 2, 6, 4)), f((3, 2, 6, 4)), f((3, 2, 5, 4)))
+    # f32 with 16-bit keys and values.
+    q32, k32, v32 = (f(s).astype(np.float32) for s in ((2, 5, 8), (2, 9, 8), (2, 9, 6)))
+    o.case("f32_f16_kv", q32, k32.astype(np.float16), v32.astype(np.float16), f((2, 5, 6)).astype(np.float32))
+    o.case("f32_bf16_kv", q32, k32, v32, f((2, 5, 6)).astype(np.float32), kv_bf16=True)
+    # Large scores: the softmax is nearly one-hot.
+    o.case("large_scores", f((2, 6, 4)) * 30, f((2, 7, 4)) * 30, f((2, 7, 4)), f((2, 6, 4)))
+    # Only some gradients.
+    o.case("only_dv", f((3, 4)), f((5, 4)), f((5, 2)), f((3, 2)), want=("dv",))
+    o.case("only_dq_dmask", f((3, 4)), f((5, 4)), f((5, 2)), f((3, 2)), f((3, 5)), want=("dq", "dmask"))
+    # Longer sequences than a block of any kernel.
+    o.case("long_sequence", f((1, 70, 16)), f((1, 300, 16)), f((1, 300, 16)), f((1, 70, 16)), causal=2)
+
+
+def main():
+    build = sys.argv[1] if len(sys.argv) > 1 else "build"
+    seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 20261129
+    rng = np.random.default_rng(seed)
+    o = Oracle(build)
+    fixed_cases(o, rng)
+    for i in range(300):
+        q, k, v, dout, mask, causal, scale = random_case(rng, i)
+        o.case("random_%03d_%s_rank%d" % (i, q.dtype.name, q.ndim), q, k, v, dout, mask, causal, scale)
+    print("# backward oracle: %d passed, %d failed" % (o.passed, o.failed))
+    return 1 if o.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+/* test_backward.c -- attn_sdpa_backward through the public API:
+ *   - f64 central finite differences of loss = sum(dout ∘ out) against every
+ *     gradient element, on small cases (an oracle independent of PyTorch);
+ *   - the errors, each with its status and message, and nothing written;
+ *   - the caller's workspace.
+ * Prints "ok NAME" or "FAIL NAME: why". */
+#include "check.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+static uint64_t rng_state = 99;
+static double rng_normal(void) {
+    /* splitmix64, then Box-Muller */
+    double u[2];
+    for (int i = 0; i < 2; i++) {
+        uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        u[i] = ((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
+    }
+    return sqrt(-2 * log(u[0] + 0x1.0p-60)) * cos(6.283185307179586 * u[1]);
+}
+
+static attn_tensor make(attn_dtype dtype, int rank, const int64_t *shape) {
+    attn_tensor t;
+    attn_tensor_init(&t, NULL, dtype, rank, shape, NULL, NULL);
+    int64_t n = attn_tensor_numel(&t);
+    t.data = calloc((size_t)n + 1, attn_dtype_size(dtype));
+    for (int64_t i = 0; i < n; i++) {
+        if (dtype == ATTN_F64) ((double *)t.data)[i] = rng_normal();
+        else if (dtype == ATTN_F32) ((float *)t.data)[i] = (float)rng_normal();
+        else ((unsigned char *)t.data)[i] = i % 3 != 0;
+    }
+    return t;
+}
+
+static void check_status(attn_status got, const attn_error *err, attn_status want, const char *needle,
+                         const char *name) {
+    int ok = got == want && (want == ATTN_OK || (err->status == want && strstr(err->message, needle)));
+    check(ok, name, "status %d (%s), message \"%s\"; wanted %d with \"%s\"", (int)got, attn_strerror(got),
+          want == ATTN_OK ? "" : err->message, (int)want, needle);
+}
+
+/* One problem: inputs, the forward's outputs, dout and the gradients. */
+typedef struct problem {
+    attn_tensor q, k, v, mask, out, lse, dout, g[4]; /* g: dq, dk, dv, dmask */
+    attn_sdpa_options o;
+} problem;
+
+static void problem_init(problem *p, const int64_t *sq, const int64_t *sk, const int64_t *sv, int rank,
+                         const int64_t *smask, int mask_rank, attn_dtype mask_dtype, attn_causal causal) {
+    memset(p, 0, sizeof *p);
+    p->q = make(ATTN_F64, rank, sq);
+    p->k = make(ATTN_F64, rank, sk);
+    p->v = make(ATTN_F64, rank, sv);
+    p->o = attn_sdpa_options_default();
+    p->o.causal = causal;
+    if (smask) p->mask = make(mask_dtype, mask_rank, smask), p->o.mask = &p->mask;
+    int r;
+    int64_t so[ATTN_MAX_RANK];
+    attn_sdpa_shapes(&r, so, NULL, &p->q, &p->k, &p->v, &p->o, NULL);
+    p->out = make(ATTN_F64, r, so);
+    p->lse = make(ATTN_F64, r - 1, so);
+    p->dout = make(ATTN_F64, r, so);
+    const attn_tensor *like[4] = {&p->q, &p->k, &p->v, &p->mask};
+    for (int i = 0; i < 4; i++)
+        if (like[i]->data) p->g[i] = make(ATTN_F64, like[i]->rank, like[i]->shape);
+}
+
+static void problem_free(problem *p) {
+    attn_tensor *all[] = {&p->q, &p->k, &p->v, &p->mask, &p->out, &p->lse, &p->dout,
+                          &p->g[0], &p->g[1], &p->g[2], &p->g[3]};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+}
+
+/* loss = sum(dout ∘ out) for the problem's current inputs. */
+static double loss(problem *p) {
+    attn_sdpa(&p->out, &p->lse, NULL, &p->q, &p->k, &p->v, &p->o, NULL);
+    double s = 0;
+    for (int64_t i = 0; i < attn_tensor_numel(&p->out); i++)
+        s += ((double *)p->dout.data)[i] * ((double *)p->out.data)[i];
+    return s;
+}
+
+static attn_status backward(problem *p, attn_error *err) {
+    attn_sdpa(&p->out, &p->lse, NULL, &p->q, &p->k, &p->v, &p->o, NULL);
+    attn_tensor *dmask = p->mask.data && p->mask.dtype != ATTN_BOOL ? &p->g[3] : NULL;
+    return attn_sdpa_backward(&p->g[0], &p->g[1], &p->g[2], dmask, &p->dout, &p->q, &p->k, &p->v, &p->out,
+                              &p->lse, &p->o, err);
+}
+
+/* Every element of every gradient against a central difference with step
+ * h = 1e-5: its truncation error is O(h²) ~ 1e-10 and its rounding error
+ * ~1e-16·|loss|/h ~ 1e-10, so 1e-7 relative leaves a wide margin while any
+ * wrong term (a missing scale, a dropped mask) is off by O(1). */
+static void finite_differences(const char *name, problem *p) {
+    attn_error err;
+    attn_status st = backward(p, &err);
+    if (st != ATTN_OK) {
+        check(0, name, "backward failed: %s", err.message);
+        return;
+    }
+    attn_tensor *in[4] = {&p->q, &p->k, &p->v, &p->mask};
+    static const char *const G[4] = {"dq", "dk", "dv", "dmask"};
+    const double h = 1e-5;
+    double worst = 0;
+    char where[64] = "";
+    for (int t = 0; t < 4; t++) {
+        if (!in[t]->data || in[t]->dtype == ATTN_BOOL) continue;
+        double *x = in[t]->data, *g = p->g[t].data;
+        for (int64_t i = 0; i < attn_tensor_numel(in[t]); i++) {
+            double x0 = x[i];
+            x[i] = x0 + h;
+            double up = loss(p);
+            x[i] = x0 - h;
+            double down = loss(p);
+            x[i] = x0;
+            double fd = (up - down) / (2 * h), e = fabs(fd - g[i]) / (1 + fabs(fd));
+            if (e > worst) worst = e, snprintf(where, sizeof where, "%s[%lld]", G[t], (long long)i);
+        }
+    }
+    check(worst < 1e-7, name, "worst relative difference %.3g at %s", worst, where);
+}
+
+static void test_finite_differences(void) {
+    problem p;
+    /* GQA (4 query heads, 2 KV heads), a float mask shared by the heads,
+     * bottom-right causal, Ev != E. */
+    int64_t sq[3] = {4, 5, 3}, sk[3] = {2, 7, 3}, sv[3] = {2, 7, 2}, sm[2] = {5, 7};
+    problem_init(&p, sq, sk, sv, 3, sm, 2, ATTN_F64, ATTN_CAUSAL_BOTTOM_RIGHT);
+    finite_differences("finite_differences_gqa_float_mask_causal", &p);
+    problem_free(&p);
+    /* A query broadcast over a batch of 3, a bool mask, a scale of 0.8. */
+    int64_t sq2[4] = {1, 2, 4, 3}, sk2[4] = {3, 2, 6, 3}, sbm[4] = {3, 1, 4, 6};
+    problem_init(&p, sq2, sk2, sk2, 4, sbm, 4, ATTN_BOOL, ATTN_CAUSAL_NONE);
+    p.o.has_scale = 1, p.o.scale = 0.8;
+    finite_differences("finite_differences_broadcast_batch_bool_mask", &p);
+    problem_free(&p);
+    /* Rank 2, top-left causal with L > S: rows past S see every key, the
+     * first rows only a few. */
+    int64_t sq3[2] = {6, 4}, sk3[2] = {4, 4};
+    problem_init(&p, sq3, sk3, sk3, 2, NULL, 0, ATTN_F64, ATTN_CAUSAL_TOP_LEFT);
+    finite_differences("finite_differences_rank2_causal", &p);
+    problem_free(&p);
+}
+
+static void test_errors(void) {
+    problem p;
+    attn_error err;
+    int64_t sq[3] = {2, 3, 4}, sk[3] = {2, 5, 4}, sm[2] = {3, 5};
+    problem_init(&p, sq, sk, sk, 3, sm, 2, ATTN_BOOL, ATTN_CAUSAL_NONE);
+    attn_sdpa(&p.out, &p.lse, NULL, &p.q, &p.k, &p.v, &p.o, NULL);
+    memset(p.g[0].data, 0x5a, 8);
+    attn_tensor *dq = &p.g[0], *dk = &p.g[1], *dv = &p.g[2];
+    check_status(attn_sdpa_backward(NULL, NULL, NULL, NULL, &p.dout, &p.q, &p.k, &p.v, &p.out, &p.lse, &p.o, &err),
+                 &err, ATTN_ERR_NULL, "ask for one gradient", "backward_no_gradient_rejected");
+    check_status(attn_sdpa_backward(dq, dk, dv, NULL, NULL, &p.q, &p.k, &p.v, &p.out, &p.lse, &p.o, &err), &err,
+                 ATTN_ERR_NULL, "dout is NULL", "backward_null_dout_rejected");
+    check_status(attn_sdpa_backward(dq, dk, dv, NULL, &p.dout, &p.q, &p.k, &p.v, &p.out, NULL, &p.o, &err),
+                 &err, ATTN_ERR_NULL, "lse", "backward_null_lse_rejected");
+    check_status(attn_sdpa_backward(dq, dk, dv, &p.g[1], &p.dout, &p.q, &p.k, &p.v, &p.out, &p.lse, &p.o, &err),
+                 &err, ATTN_ERR_MASK, "float mask", "backward_dmask_with_bool_mask_rejected");
+    /* dk shaped like q, dout shaped like q. */
+    check_status(attn_sdpa_backward(dq, dq, dv, NULL, &p.dout, &p.q, &p.k, &p.v, &p.out, &p.lse, &p.o, &err),
+                 &err, ATTN_ERR_SHAPE, "dk has shape (2, 3, 4) but k has shape (2, 5, 4)",
+                 "backward_dk_shape_rejected");
+    check_status(attn_sdpa_backward(dq, dk, dv, NULL, &p.k, &p.q, &p.k, &p.v, &p.out, &p.lse, &p.o, &err), &err,
+                 ATTN_ERR_SHAPE, "dout has shape", "backward_dout_shape_rejected");
+    attn_tensor f32 = p.g[0];
+    f32.dtype = ATTN_F32;
+    check_status(attn_sdpa_backward(&f32, dk, dv, NULL, &p.dout, &p.q, &p.k, &p.v, &p.out, &p.lse, &p.o, &err),
+                 &err, ATTN_ERR_DTYPE, "dq is f32; it must be f64", "backward_dq_dtype_rejected");
+    attn_tensor flat = p.g[0];
+    flat.strides[0] = 0;
+    check_status(attn_sdpa_backward(&flat, dk, dv, NULL, &p.dout, &p.q, &p.k, &p.v, &p.out, &p.lse, &p.o, &err),
+                 &err, ATTN_ERR_STRIDE, "dq has stride 0", "backward_dq_stride_0_rejected");
+    /* f32 inputs (bf16 compute needs them): the backward pass has no bf16 mode. */
+    int64_t so[3] = {2, 3, 4}, sl[2] = {2, 3};
+    attn_tensor q32 = make(ATTN_F32, 3, sq), k32 = make(ATTN_F32, 3, sk), o32 = make(ATTN_F32, 3, so);
+    attn_tensor l32 = make(ATTN_F32, 2, sl), d32 = make(ATTN_F32, 3, so), g32 = make(ATTN_F32, 3, sq);
+    attn_sdpa_options bf = attn_sdpa_options_default();
+    bf.compute = ATTN_COMPUTE_BF16;
+    check_status(attn_sdpa_backward(&g32, NULL, NULL, NULL, &d32, &q32, &k32, &k32, &o32, &l32, &bf, &err),
+                 &err, ATTN_ERR_OPTION, "not bf16", "backward_bf16_compute_rejected");
+    free(q32.data), free(k32.data), free(o32.data), free(l32.data), free(d32.data), free(g32.data);
+    unsigned char first[8];
+    memcpy(first, p.g[0].data, 8);
+    check(first[0] == 0x5a && first[7] == 0x5a, "backward_errors_write_nothing", "dq was written");
+    problem_free(&p);
+}
+
+/* The workspace: measured, enough, one byte short. */
+static void test_workspace(void) {
+    problem p;
+    attn_error err;
+    int64_t sq[3] = {2, 9, 4}, sk[3] = {2, 11, 4}, sm[2] = {9, 11};
+    problem_init(&p, sq, sk, sk, 3, sm, 2, ATTN_F64, ATTN_CAUSAL_TOP_LEFT);
+    attn_status st = backward(&p, &err);
+    attn_tensor ref = make(ATTN_F64, 3, sq);
+    memcpy(ref.data, p.g[0].data, sizeof(double) * 2 * 9 * 4);
+    attn_context ctx = attn_context_default();
+    p.o.context = &ctx;
+    size_t need = 0;
+    st |= attn_sdpa_backward_workspace_size(&need, &p.g[0], &p.g[1], &p.g[2], &p.g[3], &p.dout, &p.q, &p.k, &p.v,
+                                            &p.out, &p.lse, &p.o, &err);
+    char *mem = malloc(need);
+    ctx.workspace = mem, ctx.workspace_size = need;
+    memset(p.g[0].data, 0, sizeof(double) * 2 * 9 * 4);
+    st |= backward(&p, &err);
+    check(st == ATTN_OK && memcmp(ref.data, p.g[0].data, sizeof(double) * 2 * 9 * 4) == 0,
+          "backward_workspace_bitwise_equals_malloc", "status %d (%s)", (int)st, st ? err.message : "");
+    ctx.workspace_size = need - 1;
+    check_status(backward(&p, &err), &err, ATTN_ERR_WORKSPACE, "needs", "backward_workspace_too_small_rejected");
+    free(mem), free(ref.data);
+    problem_free(&p);
+}
+
+int main(void) {
+    test_finite_differences();
+    test_errors();
+    test_workspace();
+    return n_failed ? 1 : 0;
+}
