@@ -31,6 +31,19 @@ attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_run_info *info
 bool attn_decode_applies(int64_t L, int64_t S);
 attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_error *err);
 
+/* Packing (pack.c). attn_pack_scaled: rows r0..r0+n-1 of m (f32, f16 or
+ * bf16) times `scale` into dst (n × cols, stride ld), zero rows up to n_pad
+ * and columns up to ld; each product is taken in double and rounded once,
+ * so a scale outside f32's range costs no precision. Returns the largest
+ * |value| written, or -1 if one is not finite. attn_pack_transposed: kt
+ * (cols × ld) = rows j0..j0+n-1 of k transposed, zero columns up to n_pad
+ * (a multiple of 16, <= ld). tmp holds a row, for widening 16-bit floats. */
+struct attn_ukernels;
+float attn_pack_scaled(const struct attn_ukernels *uk, float *dst, int64_t ld, const attn_mat *m, int64_t r0,
+                       int64_t n, int64_t n_pad, double scale, float *tmp);
+void attn_pack_transposed(const struct attn_ukernels *uk, float *kt, int64_t ld, int64_t n_pad,
+                          const attn_mat *k, int64_t j0, int64_t n, float *tmp);
+
 /* One row of a partial result: attention over some of the keys. */
 typedef struct attn_part_row {
     /* Its log-sum-exp as m + log(l): its score maximum m and its sum l of

@@ -107,56 +107,6 @@ static workspace workspace_of(const flash_job *j, int worker) {
     return w;
 }
 
-/* Pack rows r0..r0+n-1 of a matrix (f32, f16 or bf16) times `scale` into dst
- * (n × cols, stride ld), zero rows up to n_pad and columns up to ld. Each
- * product is taken in double and rounded once, so a scale outside f32's
- * range (or subnormal in it) costs no precision. Returns the largest |value|
- * written, or -1 if a value written is not finite. tmp holds a row (for
- * widening 16-bit floats). */
-static float pack_rows(const attn_ukernels *uk, float *dst, int64_t ld, const attn_mat *m,
-                       int64_t r0, int64_t n, int64_t n_pad, double scale, float *tmp) {
-    float big = 0;
-    for (int64_t r = 0; r < n && big >= 0; r++) {
-        const float *row = attn_row_f32(m, r0 + r, tmp);
-        float *d = dst + r * ld;
-        if (scale == 1.0) memcpy(d, row, sizeof(float) * (size_t)m->cols);
-        else
-            for (int64_t c = 0; c < m->cols; c++) d[c] = (float)((double)row[c] * scale);
-        for (int64_t c = m->cols; c < ld; c++) d[c] = 0;
-        float b = uk->absmax(d, m->cols);
-        big = attn_absmax_join(big, b);
-    }
-    for (int64_t r = n; r < n_pad; r++) memset(dst + r * ld, 0, sizeof(float) * (size_t)ld);
-    return big;
-}
-
-/* kt (E × ld) = keys j0..j0+n-1 transposed, zero columns up to n_pad. The
- * transpose goes 16 keys at a time, so that each write fills a cache line. */
-static void pack_keys_transposed(const attn_ukernels *uk, float *kt, int64_t ld, int64_t n_pad,
-                                 const attn_mat *k, int64_t j0, int64_t n, float *tmp) {
-    if (k->dtype != ATTN_F32) { /* 16-bit keys: widen a row at a time */
-        for (int64_t c = 0; c < n_pad; c++) {
-            const float *row = c < n ? attn_row_f32(k, j0 + c, tmp) : NULL;
-            for (int64_t e = 0; e < k->cols; e++) kt[e * ld + c] = row ? row[e] : 0;
-        }
-        return;
-    }
-    const float *src = (const float *)(const void *)k->base;
-    for (int64_t c0 = 0; c0 < n_pad; c0 += 16) {
-        int64_t nb = n - c0 < 16 ? (n - c0 > 0 ? n - c0 : 0) : 16;
-        const float *rows = src + (j0 + c0) * k->rs;
-        if (k->cs == 1) { /* contiguous rows: a register transpose */
-            uk->transpose16(kt + c0, ld, rows, k->rs, (int)nb, k->cols);
-            continue;
-        }
-        for (int64_t e = 0; e < k->cols; e++) {
-            float *d = kt + e * ld + c0;
-            for (int64_t c = 0; c < nb; c++) d[c] = rows[c * k->rs + e * k->cs];
-            for (int64_t c = nb; c < 16; c++) d[c] = 0;
-        }
-    }
-}
-
 /* One MR-row tile against keys j0..j0+tc-1 of the packed block: scores,
  * masks, the online-softmax update of m, l and O, then O += P·V. */
 static void tile_step(const flash_job *j, const workspace *w, const attn_problem *p, int64_t r0,
@@ -213,7 +163,7 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     bool bad = false;
 
     /* The queries times the scale: scores come out in natural units. */
-    float qmax = pack_rows(uk, w.q, E, &p->q, i0, nr, nr_pad, p->scale, w.tmp);
+    float qmax = attn_pack_scaled(uk, w.q, E, &p->q, i0, nr, nr_pad, p->scale, w.tmp);
     /* Inputs that are not finite (max -1) or whose scores or sums could leave
      * f32's safe range take the exact kernel. */
     float kmax = j->kvmax[2 * (item / j->n_qblocks)], vmax = j->kvmax[2 * (item / j->n_qblocks) + 1];
@@ -234,16 +184,16 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     for (int64_t j0 = 0; j0 < jend && !bad; j0 += j->bc) {
         int64_t nc = jend - j0 < j->bc ? jend - j0 : j->bc, nc_pad = attn_round_up(nc, nrv);
         int64_t ldk = kt_stride(nc_pad);
-        pack_keys_transposed(uk, w.kt, ldk, nc_pad, &p->k, j0, nc, w.tmp);
+        attn_pack_transposed(uk, w.kt, ldk, nc_pad, &p->k, j0, nc, w.tmp);
         const float *vb = w.v;
         int64_t ldv = Evp;
         if (j->v_direct) { /* rows in place: contiguous, Ev a multiple of the vector */
             vb = (const float *)(const void *)p->v.base + j0 * p->v.rs;
             ldv = p->v.rs;
             /* the padding keys' probabilities are 0, but their rows must exist */
-            if (nc_pad > nc) pack_rows(uk, w.v, Evp, &p->v, j0, nc, nc_pad, 1.0, w.tmp), vb = w.v, ldv = Evp;
+            if (nc_pad > nc) attn_pack_scaled(uk, w.v, Evp, &p->v, j0, nc, nc_pad, 1.0, w.tmp), vb = w.v, ldv = Evp;
         } else {
-            pack_rows(uk, w.v, Evp, &p->v, j0, nc, nc_pad, 1.0, w.tmp);
+            attn_pack_scaled(uk, w.v, Evp, &p->v, j0, nc, nc_pad, 1.0, w.tmp);
         }
         if (j->bk) { /* keys as pairs along E, values as pairs along the keys */
             for (int64_t e2 = 0; e2 < j->E2; e2++)

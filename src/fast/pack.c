@@ -1,0 +1,54 @@
+/* pack.c -- the fast kernels' packing of operands into contiguous f32
+ * buffers: rows times a scale, and rows transposed (fast.h). */
+#include "fast/fast.h"
+#include "kernels/ukernel.h"
+
+/* Pack rows r0..r0+n-1 of a matrix (f32, f16 or bf16) times `scale` into dst
+ * (n × cols, stride ld), zero rows up to n_pad and columns up to ld. Each
+ * product is taken in double and rounded once, so a scale outside f32's
+ * range (or subnormal in it) costs no precision. Returns the largest |value|
+ * written, or -1 if a value written is not finite. tmp holds a row (for
+ * widening 16-bit floats). */
+float attn_pack_scaled(const attn_ukernels *uk, float *dst, int64_t ld, const attn_mat *m, int64_t r0, int64_t n,
+                       int64_t n_pad, double scale, float *tmp) {
+    float big = 0;
+    for (int64_t r = 0; r < n && big >= 0; r++) {
+        const float *row = attn_row_f32(m, r0 + r, tmp);
+        float *d = dst + r * ld;
+        if (scale == 1.0) memcpy(d, row, sizeof(float) * (size_t)m->cols);
+        else
+            for (int64_t c = 0; c < m->cols; c++) d[c] = (float)((double)row[c] * scale);
+        for (int64_t c = m->cols; c < ld; c++) d[c] = 0;
+        float b = uk->absmax(d, m->cols);
+        big = attn_absmax_join(big, b);
+    }
+    for (int64_t r = n; r < n_pad; r++) memset(dst + r * ld, 0, sizeof(float) * (size_t)ld);
+    return big;
+}
+
+/* kt (E × ld) = keys j0..j0+n-1 transposed, zero columns up to n_pad. The
+ * transpose goes 16 keys at a time, so that each write fills a cache line. */
+void attn_pack_transposed(const attn_ukernels *uk, float *kt, int64_t ld, int64_t n_pad, const attn_mat *k,
+                          int64_t j0, int64_t n, float *tmp) {
+    if (k->dtype != ATTN_F32) { /* 16-bit keys: widen a row at a time */
+        for (int64_t c = 0; c < n_pad; c++) {
+            const float *row = c < n ? attn_row_f32(k, j0 + c, tmp) : NULL;
+            for (int64_t e = 0; e < k->cols; e++) kt[e * ld + c] = row ? row[e] : 0;
+        }
+        return;
+    }
+    const float *src = (const float *)(const void *)k->base;
+    for (int64_t c0 = 0; c0 < n_pad; c0 += 16) {
+        int64_t nb = n - c0 < 16 ? (n - c0 > 0 ? n - c0 : 0) : 16;
+        const float *rows = src + (j0 + c0) * k->rs;
+        if (k->cs == 1) { /* contiguous rows: a register transpose */
+            uk->transpose16(kt + c0, ld, rows, k->rs, (int)nb, k->cols);
+            continue;
+        }
+        for (int64_t e = 0; e < k->cols; e++) {
+            float *d = kt + e * ld + c0;
+            for (int64_t c = 0; c < nb; c++) d[c] = rows[c * k->rs + e * k->cs];
+            for (int64_t c = nb; c < 16; c++) d[c] = 0;
+        }
+    }
+}
