@@ -21,6 +21,10 @@ typedef struct attn_ukernels {
      * style): query rows per work item, a multiple of ATTN_MR, and keys per
      * block; both shrink for very wide heads. */
     int br, bc;
+    /* The backward pass's blocks (flash_backward.c): query rows per block
+     * (rounded up to a multiple of 48) and keys per block (rounded up to
+     * vl * nv). */
+    int bwd_br, bwd_bc;
 
     /* s (ATTN_MR × nr, row stride lds) = q (ATTN_MR × E, stride ldq) · kt
      * (E × nr, stride ldk). All ATTN_MR rows are computed (callers pad). */

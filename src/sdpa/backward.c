@@ -6,6 +6,7 @@
  * writes the gradients out in the caller's dtype and strides. */
 #include "sdpa/sdpa.h"
 #include "exact/exact.h"
+#include "fast/fast.h"
 
 #include <stdio.h>
 
@@ -79,8 +80,15 @@ static attn_status take_memory(grads *g, double **work, const attn_slices *sl, a
                      "cannot allocate the backward pass's %lld bytes of scratch", (long long)words * 8);
 }
 
-/* Every slice through the exact kernel, then the gradients written out. */
-static void run(grads *g, attn_grad_slices *gs, double *work) {
+/* Whether the fused f32 kernel computes the call: f32 q (k and v may be 16-bit)
+ * and no dmask, which the exact kernel writes (it is L × S anyway). */
+static bool fast_applies(const grads *g, const attn_grad_slices *gs) {
+    return gs->f.q->dtype == ATTN_F32 && !g->out[3];
+}
+
+/* The accumulators zeroed and seen through gs, the kernel run on every slice,
+ * then the gradients written out. */
+static attn_status run(grads *g, attn_grad_slices *gs, double *work, attn_run_info *info, attn_error *err) {
     const attn_tensor **dst[4] = {&gs->dq, &gs->dk, &gs->dv, &gs->dmask};
     attn_canon *canon[4] = {&gs->cdq, &gs->cdk, &gs->cdv, &gs->cdm};
     for (int i = 0; i < 4; i++) {
@@ -89,13 +97,19 @@ static void run(grads *g, attn_grad_slices *gs, double *work) {
         *dst[i] = &g->acc[i];
         *canon[i] = attn_canonical(&g->acc[i]);
     }
-    for (int64_t s = 0; s < gs->f.count; s++) {
-        attn_grad_problem p;
-        attn_grad_slice(gs, s, &p);
-        attn_backward_kernel(&p, work);
+    attn_status st = ATTN_OK;
+    if (fast_applies(g, gs)) {
+        st = attn_flash_backward_run(gs, work, info, err);
+    } else {
+        for (int64_t s = 0; s < gs->f.count; s++) {
+            attn_grad_problem p;
+            attn_grad_slice(gs, s, &p);
+            attn_backward_kernel(&p, work);
+        }
     }
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 4 && !st && !gs->f.arena->measure; i++)
         if (g->out[i]) attn_tensor_convert(g->out[i], &g->acc[i], NULL); /* shapes checked: cannot fail */
+    return st;
 }
 
 /* Plan and check the call; with `bytes`, only measure its scratch, else run it. */
@@ -118,8 +132,11 @@ static attn_status backward(size_t *bytes, grads *g, const attn_tensor *dout, co
     gs.dout = dout, gs.cdo = attn_canonical(dout);
     attn_arena measure = attn_arena_measuring(), arena = attn_arena_over(c.workspace, c.workspace_size);
     double *work;
+    attn_run_info info = {"exact", "-", NULL, 1, gs.f.count, 0};
     gs.f.arena = &measure;
-    if ((st = take_memory(g, &work, &gs.f, err))) return st;
+    if ((st = take_memory(g, &work, &gs.f, err)) ||
+        (fast_applies(g, &gs) && (st = attn_flash_backward_run(&gs, NULL, &info, err))))
+        return st;
     size_t need = attn_arena_needed(&measure);
     if (bytes) {
         *bytes = need;
@@ -132,12 +149,9 @@ static attn_status backward(size_t *bytes, grads *g, const attn_tensor *dout, co
     gs.f.arena = &arena;
     bool verbose = attn_verbose_on();
     double t0 = verbose ? attn_now_ms() : 0;
-    if (!(st = take_memory(g, &work, &gs.f, err))) run(g, &gs, work);
+    if (!(st = take_memory(g, &work, &gs.f, err))) st = run(g, &gs, work, &info, err);
     attn_arena_release(&arena);
-    if (verbose) {
-        attn_run_info info = {"exact", "-", NULL, 1, gs.f.count, 0};
-        attn_verbose_report("sdpa_backward", &info, &gs.f, &o, attn_now_ms() - t0);
-    }
+    if (verbose) attn_verbose_report("sdpa_backward", &info, &gs.f, &o, attn_now_ms() - t0);
     return st;
 }
 

@@ -1,0 +1,317 @@
+/* flash_backward.c -- the fused f32 backward pass: FlashAttention-2's
+ * backward in plain C, the products in the per-ISA microkernels.
+ *
+ * A work item is one (batch, head) slice and one chunk of its keys. It packs
+ * the slice's queries (times the scale) and dout once, computes
+ * D_i = rowsum(dout_i ∘ out_i), then walks its keys in blocks of bc. For a
+ * key block it packs K (transposed and plain) and V (transposed), and for
+ * every block of br query rows that can see it:
+ *   S  = Qs Kᵀ, then the score epilogue (masks, causal limit)
+ *   P  = exp(S - lse)            (the forward's lse: no softmax statistics
+ *                                 are recomputed)
+ *   dP = dout Vᵀ
+ *   dS = P ∘ (dP - D)
+ *   dV_j += Pᵀ dout,  dK_j += dSᵀ Qs  (Qs holds the scale: dK = scale·dSᵀQ)
+ *   dQ_i += dS K_j                    (times the scale at the end)
+ * Nothing of size L × S exists; the P and dS tiles are br × bc.
+ *
+ * Determinism: dK and dV rows belong to one item (chunks do not overlap), and
+ * each item keeps its own dQ partial (L × E). The items' partials are summed
+ * afterwards in a fixed order (item order, in f64, by the caller), and the
+ * chunking depends on the shapes only, so results are bitwise identical for
+ * any number of threads. (The alternative, a second pass over the queries
+ * for dQ, recomputes S and dP: 8 products of L·S·d instead of 5.)
+ *
+ * A slice whose inputs are not finite, whose scores could overflow f32 (see
+ * attn_f32_scores_fit) or whose gradients could, or whose float mask holds
+ * NaN or +inf, is computed by the exact f64 kernel instead. */
+#include "exact/exact.h"
+#include "fast/fast.h"
+#include "kernels/score.h"
+#include "kernels/ukernel.h"
+
+#include <float.h>
+#include <stdatomic.h>
+#include <string.h>
+
+typedef struct bwd_job {
+    const attn_ukernels *uk;
+    const attn_grad_slices *gs;
+    int64_t L, S, E, Ev, Ep, Evp; /* Ep, Evp: E and Ev rounded up to the vector length */
+    int64_t Lp;                   /* L rounded up to ATTN_MR */
+    int64_t br, bc;               /* query rows and keys per block */
+    int64_t chunk, n_chunks;      /* keys per work item, items per slice */
+    attn_grad_partials part;
+    char *scratch; /* one workspace per worker */
+    size_t ws_bytes;
+    float *maxima; /* per slice: qmax, kmax, vmax, gmax (-1: not all finite) */
+    atomic_uchar *bad;
+} bwd_job;
+
+/* One worker's scratch, carved out of job->scratch. */
+typedef struct workspace {
+    float *q, *dout, *D, *lse; /* the slice's rows: Lp × Ep, Lp × Evp, Lp, Lp */
+    float *kt, *k, *vt;        /* a key block: E × ldk, kr × Ep, Ev × ldk */
+    float *dk, *dv;            /* its gradients: kr × Ep, kr × Evp */
+    float *s, *dp;             /* a query block: brp × ldk (P, then dP and dS) */
+    float *pt, *dst;           /* Pᵀ and dSᵀ: kr × ldt */
+    float *tmp;                /* one row, for widening 16-bit floats */
+} workspace;
+
+static int64_t ldk_of(const bwd_job *j) { return attn_round_up(j->bc, 16) + 16; }
+static int64_t kr_of(const bwd_job *j) { return attn_round_up(attn_round_up(j->bc, 16), ATTN_MR); }
+static int64_t ldt_of(const bwd_job *j) { return attn_round_up(j->br, 16); }
+
+static size_t workspace_floats(const bwd_job *j) {
+    int64_t ldk = ldk_of(j), kr = kr_of(j), ldt = ldt_of(j), brp = attn_round_up(j->br, 16);
+    return (size_t)(j->Lp * (j->Ep + j->Evp + 2) + (j->E + j->Ev) * ldk + kr * (2 * j->Ep + j->Evp) +
+                    2 * brp * ldk + 2 * kr * ldt + j->E + j->Ev + 16);
+}
+
+static workspace workspace_of(const bwd_job *j, int worker) {
+    int64_t ldk = ldk_of(j), kr = kr_of(j), ldt = ldt_of(j), brp = attn_round_up(j->br, 16);
+    workspace w;
+    w.q = (float *)(void *)(j->scratch + (size_t)worker * j->ws_bytes);
+    w.dout = w.q + j->Lp * j->Ep;
+    w.D = w.dout + j->Lp * j->Evp;
+    w.lse = w.D + j->Lp;
+    w.kt = w.lse + j->Lp;
+    w.k = w.kt + j->E * ldk;
+    w.vt = w.k + kr * j->Ep;
+    w.dk = w.vt + j->Ev * ldk;
+    w.dv = w.dk + kr * j->Ep;
+    w.s = w.dv + kr * j->Evp;
+    w.dp = w.s + brp * ldk;
+    w.pt = w.dp + brp * ldk;
+    w.dst = w.pt + kr * ldt;
+    w.tmp = w.dst + kr * ldt;
+    return w;
+}
+
+/* c (rows × cols, MR rows at a time, stride ldc) += a (rows × inner, stride
+ * lda) · b (inner × cols, stride ldb); rows a multiple of ATTN_MR, cols of
+ * the vector length: the microkernel pv over the tiles of c. */
+static void gemm_acc(const attn_ukernels *uk, float *c, int64_t ldc, const float *a, int64_t lda,
+                     const float *b, int64_t ldb, int64_t rows, int64_t inner, int64_t cols) {
+    int64_t nr = (int64_t)uk->vl * uk->nv;
+    for (int64_t r0 = 0; r0 < rows; r0 += ATTN_MR)
+        for (int64_t c0 = 0; c0 < cols; c0 += nr) {
+            int nvec = (int)((cols - c0) / uk->vl < uk->nv ? (cols - c0) / uk->vl : uk->nv);
+            uk->pv(c + r0 * ldc + c0, ldc, a + r0 * lda, lda, b + c0, ldb, inner, nvec);
+        }
+}
+
+/* s (rows × cols, stride lds) = a (rows × inner, stride lda) · bt (inner ×
+ * cols, stride ldb): the microkernel qk over the tiles of s. */
+static void gemm_t(const attn_ukernels *uk, float *s, int64_t lds, const float *a, int64_t lda,
+                   const float *bt, int64_t ldb, int64_t rows, int64_t inner, int64_t cols) {
+    int64_t nr = (int64_t)uk->vl * uk->nv;
+    for (int64_t r0 = 0; r0 < rows; r0 += ATTN_MR)
+        for (int64_t c0 = 0; c0 < cols; c0 += nr) uk->qk(s + r0 * lds + c0, lds, a + r0 * lda, lda, bt + c0, ldb, inner);
+}
+
+/* dst (cols × ldt) = the transpose of src (rows × cols, stride lds), rows a
+ * multiple of 16 (<= ldt). */
+static void transpose(const attn_ukernels *uk, float *dst, int64_t ldt, const float *src, int64_t lds,
+                      int64_t rows, int64_t cols) {
+    for (int64_t r0 = 0; r0 < rows; r0 += 16) uk->transpose16(dst + r0, ldt, src + r0 * lds, lds, 16, cols);
+}
+
+/* One block of query rows i0..i0+nb-1 against the packed key block j0..j0+nc-1
+ * (nc_pad columns): P, dP and dS, then the three products. Returns false when
+ * the float mask holds NaN or +inf. */
+static bool block_step(const bwd_job *j, const workspace *w, const attn_grad_problem *g, float *dq, int64_t i0,
+                       int64_t nb, int64_t j0, int64_t nc, int64_t nc_pad) {
+    const attn_ukernels *uk = j->uk;
+    int64_t ldk = ldk_of(j), ldt = ldt_of(j), kr = kr_of(j), nb16 = attn_round_up(nb, 16);
+    int64_t nbm = attn_round_up(nb, ATTN_MR);
+    gemm_t(uk, w->s, ldk, w->q + i0 * j->Ep, j->Ep, w->kt, ldk, nbm, j->E, nc_pad);      /* S = Qs Kᵀ */
+    attn_score_block sb = {w->s, false, ldk};
+    if (!attn_score_epilogue(uk, sb, &g->f, i0, nb, j0, nc, nc_pad, true)) return false;
+    gemm_t(uk, w->dp, ldk, w->dout + i0 * j->Evp, j->Evp, w->vt, ldk, nbm, j->Ev, nc_pad); /* dP = dout Vᵀ */
+    for (int64_t r = 0; r < nb16; r++) {
+        float *p = w->s + r * ldk, *ds = w->dp + r * ldk;
+        memset(p + nc_pad, 0, sizeof(float) * (size_t)(kr - nc_pad)); /* the transposes read kr columns */
+        memset(ds + nc_pad, 0, sizeof(float) * (size_t)(kr - nc_pad));
+        if (r >= nb || w->lse[i0 + r] == -INFINITY) { /* a padding row, or no key takes part */
+            memset(p, 0, sizeof(float) * (size_t)nc_pad);
+            memset(ds, 0, sizeof(float) * (size_t)nc_pad);
+            continue;
+        }
+        uk->exp_sum(p, nc_pad, w->lse[i0 + r]); /* P = exp(S - lse) */
+        float D = w->D[i0 + r];
+        for (int64_t c = 0; c < nc_pad; c++) ds[c] = p[c] * (ds[c] - D); /* dS = P ∘ (dP - D) */
+    }
+    transpose(uk, w->pt, ldt, w->s, ldk, nb16, kr);
+    transpose(uk, w->dst, ldt, w->dp, ldk, nb16, kr);
+    gemm_acc(uk, w->dv, j->Evp, w->pt, ldt, w->dout + i0 * j->Evp, j->Evp, kr, nb16, j->Evp); /* dV += Pᵀ dout */
+    gemm_acc(uk, w->dk, j->Ep, w->dst, ldt, w->q + i0 * j->Ep, j->Ep, kr, nb16, j->Ep);       /* dK += dSᵀ Qs */
+    gemm_acc(uk, dq + i0 * j->Ep, j->Ep, w->dp, ldk, w->k, j->Ep, nbm, nc_pad, j->Ep);         /* dQ += dS K */
+    return true;
+}
+
+/* The slice's rows, packed once per item: queries times the scale, dout, D
+ * and lse (zero rows up to Lp). */
+static void pack_slice(const bwd_job *j, const workspace *w, const attn_grad_problem *g) {
+    const attn_problem *p = &g->f;
+    attn_pack_scaled(j->uk, w->q, j->Ep, &p->q, 0, j->L, j->Lp, p->scale, w->tmp);
+    attn_pack_scaled(j->uk, w->dout, j->Evp, &g->dout, 0, j->L, j->Lp, 1.0, w->tmp);
+    for (int64_t i = 0; i < j->Lp; i++) {
+        double D = 0;
+        for (int64_t e = 0; i < j->L && e < j->Ev; e++)
+            D += (double)w->dout[i * j->Evp + e] * attn_mat_get(&p->out, i, e);
+        w->D[i] = (float)D;
+        w->lse[i] = i < j->L ? (float)attn_mat_get(&p->lse, i, 0) : -INFINITY;
+    }
+}
+
+static void bwd_item(void *ctx, int64_t item, int worker) {
+    bwd_job *j = ctx;
+    int64_t slice = item / j->n_chunks, c = item % j->n_chunks;
+    if (atomic_load(&j->bad[slice])) return;
+    attn_grad_problem g;
+    attn_grad_slice(j->gs, slice, &g);
+    workspace w = workspace_of(j, worker);
+    float *dq = j->part.dq + item * j->Lp * j->Ep;
+    memset(dq, 0, sizeof(float) * (size_t)(j->Lp * j->Ep));
+    pack_slice(j, &w, &g);
+    int64_t k0 = c * j->chunk, k1 = k0 + j->chunk < j->S ? k0 + j->chunk : j->S;
+    int64_t kr = kr_of(j), ldk = ldk_of(j);
+    for (int64_t j0 = k0; j0 < k1; j0 += j->bc) {
+        int64_t nc = k1 - j0 < j->bc ? k1 - j0 : j->bc, nc_pad = attn_round_up(nc, 16);
+        /* The first query row that sees key j0 (none: the block is skipped). */
+        int64_t first = 0;
+        while (first < j->L && attn_keys_seen(&g.f, first, j0, nc) == 0) first++;
+        float *dk = j->part.dk + (slice * j->S + j0) * j->Ep, *dv = j->part.dv + (slice * j->S + j0) * j->Evp;
+        if (first == j->L) {
+            memset(dk, 0, sizeof(float) * (size_t)(nc * j->Ep));
+            memset(dv, 0, sizeof(float) * (size_t)(nc * j->Evp));
+            continue;
+        }
+        attn_pack_transposed(j->uk, w.kt, ldk, nc_pad, &g.f.k, j0, nc, w.tmp);
+        attn_pack_transposed(j->uk, w.vt, ldk, nc_pad, &g.f.v, j0, nc, w.tmp);
+        attn_pack_scaled(j->uk, w.k, j->Ep, &g.f.k, j0, nc, kr, 1.0, w.tmp);
+        memset(w.dk, 0, sizeof(float) * (size_t)(kr * j->Ep));
+        memset(w.dv, 0, sizeof(float) * (size_t)(kr * j->Evp));
+        for (int64_t i0 = first / ATTN_MR * ATTN_MR; i0 < j->L; i0 += j->br) {
+            int64_t nb = j->L - i0 < j->br ? j->L - i0 : j->br;
+            if (!block_step(j, &w, &g, dq, i0, nb, j0, nc, nc_pad)) {
+                atomic_store(&j->bad[slice], 1);
+                return;
+            }
+        }
+        memcpy(dk, w.dk, sizeof(float) * (size_t)(nc * j->Ep));
+        memcpy(dv, w.dv, sizeof(float) * (size_t)(nc * j->Evp));
+    }
+    float scale = (float)g.f.scale; /* dQ = scale · dS K */
+    for (int64_t x = 0; x < j->L * j->Ep; x++) dq[x] *= scale;
+}
+
+/* Per slice, once: whether f32 may compute it (see the file's comment). */
+static void slice_check(void *ctx, int64_t slice, int worker) {
+    bwd_job *j = ctx;
+    attn_grad_problem g;
+    attn_grad_slice(j->gs, slice, &g);
+    float *tmp = workspace_of(j, worker).tmp;
+    const attn_mat *m[4] = {&g.f.q, &g.f.k, &g.f.v, &g.dout};
+    float big[5] = {0, 0, 0, 0, 0};
+    for (int t = 0; t < 4; t++)
+        for (int64_t r = 0; r < m[t]->rows && big[t] >= 0; r++)
+            big[t] = attn_absmax_join(big[t], j->uk->absmax(attn_row_f32(m[t], r, tmp), m[t]->cols));
+    for (int64_t i = 0; i < j->L && big[4] >= 0; i++) {
+        big[4] = attn_absmax_join(big[4], j->uk->absmax(attn_row_f32(&g.f.out, i, tmp), j->Ev));
+        double lse = attn_mat_get(&g.f.lse, i, 0);
+        if (lse != lse || lse == INFINITY) big[4] = -1;
+    }
+    double qmax = big[0] * fabs(g.f.scale), kmax = big[1];
+    /* |dP| and |D| <= G; |dS| <= 2G; dK, dQ and dV sum L or S such terms. */
+    double G = (double)j->Ev * big[3] * (big[2] > big[4] ? big[2] : big[4]);
+    double most = 2 * G * (double)(j->L > j->S ? j->L : j->S) * (qmax + kmax * fabs(g.f.scale) + 1) +
+                  (double)j->L * big[3];
+    bool ok = big[2] >= 0 && big[3] >= 0 && big[4] >= 0 && attn_f32_scores_fit(qmax, kmax, j->E) &&
+              most <= 0x1p100;
+    atomic_store(&j->bad[slice], !ok);
+}
+
+/* Add the items' partials into the f64 gradients, slice by slice and chunk by
+ * chunk in order; a slice the f32 kernel could not take goes to the exact
+ * kernel here, in the same order. */
+static void reduce(const bwd_job *j, double *exact_work, attn_run_info *info) {
+    for (int64_t s = 0; s < j->gs->f.count; s++) {
+        attn_grad_problem g;
+        attn_grad_slice(j->gs, s, &g);
+        if (atomic_load(&j->bad[s])) {
+            info->fallbacks++;
+            attn_backward_kernel(&g, exact_work);
+            continue;
+        }
+        for (int64_t i = 0; g.dq.base && i < j->L; i++)
+            for (int64_t e = 0; e < j->E; e++) {
+                double x = attn_mat_get(&g.dq, i, e);
+                for (int64_t c = 0; c < j->n_chunks; c++)
+                    x += j->part.dq[((s * j->n_chunks + c) * j->Lp + i) * j->Ep + e];
+                attn_mat_set(&g.dq, i, e, x);
+            }
+        for (int64_t r = 0; r < j->S; r++) {
+            for (int64_t e = 0; g.dk.base && e < j->E; e++)
+                attn_mat_set(&g.dk, r, e, attn_mat_get(&g.dk, r, e) + j->part.dk[(s * j->S + r) * j->Ep + e]);
+            for (int64_t e = 0; g.dv.base && e < j->Ev; e++)
+                attn_mat_set(&g.dv, r, e, attn_mat_get(&g.dv, r, e) + j->part.dv[(s * j->S + r) * j->Evp + e]);
+        }
+    }
+}
+
+/* Shapes, blocks and chunks of one call; false when a size overflows. */
+static bool plan_job(bwd_job *j, const attn_grad_slices *gs) {
+    j->uk = attn_ukernels_active();
+    j->gs = gs;
+    j->L = gs->f.cq.shape[3], j->E = gs->f.cq.shape[4], j->S = gs->f.ck.shape[3], j->Ev = gs->f.cv.shape[4];
+    if (j->E > (1 << 20) || j->Ev > (1 << 20) || j->L > ((int64_t)1 << 40) || j->S > ((int64_t)1 << 40))
+        return false;
+    j->Ep = attn_round_up(j->E, j->uk->vl), j->Evp = attn_round_up(j->Ev, j->uk->vl);
+    j->Lp = attn_round_up(j->L + 16, 16);
+    int64_t nr = (int64_t)j->uk->vl * j->uk->nv;
+    j->br = attn_round_up(j->uk->bwd_br, 48); /* a multiple of ATTN_MR and of 16 */
+    j->bc = attn_round_up(j->uk->bwd_bc, nr);
+    /* Enough items to share among threads, at most 2^24 floats of dQ
+     * partials; from the shapes alone, so that results never depend on the
+     * thread count. */
+    int64_t count = gs->f.count, want = (16 + count - 1) / count, most = ((int64_t)1 << 24) / (count * j->Lp * j->Ep);
+    int64_t blocks = (j->S + j->bc - 1) / j->bc;
+    j->n_chunks = want < most ? want : most;
+    j->n_chunks = j->n_chunks < 1 ? 1 : j->n_chunks > blocks ? blocks : j->n_chunks;
+    int64_t per = (blocks + j->n_chunks - 1) / j->n_chunks;
+    j->chunk = per * j->bc;
+    j->n_chunks = (j->S + j->chunk - 1) / j->chunk;
+    return true;
+}
+
+attn_status attn_flash_backward_run(const attn_grad_slices *gs, double *exact_work, attn_run_info *info,
+                                    attn_error *err) {
+    bwd_job j;
+    memset(&j, 0, sizeof j);
+    int64_t items, dq_floats, kv_floats;
+    if (!plan_job(&j, gs) || !attn_mul_i64(gs->f.count, j.n_chunks, &items) ||
+        !attn_mul_i64(items, j.Lp * j.Ep, &dq_floats) ||
+        !attn_mul_i64(gs->f.count, j.S * (j.Ep + j.Evp), &kv_floats))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "the backward pass's partial sums overflow");
+    j.ws_bytes = (workspace_floats(&j) * sizeof(float) + 63) / 64 * 64;
+    int workers = gs->f.threads < items ? gs->f.threads : (int)items;
+    attn_arena *a = gs->f.arena;
+    j.scratch = attn_arena_alloc(a, j.ws_bytes, (size_t)workers);
+    j.part.dq = attn_arena_alloc(a, (size_t)dq_floats, sizeof(float));
+    j.part.dk = attn_arena_alloc(a, (size_t)kv_floats, sizeof(float));
+    j.part.dv = j.part.dk ? j.part.dk + gs->f.count * j.S * j.Ep : NULL;
+    j.bad = attn_arena_alloc(a, (size_t)gs->f.count, sizeof *j.bad);
+    if (a->measure) return ATTN_OK;
+    if (!j.scratch || !j.part.dq || !j.part.dk || !j.bad)
+        return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
+                         "cannot allocate the backward pass's partial sums");
+    for (int64_t s = 0; s < gs->f.count; s++) atomic_init(&j.bad[s], 0);
+    attn_parallel_for(workers, gs->f.count, slice_check, &j);
+    attn_parallel_for(workers, items, bwd_item, &j);
+    info->kernel = "flash_backward", info->isa = j.uk->name, info->bf16 = NULL, info->threads = workers;
+    info->items = gs->f.count, info->fallbacks = 0;
+    reduce(&j, exact_work, info);
+    return ATTN_OK;
+}
