@@ -35,7 +35,7 @@ HEADERS := include/attn.h include/attn_teach.h $(shell find src -name '*.h') $(w
 TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/explain_api \
              $(BUILD)/tests/test_fast $(BUILD)/tests/test_backward \
              $(BUILD)/asan/test_api $(BUILD)/asan/test_backward $(BUILD)/asan/test_alloc \
-             $(BUILD)/asan/attn $(BUILD)/tsan/test_fast
+             $(BUILD)/asan/attn $(BUILD)/tsan/test_fast $(BUILD)/tsan/test_backward
 
 .PHONY: all lib run web bench fuzz test test-deps install uninstall clean
 all: $(BUILD)/attn $(BUILD)/libattn.a $(BUILD)/libattn.so
@@ -97,6 +97,9 @@ $(BUILD)/tsan/obj/%.o: %.c $(HEADERS)
 	$(CC) $(ALL_CFLAGS) -O1 -fsanitize=thread $(ISA_FLAGS_$(notdir $*)) -c $< -o $@
 
 $(BUILD)/tsan/test_fast: $(BUILD)/tsan/obj/tests/test_fast.o $(TSAN_LIB_OBJ)
+	$(CC) -fsanitize=thread -o $@ $^ $(LIBS)
+
+$(BUILD)/tsan/test_backward: $(BUILD)/tsan/obj/tests/test_backward.o $(TSAN_LIB_OBJ)
 	$(CC) -fsanitize=thread -o $@ $^ $(LIBS)
 
 # The explainer page: the library and web/attn_web.c compiled to wasm32 with

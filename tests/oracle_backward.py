@@ -173,6 +173,9 @@ class Oracle:
         kernel = "flash_backward" if f32 and "dmask" not in want else "exact"
         if len(calls) != 1 or (" kernel=%s " % kernel) not in calls[0]:
             return self.report(name, "expected one %s backward call, verbose said %r" % (kernel, r.stderr))
+        isa = os.environ.get("ATTN_ISA")
+        if kernel == "flash_backward" and isa and (" isa=%s " % isa) not in calls[0]:
+            return self.report(name, "ATTN_ISA=%s but the kernel ran %r" % (isa, calls[0]))
         k64, v64 = k, v
         if kv_bf16:  # attn rounds k and v to bf16 on load: compare at those values
             k64 = torch.from_numpy(k).bfloat16().double().numpy()
@@ -280,6 +283,15 @@ def main():
     seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 20261129
     rng = np.random.default_rng(seed)
     o = Oracle(build)
+    isa = os.environ.get("ATTN_ISA")
+    if isa:  # a forced instruction set this CPU lacks: the library runs another, so skip
+        probe = os.path.join(o.dir, "probe.npy")
+        np.save(probe, np.ones((1, 16, 8), np.float32))
+        r = subprocess.run([o.attn, "sdpa", "-q", probe, "-k", probe, "-v", probe, "-o", probe + ".o.npy"],
+                           capture_output=True, text=True, env=dict(os.environ, ATTN_VERBOSE="1"))
+        if (" isa=%s " % isa) not in r.stderr:
+            print("skip backward_oracle_ATTN_ISA=%s: this CPU lacks %s (%s)" % (isa, isa, r.stderr.strip()))
+            return 0
     fixed_cases(o, rng)
     for i in range(300):
         q, k, v, dout, mask, causal, scale = random_case(rng, i)

@@ -217,8 +217,66 @@ static void test_workspace(void) {
     problem_free(&p);
 }
 
+/* f32 tensors of the given shapes, random. */
+static attn_tensor make32(int64_t a, int64_t b, int64_t c) {
+    int64_t s[3] = {a, b, c};
+    return make(ATTN_F32, 3, s);
+}
+
+/* The fused f32 kernel: which kernel ran, bitwise the same gradients on 1
+ * and 3 threads, and the slices it hands to the exact kernel (a NaN value
+ * behind a bool mask; +inf in a float mask) without letting NaN in. */
+static void test_fused(void) {
+    attn_error err;
+    attn_tensor q = make32(4, 300, 64), k = make32(2, 500, 64), v = make32(2, 500, 48);
+    int64_t sl[2] = {4, 300};
+    attn_tensor out = make32(4, 300, 48), dout = make32(4, 300, 48), lse = make(ATTN_F32, 2, sl);
+    attn_tensor g1[3] = {make32(4, 300, 64), make32(2, 500, 64), make32(2, 500, 48)};
+    attn_tensor g3[3] = {make32(4, 300, 64), make32(2, 500, 64), make32(2, 500, 48)};
+    attn_context ctx = attn_context_default();
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT, o.context = &ctx;
+    attn_status st = attn_sdpa(&out, &lse, NULL, &q, &k, &v, &o, &err);
+    char kernel[32], fallback[32];
+    ctx.num_threads = 1;
+    st |= attn_sdpa_backward(&g1[0], &g1[1], &g1[2], NULL, &dout, &q, &k, &v, &out, &lse, &o, &err);
+    ctx.num_threads = 3;
+    verbose_begin();
+    st |= attn_sdpa_backward(&g3[0], &g3[1], &g3[2], NULL, &dout, &q, &k, &v, &out, &lse, &o, &err);
+    verbose_end(kernel, sizeof kernel, fallback, sizeof fallback);
+    int same = 1;
+    for (int i = 0; i < 3; i++)
+        same &= memcmp(g1[i].data, g3[i].data, (size_t)attn_tensor_numel(&g1[i]) * 4) == 0;
+    check(st == ATTN_OK && strcmp(kernel, "flash_backward") == 0 && strcmp(fallback, "0/4") == 0 && same,
+          "fused_backward_threads_1_and_3_bitwise_identical", "status %d, kernel %s, fallback %s, same %d",
+          (int)st, kernel, fallback, same);
+
+    /* A NaN in a value that no query may see (a bool mask, shared by every
+     * head, excludes its key): the exact kernel takes the two slices that
+     * read KV head 0, and no NaN gets out. */
+    int64_t sm[2] = {300, 500};
+    attn_tensor mask = make(ATTN_BOOL, 2, sm);
+    for (int64_t i = 0; i < 300; i++) ((unsigned char *)mask.data)[i * 500 + 7] = 0;
+    ((float *)v.data)[7 * 48 + 5] = NAN; /* KV head 0: query heads 0 and 1 */
+    o.mask = &mask;
+    st = attn_sdpa(&out, &lse, NULL, &q, &k, &v, &o, &err);
+    verbose_begin();
+    st |= attn_sdpa_backward(&g3[0], &g3[1], &g3[2], NULL, &dout, &q, &k, &v, &out, &lse, &o, &err);
+    verbose_end(kernel, sizeof kernel, fallback, sizeof fallback);
+    int finite = 1;
+    for (int i = 0; i < 3; i++)
+        for (int64_t x = 0; x < attn_tensor_numel(&g3[i]); x++)
+            if (x != 7 * 48 + 5 || i != 2) finite &= isfinite(((float *)g3[i].data)[x]);
+    check(st == ATTN_OK && strcmp(kernel, "flash_backward") == 0 && strcmp(fallback, "2/4") == 0 && finite,
+          "fused_backward_hands_nan_slices_to_exact_kernel", "status %d, kernel %s, fallback %s, finite %d",
+          (int)st, kernel, fallback, finite);
+    free(mask.data), free(q.data), free(k.data), free(v.data), free(out.data), free(dout.data), free(lse.data);
+    for (int i = 0; i < 3; i++) free(g1[i].data), free(g3[i].data);
+}
+
 int main(void) {
     test_finite_differences();
+    test_fused();
     test_errors();
     test_workspace();
     return n_failed ? 1 : 0;
