@@ -27,6 +27,7 @@ static const char USAGE[] =
     "32768, causal and not; decode (L=1) at S = 4k, 64k and 1M; a set of other\n"
     "shapes (odd d, L != S, masks, GQA, strided); and L=S=65536 for memory. It\n"
     "reports GFLOP/s (4 H L S d, halved for causal) as a share of the peak,\n"
+    "the backward pass (10 H L S d) at L=S=4096 and 1024 and its memory,\n"
     "GB/s as a share of the triad bandwidth for decode, peak RSS, and speedups\n"
     "over the reference kernel and over OpenBLAS sgemm + softmax + sgemm.\n"
     "  --quick      tiny shapes only: checks that everything runs (seconds)\n"
@@ -178,6 +179,7 @@ typedef struct shape {
     int strided; /* 1: q, k, v stored (L, H, d) and seen as (H, L, d) */
     int baselines; /* 1: time the reference kernel too; 2: OpenBLAS */
     int bf16;      /* the bf16 compute mode */
+    int backward;  /* time attn_sdpa_backward (given out and lse) */
 } shape;
 
 typedef struct result {
@@ -310,6 +312,106 @@ static result measure(const shape *s, double peak, double bandwidth) {
     return r;
 }
 
+/* ---- the backward pass ------------------------------------------------------------ */
+
+typedef struct bwd_call {
+    attn_tensor q, k, v, out, lse, dout, dq, dk, dv;
+    attn_sdpa_options o;
+} bwd_call;
+
+static void run_backward(void *p) {
+    bwd_call *c = p;
+    attn_error err;
+    if (attn_sdpa_backward(&c->dq, &c->dk, &c->dv, NULL, &c->dout, &c->q, &c->k, &c->v, &c->out, &c->lse, &c->o,
+                           &err))
+        fprintf(stderr, "\nattn: error: %s\n", err.message), exit(1);
+}
+
+typedef struct blas_bwd {
+    const shape *s;
+    const float *q, *k, *v, *dout;
+    float *dq, *dk, *dv, *p, *dp;
+} blas_bwd;
+
+/* The backward the unfused way, head by head: P = softmax(Q Kᵀ · scale)
+ * (sgemm), dV = Pᵀ dO, dP = dO Vᵀ, dS = P ∘ (dP - rowsum(P ∘ dP)),
+ * dQ = dS K · scale, dK = dSᵀ Q · scale (five more sgemms); two L × S
+ * buffers. */
+static void run_openblas_backward(void *p) {
+    blas_bwd *b = p;
+    const shape *s = b->s;
+    int L = (int)s->L, S = (int)s->S, d = (int)s->d, dv = (int)s->dv;
+    float scale = 1.0f / sqrtf((float)s->d);
+    for (int64_t h = 0; h < s->H; h++) {
+        const float *q = b->q + h * s->L * s->d, *k = b->k + h * s->S * s->d, *v = b->v + h * s->S * s->dv;
+        const float *dout = b->dout + h * s->L * s->dv;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, S, d, scale, q, d, k, d, 0.0f, b->p, S);
+        for (int64_t i = 0; i < L; i++) {
+            float *row = b->p + i * S, m = -INFINITY, sum = 0;
+            int64_t lim = s->causal ? i + 1 : S;
+            for (int64_t j = lim; j < S; j++) row[j] = -INFINITY;
+            for (int64_t j = 0; j < lim; j++) m = row[j] > m ? row[j] : m;
+            for (int64_t j = 0; j < S; j++) sum += row[j] = expf(row[j] - m);
+            for (int64_t j = 0; j < S; j++) row[j] /= sum;
+        }
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, dv, L, 1.0f, b->p, S, dout, dv, 0.0f,
+                    b->dv + h * s->S * s->dv, dv);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, S, dv, 1.0f, dout, dv, v, dv, 0.0f, b->dp, S);
+        for (int64_t i = 0; i < L; i++) {
+            float *pr = b->p + i * S, *dr = b->dp + i * S, D = 0;
+            for (int64_t j = 0; j < S; j++) D += pr[j] * dr[j];
+            for (int64_t j = 0; j < S; j++) dr[j] = pr[j] * (dr[j] - D);
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, d, S, scale, b->dp, S, k, d, 0.0f,
+                    b->dq + h * s->L * s->d, d);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, d, L, scale, b->dp, S, q, d, 0.0f,
+                    b->dk + h * s->S * s->d, d);
+    }
+}
+
+/* The backward of shape s (H == Hk, no mask): FLOPs counted as 2.5 times
+ * the forward's (five products of L·S·d instead of two). */
+static result measure_backward(const shape *s, double peak) {
+    result r;
+    memset(&r, 0, sizeof r);
+    size_t nq = (size_t)(s->H * s->L * s->d), nk = (size_t)(s->H * s->S * s->d),
+           nv = (size_t)(s->H * s->S * s->dv), no = (size_t)(s->H * s->L * s->dv);
+    reset_peak_rss();
+    double base_rss = peak_rss_mib();
+    bwd_call c;
+    memset(&c, 0, sizeof c);
+    int64_t sq[3] = {s->H, s->L, s->d}, sk[3] = {s->H, s->S, s->d}, sv[3] = {s->H, s->S, s->dv},
+            so[3] = {s->H, s->L, s->dv}, sl[2] = {s->H, s->L};
+    attn_tensor_init(&c.q, random_floats(nq, 1), ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&c.k, random_floats(nk, 2), ATTN_F32, 3, sk, NULL, NULL);
+    attn_tensor_init(&c.v, random_floats(nv, 3), ATTN_F32, 3, sv, NULL, NULL);
+    attn_tensor_init(&c.dout, random_floats(no, 4), ATTN_F32, 3, so, NULL, NULL);
+    attn_tensor_init(&c.out, calloc(no, 4), ATTN_F32, 3, so, NULL, NULL);
+    attn_tensor_init(&c.lse, calloc((size_t)(s->H * s->L), 4), ATTN_F32, 2, sl, NULL, NULL);
+    attn_tensor_init(&c.dq, calloc(nq, 4), ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&c.dk, calloc(nk, 4), ATTN_F32, 3, sk, NULL, NULL);
+    attn_tensor_init(&c.dv, calloc(nv, 4), ATTN_F32, 3, sv, NULL, NULL);
+    c.o = attn_sdpa_options_default();
+    c.o.causal = s->causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
+    attn_sdpa(&c.out, &c.lse, NULL, &c.q, &c.k, &c.v, &c.o, NULL);
+    double flops = 2.5 * 2.0 * (double)s->H * s->L * s->S * (s->d + s->dv) * (s->causal ? 0.5 : 1);
+    r.seconds = best_time(run_backward, &c, quick ? 0.05 : 0.5);
+    r.rss_mib = peak_rss_mib() - base_rss;
+    r.extra_mib = r.rss_mib - (double)(2 * (nq + nk + nv) + 2 * no + s->H * s->L) * 4 / 1048576;
+    r.gflops = flops / r.seconds / 1e9;
+    r.pct_peak = 100 * r.gflops * 1e9 / peak;
+    if (s->baselines & 2) {
+        size_t ls = (size_t)(s->L * s->S);
+        blas_bwd b = {s, c.q.data, c.k.data, c.v.data, c.dout.data, calloc(nq, 4), calloc(nk, 4), calloc(nv, 4),
+                      malloc(ls * 4), malloc(ls * 4)};
+        r.vs_openblas = best_time(run_openblas_backward, &b, quick ? 0.05 : 0.5) / r.seconds;
+        free(b.dq), free(b.dk), free(b.dv), free(b.p), free(b.dp);
+    }
+    attn_tensor *all[] = {&c.q, &c.k, &c.v, &c.dout, &c.out, &c.lse, &c.dq, &c.dk, &c.dv};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+    return r;
+}
+
 /* ---- the report ------------------------------------------------------------------ */
 
 static void print_row(const shape *s, const result *r, bool decode) {
@@ -326,13 +428,14 @@ static void print_row(const shape *s, const result *r, bool decode) {
 
 static void json_row(const shape *s, const result *r, bool last) {
     printf("    {\"name\": \"%s\", \"H\": %lld, \"Hk\": %lld, \"L\": %lld, \"S\": %lld, \"d\": %lld, "
-           "\"dv\": %lld, \"causal\": %s, \"mask\": %s, \"strided\": %s, \"bf16\": %s, \"seconds\": %.6g, "
+           "\"dv\": %lld, \"causal\": %s, \"mask\": %s, \"strided\": %s, \"bf16\": %s, \"backward\": %s, "
+           "\"seconds\": %.6g, "
            "\"gflops\": %.4g, \"pct_peak\": %.4g, \"gbps\": %.4g, \"pct_bandwidth\": %.4g, "
            "\"peak_rss_mib\": %.1f, \"rss_beyond_inputs_outputs_mib\": %.1f, \"speedup_vs_reference\": %.4g, "
            "\"speedup_vs_openblas\": %.4g}%s\n",
            s->name, (long long)s->H, (long long)s->Hk, (long long)s->L, (long long)s->S, (long long)s->d,
            (long long)s->dv, s->causal ? "true" : "false", s->mask ? "true" : "false",
-           s->strided ? "true" : "false", s->bf16 ? "true" : "false", r->seconds, r->gflops, r->pct_peak, r->gbps, r->pct_bw,
+           s->strided ? "true" : "false", s->bf16 ? "true" : "false", s->backward ? "true" : "false", r->seconds, r->gflops, r->pct_peak, r->gbps, r->pct_bw,
            r->rss_mib, r->extra_mib, r->vs_reference, r->vs_openblas, last ? "" : ",");
 }
 
@@ -368,7 +471,7 @@ int main(int argc, char **argv) {
 
     enum { MAX_SHAPES = 64 };
     shape shapes[MAX_SHAPES];
-    int ns = 0, first_decode, first_other, first_targets, first_memory;
+    int ns = 0, first_decode, first_other, first_targets, first_memory, first_backward;
     char names[MAX_SHAPES][48];
     int64_t sizes_full[] = {512, 2048, 8192, 32768}, sizes_quick[] = {256};
     int64_t *sizes = quick ? sizes_quick : sizes_full;
@@ -428,6 +531,20 @@ int main(int argc, char **argv) {
     int64_t big = quick ? 4096 : 65536;
     snprintf(names[ns], 48, "memory H1 d64 L=S=%lld", (long long)big);
     shapes[ns++] = (shape){names[ns - 1], 1, 1, big, big, 64, 64, 0, 0, 0, 0, 0};
+    /* The backward pass: the same targets' shapes, and memory. */
+    first_backward = ns;
+    for (int d = 64; d <= 128; d += 64)
+        for (int causal = 0; causal < 2; causal++) {
+            snprintf(names[ns], 48, "backward H8 d%d L=S=%lld%s", d, (long long)t4, causal ? " causal" : "");
+            shapes[ns] = (shape){names[ns], 8, 8, t4, t4, d, d, causal, 0, 0, causal ? 0 : 2, 0, 1};
+            ns++;
+        }
+    snprintf(names[ns], 48, "backward H8 d64 L=S=%lld", (long long)t1);
+    shapes[ns] = (shape){names[ns], 8, 8, t1, t1, 64, 64, 0, 0, 0, 2, 0, 1};
+    ns++;
+    snprintf(names[ns], 48, "backward memory H1 d64 L=S=%lld", (long long)big);
+    shapes[ns] = (shape){names[ns], 1, 1, big, big, 64, 64, 0, 0, 0, 0, 0, 1};
+    ns++;
 
     result results[MAX_SHAPES];
     /* The memory shape runs first, before other shapes and OpenBLAS have
@@ -437,7 +554,7 @@ int main(int argc, char **argv) {
         char what[96];
         snprintf(what, sizeof what, "[%d/%d] %s", k + 1, ns, shapes[i].name);
         progress(what);
-        results[i] = measure(&shapes[i], peak, bw);
+        results[i] = shapes[i].backward ? measure_backward(&shapes[i], peak) : measure(&shapes[i], peak, bw);
     }
     progress("");
 
@@ -462,6 +579,9 @@ int main(int argc, char **argv) {
         if (i == first_other) printf("\nother shapes, L=S=%lld unless named\n", (long long)other);
         if (i == first_targets) printf("\ntargets\n");
         if (i == first_memory) printf("\nmemory: RSS beyond inputs + outputs must stay under 64 MiB\n");
+        if (i == first_backward)
+            printf("\nbackward (dq, dk, dv given out, lse, dout): FLOPs 2.5x the forward's; the memory row's\n"
+                   "RSS is beyond inputs, out, lse, dout and gradients\n");
         print_row(&shapes[i], &results[i], i >= first_decode && i < first_other);
     }
     const result *bf = &results[first_memory - 1], *f128 = &results[first_targets + 2];
@@ -469,7 +589,8 @@ int main(int argc, char **argv) {
     const result *mem = &results[first_memory];
     printf("%-34s RSS beyond inputs + outputs: %.1f MiB (%s)\n", "", mem->extra_mib,
            mem->extra_mib < 64 ? "within 64 MiB" : "OVER 64 MiB");
-    printf("\nFLOPs: 4 H L S d (halved for causal). vs ref: times faster than attn_sdpa_reference;\n"
-           "vs BLAS: times faster than OpenBLAS sgemm + softmax + sgemm (L x S scores in memory).\n");
+    printf("\nFLOPs: 4 H L S d (halved for causal); backward 10 H L S d. vs ref: times faster than\n"
+           "attn_sdpa_reference; vs BLAS: times faster than OpenBLAS sgemm + softmax + sgemm (L x S scores in\n"
+           "memory), for the backward its five sgemms and the softmax's gradient.\n");
     return 0;
 }

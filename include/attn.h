@@ -404,8 +404,9 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  * q, dk like k, dv like v, dmask like the options' mask), in q's dtype (f32
  * for f16 or bf16 k and v), any strides but no stride 0 in a dimension of
  * size > 1. Then dout, shaped like out; then q, k, v, out and lse exactly as
- * attn_sdpa took and returned them (out and lse are checked: they belong to
- * the same call), and the same options (mask, causal mode, scale, context).
+ * attn_sdpa took and returned them, and the same options (mask, causal mode,
+ * scale, context). out and lse must be that call's results: their shapes
+ * are checked, and the f32 kernel uses their values.
  *
  * Semantics are the forward's, differentiated:
  *   - a broadcast input's gradient is summed over the broadcast (batch
@@ -416,13 +417,28 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  *     part has zero gradients, never NaN;
  *   - the scale is the forward's (default 1/sqrt(E)), any finite value.
  *
- * Numerics: computed in f64 by the exact kernel, which recomputes the
- * softmax row by row from q, k and the mask (it does not trust out and lse)
- * and differentiates it line by line; each gradient is summed in f64 and
- * rounded once. It agrees with PyTorch float64 autograd to ~1e-13 relative.
- * Memory: f64 accumulators the size of the gradients asked for, plus
- * O(S·(E + Ev)) scratch; nothing of size L×S unless dmask is. It runs on
- * one thread. The bf16 compute mode is refused (ATTN_ERR_OPTION).
+ * Kernels and numerics:
+ *   - f64 (and f32 when dmask is asked for) runs the exact kernel: the
+ *     softmax recomputed row by row from q, k and the mask (out and lse are
+ *     not used), differentiated line by line in f64, each gradient rounded
+ *     once. It agrees with PyTorch float64 autograd to ~1e-13 relative. One
+ *     thread.
+ *   - f32 otherwise runs the fused kernel (FlashAttention-2's backward): P
+ *     recomputed tile by tile from q, k and the forward's lse, D =
+ *     rowsum(dout ∘ out), five products per tile in f32, on the call's
+ *     threads, bitwise identical for any thread count. Its error against
+ *     exact gradients is at most (2e-5 + 8·2^-24·max|s|)·max g_abs, where s
+ *     are the scores and g_abs is the gradient computed with the absolute
+ *     value of every term (P ∘ (|dout||v|ᵀ + rowsum|dout||out|) in place of
+ *     dS): f32 rounds relative to the terms it sums, and the f32 scores and
+ *     lse move P by up to 4·2^-24·max|s| each. A slice whose inputs are not
+ *     finite, whose scores or gradients could overflow f32, or whose float
+ *     mask holds NaN or +inf goes to the exact kernel.
+ * Memory: f64 accumulators the size of the gradients asked for; the fused
+ * kernel adds an f32 partial dq per work item and dk, dv per slice, and
+ * O((L + bc)·(E + Ev)) per thread; the exact kernel O(S·(E + Ev)). Nothing
+ * of size L×S unless dmask is. The bf16 compute mode is refused
+ * (ATTN_ERR_OPTION).
  *
  * Errors: those of attn_sdpa, and ATTN_ERR_NULL (dout, out or lse NULL, or
  * no gradient asked for), ATTN_ERR_SHAPE and ATTN_ERR_DTYPE (a gradient or
