@@ -482,7 +482,7 @@ int main(int argc, char **argv) {
                 int64_t L = sizes[si];
                 snprintf(names[ns], 48, "H8 d%d L=S=%lld%s", d, (long long)L, causal ? " causal" : "");
                 shapes[ns] = (shape){names[ns], 8, 8, L, L, d, d, causal, 0, 0,
-                                     (L <= 512 ? 1 : 0) | (L <= 8192 ? 2 : 0), 0};
+                                     (L <= 512 ? 1 : 0) | (L <= 8192 ? 2 : 0), 0, 0};
                 ns++;
             }
     first_decode = ns;
@@ -490,7 +490,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < (quick ? 1 : 3); i++) {
         int64_t S = quick ? decode_quick[i] : decode_full[i];
         snprintf(names[ns], 48, "decode H8 d64 L=1 S=%lld", (long long)S);
-        shapes[ns] = (shape){names[ns], 8, 8, 1, S, 64, 64, 0, 0, 0, S <= 65536 ? 2 : 0, 0};
+        shapes[ns] = (shape){names[ns], 8, 8, 1, S, 64, 64, 0, 0, 0, S <= 65536 ? 2 : 0, 0, 0};
         ns++;
     }
     first_other = ns;
@@ -498,19 +498,19 @@ int main(int argc, char **argv) {
     int ds[] = {32, 72, 80, 96, 256};
     for (int i = 0; i < 5; i++) {
         snprintf(names[ns], 48, "H8 d%d L=S=%lld", ds[i], (long long)other);
-        shapes[ns] = (shape){names[ns], 8, 8, other, other, ds[i], ds[i], 0, 0, 0, 0, 0};
+        shapes[ns] = (shape){names[ns], 8, 8, other, other, ds[i], ds[i], 0, 0, 0, 0, 0, 0};
         ns++;
     }
     snprintf(names[ns], 48, "H8 d64 L=%lld S=%lld", (long long)other / 2, (long long)other * 2);
-    shapes[ns] = (shape){names[ns], 8, 8, other / 2, other * 2, 64, 64, 0, 0, 0, 0, 0};
+    shapes[ns] = (shape){names[ns], 8, 8, other / 2, other * 2, 64, 64, 0, 0, 0, 0, 0, 0};
     ns++;
     snprintf(names[ns], 48, "H8 d64 L=%lld S=%lld", (long long)other * 2, (long long)other / 2);
-    shapes[ns] = (shape){names[ns], 8, 8, other * 2, other / 2, 64, 64, 0, 0, 0, 0, 0};
+    shapes[ns] = (shape){names[ns], 8, 8, other * 2, other / 2, 64, 64, 0, 0, 0, 0, 0, 0};
     ns++;
-    shapes[ns++] = (shape){"H8 d64 bool mask", 8, 8, other, other, 64, 64, 0, 1, 0, 0, 0};
-    shapes[ns++] = (shape){"H8 d64 GQA 8/2", 8, 2, other, other, 64, 64, 0, 0, 0, 0, 0};
-    shapes[ns++] = (shape){"H8 d64 strided (L,H,d)", 8, 8, other, other, 64, 64, 0, 0, 1, 0, 0};
-    shapes[ns++] = (shape){"H8 d128 causal GQA 8/2 mask", 8, 2, other, other, 128, 128, 1, 1, 0, 0, 0};
+    shapes[ns++] = (shape){"H8 d64 bool mask", 8, 8, other, other, 64, 64, 0, 1, 0, 0, 0, 0};
+    shapes[ns++] = (shape){"H8 d64 GQA 8/2", 8, 2, other, other, 64, 64, 0, 0, 0, 0, 0, 0};
+    shapes[ns++] = (shape){"H8 d64 strided (L,H,d)", 8, 8, other, other, 64, 64, 0, 0, 1, 0, 0, 0};
+    shapes[ns++] = (shape){"H8 d128 causal GQA 8/2 mask", 8, 2, other, other, 128, 128, 1, 1, 0, 0, 0, 0};
     /* The issue's targets: L=S=4096 (d=64, 128, causal), 1024, and the bf16
      * mode against f32 at d=128. */
     first_targets = ns;
@@ -518,19 +518,19 @@ int main(int argc, char **argv) {
     for (int d = 64; d <= 128; d += 64)
         for (int causal = 0; causal < 2; causal++) {
             snprintf(names[ns], 48, "H8 d%d L=S=%lld%s", d, (long long)t4, causal ? " causal" : "");
-            shapes[ns] = (shape){names[ns], 8, 8, t4, t4, d, d, causal, 0, 0, 0, 0};
+            shapes[ns] = (shape){names[ns], 8, 8, t4, t4, d, d, causal, 0, 0, 0, 0, 0};
             ns++;
         }
     snprintf(names[ns], 48, "H8 d64 L=S=%lld", (long long)t1);
-    shapes[ns] = (shape){names[ns], 8, 8, t1, t1, 64, 64, 0, 0, 0, 0, 0};
+    shapes[ns] = (shape){names[ns], 8, 8, t1, t1, 64, 64, 0, 0, 0, 0, 0, 0};
     ns++;
     snprintf(names[ns], 48, "H8 d128 L=S=%lld bf16 compute", (long long)t4);
-    shapes[ns] = (shape){names[ns], 8, 8, t4, t4, 128, 128, 0, 0, 0, 0, 1};
+    shapes[ns] = (shape){names[ns], 8, 8, t4, t4, 128, 128, 0, 0, 0, 0, 1, 0};
     ns++;
     first_memory = ns;
     int64_t big = quick ? 4096 : 65536;
     snprintf(names[ns], 48, "memory H1 d64 L=S=%lld", (long long)big);
-    shapes[ns++] = (shape){names[ns - 1], 1, 1, big, big, 64, 64, 0, 0, 0, 0, 0};
+    shapes[ns++] = (shape){names[ns - 1], 1, 1, big, big, 64, 64, 0, 0, 0, 0, 0, 0};
     /* The backward pass: the same targets' shapes, and memory. */
     first_backward = ns;
     for (int d = 64; d <= 128; d += 64)

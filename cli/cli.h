@@ -25,6 +25,9 @@ bool cli_option(int argc, char **argv, int *i, const char *short_name, const cha
 
 /* Parse a finite double; false if the text is not entirely one. */
 bool cli_parse_double(const char *text, double *out);
+/* A whole number in [min, max] (false otherwise); a non-negative 64-bit seed. */
+bool cli_parse_int(const char *text, long min, long max, long *out);
+bool cli_parse_seed(const char *text, uint64_t *out);
 
 /* Format a tensor's shape as "(2, 3)". */
 const char *cli_shape(char *buf, size_t size, const attn_tensor *t);
@@ -69,6 +72,7 @@ int cmd_sdpa(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_explain(int argc, char **argv);
 int cmd_scaling(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv, const char *self);
 
 #endif /* ATTN_CLI_H */

@@ -23,6 +23,8 @@ static const char SCALING_USAGE[] =
     "  --keys N         keys per query (default 64)\n"
     "  --seed N         seed of the generator (default 0)\n"
     "  --variance       only the spread of q.k over pairs, raw and / sqrt(d)\n"
+    "  --no-train       skip the end-to-end training (for d <= 256, `attn train`'s\n"
+    "                   task with and without the division; seconds per d)\n"
     "  --json           the rows as JSON\n"
     "  --svg FILE       also draw the score histograms, raw beside scaled\n"
     "  -h, --help       show this help\n";
@@ -40,18 +42,9 @@ enum { MAX_DIMS = 16 };
 typedef struct args {
     int dims[MAX_DIMS], n_dims, queries, keys;
     uint64_t seed;
-    bool variance, json;
+    bool variance, json, no_train;
     const char *svg;
 } args;
-
-static bool parse_int(const char *text, long min, long max, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (end == text || *end || errno || v < min || v > max) return false;
-    *out = v;
-    return true;
-}
 
 static int parse_args(int argc, char **argv, args *a) {
     int code = 0;
@@ -66,6 +59,9 @@ static int parse_args(int argc, char **argv, args *a) {
                    cli_option(argc, argv, &i, NULL, "--keys", &keys, &code) ||
                    cli_option(argc, argv, &i, NULL, "--seed", &seed, &code) ||
                    cli_option(argc, argv, &i, NULL, "--svg", &a->svg, &code)) {
+        } else if (strcmp(arg, "--no-train") == 0) {
+            a->no_train = true;
+            i++;
         } else if (strcmp(arg, "--variance") == 0 || strcmp(arg, "--json") == 0) {
             *(arg[2] == 'v' ? &a->variance : &a->json) = true;
             i++;
@@ -79,24 +75,18 @@ static int parse_args(int argc, char **argv, args *a) {
     a->queries = a->variance ? 10000 : 2000;
     if (keys) {
         if (a->variance) return cli_error(EXIT_USAGE, "--variance measures pairs; --keys does not apply");
-        if (!parse_int(keys, 1, 1 << 20, &v))
+        if (!cli_parse_int(keys, 1, 1 << 20, &v))
             return cli_error(EXIT_USAGE, "--keys %s is not a whole number from 1 to %d", keys, 1 << 20);
         a->keys = (int)v;
     }
     if (queries) {
-        if (!parse_int(queries, 1, 1 << 24, &v))
+        if (!cli_parse_int(queries, 1, 1 << 24, &v))
             return cli_error(EXIT_USAGE, "--queries %s is not a whole number from 1 to %d", queries,
                              1 << 24);
         a->queries = (int)v;
     }
-    if (seed) {
-        char *end;
-        errno = 0;
-        unsigned long long s = strtoull(seed, &end, 10);
-        if (end == seed || *end || errno || seed[0] == '-')
-            return cli_error(EXIT_USAGE, "--seed %s is not a non-negative whole number", seed);
-        a->seed = s;
-    }
+    if (seed && !cli_parse_seed(seed, &a->seed))
+        return cli_error(EXIT_USAGE, "--seed %s is not a non-negative whole number", seed);
     const char *list = dims ? dims : a->variance ? "8,512" : "16,64,256,1024";
     for (const char *p = list;;) {
         char item[32];
@@ -104,7 +94,7 @@ static int parse_args(int argc, char **argv, args *a) {
         if (a->n_dims == MAX_DIMS)
             return cli_error(EXIT_USAGE, "--dims takes at most %d sizes", MAX_DIMS);
         snprintf(item, sizeof item, "%.*s", (int)(len < 31 ? len : 31), p);
-        if (len >= 31 || !parse_int(item, 1, 1 << 20, &v))
+        if (len >= 31 || !cli_parse_int(item, 1, 1 << 20, &v))
             return cli_error(EXIT_USAGE, "--dims: '%.*s' is not a whole number from 1 to %d",
                              (int)len, p, 1 << 20);
         a->dims[a->n_dims++] = (int)v;
@@ -112,6 +102,63 @@ static int parse_args(int argc, char **argv, args *a) {
         p += len + 1;
     }
     return 0;
+}
+
+/* The experiment end to end: `attn train`'s task with d_k = d, trained with
+ * the scores divided by sqrt(d) and not, from the same initial weights. */
+typedef struct training {
+    bool done;               /* d <= 256, and not --variance */
+    double loss[2], grad[2]; /* [0] raw, [1] / sqrt(d) */
+} training;
+
+enum { TRAIN_LR_PERMILLE = 30 };
+#define TRAIN_LR (TRAIN_LR_PERMILLE / 1000.0)
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int train_both(training *t, int d, uint64_t seed) {
+    memset(t, 0, sizeof *t);
+    if (d > 256) return 0; /* larger d: minutes, not seconds */
+    attn_train_options o = attn_train_options_default();
+    enum { LAST = 10, FIRST = 10 };
+    /* A learning rate at which every d up to 256 converges when scaled. */
+    o.d_k = d, o.seed = seed, o.learning_rate = TRAIN_LR;
+    double *mem = malloc(sizeof(double) * (size_t)(2 * 8 * d + 8 * ATTN_TRAIN_D_V + 2 * o.steps));
+    if (!mem) return cli_error(EXIT_DATA, "out of memory");
+    double *loss = mem + 2 * 8 * d + 8 * ATTN_TRAIN_D_V, *grad = loss + o.steps;
+    attn_error err;
+    for (int s = 0; s < 2; s++) {
+        o.no_scale = s == 0;
+        if (attn_train_head(mem, mem + 8 * d, mem + 16 * d, loss, grad, &o, &err)) {
+            free(mem);
+            return cli_error(EXIT_DATA, "%s", err.message);
+        }
+        for (int i = 0; i < LAST; i++) t->loss[s] += loss[o.steps - LAST + i] / LAST;
+        /* The median: the unscaled gradient comes in rare bursts. */
+        qsort(grad, FIRST, sizeof *grad, compare_doubles);
+        t->grad[s] = (grad[FIRST / 2 - 1] + grad[FIRST / 2]) / 2;
+    }
+    free(mem);
+    t->done = true;
+    return 0;
+}
+
+static void print_training(const args *a, const training *t) {
+    printf("\nTraining, end to end: `attn train`'s task (a verb must find its subject) with d_k = d,\n"
+           "%d steps of Adam at learning rate %g, from the same initial weights with and without\n"
+           "the division (seed %llu)\n\n",
+           attn_train_options_default().steps, TRAIN_LR, (unsigned long long)a->seed);
+    printf("%6s | %11s %11s | %12s %12s\n", "", "final loss", "final loss", "grad W_Q", "grad W_Q");
+    printf("%6s | %11s %11s | %12s %12s\n", "d", "raw", "/sqrt(d)", "raw", "/sqrt(d)");
+    for (int i = 0; i < a->n_dims; i++)
+        if (t[i].done)
+            printf("%6d | %11.4f %11.4f | %12.4g %12.4g\n", a->dims[i], t[i].loss[0], t[i].loss[1], t[i].grad[0],
+                   t[i].grad[1]);
+    printf("\nfinal loss: the mean over the last 10 steps (0 is perfect). grad W_Q: the median of\n"
+           "     |dLoss/dW_Q| over the first 10 steps, the signal that learning starts from.\n");
 }
 
 static void print_table(const args *a, const attn_scaling_row *rows) {
@@ -141,7 +188,7 @@ static void print_table(const args *a, const attn_scaling_row *rows) {
     printf("\n%s", DEFINITIONS);
 }
 
-static void print_json(const args *a, const attn_scaling_row *rows) {
+static void print_json(const args *a, const attn_scaling_row *rows, const training *t) {
     printf("{\"seed\": %llu, \"rows\": [", (unsigned long long)a->seed);
     for (int i = 0; i < a->n_dims; i++) {
         char row[1024];
@@ -149,6 +196,14 @@ static void print_json(const args *a, const attn_scaling_row *rows) {
         attn_scaling_json(row, sizeof row, &len, &rows[i], 0, NULL); /* fits: 12 numbers */
         printf("%s\n  %s", i ? "," : "", row);
     }
+    printf("\n], \"training\": [");
+    for (int i = 0, first = 1; i < a->n_dims; i++)
+        if (t[i].done) {
+            printf("%s\n  {\"d\": %d, \"loss_raw\": %.17g, \"loss_scaled\": %.17g, \"grad_wq_raw\": %.17g, "
+                   "\"grad_wq_scaled\": %.17g}", first ? "" : ",", a->dims[i], t[i].loss[0], t[i].loss[1],
+                   t[i].grad[0], t[i].grad[1]);
+            first = 0;
+        }
     printf("\n]}\n");
 }
 
@@ -212,10 +267,11 @@ static int write_svg(const args *a, const attn_scaling_row *rows) {
 }
 
 int cmd_scaling(int argc, char **argv) {
-    args a = {{0}, 0, 0, 0, 0, false, false, NULL};
+    args a = {{0}, 0, 0, 0, 0, false, false, false, NULL};
     int code = parse_args(argc, argv, &a);
     if (code || cli_stop != CLI_RUN) return code < 0 ? 0 : code;
     attn_scaling_row rows[MAX_DIMS];
+    training train[MAX_DIMS];
     bool progress = isatty(STDERR_FILENO); /* a progress line, for people only */
     for (int i = 0; i < a.n_dims; i++) {
         attn_error err;
@@ -224,10 +280,15 @@ int cmd_scaling(int argc, char **argv) {
             if (progress) fputc('\n', stderr);
             return cli_error(EXIT_DATA, "%s", err.message);
         }
+        memset(&train[i], 0, sizeof train[i]);
+        if (!a.variance && !a.no_train && (code = train_both(&train[i], a.dims[i], a.seed))) return code;
     }
     if (progress) fprintf(stderr, "\r%40s\r", "");
     if (a.svg && (code = write_svg(&a, rows))) return code;
-    if (a.json) print_json(&a, rows);
-    else print_table(&a, rows);
+    if (a.json) print_json(&a, rows, train);
+    else {
+        print_table(&a, rows);
+        if (!a.variance && !a.no_train) print_training(&a, train);
+    }
     return 0;
 }

@@ -11,6 +11,7 @@ static const char USAGE[] =
     "commands:\n"
     "  explain  one attention head step by step, on the toy model or your data\n"
     "  scaling  why divide by sqrt(d_k): the experiment, as a table or a figure\n"
+    "  train    one head learns, from sentences, to find a verb's subject\n"
     "  sdpa     attention on .npy files (PyTorch semantics)\n"
     "  demo     the first worked examples: six words, averaging to attention\n"
     "  bench    speed on this machine, against its peak and baselines (make bench)\n"
@@ -39,6 +40,7 @@ int cli_main(int argc, char **argv) {
     if (strcmp(cmd, "demo") == 0) return cmd_demo(argc - 1, argv + 1);
     if (strcmp(cmd, "explain") == 0) return cmd_explain(argc - 1, argv + 1);
     if (strcmp(cmd, "scaling") == 0) return cmd_scaling(argc - 1, argv + 1);
+    if (strcmp(cmd, "train") == 0) return cmd_train(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) /* another program parses its arguments */
         return cli_stop == CLI_RUN ? cmd_bench(argc - 1, argv + 1, argv[0]) : 0;
     return cli_error(EXIT_USAGE, "unknown command '%s' (see attn --help)", cmd);

@@ -49,6 +49,24 @@ bool cli_parse_double(const char *text, double *out) {
     return true;
 }
 
+bool cli_parse_int(const char *text, long min, long max, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (end == text || *end || errno || v < min || v > max) return false;
+    *out = v;
+    return true;
+}
+
+bool cli_parse_seed(const char *text, uint64_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long s = strtoull(text, &end, 10);
+    if (end == text || *end || errno || text[0] == '-') return false;
+    *out = s;
+    return true;
+}
+
 const char *cli_shape(char *buf, size_t size, const attn_tensor *t) {
     attn_format_shape(buf, size, t->rank, t->shape);
     return buf;

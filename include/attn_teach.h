@@ -156,6 +156,45 @@ ATTN_API attn_status attn_explain_json(char *buf, size_t size, size_t *length,
                                        const attn_explain_labels *labels, attn_error *err);
 
 /* ------------------------------------------------------------------------ */
+/* Training one head                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* The task: sentences from the toy grammar, "DET [ADJ] NOUN VERB [PREP DET
+ * [ADJ] NOUN]" (subjects of every kind: animals, things, places), attended
+ * with a causal mask; each verb's output must equal its subject's features
+ * noun, animal, thing and place (so d_v = 4). The verb alone says nothing of
+ * its subject, and the subject is the only noun it can see, so the head must
+ * learn to find it: W_V to carry the features, W_Q and W_K to make a verb's
+ * query meet a noun's key. The loss is the squared error summed over the
+ * four features, averaged over the batch's sentences (one verb each). */
+#define ATTN_TRAIN_D_V 4
+
+typedef struct attn_train_options {
+    size_t struct_size;   /* set by attn_train_options_default() */
+    int d_k;              /* query/key size, 1 to 1024 (default ATTN_TOY_D_K) */
+    int steps;            /* Adam steps, 1 to 100000 (default 1000) */
+    int batch;            /* sentences per step, 1 to 1024 (default 16) */
+    double learning_rate; /* Adam's, in (0, 10] (default 0.1) */
+    int no_scale;         /* 1: scores are not divided by sqrt(d_k) */
+    uint64_t seed;        /* the initial weights and the sentences (default 1) */
+} attn_train_options;
+
+ATTN_API attn_train_options attn_train_options_default(void);
+
+/* Train one head on the task from standard-normal initial weights (the
+ * same for the same seed and d_k, scaled or not), with Adam on gradients
+ * from attn_sdpa_backward, in f64. Writes the learned w_q and w_k
+ * (ATTN_TOY_D_MODEL × d_k) and w_v (ATTN_TOY_D_MODEL × ATTN_TRAIN_D_V), C
+ * order, used as X·W like attn_toy_weights; per step (before its update) the
+ * batch's loss into loss[0..steps) and the Frobenius norm of dLoss/dW_Q into
+ * grad_wq[0..steps) (either may be NULL). Deterministic for a seed. On
+ * failure nothing is written.
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_OPTION (struct_size), ATTN_ERR_ARGUMENT (a
+ * field out of range), ATTN_ERR_NO_MEMORY. */
+ATTN_API attn_status attn_train_head(double *w_q, double *w_k, double *w_v, double *loss, double *grad_wq,
+                                     const attn_train_options *options, attn_error *err);
+
+/* ------------------------------------------------------------------------ */
 /* The scaling experiment: why divide by sqrt(d_k)                          */
 /* ------------------------------------------------------------------------ */
 

@@ -274,6 +274,14 @@ static attn_status run_explain(void *ctx, attn_error *err) {
 }
 static void release_explain(void *ctx) { attn_explain_free(&((explain_case *)ctx)->ex); }
 
+static double train_w[3][32], train_loss[3];
+static attn_status run_train(void *ctx, attn_error *err) {
+    (void)ctx;
+    attn_train_options o = attn_train_options_default();
+    o.steps = 3, o.batch = 2;
+    return attn_train_head(train_w[0], train_w[1], train_w[2], train_loss, NULL, &o, err);
+}
+
 static attn_scaling_row scaling_row;
 static attn_status run_scaling(void *ctx, attn_error *err) {
     (void)ctx;
@@ -341,6 +349,9 @@ int main(void) {
     test_subject(&explain);
     subject scaling = {"scaling_measure", run_scaling, NULL, {&scaling_row}, {sizeof scaling_row}, NULL};
     test_subject(&scaling);
+    subject train = {"train_head", run_train, NULL, {train_w[0], train_w[2], train_loss},
+                     {sizeof train_w[0], sizeof train_w[2], sizeof train_loss}, NULL};
+    test_subject(&train);
 
     attn_shutdown();
     printf("# %d failed\n", n_failed);

@@ -67,6 +67,9 @@ def main():
         ["demo"], ["--help"], ["--version"], ["sdpa", "--help"], ["bench", "--quick"],
         ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "-m", "m.npy", "--grad-out", "do.npy",
          "--dq", "dq.npy", "--dk", "dk.npy", "--dv", "dv.npy", "--dmask", "dm.npy"],
+        ["train", "--dk", "8", "--steps", "5", "--batch", "2", "--lr", "0.2", "--no-scale", "--seed", "3",
+         "--json", "--svg", "t.svg", "the dog ran"],
+        ["scaling", "--dims", "4,64", "--no-train"],
     ]
     for i, a in enumerate(args):
         write("args", f"a{i}", "\0".join(a))
