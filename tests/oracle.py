@@ -18,6 +18,8 @@ import tempfile
 import numpy as np
 import torch
 
+from torch_attention import broadcast_heads, causal_allowed
+
 TOL = {np.float64: 1e-12, np.float32: 2e-5}
 DECODE_MAX_ROWS, DECODE_MIN_KEYS = 4, 2048  # src/fast/decode.c: when the decode path runs
 TOL_BF16_COMPUTE = 1e-2  # bf16 products: documented as a few 1e-3
@@ -26,22 +28,12 @@ TOL_BF16_COMPUTE = 1e-2  # bf16 products: documented as a few 1e-3
 def reference(q, k, v, mask=None, causal=0, scale=None):
     """PyTorch float64 attention with attn's semantics (see README): the output, the
     weights, each row's log-sum-exp and the largest finite |score|."""
-    q, k, v = (torch.from_numpy(np.asarray(a, dtype=np.float64)) for a in (q, k, v))
-    rank = max(q.dim(), k.dim(), v.dim())
-    q, k, v = (a.reshape((1,) * (rank - a.dim()) + tuple(a.shape)) for a in (q, k, v))
-    if rank >= 3 and q.shape[-3] != k.shape[-3]:
-        group = q.shape[-3] // k.shape[-3]
-        k = k.repeat_interleave(group, dim=-3)
-        v = v.repeat_interleave(group, dim=-3)
+    q, k, v = broadcast_heads(*(torch.from_numpy(np.asarray(a, dtype=np.float64)) for a in (q, k, v)))
     L, S = q.shape[-2], k.shape[-2]
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     s = torch.matmul(q, k.transpose(-2, -1)) * scale
-    allowed = torch.ones(L, S, dtype=torch.bool)
-    if causal == 1:
-        allowed = torch.tril(allowed)
-    elif causal == 2:
-        allowed = torch.tril(allowed, diagonal=S - L)
+    allowed = causal_allowed(L, S, causal)
     if mask is not None:
         m = torch.from_numpy(mask)
         if m.dtype == torch.bool:

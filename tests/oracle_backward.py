@@ -35,6 +35,8 @@ import tempfile
 import numpy as np
 import torch
 
+from torch_attention import broadcast_heads, causal_allowed
+
 GRADS = ("dq", "dk", "dv", "dmask")
 
 
@@ -45,22 +47,12 @@ def reference(q, k, v, dout, mask, causal, scale):
     fmask = mask is not None and mask.dtype != np.bool_
     if fmask:
         leaves.append(torch.tensor(mask.astype(np.float64), requires_grad=True))
-    tq, tk, tv = leaves[:3]
-    rank = max(tq.dim(), tk.dim(), tv.dim())
-    tq, tk, tv = (a.reshape((1,) * (rank - a.dim()) + tuple(a.shape)) for a in (tq, tk, tv))
-    if rank >= 3 and tq.shape[-3] != tk.shape[-3]:
-        group = tq.shape[-3] // tk.shape[-3]
-        tk = tk.repeat_interleave(group, dim=-3)
-        tv = tv.repeat_interleave(group, dim=-3)
+    tq, tk, tv = broadcast_heads(*leaves[:3])
     L, S = tq.shape[-2], tk.shape[-2]
     if scale is None:
         scale = 1.0 / math.sqrt(tq.shape[-1])
     s = torch.matmul(tq, tk.transpose(-2, -1)) * scale
-    allowed = torch.ones(L, S, dtype=torch.bool)
-    if causal == 1:
-        allowed = torch.tril(allowed)
-    elif causal == 2:
-        allowed = torch.tril(allowed, diagonal=S - L)
+    allowed = causal_allowed(L, S, causal)
     if mask is not None:
         if fmask:
             s = s + leaves[3]

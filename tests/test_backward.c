@@ -10,31 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-static uint64_t rng_state = 99;
-static double rng_normal(void) {
-    /* splitmix64, then Box-Muller */
-    double u[2];
-    for (int i = 0; i < 2; i++) {
-        uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        u[i] = ((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
-    }
-    return sqrt(-2 * log(u[0] + 0x1.0p-60)) * cos(6.283185307179586 * u[1]);
-}
-
-static attn_tensor make(attn_dtype dtype, int rank, const int64_t *shape) {
-    attn_tensor t;
-    attn_tensor_init(&t, NULL, dtype, rank, shape, NULL, NULL);
-    int64_t n = attn_tensor_numel(&t);
-    t.data = calloc((size_t)n + 1, attn_dtype_size(dtype));
-    for (int64_t i = 0; i < n; i++) {
-        if (dtype == ATTN_F64) ((double *)t.data)[i] = rng_normal();
-        else if (dtype == ATTN_F32) ((float *)t.data)[i] = (float)rng_normal();
-        else ((unsigned char *)t.data)[i] = i % 3 != 0;
-    }
-    return t;
-}
+#include "tensors.h"
 
 static void check_status(attn_status got, const attn_error *err, attn_status want, const char *needle,
                          const char *name) {
@@ -275,6 +251,7 @@ static void test_fused(void) {
 }
 
 int main(void) {
+    rng_state = 99;
     test_finite_differences();
     test_fused();
     test_errors();
