@@ -31,6 +31,13 @@ static const char SDPA_USAGE[] =
     "      --dv FILE\n"
     "      --dmask FILE       write dLoss/dmask for a float mask, shaped like it\n"
     "\n"
+    "Dropout on the weights (as PyTorch's dropout_p):\n"
+    "      --dropout P        drop each weight with probability P (0 <= P < 1) and\n"
+    "                         scale the others by 1/(1-P); the backward pass uses\n"
+    "                         the same mask\n"
+    "      --seed N           the mask's seed (default 0)\n"
+    "      --dropout-mask FILE  write the mask (bool, shaped like the weights)\n"
+    "\n"
     "      --compute=bf16     bf16 products with f32 accumulation (float32 q, no -w):\n"
     "                         about twice as fast, errors of a few 1e-3\n"
     "      --kv-bf16          store k and v as bfloat16 (rounded to nearest even on\n"
@@ -108,8 +115,9 @@ static int to_bf16(input *in) {
 }
 
 /* The outputs: -o, -w, --lse, then the gradients. */
-enum { OUT_OUT, OUT_WEIGHTS, OUT_LSE, OUT_DQ, OUT_DK, OUT_DV, OUT_DMASK, N_OUTS };
-static const char *const OUT_FLAGS[N_OUTS] = {"-o", "-w", "--lse", "--dq", "--dk", "--dv", "--dmask"};
+enum { OUT_OUT, OUT_WEIGHTS, OUT_LSE, OUT_DQ, OUT_DK, OUT_DV, OUT_DMASK, OUT_KEEP, N_OUTS };
+static const char *const OUT_FLAGS[N_OUTS] = {"-o", "-w", "--lse", "--dq", "--dk", "--dv", "--dmask",
+                                              "--dropout-mask"};
 
 static bool any_gradient(const cli_output *outs) {
     return outs[OUT_DQ].path || outs[OUT_DK].path || outs[OUT_DV].path || outs[OUT_DMASK].path;
@@ -135,7 +143,14 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs,
                    cli_option(argc, argv, &i, NULL, "--dq", &outs[OUT_DQ].path, &code) ||
                    cli_option(argc, argv, &i, NULL, "--dk", &outs[OUT_DK].path, &code) ||
                    cli_option(argc, argv, &i, NULL, "--dv", &outs[OUT_DV].path, &code) ||
-                   cli_option(argc, argv, &i, NULL, "--dmask", &outs[OUT_DMASK].path, &code)) {
+                   cli_option(argc, argv, &i, NULL, "--dmask", &outs[OUT_DMASK].path, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--dropout-mask", &outs[OUT_KEEP].path, &code)) {
+        } else if (cli_option(argc, argv, &i, NULL, "--dropout", &val, &code)) {
+            if (val && (!cli_parse_double(val, &opts->dropout_p) || opts->dropout_p < 0 || opts->dropout_p >= 1))
+                code = cli_error(EXIT_USAGE, "--dropout %s is not a number from 0 to below 1", val);
+        } else if (cli_option(argc, argv, &i, NULL, "--seed", &val, &code)) {
+            if (val && !cli_parse_seed(val, &opts->dropout_seed))
+                code = cli_error(EXIT_USAGE, "--seed %s is not a non-negative whole number", val);
         } else if (cli_option(argc, argv, &i, NULL, "--scale", &val, &code)) {
             if (val && !cli_parse_double(val, &opts->scale))
                 code = cli_error(EXIT_USAGE, "--scale %s is not a finite number", val);
@@ -213,6 +228,22 @@ static int run_backward(input *in, cli_output *outs, const attn_tensor *out, con
     return code;
 }
 
+/* The dropout mask the run used, as a bool array shaped like the weights. */
+static int write_dropout_mask(const input *in, cli_output *out, int rank, const int64_t *shape,
+                              const attn_sdpa_options *opts) {
+    attn_tensor keep;
+    attn_error err;
+    attn_tensor_init(&keep, NULL, ATTN_BOOL, rank, shape, NULL, NULL);
+    keep.data = malloc((size_t)attn_tensor_numel(&keep) + 1);
+    int code = 0;
+    if (!keep.data) code = cli_error(EXIT_DATA, "out of memory for --dropout-mask");
+    else if (attn_sdpa_dropout_mask(&keep, &in[0].t, &in[1].t, &in[2].t, opts, &err))
+        code = cli_error(EXIT_DATA, "%s", err.message);
+    else code = cli_output_write(out, &keep);
+    free(keep.data);
+    return code;
+}
+
 static int run(input *in, cli_output *outs, attn_sdpa_options *opts, bool kv_bf16) {
     int code;
     for (int i = 0; i < 5; i++)
@@ -256,6 +287,7 @@ static int run(input *in, cli_output *outs, attn_sdpa_options *opts, bool kv_bf1
     if (!code && outs[1].path) code = cli_output_write(&outs[1], &weights);
     if (!code && outs[2].path) code = cli_output_write(&outs[2], &lse);
     if (!code && in[4].path) code = run_backward(in, outs, &out, &lse, opts);
+    if (!code && outs[OUT_KEEP].path) code = write_dropout_mask(in, &outs[OUT_KEEP], rank, w_shape, opts);
     if (!code) code = cli_outputs_commit(outs, N_OUTS);
     else cli_outputs_abort(outs, N_OUTS);
     if (!code && !outs[0].path) cli_print_tensor(stdout, &out);

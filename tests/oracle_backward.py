@@ -40,9 +40,10 @@ from torch_attention import broadcast_heads, causal_allowed
 GRADS = ("dq", "dk", "dv", "dmask")
 
 
-def reference(q, k, v, dout, mask, causal, scale):
+def reference(q, k, v, dout, mask, causal, scale, keep=None, p=0.0):
     """PyTorch float64 autograd of attention with attn's semantics: the gradients of
-    q, k, v and (for a float mask) the mask, given dLoss/dout."""
+    q, k, v and (for a float mask) the mask, given dLoss/dout. With dropout, keep is
+    attn's mask (--dropout-mask) and the weights are softmax ∘ keep / (1 - p)."""
     leaves = [torch.tensor(np.asarray(a, dtype=np.float64), requires_grad=True) for a in (q, k, v)]
     fmask = mask is not None and mask.dtype != np.bool_
     if fmask:
@@ -64,7 +65,8 @@ def reference(q, k, v, dout, mask, causal, scale):
     # semantics; PyTorch 1.13's softmax would give NaN).
     dead = torch.isneginf(s).all(dim=-1, keepdim=True)
     w = torch.softmax(s.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
-    out = torch.matmul(w, tv)
+    z = torch.from_numpy(keep).double() / (1 - p) if keep is not None else torch.ones(())
+    out = torch.matmul(w * z, tv)
     do = torch.from_numpy(np.asarray(dout, dtype=np.float64))
     out.backward(do)
     grads = [t.grad.numpy() for t in leaves] + ([None] if not fmask else [])
@@ -74,21 +76,22 @@ def reference(q, k, v, dout, mask, causal, scale):
     finite = torch.isfinite(s)
     max_s = float(s[finite].abs().max()) if finite.any() else 0.0
     with torch.no_grad():
-        mags = magnitudes(w, do, out, tq, tk, tv, scale, [a.shape for a in leaves[:3]])
-    return grads, float(s.grad.abs().max()), max_s, mags
+        mags = magnitudes(w, z, do, out, tq, tk, tv, scale, [a.shape for a in leaves[:3]])
+    return grads, float(s.grad.abs().max()), max_s, mags, out.detach().numpy()
 
 
-def magnitudes(w, do, out, q, k, v, scale, shapes):
+def magnitudes(w, z, do, out, q, k, v, scale, shapes):
     """The gradients computed again with every term's absolute value: what the
     roundings of f32 arithmetic are proportional to, so that a gradient whose
     terms cancel is not held to a relative error it cannot have.
-      dS_abs = P ∘ (|dout| |V|ᵀ + rowsum(|dout| ∘ |out|))
-      dq_abs = |scale| dS_abs |K|,  dk_abs = |scale| dS_absᵀ |Q|,  dv_abs = Pᵀ |dout|
-    each summed over broadcast dimensions and GQA groups as its gradient is."""
+      dS_abs = P ∘ (Z ∘ |dout| |V|ᵀ + rowsum(|dout| ∘ |out|))
+      dq_abs = |scale| dS_abs |K|,  dk_abs = |scale| dS_absᵀ |Q|,  dv_abs = (Z ∘ P)ᵀ |dout|
+    (Z: dropout's 0 or 1/(1 - p), else 1), each summed over broadcast dimensions and
+    GQA groups as its gradient is."""
     ado, av = do.abs(), v.abs()
-    ds = w * (torch.matmul(ado, av.transpose(-2, -1)) + (ado * out.abs()).sum(-1, keepdim=True))
+    ds = w * (z * torch.matmul(ado, av.transpose(-2, -1)) + (ado * out.abs()).sum(-1, keepdim=True))
     full = [abs(scale) * torch.matmul(ds, k.abs()), abs(scale) * torch.matmul(ds.transpose(-2, -1), q.abs()),
-            torch.matmul(w.transpose(-2, -1), ado)]
+            torch.matmul((w * z).transpose(-2, -1), ado)]
     result = []
     for i, (x, shape) in enumerate(zip(full, shapes)):
         rank = x.dim()
@@ -133,7 +136,8 @@ class Oracle:
     def path(self, n):
         return os.path.join(self.dir, n + ".npy")
 
-    def case(self, name, q, k, v, dout, mask=None, causal=0, scale=None, want=GRADS, kv_bf16=False):
+    def case(self, name, q, k, v, dout, mask=None, causal=0, scale=None, want=GRADS, kv_bf16=False, dropout=0.0,
+             seed=0):
         fmask = mask is not None and mask.dtype != np.bool_
         want = [g for g in want if g != "dmask" or fmask]
         files = {"q": q, "k": k, "v": v, "do": dout}
@@ -154,6 +158,8 @@ class Oracle:
             cmd += ["--scale", repr(scale)]
         if kv_bf16:
             cmd.append("--kv-bf16")
+        if dropout:
+            cmd += ["--dropout", repr(dropout), "--seed", str(seed), "--dropout-mask", self.path("keep")]
         for g in want:
             cmd += ["--" + g, self.path(g)]
         env = dict(os.environ, ATTN_VERBOSE="1")
@@ -172,8 +178,17 @@ class Oracle:
         if kv_bf16:  # attn rounds k and v to bf16 on load: compare at those values
             k64 = torch.from_numpy(k).bfloat16().double().numpy()
             v64 = torch.from_numpy(v).bfloat16().double().numpy()
-        grads, ds_max, max_s, mags = reference(q, k64, v64, dout, mask, causal, scale)
+        keep = np.load(self.path("keep")) if dropout else None
+        grads, ds_max, max_s, mags, out = reference(q, k64, v64, dout, mask, causal, scale, keep, dropout)
         refs = dict(zip(GRADS, grads))
+        # The forward with the same mask: f64 1e-12; f32 the forward's bound (attn.h),
+        # its terms grown by the 1/(1 - p) of the kept weights.
+        vmax = float(np.abs(v64).max()) if v64.size else 0.0
+        big = float(np.abs(out).max()) if out.size else 0.0
+        allowed = (1e-12 * big if not f32 else 2e-5 * big + 4 * 2.0**-24 * max_s * vmax) / (1 - dropout)
+        why = compare(np.load(self.path("out")), out, allowed)
+        if why:
+            return self.report(name, "out: " + why)
         for i, g in enumerate(want):
             ref = refs[g]
             big = max(float(np.abs(ref).max()) if ref.size else 0.0, ds_max if g == "dmask" else 0.0)
@@ -267,6 +282,12 @@ def fixed_cases(o, rng):
            rng.random((300, 130)) < 0.9, causal=1)
     o.case("f32_fused_float_mask_one_slice", f32(1, 150, 64), f32(1, 1000, 64), f32(1, 1000, 64),
            f32(1, 150, 64), f32(150, 1000), causal=2, want=("dq", "dk", "dv"))
+    o.case("f32_fused_dropout_gqa_causal", f32(2, 4, 130, 32), f32(2, 2, 300, 32), f32(2, 2, 300, 24),
+           f32(2, 4, 130, 24), causal=2, dropout=0.3, seed=11)
+    o.case("f32_decode_shape_dropout", f32(2, 2, 64), f32(2, 4100, 64), f32(2, 4100, 64), f32(2, 2, 64),
+           dropout=0.2, seed=5)
+    o.case("f64_dropout_float_mask_dmask", f((2, 3, 6, 5)), f((2, 3, 8, 5)), f((2, 3, 8, 4)), f((2, 3, 6, 4)),
+           f((6, 8)), dropout=0.4, seed=9)
     o.case("f32_fused_large_scores", f32(2, 64, 16) * 8, f32(2, 90, 16) * 8, f32(2, 90, 16), f32(2, 64, 16))
 
 
@@ -287,9 +308,12 @@ def main():
     fixed_cases(o, rng)
     for i in range(300):
         q, k, v, dout, mask, causal, scale = random_case(rng, i)
-        # Half the cases leave dmask out, so that f32 with a float mask takes the fused kernel.
+        # Half the cases leave dmask out, so that f32 with a float mask takes the fused
+        # kernel; every fourth has dropout, checked with the mask attn writes out.
         want = GRADS if i % 2 else ("dq", "dk", "dv")
-        o.case("random_%03d_%s_rank%d" % (i, q.dtype.name, q.ndim), q, k, v, dout, mask, causal, scale, want)
+        p = (0.1, 0.5, 0.9)[i // 4 % 3] if i % 4 == 3 else 0.0
+        o.case("random_%03d_%s_rank%d%s" % (i, q.dtype.name, q.ndim, "_dropout" if p else ""), q, k, v, dout, mask,
+               causal, scale, want, dropout=p, seed=i)
     print("# backward oracle: %d passed, %d failed" % (o.passed, o.failed))
     return 1 if o.failed else 0
 

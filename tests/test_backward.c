@@ -250,8 +250,68 @@ static void test_fused(void) {
     for (int i = 0; i < 3; i++) free(g1[i].data), free(g3[i].data);
 }
 
+/* Dropout: the kept fraction, p = 0 bitwise the path without dropout (forward
+ * on every kernel, backward on both), the mask the same for 1 and 3 threads,
+ * and bad values of p. */
+static void test_dropout(void) {
+    attn_error err;
+    int64_t sq[3] = {4, 256, 32}, sk[3] = {4, 512, 32}, sw[3] = {4, 256, 512};
+    attn_tensor q = make(ATTN_F32, 3, sq), k = make(ATTN_F32, 3, sk), keep = make(ATTN_BOOL, 3, sw);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.dropout_p = 0.3, o.dropout_seed = 42;
+    attn_status st = attn_sdpa_dropout_mask(&keep, &q, &k, &k, &o, &err);
+    double n = 4.0 * 256 * 512, kept = 0, sigma = sqrt(n * 0.3 * 0.7);
+    for (int64_t i = 0; i < (int64_t)n; i++) kept += ((unsigned char *)keep.data)[i];
+    check(st == ATTN_OK && fabs(kept - 0.7 * n) < 5 * sigma, "dropout_kept_fraction_within_5_sigma",
+          "status %d, kept %.0f of %.0f, expected %.0f +- %.0f", (int)st, kept, n, 0.7 * n, 5 * sigma);
+
+    /* p = 0 with a seed is bitwise no dropout, on flash, decode, exact and both backward kernels. */
+    int64_t sd[3] = {2, 2, 32}, skd[3] = {1, 4096, 32}, sl[2] = {4, 256}, sl2[2] = {2, 2};
+    attn_tensor qd = make(ATTN_F32, 3, sd), kd = make(ATTN_F32, 3, skd), q64 = make(ATTN_F64, 3, sq), k64 = make(ATTN_F64, 3, sk);
+    attn_tensor o1 = make(ATTN_F32, 3, sq), o2 = make(ATTN_F32, 3, sq), l1 = make(ATTN_F32, 2, sl);
+    attn_tensor d1 = make(ATTN_F32, 3, sd), d2 = make(ATTN_F32, 3, sd), ld = make(ATTN_F32, 2, sl2);
+    attn_tensor e1 = make(ATTN_F64, 3, sq), e2 = make(ATTN_F64, 3, sq), g1 = make(ATTN_F32, 3, sq),
+                g2 = make(ATTN_F32, 3, sq);
+    attn_sdpa_options plain = attn_sdpa_options_default(), zero = plain;
+    zero.dropout_seed = 1234;
+    st = attn_sdpa(&o1, &l1, NULL, &q, &k, &k, &plain, &err) | attn_sdpa(&o2, NULL, NULL, &q, &k, &k, &zero, &err) |
+         attn_sdpa(&d1, &ld, NULL, &qd, &kd, &kd, &plain, &err) |
+         attn_sdpa(&d2, NULL, NULL, &qd, &kd, &kd, &zero, &err) |
+         attn_sdpa(&e1, NULL, NULL, &q64, &k64, &k64, &plain, &err) |
+         attn_sdpa(&e2, NULL, NULL, &q64, &k64, &k64, &zero, &err);
+    int same = !memcmp(o1.data, o2.data, 4 * 4 * 256 * 32) && !memcmp(d1.data, d2.data, 4 * 2 * 2 * 32) &&
+               !memcmp(e1.data, e2.data, 8 * 4 * 256 * 32);
+    st |= attn_sdpa_backward(&g1, NULL, NULL, NULL, &o1, &q, &k, &k, &o1, &l1, &plain, &err) |
+          attn_sdpa_backward(&g2, NULL, NULL, NULL, &o1, &q, &k, &k, &o1, &l1, &zero, &err);
+    same &= !memcmp(g1.data, g2.data, 4 * 4 * 256 * 32);
+    check(st == ATTN_OK && same, "dropout_p0_bitwise_no_dropout", "status %d (%s), same %d", (int)st,
+          st ? err.message : "", same);
+
+    /* With dropout, 1 and 3 threads: bitwise the same output. */
+    attn_context ctx = attn_context_default();
+    o.context = &ctx;
+    ctx.num_threads = 1;
+    st = attn_sdpa(&o1, NULL, NULL, &q, &k, &k, &o, &err);
+    ctx.num_threads = 3;
+    st |= attn_sdpa(&o2, NULL, NULL, &q, &k, &k, &o, &err);
+    check(st == ATTN_OK && !memcmp(o1.data, o2.data, 4 * 4 * 256 * 32), "dropout_threads_1_and_3_bitwise_identical",
+          "status %d", (int)st);
+    o.dropout_p = 1;
+    check_status(attn_sdpa(&o1, NULL, NULL, &q, &k, &k, &o, &err), &err, ATTN_ERR_OPTION, "dropout_p is 1",
+                 "dropout_p_1_rejected");
+    o.dropout_p = NAN;
+    check_status(attn_sdpa(&o1, NULL, NULL, &q, &k, &k, &o, &err), &err, ATTN_ERR_OPTION, "dropout_p is nan",
+                 "dropout_p_nan_rejected");
+    o.dropout_p = 0.5;
+    check_status(attn_sdpa_dropout_mask(&o1, &q, &k, &k, &o, &err), &err, ATTN_ERR_DTYPE, "keep is f32",
+                 "dropout_mask_needs_bool");
+    attn_tensor *all[] = {&q, &k, &keep, &qd, &kd, &q64, &k64, &o1, &o2, &l1, &d1, &d2, &ld, &e1, &e2, &g1, &g2};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+}
+
 int main(void) {
     rng_state = 99;
+    test_dropout();
     test_finite_differences();
     test_fused();
     test_errors();

@@ -224,6 +224,14 @@ def main():
     report("backward_writes_gradients_shaped_like_inputs", shapes == [(2, 3, 4), (2, 5, 4), (2, 5, 3)],
            r.stderr or str(shapes))
 
+    # Dropout: its flags' errors, and the mask written out, bool and shaped like the weights.
+    expect_error("dropout_one", base + ["--dropout", "1"], 2, r"--dropout 1 is not a number from 0 to below 1")
+    expect_error("dropout_seed_negative", base + ["--dropout", "0.5", "--seed", "-1"], 2, r"--seed -1")
+    r = attn(*(base + ["--dropout", "0.25", "--seed", "9", "--dropout-mask", "keep.npy"]))
+    keep = np.load(os.path.join(TMP, "keep.npy")) if r.returncode == 0 else np.zeros(0)
+    report("dropout_mask_written", keep.dtype == np.bool_ and keep.shape == (2, 3, 5) and 0 < keep.mean() < 1,
+           r.stderr or f"{keep.dtype} {keep.shape}")
+
     # A failed run does not touch an existing output either.
     keep = os.path.join(TMP, "keep.npy")
     np.save(keep, np.arange(3.0))

@@ -79,12 +79,18 @@ static inline void attn_mat_set(const attn_mat *m, int64_t i, int64_t j, double 
  *   weights (optional, rows == 0 when absent) is (L, S),
  *   mask (optional, rows == 0 when absent) is (L, S), broadcast dims stride 0,
  *   lse (optional, base NULL when absent) is (L, 1): each row's log-sum-exp.
- * Query i may see key j only if j <= i + causal_offset (when causal is set). */
+ * Query i may see key j only if j <= i + causal_offset (when causal is set).
+ * With dropout_p > 0, weight (i, j) is dropped as kernels/dropout.c decides
+ * from dropout_seed, the slice's index and the row row0 + i of the slice
+ * (row0 is not 0 when a kernel hands a problem's later rows to another). */
 typedef struct attn_problem {
     attn_mat q, k, v, out, weights, mask, lse;
     bool causal;
     int64_t causal_offset;
     double scale;
+    double dropout_p;
+    uint64_t dropout_seed;
+    int64_t slice, row0;
 } attn_problem;
 
 /* The log-sum-exp of a row from its maximum m and its sum l of exp(s - m):

@@ -28,6 +28,7 @@ void attn_slice(const attn_slices *sl, int64_t index, attn_problem *p) {
     int64_t iq[3], ikv[3];
     slice_index(sl, index, iq, ikv);
     *p = sl->base;
+    p->slice = index;
     p->q = mat_of(sl->q, &sl->cq, iq);
     p->k = mat_of(sl->k, &sl->ck, ikv);
     p->v = mat_of(sl->v, &sl->cv, ikv);

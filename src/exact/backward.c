@@ -8,15 +8,17 @@
  *   F1  s_j   = scale · q_i·k_j, then the score epilogue (+ mask, -inf
  *               where the causal limit or a bool mask excludes key j)
  *   F2  P_j   = exp(s_j - m) / l,  m = max_j s_j,  l = sum_j exp(s_j - m)
- *   F3  out_i = sum_j P_j v_j
+ *   F3  out_i = sum_j P_j z_j v_j   (z_j = 1, or with dropout 0 for a
+ *               dropped weight and 1/(1 - p) for a kept one)
  * and its gradients, given dout_i = dLoss/dout_i:
- *   from F3: dv_j += P_j dout_i;  dP_j = dout_i · v_j
+ *   from F3: dv_j += P_j z_j dout_i;  dP_j = z_j dout_i · v_j
  *   from F2: dS_j  = P_j (dP_j - sum_k P_k dP_k)   (the softmax's Jacobian)
  *   from F1: dmask_ij += dS_j;  dq_i += scale · sum_j dS_j k_j;
  *            dk_j += scale · dS_j q_i
  * A key F1 excludes has P_j = 0 and is skipped, so a NaN in its value cannot
  * leak in; a row with no key taking part has zero gradients. */
 #include "exact/exact.h"
+#include "kernels/dropout.h"
 #include "kernels/score.h"
 
 int64_t attn_backward_work_size(int64_t S, int64_t E, int64_t Ev) {
@@ -64,12 +66,15 @@ void attn_backward_kernel(const attn_grad_problem *g, double *work) {
         attn_pack_rows(q, &p->q, i, 1);
         if (!row_softmax(P, s, p, q, k, i)) continue; /* no key: every gradient of the row is 0 */
         attn_pack_rows(dout, &g->dout, i, 1);
-        /* from F3: dv_j += P_j dout_i, dP_j = dout_i · v_j */
-        double D = 0; /* sum_k P_k dP_k */
+        /* from F3: dv_j += P_j z_j dout_i, dP_j = z_j dout_i · v_j */
+        double D = 0, keep = 1.0 / (1.0 - p->dropout_p); /* D = sum_k P_k dP_k */
         for (int64_t j = 0; j < S; j++) {
             if (P[j] < 0) continue;
-            for (int64_t e = 0; e < Ev; e++) dv[j * Ev + e] += P[j] * dout[e];
-            dP[j] = attn_dot(dout, v + j * Ev, Ev);
+            double z = p->dropout_p > 0 ? (attn_dropout_keeps(p, i, j) ? keep : 0.0) : 1.0;
+            dP[j] = 0;
+            if (z == 0) continue; /* a dropped weight: its value was never read */
+            for (int64_t e = 0; e < Ev; e++) dv[j * Ev + e] += P[j] * z * dout[e];
+            dP[j] = z * attn_dot(dout, v + j * Ev, Ev);
             D += P[j] * dP[j];
         }
         /* from F2, then F1 */

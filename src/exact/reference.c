@@ -2,6 +2,7 @@
  * textbook two-pass softmax, kept plain so tests can compare the streaming
  * kernel against an independent implementation), and the scores alone. */
 #include "exact/exact.h"
+#include "kernels/dropout.h"
 #include "kernels/score.h"
 
 int64_t attn_reference_work_size(int64_t S, int64_t E, int64_t Ev) {
@@ -56,6 +57,13 @@ void attn_reference_kernel(const attn_problem *p, double *work) {
                 continue;
             }
             scores[j] = attn_softmax_term(scores[j], m) / l;
+            if (p->dropout_p > 0) { /* a dropped key is not read, like a masked one */
+                if (!attn_dropout_keeps(p, i, j)) {
+                    scores[j] = 0.0;
+                    continue;
+                }
+                scores[j] *= 1.0 / (1.0 - p->dropout_p);
+            }
             for (int64_t e = 0; e < Ev; e++) orow[e] += scores[j] * attn_mat_get(&p->v, j, e);
         }
         for (int64_t e = 0; e < Ev; e++) attn_mat_set(&p->out, i, e, orow[e]);

@@ -7,6 +7,7 @@
  * accumulator acc = sum exp(s - m) v. When a new key block raises m, the old
  * l and acc are rescaled by exp(m_old - m_new). At the end, out = acc / l. */
 #include "exact/exact.h"
+#include "kernels/dropout.h"
 #include "kernels/score.h"
 
 enum { BR = 16, BC = 64 }; /* query rows and keys per block */
@@ -33,9 +34,11 @@ static void block_scores(double *scores, const attn_problem *p, const double *qb
     attn_score_epilogue(NULL, sb, p, i0, nr, j0, nc, nc, p->causal);
 }
 
-/* Fold one block of scores (nc keys) into a row's running m, l and acc. */
-static void online_update(double *m, double *l, double *acc, const double *scores,
-                          const double *vb, int64_t nc, int64_t Ev) {
+/* Fold one block of scores (nc keys) into a row's running m, l and acc; the
+ * row is query i of p, the keys start at j0 (for dropout, which scales a
+ * weight into acc but not into l). */
+static void online_update(double *m, double *l, double *acc, const double *scores, const double *vb, int64_t nc,
+                          int64_t Ev, const attn_problem *p, int64_t i, int64_t j0) {
     double m_new = *m;
     for (int64_t c = 0; c < nc; c++)
         if (scores[c] > m_new) m_new = scores[c]; /* NaN never wins: it stays in l */
@@ -45,10 +48,15 @@ static void online_update(double *m, double *l, double *acc, const double *score
         for (int64_t e = 0; e < Ev; e++) acc[e] *= alpha;
         *m = m_new;
     }
+    double keep_scale = 1.0 / (1.0 - p->dropout_p);
     for (int64_t c = 0; c < nc; c++) {
         if (scores[c] == -INFINITY) continue;
         double w = attn_softmax_term(scores[c], m_new);
         *l += w;
+        if (p->dropout_p > 0) {
+            if (!attn_dropout_keeps(p, i, j0 + c)) continue;
+            w *= keep_scale;
+        }
         for (int64_t e = 0; e < Ev; e++) acc[e] += w * vb[c * Ev + e];
     }
 }
@@ -81,7 +89,7 @@ void attn_stream_kernel(const attn_problem *p, double *work) {
             attn_pack_rows(vb, &p->v, j0, nc);
             block_scores(scores, p, qb, kb, i0, nr, j0, nc);
             for (int64_t r = 0; r < nr; r++)
-                online_update(&m[r], &l[r], acc + r * Ev, scores + r * BC, vb, nc, Ev);
+                online_update(&m[r], &l[r], acc + r * Ev, scores + r * BC, vb, nc, Ev, p, i0 + r, j0);
         }
 
         /* A row with no key taking part (l == 0) gives 0, never 0/0, and
@@ -102,6 +110,8 @@ void attn_stream_kernel(const attn_problem *p, double *work) {
                     for (int64_t c = 0; c < nc; c++) {
                         double s = scores[r * BC + c];
                         double w = s == -INFINITY ? 0.0 : attn_softmax_term(s, m[r]) / l[r];
+                        if (p->dropout_p > 0)
+                            w = attn_dropout_keeps(p, i0 + r, j0 + c) ? w * (1.0 / (1.0 - p->dropout_p)) : 0.0;
                         attn_mat_set(&p->weights, i0 + r, j0 + c, w);
                     }
             }
@@ -118,5 +128,6 @@ void attn_exact_rows(const attn_problem *p, int64_t i0, int64_t n, double *work)
     if (sub.mask.base) sub.mask.base += i0 * p->mask.rs * (int64_t)attn_dtype_size(p->mask.dtype);
     if (sub.lse.base) sub.lse.base += i0 * p->lse.rs * (int64_t)attn_dtype_size(p->lse.dtype);
     sub.causal_offset += i0;
+    sub.row0 += i0;
     attn_stream_kernel(&sub, work);
 }

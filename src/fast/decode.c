@@ -16,6 +16,7 @@
  * or sums could overflow f32, is computed by the exact f64 kernel instead. */
 #include "exact/exact.h"
 #include "fast/fast.h"
+#include "kernels/dropout.h"
 #include "kernels/score.h"
 #include "kernels/ukernel.h"
 
@@ -93,6 +94,7 @@ static void decode_item(void *ctx, int64_t item, int worker) {
         }
         m[i] = mx;
         l[i] = uk->exp_sum(row, last_pad, mx);
+        attn_dropout_row(sb, i, &p, i, j0, last); /* after l: it sums the weights undropped */
     }
     /* Values: each row is read once, for all query rows. */
     if (p.v.dtype == ATTN_F32 && p.v.cs == 1) {

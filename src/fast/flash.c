@@ -28,6 +28,7 @@
  * and only differences from the row maximum are scaled by log2 e. */
 #include "exact/exact.h"
 #include "fast/fast.h"
+#include "kernels/dropout.h"
 #include "kernels/score.h"
 #include "kernels/ukernel.h"
 #include "kernels/ukernel_bf16.h"
@@ -132,6 +133,7 @@ static void tile_step(const flash_job *j, const workspace *w, const attn_problem
         float sum = uk->exp_sum(srow, tc_pad, m_new);
         w->l[r0 + r] = w->l[r0 + r] * alpha + sum;
         w->m[r0 + r] = m_new;
+        if (r < rows) attn_dropout_row(sb, r, p, i0 + r0 + r, j0, tc); /* after l: it sums the weights undropped */
         if (alpha != 1.0f) {
             float *orow = w->o + (r0 + r) * Evp;
             for (int64_t e = 0; e < Evp; e++) orow[e] *= alpha;

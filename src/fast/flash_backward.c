@@ -9,9 +9,9 @@
  *   S  = Qs Kᵀ, then the score epilogue (masks, causal limit)
  *   P  = exp(S - lse)            (the forward's lse: no softmax statistics
  *                                 are recomputed)
- *   dP = dout Vᵀ
+ *   dP = Z ∘ dout Vᵀ             (Z: dropout's 0 or 1/(1 - p), else 1)
  *   dS = P ∘ (dP - D)
- *   dV_j += Pᵀ dout,  dK_j += dSᵀ Qs  (Qs holds the scale: dK = scale·dSᵀQ)
+ *   dV_j += (Z ∘ P)ᵀ dout,  dK_j += dSᵀ Qs  (Qs holds the scale)
  *   dQ_i += dS K_j                    (times the scale at the end)
  * Nothing of size L × S exists; the P and dS tiles are br × bc.
  *
@@ -27,6 +27,7 @@
  * NaN or +inf, is computed by the exact f64 kernel instead. */
 #include "exact/exact.h"
 #include "fast/fast.h"
+#include "kernels/dropout.h"
 #include "kernels/score.h"
 #include "kernels/ukernel.h"
 
@@ -139,8 +140,11 @@ static bool block_step(const bwd_job *j, const workspace *w, const attn_grad_pro
             continue;
         }
         uk->exp_sum(p, nc_pad, w->lse[i0 + r]); /* P = exp(S - lse) */
+        attn_score_block prow = {p, false, 0}, dsrow = {ds, false, 0};
+        attn_dropout_row(dsrow, 0, &g->f, i0 + r, j0, nc); /* dP = Z ∘ (dout Vᵀ) / (1 - p) */
         float D = w->D[i0 + r];
         for (int64_t c = 0; c < nc_pad; c++) ds[c] = p[c] * (ds[c] - D); /* dS = P ∘ (dP - D) */
+        attn_dropout_row(prow, 0, &g->f, i0 + r, j0, nc); /* P, dropped, for dV */
     }
     transpose(uk, w->pt, ldt, w->s, ldk, nb16, kr);
     transpose(uk, w->dst, ldt, w->dp, ldk, nb16, kr);

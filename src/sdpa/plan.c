@@ -121,6 +121,8 @@ static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *
                          (int)o->compute);
     if (o->compute == ATTN_COMPUTE_BF16 && q->dtype != ATTN_F32)
         return attn_fail(err, ATTN_ERR_OPTION, "bf16 compute needs f32 q");
+    if (!(o->dropout_p >= 0 && o->dropout_p < 1))
+        return attn_fail(err, ATTN_ERR_OPTION, "dropout_p is %g; it must be at least 0 and below 1", o->dropout_p);
     if (o->has_scale && !isfinite(o->scale))
         return attn_fail(err, ATTN_ERR_SCALE, "scale is %g; it must be finite", o->scale);
 
@@ -288,6 +290,7 @@ attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, 
     if (o->mask) sl->cm = attn_canonical(o->mask);
     if (lse) sl->cl = canonical_lse(lse);
     sl->base.scale = o->has_scale ? o->scale : 1.0 / sqrt((double)E);
+    sl->base.dropout_p = o->dropout_p, sl->base.dropout_seed = o->dropout_seed;
     sl->base.causal = o->causal != ATTN_CAUSAL_NONE;
     sl->base.causal_offset = o->causal == ATTN_CAUSAL_BOTTOM_RIGHT ? S - L : 0;
     sl->count = pl.out[0] * pl.out[1] * pl.out[2]; /* <= out's element count: no overflow */

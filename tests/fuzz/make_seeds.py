@@ -70,6 +70,8 @@ def main():
         ["train", "--dk", "8", "--steps", "5", "--batch", "2", "--lr", "0.2", "--no-scale", "--seed", "3",
          "--json", "--svg", "t.svg", "the dog ran"],
         ["scaling", "--dims", "4,64", "--no-train"],
+        ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--dropout", "0.1", "--seed", "5",
+         "--dropout-mask", "keep.npy"],
     ]
     for i, a in enumerate(args):
         write("args", f"a{i}", "\0".join(a))
