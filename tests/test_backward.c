@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "base/philox.h"
 #include "tensors.h"
 
 static void check_status(attn_status got, const attn_error *err, attn_status want, const char *needle,
@@ -254,6 +255,19 @@ static void test_fused(void) {
  * on every kernel, backward on both), the mask the same for 1 and 3 threads,
  * and bad values of p. */
 static void test_dropout(void) {
+    /* Philox-4x32-10 against Random123's known-answer vectors (kat_vectors). */
+    static const uint32_t KAT[3][10] = {
+        {0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
+        {~0u, ~0u, ~0u, ~0u, ~0u, ~0u, 0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd},
+        {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0, 0xd16cfe09, 0x94fdcceb,
+         0x5001e420, 0x24126ea1}};
+    int kat_ok = 1;
+    for (int t = 0; t < 3; t++) {
+        uint32_t out[4];
+        attn_philox4x32_10(out, KAT[t], (uint64_t)KAT[t][5] << 32 | KAT[t][4]);
+        kat_ok &= !memcmp(out, KAT[t] + 6, sizeof out);
+    }
+    check(kat_ok, "philox4x32_10_known_answers", "a known-answer vector differs");
     attn_error err;
     int64_t sq[3] = {4, 256, 32}, sk[3] = {4, 512, 32}, sw[3] = {4, 256, 512};
     attn_tensor q = make(ATTN_F32, 3, sq), k = make(ATTN_F32, 3, sk), keep = make(ATTN_BOOL, 3, sw);
