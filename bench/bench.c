@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 static const char USAGE[] =
-    "usage: attn bench [--quick] [--json] [--threads N]\n"
+    "usage: attn bench [--quick] [--json] [--backward] [--threads N]\n"
     "\n"
     "Measures this machine's FMA peak (per ISA, 1 and N threads) and triad\n"
     "bandwidth, then times f32 attention for H=8, d=64 and 128, L=S from 512 to\n"
@@ -32,6 +32,7 @@ static const char USAGE[] =
     "over the reference kernel and over OpenBLAS sgemm + softmax + sgemm.\n"
     "  --quick      tiny shapes only: checks that everything runs (seconds)\n"
     "  --json       print the results as one JSON object\n"
+    "  --backward   the backward pass's shapes only\n"
     "  --threads N  threads for attn and OpenBLAS (default: attn's default)\n";
 
 static double now(void) {
@@ -40,7 +41,7 @@ static double now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static bool json, quick;
+static bool json, quick, backward_only;
 static int threads;
 
 static void progress(const char *what) {
@@ -443,6 +444,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) quick = true;
         else if (strcmp(argv[i], "--json") == 0) json = true;
+        else if (strcmp(argv[i], "--backward") == 0) backward_only = true;
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0)
             threads = atoi(argv[++i]);
         else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
@@ -554,6 +556,10 @@ int main(int argc, char **argv) {
         char what[96];
         snprintf(what, sizeof what, "[%d/%d] %s", k + 1, ns, shapes[i].name);
         progress(what);
+        if (backward_only && !shapes[i].backward) {
+            memset(&results[i], 0, sizeof results[i]);
+            continue;
+        }
         results[i] = shapes[i].backward ? measure_backward(&shapes[i], peak) : measure(&shapes[i], peak, bw);
     }
     progress("");
@@ -579,16 +585,22 @@ int main(int argc, char **argv) {
         if (i == first_other) printf("\nother shapes, L=S=%lld unless named\n", (long long)other);
         if (i == first_targets) printf("\ntargets\n");
         if (i == first_memory) printf("\nmemory: RSS beyond inputs + outputs must stay under 64 MiB\n");
+        if (backward_only && !shapes[i].backward) continue;
         if (i == first_backward)
             printf("\nbackward (dq, dk, dv given out, lse, dout): FLOPs 2.5x the forward's; the memory row's\n"
                    "RSS is beyond inputs, out, lse, dout and gradients\n");
         print_row(&shapes[i], &results[i], i >= first_decode && i < first_other);
     }
-    const result *bf = &results[first_memory - 1], *f128 = &results[first_targets + 2];
-    printf("%-34s bf16 / f32 rate at d=128: %.2fx\n", "", bf->gflops / f128->gflops);
-    const result *mem = &results[first_memory];
-    printf("%-34s RSS beyond inputs + outputs: %.1f MiB (%s)\n", "", mem->extra_mib,
-           mem->extra_mib < 64 ? "within 64 MiB" : "OVER 64 MiB");
+    if (!backward_only) {
+        const result *bf = &results[first_memory - 1], *f128 = &results[first_targets + 2];
+        printf("%-34s bf16 / f32 rate at d=128: %.2fx\n", "", bf->gflops / f128->gflops);
+        const result *mem = &results[first_memory];
+        printf("%-34s RSS beyond inputs + outputs: %.1f MiB (%s)\n", "", mem->extra_mib,
+               mem->extra_mib < 64 ? "within 64 MiB" : "OVER 64 MiB");
+    }
+    const result *bmem = &results[ns - 1];
+    printf("%-34s backward RSS beyond inputs, outputs and gradients: %.1f MiB (%s)\n", "", bmem->extra_mib,
+           bmem->extra_mib < 64 ? "within 64 MiB" : "OVER 64 MiB");
     printf("\nFLOPs: 4 H L S d (halved for causal); backward 10 H L S d. vs ref: times faster than\n"
            "attn_sdpa_reference; vs BLAS: times faster than OpenBLAS sgemm + softmax + sgemm (L x S scores in\n"
            "memory), for the backward its five sgemms and the softmax's gradient.\n");

@@ -185,6 +185,9 @@ typedef struct attn_grad_slices {
     attn_slices f;
     const attn_tensor *dout, *dq, *dk, *dv, *dmask;
     attn_canon cdo, cdq, cdk, cdv, cdm;
+    /* dq, dk, dv, dmask: the view is the caller's output itself, which no two
+     * slices share (no broadcast, no GQA): kernels write it, never add. */
+    bool direct[4];
 } attn_grad_slices;
 void attn_grad_slice(const attn_grad_slices *gs, int64_t index, attn_grad_problem *p);
 

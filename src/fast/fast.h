@@ -45,17 +45,17 @@ void attn_pack_transposed(const struct attn_ukernels *uk, float *kt, int64_t ld,
                           const attn_mat *k, int64_t j0, int64_t n, float *tmp);
 
 /* The fused f32 backward pass (flash_backward.c) over all slices of one
- * call: adds each slice's dq, dk and dv into gs's f64 accumulators, in slice
- * order; slices it cannot take go to the exact kernel, in exact_work (at
- * least attn_backward_work_size doubles). Scratch comes from gs->f.arena.
- * Fills *info. Returns ATTN_OK, ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY or
- * ATTN_ERR_WORKSPACE. */
+ * call: writes each slice's dq, dk and dv into gs's views, straight into
+ * the caller's output where gs->direct says so, else adding into f64
+ * accumulators in slice order; slices it cannot take go to the exact
+ * kernel. All scratch comes from gs->f.arena, taken before anything is
+ * written. Fills *info. Returns ATTN_OK, ATTN_ERR_OVERFLOW,
+ * ATTN_ERR_NO_MEMORY or ATTN_ERR_WORKSPACE. */
 typedef struct attn_grad_partials {
     float *dq; /* per item: Lp × Ep */
     float *dk, *dv; /* per slice: S × Ep, S × Evp */
 } attn_grad_partials;
-attn_status attn_flash_backward_run(const attn_grad_slices *gs, double *exact_work, attn_run_info *info,
-                                    attn_error *err);
+attn_status attn_flash_backward_run(const attn_grad_slices *gs, attn_run_info *info, attn_error *err);
 
 /* One row of a partial result: attention over some of the keys. */
 typedef struct attn_part_row {

@@ -51,7 +51,8 @@ typedef struct bwd_job {
 
 /* One worker's scratch, carved out of job->scratch. */
 typedef struct workspace {
-    float *q, *dout, *D, *lse; /* the slice's rows: Lp × Ep, Lp × Evp, Lp, Lp */
+    float *D, *lse;            /* the slice's rows: Lp each */
+    float *q, *dout;           /* a query block: brp × Ep (times the scale), brp × Evp */
     float *kt, *k, *vt;        /* a key block: E × ldk, kr × Ep, Ev × ldk */
     float *dk, *dv;            /* its gradients: kr × Ep, kr × Evp */
     float *s, *dp;             /* a query block: brp × ldk (P, then dP and dS) */
@@ -65,18 +66,18 @@ static int64_t ldt_of(const bwd_job *j) { return attn_round_up(j->br, 16); }
 
 static size_t workspace_floats(const bwd_job *j) {
     int64_t ldk = ldk_of(j), kr = kr_of(j), ldt = ldt_of(j), brp = attn_round_up(j->br, 16);
-    return (size_t)(j->Lp * (j->Ep + j->Evp + 2) + (j->E + j->Ev) * ldk + kr * (2 * j->Ep + j->Evp) +
+    return (size_t)(2 * j->Lp + brp * (j->Ep + j->Evp) + (j->E + j->Ev) * ldk + kr * (2 * j->Ep + j->Evp) +
                     2 * brp * ldk + 2 * kr * ldt + j->E + j->Ev + 16);
 }
 
 static workspace workspace_of(const bwd_job *j, int worker) {
     int64_t ldk = ldk_of(j), kr = kr_of(j), ldt = ldt_of(j), brp = attn_round_up(j->br, 16);
     workspace w;
-    w.q = (float *)(void *)(j->scratch + (size_t)worker * j->ws_bytes);
-    w.dout = w.q + j->Lp * j->Ep;
-    w.D = w.dout + j->Lp * j->Evp;
+    w.D = (float *)(void *)(j->scratch + (size_t)worker * j->ws_bytes);
     w.lse = w.D + j->Lp;
-    w.kt = w.lse + j->Lp;
+    w.q = w.lse + j->Lp;
+    w.dout = w.q + brp * j->Ep;
+    w.kt = w.dout + brp * j->Evp;
     w.k = w.kt + j->E * ldk;
     w.vt = w.k + kr * j->Ep;
     w.dk = w.vt + j->Ev * ldk;
@@ -119,17 +120,22 @@ static void transpose(const attn_ukernels *uk, float *dst, int64_t ldt, const fl
 }
 
 /* One block of query rows i0..i0+nb-1 against the packed key block j0..j0+nc-1
- * (nc_pad columns): P, dP and dS, then the three products. Returns false when
- * the float mask holds NaN or +inf. */
-static bool block_step(const bwd_job *j, const workspace *w, const attn_grad_problem *g, float *dq, int64_t i0,
+ * (nc_pad columns): P, dP and dS, then the three products. */
+static void block_step(const bwd_job *j, const workspace *w, const attn_grad_problem *g, float *dq, int64_t i0,
                        int64_t nb, int64_t j0, int64_t nc, int64_t nc_pad) {
     const attn_ukernels *uk = j->uk;
     int64_t ldk = ldk_of(j), ldt = ldt_of(j), kr = kr_of(j), nb16 = attn_round_up(nb, 16);
     int64_t nbm = attn_round_up(nb, ATTN_MR);
-    gemm_t(uk, w->s, ldk, w->q + i0 * j->Ep, j->Ep, w->kt, ldk, nbm, j->E, nc_pad);      /* S = Qs Kᵀ */
+    /* The block's queries times the scale, and its dout, zero rows up to nb16:
+     * packed per key block, so that scratch does not grow with L. */
+    attn_pack_scaled(uk, w->q, j->Ep, &g->f.q, i0, nb, nb16, g->f.scale, w->tmp);
+    attn_pack_scaled(uk, w->dout, j->Evp, &g->dout, i0, nb, nb16, 1.0, w->tmp);
+    gemm_t(uk, w->s, ldk, w->q, j->Ep, w->kt, ldk, nbm, j->E, nc_pad);      /* S = Qs Kᵀ */
     attn_score_block sb = {w->s, false, ldk};
-    if (!attn_score_epilogue(uk, sb, &g->f, i0, nb, j0, nc, nc_pad, true)) return false;
-    gemm_t(uk, w->dp, ldk, w->dout + i0 * j->Evp, j->Evp, w->vt, ldk, nbm, j->Ev, nc_pad); /* dP = dout Vᵀ */
+    /* A float mask of NaN or +inf never gets here: slice_check sent the slice
+     * to the exact kernel. */
+    attn_score_epilogue(uk, sb, &g->f, i0, nb, j0, nc, nc_pad, true);
+    gemm_t(uk, w->dp, ldk, w->dout, j->Evp, w->vt, ldk, nbm, j->Ev, nc_pad); /* dP = dout Vᵀ */
     for (int64_t r = 0; r < nb16; r++) {
         float *p = w->s + r * ldk, *ds = w->dp + r * ldk;
         memset(p + nc_pad, 0, sizeof(float) * (size_t)(kr - nc_pad)); /* the transposes read kr columns */
@@ -148,24 +154,39 @@ static bool block_step(const bwd_job *j, const workspace *w, const attn_grad_pro
     }
     transpose(uk, w->pt, ldt, w->s, ldk, nb16, kr);
     transpose(uk, w->dst, ldt, w->dp, ldk, nb16, kr);
-    gemm_acc(uk, w->dv, j->Evp, w->pt, ldt, w->dout + i0 * j->Evp, j->Evp, kr, nb16, j->Evp); /* dV += Pᵀ dout */
-    gemm_acc(uk, w->dk, j->Ep, w->dst, ldt, w->q + i0 * j->Ep, j->Ep, kr, nb16, j->Ep);       /* dK += dSᵀ Qs */
+    gemm_acc(uk, w->dv, j->Evp, w->pt, ldt, w->dout, j->Evp, kr, nb16, j->Evp); /* dV += Pᵀ dout */
+    gemm_acc(uk, w->dk, j->Ep, w->dst, ldt, w->q, j->Ep, kr, nb16, j->Ep);       /* dK += dSᵀ Qs */
     gemm_acc(uk, dq + i0 * j->Ep, j->Ep, w->dp, ldk, w->k, j->Ep, nbm, nc_pad, j->Ep);         /* dQ += dS K */
-    return true;
 }
 
-/* The slice's rows, packed once per item: queries times the scale, dout, D
- * and lse (zero rows up to Lp). */
-static void pack_slice(const bwd_job *j, const workspace *w, const attn_grad_problem *g) {
+/* The slice's rows, once per item: D = rowsum(dout ∘ out) and lse (-inf
+ * for the padding rows up to Lp). */
+static void row_statistics(const bwd_job *j, const workspace *w, const attn_grad_problem *g) {
     const attn_problem *p = &g->f;
-    attn_pack_scaled(j->uk, w->q, j->Ep, &p->q, 0, j->L, j->Lp, p->scale, w->tmp);
-    attn_pack_scaled(j->uk, w->dout, j->Evp, &g->dout, 0, j->L, j->Lp, 1.0, w->tmp);
     for (int64_t i = 0; i < j->Lp; i++) {
         double D = 0;
-        for (int64_t e = 0; i < j->L && e < j->Ev; e++)
-            D += (double)w->dout[i * j->Evp + e] * attn_mat_get(&p->out, i, e);
+        const float *dout = i < j->L ? attn_row_f32(&g->dout, i, w->tmp) : NULL;
+        for (int64_t e = 0; dout && e < j->Ev; e++) D += (double)dout[e] * attn_mat_get(&p->out, i, e);
         w->D[i] = (float)D;
         w->lse[i] = i < j->L ? (float)attn_mat_get(&p->lse, i, 0) : -INFINITY;
+    }
+}
+
+/* A key block's dK and dV rows j0..j0+nc-1: into the caller's output when it
+ * is written directly, else into the slice's partials. */
+static void store_key_block(const bwd_job *j, const workspace *w, const attn_grad_problem *g, int64_t slice,
+                            int64_t j0, int64_t nc) {
+    const attn_mat *out[2] = {&g->dk, &g->dv};
+    const float *src[2] = {w->dk, w->dv};
+    float *part[2] = {j->part.dk, j->part.dv};
+    int64_t cols[2] = {j->E, j->Ev}, ld[2] = {j->Ep, j->Evp};
+    for (int t = 0; t < 2; t++) {
+        if (j->gs->direct[1 + t]) {
+            for (int64_t r = 0; r < nc; r++)
+                for (int64_t e = 0; e < cols[t]; e++) attn_mat_set(out[t], j0 + r, e, src[t][r * ld[t] + e]);
+        } else if (part[t]) {
+            memcpy(part[t] + (slice * j->S + j0) * ld[t], src[t], sizeof(float) * (size_t)(nc * ld[t]));
+        }
     }
 }
 
@@ -178,7 +199,7 @@ static void bwd_item(void *ctx, int64_t item, int worker) {
     workspace w = workspace_of(j, worker);
     float *dq = j->part.dq + item * j->Lp * j->Ep;
     memset(dq, 0, sizeof(float) * (size_t)(j->Lp * j->Ep));
-    pack_slice(j, &w, &g);
+    row_statistics(j, &w, &g);
     int64_t k0 = c * j->chunk, k1 = k0 + j->chunk < j->S ? k0 + j->chunk : j->S;
     int64_t kr = kr_of(j), ldk = ldk_of(j);
     for (int64_t j0 = k0; j0 < k1; j0 += j->bc) {
@@ -186,26 +207,20 @@ static void bwd_item(void *ctx, int64_t item, int worker) {
         /* The first query row that sees key j0 (none: the block is skipped). */
         int64_t first = 0;
         while (first < j->L && attn_keys_seen(&g.f, first, j0, nc) == 0) first++;
-        float *dk = j->part.dk + (slice * j->S + j0) * j->Ep, *dv = j->part.dv + (slice * j->S + j0) * j->Evp;
-        if (first == j->L) {
-            memset(dk, 0, sizeof(float) * (size_t)(nc * j->Ep));
-            memset(dv, 0, sizeof(float) * (size_t)(nc * j->Evp));
+        memset(w.dk, 0, sizeof(float) * (size_t)(kr * j->Ep));
+        memset(w.dv, 0, sizeof(float) * (size_t)(kr * j->Evp));
+        if (first == j->L) { /* no query sees these keys: their gradients are 0 */
+            store_key_block(j, &w, &g, slice, j0, nc);
             continue;
         }
         attn_pack_transposed(j->uk, w.kt, ldk, nc_pad, &g.f.k, j0, nc, w.tmp);
         attn_pack_transposed(j->uk, w.vt, ldk, nc_pad, &g.f.v, j0, nc, w.tmp);
         attn_pack_scaled(j->uk, w.k, j->Ep, &g.f.k, j0, nc, kr, 1.0, w.tmp);
-        memset(w.dk, 0, sizeof(float) * (size_t)(kr * j->Ep));
-        memset(w.dv, 0, sizeof(float) * (size_t)(kr * j->Evp));
         for (int64_t i0 = first / ATTN_MR * ATTN_MR; i0 < j->L; i0 += j->br) {
             int64_t nb = j->L - i0 < j->br ? j->L - i0 : j->br;
-            if (!block_step(j, &w, &g, dq, i0, nb, j0, nc, nc_pad)) {
-                atomic_store(&j->bad[slice], 1);
-                return;
-            }
+            block_step(j, &w, &g, dq, i0, nb, j0, nc, nc_pad);
         }
-        memcpy(dk, w.dk, sizeof(float) * (size_t)(nc * j->Ep));
-        memcpy(dv, w.dv, sizeof(float) * (size_t)(nc * j->Evp));
+        store_key_block(j, &w, &g, slice, j0, nc);
     }
     float scale = (float)g.f.scale; /* dQ = scale · dS K */
     for (int64_t x = 0; x < j->L * j->Ep; x++) dq[x] *= scale;
@@ -227,6 +242,14 @@ static void slice_check(void *ctx, int64_t slice, int worker) {
         double lse = attn_mat_get(&g.f.lse, i, 0);
         if (lse != lse || lse == INFINITY) big[4] = -1;
     }
+    /* A float mask holding NaN or +inf: known now, before anything is
+     * written, so that the exact kernel's scratch is taken up front. */
+    const attn_mat *mk = &g.f.mask;
+    for (int64_t i = 0; mk->base && mk->dtype != ATTN_BOOL && i < mk->rows && big[4] >= 0; i++)
+        for (int64_t c = 0; c < mk->cols; c++) {
+            double x = attn_mat_get(mk, i, c);
+            if (x != x || x == INFINITY) big[4] = -1;
+        }
     double qmax = big[0] * fabs(g.f.scale), kmax = big[1];
     /* |dP| and |D| <= G; |dS| <= 2G; dK, dQ and dV sum L or S such terms. */
     double G = (double)j->Ev * big[3] * (big[2] > big[4] ? big[2] : big[4]);
@@ -244,22 +267,27 @@ static void reduce(const bwd_job *j, double *exact_work, attn_run_info *info) {
     for (int64_t s = 0; s < j->gs->f.count; s++) {
         attn_grad_problem g;
         attn_grad_slice(j->gs, s, &g);
+        const bool *direct = j->gs->direct;
         if (atomic_load(&j->bad[s])) {
             info->fallbacks++;
+            const attn_mat *m[3] = {&g.dq, &g.dk, &g.dv};
+            for (int t = 0; t < 3; t++) /* the exact kernel adds: start the written views from 0 */
+                for (int64_t r = 0; direct[t] && r < m[t]->rows; r++)
+                    for (int64_t e = 0; e < m[t]->cols; e++) attn_mat_set(m[t], r, e, 0.0);
             attn_backward_kernel(&g, exact_work);
             continue;
         }
         for (int64_t i = 0; g.dq.base && i < j->L; i++)
             for (int64_t e = 0; e < j->E; e++) {
-                double x = attn_mat_get(&g.dq, i, e);
+                double x = direct[0] ? 0.0 : attn_mat_get(&g.dq, i, e);
                 for (int64_t c = 0; c < j->n_chunks; c++)
                     x += j->part.dq[((s * j->n_chunks + c) * j->Lp + i) * j->Ep + e];
                 attn_mat_set(&g.dq, i, e, x);
             }
         for (int64_t r = 0; r < j->S; r++) {
-            for (int64_t e = 0; g.dk.base && e < j->E; e++)
+            for (int64_t e = 0; g.dk.base && !direct[1] && e < j->E; e++)
                 attn_mat_set(&g.dk, r, e, attn_mat_get(&g.dk, r, e) + j->part.dk[(s * j->S + r) * j->Ep + e]);
-            for (int64_t e = 0; g.dv.base && e < j->Ev; e++)
+            for (int64_t e = 0; g.dv.base && !direct[2] && e < j->Ev; e++)
                 attn_mat_set(&g.dv, r, e, attn_mat_get(&g.dv, r, e) + j->part.dv[(s * j->S + r) * j->Evp + e]);
         }
     }
@@ -277,10 +305,10 @@ static bool plan_job(bwd_job *j, const attn_grad_slices *gs) {
     int64_t nr = (int64_t)j->uk->vl * j->uk->nv;
     j->br = attn_round_up(j->uk->bwd_br, 48); /* a multiple of ATTN_MR and of 16 */
     j->bc = attn_round_up(j->uk->bwd_bc, nr);
-    /* Enough items to share among threads, at most 2^24 floats of dQ
-     * partials; from the shapes alone, so that results never depend on the
+    /* Enough items to share among threads, at most 2^23 floats (32 MiB) of
+     * dQ partials; from the shapes alone, so that results never depend on the
      * thread count. */
-    int64_t count = gs->f.count, want = (16 + count - 1) / count, most = ((int64_t)1 << 24) / (count * j->Lp * j->Ep);
+    int64_t count = gs->f.count, want = (16 + count - 1) / count, most = ((int64_t)1 << 23) / (count * j->Lp * j->Ep);
     int64_t blocks = (j->S + j->bc - 1) / j->bc;
     j->n_chunks = want < most ? want : most;
     j->n_chunks = j->n_chunks < 1 ? 1 : j->n_chunks > blocks ? blocks : j->n_chunks;
@@ -290,29 +318,43 @@ static bool plan_job(bwd_job *j, const attn_grad_slices *gs) {
     return true;
 }
 
-attn_status attn_flash_backward_run(const attn_grad_slices *gs, double *exact_work, attn_run_info *info,
-                                    attn_error *err) {
+attn_status attn_flash_backward_run(const attn_grad_slices *gs, attn_run_info *info, attn_error *err) {
     bwd_job j;
     memset(&j, 0, sizeof j);
-    int64_t items, dq_floats, kv_floats;
+    int64_t items, dq_floats, dk_floats, dv_floats;
     if (!plan_job(&j, gs) || !attn_mul_i64(gs->f.count, j.n_chunks, &items) ||
-        !attn_mul_i64(items, j.Lp * j.Ep, &dq_floats) ||
-        !attn_mul_i64(gs->f.count, j.S * (j.Ep + j.Evp), &kv_floats))
+        !attn_mul_i64(items, j.Lp * j.Ep, &dq_floats) || !attn_mul_i64(gs->f.count, j.S * j.Ep, &dk_floats) ||
+        !attn_mul_i64(gs->f.count, j.S * j.Evp, &dv_floats))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the backward pass's partial sums overflow");
+    /* Partials of dk and dv only for gradients that slices share. */
+    bool want_dk = gs->dk && !gs->direct[1], want_dv = gs->dv && !gs->direct[2];
     j.ws_bytes = (workspace_floats(&j) * sizeof(float) + 63) / 64 * 64;
     int workers = gs->f.threads < items ? gs->f.threads : (int)items;
     attn_arena *a = gs->f.arena;
     j.scratch = attn_arena_alloc(a, j.ws_bytes, (size_t)workers);
     j.part.dq = attn_arena_alloc(a, (size_t)dq_floats, sizeof(float));
-    j.part.dk = attn_arena_alloc(a, (size_t)kv_floats, sizeof(float));
-    j.part.dv = j.part.dk ? j.part.dk + gs->f.count * j.S * j.Ep : NULL;
+    j.part.dk = want_dk ? attn_arena_alloc(a, (size_t)dk_floats, sizeof(float)) : NULL;
+    j.part.dv = want_dv ? attn_arena_alloc(a, (size_t)dv_floats, sizeof(float)) : NULL;
     j.bad = attn_arena_alloc(a, (size_t)gs->f.count, sizeof *j.bad);
-    if (a->measure) return ATTN_OK;
-    if (!j.scratch || !j.part.dq || !j.part.dk || !j.bad)
+    int64_t exact_words = attn_backward_work_size(j.S, j.E, j.Ev);
+    if (exact_words < 0) return attn_fail(err, ATTN_ERR_OVERFLOW, "the backward pass's scratch size overflows");
+    double *exact_work = NULL;
+    if (a->measure) { /* a workspace must hold the exact kernel's scratch too, in case */
+        attn_arena_alloc(a, (size_t)exact_words, sizeof(double));
+        return ATTN_OK;
+    }
+    if (!j.scratch || !j.part.dq || (want_dk && !j.part.dk) || (want_dv && !j.part.dv) || !j.bad)
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the backward pass's partial sums");
     for (int64_t s = 0; s < gs->f.count; s++) atomic_init(&j.bad[s], 0);
     attn_parallel_for(workers, gs->f.count, slice_check, &j);
+    /* The exact kernel's scratch (O(S·d) doubles) only when a slice needs it,
+     * and before any output is written. */
+    bool any_bad = false;
+    for (int64_t s = 0; s < gs->f.count; s++) any_bad |= atomic_load(&j.bad[s]);
+    if (any_bad && !(exact_work = attn_arena_alloc(a, (size_t)exact_words, sizeof(double))))
+        return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
+                         "cannot allocate the exact kernel's scratch for the slices f32 cannot take");
     attn_parallel_for(workers, items, bwd_item, &j);
     info->kernel = "flash_backward", info->isa = j.uk->name, info->bf16 = NULL, info->threads = workers;
     info->items = gs->f.count, info->fallbacks = 0;

@@ -62,28 +62,44 @@ static attn_status check_grads(grads *g, const attn_tensor *dout, const attn_ten
     return ATTN_OK;
 }
 
-/* Take the accumulators and the kernel's scratch from the arena; with a
- * measuring arena only count them. */
-static attn_status take_memory(grads *g, double **work, const attn_slices *sl, attn_error *err) {
+/* Whether the fused f32 kernel computes the call: f32 q (k and v may be 16-bit)
+ * and no dmask, which the exact kernel writes (it is L × S anyway). */
+static bool fast_applies(const grads *g, const attn_grad_slices *gs) {
+    return gs->f.q->dtype == ATTN_F32 && !g->out[3];
+}
+
+/* Which gradients the fused kernel writes straight into the caller's
+ * output: those no two slices share (no broadcast batch dimension, and for
+ * dk and dv no GQA group). The others are summed in f64 first. */
+static void choose_direct(attn_grad_slices *gs, const grads *g) {
+    const attn_canon *in[3] = {&gs->f.cq, &gs->f.ck, &gs->f.cv}, *out = &gs->f.co;
+    bool fast = fast_applies(g, gs);
+    for (int i = 0; i < 3; i++) {
+        bool shared = i > 0 && in[i]->shape[2] != out->shape[2]; /* a GQA group */
+        for (int d = 0; d < 3; d++) shared |= in[i]->shape[d] == 1 && out->shape[d] > 1;
+        gs->direct[i] = fast && g->out[i] && !shared;
+    }
+    gs->direct[3] = false;
+}
+
+/* Take the accumulators and the exact kernel's scratch from the arena; with
+ * a measuring arena only count them. The fused kernel takes its own. */
+static attn_status take_memory(grads *g, double **work, const attn_grad_slices *gs, attn_error *err) {
+    const attn_slices *sl = &gs->f;
     int64_t words = attn_backward_work_size(sl->ck.shape[3], sl->cq.shape[4], sl->cv.shape[4]);
     if (words < 0)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the backward pass's scratch size overflows");
-    *work = attn_arena_alloc(sl->arena, (size_t)words, sizeof(double));
-    bool ok = *work != NULL;
+    bool fast = fast_applies(g, gs);
+    *work = fast ? NULL : attn_arena_alloc(sl->arena, (size_t)words, sizeof(double));
+    bool ok = fast || *work != NULL;
     for (int i = 0; i < 4; i++) {
-        if (!g->out[i]) continue;
+        if (!g->out[i] || gs->direct[i]) continue;
         g->acc[i].data = attn_arena_alloc(sl->arena, (size_t)attn_tensor_numel(&g->acc[i]), sizeof(double));
         ok &= g->acc[i].data != NULL;
     }
     if (sl->arena->measure || ok) return ATTN_OK;
     return attn_fail(err, sl->arena->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                      "cannot allocate the backward pass's %lld bytes of scratch", (long long)words * 8);
-}
-
-/* Whether the fused f32 kernel computes the call: f32 q (k and v may be 16-bit)
- * and no dmask, which the exact kernel writes (it is L × S anyway). */
-static bool fast_applies(const grads *g, const attn_grad_slices *gs) {
-    return gs->f.q->dtype == ATTN_F32 && !g->out[3];
 }
 
 /* The accumulators zeroed and seen through gs, the kernel run on every slice,
@@ -93,13 +109,14 @@ static attn_status run(grads *g, attn_grad_slices *gs, double *work, attn_run_in
     attn_canon *canon[4] = {&gs->cdq, &gs->cdk, &gs->cdv, &gs->cdm};
     for (int i = 0; i < 4; i++) {
         if (!g->out[i]) continue;
-        memset(g->acc[i].data, 0, sizeof(double) * (size_t)attn_tensor_numel(&g->acc[i]));
-        *dst[i] = &g->acc[i];
-        *canon[i] = attn_canonical(&g->acc[i]);
+        const attn_tensor *t = gs->direct[i] ? g->out[i] : &g->acc[i];
+        if (!gs->direct[i]) memset(g->acc[i].data, 0, sizeof(double) * (size_t)attn_tensor_numel(&g->acc[i]));
+        *dst[i] = t;
+        *canon[i] = attn_canonical(t);
     }
     attn_status st = ATTN_OK;
     if (fast_applies(g, gs)) {
-        st = attn_flash_backward_run(gs, work, info, err);
+        st = attn_flash_backward_run(gs, info, err);
     } else {
         for (int64_t s = 0; s < gs->f.count; s++) {
             attn_grad_problem p;
@@ -108,7 +125,7 @@ static attn_status run(grads *g, attn_grad_slices *gs, double *work, attn_run_in
         }
     }
     for (int i = 0; i < 4 && !st && !gs->f.arena->measure; i++)
-        if (g->out[i]) attn_tensor_convert(g->out[i], &g->acc[i], NULL); /* shapes checked: cannot fail */
+        if (g->out[i] && !gs->direct[i]) attn_tensor_convert(g->out[i], &g->acc[i], NULL); /* cannot fail */
     return st;
 }
 
@@ -134,8 +151,9 @@ static attn_status backward(size_t *bytes, grads *g, const attn_tensor *dout, co
     double *work;
     attn_run_info info = {"exact", "-", NULL, 1, gs.f.count, 0};
     gs.f.arena = &measure;
-    if ((st = take_memory(g, &work, &gs.f, err)) ||
-        (fast_applies(g, &gs) && (st = attn_flash_backward_run(&gs, NULL, &info, err))))
+    choose_direct(&gs, g);
+    if ((st = take_memory(g, &work, &gs, err)) ||
+        (fast_applies(g, &gs) && (st = attn_flash_backward_run(&gs, &info, err))))
         return st;
     size_t need = attn_arena_needed(&measure);
     if (bytes) {
@@ -149,7 +167,7 @@ static attn_status backward(size_t *bytes, grads *g, const attn_tensor *dout, co
     gs.f.arena = &arena;
     bool verbose = attn_verbose_on();
     double t0 = verbose ? attn_now_ms() : 0;
-    if (!(st = take_memory(g, &work, &gs.f, err))) st = run(g, &gs, work, &info, err);
+    if (!(st = take_memory(g, &work, &gs, err))) st = run(g, &gs, work, &info, err);
     attn_arena_release(&arena);
     if (verbose) attn_verbose_report("sdpa_backward", &info, &gs.f, &o, attn_now_ms() - t0);
     return st;
