@@ -549,10 +549,15 @@ int main(int argc, char **argv) {
     ns++;
 
     result results[MAX_SHAPES];
-    /* The memory shape runs first, before other shapes and OpenBLAS have
-     * grown the heap, so that its RSS beyond inputs and outputs is clean. */
+    /* The memory shapes run first (the backward's, then the forward's),
+     * before other shapes and OpenBLAS have grown the heap, so that their RSS
+     * beyond inputs and outputs is clean. */
+    int order[MAX_SHAPES], no = 0;
+    order[no++] = ns - 1, order[no++] = first_memory;
+    for (int i = 0; i < ns; i++)
+        if (i != ns - 1 && i != first_memory) order[no++] = i;
     for (int k = 0; k < ns; k++) {
-        int i = k == 0 ? first_memory : k <= first_memory ? k - 1 : k;
+        int i = order[k];
         char what[96];
         snprintf(what, sizeof what, "[%d/%d] %s", k + 1, ns, shapes[i].name);
         progress(what);
