@@ -303,10 +303,38 @@ static void test_concurrent_callers(void) {
     free(q), free(k), free(v), free(serial), free(a), free(b);
 }
 
+/* pvt (p read by columns) against pv on the transposed p: the same sums in
+ * the same order, so bitwise equal, for every tile width. */
+static void test_pvt(const char *isa) {
+    const attn_ukernels *uk = attn_ukernels_by_name(isa);
+    char name[64];
+    snprintf(name, sizeof name, "pvt_%s_equals_pv_transposed", isa);
+    if (!uk) {
+        skip(name, "this CPU lacks %s", isa);
+        return;
+    }
+    enum { K = 37, LDO = 80 };
+    float p[ATTN_MR * K], pt[K * ATTN_MR], v[K * 64], o1[ATTN_MR * LDO], o2[ATTN_MR * LDO];
+    for (int r = 0; r < ATTN_MR; r++)
+        for (int k = 0; k < K; k++) pt[k * ATTN_MR + r] = p[r * K + k] = (float)uniform();
+    for (int i = 0; i < K * 64; i++) v[i] = (float)uniform();
+    int same = 1;
+    for (int nvec = 1; nvec <= uk->nv; nvec++) {
+        for (int i = 0; i < ATTN_MR * LDO; i++) o1[i] = o2[i] = (float)i;
+        uk->pv(o1, LDO, p, K, v, 64, K, nvec);
+        uk->pvt(o2, LDO, pt, ATTN_MR, v, 64, K, nvec);
+        same &= memcmp(o1, o2, sizeof o1) == 0;
+    }
+    check(same, name, "pvt differs from pv");
+}
+
 int main(void) {
     test_exp2("c");
     test_exp2("avx2");
     test_exp2("avx512");
+    test_pvt("c");
+    test_pvt("avx2");
+    test_pvt("avx512");
     /* A forced ISA this CPU lacks would quietly test another one. */
     const char *forced = getenv("ATTN_ISA");
     if (forced && *forced && strcmp(forced, attn_isa()) != 0) {

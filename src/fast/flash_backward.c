@@ -56,22 +56,20 @@ typedef struct workspace {
     float *kt, *k, *vt;        /* a key block: E × ldk, kr × Ep, Ev × ldk */
     float *dk, *dv;            /* its gradients: kr × Ep, kr × Evp */
     float *s, *dp;             /* a query block: brp × ldk (P, then dP and dS) */
-    float *pt, *dst;           /* Pᵀ and dSᵀ: kr × ldt */
     float *tmp;                /* one row, for widening 16-bit floats */
 } workspace;
 
 static int64_t ldk_of(const bwd_job *j) { return attn_round_up(j->bc, 16) + 16; }
 static int64_t kr_of(const bwd_job *j) { return attn_round_up(attn_round_up(j->bc, 16), ATTN_MR); }
-static int64_t ldt_of(const bwd_job *j) { return attn_round_up(j->br, 16); }
 
 static size_t workspace_floats(const bwd_job *j) {
-    int64_t ldk = ldk_of(j), kr = kr_of(j), ldt = ldt_of(j), brp = attn_round_up(j->br, 16);
+    int64_t ldk = ldk_of(j), kr = kr_of(j), brp = attn_round_up(j->br, 16);
     return (size_t)(2 * j->Lp + brp * (j->Ep + j->Evp) + (j->E + j->Ev) * ldk + kr * (2 * j->Ep + j->Evp) +
-                    2 * brp * ldk + 2 * kr * ldt + j->E + j->Ev + 16);
+                    2 * brp * ldk + j->E + j->Ev + 16);
 }
 
 static workspace workspace_of(const bwd_job *j, int worker) {
-    int64_t ldk = ldk_of(j), kr = kr_of(j), ldt = ldt_of(j), brp = attn_round_up(j->br, 16);
+    int64_t ldk = ldk_of(j), kr = kr_of(j), brp = attn_round_up(j->br, 16);
     workspace w;
     w.D = (float *)(void *)(j->scratch + (size_t)worker * j->ws_bytes);
     w.lse = w.D + j->Lp;
@@ -84,9 +82,7 @@ static workspace workspace_of(const bwd_job *j, int worker) {
     w.dv = w.dk + kr * j->Ep;
     w.s = w.dv + kr * j->Evp;
     w.dp = w.s + brp * ldk;
-    w.pt = w.dp + brp * ldk;
-    w.dst = w.pt + kr * ldt;
-    w.tmp = w.dst + kr * ldt;
+    w.tmp = w.dp + brp * ldk;
     return w;
 }
 
@@ -112,11 +108,17 @@ static void gemm_t(const attn_ukernels *uk, float *s, int64_t lds, const float *
         for (int64_t c0 = 0; c0 < cols; c0 += nr) uk->qk(s + r0 * lds + c0, lds, a + r0 * lda, lda, bt + c0, ldb, inner);
 }
 
-/* dst (cols × ldt) = the transpose of src (rows × cols, stride lds), rows a
- * multiple of 16 (<= ldt). */
-static void transpose(const attn_ukernels *uk, float *dst, int64_t ldt, const float *src, int64_t lds,
-                      int64_t rows, int64_t cols) {
-    for (int64_t r0 = 0; r0 < rows; r0 += 16) uk->transpose16(dst + r0, ldt, src + r0 * lds, lds, 16, cols);
+/* c (rows × cols, stride ldc) += aᵀ · b, for a stored inner × rows (stride
+ * lda): the microkernel pvt, which reads a by columns, so that Pᵀ and dSᵀ
+ * need no transposed copies. */
+static void gemm_acc_t(const attn_ukernels *uk, float *c, int64_t ldc, const float *a, int64_t lda,
+                       const float *b, int64_t ldb, int64_t rows, int64_t inner, int64_t cols) {
+    int64_t nr = (int64_t)uk->vl * uk->nv;
+    for (int64_t r0 = 0; r0 < rows; r0 += ATTN_MR)
+        for (int64_t c0 = 0; c0 < cols; c0 += nr) {
+            int nvec = (int)((cols - c0) / uk->vl < uk->nv ? (cols - c0) / uk->vl : uk->nv);
+            uk->pvt(c + r0 * ldc + c0, ldc, a + r0, lda, b + c0, ldb, inner, nvec);
+        }
 }
 
 /* One block of query rows i0..i0+nb-1 against the packed key block j0..j0+nc-1
@@ -124,7 +126,7 @@ static void transpose(const attn_ukernels *uk, float *dst, int64_t ldt, const fl
 static void block_step(const bwd_job *j, const workspace *w, const attn_grad_problem *g, float *dq, int64_t i0,
                        int64_t nb, int64_t j0, int64_t nc, int64_t nc_pad) {
     const attn_ukernels *uk = j->uk;
-    int64_t ldk = ldk_of(j), ldt = ldt_of(j), kr = kr_of(j), nb16 = attn_round_up(nb, 16);
+    int64_t ldk = ldk_of(j), kr = kr_of(j), nb16 = attn_round_up(nb, 16);
     int64_t nbm = attn_round_up(nb, ATTN_MR);
     /* The block's queries times the scale, and its dout, zero rows up to nb16:
      * packed per key block, so that scratch does not grow with L. */
@@ -138,7 +140,7 @@ static void block_step(const bwd_job *j, const workspace *w, const attn_grad_pro
     gemm_t(uk, w->dp, ldk, w->dout, j->Evp, w->vt, ldk, nbm, j->Ev, nc_pad); /* dP = dout Vᵀ */
     for (int64_t r = 0; r < nb16; r++) {
         float *p = w->s + r * ldk, *ds = w->dp + r * ldk;
-        memset(p + nc_pad, 0, sizeof(float) * (size_t)(kr - nc_pad)); /* the transposes read kr columns */
+        memset(p + nc_pad, 0, sizeof(float) * (size_t)(kr - nc_pad)); /* pvt reads kr columns */
         memset(ds + nc_pad, 0, sizeof(float) * (size_t)(kr - nc_pad));
         if (r >= nb || w->lse[i0 + r] == -INFINITY) { /* a padding row, or no key takes part */
             memset(p, 0, sizeof(float) * (size_t)nc_pad);
@@ -152,10 +154,8 @@ static void block_step(const bwd_job *j, const workspace *w, const attn_grad_pro
         for (int64_t c = 0; c < nc_pad; c++) ds[c] = p[c] * (ds[c] - D); /* dS = P ∘ (dP - D) */
         attn_dropout_row(prow, 0, &g->f, i0 + r, j0, nc); /* P, dropped, for dV */
     }
-    transpose(uk, w->pt, ldt, w->s, ldk, nb16, kr);
-    transpose(uk, w->dst, ldt, w->dp, ldk, nb16, kr);
-    gemm_acc(uk, w->dv, j->Evp, w->pt, ldt, w->dout, j->Evp, kr, nb16, j->Evp); /* dV += Pᵀ dout */
-    gemm_acc(uk, w->dk, j->Ep, w->dst, ldt, w->q, j->Ep, kr, nb16, j->Ep);       /* dK += dSᵀ Qs */
+    gemm_acc_t(uk, w->dv, j->Evp, w->s, ldk, w->dout, j->Evp, kr, nb16, j->Evp); /* dV += Pᵀ dout */
+    gemm_acc_t(uk, w->dk, j->Ep, w->dp, ldk, w->q, j->Ep, kr, nb16, j->Ep);      /* dK += dSᵀ Qs */
     gemm_acc(uk, dq + i0 * j->Ep, j->Ep, w->dp, ldk, w->k, j->Ep, nbm, nc_pad, j->Ep);         /* dQ += dS K */
 }
 
@@ -203,7 +203,7 @@ static void bwd_item(void *ctx, int64_t item, int worker) {
     int64_t k0 = c * j->chunk, k1 = k0 + j->chunk < j->S ? k0 + j->chunk : j->S;
     int64_t kr = kr_of(j), ldk = ldk_of(j);
     for (int64_t j0 = k0; j0 < k1; j0 += j->bc) {
-        int64_t nc = k1 - j0 < j->bc ? k1 - j0 : j->bc, nc_pad = attn_round_up(nc, 16);
+        int64_t nc = k1 - j0 < j->bc ? k1 - j0 : j->bc, nc_pad = attn_round_up(nc, (int64_t)j->uk->vl * j->uk->nv);
         /* The first query row that sees key j0 (none: the block is skipped). */
         int64_t first = 0;
         while (first < j->L && attn_keys_seen(&g.f, first, j0, nc) == 0) first++;

@@ -35,6 +35,11 @@ typedef struct attn_ukernels {
      * v (keys × nvec*vl, stride ldv), for 1 <= nvec <= nv. */
     void (*pv)(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v, int64_t ldv,
                int64_t keys, int nvec);
+    /* pv with p transposed: o (ATTN_MR × nvec*vl) += pᵀ · v, p stored keys ×
+     * ATTN_MR (stride ldp): the backward's dV += Pᵀ dout and dK += dSᵀ Q
+     * without transposing P and dS. */
+    void (*pvt)(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v, int64_t ldv,
+                int64_t keys, int nvec);
 
     /* x[i] = e^(x[i] - m) for i < n, computed as 2^((x[i] - m)·log2 e);
      * returns their sum, added in a fixed order. n is a multiple of vl.

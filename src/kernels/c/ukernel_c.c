@@ -50,6 +50,16 @@ static void pv_c(float *o, int64_t ldo, const float *p, int64_t ldp, const float
         }
 }
 
+static void pvt_c(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v, int64_t ldv,
+                  int64_t keys, int nvec) {
+    int n = nvec * VL;
+    for (int r = 0; r < ATTN_MR; r++)
+        for (int64_t k = 0; k < keys; k++) {
+            float a = p[k * ldp + r];
+            for (int c = 0; c < n; c++) o[r * ldo + c] += a * v[k * ldv + c];
+        }
+}
+
 static float exp_sum_c(float *x, int64_t n, float m) {
     float lane[VL] = {0};
     for (int64_t i = 0; i < n; i += VL)
@@ -142,6 +152,7 @@ const attn_ukernels attn_ukernels_c = {
     .bwd_bc = 128, /* (K, Kᵀ, Vᵀ, dK, dV: 5 × 128 × d) stay in L2 together */
     .qk = qk_c,
     .pv = pv_c,
+    .pvt = pvt_c,
     .exp_sum = exp_sum_c,
     .transpose16 = attn_transpose16_portable,
     .absmax = absmax_c,

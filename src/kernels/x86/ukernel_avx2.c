@@ -31,9 +31,13 @@ static void qk_avx2(float *s, int64_t lds, const float *q, int64_t ldq, const fl
 #undef STORE
 }
 
-#define PV_KERNEL(NVEC)                                                                           \
-    static void pv_avx2_##NVEC(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v, \
-                               int64_t ldv, int64_t keys) {                                       \
+/* o += p · v (PV: p is MR × keys, element (r, k) at P(r, k)) for NVEC vectors
+ * of columns; pv reads p by rows, pvt by columns (p stored keys × MR). */
+#define PV_ROW(r, k) (p + (r) * ldp + (k))
+#define PV_COL(r, k) (p + (k) * ldp + (r))
+#define PV_KERNEL(NAME, NVEC, P)                                                                  \
+    static void NAME##_##NVEC(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v,  \
+                              int64_t ldv, int64_t keys) {                                        \
         __m256 acc[ATTN_MR][NVEC];                                                                \
         _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++)                                  \
             _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) acc[r][j] = _mm256_loadu_ps(o + r * ldo + 8 * j);      \
@@ -41,20 +45,28 @@ static void qk_avx2(float *s, int64_t lds, const float *q, int64_t ldq, const fl
             __m256 b[NVEC];                                                                       \
             _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) b[j] = _mm256_loadu_ps(v + k * ldv + 8 * j);           \
             _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++) {                            \
-                __m256 a = _mm256_broadcast_ss(p + r * ldp + k);                                  \
+                __m256 a = _mm256_broadcast_ss(P(r, k));                                          \
                 _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) acc[r][j] = _mm256_fmadd_ps(a, b[j], acc[r][j]);   \
             }                                                                                     \
         }                                                                                         \
         _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++)                                  \
             _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) _mm256_storeu_ps(o + r * ldo + 8 * j, acc[r][j]);      \
     }
-PV_KERNEL(1)
-PV_KERNEL(2)
+PV_KERNEL(pv_avx2, 1, PV_ROW)
+PV_KERNEL(pv_avx2, 2, PV_ROW)
+PV_KERNEL(pvt_avx2, 1, PV_COL)
+PV_KERNEL(pvt_avx2, 2, PV_COL)
 
 static void pv_avx2(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v, int64_t ldv,
                     int64_t keys, int nvec) {
     if (nvec == 1) pv_avx2_1(o, ldo, p, ldp, v, ldv, keys);
     else pv_avx2_2(o, ldo, p, ldp, v, ldv, keys);
+}
+
+static void pvt_avx2(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v, int64_t ldv,
+                     int64_t keys, int nvec) {
+    if (nvec == 1) pvt_avx2_1(o, ldo, p, ldp, v, ldv, keys);
+    else pvt_avx2_2(o, ldo, p, ldp, v, ldv, keys);
 }
 
 /* 2^n for integer-valued n in [-126, 127], built in the exponent field. */
@@ -234,6 +246,7 @@ const attn_ukernels attn_ukernels_avx2 = {
     .bwd_bc = 128, /* (K, Kᵀ, Vᵀ, dK, dV: 5 × 128 × d) stay in L2 together */
     .qk = qk_avx2,
     .pv = pv_avx2,
+    .pvt = pvt_avx2,
     .exp_sum = exp_sum_avx2,
     .transpose16 = attn_transpose16_portable,
     .absmax = absmax_avx2,

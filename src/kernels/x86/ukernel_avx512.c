@@ -39,10 +39,14 @@ static void qk_avx512(float *s, int64_t lds, const float *q, int64_t ldq, const 
 #undef STORE
 }
 
-/* o += p · v for NVEC vectors of columns, unrolled by the compiler. */
-#define PV_KERNEL(NVEC)                                                                           \
-    static void pv_avx512_##NVEC(float *o, int64_t ldo, const float *p, int64_t ldp,               \
-                                 const float *v, int64_t ldv, int64_t keys) {                      \
+/* o += p · v for NVEC vectors of columns, unrolled by the compiler; p is MR ×
+ * keys, element (r, k) at P(r, k): pv reads it by rows, pvt by columns (p
+ * stored keys × MR). */
+#define PV_ROW(r, k) p[(r) * ldp + (k)]
+#define PV_COL(r, k) p[(k) * ldp + (r)]
+#define PV_KERNEL(NAME, NVEC, P)                                                                  \
+    static void NAME##_##NVEC(float *o, int64_t ldo, const float *p, int64_t ldp,                  \
+                              const float *v, int64_t ldv, int64_t keys) {                        \
         __m512 acc[ATTN_MR][NVEC];                                                                \
         _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++)                                  \
             _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) acc[r][j] = _mm512_loadu_ps(o + r * ldo + 16 * j);     \
@@ -50,17 +54,21 @@ static void qk_avx512(float *s, int64_t lds, const float *q, int64_t ldq, const 
             __m512 b[NVEC];                                                                       \
             _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) b[j] = _mm512_loadu_ps(v + k * ldv + 16 * j);          \
             _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++) {                            \
-                __m512 a = _mm512_set1_ps(p[r * ldp + k]);                                        \
+                __m512 a = _mm512_set1_ps(P(r, k));                                               \
                 _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) acc[r][j] = _mm512_fmadd_ps(a, b[j], acc[r][j]);   \
             }                                                                                     \
         }                                                                                         \
         _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++)                                  \
             _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) _mm512_storeu_ps(o + r * ldo + 16 * j, acc[r][j]);     \
     }
-PV_KERNEL(1)
-PV_KERNEL(2)
-PV_KERNEL(3)
-PV_KERNEL(4)
+PV_KERNEL(pv_avx512, 1, PV_ROW)
+PV_KERNEL(pv_avx512, 2, PV_ROW)
+PV_KERNEL(pv_avx512, 3, PV_ROW)
+PV_KERNEL(pv_avx512, 4, PV_ROW)
+PV_KERNEL(pvt_avx512, 1, PV_COL)
+PV_KERNEL(pvt_avx512, 2, PV_COL)
+PV_KERNEL(pvt_avx512, 3, PV_COL)
+PV_KERNEL(pvt_avx512, 4, PV_COL)
 
 static void pv_avx512(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v,
                       int64_t ldv, int64_t keys, int nvec) {
@@ -69,6 +77,16 @@ static void pv_avx512(float *o, int64_t ldo, const float *p, int64_t ldp, const 
     case 2: pv_avx512_2(o, ldo, p, ldp, v, ldv, keys); break;
     case 3: pv_avx512_3(o, ldo, p, ldp, v, ldv, keys); break;
     default: pv_avx512_4(o, ldo, p, ldp, v, ldv, keys); break;
+    }
+}
+
+static void pvt_avx512(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v,
+                       int64_t ldv, int64_t keys, int nvec) {
+    switch (nvec) {
+    case 1: pvt_avx512_1(o, ldo, p, ldp, v, ldv, keys); break;
+    case 2: pvt_avx512_2(o, ldo, p, ldp, v, ldv, keys); break;
+    case 3: pvt_avx512_3(o, ldo, p, ldp, v, ldv, keys); break;
+    default: pvt_avx512_4(o, ldo, p, ldp, v, ldv, keys); break;
     }
 }
 
@@ -230,6 +248,7 @@ const attn_ukernels attn_ukernels_avx512 = {
     .bwd_bc = 128, /* (K, Kᵀ, Vᵀ, dK, dV: 5 × 128 × d) stay in L2 together */
     .qk = qk_avx512,
     .pv = pv_avx512,
+    .pvt = pvt_avx512,
     .exp_sum = exp_sum_avx512,
     .transpose16 = transpose16_avx512,
     .absmax = absmax_avx512,
