@@ -51,10 +51,6 @@ void attn_pack_transposed(const struct attn_ukernels *uk, float *kt, int64_t ld,
  * kernel. All scratch comes from gs->f.arena, taken before anything is
  * written. Fills *info. Returns ATTN_OK, ATTN_ERR_OVERFLOW,
  * ATTN_ERR_NO_MEMORY or ATTN_ERR_WORKSPACE. */
-typedef struct attn_grad_partials {
-    float *dq; /* per item: Lp × Ep */
-    float *dk, *dv; /* per slice: S × Ep, S × Evp */
-} attn_grad_partials;
 attn_status attn_flash_backward_run(const attn_grad_slices *gs, attn_run_info *info, attn_error *err);
 
 /* One row of a partial result: attention over some of the keys. */

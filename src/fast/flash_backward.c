@@ -1,23 +1,24 @@
 /* flash_backward.c -- the fused f32 backward pass: FlashAttention-2's
  * backward in plain C, the products in the per-ISA microkernels.
  *
- * A work item is one (batch, head) slice and one chunk of its keys. It packs
- * the slice's queries (times the scale) and dout once, computes
- * D_i = rowsum(dout_i ∘ out_i), then walks its keys in blocks of bc. For a
- * key block it packs K (transposed and plain) and V (transposed), and for
- * every block of br query rows that can see it:
+ * A work item is one (batch, head) slice and one chunk of its keys. It
+ * computes D_i = rowsum(dout_i ∘ out_i) for the slice's rows, then walks its
+ * keys in blocks of bc. For a key block it packs K (transposed and plain)
+ * and V (transposed), and for every block of br query rows that can see it
+ * packs those queries (times the scale) and their dout, then:
  *   S  = Qs Kᵀ, then the score epilogue (masks, causal limit)
  *   P  = exp(S - lse)            (the forward's lse: no softmax statistics
  *                                 are recomputed)
  *   dP = Z ∘ dout Vᵀ             (Z: dropout's 0 or 1/(1 - p), else 1)
  *   dS = P ∘ (dP - D)
- *   dV_j += (Z ∘ P)ᵀ dout,  dK_j += dSᵀ Qs  (Qs holds the scale)
+ *   dV_j += (Z ∘ P)ᵀ dout,  dK_j += dSᵀ Qs  (Qs holds the scale; pvt
+ *                                  reads P and dS by columns, uncopied)
  *   dQ_i += dS K_j                    (times the scale at the end)
  * Nothing of size L × S exists; the P and dS tiles are br × bc.
  *
  * Determinism: dK and dV rows belong to one item (chunks do not overlap), and
  * each item keeps its own dQ partial (L × E). The items' partials are summed
- * afterwards in a fixed order (item order, in f64, by the caller), and the
+ * afterwards in a fixed order (item order, in f64, in reduce()), and the
  * chunking depends on the shapes only, so results are bitwise identical for
  * any number of threads. (The alternative, a second pass over the queries
  * for dQ, recomputes S and dP: 8 products of L·S·d instead of 5.)
@@ -35,18 +36,23 @@
 #include <stdatomic.h>
 #include <string.h>
 
+/* The items' partial sums. */
+typedef struct attn_grad_partials {
+    float *dq;      /* per item: Lp × Ep */
+    float *dk, *dv; /* per slice, for gradients slices share: S × Ep, S × Evp */
+} attn_grad_partials;
+
 typedef struct bwd_job {
     const attn_ukernels *uk;
     const attn_grad_slices *gs;
     int64_t L, S, E, Ev, Ep, Evp; /* Ep, Evp: E and Ev rounded up to the vector length */
-    int64_t Lp;                   /* L rounded up to ATTN_MR */
+    int64_t Lp;                   /* L + 16 rounded up to 16: rows of D, lse, dQ partials */
     int64_t br, bc;               /* query rows and keys per block */
     int64_t chunk, n_chunks;      /* keys per work item, items per slice */
     attn_grad_partials part;
     char *scratch; /* one workspace per worker */
     size_t ws_bytes;
-    float *maxima; /* per slice: qmax, kmax, vmax, gmax (-1: not all finite) */
-    atomic_uchar *bad;
+    atomic_uchar *bad; /* per slice: the exact kernel computes it */
 } bwd_job;
 
 /* One worker's scratch, carved out of job->scratch. */
