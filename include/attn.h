@@ -459,15 +459,22 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  *     lse move P by up to 4·2^-24·max|s| each. A slice whose inputs are not
  *     finite, whose scores or gradients could overflow f32, or whose float
  *     mask holds NaN or +inf goes to the exact kernel.
- * Memory: f64 accumulators the size of the gradients asked for; the fused
- * kernel adds an f32 partial dq per work item and dk, dv per slice, and
- * O((L + bc)·(E + Ev)) per thread; the exact kernel O(S·(E + Ev)). Nothing
- * of size L×S unless dmask is. The bf16 compute mode is refused
- * (ATTN_ERR_OPTION).
+ *   - Dropout (options.dropout_p > 0): the forward's mask is regenerated from
+ *     the same seed, never stored; pass the forward's options unchanged.
+ * Memory: the fused kernel writes a gradient that no two slices share
+ * straight into its output; a shared one (a broadcast input, dk and dv
+ * under GQA), and every gradient of the exact kernel, is summed in an f64
+ * accumulator of its size first. The fused kernel adds dq partials (at most
+ * 32 MiB) and O(br·(E + Ev) + bc·(E + Ev) + L) per thread; the exact kernel
+ * O(S·(E + Ev)) (the fused one takes that too, but only when a slice needs
+ * the exact kernel). Nothing of size L×S unless dmask is. The bf16 compute
+ * mode is refused (ATTN_ERR_OPTION). Scratch comes from the context's
+ * workspace when one is given (attn_sdpa_backward_workspace_size).
  *
- * Errors: those of attn_sdpa, and ATTN_ERR_NULL (dout, out or lse NULL, or
- * no gradient asked for), ATTN_ERR_SHAPE and ATTN_ERR_DTYPE (a gradient or
- * dout unlike its input), ATTN_ERR_MASK (dmask without a float mask).
+ * Errors: those of attn_sdpa (ATTN_ERR_WORKSPACE included), and
+ * ATTN_ERR_NULL (dout, out or lse NULL, or no gradient asked for),
+ * ATTN_ERR_SHAPE, ATTN_ERR_DTYPE and ATTN_ERR_STRIDE (a gradient or dout
+ * unlike its input), ATTN_ERR_MASK (dmask without a float mask).
  * Nothing is written unless every check passed and all memory was had. */
 ATTN_API attn_status attn_sdpa_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, attn_tensor *dmask,
                                         const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k,
