@@ -402,7 +402,9 @@ static void print_text(const args *a, const model *m, const attn_explain *ex, bo
         printf("\n   All of it is one line: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.\n"
                "   Two things are still missing. Nothing here knows word order: shuffle the\n"
                "   sentence and each word's output only moves with it. And one head asks one\n"
-               "   question per word; real models add positions and run many heads at once.\n");
+               "   question per word; real models add positions and run many heads at once.\n"
+               "   And these weights were wired by hand, where models learn theirs: `attn train`\n"
+               "   shows a head learning, from sentences, to make each verb look at its subject.\n");
     }
 }
 
