@@ -40,24 +40,26 @@ static void qk_c(float *s, int64_t lds, const float *q, int64_t ldq, const float
     for (int r = 0; r < ATTN_MR; r++) memcpy(s + r * lds, acc[r], sizeof acc[r]);
 }
 
-static void pv_c(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v, int64_t ldv,
-                 int64_t keys, int nvec) {
+/* o += p · v, with p's element (r, k) at p[r * rs + k * cs]: pv reads p by
+ * rows, pvt by columns. */
+static void pv_strided(float *o, int64_t ldo, const float *p, int64_t rs, int64_t cs, const float *v,
+                       int64_t ldv, int64_t keys, int nvec) {
     int n = nvec * VL;
     for (int r = 0; r < ATTN_MR; r++)
         for (int64_t k = 0; k < keys; k++) {
-            float a = p[r * ldp + k];
+            float a = p[r * rs + k * cs];
             for (int c = 0; c < n; c++) o[r * ldo + c] += a * v[k * ldv + c];
         }
 }
 
+static void pv_c(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v, int64_t ldv,
+                 int64_t keys, int nvec) {
+    pv_strided(o, ldo, p, ldp, 1, v, ldv, keys, nvec);
+}
+
 static void pvt_c(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v, int64_t ldv,
                   int64_t keys, int nvec) {
-    int n = nvec * VL;
-    for (int r = 0; r < ATTN_MR; r++)
-        for (int64_t k = 0; k < keys; k++) {
-            float a = p[k * ldp + r];
-            for (int c = 0; c < n; c++) o[r * ldo + c] += a * v[k * ldv + c];
-        }
+    pv_strided(o, ldo, p, 1, ldp, v, ldv, keys, nvec);
 }
 
 static float exp_sum_c(float *x, int64_t n, float m) {
