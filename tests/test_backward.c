@@ -192,6 +192,30 @@ static void test_workspace(void) {
     check_status(backward(&p, &err), &err, ATTN_ERR_WORKSPACE, "needs", "backward_workspace_too_small_rejected");
     free(mem), free(ref.data);
     problem_free(&p);
+
+    /* The fused kernel with GQA (dk and dv shared: partials and f64 sums)
+     * and a query broadcast over a batch (dq shared): the measured size is
+     * enough, exactly. */
+    int64_t sq2[4] = {1, 4, 40, 16}, sk2[4] = {3, 2, 70, 16}, so2[4] = {3, 4, 40, 16}, sl2[3] = {3, 4, 40};
+    attn_tensor q = make(ATTN_F32, 4, sq2), k = make(ATTN_F32, 4, sk2), out = make(ATTN_F32, 4, so2);
+    attn_tensor lse = make(ATTN_F32, 3, sl2), dout = make(ATTN_F32, 4, so2);
+    attn_tensor dq = make(ATTN_F32, 4, sq2), dk = make(ATTN_F32, 4, sk2), dv = make(ATTN_F32, 4, sk2);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    attn_context c2 = attn_context_default();
+    o.context = &c2;
+    attn_status st2 = attn_sdpa(&out, &lse, NULL, &q, &k, &k, &o, &err);
+    st2 |= attn_sdpa_backward_workspace_size(&need, &dq, &dk, &dv, NULL, &dout, &q, &k, &k, &out, &lse, &o, &err);
+    mem = malloc(need);
+    c2.workspace = mem, c2.workspace_size = need;
+    verbose_begin();
+    st2 |= attn_sdpa_backward(&dq, &dk, &dv, NULL, &dout, &q, &k, &k, &out, &lse, &o, &err);
+    char kernel[32];
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    check(st2 == ATTN_OK && strcmp(kernel, "flash_backward") == 0, "backward_fused_shared_gradients_workspace_fits",
+          "status %d (%s), kernel %s, %zu bytes", (int)st2, st2 ? err.message : "", kernel, need);
+    attn_tensor *all[] = {&q, &k, &out, &lse, &dout, &dq, &dk, &dv};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+    free(mem);
 }
 
 /* f32 tensors of the given shapes, random. */

@@ -102,18 +102,25 @@ static attn_status take_memory(grads *g, double **work, const attn_grad_slices *
                      "cannot allocate the backward pass's %lld bytes of scratch", (long long)words * 8);
 }
 
-/* The accumulators zeroed and seen through gs, the kernel run on every slice,
- * then the gradients written out. */
-static attn_status run(grads *g, attn_grad_slices *gs, double *work, attn_run_info *info, attn_error *err) {
+/* gs's views of the gradients asked for: the caller's output where the
+ * kernel writes it directly, else its f64 accumulator (whose memory
+ * take_memory assigns later). */
+static void bind_views(attn_grad_slices *gs, grads *g) {
     const attn_tensor **dst[4] = {&gs->dq, &gs->dk, &gs->dv, &gs->dmask};
     attn_canon *canon[4] = {&gs->cdq, &gs->cdk, &gs->cdv, &gs->cdm};
     for (int i = 0; i < 4; i++) {
         if (!g->out[i]) continue;
-        const attn_tensor *t = gs->direct[i] ? g->out[i] : &g->acc[i];
-        if (!gs->direct[i]) memset(g->acc[i].data, 0, sizeof(double) * (size_t)attn_tensor_numel(&g->acc[i]));
-        *dst[i] = t;
-        *canon[i] = attn_canonical(t);
+        *dst[i] = gs->direct[i] ? g->out[i] : &g->acc[i];
+        *canon[i] = attn_canonical(*dst[i]);
     }
+}
+
+/* The accumulators zeroed, the kernel run on every slice, then the
+ * gradients written out. */
+static attn_status run(grads *g, attn_grad_slices *gs, double *work, attn_run_info *info, attn_error *err) {
+    for (int i = 0; i < 4; i++)
+        if (g->out[i] && !gs->direct[i])
+            memset(g->acc[i].data, 0, sizeof(double) * (size_t)attn_tensor_numel(&g->acc[i]));
     attn_status st = ATTN_OK;
     if (fast_applies(g, gs)) {
         st = attn_flash_backward_run(gs, info, err);
@@ -152,6 +159,7 @@ static attn_status backward(size_t *bytes, grads *g, const attn_tensor *dout, co
     attn_run_info info = {"exact", "-", NULL, 1, gs.f.count, 0};
     gs.f.arena = &measure;
     choose_direct(&gs, g);
+    bind_views(&gs, g);
     if ((st = take_memory(g, &work, &gs, err)) ||
         (fast_applies(g, &gs) && (st = attn_flash_backward_run(&gs, &info, err))))
         return st;
