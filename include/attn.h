@@ -236,11 +236,16 @@ typedef enum attn_causal {
  *   ATTN_COMPUTE_F32   f32 multiply-adds (the default).
  *   ATTN_COMPUTE_BF16  q, k, the softmax probabilities and v are rounded to
  *                      bfloat16 and multiplied in pairs with f32 accumulation
- *                      (AVX512_BF16's VDPBF16PS where the CPU has it, else an
- *                      exact emulation of it): about twice the speed, with
+ *                      (AVX512_BF16's VDPBF16PS): about twice the speed, with
  *                      errors of a few 1e-3 relative (see docs/performance.md).
- *                      f32 q only; not with weights. The decode path (L <= 4,
- *                      long S) is memory-bound and computes in f32 either way. */
+ *                      A CPU without AVX512_BF16 computes in f32 instead (the
+ *                      f32 kernels are faster than any emulation, and more
+ *                      exact); the portable C kernels (ATTN_ISA=c) run an
+ *                      exact emulation of the instruction. ATTN_VERBOSE names
+ *                      the kernels that ran (bf16_kernels=avx512_bf16,
+ *                      emulated or f32). f32 q only; not with weights. The
+ *                      decode path (L <= 4, long S) is memory-bound and
+ *                      computes in f32 either way. */
 typedef enum attn_compute { ATTN_COMPUTE_F32 = 0, ATTN_COMPUTE_BF16 = 1 } attn_compute;
 
 /* Per-call resources, in the style of BLIS's rntm_t: what a call may use,

@@ -59,6 +59,25 @@ def rel_err(got, ref):
     return float(np.max(np.abs(got - ref)) / scale) if ref.size else 0.0
 
 
+def cpu_has_bf16():
+    """Whether this CPU has AVX512_BF16 (Linux's flag avx512_bf16)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return " avx512_bf16" in f.read()
+    except OSError:
+        return False
+
+
+def check_bf16_kernels(call):
+    """Why the bf16 compute mode did not run the kernels it should, or None: the
+    AVX512_BF16 instruction with the AVX-512 kernels on a CPU that has it, the
+    exact emulation with the portable C kernels, and otherwise the f32 kernels
+    (an emulation would be some 200 times slower)."""
+    isa, got = call.get("isa"), call.get("bf16_kernels")
+    want = "avx512_bf16" if isa == "avx512" and cpu_has_bf16() else "emulated" if isa == "c" else "f32"
+    return None if got == want else f"bf16 compute ran bf16_kernels={got} on isa={isa}, expected {want}"
+
+
 def verbose_calls(stderr):
     """The ATTN_VERBOSE lines of one run, each as a dict of its key=value words."""
     calls = []
@@ -188,6 +207,8 @@ class Runner:
                 self.report(label, False, f"exit {rc}: {err_text.strip()}")
                 continue
             why = self.check_path(call, kernel, fallback if kernel != "exact" else None)
+            if not why and compute_bf16 and kernel == "flash":
+                why = check_bf16_kernels(call)
             if why:
                 self.report(label, False, why)
                 continue

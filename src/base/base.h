@@ -195,7 +195,8 @@ void attn_grad_slice(const attn_grad_slices *gs, int64_t index, attn_grad_proble
  * "reference", "scores", "flash" or "decode"), the microkernels' ISA, the
  * threads, and how many of its work items (flash: blocks of query rows;
  * decode: (batch, head) slices) the exact f64 kernel computed instead; in
- * the bf16 compute mode, which bf16 kernels ran. */
+ * the bf16 compute mode, which bf16 kernels ran ("f32" when the CPU has no
+ * bf16 instruction and the f32 kernels did the work). */
 typedef struct attn_run_info {
     const char *kernel, *isa, *bf16;
     int threads;

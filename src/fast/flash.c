@@ -18,7 +18,8 @@
  * its own last row, and only keys past a row's limit are masked one by one.
  *
  * In the bf16 compute mode the same loop runs with the operands converted to
- * bf16 pairs and the products done by the bf16 kernels (ukernel_bf16.h).
+ * bf16 pairs and the products done by the bf16 kernels (ukernel_bf16.h); on
+ * a SIMD CPU without AVX512_BF16 it runs the f32 kernels unchanged.
  *
  * Exactness: an item whose inputs hold NaN or ±inf (other than -inf in a
  * float mask), or whose scores or sums could overflow f32 (see
@@ -299,7 +300,8 @@ attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_run_info *info
     j.v_direct = !j.bk && p0->v.dtype == ATTN_F32 && p0->v.cs == 1 && j.Ev == j.Evp;
     attn_parallel_for(workers, n_problems, slice_maxima, &j);
     attn_parallel_for(workers, items, flash_item, &j);
-    info->kernel = "flash", info->isa = j.uk->name, info->bf16 = j.bk ? j.bk->name : NULL, info->threads = workers;
+    info->kernel = "flash", info->isa = j.uk->name, info->threads = workers;
+    info->bf16 = j.bk ? j.bk->name : bf16 ? "f32" : NULL; /* "f32": no bf16 instruction, so f32 kernels */
     info->items = items, info->fallbacks = (int64_t)atomic_load(&j.fallbacks);
     return ATTN_OK;
 }

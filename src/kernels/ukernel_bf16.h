@@ -26,7 +26,9 @@ typedef struct attn_bf16_kernels {
 } attn_bf16_kernels;
 
 /* The bf16 kernels for the active ISA: AVX512_BF16 when the CPU has it and
- * the f32 kernels are AVX-512, else the emulation. */
+ * the f32 kernels are AVX-512; the emulation with the portable C kernels;
+ * else NULL: the f32 kernels, faster than any emulation and at least as
+ * accurate, compute the bf16 mode. */
 const attn_bf16_kernels *attn_bf16_active(void);
 
 extern const attn_bf16_kernels attn_bf16_emulated;
