@@ -316,7 +316,8 @@ static void print_summary(const model *m, const attn_explain *ex) {
     }
 }
 
-static void print_text(const args *a, const model *m, const attn_explain *ex, bool colour) {
+/* The opening: the story, the tokens, X and the projections. */
+static void print_inputs(const args *a, const model *m, const attn_explain *ex, bool colour) {
     bool qkv = a->mode == ATTN_EXPLAIN_QKV;
     int n = m->n;
     if (!a->step) {
@@ -355,6 +356,12 @@ static void print_text(const args *a, const model *m, const attn_explain *ex, bo
                 matrix(w[i], m->d_model, cols[i], m->features, cl[i], CLI_DIVERGING, false, colour);
             }
     }
+}
+
+static void print_text(const args *a, const model *m, const attn_explain *ex, bool colour) {
+    bool qkv = a->mode == ATTN_EXPLAIN_QKV;
+    int n = m->n;
+    print_inputs(a, m, ex, colour);
     const char *qtitle[3] = {"Q = X W_Q: each word's query", "K = X W_K: each word's key",
                              "V = X W_V: each word's value"};
     const char *steps[3] = {"q", "k", "v"};
