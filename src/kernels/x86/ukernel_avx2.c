@@ -57,17 +57,15 @@ PV_KERNEL(pv_avx2, 2, PV_ROW)
 PV_KERNEL(pvt_avx2, 1, PV_COL)
 PV_KERNEL(pvt_avx2, 2, PV_COL)
 
-static void pv_avx2(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v, int64_t ldv,
-                    int64_t keys, int nvec) {
-    if (nvec == 1) pv_avx2_1(o, ldo, p, ldp, v, ldv, keys);
-    else pv_avx2_2(o, ldo, p, ldp, v, ldv, keys);
-}
-
-static void pvt_avx2(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v, int64_t ldv,
-                     int64_t keys, int nvec) {
-    if (nvec == 1) pvt_avx2_1(o, ldo, p, ldp, v, ldv, keys);
-    else pvt_avx2_2(o, ldo, p, ldp, v, ldv, keys);
-}
+/* NAME(..., nvec): the kernel unrolled for nvec vectors of columns. */
+#define PV_DISPATCH(NAME)                                                                         \
+    static void NAME(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v,           \
+                     int64_t ldv, int64_t keys, int nvec) {                                       \
+        if (nvec == 1) NAME##_1(o, ldo, p, ldp, v, ldv, keys);                                    \
+        else NAME##_2(o, ldo, p, ldp, v, ldv, keys);                                              \
+    }
+PV_DISPATCH(pv_avx2)
+PV_DISPATCH(pvt_avx2)
 
 /* 2^n for integer-valued n in [-126, 127], built in the exponent field. */
 static inline __m256 pow2(__m256i n) {

@@ -70,25 +70,19 @@ PV_KERNEL(pvt_avx512, 2, PV_COL)
 PV_KERNEL(pvt_avx512, 3, PV_COL)
 PV_KERNEL(pvt_avx512, 4, PV_COL)
 
-static void pv_avx512(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v,
-                      int64_t ldv, int64_t keys, int nvec) {
-    switch (nvec) {
-    case 1: pv_avx512_1(o, ldo, p, ldp, v, ldv, keys); break;
-    case 2: pv_avx512_2(o, ldo, p, ldp, v, ldv, keys); break;
-    case 3: pv_avx512_3(o, ldo, p, ldp, v, ldv, keys); break;
-    default: pv_avx512_4(o, ldo, p, ldp, v, ldv, keys); break;
+/* NAME(..., nvec): the kernel unrolled for nvec vectors of columns. */
+#define PV_DISPATCH(NAME)                                                                         \
+    static void NAME(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v,           \
+                     int64_t ldv, int64_t keys, int nvec) {                                       \
+        switch (nvec) {                                                                           \
+        case 1: NAME##_1(o, ldo, p, ldp, v, ldv, keys); break;                                    \
+        case 2: NAME##_2(o, ldo, p, ldp, v, ldv, keys); break;                                    \
+        case 3: NAME##_3(o, ldo, p, ldp, v, ldv, keys); break;                                    \
+        default: NAME##_4(o, ldo, p, ldp, v, ldv, keys); break;                                   \
+        }                                                                                         \
     }
-}
-
-static void pvt_avx512(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v,
-                       int64_t ldv, int64_t keys, int nvec) {
-    switch (nvec) {
-    case 1: pvt_avx512_1(o, ldo, p, ldp, v, ldv, keys); break;
-    case 2: pvt_avx512_2(o, ldo, p, ldp, v, ldv, keys); break;
-    case 3: pvt_avx512_3(o, ldo, p, ldp, v, ldv, keys); break;
-    default: pvt_avx512_4(o, ldo, p, ldp, v, ldv, keys); break;
-    }
-}
+PV_DISPATCH(pv_avx512)
+PV_DISPATCH(pvt_avx512)
 
 /* 2^x, the algorithm of attn_exp2f: clamping with max/min keeps NaN (the
  * second operand is returned when either is NaN), vscalefps applies 2^n with
