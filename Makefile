@@ -45,7 +45,7 @@ $(BUILD)/obj/src/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) $(ISA_FLAGS_$(notdir $*)) -c $< -o $@
 
-ISA_FLAGS_ukernel_avx2   := -mavx2 -mfma
+ISA_FLAGS_ukernel_avx2   := -mavx2 -mfma -mf16c
 ISA_FLAGS_ukernel_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma
 ISA_FLAGS_ukernel_avx512bf16 := -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mfma
 

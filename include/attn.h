@@ -566,6 +566,25 @@ ATTN_API void attn_shutdown(void);
  * ATTN_ISA=avx512|avx2|c forces one (ignored if the CPU lacks it). */
 ATTN_API const char *attn_isa(void);
 
+/* The tuning in use: the core attn detected from CPUID and the block sizes
+ * registered for it and the ISA (chosen once per process, with attn_isa).
+ * Set tuning->struct_size = sizeof(attn_tuning) before the call; an older,
+ * smaller struct gets the fields it has. Errors: ATTN_ERR_NULL, and
+ * ATTN_ERR_OPTION for a struct_size of 0 or larger than this library's. */
+typedef struct attn_tuning {
+    size_t struct_size;
+    const char *core;        /* "zen3", "zen4", "zen5", "intel-avx512" or "generic" */
+    const char *isa;         /* as attn_isa() */
+    const char *blocks_for;  /* the core the blocks below were registered for:
+                                core itself, or "generic" where it has none for isa */
+    int block_rows;          /* forward (flash): query rows per work item */
+    int block_keys;          /* forward (flash): keys per block */
+    int backward_block_rows; /* backward: query rows per block */
+    int backward_block_keys; /* backward: keys per block */
+    int decode_chunk;        /* decode (L <= 4): keys per work item */
+} attn_tuning;
+ATTN_API attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err);
+
 /* Verbose mode: with ATTN_VERBOSE=1 in the environment (read at the first
  * call), or after attn_set_verbose(1), every attention call prints one line
  * to stderr, e.g.

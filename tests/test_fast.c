@@ -328,6 +328,98 @@ static void test_pvt(const char *isa) {
     check(same, name, "pvt differs from pv");
 }
 
+
+/* The decode microkernels against double sums, for every row count (1 to
+ * ATTN_DECODE_MAX_ROWS) and widths that end on, before and after a vector
+ * (the register-blocked bodies and their partial last vectors), with row
+ * strides wider than the rows; dot_rows's max |k| and its NaN and inf
+ * reports; columns past Ev untouched. */
+static void test_decode_rows(const char *isa) {
+    const attn_ukernels *uk = attn_ukernels_by_name(isa);
+    char name[64];
+    snprintf(name, sizeof name, "decode_rows_%s_every_row_count_and_width", isa);
+    if (!uk) {
+        skip(name, "this CPU lacks %s", isa);
+        return;
+    }
+    enum { N = 41, LDS = 48, MAXW = 200, LD = MAXW + 3 };
+    static const int widths[] = {1, 7, 8, 9, 15, 16, 17, 31, 33, 64, 72, 100, 128, 129, 200};
+    static float q[4 * MAXW], k[N * LD], p[4 * LDS], s[4 * LDS], acc[4 * MAXW + 1];
+    double worst = 0;
+    int bad_max = 0, bad_guard = 0, bad_flags = 0;
+    for (int i = 0; i < N * LD; i++) k[i] = (float)(2 * uniform() - 1);
+    for (int i = 0; i < 4 * MAXW; i++) q[i] = (float)(2 * uniform() - 1);
+    for (int i = 0; i < 4 * LDS; i++) p[i] = (float)uniform();
+    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++)
+        for (int nq = 1; nq <= ATTN_DECODE_MAX_ROWS; nq++) {
+            int E = widths[w];
+            float most = uk->dot_rows(s, LDS, q, nq, k, LD, N, E);
+            double want_most = 0;
+            for (int j = 0; j < N; j++)
+                for (int e = 0; e < E; e++) want_most = fabs(k[j * LD + e]) > want_most ? fabs(k[j * LD + e]) : want_most;
+            bad_max |= most != (float)want_most;
+            for (int i = 0; i < nq; i++)
+                for (int j = 0; j < N; j++) {
+                    double d = 0;
+                    for (int e = 0; e < E; e++) d += (double)q[i * E + e] * k[j * LD + e];
+                    /* |q|, |k| <= 1: a sum of E products is within E² 2^-24 of the exact */
+                    double err = fabs(s[i * LDS + j] - d) / ((double)E * E * 0x1p-24);
+                    worst = err > worst ? err : worst;
+                }
+            for (int i = 0; i <= nq * E; i++) acc[i] = (float)i / 7;
+            uk->axpy_rows(acc, p, LDS, nq, k, LD, N, E);
+            bad_guard |= acc[nq * E] != (float)(nq * E) / 7;
+            for (int i = 0; i < nq; i++)
+                for (int e = 0; e < E; e++) {
+                    double d = (double)(float)((i * E + e) / 7.0f);
+                    for (int j = 0; j < N; j++) d += (double)p[i * LDS + j] * k[j * LD + e];
+                    double err = fabs(acc[i * E + e] - d) / ((N + 1) * (N + 1 + (i * E + e) / 7.0) * 0x1p-24);
+                    worst = err > worst ? err : worst;
+                }
+        }
+    /* Not finite keys: -1, whichever lane holds them. */
+    for (int e = 0; e < 17; e += 8) {
+        float keep = k[3 * LD + e];
+        k[3 * LD + e] = NAN;
+        bad_flags |= uk->dot_rows(s, LDS, q, 2, k, LD, N, 17) != -1;
+        k[3 * LD + e] = -INFINITY;
+        bad_flags |= uk->dot_rows(s, LDS, q, 1, k, LD, N, 17) != -1;
+        k[3 * LD + e] = keep;
+    }
+    check(worst <= 1 && !bad_max && !bad_guard && !bad_flags, name,
+          "error %.3g of the bound, max |k| %s, guard %s, non-finite %s", worst, bad_max ? "wrong" : "ok",
+          bad_guard ? "overwritten" : "ok", bad_flags ? "missed" : "ok");
+}
+
+
+/* widen16 against the library's scalar conversions, over all 65536 bit
+ * patterns of f16 and of bf16, at every offset within a vector (NaNs only
+ * need to stay NaN: F16C quiets signaling ones). */
+static void test_widen16(const char *isa) {
+    const attn_ukernels *uk = attn_ukernels_by_name(isa);
+    char name[64];
+    snprintf(name, sizeof name, "widen16_%s_matches_scalar_f16_bf16", isa);
+    if (!uk) {
+        skip(name, "this CPU lacks %s", isa);
+        return;
+    }
+    static uint16_t h[65536 + 40];
+    static float f[65536 + 40];
+    int wrong = 0;
+    for (int fmt = 0; fmt < 2; fmt++)
+        for (int off = 0; off < 19; off += 3) {
+            for (int i = 0; i < 65536; i++) h[off + i] = (uint16_t)i;
+            f[off + 65536] = 12345;
+            uk->widen16(f + off, h + off, 65536 - off % 5, fmt == 0);
+            for (int i = 0; i < 65536 - off % 5; i++) {
+                float want = fmt == 0 ? attn_f16_to_f32((uint16_t)i) : attn_bf16_to_f32((uint16_t)i);
+                wrong += !(want != want ? f[off + i] != f[off + i] : memcmp(&want, &f[off + i], 4) == 0);
+            }
+            wrong += f[off + 65536] != 12345;
+        }
+    check(!wrong, name, "%d values differ", wrong);
+}
+
 int main(void) {
     test_exp2("c");
     test_exp2("avx2");
@@ -335,6 +427,12 @@ int main(void) {
     test_pvt("c");
     test_pvt("avx2");
     test_pvt("avx512");
+    test_decode_rows("c");
+    test_decode_rows("avx2");
+    test_decode_rows("avx512");
+    test_widen16("c");
+    test_widen16("avx2");
+    test_widen16("avx512");
     /* A forced ISA this CPU lacks would quietly test another one. */
     const char *forced = getenv("ATTN_ISA");
     if (forced && *forced && strcmp(forced, attn_isa()) != 0) {

@@ -2,7 +2,8 @@
  * sequence, as in generating one token at a time from a KV cache.
  *
  * There are too few query rows to split work over, so the keys are split:
- * each slice's S keys fall into chunks of CHUNK keys, and every (slice,
+ * each slice's S keys fall into chunks (the core's decode_chunk keys, see
+ * cores.c), and every (slice,
  * chunk) is a work item that streams its keys and values once, straight from
  * the caller's memory, and leaves a partial result: per query row its maximum
  * m_c, its sum l_c = sum exp(s - m_c) and its output out_c = sum exp(s -
@@ -24,15 +25,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { CHUNK = 2048 };
+/* Keys or values not stored as contiguous f32 rows (16-bit, or strided) are
+ * widened GROUP rows at a time into scratch, so that each microkernel call
+ * covers a group, not a row. */
+enum { GROUP = 32 };
 
 typedef struct decode_job {
     const attn_ukernels *uk;
     const attn_slices *sl;
-    int64_t L, S, E, Ev, n_chunks;
+    int64_t L, S, E, Ev, chunk, n_chunks;
     float *partials;      /* per item: m (L), l (L), acc (L × Ev) */
     int64_t part_floats;
-    float *scratch;       /* per worker: q (L × E), s (L × CHUNK padded) */
+    float *scratch;       /* per worker: q (L × E), s (L × chunk padded), a group of rows */
     int64_t ws_floats;
     atomic_uchar *bad;    /* per slice: take the exact kernel */
 } decode_job;
@@ -45,9 +49,9 @@ static void decode_item(void *ctx, int64_t item, int worker) {
     attn_slice(j->sl, slice, &p);
     float *part = j->partials + item * j->part_floats;
     float *m = part, *l = part + j->L, *acc = part + 2 * j->L;
-    int64_t L = j->L, E = j->E, Ev = j->Ev, lds = attn_round_up(CHUNK, ATTN_VL_MAX);
-    float *q = j->scratch + worker * j->ws_floats, *s = q + L * E, *tmp = s + L * lds;
-    int64_t j0 = chunk * CHUNK, n = j->S - j0 < CHUNK ? j->S - j0 : CHUNK;
+    int64_t L = j->L, E = j->E, Ev = j->Ev, lds = attn_round_up(j->chunk, ATTN_VL_MAX);
+    float *q = j->scratch + worker * j->ws_floats, *s = q + L * E, *tmp = s + L * lds; /* tmp: GROUP rows */
+    int64_t j0 = chunk * j->chunk, n = j->S - j0 < j->chunk ? j->S - j0 : j->chunk;
     for (int64_t i = 0; i < L; i++) m[i] = -INFINITY, l[i] = 0;
     memset(acc, 0, sizeof(float) * (size_t)(L * Ev));
 
@@ -59,21 +63,19 @@ static void decode_item(void *ctx, int64_t item, int worker) {
      * (as flash.c packs them): scores come out in natural units. */
     float qmax = 0;
     for (int64_t i = 0; i < L && qmax >= 0; i++) {
-        const float *row = attn_row_f32(&p.q, i, tmp);
+        const float *row = attn_row_f32_fast(uk, &p.q, i, tmp);
         for (int64_t e = 0; e < E; e++) q[i * E + e] = (float)((double)row[e] * p.scale);
         float b = uk->absmax(q + i * E, E);
         qmax = attn_absmax_join(qmax, b);
     }
-    /* Scores: each key row is read once, for all query rows. */
+    /* Scores: each key row is read once, for all query rows; in one call
+     * when the rows are f32 in place, else a group at a time. */
     float kmax = 0;
-    if (p.k.dtype == ATTN_F32 && p.k.cs == 1) {
-        kmax = uk->dot_rows(s, lds, q, (int)L, (const float *)(const void *)p.k.base + j0 * p.k.rs,
-                            p.k.rs, last, E);
-    } else {
-        for (int64_t c = 0; c < last && kmax >= 0; c++) {
-            float b = uk->dot_rows(s + c, lds, q, (int)L, attn_row_f32(&p.k, j0 + c, tmp), E, 1, E);
-            kmax = attn_absmax_join(kmax, b);
-        }
+    bool k_in_place = p.k.dtype == ATTN_F32 && p.k.cs == 1, v_in_place = p.v.dtype == ATTN_F32 && p.v.cs == 1;
+    for (int64_t c0 = 0, group = k_in_place ? last : GROUP; c0 < last && kmax >= 0; c0 += group) {
+        int64_t nc = last - c0 < group ? last - c0 : group, ld;
+        const float *rows = attn_rows_f32(uk, &p.k, j0 + c0, nc, tmp, &ld);
+        kmax = attn_absmax_join(kmax, uk->dot_rows(s + c0, lds, q, (int)L, rows, ld, nc, E));
     }
     if (!attn_f32_scores_fit(qmax, kmax, E)) {
         atomic_store(&j->bad[slice], 1);
@@ -97,12 +99,10 @@ static void decode_item(void *ctx, int64_t item, int worker) {
         attn_dropout_row(sb, i, &p, i, j0, last); /* after l: it sums the weights undropped */
     }
     /* Values: each row is read once, for all query rows. */
-    if (p.v.dtype == ATTN_F32 && p.v.cs == 1) {
-        uk->axpy_rows(acc, s, lds, (int)L, (const float *)(const void *)p.v.base + j0 * p.v.rs, p.v.rs,
-                      last, Ev);
-    } else {
-        for (int64_t c = 0; c < last; c++)
-            uk->axpy_rows(acc, s + c, lds, (int)L, attn_row_f32(&p.v, j0 + c, tmp), Ev, 1, Ev);
+    for (int64_t c0 = 0, group = v_in_place ? last : GROUP; c0 < last; c0 += group) {
+        int64_t nc = last - c0 < group ? last - c0 : group, ld;
+        const float *rows = attn_rows_f32(uk, &p.v, j0 + c0, nc, tmp, &ld);
+        uk->axpy_rows(acc, s + c0, lds, (int)L, rows, ld, nc, Ev);
     }
     /* The partial's output, acc / l, for attn_merge_row. */
     for (int64_t i = 0; i < L; i++)
@@ -128,7 +128,9 @@ static bool merge(const decode_job *j, int64_t slice, const attn_problem *p, att
     return true;
 }
 
-bool attn_decode_applies(int64_t L, int64_t S) { return L <= ATTN_DECODE_MAX_ROWS && S >= CHUNK; }
+bool attn_decode_applies(int64_t L, int64_t S) {
+    return L <= ATTN_DECODE_MAX_ROWS && S >= attn_blocks_active()->decode_chunk;
+}
 
 attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_error *err) {
     decode_job j;
@@ -138,13 +140,14 @@ attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_err
     j.uk = attn_ukernels_active();
     j.sl = sl;
     j.L = first.q.rows, j.S = first.k.rows, j.E = first.q.cols, j.Ev = first.v.cols;
-    j.n_chunks = (j.S + CHUNK - 1) / CHUNK;
+    j.chunk = attn_blocks_active()->decode_chunk;
+    j.n_chunks = (j.S + j.chunk - 1) / j.chunk;
     j.part_floats = 2 * j.L + j.L * j.Ev;
     int64_t items, floats;
     if (j.E > (1 << 24) || j.Ev > (1 << 24) || !attn_mul_i64(sl->count, j.n_chunks, &items) ||
         !attn_mul_i64(items, j.part_floats, &floats) || (uint64_t)floats > SIZE_MAX / 8)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "decode partials overflow");
-    j.ws_floats = attn_round_up(j.L * j.E + j.L * attn_round_up(CHUNK, ATTN_VL_MAX) + j.E + j.Ev, 16);
+    j.ws_floats = attn_round_up(j.L * j.E + j.L * attn_round_up(j.chunk, ATTN_VL_MAX) + GROUP * (j.E + j.Ev), 16);
     int workers = sl->threads;
     if (workers > items) workers = (int)items;
     attn_arena *a = sl->arena;

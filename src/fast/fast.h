@@ -43,6 +43,15 @@ float attn_pack_scaled(const struct attn_ukernels *uk, float *dst, int64_t ld, c
                        int64_t n, int64_t n_pad, double scale, float *tmp);
 void attn_pack_transposed(const struct attn_ukernels *uk, float *kt, int64_t ld, int64_t n_pad,
                           const attn_mat *k, int64_t j0, int64_t n, float *tmp);
+/* Row r of m as contiguous f32: in place for f32 with contiguous columns,
+ * else widened into buf (m->cols floats) by the ISA's widen16 where the
+ * row's 16-bit floats are contiguous. */
+const float *attn_row_f32_fast(const struct attn_ukernels *uk, const attn_mat *m, int64_t r, float *buf);
+/* Rows r0..r0+n-1 of m as f32 rows of stride *ld: in place for f32 with
+ * contiguous columns (*ld = m->rs), else widened into buf (n × m->cols,
+ * *ld = m->cols). */
+const float *attn_rows_f32(const struct attn_ukernels *uk, const attn_mat *m, int64_t r0, int64_t n, float *buf,
+                           int64_t *ld);
 
 /* The fused f32 backward pass (flash_backward.c) over all slices of one
  * call: writes each slice's dq, dk and dv into gs's views, straight into

@@ -268,7 +268,7 @@ attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_run_info *info
     /* Items of equal size: ceil(L / br) of them, each a multiple of MR rows. */
     /* Very wide heads shrink the blocks, so that a worker's scratch stays
      * near BLOCK_BYTES whatever E is (768 and 512 fit it up to E = 1024). */
-    int64_t row_bytes = 4 * (j.E + j.Evp), br_max = j.uk->br, bc_max = j.uk->bc;
+    int64_t row_bytes = 4 * (j.E + j.Evp), br_max = attn_blocks_active()->br, bc_max = attn_blocks_active()->bc;
     if (br_max * row_bytes > BLOCK_BYTES) br_max = BLOCK_BYTES / row_bytes < ATTN_MR ? ATTN_MR : BLOCK_BYTES / row_bytes;
     if (bc_max * row_bytes > BLOCK_BYTES) bc_max = BLOCK_BYTES / row_bytes < 1 ? 1 : BLOCK_BYTES / row_bytes;
     int64_t n_blocks = (j.L + br_max - 1) / br_max;

@@ -309,8 +309,8 @@ static bool plan_job(bwd_job *j, const attn_grad_slices *gs) {
     j->Ep = attn_round_up(j->E, j->uk->vl), j->Evp = attn_round_up(j->Ev, j->uk->vl);
     j->Lp = attn_round_up(j->L + 16, 16);
     int64_t nr = (int64_t)j->uk->vl * j->uk->nv;
-    j->br = attn_round_up(j->uk->bwd_br, 48); /* a multiple of ATTN_MR and of 16 */
-    j->bc = attn_round_up(j->uk->bwd_bc, nr);
+    j->br = attn_round_up(attn_blocks_active()->bwd_br, 48); /* a multiple of ATTN_MR and of 16 */
+    j->bc = attn_round_up(attn_blocks_active()->bwd_bc, nr);
     /* Enough items to share among threads, at most 2^23 floats (32 MiB) of
      * dQ partials; from the shapes alone, so that results never depend on the
      * thread count. */

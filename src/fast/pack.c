@@ -3,6 +3,26 @@
 #include "fast/fast.h"
 #include "kernels/ukernel.h"
 
+const float *attn_row_f32_fast(const attn_ukernels *uk, const attn_mat *m, int64_t r, float *buf) {
+    if (m->dtype == ATTN_F32 || m->cs != 1) return attn_row_f32(m, r, buf);
+    uk->widen16(buf, (const uint16_t *)(const void *)m->base + r * m->rs, m->cols, m->dtype == ATTN_F16);
+    return buf;
+}
+
+const float *attn_rows_f32(const attn_ukernels *uk, const attn_mat *m, int64_t r0, int64_t n, float *buf,
+                           int64_t *ld) {
+    if (m->dtype == ATTN_F32 && m->cs == 1) {
+        *ld = m->rs;
+        return (const float *)(const void *)m->base + r0 * m->rs;
+    }
+    for (int64_t r = 0; r < n; r++) {
+        const float *row = attn_row_f32_fast(uk, m, r0 + r, buf + r * m->cols);
+        if (row != buf + r * m->cols) memcpy(buf + r * m->cols, row, sizeof(float) * (size_t)m->cols);
+    }
+    *ld = m->cols;
+    return buf;
+}
+
 /* Pack rows r0..r0+n-1 of a matrix (f32, f16 or bf16) times `scale` into dst
  * (n × cols, stride ld), zero rows up to n_pad and columns up to ld. Each
  * product is taken in double and rounded once, so a scale outside f32's
@@ -13,7 +33,7 @@ float attn_pack_scaled(const attn_ukernels *uk, float *dst, int64_t ld, const at
                        int64_t n_pad, double scale, float *tmp) {
     float big = 0;
     for (int64_t r = 0; r < n && big >= 0; r++) {
-        const float *row = attn_row_f32(m, r0 + r, tmp);
+        const float *row = attn_row_f32_fast(uk, m, r0 + r, tmp);
         float *d = dst + r * ld;
         if (scale == 1.0) memcpy(d, row, sizeof(float) * (size_t)m->cols);
         else
@@ -32,7 +52,7 @@ void attn_pack_transposed(const attn_ukernels *uk, float *kt, int64_t ld, int64_
                           int64_t j0, int64_t n, float *tmp) {
     if (k->dtype != ATTN_F32) { /* 16-bit keys: widen a row at a time */
         for (int64_t c = 0; c < n_pad; c++) {
-            const float *row = c < n ? attn_row_f32(k, j0 + c, tmp) : NULL;
+            const float *row = c < n ? attn_row_f32_fast(uk, k, j0 + c, tmp) : NULL;
             for (int64_t e = 0; e < k->cols; e++) kt[e * ld + c] = row ? row[e] : 0;
         }
         return;

@@ -17,15 +17,6 @@ typedef struct attn_ukernels {
     const char *name; /* "avx512", "avx2" or "c" */
     int vl;           /* floats per vector: 16, 8, or 8 for the portable C kernels */
     int nv;           /* vectors per register tile: nr = vl * nv columns */
-    /* flash.c's block sizes on this ISA (registered with its kernels, BLIS
-     * style): query rows per work item, a multiple of ATTN_MR, and keys per
-     * block; both shrink for very wide heads. */
-    int br, bc;
-    /* The backward pass's blocks (flash_backward.c): query rows per block
-     * (rounded up to a multiple of 48) and keys per block (rounded up to
-     * vl * nv). */
-    int bwd_br, bwd_bc;
-
     /* s (ATTN_MR × nr, row stride lds) = q (ATTN_MR × E, stride ldq) · kt
      * (E × nr, stride ldk). All ATTN_MR rows are computed (callers pad). */
     void (*qk)(float *s, int64_t lds, const float *q, int64_t ldq, const float *kt, int64_t ldk,
@@ -75,9 +66,37 @@ typedef struct attn_ukernels {
     void (*axpy_rows)(float *acc, const float *p, int64_t ldp, int nq, const float *v, int64_t ld,
                       int64_t n, int64_t Ev);
 
+    /* dst[i] = src[i] for i < n (any n), src IEEE half (f16) or bfloat16:
+     * widening is exact, so every ISA gives the same floats. */
+    void (*widen16)(float *dst, const uint16_t *src, int64_t n, bool f16);
+
     /* y[i] = 2^x[i] for i < n (any n): the vector exp2, exposed for tests. */
     void (*exp2)(float *y, const float *x, int64_t n);
 } attn_ukernels;
+
+/* How much work a block holds, per core (cores.c): registered beside the
+ * kernels, BLIS style, and chosen with them. */
+typedef struct attn_blocks {
+    const char *core; /* "zen3", "zen4", "zen5", "intel-avx512" or "generic" */
+    const char *isa;  /* the kernels these sizes were chosen for; NULL: any */
+    /* flash.c: query rows per work item (a multiple of ATTN_MR) and keys per
+     * block; both shrink for very wide heads. */
+    int br, bc;
+    /* flash_backward.c: query rows per block (rounded up to a multiple of
+     * 48) and keys per block (rounded up to vl * nv). */
+    int bwd_br, bwd_bc;
+    /* decode.c: keys per work item. Results depend on it (the chunks'
+     * partials are merged in order), never on the thread count. */
+    int decode_chunk;
+} attn_blocks;
+
+/* The core this process runs on, from CPUID: "zen3", "zen4", "zen5",
+ * "intel-avx512" or "generic". */
+const char *attn_detect_core(void);
+/* The blocks for a core and ISA: its own row, else the generic one. */
+const attn_blocks *attn_blocks_for(const char *core, const char *isa);
+/* The blocks for this process's core and attn_ukernels_active(). */
+const attn_blocks *attn_blocks_active(void);
 
 /* The kernels for this process: ATTN_ISA (avx512, avx2 or c) when set and
  * supported by this CPU, else the best the CPU supports. Chosen once. */

@@ -1,5 +1,6 @@
 /* ukernel_c.c -- the portable microkernels: plain C, any CPU, and the
  * reference the SIMD kernels are tested against. */
+#include "base/base.h"
 #include "kernels/exp2.h"
 #include "kernels/ukernel.h"
 
@@ -140,6 +141,10 @@ static void axpy_rows_c(float *acc, const float *p, int64_t ldp, int nq, const f
         }
 }
 
+static void widen16_c(float *dst, const uint16_t *src, int64_t n, bool f16) {
+    for (int64_t i = 0; i < n; i++) dst[i] = f16 ? attn_f16_to_f32(src[i]) : attn_bf16_to_f32(src[i]);
+}
+
 static void exp2_c(float *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = attn_exp2f(x[i]);
 }
@@ -148,10 +153,6 @@ const attn_ukernels attn_ukernels_c = {
     .name = "c",
     .vl = VL,
     .nv = NV,
-    .br = 768, /* a work item's queries and output stay in L2 */
-    .bc = 512, /* a block of keys and values stays in L2 beside them */
-    .bwd_br = 96,  /* the backward's P and dS tiles (96 × 256) and its key block */
-    .bwd_bc = 256, /* (K, Kᵀ, Vᵀ, dK, dV: 5 × 256 × d): 256 keys measured 20% faster than 128 on Zen 3 */
     .qk = qk_c,
     .pv = pv_c,
     .pvt = pvt_c,
@@ -163,5 +164,6 @@ const attn_ukernels attn_ukernels_c = {
     .max = max_c,
     .dot_rows = dot_rows_c,
     .axpy_rows = axpy_rows_c,
+    .widen16 = widen16_c,
     .exp2 = exp2_c,
 };

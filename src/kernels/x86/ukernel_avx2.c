@@ -1,5 +1,5 @@
-/* ukernel_avx2.c -- microkernels for AVX2 + FMA (compiled with -mavx2
- * -mfma): a 6 × 16 register tile, 12 ymm accumulators, and a vector exp2
+/* ukernel_avx2.c -- microkernels for AVX2 + FMA + F16C (compiled with -mavx2
+ * -mfma -mf16c): a 6 × 16 register tile, 12 ymm accumulators, and a vector exp2
  * that applies 2^n as two exact halves built in the exponent bits. */
 #include "kernels/exp2.h"
 #include "kernels/ukernel.h"
@@ -85,11 +85,17 @@ static inline __m256 exp2_256(__m256 x) {
     return _mm256_mul_ps(_mm256_mul_ps(p, pow2(n1)), pow2(n2));
 }
 
-static float hsum256(__m256 v) {
-    float lane[VL], sum = 0;
-    _mm256_storeu_ps(lane, v);
-    for (int l = 0; l < VL; l++) sum += lane[l];
-    return sum;
+/* Horizontal sum and maximum: halves, then quarters, then pairs. */
+static inline float hsum256(__m256 v) {
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
+}
+
+static inline float hmax256(__m256 v) {
+    __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+    return _mm_cvtss_f32(_mm_max_ss(x, _mm_movehdup_ps(x)));
 }
 
 static float exp_sum_avx2(float *x, int64_t n, float m) {
@@ -110,9 +116,7 @@ static float absmax_avx2(const float *x, int64_t n) {
         bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_sub_ps(v, v), _mm256_setzero_ps(), _CMP_NEQ_UQ));
         big = _mm256_max_ps(_mm256_andnot_ps(sign, v), big);
     }
-    float lane[VL], best = 0;
-    _mm256_storeu_ps(lane, big);
-    for (int j = 0; j < VL; j++) best = lane[j] > best ? lane[j] : best;
+    float best = hmax256(big);
     if (_mm256_movemask_ps(bad)) return -1;
     for (; i < n; i++) {
         if (x[i] - x[i] != 0) return -1;
@@ -156,71 +160,46 @@ static bool mask_add_avx2(float *s, const float *m, int64_t n) {
 static float max_avx2(const float *x, int64_t n) {
     __m256 m = _mm256_set1_ps(-INFINITY);
     for (int64_t i = 0; i < n; i += VL) m = _mm256_max_ps(_mm256_loadu_ps(x + i), m);
-    float lane[VL], best = -INFINITY;
-    _mm256_storeu_ps(lane, m);
-    for (int j = 0; j < VL; j++) best = lane[j] > best ? lane[j] : best;
-    return best;
+    return hmax256(m);
 }
 
 
-static float dot_rows_avx2(float *s, int64_t lds, const float *q, int nq, const float *k, int64_t ld,
-                           int64_t n, int64_t E) {
-    float big = 0;
-    for (int64_t j = 0; j < n; j++) {
-        const float *kj = k + j * ld;
-        float b = absmax_avx2(kj, E);
-        big = attn_absmax_join(big, b);
-        __m256 acc[ATTN_DECODE_MAX_ROWS] = {_mm256_setzero_ps(), _mm256_setzero_ps(),
-                                             _mm256_setzero_ps(), _mm256_setzero_ps()};
-        int64_t e = 0;
-        for (; e + VL <= E; e += VL) {
-            __m256 kv = _mm256_loadu_ps(kj + e);
-            for (int i = 0; i < nq; i++)
-                acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(q + i * E + e), kv, acc[i]);
-        }
-        for (int i = 0; i < nq; i++) {
-            float sum = hsum256(acc[i]);
-            for (int64_t t = e; t < E; t++) sum += q[i * E + t] * kj[t];
-            s[i * lds + j] = sum;
-        }
-    }
-    return big;
+/* The decode kernels (decode_rows.h) over AVX2 vectors. */
+static inline __m256i lanes_below(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
+#define V __m256
+#define V_ZERO() _mm256_setzero_ps()
+#define V_SET1(x) _mm256_set1_ps(x)
+#define V_LOAD(p) _mm256_loadu_ps(p)
+#define V_STORE(p, v) _mm256_storeu_ps(p, v)
+#define V_LOADN(p, n) _mm256_maskload_ps(p, lanes_below(n))
+#define V_STOREN(p, v, n) _mm256_maskstore_ps(p, lanes_below(n), v)
+#define V_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define V_ABSMAX(big, x) (big = _mm256_max_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), big))
+#define VBAD __m256
+#define V_BAD_NONE _mm256_setzero_ps()
+#define V_BAD_ADD(bad, x) (bad = _mm256_or_ps(bad, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)))
+#define V_BAD_ANY(bad) (_mm256_movemask_ps(bad) != 0)
+#define V_HSUM(v) hsum256(v)
+#define V_HMAX(v) hmax256(v)
+/* 16 ymm registers: rows × columns accumulators, the value vectors, the weights. */
+#define AXPY_CB(nq) ((nq) == 1 ? 8 : (nq) == 2 ? 4 : 2)
+#include "kernels/x86/decode_rows.h"
 
-static void axpy_rows_avx2(float *acc, const float *p, int64_t ldp, int nq, const float *v, int64_t ld,
-                           int64_t n, int64_t Ev) {
-    /* All rows of v in order, as wide a column block as the registers allow:
-     * 64 columns for one query row, 16 for up to four. */
-    int64_t e0 = 0;
-    if (nq == 1)
-        for (; e0 + 8 * VL <= Ev; e0 += 8 * VL) {
-            __m256 a[8];
-            for (int t = 0; t < 8; t++) a[t] = _mm256_loadu_ps(acc + e0 + t * VL);
-            for (int64_t j = 0; j < n; j++) {
-                __m256 w = _mm256_set1_ps(p[j]);
-                for (int t = 0; t < 8; t++)
-                    a[t] = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + j * ld + e0 + t * VL), a[t]);
-            }
-            for (int t = 0; t < 8; t++) _mm256_storeu_ps(acc + e0 + t * VL, a[t]);
-        }
-    for (; e0 + 2 * VL <= Ev; e0 += 2 * VL) {
-        __m256 a[ATTN_DECODE_MAX_ROWS][2];
-        for (int i = 0; i < nq; i++)
-            for (int t = 0; t < 2; t++) a[i][t] = _mm256_loadu_ps(acc + i * Ev + e0 + t * VL);
-        for (int64_t j = 0; j < n; j++) {
-            __m256 v0 = _mm256_loadu_ps(v + j * ld + e0), v1 = _mm256_loadu_ps(v + j * ld + e0 + VL);
-            for (int i = 0; i < nq; i++) {
-                __m256 w = _mm256_set1_ps(p[i * ldp + j]);
-                a[i][0] = _mm256_fmadd_ps(w, v0, a[i][0]);
-                a[i][1] = _mm256_fmadd_ps(w, v1, a[i][1]);
-            }
-        }
-        for (int i = 0; i < nq; i++)
-            for (int t = 0; t < 2; t++) _mm256_storeu_ps(acc + i * Ev + e0 + t * VL, a[i][t]);
+/* Half floats by F16C's vcvtph2ps; bfloat16 is the top half of an f32. */
+static void widen16_avx2(float *dst, const uint16_t *src, int64_t n, bool f16) {
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(src + i));
+        _mm256_storeu_ps(dst + i, f16 ? _mm256_cvtph_ps(h)
+                                      : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
     }
-    for (; e0 < Ev; e0++)
-        for (int64_t j = 0; j < n; j++)
-            for (int i = 0; i < nq; i++) acc[i * Ev + e0] += p[i * ldp + j] * v[j * ld + e0];
+    for (; i < n; i++) {
+        uint32_t b = (uint32_t)src[i] << 16;
+        if (f16) dst[i] = _cvtsh_ss(src[i]);
+        else memcpy(&dst[i], &b, 4);
+    }
 }
 
 static void exp2_avx2(float *y, const float *x, int64_t n) {
@@ -238,10 +217,6 @@ const attn_ukernels attn_ukernels_avx2 = {
     .name = "avx2",
     .vl = VL,
     .nv = NV,
-    .br = 768, /* a work item's queries and output stay in L2 */
-    .bc = 512, /* a block of keys and values stays in L2 beside them */
-    .bwd_br = 96,  /* the backward's P and dS tiles (96 × 256) and its key block */
-    .bwd_bc = 256, /* (K, Kᵀ, Vᵀ, dK, dV: 5 × 256 × d): 256 keys measured 20% faster than 128 on Zen 3 */
     .qk = qk_avx2,
     .pv = pv_avx2,
     .pvt = pvt_avx2,
@@ -251,8 +226,9 @@ const attn_ukernels attn_ukernels_avx2 = {
     .mask_bool = mask_bool_avx2,
     .mask_add = mask_add_avx2,
     .max = max_avx2,
-    .dot_rows = dot_rows_avx2,
-    .axpy_rows = axpy_rows_avx2,
+    .dot_rows = dot_rows,
+    .axpy_rows = axpy_rows,
+    .widen16 = widen16_avx2,
     .exp2 = exp2_avx2,
 };
 #endif

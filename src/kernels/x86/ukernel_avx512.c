@@ -10,6 +10,11 @@
 
 enum { VL = 16, NV = 4 };
 
+/* The first n < 16 lanes. Masked loads serve only a row's last, partial
+ * vector: whole vectors take plain loads, which stream faster (a masked
+ * 512-bit load is slow on some cores even with a full mask). */
+static inline __mmask16 lanes_below(int64_t n) { return (__mmask16)((1u << n) - 1); }
+
 static void qk_avx512(float *s, int64_t lds, const float *q, int64_t ldq, const float *kt,
                       int64_t ldk, int64_t E) {
     __m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00;
@@ -111,9 +116,11 @@ static float exp_sum_avx512(float *x, int64_t n, float m) {
 static void transpose16_avx512(float *kt, int64_t ld, const float *k, int64_t rs, int nk, int64_t E) {
     for (int64_t e0 = 0; e0 < E; e0 += 16) {
         int64_t ne = E - e0 < 16 ? E - e0 : 16;
-        __mmask16 m = (__mmask16)(ne == 16 ? 0xffff : (1u << ne) - 1);
         __m512 r[16], t[16], u[16];
-        for (int c = 0; c < 16; c++) r[c] = c < nk ? _mm512_maskz_loadu_ps(m, k + c * rs + e0) : _mm512_setzero_ps();
+        for (int c = 0; c < 16; c++)
+            r[c] = c >= nk     ? _mm512_setzero_ps()
+                   : ne == 16 ? _mm512_loadu_ps(k + c * rs + e0)
+                              : _mm512_maskz_loadu_ps(lanes_below(ne), k + c * rs + e0);
         for (int i = 0; i < 16; i += 2) {
             t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
             t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
@@ -139,8 +146,7 @@ static float absmax_avx512(const float *x, int64_t n) {
     __m512 big = _mm512_setzero_ps(), sign = _mm512_set1_ps(-0.0f);
     __mmask16 bad = 0;
     for (int64_t i = 0; i < n; i += VL) {
-        __mmask16 k = n - i >= VL ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
-        __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+        __m512 v = n - i >= VL ? _mm512_loadu_ps(x + i) : _mm512_maskz_loadu_ps(lanes_below(n - i), x + i);
         /* x - x is 0 for finite x and NaN for NaN or inf. */
         bad |= _mm512_cmp_ps_mask(_mm512_sub_ps(v, v), _mm512_setzero_ps(), _CMP_NEQ_UQ);
         big = _mm512_max_ps(_mm512_andnot_ps(sign, v), big);
@@ -151,20 +157,28 @@ static float absmax_avx512(const float *x, int64_t n) {
 static void mask_bool_avx512(float *s, const unsigned char *m, int64_t n) {
     __m512 ninf = _mm512_set1_ps(-INFINITY);
     for (int64_t i = 0; i < n; i += VL) {
-        __mmask16 k = n - i >= VL ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
-        __m512i bytes = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, m + i));
+        __mmask16 k = n - i >= VL ? (__mmask16)0xffff : lanes_below(n - i);
+        __m128i b8 = n - i >= VL ? _mm_loadu_si128((const __m128i *)(const void *)(m + i)) : _mm_maskz_loadu_epi8(k, m + i);
+        __m512i bytes = _mm512_cvtepu8_epi32(b8);
         __mmask16 off = _mm512_mask_cmpeq_epi32_mask(k, bytes, _mm512_setzero_si512());
-        _mm512_mask_storeu_ps(s + i, off, ninf);
+        if (k == 0xffff) _mm512_storeu_ps(s + i, _mm512_mask_blend_ps(off, _mm512_loadu_ps(s + i), ninf));
+        else _mm512_mask_storeu_ps(s + i, off, ninf);
     }
 }
 
 static bool mask_add_avx512(float *s, const float *m, int64_t n) {
     __mmask16 bad = 0;
     __m512 pinf = _mm512_set1_ps(INFINITY);
-    for (int64_t i = 0; i < n; i += VL) {
-        __mmask16 k = n - i >= VL ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
-        __m512 mv = _mm512_maskz_loadu_ps(k, m + i);
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        __m512 mv = _mm512_loadu_ps(m + i);
         bad |= _mm512_cmp_ps_mask(mv, mv, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(mv, pinf, _CMP_EQ_OQ);
+        _mm512_storeu_ps(s + i, _mm512_add_ps(mv, _mm512_loadu_ps(s + i)));
+    }
+    if (i < n) {
+        __mmask16 k = lanes_below(n - i);
+        __m512 mv = _mm512_maskz_loadu_ps(k, m + i);
+        bad |= _mm512_mask_cmp_ps_mask(k, mv, mv, _CMP_UNORD_Q) | _mm512_mask_cmp_ps_mask(k, mv, pinf, _CMP_EQ_OQ);
         _mm512_mask_storeu_ps(s + i, k, _mm512_add_ps(mv, _mm512_maskz_loadu_ps(k, s + i)));
     }
     return !bad;
@@ -176,50 +190,34 @@ static float max_avx512(const float *x, int64_t n) {
     return _mm512_reduce_max_ps(m);
 }
 
-static float dot_rows_avx512(float *s, int64_t lds, const float *q, int nq, const float *k,
-                             int64_t ld, int64_t n, int64_t E) {
-    __m512 big = _mm512_setzero_ps(), sign = _mm512_set1_ps(-0.0f);
-    __mmask16 bad = 0;
-    for (int64_t j = 0; j < n; j++) {
-        const float *kj = k + j * ld;
-        __m512 acc[ATTN_DECODE_MAX_ROWS] = {_mm512_setzero_ps(), _mm512_setzero_ps(),
-                                             _mm512_setzero_ps(), _mm512_setzero_ps()};
-        for (int64_t e = 0; e < E; e += VL) {
-            __mmask16 m = E - e >= VL ? (__mmask16)0xffff : (__mmask16)((1u << (E - e)) - 1);
-            __m512 kv = _mm512_maskz_loadu_ps(m, kj + e);
-            bad |= _mm512_cmp_ps_mask(_mm512_sub_ps(kv, kv), _mm512_setzero_ps(), _CMP_NEQ_UQ);
-            big = _mm512_max_ps(_mm512_andnot_ps(sign, kv), big);
-            for (int i = 0; i < nq; i++)
-                acc[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + i * E + e), kv, acc[i]);
-        }
-        for (int i = 0; i < nq; i++) s[i * lds + j] = _mm512_reduce_add_ps(acc[i]);
-    }
-    return bad ? -1.0f : _mm512_reduce_max_ps(big);
-}
+/* The decode kernels (decode_rows.h) over AVX-512 vectors. */
+#define V __m512
+#define V_ZERO() _mm512_setzero_ps()
+#define V_SET1(x) _mm512_set1_ps(x)
+#define V_LOAD(p) _mm512_loadu_ps(p)
+#define V_STORE(p, v) _mm512_storeu_ps(p, v)
+#define V_LOADN(p, n) _mm512_maskz_loadu_ps(lanes_below(n), p)
+#define V_STOREN(p, v, n) _mm512_mask_storeu_ps(p, lanes_below(n), v)
+#define V_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define V_ABSMAX(big, x) (big = _mm512_max_ps(_mm512_abs_ps(x), big))
+#define VBAD __mmask16
+#define V_BAD_NONE 0
+#define V_BAD_ADD(bad, x) (bad |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q))
+#define V_BAD_ANY(bad) ((bad) != 0)
+#define V_HSUM(v) _mm512_reduce_add_ps(v)
+#define V_HMAX(v) _mm512_reduce_max_ps(v)
+/* 32 zmm registers: rows × columns accumulators, the value vectors, the weights. */
+#define AXPY_CB(nq) ((nq) <= 2 ? 8 : 4)
+#include "kernels/x86/decode_rows.h"
 
-static void axpy_rows_avx512(float *acc, const float *p, int64_t ldp, int nq, const float *v,
-                             int64_t ld, int64_t n, int64_t Ev) {
-    /* 64 columns at a time, all rows of v in order: one sequential stream. */
-    for (int64_t e0 = 0; e0 < Ev; e0 += 4 * VL) {
-        __mmask16 m[4];
-        for (int t = 0; t < 4; t++) {
-            int64_t left = Ev - e0 - t * VL;
-            m[t] = left >= VL ? (__mmask16)0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
-        }
-        __m512 a[ATTN_DECODE_MAX_ROWS][4];
-        for (int i = 0; i < nq; i++)
-            for (int t = 0; t < 4; t++) a[i][t] = _mm512_maskz_loadu_ps(m[t], acc + i * Ev + e0 + t * VL);
-        for (int64_t j = 0; j < n; j++) {
-            const float *vj = v + j * ld + e0;
-            __m512 vv[4];
-            for (int t = 0; t < 4; t++) vv[t] = _mm512_maskz_loadu_ps(m[t], vj + t * VL);
-            for (int i = 0; i < nq; i++) {
-                __m512 w = _mm512_set1_ps(p[i * ldp + j]);
-                for (int t = 0; t < 4; t++) a[i][t] = _mm512_fmadd_ps(w, vv[t], a[i][t]);
-            }
-        }
-        for (int i = 0; i < nq; i++)
-            for (int t = 0; t < 4; t++) _mm512_mask_storeu_ps(acc + i * Ev + e0 + t * VL, m[t], a[i][t]);
+/* Half floats by vcvtph2ps; bfloat16 is the top half of an f32. */
+static void widen16_avx512(float *dst, const uint16_t *src, int64_t n, bool f16) {
+    for (int64_t i = 0; i < n; i += VL) {
+        __m256i h = n - i >= VL ? _mm256_loadu_si256((const __m256i *)(const void *)(src + i))
+                                : _mm256_maskz_loadu_epi16(lanes_below(n - i), src + i);
+        __m512 f = f16 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+        if (n - i >= VL) _mm512_storeu_ps(dst + i, f);
+        else _mm512_mask_storeu_ps(dst + i, lanes_below(n - i), f);
     }
 }
 
@@ -227,7 +225,7 @@ static void exp2_avx512(float *y, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + VL <= n; i += VL) _mm512_storeu_ps(y + i, exp2_512(_mm512_loadu_ps(x + i)));
     if (i < n) {
-        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        __mmask16 k = lanes_below(n - i);
         _mm512_mask_storeu_ps(y + i, k, exp2_512(_mm512_maskz_loadu_ps(k, x + i)));
     }
 }
@@ -236,10 +234,6 @@ const attn_ukernels attn_ukernels_avx512 = {
     .name = "avx512",
     .vl = VL,
     .nv = NV,
-    .br = 768, /* a work item's queries and output stay in L2 */
-    .bc = 512, /* a block of keys and values stays in L2 beside them */
-    .bwd_br = 96,  /* the backward's P and dS tiles (96 × 256) and its key block */
-    .bwd_bc = 256, /* (K, Kᵀ, Vᵀ, dK, dV: 5 × 256 × d): 256 keys measured 20% faster than 128 on Zen 3 */
     .qk = qk_avx512,
     .pv = pv_avx512,
     .pvt = pvt_avx512,
@@ -249,8 +243,9 @@ const attn_ukernels attn_ukernels_avx512 = {
     .mask_bool = mask_bool_avx512,
     .mask_add = mask_add_avx512,
     .max = max_avx512,
-    .dot_rows = dot_rows_avx512,
-    .axpy_rows = axpy_rows_avx512,
+    .dot_rows = dot_rows,
+    .axpy_rows = axpy_rows,
+    .widen16 = widen16_avx512,
     .exp2 = exp2_avx512,
 };
 #endif
