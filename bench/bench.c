@@ -152,6 +152,60 @@ static double triad_bandwidth(int n) {
     return 12.0 * (double)len / best;
 }
 
+typedef struct read_arg {
+    const uint64_t *a;
+    size_t lo, hi;
+    uint64_t sink;
+} read_arg;
+
+static void *read_thread(void *p) {
+    read_arg *t = p;
+    uint64_t x0 = 0, x1 = 0, x2 = 0, x3 = 0;
+    for (size_t i = t->lo; i + 4 <= t->hi; i += 4) x0 ^= t->a[i], x1 ^= t->a[i + 1], x2 ^= t->a[i + 2], x3 ^= t->a[i + 3];
+    t->sink = x0 ^ x1 ^ x2 ^ x3;
+    return NULL;
+}
+
+/* Bytes per second of reading one array far larger than the caches: the
+ * ceiling for decode, which reads K and V and writes almost nothing (the
+ * triad also writes, and STREAM does not count the write's read). */
+static double read_bandwidth(int n) {
+    size_t len = quick ? (size_t)4 << 20 : (size_t)64 << 20;
+    uint64_t *a = malloc(len * 8);
+    for (size_t i = 0; i < len; i++) a[i] = i;
+    double best = 1e9;
+    uint64_t sink = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        pthread_t t[256];
+        read_arg args[256];
+        double t0 = now();
+        for (int i = 0; i < n; i++) {
+            args[i] = (read_arg){a, len * i / n, len * (i + 1) / n, 0};
+            pthread_create(&t[i], NULL, read_thread, &args[i]);
+        }
+        for (int i = 0; i < n; i++) pthread_join(t[i], NULL), sink ^= args[i].sink;
+        double dt = now() - t0;
+        best = dt < best ? dt : best;
+    }
+    free(a);
+    return sink == 1 ? 0 : 8.0 * (double)len / best; /* sink: the reads are used */
+}
+
+/* The CPU's name (Linux: /proc/cpuinfo's "model name"), or "unknown". */
+static void cpu_name(char *out, size_t size) {
+    snprintf(out, size, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) != 0 || !colon) continue;
+        snprintf(out, size, "%s", colon + 2);
+        out[strcspn(out, "\n")] = 0;
+        break;
+    }
+    if (f) fclose(f);
+}
+
 /* ---- memory -------------------------------------------------------------------- */
 
 /* Reset the process's peak RSS (Linux: clear_refs 5), and read it (VmHWM). */
@@ -181,6 +235,7 @@ typedef struct shape {
     int baselines; /* 1: time the reference kernel too; 2: OpenBLAS */
     int bf16;      /* the bf16 compute mode */
     int backward;  /* time attn_sdpa_backward (given out and lse) */
+    int kv16;      /* 0, or ATTN_F16 / ATTN_BF16: k and v stored in 16 bits */
 } shape;
 
 typedef struct result {
@@ -195,6 +250,22 @@ static float *random_floats(size_t n, unsigned seed) {
         p[i] = (float)(x >> 8) / 16777216.0f - 0.5f;
     }
     return p;
+}
+
+/* x rounded to nearest-even in a 16-bit format: IEEE half (F16C) or
+ * bfloat16 (the top half of the f32, rounded). */
+__attribute__((target("f16c"))) static uint16_t to_f16(float x) { return (uint16_t)_cvtss_sh(x, 0); }
+static uint16_t to_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+/* The n floats at p in the 16-bit format `dtype`, in a new buffer. */
+static void *narrow(const float *p, size_t n, int dtype) {
+    uint16_t *h = malloc(n * 2);
+    for (size_t i = 0; i < n; i++) h[i] = dtype == ATTN_F16 ? to_f16(p[i]) : to_bf16(p[i]);
+    return h;
 }
 
 /* Time fn until 0.5 s have passed (at least once); return the best time. */
@@ -276,6 +347,10 @@ static result measure(const shape *s, double peak, double bandwidth) {
         attn_tensor_init(&c.q, q, ATTN_F32, 3, sq, st_q, NULL);
         attn_tensor_init(&c.k, k, ATTN_F32, 3, sk, st_k, NULL);
         attn_tensor_init(&c.v, v, ATTN_F32, 3, sv, st_v, NULL);
+    } else if (s->kv16) { /* keys and values in 16 bits, as a KV cache may hold them */
+        attn_tensor_init(&c.q, q, ATTN_F32, 3, sq, NULL, NULL);
+        attn_tensor_init(&c.k, narrow(k, nk, s->kv16), (attn_dtype)s->kv16, 3, sk, NULL, NULL);
+        attn_tensor_init(&c.v, narrow(v, nv, s->kv16), (attn_dtype)s->kv16, 3, sv, NULL, NULL);
     } else {
         attn_tensor_init(&c.q, q, ATTN_F32, 3, sq, NULL, NULL);
         attn_tensor_init(&c.k, k, ATTN_F32, 3, sk, NULL, NULL);
@@ -294,10 +369,11 @@ static result measure(const shape *s, double peak, double bandwidth) {
     double flops = 2.0 * (double)s->H * s->L * s->S * (s->d + s->dv) * (s->causal ? 0.5 : 1);
     r.seconds = best_time(run_attn, &c, quick ? 0.05 : 0.5);
     r.rss_mib = peak_rss_mib() - base_rss;
+    /* The bytes the call must read and write: q, k, v and out at their sizes. */
+    double bytes = (double)(nq + no) * 4 + (double)(nk + nv) * (s->kv16 ? 2 : 4);
     r.extra_mib = r.rss_mib - (double)(nq + nk + nv + no) * 4 / 1048576 - (mask ? s->L * s->S / 1048576.0 : 0);
     r.gflops = flops / r.seconds / 1e9;
     r.pct_peak = 100 * r.gflops * 1e9 / peak;
-    double bytes = (double)(nq + nk + nv + no) * 4;
     r.gbps = bytes / r.seconds / 1e9;
     r.pct_bw = 100 * bytes / r.seconds / bandwidth;
     if (s->baselines & 1) { /* the reference kernel: small shapes only */
@@ -309,6 +385,7 @@ static result measure(const shape *s, double peak, double bandwidth) {
         r.vs_openblas = best_time(run_openblas, &b, quick ? 0.05 : 0.5) / r.seconds;
         free(b.out), free(b.scores);
     }
+    if (s->kv16) free(c.k.data), free(c.v.data);
     free(q), free(k), free(v), free(out), free(mask);
     return r;
 }
@@ -469,7 +546,12 @@ int main(int argc, char **argv) {
     double peak = peak512_n > peak256_n ? peak512_n : peak256_n;
     if (peak <= 0) peak = 1e9;
     progress("measuring the triad bandwidth...");
-    double bw = triad_bandwidth(n);
+    double bw = triad_bandwidth(n), rbw = read_bandwidth(n);
+    char cpu[128];
+    cpu_name(cpu, sizeof cpu);
+    attn_tuning tun = {.struct_size = sizeof tun};
+    attn_error terr;
+    if (attn_get_tuning(&tun, &terr)) fprintf(stderr, "attn: error: %s\n", terr.message), exit(1);
 
     enum { MAX_SHAPES = 64 };
     shape shapes[MAX_SHAPES];
@@ -484,7 +566,7 @@ int main(int argc, char **argv) {
                 int64_t L = sizes[si];
                 snprintf(names[ns], 48, "H8 d%d L=S=%lld%s", d, (long long)L, causal ? " causal" : "");
                 shapes[ns] = (shape){names[ns], 8, 8, L, L, d, d, causal, 0, 0,
-                                     (L <= 512 ? 1 : 0) | (L <= 8192 ? 2 : 0), 0, 0};
+                                     (L <= 512 ? 1 : 0) | (L <= 8192 ? 2 : 0), 0, 0, 0};
                 ns++;
             }
     first_decode = ns;
@@ -492,7 +574,21 @@ int main(int argc, char **argv) {
     for (int i = 0; i < (quick ? 1 : 3); i++) {
         int64_t S = quick ? decode_quick[i] : decode_full[i];
         snprintf(names[ns], 48, "decode H8 d64 L=1 S=%lld", (long long)S);
-        shapes[ns] = (shape){names[ns], 8, 8, 1, S, 64, 64, 0, 0, 0, S <= 65536 ? 2 : 0, 0, 0};
+        shapes[ns] = (shape){names[ns], 8, 8, 1, S, 64, 64, 0, 0, 0, S <= 65536 ? 2 : 0, 0, 0, 0};
+        ns++;
+    }
+    /* Four query rows, a wider head, and 16-bit keys and values (bytes
+     * counted at their size). */
+    int64_t sd = quick ? 4096 : 65536;
+    snprintf(names[ns], 48, "decode H8 d64 L=4 S=%lld", (long long)sd);
+    shapes[ns] = (shape){names[ns], 8, 8, 4, sd, 64, 64, 0, 0, 0, 2, 0, 0, 0};
+    ns++;
+    snprintf(names[ns], 48, "decode H8 d128 L=1 S=%lld", (long long)sd);
+    shapes[ns] = (shape){names[ns], 8, 8, 1, sd, 128, 128, 0, 0, 0, 2, 0, 0, 0};
+    ns++;
+    for (int t = 0; t < 2; t++) {
+        snprintf(names[ns], 48, "decode H8 d64 L=1 S=%lld %s K/V", (long long)sd, t ? "bf16" : "f16");
+        shapes[ns] = (shape){names[ns], 8, 8, 1, sd, 64, 64, 0, 0, 0, 0, 0, 0, t ? ATTN_BF16 : ATTN_F16};
         ns++;
     }
     first_other = ns;
@@ -500,19 +596,19 @@ int main(int argc, char **argv) {
     int ds[] = {32, 72, 80, 96, 256};
     for (int i = 0; i < 5; i++) {
         snprintf(names[ns], 48, "H8 d%d L=S=%lld", ds[i], (long long)other);
-        shapes[ns] = (shape){names[ns], 8, 8, other, other, ds[i], ds[i], 0, 0, 0, 0, 0, 0};
+        shapes[ns] = (shape){names[ns], 8, 8, other, other, ds[i], ds[i], 0, 0, 0, 0, 0, 0, 0};
         ns++;
     }
     snprintf(names[ns], 48, "H8 d64 L=%lld S=%lld", (long long)other / 2, (long long)other * 2);
-    shapes[ns] = (shape){names[ns], 8, 8, other / 2, other * 2, 64, 64, 0, 0, 0, 0, 0, 0};
+    shapes[ns] = (shape){names[ns], 8, 8, other / 2, other * 2, 64, 64, 0, 0, 0, 0, 0, 0, 0};
     ns++;
     snprintf(names[ns], 48, "H8 d64 L=%lld S=%lld", (long long)other * 2, (long long)other / 2);
-    shapes[ns] = (shape){names[ns], 8, 8, other * 2, other / 2, 64, 64, 0, 0, 0, 0, 0, 0};
+    shapes[ns] = (shape){names[ns], 8, 8, other * 2, other / 2, 64, 64, 0, 0, 0, 0, 0, 0, 0};
     ns++;
-    shapes[ns++] = (shape){"H8 d64 bool mask", 8, 8, other, other, 64, 64, 0, 1, 0, 0, 0, 0};
-    shapes[ns++] = (shape){"H8 d64 GQA 8/2", 8, 2, other, other, 64, 64, 0, 0, 0, 0, 0, 0};
-    shapes[ns++] = (shape){"H8 d64 strided (L,H,d)", 8, 8, other, other, 64, 64, 0, 0, 1, 0, 0, 0};
-    shapes[ns++] = (shape){"H8 d128 causal GQA 8/2 mask", 8, 2, other, other, 128, 128, 1, 1, 0, 0, 0, 0};
+    shapes[ns++] = (shape){"H8 d64 bool mask", 8, 8, other, other, 64, 64, 0, 1, 0, 0, 0, 0, 0};
+    shapes[ns++] = (shape){"H8 d64 GQA 8/2", 8, 2, other, other, 64, 64, 0, 0, 0, 0, 0, 0, 0};
+    shapes[ns++] = (shape){"H8 d64 strided (L,H,d)", 8, 8, other, other, 64, 64, 0, 0, 1, 0, 0, 0, 0};
+    shapes[ns++] = (shape){"H8 d128 causal GQA 8/2 mask", 8, 2, other, other, 128, 128, 1, 1, 0, 0, 0, 0, 0};
     /* The issue's targets: L=S=4096 (d=64, 128, causal), 1024, and the bf16
      * mode against f32 at d=128. */
     first_targets = ns;
@@ -520,32 +616,32 @@ int main(int argc, char **argv) {
     for (int d = 64; d <= 128; d += 64)
         for (int causal = 0; causal < 2; causal++) {
             snprintf(names[ns], 48, "H8 d%d L=S=%lld%s", d, (long long)t4, causal ? " causal" : "");
-            shapes[ns] = (shape){names[ns], 8, 8, t4, t4, d, d, causal, 0, 0, 0, 0, 0};
+            shapes[ns] = (shape){names[ns], 8, 8, t4, t4, d, d, causal, 0, 0, 0, 0, 0, 0};
             ns++;
         }
     snprintf(names[ns], 48, "H8 d64 L=S=%lld", (long long)t1);
-    shapes[ns] = (shape){names[ns], 8, 8, t1, t1, 64, 64, 0, 0, 0, 0, 0, 0};
+    shapes[ns] = (shape){names[ns], 8, 8, t1, t1, 64, 64, 0, 0, 0, 0, 0, 0, 0};
     ns++;
     snprintf(names[ns], 48, "H8 d128 L=S=%lld bf16 compute", (long long)t4);
-    shapes[ns] = (shape){names[ns], 8, 8, t4, t4, 128, 128, 0, 0, 0, 0, 1, 0};
+    shapes[ns] = (shape){names[ns], 8, 8, t4, t4, 128, 128, 0, 0, 0, 0, 1, 0, 0};
     ns++;
     first_memory = ns;
     int64_t big = quick ? 4096 : 65536;
     snprintf(names[ns], 48, "memory H1 d64 L=S=%lld", (long long)big);
-    shapes[ns++] = (shape){names[ns - 1], 1, 1, big, big, 64, 64, 0, 0, 0, 0, 0, 0};
+    shapes[ns++] = (shape){names[ns - 1], 1, 1, big, big, 64, 64, 0, 0, 0, 0, 0, 0, 0};
     /* The backward pass: the same targets' shapes, and memory. */
     first_backward = ns;
     for (int d = 64; d <= 128; d += 64)
         for (int causal = 0; causal < 2; causal++) {
             snprintf(names[ns], 48, "backward H8 d%d L=S=%lld%s", d, (long long)t4, causal ? " causal" : "");
-            shapes[ns] = (shape){names[ns], 8, 8, t4, t4, d, d, causal, 0, 0, causal ? 0 : 2, 0, 1};
+            shapes[ns] = (shape){names[ns], 8, 8, t4, t4, d, d, causal, 0, 0, causal ? 0 : 2, 0, 1, 0};
             ns++;
         }
     snprintf(names[ns], 48, "backward H8 d64 L=S=%lld", (long long)t1);
-    shapes[ns] = (shape){names[ns], 8, 8, t1, t1, 64, 64, 0, 0, 0, 2, 0, 1};
+    shapes[ns] = (shape){names[ns], 8, 8, t1, t1, 64, 64, 0, 0, 0, 2, 0, 1, 0};
     ns++;
     snprintf(names[ns], 48, "backward memory H1 d64 L=S=%lld", (long long)big);
-    shapes[ns] = (shape){names[ns], 1, 1, big, big, 64, 64, 0, 0, 0, 0, 0, 1};
+    shapes[ns] = (shape){names[ns], 1, 1, big, big, 64, 64, 0, 0, 0, 0, 0, 1, 0};
     ns++;
 
     result results[MAX_SHAPES];
@@ -570,19 +666,26 @@ int main(int argc, char **argv) {
     progress("");
 
     if (json) {
-        printf("{\n  \"isa\": \"%s\", \"threads\": %d,\n", isa, n);
+        printf("{\n  \"cpu\": \"%s\", \"core\": \"%s\", \"isa\": \"%s\", \"threads\": %d,\n", cpu, tun.core, isa, n);
+        printf("  \"tuning\": {\"blocks_for\": \"%s\", \"block_rows\": %d, \"block_keys\": %d, "
+               "\"backward_block_rows\": %d, \"backward_block_keys\": %d, \"decode_chunk\": %d},\n",
+               tun.blocks_for, tun.block_rows, tun.block_keys, tun.backward_block_rows, tun.backward_block_keys,
+               tun.decode_chunk);
         printf("  \"peak_gflops\": {\"avx512_1\": %.1f, \"avx512_n\": %.1f, \"avx2_1\": %.1f, \"avx2_n\": %.1f},\n",
                peak512_1 / 1e9, peak512_n / 1e9, peak256_1 / 1e9, peak256_n / 1e9);
-        printf("  \"triad_gbps\": %.2f,\n  \"results\": [\n", bw / 1e9);
+        printf("  \"triad_gbps\": %.2f, \"read_gbps\": %.2f,\n  \"results\": [\n", bw / 1e9, rbw / 1e9);
         for (int i = 0; i < ns; i++) json_row(&shapes[i], &results[i], i == ns - 1);
         printf("  ],\n  \"bf16_over_f32_d128\": %.3f\n}\n",
                results[first_memory - 1].gflops / results[first_targets + 2].gflops);
         return 0;
     }
-    printf("attn bench: %s kernels, %d threads\n", isa, n);
-    printf("machine: FMA peak %.1f GFLOP/s (AVX-512: %.1f on 1 thread, %.1f on %d; AVX2: %.1f, %.1f); "
-           "triad %.1f GB/s\n\n", peak / 1e9, peak512_1 / 1e9, peak512_n / 1e9, n, peak256_1 / 1e9,
-           peak256_n / 1e9, bw / 1e9);
+    printf("attn bench: %s, core %s, %s kernels, %d threads\n", cpu, tun.core, isa, n);
+    printf("blocks (registered for %s): forward %d rows x %d keys, backward %d x %d, decode chunks of %d keys\n",
+           tun.blocks_for, tun.block_rows, tun.block_keys, tun.backward_block_rows, tun.backward_block_keys,
+           tun.decode_chunk);
+    printf("machine: FMA peak %.1f GFLOP/s (AVX-512: %.1f on 1 thread, %.1f on %d; AVX2: %.1f, %.1f; 12 independent "
+           "FMA chains per thread); triad %.1f GB/s, read %.1f GB/s\n\n",
+           peak / 1e9, peak512_1 / 1e9, peak512_n / 1e9, n, peak256_1 / 1e9, peak256_n / 1e9, bw / 1e9, rbw / 1e9);
     printf("%-34s %9s %13s %9s %13s %9s %9s\n", "shape (f32)", "seconds", "rate", "of peak", "peak RSS",
            "vs ref", "vs BLAS");
     for (int i = 0; i < ns; i++) {
