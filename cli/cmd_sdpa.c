@@ -18,6 +18,12 @@ static const char SDPA_USAGE[] =
     "      --causal[=MODE]    causal mask: top-left (default; key j <= query i, as\n"
     "                         PyTorch's is_causal) or bottom-right (j <= i + S - L)\n"
     "      --scale S          score scale (default 1/sqrt(E))\n"
+    "      --softcap C        soft-cap the scaled scores: C * tanh(s / C) (Gemma 2)\n"
+    "      --alibi            ALiBi: subtract slope_h * |distance from the diagonal|,\n"
+    "                         with the paper's slopes for q's Hq heads\n"
+    "      --alibi-slopes FILE  ALiBi with these slopes, shape (Hq,)\n"
+    "      --window N         sliding window (needs --causal): query i sees only\n"
+    "                         the N keys ending at its diagonal (Mistral)\n"
     "  -o, --out FILE         write the output (..., Hq, L, Ev) to FILE; without -o\n"
     "                         it is printed\n"
     "  -w, --weights FILE     also write the attention weights (..., Hq, L, S)\n"
@@ -53,6 +59,9 @@ static const char SDPA_USAGE[] =
     "\n"
     "example:\n"
     "  attn sdpa -q q.npy -k k.npy -v v.npy --causal -o out.npy\n";
+
+/* The input files: -q, -k, -v, -m, --grad-out, --alibi-slopes. */
+enum { N_INPUTS = 6 };
 
 /* One input file: its path and, once read, its contents. */
 typedef struct input {
@@ -126,7 +135,7 @@ static bool any_gradient(const cli_output *outs) {
 
 /* Parse the arguments into inputs, outputs and options. */
 static int parse_args(int argc, char **argv, input *in, cli_output *outs,
-                      attn_sdpa_options *opts, bool *kv_bf16) {
+                      attn_sdpa_options *opts, bool *kv_bf16, bool *alibi) {
     int code = 0;
     for (int i = 1; i < argc && !code;) {
         const char *val = NULL, *arg = argv[i];
@@ -141,6 +150,7 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs,
                    cli_option(argc, argv, &i, "-w", "--weights", &outs[1].path, &code) ||
                    cli_option(argc, argv, &i, NULL, "--lse", &outs[2].path, &code) ||
                    cli_option(argc, argv, &i, NULL, "--grad-out", &in[4].path, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--alibi-slopes", &in[5].path, &code) ||
                    cli_option(argc, argv, &i, NULL, "--dq", &outs[OUT_DQ].path, &code) ||
                    cli_option(argc, argv, &i, NULL, "--dk", &outs[OUT_DK].path, &code) ||
                    cli_option(argc, argv, &i, NULL, "--dv", &outs[OUT_DV].path, &code) ||
@@ -152,6 +162,17 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs,
         } else if (cli_option(argc, argv, &i, NULL, "--seed", &val, &code)) {
             if (val && !cli_parse_seed(val, &opts->dropout_seed))
                 code = cli_error(EXIT_USAGE, "--seed %s is not a non-negative whole number", val);
+        } else if (cli_option(argc, argv, &i, NULL, "--softcap", &val, &code)) {
+            if (val && (!cli_parse_double(val, &opts->softcap) || !(opts->softcap > 0)))
+                code = cli_error(EXIT_USAGE, "--softcap %s is not a finite number above 0", val);
+        } else if (cli_option(argc, argv, &i, NULL, "--window", &val, &code)) {
+            long w = 0;
+            if (val && !cli_parse_int(val, 1, 1L << 40, &w))
+                code = cli_error(EXIT_USAGE, "--window %s is not a whole number of keys from 1", val);
+            opts->window = w;
+        } else if (strcmp(arg, "--alibi") == 0) {
+            *alibi = true;
+            i++;
         } else if (cli_option(argc, argv, &i, NULL, "--scale", &val, &code)) {
             if (val && !cli_parse_double(val, &opts->scale))
                 code = cli_error(EXIT_USAGE, "--scale %s is not a finite number", val);
@@ -200,6 +221,9 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs,
         return cli_error(EXIT_USAGE, "gradients need --grad-out FILE (dLoss/dout)");
     if (outs[OUT_DMASK].path && !in[3].path)
         return cli_error(EXIT_USAGE, "--dmask needs a float mask (-m FILE)");
+    if (*alibi && in[5].path) return cli_error(EXIT_USAGE, "give --alibi or --alibi-slopes FILE, not both");
+    if (opts->window && opts->causal == ATTN_CAUSAL_NONE)
+        return cli_error(EXIT_USAGE, "--window needs --causal (top-left or bottom-right)");
     return 0;
 }
 
@@ -245,11 +269,24 @@ static int write_dropout_mask(const input *in, cli_output *out, int rank, const 
     return code;
 }
 
-static int run(input *in, cli_output *outs, attn_sdpa_options *opts, bool kv_bf16) {
+static int run(input *in, cli_output *outs, attn_sdpa_options *opts, bool kv_bf16, bool alibi) {
     int code;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < N_INPUTS; i++)
         if (in[i].path && (code = read_input(&in[i]))) return code;
     if ((code = check_dtypes(in, 5))) return code;
+    /* ALiBi: the paper's slopes for q's heads, or the caller's (any float dtype). */
+    double slopes[4096];
+    attn_tensor slope_t;
+    if (alibi) {
+        int64_t heads = in[0].t.rank >= 3 ? in[0].t.shape[in[0].t.rank - 3] : 1;
+        attn_error e;
+        if (heads > 4096) return cli_error(EXIT_DATA, "--alibi: q has %lld heads; at most 4096", (long long)heads);
+        attn_alibi_slopes(slopes, heads, &e);
+        attn_tensor_init(&slope_t, slopes, ATTN_F64, 1, &heads, NULL, NULL);
+        opts->alibi_slopes = &slope_t;
+    } else if (in[5].path) {
+        opts->alibi_slopes = &in[5].t;
+    }
     if (kv_bf16) {
         if (in[0].t.dtype != ATTN_F32)
             return cli_error(EXIT_DATA, "--kv-bf16 needs float32 q, but -q %s is %s", in[0].path,
@@ -299,15 +336,15 @@ static int run(input *in, cli_output *outs, attn_sdpa_options *opts, bool kv_bf1
 }
 
 int cmd_sdpa(int argc, char **argv) {
-    input in[5] = {{"-q", NULL, {0}}, {"-k", NULL, {0}}, {"-v", NULL, {0}}, {"-m", NULL, {0}},
-                   {"--grad-out", NULL, {0}}};
+    input in[N_INPUTS] = {{"-q", NULL, {0}}, {"-k", NULL, {0}}, {"-v", NULL, {0}}, {"-m", NULL, {0}},
+                          {"--grad-out", NULL, {0}}, {"--alibi-slopes", NULL, {0}}};
     cli_output outs[N_OUTS];
     memset(outs, 0, sizeof outs);
     attn_sdpa_options opts = attn_sdpa_options_default();
-    bool kv_bf16 = false;
-    int code = parse_args(argc, argv, in, outs, &opts, &kv_bf16);
+    bool kv_bf16 = false, alibi = false;
+    int code = parse_args(argc, argv, in, outs, &opts, &kv_bf16, &alibi);
     if (code || cli_stop == CLI_STOP_AFTER_PARSE) return code < 0 ? 0 : code;
-    code = run(in, outs, &opts, kv_bf16);
-    for (int i = 0; i < 5; i++) attn_npy_free(&in[i].t); /* frees any malloc'd data */
+    code = run(in, outs, &opts, kv_bf16, alibi);
+    for (int i = 0; i < N_INPUTS; i++) attn_npy_free(&in[i].t); /* frees any malloc'd data */
     return code;
 }

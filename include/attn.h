@@ -316,11 +316,35 @@ typedef struct attn_sdpa_options {
      * that of the weights before dropout. */
     double dropout_p;
     uint64_t dropout_seed;
+    /* Score variants (added in 0.3.0). Each score q·k·scale goes through
+     * them in this order, then through the mask and the causal limit; every
+     * kernel, forward and backward, applies them in one place.
+     *   softcap > 0: s = softcap · tanh(s / softcap), Gemma 2's logit
+     *     soft-capping; 0 (the default): none. It must be finite, >= 0.
+     *   alibi_slopes: NULL (the default), or a 1-D tensor of Hq slopes (f64
+     *     or f32, finite), one per query head: s -= slope_h · |j - i - off|,
+     *     where off is the causal alignment's offset (0 for top-left, S - L
+     *     for bottom-right and without a causal mask), so under a causal
+     *     mask the bias is -slope · (distance back from the diagonal), as in
+     *     the ALiBi paper. attn_alibi_slopes gives the paper's slopes.
+     *   window > 0: a sliding window (Mistral's): query i sees key j only
+     *     when i + off - window < j, on top of the causal limit j <= i +
+     *     off; it needs a causal mode. 0 (the default): none. */
+    double softcap;
+    const attn_tensor *alibi_slopes;
+    int64_t window;
 } attn_sdpa_options;
 
-/* The defaults: scale 1/sqrt(E), no causal mask, no mask, f32 arithmetic;
- * struct_size set. */
+/* The defaults: scale 1/sqrt(E), no causal mask, no mask, f32 arithmetic,
+ * no dropout, no score variants; struct_size set. */
 ATTN_API attn_sdpa_options attn_sdpa_options_default(void);
+
+/* The ALiBi paper's slopes for `heads` heads into slopes[0..heads-1]: for n
+ * a power of two, slope_h = 2^(-8 (h + 1) / n); otherwise the slopes of the
+ * largest power of two n below heads, followed by every other slope of 2n
+ * (2^(-4 (2h + 1) / n), h = 0, 1, ...) up to `heads`. Errors: ATTN_ERR_NULL,
+ * ATTN_ERR_SHAPE (heads < 1). */
+ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error *err);
 
 /* Scaled dot-product attention, PyTorch semantics.
  *

@@ -40,10 +40,11 @@ from torch_attention import broadcast_heads, causal_allowed
 GRADS = ("dq", "dk", "dv", "dmask")
 
 
-def reference(q, k, v, dout, mask, causal, scale, keep=None, p=0.0):
+def reference(q, k, v, dout, mask, causal, scale, keep=None, p=0.0, variants=None):
     """PyTorch float64 autograd of attention with attn's semantics: the gradients of
     q, k, v and (for a float mask) the mask, given dLoss/dout. With dropout, keep is
-    attn's mask (--dropout-mask) and the weights are softmax ∘ keep / (1 - p)."""
+    attn's mask (--dropout-mask) and the weights are softmax ∘ keep / (1 - p).
+    variants: the score variants (softcap, slopes, window; see variant_scores)."""
     leaves = [torch.tensor(np.asarray(a, dtype=np.float64), requires_grad=True) for a in (q, k, v)]
     fmask = mask is not None and mask.dtype != np.bool_
     if fmask:
@@ -54,6 +55,8 @@ def reference(q, k, v, dout, mask, causal, scale, keep=None, p=0.0):
         scale = 1.0 / math.sqrt(tq.shape[-1])
     s = torch.matmul(tq, tk.transpose(-2, -1)) * scale
     allowed = causal_allowed(L, S, causal)
+    if variants:
+        s, allowed = variant_scores(s, allowed, causal, **variants)
     if mask is not None:
         if fmask:
             s = s + leaves[3]
@@ -78,6 +81,28 @@ def reference(q, k, v, dout, mask, causal, scale, keep=None, p=0.0):
     with torch.no_grad():
         mags = magnitudes(w, z, do, out, tq, tk, tv, scale, [a.shape for a in leaves[:3]])
     return grads, float(s.grad.abs().max()), max_s, mags, out.detach().numpy()
+
+
+def variant_scores(s, allowed, causal, softcap=0.0, slopes=None, window=0):
+    """The score variants of attn_sdpa_options on the scaled scores s (..., H, L, S),
+    from their definitions: Gemma 2's soft-capping softcap · tanh(s / softcap); ALiBi,
+    s - slope_h · |j - i - off| (off 0 for top-left, S - L otherwise; under a causal
+    mask, slope times the distance back from the diagonal, as in the paper); Mistral's
+    sliding window, key j visible only when i + off - window < j (off the causal
+    offset). Returns the new scores and the allowed keys."""
+    L, S = s.shape[-2], s.shape[-1]
+    i = torch.arange(L, dtype=torch.float64).reshape(L, 1)
+    j = torch.arange(S, dtype=torch.float64).reshape(1, S)
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    if slopes is not None:
+        off = 0 if causal == 1 else S - L
+        m = torch.from_numpy(np.asarray(slopes, dtype=np.float64)).reshape(-1, 1, 1)
+        s = s - m * (j - i - off).abs()
+    if window:
+        off = 0 if causal == 1 else S - L
+        allowed = allowed & (j > i + off - window)
+    return s, allowed
 
 
 def magnitudes(w, z, do, out, q, k, v, scale, shapes):
@@ -137,7 +162,7 @@ class Oracle:
         return os.path.join(self.dir, n + ".npy")
 
     def case(self, name, q, k, v, dout, mask=None, causal=0, scale=None, want=GRADS, kv_bf16=False, dropout=0.0,
-             seed=0):
+             seed=0, variants=None):
         fmask = mask is not None and mask.dtype != np.bool_
         want = [g for g in want if g != "dmask" or fmask]
         files = {"q": q, "k": k, "v": v, "do": dout}
@@ -160,6 +185,14 @@ class Oracle:
             cmd.append("--kv-bf16")
         if dropout:
             cmd += ["--dropout", repr(dropout), "--seed", str(seed), "--dropout-mask", self.path("keep")]
+        variants = variants or {}
+        if variants.get("softcap"):
+            cmd += ["--softcap", repr(variants["softcap"])]
+        if variants.get("slopes") is not None:
+            np.save(self.path("slopes"), np.asarray(variants["slopes"]))
+            cmd += ["--alibi-slopes", self.path("slopes")]
+        if variants.get("window"):
+            cmd += ["--window", str(variants["window"])]
         for g in want:
             cmd += ["--" + g, self.path(g)]
         env = dict(os.environ, ATTN_VERBOSE="1")
@@ -171,6 +204,13 @@ class Oracle:
         kernel = "flash_backward" if f32 and "dmask" not in want else "exact"
         if len(calls) != 1 or (" kernel=%s " % kernel) not in calls[0]:
             return self.report(name, "expected one %s backward call, verbose said %r" % (kernel, r.stderr))
+        # The forward runs the fast kernels for f32 (decode for a few queries against
+        # many keys), the exact one for f64: the variants must be on every path.
+        fwd = [l for l in r.stderr.splitlines() if l.startswith("attn: sdpa ")]
+        L, S = q.shape[-2], k.shape[-2]
+        fkernel = ("decode" if L <= 4 and S >= 2048 else "flash") if f32 else "exact"
+        if len(fwd) != 1 or (" kernel=%s " % fkernel) not in fwd[0]:
+            return self.report(name, "expected one %s forward call, verbose said %r" % (fkernel, r.stderr))
         isa = os.environ.get("ATTN_ISA")
         if kernel == "flash_backward" and isa and (" isa=%s " % isa) not in calls[0]:
             return self.report(name, "ATTN_ISA=%s but the kernel ran %r" % (isa, calls[0]))
@@ -179,7 +219,10 @@ class Oracle:
             k64 = torch.from_numpy(k).bfloat16().double().numpy()
             v64 = torch.from_numpy(v).bfloat16().double().numpy()
         keep = np.load(self.path("keep")) if dropout else None
-        grads, ds_max, max_s, mags, out = reference(q, k64, v64, dout, mask, causal, scale, keep, dropout)
+        grads, ds_max, max_s, mags, out = reference(q, k64, v64, dout, mask, causal, scale, keep, dropout, variants)
+        # Soft-capping in f32 is within 3 · 2^-24 · cap of the exact: another
+        # score error, as large as that of scores of magnitude cap.
+        max_s += 2 * variants.get("softcap", 0.0)
         refs = dict(zip(GRADS, grads))
         # The forward with the same mask: f64 1e-12; f32 the forward's bound (attn.h),
         # its terms grown by the 1/(1 - p) of the kept weights.
@@ -291,20 +334,28 @@ def fixed_cases(o, rng):
     o.case("f32_fused_large_scores", f32(2, 64, 16) * 8, f32(2, 90, 16) * 8, f32(2, 90, 16), f32(2, 64, 16))
 
 
+def forced_isa_missing(o):
+    """With ATTN_ISA set to an instruction set this CPU lacks, the library runs
+    another: why (ATTN_VERBOSE's line), to skip the suite; else None."""
+    isa = os.environ.get("ATTN_ISA")
+    if not isa:
+        return None
+    probe = os.path.join(o.dir, "probe.npy")
+    np.save(probe, np.ones((1, 16, 8), np.float32))
+    r = subprocess.run([o.attn, "sdpa", "-q", probe, "-k", probe, "-v", probe, "-o", probe + ".o.npy"],
+                       capture_output=True, text=True, env=dict(os.environ, ATTN_VERBOSE="1"))
+    return None if (" isa=%s " % isa) in r.stderr else "this CPU lacks %s (%s)" % (isa, r.stderr.strip())
+
+
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
     seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 20261129
     rng = np.random.default_rng(seed)
     o = Oracle(build)
-    isa = os.environ.get("ATTN_ISA")
-    if isa:  # a forced instruction set this CPU lacks: the library runs another, so skip
-        probe = os.path.join(o.dir, "probe.npy")
-        np.save(probe, np.ones((1, 16, 8), np.float32))
-        r = subprocess.run([o.attn, "sdpa", "-q", probe, "-k", probe, "-v", probe, "-o", probe + ".o.npy"],
-                           capture_output=True, text=True, env=dict(os.environ, ATTN_VERBOSE="1"))
-        if (" isa=%s " % isa) not in r.stderr:
-            print("skip backward_oracle_ATTN_ISA=%s: this CPU lacks %s (%s)" % (isa, isa, r.stderr.strip()))
-            return 0
+    missing = forced_isa_missing(o)
+    if missing:
+        print("skip backward_oracle_ATTN_ISA=%s: %s" % (os.environ["ATTN_ISA"], missing))
+        return 0
     fixed_cases(o, rng)
     for i in range(300):
         q, k, v, dout, mask, causal, scale = random_case(rng, i)

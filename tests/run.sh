@@ -47,6 +47,10 @@ suite "attn sdpa --grad-out vs PyTorch autograd float64" $PY tests/oracle_backwa
 for isa in avx512 c; do
     suite "backward pass vs PyTorch, ATTN_ISA=$isa" env ATTN_ISA=$isa $PY tests/oracle_backward.py "$BUILD"
 done
+for isa in "" avx512 c; do
+    suite "score variants (soft-cap, ALiBi, window) vs PyTorch, forward and backward${isa:+, ATTN_ISA=$isa}" \
+        env ${isa:+ATTN_ISA=$isa} $PY tests/oracle_variants.py "$BUILD"
+done
 suite "backward pass under ThreadSanitizer (3 threads)" env ATTN_NUM_THREADS=3 "$BUILD/tsan/test_backward"
 # The f32 kernels again with each instruction set forced; on a CPU without
 # it the suite says skip (ATTN_VERBOSE shows which ISA really ran).

@@ -203,6 +203,38 @@ static void test_sdpa_errors(void) {
                  "err_option_bf16_f64");
     o = attn_sdpa_options_default();
 
+    /* Score variants: a bad cap, window or slopes is an error before anything runs. */
+    o.softcap = -1;
+    check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_OPTION, "softcap is -1", "err_softcap_negative");
+    o.softcap = INFINITY;
+    check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_OPTION, "softcap is inf", "err_softcap_inf");
+    o = attn_sdpa_options_default();
+    o.window = 4;
+    check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_OPTION, "needs a causal mode",
+                 "err_window_without_causal");
+    o.causal = ATTN_CAUSAL_TOP_LEFT, o.window = -2;
+    check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_OPTION, "window is -2", "err_window_negative");
+    o = attn_sdpa_options_default();
+    double slopes[3] = {0.5, NAN, 0.25};
+    int64_t two = 2, three = 3;
+    attn_tensor st;
+    attn_tensor_init(&st, slopes, ATTN_F64, 1, &three, NULL, NULL);
+    o.alibi_slopes = &st;
+    check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_SHAPE, "alibi_slopes must have shape (2,)",
+                 "err_alibi_shape");
+    attn_tensor_init(&st, slopes, ATTN_F64, 1, &two, NULL, NULL);
+    check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_OPTION, "alibi_slopes[1] is nan",
+                 "err_alibi_nan");
+    o = attn_sdpa_options_default();
+    check_status(attn_alibi_slopes(NULL, 4, &err), &err, ATTN_ERR_NULL, "slopes is NULL", "err_alibi_slopes_null");
+    check_status(attn_alibi_slopes(slopes, 0, &err), &err, ATTN_ERR_SHAPE, "heads is 0", "err_alibi_slopes_heads");
+    /* The paper's slopes: 8 heads 2^-1 .. 2^-8; 3 heads: those of 2, then the first of every other of 4 (2^-2). */
+    double s8[8], s3[3];
+    attn_alibi_slopes(s8, 8, &err);
+    attn_alibi_slopes(s3, 3, &err);
+    check(s8[0] == 0.5 && s8[7] == 0x1p-8 && s3[0] == 0x1p-4 && s3[1] == 0x1p-8 && s3[2] == 0.25, "alibi_paper_slopes",
+          "8 heads: %g .. %g, 3 heads: %g %g %g", s8[0], s8[7], s3[0], s3[1], s3[2]);
+
     bad = out;
     bad.strides[1] = 0;
     check_status(sdpa4(&bad, &q, &k, &v, NULL, &err), &err, ATTN_ERR_STRIDE,

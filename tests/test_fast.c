@@ -420,6 +420,35 @@ static void test_widen16(const char *isa) {
     check(!wrong, name, "%d values differ", wrong);
 }
 
+
+/* softcap against libm's tanh in double: within the stated 3 · 2^-24 · cap,
+ * over scores from 0 to far past the cap, both signs, every tail length. */
+static void test_softcap(const char *isa) {
+    const attn_ukernels *uk = attn_ukernels_by_name(isa);
+    char name[64];
+    snprintf(name, sizeof name, "softcap_%s_vs_tanh", isa);
+    if (!uk) {
+        skip(name, "this CPU lacks %s", isa);
+        return;
+    }
+    enum { N = 4099 };
+    static float x[N], y[N];
+    double worst = 0;
+    static const float caps[] = {0.5f, 5.0f, 30.0f, 1e4f};
+    for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++)
+        for (int n = N - 16; n <= N; n++) {
+            for (int i = 0; i < n; i++) x[i] = y[i] = (float)((uniform() * 2 - 1) * caps[c] * (i % 3 ? 1 : 40) * uniform());
+            y[n - 1] = x[n - 1] = 0, y[0] = x[0] = -0.0f;
+            uk->softcap(y, n, caps[c]);
+            for (int i = 0; i < n; i++) {
+                double want = caps[c] * tanh((double)x[i] / caps[c]);
+                double err = fabs(y[i] - want) / (3 * 0x1p-24 * caps[c]);
+                worst = err > worst || err != err ? err : worst;
+            }
+        }
+    check(worst <= 1, name, "error %.3g of the bound 3 * 2^-24 * cap", worst);
+}
+
 int main(void) {
     test_exp2("c");
     test_exp2("avx2");
@@ -433,6 +462,9 @@ int main(void) {
     test_widen16("c");
     test_widen16("avx2");
     test_widen16("avx512");
+    test_softcap("c");
+    test_softcap("avx2");
+    test_softcap("avx512");
     /* A forced ISA this CPU lacks would quietly test another one. */
     const char *forced = getenv("ATTN_ISA");
     if (forced && *forced && strcmp(forced, attn_isa()) != 0) {

@@ -91,12 +91,27 @@ typedef struct attn_problem {
     double dropout_p;
     uint64_t dropout_seed;
     int64_t slice, row0;
+    /* Score variants (see attn_sdpa_options): softcap 0 for none; ALiBi
+     * when `alibi`, s -= alibi_slope · |j - i - alibi_offset|; window 0 for
+     * none, else keys j <= i + causal_offset - window are excluded. */
+    double softcap;
+    bool alibi;
+    double alibi_slope;
+    int64_t alibi_offset;
+    int64_t window;
 } attn_problem;
 
 /* The log-sum-exp of a row from its maximum m and its sum l of exp(s - m):
  * m + log(l), -inf when no key took part (l == 0), +inf when m is. */
 static inline double attn_lse(double m, double l) {
     return l == 0 ? -INFINITY : m == INFINITY ? INFINITY : m + log(l);
+}
+
+/* The first key query row i of p may see under a sliding window (0 without
+ * one): keys j <= i + causal_offset - window are out. Not clamped to S. */
+static inline int64_t attn_first_key(const attn_problem *p, int64_t i) {
+    int64_t lo = p->window > 0 ? i + p->causal_offset - p->window + 1 : 0;
+    return lo > 0 ? lo : 0;
 }
 
 /* How many of the keys j0, j0+1, ..., j0+n-1 query row i of p may see. Under
@@ -161,6 +176,7 @@ typedef struct attn_canon {
 typedef struct attn_slices {
     attn_problem base; /* scale and causal settings shared by every slice */
     const attn_tensor *q, *k, *v, *out, *weights, *mask, *lse;
+    const attn_tensor *alibi; /* (Hq,) slopes, or NULL */
     attn_canon cq, ck, cv, co, cw, cm, cl; /* cl: lse seen as (..., L, 1) */
     int threads; /* for this call, the caller's included */
     attn_arena *arena; /* where the call's scratch comes from */

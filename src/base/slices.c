@@ -36,6 +36,11 @@ void attn_slice(const attn_slices *sl, int64_t index, attn_problem *p) {
     if (sl->weights) p->weights = mat_of(sl->weights, &sl->cw, iq);
     if (sl->mask) p->mask = mat_of(sl->mask, &sl->cm, iq);
     if (sl->lse) p->lse = mat_of(sl->lse, &sl->cl, iq);
+    if (sl->alibi) {
+        attn_mat slopes = {(char *)sl->alibi->data, sl->alibi->dtype, 1, sl->alibi->shape[0], 0, sl->alibi->strides[0]};
+        p->alibi = true;
+        p->alibi_slope = attn_mat_get(&slopes, 0, iq[2]);
+    }
 }
 
 void attn_grad_slice(const attn_grad_slices *gs, int64_t index, attn_grad_problem *p) {

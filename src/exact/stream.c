@@ -31,7 +31,7 @@ static void block_scores(double *scores, const attn_problem *p, const double *qb
         for (int64_t c = 0; c < nc; c++)
             scores[r * BC + c] = attn_dot(qb + r * E, kb + c * E, E) * p->scale;
     attn_score_block sb = {scores, true, BC};
-    attn_score_epilogue(NULL, sb, p, i0, nr, j0, nc, nc, p->causal);
+    attn_score_epilogue(NULL, sb, p, i0, nr, j0, nc, nc, p->causal, NULL);
 }
 
 /* Fold one block of scores (nc keys) into a row's running m, l and acc; the
@@ -127,7 +127,8 @@ void attn_exact_rows(const attn_problem *p, int64_t i0, int64_t n, double *work)
     sub.out.rows = n;
     if (sub.mask.base) sub.mask.base += i0 * p->mask.rs * (int64_t)attn_dtype_size(p->mask.dtype);
     if (sub.lse.base) sub.lse.base += i0 * p->lse.rs * (int64_t)attn_dtype_size(p->lse.dtype);
-    sub.causal_offset += i0;
+    sub.causal_offset += i0; /* row r of sub is row i0 + r of p */
+    sub.alibi_offset += i0;
     sub.row0 += i0;
     attn_stream_kernel(&sub, work);
 }

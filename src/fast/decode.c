@@ -57,7 +57,8 @@ static void decode_item(void *ctx, int64_t item, int worker) {
 
     /* Keys this chunk's rows may see (all of them without a causal mask). */
     int64_t last = attn_keys_seen(&p, L - 1, j0, n);
-    if (last == 0 || atomic_load(&j->bad[slice])) return;
+    /* Nothing to see: keys past the causal limit, or all before the window. */
+    if (last == 0 || j0 + last <= attn_first_key(&p, 0) || atomic_load(&j->bad[slice])) return;
 
     /* The queries times the scale, each product rounded once from double
      * (as flash.c packs them): scores come out in natural units. */
@@ -77,13 +78,13 @@ static void decode_item(void *ctx, int64_t item, int worker) {
         const float *rows = attn_rows_f32(uk, &p.k, j0 + c0, nc, tmp, &ld);
         kmax = attn_absmax_join(kmax, uk->dot_rows(s + c0, lds, q, (int)L, rows, ld, nc, E));
     }
-    if (!attn_f32_scores_fit(qmax, kmax, E)) {
+    if (!attn_f32_scores_fit(qmax, kmax, E) || !attn_f32_bias_fits(&p, L, j->S)) {
         atomic_store(&j->bad[slice], 1);
         return;
     }
     int64_t vl = uk->vl, last_pad = attn_round_up(last, vl);
     attn_score_block sb = {s, false, lds};
-    if (!attn_score_epilogue(uk, sb, &p, 0, L, j0, last, last_pad, p.causal)) {
+    if (!attn_score_epilogue(uk, sb, &p, 0, L, j0, last, last_pad, p.causal, NULL)) {
         atomic_store(&j->bad[slice], 1);
         return;
     }

@@ -21,6 +21,12 @@ static inline bool attn_f32_scores_fit(double qmax, double kmax, int64_t E) {
            kmax * (double)E <= 0x1p100;
 }
 
+/* Whether p's ALiBi bias (at most |slope| · (L + S)) stays far inside f32's
+ * range, so that it adds to any score that fits without overflowing. */
+static inline bool attn_f32_bias_fits(const attn_problem *p, int64_t L, int64_t S) {
+    return !p->alibi || fabs(p->alibi_slope) * ((double)L + (double)S) <= 0x1p100;
+}
+
 /* The fast f32 path (flash.c) over all slices of one call, without weights;
  * bf16 selects the bf16 compute mode. Fills *info.
  * Returns ATTN_OK, ATTN_ERR_OVERFLOW or ATTN_ERR_NO_MEMORY, with *err filled. */

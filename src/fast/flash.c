@@ -109,20 +109,24 @@ static workspace workspace_of(const flash_job *j, int worker) {
     return w;
 }
 
-/* One MR-row tile against keys j0..j0+tc-1 of the packed block: scores,
- * masks, the online-softmax update of m, l and O, then O += P·V. */
+/* One MR-row tile against keys j0+c_lo..j0+tc-1 of the packed block (c_lo
+ * a multiple of nrv: the keys before it are all outside the tile's sliding
+ * window): scores, masks, the online-softmax update of m, l and O, then O +=
+ * P·V. */
 static void tile_step(const flash_job *j, const workspace *w, const attn_problem *p, int64_t r0,
-                      int64_t rows, int64_t i0, int64_t j0, int64_t tc, int64_t lds, int64_t ldk,
+                      int64_t rows, int64_t i0, int64_t j0, int64_t c_lo, int64_t tc, int64_t lds, int64_t ldk,
                       const float *v, int64_t ldv, bool cut, bool *bad) {
     const attn_ukernels *uk = j->uk;
     const attn_bf16_kernels *bk = j->bk;
+    /* From here on, the tile's keys start at key j0 (column 0 of s). */
+    j0 += c_lo, tc -= c_lo, v += c_lo * ldv;
     int64_t E = j->E, Evp = j->Evp, nrv = j->nrv, tc_pad = attn_round_up(tc, nrv);
     for (int64_t c0 = 0; c0 < tc_pad; c0 += nrv) {
-        if (bk) bk->qk(w->s + c0, lds, w->q2 + r0 * j->E2, j->E2, w->kt2 + c0, ldk, j->E2);
-        else uk->qk(w->s + c0, lds, w->q + r0 * E, E, w->kt + c0, ldk, E);
+        if (bk) bk->qk(w->s + c0, lds, w->q2 + r0 * j->E2, j->E2, w->kt2 + c_lo + c0, ldk, j->E2);
+        else uk->qk(w->s + c0, lds, w->q + r0 * E, E, w->kt + c_lo + c0, ldk, E);
     }
     attn_score_block sb = {w->s, false, lds};
-    if (!attn_score_epilogue(uk, sb, p, i0 + r0, rows, j0, tc, tc_pad, cut)) *bad = true;
+    if (!attn_score_epilogue(uk, sb, p, i0 + r0, rows, j0, tc, tc_pad, cut, NULL)) *bad = true;
     for (int64_t r = 0; r < ATTN_MR; r++) {
         float *srow = w->s + r * lds, mx = uk->max(srow, tc_pad);
         float m_old = w->m[r0 + r], m_new = mx > m_old ? mx : m_old;
@@ -146,7 +150,7 @@ static void tile_step(const flash_job *j, const workspace *w, const attn_problem
     int64_t nv = nrv / j->vl;
     for (int64_t c0 = 0; c0 < Evp; c0 += nrv) {
         int nvec = (int)((Evp - c0) / j->vl < nv ? (Evp - c0) / j->vl : nv);
-        if (bk) bk->pv(w->o + r0 * Evp + c0, Evp, w->p2, lds / 2, w->v2 + c0, Evp, tc_pad / 2, nvec);
+        if (bk) bk->pv(w->o + r0 * Evp + c0, Evp, w->p2, lds / 2, w->v2 + c_lo / 2 * Evp + c0, Evp, tc_pad / 2, nvec);
         else uk->pv(w->o + r0 * Evp + c0, Evp, w->s, lds, v + c0, ldv, tc_pad, nvec);
     }
 }
@@ -170,7 +174,7 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     /* Inputs that are not finite (max -1) or whose scores or sums could leave
      * f32's safe range take the exact kernel. */
     float kmax = j->kvmax[2 * (item / j->n_qblocks)], vmax = j->kvmax[2 * (item / j->n_qblocks) + 1];
-    bad |= !attn_f32_scores_fit(qmax, kmax, E) || vmax < 0 ||
+    bad |= !attn_f32_scores_fit(qmax, kmax, E) || !attn_f32_bias_fits(p, j->L, j->S) || vmax < 0 ||
            (double)vmax * (double)j->S > FLT_MAX / 4;
     for (int64_t r = 0; r < nr_pad; r++) w.m[r] = -INFINITY, w.l[r] = 0;
     memset(w.o, 0, sizeof(float) * (size_t)(nr_pad * Evp));
@@ -183,8 +187,9 @@ static void flash_item(void *ctx, int64_t item, int worker) {
         memset(w.zero, 0, sizeof(float) * (size_t)kt_stride(j->bc));
     }
 
-    int64_t jend = attn_keys_seen(p, i0 + nr - 1, 0, j->S);
-    for (int64_t j0 = 0; j0 < jend && !bad; j0 += j->bc) {
+    /* Keys from the first row's window to the last row's causal limit. */
+    int64_t jend = attn_keys_seen(p, i0 + nr - 1, 0, j->S), jbegin = attn_first_key(p, i0);
+    for (int64_t j0 = jbegin; j0 < jend && !bad; j0 += j->bc) {
         int64_t nc = jend - j0 < j->bc ? jend - j0 : j->bc, nc_pad = attn_round_up(nc, nrv);
         int64_t ldk = kt_stride(nc_pad);
         attn_pack_transposed(uk, w.kt, ldk, nc_pad, &p->k, j0, nc, w.tmp);
@@ -210,10 +215,14 @@ static void flash_item(void *ctx, int64_t item, int worker) {
             /* Under a causal mask a tile needs only the keys its last row sees;
              * blocks above the diagonal are skipped whole. */
             int64_t tc = attn_keys_seen(p, i0 + r0 + rows - 1, j0, nc);
-            if (tc == 0) continue;
-            /* Does the causal limit cut through these keys for the tile's first row? */
-            bool cut = attn_keys_seen(p, i0 + r0, j0, nc) < tc;
-            tile_step(j, &w, p, r0, rows, i0, j0, tc, nc_pad, ldk, vb, ldv, cut, &bad);
+            /* ... and none before its first row's window: it starts at the
+             * vector holding that row's first key. */
+            int64_t lo = attn_first_key(p, i0 + r0) - j0, c_lo = lo > 0 ? lo / nrv * nrv : 0;
+            if (tc == 0 || c_lo >= tc) continue;
+            /* Does the causal limit cut through these keys for the tile's
+             * first row, or the window for its last? */
+            bool cut = attn_keys_seen(p, i0 + r0, j0, nc) < tc || attn_first_key(p, i0 + r0 + rows - 1) > j0 + c_lo;
+            tile_step(j, &w, p, r0, rows, i0, j0, c_lo, tc, nc_pad, ldk, vb, ldv, cut, &bad);
         }
     }
     if (bad) {

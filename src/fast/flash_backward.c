@@ -6,11 +6,12 @@
  * keys in blocks of bc. For a key block it packs K (transposed and plain)
  * and V (transposed), and for every block of br query rows that can see it
  * packs those queries (times the scale) and their dout, then:
- *   S  = Qs Kᵀ, then the score epilogue (masks, causal limit)
+ *   S  = Qs Kᵀ, then the score epilogue (soft-cap, ALiBi, masks, causal
+ *        limit, window), keeping the cap's derivative C when capped
  *   P  = exp(S - lse)            (the forward's lse: no softmax statistics
  *                                 are recomputed)
  *   dP = Z ∘ dout Vᵀ             (Z: dropout's 0 or 1/(1 - p), else 1)
- *   dS = P ∘ (dP - D)
+ *   dS = P ∘ (dP - D)  (∘ C when capped)
  *   dV_j += (Z ∘ P)ᵀ dout,  dK_j += dSᵀ Qs  (Qs holds the scale; pvt
  *                                  reads P and dS by columns, uncopied)
  *   dQ_i += dS K_j                    (times the scale at the end)
@@ -49,6 +50,7 @@ typedef struct bwd_job {
     int64_t Lp;                   /* L + 16 rounded up to 16: rows of D, lse, dQ partials */
     int64_t br, bc;               /* query rows and keys per block */
     int64_t chunk, n_chunks;      /* keys per work item, items per slice */
+    bool capped;                  /* soft-capping: a tile for its derivative */
     attn_grad_partials part;
     char *scratch; /* one workspace per worker */
     size_t ws_bytes;
@@ -62,6 +64,7 @@ typedef struct workspace {
     float *kt, *k, *vt;        /* a key block: E × ldk, kr × Ep, Ev × ldk */
     float *dk, *dv;            /* its gradients: kr × Ep, kr × Evp */
     float *s, *dp;             /* a query block: brp × ldk (P, then dP and dS) */
+    float *dc;                 /* a query block's cap derivatives, brp × ldk (capped only) */
     float *tmp;                /* one row, for widening 16-bit floats */
 } workspace;
 
@@ -71,7 +74,7 @@ static int64_t kr_of(const bwd_job *j) { return attn_round_up(attn_round_up(j->b
 static size_t workspace_floats(const bwd_job *j) {
     int64_t ldk = ldk_of(j), kr = kr_of(j), brp = attn_round_up(j->br, 16);
     return (size_t)(2 * j->Lp + brp * (j->Ep + j->Evp) + (j->E + j->Ev) * ldk + kr * (2 * j->Ep + j->Evp) +
-                    2 * brp * ldk + j->E + j->Ev + 16);
+                    (j->capped ? 3 : 2) * brp * ldk + j->E + j->Ev + 16);
 }
 
 static workspace workspace_of(const bwd_job *j, int worker) {
@@ -88,7 +91,8 @@ static workspace workspace_of(const bwd_job *j, int worker) {
     w.dv = w.dk + kr * j->Ep;
     w.s = w.dv + kr * j->Evp;
     w.dp = w.s + brp * ldk;
-    w.tmp = w.dp + brp * ldk;
+    w.dc = w.dp + brp * ldk;
+    w.tmp = w.dc + (j->capped ? brp * ldk : 0);
     return w;
 }
 
@@ -139,12 +143,14 @@ static void block_step(const bwd_job *j, const workspace *w, const attn_grad_pro
     attn_pack_scaled(uk, w->q, j->Ep, &g->f.q, i0, nb, nb16, g->f.scale, w->tmp);
     attn_pack_scaled(uk, w->dout, j->Evp, &g->dout, i0, nb, nb16, 1.0, w->tmp);
     gemm_t(uk, w->s, ldk, w->q, j->Ep, w->kt, ldk, nbm, j->E, nc_pad);      /* S = Qs Kᵀ */
-    attn_score_block sb = {w->s, false, ldk};
+    attn_score_block sb = {w->s, false, ldk}, cb = {w->dc, false, ldk};
     /* A float mask of NaN or +inf never gets here: slice_check sent the slice
      * to the exact kernel. */
-    attn_score_epilogue(uk, sb, &g->f, i0, nb, j0, nc, nc_pad, true);
+    attn_score_epilogue(uk, sb, &g->f, i0, nb, j0, nc, nc_pad, true, j->capped ? &cb : NULL);
     gemm_t(uk, w->dp, ldk, w->dout, j->Evp, w->vt, ldk, nbm, j->Ev, nc_pad); /* dP = dout Vᵀ */
-    for (int64_t r = 0; r < nb16; r++) {
+    /* Rows nb.. up to what the products read (nb16 for pvt, nbm for pv) are
+     * zero, so that rows past a window's last row add nothing to dQ. */
+    for (int64_t r = 0; r < (nbm > nb16 ? nbm : nb16); r++) {
         float *p = w->s + r * ldk, *ds = w->dp + r * ldk;
         memset(p + nc_pad, 0, sizeof(float) * (size_t)(kr - nc_pad)); /* pvt reads kr columns */
         memset(ds + nc_pad, 0, sizeof(float) * (size_t)(kr - nc_pad));
@@ -158,6 +164,7 @@ static void block_step(const bwd_job *j, const workspace *w, const attn_grad_pro
         attn_dropout_row(dsrow, 0, &g->f, i0 + r, j0, nc); /* dP = Z ∘ (dout Vᵀ) / (1 - p) */
         float D = w->D[i0 + r];
         for (int64_t c = 0; c < nc_pad; c++) ds[c] = p[c] * (ds[c] - D); /* dS = P ∘ (dP - D) */
+        for (int64_t c = 0; j->capped && c < nc_pad; c++) ds[c] *= w->dc[r * ldk + c]; /* ∘ C */
         attn_dropout_row(prow, 0, &g->f, i0 + r, j0, nc); /* P, dropped, for dV */
     }
     gemm_acc_t(uk, w->dv, j->Evp, w->s, ldk, w->dout, j->Evp, kr, nb16, j->Evp); /* dV += Pᵀ dout */
@@ -222,8 +229,11 @@ static void bwd_item(void *ctx, int64_t item, int worker) {
         attn_pack_transposed(j->uk, w.kt, ldk, nc_pad, &g.f.k, j0, nc, w.tmp);
         attn_pack_transposed(j->uk, w.vt, ldk, nc_pad, &g.f.v, j0, nc, w.tmp);
         attn_pack_scaled(j->uk, w.k, j->Ep, &g.f.k, j0, nc, kr, 1.0, w.tmp);
-        for (int64_t i0 = first / ATTN_MR * ATTN_MR; i0 < j->L; i0 += j->br) {
-            int64_t nb = j->L - i0 < j->br ? j->L - i0 : j->br;
+        /* ... and past the last whose sliding window still reaches them. */
+        int64_t iend = j->L;
+        while (iend > first && attn_first_key(&g.f, iend - 1) >= j0 + nc) iend--;
+        for (int64_t i0 = first / ATTN_MR * ATTN_MR; i0 < iend; i0 += j->br) {
+            int64_t nb = iend - i0 < j->br ? iend - i0 : j->br;
             block_step(j, &w, &g, dq, i0, nb, j0, nc, nc_pad);
         }
         store_key_block(j, &w, &g, slice, j0, nc);
@@ -262,6 +272,7 @@ static void slice_check(void *ctx, int64_t slice, int worker) {
     double most = 2 * G * (double)(j->L > j->S ? j->L : j->S) * (qmax + kmax * fabs(g.f.scale) + 1) +
                   (double)j->L * big[3];
     bool ok = big[2] >= 0 && big[3] >= 0 && big[4] >= 0 && attn_f32_scores_fit(qmax, kmax, j->E) &&
+              attn_f32_bias_fits(&g.f, j->L, j->S) &&
               most <= 0x1p100;
     atomic_store(&j->bad[slice], !ok);
 }
@@ -307,6 +318,7 @@ static bool plan_job(bwd_job *j, const attn_grad_slices *gs) {
     if (j->E > (1 << 20) || j->Ev > (1 << 20) || j->L > ((int64_t)1 << 40) || j->S > ((int64_t)1 << 40))
         return false;
     j->Ep = attn_round_up(j->E, j->uk->vl), j->Evp = attn_round_up(j->Ev, j->uk->vl);
+    j->capped = gs->f.base.softcap > 0;
     j->Lp = attn_round_up(j->L + 16, 16);
     int64_t nr = (int64_t)j->uk->vl * j->uk->nv;
     j->br = attn_round_up(attn_blocks_active()->bwd_br, 48); /* a multiple of ATTN_MR and of 16 */

@@ -1,7 +1,40 @@
-/* score.c -- the score epilogue (score.h): padding, the causal limit, the
- * bool mask and the float mask, for f64 and f32 blocks of scores. */
+/* score.c -- the score epilogue (score.h): soft-capping, ALiBi, the bool
+ * mask and the float mask, the causal limit and the sliding window, and
+ * padding, for f64 and f32 blocks of scores. */
 #include "kernels/score.h"
 #include "kernels/ukernel.h"
+
+#include <stdlib.h>
+
+/* s = cap · tanh(s / cap) on columns 0..n-1 of row r, and, when dcap is
+ * given, its derivative 1 - tanh² = 1 - (s / cap)² there (for the backward
+ * pass). f64 rows take libm's tanh; f32 rows the ISA's vector kernel. */
+static void softcap_row(const attn_ukernels *uk, attn_score_block s, const attn_score_block *dcap, int64_t r,
+                        int64_t n, double cap) {
+    if (s.f64) {
+        double *row = (double *)s.base + r * s.ld;
+        for (int64_t c = 0; c < n; c++) row[c] = cap * tanh(row[c] / cap);
+    } else {
+        uk->softcap((float *)s.base + r * s.ld, n, (float)cap);
+    }
+    for (int64_t c = 0; dcap && c < n; c++) {
+        double t = s.f64 ? ((double *)s.base)[r * s.ld + c] / cap : ((float *)s.base)[r * s.ld + c] / cap;
+        if (dcap->f64) ((double *)dcap->base)[r * dcap->ld + c] = 1 - t * t;
+        else ((float *)dcap->base)[r * dcap->ld + c] = (float)(1 - t * t);
+    }
+}
+
+/* s -= slope · |j - i - offset| for the keys j = j0..j0+n-1 of row i. */
+static void alibi_row(attn_score_block s, const attn_problem *p, int64_t r, int64_t i, int64_t j0, int64_t n) {
+    int64_t d0 = j0 - i - p->alibi_offset; /* j - i - offset at c = 0 */
+    if (s.f64) {
+        double *row = (double *)s.base + r * s.ld;
+        for (int64_t c = 0; c < n; c++) row[c] -= p->alibi_slope * (double)llabs(d0 + c);
+    } else {
+        float *row = (float *)s.base + r * s.ld;
+        for (int64_t c = 0; c < n; c++) row[c] -= (float)(p->alibi_slope * (double)llabs(d0 + c));
+    }
+}
 
 /* Element c of row r of the block: set to -inf, or add x. */
 static void exclude(attn_score_block s, int64_t r, int64_t c) {
@@ -41,15 +74,21 @@ static bool mask_row(const attn_ukernels *uk, attn_score_block s, const attn_mat
 
 bool attn_score_epilogue(const attn_ukernels *uk, attn_score_block s, const attn_problem *p,
                          int64_t i0, int64_t rows, int64_t j0, int64_t nc, int64_t nc_pad,
-                         bool causal_block) {
+                         bool causal_block, const attn_score_block *dcap) {
     bool ok = true;
     for (int64_t r = 0; r < rows; r++) {
         int64_t i = i0 + r;
-        /* Masks first: a key the causal limit excludes stays -inf whatever
-         * its float mask value (-inf + +inf would be NaN). */
+        /* The variants in their documented order (attn_sdpa_options): the
+         * cap on q·k·scale, then the ALiBi bias, then the masks. */
+        if (p->softcap > 0) softcap_row(uk, s, dcap, r, s.f64 ? nc : nc_pad, p->softcap);
+        if (p->alibi) alibi_row(s, p, r, i, j0, nc);
+        /* Masks before the limits: a key the causal limit excludes stays
+         * -inf whatever its float mask value (-inf + +inf would be NaN). */
         if (p->mask.base) ok &= mask_row(uk, s, &p->mask, r, i, j0, nc);
-        if (causal_block)
+        if (causal_block) {
             for (int64_t c = attn_keys_seen(p, i, j0, nc); c < nc; c++) exclude(s, r, c);
+            for (int64_t c = 0; c < nc && j0 + c < attn_first_key(p, i); c++) exclude(s, r, c);
+        }
         for (int64_t c = nc; c < nc_pad; c++) exclude(s, r, c);
     }
     return ok;

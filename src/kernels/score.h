@@ -1,9 +1,8 @@
 /* score.h -- the score epilogue: the one place where q·k (already scaled)
  * becomes the score the softmax takes, for every kernel (exact, flash,
- * decode), in f64 or f32. Padding keys, the causal limit, the bool mask and
- * the additive float mask are applied here and nowhere else; score variants
- * still to come (ALiBi, sliding windows, soft-capping) belong here too.
- * Not public. */
+ * decode, both backward passes), in f64 or f32. Soft-capping, ALiBi, the
+ * bool mask, the additive float mask, the causal limit, the sliding window
+ * and padding keys are applied here and nowhere else. Not public. */
 #ifndef ATTN_SCORE_H
 #define ATTN_SCORE_H
 
@@ -20,14 +19,17 @@ typedef struct attn_score_block {
 } attn_score_block;
 
 /* The scores s of query rows i0..i0+rows-1 against keys j0..j0+nc-1 of p,
- * holding q·k·scale, become the scores the softmax takes: keys nc..nc_pad-1
- * (padding) and keys past a row's causal limit (only looked at when
- * `causal_block`) get -inf, as do keys a bool mask excludes; a float mask is
- * added. Returns false when a float mask value added is NaN or +inf, which
- * f32 kernels hand to the exact kernel (which takes them as they are).
- * uk gives f32 blocks their vectorised mask loops; NULL for f64 blocks. */
+ * holding q·k·scale, become the scores the softmax takes: soft-capped, the
+ * ALiBi bias subtracted, a float mask added; keys a bool mask excludes, keys
+ * past a row's causal limit or before its sliding window (both only looked
+ * at when `causal_block`) and keys nc..nc_pad-1 (padding) get -inf. Returns
+ * false when a float mask value added is NaN or +inf, which f32 kernels hand
+ * to the exact kernel (which takes them as they are). uk gives f32 blocks
+ * their vector loops; NULL for f64 blocks. With soft-capping, dcap (NULL
+ * when not wanted; laid out like s) receives the cap's derivative 1 -
+ * tanh²(s / cap) for the backward pass. */
 bool attn_score_epilogue(const struct attn_ukernels *uk, attn_score_block s, const attn_problem *p,
                          int64_t i0, int64_t rows, int64_t j0, int64_t nc, int64_t nc_pad,
-                         bool causal_block);
+                         bool causal_block, const attn_score_block *dcap);
 
 #endif /* ATTN_SCORE_H */

@@ -70,6 +70,12 @@ typedef struct attn_ukernels {
      * widening is exact, so every ISA gives the same floats. */
     void (*widen16)(float *dst, const uint16_t *src, int64_t n, bool f16);
 
+    /* s[i] = cap · tanh(s[i] / cap) for i < n (any n), cap > 0: logit
+     * soft-capping, as sign(s) · cap · (1 - t) / (1 + t) with t =
+     * 2^(-2 |s| / cap · log2 e) from the vector exp2. The error is within
+     * 3 · 2^-24 · cap absolute (t's rounding, cancelled in 1 - t near 0). */
+    void (*softcap)(float *s, int64_t n, float cap);
+
     /* y[i] = 2^x[i] for i < n (any n): the vector exp2, exposed for tests. */
     void (*exp2)(float *y, const float *x, int64_t n);
 } attn_ukernels;

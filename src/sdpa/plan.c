@@ -52,6 +52,24 @@ static attn_status check_operand(const attn_tensor *t, const char *name, attn_dt
     return attn_check_extent(t, name, err);
 }
 
+/* ALiBi's slopes: a 1-D f32 or f64 tensor of Hq finite values. */
+static attn_status check_alibi(const attn_tensor *t, int64_t Hq, attn_error *err) {
+    if (!t->data) return attn_fail(err, ATTN_ERR_NULL, "alibi_slopes has NULL data");
+    if (t->rank != 1 || t->shape[0] != Hq)
+        return attn_fail(err, ATTN_ERR_SHAPE, "alibi_slopes must have shape (%lld,), one slope per query head",
+                         (long long)Hq);
+    if (t->dtype != ATTN_F32 && t->dtype != ATTN_F64)
+        return attn_fail(err, ATTN_ERR_DTYPE, "alibi_slopes is %s; it must be f32 or f64", attn_dtype_name(t->dtype));
+    attn_status st = attn_check_extent(t, "alibi_slopes", err);
+    if (st) return st;
+    attn_mat m = {(char *)t->data, t->dtype, 1, Hq, 0, t->strides[0]};
+    for (int64_t h = 0; h < Hq; h++)
+        if (!isfinite(attn_mat_get(&m, 0, h)))
+            return attn_fail(err, ATTN_ERR_OPTION, "alibi_slopes[%lld] is %g; slopes must be finite", (long long)h,
+                             attn_mat_get(&m, 0, h));
+    return ATTN_OK;
+}
+
 /* An output must have exactly the expected shape, and no dimension of size > 1
  * may have stride 0 (results would overwrite each other). */
 static attn_status check_output(const attn_tensor *t, const char *name, const int64_t *expect,
@@ -125,6 +143,12 @@ static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *
         return attn_fail(err, ATTN_ERR_OPTION, "dropout_p is %g; it must be at least 0 and below 1", o->dropout_p);
     if (o->has_scale && !isfinite(o->scale))
         return attn_fail(err, ATTN_ERR_SCALE, "scale is %g; it must be finite", o->scale);
+    if (!(o->softcap >= 0 && o->softcap < INFINITY))
+        return attn_fail(err, ATTN_ERR_OPTION, "softcap is %g; it must be finite and >= 0 (0: none)", o->softcap);
+    if (o->window < 0)
+        return attn_fail(err, ATTN_ERR_OPTION, "window is %lld; it must be >= 0 (0: none)", (long long)o->window);
+    if (o->window > 0 && o->causal == ATTN_CAUSAL_NONE)
+        return attn_fail(err, ATTN_ERR_OPTION, "a sliding window needs a causal mode (top-left or bottom-right)");
 
     pl->q = attn_canonical(q);
     pl->k = attn_canonical(k);
@@ -169,6 +193,7 @@ static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *
     pl->rank = q->rank > k->rank ? q->rank : k->rank;
     pl->rank = pl->rank > v->rank ? pl->rank : v->rank;
     if (o->mask && (st = check_mask(o->mask, q->dtype, pl->rank, pl->weights, err))) return st;
+    if (o->alibi_slopes && (st = check_alibi(o->alibi_slopes, Hq, err))) return st;
     return ATTN_OK;
 }
 
@@ -293,6 +318,10 @@ attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, 
     sl->base.dropout_p = o->dropout_p, sl->base.dropout_seed = o->dropout_seed;
     sl->base.causal = o->causal != ATTN_CAUSAL_NONE;
     sl->base.causal_offset = o->causal == ATTN_CAUSAL_BOTTOM_RIGHT ? S - L : 0;
+    sl->base.softcap = o->softcap, sl->base.window = o->window;
+    /* ALiBi's distances are from the causal diagonal, bottom-right without one. */
+    sl->base.alibi_offset = o->causal == ATTN_CAUSAL_TOP_LEFT ? 0 : S - L;
+    sl->alibi = o->alibi_slopes;
     sl->count = pl.out[0] * pl.out[1] * pl.out[2]; /* <= out's element count: no overflow */
     sl->threads = threads;
     return ATTN_OK;

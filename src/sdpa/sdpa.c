@@ -23,6 +23,16 @@ attn_sdpa_options attn_sdpa_options_default(void) {
     return o;
 }
 
+attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error *err) {
+    if (!slopes) return attn_fail(err, ATTN_ERR_NULL, "slopes is NULL");
+    if (heads < 1) return attn_fail(err, ATTN_ERR_SHAPE, "heads is %lld; it must be at least 1", (long long)heads);
+    int64_t n = 1; /* the largest power of two <= heads */
+    while (n <= heads / 2) n *= 2;
+    for (int64_t h = 0; h < heads; h++) /* then every other slope of 2n */
+        slopes[h] = h < n ? exp2(-8.0 * (double)(h + 1) / (double)n) : exp2(-4.0 * (double)(2 * (h - n) + 1) / (double)n);
+    return ATTN_OK;
+}
+
 /* Run the kernel that `kind` and the options call for on every slice. */
 static attn_status run_kernel(kernel_kind kind, const attn_slices *sl, const attn_sdpa_options *o,
                               attn_run_info *info, attn_error *err) {

@@ -145,6 +145,14 @@ static void widen16_c(float *dst, const uint16_t *src, int64_t n, bool f16) {
     for (int64_t i = 0; i < n; i++) dst[i] = f16 ? attn_f16_to_f32(src[i]) : attn_bf16_to_f32(src[i]);
 }
 
+static void softcap_c(float *s, int64_t n, float cap) {
+    float k = -2 * ATTN_LOG2E / cap;
+    for (int64_t i = 0; i < n; i++) {
+        float t = attn_exp2f(k * fabsf(s[i])), y = cap * ((1 - t) / (1 + t));
+        s[i] = s[i] < 0 ? -y : y;
+    }
+}
+
 static void exp2_c(float *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = attn_exp2f(x[i]);
 }
@@ -165,5 +173,6 @@ const attn_ukernels attn_ukernels_c = {
     .dot_rows = dot_rows_c,
     .axpy_rows = axpy_rows_c,
     .widen16 = widen16_c,
+    .softcap = softcap_c,
     .exp2 = exp2_c,
 };

@@ -202,6 +202,20 @@ static void widen16_avx2(float *dst, const uint16_t *src, int64_t n, bool f16) {
     }
 }
 
+static inline __m256 softcap_256(__m256 x, __m256 k, __m256 cap) {
+    __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+    __m256 t = exp2_256(_mm256_mul_ps(k, _mm256_andnot_ps(sign, x)));
+    __m256 y = _mm256_mul_ps(cap, _mm256_div_ps(_mm256_sub_ps(one, t), _mm256_add_ps(one, t)));
+    return _mm256_or_ps(y, _mm256_and_ps(sign, x)); /* the sign of x */
+}
+
+static void softcap_avx2(float *s, int64_t n, float cap) {
+    __m256 k = _mm256_set1_ps(-2 * ATTN_LOG2E / cap), c = _mm256_set1_ps(cap);
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) _mm256_storeu_ps(s + i, softcap_256(_mm256_loadu_ps(s + i), k, c));
+    if (i < n) _mm256_maskstore_ps(s + i, lanes_below(n - i), softcap_256(_mm256_maskload_ps(s + i, lanes_below(n - i)), k, c));
+}
+
 static void exp2_avx2(float *y, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + VL <= n; i += VL) _mm256_storeu_ps(y + i, exp2_256(_mm256_loadu_ps(x + i)));
@@ -229,6 +243,7 @@ const attn_ukernels attn_ukernels_avx2 = {
     .dot_rows = dot_rows,
     .axpy_rows = axpy_rows,
     .widen16 = widen16_avx2,
+    .softcap = softcap_avx2,
     .exp2 = exp2_avx2,
 };
 #endif

@@ -221,6 +221,24 @@ static void widen16_avx512(float *dst, const uint16_t *src, int64_t n, bool f16)
     }
 }
 
+static inline __m512 softcap_512(__m512 x, __m512 k, __m512 cap) {
+    __m512 one = _mm512_set1_ps(1.0f);
+    __m512 t = exp2_512(_mm512_mul_ps(k, _mm512_abs_ps(x)));
+    __m512 y = _mm512_mul_ps(cap, _mm512_div_ps(_mm512_sub_ps(one, t), _mm512_add_ps(one, t)));
+    __m512i sign = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u));
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(y), sign)); /* the sign of x */
+}
+
+static void softcap_avx512(float *s, int64_t n, float cap) {
+    __m512 k = _mm512_set1_ps(-2 * ATTN_LOG2E / cap), c = _mm512_set1_ps(cap);
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) _mm512_storeu_ps(s + i, softcap_512(_mm512_loadu_ps(s + i), k, c));
+    if (i < n) {
+        __mmask16 m = lanes_below(n - i);
+        _mm512_mask_storeu_ps(s + i, m, softcap_512(_mm512_maskz_loadu_ps(m, s + i), k, c));
+    }
+}
+
 static void exp2_avx512(float *y, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + VL <= n; i += VL) _mm512_storeu_ps(y + i, exp2_512(_mm512_loadu_ps(x + i)));
@@ -246,6 +264,7 @@ const attn_ukernels attn_ukernels_avx512 = {
     .dot_rows = dot_rows,
     .axpy_rows = axpy_rows,
     .widen16 = widen16_avx512,
+    .softcap = softcap_avx512,
     .exp2 = exp2_avx512,
 };
 #endif
