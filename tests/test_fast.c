@@ -333,7 +333,71 @@ static void test_pvt(const char *isa) {
  * ATTN_DECODE_MAX_ROWS) and widths that end on, before and after a vector
  * (the register-blocked bodies and their partial last vectors), with row
  * strides wider than the rows; dot_rows's max |k| and its NaN and inf
- * reports; columns past Ev untouched. */
+ * reports; columns past Ev untouched. Keys and values in f32, and in f16
+ * and bf16 through dot_rows16 and axpy_rows16 where the ISA has them (the
+ * reference sums the same 16-bit values). */
+enum { DR_N = 41, DR_LDS = 48, DR_MAXW = 200, DR_LD = DR_MAXW + 3 };
+
+static float dr_dot(const attn_ukernels *uk, int fmt, float *s, const float *q, int nq, const float *k,
+                    const uint16_t *k16, int E) {
+    return fmt == 0 ? uk->dot_rows(s, DR_LDS, q, nq, k, DR_LD, DR_N, E)
+                    : uk->dot_rows16(s, DR_LDS, q, nq, k16, DR_LD, DR_N, E, fmt == 1);
+}
+
+static void decode_rows_fmt(const attn_ukernels *uk, int fmt, double *worst, int *bad_max, int *bad_guard,
+                            int *bad_flags) {
+    static const int widths[] = {1, 7, 8, 9, 15, 16, 17, 31, 33, 64, 72, 100, 128, 129, 200};
+    static float q[4 * DR_MAXW], k[DR_N * DR_LD], p[4 * DR_LDS], s[4 * DR_LDS], acc[4 * DR_MAXW + 1];
+    static uint16_t k16[DR_N * DR_LD];
+    for (int i = 0; i < DR_N * DR_LD; i++) { /* k holds the 16-bit values themselves */
+        k[i] = (float)(2 * uniform() - 1);
+        k16[i] = fmt == 1 ? attn_f32_to_f16(k[i]) : attn_f32_to_bf16(k[i]);
+        if (fmt) k[i] = fmt == 1 ? attn_f16_to_f32(k16[i]) : attn_bf16_to_f32(k16[i]);
+    }
+    for (int i = 0; i < 4 * DR_MAXW; i++) q[i] = (float)(2 * uniform() - 1);
+    for (int i = 0; i < 4 * DR_LDS; i++) p[i] = (float)uniform();
+    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++)
+        for (int nq = 1; nq <= ATTN_DECODE_MAX_ROWS; nq++) {
+            int E = widths[w], N = DR_N;
+            float most = dr_dot(uk, fmt, s, q, nq, k, k16, E);
+            double want_most = 0;
+            for (int j = 0; j < N; j++)
+                for (int e = 0; e < E; e++)
+                    want_most = fabs(k[j * DR_LD + e]) > want_most ? fabs(k[j * DR_LD + e]) : want_most;
+            *bad_max |= most != (float)want_most;
+            for (int i = 0; i < nq; i++)
+                for (int j = 0; j < N; j++) {
+                    double d = 0;
+                    for (int e = 0; e < E; e++) d += (double)q[i * E + e] * k[j * DR_LD + e];
+                    /* |q|, |k| <= 1: a sum of E products is within E² 2^-24 of the exact */
+                    double err = fabs(s[i * DR_LDS + j] - d) / ((double)E * E * 0x1p-24);
+                    *worst = err > *worst ? err : *worst;
+                }
+            for (int i = 0; i <= nq * E; i++) acc[i] = (float)i / 7;
+            if (fmt == 0) uk->axpy_rows(acc, p, DR_LDS, nq, k, DR_LD, N, E);
+            else uk->axpy_rows16(acc, p, DR_LDS, nq, k16, DR_LD, N, E, fmt == 1);
+            *bad_guard |= acc[nq * E] != (float)(nq * E) / 7;
+            for (int i = 0; i < nq; i++)
+                for (int e = 0; e < E; e++) {
+                    double d = (double)(float)((i * E + e) / 7.0f);
+                    for (int j = 0; j < N; j++) d += (double)p[i * DR_LDS + j] * k[j * DR_LD + e];
+                    double err = fabs(acc[i * E + e] - d) / ((N + 1) * (N + 1 + (i * E + e) / 7.0) * 0x1p-24);
+                    *worst = err > *worst ? err : *worst;
+                }
+        }
+    /* Not finite keys: -1, whichever lane holds them. */
+    static const uint16_t nan16[3] = {0, 0x7e00, 0x7fc0}, ninf16[3] = {0, 0xfc00, 0xff80};
+    for (int e = 0; e < 17; e += 8) {
+        float keep = k[3 * DR_LD + e];
+        uint16_t keep16 = k16[3 * DR_LD + e];
+        k[3 * DR_LD + e] = NAN, k16[3 * DR_LD + e] = nan16[fmt];
+        *bad_flags |= dr_dot(uk, fmt, s, q, 2, k, k16, 17) != -1;
+        k[3 * DR_LD + e] = -INFINITY, k16[3 * DR_LD + e] = ninf16[fmt];
+        *bad_flags |= dr_dot(uk, fmt, s, q, 1, k, k16, 17) != -1;
+        k[3 * DR_LD + e] = keep, k16[3 * DR_LD + e] = keep16;
+    }
+}
+
 static void test_decode_rows(const char *isa) {
     const attn_ukernels *uk = attn_ukernels_by_name(isa);
     char name[64];
@@ -342,53 +406,16 @@ static void test_decode_rows(const char *isa) {
         skip(name, "this CPU lacks %s", isa);
         return;
     }
-    enum { N = 41, LDS = 48, MAXW = 200, LD = MAXW + 3 };
-    static const int widths[] = {1, 7, 8, 9, 15, 16, 17, 31, 33, 64, 72, 100, 128, 129, 200};
-    static float q[4 * MAXW], k[N * LD], p[4 * LDS], s[4 * LDS], acc[4 * MAXW + 1];
-    double worst = 0;
-    int bad_max = 0, bad_guard = 0, bad_flags = 0;
-    for (int i = 0; i < N * LD; i++) k[i] = (float)(2 * uniform() - 1);
-    for (int i = 0; i < 4 * MAXW; i++) q[i] = (float)(2 * uniform() - 1);
-    for (int i = 0; i < 4 * LDS; i++) p[i] = (float)uniform();
-    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++)
-        for (int nq = 1; nq <= ATTN_DECODE_MAX_ROWS; nq++) {
-            int E = widths[w];
-            float most = uk->dot_rows(s, LDS, q, nq, k, LD, N, E);
-            double want_most = 0;
-            for (int j = 0; j < N; j++)
-                for (int e = 0; e < E; e++) want_most = fabs(k[j * LD + e]) > want_most ? fabs(k[j * LD + e]) : want_most;
-            bad_max |= most != (float)want_most;
-            for (int i = 0; i < nq; i++)
-                for (int j = 0; j < N; j++) {
-                    double d = 0;
-                    for (int e = 0; e < E; e++) d += (double)q[i * E + e] * k[j * LD + e];
-                    /* |q|, |k| <= 1: a sum of E products is within E² 2^-24 of the exact */
-                    double err = fabs(s[i * LDS + j] - d) / ((double)E * E * 0x1p-24);
-                    worst = err > worst ? err : worst;
-                }
-            for (int i = 0; i <= nq * E; i++) acc[i] = (float)i / 7;
-            uk->axpy_rows(acc, p, LDS, nq, k, LD, N, E);
-            bad_guard |= acc[nq * E] != (float)(nq * E) / 7;
-            for (int i = 0; i < nq; i++)
-                for (int e = 0; e < E; e++) {
-                    double d = (double)(float)((i * E + e) / 7.0f);
-                    for (int j = 0; j < N; j++) d += (double)p[i * LDS + j] * k[j * LD + e];
-                    double err = fabs(acc[i * E + e] - d) / ((N + 1) * (N + 1 + (i * E + e) / 7.0) * 0x1p-24);
-                    worst = err > worst ? err : worst;
-                }
-        }
-    /* Not finite keys: -1, whichever lane holds them. */
-    for (int e = 0; e < 17; e += 8) {
-        float keep = k[3 * LD + e];
-        k[3 * LD + e] = NAN;
-        bad_flags |= uk->dot_rows(s, LDS, q, 2, k, LD, N, 17) != -1;
-        k[3 * LD + e] = -INFINITY;
-        bad_flags |= uk->dot_rows(s, LDS, q, 1, k, LD, N, 17) != -1;
-        k[3 * LD + e] = keep;
+    for (int fmt = 0; fmt < (uk->dot_rows16 ? 3 : 1); fmt++) {
+        double worst = 0;
+        int bad_max = 0, bad_guard = 0, bad_flags = 0;
+        decode_rows_fmt(uk, fmt, &worst, &bad_max, &bad_guard, &bad_flags);
+        char full[96];
+        snprintf(full, sizeof full, "%s_%s", name, fmt == 0 ? "f32" : fmt == 1 ? "f16" : "bf16");
+        check(worst <= 1 && !bad_max && !bad_guard && !bad_flags, full,
+              "error %.3g of the bound, max |k| %s, guard %s, non-finite %s", worst, bad_max ? "wrong" : "ok",
+              bad_guard ? "overwritten" : "ok", bad_flags ? "missed" : "ok");
     }
-    check(worst <= 1 && !bad_max && !bad_guard && !bad_flags, name,
-          "error %.3g of the bound, max |k| %s, guard %s, non-finite %s", worst, bad_max ? "wrong" : "ok",
-          bad_guard ? "overwritten" : "ok", bad_flags ? "missed" : "ok");
 }
 
 

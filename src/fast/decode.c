@@ -30,6 +30,11 @@
  * covers a group, not a row. */
 enum { GROUP = 32 };
 
+/* Whether the ISA's kernels read m's 16-bit rows where they lie. */
+static bool streams_16bit(const attn_ukernels *uk, const attn_mat *m) {
+    return (m->dtype == ATTN_F16 || m->dtype == ATTN_BF16) && m->cs == 1 && uk->dot_rows16;
+}
+
 typedef struct decode_job {
     const attn_ukernels *uk;
     const attn_slices *sl;
@@ -72,11 +77,16 @@ static void decode_item(void *ctx, int64_t item, int worker) {
     /* Scores: each key row is read once, for all query rows; in one call
      * when the rows are f32 in place, else a group at a time. */
     float kmax = 0;
-    bool k_in_place = p.k.dtype == ATTN_F32 && p.k.cs == 1, v_in_place = p.v.dtype == ATTN_F32 && p.v.cs == 1;
-    for (int64_t c0 = 0, group = k_in_place ? last : GROUP; c0 < last && kmax >= 0; c0 += group) {
-        int64_t nc = last - c0 < group ? last - c0 : group, ld;
-        const float *rows = attn_rows_f32(uk, &p.k, j0 + c0, nc, tmp, &ld);
-        kmax = attn_absmax_join(kmax, uk->dot_rows(s + c0, lds, q, (int)L, rows, ld, nc, E));
+    if (streams_16bit(uk, &p.k)) {
+        kmax = uk->dot_rows16(s, lds, q, (int)L, (const uint16_t *)(const void *)p.k.base + j0 * p.k.rs, p.k.rs,
+                              last, E, p.k.dtype == ATTN_F16);
+    } else {
+        bool in_place = p.k.dtype == ATTN_F32 && p.k.cs == 1;
+        for (int64_t c0 = 0, group = in_place ? last : GROUP; c0 < last && kmax >= 0; c0 += group) {
+            int64_t nc = last - c0 < group ? last - c0 : group, ld;
+            const float *rows = attn_rows_f32(uk, &p.k, j0 + c0, nc, tmp, &ld);
+            kmax = attn_absmax_join(kmax, uk->dot_rows(s + c0, lds, q, (int)L, rows, ld, nc, E));
+        }
     }
     if (!attn_f32_scores_fit(qmax, kmax, E) || !attn_f32_bias_fits(&p, L, j->S)) {
         atomic_store(&j->bad[slice], 1);
@@ -100,10 +110,16 @@ static void decode_item(void *ctx, int64_t item, int worker) {
         attn_dropout_row(sb, i, &p, i, j0, last); /* after l: it sums the weights undropped */
     }
     /* Values: each row is read once, for all query rows. */
-    for (int64_t c0 = 0, group = v_in_place ? last : GROUP; c0 < last; c0 += group) {
-        int64_t nc = last - c0 < group ? last - c0 : group, ld;
-        const float *rows = attn_rows_f32(uk, &p.v, j0 + c0, nc, tmp, &ld);
-        uk->axpy_rows(acc, s + c0, lds, (int)L, rows, ld, nc, Ev);
+    if (streams_16bit(uk, &p.v)) {
+        uk->axpy_rows16(acc, s, lds, (int)L, (const uint16_t *)(const void *)p.v.base + j0 * p.v.rs, p.v.rs, last,
+                        Ev, p.v.dtype == ATTN_F16);
+    } else {
+        bool in_place = p.v.dtype == ATTN_F32 && p.v.cs == 1;
+        for (int64_t c0 = 0, group = in_place ? last : GROUP; c0 < last; c0 += group) {
+            int64_t nc = last - c0 < group ? last - c0 : group, ld;
+            const float *rows = attn_rows_f32(uk, &p.v, j0 + c0, nc, tmp, &ld);
+            uk->axpy_rows(acc, s + c0, lds, (int)L, rows, ld, nc, Ev);
+        }
     }
     /* The partial's output, acc / l, for attn_merge_row. */
     for (int64_t i = 0; i < L; i++)

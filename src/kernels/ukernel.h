@@ -65,6 +65,13 @@ typedef struct attn_ukernels {
     /* acc[i * Ev ..] += sum over j < n of p[i * ldp + j] · v[j * ld ..], i < nq <= 4. */
     void (*axpy_rows)(float *acc, const float *p, int64_t ldp, int nq, const float *v, int64_t ld,
                       int64_t n, int64_t Ev);
+    /* The same with keys or values of 16-bit floats (IEEE half when f16,
+     * else bfloat16), widened as they are read; ld in elements. NULL for
+     * the portable kernels: decode widens a group of rows with widen16. */
+    float (*dot_rows16)(float *s, int64_t lds, const float *q, int nq, const uint16_t *k, int64_t ld,
+                        int64_t n, int64_t E, bool f16);
+    void (*axpy_rows16)(float *acc, const float *p, int64_t ldp, int nq, const uint16_t *v, int64_t ld,
+                        int64_t n, int64_t Ev, bool f16);
 
     /* dst[i] = src[i] for i < n (any n), src IEEE half (f16) or bfloat16:
      * widening is exact, so every ISA gives the same floats. */

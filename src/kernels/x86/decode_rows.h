@@ -5,6 +5,8 @@
  *   V_ZERO(), V_SET1(x)
  *   V_LOAD(p), V_STORE(p, v)    whole vectors, plain (never masked) moves
  *   V_LOADN(p, n), V_STOREN(p, v, n)   the first n < VL lanes (rest zero)
+ *   V_WIDEN(h, f16), V_WIDENN(h, n, f16)  VL (or n < VL) 16-bit floats at h,
+ *                               IEEE half (f16) or bfloat16, widened
  *   V_FMA(a, b, c)              a·b + c, one rounding
  *   V_ABSMAX(big, x)            big = max(big, |x|)
  *   VBAD, V_BAD_NONE, V_BAD_ADD(bad, x), V_BAD_ANY(bad)
@@ -21,7 +23,10 @@
  *   whose row and column counts are constants, fully unrolled.
  * - Whole vectors use plain loads; only a row's last, partial vector is
  *   masked. (A masked 512-bit load with a full mask is much slower than a
- *   plain one when streaming on some cores, Zen 5 among them.) */
+ *   plain one when streaming on some cores, Zen 5 among them.)
+ * Keys and values may be f32 or 16-bit floats (kind 0: f32, 1: f16, 2:
+ * bf16, a constant in each body), widened as they are loaded: a KV cache in
+ * 16 bits is read once, at half the bytes. */
 #ifndef ATTN_DECODE_ROWS_H
 #define ATTN_DECODE_ROWS_H
 
@@ -29,27 +34,43 @@
 
 #define DECODE_INLINE static inline __attribute__((always_inline))
 
+/* Element i.. of a row of keys or values of the given kind, as f32. */
+DECODE_INLINE V load_kv(const void *p, int64_t i, const int kind) {
+    if (kind == 0) return V_LOAD((const float *)p + i);
+    return V_WIDEN((const uint16_t *)p + i, kind == 1);
+}
+
+DECODE_INLINE V load_kvn(const void *p, int64_t i, int64_t n, const int kind) {
+    if (kind == 0) return V_LOADN((const float *)p + i, n);
+    return V_WIDENN((const uint16_t *)p + i, n, kind == 1);
+}
+
+/* Row j of keys or values of the given kind, with row stride ld elements. */
+DECODE_INLINE const void *row_kv(const void *p, int64_t j, int64_t ld, const int kind) {
+    return kind == 0 ? (const void *)((const float *)p + j * ld) : (const void *)((const uint16_t *)p + j * ld);
+}
+
 /* s[i * lds + j] = q[i * E ..] · k[j * ld ..] for i < nq, j < n; returns max
  * |k| over the rows read, or -1 if one is not finite. */
-DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const float *k, int64_t ld, int64_t n,
-                                int64_t E, const int nq) {
+DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const void *k, int64_t ld, int64_t n,
+                                int64_t E, const int nq, const int kind) {
     V big = V_ZERO();
     VBAD bad = V_BAD_NONE;
     int64_t full = E / VL * VL;
     for (int64_t j = 0; j < n; j++) {
-        const float *kj = k + j * ld;
+        const void *kj = row_kv(k, j, ld, kind);
         V acc[ATTN_DECODE_MAX_ROWS];
 #pragma GCC unroll 4
         for (int i = 0; i < nq; i++) acc[i] = V_ZERO();
         for (int64_t e = 0; e < full; e += VL) {
-            V kv = V_LOAD(kj + e);
+            V kv = load_kv(kj, e, kind);
             V_ABSMAX(big, kv);
             V_BAD_ADD(bad, kv);
 #pragma GCC unroll 4
             for (int i = 0; i < nq; i++) acc[i] = V_FMA(V_LOAD(q + i * E + e), kv, acc[i]);
         }
         if (full < E) {
-            V kv = V_LOADN(kj + full, E - full);
+            V kv = load_kvn(kj, full, E - full, kind);
             V_ABSMAX(big, kv);
             V_BAD_ADD(bad, kv);
 #pragma GCC unroll 4
@@ -65,8 +86,8 @@ DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const flo
 /* acc[i * Ev + e0 ..] += sum over j < n of p[i * ldp + j] · v[j * ld + e0 ..]
  * for i < nq, over cb vectors of columns (tail > 0: one vector holding the
  * last tail < VL columns). */
-DECODE_INLINE void axpy_block(float *acc, const float *p, int64_t ldp, const float *v, int64_t ld, int64_t n,
-                              int64_t Ev, int64_t e0, const int nq, const int cb, int tail) {
+DECODE_INLINE void axpy_block(float *acc, const float *p, int64_t ldp, const void *v, int64_t ld, int64_t n,
+                              int64_t Ev, int64_t e0, const int nq, const int cb, int tail, const int kind) {
     V a[ATTN_DECODE_MAX_ROWS][8];
 #pragma GCC unroll 4
     for (int i = 0; i < nq; i++)
@@ -74,10 +95,10 @@ DECODE_INLINE void axpy_block(float *acc, const float *p, int64_t ldp, const flo
         for (int t = 0; t < cb; t++)
             a[i][t] = tail ? V_LOADN(acc + i * Ev + e0, tail) : V_LOAD(acc + i * Ev + e0 + t * VL);
     for (int64_t j = 0; j < n; j++) {
-        const float *vj = v + j * ld + e0;
+        const void *vj = row_kv(v, j, ld, kind);
         V vv[8];
 #pragma GCC unroll 8
-        for (int t = 0; t < cb; t++) vv[t] = tail ? V_LOADN(vj, tail) : V_LOAD(vj + t * VL);
+        for (int t = 0; t < cb; t++) vv[t] = tail ? load_kvn(vj, e0, tail, kind) : load_kv(vj, e0 + t * VL, kind);
 #pragma GCC unroll 4
         for (int i = 0; i < nq; i++) {
             V w = V_SET1(p[i * ldp + j]);
@@ -97,40 +118,58 @@ DECODE_INLINE void axpy_block(float *acc, const float *p, int64_t ldp, const flo
 /* All Ev columns for nq rows. Keys go in groups small enough that a group's
  * value rows stay in L1 while the column blocks pass over them, so v is read
  * from memory once whatever the number of column blocks. */
-DECODE_INLINE void axpy_rows_nq(float *acc, const float *p, int64_t ldp, const float *v, int64_t ld, int64_t n,
-                                int64_t Ev, const int nq) {
+DECODE_INLINE void axpy_rows_nq(float *acc, const float *p, int64_t ldp, const void *v, int64_t ld, int64_t n,
+                                int64_t Ev, const int nq, const int kind) {
     const int cb = AXPY_CB(nq);
     int64_t group = Ev <= cb * VL ? n : 16384 / (4 * Ev) > 16 ? 16384 / (4 * Ev) : 16;
     for (int64_t j0 = 0; j0 < n; j0 += group) {
         int64_t nk = n - j0 < group ? n - j0 : group, e0 = 0;
-        const float *pj = p + j0, *vj = v + j0 * ld;
-        for (; e0 + cb * VL <= Ev; e0 += cb * VL) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, cb, 0);
+        const float *pj = p + j0;
+        const void *vj = row_kv(v, j0, ld, kind);
+        for (; e0 + cb * VL <= Ev; e0 += cb * VL) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, cb, 0, kind);
         /* Fewer than cb whole vectors left: at most one block each of 4, 2, 1. */
-        if (cb > 4 && e0 + 4 * VL <= Ev) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, 4, 0), e0 += 4 * VL;
-        if (cb > 2 && e0 + 2 * VL <= Ev) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, 2, 0), e0 += 2 * VL;
-        if (cb > 1 && e0 + VL <= Ev) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, 1, 0), e0 += VL;
-        if (e0 < Ev) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, 1, (int)(Ev - e0));
+        if (cb > 4 && e0 + 4 * VL <= Ev) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, 4, 0, kind), e0 += 4 * VL;
+        if (cb > 2 && e0 + 2 * VL <= Ev) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, 2, 0, kind), e0 += 2 * VL;
+        if (cb > 1 && e0 + VL <= Ev) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, 1, 0, kind), e0 += VL;
+        if (e0 < Ev) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, 1, (int)(Ev - e0), kind);
     }
 }
 
+/* The bodies for every row count 1..ATTN_DECODE_MAX_ROWS (and kind). */
+#define DECODE_ROWS_SWITCH(CALL, kind)                                                             \
+    switch (nq) {                                                                                  \
+    case 1: CALL(1, kind);                                                                         \
+    case 2: CALL(2, kind);                                                                         \
+    case 3: CALL(3, kind);                                                                         \
+    default: CALL(4, kind);                                                                        \
+    }
+#define DOT_CALL(NQ, kind) return dot_rows_nq(s, lds, q, k, ld, n, E, NQ, kind)
+#define AXPY_CALL(NQ, kind)                                                                        \
+    do {                                                                                           \
+        axpy_rows_nq(acc, p, ldp, v, ld, n, Ev, NQ, kind);                                         \
+        return;                                                                                    \
+    } while (0)
+
 static float dot_rows(float *s, int64_t lds, const float *q, int nq, const float *k, int64_t ld, int64_t n,
                       int64_t E) {
-    switch (nq) {
-    case 1: return dot_rows_nq(s, lds, q, k, ld, n, E, 1);
-    case 2: return dot_rows_nq(s, lds, q, k, ld, n, E, 2);
-    case 3: return dot_rows_nq(s, lds, q, k, ld, n, E, 3);
-    default: return dot_rows_nq(s, lds, q, k, ld, n, E, 4);
-    }
+    DECODE_ROWS_SWITCH(DOT_CALL, 0)
+}
+
+static float dot_rows16(float *s, int64_t lds, const float *q, int nq, const uint16_t *k, int64_t ld, int64_t n,
+                        int64_t E, bool f16) {
+    if (f16) DECODE_ROWS_SWITCH(DOT_CALL, 1)
+    DECODE_ROWS_SWITCH(DOT_CALL, 2)
 }
 
 static void axpy_rows(float *acc, const float *p, int64_t ldp, int nq, const float *v, int64_t ld, int64_t n,
                       int64_t Ev) {
-    switch (nq) {
-    case 1: axpy_rows_nq(acc, p, ldp, v, ld, n, Ev, 1); break;
-    case 2: axpy_rows_nq(acc, p, ldp, v, ld, n, Ev, 2); break;
-    case 3: axpy_rows_nq(acc, p, ldp, v, ld, n, Ev, 3); break;
-    default: axpy_rows_nq(acc, p, ldp, v, ld, n, Ev, 4); break;
-    }
+    DECODE_ROWS_SWITCH(AXPY_CALL, 0)
+}
+
+static void axpy_rows16(float *acc, const float *p, int64_t ldp, int nq, const uint16_t *v, int64_t ld, int64_t n,
+                        int64_t Ev, bool f16) {
+    if (f16) DECODE_ROWS_SWITCH(AXPY_CALL, 1)
+    DECODE_ROWS_SWITCH(AXPY_CALL, 2)
 }
 
 #endif /* ATTN_DECODE_ROWS_H */

@@ -165,6 +165,17 @@ static float max_avx2(const float *x, int64_t n) {
 
 
 /* The decode kernels (decode_rows.h) over AVX2 vectors. */
+static inline __m256 widen8(const uint16_t *h, bool f16) {
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)h);
+    return f16 ? _mm256_cvtph_ps(x) : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(x), 16));
+}
+
+static inline __m256 widen8_part(const uint16_t *h, int64_t n, bool f16) {
+    uint16_t part[VL] = {0}; /* AVX2 has no masked 16-bit load */
+    memcpy(part, h, sizeof(uint16_t) * (size_t)n);
+    return widen8(part, f16);
+}
+
 static inline __m256i lanes_below(int64_t n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
@@ -176,6 +187,8 @@ static inline __m256i lanes_below(int64_t n) {
 #define V_LOADN(p, n) _mm256_maskload_ps(p, lanes_below(n))
 #define V_STOREN(p, v, n) _mm256_maskstore_ps(p, lanes_below(n), v)
 #define V_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define V_WIDEN(h, f16) widen8((h), f16)
+#define V_WIDENN(h, n, f16) widen8_part((h), n, f16)
 #define V_ABSMAX(big, x) (big = _mm256_max_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), big))
 #define VBAD __m256
 #define V_BAD_NONE _mm256_setzero_ps()
@@ -242,6 +255,8 @@ const attn_ukernels attn_ukernels_avx2 = {
     .max = max_avx2,
     .dot_rows = dot_rows,
     .axpy_rows = axpy_rows,
+    .dot_rows16 = dot_rows16,
+    .axpy_rows16 = axpy_rows16,
     .widen16 = widen16_avx2,
     .softcap = softcap_avx2,
     .exp2 = exp2_avx2,

@@ -191,6 +191,10 @@ static float max_avx512(const float *x, int64_t n) {
 }
 
 /* The decode kernels (decode_rows.h) over AVX-512 vectors. */
+static inline __m512 widen16_vec(__m256i h, bool f16) {
+    return f16 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
 #define V __m512
 #define V_ZERO() _mm512_setzero_ps()
 #define V_SET1(x) _mm512_set1_ps(x)
@@ -199,6 +203,8 @@ static float max_avx512(const float *x, int64_t n) {
 #define V_LOADN(p, n) _mm512_maskz_loadu_ps(lanes_below(n), p)
 #define V_STOREN(p, v, n) _mm512_mask_storeu_ps(p, lanes_below(n), v)
 #define V_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define V_WIDEN(h, f16) widen16_vec(_mm256_loadu_si256((const __m256i *)(const void *)(h)), f16)
+#define V_WIDENN(h, n, f16) widen16_vec(_mm256_maskz_loadu_epi16(lanes_below(n), h), f16)
 #define V_ABSMAX(big, x) (big = _mm512_max_ps(_mm512_abs_ps(x), big))
 #define VBAD __mmask16
 #define V_BAD_NONE 0
@@ -263,6 +269,8 @@ const attn_ukernels attn_ukernels_avx512 = {
     .max = max_avx512,
     .dot_rows = dot_rows,
     .axpy_rows = axpy_rows,
+    .dot_rows16 = dot_rows16,
+    .axpy_rows16 = axpy_rows16,
     .widen16 = widen16_avx512,
     .softcap = softcap_avx512,
     .exp2 = exp2_avx512,
