@@ -476,6 +476,36 @@ static void test_softcap(const char *isa) {
     check(worst <= 1, name, "error %.3g of the bound 3 * 2^-24 * cap", worst);
 }
 
+
+/* alibi against double: s - slope · |d0 + i| within 2 · 2^-24 of the bias
+ * (plus s's own rounding), for distances crossing 0 and every tail length. */
+static void test_alibi(const char *isa) {
+    const attn_ukernels *uk = attn_ukernels_by_name(isa);
+    char name[64];
+    snprintf(name, sizeof name, "alibi_%s_vs_double", isa);
+    if (!uk) {
+        skip(name, "this CPU lacks %s", isa);
+        return;
+    }
+    static float s[300], x[300];
+    double worst = 0;
+    static const int64_t starts[] = {-150, -7, 0, 3, 1000000, -20000000};
+    static const double slopes[] = {0.5, 0.0078125, 0.3, 3.7};
+    for (size_t a = 0; a < sizeof starts / sizeof starts[0]; a++)
+        for (size_t b = 0; b < sizeof slopes / sizeof slopes[0]; b++)
+            for (int n = 270; n < 290; n++) {
+                for (int i = 0; i < n; i++) s[i] = x[i] = (float)(uniform() * 8 - 4);
+                float slope = (float)slopes[b];
+                uk->alibi(s, n, slope, starts[a]);
+                for (int i = 0; i < n; i++) {
+                    double bias = slope * fabs((double)(starts[a] + i)), want = x[i] - bias;
+                    double err = fabs(s[i] - want) / (2 * 0x1p-24 * bias + 0x1p-24 * fabs(want) + 1e-30);
+                    worst = err > worst ? err : worst;
+                }
+            }
+    check(worst <= 1, name, "error %.3g of the bound", worst);
+}
+
 int main(void) {
     test_exp2("c");
     test_exp2("avx2");
@@ -492,6 +522,9 @@ int main(void) {
     test_softcap("c");
     test_softcap("avx2");
     test_softcap("avx512");
+    test_alibi("c");
+    test_alibi("avx2");
+    test_alibi("avx512");
     /* A forced ISA this CPU lacks would quietly test another one. */
     const char *forced = getenv("ATTN_ISA");
     if (forced && *forced && strcmp(forced, attn_isa()) != 0) {

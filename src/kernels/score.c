@@ -24,12 +24,16 @@ static void softcap_row(const attn_ukernels *uk, attn_score_block s, const attn_
     }
 }
 
-/* s -= slope · |j - i - offset| for the keys j = j0..j0+n-1 of row i. */
-static void alibi_row(attn_score_block s, const attn_problem *p, int64_t r, int64_t i, int64_t j0, int64_t n) {
+/* s -= slope · |j - i - offset| for the keys j = j0..j0+n-1 of row i: f32
+ * rows in the ISA's vector loop (distances below 2^31), f64 rows in double. */
+static void alibi_row(const attn_ukernels *uk, attn_score_block s, const attn_problem *p, int64_t r, int64_t i,
+                      int64_t j0, int64_t n) {
     int64_t d0 = j0 - i - p->alibi_offset; /* j - i - offset at c = 0 */
     if (s.f64) {
         double *row = (double *)s.base + r * s.ld;
         for (int64_t c = 0; c < n; c++) row[c] -= p->alibi_slope * (double)llabs(d0 + c);
+    } else if (uk && llabs(d0) < ((int64_t)1 << 31) - n && llabs(d0 + n) < ((int64_t)1 << 31)) {
+        uk->alibi((float *)s.base + r * s.ld, n, (float)p->alibi_slope, d0);
     } else {
         float *row = (float *)s.base + r * s.ld;
         for (int64_t c = 0; c < n; c++) row[c] -= (float)(p->alibi_slope * (double)llabs(d0 + c));
@@ -81,7 +85,7 @@ bool attn_score_epilogue(const attn_ukernels *uk, attn_score_block s, const attn
         /* The variants in their documented order (attn_sdpa_options): the
          * cap on q·k·scale, then the ALiBi bias, then the masks. */
         if (p->softcap > 0) softcap_row(uk, s, dcap, r, s.f64 ? nc : nc_pad, p->softcap);
-        if (p->alibi) alibi_row(s, p, r, i, j0, nc);
+        if (p->alibi) alibi_row(uk, s, p, r, i, j0, nc);
         /* Masks before the limits: a key the causal limit excludes stays
          * -inf whatever its float mask value (-inf + +inf would be NaN). */
         if (p->mask.base) ok &= mask_row(uk, s, &p->mask, r, i, j0, nc);

@@ -83,6 +83,12 @@ typedef struct attn_ukernels {
      * 3 · 2^-24 · cap absolute (t's rounding, cancelled in 1 - t near 0). */
     void (*softcap)(float *s, int64_t n, float cap);
 
+    /* s[i] -= slope · |d0 + i| for i < n (any n), |d0| and |d0 + n| below
+     * 2^31: ALiBi's bias on a row of scores, the distance converted to f32
+     * (exactly below 2^24) and multiplied by the slope rounded to f32: within
+     * 2 · 2^-24 of the bias, relative. */
+    void (*alibi)(float *s, int64_t n, float slope, int64_t d0);
+
     /* y[i] = 2^x[i] for i < n (any n): the vector exp2, exposed for tests. */
     void (*exp2)(float *y, const float *x, int64_t n);
 } attn_ukernels;

@@ -153,6 +153,10 @@ static void softcap_c(float *s, int64_t n, float cap) {
     }
 }
 
+static void alibi_c(float *s, int64_t n, float slope, int64_t d0) {
+    for (int64_t i = 0; i < n; i++) s[i] -= slope * (float)(d0 + i < 0 ? -(d0 + i) : d0 + i);
+}
+
 static void exp2_c(float *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = attn_exp2f(x[i]);
 }
@@ -174,5 +178,6 @@ const attn_ukernels attn_ukernels_c = {
     .axpy_rows = axpy_rows_c,
     .widen16 = widen16_c,
     .softcap = softcap_c,
+    .alibi = alibi_c,
     .exp2 = exp2_c,
 };

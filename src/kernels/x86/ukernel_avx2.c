@@ -229,6 +229,15 @@ static void softcap_avx2(float *s, int64_t n, float cap) {
     if (i < n) _mm256_maskstore_ps(s + i, lanes_below(n - i), softcap_256(_mm256_maskload_ps(s + i, lanes_below(n - i)), k, c));
 }
 
+static void alibi_avx2(float *s, int64_t n, float slope, int64_t d0) {
+    __m256i d = _mm256_add_epi32(_mm256_set1_epi32((int)d0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256 m = _mm256_set1_ps(slope);
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL, d = _mm256_add_epi32(d, _mm256_set1_epi32(VL)))
+        _mm256_storeu_ps(s + i, _mm256_fnmadd_ps(m, _mm256_cvtepi32_ps(_mm256_abs_epi32(d)), _mm256_loadu_ps(s + i)));
+    for (; i < n; i++) s[i] -= slope * (float)(d0 + i < 0 ? -(d0 + i) : d0 + i);
+}
+
 static void exp2_avx2(float *y, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + VL <= n; i += VL) _mm256_storeu_ps(y + i, exp2_256(_mm256_loadu_ps(x + i)));
@@ -259,6 +268,7 @@ const attn_ukernels attn_ukernels_avx2 = {
     .axpy_rows16 = axpy_rows16,
     .widen16 = widen16_avx2,
     .softcap = softcap_avx2,
+    .alibi = alibi_avx2,
     .exp2 = exp2_avx2,
 };
 #endif

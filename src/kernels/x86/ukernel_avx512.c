@@ -245,6 +245,17 @@ static void softcap_avx512(float *s, int64_t n, float cap) {
     }
 }
 
+static void alibi_avx512(float *s, int64_t n, float slope, int64_t d0) {
+    __m512i d = _mm512_add_epi32(_mm512_set1_epi32((int)d0),
+                                 _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    __m512 m = _mm512_set1_ps(slope);
+    for (int64_t i = 0; i < n; i += VL, d = _mm512_add_epi32(d, _mm512_set1_epi32(VL))) {
+        __m512 bias = _mm512_mul_ps(m, _mm512_cvtepi32_ps(_mm512_abs_epi32(d)));
+        if (n - i >= VL) _mm512_storeu_ps(s + i, _mm512_sub_ps(_mm512_loadu_ps(s + i), bias));
+        else _mm512_mask_storeu_ps(s + i, lanes_below(n - i), _mm512_sub_ps(_mm512_maskz_loadu_ps(lanes_below(n - i), s + i), bias));
+    }
+}
+
 static void exp2_avx512(float *y, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + VL <= n; i += VL) _mm512_storeu_ps(y + i, exp2_512(_mm512_loadu_ps(x + i)));
@@ -273,6 +284,7 @@ const attn_ukernels attn_ukernels_avx512 = {
     .axpy_rows16 = axpy_rows16,
     .widen16 = widen16_avx512,
     .softcap = softcap_avx512,
+    .alibi = alibi_avx512,
     .exp2 = exp2_avx512,
 };
 #endif
