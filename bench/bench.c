@@ -520,6 +520,66 @@ static result measure_backward(const shape *s, double peak) {
     return r;
 }
 
+/* ---- the KV cache: decoding one token of one layer ---------------------------- */
+
+typedef struct cache_call {
+    attn_kv_cache *cache;
+    attn_tensor q, out;
+    attn_sdpa_options o;
+} cache_call;
+
+static void run_cache(void *p) {
+    cache_call *c = p;
+    attn_error err;
+    if (attn_kv_cache_attend(&c->out, NULL, &c->q, c->cache, &c->o, &err))
+        fprintf(stderr, "\nattn: error: %s\n", err.message), exit(1);
+}
+
+/* One token of a Llama-style layer (32 query heads, 8 KV heads, d = 128)
+ * attending to `context` cached positions stored as `dtype`: tokens per
+ * second, and the bytes of K and V read per second against the triad. */
+static void kv_cache_row(int64_t context, attn_dtype dtype, double bandwidth, bool as_json, bool last) {
+    enum { HQ = 32, HK = 8, D = 128, CHUNK = 4096 };
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.heads = HK, d.capacity = context + 1, d.key_dim = d.value_dim = D, d.dtype = dtype;
+    size_t bytes;
+    attn_error err;
+    attn_kv_cache_bytes(&bytes, &d, &err);
+    void *memory = malloc(bytes);
+    cache_call c = {NULL, {0}, {0}, attn_sdpa_options_default()};
+    if (!memory || attn_kv_cache_init(&c.cache, memory, bytes, &d, &err)) fprintf(stderr, "attn: error: no memory for the cache\n"), exit(1);
+    int64_t sk[3] = {HK, CHUNK, D}, sq[3] = {HQ, 1, D};
+    float *kv = random_floats((size_t)(HK * CHUNK * D), 7);
+    attn_tensor t;
+    attn_tensor_init(&t, kv, ATTN_F32, 3, sk, NULL, NULL);
+    for (int64_t p0 = 0; p0 < context; p0 += CHUNK) { /* fill it, CHUNK positions at a time */
+        t.shape[1] = context - p0 < CHUNK ? context - p0 : CHUNK;
+        attn_kv_cache_append(c.cache, &t, &t, &err);
+    }
+    attn_tensor_init(&c.q, random_floats(HQ * D, 8), ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&c.out, calloc(HQ * D, sizeof(float)), ATTN_F32, 3, sq, NULL, NULL);
+    c.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    double seconds = best_time(run_cache, &c, quick ? 0.05 : 0.5);
+    double read = 2.0 * (double)context * HK * D * (double)attn_dtype_size(dtype);
+    char name[64];
+    snprintf(name, sizeof name, "H32/8 d128 context %lldk %s", (long long)context / 1024, attn_dtype_name(dtype));
+    if (as_json)
+        printf("    {\"name\": \"%s\", \"seconds\": %.6g, \"tokens_per_s\": %.1f, \"gbps\": %.3g, \"pct_triad\": %.3g}%s\n", name,
+               seconds, 1 / seconds, read / seconds / 1e9, 100 * read / seconds / bandwidth, last ? "" : ",");
+    else
+        printf("%-34s %9.5f %9.0f tok/s %8.1f GB/s %5.1f%% of triad\n", name, seconds, 1 / seconds, read / seconds / 1e9,
+               100 * read / seconds / bandwidth);
+    free(memory), free(kv), free(c.q.data), free(c.out.data);
+}
+
+/* The cache rows: f16 at 4k, 32k and 128k positions, f32 at 32k. */
+static void kv_cache_rows(double bandwidth, bool as_json) {
+    int64_t contexts[] = {4096, 32768, 131072};
+    int n = quick ? 1 : 3;
+    for (int i = 0; i < n; i++) kv_cache_row(contexts[i], ATTN_F16, bandwidth, as_json, quick);
+    if (!quick) kv_cache_row(32768, ATTN_F32, bandwidth, as_json, true);
+}
+
 /* ---- the report ------------------------------------------------------------------ */
 
 static void print_row(const shape *s, const result *r, bool decode) {
@@ -712,6 +772,8 @@ int main(int argc, char **argv) {
                peak512_1 / 1e9, peak512_n / 1e9, peak256_1 / 1e9, peak256_n / 1e9);
         printf("  \"triad_gbps\": %.2f, \"read_gbps\": %.2f,\n  \"results\": [\n", bw / 1e9, rbw / 1e9);
         for (int i = 0; i < ns; i++) json_row(&shapes[i], &results[i], i == ns - 1);
+        printf("  ],\n  \"kv_cache_decode\": [\n");
+        if (!backward_only) kv_cache_rows(bw, true);
         printf("  ],\n  \"bf16_over_f32_d128\": %.3f\n}\n",
                results[first_memory - 1].gflops / results[first_targets + 2].gflops);
         return 0;
@@ -737,6 +799,8 @@ int main(int argc, char **argv) {
         print_row(&shapes[i], &results[i], i >= first_decode && i < first_other);
     }
     if (!backward_only) {
+        printf("\nKV cache: one token of one layer (attn_kv_cache_attend), K and V read once\n");
+        kv_cache_rows(bw, false);
         const result *bf = &results[first_memory - 1], *f128 = &results[first_targets + 2];
         printf("%-34s bf16 / f32 rate at d=128: %.2fx\n", "", bf->gflops / f128->gflops);
         const result *mem = &results[first_memory];

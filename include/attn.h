@@ -121,6 +121,9 @@ typedef enum attn_status {
     /* The caller's workspace (attn_context.workspace) is smaller than the
      * call needs; attn_sdpa_workspace_size says how much that is. */
     ATTN_ERR_WORKSPACE = 20,
+    /* A KV cache has no room for the positions appended; nothing was
+     * written (attn_kv_cache_append). */
+    ATTN_ERR_FULL = 21,
 
     /* The teaching API's own error (attn_teach.h): a sentence for the toy
      * model is empty, too long, or has a word outside its vocabulary (the
@@ -129,7 +132,7 @@ typedef enum attn_status {
 } attn_status;
 
 /* Number of distinct attn_status values (ATTN_OK included). */
-#define ATTN_STATUS_COUNT 21
+#define ATTN_STATUS_COUNT 22
 
 /* A short, static, human-readable description of a status code, e.g.
  * attn_strerror(ATTN_ERR_HEADS) == "invalid head counts". Unknown values give
@@ -567,6 +570,94 @@ ATTN_API attn_status attn_sdpa_reference(attn_tensor *out, attn_tensor *lse, att
                                          const attn_tensor *q, const attn_tensor *k,
                                          const attn_tensor *v, const attn_sdpa_options *options,
                                          attn_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* KV cache                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* A key/value cache for generating one token (or a few) at a time: the keys
+ * and values of every position so far, for B sequences of Hk heads, in
+ * memory the caller provides, sized once for `capacity` positions. Append
+ * the new positions' keys and values, then attend the new queries to
+ * everything cached:
+ *
+ *   attn_kv_cache_desc d = attn_kv_cache_desc_default();
+ *   d.heads = 8, d.capacity = 4096, d.key_dim = d.value_dim = 128, d.dtype = ATTN_F16;
+ *   size_t bytes;  attn_kv_cache_bytes(&bytes, &d, &err);
+ *   attn_kv_cache *cache;  attn_kv_cache_init(&cache, malloc(bytes), bytes, &d, &err);
+ *   for each step: attn_kv_cache_append(cache, &k_new, &v_new, &err);
+ *                  attn_kv_cache_attend(&out, NULL, &q_new, cache, &opts, &err);
+ *
+ * Token by token this gives what attention with a bottom-right causal mask
+ * over the whole sequence gives (tested: f64 within 1e-13). The library
+ * never allocates for the cache, and a full cache is an error, never an
+ * overwrite. A cache is not locked: appending while another thread attends
+ * to the same cache is a data race; attending from several threads is fine. */
+typedef struct attn_kv_cache attn_kv_cache; /* opaque; lives in the caller's memory */
+
+typedef struct attn_kv_cache_desc {
+    size_t struct_size;  /* set by attn_kv_cache_desc_default(); read like the options' */
+    int64_t batch;       /* B >= 1 (default 1) */
+    int64_t heads;       /* Hk >= 1, the key/value heads (default 1) */
+    int64_t capacity;    /* positions, >= 1 */
+    int64_t key_dim;     /* E >= 1 */
+    int64_t value_dim;   /* Ev >= 1 */
+    attn_dtype dtype;    /* storage: ATTN_F64, ATTN_F32 (default), ATTN_F16 or ATTN_BF16 */
+} attn_kv_cache_desc;
+
+/* batch 1, heads 1, dtype f32, the sizes 0 (to be set); struct_size set. */
+ATTN_API attn_kv_cache_desc attn_kv_cache_desc_default(void);
+
+/* The bytes attn_kv_cache_init needs for `desc` (any alignment of the
+ * memory: the cache aligns itself inside it). Errors: ATTN_ERR_NULL,
+ * ATTN_ERR_OPTION (struct_size), ATTN_ERR_SHAPE (a size < 1), ATTN_ERR_DTYPE,
+ * ATTN_ERR_OVERFLOW. */
+ATTN_API attn_status attn_kv_cache_bytes(size_t *bytes, const attn_kv_cache_desc *desc, attn_error *err);
+
+/* An empty cache in `memory` (at least attn_kv_cache_bytes bytes, which the
+ * caller keeps alive, and frees, after the cache's last use). *cache points
+ * into memory. Errors: those of attn_kv_cache_bytes, and ATTN_ERR_WORKSPACE
+ * when `bytes` is too small. */
+ATTN_API attn_status attn_kv_cache_init(attn_kv_cache **cache, void *memory, size_t bytes,
+                                        const attn_kv_cache_desc *desc, attn_error *err);
+
+/* Append n positions: k (B, Hk, n, E) and v (B, Hk, n, Ev), any strides
+ * (rank 3 (Hk, n, E) when B is 1, rank 2 (n, E) when B and Hk are 1). An f64
+ * cache takes f64; the others take f32, f16 or bf16, rounded to the cache's
+ * dtype (nearest even). A cache that cannot hold n more positions fails
+ * with ATTN_ERR_FULL and is left as it was. Errors: ATTN_ERR_NULL,
+ * ATTN_ERR_RANK, ATTN_ERR_SHAPE, ATTN_ERR_DTYPE, ATTN_ERR_FULL. */
+ATTN_API attn_status attn_kv_cache_append(attn_kv_cache *cache, const attn_tensor *k, const attn_tensor *v,
+                                          attn_error *err);
+
+/* Attention of q (B, Hq, L, E; Hq a multiple of Hk; rank 3 or 2 as for
+ * append) to the `length` positions cached: attn_sdpa with k and v the
+ * cache's filled positions, so out is (B, Hq, L, Ev) and every option
+ * applies (scale, mask (..., L, length), score variants, threads, compute,
+ * workspace). q's rows are the last L positions: options->causal must be
+ * ATTN_CAUSAL_BOTTOM_RIGHT (each query sees the cache up to its own
+ * position) or ATTN_CAUSAL_NONE (every position, e.g. cross-attention);
+ * top-left is ATTN_ERR_OPTION. NULL options: bottom-right. q is f64 for an
+ * f64 cache, else f32. Errors: those of attn_sdpa, and ATTN_ERR_ARGUMENT for
+ * an empty cache. */
+ATTN_API attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                                          const attn_kv_cache *cache, const attn_sdpa_options *options,
+                                          attn_error *err);
+
+/* The cached positions as tensors of rank `rank` (4: (B, Hk, length, E);
+ * 3 or 2 as for append), viewing the cache's memory (valid until the next
+ * append, truncate or free): for attn_sdpa_backward, or to look inside.
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_RANK. */
+ATTN_API attn_status attn_kv_cache_view(attn_tensor *k, attn_tensor *v, const attn_kv_cache *cache, int rank,
+                                        attn_error *err);
+
+/* The number of positions filled. */
+ATTN_API int64_t attn_kv_cache_length(const attn_kv_cache *cache);
+
+/* Forget all positions from `length` on (0 empties the cache), e.g. to
+ * undo rejected draft tokens. Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT
+ * (length < 0 or more than are filled). */
+ATTN_API attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length, attn_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Threads and instruction sets                                             */

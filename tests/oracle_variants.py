@@ -113,6 +113,16 @@ def fixed_cases(o, rng):
     o.case("f32_decode_window_alibi_softcap", f32(2, 3, 64), f32(2, 5000, 64), f32(2, 5000, 64), f32(2, 3, 64),
            causal=2, want=("dq", "dk", "dv"),
            variants={"window": 1500, "slopes": np.array([0.01, 0.002]), "softcap": 10.0})
+    # Decode with GQA: the query heads of a KV head share an item (their keys and
+    # values read once), each with its own slope, mask and dropout.
+    mask = (f((4, 2, 4100)) * 2).astype(np.float32)
+    mask[rng.random(mask.shape) < 0.1] = -np.inf
+    o.case("f32_decode_gqa_per_head_slopes_masks", f32(4, 2, 64), f32(2, 4100, 64), f32(2, 4100, 48),
+           f32(4, 2, 48), mask, causal=2, want=("dq", "dk", "dv"),
+           variants={"slopes": np.array([0.001, 0.01, 0.02, 0.003]), "window": 3000})
+    o.case("f32_decode_gqa_8_over_2_one_query", f32(2, 8, 1, 32), f32(2, 2, 4500, 32), f32(2, 2, 4500, 32),
+           f32(2, 8, 1, 32), causal=2, want=("dq", "dk", "dv"), dropout=0.2, seed=3,
+           variants={"softcap": 4.0, "slopes": rng.random(8) * 0.01})
     o.case("f32_decode_window_one_key", f32(1, 1, 32), f32(1, 4100, 32), f32(1, 4100, 32), f32(1, 1, 32),
            causal=2, want=("dq", "dk", "dv"), variants={"window": 1})
     # A window that leaves rows with no key (top-left, L > S): zero output and gradients.

@@ -946,6 +946,138 @@ static void test_options_version(void) {
     free(q.data), free(out.data), free(ref.data);
 }
 
+
+/* ---- the KV cache ---------------------------------------------------------- */
+
+/* Rows p0..p0+n-1 (dimension 2) of a contiguous rank-4 tensor, as a view. */
+static attn_tensor rows_of(const attn_tensor *t, int64_t p0, int64_t n) {
+    attn_tensor r = *t;
+    r.data = (char *)t->data + p0 * t->strides[2] * (int64_t)attn_dtype_size(t->dtype);
+    r.shape[2] = n;
+    return r;
+}
+
+/* Decoding through the cache, a prefill of `prefill` positions, then one at
+ * a time, then the last 3 at once, gives full bottom-right causal attention
+ * over the whole sequence of T (keys and values at the cache's precision).
+ * T past 2048 takes the f32 decode kernel for the single positions. */
+static void kv_incremental(attn_dtype dt, attn_dtype store, int64_t T, int64_t prefill, double tol, const char *name) {
+    enum { B = 2, HQ = 4, HK = 2, E = 16, EV = 8 };
+    int64_t sq[4] = {B, HQ, T, E}, sk[4] = {B, HK, T, E}, sv[4] = {B, HK, T, EV}, so[4] = {B, HQ, T, EV};
+    attn_tensor q = make(dt, 4, sq), k = make(dt, 4, sk), v = make(dt, 4, sv), full = make(dt, 4, so);
+    attn_tensor step = make(dt, 4, so), kr = make(dt, 4, sk), vr = make(dt, 4, sv);
+    attn_error err;
+    if (store == ATTN_F16 || store == ATTN_BF16) { /* the reference sees the stored values */
+        attn_tensor hk = make(store, 4, sk), hv = make(store, 4, sv);
+        attn_tensor_convert(&hk, &k, &err), attn_tensor_convert(&kr, &hk, &err);
+        attn_tensor_convert(&hv, &v, &err), attn_tensor_convert(&vr, &hv, &err);
+        free(hk.data), free(hv.data);
+    } else {
+        attn_tensor_convert(&kr, &k, &err), attn_tensor_convert(&vr, &v, &err);
+    }
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_TOP_LEFT; /* L = S: the same as bottom-right */
+    attn_status st = attn_sdpa(&full, NULL, NULL, &q, &kr, &vr, &o, &err);
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.batch = B, d.heads = HK, d.capacity = T, d.key_dim = E, d.value_dim = EV, d.dtype = store;
+    size_t bytes = 0;
+    attn_kv_cache *cache = NULL;
+    if (!st) st = attn_kv_cache_bytes(&bytes, &d, &err);
+    void *memory = malloc(bytes + 1);
+    if (!st) st = attn_kv_cache_init(&cache, (char *)memory + 1, bytes, &d, &err); /* any alignment */
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    int64_t p0 = 0;
+    char kernel[32] = "";
+    while (!st && p0 < T) {
+        int64_t n = p0 == 0 ? prefill : p0 >= T - 3 ? T - p0 : 1;
+        attn_tensor kn = rows_of(&k, p0, n), vn = rows_of(&v, p0, n), qn = rows_of(&q, p0, n);
+        attn_tensor on = rows_of(&step, p0, n);
+        /* the output slice is strided (B, HQ, n, EV) inside step */
+        int watch = p0 == prefill; /* the first single position: which kernel ran? */
+        if (watch) verbose_begin();
+        if (!(st = attn_kv_cache_append(cache, &kn, &vn, &err))) st = attn_kv_cache_attend(&on, NULL, &qn, cache, &o, &err);
+        if (watch) verbose_end(kernel, sizeof kernel, NULL, 0);
+        p0 += n;
+    }
+    const char *want = dt == ATTN_F64 ? "exact" : T > 2048 ? "decode" : "flash";
+    double big = 0;
+    for (int64_t i = 0; i < attn_tensor_numel(&full); i++) big = fabs(get(&full, i)) > big ? fabs(get(&full, i)) : big;
+    double dmax = st ? INFINITY : max_diff(&step, &full) / big;
+    check(!st && attn_kv_cache_length(cache) == T && dmax <= tol && strcmp(kernel, want) == 0, name,
+          "status %d (%s), length %lld, error %.3g (tol %.1g), kernel %s (expected %s)", st, st ? err.message : "",
+          (long long)attn_kv_cache_length(cache), dmax, tol, kernel, want);
+    if (!st) { /* full: an error, and the cache as it was */
+        attn_tensor k1 = rows_of(&k, 0, 1), v1 = rows_of(&v, 0, 1);
+        char full_name[96];
+        snprintf(full_name, sizeof full_name, "%s_full_is_an_error", name);
+        check_status(attn_kv_cache_append(cache, &k1, &v1, &err), &err, ATTN_ERR_FULL, "are filled", full_name);
+        snprintf(full_name, sizeof full_name, "%s_full_leaves_the_cache_as_it_was", name);
+        check(attn_kv_cache_length(cache) == T, full_name, "length %lld after a refused append",
+              (long long)attn_kv_cache_length(cache));
+    }
+    free(memory), free(q.data), free(k.data), free(v.data), free(full.data), free(step.data), free(kr.data), free(vr.data);
+}
+
+static void test_kv_cache(void) {
+    kv_incremental(ATTN_F64, ATTN_F64, 45, 13, 1e-13, "kv_cache_incremental_equals_causal_f64");
+    kv_incremental(ATTN_F32, ATTN_F32, 45, 13, 4e-6, "kv_cache_incremental_equals_causal_f32");
+    kv_incremental(ATTN_F32, ATTN_F16, 45, 13, 4e-6, "kv_cache_incremental_equals_causal_f16_store");
+    kv_incremental(ATTN_F32, ATTN_BF16, 45, 13, 4e-6, "kv_cache_incremental_equals_causal_bf16_store");
+    kv_incremental(ATTN_F32, ATTN_F16, 2100, 2060, 4e-6, "kv_cache_incremental_equals_causal_decode_kernel");
+
+    attn_error err;
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    size_t bytes;
+    check_status(attn_kv_cache_bytes(&bytes, &d, &err), &err, ATTN_ERR_SHAPE, "desc->capacity is 0",
+                 "kv_cache_sizes_must_be_set");
+    d.capacity = 8, d.key_dim = 4, d.value_dim = 3;
+    d.dtype = ATTN_BOOL;
+    check_status(attn_kv_cache_bytes(&bytes, &d, &err), &err, ATTN_ERR_DTYPE, "f64, f32, f16 or bf16", "kv_cache_bool_dtype");
+    d.dtype = ATTN_F32;
+    d.capacity = INT64_MAX / 2;
+    check_status(attn_kv_cache_bytes(&bytes, &d, &err), &err, ATTN_ERR_OVERFLOW, "overflows", "kv_cache_size_overflow");
+    d.capacity = 8;
+    attn_kv_cache_desc zero;
+    memset(&zero, 0, sizeof zero);
+    check_status(attn_kv_cache_bytes(&bytes, &zero, &err), &err, ATTN_ERR_OPTION, "struct_size is 0", "kv_cache_zeroed_desc");
+    check_status(attn_kv_cache_bytes(&bytes, &d, &err), &err, ATTN_OK, "", "kv_cache_bytes");
+    char *memory = malloc(bytes);
+    attn_kv_cache *c = NULL;
+    check_status(attn_kv_cache_init(&c, memory, bytes - 1, &d, &err), &err, ATTN_ERR_WORKSPACE, "needs",
+                 "kv_cache_memory_too_small");
+    check_status(attn_kv_cache_init(&c, memory, bytes, &d, &err), &err, ATTN_OK, "", "kv_cache_init");
+    int64_t sq[2] = {2, 4}, sk[2] = {3, 4}, sv[2] = {3, 3}, so[2] = {2, 3}, sbad[2] = {3, 5};
+    attn_tensor q = make(ATTN_F32, 2, sq), k = make(ATTN_F32, 2, sk), v = make(ATTN_F32, 2, sv), out = make(ATTN_F32, 2, so);
+    attn_tensor k64 = make(ATTN_F64, 2, sk), kbad = make(ATTN_F32, 2, sbad);
+    check_status(attn_kv_cache_attend(&out, NULL, &q, c, NULL, &err), &err, ATTN_ERR_ARGUMENT, "empty",
+                 "kv_cache_attend_empty");
+    check_status(attn_kv_cache_append(c, &k64, &v, &err), &err, ATTN_ERR_DTYPE, "f32, f16 or bf16",
+                 "kv_cache_append_wrong_dtype");
+    check_status(attn_kv_cache_append(c, &kbad, &v, &err), &err, ATTN_ERR_SHAPE, "k has shape (3, 5)",
+                 "kv_cache_append_wrong_dim");
+    check_status(attn_kv_cache_append(c, &k, NULL, &err), &err, ATTN_ERR_NULL, "v is NULL", "kv_cache_append_null");
+    check_status(attn_kv_cache_append(c, &k, &v, &err), &err, ATTN_OK, "", "kv_cache_append");
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_TOP_LEFT;
+    check_status(attn_kv_cache_attend(&out, NULL, &q, c, &o, &err), &err, ATTN_ERR_OPTION, "bottom-right",
+                 "kv_cache_attend_top_left_rejected");
+    check_status(attn_kv_cache_attend(&out, NULL, &q, c, NULL, &err), &err, ATTN_OK, "", "kv_cache_attend_default_causal");
+    check_status(attn_kv_cache_truncate(c, 4, &err), &err, ATTN_ERR_ARGUMENT, "length 4", "kv_cache_truncate_past_length");
+    check_status(attn_kv_cache_truncate(c, 1, &err), &err, ATTN_OK, "", "kv_cache_truncate");
+    attn_tensor kv, vv;
+    check_status(attn_kv_cache_view(&kv, &vv, c, 2, &err), &err, ATTN_OK, "", "kv_cache_view");
+    check(kv.shape[0] == 1 && kv.shape[1] == 4 && vv.shape[1] == 3 && ((float *)kv.data)[3] == ((float *)k.data)[3],
+          "kv_cache_view_shows_the_first_positions", "shape (%lld, %lld)", (long long)kv.shape[0], (long long)kv.shape[1]);
+    d.batch = 2;
+    attn_kv_cache *c2 = NULL;
+    attn_kv_cache_bytes(&bytes, &d, &err);
+    char *m2 = malloc(bytes);
+    attn_kv_cache_init(&c2, m2, bytes, &d, &err);
+    check_status(attn_kv_cache_view(&kv, &vv, c2, 3, &err), &err, ATTN_ERR_RANK, "rank 3 needs B = 1",
+                 "kv_cache_view_rank_needs_batch_1");
+    free(m2), free(memory), free(q.data), free(k.data), free(v.data), free(out.data), free(k64.data), free(kbad.data);
+}
+
 int main(void) {
     test_basics();
     test_sdpa_errors();
@@ -960,6 +1092,7 @@ int main(void) {
     test_explain();
     test_scaling();
     test_half();
+    test_kv_cache();
     /* Every error code is reached by some test above. */
     int missing = -1;
     for (int c = 0; c < ATTN_STATUS_COUNT; c++)

@@ -29,6 +29,7 @@ const char *attn_strerror(attn_status status) {
     case ATTN_ERR_TOKEN: return "invalid sentence for the toy model";
     case ATTN_ERR_ARGUMENT: return "argument out of range";
     case ATTN_ERR_WORKSPACE: return "workspace too small";
+    case ATTN_ERR_FULL: return "KV cache full";
     }
     return "unknown status";
 }

@@ -39,102 +39,122 @@ typedef struct decode_job {
     const attn_ukernels *uk;
     const attn_slices *sl;
     int64_t L, S, E, Ev, chunk, n_chunks;
-    float *partials;      /* per item: m (L), l (L), acc (L × Ev) */
+    int64_t G, R;         /* query heads per item (sharing one KV head), rows G · L */
+    float *partials;      /* per item: m (R), l (R), acc (R × Ev) */
     int64_t part_floats;
-    float *scratch;       /* per worker: q (L × E), s (L × chunk padded), a group of rows */
+    float *scratch;       /* per worker: q (R × E), s (R × chunk padded), a group of rows */
     int64_t ws_floats;
-    atomic_uchar *bad;    /* per slice: take the exact kernel */
+    atomic_uchar *bad;    /* per group of G slices: take the exact kernel */
 } decode_job;
 
+/* Scores s (R × lds) = q · the chunk's `last` keys: each key row read once,
+ * for all rows; in one call when the rows are f32 in place or 16-bit the
+ * ISA streams, else a group of rows at a time. Returns max |k| (-1: not
+ * finite). */
+static float chunk_scores(const decode_job *j, float *s, int64_t lds, const float *q, const attn_problem *p,
+                          int64_t j0, int64_t last, float *tmp) {
+    const attn_ukernels *uk = j->uk;
+    if (streams_16bit(uk, &p->k))
+        return uk->dot_rows16(s, lds, q, (int)j->R, (const uint16_t *)(const void *)p->k.base + j0 * p->k.rs,
+                              p->k.rs, last, j->E, p->k.dtype == ATTN_F16);
+    float kmax = 0;
+    bool in_place = p->k.dtype == ATTN_F32 && p->k.cs == 1;
+    for (int64_t c0 = 0, group = in_place ? last : GROUP; c0 < last && kmax >= 0; c0 += group) {
+        int64_t nc = last - c0 < group ? last - c0 : group, ld;
+        const float *rows = attn_rows_f32(uk, &p->k, j0 + c0, nc, tmp, &ld);
+        kmax = attn_absmax_join(kmax, uk->dot_rows(s + c0, lds, q, (int)j->R, rows, ld, nc, j->E));
+    }
+    return kmax;
+}
+
+/* acc (R × Ev) += the weights s (R × lds) · the chunk's values, each value
+ * row read once for all rows. */
+static void chunk_values(const decode_job *j, float *acc, const float *s, int64_t lds, const attn_problem *p,
+                         int64_t j0, int64_t last, float *tmp) {
+    const attn_ukernels *uk = j->uk;
+    if (streams_16bit(uk, &p->v)) {
+        uk->axpy_rows16(acc, s, lds, (int)j->R, (const uint16_t *)(const void *)p->v.base + j0 * p->v.rs, p->v.rs,
+                        last, j->Ev, p->v.dtype == ATTN_F16);
+        return;
+    }
+    bool in_place = p->v.dtype == ATTN_F32 && p->v.cs == 1;
+    for (int64_t c0 = 0, group = in_place ? last : GROUP; c0 < last; c0 += group) {
+        int64_t nc = last - c0 < group ? last - c0 : group, ld;
+        const float *rows = attn_rows_f32(uk, &p->v, j0 + c0, nc, tmp, &ld);
+        uk->axpy_rows(acc, s + c0, lds, (int)j->R, rows, ld, nc, j->Ev);
+    }
+}
+
+/* One work item: the G query heads of group g (slices g·G .., which share
+ * one KV head) against one chunk of keys, as R = G · L rows. */
 static void decode_item(void *ctx, int64_t item, int worker) {
     decode_job *j = ctx;
     const attn_ukernels *uk = j->uk;
-    int64_t slice = item / j->n_chunks, chunk = item % j->n_chunks;
-    attn_problem p;
-    attn_slice(j->sl, slice, &p);
+    int64_t g = item / j->n_chunks, chunk = item % j->n_chunks;
+    attn_problem p[ATTN_DECODE_MAX_ROWS]; /* the heads' problems; p[0]'s keys and values are all of theirs */
+    for (int64_t t = 0; t < j->G; t++) attn_slice(j->sl, g * j->G + t, &p[t]);
     float *part = j->partials + item * j->part_floats;
-    float *m = part, *l = part + j->L, *acc = part + 2 * j->L;
-    int64_t L = j->L, E = j->E, Ev = j->Ev, lds = attn_round_up(j->chunk, ATTN_VL_MAX);
-    float *q = j->scratch + worker * j->ws_floats, *s = q + L * E, *tmp = s + L * lds; /* tmp: GROUP rows */
+    int64_t L = j->L, R = j->R, E = j->E, Ev = j->Ev, lds = attn_round_up(j->chunk, ATTN_VL_MAX);
+    float *m = part, *l = part + R, *acc = part + 2 * R;
+    float *q = j->scratch + worker * j->ws_floats, *s = q + R * E, *tmp = s + R * lds; /* tmp: GROUP rows */
     int64_t j0 = chunk * j->chunk, n = j->S - j0 < j->chunk ? j->S - j0 : j->chunk;
-    for (int64_t i = 0; i < L; i++) m[i] = -INFINITY, l[i] = 0;
-    memset(acc, 0, sizeof(float) * (size_t)(L * Ev));
+    for (int64_t r = 0; r < R; r++) m[r] = -INFINITY, l[r] = 0;
+    memset(acc, 0, sizeof(float) * (size_t)(R * Ev));
 
     /* Keys this chunk's rows may see (all of them without a causal mask). */
-    int64_t last = attn_keys_seen(&p, L - 1, j0, n);
+    int64_t last = attn_keys_seen(&p[0], L - 1, j0, n);
     /* Nothing to see: keys past the causal limit, or all before the window. */
-    if (last == 0 || j0 + last <= attn_first_key(&p, 0) || atomic_load(&j->bad[slice])) return;
+    if (last == 0 || j0 + last <= attn_first_key(&p[0], 0) || atomic_load(&j->bad[g])) return;
 
     /* The queries times the scale, each product rounded once from double
      * (as flash.c packs them): scores come out in natural units. */
     float qmax = 0;
-    for (int64_t i = 0; i < L && qmax >= 0; i++) {
-        const float *row = attn_row_f32_fast(uk, &p.q, i, tmp);
-        for (int64_t e = 0; e < E; e++) q[i * E + e] = (float)((double)row[e] * p.scale);
-        float b = uk->absmax(q + i * E, E);
-        qmax = attn_absmax_join(qmax, b);
+    for (int64_t r = 0; r < R && qmax >= 0; r++) {
+        const attn_problem *pt = &p[r / L];
+        const float *row = attn_row_f32_fast(uk, &pt->q, r % L, tmp);
+        for (int64_t e = 0; e < E; e++) q[r * E + e] = (float)((double)row[e] * pt->scale);
+        qmax = attn_absmax_join(qmax, uk->absmax(q + r * E, E));
     }
-    /* Scores: each key row is read once, for all query rows; in one call
-     * when the rows are f32 in place, else a group at a time. */
-    float kmax = 0;
-    if (streams_16bit(uk, &p.k)) {
-        kmax = uk->dot_rows16(s, lds, q, (int)L, (const uint16_t *)(const void *)p.k.base + j0 * p.k.rs, p.k.rs,
-                              last, E, p.k.dtype == ATTN_F16);
-    } else {
-        bool in_place = p.k.dtype == ATTN_F32 && p.k.cs == 1;
-        for (int64_t c0 = 0, group = in_place ? last : GROUP; c0 < last && kmax >= 0; c0 += group) {
-            int64_t nc = last - c0 < group ? last - c0 : group, ld;
-            const float *rows = attn_rows_f32(uk, &p.k, j0 + c0, nc, tmp, &ld);
-            kmax = attn_absmax_join(kmax, uk->dot_rows(s + c0, lds, q, (int)L, rows, ld, nc, E));
-        }
+    float kmax = chunk_scores(j, s, lds, q, &p[0], j0, last, tmp);
+    bool ok = attn_f32_scores_fit(qmax, kmax, E);
+    int64_t last_pad = attn_round_up(last, uk->vl);
+    for (int64_t t = 0; t < j->G && ok; t++) { /* each head's masks and variants on its L rows */
+        attn_score_block sb = {s + t * L * lds, false, lds};
+        ok = attn_f32_bias_fits(&p[t], L, j->S) &&
+             attn_score_epilogue(uk, sb, &p[t], 0, L, j0, last, last_pad, p[t].causal, NULL);
     }
-    if (!attn_f32_scores_fit(qmax, kmax, E) || !attn_f32_bias_fits(&p, L, j->S)) {
-        atomic_store(&j->bad[slice], 1);
+    if (!ok) {
+        atomic_store(&j->bad[g], 1);
         return;
     }
-    int64_t vl = uk->vl, last_pad = attn_round_up(last, vl);
-    attn_score_block sb = {s, false, lds};
-    if (!attn_score_epilogue(uk, sb, &p, 0, L, j0, last, last_pad, p.causal, NULL)) {
-        atomic_store(&j->bad[slice], 1);
-        return;
-    }
-    for (int64_t i = 0; i < L; i++) {
-        float *row = s + i * lds;
+    for (int64_t r = 0; r < R; r++) {
+        float *row = s + r * lds;
         float mx = uk->max(row, last_pad);
         if (mx == -INFINITY) { /* no key of this chunk takes part */
             memset(row, 0, sizeof(float) * (size_t)last_pad);
             continue;
         }
-        m[i] = mx;
-        l[i] = uk->exp_sum(row, last_pad, mx);
-        attn_dropout_row(sb, i, &p, i, j0, last); /* after l: it sums the weights undropped */
+        m[r] = mx;
+        l[r] = uk->exp_sum(row, last_pad, mx);
+        attn_score_block sb = {s + (r - r % L) * lds, false, lds};
+        attn_dropout_row(sb, r % L, &p[r / L], r % L, j0, last); /* after l: it sums the weights undropped */
     }
-    /* Values: each row is read once, for all query rows. */
-    if (streams_16bit(uk, &p.v)) {
-        uk->axpy_rows16(acc, s, lds, (int)L, (const uint16_t *)(const void *)p.v.base + j0 * p.v.rs, p.v.rs, last,
-                        Ev, p.v.dtype == ATTN_F16);
-    } else {
-        bool in_place = p.v.dtype == ATTN_F32 && p.v.cs == 1;
-        for (int64_t c0 = 0, group = in_place ? last : GROUP; c0 < last; c0 += group) {
-            int64_t nc = last - c0 < group ? last - c0 : group, ld;
-            const float *rows = attn_rows_f32(uk, &p.v, j0 + c0, nc, tmp, &ld);
-            uk->axpy_rows(acc, s + c0, lds, (int)L, rows, ld, nc, Ev);
-        }
-    }
+    chunk_values(j, acc, s, lds, &p[0], j0, last, tmp);
     /* The partial's output, acc / l, for attn_merge_row. */
-    for (int64_t i = 0; i < L; i++)
-        for (int64_t e = 0; e < Ev && l[i] > 0; e++) acc[i * Ev + e] /= l[i];
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t e = 0; e < Ev && l[r] > 0; e++) acc[r * Ev + e] /= l[r];
 }
 
 /* out rows of one slice from its chunks' partials (attn_merge_row, in chunk
  * order). Returns false when an output is not finite (f32 overflowed, or a
  * value was NaN): the exact kernel then redoes the slice. */
 static bool merge(const decode_job *j, int64_t slice, const attn_problem *p, attn_part_row *parts) {
+    int64_t g = slice / j->G, r0 = slice % j->G * j->L; /* its rows in its group's partials */
     for (int64_t i = 0; i < j->L; i++) {
         for (int64_t c = 0; c < j->n_chunks; c++) {
-            const float *part = j->partials + (slice * j->n_chunks + c) * j->part_floats;
-            parts[c].m = part[i], parts[c].l = part[j->L + i];
-            parts[c].out = part + 2 * j->L + i * j->Ev;
+            const float *part = j->partials + (g * j->n_chunks + c) * j->part_floats;
+            parts[c].m = part[r0 + i], parts[c].l = part[j->R + r0 + i];
+            parts[c].out = part + 2 * j->R + (r0 + i) * j->Ev;
             parts[c].stride = 1;
         }
         double lse;
@@ -159,18 +179,25 @@ attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_err
     j.L = first.q.rows, j.S = first.k.rows, j.E = first.q.cols, j.Ev = first.v.cols;
     j.chunk = attn_blocks_active()->decode_chunk;
     j.n_chunks = (j.S + j.chunk - 1) / j.chunk;
-    j.part_floats = 2 * j.L + j.L * j.Ev;
-    int64_t items, floats;
-    if (j.E > (1 << 24) || j.Ev > (1 << 24) || !attn_mul_i64(sl->count, j.n_chunks, &items) ||
+    /* Query heads that share a KV head (GQA) go in one item, as many as
+     * fit the kernels' rows: their keys and values are read once. */
+    int64_t group = sl->co.shape[2] / sl->ck.shape[2];
+    j.G = 1;
+    for (int64_t G = 2; G <= group && G * j.L <= ATTN_DECODE_MAX_ROWS; G++)
+        if (group % G == 0) j.G = G;
+    j.R = j.G * j.L;
+    j.part_floats = 2 * j.R + j.R * j.Ev;
+    int64_t items, floats, groups = sl->count / j.G;
+    if (j.E > (1 << 24) || j.Ev > (1 << 24) || !attn_mul_i64(groups, j.n_chunks, &items) ||
         !attn_mul_i64(items, j.part_floats, &floats) || (uint64_t)floats > SIZE_MAX / 8)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "decode partials overflow");
-    j.ws_floats = attn_round_up(j.L * j.E + j.L * attn_round_up(j.chunk, ATTN_VL_MAX) + GROUP * (j.E + j.Ev), 16);
+    j.ws_floats = attn_round_up(j.R * j.E + j.R * attn_round_up(j.chunk, ATTN_VL_MAX) + GROUP * (j.E + j.Ev), 16);
     int workers = sl->threads;
     if (workers > items) workers = (int)items;
     attn_arena *a = sl->arena;
     j.partials = attn_arena_alloc(a, (size_t)floats, sizeof(float));
     j.scratch = attn_arena_alloc(a, (size_t)j.ws_floats, sizeof(float) * (size_t)workers);
-    j.bad = attn_arena_alloc(a, (size_t)sl->count, sizeof *j.bad);
+    j.bad = attn_arena_alloc(a, (size_t)groups, sizeof *j.bad);
     attn_part_row *parts = attn_arena_alloc(a, (size_t)j.n_chunks, sizeof *parts);
     /* The exact kernel's scratch, for slices that fall back to it: taken
      * now, so that running out of memory never leaves an output half done. */
@@ -180,14 +207,14 @@ attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_err
     if (!j.partials || !j.scratch || !j.bad || !parts || !work)
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the decode path's partials");
-    for (int64_t s = 0; s < sl->count; s++) atomic_init(&j.bad[s], 0);
+    for (int64_t g = 0; g < groups; g++) atomic_init(&j.bad[g], 0);
     attn_parallel_for(workers, items, decode_item, &j);
     info->kernel = "decode", info->isa = j.uk->name, info->bf16 = NULL, info->threads = workers;
     info->items = sl->count, info->fallbacks = 0;
     for (int64_t s = 0; s < sl->count; s++) {
         attn_problem p;
         attn_slice(sl, s, &p);
-        if (!atomic_load(&j.bad[s]) && merge(&j, s, &p, parts)) continue;
+        if (!atomic_load(&j.bad[s / j.G]) && merge(&j, s, &p, parts)) continue;
         info->fallbacks++;
         attn_exact_rows(&p, 0, j.L, work); /* the exact f64 kernel for this slice */
     }

@@ -1,0 +1,187 @@
+/* kv_cache.c -- the KV cache (attn.h): keys and values of every position so
+ * far, in the caller's memory, and attention of new queries to them.
+ *
+ * Layout: a header, then K as (B, Hk, capacity, E) and V as (B, Hk,
+ * capacity, Ev), C order, in the cache's dtype. The first `length` positions
+ * of every head are then a strided tensor (row stride E, head stride
+ * capacity · E), which attn_sdpa takes as it is: attending is one attn_sdpa
+ * call, so every kernel, option and check applies. */
+#include "base/base.h"
+
+#include <string.h>
+
+struct attn_kv_cache {
+    attn_kv_cache_desc d;
+    int64_t length;
+    char *k, *v; /* (B, Hk, capacity, E) and (B, Hk, capacity, Ev) */
+};
+
+enum { ALIGN = 64 };
+
+attn_kv_cache_desc attn_kv_cache_desc_default(void) {
+    attn_kv_cache_desc d = {0};
+    d.struct_size = sizeof d;
+    d.batch = 1, d.heads = 1, d.dtype = ATTN_F32;
+    return d;
+}
+
+/* The caller's desc (read up to its struct_size) checked, and the bytes of
+ * K and V. */
+static attn_status read_desc(attn_kv_cache_desc *d, int64_t *kbytes, int64_t *vbytes,
+                             const attn_kv_cache_desc *in, attn_error *err) {
+    if (!in) return attn_fail(err, ATTN_ERR_NULL, "desc is NULL");
+    if (in->struct_size == 0 || in->struct_size > sizeof *d)
+        return attn_fail(err, ATTN_ERR_OPTION, "desc->struct_size is %zu: start from attn_kv_cache_desc_default()",
+                         in->struct_size);
+    *d = attn_kv_cache_desc_default();
+    memcpy(d, in, in->struct_size);
+    d->struct_size = sizeof *d;
+    const int64_t dims[5] = {d->batch, d->heads, d->capacity, d->key_dim, d->value_dim};
+    static const char *const NAMES[5] = {"batch", "heads", "capacity", "key_dim", "value_dim"};
+    for (int i = 0; i < 5; i++)
+        if (dims[i] < 1) return attn_fail(err, ATTN_ERR_SHAPE, "desc->%s is %lld; it must be at least 1", NAMES[i], (long long)dims[i]);
+    if (d->dtype != ATTN_F64 && d->dtype != ATTN_F32 && d->dtype != ATTN_F16 && d->dtype != ATTN_BF16)
+        return attn_fail(err, ATTN_ERR_DTYPE, "desc->dtype must be f64, f32, f16 or bf16");
+    int64_t rows, ke, ve, size = (int64_t)attn_dtype_size(d->dtype);
+    if (!attn_mul_i64(d->batch, d->heads, &rows) || !attn_mul_i64(rows, d->capacity, &rows) ||
+        !attn_mul_i64(rows, d->key_dim, &ke) || !attn_mul_i64(ke, size, kbytes) ||
+        !attn_mul_i64(rows, d->value_dim, &ve) || !attn_mul_i64(ve, size, vbytes) || *kbytes > INT64_MAX / 2 - 4 * ALIGN ||
+        *vbytes > INT64_MAX / 2 - 4 * ALIGN)
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "the cache's size overflows");
+    return ATTN_OK;
+}
+
+static int64_t round_up(int64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
+
+attn_status attn_kv_cache_bytes(size_t *bytes, const attn_kv_cache_desc *desc, attn_error *err) {
+    if (!bytes) return attn_fail(err, ATTN_ERR_NULL, "bytes is NULL");
+    attn_kv_cache_desc d;
+    int64_t kb, vb;
+    attn_status st = read_desc(&d, &kb, &vb, desc, err);
+    if (st) return st;
+    uint64_t total = (uint64_t)ALIGN + (uint64_t)round_up((int64_t)sizeof(attn_kv_cache)) + (uint64_t)round_up(kb) +
+                     (uint64_t)round_up(vb);
+    if (total > SIZE_MAX) return attn_fail(err, ATTN_ERR_OVERFLOW, "the cache's size overflows size_t");
+    *bytes = (size_t)total;
+    return ATTN_OK;
+}
+
+attn_status attn_kv_cache_init(attn_kv_cache **cache, void *memory, size_t bytes, const attn_kv_cache_desc *desc,
+                               attn_error *err) {
+    if (!cache || !memory) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", cache ? "memory" : "cache");
+    size_t need;
+    attn_status st = attn_kv_cache_bytes(&need, desc, err);
+    if (st) return st;
+    if (bytes < need)
+        return attn_fail(err, ATTN_ERR_WORKSPACE, "the cache needs %zu bytes (attn_kv_cache_bytes), %zu given", need,
+                         bytes);
+    uintptr_t at = ((uintptr_t)memory + ALIGN - 1) / ALIGN * ALIGN;
+    attn_kv_cache *c = (attn_kv_cache *)at;
+    int64_t kb, vb;
+    read_desc(&c->d, &kb, &vb, desc, err);
+    c->length = 0;
+    c->k = (char *)at + round_up((int64_t)sizeof *c);
+    c->v = c->k + round_up(kb);
+    *cache = c;
+    return ATTN_OK;
+}
+
+int64_t attn_kv_cache_length(const attn_kv_cache *cache) { return cache ? cache->length : 0; }
+
+/* The positions p0..p0+n-1 of k or v as a tensor of `rank` (4, or 3 / 2 when
+ * B / B and Hk are 1): the view attn_sdpa reads, or append writes. */
+static attn_status positions(attn_tensor *t, const attn_kv_cache *c, bool values, int64_t p0, int64_t n, int rank,
+                             attn_error *err) {
+    const attn_kv_cache_desc *d = &c->d;
+    int64_t cols = values ? d->value_dim : d->key_dim;
+    if (rank < 2 || rank > 4 || (rank < 4 && d->batch != 1) || (rank < 3 && d->heads != 1))
+        return attn_fail(err, ATTN_ERR_RANK,
+                         "rank %d does not fit a cache of %lld sequences of %lld heads: (B, Hk, positions, dim) "
+                         "is rank 4, rank 3 needs B = 1, rank 2 B = Hk = 1",
+                         rank, (long long)d->batch, (long long)d->heads);
+    int64_t shape[4] = {d->batch, d->heads, n, cols}, strides[4] = {d->heads * d->capacity * cols, d->capacity * cols, cols, 1};
+    char *base = (values ? c->v : c->k) + p0 * cols * (int64_t)attn_dtype_size(d->dtype);
+    return attn_tensor_init(t, base, d->dtype, rank, shape + 4 - rank, strides + 4 - rank, err);
+}
+
+attn_status attn_kv_cache_view(attn_tensor *k, attn_tensor *v, const attn_kv_cache *cache, int rank,
+                               attn_error *err) {
+    if (!k || !v || !cache) return attn_fail(err, ATTN_ERR_NULL, "k, v and cache must not be NULL");
+    attn_status st = positions(k, cache, false, 0, cache->length, rank, err);
+    return st ? st : positions(v, cache, true, 0, cache->length, rank, err);
+}
+
+/* k or v to append: the cache's shape with n positions, a dtype it takes. */
+static attn_status check_new(const attn_tensor *t, const char *name, const attn_kv_cache *c, int64_t cols,
+                             attn_error *err) {
+    if (!t || !t->data) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL or has NULL data", name);
+    const attn_kv_cache_desc *d = &c->d;
+    int64_t want[4] = {d->batch, d->heads, -1, cols};
+    if (t->rank < 2 || t->rank > 4)
+        return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; it must be 4 (B, Hk, n, dim), or 3 or 2", name, t->rank);
+    for (int i = 0; i < t->rank; i++) {
+        int64_t w = want[4 - t->rank + i];
+        if (w >= 0 && t->shape[i] != w) {
+            char s[128];
+            attn_format_shape(s, sizeof s, t->rank, t->shape);
+            return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s; the cache holds %lld sequences of %lld heads of "
+                             "%lld values", name, s, (long long)d->batch, (long long)d->heads, (long long)cols);
+        }
+    }
+    for (int i = 0; i < 4 - t->rank; i++)
+        if (want[i] != 1) return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d but the cache has %s > 1", name, t->rank, i ? "heads" : "batch");
+    bool wide = d->dtype == ATTN_F64;
+    if (wide ? t->dtype != ATTN_F64 : (t->dtype != ATTN_F32 && t->dtype != ATTN_F16 && t->dtype != ATTN_BF16))
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; an %s cache takes %s", name, attn_dtype_name(t->dtype),
+                         attn_dtype_name(d->dtype), wide ? "f64" : "f32, f16 or bf16");
+    return attn_check_extent(t, name, err);
+}
+
+attn_status attn_kv_cache_append(attn_kv_cache *cache, const attn_tensor *k, const attn_tensor *v, attn_error *err) {
+    if (!cache) return attn_fail(err, ATTN_ERR_NULL, "cache is NULL");
+    attn_status st = check_new(k, "k", cache, cache->d.key_dim, err);
+    if (st || (st = check_new(v, "v", cache, cache->d.value_dim, err))) return st;
+    int64_t n = k->shape[k->rank - 2];
+    if (v->shape[v->rank - 2] != n)
+        return attn_fail(err, ATTN_ERR_SHAPE, "k has %lld positions but v has %lld", (long long)n,
+                         (long long)v->shape[v->rank - 2]);
+    if (n > cache->d.capacity - cache->length)
+        return attn_fail(err, ATTN_ERR_FULL, "the cache holds %lld positions and %lld are filled: %lld more do not fit",
+                         (long long)cache->d.capacity, (long long)cache->length, (long long)n);
+    attn_tensor dk, dv;
+    positions(&dk, cache, false, cache->length, n, k->rank, err);
+    positions(&dv, cache, true, cache->length, n, v->rank, err);
+    if ((st = attn_tensor_convert(&dk, k, err)) || (st = attn_tensor_convert(&dv, v, err))) return st;
+    cache->length += n;
+    return ATTN_OK;
+}
+
+attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length, attn_error *err) {
+    if (!cache) return attn_fail(err, ATTN_ERR_NULL, "cache is NULL");
+    if (length < 0 || length > cache->length)
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "length %lld is not between 0 and the %lld positions filled",
+                         (long long)length, (long long)cache->length);
+    cache->length = length;
+    return ATTN_OK;
+}
+
+attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_kv_cache *cache,
+                                 const attn_sdpa_options *options, attn_error *err) {
+    if (!cache || !q) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", cache ? "q" : "cache");
+    if (cache->length == 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "the cache is empty: append keys and values first");
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    if (options) {
+        if (options->struct_size == 0 || options->struct_size > sizeof o)
+            return attn_fail(err, ATTN_ERR_OPTION, "options->struct_size is %zu: start from attn_sdpa_options_default()",
+                             options->struct_size);
+        memcpy(&o, options, options->struct_size);
+        if (o.causal == ATTN_CAUSAL_TOP_LEFT)
+            return attn_fail(err, ATTN_ERR_OPTION,
+                             "a cache's queries are its last positions: use a bottom-right causal mask (or none)");
+    }
+    attn_tensor k, v;
+    attn_status st = positions(&k, cache, false, 0, cache->length, q->rank, err);
+    if (st || (st = positions(&v, cache, true, 0, cache->length, q->rank, err))) return st;
+    return attn_sdpa(out, lse, NULL, q, &k, &v, &o, err);
+}
