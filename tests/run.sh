@@ -51,6 +51,7 @@ for isa in "" avx512 c; do
     suite "score variants (soft-cap, ALiBi, window) vs PyTorch, forward and backward${isa:+, ATTN_ISA=$isa}" \
         env ${isa:+ATTN_ISA=$isa} $PY tests/oracle_variants.py "$BUILD"
 done
+suite "RoPE (attn_rope, attn_rope_backward through ctypes) vs PyTorch" $PY tests/oracle_rope.py "$BUILD"
 suite "backward pass under ThreadSanitizer (3 threads)" env ATTN_NUM_THREADS=3 "$BUILD/tsan/test_backward"
 # The f32 kernels again with each instruction set forced; on a CPU without
 # it the suite says skip (ATTN_VERBOSE shows which ISA really ran).
