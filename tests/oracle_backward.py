@@ -35,7 +35,7 @@ import tempfile
 import numpy as np
 import torch
 
-from torch_attention import broadcast_heads, causal_allowed
+from torch_attention import Reporter, broadcast_heads, causal_allowed, oracle_args
 
 GRADS = ("dq", "dk", "dv", "dmask")
 
@@ -143,20 +143,11 @@ def compare(got, ref, allowed):
     return ""
 
 
-class Oracle:
+class Oracle(Reporter):
     def __init__(self, build):
+        super().__init__()
         self.attn = os.path.join(build, "attn")
         self.dir = tempfile.mkdtemp(prefix="attn-bwd-")
-        self.failed = 0
-        self.passed = 0
-
-    def report(self, name, why):
-        if why:
-            self.failed += 1
-            print("FAIL %s: %s" % (name, why))
-        else:
-            self.passed += 1
-            print("ok %s" % name)
 
     def path(self, n):
         return os.path.join(self.dir, n + ".npy")
@@ -348,9 +339,7 @@ def forced_isa_missing(o):
 
 
 def main():
-    build = sys.argv[1] if len(sys.argv) > 1 else "build"
-    seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 20261129
-    rng = np.random.default_rng(seed)
+    build, rng = oracle_args(20261129)
     o = Oracle(build)
     missing = forced_isa_missing(o)
     if missing:

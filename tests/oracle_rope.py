@@ -26,6 +26,8 @@ import sys
 import numpy as np
 import torch
 
+from torch_attention import Reporter, oracle_args
+
 MAX_RANK = 5
 F32, F64 = 1, 2
 
@@ -79,19 +81,11 @@ def reference(x, layout, base, rotary_dim, offset, scaling):
     return torch.cat((rotated, rest), dim=-1)
 
 
-class Oracle:
+class Oracle(Reporter):
     def __init__(self, build):
+        super().__init__()
         self.lib = ctypes.CDLL(os.path.join(build, "libattn.so"))
         self.lib.attn_rope_options_default.restype = RopeOptions
-        self.passed = self.failed = 0
-
-    def report(self, name, why):
-        if why:
-            self.failed += 1
-            print("FAIL %s: %s" % (name, why))
-        else:
-            self.passed += 1
-            print("ok %s" % name)
 
     def options(self, layout, base, rotary_dim, offset, scaling):
         o = self.lib.attn_rope_options_default()
@@ -132,9 +126,7 @@ class Oracle:
 
 
 def main():
-    build = sys.argv[1] if len(sys.argv) > 1 else "build"
-    seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 20261130
-    rng = np.random.default_rng(seed)
+    build, rng = oracle_args(20261130)
     o = Oracle(build)
     f = rng.standard_normal
     for layout, lname in ((0, "halves"), (1, "interleaved")):

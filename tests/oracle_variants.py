@@ -20,6 +20,7 @@ import sys
 import numpy as np
 
 from oracle_backward import Oracle, forced_isa_missing, reference
+from torch_attention import oracle_args
 
 
 def paper_slopes(n):
@@ -176,9 +177,7 @@ def errors(o):
 
 
 def main():
-    build = sys.argv[1] if len(sys.argv) > 1 else "build"
-    seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 20261130
-    rng = np.random.default_rng(seed)
+    build, rng = oracle_args(20261130)
     o = Oracle(build)
     missing = forced_isa_missing(o)
     if missing:

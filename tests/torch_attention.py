@@ -1,5 +1,8 @@
-"""torch_attention.py -- what the PyTorch oracles (oracle.py, oracle_backward.py)
-share: attn's broadcasting and GQA, and its causal limits, in PyTorch terms."""
+"""torch_attention.py -- what the PyTorch oracles share: attn's broadcasting and
+GQA, and its causal limits, in PyTorch terms; their reporting and arguments."""
+import sys
+
+import numpy as np
 import torch
 
 
@@ -25,3 +28,25 @@ def causal_allowed(L, S, causal):
     elif causal == 2:
         allowed = torch.tril(allowed, diagonal=S - L)
     return allowed
+
+
+class Reporter:
+    """Counts and prints each check: "ok NAME" or "FAIL NAME: why"."""
+
+    def __init__(self):
+        self.passed = self.failed = 0
+
+    def report(self, name, why):
+        if why:
+            self.failed += 1
+            print("FAIL %s: %s" % (name, why))
+        else:
+            self.passed += 1
+            print("ok %s" % name)
+
+
+def oracle_args(default_seed):
+    """BUILD_DIR [--seed N] from the command line: (build, a numpy Generator)."""
+    build = sys.argv[1] if len(sys.argv) > 1 else "build"
+    seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else default_seed
+    return build, np.random.default_rng(seed)
