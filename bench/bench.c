@@ -239,12 +239,20 @@ typedef struct shape {
     double softcap; /* the score variants (attn_sdpa_options) */
     int alibi;      /* 1: ALiBi with the paper's slopes */
     int64_t window; /* a sliding window (with causal) */
+    int sinks;      /* 1: an attention sink per head */
 } shape;
 
 /* The score variants of a shape into the options (slopes: room for H). */
-static void set_variants(attn_sdpa_options *o, const shape *s, double *slopes, attn_tensor *slope_t) {
+static void set_variants(attn_sdpa_options *o, const shape *s, double *slopes, attn_tensor *slope_t,
+                         attn_tensor *sink_t) {
     o->softcap = s->softcap;
     o->window = s->window;
+    if (s->sinks) { /* slopes[128..]: one sink logit per head */
+        int64_t h = s->H;
+        for (int64_t i = 0; i < h; i++) slopes[128 + i] = 0.5 * (double)i;
+        attn_tensor_init(sink_t, slopes + 128, ATTN_F64, 1, &h, NULL, NULL);
+        o->sinks = sink_t;
+    }
     if (s->alibi) {
         int64_t h = s->H;
         attn_alibi_slopes(slopes, h, NULL);
@@ -388,8 +396,8 @@ static result measure(const shape *s, double peak, double bandwidth) {
     c.o.causal = s->causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
     c.o.compute = s->bf16 ? ATTN_COMPUTE_BF16 : ATTN_COMPUTE_F32;
     double slopes[256];
-    attn_tensor slope_t;
-    set_variants(&c.o, s, slopes, &slope_t);
+    attn_tensor slope_t, sink_t;
+    set_variants(&c.o, s, slopes, &slope_t, &sink_t);
     if (s->mask) {
         mask = malloc((size_t)(s->L * s->S));
         for (int64_t i = 0; i < s->L * s->S; i++) mask[i] = (i * 7919) % 10 != 0;
@@ -656,7 +664,7 @@ int main(int argc, char **argv) {
                 int64_t L = sizes[si];
                 snprintf(names[ns], 48, "H8 d%d L=S=%lld%s", d, (long long)L, causal ? " causal" : "");
                 shapes[ns] = (shape){names[ns], 8, 8, L, L, d, d, causal, 0, 0,
-                                     (L <= 512 ? 1 : 0) | (L <= 8192 ? 2 : 0), 0, 0, 0, 0, 0, 0};
+                                     (L <= 512 ? 1 : 0) | (L <= 8192 ? 2 : 0), 0, 0, 0, 0, 0, 0, 0};
                 ns++;
             }
     first_decode = ns;
@@ -664,21 +672,21 @@ int main(int argc, char **argv) {
     for (int i = 0; i < (quick ? 1 : 3); i++) {
         int64_t S = quick ? decode_quick[i] : decode_full[i];
         snprintf(names[ns], 48, "decode H8 d64 L=1 S=%lld", (long long)S);
-        shapes[ns] = (shape){names[ns], 8, 8, 1, S, 64, 64, 0, 0, 0, S <= 65536 ? 2 : 0, 0, 0, 0, 0, 0, 0};
+        shapes[ns] = (shape){names[ns], 8, 8, 1, S, 64, 64, 0, 0, 0, S <= 65536 ? 2 : 0, 0, 0, 0, 0, 0, 0, 0};
         ns++;
     }
     /* Four query rows, a wider head, and 16-bit keys and values (bytes
      * counted at their size). */
     int64_t sd = quick ? 4096 : 65536;
     snprintf(names[ns], 48, "decode H8 d64 L=4 S=%lld", (long long)sd);
-    shapes[ns] = (shape){names[ns], 8, 8, 4, sd, 64, 64, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0};
+    shapes[ns] = (shape){names[ns], 8, 8, 4, sd, 64, 64, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0};
     ns++;
     snprintf(names[ns], 48, "decode H8 d128 L=1 S=%lld", (long long)sd);
-    shapes[ns] = (shape){names[ns], 8, 8, 1, sd, 128, 128, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0};
+    shapes[ns] = (shape){names[ns], 8, 8, 1, sd, 128, 128, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0};
     ns++;
     for (int t = 0; t < 2; t++) {
         snprintf(names[ns], 48, "decode H8 d64 L=1 S=%lld %s K/V", (long long)sd, t ? "bf16" : "f16");
-        shapes[ns] = (shape){names[ns], 8, 8, 1, sd, 64, 64, 0, 0, 0, 0, 0, 0, t ? ATTN_BF16 : ATTN_F16, 0, 0, 0};
+        shapes[ns] = (shape){names[ns], 8, 8, 1, sd, 64, 64, 0, 0, 0, 0, 0, 0, t ? ATTN_BF16 : ATTN_F16, 0, 0, 0, 0};
         ns++;
     }
     first_other = ns;
@@ -686,26 +694,27 @@ int main(int argc, char **argv) {
     int ds[] = {32, 72, 80, 96, 256};
     for (int i = 0; i < 5; i++) {
         snprintf(names[ns], 48, "H8 d%d L=S=%lld", ds[i], (long long)other);
-        shapes[ns] = (shape){names[ns], 8, 8, other, other, ds[i], ds[i], 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+        shapes[ns] = (shape){names[ns], 8, 8, other, other, ds[i], ds[i], 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
         ns++;
     }
     snprintf(names[ns], 48, "H8 d64 L=%lld S=%lld", (long long)other / 2, (long long)other * 2);
-    shapes[ns] = (shape){names[ns], 8, 8, other / 2, other * 2, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    shapes[ns] = (shape){names[ns], 8, 8, other / 2, other * 2, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     ns++;
     snprintf(names[ns], 48, "H8 d64 L=%lld S=%lld", (long long)other * 2, (long long)other / 2);
-    shapes[ns] = (shape){names[ns], 8, 8, other * 2, other / 2, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    shapes[ns] = (shape){names[ns], 8, 8, other * 2, other / 2, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     ns++;
-    shapes[ns++] = (shape){"H8 d64 bool mask", 8, 8, other, other, 64, 64, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0};
-    shapes[ns++] = (shape){"H8 d64 GQA 8/2", 8, 2, other, other, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    shapes[ns++] = (shape){"H8 d64 strided (L,H,d)", 8, 8, other, other, 64, 64, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
-    shapes[ns++] = (shape){"H8 d128 causal GQA 8/2 mask", 8, 2, other, other, 128, 128, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+    shapes[ns++] = (shape){"H8 d64 bool mask", 8, 8, other, other, 64, 64, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    shapes[ns++] = (shape){"H8 d64 GQA 8/2", 8, 2, other, other, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    shapes[ns++] = (shape){"H8 d64 strided (L,H,d)", 8, 8, other, other, 64, 64, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+    shapes[ns++] = (shape){"H8 d128 causal GQA 8/2 mask", 8, 2, other, other, 128, 128, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     /* The score variants, each beside plain attention of the same shape
      * (rates count only the pairs that take part). */
-    shapes[ns++] = (shape){"H8 d64 softcap 30", 8, 8, other, other, 64, 64, 0, 0, 0, 0, 0, 0, 0, 30.0, 0, 0};
-    shapes[ns++] = (shape){"H8 d64 ALiBi", 8, 8, other, other, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0};
-    shapes[ns++] = (shape){"H8 d64 causal", 8, 8, other, other, 64, 64, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    shapes[ns] = (shape){"H8 d64 causal window L/4", 8, 8, other, other, 64, 64, 1, 0, 0, 0, 0, 0, 0, 0, 0, other / 4};
+    shapes[ns++] = (shape){"H8 d64 softcap 30", 8, 8, other, other, 64, 64, 0, 0, 0, 0, 0, 0, 0, 30.0, 0, 0, 0};
+    shapes[ns++] = (shape){"H8 d64 ALiBi", 8, 8, other, other, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0};
+    shapes[ns++] = (shape){"H8 d64 causal", 8, 8, other, other, 64, 64, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    shapes[ns] = (shape){"H8 d64 causal window L/4", 8, 8, other, other, 64, 64, 1, 0, 0, 0, 0, 0, 0, 0, 0, other / 4, 0};
     ns++;
+    shapes[ns++] = (shape){"H8 d64 sinks", 8, 8, other, other, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
     /* The issue's targets: L=S=4096 (d=64, 128, causal), 1024, and the bf16
      * mode against f32 at d=128. */
     first_targets = ns;
@@ -713,32 +722,32 @@ int main(int argc, char **argv) {
     for (int d = 64; d <= 128; d += 64)
         for (int causal = 0; causal < 2; causal++) {
             snprintf(names[ns], 48, "H8 d%d L=S=%lld%s", d, (long long)t4, causal ? " causal" : "");
-            shapes[ns] = (shape){names[ns], 8, 8, t4, t4, d, d, causal, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+            shapes[ns] = (shape){names[ns], 8, 8, t4, t4, d, d, causal, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
             ns++;
         }
     snprintf(names[ns], 48, "H8 d64 L=S=%lld", (long long)t1);
-    shapes[ns] = (shape){names[ns], 8, 8, t1, t1, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    shapes[ns] = (shape){names[ns], 8, 8, t1, t1, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     ns++;
     snprintf(names[ns], 48, "H8 d128 L=S=%lld bf16 compute", (long long)t4);
-    shapes[ns] = (shape){names[ns], 8, 8, t4, t4, 128, 128, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0};
+    shapes[ns] = (shape){names[ns], 8, 8, t4, t4, 128, 128, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0};
     ns++;
     first_memory = ns;
     int64_t big = quick ? 4096 : 65536;
     snprintf(names[ns], 48, "memory H1 d64 L=S=%lld", (long long)big);
-    shapes[ns++] = (shape){names[ns - 1], 1, 1, big, big, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    shapes[ns++] = (shape){names[ns - 1], 1, 1, big, big, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     /* The backward pass: the same targets' shapes, and memory. */
     first_backward = ns;
     for (int d = 64; d <= 128; d += 64)
         for (int causal = 0; causal < 2; causal++) {
             snprintf(names[ns], 48, "backward H8 d%d L=S=%lld%s", d, (long long)t4, causal ? " causal" : "");
-            shapes[ns] = (shape){names[ns], 8, 8, t4, t4, d, d, causal, 0, 0, causal ? 0 : 2, 0, 1, 0, 0, 0, 0};
+            shapes[ns] = (shape){names[ns], 8, 8, t4, t4, d, d, causal, 0, 0, causal ? 0 : 2, 0, 1, 0, 0, 0, 0, 0};
             ns++;
         }
     snprintf(names[ns], 48, "backward H8 d64 L=S=%lld", (long long)t1);
-    shapes[ns] = (shape){names[ns], 8, 8, t1, t1, 64, 64, 0, 0, 0, 2, 0, 1, 0, 0, 0, 0};
+    shapes[ns] = (shape){names[ns], 8, 8, t1, t1, 64, 64, 0, 0, 0, 2, 0, 1, 0, 0, 0, 0, 0};
     ns++;
     snprintf(names[ns], 48, "backward memory H1 d64 L=S=%lld", (long long)big);
-    shapes[ns] = (shape){names[ns], 1, 1, big, big, 64, 64, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0};
+    shapes[ns] = (shape){names[ns], 1, 1, big, big, 64, 64, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0};
     ns++;
 
     result results[MAX_SHAPES];

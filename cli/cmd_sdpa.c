@@ -24,6 +24,8 @@ static const char SDPA_USAGE[] =
     "      --alibi-slopes FILE  ALiBi with these slopes, shape (Hq,)\n"
     "      --window N         sliding window (needs --causal): query i sees only\n"
     "                         the N keys ending at its diagonal (Mistral)\n"
+    "      --sinks FILE       attention sinks, shape (Hq,): one logit per head in every\n"
+    "                         row's softmax denominator, with no value\n"
     "  -o, --out FILE         write the output (..., Hq, L, Ev) to FILE; without -o\n"
     "                         it is printed\n"
     "  -w, --weights FILE     also write the attention weights (..., Hq, L, S)\n"
@@ -36,6 +38,7 @@ static const char SDPA_USAGE[] =
     "      --dk FILE\n"
     "      --dv FILE\n"
     "      --dmask FILE       write dLoss/dmask for a float mask, shaped like it\n"
+    "      --dsinks FILE      write dLoss/dsinks, shape (Hq,)\n"
     "\n"
     "Dropout on the weights (as PyTorch's dropout_p):\n"
     "      --dropout P        drop each weight with probability P (0 <= P < 1) and\n"
@@ -60,8 +63,8 @@ static const char SDPA_USAGE[] =
     "example:\n"
     "  attn sdpa -q q.npy -k k.npy -v v.npy --causal -o out.npy\n";
 
-/* The input files: -q, -k, -v, -m, --grad-out, --alibi-slopes. */
-enum { N_INPUTS = 6 };
+/* The input files: -q, -k, -v, -m, --grad-out, --alibi-slopes, --sinks. */
+enum { N_INPUTS = 7 };
 
 /* One input file: its path and, once read, its contents. */
 typedef struct input {
@@ -125,12 +128,13 @@ static int to_bf16(input *in) {
 }
 
 /* The outputs: -o, -w, --lse, then the gradients. */
-enum { OUT_OUT, OUT_WEIGHTS, OUT_LSE, OUT_DQ, OUT_DK, OUT_DV, OUT_DMASK, OUT_KEEP, N_OUTS };
+enum { OUT_OUT, OUT_WEIGHTS, OUT_LSE, OUT_DQ, OUT_DK, OUT_DV, OUT_DMASK, OUT_KEEP, OUT_DSINKS, N_OUTS };
 static const char *const OUT_FLAGS[N_OUTS] = {"-o", "-w", "--lse", "--dq", "--dk", "--dv", "--dmask",
-                                              "--dropout-mask"};
+                                              "--dropout-mask", "--dsinks"};
 
 static bool any_gradient(const cli_output *outs) {
-    return outs[OUT_DQ].path || outs[OUT_DK].path || outs[OUT_DV].path || outs[OUT_DMASK].path;
+    return outs[OUT_DQ].path || outs[OUT_DK].path || outs[OUT_DV].path || outs[OUT_DMASK].path ||
+           outs[OUT_DSINKS].path;
 }
 
 /* Parse the arguments into inputs, outputs and options. */
@@ -151,6 +155,8 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs,
                    cli_option(argc, argv, &i, NULL, "--lse", &outs[2].path, &code) ||
                    cli_option(argc, argv, &i, NULL, "--grad-out", &in[4].path, &code) ||
                    cli_option(argc, argv, &i, NULL, "--alibi-slopes", &in[5].path, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--sinks", &in[6].path, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--dsinks", &outs[OUT_DSINKS].path, &code) ||
                    cli_option(argc, argv, &i, NULL, "--dq", &outs[OUT_DQ].path, &code) ||
                    cli_option(argc, argv, &i, NULL, "--dk", &outs[OUT_DK].path, &code) ||
                    cli_option(argc, argv, &i, NULL, "--dv", &outs[OUT_DV].path, &code) ||
@@ -222,6 +228,7 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs,
     if (outs[OUT_DMASK].path && !in[3].path)
         return cli_error(EXIT_USAGE, "--dmask needs a float mask (-m FILE)");
     if (*alibi && in[5].path) return cli_error(EXIT_USAGE, "give --alibi or --alibi-slopes FILE, not both");
+    if (outs[OUT_DSINKS].path && !in[6].path) return cli_error(EXIT_USAGE, "--dsinks needs --sinks FILE");
     if (opts->window && opts->causal == ATTN_CAUSAL_NONE)
         return cli_error(EXIT_USAGE, "--window needs --causal (top-left or bottom-right)");
     return 0;
@@ -243,13 +250,25 @@ static int run_backward(input *in, cli_output *outs, const attn_tensor *out, con
         if (!g[i].data) code = cli_error(EXIT_DATA, "out of memory for %s", OUT_FLAGS[OUT_DQ + i]);
     }
     attn_error err;
-    if (!code && attn_sdpa_backward(want[0], want[1], want[2], want[3], &in[4].t, &in[0].t, &in[1].t,
-                                    &in[2].t, out, lse, opts, &err))
+    bool inputs = want[0] || want[1] || want[2] || want[3];
+    if (!code && inputs &&
+        attn_sdpa_backward(want[0], want[1], want[2], want[3], &in[4].t, &in[0].t, &in[1].t, &in[2].t, out, lse,
+                           opts, &err))
         code = cli_error(EXIT_DATA, "%s (dout is --grad-out %s)", err.message, in[4].path);
     for (int i = 0; i < 4 && !code; i++)
         if (want[i]) code = cli_output_write(&outs[OUT_DQ + i], want[i]);
     for (int i = 0; i < 4; i++)
         if (want[i]) free(want[i]->data);
+    if (!code && outs[OUT_DSINKS].path) { /* the sinks' gradient, from out and lse alone */
+        attn_tensor ds;
+        attn_tensor_init(&ds, NULL, in[0].t.dtype, 1, in[6].t.shape, NULL, NULL);
+        ds.data = malloc((size_t)in[6].t.shape[0] * attn_dtype_size(ds.dtype) + 1);
+        if (!ds.data) code = cli_error(EXIT_DATA, "out of memory for --dsinks");
+        else if (attn_sdpa_sinks_backward(&ds, &in[4].t, out, lse, opts, &err))
+            code = cli_error(EXIT_DATA, "%s (dout is --grad-out %s)", err.message, in[4].path);
+        else code = cli_output_write(&outs[OUT_DSINKS], &ds);
+        free(ds.data);
+    }
     return code;
 }
 
@@ -287,6 +306,7 @@ static int run(input *in, cli_output *outs, attn_sdpa_options *opts, bool kv_bf1
     } else if (in[5].path) {
         opts->alibi_slopes = &in[5].t;
     }
+    if (in[6].path) opts->sinks = &in[6].t;
     if (kv_bf16) {
         if (in[0].t.dtype != ATTN_F32)
             return cli_error(EXIT_DATA, "--kv-bf16 needs float32 q, but -q %s is %s", in[0].path,
@@ -337,7 +357,7 @@ static int run(input *in, cli_output *outs, attn_sdpa_options *opts, bool kv_bf1
 
 int cmd_sdpa(int argc, char **argv) {
     input in[N_INPUTS] = {{"-q", NULL, {0}}, {"-k", NULL, {0}}, {"-v", NULL, {0}}, {"-m", NULL, {0}},
-                          {"--grad-out", NULL, {0}}, {"--alibi-slopes", NULL, {0}}};
+                          {"--grad-out", NULL, {0}}, {"--alibi-slopes", NULL, {0}}, {"--sinks", NULL, {0}}};
     cli_output outs[N_OUTS];
     memset(outs, 0, sizeof outs);
     attn_sdpa_options opts = attn_sdpa_options_default();

@@ -332,15 +332,34 @@ typedef struct attn_sdpa_options {
      *     the ALiBi paper. attn_alibi_slopes gives the paper's slopes.
      *   window > 0: a sliding window (Mistral's): query i sees key j only
      *     when i + off - window < j, on top of the causal limit j <= i +
-     *     off; it needs a causal mode. 0 (the default): none. */
+     *     off; it needs a causal mode. 0 (the default): none.
+     *   sinks: NULL (the default), or a 1-D tensor of Hq finite logits (f64
+     *     or f32), one per query head: an attention sink, a logit that joins
+     *     every row's softmax denominator but has no value (gpt-oss, ggml's
+     *     flash_attn_ext_add_sinks): out = sum_j e^s_j v_j / (sum_j e^s_j +
+     *     e^sink). lse includes it; the weights do not (they sum to less than
+     *     1); a row with no key gives 0. attn_sdpa_sinks_backward gives its
+     *     gradient. Merging partial results (attn_sdpa_merge) counts a sink
+     *     once per part: give it to one part only. */
     double softcap;
     const attn_tensor *alibi_slopes;
     int64_t window;
+    const attn_tensor *sinks;
 } attn_sdpa_options;
 
 /* The defaults: scale 1/sqrt(E), no causal mask, no mask, f32 arithmetic,
  * no dropout, no score variants; struct_size set. */
 ATTN_API attn_sdpa_options attn_sdpa_options_default(void);
+
+/* The gradient of attention sinks (attn_sdpa_options.sinks): dsinks (Hq,)
+ * = -sum over batches and rows of e^(sink_h - lse) · rowsum(dout ∘ out),
+ * from the forward's out and lse (..., Hq, L, Ev) and (..., Hq, L) and
+ * dLoss/dout, all of one dtype (f32 or f64); dsinks in that dtype. Errors:
+ * ATTN_ERR_NULL (options->sinks included), ATTN_ERR_RANK, ATTN_ERR_SHAPE,
+ * ATTN_ERR_DTYPE. */
+ATTN_API attn_status attn_sdpa_sinks_backward(attn_tensor *dsinks, const attn_tensor *dout, const attn_tensor *out,
+                                              const attn_tensor *lse, const attn_sdpa_options *options,
+                                              attn_error *err);
 
 /* The ALiBi paper's slopes for `heads` heads into slopes[0..heads-1]: for n
  * a power of two, slope_h = 2^(-8 (h + 1) / n); otherwise the slopes of the

@@ -55,6 +55,8 @@ def reference(q, k, v, dout, mask, causal, scale, keep=None, p=0.0, variants=Non
         scale = 1.0 / math.sqrt(tq.shape[-1])
     s = torch.matmul(tq, tk.transpose(-2, -1)) * scale
     allowed = causal_allowed(L, S, causal)
+    variants = dict(variants or {})
+    sinks = variants.pop("sinks", None)
     if variants:
         s, allowed = variant_scores(s, allowed, causal, **variants)
     if mask is not None:
@@ -67,7 +69,12 @@ def reference(q, k, v, dout, mask, causal, scale, keep=None, p=0.0, variants=Non
     # A row where no key takes part: output 0 and zero gradients (attn's
     # semantics; PyTorch 1.13's softmax would give NaN).
     dead = torch.isneginf(s).all(dim=-1, keepdim=True)
-    w = torch.softmax(s.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
+    if sinks is not None:  # a sink: one more logit per head in the softmax, with no value
+        sink = torch.tensor(np.asarray(sinks, dtype=np.float64), requires_grad=True)
+        col = sink.reshape((-1, 1, 1) if s.dim() >= 3 else (1, 1)).expand(s.shape[:-1] + (1,))
+        w = torch.softmax(torch.cat((s, col), dim=-1), dim=-1)[..., :S]
+    else:
+        w = torch.softmax(s.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
     z = torch.from_numpy(keep).double() / (1 - p) if keep is not None else torch.ones(())
     out = torch.matmul(w * z, tv)
     do = torch.from_numpy(np.asarray(dout, dtype=np.float64))
@@ -80,7 +87,13 @@ def reference(q, k, v, dout, mask, causal, scale, keep=None, p=0.0, variants=Non
     max_s = float(s[finite].abs().max()) if finite.any() else 0.0
     with torch.no_grad():
         mags = magnitudes(w, z, do, out, tq, tk, tv, scale, [a.shape for a in leaves[:3]])
-    return grads, float(s.grad.abs().max()), max_s, mags, out.detach().numpy()
+        sink_ref = None
+        if sinks is not None:  # dsinks, and its terms' size: sum of P_sink · |dout|·|out| per head
+            p_sink = 1 - w.sum(-1)
+            terms = (p_sink * (do.abs() * out.abs()).sum(-1))
+            per_head = terms.reshape((-1,) + terms.shape[-2:]).sum(0).sum(-1) if terms.dim() >= 2 else terms.sum()
+            sink_ref = (sink.grad.numpy(), float(per_head.max()))
+    return grads, float(s.grad.abs().max()), max_s, mags, out.detach().numpy(), sink_ref
 
 
 def variant_scores(s, allowed, causal, softcap=0.0, slopes=None, window=0):
@@ -184,6 +197,9 @@ class Oracle(Reporter):
             cmd += ["--alibi-slopes", self.path("slopes")]
         if variants.get("window"):
             cmd += ["--window", str(variants["window"])]
+        if variants.get("sinks") is not None:
+            np.save(self.path("sinks"), np.asarray(variants["sinks"]))
+            cmd += ["--sinks", self.path("sinks"), "--dsinks", self.path("dsinks")]
         for g in want:
             cmd += ["--" + g, self.path(g)]
         env = dict(os.environ, ATTN_VERBOSE="1")
@@ -210,7 +226,8 @@ class Oracle(Reporter):
             k64 = torch.from_numpy(k).bfloat16().double().numpy()
             v64 = torch.from_numpy(v).bfloat16().double().numpy()
         keep = np.load(self.path("keep")) if dropout else None
-        grads, ds_max, max_s, mags, out = reference(q, k64, v64, dout, mask, causal, scale, keep, dropout, variants)
+        grads, ds_max, max_s, mags, out, sink_ref = reference(q, k64, v64, dout, mask, causal, scale, keep, dropout,
+                                                              variants)
         # Soft-capping in f32 is within 3 · 2^-24 · cap of the exact: another
         # score error, as large as that of scores of magnitude cap.
         max_s += 2 * variants.get("softcap", 0.0)
@@ -235,6 +252,11 @@ class Oracle(Reporter):
             why = compare(np.load(self.path(g)), ref, allowed)
             if why:
                 return self.report(name, "%s: %s" % (g, why))
+        if sink_ref is not None:  # computed in double from out and lse: their error, relative to its terms
+            allowed = (1e-12 if not f32 else 2e-5 + 8 * 2.0**-24 * max_s) * max(sink_ref[1], 1e-300)
+            why = compare(np.load(self.path("dsinks")), sink_ref[0], allowed)
+            if why:
+                return self.report(name, "dsinks: " + why)
         self.report(name, "")
 
 

@@ -68,6 +68,8 @@ def random_variants(rng, H, L, S, causal):
         v["slopes"] = rng.random(H) * (0.5 if rng.random() < 0.5 else 3.0)
     if causal and rng.random() < 0.6:
         v["window"] = int(rng.integers(1, max(2, S + 2)))
+    if rng.random() < 0.4:
+        v["sinks"] = rng.standard_normal(H) * 2
     return v
 
 
@@ -124,6 +126,17 @@ def fixed_cases(o, rng):
     o.case("f32_decode_gqa_8_over_2_one_query", f32(2, 8, 1, 32), f32(2, 2, 4500, 32), f32(2, 2, 4500, 32),
            f32(2, 8, 1, 32), causal=2, want=("dq", "dk", "dv"), dropout=0.2, seed=3,
            variants={"softcap": 4.0, "slopes": rng.random(8) * 0.01})
+    # Sinks: on the fused kernels across blocks, in decode with GQA (merged as one
+    # more part), with the exact kernel and a float mask's gradient, and on rows
+    # that see no key (all their weight on the sink).
+    o.case("f32_sinks_across_blocks", f32(2, 300, 64), f32(2, 700, 64), f32(2, 700, 64), f32(2, 300, 64),
+           causal=1, want=("dq", "dk", "dv"), variants={"sinks": np.array([0.5, 3.0]), "window": 200})
+    o.case("f32_decode_gqa_sinks", f32(4, 1, 64), f32(2, 4200, 64), f32(2, 4200, 64), f32(4, 1, 64), causal=2,
+           want=("dq", "dk", "dv"), variants={"sinks": np.array([1.0, -2.0, 8.0, 0.0])})
+    o.case("f64_sinks_float_mask_dmask", f((3, 6, 5)), f((3, 9, 5)), f((3, 9, 4)), f((3, 6, 4)), f((6, 9)),
+           variants={"sinks": np.array([0.3, -1.0, 2.0]), "softcap": 3.0})
+    o.case("f64_sinks_dead_rows", f((2, 9, 4)), f((2, 4, 4)), f((2, 4, 3)), f((2, 9, 3)), causal=1,
+           variants={"window": 2, "sinks": np.array([0.0, 1.0])})
     o.case("f32_decode_window_one_key", f32(1, 1, 32), f32(1, 4100, 32), f32(1, 4100, 32), f32(1, 1, 32),
            causal=2, want=("dq", "dk", "dv"), variants={"window": 1})
     # A window that leaves rows with no key (top-left, L > S): zero output and gradients.
@@ -151,6 +164,24 @@ def bf16_compute(o, rng):
     o.report("bf16_compute_all_variants", "" if err <= 1e-2 else "relative error %g" % err)
 
 
+def sink_weights(o, rng):
+    """With sinks, the weights (-w, from the exact kernel) and the sink's share
+    e^(sink - lse) make 1 in every row, and the output is those weights times v."""
+    f = rng.standard_normal
+    q, k, v, sinks = f((3, 5, 4)), f((3, 7, 4)), f((3, 7, 2)), np.array([0.0, 2.0, -3.0])
+    for n, a in (("q", q), ("k", k), ("v", v), ("sinks", sinks)):
+        np.save(o.path(n), a)
+    r = subprocess.run([o.attn, "sdpa", "-q", o.path("q"), "-k", o.path("k"), "-v", o.path("v"), "--sinks",
+                        o.path("sinks"), "-w", o.path("w"), "--lse", o.path("lse"), "-o", o.path("out")],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return o.report("sinks_weights_and_sink_share_make_one", "attn failed: " + r.stderr.strip())
+    w, lse, out = np.load(o.path("w")), np.load(o.path("lse")), np.load(o.path("out"))
+    total = w.sum(-1) + np.exp(sinks[:, None] - lse)
+    err = max(float(np.abs(total - 1).max()), float(np.abs(w @ v - out).max()))
+    o.report("sinks_weights_and_sink_share_make_one", "" if err <= 1e-13 else "off by %g" % err)
+
+
 def errors(o):
     """Bad variant options: a one-line error, no output file."""
     x = o.path("x")
@@ -164,6 +195,8 @@ def errors(o):
         "slopes_nan": (["--alibi-slopes", o.path("bad_slopes")], "alibi_slopes[1] is nan"),
         "slopes_wrong_shape": (["--alibi-slopes", o.path("short_slopes")], "alibi_slopes must have shape (2,)"),
         "alibi_twice": (["--alibi", "--alibi-slopes", o.path("short_slopes")], "not both"),
+        "sinks_nan": (["--sinks", o.path("bad_slopes")], "sinks[1] is nan"),
+        "dsinks_without_sinks": (["--grad-out", x, "--dsinks", o.path("ds")], "--dsinks needs --sinks"),
     }
     for name, (flags, want) in cases.items():
         out = o.path("err_out")
@@ -185,6 +218,7 @@ def main():
         return 0
     check_slopes(o, rng)
     errors(o)
+    sink_weights(o, rng)
     bf16_compute(o, rng)
     fixed_cases(o, rng)
     for i in range(80):

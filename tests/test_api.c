@@ -226,6 +226,21 @@ static void test_sdpa_errors(void) {
     check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_OPTION, "alibi_slopes[1] is nan",
                  "err_alibi_nan");
     o = attn_sdpa_options_default();
+    /* The sinks' gradient: it needs the sinks, and shapes that match. */
+    int64_t slse[2] = {2, 3};
+    attn_tensor lse2 = make(ATTN_F64, 2, slse), ds = make(ATTN_F64, 1, &two), ds3 = make(ATTN_F64, 1, &three);
+    check_status(attn_sdpa_sinks_backward(&ds, &out, &out, &lse2, NULL, &err), &err, ATTN_ERR_NULL, "options is NULL",
+                 "err_sinks_backward_no_options");
+    check_status(attn_sdpa_sinks_backward(&ds, &out, &out, &lse2, &o, &err), &err, ATTN_ERR_NULL,
+                 "options->sinks is NULL", "err_sinks_backward_no_sinks");
+    check_status(attn_sdpa_sinks_backward(&ds3, &out, &out, &lse2, &o, &err), &err, ATTN_ERR_SHAPE,
+                 "dsinks must have shape (2,)", "err_sinks_backward_shape");
+    double sink_vals[2] = {0.5, -1};
+    attn_tensor_init(&st, sink_vals, ATTN_F64, 1, &two, NULL, NULL);
+    o.sinks = &st;
+    check_status(attn_sdpa_sinks_backward(&ds, &out, &out, &lse2, &o, &err), &err, ATTN_OK, "", "sinks_backward_runs");
+    free(lse2.data), free(ds.data), free(ds3.data);
+    o = attn_sdpa_options_default();
     check_status(attn_alibi_slopes(NULL, 4, &err), &err, ATTN_ERR_NULL, "slopes is NULL", "err_alibi_slopes_null");
     check_status(attn_alibi_slopes(slopes, 0, &err), &err, ATTN_ERR_SHAPE, "heads is 0", "err_alibi_slopes_heads");
     /* The paper's slopes: 8 heads 2^-1 .. 2^-8; 3 heads: those of 2, then the first of every other of 4 (2^-2). */

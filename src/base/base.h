@@ -99,7 +99,19 @@ typedef struct attn_problem {
     double alibi_slope;
     int64_t alibi_offset;
     int64_t window;
+    /* An attention sink (see attn_sdpa_options): a logit in every row's
+     * softmax denominator, with no value. */
+    bool has_sink;
+    double sink;
 } attn_problem;
+
+/* A row's softmax statistics before any key: maximum m and sum l of
+ * exp(s - m), the sink's (m = sink, l = 1) when there is one, else (-inf, 0).
+ * The one place every kernel starts a row. */
+static inline void attn_softmax_start(const attn_problem *p, double *m, double *l) {
+    *m = p->has_sink ? p->sink : -INFINITY;
+    *l = p->has_sink ? 1.0 : 0.0;
+}
 
 /* The log-sum-exp of a row from its maximum m and its sum l of exp(s - m):
  * m + log(l), -inf when no key took part (l == 0), +inf when m is. */
@@ -177,6 +189,7 @@ typedef struct attn_slices {
     attn_problem base; /* scale and causal settings shared by every slice */
     const attn_tensor *q, *k, *v, *out, *weights, *mask, *lse;
     const attn_tensor *alibi; /* (Hq,) slopes, or NULL */
+    const attn_tensor *sinks; /* (Hq,) sink logits, or NULL */
     attn_canon cq, ck, cv, co, cw, cm, cl; /* cl: lse seen as (..., L, 1) */
     int threads; /* for this call, the caller's included */
     attn_arena *arena; /* where the call's scratch comes from */

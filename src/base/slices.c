@@ -24,6 +24,12 @@ static void slice_index(const attn_slices *sl, int64_t index, int64_t iq[3], int
     iq[0] = ikv[0] = b0, iq[1] = ikv[1] = b1, iq[2] = h, ikv[2] = h / group;
 }
 
+/* Element h of a 1-D float tensor (one value per query head). */
+static double per_head(const attn_tensor *t, int64_t h) {
+    attn_mat m = {(char *)t->data, t->dtype, 1, t->shape[0], 0, t->strides[0]};
+    return attn_mat_get(&m, 0, h);
+}
+
 void attn_slice(const attn_slices *sl, int64_t index, attn_problem *p) {
     int64_t iq[3], ikv[3];
     slice_index(sl, index, iq, ikv);
@@ -36,11 +42,8 @@ void attn_slice(const attn_slices *sl, int64_t index, attn_problem *p) {
     if (sl->weights) p->weights = mat_of(sl->weights, &sl->cw, iq);
     if (sl->mask) p->mask = mat_of(sl->mask, &sl->cm, iq);
     if (sl->lse) p->lse = mat_of(sl->lse, &sl->cl, iq);
-    if (sl->alibi) {
-        attn_mat slopes = {(char *)sl->alibi->data, sl->alibi->dtype, 1, sl->alibi->shape[0], 0, sl->alibi->strides[0]};
-        p->alibi = true;
-        p->alibi_slope = attn_mat_get(&slopes, 0, iq[2]);
-    }
+    if (sl->alibi) p->alibi = true, p->alibi_slope = per_head(sl->alibi, iq[2]);
+    if (sl->sinks) p->has_sink = true, p->sink = per_head(sl->sinks, iq[2]);
 }
 
 void attn_grad_slice(const attn_grad_slices *gs, int64_t index, attn_grad_problem *p) {

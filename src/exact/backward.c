@@ -48,8 +48,11 @@ static bool row_softmax(double *P, double *c, double *s, const attn_problem *p, 
     attn_score_block sb = {s, true, S}, cb = {c, true, S};
     for (int64_t j = 0; j < S; j++) c[j] = 1;
     attn_score_epilogue(NULL, sb, p, i, 1, 0, S, S, p->causal, &cb);
-    double m = -INFINITY, l = 0;
-    for (int64_t j = 0; j < S; j++) m = s[j] > m ? s[j] : m; /* F2 */
+    double m, l, m0; /* F2, from a sink's (m, l) when there is one */
+    attn_softmax_start(p, &m, &l);
+    m0 = m;
+    for (int64_t j = 0; j < S; j++) m = s[j] > m ? s[j] : m;
+    l = l == 0 ? 0.0 : attn_softmax_term(m0, m);
     for (int64_t j = 0; j < S; j++)
         if (s[j] != -INFINITY) l += attn_softmax_term(s[j], m);
     for (int64_t j = 0; j < S; j++) P[j] = s[j] == -INFINITY ? -1 : attn_softmax_term(s[j], m) / l;

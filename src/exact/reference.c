@@ -41,10 +41,12 @@ void attn_reference_kernel(const attn_problem *p, double *work) {
 
     for (int64_t i = 0; i < L; i++) {
         row_scores(scores, p, i, qrow, krow);
-        double m = -INFINITY;
+        double m, l, m0;
+        attn_softmax_start(p, &m, &l); /* a sink's (m, l), or (-inf, 0) */
+        m0 = m;
         for (int64_t j = 0; j < S; j++)
             if (scores[j] > m) m = scores[j];
-        double l = 0.0;
+        l = l == 0 ? 0.0 : attn_softmax_term(m0, m);
         for (int64_t j = 0; j < S; j++)
             if (scores[j] != -INFINITY) l += attn_softmax_term(scores[j], m);
         /* Normalise each weight first, then mix the values (as PyTorch's math

@@ -75,10 +75,7 @@ void attn_stream_kernel(const attn_problem *p, double *work) {
     for (int64_t i0 = 0; i0 < L; i0 += BR) {
         int64_t nr = L - i0 < BR ? L - i0 : BR;
         attn_pack_rows(qb, &p->q, i0, nr);
-        for (int64_t r = 0; r < nr; r++) {
-            m[r] = -INFINITY;
-            l[r] = 0.0;
-        }
+        for (int64_t r = 0; r < nr; r++) attn_softmax_start(p, &m[r], &l[r]);
         for (int64_t x = 0; x < nr * Ev; x++) acc[x] = 0.0;
 
         /* With a causal mask, keys past the last row's limit are skipped. */

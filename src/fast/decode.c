@@ -146,9 +146,11 @@ static void decode_item(void *ctx, int64_t item, int worker) {
 }
 
 /* out rows of one slice from its chunks' partials (attn_merge_row, in chunk
- * order). Returns false when an output is not finite (f32 overflowed, or a
+ * order), and the slice's sink as one more part with no value (zero: Ev
+ * zeros). Returns false when an output is not finite (f32 overflowed, or a
  * value was NaN): the exact kernel then redoes the slice. */
-static bool merge(const decode_job *j, int64_t slice, const attn_problem *p, attn_part_row *parts) {
+static bool merge(const decode_job *j, int64_t slice, const attn_problem *p, attn_part_row *parts,
+                  const float *zero) {
     int64_t g = slice / j->G, r0 = slice % j->G * j->L; /* its rows in its group's partials */
     for (int64_t i = 0; i < j->L; i++) {
         for (int64_t c = 0; c < j->n_chunks; c++) {
@@ -157,9 +159,11 @@ static bool merge(const decode_job *j, int64_t slice, const attn_problem *p, att
             parts[c].out = part + 2 * j->R + (r0 + i) * j->Ev;
             parts[c].stride = 1;
         }
+        int n = (int)j->n_chunks;
+        if (p->has_sink) parts[n++] = (attn_part_row){p->sink, 1.0, zero, 1};
         double lse;
         char *orow = p->out.base + i * p->out.rs * (int64_t)sizeof(float);
-        if (!attn_merge_row(orow, p->out.cs, &lse, ATTN_F32, parts, (int)j->n_chunks, j->Ev)) return false;
+        if (!attn_merge_row(orow, p->out.cs, &lse, ATTN_F32, parts, n, j->Ev)) return false;
         if (p->lse.base) attn_mat_set(&p->lse, i, 0, lse);
     }
     return true;
@@ -198,23 +202,25 @@ attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_err
     j.partials = attn_arena_alloc(a, (size_t)floats, sizeof(float));
     j.scratch = attn_arena_alloc(a, (size_t)j.ws_floats, sizeof(float) * (size_t)workers);
     j.bad = attn_arena_alloc(a, (size_t)groups, sizeof *j.bad);
-    attn_part_row *parts = attn_arena_alloc(a, (size_t)j.n_chunks, sizeof *parts);
+    attn_part_row *parts = attn_arena_alloc(a, (size_t)j.n_chunks + 1, sizeof *parts); /* + a sink */
+    float *zero = attn_arena_alloc(a, (size_t)j.Ev, sizeof(float));
     /* The exact kernel's scratch, for slices that fall back to it: taken
      * now, so that running out of memory never leaves an output half done. */
     int64_t words = attn_stream_work_size(j.E, j.Ev);
     double *work = words > 0 ? attn_arena_alloc(a, (size_t)words, sizeof(double)) : NULL;
     if (a->measure) return ATTN_OK;
-    if (!j.partials || !j.scratch || !j.bad || !parts || !work)
+    if (!j.partials || !j.scratch || !j.bad || !parts || !zero || !work)
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the decode path's partials");
     for (int64_t g = 0; g < groups; g++) atomic_init(&j.bad[g], 0);
+    memset(zero, 0, sizeof(float) * (size_t)j.Ev);
     attn_parallel_for(workers, items, decode_item, &j);
     info->kernel = "decode", info->isa = j.uk->name, info->bf16 = NULL, info->threads = workers;
     info->items = sl->count, info->fallbacks = 0;
     for (int64_t s = 0; s < sl->count; s++) {
         attn_problem p;
         attn_slice(sl, s, &p);
-        if (!atomic_load(&j.bad[s / j.G]) && merge(&j, s, &p, parts)) continue;
+        if (!atomic_load(&j.bad[s / j.G]) && merge(&j, s, &p, parts, zero)) continue;
         info->fallbacks++;
         attn_exact_rows(&p, 0, j.L, work); /* the exact f64 kernel for this slice */
     }

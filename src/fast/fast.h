@@ -24,7 +24,8 @@ static inline bool attn_f32_scores_fit(double qmax, double kmax, int64_t E) {
 /* Whether p's ALiBi bias (at most |slope| · (L + S)) stays far inside f32's
  * range, so that it adds to any score that fits without overflowing. */
 static inline bool attn_f32_bias_fits(const attn_problem *p, int64_t L, int64_t S) {
-    return !p->alibi || fabs(p->alibi_slope) * ((double)L + (double)S) <= 0x1p100;
+    return (!p->alibi || fabs(p->alibi_slope) * ((double)L + (double)S) <= 0x1p100) &&
+           (!p->has_sink || fabs(p->sink) <= 0x1p100);
 }
 
 /* The fast f32 path (flash.c) over all slices of one call, without weights;

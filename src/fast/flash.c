@@ -176,7 +176,9 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     float kmax = j->kvmax[2 * (item / j->n_qblocks)], vmax = j->kvmax[2 * (item / j->n_qblocks) + 1];
     bad |= !attn_f32_scores_fit(qmax, kmax, E) || !attn_f32_bias_fits(p, j->L, j->S) || vmax < 0 ||
            (double)vmax * (double)j->S > FLT_MAX / 4;
-    for (int64_t r = 0; r < nr_pad; r++) w.m[r] = -INFINITY, w.l[r] = 0;
+    double m0, l0;
+    attn_softmax_start(p, &m0, &l0); /* a sink's (m, l), or (-inf, 0) */
+    for (int64_t r = 0; r < nr_pad; r++) w.m[r] = (float)m0, w.l[r] = (float)l0;
     memset(w.o, 0, sizeof(float) * (size_t)(nr_pad * Evp));
     if (j->bk) { /* bf16 queries: each row's E values are its E2 pairs */
         for (int64_t r = 0; r < nr_pad; r++) {

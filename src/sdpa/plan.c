@@ -52,20 +52,21 @@ static attn_status check_operand(const attn_tensor *t, const char *name, attn_dt
     return attn_check_extent(t, name, err);
 }
 
-/* ALiBi's slopes: a 1-D f32 or f64 tensor of Hq finite values. */
-static attn_status check_alibi(const attn_tensor *t, int64_t Hq, attn_error *err) {
-    if (!t->data) return attn_fail(err, ATTN_ERR_NULL, "alibi_slopes has NULL data");
+/* One value per query head (ALiBi's slopes, the sinks): a 1-D f32 or f64
+ * tensor of Hq finite values. */
+attn_status attn_check_per_head(const attn_tensor *t, const char *name, int64_t Hq, attn_error *err) {
+    if (!t->data) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
     if (t->rank != 1 || t->shape[0] != Hq)
-        return attn_fail(err, ATTN_ERR_SHAPE, "alibi_slopes must have shape (%lld,), one slope per query head",
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s must have shape (%lld,), one value per query head", name,
                          (long long)Hq);
     if (t->dtype != ATTN_F32 && t->dtype != ATTN_F64)
-        return attn_fail(err, ATTN_ERR_DTYPE, "alibi_slopes is %s; it must be f32 or f64", attn_dtype_name(t->dtype));
-    attn_status st = attn_check_extent(t, "alibi_slopes", err);
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be f32 or f64", name, attn_dtype_name(t->dtype));
+    attn_status st = attn_check_extent(t, name, err);
     if (st) return st;
     attn_mat m = {(char *)t->data, t->dtype, 1, Hq, 0, t->strides[0]};
     for (int64_t h = 0; h < Hq; h++)
         if (!isfinite(attn_mat_get(&m, 0, h)))
-            return attn_fail(err, ATTN_ERR_OPTION, "alibi_slopes[%lld] is %g; slopes must be finite", (long long)h,
+            return attn_fail(err, ATTN_ERR_OPTION, "%s[%lld] is %g; it must be finite", name, (long long)h,
                              attn_mat_get(&m, 0, h));
     return ATTN_OK;
 }
@@ -193,7 +194,8 @@ static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *
     pl->rank = q->rank > k->rank ? q->rank : k->rank;
     pl->rank = pl->rank > v->rank ? pl->rank : v->rank;
     if (o->mask && (st = check_mask(o->mask, q->dtype, pl->rank, pl->weights, err))) return st;
-    if (o->alibi_slopes && (st = check_alibi(o->alibi_slopes, Hq, err))) return st;
+    if (o->alibi_slopes && (st = attn_check_per_head(o->alibi_slopes, "alibi_slopes", Hq, err))) return st;
+    if (o->sinks && (st = attn_check_per_head(o->sinks, "sinks", Hq, err))) return st;
     return ATTN_OK;
 }
 
@@ -322,6 +324,7 @@ attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, 
     /* ALiBi's distances are from the causal diagonal, bottom-right without one. */
     sl->base.alibi_offset = o->causal == ATTN_CAUSAL_TOP_LEFT ? 0 : S - L;
     sl->alibi = o->alibi_slopes;
+    sl->sinks = o->sinks;
     sl->count = pl.out[0] * pl.out[1] * pl.out[2]; /* <= out's element count: no overflow */
     sl->threads = threads;
     return ATTN_OK;

@@ -24,6 +24,10 @@ attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, 
  * lower ranks padded on the left, every size-1 dimension with stride 0. */
 attn_canon attn_canonical(const attn_tensor *t);
 
+/* A per-head option (ALiBi's slopes, the sinks), `name` in messages: a 1-D
+ * f32 or f64 tensor of Hq finite values (plan.c). */
+attn_status attn_check_per_head(const attn_tensor *t, const char *name, int64_t Hq, attn_error *err);
+
 /* ATTN_VERBOSE (verbose.c): whether it is set (read once per process), a
  * monotonic clock in milliseconds, and the one line a call prints. */
 bool attn_verbose_on(void);
