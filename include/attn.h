@@ -591,6 +591,73 @@ ATTN_API attn_status attn_sdpa_reference(attn_tensor *out, attn_tensor *lse, att
                                          attn_error *err);
 
 /* ------------------------------------------------------------------------ */
+/* Multi-head attention (torch.nn.MultiheadAttention's forward)             */
+/* ------------------------------------------------------------------------ */
+
+/* The layer's parameters, named as PyTorch's state_dict names them. Give
+ * either in_proj_weight (3E, E) (with in_proj_bias (3E,) or NULL), as
+ * nn.MultiheadAttention packs them when kdim = vdim = E, or the separate
+ * q_proj_weight (Hq·D, E), k_proj_weight (Hkv·D, kdim), v_proj_weight
+ * (Hkv·D, vdim) (biases (Hq·D,), (Hkv·D,), (Hkv·D,) or NULL), as
+ * Llama-style checkpoints store them; D = E / Hq. Beyond PyTorch,
+ * num_kv_heads < num_heads is grouped-query attention (MQA at 1), through
+ * separate projections. All tensors share the input's dtype (f32 or f64). */
+typedef struct attn_mha_params {
+    size_t struct_size;    /* set by attn_mha_params_default() */
+    int64_t embed_dim;     /* E */
+    int64_t num_heads;     /* Hq; E must be a multiple of it */
+    int64_t num_kv_heads;  /* Hkv; 0: num_heads. num_heads must be a multiple of it */
+    int64_t kdim, vdim;    /* key and value input sizes; 0: E */
+    const attn_tensor *in_proj_weight, *in_proj_bias;
+    const attn_tensor *q_proj_weight, *k_proj_weight, *v_proj_weight;
+    const attn_tensor *q_proj_bias, *k_proj_bias, *v_proj_bias;
+    const attn_tensor *out_proj_weight, *out_proj_bias; /* (E, Hq·D), (E,) or NULL */
+    const attn_tensor *bias_k, *bias_v; /* add_bias_kv: (1, 1, Hkv·D) each, or NULL */
+} attn_mha_params;
+
+typedef struct attn_mha_options {
+    size_t struct_size;      /* set by attn_mha_options_default() */
+    int batch_first;         /* inputs and out (N, L, E) rather than (L, N, E) */
+    int add_zero_attn;       /* append a key and value of zeros after the projections */
+    /* key_padding_mask (N, S) or (S,) for unbatched input; attn_mask (L, S)
+     * or (N·Hq, L, S). PyTorch's polarity for this module: a bool TRUE
+     * means the key is IGNORED (the opposite of attn_sdpa's bool mask); a
+     * float mask (the input's dtype) is added to the scores. NULL: none. */
+    const attn_tensor *key_padding_mask, *attn_mask;
+    /* Beyond PyTorch's module: a causal mask in either alignment, combined
+     * with the masks. */
+    attn_causal causal;
+    /* The weights output, when asked for: averaged over the heads (the
+     * default, 1) as (N, L, S'), or per head (N, Hq, L, S'); S' counts the
+     * bias_k and zero-attention keys. */
+    int average_attn_weights;
+    /* Per-call resources, NULL for the process-wide defaults (the layer
+     * allocates its projections with malloc; a workspace is not used). */
+    const attn_context *context;
+} attn_mha_options;
+
+ATTN_API attn_mha_params attn_mha_params_default(void);
+ATTN_API attn_mha_options attn_mha_options_default(void);
+
+/* out = nn.MultiheadAttention's forward(query, key, value): the inputs
+ * projected (q = query W_qᵀ + b_q, likewise k and v), split into heads,
+ * bias_k/bias_v and a zero key appended when asked for, attention per head
+ * with scale 1/sqrt(D), the heads concatenated, then out_proj. query is
+ * (L, N, E) (or (N, L, E) with batch_first, or (L, E) unbatched), key
+ * (S, N, kdim), value (S, N, vdim) in the same layout; out like query.
+ * weights (optional, NULL for need_weights=False): see
+ * average_attn_weights. f64 computes in f64 throughout (agrees with
+ * PyTorch's float64 to ~1e-13); f32 projects in f32 with f64 sums per dot
+ * product and attends with attn_sdpa's f32 kernels. Where PyTorch gives NaN
+ * (a query whose every key is masked) the output row is out_proj's bias (the
+ * attention is 0), as attn_sdpa gives. Errors: ATTN_ERR_NULL, ATTN_ERR_RANK,
+ * ATTN_ERR_SHAPE, ATTN_ERR_DTYPE, ATTN_ERR_HEADS, ATTN_ERR_MASK,
+ * ATTN_ERR_OPTION, ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY. */
+ATTN_API attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *query,
+                              const attn_tensor *key, const attn_tensor *value, const attn_mha_params *params,
+                              const attn_mha_options *options, attn_error *err);
+
+/* ------------------------------------------------------------------------ */
 /* Rotary position embeddings (RoPE)                                        */
 /* ------------------------------------------------------------------------ */
 

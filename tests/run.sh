@@ -52,6 +52,7 @@ for isa in "" avx512 c; do
         env ${isa:+ATTN_ISA=$isa} $PY tests/oracle_variants.py "$BUILD"
 done
 suite "RoPE (attn_rope, attn_rope_backward through ctypes) vs PyTorch" $PY tests/oracle_rope.py "$BUILD"
+suite "multi-head attention (attn_mha through ctypes) vs torch.nn.MultiheadAttention" $PY tests/oracle_mha.py "$BUILD"
 suite "backward pass under ThreadSanitizer (3 threads)" env ATTN_NUM_THREADS=3 "$BUILD/tsan/test_backward"
 # The f32 kernels again with each instruction set forced; on a CPU without
 # it the suite says skip (ATTN_VERBOSE shows which ISA really ran).

@@ -1093,6 +1093,48 @@ static void test_kv_cache(void) {
     free(m2), free(memory), free(q.data), free(k.data), free(v.data), free(out.data), free(k64.data), free(kbad.data);
 }
 
+
+/* ---- multi-head attention ------------------------------------------------ */
+
+/* With identity projections and no biases, attn_mha is attn_sdpa on the heads
+ * side by side (the PyTorch checks are in oracle_mha.py; this one also runs
+ * under the sanitizers), and its errors. */
+static void test_mha(void) {
+    enum { N = 2, L = 3, S = 4, E = 8, H = 2, D = E / H };
+    int64_t sx[3] = {N, L, E}, skv[3] = {N, S, E}, sw[2] = {3 * E, E}, so[2] = {E, E};
+    attn_tensor q = make(ATTN_F64, 3, sx), kv = make(ATTN_F64, 3, skv), out = make(ATTN_F64, 3, sx);
+    attn_tensor win = make(ATTN_F64, 2, sw), wout = make(ATTN_F64, 2, so), ref = make(ATTN_F64, 3, sx);
+    for (int64_t r = 0; r < 3 * E; r++)
+        for (int64_t c = 0; c < E; c++) ((double *)win.data)[r * E + c] = r % E == c;
+    for (int64_t r = 0; r < E; r++)
+        for (int64_t c = 0; c < E; c++) ((double *)wout.data)[r * E + c] = r == c;
+    attn_mha_params p = attn_mha_params_default();
+    p.embed_dim = E, p.num_heads = H, p.in_proj_weight = &win, p.out_proj_weight = &wout;
+    attn_mha_options o = attn_mha_options_default();
+    o.batch_first = 1;
+    attn_error err;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_OK, "", "mha_identity_runs");
+    /* The heads: (N, L, H, D) seen as (N, H, L, D). */
+    int64_t sh[4] = {N, H, L, D}, shk[4] = {N, H, S, D}, st_q[4] = {L * E, D, E, 1}, st_k[4] = {S * E, D, E, 1};
+    attn_tensor hq, hk, hr;
+    attn_tensor_init(&hq, q.data, ATTN_F64, 4, sh, st_q, NULL);
+    attn_tensor_init(&hk, kv.data, ATTN_F64, 4, shk, st_k, NULL);
+    attn_tensor_init(&hr, ref.data, ATTN_F64, 4, sh, st_q, NULL);
+    attn_sdpa(&hr, NULL, NULL, &hq, &hk, &hk, NULL, &err);
+    double d = max_diff(&out, &ref);
+    check(d <= 1e-14, "mha_identity_projections_is_sdpa_per_head", "max diff %.3g", d);
+    p.num_heads = 3;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_HEADS, "not a multiple of num_heads",
+                 "err_mha_heads");
+    p.num_heads = H, p.in_proj_weight = NULL;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_NULL, "give in_proj_weight",
+                 "err_mha_no_projection");
+    p.in_proj_weight = &win;
+    check_status(attn_mha(&out, &out, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_SHAPE, "weights must be f64",
+                 "err_mha_weights_shape");
+    free(q.data), free(kv.data), free(out.data), free(win.data), free(wout.data), free(ref.data);
+}
+
 int main(void) {
     test_basics();
     test_sdpa_errors();
@@ -1108,6 +1150,7 @@ int main(void) {
     test_scaling();
     test_half();
     test_kv_cache();
+    test_mha();
     /* Every error code is reached by some test above. */
     int missing = -1;
     for (int c = 0; c < ATTN_STATUS_COUNT; c++)

@@ -1,0 +1,334 @@
+/* mha.c -- multi-head attention, torch.nn.MultiheadAttention's forward
+ * (attn.h): project, split into heads, attend with attn_sdpa, merge the heads,
+ * project out. The projections are plain dot products summed in double;
+ * the attention is attn_sdpa's, so every kernel and check applies.
+ *
+ * Shapes: N sequences, L queries, S keys (S2 = S + 1 with bias_k, + 1 more
+ * with add_zero_attn), E = Hq · D. */
+#include "base/base.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+attn_mha_params attn_mha_params_default(void) {
+    attn_mha_params p;
+    memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    return p;
+}
+
+attn_mha_options attn_mha_options_default(void) {
+    attn_mha_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.average_attn_weights = 1;
+    return o;
+}
+
+/* One call, worked out. */
+typedef struct mha {
+    attn_mha_params p;
+    attn_mha_options o;
+    attn_dtype dt;
+    bool batched;
+    int64_t N, L, S, S2, E, kdim, vdim, Hq, Hkv, D;
+    attn_tensor q, k, v;                 /* the inputs seen as (N, rows, features) */
+    const attn_tensor *w[3], *b[3];      /* the q, k, v projections: weight (rows, in) and bias */
+    int64_t w_row0[3];                   /* the projection's first row in w (in_proj_weight packs all three) */
+} mha;
+
+/* The caller's versioned struct read into ours (defaults first). */
+static attn_status read_struct(void *ours, size_t size, const void *theirs, const char *name, attn_error *err) {
+    size_t given = theirs ? *(const size_t *)theirs : size;
+    if (!theirs) return ATTN_OK;
+    if (given == 0 || given > size)
+        return attn_fail(err, ATTN_ERR_OPTION, "%s->struct_size is %zu: start from its _default()", name, given);
+    memcpy(ours, theirs, given);
+    return ATTN_OK;
+}
+
+/* x (L, N, F), (N, L, F) with batch_first, or (L, F), seen as (N, L, F). */
+static attn_status as_batch(attn_tensor *out, const attn_tensor *x, const char *name, const mha *m, int64_t features,
+                            attn_error *err) {
+    if (!x || !x->data) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL or has NULL data", name);
+    if (x->rank != (m->batched ? 3 : 2))
+        return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; the query's rank (%d) is needed", name, x->rank,
+                         m->batched ? 3 : 2);
+    if (x->dtype != m->dt) return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s but query is %s", name, attn_dtype_name(x->dtype), attn_dtype_name(m->dt));
+    if (x->shape[x->rank - 1] != features)
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s has %lld features; it must have %lld", name,
+                         (long long)x->shape[x->rank - 1], (long long)features);
+    *out = *x;
+    out->rank = 3;
+    if (!m->batched) { /* (L, F) -> (1, L, F) */
+        out->shape[0] = 1, out->shape[1] = x->shape[0], out->shape[2] = x->shape[1];
+        out->strides[0] = 0, out->strides[1] = x->strides[0], out->strides[2] = x->strides[1];
+    } else if (!m->o.batch_first) { /* (L, N, F) -> (N, L, F) */
+        out->shape[0] = x->shape[1], out->shape[1] = x->shape[0];
+        out->strides[0] = x->strides[1], out->strides[1] = x->strides[0];
+    }
+    return attn_check_extent(x, name, err);
+}
+
+/* A parameter tensor: the layer's dtype, exactly this shape (rank 1 or 2). */
+static attn_status check_param(const attn_tensor *t, const char *name, const mha *m, int rank, int64_t d0, int64_t d1,
+                               attn_error *err) {
+    if (!t->data) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
+    if (t->dtype != m->dt) return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; the inputs are %s", name, attn_dtype_name(t->dtype), attn_dtype_name(m->dt));
+    if (t->rank != rank || t->shape[0] != d0 || (rank == 2 && t->shape[1] != d1)) {
+        char s[128];
+        attn_format_shape(s, sizeof s, t->rank, t->shape);
+        return rank == 2 ? attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s; it must be (%lld, %lld)", name, s, (long long)d0, (long long)d1)
+                         : attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s; it must be (%lld,)", name, s, (long long)d0);
+    }
+    return attn_check_extent(t, name, err);
+}
+
+static attn_status check_params(mha *m, attn_error *err) {
+    const attn_mha_params *p = &m->p;
+    m->E = p->embed_dim, m->Hq = p->num_heads, m->Hkv = p->num_kv_heads ? p->num_kv_heads : p->num_heads;
+    m->kdim = p->kdim ? p->kdim : m->E, m->vdim = p->vdim ? p->vdim : m->E;
+    if (m->E < 1 || m->Hq < 1 || m->Hkv < 1 || m->kdim < 1 || m->vdim < 1 || m->E > ((int64_t)1 << 24))
+        return attn_fail(err, ATTN_ERR_SHAPE, "embed_dim, num_heads, num_kv_heads, kdim and vdim must be positive");
+    if (m->E % m->Hq) return attn_fail(err, ATTN_ERR_HEADS, "embed_dim %lld is not a multiple of num_heads %lld", (long long)m->E, (long long)m->Hq);
+    if (m->Hq % m->Hkv) return attn_fail(err, ATTN_ERR_HEADS, "num_heads %lld is not a multiple of num_kv_heads %lld", (long long)m->Hq, (long long)m->Hkv);
+    m->D = m->E / m->Hq;
+    int64_t rows[3] = {m->E, m->Hkv * m->D, m->Hkv * m->D}, in[3] = {m->E, m->kdim, m->vdim};
+    attn_status st;
+    static const char *const W[3] = {"q_proj_weight", "k_proj_weight", "v_proj_weight"};
+    static const char *const B[3] = {"q_proj_bias", "k_proj_bias", "v_proj_bias"};
+    if (p->in_proj_weight) { /* packed: (3E, E), only without GQA or other kdim/vdim */
+        if (m->Hkv != m->Hq || m->kdim != m->E || m->vdim != m->E)
+            return attn_fail(err, ATTN_ERR_OPTION, "in_proj_weight packs q, k and v: it needs kdim = vdim = E and no GQA; "
+                             "give q_proj_weight, k_proj_weight and v_proj_weight instead");
+        if ((st = check_param(p->in_proj_weight, "in_proj_weight", m, 2, 3 * m->E, m->E, err))) return st;
+        if (p->in_proj_bias && (st = check_param(p->in_proj_bias, "in_proj_bias", m, 1, 3 * m->E, 0, err))) return st;
+        for (int t = 0; t < 3; t++) m->w[t] = p->in_proj_weight, m->b[t] = p->in_proj_bias, m->w_row0[t] = t * m->E;
+    } else {
+        const attn_tensor *w[3] = {p->q_proj_weight, p->k_proj_weight, p->v_proj_weight};
+        const attn_tensor *b[3] = {p->q_proj_bias, p->k_proj_bias, p->v_proj_bias};
+        for (int t = 0; t < 3; t++) {
+            if (!w[t]) return attn_fail(err, ATTN_ERR_NULL, "give in_proj_weight, or q_proj_weight, k_proj_weight and v_proj_weight");
+            if ((st = check_param(w[t], W[t], m, 2, rows[t], in[t], err))) return st;
+            if (b[t] && (st = check_param(b[t], B[t], m, 1, rows[t], 0, err))) return st;
+            m->w[t] = w[t], m->b[t] = b[t], m->w_row0[t] = 0;
+        }
+    }
+    if (!p->out_proj_weight) return attn_fail(err, ATTN_ERR_NULL, "out_proj_weight is NULL");
+    if ((st = check_param(p->out_proj_weight, "out_proj_weight", m, 2, m->E, m->E, err))) return st;
+    if (p->out_proj_bias && (st = check_param(p->out_proj_bias, "out_proj_bias", m, 1, m->E, 0, err))) return st;
+    if (!p->bias_k != !p->bias_v) return attn_fail(err, ATTN_ERR_NULL, "bias_k and bias_v come together (add_bias_kv)");
+    const attn_tensor *bkv[2] = {p->bias_k, p->bias_v};
+    for (int t = 0; t < 2 && p->bias_k; t++) {
+        attn_tensor flat = *bkv[t]; /* (1, 1, Hkv·D) */
+        if (flat.rank != 3 || flat.shape[0] != 1 || flat.shape[1] != 1)
+            return attn_fail(err, ATTN_ERR_SHAPE, "%s must have shape (1, 1, %lld)", t ? "bias_v" : "bias_k", (long long)rows[1]);
+        flat.rank = 1, flat.shape[0] = flat.shape[2], flat.strides[0] = flat.strides[2];
+        if ((st = check_param(&flat, t ? "bias_v" : "bias_k", m, 1, rows[1], 0, err))) return st;
+    }
+    return ATTN_OK;
+}
+
+/* dst (N, H, rows + extra, D), contiguous = x (N, rows, in) · W[row0 .. row0 + H·D)ᵀ + b,
+ * each dot product summed in double; row `rows` is bias_kv when given. */
+static void project(double *acc_row, char *dst, const attn_tensor *x, const attn_tensor *w, const attn_tensor *b,
+                    int64_t row0, int64_t H, int64_t D, int64_t rows_out, const attn_tensor *bias_kv) {
+    attn_mat wm = {(char *)w->data, w->dtype, w->shape[0], w->shape[1], w->strides[0], w->strides[1]};
+    attn_mat bm = {b ? (char *)b->data : NULL, w->dtype, 1, b ? b->shape[0] : 0, 0, b ? b->strides[0] : 0};
+    int64_t N = x->shape[0], rows = x->shape[1], in = x->shape[2], F = H * D;
+    attn_mat out = {dst, w->dtype, N * H * rows_out, D, D, 1}; /* row (n·H + h)·rows_out + r */
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t r = 0; r < rows; r++) {
+            attn_mat xm = {(char *)x->data + (n * x->strides[0] + r * x->strides[1]) * (int64_t)attn_dtype_size(x->dtype),
+                           x->dtype, 1, in, 0, x->strides[2]};
+            attn_pack_rows(acc_row, &xm, 0, 1);
+            for (int64_t f = 0; f < F; f++) {
+                double s = bm.base ? attn_mat_get(&bm, 0, row0 + f) : 0.0;
+                for (int64_t c = 0; c < in; c++) s += acc_row[c] * attn_mat_get(&wm, row0 + f, c);
+                attn_mat_set(&out, (n * H + f / D) * rows_out + r, f % D, s);
+            }
+        }
+    if (!bias_kv) return;
+    attn_mat bkv = {(char *)bias_kv->data, bias_kv->dtype, 1, F, 0, bias_kv->strides[2]};
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t f = 0; f < F; f++) attn_mat_set(&out, (n * H + f / D) * rows_out + rows, f % D, attn_mat_get(&bkv, 0, f));
+}
+
+/* A mask's value for query i, key j < S of sequence n and head h, added to
+ * the score: PyTorch's polarity for this module (a bool true ignores). */
+static double mask_term(const attn_tensor *t, const mha *m, int64_t n, int64_t h, int64_t i, int64_t j, bool kpm) {
+    int64_t off;
+    if (kpm) off = (m->batched ? n * t->strides[0] : 0) + j * t->strides[t->rank - 1];
+    else off = (t->rank == 3 ? ((m->batched ? n * m->Hq : 0) + h) * t->strides[0] : 0) + i * t->strides[t->rank - 2] +
+               j * t->strides[t->rank - 1];
+    if (t->dtype == ATTN_BOOL) return ((const unsigned char *)t->data)[off] ? -INFINITY : 0.0;
+    return t->dtype == ATTN_F64 ? ((const double *)t->data)[off] : ((const float *)t->data)[off];
+}
+
+static attn_status check_masks(const mha *m, attn_error *err) {
+    const attn_tensor *am = m->o.attn_mask, *kpm = m->o.key_padding_mask;
+    if (am) {
+        bool ok = am->data && (am->dtype == ATTN_BOOL || am->dtype == m->dt) &&
+                  ((am->rank == 2 && am->shape[0] == m->L && am->shape[1] == m->S) ||
+                   (am->rank == 3 && am->shape[0] == m->N * m->Hq && am->shape[1] == m->L && am->shape[2] == m->S));
+        if (!ok)
+            return attn_fail(err, ATTN_ERR_MASK, "attn_mask must be bool or %s, shaped (L, S) = (%lld, %lld) or (N·Hq, L, S)",
+                             attn_dtype_name(m->dt), (long long)m->L, (long long)m->S);
+    }
+    if (kpm) {
+        bool ok = kpm->data && (kpm->dtype == ATTN_BOOL || kpm->dtype == m->dt) &&
+                  (m->batched ? kpm->rank == 2 && kpm->shape[0] == m->N && kpm->shape[1] == m->S
+                              : kpm->rank == 1 && kpm->shape[0] == m->S);
+        if (!ok)
+            return attn_fail(err, ATTN_ERR_MASK, "key_padding_mask must be bool or %s, shaped %s", attn_dtype_name(m->dt),
+                             m->batched ? "(N, S)" : "(S,)");
+    }
+    attn_status st = am ? attn_check_extent(am, "attn_mask", err) : ATTN_OK;
+    return st || !kpm ? st : attn_check_extent(kpm, "key_padding_mask", err);
+}
+
+/* Both masks and the padding for bias_k and the zero key (visible, as
+ * PyTorch pads them) as one additive mask (N, Hq, L, S2). */
+static void merge_masks(char *dst, const mha *m) {
+    attn_mat out = {dst, m->dt, m->N * m->Hq * m->L, m->S2, m->S2, 1};
+    for (int64_t n = 0; n < m->N; n++)
+        for (int64_t h = 0; h < m->Hq; h++)
+            for (int64_t i = 0; i < m->L; i++)
+                for (int64_t j = 0; j < m->S2; j++) {
+                    double x = 0;
+                    if (j < m->S && m->o.attn_mask) x += mask_term(m->o.attn_mask, m, n, h, i, j, false);
+                    if (j < m->S && m->o.key_padding_mask) x += mask_term(m->o.key_padding_mask, m, n, h, i, j, true);
+                    attn_mat_set(&out, (n * m->Hq + h) * m->L + i, j, x);
+                }
+}
+
+/* out (N, L, E) = the heads (N, Hq, L, D) side by side · out_proj_weightᵀ + out_proj_bias. */
+static void project_out(const attn_tensor *out, const char *heads, const mha *m, double *row) {
+    const attn_tensor *w = m->p.out_proj_weight, *b = m->p.out_proj_bias;
+    attn_mat wm = {(char *)w->data, w->dtype, m->E, m->E, w->strides[0], w->strides[1]};
+    attn_mat bm = {b ? (char *)b->data : NULL, m->dt, 1, m->E, 0, b ? b->strides[0] : 0};
+    attn_mat hm = {(char *)heads, m->dt, m->N * m->Hq * m->L, m->D, m->D, 1};
+    for (int64_t n = 0; n < m->N; n++)
+        for (int64_t l = 0; l < m->L; l++) {
+            for (int64_t f = 0; f < m->E; f++) row[f] = attn_mat_get(&hm, (n * m->Hq + f / m->D) * m->L + l, f % m->D);
+            attn_mat om = {(char *)out->data + (n * out->strides[0] + l * out->strides[1]) * (int64_t)attn_dtype_size(m->dt),
+                           m->dt, 1, m->E, 0, out->strides[2]};
+            for (int64_t e = 0; e < m->E; e++) {
+                double s = bm.base ? attn_mat_get(&bm, 0, e) : 0.0;
+                for (int64_t f = 0; f < m->E; f++) s += row[f] * attn_mat_get(&wm, e, f);
+                attn_mat_set(&om, 0, e, s);
+            }
+        }
+}
+
+/* The weights output: (N, L, S2) averaged over the heads or (N, Hq, L, S2),
+ * without N for unbatched input. */
+static attn_status check_weights(const attn_tensor *w, const mha *m, attn_error *err) {
+    bool avg = m->o.average_attn_weights;
+    int64_t full[4] = {m->N, m->Hq, m->L, m->S2}, mean[3] = {m->N, m->L, m->S2};
+    const int64_t *shape = (avg ? mean : full) + !m->batched;
+    int rank = (avg ? 3 : 4) - !m->batched;
+    if (!w->data || w->dtype != m->dt || w->rank != rank || memcmp(w->shape, shape, sizeof(int64_t) * (size_t)rank))
+        return attn_fail(err, ATTN_ERR_SHAPE, "weights must be %s with shape %s(L, S') = (%lld, %lld)%s",
+                         attn_dtype_name(m->dt), m->batched ? (avg ? "(N, " : "(N, Hq, ") : (avg ? "(" : "(Hq, "),
+                         (long long)m->L, (long long)m->S2, avg ? ", averaged over the heads" : "");
+    return attn_check_extent(w, "weights", err);
+}
+
+/* The caller's weights from the per-head weights (N, Hq, L, S2): copied, or
+ * averaged over the heads. */
+static void write_weights(attn_tensor *w, const char *per_head, const mha *m) {
+    bool avg = m->o.average_attn_weights;
+    int rank = (avg ? 3 : 4) - !m->batched;
+    attn_mat src = {(char *)per_head, m->dt, m->N * m->Hq * m->L, m->S2, m->S2, 1};
+    attn_mat dst = {(char *)w->data, m->dt, 1, 1, 0, 1}; /* element `off` is (0, off) */
+    for (int64_t n = 0; n < m->N; n++)
+        for (int64_t h = 0; h < (avg ? 1 : m->Hq); h++)
+            for (int64_t i = 0; i < m->L; i++)
+                for (int64_t j = 0; j < m->S2; j++) {
+                    double x = 0;
+                    for (int64_t g = avg ? 0 : h; g < (avg ? m->Hq : h + 1); g++)
+                        x += attn_mat_get(&src, (n * m->Hq + g) * m->L + i, j);
+                    int64_t idx_full[4] = {n, h, i, j}, idx_mean[3] = {n, i, j};
+                    const int64_t *idx = (avg ? idx_mean : idx_full) + !m->batched;
+                    int64_t off = 0;
+                    for (int d = 0; d < rank; d++) off += idx[d] * w->strides[d];
+                    attn_mat_set(&dst, 0, off, avg ? x / (double)m->Hq : x);
+                }
+}
+
+/* The call's sizes from its inputs; every check before any work. */
+static attn_status plan(mha *m, attn_tensor *out_view, attn_tensor *out, const attn_tensor *query,
+                        const attn_tensor *key, const attn_tensor *value, attn_error *err) {
+    attn_status st;
+    if (!query || !query->data) return attn_fail(err, ATTN_ERR_NULL, "query is NULL or has NULL data");
+    if (query->dtype != ATTN_F32 && query->dtype != ATTN_F64)
+        return attn_fail(err, ATTN_ERR_DTYPE, "query is %s; it must be f32 or f64", attn_dtype_name(query->dtype));
+    if (query->rank != 2 && query->rank != 3)
+        return attn_fail(err, ATTN_ERR_RANK, "query has rank %d; it must be 3 (batched) or 2 (unbatched)", query->rank);
+    m->dt = query->dtype, m->batched = query->rank == 3;
+    if ((st = check_params(m, err)) || (st = as_batch(&m->q, query, "query", m, m->E, err)) ||
+        (st = as_batch(&m->k, key, "key", m, m->kdim, err)) || (st = as_batch(&m->v, value, "value", m, m->vdim, err)) ||
+        (st = as_batch(out_view, out, "out", m, m->E, err)))
+        return st;
+    m->N = m->q.shape[0], m->L = m->q.shape[1], m->S = m->k.shape[1];
+    if (m->k.shape[0] != m->N || m->v.shape[0] != m->N || m->v.shape[1] != m->S)
+        return attn_fail(err, ATTN_ERR_SHAPE, "query, key and value must have the same batch, and key and value the same length");
+    if (out_view->shape[0] != m->N || out_view->shape[1] != m->L)
+        return attn_fail(err, ATTN_ERR_SHAPE, "out must have query's shape");
+    m->S2 = m->S + (m->p.bias_k ? 1 : 0) + (m->o.add_zero_attn ? 1 : 0);
+    int64_t big;
+    if (!attn_mul_i64(m->N * m->Hq, m->L, &big) || !attn_mul_i64(big, m->S2 > m->E ? m->S2 : m->E, &big) ||
+        !attn_mul_i64(m->N * m->Hq, m->S2, &big) || !attn_mul_i64(big, m->E, &big))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "the layer's sizes overflow");
+    return check_masks(m, err);
+}
+
+attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *query, const attn_tensor *key,
+                     const attn_tensor *value, const attn_mha_params *params, const attn_mha_options *options,
+                     attn_error *err) {
+    mha m;
+    memset(&m, 0, sizeof m);
+    m.p = attn_mha_params_default(), m.o = attn_mha_options_default();
+    if (!params) return attn_fail(err, ATTN_ERR_NULL, "params is NULL");
+    attn_status st = read_struct(&m.p, sizeof m.p, params, "params", err);
+    if (st || (st = read_struct(&m.o, sizeof m.o, options, "options", err))) return st;
+    if (!out) return attn_fail(err, ATTN_ERR_NULL, "out is NULL");
+    attn_tensor out_view;
+    if ((st = plan(&m, &out_view, out, query, key, value, err)) || (weights && (st = check_weights(weights, &m, err))))
+        return st;
+
+    /* Scratch: q, k, v and the heads' output in the head-split layout, the
+     * merged mask and the per-head weights when asked for, a row in double. */
+    size_t es = attn_dtype_size(m.dt);
+    int64_t nq = m.N * m.Hq * m.L * m.D, nk = m.N * m.Hkv * m.S2 * m.D;
+    bool masked = m.o.attn_mask || m.o.key_padding_mask;
+    int64_t nmask = masked ? m.N * m.Hq * m.L * m.S2 : 0, nw = weights ? m.N * m.Hq * m.L * m.S2 : 0;
+    int64_t in_max = m.E > m.kdim ? (m.E > m.vdim ? m.E : m.vdim) : (m.kdim > m.vdim ? m.kdim : m.vdim);
+    char *q = calloc((size_t)nq, es), *k = calloc((size_t)nk, es), *v = calloc((size_t)nk, es);
+    char *heads = calloc((size_t)nq, es), *mask = masked ? calloc((size_t)nmask, es) : NULL;
+    char *per_head = weights ? calloc((size_t)nw, es) : NULL;
+    double *row = malloc(sizeof(double) * (size_t)in_max);
+    if (!q || !k || !v || !heads || (masked && !mask) || (weights && !per_head) || !row) {
+        st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's projections");
+        goto done;
+    }
+    project(row, q, &m.q, m.w[0], m.b[0], m.w_row0[0], m.Hq, m.D, m.L, NULL);
+    project(row, k, &m.k, m.w[1], m.b[1], m.w_row0[1], m.Hkv, m.D, m.S2, m.p.bias_k);
+    project(row, v, &m.v, m.w[2], m.b[2], m.w_row0[2], m.Hkv, m.D, m.S2, m.p.bias_v);
+    if (masked) merge_masks(mask, &m);
+
+    attn_tensor tq, tk, tv, th, tm, tw;
+    int64_t sq[4] = {m.N, m.Hq, m.L, m.D}, sk[4] = {m.N, m.Hkv, m.S2, m.D}, sm[4] = {m.N, m.Hq, m.L, m.S2};
+    attn_tensor_init(&tq, q, m.dt, 4, sq, NULL, NULL), attn_tensor_init(&th, heads, m.dt, 4, sq, NULL, NULL);
+    attn_tensor_init(&tk, k, m.dt, 4, sk, NULL, NULL), attn_tensor_init(&tv, v, m.dt, 4, sk, NULL, NULL);
+    attn_tensor_init(&tm, mask, m.dt, 4, sm, NULL, NULL), attn_tensor_init(&tw, per_head, m.dt, 4, sm, NULL, NULL);
+    attn_sdpa_options so = attn_sdpa_options_default();
+    so.causal = m.o.causal, so.mask = masked ? &tm : NULL, so.context = m.o.context;
+    if ((st = attn_sdpa(&th, NULL, weights ? &tw : NULL, &tq, &tk, &tv, &so, err))) goto done;
+    if (weights) write_weights(weights, per_head, &m);
+    project_out(&out_view, heads, &m, row);
+done:
+    free(q), free(k), free(v), free(heads), free(mask), free(per_head), free(row);
+    return st;
+}

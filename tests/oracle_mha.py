@@ -1,0 +1,242 @@
+#!/usr/bin/python3
+"""oracle_mha.py -- attn_mha against torch.nn.MultiheadAttention in float64.
+
+Builds a module with random parameters for each case (packed or separate
+projections, biases, add_bias_kv, add_zero_attn, kdim/vdim for
+cross-attention, batch_first, unbatched input), runs its forward with
+key_padding_mask and attn_mask of every kind, need_weights with and without
+averaging, and calls attn_mha through ctypes (the C API, no command in between)
+with the module's own state_dict tensors. GQA and causal masks, which the
+module has not, are checked against the same computation written in PyTorch
+(F.linear, repeat_interleave, softmax). A row whose every key is masked is
+NaN in PyTorch and out_proj's bias in attn: both sides are checked.
+
+Tolerances: f64 1e-12 · max |ref|; f32 (f32 projections with double sums, f32
+attention) 1e-5 · max |ref| for scores of moderate size.
+
+Usage: oracle_mha.py BUILD_DIR [--seed N]. Prints "ok NAME" / "FAIL NAME: why".
+"""
+import ctypes
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from oracle_rope import Error, Tensor, view
+from torch_attention import Reporter, oracle_args
+
+P = ctypes.POINTER(Tensor)
+
+
+class Params(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("embed_dim", ctypes.c_int64), ("num_heads", ctypes.c_int64),
+                ("num_kv_heads", ctypes.c_int64), ("kdim", ctypes.c_int64), ("vdim", ctypes.c_int64)] + \
+               [(n, P) for n in ("in_proj_weight", "in_proj_bias", "q_proj_weight", "k_proj_weight", "v_proj_weight",
+                                 "q_proj_bias", "k_proj_bias", "v_proj_bias", "out_proj_weight", "out_proj_bias",
+                                 "bias_k", "bias_v")]
+
+
+class Options(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("batch_first", ctypes.c_int), ("add_zero_attn", ctypes.c_int),
+                ("key_padding_mask", P), ("attn_mask", P), ("causal", ctypes.c_int),
+                ("average_attn_weights", ctypes.c_int), ("context", ctypes.c_void_p)]
+
+
+BOOL = 3
+
+
+class Oracle(Reporter):
+    def __init__(self, build):
+        super().__init__()
+        self.lib = ctypes.CDLL(os.path.join(build, "libattn.so"))
+        self.lib.attn_mha_params_default.restype = Params
+        self.lib.attn_mha_options_default.restype = Options
+        self.keep = []  # arrays and tensors the structs point to, alive during a call
+
+    def tensor(self, a):
+        if a is None:
+            return None
+        a = np.ascontiguousarray(a) if not isinstance(a, np.ndarray) else a
+        self.keep.append(a)
+        t = view(a)
+        if a.dtype == np.bool_:
+            t.dtype = BOOL
+        self.keep.append(t)
+        return ctypes.pointer(t)
+
+    def run(self, query, key, value, state, heads, kv_heads=0, kdim=0, vdim=0, batch_first=False, zero_attn=False,
+            kpm=None, attn_mask=None, causal=0, want_weights=False, average=True):
+        """attn_mha on numpy inputs and a dict of parameter arrays: (status, message, out, weights)."""
+        self.keep = []
+        p = self.lib.attn_mha_params_default()
+        p.embed_dim, p.num_heads, p.num_kv_heads, p.kdim, p.vdim = query.shape[-1], heads, kv_heads, kdim, vdim
+        for name, a in state.items():
+            setattr(p, name, self.tensor(a))
+        o = self.lib.attn_mha_options_default()
+        o.batch_first, o.add_zero_attn, o.causal, o.average_attn_weights = batch_first, zero_attn, causal, average
+        o.key_padding_mask, o.attn_mask = self.tensor(kpm), self.tensor(attn_mask)
+        out = np.zeros(query.shape, query.dtype)
+        w = None
+        if want_weights:
+            N = query.shape[0 if batch_first else 1] if query.ndim == 3 else None
+            L = query.shape[1 if batch_first else 0] if query.ndim == 3 else query.shape[0]
+            S2 = key.shape[1 if batch_first else 0] if key.ndim == 3 else key.shape[0]
+            S2 += ("bias_k" in state) + bool(zero_attn)
+            shape = ((N,) if N else ()) + (() if average else (heads,)) + (L, S2)
+            w = np.zeros(shape, query.dtype)
+        err = Error()
+        st = self.lib.attn_mha(ctypes.byref(view(out)), ctypes.byref(view(w)) if w is not None else None,
+                               ctypes.byref(view(query)), ctypes.byref(view(key)), ctypes.byref(view(value)),
+                               ctypes.byref(p), ctypes.byref(o), ctypes.byref(err))
+        return st, err.message.decode(), out, w
+
+    def compare(self, name, got, ref, tol):
+        ref = np.asarray(ref)
+        big = max(float(np.abs(ref).max()) if ref.size else 0.0, 1e-300)
+        err = float(np.abs(got - ref).max()) if ref.size else 0.0
+        return "" if err <= tol * big else "%s: error %.3g > %.3g" % (name, err, tol * big)
+
+
+def module_state(mha, dtype):
+    """The module's parameters as attn_mha_params names them (numpy, dtype); the
+    packed in_proj_bias split when the weights are separate."""
+    sd = {k: v.detach().numpy().astype(dtype) for k, v in mha.state_dict().items()}
+    state = {"out_proj_weight": sd["out_proj.weight"]}
+    if "out_proj.bias" in sd:
+        state["out_proj_bias"] = sd["out_proj.bias"]
+    if "in_proj_weight" in sd:
+        state["in_proj_weight"] = sd["in_proj_weight"]
+        if "in_proj_bias" in sd:
+            state["in_proj_bias"] = sd["in_proj_bias"]
+    else:
+        E = mha.embed_dim
+        for i, t in enumerate("qkv"):
+            state["%s_proj_weight" % t] = sd["%s_proj_weight" % t]
+            if "in_proj_bias" in sd:
+                state["%s_proj_bias" % t] = sd["in_proj_bias"][i * E:(i + 1) * E]
+    for b in ("bias_k", "bias_v"):
+        if b in sd:
+            state[b] = sd[b]
+    return state
+
+
+def module_case(o, rng, name, E=16, H=4, L=5, S=7, N=3, kdim=None, vdim=None, bias=True, bias_kv=False,
+                zero_attn=False, batch_first=False, unbatched=False, kpm=None, attn_mask=None, average=True,
+                dtype=np.float64):
+    torch.manual_seed(int(rng.integers(1 << 30)))
+    mha = torch.nn.MultiheadAttention(E, H, bias=bias, add_bias_kv=bias_kv, add_zero_attn=zero_attn, kdim=kdim,
+                                      vdim=vdim, batch_first=batch_first, dtype=torch.float64)
+    kd, vd = kdim or E, vdim or E
+
+    def shaped(n, f):
+        if unbatched:
+            return rng.standard_normal((n, f))
+        return rng.standard_normal((N, n, f) if batch_first else (n, N, f))
+
+    q, k, v = shaped(L, E), shaped(S, kd), shaped(S, vd)
+    tk = lambda a: None if a is None else torch.from_numpy(a)  # noqa: E731
+    with torch.no_grad():
+        ref, ref_w = mha(tk(q), tk(k), tk(v), key_padding_mask=tk(kpm), need_weights=True, attn_mask=tk(attn_mask),
+                         average_attn_weights=average)
+    state = module_state(mha, dtype)
+    st, msg, out, w = o.run(q.astype(dtype), k.astype(dtype), v.astype(dtype), state, H, kdim=kd if kdim else 0,
+                            vdim=vd if vdim else 0, batch_first=batch_first, zero_attn=zero_attn,
+                            kpm=kpm if kpm is None or kpm.dtype == np.bool_ else kpm.astype(dtype),
+                            attn_mask=attn_mask if attn_mask is None or attn_mask.dtype == np.bool_ else attn_mask.astype(dtype),
+                            want_weights=True, average=average)
+    if st:
+        return o.report(name, "attn_mha failed: " + msg)
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    o.report(name, o.compare("out", out, ref.numpy(), tol) or o.compare("weights", w, ref_w.numpy(), tol))
+
+
+def gqa_reference(q, k, v, state, H, Hkv, causal):
+    """GQA multi-head attention written in PyTorch: separate projections,
+    repeat_interleave of the KV heads, softmax, out_proj. Inputs (N, L, E)."""
+    t = {k_: torch.from_numpy(a) for k_, a in state.items()}
+    N, L, E = q.shape
+    S, D = k.shape[1], E // H
+    Q = F.linear(torch.from_numpy(q), t["q_proj_weight"], t.get("q_proj_bias")).reshape(N, L, H, D).transpose(1, 2)
+    K = F.linear(torch.from_numpy(k), t["k_proj_weight"], t.get("k_proj_bias")).reshape(N, S, Hkv, D).transpose(1, 2)
+    V = F.linear(torch.from_numpy(v), t["v_proj_weight"], t.get("v_proj_bias")).reshape(N, S, Hkv, D).transpose(1, 2)
+    K, V = K.repeat_interleave(H // Hkv, dim=1), V.repeat_interleave(H // Hkv, dim=1)
+    s = Q @ K.transpose(-2, -1) / math.sqrt(D)
+    if causal:
+        s = s.masked_fill(~torch.tril(torch.ones(L, S, dtype=torch.bool), diagonal=S - L if causal == 2 else 0),
+                          float("-inf"))
+    out = (torch.softmax(s, -1) @ V).transpose(1, 2).reshape(N, L, E)
+    return F.linear(out, t["out_proj_weight"], t.get("out_proj_bias")).numpy()
+
+
+def gqa_case(o, rng, name, H, Hkv, causal, E=24, L=6, S=9, N=2):
+    D = E // H
+    f = rng.standard_normal
+    state = {"q_proj_weight": f((E, E)) / 4, "k_proj_weight": f((Hkv * D, E)) / 4, "v_proj_weight": f((Hkv * D, E)) / 4,
+             "q_proj_bias": f(E), "k_proj_bias": f(Hkv * D), "v_proj_bias": f(Hkv * D),
+             "out_proj_weight": f((E, E)) / 4, "out_proj_bias": f(E)}
+    q, k, v = f((N, L, E)), f((N, S, E)), f((N, S, E))
+    st, msg, out, _ = o.run(q, k, v, state, H, kv_heads=Hkv, batch_first=True, causal=causal)
+    ref = gqa_reference(q, k, v, state, H, Hkv, causal)
+    o.report(name, "attn_mha failed: " + msg if st else o.compare("out", out, ref, 1e-12))
+
+
+def main():
+    build, rng = oracle_args(20261130)
+    o = Oracle(build)
+    L, S, N = 5, 7, 3
+    module_case(o, rng, "self_attention_packed_bias")
+    module_case(o, rng, "no_bias_batch_first", bias=False, batch_first=True)
+    module_case(o, rng, "cross_attention_kdim_vdim", kdim=11, vdim=6)
+    module_case(o, rng, "unbatched", unbatched=True)
+    module_case(o, rng, "bias_kv_and_zero_attn", bias_kv=True, zero_attn=True)
+    kpm = rng.random((N, S)) < 0.3
+    kpm[:, 0] = False
+    module_case(o, rng, "key_padding_mask_bool", kpm=kpm)
+    module_case(o, rng, "key_padding_mask_float", kpm=rng.standard_normal((N, S)))
+    am = rng.random((L, S)) < 0.3
+    am[:, 1] = False
+    module_case(o, rng, "attn_mask_bool_2d_per_head_weights", attn_mask=am, average=False)
+    module_case(o, rng, "attn_mask_float_3d", attn_mask=rng.standard_normal((N * 4, L, S)))
+    module_case(o, rng, "everything", kdim=9, vdim=5, bias_kv=True, zero_attn=True, batch_first=True, kpm=kpm,
+                attn_mask=rng.standard_normal((L, S)), average=False)
+    module_case(o, rng, "unbatched_masks_bias_kv", unbatched=True, bias_kv=True, kpm=kpm[0],
+                attn_mask=rng.standard_normal((4, L, S)))
+    module_case(o, rng, "f32", dtype=np.float32, kpm=kpm)
+    for H, Hkv in ((4, 2), (6, 1), (6, 3)):
+        for causal in (0, 1, 2):
+            gqa_case(o, rng, "gqa_%d_over_%d_causal%d" % (H, Hkv, causal), H, Hkv, causal)
+    # A query whose every key is masked: NaN in PyTorch, out_proj's bias here.
+    torch.manual_seed(7)
+    mha = torch.nn.MultiheadAttention(8, 2, dtype=torch.float64)
+    q = rng.standard_normal((3, 1, 8))
+    am = np.zeros((3, 3), np.bool_)
+    am[1] = True
+    with torch.no_grad():
+        ref, _ = mha(torch.from_numpy(q), torch.from_numpy(q), torch.from_numpy(q), attn_mask=torch.from_numpy(am))
+    st, msg, out, _ = o.run(q, q, q, module_state(mha, np.float64), 2, attn_mask=am)
+    bias = mha.out_proj.bias.detach().numpy()
+    ok = not st and np.isnan(ref.numpy()[1]).all() and np.abs(out[1, 0] - bias).max() == 0 and \
+        not o.compare("out", np.delete(out, 1, 0), np.delete(ref.numpy(), 1, 0), 1e-12)
+    o.report("fully_masked_row_torch_nan_attn_bias", "" if ok else "torch %s, attn %s (%s)" % (ref.numpy()[1], out[1], msg))
+    # Errors.
+    x = rng.standard_normal((4, 2, 8))
+    good = module_state(mha, np.float64)
+    st, msg, _, _ = o.run(x, x, x, good, 3)
+    o.report("error_heads_divide", "" if st and "not a multiple of num_heads" in msg else msg)
+    st, msg, _, _ = o.run(x, x, x, dict(good, in_proj_weight=good["in_proj_weight"][:16]), 2)
+    o.report("error_in_proj_shape", "" if st and "in_proj_weight has shape (16, 8)" in msg else msg)
+    st, msg, _, _ = o.run(x, x, x, good, 2, kpm=np.zeros((2, 3), np.bool_))
+    o.report("error_key_padding_mask_shape", "" if st and "key_padding_mask" in msg else msg)
+    st, msg, _, _ = o.run(x.astype(np.float32), x, x, good, 2)
+    o.report("error_mixed_dtypes", "" if st and "in_proj_weight is f64; the inputs are f32" in msg else msg)
+    st, msg, _, _ = o.run(x, x, x, dict(good, in_proj_weight=good["in_proj_weight"]), 2, kv_heads=1)
+    o.report("error_packed_with_gqa", "" if st and "needs kdim = vdim = E and no GQA" in msg else msg)
+    print("# mha oracle: %d passed, %d failed" % (o.passed, o.failed))
+    return 1 if o.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
