@@ -591,6 +591,50 @@ ATTN_API attn_status attn_sdpa_reference(attn_tensor *out, attn_tensor *lse, att
                                          attn_error *err);
 
 /* ------------------------------------------------------------------------ */
+/* Rotary position embeddings (RoPE)                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Which elements of a head RoPE rotates together (Su et al., "RoFormer"). */
+typedef enum attn_rope_layout {
+    /* Element i with element i + rotary_dim/2: GPT-NeoX, Hugging Face's Llama
+     * (its rotate_half). */
+    ATTN_ROPE_HALVES = 0,
+    /* Element 2i with element 2i + 1: GPT-J, Meta's original Llama. */
+    ATTN_ROPE_INTERLEAVED = 1
+} attn_rope_layout;
+
+typedef struct attn_rope_options {
+    size_t struct_size;      /* set by attn_rope_options_default(); read like the options' */
+    attn_rope_layout layout; /* default ATTN_ROPE_HALVES */
+    double base;             /* θ, default 10000; finite, > 0 */
+    int64_t rotary_dim;      /* rotate the first rotary_dim elements of each row (even,
+                                <= E); 0 (the default): all E (E must be even) */
+    int64_t position_offset; /* row r is position position_offset + r: the length of a
+                                KV cache before these rows; default 0 */
+    double linear_scaling;   /* positions divided by this ("linear" RoPE scaling);
+                                default 1; finite, > 0 */
+} attn_rope_options;
+
+ATTN_API attn_rope_options attn_rope_options_default(void);
+
+/* out = x with RoPE applied: x (..., L, E), f64 or f32, row r of every
+ * matrix at position p = (position_offset + r) / linear_scaling. Pair k
+ * (k < rotary_dim/2) of a row, (a, b) as the layout picks them, turns by the
+ * angle p · base^(-2k / rotary_dim) (computed in double, as 1 / base^(2k /
+ * rotary_dim), Hugging Face's inv_freq): (a cos - b sin, b cos + a sin).
+ * Elements past rotary_dim are copied. out has x's shape and dtype, any
+ * strides; it may be x itself (in place), but must not otherwise overlap
+ * it. Errors: ATTN_ERR_NULL, ATTN_ERR_RANK (below 1), ATTN_ERR_SHAPE (out's
+ * shape, an odd rotary dimension), ATTN_ERR_DTYPE, ATTN_ERR_OPTION. */
+ATTN_API attn_status attn_rope(attn_tensor *out, const attn_tensor *x, const attn_rope_options *options,
+                               attn_error *err);
+
+/* The gradient through attn_rope: dx = dout turned back by the same angles
+ * (the rotation's transpose). Same shapes, dtypes and errors as attn_rope. */
+ATTN_API attn_status attn_rope_backward(attn_tensor *dx, const attn_tensor *dout, const attn_rope_options *options,
+                                        attn_error *err);
+
+/* ------------------------------------------------------------------------ */
 /* Multi-head attention (torch.nn.MultiheadAttention's forward)             */
 /* ------------------------------------------------------------------------ */
 
@@ -634,6 +678,10 @@ typedef struct attn_mha_options {
     /* Per-call resources, NULL for the process-wide defaults (the layer
      * allocates its projections with malloc; a workspace is not used). */
     const attn_context *context;
+    /* Rotary position embeddings on the projected queries and keys, per head
+     * (attn_rope: query row l and key row s at positions position_offset + l
+     * and position_offset + s), or NULL for none. Not with bias_k/bias_v. */
+    const attn_rope_options *rope;
 } attn_mha_options;
 
 ATTN_API attn_mha_params attn_mha_params_default(void);
@@ -656,50 +704,6 @@ ATTN_API attn_mha_options attn_mha_options_default(void);
 ATTN_API attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *query,
                               const attn_tensor *key, const attn_tensor *value, const attn_mha_params *params,
                               const attn_mha_options *options, attn_error *err);
-
-/* ------------------------------------------------------------------------ */
-/* Rotary position embeddings (RoPE)                                        */
-/* ------------------------------------------------------------------------ */
-
-/* Which elements of a head RoPE rotates together (Su et al., "RoFormer"). */
-typedef enum attn_rope_layout {
-    /* Element i with element i + rotary_dim/2: GPT-NeoX, Hugging Face's Llama
-     * (its rotate_half). */
-    ATTN_ROPE_HALVES = 0,
-    /* Element 2i with element 2i + 1: GPT-J, Meta's original Llama. */
-    ATTN_ROPE_INTERLEAVED = 1
-} attn_rope_layout;
-
-typedef struct attn_rope_options {
-    size_t struct_size;      /* set by attn_rope_options_default(); read like the options' */
-    attn_rope_layout layout; /* default ATTN_ROPE_HALVES */
-    double base;             /* θ, default 10000; finite, > 0 */
-    int64_t rotary_dim;      /* rotate the first rotary_dim elements of each row (even,
-                                <= E); 0 (the default): all E (E must be even) */
-    int64_t position_offset; /* row r is position position_offset + r: the length of a
-                                KV cache before these rows; default 0 */
-    double linear_scaling;   /* positions divided by this ("linear" RoPE scaling);
-                                default 1; finite, > 0 */
-} attn_rope_options;
-
-ATTN_API attn_rope_options attn_rope_options_default(void);
-
-/* out = x with RoPE applied: x (..., L, E), f64 or f32, row r of every
- * matrix at position p = (position_offset + r) / linear_scaling. Pair k
- * (k < rotary_dim/2) of a row, (a, b) as the layout picks them, turns by the
- * angle p · base^(-2k / rotary_dim) (computed in double, as 1 / base^(2k /
- * rotary_dim), Hugging Face's inv_freq): (a cos - b sin, b cos + a sin).
- * Elements past rotary_dim are copied. out has x's shape and dtype, any
- * strides; it may be x itself (in place), but must not otherwise overlap
- * it. Errors: ATTN_ERR_NULL, ATTN_ERR_RANK (below 1), ATTN_ERR_SHAPE (out's
- * shape, an odd rotary dimension), ATTN_ERR_DTYPE, ATTN_ERR_OPTION. */
-ATTN_API attn_status attn_rope(attn_tensor *out, const attn_tensor *x, const attn_rope_options *options,
-                               attn_error *err);
-
-/* The gradient through attn_rope: dx = dout turned back by the same angles
- * (the rotation's transpose). Same shapes, dtypes and errors as attn_rope. */
-ATTN_API attn_status attn_rope_backward(attn_tensor *dx, const attn_tensor *dout, const attn_rope_options *options,
-                                        attn_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* KV cache                                                                 */

@@ -25,7 +25,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from oracle_rope import Error, Tensor, view
+from oracle_rope import Error, RopeOptions, Tensor, view
+from oracle_rope import reference as rope_reference
 from torch_attention import Reporter, oracle_args
 
 P = ctypes.POINTER(Tensor)
@@ -42,7 +43,8 @@ class Params(ctypes.Structure):
 class Options(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("batch_first", ctypes.c_int), ("add_zero_attn", ctypes.c_int),
                 ("key_padding_mask", P), ("attn_mask", P), ("causal", ctypes.c_int),
-                ("average_attn_weights", ctypes.c_int), ("context", ctypes.c_void_p)]
+                ("average_attn_weights", ctypes.c_int), ("context", ctypes.c_void_p),
+                ("rope", ctypes.POINTER(RopeOptions))]
 
 
 BOOL = 3
@@ -54,6 +56,7 @@ class Oracle(Reporter):
         self.lib = ctypes.CDLL(os.path.join(build, "libattn.so"))
         self.lib.attn_mha_params_default.restype = Params
         self.lib.attn_mha_options_default.restype = Options
+        self.lib.attn_rope_options_default.restype = RopeOptions
         self.keep = []  # arrays and tensors the structs point to, alive during a call
 
     def tensor(self, a):
@@ -68,7 +71,7 @@ class Oracle(Reporter):
         return ctypes.pointer(t)
 
     def run(self, query, key, value, state, heads, kv_heads=0, kdim=0, vdim=0, batch_first=False, zero_attn=False,
-            kpm=None, attn_mask=None, causal=0, want_weights=False, average=True):
+            kpm=None, attn_mask=None, causal=0, want_weights=False, average=True, rope=None):
         """attn_mha on numpy inputs and a dict of parameter arrays: (status, message, out, weights)."""
         self.keep = []
         p = self.lib.attn_mha_params_default()
@@ -78,6 +81,11 @@ class Oracle(Reporter):
         o = self.lib.attn_mha_options_default()
         o.batch_first, o.add_zero_attn, o.causal, o.average_attn_weights = batch_first, zero_attn, causal, average
         o.key_padding_mask, o.attn_mask = self.tensor(kpm), self.tensor(attn_mask)
+        if rope:  # (layout, base, rotary_dim, offset)
+            r = self.lib.attn_rope_options_default()
+            r.layout, r.base, r.rotary_dim, r.position_offset = rope
+            self.keep.append(r)
+            o.rope = ctypes.pointer(r)
         out = np.zeros(query.shape, query.dtype)
         w = None
         if want_weights:
@@ -153,7 +161,7 @@ def module_case(o, rng, name, E=16, H=4, L=5, S=7, N=3, kdim=None, vdim=None, bi
     o.report(name, o.compare("out", out, ref.numpy(), tol) or o.compare("weights", w, ref_w.numpy(), tol))
 
 
-def gqa_reference(q, k, v, state, H, Hkv, causal):
+def gqa_reference(q, k, v, state, H, Hkv, causal, rope=None):
     """GQA multi-head attention written in PyTorch: separate projections,
     repeat_interleave of the KV heads, softmax, out_proj. Inputs (N, L, E)."""
     t = {k_: torch.from_numpy(a) for k_, a in state.items()}
@@ -162,6 +170,9 @@ def gqa_reference(q, k, v, state, H, Hkv, causal):
     Q = F.linear(torch.from_numpy(q), t["q_proj_weight"], t.get("q_proj_bias")).reshape(N, L, H, D).transpose(1, 2)
     K = F.linear(torch.from_numpy(k), t["k_proj_weight"], t.get("k_proj_bias")).reshape(N, S, Hkv, D).transpose(1, 2)
     V = F.linear(torch.from_numpy(v), t["v_proj_weight"], t.get("v_proj_bias")).reshape(N, S, Hkv, D).transpose(1, 2)
+    if rope:  # on each head's rows, at positions offset + row
+        layout, base, rd, offset = rope
+        Q, K = (rope_reference(x, layout, base, rd, offset, 1.0) for x in (Q, K))
     K, V = K.repeat_interleave(H // Hkv, dim=1), V.repeat_interleave(H // Hkv, dim=1)
     s = Q @ K.transpose(-2, -1) / math.sqrt(D)
     if causal:
@@ -171,15 +182,15 @@ def gqa_reference(q, k, v, state, H, Hkv, causal):
     return F.linear(out, t["out_proj_weight"], t.get("out_proj_bias")).numpy()
 
 
-def gqa_case(o, rng, name, H, Hkv, causal, E=24, L=6, S=9, N=2):
+def gqa_case(o, rng, name, H, Hkv, causal, E=24, L=6, S=9, N=2, rope=None):
     D = E // H
     f = rng.standard_normal
     state = {"q_proj_weight": f((E, E)) / 4, "k_proj_weight": f((Hkv * D, E)) / 4, "v_proj_weight": f((Hkv * D, E)) / 4,
              "q_proj_bias": f(E), "k_proj_bias": f(Hkv * D), "v_proj_bias": f(Hkv * D),
              "out_proj_weight": f((E, E)) / 4, "out_proj_bias": f(E)}
     q, k, v = f((N, L, E)), f((N, S, E)), f((N, S, E))
-    st, msg, out, _ = o.run(q, k, v, state, H, kv_heads=Hkv, batch_first=True, causal=causal)
-    ref = gqa_reference(q, k, v, state, H, Hkv, causal)
+    st, msg, out, _ = o.run(q, k, v, state, H, kv_heads=Hkv, batch_first=True, causal=causal, rope=rope)
+    ref = gqa_reference(q, k, v, state, H, Hkv, causal, rope)
     o.report(name, "attn_mha failed: " + msg if st else o.compare("out", out, ref, 1e-12))
 
 
@@ -208,6 +219,10 @@ def main():
     for H, Hkv in ((4, 2), (6, 1), (6, 3)):
         for causal in (0, 1, 2):
             gqa_case(o, rng, "gqa_%d_over_%d_causal%d" % (H, Hkv, causal), H, Hkv, causal)
+    # The Llama layer: GQA, causal, RoPE in both layouts, partial rotary, an offset.
+    gqa_case(o, rng, "llama_gqa_rope_halves", 4, 2, 2, E=32, rope=(0, 10000.0, 0, 0))
+    gqa_case(o, rng, "llama_gqa_rope_interleaved_offset", 4, 1, 2, E=32, rope=(1, 500000.0, 0, 17))
+    gqa_case(o, rng, "gqa_partial_rope", 2, 2, 1, E=16, rope=(0, 100.0, 4, 3))
     # A query whose every key is masked: NaN in PyTorch, out_proj's bias here.
     torch.manual_seed(7)
     mha = torch.nn.MultiheadAttention(8, 2, dtype=torch.float64)

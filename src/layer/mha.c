@@ -257,6 +257,15 @@ static void write_weights(attn_tensor *w, const char *per_head, const mha *m) {
                 }
 }
 
+/* RoPE on the projected queries (N, Hq, L, D) and keys (N, Hkv, S2, D), in place. */
+static attn_status rotate_heads(char *q, char *k, const mha *m, attn_error *err) {
+    int64_t sq[3] = {m->N * m->Hq, m->L, m->D}, sk[3] = {m->N * m->Hkv, m->S2, m->D};
+    attn_tensor tq, tk;
+    attn_tensor_init(&tq, q, m->dt, 3, sq, NULL, NULL), attn_tensor_init(&tk, k, m->dt, 3, sk, NULL, NULL);
+    attn_status st = attn_rope(&tq, &tq, m->o.rope, err);
+    return st ? st : attn_rope(&tk, &tk, m->o.rope, err);
+}
+
 /* The call's sizes from its inputs; every check before any work. */
 static attn_status plan(mha *m, attn_tensor *out_view, attn_tensor *out, const attn_tensor *query,
                         const attn_tensor *key, const attn_tensor *value, attn_error *err) {
@@ -277,6 +286,8 @@ static attn_status plan(mha *m, attn_tensor *out_view, attn_tensor *out, const a
     if (out_view->shape[0] != m->N || out_view->shape[1] != m->L)
         return attn_fail(err, ATTN_ERR_SHAPE, "out must have query's shape");
     m->S2 = m->S + (m->p.bias_k ? 1 : 0) + (m->o.add_zero_attn ? 1 : 0);
+    if (m->o.rope && m->S2 != m->S)
+        return attn_fail(err, ATTN_ERR_OPTION, "RoPE positions the keys: it does not go with bias_k/bias_v or add_zero_attn");
     int64_t big;
     if (!attn_mul_i64(m->N * m->Hq, m->L, &big) || !attn_mul_i64(big, m->S2 > m->E ? m->S2 : m->E, &big) ||
         !attn_mul_i64(m->N * m->Hq, m->S2, &big) || !attn_mul_i64(big, m->E, &big))
@@ -317,6 +328,7 @@ attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *
     project(row, k, &m.k, m.w[1], m.b[1], m.w_row0[1], m.Hkv, m.D, m.S2, m.p.bias_k);
     project(row, v, &m.v, m.w[2], m.b[2], m.w_row0[2], m.Hkv, m.D, m.S2, m.p.bias_v);
     if (masked) merge_masks(mask, &m);
+    if (m.o.rope && (st = rotate_heads(q, k, &m, err))) goto done;
 
     attn_tensor tq, tk, tv, th, tm, tw;
     int64_t sq[4] = {m.N, m.Hq, m.L, m.D}, sk[4] = {m.N, m.Hkv, m.S2, m.D}, sm[4] = {m.N, m.Hq, m.L, m.S2};
