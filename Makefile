@@ -23,6 +23,13 @@ ALL_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) $(CFLAGS) -Iinclude -Is
 LIB_CFLAGS := $(ALL_CFLAGS) -fPIC -fvisibility=hidden -DATTN_BUILDING_LIBRARY
 SAN_FLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 LIBS       := -lm -pthread
+# The command reads safetensors headers with cJSON (Debian's libcjson-dev) when
+# pkg-config finds it; `make test` installs it. Without it the command still
+# builds, and reads weights from .npy files only. $(BUILD)/cli-json records
+# the choice, so that cli/safetensors.c is rebuilt when it changes.
+JSON_LIBS  := $(shell pkg-config --libs libcjson 2>/dev/null)
+JSON_DEFS  := $(if $(JSON_LIBS),-DATTN_HAVE_CJSON $(shell pkg-config --cflags libcjson 2>/dev/null))
+CLI_LIBS   := $(LIBS) $(JSON_LIBS)
 
 # src/ holds one folder per layer (docs/design.md): base, kernels, exact,
 # fast, sdpa, io, teach.
@@ -51,7 +58,13 @@ ISA_FLAGS_ukernel_avx512bf16 := -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mf
 
 $(BUILD)/obj/cli/%.o: cli/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(JSON_DEFS) -c $< -o $@
+
+$(BUILD)/cli-json: FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(JSON_DEFS)' | cmp -s - $@ || echo '$(JSON_DEFS)' > $@
+.PHONY: FORCE
+$(BUILD)/obj/cli/safetensors.o $(BUILD)/asan/obj/cli/safetensors.o $(BUILD)/fuzz/obj/cli/safetensors.o: $(BUILD)/cli-json
 
 $(BUILD)/libattn.a: $(LIB_OBJ)
 	rm -f $@
@@ -62,7 +75,7 @@ $(BUILD)/libattn.so: $(LIB_OBJ)
 
 # The command links the static library: it runs from build/ without an rpath.
 $(BUILD)/attn: $(CLI_OBJ) $(BUILD)/libattn.a
-	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libattn.a $(LIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libattn.a $(CLI_LIBS)
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libattn.a $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -73,7 +86,7 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libattn.a $(HEADERS)
 SAN_LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/asan/obj/%.o)
 $(BUILD)/asan/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) $(ISA_FLAGS_$(notdir $*)) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(JSON_DEFS) -O1 $(SAN_FLAGS) $(ISA_FLAGS_$(notdir $*)) -c $< -o $@
 
 $(BUILD)/asan/test_api: $(BUILD)/asan/obj/tests/test_api.o $(SAN_LIB_OBJ)
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
@@ -88,7 +101,7 @@ $(BUILD)/asan/test_alloc: $(BUILD)/asan/obj/tests/test_alloc.o $(SAN_LIB_OBJ)
 	$(CC) $(SAN_FLAGS) $(ALLOC_WRAP) -o $@ $^ $(LIBS)
 
 $(BUILD)/asan/attn: $(CLI_SRC:%.c=$(BUILD)/asan/obj/%.o) $(SAN_LIB_OBJ)
-	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(CLI_LIBS)
 
 # The thread pool and the fast kernels under ThreadSanitizer.
 TSAN_LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/tsan/obj/%.o)
@@ -125,16 +138,16 @@ web: $(BUILD)/explainer.html
 # builds them; `make test` replays their committed corpus; docs/testing.md
 # says how to run them for longer.
 FUZZ_CC      ?= clang
-FUZZ_TARGETS := npy tokenize args explain_load
+FUZZ_TARGETS := npy tokenize args explain_load safetensors
 FUZZ_CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -g -O1 -Iinclude -Isrc $(ISA_DEFS) \
                 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_OBJ := $(LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o) $(filter-out $(BUILD)/fuzz/obj/cli/main.o,$(CLI_SRC:%.c=$(BUILD)/fuzz/obj/%.o))
 FUZZ_BINS := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
 $(BUILD)/fuzz/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(ISA_FLAGS_$(notdir $*)) -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(JSON_DEFS) -fsanitize=fuzzer-no-link $(ISA_FLAGS_$(notdir $*)) -c $< -o $@
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(LIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(CLI_LIBS)
 fuzz: $(FUZZ_BINS)
 .SECONDARY: $(FUZZ_OBJ)
 

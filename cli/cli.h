@@ -69,6 +69,7 @@ extern cli_stage cli_stop;
 
 /* Subcommands: each returns the process exit code. */
 int cmd_sdpa(int argc, char **argv);
+int cmd_mha(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_explain(int argc, char **argv);
 int cmd_scaling(int argc, char **argv);

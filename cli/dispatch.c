@@ -13,6 +13,7 @@ static const char USAGE[] =
     "  scaling  why divide by sqrt(d_k): the experiment, as a table or a figure\n"
     "  train    one head learns, from sentences, to find a verb's subject\n"
     "  sdpa     attention on .npy files (PyTorch semantics)\n"
+    "  mha      one multi-head attention layer, weights from safetensors or .npy\n"
     "  demo     the first worked examples: six words, averaging to attention\n"
     "  bench    speed on this machine, against its peak and baselines (make bench)\n"
     "\n"
@@ -37,6 +38,7 @@ int cli_main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(cmd, "sdpa") == 0) return cmd_sdpa(argc - 1, argv + 1);
+    if (strcmp(cmd, "mha") == 0) return cmd_mha(argc - 1, argv + 1);
     if (strcmp(cmd, "demo") == 0) return cmd_demo(argc - 1, argv + 1);
     if (strcmp(cmd, "explain") == 0) return cmd_explain(argc - 1, argv + 1);
     if (strcmp(cmd, "scaling") == 0) return cmd_scaling(argc - 1, argv + 1);

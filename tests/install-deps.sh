@@ -6,7 +6,8 @@
 #   (the second compiler and the fuzzers, whose libFuzzer runtime is in
 #   libclang-rt-14-dev) with the WebAssembly build's linker, wasi-libc and
 #   wasm32 compiler runtime; pkg-config (the install test and OpenBLAS's
-#   flags); OpenBLAS itself, found by its own pkg-config entry `openblas`
+#   flags); cJSON (libcjson-dev, the command's safetensors header parser), by
+#   its pkg-config entry `libcjson`; OpenBLAS itself, found by its own pkg-config entry `openblas`
 #   (the cblas.h on the default include path belongs to whichever BLAS the
 #   alternatives system points at, often the reference BLAS); Chromium and
 #   Node.js (the browser test);
@@ -31,6 +32,8 @@ command -v wasm-ld >/dev/null 2>&1 || add lld
 [ -f /usr/lib/wasm32-wasi/libc.a ] || add wasi-libc
 command -v pkg-config >/dev/null 2>&1 || add pkg-config
 pkg-config --exists openblas 2>/dev/null || add libopenblas-dev
+# cJSON for the command's safetensors reader, by its own pkg-config entry.
+pkg-config --exists libcjson 2>/dev/null || add libcjson-dev
 [ -x /usr/bin/chromium ] || add chromium
 command -v node >/dev/null 2>&1 || add nodejs
 command -v npm >/dev/null 2>&1 || add npm

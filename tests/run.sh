@@ -53,6 +53,7 @@ for isa in "" avx512 c; do
 done
 suite "RoPE (attn_rope, attn_rope_backward through ctypes) vs PyTorch" $PY tests/oracle_rope.py "$BUILD"
 suite "multi-head attention (attn_mha through ctypes) vs torch.nn.MultiheadAttention" $PY tests/oracle_mha.py "$BUILD"
+suite "attn mha: weights from safetensors and .npy vs PyTorch, bad safetensors files" $PY tests/test_mha_cli.py "$BUILD"
 suite "backward pass under ThreadSanitizer (3 threads)" env ATTN_NUM_THREADS=3 "$BUILD/tsan/test_backward"
 # The f32 kernels again with each instruction set forced; on a CPU without
 # it the suite says skip (ATTN_VERBOSE shows which ISA really ran).
@@ -80,7 +81,7 @@ suite "attn bench --quick (runs, is not timed)" bench_quick
 fuzz_replay() {
     # Every committed fuzzer input (the corpus, and a regression file for
     # each crash the fuzzers found) runs once; any crash fails.
-    for t in npy tokenize args explain_load; do
+    for t in npy tokenize args explain_load safetensors; do
         files=$(find tests/fuzz/corpus/$t tests/fuzz/regressions/$t -type f 2>/dev/null)
         n=$(echo "$files" | grep -c .)
         if [ "$n" -eq 0 ]; then echo "FAIL fuzz_replay_$t: no corpus"; continue; fi

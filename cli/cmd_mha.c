@@ -1,0 +1,249 @@
+/* cmd_mha.c -- `attn mha`: one multi-head attention layer (attn_mha) on a
+ * .npy input, its weights from a .safetensors file or a directory of .npy
+ * files named as PyTorch's or Hugging Face's state_dict names them. */
+#include "cli.h"
+#include "safetensors.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char MHA_USAGE[] =
+    "usage: attn mha -x X.npy --weights DIR|FILE.safetensors --heads N [options]\n"
+    "\n"
+    "Runs one multi-head attention layer (torch.nn.MultiheadAttention's forward,\n"
+    "or a Llama-style attention block) on X, (L, E) or batch-first (N, L, E).\n"
+    "\n"
+    "  -x FILE                the query input\n"
+    "      --key FILE         the key input of cross-attention (default: X)\n"
+    "      --value FILE       the value input (default: the key input)\n"
+    "      --weights PATH     a .safetensors file, or a directory of NAME.npy files, with\n"
+    "                         in_proj_weight, in_proj_bias, out_proj.weight, out_proj.bias,\n"
+    "                         bias_k, bias_v (PyTorch), or q_proj.weight, k_proj.weight,\n"
+    "                         v_proj.weight, o_proj.weight and optional biases (Llama);\n"
+    "                         a common prefix such as model.layers.0.self_attn. is found\n"
+    "      --prefix P         the prefix to use when the file holds several layers\n"
+    "      --heads N          query heads (E must be a multiple)\n"
+    "      --kv-heads N       key/value heads (GQA; default: from k_proj's rows)\n"
+    "      --causal[=MODE]    causal mask, top-left (default) or bottom-right\n"
+    "      --rope LAYOUT      rotary positions on q and k: halves (Hugging Face) or\n"
+    "                         interleaved (Meta's original Llama)\n"
+    "      --rope-base B      RoPE's base (default 10000)\n"
+    "  -o, --out FILE         write the output (like X); without -o it is printed\n"
+    "  -w, --weights-out FILE write the attention weights averaged over heads\n"
+    "  -h, --help             show this help\n";
+
+/* The layer's parameters, by attn_mha_params's fields, and the names that
+ * hold them in a checkpoint (PyTorch's first). */
+enum { P_IN_W, P_IN_B, P_Q_W, P_K_W, P_V_W, P_Q_B, P_K_B, P_V_B, P_OUT_W, P_OUT_B, P_BIAS_K, P_BIAS_V, N_PARAMS };
+static const char *const NAMES[N_PARAMS][2] = {
+    {"in_proj_weight", NULL}, {"in_proj_bias", NULL},     {"q_proj.weight", "q_proj_weight"},
+    {"k_proj.weight", "k_proj_weight"}, {"v_proj.weight", "v_proj_weight"}, {"q_proj.bias", NULL},
+    {"k_proj.bias", NULL},  {"v_proj.bias", NULL},        {"out_proj.weight", "o_proj.weight"},
+    {"out_proj.bias", "o_proj.bias"},   {"bias_k", NULL},  {"bias_v", NULL}};
+
+typedef struct weights {
+    st_file st;                         /* a safetensors file */
+    attn_tensor npy[N_PARAMS];          /* or .npy files */
+    const attn_tensor *found[N_PARAMS];
+    attn_tensor split[3];               /* in_proj_bias split for separate weights */
+} weights;
+
+/* The whole file at path, read into memory (NULL with *size 0 on failure). */
+static unsigned char *read_file(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    unsigned char *buf = NULL;
+    long n = -1;
+    *size = 0;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n)
+        *size = (size_t)n;
+    else free(buf), buf = NULL;
+    if (f) fclose(f);
+    return buf;
+}
+
+/* The prefix of the checkpoint's attention names: what comes before the
+ * first name that ends in a projection's name; "" if none or several differ. */
+static int find_prefix(char *prefix, size_t size, const st_file *st) {
+    static const char *const ANCHORS[] = {"in_proj_weight", "q_proj.weight", "q_proj_weight"};
+    prefix[0] = 0;
+    int found = 0;
+    for (int i = 0; i < st->count; i++)
+        for (int a = 0; a < 3; a++) {
+            const char *name = st->tensors[i].name;
+            size_t n = strlen(name), k = strlen(ANCHORS[a]);
+            if (n < k || strcmp(name + n - k, ANCHORS[a]) != 0) continue;
+            if (found && (strlen(prefix) != n - k || strncmp(prefix, name, n - k) != 0))
+                return cli_error(EXIT_DATA, "--weights holds several layers ('%s', '%.*s'): choose one with --prefix",
+                                 prefix, (int)(n - k), name);
+            if (n - k >= size) return cli_error(EXIT_DATA, "a tensor name is too long");
+            memcpy(prefix, name, n - k), prefix[n - k] = 0, found = 1;
+        }
+    return 0;
+}
+
+static int load_weights(weights *w, const char *path, const char *prefix_opt) {
+    struct stat sb;
+    memset(w, 0, sizeof *w);
+    if (stat(path, &sb) != 0) return cli_error(EXIT_DATA, "--weights %s: no such file or directory", path);
+    if (S_ISDIR(sb.st_mode)) { /* NAME.npy for each name */
+        for (int p = 0; p < N_PARAMS; p++)
+            for (int a = 0; a < 2 && NAMES[p][a] && !w->found[p]; a++) {
+                char file[4096];
+                snprintf(file, sizeof file, "%s/%s%s.npy", path, prefix_opt ? prefix_opt : "", NAMES[p][a]);
+                attn_error err;
+                if (stat(file, &sb) != 0) continue;
+                if (attn_npy_read(&w->npy[p], file, &err)) return cli_error(EXIT_DATA, "%s: %s", file, err.message);
+                w->found[p] = &w->npy[p];
+            }
+        return 0;
+    }
+    size_t size;
+    unsigned char *bytes = read_file(path, &size);
+    if (!bytes) return cli_error(EXIT_DATA, "--weights %s: cannot read it", path);
+    char msg[512], prefix[1024];
+    int rc = st_parse(&w->st, bytes, size, msg, sizeof msg);
+    free(bytes);
+    if (rc) return cli_error(EXIT_DATA, "--weights %s: %s", path, msg);
+    if (prefix_opt) snprintf(prefix, sizeof prefix, "%s", prefix_opt);
+    else if ((rc = find_prefix(prefix, sizeof prefix, &w->st))) return rc;
+    for (int p = 0; p < N_PARAMS; p++)
+        for (int a = 0; a < 2 && NAMES[p][a] && !w->found[p]; a++) {
+            char name[2048];
+            snprintf(name, sizeof name, "%s%s", prefix, NAMES[p][a]);
+            w->found[p] = st_find(&w->st, name);
+        }
+    return 0;
+}
+
+static void free_weights(weights *w) {
+    st_free(&w->st);
+    for (int p = 0; p < N_PARAMS; p++) attn_npy_free(&w->npy[p]);
+}
+
+typedef struct mha_args {
+    const char *x, *key, *value, *weights, *prefix, *out, *wout;
+    long heads, kv_heads;
+    attn_causal causal;
+    int rope; /* -1 none, else an attn_rope_layout */
+    double rope_base;
+} mha_args;
+
+static int parse(int argc, char **argv, mha_args *a) {
+    int code = 0;
+    memset(a, 0, sizeof *a);
+    a->rope = -1, a->rope_base = 10000;
+    for (int i = 1; i < argc && !code;) {
+        const char *val = NULL, *arg = argv[i];
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            fputs(MHA_USAGE, stdout);
+            return -1;
+        } else if (cli_option(argc, argv, &i, "-x", "--input", &a->x, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--key", &a->key, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--value", &a->value, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--weights", &a->weights, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--prefix", &a->prefix, &code) ||
+                   cli_option(argc, argv, &i, "-o", "--out", &a->out, &code) ||
+                   cli_option(argc, argv, &i, "-w", "--weights-out", &a->wout, &code)) {
+        } else if (cli_option(argc, argv, &i, NULL, "--heads", &val, &code)) {
+            if (val && !cli_parse_int(val, 1, 1 << 20, &a->heads)) code = cli_error(EXIT_USAGE, "--heads %s is not a whole number from 1", val);
+        } else if (cli_option(argc, argv, &i, NULL, "--kv-heads", &val, &code)) {
+            if (val && !cli_parse_int(val, 1, 1 << 20, &a->kv_heads)) code = cli_error(EXIT_USAGE, "--kv-heads %s is not a whole number from 1", val);
+        } else if (cli_option(argc, argv, &i, NULL, "--rope", &val, &code)) {
+            if (val && strcmp(val, "halves") == 0) a->rope = ATTN_ROPE_HALVES;
+            else if (val && strcmp(val, "interleaved") == 0) a->rope = ATTN_ROPE_INTERLEAVED;
+            else if (val) code = cli_error(EXIT_USAGE, "--rope takes halves or interleaved, not '%s'", val);
+        } else if (cli_option(argc, argv, &i, NULL, "--rope-base", &val, &code)) {
+            if (val && (!cli_parse_double(val, &a->rope_base) || !(a->rope_base > 0)))
+                code = cli_error(EXIT_USAGE, "--rope-base %s is not a number above 0", val);
+        } else if (strcmp(arg, "--causal") == 0 || strcmp(arg, "--causal=top-left") == 0) {
+            a->causal = ATTN_CAUSAL_TOP_LEFT, i++;
+        } else if (strcmp(arg, "--causal=bottom-right") == 0) {
+            a->causal = ATTN_CAUSAL_BOTTOM_RIGHT, i++;
+        } else {
+            code = cli_error(EXIT_USAGE, "unknown argument '%s' (see attn mha --help)", arg);
+        }
+    }
+    if (code) return code;
+    if (!a->x || !a->weights || !a->heads) return cli_error(EXIT_USAGE, "attn mha needs -x, --weights and --heads (see --help)");
+    if (a->out && a->wout && strcmp(a->out, a->wout) == 0) return cli_error(EXIT_USAGE, "-o and -w name the same file");
+    return 0;
+}
+
+/* The layer's parameters from the weights found; the sizes from X and them. */
+static int layer_params(attn_mha_params *p, weights *w, const mha_args *a, const attn_tensor *x,
+                        const attn_tensor *k, const attn_tensor *v) {
+    const attn_tensor *const *f = w->found;
+    *p = attn_mha_params_default();
+    p->embed_dim = x->shape[x->rank - 1], p->num_heads = a->heads;
+    p->kdim = k->shape[k->rank - 1], p->vdim = v->shape[v->rank - 1];
+    p->in_proj_weight = f[P_IN_W], p->in_proj_bias = f[P_IN_B];
+    p->q_proj_weight = f[P_Q_W], p->k_proj_weight = f[P_K_W], p->v_proj_weight = f[P_V_W];
+    p->q_proj_bias = f[P_Q_B], p->k_proj_bias = f[P_K_B], p->v_proj_bias = f[P_V_B];
+    p->out_proj_weight = f[P_OUT_W], p->out_proj_bias = f[P_OUT_B], p->bias_k = f[P_BIAS_K], p->bias_v = f[P_BIAS_V];
+    if (!p->in_proj_weight && f[P_IN_B]) { /* PyTorch's separate weights keep the biases packed: split them */
+        const attn_tensor *b = f[P_IN_B];
+        if (b->rank != 1 || b->shape[0] != 3 * p->embed_dim)
+            return cli_error(EXIT_DATA, "--weights: in_proj_bias must have shape (3E,) = (%lld,)", (long long)(3 * p->embed_dim));
+        attn_tensor *parts = w->split;
+        for (int t = 0; t < 3; t++) {
+            parts[t] = *b;
+            parts[t].shape[0] = p->embed_dim;
+            parts[t].data = (char *)b->data + t * p->embed_dim * b->strides[0] * (int64_t)attn_dtype_size(b->dtype);
+        }
+        p->q_proj_bias = &parts[0], p->k_proj_bias = &parts[1], p->v_proj_bias = &parts[2];
+    }
+    if (!p->in_proj_weight && !p->q_proj_weight)
+        return cli_error(EXIT_DATA, "--weights has neither in_proj_weight nor q_proj.weight (with the prefix found)");
+    int64_t D = p->embed_dim / a->heads;
+    p->num_kv_heads = a->kv_heads ? a->kv_heads : (p->k_proj_weight && D ? p->k_proj_weight->shape[0] / D : 0);
+    return 0;
+}
+
+static int run(const mha_args *a) {
+    attn_tensor x = {0}, k = {0}, v = {0};
+    attn_error err;
+    weights w;
+    int code = 0;
+    const char *paths[3] = {a->x, a->key ? a->key : a->x, a->value ? a->value : a->key ? a->key : a->x};
+    attn_tensor *in[3] = {&x, &k, &v};
+    for (int i = 0; i < 3 && !code; i++)
+        if (attn_npy_read(in[i], paths[i], &err)) code = cli_error(EXIT_DATA, "%s: %s", paths[i], err.message);
+    if (!code) code = load_weights(&w, a->weights, a->prefix);
+    else memset(&w, 0, sizeof w);
+    attn_mha_params p;
+    if (!code) code = layer_params(&p, &w, a, &x, &k, &v);
+    attn_tensor out = {0}, wt = {0};
+    if (!code) {
+        attn_mha_options o = attn_mha_options_default();
+        attn_rope_options r = attn_rope_options_default();
+        o.batch_first = 1, o.causal = a->causal;
+        if (a->rope >= 0) r.layout = (attn_rope_layout)a->rope, r.base = a->rope_base, o.rope = &r;
+        attn_tensor_init(&out, NULL, x.dtype, x.rank, x.shape, NULL, NULL);
+        out.data = malloc((size_t)attn_tensor_numel(&out) * attn_dtype_size(x.dtype) + 1);
+        int64_t ws[3] = {x.rank == 3 ? x.shape[0] : 0, x.shape[x.rank - 2], k.shape[k.rank - 2] + (p.bias_k != NULL)};
+        if (a->wout) {
+            attn_tensor_init(&wt, NULL, x.dtype, x.rank, x.rank == 3 ? ws : ws + 1, NULL, NULL);
+            wt.data = malloc((size_t)attn_tensor_numel(&wt) * attn_dtype_size(x.dtype) + 1);
+        }
+        cli_output outs[2] = {{a->out, "", false}, {a->wout, "", false}};
+        if (!out.data || (a->wout && !wt.data)) code = cli_error(EXIT_DATA, "out of memory for the output");
+        else if (attn_mha(&out, a->wout ? &wt : NULL, &x, &k, &v, &p, &o, &err)) code = cli_error(EXIT_DATA, "%s", err.message);
+        if (!code && a->out) code = cli_output_write(&outs[0], &out);
+        if (!code && a->wout) code = cli_output_write(&outs[1], &wt);
+        if (!code) code = cli_outputs_commit(outs, 2);
+        else cli_outputs_abort(outs, 2);
+        if (!code && !a->out) cli_print_tensor(stdout, &out);
+    }
+    free(out.data), free(wt.data), free_weights(&w);
+    for (int i = 0; i < 3; i++) attn_npy_free(in[i]);
+    return code;
+}
+
+int cmd_mha(int argc, char **argv) {
+    mha_args a;
+    int code = parse(argc, argv, &a);
+    if (code || cli_stop == CLI_STOP_AFTER_PARSE) return code < 0 ? 0 : code;
+    return run(&a);
+}

@@ -1,0 +1,128 @@
+/* safetensors.c -- the safetensors reader (safetensors.h). */
+#include "safetensors.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void st_free(st_file *f) {
+    for (int i = 0; f && i < f->count; i++) free(f->tensors[i].name), free(f->tensors[i].t.data);
+    if (f) free(f->tensors), f->tensors = NULL, f->count = 0;
+}
+
+const attn_tensor *st_find(const st_file *f, const char *name) {
+    for (int i = 0; i < f->count; i++)
+        if (strcmp(f->tensors[i].name, name) == 0) return &f->tensors[i].t;
+    return NULL;
+}
+
+#if defined(ATTN_HAVE_CJSON)
+#include <cJSON.h>
+
+/* A JSON number that is a whole number from 0 to 2^53. */
+static bool whole(const cJSON *x, uint64_t *out) {
+    if (!cJSON_IsNumber(x)) return false;
+    double d = cJSON_GetNumberValue(x);
+    if (!(d >= 0 && d <= 9007199254740992.0) || d != (double)(uint64_t)d) return false;
+    *out = (uint64_t)d;
+    return true;
+}
+
+typedef struct range {
+    uint64_t begin, end;
+    const char *name;
+} range;
+
+static int by_begin(const void *a, const void *b) {
+    uint64_t x = ((const range *)a)->begin, y = ((const range *)b)->begin;
+    return x < y ? -1 : x > y;
+}
+
+/* One header entry into f->tensors[f->count] (the data range checked against
+ * the shape and the data's size). */
+static int entry(st_file *f, range *r, const cJSON *e, const unsigned char *data, uint64_t data_size, char *msg,
+                 size_t n) {
+    const char *name = e->string;
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype"), *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    if (!cJSON_IsObject(e) || !cJSON_IsString(dt) || !cJSON_IsArray(shape) || !cJSON_IsArray(off))
+        return snprintf(msg, n, "tensor '%s' needs a dtype string, a shape array and a data_offsets array", name), 1;
+    static const char *const NAMES[4] = {"F64", "F32", "F16", "BF16"};
+    static const attn_dtype TYPES[4] = {ATTN_F64, ATTN_F32, ATTN_F16, ATTN_BF16};
+    int t = 0;
+    while (t < 4 && strcmp(dt->valuestring, NAMES[t]) != 0) t++;
+    if (t == 4) return snprintf(msg, n, "tensor '%s' has dtype %s; attn reads F64, F32, F16 and BF16", name, dt->valuestring), 1;
+    int rank = cJSON_GetArraySize(shape);
+    if (rank > ATTN_MAX_RANK) return snprintf(msg, n, "tensor '%s' has %d dimensions; at most %d", name, rank, ATTN_MAX_RANK), 1;
+    int64_t dims[ATTN_MAX_RANK];
+    uint64_t count = 1, d, b, en;
+    for (int i = 0; i < rank; i++) {
+        if (!whole(cJSON_GetArrayItem(shape, i), &d))
+            return snprintf(msg, n, "tensor '%s' has a dimension that is not a whole number", name), 1;
+        dims[i] = (int64_t)d;
+        if (d && count > UINT64_MAX / 8 / d) return snprintf(msg, n, "tensor '%s' is too large", name), 1;
+        count *= d;
+    }
+    if (cJSON_GetArraySize(off) != 2 || !whole(cJSON_GetArrayItem(off, 0), &b) || !whole(cJSON_GetArrayItem(off, 1), &en) ||
+        b > en || en > data_size)
+        return snprintf(msg, n, "tensor '%s' has data_offsets outside the %llu bytes of data", name,
+                        (unsigned long long)data_size), 1;
+    uint64_t bytes = count * attn_dtype_size(TYPES[t]);
+    if (en - b != bytes)
+        return snprintf(msg, n, "tensor '%s' has %llu bytes of data but its shape needs %llu", name,
+                        (unsigned long long)(en - b), (unsigned long long)bytes), 1;
+    st_tensor *st = &f->tensors[f->count];
+    st->name = strdup(name);
+    void *copy = malloc(bytes ? bytes : 1);
+    if (!st->name || !copy) return free(copy), snprintf(msg, n, "out of memory reading tensor '%s'", name), 1;
+    memcpy(copy, data + b, bytes);
+    attn_tensor_init(&st->t, copy, TYPES[t], rank, dims, NULL, NULL);
+    f->count++;
+    *r = (range){b, en, st->name};
+    return 0;
+}
+
+int st_parse(st_file *f, const unsigned char *bytes, size_t size, char *msg, size_t n) {
+    memset(f, 0, sizeof *f);
+    if (size < 8) return snprintf(msg, n, "a safetensors file starts with an 8-byte header length; this one has %zu bytes", size), 1;
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | bytes[i];
+    if (hlen > size - 8)
+        return snprintf(msg, n, "header length %llu runs past the end of the file (%zu bytes)", (unsigned long long)hlen, size), 1;
+    cJSON *root = cJSON_ParseWithLength((const char *)bytes + 8, (size_t)hlen);
+    if (!cJSON_IsObject(root)) return cJSON_Delete(root), snprintf(msg, n, "the header is not a JSON object"), 1;
+    int entries = cJSON_GetArraySize(root);
+    f->tensors = calloc((size_t)entries + 1, sizeof *f->tensors);
+    range *ranges = calloc((size_t)entries + 1, sizeof *ranges);
+    int rc = !f->tensors || !ranges ? (snprintf(msg, n, "out of memory"), 1) : 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, root) {
+        if (rc) break;
+        if (strcmp(e->string, "__metadata__") == 0) continue;
+        if (st_find(f, e->string)) rc = (snprintf(msg, n, "tensor '%s' appears twice", e->string), 1);
+        else rc = entry(f, &ranges[f->count], e, bytes + 8 + hlen, size - 8 - hlen, msg, n);
+    }
+    if (!rc && f->count > 1) { /* no two tensors share a byte */
+        qsort(ranges, (size_t)f->count, sizeof *ranges, by_begin);
+        int last = -1; /* the non-empty range reaching furthest so far */
+        for (int i = 0; i < f->count && !rc; i++) {
+            if (ranges[i].end == ranges[i].begin) continue;
+            if (last >= 0 && ranges[i].begin < ranges[last].end)
+                rc = (snprintf(msg, n, "tensors '%s' and '%s' overlap", ranges[last].name, ranges[i].name), 1);
+            if (last < 0 || ranges[i].end > ranges[last].end) last = i;
+        }
+    }
+    free(ranges);
+    cJSON_Delete(root);
+    if (rc) st_free(f);
+    return rc;
+}
+#else
+int st_parse(st_file *f, const unsigned char *bytes, size_t size, char *msg, size_t n) {
+    (void)bytes, (void)size;
+    memset(f, 0, sizeof *f);
+    snprintf(msg, n, "this attn was built without a JSON library: install libcjson-dev and rebuild to read safetensors");
+    return 1;
+}
+#endif

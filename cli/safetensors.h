@@ -1,0 +1,33 @@
+/* safetensors.h -- reading a .safetensors file (Hugging Face's format): an
+ * 8-byte little-endian header length, a JSON header naming each tensor's
+ * dtype, shape and byte range, then the raw data. The header is parsed with
+ * cJSON (Debian's libcjson-dev); a build without it reads no safetensors. */
+#ifndef ATTN_CLI_SAFETENSORS_H
+#define ATTN_CLI_SAFETENSORS_H
+
+#include "attn.h"
+
+#include <stddef.h>
+
+typedef struct st_tensor {
+    char *name;
+    attn_tensor t; /* its data copied out of the file, aligned, owned here */
+} st_tensor;
+
+typedef struct st_file {
+    st_tensor *tensors;
+    int count;
+} st_file;
+
+/* Parse the `size` bytes of a whole file. Every tensor is checked: a known
+ * dtype (F64, F32, F16, BF16), a shape of at most ATTN_MAX_RANK dimensions,
+ * a byte range inside the data that matches the shape, and no overlap with
+ * another tensor. Returns 0, or 1 with the reason in msg (f is then empty). */
+int st_parse(st_file *f, const unsigned char *bytes, size_t size, char *msg, size_t msg_size);
+
+/* The tensor named `name`, or NULL. */
+const attn_tensor *st_find(const st_file *f, const char *name);
+
+void st_free(st_file *f);
+
+#endif /* ATTN_CLI_SAFETENSORS_H */

@@ -1,0 +1,167 @@
+#!/usr/bin/python3
+"""test_mha_cli.py -- `attn mha` on weights from safetensors files and .npy
+directories, against PyTorch in float64, and the safetensors reader's errors.
+
+The safetensors files are written here with struct and json (the format: an
+8-byte little-endian header length, a JSON header of dtype, shape and
+data_offsets per tensor, then the data). Layers: torch.nn.MultiheadAttention's
+own state_dict, and a Llama-style block (q/k/v/o_proj, GQA, RoPE in Hugging
+Face's halves layout, causal) under the prefix model.layers.0.self_attn.,
+checked against the same layer written in PyTorch (oracle_mha.gqa_reference).
+
+Usage: test_mha_cli.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why".
+"""
+import json
+import os
+import struct
+import subprocess
+import tempfile
+
+import numpy as np
+import torch
+
+from oracle_mha import gqa_reference
+from torch_attention import Reporter, oracle_args
+
+DTYPES = {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32", np.dtype(np.float16): "F16"}
+
+
+def safetensors_bytes(tensors, header_extra=None, header_override=None):
+    """The bytes of a safetensors file holding `tensors` (name -> array)."""
+    header, data, offset = {}, b"", 0
+    for name, a in tensors.items():
+        raw = np.ascontiguousarray(a).tobytes()
+        header[name] = {"dtype": DTYPES[a.dtype], "shape": list(a.shape), "data_offsets": [offset, offset + len(raw)]}
+        data += raw
+        offset += len(raw)
+    header["__metadata__"] = {"format": "pt"}
+    if header_extra:
+        header.update(header_extra)
+    text = json.dumps(header_override if header_override is not None else header).encode()
+    return struct.pack("<Q", len(text)) + text + data
+
+
+class Check(Reporter):
+    def __init__(self, build):
+        super().__init__()
+        self.attn = os.path.join(build, "attn")
+        self.dir = tempfile.mkdtemp(prefix="attn-mha-")
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def run(self, args):
+        return subprocess.run([self.attn, "mha"] + args, capture_output=True, text=True)
+
+    def layer(self, name, weights_path, x, ref, args, tol=1e-12):
+        np.save(self.path("x.npy"), x)
+        out = self.path("out.npy")
+        if os.path.exists(out):
+            os.remove(out)
+        r = self.run(["-x", self.path("x.npy"), "--weights", weights_path, "-o", out] + args)
+        if r.returncode != 0:
+            return self.report(name, "attn mha failed: " + r.stderr.strip())
+        got = np.load(out)
+        err = float(np.abs(got - ref).max()) / float(np.abs(ref).max())
+        self.report(name, "" if err <= tol else "relative error %.3g" % err)
+
+    def bad(self, name, data, want, args=("--heads", "2")):
+        p = self.path("bad.safetensors")
+        with open(p, "wb") as f:
+            f.write(data)
+        np.save(self.path("x.npy"), np.zeros((3, 8)))
+        out = self.path("bad_out.npy")
+        r = self.run(["-x", self.path("x.npy"), "--weights", p, "-o", out] + list(args))
+        lines = r.stderr.strip().splitlines()
+        ok = r.returncode != 0 and len(lines) == 1 and lines[0].startswith("attn: error: ") and want in lines[0]
+        self.report(name, "" if ok and not os.path.exists(out) else "rc %d, stderr %r" % (r.returncode, r.stderr))
+
+
+def torch_module_layers(c, rng):
+    """nn.MultiheadAttention's own state_dict, in a safetensors file and as .npy files."""
+    torch.manual_seed(3)
+    mha = torch.nn.MultiheadAttention(16, 4, batch_first=True, add_bias_kv=True, dtype=torch.float64)
+    sd = {k.replace("out_proj.", "out_proj."): v.detach().numpy() for k, v in mha.state_dict().items()}
+    x = rng.standard_normal((2, 5, 16))
+    with torch.no_grad():
+        ref = mha(*(torch.from_numpy(x),) * 3, need_weights=False)[0].numpy()
+    with open(c.path("mha.safetensors"), "wb") as f:
+        f.write(safetensors_bytes(sd))
+    c.layer("torch_module_safetensors", c.path("mha.safetensors"), x, ref, ["--heads", "4"])
+    os.makedirs(c.path("npy"), exist_ok=True)
+    for k, v in sd.items():
+        np.save(os.path.join(c.path("npy"), k + ".npy"), v)
+    c.layer("torch_module_npy_directory", c.path("npy"), x, ref, ["--heads", "4"])
+    with torch.no_grad():  # unbatched (L, E)
+        ref1 = mha(*(torch.from_numpy(x[0]),) * 3, need_weights=False)[0].numpy()
+    c.layer("torch_module_unbatched", c.path("mha.safetensors"), x[0], ref1, ["--heads", "4"])
+
+
+def llama_layer(c, rng):
+    """A Llama-style block under a prefix, with GQA inferred from k_proj, RoPE and causal."""
+    E, H, Hkv, D = 32, 4, 2, 8
+    f = rng.standard_normal
+    state = {"q_proj_weight": f((E, E)) / 4, "k_proj_weight": f((Hkv * D, E)) / 4,
+             "v_proj_weight": f((Hkv * D, E)) / 4, "out_proj_weight": f((E, E)) / 4}
+    names = {"q_proj_weight": "q_proj.weight", "k_proj_weight": "k_proj.weight", "v_proj_weight": "v_proj.weight",
+             "out_proj_weight": "o_proj.weight"}
+    prefix = "model.layers.0.self_attn."
+    tensors = {prefix + names[k]: v for k, v in state.items()}
+    tensors["model.embed_tokens.weight"] = f((10, E))  # other tensors of the checkpoint are ignored
+    with open(c.path("llama.safetensors"), "wb") as fh:
+        fh.write(safetensors_bytes(tensors))
+    x = f((2, 7, E))
+    ref = gqa_reference(x, x, x, state, H, Hkv, 1, rope=(0, 10000.0, 0, 0))
+    c.layer("llama_gqa_rope_causal_prefix", c.path("llama.safetensors"), x, ref,
+            ["--heads", "4", "--rope", "halves", "--causal"])
+    # f32 weights and input: within f32's bound.
+    t32 = {k: v.astype(np.float32) for k, v in tensors.items()}
+    with open(c.path("llama32.safetensors"), "wb") as fh:
+        fh.write(safetensors_bytes(t32))
+    c.layer("llama_f32", c.path("llama32.safetensors"), x.astype(np.float32), ref,
+            ["--heads", "4", "--rope", "halves", "--causal"], tol=1e-5)
+    # Two layers in one file: the prefix must be chosen.
+    two = dict(tensors)
+    two.update({k.replace("layers.0", "layers.1"): v for k, v in tensors.items() if "layers.0" in k})
+    with open(c.path("two.safetensors"), "wb") as fh:
+        fh.write(safetensors_bytes(two))
+    c.bad("error_two_layers_need_prefix", safetensors_bytes(two), "choose one with --prefix", ["--heads", "4"])
+    c.layer("two_layers_with_prefix", c.path("two.safetensors"), x, ref,
+            ["--heads", "4", "--rope", "halves", "--causal", "--prefix", prefix])
+
+
+def bad_files(c):
+    w = np.zeros((6, 2))
+    good = safetensors_bytes({"in_proj_weight": w})
+    c.bad("error_short_file", b"\x01\x02", "8-byte header length")
+    c.bad("error_header_past_end", struct.pack("<Q", 10 ** 6) + b"{}", "runs past the end")
+    c.bad("error_not_json", struct.pack("<Q", 5) + b"{nope", "not a JSON object")
+    c.bad("error_offsets_out_of_range", safetensors_bytes({"a": w}, header_override={
+        "a": {"dtype": "F64", "shape": [6, 2], "data_offsets": [0, 10 ** 6]}}), "outside the")
+    c.bad("error_bytes_do_not_match_shape", safetensors_bytes({"a": w}, header_override={
+        "a": {"dtype": "F64", "shape": [6, 3], "data_offsets": [0, 96]}}), "its shape needs")
+    c.bad("error_overlap", safetensors_bytes({"a": w, "b": w}, header_override={
+        "a": {"dtype": "F64", "shape": [6, 2], "data_offsets": [0, 96]},
+        "b": {"dtype": "F64", "shape": [2, 2], "data_offsets": [64, 96]}}), "overlap")
+    c.bad("error_dtype", safetensors_bytes({"a": w}, header_override={
+        "a": {"dtype": "I64", "shape": [6, 2], "data_offsets": [0, 96]}}), "dtype I64")
+    c.bad("error_negative_dimension", safetensors_bytes({"a": w}, header_override={
+        "a": {"dtype": "F64", "shape": [-6, 2], "data_offsets": [0, 96]}}), "not a whole number")
+    c.bad("error_no_projection", good.replace(b"in_proj_weight", b"zz_proj_weight"), "neither in_proj_weight")
+    c.bad("error_missing_file", b"", "8-byte header length")
+
+
+def main():
+    build, rng = oracle_args(20261130)
+    c = Check(build)
+    torch_module_layers(c, rng)
+    llama_layer(c, rng)
+    bad_files(c)
+    r = c.run(["-x", "x.npy"])
+    c.report("error_usage", "" if r.returncode == 2 and "needs -x, --weights and --heads" in r.stderr else r.stderr)
+    print("# attn mha: %d passed, %d failed" % (c.passed, c.failed))
+    return 1 if c.failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
