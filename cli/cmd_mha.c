@@ -29,6 +29,8 @@ static const char MHA_USAGE[] =
     "      --rope LAYOUT      rotary positions on q and k: halves (Hugging Face) or\n"
     "                         interleaved (Meta's original Llama)\n"
     "      --rope-base B      RoPE's base (default 10000)\n"
+    "      --incremental      run the sequence through a KV cache one token at a time\n"
+    "                         (self-attention, causal): the same output, as a check\n"
     "  -o, --out FILE         write the output (like X); without -o it is printed\n"
     "  -w, --weights-out FILE write the attention weights averaged over heads\n"
     "  -h, --help             show this help\n";
@@ -128,6 +130,7 @@ typedef struct mha_args {
     attn_causal causal;
     int rope; /* -1 none, else an attn_rope_layout */
     double rope_base;
+    bool incremental;
 } mha_args;
 
 static int parse(int argc, char **argv, mha_args *a) {
@@ -161,6 +164,8 @@ static int parse(int argc, char **argv, mha_args *a) {
             a->causal = ATTN_CAUSAL_TOP_LEFT, i++;
         } else if (strcmp(arg, "--causal=bottom-right") == 0) {
             a->causal = ATTN_CAUSAL_BOTTOM_RIGHT, i++;
+        } else if (strcmp(arg, "--incremental") == 0) {
+            a->incremental = true, i++;
         } else {
             code = cli_error(EXIT_USAGE, "unknown argument '%s' (see attn mha --help)", arg);
         }
@@ -168,6 +173,8 @@ static int parse(int argc, char **argv, mha_args *a) {
     if (code) return code;
     if (!a->x || !a->weights || !a->heads) return cli_error(EXIT_USAGE, "attn mha needs -x, --weights and --heads (see --help)");
     if (a->out && a->wout && strcmp(a->out, a->wout) == 0) return cli_error(EXIT_USAGE, "-o and -w name the same file");
+    if (a->incremental && (a->key || a->value || a->wout))
+        return cli_error(EXIT_USAGE, "--incremental is self-attention: no --key, --value or -w");
     return 0;
 }
 
@@ -201,6 +208,35 @@ static int layer_params(attn_mha_params *p, weights *w, const mha_args *a, const
     return 0;
 }
 
+/* Token by token through a KV cache of X's dtype: out row t from X row t. */
+static int run_incremental(attn_tensor *out, const attn_tensor *x, const attn_mha_params *p,
+                           const attn_mha_options *o) {
+    int64_t L = x->shape[x->rank - 2], D = p->embed_dim / p->num_heads;
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.batch = x->rank == 3 ? x->shape[0] : 1, d.heads = p->num_kv_heads ? p->num_kv_heads : p->num_heads;
+    d.capacity = L, d.key_dim = d.value_dim = D, d.dtype = x->dtype;
+    size_t bytes;
+    attn_error err;
+    attn_kv_cache *cache = NULL;
+    if (attn_kv_cache_bytes(&bytes, &d, &err)) return cli_error(EXIT_DATA, "the KV cache: %s", err.message);
+    void *memory = malloc(bytes);
+    if (!memory || attn_kv_cache_init(&cache, memory, bytes, &d, &err)) {
+        free(memory);
+        return cli_error(EXIT_DATA, "cannot make the KV cache");
+    }
+    int code = 0;
+    for (int64_t t = 0; t < L && !code; t++) { /* row t of X and of out, as views */
+        attn_tensor xt = *x, ot = *out;
+        int dim = x->rank - 2;
+        xt.shape[dim] = ot.shape[dim] = 1;
+        xt.data = (char *)x->data + t * x->strides[dim] * (int64_t)attn_dtype_size(x->dtype);
+        ot.data = (char *)out->data + t * out->strides[dim] * (int64_t)attn_dtype_size(out->dtype);
+        if (attn_mha_cached(&ot, &xt, cache, p, o, &err)) code = cli_error(EXIT_DATA, "token %lld: %s", (long long)t, err.message);
+    }
+    free(memory);
+    return code;
+}
+
 static int run(const mha_args *a) {
     attn_tensor x = {0}, k = {0}, v = {0};
     attn_error err;
@@ -229,6 +265,7 @@ static int run(const mha_args *a) {
         }
         cli_output outs[2] = {{a->out, "", false}, {a->wout, "", false}};
         if (!out.data || (a->wout && !wt.data)) code = cli_error(EXIT_DATA, "out of memory for the output");
+        else if (a->incremental) code = run_incremental(&out, &x, &p, &o);
         else if (attn_mha(&out, a->wout ? &wt : NULL, &x, &k, &v, &p, &o, &err)) code = cli_error(EXIT_DATA, "%s", err.message);
         if (!code && a->out) code = cli_output_write(&outs[0], &out);
         if (!code && a->wout) code = cli_output_write(&outs[1], &wt);

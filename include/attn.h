@@ -705,6 +705,23 @@ ATTN_API attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn
                               const attn_tensor *key, const attn_tensor *value, const attn_mha_params *params,
                               const attn_mha_options *options, attn_error *err);
 
+struct attn_kv_cache;
+
+/* Self-attention of L new positions over a KV cache, as a decoder generates:
+ * x (N, L, E) (batch_first; (L, N, E) otherwise; (L, E) unbatched) is
+ * projected to q, k and v; RoPE (options->rope) turns them at positions
+ * length + l, where length is what the cache holds before the call (the
+ * rope's own position_offset is added); k and v are appended to the cache
+ * (a cache of batch N, heads num_kv_heads, key_dim and value_dim D = E /
+ * num_heads); q attends to everything cached with a bottom-right causal
+ * mask; then out_proj. Token by token it gives what attn_mha gives over the
+ * whole sequence with a causal mask (tested: f64 within 1e-12). Masks,
+ * bias_k/bias_v and add_zero_attn are not taken here. Errors: those of
+ * attn_mha and attn_kv_cache_append (ATTN_ERR_FULL: nothing is appended). */
+ATTN_API attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_kv_cache *cache,
+                                     const attn_mha_params *params, const attn_mha_options *options,
+                                     attn_error *err);
+
 /* ------------------------------------------------------------------------ */
 /* KV cache                                                                 */
 /* ------------------------------------------------------------------------ */

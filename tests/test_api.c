@@ -1123,6 +1123,32 @@ static void test_mha(void) {
     attn_sdpa(&hr, NULL, NULL, &hq, &hk, &hk, NULL, &err);
     double d = max_diff(&out, &ref);
     check(d <= 1e-14, "mha_identity_projections_is_sdpa_per_head", "max diff %.3g", d);
+    /* Self-attention token by token through a KV cache = causal over the whole sequence. */
+    o.causal = ATTN_CAUSAL_TOP_LEFT;
+    check_status(attn_mha(&out, NULL, &q, &q, &q, &p, &o, &err), &err, ATTN_OK, "", "mha_causal_self_attention");
+    attn_kv_cache_desc cd = attn_kv_cache_desc_default();
+    cd.batch = N, cd.heads = H, cd.capacity = L, cd.key_dim = cd.value_dim = D, cd.dtype = ATTN_F64;
+    size_t cbytes = 0;
+    attn_kv_cache_bytes(&cbytes, &cd, &err);
+    void *cmem = malloc(cbytes);
+    attn_kv_cache *cache = NULL;
+    attn_kv_cache_init(&cache, cmem, cbytes, &cd, &err);
+    attn_mha_options oc = attn_mha_options_default();
+    oc.batch_first = 1;
+    int ok = 1;
+    for (int64_t t = 0; t < L; t++) {
+        attn_tensor qt = q, rt = ref;
+        qt.shape[1] = rt.shape[1] = 1;
+        qt.data = (double *)q.data + t * E, rt.data = (double *)ref.data + t * E;
+        ok &= attn_mha_cached(&rt, &qt, cache, &p, &oc, &err) == ATTN_OK;
+    }
+    d = max_diff(&out, &ref);
+    check(ok && d <= 1e-14, "mha_cached_token_by_token_equals_causal", "status ok %d, max diff %.3g", ok, d);
+    attn_tensor q1 = q, r1 = ref;
+    q1.shape[1] = r1.shape[1] = 1;
+    check_status(attn_mha_cached(&r1, &q1, cache, &p, &oc, &err), &err, ATTN_ERR_FULL, "are filled", "err_mha_cached_full");
+    free(cmem);
+    o.causal = ATTN_CAUSAL_NONE;
     p.num_heads = 3;
     check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_HEADS, "not a multiple of num_heads",
                  "err_mha_heads");

@@ -120,6 +120,14 @@ def llama_layer(c, rng):
         fh.write(safetensors_bytes(t32))
     c.layer("llama_f32", c.path("llama32.safetensors"), x.astype(np.float32), ref,
             ["--heads", "4", "--rope", "halves", "--causal"], tol=1e-5)
+    # Through the KV cache, one token at a time: the same output.
+    c.layer("llama_incremental_kv_cache", c.path("llama.safetensors"), x, ref,
+            ["--heads", "4", "--rope", "halves", "--causal", "--incremental"])
+    ref1 = gqa_reference(x[:1], x[:1], x[:1], state, H, Hkv, 1, rope=(0, 10000.0, 0, 0))[0]
+    c.layer("llama_incremental_unbatched", c.path("llama.safetensors"), x[0], ref1,
+            ["--heads", "4", "--rope", "halves", "--incremental"])
+    c.layer("llama_incremental_f32", c.path("llama32.safetensors"), x.astype(np.float32), ref,
+            ["--heads", "4", "--rope", "halves", "--incremental"], tol=1e-5)
     # Two layers in one file: the prefix must be chosen.
     two = dict(tensors)
     two.update({k.replace("layers.0", "layers.1"): v for k, v in tensors.items() if "layers.0" in k})

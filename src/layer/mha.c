@@ -344,3 +344,51 @@ done:
     free(q), free(k), free(v), free(heads), free(mask), free(per_head), free(row);
     return st;
 }
+
+attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_kv_cache *cache,
+                            const attn_mha_params *params, const attn_mha_options *options, attn_error *err) {
+    mha m;
+    memset(&m, 0, sizeof m);
+    m.p = attn_mha_params_default(), m.o = attn_mha_options_default();
+    if (!params || !cache || !out) return attn_fail(err, ATTN_ERR_NULL, "params, cache and out must not be NULL");
+    attn_status st = read_struct(&m.p, sizeof m.p, params, "params", err);
+    if (st || (st = read_struct(&m.o, sizeof m.o, options, "options", err))) return st;
+    if (m.o.attn_mask || m.o.key_padding_mask || m.o.add_zero_attn || m.p.bias_k)
+        return attn_fail(err, ATTN_ERR_OPTION, "attn_mha_cached takes no masks, bias_k/bias_v or add_zero_attn");
+    attn_tensor out_view;
+    if ((st = plan(&m, &out_view, out, x, x, x, err))) return st;
+    int64_t length = attn_kv_cache_length(cache);
+    size_t es = attn_dtype_size(m.dt);
+    int64_t nq = m.N * m.Hq * m.L * m.D, nk = m.N * m.Hkv * m.L * m.D;
+    char *q = calloc((size_t)nq, es), *k = calloc((size_t)nk, es), *v = calloc((size_t)nk, es), *heads = calloc((size_t)nq, es);
+    double *row = malloc(sizeof(double) * (size_t)m.E);
+    if (!q || !k || !v || !heads || !row) {
+        st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's projections");
+        goto done;
+    }
+    project(row, q, &m.q, m.w[0], m.b[0], m.w_row0[0], m.Hq, m.D, m.L, NULL);
+    project(row, k, &m.k, m.w[1], m.b[1], m.w_row0[1], m.Hkv, m.D, m.L, NULL);
+    project(row, v, &m.v, m.w[2], m.b[2], m.w_row0[2], m.Hkv, m.D, m.L, NULL);
+    attn_rope_options r;
+    if (m.o.rope) { /* the new positions follow the cached ones */
+        r = attn_rope_options_default();
+        if ((st = read_struct(&r, sizeof r, m.o.rope, "options->rope", err))) goto done;
+        r.position_offset += length, m.o.rope = &r;
+        if ((st = rotate_heads(q, k, &m, err))) goto done;
+    }
+    attn_tensor tq, tk, tv, th;
+    int64_t sq[4] = {m.N, m.Hq, m.L, m.D}, sk[4] = {m.N, m.Hkv, m.L, m.D};
+    attn_tensor_init(&tq, q, m.dt, 4, sq, NULL, NULL), attn_tensor_init(&th, heads, m.dt, 4, sq, NULL, NULL);
+    attn_tensor_init(&tk, k, m.dt, 4, sk, NULL, NULL), attn_tensor_init(&tv, v, m.dt, 4, sk, NULL, NULL);
+    if ((st = attn_kv_cache_append(cache, &tk, &tv, err))) goto done;
+    attn_sdpa_options so = attn_sdpa_options_default();
+    so.causal = ATTN_CAUSAL_BOTTOM_RIGHT, so.context = m.o.context;
+    if ((st = attn_kv_cache_attend(&th, NULL, &tq, cache, &so, err))) {
+        attn_kv_cache_truncate(cache, length, NULL); /* as it was */
+        goto done;
+    }
+    project_out(&out_view, heads, &m, row);
+done:
+    free(q), free(k), free(v), free(heads), free(row);
+    return st;
+}
