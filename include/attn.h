@@ -705,6 +705,22 @@ ATTN_API attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn
                               const attn_tensor *key, const attn_tensor *value, const attn_mha_params *params,
                               const attn_mha_options *options, attn_error *err);
 
+/* The gradients of attn_mha, given dLoss/dout (shaped like out): dquery,
+ * dkey and dvalue shaped like the inputs (NULL: not wanted; when query, key
+ * and value are one tensor, add the three), and the parameters' gradients:
+ * each non-NULL tensor of `grads` (an attn_mha_params used as a list of
+ * outputs) receives the gradient of the parameter of the same name, shaped
+ * like it (grads' sizes are ignored). The forward is recomputed (projections,
+ * RoPE, masks, attention), then differentiated with attn_sdpa_backward and
+ * the transposed products, all sums in double. f64 agrees with PyTorch's
+ * autograd to ~1e-12. Errors: those of attn_mha, and ATTN_ERR_SHAPE or
+ * ATTN_ERR_DTYPE for a gradient that does not match its parameter. */
+ATTN_API attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tensor *dvalue,
+                                       const attn_mha_params *grads, const attn_tensor *dout,
+                                       const attn_tensor *query, const attn_tensor *key, const attn_tensor *value,
+                                       const attn_mha_params *params, const attn_mha_options *options,
+                                       attn_error *err);
+
 struct attn_kv_cache;
 
 /* Self-attention of L new positions over a KV cache, as a decoder generates:

@@ -101,9 +101,39 @@ class Oracle(Reporter):
                                ctypes.byref(p), ctypes.byref(o), ctypes.byref(err))
         return st, err.message.decode(), out, w
 
-    def compare(self, name, got, ref, tol):
+    def run_backward(self, dout, query, key, value, state, heads, kv_heads=0, kdim=0, vdim=0, batch_first=False,
+                     zero_attn=False, kpm=None, attn_mask=None, causal=0, rope=None):
+        """attn_mha_backward: (status, message, {name: gradient}) for the inputs and every parameter."""
+        self.keep = []
+        p = self.lib.attn_mha_params_default()
+        p.embed_dim, p.num_heads, p.num_kv_heads, p.kdim, p.vdim = query.shape[-1], heads, kv_heads, kdim, vdim
+        g = self.lib.attn_mha_params_default()
+        grads = {}
+        for name, a in state.items():
+            setattr(p, name, self.tensor(a))
+            grads[name] = np.zeros_like(a)
+            setattr(g, name, self.tensor(grads[name]))
+        o = self.lib.attn_mha_options_default()
+        o.batch_first, o.add_zero_attn, o.causal = batch_first, zero_attn, causal
+        o.key_padding_mask, o.attn_mask = self.tensor(kpm), self.tensor(attn_mask)
+        if rope:
+            r = self.lib.attn_rope_options_default()
+            r.layout, r.base, r.rotary_dim, r.position_offset = rope
+            self.keep.append(r)
+            o.rope = ctypes.pointer(r)
+        for n, a in (("query", query), ("key", key), ("value", value)):
+            grads[n] = np.zeros_like(a)
+        err = Error()
+        st = self.lib.attn_mha_backward(*(ctypes.byref(view(grads[n])) for n in ("query", "key", "value")),
+                                        ctypes.byref(g), ctypes.byref(view(dout)), ctypes.byref(view(query)),
+                                        ctypes.byref(view(key)), ctypes.byref(view(value)), ctypes.byref(p),
+                                        ctypes.byref(o), ctypes.byref(err))
+        return st, err.message.decode(), grads
+
+    def compare(self, name, got, ref, tol, floor=0.0):
+        """'' when max |got - ref| <= tol · max(max |ref|, floor), else why not."""
         ref = np.asarray(ref)
-        big = max(float(np.abs(ref).max()) if ref.size else 0.0, 1e-300)
+        big = max(float(np.abs(ref).max()) if ref.size else 0.0, floor, 1e-300)
         err = float(np.abs(got - ref).max()) if ref.size else 0.0
         return "" if err <= tol * big else "%s: error %.3g > %.3g" % (name, err, tol * big)
 
@@ -161,6 +191,37 @@ def module_case(o, rng, name, E=16, H=4, L=5, S=7, N=3, kdim=None, vdim=None, bi
     o.report(name, o.compare("out", out, ref.numpy(), tol) or o.compare("weights", w, ref_w.numpy(), tol))
 
 
+def backward_case(o, rng, name, E=16, H=4, L=5, S=7, N=3, kdim=None, vdim=None, bias=True, bias_kv=False,
+                  zero_attn=False, batch_first=False, kpm=None, attn_mask=None):
+    """attn_mha_backward against autograd through the module: every input and parameter."""
+    torch.manual_seed(int(rng.integers(1 << 30)))
+    mha = torch.nn.MultiheadAttention(E, H, bias=bias, add_bias_kv=bias_kv, add_zero_attn=zero_attn, kdim=kdim,
+                                      vdim=vdim, batch_first=batch_first, dtype=torch.float64)
+    kd, vd = kdim or E, vdim or E
+    shape = (lambda n, f: (N, n, f)) if batch_first else (lambda n, f: (n, N, f))
+    x = [torch.tensor(rng.standard_normal(shape(n, f)), requires_grad=True) for n, f in ((L, E), (S, kd), (S, vd))]
+    tk = lambda a: None if a is None else torch.from_numpy(a)  # noqa: E731
+    out = mha(*x, key_padding_mask=tk(kpm), attn_mask=tk(attn_mask), need_weights=False)[0]
+    dout = rng.standard_normal(out.shape)
+    out.backward(torch.from_numpy(dout))
+    state = module_state(mha, np.float64)
+    st, msg, got = o.run_backward(dout, *(a.detach().numpy() for a in x), state, H, kdim=kd if kdim else 0,
+                                  vdim=vd if vdim else 0, batch_first=batch_first, zero_attn=zero_attn, kpm=kpm,
+                                  attn_mask=attn_mask)
+    if st:
+        return o.report(name, "attn_mha_backward failed: " + msg)
+    ref = {"query": x[0].grad, "key": x[1].grad, "value": x[2].grad}
+    named = dict(mha.named_parameters())
+    for k in state:
+        torch_name = {"out_proj_weight": "out_proj.weight", "out_proj_bias": "out_proj.bias"}.get(k, k)
+        if torch_name in named:
+            ref[k] = named[torch_name].grad
+        else:  # a piece of the packed in_proj_bias
+            i = "qkv".index(k[0])
+            ref[k] = named["in_proj_bias"].grad[i * E:(i + 1) * E]
+    o.report(name, compare_grads(o, got, ref))
+
+
 def gqa_reference(q, k, v, state, H, Hkv, causal, rope=None):
     """GQA multi-head attention written in PyTorch: separate projections,
     repeat_interleave of the KV heads, softmax, out_proj. Inputs (N, L, E)."""
@@ -194,6 +255,60 @@ def gqa_case(o, rng, name, H, Hkv, causal, E=24, L=6, S=9, N=2, rope=None):
     o.report(name, "attn_mha failed: " + msg if st else o.compare("out", out, ref, 1e-12))
 
 
+def gqa_backward_case(o, rng, name, H, Hkv, rope, E=16, L=6, S=6, N=2):
+    """GQA (and RoPE) gradients against autograd through gqa_reference."""
+    D = E // H
+    f = rng.standard_normal
+    state = {"q_proj_weight": f((E, E)) / 4, "k_proj_weight": f((Hkv * D, E)) / 4, "v_proj_weight": f((Hkv * D, E)) / 4,
+             "q_proj_bias": f(E), "k_proj_bias": f(Hkv * D), "v_proj_bias": f(Hkv * D),
+             "out_proj_weight": f((E, E)) / 4, "out_proj_bias": f(E)}
+    q, k, v = f((N, L, E)), f((N, S, E)), f((N, S, E))
+    leaves = {n: torch.tensor(a, requires_grad=True) for n, a in state.items()}
+    xs = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
+    out = gqa_reference_t(xs, leaves, H, Hkv, 2, rope)
+    dout = f(out.shape)
+    out.backward(torch.from_numpy(dout))
+    st, msg, got = o.run_backward(dout, q, k, v, state, H, kv_heads=Hkv, batch_first=True, causal=2, rope=rope)
+    if st:
+        return o.report(name, "attn_mha_backward failed: " + msg)
+    ref = dict({n: t.grad for n, t in leaves.items()}, query=xs[0].grad, key=xs[1].grad, value=xs[2].grad)
+    o.report(name, compare_grads(o, got, ref))
+
+
+def compare_grads(o, got, ref):
+    """Every gradient within 1e-11 of its largest value. k_proj's bias has a zero
+    gradient (a bias shared by every key moves a row's scores together, which
+    the softmax ignores): its rounding is judged against k_proj's weight's."""
+    for n, r in ref.items():
+        floor = float(ref["k_proj_weight"].abs().max()) if n == "k_proj_bias" and "k_proj_weight" in ref else 0.0
+        if n == "in_proj_bias":  # its k third likewise
+            floor = float(ref["in_proj_weight"].abs().max())
+        why = o.compare(n, got[n], r.numpy(), 1e-11, floor)
+        if why:
+            return why
+    return ""
+
+
+def gqa_reference_t(xs, t, H, Hkv, causal, rope):
+    """gqa_reference on torch tensors (for autograd)."""
+    q, k, v = xs
+    N, L, E = q.shape
+    S, D = k.shape[1], E // H
+    Q = F.linear(q, t["q_proj_weight"], t.get("q_proj_bias")).reshape(N, L, H, D).transpose(1, 2)
+    K = F.linear(k, t["k_proj_weight"], t.get("k_proj_bias")).reshape(N, S, Hkv, D).transpose(1, 2)
+    V = F.linear(v, t["v_proj_weight"], t.get("v_proj_bias")).reshape(N, S, Hkv, D).transpose(1, 2)
+    if rope:
+        layout, base, rd, offset = rope
+        Q, K = (rope_reference(x, layout, base, rd, offset, 1.0) for x in (Q, K))
+    K, V = K.repeat_interleave(H // Hkv, dim=1), V.repeat_interleave(H // Hkv, dim=1)
+    s = Q @ K.transpose(-2, -1) / math.sqrt(D)
+    if causal:
+        s = s.masked_fill(~torch.tril(torch.ones(L, S, dtype=torch.bool), diagonal=S - L if causal == 2 else 0),
+                          float("-inf"))
+    out = (torch.softmax(s, -1) @ V).transpose(1, 2).reshape(N, L, E)
+    return F.linear(out, t["out_proj_weight"], t.get("out_proj_bias"))
+
+
 def main():
     build, rng = oracle_args(20261130)
     o = Oracle(build)
@@ -223,6 +338,15 @@ def main():
     gqa_case(o, rng, "llama_gqa_rope_halves", 4, 2, 2, E=32, rope=(0, 10000.0, 0, 0))
     gqa_case(o, rng, "llama_gqa_rope_interleaved_offset", 4, 1, 2, E=32, rope=(1, 500000.0, 0, 17))
     gqa_case(o, rng, "gqa_partial_rope", 2, 2, 1, E=16, rope=(0, 100.0, 4, 3))
+    # The backward pass, against autograd through the module.
+    backward_case(o, rng, "backward_self_attention_packed")
+    backward_case(o, rng, "backward_cross_attention_separate", kdim=11, vdim=6, batch_first=True)
+    backward_case(o, rng, "backward_bias_kv_zero_attn_masks", bias_kv=True, zero_attn=True, kpm=kpm,
+                  attn_mask=rng.standard_normal((L, S)))
+    backward_case(o, rng, "backward_no_bias_bool_mask", bias=False, attn_mask=am)
+    for H, Hkv, rope in ((4, 2, None), (4, 1, (0, 10000.0, 0, 3)), (4, 2, (1, 500.0, 4, 0))):
+        gqa_backward_case(o, rng, "backward_gqa_%d_over_%d%s" % (H, Hkv, "_rope%d" % rope[0] if rope else ""), H, Hkv,
+                          rope)
     # A query whose every key is masked: NaN in PyTorch, out_proj's bias here.
     torch.manual_seed(7)
     mha = torch.nn.MultiheadAttention(8, 2, dtype=torch.float64)

@@ -1148,6 +1148,29 @@ static void test_mha(void) {
     q1.shape[1] = r1.shape[1] = 1;
     check_status(attn_mha_cached(&r1, &q1, cache, &p, &oc, &err), &err, ATTN_ERR_FULL, "are filled", "err_mha_cached_full");
     free(cmem);
+    /* The backward pass against finite differences of sum(dout · out), on
+     * random projections (here under the sanitizers too). */
+    attn_tensor win2 = make(ATTN_F64, 2, sw), wout2 = make(ATTN_F64, 2, so), dout = make(ATTN_F64, 3, sx);
+    attn_tensor gq = make(ATTN_F64, 3, sx), gw = make(ATTN_F64, 2, sw), o2 = make(ATTN_F64, 3, sx);
+    attn_mha_params p2 = p, grads = attn_mha_params_default();
+    p2.in_proj_weight = &win2, p2.out_proj_weight = &wout2, grads.in_proj_weight = &gw;
+    check_status(attn_mha_backward(&gq, NULL, NULL, &grads, &dout, &q, &kv, &kv, &p2, &o, &err), &err, ATTN_OK, "",
+                 "mha_backward_runs");
+    double worst = 0;
+    for (int t = 0; t < 6; t++) { /* three query elements, three weights */
+        double *x = t < 3 ? (double *)q.data + 7 * t + 1 : (double *)win2.data + 29 * t + 3, keep = *x, f[2];
+        for (int sgn = 0; sgn < 2; sgn++) {
+            *x = keep + (sgn ? 1e-6 : -1e-6);
+            attn_mha(&o2, NULL, &q, &kv, &kv, &p2, &o, &err);
+            f[sgn] = 0;
+            for (int64_t i = 0; i < N * L * E; i++) f[sgn] += ((double *)dout.data)[i] * ((double *)o2.data)[i];
+        }
+        *x = keep;
+        double fd = (f[1] - f[0]) / 2e-6, an = t < 3 ? ((double *)gq.data)[7 * t + 1] : ((double *)gw.data)[29 * t + 3];
+        worst = fabs(fd - an) > worst ? fabs(fd - an) : worst;
+    }
+    check(worst <= 1e-6, "mha_backward_matches_finite_differences", "worst difference %.3g", worst);
+    free(win2.data), free(wout2.data), free(dout.data), free(gq.data), free(gw.data), free(o2.data);
     o.causal = ATTN_CAUSAL_NONE;
     p.num_heads = 3;
     check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_HEADS, "not a multiple of num_heads",

@@ -5,7 +5,7 @@
  *
  * Shapes: N sequences, L queries, S keys (S2 = S + 1 with bias_k, + 1 more
  * with add_zero_attn), E = Hq · D. */
-#include "base/base.h"
+#include "layer/mha.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -25,20 +25,10 @@ attn_mha_options attn_mha_options_default(void) {
     return o;
 }
 
-/* One call, worked out. */
-typedef struct mha {
-    attn_mha_params p;
-    attn_mha_options o;
-    attn_dtype dt;
-    bool batched;
-    int64_t N, L, S, S2, E, kdim, vdim, Hq, Hkv, D;
-    attn_tensor q, k, v;                 /* the inputs seen as (N, rows, features) */
-    const attn_tensor *w[3], *b[3];      /* the q, k, v projections: weight (rows, in) and bias */
-    int64_t w_row0[3];                   /* the projection's first row in w (in_proj_weight packs all three) */
-} mha;
+
 
 /* The caller's versioned struct read into ours (defaults first). */
-static attn_status read_struct(void *ours, size_t size, const void *theirs, const char *name, attn_error *err) {
+attn_status attn_mha_read_struct(void *ours, size_t size, const void *theirs, const char *name, attn_error *err) {
     size_t given = theirs ? *(const size_t *)theirs : size;
     if (!theirs) return ATTN_OK;
     if (given == 0 || given > size)
@@ -48,7 +38,7 @@ static attn_status read_struct(void *ours, size_t size, const void *theirs, cons
 }
 
 /* x (L, N, F), (N, L, F) with batch_first, or (L, F), seen as (N, L, F). */
-static attn_status as_batch(attn_tensor *out, const attn_tensor *x, const char *name, const mha *m, int64_t features,
+attn_status attn_mha_as_batch(attn_tensor *out, const attn_tensor *x, const char *name, const attn_mha_call *m, int64_t features,
                             attn_error *err) {
     if (!x || !x->data) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL or has NULL data", name);
     if (x->rank != (m->batched ? 3 : 2))
@@ -71,7 +61,7 @@ static attn_status as_batch(attn_tensor *out, const attn_tensor *x, const char *
 }
 
 /* A parameter tensor: the layer's dtype, exactly this shape (rank 1 or 2). */
-static attn_status check_param(const attn_tensor *t, const char *name, const mha *m, int rank, int64_t d0, int64_t d1,
+static attn_status check_param(const attn_tensor *t, const char *name, const attn_mha_call *m, int rank, int64_t d0, int64_t d1,
                                attn_error *err) {
     if (!t->data) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
     if (t->dtype != m->dt) return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; the inputs are %s", name, attn_dtype_name(t->dtype), attn_dtype_name(m->dt));
@@ -84,7 +74,7 @@ static attn_status check_param(const attn_tensor *t, const char *name, const mha
     return attn_check_extent(t, name, err);
 }
 
-static attn_status check_params(mha *m, attn_error *err) {
+static attn_status check_params(attn_mha_call *m, attn_error *err) {
     const attn_mha_params *p = &m->p;
     m->E = p->embed_dim, m->Hq = p->num_heads, m->Hkv = p->num_kv_heads ? p->num_kv_heads : p->num_heads;
     m->kdim = p->kdim ? p->kdim : m->E, m->vdim = p->vdim ? p->vdim : m->E;
@@ -131,7 +121,7 @@ static attn_status check_params(mha *m, attn_error *err) {
 
 /* dst (N, H, rows + extra, D), contiguous = x (N, rows, in) · W[row0 .. row0 + H·D)ᵀ + b,
  * each dot product summed in double; row `rows` is bias_kv when given. */
-static void project(double *acc_row, char *dst, const attn_tensor *x, const attn_tensor *w, const attn_tensor *b,
+void attn_mha_project(double *acc_row, char *dst, const attn_tensor *x, const attn_tensor *w, const attn_tensor *b,
                     int64_t row0, int64_t H, int64_t D, int64_t rows_out, const attn_tensor *bias_kv) {
     attn_mat wm = {(char *)w->data, w->dtype, w->shape[0], w->shape[1], w->strides[0], w->strides[1]};
     attn_mat bm = {b ? (char *)b->data : NULL, w->dtype, 1, b ? b->shape[0] : 0, 0, b ? b->strides[0] : 0};
@@ -156,7 +146,7 @@ static void project(double *acc_row, char *dst, const attn_tensor *x, const attn
 
 /* A mask's value for query i, key j < S of sequence n and head h, added to
  * the score: PyTorch's polarity for this module (a bool true ignores). */
-static double mask_term(const attn_tensor *t, const mha *m, int64_t n, int64_t h, int64_t i, int64_t j, bool kpm) {
+static double mask_term(const attn_tensor *t, const attn_mha_call *m, int64_t n, int64_t h, int64_t i, int64_t j, bool kpm) {
     int64_t off;
     if (kpm) off = (m->batched ? n * t->strides[0] : 0) + j * t->strides[t->rank - 1];
     else off = (t->rank == 3 ? ((m->batched ? n * m->Hq : 0) + h) * t->strides[0] : 0) + i * t->strides[t->rank - 2] +
@@ -165,7 +155,7 @@ static double mask_term(const attn_tensor *t, const mha *m, int64_t n, int64_t h
     return t->dtype == ATTN_F64 ? ((const double *)t->data)[off] : ((const float *)t->data)[off];
 }
 
-static attn_status check_masks(const mha *m, attn_error *err) {
+static attn_status check_masks(const attn_mha_call *m, attn_error *err) {
     const attn_tensor *am = m->o.attn_mask, *kpm = m->o.key_padding_mask;
     if (am) {
         bool ok = am->data && (am->dtype == ATTN_BOOL || am->dtype == m->dt) &&
@@ -189,7 +179,7 @@ static attn_status check_masks(const mha *m, attn_error *err) {
 
 /* Both masks and the padding for bias_k and the zero key (visible, as
  * PyTorch pads them) as one additive mask (N, Hq, L, S2). */
-static void merge_masks(char *dst, const mha *m) {
+void attn_mha_merge_masks(char *dst, const attn_mha_call *m) {
     attn_mat out = {dst, m->dt, m->N * m->Hq * m->L, m->S2, m->S2, 1};
     for (int64_t n = 0; n < m->N; n++)
         for (int64_t h = 0; h < m->Hq; h++)
@@ -203,7 +193,7 @@ static void merge_masks(char *dst, const mha *m) {
 }
 
 /* out (N, L, E) = the heads (N, Hq, L, D) side by side · out_proj_weightᵀ + out_proj_bias. */
-static void project_out(const attn_tensor *out, const char *heads, const mha *m, double *row) {
+void attn_mha_project_out(const attn_tensor *out, const char *heads, const attn_mha_call *m, double *row) {
     const attn_tensor *w = m->p.out_proj_weight, *b = m->p.out_proj_bias;
     attn_mat wm = {(char *)w->data, w->dtype, m->E, m->E, w->strides[0], w->strides[1]};
     attn_mat bm = {b ? (char *)b->data : NULL, m->dt, 1, m->E, 0, b ? b->strides[0] : 0};
@@ -223,7 +213,7 @@ static void project_out(const attn_tensor *out, const char *heads, const mha *m,
 
 /* The weights output: (N, L, S2) averaged over the heads or (N, Hq, L, S2),
  * without N for unbatched input. */
-static attn_status check_weights(const attn_tensor *w, const mha *m, attn_error *err) {
+static attn_status check_weights(const attn_tensor *w, const attn_mha_call *m, attn_error *err) {
     bool avg = m->o.average_attn_weights;
     int64_t full[4] = {m->N, m->Hq, m->L, m->S2}, mean[3] = {m->N, m->L, m->S2};
     const int64_t *shape = (avg ? mean : full) + !m->batched;
@@ -237,7 +227,7 @@ static attn_status check_weights(const attn_tensor *w, const mha *m, attn_error 
 
 /* The caller's weights from the per-head weights (N, Hq, L, S2): copied, or
  * averaged over the heads. */
-static void write_weights(attn_tensor *w, const char *per_head, const mha *m) {
+static void write_weights(attn_tensor *w, const char *per_head, const attn_mha_call *m) {
     bool avg = m->o.average_attn_weights;
     int rank = (avg ? 3 : 4) - !m->batched;
     attn_mat src = {(char *)per_head, m->dt, m->N * m->Hq * m->L, m->S2, m->S2, 1};
@@ -258,7 +248,7 @@ static void write_weights(attn_tensor *w, const char *per_head, const mha *m) {
 }
 
 /* RoPE on the projected queries (N, Hq, L, D) and keys (N, Hkv, S2, D), in place. */
-static attn_status rotate_heads(char *q, char *k, const mha *m, attn_error *err) {
+attn_status attn_mha_rotate_heads(char *q, char *k, const attn_mha_call *m, attn_error *err) {
     int64_t sq[3] = {m->N * m->Hq, m->L, m->D}, sk[3] = {m->N * m->Hkv, m->S2, m->D};
     attn_tensor tq, tk;
     attn_tensor_init(&tq, q, m->dt, 3, sq, NULL, NULL), attn_tensor_init(&tk, k, m->dt, 3, sk, NULL, NULL);
@@ -267,7 +257,7 @@ static attn_status rotate_heads(char *q, char *k, const mha *m, attn_error *err)
 }
 
 /* The call's sizes from its inputs; every check before any work. */
-static attn_status plan(mha *m, attn_tensor *out_view, attn_tensor *out, const attn_tensor *query,
+attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *out, const attn_tensor *query,
                         const attn_tensor *key, const attn_tensor *value, attn_error *err) {
     attn_status st;
     if (!query || !query->data) return attn_fail(err, ATTN_ERR_NULL, "query is NULL or has NULL data");
@@ -276,9 +266,9 @@ static attn_status plan(mha *m, attn_tensor *out_view, attn_tensor *out, const a
     if (query->rank != 2 && query->rank != 3)
         return attn_fail(err, ATTN_ERR_RANK, "query has rank %d; it must be 3 (batched) or 2 (unbatched)", query->rank);
     m->dt = query->dtype, m->batched = query->rank == 3;
-    if ((st = check_params(m, err)) || (st = as_batch(&m->q, query, "query", m, m->E, err)) ||
-        (st = as_batch(&m->k, key, "key", m, m->kdim, err)) || (st = as_batch(&m->v, value, "value", m, m->vdim, err)) ||
-        (st = as_batch(out_view, out, "out", m, m->E, err)))
+    if ((st = check_params(m, err)) || (st = attn_mha_as_batch(&m->q, query, "query", m, m->E, err)) ||
+        (st = attn_mha_as_batch(&m->k, key, "key", m, m->kdim, err)) || (st = attn_mha_as_batch(&m->v, value, "value", m, m->vdim, err)) ||
+        (st = attn_mha_as_batch(out_view, out, "out", m, m->E, err)))
         return st;
     m->N = m->q.shape[0], m->L = m->q.shape[1], m->S = m->k.shape[1];
     if (m->k.shape[0] != m->N || m->v.shape[0] != m->N || m->v.shape[1] != m->S)
@@ -298,15 +288,15 @@ static attn_status plan(mha *m, attn_tensor *out_view, attn_tensor *out, const a
 attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *query, const attn_tensor *key,
                      const attn_tensor *value, const attn_mha_params *params, const attn_mha_options *options,
                      attn_error *err) {
-    mha m;
+    attn_mha_call m;
     memset(&m, 0, sizeof m);
     m.p = attn_mha_params_default(), m.o = attn_mha_options_default();
     if (!params) return attn_fail(err, ATTN_ERR_NULL, "params is NULL");
-    attn_status st = read_struct(&m.p, sizeof m.p, params, "params", err);
-    if (st || (st = read_struct(&m.o, sizeof m.o, options, "options", err))) return st;
+    attn_status st = attn_mha_read_struct(&m.p, sizeof m.p, params, "params", err);
+    if (st || (st = attn_mha_read_struct(&m.o, sizeof m.o, options, "options", err))) return st;
     if (!out) return attn_fail(err, ATTN_ERR_NULL, "out is NULL");
     attn_tensor out_view;
-    if ((st = plan(&m, &out_view, out, query, key, value, err)) || (weights && (st = check_weights(weights, &m, err))))
+    if ((st = attn_mha_plan(&m, &out_view, out, query, key, value, err)) || (weights && (st = check_weights(weights, &m, err))))
         return st;
 
     /* Scratch: q, k, v and the heads' output in the head-split layout, the
@@ -324,11 +314,11 @@ attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *
         st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's projections");
         goto done;
     }
-    project(row, q, &m.q, m.w[0], m.b[0], m.w_row0[0], m.Hq, m.D, m.L, NULL);
-    project(row, k, &m.k, m.w[1], m.b[1], m.w_row0[1], m.Hkv, m.D, m.S2, m.p.bias_k);
-    project(row, v, &m.v, m.w[2], m.b[2], m.w_row0[2], m.Hkv, m.D, m.S2, m.p.bias_v);
-    if (masked) merge_masks(mask, &m);
-    if (m.o.rope && (st = rotate_heads(q, k, &m, err))) goto done;
+    attn_mha_project(row, q, &m.q, m.w[0], m.b[0], m.w_row0[0], m.Hq, m.D, m.L, NULL);
+    attn_mha_project(row, k, &m.k, m.w[1], m.b[1], m.w_row0[1], m.Hkv, m.D, m.S2, m.p.bias_k);
+    attn_mha_project(row, v, &m.v, m.w[2], m.b[2], m.w_row0[2], m.Hkv, m.D, m.S2, m.p.bias_v);
+    if (masked) attn_mha_merge_masks(mask, &m);
+    if (m.o.rope && (st = attn_mha_rotate_heads(q, k, &m, err))) goto done;
 
     attn_tensor tq, tk, tv, th, tm, tw;
     int64_t sq[4] = {m.N, m.Hq, m.L, m.D}, sk[4] = {m.N, m.Hkv, m.S2, m.D}, sm[4] = {m.N, m.Hq, m.L, m.S2};
@@ -339,7 +329,7 @@ attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *
     so.causal = m.o.causal, so.mask = masked ? &tm : NULL, so.context = m.o.context;
     if ((st = attn_sdpa(&th, NULL, weights ? &tw : NULL, &tq, &tk, &tv, &so, err))) goto done;
     if (weights) write_weights(weights, per_head, &m);
-    project_out(&out_view, heads, &m, row);
+    attn_mha_project_out(&out_view, heads, &m, row);
 done:
     free(q), free(k), free(v), free(heads), free(mask), free(per_head), free(row);
     return st;
@@ -347,16 +337,16 @@ done:
 
 attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_kv_cache *cache,
                             const attn_mha_params *params, const attn_mha_options *options, attn_error *err) {
-    mha m;
+    attn_mha_call m;
     memset(&m, 0, sizeof m);
     m.p = attn_mha_params_default(), m.o = attn_mha_options_default();
     if (!params || !cache || !out) return attn_fail(err, ATTN_ERR_NULL, "params, cache and out must not be NULL");
-    attn_status st = read_struct(&m.p, sizeof m.p, params, "params", err);
-    if (st || (st = read_struct(&m.o, sizeof m.o, options, "options", err))) return st;
+    attn_status st = attn_mha_read_struct(&m.p, sizeof m.p, params, "params", err);
+    if (st || (st = attn_mha_read_struct(&m.o, sizeof m.o, options, "options", err))) return st;
     if (m.o.attn_mask || m.o.key_padding_mask || m.o.add_zero_attn || m.p.bias_k)
         return attn_fail(err, ATTN_ERR_OPTION, "attn_mha_cached takes no masks, bias_k/bias_v or add_zero_attn");
     attn_tensor out_view;
-    if ((st = plan(&m, &out_view, out, x, x, x, err))) return st;
+    if ((st = attn_mha_plan(&m, &out_view, out, x, x, x, err))) return st;
     int64_t length = attn_kv_cache_length(cache);
     size_t es = attn_dtype_size(m.dt);
     int64_t nq = m.N * m.Hq * m.L * m.D, nk = m.N * m.Hkv * m.L * m.D;
@@ -366,15 +356,15 @@ attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_
         st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's projections");
         goto done;
     }
-    project(row, q, &m.q, m.w[0], m.b[0], m.w_row0[0], m.Hq, m.D, m.L, NULL);
-    project(row, k, &m.k, m.w[1], m.b[1], m.w_row0[1], m.Hkv, m.D, m.L, NULL);
-    project(row, v, &m.v, m.w[2], m.b[2], m.w_row0[2], m.Hkv, m.D, m.L, NULL);
+    attn_mha_project(row, q, &m.q, m.w[0], m.b[0], m.w_row0[0], m.Hq, m.D, m.L, NULL);
+    attn_mha_project(row, k, &m.k, m.w[1], m.b[1], m.w_row0[1], m.Hkv, m.D, m.L, NULL);
+    attn_mha_project(row, v, &m.v, m.w[2], m.b[2], m.w_row0[2], m.Hkv, m.D, m.L, NULL);
     attn_rope_options r;
     if (m.o.rope) { /* the new positions follow the cached ones */
         r = attn_rope_options_default();
-        if ((st = read_struct(&r, sizeof r, m.o.rope, "options->rope", err))) goto done;
+        if ((st = attn_mha_read_struct(&r, sizeof r, m.o.rope, "options->rope", err))) goto done;
         r.position_offset += length, m.o.rope = &r;
-        if ((st = rotate_heads(q, k, &m, err))) goto done;
+        if ((st = attn_mha_rotate_heads(q, k, &m, err))) goto done;
     }
     attn_tensor tq, tk, tv, th;
     int64_t sq[4] = {m.N, m.Hq, m.L, m.D}, sk[4] = {m.N, m.Hkv, m.L, m.D};
@@ -387,7 +377,7 @@ attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_
         attn_kv_cache_truncate(cache, length, NULL); /* as it was */
         goto done;
     }
-    project_out(&out_view, heads, &m, row);
+    attn_mha_project_out(&out_view, heads, &m, row);
 done:
     free(q), free(k), free(v), free(heads), free(row);
     return st;

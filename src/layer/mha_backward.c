@@ -1,0 +1,260 @@
+/* mha_backward.c -- the gradients of attn_mha (attn.h). The forward, as
+ * mha.c computes it:
+ *   F1  q, k, v = x W_{q,k,v}ᵀ + b_{q,k,v}   (k and v then get the bias_k,
+ *                                             bias_v row and the zero row)
+ *   F2  q, k = RoPE(q), RoPE(k)               (when options->rope)
+ *   F3  heads = attention(q, k, v, mask)      (attn_sdpa, per head)
+ *   F4  out = cat(heads) W_oᵀ + b_o
+ * recomputed, then differentiated line by line in reverse:
+ *   from F4: dcat = dout W_o;  dW_o = Σ doutᵀ cat;  db_o = Σ dout
+ *   from F3: dq, dk, dv = attn_sdpa_backward(dheads)
+ *   from F2: dq, dk = RoPE turned back (attn_rope_backward)
+ *   from F1: dx = dproj W;  dW = Σ dprojᵀ x;  db = Σ dproj;
+ *            d bias_kv = Σ over the batch of the bias row's gradient
+ * Every sum is taken in double. */
+#include "layer/mha.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Write the C-order doubles src into g, which must have like's shape and dtype. */
+static attn_status write_grad(const attn_tensor *g, const char *name, const attn_tensor *like, const double *src,
+                              attn_error *err) {
+    if (!g->data || g->dtype != like->dtype || g->rank != like->rank ||
+        memcmp(g->shape, like->shape, sizeof(int64_t) * (size_t)like->rank))
+        return attn_fail(err, ATTN_ERR_SHAPE, "the gradient of %s must have its shape and dtype", name);
+    attn_status st = attn_check_extent(g, name, err);
+    if (st) return st;
+    int64_t n = attn_tensor_numel(like), idx[ATTN_MAX_RANK] = {0};
+    attn_mat one = {(char *)g->data, g->dtype, 1, 1, 0, 1};
+    for (int64_t i = 0; i < n; i++) {
+        int64_t off = 0;
+        for (int d = 0; d < g->rank; d++) off += idx[d] * g->strides[d];
+        attn_mat_set(&one, 0, off, src[i]);
+        for (int d = g->rank - 1; d >= 0 && ++idx[d] == g->shape[d]; d--) idx[d] = 0;
+    }
+    return ATTN_OK;
+}
+
+/* Element (n, r, c) of a (N, rows, cols) view. */
+static double at3(const attn_tensor *t, int64_t n, int64_t r, int64_t c) {
+    attn_mat m = {(char *)t->data, t->dtype, 1, 1, 0, 1};
+    return attn_mat_get(&m, 0, n * t->strides[0] + r * t->strides[1] + c * t->strides[2]);
+}
+
+/* From F1 for one projection: dproj (N, H, rows_out, D) in the layer's dtype
+ * gives dW (H·D × in), db (H·D), dx (N, rows, in) and d bias_kv (H·D). */
+static void project_backward(double *dW, double *db, double *dx, double *dbkv, const char *dproj, const attn_tensor *x,
+                             const attn_tensor *w, int64_t row0, int64_t H, int64_t D, int64_t rows_out) {
+    int64_t N = x->shape[0], rows = x->shape[1], in = x->shape[2], F = H * D;
+    attn_mat g = {(char *)dproj, x->dtype, N * H * rows_out, D, D, 1};
+    attn_mat wm = {(char *)w->data, w->dtype, w->shape[0], w->shape[1], w->strides[0], w->strides[1]};
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t r = 0; r < rows_out; r++)
+            for (int64_t f = 0; f < F; f++) {
+                double d = attn_mat_get(&g, (n * H + f / D) * rows_out + r, f % D);
+                if (r >= rows) { /* the bias_kv row (the zero row's gradient goes nowhere) */
+                    if (r == rows && dbkv) dbkv[f] += d;
+                    continue;
+                }
+                if (db) db[f] += d;
+                for (int64_t c = 0; c < in; c++) {
+                    dW[f * in + c] += d * at3(x, n, r, c);
+                    dx[(n * rows + r) * in + c] += d * attn_mat_get(&wm, row0 + f, c);
+                }
+            }
+}
+
+/* From F4: dheads (N, Hq, L, D) in the layer's dtype, and dW_o, db_o. */
+static void out_backward(char *dheads, double *dWo, double *dbo, const attn_tensor *dout, const char *heads,
+                         const attn_mha_call *m) {
+    const attn_tensor *w = m->p.out_proj_weight;
+    attn_mat wm = {(char *)w->data, w->dtype, m->E, m->E, w->strides[0], w->strides[1]};
+    attn_mat h = {(char *)heads, m->dt, m->N * m->Hq * m->L, m->D, m->D, 1};
+    attn_mat dh = {dheads, m->dt, m->N * m->Hq * m->L, m->D, m->D, 1};
+    for (int64_t n = 0; n < m->N; n++)
+        for (int64_t l = 0; l < m->L; l++)
+            for (int64_t f = 0; f < m->E; f++) {
+                int64_t row = (n * m->Hq + f / m->D) * m->L + l;
+                double cat = attn_mat_get(&h, row, f % m->D), dcat = 0;
+                for (int64_t e = 0; e < m->E; e++) {
+                    double d = at3(dout, n, l, e);
+                    dcat += d * attn_mat_get(&wm, e, f);
+                    dWo[e * m->E + f] += d * cat;
+                    if (f == 0) dbo[e] += d;
+                }
+                attn_mat_set(&dh, row, f % m->D, dcat);
+            }
+}
+
+/* The scratch of one backward call. */
+typedef struct bwd {
+    char *q, *k, *v, *heads, *mask, *lse, *dheads, *dq, *dk, *dv;
+    double *dx[3], *dW[3], *db[3], *dbkv[2], *dWo, *dbo, *row;
+} bwd;
+
+static void free_bwd(bwd *b) {
+    free(b->q), free(b->k), free(b->v), free(b->heads), free(b->mask), free(b->lse), free(b->dheads);
+    free(b->dq), free(b->dk), free(b->dv), free(b->dWo), free(b->dbo), free(b->row);
+    for (int t = 0; t < 3; t++) free(b->dx[t]), free(b->dW[t]), free(b->db[t]);
+    free(b->dbkv[0]), free(b->dbkv[1]);
+}
+
+static bool alloc_bwd(bwd *b, const attn_mha_call *m) {
+    size_t es = attn_dtype_size(m->dt);
+    int64_t nq = m->N * m->Hq * m->L * m->D, nk = m->N * m->Hkv * m->S2 * m->D, F[3] = {m->E, m->Hkv * m->D, m->Hkv * m->D};
+    int64_t in[3] = {m->E, m->kdim, m->vdim}, rows[3] = {m->L, m->S, m->S};
+    memset(b, 0, sizeof *b);
+    b->q = calloc((size_t)nq, es), b->k = calloc((size_t)nk, es), b->v = calloc((size_t)nk, es);
+    b->heads = calloc((size_t)nq, es), b->dheads = calloc((size_t)nq, es), b->lse = calloc((size_t)(m->N * m->Hq * m->L), es);
+    b->dq = calloc((size_t)nq, es), b->dk = calloc((size_t)nk, es), b->dv = calloc((size_t)nk, es);
+    b->mask = m->o.attn_mask || m->o.key_padding_mask ? calloc((size_t)(m->N * m->Hq * m->L * m->S2), es) : NULL;
+    b->dWo = calloc((size_t)(m->E * m->E), sizeof(double)), b->dbo = calloc((size_t)m->E, sizeof(double));
+    int64_t in_max = m->E > m->kdim ? (m->E > m->vdim ? m->E : m->vdim) : (m->kdim > m->vdim ? m->kdim : m->vdim);
+    b->row = calloc((size_t)in_max, sizeof(double));
+    bool ok = b->q && b->k && b->v && b->heads && b->dheads && b->lse && b->dq && b->dk && b->dv && b->dWo && b->dbo &&
+              b->row && (b->mask || !(m->o.attn_mask || m->o.key_padding_mask));
+    for (int t = 0; t < 3; t++) {
+        b->dx[t] = calloc((size_t)(m->N * rows[t] * in[t]), sizeof(double));
+        b->dW[t] = calloc((size_t)(F[t] * in[t]), sizeof(double)), b->db[t] = calloc((size_t)F[t], sizeof(double));
+        ok &= b->dx[t] && b->dW[t] && b->db[t];
+    }
+    for (int t = 0; t < 2; t++) b->dbkv[t] = calloc((size_t)F[1], sizeof(double)), ok &= b->dbkv[t] != NULL;
+    return ok;
+}
+
+/* The parameter gradients asked for (grads' non-NULL tensors), each beside
+ * the parameter it is the gradient of; all checked before any work. */
+enum { G_IN_W, G_IN_B, G_Q_W, G_K_W, G_V_W, G_Q_B, G_K_B, G_V_B, G_OUT_W, G_OUT_B, G_BK, G_BV, G_COUNT };
+
+static void grad_list(const attn_tensor *out[G_COUNT], const attn_mha_params *p) {
+    const attn_tensor *list[G_COUNT] = {p->in_proj_weight, p->in_proj_bias, p->q_proj_weight, p->k_proj_weight,
+                                        p->v_proj_weight, p->q_proj_bias, p->k_proj_bias, p->v_proj_bias,
+                                        p->out_proj_weight, p->out_proj_bias, p->bias_k, p->bias_v};
+    memcpy(out, list, sizeof list);
+}
+
+static const char *const GRAD_NAMES[G_COUNT] = {"in_proj_weight", "in_proj_bias", "q_proj_weight", "k_proj_weight",
+                                                "v_proj_weight", "q_proj_bias", "k_proj_bias", "v_proj_bias",
+                                                "out_proj_weight", "out_proj_bias", "bias_k", "bias_v"};
+
+static attn_status check_grads(const attn_tensor *g[G_COUNT], const attn_tensor *p[G_COUNT], attn_error *err) {
+    for (int i = 0; i < G_COUNT; i++) {
+        if (!g[i]) continue;
+        if (!p[i]) return attn_fail(err, ATTN_ERR_NULL, "a gradient for %s, which the layer does not have", GRAD_NAMES[i]);
+        if (!g[i]->data || g[i]->dtype != p[i]->dtype || g[i]->rank != p[i]->rank ||
+            memcmp(g[i]->shape, p[i]->shape, sizeof(int64_t) * (size_t)p[i]->rank))
+            return attn_fail(err, ATTN_ERR_SHAPE, "the gradient of %s must have its shape and dtype", GRAD_NAMES[i]);
+    }
+    return ATTN_OK;
+}
+
+/* dx (N, rows, in doubles) into the caller's input gradient t (like the input). */
+static attn_status write_input_grad(attn_tensor *t, const char *name, const double *dx, const attn_mha_call *m,
+                                    int64_t rows, int64_t in, attn_error *err) {
+    attn_tensor v;
+    attn_status st = attn_mha_as_batch(&v, t, name, m, in, err);
+    if (st) return st;
+    if (v.shape[0] != m->N || v.shape[1] != rows) return attn_fail(err, ATTN_ERR_SHAPE, "%s must have its input's shape", name);
+    attn_mat one = {(char *)v.data, v.dtype, 1, 1, 0, 1};
+    for (int64_t n = 0; n < m->N; n++)
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < in; c++)
+                attn_mat_set(&one, 0, n * v.strides[0] + r * v.strides[1] + c * v.strides[2], dx[(n * rows + r) * in + c]);
+    return ATTN_OK;
+}
+
+/* The forward again, keeping q, k, v, the heads and the lse. */
+static attn_status forward(bwd *b, attn_mha_call *m, attn_error *err) {
+    attn_mha_project(b->row, b->q, &m->q, m->w[0], m->b[0], m->w_row0[0], m->Hq, m->D, m->L, NULL);
+    attn_mha_project(b->row, b->k, &m->k, m->w[1], m->b[1], m->w_row0[1], m->Hkv, m->D, m->S2, m->p.bias_k);
+    attn_mha_project(b->row, b->v, &m->v, m->w[2], m->b[2], m->w_row0[2], m->Hkv, m->D, m->S2, m->p.bias_v);
+    if (b->mask) attn_mha_merge_masks(b->mask, m);
+    attn_status st = m->o.rope ? attn_mha_rotate_heads(b->q, b->k, m, err) : ATTN_OK;
+    return st;
+}
+
+/* The gradients into the caller's tensors. */
+static attn_status write_all(attn_tensor *dxs[3], const attn_tensor *g[G_COUNT], const bwd *b, const attn_mha_call *m,
+                             attn_error *err) {
+    static const char *const NAMES[3] = {"dquery", "dkey", "dvalue"};
+    int64_t rows[3] = {m->L, m->S, m->S}, in[3] = {m->E, m->kdim, m->vdim};
+    attn_status st = ATTN_OK;
+    for (int t = 0; t < 3 && !st; t++)
+        if (dxs[t]) st = write_input_grad(dxs[t], NAMES[t], b->dx[t], m, rows[t], in[t], err);
+    if (!st && g[G_IN_W]) { /* packed: q, k, v stacked */
+        double *w = malloc(sizeof(double) * (size_t)(3 * m->E * m->E));
+        if (!w) return attn_fail(err, ATTN_ERR_NO_MEMORY, "out of memory");
+        for (int t = 0; t < 3; t++) memcpy(w + t * m->E * m->E, b->dW[t], sizeof(double) * (size_t)(m->E * m->E));
+        st = write_grad(g[G_IN_W], "in_proj_weight", m->p.in_proj_weight, w, err);
+        free(w);
+    }
+    if (!st && g[G_IN_B]) {
+        double *bb = malloc(sizeof(double) * (size_t)(3 * m->E));
+        if (!bb) return attn_fail(err, ATTN_ERR_NO_MEMORY, "out of memory");
+        for (int t = 0; t < 3; t++) memcpy(bb + t * m->E, b->db[t], sizeof(double) * (size_t)m->E);
+        st = write_grad(g[G_IN_B], "in_proj_bias", m->p.in_proj_bias, bb, err);
+        free(bb);
+    }
+    const attn_tensor *like[G_COUNT];
+    grad_list(like, &m->p);
+    const double *src[G_COUNT] = {NULL, NULL, b->dW[0], b->dW[1], b->dW[2], b->db[0], b->db[1], b->db[2], b->dWo, b->dbo,
+                                  b->dbkv[0], b->dbkv[1]};
+    for (int i = G_Q_W; i < G_COUNT && !st; i++)
+        if (g[i]) st = write_grad(g[i], GRAD_NAMES[i], like[i], src[i], err);
+    return st;
+}
+
+attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tensor *dvalue, const attn_mha_params *grads,
+                              const attn_tensor *dout, const attn_tensor *query, const attn_tensor *key,
+                              const attn_tensor *value, const attn_mha_params *params, const attn_mha_options *options,
+                              attn_error *err) {
+    attn_mha_call m;
+    memset(&m, 0, sizeof m);
+    m.p = attn_mha_params_default(), m.o = attn_mha_options_default();
+    attn_mha_params gp = attn_mha_params_default();
+    if (!params || !dout) return attn_fail(err, ATTN_ERR_NULL, "params and dout must not be NULL");
+    attn_status st = attn_mha_read_struct(&m.p, sizeof m.p, params, "params", err);
+    if (st || (st = attn_mha_read_struct(&m.o, sizeof m.o, options, "options", err)) ||
+        (st = attn_mha_read_struct(&gp, sizeof gp, grads, "grads", err)))
+        return st;
+    attn_tensor dout_view;
+    if ((st = attn_mha_plan(&m, &dout_view, (attn_tensor *)dout, query, key, value, err))) return st;
+    const attn_tensor *g[G_COUNT], *like[G_COUNT];
+    grad_list(g, &gp), grad_list(like, &m.p);
+    if ((st = check_grads(g, like, err))) return st;
+    bwd b;
+    if (!alloc_bwd(&b, &m)) {
+        free_bwd(&b);
+        return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's backward pass");
+    }
+    attn_tensor tq, tk, tv, th, tl, tm, tdh, tdq, tdk, tdv;
+    int64_t sq[4] = {m.N, m.Hq, m.L, m.D}, sk[4] = {m.N, m.Hkv, m.S2, m.D}, sm[4] = {m.N, m.Hq, m.L, m.S2};
+    attn_tensor_init(&tq, b.q, m.dt, 4, sq, NULL, NULL), attn_tensor_init(&th, b.heads, m.dt, 4, sq, NULL, NULL);
+    attn_tensor_init(&tk, b.k, m.dt, 4, sk, NULL, NULL), attn_tensor_init(&tv, b.v, m.dt, 4, sk, NULL, NULL);
+    attn_tensor_init(&tl, b.lse, m.dt, 3, sq, NULL, NULL), attn_tensor_init(&tm, b.mask, m.dt, 4, sm, NULL, NULL);
+    attn_tensor_init(&tdh, b.dheads, m.dt, 4, sq, NULL, NULL), attn_tensor_init(&tdq, b.dq, m.dt, 4, sq, NULL, NULL);
+    attn_tensor_init(&tdk, b.dk, m.dt, 4, sk, NULL, NULL), attn_tensor_init(&tdv, b.dv, m.dt, 4, sk, NULL, NULL);
+    attn_sdpa_options so = attn_sdpa_options_default();
+    so.causal = m.o.causal, so.mask = b.mask ? &tm : NULL, so.context = m.o.context;
+    if ((st = forward(&b, &m, err)) || (st = attn_sdpa(&th, &tl, NULL, &tq, &tk, &tv, &so, err))) goto done;
+    out_backward(b.dheads, b.dWo, b.dbo, &dout_view, b.heads, &m);                                  /* from F4 */
+    if ((st = attn_sdpa_backward(&tdq, &tdk, &tdv, NULL, &tdh, &tq, &tk, &tv, &th, &tl, &so, err))) goto done; /* F3 */
+    if (m.o.rope) { /* from F2 */
+        int64_t s3q[3] = {m.N * m.Hq, m.L, m.D}, s3k[3] = {m.N * m.Hkv, m.S2, m.D};
+        attn_tensor rq, rk;
+        attn_tensor_init(&rq, b.dq, m.dt, 3, s3q, NULL, NULL), attn_tensor_init(&rk, b.dk, m.dt, 3, s3k, NULL, NULL);
+        if ((st = attn_rope_backward(&rq, &rq, m.o.rope, err)) || (st = attn_rope_backward(&rk, &rk, m.o.rope, err))) goto done;
+    }
+    const char *dproj[3] = {b.dq, b.dk, b.dv};
+    int64_t H[3] = {m.Hq, m.Hkv, m.Hkv}, rows_out[3] = {m.L, m.S2, m.S2};
+    const attn_tensor *x[3] = {&m.q, &m.k, &m.v};
+    for (int t = 0; t < 3; t++) /* from F1 */
+        project_backward(b.dW[t], b.db[t], b.dx[t], t ? b.dbkv[t - 1] : NULL, dproj[t], x[t], m.w[t], m.w_row0[t], H[t], m.D,
+                         rows_out[t]);
+    attn_tensor *dxs[3] = {dquery, dkey, dvalue};
+    st = write_all(dxs, g, &b, &m, err);
+done:
+    free_bwd(&b);
+    return st;
+}
