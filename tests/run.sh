@@ -54,6 +54,7 @@ done
 suite "RoPE (attn_rope, attn_rope_backward through ctypes) vs PyTorch" $PY tests/oracle_rope.py "$BUILD"
 suite "multi-head attention (attn_mha through ctypes) vs torch.nn.MultiheadAttention" $PY tests/oracle_mha.py "$BUILD"
 suite "attn mha: weights from safetensors and .npy vs PyTorch, bad safetensors files" $PY tests/test_mha_cli.py "$BUILD"
+suite "attn mha under ASan+UBSan" $PY tests/test_mha_cli.py "$BUILD/asan"
 suite "backward pass under ThreadSanitizer (3 threads)" env ATTN_NUM_THREADS=3 "$BUILD/tsan/test_backward"
 # The f32 kernels again with each instruction set forced; on a CPU without
 # it the suite says skip (ATTN_VERBOSE shows which ISA really ran).
