@@ -29,6 +29,9 @@ static const char MHA_USAGE[] =
     "      --rope LAYOUT      rotary positions on q and k: halves (Hugging Face) or\n"
     "                         interleaved (Meta's original Llama)\n"
     "      --rope-base B      RoPE's base (default 10000)\n"
+    "      --softcap C        soft-cap the scores: C * tanh(s / C)\n"
+    "      --alibi            ALiBi with the paper's slopes for the heads\n"
+    "      --window N         sliding window of N keys (needs --causal)\n"
     "      --incremental      run the sequence through a KV cache one token at a time\n"
     "                         (self-attention, causal): the same output, as a check\n"
     "  -o, --out FILE         write the output (like X); without -o it is printed\n"
@@ -130,7 +133,9 @@ typedef struct mha_args {
     attn_causal causal;
     int rope; /* -1 none, else an attn_rope_layout */
     double rope_base;
-    bool incremental;
+    bool incremental, alibi;
+    double softcap;
+    long window;
 } mha_args;
 
 static int parse(int argc, char **argv, mha_args *a) {
@@ -166,6 +171,14 @@ static int parse(int argc, char **argv, mha_args *a) {
             a->causal = ATTN_CAUSAL_BOTTOM_RIGHT, i++;
         } else if (strcmp(arg, "--incremental") == 0) {
             a->incremental = true, i++;
+        } else if (strcmp(arg, "--alibi") == 0) {
+            a->alibi = true, i++;
+        } else if (cli_option(argc, argv, &i, NULL, "--softcap", &val, &code)) {
+            if (val && (!cli_parse_double(val, &a->softcap) || !(a->softcap > 0)))
+                code = cli_error(EXIT_USAGE, "--softcap %s is not a finite number above 0", val);
+        } else if (cli_option(argc, argv, &i, NULL, "--window", &val, &code)) {
+            if (val && !cli_parse_int(val, 1, 1L << 40, &a->window))
+                code = cli_error(EXIT_USAGE, "--window %s is not a whole number of keys from 1", val);
         } else {
             code = cli_error(EXIT_USAGE, "unknown argument '%s' (see attn mha --help)", arg);
         }
@@ -173,6 +186,8 @@ static int parse(int argc, char **argv, mha_args *a) {
     if (code) return code;
     if (!a->x || !a->weights || !a->heads) return cli_error(EXIT_USAGE, "attn mha needs -x, --weights and --heads (see --help)");
     if (a->out && a->wout && strcmp(a->out, a->wout) == 0) return cli_error(EXIT_USAGE, "-o and -w name the same file");
+    if (a->window && a->causal == ATTN_CAUSAL_NONE && !a->incremental)
+        return cli_error(EXIT_USAGE, "--window needs --causal (top-left or bottom-right)");
     if (a->incremental && (a->key || a->value || a->wout))
         return cli_error(EXIT_USAGE, "--incremental is self-attention: no --key, --value or -w");
     return 0;
@@ -254,7 +269,17 @@ static int run(const mha_args *a) {
     if (!code) {
         attn_mha_options o = attn_mha_options_default();
         attn_rope_options r = attn_rope_options_default();
-        o.batch_first = 1, o.causal = a->causal;
+        attn_sdpa_options so = attn_sdpa_options_default();
+        double slopes[4096];
+        attn_tensor slope_t;
+        int64_t heads = a->heads;
+        so.softcap = a->softcap, so.window = a->window;
+        if (a->alibi && heads <= 4096) { /* more heads: attn_mha reports the missing slopes' shape */
+            attn_alibi_slopes(slopes, heads, NULL);
+            attn_tensor_init(&slope_t, slopes, ATTN_F64, 1, &heads, NULL, NULL);
+            so.alibi_slopes = &slope_t;
+        }
+        o.batch_first = 1, o.causal = a->causal, o.attention = &so;
         if (a->rope >= 0) r.layout = (attn_rope_layout)a->rope, r.base = a->rope_base, o.rope = &r;
         attn_tensor_init(&out, NULL, x.dtype, x.rank, x.shape, NULL, NULL);
         out.data = malloc((size_t)attn_tensor_numel(&out) * attn_dtype_size(x.dtype) + 1);

@@ -617,6 +617,14 @@ typedef struct attn_rope_options {
 
 ATTN_API attn_rope_options attn_rope_options_default(void);
 
+/* The original Transformer's sinusoidal position encodings (Vaswani et al.,
+ * "Attention Is All You Need"), to add to the token embeddings: out (L, E),
+ * f32 or f64, row r at position p = position_offset + r:
+ *   out[r, 2i] = sin(p / 10000^(2i / E)),  out[r, 2i + 1] = cos(p / 10000^(2i / E)).
+ * Computed in double. Errors: ATTN_ERR_NULL, ATTN_ERR_RANK (not 2),
+ * ATTN_ERR_DTYPE, ATTN_ERR_OPTION (position_offset < 0). */
+ATTN_API attn_status attn_sinusoidal_positions(attn_tensor *out, int64_t position_offset, attn_error *err);
+
 /* out = x with RoPE applied: x (..., L, E), f64 or f32, row r of every
  * matrix at position p = (position_offset + r) / linear_scaling. Pair k
  * (k < rotary_dim/2) of a row, (a, b) as the layout picks them, turns by the
@@ -682,6 +690,11 @@ typedef struct attn_mha_options {
      * (attn_rope: query row l and key row s at positions position_offset + l
      * and position_offset + s), or NULL for none. Not with bias_k/bias_v. */
     const attn_rope_options *rope;
+    /* The attention's own options, or NULL: its score variants (softcap,
+     * alibi_slopes, window, sinks), scale (has_scale; default 1/sqrt(D)),
+     * dropout and compute mode are used; its causal, mask and context are
+     * the layer's (above). */
+    const attn_sdpa_options *attention;
 } attn_mha_options;
 
 ATTN_API attn_mha_params attn_mha_params_default(void);

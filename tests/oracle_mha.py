@@ -27,7 +27,8 @@ import torch.nn.functional as F
 
 from oracle_rope import Error, RopeOptions, Tensor, view
 from oracle_rope import reference as rope_reference
-from torch_attention import Reporter, oracle_args
+from oracle_backward import variant_scores
+from torch_attention import Reporter, causal_allowed, oracle_args
 
 P = ctypes.POINTER(Tensor)
 
@@ -44,7 +45,7 @@ class Options(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("batch_first", ctypes.c_int), ("add_zero_attn", ctypes.c_int),
                 ("key_padding_mask", P), ("attn_mask", P), ("causal", ctypes.c_int),
                 ("average_attn_weights", ctypes.c_int), ("context", ctypes.c_void_p),
-                ("rope", ctypes.POINTER(RopeOptions))]
+                ("rope", ctypes.POINTER(RopeOptions)), ("attention", ctypes.c_void_p)]
 
 
 BOOL = 3
@@ -222,7 +223,7 @@ def backward_case(o, rng, name, E=16, H=4, L=5, S=7, N=3, kdim=None, vdim=None, 
     o.report(name, compare_grads(o, got, ref))
 
 
-def gqa_reference(q, k, v, state, H, Hkv, causal, rope=None):
+def gqa_reference(q, k, v, state, H, Hkv, causal, rope=None, variants=None):
     """GQA multi-head attention written in PyTorch: separate projections,
     repeat_interleave of the KV heads, softmax, out_proj. Inputs (N, L, E)."""
     t = {k_: torch.from_numpy(a) for k_, a in state.items()}
@@ -236,9 +237,10 @@ def gqa_reference(q, k, v, state, H, Hkv, causal, rope=None):
         Q, K = (rope_reference(x, layout, base, rd, offset, 1.0) for x in (Q, K))
     K, V = K.repeat_interleave(H // Hkv, dim=1), V.repeat_interleave(H // Hkv, dim=1)
     s = Q @ K.transpose(-2, -1) / math.sqrt(D)
-    if causal:
-        s = s.masked_fill(~torch.tril(torch.ones(L, S, dtype=torch.bool), diagonal=S - L if causal == 2 else 0),
-                          float("-inf"))
+    allowed = causal_allowed(L, S, causal)
+    if variants:  # soft-capping, ALiBi, a window: from their definitions (oracle_backward)
+        s, allowed = variant_scores(s, allowed, causal, **variants)
+    s = s.masked_fill(~allowed, float("-inf"))
     out = (torch.softmax(s, -1) @ V).transpose(1, 2).reshape(N, L, E)
     return F.linear(out, t["out_proj_weight"], t.get("out_proj_bias")).numpy()
 
@@ -338,6 +340,31 @@ def main():
     gqa_case(o, rng, "llama_gqa_rope_halves", 4, 2, 2, E=32, rope=(0, 10000.0, 0, 0))
     gqa_case(o, rng, "llama_gqa_rope_interleaved_offset", 4, 1, 2, E=32, rope=(1, 500000.0, 0, 17))
     gqa_case(o, rng, "gqa_partial_rope", 2, 2, 1, E=16, rope=(0, 100.0, 4, 3))
+    # Random layers: sizes, projections, biases, layouts and masks drawn at random.
+    for i in range(24):
+        E = int(rng.choice([4, 8, 12, 16, 24]))
+        H = int(rng.choice([h for h in (1, 2, 3, 4, 6) if E % h == 0]))
+        Lr, Sr, Nr = int(rng.integers(1, 9)), int(rng.integers(1, 9)), int(rng.integers(1, 4))
+        cross = rng.random() < 0.4
+        kpm_r = am_r = None
+        if rng.random() < 0.5:
+            kpm_r = rng.random((Nr, Sr)) < 0.3 if rng.random() < 0.5 else rng.standard_normal((Nr, Sr))
+        if rng.random() < 0.5:
+            shape = (Lr, Sr) if rng.random() < 0.5 else (Nr * H, Lr, Sr)
+            am_r = rng.random(shape) < 0.3 if rng.random() < 0.5 else rng.standard_normal(shape)
+        if kpm_r is not None and am_r is not None and kpm_r.dtype != np.bool_:
+            kpm_r = kpm_r > 0  # PyTorch 1.13 merges a float key_padding_mask only without an attn_mask
+        if kpm_r is not None and kpm_r.dtype == np.bool_:
+            kpm_r[:, 0] = False  # keep a key for every query: PyTorch gives NaN otherwise
+        if am_r is not None and am_r.dtype == np.bool_:
+            am_r[..., 0] = False
+        cfg = dict(kdim=int(rng.integers(1, 10)) if cross else None, vdim=int(rng.integers(1, 10)) if cross else None,
+                   bias=bool(rng.random() < 0.7), bias_kv=bool(rng.random() < 0.3), zero_attn=bool(rng.random() < 0.3),
+                   batch_first=bool(rng.random() < 0.5), average=bool(rng.random() < 0.5))
+        desc = "_".join(k for k, v in cfg.items() if v is True) + ("_kpm" if kpm_r is not None else "") + \
+            ("_am%dd" % am_r.ndim if am_r is not None else "")
+        module_case(o, rng, "random_%02d_E%d_H%d_L%d_S%d_N%d_%s" % (i, E, H, Lr, Sr, Nr, desc), E=E, H=H, L=Lr, S=Sr,
+                    N=Nr, kpm=kpm_r, attn_mask=am_r, **cfg)
     # The backward pass, against autograd through the module.
     backward_case(o, rng, "backward_self_attention_packed")
     backward_case(o, rng, "backward_cross_attention_separate", kdim=11, vdim=6, batch_first=True)

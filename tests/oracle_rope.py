@@ -156,6 +156,21 @@ def main():
         o.case("random_%02d_%s" % (i, dt.__name__), f(shape).astype(dt), int(rng.integers(0, 2)),
                float(rng.choice([10000.0, 1e6, 100.0])), rd, int(rng.integers(0, 10000)),
                float(rng.choice([1.0, 2.0, 8.0])))
+    # Sinusoidal encodings: the paper's formula, sin(pos / 10000^(2i/E)) at even
+    # columns and cos at odd ones, for odd and even E and an offset.
+    o.lib.attn_sinusoidal_positions.argtypes = [ctypes.POINTER(Tensor), ctypes.c_int64, ctypes.POINTER(Error)]
+    for L, E, offset, dt in ((7, 16, 0, np.float64), (5, 9, 1000, np.float64), (300, 64, 3, np.float32)):
+        pe = np.zeros((L, E), dt)
+        err = Error()
+        st = o.lib.attn_sinusoidal_positions(ctypes.byref(view(pe)), offset, ctypes.byref(err))
+        pos = np.arange(offset, offset + L, dtype=np.float64)[:, None]
+        i2 = (np.arange(E) // 2 * 2).astype(np.float64)
+        angle = pos / (10000.0 ** (i2 / E))
+        ref = np.where(np.arange(E) % 2 == 0, np.sin(angle), np.cos(angle))
+        tol = 1e-12 if dt == np.float64 else 2.0 ** -24
+        e = float(np.abs(pe - ref).max())
+        o.report("sinusoidal_L%d_E%d_offset%d_%s" % (L, E, offset, np.dtype(dt).name),
+                 err.message.decode() if st else "" if e <= tol else "error %g" % e)
     x = f((2, 5, 6))
     out = np.zeros_like(x)
     o.error("error_odd_rotary_dim", x, out, o.options(0, 10000.0, 3, 0, 1.0), "must be even")

@@ -128,6 +128,12 @@ def llama_layer(c, rng):
             ["--heads", "4", "--rope", "halves", "--incremental"])
     c.layer("llama_incremental_f32", c.path("llama32.safetensors"), x.astype(np.float32), ref,
             ["--heads", "4", "--rope", "halves", "--incremental"], tol=1e-5)
+    # The score variants on the layer, whole and token by token.
+    variants = {"softcap": 5.0, "slopes": np.array([2.0 ** -(2 * i + 2) for i in range(4)]), "window": 3}
+    refv = gqa_reference(x, x, x, state, H, Hkv, 1, rope=(0, 10000.0, 0, 0), variants=variants)
+    flags = ["--heads", "4", "--rope", "halves", "--causal", "--softcap", "5", "--alibi", "--window", "3"]
+    c.layer("llama_softcap_alibi_window", c.path("llama.safetensors"), x, refv, flags)
+    c.layer("llama_softcap_alibi_window_incremental", c.path("llama.safetensors"), x, refv, flags + ["--incremental"])
     # Two layers in one file: the prefix must be chosen.
     two = dict(tensors)
     two.update({k.replace("layers.0", "layers.1"): v for k, v in tensors.items() if "layers.0" in k})

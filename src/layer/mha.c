@@ -256,6 +256,15 @@ attn_status attn_mha_rotate_heads(char *q, char *k, const attn_mha_call *m, attn
     return st ? st : attn_rope(&tk, &tk, m->o.rope, err);
 }
 
+attn_status attn_mha_sdpa_options(attn_sdpa_options *so, const attn_mha_call *m, attn_causal causal,
+                                  const attn_tensor *mask, attn_error *err) {
+    *so = attn_sdpa_options_default();
+    attn_status st = attn_mha_read_struct(so, sizeof *so, m->o.attention, "options->attention", err);
+    so->struct_size = sizeof *so;
+    so->causal = causal, so->mask = mask, so->context = m->o.context;
+    return st;
+}
+
 /* The call's sizes from its inputs; every check before any work. */
 attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *out, const attn_tensor *query,
                         const attn_tensor *key, const attn_tensor *value, attn_error *err) {
@@ -325,9 +334,10 @@ attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *
     attn_tensor_init(&tq, q, m.dt, 4, sq, NULL, NULL), attn_tensor_init(&th, heads, m.dt, 4, sq, NULL, NULL);
     attn_tensor_init(&tk, k, m.dt, 4, sk, NULL, NULL), attn_tensor_init(&tv, v, m.dt, 4, sk, NULL, NULL);
     attn_tensor_init(&tm, mask, m.dt, 4, sm, NULL, NULL), attn_tensor_init(&tw, per_head, m.dt, 4, sm, NULL, NULL);
-    attn_sdpa_options so = attn_sdpa_options_default();
-    so.causal = m.o.causal, so.mask = masked ? &tm : NULL, so.context = m.o.context;
-    if ((st = attn_sdpa(&th, NULL, weights ? &tw : NULL, &tq, &tk, &tv, &so, err))) goto done;
+    attn_sdpa_options so;
+    if ((st = attn_mha_sdpa_options(&so, &m, m.o.causal, masked ? &tm : NULL, err)) ||
+        (st = attn_sdpa(&th, NULL, weights ? &tw : NULL, &tq, &tk, &tv, &so, err)))
+        goto done;
     if (weights) write_weights(weights, per_head, &m);
     attn_mha_project_out(&out_view, heads, &m, row);
 done:
@@ -371,9 +381,9 @@ attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_
     attn_tensor_init(&tq, q, m.dt, 4, sq, NULL, NULL), attn_tensor_init(&th, heads, m.dt, 4, sq, NULL, NULL);
     attn_tensor_init(&tk, k, m.dt, 4, sk, NULL, NULL), attn_tensor_init(&tv, v, m.dt, 4, sk, NULL, NULL);
     if ((st = attn_kv_cache_append(cache, &tk, &tv, err))) goto done;
-    attn_sdpa_options so = attn_sdpa_options_default();
-    so.causal = ATTN_CAUSAL_BOTTOM_RIGHT, so.context = m.o.context;
-    if ((st = attn_kv_cache_attend(&th, NULL, &tq, cache, &so, err))) {
+    attn_sdpa_options so;
+    if ((st = attn_mha_sdpa_options(&so, &m, ATTN_CAUSAL_BOTTOM_RIGHT, NULL, err)) ||
+        (st = attn_kv_cache_attend(&th, NULL, &tq, cache, &so, err))) {
         attn_kv_cache_truncate(cache, length, NULL); /* as it was */
         goto done;
     }

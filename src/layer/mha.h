@@ -17,6 +17,12 @@ typedef struct attn_mha_call {
     int64_t w_row0[3];                   /* the projection's first row in w (in_proj_weight packs all three) */
 } attn_mha_call;
 
+/* The attention's options for this layer: the caller's attention options
+ * (variants, scale, dropout, compute) with the layer's causal mode, mask and
+ * context. */
+attn_status attn_mha_sdpa_options(attn_sdpa_options *so, const attn_mha_call *m, attn_causal causal,
+                                  const attn_tensor *mask, attn_error *err);
+
 /* The caller's versioned struct read into ours (which holds the defaults). */
 attn_status attn_mha_read_struct(void *ours, size_t size, const void *theirs, const char *name, attn_error *err);
 /* x (L, N, F), (N, L, F) with batch_first, or (L, F), seen as (N, L, F). */

@@ -235,9 +235,10 @@ attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tenso
     attn_tensor_init(&tl, b.lse, m.dt, 3, sq, NULL, NULL), attn_tensor_init(&tm, b.mask, m.dt, 4, sm, NULL, NULL);
     attn_tensor_init(&tdh, b.dheads, m.dt, 4, sq, NULL, NULL), attn_tensor_init(&tdq, b.dq, m.dt, 4, sq, NULL, NULL);
     attn_tensor_init(&tdk, b.dk, m.dt, 4, sk, NULL, NULL), attn_tensor_init(&tdv, b.dv, m.dt, 4, sk, NULL, NULL);
-    attn_sdpa_options so = attn_sdpa_options_default();
-    so.causal = m.o.causal, so.mask = b.mask ? &tm : NULL, so.context = m.o.context;
-    if ((st = forward(&b, &m, err)) || (st = attn_sdpa(&th, &tl, NULL, &tq, &tk, &tv, &so, err))) goto done;
+    attn_sdpa_options so;
+    if ((st = attn_mha_sdpa_options(&so, &m, m.o.causal, b.mask ? &tm : NULL, err)) || (st = forward(&b, &m, err)) ||
+        (st = attn_sdpa(&th, &tl, NULL, &tq, &tk, &tv, &so, err)))
+        goto done;
     out_backward(b.dheads, b.dWo, b.dbo, &dout_view, b.heads, &m);                                  /* from F4 */
     if ((st = attn_sdpa_backward(&tdq, &tdk, &tdv, NULL, &tdh, &tq, &tk, &tv, &th, &tl, &so, err))) goto done; /* F3 */
     if (m.o.rope) { /* from F2 */

@@ -109,3 +109,24 @@ attn_status attn_rope_backward(attn_tensor *dx, const attn_tensor *dout, const a
                                attn_error *err) {
     return rotate(dx, dout, options, -1.0, err);
 }
+
+attn_status attn_sinusoidal_positions(attn_tensor *out, int64_t position_offset, attn_error *err) {
+    if (!out || !out->data) return attn_fail(err, ATTN_ERR_NULL, "out is NULL or has NULL data");
+    if (out->rank != 2) return attn_fail(err, ATTN_ERR_RANK, "out has rank %d; it must be (L, E)", out->rank);
+    if (out->dtype != ATTN_F32 && out->dtype != ATTN_F64)
+        return attn_fail(err, ATTN_ERR_DTYPE, "out is %s; it must be f32 or f64", attn_dtype_name(out->dtype));
+    if (position_offset < 0 || position_offset > ((int64_t)1 << 53))
+        return attn_fail(err, ATTN_ERR_OPTION, "position_offset is %lld; it must be from 0 to 2^53", (long long)position_offset);
+    attn_status st = attn_check_extent(out, "out", err);
+    if (st) return st;
+    int64_t L = out->shape[0], E = out->shape[1];
+    for (int64_t e = 0; e < E; e++) {
+        /* Pair i = e / 2 shares the frequency 1 / 10000^(2i / E). */
+        double div = pow(10000.0, (double)(e / 2 * 2) / (double)E);
+        for (int64_t r = 0; r < L; r++) {
+            double angle = (double)(position_offset + r) / div;
+            set(out, r * out->strides[0] + e * out->strides[1], e % 2 ? cos(angle) : sin(angle));
+        }
+    }
+    return ATTN_OK;
+}
