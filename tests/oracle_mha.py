@@ -224,33 +224,22 @@ def backward_case(o, rng, name, E=16, H=4, L=5, S=7, N=3, kdim=None, vdim=None, 
 
 
 def gqa_reference(q, k, v, state, H, Hkv, causal, rope=None, variants=None):
-    """GQA multi-head attention written in PyTorch: separate projections,
-    repeat_interleave of the KV heads, softmax, out_proj. Inputs (N, L, E)."""
+    """gqa_reference_t on numpy arrays: the layer's output as numpy."""
     t = {k_: torch.from_numpy(a) for k_, a in state.items()}
-    N, L, E = q.shape
-    S, D = k.shape[1], E // H
-    Q = F.linear(torch.from_numpy(q), t["q_proj_weight"], t.get("q_proj_bias")).reshape(N, L, H, D).transpose(1, 2)
-    K = F.linear(torch.from_numpy(k), t["k_proj_weight"], t.get("k_proj_bias")).reshape(N, S, Hkv, D).transpose(1, 2)
-    V = F.linear(torch.from_numpy(v), t["v_proj_weight"], t.get("v_proj_bias")).reshape(N, S, Hkv, D).transpose(1, 2)
-    if rope:  # on each head's rows, at positions offset + row
-        layout, base, rd, offset = rope
-        Q, K = (rope_reference(x, layout, base, rd, offset, 1.0) for x in (Q, K))
-    K, V = K.repeat_interleave(H // Hkv, dim=1), V.repeat_interleave(H // Hkv, dim=1)
-    s = Q @ K.transpose(-2, -1) / math.sqrt(D)
-    allowed = causal_allowed(L, S, causal)
-    if variants:  # soft-capping, ALiBi, a window: from their definitions (oracle_backward)
-        s, allowed = variant_scores(s, allowed, causal, **variants)
-    s = s.masked_fill(~allowed, float("-inf"))
-    out = (torch.softmax(s, -1) @ V).transpose(1, 2).reshape(N, L, E)
-    return F.linear(out, t["out_proj_weight"], t.get("out_proj_bias")).numpy()
+    xs = [torch.from_numpy(a) for a in (q, k, v)]
+    return gqa_reference_t(xs, t, H, Hkv, causal, rope, variants).detach().numpy()
+
+
+def gqa_state(f, E, D, Hkv):
+    """Random separate projections for a GQA layer, as attn_mha_params names them."""
+    return {"q_proj_weight": f((E, E)) / 4, "k_proj_weight": f((Hkv * D, E)) / 4, "v_proj_weight": f((Hkv * D, E)) / 4,
+            "q_proj_bias": f(E), "k_proj_bias": f(Hkv * D), "v_proj_bias": f(Hkv * D),
+            "out_proj_weight": f((E, E)) / 4, "out_proj_bias": f(E)}
 
 
 def gqa_case(o, rng, name, H, Hkv, causal, E=24, L=6, S=9, N=2, rope=None):
-    D = E // H
     f = rng.standard_normal
-    state = {"q_proj_weight": f((E, E)) / 4, "k_proj_weight": f((Hkv * D, E)) / 4, "v_proj_weight": f((Hkv * D, E)) / 4,
-             "q_proj_bias": f(E), "k_proj_bias": f(Hkv * D), "v_proj_bias": f(Hkv * D),
-             "out_proj_weight": f((E, E)) / 4, "out_proj_bias": f(E)}
+    state = gqa_state(f, E, E // H, Hkv)
     q, k, v = f((N, L, E)), f((N, S, E)), f((N, S, E))
     st, msg, out, _ = o.run(q, k, v, state, H, kv_heads=Hkv, batch_first=True, causal=causal, rope=rope)
     ref = gqa_reference(q, k, v, state, H, Hkv, causal, rope)
@@ -258,12 +247,9 @@ def gqa_case(o, rng, name, H, Hkv, causal, E=24, L=6, S=9, N=2, rope=None):
 
 
 def gqa_backward_case(o, rng, name, H, Hkv, rope, E=16, L=6, S=6, N=2):
-    """GQA (and RoPE) gradients against autograd through gqa_reference."""
-    D = E // H
+    """GQA (and RoPE) gradients against autograd through gqa_reference_t."""
     f = rng.standard_normal
-    state = {"q_proj_weight": f((E, E)) / 4, "k_proj_weight": f((Hkv * D, E)) / 4, "v_proj_weight": f((Hkv * D, E)) / 4,
-             "q_proj_bias": f(E), "k_proj_bias": f(Hkv * D), "v_proj_bias": f(Hkv * D),
-             "out_proj_weight": f((E, E)) / 4, "out_proj_bias": f(E)}
+    state = gqa_state(f, E, E // H, Hkv)
     q, k, v = f((N, L, E)), f((N, S, E)), f((N, S, E))
     leaves = {n: torch.tensor(a, requires_grad=True) for n, a in state.items()}
     xs = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
@@ -291,8 +277,11 @@ def compare_grads(o, got, ref):
     return ""
 
 
-def gqa_reference_t(xs, t, H, Hkv, causal, rope):
-    """gqa_reference on torch tensors (for autograd)."""
+def gqa_reference_t(xs, t, H, Hkv, causal, rope, variants=None):
+    """GQA multi-head attention written in PyTorch on torch tensors (autograd
+    flows through it): separate projections, RoPE on each head's rows at
+    positions offset + row, repeat_interleave of the KV heads, the score
+    variants from their definitions, softmax, out_proj. Inputs (N, L, E)."""
     q, k, v = xs
     N, L, E = q.shape
     S, D = k.shape[1], E // H
@@ -304,9 +293,10 @@ def gqa_reference_t(xs, t, H, Hkv, causal, rope):
         Q, K = (rope_reference(x, layout, base, rd, offset, 1.0) for x in (Q, K))
     K, V = K.repeat_interleave(H // Hkv, dim=1), V.repeat_interleave(H // Hkv, dim=1)
     s = Q @ K.transpose(-2, -1) / math.sqrt(D)
-    if causal:
-        s = s.masked_fill(~torch.tril(torch.ones(L, S, dtype=torch.bool), diagonal=S - L if causal == 2 else 0),
-                          float("-inf"))
+    allowed = causal_allowed(L, S, causal)
+    if variants:
+        s, allowed = variant_scores(s, allowed, causal, **variants)
+    s = s.masked_fill(~allowed, float("-inf"))
     out = (torch.softmax(s, -1) @ V).transpose(1, 2).reshape(N, L, E)
     return F.linear(out, t["out_proj_weight"], t.get("out_proj_bias"))
 
