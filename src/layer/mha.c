@@ -121,27 +121,46 @@ static attn_status check_params(attn_mha_call *m, attn_error *err) {
 
 /* dst (N, H, rows + extra, D), contiguous = x (N, rows, in) · W[row0 .. row0 + H·D)ᵀ + b,
  * each dot product summed in double; row `rows` is bias_kv when given. */
-void attn_mha_project(double *acc_row, char *dst, const attn_tensor *x, const attn_tensor *w, const attn_tensor *b,
-                    int64_t row0, int64_t H, int64_t D, int64_t rows_out, const attn_tensor *bias_kv) {
+/* Σ_c x[c] · w[c] over n doubles, in four interleaved partial sums (the
+ * additions of one sum chain wait on each other; four chains do not). */
+static double dot(const double *x, const double *w, int64_t n) {
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t c = 0;
+    for (; c + 4 <= n; c += 4) s0 += x[c] * w[c], s1 += x[c + 1] * w[c + 1], s2 += x[c + 2] * w[c + 2], s3 += x[c + 3] * w[c + 3];
+    for (; c < n; c++) s0 += x[c] * w[c];
+    return (s0 + s1) + (s2 + s3);
+}
+
+enum { WEIGHT_ROWS = 32 }; /* weight rows packed in double at a time: 32 × in doubles */
+
+bool attn_mha_project(double *acc_row, char *dst, const attn_tensor *x, const attn_tensor *w, const attn_tensor *b,
+                      int64_t row0, int64_t H, int64_t D, int64_t rows_out, const attn_tensor *bias_kv) {
     attn_mat wm = {(char *)w->data, w->dtype, w->shape[0], w->shape[1], w->strides[0], w->strides[1]};
     attn_mat bm = {b ? (char *)b->data : NULL, w->dtype, 1, b ? b->shape[0] : 0, 0, b ? b->strides[0] : 0};
     int64_t N = x->shape[0], rows = x->shape[1], in = x->shape[2], F = H * D;
     attn_mat out = {dst, w->dtype, N * H * rows_out, D, D, 1}; /* row (n·H + h)·rows_out + r */
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t r = 0; r < rows; r++) {
-            attn_mat xm = {(char *)x->data + (n * x->strides[0] + r * x->strides[1]) * (int64_t)attn_dtype_size(x->dtype),
-                           x->dtype, 1, in, 0, x->strides[2]};
-            attn_pack_rows(acc_row, &xm, 0, 1);
-            for (int64_t f = 0; f < F; f++) {
-                double s = bm.base ? attn_mat_get(&bm, 0, row0 + f) : 0.0;
-                for (int64_t c = 0; c < in; c++) s += acc_row[c] * attn_mat_get(&wm, row0 + f, c);
-                attn_mat_set(&out, (n * H + f / D) * rows_out + r, f % D, s);
+    double *wb = malloc(sizeof(double) * (size_t)(WEIGHT_ROWS * in));
+    if (!wb) return false;
+    for (int64_t f0 = 0; f0 < F; f0 += WEIGHT_ROWS) { /* a block of weight rows, packed once */
+        int64_t nf = F - f0 < WEIGHT_ROWS ? F - f0 : WEIGHT_ROWS;
+        attn_pack_rows(wb, &wm, row0 + f0, nf);
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t r = 0; r < rows; r++) {
+                attn_mat xm = {(char *)x->data + (n * x->strides[0] + r * x->strides[1]) * (int64_t)attn_dtype_size(x->dtype),
+                               x->dtype, 1, in, 0, x->strides[2]};
+                attn_pack_rows(acc_row, &xm, 0, 1);
+                for (int64_t f = f0; f < f0 + nf; f++) {
+                    double s = (bm.base ? attn_mat_get(&bm, 0, row0 + f) : 0.0) + dot(acc_row, wb + (f - f0) * in, in);
+                    attn_mat_set(&out, (n * H + f / D) * rows_out + r, f % D, s);
+                }
             }
-        }
-    if (!bias_kv) return;
+    }
+    free(wb);
+    if (!bias_kv) return true;
     attn_mat bkv = {(char *)bias_kv->data, bias_kv->dtype, 1, F, 0, bias_kv->strides[2]};
     for (int64_t n = 0; n < N; n++)
         for (int64_t f = 0; f < F; f++) attn_mat_set(&out, (n * H + f / D) * rows_out + rows, f % D, attn_mat_get(&bkv, 0, f));
+    return true;
 }
 
 /* A mask's value for query i, key j < S of sequence n and head h, added to
@@ -193,22 +212,27 @@ void attn_mha_merge_masks(char *dst, const attn_mha_call *m) {
 }
 
 /* out (N, L, E) = the heads (N, Hq, L, D) side by side · out_proj_weightᵀ + out_proj_bias. */
-void attn_mha_project_out(const attn_tensor *out, const char *heads, const attn_mha_call *m, double *row) {
+bool attn_mha_project_out(const attn_tensor *out, const char *heads, const attn_mha_call *m, double *row) {
     const attn_tensor *w = m->p.out_proj_weight, *b = m->p.out_proj_bias;
     attn_mat wm = {(char *)w->data, w->dtype, m->E, m->E, w->strides[0], w->strides[1]};
     attn_mat bm = {b ? (char *)b->data : NULL, m->dt, 1, m->E, 0, b ? b->strides[0] : 0};
     attn_mat hm = {(char *)heads, m->dt, m->N * m->Hq * m->L, m->D, m->D, 1};
-    for (int64_t n = 0; n < m->N; n++)
-        for (int64_t l = 0; l < m->L; l++) {
-            for (int64_t f = 0; f < m->E; f++) row[f] = attn_mat_get(&hm, (n * m->Hq + f / m->D) * m->L + l, f % m->D);
-            attn_mat om = {(char *)out->data + (n * out->strides[0] + l * out->strides[1]) * (int64_t)attn_dtype_size(m->dt),
-                           m->dt, 1, m->E, 0, out->strides[2]};
-            for (int64_t e = 0; e < m->E; e++) {
-                double s = bm.base ? attn_mat_get(&bm, 0, e) : 0.0;
-                for (int64_t f = 0; f < m->E; f++) s += row[f] * attn_mat_get(&wm, e, f);
-                attn_mat_set(&om, 0, e, s);
+    double *wb = malloc(sizeof(double) * (size_t)(WEIGHT_ROWS * m->E));
+    if (!wb) return false;
+    for (int64_t e0 = 0; e0 < m->E; e0 += WEIGHT_ROWS) {
+        int64_t ne = m->E - e0 < WEIGHT_ROWS ? m->E - e0 : WEIGHT_ROWS;
+        attn_pack_rows(wb, &wm, e0, ne);
+        for (int64_t n = 0; n < m->N; n++)
+            for (int64_t l = 0; l < m->L; l++) {
+                for (int64_t f = 0; f < m->E; f++) row[f] = attn_mat_get(&hm, (n * m->Hq + f / m->D) * m->L + l, f % m->D);
+                attn_mat om = {(char *)out->data + (n * out->strides[0] + l * out->strides[1]) * (int64_t)attn_dtype_size(m->dt),
+                               m->dt, 1, m->E, 0, out->strides[2]};
+                for (int64_t e = e0; e < e0 + ne; e++)
+                    attn_mat_set(&om, 0, e, (bm.base ? attn_mat_get(&bm, 0, e) : 0.0) + dot(row, wb + (e - e0) * m->E, m->E));
             }
-        }
+    }
+    free(wb);
+    return true;
 }
 
 /* The weights output: (N, L, S2) averaged over the heads or (N, Hq, L, S2),
@@ -323,9 +347,12 @@ attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *
         st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's projections");
         goto done;
     }
-    attn_mha_project(row, q, &m.q, m.w[0], m.b[0], m.w_row0[0], m.Hq, m.D, m.L, NULL);
-    attn_mha_project(row, k, &m.k, m.w[1], m.b[1], m.w_row0[1], m.Hkv, m.D, m.S2, m.p.bias_k);
-    attn_mha_project(row, v, &m.v, m.w[2], m.b[2], m.w_row0[2], m.Hkv, m.D, m.S2, m.p.bias_v);
+    if (!attn_mha_project(row, q, &m.q, m.w[0], m.b[0], m.w_row0[0], m.Hq, m.D, m.L, NULL) ||
+        !attn_mha_project(row, k, &m.k, m.w[1], m.b[1], m.w_row0[1], m.Hkv, m.D, m.S2, m.p.bias_k) ||
+        !attn_mha_project(row, v, &m.v, m.w[2], m.b[2], m.w_row0[2], m.Hkv, m.D, m.S2, m.p.bias_v)) {
+        st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
+        goto done;
+    }
     if (masked) attn_mha_merge_masks(mask, &m);
     if (m.o.rope && (st = attn_mha_rotate_heads(q, k, &m, err))) goto done;
 
@@ -338,8 +365,11 @@ attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *
     if ((st = attn_mha_sdpa_options(&so, &m, m.o.causal, masked ? &tm : NULL, err)) ||
         (st = attn_sdpa(&th, NULL, weights ? &tw : NULL, &tq, &tk, &tv, &so, err)))
         goto done;
-    if (weights) write_weights(weights, per_head, &m);
-    attn_mha_project_out(&out_view, heads, &m, row);
+    /* out_proj takes its memory before it writes: a failure leaves out and weights untouched. */
+    if (!attn_mha_project_out(&out_view, heads, &m, row))
+        st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
+    else if (weights)
+        write_weights(weights, per_head, &m);
 done:
     free(q), free(k), free(v), free(heads), free(mask), free(per_head), free(row);
     return st;
@@ -366,9 +396,12 @@ attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_
         st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's projections");
         goto done;
     }
-    attn_mha_project(row, q, &m.q, m.w[0], m.b[0], m.w_row0[0], m.Hq, m.D, m.L, NULL);
-    attn_mha_project(row, k, &m.k, m.w[1], m.b[1], m.w_row0[1], m.Hkv, m.D, m.L, NULL);
-    attn_mha_project(row, v, &m.v, m.w[2], m.b[2], m.w_row0[2], m.Hkv, m.D, m.L, NULL);
+    if (!attn_mha_project(row, q, &m.q, m.w[0], m.b[0], m.w_row0[0], m.Hq, m.D, m.L, NULL) ||
+        !attn_mha_project(row, k, &m.k, m.w[1], m.b[1], m.w_row0[1], m.Hkv, m.D, m.L, NULL) ||
+        !attn_mha_project(row, v, &m.v, m.w[2], m.b[2], m.w_row0[2], m.Hkv, m.D, m.L, NULL)) {
+        st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
+        goto done;
+    }
     attn_rope_options r;
     if (m.o.rope) { /* the new positions follow the cached ones */
         r = attn_rope_options_default();
@@ -387,7 +420,8 @@ attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_
         attn_kv_cache_truncate(cache, length, NULL); /* as it was */
         goto done;
     }
-    attn_mha_project_out(&out_view, heads, &m, row);
+    if (!attn_mha_project_out(&out_view, heads, &m, row))
+        st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
 done:
     free(q), free(k), free(v), free(heads), free(row);
     return st;

@@ -32,14 +32,16 @@ attn_status attn_mha_as_batch(attn_tensor *out, const attn_tensor *x, const char
 attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *out, const attn_tensor *query,
                           const attn_tensor *key, const attn_tensor *value, attn_error *err);
 /* dst (N, H, rows_out, D) = x (N, rows, in) · W[row0 .., :]ᵀ + b, in double
- * sums (acc_row: `in` doubles); row `rows` is bias_kv when given. */
-void attn_mha_project(double *acc_row, char *dst, const attn_tensor *x, const attn_tensor *w, const attn_tensor *b,
+ * sums (acc_row: `in` doubles); row `rows` is bias_kv when given. False when
+ * its block of packed weights cannot be allocated. */
+bool attn_mha_project(double *acc_row, char *dst, const attn_tensor *x, const attn_tensor *w, const attn_tensor *b,
                       int64_t row0, int64_t H, int64_t D, int64_t rows_out, const attn_tensor *bias_kv);
 /* Both masks as one additive mask (N, Hq, L, S2). */
 void attn_mha_merge_masks(char *dst, const attn_mha_call *m);
 /* RoPE on the projected q (N, Hq, L, D) and k (N, Hkv, S2, D), in place. */
 attn_status attn_mha_rotate_heads(char *q, char *k, const attn_mha_call *m, attn_error *err);
-/* out (N, L, E) = the heads side by side · out_proj_weightᵀ + out_proj_bias (row: E doubles). */
-void attn_mha_project_out(const attn_tensor *out, const char *heads, const attn_mha_call *m, double *row);
+/* out (N, L, E) = the heads side by side · out_proj_weightᵀ + out_proj_bias
+ * (row: E doubles). False when its block of packed weights cannot be allocated. */
+bool attn_mha_project_out(const attn_tensor *out, const char *heads, const attn_mha_call *m, double *row);
 
 #endif /* ATTN_LAYER_MHA_H */

@@ -166,9 +166,10 @@ static attn_status write_input_grad(attn_tensor *t, const char *name, const doub
 
 /* The forward again, keeping q, k, v, the heads and the lse. */
 static attn_status forward(bwd *b, attn_mha_call *m, attn_error *err) {
-    attn_mha_project(b->row, b->q, &m->q, m->w[0], m->b[0], m->w_row0[0], m->Hq, m->D, m->L, NULL);
-    attn_mha_project(b->row, b->k, &m->k, m->w[1], m->b[1], m->w_row0[1], m->Hkv, m->D, m->S2, m->p.bias_k);
-    attn_mha_project(b->row, b->v, &m->v, m->w[2], m->b[2], m->w_row0[2], m->Hkv, m->D, m->S2, m->p.bias_v);
+    if (!attn_mha_project(b->row, b->q, &m->q, m->w[0], m->b[0], m->w_row0[0], m->Hq, m->D, m->L, NULL) ||
+        !attn_mha_project(b->row, b->k, &m->k, m->w[1], m->b[1], m->w_row0[1], m->Hkv, m->D, m->S2, m->p.bias_k) ||
+        !attn_mha_project(b->row, b->v, &m->v, m->w[2], m->b[2], m->w_row0[2], m->Hkv, m->D, m->S2, m->p.bias_v))
+        return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
     if (b->mask) attn_mha_merge_masks(b->mask, m);
     attn_status st = m->o.rope ? attn_mha_rotate_heads(b->q, b->k, m, err) : ATTN_OK;
     return st;
