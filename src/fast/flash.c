@@ -155,6 +155,32 @@ static void tile_step(const flash_job *j, const workspace *w, const attn_problem
     }
 }
 
+/* Pack the key block j0..j0+nc-1 (transposed, nc_pad columns) and its values
+ * (unless their rows are read in place), and their bf16 pairs in that mode.
+ * Returns the values' rows and sets *ldv, their stride. */
+static const float *pack_block(const flash_job *j, const workspace *w, const attn_problem *p, int64_t j0, int64_t nc,
+                               int64_t nc_pad, int64_t *ldv) {
+    const attn_ukernels *uk = j->uk;
+    int64_t ldk = kt_stride(nc_pad), Evp = j->Evp;
+    attn_pack_transposed(uk, w->kt, ldk, nc_pad, &p->k, j0, nc, w->tmp);
+    const float *vb = w->v;
+    *ldv = Evp;
+    if (j->v_direct && nc_pad == nc) { /* rows in place: contiguous, Ev a multiple of the vector */
+        vb = (const float *)(const void *)p->v.base + j0 * p->v.rs;
+        *ldv = p->v.rs;
+    } else { /* packed (padding keys' probabilities are 0, but their rows must exist) */
+        attn_pack_scaled(uk, w->v, Evp, &p->v, j0, nc, nc_pad, 1.0, w->tmp);
+    }
+    if (j->bk) { /* keys as pairs along E, values as pairs along the keys */
+        for (int64_t e2 = 0; e2 < j->E2; e2++)
+            j->bk->zip(w->kt2 + e2 * ldk, w->kt + 2 * e2 * ldk, 2 * e2 + 1 < j->E ? w->kt + (2 * e2 + 1) * ldk : w->zero,
+                       nc_pad);
+        for (int64_t k2 = 0; k2 < nc_pad / 2; k2++)
+            j->bk->zip(w->v2 + k2 * Evp, w->v + 2 * k2 * Evp, w->v + (2 * k2 + 1) * Evp, Evp);
+    }
+    return vb;
+}
+
 static void flash_item(void *ctx, int64_t item, int worker) {
     flash_job *j = ctx;
     const attn_ukernels *uk = j->uk;
@@ -193,25 +219,8 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     int64_t jend = attn_keys_seen(p, i0 + nr - 1, 0, j->S), jbegin = attn_first_key(p, i0);
     for (int64_t j0 = jbegin; j0 < jend && !bad; j0 += j->bc) {
         int64_t nc = jend - j0 < j->bc ? jend - j0 : j->bc, nc_pad = attn_round_up(nc, nrv);
-        int64_t ldk = kt_stride(nc_pad);
-        attn_pack_transposed(uk, w.kt, ldk, nc_pad, &p->k, j0, nc, w.tmp);
-        const float *vb = w.v;
-        int64_t ldv = Evp;
-        if (j->v_direct) { /* rows in place: contiguous, Ev a multiple of the vector */
-            vb = (const float *)(const void *)p->v.base + j0 * p->v.rs;
-            ldv = p->v.rs;
-            /* the padding keys' probabilities are 0, but their rows must exist */
-            if (nc_pad > nc) attn_pack_scaled(uk, w.v, Evp, &p->v, j0, nc, nc_pad, 1.0, w.tmp), vb = w.v, ldv = Evp;
-        } else {
-            attn_pack_scaled(uk, w.v, Evp, &p->v, j0, nc, nc_pad, 1.0, w.tmp);
-        }
-        if (j->bk) { /* keys as pairs along E, values as pairs along the keys */
-            for (int64_t e2 = 0; e2 < j->E2; e2++)
-                j->bk->zip(w.kt2 + e2 * ldk, w.kt + 2 * e2 * ldk,
-                           2 * e2 + 1 < E ? w.kt + (2 * e2 + 1) * ldk : w.zero, nc_pad);
-            for (int64_t k2 = 0; k2 < nc_pad / 2; k2++)
-                j->bk->zip(w.v2 + k2 * Evp, w.v + 2 * k2 * Evp, w.v + (2 * k2 + 1) * Evp, Evp);
-        }
+        int64_t ldk = kt_stride(nc_pad), ldv;
+        const float *vb = pack_block(j, &w, p, j0, nc, nc_pad, &ldv);
         for (int64_t r0 = 0; r0 < nr_pad; r0 += ATTN_MR) {
             int64_t rows = nr - r0 < ATTN_MR ? nr - r0 : ATTN_MR;
             /* Under a causal mask a tile needs only the keys its last row sees;
