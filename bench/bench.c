@@ -588,6 +588,65 @@ static void kv_cache_rows(double bandwidth, bool as_json) {
     if (!quick) kv_cache_row(32768, ATTN_F32, bandwidth, as_json, true);
 }
 
+/* ---- the attention layer's projections ---------------------------------------------- */
+
+typedef struct mha_call {
+    attn_tensor x, out;
+    attn_mha_params p;
+    attn_mha_options o;
+    float *w;
+    int64_t L, E;
+} mha_call;
+
+static void run_mha(void *p) {
+    mha_call *c = p;
+    attn_error err;
+    if (attn_mha(&c->out, NULL, &c->x, &c->x, &c->x, &c->p, &c->o, &err))
+        fprintf(stderr, "\nattn: error: %s\n", err.message), exit(1);
+}
+
+/* The four projections of attn_mha (q, k, v packed, then out) as OpenBLAS
+ * sgemm calls: the baseline for the layer's own products. */
+static void run_mha_blas(void *p) {
+    mha_call *c = p;
+    float *qkv = malloc(sizeof(float) * (size_t)(3 * c->L * c->E)), *o = malloc(sizeof(float) * (size_t)(c->L * c->E));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->L, (int)(3 * c->E), (int)c->E, 1.0f, c->x.data,
+                (int)c->E, c->w, (int)c->E, 0.0f, qkv, (int)(3 * c->E));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->L, (int)c->E, (int)c->E, 1.0f, qkv, (int)(3 * c->E),
+                c->w + 3 * c->E * c->E, (int)c->E, 0.0f, o, (int)c->E);
+    free(qkv), free(o);
+}
+
+/* One attn_mha call (E = 1024, 16 heads, 512 tokens, f32) beside its four
+ * projections done by OpenBLAS: the layer's time is almost all products. */
+static void mha_row(bool as_json) {
+    int64_t L = quick ? 64 : 512, E = quick ? 128 : 1024, sx[2] = {L, E}, sw[2] = {3 * E, E}, so[2] = {E, E};
+    mha_call c;
+    memset(&c, 0, sizeof c);
+    c.L = L, c.E = E, c.w = random_floats((size_t)(4 * E * E), 9);
+    for (int64_t i = 0; i < 4 * E * E; i++) c.w[i] *= 0.03f;
+    attn_tensor win, wout;
+    attn_tensor_init(&win, c.w, ATTN_F32, 2, sw, NULL, NULL);
+    attn_tensor_init(&wout, c.w + 3 * E * E, ATTN_F32, 2, so, NULL, NULL);
+    attn_tensor_init(&c.x, random_floats((size_t)(L * E), 10), ATTN_F32, 2, sx, NULL, NULL);
+    attn_tensor_init(&c.out, calloc((size_t)(L * E), sizeof(float)), ATTN_F32, 2, sx, NULL, NULL);
+    c.p = attn_mha_params_default(), c.o = attn_mha_options_default();
+    c.p.embed_dim = E, c.p.num_heads = 16, c.p.in_proj_weight = &win, c.p.out_proj_weight = &wout;
+    double t = best_time(run_mha, &c, quick ? 0.05 : 0.5), tb = best_time(run_mha_blas, &c, quick ? 0.05 : 0.5);
+    double flops = 8.0 * (double)L * (double)E * (double)E; /* 4 products of L × E × E */
+    if (as_json)
+        printf("    {\"name\": \"mha E%lld L%lld\", \"seconds\": %.6g, \"projection_gflops\": %.3g, "
+               "\"openblas_projections_seconds\": %.6g}\n", (long long)E, (long long)L, t, flops / t / 1e9, tb);
+    else
+    {
+        char name[64];
+        snprintf(name, sizeof name, "attn_mha E%lld H16 L%lld f32", (long long)E, (long long)L);
+        printf("%-34s %9.4f %8.1f GF/s (projections) vs OpenBLAS's 4 sgemm: %.4f s, %.1f GF/s\n", name, t,
+               flops / t / 1e9, tb, flops / tb / 1e9);
+    }
+    free(c.w), free(c.x.data), free(c.out.data);
+}
+
 /* ---- the report ------------------------------------------------------------------ */
 
 static void print_row(const shape *s, const result *r, bool decode) {
@@ -783,6 +842,8 @@ int main(int argc, char **argv) {
         for (int i = 0; i < ns; i++) json_row(&shapes[i], &results[i], i == ns - 1);
         printf("  ],\n  \"kv_cache_decode\": [\n");
         if (!backward_only) kv_cache_rows(bw, true);
+        printf("  ],\n  \"layer\": [\n");
+        if (!backward_only) mha_row(true);
         printf("  ],\n  \"bf16_over_f32_d128\": %.3f\n}\n",
                results[first_memory - 1].gflops / results[first_targets + 2].gflops);
         return 0;
@@ -810,6 +871,8 @@ int main(int argc, char **argv) {
     if (!backward_only) {
         printf("\nKV cache: one token of one layer (attn_kv_cache_attend), K and V read once\n");
         kv_cache_rows(bw, false);
+        printf("\nthe attention layer (attn_mha): FLOPs of its four projections, 8 L E^2\n");
+        mha_row(false);
         const result *bf = &results[first_memory - 1], *f128 = &results[first_targets + 2];
         printf("%-34s bf16 / f32 rate at d=128: %.2fx\n", "", bf->gflops / f128->gflops);
         const result *mem = &results[first_memory];
