@@ -40,9 +40,10 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 HEADERS := include/attn.h include/attn_teach.h $(shell find src -name '*.h') $(wildcard cli/*.h)
 
 TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/explain_api \
-             $(BUILD)/tests/test_fast $(BUILD)/tests/test_backward \
+             $(BUILD)/tests/test_fast $(BUILD)/tests/test_backward $(BUILD)/tests/test_gemm \
              $(BUILD)/asan/test_api $(BUILD)/asan/test_backward $(BUILD)/asan/test_alloc \
-             $(BUILD)/asan/attn $(BUILD)/tsan/test_fast $(BUILD)/tsan/test_backward
+             $(BUILD)/asan/attn $(BUILD)/asan/test_gemm $(BUILD)/tsan/test_fast $(BUILD)/tsan/test_backward \
+             $(BUILD)/tsan/test_gemm
 
 .PHONY: all lib run web bench fuzz test test-deps install uninstall clean
 all: $(BUILD)/attn $(BUILD)/libattn.a $(BUILD)/libattn.so
@@ -55,6 +56,8 @@ $(BUILD)/obj/src/%.o: src/%.c $(HEADERS)
 ISA_FLAGS_ukernel_avx2   := -mavx2 -mfma -mf16c
 ISA_FLAGS_ukernel_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma
 ISA_FLAGS_ukernel_avx512bf16 := -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mfma
+ISA_FLAGS_dgemm_avx2     := -mavx2 -mfma
+ISA_FLAGS_dgemm_avx512   := -mavx512f -mfma
 
 $(BUILD)/obj/cli/%.o: cli/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -94,6 +97,9 @@ $(BUILD)/asan/test_api: $(BUILD)/asan/obj/tests/test_api.o $(SAN_LIB_OBJ)
 $(BUILD)/asan/test_backward: $(BUILD)/asan/obj/tests/test_backward.o $(SAN_LIB_OBJ)
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
 
+$(BUILD)/asan/test_gemm: $(BUILD)/asan/obj/tests/test_gemm.o $(SAN_LIB_OBJ)
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
+
 # Allocation failure: every allocation of the library's objects goes through
 # tests/test_alloc.c's wrappers, which fail the n-th on request.
 ALLOC_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=aligned_alloc,--wrap=realloc,--wrap=free
@@ -113,6 +119,9 @@ $(BUILD)/tsan/test_fast: $(BUILD)/tsan/obj/tests/test_fast.o $(TSAN_LIB_OBJ)
 	$(CC) -fsanitize=thread -o $@ $^ $(LIBS)
 
 $(BUILD)/tsan/test_backward: $(BUILD)/tsan/obj/tests/test_backward.o $(TSAN_LIB_OBJ)
+	$(CC) -fsanitize=thread -o $@ $^ $(LIBS)
+
+$(BUILD)/tsan/test_gemm: $(BUILD)/tsan/obj/tests/test_gemm.o $(TSAN_LIB_OBJ)
 	$(CC) -fsanitize=thread -o $@ $^ $(LIBS)
 
 # The explainer page: the library and web/attn_web.c compiled to wasm32 with

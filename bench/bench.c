@@ -33,6 +33,7 @@ static const char USAGE[] =
     "  --quick      tiny shapes only: checks that everything runs (seconds)\n"
     "  --json       print the results as one JSON object\n"
     "  --backward   the backward pass's shapes only\n"
+    "  --layer      the attention layer's rows only (attn_mha forward and backward)\n"
     "  --threads N  threads for attn and OpenBLAS (default: attn's default)\n";
 
 static double now(void) {
@@ -41,7 +42,8 @@ static double now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static bool json, quick, backward_only;
+static bool json, quick, backward_only, layer_only;
+static double layer_peak = 1e9; /* FLOP/s of double FMAs: the layer products' peak */
 static int threads;
 
 static void progress(const char *what) {
@@ -595,6 +597,7 @@ typedef struct mha_call {
     attn_mha_params p;
     attn_mha_options o;
     float *w;
+    double *wd, *xd; /* the same weights and input in double, for OpenBLAS's dgemm */
     int64_t L, E;
 } mha_call;
 
@@ -617,6 +620,33 @@ static void run_mha_blas(void *p) {
     free(qkv), free(o);
 }
 
+/* The same four products as OpenBLAS dgemm calls: double sums, as the
+ * layer's own products take them. */
+static void run_mha_dblas(void *p) {
+    mha_call *c = p;
+    double *qkv = malloc(sizeof(double) * (size_t)(3 * c->L * c->E)), *o = malloc(sizeof(double) * (size_t)(c->L * c->E));
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->L, (int)(3 * c->E), (int)c->E, 1.0, c->xd, (int)c->E,
+                c->wd, (int)c->E, 0.0, qkv, (int)(3 * c->E));
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->L, (int)c->E, (int)c->E, 1.0, qkv, (int)(3 * c->E),
+                c->wd + 3 * c->E * c->E, (int)c->E, 0.0, o, (int)c->E);
+    free(qkv), free(o);
+}
+
+/* The layer's backward: every input's and parameter's gradient. */
+typedef struct mha_backward_call {
+    mha_call *c;
+    attn_tensor dx, dout, dwin, dwout;
+} mha_backward_call;
+
+static void run_mha_backward(void *p) {
+    mha_backward_call *b = p;
+    attn_mha_params g = attn_mha_params_default();
+    g.in_proj_weight = &b->dwin, g.out_proj_weight = &b->dwout;
+    attn_error err;
+    if (attn_mha_backward(&b->dx, NULL, NULL, &g, &b->dout, &b->c->x, &b->c->x, &b->c->x, &b->c->p, &b->c->o, &err))
+        fprintf(stderr, "\nattn: error: %s\n", err.message), exit(1);
+}
+
 /* One attn_mha call (E = 1024, 16 heads, 512 tokens, f32) beside its four
  * projections done by OpenBLAS: the layer's time is almost all products. */
 static void mha_row(bool as_json) {
@@ -632,17 +662,35 @@ static void mha_row(bool as_json) {
     attn_tensor_init(&c.out, calloc((size_t)(L * E), sizeof(float)), ATTN_F32, 2, sx, NULL, NULL);
     c.p = attn_mha_params_default(), c.o = attn_mha_options_default();
     c.p.embed_dim = E, c.p.num_heads = 16, c.p.in_proj_weight = &win, c.p.out_proj_weight = &wout;
+    mha_backward_call b = {&c, c.x, c.x, win, wout};
+    float *grads = calloc((size_t)(2 * L * E + 4 * E * E), sizeof(float));
+    b.dx.data = grads, b.dwin.data = grads + L * E, b.dwout.data = grads + L * E + 3 * E * E;
+    b.dout.data = random_floats((size_t)(L * E), 11);
     double t = best_time(run_mha, &c, quick ? 0.05 : 0.5), tb = best_time(run_mha_blas, &c, quick ? 0.05 : 0.5);
+    double tg = best_time(run_mha_backward, &b, quick ? 0.05 : 0.5);
+    c.wd = malloc(sizeof(double) * (size_t)(4 * E * E)), c.xd = malloc(sizeof(double) * (size_t)(L * E));
+    for (int64_t i = 0; i < 4 * E * E; i++) c.wd[i] = c.w[i];
+    for (int64_t i = 0; i < L * E; i++) c.xd[i] = ((float *)c.x.data)[i];
+    double td = best_time(run_mha_dblas, &c, quick ? 0.05 : 0.5);
+    free(c.wd), free(c.xd);
     double flops = 8.0 * (double)L * (double)E * (double)E; /* 4 products of L × E × E */
+    /* backward: the forward again, then two products per projection (dx, dW) */
+    double gflops_bwd = 3 * flops / tg / 1e9;
+    free(grads), free(b.dout.data);
     if (as_json)
         printf("    {\"name\": \"mha E%lld L%lld\", \"seconds\": %.6g, \"projection_gflops\": %.3g, "
-               "\"openblas_projections_seconds\": %.6g}\n", (long long)E, (long long)L, t, flops / t / 1e9, tb);
+               "\"openblas_projections_seconds\": %.6g, \"openblas_dgemm_projections_seconds\": %.6g, \"backward_seconds\": %.6g, \"backward_projection_gflops\": %.3g}\n",
+               (long long)E, (long long)L, t, flops / t / 1e9, tb, td, tg, gflops_bwd);
     else
     {
         char name[64];
         snprintf(name, sizeof name, "attn_mha E%lld H16 L%lld f32", (long long)E, (long long)L);
-        printf("%-34s %9.4f %8.1f GF/s (projections) vs OpenBLAS's 4 sgemm: %.4f s, %.1f GF/s\n", name, t,
-               flops / t / 1e9, tb, flops / tb / 1e9);
+        printf("%-34s %9.4f %8.1f GF/s (projections, %.0f%% of the f64 peak)\n", name, t, flops / t / 1e9,
+               100 * flops / t / layer_peak);
+        printf("%-34s %9.4f %8.1f GF/s (the same 4 products in f64; f32 sgemm: %.4f s, %.1f GF/s)\n",
+               "OpenBLAS dgemm, same products", td, flops / td / 1e9, tb, flops / tb / 1e9);
+        printf("%-34s %9.4f %8.1f GF/s (24 L E^2: the forward again, dx and dW of each product; %.0f%% of the f64 peak)\n",
+               "attn_mha_backward, same layer", tg, gflops_bwd, 100 * gflops_bwd * 1e9 / layer_peak);
     }
     free(c.w), free(c.x.data), free(c.out.data);
 }
@@ -679,6 +727,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--quick") == 0) quick = true;
         else if (strcmp(argv[i], "--json") == 0) json = true;
         else if (strcmp(argv[i], "--backward") == 0) backward_only = true;
+        else if (strcmp(argv[i], "--layer") == 0) layer_only = true;
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0)
             threads = atoi(argv[++i]);
         else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
@@ -709,6 +758,16 @@ int main(int argc, char **argv) {
     attn_tuning tun = {.struct_size = sizeof tun};
     attn_error terr;
     if (attn_get_tuning(&tun, &terr)) fprintf(stderr, "attn: error: %s\n", terr.message), exit(1);
+    layer_peak = peak / 2; /* the layer's products are double sums: half the f32 lanes */
+    if (layer_only) {
+        progress("");
+        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"peak_gflops\": %.1f, \"layer\": [\n", cpu, isa, n, peak / 1e9);
+        else printf("attn bench --layer: %s, %s kernels, %d threads; FMA peak %.1f GFLOP/s in f32, %.1f in f64\n", cpu, isa, n,
+                    peak / 1e9, layer_peak / 1e9);
+        mha_row(json);
+        if (json) printf("]}\n");
+        return 0;
+    }
 
     enum { MAX_SHAPES = 64 };
     shape shapes[MAX_SHAPES];

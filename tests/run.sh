@@ -65,6 +65,9 @@ for isa in avx512 avx2 c; do
     suite "fast f32 path: exp, threads, f64 agreement, ATTN_ISA=$isa" env ATTN_ISA=$isa "$BUILD/tests/test_fast"
 done
 suite "fast f32 path under ThreadSanitizer (3 threads)" env ATTN_NUM_THREADS=3 "$BUILD/tsan/test_fast"
+suite "the layer's double GEMM, every ISA's microkernel, 1 and 3 threads" "$BUILD/tests/test_gemm"
+suite "the layer's double GEMM under ASan+UBSan" "$BUILD/asan/test_gemm"
+suite "the layer's double GEMM under ThreadSanitizer" "$BUILD/tsan/test_gemm"
 suite "command: seeds, printing, bad input" $PY tests/test_cli.py "$BUILD"
 suite "explain and scaling: story, seeds, NumPy, errors" $PY tests/test_explain.py "$BUILD"
 suite "command under ASan+UBSan: bad input" $PY tests/test_cli.py "$BUILD/asan"

@@ -12,6 +12,7 @@
 #include "check.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -242,6 +243,59 @@ static void backward_subject(attn_dtype dt) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) __real_free(all[i]->data);
 }
 
+/* ---- attn_mha and attn_mha_backward ---------------------------------------- */
+
+/* A seq-first batch (L, N, E) = (6, 2, 8), 2 heads, packed projections with
+ * biases, bias_kv, a bool key padding mask and the per-head weights: every
+ * allocation of the layer, forward or backward. */
+typedef struct mha_case {
+    attn_tensor x, out, weights, kpm, win, bin, wout, bout, bk, bv, dout, dx, dwin, dwout, dbk;
+    attn_mha_params p;
+    attn_mha_options o;
+    bool backward;
+} mha_case;
+
+static attn_status run_mha(void *ctx, attn_error *err) {
+    mha_case *c = ctx;
+    if (!c->backward) return attn_mha(&c->out, &c->weights, &c->x, &c->x, &c->x, &c->p, &c->o, err);
+    attn_mha_params g = attn_mha_params_default();
+    g.in_proj_weight = &c->dwin, g.out_proj_weight = &c->dwout, g.bias_k = &c->dbk;
+    return attn_mha_backward(&c->dx, NULL, NULL, &g, &c->dout, &c->x, &c->x, &c->x, &c->p, &c->o, err);
+}
+
+static void mha_subject(attn_dtype dt, bool backward) {
+    mha_case c;
+    memset(&c, 0, sizeof c);
+    int64_t E = 8;
+    c.x = tensor(dt, 6, 2, E), c.out = tensor(dt, 6, 2, E), c.weights = tensor(dt, 2 * 2, 6, 6 + 1);
+    int64_t sw[4] = {2, 2, 6, 7}; /* (N, Hq, L, S + 1) */
+    attn_tensor_init(&c.weights, c.weights.data, dt, 4, sw, NULL, NULL);
+    c.win = tensor(dt, 1, 3 * E, E), c.bin = tensor(dt, 1, 1, 3 * E), c.wout = tensor(dt, 1, E, E);
+    c.bout = tensor(dt, 1, 1, E), c.bk = tensor(dt, 1, 1, E), c.bv = tensor(dt, 1, 1, E), c.kpm = tensor(ATTN_BOOL, 1, 2, 6);
+    c.dout = tensor(dt, 6, 2, E), c.dx = tensor(dt, 6, 2, E), c.dwin = tensor(dt, 1, 3 * E, E), c.dwout = tensor(dt, 1, E, E);
+    c.dbk = tensor(dt, 1, 1, E);
+    attn_tensor *squeeze[] = {&c.win, &c.wout, &c.kpm, &c.dwin, &c.dwout}, *flat[] = {&c.bin, &c.bout};
+    for (size_t i = 0; i < 5; i++) /* (1, a, b) -> (a, b) */
+        attn_tensor_init(squeeze[i], squeeze[i]->data, squeeze[i]->dtype, 2, squeeze[i]->shape + 1, NULL, NULL);
+    for (size_t i = 0; i < 2; i++) attn_tensor_init(flat[i], flat[i]->data, dt, 1, flat[i]->shape + 2, NULL, NULL);
+    c.p = attn_mha_params_default(), c.o = attn_mha_options_default();
+    c.p.embed_dim = E, c.p.num_heads = 2, c.p.in_proj_weight = &c.win, c.p.in_proj_bias = &c.bin;
+    c.p.out_proj_weight = &c.wout, c.p.out_proj_bias = &c.bout, c.p.bias_k = &c.bk, c.p.bias_v = &c.bv;
+    c.o.key_padding_mask = &c.kpm, c.o.average_attn_weights = 0;
+    ((unsigned char *)c.kpm.data)[0] = 0; /* a visible key in every row */
+    c.backward = backward;
+    subject s = {backward ? (dt == ATTN_F32 ? "mha_backward_f32" : "mha_backward_f64") : (dt == ATTN_F32 ? "mha_f32" : "mha_f64"),
+                 run_mha, &c, {NULL}, {0}, NULL};
+    attn_tensor *outs[3] = {&c.out, &c.weights, NULL};
+    if (backward) outs[0] = &c.dx, outs[1] = &c.dwin, outs[2] = &c.dbk;
+    for (int o = 0; o < 3 && outs[o]; o++)
+        s.outputs[o] = outs[o]->data, s.output_bytes[o] = (size_t)attn_tensor_numel(outs[o]) * attn_dtype_size(dt);
+    test_subject(&s);
+    attn_tensor *all[] = {&c.x, &c.out, &c.weights, &c.kpm, &c.win, &c.bin, &c.wout, &c.bout, &c.bk, &c.bv,
+                          &c.dout, &c.dx, &c.dwin, &c.dwout, &c.dbk};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) __real_free(all[i]->data);
+}
+
 /* ---- .npy ------------------------------------------------------------------ */
 
 typedef struct npy_case {
@@ -308,6 +362,7 @@ int main(void) {
                  ATTN_CAUSAL_TOP_LEFT, 1);
     backward_subject(ATTN_F64);
     backward_subject(ATTN_F32);
+    for (int b = 0; b < 2; b++) mha_subject(ATTN_F64, b), mha_subject(ATTN_F32, b);
 
     /* .npy: parse bytes, read a file. */
     static const char NPY[] = "\x93NUMPY\x01\x00\x76\x00{'descr': '<f4', 'fortran_order': False, "

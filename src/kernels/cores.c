@@ -16,15 +16,15 @@
 static const attn_blocks TABLE[] = {
     /* Zen 3 (AVX2, 32 KiB L1d, 512 KiB L2): measured on a 2-core EPYC
      * (family 25, model 1). Backward key blocks of 256 beat 128 by 20%. */
-    {"zen3", "avx2", 768, 512, 96, 256, 2048},
+    {"zen3", "avx2", 768, 512, 96, 256, 2048, 96, 256, 512},
     /* Zen 4 (AVX-512 as two 256-bit halves, 1 MiB L2): the forward blocks
      * were tuned on a Zen 4; the backward's come from Zen 3. */
-    {"zen4", "avx512", 768, 512, 96, 256, 2048},
+    {"zen4", "avx512", 768, 512, 96, 256, 2048, 96, 256, 512},
     /* Zen 5 (full-width AVX-512, 48 KiB L1d, 1 MiB L2): not yet measured on
      * one; Zen 4's blocks until then. */
-    {"zen5", "avx512", 768, 512, 96, 256, 2048},
+    {"zen5", "avx512", 768, 512, 96, 256, 2048, 96, 256, 512},
     /* Every other core and ISA. */
-    {"generic", NULL, 768, 512, 96, 256, 2048},
+    {"generic", NULL, 768, 512, 96, 256, 2048, 96, 256, 512},
 };
 
 const char *attn_detect_core(void) {

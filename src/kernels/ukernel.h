@@ -91,7 +91,19 @@ typedef struct attn_ukernels {
 
     /* y[i] = 2^x[i] for i < n (any n): the vector exp2, exposed for tests. */
     void (*exp2)(float *y, const float *x, int64_t n);
+
+    /* The layer's matrix products (kernels/gemm.c), in double:
+     * c (dgemm_mr × dgemm_nr, row stride ldc) += a · b over k, where a is
+     * packed k × dgemm_mr (a[p * mr + i] = A(i, p)) and b packed k ×
+     * dgemm_nr (b[p * nr + j] = B(p, j)). Each c(i, j) gets Σ_p in order p =
+     * 0, 1, ..., k-1, one rounding per step (fused where the ISA has FMA),
+     * summed from zero and then added to c. */
+    void (*dgemm)(double *c, int64_t ldc, const double *a, const double *b, int64_t k);
+    int dgemm_mr, dgemm_nr;
 } attn_ukernels;
+
+#define ATTN_DGEMM_MR_MAX 8
+#define ATTN_DGEMM_NR_MAX 24
 
 /* How much work a block holds, per core (cores.c): registered beside the
  * kernels, BLIS style, and chosen with them. */
@@ -107,6 +119,10 @@ typedef struct attn_blocks {
     /* decode.c: keys per work item. Results depend on it (the chunks'
      * partials are merged in order), never on the thread count. */
     int decode_chunk;
+    /* gemm.c (the layer's products in double): rows of a packed at a time
+     * (rounded to dgemm_mr), depth per packed block, and columns of b
+     * packed at a time (rounded to dgemm_nr, shrunk for a deep b). */
+    int gemm_mc, gemm_kc, gemm_nc;
 } attn_blocks;
 
 /* The core this process runs on, from CPUID: "zen3", "zen4", "zen5",
@@ -128,6 +144,9 @@ extern const attn_ukernels attn_ukernels_c;
 #if defined(ATTN_HAVE_X86_KERNELS)
 extern const attn_ukernels attn_ukernels_avx2;
 extern const attn_ukernels attn_ukernels_avx512;
+/* The double GEMM microkernels (dgemm_avx2.c, dgemm_avx512.c). */
+void attn_dgemm_avx2_6x8(double *c, int64_t ldc, const double *a, const double *b, int64_t k);
+void attn_dgemm_avx512_8x24(double *c, int64_t ldc, const double *a, const double *b, int64_t k);
 #endif
 
 /* The portable 16-key transpose (ukernel_c.c), shared by kernels without a

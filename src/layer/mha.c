@@ -1,11 +1,15 @@
 /* mha.c -- multi-head attention, torch.nn.MultiheadAttention's forward
  * (attn.h): project, split into heads, attend with attn_sdpa, merge the heads,
- * project out. The projections are plain dot products summed in double;
- * the attention is attn_sdpa's, so every kernel and check applies.
+ * project out. The projections are the double GEMM of kernels/gemm.c; the
+ * attention is attn_sdpa's, so every kernel and check applies. Projected
+ * heads are kept as (N, rows, H·D), each projection's natural layout, and
+ * seen by the attention as (N, H, rows, D) through strides.
  *
  * Shapes: N sequences, L queries, S keys (S2 = S + 1 with bias_k, + 1 more
  * with add_zero_attn), E = Hq · D. */
 #include "layer/mha.h"
+#include "kernels/gemm.h"
+#include "sdpa/sdpa.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -119,47 +123,36 @@ static attn_status check_params(attn_mha_call *m, attn_error *err) {
     return ATTN_OK;
 }
 
-/* dst (N, H, rows + extra, D), contiguous = x (N, rows, in) · W[row0 .. row0 + H·D)ᵀ + b,
- * each dot product summed in double; row `rows` is bias_kv when given. */
-/* Σ_c x[c] · w[c] over n doubles, in four interleaved partial sums (the
- * additions of one sum chain wait on each other; four chains do not). */
-static double dot(const double *x, const double *w, int64_t n) {
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    int64_t c = 0;
-    for (; c + 4 <= n; c += 4) s0 += x[c] * w[c], s1 += x[c + 1] * w[c + 1], s2 += x[c + 2] * w[c + 2], s3 += x[c + 3] * w[c + 3];
-    for (; c < n; c++) s0 += x[c] * w[c];
-    return (s0 + s1) + (s2 + s3);
+void attn_mha_heads_view(attn_tensor *t, char *data, const attn_mha_call *m, int64_t H, int64_t rows) {
+    int64_t shape[4] = {m->N, H, rows, m->D}, strides[4] = {rows * H * m->D, m->D, H * m->D, 1};
+    attn_tensor_init(t, data, m->dt, 4, shape, strides, NULL);
 }
 
-enum { WEIGHT_ROWS = 32 }; /* weight rows packed in double at a time: 32 × in doubles */
+attn_mat attn_mha_rows(const attn_tensor *x, int64_t n, int64_t rows) {
+    attn_mat a = {(char *)x->data + n * x->strides[0] * (int64_t)attn_dtype_size(x->dtype), x->dtype, rows, x->shape[2],
+                  x->strides[1], x->strides[2]};
+    return a;
+}
 
-bool attn_mha_project(double *acc_row, char *dst, const attn_tensor *x, const attn_tensor *w, const attn_tensor *b,
-                      int64_t row0, int64_t H, int64_t D, int64_t rows_out, const attn_tensor *bias_kv) {
-    attn_mat wm = {(char *)w->data, w->dtype, w->shape[0], w->shape[1], w->strides[0], w->strides[1]};
-    attn_mat bm = {b ? (char *)b->data : NULL, w->dtype, 1, b ? b->shape[0] : 0, 0, b ? b->strides[0] : 0};
-    int64_t N = x->shape[0], rows = x->shape[1], in = x->shape[2], F = H * D;
-    attn_mat out = {dst, w->dtype, N * H * rows_out, D, D, 1}; /* row (n·H + h)·rows_out + r */
-    double *wb = malloc(sizeof(double) * (size_t)(WEIGHT_ROWS * in));
-    if (!wb) return false;
-    for (int64_t f0 = 0; f0 < F; f0 += WEIGHT_ROWS) { /* a block of weight rows, packed once */
-        int64_t nf = F - f0 < WEIGHT_ROWS ? F - f0 : WEIGHT_ROWS;
-        attn_pack_rows(wb, &wm, row0 + f0, nf);
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t r = 0; r < rows; r++) {
-                attn_mat xm = {(char *)x->data + (n * x->strides[0] + r * x->strides[1]) * (int64_t)attn_dtype_size(x->dtype),
-                               x->dtype, 1, in, 0, x->strides[2]};
-                attn_pack_rows(acc_row, &xm, 0, 1);
-                for (int64_t f = f0; f < f0 + nf; f++) {
-                    double s = (bm.base ? attn_mat_get(&bm, 0, row0 + f) : 0.0) + dot(acc_row, wb + (f - f0) * in, in);
-                    attn_mat_set(&out, (n * H + f / D) * rows_out + r, f % D, s);
-                }
-            }
+bool attn_mha_project(char *dst, const attn_tensor *x, const attn_tensor *w, const attn_tensor *b, int64_t row0,
+                      int64_t F, int64_t rows_out, const attn_tensor *bias_kv, int threads) {
+    int64_t N = x->shape[0], rows = x->shape[1], in = x->shape[2], es = (int64_t)attn_dtype_size(w->dtype);
+    /* b(p, f) = W[row0 + f, p]: the weight read transposed where it lies. */
+    attn_mat wt = {(char *)w->data + row0 * w->strides[0] * es, w->dtype, in, F, w->strides[1], w->strides[0]};
+    attn_mat bias = {b ? (char *)b->data + row0 * b->strides[0] * es : NULL, w->dtype, 1, F, 0, b ? b->strides[0] : 0};
+    /* One product over all N·rows rows when they are evenly spaced. */
+    bool whole = rows_out == rows && (N == 1 || x->strides[0] == rows * x->strides[1]);
+    for (int64_t n = 0; n < (whole ? 1 : N); n++) {
+        attn_mat a = attn_mha_rows(x, n, whole ? N * rows : rows);
+        attn_mat c = {dst + n * rows_out * F * es, w->dtype, a.rows, F, F, 1};
+        if (!attn_gemm(&c, &a, &wt, b ? &bias : NULL, false, threads, NULL)) return false;
     }
-    free(wb);
     if (!bias_kv) return true;
     attn_mat bkv = {(char *)bias_kv->data, bias_kv->dtype, 1, F, 0, bias_kv->strides[2]};
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t f = 0; f < F; f++) attn_mat_set(&out, (n * H + f / D) * rows_out + rows, f % D, attn_mat_get(&bkv, 0, f));
+    for (int64_t n = 0; n < N; n++) {
+        attn_mat c = {dst + (n * rows_out + rows) * F * es, w->dtype, 1, F, F, 1};
+        for (int64_t f = 0; f < F; f++) attn_mat_set(&c, 0, f, attn_mat_get(&bkv, 0, f));
+    }
     return true;
 }
 
@@ -211,27 +204,30 @@ void attn_mha_merge_masks(char *dst, const attn_mha_call *m) {
                 }
 }
 
-/* out (N, L, E) = the heads (N, Hq, L, D) side by side · out_proj_weightᵀ + out_proj_bias. */
-bool attn_mha_project_out(const attn_tensor *out, const char *heads, const attn_mha_call *m, double *row) {
+/* out (N, L, E) = cat (N, L, E) · out_proj_weightᵀ + out_proj_bias, as one
+ * product: straight into out when its rows are evenly spaced, else into a
+ * scratch copied out after (so a failure never leaves out half written). */
+bool attn_mha_project_out(const attn_tensor *out, const char *cat, const attn_mha_call *m) {
     const attn_tensor *w = m->p.out_proj_weight, *b = m->p.out_proj_bias;
-    attn_mat wm = {(char *)w->data, w->dtype, m->E, m->E, w->strides[0], w->strides[1]};
-    attn_mat bm = {b ? (char *)b->data : NULL, m->dt, 1, m->E, 0, b ? b->strides[0] : 0};
-    attn_mat hm = {(char *)heads, m->dt, m->N * m->Hq * m->L, m->D, m->D, 1};
-    double *wb = malloc(sizeof(double) * (size_t)(WEIGHT_ROWS * m->E));
-    if (!wb) return false;
-    for (int64_t e0 = 0; e0 < m->E; e0 += WEIGHT_ROWS) {
-        int64_t ne = m->E - e0 < WEIGHT_ROWS ? m->E - e0 : WEIGHT_ROWS;
-        attn_pack_rows(wb, &wm, e0, ne);
-        for (int64_t n = 0; n < m->N; n++)
-            for (int64_t l = 0; l < m->L; l++) {
-                for (int64_t f = 0; f < m->E; f++) row[f] = attn_mat_get(&hm, (n * m->Hq + f / m->D) * m->L + l, f % m->D);
-                attn_mat om = {(char *)out->data + (n * out->strides[0] + l * out->strides[1]) * (int64_t)attn_dtype_size(m->dt),
-                               m->dt, 1, m->E, 0, out->strides[2]};
-                for (int64_t e = e0; e < e0 + ne; e++)
-                    attn_mat_set(&om, 0, e, (bm.base ? attn_mat_get(&bm, 0, e) : 0.0) + dot(row, wb + (e - e0) * m->E, m->E));
-            }
+    attn_mat wt = {(char *)w->data, w->dtype, m->E, m->E, w->strides[1], w->strides[0]};
+    attn_mat bias = {b ? (char *)b->data : NULL, m->dt, 1, m->E, 0, b ? b->strides[0] : 0};
+    attn_mat a = {(char *)cat, m->dt, m->N * m->L, m->E, m->E, 1};
+    if (m->N == 1 || out->strides[0] == m->L * out->strides[1]) {
+        attn_mat c = attn_mha_rows(out, 0, m->N * m->L);
+        return attn_gemm(&c, &a, &wt, b ? &bias : NULL, false, m->threads, NULL);
     }
-    free(wb);
+    char *tmp = malloc(attn_dtype_size(m->dt) * (size_t)(m->N * m->L * m->E));
+    attn_mat c = {tmp, m->dt, m->N * m->L, m->E, m->E, 1};
+    if (!tmp || !attn_gemm(&c, &a, &wt, b ? &bias : NULL, false, m->threads, NULL)) {
+        free(tmp);
+        return false;
+    }
+    for (int64_t n = 0; n < m->N; n++) {
+        attn_mat o = attn_mha_rows(out, n, m->L);
+        for (int64_t l = 0; l < m->L; l++)
+            for (int64_t e = 0; e < m->E; e++) attn_mat_set(&o, l, e, attn_mat_get(&c, n * m->L + l, e));
+    }
+    free(tmp);
     return true;
 }
 
@@ -242,10 +238,13 @@ static attn_status check_weights(const attn_tensor *w, const attn_mha_call *m, a
     int64_t full[4] = {m->N, m->Hq, m->L, m->S2}, mean[3] = {m->N, m->L, m->S2};
     const int64_t *shape = (avg ? mean : full) + !m->batched;
     int rank = (avg ? 3 : 4) - !m->batched;
-    if (!w->data || w->dtype != m->dt || w->rank != rank || memcmp(w->shape, shape, sizeof(int64_t) * (size_t)rank))
-        return attn_fail(err, ATTN_ERR_SHAPE, "weights must be %s with shape %s(L, S') = (%lld, %lld)%s",
-                         attn_dtype_name(m->dt), m->batched ? (avg ? "(N, " : "(N, Hq, ") : (avg ? "(" : "(Hq, "),
-                         (long long)m->L, (long long)m->S2, avg ? ", averaged over the heads" : "");
+    if (!w->data || w->dtype != m->dt || w->rank != rank || memcmp(w->shape, shape, sizeof(int64_t) * (size_t)rank)) {
+        char want[128];
+        attn_format_shape(want, sizeof want, rank, shape);
+        return attn_fail(err, ATTN_ERR_SHAPE, "weights must be %s shaped %s%s = %s", attn_dtype_name(m->dt),
+                         m->batched ? (avg ? "(N, L, S')" : "(N, Hq, L, S')") : (avg ? "(L, S')" : "(Hq, L, S')"),
+                         avg ? ", averaged over the heads" : "", want);
+    }
     return attn_check_extent(w, "weights", err);
 }
 
@@ -272,12 +271,21 @@ static void write_weights(attn_tensor *w, const char *per_head, const attn_mha_c
 }
 
 /* RoPE on the projected queries (N, Hq, L, D) and keys (N, Hkv, S2, D), in place. */
-attn_status attn_mha_rotate_heads(char *q, char *k, const attn_mha_call *m, attn_error *err) {
-    int64_t sq[3] = {m->N * m->Hq, m->L, m->D}, sk[3] = {m->N * m->Hkv, m->S2, m->D};
+attn_status attn_mha_rotate_heads(char *q, char *k, const attn_mha_call *m, int64_t key_rows, attn_error *err) {
     attn_tensor tq, tk;
-    attn_tensor_init(&tq, q, m->dt, 3, sq, NULL, NULL), attn_tensor_init(&tk, k, m->dt, 3, sk, NULL, NULL);
+    attn_mha_heads_view(&tq, q, m, m->Hq, m->L), attn_mha_heads_view(&tk, k, m, m->Hkv, key_rows);
     attn_status st = attn_rope(&tq, &tq, m->o.rope, err);
     return st ? st : attn_rope(&tk, &tk, m->o.rope, err);
+}
+
+attn_status attn_mha_project_qkv(char *q, char *k, char *v, const attn_mha_call *m, int64_t key_rows, bool bias_kv,
+                                attn_error *err) {
+    int64_t Fq = m->Hq * m->D, Fk = m->Hkv * m->D;
+    if (!attn_mha_project(q, &m->q, m->w[0], m->b[0], m->w_row0[0], Fq, m->L, NULL, m->threads) ||
+        !attn_mha_project(k, &m->k, m->w[1], m->b[1], m->w_row0[1], Fk, key_rows, bias_kv ? m->p.bias_k : NULL, m->threads) ||
+        !attn_mha_project(v, &m->v, m->w[2], m->b[2], m->w_row0[2], Fk, key_rows, bias_kv ? m->p.bias_v : NULL, m->threads))
+        return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
+    return m->o.rope ? attn_mha_rotate_heads(q, k, m, key_rows, err) : ATTN_OK;
 }
 
 attn_status attn_mha_sdpa_options(attn_sdpa_options *so, const attn_mha_call *m, attn_causal causal,
@@ -309,6 +317,11 @@ attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *
     if (out_view->shape[0] != m->N || out_view->shape[1] != m->L)
         return attn_fail(err, ATTN_ERR_SHAPE, "out must have query's shape");
     m->S2 = m->S + (m->p.bias_k ? 1 : 0) + (m->o.add_zero_attn ? 1 : 0);
+    attn_sdpa_options so, read;
+    attn_context context; /* the thread count for the projections, checked as attn_sdpa checks it */
+    if ((st = attn_mha_sdpa_options(&so, m, ATTN_CAUSAL_NONE, NULL, err)) || (st = attn_options_read(&read, &context, &so, err)))
+        return st;
+    m->threads = context.num_threads;
     if (m->o.rope && m->S2 != m->S)
         return attn_fail(err, ATTN_ERR_OPTION, "RoPE positions the keys: it does not go with bias_k/bias_v or add_zero_attn");
     int64_t big;
@@ -332,46 +345,38 @@ attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *
     if ((st = attn_mha_plan(&m, &out_view, out, query, key, value, err)) || (weights && (st = check_weights(weights, &m, err))))
         return st;
 
-    /* Scratch: q, k, v and the heads' output in the head-split layout, the
-     * merged mask and the per-head weights when asked for, a row in double. */
+    /* Scratch: q, k, v and the heads' output (as cat: (N, L, E)), the
+     * merged mask and the per-head weights when asked for. */
     size_t es = attn_dtype_size(m.dt);
     int64_t nq = m.N * m.Hq * m.L * m.D, nk = m.N * m.Hkv * m.S2 * m.D;
     bool masked = m.o.attn_mask || m.o.key_padding_mask;
     int64_t nmask = masked ? m.N * m.Hq * m.L * m.S2 : 0, nw = weights ? m.N * m.Hq * m.L * m.S2 : 0;
-    int64_t in_max = m.E > m.kdim ? (m.E > m.vdim ? m.E : m.vdim) : (m.kdim > m.vdim ? m.kdim : m.vdim);
     char *q = calloc((size_t)nq, es), *k = calloc((size_t)nk, es), *v = calloc((size_t)nk, es);
     char *heads = calloc((size_t)nq, es), *mask = masked ? calloc((size_t)nmask, es) : NULL;
     char *per_head = weights ? calloc((size_t)nw, es) : NULL;
-    double *row = malloc(sizeof(double) * (size_t)in_max);
-    if (!q || !k || !v || !heads || (masked && !mask) || (weights && !per_head) || !row) {
+    if (!q || !k || !v || !heads || (masked && !mask) || (weights && !per_head)) {
         st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's projections");
         goto done;
     }
-    if (!attn_mha_project(row, q, &m.q, m.w[0], m.b[0], m.w_row0[0], m.Hq, m.D, m.L, NULL) ||
-        !attn_mha_project(row, k, &m.k, m.w[1], m.b[1], m.w_row0[1], m.Hkv, m.D, m.S2, m.p.bias_k) ||
-        !attn_mha_project(row, v, &m.v, m.w[2], m.b[2], m.w_row0[2], m.Hkv, m.D, m.S2, m.p.bias_v)) {
-        st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
-        goto done;
-    }
+    if ((st = attn_mha_project_qkv(q, k, v, &m, m.S2, true, err))) goto done;
     if (masked) attn_mha_merge_masks(mask, &m);
-    if (m.o.rope && (st = attn_mha_rotate_heads(q, k, &m, err))) goto done;
 
     attn_tensor tq, tk, tv, th, tm, tw;
-    int64_t sq[4] = {m.N, m.Hq, m.L, m.D}, sk[4] = {m.N, m.Hkv, m.S2, m.D}, sm[4] = {m.N, m.Hq, m.L, m.S2};
-    attn_tensor_init(&tq, q, m.dt, 4, sq, NULL, NULL), attn_tensor_init(&th, heads, m.dt, 4, sq, NULL, NULL);
-    attn_tensor_init(&tk, k, m.dt, 4, sk, NULL, NULL), attn_tensor_init(&tv, v, m.dt, 4, sk, NULL, NULL);
+    int64_t sm[4] = {m.N, m.Hq, m.L, m.S2};
+    attn_mha_heads_view(&tq, q, &m, m.Hq, m.L), attn_mha_heads_view(&th, heads, &m, m.Hq, m.L);
+    attn_mha_heads_view(&tk, k, &m, m.Hkv, m.S2), attn_mha_heads_view(&tv, v, &m, m.Hkv, m.S2);
     attn_tensor_init(&tm, mask, m.dt, 4, sm, NULL, NULL), attn_tensor_init(&tw, per_head, m.dt, 4, sm, NULL, NULL);
     attn_sdpa_options so;
     if ((st = attn_mha_sdpa_options(&so, &m, m.o.causal, masked ? &tm : NULL, err)) ||
         (st = attn_sdpa(&th, NULL, weights ? &tw : NULL, &tq, &tk, &tv, &so, err)))
         goto done;
     /* out_proj takes its memory before it writes: a failure leaves out and weights untouched. */
-    if (!attn_mha_project_out(&out_view, heads, &m, row))
+    if (!attn_mha_project_out(&out_view, heads, &m))
         st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
     else if (weights)
         write_weights(weights, per_head, &m);
 done:
-    free(q), free(k), free(v), free(heads), free(mask), free(per_head), free(row);
+    free(q), free(k), free(v), free(heads), free(mask), free(per_head);
     return st;
 }
 
@@ -391,28 +396,20 @@ attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_
     size_t es = attn_dtype_size(m.dt);
     int64_t nq = m.N * m.Hq * m.L * m.D, nk = m.N * m.Hkv * m.L * m.D;
     char *q = calloc((size_t)nq, es), *k = calloc((size_t)nk, es), *v = calloc((size_t)nk, es), *heads = calloc((size_t)nq, es);
-    double *row = malloc(sizeof(double) * (size_t)m.E);
-    if (!q || !k || !v || !heads || !row) {
+    attn_rope_options r;
+    if (!q || !k || !v || !heads) {
         st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's projections");
         goto done;
     }
-    if (!attn_mha_project(row, q, &m.q, m.w[0], m.b[0], m.w_row0[0], m.Hq, m.D, m.L, NULL) ||
-        !attn_mha_project(row, k, &m.k, m.w[1], m.b[1], m.w_row0[1], m.Hkv, m.D, m.L, NULL) ||
-        !attn_mha_project(row, v, &m.v, m.w[2], m.b[2], m.w_row0[2], m.Hkv, m.D, m.L, NULL)) {
-        st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
-        goto done;
-    }
-    attn_rope_options r;
     if (m.o.rope) { /* the new positions follow the cached ones */
         r = attn_rope_options_default();
         if ((st = attn_mha_read_struct(&r, sizeof r, m.o.rope, "options->rope", err))) goto done;
         r.position_offset += length, m.o.rope = &r;
-        if ((st = attn_mha_rotate_heads(q, k, &m, err))) goto done;
     }
+    if ((st = attn_mha_project_qkv(q, k, v, &m, m.L, false, err))) goto done;
     attn_tensor tq, tk, tv, th;
-    int64_t sq[4] = {m.N, m.Hq, m.L, m.D}, sk[4] = {m.N, m.Hkv, m.L, m.D};
-    attn_tensor_init(&tq, q, m.dt, 4, sq, NULL, NULL), attn_tensor_init(&th, heads, m.dt, 4, sq, NULL, NULL);
-    attn_tensor_init(&tk, k, m.dt, 4, sk, NULL, NULL), attn_tensor_init(&tv, v, m.dt, 4, sk, NULL, NULL);
+    attn_mha_heads_view(&tq, q, &m, m.Hq, m.L), attn_mha_heads_view(&th, heads, &m, m.Hq, m.L);
+    attn_mha_heads_view(&tk, k, &m, m.Hkv, m.L), attn_mha_heads_view(&tv, v, &m, m.Hkv, m.L);
     if ((st = attn_kv_cache_append(cache, &tk, &tv, err))) goto done;
     attn_sdpa_options so;
     if ((st = attn_mha_sdpa_options(&so, &m, ATTN_CAUSAL_BOTTOM_RIGHT, NULL, err)) ||
@@ -420,9 +417,9 @@ attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_
         attn_kv_cache_truncate(cache, length, NULL); /* as it was */
         goto done;
     }
-    if (!attn_mha_project_out(&out_view, heads, &m, row))
+    if (!attn_mha_project_out(&out_view, heads, &m))
         st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
 done:
-    free(q), free(k), free(v), free(heads), free(row);
+    free(q), free(k), free(v), free(heads);
     return st;
 }

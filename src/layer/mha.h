@@ -15,6 +15,7 @@ typedef struct attn_mha_call {
     attn_tensor q, k, v;                 /* the inputs seen as (N, rows, features) */
     const attn_tensor *w[3], *b[3];      /* the q, k, v projections: weight (rows, in) and bias */
     int64_t w_row0[3];                   /* the projection's first row in w (in_proj_weight packs all three) */
+    int threads;                         /* for the projections: the call's context, or the process's count */
 } attn_mha_call;
 
 /* The attention's options for this layer: the caller's attention options
@@ -31,17 +32,27 @@ attn_status attn_mha_as_batch(attn_tensor *out, const attn_tensor *x, const char
 /* Every check of one call and its sizes, with out seen as (N, L, E). */
 attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *out, const attn_tensor *query,
                           const attn_tensor *key, const attn_tensor *value, attn_error *err);
-/* dst (N, H, rows_out, D) = x (N, rows, in) · W[row0 .., :]ᵀ + b, in double
- * sums (acc_row: `in` doubles); row `rows` is bias_kv when given. False when
- * its block of packed weights cannot be allocated. */
-bool attn_mha_project(double *acc_row, char *dst, const attn_tensor *x, const attn_tensor *w, const attn_tensor *b,
-                      int64_t row0, int64_t H, int64_t D, int64_t rows_out, const attn_tensor *bias_kv);
+/* A head-split buffer laid out (N, rows, H·D), the projections' natural
+ * layout, seen as (N, H, rows, D). */
+void attn_mha_heads_view(attn_tensor *t, char *data, const attn_mha_call *m, int64_t H, int64_t rows);
+/* Sequence n's first `rows` rows of x (N, rows', F) as a matrix (rows × F). */
+attn_mat attn_mha_rows(const attn_tensor *x, int64_t n, int64_t rows);
+/* dst (N, rows_out, F), contiguous, = x (N, rows, in) · W[row0 .. row0 + F)ᵀ
+ * + b, in double sums; row `rows` of each sequence is bias_kv when given.
+ * False when the product's buffers cannot be allocated. */
+bool attn_mha_project(char *dst, const attn_tensor *x, const attn_tensor *w, const attn_tensor *b, int64_t row0,
+                      int64_t F, int64_t rows_out, const attn_tensor *bias_kv, int threads);
+/* F1 and F2 of the forward: q (N, L, Hq·D), k and v (N, key_rows, Hkv·D)
+ * projected, k and v with the bias_kv row when bias_kv and the layer has
+ * one, then q and k rotated when options->rope. */
+attn_status attn_mha_project_qkv(char *q, char *k, char *v, const attn_mha_call *m, int64_t key_rows, bool bias_kv,
+                                attn_error *err);
 /* Both masks as one additive mask (N, Hq, L, S2). */
 void attn_mha_merge_masks(char *dst, const attn_mha_call *m);
-/* RoPE on the projected q (N, Hq, L, D) and k (N, Hkv, S2, D), in place. */
-attn_status attn_mha_rotate_heads(char *q, char *k, const attn_mha_call *m, attn_error *err);
-/* out (N, L, E) = the heads side by side · out_proj_weightᵀ + out_proj_bias
- * (row: E doubles). False when its block of packed weights cannot be allocated. */
-bool attn_mha_project_out(const attn_tensor *out, const char *heads, const attn_mha_call *m, double *row);
+/* RoPE on the projected q (N, L, Hq·D) and k (N, key_rows, Hkv·D), in place. */
+attn_status attn_mha_rotate_heads(char *q, char *k, const attn_mha_call *m, int64_t key_rows, attn_error *err);
+/* out (N, L, E) = cat (N, L, E) · out_proj_weightᵀ + out_proj_bias. False
+ * when the product's buffers cannot be allocated. */
+bool attn_mha_project_out(const attn_tensor *out, const char *cat, const attn_mha_call *m);
 
 #endif /* ATTN_LAYER_MHA_H */

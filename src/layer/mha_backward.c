@@ -11,8 +11,9 @@
  *   from F2: dq, dk = RoPE turned back (attn_rope_backward)
  *   from F1: dx = dproj W;  dW = Σ dprojᵀ x;  db = Σ dproj;
  *            d bias_kv = Σ over the batch of the bias row's gradient
- * Every sum is taken in double. */
+ * Every sum is taken in double; the products are kernels/gemm.c's. */
 #include "layer/mha.h"
+#include "kernels/gemm.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -36,66 +37,68 @@ static attn_status write_grad(const attn_tensor *g, const char *name, const attn
     return ATTN_OK;
 }
 
-/* Element (n, r, c) of a (N, rows, cols) view. */
-static double at3(const attn_tensor *t, int64_t n, int64_t r, int64_t c) {
-    attn_mat m = {(char *)t->data, t->dtype, 1, 1, 0, 1};
-    return attn_mat_get(&m, 0, n * t->strides[0] + r * t->strides[1] + c * t->strides[2]);
+/* Σ over rows r < n of g(r, f), added into sum[f]. */
+static void add_rows(double *sum, const attn_mat *g) {
+    for (int64_t r = 0; r < g->rows; r++)
+        for (int64_t f = 0; f < g->cols; f++) sum[f] += attn_mat_get(g, r, f);
 }
 
-/* From F1 for one projection: dproj (N, H, rows_out, D) in the layer's dtype
- * gives dW (H·D × in), db (H·D), dx (N, rows, in) and d bias_kv (H·D). */
-static void project_backward(double *dW, double *db, double *dx, double *dbkv, const char *dproj, const attn_tensor *x,
-                             const attn_tensor *w, int64_t row0, int64_t H, int64_t D, int64_t rows_out) {
-    int64_t N = x->shape[0], rows = x->shape[1], in = x->shape[2], F = H * D;
-    attn_mat g = {(char *)dproj, x->dtype, N * H * rows_out, D, D, 1};
-    attn_mat wm = {(char *)w->data, w->dtype, w->shape[0], w->shape[1], w->strides[0], w->strides[1]};
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t r = 0; r < rows_out; r++)
-            for (int64_t f = 0; f < F; f++) {
-                double d = attn_mat_get(&g, (n * H + f / D) * rows_out + r, f % D);
-                if (r >= rows) { /* the bias_kv row (the zero row's gradient goes nowhere) */
-                    if (r == rows && dbkv) dbkv[f] += d;
-                    continue;
-                }
-                if (db) db[f] += d;
-                for (int64_t c = 0; c < in; c++) {
-                    dW[f * in + c] += d * at3(x, n, r, c);
-                    dx[(n * rows + r) * in + c] += d * attn_mat_get(&wm, row0 + f, c);
-                }
-            }
+/* From F1 for one projection: dproj (N, rows_out, F) in the layer's dtype
+ * gives dx (N, rows, in) = dproj W, dW (F × in) += Σ_n dprojᵀ x, db (F)
+ * and d bias_kv (F). False when a product's buffers cannot be allocated. */
+static bool project_backward(double *dW, double *db, double *dx, double *dbkv, const char *dproj, const attn_tensor *x,
+                             const attn_tensor *w, int64_t row0, int64_t F, int64_t rows_out, int threads) {
+    int64_t N = x->shape[0], rows = x->shape[1], in = x->shape[2], es = (int64_t)attn_dtype_size(x->dtype);
+    attn_mat wm = {(char *)w->data + row0 * w->strides[0] * es, w->dtype, F, in, w->strides[0], w->strides[1]};
+    attn_mat dWm = {(char *)dW, ATTN_F64, F, in, in, 1};
+    /* One product over all N·rows rows when they are evenly spaced. */
+    bool whole = rows_out == rows && (N == 1 || x->strides[0] == rows * x->strides[1]);
+    for (int64_t n = 0; n < (whole ? 1 : N); n++) {
+        int64_t nr = whole ? N * rows : rows;
+        char *gn = (char *)dproj + n * rows_out * F * es;
+        attn_mat g = {gn, x->dtype, nr, F, F, 1}, gt = {gn, x->dtype, F, nr, 1, F};
+        attn_mat dxm = {(char *)(dx + n * rows * in), ATTN_F64, nr, in, in, 1}, xn = attn_mha_rows(x, n, nr);
+        if (!attn_gemm(&dxm, &g, &wm, NULL, false, threads, NULL) || !attn_gemm(&dWm, &gt, &xn, NULL, true, threads, NULL))
+            return false;
+        if (db) add_rows(db, &g);
+    }
+    for (int64_t n = 0; n < N && dbkv && rows_out > rows; n++) { /* the bias_kv row (the zero row's gradient goes nowhere) */
+        attn_mat g = {(char *)dproj + (n * rows_out + rows) * F * es, x->dtype, 1, F, F, 1};
+        add_rows(dbkv, &g);
+    }
+    return true;
 }
 
-/* From F4: dheads (N, Hq, L, D) in the layer's dtype, and dW_o, db_o. */
-static void out_backward(char *dheads, double *dWo, double *dbo, const attn_tensor *dout, const char *heads,
+/* From F4: dcat (N, L, E) = dout W_o in the layer's dtype, dW_o += Σ doutᵀ
+ * cat and db_o += Σ dout. False when a product's buffers cannot be allocated. */
+static bool out_backward(char *dcat, double *dWo, double *dbo, const attn_tensor *dout, const char *cat,
                          const attn_mha_call *m) {
     const attn_tensor *w = m->p.out_proj_weight;
-    attn_mat wm = {(char *)w->data, w->dtype, m->E, m->E, w->strides[0], w->strides[1]};
-    attn_mat h = {(char *)heads, m->dt, m->N * m->Hq * m->L, m->D, m->D, 1};
-    attn_mat dh = {dheads, m->dt, m->N * m->Hq * m->L, m->D, m->D, 1};
-    for (int64_t n = 0; n < m->N; n++)
-        for (int64_t l = 0; l < m->L; l++)
-            for (int64_t f = 0; f < m->E; f++) {
-                int64_t row = (n * m->Hq + f / m->D) * m->L + l;
-                double cat = attn_mat_get(&h, row, f % m->D), dcat = 0;
-                for (int64_t e = 0; e < m->E; e++) {
-                    double d = at3(dout, n, l, e);
-                    dcat += d * attn_mat_get(&wm, e, f);
-                    dWo[e * m->E + f] += d * cat;
-                    if (f == 0) dbo[e] += d;
-                }
-                attn_mat_set(&dh, row, f % m->D, dcat);
-            }
+    int64_t es = (int64_t)attn_dtype_size(m->dt);
+    attn_mat wo = {(char *)w->data, w->dtype, m->E, m->E, w->strides[0], w->strides[1]};
+    attn_mat dWm = {(char *)dWo, ATTN_F64, m->E, m->E, m->E, 1};
+    bool whole = m->N == 1 || dout->strides[0] == m->L * dout->strides[1];
+    for (int64_t n = 0; n < (whole ? 1 : m->N); n++) {
+        attn_mat d = attn_mha_rows(dout, n, whole ? m->N * m->L : m->L);
+        attn_mat dt = {d.base, d.dtype, m->E, d.rows, d.cs, d.rs};
+        attn_mat dc = {dcat + n * m->L * m->E * es, m->dt, d.rows, m->E, m->E, 1};
+        attn_mat c = {(char *)cat + n * m->L * m->E * es, m->dt, d.rows, m->E, m->E, 1};
+        if (!attn_gemm(&dc, &d, &wo, NULL, false, m->threads, NULL) || !attn_gemm(&dWm, &dt, &c, NULL, true, m->threads, NULL))
+            return false;
+        add_rows(dbo, &d);
+    }
+    return true;
 }
 
 /* The scratch of one backward call. */
 typedef struct bwd {
     char *q, *k, *v, *heads, *mask, *lse, *dheads, *dq, *dk, *dv;
-    double *dx[3], *dW[3], *db[3], *dbkv[2], *dWo, *dbo, *row;
+    double *dx[3], *dW[3], *db[3], *dbkv[2], *dWo, *dbo;
 } bwd;
 
 static void free_bwd(bwd *b) {
     free(b->q), free(b->k), free(b->v), free(b->heads), free(b->mask), free(b->lse), free(b->dheads);
-    free(b->dq), free(b->dk), free(b->dv), free(b->dWo), free(b->dbo), free(b->row);
+    free(b->dq), free(b->dk), free(b->dv), free(b->dWo), free(b->dbo);
     for (int t = 0; t < 3; t++) free(b->dx[t]), free(b->dW[t]), free(b->db[t]);
     free(b->dbkv[0]), free(b->dbkv[1]);
 }
@@ -110,10 +113,8 @@ static bool alloc_bwd(bwd *b, const attn_mha_call *m) {
     b->dq = calloc((size_t)nq, es), b->dk = calloc((size_t)nk, es), b->dv = calloc((size_t)nk, es);
     b->mask = m->o.attn_mask || m->o.key_padding_mask ? calloc((size_t)(m->N * m->Hq * m->L * m->S2), es) : NULL;
     b->dWo = calloc((size_t)(m->E * m->E), sizeof(double)), b->dbo = calloc((size_t)m->E, sizeof(double));
-    int64_t in_max = m->E > m->kdim ? (m->E > m->vdim ? m->E : m->vdim) : (m->kdim > m->vdim ? m->kdim : m->vdim);
-    b->row = calloc((size_t)in_max, sizeof(double));
     bool ok = b->q && b->k && b->v && b->heads && b->dheads && b->lse && b->dq && b->dk && b->dv && b->dWo && b->dbo &&
-              b->row && (b->mask || !(m->o.attn_mask || m->o.key_padding_mask));
+              (b->mask || !(m->o.attn_mask || m->o.key_padding_mask));
     for (int t = 0; t < 3; t++) {
         b->dx[t] = calloc((size_t)(m->N * rows[t] * in[t]), sizeof(double));
         b->dW[t] = calloc((size_t)(F[t] * in[t]), sizeof(double)), b->db[t] = calloc((size_t)F[t], sizeof(double));
@@ -164,39 +165,27 @@ static attn_status write_input_grad(attn_tensor *t, const char *name, const doub
     return ATTN_OK;
 }
 
-/* The forward again, keeping q, k, v, the heads and the lse. */
-static attn_status forward(bwd *b, attn_mha_call *m, attn_error *err) {
-    if (!attn_mha_project(b->row, b->q, &m->q, m->w[0], m->b[0], m->w_row0[0], m->Hq, m->D, m->L, NULL) ||
-        !attn_mha_project(b->row, b->k, &m->k, m->w[1], m->b[1], m->w_row0[1], m->Hkv, m->D, m->S2, m->p.bias_k) ||
-        !attn_mha_project(b->row, b->v, &m->v, m->w[2], m->b[2], m->w_row0[2], m->Hkv, m->D, m->S2, m->p.bias_v))
-        return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
-    if (b->mask) attn_mha_merge_masks(b->mask, m);
-    attn_status st = m->o.rope ? attn_mha_rotate_heads(b->q, b->k, m, err) : ATTN_OK;
-    return st;
-}
-
-/* The gradients into the caller's tensors. */
+/* The gradients into the caller's tensors; the memory for the packed
+ * in_proj gradients is taken before anything is written. */
 static attn_status write_all(attn_tensor *dxs[3], const attn_tensor *g[G_COUNT], const bwd *b, const attn_mha_call *m,
                              attn_error *err) {
     static const char *const NAMES[3] = {"dquery", "dkey", "dvalue"};
     int64_t rows[3] = {m->L, m->S, m->S}, in[3] = {m->E, m->kdim, m->vdim};
+    double *w = g[G_IN_W] ? malloc(sizeof(double) * (size_t)(3 * m->E * m->E)) : NULL;
+    double *bb = g[G_IN_B] ? malloc(sizeof(double) * (size_t)(3 * m->E)) : NULL;
     attn_status st = ATTN_OK;
+    if ((g[G_IN_W] && !w) || (g[G_IN_B] && !bb)) st = attn_fail(err, ATTN_ERR_NO_MEMORY, "out of memory");
     for (int t = 0; t < 3 && !st; t++)
         if (dxs[t]) st = write_input_grad(dxs[t], NAMES[t], b->dx[t], m, rows[t], in[t], err);
-    if (!st && g[G_IN_W]) { /* packed: q, k, v stacked */
-        double *w = malloc(sizeof(double) * (size_t)(3 * m->E * m->E));
-        if (!w) return attn_fail(err, ATTN_ERR_NO_MEMORY, "out of memory");
+    if (!st && w) { /* packed: q, k, v stacked */
         for (int t = 0; t < 3; t++) memcpy(w + t * m->E * m->E, b->dW[t], sizeof(double) * (size_t)(m->E * m->E));
         st = write_grad(g[G_IN_W], "in_proj_weight", m->p.in_proj_weight, w, err);
-        free(w);
     }
-    if (!st && g[G_IN_B]) {
-        double *bb = malloc(sizeof(double) * (size_t)(3 * m->E));
-        if (!bb) return attn_fail(err, ATTN_ERR_NO_MEMORY, "out of memory");
+    if (!st && bb) {
         for (int t = 0; t < 3; t++) memcpy(bb + t * m->E, b->db[t], sizeof(double) * (size_t)m->E);
         st = write_grad(g[G_IN_B], "in_proj_bias", m->p.in_proj_bias, bb, err);
-        free(bb);
     }
+    free(w), free(bb);
     const attn_tensor *like[G_COUNT];
     grad_list(like, &m->p);
     const double *src[G_COUNT] = {NULL, NULL, b->dW[0], b->dW[1], b->dW[2], b->db[0], b->db[1], b->db[2], b->dWo, b->dbo,
@@ -230,32 +219,35 @@ attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tenso
         return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's backward pass");
     }
     attn_tensor tq, tk, tv, th, tl, tm, tdh, tdq, tdk, tdv;
-    int64_t sq[4] = {m.N, m.Hq, m.L, m.D}, sk[4] = {m.N, m.Hkv, m.S2, m.D}, sm[4] = {m.N, m.Hq, m.L, m.S2};
-    attn_tensor_init(&tq, b.q, m.dt, 4, sq, NULL, NULL), attn_tensor_init(&th, b.heads, m.dt, 4, sq, NULL, NULL);
-    attn_tensor_init(&tk, b.k, m.dt, 4, sk, NULL, NULL), attn_tensor_init(&tv, b.v, m.dt, 4, sk, NULL, NULL);
-    attn_tensor_init(&tl, b.lse, m.dt, 3, sq, NULL, NULL), attn_tensor_init(&tm, b.mask, m.dt, 4, sm, NULL, NULL);
-    attn_tensor_init(&tdh, b.dheads, m.dt, 4, sq, NULL, NULL), attn_tensor_init(&tdq, b.dq, m.dt, 4, sq, NULL, NULL);
-    attn_tensor_init(&tdk, b.dk, m.dt, 4, sk, NULL, NULL), attn_tensor_init(&tdv, b.dv, m.dt, 4, sk, NULL, NULL);
+    int64_t sl[3] = {m.N, m.Hq, m.L}, sm[4] = {m.N, m.Hq, m.L, m.S2};
+    attn_mha_heads_view(&tq, b.q, &m, m.Hq, m.L), attn_mha_heads_view(&th, b.heads, &m, m.Hq, m.L);
+    attn_mha_heads_view(&tk, b.k, &m, m.Hkv, m.S2), attn_mha_heads_view(&tv, b.v, &m, m.Hkv, m.S2);
+    attn_mha_heads_view(&tdh, b.dheads, &m, m.Hq, m.L), attn_mha_heads_view(&tdq, b.dq, &m, m.Hq, m.L);
+    attn_mha_heads_view(&tdk, b.dk, &m, m.Hkv, m.S2), attn_mha_heads_view(&tdv, b.dv, &m, m.Hkv, m.S2);
+    attn_tensor_init(&tl, b.lse, m.dt, 3, sl, NULL, NULL), attn_tensor_init(&tm, b.mask, m.dt, 4, sm, NULL, NULL);
     attn_sdpa_options so;
-    if ((st = attn_mha_sdpa_options(&so, &m, m.o.causal, b.mask ? &tm : NULL, err)) || (st = forward(&b, &m, err)) ||
+    if (b.mask) attn_mha_merge_masks(b.mask, &m);
+    if ((st = attn_mha_sdpa_options(&so, &m, m.o.causal, b.mask ? &tm : NULL, err)) || /* the forward again */
+        (st = attn_mha_project_qkv(b.q, b.k, b.v, &m, m.S2, true, err)) ||
         (st = attn_sdpa(&th, &tl, NULL, &tq, &tk, &tv, &so, err)))
         goto done;
-    out_backward(b.dheads, b.dWo, b.dbo, &dout_view, b.heads, &m);                                  /* from F4 */
+    if (!out_backward(b.dheads, b.dWo, b.dbo, &dout_view, b.heads, &m)) goto no_memory;           /* from F4 */
     if ((st = attn_sdpa_backward(&tdq, &tdk, &tdv, NULL, &tdh, &tq, &tk, &tv, &th, &tl, &so, err))) goto done; /* F3 */
-    if (m.o.rope) { /* from F2 */
-        int64_t s3q[3] = {m.N * m.Hq, m.L, m.D}, s3k[3] = {m.N * m.Hkv, m.S2, m.D};
-        attn_tensor rq, rk;
-        attn_tensor_init(&rq, b.dq, m.dt, 3, s3q, NULL, NULL), attn_tensor_init(&rk, b.dk, m.dt, 3, s3k, NULL, NULL);
-        if ((st = attn_rope_backward(&rq, &rq, m.o.rope, err)) || (st = attn_rope_backward(&rk, &rk, m.o.rope, err))) goto done;
-    }
+    if (m.o.rope && ((st = attn_rope_backward(&tdq, &tdq, m.o.rope, err)) || /* from F2 */
+                     (st = attn_rope_backward(&tdk, &tdk, m.o.rope, err))))
+        goto done;
     const char *dproj[3] = {b.dq, b.dk, b.dv};
-    int64_t H[3] = {m.Hq, m.Hkv, m.Hkv}, rows_out[3] = {m.L, m.S2, m.S2};
+    int64_t F[3] = {m.Hq * m.D, m.Hkv * m.D, m.Hkv * m.D}, rows_out[3] = {m.L, m.S2, m.S2};
     const attn_tensor *x[3] = {&m.q, &m.k, &m.v};
     for (int t = 0; t < 3; t++) /* from F1 */
-        project_backward(b.dW[t], b.db[t], b.dx[t], t ? b.dbkv[t - 1] : NULL, dproj[t], x[t], m.w[t], m.w_row0[t], H[t], m.D,
-                         rows_out[t]);
+        if (!project_backward(b.dW[t], b.db[t], b.dx[t], t ? b.dbkv[t - 1] : NULL, dproj[t], x[t], m.w[t], m.w_row0[t], F[t],
+                              rows_out[t], m.threads))
+            goto no_memory;
     attn_tensor *dxs[3] = {dquery, dkey, dvalue};
     st = write_all(dxs, g, &b, &m, err);
+    goto done;
+no_memory:
+    st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a product's buffers");
 done:
     free_bwd(&b);
     return st;

@@ -161,6 +161,17 @@ static void exp2_c(float *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = attn_exp2f(x[i]);
 }
 
+/* The portable double GEMM microkernel: a 4 × 8 tile, plain loops. */
+enum { MR_D = 4, NR_D = 8 };
+static void dgemm_c(double *c, int64_t ldc, const double *a, const double *b, int64_t k) {
+    double acc[MR_D][NR_D] = {{0}};
+    for (int64_t p = 0; p < k; p++, a += MR_D, b += NR_D)
+        for (int i = 0; i < MR_D; i++)
+            for (int j = 0; j < NR_D; j++) acc[i][j] += a[i] * b[j];
+    for (int i = 0; i < MR_D; i++)
+        for (int j = 0; j < NR_D; j++) c[i * ldc + j] += acc[i][j];
+}
+
 const attn_ukernels attn_ukernels_c = {
     .name = "c",
     .vl = VL,
@@ -180,4 +191,7 @@ const attn_ukernels attn_ukernels_c = {
     .softcap = softcap_c,
     .alibi = alibi_c,
     .exp2 = exp2_c,
+    .dgemm = dgemm_c,
+    .dgemm_mr = MR_D,
+    .dgemm_nr = NR_D,
 };

@@ -270,5 +270,8 @@ const attn_ukernels attn_ukernels_avx2 = {
     .softcap = softcap_avx2,
     .alibi = alibi_avx2,
     .exp2 = exp2_avx2,
+    .dgemm = attn_dgemm_avx2_6x8,
+    .dgemm_mr = 6,
+    .dgemm_nr = 8,
 };
 #endif

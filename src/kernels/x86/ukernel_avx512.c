@@ -286,5 +286,8 @@ const attn_ukernels attn_ukernels_avx512 = {
     .softcap = softcap_avx512,
     .alibi = alibi_avx512,
     .exp2 = exp2_avx512,
+    .dgemm = attn_dgemm_avx512_8x24,
+    .dgemm_mr = 8,
+    .dgemm_nr = 24,
 };
 #endif

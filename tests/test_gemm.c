@@ -1,0 +1,104 @@
+/* test_gemm.c -- the layer's double GEMM (src/kernels/gemm.c) with every
+ * ISA's microkernel: against a long double reference within the bound of a
+ * double sum, on shapes that cross every block edge (mr, nr, mc, kc, nc),
+ * with strided and transposed operands, f16/bf16/f32/f64 inputs, f32 and f64
+ * results, bias and accumulation; and bitwise the same for 1 and 3 threads.
+ * Prints "ok NAME", "skip NAME: why" or "FAIL NAME: why". */
+#include "check.h"
+#include "../src/kernels/gemm.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static uint64_t rng = 7;
+static double uniform(void) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(rng >> 11) * 0x1.0p-53;
+}
+
+/* A rows × cols matrix of dtype dt filled with values in [-1, 1): row-major,
+ * or column-major when transposed (so a's rows are strided). */
+static attn_mat random_mat(attn_dtype dt, int64_t rows, int64_t cols, bool transposed) {
+    size_t n = (size_t)(rows * cols) + 1;
+    attn_mat m = {calloc(n, attn_dtype_size(dt)), dt, rows, cols, transposed ? 1 : cols, transposed ? rows : 1};
+    attn_mat flat = {m.base, dt, 1, (int64_t)n, 0, 1};
+    for (size_t i = 0; i < n; i++) {
+        double x = uniform() * 2 - 1;
+        if (dt == ATTN_F16 || dt == ATTN_BF16) { /* exactly representable in both */
+            uint16_t h = dt == ATTN_F16 ? attn_f32_to_f16((float)x) : attn_f32_to_bf16((float)x);
+            memcpy(m.base + 2 * i, &h, 2);
+        } else attn_mat_set(&flat, 0, (int64_t)i, x);
+    }
+    return m;
+}
+
+typedef struct shape {
+    int64_t M, N, K;
+    attn_dtype in, out;
+    bool a_transposed, bias, accumulate;
+} shape;
+
+/* Worst error over c in units of the bound (K + 2) · 2^-53 · Σ|a||b| (+ |b|
+ * + |c|), plus one rounding of the result when c is f32. */
+static double worst_error(const shape *s, const attn_mat *c, const attn_mat *c0, const attn_mat *a, const attn_mat *b,
+                          const attn_mat *bias) {
+    double worst = 0;
+    for (int64_t i = 0; i < s->M; i++)
+        for (int64_t j = 0; j < s->N; j++) {
+            long double want = 0, mag = 0;
+            for (int64_t p = 0; p < s->K; p++) {
+                long double t = (long double)attn_mat_get(a, i, p) * attn_mat_get(b, p, j);
+                want += t, mag += fabsl(t);
+            }
+            if (bias) want += attn_mat_get(bias, 0, j), mag += fabs(attn_mat_get(bias, 0, j));
+            if (s->accumulate) want += attn_mat_get(c0, i, j), mag += fabs(attn_mat_get(c0, i, j));
+            double bound = (double)(s->K + 2) * 0x1p-53 * (double)mag + (s->out == ATTN_F32 ? 0x1p-24 * fabs((double)want) : 0);
+            double err = fabs(attn_mat_get(c, i, j) - (double)want) / (bound + 1e-300);
+            worst = err > worst || err != err ? err : worst;
+        }
+    return worst;
+}
+
+static void test_shape(const shape *s, const char *isa) {
+    const attn_ukernels *uk = attn_ukernels_by_name(isa);
+    char name[160];
+    snprintf(name, sizeof name, "gemm_%s_%lldx%lldx%lld_%s_to_%s%s%s%s", isa, (long long)s->M, (long long)s->N,
+             (long long)s->K, attn_dtype_name(s->in), attn_dtype_name(s->out), s->a_transposed ? "_at" : "",
+             s->bias ? "_bias" : "", s->accumulate ? "_acc" : "");
+    if (!uk) {
+        skip(name, "this CPU lacks %s", isa);
+        return;
+    }
+    attn_mat a = random_mat(s->in, s->M, s->K, s->a_transposed), b = random_mat(s->in, s->K, s->N, false);
+    attn_mat bias = random_mat(s->in, 1, s->N, false), c0 = random_mat(s->out, s->M, s->N, false);
+    attn_mat c1 = random_mat(s->out, s->M, s->N, false), c3 = random_mat(s->out, s->M, s->N, false);
+    size_t bytes = (size_t)(s->M * s->N) * attn_dtype_size(s->out);
+    memcpy(c1.base, c0.base, bytes), memcpy(c3.base, c0.base, bytes);
+    bool ok1 = attn_gemm(&c1, &a, &b, s->bias ? &bias : NULL, s->accumulate, 1, uk);
+    bool ok3 = attn_gemm(&c3, &a, &b, s->bias ? &bias : NULL, s->accumulate, 3, uk);
+    double worst = ok1 ? worst_error(s, &c1, &c0, &a, &b, s->bias ? &bias : NULL) : INFINITY;
+    bool same = memcmp(c1.base, c3.base, bytes) == 0;
+    check(ok1 && ok3 && worst <= 1 && same, name, "calls %s, error %.3g of the bound, 1 and 3 threads %s",
+          ok1 && ok3 ? "ok" : "failed", worst, same ? "agree" : "differ");
+    free(a.base), free(b.base), free(bias.base), free(c0.base), free(c1.base), free(c3.base);
+}
+
+int main(void) {
+    static const shape shapes[] = {
+        {1, 1, 1, ATTN_F64, ATTN_F64, false, false, false},
+        {7, 13, 5, ATTN_F64, ATTN_F64, false, true, false},
+        {13, 29, 300, ATTN_F32, ATTN_F32, true, true, false},   /* K past kc */
+        {200, 61, 37, ATTN_F32, ATTN_F64, false, false, true},  /* M past mc */
+        {9, 1100, 17, ATTN_F64, ATTN_F32, true, true, true},    /* N past nc */
+        {33, 2, 0, ATTN_F64, ATTN_F64, false, true, true},      /* no depth: bias + c */
+        {5, 40, 700, ATTN_F16, ATTN_F32, false, false, false},
+        {50, 30, 64, ATTN_BF16, ATTN_F64, true, true, false},
+        {2, 30, 70000, ATTN_F32, ATTN_F64, false, false, false}, /* deep: b's block shrinks */
+        {1, 500, 96, ATTN_F32, ATTN_F32, false, true, false},    /* one row: threads split b */
+    };
+    static const char *const isas[] = {"c", "avx2", "avx512"};
+    for (size_t i = 0; i < 3; i++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) test_shape(&shapes[s], isas[i]);
+    attn_shutdown();
+    return n_failed ? 1 : 0;
+}
