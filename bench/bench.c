@@ -892,9 +892,10 @@ int main(int argc, char **argv) {
     if (json) {
         printf("{\n  \"cpu\": \"%s\", \"core\": \"%s\", \"isa\": \"%s\", \"threads\": %d,\n", cpu, tun.core, isa, n);
         printf("  \"tuning\": {\"blocks_for\": \"%s\", \"block_rows\": %d, \"block_keys\": %d, "
-               "\"backward_block_rows\": %d, \"backward_block_keys\": %d, \"decode_chunk\": %d},\n",
+               "\"backward_block_rows\": %d, \"backward_block_keys\": %d, \"decode_chunk\": %d, "
+               "\"gemm_rows\": %d, \"gemm_depth\": %d, \"gemm_cols\": %d},\n",
                tun.blocks_for, tun.block_rows, tun.block_keys, tun.backward_block_rows, tun.backward_block_keys,
-               tun.decode_chunk);
+               tun.decode_chunk, tun.gemm_rows, tun.gemm_depth, tun.gemm_cols);
         printf("  \"peak_gflops\": {\"avx512_1\": %.1f, \"avx512_n\": %.1f, \"avx2_1\": %.1f, \"avx2_n\": %.1f},\n",
                peak512_1 / 1e9, peak512_n / 1e9, peak256_1 / 1e9, peak256_n / 1e9);
         printf("  \"triad_gbps\": %.2f, \"read_gbps\": %.2f,\n  \"results\": [\n", bw / 1e9, rbw / 1e9);
@@ -908,9 +909,10 @@ int main(int argc, char **argv) {
         return 0;
     }
     printf("attn bench: %s, core %s, %s kernels, %d threads\n", cpu, tun.core, isa, n);
-    printf("blocks (registered for %s): forward %d rows x %d keys, backward %d x %d, decode chunks of %d keys\n",
+    printf("blocks (registered for %s): forward %d rows x %d keys, backward %d x %d, decode chunks of %d keys, "
+           "layer GEMM %d x %d x %d\n",
            tun.blocks_for, tun.block_rows, tun.block_keys, tun.backward_block_rows, tun.backward_block_keys,
-           tun.decode_chunk);
+           tun.decode_chunk, tun.gemm_rows, tun.gemm_depth, tun.gemm_cols);
     printf("machine: FMA peak %.1f GFLOP/s (AVX-512: %.1f on 1 thread, %.1f on %d; AVX2: %.1f, %.1f; 12 independent "
            "FMA chains per thread); triad %.1f GB/s, read %.1f GB/s\n\n",
            peak / 1e9, peak512_1 / 1e9, peak512_n / 1e9, n, peak256_1 / 1e9, peak256_n / 1e9, bw / 1e9, rbw / 1e9);

@@ -877,6 +877,9 @@ typedef struct attn_tuning {
     int backward_block_rows; /* backward: query rows per block */
     int backward_block_keys; /* backward: keys per block */
     int decode_chunk;        /* decode (L <= 4): keys per work item */
+    /* The multi-head layer's products (a blocked GEMM in double; added in
+     * 0.3.0): rows, depth and columns packed at a time. */
+    int gemm_rows, gemm_depth, gemm_cols;
 } attn_tuning;
 ATTN_API attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err);
 

@@ -1184,8 +1184,30 @@ static void test_mha(void) {
     free(q.data), free(kv.data), free(out.data), free(win.data), free(wout.data), free(ref.data);
 }
 
+/* attn_get_tuning: every block size positive; an older, smaller struct gets
+ * only its own fields; a bad struct_size is an error. */
+static void test_tuning(void) {
+    attn_tuning t;
+    memset(&t, 0, sizeof t);
+    t.struct_size = sizeof t;
+    attn_error err;
+    attn_status st = attn_get_tuning(&t, &err);
+    check(st == ATTN_OK && t.core && t.isa && strcmp(t.isa, attn_isa()) == 0 && t.block_rows > 0 && t.block_keys > 0 &&
+              t.backward_block_rows > 0 && t.backward_block_keys > 0 && t.decode_chunk > 0 && t.gemm_rows > 0 &&
+              t.gemm_depth > 0 && t.gemm_cols > 0,
+          "tuning_reports_every_block", "status %d", (int)st);
+    memset(&t, 0x5a, sizeof t);
+    t.struct_size = offsetof(attn_tuning, gemm_rows);
+    st = attn_get_tuning(&t, &err);
+    check(st == ATTN_OK && t.decode_chunk > 0 && t.gemm_rows == 0x5a5a5a5a && t.struct_size == offsetof(attn_tuning, gemm_rows),
+          "tuning_older_struct_gets_its_fields_only", "status %d, gemm_rows %d", (int)st, t.gemm_rows);
+    t.struct_size = sizeof t + 8;
+    check_status(attn_get_tuning(&t, &err), &err, ATTN_ERR_OPTION, "struct_size", "tuning_struct_too_large");
+}
+
 int main(void) {
     test_basics();
+    test_tuning();
     test_sdpa_errors();
     test_kernels_agree();
     test_merge();

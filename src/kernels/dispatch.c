@@ -71,7 +71,8 @@ attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err) {
         return attn_fail(err, ATTN_ERR_OPTION, "tuning->struct_size is %zu: set it to sizeof(attn_tuning) (%zu)",
                          size, sizeof *tuning);
     const attn_blocks *b = attn_blocks_active();
-    attn_tuning t = {sizeof t, attn_detect_core(), attn_isa(), b->core, b->br, b->bc, b->bwd_br, b->bwd_bc, b->decode_chunk};
+    attn_tuning t = {sizeof t, attn_detect_core(), attn_isa(), b->core, b->br, b->bc, b->bwd_br, b->bwd_bc, b->decode_chunk,
+                     b->gemm_mc, b->gemm_kc, b->gemm_nc};
     memcpy(tuning, &t, size);
     tuning->struct_size = size;
     return ATTN_OK;
