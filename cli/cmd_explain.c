@@ -26,7 +26,9 @@ static const char EXPLAIN_USAGE[] =
     "  --tokens A,B,...     labels for the rows of --embeddings\n"
     "  --wq/--wk/--wv FILE  your own projections (d_model, d_k) / (d_model, d_v),\n"
     "                       used as X W; all three together\n"
-    "  --json               every matrix as one JSON object (see docs/explainer.md)\n"
+    "  --json               every matrix as one JSON object (see docs/explainer.md);\n"
+    "                       not with --step\n"
+    "  --vocab              the toy's words, each with its features (the rows of X)\n"
     "  --color WHEN         auto (default), always or never; NO_COLOR is honoured\n"
     "  -h, --help           show this help\n"
     "\n"
@@ -44,6 +46,38 @@ typedef struct args {
     attn_explain_mode mode;
     bool causal, no_scale, random_head, json;
 } args;
+
+/* The toy's vocabulary, wrapped under a heading (for --help). */
+static void print_vocabulary_words(void) {
+    printf("\nthe toy's vocabulary (%d words; attn explain --vocab shows their features):\n ", attn_toy_vocab_size());
+    int col = 1;
+    for (int id = 0; id < attn_toy_vocab_size(); id++) {
+        const char *w = attn_toy_word(id);
+        if (col + 1 + (int)strlen(w) > 78) printf("\n "), col = 1;
+        col += printf(" %s", w);
+    }
+    printf("\n");
+}
+
+/* --vocab: each word and its row of X, the features it has. */
+static void print_vocabulary(void) {
+    printf("The toy model's %d words. Each is a row of X: %d features, 1 where the\n"
+           "word has the feature (in between where it partly has it).\n\n%-8s",
+           attn_toy_vocab_size(), ATTN_TOY_D_MODEL, "word");
+    for (int j = 0; j < ATTN_TOY_D_MODEL; j++) printf(" %6.6s", attn_toy_feature(j));
+    printf("\n");
+    for (int id = 0; id < attn_toy_vocab_size(); id++) {
+        attn_toy_token t = {id, 0, 0};
+        double x[ATTN_TOY_D_MODEL];
+        attn_toy_embed(x, &t, 1, NULL);
+        printf("%-8s", attn_toy_word(id));
+        for (int j = 0; j < ATTN_TOY_D_MODEL; j++) {
+            if (x[j] == 0) printf(" %6s", ".");
+            else printf(" %6.1f", x[j]);
+        }
+        printf("\n");
+    }
+}
 
 /* What is explained: labels, X and the projections, all owned here. */
 typedef struct model {
@@ -92,6 +126,10 @@ static int parse_args(int argc, char **argv, args *a) {
         const char *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
             fputs(EXPLAIN_USAGE, stdout);
+            print_vocabulary_words();
+            return -1;
+        } else if (strcmp(arg, "--vocab") == 0) {
+            print_vocabulary();
             return -1;
         } else if (cli_option(argc, argv, &i, NULL, "--embeddings", &a->embeddings, &code) ||
                    cli_option(argc, argv, &i, NULL, "--tokens", &a->tokens, &code) ||
@@ -135,6 +173,8 @@ static int parse_args(int argc, char **argv, args *a) {
             return cli_error(EXIT_USAGE, "unknown --step '%s'; steps: tokens x wq wk wv q k v "
                              "scores scaled weights output summary", a->step);
     }
+    if (a->json && a->step)
+        return cli_error(EXIT_USAGE, "--json prints every matrix and --step one step of the text: give one of them");
     int nw = !!a->wq + !!a->wk + !!a->wv;
     if (nw != 0 && nw != 3) return cli_error(EXIT_USAGE, "--wq, --wk and --wv go together");
     if (nw && a->random_head)

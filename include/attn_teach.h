@@ -50,8 +50,10 @@ ATTN_API const char *attn_toy_feature(int j);
 ATTN_API const char *attn_toy_value_feature(attn_toy_head head, int j);
 /* The id of the len-byte word at text, ignoring case, or -1 if unknown. */
 ATTN_API int attn_toy_word_id(const char *text, size_t len);
-/* The known word closest to the len-byte word at text (edit distance,
- * ignoring case). Never NULL. */
+/* The known word closest to the len-byte word at text (edit distance with
+ * swaps, ignoring case), or NULL when none is close: within one edit for a
+ * word of up to four letters, two for a longer one, and fewer edits than the
+ * word has letters ("cta" gives "cat"; "and" and "Elephant" give NULL). */
 ATTN_API const char *attn_toy_suggest(const char *text, size_t len);
 
 /* One word of a sentence: its vocabulary id and where it is in the text. */

@@ -681,8 +681,14 @@ static void test_toy(void) {
     check_status(attn_toy_tokenize(tok, 0, &n, "the", &err), &err, ATTN_ERR_ARGUMENT, "max_tokens",
                  "toy_max_tokens");
     check_status(attn_toy_tokenize(NULL, 8, &n, "the", &err), &err, ATTN_ERR_NULL, "NULL", "toy_null");
-    check(strcmp(attn_toy_suggest("cta", 3), "cat") == 0 && strcmp(attn_toy_suggest("DGO", 3), "dog") == 0,
+    check(strcmp(attn_toy_suggest("cta", 3), "cat") == 0 && strcmp(attn_toy_suggest("DGO", 3), "dog") == 0 &&
+              strcmp(attn_toy_suggest("chasd", 5), "chased") == 0 && strcmp(attn_toy_suggest("Jupmed", 6), "jumped") == 0,
           "toy_suggest", "%s", attn_toy_suggest("cta", 3));
+    /* Far words get no suggestion: "Elephant" is not "slept", "and" is not "a". */
+    check(!attn_toy_suggest("Elephant", 8) && !attn_toy_suggest("and", 3) && !attn_toy_suggest("xyz", 3) &&
+              !attn_toy_suggest("", 0),
+          "toy_suggest_only_close_words", "Elephant -> %s, and -> %s", attn_toy_suggest("Elephant", 8) ? "a word" : "none",
+          attn_toy_suggest("and", 3) ? attn_toy_suggest("and", 3) : "none");
     double x[16], w[3][32];
     attn_toy_token bad = {99, 0, 1};
     check_status(attn_toy_embed(x, &bad, 1, &err), &err, ATTN_ERR_TOKEN, "id 99", "toy_embed_bad_id");

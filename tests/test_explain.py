@@ -327,6 +327,22 @@ def test_errors():
     report("unknown_word_names_and_suggests", r.returncode == 1 and "unknown word 'cta'" in r.stderr and
            "did you mean 'cat'" in r.stderr and "chased" in r.stderr and len(r.stderr.splitlines()) == 1,
            r.stderr)
+    for far in ("Elephant", "and", "xylophone"):
+        r = run("explain", f"the {far} sat")
+        report(f"far_word_{far}_lists_vocabulary_without_guess", r.returncode == 1 and f"unknown word '{far}'" in r.stderr and
+               "did you mean" not in r.stderr and "chased" in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr)
+    for near, want in (("dgo", "dog"), ("chasd", "chased"), ("Gardn", "garden")):
+        r = run("explain", f"the {near}")
+        report(f"near_word_{near}_suggests_{want}", r.returncode == 1 and f"did you mean '{want}'" in r.stderr, r.stderr)
+    expect_error("json_with_step_refused", ["explain", "--json", "--step", "weights"], 2, r"--json .* --step")
+    r = run("explain", "--help")
+    report("help_lists_vocabulary", r.returncode == 0 and "vocabulary (30 words" in r.stdout and "garden" in r.stdout and
+           "--vocab" in r.stdout, r.stdout[-300:])
+    r = run("explain", "--vocab")
+    rows = [l.split() for l in r.stdout.splitlines() if l.split() and l.split()[0] in ("cat", "park", "my", "quick")]
+    report("vocab_prints_features", r.returncode == 0 and len(rows) == 4 and
+           dict((row[0], row[1:]) for row in rows)["park"] == ["1.0", ".", ".", "0.5", "1.0", ".", ".", "."] and
+           dict((row[0], row[1:]) for row in rows)["my"][-2:] == ["0.2", "1.0"], r.stdout[:400])
     expect_error("empty_sentence", ["explain", " ,.!"], 1, r"the sentence has no words")
     # An explicitly empty sentence (attn explain "$S" with S unset) is a mistake.
     expect_error("explicitly_empty_sentence", ["explain", ""], 2, r"the sentence is empty")

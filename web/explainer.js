@@ -306,7 +306,9 @@ function showError(result, sentence) {
     const mark = document.createElement('mark');
     mark.textContent = word;
     mirror.replaceChildren(document.createTextNode(before), mark, document.createTextNode(after));
-    error.textContent = `"${word}" is not in the toy vocabulary. Did you mean "${result.suggestion}"?`;
+    error.textContent = result.suggestion
+      ? `"${word}" is not in the toy vocabulary. Did you mean "${result.suggestion}"?`
+      : `"${word}" is not in the toy vocabulary, which knows: ${JSON.parse(readString(lib.web_vocab())).words.join(' ')}.`;
   } else {
     mirror.textContent = '';
     error.textContent = result.error.replace(/^the sentence/, 'The sentence') + '.';
@@ -318,7 +320,19 @@ function update() {
     const r = explain(state.sentence, state.head, state.causal);
     showError(r, state.sentence);
     writeFragment();
-    if (r.error) return;
+    // A note about a shuffle belongs to the sentence it shuffled.
+    document.getElementById('shuffle-note').textContent = '';
+    // After an error the matrices still show the last sentence that worked:
+    // dimmed, and the message says so.
+    if (r.error) {
+      if (state.result) {
+        document.body.dataset.stale = '1';
+        document.getElementById('error').textContent +=
+          ` The matrices below are still those of "${state.result.tokens.join(' ')}".`;
+      }
+      return;
+    }
+    delete document.body.dataset.stale;
     state.result = r;
     window.attnLast = r; // for the tests and the curious: the library's own JSON
     renderMatrices(r);

@@ -89,14 +89,20 @@ static int edit_distance(const char *a, size_t la, const char *b) {
     return d[la][lb];
 }
 
+/* Close enough to suggest: one edit in a word of up to four letters ("cta",
+ * "dgo"), two in a longer one ("chasd", "jupmed"), and never a word the
+ * edits would rewrite entirely ("and" is two edits from "a", but is not a
+ * misspelling of it). */
+static bool close_enough(int d, size_t len) { return d <= (len <= 4 ? 1 : 2) && (size_t)d < len; }
+
 const char *attn_toy_suggest(const char *text, size_t len) {
-    const char *best = VOCAB[0].text;
+    const char *best = NULL;
     int best_d = 1 << 30;
     for (int id = 0; text && id < VOCAB_SIZE; id++) {
         int d = edit_distance(text, len, VOCAB[id].text);
         if (d < best_d) best_d = d, best = VOCAB[id].text;
     }
-    return best;
+    return best && close_enough(best_d, len) ? best : NULL;
 }
 
 /* Word characters: letters, digits, apostrophes and any non-ASCII byte (so a
@@ -138,10 +144,12 @@ attn_status attn_toy_tokenize(attn_toy_token *tokens, int max_tokens, int *n_tok
             for (int id = 0; id < VOCAB_SIZE && used < sizeof known; id++)
                 used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", id ? " " : "",
                                          VOCAB[id].text);
-            return attn_fail(err, ATTN_ERR_TOKEN,
-                             "unknown word '%.*s' (did you mean '%s'?); known words: %s",
-                             (int)(len > 40 ? 40 : len), start, attn_toy_suggest(start, len),
-                             known);
+            const char *close = attn_toy_suggest(start, len);
+            if (close)
+                return attn_fail(err, ATTN_ERR_TOKEN, "unknown word '%.*s' (did you mean '%s'?); known words: %s",
+                                 (int)(len > 40 ? 40 : len), start, close, known);
+            return attn_fail(err, ATTN_ERR_TOKEN, "unknown word '%.*s'; the toy model knows only these words: %s",
+                             (int)(len > 40 ? 40 : len), start, known);
         }
         n++;
     }

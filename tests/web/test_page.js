@@ -145,6 +145,19 @@ async function main() {
   const invalid = await page.getAttribute('#sentence', 'aria-invalid');
   report('unknown_word_inline_error', error.includes('"cta"') && error.includes('"cat"') && marked === 'cta' &&
     invalid === 'true', `${error} | ${marked} | ${invalid}`);
+  report('unknown_word_dims_old_matrices', (await page.getAttribute('body', 'data-stale')) === '1' &&
+    error.includes('still those of'), error);
+  // A word far from every known word gets the vocabulary, not a guess.
+  await page.fill('#sentence', 'the Elephant sat');
+  await page.waitForFunction(() => /Elephant/.test(document.getElementById('error').textContent));
+  const far = await page.textContent('#error');
+  report('far_word_lists_vocabulary', !/Did you mean/.test(far) && far.includes('chased') && far.includes('garden'), far);
+  await setSentence(page, 'the cat sat');
+  report('good_sentence_clears_stale', (await page.getAttribute('body', 'data-stale')) === null);
+  await page.click('#shuffle');
+  await page.waitForFunction(() => document.getElementById('shuffle-note').textContent.length > 0);
+  await setSentence(page, 'a dog ran');
+  report('new_sentence_clears_shuffle_note', (await page.textContent('#shuffle-note')) === '');
   await page.fill('#sentence', '   ');
   await page.waitForFunction(() => /no words/.test(document.getElementById('error').textContent));
   report('empty_sentence_message', true);
