@@ -240,6 +240,25 @@ static int load_embeddings(const args *a, model *m) {
     return 0;
 }
 
+/* Word i's label: the word, and when the sentence has it more than once,
+ * which occurrence it is as a subscript ("the₁", "the₂"), so that repeated
+ * words and their ties can be told apart. */
+static char *position_label(const attn_toy_token *tok, int n, int i) {
+    const char *word = attn_toy_word(tok[i].id);
+    int count = 0, nth = 0;
+    for (int j = 0; j < n; j++) count += tok[j].id == tok[i].id, nth += j <= i && tok[j].id == tok[i].id;
+    char *label = malloc(strlen(word) + 3 * 3 + 1); /* up to three subscript digits (64 words) */
+    if (!label) return NULL;
+    strcpy(label, word);
+    if (count < 2) return label;
+    char digits[16], *end = label + strlen(label);
+    snprintf(digits, sizeof digits, "%d", nth % 1000);
+    for (const char *d = digits; *d; d++) /* U+2080 + digit: E2 82 80+digit */
+        *end++ = (char)0xe2, *end++ = (char)0x82, *end++ = (char)(0x80 + (*d - '0'));
+    *end = '\0';
+    return label;
+}
+
 static int load_sentence(const args *a, model *m) {
     attn_toy_token tok[ATTN_TOY_MAX_TOKENS];
     attn_error err;
@@ -249,7 +268,8 @@ static int load_sentence(const args *a, model *m) {
     m->X = malloc(sizeof(double) * (size_t)m->n * ATTN_TOY_D_MODEL);
     m->tokens = calloc((size_t)m->n, sizeof *m->tokens);
     if (!m->X || !m->tokens) return cli_error(EXIT_DATA, "out of memory");
-    for (int i = 0; i < m->n; i++) m->tokens[i] = strdup(attn_toy_word(tok[i].id));
+    /* The text labels repeated words by position; the JSON keeps the words. */
+    for (int i = 0; i < m->n; i++) m->tokens[i] = a->json ? strdup(attn_toy_word(tok[i].id)) : position_label(tok, m->n, i);
     attn_toy_embed(m->X, tok, m->n, NULL);
     m->features = calloc(ATTN_TOY_D_MODEL, sizeof *m->features);
     for (int j = 0; m->features && j < ATTN_TOY_D_MODEL; j++) m->features[j] = strdup(attn_toy_feature(j));
@@ -330,19 +350,41 @@ static void heading(const char *title, int rows, int cols, const char *why) {
 }
 
 static void matrix(const double *d, int rows, int cols, char **rl, char **cl, cli_palette p,
-                   bool sums, bool colour) {
-    cli_matrix mx = {d, rows, cols, (const char *const *)rl, (const char *const *)cl, p, sums};
+                   bool sums, cli_colours colour) {
+    cli_matrix mx = {d, rows, cols, (const char *const *)rl, (const char *const *)cl, p, sums, false};
     cli_print_matrix(stdout, &mx, colour);
 }
 
+/* The weights (n, n): under a causal mask the cells above the diagonal are
+ * printed as "·" (masked: exactly 0, and not a choice of the softmax). */
+static void weights_matrix(const double *d, int n, char **labels, bool causal, cli_colours colour) {
+    cli_matrix mx = {d, n, n, (const char *const *)labels, (const char *const *)labels, CLI_SEQUENTIAL, true, causal};
+    cli_print_matrix(stdout, &mx, colour);
+}
+
+/* A row is nearly uniform when no visible weight is more than 5 points from
+ * an even split: nothing stands out, so the order of its top words means
+ * nothing. */
+static bool nearly_uniform(const double *row, int n, bool causal, int i) {
+    int seen = causal ? i + 1 : n;
+    if (seen < 2) return false;
+    for (int j = 0; j < seen; j++)
+        if (fabs(row[j] - 1.0 / seen) > 0.05) return false;
+    return true;
+}
+
 /* "sat      -> cat 40% ████  sat 16% █  on 16% █" : the top three per word. */
-static void print_summary(const model *m, const attn_explain *ex) {
+static void print_summary(const model *m, const attn_explain *ex, bool causal) {
     int w = 4;
-    for (int i = 0; i < m->n; i++) w = (int)strlen(m->tokens[i]) > w ? (int)strlen(m->tokens[i]) : w;
+    for (int i = 0; i < m->n; i++) w = cli_display_width(m->tokens[i]) > w ? cli_display_width(m->tokens[i]) : w;
     for (int i = 0; i < m->n; i++) {
         const double *row = ex->weights + (size_t)i * m->n;
         bool used[ATTN_TOY_MAX_TOKENS] = {false};
-        printf("   %-*s ->", w, m->tokens[i]);
+        printf("   %s%*s ->", m->tokens[i], w - cli_display_width(m->tokens[i]), "");
+        if (nearly_uniform(row, m->n, causal, i)) {
+            printf("  nearly uniform: every word it sees gets %.0f%% (±5)\n", 100.0 / (causal ? i + 1 : m->n));
+            continue;
+        }
         for (int k = 0; k < 3 && k < m->n; k++) {
             int best = -1;
             for (int j = 0; j < m->n; j++)
@@ -357,7 +399,7 @@ static void print_summary(const model *m, const attn_explain *ex) {
 }
 
 /* The opening: the story, the tokens, X and the projections. */
-static void print_inputs(const args *a, const model *m, const attn_explain *ex, bool colour) {
+static void print_inputs(const args *a, const model *m, const attn_explain *ex, cli_colours colour) {
     bool qkv = a->mode == ATTN_EXPLAIN_QKV;
     int n = m->n;
     if (!a->step) {
@@ -398,9 +440,13 @@ static void print_inputs(const args *a, const model *m, const attn_explain *ex, 
     }
 }
 
-static void print_text(const args *a, const model *m, const attn_explain *ex, bool colour) {
+static void print_text(const args *a, const model *m, const attn_explain *ex, cli_colours colour) {
     bool qkv = a->mode == ATTN_EXPLAIN_QKV;
     int n = m->n;
+    /* The colours of the signed matrices, unless only weights are shown. */
+    if (colour && !(a->step && (strcmp(a->step, "weights") == 0 || strcmp(a->step, "summary") == 0 ||
+                                strcmp(a->step, "tokens") == 0)))
+        cli_print_legend(stdout, CLI_DIVERGING, colour);
     print_inputs(a, m, ex, colour);
     const char *qtitle[3] = {"Q = X W_Q: each word's query", "K = X W_K: each word's key",
                              "V = X W_V: each word's value"};
@@ -434,8 +480,11 @@ static void print_text(const args *a, const model *m, const attn_explain *ex, bo
     }
     if (show(a, "weights")) {
         heading("weights = softmax of each row", n, n,
-                "Every weight is positive and each row sums to 1: how a word splits its attention.");
-        matrix(ex->weights, n, n, m->tokens, m->tokens, CLI_SEQUENTIAL, true, colour);
+                a->causal ? "Each row sums to 1: how a word splits its attention. Every weight a word can see\n"
+                            "   is positive; · marks a later word, masked (its weight is exactly 0)."
+                          : "Every weight is positive and each row sums to 1: how a word splits its attention.");
+        if (colour) cli_print_legend(stdout, CLI_SEQUENTIAL, colour);
+        weights_matrix(ex->weights, n, m->tokens, a->causal, colour);
     }
     if (show(a, "output")) {
         heading("output = weights V: each word's blend of the values", n, ex->d_v, NULL);
@@ -443,7 +492,7 @@ static void print_text(const args *a, const model *m, const attn_explain *ex, bo
     }
     if (show(a, "summary")) {
         printf("\nwho attends to whom (the top three weights of each word)\n");
-        print_summary(m, ex);
+        print_summary(m, ex, a->causal);
     }
     if (!a->step) {
         printf("\n   All of it is one line: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.\n"

@@ -1,5 +1,6 @@
 /* heatmap.c -- labelled matrices for the terminal, with an optional colour
- * heatmap (24-bit colour ANSI backgrounds), and bars for attention weights. */
+ * heatmap (ANSI backgrounds in 24-bit, 256 or 16 colours), and bars for
+ * attention weights. */
 #include "heatmap.h"
 
 #include <math.h>
@@ -7,28 +8,55 @@
 #include <string.h>
 #include <unistd.h>
 
-/* A 24-bit background for t in [-1, 1]: white at 0, shading to red for
- * positive and to blue for negative values (the sequential palette only
- * ever sees t >= 0). */
-static void set_background(FILE *f, double t) {
+int cli_display_width(const char *s) {
+    int w = 0;
+    for (; s && *s; s++) w += ((unsigned char)*s & 0xc0) != 0x80; /* not a continuation byte */
+    return w;
+}
+
+/* s cut to at most `width` columns and right-aligned in them. */
+static void print_cell_text(FILE *f, const char *s, int width) {
+    int w = 0;
+    size_t bytes = 0;
+    while (s && s[bytes]) {
+        size_t next = bytes + 1;
+        while (((unsigned char)s[next] & 0xc0) == 0x80) next++;
+        if (w + 1 > width) break;
+        w++, bytes = next;
+    }
+    fprintf(f, "%*s%.*s", width - w, "", (int)bytes, s ? s : "");
+}
+
+/* A background for t in [-1, 1]: white at 0, shading to red for positive
+ * and to blue for negative values (the sequential palette only ever sees
+ * t >= 0), in as many colours as the terminal has. */
+static void set_background(FILE *f, double t, cli_colours colours) {
     static const int RED[3] = {214, 39, 40}, BLUE[3] = {31, 119, 180};
     const int *end = t >= 0 ? RED : BLUE;
     double a = fabs(t) > 1 ? 1 : fabs(t);
     int rgb[3];
     for (int c = 0; c < 3; c++) rgb[c] = (int)lround(255 + (end[c] - 255) * a);
-    /* Black text on light cells, white on dark ones. */
-    int text = a > 0.6 ? 231 : 16;
-    fprintf(f, "\x1b[48;2;%d;%d;%d;38;5;%dm", rgb[0], rgb[1], rgb[2], text);
+    int text = a > 0.6 ? 231 : 16; /* black text on light cells, white on dark ones */
+    if (colours == CLI_TRUECOLOUR) {
+        fprintf(f, "\x1b[48;2;%d;%d;%d;38;5;%dm", rgb[0], rgb[1], rgb[2], text);
+    } else if (colours == CLI_COLOURS_256) { /* the 6 × 6 × 6 cube */
+        int cube = 16;
+        for (int c = 0; c < 3; c++) cube += (int)lround(rgb[c] / 51.0) * (c == 0 ? 36 : c == 1 ? 6 : 1);
+        fprintf(f, "\x1b[48;5;%d;38;5;%dm", cube, text);
+    } else { /* 16 colours: white, then the bright and the plain red or blue */
+        int bg = a < 0.15 ? 107 : a < 0.5 ? (t >= 0 ? 101 : 104) : (t >= 0 ? 41 : 44);
+        fprintf(f, "\x1b[%d;%dm", bg, a < 0.5 ? 30 : 97);
+    }
 }
 
 static int label_width(const char *const *labels, int n, int min) {
     int w = min;
     for (int i = 0; labels && i < n; i++)
-        if ((int)strlen(labels[i]) > w) w = (int)strlen(labels[i]);
+        if (cli_display_width(labels[i]) > w) w = cli_display_width(labels[i]);
     return w > 12 ? 12 : w;
 }
 
-void cli_print_matrix(FILE *f, const cli_matrix *m, bool colour) {
+void cli_print_matrix(FILE *f, const cli_matrix *m, cli_colours colours) {
     int rw = label_width(m->row_labels, m->rows, 4);
     int cw = label_width(m->col_labels, m->cols, 7);
     /* Colours are relative to the largest finite magnitude in the matrix. */
@@ -36,28 +64,44 @@ void cli_print_matrix(FILE *f, const cli_matrix *m, bool colour) {
     for (int i = 0; i < m->rows * m->cols; i++)
         if (isfinite(m->data[i]) && fabs(m->data[i]) > range) range = fabs(m->data[i]);
     fprintf(f, "   %*s", rw, "");
-    for (int j = 0; j < m->cols; j++)
-        fprintf(f, " %*.*s", cw, cw, m->col_labels ? m->col_labels[j] : "");
+    for (int j = 0; j < m->cols; j++) {
+        fputc(' ', f);
+        print_cell_text(f, m->col_labels ? m->col_labels[j] : "", cw);
+    }
     if (m->row_sums) fprintf(f, " %*s", cw, "sum");
     fputc('\n', f);
     for (int i = 0; i < m->rows; i++) {
-        fprintf(f, "   %*.*s", rw, rw, m->row_labels ? m->row_labels[i] : "");
+        fputs("   ", f);
+        print_cell_text(f, m->row_labels ? m->row_labels[i] : "", rw);
         double sum = 0;
         for (int j = 0; j < m->cols; j++) {
             double x = m->data[i * m->cols + j];
+            bool masked = m->causal && j > i;
             sum += x;
             fputc(' ', f);
-            if (colour) {
-                if (isinf(x)) fputs("\x1b[48;5;250;38;5;16m", f);
-                else set_background(f, range > 0 ? x / range : 0);
-            }
+            if (colours && (masked || isinf(x))) fputs(colours == CLI_COLOURS_16 ? "\x1b[47;30m" : "\x1b[48;5;250;38;5;16m", f);
+            else if (colours) set_background(f, range > 0 ? x / range : 0, colours);
             if (isinf(x)) fprintf(f, "%*s", cw, x < 0 ? "-inf" : "inf");
+            else if (masked) print_cell_text(f, "·", cw);
             else fprintf(f, "%*.3f", cw, x == 0 ? 0.0 : x);
-            if (colour) fputs("\x1b[0m", f);
+            if (colours) fputs("\x1b[0m", f);
         }
         if (m->row_sums) fprintf(f, " %*.3f", cw, sum);
         fputc('\n', f);
     }
+}
+
+void cli_print_legend(FILE *f, cli_palette palette, cli_colours colours) {
+    static const double DIVERGING[] = {-1, -0.5, 0, 0.5, 1}, SEQUENTIAL[] = {0, 0.25, 0.5, 0.75, 1};
+    const double *t = palette == CLI_DIVERGING ? DIVERGING : SEQUENTIAL;
+    fputs("   colours:", f);
+    for (int i = 0; i < 5; i++) {
+        fputc(' ', f);
+        if (colours) set_background(f, t[i], colours);
+        fprintf(f, " %+5.2f ", t[i]);
+        if (colours) fputs("\x1b[0m", f);
+    }
+    fputs(palette == CLI_DIVERGING ? "  x the largest |value| of the matrix\n" : "  x the largest weight\n", f);
 }
 
 void cli_print_bar(FILE *f, double fraction, int width) {
@@ -69,12 +113,19 @@ void cli_print_bar(FILE *f, double fraction, int width) {
     fputs(PART[eighths % 8], f);
 }
 
-bool cli_colour_wanted(const char *mode, FILE *f) {
-    if (strcmp(mode, "always") == 0) return true;
-    if (strcmp(mode, "never") == 0) return false;
+static cli_colours depth(void) {
+    const char *ct = getenv("COLORTERM"), *term = getenv("TERM");
+    if (ct && (strcmp(ct, "truecolor") == 0 || strcmp(ct, "24bit") == 0)) return CLI_TRUECOLOUR;
+    if (term && strstr(term, "256")) return CLI_COLOURS_256;
+    return CLI_COLOURS_16;
+}
+
+cli_colours cli_colour_wanted(const char *mode, FILE *f) {
+    if (strcmp(mode, "always") == 0) return depth(); /* explicit: NO_COLOR only sets the default */
+    if (strcmp(mode, "never") == 0) return CLI_NO_COLOUR;
     const char *no = getenv("NO_COLOR");
-    if (no && *no) return false;
+    if (no && *no) return CLI_NO_COLOUR;
     const char *term = getenv("TERM");
-    if (term && strcmp(term, "dumb") == 0) return false;
-    return isatty(fileno(f));
+    if (term && strcmp(term, "dumb") == 0) return CLI_NO_COLOUR;
+    return isatty(fileno(f)) ? depth() : CLI_NO_COLOUR;
 }

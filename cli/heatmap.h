@@ -11,22 +11,41 @@ typedef enum cli_palette {
     CLI_SEQUENTIAL /* weights in [0, 1]: white to red */
 } cli_palette;
 
+/* How many colours the terminal shows: none, the 16 ANSI colours, the
+ * xterm 256, or 24-bit ("truecolor"). */
+typedef enum cli_colours {
+    CLI_NO_COLOUR = 0,
+    CLI_COLOURS_16 = 16,
+    CLI_COLOURS_256 = 256,
+    CLI_TRUECOLOUR = 1 << 24
+} cli_colours;
+
 typedef struct cli_matrix {
     const double *data; /* (rows, cols), C order */
     int rows, cols;
-    const char *const *row_labels, *const *col_labels; /* may be NULL */
+    const char *const *row_labels, *const *col_labels; /* may be NULL; UTF-8 */
     cli_palette palette;
     bool row_sums; /* add a "sum" column */
+    bool causal;   /* cells above the diagonal (column > row) are masked: printed as "·" */
 } cli_matrix;
 
-/* Print m with its labels; with colour, each cell gets a background shade. */
-void cli_print_matrix(FILE *f, const cli_matrix *m, bool colour);
+/* Print m with its labels; with colours, each cell gets a background shade. */
+void cli_print_matrix(FILE *f, const cli_matrix *m, cli_colours colours);
+
+/* One line that says what the shades mean, for the palette. */
+void cli_print_legend(FILE *f, cli_palette palette, cli_colours colours);
 
 /* A horizontal bar of fraction * width character cells. */
 void cli_print_bar(FILE *f, double fraction, int width);
 
-/* --color=auto|always|never: auto means a terminal, no NO_COLOR, no TERM=dumb.
- * Colours are 24-bit ANSI backgrounds. */
-bool cli_colour_wanted(const char *mode, FILE *f);
+/* --color=auto|always|never, the convention of no-color.org: NO_COLOR (set
+ * and not empty) turns colour off by default, an explicit --color=always
+ * turns it on whatever NO_COLOR says. auto also needs a terminal and a TERM
+ * other than dumb. The depth: 24-bit when COLORTERM is truecolor or 24bit,
+ * 256 when TERM names 256 colours, else 16. */
+cli_colours cli_colour_wanted(const char *mode, FILE *f);
+
+/* The columns text takes on a terminal: its UTF-8 code points. */
+int cli_display_width(const char *s);
 
 #endif /* ATTN_CLI_HEATMAP_H */

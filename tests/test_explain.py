@@ -322,6 +322,35 @@ def test_scaling():
     report("scaling_deterministic", same, "two runs differ")
 
 
+def test_learner_text():
+    """What a learner reads: masked cells, repeated words, flat rows, colours."""
+    r = run("explain", "--causal", "--step", "weights", DEFAULT)
+    rows = [l.split() for l in r.stdout.splitlines()
+            if len(l.split()) > 1 and l.split()[0] in ("the₁", "cat", "mat") and l.split()[1][0].isdigit()]
+    report("causal_masked_cells_are_dots", r.returncode == 0 and len(rows) == 3 and rows[0][2:7] == ["·"] * 5 and
+           rows[1][3:7] == ["·"] * 4 and "·" not in rows[2] and "masked" in r.stdout, r.stdout)
+    r = run("explain", "--causal", "--step", "scaled", DEFAULT)
+    report("causal_scaled_shows_minus_inf", r.returncode == 0 and sum(l.split().count("-inf") for l in r.stdout.splitlines()[3:]) == 15, r.stdout)
+    r = run("explain", "--step", "summary", DEFAULT)
+    lines = {l.split()[0]: l for l in r.stdout.splitlines() if "->" in l}
+    report("repeated_words_labelled_by_position", set(lines) == {"the₁", "the₂", "cat", "sat", "on", "mat"} and
+           "the₁ 26%" in lines["cat"] and "the₂ 26%" in lines["cat"], r.stdout)
+    report("nearly_uniform_rows_marked", "nearly uniform" in lines["the₁"] and "nearly uniform" not in lines["sat"],
+           r.stdout)
+    j = explain_json("the cat the")
+    report("json_keeps_plain_words", j["tokens"] == ["the", "cat", "the"], str(j["tokens"]))
+    # Colours: NO_COLOR sets the default only; the depth follows the terminal.
+    env16 = {"TERM": "xterm", "COLORTERM": "", "NO_COLOR": "1"}
+    r = run("explain", "--color=always", "--step", "weights", env=env16)
+    report("color_always_beats_no_color", r.returncode == 0 and "\x1b[41;" in r.stdout and "colours:" in r.stdout, r.stdout[:200])
+    r = run("explain", "--step", "weights", env=env16)
+    report("no_color_default_off", r.returncode == 0 and "\x1b[" not in r.stdout, r.stdout[:200])
+    r = run("explain", "--color", "always", "--step", "weights", env={"TERM": "xterm-256color", "COLORTERM": ""})
+    report("color_256_without_truecolor", "\x1b[48;5;" in r.stdout and "\x1b[48;2;" not in r.stdout, r.stdout[:200])
+    r = run("explain", "--color", "always", "--step", "x", env={"TERM": "xterm-256color", "COLORTERM": "truecolor"})
+    report("color_truecolor_with_colorterm", "\x1b[48;2;" in r.stdout and "largest |value|" in r.stdout, r.stdout[:200])
+
+
 def test_errors():
     r = run("explain", "the cta sat")
     report("unknown_word_names_and_suggests", r.returncode == 1 and "unknown word 'cta'" in r.stderr and
@@ -398,6 +427,7 @@ def main():
     test_permutation()
     test_seeds()
     test_text_output()
+    test_learner_text()
     test_scaling()
     test_errors()
     return 1 if failed else 0
