@@ -31,6 +31,7 @@ typedef struct npy_layout {
     int64_t shape[ATTN_MAX_RANK];
     size_t data_offset; /* where the data starts in the file */
     size_t data_bytes;  /* how many bytes the shape needs */
+    bool fortran;       /* the data lists the first axis fastest (np.asfortranarray, x.T) */
 } npy_layout;
 
 /* ---- the header dictionary ---------------------------------------------- */
@@ -90,9 +91,13 @@ static attn_status parse_descr(npy_layout *h, const char *d, attn_error *err) {
     else if (strchr(d, 'O'))
         return attn_fail(err, ATTN_ERR_NPY_UNSUPPORTED, "object arrays ('%s') are not supported",
                          d);
+    else if (strpbrk(d, "iu"))
+        return attn_fail(err, ATTN_ERR_NPY_UNSUPPORTED,
+                         "integer arrays ('%s') are not supported; save floats (x.astype(np.float32))", d);
     else
         return attn_fail(err, ATTN_ERR_NPY_UNSUPPORTED,
-                         "dtype '%s' is not supported; use '<f4', '<f8', '<f2' or '|b1'", d);
+                         "dtype '%s' is not supported; use float16, float32 or float64 ('<f2', '<f4', '<f8'), "
+                         "or bool ('|b1') for masks", d);
     return ATTN_OK;
 }
 
@@ -145,10 +150,8 @@ static attn_status parse_dict(npy_layout *h, const char *text, size_t len, attn_
             if ((st = parse_descr(h, val, err))) return st;
             seen_descr = true;
         } else if (strcmp(key, "fortran_order") == 0 && !seen_order) {
-            if (take_word(&c, "True"))
-                return attn_fail(err, ATTN_ERR_NPY_UNSUPPORTED,
-                                 "Fortran-order arrays are not supported; save in C order");
-            if (!take_word(&c, "False"))
+            if (take_word(&c, "True")) h->fortran = true;
+            else if (!take_word(&c, "False"))
                 return attn_fail(err, ATTN_ERR_NPY_HEADER,
                                  "header 'fortran_order' is neither True nor False");
             seen_order = true;
@@ -239,6 +242,31 @@ static attn_status alloc_tensor(attn_tensor *out, const npy_layout *h, attn_erro
     return attn_tensor_init(out, data, h->dtype, h->rank, h->shape, NULL, err);
 }
 
+/* A Fortran-order array's data put in C order: the bytes read list the
+ * first axis fastest; element (i0, ..., i_{r-1}) is at Σ i_d · Π_{e<d} n_e. */
+static attn_status to_c_order(attn_tensor *t, attn_error *err) {
+    int64_t n = attn_tensor_numel(t), idx[ATTN_MAX_RANK] = {0}, fstride[ATTN_MAX_RANK];
+    size_t es = attn_dtype_size(t->dtype);
+    if (t->rank < 2 || n == 0) return ATTN_OK; /* one axis or none: the same bytes */
+    unsigned char *c = malloc((size_t)n * es), *f = t->data;
+    if (!c) {
+        attn_npy_free(t);
+        return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate %zu bytes to reorder a Fortran-order array",
+                         (size_t)n * es);
+    }
+    int64_t step = 1;
+    for (int d = 0; d < t->rank; d++) fstride[d] = step, step *= t->shape[d];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t off = 0;
+        for (int d = 0; d < t->rank; d++) off += idx[d] * fstride[d];
+        memcpy(c + (size_t)i * es, f + (size_t)off * es, es);
+        for (int d = t->rank - 1; d >= 0 && ++idx[d] == t->shape[d]; d--) idx[d] = 0;
+    }
+    free(t->data);
+    t->data = c;
+    return ATTN_OK;
+}
+
 attn_status attn_npy_parse(attn_tensor *out, const void *bytes, size_t size, attn_error *err) {
     npy_layout h;
     attn_status st;
@@ -248,7 +276,7 @@ attn_status attn_npy_parse(attn_tensor *out, const void *bytes, size_t size, att
     if ((st = parse_layout(&h, bytes, size, size, err))) return st;
     if ((st = alloc_tensor(out, &h, err))) return st;
     memcpy(out->data, (const unsigned char *)bytes + h.data_offset, h.data_bytes);
-    return ATTN_OK;
+    return h.fortran ? to_c_order(out, err) : ATTN_OK;
 }
 
 static attn_status io_error(attn_error *err, const char *what, const char *path) {
@@ -298,6 +326,7 @@ attn_status attn_npy_read(attn_tensor *out, const char *path, attn_error *err) {
             attn_npy_free(out);
         }
     }
+    if (!st && h.fortran) st = to_c_order(out, err);
     free(head);
     fclose(f);
     return st;
