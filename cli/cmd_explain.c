@@ -404,15 +404,28 @@ static void print_inputs(const args *a, const model *m, const attn_explain *ex, 
     int n = m->n;
     if (!a->step) {
         printf("Self-attention, step by step\n");
-        printf("   mode %s, head %s, d_model %d, d_k %d%s%s\n",
-               qkv ? "qkv" : a->mode == ATTN_EXPLAIN_DOT ? "dot" : "average", m->head, m->d_model,
-               ex->d_k, a->causal ? ", causal" : "", a->no_scale && qkv ? ", no scaling" : "");
-        printf("\n   A recurrent network reads one word at a time and must squeeze everything\n"
-               "   it has read into one memory vector. Attention instead lets every word look\n"
-               "   straight at every other word in one step: each word asks a question (its\n"
-               "   query), every word offers a label (its key) and a content (its value).\n"
-               "   Queries are matched against keys; what a word receives is a blend of the\n"
-               "   values, mixed in the proportions the matches decide.\n");
+        if (qkv)
+            printf("   mode qkv, head %s, d_model %d, d_k %d%s%s\n", m->head, m->d_model, ex->d_k,
+                   a->causal ? ", causal" : "", a->no_scale ? ", no scaling" : "");
+        else
+            printf("   mode %s: %s, d_model %d%s\n", a->mode == ATTN_EXPLAIN_DOT ? "dot" : "average",
+                   a->mode == ATTN_EXPLAIN_DOT ? "weights from X X^T, no projections, no scaling"
+                                               : "every word gets the same weight",
+                   m->d_model, a->causal ? ", causal" : "");
+        if (a->mode == ATTN_EXPLAIN_AVERAGE)
+            printf("\n   The simplest way to let words share what they carry: every word receives\n"
+                   "   the plain average of the sentence's vectors. Nothing decides who matters.\n");
+        else if (a->mode == ATTN_EXPLAIN_DOT)
+            printf("\n   Let the words themselves decide how much they matter to each other: score\n"
+                   "   every pair by the dot product of their feature vectors (alike words score\n"
+                   "   high), turn each row of scores into weights with a softmax, and blend.\n");
+        else
+            printf("\n   A recurrent network reads one word at a time and must squeeze everything\n"
+                   "   it has read into one memory vector. Attention instead lets every word look\n"
+                   "   straight at every other word in one step: each word asks a question (its\n"
+                   "   query), every word offers a label (its key) and a content (its value).\n"
+                   "   Queries are matched against keys; what a word receives is a blend of the\n"
+                   "   values, mixed in the proportions the matches decide.\n");
     }
     if (show(a, "tokens")) {
         printf("\ntokens  (%d)\n  ", n);
@@ -494,7 +507,16 @@ static void print_text(const args *a, const model *m, const attn_explain *ex, cl
         printf("\nwho attends to whom (the top three weights of each word)\n");
         print_summary(m, ex, a->causal);
     }
-    if (!a->step) {
+    if (!a->step && a->mode == ATTN_EXPLAIN_AVERAGE) {
+        printf("\n   All of it is one line: output_i = the average of the x_j it sees, (1/n) sum_j x_j.\n"
+               "   Every word gets the same blend, whatever it is: nothing is matched. The next\n"
+               "   step, --mode dot, lets each pair's dot product decide the weights.\n");
+    } else if (!a->step && a->mode == ATTN_EXPLAIN_DOT) {
+        printf("\n   All of it is one line: output = softmax(X X^T) X, the words' own vectors as\n"
+               "   queries, keys and values. A word matches itself best, and a word's question\n"
+               "   and its answer are the same vector. --mode qkv gives each word three different\n"
+               "   ones through W_Q, W_K and W_V, and divides the scores by sqrt(d_k).\n");
+    } else if (!a->step) {
         printf("\n   All of it is one line: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.\n"
                "   Two things are still missing. Nothing here knows word order: shuffle the\n"
                "   sentence and each word's output only moves with it. And one head asks one\n"

@@ -351,6 +351,17 @@ def test_learner_text():
     report("color_truecolor_with_colorterm", "\x1b[48;2;" in r.stdout and "largest |value|" in r.stdout, r.stdout[:200])
 
 
+def test_modes_own_words():
+    """Each mode introduces itself and ends with its own formula; only qkv scales."""
+    for mode, formula in (("dot", "softmax(X X^T) X"), ("average", "(1/n) sum_j x_j")):
+        r = run("explain", "--mode", mode)
+        report(f"mode_{mode}_states_its_formula", r.returncode == 0 and formula in r.stdout and
+               "sqrt(d_k)) V" not in r.stdout and "d_k 8" not in r.stdout and "recurrent network" not in r.stdout,
+               r.stdout[:300])
+    r = run("explain")
+    report("mode_qkv_states_scaled_formula", "softmax(Q K^T / sqrt(d_k)) V" in r.stdout and "recurrent network" in r.stdout)
+
+
 def test_errors():
     r = run("explain", "the cta sat")
     report("unknown_word_names_and_suggests", r.returncode == 1 and "unknown word 'cta'" in r.stderr and
@@ -428,6 +439,7 @@ def main():
     test_seeds()
     test_text_output()
     test_learner_text()
+    test_modes_own_words()
     test_scaling()
     test_errors()
     return 1 if failed else 0
