@@ -24,6 +24,21 @@ bool cli_option(int argc, char **argv, int *i, const char *short_name, const cha
                 const char **value, int *code);
 
 /* Parse a finite double; false if the text is not entirely one. */
+/* The RoPE flags both attention commands take: --rope halves|interleaved,
+ * --rope-base B, --rope-dim N and --rope-offset P. True when argv[*i] was
+ * one of them (then *i moves past it, and *code is set on a bad value);
+ * *given is set by --rope. r starts as attn_rope_options_default(). */
+bool cli_rope_option(int argc, char **argv, int *i, attn_rope_options *r, bool *given, int *code);
+/* 0, or the usage error for --rope-base, --rope-dim or --rope-offset
+ * without --rope. */
+int cli_rope_check(const attn_rope_options *r, bool given);
+/* Their lines of help text. */
+#define CLI_ROPE_HELP                                                                      \
+    "      --rope LAYOUT      rotary positions on q and k: halves (Hugging Face) or\n"       \
+    "                         interleaved (Meta's original Llama)\n"                         \
+    "      --rope-base B      RoPE's base (default 10000)\n"                                 \
+    "      --rope-dim N       rotate only the first N elements of each head (even)\n"        \
+    "      --rope-offset P    the first key's position (default 0)\n"
 bool cli_parse_double(const char *text, double *out);
 /* A whole number in [min, max] (false otherwise); a non-negative 64-bit seed. */
 bool cli_parse_int(const char *text, long min, long max, long *out);

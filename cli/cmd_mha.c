@@ -26,9 +26,7 @@ static const char MHA_USAGE[] =
     "      --heads N          query heads (E must be a multiple)\n"
     "      --kv-heads N       key/value heads (GQA; default: from k_proj's rows)\n"
     "      --causal[=MODE]    causal mask, top-left (default) or bottom-right\n"
-    "      --rope LAYOUT      rotary positions on q and k: halves (Hugging Face) or\n"
-    "                         interleaved (Meta's original Llama)\n"
-    "      --rope-base B      RoPE's base (default 10000)\n"
+    CLI_ROPE_HELP
     "      --softcap C        soft-cap the scores: C * tanh(s / C)\n"
     "      --alibi            ALiBi with the paper's slopes for the heads\n"
     "      --window N         sliding window of N keys (needs --causal)\n"
@@ -131,8 +129,8 @@ typedef struct mha_args {
     const char *x, *key, *value, *weights, *prefix, *out, *wout;
     long heads, kv_heads;
     attn_causal causal;
-    int rope; /* -1 none, else an attn_rope_layout */
-    double rope_base;
+    attn_rope_options rope;
+    bool has_rope;
     bool incremental, alibi;
     double softcap;
     long window;
@@ -141,7 +139,7 @@ typedef struct mha_args {
 static int parse(int argc, char **argv, mha_args *a) {
     int code = 0;
     memset(a, 0, sizeof *a);
-    a->rope = -1, a->rope_base = 10000;
+    a->rope = attn_rope_options_default();
     for (int i = 1; i < argc && !code;) {
         const char *val = NULL, *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -158,13 +156,7 @@ static int parse(int argc, char **argv, mha_args *a) {
             if (val && !cli_parse_int(val, 1, 1 << 20, &a->heads)) code = cli_error(EXIT_USAGE, "--heads %s is not a whole number from 1", val);
         } else if (cli_option(argc, argv, &i, NULL, "--kv-heads", &val, &code)) {
             if (val && !cli_parse_int(val, 1, 1 << 20, &a->kv_heads)) code = cli_error(EXIT_USAGE, "--kv-heads %s is not a whole number from 1", val);
-        } else if (cli_option(argc, argv, &i, NULL, "--rope", &val, &code)) {
-            if (val && strcmp(val, "halves") == 0) a->rope = ATTN_ROPE_HALVES;
-            else if (val && strcmp(val, "interleaved") == 0) a->rope = ATTN_ROPE_INTERLEAVED;
-            else if (val) code = cli_error(EXIT_USAGE, "--rope takes halves or interleaved, not '%s'", val);
-        } else if (cli_option(argc, argv, &i, NULL, "--rope-base", &val, &code)) {
-            if (val && (!cli_parse_double(val, &a->rope_base) || !(a->rope_base > 0)))
-                code = cli_error(EXIT_USAGE, "--rope-base %s is not a number above 0", val);
+        } else if (cli_rope_option(argc, argv, &i, &a->rope, &a->has_rope, &code)) {
         } else if (strcmp(arg, "--causal") == 0 || strcmp(arg, "--causal=top-left") == 0) {
             a->causal = ATTN_CAUSAL_TOP_LEFT, i++;
         } else if (strcmp(arg, "--causal=bottom-right") == 0) {
@@ -190,7 +182,7 @@ static int parse(int argc, char **argv, mha_args *a) {
         return cli_error(EXIT_USAGE, "--window needs --causal (top-left or bottom-right)");
     if (a->incremental && (a->key || a->value || a->wout))
         return cli_error(EXIT_USAGE, "--incremental is self-attention: no --key, --value or -w");
-    return 0;
+    return cli_rope_check(&a->rope, a->has_rope);
 }
 
 /* The layer's parameters from the weights found; the sizes from X and them. */
@@ -280,7 +272,7 @@ static int run(const mha_args *a) {
             so.alibi_slopes = &slope_t;
         }
         o.batch_first = 1, o.causal = a->causal, o.attention = &so;
-        if (a->rope >= 0) r.layout = (attn_rope_layout)a->rope, r.base = a->rope_base, o.rope = &r;
+        if (a->has_rope) r = a->rope, o.rope = &r;
         attn_tensor_init(&out, NULL, x.dtype, x.rank, x.shape, NULL, NULL);
         out.data = malloc((size_t)attn_tensor_numel(&out) * attn_dtype_size(x.dtype) + 1);
         int64_t ws[3] = {x.rank == 3 ? x.shape[0] : 0, x.shape[x.rank - 2], k.shape[k.rank - 2] + (p.bias_k != NULL)};

@@ -24,6 +24,7 @@ static const char SDPA_USAGE[] =
     "      --alibi-slopes FILE  ALiBi with these slopes, shape (Hq,)\n"
     "      --window N         sliding window (needs --causal): query i sees only\n"
     "                         the N keys ending at its diagonal (Mistral)\n"
+    CLI_ROPE_HELP
     "      --sinks FILE       attention sinks, shape (Hq,): one logit per head in every\n"
     "                         row's softmax denominator, with no value\n"
     "  -o, --out FILE         write the output (..., Hq, L, Ev) to FILE; without -o\n"
@@ -138,8 +139,8 @@ static bool any_gradient(const cli_output *outs) {
 }
 
 /* Parse the arguments into inputs, outputs and options. */
-static int parse_args(int argc, char **argv, input *in, cli_output *outs,
-                      attn_sdpa_options *opts, bool *kv_bf16, bool *alibi) {
+static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_sdpa_options *opts, bool *kv_bf16,
+                      bool *alibi, attn_rope_options *rope, bool *has_rope) {
     int code = 0;
     for (int i = 1; i < argc && !code;) {
         const char *val = NULL, *arg = argv[i];
@@ -161,7 +162,8 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs,
                    cli_option(argc, argv, &i, NULL, "--dk", &outs[OUT_DK].path, &code) ||
                    cli_option(argc, argv, &i, NULL, "--dv", &outs[OUT_DV].path, &code) ||
                    cli_option(argc, argv, &i, NULL, "--dmask", &outs[OUT_DMASK].path, &code) ||
-                   cli_option(argc, argv, &i, NULL, "--dropout-mask", &outs[OUT_KEEP].path, &code)) {
+                   cli_option(argc, argv, &i, NULL, "--dropout-mask", &outs[OUT_KEEP].path, &code) ||
+                   cli_rope_option(argc, argv, &i, rope, has_rope, &code)) {
         } else if (cli_option(argc, argv, &i, NULL, "--dropout", &val, &code)) {
             if (val && (!cli_parse_double(val, &opts->dropout_p) || opts->dropout_p < 0 || opts->dropout_p >= 1))
                 code = cli_error(EXIT_USAGE, "--dropout %s is not a number from 0 to below 1", val);
@@ -231,7 +233,7 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs,
     if (outs[OUT_DSINKS].path && !in[6].path) return cli_error(EXIT_USAGE, "--dsinks needs --sinks FILE");
     if (opts->window && opts->causal == ATTN_CAUSAL_NONE)
         return cli_error(EXIT_USAGE, "--window needs --causal (top-left or bottom-right)");
-    return 0;
+    return cli_rope_check(rope, *has_rope);
 }
 
 /* The backward pass: the gradients asked for, shaped like their inputs in
@@ -361,9 +363,11 @@ int cmd_sdpa(int argc, char **argv) {
     cli_output outs[N_OUTS];
     memset(outs, 0, sizeof outs);
     attn_sdpa_options opts = attn_sdpa_options_default();
-    bool kv_bf16 = false, alibi = false;
-    int code = parse_args(argc, argv, in, outs, &opts, &kv_bf16, &alibi);
+    bool kv_bf16 = false, alibi = false, has_rope = false;
+    attn_rope_options rope = attn_rope_options_default();
+    int code = parse_args(argc, argv, in, outs, &opts, &kv_bf16, &alibi, &rope, &has_rope);
     if (code || cli_stop == CLI_STOP_AFTER_PARSE) return code < 0 ? 0 : code;
+    if (has_rope) opts.rope = &rope;
     code = run(in, outs, &opts, kv_bf16, alibi);
     for (int i = 0; i < N_INPUTS; i++) attn_npy_free(&in[i].t); /* frees any malloc'd data */
     return code;

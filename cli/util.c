@@ -163,3 +163,34 @@ void cli_outputs_abort(cli_output *outs, int n) {
             outs[i].written = false;
         }
 }
+
+bool cli_rope_option(int argc, char **argv, int *i, attn_rope_options *r, bool *given, int *code) {
+    const char *val = NULL;
+    long n;
+    if (cli_option(argc, argv, i, NULL, "--rope", &val, code)) {
+        if (val && strcmp(val, "halves") == 0) r->layout = ATTN_ROPE_HALVES, *given = true;
+        else if (val && strcmp(val, "interleaved") == 0) r->layout = ATTN_ROPE_INTERLEAVED, *given = true;
+        else if (val) *code = cli_error(EXIT_USAGE, "--rope takes halves or interleaved, not '%s'", val);
+    } else if (cli_option(argc, argv, i, NULL, "--rope-base", &val, code)) {
+        if (val && (!cli_parse_double(val, &r->base) || !(r->base > 0)))
+            *code = cli_error(EXIT_USAGE, "--rope-base %s is not a number above 0", val);
+    } else if (cli_option(argc, argv, i, NULL, "--rope-dim", &val, code)) {
+        if (val && (!cli_parse_int(val, 2, 1L << 24, &n) || n % 2))
+            *code = cli_error(EXIT_USAGE, "--rope-dim %s is not an even whole number from 2", val);
+        else if (val) r->rotary_dim = n;
+    } else if (cli_option(argc, argv, i, NULL, "--rope-offset", &val, code)) {
+        if (val && !cli_parse_int(val, 0, 1L << 40, &n))
+            *code = cli_error(EXIT_USAGE, "--rope-offset %s is not a whole number from 0", val);
+        else if (val) r->position_offset = n;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+int cli_rope_check(const attn_rope_options *r, bool given) {
+    attn_rope_options d = attn_rope_options_default();
+    if (!given && (r->base != d.base || r->rotary_dim != d.rotary_dim || r->position_offset != d.position_offset))
+        return cli_error(EXIT_USAGE, "--rope-base, --rope-dim and --rope-offset need --rope halves|interleaved");
+    return 0;
+}

@@ -345,6 +345,18 @@ typedef struct attn_sdpa_options {
     const attn_tensor *alibi_slopes;
     int64_t window;
     const attn_tensor *sinks;
+    /* Rotary position embeddings (added in 0.3.0): NULL (the default) for
+     * none, else q and k are turned by RoPE (see attn_rope) as the kernels
+     * pack them, so no rotated copy of q or k is ever made. Key j is at
+     * position position_offset + j; query i at position_offset + i + off,
+     * where off is the causal alignment's offset (0 for top-left, S - L for
+     * bottom-right and without a causal mask), ALiBi's convention: with a
+     * KV cache of S positions the L new queries are the last ones. Every
+     * kernel applies it, forward and backward (attn_sdpa_backward's dq and
+     * dk are the gradients of the unrotated q and k); a few queries against
+     * many keys take the tiled kernel rather than the decode kernel, which
+     * reads keys where they lie. */
+    const struct attn_rope_options *rope;
 } attn_sdpa_options;
 
 /* The defaults: scale 1/sqrt(E), no causal mask, no mask, f32 arithmetic,

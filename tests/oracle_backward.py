@@ -35,6 +35,7 @@ import tempfile
 import numpy as np
 import torch
 
+from oracle_rope import reference as rope_reference
 from torch_attention import Reporter, broadcast_heads, causal_allowed, oracle_args
 
 GRADS = ("dq", "dk", "dv", "dmask")
@@ -51,11 +52,16 @@ def reference(q, k, v, dout, mask, causal, scale, keep=None, p=0.0, variants=Non
         leaves.append(torch.tensor(mask.astype(np.float64), requires_grad=True))
     tq, tk, tv = broadcast_heads(*leaves[:3])
     L, S = tq.shape[-2], tk.shape[-2]
+    variants = dict(variants or {})
+    rope = variants.pop("rope", None)
+    if rope is not None:  # keys at offset + j, queries at offset + i + (S - L) unless top-left
+        layout, base, dim, offset = rope
+        tq = rope_reference(tq, layout, base, dim, offset + (0 if causal == 1 else S - L), 1.0)
+        tk = rope_reference(tk, layout, base, dim, offset, 1.0)
     if scale is None:
         scale = 1.0 / math.sqrt(tq.shape[-1])
     s = torch.matmul(tq, tk.transpose(-2, -1)) * scale
     allowed = causal_allowed(L, S, causal)
-    variants = dict(variants or {})
     sinks = variants.pop("sinks", None)
     if variants:
         s, allowed = variant_scores(s, allowed, causal, **variants)
@@ -200,6 +206,10 @@ class Oracle(Reporter):
         if variants.get("sinks") is not None:
             np.save(self.path("sinks"), np.asarray(variants["sinks"]))
             cmd += ["--sinks", self.path("sinks"), "--dsinks", self.path("dsinks")]
+        if variants.get("rope") is not None:  # (layout, base, rotary_dim, offset)
+            layout, base, dim, offset = variants["rope"]
+            cmd += ["--rope", ("halves", "interleaved")[layout], "--rope-base", repr(base), "--rope-offset", str(offset)]
+            cmd += ["--rope-dim", str(dim)] if dim else []
         for g in want:
             cmd += ["--" + g, self.path(g)]
         env = dict(os.environ, ATTN_VERBOSE="1")
@@ -215,7 +225,9 @@ class Oracle(Reporter):
         # many keys), the exact one for f64: the variants must be on every path.
         fwd = [l for l in r.stderr.splitlines() if l.startswith("attn: sdpa ")]
         L, S = q.shape[-2], k.shape[-2]
-        fkernel = ("decode" if L <= 4 and S >= 2048 else "flash") if f32 else "exact"
+        # (RoPE turns keys as the tiled kernel packs them: never decode.)
+        decode = L <= 4 and S >= 2048 and variants.get("rope") is None
+        fkernel = ("decode" if decode else "flash") if f32 else "exact"
         if len(fwd) != 1 or (" kernel=%s " % fkernel) not in fwd[0]:
             return self.report(name, "expected one %s forward call, verbose said %r" % (fkernel, r.stderr))
         isa = os.environ.get("ATTN_ISA")

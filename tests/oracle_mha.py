@@ -330,6 +330,9 @@ def main():
     gqa_case(o, rng, "llama_gqa_rope_halves", 4, 2, 2, E=32, rope=(0, 10000.0, 0, 0))
     gqa_case(o, rng, "llama_gqa_rope_interleaved_offset", 4, 1, 2, E=32, rope=(1, 500000.0, 0, 17))
     gqa_case(o, rng, "gqa_partial_rope", 2, 2, 1, E=16, rope=(0, 100.0, 4, 3))
+    # L = S: RoPE inside the attention kernel (the cases above with L != S turn q and k first)
+    gqa_case(o, rng, "llama_gqa_rope_inside_attention", 4, 2, 2, E=32, L=9, S=9, rope=(0, 10000.0, 0, 5))
+    gqa_case(o, rng, "llama_gqa_rope_inside_attention_f32_sized", 8, 2, 2, E=64, L=40, S=40, rope=(1, 10000.0, 0, 0))
     # Random layers: sizes, projections, biases, layouts and masks drawn at random.
     for i in range(24):
         E = int(rng.choice([4, 8, 12, 16, 24]))

@@ -73,6 +73,14 @@ def random_variants(rng, H, L, S, causal):
     return v
 
 
+def random_rope(rng, E):
+    """RoPE at random, when the head has a pair to turn: (layout, base, rotary_dim, offset)."""
+    if E < 2 or rng.random() >= 0.4:
+        return None
+    dim = 0 if E % 2 == 0 and rng.random() < 0.5 else 2 * int(rng.integers(1, E // 2 + 1))
+    return (int(rng.integers(0, 2)), float(rng.choice([100.0, 10000.0])), dim, int(rng.integers(0, 50)))
+
+
 def random_case(o, rng, i):
     f64 = i % 2 == 0
     dt = np.float64 if f64 else np.float32
@@ -90,6 +98,9 @@ def random_case(o, rng, i):
     if rng.random() < 0.3:
         mask = (f((L, S)) * 2).astype(dt) if rng.random() < 0.5 else np.asarray(rng.random((L, S)) < 0.8)
     variants = random_variants(rng, Hq, L, S, causal)
+    rope = random_rope(rng, E)
+    if rope:
+        variants["rope"] = rope
     o.case("random_%03d_%s_L%d_S%d_%s" % (i, dt.__name__, L, S, "_".join(sorted(variants)) or "plain"), q, k, v,
            dout, mask, causal, None, ("dq", "dk", "dv"), variants=variants)
 
@@ -129,6 +140,18 @@ def fixed_cases(o, rng):
     # Sinks: on the fused kernels across blocks, in decode with GQA (merged as one
     # more part), with the exact kernel and a float mask's gradient, and on rows
     # that see no key (all their weight on the sink).
+    # RoPE, turned as the kernels pack q and k: across blocks of the fused
+    # kernels, both layouts, partial rotary dimensions, GQA; a few queries
+    # against many keys (the tiled kernel, not decode); the exact kernels.
+    o.case("f32_rope_halves_across_blocks", f32(2, 300, 64), f32(2, 700, 64), f32(2, 700, 64), f32(2, 300, 64),
+           causal=2, want=("dq", "dk", "dv"), variants={"rope": (0, 10000.0, 0, 11)})
+    o.case("f32_rope_interleaved_partial_gqa", f32(4, 200, 48), f32(2, 200, 48), f32(2, 200, 32), f32(4, 200, 32),
+           causal=1, want=("dq", "dk", "dv"), variants={"rope": (1, 500.0, 16, 0), "softcap": 20.0})
+    o.case("f32_rope_few_queries_many_keys", f32(2, 3, 64), f32(2, 4100, 64), f32(2, 4100, 64), f32(2, 3, 64),
+           causal=2, want=("dq", "dk", "dv"), variants={"rope": (0, 10000.0, 0, 100)})
+    o.case("f64_rope_gqa_float_mask_dmask_alibi", f((2, 4, 20, 8)), f((2, 2, 30, 8)), f((2, 2, 30, 5)),
+           f((2, 4, 20, 5)), f((20, 30)), causal=0,
+           variants={"rope": (0, 10000.0, 6, 4), "slopes": np.array(paper_slopes(4))})
     o.case("f32_sinks_across_blocks", f32(2, 300, 64), f32(2, 700, 64), f32(2, 700, 64), f32(2, 300, 64),
            causal=1, want=("dq", "dk", "dv"), variants={"sinks": np.array([0.5, 3.0]), "window": 200})
     o.case("f32_decode_gqa_sinks", f32(4, 1, 64), f32(2, 4200, 64), f32(2, 4200, 64), f32(4, 1, 64), causal=2,

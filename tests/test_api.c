@@ -1054,6 +1054,91 @@ static void kv_incremental(attn_dtype dt, attn_dtype store, int64_t T, int64_t p
     free(memory), free(q.data), free(k.data), free(v.data), free(full.data), free(step.data), free(kr.data), free(vr.data);
 }
 
+/* RoPE inside attention (options.rope) against rotating q and k first with
+ * attn_rope and attending without it: the same numbers, on the kernel the
+ * shape calls for (flash in f32, also for a few queries against many keys,
+ * which would otherwise take the decode kernel; exact in f64; reference). */
+static void rope_case(attn_dtype dt, int64_t L, int64_t S, int64_t E, attn_causal causal, attn_rope_layout layout,
+                      int64_t rotary_dim, int reference, const char *want_kernel, double tol, const char *name) {
+    int64_t sq[3] = {4, L, E}, sk[3] = {2, S, E}, sv[3] = {2, S, 5}, so[3] = {4, L, 5};
+    attn_tensor q = make(dt, 3, sq), k = make(dt, 3, sk), v = make(dt, 3, sv), out = make(dt, 3, so), ref = make(dt, 3, so);
+    attn_tensor qr = make(dt, 3, sq), kr = make(dt, 3, sk);
+    attn_rope_options r = attn_rope_options_default();
+    r.layout = layout, r.rotary_dim = rotary_dim, r.position_offset = 7, r.base = 500, r.linear_scaling = 2;
+    attn_rope_options rq = r;
+    rq.position_offset += causal == ATTN_CAUSAL_TOP_LEFT ? 0 : S - L; /* queries are the last L positions */
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = causal;
+    attn_error err;
+    attn_status st = attn_rope(&qr, &q, &rq, &err);
+    if (!st) st = attn_rope(&kr, &k, &r, &err);
+    if (!st) st = reference ? attn_sdpa_reference(&ref, NULL, NULL, &qr, &kr, &v, &o, &err) : attn_sdpa(&ref, NULL, NULL, &qr, &kr, &v, &o, &err);
+    o.rope = &r;
+    char kernel[32] = "";
+    verbose_begin();
+    if (!st) st = reference ? attn_sdpa_reference(&out, NULL, NULL, &q, &k, &v, &o, &err) : attn_sdpa(&out, NULL, NULL, &q, &k, &v, &o, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    double d = st ? INFINITY : max_diff(&out, &ref);
+    check(!st && d <= tol && strcmp(kernel, want_kernel) == 0, name, "status %d (%s), max diff %.3g, kernel %s", (int)st,
+          st ? err.message : "", d, kernel);
+    free(q.data), free(k.data), free(v.data), free(out.data), free(ref.data), free(qr.data), free(kr.data);
+}
+
+/* The backward with options.rope against its definition: rotate q and k,
+ * differentiate without RoPE, turn dq and dk back with attn_rope_backward. */
+static void rope_backward_case(attn_dtype dt, int64_t L, int64_t S, attn_causal causal, double tol, const char *name) {
+    int64_t E = 16, sq[3] = {4, L, E}, sk[3] = {2, S, E}, sv[3] = {2, S, 6}, so[3] = {4, L, 6}, sl[2] = {4, L};
+    attn_tensor q = make(dt, 3, sq), k = make(dt, 3, sk), v = make(dt, 3, sv), dout = make(dt, 3, so);
+    attn_tensor qr = make(dt, 3, sq), kr = make(dt, 3, sk), out = make(dt, 3, so), lse = make(dt, 2, sl);
+    attn_tensor g[3] = {make(dt, 3, sq), make(dt, 3, sk), make(dt, 3, sv)}, want[3] = {make(dt, 3, sq), make(dt, 3, sk), make(dt, 3, sv)};
+    attn_rope_options r = attn_rope_options_default(), rq;
+    r.position_offset = 3, r.rotary_dim = 12, r.layout = ATTN_ROPE_INTERLEAVED;
+    rq = r, rq.position_offset += causal == ATTN_CAUSAL_TOP_LEFT ? 0 : S - L;
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = causal;
+    attn_error err;
+    attn_status st = attn_rope(&qr, &q, &rq, &err);
+    if (!st) st = attn_rope(&kr, &k, &r, &err);
+    if (!st) st = attn_sdpa(&out, &lse, NULL, &qr, &kr, &v, &o, &err);
+    if (!st) st = attn_sdpa_backward(&want[0], &want[1], &want[2], NULL, &dout, &qr, &kr, &v, &out, &lse, &o, &err);
+    if (!st) st = attn_rope_backward(&want[0], &want[0], &rq, &err);
+    if (!st) st = attn_rope_backward(&want[1], &want[1], &r, &err);
+    o.rope = &r;
+    if (!st) st = attn_sdpa_backward(&g[0], &g[1], &g[2], NULL, &dout, &q, &k, &v, &out, &lse, &o, &err);
+    double d = 0;
+    for (int i = 0; i < 3 && !st; i++) d = fmax(d, max_diff(&g[i], &want[i]));
+    check(!st && d <= tol, name, "status %d (%s), max diff %.3g", (int)st, st ? err.message : "", d);
+    attn_tensor *all[] = {&q, &k, &v, &dout, &qr, &kr, &out, &lse, &g[0], &g[1], &g[2], &want[0], &want[1], &want[2]};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+}
+
+static void test_rope_in_attention(void) {
+    rope_backward_case(ATTN_F64, 30, 45, ATTN_CAUSAL_BOTTOM_RIGHT, 1e-13, "rope_in_sdpa_backward_f64");
+    rope_backward_case(ATTN_F32, 200, 260, ATTN_CAUSAL_NONE, 2e-5, "rope_in_sdpa_backward_f32_flash");
+    rope_backward_case(ATTN_F32, 50, 50, ATTN_CAUSAL_TOP_LEFT, 2e-5, "rope_in_sdpa_backward_f32_causal");
+    rope_case(ATTN_F64, 37, 50, 16, ATTN_CAUSAL_BOTTOM_RIGHT, ATTN_ROPE_HALVES, 0, 0, "exact", 1e-13, "rope_in_sdpa_f64_exact_halves");
+    rope_case(ATTN_F64, 20, 20, 12, ATTN_CAUSAL_TOP_LEFT, ATTN_ROPE_INTERLEAVED, 8, 0, "exact", 1e-13,
+              "rope_in_sdpa_f64_exact_interleaved_partial");
+    rope_case(ATTN_F64, 9, 30, 16, ATTN_CAUSAL_NONE, ATTN_ROPE_HALVES, 10, 1, "reference", 1e-13, "rope_in_sdpa_reference");
+    rope_case(ATTN_F32, 300, 700, 64, ATTN_CAUSAL_BOTTOM_RIGHT, ATTN_ROPE_HALVES, 0, 0, "flash", 2e-5, "rope_in_sdpa_f32_flash_halves");
+    rope_case(ATTN_F32, 100, 100, 40, ATTN_CAUSAL_NONE, ATTN_ROPE_INTERLEAVED, 24, 0, "flash", 2e-5,
+              "rope_in_sdpa_f32_flash_interleaved_partial");
+    rope_case(ATTN_F32, 2, 5000, 32, ATTN_CAUSAL_BOTTOM_RIGHT, ATTN_ROPE_HALVES, 0, 0, "flash", 2e-5,
+              "rope_in_sdpa_f32_few_queries_take_flash");
+    attn_rope_options bad = attn_rope_options_default();
+    bad.rotary_dim = 5;
+    int64_t sq[2] = {3, 8};
+    attn_tensor q = make(ATTN_F32, 2, sq), out = make(ATTN_F32, 2, sq);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.rope = &bad;
+    attn_error err;
+    check_status(attn_sdpa(&out, NULL, NULL, &q, &q, &q, &o, &err), &err, ATTN_ERR_SHAPE, "rotary dimension is 5",
+                 "rope_in_sdpa_odd_rotary_dim");
+    bad = attn_rope_options_default(), bad.base = -1;
+    check_status(attn_sdpa(&out, NULL, NULL, &q, &q, &q, &o, &err), &err, ATTN_ERR_OPTION, "RoPE base", "rope_in_sdpa_bad_base");
+    free(q.data), free(out.data);
+}
+
 static void test_kv_cache(void) {
     kv_incremental(ATTN_F64, ATTN_F64, 45, 13, 1e-13, "kv_cache_incremental_equals_causal_f64");
     kv_incremental(ATTN_F32, ATTN_F32, 45, 13, 4e-6, "kv_cache_incremental_equals_causal_f32");
@@ -1144,6 +1229,23 @@ static void test_mha(void) {
     attn_sdpa(&hr, NULL, NULL, &hq, &hk, &hk, NULL, &err);
     double d = max_diff(&out, &ref);
     check(d <= 1e-14, "mha_identity_projections_is_sdpa_per_head", "max diff %.3g", d);
+    /* RoPE goes inside the attention when the positions allow (self-attention:
+     * its verbose line names it), and is turned after projecting otherwise
+     * (bottom-right cross-attention, L != S); oracle_mha.py checks both. */
+    attn_rope_options rope = attn_rope_options_default();
+    o.rope = &rope, o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    const char *calls[2] = {"self", "cross"};
+    for (int c = 0; c < 2; c++) {
+        char kernel[32];
+        verbose_begin();
+        attn_status st = attn_mha(&out, NULL, &q, c ? &kv : &q, c ? &kv : &q, &p, &o, &err);
+        verbose_end(kernel, sizeof kernel, NULL, 0);
+        int inside = strstr(verbose_last_line, "rope=halves") != NULL;
+        char name[64];
+        snprintf(name, sizeof name, "mha_rope_%s_attention_%s", calls[c], c ? "turns_q_k_itself" : "inside_the_kernel");
+        check(st == ATTN_OK && inside == (c == 0), name, "status %d, verbose: %s", (int)st, verbose_last_line);
+    }
+    o.rope = NULL, o.causal = ATTN_CAUSAL_NONE;
     /* Self-attention token by token through a KV cache = causal over the whole sequence. */
     o.causal = ATTN_CAUSAL_TOP_LEFT;
     check_status(attn_mha(&out, NULL, &q, &q, &q, &p, &o, &err), &err, ATTN_OK, "", "mha_causal_self_attention");
@@ -1229,6 +1331,7 @@ static void test_tuning(void) {
 int main(void) {
     test_basics();
     test_tuning();
+    test_rope_in_attention();
     test_sdpa_errors();
     test_kernels_agree();
     test_merge();

@@ -103,6 +103,10 @@ typedef struct attn_problem {
      * softmax denominator, with no value. */
     bool has_sink;
     double sink;
+    /* RoPE (see attn_sdpa_options.rope and kernels/rope.h): NULL for none;
+     * query row i is at position rope_q0 + i, key j at rope_k0 + j. */
+    const struct attn_rope_plan *rope;
+    int64_t rope_q0, rope_k0;
 } attn_problem;
 
 /* A row's softmax statistics before any key: maximum m and sum l of
@@ -190,6 +194,11 @@ typedef struct attn_slices {
     const attn_tensor *q, *k, *v, *out, *weights, *mask, *lse;
     const attn_tensor *alibi; /* (Hq,) slopes, or NULL */
     const attn_tensor *sinks; /* (Hq,) sink logits, or NULL */
+    /* RoPE's options when given (checked; base.rope is set by the kernel
+     * runner, which takes the plan's memory from the arena). */
+    bool has_rope;
+    attn_rope_options rope;
+    int64_t rope_dim;
     attn_canon cq, ck, cv, co, cw, cm, cl; /* cl: lse seen as (..., L, 1) */
     int threads; /* for this call, the caller's included */
     attn_arena *arena; /* where the call's scratch comes from */

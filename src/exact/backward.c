@@ -21,6 +21,7 @@
  * A key F1 excludes has P_j = 0 and is skipped, so a NaN in its value cannot
  * leak in; a row with no key taking part has zero gradients. */
 #include "exact/exact.h"
+#include "kernels/rope.h"
 #include "kernels/dropout.h"
 #include "kernels/score.h"
 
@@ -67,11 +68,13 @@ void attn_backward_kernel(const attn_grad_problem *g, double *work) {
     double *k = work, *v = k + S * E, *dk = v + S * Ev, *dv = dk + S * E;
     double *s = dv + S * Ev, *P = s + S, *dP = P + S, *c = dP + S, *q = c + S, *dq = q + E, *dout = dq + E;
     attn_pack_rows(k, &p->k, 0, S);
+    if (p->rope) attn_rope_apply_f64(k, E, 1, S, p->rope, p->rope_k0, 1); /* dq, dk are turned back at the end */
     attn_pack_rows(v, &p->v, 0, S);
     for (int64_t x = 0; x < S * (E + Ev); x++) dk[x] = 0; /* dk and dv */
 
     for (int64_t i = 0; i < L; i++) {
         attn_pack_rows(q, &p->q, i, 1);
+        if (p->rope) attn_rope_apply_f64(q, E, 1, 1, p->rope, p->rope_q0 + i, 1);
         if (!row_softmax(P, c, s, p, q, k, i)) continue; /* no key: every gradient of the row is 0 */
         attn_pack_rows(dout, &g->dout, i, 1);
         /* from F3: dv_j += P_j z_j dout_i, dP_j = z_j dout_i · v_j */

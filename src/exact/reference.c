@@ -3,6 +3,7 @@
  * kernel against an independent implementation), and the scores alone. */
 #include "exact/exact.h"
 #include "kernels/dropout.h"
+#include "kernels/rope.h"
 #include "kernels/score.h"
 
 int64_t attn_reference_work_size(int64_t S, int64_t E, int64_t Ev) {
@@ -16,8 +17,10 @@ int64_t attn_reference_work_size(int64_t S, int64_t E, int64_t Ev) {
 static void row_scores(double *scores, const attn_problem *p, int64_t i, double *qrow,
                        double *krow) {
     attn_pack_rows(qrow, &p->q, i, 1);
+    if (p->rope) attn_rope_apply_f64(qrow, 0, 1, 1, p->rope, p->rope_q0 + i, 1);
     for (int64_t j = 0; j < p->k.rows; j++) {
         attn_pack_rows(krow, &p->k, j, 1);
+        if (p->rope) attn_rope_apply_f64(krow, 0, 1, 1, p->rope, p->rope_k0 + j, 1);
         scores[j] = attn_dot(qrow, krow, p->q.cols) * p->scale;
     }
     attn_score_block sb = {scores, true, p->k.rows};

@@ -8,6 +8,7 @@
  * l and acc are rescaled by exp(m_old - m_new). At the end, out = acc / l. */
 #include "exact/exact.h"
 #include "kernels/dropout.h"
+#include "kernels/rope.h"
 #include "kernels/score.h"
 
 enum { BR = 16, BC = 64 }; /* query rows and keys per block */
@@ -75,6 +76,7 @@ void attn_stream_kernel(const attn_problem *p, double *work) {
     for (int64_t i0 = 0; i0 < L; i0 += BR) {
         int64_t nr = L - i0 < BR ? L - i0 : BR;
         attn_pack_rows(qb, &p->q, i0, nr);
+        if (p->rope) attn_rope_apply_f64(qb, E, 1, nr, p->rope, p->rope_q0 + i0, 1);
         for (int64_t r = 0; r < nr; r++) attn_softmax_start(p, &m[r], &l[r]);
         for (int64_t x = 0; x < nr * Ev; x++) acc[x] = 0.0;
 
@@ -83,6 +85,7 @@ void attn_stream_kernel(const attn_problem *p, double *work) {
         for (int64_t j0 = 0; j0 < jend; j0 += BC) {
             int64_t nc = jend - j0 < BC ? jend - j0 : BC;
             attn_pack_rows(kb, &p->k, j0, nc);
+            if (p->rope) attn_rope_apply_f64(kb, E, 1, nc, p->rope, p->rope_k0 + j0, 1);
             attn_pack_rows(vb, &p->v, j0, nc);
             block_scores(scores, p, qb, kb, i0, nr, j0, nc);
             for (int64_t r = 0; r < nr; r++)
@@ -102,6 +105,7 @@ void attn_stream_kernel(const attn_problem *p, double *work) {
             for (int64_t j0 = 0; j0 < S; j0 += BC) {
                 int64_t nc = S - j0 < BC ? S - j0 : BC;
                 attn_pack_rows(kb, &p->k, j0, nc);
+                if (p->rope) attn_rope_apply_f64(kb, E, 1, nc, p->rope, p->rope_k0 + j0, 1);
                 block_scores(scores, p, qb, kb, i0, nr, j0, nc);
                 for (int64_t r = 0; r < nr; r++)
                     for (int64_t c = 0; c < nc; c++) {
@@ -126,6 +130,7 @@ void attn_exact_rows(const attn_problem *p, int64_t i0, int64_t n, double *work)
     if (sub.lse.base) sub.lse.base += i0 * p->lse.rs * (int64_t)attn_dtype_size(p->lse.dtype);
     sub.causal_offset += i0; /* row r of sub is row i0 + r of p */
     sub.alibi_offset += i0;
+    sub.rope_q0 += i0;
     sub.row0 += i0;
     attn_stream_kernel(&sub, work);
 }

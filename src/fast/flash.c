@@ -31,6 +31,7 @@
 #include "fast/fast.h"
 #include "kernels/dropout.h"
 #include "kernels/score.h"
+#include "kernels/rope.h"
 #include "kernels/ukernel.h"
 #include "kernels/ukernel_bf16.h"
 
@@ -163,6 +164,7 @@ static const float *pack_block(const flash_job *j, const workspace *w, const att
     const attn_ukernels *uk = j->uk;
     int64_t ldk = kt_stride(nc_pad), Evp = j->Evp;
     attn_pack_transposed(uk, w->kt, ldk, nc_pad, &p->k, j0, nc, w->tmp);
+    if (p->rope) attn_rope_apply_f32(w->kt, 1, ldk, nc, p->rope, p->rope_k0 + j0, 1); /* key c is column c */
     const float *vb = w->v;
     *ldv = Evp;
     if (j->v_direct && nc_pad == nc) { /* rows in place: contiguous, Ev a multiple of the vector */
@@ -197,9 +199,14 @@ static void flash_item(void *ctx, int64_t item, int worker) {
 
     /* The queries times the scale: scores come out in natural units. */
     float qmax = attn_pack_scaled(uk, w.q, E, &p->q, i0, nr, nr_pad, p->scale, w.tmp);
+    if (p->rope && qmax >= 0) { /* turned as packed; the largest value may change */
+        attn_rope_apply_f32(w.q, E, 1, nr, p->rope, p->rope_q0 + i0, 1);
+        qmax = uk->absmax(w.q, nr * E);
+    }
     /* Inputs that are not finite (max -1) or whose scores or sums could leave
      * f32's safe range take the exact kernel. */
     float kmax = j->kvmax[2 * (item / j->n_qblocks)], vmax = j->kvmax[2 * (item / j->n_qblocks) + 1];
+    if (p->rope && kmax > 0) kmax *= 1.5f; /* a turned pair (a, b) has elements up to sqrt(2) max(|a|, |b|) */
     bad |= !attn_f32_scores_fit(qmax, kmax, E) || !attn_f32_bias_fits(p, j->L, j->S) || vmax < 0 ||
            (double)vmax * (double)j->S > FLT_MAX / 4;
     double m0, l0;

@@ -30,6 +30,7 @@
 #include "exact/exact.h"
 #include "fast/fast.h"
 #include "kernels/dropout.h"
+#include "kernels/rope.h"
 #include "kernels/score.h"
 #include "kernels/ukernel.h"
 
@@ -141,6 +142,7 @@ static void block_step(const bwd_job *j, const workspace *w, const attn_grad_pro
     /* The block's queries times the scale, and its dout, zero rows up to nb16:
      * packed per key block, so that scratch does not grow with L. */
     attn_pack_scaled(uk, w->q, j->Ep, &g->f.q, i0, nb, nb16, g->f.scale, w->tmp);
+    if (g->f.rope) attn_rope_apply_f32(w->q, j->Ep, 1, nb, g->f.rope, g->f.rope_q0 + i0, 1);
     attn_pack_scaled(uk, w->dout, j->Evp, &g->dout, i0, nb, nb16, 1.0, w->tmp);
     gemm_t(uk, w->s, ldk, w->q, j->Ep, w->kt, ldk, nbm, j->E, nc_pad);      /* S = Qs Kᵀ */
     attn_score_block sb = {w->s, false, ldk}, cb = {w->dc, false, ldk};
@@ -229,6 +231,10 @@ static void bwd_item(void *ctx, int64_t item, int worker) {
         attn_pack_transposed(j->uk, w.kt, ldk, nc_pad, &g.f.k, j0, nc, w.tmp);
         attn_pack_transposed(j->uk, w.vt, ldk, nc_pad, &g.f.v, j0, nc, w.tmp);
         attn_pack_scaled(j->uk, w.k, j->Ep, &g.f.k, j0, nc, kr, 1.0, w.tmp);
+        if (g.f.rope) { /* the keys turned as packed; dk is turned back once at the end */
+            attn_rope_apply_f32(w.kt, 1, ldk, nc, g.f.rope, g.f.rope_k0 + j0, 1);
+            attn_rope_apply_f32(w.k, j->Ep, 1, nc, g.f.rope, g.f.rope_k0 + j0, 1);
+        }
         /* ... and past the last whose sliding window still reaches them. */
         int64_t iend = j->L;
         while (iend > first && attn_first_key(&g.f, iend - 1) >= j0 + nc) iend--;
@@ -266,7 +272,8 @@ static void slice_check(void *ctx, int64_t slice, int worker) {
             double x = attn_mat_get(mk, i, c);
             if (x != x || x == INFINITY) big[4] = -1;
         }
-    double qmax = big[0] * fabs(g.f.scale), kmax = big[1];
+    double turn = g.f.rope ? 1.5 : 1; /* RoPE's pairs reach sqrt(2) times the largest element */
+    double qmax = big[0] * fabs(g.f.scale) * turn, kmax = big[1] * turn;
     /* |dP| and |D| <= G; |dS| <= 2G; dK, dQ and dV sum L or S such terms. */
     double G = (double)j->Ev * big[3] * (big[2] > big[4] ? big[2] : big[4]);
     double most = 2 * G * (double)(j->L > j->S ? j->L : j->S) * (qmax + kmax * fabs(g.f.scale) + 1) +

@@ -285,7 +285,7 @@ attn_status attn_mha_project_qkv(char *q, char *k, char *v, const attn_mha_call 
         !attn_mha_project(k, &m->k, m->w[1], m->b[1], m->w_row0[1], Fk, key_rows, bias_kv ? m->p.bias_k : NULL, m->threads) ||
         !attn_mha_project(v, &m->v, m->w[2], m->b[2], m->w_row0[2], Fk, key_rows, bias_kv ? m->p.bias_v : NULL, m->threads))
         return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
-    return m->o.rope ? attn_mha_rotate_heads(q, k, m, key_rows, err) : ATTN_OK;
+    return m->o.rope && !m->rope_in_attention ? attn_mha_rotate_heads(q, k, m, key_rows, err) : ATTN_OK;
 }
 
 attn_status attn_mha_sdpa_options(attn_sdpa_options *so, const attn_mha_call *m, attn_causal causal,
@@ -294,6 +294,7 @@ attn_status attn_mha_sdpa_options(attn_sdpa_options *so, const attn_mha_call *m,
     attn_status st = attn_mha_read_struct(so, sizeof *so, m->o.attention, "options->attention", err);
     so->struct_size = sizeof *so;
     so->causal = causal, so->mask = mask, so->context = m->o.context;
+    so->rope = m->rope_in_attention ? m->o.rope : NULL;
     return st;
 }
 
@@ -322,6 +323,7 @@ attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *
     if ((st = attn_mha_sdpa_options(&so, m, ATTN_CAUSAL_NONE, NULL, err)) || (st = attn_options_read(&read, &context, &so, err)))
         return st;
     m->threads = context.num_threads;
+    m->rope_in_attention = m->o.rope && (m->L == m->S2 || m->o.causal == ATTN_CAUSAL_TOP_LEFT);
     if (m->o.rope && m->S2 != m->S)
         return attn_fail(err, ATTN_ERR_OPTION, "RoPE positions the keys: it does not go with bias_k/bias_v or add_zero_attn");
     int64_t big;
@@ -401,6 +403,7 @@ attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_
         st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's projections");
         goto done;
     }
+    m.rope_in_attention = false; /* the cache holds turned keys: turn the new ones before appending */
     if (m.o.rope) { /* the new positions follow the cached ones */
         r = attn_rope_options_default();
         if ((st = attn_mha_read_struct(&r, sizeof r, m.o.rope, "options->rope", err))) goto done;

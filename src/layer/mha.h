@@ -16,6 +16,11 @@ typedef struct attn_mha_call {
     const attn_tensor *w[3], *b[3];      /* the q, k, v projections: weight (rows, in) and bias */
     int64_t w_row0[3];                   /* the projection's first row in w (in_proj_weight packs all three) */
     int threads;                         /* for the projections: the call's context, or the process's count */
+    /* options->rope is applied inside the attention (attn_sdpa_options.rope:
+     * no turned copy of q or k) when its positions are the layer's, row r at
+     * position_offset + r for queries and keys alike: L = S, or top-left
+     * alignment. Otherwise q and k are turned after projecting. */
+    bool rope_in_attention;
 } attn_mha_call;
 
 /* The attention's options for this layer: the caller's attention options

@@ -2,7 +2,8 @@
  * mha.c computes it:
  *   F1  q, k, v = x W_{q,k,v}ᵀ + b_{q,k,v}   (k and v then get the bias_k,
  *                                             bias_v row and the zero row)
- *   F2  q, k = RoPE(q), RoPE(k)               (when options->rope)
+ *   F2  q, k = RoPE(q), RoPE(k)               (when options->rope; inside F3
+ *                                             when the attention can do it)
  *   F3  heads = attention(q, k, v, mask)      (attn_sdpa, per head)
  *   F4  out = cat(heads) W_oᵀ + b_o
  * recomputed, then differentiated line by line in reverse:
@@ -233,8 +234,8 @@ attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tenso
         goto done;
     if (!out_backward(b.dheads, b.dWo, b.dbo, &dout_view, b.heads, &m)) goto no_memory;           /* from F4 */
     if ((st = attn_sdpa_backward(&tdq, &tdk, &tdv, NULL, &tdh, &tq, &tk, &tv, &th, &tl, &so, err))) goto done; /* F3 */
-    if (m.o.rope && ((st = attn_rope_backward(&tdq, &tdq, m.o.rope, err)) || /* from F2 */
-                     (st = attn_rope_backward(&tdk, &tdk, m.o.rope, err))))
+    if (m.o.rope && !m.rope_in_attention && /* from F2 (else attn_sdpa_backward turned dq, dk back) */
+        ((st = attn_rope_backward(&tdq, &tdq, m.o.rope, err)) || (st = attn_rope_backward(&tdk, &tdk, m.o.rope, err))))
         goto done;
     const char *dproj[3] = {b.dq, b.dk, b.dv};
     int64_t F[3] = {m.Hq * m.D, m.Hkv * m.D, m.Hkv * m.D}, rows_out[3] = {m.L, m.S2, m.S2};

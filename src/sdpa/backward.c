@@ -5,6 +5,7 @@
  * one place), runs the exact backward kernel on every slice, and only then
  * writes the gradients out in the caller's dtype and strides. */
 #include "sdpa/sdpa.h"
+#include "kernels/rope.h"
 #include "exact/exact.h"
 #include "fast/fast.h"
 
@@ -131,6 +132,11 @@ static attn_status run(grads *g, attn_grad_slices *gs, double *work, attn_run_in
             attn_backward_kernel(&p, work);
         }
     }
+    /* RoPE: the kernels differentiated the turned q and k; turn dq and dk back
+     * (the rotation's transpose), once, where they were summed. */
+    const attn_problem *b = &gs->f.base;
+    for (int i = 0; i < 2 && !st && b->rope; i++)
+        if (g->out[i]) attn_rope_apply_tensor(gs->direct[i] ? g->out[i] : &g->acc[i], b->rope, i ? b->rope_k0 : b->rope_q0, -1);
     for (int i = 0; i < 4 && !st && !gs->f.arena->measure; i++)
         if (g->out[i] && !gs->direct[i]) attn_tensor_convert(g->out[i], &g->acc[i], NULL); /* cannot fail */
     return st;
@@ -160,7 +166,8 @@ static attn_status backward(size_t *bytes, grads *g, const attn_tensor *dout, co
     gs.f.arena = &measure;
     choose_direct(&gs, g);
     bind_views(&gs, g);
-    if ((st = take_memory(g, &work, &gs, err)) ||
+    attn_rope_plan rope;
+    if ((st = take_memory(g, &work, &gs, err)) || (st = attn_rope_prepare(&gs.f, &rope, err)) ||
         (fast_applies(g, &gs) && (st = attn_flash_backward_run(&gs, &info, err))))
         return st;
     size_t need = attn_arena_needed(&measure);
@@ -175,7 +182,8 @@ static attn_status backward(size_t *bytes, grads *g, const attn_tensor *dout, co
     gs.f.arena = &arena;
     bool verbose = attn_verbose_on();
     double t0 = verbose ? attn_now_ms() : 0;
-    if (!(st = take_memory(g, &work, &gs, err))) st = run(g, &gs, work, &info, err);
+    if (!(st = take_memory(g, &work, &gs, err)) && !(st = attn_rope_prepare(&gs.f, &rope, err)))
+        st = run(g, &gs, work, &info, err);
     attn_arena_release(&arena);
     if (verbose) attn_verbose_report("sdpa_backward", &info, &gs.f, &o, attn_now_ms() - t0);
     return st;

@@ -2,6 +2,7 @@
  * broadcast, heads grouped (GQA), and the call cut into (batch, head) slices
  * that the kernels take without looking back up. */
 #include "sdpa/sdpa.h"
+#include "kernels/rope.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -196,6 +197,9 @@ static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *
     if (o->mask && (st = check_mask(o->mask, q->dtype, pl->rank, pl->weights, err))) return st;
     if (o->alibi_slopes && (st = attn_check_per_head(o->alibi_slopes, "alibi_slopes", Hq, err))) return st;
     if (o->sinks && (st = attn_check_per_head(o->sinks, "sinks", Hq, err))) return st;
+    attn_rope_options ro;
+    int64_t rd;
+    if (o->rope && (st = attn_rope_read_options(&ro, &rd, o->rope, pl->q.shape[4], err))) return st;
     return ATTN_OK;
 }
 
@@ -283,6 +287,21 @@ static canon canonical_lse(const attn_tensor *lse) {
     return attn_canonical(&t);
 }
 
+attn_status attn_rope_prepare(attn_slices *sl, attn_rope_plan *rp, attn_error *err) {
+    if (!sl->has_rope) return ATTN_OK;
+    int64_t L = sl->cq.shape[3], S = sl->ck.shape[3], steps = L > S ? L : S;
+    steps = steps < 256 ? steps : 256; /* rows turned from one angle: a block's worth */
+    int64_t n = attn_rope_plan_doubles(sl->rope_dim, steps);
+    double *mem = attn_arena_alloc(sl->arena, (size_t)(n > 0 ? n : 1), sizeof(double));
+    if (sl->arena->measure) return ATTN_OK;
+    if (!mem)
+        return attn_fail(err, sl->arena->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
+                         "cannot allocate RoPE's table (%lld doubles)", (long long)n);
+    attn_rope_plan_init(rp, &sl->rope, sl->rope_dim, steps, mem);
+    sl->base.rope = rp;
+    return ATTN_OK;
+}
+
 attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
                            bool scores, const attn_tensor *q, const attn_tensor *k,
                            const attn_tensor *v, const attn_sdpa_options *o, int threads,
@@ -325,6 +344,12 @@ attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, 
     sl->base.alibi_offset = o->causal == ATTN_CAUSAL_TOP_LEFT ? 0 : S - L;
     sl->alibi = o->alibi_slopes;
     sl->sinks = o->sinks;
+    if (o->rope) { /* checked in make_plan */
+        sl->has_rope = true;
+        attn_rope_read_options(&sl->rope, &sl->rope_dim, o->rope, E, NULL);
+        sl->base.rope_k0 = sl->rope.position_offset;
+        sl->base.rope_q0 = sl->rope.position_offset + sl->base.alibi_offset;
+    }
     sl->count = pl.out[0] * pl.out[1] * pl.out[2]; /* <= out's element count: no overflow */
     sl->threads = threads;
     return ATTN_OK;

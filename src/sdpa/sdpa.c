@@ -5,6 +5,7 @@
 #include "sdpa/sdpa.h"
 #include "exact/exact.h"
 #include "fast/fast.h"
+#include "kernels/rope.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -34,8 +35,12 @@ attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error *err) {
 }
 
 /* Run the kernel that `kind` and the options call for on every slice. */
-static attn_status run_kernel(kernel_kind kind, const attn_slices *sl, const attn_sdpa_options *o,
+static attn_status run_kernel(kernel_kind kind, const attn_slices *call, const attn_sdpa_options *o,
                               attn_run_info *info, attn_error *err) {
+    attn_slices slices = *call, *sl = &slices;
+    attn_rope_plan rope;
+    attn_status st = attn_rope_prepare(sl, &rope, err);
+    if (st) return st;
     int64_t L = sl->cq.shape[3], E = sl->cq.shape[4], S = sl->ck.shape[3], Ev = sl->cv.shape[4];
     static const char *const KERNEL[] = {"exact", "reference", "scores"};
     info->kernel = KERNEL[kind], info->isa = "-", info->bf16 = NULL, info->threads = 1;
@@ -44,7 +49,7 @@ static attn_status run_kernel(kernel_kind kind, const attn_slices *sl, const att
     /* f32 attention without weights takes the fast kernels: split over the
      * keys for a few queries against many keys, else tiled. */
     if (kind == KERNEL_STREAM && sl->q->dtype == ATTN_F32 && !sl->weights)
-        return attn_decode_applies(L, S) ? attn_decode_run(sl, info, err)
+        return attn_decode_applies(L, S) && !sl->has_rope ? attn_decode_run(sl, info, err)
                                          : attn_flash_run(sl, o->compute == ATTN_COMPUTE_BF16, info, err);
 
     /* Scratch memory, sized by the kernel, overflow-checked. */

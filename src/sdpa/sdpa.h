@@ -20,6 +20,12 @@ attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, 
                            const attn_tensor *v, const attn_sdpa_options *o, int threads,
                            attn_error *err);
 
+/* The call's RoPE plan (plan.c), with its memory from sl's arena (measured
+ * like any scratch): sets sl->base.rope to rp unless the arena only
+ * measures. Nothing to do without options->rope. */
+struct attn_rope_plan;
+attn_status attn_rope_prepare(attn_slices *sl, struct attn_rope_plan *rp, attn_error *err);
+
 /* A tensor in the canonical 5-D form (B1, B2, H, rows, cols) (plan.c):
  * lower ranks padded on the left, every size-1 dimension with stride 0. */
 attn_canon attn_canonical(const attn_tensor *t);

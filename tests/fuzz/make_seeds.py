@@ -73,6 +73,14 @@ def main():
         ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--dropout", "0.1", "--seed", "5",
          "--dropout-mask", "keep.npy"],
     ]
+    named = {  # written under their names (the list above is numbered)
+        "sdpa_rope": ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--rope", "interleaved", "--rope-base",
+                      "500", "--rope-dim", "-4", "--rope-offset", "99"],
+        "explain_vocab": ["explain", "--vocab"],
+        "explain_json_step": ["explain", "--json", "--step", "weights"],
+    }
+    for n, a in named.items():
+        write("args", n, "\0".join(a))
     for i, a in enumerate(args):
         write("args", f"a{i}", "\0".join(a))
 
