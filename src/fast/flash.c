@@ -223,7 +223,10 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     }
 
     /* Keys from the first row's window to the last row's causal limit. */
-    int64_t jend = attn_keys_seen(p, i0 + nr - 1, 0, j->S), jbegin = attn_first_key(p, i0);
+    /* The first key rounded down to a vector of keys, so that every block but
+     * the last starts and ends on one: their values are then read in place,
+     * not packed (the tiles skip the keys before their window). */
+    int64_t jend = attn_keys_seen(p, i0 + nr - 1, 0, j->S), jbegin = attn_first_key(p, i0) / j->nrv * j->nrv;
     for (int64_t j0 = jbegin; j0 < jend && !bad; j0 += j->bc) {
         int64_t nc = jend - j0 < j->bc ? jend - j0 : j->bc, nc_pad = attn_round_up(nc, nrv);
         int64_t ldk = kt_stride(nc_pad), ldv;
