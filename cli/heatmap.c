@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 int cli_display_width(const char *s) {
@@ -49,35 +50,54 @@ static void set_background(FILE *f, double t, cli_colours colours) {
     }
 }
 
-static int label_width(const char *const *labels, int n, int min) {
+static int label_width(const char *const *labels, int n, int min, int max) {
     int w = min;
     for (int i = 0; labels && i < n; i++)
         if (cli_display_width(labels[i]) > w) w = cli_display_width(labels[i]);
-    return w > 12 ? 12 : w;
+    return w > max ? max : w;
 }
 
-void cli_print_matrix(FILE *f, const cli_matrix *m, cli_colours colours) {
-    int rw = label_width(m->row_labels, m->rows, 4);
-    int cw = label_width(m->col_labels, m->cols, 7);
-    /* Colours are relative to the largest finite magnitude in the matrix. */
-    double range = 0.0;
-    for (int i = 0; i < m->rows * m->cols; i++)
-        if (isfinite(m->data[i]) && fabs(m->data[i]) > range) range = fabs(m->data[i]);
-    fprintf(f, "   %*s", rw, "");
-    for (int j = 0; j < m->cols; j++) {
-        fputc(' ', f);
-        print_cell_text(f, m->col_labels ? m->col_labels[j] : "", cw);
+/* A column label in w columns: whole, or cut with "…" (so "preposition" is
+ * "prepos…" in 7). */
+static void print_header(FILE *f, const char *s, int w) {
+    if (cli_display_width(s) <= w) {
+        print_cell_text(f, s, w);
+        return;
     }
-    if (m->row_sums) fprintf(f, " %*s", cw, "sum");
+    size_t bytes = 0;
+    for (int n = 0; s[bytes] && n < w - 1; n++) /* w - 1 code points, then the ellipsis */
+        for (bytes++; ((unsigned char)s[bytes] & 0xc0) == 0x80; bytes++) {}
+    fprintf(f, "%.*s…", (int)bytes, s);
+}
+
+int cli_terminal_width(FILE *f) {
+    const char *env = getenv("COLUMNS");
+    char *end;
+    long n = env ? strtol(env, &end, 10) : 0;
+    if (env && *env && *end == '\0' && n >= 20 && n <= 10000) return (int)n;
+    struct winsize ws;
+    if (isatty(fileno(f)) && ioctl(fileno(f), TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20) return ws.ws_col;
+    return 0;
+}
+
+/* Columns c0 .. c1 - 1 of m: the header, then each row (and the row sums
+ * after the last block). */
+static void print_block(FILE *f, const cli_matrix *m, cli_colours colours, int rw, int cw, double range, int c0,
+                        int c1) {
+    fprintf(f, "   %*s", rw, "");
+    for (int j = c0; j < c1; j++) {
+        fputc(' ', f);
+        print_header(f, m->col_labels ? m->col_labels[j] : "", cw);
+    }
+    bool sums = m->row_sums && c1 == m->cols;
+    if (sums) fprintf(f, " %*s", cw, "sum");
     fputc('\n', f);
     for (int i = 0; i < m->rows; i++) {
         fputs("   ", f);
         print_cell_text(f, m->row_labels ? m->row_labels[i] : "", rw);
-        double sum = 0;
-        for (int j = 0; j < m->cols; j++) {
+        for (int j = c0; j < c1; j++) {
             double x = m->data[i * m->cols + j];
             bool masked = m->causal && j > i;
-            sum += x;
             fputc(' ', f);
             if (colours && (masked || isinf(x))) fputs(colours == CLI_COLOURS_16 ? "\x1b[47;30m" : "\x1b[48;5;250;38;5;16m", f);
             else if (colours) set_background(f, range > 0 ? x / range : 0, colours);
@@ -86,8 +106,31 @@ void cli_print_matrix(FILE *f, const cli_matrix *m, cli_colours colours) {
             else fprintf(f, "%*.3f", cw, x == 0 ? 0.0 : x);
             if (colours) fputs("\x1b[0m", f);
         }
-        if (m->row_sums) fprintf(f, " %*.3f", cw, sum);
+        double sum = 0;
+        for (int j = 0; sums && j < m->cols; j++) sum += m->data[i * m->cols + j];
+        if (sums) fprintf(f, " %*.3f", cw, sum);
         fputc('\n', f);
+    }
+}
+
+void cli_print_matrix(FILE *f, const cli_matrix *m, cli_colours colours) {
+    /* Cells are 7 wide (-10.000 fits); longer column labels are cut. */
+    int rw = label_width(m->row_labels, m->rows, 4, 12), cw = 7;
+    /* Colours are relative to the largest finite magnitude in the matrix. */
+    double range = 0.0;
+    for (int i = 0; i < m->rows * m->cols; i++)
+        if (isfinite(m->data[i]) && fabs(m->data[i]) > range) range = fabs(m->data[i]);
+    /* Wider than the terminal: blocks of columns, one under the other, as
+     * NumPy prints a wide array. */
+    int width = cli_terminal_width(f), per = m->cols;
+    if (width > 0) {
+        int room = width - 3 - rw - (m->row_sums ? 1 + cw : 0);
+        per = room / (1 + cw) < 1 ? 1 : room / (1 + cw);
+    }
+    for (int c0 = 0; c0 < m->cols; c0 += per) {
+        int c1 = c0 + per < m->cols ? c0 + per : m->cols;
+        if (per < m->cols) fprintf(f, "%s   columns %d to %d of %d\n", c0 ? "\n" : "", c0 + 1, c1, m->cols);
+        print_block(f, m, colours, rw, cw, range, c0, c1);
     }
 }
 

@@ -35,6 +35,7 @@ def report(name, ok, why=""):
 def run(*args, env=None):
     e = dict(os.environ)
     e.pop("NO_COLOR", None)
+    e.pop("COLUMNS", None)  # a pipe: no width limit unless a test sets one
     e.update(env or {})
     return subprocess.run([ATTN, *args], capture_output=True, text=True, cwd=TMP, env=e)
 
@@ -351,6 +352,23 @@ def test_learner_text():
     report("color_truecolor_with_colorterm", "\x1b[48;2;" in r.stdout and "largest |value|" in r.stdout, r.stdout[:200])
 
 
+def test_width():
+    """Matrices fit the terminal: cut headers, and blocks of columns when too wide."""
+    fox = "the quick brown fox jumped over the lazy dog"
+    r = run("explain", "--step", "x")
+    widest = max(len(l) for l in r.stdout.splitlines())
+    report("x_fits_80_columns_with_cut_headers", widest <= 80 and "prepos…" in r.stdout, f"{widest} columns")
+    for cols in (40, 60, 100):
+        r = run("explain", "--step", "weights", fox, env={"COLUMNS": str(cols)})
+        lines = r.stdout.splitlines()
+        blocks = [l for l in lines if l.strip().startswith("columns ")]
+        cells = [l.split() for l in lines if l.split() and l.split()[0] == "fox"]
+        values = [x for row in cells for x in row[1:]]
+        matrix = [l for l in lines if "the₁" in l or re.search(r"\d\.\d{3}", l)]  # (the prose may wrap)
+        report(f"width_{cols}_blocks_of_columns", r.returncode == 0 and max(len(l) for l in matrix) <= cols and
+               (len(blocks) >= 2) == (cols < 90) and len(values) == 10, f"{len(blocks)} blocks, {values}")
+
+
 def test_modes_own_words():
     """Each mode introduces itself and ends with its own formula; only qkv scales."""
     for mode, formula in (("dot", "softmax(X X^T) X"), ("average", "(1/n) sum_j x_j")):
@@ -440,6 +458,7 @@ def main():
     test_text_output()
     test_learner_text()
     test_modes_own_words()
+    test_width()
     test_scaling()
     test_errors()
     return 1 if failed else 0
