@@ -165,12 +165,19 @@ static void print_table(const args *a, const attn_scaling_row *rows) {
     if (a->variance) {
         printf("std of q.k over %d pairs of standard-normal vectors (seed %llu)\n\n", a->queries,
                (unsigned long long)a->seed);
-        printf("%7s  %10s  %14s  %8s  %10s  %14s\n", "d", "std raw", "std / sqrt(d)", "sqrt(d)",
+        printf("%7s  %16s  %14s  %8s  %10s  %14s\n", "d", "std raw (± s.e.)", "std / sqrt(d)", "sqrt(d)",
                "var raw", "var scaled");
-        for (int i = 0; i < a->n_dims; i++)
-            printf("%7d  %10.2f  %14.2f  %8.2f  %10.2f  %14.2f\n", rows[i].d, rows[i].spread_raw,
-                   rows[i].spread_scaled, sqrt((double)rows[i].d), rows[i].spread_raw * rows[i].spread_raw,
+        for (int i = 0; i < a->n_dims; i++) {
+            /* The standard error of a sample std of q·k over n pairs: q·k has
+             * variance d and fourth moment 3d² + 6d, so its sample variance
+             * has variance (2d² + 6d) / n, and the std's s.e. is that over 2σ. */
+            double d = rows[i].d, se = sqrt((2 * d * d + 6 * d) / a->queries) / (2 * sqrt(d));
+            printf("%7d  %9.2f ± %4.2f  %14.2f  %8.2f  %10.2f  %14.2f\n", rows[i].d, rows[i].spread_raw, se,
+                   rows[i].spread_scaled, sqrt(d), rows[i].spread_raw * rows[i].spread_raw,
                    rows[i].spread_scaled * rows[i].spread_scaled);
+        }
+        printf("\nThe samples are random, so the stds are too: each is within about two standard\n"
+               "errors (± s.e.) of sqrt(d), and another generator or seed gives other digits.\n");
         return;
     }
     printf("Why divide by sqrt(d): %d random queries, each against its own %d random keys "

@@ -293,6 +293,16 @@ def test_scaling():
     med = row.get("grad_median_scaled", 0) / max(row.get("grad_median_raw", 1), 1e-300)
     report("scaling_6_keys_d1024", abs(row.get("top_raw", 0) - 0.97) < 0.01 and 6 < ratio < 14 and med > 100,
            f"top {row.get('top_raw')}, mean ratio {ratio:.2f}, median ratio {med:.3g}")
+    # The stated standard error matches the spread of the std across seeds.
+    stds, ses = {8: [], 512: []}, {}
+    for seed in range(24):
+        r = run("scaling", "--variance", "--queries", "2000", "--seed", str(seed))
+        for m in re.finditer(r"^\s*(\d+)\s+([\d.]+) \u00b1 ([\d.]+)", r.stdout, re.M):
+            stds[int(m.group(1))].append(float(m.group(2)))
+            ses[int(m.group(1))] = float(m.group(3))
+    ratios = {d: float(np.std(v, ddof=1)) / ses[d] for d, v in stds.items() if len(v) == 24 and ses.get(d)}
+    report("scaling_variance_standard_error_matches_seeds", len(ratios) == 2 and all(0.6 < x < 1.5 for x in ratios.values()),
+           str(ratios))
     r = run("scaling", "--variance", "--json")
     rows = {row["d"]: row for row in json.loads(r.stdout)["rows"]} if r.returncode == 0 else {}
     report("scaling_variance_seed001", abs(rows[8]["spread_raw"] - 2.8) < 0.1 and
