@@ -27,12 +27,12 @@ function readString(ptr) {
 
 // Explain `sentence`: the same JSON object as `attn explain --json`, or
 // {error, start, length, suggestion}.
-function explain(sentence, head, causal) {
+function explain(sentence, head, causal, noScale) {
   const bytes = new TextEncoder().encode(sentence + '\0');
   const ptr = lib.web_alloc(bytes.length);
   new Uint8Array(lib.memory.buffer).set(bytes, ptr);
   try {
-    return JSON.parse(readString(lib.web_explain(ptr, head === 'random' ? 1 : 0, causal ? 1 : 0, 0, 0)));
+    return JSON.parse(readString(lib.web_explain(ptr, head === 'random' ? 1 : 0, causal ? 1 : 0, noScale ? 1 : 0, 0)));
   } finally {
     lib.web_free(ptr);
   }
@@ -46,13 +46,14 @@ function scaling(d) {
 
 // ---- state and the URL fragment ---------------------------------------------
 
-const state = { sentence: 'the cat sat on the mat', causal: false, head: 'wired', result: null };
+const state = { sentence: 'the cat sat on the mat', causal: false, head: 'wired', noScale: false, result: null };
 
 function readFragment() {
   const params = new URLSearchParams(location.hash.slice(1));
   if (params.has('s')) state.sentence = params.get('s');
   state.causal = params.get('causal') === '1';
   state.head = params.get('head') === 'random' ? 'random' : 'wired';
+  state.noScale = params.get('noscale') === '1';
 }
 
 function writeFragment() {
@@ -60,6 +61,7 @@ function writeFragment() {
   params.set('s', state.sentence);
   if (state.causal) params.set('causal', '1');
   if (state.head !== 'wired') params.set('head', state.head);
+  if (state.noScale) params.set('noscale', '1');
   const hash = '#' + params.toString();
   if (location.hash !== hash) history.replaceState(null, '', hash);
 }
@@ -221,7 +223,8 @@ function renderMatrices(r) {
       `score(${t[i]} → ${t[j]}) = Q[${t[i]}] · K[${t[j]}] = ` +
       sumText(r.Q[i].map((q, k) => [q, r.K[j][k]]), r.scores[i][j]);
   } }));
-  put('fig-scaled', heatmap('scaled', r.causal ? 'Q Kᵀ / √d_k, future masked' : 'Q Kᵀ / √d_k', r.scaled, t, t));
+  const title = state.noScale ? 'Q Kᵀ, not divided' : 'Q Kᵀ / √d_k';
+  put('fig-scaled', heatmap('scaled', r.causal ? `${title}, future masked` : title, r.scaled, t, t));
   put('fig-weights', heatmap('weights', 'softmax, row by row', r.weights, t, t, {
     rowSums: true, onRowLabel: (i) => showBars(r, i) }));
   put('fig-output', heatmap('output', 'output = weights V', r.output, t, r.value_features, { onCell: (i, j) => {
@@ -317,7 +320,7 @@ function showError(result, sentence) {
 
 function update() {
   try {
-    const r = explain(state.sentence, state.head, state.causal);
+    const r = explain(state.sentence, state.head, state.causal, state.noScale);
     showError(r, state.sentence);
     writeFragment();
     // A note about a shuffle belongs to the sentence it shuffled.
@@ -458,9 +461,11 @@ async function main() {
   const input = document.getElementById('sentence');
   input.value = state.sentence;
   document.getElementById('causal').checked = state.causal;
+  document.getElementById('head-scale').checked = !state.noScale;
   document.querySelector(`input[name=head][value=${state.head}]`).checked = true;
   input.addEventListener('input', () => { state.sentence = input.value; update(); });
   document.getElementById('causal').addEventListener('change', (e) => { state.causal = e.target.checked; update(); });
+  document.getElementById('head-scale').addEventListener('change', (e) => { state.noScale = !e.target.checked; update(); });
   for (const radio of document.querySelectorAll('input[name=head]'))
     radio.addEventListener('change', (e) => { state.head = e.target.value; update(); });
   document.getElementById('shuffle').addEventListener('click', shuffleWords);
@@ -471,6 +476,7 @@ async function main() {
     readFragment();
     input.value = state.sentence;
     document.getElementById('causal').checked = state.causal;
+    document.getElementById('head-scale').checked = !state.noScale;
     update();
   });
   buildVocab();

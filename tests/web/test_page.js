@@ -221,6 +221,20 @@ async function main() {
   report('fragment_opens_view', (await linked.inputValue('#sentence')) === 'the dog chased a ball' &&
     (await linked.isChecked('#causal')) && (await upperTriangle(linked, 'weights')).every((x) => x === '0.000'));
 
+  // A long sentence: every figure shows whole, shrunk to fit rather than cropped in a scroller.
+  await setSentence(page, 'the quick brown fox jumped over the lazy dog with the small red bird on the big box in the garden');
+  const cropped = await page.evaluate(() => [...document.querySelectorAll('.step:not(#step-sqrt) .figure')]
+    .filter((f) => f.scrollWidth > f.clientWidth + 1).map((f) => f.id));
+  report('long_sentence_not_cropped', cropped.length === 0, cropped.join(' '));
+  // The head's own "divide by sqrt(d_k)" toggle: off, the scaled step is the raw scores, and the link keeps it.
+  await setSentence(page, 'the cat sat on the mat');
+  await page.uncheck('#head-scale');
+  await page.waitForFunction(() => /noscale=1/.test(location.hash));
+  const unscaled = await page.evaluate(() => [window.attnLast.scale, window.attnLast.scaled[2][1], window.attnLast.scores[2][1]]);
+  report("head_scale_toggle", unscaled[0] === 1 && unscaled[1] === unscaled[2] && unscaled[2] > 1.9, String(unscaled));
+  await page.check('#head-scale');
+  await page.waitForFunction(() => !/noscale/.test(location.hash));
+
   // Screenshots for review, wide and narrow; the narrow page does not scroll sideways.
   await page.screenshot({ path: path.join(BUILD, 'explainer.png'), fullPage: true });
   await page.setViewportSize({ width: 390, height: 844 });
