@@ -20,6 +20,8 @@ static const char EXPLAIN_USAGE[] =
     "  --causal             each word sees only itself and the words before it\n"
     "  --no-scale           do not divide the scores by sqrt(d_k)\n"
     "  --random-head        the toy's fixed-seed random head instead of the wired one\n"
+    "  --tied               use W_Q as W_K too: one matrix for questions and answers,\n"
+    "                       which makes the scores symmetric\n"
     "  --mode MODE          qkv (default), dot (weights = softmax(X X^T), unscaled,\n"
     "                       no projections) or average (plain averaging)\n"
     "  --embeddings FILE    your own X (n, d_model) as .npy instead of the toy\n"
@@ -44,7 +46,7 @@ typedef struct args {
     char sentence[4096];
     const char *embeddings, *tokens, *wq, *wk, *wv, *step, *colour;
     attn_explain_mode mode;
-    bool causal, no_scale, random_head, json;
+    bool causal, no_scale, random_head, json, tied;
 } args;
 
 /* The toy's vocabulary, wrapped under a heading (for --help). */
@@ -85,7 +87,8 @@ typedef struct model {
     char **tokens;
     char **features, **q_cols, **v_cols;
     double *X, *W_Q, *W_K, *W_V;
-    const char *head; /* "wired", "random" or "custom" */
+    const char *head; /* "wired", "random" or "custom" (", tied" with --tied) */
+    int *ids;         /* the toy's vocabulary ids of the tokens, or NULL (--embeddings) */
 } model;
 
 static char **numbered_labels(const char *prefix, int n) {
@@ -113,7 +116,7 @@ static void free_model(model *m) {
     free_labels(m->features, m->d_model);
     free_labels(m->q_cols, m->d_k);
     free_labels(m->v_cols, m->d_v);
-    free(m->X), free(m->W_Q), free(m->W_K), free(m->W_V);
+    free(m->X), free(m->W_Q), free(m->W_K), free(m->W_V), free(m->ids);
 }
 
 static int parse_args(int argc, char **argv, args *a) {
@@ -144,6 +147,8 @@ static int parse_args(int argc, char **argv, args *a) {
             else if (strcmp(val, "dot") == 0) a->mode = ATTN_EXPLAIN_DOT;
             else if (strcmp(val, "average") == 0) a->mode = ATTN_EXPLAIN_AVERAGE;
             else code = cli_error(EXIT_USAGE, "--mode takes average, dot or qkv, not '%s'", val);
+        } else if (strcmp(arg, "--tied") == 0) {
+            a->tied = true, i++;
         } else if (strcmp(arg, "--causal") == 0 || strcmp(arg, "--no-scale") == 0 ||
                    strcmp(arg, "--random-head") == 0 || strcmp(arg, "--json") == 0) {
             bool *flag = arg[2] == 'c' ? &a->causal : arg[2] == 'n' ? &a->no_scale
@@ -173,6 +178,9 @@ static int parse_args(int argc, char **argv, args *a) {
             return cli_error(EXIT_USAGE, "unknown --step '%s'; steps: tokens x wq wk wv q k v "
                              "scores scaled weights output summary", a->step);
     }
+    if (a->tied && a->mode != ATTN_EXPLAIN_QKV)
+        return cli_error(EXIT_USAGE, "--tied ties W_K to W_Q; --mode %s has no projections",
+                         a->mode == ATTN_EXPLAIN_DOT ? "dot" : "average");
     if (a->json && a->step)
         return cli_error(EXIT_USAGE, "--json prints every matrix and --step one step of the text: give one of them");
     int nw = !!a->wq + !!a->wk + !!a->wv;
@@ -271,6 +279,8 @@ static int load_sentence(const args *a, model *m) {
     /* The text labels repeated words by position; the JSON keeps the words. */
     for (int i = 0; i < m->n; i++) m->tokens[i] = a->json ? strdup(attn_toy_word(tok[i].id)) : position_label(tok, m->n, i);
     attn_toy_embed(m->X, tok, m->n, NULL);
+    m->ids = malloc(sizeof(int) * (size_t)m->n);
+    for (int i = 0; m->ids && i < m->n; i++) m->ids[i] = tok[i].id;
     m->features = calloc(ATTN_TOY_D_MODEL, sizeof *m->features);
     for (int j = 0; m->features && j < ATTN_TOY_D_MODEL; j++) m->features[j] = strdup(attn_toy_feature(j));
     return 0;
@@ -320,6 +330,10 @@ static int load_weights(const args *a, model *m) {
         }
     }
     m->q_cols = numbered_labels("d", m->d_k);
+    if (a->tied) { /* one projection for both: the scores become symmetric */
+        memcpy(m->W_K, m->W_Q, sizeof(double) * (size_t)m->d_model * (size_t)m->d_k);
+        m->head = strcmp(m->head, "wired") == 0 ? "wired, tied" : strcmp(m->head, "random") == 0 ? "random, tied" : "custom, tied";
+    }
     return 0;
 }
 
@@ -431,10 +445,17 @@ static void print_inputs(const args *a, const model *m, const attn_explain *ex, 
         printf("\ntokens  (%d)\n  ", n);
         for (int i = 0; i < n; i++) printf(" %s", m->tokens[i]);
         printf("\n");
+        if (m->ids) { /* the lookup: each word's id is its row of the embedding table */
+            printf("   ids:");
+            for (int i = 0; i < n; i++) printf(" %d", m->ids[i]);
+            printf("   (rows of the embedding table E, %d words x %d features: attn explain --vocab)\n",
+                   attn_toy_vocab_size(), m->d_model);
+        }
     }
     if (show(a, "x")) {
-        heading("X: one row per word, one column per feature", n, m->d_model,
-                "Each word is looked up in the embedding table.");
+        heading(m->ids ? "X = E[ids]: the table's row for each word, one column per feature"
+                       : "X: one row per word, one column per feature",
+                n, m->d_model, m->ids ? "Each word is looked up in the embedding table by its id." : "Your embeddings.");
         matrix(m->X, n, m->d_model, m->tokens, m->features, CLI_DIVERGING, false, colour);
     }
     if (qkv) {
@@ -474,7 +495,9 @@ static void print_text(const args *a, const model *m, const attn_explain *ex, cl
         }
     if (show(a, "scores")) {
         heading("Q K^T: every query (row) against every key (column)", n, n,
-                "A large dot product means the query and the key point the same way.");
+                a->tied ? "With W_K = W_Q, Q K^T = X W_Q W_Q^T X^T is symmetric: a word scores another\n"
+                          "   exactly as that word scores it, so attention cannot be one-way."
+                        : "A large dot product means the query and the key point the same way.");
         matrix(ex->scores, n, n, m->tokens, m->tokens, CLI_DIVERGING, false, colour);
     }
     if (show(a, "scaled")) {
@@ -527,7 +550,7 @@ static void print_text(const args *a, const model *m, const attn_explain *ex, cl
 }
 
 int cmd_explain(int argc, char **argv) {
-    args a = {{0}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ATTN_EXPLAIN_QKV, false, false, false, false};
+    args a = {{0}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ATTN_EXPLAIN_QKV, false, false, false, false, false};
     int code = parse_args(argc, argv, &a);
     if (code || cli_stop == CLI_STOP_AFTER_PARSE) return code < 0 ? 0 : code;
     model m = {0};

@@ -246,7 +246,7 @@ def test_seeds():
 
 def test_text_output():
     r = run("explain", "--color=never")
-    for step in ("tokens", "X:", "W_Q", "W_K", "W_V", "Q = X W_Q", "K = X W_K", "V = X W_V", "Q K^T",
+    for step in ("tokens", "X = E[ids]:", "W_Q", "W_K", "W_V", "Q = X W_Q", "K = X W_K", "V = X W_V", "Q K^T",
                  "sqrt(d_k)", "softmax", "output", "who attends to whom"):
         if step not in r.stdout:
             report("text_has_every_step", False, f"missing {step!r}")
@@ -362,6 +362,28 @@ def test_learner_text():
     report("color_truecolor_with_colorterm", "\x1b[48;2;" in r.stdout and "largest |value|" in r.stdout, r.stdout[:200])
 
 
+def test_tied_and_lookup():
+    """--tied: W_K = W_Q, so the scores are symmetric (sat -> cat equals cat -> sat);
+    the tokens step shows each word's id, its row of the embedding table."""
+    j = explain_json("--tied")
+    sc = mat(j, "scores")
+    report("tied_scores_symmetric", j["W_K"] == j["W_Q"] and np.array_equal(sc, sc.T) and
+           "tied" in j["head"] and sc[2, 1] == sc[1, 2], j["head"])
+    plain = mat(explain_json(), "scores")
+    report("untied_scores_one_way", plain[2, 1] > 1.5 and abs(plain[1, 2]) < 0.1, str(plain[1:3, 1:3]))
+    expect_error("tied_needs_projections", ["explain", "--tied", "--mode", "average"], 2, r"--tied .* no projections")
+    r = run("explain", "--step", "tokens", "my dog chased a ball")
+    ids = [attn_ids(w) for w in "my dog chased a ball".split()]
+    report("tokens_show_vocabulary_ids", ("ids: " + " ".join(map(str, ids))) in r.stdout and "embedding table" in r.stdout,
+           r.stdout)
+
+
+def attn_ids(word):
+    """A word's id: its line number in attn explain --vocab's table."""
+    rows = [l.split()[0] for l in run("explain", "--vocab").stdout.splitlines()[4:] if l.strip()]
+    return rows.index(word)
+
+
 def test_width():
     """Matrices fit the terminal: cut headers, and blocks of columns when too wide."""
     fox = "the quick brown fox jumped over the lazy dog"
@@ -469,6 +491,7 @@ def main():
     test_learner_text()
     test_modes_own_words()
     test_width()
+    test_tied_and_lookup()
     test_scaling()
     test_errors()
     return 1 if failed else 0

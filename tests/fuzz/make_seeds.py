@@ -78,6 +78,7 @@ def main():
                       "500", "--rope-dim", "-4", "--rope-offset", "99"],
         "explain_vocab": ["explain", "--vocab"],
         "explain_json_step": ["explain", "--json", "--step", "weights"],
+        "explain_tied": ["explain", "--tied", "--step", "scores", "the", "cat"],
     }
     for n, a in named.items():
         write("args", n, "\0".join(a))
