@@ -10,6 +10,10 @@
 /* Exit codes: 0 success, 1 bad data (files, shapes, values), 2 bad usage. */
 enum { EXIT_DATA = 1, EXIT_USAGE = 2 };
 
+/* attn explain --cost (explain_cost.c): time and memory of attention at
+ * growing lengths, measured. */
+int cli_explain_cost(void);
+
 /* Print "attn: error: <message>" on one line to stderr; return `code`. */
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))

@@ -31,6 +31,8 @@ static const char EXPLAIN_USAGE[] =
     "  --json               every matrix as one JSON object (see docs/explainer.md);\n"
     "                       not with --step\n"
     "  --vocab              the toy's words, each with its features (the rows of X)\n"
+    "  --cost               what attention costs as the text grows: time and memory,\n"
+    "                       measured at 64 to 16384 tokens\n"
     "  --color WHEN         auto (default), always or never; NO_COLOR is honoured\n"
     "  -h, --help           show this help\n"
     "\n"
@@ -46,7 +48,7 @@ typedef struct args {
     char sentence[4096];
     const char *embeddings, *tokens, *wq, *wk, *wv, *step, *colour;
     attn_explain_mode mode;
-    bool causal, no_scale, random_head, json, tied;
+    bool causal, no_scale, random_head, json, tied, cost;
 } args;
 
 /* The toy's vocabulary, wrapped under a heading (for --help). */
@@ -134,6 +136,8 @@ static int parse_args(int argc, char **argv, args *a) {
         } else if (strcmp(arg, "--vocab") == 0) {
             print_vocabulary();
             return -1;
+        } else if (strcmp(arg, "--cost") == 0) { /* run after parsing: the fuzzer stops there */
+            a->cost = true, i++;
         } else if (cli_option(argc, argv, &i, NULL, "--embeddings", &a->embeddings, &code) ||
                    cli_option(argc, argv, &i, NULL, "--tokens", &a->tokens, &code) ||
                    cli_option(argc, argv, &i, NULL, "--wq", &a->wq, &code) ||
@@ -550,9 +554,10 @@ static void print_text(const args *a, const model *m, const attn_explain *ex, cl
 }
 
 int cmd_explain(int argc, char **argv) {
-    args a = {{0}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ATTN_EXPLAIN_QKV, false, false, false, false, false};
+    args a = {{0}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ATTN_EXPLAIN_QKV, false, false, false, false, false, false};
     int code = parse_args(argc, argv, &a);
     if (code || cli_stop == CLI_STOP_AFTER_PARSE) return code < 0 ? 0 : code;
+    if (a.cost) return cli_explain_cost();
     model m = {0};
     code = a.embeddings ? load_embeddings(&a, &m) : load_sentence(&a, &m);
     if (!code) code = load_weights(&a, &m);

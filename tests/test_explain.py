@@ -384,6 +384,19 @@ def attn_ids(word):
     return rows.index(word)
 
 
+def test_cost():
+    """--cost: measured time and memory at growing T; the T x T matrix grows as T^2,
+    what the kernel keeps stops growing."""
+    r = run("explain", "--cost")
+    rows = [l.split() for l in r.stdout.splitlines() if re.match(r"^\s+\d+\s+[\d.]+ ms", l)]
+    full = [" ".join(row[3:5]) for row in rows]
+    kept = [float(row[5]) * {"B": 1, "KiB": 2 ** 10, "MiB": 2 ** 20, "GiB": 2 ** 30}[row[6]] for row in rows]
+    times = [float(row[1]) for row in rows]
+    report("explain_cost_rows", r.returncode == 0 and [int(row[0]) for row in rows] == [64, 256, 1024, 4096, 16384] and
+           full == ["16.0 KiB", "256.0 KiB", "4.0 MiB", "64.0 MiB", "1.0 GiB"] and kept[-1] <= 1.5 * kept[-2] and
+           kept[-1] < 2 ** 30 / 100 and times[-1] > times[0], r.stdout)
+
+
 def test_width():
     """Matrices fit the terminal: cut headers, and blocks of columns when too wide."""
     fox = "the quick brown fox jumped over the lazy dog"
@@ -492,6 +505,7 @@ def main():
     test_modes_own_words()
     test_width()
     test_tied_and_lookup()
+    test_cost()
     test_scaling()
     test_errors()
     return 1 if failed else 0
