@@ -19,6 +19,8 @@ static const char EXPLAIN_USAGE[] =
     "                       weights output summary\n"
     "  --causal             each word sees only itself and the words before it\n"
     "  --no-scale           do not divide the scores by sqrt(d_k)\n"
+    "  --scale-by WHAT      d_k (default) or d_model: divide by sqrt(d_model), the\n"
+    "                       model's width, to see what that common slip does\n"
     "  --random-head        the toy's fixed-seed random head instead of the wired one\n"
     "  --tied               use W_Q as W_K too: one matrix for questions and answers,\n"
     "                       which makes the scores symmetric\n"
@@ -48,7 +50,7 @@ typedef struct args {
     char sentence[4096];
     const char *embeddings, *tokens, *wq, *wk, *wv, *step, *colour;
     attn_explain_mode mode;
-    bool causal, no_scale, random_head, json, tied, cost;
+    bool causal, no_scale, random_head, json, tied, cost, scale_by_d_model;
 } args;
 
 /* The toy's vocabulary, wrapped under a heading (for --help). */
@@ -145,6 +147,9 @@ static int parse_args(int argc, char **argv, args *a) {
                    cli_option(argc, argv, &i, NULL, "--wv", &a->wv, &code) ||
                    cli_option(argc, argv, &i, NULL, "--step", &a->step, &code) ||
                    cli_option(argc, argv, &i, NULL, "--color", &a->colour, &code)) {
+        } else if (cli_option(argc, argv, &i, NULL, "--scale-by", &val, &code)) {
+            if (val && strcmp(val, "d_model") == 0) a->scale_by_d_model = true;
+            else if (val && strcmp(val, "d_k") != 0) code = cli_error(EXIT_USAGE, "--scale-by takes d_k or d_model, not '%s'", val);
         } else if (cli_option(argc, argv, &i, NULL, "--mode", &val, &code)) {
             if (!val) break;
             if (strcmp(val, "qkv") == 0) a->mode = ATTN_EXPLAIN_QKV;
@@ -182,6 +187,8 @@ static int parse_args(int argc, char **argv, args *a) {
             return cli_error(EXIT_USAGE, "unknown --step '%s'; steps: tokens x wq wk wv q k v "
                              "scores scaled weights output summary", a->step);
     }
+    if (a->scale_by_d_model && (a->no_scale || a->mode != ATTN_EXPLAIN_QKV))
+        return cli_error(EXIT_USAGE, "--scale-by d_model changes the scaling: not with --no-scale or --mode dot/average");
     if (a->tied && a->mode != ATTN_EXPLAIN_QKV)
         return cli_error(EXIT_USAGE, "--tied ties W_K to W_Q; --mode %s has no projections",
                          a->mode == ATTN_EXPLAIN_DOT ? "dot" : "average");
@@ -511,11 +518,15 @@ static void print_text(const args *a, const model *m, const attn_explain *ex, cl
         else if (ex->scale == 1.0)
             snprintf(title, sizeof title, "scores, not scaled%s", a->causal ? ", future masked" : "");
         else
-            snprintf(title, sizeof title, "Q K^T / sqrt(d_k) = Q K^T / %.4g%s", 1.0 / ex->scale,
-                     a->causal ? ", future masked with -inf" : "");
-        heading(title, n, n, qkv && ex->scale != 1.0
-                                 ? "Dividing keeps the scores' spread near 1 whatever d_k is."
-                                 : NULL);
+            snprintf(title, sizeof title, "Q K^T / sqrt(%s) = Q K^T / %.4g%s", a->scale_by_d_model ? "d_model" : "d_k",
+                     1.0 / ex->scale, a->causal ? ", future masked with -inf" : "");
+        heading(title, n, n, a->scale_by_d_model
+                                 ? "The wrong constant: a score adds up d_k products, not d_model, so dividing by\n"
+                                   "   sqrt(d_model) shrinks the scores more than their spread needs and flattens\n"
+                                   "   the weights. In a real model d_model = heads x d_k: with 32 heads the scores\n"
+                                   "   come out sqrt(32), almost 6 times, too small."
+                             : qkv && ex->scale != 1.0 ? "Dividing keeps the scores' spread near 1 whatever d_k is."
+                                                       : NULL);
         matrix(ex->scaled, n, n, m->tokens, m->tokens, CLI_DIVERGING, false, colour);
     }
     if (show(a, "weights")) {
@@ -554,7 +565,7 @@ static void print_text(const args *a, const model *m, const attn_explain *ex, cl
 }
 
 int cmd_explain(int argc, char **argv) {
-    args a = {{0}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ATTN_EXPLAIN_QKV, false, false, false, false, false, false};
+    args a = {{0}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ATTN_EXPLAIN_QKV, false, false, false, false, false, false, false};
     int code = parse_args(argc, argv, &a);
     if (code || cli_stop == CLI_STOP_AFTER_PARSE) return code < 0 ? 0 : code;
     if (a.cost) return cli_explain_cost();
@@ -567,7 +578,7 @@ int cmd_explain(int argc, char **argv) {
     }
     attn_explain ex = {0};
     attn_explain_input in = {m.n, m.d_model, m.d_k, m.d_v, m.X, m.W_Q, m.W_K, m.W_V,
-                             a.mode, a.causal, a.no_scale};
+                             a.mode, a.causal, a.no_scale, a.scale_by_d_model};
     if (!code) {
         attn_error err;
         if (attn_explain_run(&ex, &in, &err)) code = cli_error(EXIT_DATA, "%s", err.message);

@@ -110,6 +110,9 @@ typedef struct attn_explain_input {
     attn_explain_mode mode;
     int causal;   /* top-left causal mask: token i sees tokens 0..i */
     int no_scale; /* ATTN_EXPLAIN_QKV: skip the 1/sqrt(d_k) (scale 1) */
+    /* ATTN_EXPLAIN_QKV: divide by sqrt(d_model), the model's width, instead of
+     * sqrt(d_k), a classic slip in notebooks (added in 0.3.0). */
+    int scale_by_d_model;
 } attn_explain_input;
 
 /* Every intermediate matrix, computed by attn_scores and attn_sdpa. Each is

@@ -397,6 +397,19 @@ def test_cost():
            kept[-1] < 2 ** 30 / 100 and times[-1] > times[0], r.stdout)
 
 
+def test_scale_by_d_model():
+    """--scale-by d_model: the notebook slip, 1/sqrt(d_model) instead of 1/sqrt(d_k), flattens the weights."""
+    j, right = explain_json("--scale-by", "d_model"), explain_json()
+    w, w0 = mat(j, "weights"), mat(right, "weights")
+    report("scale_by_d_model", abs(j["scale"] - 1 / math.sqrt(8)) < 1e-15 and abs(right["scale"] - 0.5) < 1e-15 and
+           w[2, 1] < w0[2, 1] and np.allclose(mat(j, "scaled"), mat(j, "scores") / math.sqrt(8), atol=1e-15),
+           f"{j['scale']} {w[2, 1]} {w0[2, 1]}")
+    r = run("explain", "--scale-by", "d_model", "--step", "scaled")
+    report("scale_by_d_model_says_why", "sqrt(d_model)" in r.stdout and "wrong constant" in r.stdout, r.stdout[:200])
+    expect_error("scale_by_with_no_scale", ["explain", "--scale-by", "d_model", "--no-scale"], 2, r"--scale-by")
+    expect_error("scale_by_unknown", ["explain", "--scale-by", "d_v"], 2, r"d_k or d_model")
+
+
 def test_width():
     """Matrices fit the terminal: cut headers, and blocks of columns when too wide."""
     fox = "the quick brown fox jumped over the lazy dog"
@@ -506,6 +519,7 @@ def main():
     test_width()
     test_tied_and_lookup()
     test_cost()
+    test_scale_by_d_model()
     test_scaling()
     test_errors()
     return 1 if failed else 0

@@ -72,7 +72,7 @@ attn_status attn_explain_run(attn_explain *ex, const attn_explain_input *in, att
             (st = project(ex->K, in->X, in->W_K, n, in->d_model, dk, err)) ||
             (st = project(ex->V, in->X, in->W_V, n, in->d_model, dv, err)))
             goto fail;
-        ex->scale = in->no_scale ? 1.0 : 1.0 / sqrt((double)dk);
+        ex->scale = in->no_scale ? 1.0 : 1.0 / sqrt((double)(in->scale_by_d_model ? in->d_model : dk));
     } else {
         /* The first steps: no projections, q = k = v = X. Plain
          * averaging is attention with every score equal: scale 0. */

@@ -79,6 +79,7 @@ def main():
         "explain_vocab": ["explain", "--vocab"],
         "explain_json_step": ["explain", "--json", "--step", "weights"],
         "explain_tied": ["explain", "--tied", "--step", "scores", "the", "cat"],
+        "explain_scale_by": ["explain", "--scale-by", "d_model", "--step", "scaled"],
     }
     for n, a in named.items():
         write("args", n, "\0".join(a))
