@@ -19,6 +19,8 @@ static const char EXPLAIN_USAGE[] =
     "                       weights output summary\n"
     "  --causal             each word sees only itself and the words before it\n"
     "  --no-scale           do not divide the scores by sqrt(d_k)\n"
+    "  --positions KIND     none (default), sinusoidal (added to X) or rope (Q and K\n"
+    "                       turned by position): with positions, word order counts\n"
     "  --scale-by WHAT      d_k (default) or d_model: divide by sqrt(d_model), the\n"
     "                       model's width, to see what that common slip does\n"
     "  --random-head        the toy's fixed-seed random head instead of the wired one\n"
@@ -51,6 +53,7 @@ typedef struct args {
     const char *embeddings, *tokens, *wq, *wk, *wv, *step, *colour;
     attn_explain_mode mode;
     bool causal, no_scale, random_head, json, tied, cost, scale_by_d_model;
+    attn_explain_positions positions;
 } args;
 
 /* The toy's vocabulary, wrapped under a heading (for --help). */
@@ -147,6 +150,11 @@ static int parse_args(int argc, char **argv, args *a) {
                    cli_option(argc, argv, &i, NULL, "--wv", &a->wv, &code) ||
                    cli_option(argc, argv, &i, NULL, "--step", &a->step, &code) ||
                    cli_option(argc, argv, &i, NULL, "--color", &a->colour, &code)) {
+        } else if (cli_option(argc, argv, &i, NULL, "--positions", &val, &code)) {
+            if (val && strcmp(val, "none") == 0) a->positions = ATTN_EXPLAIN_NO_POSITIONS;
+            else if (val && strcmp(val, "sinusoidal") == 0) a->positions = ATTN_EXPLAIN_SINUSOIDAL;
+            else if (val && strcmp(val, "rope") == 0) a->positions = ATTN_EXPLAIN_ROPE;
+            else if (val) code = cli_error(EXIT_USAGE, "--positions takes none, sinusoidal or rope, not '%s'", val);
         } else if (cli_option(argc, argv, &i, NULL, "--scale-by", &val, &code)) {
             if (val && strcmp(val, "d_model") == 0) a->scale_by_d_model = true;
             else if (val && strcmp(val, "d_k") != 0) code = cli_error(EXIT_USAGE, "--scale-by takes d_k or d_model, not '%s'", val);
@@ -187,6 +195,8 @@ static int parse_args(int argc, char **argv, args *a) {
             return cli_error(EXIT_USAGE, "unknown --step '%s'; steps: tokens x wq wk wv q k v "
                              "scores scaled weights output summary", a->step);
     }
+    if (a->positions && a->mode != ATTN_EXPLAIN_QKV)
+        return cli_error(EXIT_USAGE, "--positions needs --mode qkv: positions enter through the projections");
     if (a->scale_by_d_model && (a->no_scale || a->mode != ATTN_EXPLAIN_QKV))
         return cli_error(EXIT_USAGE, "--scale-by d_model changes the scaling: not with --no-scale or --mode dot/average");
     if (a->tied && a->mode != ATTN_EXPLAIN_QKV)
@@ -468,6 +478,15 @@ static void print_inputs(const args *a, const model *m, const attn_explain *ex, 
                        : "X: one row per word, one column per feature",
                 n, m->d_model, m->ids ? "Each word is looked up in the embedding table by its id." : "Your embeddings.");
         matrix(m->X, n, m->d_model, m->tokens, m->features, CLI_DIVERGING, false, colour);
+        if (ex->P) {
+            heading("P: where each word is, sin and cos of its position at 4 frequencies", n, m->d_model,
+                    "Added to X, so that the projections see which word is where: X + P goes on.");
+            char **pl = calloc((size_t)m->d_model, sizeof *pl); /* sin0 cos0 sin1 ...: frequency j / 2 */
+            for (int j = 0; pl && j < m->d_model; j++)
+                if ((pl[j] = malloc(16))) snprintf(pl[j], 16, "%s%d", j % 2 ? "cos" : "sin", j / 2);
+            matrix(ex->P, n, m->d_model, m->tokens, pl, CLI_DIVERGING, false, colour);
+            free_labels(pl, m->d_model);
+        }
     }
     if (qkv) {
         const char *names[3] = {"W_Q", "W_K", "W_V"}, *steps[3] = {"wq", "wk", "wv"};
@@ -493,8 +512,12 @@ static void print_text(const args *a, const model *m, const attn_explain *ex, cl
                                 strcmp(a->step, "tokens") == 0)))
         cli_print_legend(stdout, CLI_DIVERGING, colour);
     print_inputs(a, m, ex, colour);
-    const char *qtitle[3] = {"Q = X W_Q: each word's query", "K = X W_K: each word's key",
-                             "V = X W_V: each word's value"};
+    bool rope = a->positions == ATTN_EXPLAIN_ROPE, added = a->positions == ATTN_EXPLAIN_SINUSOIDAL;
+    const char *qtitle[3] = {rope ? "Q = RoPE(X W_Q): each word's query, turned by its position"
+                             : added ? "Q = (X + P) W_Q: each word's query" : "Q = X W_Q: each word's query",
+                             rope ? "K = RoPE(X W_K): each word's key, turned by its position"
+                             : added ? "K = (X + P) W_K: each word's key" : "K = X W_K: each word's key",
+                             added ? "V = (X + P) W_V: each word's value" : "V = X W_V: each word's value"};
     const char *steps[3] = {"q", "k", "v"};
     const double *qkvm[3] = {ex->Q, ex->K, ex->V};
     for (int i = 0; i < 3; i++)
@@ -556,16 +579,19 @@ static void print_text(const args *a, const model *m, const attn_explain *ex, cl
                "   ones through W_Q, W_K and W_V, and divides the scores by sqrt(d_k).\n");
     } else if (!a->step) {
         printf("\n   All of it is one line: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.\n"
-               "   Two things are still missing. Nothing here knows word order: shuffle the\n"
-               "   sentence and each word's output only moves with it. And one head asks one\n"
-               "   question per word; real models add positions and run many heads at once.\n"
+               "%s"
+               "   One head asks one question per word; real models run many heads at once.\n"
                "   And these weights were wired by hand, where models learn theirs: `attn train`\n"
-               "   shows a head learning, from sentences, to make each verb look at its subject.\n");
+               "   shows a head learning, from sentences, to make each verb look at its subject.\n",
+               a->positions ? "   With positions, word order counts: shuffle the sentence and the weights\n"
+                              "   change, not only their order.\n"
+                            : "   Nothing here knows word order: shuffle the sentence and each word's output\n"
+                              "   only moves with it (--positions sinusoidal or rope adds it).\n");
     }
 }
 
 int cmd_explain(int argc, char **argv) {
-    args a = {{0}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ATTN_EXPLAIN_QKV, false, false, false, false, false, false, false};
+    args a = {{0}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ATTN_EXPLAIN_QKV, false, false, false, false, false, false, false, ATTN_EXPLAIN_NO_POSITIONS};
     int code = parse_args(argc, argv, &a);
     if (code || cli_stop == CLI_STOP_AFTER_PARSE) return code < 0 ? 0 : code;
     if (a.cost) return cli_explain_cost();
@@ -578,7 +604,7 @@ int cmd_explain(int argc, char **argv) {
     }
     attn_explain ex = {0};
     attn_explain_input in = {m.n, m.d_model, m.d_k, m.d_v, m.X, m.W_Q, m.W_K, m.W_V,
-                             a.mode, a.causal, a.no_scale, a.scale_by_d_model};
+                             a.mode, a.causal, a.no_scale, a.scale_by_d_model, a.positions};
     if (!code) {
         attn_error err;
         if (attn_explain_run(&ex, &in, &err)) code = cli_error(EXIT_DATA, "%s", err.message);

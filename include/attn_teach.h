@@ -101,6 +101,21 @@ typedef enum attn_explain_mode {
     ATTN_EXPLAIN_AVERAGE = 2
 } attn_explain_mode;
 
+/* Where word order comes in (added in 0.3.0). Without positions attention
+ * cannot tell word order: shuffling the words only moves the output rows.
+ *   ATTN_EXPLAIN_NO_POSITIONS   none (the default)
+ *   ATTN_EXPLAIN_SINUSOIDAL     X + P, P the original paper's sinusoidal
+ *                               encodings (attn_sinusoidal_positions), before
+ *                               the projections
+ *   ATTN_EXPLAIN_ROPE           Q and K turned by RoPE (attn_rope, halves,
+ *                               base 10000) after the projections, so the
+ *                               scores depend on how far apart two words are */
+typedef enum attn_explain_positions {
+    ATTN_EXPLAIN_NO_POSITIONS = 0,
+    ATTN_EXPLAIN_SINUSOIDAL = 1,
+    ATTN_EXPLAIN_ROPE = 2
+} attn_explain_positions;
+
 /* What to explain. Matrices are f64, C order. */
 typedef struct attn_explain_input {
     int n_tokens, d_model;     /* X is (n_tokens, d_model) */
@@ -113,6 +128,7 @@ typedef struct attn_explain_input {
     /* ATTN_EXPLAIN_QKV: divide by sqrt(d_model), the model's width, instead of
      * sqrt(d_k), a classic slip in notebooks (added in 0.3.0). */
     int scale_by_d_model;
+    attn_explain_positions positions; /* ATTN_EXPLAIN_QKV only (added in 0.3.0) */
 } attn_explain_input;
 
 /* Every intermediate matrix, computed by attn_scores and attn_sdpa. Each is
@@ -127,6 +143,7 @@ typedef struct attn_explain {
     double *scaled;   /* (n, n) Q·Kᵀ·scale, -inf where the causal mask hides a key */
     double *weights;  /* (n, n) softmax of each row of scaled; rows sum to 1 */
     double *output;   /* (n, d_v) weights·V */
+    double *P;        /* (n, d_model) the sinusoidal positions added to X, or NULL (added in 0.3.0) */
 } attn_explain;
 
 /* Compute every matrix of `in` into *ex (allocated by the library: free it

@@ -410,6 +410,43 @@ def test_scale_by_d_model():
     expect_error("scale_by_unknown", ["explain", "--scale-by", "d_v"], 2, r"d_k or d_model")
 
 
+def numpy_rope(x):
+    """RoPE from its definition (halves layout, base 10000), row i at position i."""
+    n, d = x.shape
+    inv = 1.0 / 10000 ** (np.arange(0, d, 2) / d)
+    ang = np.outer(np.arange(n), inv)
+    a, b = x[:, :d // 2], x[:, d // 2:]
+    return np.concatenate([a * np.cos(ang) - b * np.sin(ang), b * np.cos(ang) + a * np.sin(ang)], axis=1)
+
+
+def test_positions():
+    """--positions: sinusoidal P added to X, or RoPE on Q and K; either way the order of
+    the words now changes the weights, not only where their rows are."""
+    j = explain_json("--positions", "rope")
+    X, WQ, WK = mat(j, "X"), mat(j, "W_Q"), mat(j, "W_K")
+    report("positions_rope_turns_q_and_k", j["positions"] == "rope" and j["P"] is None and
+           np.allclose(mat(j, "Q"), numpy_rope(X @ WQ), atol=1e-14) and np.allclose(mat(j, "K"), numpy_rope(X @ WK), atol=1e-14),
+           str(mat(j, "Q")[:2]))
+    j = explain_json("--positions", "sinusoidal")
+    n, d = mat(j, "X").shape
+    pos, i = np.arange(n)[:, None], np.arange(d)[None, :]
+    P = np.where(i % 2 == 0, np.sin(pos / 10000 ** ((i // 2 * 2) / d)), np.cos(pos / 10000 ** ((i // 2 * 2) / d)))
+    report("positions_sinusoidal_adds_p", j["positions"] == "sinusoidal" and np.allclose(mat(j, "P"), P, atol=1e-15) and
+           np.allclose(mat(j, "Q"), (mat(j, "X") + P) @ mat(j, "W_Q"), atol=1e-14), str(mat(j, "P")[1]))
+    order = [5, 3, 0, 2, 4, 1]  # "mat on the sat the cat" from "the cat sat on the mat"
+    words = DEFAULT.split()
+    shuffled = " ".join(words[o] for o in order)
+    for kind in ("none", "sinusoidal", "rope"):
+        w0 = mat(explain_json("--positions", kind), "weights")
+        w1 = mat(explain_json("--positions", kind, shuffled), "weights")
+        moved = np.allclose(w1, w0[np.ix_(order, order)], atol=1e-12)
+        report(f"positions_{kind}_shuffle", moved == (kind == "none"),
+               "the shuffled weights are %sa permutation" % ("" if moved else "not "))
+    expect_error("positions_need_qkv", ["explain", "--positions", "rope", "--mode", "dot"], 2, r"--positions needs")
+    r = run("explain", "--positions", "rope", "--step", "q")
+    report("positions_rope_text", "RoPE(X W_Q)" in r.stdout, r.stdout[:200])
+
+
 def test_width():
     """Matrices fit the terminal: cut headers, and blocks of columns when too wide."""
     fox = "the quick brown fox jumped over the lazy dog"
@@ -520,6 +557,7 @@ def main():
     test_tied_and_lookup()
     test_cost()
     test_scale_by_d_model()
+    test_positions()
     test_scaling()
     test_errors()
     return 1 if failed else 0

@@ -56,7 +56,7 @@ const char *web_explain(const char *sentence, int head, int causal, int no_scale
     attn_toy_embed(x, tok, n, NULL);
     attn_toy_weights(wq, wk, wv, h, NULL);
     attn_explain_input in = {n, ATTN_TOY_D_MODEL, ATTN_TOY_D_K, ATTN_TOY_D_K, x, wq, wk, wv,
-                             (attn_explain_mode)mode, causal, no_scale, 0};
+                             (attn_explain_mode)mode, causal, no_scale, 0, ATTN_EXPLAIN_NO_POSITIONS};
     attn_explain ex;
     if (attn_explain_run(&ex, &in, &err)) return error_json(err.message, -1, 0, NULL);
 

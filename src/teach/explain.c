@@ -31,6 +31,12 @@ static attn_status check_input(const attn_explain_input *in, attn_error *err) {
     if (in->n_tokens < 1 || in->d_model < 1)
         return attn_fail(err, ATTN_ERR_ARGUMENT, "n_tokens (%d) and d_model (%d) must be >= 1",
                          in->n_tokens, in->d_model);
+    if ((unsigned)in->positions > ATTN_EXPLAIN_ROPE)
+        return attn_fail(err, ATTN_ERR_OPTION, "positions %d is not an attn_explain_positions", (int)in->positions);
+    if (in->positions && in->mode != ATTN_EXPLAIN_QKV)
+        return attn_fail(err, ATTN_ERR_OPTION, "positions need mode qkv (the projections)");
+    if (in->positions == ATTN_EXPLAIN_ROPE && in->d_k % 2)
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "RoPE turns pairs: d_k (%d) must be even", in->d_k);
     if (in->mode == ATTN_EXPLAIN_QKV) {
         if (!in->W_Q || !in->W_K || !in->W_V)
             return attn_fail(err, ATTN_ERR_NULL, "mode qkv needs W_Q, W_K and W_V");
@@ -41,6 +47,30 @@ static attn_status check_input(const attn_explain_input *in, attn_error *err) {
     return ATTN_OK;
 }
 
+/* xp = X, or X + P with sinusoidal positions (ex->P, after xp in the block). */
+static attn_status positioned(attn_explain *ex, double *xp, const attn_explain_input *in, attn_error *err) {
+    size_t count = (size_t)in->n_tokens * (size_t)in->d_model;
+    memcpy(xp, in->X, sizeof(double) * count);
+    if (in->positions != ATTN_EXPLAIN_SINUSOIDAL) return ATTN_OK;
+    ex->P = xp + count;
+    attn_tensor tp;
+    int64_t shape[2] = {in->n_tokens, in->d_model};
+    attn_tensor_init(&tp, ex->P, ATTN_F64, 2, shape, NULL, NULL);
+    attn_status st = attn_sinusoidal_positions(&tp, 0, err);
+    for (size_t i = 0; !st && i < count; i++) xp[i] += ex->P[i];
+    return st;
+}
+
+/* With RoPE, Q and K turned in place, row i at position i. */
+static attn_status turned(attn_explain *ex, const attn_explain_input *in, attn_error *err) {
+    if (in->positions != ATTN_EXPLAIN_ROPE) return ATTN_OK;
+    attn_tensor tq, tk;
+    int64_t shape[2] = {ex->n, ex->d_k};
+    attn_tensor_init(&tq, ex->Q, ATTN_F64, 2, shape, NULL, NULL), attn_tensor_init(&tk, ex->K, ATTN_F64, 2, shape, NULL, NULL);
+    attn_status st = attn_rope(&tq, &tq, NULL, err);
+    return st ? st : attn_rope(&tk, &tk, NULL, err);
+}
+
 attn_status attn_explain_run(attn_explain *ex, const attn_explain_input *in, attn_error *err) {
     if (!ex) return attn_fail(err, ATTN_ERR_NULL, "explain result is NULL");
     memset(ex, 0, sizeof *ex);
@@ -49,12 +79,13 @@ attn_status attn_explain_run(attn_explain *ex, const attn_explain_input *in, att
 
     bool qkv = in->mode == ATTN_EXPLAIN_QKV;
     int n = in->n_tokens, dk = qkv ? in->d_k : in->d_model, dv = qkv ? in->d_v : in->d_model;
-    /* One block for all seven matrices: Q, K (n, dk), V, output (n, dv),
-     * scores, scaled, weights (n, n). */
-    int64_t words, a, b, c;
+    /* One block for all the matrices: Q, K (n, dk), V, output (n, dv),
+     * scores, scaled, weights (n, n), and P and X + P (n, d_model). */
+    int64_t words, a, b, c, x;
     if (!attn_mul_i64(2 * (int64_t)n, dk, &a) || !attn_mul_i64(2 * (int64_t)n, dv, &b) ||
-        !attn_mul_i64(3 * (int64_t)n, n, &c) || !attn_add_i64(a, b, &words) ||
-        !attn_add_i64(words, c, &words) || (uint64_t)words > SIZE_MAX / sizeof(double))
+        !attn_mul_i64(3 * (int64_t)n, n, &c) || !attn_mul_i64(2 * (int64_t)n, in->d_model, &x) ||
+        !attn_add_i64(a, b, &words) || !attn_add_i64(words, c, &words) || !attn_add_i64(words, x, &words) ||
+        (uint64_t)words > SIZE_MAX / sizeof(double))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "matrices for %d tokens overflow", n);
     double *block = malloc((size_t)words * sizeof(double));
     if (!block) return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the explainer's matrices");
@@ -66,11 +97,12 @@ attn_status attn_explain_run(attn_explain *ex, const attn_explain_input *in, att
     ex->scores = ex->output + (size_t)n * dv;
     ex->scaled = ex->scores + (size_t)n * n;
     ex->weights = ex->scaled + (size_t)n * n;
+    double *xp = ex->weights + (size_t)n * n; /* X + P (or X) */
 
     if (qkv) {
-        if ((st = project(ex->Q, in->X, in->W_Q, n, in->d_model, dk, err)) ||
-            (st = project(ex->K, in->X, in->W_K, n, in->d_model, dk, err)) ||
-            (st = project(ex->V, in->X, in->W_V, n, in->d_model, dv, err)))
+        if ((st = positioned(ex, xp, in, err)) || (st = project(ex->Q, xp, in->W_Q, n, in->d_model, dk, err)) ||
+            (st = project(ex->K, xp, in->W_K, n, in->d_model, dk, err)) ||
+            (st = project(ex->V, xp, in->W_V, n, in->d_model, dv, err)) || (st = turned(ex, in, err)))
             goto fail;
         ex->scale = in->no_scale ? 1.0 : 1.0 / sqrt((double)(in->scale_by_d_model ? in->d_model : dk));
     } else {

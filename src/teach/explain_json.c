@@ -55,9 +55,12 @@ attn_status attn_explain_json(char *buf, size_t size, size_t *length, const attn
     put_labels(&w, "value_features", labels->value_features, ex->d_v);
     put(&w, "  \"mode\": \"%s\",\n  \"head\": ", MODES[in->mode]);
     put_string(&w, labels->head ? labels->head : "");
+    static const char *const POSITIONS[] = {"none", "sinusoidal", "rope"};
     put(&w, ",\n  \"causal\": %s,\n  \"scale\": %.17g,\n", in->causal ? "true" : "false", ex->scale);
+    put(&w, "  \"positions\": \"%s\",\n", POSITIONS[(unsigned)in->positions <= ATTN_EXPLAIN_ROPE ? in->positions : 0]);
     put(&w, "  \"d_model\": %d,\n  \"d_k\": %d,\n  \"d_v\": %d,\n", ex->d_model, ex->d_k, ex->d_v);
     put_matrix(&w, "X", in->X, n, ex->d_model, false);
+    put_matrix(&w, "P", ex->P, n, ex->d_model, false);
     put_matrix(&w, "W_Q", qkv ? in->W_Q : NULL, ex->d_model, ex->d_k, false);
     put_matrix(&w, "W_K", qkv ? in->W_K : NULL, ex->d_model, ex->d_k, false);
     put_matrix(&w, "W_V", qkv ? in->W_V : NULL, ex->d_model, ex->d_v, false);

@@ -80,6 +80,7 @@ def main():
         "explain_json_step": ["explain", "--json", "--step", "weights"],
         "explain_tied": ["explain", "--tied", "--step", "scores", "the", "cat"],
         "explain_scale_by": ["explain", "--scale-by", "d_model", "--step", "scaled"],
+        "explain_positions": ["explain", "--positions", "rope", "--step", "q"],
     }
     for n, a in named.items():
         write("args", n, "\0".join(a))
