@@ -40,9 +40,10 @@ static const char *error_json(const char *message, int start, int length, const 
 }
 
 /* The toy model on `sentence`: head 0 wired, 1 random; mode 0 qkv, 1 dot,
- * 2 average. On a bad sentence: {"error", "start", "length", "suggestion"}. */
+ * 2 average; positions an attn_explain_positions (qkv only). On a bad
+ * sentence: {"error", "start", "length", "suggestion"}. */
 WEB_EXPORT("web_explain")
-const char *web_explain(const char *sentence, int head, int causal, int no_scale, int mode) {
+const char *web_explain(const char *sentence, int head, int causal, int no_scale, int mode, int positions) {
     attn_toy_token tok[ATTN_TOY_MAX_TOKENS + 1];
     attn_error err;
     int n = 0;
@@ -56,7 +57,7 @@ const char *web_explain(const char *sentence, int head, int causal, int no_scale
     attn_toy_embed(x, tok, n, NULL);
     attn_toy_weights(wq, wk, wv, h, NULL);
     attn_explain_input in = {n, ATTN_TOY_D_MODEL, ATTN_TOY_D_K, ATTN_TOY_D_K, x, wq, wk, wv,
-                             (attn_explain_mode)mode, causal, no_scale, 0, ATTN_EXPLAIN_NO_POSITIONS};
+                             (attn_explain_mode)mode, causal, no_scale, 0, (attn_explain_positions)positions};
     attn_explain ex;
     if (attn_explain_run(&ex, &in, &err)) return error_json(err.message, -1, 0, NULL);
 

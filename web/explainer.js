@@ -27,12 +27,14 @@ function readString(ptr) {
 
 // Explain `sentence`: the same JSON object as `attn explain --json`, or
 // {error, start, length, suggestion}.
-function explain(sentence, head, causal, noScale) {
+const POSITIONS = ['none', 'sinusoidal', 'rope'];
+function explain(sentence, head, causal, noScale, positions = 'none') {
   const bytes = new TextEncoder().encode(sentence + '\0');
   const ptr = lib.web_alloc(bytes.length);
   new Uint8Array(lib.memory.buffer).set(bytes, ptr);
   try {
-    return JSON.parse(readString(lib.web_explain(ptr, head === 'random' ? 1 : 0, causal ? 1 : 0, noScale ? 1 : 0, 0)));
+    return JSON.parse(readString(lib.web_explain(ptr, head === 'random' ? 1 : 0, causal ? 1 : 0, noScale ? 1 : 0, 0,
+      Math.max(0, POSITIONS.indexOf(positions)))));
   } finally {
     lib.web_free(ptr);
   }
@@ -46,7 +48,8 @@ function scaling(d) {
 
 // ---- state and the URL fragment ---------------------------------------------
 
-const state = { sentence: 'the cat sat on the mat', causal: false, head: 'wired', noScale: false, result: null };
+const state = { sentence: 'the cat sat on the mat', causal: false, head: 'wired', noScale: false, positions: 'none',
+  result: null };
 
 function readFragment() {
   const params = new URLSearchParams(location.hash.slice(1));
@@ -54,6 +57,7 @@ function readFragment() {
   state.causal = params.get('causal') === '1';
   state.head = params.get('head') === 'random' ? 'random' : 'wired';
   state.noScale = params.get('noscale') === '1';
+  state.positions = POSITIONS.includes(params.get('pos')) ? params.get('pos') : 'none';
 }
 
 function writeFragment() {
@@ -62,6 +66,7 @@ function writeFragment() {
   if (state.causal) params.set('causal', '1');
   if (state.head !== 'wired') params.set('head', state.head);
   if (state.noScale) params.set('noscale', '1');
+  if (state.positions !== 'none') params.set('pos', state.positions);
   const hash = '#' + params.toString();
   if (location.hash !== hash) history.replaceState(null, '', hash);
 }
@@ -320,7 +325,7 @@ function showError(result, sentence) {
 
 function update() {
   try {
-    const r = explain(state.sentence, state.head, state.causal, state.noScale);
+    const r = explain(state.sentence, state.head, state.causal, state.noScale, state.positions);
     showError(r, state.sentence);
     writeFragment();
     // A note about a shuffle belongs to the sentence it shuffled.
@@ -365,11 +370,15 @@ function shuffleWords() {
   document.getElementById('sentence').value = state.sentence;
   update();
   const after = state.result;
-  // Each output row moved with its word and did not change.
+  // Without positions each output row moves with its word, unchanged; with
+  // them, where a word stands changes what it takes in.
   const same = order.every((o, i) => after.output[i].every((x, j) => Math.abs(x - before.output[o][j]) < 1e-12));
-  document.getElementById('shuffle-note').textContent = same
-    ? 'Shuffled. Every word kept exactly the same output row; the rows only moved with their words.'
-    : 'Shuffled. The outputs changed, which attention without positions should never do.';
+  document.getElementById('shuffle-note').textContent = state.positions === 'none'
+    ? (same ? 'Shuffled. Every word kept exactly the same output row; the rows only moved with their words.'
+      : 'Shuffled. The outputs changed, which attention without positions should never do.')
+    : (same ? 'Shuffled. The outputs only moved: these positions did not change anything here.'
+      : `Shuffled. With ${state.positions === 'rope' ? 'RoPE' : 'sinusoidal'} positions the outputs changed, ` +
+        'not only their order: where a word stands now counts.');
 }
 
 // ---- the sqrt(d_k) demo -------------------------------------------------------------
@@ -462,10 +471,12 @@ async function main() {
   input.value = state.sentence;
   document.getElementById('causal').checked = state.causal;
   document.getElementById('head-scale').checked = !state.noScale;
+  document.getElementById('positions').value = state.positions;
   document.querySelector(`input[name=head][value=${state.head}]`).checked = true;
   input.addEventListener('input', () => { state.sentence = input.value; update(); });
   document.getElementById('causal').addEventListener('change', (e) => { state.causal = e.target.checked; update(); });
   document.getElementById('head-scale').addEventListener('change', (e) => { state.noScale = !e.target.checked; update(); });
+  document.getElementById('positions').addEventListener('change', (e) => { state.positions = e.target.value; update(); });
   for (const radio of document.querySelectorAll('input[name=head]'))
     radio.addEventListener('change', (e) => { state.head = e.target.value; update(); });
   document.getElementById('shuffle').addEventListener('click', shuffleWords);
@@ -477,6 +488,7 @@ async function main() {
     input.value = state.sentence;
     document.getElementById('causal').checked = state.causal;
     document.getElementById('head-scale').checked = !state.noScale;
+    document.getElementById('positions').value = state.positions;
     update();
   });
   buildVocab();

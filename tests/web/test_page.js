@@ -235,6 +235,22 @@ async function main() {
   await page.check('#head-scale');
   await page.waitForFunction(() => !/noscale/.test(location.hash));
 
+  // Positions: the library's own numbers (the same as attn explain --positions), and a
+  // shuffle that changes the outputs, not only their order.
+  for (const kind of ['sinusoidal', 'rope']) {
+    await setSentence(page, 'the cat sat on the mat');
+    await page.selectOption('#positions', kind);
+    await page.waitForFunction((k) => new RegExp('pos=' + k).test(location.hash), kind);
+    const shown = await page.evaluate(() => window.attnLast.weights);
+    const want = cli('the cat sat on the mat', ['--positions', kind]).weights;
+    const agree = shown.every((row, i) => row.every((x, j) => Math.abs(x - want[i][j]) < 1e-12));
+    await page.click('#shuffle');
+    await page.waitForFunction(() => document.getElementById('shuffle-note').textContent.length > 0);
+    const note = await page.textContent('#shuffle-note');
+    report(`positions_${kind}_on_the_page`, agree && /not only their order/.test(note), note);
+  }
+  await page.selectOption('#positions', 'none');
+
   // Screenshots for review, wide and narrow; the narrow page does not scroll sideways.
   await page.screenshot({ path: path.join(BUILD, 'explainer.png'), fullPage: true });
   await page.setViewportSize({ width: 390, height: 844 });
