@@ -19,6 +19,8 @@ static const char EXPLAIN_USAGE[] =
     "                       weights output summary\n"
     "  --causal             each word sees only itself and the words before it\n"
     "  --no-scale           do not divide the scores by sqrt(d_k)\n"
+    "  --source SENTENCE    cross-attention: keys and values from this sentence, queries\n"
+    "                       from the first (a decoder reading its encoder)\n"
     "  --positions KIND     none (default), sinusoidal (added to X) or rope (Q and K\n"
     "                       turned by position): with positions, word order counts\n"
     "  --scale-by WHAT      d_k (default) or d_model: divide by sqrt(d_model), the\n"
@@ -50,7 +52,7 @@ enum { N_STEPS = sizeof STEPS / sizeof STEPS[0] };
 
 typedef struct args {
     char sentence[4096];
-    const char *embeddings, *tokens, *wq, *wk, *wv, *step, *colour;
+    const char *embeddings, *tokens, *wq, *wk, *wv, *step, *colour, *source;
     attn_explain_mode mode;
     bool causal, no_scale, random_head, json, tied, cost, scale_by_d_model;
     attn_explain_positions positions;
@@ -96,6 +98,9 @@ typedef struct model {
     double *X, *W_Q, *W_K, *W_V;
     const char *head; /* "wired", "random" or "custom" (", tied" with --tied) */
     int *ids;         /* the toy's vocabulary ids of the tokens, or NULL (--embeddings) */
+    int n_src;        /* --source: its tokens, their labels and X, else 0 and NULL */
+    char **src_tokens;
+    double *X_src;
 } model;
 
 static char **numbered_labels(const char *prefix, int n) {
@@ -124,6 +129,7 @@ static void free_model(model *m) {
     free_labels(m->q_cols, m->d_k);
     free_labels(m->v_cols, m->d_v);
     free(m->X), free(m->W_Q), free(m->W_K), free(m->W_V), free(m->ids);
+    free_labels(m->src_tokens, m->n_src), free(m->X_src);
 }
 
 static int parse_args(int argc, char **argv, args *a) {
@@ -149,7 +155,8 @@ static int parse_args(int argc, char **argv, args *a) {
                    cli_option(argc, argv, &i, NULL, "--wk", &a->wk, &code) ||
                    cli_option(argc, argv, &i, NULL, "--wv", &a->wv, &code) ||
                    cli_option(argc, argv, &i, NULL, "--step", &a->step, &code) ||
-                   cli_option(argc, argv, &i, NULL, "--color", &a->colour, &code)) {
+                   cli_option(argc, argv, &i, NULL, "--color", &a->colour, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--source", &a->source, &code)) {
         } else if (cli_option(argc, argv, &i, NULL, "--positions", &val, &code)) {
             if (val && strcmp(val, "none") == 0) a->positions = ATTN_EXPLAIN_NO_POSITIONS;
             else if (val && strcmp(val, "sinusoidal") == 0) a->positions = ATTN_EXPLAIN_SINUSOIDAL;
@@ -195,6 +202,9 @@ static int parse_args(int argc, char **argv, args *a) {
             return cli_error(EXIT_USAGE, "unknown --step '%s'; steps: tokens x wq wk wv q k v "
                              "scores scaled weights output summary", a->step);
     }
+    if (a->source && (a->embeddings || a->causal || a->positions == ATTN_EXPLAIN_SINUSOIDAL))
+        return cli_error(EXIT_USAGE, "--source reads a second sentence: not with --embeddings, --causal (two sentences "
+                         "have no common order) or --positions sinusoidal");
     if (a->positions && a->mode != ATTN_EXPLAIN_QKV)
         return cli_error(EXIT_USAGE, "--positions needs --mode qkv: positions enter through the projections");
     if (a->scale_by_d_model && (a->no_scale || a->mode != ATTN_EXPLAIN_QKV))
@@ -288,20 +298,29 @@ static char *position_label(const attn_toy_token *tok, int n, int i) {
     return label;
 }
 
-static int load_sentence(const args *a, model *m) {
+/* A sentence of the toy's words: its X, labels and ids (ids may be NULL). */
+static int read_sentence(const args *a, const char *text, const char *what, int *n, double **X, char ***labels,
+                         int **ids) {
     attn_toy_token tok[ATTN_TOY_MAX_TOKENS];
     attn_error err;
-    if (attn_toy_tokenize(tok, ATTN_TOY_MAX_TOKENS, &m->n, a->sentence, &err))
-        return cli_error(EXIT_DATA, "%s", err.message);
-    m->d_model = ATTN_TOY_D_MODEL;
-    m->X = malloc(sizeof(double) * (size_t)m->n * ATTN_TOY_D_MODEL);
-    m->tokens = calloc((size_t)m->n, sizeof *m->tokens);
-    if (!m->X || !m->tokens) return cli_error(EXIT_DATA, "out of memory");
+    if (attn_toy_tokenize(tok, ATTN_TOY_MAX_TOKENS, n, text, &err))
+        return cli_error(EXIT_DATA, "%s%s", what, err.message);
+    *X = malloc(sizeof(double) * (size_t)*n * ATTN_TOY_D_MODEL);
+    *labels = calloc((size_t)*n, sizeof **labels);
+    if (!*X || !*labels) return cli_error(EXIT_DATA, "out of memory");
     /* The text labels repeated words by position; the JSON keeps the words. */
-    for (int i = 0; i < m->n; i++) m->tokens[i] = a->json ? strdup(attn_toy_word(tok[i].id)) : position_label(tok, m->n, i);
-    attn_toy_embed(m->X, tok, m->n, NULL);
-    m->ids = malloc(sizeof(int) * (size_t)m->n);
-    for (int i = 0; m->ids && i < m->n; i++) m->ids[i] = tok[i].id;
+    for (int i = 0; i < *n; i++) (*labels)[i] = a->json ? strdup(attn_toy_word(tok[i].id)) : position_label(tok, *n, i);
+    attn_toy_embed(*X, tok, *n, NULL);
+    if (ids && (*ids = malloc(sizeof(int) * (size_t)*n)))
+        for (int i = 0; i < *n; i++) (*ids)[i] = tok[i].id;
+    return 0;
+}
+
+static int load_sentence(const args *a, model *m) {
+    m->d_model = ATTN_TOY_D_MODEL;
+    int code = read_sentence(a, a->sentence, "", &m->n, &m->X, &m->tokens, &m->ids);
+    if (!code && a->source) code = read_sentence(a, a->source, "--source: ", &m->n_src, &m->X_src, &m->src_tokens, NULL);
+    if (code) return code;
     m->features = calloc(ATTN_TOY_D_MODEL, sizeof *m->features);
     for (int j = 0; m->features && j < ATTN_TOY_D_MODEL; j++) m->features[j] = strdup(attn_toy_feature(j));
     return 0;
@@ -362,7 +381,7 @@ static int load_weights(const args *a, model *m) {
 
 static int print_json(const model *m, const attn_explain *ex, const attn_explain_input *in) {
     attn_explain_labels labels = {(const char *const *)m->tokens, (const char *const *)m->features,
-                                  (const char *const *)m->v_cols, m->head};
+                                  (const char *const *)m->v_cols, m->head, (const char *const *)m->src_tokens};
     size_t len = 0;
     attn_error err;
     if (attn_explain_json(NULL, 0, &len, ex, in, &labels, &err))
@@ -390,10 +409,10 @@ static void matrix(const double *d, int rows, int cols, char **rl, char **cl, cl
     cli_print_matrix(stdout, &mx, colour);
 }
 
-/* The weights (n, n): under a causal mask the cells above the diagonal are
+/* The weights (n, nk): under a causal mask the cells above the diagonal are
  * printed as "·" (masked: exactly 0, and not a choice of the softmax). */
-static void weights_matrix(const double *d, int n, char **labels, bool causal, cli_colours colour) {
-    cli_matrix mx = {d, n, n, (const char *const *)labels, (const char *const *)labels, CLI_SEQUENTIAL, true, causal};
+static void weights_matrix(const double *d, int n, int nk, char **labels, char **keys, bool causal, cli_colours colour) {
+    cli_matrix mx = {d, n, nk, (const char *const *)labels, (const char *const *)keys, CLI_SEQUENTIAL, true, causal};
     cli_print_matrix(stdout, &mx, colour);
 }
 
@@ -410,23 +429,24 @@ static bool nearly_uniform(const double *row, int n, bool causal, int i) {
 
 /* "sat      -> cat 40% ████  sat 16% █  on 16% █" : the top three per word. */
 static void print_summary(const model *m, const attn_explain *ex, bool causal) {
-    int w = 4;
+    int w = 4, nk = ex->n_keys;
+    char **keys = m->src_tokens ? m->src_tokens : m->tokens; /* cross-attention: the source's words */
     for (int i = 0; i < m->n; i++) w = cli_display_width(m->tokens[i]) > w ? cli_display_width(m->tokens[i]) : w;
     for (int i = 0; i < m->n; i++) {
-        const double *row = ex->weights + (size_t)i * m->n;
+        const double *row = ex->weights + (size_t)i * nk;
         bool used[ATTN_TOY_MAX_TOKENS] = {false};
         printf("   %s%*s ->", m->tokens[i], w - cli_display_width(m->tokens[i]), "");
-        if (nearly_uniform(row, m->n, causal, i)) {
-            printf("  nearly uniform: every word it sees gets %.0f%% (±5)\n", 100.0 / (causal ? i + 1 : m->n));
+        if (nearly_uniform(row, nk, causal, i)) {
+            printf("  nearly uniform: every word it sees gets %.0f%% (±5)\n", 100.0 / (causal ? i + 1 : nk));
             continue;
         }
-        for (int k = 0; k < 3 && k < m->n; k++) {
+        for (int k = 0; k < 3 && k < nk; k++) {
             int best = -1;
-            for (int j = 0; j < m->n; j++)
+            for (int j = 0; j < nk; j++)
                 if (!used[j] && (best < 0 || row[j] > row[best])) best = j;
             used[best] = true;
             if (row[best] <= 0) break;
-            printf("  %s %2.0f%% ", m->tokens[best], 100 * row[best]);
+            printf("  %s %2.0f%% ", keys[best], 100 * row[best]);
             cli_print_bar(stdout, row[best], 10);
         }
         printf("\n");
@@ -466,6 +486,11 @@ static void print_inputs(const args *a, const model *m, const attn_explain *ex, 
         printf("\ntokens  (%d)\n  ", n);
         for (int i = 0; i < n; i++) printf(" %s", m->tokens[i]);
         printf("\n");
+        if (m->src_tokens) { /* cross-attention: the words that are read */
+            printf("source tokens  (%d): keys and values come from these\n  ", m->n_src);
+            for (int i = 0; i < m->n_src; i++) printf(" %s", m->src_tokens[i]);
+            printf("\n");
+        }
         if (m->ids) { /* the lookup: each word's id is its row of the embedding table */
             printf("   ids:");
             for (int i = 0; i < n; i++) printf(" %d", m->ids[i]);
@@ -478,6 +503,11 @@ static void print_inputs(const args *a, const model *m, const attn_explain *ex, 
                        : "X: one row per word, one column per feature",
                 n, m->d_model, m->ids ? "Each word is looked up in the embedding table by its id." : "Your embeddings.");
         matrix(m->X, n, m->d_model, m->tokens, m->features, CLI_DIVERGING, false, colour);
+        if (m->X_src) {
+            heading("X_source: the source sentence, looked up the same way", m->n_src, m->d_model,
+                    "Its rows give the keys and values; the queries still come from X.");
+            matrix(m->X_src, m->n_src, m->d_model, m->src_tokens, m->features, CLI_DIVERGING, false, colour);
+        }
         if (ex->P) {
             heading("P: where each word is, sin and cos of its position at 4 frequencies", n, m->d_model,
                     "Added to X, so that the projections see which word is where: X + P goes on.");
@@ -506,7 +536,8 @@ static void print_inputs(const args *a, const model *m, const attn_explain *ex, 
 
 static void print_text(const args *a, const model *m, const attn_explain *ex, cli_colours colour) {
     bool qkv = a->mode == ATTN_EXPLAIN_QKV;
-    int n = m->n;
+    int n = m->n, nk = ex->n_keys;
+    char **keys = m->src_tokens ? m->src_tokens : m->tokens; /* cross-attention: the source's words */
     /* The colours of the signed matrices, unless only weights are shown. */
     if (colour && !(a->step && (strcmp(a->step, "weights") == 0 || strcmp(a->step, "summary") == 0 ||
                                 strcmp(a->step, "tokens") == 0)))
@@ -522,17 +553,21 @@ static void print_text(const args *a, const model *m, const attn_explain *ex, cl
     const double *qkvm[3] = {ex->Q, ex->K, ex->V};
     for (int i = 0; i < 3; i++)
         if (show(a, steps[i])) {
-            if (qkv) heading(qtitle[i], n, i == 2 ? ex->d_v : ex->d_k, NULL);
-            else heading(i == 0 ? "Q = X (no projections)" : i == 1 ? "K = X" : "V = X", n, ex->d_k, NULL);
-            matrix(qkvm[i], n, i == 2 ? ex->d_v : ex->d_k, m->tokens, i == 2 ? m->v_cols : m->q_cols,
+            int rows = i ? nk : n;
+            if (qkv && i && m->src_tokens) heading(i == 1 ? "K = X_source W_K: each source word's key"
+                                                          : "V = X_source W_V: each source word's value", rows, i == 2 ? ex->d_v : ex->d_k, NULL);
+            else if (qkv) heading(qtitle[i], rows, i == 2 ? ex->d_v : ex->d_k, NULL);
+            else heading(i == 0 ? "Q = X (no projections)" : i == 1 ? "K = X" : "V = X", rows, ex->d_k, NULL);
+            matrix(qkvm[i], rows, i == 2 ? ex->d_v : ex->d_k, i ? keys : m->tokens, i == 2 ? m->v_cols : m->q_cols,
                    CLI_DIVERGING, false, colour);
         }
     if (show(a, "scores")) {
-        heading("Q K^T: every query (row) against every key (column)", n, n,
+        heading(m->src_tokens ? "Q K^T: every query (row) against every source word's key (column)"
+                              : "Q K^T: every query (row) against every key (column)", n, nk,
                 a->tied ? "With W_K = W_Q, Q K^T = X W_Q W_Q^T X^T is symmetric: a word scores another\n"
                           "   exactly as that word scores it, so attention cannot be one-way."
                         : "A large dot product means the query and the key point the same way.");
-        matrix(ex->scores, n, n, m->tokens, m->tokens, CLI_DIVERGING, false, colour);
+        matrix(ex->scores, n, nk, m->tokens, keys, CLI_DIVERGING, false, colour);
     }
     if (show(a, "scaled")) {
         char title[160];
@@ -543,25 +578,26 @@ static void print_text(const args *a, const model *m, const attn_explain *ex, cl
         else
             snprintf(title, sizeof title, "Q K^T / sqrt(%s) = Q K^T / %.4g%s", a->scale_by_d_model ? "d_model" : "d_k",
                      1.0 / ex->scale, a->causal ? ", future masked with -inf" : "");
-        heading(title, n, n, a->scale_by_d_model
+        heading(title, n, nk, a->scale_by_d_model
                                  ? "The wrong constant: a score adds up d_k products, not d_model, so dividing by\n"
                                    "   sqrt(d_model) shrinks the scores more than their spread needs and flattens\n"
                                    "   the weights. In a real model d_model = heads x d_k: with 32 heads the scores\n"
                                    "   come out sqrt(32), almost 6 times, too small."
                              : qkv && ex->scale != 1.0 ? "Dividing keeps the scores' spread near 1 whatever d_k is."
                                                        : NULL);
-        matrix(ex->scaled, n, n, m->tokens, m->tokens, CLI_DIVERGING, false, colour);
+        matrix(ex->scaled, n, nk, m->tokens, keys, CLI_DIVERGING, false, colour);
     }
     if (show(a, "weights")) {
-        heading("weights = softmax of each row", n, n,
+        heading("weights = softmax of each row", n, nk,
                 a->causal ? "Each row sums to 1: how a word splits its attention. Every weight a word can see\n"
                             "   is positive; · marks a later word, masked (its weight is exactly 0)."
                           : "Every weight is positive and each row sums to 1: how a word splits its attention.");
         if (colour) cli_print_legend(stdout, CLI_SEQUENTIAL, colour);
-        weights_matrix(ex->weights, n, m->tokens, a->causal, colour);
+        weights_matrix(ex->weights, n, nk, m->tokens, keys, a->causal, colour);
     }
     if (show(a, "output")) {
-        heading("output = weights V: each word's blend of the values", n, ex->d_v, NULL);
+        heading(m->src_tokens ? "output = weights V: each word's blend of the source's values"
+                              : "output = weights V: each word's blend of the values", n, ex->d_v, NULL);
         matrix(ex->output, n, ex->d_v, m->tokens, m->v_cols, CLI_DIVERGING, false, colour);
     }
     if (show(a, "summary")) {
@@ -591,7 +627,7 @@ static void print_text(const args *a, const model *m, const attn_explain *ex, cl
 }
 
 int cmd_explain(int argc, char **argv) {
-    args a = {{0}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ATTN_EXPLAIN_QKV, false, false, false, false, false, false, false, ATTN_EXPLAIN_NO_POSITIONS};
+    args a = {{0}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ATTN_EXPLAIN_QKV, false, false, false, false, false, false, false, ATTN_EXPLAIN_NO_POSITIONS};
     int code = parse_args(argc, argv, &a);
     if (code || cli_stop == CLI_STOP_AFTER_PARSE) return code < 0 ? 0 : code;
     if (a.cost) return cli_explain_cost();
@@ -604,7 +640,8 @@ int cmd_explain(int argc, char **argv) {
     }
     attn_explain ex = {0};
     attn_explain_input in = {m.n, m.d_model, m.d_k, m.d_v, m.X, m.W_Q, m.W_K, m.W_V,
-                             a.mode, a.causal, a.no_scale, a.scale_by_d_model, a.positions};
+                             a.mode, a.causal, a.no_scale, a.scale_by_d_model, a.positions,
+                             m.X_src, m.n_src};
     if (!code) {
         attn_error err;
         if (attn_explain_run(&ex, &in, &err)) code = cli_error(EXIT_DATA, "%s", err.message);

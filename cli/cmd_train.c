@@ -100,7 +100,8 @@ static void sparkline(const double *y, int n, int width) {
 /* The head's attention weights on the sentence (causal, as trained). */
 static int head_weights(attn_explain *ex, const double *x, int n, const double *wq, const double *wk,
                         const double *wv, int dk, int no_scale) {
-    attn_explain_input in = {n, ATTN_TOY_D_MODEL, dk, ATTN_TRAIN_D_V, x, wq, wk, wv, ATTN_EXPLAIN_QKV, 1, no_scale, 0, ATTN_EXPLAIN_NO_POSITIONS};
+    attn_explain_input in = {n, ATTN_TOY_D_MODEL, dk, ATTN_TRAIN_D_V, x, wq, wk, wv, ATTN_EXPLAIN_QKV, 1, no_scale, 0,
+                             ATTN_EXPLAIN_NO_POSITIONS, NULL, 0};
     attn_error err;
     if (attn_explain_run(ex, &in, &err)) return cli_error(EXIT_DATA, "%s", err.message);
     return 0;

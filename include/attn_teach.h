@@ -129,21 +129,29 @@ typedef struct attn_explain_input {
      * sqrt(d_k), a classic slip in notebooks (added in 0.3.0). */
     int scale_by_d_model;
     attn_explain_positions positions; /* ATTN_EXPLAIN_QKV only (added in 0.3.0) */
+    /* Cross-attention (added in 0.3.0): keys and values from a second
+     * sequence X_source (n_source, d_model), queries from X, as a decoder
+     * attends to its encoder. NULL (the default): self-attention. Not with
+     * causal (the two sequences have no common order) or sinusoidal positions. */
+    const double *X_source;
+    int n_source;
 } attn_explain_input;
 
 /* Every intermediate matrix, computed by attn_scores and attn_sdpa. Each is
- * (rows, cols) in C order; n = tokens. In modes average and dot, Q = K = V = X
+ * (rows, cols) in C order; n = tokens (queries), n_keys = keys. In modes average and dot, Q = K = V = X
  * and d_k = d_v = d_model. */
 typedef struct attn_explain {
     int n, d_model, d_k, d_v;
     double scale;     /* the scale applied: 1/sqrt(d_k), 1 or 0 */
-    double *Q, *K;    /* (n, d_k) */
-    double *V;        /* (n, d_v) */
-    double *scores;   /* (n, n) Q·Kᵀ, before scaling and masking */
-    double *scaled;   /* (n, n) Q·Kᵀ·scale, -inf where the causal mask hides a key */
-    double *weights;  /* (n, n) softmax of each row of scaled; rows sum to 1 */
+    double *Q, *K;    /* (n, d_k), (n_keys, d_k) */
+    double *V;        /* (n_keys, d_v) */
+    double *scores;   /* (n, n_keys) Q·Kᵀ, before scaling and masking */
+    double *scaled;   /* (n, n_keys) Q·Kᵀ·scale, -inf where the causal mask hides a key */
+    double *weights;  /* (n, n_keys) softmax of each row of scaled; rows sum to 1 */
     double *output;   /* (n, d_v) weights·V */
     double *P;        /* (n, d_model) the sinusoidal positions added to X, or NULL (added in 0.3.0) */
+    int n_keys;       /* the keys' count: n, or n_source with X_source; K, V, scores, scaled and
+                         weights have n_keys rows (K, V) or columns (added in 0.3.0) */
 } attn_explain;
 
 /* Compute every matrix of `in` into *ex (allocated by the library: free it
@@ -162,6 +170,7 @@ typedef struct attn_explain_labels {
     const char *const *features;
     const char *const *value_features;
     const char *head;
+    const char *const *source_tokens; /* with X_source: its n_source labels (added in 0.3.0) */
 } attn_explain_labels;
 
 /* Write `ex` (computed from `in`) as one JSON object, the format of

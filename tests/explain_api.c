@@ -30,7 +30,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     attn_explain_input in = {n, ATTN_TOY_D_MODEL, ATTN_TOY_D_K, ATTN_TOY_D_K, x, wq, wk, wv,
-                             ATTN_EXPLAIN_QKV, causal, 0, 0, ATTN_EXPLAIN_NO_POSITIONS};
+                             ATTN_EXPLAIN_QKV, causal, 0, 0, ATTN_EXPLAIN_NO_POSITIONS, NULL, 0};
     attn_explain ex;
     if (attn_explain_run(&ex, &in, &err)) {
         fprintf(stderr, "%s\n", err.message);

@@ -398,7 +398,7 @@ int main(void) {
     attn_toy_embed(x, tok, n, NULL);
     attn_toy_weights(wq, wk, wv, ATTN_TOY_WIRED, NULL);
     attn_explain_input in = {n, ATTN_TOY_D_MODEL, ATTN_TOY_D_K, ATTN_TOY_D_K, x, wq, wk, wv,
-                             ATTN_EXPLAIN_QKV, 1, 0, 0, ATTN_EXPLAIN_SINUSOIDAL};
+                             ATTN_EXPLAIN_QKV, 1, 0, 0, ATTN_EXPLAIN_SINUSOIDAL, NULL, 0};
     ec.in = in;
     subject explain = {"explain_run", run_explain, &ec, {NULL}, {0}, release_explain};
     test_subject(&explain);

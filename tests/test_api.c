@@ -717,7 +717,7 @@ static void test_explain(void) {
     double x[6] = {1, 0, 0, 1, 1, 1};
     attn_explain ex;
     attn_error err;
-    attn_explain_input in = {3, 2, 0, 0, x, NULL, NULL, NULL, ATTN_EXPLAIN_AVERAGE, 0, 0, 0, ATTN_EXPLAIN_NO_POSITIONS};
+    attn_explain_input in = {3, 2, 0, 0, x, NULL, NULL, NULL, ATTN_EXPLAIN_AVERAGE, 0, 0, 0, ATTN_EXPLAIN_NO_POSITIONS, NULL, 0};
     check_status(attn_explain_run(&ex, &in, &err), &err, ATTN_OK, "", "explain_average");
     check(fabs(ex.weights[0] - 1.0 / 3) < 1e-15 && fabs(ex.output[0] - 2.0 / 3) < 1e-15 && ex.scale == 0,
           "explain_average_values", "%g %g", ex.weights[0], ex.output[0]);

@@ -447,6 +447,27 @@ def test_positions():
     report("positions_rope_text", "RoPE(X W_Q)" in r.stdout, r.stdout[:200])
 
 
+def test_cross_attention():
+    """--source: queries from the sentence, keys and values from the source sentence
+    (a decoder reading its encoder), checked against NumPy from the JSON's own X's."""
+    j = explain_json("--source", "my dog chased a ball in the park", "the cat sat")
+    X, Xs = mat(j, "X"), mat(j, "X_source")
+    Q, K, V = X @ mat(j, "W_Q"), Xs @ mat(j, "W_K"), Xs @ mat(j, "W_V")
+    s = Q @ K.T / 2
+    w = np.exp(s - s.max(1, keepdims=True))
+    w /= w.sum(1, keepdims=True)
+    report("cross_attention_numbers", j["source_tokens"] == "my dog chased a ball in the park".split() and
+           mat(j, "weights").shape == (3, 8) and np.allclose(mat(j, "K"), K, atol=1e-14) and
+           np.allclose(mat(j, "weights"), w, atol=1e-14) and np.allclose(mat(j, "output"), w @ V, atol=1e-14),
+           str(mat(j, "weights").shape))
+    r = run("explain", "--source", "my dog chased a ball", "--step", "summary", "the cat sat")
+    sat = [l for l in r.stdout.splitlines() if l.strip().startswith("sat")]
+    report("cross_attention_verb_finds_source_animal", len(sat) == 1 and "dog" in sat[0].split("->")[1].split()[0],
+           r.stdout)
+    expect_error("cross_attention_no_causal", ["explain", "--causal", "--source", "the dog", "the cat"], 2, r"--source")
+    expect_error("cross_attention_bad_word", ["explain", "--source", "the zebra", "the cat"], 1, r"--source: unknown word 'zebra'")
+
+
 def test_width():
     """Matrices fit the terminal: cut headers, and blocks of columns when too wide."""
     fox = "the quick brown fox jumped over the lazy dog"
@@ -558,6 +579,7 @@ def main():
     test_cost()
     test_scale_by_d_model()
     test_positions()
+    test_cross_attention()
     test_scaling()
     test_errors()
     return 1 if failed else 0

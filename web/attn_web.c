@@ -57,7 +57,8 @@ const char *web_explain(const char *sentence, int head, int causal, int no_scale
     attn_toy_embed(x, tok, n, NULL);
     attn_toy_weights(wq, wk, wv, h, NULL);
     attn_explain_input in = {n, ATTN_TOY_D_MODEL, ATTN_TOY_D_K, ATTN_TOY_D_K, x, wq, wk, wv,
-                             (attn_explain_mode)mode, causal, no_scale, 0, (attn_explain_positions)positions};
+                             (attn_explain_mode)mode, causal, no_scale, 0, (attn_explain_positions)positions,
+                             NULL, 0};
     attn_explain ex;
     if (attn_explain_run(&ex, &in, &err)) return error_json(err.message, -1, 0, NULL);
 
@@ -69,7 +70,7 @@ const char *web_explain(const char *sentence, int head, int causal, int no_scale
         values[j] = mode != ATTN_EXPLAIN_QKV ? features[j]
                     : h == ATTN_TOY_WIRED ? attn_toy_value_feature(h, j) : V_NAMES[j];
     attn_explain_labels labels = {tokens, features, values,
-                                  mode != ATTN_EXPLAIN_QKV ? "none" : h == ATTN_TOY_WIRED ? "wired" : "random"};
+                                  mode != ATTN_EXPLAIN_QKV ? "none" : h == ATTN_TOY_WIRED ? "wired" : "random", NULL};
     size_t len = 0;
     attn_explain_json(NULL, 0, &len, &ex, &in, &labels, NULL);
     const char *out = reserve(len) ? result : NULL;

@@ -35,6 +35,9 @@ static attn_status check_input(const attn_explain_input *in, attn_error *err) {
         return attn_fail(err, ATTN_ERR_OPTION, "positions %d is not an attn_explain_positions", (int)in->positions);
     if (in->positions && in->mode != ATTN_EXPLAIN_QKV)
         return attn_fail(err, ATTN_ERR_OPTION, "positions need mode qkv (the projections)");
+    if (in->X_source && (in->n_source < 1 || in->causal || in->positions == ATTN_EXPLAIN_SINUSOIDAL))
+        return attn_fail(err, ATTN_ERR_OPTION, "cross-attention (X_source) needs n_source >= 1, and takes no causal mask "
+                         "and no sinusoidal positions");
     if (in->positions == ATTN_EXPLAIN_ROPE && in->d_k % 2)
         return attn_fail(err, ATTN_ERR_ARGUMENT, "RoPE turns pairs: d_k (%d) must be even", in->d_k);
     if (in->mode == ATTN_EXPLAIN_QKV) {
@@ -65,8 +68,8 @@ static attn_status positioned(attn_explain *ex, double *xp, const attn_explain_i
 static attn_status turned(attn_explain *ex, const attn_explain_input *in, attn_error *err) {
     if (in->positions != ATTN_EXPLAIN_ROPE) return ATTN_OK;
     attn_tensor tq, tk;
-    int64_t shape[2] = {ex->n, ex->d_k};
-    attn_tensor_init(&tq, ex->Q, ATTN_F64, 2, shape, NULL, NULL), attn_tensor_init(&tk, ex->K, ATTN_F64, 2, shape, NULL, NULL);
+    int64_t shape[2] = {ex->n, ex->d_k}, kshape[2] = {ex->n_keys, ex->d_k};
+    attn_tensor_init(&tq, ex->Q, ATTN_F64, 2, shape, NULL, NULL), attn_tensor_init(&tk, ex->K, ATTN_F64, 2, kshape, NULL, NULL);
     attn_status st = attn_rope(&tq, &tq, NULL, err);
     return st ? st : attn_rope(&tk, &tk, NULL, err);
 }
@@ -79,48 +82,50 @@ attn_status attn_explain_run(attn_explain *ex, const attn_explain_input *in, att
 
     bool qkv = in->mode == ATTN_EXPLAIN_QKV;
     int n = in->n_tokens, dk = qkv ? in->d_k : in->d_model, dv = qkv ? in->d_v : in->d_model;
-    /* One block for all the matrices: Q, K (n, dk), V, output (n, dv),
-     * scores, scaled, weights (n, n), and P and X + P (n, d_model). */
-    int64_t words, a, b, c, x;
-    if (!attn_mul_i64(2 * (int64_t)n, dk, &a) || !attn_mul_i64(2 * (int64_t)n, dv, &b) ||
-        !attn_mul_i64(3 * (int64_t)n, n, &c) || !attn_mul_i64(2 * (int64_t)n, in->d_model, &x) ||
-        !attn_add_i64(a, b, &words) || !attn_add_i64(words, c, &words) || !attn_add_i64(words, x, &words) ||
-        (uint64_t)words > SIZE_MAX / sizeof(double))
+    int m = in->X_source ? in->n_source : n; /* keys */
+    /* One block for all the matrices: Q (n, dk), K (m, dk), V (m, dv),
+     * output (n, dv), scores, scaled, weights (n, m), and P and X + P (n,
+     * d_model). */
+    int64_t words, a, c, x;
+    if (!attn_mul_i64((int64_t)n + m, (int64_t)dk + dv, &a) || !attn_mul_i64(3 * (int64_t)n, m, &c) ||
+        !attn_mul_i64(2 * (int64_t)n, in->d_model, &x) || !attn_add_i64(a, c, &words) ||
+        !attn_add_i64(words, x, &words) || (uint64_t)words > SIZE_MAX / sizeof(double))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "matrices for %d tokens overflow", n);
     double *block = malloc((size_t)words * sizeof(double));
     if (!block) return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the explainer's matrices");
-    ex->n = n, ex->d_model = in->d_model, ex->d_k = dk, ex->d_v = dv;
+    ex->n = n, ex->n_keys = m, ex->d_model = in->d_model, ex->d_k = dk, ex->d_v = dv;
     ex->Q = block;
     ex->K = ex->Q + (size_t)n * dk;
-    ex->V = ex->K + (size_t)n * dk;
-    ex->output = ex->V + (size_t)n * dv;
+    ex->V = ex->K + (size_t)m * dk;
+    ex->output = ex->V + (size_t)m * dv;
     ex->scores = ex->output + (size_t)n * dv;
-    ex->scaled = ex->scores + (size_t)n * n;
-    ex->weights = ex->scaled + (size_t)n * n;
-    double *xp = ex->weights + (size_t)n * n; /* X + P (or X) */
+    ex->scaled = ex->scores + (size_t)n * m;
+    ex->weights = ex->scaled + (size_t)n * m;
+    double *xp = ex->weights + (size_t)n * m; /* X + P (or X) */
+    const double *xs = in->X_source ? in->X_source : xp; /* where keys and values come from */
 
     if (qkv) {
         if ((st = positioned(ex, xp, in, err)) || (st = project(ex->Q, xp, in->W_Q, n, in->d_model, dk, err)) ||
-            (st = project(ex->K, xp, in->W_K, n, in->d_model, dk, err)) ||
-            (st = project(ex->V, xp, in->W_V, n, in->d_model, dv, err)) || (st = turned(ex, in, err)))
+            (st = project(ex->K, xs, in->W_K, m, in->d_model, dk, err)) ||
+            (st = project(ex->V, xs, in->W_V, m, in->d_model, dv, err)) || (st = turned(ex, in, err)))
             goto fail;
         ex->scale = in->no_scale ? 1.0 : 1.0 / sqrt((double)(in->scale_by_d_model ? in->d_model : dk));
     } else {
         /* The first steps: no projections, q = k = v = X. Plain
          * averaging is attention with every score equal: scale 0. */
-        size_t bytes = sizeof(double) * (size_t)n * (size_t)in->d_model;
-        memcpy(ex->Q, in->X, bytes);
-        memcpy(ex->K, in->X, bytes);
-        memcpy(ex->V, in->X, bytes);
+        size_t row = sizeof(double) * (size_t)in->d_model;
+        memcpy(ex->Q, in->X, row * (size_t)n);
+        memcpy(ex->K, in->X_source ? in->X_source : in->X, row * (size_t)m);
+        memcpy(ex->V, in->X_source ? in->X_source : in->X, row * (size_t)m);
         ex->scale = in->mode == ATTN_EXPLAIN_DOT ? 1.0 : 0.0;
     }
 
     attn_tensor tq, tk, tv, to, tw, ts;
-    int64_t sq[2] = {n, dk}, sv[2] = {n, dv}, snn[2] = {n, n};
+    int64_t sq[2] = {n, dk}, sk[2] = {m, dk}, sv[2] = {m, dv}, so[2] = {n, dv}, snn[2] = {n, m};
     attn_tensor_init(&tq, ex->Q, ATTN_F64, 2, sq, NULL, NULL);
-    attn_tensor_init(&tk, ex->K, ATTN_F64, 2, sq, NULL, NULL);
+    attn_tensor_init(&tk, ex->K, ATTN_F64, 2, sk, NULL, NULL);
     attn_tensor_init(&tv, ex->V, ATTN_F64, 2, sv, NULL, NULL);
-    attn_tensor_init(&to, ex->output, ATTN_F64, 2, sv, NULL, NULL);
+    attn_tensor_init(&to, ex->output, ATTN_F64, 2, so, NULL, NULL);
     attn_tensor_init(&tw, ex->weights, ATTN_F64, 2, snn, NULL, NULL);
     attn_sdpa_options o = attn_sdpa_options_default();
     o.has_scale = 1;

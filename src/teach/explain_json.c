@@ -51,6 +51,7 @@ attn_status attn_explain_json(char *buf, size_t size, size_t *length, const attn
     writer w = {buf, size, 0};
     put(&w, "{\n");
     put_labels(&w, "tokens", labels->tokens, n);
+    if (in->X_source) put_labels(&w, "source_tokens", labels->source_tokens, ex->n_keys);
     put_labels(&w, "features", labels->features, ex->d_model);
     put_labels(&w, "value_features", labels->value_features, ex->d_v);
     put(&w, "  \"mode\": \"%s\",\n  \"head\": ", MODES[in->mode]);
@@ -64,12 +65,14 @@ attn_status attn_explain_json(char *buf, size_t size, size_t *length, const attn
     put_matrix(&w, "W_Q", qkv ? in->W_Q : NULL, ex->d_model, ex->d_k, false);
     put_matrix(&w, "W_K", qkv ? in->W_K : NULL, ex->d_model, ex->d_k, false);
     put_matrix(&w, "W_V", qkv ? in->W_V : NULL, ex->d_model, ex->d_v, false);
+    int m = ex->n_keys ? ex->n_keys : n;
+    put_matrix(&w, "X_source", in->X_source, m, ex->d_model, false);
     put_matrix(&w, "Q", ex->Q, n, ex->d_k, false);
-    put_matrix(&w, "K", ex->K, n, ex->d_k, false);
-    put_matrix(&w, "V", ex->V, n, ex->d_v, false);
-    put_matrix(&w, "scores", ex->scores, n, n, false);
-    put_matrix(&w, "scaled", ex->scaled, n, n, false);
-    put_matrix(&w, "weights", ex->weights, n, n, false);
+    put_matrix(&w, "K", ex->K, m, ex->d_k, false);
+    put_matrix(&w, "V", ex->V, m, ex->d_v, false);
+    put_matrix(&w, "scores", ex->scores, n, m, false);
+    put_matrix(&w, "scaled", ex->scaled, n, m, false);
+    put_matrix(&w, "weights", ex->weights, n, m, false);
     put_matrix(&w, "output", ex->output, n, ex->d_v, true);
     put(&w, "}\n");
     *length = w.len;
