@@ -2,6 +2,7 @@
  * toy model or on your own embeddings and projections. */
 #include "attn_teach.h"
 #include "cli.h"
+#include "explain.h"
 #include "heatmap.h"
 
 #include <math.h>
@@ -50,58 +51,9 @@ static const char *const STEPS[] = {"tokens", "x",      "wq",      "wk",     "wv
                                     "v",      "scores", "scaled", "weights", "output", "summary"};
 enum { N_STEPS = sizeof STEPS / sizeof STEPS[0] };
 
-typedef struct args {
-    char sentence[4096];
-    const char *embeddings, *tokens, *wq, *wk, *wv, *step, *colour, *source;
-    attn_explain_mode mode;
-    bool causal, no_scale, random_head, json, tied, cost, scale_by_d_model;
-    attn_explain_positions positions;
-} args;
 
-/* The toy's vocabulary, wrapped under a heading (for --help). */
-static void print_vocabulary_words(void) {
-    printf("\nthe toy's vocabulary (%d words; attn explain --vocab shows their features):\n ", attn_toy_vocab_size());
-    int col = 1;
-    for (int id = 0; id < attn_toy_vocab_size(); id++) {
-        const char *w = attn_toy_word(id);
-        if (col + 1 + (int)strlen(w) > 78) printf("\n "), col = 1;
-        col += printf(" %s", w);
-    }
-    printf("\n");
-}
 
-/* --vocab: each word and its row of X, the features it has. */
-static void print_vocabulary(void) {
-    printf("The toy model's %d words. Each is a row of X: %d features, 1 where the\n"
-           "word has the feature (in between where it partly has it).\n\n%-8s",
-           attn_toy_vocab_size(), ATTN_TOY_D_MODEL, "word");
-    for (int j = 0; j < ATTN_TOY_D_MODEL; j++) printf(" %6.6s", attn_toy_feature(j));
-    printf("\n");
-    for (int id = 0; id < attn_toy_vocab_size(); id++) {
-        attn_toy_token t = {id, 0, 0};
-        double x[ATTN_TOY_D_MODEL];
-        attn_toy_embed(x, &t, 1, NULL);
-        printf("%-8s", attn_toy_word(id));
-        for (int j = 0; j < ATTN_TOY_D_MODEL; j++) {
-            if (x[j] == 0) printf(" %6s", ".");
-            else printf(" %6.1f", x[j]);
-        }
-        printf("\n");
-    }
-}
 
-/* What is explained: labels, X and the projections, all owned here. */
-typedef struct model {
-    int n, d_model, d_k, d_v;
-    char **tokens;
-    char **features, **q_cols, **v_cols;
-    double *X, *W_Q, *W_K, *W_V;
-    const char *head; /* "wired", "random" or "custom" (", tied" with --tied) */
-    int *ids;         /* the toy's vocabulary ids of the tokens, or NULL (--embeddings) */
-    int n_src;        /* --source: its tokens, their labels and X, else 0 and NULL */
-    char **src_tokens;
-    double *X_src;
-} model;
 
 static char **numbered_labels(const char *prefix, int n) {
     char **l = calloc((size_t)n, sizeof *l);
@@ -118,18 +70,18 @@ static char **copied_labels(const char *const *src, int n) {
     return l;
 }
 
-static void free_labels(char **l, int n) {
+void explain_free_labels(char **l, int n) {
     for (int i = 0; l && i < n; i++) free(l[i]);
     free(l);
 }
 
 static void free_model(model *m) {
-    free_labels(m->tokens, m->n);
-    free_labels(m->features, m->d_model);
-    free_labels(m->q_cols, m->d_k);
-    free_labels(m->v_cols, m->d_v);
+    explain_free_labels(m->tokens, m->n);
+    explain_free_labels(m->features, m->d_model);
+    explain_free_labels(m->q_cols, m->d_k);
+    explain_free_labels(m->v_cols, m->d_v);
     free(m->X), free(m->W_Q), free(m->W_K), free(m->W_V), free(m->ids);
-    free_labels(m->src_tokens, m->n_src), free(m->X_src);
+    explain_free_labels(m->src_tokens, m->n_src), free(m->X_src);
 }
 
 static int parse_args(int argc, char **argv, args *a) {
@@ -142,10 +94,10 @@ static int parse_args(int argc, char **argv, args *a) {
         const char *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
             fputs(EXPLAIN_USAGE, stdout);
-            print_vocabulary_words();
+            explain_print_vocabulary_words();
             return -1;
         } else if (strcmp(arg, "--vocab") == 0) {
-            print_vocabulary();
+            explain_print_vocabulary();
             return -1;
         } else if (strcmp(arg, "--cost") == 0) { /* run after parsing: the fuzzer stops there */
             a->cost = true, i++;
@@ -394,238 +346,6 @@ static int print_json(const model *m, const attn_explain *ex, const attn_explain
     return 0;
 }
 
-/* ---- text ---------------------------------------------------------------- */
-
-static bool show(const args *a, const char *step) { return !a->step || strcmp(a->step, step) == 0; }
-
-static void heading(const char *title, int rows, int cols, const char *why) {
-    printf("\n%s  (%d, %d)\n", title, rows, cols);
-    if (why) printf("   %s\n", why);
-}
-
-static void matrix(const double *d, int rows, int cols, char **rl, char **cl, cli_palette p,
-                   bool sums, cli_colours colour) {
-    cli_matrix mx = {d, rows, cols, (const char *const *)rl, (const char *const *)cl, p, sums, false};
-    cli_print_matrix(stdout, &mx, colour);
-}
-
-/* The weights (n, nk): under a causal mask the cells above the diagonal are
- * printed as "·" (masked: exactly 0, and not a choice of the softmax). */
-static void weights_matrix(const double *d, int n, int nk, char **labels, char **keys, bool causal, cli_colours colour) {
-    cli_matrix mx = {d, n, nk, (const char *const *)labels, (const char *const *)keys, CLI_SEQUENTIAL, true, causal};
-    cli_print_matrix(stdout, &mx, colour);
-}
-
-/* A row is nearly uniform when no visible weight is more than 5 points from
- * an even split: nothing stands out, so the order of its top words means
- * nothing. */
-static bool nearly_uniform(const double *row, int n, bool causal, int i) {
-    int seen = causal ? i + 1 : n;
-    if (seen < 2) return false;
-    for (int j = 0; j < seen; j++)
-        if (fabs(row[j] - 1.0 / seen) > 0.05) return false;
-    return true;
-}
-
-/* "sat      -> cat 40% ████  sat 16% █  on 16% █" : the top three per word. */
-static void print_summary(const model *m, const attn_explain *ex, bool causal) {
-    int w = 4, nk = ex->n_keys;
-    char **keys = m->src_tokens ? m->src_tokens : m->tokens; /* cross-attention: the source's words */
-    for (int i = 0; i < m->n; i++) w = cli_display_width(m->tokens[i]) > w ? cli_display_width(m->tokens[i]) : w;
-    for (int i = 0; i < m->n; i++) {
-        const double *row = ex->weights + (size_t)i * nk;
-        bool used[ATTN_TOY_MAX_TOKENS] = {false};
-        printf("   %s%*s ->", m->tokens[i], w - cli_display_width(m->tokens[i]), "");
-        if (nearly_uniform(row, nk, causal, i)) {
-            printf("  nearly uniform: every word it sees gets %.0f%% (±5)\n", 100.0 / (causal ? i + 1 : nk));
-            continue;
-        }
-        for (int k = 0; k < 3 && k < nk; k++) {
-            int best = -1;
-            for (int j = 0; j < nk; j++)
-                if (!used[j] && (best < 0 || row[j] > row[best])) best = j;
-            used[best] = true;
-            if (row[best] <= 0) break;
-            printf("  %s %2.0f%% ", keys[best], 100 * row[best]);
-            cli_print_bar(stdout, row[best], 10);
-        }
-        printf("\n");
-    }
-}
-
-/* The opening: the story, the tokens, X and the projections. */
-static void print_inputs(const args *a, const model *m, const attn_explain *ex, cli_colours colour) {
-    bool qkv = a->mode == ATTN_EXPLAIN_QKV;
-    int n = m->n;
-    if (!a->step) {
-        printf("Self-attention, step by step\n");
-        if (qkv)
-            printf("   mode qkv, head %s, d_model %d, d_k %d%s%s\n", m->head, m->d_model, ex->d_k,
-                   a->causal ? ", causal" : "", a->no_scale ? ", no scaling" : "");
-        else
-            printf("   mode %s: %s, d_model %d%s\n", a->mode == ATTN_EXPLAIN_DOT ? "dot" : "average",
-                   a->mode == ATTN_EXPLAIN_DOT ? "weights from X X^T, no projections, no scaling"
-                                               : "every word gets the same weight",
-                   m->d_model, a->causal ? ", causal" : "");
-        if (a->mode == ATTN_EXPLAIN_AVERAGE)
-            printf("\n   The simplest way to let words share what they carry: every word receives\n"
-                   "   the plain average of the sentence's vectors. Nothing decides who matters.\n");
-        else if (a->mode == ATTN_EXPLAIN_DOT)
-            printf("\n   Let the words themselves decide how much they matter to each other: score\n"
-                   "   every pair by the dot product of their feature vectors (alike words score\n"
-                   "   high), turn each row of scores into weights with a softmax, and blend.\n");
-        else
-            printf("\n   A recurrent network reads one word at a time and must squeeze everything\n"
-                   "   it has read into one memory vector. Attention instead lets every word look\n"
-                   "   straight at every other word in one step: each word asks a question (its\n"
-                   "   query), every word offers a label (its key) and a content (its value).\n"
-                   "   Queries are matched against keys; what a word receives is a blend of the\n"
-                   "   values, mixed in the proportions the matches decide.\n");
-    }
-    if (show(a, "tokens")) {
-        printf("\ntokens  (%d)\n  ", n);
-        for (int i = 0; i < n; i++) printf(" %s", m->tokens[i]);
-        printf("\n");
-        if (m->src_tokens) { /* cross-attention: the words that are read */
-            printf("source tokens  (%d): keys and values come from these\n  ", m->n_src);
-            for (int i = 0; i < m->n_src; i++) printf(" %s", m->src_tokens[i]);
-            printf("\n");
-        }
-        if (m->ids) { /* the lookup: each word's id is its row of the embedding table */
-            printf("   ids:");
-            for (int i = 0; i < n; i++) printf(" %d", m->ids[i]);
-            printf("   (rows of the embedding table E, %d words x %d features: attn explain --vocab)\n",
-                   attn_toy_vocab_size(), m->d_model);
-        }
-    }
-    if (show(a, "x")) {
-        heading(m->ids ? "X = E[ids]: the table's row for each word, one column per feature"
-                       : "X: one row per word, one column per feature",
-                n, m->d_model, m->ids ? "Each word is looked up in the embedding table by its id." : "Your embeddings.");
-        matrix(m->X, n, m->d_model, m->tokens, m->features, CLI_DIVERGING, false, colour);
-        if (m->X_src) {
-            heading("X_source: the source sentence, looked up the same way", m->n_src, m->d_model,
-                    "Its rows give the keys and values; the queries still come from X.");
-            matrix(m->X_src, m->n_src, m->d_model, m->src_tokens, m->features, CLI_DIVERGING, false, colour);
-        }
-        if (ex->P) {
-            heading("P: where each word is, sin and cos of its position at 4 frequencies", n, m->d_model,
-                    "Added to X, so that the projections see which word is where: X + P goes on.");
-            char **pl = calloc((size_t)m->d_model, sizeof *pl); /* sin0 cos0 sin1 ...: frequency j / 2 */
-            for (int j = 0; pl && j < m->d_model; j++)
-                if ((pl[j] = malloc(16))) snprintf(pl[j], 16, "%s%d", j % 2 ? "cos" : "sin", j / 2);
-            matrix(ex->P, n, m->d_model, m->tokens, pl, CLI_DIVERGING, false, colour);
-            free_labels(pl, m->d_model);
-        }
-    }
-    if (qkv) {
-        const char *names[3] = {"W_Q", "W_K", "W_V"}, *steps[3] = {"wq", "wk", "wv"};
-        const double *w[3] = {m->W_Q, m->W_K, m->W_V};
-        int cols[3] = {m->d_k, m->d_k, m->d_v};
-        char **cl[3] = {m->q_cols, m->q_cols, m->v_cols};
-        for (int i = 0; i < 3; i++)
-            if (show(a, steps[i])) {
-                heading(names[i], m->d_model, cols[i],
-                        i == 0 ? "The query projection: what each feature makes a word look for."
-                        : i == 1 ? "The key projection: what each feature makes a word offer."
-                                 : "The value projection: what each word hands over.");
-                matrix(w[i], m->d_model, cols[i], m->features, cl[i], CLI_DIVERGING, false, colour);
-            }
-    }
-}
-
-static void print_text(const args *a, const model *m, const attn_explain *ex, cli_colours colour) {
-    bool qkv = a->mode == ATTN_EXPLAIN_QKV;
-    int n = m->n, nk = ex->n_keys;
-    char **keys = m->src_tokens ? m->src_tokens : m->tokens; /* cross-attention: the source's words */
-    /* The colours of the signed matrices, unless only weights are shown. */
-    if (colour && !(a->step && (strcmp(a->step, "weights") == 0 || strcmp(a->step, "summary") == 0 ||
-                                strcmp(a->step, "tokens") == 0)))
-        cli_print_legend(stdout, CLI_DIVERGING, colour);
-    print_inputs(a, m, ex, colour);
-    bool rope = a->positions == ATTN_EXPLAIN_ROPE, added = a->positions == ATTN_EXPLAIN_SINUSOIDAL;
-    const char *qtitle[3] = {rope ? "Q = RoPE(X W_Q): each word's query, turned by its position"
-                             : added ? "Q = (X + P) W_Q: each word's query" : "Q = X W_Q: each word's query",
-                             rope ? "K = RoPE(X W_K): each word's key, turned by its position"
-                             : added ? "K = (X + P) W_K: each word's key" : "K = X W_K: each word's key",
-                             added ? "V = (X + P) W_V: each word's value" : "V = X W_V: each word's value"};
-    const char *steps[3] = {"q", "k", "v"};
-    const double *qkvm[3] = {ex->Q, ex->K, ex->V};
-    for (int i = 0; i < 3; i++)
-        if (show(a, steps[i])) {
-            int rows = i ? nk : n;
-            if (qkv && i && m->src_tokens) heading(i == 1 ? "K = X_source W_K: each source word's key"
-                                                          : "V = X_source W_V: each source word's value", rows, i == 2 ? ex->d_v : ex->d_k, NULL);
-            else if (qkv) heading(qtitle[i], rows, i == 2 ? ex->d_v : ex->d_k, NULL);
-            else heading(i == 0 ? "Q = X (no projections)" : i == 1 ? "K = X" : "V = X", rows, ex->d_k, NULL);
-            matrix(qkvm[i], rows, i == 2 ? ex->d_v : ex->d_k, i ? keys : m->tokens, i == 2 ? m->v_cols : m->q_cols,
-                   CLI_DIVERGING, false, colour);
-        }
-    if (show(a, "scores")) {
-        heading(m->src_tokens ? "Q K^T: every query (row) against every source word's key (column)"
-                              : "Q K^T: every query (row) against every key (column)", n, nk,
-                a->tied ? "With W_K = W_Q, Q K^T = X W_Q W_Q^T X^T is symmetric: a word scores another\n"
-                          "   exactly as that word scores it, so attention cannot be one-way."
-                        : "A large dot product means the query and the key point the same way.");
-        matrix(ex->scores, n, nk, m->tokens, keys, CLI_DIVERGING, false, colour);
-    }
-    if (show(a, "scaled")) {
-        char title[160];
-        if (a->mode == ATTN_EXPLAIN_AVERAGE)
-            snprintf(title, sizeof title, "scores x 0: every pair gets the same score (plain averaging)");
-        else if (ex->scale == 1.0)
-            snprintf(title, sizeof title, "scores, not scaled%s", a->causal ? ", future masked" : "");
-        else
-            snprintf(title, sizeof title, "Q K^T / sqrt(%s) = Q K^T / %.4g%s", a->scale_by_d_model ? "d_model" : "d_k",
-                     1.0 / ex->scale, a->causal ? ", future masked with -inf" : "");
-        heading(title, n, nk, a->scale_by_d_model
-                                 ? "The wrong constant: a score adds up d_k products, not d_model, so dividing by\n"
-                                   "   sqrt(d_model) shrinks the scores more than their spread needs and flattens\n"
-                                   "   the weights. In a real model d_model = heads x d_k: with 32 heads the scores\n"
-                                   "   come out sqrt(32), almost 6 times, too small."
-                             : qkv && ex->scale != 1.0 ? "Dividing keeps the scores' spread near 1 whatever d_k is."
-                                                       : NULL);
-        matrix(ex->scaled, n, nk, m->tokens, keys, CLI_DIVERGING, false, colour);
-    }
-    if (show(a, "weights")) {
-        heading("weights = softmax of each row", n, nk,
-                a->causal ? "Each row sums to 1: how a word splits its attention. Every weight a word can see\n"
-                            "   is positive; · marks a later word, masked (its weight is exactly 0)."
-                          : "Every weight is positive and each row sums to 1: how a word splits its attention.");
-        if (colour) cli_print_legend(stdout, CLI_SEQUENTIAL, colour);
-        weights_matrix(ex->weights, n, nk, m->tokens, keys, a->causal, colour);
-    }
-    if (show(a, "output")) {
-        heading(m->src_tokens ? "output = weights V: each word's blend of the source's values"
-                              : "output = weights V: each word's blend of the values", n, ex->d_v, NULL);
-        matrix(ex->output, n, ex->d_v, m->tokens, m->v_cols, CLI_DIVERGING, false, colour);
-    }
-    if (show(a, "summary")) {
-        printf("\nwho attends to whom (the top three weights of each word)\n");
-        print_summary(m, ex, a->causal);
-    }
-    if (!a->step && a->mode == ATTN_EXPLAIN_AVERAGE) {
-        printf("\n   All of it is one line: output_i = the average of the x_j it sees, (1/n) sum_j x_j.\n"
-               "   Every word gets the same blend, whatever it is: nothing is matched. The next\n"
-               "   step, --mode dot, lets each pair's dot product decide the weights.\n");
-    } else if (!a->step && a->mode == ATTN_EXPLAIN_DOT) {
-        printf("\n   All of it is one line: output = softmax(X X^T) X, the words' own vectors as\n"
-               "   queries, keys and values. A word matches itself best, and a word's question\n"
-               "   and its answer are the same vector. --mode qkv gives each word three different\n"
-               "   ones through W_Q, W_K and W_V, and divides the scores by sqrt(d_k).\n");
-    } else if (!a->step) {
-        printf("\n   All of it is one line: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.\n"
-               "%s"
-               "   One head asks one question per word; real models run many heads at once.\n"
-               "   And these weights were wired by hand, where models learn theirs: `attn train`\n"
-               "   shows a head learning, from sentences, to make each verb look at its subject.\n",
-               a->positions ? "   With positions, word order counts: shuffle the sentence and the weights\n"
-                              "   change, not only their order.\n"
-                            : "   Nothing here knows word order: shuffle the sentence and each word's output\n"
-                              "   only moves with it (--positions sinusoidal or rope adds it).\n");
-    }
-}
-
 int cmd_explain(int argc, char **argv) {
     args a = {{0}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ATTN_EXPLAIN_QKV, false, false, false, false, false, false, false, ATTN_EXPLAIN_NO_POSITIONS};
     int code = parse_args(argc, argv, &a);
@@ -648,7 +368,7 @@ int cmd_explain(int argc, char **argv) {
     }
     if (!code) {
         if (a.json) code = print_json(&m, &ex, &in);
-        else print_text(&a, &m, &ex, cli_colour_wanted(a.colour, stdout));
+        else explain_print_text(&a, &m, &ex, cli_colour_wanted(a.colour, stdout));
     }
     attn_explain_free(&ex);
     free_model(&m);

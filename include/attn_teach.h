@@ -31,13 +31,18 @@ extern "C" {
  *                    noun, verb, animal, thing.
  *   ATTN_TOY_RANDOM  W_Q, W_K, W_V uniform with variance 1/8 from
  *                    ATTN_TOY_SEED, by the library's portable generator
- *                    (splitmix64): the same numbers on every platform. */
+ *                    (splitmix64): the same numbers on every platform.
+ *   ATTN_TOY_WHERE   a second head wired by hand, for multi-head attention
+ *                    (added in 0.3.0): it asks "where?". Verbs and
+ *                    prepositions look for a place (chased -> park, in ->
+ *                    park), and nouns for the preposition that places them.
+ *                    Its values copy place, thing, preposition and noun. */
 #define ATTN_TOY_D_MODEL 8
 #define ATTN_TOY_D_K 4
 #define ATTN_TOY_MAX_TOKENS 64
 #define ATTN_TOY_SEED 2017
 
-typedef enum attn_toy_head { ATTN_TOY_WIRED = 0, ATTN_TOY_RANDOM = 1 } attn_toy_head;
+typedef enum attn_toy_head { ATTN_TOY_WIRED = 0, ATTN_TOY_RANDOM = 1, ATTN_TOY_WHERE = 2 } attn_toy_head;
 
 /* Number of words in the vocabulary; ids are 0..size-1. */
 ATTN_API int attn_toy_vocab_size(void);

@@ -15,8 +15,9 @@ enum { NOUN, VERB, ANIMAL, THING, PLACE, PREP, ADJ, DET };
 static const char *const FEATURES[DM] = {"noun",  "verb",        "animal",    "thing",
                                           "place", "preposition", "adjective", "determiner"};
 
-/* The wired head's value vectors copy these four features. */
+/* The wired heads' value vectors copy these four features. */
 static const char *const WIRED_VALUE_FEATURES[DK] = {"noun", "verb", "animal", "thing"};
+static const char *const WHERE_VALUE_FEATURES[DK] = {"place", "thing", "preposition", "noun"};
 
 typedef struct word {
     const char *text;
@@ -51,7 +52,8 @@ const char *attn_toy_word(int id) { return id >= 0 && id < VOCAB_SIZE ? VOCAB[id
 const char *attn_toy_feature(int j) { return j >= 0 && j < DM ? FEATURES[j] : NULL; }
 
 const char *attn_toy_value_feature(attn_toy_head head, int j) {
-    return head == ATTN_TOY_WIRED && j >= 0 && j < DK ? WIRED_VALUE_FEATURES[j] : NULL;
+    if (j < 0 || j >= DK) return NULL;
+    return head == ATTN_TOY_WIRED ? WIRED_VALUE_FEATURES[j] : head == ATTN_TOY_WHERE ? WHERE_VALUE_FEATURES[j] : NULL;
 }
 
 static char lower(char c) { return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c; }
@@ -194,6 +196,24 @@ static void wired_weights(double *wq, double *wk, double *wv) {
     wv[NOUN * DK + 0] = 1, wv[VERB * DK + 1] = 1, wv[ANIMAL * DK + 2] = 1, wv[THING * DK + 3] = 1;
 }
 
+/* The "where" head. Query dimension 0 asks "a place?", 1 "a preposition?";
+ * key dimension d answers the same question. So:
+ *   verbs and prepositions look for a place   (verb, preposition -> q0; place -> k0,
+ *                                              a thing a little)
+ *   a noun looks for a preposition             (noun -> q1, preposition -> k1)
+ * and dimension 3 keeps determiners looking at determiners, weakly, so that
+ * their rows stay flat. Values pass on place, thing, preposition, noun. */
+static void where_weights(double *wq, double *wk, double *wv) {
+    memset(wq, 0, sizeof(double) * DM * DK);
+    memset(wk, 0, sizeof(double) * DM * DK);
+    memset(wv, 0, sizeof(double) * DM * DK);
+    wq[VERB * DK + 0] = 1.4, wq[PREP * DK + 0] = 1.6;
+    wk[PLACE * DK + 0] = 1.6, wk[THING * DK + 0] = 0.5;
+    wq[NOUN * DK + 1] = 1.2, wk[PREP * DK + 1] = 1.5;
+    wq[DET * DK + 3] = 0.3, wk[DET * DK + 3] = 0.3;
+    wv[PLACE * DK + 0] = 1, wv[THING * DK + 1] = 1, wv[PREP * DK + 2] = 1, wv[NOUN * DK + 3] = 1;
+}
+
 /* The random head: uniform in [-a, a) with a = sqrt(3 / d_model), so each
  * weight has variance 1 / d_model, from ATTN_TOY_SEED. */
 static void random_weights(double *wq, double *wk, double *wv) {
@@ -209,6 +229,7 @@ attn_status attn_toy_weights(double *w_q, double *w_k, double *w_v, attn_toy_hea
     if (!w_q || !w_k || !w_v) return attn_fail(err, ATTN_ERR_NULL, "a weight buffer is NULL");
     if (head == ATTN_TOY_RANDOM) random_weights(w_q, w_k, w_v);
     else if (head == ATTN_TOY_WIRED) wired_weights(w_q, w_k, w_v);
+    else if (head == ATTN_TOY_WHERE) where_weights(w_q, w_k, w_v);
     else return attn_fail(err, ATTN_ERR_ARGUMENT, "head %d is not an attn_toy_head", (int)head);
     return ATTN_OK;
 }

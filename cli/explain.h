@@ -1,0 +1,41 @@
+/* explain.h -- what `attn explain`'s files share: the parsed arguments, the
+ * model being explained, and the text printers (explain_print.c). */
+#ifndef ATTN_CLI_EXPLAIN_H
+#define ATTN_CLI_EXPLAIN_H
+
+#include "attn_teach.h"
+#include "cli.h"
+#include "heatmap.h"
+
+typedef struct args {
+    char sentence[4096];
+    const char *embeddings, *tokens, *wq, *wk, *wv, *step, *colour, *source;
+    attn_explain_mode mode;
+    bool causal, no_scale, random_head, json, tied, cost, scale_by_d_model;
+    attn_explain_positions positions;
+} args;
+
+/* What is explained: labels, X and the projections, all owned here. */
+typedef struct model {
+    int n, d_model, d_k, d_v;
+    char **tokens;
+    char **features, **q_cols, **v_cols;
+    double *X, *W_Q, *W_K, *W_V;
+    const char *head; /* "wired", "random" or "custom" (", tied" with --tied) */
+    int *ids;         /* the toy's vocabulary ids of the tokens, or NULL (--embeddings) */
+    int n_src;        /* --source: its tokens, their labels and X, else 0 and NULL */
+    char **src_tokens;
+    double *X_src;
+} model;
+
+/* Free an array of n malloc'd labels (NULL is fine). */
+void explain_free_labels(char **l, int n);
+
+/* --help's list of the toy's words, and --vocab's table of their features. */
+void explain_print_vocabulary_words(void);
+void explain_print_vocabulary(void);
+
+/* Every step of ex as text, as a->step and a's options ask. */
+void explain_print_text(const args *a, const model *m, const attn_explain *ex, cli_colours colour);
+
+#endif /* ATTN_CLI_EXPLAIN_H */
