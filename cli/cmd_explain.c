@@ -75,7 +75,7 @@ void explain_free_labels(char **l, int n) {
     free(l);
 }
 
-static void free_model(model *m) {
+static void free_model(explain_model *m) {
     explain_free_labels(m->tokens, m->n);
     explain_free_labels(m->features, m->d_model);
     explain_free_labels(m->q_cols, m->d_k);
@@ -84,7 +84,7 @@ static void free_model(model *m) {
     explain_free_labels(m->src_tokens, m->n_src), free(m->X_src);
 }
 
-static int parse_args(int argc, char **argv, args *a) {
+static int parse_args(int argc, char **argv, explain_args *a) {
     int code = 0;
     const char *val = NULL;
     size_t used = 0;
@@ -205,7 +205,7 @@ static int load_matrix(const char *flag, const char *path, int *rows, int *cols,
     return code;
 }
 
-static int load_embeddings(const args *a, model *m) {
+static int load_embeddings(const explain_args *a, explain_model *m) {
     int code = load_matrix("--embeddings", a->embeddings, &m->n, &m->d_model, &m->X);
     if (code) return code;
     if (m->n > ATTN_TOY_MAX_TOKENS)
@@ -251,7 +251,7 @@ static char *position_label(const attn_toy_token *tok, int n, int i) {
 }
 
 /* A sentence of the toy's words: its X, labels and ids (ids may be NULL). */
-static int read_sentence(const args *a, const char *text, const char *what, int *n, double **X, char ***labels,
+static int read_sentence(const explain_args *a, const char *text, const char *what, int *n, double **X, char ***labels,
                          int **ids) {
     attn_toy_token tok[ATTN_TOY_MAX_TOKENS];
     attn_error err;
@@ -268,7 +268,7 @@ static int read_sentence(const args *a, const char *text, const char *what, int 
     return 0;
 }
 
-static int load_sentence(const args *a, model *m) {
+static int load_sentence(const explain_args *a, explain_model *m) {
     m->d_model = ATTN_TOY_D_MODEL;
     int code = read_sentence(a, a->sentence, "", &m->n, &m->X, &m->tokens, &m->ids);
     if (!code && a->source) code = read_sentence(a, a->source, "--source: ", &m->n_src, &m->X_src, &m->src_tokens, NULL);
@@ -278,7 +278,7 @@ static int load_sentence(const args *a, model *m) {
     return 0;
 }
 
-static int load_weights(const args *a, model *m) {
+static int load_weights(const explain_args *a, explain_model *m) {
     if (a->mode != ATTN_EXPLAIN_QKV) {
         m->d_k = m->d_v = m->d_model;
         m->head = "none";
@@ -331,7 +331,7 @@ static int load_weights(const args *a, model *m) {
 
 /* ---- JSON ---------------------------------------------------------------- */
 
-static int print_json(const model *m, const attn_explain *ex, const attn_explain_input *in) {
+static int print_json(const explain_model *m, const attn_explain *ex, const attn_explain_input *in) {
     attn_explain_labels labels = {(const char *const *)m->tokens, (const char *const *)m->features,
                                   (const char *const *)m->v_cols, m->head, (const char *const *)m->src_tokens};
     size_t len = 0;
@@ -347,11 +347,11 @@ static int print_json(const model *m, const attn_explain *ex, const attn_explain
 }
 
 int cmd_explain(int argc, char **argv) {
-    args a = {{0}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ATTN_EXPLAIN_QKV, false, false, false, false, false, false, false, ATTN_EXPLAIN_NO_POSITIONS};
+    explain_args a = {{0}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ATTN_EXPLAIN_QKV, false, false, false, false, false, false, false, ATTN_EXPLAIN_NO_POSITIONS};
     int code = parse_args(argc, argv, &a);
     if (code || cli_stop == CLI_STOP_AFTER_PARSE) return code < 0 ? 0 : code;
     if (a.cost) return cli_explain_cost();
-    model m = {0};
+    explain_model m = {0};
     code = a.embeddings ? load_embeddings(&a, &m) : load_sentence(&a, &m);
     if (!code) code = load_weights(&a, &m);
     if (cli_stop == CLI_STOP_AFTER_LOAD) {

@@ -7,16 +7,16 @@
 #include "cli.h"
 #include "heatmap.h"
 
-typedef struct args {
+typedef struct explain_args {
     char sentence[4096];
     const char *embeddings, *tokens, *wq, *wk, *wv, *step, *colour, *source;
     attn_explain_mode mode;
     bool causal, no_scale, random_head, json, tied, cost, scale_by_d_model;
     attn_explain_positions positions;
-} args;
+} explain_args;
 
 /* What is explained: labels, X and the projections, all owned here. */
-typedef struct model {
+typedef struct explain_model {
     int n, d_model, d_k, d_v;
     char **tokens;
     char **features, **q_cols, **v_cols;
@@ -26,7 +26,7 @@ typedef struct model {
     int n_src;        /* --source: its tokens, their labels and X, else 0 and NULL */
     char **src_tokens;
     double *X_src;
-} model;
+} explain_model;
 
 /* Free an array of n malloc'd labels (NULL is fine). */
 void explain_free_labels(char **l, int n);
@@ -36,6 +36,6 @@ void explain_print_vocabulary_words(void);
 void explain_print_vocabulary(void);
 
 /* Every step of ex as text, as a->step and a's options ask. */
-void explain_print_text(const args *a, const model *m, const attn_explain *ex, cli_colours colour);
+void explain_print_text(const explain_args *a, const explain_model *m, const attn_explain *ex, cli_colours colour);
 
 #endif /* ATTN_CLI_EXPLAIN_H */

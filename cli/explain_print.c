@@ -43,7 +43,7 @@ void explain_print_vocabulary(void) {
 
 /* ---- text ---------------------------------------------------------------- */
 
-static bool show(const args *a, const char *step) { return !a->step || strcmp(a->step, step) == 0; }
+static bool show(const explain_args *a, const char *step) { return !a->step || strcmp(a->step, step) == 0; }
 
 static void heading(const char *title, int rows, int cols, const char *why) {
     printf("\n%s  (%d, %d)\n", title, rows, cols);
@@ -75,7 +75,7 @@ static bool nearly_uniform(const double *row, int n, bool causal, int i) {
 }
 
 /* "sat      -> cat 40% ████  sat 16% █  on 16% █" : the top three per word. */
-static void print_summary(const model *m, const attn_explain *ex, bool causal) {
+static void print_summary(const explain_model *m, const attn_explain *ex, bool causal) {
     int w = 4, nk = ex->n_keys;
     char **keys = m->src_tokens ? m->src_tokens : m->tokens; /* cross-attention: the source's words */
     for (int i = 0; i < m->n; i++) w = cli_display_width(m->tokens[i]) > w ? cli_display_width(m->tokens[i]) : w;
@@ -101,7 +101,7 @@ static void print_summary(const model *m, const attn_explain *ex, bool causal) {
 }
 
 /* The opening: the story, the tokens, X and the projections. */
-static void print_inputs(const args *a, const model *m, const attn_explain *ex, cli_colours colour) {
+static void print_inputs(const explain_args *a, const explain_model *m, const attn_explain *ex, cli_colours colour) {
     bool qkv = a->mode == ATTN_EXPLAIN_QKV;
     int n = m->n;
     if (!a->step) {
@@ -181,7 +181,7 @@ static void print_inputs(const args *a, const model *m, const attn_explain *ex, 
     }
 }
 
-void explain_print_text(const args *a, const model *m, const attn_explain *ex, cli_colours colour) {
+void explain_print_text(const explain_args *a, const explain_model *m, const attn_explain *ex, cli_colours colour) {
     bool qkv = a->mode == ATTN_EXPLAIN_QKV;
     int n = m->n, nk = ex->n_keys;
     char **keys = m->src_tokens ? m->src_tokens : m->tokens; /* cross-attention: the source's words */
