@@ -22,6 +22,8 @@ static const char EXPLAIN_USAGE[] =
     "  --no-scale           do not divide the scores by sqrt(d_k)\n"
     "  --source SENTENCE    cross-attention: keys and values from this sentence, queries\n"
     "                       from the first (a decoder reading its encoder)\n"
+    "  --heads N            multi-head attention: 2 heads (who? and where?) or 3 (and\n"
+    "                       an untrained one), their outputs side by side, then W_O\n"
     "  --positions KIND     none (default), sinusoidal (added to X) or rope (Q and K\n"
     "                       turned by position): with positions, word order counts\n"
     "  --scale-by WHAT      d_k (default) or d_model: divide by sqrt(d_model), the\n"
@@ -109,6 +111,10 @@ static int parse_args(int argc, char **argv, explain_args *a) {
                    cli_option(argc, argv, &i, NULL, "--step", &a->step, &code) ||
                    cli_option(argc, argv, &i, NULL, "--color", &a->colour, &code) ||
                    cli_option(argc, argv, &i, NULL, "--source", &a->source, &code)) {
+        } else if (cli_option(argc, argv, &i, NULL, "--heads", &val, &code)) {
+            long h = 0;
+            if (val && !cli_parse_int(val, 1, 3, &h)) code = cli_error(EXIT_USAGE, "--heads takes 1, 2 or 3, not '%s'", val);
+            a->heads = (int)h;
         } else if (cli_option(argc, argv, &i, NULL, "--positions", &val, &code)) {
             if (val && strcmp(val, "none") == 0) a->positions = ATTN_EXPLAIN_NO_POSITIONS;
             else if (val && strcmp(val, "sinusoidal") == 0) a->positions = ATTN_EXPLAIN_SINUSOIDAL;
@@ -157,6 +163,10 @@ static int parse_args(int argc, char **argv, explain_args *a) {
     if (a->source && (a->embeddings || a->causal || a->positions == ATTN_EXPLAIN_SINUSOIDAL))
         return cli_error(EXIT_USAGE, "--source reads a second sentence: not with --embeddings, --causal (two sentences "
                          "have no common order) or --positions sinusoidal");
+    if (a->heads > 1 && (a->embeddings || a->wq || a->random_head || a->mode != ATTN_EXPLAIN_QKV))
+        return cli_error(EXIT_USAGE, "--heads runs the toy's own heads: not with --embeddings, --wq, --random-head or --mode");
+    if (a->heads > 1 && a->step && strcmp(a->step, "weights") && strcmp(a->step, "summary") && strcmp(a->step, "output"))
+        return cli_error(EXIT_USAGE, "with --heads, --step is weights, summary or output");
     if (a->positions && a->mode != ATTN_EXPLAIN_QKV)
         return cli_error(EXIT_USAGE, "--positions needs --mode qkv: positions enter through the projections");
     if (a->scale_by_d_model && (a->no_scale || a->mode != ATTN_EXPLAIN_QKV))
@@ -347,7 +357,7 @@ static int print_json(const explain_model *m, const attn_explain *ex, const attn
 }
 
 int cmd_explain(int argc, char **argv) {
-    explain_args a = {{0}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ATTN_EXPLAIN_QKV, false, false, false, false, false, false, false, ATTN_EXPLAIN_NO_POSITIONS};
+    explain_args a = {{0}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ATTN_EXPLAIN_QKV, false, false, false, false, false, false, false, ATTN_EXPLAIN_NO_POSITIONS, 1};
     int code = parse_args(argc, argv, &a);
     if (code || cli_stop == CLI_STOP_AFTER_PARSE) return code < 0 ? 0 : code;
     if (a.cost) return cli_explain_cost();
@@ -355,6 +365,11 @@ int cmd_explain(int argc, char **argv) {
     code = a.embeddings ? load_embeddings(&a, &m) : load_sentence(&a, &m);
     if (!code) code = load_weights(&a, &m);
     if (cli_stop == CLI_STOP_AFTER_LOAD) {
+        free_model(&m);
+        return code;
+    }
+    if (!code && a.heads > 1) {
+        code = explain_heads(&a, &m, cli_colour_wanted(a.colour, stdout));
         free_model(&m);
         return code;
     }

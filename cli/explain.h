@@ -13,6 +13,7 @@ typedef struct explain_args {
     attn_explain_mode mode;
     bool causal, no_scale, random_head, json, tied, cost, scale_by_d_model;
     attn_explain_positions positions;
+    int heads; /* --heads: 1 (the default) to 3 */
 } explain_args;
 
 /* What is explained: labels, X and the projections, all owned here. */
@@ -34,6 +35,19 @@ void explain_free_labels(char **l, int n);
 /* --help's list of the toy's words, and --vocab's table of their features. */
 void explain_print_vocabulary_words(void);
 void explain_print_vocabulary(void);
+
+/* The pieces of the text: a step's heading ("title  (rows, cols)" and why),
+ * a labelled matrix, the weights (n, nk; "·" above the diagonal when
+ * causal, and row sums), and who attends to whom (each word's top three). */
+void explain_heading(const char *title, int rows, int cols, const char *why);
+void explain_matrix(const double *d, int rows, int cols, char **rl, char **cl, cli_palette p, bool sums,
+                    cli_colours colour);
+void explain_weights_matrix(const double *d, int n, int nk, char **labels, char **keys, bool causal, cli_colours colour);
+void explain_summary(const explain_model *m, const attn_explain *ex, bool causal);
+
+/* --heads N (explain_heads.c): N heads of the toy side by side, their
+ * outputs concatenated and mixed by W_O; text or JSON. */
+int explain_heads(const explain_args *a, const explain_model *m, cli_colours colour);
 
 /* Every step of ex as text, as a->step and a's options ask. */
 void explain_print_text(const explain_args *a, const explain_model *m, const attn_explain *ex, cli_colours colour);

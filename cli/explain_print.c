@@ -45,12 +45,12 @@ void explain_print_vocabulary(void) {
 
 static bool show(const explain_args *a, const char *step) { return !a->step || strcmp(a->step, step) == 0; }
 
-static void heading(const char *title, int rows, int cols, const char *why) {
+void explain_heading(const char *title, int rows, int cols, const char *why) {
     printf("\n%s  (%d, %d)\n", title, rows, cols);
     if (why) printf("   %s\n", why);
 }
 
-static void matrix(const double *d, int rows, int cols, char **rl, char **cl, cli_palette p,
+void explain_matrix(const double *d, int rows, int cols, char **rl, char **cl, cli_palette p,
                    bool sums, cli_colours colour) {
     cli_matrix mx = {d, rows, cols, (const char *const *)rl, (const char *const *)cl, p, sums, false};
     cli_print_matrix(stdout, &mx, colour);
@@ -58,7 +58,7 @@ static void matrix(const double *d, int rows, int cols, char **rl, char **cl, cl
 
 /* The weights (n, nk): under a causal mask the cells above the diagonal are
  * printed as "·" (masked: exactly 0, and not a choice of the softmax). */
-static void weights_matrix(const double *d, int n, int nk, char **labels, char **keys, bool causal, cli_colours colour) {
+void explain_weights_matrix(const double *d, int n, int nk, char **labels, char **keys, bool causal, cli_colours colour) {
     cli_matrix mx = {d, n, nk, (const char *const *)labels, (const char *const *)keys, CLI_SEQUENTIAL, true, causal};
     cli_print_matrix(stdout, &mx, colour);
 }
@@ -75,7 +75,7 @@ static bool nearly_uniform(const double *row, int n, bool causal, int i) {
 }
 
 /* "sat      -> cat 40% ████  sat 16% █  on 16% █" : the top three per word. */
-static void print_summary(const explain_model *m, const attn_explain *ex, bool causal) {
+void explain_summary(const explain_model *m, const attn_explain *ex, bool causal) {
     int w = 4, nk = ex->n_keys;
     char **keys = m->src_tokens ? m->src_tokens : m->tokens; /* cross-attention: the source's words */
     for (int i = 0; i < m->n; i++) w = cli_display_width(m->tokens[i]) > w ? cli_display_width(m->tokens[i]) : w;
@@ -146,22 +146,22 @@ static void print_inputs(const explain_args *a, const explain_model *m, const at
         }
     }
     if (show(a, "x")) {
-        heading(m->ids ? "X = E[ids]: the table's row for each word, one column per feature"
+        explain_heading(m->ids ? "X = E[ids]: the table's row for each word, one column per feature"
                        : "X: one row per word, one column per feature",
                 n, m->d_model, m->ids ? "Each word is looked up in the embedding table by its id." : "Your embeddings.");
-        matrix(m->X, n, m->d_model, m->tokens, m->features, CLI_DIVERGING, false, colour);
+        explain_matrix(m->X, n, m->d_model, m->tokens, m->features, CLI_DIVERGING, false, colour);
         if (m->X_src) {
-            heading("X_source: the source sentence, looked up the same way", m->n_src, m->d_model,
+            explain_heading("X_source: the source sentence, looked up the same way", m->n_src, m->d_model,
                     "Its rows give the keys and values; the queries still come from X.");
-            matrix(m->X_src, m->n_src, m->d_model, m->src_tokens, m->features, CLI_DIVERGING, false, colour);
+            explain_matrix(m->X_src, m->n_src, m->d_model, m->src_tokens, m->features, CLI_DIVERGING, false, colour);
         }
         if (ex->P) {
-            heading("P: where each word is, sin and cos of its position at 4 frequencies", n, m->d_model,
+            explain_heading("P: where each word is, sin and cos of its position at 4 frequencies", n, m->d_model,
                     "Added to X, so that the projections see which word is where: X + P goes on.");
             char **pl = calloc((size_t)m->d_model, sizeof *pl); /* sin0 cos0 sin1 ...: frequency j / 2 */
             for (int j = 0; pl && j < m->d_model; j++)
                 if ((pl[j] = malloc(16))) snprintf(pl[j], 16, "%s%d", j % 2 ? "cos" : "sin", j / 2);
-            matrix(ex->P, n, m->d_model, m->tokens, pl, CLI_DIVERGING, false, colour);
+            explain_matrix(ex->P, n, m->d_model, m->tokens, pl, CLI_DIVERGING, false, colour);
             explain_free_labels(pl, m->d_model);
         }
     }
@@ -172,11 +172,11 @@ static void print_inputs(const explain_args *a, const explain_model *m, const at
         char **cl[3] = {m->q_cols, m->q_cols, m->v_cols};
         for (int i = 0; i < 3; i++)
             if (show(a, steps[i])) {
-                heading(names[i], m->d_model, cols[i],
+                explain_heading(names[i], m->d_model, cols[i],
                         i == 0 ? "The query projection: what each feature makes a word look for."
                         : i == 1 ? "The key projection: what each feature makes a word offer."
                                  : "The value projection: what each word hands over.");
-                matrix(w[i], m->d_model, cols[i], m->features, cl[i], CLI_DIVERGING, false, colour);
+                explain_matrix(w[i], m->d_model, cols[i], m->features, cl[i], CLI_DIVERGING, false, colour);
             }
     }
 }
@@ -201,20 +201,20 @@ void explain_print_text(const explain_args *a, const explain_model *m, const att
     for (int i = 0; i < 3; i++)
         if (show(a, steps[i])) {
             int rows = i ? nk : n;
-            if (qkv && i && m->src_tokens) heading(i == 1 ? "K = X_source W_K: each source word's key"
+            if (qkv && i && m->src_tokens) explain_heading(i == 1 ? "K = X_source W_K: each source word's key"
                                                           : "V = X_source W_V: each source word's value", rows, i == 2 ? ex->d_v : ex->d_k, NULL);
-            else if (qkv) heading(qtitle[i], rows, i == 2 ? ex->d_v : ex->d_k, NULL);
-            else heading(i == 0 ? "Q = X (no projections)" : i == 1 ? "K = X" : "V = X", rows, ex->d_k, NULL);
-            matrix(qkvm[i], rows, i == 2 ? ex->d_v : ex->d_k, i ? keys : m->tokens, i == 2 ? m->v_cols : m->q_cols,
+            else if (qkv) explain_heading(qtitle[i], rows, i == 2 ? ex->d_v : ex->d_k, NULL);
+            else explain_heading(i == 0 ? "Q = X (no projections)" : i == 1 ? "K = X" : "V = X", rows, ex->d_k, NULL);
+            explain_matrix(qkvm[i], rows, i == 2 ? ex->d_v : ex->d_k, i ? keys : m->tokens, i == 2 ? m->v_cols : m->q_cols,
                    CLI_DIVERGING, false, colour);
         }
     if (show(a, "scores")) {
-        heading(m->src_tokens ? "Q K^T: every query (row) against every source word's key (column)"
+        explain_heading(m->src_tokens ? "Q K^T: every query (row) against every source word's key (column)"
                               : "Q K^T: every query (row) against every key (column)", n, nk,
                 a->tied ? "With W_K = W_Q, Q K^T = X W_Q W_Q^T X^T is symmetric: a word scores another\n"
                           "   exactly as that word scores it, so attention cannot be one-way."
                         : "A large dot product means the query and the key point the same way.");
-        matrix(ex->scores, n, nk, m->tokens, keys, CLI_DIVERGING, false, colour);
+        explain_matrix(ex->scores, n, nk, m->tokens, keys, CLI_DIVERGING, false, colour);
     }
     if (show(a, "scaled")) {
         char title[160];
@@ -225,31 +225,31 @@ void explain_print_text(const explain_args *a, const explain_model *m, const att
         else
             snprintf(title, sizeof title, "Q K^T / sqrt(%s) = Q K^T / %.4g%s", a->scale_by_d_model ? "d_model" : "d_k",
                      1.0 / ex->scale, a->causal ? ", future masked with -inf" : "");
-        heading(title, n, nk, a->scale_by_d_model
+        explain_heading(title, n, nk, a->scale_by_d_model
                                  ? "The wrong constant: a score adds up d_k products, not d_model, so dividing by\n"
                                    "   sqrt(d_model) shrinks the scores more than their spread needs and flattens\n"
                                    "   the weights. In a real model d_model = heads x d_k: with 32 heads the scores\n"
                                    "   come out sqrt(32), almost 6 times, too small."
                              : qkv && ex->scale != 1.0 ? "Dividing keeps the scores' spread near 1 whatever d_k is."
                                                        : NULL);
-        matrix(ex->scaled, n, nk, m->tokens, keys, CLI_DIVERGING, false, colour);
+        explain_matrix(ex->scaled, n, nk, m->tokens, keys, CLI_DIVERGING, false, colour);
     }
     if (show(a, "weights")) {
-        heading("weights = softmax of each row", n, nk,
+        explain_heading("weights = softmax of each row", n, nk,
                 a->causal ? "Each row sums to 1: how a word splits its attention. Every weight a word can see\n"
                             "   is positive; · marks a later word, masked (its weight is exactly 0)."
                           : "Every weight is positive and each row sums to 1: how a word splits its attention.");
         if (colour) cli_print_legend(stdout, CLI_SEQUENTIAL, colour);
-        weights_matrix(ex->weights, n, nk, m->tokens, keys, a->causal, colour);
+        explain_weights_matrix(ex->weights, n, nk, m->tokens, keys, a->causal, colour);
     }
     if (show(a, "output")) {
-        heading(m->src_tokens ? "output = weights V: each word's blend of the source's values"
+        explain_heading(m->src_tokens ? "output = weights V: each word's blend of the source's values"
                               : "output = weights V: each word's blend of the values", n, ex->d_v, NULL);
-        matrix(ex->output, n, ex->d_v, m->tokens, m->v_cols, CLI_DIVERGING, false, colour);
+        explain_matrix(ex->output, n, ex->d_v, m->tokens, m->v_cols, CLI_DIVERGING, false, colour);
     }
     if (show(a, "summary")) {
         printf("\nwho attends to whom (the top three weights of each word)\n");
-        print_summary(m, ex, a->causal);
+        explain_summary(m, ex, a->causal);
     }
     if (!a->step && a->mode == ATTN_EXPLAIN_AVERAGE) {
         printf("\n   All of it is one line: output_i = the average of the x_j it sees, (1/n) sum_j x_j.\n"

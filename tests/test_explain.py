@@ -468,6 +468,34 @@ def test_cross_attention():
     expect_error("cross_attention_bad_word", ["explain", "--source", "the zebra", "the cat"], 1, r"--source: unknown word 'zebra'")
 
 
+def test_heads():
+    """--heads N: each head is the single-head explanation of that head; the concat is
+    their outputs side by side and the output is concat W_O."""
+    sentence = "my dog chased a ball in the park"
+    r = run("explain", "--heads", "3", "--json", sentence)
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    heads = j.get("heads", [])
+    one = explain_json(sentence)
+    concat, wo = np.array(j.get("concat", [[0]]), dtype=float), np.array(j.get("W_O", [[0]]), dtype=float)
+    ok = len(heads) == 3 and [h["head"] for h in heads] == ["wired", "where", "random"] and \
+        np.array_equal(mat(heads[0], "weights"), mat(one, "weights")) and \
+        np.array_equal(concat, np.hstack([mat(h, "output") for h in heads])) and \
+        np.allclose(np.array(j["output"]), concat @ wo, atol=1e-15) and not wo[8:].any() and wo[:8].sum() == 8
+    report("heads_json_is_each_head_then_concat_wo", ok, r.stderr or str([h.get("head") for h in heads]))
+    where = heads[1] if len(heads) == 3 else None
+    words = sentence.split()
+    if where:
+        w = mat(where, "weights")
+        report("heads_where_head_finds_places", words[int(np.argmax(w[2]))] == "park" and words[int(np.argmax(w[5]))] == "park",
+               str(w[2]))
+    r = run("explain", "--heads", "2", "--step", "summary", sentence)
+    report("heads_text", r.returncode == 0 and "== head 2 of 2: where?" in r.stdout and r.stdout.count("who attends") == 2,
+           r.stdout[:300])
+    expect_error("heads_too_many", ["explain", "--heads", "4"], 2, r"--heads takes 1, 2 or 3")
+    expect_error("heads_not_random", ["explain", "--heads", "2", "--random-head"], 2, r"--heads runs the toy")
+    expect_error("heads_step", ["explain", "--heads", "2", "--step", "q"], 2, r"weights, summary or output")
+
+
 def test_width():
     """Matrices fit the terminal: cut headers, and blocks of columns when too wide."""
     fox = "the quick brown fox jumped over the lazy dog"
@@ -580,6 +608,7 @@ def main():
     test_scale_by_d_model()
     test_positions()
     test_cross_attention()
+    test_heads()
     test_scaling()
     test_errors()
     return 1 if failed else 0

@@ -81,6 +81,7 @@ def main():
         "explain_tied": ["explain", "--tied", "--step", "scores", "the", "cat"],
         "explain_scale_by": ["explain", "--scale-by", "d_model", "--step", "scaled"],
         "explain_positions": ["explain", "--positions", "rope", "--step", "q"],
+        "explain_heads": ["explain", "--heads", "3", "--json", "the", "cat", "sat"],
         "explain_source": ["explain", "--source", "the dog chased a ball", "--step", "weights", "the", "cat", "sat"],
     }
     for n, a in named.items():
