@@ -107,6 +107,49 @@ const char *web_scaling(int d, int queries, int keys, unsigned seed) {
     return result;
 }
 
+/* `attn train` on the page: a head trained for `steps` Adam steps from the
+ * seed's random weights (the library's attn_train_head, the same numbers as
+ * `attn train --steps N --seed S --json`), then its causal attention weights
+ * on `sentence`: {"tokens", "steps", "loss": [per step], "weights": [[...]]}. */
+WEB_EXPORT("web_train")
+const char *web_train(const char *sentence, int steps, unsigned seed) {
+    attn_toy_token tok[ATTN_TOY_MAX_TOKENS + 1];
+    attn_error err;
+    int n = 0;
+    if (attn_toy_tokenize(tok, ATTN_TOY_MAX_TOKENS, &n, sentence, &err)) return error_json(err.message, -1, 0, NULL);
+    attn_train_options o = attn_train_options_default();
+    o.steps = steps, o.seed = seed;
+    double wq[ATTN_TOY_D_MODEL * ATTN_TOY_D_K], wk[ATTN_TOY_D_MODEL * ATTN_TOY_D_K], wv[ATTN_TOY_D_MODEL * ATTN_TRAIN_D_V];
+    double x[ATTN_TOY_MAX_TOKENS * ATTN_TOY_D_MODEL], *loss = malloc(sizeof(double) * (size_t)(steps > 0 ? steps : 1));
+    attn_explain ex = {0};
+    attn_explain_input in = {n, ATTN_TOY_D_MODEL, ATTN_TOY_D_K, ATTN_TRAIN_D_V, x, wq, wk, wv, ATTN_EXPLAIN_QKV, 1, 0, 0,
+                             ATTN_EXPLAIN_NO_POSITIONS, NULL, 0};
+    attn_toy_embed(x, tok, n, NULL);
+    if (!loss) return error_json("out of memory", -1, 0, NULL);
+    if (attn_train_head(wq, wk, wv, loss, NULL, &o, &err) || attn_explain_run(&ex, &in, &err)) {
+        free(loss);
+        return error_json(err.message, -1, 0, NULL);
+    }
+    size_t used = 0, need = (size_t)steps * 26 + (size_t)n * (size_t)n * 26 + (size_t)n * 16 + 128;
+    if (!reserve(need)) {
+        free(loss), attn_explain_free(&ex);
+        return "{\"error\": \"out of memory\"}";
+    }
+    used += (size_t)snprintf(result + used, result_cap - used, "{\"tokens\": [");
+    for (int i = 0; i < n; i++) used += (size_t)snprintf(result + used, result_cap - used, "%s\"%s\"", i ? ", " : "", attn_toy_word(tok[i].id));
+    used += (size_t)snprintf(result + used, result_cap - used, "], \"steps\": %d, \"loss\": [", steps);
+    for (int i = 0; i < steps; i++) used += (size_t)snprintf(result + used, result_cap - used, "%s%.17g", i ? ", " : "", loss[i]);
+    used += (size_t)snprintf(result + used, result_cap - used, "], \"weights\": [");
+    for (int i = 0; i < n; i++) {
+        used += (size_t)snprintf(result + used, result_cap - used, "%s[", i ? ", " : "");
+        for (int j = 0; j < n; j++) used += (size_t)snprintf(result + used, result_cap - used, "%s%.17g", j ? ", " : "", ex.weights[i * n + j]);
+        used += (size_t)snprintf(result + used, result_cap - used, "]");
+    }
+    snprintf(result + used, result_cap - used, "]}");
+    free(loss), attn_explain_free(&ex);
+    return result;
+}
+
 /* Memory for the page's strings. */
 WEB_EXPORT("web_alloc") void *web_alloc(size_t n) { return malloc(n); }
 WEB_EXPORT("web_free") void web_free(void *p) { free(p); }

@@ -381,6 +381,65 @@ function shuffleWords() {
         'not only their order: where a word stands now counts.');
 }
 
+// ---- a head that learns -----------------------------------------------------------
+
+// attn_train_head for `steps` steps from seed 1 (the library's own training,
+// run here in WebAssembly), then its weights on `sentence`.
+function train(sentence, steps) {
+  const bytes = new TextEncoder().encode(sentence + '\0');
+  const ptr = lib.web_alloc(bytes.length);
+  new Uint8Array(lib.memory.buffer).set(bytes, ptr);
+  try {
+    return JSON.parse(readString(lib.web_train(ptr, steps, 1)));
+  } finally {
+    lib.web_free(ptr);
+  }
+}
+
+// The loss per step on a log scale, drawn up to `upto` steps.
+function lossCurve(loss, upto) {
+  const w = 340, h = 160, pad = 30, n = loss.length;
+  const logs = loss.map((x) => Math.log10(Math.max(x, 1e-6)));
+  const lo = Math.min(...logs), hi = Math.max(...logs);
+  const svg = svgEl('svg', { width: w, height: h, viewBox: `0 0 ${w} ${h}`, role: 'img', 'data-name': 'loss',
+    'aria-label': `training loss over ${upto} steps` });
+  svg.appendChild(svgEl('text', { class: 'title', x: 2, y: 14 }, `loss, step ${upto} of ${n}: ${loss[upto - 1].toFixed(4)}`));
+  const pts = logs.slice(0, upto).map((l, i) =>
+    `${(pad + (w - 2 * pad) * i / Math.max(1, n - 1)).toFixed(1)},${(h - pad - (h - 2 * pad) * (l - lo) / (hi - lo || 1)).toFixed(1)}`);
+  svg.appendChild(svgEl('polyline', { points: pts.join(' '), fill: 'none', stroke: '#d62728', 'stroke-width': 1.5 }));
+  svg.appendChild(svgEl('text', { x: pad, y: h - 8 }, 'step 1'));
+  svg.appendChild(svgEl('text', { x: w - pad - 40, y: h - 8 }, `step ${n}`));
+  return svg;
+}
+
+// Train, showing checkpoints: each is the library's training run to that step
+// from the same start, so the curve and the weights are those of one run.
+function trainHead() {
+  const checkpoints = [1, 10, 30, 100, 300, 1000];
+  const button = document.getElementById('train');
+  button.disabled = true;
+  const final = train(state.sentence, 1000);
+  if (final.error) {
+    document.getElementById('train-status').textContent = final.error;
+    button.disabled = false;
+    return;
+  }
+  let k = 0;
+  const step = () => {
+    const steps = checkpoints[k];
+    const r = steps === 1000 ? final : train(state.sentence, steps);
+    put('fig-loss', lossCurve(final.loss, steps));
+    put('fig-trained', heatmap('trained', `learned weights after ${steps} steps (causal)`, r.weights, r.tokens,
+      r.tokens, { rowSums: true }));
+    document.getElementById('train-status').textContent = `step ${steps}: loss ${final.loss[steps - 1].toFixed(4)}`;
+    document.body.dataset.trained = String(steps);
+    window.attnTrained = r;
+    if (++k < checkpoints.length) setTimeout(step, 250);
+    else button.disabled = false;
+  };
+  step();
+}
+
 // ---- the sqrt(d_k) demo -------------------------------------------------------------
 
 function histogram(title, hist, range, colour, active) {
@@ -481,6 +540,7 @@ async function main() {
     radio.addEventListener('change', (e) => { state.head = e.target.value; update(); });
   document.getElementById('shuffle').addEventListener('click', shuffleWords);
   document.getElementById('export').addEventListener('click', exportSvg);
+  document.getElementById('train').addEventListener('click', trainHead);
   document.getElementById('dk').addEventListener('input', updateSqrt);
   document.getElementById('divide').addEventListener('change', updateSqrt);
   window.addEventListener('hashchange', () => {

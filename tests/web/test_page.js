@@ -251,6 +251,18 @@ async function main() {
   }
   await page.selectOption('#positions', 'none');
 
+  // Training on the page: the library's own run, so its loss and learned weights
+  // equal `attn train`'s for the same seed and steps.
+  await setSentence(page, 'the cat sat on the mat');
+  await page.click('#train');
+  await page.waitForFunction(() => document.body.dataset.trained === '1000', null, { timeout: 60000 });
+  const trained = await page.evaluate(() => window.attnTrained);
+  const want = JSON.parse(execFileSync(ATTN, ['train', '--json', '--steps', '1000', '--seed', '1', 'the cat sat on the mat'],
+    { encoding: 'utf8' }));
+  const same = (a, b) => a.length === b.length && a.every((x, i) => Array.isArray(x) ? same(x, b[i]) : Math.abs(x - b[i]) < 1e-12);
+  report('train_on_the_page_equals_attn_train', same(trained.loss, want.loss) && same(trained.weights.flat(), want.weights) &&
+    trained.weights[2][1] > 0.5, `sat -> cat ${trained.weights[2][1]}`);
+
   // Screenshots for review, wide and narrow; the narrow page does not scroll sideways.
   await page.screenshot({ path: path.join(BUILD, 'explainer.png'), fullPage: true });
   await page.setViewportSize({ width: 390, height: 844 });
