@@ -39,7 +39,7 @@ static const char *error_json(const char *message, int start, int length, const 
     return result;
 }
 
-/* The toy model on `sentence`: head 0 wired, 1 random; mode 0 qkv, 1 dot,
+/* The toy model on `sentence`: head 0 wired, 1 random, 2 the "where" head; mode 0 qkv, 1 dot,
  * 2 average; positions an attn_explain_positions (qkv only). On a bad
  * sentence: {"error", "start", "length", "suggestion"}. */
 WEB_EXPORT("web_explain")
@@ -53,7 +53,7 @@ const char *web_explain(const char *sentence, int head, int causal, int no_scale
                           unknown ? attn_toy_suggest(sentence + tok[n].start, (size_t)tok[n].length) : NULL);
     }
     double x[ATTN_TOY_MAX_TOKENS * ATTN_TOY_D_MODEL], wq[32], wk[32], wv[32];
-    attn_toy_head h = head ? ATTN_TOY_RANDOM : ATTN_TOY_WIRED;
+    attn_toy_head h = head == 2 ? ATTN_TOY_WHERE : head ? ATTN_TOY_RANDOM : ATTN_TOY_WIRED;
     attn_toy_embed(x, tok, n, NULL);
     attn_toy_weights(wq, wk, wv, h, NULL);
     attn_explain_input in = {n, ATTN_TOY_D_MODEL, ATTN_TOY_D_K, ATTN_TOY_D_K, x, wq, wk, wv,
@@ -68,9 +68,10 @@ const char *web_explain(const char *sentence, int head, int causal, int no_scale
     for (int j = 0; j < ATTN_TOY_D_MODEL; j++) features[j] = attn_toy_feature(j);
     for (int j = 0; j < ex.d_v; j++)
         values[j] = mode != ATTN_EXPLAIN_QKV ? features[j]
-                    : h == ATTN_TOY_WIRED ? attn_toy_value_feature(h, j) : V_NAMES[j];
+                    : h != ATTN_TOY_RANDOM ? attn_toy_value_feature(h, j) : V_NAMES[j];
     attn_explain_labels labels = {tokens, features, values,
-                                  mode != ATTN_EXPLAIN_QKV ? "none" : h == ATTN_TOY_WIRED ? "wired" : "random", NULL};
+                                  mode != ATTN_EXPLAIN_QKV ? "none" : h == ATTN_TOY_WIRED ? "wired" : h == ATTN_TOY_WHERE ? "where" : "random",
+                                  NULL};
     size_t len = 0;
     attn_explain_json(NULL, 0, &len, &ex, &in, &labels, NULL);
     const char *out = reserve(len) ? result : NULL;

@@ -33,7 +33,7 @@ function explain(sentence, head, causal, noScale, positions = 'none') {
   const ptr = lib.web_alloc(bytes.length);
   new Uint8Array(lib.memory.buffer).set(bytes, ptr);
   try {
-    return JSON.parse(readString(lib.web_explain(ptr, head === 'random' ? 1 : 0, causal ? 1 : 0, noScale ? 1 : 0, 0,
+    return JSON.parse(readString(lib.web_explain(ptr, head === 'random' ? 1 : head === 'where' ? 2 : 0, causal ? 1 : 0, noScale ? 1 : 0, 0,
       Math.max(0, POSITIONS.indexOf(positions)))));
   } finally {
     lib.web_free(ptr);
@@ -49,7 +49,7 @@ function scaling(d) {
 // ---- state and the URL fragment ---------------------------------------------
 
 const state = { sentence: 'the cat sat on the mat', causal: false, head: 'wired', noScale: false, positions: 'none',
-  result: null };
+  heads: 1, result: null };
 
 function readFragment() {
   const params = new URLSearchParams(location.hash.slice(1));
@@ -58,6 +58,7 @@ function readFragment() {
   state.head = params.get('head') === 'random' ? 'random' : 'wired';
   state.noScale = params.get('noscale') === '1';
   state.positions = POSITIONS.includes(params.get('pos')) ? params.get('pos') : 'none';
+  state.heads = params.get('heads') === '2' ? 2 : 1;
 }
 
 function writeFragment() {
@@ -67,6 +68,7 @@ function writeFragment() {
   if (state.head !== 'wired') params.set('head', state.head);
   if (state.noScale) params.set('noscale', '1');
   if (state.positions !== 'none') params.set('pos', state.positions);
+  if (state.heads === 2) params.set('heads', '2');
   const hash = '#' + params.toString();
   if (location.hash !== hash) history.replaceState(null, '', hash);
 }
@@ -341,6 +343,7 @@ function update() {
       return;
     }
     delete document.body.dataset.stale;
+    renderHeads();
     state.result = r;
     window.attnLast = r; // for the tests and the curious: the library's own JSON
     renderMatrices(r);
@@ -379,6 +382,30 @@ function shuffleWords() {
     : (same ? 'Shuffled. The outputs only moved: these positions did not change anything here.'
       : `Shuffled. With ${state.positions === 'rope' ? 'RoPE' : 'sinusoidal'} positions the outputs changed, ` +
         'not only their order: where a word stands now counts.');
+}
+
+// ---- two heads at once --------------------------------------------------------------
+
+// With two heads: the wired head ("who did it?") and the "where?" head side by
+// side, each from the library; their outputs side by side (the concat), and W_O
+// writing each head's value features back into the word's features.
+function renderHeads() {
+  const section = document.getElementById('step-heads');
+  section.hidden = state.heads !== 2;
+  document.body.dataset.heads = String(state.heads);
+  if (state.heads !== 2) return;
+  const h = ['wired', 'where'].map((name) => explain(state.sentence, name, state.causal, state.noScale, state.positions));
+  if (h.some((r) => r.error)) return;
+  const t = h[0].tokens;
+  put('fig-head1', heatmap('head1', 'head 1: who did it?', h[0].weights, t, t, { rowSums: true }));
+  put('fig-head2', heatmap('head2', 'head 2: where?', h[1].weights, t, t, { rowSums: true }));
+  const cols = [...h[0].value_features.map((f) => `1:${f}`), ...h[1].value_features.map((f) => `2:${f}`)];
+  const concat = t.map((_, i) => [...h[0].output[i], ...h[1].output[i]]);
+  const feats = h[0].features;
+  const out = concat.map((row) => feats.map((f) => row.reduce((s, x, c) => s + (cols[c].slice(2) === f ? x : 0), 0)));
+  put('fig-concat', heatmap('concat', 'concat: both heads\' outputs', concat, t, cols));
+  put('fig-heads-out', heatmap('heads-output', 'concat · W_O: back into the features', out, t, feats));
+  window.attnHeads = { heads: h, concat, output: out };
 }
 
 // ---- a head that learns -----------------------------------------------------------
@@ -531,11 +558,13 @@ async function main() {
   document.getElementById('causal').checked = state.causal;
   document.getElementById('head-scale').checked = !state.noScale;
   document.getElementById('positions').value = state.positions;
+  document.getElementById('heads').value = String(state.heads);
   document.querySelector(`input[name=head][value=${state.head}]`).checked = true;
   input.addEventListener('input', () => { state.sentence = input.value; update(); });
   document.getElementById('causal').addEventListener('change', (e) => { state.causal = e.target.checked; update(); });
   document.getElementById('head-scale').addEventListener('change', (e) => { state.noScale = !e.target.checked; update(); });
   document.getElementById('positions').addEventListener('change', (e) => { state.positions = e.target.value; update(); });
+  document.getElementById('heads').addEventListener('change', (e) => { state.heads = Number(e.target.value); update(); });
   for (const radio of document.querySelectorAll('input[name=head]'))
     radio.addEventListener('change', (e) => { state.head = e.target.value; update(); });
   document.getElementById('shuffle').addEventListener('click', shuffleWords);
@@ -549,6 +578,7 @@ async function main() {
     document.getElementById('causal').checked = state.causal;
     document.getElementById('head-scale').checked = !state.noScale;
     document.getElementById('positions').value = state.positions;
+    document.getElementById('heads').value = String(state.heads);
     update();
   });
   buildVocab();

@@ -251,6 +251,20 @@ async function main() {
   }
   await page.selectOption('#positions', 'none');
 
+  // Two heads side by side: the library's own heads, as attn explain --heads 2 --json.
+  await setSentence(page, 'my dog chased a ball in the park');
+  await page.selectOption('#heads', '2');
+  await page.waitForFunction(() => /heads=2/.test(location.hash) && document.body.dataset.heads === '2');
+  const shownHeads = await page.evaluate(() => window.attnHeads);
+  const wantHeads = JSON.parse(execFileSync(ATTN, ['explain', '--heads', '2', '--json', 'my dog chased a ball in the park'],
+    { encoding: 'utf8' }));
+  const close = (a, b) => a.every((row, i) => row.every((x, j) => Math.abs(x - b[i][j]) < 1e-12));
+  report('two_heads_side_by_side', await page.isVisible('#fig-head2 svg') &&
+    close(shownHeads.heads[1].weights, wantHeads.heads[1].weights) && close(shownHeads.concat, wantHeads.concat) &&
+    close(shownHeads.output, wantHeads.output), JSON.stringify(shownHeads.output[2]));
+  await page.selectOption('#heads', '1');
+  report('one_head_hides_the_second', !(await page.isVisible('#step-heads')));
+
   // Training on the page: the library's own run, so its loss and learned weights
   // equal `attn train`'s for the same seed and steps.
   await setSentence(page, 'the cat sat on the mat');
