@@ -25,7 +25,9 @@ static const char EXPLAIN_USAGE[] =
     "  --heads N            multi-head attention: 2 heads (who? and where?) or 3 (and\n"
     "                       an untrained one), their outputs side by side, then W_O\n"
     "  --positions KIND     none (default), sinusoidal (added to X) or rope (Q and K\n"
-    "                       turned by position): with positions, word order counts\n"
+    "                       turned by position): with positions, word order counts;\n"
+    "                       with rope the wired head is wired for word order, so\n"
+    "                       adjectives find their own noun\n"
     "  --scale-by WHAT      d_k (default) or d_model: divide by sqrt(d_model), the\n"
     "                       model's width, to see what that common slip does\n"
     "  --random-head        the toy's fixed-seed random head instead of the wired one\n"
@@ -318,12 +320,14 @@ static int load_weights(const explain_args *a, explain_model *m) {
         m->d_k = m->d_v = ATTN_TOY_D_K;
         size_t bytes = sizeof(double) * ATTN_TOY_D_MODEL * ATTN_TOY_D_K;
         m->W_Q = malloc(bytes), m->W_K = malloc(bytes), m->W_V = malloc(bytes);
-        attn_toy_head head = a->random_head ? ATTN_TOY_RANDOM : ATTN_TOY_WIRED;
+        /* With RoPE the wired head uses its word-order wiring (ATTN_TOY_ORDER). */
+        attn_toy_head head = a->random_head ? ATTN_TOY_RANDOM
+                             : a->positions == ATTN_EXPLAIN_ROPE ? ATTN_TOY_ORDER : ATTN_TOY_WIRED;
         attn_error err;
         if (attn_toy_weights(m->W_Q, m->W_K, m->W_V, head, &err))
             return cli_error(EXIT_DATA, "%s", err.message);
-        m->head = a->random_head ? "random" : "wired";
-        if (head == ATTN_TOY_WIRED) {
+        m->head = a->random_head ? "random" : head == ATTN_TOY_ORDER ? "wired for word order" : "wired";
+        if (head != ATTN_TOY_RANDOM) {
             const char *names[ATTN_TOY_D_K];
             for (int j = 0; j < ATTN_TOY_D_K; j++) names[j] = attn_toy_value_feature(head, j);
             m->v_cols = copied_labels(names, ATTN_TOY_D_K);

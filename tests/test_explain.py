@@ -411,10 +411,10 @@ def test_scale_by_d_model():
 
 
 def numpy_rope(x):
-    """RoPE from its definition (halves layout, base 10000), row i at position i."""
+    """RoPE from its definition (halves layout, base 10000, positions halved), row i at position i."""
     n, d = x.shape
     inv = 1.0 / 10000 ** (np.arange(0, d, 2) / d)
-    ang = np.outer(np.arange(n), inv)
+    ang = np.outer(np.arange(n) / 2.0, inv)
     a, b = x[:, :d // 2], x[:, d // 2:]
     return np.concatenate([a * np.cos(ang) - b * np.sin(ang), b * np.cos(ang) + a * np.sin(ang)], axis=1)
 
@@ -442,6 +442,22 @@ def test_positions():
         moved = np.allclose(w1, w0[np.ix_(order, order)], atol=1e-12)
         report(f"positions_{kind}_shuffle", moved == (kind == "none"),
                "the shuffled weights are %sa permutation" % ("" if moved else "not "))
+    # With RoPE the wired head is wired for word order: the seed's sentences, as its words say.
+    claims = {"the quick brown fox jumped over the lazy dog": {"quick": "fox", "brown": "fox", "lazy": "dog",
+                                                                "over": "dog", "jumped": "fox"},
+              "my dog chased a ball in the park": {"chased": "dog", "in": "park"},
+              "the cat sat on the mat": {"sat": "cat", "on": "mat"}}
+    wrong = []
+    for sentence, want in claims.items():
+        j = explain_json("--positions", "rope", sentence)
+        w, words = mat(j, "weights"), sentence.split()
+        for word, target in want.items():
+            i = words.index(word)
+            if words[int(np.argmax(w[i]))] != target:
+                wrong.append(f"{word} -> {words[int(np.argmax(w[i]))]}")
+        if sentence.startswith("the cat") and not w[2, 1] > 0.5:
+            wrong.append(f"sat -> cat only {w[2, 1]:.2f}")
+    report("positions_rope_seed_claims", not wrong and j["head"] == "wired for word order", ", ".join(wrong))
     expect_error("positions_need_qkv", ["explain", "--positions", "rope", "--mode", "dot"], 2, r"--positions needs")
     r = run("explain", "--positions", "rope", "--step", "q")
     report("positions_rope_text", "RoPE(X W_Q)" in r.stdout, r.stdout[:200])

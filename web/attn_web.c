@@ -54,6 +54,7 @@ const char *web_explain(const char *sentence, int head, int causal, int no_scale
     }
     double x[ATTN_TOY_MAX_TOKENS * ATTN_TOY_D_MODEL], wq[32], wk[32], wv[32];
     attn_toy_head h = head == 2 ? ATTN_TOY_WHERE : head ? ATTN_TOY_RANDOM : ATTN_TOY_WIRED;
+    if (h == ATTN_TOY_WIRED && positions == ATTN_EXPLAIN_ROPE) h = ATTN_TOY_ORDER; /* as attn explain does */
     attn_toy_embed(x, tok, n, NULL);
     attn_toy_weights(wq, wk, wv, h, NULL);
     attn_explain_input in = {n, ATTN_TOY_D_MODEL, ATTN_TOY_D_K, ATTN_TOY_D_K, x, wq, wk, wv,
@@ -70,7 +71,8 @@ const char *web_explain(const char *sentence, int head, int causal, int no_scale
         values[j] = mode != ATTN_EXPLAIN_QKV ? features[j]
                     : h != ATTN_TOY_RANDOM ? attn_toy_value_feature(h, j) : V_NAMES[j];
     attn_explain_labels labels = {tokens, features, values,
-                                  mode != ATTN_EXPLAIN_QKV ? "none" : h == ATTN_TOY_WIRED ? "wired" : h == ATTN_TOY_WHERE ? "where" : "random",
+                                  mode != ATTN_EXPLAIN_QKV ? "none" : h == ATTN_TOY_WIRED ? "wired" : h == ATTN_TOY_WHERE ? "where"
+                                                 : h == ATTN_TOY_ORDER ? "wired for word order" : "random",
                                   NULL};
     size_t len = 0;
     attn_explain_json(NULL, 0, &len, &ex, &in, &labels, NULL);

@@ -70,8 +70,10 @@ static attn_status turned(attn_explain *ex, const attn_explain_input *in, attn_e
     attn_tensor tq, tk;
     int64_t shape[2] = {ex->n, ex->d_k}, kshape[2] = {ex->n_keys, ex->d_k};
     attn_tensor_init(&tq, ex->Q, ATTN_F64, 2, shape, NULL, NULL), attn_tensor_init(&tk, ex->K, ATTN_F64, 2, kshape, NULL, NULL);
-    attn_status st = attn_rope(&tq, &tq, NULL, err);
-    return st ? st : attn_rope(&tk, &tk, NULL, err);
+    attn_rope_options r = attn_rope_options_default();
+    r.linear_scaling = 2; /* half a radian per word in the fast pair: no wrap within a sentence */
+    attn_status st = attn_rope(&tq, &tq, &r, err);
+    return st ? st : attn_rope(&tk, &tk, &r, err);
 }
 
 attn_status attn_explain_run(attn_explain *ex, const attn_explain_input *in, attn_error *err) {

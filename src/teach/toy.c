@@ -5,6 +5,7 @@
 #include "base/base.h"
 #include "teach/rng.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -53,7 +54,9 @@ const char *attn_toy_feature(int j) { return j >= 0 && j < DM ? FEATURES[j] : NU
 
 const char *attn_toy_value_feature(attn_toy_head head, int j) {
     if (j < 0 || j >= DK) return NULL;
-    return head == ATTN_TOY_WIRED ? WIRED_VALUE_FEATURES[j] : head == ATTN_TOY_WHERE ? WHERE_VALUE_FEATURES[j] : NULL;
+    return head == ATTN_TOY_WIRED || head == ATTN_TOY_ORDER ? WIRED_VALUE_FEATURES[j]
+           : head == ATTN_TOY_WHERE                        ? WHERE_VALUE_FEATURES[j]
+                                                           : NULL;
 }
 
 static char lower(char c) { return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c; }
@@ -214,6 +217,28 @@ static void where_weights(double *wq, double *wk, double *wv) {
     wv[PLACE * DK + 0] = 1, wv[THING * DK + 1] = 1, wv[PREP * DK + 2] = 1, wv[NOUN * DK + 3] = 1;
 }
 
+/* The wired head for word order, to be used with RoPE (halves, positions
+ * halved: the pair of dimensions 0 and 2 turns half a radian per word, the
+ * pair 1 and 3 barely). In pair (0, 2) a noun's key is 1 (angle 0) and a
+ * query a e^{i phi} scores a cos(phi - d / 2) against a noun d words after
+ * it: highest at d = 2 phi. So an adjective (phi = 0.75) looks 1.5 words
+ * ahead, a preposition (1.1) 2.2 ahead (its object), a verb (-0.75) 1.5
+ * behind (its subject). Pair (1, 3) is content, as in the wired head: a
+ * verb also looks for an animal, a noun for a determiner. */
+static void order_weights(double *wq, double *wk, double *wv) {
+    double dummy[DM * DK];
+    wired_weights(dummy, dummy, wv); /* the same values */
+    memset(wq, 0, sizeof(double) * DM * DK);
+    memset(wk, 0, sizeof(double) * DM * DK);
+    static const struct { int feature; double amplitude, phase; } LOOK[] = {{ADJ, 4, 0.75}, {PREP, 4, 1.1}, {VERB, 3, -0.75}};
+    for (size_t i = 0; i < sizeof LOOK / sizeof LOOK[0]; i++)
+        wq[LOOK[i].feature * DK + 0] = LOOK[i].amplitude * cos(LOOK[i].phase),
+        wq[LOOK[i].feature * DK + 2] = LOOK[i].amplitude * sin(LOOK[i].phase);
+    wk[NOUN * DK + 0] = 1.0;
+    wq[VERB * DK + 1] = 1.0, wk[ANIMAL * DK + 1] = 1.6;
+    wq[NOUN * DK + 3] = 1.0, wk[DET * DK + 3] = 1.5;
+}
+
 /* The random head: uniform in [-a, a) with a = sqrt(3 / d_model), so each
  * weight has variance 1 / d_model, from ATTN_TOY_SEED. */
 static void random_weights(double *wq, double *wk, double *wv) {
@@ -230,6 +255,7 @@ attn_status attn_toy_weights(double *w_q, double *w_k, double *w_v, attn_toy_hea
     if (head == ATTN_TOY_RANDOM) random_weights(w_q, w_k, w_v);
     else if (head == ATTN_TOY_WIRED) wired_weights(w_q, w_k, w_v);
     else if (head == ATTN_TOY_WHERE) where_weights(w_q, w_k, w_v);
+    else if (head == ATTN_TOY_ORDER) order_weights(w_q, w_k, w_v);
     else return attn_fail(err, ATTN_ERR_ARGUMENT, "head %d is not an attn_toy_head", (int)head);
     return ATTN_OK;
 }
