@@ -30,7 +30,8 @@ static const char SCALING_USAGE[] =
     "  -h, --help       show this help\n";
 
 static const char DEFINITIONS[] =
-    "spread: standard deviation of the scores q.k (raw) and q.k / sqrt(d) (scaled).\n"
+    "spread: standard deviation of the scores q.k (raw), q.k / sqrt(d) (scaled) and\n"
+    "     q.k / d (about 1/sqrt(d): 0.125 at d = 64, so small the softmax is nearly flat).\n"
     "top: mean over queries of the largest softmax weight, for the raw scores,\n"
     "     the scores / sqrt(d) and the scores / d.\n"
     "grad: the Frobenius norm ||diag(p) - p p^T||_F of the softmax's Jacobian for\n"
@@ -182,14 +183,15 @@ static void print_table(const args *a, const attn_scaling_row *rows) {
     }
     printf("Why divide by sqrt(d): %d random queries, each against its own %d random keys "
            "(seed %llu)\n\n", a->queries, a->keys, (unsigned long long)a->seed);
-    printf("%6s | %8s %8s | %7s %7s %7s | %9s %9s | %9s %9s\n", "", "spread", "", "top", "top",
+    printf("%6s | %8s %8s %6s | %7s %7s %7s | %9s %9s | %9s %9s\n", "", "spread", "", "", "top", "top",
            "top", "grad mean", "grad mean", "grad med", "grad med");
-    printf("%6s | %8s %8s | %7s %7s %7s | %9s %9s | %9s %9s\n", "d", "raw", "/sqrt(d)", "raw",
+    printf("%6s | %8s %8s %6s | %7s %7s %7s | %9s %9s | %9s %9s\n", "d", "raw", "/sqrt(d)", "/d", "raw",
            "/sqrt(d)", "/d", "raw", "/sqrt(d)", "raw", "/sqrt(d)");
     for (int i = 0; i < a->n_dims; i++) {
         const attn_scaling_row *r = &rows[i];
-        printf("%6d | %8.2f %8.3f | %7.3f %7.3f %7.3f | %9.4f %9.4f | %9.2e %9.4f\n", r->d,
-               r->spread_raw, r->spread_scaled, r->top_raw, r->top_scaled, r->top_div_d,
+        /* Dividing by d scales the spread by 1/d: sqrt(d)/d = 1/sqrt(d), too small. */
+        printf("%6d | %8.2f %8.3f %6.3f | %7.3f %7.3f %7.3f | %9.4f %9.4f | %9.2e %9.4f\n", r->d,
+               r->spread_raw, r->spread_scaled, r->spread_raw / r->d, r->top_raw, r->top_scaled, r->top_div_d,
                r->grad_mean_raw, r->grad_mean_scaled, r->grad_median_raw, r->grad_median_scaled);
     }
     printf("\n%s", DEFINITIONS);

@@ -308,6 +308,9 @@ def test_scaling():
     report("scaling_variance_seed001", abs(rows[8]["spread_raw"] - 2.8) < 0.1 and
            abs(rows[512]["spread_raw"] - 22.6) < 0.7 and all(abs(x["spread_scaled"] - 1) < 0.04
                                                               for x in rows.values()), str(rows))
+    r = run("scaling", "--no-train", "--queries", "500")
+    row64 = [l.split() for l in r.stdout.splitlines() if l.split()[:1] == ["64"]]
+    report("scaling_spread_divided_by_d", row64 and abs(float(row64[0][4]) - 0.125) < 0.005, str(row64))
     r = run("scaling", "--seed", "1", "--queries", "300", "--dims", "4,64,256,1024")
     table, _, training = r.stdout.partition("Training, end to end")
     report("scaling_text_table", r.returncode == 0 and "Frobenius" in table and

@@ -467,6 +467,30 @@ function trainHead() {
   step();
 }
 
+// ---- the table across d_k, as attn scaling prints it ------------------------------
+
+const TABLE_DIMS = [16, 64, 256, 1024];
+function scalingTable() {
+  const rows = TABLE_DIMS.map((d) => JSON.parse(readString(lib.web_scaling(d, 2000, 64, 0))));
+  const table = document.createElement('table');
+  table.id = 'scaling-rows';
+  const head = ['d_k', 'spread raw', 'spread /√d_k', 'spread /d_k', 'top raw', 'top /√d_k', 'top /d_k',
+    'grad mean raw', 'grad mean /√d_k', 'grad median raw', 'grad median /√d_k'];
+  const tr = document.createElement('tr');
+  for (const h of head) tr.appendChild(Object.assign(document.createElement('th'), { textContent: h }));
+  table.appendChild(tr);
+  for (const r of rows) {
+    const cells = [r.d, r.spread_raw.toFixed(2), r.spread_scaled.toFixed(3), (r.spread_raw / r.d).toFixed(3),
+      r.top_raw.toFixed(3), r.top_scaled.toFixed(3), r.top_div_d.toFixed(3), r.grad_mean_raw.toFixed(4),
+      r.grad_mean_scaled.toFixed(4), r.grad_median_raw.toExponential(2), r.grad_median_scaled.toFixed(4)];
+    const row = document.createElement('tr');
+    for (const c of cells) row.appendChild(Object.assign(document.createElement('td'), { textContent: String(c) }));
+    table.appendChild(row);
+  }
+  put('scaling-table', table);
+  window.attnScalingTable = rows;
+}
+
 // ---- the sqrt(d_k) demo -------------------------------------------------------------
 
 function histogram(title, hist, range, colour, active) {
@@ -585,6 +609,7 @@ async function main() {
   update();
   updateSqrt();
   document.body.dataset.ready = '1';
+  setTimeout(scalingTable, 0); /* a second or so of work: after the first paint */
 }
 
 main().catch((e) => {

@@ -265,6 +265,16 @@ async function main() {
   await page.selectOption('#heads', '1');
   report('one_head_hides_the_second', !(await page.isVisible('#step-heads')));
 
+  // The table across d_k: the same rows as attn scaling's defaults.
+  await page.waitForFunction(() => window.attnScalingTable, null, { timeout: 60000 });
+  const pageRows = await page.evaluate(() => window.attnScalingTable);
+  const cliRows = JSON.parse(execFileSync(ATTN, ['scaling', '--json', '--no-train', '--dims', '16,64,256,1024'],
+    { encoding: 'utf8' })).rows;
+  const keys = ['spread_raw', 'spread_scaled', 'top_raw', 'top_scaled', 'top_div_d', 'grad_mean_raw', 'grad_median_raw'];
+  report('scaling_table_equals_attn_scaling', pageRows.length === 4 && pageRows.every((r, i) =>
+    keys.every((k) => Math.abs(r[k] - cliRows[i][k]) < 1e-12)) && (await page.$$('#scaling-rows tr')).length === 5,
+    JSON.stringify(pageRows[3]));
+
   // Training on the page: the library's own run, so its loss and learned weights
   // equal `attn train`'s for the same seed and steps.
   await setSentence(page, 'the cat sat on the mat');
