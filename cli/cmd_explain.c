@@ -31,6 +31,8 @@ static const char EXPLAIN_USAGE[] =
     "  --scale-by WHAT      d_k (default) or d_model: divide by sqrt(d_model), the\n"
     "                       model's width, to see what that common slip does\n"
     "  --random-head        the toy's fixed-seed random head instead of the wired one\n"
+    "  --trained            the head attn train learns (1000 steps, seed 1; causal, as\n"
+    "                       it was trained) instead of the wired one\n"
     "  --tied               use W_Q as W_K too: one matrix for questions and answers,\n"
     "                       which makes the scores symmetric\n"
     "  --mode MODE          qkv (default), dot (weights = softmax(X X^T), unscaled,\n"
@@ -133,6 +135,8 @@ static int parse_args(int argc, char **argv, explain_args *a) {
             else code = cli_error(EXIT_USAGE, "--mode takes average, dot or qkv, not '%s'", val);
         } else if (strcmp(arg, "--tied") == 0) {
             a->tied = true, i++;
+        } else if (strcmp(arg, "--trained") == 0) {
+            a->trained = a->causal = true, i++;
         } else if (strcmp(arg, "--causal") == 0 || strcmp(arg, "--no-scale") == 0 ||
                    strcmp(arg, "--random-head") == 0 || strcmp(arg, "--json") == 0) {
             bool *flag = arg[2] == 'c' ? &a->causal : arg[2] == 'n' ? &a->no_scale
@@ -173,6 +177,10 @@ static int parse_args(int argc, char **argv, explain_args *a) {
         return cli_error(EXIT_USAGE, "--positions needs --mode qkv: positions enter through the projections");
     if (a->scale_by_d_model && (a->no_scale || a->mode != ATTN_EXPLAIN_QKV))
         return cli_error(EXIT_USAGE, "--scale-by d_model changes the scaling: not with --no-scale or --mode dot/average");
+    if (a->trained && (a->random_head || a->wq || a->embeddings || a->mode != ATTN_EXPLAIN_QKV || a->heads > 1 ||
+                       a->positions || a->source))
+        return cli_error(EXIT_USAGE, "--trained explains attn train's head as it was trained: toy sentences, mode qkv, one "
+                         "head, no positions and no --source");
     if (a->tied && a->mode != ATTN_EXPLAIN_QKV)
         return cli_error(EXIT_USAGE, "--tied ties W_K to W_Q; --mode %s has no projections",
                          a->mode == ATTN_EXPLAIN_DOT ? "dot" : "average");
@@ -298,7 +306,18 @@ static int load_weights(const explain_args *a, explain_model *m) {
         m->v_cols = copied_labels((const char *const *)m->features, m->d_model);
         return 0;
     }
-    if (a->wq) {
+    if (a->trained) { /* attn train's head: 1000 Adam steps from seed 1 */
+        attn_train_options o = attn_train_options_default();
+        m->d_k = ATTN_TOY_D_K, m->d_v = ATTN_TRAIN_D_V, m->head = "trained (attn train, 1000 steps, seed 1)";
+        m->W_Q = malloc(sizeof(double) * ATTN_TOY_D_MODEL * ATTN_TOY_D_K);
+        m->W_K = malloc(sizeof(double) * ATTN_TOY_D_MODEL * ATTN_TOY_D_K);
+        m->W_V = malloc(sizeof(double) * ATTN_TOY_D_MODEL * ATTN_TRAIN_D_V);
+        attn_error err;
+        if (!m->W_Q || !m->W_K || !m->W_V) return cli_error(EXIT_DATA, "out of memory");
+        if (attn_train_head(m->W_Q, m->W_K, m->W_V, NULL, NULL, &o, &err)) return cli_error(EXIT_DATA, "%s", err.message);
+        static const char *const TRAINED_VALUES[ATTN_TRAIN_D_V] = {"noun", "animal", "thing", "place"};
+        m->v_cols = copied_labels(TRAINED_VALUES, ATTN_TRAIN_D_V);
+    } else if (a->wq) {
         const char *flags[3] = {"--wq", "--wk", "--wv"}, *paths[3] = {a->wq, a->wk, a->wv};
         double **dst[3] = {&m->W_Q, &m->W_K, &m->W_V};
         int rows[3], cols[3], code;
@@ -361,7 +380,7 @@ static int print_json(const explain_model *m, const attn_explain *ex, const attn
 }
 
 int cmd_explain(int argc, char **argv) {
-    explain_args a = {{0}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ATTN_EXPLAIN_QKV, false, false, false, false, false, false, false, ATTN_EXPLAIN_NO_POSITIONS, 1};
+    explain_args a = {{0}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ATTN_EXPLAIN_QKV, false, false, false, false, false, false, false, false, ATTN_EXPLAIN_NO_POSITIONS, 1};
     int code = parse_args(argc, argv, &a);
     if (code || cli_stop == CLI_STOP_AFTER_PARSE) return code < 0 ? 0 : code;
     if (a.cost) return cli_explain_cost();

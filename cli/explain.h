@@ -11,7 +11,7 @@ typedef struct explain_args {
     char sentence[4096];
     const char *embeddings, *tokens, *wq, *wk, *wv, *step, *colour, *source;
     attn_explain_mode mode;
-    bool causal, no_scale, random_head, json, tied, cost, scale_by_d_model;
+    bool causal, no_scale, random_head, json, tied, cost, scale_by_d_model, trained;
     attn_explain_positions positions;
     int heads; /* --heads: 1 (the default) to 3 */
 } explain_args;

@@ -515,6 +515,16 @@ def test_heads():
     expect_error("heads_step", ["explain", "--heads", "2", "--step", "q"], 2, r"weights, summary or output")
 
 
+def test_trained():
+    """--trained: the head attn train learns, explained; the same weights as attn train's."""
+    j = explain_json("--trained", DEFAULT)
+    t = json.loads(run("train", "--json", "--steps", "1000", "--seed", "1", DEFAULT).stdout)
+    w = mat(j, "weights")
+    report("explain_trained_equals_attn_train", j["causal"] and "trained" in j["head"] and
+           np.allclose(w.flatten(), np.array(t["weights"], dtype=float), atol=1e-14) and w[2, 1] > 0.9, str(w[2]))
+    expect_error("explain_trained_one_head", ["explain", "--trained", "--heads", "2"], 2, r"--trained")
+
+
 def test_width():
     """Matrices fit the terminal: cut headers, and blocks of columns when too wide."""
     fox = "the quick brown fox jumped over the lazy dog"
@@ -628,6 +638,7 @@ def main():
     test_positions()
     test_cross_attention()
     test_heads()
+    test_trained()
     test_scaling()
     test_errors()
     return 1 if failed else 0
