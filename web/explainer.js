@@ -344,6 +344,7 @@ function update() {
     }
     delete document.body.dataset.stale;
     renderHeads();
+    renderQuiz(r);
     state.result = r;
     window.attnLast = r; // for the tests and the curious: the library's own JSON
     renderMatrices(r);
@@ -382,6 +383,54 @@ function shuffleWords() {
     : (same ? 'Shuffled. The outputs only moved: these positions did not change anything here.'
       : `Shuffled. With ${state.positions === 'rope' ? 'RoPE' : 'sinusoidal'} positions the outputs changed, ` +
         'not only their order: where a word stands now counts.');
+}
+
+// ---- quick check ---------------------------------------------------------------------
+
+// Questions whose answers come from the live result r: each has choices, the
+// right one, and the evidence on screen that shows why.
+function quizQuestions(r) {
+  const n = r.tokens.length, sums = r.weights.map((row) => row.reduce((a, b) => a + b, 0));
+  // The first word that gives one other word its largest share (a verb, when there is one).
+  const asker = Math.max(0, r.tokens.findIndex((t, i) => i > 0 && ['sat', 'ran', 'chased', 'jumped', 'saw', 'slept'].includes(t)));
+  const top = r.weights[asker].indexOf(Math.max(...r.weights[asker]));
+  const words = [...new Set(r.tokens)];
+  return [
+    { q: 'What do the attention weights in each row add up to?',
+      choices: ['the model size', '0', 'the sentence length', '1, because of the softmax'], right: 3,
+      why: `Every row's sum on screen: ${sums.map((x) => x.toFixed(3)).join(', ')}.` },
+    { q: `Which word does "${r.tokens[asker]}" give the largest weight?`, choices: words,
+      right: words.indexOf(r.tokens[top]),
+      why: `Its row of weights: ${r.weights[asker].map((w, j) => `${r.tokens[j]} ${(100 * w).toFixed(0)}%`).join(', ')}.` },
+    { q: `How many scores does this sentence of ${n} words have?`,
+      choices: [String(n), String(2 * n), String(n * n), String(n * n * n)], right: 2,
+      why: `Q Kᵀ is ${n} × ${n}: every word scores every word, so the cost grows with the square of the length.` },
+  ];
+}
+
+function renderQuiz(r) {
+  const box = document.getElementById('quiz');
+  box.replaceChildren();
+  quizQuestions(r).forEach((item, k) => {
+    const fs = document.createElement('fieldset');
+    fs.dataset.question = String(k);
+    fs.appendChild(Object.assign(document.createElement('legend'), { textContent: item.q }));
+    const answer = Object.assign(document.createElement('p'), { className: 'quiz-answer' });
+    answer.setAttribute('aria-live', 'polite');
+    item.choices.forEach((c, i) => {
+      const label = document.createElement('label');
+      const input = Object.assign(document.createElement('input'), { type: 'radio', name: `quiz${k}`, value: String(i) });
+      input.addEventListener('change', () => {
+        const ok = i === item.right;
+        answer.dataset.correct = ok ? '1' : '0';
+        answer.textContent = `${ok ? 'Right.' : `Not quite: ${item.choices[item.right]}.`} ${item.why}`;
+      });
+      label.append(input, ` ${c}`);
+      fs.appendChild(label);
+    });
+    fs.appendChild(answer);
+    box.appendChild(fs);
+  });
 }
 
 // ---- two heads at once --------------------------------------------------------------

@@ -275,6 +275,18 @@ async function main() {
     keys.every((k) => Math.abs(r[k] - cliRows[i][k]) < 1e-12)) && (await page.$$('#scaling-rows tr')).length === 5,
     JSON.stringify(pageRows[3]));
 
+  // The quick check: answers worked out from the live matrices.
+  await setSentence(page, 'the cat sat on the mat');
+  await page.check('fieldset[data-question="0"] input[value="3"]');
+  const a0 = await page.textContent('fieldset[data-question="0"] .quiz-answer');
+  await page.check('fieldset[data-question="2"] input[value="0"]');
+  const a2 = await page.textContent('fieldset[data-question="2"] .quiz-answer');
+  const q1 = await page.textContent('fieldset[data-question="1"] legend');
+  await page.check('fieldset[data-question="1"] input[value="1"]'); // "cat", the words being the, cat, sat, on, mat
+  const a1 = await page.textContent('fieldset[data-question="1"] .quiz-answer');
+  report('quick_check_from_live_numbers', /^Right\./.test(a0) && /1\.000/.test(a0) && /^Not quite: 36\./.test(a2) &&
+    /"sat"/.test(q1) && /^Right\./.test(a1) && /cat 40%/.test(a1), `${a0} | ${a1} | ${a2}`);
+
   // Training on the page: the library's own run, so its loss and learned weights
   // equal `attn train`'s for the same seed and steps.
   await setSentence(page, 'the cat sat on the mat');
