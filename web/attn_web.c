@@ -40,10 +40,13 @@ static const char *error_json(const char *message, int start, int length, const 
 }
 
 /* The toy model on `sentence`: head 0 wired, 1 random, 2 the "where" head; mode 0 qkv, 1 dot,
- * 2 average; positions an attn_explain_positions (qkv only). On a bad
- * sentence: {"error", "start", "length", "suggestion"}. */
+ * 2 average; positions an attn_explain_positions (qkv only); tied: W_K = W_Q;
+ * source: NULL or "" for self-attention, else the sentence keys and values
+ * come from (cross-attention). On a bad sentence: {"error", "start",
+ * "length", "suggestion"}; an error in the source says so, with start -1. */
 WEB_EXPORT("web_explain")
-const char *web_explain(const char *sentence, int head, int causal, int no_scale, int mode, int positions) {
+const char *web_explain(const char *sentence, int head, int causal, int no_scale, int mode, int positions, int tied,
+                        const char *source) {
     attn_toy_token tok[ATTN_TOY_MAX_TOKENS + 1];
     attn_error err;
     int n = 0;
@@ -52,14 +55,27 @@ const char *web_explain(const char *sentence, int head, int causal, int no_scale
         return error_json(err.message, unknown ? tok[n].start : -1, unknown ? tok[n].length : 0,
                           unknown ? attn_toy_suggest(sentence + tok[n].start, (size_t)tok[n].length) : NULL);
     }
-    double x[ATTN_TOY_MAX_TOKENS * ATTN_TOY_D_MODEL], wq[32], wk[32], wv[32];
+    attn_toy_token stok[ATTN_TOY_MAX_TOKENS + 1];
+    int ns = 0;
+    bool cross = source && source[0];
+    if (cross && attn_toy_tokenize(stok, ATTN_TOY_MAX_TOKENS, &ns, source, &err)) {
+        bool unknown = strstr(err.message, "unknown word") != NULL;
+        char msg[ATTN_ERROR_MESSAGE_SIZE];
+        snprintf(msg, sizeof msg, "the source: %s", err.message);
+        return error_json(msg, -1, 0, unknown ? attn_toy_suggest(source + stok[ns].start, (size_t)stok[ns].length) : NULL);
+    }
+    double x[ATTN_TOY_MAX_TOKENS * ATTN_TOY_D_MODEL], xs[ATTN_TOY_MAX_TOKENS * ATTN_TOY_D_MODEL], wq[32], wk[32], wv[32];
+    const char *src_words[ATTN_TOY_MAX_TOKENS];
     attn_toy_head h = head == 2 ? ATTN_TOY_WHERE : head ? ATTN_TOY_RANDOM : ATTN_TOY_WIRED;
     if (h == ATTN_TOY_WIRED && positions == ATTN_EXPLAIN_ROPE) h = ATTN_TOY_ORDER; /* as attn explain does */
     attn_toy_embed(x, tok, n, NULL);
     attn_toy_weights(wq, wk, wv, h, NULL);
+    if (tied) memcpy(wk, wq, sizeof wq);
+    if (cross) attn_toy_embed(xs, stok, ns, NULL);
+    for (int i = 0; i < ns; i++) src_words[i] = attn_toy_word(stok[i].id);
     attn_explain_input in = {n, ATTN_TOY_D_MODEL, ATTN_TOY_D_K, ATTN_TOY_D_K, x, wq, wk, wv,
                              (attn_explain_mode)mode, causal, no_scale, 0, (attn_explain_positions)positions,
-                             NULL, 0};
+                             cross ? xs : NULL, cross ? ns : 0};
     attn_explain ex;
     if (attn_explain_run(&ex, &in, &err)) return error_json(err.message, -1, 0, NULL);
 
@@ -73,7 +89,7 @@ const char *web_explain(const char *sentence, int head, int causal, int no_scale
     attn_explain_labels labels = {tokens, features, values,
                                   mode != ATTN_EXPLAIN_QKV ? "none" : h == ATTN_TOY_WIRED ? "wired" : h == ATTN_TOY_WHERE ? "where"
                                                  : h == ATTN_TOY_ORDER ? "wired for word order" : "random",
-                                  NULL};
+                                  cross ? src_words : NULL};
     size_t len = 0;
     attn_explain_json(NULL, 0, &len, &ex, &in, &labels, NULL);
     const char *out = reserve(len) ? result : NULL;

@@ -28,15 +28,22 @@ function readString(ptr) {
 // Explain `sentence`: the same JSON object as `attn explain --json`, or
 // {error, start, length, suggestion}.
 const POSITIONS = ['none', 'sinusoidal', 'rope'];
-function explain(sentence, head, causal, noScale, positions = 'none') {
-  const bytes = new TextEncoder().encode(sentence + '\0');
+// A string in the library's memory (free it with lib.web_free).
+function cString(text) {
+  const bytes = new TextEncoder().encode(text + '\0');
   const ptr = lib.web_alloc(bytes.length);
   new Uint8Array(lib.memory.buffer).set(bytes, ptr);
+  return ptr;
+}
+
+function explain(sentence, head, causal, noScale, positions = 'none', tied = false, source = '') {
+  const ptr = cString(sentence), src = cString(source);
   try {
-    return JSON.parse(readString(lib.web_explain(ptr, head === 'random' ? 1 : head === 'where' ? 2 : 0, causal ? 1 : 0, noScale ? 1 : 0, 0,
-      Math.max(0, POSITIONS.indexOf(positions)))));
+    return JSON.parse(readString(lib.web_explain(ptr, head === 'random' ? 1 : head === 'where' ? 2 : 0, causal ? 1 : 0,
+      noScale ? 1 : 0, 0, Math.max(0, POSITIONS.indexOf(positions)), tied ? 1 : 0, src)));
   } finally {
     lib.web_free(ptr);
+    lib.web_free(src);
   }
 }
 
@@ -49,7 +56,7 @@ function scaling(d) {
 // ---- state and the URL fragment ---------------------------------------------
 
 const state = { sentence: 'the cat sat on the mat', causal: false, head: 'wired', noScale: false, positions: 'none',
-  heads: 1, result: null };
+  heads: 1, tied: false, source: '', result: null };
 
 function readFragment() {
   const params = new URLSearchParams(location.hash.slice(1));
@@ -59,6 +66,8 @@ function readFragment() {
   state.noScale = params.get('noscale') === '1';
   state.positions = POSITIONS.includes(params.get('pos')) ? params.get('pos') : 'none';
   state.heads = params.get('heads') === '2' ? 2 : 1;
+  state.tied = params.get('tied') === '1';
+  state.source = params.get('src') || '';
 }
 
 function writeFragment() {
@@ -69,6 +78,8 @@ function writeFragment() {
   if (state.noScale) params.set('noscale', '1');
   if (state.positions !== 'none') params.set('pos', state.positions);
   if (state.heads === 2) params.set('heads', '2');
+  if (state.tied) params.set('tied', '1');
+  if (state.source) params.set('src', state.source);
   const hash = '#' + params.toString();
   if (location.hash !== hash) history.replaceState(null, '', hash);
 }
@@ -210,7 +221,7 @@ function put(id, node) {
 function column(m, j) { return m.map((row) => row[j]); }
 
 function renderMatrices(r) {
-  const t = r.tokens;
+  const t = r.tokens, s = r.source_tokens || r.tokens; // s: the keys' words (the source's, in cross-attention)
   const qCols = r.Q[0].map((_, j) => `d${j}`);
   put('fig-X', heatmap('X', 'X', r.X, t, r.features));
   put('fig-W_Q', heatmap('W_Q', 'W_Q', r.W_Q, r.features, qCols));
@@ -222,17 +233,18 @@ function renderMatrices(r) {
       `Q[${t[i]}, d${j}] = X[${t[i]}, ·] · W_Q[·, d${j}] = ` +
       sumText(r.X[i].map((x, k) => [x, r.W_Q[k][j]]), r.Q[i][j]);
   } }));
-  put('fig-K', heatmap('K', 'K = X W_K', r.K, t, qCols));
-  put('fig-V', heatmap('V', 'V = X W_V', r.V, t, r.value_features));
-  put('fig-scores', heatmap('scores', 'Q Kᵀ', r.scores, t, t, { onCell: (i, j) => {
+  const from = r.source_tokens ? 'X_source' : 'X';
+  put('fig-K', heatmap('K', `K = ${from} W_K`, r.K, s, qCols));
+  put('fig-V', heatmap('V', `V = ${from} W_V`, r.V, s, r.value_features));
+  put('fig-scores', heatmap('scores', 'Q Kᵀ', r.scores, t, s, { onCell: (i, j) => {
     highlight('Q', { row: i }); highlight('K', { row: j });
     document.getElementById('products-scores').textContent =
-      `score(${t[i]} → ${t[j]}) = Q[${t[i]}] · K[${t[j]}] = ` +
+      `score(${t[i]} → ${s[j]}) = Q[${t[i]}] · K[${s[j]}] = ` +
       sumText(r.Q[i].map((q, k) => [q, r.K[j][k]]), r.scores[i][j]);
   } }));
   const title = state.noScale ? 'Q Kᵀ, not divided' : 'Q Kᵀ / √d_k';
-  put('fig-scaled', heatmap('scaled', r.causal ? `${title}, future masked` : title, r.scaled, t, t));
-  put('fig-weights', heatmap('weights', 'softmax, row by row', r.weights, t, t, {
+  put('fig-scaled', heatmap('scaled', r.causal ? `${title}, future masked` : title, r.scaled, t, s));
+  put('fig-weights', heatmap('weights', 'softmax, row by row', r.weights, t, s, {
     rowSums: true, onRowLabel: (i) => showBars(r, i) }));
   put('fig-output', heatmap('output', 'output = weights V', r.output, t, r.value_features, { onCell: (i, j) => {
     highlight('weights', { row: i }); highlight('V', { col: j });
@@ -249,7 +261,7 @@ function showBars(r, i) {
     const div = document.createElement('div');
     div.className = 'bar-row';
     const name = document.createElement('span');
-    name.textContent = r.tokens[j];
+    name.textContent = (r.source_tokens || r.tokens)[j];
     const bar = document.createElement('span');
     bar.className = 'bar';
     bar.style.width = `${Math.round(w * 300)}px`;
@@ -264,12 +276,13 @@ function showBars(r, i) {
 }
 
 function renderLines(r) {
-  const n = r.tokens.length, rowH = 26, width = 460, height = 20 + n * rowH;
+  const keys = r.source_tokens || r.tokens;
+  const n = r.tokens.length, m = keys.length, rowH = 26, width = 460, height = 20 + Math.max(n, m) * rowH;
   const svg = svgEl('svg', { class: 'lines', width, height, viewBox: `0 0 ${width} ${height}`,
     role: 'group', 'aria-label': 'attention lines: words asking on the left, words asked on the right' });
   const lines = [];
   for (let i = 0; i < n; i++) {
-    for (let j = 0; j < n; j++) {
+    for (let j = 0; j < m; j++) {
       const w = r.weights[i][j];
       if (w <= 0) continue;
       const line = svgEl('line', { x1: 130, y1: 20 + i * rowH, x2: 330, y2: 20 + j * rowH,
@@ -288,8 +301,8 @@ function renderLines(r) {
     left.addEventListener('mouseleave', () => isolate(null));
     left.addEventListener('blur', () => isolate(null));
     svg.appendChild(left);
-    svg.appendChild(svgEl('text', { class: 'word-right', x: 338, y: 24 + i * rowH }, tok));
   });
+  keys.forEach((tok, j) => svg.appendChild(svgEl('text', { class: 'word-right', x: 338, y: 24 + j * rowH }, tok)));
   put('fig-lines', svg);
 }
 
@@ -327,7 +340,7 @@ function showError(result, sentence) {
 
 function update() {
   try {
-    const r = explain(state.sentence, state.head, state.causal, state.noScale, state.positions);
+    const r = explain(state.sentence, state.head, state.causal, state.noScale, state.positions, state.tied, state.source);
     showError(r, state.sentence);
     writeFragment();
     // A note about a shuffle belongs to the sentence it shuffled.
@@ -390,21 +403,25 @@ function shuffleWords() {
 // Questions whose answers come from the live result r: each has choices, the
 // right one, and the evidence on screen that shows why.
 function quizQuestions(r) {
-  const n = r.tokens.length, sums = r.weights.map((row) => row.reduce((a, b) => a + b, 0));
+  const keys = r.source_tokens || r.tokens;
+  const n = r.tokens.length, m = keys.length, sums = r.weights.map((row) => row.reduce((a, b) => a + b, 0));
   // The first word that gives one other word its largest share (a verb, when there is one).
   const asker = Math.max(0, r.tokens.findIndex((t, i) => i > 0 && ['sat', 'ran', 'chased', 'jumped', 'saw', 'slept'].includes(t)));
   const top = r.weights[asker].indexOf(Math.max(...r.weights[asker]));
-  const words = [...new Set(r.tokens)];
+  const words = [...new Set(keys)];
   return [
     { q: 'What do the attention weights in each row add up to?',
       choices: ['the model size', '0', 'the sentence length', '1, because of the softmax'], right: 3,
       why: `Every row's sum on screen: ${sums.map((x) => x.toFixed(3)).join(', ')}.` },
     { q: `Which word does "${r.tokens[asker]}" give the largest weight?`, choices: words,
-      right: words.indexOf(r.tokens[top]),
-      why: `Its row of weights: ${r.weights[asker].map((w, j) => `${r.tokens[j]} ${(100 * w).toFixed(0)}%`).join(', ')}.` },
-    { q: `How many scores does this sentence of ${n} words have?`,
+      right: words.indexOf(keys[top]),
+      why: `Its row of weights: ${r.weights[asker].map((w, j) => `${keys[j]} ${(100 * w).toFixed(0)}%`).join(', ')}.` },
+    m === n ? { q: `How many scores does this sentence of ${n} words have?`,
       choices: [String(n), String(2 * n), String(n * n), String(n * n * n)], right: 2,
-      why: `Q Kᵀ is ${n} × ${n}: every word scores every word, so the cost grows with the square of the length.` },
+      why: `Q Kᵀ is ${n} × ${n}: every word scores every word, so the cost grows with the square of the length.` }
+      : { q: `How many scores do ${n} words reading a source of ${m} words have?`,
+        choices: [String(n + m), String(n * n), String(n * m), String(m * m)], right: 2,
+        why: `Q Kᵀ is ${n} × ${m}: every word scores every source word.` },
   ];
 }
 
@@ -443,7 +460,8 @@ function renderHeads() {
   section.hidden = state.heads !== 2;
   document.body.dataset.heads = String(state.heads);
   if (state.heads !== 2) return;
-  const h = ['wired', 'where'].map((name) => explain(state.sentence, name, state.causal, state.noScale, state.positions));
+  const h = ['wired', 'where'].map((name) => explain(state.sentence, name, state.causal, state.noScale, state.positions,
+    state.tied, state.source));
   if (h.some((r) => r.error)) return;
   const t = h[0].tokens;
   put('fig-head1', heatmap('head1', 'head 1: who did it?', h[0].weights, t, t, { rowSums: true }));
@@ -632,12 +650,16 @@ async function main() {
   document.getElementById('head-scale').checked = !state.noScale;
   document.getElementById('positions').value = state.positions;
   document.getElementById('heads').value = String(state.heads);
+  document.getElementById('tied').checked = state.tied;
+  document.getElementById('source').value = state.source;
   document.querySelector(`input[name=head][value=${state.head}]`).checked = true;
   input.addEventListener('input', () => { state.sentence = input.value; update(); });
   document.getElementById('causal').addEventListener('change', (e) => { state.causal = e.target.checked; update(); });
   document.getElementById('head-scale').addEventListener('change', (e) => { state.noScale = !e.target.checked; update(); });
   document.getElementById('positions').addEventListener('change', (e) => { state.positions = e.target.value; update(); });
   document.getElementById('heads').addEventListener('change', (e) => { state.heads = Number(e.target.value); update(); });
+  document.getElementById('tied').addEventListener('change', (e) => { state.tied = e.target.checked; update(); });
+  document.getElementById('source').addEventListener('input', (e) => { state.source = e.target.value.trim(); update(); });
   for (const radio of document.querySelectorAll('input[name=head]'))
     radio.addEventListener('change', (e) => { state.head = e.target.value; update(); });
   document.getElementById('shuffle').addEventListener('click', shuffleWords);
@@ -652,6 +674,8 @@ async function main() {
     document.getElementById('head-scale').checked = !state.noScale;
     document.getElementById('positions').value = state.positions;
     document.getElementById('heads').value = String(state.heads);
+    document.getElementById('tied').checked = state.tied;
+    document.getElementById('source').value = state.source;
     update();
   });
   buildVocab();

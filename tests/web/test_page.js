@@ -275,6 +275,25 @@ async function main() {
     keys.every((k) => Math.abs(r[k] - cliRows[i][k]) < 1e-12)) && (await page.$$('#scaling-rows tr')).length === 5,
     JSON.stringify(pageRows[3]));
 
+  // Tied weights and cross-attention: the library's numbers, the same as attn explain's,
+  // and in the link (tied=1, src=...).
+  await setSentence(page, 'the cat sat on the mat');
+  await page.check('#tied');
+  await page.waitForFunction(() => /tied=1/.test(location.hash));
+  const tiedShown = await page.evaluate(() => window.attnLast.scores);
+  const tiedWant = cli('the cat sat on the mat', ['--tied']).scores;
+  report('tied_on_the_page', close(tiedShown, tiedWant) && tiedShown[2][1] === tiedShown[1][2], String(tiedShown[2][1]));
+  await page.uncheck('#tied');
+  await page.fill('#source', 'my dog chased a ball');
+  await page.waitForFunction(() => /src=my/.test(location.hash) && window.attnLast.source_tokens);
+  const crossShown = await page.evaluate(() => window.attnLast);
+  const crossWant = cli('the cat sat on the mat', ['--source', 'my dog chased a ball']);
+  const kLabels = await page.$$eval('svg.heatmap[data-name="K"] text.row-label', (ls) => ls.map((l) => l.textContent));
+  report('cross_attention_on_the_page', close(crossShown.weights, crossWant.weights) && crossShown.weights[0].length === 5 &&
+    kLabels.length === 5 && kLabels.includes('chased'), `${crossShown.weights[0].length} keys; ${kLabels}`);
+  await page.fill('#source', '');
+  await page.waitForFunction(() => !/src=/.test(location.hash));
+
   // The quick check: answers worked out from the live matrices.
   await setSentence(page, 'the cat sat on the mat');
   await page.check('fieldset[data-question="0"] input[value="3"]');
