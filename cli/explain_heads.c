@@ -43,10 +43,9 @@ static int print_json(const explain_model *m, attn_explain *ex, const attn_expla
     printf("{\n  \"heads\": [\n");
     for (int h = 0; h < heads; h++) {
         static const char *const NAMES[MAX_HEADS] = {"wired", "where", "random"};
+        static const char *const NUMBERED[DK] = {"v0", "v1", "v2", "v3"}; /* the untrained head's values */
         const char *vals[DK];
-        char v[DK][4];
-        for (int j = 0; j < DK; j++) snprintf(v[j], sizeof v[j], "v%d", j), vals[j] = attn_toy_value_feature(HEADS[h], j);
-        for (int j = 0; j < DK; j++) vals[j] = vals[j] ? vals[j] : v[j];
+        for (int j = 0; j < DK; j++) vals[j] = attn_toy_value_feature(HEADS[h], j) ? attn_toy_value_feature(HEADS[h], j) : NUMBERED[j];
         attn_explain_labels labels = {(const char *const *)m->tokens, (const char *const *)m->features, vals, NAMES[h],
                                       (const char *const *)m->src_tokens};
         size_t len = 0;
