@@ -222,6 +222,11 @@ function column(m, j) { return m.map((row) => row[j]); }
 
 function renderMatrices(r) {
   const t = r.tokens, s = r.source_tokens || r.tokens; // s: the keys' words (the source's, in cross-attention)
+  // The lookup: each word's id is its row of the embedding table E (the vocabulary's order).
+  const vocab = JSON.parse(readString(lib.web_vocab())).words;
+  document.getElementById('lookup').textContent =
+    `ids: ${t.map((w) => `${w} ${vocab.indexOf(w)}`).join(', ')}; X = E[ids], the table's rows for these ids ` +
+    `(E has ${vocab.length} rows, one per word of the vocabulary).`;
   const qCols = r.Q[0].map((_, j) => `d${j}`);
   put('fig-X', heatmap('X', 'X', r.X, t, r.features));
   put('fig-W_Q', heatmap('W_Q', 'W_Q', r.W_Q, r.features, qCols));

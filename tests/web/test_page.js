@@ -294,6 +294,13 @@ async function main() {
   await page.fill('#source', '');
   await page.waitForFunction(() => !/src=/.test(location.hash));
 
+  // The lookup: each word's id, as attn explain --step tokens prints them.
+  const lookup = await page.textContent('#lookup');
+  const ids = execFileSync(ATTN, ['explain', '--step', 'tokens', 'the cat sat on the mat'], { encoding: 'utf8' })
+    .match(/ids: ([\d ]+)/)[1].trim().split(' ');
+  report('lookup_ids_on_the_page', ['the', 'cat', 'sat', 'on', 'the', 'mat'].every((w, i) => lookup.includes(`${w} ${ids[i]}`)),
+    `${lookup} | ${ids}`);
+
   // The quick check: answers worked out from the live matrices.
   await setSentence(page, 'the cat sat on the mat');
   await page.check('fieldset[data-question="0"] input[value="3"]');
