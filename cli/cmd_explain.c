@@ -22,6 +22,8 @@ static const char EXPLAIN_USAGE[] =
     "  --no-scale           do not divide the scores by sqrt(d_k)\n"
     "  --source SENTENCE    cross-attention: keys and values from this sentence, queries\n"
     "                       from the first (a decoder reading its encoder)\n"
+    "  --score additive     also score the same Q and K with additive attention, the\n"
+    "                       small network v . tanh(W1 q + W2 k), and measure both\n"
     "  --heads N            multi-head attention: 2 heads (who? and where?) or 3 (and\n"
     "                       an untrained one), their outputs side by side, then W_O\n"
     "  --positions KIND     none (default), sinusoidal (added to X) or rope (Q and K\n"
@@ -115,6 +117,9 @@ static int parse_args(int argc, char **argv, explain_args *a) {
                    cli_option(argc, argv, &i, NULL, "--step", &a->step, &code) ||
                    cli_option(argc, argv, &i, NULL, "--color", &a->colour, &code) ||
                    cli_option(argc, argv, &i, NULL, "--source", &a->source, &code)) {
+        } else if (cli_option(argc, argv, &i, NULL, "--score", &val, &code)) {
+            if (val && strcmp(val, "additive") == 0) a->additive = true;
+            else if (val && strcmp(val, "dot") != 0) code = cli_error(EXIT_USAGE, "--score takes dot or additive, not '%s'", val);
         } else if (cli_option(argc, argv, &i, NULL, "--heads", &val, &code)) {
             long h = 0;
             if (val && !cli_parse_int(val, 1, 3, &h)) code = cli_error(EXIT_USAGE, "--heads takes 1, 2 or 3, not '%s'", val);
@@ -177,6 +182,8 @@ static int parse_args(int argc, char **argv, explain_args *a) {
         return cli_error(EXIT_USAGE, "--positions needs --mode qkv: positions enter through the projections");
     if (a->scale_by_d_model && (a->no_scale || a->mode != ATTN_EXPLAIN_QKV))
         return cli_error(EXIT_USAGE, "--scale-by d_model changes the scaling: not with --no-scale or --mode dot/average");
+    if (a->additive && (a->json || a->heads > 1 || a->step || a->mode != ATTN_EXPLAIN_QKV))
+        return cli_error(EXIT_USAGE, "--score additive adds a section to the text: not with --json, --heads, --step or --mode");
     if (a->trained && (a->random_head || a->wq || a->embeddings || a->mode != ATTN_EXPLAIN_QKV || a->heads > 1 ||
                        a->positions || a->source))
         return cli_error(EXIT_USAGE, "--trained explains attn train's head as it was trained: toy sentences, mode qkv, one "
@@ -381,7 +388,7 @@ static int print_json(const explain_model *m, const attn_explain *ex, const attn
 }
 
 int cmd_explain(int argc, char **argv) {
-    explain_args a = {{0}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ATTN_EXPLAIN_QKV, false, false, false, false, false, false, false, false, ATTN_EXPLAIN_NO_POSITIONS, 1};
+    explain_args a = {{0}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ATTN_EXPLAIN_QKV, false, false, false, false, false, false, false, false, ATTN_EXPLAIN_NO_POSITIONS, 1, false};
     int code = parse_args(argc, argv, &a);
     if (code || cli_stop == CLI_STOP_AFTER_PARSE) return code < 0 ? 0 : code;
     if (a.cost) return cli_explain_cost();
@@ -408,6 +415,7 @@ int cmd_explain(int argc, char **argv) {
     if (!code) {
         if (a.json) code = print_json(&m, &ex, &in);
         else explain_print_text(&a, &m, &ex, cli_colour_wanted(a.colour, stdout));
+        if (!a.json && a.additive) code = explain_additive(&a, &m, &ex);
     }
     attn_explain_free(&ex);
     free_model(&m);

@@ -14,6 +14,7 @@ typedef struct explain_args {
     bool causal, no_scale, random_head, json, tied, cost, scale_by_d_model, trained;
     attn_explain_positions positions;
     int heads; /* --heads: 1 (the default) to 3 */
+    bool additive; /* --score additive */
 } explain_args;
 
 /* What is explained: labels, X and the projections, all owned here. */
@@ -48,6 +49,10 @@ void explain_summary(const explain_model *m, const attn_explain *ex, bool causal
 /* --heads N (explain_heads.c): N heads of the toy side by side, their
  * outputs concatenated and mixed by W_O; text or JSON. */
 int explain_heads(const explain_args *a, const explain_model *m, cli_colours colour);
+
+/* --score additive (explain_additive.c): additive attention on ex's Q and K
+ * beside the dot product, and the cost of each, measured. */
+int explain_additive(const explain_args *a, const explain_model *m, const attn_explain *ex);
 
 /* Every step of ex as text, as a->step and a's options ask. */
 void explain_print_text(const explain_args *a, const explain_model *m, const attn_explain *ex, cli_colours colour);

@@ -293,6 +293,22 @@ ATTN_API attn_status attn_scaling_json(char *buf, size_t size, size_t *length,
                                        const attn_scaling_row *row, int histograms,
                                        attn_error *err);
 
+/* ------------------------------------------------------------------------ */
+/* Additive attention, the scorer dot products replaced                     */
+/* ------------------------------------------------------------------------ */
+
+/* Additive attention's scores (Bahdanau et al., 2014), a small network in
+ * place of the dot product: scores (n, m) with
+ *   scores[i][j] = sum_u v[u] tanh((q W1)[i][u] + (k W2)[j][u]),
+ * q (n, d), k (m, d), W1 and W2 (d, hidden), v (hidden), all C order, in
+ * double (added in 0.3.0). q W1 and k W2 are computed once, so a pair costs
+ * `hidden` additions, tanh and multiply-adds, where a dot product costs d
+ * multiply-adds. Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (a size below 1),
+ * ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY. */
+ATTN_API attn_status attn_additive_scores(double *scores, const double *q, int n, const double *k, int m, int d,
+                                          const double *w1, const double *w2, const double *v, int hidden,
+                                          attn_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1309,6 +1309,21 @@ static void test_mha(void) {
 
 /* attn_get_tuning: every block size positive; an older, smaller struct gets
  * only its own fields; a bad struct_size is an error. */
+/* attn_additive_scores against its formula, and its errors. */
+static void test_additive(void) {
+    double q[2] = {1, -0.5}, k[4] = {2, 0, 0, 1}, w1[2] = {1, 0.5}, w2[2] = {1, -1}, v[1] = {2}, s[2];
+    attn_error err;
+    /* q (1, 2), k (2, 2), W1 and W2 (2, 1), v (1): s_j = 2 tanh(q W1 + k_j W2) */
+    attn_status st = attn_additive_scores(s, q, 1, k, 2, 2, w1, w2, v, 1, &err);
+    double want0 = 2 * tanh(0.75 + 2), want1 = 2 * tanh(0.75 - 1);
+    check(st == ATTN_OK && fabs(s[0] - want0) < 1e-15 && fabs(s[1] - want1) < 1e-15, "additive_scores_formula",
+          "%.17g %.17g", s[0], s[1]);
+    check_status(attn_additive_scores(s, NULL, 1, k, 2, 2, w1, w2, v, 1, &err), &err, ATTN_ERR_NULL, "NULL",
+                 "additive_scores_null");
+    check_status(attn_additive_scores(s, q, 1, k, 2, 2, w1, w2, v, 0, &err), &err, ATTN_ERR_ARGUMENT, "hidden (0)",
+                 "additive_scores_sizes");
+}
+
 static void test_tuning(void) {
     attn_tuning t;
     memset(&t, 0, sizeof t);
@@ -1331,6 +1346,7 @@ static void test_tuning(void) {
 int main(void) {
     test_basics();
     test_tuning();
+    test_additive();
     test_rope_in_attention();
     test_sdpa_errors();
     test_kernels_agree();

@@ -525,6 +525,25 @@ def test_trained():
     expect_error("explain_trained_one_head", ["explain", "--trained", "--heads", "2"], 2, r"--trained")
 
 
+def test_additive():
+    """--score additive: v . tanh(W1 q + W2 k) with W1 = W2 = I, v = 1 on the head's own Q
+    and K (checked with NumPy from the JSON's Q and K), and the cost measured."""
+    r = run("explain", "--score", "additive", DEFAULT)
+    j = explain_json(DEFAULT)
+    Q, K = mat(j, "Q"), mat(j, "K")
+    s = np.tanh(Q[:, None, :] + K[None, :, :]).sum(-1)
+    w = np.exp(s - s.max(1, keepdims=True))
+    w /= w.sum(1, keepdims=True)
+    rows = [l.split() for l in r.stdout.split("additive weights")[-1].splitlines()
+            if len(l.split()) == 8 and re.match(r"^\d\.\d{3}$", l.split()[1])]
+    shown = np.array([[float(x) for x in row[1:7]] for row in rows[:6]]) if len(rows) >= 6 else np.zeros((6, 6))
+    slower = re.search(r"additive [\d.]+ ms: (\d+) times slower", r.stdout)
+    report("additive_scores", r.returncode == 0 and np.allclose(shown, w, atol=6e-4) and slower and int(slower.group(1)) >= 1,
+           r.stdout[-400:])
+    expect_error("additive_not_json", ["explain", "--score", "additive", "--json"], 2, r"--score additive")
+    expect_error("score_unknown", ["explain", "--score", "cosine"], 2, r"dot or additive")
+
+
 def test_width():
     """Matrices fit the terminal: cut headers, and blocks of columns when too wide."""
     fox = "the quick brown fox jumped over the lazy dog"
@@ -639,6 +658,7 @@ def main():
     test_cross_attention()
     test_heads()
     test_trained()
+    test_additive()
     test_scaling()
     test_errors()
     return 1 if failed else 0
