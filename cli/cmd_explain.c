@@ -92,6 +92,54 @@ static void free_model(explain_model *m) {
     explain_free_labels(m->src_tokens, m->n_src), free(m->X_src);
 }
 
+/* The options' combinations, once all are read (given: a sentence was). */
+static int check_args(explain_args *a, bool given) {
+    if (strcmp(a->colour, "auto") && strcmp(a->colour, "always") && strcmp(a->colour, "never"))
+        return cli_error(EXIT_USAGE, "--color takes auto, always or never, not '%s'", a->colour);
+    if (a->step) {
+        int k = 0;
+        while (k < N_STEPS && strcmp(a->step, STEPS[k]) != 0) k++;
+        if (k == N_STEPS)
+            return cli_error(EXIT_USAGE, "unknown --step '%s'; steps: tokens x wq wk wv q k v "
+                             "scores scaled weights output summary", a->step);
+    }
+    if (a->source && (a->embeddings || a->causal || a->positions == ATTN_EXPLAIN_SINUSOIDAL))
+        return cli_error(EXIT_USAGE, "--source reads a second sentence: not with --embeddings, --causal (two sentences "
+                         "have no common order) or --positions sinusoidal");
+    if (a->heads > 1 && (a->embeddings || a->wq || a->random_head || a->mode != ATTN_EXPLAIN_QKV))
+        return cli_error(EXIT_USAGE, "--heads runs the toy's own heads: not with --embeddings, --wq, --random-head or --mode");
+    if (a->heads > 1 && a->step && strcmp(a->step, "weights") && strcmp(a->step, "summary") && strcmp(a->step, "output"))
+        return cli_error(EXIT_USAGE, "with --heads, --step is weights, summary or output");
+    if (a->positions && a->mode != ATTN_EXPLAIN_QKV)
+        return cli_error(EXIT_USAGE, "--positions needs --mode qkv: positions enter through the projections");
+    if (a->scale_by_d_model && (a->no_scale || a->mode != ATTN_EXPLAIN_QKV))
+        return cli_error(EXIT_USAGE, "--scale-by d_model changes the scaling: not with --no-scale or --mode dot/average");
+    if (a->additive && (a->json || a->heads > 1 || a->step || a->mode != ATTN_EXPLAIN_QKV))
+        return cli_error(EXIT_USAGE, "--score additive adds a section to the text: not with --json, --heads, --step or --mode");
+    if (a->trained && (a->random_head || a->wq || a->embeddings || a->mode != ATTN_EXPLAIN_QKV || a->heads > 1 ||
+                       a->positions || a->source))
+        return cli_error(EXIT_USAGE, "--trained explains attn train's head as it was trained: toy sentences, mode qkv, one "
+                         "head, no positions and no --source");
+    if (a->tied && a->mode != ATTN_EXPLAIN_QKV)
+        return cli_error(EXIT_USAGE, "--tied ties W_K to W_Q; --mode %s has no projections",
+                         a->mode == ATTN_EXPLAIN_DOT ? "dot" : "average");
+    if (a->json && a->step)
+        return cli_error(EXIT_USAGE, "--json prints every matrix and --step one step of the text: give one of them");
+    int nw = !!a->wq + !!a->wk + !!a->wv;
+    if (nw != 0 && nw != 3) return cli_error(EXIT_USAGE, "--wq, --wk and --wv go together");
+    if (nw && a->random_head)
+        return cli_error(EXIT_USAGE, "--random-head chooses the toy's weights; it cannot go with --wq");
+    if (a->embeddings && given)
+        return cli_error(EXIT_USAGE, "give a sentence or --embeddings, not both");
+    /* `attn explain "$S"` with S unset is a mistake, not a request for the
+     * default sentence. */
+    if (given && strspn(a->sentence, " \t\n\r\f\v") == strlen(a->sentence))
+        return cli_error(EXIT_USAGE, "the sentence is empty; give some words, or none for the default");
+    if (a->tokens && !a->embeddings) return cli_error(EXIT_USAGE, "--tokens labels --embeddings rows");
+    if (!a->embeddings && !given) strcpy(a->sentence, "the cat sat on the mat");
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, explain_args *a) {
     int code = 0;
     const char *val = NULL;
@@ -161,51 +209,7 @@ static int parse_args(int argc, char **argv, explain_args *a) {
             i++;
         }
     }
-    if (code) return code;
-    if (strcmp(a->colour, "auto") && strcmp(a->colour, "always") && strcmp(a->colour, "never"))
-        return cli_error(EXIT_USAGE, "--color takes auto, always or never, not '%s'", a->colour);
-    if (a->step) {
-        int k = 0;
-        while (k < N_STEPS && strcmp(a->step, STEPS[k]) != 0) k++;
-        if (k == N_STEPS)
-            return cli_error(EXIT_USAGE, "unknown --step '%s'; steps: tokens x wq wk wv q k v "
-                             "scores scaled weights output summary", a->step);
-    }
-    if (a->source && (a->embeddings || a->causal || a->positions == ATTN_EXPLAIN_SINUSOIDAL))
-        return cli_error(EXIT_USAGE, "--source reads a second sentence: not with --embeddings, --causal (two sentences "
-                         "have no common order) or --positions sinusoidal");
-    if (a->heads > 1 && (a->embeddings || a->wq || a->random_head || a->mode != ATTN_EXPLAIN_QKV))
-        return cli_error(EXIT_USAGE, "--heads runs the toy's own heads: not with --embeddings, --wq, --random-head or --mode");
-    if (a->heads > 1 && a->step && strcmp(a->step, "weights") && strcmp(a->step, "summary") && strcmp(a->step, "output"))
-        return cli_error(EXIT_USAGE, "with --heads, --step is weights, summary or output");
-    if (a->positions && a->mode != ATTN_EXPLAIN_QKV)
-        return cli_error(EXIT_USAGE, "--positions needs --mode qkv: positions enter through the projections");
-    if (a->scale_by_d_model && (a->no_scale || a->mode != ATTN_EXPLAIN_QKV))
-        return cli_error(EXIT_USAGE, "--scale-by d_model changes the scaling: not with --no-scale or --mode dot/average");
-    if (a->additive && (a->json || a->heads > 1 || a->step || a->mode != ATTN_EXPLAIN_QKV))
-        return cli_error(EXIT_USAGE, "--score additive adds a section to the text: not with --json, --heads, --step or --mode");
-    if (a->trained && (a->random_head || a->wq || a->embeddings || a->mode != ATTN_EXPLAIN_QKV || a->heads > 1 ||
-                       a->positions || a->source))
-        return cli_error(EXIT_USAGE, "--trained explains attn train's head as it was trained: toy sentences, mode qkv, one "
-                         "head, no positions and no --source");
-    if (a->tied && a->mode != ATTN_EXPLAIN_QKV)
-        return cli_error(EXIT_USAGE, "--tied ties W_K to W_Q; --mode %s has no projections",
-                         a->mode == ATTN_EXPLAIN_DOT ? "dot" : "average");
-    if (a->json && a->step)
-        return cli_error(EXIT_USAGE, "--json prints every matrix and --step one step of the text: give one of them");
-    int nw = !!a->wq + !!a->wk + !!a->wv;
-    if (nw != 0 && nw != 3) return cli_error(EXIT_USAGE, "--wq, --wk and --wv go together");
-    if (nw && a->random_head)
-        return cli_error(EXIT_USAGE, "--random-head chooses the toy's weights; it cannot go with --wq");
-    if (a->embeddings && given)
-        return cli_error(EXIT_USAGE, "give a sentence or --embeddings, not both");
-    /* `attn explain "$S"` with S unset is a mistake, not a request for the
-     * default sentence. */
-    if (given && strspn(a->sentence, " \t\n\r\f\v") == strlen(a->sentence))
-        return cli_error(EXIT_USAGE, "the sentence is empty; give some words, or none for the default");
-    if (a->tokens && !a->embeddings) return cli_error(EXIT_USAGE, "--tokens labels --embeddings rows");
-    if (!a->embeddings && !given) strcpy(a->sentence, "the cat sat on the mat");
-    return 0;
+    return code ? code : check_args(a, given);
 }
 
 /* A 2-D float .npy (f16, f32 or f64) as doubles. */

@@ -181,6 +181,30 @@ static void print_inputs(const explain_args *a, const explain_model *m, const at
     }
 }
 
+/* The closing lines: the mode's formula in one line, and what is missing. */
+static void print_closing(const explain_args *a) {
+    if (a->mode == ATTN_EXPLAIN_AVERAGE) {
+        printf("\n   All of it is one line: output_i = the average of the x_j it sees, (1/n) sum_j x_j.\n"
+               "   Every word gets the same blend, whatever it is: nothing is matched. The next\n"
+               "   step, --mode dot, lets each pair's dot product decide the weights.\n");
+    } else if (a->mode == ATTN_EXPLAIN_DOT) {
+        printf("\n   All of it is one line: output = softmax(X X^T) X, the words' own vectors as\n"
+               "   queries, keys and values. A word matches itself best, and a word's question\n"
+               "   and its answer are the same vector. --mode qkv gives each word three different\n"
+               "   ones through W_Q, W_K and W_V, and divides the scores by sqrt(d_k).\n");
+    } else {
+        printf("\n   All of it is one line: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.\n"
+               "%s"
+               "   One head asks one question per word; real models run many heads at once.\n"
+               "   And these weights were wired by hand, where models learn theirs: `attn train`\n"
+               "   shows a head learning, from sentences, to make each verb look at its subject.\n",
+               a->positions ? "   With positions, word order counts: shuffle the sentence and the weights\n"
+                              "   change, not only their order.\n"
+                            : "   Nothing here knows word order: shuffle the sentence and each word's output\n"
+                              "   only moves with it (--positions sinusoidal or rope adds it).\n");
+    }
+}
+
 void explain_print_text(const explain_args *a, const explain_model *m, const attn_explain *ex, cli_colours colour) {
     bool qkv = a->mode == ATTN_EXPLAIN_QKV;
     int n = m->n, nk = ex->n_keys;
@@ -251,25 +275,6 @@ void explain_print_text(const explain_args *a, const explain_model *m, const att
         printf("\nwho attends to whom (the top three weights of each word)\n");
         explain_summary(m, ex, a->causal);
     }
-    if (!a->step && a->mode == ATTN_EXPLAIN_AVERAGE) {
-        printf("\n   All of it is one line: output_i = the average of the x_j it sees, (1/n) sum_j x_j.\n"
-               "   Every word gets the same blend, whatever it is: nothing is matched. The next\n"
-               "   step, --mode dot, lets each pair's dot product decide the weights.\n");
-    } else if (!a->step && a->mode == ATTN_EXPLAIN_DOT) {
-        printf("\n   All of it is one line: output = softmax(X X^T) X, the words' own vectors as\n"
-               "   queries, keys and values. A word matches itself best, and a word's question\n"
-               "   and its answer are the same vector. --mode qkv gives each word three different\n"
-               "   ones through W_Q, W_K and W_V, and divides the scores by sqrt(d_k).\n");
-    } else if (!a->step) {
-        printf("\n   All of it is one line: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.\n"
-               "%s"
-               "   One head asks one question per word; real models run many heads at once.\n"
-               "   And these weights were wired by hand, where models learn theirs: `attn train`\n"
-               "   shows a head learning, from sentences, to make each verb look at its subject.\n",
-               a->positions ? "   With positions, word order counts: shuffle the sentence and the weights\n"
-                              "   change, not only their order.\n"
-                            : "   Nothing here knows word order: shuffle the sentence and each word's output\n"
-                              "   only moves with it (--positions sinusoidal or rope adds it).\n");
-    }
+    if (!a->step) print_closing(a);
 }
 
