@@ -15,16 +15,6 @@ static double seconds(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* weights = the softmax of each row of scores (n, m), causal when asked. */
-static void softmax_rows(double *w, const double *s, int n, int m, bool causal) {
-    for (int i = 0; i < n; i++) {
-        int seen = causal && i + 1 < m ? i + 1 : m;
-        double mx = -INFINITY, sum = 0;
-        for (int j = 0; j < seen; j++) mx = s[i * m + j] > mx ? s[i * m + j] : mx;
-        for (int j = 0; j < m; j++) sum += w[i * m + j] = j < seen ? exp(s[i * m + j] - mx) : 0;
-        for (int j = 0; j < m; j++) w[i * m + j] /= sum;
-    }
-}
 
 /* Best of three times of the scores of T = 512 queries against T keys, d =
  * hidden = 64, by each scorer, in double. */
@@ -63,10 +53,10 @@ int explain_additive(const explain_args *a, const explain_model *m, const attn_e
     for (int u = 0; u < dk; u++) eye[u * dk + u] = 1, eye[dk * dk + u] = 1; /* W1 = W2 = I, v = 1 */
     attn_error err;
     int code = 0;
-    if (attn_additive_scores(s, ex->Q, n, ex->K, nk, dk, eye, eye, eye + dk * dk, dk, &err))
+    if (attn_additive_scores(s, ex->Q, n, ex->K, nk, dk, eye, eye, eye + dk * dk, dk, &err) ||
+        attn_softmax_rows(add.weights, s, n, nk, a->causal, &err))
         code = cli_error(EXIT_DATA, "%s", err.message);
     if (!code) {
-        softmax_rows(add.weights, s, n, nk, a->causal);
         printf("\nA dot product, or a small network?\n"
                "   Before the Transformer, additive attention scored a pair with a tiny network,\n"
                "   v . tanh(W1 q + W2 k). Here it scores the same Q and K, with W1 = W2 = I and v = 1:\n");

@@ -309,6 +309,13 @@ ATTN_API attn_status attn_additive_scores(double *scores, const double *q, int n
                                           const double *w1, const double *w2, const double *v, int hidden,
                                           attn_error *err);
 
+/* weights (n, m) = the softmax of each row of scores (n, m), with a top-left
+ * causal mask when causal (row i sees columns 0..i), computed by attn_sdpa
+ * (the scores as an additive mask on zero queries and keys), so any scorer
+ * gets the library's own softmax (added in 0.3.0). Errors: ATTN_ERR_NULL,
+ * ATTN_ERR_ARGUMENT, ATTN_ERR_NO_MEMORY. */
+ATTN_API attn_status attn_softmax_rows(double *weights, const double *scores, int n, int m, int causal, attn_error *err);
+
 #ifdef __cplusplus
 }
 #endif

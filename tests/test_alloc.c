@@ -296,6 +296,20 @@ static void mha_subject(attn_dtype dt, bool backward) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) __real_free(all[i]->data);
 }
 
+/* ---- additive attention and the softmax of rows ---------------------------- */
+
+static double add_out[6];
+static attn_status run_additive(void *ctx, attn_error *err) {
+    (void)ctx;
+    static const double q[4] = {1, 2, 3, 4}, k[6] = {1, 0, 0, 1, 1, 1}, w[4] = {1, 0, 0, 1}, v[2] = {1, 1};
+    return attn_additive_scores(add_out, q, 2, k, 3, 2, w, w, v, 2, err);
+}
+static attn_status run_softmax_rows(void *ctx, attn_error *err) {
+    (void)ctx;
+    static double w[6];
+    return attn_softmax_rows(w, add_out, 2, 3, 1, err);
+}
+
 /* ---- .npy ------------------------------------------------------------------ */
 
 typedef struct npy_case {
@@ -363,6 +377,10 @@ int main(void) {
     backward_subject(ATTN_F64);
     backward_subject(ATTN_F32);
     for (int b = 0; b < 2; b++) mha_subject(ATTN_F64, b), mha_subject(ATTN_F32, b);
+    subject additive = {"additive_scores", run_additive, NULL, {add_out}, {sizeof add_out}, NULL};
+    test_subject(&additive);
+    subject softmax = {"softmax_rows", run_softmax_rows, NULL, {NULL}, {0}, NULL};
+    test_subject(&softmax);
 
     /* .npy: parse bytes, read a file. */
     static const char NPY[] = "\x93NUMPY\x01\x00\x76\x00{'descr': '<f4', 'fortran_order': False, "

@@ -1322,6 +1322,15 @@ static void test_additive(void) {
                  "additive_scores_null");
     check_status(attn_additive_scores(s, q, 1, k, 2, 2, w1, w2, v, 0, &err), &err, ATTN_ERR_ARGUMENT, "hidden (0)",
                  "additive_scores_sizes");
+    /* attn_softmax_rows: the softmax of each row, causal rows see 0..i. */
+    double sc[6] = {1, 2, 3, -1, 0, 5}, w[6], z = exp(1) + exp(2) + exp(3);
+    st = attn_softmax_rows(w, sc, 2, 3, 0, &err);
+    check(st == ATTN_OK && fabs(w[0] - exp(1) / z) < 1e-15 && fabs(w[2] - exp(3) / z) < 1e-15 &&
+              fabs(w[3] + w[4] + w[5] - 1) < 1e-15, "softmax_rows", "%g %g", w[0], w[2]);
+    st = attn_softmax_rows(w, sc, 2, 3, 1, &err);
+    check(st == ATTN_OK && w[0] == 1 && w[1] == 0 && w[2] == 0 && fabs(w[3] - exp(-1) / (exp(-1) + 1)) < 1e-15 && w[5] == 0,
+          "softmax_rows_causal", "%g %g %g", w[0], w[3], w[5]);
+    check_status(attn_softmax_rows(w, NULL, 2, 3, 0, &err), &err, ATTN_ERR_NULL, "NULL", "softmax_rows_null");
 }
 
 static void test_tuning(void) {

@@ -42,11 +42,12 @@ static const char *error_json(const char *message, int start, int length, const 
 /* The toy model on `sentence`: head 0 wired, 1 random, 2 the "where" head; mode 0 qkv, 1 dot,
  * 2 average; positions an attn_explain_positions (qkv only); tied: W_K = W_Q;
  * source: NULL or "" for self-attention, else the sentence keys and values
- * come from (cross-attention). On a bad sentence: {"error", "start",
+ * come from (cross-attention); scale_by_d_model: divide by sqrt(d_model), the
+ * slip. On a bad sentence: {"error", "start",
  * "length", "suggestion"}; an error in the source says so, with start -1. */
 WEB_EXPORT("web_explain")
 const char *web_explain(const char *sentence, int head, int causal, int no_scale, int mode, int positions, int tied,
-                        const char *source) {
+                        const char *source, int scale_by_d_model) {
     attn_toy_token tok[ATTN_TOY_MAX_TOKENS + 1];
     attn_error err;
     int n = 0;
@@ -74,8 +75,8 @@ const char *web_explain(const char *sentence, int head, int causal, int no_scale
     if (cross) attn_toy_embed(xs, stok, ns, NULL);
     for (int i = 0; i < ns; i++) src_words[i] = attn_toy_word(stok[i].id);
     attn_explain_input in = {n, ATTN_TOY_D_MODEL, ATTN_TOY_D_K, ATTN_TOY_D_K, x, wq, wk, wv,
-                             (attn_explain_mode)mode, causal, no_scale, 0, (attn_explain_positions)positions,
-                             cross ? xs : NULL, cross ? ns : 0};
+                             (attn_explain_mode)mode, causal, no_scale, scale_by_d_model,
+                             (attn_explain_positions)positions, cross ? xs : NULL, cross ? ns : 0};
     attn_explain ex;
     if (attn_explain_run(&ex, &in, &err)) return error_json(err.message, -1, 0, NULL);
 
@@ -166,6 +167,40 @@ const char *web_train(const char *sentence, int steps, unsigned seed) {
     }
     snprintf(result + used, result_cap - used, "]}");
     free(loss), attn_explain_free(&ex);
+    return result;
+}
+
+/* Additive attention on the wired head's Q and K (attn_additive_scores, W1 =
+ * W2 = I, v = 1, as attn explain --score additive) and its weights by the
+ * library's softmax: {"weights": [[...]]}. */
+WEB_EXPORT("web_additive")
+const char *web_additive(const char *sentence, int causal) {
+    attn_toy_token tok[ATTN_TOY_MAX_TOKENS + 1];
+    attn_error err;
+    int n = 0;
+    if (attn_toy_tokenize(tok, ATTN_TOY_MAX_TOKENS, &n, sentence, &err)) return error_json(err.message, -1, 0, NULL);
+    double x[ATTN_TOY_MAX_TOKENS * ATTN_TOY_D_MODEL], wq[32], wk[32], wv[32], eye[ATTN_TOY_D_K * ATTN_TOY_D_K + ATTN_TOY_D_K] = {0};
+    double *s = malloc(sizeof(double) * (size_t)(n * n)), *w = malloc(sizeof(double) * (size_t)(n * n));
+    attn_toy_embed(x, tok, n, NULL);
+    attn_toy_weights(wq, wk, wv, ATTN_TOY_WIRED, NULL);
+    for (int u = 0; u < ATTN_TOY_D_K; u++) eye[u * ATTN_TOY_D_K + u] = 1, eye[ATTN_TOY_D_K * ATTN_TOY_D_K + u] = 1;
+    attn_explain_input in = {n, ATTN_TOY_D_MODEL, ATTN_TOY_D_K, ATTN_TOY_D_K, x, wq, wk, wv, ATTN_EXPLAIN_QKV, causal, 0, 0,
+                             ATTN_EXPLAIN_NO_POSITIONS, NULL, 0};
+    attn_explain ex = {0};
+    if (!s || !w || attn_explain_run(&ex, &in, &err) ||
+        attn_additive_scores(s, ex.Q, n, ex.K, n, ATTN_TOY_D_K, eye, eye, eye + ATTN_TOY_D_K * ATTN_TOY_D_K, ATTN_TOY_D_K, &err) ||
+        attn_softmax_rows(w, s, n, n, causal, &err) || !reserve((size_t)(n * n) * 26 + 64)) {
+        free(s), free(w), attn_explain_free(&ex);
+        return error_json(s && w ? err.message : "out of memory", -1, 0, NULL);
+    }
+    size_t used = (size_t)snprintf(result, result_cap, "{\"weights\": [");
+    for (int i = 0; i < n; i++) {
+        used += (size_t)snprintf(result + used, result_cap - used, "%s[", i ? ", " : "");
+        for (int j = 0; j < n; j++) used += (size_t)snprintf(result + used, result_cap - used, "%s%.17g", j ? ", " : "", w[i * n + j]);
+        used += (size_t)snprintf(result + used, result_cap - used, "]");
+    }
+    snprintf(result + used, result_cap - used, "]}");
+    free(s), free(w), attn_explain_free(&ex);
     return result;
 }
 

@@ -36,11 +36,11 @@ function cString(text) {
   return ptr;
 }
 
-function explain(sentence, head, causal, noScale, positions = 'none', tied = false, source = '') {
+function explain(sentence, head, causal, noScale, positions = 'none', tied = false, source = '', scaleByModel = false) {
   const ptr = cString(sentence), src = cString(source);
   try {
     return JSON.parse(readString(lib.web_explain(ptr, head === 'random' ? 1 : head === 'where' ? 2 : 0, causal ? 1 : 0,
-      noScale ? 1 : 0, 0, Math.max(0, POSITIONS.indexOf(positions)), tied ? 1 : 0, src)));
+      noScale ? 1 : 0, 0, Math.max(0, POSITIONS.indexOf(positions)), tied ? 1 : 0, src, scaleByModel ? 1 : 0)));
   } finally {
     lib.web_free(ptr);
     lib.web_free(src);
@@ -56,7 +56,7 @@ function scaling(d) {
 // ---- state and the URL fragment ---------------------------------------------
 
 const state = { sentence: 'the cat sat on the mat', causal: false, head: 'wired', noScale: false, positions: 'none',
-  heads: 1, tied: false, source: '', result: null };
+  heads: 1, tied: false, source: '', scaleByModel: false, result: null };
 
 function readFragment() {
   const params = new URLSearchParams(location.hash.slice(1));
@@ -68,6 +68,7 @@ function readFragment() {
   state.heads = params.get('heads') === '2' ? 2 : 1;
   state.tied = params.get('tied') === '1';
   state.source = params.get('src') || '';
+  state.scaleByModel = params.get('scaleby') === 'd_model';
 }
 
 function writeFragment() {
@@ -80,6 +81,7 @@ function writeFragment() {
   if (state.heads === 2) params.set('heads', '2');
   if (state.tied) params.set('tied', '1');
   if (state.source) params.set('src', state.source);
+  if (state.scaleByModel) params.set('scaleby', 'd_model');
   const hash = '#' + params.toString();
   if (location.hash !== hash) history.replaceState(null, '', hash);
 }
@@ -247,7 +249,7 @@ function renderMatrices(r) {
       `score(${t[i]} → ${s[j]}) = Q[${t[i]}] · K[${s[j]}] = ` +
       sumText(r.Q[i].map((q, k) => [q, r.K[j][k]]), r.scores[i][j]);
   } }));
-  const title = state.noScale ? 'Q Kᵀ, not divided' : 'Q Kᵀ / √d_k';
+  const title = state.noScale ? 'Q Kᵀ, not divided' : state.scaleByModel ? 'Q Kᵀ / √d_model (the slip)' : 'Q Kᵀ / √d_k';
   put('fig-scaled', heatmap('scaled', r.causal ? `${title}, future masked` : title, r.scaled, t, s));
   put('fig-weights', heatmap('weights', 'softmax, row by row', r.weights, t, s, {
     rowSums: true, onRowLabel: (i) => showBars(r, i) }));
@@ -345,7 +347,8 @@ function showError(result, sentence) {
 
 function update() {
   try {
-    const r = explain(state.sentence, state.head, state.causal, state.noScale, state.positions, state.tied, state.source);
+    const r = explain(state.sentence, state.head, state.causal, state.noScale, state.positions, state.tied, state.source,
+      state.scaleByModel);
     showError(r, state.sentence);
     writeFragment();
     // A note about a shuffle belongs to the sentence it shuffled.
@@ -363,6 +366,7 @@ function update() {
     delete document.body.dataset.stale;
     renderHeads();
     renderQuiz(r);
+    renderAdditive(r);
     state.result = r;
     window.attnLast = r; // for the tests and the curious: the library's own JSON
     renderMatrices(r);
@@ -401,6 +405,28 @@ function shuffleWords() {
     : (same ? 'Shuffled. The outputs only moved: these positions did not change anything here.'
       : `Shuffled. With ${state.positions === 'rope' ? 'RoPE' : 'sinusoidal'} positions the outputs changed, ` +
         'not only their order: where a word stands now counts.');
+}
+
+// ---- a dot product, or a small network? ----------------------------------------------
+
+// Additive attention on the same words (the library's attn_additive_scores and
+// softmax, as attn explain --score additive), beside the dot product's weights.
+function renderAdditive(r) {
+  const shown = r.head === 'wired' && !r.source_tokens; /* the wired head, self-attention */
+  document.getElementById('step-additive').hidden = !shown;
+  if (!shown) return;
+  const ptr = cString(state.sentence);
+  let a;
+  try {
+    a = JSON.parse(readString(lib.web_additive(ptr, state.causal ? 1 : 0)));
+  } finally {
+    lib.web_free(ptr);
+  }
+  if (a.error) return;
+  put('fig-dot', heatmap('dot', 'dot product: softmax(Q Kᵀ / √d_k)', r.weights, r.tokens, r.tokens, { rowSums: true }));
+  put('fig-additive', heatmap('additive', 'additive: softmax(v · tanh(q + k))', a.weights, r.tokens, r.tokens,
+    { rowSums: true }));
+  window.attnAdditive = a;
 }
 
 // ---- quick check ---------------------------------------------------------------------
@@ -657,6 +683,7 @@ async function main() {
   document.getElementById('heads').value = String(state.heads);
   document.getElementById('tied').checked = state.tied;
   document.getElementById('source').value = state.source;
+  document.getElementById('scale-by-model').checked = state.scaleByModel;
   document.querySelector(`input[name=head][value=${state.head}]`).checked = true;
   input.addEventListener('input', () => { state.sentence = input.value; update(); });
   document.getElementById('causal').addEventListener('change', (e) => { state.causal = e.target.checked; update(); });
@@ -665,6 +692,7 @@ async function main() {
   document.getElementById('heads').addEventListener('change', (e) => { state.heads = Number(e.target.value); update(); });
   document.getElementById('tied').addEventListener('change', (e) => { state.tied = e.target.checked; update(); });
   document.getElementById('source').addEventListener('input', (e) => { state.source = e.target.value.trim(); update(); });
+  document.getElementById('scale-by-model').addEventListener('change', (e) => { state.scaleByModel = e.target.checked; update(); });
   for (const radio of document.querySelectorAll('input[name=head]'))
     radio.addEventListener('change', (e) => { state.head = e.target.value; update(); });
   document.getElementById('shuffle').addEventListener('click', shuffleWords);
@@ -681,6 +709,7 @@ async function main() {
     document.getElementById('heads').value = String(state.heads);
     document.getElementById('tied').checked = state.tied;
     document.getElementById('source').value = state.source;
+    document.getElementById('scale-by-model').checked = state.scaleByModel;
     update();
   });
   buildVocab();

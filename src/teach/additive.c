@@ -38,3 +38,20 @@ attn_status attn_additive_scores(double *scores, const double *q, int n, const d
     free(a);
     return ATTN_OK;
 }
+
+attn_status attn_softmax_rows(double *weights, const double *scores, int n, int m, int causal, attn_error *err) {
+    if (!weights || !scores) return attn_fail(err, ATTN_ERR_NULL, "weights or scores is NULL");
+    if (n < 1 || m < 1) return attn_fail(err, ATTN_ERR_ARGUMENT, "n (%d) and m (%d) must be >= 1", n, m);
+    double *zero = calloc((size_t)n + (size_t)m + (size_t)n, sizeof(double)); /* q (n, 1), k = v (m, 1), out (n, 1) */
+    if (!zero) return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the softmax's operands");
+    attn_tensor q, k, out, w, mask;
+    int64_t sq[2] = {n, 1}, sk[2] = {m, 1}, sw[2] = {n, m};
+    attn_tensor_init(&q, zero, ATTN_F64, 2, sq, NULL, NULL), attn_tensor_init(&k, zero + n, ATTN_F64, 2, sk, NULL, NULL);
+    attn_tensor_init(&out, zero + n + m, ATTN_F64, 2, sq, NULL, NULL), attn_tensor_init(&w, weights, ATTN_F64, 2, sw, NULL, NULL);
+    attn_tensor_init(&mask, (void *)scores, ATTN_F64, 2, sw, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.mask = &mask, o.causal = causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
+    attn_status st = attn_sdpa(&out, NULL, &w, &q, &k, &k, &o, err);
+    free(zero);
+    return st;
+}

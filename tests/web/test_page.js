@@ -301,6 +301,22 @@ async function main() {
   report('lookup_ids_on_the_page', ['the', 'cat', 'sat', 'on', 'the', 'mat'].every((w, i) => lookup.includes(`${w} ${ids[i]}`)),
     `${lookup} | ${ids}`);
 
+  // Additive attention beside the dot product, and the sqrt(d_model) slip: the command's numbers.
+  await setSentence(page, 'the cat sat on the mat');
+  const additive = await page.evaluate(() => window.attnAdditive.weights);
+  const addText = execFileSync(ATTN, ['explain', '--score', 'additive', 'the cat sat on the mat'], { encoding: 'utf8' })
+    .split('additive weights')[1];
+  const satRow = addText.split('\n').find((l) => l.trim().startsWith('sat')).trim().split(/\s+/).slice(1, 7).map(Number);
+  report('additive_on_the_page', additive[2].every((x, j) => Math.abs(x - satRow[j]) < 6e-4) &&
+    await page.isVisible('#fig-additive svg'), `${additive[2]} | ${satRow}`);
+  await page.check('#scale-by-model');
+  await page.waitForFunction(() => /scaleby=d_model/.test(location.hash));
+  const slip = await page.evaluate(() => window.attnLast);
+  const slipWant = cli('the cat sat on the mat', ['--scale-by', 'd_model']);
+  report('scale_by_d_model_on_the_page', Math.abs(slip.scale - 1 / Math.sqrt(8)) < 1e-15 && close(slip.weights, slipWant.weights),
+    String(slip.scale));
+  await page.uncheck('#scale-by-model');
+
   // The quick check: answers worked out from the live matrices.
   await setSentence(page, 'the cat sat on the mat');
   await page.check('fieldset[data-question="0"] input[value="3"]');
