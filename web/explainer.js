@@ -672,11 +672,9 @@ function buildVocab() {
   }
 }
 
-async function main() {
-  await loadLibrary();
-  readFragment();
-  const input = document.getElementById('sentence');
-  input.value = state.sentence;
+// The controls as the state says (at load, and when the link changes).
+function showState() {
+  document.getElementById('sentence').value = state.sentence;
   document.getElementById('causal').checked = state.causal;
   document.getElementById('head-scale').checked = !state.noScale;
   document.getElementById('positions').value = state.positions;
@@ -685,6 +683,13 @@ async function main() {
   document.getElementById('source').value = state.source;
   document.getElementById('scale-by-model').checked = state.scaleByModel;
   document.querySelector(`input[name=head][value=${state.head}]`).checked = true;
+}
+
+async function main() {
+  await loadLibrary();
+  readFragment();
+  const input = document.getElementById('sentence');
+  showState();
   input.addEventListener('input', () => { state.sentence = input.value; update(); });
   document.getElementById('causal').addEventListener('change', (e) => { state.causal = e.target.checked; update(); });
   document.getElementById('head-scale').addEventListener('change', (e) => { state.noScale = !e.target.checked; update(); });
@@ -702,14 +707,7 @@ async function main() {
   document.getElementById('divide').addEventListener('change', updateSqrt);
   window.addEventListener('hashchange', () => {
     readFragment();
-    input.value = state.sentence;
-    document.getElementById('causal').checked = state.causal;
-    document.getElementById('head-scale').checked = !state.noScale;
-    document.getElementById('positions').value = state.positions;
-    document.getElementById('heads').value = String(state.heads);
-    document.getElementById('tied').checked = state.tied;
-    document.getElementById('source').value = state.source;
-    document.getElementById('scale-by-model').checked = state.scaleByModel;
+    showState();
     update();
   });
   buildVocab();
