@@ -158,7 +158,9 @@ function heatmap(name, title, data, rowLabels, colLabels, opts = {}) {
       const g = svgEl('g', { class: 'cell', 'data-i': i, 'data-j': j });
       const colour = x === null ? { fill: '#c8c8cc', ink: '#1d1d1f' } : shade(range > 0 ? x / range : 0);
       g.appendChild(svgEl('rect', { class: 'cell-bg', x: lw + j * cw, y, width: cw, height: ch, fill: colour.fill }));
-      g.appendChild(svgEl('text', { x: lw + j * cw + cw - 5, y: y + 15, 'text-anchor': 'end', fill: colour.ink }, fmt(x)));
+      const masked = opts.masked && opts.masked(i, j); /* a causal mask's zero: not the softmax's choice */
+      g.appendChild(svgEl('text', { x: lw + j * cw + cw - 5, y: y + 15, 'text-anchor': 'end', fill: colour.ink },
+        masked ? '·' : fmt(x)));
       if (opts.onCell) g.addEventListener('mouseenter', () => focusCell(name, i, j));
       svg.appendChild(g);
       return g;
@@ -251,8 +253,8 @@ function renderMatrices(r) {
   } }));
   const title = state.noScale ? 'Q Kᵀ, not divided' : state.scaleByModel ? 'Q Kᵀ / √d_model (the slip)' : 'Q Kᵀ / √d_k';
   put('fig-scaled', heatmap('scaled', r.causal ? `${title}, future masked` : title, r.scaled, t, s));
-  put('fig-weights', heatmap('weights', 'softmax, row by row', r.weights, t, s, {
-    rowSums: true, onRowLabel: (i) => showBars(r, i) }));
+  put('fig-weights', heatmap('weights', r.causal ? 'softmax, row by row (· masked)' : 'softmax, row by row', r.weights,
+    t, s, { rowSums: true, onRowLabel: (i) => showBars(r, i), masked: r.causal ? (i, j) => j > i : null }));
   put('fig-output', heatmap('output', 'output = weights V', r.output, t, r.value_features, { onCell: (i, j) => {
     highlight('weights', { row: i }); highlight('V', { col: j });
     document.getElementById('products-output').textContent =
