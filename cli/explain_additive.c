@@ -46,7 +46,6 @@ static int measure(double *dot_ms, double *add_ms) {
 int explain_additive(const explain_args *a, const explain_model *m, const attn_explain *ex) {
     int n = m->n, nk = ex->n_keys, dk = ex->d_k;
     double *eye = calloc((size_t)(dk * dk + dk), sizeof(double)), *s = malloc(sizeof(double) * (size_t)(n * nk));
-    explain_model shown = *m;
     attn_explain add = *ex;
     add.weights = malloc(sizeof(double) * (size_t)(n * nk));
     if (!eye || !s || !add.weights) return free(eye), free(s), free(add.weights), cli_error(EXIT_DATA, "out of memory");
@@ -64,7 +63,7 @@ int explain_additive(const explain_args *a, const explain_model *m, const attn_e
         explain_heading("additive weights = softmax of v . tanh(q + k), row by row", n, nk, NULL);
         explain_weights_matrix(add.weights, n, nk, m->tokens, keys, a->causal, CLI_NO_COLOUR);
         printf("\nwho attends to whom, additive\n");
-        explain_summary(&shown, &add, a->causal);
+        explain_summary(m, &add, a->causal);
         printf("\n   It adds the query and the key before the nonlinearity, so a key that is large\n"
                "   everywhere scores high with every query: to express \"this query matches this\n"
                "   key\" it must learn W1, W2 and v. The dot product gets matching for free.\n");

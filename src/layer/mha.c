@@ -141,7 +141,7 @@ bool attn_mha_project(char *dst, const attn_tensor *x, const attn_tensor *w, con
     attn_mat wt = {(char *)w->data + row0 * w->strides[0] * es, w->dtype, in, F, w->strides[1], w->strides[0]};
     attn_mat bias = {b ? (char *)b->data + row0 * b->strides[0] * es : NULL, w->dtype, 1, F, 0, b ? b->strides[0] : 0};
     /* One product over all N·rows rows when they are evenly spaced. */
-    bool whole = rows_out == rows && (N == 1 || x->strides[0] == rows * x->strides[1]);
+    bool whole = rows_out == rows && attn_mha_rows_even(x);
     for (int64_t n = 0; n < (whole ? 1 : N); n++) {
         attn_mat a = attn_mha_rows(x, n, whole ? N * rows : rows);
         attn_mat c = {dst + n * rows_out * F * es, w->dtype, a.rows, F, F, 1};
@@ -212,7 +212,7 @@ bool attn_mha_project_out(const attn_tensor *out, const char *cat, const attn_mh
     attn_mat wt = {(char *)w->data, w->dtype, m->E, m->E, w->strides[1], w->strides[0]};
     attn_mat bias = {b ? (char *)b->data : NULL, m->dt, 1, m->E, 0, b ? b->strides[0] : 0};
     attn_mat a = {(char *)cat, m->dt, m->N * m->L, m->E, m->E, 1};
-    if (m->N == 1 || out->strides[0] == m->L * out->strides[1]) {
+    if (attn_mha_rows_even(out)) {
         attn_mat c = attn_mha_rows(out, 0, m->N * m->L);
         return attn_gemm(&c, &a, &wt, b ? &bias : NULL, false, m->threads, NULL);
     }

@@ -40,6 +40,11 @@ attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *
 /* A head-split buffer laid out (N, rows, H·D), the projections' natural
  * layout, seen as (N, H, rows, D). */
 void attn_mha_heads_view(attn_tensor *t, char *data, const attn_mha_call *m, int64_t H, int64_t rows);
+/* Whether the rows of all sequences of x (N, rows, F) are evenly spaced, so
+ * one matrix of N·rows rows covers them and one product does the batch. */
+static inline bool attn_mha_rows_even(const attn_tensor *x) {
+    return x->shape[0] == 1 || x->strides[0] == x->shape[1] * x->strides[1];
+}
 /* Sequence n's first `rows` rows of x (N, rows', F) as a matrix (rows × F). */
 attn_mat attn_mha_rows(const attn_tensor *x, int64_t n, int64_t rows);
 /* dst (N, rows_out, F), contiguous, = x (N, rows, in) · W[row0 .. row0 + F)ᵀ

@@ -53,7 +53,7 @@ static bool project_backward(double *dW, double *db, double *dx, double *dbkv, c
     attn_mat wm = {(char *)w->data + row0 * w->strides[0] * es, w->dtype, F, in, w->strides[0], w->strides[1]};
     attn_mat dWm = {(char *)dW, ATTN_F64, F, in, in, 1};
     /* One product over all N·rows rows when they are evenly spaced. */
-    bool whole = rows_out == rows && (N == 1 || x->strides[0] == rows * x->strides[1]);
+    bool whole = rows_out == rows && attn_mha_rows_even(x);
     for (int64_t n = 0; n < (whole ? 1 : N); n++) {
         int64_t nr = whole ? N * rows : rows;
         char *gn = (char *)dproj + n * rows_out * F * es;
@@ -78,7 +78,7 @@ static bool out_backward(char *dcat, double *dWo, double *dbo, const attn_tensor
     int64_t es = (int64_t)attn_dtype_size(m->dt);
     attn_mat wo = {(char *)w->data, w->dtype, m->E, m->E, w->strides[0], w->strides[1]};
     attn_mat dWm = {(char *)dWo, ATTN_F64, m->E, m->E, m->E, 1};
-    bool whole = m->N == 1 || dout->strides[0] == m->L * dout->strides[1];
+    bool whole = attn_mha_rows_even(dout);
     for (int64_t n = 0; n < (whole ? 1 : m->N); n++) {
         attn_mat d = attn_mha_rows(dout, n, whole ? m->N * m->L : m->L);
         attn_mat dt = {d.base, d.dtype, m->E, d.rows, d.cs, d.rs};
