@@ -25,6 +25,19 @@ static char *reserve(size_t n) {
     return result;
 }
 
+/* A (rows, cols) matrix as JSON rows, every double exact (%.17g), written at
+ * result + used (the caller reserved about 26 bytes a number); the new length. */
+static size_t append_matrix(size_t used, const double *m, int rows, int cols) {
+    used += (size_t)snprintf(result + used, result_cap - used, "[");
+    for (int i = 0; i < rows; i++) {
+        used += (size_t)snprintf(result + used, result_cap - used, "%s[", i ? ", " : "");
+        for (int j = 0; j < cols; j++)
+            used += (size_t)snprintf(result + used, result_cap - used, "%s%.17g", j ? ", " : "", m[i * cols + j]);
+        used += (size_t)snprintf(result + used, result_cap - used, "]");
+    }
+    return used + (size_t)snprintf(result + used, result_cap - used, "]");
+}
+
 static const char *error_json(const char *message, int start, int length, const char *suggestion) {
     /* Messages hold no quotes or backslashes except inside words the user
      * typed; replace those so the JSON stays valid. */
@@ -159,13 +172,9 @@ const char *web_train(const char *sentence, int steps, unsigned seed) {
     for (int i = 0; i < n; i++) used += (size_t)snprintf(result + used, result_cap - used, "%s\"%s\"", i ? ", " : "", attn_toy_word(tok[i].id));
     used += (size_t)snprintf(result + used, result_cap - used, "], \"steps\": %d, \"loss\": [", steps);
     for (int i = 0; i < steps; i++) used += (size_t)snprintf(result + used, result_cap - used, "%s%.17g", i ? ", " : "", loss[i]);
-    used += (size_t)snprintf(result + used, result_cap - used, "], \"weights\": [");
-    for (int i = 0; i < n; i++) {
-        used += (size_t)snprintf(result + used, result_cap - used, "%s[", i ? ", " : "");
-        for (int j = 0; j < n; j++) used += (size_t)snprintf(result + used, result_cap - used, "%s%.17g", j ? ", " : "", ex.weights[i * n + j]);
-        used += (size_t)snprintf(result + used, result_cap - used, "]");
-    }
-    snprintf(result + used, result_cap - used, "]}");
+    used += (size_t)snprintf(result + used, result_cap - used, "], \"weights\": ");
+    used = append_matrix(used, ex.weights, n, n);
+    snprintf(result + used, result_cap - used, "}");
     free(loss), attn_explain_free(&ex);
     return result;
 }
@@ -193,13 +202,8 @@ const char *web_additive(const char *sentence, int causal) {
         free(s), free(w), attn_explain_free(&ex);
         return error_json(s && w ? err.message : "out of memory", -1, 0, NULL);
     }
-    size_t used = (size_t)snprintf(result, result_cap, "{\"weights\": [");
-    for (int i = 0; i < n; i++) {
-        used += (size_t)snprintf(result + used, result_cap - used, "%s[", i ? ", " : "");
-        for (int j = 0; j < n; j++) used += (size_t)snprintf(result + used, result_cap - used, "%s%.17g", j ? ", " : "", w[i * n + j]);
-        used += (size_t)snprintf(result + used, result_cap - used, "]");
-    }
-    snprintf(result + used, result_cap - used, "]}");
+    size_t used = append_matrix((size_t)snprintf(result, result_cap, "{\"weights\": "), w, n, n);
+    snprintf(result + used, result_cap - used, "}");
     free(s), free(w), attn_explain_free(&ex);
     return result;
 }
