@@ -183,6 +183,10 @@ static void test_workspace(sdpa_case *c, const char *name, size_t out_bytes) {
     __real_free(ref), __real_free(mem);
 }
 
+/* RoPE for the subjects that follow (NULL: none): its table is one more
+ * allocation, taken from the arena, so a workspace must hold it too. */
+static const attn_rope_options *subject_rope;
+
 static void sdpa_subject(const char *name, attn_dtype dt, attn_dtype kv, int64_t H, int64_t L, int64_t S,
                          int64_t E, int which, int weights, int mask, attn_compute compute,
                          attn_causal causal, int threads) {
@@ -195,6 +199,7 @@ static void sdpa_subject(const char *name, attn_dtype dt, attn_dtype kv, int64_t
     c.o = attn_sdpa_options_default();
     c.o.causal = causal;
     c.o.compute = compute;
+    c.o.rope = subject_rope;
     c.which = which;
     if (weights) c.weights = tensor(dt, H, L, S);
     if (mask) c.mask = tensor(ATTN_BOOL, 1, L, S), c.o.mask = &c.mask;
@@ -228,14 +233,15 @@ static void backward_subject(attn_dtype dt) {
     c.q = tensor(dt, 4, 20, 8), c.k = tensor(dt, 2, 30, 8), c.v = tensor(dt, 2, 30, 6);
     c.mask = tensor(dt, 1, 20, 30);
     c.o = attn_sdpa_options_default();
-    c.o.mask = &c.mask, c.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    c.o.mask = &c.mask, c.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT, c.o.rope = subject_rope;
     c.out = tensor(dt, 4, 20, 6), c.dout = tensor(dt, 4, 20, 6);
     int64_t sl[2] = {4, 20};
     attn_tensor_init(&c.lse, __real_malloc(80 * attn_dtype_size(dt)), dt, 2, sl, NULL, NULL);
     attn_sdpa(&c.out, &c.lse, NULL, &c.q, &c.k, &c.v, &c.o, NULL);
     c.g[0] = tensor(dt, 4, 20, 8), c.g[1] = tensor(dt, 2, 30, 8), c.g[2] = tensor(dt, 2, 30, 6);
     c.g[3] = tensor(dt, 1, 20, 30);
-    subject s = {dt == ATTN_F32 ? "sdpa_backward_f32" : "sdpa_backward_f64", run_backward, &c,
+    subject s = {subject_rope ? "sdpa_backward_f32_rope" : dt == ATTN_F32 ? "sdpa_backward_f32" : "sdpa_backward_f64",
+                 run_backward, &c,
                  {c.g[0].data, c.g[1].data, c.g[2].data}, {0, 0, 0}, NULL};
     for (int i = 0; i < 3; i++) s.output_bytes[i] = (size_t)attn_tensor_numel(&c.g[i]) * attn_dtype_size(dt);
     test_subject(&s);
@@ -376,6 +382,14 @@ int main(void) {
                  ATTN_CAUSAL_TOP_LEFT, 1);
     backward_subject(ATTN_F64);
     backward_subject(ATTN_F32);
+    attn_rope_options rope = attn_rope_options_default();
+    subject_rope = &rope;
+    sdpa_subject("sdpa_f32_flash_rope", ATTN_F32, ATTN_F32, 4, 100, 130, 16, 0, 0, 1, ATTN_COMPUTE_F32,
+                 ATTN_CAUSAL_BOTTOM_RIGHT, 2);
+    sdpa_subject("sdpa_f64_exact_rope", ATTN_F64, ATTN_F64, 2, 40, 50, 8, 0, 0, 1, ATTN_COMPUTE_F32,
+                 ATTN_CAUSAL_TOP_LEFT, 1);
+    backward_subject(ATTN_F32);
+    subject_rope = NULL;
     for (int b = 0; b < 2; b++) mha_subject(ATTN_F64, b), mha_subject(ATTN_F32, b);
     subject additive = {"additive_scores", run_additive, NULL, {add_out}, {sizeof add_out}, NULL};
     test_subject(&additive);
