@@ -20,7 +20,8 @@ static const char MHA_USAGE[] =
     "      --weights PATH     a .safetensors file, or a directory of NAME.npy files, with\n"
     "                         in_proj_weight, in_proj_bias, out_proj.weight, out_proj.bias,\n"
     "                         bias_k, bias_v (PyTorch), or q_proj.weight, k_proj.weight,\n"
-    "                         v_proj.weight, o_proj.weight and optional biases (Llama);\n"
+    "                         v_proj.weight, o_proj.weight and optional biases (Llama),\n"
+    "                         and optional sinks, (heads,) logits (gpt-oss);\n"
     "                         a common prefix such as model.layers.0.self_attn. is found\n"
     "      --prefix P         the prefix to use when the file holds several layers\n"
     "      --heads N          query heads (E must be a multiple)\n"
@@ -38,12 +39,12 @@ static const char MHA_USAGE[] =
 
 /* The layer's parameters, by attn_mha_params's fields, and the names that
  * hold them in a checkpoint (PyTorch's first). */
-enum { P_IN_W, P_IN_B, P_Q_W, P_K_W, P_V_W, P_Q_B, P_K_B, P_V_B, P_OUT_W, P_OUT_B, P_BIAS_K, P_BIAS_V, N_PARAMS };
+enum { P_IN_W, P_IN_B, P_Q_W, P_K_W, P_V_W, P_Q_B, P_K_B, P_V_B, P_OUT_W, P_OUT_B, P_BIAS_K, P_BIAS_V, P_SINKS, N_PARAMS };
 static const char *const NAMES[N_PARAMS][2] = {
     {"in_proj_weight", NULL}, {"in_proj_bias", NULL},     {"q_proj.weight", "q_proj_weight"},
     {"k_proj.weight", "k_proj_weight"}, {"v_proj.weight", "v_proj_weight"}, {"q_proj.bias", NULL},
     {"k_proj.bias", NULL},  {"v_proj.bias", NULL},        {"out_proj.weight", "o_proj.weight"},
-    {"out_proj.bias", "o_proj.bias"},   {"bias_k", NULL},  {"bias_v", NULL}};
+    {"out_proj.bias", "o_proj.bias"},   {"bias_k", NULL},  {"bias_v", NULL},  {"sinks", NULL}};
 
 typedef struct weights {
     st_file st;                         /* a safetensors file */
@@ -196,6 +197,7 @@ static int layer_params(attn_mha_params *p, weights *w, const mha_args *a, const
     p->q_proj_weight = f[P_Q_W], p->k_proj_weight = f[P_K_W], p->v_proj_weight = f[P_V_W];
     p->q_proj_bias = f[P_Q_B], p->k_proj_bias = f[P_K_B], p->v_proj_bias = f[P_V_B];
     p->out_proj_weight = f[P_OUT_W], p->out_proj_bias = f[P_OUT_B], p->bias_k = f[P_BIAS_K], p->bias_v = f[P_BIAS_V];
+    p->sinks = f[P_SINKS];
     if (!p->in_proj_weight && f[P_IN_B]) { /* PyTorch's separate weights keep the biases packed: split them */
         const attn_tensor *b = f[P_IN_B];
         if (b->rank != 1 || b->shape[0] != 3 * p->embed_dim)

@@ -677,6 +677,12 @@ typedef struct attn_mha_params {
     const attn_tensor *q_proj_bias, *k_proj_bias, *v_proj_bias;
     const attn_tensor *out_proj_weight, *out_proj_bias; /* (E, Hq·D), (E,) or NULL */
     const attn_tensor *bias_k, *bias_v; /* add_bias_kv: (1, 1, Hkv·D) each, or NULL */
+    /* Attention sinks as a learned parameter of the layer (gpt-oss's
+     * `sinks`): (Hq,) logits, f32 or f64, or NULL. The same as
+     * options->attention->sinks (give one or the other, not both), but a
+     * parameter like the others, so attn_mha_backward can return its
+     * gradient (grads->sinks). Added in 0.3.0. */
+    const attn_tensor *sinks;
 } attn_mha_params;
 
 typedef struct attn_mha_options {

@@ -38,7 +38,7 @@ class Params(ctypes.Structure):
                 ("num_kv_heads", ctypes.c_int64), ("kdim", ctypes.c_int64), ("vdim", ctypes.c_int64)] + \
                [(n, P) for n in ("in_proj_weight", "in_proj_bias", "q_proj_weight", "k_proj_weight", "v_proj_weight",
                                  "q_proj_bias", "k_proj_bias", "v_proj_bias", "out_proj_weight", "out_proj_bias",
-                                 "bias_k", "bias_v")]
+                                 "bias_k", "bias_v", "sinks")]
 
 
 class Options(ctypes.Structure):
@@ -237,19 +237,23 @@ def gqa_state(f, E, D, Hkv):
             "out_proj_weight": f((E, E)) / 4, "out_proj_bias": f(E)}
 
 
-def gqa_case(o, rng, name, H, Hkv, causal, E=24, L=6, S=9, N=2, rope=None):
+def gqa_case(o, rng, name, H, Hkv, causal, E=24, L=6, S=9, N=2, rope=None, sinks=False):
     f = rng.standard_normal
     state = gqa_state(f, E, E // H, Hkv)
+    if sinks:  # gpt-oss's learned sinks, as a parameter of the layer
+        state["sinks"] = f(H) * 2
     q, k, v = f((N, L, E)), f((N, S, E)), f((N, S, E))
     st, msg, out, _ = o.run(q, k, v, state, H, kv_heads=Hkv, batch_first=True, causal=causal, rope=rope)
     ref = gqa_reference(q, k, v, state, H, Hkv, causal, rope)
     o.report(name, "attn_mha failed: " + msg if st else o.compare("out", out, ref, 1e-12))
 
 
-def gqa_backward_case(o, rng, name, H, Hkv, rope, E=16, L=6, S=6, N=2):
-    """GQA (and RoPE) gradients against autograd through gqa_reference_t."""
+def gqa_backward_case(o, rng, name, H, Hkv, rope, E=16, L=6, S=6, N=2, sinks=False):
+    """GQA (and RoPE, and the sinks) gradients against autograd through gqa_reference_t."""
     f = rng.standard_normal
     state = gqa_state(f, E, E // H, Hkv)
+    if sinks:
+        state["sinks"] = f(H)
     q, k, v = f((N, L, E)), f((N, S, E)), f((N, S, E))
     leaves = {n: torch.tensor(a, requires_grad=True) for n, a in state.items()}
     xs = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
@@ -297,7 +301,12 @@ def gqa_reference_t(xs, t, H, Hkv, causal, rope, variants=None):
     if variants:
         s, allowed = variant_scores(s, allowed, causal, **variants)
     s = s.masked_fill(~allowed, float("-inf"))
-    out = (torch.softmax(s, -1) @ V).transpose(1, 2).reshape(N, L, E)
+    if "sinks" in t:  # one more score per row, the head's sink, with no value: its weight is dropped
+        sink = t["sinks"].reshape(1, H, 1, 1).expand(N, H, L, 1)
+        p = torch.softmax(torch.cat([s, sink], -1), -1)[..., :S]
+    else:
+        p = torch.softmax(s, -1)
+    out = (p @ V).transpose(1, 2).reshape(N, L, E)
     return F.linear(out, t["out_proj_weight"], t.get("out_proj_bias"))
 
 
@@ -367,6 +376,11 @@ def main():
     for H, Hkv, rope in ((4, 2, None), (4, 1, (0, 10000.0, 0, 3)), (4, 2, (1, 500.0, 4, 0))):
         gqa_backward_case(o, rng, "backward_gqa_%d_over_%d%s" % (H, Hkv, "_rope%d" % rope[0] if rope else ""), H, Hkv,
                           rope)
+    # Sinks as the layer's parameter: the output, and their gradient with every other.
+    gqa_case(o, rng, "gpt_oss_sinks_gqa_causal", 4, 2, 2, sinks=True)
+    gqa_case(o, rng, "sinks_rope_inside_attention", 4, 1, 2, E=16, L=7, S=7, rope=(0, 10000.0, 0, 0), sinks=True)
+    gqa_backward_case(o, rng, "backward_sinks_gqa", 4, 2, None, sinks=True)
+    gqa_backward_case(o, rng, "backward_sinks_rope", 2, 1, (1, 10000.0, 0, 2), sinks=True)
     # A query whose every key is masked: NaN in PyTorch, out_proj's bias here.
     torch.manual_seed(7)
     mha = torch.nn.MultiheadAttention(8, 2, dtype=torch.float64)

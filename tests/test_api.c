@@ -1304,6 +1304,15 @@ static void test_mha(void) {
     p.in_proj_weight = &win;
     check_status(attn_mha(&out, &out, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_SHAPE, "weights must be f64",
                  "err_mha_weights_shape");
+    double sink_logits[H] = {0.5, -1};
+    int64_t sh1 = H;
+    attn_tensor sinks;
+    attn_tensor_init(&sinks, sink_logits, ATTN_F64, 1, &sh1, NULL, NULL);
+    attn_sdpa_options sopt = attn_sdpa_options_default();
+    sopt.sinks = &sinks, p.sinks = &sinks, o.attention = &sopt;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION, "sinks are given twice",
+                 "err_mha_sinks_twice");
+    p.sinks = NULL, o.attention = NULL;
     free(q.data), free(kv.data), free(out.data), free(win.data), free(wout.data), free(ref.data);
 }
 

@@ -134,6 +134,15 @@ def llama_layer(c, rng):
     flags = ["--heads", "4", "--rope", "halves", "--causal", "--softcap", "5", "--alibi", "--window", "3"]
     c.layer("llama_softcap_alibi_window", c.path("llama.safetensors"), x, refv, flags)
     c.layer("llama_softcap_alibi_window_incremental", c.path("llama.safetensors"), x, refv, flags + ["--incremental"])
+    # gpt-oss's learned sinks, a tensor of the layer: whole and through the KV cache.
+    sinks = dict(tensors)
+    sinks[prefix + "sinks"] = f(H)
+    with open(c.path("sinks.safetensors"), "wb") as fh:
+        fh.write(safetensors_bytes(sinks))
+    refs = gqa_reference(x, x, x, dict(state, sinks=sinks[prefix + "sinks"]), H, Hkv, 1, rope=(0, 10000.0, 0, 0))
+    c.layer("gpt_oss_sinks", c.path("sinks.safetensors"), x, refs, ["--heads", "4", "--rope", "halves", "--causal"])
+    c.layer("gpt_oss_sinks_incremental", c.path("sinks.safetensors"), x, refs,
+            ["--heads", "4", "--rope", "halves", "--causal", "--incremental"])
     # Two layers in one file: the prefix must be chosen.
     two = dict(tensors)
     two.update({k.replace("layers.0", "layers.1"): v for k, v in tensors.items() if "layers.0" in k})

@@ -295,6 +295,10 @@ attn_status attn_mha_sdpa_options(attn_sdpa_options *so, const attn_mha_call *m,
     so->struct_size = sizeof *so;
     so->causal = causal, so->mask = mask, so->context = m->o.context;
     so->rope = m->rope_in_attention ? m->o.rope : NULL;
+    if (!st && m->p.sinks) {
+        if (so->sinks) return attn_fail(err, ATTN_ERR_OPTION, "sinks are given twice: params->sinks and options->attention->sinks");
+        so->sinks = m->p.sinks;
+    }
     return st;
 }
 
@@ -322,7 +326,7 @@ attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *
     attn_context context; /* the thread count for the projections, checked as attn_sdpa checks it */
     if ((st = attn_mha_sdpa_options(&so, m, ATTN_CAUSAL_NONE, NULL, err)) || (st = attn_options_read(&read, &context, &so, err)))
         return st;
-    m->threads = context.num_threads;
+    m->threads = context.num_threads, m->sinks = so.sinks;
     m->rope_in_attention = m->o.rope && (m->L == m->S2 || m->o.causal == ATTN_CAUSAL_TOP_LEFT);
     if (m->o.rope && m->S2 != m->S)
         return attn_fail(err, ATTN_ERR_OPTION, "RoPE positions the keys: it does not go with bias_k/bias_v or add_zero_attn");

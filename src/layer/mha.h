@@ -15,6 +15,7 @@ typedef struct attn_mha_call {
     attn_tensor q, k, v;                 /* the inputs seen as (N, rows, features) */
     const attn_tensor *w[3], *b[3];      /* the q, k, v projections: weight (rows, in) and bias */
     int64_t w_row0[3];                   /* the projection's first row in w (in_proj_weight packs all three) */
+    const attn_tensor *sinks;            /* params->sinks or options->attention->sinks, or NULL */
     int threads;                         /* for the projections: the call's context, or the process's count */
     /* options->rope is applied inside the attention (attn_sdpa_options.rope:
      * no turned copy of q or k) when its positions are the layer's, row r at

@@ -8,7 +8,8 @@
  *   F4  out = cat(heads) W_oᵀ + b_o
  * recomputed, then differentiated line by line in reverse:
  *   from F4: dcat = dout W_o;  dW_o = Σ doutᵀ cat;  db_o = Σ dout
- *   from F3: dq, dk, dv = attn_sdpa_backward(dheads)
+ *   from F3: dq, dk, dv = attn_sdpa_backward(dheads);
+ *            dsinks = attn_sdpa_sinks_backward(dheads)  (when the layer has sinks)
  *   from F2: dq, dk = RoPE turned back (attn_rope_backward)
  *   from F1: dx = dproj W;  dW = Σ dprojᵀ x;  db = Σ dproj;
  *            d bias_kv = Σ over the batch of the bias row's gradient
@@ -91,15 +92,29 @@ static bool out_backward(char *dcat, double *dWo, double *dbo, const attn_tensor
     return true;
 }
 
+/* From F3, the sinks: dsinks (Hq doubles) from the heads' dout, out and lse,
+ * through `scratch` (Hq values of the layer's dtype). */
+static attn_status sinks_backward(double *dsinks, char *scratch, const attn_tensor *dheads, const attn_tensor *heads,
+                                  const attn_tensor *lse, const attn_sdpa_options *so, const attn_mha_call *m,
+                                  attn_error *err) {
+    attn_tensor t;
+    int64_t H = m->Hq;
+    attn_tensor_init(&t, scratch, m->dt, 1, &H, NULL, NULL);
+    attn_status st = attn_sdpa_sinks_backward(&t, dheads, heads, lse, so, err);
+    attn_mat d = {scratch, m->dt, 1, H, 0, 1};
+    for (int64_t h = 0; h < H && !st; h++) dsinks[h] = attn_mat_get(&d, 0, h);
+    return st;
+}
+
 /* The scratch of one backward call. */
 typedef struct bwd {
-    char *q, *k, *v, *heads, *mask, *lse, *dheads, *dq, *dk, *dv;
-    double *dx[3], *dW[3], *db[3], *dbkv[2], *dWo, *dbo;
+    char *q, *k, *v, *heads, *mask, *lse, *dheads, *dq, *dk, *dv, *dsinks_scratch;
+    double *dx[3], *dW[3], *db[3], *dbkv[2], *dWo, *dbo, *dsinks;
 } bwd;
 
 static void free_bwd(bwd *b) {
     free(b->q), free(b->k), free(b->v), free(b->heads), free(b->mask), free(b->lse), free(b->dheads);
-    free(b->dq), free(b->dk), free(b->dv), free(b->dWo), free(b->dbo);
+    free(b->dq), free(b->dk), free(b->dv), free(b->dWo), free(b->dbo), free(b->dsinks), free(b->dsinks_scratch);
     for (int t = 0; t < 3; t++) free(b->dx[t]), free(b->dW[t]), free(b->db[t]);
     free(b->dbkv[0]), free(b->dbkv[1]);
 }
@@ -114,8 +129,10 @@ static bool alloc_bwd(bwd *b, const attn_mha_call *m) {
     b->dq = calloc((size_t)nq, es), b->dk = calloc((size_t)nk, es), b->dv = calloc((size_t)nk, es);
     b->mask = m->o.attn_mask || m->o.key_padding_mask ? calloc((size_t)(m->N * m->Hq * m->L * m->S2), es) : NULL;
     b->dWo = calloc((size_t)(m->E * m->E), sizeof(double)), b->dbo = calloc((size_t)m->E, sizeof(double));
+    b->dsinks = m->sinks ? calloc((size_t)m->Hq, sizeof(double)) : NULL;
+    b->dsinks_scratch = m->sinks ? calloc((size_t)m->Hq, es) : NULL;
     bool ok = b->q && b->k && b->v && b->heads && b->dheads && b->lse && b->dq && b->dk && b->dv && b->dWo && b->dbo &&
-              (b->mask || !(m->o.attn_mask || m->o.key_padding_mask));
+              (b->mask || !(m->o.attn_mask || m->o.key_padding_mask)) && ((b->dsinks && b->dsinks_scratch) || !m->sinks);
     for (int t = 0; t < 3; t++) {
         b->dx[t] = calloc((size_t)(m->N * rows[t] * in[t]), sizeof(double));
         b->dW[t] = calloc((size_t)(F[t] * in[t]), sizeof(double)), b->db[t] = calloc((size_t)F[t], sizeof(double));
@@ -127,18 +144,20 @@ static bool alloc_bwd(bwd *b, const attn_mha_call *m) {
 
 /* The parameter gradients asked for (grads' non-NULL tensors), each beside
  * the parameter it is the gradient of; all checked before any work. */
-enum { G_IN_W, G_IN_B, G_Q_W, G_K_W, G_V_W, G_Q_B, G_K_B, G_V_B, G_OUT_W, G_OUT_B, G_BK, G_BV, G_COUNT };
+enum { G_IN_W, G_IN_B, G_Q_W, G_K_W, G_V_W, G_Q_B, G_K_B, G_V_B, G_OUT_W, G_OUT_B, G_BK, G_BV, G_SINKS, G_COUNT };
 
-static void grad_list(const attn_tensor *out[G_COUNT], const attn_mha_params *p) {
+/* The tensors of p in the order above; the sinks are the layer's own
+ * (params->sinks or options->attention->sinks) when `sinks` is given. */
+static void grad_list(const attn_tensor *out[G_COUNT], const attn_mha_params *p, const attn_tensor *sinks) {
     const attn_tensor *list[G_COUNT] = {p->in_proj_weight, p->in_proj_bias, p->q_proj_weight, p->k_proj_weight,
                                         p->v_proj_weight, p->q_proj_bias, p->k_proj_bias, p->v_proj_bias,
-                                        p->out_proj_weight, p->out_proj_bias, p->bias_k, p->bias_v};
+                                        p->out_proj_weight, p->out_proj_bias, p->bias_k, p->bias_v, sinks};
     memcpy(out, list, sizeof list);
 }
 
 static const char *const GRAD_NAMES[G_COUNT] = {"in_proj_weight", "in_proj_bias", "q_proj_weight", "k_proj_weight",
                                                 "v_proj_weight", "q_proj_bias", "k_proj_bias", "v_proj_bias",
-                                                "out_proj_weight", "out_proj_bias", "bias_k", "bias_v"};
+                                                "out_proj_weight", "out_proj_bias", "bias_k", "bias_v", "sinks"};
 
 static attn_status check_grads(const attn_tensor *g[G_COUNT], const attn_tensor *p[G_COUNT], attn_error *err) {
     for (int i = 0; i < G_COUNT; i++) {
@@ -188,9 +207,9 @@ static attn_status write_all(attn_tensor *dxs[3], const attn_tensor *g[G_COUNT],
     }
     free(w), free(bb);
     const attn_tensor *like[G_COUNT];
-    grad_list(like, &m->p);
+    grad_list(like, &m->p, m->sinks);
     const double *src[G_COUNT] = {NULL, NULL, b->dW[0], b->dW[1], b->dW[2], b->db[0], b->db[1], b->db[2], b->dWo, b->dbo,
-                                  b->dbkv[0], b->dbkv[1]};
+                                  b->dbkv[0], b->dbkv[1], b->dsinks};
     for (int i = G_Q_W; i < G_COUNT && !st; i++)
         if (g[i]) st = write_grad(g[i], GRAD_NAMES[i], like[i], src[i], err);
     return st;
@@ -212,7 +231,7 @@ attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tenso
     attn_tensor dout_view;
     if ((st = attn_mha_plan(&m, &dout_view, (attn_tensor *)dout, query, key, value, err))) return st;
     const attn_tensor *g[G_COUNT], *like[G_COUNT];
-    grad_list(g, &gp), grad_list(like, &m.p);
+    grad_list(g, &gp, gp.sinks), grad_list(like, &m.p, m.sinks);
     if ((st = check_grads(g, like, err))) return st;
     bwd b;
     if (!alloc_bwd(&b, &m)) {
@@ -233,7 +252,9 @@ attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tenso
         (st = attn_sdpa(&th, &tl, NULL, &tq, &tk, &tv, &so, err)))
         goto done;
     if (!out_backward(b.dheads, b.dWo, b.dbo, &dout_view, b.heads, &m)) goto no_memory;           /* from F4 */
-    if ((st = attn_sdpa_backward(&tdq, &tdk, &tdv, NULL, &tdh, &tq, &tk, &tv, &th, &tl, &so, err))) goto done; /* F3 */
+    if ((st = attn_sdpa_backward(&tdq, &tdk, &tdv, NULL, &tdh, &tq, &tk, &tv, &th, &tl, &so, err)) || /* from F3 */
+        (g[G_SINKS] && (st = sinks_backward(b.dsinks, b.dsinks_scratch, &tdh, &th, &tl, &so, &m, err))))
+        goto done;
     if (m.o.rope && !m.rope_in_attention && /* from F2 (else attn_sdpa_backward turned dq, dk back) */
         ((st = attn_rope_backward(&tdq, &tdq, m.o.rope, err)) || (st = attn_rope_backward(&tdk, &tdk, m.o.rope, err))))
         goto done;
