@@ -357,6 +357,24 @@ typedef struct attn_sdpa_options {
      * many keys take the tiled kernel rather than the decode kernel, which
      * reads keys where they lie. */
     const struct attn_rope_options *rope;
+    /* Attention in pieces (added in 0.3.0): where this call's queries and
+     * keys sit in a longer sequence, so that pieces computed apart (over
+     * blocks of keys, or on several machines: attn_mpi.h) give the whole's
+     * result. Query row i is position query_start + i of total_queries,
+     * key j is position key_start + j of total_keys; a total of 0 (the
+     * default) means this call's own L (or S), with its start 0. The causal
+     * limit, ALiBi's distances, the window and RoPE's positions are then
+     * the whole sequence's, and:
+     *   - the pieces' (out, lse) over disjoint keys merge (attn_sdpa_merge)
+     *     into the whole's; a mask holds the piece's own rows and columns;
+     *     give sinks to one piece of each row only;
+     *   - attn_sdpa_backward of a piece whose total_keys is set, given the
+     *     WHOLE row's out and lse (not the piece's), returns the piece's
+     *     share: the gradients of its own keys and values, and a dq to be
+     *     summed over the pieces (every kernel then takes the softmax from
+     *     that lse instead of renormalising over the piece's keys).
+     * Dropout is not taken with pieces (ATTN_ERR_OPTION). */
+    int64_t query_start, key_start, total_queries, total_keys;
 } attn_sdpa_options;
 
 /* The defaults: scale 1/sqrt(E), no causal mask, no mask, f32 arithmetic,

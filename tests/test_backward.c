@@ -7,6 +7,7 @@
 #include "check.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -347,8 +348,179 @@ static void test_dropout(void) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
 }
 
+/* t's rows [r0, r0 + n) along dimension dim, as a view. */
+static attn_tensor rows_view(const attn_tensor *t, int dim, int64_t r0, int64_t n) {
+    attn_tensor v = *t;
+    v.shape[dim] = n;
+    v.data = (char *)t->data + r0 * t->strides[dim] * (int64_t)attn_dtype_size(t->dtype);
+    return v;
+}
+
+/* dst += src, rank 3 of one float dtype and shape; src contiguous, dst a view. */
+static void add_into(attn_tensor *dst, const attn_tensor *src) {
+    int64_t i = 0;
+    for (int64_t a = 0; a < src->shape[0]; a++)
+        for (int64_t b = 0; b < src->shape[1]; b++)
+            for (int64_t c = 0; c < src->shape[2]; c++, i++) {
+                int64_t at = a * dst->strides[0] + b * dst->strides[1] + c * dst->strides[2];
+                if (dst->dtype == ATTN_F64) ((double *)dst->data)[at] += ((double *)src->data)[i];
+                else ((float *)dst->data)[at] += ((float *)src->data)[i];
+            }
+}
+
+static double max_abs(const attn_tensor *t) {
+    double m = 0;
+    for (int64_t i = 0; i < attn_tensor_numel(t); i++) {
+        double x = t->dtype == ATTN_F64 ? ((double *)t->data)[i] : ((float *)t->data)[i];
+        m = fabs(x) > m ? fabs(x) : m;
+    }
+    return m;
+}
+
+/* max |a - b| / max |b| over the elements a row view holds (a and b alike). */
+static double rel_diff(const attn_tensor *a, const attn_tensor *b) {
+    double d = 0, big = 1e-300;
+    int64_t n = attn_tensor_numel(b);
+    for (int64_t i = 0; i < n; i++) {
+        double x = a->dtype == ATTN_F64 ? ((double *)a->data)[i] : ((float *)a->data)[i];
+        double y = b->dtype == ATTN_F64 ? ((double *)b->data)[i] : ((float *)b->data)[i];
+        if (isinf(y) && x == y) continue;
+        d = fabs(x - y) > d ? fabs(x - y) : d;
+        big = fabs(y) > big && isfinite(y) ? fabs(y) : big;
+    }
+    return d / big;
+}
+
+/* Attention in pieces (attn_sdpa_options' query_start, key_start and
+ * totals): the queries in 2 blocks, the keys in 3; the pieces' results
+ * merged (attn_sdpa_merge) equal the whole call's, and the pieces'
+ * gradients (each given the whole's out and lse) add up to the whole's, for
+ * f64 (the exact kernels) and f32 (the fused ones), GQA, both causal
+ * alignments with L != S, the score variants, RoPE and a sink. */
+typedef struct piece_case {
+    const char *name;
+    attn_dtype dt;
+    attn_causal causal;
+    int64_t L, S, window;
+    double softcap;
+    bool alibi, rope, sinks;
+} piece_case;
+
+static void pieces_forward(const piece_case *c, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                           const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *whole,
+                           const int64_t qcut[3], const int64_t kcut[4], attn_error *err, int *ok) {
+    int64_t sl[2] = {2, c->L}, so[3] = {2, c->L, 8};
+    attn_tensor po = make(c->dt, 3, so), pl = make(c->dt, 2, sl);
+    for (int a = 0; a < 2; a++) {
+        int64_t q0 = qcut[a], nq = qcut[a + 1] - q0;
+        attn_tensor qa = rows_view(q, 1, q0, nq), oa = rows_view(out, 1, q0, nq), la = rows_view(lse, 1, q0, nq);
+        attn_tensor pa = rows_view(&po, 1, q0, nq), pla = rows_view(&pl, 1, q0, nq);
+        for (int b = 0; b < 3; b++) {
+            int64_t k0 = kcut[b], nk = kcut[b + 1] - k0;
+            attn_tensor kb = rows_view(k, 1, k0, nk), vb = rows_view(v, 1, k0, nk);
+            attn_sdpa_options o = *whole;
+            o.query_start = q0, o.key_start = k0, o.total_queries = c->L, o.total_keys = c->S;
+            if (b > 0) o.sinks = NULL; /* one piece of each row holds the sink */
+            *ok &= attn_sdpa(b ? &pa : &oa, b ? &pla : &la, NULL, &qa, &kb, &vb, &o, err) == ATTN_OK;
+            const attn_tensor *outs[2] = {&oa, &pa}, *lses[2] = {&la, &pla};
+            if (b) *ok &= attn_sdpa_merge(&oa, &la, outs, lses, 2, err) == ATTN_OK;
+        }
+    }
+    free(po.data), free(pl.data);
+}
+
+static void pieces_backward(const piece_case *c, attn_tensor g[3], const attn_tensor *dout, const attn_tensor *q,
+                            const attn_tensor *k, const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse,
+                            const attn_sdpa_options *whole, const int64_t qcut[3], const int64_t kcut[4],
+                            attn_error *err, int *ok) {
+    for (int a = 0; a < 2; a++) {
+        int64_t q0 = qcut[a], nq = qcut[a + 1] - q0;
+        attn_tensor qa = rows_view(q, 1, q0, nq), oa = rows_view(out, 1, q0, nq), la = rows_view(lse, 1, q0, nq);
+        attn_tensor da = rows_view(dout, 1, q0, nq), gqa = rows_view(&g[0], 1, q0, nq);
+        for (int b = 0; b < 3; b++) {
+            int64_t k0 = kcut[b], nk = kcut[b + 1] - k0;
+            int64_t sq[3] = {2, nq, 16}, sk[3] = {1, nk, 16}, sv[3] = {1, nk, 8};
+            attn_tensor kb = rows_view(k, 1, k0, nk), vb = rows_view(v, 1, k0, nk);
+            attn_tensor pq = make(c->dt, 3, sq), pk = make(c->dt, 3, sk), pv = make(c->dt, 3, sv);
+            attn_sdpa_options o = *whole;
+            o.query_start = q0, o.key_start = k0, o.total_queries = c->L, o.total_keys = c->S, o.sinks = NULL;
+            *ok &= attn_sdpa_backward(&pq, &pk, &pv, NULL, &da, &qa, &kb, &vb, &oa, &la, &o, err) == ATTN_OK;
+            attn_tensor gk = rows_view(&g[1], 1, k0, nk), gv = rows_view(&g[2], 1, k0, nk);
+            add_into(&gqa, &pq), add_into(&gk, &pk), add_into(&gv, &pv);
+            free(pq.data), free(pk.data), free(pv.data);
+        }
+    }
+}
+
+static void test_pieces(void) {
+    static const piece_case cases[] = {
+        {"f64_plain", ATTN_F64, ATTN_CAUSAL_NONE, 37, 53, 0, 0, false, false, false},
+        {"f64_top_left", ATTN_F64, ATTN_CAUSAL_TOP_LEFT, 37, 53, 0, 0, false, false, false},
+        {"f64_bottom_right", ATTN_F64, ATTN_CAUSAL_BOTTOM_RIGHT, 37, 53, 0, 0, false, false, false},
+        {"f64_bottom_right_more_queries", ATTN_F64, ATTN_CAUSAL_BOTTOM_RIGHT, 53, 37, 0, 0, false, false, false},
+        {"f64_variants_rope_sink", ATTN_F64, ATTN_CAUSAL_BOTTOM_RIGHT, 41, 41, 9, 3.0, true, true, true},
+        {"f32_top_left", ATTN_F32, ATTN_CAUSAL_TOP_LEFT, 37, 53, 0, 0, false, false, false},
+        {"f32_variants_rope_sink", ATTN_F32, ATTN_CAUSAL_TOP_LEFT, 41, 41, 9, 3.0, true, true, true},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        const piece_case *c = &cases[ci];
+        attn_error err;
+        int ok = 1;
+        int64_t sq[3] = {2, c->L, 16}, sk[3] = {1, c->S, 16}, sv[3] = {1, c->S, 8}, so[3] = {2, c->L, 8};
+        int64_t sl[2] = {2, c->L}, sh = 2;
+        attn_tensor q = make(c->dt, 3, sq), k = make(c->dt, 3, sk), v = make(c->dt, 3, sv), dout = make(c->dt, 3, so);
+        attn_tensor out = make(c->dt, 3, so), lse = make(c->dt, 2, sl), pout = make(c->dt, 3, so), plse = make(c->dt, 2, sl);
+        attn_tensor g[3] = {make(c->dt, 3, sq), make(c->dt, 3, sk), make(c->dt, 3, sv)};
+        attn_tensor pg[3] = {make(c->dt, 3, sq), make(c->dt, 3, sk), make(c->dt, 3, sv)};
+        double slopes[2] = {0.25, 0.0625}, sinks[2] = {0.5, -1.0};
+        attn_tensor ts, tk;
+        attn_tensor_init(&ts, slopes, ATTN_F64, 1, &sh, NULL, NULL), attn_tensor_init(&tk, sinks, ATTN_F64, 1, &sh, NULL, NULL);
+        attn_rope_options rope = attn_rope_options_default();
+        attn_sdpa_options o = attn_sdpa_options_default();
+        o.causal = c->causal, o.window = c->window, o.softcap = c->softcap;
+        o.alibi_slopes = c->alibi ? &ts : NULL, o.sinks = c->sinks ? &tk : NULL, o.rope = c->rope ? &rope : NULL;
+        ok &= attn_sdpa(&out, &lse, NULL, &q, &k, &v, &o, &err) == ATTN_OK;
+        ok &= attn_sdpa_backward(&g[0], &g[1], &g[2], NULL, &dout, &q, &k, &v, &out, &lse, &o, &err) == ATTN_OK;
+        int64_t qcut[3] = {0, c->L / 3, c->L}, kcut[4] = {0, c->S / 4, c->S / 2 + 3, c->S};
+        pieces_forward(c, &pout, &plse, &q, &k, &v, &o, qcut, kcut, &err, &ok);
+        for (int i = 0; i < 3; i++) memset(pg[i].data, 0, (size_t)attn_tensor_numel(&pg[i]) * attn_dtype_size(c->dt));
+        pieces_backward(c, pg, &dout, &q, &k, &v, &out, &lse, &o, qcut, kcut, &err, &ok);
+        /* f64: the same sums in another order; f32: the merge's and the
+         * gradients' roundings, far inside f32's bound (docs/performance.md). */
+        double tol = c->dt == ATTN_F64 ? 1e-13 : 1e-5, worst = rel_diff(&pout, &out);
+        double dl = rel_diff(&plse, &lse);
+        for (int i = 0; i < 3; i++) {
+            double d = rel_diff(&pg[i], &g[i]);
+            worst = d > worst ? d : worst;
+        }
+        worst = dl > worst ? dl : worst;
+        char name[96];
+        snprintf(name, sizeof name, "pieces_merge_to_the_whole_%s", c->name);
+        check(ok && worst <= tol && max_abs(&g[1]) > 0, name, "ok %d (%s), worst relative difference %.3g",
+              ok, ok ? "" : err.message, worst);
+        attn_tensor *all[] = {&q, &k, &v, &dout, &out, &lse, &pout, &plse, &g[0], &g[1], &g[2], &pg[0], &pg[1], &pg[2]};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+    }
+    /* The errors: a start without its total, and a piece past the whole. */
+    int64_t s3[3] = {1, 4, 8};
+    attn_tensor q = make(ATTN_F64, 3, s3), out = make(ATTN_F64, 3, s3);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    attn_error err;
+    o.key_start = 2;
+    check_status(attn_sdpa(&out, NULL, NULL, &q, &q, &q, &o, &err), &err, ATTN_ERR_OPTION, "give the total",
+                 "err_piece_start_without_total");
+    o.total_keys = 5;
+    check_status(attn_sdpa(&out, NULL, NULL, &q, &q, &q, &o, &err), &err, ATTN_ERR_OPTION, "passes total_keys 5",
+                 "err_piece_past_the_whole");
+    o.total_keys = 6, o.dropout_p = 0.1;
+    check_status(attn_sdpa(&out, NULL, NULL, &q, &q, &q, &o, &err), &err, ATTN_ERR_OPTION, "dropout is not taken",
+                 "err_piece_with_dropout");
+    free(q.data), free(out.data);
+}
+
 int main(void) {
     rng_state = 99;
+    test_pieces();
     test_dropout();
     test_finite_differences();
     test_fused();

@@ -107,6 +107,9 @@ typedef struct attn_problem {
      * query row i is at position rope_q0 + i, key j at rope_k0 + j. */
     const struct attn_rope_plan *rope;
     int64_t rope_q0, rope_k0;
+    /* A piece of the keys (attn_sdpa_options.total_keys): the backward
+     * kernels take each row's softmax from the whole's lse and out. */
+    bool softmax_from_lse;
 } attn_problem;
 
 /* A row's softmax statistics before any key: maximum m and sum l of

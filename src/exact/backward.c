@@ -19,7 +19,13 @@
  *            tanh², 1 without a cap: the bias and the mask add after it);
  *            dq_i += scale · sum_j dS_j k_j;  dk_j += scale · dS_j q_i
  * A key F1 excludes has P_j = 0 and is skipped, so a NaN in its value cannot
- * leak in; a row with no key taking part has zero gradients. */
+ * leak in; a row with no key taking part has zero gradients.
+ *
+ * A piece of the keys (p->softmax_from_lse: attention split over key
+ * blocks or machines) has only some of the row's keys: F2 is then the
+ * whole's, P_j = exp(s_j - lse_i) with the whole row's lse, and the
+ * softmax's Jacobian sums over all the row's keys, sum_k P_k dP_k =
+ * dout_i · out_i with the whole row's out. */
 #include "exact/exact.h"
 #include "kernels/rope.h"
 #include "kernels/dropout.h"
@@ -40,8 +46,8 @@ static void accumulate(const attn_mat *m, const double *src, int64_t n, int64_t 
 }
 
 /* F1 and F2 for row i: P (S) from the scores s (S), and the cap's
- * derivative c (S). Returns false when no key takes part (l == 0). P_j is
- * -1 for a key F1 excludes. */
+ * derivative c (S). Returns false when no key takes part (l == 0, or the
+ * whole row's lse is -inf for a piece). P_j is -1 for a key F1 excludes. */
 static bool row_softmax(double *P, double *c, double *s, const attn_problem *p, const double *q, const double *k,
                         int64_t i) {
     int64_t S = p->k.rows, E = p->q.cols, seen = attn_keys_seen(p, i, 0, S);
@@ -49,6 +55,11 @@ static bool row_softmax(double *P, double *c, double *s, const attn_problem *p, 
     attn_score_block sb = {s, true, S}, cb = {c, true, S};
     for (int64_t j = 0; j < S; j++) c[j] = 1;
     attn_score_epilogue(NULL, sb, p, i, 1, 0, S, S, p->causal, &cb);
+    if (p->softmax_from_lse) { /* F2 of the whole row, whose lse the forward gave */
+        double lse = attn_mat_get(&p->lse, i, 0);
+        for (int64_t j = 0; j < S; j++) P[j] = s[j] == -INFINITY ? -1 : exp(s[j] - lse);
+        return lse != -INFINITY;
+    }
     double m, l, m0; /* F2, from a sink's (m, l) when there is one */
     attn_softmax_start(p, &m, &l);
     m0 = m;
@@ -79,6 +90,8 @@ void attn_backward_kernel(const attn_grad_problem *g, double *work) {
         attn_pack_rows(dout, &g->dout, i, 1);
         /* from F3: dv_j += P_j z_j dout_i, dP_j = z_j dout_i · v_j */
         double D = 0, keep = 1.0 / (1.0 - p->dropout_p); /* D = sum_k P_k dP_k */
+        if (p->softmax_from_lse) /* over all the row's keys, most of them elsewhere: dout_i · out_i */
+            for (int64_t e = 0; e < Ev; e++) D += dout[e] * attn_mat_get(&p->out, i, e);
         for (int64_t j = 0; j < S; j++) {
             if (P[j] < 0) continue;
             double z = p->dropout_p > 0 ? (attn_dropout_keeps(p, i, j) ? keep : 0.0) : 1.0;
@@ -86,7 +99,7 @@ void attn_backward_kernel(const attn_grad_problem *g, double *work) {
             if (z == 0) continue; /* a dropped weight: its value was never read */
             for (int64_t e = 0; e < Ev; e++) dv[j * Ev + e] += P[j] * z * dout[e];
             dP[j] = z * attn_dot(dout, v + j * Ev, Ev);
-            D += P[j] * dP[j];
+            if (!p->softmax_from_lse) D += P[j] * dP[j];
         }
         /* from F2, then F1 */
         for (int64_t e = 0; e < E; e++) dq[e] = 0;

@@ -117,6 +117,20 @@ static attn_status check_mask(const attn_tensor *m, attn_dtype dtype, int out_ra
     return attn_check_extent(m, "mask", err);
 }
 
+/* A piece's place in the whole sequence (attn_sdpa_options.query_start,
+ * total_queries and the key pair): start + n <= total, or total 0 and start 0. */
+static attn_status check_piece(int64_t start, int64_t total, int64_t n, const char *what, attn_error *err) {
+    if (start < 0 || total < 0)
+        return attn_fail(err, ATTN_ERR_OPTION, "%s_start and total_%ss must be >= 0", what, what);
+    if (total == 0 && start != 0)
+        return attn_fail(err, ATTN_ERR_OPTION, "%s_start is %lld but total_%ss is 0 (this call's own): give the total",
+                         what, (long long)start, what);
+    if (total != 0 && (start > total || n > total - start))
+        return attn_fail(err, ATTN_ERR_OPTION, "%s_start %lld plus this call's %lld %ss passes total_%ss %lld", what,
+                         (long long)start, (long long)n, what, what, (long long)total);
+    return ATTN_OK;
+}
+
 /* What a call computes, worked out from q, k, v and the options alone. */
 typedef struct plan {
     canon q, k, v;
@@ -156,6 +170,11 @@ static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *
     pl->k = attn_canonical(k);
     pl->v = attn_canonical(v);
     int64_t L = pl->q.shape[3], E = pl->q.shape[4], S = pl->k.shape[3], Ev = pl->v.shape[4];
+    if ((st = check_piece(o->query_start, o->total_queries, L, "query", err)) ||
+        (st = check_piece(o->key_start, o->total_keys, S, "key", err)))
+        return st;
+    if ((o->total_queries || o->total_keys) && o->dropout_p > 0)
+        return attn_fail(err, ATTN_ERR_OPTION, "dropout is not taken with attention in pieces (total_queries, total_keys)");
     int64_t Hq = pl->q.shape[2], Hk = pl->k.shape[2];
     if (pl->k.shape[4] != E)
         return attn_fail(err, ATTN_ERR_SHAPE,
@@ -338,17 +357,23 @@ attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, 
     sl->base.scale = o->has_scale ? o->scale : 1.0 / sqrt((double)E);
     sl->base.dropout_p = o->dropout_p, sl->base.dropout_seed = o->dropout_seed;
     sl->base.causal = o->causal != ATTN_CAUSAL_NONE;
-    sl->base.causal_offset = o->causal == ATTN_CAUSAL_BOTTOM_RIGHT ? S - L : 0;
+    /* In the whole sequence's positions (a piece's are offset by its starts):
+     * key j' is visible to query i' when j' <= i' + off, so locally j <= i +
+     * (query_start + off - key_start). */
+    int64_t Lt = o->total_queries ? o->total_queries : L, St = o->total_keys ? o->total_keys : S;
+    int64_t shift = o->query_start - o->key_start;
+    sl->base.causal_offset = (o->causal == ATTN_CAUSAL_BOTTOM_RIGHT ? St - Lt : 0) + shift;
     sl->base.softcap = o->softcap, sl->base.window = o->window;
     /* ALiBi's distances are from the causal diagonal, bottom-right without one. */
-    sl->base.alibi_offset = o->causal == ATTN_CAUSAL_TOP_LEFT ? 0 : S - L;
+    sl->base.alibi_offset = (o->causal == ATTN_CAUSAL_TOP_LEFT ? 0 : St - Lt) + shift;
+    sl->base.softmax_from_lse = o->total_keys != 0;
     sl->alibi = o->alibi_slopes;
     sl->sinks = o->sinks;
     if (o->rope) { /* checked in make_plan */
         sl->has_rope = true;
         attn_rope_read_options(&sl->rope, &sl->rope_dim, o->rope, E, NULL);
-        sl->base.rope_k0 = sl->rope.position_offset;
-        sl->base.rope_q0 = sl->rope.position_offset + sl->base.alibi_offset;
+        sl->base.rope_k0 = sl->rope.position_offset + o->key_start;
+        sl->base.rope_q0 = sl->rope.position_offset + o->key_start + sl->base.alibi_offset;
     }
     sl->count = pl.out[0] * pl.out[1] * pl.out[2]; /* <= out's element count: no overflow */
     sl->threads = threads;
