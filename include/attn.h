@@ -124,6 +124,10 @@ typedef enum attn_status {
     /* A KV cache has no room for the positions appended; nothing was
      * written (attn_kv_cache_append). */
     ATTN_ERR_FULL = 21,
+    /* Ranks of an MPI communicator could not agree (attn_mpi.h): a message
+     * failed, or a rank did not answer within the timeout (it died or hung).
+     * Only libattn-mpi returns it. */
+    ATTN_ERR_COMM = 22,
 
     /* The teaching API's own error (attn_teach.h): a sentence for the toy
      * model is empty, too long, or has a word outside its vocabulary (the
@@ -132,7 +136,7 @@ typedef enum attn_status {
 } attn_status;
 
 /* Number of distinct attn_status values (ATTN_OK included). */
-#define ATTN_STATUS_COUNT 22
+#define ATTN_STATUS_COUNT 23
 
 /* A short, static, human-readable description of a status code, e.g.
  * attn_strerror(ATTN_ERR_HEADS) == "invalid head counts". Unknown values give
@@ -957,6 +961,32 @@ ATTN_API attn_status attn_npy_parse(attn_tensor *out, const void *bytes, size_t 
 /* Free the data of a tensor returned by attn_npy_read/attn_npy_parse and zero
  * the view. NULL and already-freed (zeroed) tensors are fine. */
 ATTN_API void attn_npy_free(attn_tensor *t);
+
+/* A .npy file's header, for reading parts of its data in place (MPI-IO,
+ * mmap): from the file's first `size` bytes (the whole header at least;
+ * 64 KiB always suffices) and its total size, everything attn_npy_read
+ * checks but the data itself, which starts at data_offset and is
+ * data_bytes long, C order unless fortran_order. Errors: those of
+ * attn_npy_read but ATTN_ERR_IO and ATTN_ERR_NO_MEMORY, and
+ * ATTN_ERR_ARGUMENT when file_size < size. */
+typedef struct attn_npy_info {
+    attn_dtype dtype;
+    int rank;
+    int64_t shape[ATTN_MAX_RANK];
+    int fortran_order;
+    size_t data_offset, data_bytes;
+} attn_npy_info;
+ATTN_API attn_status attn_npy_header(attn_npy_info *info, const void *bytes, size_t size, uint64_t file_size,
+                                     attn_error *err);
+
+/* The header attn_npy_write writes for an array of this dtype and shape
+ * (format 1.0, data 64-byte aligned), into buf (ATTN_NPY_HEADER_MAX bytes
+ * always suffice); *length is its size, where the data starts. Errors:
+ * ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_DTYPE, ATTN_ERR_ARGUMENT (buf too
+ * small). */
+#define ATTN_NPY_HEADER_MAX 512
+ATTN_API attn_status attn_npy_format_header(void *buf, size_t size, size_t *length, attn_dtype dtype, int rank,
+                                           const int64_t *shape, attn_error *err);
 
 /* Write `t` (any strides; f32, f64, f16 or bool; .npy has no bf16) to `path` as a version 1.0 .npy
  * file in C order, data aligned to 64 bytes. The file is written in place and

@@ -30,6 +30,7 @@ const char *attn_strerror(attn_status status) {
     case ATTN_ERR_ARGUMENT: return "argument out of range";
     case ATTN_ERR_WORKSPACE: return "workspace too small";
     case ATTN_ERR_FULL: return "KV cache full";
+    case ATTN_ERR_COMM: return "communication between ranks failed";
     }
     return "unknown status";
 }

@@ -363,6 +363,45 @@ static bool write_elements(FILE *f, const attn_tensor *t) {
     return fwrite(buf, 1, used, f) == used;
 }
 
+attn_status attn_npy_format_header(void *buf, size_t size, size_t *length, attn_dtype dtype, int rank,
+                                   const int64_t *shape, attn_error *err) {
+    if (!buf || !length || (rank > 0 && !shape)) return attn_fail(err, ATTN_ERR_NULL, "buf, length or shape is NULL");
+    if (rank < 0 || rank > ATTN_MAX_RANK)
+        return attn_fail(err, ATTN_ERR_RANK, "rank %d is outside 0..%d", rank, ATTN_MAX_RANK);
+    const char *descr = dtype == ATTN_F32 ? "<f4" : dtype == ATTN_F64 ? "<f8"
+                        : dtype == ATTN_F16 ? "<f2" : dtype == ATTN_BOOL ? "|b1" : NULL;
+    if (dtype == ATTN_BF16) return attn_fail(err, ATTN_ERR_DTYPE, ".npy has no bfloat16 dtype; convert to f32 first");
+    if (!descr) return attn_fail(err, ATTN_ERR_DTYPE, "unknown dtype %d", (int)dtype);
+    char dims[200], text[300];
+    attn_format_shape(dims, sizeof dims, rank, shape);
+    int n = snprintf(text, sizeof text, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, dims);
+    /* Pad with spaces so that the data starts on a 64-byte boundary. */
+    size_t total = 10 + (size_t)n + 1, pad = (64 - total % 64) % 64, header_len = (size_t)n + pad + 1;
+    if (10 + header_len > size) return attn_fail(err, ATTN_ERR_ARGUMENT, "the header needs %zu bytes", 10 + header_len);
+    unsigned char *b = buf;
+    memcpy(b, NPY_MAGIC, NPY_MAGIC_LEN);
+    b[6] = 1, b[7] = 0, b[8] = (unsigned char)(header_len & 0xff), b[9] = (unsigned char)(header_len >> 8);
+    memcpy(b + 10, text, (size_t)n);
+    memset(b + 10 + n, ' ', pad);
+    b[10 + n + pad] = '\n';
+    *length = 10 + header_len;
+    return ATTN_OK;
+}
+
+attn_status attn_npy_header(attn_npy_info *info, const void *bytes, size_t size, uint64_t file_size, attn_error *err) {
+    if (!info || !bytes) return attn_fail(err, ATTN_ERR_NULL, "info or bytes is NULL");
+    memset(info, 0, sizeof *info);
+    if (file_size < size) return attn_fail(err, ATTN_ERR_ARGUMENT, "file_size %llu is less than the %zu bytes given",
+                                           (unsigned long long)file_size, size);
+    npy_layout h;
+    attn_status st = parse_layout(&h, bytes, size, file_size > SIZE_MAX ? SIZE_MAX : (size_t)file_size, err);
+    if (st) return st;
+    info->dtype = h.dtype, info->rank = h.rank, info->fortran_order = h.fortran;
+    memcpy(info->shape, h.shape, sizeof h.shape);
+    info->data_offset = h.data_offset, info->data_bytes = h.data_bytes;
+    return ATTN_OK;
+}
+
 attn_status attn_npy_write(const char *path, const attn_tensor *t, attn_error *err) {
     if (!path) return attn_fail(err, ATTN_ERR_NULL, "path is NULL");
     if (!t) return attn_fail(err, ATTN_ERR_NULL, "tensor is NULL");
@@ -378,24 +417,14 @@ attn_status attn_npy_write(const char *path, const attn_tensor *t, attn_error *e
     if (attn_tensor_numel(t) > 0 && !t->data)
         return attn_fail(err, ATTN_ERR_NULL, "tensor data is NULL");
 
-    char shape[200], header[300];
-    attn_format_shape(shape, sizeof shape, t->rank, t->shape);
-    int n = snprintf(header, sizeof header, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
-                     descr, shape);
-    /* Pad with spaces so that the data starts on a 64-byte boundary. */
-    size_t total = 10 + (size_t)n + 1, pad = (64 - total % 64) % 64;
-    size_t header_len = (size_t)n + pad + 1;
-    memset(header + n, ' ', pad);
-    header[n + pad] = '\n';
+    unsigned char header[ATTN_NPY_HEADER_MAX];
+    size_t header_len;
+    if ((st = attn_npy_format_header(header, sizeof header, &header_len, t->dtype, t->rank, t->shape, err))) return st;
 
     errno = 0;
     FILE *f = fopen(path, "wb");
     if (!f) return io_error(err, "cannot create", path);
-    unsigned char prefix[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
-                                (unsigned char)(header_len & 0xff),
-                                (unsigned char)(header_len >> 8)};
-    bool ok = fwrite(prefix, 1, sizeof prefix, f) == sizeof prefix &&
-              fwrite(header, 1, header_len, f) == header_len && write_elements(f, t);
+    bool ok = fwrite(header, 1, header_len, f) == header_len && write_elements(f, t);
     ok = (fclose(f) == 0) && ok;
     if (!ok) {
         st = io_error(err, "cannot write", path);

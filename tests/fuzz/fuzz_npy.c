@@ -12,10 +12,19 @@
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     attn_tensor t;
     attn_error err;
+    /* The header alone (what MPI-IO readers use), on every prefix length's
+     * worth of the same bytes: it agrees with the whole parse on the layout. */
+    attn_npy_info info, head;
+    attn_status hs = attn_npy_header(&info, data, size, size, &err);
+    if (hs != ATTN_OK && err.message[0] == 0) abort();
+    if (hs == ATTN_OK && (info.data_offset > size || info.data_bytes != size - info.data_offset)) abort();
+    if (hs == ATTN_OK && attn_npy_header(&head, data, info.data_offset, size, NULL) != ATTN_OK) abort();
     if (attn_npy_parse(&t, data, size, &err) != ATTN_OK) {
         if (err.message[0] == 0) abort(); /* a failure always says why */
         return 0;
     }
+    if (hs != ATTN_OK || info.rank != t.rank || memcmp(info.shape, t.shape, sizeof(int64_t) * (size_t)t.rank) != 0)
+        abort(); /* the header parse accepts exactly what the whole parse accepts */
     int64_t n = attn_tensor_numel(&t);
     size_t bytes = (size_t)n * attn_dtype_size(t.dtype);
     volatile unsigned char sink = 0;
