@@ -43,10 +43,20 @@ TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/
              $(BUILD)/tests/test_fast $(BUILD)/tests/test_backward $(BUILD)/tests/test_gemm \
              $(BUILD)/asan/test_api $(BUILD)/asan/test_backward $(BUILD)/asan/test_alloc \
              $(BUILD)/asan/attn $(BUILD)/asan/test_gemm $(BUILD)/tsan/test_fast $(BUILD)/tsan/test_backward \
-             $(BUILD)/tsan/test_gemm
+             $(BUILD)/tsan/test_gemm $(if $(HAVE_MPI),$(BUILD)/tests/test_mpi)
+
+# libattn-mpi (mpi/, include/attn_mpi.h), the attn-mpi command (cli/mpi/) and
+# their test are built when mpicc exists (Debian's libopenmpi-dev; `make test`
+# installs it). mpicc compiles with $(CC) (OMPI_CC), so the clang build is clang's.
+MPICC     ?= mpicc
+HAVE_MPI  := $(shell command -v $(MPICC) 2>/dev/null)
+MPI_CC     = OMPI_CC=$(CC) $(MPICC)
+MPI_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard mpi/*.c))
+MPI_CLI   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard cli/mpi/*.c))
+MPI_TARGETS := $(if $(HAVE_MPI),$(BUILD)/libattn-mpi.a $(BUILD)/attn-mpi)
 
 .PHONY: all lib run web bench fuzz test test-deps install uninstall clean
-all: $(BUILD)/attn $(BUILD)/libattn.a $(BUILD)/libattn.so
+all: $(BUILD)/attn $(BUILD)/libattn.a $(BUILD)/libattn.so $(MPI_TARGETS)
 lib: $(BUILD)/libattn.a $(BUILD)/libattn.so
 
 $(BUILD)/obj/src/%.o: src/%.c $(HEADERS)
@@ -75,6 +85,26 @@ $(BUILD)/libattn.a: $(LIB_OBJ)
 
 $(BUILD)/libattn.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libattn.so.$(SOMAJOR) -o $@ $^ $(LIBS)
+
+$(BUILD)/obj/mpi/%.o: mpi/%.c mpi/ring.h include/attn_mpi.h include/attn.h
+	@mkdir -p $(dir $@)
+	$(MPI_CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(BUILD)/libattn-mpi.a: $(MPI_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/obj/cli/mpi/%.o: cli/mpi/%.c include/attn_mpi.h $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(MPI_CC) $(ALL_CFLAGS) -Icli -c $< -o $@
+
+# The command reuses the plain command's output and error helpers (cli/util.c).
+$(BUILD)/attn-mpi: $(MPI_CLI) $(BUILD)/obj/cli/util.o $(BUILD)/libattn-mpi.a $(BUILD)/libattn.a
+	$(MPI_CC) $(ALL_CFLAGS) -o $@ $(MPI_CLI) $(BUILD)/obj/cli/util.o $(BUILD)/libattn-mpi.a $(BUILD)/libattn.a $(LIBS)
+
+$(BUILD)/tests/test_mpi: tests/test_mpi.c $(BUILD)/libattn-mpi.a $(BUILD)/libattn.a $(HEADERS) include/attn_mpi.h
+	@mkdir -p $(dir $@)
+	$(MPI_CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libattn-mpi.a $(BUILD)/libattn.a $(LIBS)
 
 # The command links the static library: it runs from build/ without an rpath.
 $(BUILD)/attn: $(CLI_OBJ) $(BUILD)/libattn.a

@@ -10,7 +10,8 @@
 #   its pkg-config entry `libcjson`; OpenBLAS itself, found by its own pkg-config entry `openblas`
 #   (the cblas.h on the default include path belongs to whichever BLAS the
 #   alternatives system points at, often the reference BLAS); Chromium and
-#   Node.js (the browser test);
+#   Node.js (the browser test); Open MPI (libopenmpi-dev's mpicc, openmpi-bin's
+#   mpirun: libattn-mpi, attn-mpi and their tests);
 #   from npm: playwright-core, pinned in package.json and package-lock.json.
 set -e
 need=""
@@ -34,6 +35,9 @@ command -v pkg-config >/dev/null 2>&1 || add pkg-config
 pkg-config --exists openblas 2>/dev/null || add libopenblas-dev
 # cJSON for the command's safetensors reader, by its own pkg-config entry.
 pkg-config --exists libcjson 2>/dev/null || add libcjson-dev
+# Open MPI for libattn-mpi and its tests: the compiler wrapper and mpirun.
+command -v mpicc >/dev/null 2>&1 || add libopenmpi-dev
+command -v mpirun >/dev/null 2>&1 || add openmpi-bin
 [ -x /usr/bin/chromium ] || add chromium
 command -v node >/dev/null 2>&1 || add nodejs
 command -v npm >/dev/null 2>&1 || add npm

@@ -98,6 +98,23 @@ fuzz_replay() {
     rm -f "$out.fuzz"
 }
 suite "fuzz corpus replay (libFuzzer targets under ASan+UBSan)" fuzz_replay
+# Ring attention across MPI ranks on this machine (loopback, --oversubscribe:
+# more ranks than cores). Root may run mpirun only when it says so.
+MPIRUN="mpirun --oversubscribe"
+[ "$(id -u)" = 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
+mpi_missing() { echo "skip $1: Open MPI is not installed (mpicc, mpirun)"; }
+for np in 1 2 3 4; do
+    if [ -x "$BUILD/tests/test_mpi" ] && command -v mpirun >/dev/null; then
+        suite "ring attention (libattn-mpi) on $np ranks vs attn_sdpa over the whole" timeout 300 $MPIRUN -np $np "$BUILD/tests/test_mpi"
+    else
+        suite "ring attention on $np ranks" mpi_missing "ring_attention_np$np"
+    fi
+done
+if [ -x "$BUILD/attn-mpi" ] && command -v mpirun >/dev/null; then
+    suite "attn-mpi sdpa on 1-4 ranks vs attn sdpa and PyTorch float64, bad input, a lost rank" $PY tests/test_mpi_cli.py "$BUILD"
+else
+    suite "attn-mpi sdpa" mpi_missing "attn_mpi_command"
+fi
 suite "clang -Wall -Wextra -Werror" clang_build
 suite "make install + pkg-config" sh tests/test_install.sh "$BUILD"
 rm -f "$out"

@@ -1,0 +1,178 @@
+/* npy_mpi.c -- .npy files read and written by all ranks at once with
+ * MPI-IO: every rank parses the header (attn_npy_header) from the file's
+ * first bytes, then reads only its own rows of the data (a subarray file
+ * view and MPI_File_read_all); the output's header is written by rank 0
+ * and every rank's rows land in place with MPI_File_write_all. */
+#include "npy_mpi.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* MPI's text for an error code. */
+static void mpi_text(char *msg, size_t n, const char *what, const char *path, int rc) {
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "MPI error %d", rc);
+    snprintf(msg, n, "%s %s: %s", what, path, text);
+}
+
+int npy_mpi_open(npy_mpi *f, const char *path, MPI_Comm comm, char *msg, size_t n) {
+    memset(f, 0, sizeof *f);
+    f->path = path;
+    int rc = MPI_File_open(comm, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &f->fh);
+    if (rc != MPI_SUCCESS) {
+        f->fh = MPI_FILE_NULL;
+        mpi_text(msg, n, "cannot open", path, rc);
+        return 1;
+    }
+    MPI_File_set_errhandler(f->fh, MPI_ERRORS_RETURN);
+    MPI_Offset size = 0;
+    MPI_File_get_size(f->fh, &size);
+    enum { HEAD = 65536 + 16 }; /* the longest header attn_npy_header takes, and its prefix */
+    unsigned char *head = malloc(HEAD);
+    int got = 0;
+    MPI_Status status;
+    if (!head) return snprintf(msg, n, "out of memory"), 1;
+    rc = MPI_File_read_at_all(f->fh, 0, head, (int)(size < HEAD ? size : HEAD), MPI_BYTE, &status);
+    MPI_Get_count(&status, MPI_BYTE, &got);
+    attn_error err;
+    int bad = rc != MPI_SUCCESS || attn_npy_header(&f->info, head, (size_t)got, (uint64_t)size, &err) != ATTN_OK;
+    free(head);
+    if (rc != MPI_SUCCESS) mpi_text(msg, n, "cannot read", path, rc);
+    else if (bad) snprintf(msg, n, "%s: %s", path, err.message);
+    return bad;
+}
+
+void npy_mpi_close(npy_mpi *f) {
+    if (f->fh != MPI_FILE_NULL) MPI_File_close(&f->fh);
+}
+
+/* A subarray of a (rank, shape) array in the file's order: rows [start,
+ * start + len) along dim (all of it for dim < 0). 0, or 1 with msg. */
+static int subarray(MPI_Datatype *type, MPI_Datatype elem, int rank, const int64_t *shape, bool fortran, int dim,
+                    int64_t start, int64_t len, char *msg, size_t n) {
+    int sizes[ATTN_MAX_RANK], subs[ATTN_MAX_RANK], starts[ATTN_MAX_RANK];
+    for (int d = 0; d < rank; d++) {
+        if (shape[d] > INT32_MAX) return snprintf(msg, n, "dimension %d (%lld) is too long for MPI-IO", d, (long long)shape[d]), 1;
+        sizes[d] = (int)shape[d], subs[d] = d == dim ? (int)len : sizes[d], starts[d] = d == dim ? (int)start : 0;
+    }
+    if (rank == 0) { /* a scalar: one element */
+        MPI_Type_contiguous(1, elem, type);
+    } else if (MPI_Type_create_subarray(rank, sizes, subs, starts, fortran ? MPI_ORDER_FORTRAN : MPI_ORDER_C, elem, type) !=
+               MPI_SUCCESS) {
+        return snprintf(msg, n, "cannot describe the rows to MPI-IO"), 1;
+    }
+    MPI_Type_commit(type);
+    return 0;
+}
+
+/* Read rows [start, start + len) along dim into dst (C-contiguous, the
+ * subarray's shape). */
+static int read_part(npy_mpi *f, attn_tensor *dst, int dim, int64_t start, int64_t len, char *msg, size_t n) {
+    const attn_npy_info *h = &f->info;
+    size_t es = attn_dtype_size(h->dtype);
+    MPI_Datatype elem, type = MPI_DATATYPE_NULL;
+    MPI_Type_contiguous((int)es, MPI_BYTE, &elem);
+    MPI_Type_commit(&elem);
+    int bad = subarray(&type, elem, h->rank, h->shape, h->fortran_order, dim, start, len, msg, n);
+    int64_t count = attn_tensor_numel(dst);
+    char *buf = h->fortran_order ? malloc((size_t)count * es + 1) : dst->data;
+    if (!bad && !buf) bad = 1, snprintf(msg, n, "out of memory");
+    int rc = MPI_SUCCESS;
+    if (!bad) {
+        MPI_Status status;
+        rc = MPI_File_set_view(f->fh, (MPI_Offset)h->data_offset, elem, type, "native", MPI_INFO_NULL);
+        if (rc == MPI_SUCCESS) rc = MPI_File_read_all(f->fh, buf, (int)count, elem, &status);
+        if (rc != MPI_SUCCESS) bad = 1, mpi_text(msg, n, "cannot read", f->path, rc);
+    }
+    if (!bad && h->fortran_order) { /* the part came first axis fastest: put it in C order */
+        attn_tensor src = *dst;
+        int64_t step = 1;
+        for (int d = 0; d < dst->rank; d++) src.strides[d] = step, step *= dst->shape[d];
+        src.data = buf;
+        for (int64_t i = 0; i < count; i++) { /* C-order index i -> Fortran offset */
+            int64_t rest = i, off = 0;
+            for (int d = dst->rank - 1; d >= 0; d--) off += (rest % dst->shape[d]) * src.strides[d], rest /= dst->shape[d];
+            memcpy((char *)dst->data + i * (int64_t)es, buf + off * (int64_t)es, es);
+        }
+    }
+    if (h->fortran_order) free(buf);
+    if (type != MPI_DATATYPE_NULL) MPI_Type_free(&type);
+    MPI_Type_free(&elem);
+    return bad;
+}
+
+int npy_mpi_read(npy_mpi *f, attn_tensor *out, int dim, const attn_mpi_shard *sh, char *msg, size_t n) {
+    const attn_npy_info *h = &f->info;
+    int64_t shape[ATTN_MAX_RANK];
+    memcpy(shape, h->shape, sizeof shape);
+    if (sh) shape[dim] = sh->rows;
+    memset(out, 0, sizeof *out);
+    attn_tensor_init(out, NULL, h->dtype, h->rank, shape, NULL, NULL);
+    out->data = malloc((size_t)attn_tensor_numel(out) * attn_dtype_size(h->dtype) + 1);
+    if (!out->data) return snprintf(msg, n, "out of memory for %s", f->path), 1;
+    if (!sh) return read_part(f, out, -1, 0, 0, msg, n);
+    int64_t row = 0;
+    for (int i = 0; i < sh->count; row += sh->length[i], i++) { /* each segment into a block, then into place */
+        int64_t bs[ATTN_MAX_RANK];
+        memcpy(bs, shape, sizeof bs);
+        bs[dim] = sh->length[i];
+        attn_tensor block;
+        attn_tensor_init(&block, NULL, h->dtype, h->rank, bs, NULL, NULL);
+        block.data = malloc((size_t)attn_tensor_numel(&block) * attn_dtype_size(h->dtype) + 1);
+        int bad = !block.data || read_part(f, &block, dim, sh->start[i], sh->length[i], msg, n);
+        if (!bad) {
+            attn_mpi_shard one = {1, {0, 0}, {sh->length[i], 0}, sh->length[i]};
+            attn_tensor view = *out;
+            view.shape[dim] = sh->length[i];
+            view.data = (char *)out->data + row * out->strides[dim] * (int64_t)attn_dtype_size(h->dtype);
+            bad = attn_mpi_shard_rows(&view, &block, dim, &one, NULL) != ATTN_OK;
+        }
+        free(block.data);
+        if (bad) return msg[0] ? 1 : (snprintf(msg, n, "cannot read %s", f->path), 1);
+    }
+    return 0;
+}
+
+int npy_mpi_write(const char *path, const attn_tensor *local, const int64_t *whole_shape, int dim,
+                  const attn_mpi_shard *sh, MPI_Comm comm, int rank, char *msg, size_t n) {
+    unsigned char head[ATTN_NPY_HEADER_MAX];
+    size_t head_len = 0;
+    attn_error err;
+    if (attn_npy_format_header(head, sizeof head, &head_len, local->dtype, local->rank, whole_shape, &err))
+        return snprintf(msg, n, "%s: %s", path, err.message), 1;
+    MPI_File fh;
+    int rc = MPI_File_open(comm, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
+    if (rc != MPI_SUCCESS) return mpi_text(msg, n, "cannot create", path, rc), 1;
+    MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
+    MPI_File_set_size(fh, 0);
+    MPI_Status status;
+    if (rank == 0) rc = MPI_File_write_at(fh, 0, head, (int)head_len, MPI_BYTE, &status);
+    int bad = 0;
+    size_t es = attn_dtype_size(local->dtype);
+    MPI_Datatype elem;
+    MPI_Type_contiguous((int)es, MPI_BYTE, &elem);
+    MPI_Type_commit(&elem);
+    int64_t row = 0;
+    for (int i = 0; i < sh->count && !bad; row += sh->length[i], i++) {
+        MPI_Datatype type;
+        if ((bad = subarray(&type, elem, local->rank, whole_shape, false, dim, sh->start[i], sh->length[i], msg, n))) break;
+        attn_tensor view = *local, block;
+        view.shape[dim] = sh->length[i];
+        view.data = (char *)local->data + row * local->strides[dim] * (int64_t)es;
+        attn_tensor_init(&block, NULL, local->dtype, local->rank, view.shape, NULL, NULL);
+        block.data = malloc((size_t)attn_tensor_numel(&block) * es + 1);
+        attn_mpi_shard one = {1, {0, 0}, {sh->length[i], 0}, sh->length[i]};
+        bad = !block.data || attn_mpi_unshard_rows(&block, &view, dim, &one, NULL) != ATTN_OK;
+        if (!bad) rc = MPI_File_set_view(fh, (MPI_Offset)head_len, elem, type, "native", MPI_INFO_NULL);
+        if (!bad && rc == MPI_SUCCESS) rc = MPI_File_write_all(fh, block.data, (int)attn_tensor_numel(&block), elem, &status);
+        if (rc != MPI_SUCCESS) bad = 1, mpi_text(msg, n, "cannot write", path, rc);
+        free(block.data);
+        MPI_Type_free(&type);
+    }
+    MPI_Type_free(&elem);
+    rc = MPI_File_close(&fh);
+    if (!bad && rc != MPI_SUCCESS) bad = 1, mpi_text(msg, n, "cannot close", path, rc);
+    return bad;
+}

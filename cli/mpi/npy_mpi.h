@@ -1,0 +1,29 @@
+/* npy_mpi.h -- .npy files read and written by all ranks at once (MPI-IO),
+ * each rank touching only its own rows. */
+#ifndef ATTN_CLI_NPY_MPI_H
+#define ATTN_CLI_NPY_MPI_H
+
+#include "attn_mpi.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct npy_mpi {
+    MPI_File fh;
+    const char *path;
+    attn_npy_info info;
+} npy_mpi;
+
+/* Open path on every rank of comm and parse its header. 0, or 1 with the
+ * reason in msg (the same on every rank for a bad file). */
+int npy_mpi_open(npy_mpi *f, const char *path, MPI_Comm comm, char *msg, size_t n);
+void npy_mpi_close(npy_mpi *f);
+/* Read this rank's rows (the shard sh along dimension dim) into a new
+ * C-contiguous *out, or the whole array when sh is NULL. Collective. */
+int npy_mpi_read(npy_mpi *f, attn_tensor *out, int dim, const attn_mpi_shard *sh, char *msg, size_t n);
+/* Write local, this rank's rows (the shard sh along dim) of an array of
+ * whole_shape, into a new .npy file at path. Collective. */
+int npy_mpi_write(const char *path, const attn_tensor *local, const int64_t *whole_shape, int dim,
+                  const attn_mpi_shard *sh, MPI_Comm comm, int rank, char *msg, size_t n);
+
+#endif /* ATTN_CLI_NPY_MPI_H */

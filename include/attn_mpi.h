@@ -1,0 +1,134 @@
+/* attn_mpi.h -- libattn-mpi: exact attention over a sequence sharded across
+ * the ranks of an MPI communicator (ring attention, Liu et al., 2023).
+ *
+ * Each rank holds a shard of the queries and the same shard of the keys and
+ * values, along the sequence. The key/value shards travel around the ring:
+ * at step t rank r attends its queries to the shard of rank r - t, while the
+ * next shard is already on its way (MPI_Isend/MPI_Irecv, double-buffered),
+ * and merges the partial results by their log-sum-exp (attn_sdpa_merge).
+ * After N steps every rank has exactly what attn_sdpa over the whole
+ * sequence gives for its rows: f64 within 1e-13 of it for any rank count,
+ * f32 within attn_sdpa's f32 bound (attn.h). The backward pass sends the
+ * keys and values round again, with their gradients travelling beside them
+ * back to their owners.
+ *
+ *   attn_mpi_options o = attn_mpi_options_default();
+ *   o.attention = &sdpa_options;           // causal, scale, mask, ...
+ *   attn_mpi_shard sh;
+ *   attn_mpi_shard_of(&sh, L, rank, size, o.layout, &err);
+ *   ... q_local (..., Hq, sh.rows, E), k_local, v_local (..., Hk, sh.rows, E)
+ *   attn_mpi_sdpa(MPI_COMM_WORLD, &out_local, &lse_local, &q_local, &k_local,
+ *                 &v_local, &o, &err);
+ *
+ * Build: libattn-mpi.a and this header are made when mpicc exists; link
+ * with -lattn-mpi -lattn and MPI (mpicc does the last). libattn itself has
+ * no MPI in it. Every call is collective: all ranks of comm make it, with
+ * shards of the same tensors and the same options. Errors agree: when any
+ * rank's arguments are wrong, every rank returns the same status, and the
+ * message names the rank it came from. A rank that dies or stops answering
+ * makes the others return ATTN_ERR_COMM within options.timeout_s; the
+ * communicator is then unusable, and the caller should MPI_Abort. */
+#ifndef ATTN_MPI_H
+#define ATTN_MPI_H
+
+#include <mpi.h>
+
+#include "attn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* How a sequence of n positions is cut into shards, one per rank.
+ *   ATTN_MPI_CONTIGUOUS  rank r holds positions [r·n/N, (r+1)·n/N): simple,
+ *                        but under a causal mask rank 0's queries see only
+ *                        its own keys while the last rank's see all, so the
+ *                        ranks wait on the slowest.
+ *   ATTN_MPI_ZIGZAG      the sequence in 2N chunks (chunk c = [c·n/2N,
+ *                        (c+1)·n/2N)); rank r holds chunk r then chunk
+ *                        2N-1-r, one early and one late, so every rank has
+ *                        the same causal work (the default). */
+typedef enum attn_mpi_layout { ATTN_MPI_CONTIGUOUS = 0, ATTN_MPI_ZIGZAG = 1 } attn_mpi_layout;
+
+/* The positions one rank holds: count segments (1 or 2), segment i being
+ * positions [start[i], start[i] + length[i]) of the whole sequence; the
+ * shard's rows are segment 0's then segment 1's, rows in all. */
+typedef struct attn_mpi_shard {
+    int count;
+    int64_t start[2], length[2];
+    int64_t rows;
+} attn_mpi_shard;
+
+/* The shard of rank `rank` of `size` for a sequence of n >= 0 positions.
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (rank outside 0..size-1, size
+ * < 1, n < 0), ATTN_ERR_OPTION (an unknown layout). */
+ATTN_API attn_status attn_mpi_shard_of(attn_mpi_shard *shard, int64_t n, int rank, int size,
+                                       attn_mpi_layout layout, attn_error *err);
+
+/* Copy a shard's rows out of a whole tensor, or back into it: local and
+ * whole have the same rank, dtype and shape but along dimension `dim`
+ * (negative counts from the end: -2 is the sequence of (..., L, E)), where
+ * whole has n positions and local the shard's rows. Any strides. Errors:
+ * ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_DTYPE, ATTN_ERR_SHAPE. */
+ATTN_API attn_status attn_mpi_shard_rows(attn_tensor *local, const attn_tensor *whole, int dim,
+                                         const attn_mpi_shard *shard, attn_error *err);
+ATTN_API attn_status attn_mpi_unshard_rows(attn_tensor *whole, const attn_tensor *local, int dim,
+                                           const attn_mpi_shard *shard, attn_error *err);
+
+/* What one call spent its time on (seconds, this rank): computing, waiting
+ * for messages that had not arrived when the computation was done (the
+ * communication it could not hide), and in all; and the bytes it sent. */
+typedef struct attn_mpi_stats {
+    double compute_s, wait_s, total_s;
+    int64_t bytes_sent;
+} attn_mpi_stats;
+
+typedef struct attn_mpi_options {
+    size_t struct_size;           /* set by attn_mpi_options_default(); read like attn_sdpa_options' */
+    attn_mpi_layout layout;       /* how q, k and v are sharded (default ATTN_MPI_ZIGZAG) */
+    double timeout_s;             /* the longest wait for any one message (default 60 s; > 0) */
+    /* The attention's options, or NULL for the defaults: scale, causal (both
+     * alignments, in the whole sequence's positions), mask, compute, context
+     * (this rank's threads) and the score variants (softcap, ALiBi, window,
+     * sinks, RoPE). The mask holds this rank's query rows, in its shard's
+     * order, against every key of the whole sequence in order: (..., Hq,
+     * rows, S) with the usual broadcasting (rows or S may be 1). Dropout and
+     * the pieces' own fields (query_start, ...) are not taken. */
+    const attn_sdpa_options *attention;
+    attn_mpi_stats *stats;        /* where to write this call's timings, or NULL */
+} attn_mpi_options;
+
+ATTN_API attn_mpi_options attn_mpi_options_default(void);
+
+/* attn_sdpa over a sharded sequence (see the top of this file). On each
+ * rank: q (..., Hq, Lr, E), k (..., Hk, Sr, E), v (..., Hk, Sr, Ev) hold the
+ * rank's shard (options->layout) of a whole of L queries and S keys (L and
+ * S are the sums over the ranks; Lr and Sr must be the layout's shard
+ * sizes); out (..., Hq, Lr, Ev) and lse (..., Hq, Lr), optional, receive
+ * the rank's rows of attn_sdpa's result over the whole. Shapes, dtypes
+ * (f32 with f16/bf16 k and v too), GQA and broadcasting are attn_sdpa's.
+ * Memory: two shards of k and v in flight, and one partial result.
+ * Errors: those of attn_sdpa, agreed across ranks; ATTN_ERR_SHAPE for a
+ * shard of the wrong size; ATTN_ERR_COMM. On an error out and lse may hold
+ * partial results. */
+ATTN_API attn_status attn_mpi_sdpa(MPI_Comm comm, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                                   const attn_tensor *k, const attn_tensor *v, const attn_mpi_options *options,
+                                   attn_error *err);
+
+/* The gradients of attn_mpi_sdpa on the same shards: given dout (like out)
+ * and the forward's out and lse (this rank's rows), dq, dk and dv (each
+ * optional, like q, k and v, in q's dtype) of this rank's shard, equal to
+ * attn_sdpa_backward's over the whole. The keys and values travel the ring
+ * once more, their gradients beside them, and each shard's dk and dv end
+ * on the rank that owns it. Errors: those of attn_sdpa_backward, agreed
+ * across ranks, and ATTN_ERR_COMM. */
+ATTN_API attn_status attn_mpi_sdpa_backward(MPI_Comm comm, attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,
+                                            const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k,
+                                            const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse,
+                                            const attn_mpi_options *options, attn_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTN_MPI_H */

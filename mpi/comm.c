@@ -1,0 +1,145 @@
+/* comm.c -- the ring's messages: a private communicator whose errors are
+ * returned (never MPI's default abort), every wait bounded by the call's
+ * timeout so that a dead or stopped rank is an error rather than a hang,
+ * and errors agreed across the ranks so that all return the same one. */
+#include "ring.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+attn_status ring_fail(attn_error *err, attn_status status, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        err->status = status;
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+attn_mpi_options attn_mpi_options_default(void) {
+    attn_mpi_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.layout = ATTN_MPI_ZIGZAG;
+    o.timeout_s = 60;
+    return o;
+}
+
+/* MPI's text for an error code, after `what`. */
+static attn_status mpi_fail(attn_error *err, int code, const char *what, int peer) {
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "MPI error %d", code);
+    return ring_fail(err, ATTN_ERR_COMM, "%s (rank %d): %s", what, peer, text);
+}
+
+void ring_progress(MPI_Request *req, int n) {
+    int done;
+    MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
+}
+
+attn_status ring_wait(ring *R, MPI_Request *req, int n, int peer, attn_error *err) {
+    double t0 = MPI_Wtime(), deadline = t0 + R->timeout;
+    struct timespec nap = {0, 20000}; /* 20 µs between polls: a core for the other ranks, little latency */
+    for (;;) {
+        int done = 0, rc = MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "a message to or from a neighbour failed", peer);
+        if (done) break;
+        if (MPI_Wtime() > deadline)
+            return ring_fail(err, ATTN_ERR_COMM, "no answer from rank %d within %g s: it stopped, failed or hangs", peer,
+                             R->timeout);
+        nanosleep(&nap, NULL);
+    }
+    R->stats.wait_s += MPI_Wtime() - t0;
+    return ATTN_OK;
+}
+
+attn_status ring_open(ring *R, MPI_Comm comm, const attn_mpi_options *options, attn_error *err) {
+    memset(R, 0, sizeof *R);
+    R->comm = MPI_COMM_NULL;
+    attn_mpi_options o = attn_mpi_options_default();
+    if (options) {
+        if (options->struct_size == 0 || options->struct_size > sizeof o)
+            return ring_fail(err, ATTN_ERR_OPTION, "options->struct_size is %zu: start from attn_mpi_options_default()",
+                             options->struct_size);
+        memcpy(&o, options, options->struct_size);
+    }
+    if (!(o.timeout_s > 0 && o.timeout_s < 1e9))
+        return ring_fail(err, ATTN_ERR_OPTION, "timeout_s is %g; it must be positive", o.timeout_s);
+    R->timeout = o.timeout_s, R->layout = o.layout, R->stats_out = o.stats;
+    R->so = attn_sdpa_options_default();
+    if (o.attention) {
+        size_t n = o.attention->struct_size;
+        if (n == 0 || n > sizeof R->so)
+            return ring_fail(err, ATTN_ERR_OPTION, "options->attention->struct_size is %zu: start from its _default()", n);
+        memcpy(&R->so, o.attention, n);
+        R->so.struct_size = sizeof R->so;
+    }
+    int initialized = 0;
+    if (MPI_Initialized(&initialized) != MPI_SUCCESS || !initialized)
+        return ring_fail(err, ATTN_ERR_COMM, "MPI is not initialized: call MPI_Init first");
+    MPI_Request req;
+    int rc = MPI_Comm_idup(comm, &R->comm, &req);
+    if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot duplicate the communicator", -1);
+    MPI_Comm_rank(comm, &R->rank), MPI_Comm_size(comm, &R->size);
+    R->left = (R->rank + R->size - 1) % R->size, R->right = (R->rank + 1) % R->size;
+    attn_status st = ring_wait(R, &req, 1, R->left, err);
+    if (st) return st;
+    MPI_Comm_set_errhandler(R->comm, MPI_ERRORS_RETURN);
+    R->stats.total_s = MPI_Wtime();
+    return ATTN_OK;
+}
+
+void ring_close(ring *R) {
+    R->stats.total_s = MPI_Wtime() - R->stats.total_s;
+    if (R->stats_out) *R->stats_out = R->stats;
+    if (R->comm != MPI_COMM_NULL) MPI_Comm_free(&R->comm);
+}
+
+attn_status ring_agree(ring *R, attn_status st, attn_error *err) {
+    int mine = st ? R->rank : R->size, first = R->size;
+    MPI_Request req;
+    int rc = MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, R->comm, &req);
+    if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot agree on the call's status", R->rank);
+    attn_status wst = ring_wait(R, &req, 1, R->left, err);
+    if (wst) return wst;
+    if (first == R->size) return ATTN_OK;
+    struct { int status; char message[ATTN_ERROR_MESSAGE_SIZE]; } what;
+    memset(&what, 0, sizeof what);
+    if (R->rank == first) what.status = (int)st, memcpy(what.message, err->message, sizeof what.message);
+    rc = MPI_Ibcast(&what, (int)sizeof what, MPI_BYTE, first, R->comm, &req);
+    if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot share an error", first);
+    if ((wst = ring_wait(R, &req, 1, first, err))) return wst;
+    if (R->rank == first) return st;
+    what.message[sizeof what.message - 1] = 0;
+    return ring_fail(err, (attn_status)what.status, "rank %d: %s", first, what.message);
+}
+
+attn_status ring_lengths(ring *R, int64_t Lr, int64_t Sr, attn_error *err) {
+    int64_t mine[2] = {Lr, Sr}, sum[2] = {0, 0};
+    MPI_Request req;
+    int rc = MPI_Iallreduce(mine, sum, 2, MPI_INT64_T, MPI_SUM, R->comm, &req);
+    if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot sum the shards' lengths", R->rank);
+    attn_status st = ring_wait(R, &req, 1, R->left, err);
+    if (st) return st;
+    R->L = sum[0], R->S = sum[1];
+    attn_mpi_shard ks;
+    if ((st = attn_mpi_shard_of(&R->qs, R->L, R->rank, R->size, R->layout, err)) ||
+        (st = attn_mpi_shard_of(&ks, R->S, R->rank, R->size, R->layout, err)))
+        return st;
+    int64_t need = R->layout == ATTN_MPI_ZIGZAG ? 2 * (int64_t)R->size : R->size;
+    if (R->L < need || R->S < need)
+        return ring_fail(err, ATTN_ERR_SHAPE, "%lld queries and %lld keys are too few for %d ranks: the %s layout needs "
+                         "%lld of each, so that no shard is empty", (long long)R->L, (long long)R->S, R->size,
+                         R->layout == ATTN_MPI_ZIGZAG ? "zigzag" : "contiguous", (long long)need);
+    if (Lr != R->qs.rows || Sr != ks.rows)
+        return ring_fail(err, ATTN_ERR_SHAPE, "this rank holds %lld queries and %lld keys, but its %s shard of %lld and "
+                         "%lld is %lld and %lld (attn_mpi_shard_of)", (long long)Lr, (long long)Sr,
+                         R->layout == ATTN_MPI_ZIGZAG ? "zigzag" : "contiguous", (long long)R->L, (long long)R->S,
+                         (long long)R->qs.rows, (long long)ks.rows);
+    return ATTN_OK;
+}

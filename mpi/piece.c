@@ -1,0 +1,88 @@
+/* piece.c -- one step of the ring as attention in pieces: the options that
+ * place a (query segment, key segment) pair in the whole sequence
+ * (attn_sdpa_options.query_start and friends), the pairs the causal limit
+ * hides, the checks every rank makes before the ring starts, and the
+ * elementwise helpers the two passes share. */
+#include "ring.h"
+
+#include <math.h>
+
+/* Where segment a of this rank's queries starts among its rows. */
+static int64_t query_row(const ring *R, int a) { return a == 0 ? 0 : R->qs.length[0]; }
+
+attn_sdpa_options ring_piece_options(const ring *R, const attn_mpi_shard *ks, int a, int b, attn_tensor *mask_view) {
+    attn_sdpa_options o = R->so;
+    o.query_start = R->qs.start[a], o.key_start = ks->start[b];
+    o.total_queries = R->L, o.total_keys = R->S;
+    if (R->so.mask) { /* this rank's rows of segment a, the whole's columns of segment b */
+        const attn_tensor *m = R->so.mask;
+        int r = m->rank;
+        *mask_view = *m;
+        if (r >= 1 && m->shape[r - 1] != 1) *mask_view = ring_rows(mask_view, r - 1, ks->start[b], ks->length[b]);
+        if (r >= 2 && m->shape[r - 2] != 1) *mask_view = ring_rows(mask_view, r - 2, query_row(R, a), R->qs.length[a]);
+        o.mask = mask_view;
+    }
+    return o;
+}
+
+bool ring_piece_hidden(const ring *R, const attn_mpi_shard *ks, int a, int b) {
+    if (R->so.causal == ATTN_CAUSAL_NONE) return false;
+    int64_t off = R->so.causal == ATTN_CAUSAL_BOTTOM_RIGHT ? R->S - R->L : 0;
+    int64_t last_query = R->qs.start[a] + R->qs.length[a] - 1;
+    return ks->start[b] > last_query + off; /* the piece's first key is past the last query's limit */
+}
+
+attn_status ring_check(const ring *R, int *rank, int64_t out_shape[ATTN_MAX_RANK], const attn_tensor *q,
+                       const attn_tensor *k, const attn_tensor *v, attn_error *err) {
+    const attn_sdpa_options *o = &R->so;
+    if (o->dropout_p != 0)
+        return ring_fail(err, ATTN_ERR_OPTION, "dropout is not taken across ranks (its mask would depend on the shards)");
+    if (o->query_start || o->key_start || o->total_queries || o->total_keys)
+        return ring_fail(err, ATTN_ERR_OPTION, "query_start, key_start, total_queries and total_keys are the ring's own: "
+                         "leave them 0");
+    if (!q || !k || !v || !q->data || !k->data || !v->data)
+        return ring_fail(err, ATTN_ERR_NULL, "q, k, v or their data is NULL");
+    attn_sdpa_options local = *o;
+    attn_tensor mask;
+    if (o->mask) { /* the whole's keys as columns: checked here, then cut to this rank's for attn_sdpa's checks */
+        const attn_tensor *m = o->mask;
+        int r = m->rank;
+        if (r < 1 || (m->shape[r - 1] != R->S && m->shape[r - 1] != 1))
+            return ring_fail(err, ATTN_ERR_MASK, "the mask's last dimension is %lld; it must be the whole sequence's %lld "
+                             "keys (or 1)", r < 1 ? 0LL : (long long)m->shape[r - 1], (long long)R->S);
+        if (r >= 2 && m->shape[r - 2] != R->qs.rows && m->shape[r - 2] != 1)
+            return ring_fail(err, ATTN_ERR_MASK, "the mask has %lld rows; it must have this rank's %lld queries (or 1)",
+                             (long long)m->shape[r - 2], (long long)R->qs.rows);
+        mask = m->shape[r - 1] == 1 ? *m : ring_rows(m, r - 1, 0, k->shape[k->rank - 2]);
+        local.mask = &mask;
+    }
+    return attn_sdpa_shapes(rank, out_shape, NULL, q, k, v, &local, err);
+}
+
+/* The offset of element number i (C order) of t. */
+static int64_t offset_of(const attn_tensor *t, int64_t i) {
+    int64_t off = 0;
+    for (int d = t->rank - 1; d >= 0; d--) {
+        off += (i % t->shape[d]) * t->strides[d];
+        i /= t->shape[d];
+    }
+    return off;
+}
+
+void ring_fill(attn_tensor *t, double x) {
+    int64_t n = attn_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t at = offset_of(t, i);
+        if (t->dtype == ATTN_F64) ((double *)t->data)[at] = x;
+        else ((float *)t->data)[at] = (float)x;
+    }
+}
+
+void ring_add(attn_tensor *dst, const attn_tensor *src) {
+    int64_t n = attn_tensor_numel(src);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t a = offset_of(dst, i), b = offset_of(src, i);
+        if (dst->dtype == ATTN_F64) ((double *)dst->data)[a] += ((const double *)src->data)[b];
+        else ((float *)dst->data)[a] += ((const float *)src->data)[b];
+    }
+}

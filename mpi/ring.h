@@ -1,0 +1,86 @@
+/* ring.h -- what libattn-mpi's files share (not public): one call's ring
+ * (a private communicator, its rank, the whole sequence's lengths, the
+ * attention's options), messages with a deadline, errors agreed across the
+ * ranks, and row views of tensors. */
+#ifndef ATTN_MPI_RING_H
+#define ATTN_MPI_RING_H
+
+#include "attn_mpi.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct ring {
+    MPI_Comm comm;           /* a duplicate of the caller's, errors returned, never aborting */
+    int rank, size, left, right;
+    double timeout;
+    attn_mpi_layout layout;
+    attn_sdpa_options so;    /* the caller's attention options, read */
+    int64_t L, S;            /* the whole sequence's queries and keys */
+    attn_mpi_shard qs;       /* this rank's queries */
+    attn_mpi_stats stats;
+    attn_mpi_stats *stats_out;
+} ring;
+
+/* err set to status and the formatted message; returns status. */
+attn_status ring_fail(attn_error *err, attn_status status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Read the options and duplicate comm (with a deadline). */
+attn_status ring_open(ring *R, MPI_Comm comm, const attn_mpi_options *options, attn_error *err);
+void ring_close(ring *R);
+/* Wait for n requests until the deadline; ATTN_ERR_COMM naming `peer` if
+ * they fail or do not complete. The time waited is added to stats.wait_s. */
+attn_status ring_wait(ring *R, MPI_Request *req, int n, int peer, attn_error *err);
+/* Let MPI move messages along while the caller computes (no waiting). */
+void ring_progress(MPI_Request *req, int n);
+/* Every rank's status made one: when any rank failed, all return the
+ * lowest failing rank's status and message ("rank R: ..." elsewhere). */
+attn_status ring_agree(ring *R, attn_status st, attn_error *err);
+/* The whole lengths (sums of the ranks' Lr and Sr), then this rank's shard;
+ * ATTN_ERR_SHAPE when a rank's sizes are not its layout's shard. */
+attn_status ring_lengths(ring *R, int64_t Lr, int64_t Sr, attn_error *err);
+/* The attention's options for the piece (this rank's query segment a, key
+ * segment b of the shard ks), with the mask cut to its rows and columns
+ * into *mask_view. */
+attn_sdpa_options ring_piece_options(const ring *R, const attn_mpi_shard *ks, int a, int b, attn_tensor *mask_view);
+/* Whether a piece has no visible pair under the causal limit. */
+bool ring_piece_hidden(const ring *R, const attn_mpi_shard *ks, int a, int b);
+/* Check q, k, v and the options on this rank, and the shapes of out (lse's
+ * is out's without its last dimension): rank, out_shape. */
+attn_status ring_check(const ring *R, int *rank, int64_t out_shape[ATTN_MAX_RANK], const attn_tensor *q,
+                       const attn_tensor *k, const attn_tensor *v, attn_error *err);
+
+/* Rows [r0, r0 + n) of t along dimension dim, as a view. */
+static inline attn_tensor ring_rows(const attn_tensor *t, int dim, int64_t r0, int64_t n) {
+    attn_tensor v = *t;
+    v.shape[dim] = n;
+    v.data = (char *)t->data + r0 * t->strides[dim] * (int64_t)attn_dtype_size(t->dtype);
+    return v;
+}
+
+/* A C-contiguous tensor over `data` shaped like `like` but with n rows
+ * along dimension dim, of dtype dt. */
+static inline attn_tensor ring_block(void *data, attn_dtype dt, const attn_tensor *like, int dim, int64_t n) {
+    attn_tensor t;
+    int64_t shape[ATTN_MAX_RANK];
+    for (int d = 0; d < like->rank; d++) shape[d] = d == dim ? n : like->shape[d];
+    attn_tensor_init(&t, data, dt, like->rank, shape, NULL, NULL);
+    return t;
+}
+
+/* Bytes of a C-contiguous tensor like `like` with n rows along dim, of dt. */
+static inline int64_t ring_bytes(attn_dtype dt, const attn_tensor *like, int dim, int64_t n) {
+    int64_t b = (int64_t)attn_dtype_size(dt);
+    for (int d = 0; d < like->rank; d++) b *= d == dim ? n : like->shape[d];
+    return b;
+}
+
+/* Every element of t (any strides, f32 or f64) set to x. */
+void ring_fill(attn_tensor *t, double x);
+/* dst += src elementwise: same shape and float dtype, any strides. */
+void ring_add(attn_tensor *dst, const attn_tensor *src);
+
+/* The message tags of one call, on the ring's private communicator. */
+enum { RING_TAG_KV = 1, RING_TAG_GRAD = 2 };
+
+#endif /* ATTN_MPI_RING_H */
