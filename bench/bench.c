@@ -34,7 +34,9 @@ static const char USAGE[] =
     "  --json       print the results as one JSON object\n"
     "  --backward   the backward pass's shapes only\n"
     "  --layer      the attention layer's rows only (attn_mha forward and backward)\n"
-    "  --threads N  threads for attn and OpenBLAS (default: attn's default)\n";
+    "  --threads N  threads for attn and OpenBLAS (default: attn's default)\n"
+    "  --mpi        under mpirun: ring attention across the ranks against one\n"
+    "               node (runs attn-mpi bench; see its --help)\n";
 
 static double now(void) {
     struct timespec t;

@@ -1,6 +1,8 @@
 /* cmd_bench.c -- `attn bench`: runs attn-bench, installed beside attn. The
  * benchmark is a separate program because it links OpenBLAS for its
- * baseline, which neither the library nor this command depends on. */
+ * baseline, which neither the library nor this command depends on.
+ * `attn bench --mpi`, under mpirun, runs `attn-mpi bench` instead (the ring
+ * across the ranks; attn itself has no MPI in it). */
 #include "cli.h"
 
 #include <errno.h>
@@ -10,17 +12,22 @@
 int cmd_bench(int argc, char **argv, const char *self) {
     char path[4096];
     const char *slash = strrchr(self, '/');
-    int dir = slash ? (int)(slash - self) + 1 : 0;
-    if (snprintf(path, sizeof path, "%.*sattn-bench", dir, self) >= (int)sizeof path)
+    int dir = slash ? (int)(slash - self) + 1 : 0, mpi = 0;
+    for (int i = 1; i < argc; i++) mpi |= strcmp(argv[i], "--mpi") == 0;
+    const char *program = mpi ? "attn-mpi" : "attn-bench";
+    if (snprintf(path, sizeof path, "%.*s%s", dir, self, program) >= (int)sizeof path)
         return cli_error(EXIT_USAGE, "the path of attn is too long");
-    if (!slash) strcpy(path, "attn-bench"); /* found on PATH, like attn itself */
+    if (!slash) strcpy(path, program); /* found on PATH, like attn itself */
     char *args[256];
     int n = 0;
     args[n++] = path;
-    for (int i = 1; i < argc && n < 255; i++) args[n++] = argv[i];
+    if (mpi) args[n++] = (char *)"bench";
+    for (int i = 1; i < argc && n < 255; i++)
+        if (strcmp(argv[i], "--mpi") != 0) args[n++] = argv[i];
     args[n] = NULL;
     fflush(stdout);
     if (slash) execv(path, args);
     else execvp(path, args);
-    return cli_error(EXIT_USAGE, "cannot run %s: %s (build it with `make bench`)", path, strerror(errno));
+    return cli_error(EXIT_USAGE, "cannot run %s: %s (build it with `make %s`)", path, strerror(errno),
+                     mpi ? "all, with Open MPI installed" : "bench");
 }

@@ -112,6 +112,14 @@ for np in 1 2 3 4; do
 done
 if [ -x "$BUILD/attn-mpi" ] && command -v mpirun >/dev/null; then
     suite "attn-mpi sdpa on 1-4 ranks vs attn sdpa and PyTorch float64, bad input, a lost rank" $PY tests/test_mpi_cli.py "$BUILD"
+    mpi_bench_quick() {
+        # Not timed: the bench under mpirun runs and prints both rows.
+        report=$(timeout 300 $MPIRUN -q -np 2 "$BUILD/attn" bench --mpi --quick) || { echo "FAIL mpi_bench_quick_runs"; return 1; }
+        echo "ok mpi_bench_quick_runs"
+        [ "$(echo "$report" | grep -cE '^ +[0-9]+ +(full|causal) ')" -eq 2 ] && echo "ok mpi_bench_quick_rows" ||
+            echo "FAIL mpi_bench_quick_rows: $report"
+    }
+    suite "attn bench --mpi --quick under mpirun (runs, is not timed)" mpi_bench_quick
 else
     suite "attn-mpi sdpa" mpi_missing "attn_mpi_command"
 fi

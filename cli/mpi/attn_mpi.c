@@ -8,6 +8,7 @@
  * (SIGSTOP) or die (SIGKILL) just before the attention, so that the others
  * must notice within --timeout. */
 #include "cli.h"
+#include "bench_mpi.h"
 #include "npy_mpi.h"
 
 #include <fcntl.h>
@@ -19,6 +20,7 @@
 
 static const char USAGE[] =
     "usage: mpirun -np N attn-mpi sdpa -q Q.npy -k K.npy -v V.npy -o OUT.npy [options]\n"
+    "       mpirun -np N attn-mpi bench [--quick] [--seq L]   (see attn-mpi bench --help)\n"
     "\n"
     "attn sdpa's attention, with the sequence split across the ranks: each rank\n"
     "reads its shard of q, k and v, the key/value shards travel around the ring,\n"
@@ -239,8 +241,10 @@ int main(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
         if (rank_ == 0) fputs(USAGE, argc < 2 ? stderr : stdout);
         code = argc < 2 ? EXIT_USAGE : 0;
+    } else if (strcmp(argv[1], "bench") == 0) {
+        code = mpi_bench(argc, argv, rank_, size_);
     } else if (strcmp(argv[1], "sdpa") != 0) {
-        code = cli_error(EXIT_USAGE, "unknown command '%s' (attn-mpi has sdpa)", argv[1]);
+        code = cli_error(EXIT_USAGE, "unknown command '%s' (attn-mpi has sdpa and bench)", argv[1]);
     } else {
         args a;
         code = parse(argc, argv, &a);

@@ -1,0 +1,150 @@
+/* bench_mpi.c -- `attn-mpi bench` (also `attn bench --mpi`), run under
+ * mpirun: ring attention's time against one node's on the same problem.
+ * For each sequence length and causal mode it measures, in one run:
+ *   single: attn_sdpa over the whole sequence on rank 0, with the threads of
+ *           every rank on its node (what one node does without the ring);
+ *   ring:   attn_mpi_sdpa on all ranks, each with its share of the cores;
+ * and reports the ring's fraction of the single rate, the share of the
+ * ring's time spent waiting for messages it could not hide, and the
+ * imbalance of the ranks' computing (the slowest rank over the mean). */
+#include "bench_mpi.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char BENCH_USAGE[] =
+    "usage: mpirun -np N attn-mpi bench [--quick] [--seq L] [--layout zigzag|contiguous]\n"
+    "       (or mpirun -np N attn bench --mpi ...)\n"
+    "\n"
+    "Ring attention (f32, 8 heads of 64, one batch) at sequence lengths 4096 and\n"
+    "8192, or L, with and without a causal mask: its rate against attn_sdpa over\n"
+    "the whole sequence on one rank, and the time spent waiting for messages.\n"
+    "Run nothing else meanwhile.\n";
+
+/* Best of `reps` wall times of f(), the slowest rank's (all ranks call). */
+typedef struct timing {
+    double best;
+    attn_mpi_stats stats; /* of the best run, this rank's */
+} timing;
+
+static float *random_floats(int64_t n, unsigned seed) {
+    float *x = malloc((size_t)n * sizeof *x + 4);
+    for (int64_t i = 0; x && i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = (float)((double)(seed >> 8) / 16777216.0 - 0.5);
+    }
+    return x;
+}
+
+/* Threads for each rank: the node's cores shared among its ranks. */
+static int threads_per_rank(int *node_ranks) {
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, node_ranks);
+    MPI_Comm_free(&node);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int t = (int)(cpus / *node_ranks);
+    return t < 1 ? 1 : t;
+}
+
+/* One length and mode: both measurements, and rank 0's line. */
+static int measure(int64_t L, attn_causal causal, attn_mpi_layout layout, int reps, int rank, int size) {
+    int node_ranks, per_rank = threads_per_rank(&node_ranks);
+    int64_t H = 8, E = 64, shape[3] = {H, L, E};
+    attn_mpi_shard sh;
+    attn_error err;
+    attn_mpi_shard_of(&sh, L, rank, size, layout, &err);
+    int64_t ls[3] = {H, sh.rows, E}, lse_shape[2] = {H, sh.rows};
+    float *q = random_floats(H * sh.rows * E, 1u + (unsigned)rank), *k = random_floats(H * sh.rows * E, 7u + (unsigned)rank);
+    float *v = random_floats(H * sh.rows * E, 13u + (unsigned)rank), *o = malloc((size_t)(H * sh.rows * E) * 4), *l = malloc((size_t)(H * sh.rows) * 4);
+    attn_tensor tq, tk, tv, to, tl;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, ls, NULL, NULL), attn_tensor_init(&tk, k, ATTN_F32, 3, ls, NULL, NULL);
+    attn_tensor_init(&tv, v, ATTN_F32, 3, ls, NULL, NULL), attn_tensor_init(&to, o, ATTN_F32, 3, ls, NULL, NULL);
+    attn_tensor_init(&tl, l, ATTN_F32, 2, lse_shape, NULL, NULL);
+    attn_context ctx = attn_context_default();
+    attn_sdpa_options so = attn_sdpa_options_default();
+    so.causal = causal, so.context = &ctx;
+    attn_mpi_options mo = attn_mpi_options_default();
+    attn_mpi_stats stats;
+    mo.layout = layout, mo.attention = &so, mo.stats = &stats;
+    double single = INFINITY, ring = INFINITY, wait = 0, compute_max = 0, compute_sum = 0;
+    int bad = 0;
+    if (rank == 0) { /* one node alone, every core of it */
+        float *Q = random_floats(H * L * E, 3), *K = random_floats(H * L * E, 5), *V = random_floats(H * L * E, 9);
+        float *O = malloc((size_t)(H * L * E) * 4);
+        attn_tensor a, b, c, d;
+        attn_tensor_init(&a, Q, ATTN_F32, 3, shape, NULL, NULL), attn_tensor_init(&b, K, ATTN_F32, 3, shape, NULL, NULL);
+        attn_tensor_init(&c, V, ATTN_F32, 3, shape, NULL, NULL), attn_tensor_init(&d, O, ATTN_F32, 3, shape, NULL, NULL);
+        ctx.num_threads = per_rank * node_ranks;
+        for (int r = 0; r < reps && Q && K && V && O; r++) {
+            double t0 = MPI_Wtime();
+            bad |= attn_sdpa(&d, NULL, NULL, &a, &b, &c, &so, &err) != ATTN_OK;
+            single = fmin(single, MPI_Wtime() - t0);
+        }
+        free(Q), free(K), free(V), free(O);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    ctx.num_threads = per_rank;
+    for (int r = 0; r < reps; r++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime(), t, slowest;
+        bad |= attn_mpi_sdpa(MPI_COMM_WORLD, &to, &tl, &tq, &tk, &tv, &mo, &err) != ATTN_OK;
+        t = MPI_Wtime() - t0;
+        MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (slowest < ring) {
+            ring = slowest;
+            MPI_Allreduce(&stats.wait_s, &wait, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            MPI_Allreduce(&stats.compute_s, &compute_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            MPI_Allreduce(&stats.compute_s, &compute_sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        } else { /* every rank makes the same collective calls */
+            double x;
+            for (int c = 0; c < 3; c++) MPI_Allreduce(&t, &x, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        }
+    }
+    free(q), free(k), free(v), free(o), free(l);
+    int any_bad = 0;
+    MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (rank == 0) {
+        double pairs = causal ? (double)L * (double)(L + 1) / 2 : (double)L * (double)L, flops = 4.0 * (double)H * pairs * (double)E;
+        if (any_bad) printf("%6lld  %-7s  failed: %s\n", (long long)L, causal ? "causal" : "full", err.message);
+        else
+            printf("%6lld  %-7s  %8.1f  %8.1f  %6.0f%%  %6.0f%%  %6.2f\n", (long long)L, causal ? "causal" : "full",
+                   flops / single / 1e9, flops / ring / 1e9, 100 * single / ring, 100 * wait / ring,
+                   compute_max / (compute_sum / size));
+    }
+    return any_bad;
+}
+
+int mpi_bench(int argc, char **argv, int rank, int size) {
+    int64_t seqs[2] = {4096, 8192}, nseq = 2;
+    attn_mpi_layout layout = ATTN_MPI_ZIGZAG;
+    int reps = 3;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) seqs[0] = 256 * size, nseq = 1, reps = 1;
+        else if (strcmp(argv[i], "--seq") == 0 && i + 1 < argc) seqs[0] = atoll(argv[++i]), nseq = 1;
+        else if (strcmp(argv[i], "--layout") == 0 && i + 1 < argc) layout = strcmp(argv[++i], "contiguous") == 0 ? ATTN_MPI_CONTIGUOUS : ATTN_MPI_ZIGZAG;
+        else {
+            if (rank == 0) fputs(BENCH_USAGE, strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? stderr : stdout);
+            return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? 2 : 0;
+        }
+    }
+    if (seqs[0] < 2 * size) {
+        if (rank == 0) fprintf(stderr, "attn: error: --seq must be at least twice the ranks (%d)\n", 2 * size);
+        return 2;
+    }
+    int node_ranks, per_rank = threads_per_rank(&node_ranks);
+    if (rank == 0) {
+        printf("ring attention on %d ranks (%d per node, %d threads each), %s layout; f32, 8 heads of 64\n", size,
+               node_ranks, per_rank, layout == ATTN_MPI_ZIGZAG ? "zigzag" : "contiguous");
+        printf("single: attn_sdpa on rank 0 with %d threads; ring: attn_mpi_sdpa; GFLOP/s of the whole problem\n",
+               per_rank * node_ranks);
+        printf("%6s  %-7s  %8s  %8s  %7s  %7s  %6s\n", "L", "mask", "single", "ring", "ring/1", "waiting", "imbal.");
+    }
+    int bad = 0;
+    for (int s = 0; s < nseq; s++)
+        for (int c = 0; c < 2; c++) bad |= measure(seqs[s], c ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE, layout, reps, rank, size);
+    return bad;
+}
