@@ -43,7 +43,7 @@ TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/
              $(BUILD)/tests/test_fast $(BUILD)/tests/test_backward $(BUILD)/tests/test_gemm \
              $(BUILD)/asan/test_api $(BUILD)/asan/test_backward $(BUILD)/asan/test_alloc \
              $(BUILD)/asan/attn $(BUILD)/asan/test_gemm $(BUILD)/tsan/test_fast $(BUILD)/tsan/test_backward \
-             $(BUILD)/tsan/test_gemm $(if $(HAVE_MPI),$(BUILD)/tests/test_mpi)
+             $(BUILD)/tsan/test_gemm $(if $(HAVE_MPI),$(BUILD)/tests/test_mpi $(BUILD)/asan/test_mpi)
 
 # libattn-mpi (mpi/, include/attn_mpi.h), the attn-mpi command (cli/mpi/) and
 # their test are built when mpicc exists (Debian's libopenmpi-dev; `make test`
@@ -105,6 +105,13 @@ $(BUILD)/attn-mpi: $(MPI_CLI) $(BUILD)/obj/cli/util.o $(BUILD)/libattn-mpi.a $(B
 $(BUILD)/tests/test_mpi: tests/test_mpi.c $(BUILD)/libattn-mpi.a $(BUILD)/libattn.a $(HEADERS) include/attn_mpi.h
 	@mkdir -p $(dir $@)
 	$(MPI_CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libattn-mpi.a $(BUILD)/libattn.a $(LIBS)
+
+# The ring under ASan+UBSan too (library, libattn-mpi and test together).
+$(BUILD)/asan/obj/mpi/%.o: mpi/%.c mpi/ring.h include/attn_mpi.h include/attn.h
+	@mkdir -p $(dir $@)
+	$(MPI_CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -c $< -o $@
+$(BUILD)/asan/test_mpi: tests/test_mpi.c $(MPI_OBJ:$(BUILD)/obj/%=$(BUILD)/asan/obj/%) $(SAN_LIB_OBJ) include/attn_mpi.h
+	$(MPI_CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -o $@ $< $(MPI_OBJ:$(BUILD)/obj/%=$(BUILD)/asan/obj/%) $(SAN_LIB_OBJ) $(LIBS)
 
 # The command links the static library: it runs from build/ without an rpath.
 $(BUILD)/attn: $(CLI_OBJ) $(BUILD)/libattn.a

@@ -110,6 +110,12 @@ for np in 1 2 3 4; do
         suite "ring attention on $np ranks" mpi_missing "ring_attention_np$np"
     fi
 done
+if [ -x "$BUILD/asan/test_mpi" ] && command -v mpirun >/dev/null; then
+    # Open MPI's own allocations outlive MPI_Finalize: leaks are not checked here.
+    suite "ring attention under ASan+UBSan on 3 ranks" env ASAN_OPTIONS=detect_leaks=0 timeout 600 $MPIRUN -np 3 "$BUILD/asan/test_mpi"
+else
+    suite "ring attention under ASan+UBSan" mpi_missing "ring_attention_asan"
+fi
 if [ -x "$BUILD/attn-mpi" ] && command -v mpirun >/dev/null; then
     suite "attn-mpi sdpa on 1-4 ranks vs attn sdpa and PyTorch float64, bad input, a lost rank" $PY tests/test_mpi_cli.py "$BUILD"
     mpi_bench_quick() {
