@@ -184,7 +184,7 @@ web: $(BUILD)/explainer.html
 # builds them; `make test` replays their committed corpus; docs/testing.md
 # says how to run them for longer.
 FUZZ_CC      ?= clang
-FUZZ_TARGETS := npy tokenize args explain_load safetensors
+FUZZ_TARGETS := npy tokenize args explain_load safetensors mpi_args
 FUZZ_CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -g -O1 -Iinclude -Isrc $(ISA_DEFS) \
                 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_OBJ := $(LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o) $(filter-out $(BUILD)/fuzz/obj/cli/main.o,$(CLI_SRC:%.c=$(BUILD)/fuzz/obj/%.o))
@@ -194,6 +194,9 @@ $(BUILD)/fuzz/obj/%.o: %.c $(HEADERS)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(JSON_DEFS) -fsanitize=fuzzer-no-link $(ISA_FLAGS_$(notdir $*)) -c $< -o $@
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(CLI_LIBS)
+# attn-mpi's argument parser has no MPI in it: fuzzed without MPI.
+$(BUILD)/fuzz/fuzz_mpi_args: tests/fuzz/fuzz_mpi_args.c $(FUZZ_OBJ) $(BUILD)/fuzz/obj/cli/mpi/args_mpi.o
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(BUILD)/fuzz/obj/cli/mpi/args_mpi.o $(CLI_LIBS)
 fuzz: $(FUZZ_BINS)
 .SECONDARY: $(FUZZ_OBJ)
 

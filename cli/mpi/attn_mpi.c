@@ -8,6 +8,7 @@
  * (SIGSTOP) or die (SIGKILL) just before the attention, so that the others
  * must notice within --timeout. */
 #include "cli.h"
+#include "args_mpi.h"
 #include "bench_mpi.h"
 #include "npy_mpi.h"
 
@@ -18,84 +19,11 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char USAGE[] =
-    "usage: mpirun -np N attn-mpi sdpa -q Q.npy -k K.npy -v V.npy -o OUT.npy [options]\n"
-    "       mpirun -np N attn-mpi bench [--quick] [--seq L]   (see attn-mpi bench --help)\n"
-    "\n"
-    "attn sdpa's attention, with the sequence split across the ranks: each rank\n"
-    "reads its shard of q, k and v, the key/value shards travel around the ring,\n"
-    "and each rank writes its rows of the output into OUT.npy. The result is attn\n"
-    "sdpa's on the whole (f64 within 1e-13, f32 within the f32 bound).\n"
-    "\n"
-    "  -q, --query FILE       queries, (..., Hq, L, E)\n"
-    "  -k, --key FILE         keys, (..., Hk, S, E)\n"
-    "  -v, --value FILE       values, (..., Hk, S, Ev)\n"
-    "  -m, --mask FILE        bool or additive float mask, broadcastable to (..., Hq, L, S)\n"
-    "      --causal[=MODE]    causal mask, top-left (default) or bottom-right\n"
-    "      --scale S          score scale (default 1/sqrt(E))\n"
-    "      --layout L         zigzag (default: every rank gets an early and a late\n"
-    "                         chunk, so causal work is balanced) or contiguous\n"
-    "      --timeout S        longest wait for a message, in seconds (default 60):\n"
-    "                         a rank that died or hangs is an error after it\n"
-    "  -o, --out FILE         write the output (..., Hq, L, Ev)\n"
-    "      --lse FILE         also write each row's log-sum-exp (..., Hq, L)\n"
-    "      --stats            print each rank's time computing and waiting\n"
-    "  -h, --help             show this help\n"
-    "\n"
-    "Outputs appear only if the whole run succeeds.\n";
+_Static_assert(ATTN_MPI_ARGS_ZIGZAG == (int)ATTN_MPI_ZIGZAG && ATTN_MPI_ARGS_CONTIGUOUS == (int)ATTN_MPI_CONTIGUOUS,
+               "args_mpi.h names attn_mpi_layout's values");
 
 static int rank_, size_;
 static FILE *loud; /* this rank's own stderr: rank 0's is stderr; the others' is kept for a lost rank */
-
-typedef struct args {
-    const char *q, *k, *v, *m, *out, *lse;
-    attn_sdpa_options so;
-    attn_mpi_options mo;
-    bool stats;
-} args;
-
-static int parse(int argc, char **argv, args *a) {
-    memset(a, 0, sizeof *a);
-    a->so = attn_sdpa_options_default(), a->mo = attn_mpi_options_default();
-    int code = 0;
-    for (int i = 2; i < argc && !code;) {
-        const char *arg = argv[i], *val = NULL;
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            if (rank_ == 0) fputs(USAGE, stdout);
-            return -1;
-        }
-        if (cli_option(argc, argv, &i, "-q", "--query", &a->q, &code) || cli_option(argc, argv, &i, "-k", "--key", &a->k, &code) ||
-            cli_option(argc, argv, &i, "-v", "--value", &a->v, &code) || cli_option(argc, argv, &i, "-m", "--mask", &a->m, &code) ||
-            cli_option(argc, argv, &i, "-o", "--out", &a->out, &code) || cli_option(argc, argv, &i, NULL, "--lse", &a->lse, &code))
-            continue;
-        if (cli_option(argc, argv, &i, NULL, "--scale", &val, &code)) {
-            if (!code && !cli_parse_double(val, &a->so.scale)) code = cli_error(EXIT_USAGE, "--scale takes a finite number, not '%s'", val);
-            a->so.has_scale = 1;
-        } else if (cli_option(argc, argv, &i, NULL, "--timeout", &val, &code)) {
-            if (!code && (!cli_parse_double(val, &a->mo.timeout_s) || a->mo.timeout_s <= 0))
-                code = cli_error(EXIT_USAGE, "--timeout takes a positive number of seconds, not '%s'", val);
-        } else if (cli_option(argc, argv, &i, NULL, "--layout", &val, &code)) {
-            if (!code && strcmp(val, "zigzag") && strcmp(val, "contiguous"))
-                code = cli_error(EXIT_USAGE, "--layout takes zigzag or contiguous, not '%s'", val);
-            a->mo.layout = val && strcmp(val, "contiguous") == 0 ? ATTN_MPI_CONTIGUOUS : ATTN_MPI_ZIGZAG;
-        } else if (strcmp(arg, "--causal") == 0 || strcmp(arg, "--causal=top-left") == 0) {
-            a->so.causal = ATTN_CAUSAL_TOP_LEFT, i++;
-        } else if (strcmp(arg, "--causal=bottom-right") == 0) {
-            a->so.causal = ATTN_CAUSAL_BOTTOM_RIGHT, i++;
-        } else if (strncmp(arg, "--causal=", 9) == 0) {
-            code = cli_error(EXIT_USAGE, "--causal takes top-left or bottom-right, not '%s'", arg + 9);
-        } else if (strcmp(arg, "--stats") == 0) {
-            a->stats = true, i++;
-        } else {
-            code = cli_error(EXIT_USAGE, "unknown argument '%s' (see attn-mpi sdpa --help)", arg);
-        }
-    }
-    if (code) return code;
-    if (!a->q || !a->k || !a->v) return cli_error(EXIT_USAGE, "missing -q Q.npy, -k K.npy or -v V.npy (see attn-mpi sdpa --help)");
-    if (!a->out) return cli_error(EXIT_USAGE, "missing -o OUT.npy: the ranks write the output into one file");
-    if (a->lse && strcmp(a->lse, a->out) == 0) return cli_error(EXIT_USAGE, "-o and --lse name the same file %s", a->out);
-    return 0;
-}
 
 /* One status for all ranks: 0, or the first failing rank's code with its
  * message in msg on every rank. */
@@ -111,7 +39,7 @@ static int agree(int code, char *msg, size_t n) {
 }
 
 /* The inputs: this rank's rows of q, k, v, and of the mask when it has rows. */
-static int read_inputs(const args *a, attn_tensor t[4], int64_t *L, char *msg, size_t n) {
+static int read_inputs(const mpi_args *a, attn_tensor t[4], int64_t *L, char *msg, size_t n) {
     const char *paths[4] = {a->q, a->k, a->v, a->m};
     int code = 0;
     for (int i = 0; i < 4 && !code; i++) {
@@ -127,11 +55,11 @@ static int read_inputs(const args *a, attn_tensor t[4], int64_t *L, char *msg, s
             bool rows = i < 3 || (r >= 2 && len > 1); /* a mask with one row is every rank's */
             attn_mpi_shard sh;
             attn_error err;
-            if (rows && attn_mpi_shard_of(&sh, len, rank_, size_, a->mo.layout, &err)) code = snprintf(msg, n, "%s", err.message) > 0;
-            int64_t need = a->mo.layout == ATTN_MPI_ZIGZAG ? 2 * (int64_t)size_ : size_;
+            if (rows && attn_mpi_shard_of(&sh, len, rank_, size_, a->layout, &err)) code = snprintf(msg, n, "%s", err.message) > 0;
+            int64_t need = a->layout == ATTN_MPI_ZIGZAG ? 2 * (int64_t)size_ : size_;
             if (!code && rows && len < need)
                 code = snprintf(msg, n, "%s has %lld rows, too few for %d ranks: the %s layout needs %lld", paths[i],
-                                (long long)len, size_, a->mo.layout == ATTN_MPI_ZIGZAG ? "zigzag" : "contiguous",
+                                (long long)len, size_, a->layout == ATTN_MPI_ZIGZAG ? "zigzag" : "contiguous",
                                 (long long)need) > 0;
             if (!code) code = agree(npy_mpi_read(&f, &t[i], r - 2, rows ? &sh : NULL, msg, n), msg, n);
         }
@@ -162,7 +90,7 @@ static void print_stats(const attn_mpi_stats *s) {
 
 /* Write out (and lse) into temporaries beside their paths, then rename
  * them into place on rank 0 once every rank has written. */
-static int write_outputs(const args *a, const attn_tensor *out, const attn_tensor *lse, int64_t L, char *msg, size_t n) {
+static int write_outputs(const mpi_args *a, const attn_tensor *out, const attn_tensor *lse, int64_t L, char *msg, size_t n) {
     long stamp = (long)getpid();
     MPI_Bcast(&stamp, 1, MPI_LONG, 0, MPI_COMM_WORLD);
     const char *paths[2] = {a->out, a->lse};
@@ -170,7 +98,7 @@ static int write_outputs(const args *a, const attn_tensor *out, const attn_tenso
     char tmp[2][4200];
     int code = 0, wrote = 0;
     attn_mpi_shard sh;
-    attn_mpi_shard_of(&sh, L, rank_, size_, a->mo.layout, NULL);
+    attn_mpi_shard_of(&sh, L, rank_, size_, a->layout, NULL);
     for (int i = 0; i < 2 && !code; i++) {
         if (!paths[i]) continue;
         snprintf(tmp[i], sizeof tmp[i], "%s.attn-mpi-%ld.tmp", paths[i], stamp);
@@ -188,7 +116,7 @@ static int write_outputs(const args *a, const attn_tensor *out, const attn_tenso
     return agree(code, msg, n) ? EXIT_DATA : 0;
 }
 
-static int run(const args *a) {
+static int run(const mpi_args *a) {
     attn_tensor in[4];
     memset(in, 0, sizeof in);
     char msg[ATTN_ERROR_MESSAGE_SIZE + 256] = "";
@@ -197,7 +125,8 @@ static int run(const args *a) {
     attn_tensor out = {0}, lse = {0};
     if (!code) {
         attn_sdpa_options so = a->so;
-        attn_mpi_options mo = a->mo;
+        attn_mpi_options mo = attn_mpi_options_default();
+        mo.layout = a->layout, mo.timeout_s = a->timeout_s;
         attn_mpi_stats stats;
         so.mask = a->m ? &in[3] : NULL;
         mo.attention = &so, mo.stats = &stats;
@@ -239,15 +168,15 @@ int main(int argc, char **argv) {
     }
     int code;
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-        if (rank_ == 0) fputs(USAGE, argc < 2 ? stderr : stdout);
+        if (rank_ == 0) fputs(MPI_USAGE, argc < 2 ? stderr : stdout);
         code = argc < 2 ? EXIT_USAGE : 0;
     } else if (strcmp(argv[1], "bench") == 0) {
         code = mpi_bench(argc, argv, rank_, size_);
     } else if (strcmp(argv[1], "sdpa") != 0) {
         code = cli_error(EXIT_USAGE, "unknown command '%s' (attn-mpi has sdpa and bench)", argv[1]);
     } else {
-        args a;
-        code = parse(argc, argv, &a);
+        mpi_args a;
+        code = mpi_args_parse(argc, argv, &a, rank_ == 0);
         if (code == 0) code = run(&a);
         if (code < 0) code = 0;
     }

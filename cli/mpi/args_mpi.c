@@ -1,0 +1,75 @@
+/* args_mpi.c -- the attn-mpi sdpa command line, parsed; no MPI in it, so
+ * that it is fuzzed like the attn command's (tests/fuzz/fuzz_mpi_args.c). */
+#include "args_mpi.h"
+
+#include <string.h>
+
+const char MPI_USAGE[] =
+    "usage: mpirun -np N attn-mpi sdpa -q Q.npy -k K.npy -v V.npy -o OUT.npy [options]\n"
+    "       mpirun -np N attn-mpi bench [--quick] [--seq L]   (see attn-mpi bench --help)\n"
+    "\n"
+    "attn sdpa's attention, with the sequence split across the ranks: each rank\n"
+    "reads its shard of q, k and v, the key/value shards travel around the ring,\n"
+    "and each rank writes its rows of the output into OUT.npy. The result is attn\n"
+    "sdpa's on the whole (f64 within 1e-13, f32 within the f32 bound).\n"
+    "\n"
+    "  -q, --query FILE       queries, (..., Hq, L, E)\n"
+    "  -k, --key FILE         keys, (..., Hk, S, E)\n"
+    "  -v, --value FILE       values, (..., Hk, S, Ev)\n"
+    "  -m, --mask FILE        bool or additive float mask, broadcastable to (..., Hq, L, S)\n"
+    "      --causal[=MODE]    causal mask, top-left (default) or bottom-right\n"
+    "      --scale S          score scale (default 1/sqrt(E))\n"
+    "      --layout L         zigzag (default: every rank gets an early and a late\n"
+    "                         chunk, so causal work is balanced) or contiguous\n"
+    "      --timeout S        longest wait for a message, in seconds (default 60):\n"
+    "                         a rank that died or hangs is an error after it\n"
+    "  -o, --out FILE         write the output (..., Hq, L, Ev)\n"
+    "      --lse FILE         also write each row's log-sum-exp (..., Hq, L)\n"
+    "      --stats            print each rank's time computing and waiting\n"
+    "  -h, --help             show this help\n"
+    "\n"
+    "Outputs appear only if the whole run succeeds.\n";
+
+int mpi_args_parse(int argc, char **argv, mpi_args *a, bool speak) {
+    memset(a, 0, sizeof *a);
+    a->so = attn_sdpa_options_default(), a->layout = ATTN_MPI_ARGS_ZIGZAG, a->timeout_s = 60;
+    int code = 0;
+    for (int i = 2; i < argc && !code;) {
+        const char *arg = argv[i], *val = NULL;
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            if (speak) fputs(MPI_USAGE, stdout);
+            return -1;
+        }
+        if (cli_option(argc, argv, &i, "-q", "--query", &a->q, &code) || cli_option(argc, argv, &i, "-k", "--key", &a->k, &code) ||
+            cli_option(argc, argv, &i, "-v", "--value", &a->v, &code) || cli_option(argc, argv, &i, "-m", "--mask", &a->m, &code) ||
+            cli_option(argc, argv, &i, "-o", "--out", &a->out, &code) || cli_option(argc, argv, &i, NULL, "--lse", &a->lse, &code))
+            continue;
+        if (cli_option(argc, argv, &i, NULL, "--scale", &val, &code)) {
+            if (!code && !cli_parse_double(val, &a->so.scale)) code = cli_error(EXIT_USAGE, "--scale takes a finite number, not '%s'", val);
+            a->so.has_scale = 1;
+        } else if (cli_option(argc, argv, &i, NULL, "--timeout", &val, &code)) {
+            if (!code && (!cli_parse_double(val, &a->timeout_s) || a->timeout_s <= 0))
+                code = cli_error(EXIT_USAGE, "--timeout takes a positive number of seconds, not '%s'", val);
+        } else if (cli_option(argc, argv, &i, NULL, "--layout", &val, &code)) {
+            if (!code && strcmp(val, "zigzag") && strcmp(val, "contiguous"))
+                code = cli_error(EXIT_USAGE, "--layout takes zigzag or contiguous, not '%s'", val);
+            a->layout = val && strcmp(val, "contiguous") == 0 ? ATTN_MPI_ARGS_CONTIGUOUS : ATTN_MPI_ARGS_ZIGZAG;
+        } else if (strcmp(arg, "--causal") == 0 || strcmp(arg, "--causal=top-left") == 0) {
+            a->so.causal = ATTN_CAUSAL_TOP_LEFT, i++;
+        } else if (strcmp(arg, "--causal=bottom-right") == 0) {
+            a->so.causal = ATTN_CAUSAL_BOTTOM_RIGHT, i++;
+        } else if (strncmp(arg, "--causal=", 9) == 0) {
+            code = cli_error(EXIT_USAGE, "--causal takes top-left or bottom-right, not '%s'", arg + 9);
+        } else if (strcmp(arg, "--stats") == 0) {
+            a->stats = true, i++;
+        } else {
+            code = cli_error(EXIT_USAGE, "unknown argument '%s' (see attn-mpi sdpa --help)", arg);
+        }
+    }
+    if (code) return code;
+    if (!a->q || !a->k || !a->v) return cli_error(EXIT_USAGE, "missing -q Q.npy, -k K.npy or -v V.npy (see attn-mpi sdpa --help)");
+    if (!a->out) return cli_error(EXIT_USAGE, "missing -o OUT.npy: the ranks write the output into one file");
+    if (a->lse && strcmp(a->lse, a->out) == 0) return cli_error(EXIT_USAGE, "-o and --lse name the same file %s", a->out);
+    return 0;
+}
+

@@ -1,0 +1,24 @@
+/* args_mpi.h -- attn-mpi's command line. */
+#ifndef ATTN_CLI_ARGS_MPI_H
+#define ATTN_CLI_ARGS_MPI_H
+
+#include "../cli.h"
+
+/* The layouts of attn_mpi.h, without needing MPI's header here. */
+enum { ATTN_MPI_ARGS_CONTIGUOUS = 0, ATTN_MPI_ARGS_ZIGZAG = 1 };
+
+typedef struct mpi_args {
+    const char *q, *k, *v, *m, *out, *lse;
+    attn_sdpa_options so;   /* causal, scale */
+    int layout;             /* an attn_mpi_layout */
+    double timeout_s;
+    bool stats;
+} mpi_args;
+
+extern const char MPI_USAGE[];
+
+/* argv[1] is "sdpa". 0, -1 after --help (printed when speak), or the exit
+ * code of a usage error (printed through cli_error). */
+int mpi_args_parse(int argc, char **argv, mpi_args *a, bool speak);
+
+#endif /* ATTN_CLI_ARGS_MPI_H */
