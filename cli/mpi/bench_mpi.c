@@ -5,8 +5,9 @@
  *           every rank on its node (what one node does without the ring);
  *   ring:   attn_mpi_sdpa on all ranks, each with its share of the cores;
  * and reports the ring's fraction of the single rate, the share of the
- * ring's time spent waiting for messages it could not hide, and the
- * imbalance of the ranks' computing (the slowest rank over the mean). */
+ * ring's time spent waiting for messages it could not hide, the time the
+ * same messages take alone and so the share of it the computing hid, and
+ * the imbalance of the ranks' computing (the slowest rank over the mean). */
 #include "bench_mpi.h"
 
 #include <math.h>
@@ -48,6 +49,32 @@ static int threads_per_rank(int *node_ranks) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int t = (int)(cpus / *node_ranks);
     return t < 1 ? 1 : t;
+}
+
+/* The ring's messages alone: N - 1 steps of sending `bytes` right and
+ * receiving as many from the left, as attn_mpi_sdpa does, with nothing to
+ * compute; the slowest rank's best time of three. */
+static double messages_alone(int64_t bytes, int size) {
+    char *a = calloc((size_t)bytes + 1, 1), *b = calloc((size_t)bytes + 1, 1);
+    int rank, left, right;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    left = (rank + size - 1) % size, right = (rank + 1) % size;
+    double best = INFINITY;
+    for (int r = 0; r < 3 && a && b; r++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime(), t, slowest;
+        for (int step = 0; step + 1 < size; step++) {
+            MPI_Request req[2];
+            MPI_Irecv(step % 2 ? a : b, (int)bytes, MPI_BYTE, left, 9, MPI_COMM_WORLD, &req[0]);
+            MPI_Isend(step % 2 ? b : a, (int)bytes, MPI_BYTE, right, 9, MPI_COMM_WORLD, &req[1]);
+            MPI_Waitall(2, req, MPI_STATUSES_IGNORE);
+        }
+        t = MPI_Wtime() - t0;
+        MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        best = fmin(best, slowest);
+    }
+    free(a), free(b);
+    return best;
 }
 
 /* One length and mode: both measurements, and rank 0's line. */
@@ -105,14 +132,22 @@ static int measure(int64_t L, attn_causal causal, attn_mpi_layout layout, int re
         }
     }
     free(q), free(k), free(v), free(o), free(l);
+    int64_t most = 0; /* the longest shard: every rank sends and receives that many bytes */
+    for (int r = 0; r < size; r++) {
+        attn_mpi_shard other;
+        attn_mpi_shard_of(&other, L, r, size, layout, NULL);
+        most = other.rows > most ? other.rows : most;
+    }
+    double alone = messages_alone(2 * H * most * E * 4, size); /* one k/v shard per step */
     int any_bad = 0;
     MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0) {
         double pairs = causal ? (double)L * (double)(L + 1) / 2 : (double)L * (double)L, flops = 4.0 * (double)H * pairs * (double)E;
         if (any_bad) printf("%6lld  %-7s  failed: %s\n", (long long)L, causal ? "causal" : "full", err.message);
         else
-            printf("%6lld  %-7s  %8.1f  %8.1f  %6.0f%%  %6.0f%%  %6.2f\n", (long long)L, causal ? "causal" : "full",
-                   flops / single / 1e9, flops / ring / 1e9, 100 * single / ring, 100 * wait / ring,
+            printf("%6lld  %-7s  %8.1f  %8.1f  %6.0f%%  %6.0f%%  %7.1f  %6.0f%%  %6.2f\n", (long long)L,
+                   causal ? "causal" : "full", flops / single / 1e9, flops / ring / 1e9, 100 * single / ring,
+                   100 * wait / ring, 1e3 * alone, alone > 0 ? 100 * fmax(0, 1 - wait / alone) : 100.0,
                    compute_max / (compute_sum / size));
     }
     return any_bad;
@@ -141,7 +176,9 @@ int mpi_bench(int argc, char **argv, int rank, int size) {
                node_ranks, per_rank, layout == ATTN_MPI_ZIGZAG ? "zigzag" : "contiguous");
         printf("single: attn_sdpa on rank 0 with %d threads; ring: attn_mpi_sdpa; GFLOP/s of the whole problem\n",
                per_rank * node_ranks);
-        printf("%6s  %-7s  %8s  %8s  %7s  %7s  %6s\n", "L", "mask", "single", "ring", "ring/1", "waiting", "imbal.");
+        printf("msgs: the ring's messages alone (ms); hidden: 1 - waiting / msgs; imbal.: slowest rank's computing / mean\n");
+        printf("%6s  %-7s  %8s  %8s  %7s  %7s  %7s  %7s  %6s\n", "L", "mask", "single", "ring", "ring/1", "waiting", "msgs",
+               "hidden", "imbal.");
     }
     int bad = 0;
     for (int s = 0; s < nseq; s++)
