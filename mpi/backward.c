@@ -95,8 +95,8 @@ static bool exchange(ring *R, MPI_Request req[2], char *from, int64_t bytes, cha
 static attn_status run(ring *R, bwd *b, attn_error *err) {
     attn_tensor own[4];
     shard_views(own, b, b->kv[0], b->g[0], b->k->shape[b->k->rank - 2]);
-    attn_status st = attn_tensor_convert(&own[0], b->k, err), local = ATTN_OK;
-    if (!st) st = attn_tensor_convert(&own[1], b->v, err);
+    attn_status st = ring_copy(&own[0], b->k, err), local = ATTN_OK;
+    if (!st) st = ring_copy(&own[1], b->v, err);
     if (st) return st;
     memset(b->g[0], 0, (size_t)b->g_max);
     ring_fill(&b->dq_acc, 0);
@@ -184,9 +184,9 @@ static attn_status plan(ring *R, bwd *b, attn_tensor *const g[3], const attn_ten
 static attn_status write_out(const ring *R, bwd *b, attn_tensor *const g[3], attn_error *err) {
     attn_tensor home[4];
     shard_views(home, b, NULL, b->g[R->size % 2], b->k->shape[b->k->rank - 2]);
-    attn_status st = g[0] ? attn_tensor_convert(g[0], &b->dq_acc, err) : ATTN_OK;
-    if (!st && g[1]) st = attn_tensor_convert(g[1], &home[2], err);
-    if (!st && g[2]) st = attn_tensor_convert(g[2], &home[3], err);
+    attn_status st = g[0] ? ring_copy(g[0], &b->dq_acc, err) : ATTN_OK;
+    if (!st && g[1]) st = ring_copy(g[1], &home[2], err);
+    if (!st && g[2]) st = ring_copy(g[2], &home[3], err);
     return st;
 }
 

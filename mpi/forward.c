@@ -71,8 +71,8 @@ static attn_status run(ring *R, fwd *f, attn_error *err) {
     int dk = f->k->rank - 2, dv = f->v->rank - 2;
     attn_tensor k0, v0; /* this rank's own shard, packed into the first buffer */
     shard_tensors(&k0, &v0, f, f->buf[0], f->k->shape[dk]);
-    attn_status st = attn_tensor_convert(&k0, f->k, err), local = ATTN_OK;
-    if (!st) st = attn_tensor_convert(&v0, f->v, err);
+    attn_status st = ring_copy(&k0, f->k, err), local = ATTN_OK;
+    if (!st) st = ring_copy(&v0, f->v, err);
     if (st) return st;
     ring_fill(&f->out, 0), ring_fill(&f->lse, -INFINITY);
     for (int t = 0; t < R->size; t++) {

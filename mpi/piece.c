@@ -6,6 +6,7 @@
 #include "ring.h"
 
 #include <math.h>
+#include <string.h>
 
 /* Where segment a of this rank's queries starts among its rows. */
 static int64_t query_row(const ring *R, int a) { return a == 0 ? 0 : R->qs.length[0]; }
@@ -59,6 +60,27 @@ attn_status ring_check(const ring *R, int *rank, int64_t out_shape[ATTN_MAX_RANK
     return attn_sdpa_shapes(rank, out_shape, NULL, q, k, v, &local, err);
 }
 
+/* Whether t's elements are one C-order run. */
+static bool contiguous(const attn_tensor *t) {
+    int64_t step = 1;
+    for (int d = t->rank - 1; d >= 0; d--) {
+        if (t->shape[d] != 1 && t->strides[d] != step) return false;
+        step *= t->shape[d];
+    }
+    return true;
+}
+
+/* dst = src: the same shape; a copy when both are one run of one dtype,
+ * else attn_tensor_convert's element by element. */
+attn_status ring_copy(attn_tensor *dst, const attn_tensor *src, attn_error *err) {
+    if (dst->dtype == src->dtype && contiguous(dst) && contiguous(src) && dst->rank == src->rank &&
+        memcmp(dst->shape, src->shape, sizeof(int64_t) * (size_t)src->rank) == 0) {
+        memcpy(dst->data, src->data, (size_t)attn_tensor_numel(src) * attn_dtype_size(src->dtype));
+        return ATTN_OK;
+    }
+    return attn_tensor_convert(dst, src, err);
+}
+
 /* The offset of element number i (C order) of t. */
 static int64_t offset_of(const attn_tensor *t, int64_t i) {
     int64_t off = 0;
@@ -71,6 +93,12 @@ static int64_t offset_of(const attn_tensor *t, int64_t i) {
 
 void ring_fill(attn_tensor *t, double x) {
     int64_t n = attn_tensor_numel(t);
+    if (contiguous(t)) { /* the common case, without an index per element */
+        for (int64_t i = 0; i < n; i++)
+            if (t->dtype == ATTN_F64) ((double *)t->data)[i] = x;
+            else ((float *)t->data)[i] = (float)x;
+        return;
+    }
     for (int64_t i = 0; i < n; i++) {
         int64_t at = offset_of(t, i);
         if (t->dtype == ATTN_F64) ((double *)t->data)[at] = x;
@@ -80,6 +108,12 @@ void ring_fill(attn_tensor *t, double x) {
 
 void ring_add(attn_tensor *dst, const attn_tensor *src) {
     int64_t n = attn_tensor_numel(src);
+    if (contiguous(dst) && contiguous(src)) {
+        for (int64_t i = 0; i < n; i++)
+            if (dst->dtype == ATTN_F64) ((double *)dst->data)[i] += ((const double *)src->data)[i];
+            else ((float *)dst->data)[i] += ((const float *)src->data)[i];
+        return;
+    }
     for (int64_t i = 0; i < n; i++) {
         int64_t a = offset_of(dst, i), b = offset_of(src, i);
         if (dst->dtype == ATTN_F64) ((double *)dst->data)[a] += ((const double *)src->data)[b];

@@ -75,6 +75,8 @@ static inline int64_t ring_bytes(attn_dtype dt, const attn_tensor *like, int dim
     return b;
 }
 
+/* dst = src (same shape, any strides and float dtypes). */
+attn_status ring_copy(attn_tensor *dst, const attn_tensor *src, attn_error *err);
 /* Every element of t (any strides, f32 or f64) set to x. */
 void ring_fill(attn_tensor *t, double x);
 /* dst += src elementwise: same shape and float dtype, any strides. */
