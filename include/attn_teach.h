@@ -209,6 +209,29 @@ ATTN_API attn_status attn_explain_json(char *buf, size_t size, size_t *length,
                                        const attn_explain *ex, const attn_explain_input *in,
                                        const attn_explain_labels *labels, attn_error *err);
 
+/* The toy model on a sentence, explained (added in 0.3.0): what
+ * `attn explain --json` writes for these settings, from the sentence alone.
+ * The explainer page and the Python binding use it. */
+typedef struct attn_toy_explain_options {
+    size_t struct_size;              /* set by attn_toy_explain_options_default() */
+    attn_toy_head head;              /* ATTN_TOY_WIRED (default; ATTN_TOY_ORDER with RoPE), ... */
+    attn_explain_mode mode;          /* ATTN_EXPLAIN_QKV (default), _DOT or _AVERAGE */
+    int causal, no_scale, scale_by_d_model;
+    int tied;                        /* W_K = W_Q */
+    attn_explain_positions positions;
+    const char *source;              /* keys and values from this sentence (cross-attention), or NULL */
+} attn_toy_explain_options;
+
+ATTN_API attn_toy_explain_options attn_toy_explain_options_default(void);
+
+/* Like snprintf: *length receives the JSON's full length; at most size
+ * bytes are written, terminated when size > 0 (size 0 to learn the
+ * length). Errors: those of attn_toy_tokenize (for the source, the message
+ * starts "the source: "), attn_explain_run and attn_explain_json;
+ * ATTN_ERR_OPTION for an unknown head or struct_size. */
+ATTN_API attn_status attn_toy_explain_json(char *buf, size_t size, size_t *length, const char *sentence,
+                                           const attn_toy_explain_options *options, attn_error *err);
+
 /* ------------------------------------------------------------------------ */
 /* Training one head                                                        */
 /* ------------------------------------------------------------------------ */

@@ -2,7 +2,9 @@
 # install-deps.sh -- install what the tests need, only when it is missing.
 # Each check looks for the very thing the build or a test uses, never for a
 # file that some other package could also provide:
-#   from Debian: NumPy and PyTorch for /usr/bin/python3 (the oracle); clang
+#   from Debian: NumPy and PyTorch for /usr/bin/python3 (the oracle); pip,
+#   setuptools, matplotlib, nbconvert and ipykernel (the Python binding and
+#   its notebook); clang
 #   (the second compiler and the fuzzers, whose libFuzzer runtime is in
 #   libclang-rt-14-dev) with the WebAssembly build's linker, wasi-libc and
 #   wasm32 compiler runtime; pkg-config (the install test and OpenBLAS's
@@ -19,6 +21,13 @@ add() { need="$need $1"; }
 [ -x /usr/bin/python3 ] || add python3
 /usr/bin/python3 -c 'import numpy' 2>/dev/null || add python3-numpy
 /usr/bin/python3 -c 'import torch' 2>/dev/null || add python3-torch
+# The Python binding (python/attn): pip and setuptools to install it offline,
+# matplotlib for its plots, nbconvert and ipykernel to run the notebook.
+/usr/bin/python3 -c 'import setuptools' 2>/dev/null || add python3-setuptools
+/usr/bin/python3 -m pip --version >/dev/null 2>&1 || add python3-pip
+/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || add python3-matplotlib
+command -v jupyter-nbconvert >/dev/null 2>&1 || add jupyter-nbconvert
+/usr/bin/python3 -c 'import ipykernel' 2>/dev/null || add python3-ipykernel
 # clang's runtimes are looked up where this clang looks for them.
 if command -v clang >/dev/null 2>&1; then
     rt=$(clang -print-resource-dir)/lib

@@ -78,38 +78,15 @@ const char *web_explain(const char *sentence, int head, int causal, int no_scale
         snprintf(msg, sizeof msg, "the source: %s", err.message);
         return error_json(msg, -1, 0, unknown ? attn_toy_suggest(source + stok[ns].start, (size_t)stok[ns].length) : NULL);
     }
-    double x[ATTN_TOY_MAX_TOKENS * ATTN_TOY_D_MODEL], xs[ATTN_TOY_MAX_TOKENS * ATTN_TOY_D_MODEL], wq[32], wk[32], wv[32];
-    const char *src_words[ATTN_TOY_MAX_TOKENS];
-    attn_toy_head h = head == 2 ? ATTN_TOY_WHERE : head ? ATTN_TOY_RANDOM : ATTN_TOY_WIRED;
-    if (h == ATTN_TOY_WIRED && positions == ATTN_EXPLAIN_ROPE) h = ATTN_TOY_ORDER; /* as attn explain does */
-    attn_toy_embed(x, tok, n, NULL);
-    attn_toy_weights(wq, wk, wv, h, NULL);
-    if (tied) memcpy(wk, wq, sizeof wq);
-    if (cross) attn_toy_embed(xs, stok, ns, NULL);
-    for (int i = 0; i < ns; i++) src_words[i] = attn_toy_word(stok[i].id);
-    attn_explain_input in = {n, ATTN_TOY_D_MODEL, ATTN_TOY_D_K, ATTN_TOY_D_K, x, wq, wk, wv,
-                             (attn_explain_mode)mode, causal, no_scale, scale_by_d_model,
-                             (attn_explain_positions)positions, cross ? xs : NULL, cross ? ns : 0};
-    attn_explain ex;
-    if (attn_explain_run(&ex, &in, &err)) return error_json(err.message, -1, 0, NULL);
-
-    const char *tokens[ATTN_TOY_MAX_TOKENS], *features[ATTN_TOY_D_MODEL], *values[ATTN_TOY_D_MODEL];
-    static const char *const V_NAMES[] = {"v0", "v1", "v2", "v3"};
-    for (int i = 0; i < n; i++) tokens[i] = attn_toy_word(tok[i].id);
-    for (int j = 0; j < ATTN_TOY_D_MODEL; j++) features[j] = attn_toy_feature(j);
-    for (int j = 0; j < ex.d_v; j++)
-        values[j] = mode != ATTN_EXPLAIN_QKV ? features[j]
-                    : h != ATTN_TOY_RANDOM ? attn_toy_value_feature(h, j) : V_NAMES[j];
-    attn_explain_labels labels = {tokens, features, values,
-                                  mode != ATTN_EXPLAIN_QKV ? "none" : h == ATTN_TOY_WIRED ? "wired" : h == ATTN_TOY_WHERE ? "where"
-                                                 : h == ATTN_TOY_ORDER ? "wired for word order" : "random",
-                                  cross ? src_words : NULL};
+    attn_toy_explain_options o = attn_toy_explain_options_default();
+    o.head = head == 2 ? ATTN_TOY_WHERE : head ? ATTN_TOY_RANDOM : ATTN_TOY_WIRED;
+    o.mode = (attn_explain_mode)mode, o.causal = causal, o.no_scale = no_scale, o.scale_by_d_model = scale_by_d_model;
+    o.positions = (attn_explain_positions)positions, o.tied = tied, o.source = cross ? source : NULL;
     size_t len = 0;
-    attn_explain_json(NULL, 0, &len, &ex, &in, &labels, NULL);
-    const char *out = reserve(len) ? result : NULL;
-    if (out) attn_explain_json(result, result_cap, &len, &ex, &in, &labels, NULL);
-    attn_explain_free(&ex);
-    return out ? out : error_json("out of memory", -1, 0, NULL);
+    if (attn_toy_explain_json(NULL, 0, &len, sentence, &o, &err)) return error_json(err.message, -1, 0, NULL);
+    if (!reserve(len)) return error_json("out of memory", -1, 0, NULL);
+    attn_toy_explain_json(result, result_cap, &len, sentence, &o, NULL);
+    return result;
 }
 
 /* The vocabulary and the feature names. */

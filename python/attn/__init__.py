@@ -1,0 +1,24 @@
+"""attn -- libattn, scaled dot-product attention in C, from Python.
+
+    import numpy as np, attn
+    out = attn.sdpa(q, k, v, causal=True)            # NumPy in, NumPy out
+    out, lse = attn.sdpa(q, k, v, return_lse=True)
+    dq, dk, dv = attn.sdpa_backward(dout, q, k, v, out, lse)
+
+    import attn.torch                                  # PyTorch, with autograd
+    y = attn.torch.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    import attn.teach                                  # the toy model, explained
+    attn.teach.explain("the cat sat on the mat")
+
+The library is libattn.so, through ctypes (no compiled extension): found in
+ATTN_LIBRARY, the build tree, or an installed prefix (see attn._lib)."""
+from ._core import (ERRORS, AttnError, ArgumentError, BroadcastError, CommError, DtypeError, FullError, HeadsError,
+                    IOFailure, MaskError, NoMemoryError, NpyHeaderError, NpyTrailingError, NpyTruncatedError,
+                    NpyUnsupportedError, NullError, OptionError, RankError, ScaleError, ShapeError,
+                    SizeOverflowError, StrideError, TokenError, WorkspaceError, get_num_threads, isa, library_path,
+                    merge, sdpa, sdpa_backward, set_num_threads, version)
+from ._version import __version__
+
+__all__ = ["sdpa", "sdpa_backward", "merge", "set_num_threads", "get_num_threads", "isa", "version", "library_path",
+           "AttnError", "ERRORS", "__version__"] + [c.__name__ for c in ERRORS.values()]

@@ -1,0 +1,236 @@
+"""_core.py -- libattn's attention on NumPy arrays: views without copies,
+the options, and the library's errors as Python exceptions."""
+import ctypes
+import os
+
+import numpy as np
+
+from ._lib import BOOL, F16, F32, F64, LIB, MAX_RANK, P, Error, Tensor
+
+# ---------------------------------------------------------------------------
+# Errors: one class per attn_status, all AttnError.
+
+
+class AttnError(Exception):
+    """A libattn call failed: .status is the attn_status, .message the library's words."""
+    status = None
+
+    def __init__(self, message, status=None):
+        super().__init__(message)
+        self.message = message
+        if status is not None:
+            self.status = status
+
+
+def _error_class(name, status, doc, *bases):
+    return type(name, (AttnError,) + bases, {"status": status, "__doc__": doc})
+
+
+NullError = _error_class("NullError", 1, "A required argument is missing (None).", ValueError)
+RankError = _error_class("RankError", 2, "A tensor's rank is outside what the call accepts.", ValueError)
+ShapeError = _error_class("ShapeError", 3, "A dimension is < 1, or sizes that must agree do not.", ValueError)
+BroadcastError = _error_class("BroadcastError", 4, "Batch dimensions are neither equal nor 1.", ValueError)
+HeadsError = _error_class("HeadsError", 5, "Query heads are not a multiple of key/value heads.", ValueError)
+DtypeError = _error_class("DtypeError", 6, "A dtype the call does not take, or dtypes that do not match.", TypeError)
+MaskError = _error_class("MaskError", 7, "The mask's dtype or shape does not fit.", ValueError)
+ScaleError = _error_class("ScaleError", 8, "The scale is NaN or infinite.", ValueError)
+OptionError = _error_class("OptionError", 9, "An option has a value outside its range.", ValueError)
+StrideError = _error_class("StrideError", 10, "An output has stride 0 in a dimension of size > 1.", ValueError)
+SizeOverflowError = _error_class("SizeOverflowError", 11, "A size or offset overflows.", OverflowError)
+NoMemoryError = _error_class("NoMemoryError", 12, "The library could not allocate memory.", MemoryError)
+IOFailure = _error_class("IOFailure", 13, "A file could not be read or written.", OSError)
+NpyHeaderError = _error_class("NpyHeaderError", 14, "A malformed .npy header.", ValueError)
+NpyUnsupportedError = _error_class("NpyUnsupportedError", 15, "A .npy file uses what the library does not read.",
+                                   ValueError)
+NpyTruncatedError = _error_class("NpyTruncatedError", 16, "A .npy file holds too few bytes.", ValueError)
+NpyTrailingError = _error_class("NpyTrailingError", 17, "A .npy file has bytes after its data.", ValueError)
+TokenError = _error_class("TokenError", 18, "A sentence the toy model cannot read.", ValueError)
+ArgumentError = _error_class("ArgumentError", 19, "An argument other than a tensor is out of range.", ValueError)
+WorkspaceError = _error_class("WorkspaceError", 20, "The caller's workspace is too small.", ValueError)
+FullError = _error_class("FullError", 21, "A KV cache has no room.", ValueError)
+CommError = _error_class("CommError", 22, "Ranks of an MPI communicator could not agree.", RuntimeError)
+
+ERRORS = {c.status: c for c in (NullError, RankError, ShapeError, BroadcastError, HeadsError, DtypeError, MaskError,
+                                ScaleError, OptionError, StrideError, SizeOverflowError, NoMemoryError, IOFailure,
+                                NpyHeaderError, NpyUnsupportedError, NpyTruncatedError, NpyTrailingError, TokenError,
+                                ArgumentError, WorkspaceError, FullError, CommError)}
+
+
+def raise_for(status, err):
+    """Raise the exception of a failed call (status != 0) with the library's message."""
+    if status:
+        message = err.message.decode(errors="replace") or LIB.attn_strerror(status).decode()
+        raise ERRORS.get(status, AttnError)(message, status)
+
+
+# ---------------------------------------------------------------------------
+# Arrays as attn_tensor views.
+
+_DTYPES = {np.dtype(np.float32): F32, np.dtype(np.float64): F64, np.dtype(np.bool_): BOOL, np.dtype(np.float16): F16}
+
+
+def view(a):
+    """An attn_tensor over the NumPy array a, its strides passed through (in
+    elements; negative and zero strides too). Nothing is copied."""
+    if a.dtype not in _DTYPES:
+        raise DtypeError("arrays of %s are not taken: float32, float64, float16 (keys and values) or bool (masks)"
+                         % a.dtype, 6)
+    if a.ndim > MAX_RANK:
+        raise RankError("an array of rank %d; at most %d" % (a.ndim, MAX_RANK), 2)
+    t = Tensor()
+    t.data = a.ctypes.data
+    t.dtype = _DTYPES[a.dtype]
+    t.rank = a.ndim
+    for i in range(a.ndim):
+        if a.strides[i] % a.itemsize:
+            raise StrideError("a stride of %d bytes is not a whole number of %d-byte elements"
+                              % (a.strides[i], a.itemsize), 10)
+        t.shape[i] = a.shape[i]
+        t.strides[i] = a.strides[i] // a.itemsize
+    return t
+
+
+def _float_array(a, like=None, allow_half=False):
+    """a as float32 or float64 without copying when it already is (float16
+    kept when allowed); lists and other dtypes converted to like's dtype, or
+    float64."""
+    a = np.asarray(a)
+    if a.dtype in (np.float32, np.float64) or (allow_half and a.dtype == np.float16):
+        return a
+    return a.astype(like if like is not None else np.float64)
+
+
+CAUSAL = {False: 0, None: 0, True: 1, "top-left": 1, "bottom-right": 2}
+
+
+def _options(causal, scale, mask_view, dropout_p, seed, threads=None):
+    o = LIB.attn_sdpa_options_default()
+    if causal not in CAUSAL:
+        raise OptionError("causal is %r: False, True (top-left), 'top-left' or 'bottom-right'" % (causal,), 9)
+    o.causal = CAUSAL[causal]
+    if scale is not None:
+        o.has_scale, o.scale = 1, float(scale)
+    o.mask = ctypes.pointer(mask_view) if mask_view is not None else None
+    o.dropout_p = float(dropout_p)
+    if dropout_p:
+        o.dropout_seed = int.from_bytes(os.urandom(8), "little") if seed is None else int(seed) & (2 ** 64 - 1)
+    return o
+
+
+def _mask(mask, dtype):
+    if mask is None:
+        return None, None
+    m = np.asarray(mask)
+    if m.dtype != np.bool_ and m.dtype != dtype:
+        m = m.astype(dtype)
+    return m, view(m)
+
+
+def _output(out, shape, dtype, name):
+    if out is None:
+        return np.empty(shape, dtype)
+    if not isinstance(out, np.ndarray) or out.shape != tuple(shape) or out.dtype != dtype:
+        raise ShapeError("%s must be a %s array of shape %s" % (name, np.dtype(dtype).name, tuple(shape)), 3)
+    return out
+
+
+def _shapes(qv, kv, vv, o):
+    rank = ctypes.c_int()
+    shape = (ctypes.c_int64 * MAX_RANK)()
+    err = Error()
+    raise_for(LIB.attn_sdpa_shapes(ctypes.byref(rank), shape, None, ctypes.byref(qv), ctypes.byref(kv),
+                                   ctypes.byref(vv), ctypes.byref(o), ctypes.byref(err)), err)
+    return tuple(shape[i] for i in range(rank.value))
+
+
+def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout_p=0.0, seed=None, out=None):
+    """softmax(q kᵀ · scale + mask) v, with PyTorch's scaled_dot_product_attention
+    semantics and libattn's kernels. q (..., Hq, L, E), k (..., Hk, S, E), v
+    (..., Hk, S, Ev): float32 or float64 arrays of any strides (k and v may be
+    float16 with float32 q); GQA when Hq is a multiple of Hk; batch dimensions
+    broadcast. mask: bool (True takes part) or additive float, broadcastable to
+    (..., Hq, L, S). causal: False, True or 'top-left' (key j <= query i),
+    'bottom-right' (j <= i + S - L). scale: default 1/sqrt(E). dropout_p with
+    seed (None: a fresh one). Returns out (..., Hq, L, Ev), a new array unless
+    out= is given, and with return_lse the log-sum-exp of each row too."""
+    q = _float_array(q)
+    k = _float_array(k, q.dtype, allow_half=q.dtype == np.float32)
+    v = _float_array(v, q.dtype, allow_half=q.dtype == np.float32)
+    m, mv = _mask(mask, q.dtype)
+    o = _options(causal, scale, mv, dropout_p, seed)
+    qv, kv, vv = view(q), view(k), view(v)
+    shape = _shapes(qv, kv, vv, o)
+    result = _output(out, shape, q.dtype, "out")
+    lse = np.empty(shape[:-1], q.dtype) if return_lse else None
+    err = Error()
+    rv, lv = view(result), view(lse) if lse is not None else None  # m, q, k, v stay alive through the call
+    raise_for(LIB.attn_sdpa(ctypes.byref(rv), ctypes.byref(lv) if lv is not None else None, None, ctypes.byref(qv),
+                            ctypes.byref(kv), ctypes.byref(vv), ctypes.byref(o), ctypes.byref(err)), err)
+    return (result, lse) if return_lse else result
+
+
+def sdpa_backward(dout, q, k, v, out, lse, mask=None, causal=False, scale=None, dropout_p=0.0, seed=None,
+                  want=("dq", "dk", "dv"), want_dmask=False):
+    """The gradients of sdpa given dout = dLoss/dout and that call's out and lse
+    (return_lse=True), with the same mask, causal, scale and dropout (the same
+    seed). Returns (dq, dk, dv), each None when not in `want`, and dmask last
+    with want_dmask (a float mask's gradient)."""
+    q = _float_array(q)
+    k = _float_array(k, q.dtype, allow_half=q.dtype == np.float32)
+    v = _float_array(v, q.dtype, allow_half=q.dtype == np.float32)
+    dout, out, lse = (_float_array(a, q.dtype) for a in (dout, out, lse))
+    m, mv = _mask(mask, q.dtype)
+    if dropout_p and seed is None:
+        raise OptionError("the backward of dropout needs the forward's seed", 9)
+    o = _options(causal, scale, mv, dropout_p, seed)
+    grads = [np.empty(a.shape, q.dtype) if name in want else None for name, a in (("dq", q), ("dk", k), ("dv", v))]
+    dmask = np.empty(m.shape, q.dtype) if want_dmask and m is not None else None
+    if want_dmask and dmask is None:
+        raise MaskError("dmask needs a float mask", 7)
+    views = [view(g) if g is not None else None for g in grads + [dmask]]
+    ins = [view(a) for a in (dout, q, k, v, out, lse)]
+    err = Error()
+    raise_for(LIB.attn_sdpa_backward(*[ctypes.byref(t) if t is not None else None for t in views],
+                                     *[ctypes.byref(t) for t in ins], ctypes.byref(o), ctypes.byref(err)), err)
+    return tuple(grads) + ((dmask,) if want_dmask else ())
+
+
+def merge(outs, lses):
+    """Merge partial results over disjoint sets of keys (attn_sdpa_merge): given
+    (outs[i], lses[i]) of the same queries, the (out, lse) of attention over
+    all their keys, exactly."""
+    if len(outs) != len(lses) or not outs:
+        raise ArgumentError("merge needs as many outs as lses, at least one", 19)
+    outs = [_float_array(a) for a in outs]
+    lses = [_float_array(a, outs[0].dtype) for a in lses]
+    out, lse = np.empty(outs[0].shape, outs[0].dtype), np.empty(lses[0].shape, outs[0].dtype)
+    ov, lv = [view(a) for a in outs], [view(a) for a in lses]
+    po, pl = (P * len(outs))(*[ctypes.pointer(t) for t in ov]), (P * len(lses))(*[ctypes.pointer(t) for t in lv])
+    rv, rl = view(out), view(lse)
+    err = Error()
+    raise_for(LIB.attn_sdpa_merge(ctypes.byref(rv), ctypes.byref(rl), po, pl, len(outs), ctypes.byref(err)), err)
+    return out, lse
+
+
+def set_num_threads(n):
+    """Threads for the f32 kernels (0: every CPU); results do not depend on it."""
+    LIB.attn_set_num_threads(int(n))
+
+
+def get_num_threads():
+    return LIB.attn_get_num_threads()
+
+
+def isa():
+    """The instruction set the kernels use here: 'avx512', 'avx2' or 'c'."""
+    return LIB.attn_isa().decode()
+
+
+def version():
+    """The version of the libattn.so loaded."""
+    return LIB.attn_version().decode()
+
+
+def library_path():
+    """Where the libattn.so loaded came from."""
+    return LIB.attn_path

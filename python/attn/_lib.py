@@ -1,0 +1,191 @@
+"""_lib.py -- finding and loading libattn.so, and the C structs it takes,
+mirrored with ctypes (include/attn.h and include/attn_teach.h say what each
+field means). Nothing here is numpy-aware; _core.py builds on it.
+
+Where the library is looked for, in order:
+  1. ATTN_LIBRARY, a path to libattn.so (or to the folder holding it);
+  2. the build tree this package sits in (python/attn/ -> build/libattn.so);
+  3. an installed prefix: pkg-config's `attn` libdir, then the loader's
+     search path (ldconfig), as ctypes.util.find_library finds it.
+A library that is missing, or whose version or struct sizes are not the ones
+this package was written for, is an ImportError that says what was found."""
+import ctypes
+import ctypes.util
+import os
+import subprocess
+
+from ._version import __version__
+
+MAX_RANK = 5
+F32, F64, BOOL, F16, BF16 = 1, 2, 3, 4, 5
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int),
+                ("shape", ctypes.c_int64 * MAX_RANK), ("strides", ctypes.c_int64 * MAX_RANK)]
+
+
+class Error(ctypes.Structure):
+    _fields_ = [("status", ctypes.c_int), ("message", ctypes.c_char * 512)]
+
+
+class Context(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("num_threads", ctypes.c_int), ("workspace", ctypes.c_void_p),
+                ("workspace_size", ctypes.c_size_t)]
+
+
+class RopeOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("layout", ctypes.c_int), ("base", ctypes.c_double),
+                ("rotary_dim", ctypes.c_int64), ("position_offset", ctypes.c_int64),
+                ("linear_scaling", ctypes.c_double)]
+
+
+P = ctypes.POINTER(Tensor)
+
+
+class SdpaOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("has_scale", ctypes.c_int), ("scale", ctypes.c_double),
+                ("causal", ctypes.c_int), ("mask", P), ("compute", ctypes.c_int),
+                ("context", ctypes.POINTER(Context)), ("dropout_p", ctypes.c_double),
+                ("dropout_seed", ctypes.c_uint64), ("softcap", ctypes.c_double), ("alibi_slopes", P),
+                ("window", ctypes.c_int64), ("sinks", P), ("rope", ctypes.POINTER(RopeOptions)),
+                ("query_start", ctypes.c_int64), ("key_start", ctypes.c_int64),
+                ("total_queries", ctypes.c_int64), ("total_keys", ctypes.c_int64)]
+
+
+MHA_PARAMS = ("in_proj_weight", "in_proj_bias", "q_proj_weight", "k_proj_weight", "v_proj_weight", "q_proj_bias",
+              "k_proj_bias", "v_proj_bias", "out_proj_weight", "out_proj_bias", "bias_k", "bias_v", "sinks")
+
+
+class MhaParams(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("embed_dim", ctypes.c_int64), ("num_heads", ctypes.c_int64),
+                ("num_kv_heads", ctypes.c_int64), ("kdim", ctypes.c_int64), ("vdim", ctypes.c_int64)] + \
+               [(n, P) for n in MHA_PARAMS]
+
+
+class MhaOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("batch_first", ctypes.c_int), ("add_zero_attn", ctypes.c_int),
+                ("key_padding_mask", P), ("attn_mask", P), ("causal", ctypes.c_int),
+                ("average_attn_weights", ctypes.c_int), ("context", ctypes.POINTER(Context)),
+                ("rope", ctypes.POINTER(RopeOptions)), ("attention", ctypes.POINTER(SdpaOptions))]
+
+
+class ToyExplainOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("head", ctypes.c_int), ("mode", ctypes.c_int),
+                ("causal", ctypes.c_int), ("no_scale", ctypes.c_int), ("scale_by_d_model", ctypes.c_int),
+                ("tied", ctypes.c_int), ("positions", ctypes.c_int), ("source", ctypes.c_char_p)]
+
+
+SCALING_BINS = 48
+
+
+class ScalingRow(ctypes.Structure):
+    _fields_ = [("d", ctypes.c_int), ("keys", ctypes.c_int), ("queries", ctypes.c_int),
+                ("spread_raw", ctypes.c_double), ("spread_scaled", ctypes.c_double), ("top_raw", ctypes.c_double),
+                ("top_scaled", ctypes.c_double), ("top_div_d", ctypes.c_double),
+                ("grad_mean_raw", ctypes.c_double), ("grad_mean_scaled", ctypes.c_double),
+                ("grad_median_raw", ctypes.c_double), ("grad_median_scaled", ctypes.c_double),
+                ("hist_raw", ctypes.c_double * SCALING_BINS), ("hist_scaled", ctypes.c_double * SCALING_BINS)]
+
+
+def _candidates():
+    env = os.environ.get("ATTN_LIBRARY")
+    if env:
+        yield "ATTN_LIBRARY", os.path.join(env, "libattn.so") if os.path.isdir(env) else env
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    build = os.path.join(here, "..", "..", "build", "libattn.so")
+    if os.path.exists(build):
+        yield "the build tree", os.path.normpath(build)
+    try:
+        libdir = subprocess.run(["pkg-config", "--variable=libdir", "attn"], capture_output=True, text=True,
+                                timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        libdir = ""
+    for name in ("libattn.so." + __version__.split(".")[0], "libattn.so"):
+        if libdir and os.path.exists(os.path.join(libdir, name)):
+            yield "pkg-config", os.path.join(libdir, name)
+    found = ctypes.util.find_library("attn")
+    if found:
+        yield "the loader's path", found
+
+
+def _declare(lib):
+    """Argument and result types of the functions the package calls."""
+    st, vp, pe = ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(Error)
+    lib.attn_isa.restype = ctypes.c_char_p
+    lib.attn_strerror.restype = ctypes.c_char_p
+    lib.attn_strerror.argtypes = [ctypes.c_int]
+    lib.attn_get_num_threads.restype = ctypes.c_int
+    lib.attn_set_num_threads.argtypes = [ctypes.c_int]
+    lib.attn_sdpa_options_default.restype = SdpaOptions
+    lib.attn_context_default.restype = Context
+    lib.attn_mha_params_default.restype = MhaParams
+    lib.attn_mha_options_default.restype = MhaOptions
+    lib.attn_rope_options_default.restype = RopeOptions
+    lib.attn_toy_explain_options_default.restype = ToyExplainOptions
+    for name in ("attn_sdpa", "attn_sdpa_backward", "attn_sdpa_shapes", "attn_sdpa_merge", "attn_mha",
+                 "attn_mha_backward", "attn_toy_explain_json", "attn_scaling_measure", "attn_sdpa_reference"):
+        getattr(lib, name).restype = st
+    lib.attn_sdpa.argtypes = [P, P, P, P, P, P, ctypes.POINTER(SdpaOptions), pe]
+    lib.attn_sdpa_backward.argtypes = [P, P, P, P, P, P, P, P, P, P, ctypes.POINTER(SdpaOptions), pe]
+    lib.attn_sdpa_shapes.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int64),
+                                     ctypes.POINTER(ctypes.c_int64), P, P, P, ctypes.POINTER(SdpaOptions), pe]
+    lib.attn_sdpa_merge.argtypes = [P, P, ctypes.POINTER(P), ctypes.POINTER(P), ctypes.c_int, pe]
+    lib.attn_mha.argtypes = [P, P, P, P, P, ctypes.POINTER(MhaParams), ctypes.POINTER(MhaOptions), pe]
+    lib.attn_mha_backward.argtypes = [P, P, P, ctypes.POINTER(MhaParams), P, P, P, P, ctypes.POINTER(MhaParams),
+                                      ctypes.POINTER(MhaOptions), pe]
+    lib.attn_toy_explain_json.argtypes = [vp, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t), ctypes.c_char_p,
+                                          ctypes.POINTER(ToyExplainOptions), pe]
+    lib.attn_scaling_measure.argtypes = [ctypes.POINTER(ScalingRow), ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                         ctypes.c_uint64, pe]
+
+
+def _check_version(lib, where, path):
+    """The library's version against this package's."""
+    try:
+        lib.attn_version.restype = ctypes.c_char_p
+        found = lib.attn_version().decode()
+    except AttributeError:
+        raise ImportError("%s (%s) is not libattn: it has no attn_version" % (path, where))
+    if found.split(".")[:2] != __version__.split(".")[:2]:
+        raise ImportError("libattn %s from %s (%s) is not the version this package speaks to (%s): rebuild it, "
+                          "or point ATTN_LIBRARY at a matching libattn.so" % (found, where, path, __version__))
+    return found
+
+
+def _check_sizes(lib, found, where, path):
+    """The structs' sizes as the library has them against ours."""
+    sizes = {"attn_sdpa_options": (lib.attn_sdpa_options_default().struct_size, ctypes.sizeof(SdpaOptions)),
+             "attn_mha_params": (lib.attn_mha_params_default().struct_size, ctypes.sizeof(MhaParams)),
+             "attn_mha_options": (lib.attn_mha_options_default().struct_size, ctypes.sizeof(MhaOptions))}
+    for name, (c_size, py_size) in sizes.items():
+        if c_size != py_size:
+            raise ImportError("libattn %s from %s (%s) has a %s of %d bytes; this package expects %d: rebuild one "
+                              "of them from the same source" % (found, where, path, name, c_size, py_size))
+
+
+def load():
+    tried = []
+    for where, path in _candidates():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            tried.append("%s (%s): %s" % (where, path, e))
+            continue
+        found = _check_version(lib, where, path)
+        try:
+            _declare(lib)
+        except AttributeError as e:
+            raise ImportError("libattn %s from %s (%s) lacks a function this package needs (%s): rebuild it"
+                              % (found, where, path, e))
+        _check_sizes(lib, found, where, path)
+        lib.attn_path = path
+        return lib
+    raise ImportError("libattn.so not found (%s). Build it with `make` in the source tree, install it with "
+                      "`make install`, or set ATTN_LIBRARY to its path" % ("; ".join(tried) or
+                                                                        "not in ATTN_LIBRARY, the build tree, "
+                                                                        "pkg-config or the loader's path"))
+
+
+LIB = load()

@@ -1,0 +1,161 @@
+"""attn.teach -- the toy model and the explainer, from the library itself.
+
+    e = attn.teach.explain("the cat sat on the mat")
+    e["weights"]          # every matrix, with the keys of `attn explain --json`
+    e                     # in Jupyter: each step as a heatmap (inline SVG)
+    t = attn.teach.scaling()   # why divide by sqrt(d_k): the table, and t.plot()
+"""
+import ctypes
+import html
+import json
+
+import numpy as np
+
+from . import _core
+from ._lib import LIB, SCALING_BINS, Error, ScalingRow
+
+__all__ = ["explain", "Explanation", "scaling", "ScalingTable"]
+
+HEADS = {"wired": 0, "random": 1, "where": 2, "order": 3}
+MODES = {"qkv": 0, "dot": 1, "average": 2}
+POSITIONS = {"none": 0, "sinusoidal": 1, "rope": 2}
+MATRICES = ("X", "P", "W_Q", "W_K", "W_V", "Q", "K", "V", "scores", "scaled", "weights", "output")
+
+
+def _pick(table, value, name):
+    if value not in table:
+        raise _core.OptionError("%s is %r: one of %s" % (name, value, ", ".join(map(repr, table))), 9)
+    return table[value]
+
+
+def explain(sentence, head="wired", mode="qkv", causal=False, scale=True, positions="none", tied=False, source=None,
+            scale_by="d_k"):
+    """Every matrix of one attention head of the toy model on `sentence`, as
+    `attn explain --json` gives them (an Explanation, a dict). head: 'wired',
+    'random', 'where' or 'order'; mode: 'qkv', 'dot' (Q = K = V = X) or
+    'average'; positions: 'none', 'sinusoidal' or 'rope'; tied: W_K = W_Q;
+    source: a second sentence for the keys and values (cross-attention);
+    scale=False skips the 1/sqrt(d_k); scale_by='d_model' divides by the
+    model's width instead (the classic slip). An unknown word is a
+    TokenError whose message suggests a close word or lists the vocabulary."""
+    o = LIB.attn_toy_explain_options_default()
+    o.head, o.mode = _pick(HEADS, head, "head"), _pick(MODES, mode, "mode")
+    o.positions = _pick(POSITIONS, positions, "positions")
+    o.causal, o.no_scale, o.tied = int(bool(causal)), int(not scale), int(bool(tied))
+    o.scale_by_d_model = int(_pick({"d_k": 0, "d_model": 1}, scale_by, "scale_by"))
+    keep = source.encode() if source else None
+    o.source = keep
+    text = sentence.encode()
+    n, err = ctypes.c_size_t(), Error()
+    _core.raise_for(LIB.attn_toy_explain_json(None, 0, ctypes.byref(n), text, ctypes.byref(o), ctypes.byref(err)), err)
+    buf = ctypes.create_string_buffer(n.value + 1)
+    _core.raise_for(LIB.attn_toy_explain_json(buf, n.value + 1, ctypes.byref(n), text, ctypes.byref(o),
+                                              ctypes.byref(err)), err)
+    return Explanation(json.loads(buf.value.decode()))
+
+
+def _colour(x, lo, hi):
+    """A cell's fill: white at 0, blue for positive, red for negative; grey for -inf."""
+    if x is None:
+        return "#d9d9d9"
+    big = max(abs(lo), abs(hi), 1e-12)
+    t = min(abs(x) / big, 1.0)
+    r, g, b = (255 - int(200 * t), 255 - int(150 * t), 255) if x >= 0 else (255, 255 - int(170 * t), 255 - int(170 * t))
+    return "#%02x%02x%02x" % (r, g, b)
+
+
+def heatmap_svg(matrix, rows, cols, title):
+    """One matrix as an SVG heatmap with its row and column labels and each
+    cell's value (None is -inf, shown as a grey dot)."""
+    cell, left, top = 46, 80, 48
+    n_rows, n_cols = len(matrix), len(matrix[0]) if matrix else 0
+    values = [x for row in matrix for x in row if x is not None]
+    lo, hi = (min(values), max(values)) if values else (0.0, 0.0)
+    w, h = left + cell * n_cols + 8, top + cell * n_rows + 8
+    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">'
+           % (w, h), '<text x="4" y="14" font-weight="bold">%s</text>' % html.escape(title)]
+    for j, c in enumerate(cols):
+        out.append('<text x="%d" y="%d" text-anchor="middle">%s</text>' % (left + cell * j + cell // 2, top - 8,
+                                                                          html.escape(str(c))[:8]))
+    for i, row in enumerate(matrix):
+        y = top + cell * i
+        out.append('<text x="%d" y="%d" text-anchor="end">%s</text>' % (left - 6, y + cell // 2 + 4,
+                                                                        html.escape(str(rows[i]))[:10]))
+        for j, x in enumerate(row):
+            xx = left + cell * j
+            out.append('<rect x="%d" y="%d" width="%d" height="%d" fill="%s" stroke="#fff"/>'
+                       % (xx, y, cell, cell, _colour(x, lo, hi)))
+            label = "·" if x is None else ("%.2f" % x)
+            out.append('<text x="%d" y="%d" text-anchor="middle">%s</text>' % (xx + cell // 2, y + cell // 2 + 4, label))
+    out.append("</svg>")
+    return "".join(out)
+
+
+class Explanation(dict):
+    """The explainer's matrices (a dict with `attn explain --json`'s keys);
+    Jupyter shows each step as a heatmap, with no network needed."""
+
+    def matrix(self, name):
+        """A matrix as a float64 array (-inf where the JSON has null)."""
+        return np.array([[-np.inf if x is None else x for x in row] for row in self[name]], dtype=np.float64)
+
+    def _labels(self, name):
+        tokens, keys = self["tokens"], self.get("source_tokens") or self["tokens"]
+        feats, vals = self["features"], self["value_features"]
+        dk = ["k%d" % j for j in range(self["d_k"])]
+        return {"X": (tokens, feats), "P": (tokens, feats), "W_Q": (feats, dk), "W_K": (feats, dk),
+                "W_V": (feats, vals), "Q": (tokens, dk), "K": (keys, dk), "V": (keys, vals),
+                "scores": (tokens, keys), "scaled": (tokens, keys), "weights": (tokens, keys),
+                "output": (tokens, vals)}.get(name)
+
+    def _repr_html_(self):
+        parts = ["<div><p><b>%s</b> &mdash; head %s, scale %.4g%s</p>"
+                 % (html.escape(" ".join(self["tokens"])), html.escape(str(self["head"])), self["scale"],
+                    ", causal" if self.get("causal") else "")]
+        for name in MATRICES:
+            if self.get(name) and self._labels(name):
+                rows, cols = self._labels(name)
+                parts.append('<div style="display:inline-block;margin:4px">%s</div>'
+                             % heatmap_svg(self[name], rows, cols, name))
+        parts.append("</div>")
+        return "".join(parts)
+
+
+class ScalingTable(list):
+    """Rows of the sqrt(d_k) experiment (dicts with attn scaling's columns)."""
+
+    def plot(self, ax=None):
+        """The top weight and the softmax's gradient against d, raw and scaled
+        (matplotlib, when installed). Returns the figure."""
+        import matplotlib.pyplot as plt  # optional: only for the picture
+        if ax is None:
+            fig, ax = plt.subplots(1, 2, figsize=(9, 3.2))
+        else:
+            fig = ax[0].figure
+        d = [r["d"] for r in self]
+        ax[0].plot(d, [r["top_raw"] for r in self], "o-", label="q·k")
+        ax[0].plot(d, [r["top_scaled"] for r in self], "o-", label="q·k / sqrt(d)")
+        ax[0].set(xscale="log", xlabel="d", ylabel="mean top weight", ylim=(0, 1.05))
+        ax[1].plot(d, [r["grad_mean_raw"] for r in self], "o-", label="q·k")
+        ax[1].plot(d, [r["grad_mean_scaled"] for r in self], "o-", label="q·k / sqrt(d)")
+        ax[1].set(xscale="log", yscale="log", xlabel="d", ylabel="softmax gradient (mean norm)")
+        ax[0].legend(), ax[1].legend()
+        fig.tight_layout()
+        return fig
+
+
+def scaling(dims=(16, 64, 256, 1024), queries=2000, keys=64, seed=0):
+    """Why divide by sqrt(d_k): for each d, random queries each against its own
+    random keys, as `attn scaling` measures (the same defaults and numbers):
+    the scores' spread, the mean top weight and the softmax's gradient, raw
+    and scaled. Returns a ScalingTable (rows as dicts; .plot() draws it)."""
+    rows = ScalingTable()
+    for d in dims:
+        r, err = ScalingRow(), Error()
+        _core.raise_for(LIB.attn_scaling_measure(ctypes.byref(r), int(d), int(queries), int(keys), int(seed),
+                                                 ctypes.byref(err)), err)
+        row = {name: getattr(r, name) for name, _ in ScalingRow._fields_ if not name.startswith("hist")}
+        row["hist_raw"], row["hist_scaled"] = list(r.hist_raw), list(r.hist_scaled)
+        rows.append(row)
+    assert all(len(x["hist_raw"]) == SCALING_BINS for x in rows)
+    return rows

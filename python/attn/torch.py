@@ -1,0 +1,244 @@
+"""attn.torch -- libattn under PyTorch's autograd, for CPU tensors.
+
+scaled_dot_product_attention has torch.nn.functional's signature; its
+backward is attn_sdpa_backward. MultiheadAttention is a drop-in
+torch.nn.MultiheadAttention (the same parameters, so it loads that module's
+state_dict) whose forward is attn_mha and backward attn_mha_backward. Both
+compute in the tensors' own memory (no copies but for dtype conversions),
+and their gradients are exact (gradcheck passes in float64)."""
+import ctypes
+
+import numpy as np
+import torch
+from torch.autograd.function import once_differentiable
+
+from . import _core
+from ._lib import LIB, MHA_PARAMS, Error
+
+__all__ = ["scaled_dot_product_attention", "MultiheadAttention"]
+
+
+def _np(t, name):
+    """A NumPy view of a CPU tensor (its strides kept), or None."""
+    if t is None:
+        return None
+    if not isinstance(t, torch.Tensor):
+        raise TypeError("%s must be a torch.Tensor" % name)
+    if t.device.type != "cpu":
+        raise ValueError("%s is on %s: attn.torch computes on the CPU" % (name, t.device))
+    if t.dtype == torch.bfloat16:
+        raise _core.DtypeError("%s is bfloat16, which NumPy cannot view: convert it to float32" % name, 6)
+    return t.detach().numpy()
+
+
+def _seed(dropout_p):
+    """Dropout's seed from PyTorch's generator, so torch.manual_seed repeats it."""
+    return int(torch.randint(0, 2 ** 62, (1,)).item()) if dropout_p else None
+
+
+class _SDPA(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale):
+        seed = _seed(dropout_p)
+        out, lse = _core.sdpa(_np(q, "query"), _np(k, "key"), _np(v, "value"), mask=_np(attn_mask, "attn_mask"),
+                              causal=bool(is_causal), scale=scale, return_lse=True, dropout_p=dropout_p, seed=seed)
+        out_t, lse_t = torch.from_numpy(out), torch.from_numpy(lse)
+        ctx.save_for_backward(q, k, v, out_t, lse_t, attn_mask)
+        ctx.settings = (bool(is_causal), scale, dropout_p, seed)
+        return out_t
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dout):
+        q, k, v, out, lse, mask = ctx.saved_tensors
+        causal, scale, dropout_p, seed = ctx.settings
+        need = ctx.needs_input_grad
+        want = tuple(n for n, w in zip(("dq", "dk", "dv"), need[:3]) if w)
+        want_dmask = bool(need[3]) and mask is not None and mask.dtype != torch.bool
+        if not want and not want_dmask:
+            return (None,) * 7
+        res = _core.sdpa_backward(_np(dout, "dout"), _np(q, "query"), _np(k, "key"), _np(v, "value"), _np(out, "out"),
+                                  _np(lse, "lse"), mask=_np(mask, "attn_mask"), causal=causal, scale=scale,
+                                  dropout_p=dropout_p, seed=seed, want=want or ("dq",), want_dmask=want_dmask)
+        grads = [torch.from_numpy(g) if g is not None and n in want else None
+                 for g, n in zip(res[:3], ("dq", "dk", "dv"))]
+        dmask = torch.from_numpy(res[3]) if want_dmask else None
+        return grads[0], grads[1], grads[2], dmask, None, None, None
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+    """torch.nn.functional.scaled_dot_product_attention on libattn, CPU tensors:
+    query (..., Hq, L, E), key (..., Hk, S, E), value (..., Hk, S, Ev) (Hk may
+    divide Hq: GQA); attn_mask bool (True takes part) or additive float;
+    is_causal is top-left. Differentiable in query, key, value and a float
+    attn_mask; float64 and float32 (key and value may be float16)."""
+    return _SDPA.apply(query, key, value, attn_mask, float(dropout_p), is_causal, scale)
+
+
+# ---------------------------------------------------------------------------
+# The multi-head layer.
+
+def _mha_params(mod, arrays, keep):
+    """attn_mha_params over the module's NumPy views (keep holds the views)."""
+    p = LIB.attn_mha_params_default()
+    p.embed_dim, p.num_heads, p.num_kv_heads = mod.embed_dim, mod.num_heads, 0
+    p.kdim, p.vdim = mod.kdim, mod.vdim
+    for name, a in arrays.items():
+        t = _core.view(a)
+        keep.append(t)
+        setattr(p, name, ctypes.pointer(t))
+    return p
+
+
+def _param_arrays(mod, tensors):
+    """The module's parameters as NumPy views, by attn_mha_params' names; a
+    packed in_proj_bias beside separate weights is split in three views."""
+    a = {n: _np(t, n) for n, t in tensors.items() if t is not None and n in MHA_PARAMS}
+    if "in_proj_weight" not in a and "in_proj_bias" in a:
+        b = a.pop("in_proj_bias")
+        e = mod.embed_dim
+        a["q_proj_bias"], a["k_proj_bias"], a["v_proj_bias"] = b[:e], b[e:2 * e], b[2 * e:]
+    return a
+
+
+def _mha_options(mod, kpm, attn_mask, average, keep, dropout_p, seed):
+    o = LIB.attn_mha_options_default()
+    o.batch_first, o.add_zero_attn, o.average_attn_weights = int(mod.batch_first), int(mod.add_zero_attn), int(average)
+    for name, m in (("key_padding_mask", kpm), ("attn_mask", attn_mask)):
+        if m is not None:
+            t = _core.view(m)
+            keep.append(t)
+            setattr(o, name, ctypes.pointer(t))
+    if dropout_p:
+        so = LIB.attn_sdpa_options_default()
+        so.dropout_p, so.dropout_seed = dropout_p, seed
+        keep.append(so)
+        o.attention = ctypes.pointer(so)
+    return o
+
+
+class _MHA(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, mod, query, key, value, kpm, attn_mask, need_weights, average, dropout_p, *params):
+        tensors = dict(zip(mod._param_names, params))
+        seed = _seed(dropout_p)
+        keep, arrays = [], _param_arrays(mod, tensors)
+        qa, ka, va = _np(query, "query"), _np(key, "key"), _np(value, "value")
+        m1, m2 = _np(kpm, "key_padding_mask"), _np(attn_mask, "attn_mask")
+        p, o = _mha_params(mod, arrays, keep), _mha_options(mod, m1, m2, average, keep, dropout_p, seed)
+        out = np.empty(qa.shape, qa.dtype)
+        w = mod._weights_array(qa, ka, average) if need_weights else None
+        err = Error()
+        views = [_core.view(a) for a in (out, qa, ka, va)]
+        wv = _core.view(w) if w is not None else None
+        _core.raise_for(LIB.attn_mha(ctypes.byref(views[0]), ctypes.byref(wv) if wv is not None else None,
+                                     *[ctypes.byref(t) for t in views[1:]], ctypes.byref(p), ctypes.byref(o),
+                                     ctypes.byref(err)), err)
+        ctx.mod, ctx.settings = mod, (kpm, attn_mask, average, dropout_p, seed)
+        ctx.save_for_backward(query, key, value, *params)
+        w_t = torch.from_numpy(w) if w is not None else torch.empty(0, dtype=query.dtype)
+        ctx.mark_non_differentiable(w_t)
+        return torch.from_numpy(out), w_t
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dout, _dweights):
+        mod, (kpm, attn_mask, average, dropout_p, seed) = ctx.mod, ctx.settings
+        query, key, value, *params = ctx.saved_tensors
+        tensors = dict(zip(mod._param_names, params))
+        keep, arrays = [], _param_arrays(mod, tensors)
+        p = _mha_params(mod, arrays, keep)
+        o = _mha_options(mod, _np(kpm, "key_padding_mask"), _np(attn_mask, "attn_mask"), average, keep, dropout_p, seed)
+        grads = {n: torch.zeros_like(t) for n, t in tensors.items() if t is not None}
+        garrays = _param_arrays(mod, grads)
+        g = _mha_params(mod, garrays, keep)
+        xs = [_np(t, n) for t, n in ((query, "query"), (key, "key"), (value, "value"))]
+        dxs = [np.empty(a.shape, a.dtype) for a in xs]
+        err = Error()
+        views = [_core.view(a) for a in dxs + [_np(dout, "dout")] + xs]
+        _core.raise_for(LIB.attn_mha_backward(*[ctypes.byref(t) for t in views[:3]], ctypes.byref(g),
+                                              *[ctypes.byref(t) for t in views[3:]], ctypes.byref(p), ctypes.byref(o),
+                                              ctypes.byref(err)), err)
+        pgrads = [grads.get(n) if tensors.get(n) is not None else None for n in mod._param_names]
+        return (None, *[torch.from_numpy(d) for d in dxs], None, None, None, None, None, *pgrads)
+
+
+class MultiheadAttention(torch.nn.Module):
+    """torch.nn.MultiheadAttention on libattn (attn_mha): the same constructor,
+    parameters and state_dict keys, and forward(query, key, value,
+    key_padding_mask=None, need_weights=True, attn_mask=None,
+    average_attn_weights=True). Differences: a query whose every key is masked
+    gives out_proj's bias (PyTorch: NaN), and the returned weights carry no
+    gradient."""
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
+                 kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
+        super().__init__()
+        kw = {"device": device, "dtype": dtype}
+        self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
+        self.kdim, self.vdim = kdim or embed_dim, vdim or embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        self.batch_first, self.add_zero_attn = batch_first, add_zero_attn
+        if embed_dim % num_heads:
+            raise ValueError("embed_dim must be divisible by num_heads")
+        self.head_dim = embed_dim // num_heads
+        P = torch.nn.Parameter
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = P(torch.empty((3 * embed_dim, embed_dim), **kw))
+            self.register_parameter("q_proj_weight", None)
+            self.register_parameter("k_proj_weight", None)
+            self.register_parameter("v_proj_weight", None)
+        else:
+            self.q_proj_weight = P(torch.empty((embed_dim, embed_dim), **kw))
+            self.k_proj_weight = P(torch.empty((embed_dim, self.kdim), **kw))
+            self.v_proj_weight = P(torch.empty((embed_dim, self.vdim), **kw))
+            self.register_parameter("in_proj_weight", None)
+        if bias:
+            self.in_proj_bias = P(torch.empty(3 * embed_dim, **kw))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = torch.nn.Linear(embed_dim, embed_dim, bias=bias, **kw)
+        if add_bias_kv:
+            self.bias_k, self.bias_v = P(torch.empty((1, 1, embed_dim), **kw)), P(torch.empty((1, 1, embed_dim), **kw))
+        else:
+            self.bias_k = self.bias_v = None
+        self._reset_parameters()
+
+    def _reset_parameters(self):  # as torch.nn.MultiheadAttention does
+        for w in (self.in_proj_weight, self.q_proj_weight, self.k_proj_weight, self.v_proj_weight):
+            if w is not None:
+                torch.nn.init.xavier_uniform_(w)
+        if self.in_proj_bias is not None:
+            torch.nn.init.constant_(self.in_proj_bias, 0.0)
+            torch.nn.init.constant_(self.out_proj.bias, 0.0)
+        for b in (self.bias_k, self.bias_v):
+            if b is not None:
+                torch.nn.init.xavier_normal_(b)
+
+    _param_names = ("in_proj_weight", "in_proj_bias", "q_proj_weight", "k_proj_weight", "v_proj_weight",
+                    "out_proj_weight", "out_proj_bias", "bias_k", "bias_v")
+
+    def _params(self):
+        return (self.in_proj_weight, self.in_proj_bias, self.q_proj_weight, self.k_proj_weight, self.v_proj_weight,
+                self.out_proj.weight, self.out_proj.bias, self.bias_k, self.bias_v)
+
+    def _weights_array(self, q, k, average):
+        batched = q.ndim == 3
+        n = (q.shape[0] if self.batch_first else q.shape[1]) if batched else None
+        L = (q.shape[1] if self.batch_first else q.shape[0]) if batched else q.shape[0]
+        S = (k.shape[1] if self.batch_first else k.shape[0]) if batched else k.shape[0]
+        S += (self.bias_k is not None) + bool(self.add_zero_attn)
+        shape = ((n,) if batched else ()) + (() if average else (self.num_heads,)) + (L, S)
+        return np.empty(shape, q.dtype)
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+                average_attn_weights=True, is_causal=False):
+        if is_causal and attn_mask is None:
+            L = query.shape[1 if self.batch_first and query.dim() == 3 else 0]
+            attn_mask = torch.ones(L, key.shape[1 if self.batch_first and key.dim() == 3 else 0],
+                                   dtype=torch.bool).triu(1)
+        dropout_p = self.dropout if self.training else 0.0
+        out, w = _MHA.apply(self, query, key, value, key_padding_mask, attn_mask, bool(need_weights),
+                            bool(average_attn_weights), float(dropout_p), *self._params())
+        return out, (w if need_weights else None)
+

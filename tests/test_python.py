@@ -1,0 +1,273 @@
+"""test_python.py -- the Python binding (python/attn), in-process through ctypes:
+
+- attn.sdpa against PyTorch float64 (oracle.py's reference) on random cases,
+  with strided NumPy views (transposed, sliced, negative strides) passed
+  through without copies, out=, lse; sdpa_backward against autograd; merge;
+- every attn_status as its exception class, and the calls that raise them;
+- attn.torch: gradcheck in float64 (causal, GQA, a float mask's gradient),
+  MultiheadAttention against torch.nn.MultiheadAttention loaded from its
+  state_dict (outputs, weights, and every gradient by name), a model trained;
+- attn.teach: explain() equal to `attn explain --json`, its HTML, scaling()
+  equal to `attn scaling --json`;
+- finding the library: ATTN_LIBRARY, an installed prefix (pkg-config), a
+  missing library and a mismatched version, from `pip install` of the package.
+
+Usage: test_python.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why"."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, HERE)
+import attn  # noqa: E402
+import attn.teach  # noqa: E402
+import attn.torch as at  # noqa: E402
+from oracle import reference  # noqa: E402
+from torch_attention import Reporter  # noqa: E402
+
+BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
+r = Reporter()
+rng = np.random.default_rng(20261130)
+f = rng.standard_normal
+
+
+def rel(got, ref):
+    ref = np.asarray(ref, dtype=np.float64)
+    return float(np.abs(np.asarray(got, dtype=np.float64) - ref).max() / max(np.abs(ref).max(), 1e-300))
+
+
+def check(name, cond, why=""):
+    r.report(name, "" if cond else (why or "failed"))
+
+
+# --- attn.sdpa against PyTorch ------------------------------------------------
+for i in range(30):
+    B, Hk = int(rng.integers(1, 3)), int(rng.integers(1, 3))
+    Hq, L, S = Hk * int(rng.integers(1, 3)), int(rng.integers(1, 40)), int(rng.integers(1, 40))
+    E, Ev = int(rng.choice([4, 16, 33])), int(rng.choice([3, 16]))
+    dt = np.float64 if i % 3 else np.float32
+    q, k, v = f((B, Hq, L, E)).astype(dt), f((1, Hk, S, E)).astype(dt), f((1, Hk, S, Ev)).astype(dt)
+    causal = [False, True, "bottom-right"][i % 3]
+    mask = None
+    if i % 4 == 1:
+        mask = rng.random((L, S)) < 0.7
+        mask[:, 0] = True
+    elif i % 4 == 2:
+        mask = f((Hq, 1, S)).astype(dt)
+    out, lse = attn.sdpa(q, k, v, mask=mask, causal=causal, return_lse=True)
+    ref, _, ref_lse, _ = reference(q, k, v, mask, {False: 0, True: 1, "bottom-right": 2}[causal])
+    tol = 1e-12 if dt == np.float64 else 2e-5
+    fin = np.isfinite(ref_lse)
+    ok = rel(out, ref) <= tol and np.array_equal(np.isneginf(lse), np.isneginf(ref_lse)) and \
+        (not fin.any() or np.abs(lse[fin] - ref_lse[fin]).max() <= tol * max(1, np.abs(ref_lse[fin]).max()))
+    check("sdpa_vs_torch_%02d_%s_L%d_S%d_%s" % (i, np.dtype(dt).name, L, S, causal), ok, "error %.3g" % rel(out, ref))
+
+# Strided views go to the library as they are: the same answer as their copies, no copy made.
+q, k, v = f((2, 3, 20, 16)), f((2, 3, 20, 16)), f((2, 3, 20, 8))
+want = attn.sdpa(q, k, v, causal=True)
+qt = np.ascontiguousarray(q.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)  # (B, L, H, E) memory seen as (B, H, L, E)
+kbig = np.zeros((2, 3, 40, 32))
+kbig[:, :, ::2, :16] = k  # a sliced view with row stride 64
+ks = kbig[:, :, ::2, :16]
+vrev = np.ascontiguousarray(v[:, :, ::-1])[:, :, ::-1]  # negative strides
+for name, args in (("transposed_q", (qt, k, v)), ("sliced_k", (q, ks, v)), ("reversed_v", (q, k, vrev))):
+    got = attn.sdpa(*args, causal=True)
+    no_copy = all(attn._core._float_array(a) is a for a in args)
+    check("strided_view_%s_no_copy" % name, np.array_equal(got, want) and no_copy, "diff %.3g" % rel(got, want))
+into = np.zeros((2, 3, 20, 8))
+back = attn.sdpa(q, k, v, causal=True, out=into)
+check("sdpa_out_argument", back is into and np.array_equal(into, want))
+big = np.zeros((2, 3, 20, 16))
+back = attn.sdpa(q, k, v, causal=True, out=big[..., ::2])  # a strided output
+check("sdpa_strided_out", np.array_equal(big[..., ::2], want))
+
+# Backward against autograd, merge against the whole.
+q, k, v, dout = f((2, 4, 13, 16)), f((2, 2, 17, 16)), f((2, 2, 17, 8)), f((2, 4, 13, 8))
+mask = f((13, 17))
+out, lse = attn.sdpa(q, k, v, mask=mask, causal="bottom-right", return_lse=True)
+dq, dk, dv, dm = attn.sdpa_backward(dout, q, k, v, out, lse, mask=mask, causal="bottom-right", want_dmask=True)
+tq, tk, tv, tm = (torch.tensor(a, requires_grad=True) for a in (q, k, v, mask))
+s = tq @ tk.repeat_interleave(2, 1).transpose(-1, -2) / 4 + tm
+s = s.masked_fill(~torch.ones(13, 17, dtype=torch.bool).tril(4), float("-inf"))
+(s.softmax(-1) @ tv.repeat_interleave(2, 1)).backward(torch.from_numpy(dout))
+worst = max(rel(a, b.grad) for a, b in ((dq, tq), (dk, tk), (dv, tv), (dm, tm)))
+check("sdpa_backward_vs_autograd_gqa_mask_bottom_right", worst <= 1e-11, "error %.3g" % worst)
+o1, l1 = attn.sdpa(q, k[:, :, :9], v[:, :, :9], return_lse=True)
+o2, l2 = attn.sdpa(q, k[:, :, 9:], v[:, :, 9:], return_lse=True)
+mo, ml = attn.merge([o1, o2], [l1, l2])
+wo, wl = attn.sdpa(q, k, v, return_lse=True)
+check("merge_two_halves_of_the_keys", rel(mo, wo) <= 1e-14 and rel(ml, wl) <= 1e-14)
+
+# --- errors: every attn_status, and the calls that raise them ----------------
+lib = attn._core.LIB
+names = set()
+for status in range(1, 23):
+    cls = attn.ERRORS.get(status)
+    err = attn._core.Error()
+    err.message = b"the library's message"
+    try:
+        attn._core.raise_for(status, err)
+        raised = None
+    except attn.AttnError as e:
+        raised = e
+    ok = cls is not None and isinstance(raised, cls) and raised.status == status and \
+        raised.message == "the library's message" and cls.__name__ not in names
+    names.add(cls.__name__ if cls else "")
+    check("error_class_for_status_%d_%s" % (status, lib.attn_strerror(status).decode().replace(" ", "_")), ok)
+q, k, v = f((2, 5, 8)), f((2, 6, 8)), f((2, 6, 4))
+cases = [
+    ("ShapeError", lambda: attn.sdpa(q, k[..., :3], v)),
+    ("BroadcastError", lambda: attn.sdpa(f((3, 2, 5, 8)), f((2, 2, 6, 8)), f((2, 2, 6, 4)))),
+    ("HeadsError", lambda: attn.sdpa(f((3, 5, 8)), k, v)),
+    ("DtypeError", lambda: attn.sdpa(q.astype(np.float32), k, v)),
+    ("MaskError", lambda: attn.sdpa(q, k, v, mask=np.ones((5, 7), bool))),
+    ("ScaleError", lambda: attn.sdpa(q, k, v, scale=float("inf"))),
+    ("OptionError", lambda: attn.sdpa(q, k, v, dropout_p=1.5)),
+    ("OptionError", lambda: attn.sdpa(q, k, v, causal="diagonal")),
+    ("StrideError", lambda: attn.sdpa(q, k, v, out=np.broadcast_to(np.zeros(4), (2, 5, 4)))),
+    ("RankError", lambda: attn.sdpa(f((1, 1, 1, 1, 1, 5, 8)), k, v)),
+    ("ArgumentError", lambda: attn.merge([], [])),
+    ("TokenError", lambda: attn.teach.explain("the elephant sat")),
+]
+for want, call in cases:
+    try:
+        call()
+        got = "no error"
+    except attn.AttnError as e:
+        got = type(e).__name__ if e.message else "an empty message"
+    check("raises_%s_%s" % (want, cases.index((want, call))), got == want, "raised %s" % got)
+
+# --- attn.torch ---------------------------------------------------------------
+torch.manual_seed(0)
+D = torch.float64
+q, k, v = (torch.randn(s, dtype=D, requires_grad=True) for s in ((2, 4, 9, 8), (2, 2, 9, 8), (2, 2, 9, 5)))
+m = torch.randn(9, 9, dtype=D, requires_grad=True)
+check("gradcheck_causal_gqa", torch.autograd.gradcheck(
+    lambda a, b, c: at.scaled_dot_product_attention(a, b, c, is_causal=True), (q, k, v)))
+check("gradcheck_float_mask_and_scale", torch.autograd.gradcheck(
+    lambda a, b, c, d: at.scaled_dot_product_attention(a, b, c, attn_mask=d, scale=0.7), (q, k, v, m)))
+bm = torch.rand(9, 9) < 0.7
+bm[:, 0] = True
+check("gradcheck_bool_mask", torch.autograd.gradcheck(
+    lambda a, b, c: at.scaled_dot_product_attention(a, b, c, attn_mask=bm), (q, k, v)))
+
+
+def mha_case(name, **kw):
+    E, H = 16, 4
+    ref = torch.nn.MultiheadAttention(E, H, dtype=D, **kw)
+    mine = at.MultiheadAttention(E, H, dtype=D, **kw)
+    mine.load_state_dict(ref.state_dict())
+    bf = kw.get("batch_first", False)
+    kd, vd = kw.get("kdim") or E, kw.get("vdim") or E
+    shape = lambda n, d: (3, n, d) if bf else (n, 3, d)  # noqa: E731
+    x = torch.randn(shape(5, E), dtype=D)
+    key, val = torch.randn(shape(7, kd), dtype=D), torch.randn(shape(7, vd), dtype=D)
+    kpm = torch.rand(3, 7) < 0.3
+    kpm[:, 0] = False
+    xs = [[t.clone().requires_grad_() for t in (x, key, val)] for _ in range(2)]
+    (a, wa), (b, wb) = (mod(*xx, key_padding_mask=kpm) for mod, xx in ((ref, xs[0]), (mine, xs[1])))
+    g = torch.randn_like(a)
+    a.backward(g), b.backward(g)
+    named = dict(mine.named_parameters())
+    worst = max([rel(b.detach(), a.detach()), rel(wb, wa.detach())] +
+                [rel(t2.grad, t1.grad) for t1, t2 in zip(xs[0], xs[1])] +
+                [rel(named[n].grad, p.grad) for n, p in ref.named_parameters()])
+    check("mha_state_dict_%s" % name, worst <= 1e-11, "error %.3g" % worst)
+
+
+mha_case("packed")
+mha_case("separate_kdim_vdim_batch_first", kdim=6, vdim=3, batch_first=True)
+mha_case("bias_kv_zero_attn_no_bias", bias=False, add_bias_kv=True, add_zero_attn=True)
+
+# A small model trains with attn.torch's attention: learn a teacher head's
+# query and key projections from its outputs.
+torch.manual_seed(1)
+X = torch.randn(64, 6, 8)
+with torch.no_grad():
+    teacher = torch.nn.Linear(8, 16, bias=False)
+    tq_, tk_ = teacher(X * 2).chunk(2, -1)
+    Y = at.scaled_dot_product_attention(tq_, tk_, X)
+proj = torch.nn.Linear(8, 16, bias=False)
+opt = torch.optim.Adam(proj.parameters(), lr=0.05)
+losses = []
+for step in range(80):
+    qq, kk = proj(X * 2).chunk(2, -1)
+    loss = (at.scaled_dot_product_attention(qq, kk, X) - Y).pow(2).mean()
+    opt.zero_grad(), loss.backward(), opt.step()
+    losses.append(loss.item())
+check("a_model_trains_with_attn_torch", losses[-1] < 0.3 * losses[0], "loss %.4f -> %.4f" % (losses[0], losses[-1]))
+
+# --- attn.teach ---------------------------------------------------------------
+for args, kw in ((["the cat sat on the mat"], {}), (["--causal", "--heads", "1", "my dog chased a ball in the park"],
+                                                     {"causal": True}),
+                 (["--positions", "rope", "the quick brown fox jumped over the lazy dog"], {"positions": "rope"}),
+                 (["--tied", "--no-scale", "the cat sat"], {"tied": True, "scale": False}),
+                 (["--source", "the dog sat", "the cat sat"], {"source": "the dog sat"}),
+                 (["--mode", "dot", "the cat sat"], {"mode": "dot"})):
+    cli = subprocess.run([os.path.join(BUILD, "attn"), "explain", "--json"] + args, capture_output=True, text=True)
+    if cli.returncode:
+        check("explain_%s" % "_".join(kw) or "plain", False, cli.stderr.strip())
+        continue
+    got = attn.teach.explain(args[-1], **kw)
+    check("explain_equals_cli_json_%s" % ("_".join(kw) or "plain"), got == json.loads(cli.stdout))
+shown = attn.teach.explain("the cat sat on the mat")
+page = shown._repr_html_()
+check("explain_html_inline_svg", page.count("<svg") == sum(1 for n in attn.teach.MATRICES if shown.get(n)) >= 11 and "http" not in page.replace("http://www.w3.org/2000/svg", ""))
+cli = json.loads(subprocess.run([os.path.join(BUILD, "attn"), "scaling", "--json", "--dims", "16,256"],
+                                capture_output=True, text=True).stdout)
+rows = attn.teach.scaling(dims=(16, 256))
+cli_rows = cli["rows"] if isinstance(cli, dict) else cli
+same = all(abs(a[key] - b[key]) <= 1e-12 * max(1, abs(b[key])) for a, b in zip(rows, cli_rows)
+           for key in ("top_raw", "top_scaled", "spread_raw", "grad_mean_raw"))
+check("scaling_equals_cli_json", same and len(rows) == len(cli_rows) == 2)
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    fig = rows.plot()
+    check("scaling_plot", len(fig.axes) == 2)
+except ImportError:
+    print("skip scaling_plot: matplotlib is not installed")
+
+
+# --- finding the library --------------------------------------------------------
+def import_in(env, where):
+    code = "import attn; print(attn.version(), attn.library_path())"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=where,
+                          env=dict({k: v for k, v in os.environ.items() if k not in ("ATTN_LIBRARY", "PYTHONPATH")},
+                                   **env))
+
+
+tmp = tempfile.mkdtemp(prefix="attn-py-")
+site = os.path.join(tmp, "site")
+pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-build-isolation",
+                      "--target", site, os.path.join(HERE, "..", "python")], capture_output=True, text=True)
+check("pip_install_offline", pip.returncode == 0, pip.stderr.strip()[-300:])
+lib = os.path.join(BUILD, "libattn.so")
+res = import_in({"PYTHONPATH": site, "ATTN_LIBRARY": lib}, tmp)
+check("loads_from_ATTN_LIBRARY", res.returncode == 0 and lib in res.stdout, res.stderr.strip()[-300:])
+prefix = os.path.join(tmp, "prefix")
+inst = subprocess.run(["make", "-s", "install", "PREFIX=" + prefix, "BUILD=" + BUILD], capture_output=True, text=True,
+                      cwd=os.path.join(HERE, ".."))
+res = import_in({"PYTHONPATH": site, "PKG_CONFIG_PATH": os.path.join(prefix, "lib", "pkgconfig")}, tmp)
+check("loads_from_an_installed_prefix", inst.returncode == 0 and res.returncode == 0 and prefix in res.stdout,
+      (inst.stderr + res.stderr).strip()[-300:])
+res = import_in({"PYTHONPATH": site, "ATTN_LIBRARY": os.path.join(tmp, "nowhere", "libattn.so")}, tmp)
+check("missing_library_says_where_it_looked", res.returncode != 0 and "libattn.so not found" in res.stderr and
+      "ATTN_LIBRARY" in res.stderr, res.stderr.strip()[-300:])
+with open(os.path.join(tmp, "old.c"), "w") as fh:
+    fh.write('const char *attn_version(void) { return "0.1.7"; }\nvoid attn_toy_explain_options_default(void) {}\n')
+cc = subprocess.run(["cc", "-shared", "-fPIC", "-o", os.path.join(tmp, "libold.so"), os.path.join(tmp, "old.c")],
+                    capture_output=True, text=True)
+res = import_in({"PYTHONPATH": site, "ATTN_LIBRARY": os.path.join(tmp, "libold.so")}, tmp)
+check("mismatched_library_names_its_version", cc.returncode == 0 and res.returncode != 0 and "0.1.7" in res.stderr,
+      res.stderr.strip()[-300:])
+check("package_version_is_the_headers", attn.__version__ == attn.version())
+
+print("# python binding: %d passed, %d failed" % (r.passed, r.failed))
+sys.exit(1 if r.failed else 0)
