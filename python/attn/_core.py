@@ -143,7 +143,8 @@ def _shapes(qv, kv, vv, o):
     return tuple(shape[i] for i in range(rank.value))
 
 
-def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout_p=0.0, seed=None, out=None):
+def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout_p=0.0, seed=None, out=None,
+         return_weights=False):
     """softmax(q kᵀ · scale + mask) v, with PyTorch's scaled_dot_product_attention
     semantics and libattn's kernels. q (..., Hq, L, E), k (..., Hk, S, E), v
     (..., Hk, S, Ev): float32 or float64 arrays of any strides (k and v may be
@@ -152,7 +153,9 @@ def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout
     (..., Hq, L, S). causal: False, True or 'top-left' (key j <= query i),
     'bottom-right' (j <= i + S - L). scale: default 1/sqrt(E). dropout_p with
     seed (None: a fresh one). Returns out (..., Hq, L, Ev), a new array unless
-    out= is given, and with return_lse the log-sum-exp of each row too."""
+    out= is given; with return_lse, (out, lse), the log-sum-exp of each row;
+    with return_weights, the weights (..., Hq, L, S) last (an L×S array: for
+    looking at, computed by the exact kernel)."""
     q = _float_array(q)
     k = _float_array(k, q.dtype, allow_half=q.dtype == np.float32)
     v = _float_array(v, q.dtype, allow_half=q.dtype == np.float32)
@@ -162,11 +165,15 @@ def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout
     shape = _shapes(qv, kv, vv, o)
     result = _output(out, shape, q.dtype, "out")
     lse = np.empty(shape[:-1], q.dtype) if return_lse else None
+    weights = np.empty(shape[:-2] + (shape[-2], k.shape[-2]), q.dtype) if return_weights else None
     err = Error()
     rv, lv = view(result), view(lse) if lse is not None else None  # m, q, k, v stay alive through the call
-    raise_for(LIB.attn_sdpa(ctypes.byref(rv), ctypes.byref(lv) if lv is not None else None, None, ctypes.byref(qv),
-                            ctypes.byref(kv), ctypes.byref(vv), ctypes.byref(o), ctypes.byref(err)), err)
-    return (result, lse) if return_lse else result
+    wv = view(weights) if weights is not None else None
+    raise_for(LIB.attn_sdpa(ctypes.byref(rv), ctypes.byref(lv) if lv is not None else None,
+                            ctypes.byref(wv) if wv is not None else None, ctypes.byref(qv), ctypes.byref(kv),
+                            ctypes.byref(vv), ctypes.byref(o), ctypes.byref(err)), err)
+    extra = ((lse,) if return_lse else ()) + ((weights,) if return_weights else ())
+    return (result,) + extra if extra else result
 
 
 def sdpa_backward(dout, q, k, v, out, lse, mask=None, causal=False, scale=None, dropout_p=0.0, seed=None,

@@ -1,0 +1,76 @@
+"""test_notebook.py -- docs/notebooks/attention.ipynb, executed headless with
+Debian's jupyter-nbconvert on the build's libattn (ATTN_LIBRARY): it runs
+from top to bottom without an error, and the numbers it prints are the
+worked examples' (the journey context vector, the bank/river weights, the
+[4, 16, 12] row, the toy head, the causal mask, the sqrt(d_k) table, the
+heads and positions, a head that learns). The committed notebook has no
+outputs.
+
+Usage: test_notebook.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why"."""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from torch_attention import Reporter  # noqa: E402
+
+BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
+NOTEBOOK = os.path.join(HERE, "..", "docs", "notebooks", "attention.ipynb")
+r = Reporter()
+
+committed = json.load(open(NOTEBOOK))
+code = [c for c in committed["cells"] if c["cell_type"] == "code"]
+r.report("committed_without_outputs", "" if all(not c.get("outputs") and c.get("execution_count") is None
+                                                for c in code) else "a code cell has outputs")
+out = os.path.join(tempfile.mkdtemp(prefix="attn-nb-"), "run.ipynb")
+env = dict({k: v for k, v in os.environ.items() if k != "MPLBACKEND"}, ATTN_LIBRARY=os.path.join(BUILD, "libattn.so"),
+           PYDEVD_DISABLE_FILE_VALIDATION="1")
+run = subprocess.run(["jupyter-nbconvert", "--to", "notebook", "--execute", "--ExecutePreprocessor.timeout=300",
+                      "--output", out, NOTEBOOK], capture_output=True, text=True, env=env,
+                     cwd=os.path.dirname(NOTEBOOK))
+r.report("runs_top_to_bottom", "" if run.returncode == 0 else run.stderr.strip()[-400:])
+text, errors, images = "", 0, 0
+if run.returncode == 0:
+    nb = json.load(open(out))
+    for c in nb["cells"]:
+        for o in c.get("outputs", []):
+            if o.get("name") == "stdout":
+                text += "".join(o["text"])
+            errors += o.get("output_type") == "error"
+            images += "image/png" in o.get("data", {}) or "text/html" in o.get("data", {})
+r.report("no_error_outputs", "" if errors == 0 else "%d errors" % errors)
+r.report("draws_heatmaps_and_a_figure", "" if images >= 2 else "%d pictures" % images)
+
+want_lines = {
+    "journey_context_vector": "context of 'journey': 0.4419 0.6515 0.5683",
+    "bank_river_the": "the    [0.384 0.3   0.315] sum 1.0",
+    "bank_river_bank": "bank   [0.321 0.206 0.473] sum 1.0",
+    "bank_river_river": "river  [0.053 0.008 0.939] sum 1.0",
+    "scores_4_16_12_plain": "plain softmax:      0.000 0.982 0.018",
+    "scores_4_16_12_scaled": "divided by sqrt(3): 0.001 0.909 0.090",
+    "toy_sat_finds_cat": "sat -> cat  40%",
+    "toy_on_finds_mat": "on -> mat  46%",
+    "causal_nothing_above_the_diagonal": "above the diagonal: 0.0",
+    "where_head_chased_park": "where? chased -> park",
+    "rope_quick_fox": "with RoPE: quick -> fox",
+    "rope_brown_fox": "with RoPE: brown -> fox",
+    "rope_lazy_dog": "with RoPE: lazy -> dog",
+    "rope_over_dog": "with RoPE: over -> dog",
+}
+for name, line in want_lines.items():
+    r.report(name, "" if line in text else "no line %r" % line)
+m = re.search(r"variance of q.k at d_k = 16: ([\d.]+), after / 4: ([\d.]+)", text)
+r.report("variance_16_then_1", "" if m and 15 < float(m.group(1)) < 17 and 0.94 < float(m.group(2)) < 1.06
+         else "got %s" % (m.groups() if m else None))
+m = re.search(r"d = 1024  top weight raw ([\d.]+), scaled ([\d.]+);.*\((\d+)x smaller raw\)", text)
+r.report("sqrt_dk_table_1024", "" if m and float(m.group(1)) > 0.9 and float(m.group(2)) < 0.2 and int(m.group(3)) > 10
+         else "got %s" % (m.groups() if m else None))
+steps = re.findall(r"step +(\d+)  loss ([\d.]+)  sat -> cat (\d+)%", text)
+r.report("a_head_learns", "" if len(steps) >= 3 and float(steps[-1][1]) < float(steps[0][1]) / 10 and
+         int(steps[-1][2]) >= 90 else "got %s" % steps)
+print("# notebook: %d passed, %d failed" % (r.passed, r.failed))
+sys.exit(1 if r.failed else 0)
