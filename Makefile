@@ -43,7 +43,7 @@ TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/
              $(BUILD)/tests/test_fast $(BUILD)/tests/test_backward $(BUILD)/tests/test_gemm \
              $(BUILD)/asan/test_api $(BUILD)/asan/test_backward $(BUILD)/asan/test_alloc \
              $(BUILD)/asan/attn $(BUILD)/asan/test_gemm $(BUILD)/tsan/test_fast $(BUILD)/tsan/test_backward \
-             $(BUILD)/tsan/test_gemm $(if $(HAVE_MPI),$(BUILD)/tests/test_mpi $(BUILD)/asan/test_mpi)
+             $(BUILD)/tsan/test_gemm
 
 # libattn-mpi (mpi/, include/attn_mpi.h), the attn-mpi command (cli/mpi/) and
 # their test are built when mpicc exists (Debian's libopenmpi-dev; `make test`
@@ -54,6 +54,7 @@ MPI_CC     = OMPI_CC=$(CC) $(MPICC)
 MPI_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard mpi/*.c))
 MPI_CLI   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard cli/mpi/*.c))
 MPI_TARGETS := $(if $(HAVE_MPI),$(BUILD)/libattn-mpi.a $(BUILD)/attn-mpi)
+TEST_BINS   += $(if $(HAVE_MPI),$(BUILD)/tests/test_mpi $(BUILD)/asan/test_mpi)
 
 .PHONY: all lib run web bench fuzz test test-deps test-bins install uninstall clean
 all: $(BUILD)/attn $(BUILD)/libattn.a $(BUILD)/libattn.so $(MPI_TARGETS)
