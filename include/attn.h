@@ -888,7 +888,7 @@ ATTN_API attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length
  * work is split into items whose results do not depend on who runs them.
  * n >= 1 sets the number of threads (the caller included; at most 256);
  * n <= 0 restores the default: ATTN_NUM_THREADS from the environment, else
- * the number of online CPUs. */
+ * the number of online CPUs (counted once, at the first call that needs it). */
 ATTN_API void attn_set_num_threads(int n);
 /* The number of threads the next call will use. */
 ATTN_API int attn_get_num_threads(void);

@@ -2,10 +2,11 @@
 the options, and the library's errors as Python exceptions."""
 import ctypes
 import os
+import struct
 
 import numpy as np
 
-from ._lib import BOOL, F16, F32, F64, LIB, MAX_RANK, P, Error, Tensor
+from ._lib import BOOL, F16, F32, F64, LIB, MAX_RANK, P, Error, SdpaOptions, Tensor
 
 # ---------------------------------------------------------------------------
 # Errors: one class per attn_status, all AttnError.
@@ -69,25 +70,28 @@ def raise_for(status, err):
 _DTYPES = {np.dtype(np.float32): F32, np.dtype(np.float64): F64, np.dtype(np.bool_): BOOL, np.dtype(np.float16): F16}
 
 
+# attn_tensor's bytes: data, dtype, rank, shape[5], strides[5] (packed in one
+# step, which is several times faster than setting the fields one by one).
+_TENSOR = struct.Struct("@Pii%dq%dq" % (MAX_RANK, MAX_RANK))
+assert _TENSOR.size == ctypes.sizeof(Tensor)
+
+
 def view(a):
     """An attn_tensor over the NumPy array a, its strides passed through (in
     elements; negative and zero strides too). Nothing is copied."""
-    if a.dtype not in _DTYPES:
+    code = _DTYPES.get(a.dtype)
+    if code is None:
         raise DtypeError("arrays of %s are not taken: float32, float64, float16 (keys and values) or bool (masks)"
                          % a.dtype, 6)
-    if a.ndim > MAX_RANK:
-        raise RankError("an array of rank %d; at most %d" % (a.ndim, MAX_RANK), 2)
-    t = Tensor()
-    t.data = a.ctypes.data
-    t.dtype = _DTYPES[a.dtype]
-    t.rank = a.ndim
-    for i in range(a.ndim):
-        if a.strides[i] % a.itemsize:
-            raise StrideError("a stride of %d bytes is not a whole number of %d-byte elements"
-                              % (a.strides[i], a.itemsize), 10)
-        t.shape[i] = a.shape[i]
-        t.strides[i] = a.strides[i] // a.itemsize
-    return t
+    nd, size, byte_strides = a.ndim, a.itemsize, a.strides
+    if nd > MAX_RANK:
+        raise RankError("an array of rank %d; at most %d" % (nd, MAX_RANK), 2)
+    if not a.flags.aligned:  # an aligned array's strides are whole elements
+        raise StrideError("an unaligned array (strides %s bytes for %d-byte elements): copy it first"
+                          % (byte_strides, size), 10)
+    strides = [b // size for b in byte_strides]
+    pad = (0,) * (MAX_RANK - nd)
+    return Tensor.from_buffer_copy(_TENSOR.pack(a.ctypes.data, code, nd, *a.shape, *pad, *strides, *pad))
 
 
 def _float_array(a, like=None, allow_half=False):
@@ -103,8 +107,11 @@ def _float_array(a, like=None, allow_half=False):
 CAUSAL = {False: 0, None: 0, True: 1, "top-left": 1, "bottom-right": 2}
 
 
-def _options(causal, scale, mask_view, dropout_p, seed, threads=None):
-    o = LIB.attn_sdpa_options_default()
+_DEFAULT_OPTIONS = bytes(LIB.attn_sdpa_options_default())
+
+
+def _options(causal, scale, mask_view, dropout_p, seed):
+    o = SdpaOptions.from_buffer_copy(_DEFAULT_OPTIONS)
     if causal not in CAUSAL:
         raise OptionError("causal is %r: False, True (top-left), 'top-left' or 'bottom-right'" % (causal,), 9)
     o.causal = CAUSAL[causal]
@@ -132,6 +139,16 @@ def _output(out, shape, dtype, name):
     if not isinstance(out, np.ndarray) or out.shape != tuple(shape) or out.dtype != dtype:
         raise ShapeError("%s must be a %s array of shape %s" % (name, np.dtype(dtype).name, tuple(shape)), 3)
     return out
+
+
+def _out_shape(q, k, v):
+    """out's shape as attn_sdpa_shapes gives it, for well-formed inputs (the
+    call itself checks them, and reports a bad one before the output)."""
+    rank = max(q.ndim, k.ndim, v.ndim)
+    pq, pk, pv = ((1,) * (rank - a.ndim) + a.shape for a in (q, k, v))
+    batch = tuple(max(x, y, z) for x, y, z in zip(pq[:-3], pk[:-3], pv[:-3]))
+    heads = (pq[-3],) if rank >= 3 else ()
+    return batch + heads + (pq[-2], pv[-1])
 
 
 def _shapes(qv, kv, vv, o):
@@ -162,16 +179,14 @@ def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout
     m, mv = _mask(mask, q.dtype)
     o = _options(causal, scale, mv, dropout_p, seed)
     qv, kv, vv = view(q), view(k), view(v)
-    shape = _shapes(qv, kv, vv, o)
+    shape = _out_shape(q, k, v) if q.ndim >= 2 and k.ndim >= 2 and v.ndim >= 2 else _shapes(qv, kv, vv, o)
     result = _output(out, shape, q.dtype, "out")
     lse = np.empty(shape[:-1], q.dtype) if return_lse else None
     weights = np.empty(shape[:-2] + (shape[-2], k.shape[-2]), q.dtype) if return_weights else None
     err = Error()
     rv, lv = view(result), view(lse) if lse is not None else None  # m, q, k, v stay alive through the call
     wv = view(weights) if weights is not None else None
-    raise_for(LIB.attn_sdpa(ctypes.byref(rv), ctypes.byref(lv) if lv is not None else None,
-                            ctypes.byref(wv) if wv is not None else None, ctypes.byref(qv), ctypes.byref(kv),
-                            ctypes.byref(vv), ctypes.byref(o), ctypes.byref(err)), err)
+    raise_for(LIB.attn_sdpa(rv, lv, wv, qv, kv, vv, o, err), err)  # ctypes passes each by reference
     extra = ((lse,) if return_lse else ()) + ((weights,) if return_weights else ())
     return (result,) + extra if extra else result
 

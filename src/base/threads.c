@@ -93,15 +93,25 @@ void attn_set_num_threads(int n) {
     atomic_store(&requested, n < 0 ? 0 : n > MAX_THREADS ? MAX_THREADS : n);
 }
 
+/* The CPUs online, read once: glibc's sysconf reads a file under /sys on
+ * every call, which cost a small attention call most of its time. */
+static int online_cpus(void) {
+    static atomic_int cached;
+    int n = atomic_load(&cached);
+    if (n == 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        n = cpus > 0 ? (int)(cpus > MAX_THREADS ? MAX_THREADS : cpus) : 1;
+        atomic_store(&cached, n);
+    }
+    return n;
+}
+
 int attn_get_num_threads(void) {
     int n = atomic_load(&requested);
     if (n > 0) return n;
     const char *env = getenv("ATTN_NUM_THREADS");
     n = env ? atoi(env) : 0;
-    if (n <= 0) {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        n = cpus > 0 ? (int)cpus : 1;
-    }
+    if (n <= 0) n = online_cpus();
     return n > MAX_THREADS ? MAX_THREADS : n;
 }
 
