@@ -114,6 +114,7 @@ def train_step(L, causal):
 
 
 if __name__ == "__main__":
+    torch.set_num_threads(attn.get_num_threads())  # the same cores for both (PyTorch may start with fewer)
     print("libattn %s (%s), %s, %d threads" % (attn.version(), attn.library_path(), attn.isa(), attn.get_num_threads()))
     overhead()
     print("forward + backward, 8 heads of 64, float32 (torch %s, %d threads):" % (torch.__version__,

@@ -76,6 +76,27 @@ _TENSOR = struct.Struct("@Pii%dq%dq" % (MAX_RANK, MAX_RANK))
 assert _TENSOR.size == ctypes.sizeof(Tensor)
 
 
+def _find_data_offset():
+    """Where an ndarray object keeps its data pointer (NumPy's PyArrayObject:
+    after the object header), found by asking, so that view() can read it
+    without building a.ctypes each time; None when it cannot be found (then
+    a.ctypes.data is used)."""
+    probe = np.arange(3.0)
+    for offset in (2 * ctypes.sizeof(ctypes.c_void_p), 4 * ctypes.sizeof(ctypes.c_void_p)):
+        if ctypes.c_void_p.from_address(id(probe) + offset).value == probe.ctypes.data:
+            return offset
+    return None
+
+
+_DATA_OFFSET = _find_data_offset()
+
+
+def _data(a):
+    if _DATA_OFFSET is None:
+        return a.ctypes.data
+    return ctypes.c_void_p.from_address(id(a) + _DATA_OFFSET).value or 0
+
+
 def view(a):
     """An attn_tensor over the NumPy array a, its strides passed through (in
     elements; negative and zero strides too). Nothing is copied."""
@@ -91,7 +112,7 @@ def view(a):
                           % (byte_strides, size), 10)
     strides = [b // size for b in byte_strides]
     pad = (0,) * (MAX_RANK - nd)
-    return Tensor.from_buffer_copy(_TENSOR.pack(a.ctypes.data, code, nd, *a.shape, *pad, *strides, *pad))
+    return Tensor.from_buffer_copy(_TENSOR.pack(_data(a), code, nd, *a.shape, *pad, *strides, *pad))
 
 
 def _float_array(a, like=None, allow_half=False):
@@ -144,6 +165,9 @@ def _output(out, shape, dtype, name):
 def _out_shape(q, k, v):
     """out's shape as attn_sdpa_shapes gives it, for well-formed inputs (the
     call itself checks them, and reports a bad one before the output)."""
+    qs, ks, vs = q.shape, k.shape, v.shape
+    if len(qs) == len(ks) == len(vs) and qs[:-3] == ks[:-3] == vs[:-3]:  # the common case: no broadcasting
+        return qs[:-1] + vs[-1:]
     rank = max(q.ndim, k.ndim, v.ndim)
     pq, pk, pv = ((1,) * (rank - a.ndim) + a.shape for a in (q, k, v))
     batch = tuple(max(x, y, z) for x, y, z in zip(pq[:-3], pk[:-3], pv[:-3]))
