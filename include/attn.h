@@ -154,6 +154,14 @@ typedef struct attn_error {
     char message[ATTN_ERROR_MESSAGE_SIZE];
 } attn_error;
 
+/* Fill *err (when not NULL) with `status` and a printf-style message, and
+ * return `status`: how the library reports every failure, public so that
+ * libraries built on it (libattn-mpi) report theirs the same way. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+ATTN_API attn_status attn_error_set(attn_error *err, attn_status status, const char *fmt, ...);
+
 /* ------------------------------------------------------------------------ */
 /* Tensors                                                                  */
 /* ------------------------------------------------------------------------ */

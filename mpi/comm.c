@@ -4,21 +4,9 @@
  * and errors agreed across the ranks so that all return the same one. */
 #include "ring.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-
-attn_status ring_fail(attn_error *err, attn_status status, const char *fmt, ...) {
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        err->status = status;
-        vsnprintf(err->message, sizeof err->message, fmt, ap);
-        va_end(ap);
-    }
-    return status;
-}
 
 attn_mpi_options attn_mpi_options_default(void) {
     attn_mpi_options o;

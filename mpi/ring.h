@@ -22,8 +22,8 @@ typedef struct ring {
     attn_mpi_stats *stats_out;
 } ring;
 
-/* err set to status and the formatted message; returns status. */
-attn_status ring_fail(attn_error *err, attn_status status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* err set to status and the formatted message; returns status (attn.h's). */
+#define ring_fail attn_error_set
 
 /* Read the options and duplicate comm (with a deadline). */
 attn_status ring_open(ring *R, MPI_Comm comm, const attn_mpi_options *options, attn_error *err);

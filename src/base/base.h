@@ -11,12 +11,10 @@
 #include <stdbool.h>
 #include <string.h>
 
-/* printf-style formatting of a failure into *err (when err is not NULL).
+/* printf-style formatting of a failure into *err (when err is not NULL):
+ * the public attn_error_set (attn.h), by its short name inside the library.
  * Returns `status`, so callers can write `return attn_fail(err, ATTN_ERR_X, ...)`. */
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-attn_status attn_fail(attn_error *err, attn_status status, const char *fmt, ...);
+#define attn_fail attn_error_set
 
 /* x rounded up to a multiple of m (x >= 0, m >= 1; no overflow check). */
 static inline int64_t attn_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }

@@ -35,7 +35,7 @@ const char *attn_strerror(attn_status status) {
     return "unknown status";
 }
 
-attn_status attn_fail(attn_error *err, attn_status status, const char *fmt, ...) {
+attn_status attn_error_set(attn_error *err, attn_status status, const char *fmt, ...) {
     if (err) {
         va_list ap;
         va_start(ap, fmt);

@@ -3,11 +3,10 @@
  * stops before reading any file or running anything (CLI_STOP_AFTER_PARSE).
  * Every outcome is fine but a crash, a leak or undefined behaviour. */
 #include "../../cli/cli.h"
+#include "split_args.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-enum { MAX_ARGS = 64 };
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
@@ -16,16 +15,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
-    char *buf = malloc(size + 1);
-    if (!buf) return 0;
-    memcpy(buf, data, size);
-    buf[size] = 0;
-    char *argv[MAX_ARGS + 1];
-    int argc = 0;
-    argv[argc++] = "attn";
-    for (size_t i = 0; i <= size && argc < MAX_ARGS; i += strlen(buf + i) + 1) argv[argc++] = buf + i;
-    argv[argc] = NULL;
-    (void)cli_main(argc, argv);
+    static const char *const fixed[] = {"attn"};
+    char *argv[FUZZ_MAX_ARGS + 1], *buf;
+    int argc = fuzz_split_args(argv, &buf, fixed, 1, data, size);
+    if (argc) (void)cli_main(argc, argv);
     free(buf);
     return 0;
 }
