@@ -46,6 +46,7 @@ r.report("no_error_outputs", "" if errors == 0 else "%d errors" % errors)
 r.report("draws_heatmaps_and_a_figure", "" if images >= 2 else "%d pictures" % images)
 
 want_lines = {
+    "averaging_gives_one_blend": "every weight is 1/6: True   every row of the output the same: True",
     "journey_context_vector": "context of 'journey': 0.4419 0.6515 0.5683",
     "bank_river_the": "the    [0.384 0.3   0.315] sum 1.0",
     "bank_river_bank": "bank   [0.321 0.206 0.473] sum 1.0",

@@ -16,7 +16,11 @@ np.set_printoptions(precision=3, suppress=True)
 print("libattn", attn.version(), "on", attn.isa())"""),
 md("""## 1. Averaging, then dot products
 
-The roughest way for a token to learn about its context is to replace its vector by the average of all of them: every token ends up with the same blend. Attention keeps the weighted average but lets the data choose the weights. With the dot product of two embeddings as the score and a softmax over each row, the six words of *"Your journey starts with one step"* each get their own context vector. This is attention with q = k = v = X and no scaling (`scale=1`):"""),
+The roughest way for a token to learn about its context is to replace its vector by the average of all of them. That mixes information, but every token ends up with the same blend:"""),
+code("""avg = attn.teach.explain("the cat sat on the mat", mode="average")
+A = avg.matrix("weights")
+print("every weight is 1/6:", np.allclose(A, 1 / 6), "  every row of the output the same:", np.allclose(avg.matrix("output"), avg.matrix("output")[0]))"""),
+md("""Attention keeps the weighted average but lets the data choose the weights. With the dot product of two embeddings as the score and a softmax over each row, the six words of *"Your journey starts with one step"* each get their own context vector. This is attention with q = k = v = X and no scaling (`scale=1`):"""),
 code("""x = np.array([[0.43, 0.15, 0.89],   # Your
               [0.55, 0.87, 0.66],   # journey
               [0.57, 0.85, 0.64],   # starts
