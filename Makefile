@@ -242,10 +242,15 @@ install: all
 	  'Name: attn' 'Description: scaled dot-product attention in C' 'Version: $(VERSION)' \
 	  'Libs: -L$${libdir} -lattn' 'Libs.private: -lm -pthread' 'Cflags: -I$${includedir}' \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/attn.pc
+	if [ -f $(BUILD)/libattn-mpi.a ]; then \
+	  install -m 644 include/attn_mpi.h $(DESTDIR)$(PREFIX)/include/ && \
+	  install -m 644 $(BUILD)/libattn-mpi.a $(DESTDIR)$(PREFIX)/lib/ && \
+	  install -m 755 $(BUILD)/attn-mpi $(DESTDIR)$(PREFIX)/bin/; fi
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/attn $(DESTDIR)$(PREFIX)/bin/attn-bench $(DESTDIR)$(PREFIX)/include/attn.h \
-	  $(DESTDIR)$(PREFIX)/include/attn_teach.h \
+	  $(DESTDIR)$(PREFIX)/include/attn_teach.h $(DESTDIR)$(PREFIX)/include/attn_mpi.h \
+	  $(DESTDIR)$(PREFIX)/bin/attn-mpi $(DESTDIR)$(PREFIX)/lib/libattn-mpi.a \
 	  $(DESTDIR)$(PREFIX)/lib/libattn.a $(DESTDIR)$(PREFIX)/lib/libattn.so* \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/attn.pc
 

@@ -38,4 +38,16 @@ if ${CC:-cc} -std=c11 -Wall -Wextra -Werror "$prefix/readme.c" $flags -o "$prefi
 else
     echo "FAIL readme_example: $(head -n 3 "$prefix.log" | tr '\n' ' ')"
 fi
+# libattn-mpi, when Open MPI built it: its header, library and command are
+# installed, and an outside MPI program builds against them.
+if [ -f "$BUILD/libattn-mpi.a" ]; then
+    if [ -f "$prefix/include/attn_mpi.h" ] && [ -x "$prefix/bin/attn-mpi" ] &&
+        printf '#include <attn_mpi.h>\nint main(void) { attn_mpi_shard s; return attn_mpi_shard_of(&s, 10, 0, 2, ATTN_MPI_ZIGZAG, 0) || s.rows != 5; }\n' >"$prefix/mpi.c" &&
+        mpicc -std=c11 -Wall -Werror "$prefix/mpi.c" -I"$prefix/include" "$prefix/lib/libattn-mpi.a" $flags -o "$prefix/mpi" 2>"$prefix.log" &&
+        LD_LIBRARY_PATH="$prefix/lib" "$prefix/mpi"; then
+        echo "ok installs_libattn_mpi"
+    else
+        echo "FAIL installs_libattn_mpi: $(head -n 3 "$prefix.log" | tr '\n' ' ')"
+    fi
+fi
 rm -rf "$prefix" "$prefix.log"
