@@ -245,8 +245,8 @@ def import_in(env, where):
 
 tmp = tempfile.mkdtemp(prefix="attn-py-")
 site = os.path.join(tmp, "site")
-pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-build-isolation",
-                      "--target", site, os.path.join(HERE, "..", "python")], capture_output=True, text=True)
+pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--target", site,
+                      os.path.join(HERE, "..", "python")], capture_output=True, text=True)
 check("pip_install_offline", pip.returncode == 0, pip.stderr.strip()[-300:])
 lib = os.path.join(BUILD, "libattn.so")
 res = import_in({"PYTHONPATH": site, "ATTN_LIBRARY": lib}, tmp)
