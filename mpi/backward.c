@@ -198,7 +198,10 @@ attn_status attn_mpi_sdpa_backward(MPI_Comm comm, attn_tensor *dq, attn_tensor *
     bwd b;
     memset(&b, 0, sizeof b);
     attn_status st = ring_open(&R, comm, options, err);
-    if (st) return st;
+    if (st) {
+        ring_close(&R);
+        return st;
+    }
     attn_tensor *const g[3] = {dq, dk, dv};
     int64_t Lr = q && q->rank >= 2 ? q->shape[q->rank - 2] : 0, Sr = k && k->rank >= 2 ? k->shape[k->rank - 2] : 0;
     st = ring_lengths(&R, Lr, Sr, err);

@@ -76,16 +76,20 @@ attn_status ring_open(ring *R, MPI_Comm comm, const attn_mpi_options *options, a
     MPI_Comm_rank(comm, &R->rank), MPI_Comm_size(comm, &R->size);
     R->left = (R->rank + R->size - 1) % R->size, R->right = (R->rank + 1) % R->size;
     attn_status st = ring_wait(R, &req, 1, R->left, err);
-    if (st) return st;
+    if (st) { /* a duplicate never finished is not ours to free */
+        R->comm = MPI_COMM_NULL;
+        return st;
+    }
     MPI_Comm_set_errhandler(R->comm, MPI_ERRORS_RETURN);
     R->stats.total_s = MPI_Wtime();
     return ATTN_OK;
 }
 
 void ring_close(ring *R) {
+    if (R->comm == MPI_COMM_NULL) return; /* never opened (or MPI never started) */
     R->stats.total_s = MPI_Wtime() - R->stats.total_s;
     if (R->stats_out) *R->stats_out = R->stats;
-    if (R->comm != MPI_COMM_NULL) MPI_Comm_free(&R->comm);
+    MPI_Comm_free(&R->comm);
 }
 
 attn_status ring_agree(ring *R, attn_status st, attn_error *err) {

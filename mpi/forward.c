@@ -153,7 +153,10 @@ attn_status attn_mpi_sdpa(MPI_Comm comm, attn_tensor *out, attn_tensor *lse, con
     fwd f;
     memset(&f, 0, sizeof f);
     attn_status st = ring_open(&R, comm, options, err);
-    if (st) return st;
+    if (st) {
+        ring_close(&R);
+        return st;
+    }
     int64_t Lr = q && q->rank >= 2 ? q->shape[q->rank - 2] : 0, Sr = k && k->rank >= 2 ? k->shape[k->rank - 2] : 0;
     st = ring_lengths(&R, Lr, Sr, err);
     if (!st) st = plan(&R, &f, out, lse, q, k, v, err);
