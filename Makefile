@@ -207,9 +207,9 @@ fuzz: $(FUZZ_BINS)
 # header (with openblas_set_num_threads) and not whichever BLAS the Debian
 # alternatives system points at.
 BLAS_FLAGS = $(shell pkg-config --cflags --libs openblas 2>/dev/null)
-$(BUILD)/attn-bench: bench/bench.c $(BUILD)/libattn.a include/attn.h
+$(BUILD)/attn-bench: bench/bench.c bench/ggml_compare.c bench/ggml_compare.h $(BUILD)/libattn.a include/attn.h
 	@[ -n "$(BLAS_FLAGS)" ] || { echo "attn-bench needs OpenBLAS: pkg-config finds no 'openblas' (apt-get install libopenblas-dev)"; exit 1; }
-	$(CC) $(ALL_CFLAGS) -o $@ bench/bench.c $(BUILD)/libattn.a $(BLAS_FLAGS) $(LIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ bench/bench.c bench/ggml_compare.c $(BUILD)/libattn.a $(BLAS_FLAGS) $(LIBS) -ldl
 
 bench: $(BUILD)/attn $(BUILD)/attn-bench
 

@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ggml_compare.h"
+
 static const char USAGE[] =
     "usage: attn bench [--quick] [--json] [--backward] [--threads N]\n"
     "\n"
@@ -35,6 +37,9 @@ static const char USAGE[] =
     "  --backward   the backward pass's shapes only\n"
     "  --layer      the attention layer's rows only (attn_mha forward and backward)\n"
     "  --threads N  threads for attn and OpenBLAS (default: attn's default)\n"
+    "  --ggml DIR   ggml's ggml_flash_attn_ext beside attn on the same shapes, from\n"
+    "               a ggml build in DIR (libggml-base.so and a libggml-cpu*.so;\n"
+    "               loaded with dlopen, never built or linked here)\n"
     "  --mpi        under mpirun: ring attention across the ranks against one\n"
     "               node (runs attn-mpi bench; see its --help)\n";
 
@@ -725,11 +730,13 @@ static void json_row(const shape *s, const result *r, bool last) {
 }
 
 int main(int argc, char **argv) {
+    const char *ggml_dir = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) quick = true;
         else if (strcmp(argv[i], "--json") == 0) json = true;
         else if (strcmp(argv[i], "--backward") == 0) backward_only = true;
         else if (strcmp(argv[i], "--layer") == 0) layer_only = true;
+        else if (strcmp(argv[i], "--ggml") == 0 && i + 1 < argc) ggml_dir = argv[++i];
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0)
             threads = atoi(argv[++i]);
         else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
@@ -741,6 +748,7 @@ int main(int argc, char **argv) {
         }
     }
     if (threads) attn_set_num_threads(threads);
+    if (ggml_dir) return ggml_compare(ggml_dir, quick, json); /* only when the user points at a ggml build */
     int n = attn_get_num_threads();
     openblas_set_num_threads(n);
     __builtin_cpu_init();

@@ -84,6 +84,19 @@ bench_quick() {
         echo "ok bench_quick_json_complete" || echo "FAIL bench_quick_json_complete"
 }
 suite "attn bench --quick (runs, is not timed)" bench_quick
+ggml_dir=node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
+bench_ggml() {
+    # Not timed either: attn bench --ggml loads a ggml build (llama.cpp's
+    # prebuilt, from npm), runs both on the same shapes, and their outputs agree.
+    if [ ! -f "$ggml_dir/libggml-base.so" ]; then echo "skip bench_ggml: no ggml build in $ggml_dir (npm ci installs one on x86-64)"; return 0; fi
+    report=$("$BUILD/attn" bench --quick --ggml "$ggml_dir") || { echo "FAIL bench_ggml_runs: $report"; return 1; }
+    echo "ok bench_ggml_runs_and_agrees"
+    [ "$(echo "$report" | grep -cE ' GF +[0-9.]+ GF +[0-9.]+ GF ')" -eq 4 ] && echo "ok bench_ggml_four_rows" || echo "FAIL bench_ggml_four_rows: $report"
+    "$BUILD/attn" bench --ggml /nonexistent 2>"$out.err" >/dev/null && echo "FAIL bench_ggml_missing_dir: succeeded" ||
+        { grep -q "^attn: error: --ggml: cannot load /nonexistent/libggml-base.so" "$out.err" && echo "ok bench_ggml_missing_dir_is_an_error" || echo "FAIL bench_ggml_missing_dir: $(cat "$out.err")"; }
+    rm -f "$out.err"
+}
+suite "attn bench --ggml: ggml's flash attention beside attn's (runs, outputs agree, not timed)" bench_ggml
 fuzz_replay() {
     # Every committed fuzzer input (the corpus, and a regression file for
     # each crash the fuzzers found) runs once; any crash fails.
