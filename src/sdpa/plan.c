@@ -139,13 +139,8 @@ typedef struct plan {
     int64_t weights[CANON];  /* canonical shape of weights: (B1, B2, Hq, L, S) */
 } plan;
 
-static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *k,
-                             const attn_tensor *v, const attn_sdpa_options *o, attn_error *err) {
-    attn_status st;
-    if (!q) return attn_fail(err, ATTN_ERR_NULL, "q is NULL");
-    if ((st = check_operand(q, "q", q->dtype == ATTN_F64 ? ATTN_F64 : ATTN_F32, false, err))) return st;
-    if ((st = check_operand(k, "k", q->dtype, true, err))) return st;
-    if ((st = check_operand(v, "v", q->dtype, true, err))) return st;
+/* The options that do not depend on the shapes. */
+static attn_status check_options(const attn_sdpa_options *o, attn_dtype q_dtype, attn_error *err) {
     if (o->causal != ATTN_CAUSAL_NONE && o->causal != ATTN_CAUSAL_TOP_LEFT &&
         o->causal != ATTN_CAUSAL_BOTTOM_RIGHT)
         return attn_fail(err, ATTN_ERR_OPTION, "causal mode %d is not an attn_causal value",
@@ -153,7 +148,7 @@ static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *
     if (o->compute != ATTN_COMPUTE_F32 && o->compute != ATTN_COMPUTE_BF16)
         return attn_fail(err, ATTN_ERR_OPTION, "compute mode %d is not an attn_compute value",
                          (int)o->compute);
-    if (o->compute == ATTN_COMPUTE_BF16 && q->dtype != ATTN_F32)
+    if (o->compute == ATTN_COMPUTE_BF16 && q_dtype != ATTN_F32)
         return attn_fail(err, ATTN_ERR_OPTION, "bf16 compute needs f32 q");
     if (!(o->dropout_p >= 0 && o->dropout_p < 1))
         return attn_fail(err, ATTN_ERR_OPTION, "dropout_p is %g; it must be at least 0 and below 1", o->dropout_p);
@@ -165,6 +160,17 @@ static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *
         return attn_fail(err, ATTN_ERR_OPTION, "window is %lld; it must be >= 0 (0: none)", (long long)o->window);
     if (o->window > 0 && o->causal == ATTN_CAUSAL_NONE)
         return attn_fail(err, ATTN_ERR_OPTION, "a sliding window needs a causal mode (top-left or bottom-right)");
+    return ATTN_OK;
+}
+
+static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *k,
+                             const attn_tensor *v, const attn_sdpa_options *o, attn_error *err) {
+    attn_status st;
+    if (!q) return attn_fail(err, ATTN_ERR_NULL, "q is NULL");
+    if ((st = check_operand(q, "q", q->dtype == ATTN_F64 ? ATTN_F64 : ATTN_F32, false, err))) return st;
+    if ((st = check_operand(k, "k", q->dtype, true, err))) return st;
+    if ((st = check_operand(v, "v", q->dtype, true, err))) return st;
+    if ((st = check_options(o, q->dtype, err))) return st;
 
     pl->q = attn_canonical(q);
     pl->k = attn_canonical(k);
