@@ -448,6 +448,32 @@ static void test_widen16(const char *isa) {
 }
 
 
+/* transpose16 (the packing of 16 keys, transposed) against the portable
+ * loop: every key count 1..16, widths that end inside and on a vector, row
+ * strides wider than the row; bitwise the same, zeros past the keys. */
+static void test_transpose16(const char *isa) {
+    const attn_ukernels *uk = attn_ukernels_by_name(isa);
+    char name[64];
+    snprintf(name, sizeof name, "transpose16_%s_matches_portable", isa);
+    if (!uk) {
+        skip(name, "this CPU lacks %s", isa);
+        return;
+    }
+    enum { MAXE = 72, LD = 40 };
+    static float k[16 * (MAXE + 5)], got[MAXE * LD], want[MAXE * LD];
+    for (int i = 0; i < 16 * (MAXE + 5); i++) k[i] = (float)i * 0.25f - 100.0f;
+    int wrong = 0;
+    for (int nk = 1; nk <= 16; nk++)
+        for (int64_t E = 1; E <= MAXE; E += (E < 20 ? 1 : 13)) {
+            int64_t rs = E + (nk % 3) * 2;
+            for (int i = 0; i < MAXE * LD; i++) got[i] = want[i] = 7.0f; /* beyond the 16 columns: untouched */
+            uk->transpose16(got, LD, k, rs, nk, E);
+            attn_transpose16_portable(want, LD, k, rs, nk, E);
+            wrong += memcmp(got, want, sizeof got) != 0;
+        }
+    check(!wrong, name, "%d shapes differ", wrong);
+}
+
 /* softcap against libm's tanh in double: within the stated 3 · 2^-24 · cap,
  * over scores from 0 to far past the cap, both signs, every tail length. */
 static void test_softcap(const char *isa) {
@@ -519,6 +545,8 @@ int main(void) {
     test_widen16("c");
     test_widen16("avx2");
     test_widen16("avx512");
+    test_transpose16("avx2");
+    test_transpose16("avx512");
     test_softcap("c");
     test_softcap("avx2");
     test_softcap("avx512");

@@ -238,6 +238,37 @@ static void alibi_avx2(float *s, int64_t n, float slope, int64_t d0) {
     for (; i < n; i++) s[i] -= slope * (float)(d0 + i < 0 ? -(d0 + i) : d0 + i);
 }
 
+/* An 8 × 8 transpose in registers: pairs, then 2 × 2 blocks of pairs
+ * within each 128-bit lane, then the lanes. */
+static inline void transpose8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44), u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44), u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; j++)
+        r[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20), r[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+}
+
+/* kt (E × 16, row stride ld) = the first nk of 16 key rows (stride rs)
+ * transposed, zeros past nk: two 8 × 8 blocks per 8 columns of E. */
+static void transpose16_avx2(float *kt, int64_t ld, const float *k, int64_t rs, int nk, int64_t E) {
+    for (int64_t e0 = 0; e0 < E; e0 += VL) {
+        int64_t ne = E - e0 < VL ? E - e0 : VL;
+        __m256i part = lanes_below(ne);
+        for (int half = 0; half < 2; half++) {
+            __m256 r[8];
+            for (int c = 0; c < 8; c++) {
+                const float *row = k + (8 * half + c) * rs + e0;
+                r[c] = 8 * half + c >= nk ? _mm256_setzero_ps() : ne == VL ? _mm256_loadu_ps(row) : _mm256_maskload_ps(row, part);
+            }
+            transpose8(r);
+            for (int j = 0; j < ne; j++) _mm256_storeu_ps(kt + (e0 + j) * ld + 8 * half, r[j]);
+        }
+    }
+}
+
 static void exp2_avx2(float *y, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + VL <= n; i += VL) _mm256_storeu_ps(y + i, exp2_256(_mm256_loadu_ps(x + i)));
@@ -257,7 +288,7 @@ const attn_ukernels attn_ukernels_avx2 = {
     .pv = pv_avx2,
     .pvt = pvt_avx2,
     .exp_sum = exp_sum_avx2,
-    .transpose16 = attn_transpose16_portable,
+    .transpose16 = transpose16_avx2,
     .absmax = absmax_avx2,
     .mask_bool = mask_bool_avx2,
     .mask_add = mask_add_avx2,
