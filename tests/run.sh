@@ -91,7 +91,10 @@ bench_ggml() {
     if [ ! -f "$ggml_dir/libggml-base.so" ]; then echo "skip bench_ggml: no ggml build in $ggml_dir (npm ci installs one on x86-64)"; return 0; fi
     report=$("$BUILD/attn" bench --quick --ggml "$ggml_dir") || { echo "FAIL bench_ggml_runs: $report"; return 1; }
     echo "ok bench_ggml_runs_and_agrees"
-    [ "$(echo "$report" | grep -cE ' GF +[0-9.]+ GF +[0-9.]+ GF ')" -eq 4 ] && echo "ok bench_ggml_four_rows" || echo "FAIL bench_ggml_four_rows: $report"
+    # --quick: three prefill rows (GFLOP/s) and two decoding rows (tokens/s)
+    [ "$(echo "$report" | grep -cE '^H8 .* GF +[0-9.]+ GF +[0-9.]+ GF ')" -eq 3 ] &&
+        [ "$(echo "$report" | grep -cE '^(decode|layer) .* tok/s .* tok/s .* tok/s ')" -eq 2 ] &&
+        echo "ok bench_ggml_every_row" || echo "FAIL bench_ggml_every_row: $report"
     "$BUILD/attn" bench --ggml /nonexistent 2>"$out.err" >/dev/null && echo "FAIL bench_ggml_missing_dir: succeeded" ||
         { grep -q "^attn: error: --ggml: cannot load /nonexistent/libggml-base.so" "$out.err" && echo "ok bench_ggml_missing_dir_is_an_error" || echo "FAIL bench_ggml_missing_dir: $(cat "$out.err")"; }
     rm -f "$out.err"
