@@ -197,14 +197,9 @@ attn_status attn_mpi_sdpa_backward(MPI_Comm comm, attn_tensor *dq, attn_tensor *
     ring R;
     bwd b;
     memset(&b, 0, sizeof b);
-    attn_status st = ring_open(&R, comm, options, err);
-    if (st) {
-        ring_close(&R);
-        return st;
-    }
+    attn_status st = ring_start(&R, comm, options, q, k, err);
+    if (R.comm == MPI_COMM_NULL) return st;
     attn_tensor *const g[3] = {dq, dk, dv};
-    int64_t Lr = q && q->rank >= 2 ? q->shape[q->rank - 2] : 0, Sr = k && k->rank >= 2 ? k->shape[k->rank - 2] : 0;
-    st = ring_lengths(&R, Lr, Sr, err);
     if (!st) st = plan(&R, &b, g, dout, q, k, v, out, lse, err);
     if (st != ATTN_ERR_COMM) st = ring_agree(&R, st, err);
     if (!st) st = run(&R, &b, err);

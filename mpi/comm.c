@@ -135,3 +135,14 @@ attn_status ring_lengths(ring *R, int64_t Lr, int64_t Sr, attn_error *err) {
                          (long long)R->qs.rows, (long long)ks.rows);
     return ATTN_OK;
 }
+
+attn_status ring_start(ring *R, MPI_Comm comm, const attn_mpi_options *options, const attn_tensor *q,
+                       const attn_tensor *k, attn_error *err) {
+    attn_status st = ring_open(R, comm, options, err);
+    if (st) {
+        ring_close(R);
+        return st;
+    }
+    int64_t Lr = q && q->rank >= 2 ? q->shape[q->rank - 2] : 0, Sr = k && k->rank >= 2 ? k->shape[k->rank - 2] : 0;
+    return ring_lengths(R, Lr, Sr, err);
+}

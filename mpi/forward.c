@@ -152,13 +152,8 @@ attn_status attn_mpi_sdpa(MPI_Comm comm, attn_tensor *out, attn_tensor *lse, con
     ring R;
     fwd f;
     memset(&f, 0, sizeof f);
-    attn_status st = ring_open(&R, comm, options, err);
-    if (st) {
-        ring_close(&R);
-        return st;
-    }
-    int64_t Lr = q && q->rank >= 2 ? q->shape[q->rank - 2] : 0, Sr = k && k->rank >= 2 ? k->shape[k->rank - 2] : 0;
-    st = ring_lengths(&R, Lr, Sr, err);
+    attn_status st = ring_start(&R, comm, options, q, k, err);
+    if (R.comm == MPI_COMM_NULL) return st;
     if (!st) st = plan(&R, &f, out, lse, q, k, v, err);
     if (st != ATTN_ERR_COMM) st = ring_agree(&R, st, err); /* all ranks go on, or none */
     if (!st) st = run(&R, &f, err);

@@ -39,6 +39,11 @@ attn_status ring_agree(ring *R, attn_status st, attn_error *err);
 /* The whole lengths (sums of the ranks' Lr and Sr), then this rank's shard;
  * ATTN_ERR_SHAPE when a rank's sizes are not its layout's shard. */
 attn_status ring_lengths(ring *R, int64_t Lr, int64_t Sr, attn_error *err);
+/* ring_open, then ring_lengths from q's and k's rows (either may be NULL:
+ * this rank's arguments are checked after the ranks have met). When the
+ * ring could not open, R->comm is MPI_COMM_NULL and nothing is to agree. */
+attn_status ring_start(ring *R, MPI_Comm comm, const attn_mpi_options *options, const attn_tensor *q,
+                       const attn_tensor *k, attn_error *err);
 /* The attention's options for the piece (this rank's query segment a, key
  * segment b of the shard ks), with the mask cut to its rows and columns
  * into *mask_view. */
