@@ -107,13 +107,6 @@ $(BUILD)/tests/test_mpi: tests/test_mpi.c $(BUILD)/libattn-mpi.a $(BUILD)/libatt
 	@mkdir -p $(dir $@)
 	$(MPI_CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libattn-mpi.a $(BUILD)/libattn.a $(LIBS)
 
-# The ring under ASan+UBSan too (library, libattn-mpi and test together).
-$(BUILD)/asan/obj/mpi/%.o: mpi/%.c mpi/ring.h include/attn_mpi.h include/attn.h
-	@mkdir -p $(dir $@)
-	$(MPI_CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -c $< -o $@
-$(BUILD)/asan/test_mpi: tests/test_mpi.c $(MPI_OBJ:$(BUILD)/obj/%=$(BUILD)/asan/obj/%) $(SAN_LIB_OBJ) include/attn_mpi.h
-	$(MPI_CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -o $@ $< $(MPI_OBJ:$(BUILD)/obj/%=$(BUILD)/asan/obj/%) $(SAN_LIB_OBJ) $(LIBS)
-
 # The command links the static library: it runs from build/ without an rpath.
 $(BUILD)/attn: $(CLI_OBJ) $(BUILD)/libattn.a
 	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libattn.a $(CLI_LIBS)
@@ -137,6 +130,13 @@ $(BUILD)/asan/test_backward: $(BUILD)/asan/obj/tests/test_backward.o $(SAN_LIB_O
 
 $(BUILD)/asan/test_gemm: $(BUILD)/asan/obj/tests/test_gemm.o $(SAN_LIB_OBJ)
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
+
+# The ring under ASan+UBSan too (library, libattn-mpi and test together).
+$(BUILD)/asan/obj/mpi/%.o: mpi/%.c mpi/ring.h include/attn_mpi.h include/attn.h
+	@mkdir -p $(dir $@)
+	$(MPI_CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -c $< -o $@
+$(BUILD)/asan/test_mpi: tests/test_mpi.c $(MPI_OBJ:$(BUILD)/obj/%=$(BUILD)/asan/obj/%) $(SAN_LIB_OBJ) include/attn_mpi.h
+	$(MPI_CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -o $@ $< $(MPI_OBJ:$(BUILD)/obj/%=$(BUILD)/asan/obj/%) $(SAN_LIB_OBJ) $(LIBS)
 
 # Allocation failure: every allocation of the library's objects goes through
 # tests/test_alloc.c's wrappers, which fail the n-th on request.
