@@ -70,6 +70,7 @@ attn_status ring_open(ring *R, MPI_Comm comm, const attn_mpi_options *options, a
     int initialized = 0;
     if (MPI_Initialized(&initialized) != MPI_SUCCESS || !initialized)
         return ring_fail(err, ATTN_ERR_COMM, "MPI is not initialized: call MPI_Init first");
+    R->stats.total_s = MPI_Wtime(); /* from here: every wait below is inside the call's time */
     MPI_Request req;
     int rc = MPI_Comm_idup(comm, &R->comm, &req);
     if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot duplicate the communicator", -1);
@@ -81,7 +82,6 @@ attn_status ring_open(ring *R, MPI_Comm comm, const attn_mpi_options *options, a
         return st;
     }
     MPI_Comm_set_errhandler(R->comm, MPI_ERRORS_RETURN);
-    R->stats.total_s = MPI_Wtime();
     return ATTN_OK;
 }
 

@@ -5,7 +5,6 @@
  * elementwise helpers the two passes share. */
 #include "ring.h"
 
-#include <math.h>
 #include <string.h>
 
 /* Where segment a of this rank's queries starts among its rows. */

@@ -113,6 +113,13 @@ def main():
     c.bad("error_usage_layout", 2, ["-q", q, "-k", k, "-v", v, "--layout", "diagonal"], "--layout takes")
     c.bad("error_usage_missing_v", 2, ["-q", q, "-k", k], "missing")
 
+    # --stats: one line per rank, from rank 0, each rank's waiting within its time.
+    r = c.run_mpi(3, ["-q", q, "-k", k, "-v", v, "-o", c.path("stats.npy"), "--stats"])
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("rank ")]
+    shares = [float(ln.split("(")[1].split("%")[0]) for ln in lines if "(" in ln]
+    c.report("stats_one_line_per_rank", "" if r.returncode == 0 and [ln.split(":")[0] for ln in lines] ==
+             ["rank 0", "rank 1", "rank 2"] and all(0 <= x <= 100 for x in shares) else "rc %d: %r" % (r.returncode, r.stdout))
+
     # A rank that stops (hangs) or dies before the attention: the others end
     # the job with an error within the timeout, and no output appears.
     for how in ("stop", "kill"):

@@ -78,14 +78,18 @@ static void fault_hook(void) {
     if (strncmp(f, "kill", 4) == 0) raise(SIGKILL);
 }
 
+/* Each rank's timings, printed by rank 0 in rank order (one message each). */
 static void print_stats(const attn_mpi_stats *s) {
-    double all[4 * 64] = {0}, mine[4] = {s->compute_s, s->wait_s, s->total_s, (double)s->bytes_sent};
-    if (size_ > 64) return;
-    MPI_Gather(mine, 4, MPI_DOUBLE, all, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    for (int r = 0; r < size_ && rank_ == 0; r++)
-        printf("rank %d: computing %.3f s, waiting %.3f s (%.0f%% of %.3f s), sent %.1f MB\n", r, all[4 * r],
-               all[4 * r + 1], 100 * all[4 * r + 1] / (all[4 * r + 2] > 0 ? all[4 * r + 2] : 1), all[4 * r + 2],
-               all[4 * r + 3] / 1e6);
+    double row[4] = {s->compute_s, s->wait_s, s->total_s, (double)s->bytes_sent};
+    if (rank_ != 0) {
+        MPI_Send(row, 4, MPI_DOUBLE, 0, 0, MPI_COMM_WORLD);
+        return;
+    }
+    for (int r = 0; r < size_; r++) {
+        if (r > 0) MPI_Recv(row, 4, MPI_DOUBLE, r, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        printf("rank %d: computing %.3f s, waiting %.3f s (%.0f%% of %.3f s), sent %.1f MB\n", r, row[0], row[1],
+               100 * row[1] / (row[2] > 0 ? row[2] : 1), row[2], row[3] / 1e6);
+    }
 }
 
 /* Write out (and lse) into temporaries beside their paths, then rename
