@@ -59,7 +59,7 @@ class _SDPA(torch.autograd.Function):
             return (None,) * 7
         res = _core.sdpa_backward(_np(dout, "dout"), _np(q, "query"), _np(k, "key"), _np(v, "value"), _np(out, "out"),
                                   _np(lse, "lse"), mask=_np(mask, "attn_mask"), causal=causal, scale=scale,
-                                  dropout_p=dropout_p, seed=seed, want=want or ("dq",), want_dmask=want_dmask)
+                                  dropout_p=dropout_p, seed=seed, want=want, want_dmask=want_dmask)
         grads = [torch.from_numpy(g) if g is not None and n in want else None
                  for g, n in zip(res[:3], ("dq", "dk", "dv"))]
         dmask = torch.from_numpy(res[3]) if want_dmask else None
