@@ -503,6 +503,39 @@ static void test_softcap(const char *isa) {
 }
 
 
+/* softmax_grad against exp_sum and the scalar formula: P bitwise what the
+ * forward's exp_sum gives for the same row and lse (masked scores, -inf,
+ * give 0), dS bitwise P · (dP - D) in f32, for rows of 1 to 40 vectors. */
+static void test_softmax_grad(const char *isa) {
+    const attn_ukernels *uk = attn_ukernels_by_name(isa);
+    char name[64];
+    snprintf(name, sizeof name, "softmax_grad_%s_vs_exp_sum", isa);
+    if (!uk) {
+        skip(name, "this CPU lacks %s", isa);
+        return;
+    }
+    enum { N = 40 * 16 };
+    static float s[N], p[N], want_p[N], dp[N], ds[N];
+    int wrong = 0, rows = 0;
+    for (int n = uk->vl; n <= N; n += uk->vl * 3, rows++) {
+        float lse = (float)(uniform() * 6 - 3), D = (float)(uniform() * 2 - 1);
+        for (int i = 0; i < n; i++) {
+            s[i] = i % 7 == 3 ? -INFINITY : (float)(lse + (uniform() * 30 - 28));
+            dp[i] = (float)(uniform() * 4 - 2);
+        }
+        memcpy(p, s, sizeof(float) * (size_t)n), memcpy(want_p, s, sizeof(float) * (size_t)n);
+        memcpy(ds, dp, sizeof(float) * (size_t)n);
+        uk->exp_sum(want_p, n, lse);
+        uk->softmax_grad(p, ds, n, lse, D);
+        for (int i = 0; i < n; i++) {
+            float want_ds = want_p[i] * (dp[i] - D);
+            wrong += memcmp(&p[i], &want_p[i], 4) != 0 || memcmp(&ds[i], &want_ds, 4) != 0;
+            wrong += s[i] == -INFINITY && (p[i] != 0 || ds[i] != 0);
+        }
+    }
+    check(!wrong && rows > 10, name, "%d of the elements differ over %d rows", wrong, rows);
+}
+
 /* alibi against double: s - slope · |d0 + i| within 2 · 2^-24 of the bias
  * (plus s's own rounding), for distances crossing 0 and every tail length. */
 static void test_alibi(const char *isa) {
@@ -550,6 +583,9 @@ int main(void) {
     test_softcap("c");
     test_softcap("avx2");
     test_softcap("avx512");
+    test_softmax_grad("c");
+    test_softmax_grad("avx2");
+    test_softmax_grad("avx512");
     test_alibi("c");
     test_alibi("avx2");
     test_alibi("avx512");

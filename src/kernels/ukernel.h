@@ -40,6 +40,11 @@ typedef struct attn_ukernels {
      * -FLT_MAX (Hugging Face pads with torch.finfo(torch.float32).min). */
     float (*exp_sum)(float *x, int64_t n, float m);
 
+    /* The softmax's gradient on one row of scores, n a multiple of vl, in
+     * one pass: p[i] = e^(p[i] - lse) as exp_sum computes it (without the
+     * sum), then ds[i] = p[i] · (ds[i] - D), ds holding dP on entry. */
+    void (*softmax_grad)(float *p, float *ds, int64_t n, float lse, float D);
+
     /* kt (E × 16, row stride ld) = the transpose of nk <= 16 key rows of E
      * contiguous floats at k (row stride rs); columns nk..15 are zero. */
     void (*transpose16)(float *kt, int64_t ld, const float *k, int64_t rs, int nk, int64_t E);

@@ -75,6 +75,13 @@ static float exp_sum_c(float *x, int64_t n, float m) {
     return sum;
 }
 
+static void softmax_grad_c(float *p, float *ds, int64_t n, float lse, float D) {
+    for (int64_t i = 0; i < n; i++) {
+        p[i] = attn_exp2f((p[i] - lse) * ATTN_LOG2E);
+        ds[i] = p[i] * (ds[i] - D);
+    }
+}
+
 void attn_transpose16_portable(float *kt, int64_t ld, const float *k, int64_t rs, int nk, int64_t E) {
     for (int64_t e = 0; e < E; e++) {
         for (int c = 0; c < nk; c++) kt[e * ld + c] = k[c * rs + e];
@@ -180,6 +187,7 @@ const attn_ukernels attn_ukernels_c = {
     .pv = pv_c,
     .pvt = pvt_c,
     .exp_sum = exp_sum_c,
+    .softmax_grad = softmax_grad_c,
     .transpose16 = attn_transpose16_portable,
     .absmax = absmax_c,
     .mask_bool = mask_bool_c,

@@ -108,6 +108,15 @@ static float exp_sum_avx2(float *x, int64_t n, float m) {
     return hsum256(sum);
 }
 
+static void softmax_grad_avx2(float *p, float *ds, int64_t n, float lse, float D) {
+    __m256 mv = _mm256_set1_ps(lse), dv = _mm256_set1_ps(D), log2e = _mm256_set1_ps(ATTN_LOG2E);
+    for (int64_t i = 0; i < n; i += VL) {
+        __m256 y = exp2_256(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(p + i), mv), log2e));
+        _mm256_storeu_ps(p + i, y);
+        _mm256_storeu_ps(ds + i, _mm256_mul_ps(y, _mm256_sub_ps(_mm256_loadu_ps(ds + i), dv)));
+    }
+}
+
 static float absmax_avx2(const float *x, int64_t n) {
     __m256 big = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f), bad = _mm256_setzero_ps();
     int64_t i = 0;
@@ -288,6 +297,7 @@ const attn_ukernels attn_ukernels_avx2 = {
     .pv = pv_avx2,
     .pvt = pvt_avx2,
     .exp_sum = exp_sum_avx2,
+    .softmax_grad = softmax_grad_avx2,
     .transpose16 = transpose16_avx2,
     .absmax = absmax_avx2,
     .mask_bool = mask_bool_avx2,

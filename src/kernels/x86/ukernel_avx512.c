@@ -111,6 +111,15 @@ static float exp_sum_avx512(float *x, int64_t n, float m) {
     return _mm512_reduce_add_ps(sum);
 }
 
+static void softmax_grad_avx512(float *p, float *ds, int64_t n, float lse, float D) {
+    __m512 mv = _mm512_set1_ps(lse), dv = _mm512_set1_ps(D), log2e = _mm512_set1_ps(ATTN_LOG2E);
+    for (int64_t i = 0; i < n; i += VL) {
+        __m512 y = exp2_512(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(p + i), mv), log2e));
+        _mm512_storeu_ps(p + i, y);
+        _mm512_storeu_ps(ds + i, _mm512_mul_ps(y, _mm512_sub_ps(_mm512_loadu_ps(ds + i), dv)));
+    }
+}
+
 /* A 16 × 16 transpose in registers: pairs, then 4 × 4 blocks within each
  * 128-bit lane, then the lanes themselves. */
 static void transpose16_avx512(float *kt, int64_t ld, const float *k, int64_t rs, int nk, int64_t E) {
@@ -273,6 +282,7 @@ const attn_ukernels attn_ukernels_avx512 = {
     .pv = pv_avx512,
     .pvt = pvt_avx512,
     .exp_sum = exp_sum_avx512,
+    .softmax_grad = softmax_grad_avx512,
     .transpose16 = transpose16_avx512,
     .absmax = absmax_avx512,
     .mask_bool = mask_bool_avx512,
