@@ -142,7 +142,7 @@ static void decode_item(void *ctx, int64_t item, int worker) {
     chunk_values(j, acc, s, lds, &p[0], j0, last, tmp);
     /* The partial's output, acc / l, for attn_merge_row. */
     for (int64_t r = 0; r < R; r++)
-        for (int64_t e = 0; e < Ev && l[r] > 0; e++) acc[r * Ev + e] /= l[r];
+        if (l[r] > 0) uk->divide(acc + r * Ev, acc + r * Ev, Ev, l[r]);
 }
 
 /* out rows of one slice from its chunks' partials (attn_merge_row, in chunk

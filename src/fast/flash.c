@@ -140,10 +140,7 @@ static void tile_step(const flash_job *j, const workspace *w, const attn_problem
         w->l[r0 + r] = w->l[r0 + r] * alpha + sum;
         w->m[r0 + r] = m_new;
         if (r < rows) attn_dropout_row(sb, r, p, i0 + r0 + r, j0, tc); /* after l: it sums the weights undropped */
-        if (alpha != 1.0f) {
-            float *orow = w->o + (r0 + r) * Evp;
-            for (int64_t e = 0; e < Evp; e++) orow[e] *= alpha;
-        }
+        if (alpha != 1.0f) uk->scale(w->o + (r0 + r) * Evp, w->o + (r0 + r) * Evp, Evp, alpha);
     }
     if (bk) /* probabilities as bf16 pairs along the keys */
         for (int64_t r = 0; r < ATTN_MR; r++)
@@ -255,7 +252,9 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     for (int64_t r = 0; r < nr; r++) {
         float l = w.l[r], *orow = w.o + r * Evp;
         float *dst = out + (i0 + r) * p->out.rs;
-        for (int64_t e = 0; e < j->Ev; e++) dst[e * p->out.cs] = l == 0 ? 0.0f : orow[e] / l;
+        if (p->out.cs == 1 && l != 0) uk->divide(dst, orow, j->Ev, l);
+        else
+            for (int64_t e = 0; e < j->Ev; e++) dst[e * p->out.cs] = l == 0 ? 0.0f : orow[e] / l;
         if (p->lse.base) attn_mat_set(&p->lse, i0 + r, 0, attn_lse(w.m[r], l));
     }
 }

@@ -45,6 +45,12 @@ typedef struct attn_ukernels {
      * sum), then ds[i] = p[i] · (ds[i] - D), ds holding dP on entry. */
     void (*softmax_grad)(float *p, float *ds, int64_t n, float lse, float D);
 
+    /* y[i] = x[i] · a, and y[i] = x[i] / d (one correctly rounded division
+     * each), for i < n (any n; y may be x): the online softmax's rescaling
+     * of an output row, and its last step, out = O / l. */
+    void (*scale)(float *y, const float *x, int64_t n, float a);
+    void (*divide)(float *y, const float *x, int64_t n, float d);
+
     /* kt (E × 16, row stride ld) = the transpose of nk <= 16 key rows of E
      * contiguous floats at k (row stride rs); columns nk..15 are zero. */
     void (*transpose16)(float *kt, int64_t ld, const float *k, int64_t rs, int nk, int64_t E);

@@ -75,6 +75,14 @@ static float exp_sum_c(float *x, int64_t n, float m) {
     return sum;
 }
 
+static void scale_c(float *y, const float *x, int64_t n, float a) {
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * a;
+}
+
+static void divide_c(float *y, const float *x, int64_t n, float d) {
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] / d;
+}
+
 static void softmax_grad_c(float *p, float *ds, int64_t n, float lse, float D) {
     for (int64_t i = 0; i < n; i++) {
         p[i] = attn_exp2f((p[i] - lse) * ATTN_LOG2E);
@@ -188,6 +196,8 @@ const attn_ukernels attn_ukernels_c = {
     .pvt = pvt_c,
     .exp_sum = exp_sum_c,
     .softmax_grad = softmax_grad_c,
+    .scale = scale_c,
+    .divide = divide_c,
     .transpose16 = attn_transpose16_portable,
     .absmax = absmax_c,
     .mask_bool = mask_bool_c,

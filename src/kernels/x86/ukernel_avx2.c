@@ -108,6 +108,20 @@ static float exp_sum_avx2(float *x, int64_t n, float m) {
     return hsum256(sum);
 }
 
+static void scale_avx2(float *y, const float *x, int64_t n, float a) {
+    __m256 av = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), av));
+    for (; i < n; i++) y[i] = x[i] * a;
+}
+
+static void divide_avx2(float *y, const float *x, int64_t n, float d) {
+    __m256 dv = _mm256_set1_ps(d);
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) _mm256_storeu_ps(y + i, _mm256_div_ps(_mm256_loadu_ps(x + i), dv));
+    for (; i < n; i++) y[i] = x[i] / d;
+}
+
 static void softmax_grad_avx2(float *p, float *ds, int64_t n, float lse, float D) {
     __m256 mv = _mm256_set1_ps(lse), dv = _mm256_set1_ps(D), log2e = _mm256_set1_ps(ATTN_LOG2E);
     for (int64_t i = 0; i < n; i += VL) {
@@ -298,6 +312,8 @@ const attn_ukernels attn_ukernels_avx2 = {
     .pvt = pvt_avx2,
     .exp_sum = exp_sum_avx2,
     .softmax_grad = softmax_grad_avx2,
+    .scale = scale_avx2,
+    .divide = divide_avx2,
     .transpose16 = transpose16_avx2,
     .absmax = absmax_avx2,
     .mask_bool = mask_bool_avx2,

@@ -111,6 +111,20 @@ static float exp_sum_avx512(float *x, int64_t n, float m) {
     return _mm512_reduce_add_ps(sum);
 }
 
+static void scale_avx512(float *y, const float *x, int64_t n, float a) {
+    __m512 av = _mm512_set1_ps(a);
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), av));
+    for (; i < n; i++) y[i] = x[i] * a;
+}
+
+static void divide_avx512(float *y, const float *x, int64_t n, float d) {
+    __m512 dv = _mm512_set1_ps(d);
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) _mm512_storeu_ps(y + i, _mm512_div_ps(_mm512_loadu_ps(x + i), dv));
+    for (; i < n; i++) y[i] = x[i] / d;
+}
+
 static void softmax_grad_avx512(float *p, float *ds, int64_t n, float lse, float D) {
     __m512 mv = _mm512_set1_ps(lse), dv = _mm512_set1_ps(D), log2e = _mm512_set1_ps(ATTN_LOG2E);
     for (int64_t i = 0; i < n; i += VL) {
@@ -283,6 +297,8 @@ const attn_ukernels attn_ukernels_avx512 = {
     .pvt = pvt_avx512,
     .exp_sum = exp_sum_avx512,
     .softmax_grad = softmax_grad_avx512,
+    .scale = scale_avx512,
+    .divide = divide_avx512,
     .transpose16 = transpose16_avx512,
     .absmax = absmax_avx512,
     .mask_bool = mask_bool_avx512,
