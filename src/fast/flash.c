@@ -260,7 +260,8 @@ static void flash_item(void *ctx, int64_t item, int worker) {
 }
 
 /* max |k| and max |v| of one slice (-1 where a value is not finite): one
- * pass over its keys and values, so that work items need not check. */
+ * pass over its keys and values, so that work items need not check; one
+ * call over the whole matrix when its f32 rows are contiguous. */
 static void slice_maxima(void *ctx, int64_t slice, int worker) {
     flash_job *j = ctx;
     attn_problem p;
@@ -268,11 +269,11 @@ static void slice_maxima(void *ctx, int64_t slice, int worker) {
     const attn_mat *m[2] = {&p.k, &p.v};
     float *tmp = workspace_of(j, worker).tmp;
     for (int t = 0; t < 2; t++) {
-        float big = 0;
-        for (int64_t r = 0; r < m[t]->rows && big >= 0; r++) {
-            float b = j->uk->absmax(attn_row_f32(m[t], r, tmp), m[t]->cols);
-            big = attn_absmax_join(big, b);
-        }
+        const attn_mat *x = m[t];
+        bool whole = x->dtype == ATTN_F32 && x->cs == 1 && x->rs == x->cols;
+        float big = whole ? j->uk->absmax((const float *)(const void *)x->base, x->rows * x->cols) : 0;
+        for (int64_t r = 0; !whole && r < x->rows && big >= 0; r++)
+            big = attn_absmax_join(big, j->uk->absmax(attn_row_f32(x, r, tmp), x->cols));
         j->kvmax[2 * slice + t] = big;
     }
 }
