@@ -233,6 +233,44 @@ static void test_fallback(void) {
     free(q), free(k), free(v), free(o), free(ref), free(mask);
 }
 
+/* A NaN key sends to the exact kernel only the work items that read it: the
+ * rows whose window holds it come out NaN, every other row matches f64, and
+ * items whose keys all lie past it stay on the fast path. */
+static void test_fallback_by_item(void) {
+    enum { L = 2000, E = 16, W = 100, BAD = 5 };
+    int64_t sh[3] = {1, L, E};
+    float *q = random_floats(L * E), *k = random_floats(L * E), *v = random_floats(L * E), *o = malloc(4 * L * E);
+    double *q64 = malloc(8 * L * E), *k64 = malloc(8 * L * E), *v64 = malloc(8 * L * E), *o64 = malloc(8 * L * E);
+    k[BAD * E + 3] = NAN;
+    for (int i = 0; i < L * E; i++) q64[i] = q[i], k64[i] = k[i], v64[i] = v[i];
+    attn_sdpa_options opt = attn_sdpa_options_default();
+    opt.causal = ATTN_CAUSAL_TOP_LEFT, opt.window = W;
+    attn_tensor tq, tk, tv, to;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sh, NULL, NULL), attn_tensor_init(&tk, k, ATTN_F32, 3, sh, NULL, NULL);
+    attn_tensor_init(&tv, v, ATTN_F32, 3, sh, NULL, NULL), attn_tensor_init(&to, o, ATTN_F32, 3, sh, NULL, NULL);
+    char kernel[32], fallback[32];
+    verbose_begin();
+    attn_status st = attn_sdpa(&to, NULL, NULL, &tq, &tk, &tv, &opt, NULL);
+    verbose_end(kernel, sizeof kernel, fallback, sizeof fallback);
+    attn_tensor_init(&tq, q64, ATTN_F64, 3, sh, NULL, NULL), attn_tensor_init(&tk, k64, ATTN_F64, 3, sh, NULL, NULL);
+    attn_tensor_init(&tv, v64, ATTN_F64, 3, sh, NULL, NULL), attn_tensor_init(&to, o64, ATTN_F64, 3, sh, NULL, NULL);
+    st = st ? st : attn_sdpa(&to, NULL, NULL, &tq, &tk, &tv, &opt, NULL);
+    int wrong = 0;
+    double err = 0;
+    for (int i = 0; i < L; i++)
+        for (int e = 0; e < E; e++) {
+            bool reads = i >= BAD && i < BAD + W; /* rows whose window holds the NaN key */
+            wrong += reads != (isnan(o[i * E + e]) != 0) || reads != (isnan(o64[i * E + e]) != 0);
+            if (!reads) err = fmax(err, fabs(o[i * E + e] - o64[i * E + e]));
+        }
+    long long fell = -1, items = -1;
+    sscanf(fallback, "%lld/%lld", &fell, &items);
+    check(st == ATTN_OK && !wrong && err < 2e-5 && strcmp(kernel, "flash") == 0 && fell >= 1 && fell < items,
+          "fallback_only_items_reading_a_nan_key", "status %d, %d rows wrong, max error %g, kernel %s, fallback %s",
+          (int)st, wrong, err, kernel, fallback);
+    free(q), free(k), free(v), free(o), free(q64), free(k64), free(v64), free(o64);
+}
+
 /* The emulated bf16 kernels compute exactly what VDPBF16PS computes. */
 static void test_bf16_emulation(void) {
 #if defined(ATTN_HAVE_X86_KERNELS)
@@ -583,6 +621,7 @@ int main(void) {
     test_softcap("c");
     test_softcap("avx2");
     test_softcap("avx512");
+    test_fallback_by_item();
     test_softmax_grad("c");
     test_softmax_grad("avx2");
     test_softmax_grad("avx512");

@@ -21,10 +21,15 @@
  * bf16 pairs and the products done by the bf16 kernels (ukernel_bf16.h); on
  * a SIMD CPU without AVX512_BF16 it runs the f32 kernels unchanged.
  *
- * Exactness: an item whose inputs hold NaN or ±inf (other than -inf in a
- * float mask), or whose scores or sums could overflow f32 (see
- * attn_f32_scores_fit), is computed instead by the exact f64 streaming
- * kernel, so every edge case keeps the semantics of attn.h. Any finite mask
+ * Exactness: an item is computed instead by the exact f64 streaming kernel
+ * when its queries or the keys of a block it reads hold NaN or ±inf, or
+ * could make scores overflow f32 (see attn_f32_scores_fit: checked as the
+ * queries and each key block are packed, before their scores exist), when
+ * its float mask holds NaN or +inf, or when its output is not finite (a NaN
+ * or ±inf value, even one with weight 0, or sums that overflowed: checked at
+ * its end). So every edge case keeps the semantics of attn.h, and no pass
+ * over the keys and values precedes the items. The exact kernel reads the
+ * same keys (those past a row's causal limit or window never reach it). Any finite mask
  * value is a finite score, -FLT_MAX included: scores stay in natural units
  * and only differences from the row maximum are scaled by log2 e. */
 #include "exact/exact.h"
@@ -56,7 +61,6 @@ typedef struct flash_job {
     atomic_llong fallbacks; /* items the exact kernel computed */
     double *exact_work;  /* per worker: scratch of the exact kernel */
     int64_t exact_words;
-    float *kvmax;        /* per slice: max |k|, max |v| (-1: not all finite) */
     bool v_direct;       /* values are read in place, not packed */
     const attn_bf16_kernels *bk; /* the bf16 compute mode's kernels, or NULL */
     int64_t vl, nrv;     /* vector length and tile width of the kernels in use */
@@ -202,10 +206,7 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     }
     /* Inputs that are not finite (max -1) or whose scores or sums could leave
      * f32's safe range take the exact kernel. */
-    float kmax = j->kvmax[2 * (item / j->n_qblocks)], vmax = j->kvmax[2 * (item / j->n_qblocks) + 1];
-    if (p->rope && kmax > 0) kmax *= 1.5f; /* a turned pair (a, b) has elements up to sqrt(2) max(|a|, |b|) */
-    bad |= !attn_f32_scores_fit(qmax, kmax, E) || !attn_f32_bias_fits(p, j->L, j->S) || vmax < 0 ||
-           (double)vmax * (double)j->S > FLT_MAX / 4;
+    bad |= qmax < 0 || !attn_f32_bias_fits(p, j->L, j->S);
     double m0, l0;
     attn_softmax_start(p, &m0, &l0); /* a sink's (m, l), or (-inf, 0) */
     for (int64_t r = 0; r < nr_pad; r++) w.m[r] = (float)m0, w.l[r] = (float)l0;
@@ -228,6 +229,9 @@ static void flash_item(void *ctx, int64_t item, int worker) {
         int64_t nc = jend - j0 < j->bc ? jend - j0 : j->bc, nc_pad = attn_round_up(nc, nrv);
         int64_t ldk = kt_stride(nc_pad), ldv;
         const float *vb = pack_block(j, &w, p, j0, nc, nc_pad, &ldv);
+        float kmax = 0; /* of the keys as packed (RoPE turned), before any score */
+        for (int64_t e = 0; e < E && kmax >= 0; e++) kmax = attn_absmax_join(kmax, uk->absmax(w.kt + e * ldk, nc));
+        if ((bad |= !attn_f32_scores_fit(qmax, kmax, E))) break;
         for (int64_t r0 = 0; r0 < nr_pad; r0 += ATTN_MR) {
             int64_t rows = nr - r0 < ATTN_MR ? nr - r0 : ATTN_MR;
             /* Under a causal mask a tile needs only the keys its last row sees;
@@ -243,6 +247,8 @@ static void flash_item(void *ctx, int64_t item, int worker) {
             tile_step(j, &w, p, r0, rows, i0, j0, c_lo, tc, nc_pad, ldk, vb, ldv, cut, &bad);
         }
     }
+    /* A NaN or ±inf value, or sums that overflowed, show in the output. */
+    if (!bad && uk->absmax(w.o, nr * Evp) < 0) bad = true;
     if (bad) {
         atomic_fetch_add(&j->fallbacks, 1);
         attn_exact_rows(p, i0, nr, j->exact_work + worker * j->exact_words);
@@ -256,25 +262,6 @@ static void flash_item(void *ctx, int64_t item, int worker) {
         else
             for (int64_t e = 0; e < j->Ev; e++) dst[e * p->out.cs] = l == 0 ? 0.0f : orow[e] / l;
         if (p->lse.base) attn_mat_set(&p->lse, i0 + r, 0, attn_lse(w.m[r], l));
-    }
-}
-
-/* max |k| and max |v| of one slice (-1 where a value is not finite): one
- * pass over its keys and values, so that work items need not check; one
- * call over the whole matrix when its f32 rows are contiguous. */
-static void slice_maxima(void *ctx, int64_t slice, int worker) {
-    flash_job *j = ctx;
-    attn_problem p;
-    attn_slice(j->slices, slice, &p);
-    const attn_mat *m[2] = {&p.k, &p.v};
-    float *tmp = workspace_of(j, worker).tmp;
-    for (int t = 0; t < 2; t++) {
-        const attn_mat *x = m[t];
-        bool whole = x->dtype == ATTN_F32 && x->cs == 1 && x->rs == x->cols;
-        float big = whole ? j->uk->absmax((const float *)(const void *)x->base, x->rows * x->cols) : 0;
-        for (int64_t r = 0; !whole && r < x->rows && big >= 0; r++)
-            big = attn_absmax_join(big, j->uk->absmax(attn_row_f32(x, r, tmp), x->cols));
-        j->kvmax[2 * slice + t] = big;
     }
 }
 
@@ -321,14 +308,12 @@ attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_run_info *info
                          (long long)j.E, (long long)j.Ev);
     attn_arena *a = sl->arena;
     j.scratch = attn_arena_alloc(a, j.ws_bytes, (size_t)workers);
-    j.kvmax = attn_arena_alloc(a, 2 * (size_t)n_problems, sizeof(float));
     j.exact_work = attn_arena_alloc(a, (size_t)j.exact_words * (size_t)workers, sizeof(double));
     if (a->measure) return ATTN_OK;
-    if (!j.scratch || !j.kvmax || !j.exact_work)
+    if (!j.scratch || !j.exact_work)
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate %zu bytes of scratch", j.ws_bytes * (size_t)workers);
     j.v_direct = !j.bk && p0->v.dtype == ATTN_F32 && p0->v.cs == 1 && j.Ev == j.Evp;
-    attn_parallel_for(workers, n_problems, slice_maxima, &j);
     attn_parallel_for(workers, items, flash_item, &j);
     info->kernel = "flash", info->isa = j.uk->name, info->threads = workers;
     info->bf16 = j.bk ? j.bk->name : bf16 ? "f32" : NULL; /* "f32": no bf16 instruction, so f32 kernels */
