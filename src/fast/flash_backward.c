@@ -3,18 +3,20 @@
  *
  * A work item is one (batch, head) slice and one chunk of its keys. It
  * computes D_i = rowsum(dout_i ∘ out_i) for the slice's rows, then walks its
- * keys in blocks of bc. For a key block it packs K (transposed and plain)
- * and V (transposed), and for every block of br query rows that can see it
- * packs those queries (times the scale) and their dout, then:
- *   S  = Qs Kᵀ, then the score epilogue (soft-cap, ALiBi, masks, causal
- *        limit, window), keeping the cap's derivative C when capped
+ * keys in blocks of bc. For a key block it packs K times the scale
+ * (transposed and plain) and V (transposed), and for every block of br query
+ * rows that can see it takes those queries and their dout where they lie
+ * (packing them only when they are not f32 rows of whole vectors, or are
+ * turned by RoPE), then:
+ *   S  = Q (scale K)ᵀ, then the score epilogue (soft-cap, ALiBi, masks,
+ *        causal limit, window), keeping the cap's derivative C when capped
  *   P  = exp(S - lse)            (the forward's lse: no softmax statistics
  *                                 are recomputed)
  *   dP = Z ∘ dout Vᵀ             (Z: dropout's 0 or 1/(1 - p), else 1)
  *   dS = P ∘ (dP - D)  (∘ C when capped)
- *   dV_j += (Z ∘ P)ᵀ dout,  dK_j += dSᵀ Qs  (Qs holds the scale; pvt
- *                                  reads P and dS by columns, uncopied)
- *   dQ_i += dS (scale K_j)            (K packed times the scale)
+ *   dV_j += (Z ∘ P)ᵀ dout,  dK_j += dSᵀ Q  (pvt reads P and dS by columns,
+ *                                  uncopied; dK_j times the scale when stored)
+ *   dQ_i += dS (scale K_j)
  * Nothing of size L × S exists; the P and dS tiles are br × bc.
  *
  * Determinism: dK and dV rows belong to one item (chunks do not overlap), and
@@ -135,32 +137,56 @@ static void gemm_acc_t(const attn_ukernels *uk, float *c, int64_t ldc, const flo
         }
 }
 
+/* Rows i0..i0+rows-1 of m for the products (rows >= nb: padding, whose P
+ * and dS are 0): read where they lie when in_place allows it, they are f32
+ * rows of whole vectors (cols == ld) and all of them exist (so they are
+ * finite: slice_check saw them), else rows i0..i0+nb-1 packed into buf
+ * (stride ld) and zero rows up to rows. *ldr: the rows' stride. */
+static const float *block_rows(const attn_ukernels *uk, float *buf, int64_t ld, const attn_mat *m, int64_t i0,
+                               int64_t nb, int64_t rows, bool in_place, float *tmp, int64_t *ldr) {
+    if (in_place && m->dtype == ATTN_F32 && m->cs == 1 && m->cols == ld && i0 + rows <= m->rows) {
+        *ldr = m->rs;
+        return (const float *)(const void *)m->base + i0 * m->rs;
+    }
+    attn_pack_scaled(uk, buf, ld, m, i0, nb, rows, 1.0, tmp);
+    *ldr = ld;
+    return buf;
+}
+
+/* x (rows × cols, stride ld) times scale, each product in double and
+ * rounded once (as attn_pack_scaled scales). */
+static void scale_rows(float *x, int64_t ld, int64_t rows, int64_t cols, double scale) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) x[r * ld + c] = (float)((double)x[r * ld + c] * scale);
+}
+
 /* One block of query rows i0..i0+nb-1 against the packed key block j0..j0+nc-1
  * (nc_pad columns): P, dP and dS, then the three products. */
 static void block_step(const bwd_job *j, const workspace *w, const attn_grad_problem *g, float *dq, int64_t i0,
                        int64_t nb, int64_t j0, int64_t nc, int64_t nc_pad) {
     const attn_ukernels *uk = j->uk;
     int64_t ldk = ldk_of(j), kr = kr_of(j), nb16 = attn_round_up(nb, 16);
-    int64_t nbm = attn_round_up(nb, ATTN_MR);
-    /* The block's queries times the scale, and its dout, zero rows up to nb16:
-     * packed per key block, so that scratch does not grow with L. */
-    for (int64_t x = 0; x < nb * j->Ep; x += 16) __builtin_prefetch(dq + i0 * j->Ep + x, 1, 3);
+    int64_t nbm = attn_round_up(nb, ATTN_MR), rows = nbm > nb16 ? nbm : nb16; /* the rows the products read */
     /* The dQ rows this step adds to live in the item's partial, which is
      * larger than L2: start fetching them now, so that they have arrived by
      * the time dQ += dS K needs them, after the other four products. */
     for (int64_t x = 0; x < nb * j->Ep; x += 16) __builtin_prefetch(dq + i0 * j->Ep + x, 1, 3);
-    attn_pack_scaled(uk, w->q, j->Ep, &g->f.q, i0, nb, nb16, g->f.scale, w->tmp);
+    /* The block's queries and dout (queries turned by RoPE are packed). The
+     * scale is in the packed keys: S = Q (scale K)ᵀ, and dK is scaled when
+     * stored. */
+    int64_t ldq, ldo;
+    const float *q = block_rows(uk, w->q, j->Ep, &g->f.q, i0, nb, rows, !g->f.rope, w->tmp, &ldq);
     if (g->f.rope) attn_rope_apply_f32(w->q, j->Ep, 1, nb, g->f.rope, g->f.rope_q0 + i0, 1);
-    attn_pack_scaled(uk, w->dout, j->Evp, &g->dout, i0, nb, nb16, 1.0, w->tmp);
-    gemm_t(uk, w->s, ldk, w->q, j->Ep, w->kt, ldk, nbm, j->E, nc_pad);      /* S = Qs Kᵀ */
+    const float *dout = block_rows(uk, w->dout, j->Evp, &g->dout, i0, nb, rows, true, w->tmp, &ldo);
+    gemm_t(uk, w->s, ldk, q, ldq, w->kt, ldk, nbm, j->E, nc_pad);           /* S = Q (scale K)ᵀ */
     attn_score_block sb = {w->s, false, ldk}, cb = {w->dc, false, ldk};
     /* A float mask of NaN or +inf never gets here: slice_check sent the slice
      * to the exact kernel. */
     attn_score_epilogue(uk, sb, &g->f, i0, nb, j0, nc, nc_pad, true, j->capped ? &cb : NULL);
-    gemm_t(uk, w->dp, ldk, w->dout, j->Evp, w->vt, ldk, nbm, j->Ev, nc_pad); /* dP = dout Vᵀ */
+    gemm_t(uk, w->dp, ldk, dout, ldo, w->vt, ldk, nbm, j->Ev, nc_pad);       /* dP = dout Vᵀ */
     /* Rows nb.. up to what the products read (nb16 for pvt, nbm for pv) are
      * zero, so that rows past a window's last row add nothing to dQ. */
-    for (int64_t r = 0; r < (nbm > nb16 ? nbm : nb16); r++) {
+    for (int64_t r = 0; r < rows; r++) {
         float *p = w->s + r * ldk, *ds = w->dp + r * ldk;
         memset(p + nc_pad, 0, sizeof(float) * (size_t)(kr - nc_pad)); /* pvt reads kr columns */
         memset(ds + nc_pad, 0, sizeof(float) * (size_t)(kr - nc_pad));
@@ -175,8 +201,8 @@ static void block_step(const bwd_job *j, const workspace *w, const attn_grad_pro
         for (int64_t c = 0; j->capped && c < nc_pad; c++) ds[c] *= w->dc[r * ldk + c]; /* ∘ C */
         attn_dropout_row(prow, 0, &g->f, i0 + r, j0, nc); /* P, dropped, for dV */
     }
-    gemm_acc_t(uk, w->dv, j->Evp, w->s, ldk, w->dout, j->Evp, kr, nb16, j->Evp); /* dV += Pᵀ dout */
-    gemm_acc_t(uk, w->dk, j->Ep, w->dp, ldk, w->q, j->Ep, kr, nb16, j->Ep);      /* dK += dSᵀ Qs */
+    gemm_acc_t(uk, w->dv, j->Evp, w->s, ldk, dout, ldo, kr, nb16, j->Evp); /* dV += Pᵀ dout */
+    gemm_acc_t(uk, w->dk, j->Ep, w->dp, ldk, q, ldq, kr, nb16, j->Ep);      /* dK += dSᵀ Q (times the scale when stored) */
     gemm_acc(uk, dq + i0 * j->Ep, j->Ep, w->dp, ldk, w->k, j->Ep, nbm, nc_pad, j->Ep); /* dQ += dS (scale K) */
 }
 
@@ -244,6 +270,7 @@ static void bwd_item(void *ctx, int64_t item, int worker) {
             attn_rope_apply_f32(w.kt, 1, ldk, nc, g.f.rope, g.f.rope_k0 + j0, 1);
             attn_rope_apply_f32(w.k, j->Ep, 1, nc, g.f.rope, g.f.rope_k0 + j0, 1);
         }
+        scale_rows(w.kt, ldk, j->E, nc, g.f.scale); /* for S = Q (scale K)ᵀ */
         /* ... and past the last whose sliding window still reaches them. */
         int64_t iend = j->L;
         while (iend > first && attn_first_key(&g.f, iend - 1) >= j0 + nc) iend--;
@@ -251,6 +278,7 @@ static void bwd_item(void *ctx, int64_t item, int worker) {
             int64_t nb = iend - i0 < j->br ? iend - i0 : j->br;
             block_step(j, &w, &g, dq, i0, nb, j0, nc, nc_pad);
         }
+        scale_rows(w.dk, j->Ep, nc, j->E, g.f.scale); /* dK = scale · dSᵀ Q */
         store_key_block(j, &w, &g, slice, j0, nc);
     }
 }
@@ -280,10 +308,12 @@ static void slice_check(void *ctx, int64_t slice, int worker) {
             if (x != x || x == INFINITY) big[4] = -1;
         }
     double turn = g.f.rope ? 1.5 : 1; /* RoPE's pairs reach sqrt(2) times the largest element */
-    double qmax = big[0] * fabs(g.f.scale) * turn, kmax = big[1] * turn;
-    /* |dP| and |D| <= G; |dS| <= 2G; dK, dQ and dV sum L or S such terms. */
+    /* The products take q as it is and the keys times the scale. */
+    double qmax = big[0] * turn, kmax = big[1] * turn * fabs(g.f.scale);
+    /* |dP| and |D| <= G; |dS| <= 2G; dK (before and after its scaling), dQ
+     * and dV sum L or S such terms. */
     double G = (double)j->Ev * big[3] * (big[2] > big[4] ? big[2] : big[4]);
-    double most = 2 * G * (double)(j->L > j->S ? j->L : j->S) * (qmax + kmax * fabs(g.f.scale) + 1) +
+    double most = 2 * G * (double)(j->L > j->S ? j->L : j->S) * (qmax * (1 + fabs(g.f.scale)) + kmax + 1) +
                   (double)j->L * big[3];
     bool ok = big[2] >= 0 && big[3] >= 0 && big[4] >= 0 && attn_f32_scores_fit(qmax, kmax, j->E) &&
               attn_f32_bias_fits(&g.f, j->L, j->S) &&
