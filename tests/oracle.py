@@ -383,7 +383,7 @@ def f32_paths(run, rand, rng):
         run.case(f"f32_{tag}_causal_tl", q, k, v, causal=1)
         run.case(f"f32_{tag}_causal_br_boolmask", q, k, v, mask=mb, causal=2)
         run.case(f"f32_{tag}_floatmask", q, k, v, mask=mf)
-    # Several query blocks and key blocks (768 rows, 512 keys).
+    # Several query blocks and key blocks (768 rows, 256 or 512 keys, per core).
     run.case("f32_flash_blocks_L1000_S1300_E64_causal_br", rand(f32, 1000, 64), rand(f32, 1300, 64),
              rand(f32, 1300, 48), causal=2)
     # 16-bit keys and values holding random values, in both kernels.
