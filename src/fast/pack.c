@@ -31,19 +31,21 @@ const float *attn_rows_f32(const attn_ukernels *uk, const attn_mat *m, int64_t r
  * widening 16-bit floats). */
 float attn_pack_scaled(const attn_ukernels *uk, float *dst, int64_t ld, const attn_mat *m, int64_t r0, int64_t n,
                        int64_t n_pad, double scale, float *tmp) {
-    float big = 0;
-    for (int64_t r = 0; r < n && big >= 0; r++) {
+    /* A scale that is an f32 (1/8 for E = 64): the f32 product is the exact
+     * product rounded once, as the double one is, so the vector kernel gives
+     * the same floats. */
+    bool f32_scale = (double)(float)scale == scale;
+    for (int64_t r = 0; r < n; r++) {
         const float *row = attn_row_f32_fast(uk, m, r0 + r, tmp);
         float *d = dst + r * ld;
         if (scale == 1.0) memcpy(d, row, sizeof(float) * (size_t)m->cols);
+        else if (f32_scale) uk->scale(d, row, m->cols, (float)scale);
         else
             for (int64_t c = 0; c < m->cols; c++) d[c] = (float)((double)row[c] * scale);
         for (int64_t c = m->cols; c < ld; c++) d[c] = 0;
-        float b = uk->absmax(d, m->cols);
-        big = attn_absmax_join(big, b);
     }
     for (int64_t r = n; r < n_pad; r++) memset(dst + r * ld, 0, sizeof(float) * (size_t)ld);
-    return big;
+    return uk->absmax(dst, n * ld); /* the padding columns are 0 */
 }
 
 /* kt (E × ld) = keys j0..j0+n-1 transposed, zero columns up to n_pad. The
