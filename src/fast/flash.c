@@ -184,6 +184,19 @@ static const float *pack_block(const flash_job *j, const workspace *w, const att
     return vb;
 }
 
+/* The item's rows of out = O / l (0 where no key took part), and of lse. */
+static void write_rows(const flash_job *j, const workspace *w, const attn_problem *p, int64_t i0, int64_t nr) {
+    float *out = (float *)(void *)p->out.base;
+    for (int64_t r = 0; r < nr; r++) {
+        float l = w->l[r], *orow = w->o + r * j->Evp;
+        float *dst = out + (i0 + r) * p->out.rs;
+        if (p->out.cs == 1 && l != 0) j->uk->divide(dst, orow, j->Ev, l);
+        else
+            for (int64_t e = 0; e < j->Ev; e++) dst[e * p->out.cs] = l == 0 ? 0.0f : orow[e] / l;
+        if (p->lse.base) attn_mat_set(&p->lse, i0 + r, 0, attn_lse(w->m[r], l));
+    }
+}
+
 static void flash_item(void *ctx, int64_t item, int worker) {
     flash_job *j = ctx;
     const attn_ukernels *uk = j->uk;
@@ -254,15 +267,7 @@ static void flash_item(void *ctx, int64_t item, int worker) {
         attn_exact_rows(p, i0, nr, j->exact_work + worker * j->exact_words);
         return;
     }
-    float *out = (float *)(void *)p->out.base;
-    for (int64_t r = 0; r < nr; r++) {
-        float l = w.l[r], *orow = w.o + r * Evp;
-        float *dst = out + (i0 + r) * p->out.rs;
-        if (p->out.cs == 1 && l != 0) uk->divide(dst, orow, j->Ev, l);
-        else
-            for (int64_t e = 0; e < j->Ev; e++) dst[e * p->out.cs] = l == 0 ? 0.0f : orow[e] / l;
-        if (p->lse.base) attn_mat_set(&p->lse, i0 + r, 0, attn_lse(w.m[r], l));
-    }
+    write_rows(j, &w, p, i0, nr);
 }
 
 attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_run_info *info, attn_error *err) {
