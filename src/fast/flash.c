@@ -29,9 +29,10 @@
  * or ±inf value, even one with weight 0, or sums that overflowed: checked at
  * its end). So every edge case keeps the semantics of attn.h, and no pass
  * over the keys and values precedes the items. The exact kernel reads the
- * same keys (those past a row's causal limit or window never reach it). Any finite mask
- * value is a finite score, -FLT_MAX included: scores stay in natural units
- * and only differences from the row maximum are scaled by log2 e. */
+ * same keys (those past a row's causal limit or window never reach it).
+ * Any finite mask value is a finite score, -FLT_MAX included: scores stay in
+ * natural units and only differences from the row maximum are scaled by
+ * log2 e. */
 #include "exact/exact.h"
 #include "fast/fast.h"
 #include "kernels/dropout.h"
@@ -40,7 +41,6 @@
 #include "kernels/ukernel.h"
 #include "kernels/ukernel_bf16.h"
 
-#include <float.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,8 +217,9 @@ static void flash_item(void *ctx, int64_t item, int worker) {
         attn_rope_apply_f32(w.q, E, 1, nr, p->rope, p->rope_q0 + i0, 1);
         qmax = uk->absmax(w.q, nr * E);
     }
-    /* Inputs that are not finite (max -1) or whose scores or sums could leave
-     * f32's safe range take the exact kernel. */
+    /* Queries that are not finite (max -1), or an ALiBi bias or a sink beyond
+     * f32's safe range, take the exact kernel; so do keys (checked block by
+     * block below) and values (in the output). */
     bad |= qmax < 0 || !attn_f32_bias_fits(p, j->L, j->S);
     double m0, l0;
     attn_softmax_start(p, &m0, &l0); /* a sink's (m, l), or (-inf, 0) */
