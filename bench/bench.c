@@ -31,7 +31,9 @@ static const char USAGE[] =
     "reports GFLOP/s (4 H L S d, halved for causal) as a share of the peak,\n"
     "the backward pass (10 H L S d) at L=S=4096 and 1024 and its memory,\n"
     "GB/s as a share of the triad bandwidth for decode, peak RSS, and speedups\n"
-    "over the reference kernel and over OpenBLAS sgemm + softmax + sgemm.\n"
+    "over the reference kernel and over OpenBLAS sgemm + softmax + sgemm. The\n"
+    "score variants (soft-cap, ALiBi, sinks, a window) are also timed in turns\n"
+    "with their reference rows, and reported as a share of them.\n"
     "  --quick      tiny shapes only: checks that everything runs (seconds)\n"
     "  --json       print the results as one JSON object\n"
     "  --backward   the backward pass's shapes only\n"
@@ -437,6 +439,58 @@ static result measure(const shape *s, double peak, double bandwidth) {
     if (s->kv16) free(c.k.data), free(c.v.data);
     free(q), free(k), free(v), free(out), free(mask);
     return r;
+}
+
+/* ---- the score variants, timed in turns --------------------------------------------- */
+
+enum { N_VARIANTS = 6 };
+
+/* Each score variant beside its reference row (plain attention; the window
+ * beside causal attention) on the same data, timed in turns: one call of each
+ * per round, the best of each over the rounds. A slow stretch of a shared
+ * host then touches every variant alike, where rows timed one after another
+ * can fall on either side of one. */
+static void variant_ratios(int64_t L, bool as_json) {
+    static const char *const NAME[N_VARIANTS] = {"plain", "softcap 30", "ALiBi", "sinks", "causal", "causal window L/4"};
+    static const int REF[N_VARIANTS] = {0, 0, 0, 0, 4, 4};
+    shape s[N_VARIANTS];
+    call c[N_VARIANTS];
+    double slopes[N_VARIANTS][256], best[N_VARIANTS], rate[N_VARIANTS];
+    attn_tensor slope_t[N_VARIANTS], sink_t[N_VARIANTS];
+    size_t n = (size_t)(8 * L * 64);
+    float *q = random_floats(n, 1), *k = random_floats(n, 2), *v = random_floats(n, 3), *out = calloc(n, sizeof(float));
+    int64_t sh[3] = {8, L, 64};
+    for (int i = 0; i < N_VARIANTS; i++) {
+        s[i] = (shape){NAME[i], 8, 8, L, L, 64, 64, i >= 4, 0, 0, 0, 0, 0, 0, i == 1 ? 30.0 : 0, i == 2,
+                       i == 5 ? L / 4 : 0, i == 3};
+        memset(&c[i], 0, sizeof c[i]);
+        attn_tensor_init(&c[i].q, q, ATTN_F32, 3, sh, NULL, NULL);
+        attn_tensor_init(&c[i].k, k, ATTN_F32, 3, sh, NULL, NULL);
+        attn_tensor_init(&c[i].v, v, ATTN_F32, 3, sh, NULL, NULL);
+        attn_tensor_init(&c[i].out, out, ATTN_F32, 3, sh, NULL, NULL);
+        c[i].o = attn_sdpa_options_default();
+        c[i].o.causal = s[i].causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
+        set_variants(&c[i].o, &s[i], slopes[i], &slope_t[i], &sink_t[i]);
+        best[i] = 1e30;
+    }
+    int rounds = quick ? 2 : 9;
+    for (int r = 0; r < rounds; r++)
+        for (int i = 0; i < N_VARIANTS; i++) {
+            double t0 = now();
+            run_attn(&c[i]);
+            double dt = now() - t0;
+            best[i] = dt < best[i] ? dt : best[i];
+        }
+    for (int i = 0; i < N_VARIANTS; i++) rate[i] = 2.0 * 8 * (64 + 64) * score_pairs(&s[i]) / best[i] / 1e9;
+    for (int i = 0; i < N_VARIANTS; i++) {
+        if (as_json)
+            printf("    {\"variant\": \"%s\", \"gflops\": %.2f, \"reference\": \"%s\", \"of_reference\": %.3f}%s\n",
+                   NAME[i], rate[i], NAME[REF[i]], rate[i] / rate[REF[i]], i == N_VARIANTS - 1 ? "" : ",");
+        else
+            printf("H8 d64 L=S=%-6lld %-18s %8.1f GF/s %7.1f%% of %s\n", (long long)L, NAME[i], rate[i],
+                   100 * rate[i] / rate[REF[i]], NAME[REF[i]]);
+    }
+    free(q), free(k), free(v), free(out);
 }
 
 /* ---- the backward pass ------------------------------------------------------------ */
@@ -912,6 +966,8 @@ int main(int argc, char **argv) {
                peak512_1 / 1e9, peak512_n / 1e9, peak256_1 / 1e9, peak256_n / 1e9);
         printf("  \"triad_gbps\": %.2f, \"read_gbps\": %.2f,\n  \"results\": [\n", bw / 1e9, rbw / 1e9);
         for (int i = 0; i < ns; i++) json_row(&shapes[i], &results[i], i == ns - 1);
+        printf("  ],\n  \"score_variants_in_turns\": [\n");
+        if (!backward_only) variant_ratios(other, true);
         printf("  ],\n  \"kv_cache_decode\": [\n");
         if (!backward_only) kv_cache_rows(bw, true);
         printf("  ],\n  \"layer\": [\n");
@@ -942,6 +998,9 @@ int main(int argc, char **argv) {
         print_row(&shapes[i], &results[i], i >= first_decode && i < first_other);
     }
     if (!backward_only) {
+        printf("\nscore variants against their reference rows, timed in turns (the best of each over the "
+               "rounds; rates count only the pairs that take part)\n");
+        variant_ratios(other, false);
         printf("\nKV cache: one token of one layer (attn_kv_cache_attend), K and V read once\n");
         kv_cache_rows(bw, false);
         printf("\nthe attention layer (attn_mha): FLOPs of its four projections, 8 L E^2\n");

@@ -80,7 +80,7 @@ bench_quick() {
     # and reports every shape.
     report=$("$BUILD/attn" bench --quick --json) || { echo "FAIL bench_quick_runs"; return 1; }
     echo "ok bench_quick_runs"
-    echo "$report" | $PY -c 'import json, sys; r = json.load(sys.stdin); assert len(r["results"]) >= 10 and all(x["seconds"] > 0 for x in r["results"]) and r["peak_gflops"]["avx2_n"] > 0' &&
+    echo "$report" | $PY -c 'import json, sys; r = json.load(sys.stdin); assert len(r["results"]) >= 10 and all(x["seconds"] > 0 for x in r["results"]) and r["peak_gflops"]["avx2_n"] > 0; v = r["score_variants_in_turns"]; assert len(v) == 6 and all(x["gflops"] > 0 for x in v)' &&
         echo "ok bench_quick_json_complete" || echo "FAIL bench_quick_json_complete"
 }
 suite "attn bench --quick (runs, is not timed)" bench_quick
