@@ -238,9 +238,21 @@ static void widen16_avx2(float *dst, const uint16_t *src, int64_t n, bool f16) {
     }
 }
 
+/* 2^x for x <= 0 with x clamped to -30 first: exp2_256's floats for x in
+ * [-30, 0] (one exact scaling by 2^n, n in [-30, 0], gives what its two
+ * halves give), and 2^-30 instead of smaller ones, for which (1 - t) / (1 + t)
+ * rounds to 1 either way. Six operations fewer than exp2_256. */
+static inline __m256 exp2_down_to_m30(__m256 x) {
+    x = _mm256_max_ps(_mm256_set1_ps(-30.0f), x);
+    __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 f = _mm256_sub_ps(x, n);
+    __m256 p = ATTN_EXP2_POLY(_mm256_fmadd_ps, _mm256_set1_ps, f);
+    return _mm256_mul_ps(p, pow2(_mm256_cvtps_epi32(n)));
+}
+
 static inline __m256 softcap_256(__m256 x, __m256 k, __m256 cap) {
     __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
-    __m256 t = exp2_256(_mm256_mul_ps(k, _mm256_andnot_ps(sign, x)));
+    __m256 t = exp2_down_to_m30(_mm256_mul_ps(k, _mm256_andnot_ps(sign, x)));
     __m256 y = _mm256_mul_ps(cap, _mm256_div_ps(_mm256_sub_ps(one, t), _mm256_add_ps(one, t)));
     return _mm256_or_ps(y, _mm256_and_ps(sign, x)); /* the sign of x */
 }
