@@ -574,6 +574,39 @@ static void test_softmax_grad(const char *isa) {
     check(!wrong && rows > 10, name, "%d of the elements differ over %d rows", wrong, rows);
 }
 
+/* scale and divide against the scalar operations: one correctly rounded
+ * product or quotient each, so bitwise equal, for every length and tail,
+ * in place and not. */
+static void test_scale_divide(const char *isa) {
+    const attn_ukernels *uk = attn_ukernels_by_name(isa);
+    char name[64];
+    snprintf(name, sizeof name, "scale_divide_%s_equal_scalar", isa);
+    if (!uk) {
+        skip(name, "this CPU lacks %s", isa);
+        return;
+    }
+    enum { N = 70 };
+    float x[N], y[N], z[N];
+    int wrong = 0;
+    for (int n = 0; n <= N; n++) {
+        for (int i = 0; i < N; i++) x[i] = normal() * (i % 5 ? 1.0f : 1e-38f), y[i] = z[i] = -1.0f;
+        float a = (float)(uniform() * 3 + 0.1);
+        uk->scale(y, x, n, a);
+        uk->divide(z, x, n, a);
+        for (int i = 0; i < N; i++) {
+            float ws = i < n ? x[i] * a : -1.0f, wd = i < n ? x[i] / a : -1.0f;
+            wrong += memcmp(&y[i], &ws, 4) != 0 || memcmp(&z[i], &wd, 4) != 0;
+        }
+        memcpy(y, x, sizeof x);
+        uk->scale(y, y, n, a); /* in place */
+        for (int i = 0; i < n; i++) {
+            float ws = x[i] * a;
+            wrong += memcmp(&y[i], &ws, 4) != 0;
+        }
+    }
+    check(!wrong, name, "%d elements differ", wrong);
+}
+
 /* alibi against double: s - slope · |d0 + i| within 2 · 2^-24 of the bias
  * (plus s's own rounding), for distances crossing 0 and every tail length. */
 static void test_alibi(const char *isa) {
@@ -625,6 +658,9 @@ int main(void) {
     test_softmax_grad("c");
     test_softmax_grad("avx2");
     test_softmax_grad("avx512");
+    test_scale_divide("c");
+    test_scale_divide("avx2");
+    test_scale_divide("avx512");
     test_alibi("c");
     test_alibi("avx2");
     test_alibi("avx512");
