@@ -21,4 +21,17 @@
               f, K(6.931472028550421e-1f)),                                                    \
          f, K(1.0f))
 
+/* 2^f for f in [-1/2, 1/2] to a relative 9.2e-8 (1.54 · 2^-24), one degree
+ * less: the minimax polynomial of degree 5 with 1 as its constant term
+ * (tests/exp2_poly5.py fits it and checks these coefficients). For
+ * soft-capping only: its 2^x, t, enters cap · (1 - t) / (1 + t), where a
+ * relative error e of t moves the result by at most cap · e / 2 (the
+ * derivative's 2t / (1 + t)^2 is at most 1/2). */
+#define ATTN_EXP2_POLY5(MADD, K, f)                                                            \
+    MADD(MADD(MADD(MADD(MADD(K(1.326470879e-3f), f, K(9.671511471e-3f)), f,                   \
+                        K(5.550733776e-2f)),                                                   \
+                   f, K(2.402224210e-1f)),                                                     \
+              f, K(6.931469776e-1f)),                                                          \
+         f, K(1.0f))
+
 #endif /* ATTN_KERNELS_EXP2_H */
