@@ -54,7 +54,7 @@ static bool row_softmax(double *P, double *c, double *s, const attn_problem *p, 
     for (int64_t j = 0; j < S; j++) s[j] = j < seen ? attn_dot(q, k + j * E, E) * p->scale : 0; /* F1 */
     attn_score_block sb = {s, true, S}, cb = {c, true, S};
     for (int64_t j = 0; j < S; j++) c[j] = 1;
-    attn_score_epilogue(NULL, sb, p, i, 1, 0, S, S, p->causal, &cb);
+    attn_score_epilogue(NULL, sb, p, i, 1, 0, S, S, p->causal, &cb, NULL);
     if (p->softmax_from_lse) { /* F2 of the whole row, whose lse the forward gave */
         double lse = attn_mat_get(&p->lse, i, 0);
         for (int64_t j = 0; j < S; j++) P[j] = s[j] == -INFINITY ? -1 : exp(s[j] - lse);

@@ -24,7 +24,7 @@ static void row_scores(double *scores, const attn_problem *p, int64_t i, double 
         scores[j] = attn_dot(qrow, krow, p->q.cols) * p->scale;
     }
     attn_score_block sb = {scores, true, p->k.rows};
-    attn_score_epilogue(NULL, sb, p, i, 1, 0, p->k.rows, p->k.rows, p->causal, NULL);
+    attn_score_epilogue(NULL, sb, p, i, 1, 0, p->k.rows, p->k.rows, p->causal, NULL, NULL);
 }
 
 // q is (L, E), k is (S, E), out is the scores (L, S)

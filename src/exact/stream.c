@@ -32,7 +32,7 @@ static void block_scores(double *scores, const attn_problem *p, const double *qb
         for (int64_t c = 0; c < nc; c++)
             scores[r * BC + c] = attn_dot(qb + r * E, kb + c * E, E) * p->scale;
     attn_score_block sb = {scores, true, BC};
-    attn_score_epilogue(NULL, sb, p, i0, nr, j0, nc, nc, p->causal, NULL);
+    attn_score_epilogue(NULL, sb, p, i0, nr, j0, nc, nc, p->causal, NULL, NULL);
 }
 
 /* Fold one block of scores (nc keys) into a row's running m, l and acc; the

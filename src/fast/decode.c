@@ -121,7 +121,7 @@ static void decode_item(void *ctx, int64_t item, int worker) {
     for (int64_t t = 0; t < j->G && ok; t++) { /* each head's masks and variants on its L rows */
         attn_score_block sb = {s + t * L * lds, false, lds};
         ok = attn_f32_bias_fits(&p[t], L, j->S) &&
-             attn_score_epilogue(uk, sb, &p[t], 0, L, j0, last, last_pad, p[t].causal, NULL);
+             attn_score_epilogue(uk, sb, &p[t], 0, L, j0, last, last_pad, p[t].causal, NULL, NULL);
     }
     if (!ok) {
         atomic_store(&j->bad[g], 1);

@@ -131,9 +131,11 @@ static void tile_step(const flash_job *j, const workspace *w, const attn_problem
         else uk->qk(w->s + c0, lds, w->q + r0 * E, E, w->kt + c_lo + c0, ldk, E);
     }
     attn_score_block sb = {w->s, false, lds};
-    if (!attn_score_epilogue(uk, sb, p, i0 + r0, rows, j0, tc, tc_pad, cut, NULL)) *bad = true;
+    float row_max[ATTN_MR];
+    if (!attn_score_epilogue(uk, sb, p, i0 + r0, rows, j0, tc, tc_pad, cut, NULL, row_max)) *bad = true;
     for (int64_t r = 0; r < ATTN_MR; r++) {
-        float *srow = w->s + r * lds, mx = uk->max(srow, tc_pad);
+        /* Rows past `rows` (a tile's padding) had no epilogue. */
+        float *srow = w->s + r * lds, mx = r < rows ? row_max[r] : uk->max(srow, tc_pad);
         float m_old = w->m[r0 + r], m_new = mx > m_old ? mx : m_old;
         if (m_new == -INFINITY) { /* nothing allowed yet: P = 0 */
             memset(srow, 0, sizeof(float) * (size_t)tc_pad);

@@ -182,7 +182,7 @@ static void block_step(const bwd_job *j, const workspace *w, const attn_grad_pro
     attn_score_block sb = {w->s, false, ldk}, cb = {w->dc, false, ldk};
     /* A float mask of NaN or +inf never gets here: slice_check sent the slice
      * to the exact kernel. */
-    attn_score_epilogue(uk, sb, &g->f, i0, nb, j0, nc, nc_pad, true, j->capped ? &cb : NULL);
+    attn_score_epilogue(uk, sb, &g->f, i0, nb, j0, nc, nc_pad, true, j->capped ? &cb : NULL, NULL);
     gemm_t(uk, w->dp, ldk, dout, ldo, w->vt, ldk, nbm, j->Ev, nc_pad);       /* dP = dout Vᵀ */
     /* Rows nb.. up to what the products read (nb16 for pvt, nbm for pv) are
      * zero, so that rows past a window's last row add nothing to dQ. */

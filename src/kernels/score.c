@@ -8,20 +8,23 @@
 
 /* s = cap · tanh(s / cap) on columns 0..n-1 of row r, and, when dcap is
  * given, its derivative 1 - tanh² = 1 - (s / cap)² there (for the backward
- * pass). f64 rows take libm's tanh; f32 rows the ISA's vector kernel. */
-static void softcap_row(const attn_ukernels *uk, attn_score_block s, const attn_score_block *dcap, int64_t r,
+ * pass). f64 rows take libm's tanh; f32 rows the ISA's vector kernel, whose
+ * largest capped value is returned (-inf for f64 rows, unused). */
+static float softcap_row(const attn_ukernels *uk, attn_score_block s, const attn_score_block *dcap, int64_t r,
                         int64_t n, double cap) {
+    float largest = -INFINITY;
     if (s.f64) {
         double *row = (double *)s.base + r * s.ld;
         for (int64_t c = 0; c < n; c++) row[c] = cap * tanh(row[c] / cap);
     } else {
-        uk->softcap((float *)s.base + r * s.ld, n, (float)cap);
+        largest = uk->softcap((float *)s.base + r * s.ld, n, (float)cap);
     }
     for (int64_t c = 0; dcap && c < n; c++) {
         double t = s.f64 ? ((double *)s.base)[r * s.ld + c] / cap : ((float *)s.base)[r * s.ld + c] / cap;
         if (dcap->f64) ((double *)dcap->base)[r * dcap->ld + c] = 1 - t * t;
         else ((float *)dcap->base)[r * dcap->ld + c] = (float)(1 - t * t);
     }
+    return largest;
 }
 
 /* s -= slope · |j - i - offset| for the keys j = j0..j0+n-1 of row i: f32
@@ -78,13 +81,17 @@ static bool mask_row(const attn_ukernels *uk, attn_score_block s, const attn_mat
 
 bool attn_score_epilogue(const attn_ukernels *uk, attn_score_block s, const attn_problem *p,
                          int64_t i0, int64_t rows, int64_t j0, int64_t nc, int64_t nc_pad,
-                         bool causal_block, const attn_score_block *dcap) {
+                         bool causal_block, const attn_score_block *dcap, float *row_max) {
     bool ok = true;
+    /* When the cap is the last thing to change a row, its kernel's largest
+     * value is the row's: no other pass over the row to find it. */
+    bool cap_is_last = p->softcap > 0 && !p->alibi && !p->mask.base && !causal_block && nc == nc_pad;
     for (int64_t r = 0; r < rows; r++) {
         int64_t i = i0 + r;
+        float capped_max = -INFINITY;
         /* The variants in their documented order (attn_sdpa_options): the
          * cap on q·k·scale, then the ALiBi bias, then the masks. */
-        if (p->softcap > 0) softcap_row(uk, s, dcap, r, s.f64 ? nc : nc_pad, p->softcap);
+        if (p->softcap > 0) capped_max = softcap_row(uk, s, dcap, r, s.f64 ? nc : nc_pad, p->softcap);
         if (p->alibi) alibi_row(uk, s, p, r, i, j0, nc);
         /* Masks before the limits: a key the causal limit excludes stays
          * -inf whatever its float mask value (-inf + +inf would be NaN). */
@@ -94,6 +101,7 @@ bool attn_score_epilogue(const attn_ukernels *uk, attn_score_block s, const attn
             for (int64_t c = 0; c < nc && j0 + c < attn_first_key(p, i); c++) exclude(s, r, c);
         }
         for (int64_t c = nc; c < nc_pad; c++) exclude(s, r, c);
+        if (row_max) row_max[r] = cap_is_last ? capped_max : uk->max((float *)s.base + r * s.ld, nc_pad);
     }
     return ok;
 }

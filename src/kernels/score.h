@@ -27,9 +27,11 @@ typedef struct attn_score_block {
  * to the exact kernel (which takes them as they are). uk gives f32 blocks
  * their vector loops; NULL for f64 blocks. With soft-capping, dcap (NULL
  * when not wanted; laid out like s) receives the cap's derivative 1 -
- * tanh²(s / cap) for the backward pass. */
+ * tanh²(s / cap) for the backward pass. row_max (NULL when not wanted; f32
+ * blocks with nc_pad a whole number of vectors) receives each row's largest
+ * score, as uk->max gives it, for the online softmax. */
 bool attn_score_epilogue(const struct attn_ukernels *uk, attn_score_block s, const attn_problem *p,
                          int64_t i0, int64_t rows, int64_t j0, int64_t nc, int64_t nc_pad,
-                         bool causal_block, const attn_score_block *dcap);
+                         bool causal_block, const attn_score_block *dcap, float *row_max);
 
 #endif /* ATTN_SCORE_H */

@@ -90,9 +90,11 @@ typedef struct attn_ukernels {
 
     /* s[i] = cap · tanh(s[i] / cap) for i < n (any n), cap > 0: logit
      * soft-capping, as sign(s) · cap · (1 - t) / (1 + t) with t =
-     * 2^(-2 |s| / cap · log2 e) from the vector exp2. The error is within
-     * 3 · 2^-24 · cap absolute (t's rounding, cancelled in 1 - t near 0). */
-    void (*softcap)(float *s, int64_t n, float cap);
+     * 2^(-2 |s| / cap · log2 e) from a vector exp2. The error is within
+     * 3 · 2^-24 · cap absolute (t's rounding, cancelled in 1 - t near 0).
+     * Returns the largest of the capped values as max does (-inf for n = 0,
+     * NaN skipped), so the softmax need not read the row again for it. */
+    float (*softcap)(float *s, int64_t n, float cap);
 
     /* s[i] -= slope · |d0 + i| for i < n (any n), |d0| and |d0 + n| below
      * 2^31: ALiBi's bias on a row of scores, the distance converted to f32

@@ -160,12 +160,14 @@ static void widen16_c(float *dst, const uint16_t *src, int64_t n, bool f16) {
     for (int64_t i = 0; i < n; i++) dst[i] = f16 ? attn_f16_to_f32(src[i]) : attn_bf16_to_f32(src[i]);
 }
 
-static void softcap_c(float *s, int64_t n, float cap) {
-    float k = -2 * ATTN_LOG2E / cap;
+static float softcap_c(float *s, int64_t n, float cap) {
+    float k = -2 * ATTN_LOG2E / cap, m = -INFINITY;
     for (int64_t i = 0; i < n; i++) {
         float t = attn_exp2f(k * fabsf(s[i])), y = cap * ((1 - t) / (1 + t));
         s[i] = s[i] < 0 ? -y : y;
+        m = s[i] > m ? s[i] : m;
     }
+    return m;
 }
 
 static void alibi_c(float *s, int64_t n, float slope, int64_t d0) {

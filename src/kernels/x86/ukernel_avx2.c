@@ -260,17 +260,29 @@ static inline __m256 softcap_256(__m256 x, __m256 k, __m256 cap) {
     return _mm256_div_ps(_mm256_fnmadd_ps(cap, t, cap), _mm256_add_ps(_mm256_set1_ps(1.0f), t));
 }
 
-static void softcap_avx2(float *s, int64_t n, float cap) {
+static float softcap_avx2(float *s, int64_t n, float cap) {
     __m256 k = _mm256_set1_ps(-2 * ATTN_LOG2E / cap), c = _mm256_set1_ps(cap);
+    __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
     int64_t i = 0;
     /* Two vectors a step: each one's chain of dependent operations is long
      * (about 50 cycles), and two side by side keep more of them in flight. */
     for (; i + 2 * VL <= n; i += 2 * VL) {
         __m256 y0 = softcap_256(_mm256_loadu_ps(s + i), k, c), y1 = softcap_256(_mm256_loadu_ps(s + i + VL), k, c);
         _mm256_storeu_ps(s + i, y0), _mm256_storeu_ps(s + i + VL, y1);
+        m0 = _mm256_max_ps(y0, m0), m1 = _mm256_max_ps(y1, m1); /* a NaN y keeps m, as max_avx2 */
     }
-    for (; i + VL <= n; i += VL) _mm256_storeu_ps(s + i, softcap_256(_mm256_loadu_ps(s + i), k, c));
-    if (i < n) _mm256_maskstore_ps(s + i, lanes_below(n - i), softcap_256(_mm256_maskload_ps(s + i, lanes_below(n - i)), k, c));
+    for (; i + VL <= n; i += VL) {
+        __m256 y = softcap_256(_mm256_loadu_ps(s + i), k, c);
+        _mm256_storeu_ps(s + i, y);
+        m0 = _mm256_max_ps(y, m0);
+    }
+    if (i < n) {
+        __m256i lanes = lanes_below(n - i);
+        __m256 y = softcap_256(_mm256_maskload_ps(s + i, lanes), k, c);
+        _mm256_maskstore_ps(s + i, lanes, y);
+        m1 = _mm256_max_ps(_mm256_blendv_ps(m1, y, _mm256_castsi256_ps(lanes)), m1);
+    }
+    return hmax256(_mm256_max_ps(m0, m1));
 }
 
 static void alibi_avx2(float *s, int64_t n, float slope, int64_t d0) {

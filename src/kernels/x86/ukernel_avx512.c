@@ -258,14 +258,21 @@ static inline __m512 softcap_512(__m512 x, __m512 k, __m512 cap) {
     return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(y), sign)); /* the sign of x */
 }
 
-static void softcap_avx512(float *s, int64_t n, float cap) {
-    __m512 k = _mm512_set1_ps(-2 * ATTN_LOG2E / cap), c = _mm512_set1_ps(cap);
+static float softcap_avx512(float *s, int64_t n, float cap) {
+    __m512 k = _mm512_set1_ps(-2 * ATTN_LOG2E / cap), c = _mm512_set1_ps(cap), big = _mm512_set1_ps(-INFINITY);
     int64_t i = 0;
-    for (; i + VL <= n; i += VL) _mm512_storeu_ps(s + i, softcap_512(_mm512_loadu_ps(s + i), k, c));
+    for (; i + VL <= n; i += VL) {
+        __m512 y = softcap_512(_mm512_loadu_ps(s + i), k, c);
+        _mm512_storeu_ps(s + i, y);
+        big = _mm512_max_ps(y, big); /* a NaN y keeps big, as max_avx512 */
+    }
     if (i < n) {
         __mmask16 m = lanes_below(n - i);
-        _mm512_mask_storeu_ps(s + i, m, softcap_512(_mm512_maskz_loadu_ps(m, s + i), k, c));
+        __m512 y = softcap_512(_mm512_maskz_loadu_ps(m, s + i), k, c);
+        _mm512_mask_storeu_ps(s + i, m, y);
+        big = _mm512_mask_max_ps(big, m, y, big);
     }
+    return _mm512_reduce_max_ps(big);
 }
 
 static void alibi_avx512(float *s, int64_t n, float slope, int64_t d0) {
