@@ -49,6 +49,15 @@ static void exclude(attn_score_block s, int64_t r, int64_t c) {
     else ((float *)s.base)[r * s.ld + c] = -INFINITY;
 }
 
+/* Elements c0..c1-1 of row r set to -inf (none when c1 <= c0), in a loop
+ * the compiler vectorises: a window's blocks cut most rows at both ends. */
+static void exclude_range(attn_score_block s, int64_t r, int64_t c0, int64_t c1) {
+    if (s.f64)
+        for (int64_t c = c0; c < c1; c++) ((double *)s.base)[r * s.ld + c] = -INFINITY;
+    else
+        for (int64_t c = c0; c < c1; c++) ((float *)s.base)[r * s.ld + c] = -INFINITY;
+}
+
 static void add(attn_score_block s, int64_t r, int64_t c, double x) {
     if (s.f64) ((double *)s.base)[r * s.ld + c] += x;
     else ((float *)s.base)[r * s.ld + c] += (float)x;
@@ -97,10 +106,11 @@ bool attn_score_epilogue(const attn_ukernels *uk, attn_score_block s, const attn
          * -inf whatever its float mask value (-inf + +inf would be NaN). */
         if (p->mask.base) ok &= mask_row(uk, s, &p->mask, r, i, j0, nc);
         if (causal_block) {
-            for (int64_t c = attn_keys_seen(p, i, j0, nc); c < nc; c++) exclude(s, r, c);
-            for (int64_t c = 0; c < nc && j0 + c < attn_first_key(p, i); c++) exclude(s, r, c);
+            int64_t before_window = attn_first_key(p, i) - j0; /* columns below it are out */
+            exclude_range(s, r, attn_keys_seen(p, i, j0, nc), nc);
+            exclude_range(s, r, 0, before_window < nc ? before_window : nc);
         }
-        for (int64_t c = nc; c < nc_pad; c++) exclude(s, r, c);
+        exclude_range(s, r, nc, nc_pad);
         if (row_max) row_max[r] = cap_is_last ? capped_max : uk->max((float *)s.base + r * s.ld, nc_pad);
     }
     return ok;
