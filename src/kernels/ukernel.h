@@ -90,8 +90,10 @@ typedef struct attn_ukernels {
 
     /* s[i] = cap · tanh(s[i] / cap) for i < n (any n), cap > 0: logit
      * soft-capping, as sign(s) · cap · (1 - t) / (1 + t) with t =
-     * 2^(-2 |s| / cap · log2 e) from a vector exp2. The error is within
-     * 3 · 2^-24 · cap absolute (t's rounding, cancelled in 1 - t near 0).
+     * 2^(-2 |s| / cap · log2 e) from a vector exp2 (C, AVX-512), or as
+     * (cap - cap · t) / (1 + t) with t = 2^(-2 s / cap · log2 e) for either
+     * sign (AVX2). The error is within 3 · 2^-24 · cap absolute (t's
+     * rounding, cancelled in 1 - t near 0).
      * Returns the largest of the capped values as max does (-inf for n = 0,
      * NaN skipped), so the softmax need not read the row again for it. */
     float (*softcap)(float *s, int64_t n, float cap);
