@@ -41,16 +41,26 @@ static double ulps(float got, float want) {
     return fabs((double)a - (double)b);
 }
 
-static void test_exp2(const char *isa) {
+/* The microkernels of `isa`, with name set to the check's name (`check`, a
+ * format with one %s for the ISA). On a CPU without the ISA: NULL, after
+ * saying skip for that check and for `also` (another check the test makes,
+ * or NULL). */
+static const attn_ukernels *kernels_or_skip(const char *isa, char *name, size_t size, const char *check,
+                                            const char *also) {
     const attn_ukernels *uk = attn_ukernels_by_name(isa);
-    char name[64];
-    snprintf(name, sizeof name, "exp2_%s_vs_libm", isa);
-    if (!uk) {
+    if (!uk && also) {
+        snprintf(name, size, also, isa);
         skip(name, "this CPU lacks %s", isa);
-        snprintf(name, sizeof name, "exp2_%s_same_floats_beside_minus_inf", isa);
-        skip(name, "this CPU lacks %s", isa);
-        return;
     }
+    snprintf(name, size, check, isa);
+    if (!uk) skip(name, "this CPU lacks %s", isa);
+    return uk;
+}
+
+static void test_exp2(const char *isa) {
+    char name[64];
+    const attn_ukernels *uk = kernels_or_skip(isa, name, sizeof name, "exp2_%s_vs_libm", "exp2_%s_same_floats_beside_minus_inf");
+    if (!uk) return;
     enum { N = 200003 };
     float *x = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * N);
     /* An even sweep over the whole range, then random points. */
@@ -360,13 +370,9 @@ static void test_concurrent_callers(void) {
 /* pvt (p read by columns) against pv on the transposed p: the same sums in
  * the same order, so bitwise equal, for every tile width. */
 static void test_pvt(const char *isa) {
-    const attn_ukernels *uk = attn_ukernels_by_name(isa);
     char name[64];
-    snprintf(name, sizeof name, "pvt_%s_equals_pv_transposed", isa);
-    if (!uk) {
-        skip(name, "this CPU lacks %s", isa);
-        return;
-    }
+    const attn_ukernels *uk = kernels_or_skip(isa, name, sizeof name, "pvt_%s_equals_pv_transposed", NULL);
+    if (!uk) return;
     enum { K = 37, LDO = 80 };
     float p[ATTN_MR * K], pt[K * ATTN_MR], v[K * 64], o1[ATTN_MR * LDO], o2[ATTN_MR * LDO];
     for (int r = 0; r < ATTN_MR; r++)
@@ -453,13 +459,9 @@ static void decode_rows_fmt(const attn_ukernels *uk, int fmt, double *worst, int
 }
 
 static void test_decode_rows(const char *isa) {
-    const attn_ukernels *uk = attn_ukernels_by_name(isa);
     char name[64];
-    snprintf(name, sizeof name, "decode_rows_%s_every_row_count_and_width", isa);
-    if (!uk) {
-        skip(name, "this CPU lacks %s", isa);
-        return;
-    }
+    const attn_ukernels *uk = kernels_or_skip(isa, name, sizeof name, "decode_rows_%s_every_row_count_and_width", NULL);
+    if (!uk) return;
     for (int fmt = 0; fmt < (uk->dot_rows16 ? 3 : 1); fmt++) {
         double worst = 0;
         int bad_max = 0, bad_guard = 0, bad_flags = 0;
@@ -477,13 +479,9 @@ static void test_decode_rows(const char *isa) {
  * patterns of f16 and of bf16, at every offset within a vector (NaNs only
  * need to stay NaN: F16C quiets signaling ones). */
 static void test_widen16(const char *isa) {
-    const attn_ukernels *uk = attn_ukernels_by_name(isa);
     char name[64];
-    snprintf(name, sizeof name, "widen16_%s_matches_scalar_f16_bf16", isa);
-    if (!uk) {
-        skip(name, "this CPU lacks %s", isa);
-        return;
-    }
+    const attn_ukernels *uk = kernels_or_skip(isa, name, sizeof name, "widen16_%s_matches_scalar_f16_bf16", NULL);
+    if (!uk) return;
     static uint16_t h[65536 + 40];
     static float f[65536 + 40];
     int wrong = 0;
@@ -506,13 +504,9 @@ static void test_widen16(const char *isa) {
  * loop: every key count 1..16, widths that end inside and on a vector, row
  * strides wider than the row; bitwise the same, zeros past the keys. */
 static void test_transpose16(const char *isa) {
-    const attn_ukernels *uk = attn_ukernels_by_name(isa);
     char name[64];
-    snprintf(name, sizeof name, "transpose16_%s_matches_portable", isa);
-    if (!uk) {
-        skip(name, "this CPU lacks %s", isa);
-        return;
-    }
+    const attn_ukernels *uk = kernels_or_skip(isa, name, sizeof name, "transpose16_%s_matches_portable", NULL);
+    if (!uk) return;
     enum { MAXE = 72, LD = 40 };
     static float k[16 * (MAXE + 5)], got[MAXE * LD], want[MAXE * LD];
     for (int i = 0; i < 16 * (MAXE + 5); i++) k[i] = (float)i * 0.25f - 100.0f;
@@ -533,15 +527,9 @@ static void test_transpose16(const char *isa) {
  * returned maximum exactly the largest value it wrote (a NaN score, which
  * stays NaN, skipped as max skips it; nothing past n counted). */
 static void test_softcap(const char *isa) {
-    const attn_ukernels *uk = attn_ukernels_by_name(isa);
     char name[64];
-    snprintf(name, sizeof name, "softcap_%s_vs_tanh", isa);
-    if (!uk) {
-        skip(name, "this CPU lacks %s", isa);
-        snprintf(name, sizeof name, "softcap_%s_returns_its_max", isa);
-        skip(name, "this CPU lacks %s", isa);
-        return;
-    }
+    const attn_ukernels *uk = kernels_or_skip(isa, name, sizeof name, "softcap_%s_vs_tanh", "softcap_%s_returns_its_max");
+    if (!uk) return;
     enum { N = 4099 };
     static float x[N], y[N + 1];
     double worst = 0;
@@ -576,13 +564,9 @@ static void test_softcap(const char *isa) {
  * forward's exp_sum gives for the same row and lse (masked scores, -inf,
  * give 0), dS bitwise P · (dP - D) in f32, for rows of 1 to 40 vectors. */
 static void test_softmax_grad(const char *isa) {
-    const attn_ukernels *uk = attn_ukernels_by_name(isa);
     char name[64];
-    snprintf(name, sizeof name, "softmax_grad_%s_vs_exp_sum", isa);
-    if (!uk) {
-        skip(name, "this CPU lacks %s", isa);
-        return;
-    }
+    const attn_ukernels *uk = kernels_or_skip(isa, name, sizeof name, "softmax_grad_%s_vs_exp_sum", NULL);
+    if (!uk) return;
     enum { N = 40 * 16 };
     static float s[N], p[N], want_p[N], dp[N], ds[N];
     int wrong = 0, rows = 0;
@@ -609,13 +593,9 @@ static void test_softmax_grad(const char *isa) {
  * product or quotient each, so bitwise equal, for every length and tail,
  * in place and not. */
 static void test_scale_divide(const char *isa) {
-    const attn_ukernels *uk = attn_ukernels_by_name(isa);
     char name[64];
-    snprintf(name, sizeof name, "scale_divide_%s_equal_scalar", isa);
-    if (!uk) {
-        skip(name, "this CPU lacks %s", isa);
-        return;
-    }
+    const attn_ukernels *uk = kernels_or_skip(isa, name, sizeof name, "scale_divide_%s_equal_scalar", NULL);
+    if (!uk) return;
     enum { N = 70 };
     float x[N], y[N], z[N];
     int wrong = 0;
@@ -641,13 +621,9 @@ static void test_scale_divide(const char *isa) {
 /* alibi against double: s - slope · |d0 + i| within 2 · 2^-24 of the bias
  * (plus s's own rounding), for distances crossing 0 and every tail length. */
 static void test_alibi(const char *isa) {
-    const attn_ukernels *uk = attn_ukernels_by_name(isa);
     char name[64];
-    snprintf(name, sizeof name, "alibi_%s_vs_double", isa);
-    if (!uk) {
-        skip(name, "this CPU lacks %s", isa);
-        return;
-    }
+    const attn_ukernels *uk = kernels_or_skip(isa, name, sizeof name, "alibi_%s_vs_double", NULL);
+    if (!uk) return;
     static float s[300], x[300];
     double worst = 0;
     static const int64_t starts[] = {-150, -7, 0, 3, 1000000, -20000000};
