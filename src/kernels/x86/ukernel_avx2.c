@@ -307,11 +307,14 @@ static void alibi_avx2(float *s, int64_t n, float slope, int64_t d0) {
  * within each 128-bit lane, then the lanes. */
 static inline void transpose8(__m256 r[8]) {
     __m256 t[8], u[8];
+#pragma GCC unroll 8
     for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+#pragma GCC unroll 8
     for (int i = 0; i < 8; i += 4) {
         u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44), u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
         u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44), u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
     }
+#pragma GCC unroll 8
     for (int j = 0; j < 4; j++)
         r[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20), r[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
 }
@@ -324,12 +327,15 @@ static void transpose16_avx2(float *kt, int64_t ld, const float *k, int64_t rs, 
         __m256i part = lanes_below(ne);
         for (int half = 0; half < 2; half++) {
             __m256 r[8];
+#pragma GCC unroll 8
             for (int c = 0; c < 8; c++) {
                 const float *row = k + (8 * half + c) * rs + e0;
                 r[c] = 8 * half + c >= nk ? _mm256_setzero_ps() : ne == VL ? _mm256_loadu_ps(row) : _mm256_maskload_ps(row, part);
             }
             transpose8(r);
-            for (int j = 0; j < ne; j++) _mm256_storeu_ps(kt + (e0 + j) * ld + 8 * half, r[j]);
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++)
+                if (j < ne) _mm256_storeu_ps(kt + (e0 + j) * ld + 8 * half, r[j]);
         }
     }
 }

@@ -140,25 +140,30 @@ static void transpose16_avx512(float *kt, int64_t ld, const float *k, int64_t rs
     for (int64_t e0 = 0; e0 < E; e0 += 16) {
         int64_t ne = E - e0 < 16 ? E - e0 : 16;
         __m512 r[16], t[16], u[16];
+#pragma GCC unroll 16
         for (int c = 0; c < 16; c++)
             r[c] = c >= nk     ? _mm512_setzero_ps()
                    : ne == 16 ? _mm512_loadu_ps(k + c * rs + e0)
                               : _mm512_maskz_loadu_ps(lanes_below(ne), k + c * rs + e0);
+#pragma GCC unroll 8
         for (int i = 0; i < 16; i += 2) {
             t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
             t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
         }
+#pragma GCC unroll 4
         for (int i = 0; i < 16; i += 4) { /* u[i + j]: column 4L + j of rows i..i+3, in lane L */
             u[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
             u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
             u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
             u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
         }
+#pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
             __m512 v = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), v2 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
             __m512 w = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88), w2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
             __m512 col[4] = {_mm512_shuffle_f32x4(v, w, 0x88), _mm512_shuffle_f32x4(v2, w2, 0x88),
                              _mm512_shuffle_f32x4(v, w, 0xDD), _mm512_shuffle_f32x4(v2, w2, 0xDD)};
+#pragma GCC unroll 4
             for (int l = 0; l < 4; l++) /* column 4l + j of the block */
                 if (4 * l + j < ne) _mm512_storeu_ps(kt + (e0 + 4 * l + j) * ld, col[l]);
         }
