@@ -110,6 +110,7 @@ typedef struct problem {
     attn_causal causal;
     int mask; /* 0 none, 1 bool, 2 float */
     int bf16; /* the bf16 compute mode */
+    int64_t window; /* a sliding window of keys (0: none) */
 } problem;
 
 static float *random_floats(size_t n) {
@@ -134,6 +135,7 @@ static attn_status run_f32(float *out, const problem *pr, float *q, float *k, fl
     o.causal = pr->causal;
     o.mask = pr->mask ? &tm : NULL;
     o.compute = pr->bf16 ? ATTN_COMPUTE_BF16 : ATTN_COMPUTE_F32;
+    o.window = pr->window;
     attn_set_num_threads(threads);
     attn_error err;
     if (kernel) verbose_begin();
@@ -167,6 +169,7 @@ static attn_status run_f64(double *out, const problem *pr, const float *q, const
     attn_sdpa_options o = attn_sdpa_options_default();
     o.causal = pr->causal;
     o.mask = pr->mask ? &tm : NULL;
+    o.window = pr->window;
     attn_status st = attn_sdpa(&to, NULL, NULL, &tq, &tk, &tv, &o, NULL);
     free(q64), free(k64), free(v64), free(m64);
     return st;
@@ -191,9 +194,9 @@ static void test_problem(const problem *pr) {
     float *o1 = malloc(sizeof(float) * no), *on = malloc(sizeof(float) * no);
     double *ref = malloc(sizeof(double) * no);
     char name[160];
-    snprintf(name, sizeof name, "L%lld_S%lld_E%lld_Ev%lld_H%lld/%lld_causal%d_mask%d%s", (long long)pr->L,
+    snprintf(name, sizeof name, "L%lld_S%lld_E%lld_Ev%lld_H%lld/%lld_causal%d_mask%d_window%lld%s", (long long)pr->L,
              (long long)pr->S, (long long)pr->E, (long long)pr->Ev, (long long)pr->Hq, (long long)pr->Hk,
-             (int)pr->causal, pr->mask, pr->bf16 ? "_bf16" : "");
+             (int)pr->causal, pr->mask, (long long)pr->window, pr->bf16 ? "_bf16" : "");
     /* Each call must succeed on the kernel the shape calls for: a failed
      * call fails its check rather than leave a buffer nobody wrote. */
     char kernel[32];
@@ -228,7 +231,7 @@ static void test_problem(const problem *pr) {
 /* Inputs the f32 kernel hands to the exact kernel keep attn.h's semantics. */
 static void test_fallback(void) {
     /* Scores far beyond f32's range: q, k of 1e20 (q·k ~ 1e40 would be inf). */
-    problem pr = {40, 50, 8, 4, 1, 1, ATTN_CAUSAL_NONE, 0, 0};
+    problem pr = {40, 50, 8, 4, 1, 1, ATTN_CAUSAL_NONE, 0, 0, 0};
     size_t nq = 40 * 8, nk = 50 * 8, nv = 50 * 4, no = 40 * 4;
     float *q = random_floats(nq), *k = random_floats(nk), *v = random_floats(nv), *o = malloc(4 * no);
     double *ref = malloc(8 * no);
@@ -351,7 +354,7 @@ static void *call_thread(void *arg) {
 }
 
 static void test_concurrent_callers(void) {
-    problem pr = {300, 900, 32, 16, 2, 1, ATTN_CAUSAL_TOP_LEFT, 0, 0};
+    problem pr = {300, 900, 32, 16, 2, 1, ATTN_CAUSAL_TOP_LEFT, 0, 0, 0};
     size_t no = 2 * 300 * 16;
     float *q = random_floats(2 * 300 * 32), *k = random_floats(900 * 32), *v = random_floats(900 * 16);
     float *serial = malloc(sizeof(float) * no), *a = malloc(sizeof(float) * no), *b = malloc(sizeof(float) * no);
@@ -682,23 +685,30 @@ int main(void) {
     }
     /* Shapes that span several 768-row items and 512-key blocks, odd sizes. */
     problem shapes[] = {
-        {1000, 1300, 40, 24, 2, 1, ATTN_CAUSAL_NONE, 0, 0},
-        {1537, 1537, 64, 64, 1, 1, ATTN_CAUSAL_TOP_LEFT, 0, 0},
-        {900, 1200, 72, 72, 2, 2, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 0},
-        {1200, 700, 33, 17, 4, 2, ATTN_CAUSAL_BOTTOM_RIGHT, 2, 0},
-        {7, 3000, 128, 128, 2, 1, ATTN_CAUSAL_NONE, 1, 0},
-        {1, 1, 1, 1, 1, 1, ATTN_CAUSAL_NONE, 0, 0},
+        {1000, 1300, 40, 24, 2, 1, ATTN_CAUSAL_NONE, 0, 0, 0},
+        {1537, 1537, 64, 64, 1, 1, ATTN_CAUSAL_TOP_LEFT, 0, 0, 0},
+        {900, 1200, 72, 72, 2, 2, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 0, 0},
+        {1200, 700, 33, 17, 4, 2, ATTN_CAUSAL_BOTTOM_RIGHT, 2, 0, 0},
+        {7, 3000, 128, 128, 2, 1, ATTN_CAUSAL_NONE, 1, 0, 0},
+        {1, 1, 1, 1, 1, 1, ATTN_CAUSAL_NONE, 0, 0, 0},
         /* the decode path: L <= 4 against many keys, split into chunks */
-        {1, 70000, 128, 128, 8, 2, ATTN_CAUSAL_NONE, 0, 0},
-        {4, 9000, 64, 40, 4, 4, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 0},
-        {3, 5000, 33, 7, 2, 1, ATTN_CAUSAL_TOP_LEFT, 2, 0},
-        {2, 4097, 16, 16, 1, 1, ATTN_CAUSAL_BOTTOM_RIGHT, 2, 0},
+        {1, 70000, 128, 128, 8, 2, ATTN_CAUSAL_NONE, 0, 0, 0},
+        {4, 9000, 64, 40, 4, 4, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 0, 0},
+        {3, 5000, 33, 7, 2, 1, ATTN_CAUSAL_TOP_LEFT, 2, 0, 0},
+        {2, 4097, 16, 16, 1, 1, ATTN_CAUSAL_BOTTOM_RIGHT, 2, 0, 0},
         /* a very wide head: blocks shrink to keep the scratch bounded */
-        {50, 300, 5000, 3000, 1, 1, ATTN_CAUSAL_TOP_LEFT, 1, 0},
+        {50, 300, 5000, 3000, 1, 1, ATTN_CAUSAL_TOP_LEFT, 1, 0, 0},
         /* the bf16 compute mode, odd E and Ev included */
-        {1000, 1300, 64, 64, 2, 1, ATTN_CAUSAL_NONE, 0, 1},
-        {777, 900, 33, 20, 2, 2, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 1},
-        {300, 2000, 128, 128, 1, 1, ATTN_CAUSAL_TOP_LEFT, 2, 1},
+        {1000, 1300, 64, 64, 2, 1, ATTN_CAUSAL_NONE, 0, 1, 0},
+        {777, 900, 33, 20, 2, 2, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 1, 0},
+        {300, 2000, 128, 128, 1, 1, ATTN_CAUSAL_TOP_LEFT, 2, 1, 0},
+        /* sliding windows over several items and key blocks: tiles start on
+         * a vector that is not a whole strip of Q·Kᵀ, and windows narrower
+         * than a vector */
+        {1500, 1500, 64, 64, 2, 1, ATTN_CAUSAL_TOP_LEFT, 0, 0, 300},
+        {900, 1300, 40, 24, 2, 2, ATTN_CAUSAL_BOTTOM_RIGHT, 2, 0, 517},
+        {1100, 1100, 33, 17, 1, 1, ATTN_CAUSAL_TOP_LEFT, 1, 0, 9},
+        {1200, 1200, 72, 72, 1, 1, ATTN_CAUSAL_TOP_LEFT, 0, 1, 260},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) test_problem(&shapes[i]);
     test_fallback();

@@ -50,6 +50,9 @@ float attn_pack_scaled(const struct attn_ukernels *uk, float *dst, int64_t ld, c
                        int64_t n, int64_t n_pad, double scale, float *tmp);
 void attn_pack_transposed(const struct attn_ukernels *uk, float *kt, int64_t ld, int64_t n_pad,
                           const attn_mat *k, int64_t j0, int64_t n, float *tmp);
+/* Ask for rows r0..r0+n-1 of m (those of contiguous elements) to be brought
+ * into the cache, so that packing them later does not wait on memory. */
+void attn_prefetch_rows(const attn_mat *m, int64_t r0, int64_t n);
 /* Row r of m as contiguous f32: in place for f32 with contiguous columns,
  * else widened into buf (m->cols floats) by the ISA's widen16 where the
  * row's 16-bit floats are contiguous. */

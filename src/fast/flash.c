@@ -64,6 +64,7 @@ typedef struct flash_job {
     bool v_direct;       /* values are read in place, not packed */
     const attn_bf16_kernels *bk; /* the bf16 compute mode's kernels, or NULL */
     int64_t vl, nrv;     /* vector length and tile width of the kernels in use */
+    int64_t kg;          /* a tile's keys start and end on a multiple of kg: a vector (pairs of vectors in bf16) */
     int64_t E2;          /* bf16 mode: pairs along E, ceil(E / 2) */
 } flash_job;
 
@@ -81,15 +82,20 @@ typedef struct workspace {
     float *zero;
 } workspace;
 
-/* Rows of the transposed keys are padded by one cache line, so that the E
- * rows a microkernel reads do not all fall into the same L1 sets. */
-static int64_t kt_stride(int64_t bc) { return bc + 16; }
+/* The row stride of the transposed keys for blocks of bc keys: room for
+ * the nrv - kg columns a tile's last strip may read past them, rounded to
+ * an odd number of 16-float cache lines, so that the E rows a microkernel
+ * reads do not all fall into the same L1 sets. */
+static int64_t kt_stride(const flash_job *j, int64_t bc) {
+    int64_t lines = (bc + j->nrv - j->kg + 15) / 16;
+    return 16 * (lines % 2 ? lines : lines + 1);
+}
 
 static size_t workspace_floats(const flash_job *j) {
-    size_t f32 = (size_t)(j->br * j->E + j->E * kt_stride(j->bc) + j->bc * j->Evp + ATTN_MR * j->bc +
+    size_t f32 = (size_t)(j->br * j->E + j->E * kt_stride(j, j->bc) + j->bc * j->Evp + ATTN_MR * j->bc +
                           j->br * j->Evp + 2 * j->br + j->E + j->Ev);
-    size_t bf16 = (size_t)(j->br * j->E2 + j->E2 * kt_stride(j->bc) + j->bc / 2 * j->Evp +
-                           ATTN_MR * j->bc / 2 + kt_stride(j->bc));
+    size_t bf16 = (size_t)(j->br * j->E2 + j->E2 * kt_stride(j, j->bc) + j->bc / 2 * j->Evp +
+                           ATTN_MR * j->bc / 2 + kt_stride(j, j->bc));
     return f32 + (j->bk ? bf16 : 0);
 }
 
@@ -97,7 +103,7 @@ static workspace workspace_of(const flash_job *j, int worker) {
     workspace w;
     w.q = (float *)(void *)(j->scratch + (size_t)worker * j->ws_bytes);
     w.kt = w.q + j->br * j->E;
-    w.v = w.kt + j->E * kt_stride(j->bc);
+    w.v = w.kt + j->E * kt_stride(j, j->bc);
     w.s = w.v + j->bc * j->Evp;
     w.o = w.s + ATTN_MR * j->bc;
     w.m = w.o + j->br * j->Evp;
@@ -107,7 +113,7 @@ static workspace workspace_of(const flash_job *j, int worker) {
     if (j->bk) {
         w.q2 = (uint32_t *)(void *)(w.tmp + j->E + j->Ev);
         w.kt2 = w.q2 + j->br * j->E2;
-        w.v2 = w.kt2 + j->E2 * kt_stride(j->bc);
+        w.v2 = w.kt2 + j->E2 * kt_stride(j, j->bc);
         w.p2 = w.v2 + j->bc / 2 * j->Evp;
         w.zero = (float *)(void *)(w.p2 + ATTN_MR * j->bc / 2);
     }
@@ -115,7 +121,7 @@ static workspace workspace_of(const flash_job *j, int worker) {
 }
 
 /* One MR-row tile against keys j0+c_lo..j0+tc-1 of the packed block (c_lo
- * a multiple of nrv: the keys before it are all outside the tile's sliding
+ * a multiple of kg: the keys before it are all outside the tile's sliding
  * window): scores, masks, the online-softmax update of m, l and O, then O +=
  * P·V. */
 static void tile_step(const flash_job *j, const workspace *w, const attn_problem *p, int64_t r0,
@@ -125,7 +131,10 @@ static void tile_step(const flash_job *j, const workspace *w, const attn_problem
     const attn_bf16_kernels *bk = j->bk;
     /* From here on, the tile's keys start at key j0 (column 0 of s). */
     j0 += c_lo, tc -= c_lo, v += c_lo * ldv;
-    int64_t E = j->E, Evp = j->Evp, nrv = j->nrv, tc_pad = attn_round_up(tc, nrv);
+    /* Q·Kᵀ goes by strips of nrv keys; the softmax and P·V need only whole
+     * vectors, tc_pad keys: the last strip's extra columns are never read
+     * (they exist: kt rows are padded, see pack_block). */
+    int64_t E = j->E, Evp = j->Evp, nrv = j->nrv, tc_pad = attn_round_up(tc, j->kg);
     for (int64_t c0 = 0; c0 < tc_pad; c0 += nrv) {
         if (bk) bk->qk(w->s + c0, lds, w->q2 + r0 * j->E2, j->E2, w->kt2 + c_lo + c0, ldk, j->E2);
         else uk->qk(w->s + c0, lds, w->q + r0 * E, E, w->kt + c_lo + c0, ldk, E);
@@ -166,8 +175,11 @@ static void tile_step(const flash_job *j, const workspace *w, const attn_problem
 static const float *pack_block(const flash_job *j, const workspace *w, const attn_problem *p, int64_t j0, int64_t nc,
                                int64_t nc_pad, int64_t *ldv) {
     const attn_ukernels *uk = j->uk;
-    int64_t ldk = kt_stride(nc_pad), Evp = j->Evp;
+    int64_t ldk = kt_stride(j, nc_pad), Evp = j->Evp;
     attn_pack_transposed(uk, w->kt, ldk, nc_pad, &p->k, j0, nc, w->tmp);
+    /* Zeros past the last strip: a tile that starts kg (not nrv) keys into
+     * the block reads up to nrv - kg <= 16 columns past nc_pad. */
+    for (int64_t e = 0; e < j->E; e++) memset(w->kt + e * ldk + nc_pad, 0, sizeof(float) * (size_t)(j->nrv - j->kg));
     if (p->rope) attn_rope_apply_f32(w->kt, 1, ldk, nc, p->rope, p->rope_k0 + j0, 1); /* key c is column c */
     const float *vb = w->v;
     *ldv = Evp;
@@ -197,6 +209,31 @@ static void write_rows(const flash_job *j, const workspace *w, const attn_proble
         else
             for (int64_t e = 0; e < j->Ev; e++) dst[e * p->out.cs] = l == 0 ? 0.0f : orow[e] / l;
         if (p->lse.base) attn_mat_set(&p->lse, i0 + r, 0, attn_lse(w->m[r], l));
+    }
+}
+
+/* Every MR-row tile of the item's nr rows against the packed key block
+ * j0..j0+nc-1; meanwhile the next block's keys and values (next..next+
+ * n_next-1) are fetched into the cache, a share of them by each tile. */
+static void block_tiles(const flash_job *j, const workspace *w, const attn_problem *p, int64_t i0, int64_t nr,
+                        int64_t j0, int64_t nc, int64_t nc_pad, const float *vb, int64_t ldv, int64_t next,
+                        int64_t n_next, bool *bad) {
+    int64_t nr_pad = attn_round_up(nr, ATTN_MR), tiles = nr_pad / ATTN_MR, ldk = kt_stride(j, nc_pad);
+    for (int64_t r0 = 0; r0 < nr_pad; r0 += ATTN_MR) {
+        int64_t rows = nr - r0 < ATTN_MR ? nr - r0 : ATTN_MR, t = r0 / ATTN_MR;
+        int64_t a = next + n_next * t / tiles, b = next + n_next * (t + 1) / tiles;
+        attn_prefetch_rows(&p->k, a, b - a), attn_prefetch_rows(&p->v, a, b - a);
+        /* Under a causal mask a tile needs only the keys its last row sees;
+         * blocks above the diagonal are skipped whole. */
+        int64_t tc = attn_keys_seen(p, i0 + r0 + rows - 1, j0, nc);
+        /* ... and none before its first row's window: it starts at the
+         * vector holding that row's first key. */
+        int64_t lo = attn_first_key(p, i0 + r0) - j0, c_lo = lo > 0 ? lo / j->kg * j->kg : 0;
+        if (tc == 0 || c_lo >= tc) continue;
+        /* Does the causal limit cut through these keys for the tile's
+         * first row, or the window for its last? */
+        bool cut = attn_keys_seen(p, i0 + r0, j0, nc) < tc || attn_first_key(p, i0 + r0 + rows - 1) > j0 + c_lo;
+        tile_step(j, w, p, r0, rows, i0, j0, c_lo, tc, nc_pad, ldk, vb, ldv, cut, bad);
     }
 }
 
@@ -234,7 +271,7 @@ static void flash_item(void *ctx, int64_t item, int worker) {
             j->bk->to_bf16(row, w.q + r * E, E);
             if (E % 2) row[E] = 0;
         }
-        memset(w.zero, 0, sizeof(float) * (size_t)kt_stride(j->bc));
+        memset(w.zero, 0, sizeof(float) * (size_t)kt_stride(j, j->bc));
     }
 
     /* Keys from the first row's window to the last row's causal limit. */
@@ -244,25 +281,13 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     int64_t jend = attn_keys_seen(p, i0 + nr - 1, 0, j->S), jbegin = attn_first_key(p, i0) / j->nrv * j->nrv;
     for (int64_t j0 = jbegin; j0 < jend && !bad; j0 += j->bc) {
         int64_t nc = jend - j0 < j->bc ? jend - j0 : j->bc, nc_pad = attn_round_up(nc, nrv);
-        int64_t ldk = kt_stride(nc_pad), ldv;
+        int64_t ldk = kt_stride(j, nc_pad), ldv;
         const float *vb = pack_block(j, &w, p, j0, nc, nc_pad, &ldv);
         float kmax = 0; /* of the keys as packed (RoPE turned), before any score */
         for (int64_t e = 0; e < E && kmax >= 0; e++) kmax = attn_absmax_join(kmax, uk->absmax(w.kt + e * ldk, nc));
         if ((bad |= !attn_f32_scores_fit(qmax, kmax, E))) break;
-        for (int64_t r0 = 0; r0 < nr_pad; r0 += ATTN_MR) {
-            int64_t rows = nr - r0 < ATTN_MR ? nr - r0 : ATTN_MR;
-            /* Under a causal mask a tile needs only the keys its last row sees;
-             * blocks above the diagonal are skipped whole. */
-            int64_t tc = attn_keys_seen(p, i0 + r0 + rows - 1, j0, nc);
-            /* ... and none before its first row's window: it starts at the
-             * vector holding that row's first key. */
-            int64_t lo = attn_first_key(p, i0 + r0) - j0, c_lo = lo > 0 ? lo / nrv * nrv : 0;
-            if (tc == 0 || c_lo >= tc) continue;
-            /* Does the causal limit cut through these keys for the tile's
-             * first row, or the window for its last? */
-            bool cut = attn_keys_seen(p, i0 + r0, j0, nc) < tc || attn_first_key(p, i0 + r0 + rows - 1) > j0 + c_lo;
-            tile_step(j, &w, p, r0, rows, i0, j0, c_lo, tc, nc_pad, ldk, vb, ldv, cut, &bad);
-        }
+        int64_t next = j0 + j->bc, n_next = jend - next < j->bc ? jend - next : j->bc;
+        block_tiles(j, &w, p, i0, nr, j0, nc, nc_pad, vb, ldv, next, n_next > 0 ? n_next : 0, &bad);
     }
     /* A NaN or ±inf value, or sums that overflowed, show in the output. */
     if (!bad && uk->absmax(w.o, nr * Evp) < 0) bad = true;
@@ -289,6 +314,7 @@ attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_run_info *info
     j.bk = bf16 ? attn_bf16_active() : NULL;
     j.vl = j.bk ? j.bk->vl : j.uk->vl;
     j.nrv = j.bk ? (int64_t)j.bk->vl * j.bk->nv : (int64_t)j.uk->vl * j.uk->nv;
+    j.kg = j.bk ? j.nrv : j.vl;
     j.E2 = (j.E + 1) / 2;
     j.Evp = attn_round_up(j.Ev, j.vl);
     /* Items of equal size: ceil(L / br) of them, each a multiple of MR rows. */

@@ -1,5 +1,6 @@
 /* pack.c -- the fast kernels' packing of operands into contiguous f32
- * buffers: rows times a scale, and rows transposed (fast.h). */
+ * buffers: rows times a scale, and rows transposed; and the prefetch that
+ * brings rows to be packed into the cache ahead (fast.h). */
 #include "fast/fast.h"
 #include "kernels/ukernel.h"
 
@@ -72,5 +73,14 @@ void attn_pack_transposed(const attn_ukernels *uk, float *kt, int64_t ld, int64_
             for (int64_t c = 0; c < nb; c++) d[c] = rows[c * k->rs + e * k->cs];
             for (int64_t c = nb; c < 16; c++) d[c] = 0;
         }
+    }
+}
+
+void attn_prefetch_rows(const attn_mat *m, int64_t r0, int64_t n) {
+    if (m->cs != 1) return; /* rows of strided elements: left to the hardware */
+    int64_t size = (int64_t)attn_dtype_size(m->dtype), bytes = m->cols * size;
+    for (int64_t r = r0; r < r0 + n; r++) {
+        const char *row = m->base + r * m->rs * size;
+        for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, 2); /* to L2, for reading */
     }
 }
