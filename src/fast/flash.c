@@ -64,7 +64,7 @@ typedef struct flash_job {
     bool v_direct;       /* values are read in place, not packed */
     const attn_bf16_kernels *bk; /* the bf16 compute mode's kernels, or NULL */
     int64_t vl, nrv;     /* vector length and tile width of the kernels in use */
-    int64_t kg;          /* a tile's keys start and end on a multiple of kg: a vector (pairs of vectors in bf16) */
+    int64_t kg;          /* a tile's keys start and end on a multiple of kg: a vector (a whole strip in bf16) */
     int64_t E2;          /* bf16 mode: pairs along E, ceil(E / 2) */
 } flash_job;
 
@@ -178,7 +178,7 @@ static const float *pack_block(const flash_job *j, const workspace *w, const att
     int64_t ldk = kt_stride(j, nc_pad), Evp = j->Evp;
     attn_pack_transposed(uk, w->kt, ldk, nc_pad, &p->k, j0, nc, w->tmp);
     /* Zeros past the last strip: a tile that starts kg (not nrv) keys into
-     * the block reads up to nrv - kg <= 16 columns past nc_pad. */
+     * a strip reads up to nrv - kg columns past nc_pad (kt_stride has room). */
     for (int64_t e = 0; e < j->E; e++) memset(w->kt + e * ldk + nc_pad, 0, sizeof(float) * (size_t)(j->nrv - j->kg));
     if (p->rope) attn_rope_apply_f32(w->kt, 1, ldk, nc, p->rope, p->rope_k0 + j0, 1); /* key c is column c */
     const float *vb = w->v;
