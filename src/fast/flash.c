@@ -131,13 +131,15 @@ static void tile_step(const flash_job *j, const workspace *w, const attn_problem
     const attn_bf16_kernels *bk = j->bk;
     /* From here on, the tile's keys start at key j0 (column 0 of s). */
     j0 += c_lo, tc -= c_lo, v += c_lo * ldv;
-    /* Q·Kᵀ goes by strips of nrv keys; the softmax and P·V need only whole
-     * vectors, tc_pad keys: the last strip's extra columns are never read
-     * (they exist: kt rows are padded, see pack_block). */
-    int64_t E = j->E, Evp = j->Evp, nrv = j->nrv, tc_pad = attn_round_up(tc, j->kg);
+    /* Q·Kᵀ goes by strips of nrv keys, the last one only as many vectors as
+     * reach tc_pad keys (whole vectors: all the softmax and P·V need). Any
+     * columns a kernel computes past them are never read (they exist: kt
+     * rows are padded, see pack_block). */
+    int64_t E = j->E, Evp = j->Evp, nrv = j->nrv, tc_pad = attn_round_up(tc, j->kg), nv = nrv / j->vl;
     for (int64_t c0 = 0; c0 < tc_pad; c0 += nrv) {
+        int nvec = (int)((tc_pad - c0) / j->vl < nv ? (tc_pad - c0) / j->vl : nv);
         if (bk) bk->qk(w->s + c0, lds, w->q2 + r0 * j->E2, j->E2, w->kt2 + c_lo + c0, ldk, j->E2);
-        else uk->qk(w->s + c0, lds, w->q + r0 * E, E, w->kt + c_lo + c0, ldk, E);
+        else uk->qk(w->s + c0, lds, w->q + r0 * E, E, w->kt + c_lo + c0, ldk, E, nvec);
     }
     attn_score_block sb = {w->s, false, lds};
     float row_max[ATTN_MR];
@@ -161,7 +163,6 @@ static void tile_step(const flash_job *j, const workspace *w, const attn_problem
     if (bk) /* probabilities as bf16 pairs along the keys */
         for (int64_t r = 0; r < ATTN_MR; r++)
             bk->to_bf16((uint16_t *)(void *)(w->p2 + r * (lds / 2)), w->s + r * lds, tc_pad);
-    int64_t nv = nrv / j->vl;
     for (int64_t c0 = 0; c0 < Evp; c0 += nrv) {
         int nvec = (int)((Evp - c0) / j->vl < nv ? (Evp - c0) / j->vl : nv);
         if (bk) bk->pv(w->o + r0 * Evp + c0, Evp, w->p2, lds / 2, w->v2 + c_lo / 2 * Evp + c0, Evp, tc_pad / 2, nvec);
@@ -251,6 +252,16 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     workspace w = workspace_of(j, worker);
     bool bad = false;
 
+    /* Keys from the first row's window to the last row's causal limit. */
+    /* The first key rounded down to a vector of keys, so that every block but
+     * the last starts and ends on one: their values are then read in place,
+     * not packed (the tiles skip the keys before their window). */
+    int64_t jend = attn_keys_seen(p, i0 + nr - 1, 0, j->S), jbegin = attn_first_key(p, i0) / j->nrv * j->nrv;
+    /* The first block's keys and values are fetched while the queries are
+     * packed (each later block's during the block before it, block_tiles). */
+    int64_t n_first = jend - jbegin < j->bc ? jend - jbegin : j->bc;
+    if (n_first > 0) attn_prefetch_rows(&p->k, jbegin, n_first), attn_prefetch_rows(&p->v, jbegin, n_first);
+
     /* The queries times the scale: scores come out in natural units. */
     float qmax = attn_pack_scaled(uk, w.q, E, &p->q, i0, nr, nr_pad, p->scale, w.tmp);
     if (p->rope && qmax >= 0) { /* turned as packed; the largest value may change */
@@ -274,11 +285,6 @@ static void flash_item(void *ctx, int64_t item, int worker) {
         memset(w.zero, 0, sizeof(float) * (size_t)kt_stride(j, j->bc));
     }
 
-    /* Keys from the first row's window to the last row's causal limit. */
-    /* The first key rounded down to a vector of keys, so that every block but
-     * the last starts and ends on one: their values are then read in place,
-     * not packed (the tiles skip the keys before their window). */
-    int64_t jend = attn_keys_seen(p, i0 + nr - 1, 0, j->S), jbegin = attn_first_key(p, i0) / j->nrv * j->nrv;
     for (int64_t j0 = jbegin; j0 < jend && !bad; j0 += j->bc) {
         int64_t nc = jend - j0 < j->bc ? jend - j0 : j->bc, nc_pad = attn_round_up(nc, nrv);
         int64_t ldk = kt_stride(j, nc_pad), ldv;

@@ -49,12 +49,22 @@ float attn_pack_scaled(const attn_ukernels *uk, float *dst, int64_t ld, const at
     return uk->absmax(dst, n * ld); /* the padding columns are 0 */
 }
 
+/* Keys c0+16..c0+31 of j0..j0+n-1 into the cache: the transpose reads each
+ * key row in four pieces, one line per step, so rows that are not yet in L2
+ * would arrive one miss at a time; fetched a group ahead, they come while
+ * the group before them is transposed. */
+static void prefetch_next_group(const attn_mat *k, int64_t j0, int64_t n, int64_t c0) {
+    int64_t ahead = n - (c0 + 16);
+    if (ahead > 0) attn_prefetch_rows(k, j0 + c0 + 16, ahead < 16 ? ahead : 16);
+}
+
 /* kt (E × ld) = keys j0..j0+n-1 transposed, zero columns up to n_pad. The
  * transpose goes 16 keys at a time, so that each write fills a cache line. */
 void attn_pack_transposed(const attn_ukernels *uk, float *kt, int64_t ld, int64_t n_pad, const attn_mat *k,
                           int64_t j0, int64_t n, float *tmp) {
     if (k->dtype != ATTN_F32) { /* 16-bit keys: widen a row at a time */
         for (int64_t c = 0; c < n_pad; c++) {
+            if (c % 16 == 0) prefetch_next_group(k, j0, n, c);
             const float *row = c < n ? attn_row_f32_fast(uk, k, j0 + c, tmp) : NULL;
             for (int64_t e = 0; e < k->cols; e++) kt[e * ld + c] = row ? row[e] : 0;
         }
@@ -64,6 +74,7 @@ void attn_pack_transposed(const attn_ukernels *uk, float *kt, int64_t ld, int64_
     for (int64_t c0 = 0; c0 < n_pad; c0 += 16) {
         int64_t nb = n - c0 < 16 ? (n - c0 > 0 ? n - c0 : 0) : 16;
         const float *rows = src + (j0 + c0) * k->rs;
+        prefetch_next_group(k, j0, n, c0);
         if (k->cs == 1) { /* contiguous rows: a register transpose */
             uk->transpose16(kt + c0, ld, rows, k->rs, (int)nb, k->cols);
             continue;
