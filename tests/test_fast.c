@@ -370,6 +370,51 @@ static void test_concurrent_callers(void) {
     free(q), free(k), free(v), free(serial), free(a), free(b);
 }
 
+/* qk for every strip width nvec = 1..nv against the full strip: the same
+ * columns bitwise (a column's sum goes in the same order whatever nvec),
+ * the full strip within f32 rounding of double sums (|error| <= E · 2^-23 ·
+ * sum |q·k|), and nothing written past the nr columns of any row. */
+static void test_qk(const char *isa) {
+    char name[64];
+    const attn_ukernels *uk = kernels_or_skip(isa, name, sizeof name, "qk_%s_narrow_strips_match_full", NULL);
+    if (!uk) return;
+    enum { MAXE = 100, NR_MAX = ATTN_VL_MAX * 4, LDK = NR_MAX + 3, LDS = NR_MAX + 5 };
+    static float q[ATTN_MR * MAXE], kt[MAXE * LDK], full[ATTN_MR * LDS], s[ATTN_MR * LDS];
+    int nr = uk->vl * uk->nv, wrong = 0, inexact = 0, spilled = 0;
+    for (int i = 0; i < ATTN_MR * MAXE; i++) q[i] = normal();
+    for (int i = 0; i < MAXE * LDK; i++) kt[i] = normal();
+    static const int64_t sizes[] = {1, 7, 64, 100};
+    for (size_t t = 0; t < sizeof sizes / sizeof sizes[0]; t++) {
+        int64_t E = sizes[t];
+        for (int i = 0; i < ATTN_MR * LDS; i++) full[i] = 7.0f;
+        uk->qk(full, LDS, q, MAXE, kt, LDK, E, uk->nv);
+        for (int r = 0; r < ATTN_MR; r++)
+            for (int c = 0; c < LDS; c++) {
+                if (c >= nr) {
+                    spilled += full[r * LDS + c] != 7.0f;
+                    continue;
+                }
+                double want = 0, mag = 0;
+                for (int64_t e = 0; e < E; e++) {
+                    want += (double)q[r * MAXE + e] * kt[e * LDK + c];
+                    mag += fabs((double)q[r * MAXE + e] * kt[e * LDK + c]);
+                }
+                inexact += fabs(full[r * LDS + c] - want) > (double)E * 0x1p-23 * mag;
+            }
+        for (int nvec = 1; nvec < uk->nv; nvec++) {
+            for (int i = 0; i < ATTN_MR * LDS; i++) s[i] = 7.0f;
+            uk->qk(s, LDS, q, MAXE, kt, LDK, E, nvec);
+            for (int r = 0; r < ATTN_MR; r++)
+                for (int c = 0; c < LDS; c++) {
+                    if (c < nvec * uk->vl) wrong += memcmp(&s[r * LDS + c], &full[r * LDS + c], sizeof(float)) != 0;
+                    else if (c >= nr) spilled += s[r * LDS + c] != 7.0f;
+                }
+        }
+    }
+    check(!wrong && !inexact && !spilled, name, "%d columns differ from the full strip, %d off the double sums, %d written past nr",
+          wrong, inexact, spilled);
+}
+
 /* pvt (p read by columns) against pv on the transposed p: the same sums in
  * the same order, so bitwise equal, for every tile width. */
 static void test_pvt(const char *isa) {
@@ -650,6 +695,9 @@ int main(void) {
     test_exp2("c");
     test_exp2("avx2");
     test_exp2("avx512");
+    test_qk("c");
+    test_qk("avx2");
+    test_qk("avx512");
     test_pvt("c");
     test_pvt("avx2");
     test_pvt("avx512");

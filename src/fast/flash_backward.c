@@ -121,7 +121,7 @@ static void gemm_t(const attn_ukernels *uk, float *s, int64_t lds, const float *
                    const float *bt, int64_t ldb, int64_t rows, int64_t inner, int64_t cols) {
     int64_t nr = (int64_t)uk->vl * uk->nv;
     for (int64_t c0 = 0; c0 < cols; c0 += nr)
-        for (int64_t r0 = 0; r0 < rows; r0 += ATTN_MR) uk->qk(s + r0 * lds + c0, lds, a + r0 * lda, lda, bt + c0, ldb, inner);
+        for (int64_t r0 = 0; r0 < rows; r0 += ATTN_MR) uk->qk(s + r0 * lds + c0, lds, a + r0 * lda, lda, bt + c0, ldb, inner, uk->nv);
 }
 
 /* c (rows × cols, stride ldc) += aᵀ · b, for a stored inner × rows (stride

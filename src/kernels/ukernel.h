@@ -17,10 +17,15 @@ typedef struct attn_ukernels {
     const char *name; /* "avx512", "avx2" or "c" */
     int vl;           /* floats per vector: 16, 8, or 8 for the portable C kernels */
     int nv;           /* vectors per register tile: nr = vl * nv columns */
-    /* s (ATTN_MR × nr, row stride lds) = q (ATTN_MR × E, stride ldq) · kt
-     * (E × nr, stride ldk). All ATTN_MR rows are computed (callers pad). */
+    /* s (ATTN_MR × nvec·vl, row stride lds) = q (ATTN_MR × E, stride ldq) ·
+     * kt (E × nvec·vl, stride ldk), for 1 <= nvec <= nv: the last strip of a
+     * tile's keys often needs fewer than nv vectors (a causal diagonal, the
+     * ends of a sliding window). All ATTN_MR rows are computed (callers pad).
+     * A kernel may still compute and store all nv vectors (the AVX-512 one
+     * does), so callers give s and kt room for nr columns. A column's sum
+     * goes in the same order whatever nvec. */
     void (*qk)(float *s, int64_t lds, const float *q, int64_t ldq, const float *kt, int64_t ldk,
-               int64_t E);
+               int64_t E, int nvec);
 
     /* o (ATTN_MR × nvec*vl, stride ldo) += p (ATTN_MR × keys, stride ldp) ·
      * v (keys × nvec*vl, stride ldv), for 1 <= nvec <= nv. */

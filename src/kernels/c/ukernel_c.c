@@ -31,14 +31,15 @@ float attn_exp2f(float x) {
 }
 
 static void qk_c(float *s, int64_t lds, const float *q, int64_t ldq, const float *kt, int64_t ldk,
-                 int64_t E) {
+                 int64_t E, int nvec) {
     float acc[ATTN_MR][NR] = {{0}};
+    int n = nvec * VL;
     for (int64_t e = 0; e < E; e++)
         for (int r = 0; r < ATTN_MR; r++) {
             float a = q[r * ldq + e];
-            for (int c = 0; c < NR; c++) acc[r][c] += a * kt[e * ldk + c];
+            for (int c = 0; c < n; c++) acc[r][c] += a * kt[e * ldk + c];
         }
-    for (int r = 0; r < ATTN_MR; r++) memcpy(s + r * lds, acc[r], sizeof acc[r]);
+    for (int r = 0; r < ATTN_MR; r++) memcpy(s + r * lds, acc[r], sizeof(float) * (size_t)n);
 }
 
 /* o += p · v, with p's element (r, k) at p[r * rs + k * cs]: pv reads p by

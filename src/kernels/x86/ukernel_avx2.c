@@ -11,8 +11,29 @@
 
 enum { VL = 8, NV = 2 };
 
+/* One vector of columns: a strip's last 8 keys, in the same order as the
+ * two-vector kernel below. */
+static void qk1_avx2(float *s, int64_t lds, const float *q, int64_t ldq, const float *kt, int64_t ldk, int64_t E) {
+    __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
+    for (int64_t e = 0; e < E; e++) {
+        __m256 b = _mm256_loadu_ps(kt + e * ldk);
+        c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(q + e), b, c0);
+        c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(q + ldq + e), b, c1);
+        c2 = _mm256_fmadd_ps(_mm256_broadcast_ss(q + 2 * ldq + e), b, c2);
+        c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(q + 3 * ldq + e), b, c3);
+        c4 = _mm256_fmadd_ps(_mm256_broadcast_ss(q + 4 * ldq + e), b, c4);
+        c5 = _mm256_fmadd_ps(_mm256_broadcast_ss(q + 5 * ldq + e), b, c5);
+    }
+    _mm256_storeu_ps(s, c0), _mm256_storeu_ps(s + lds, c1), _mm256_storeu_ps(s + 2 * lds, c2);
+    _mm256_storeu_ps(s + 3 * lds, c3), _mm256_storeu_ps(s + 4 * lds, c4), _mm256_storeu_ps(s + 5 * lds, c5);
+}
+
 static void qk_avx2(float *s, int64_t lds, const float *q, int64_t ldq, const float *kt, int64_t ldk,
-                    int64_t E) {
+                    int64_t E, int nvec) {
+    if (nvec == 1) {
+        qk1_avx2(s, lds, q, ldq, kt, ldk, E);
+        return;
+    }
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     for (int64_t e = 0; e < E; e++) {
