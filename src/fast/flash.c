@@ -2,15 +2,18 @@
  * the arithmetic in the per-ISA microkernels (src/kernels/).
  *
  * A work item is up to br query rows of one (batch, head) slice (L is split
- * into equal items). It packs its queries once, times the scale, then walks
- * the keys in blocks of bc keys (both sizes are the ISA's, registered with its
- * microkernels): packs the block's keys transposed (its values
- * too, unless their rows can be read in place), and for every MR-row tile
- * computes the MR × bc scores in registers, masks them, folds them into the
- * rows' running max m and sum l (rescaling the output accumulator O by
- * e^(m_old - m_new) when m rises) and
- * adds P·V to O. At the end out = O / l. Nothing of size L × S exists; a K/V
- * block is packed once per item and reused from L2 by all of its rows.
+ * into equal items). It walks the keys in blocks of bc keys (both sizes are
+ * the ISA's, registered with its microkernels): packs the block's keys
+ * transposed (its values too, unless their rows can be read in place), and
+ * for every MR-row tile computes the MR × bc scores in registers, masks
+ * them, folds them into the rows' running max m and sum l (rescaling the
+ * output accumulator O by e^(m_old - m_new) when m rises) and adds P·V to O.
+ * A tile starts (its queries packed times the scale) at the first block it
+ * sees and finishes (out = O / l) after its last, so the item's rows are
+ * read and written between computations rather than in passes that wait on
+ * memory: this matters most where rows see few keys (a sliding window).
+ * Nothing of size L × S exists; a K/V block is packed once per item and
+ * reused from L2 by all of its rows.
  *
  * Items are independent and always computed the same way, so results are
  * bitwise identical for any number of threads. Under a causal mask an item
@@ -26,8 +29,9 @@
  * could make scores overflow f32 (see attn_f32_scores_fit: checked as the
  * queries and each key block are packed, before their scores exist), when
  * its float mask holds NaN or +inf, or when its output is not finite (a NaN
- * or ±inf value, even one with weight 0, or sums that overflowed: checked at
- * its end). So every edge case keeps the semantics of attn.h, and no pass
+ * or ±inf value, even one with weight 0, or sums that overflowed: checked as
+ * each tile finishes; the exact kernel then rewrites the item's rows already
+ * written). So every edge case keeps the semantics of attn.h, and no pass
  * over the keys and values precedes the items. The exact kernel reads the
  * same keys (those past a row's causal limit or window never reach it).
  * Any finite mask value is a finite score, -FLT_MAX included: scores stay in
@@ -77,10 +81,15 @@ typedef struct workspace {
     float *o;  /* br × Evp, the output accumulator */
     float *m, *l;
     float *tmp; /* one row, E + Ev floats, for widening 16-bit floats */
+    unsigned char *tile; /* br / MR: each tile's state, TILE_WAITING .. TILE_DONE */
     /* bf16 mode: the packed operands as bf16 pairs, and a zero row */
     uint32_t *q2, *kt2, *v2, *p2;
     float *zero;
 } workspace;
+
+/* A tile's rows start (queries packed, m, l and O set) at the first key block
+ * they see, and finish (output written) after the last one. */
+enum { TILE_WAITING, TILE_RUNNING, TILE_DONE };
 
 /* The row stride of the transposed keys for blocks of bc keys: room for
  * the nrv - kg columns a tile's last strip may read past them, rounded to
@@ -93,7 +102,7 @@ static int64_t kt_stride(const flash_job *j, int64_t bc) {
 
 static size_t workspace_floats(const flash_job *j) {
     size_t f32 = (size_t)(j->br * j->E + j->E * kt_stride(j, j->bc) + j->bc * j->Evp + ATTN_MR * j->bc +
-                          j->br * j->Evp + 2 * j->br + j->E + j->Ev);
+                          j->br * j->Evp + 2 * j->br + j->E + j->Ev + (j->br / ATTN_MR + 3) / 4);
     size_t bf16 = (size_t)(j->br * j->E2 + j->E2 * kt_stride(j, j->bc) + j->bc / 2 * j->Evp +
                            ATTN_MR * j->bc / 2 + kt_stride(j, j->bc));
     return f32 + (j->bk ? bf16 : 0);
@@ -109,9 +118,10 @@ static workspace workspace_of(const flash_job *j, int worker) {
     w.m = w.o + j->br * j->Evp;
     w.l = w.m + j->br;
     w.tmp = w.l + j->br;
+    w.tile = (unsigned char *)(void *)(w.tmp + j->E + j->Ev);
     w.q2 = w.kt2 = w.v2 = w.p2 = NULL, w.zero = NULL;
     if (j->bk) {
-        w.q2 = (uint32_t *)(void *)(w.tmp + j->E + j->Ev);
+        w.q2 = (uint32_t *)(void *)(w.tmp + j->E + j->Ev + (j->br / ATTN_MR + 3) / 4);
         w.kt2 = w.q2 + j->br * j->E2;
         w.v2 = w.kt2 + j->E2 * kt_stride(j, j->bc);
         w.p2 = w.v2 + j->bc / 2 * j->Evp;
@@ -200,10 +210,42 @@ static const float *pack_block(const flash_job *j, const workspace *w, const att
     return vb;
 }
 
-/* The item's rows of out = O / l (0 where no key took part), and of lse. */
-static void write_rows(const flash_job *j, const workspace *w, const attn_problem *p, int64_t i0, int64_t nr) {
+/* The MR rows of the item from row r0 start: their queries packed times the
+ * scale (scores come out in natural units) and turned by RoPE, their m, l
+ * and O set to the softmax's start. Returns the largest |q| packed, or -1 if
+ * one is not finite. */
+static float start_tile(const flash_job *j, const workspace *w, const attn_problem *p, int64_t i0, int64_t nr,
+                        int64_t r0) {
+    const attn_ukernels *uk = j->uk;
+    int64_t E = j->E, n = nr - r0 < ATTN_MR ? nr - r0 : ATTN_MR; /* rows past n are padding */
+    float *q = w->q + r0 * E;
+    float qmax = attn_pack_scaled(uk, q, E, &p->q, i0 + r0, n, ATTN_MR, p->scale, w->tmp);
+    if (p->rope && qmax >= 0) { /* turned as packed; the largest value may change */
+        attn_rope_apply_f32(q, E, 1, n, p->rope, p->rope_q0 + i0 + r0, 1);
+        qmax = uk->absmax(q, n * E);
+    }
+    double m0, l0;
+    attn_softmax_start(p, &m0, &l0); /* a sink's (m, l), or (-inf, 0) */
+    for (int64_t r = r0; r < r0 + ATTN_MR; r++) w->m[r] = (float)m0, w->l[r] = (float)l0;
+    memset(w->o + r0 * j->Evp, 0, sizeof(float) * (size_t)(ATTN_MR * j->Evp));
+    for (int64_t r = r0; j->bk && r < r0 + ATTN_MR; r++) { /* bf16: each row's E values as E2 pairs */
+        uint16_t *row = (uint16_t *)(void *)(w->q2 + r * j->E2);
+        j->bk->to_bf16(row, w->q + r * E, E);
+        if (E % 2) row[E] = 0;
+    }
+    return qmax;
+}
+
+/* The MR rows of the item from row r0 finish: out = O / l (0 where no key
+ * took part), and lse. False, and nothing written, when their O holds a NaN
+ * or ±inf: from a value that is not finite (even one with weight 0), or from
+ * sums that overflowed. */
+static bool finish_tile(const flash_job *j, const workspace *w, const attn_problem *p, int64_t i0, int64_t nr,
+                        int64_t r0) {
+    int64_t n = nr - r0 < ATTN_MR ? nr - r0 : ATTN_MR;
+    if (j->uk->absmax(w->o + r0 * j->Evp, n * j->Evp) < 0) return false;
     float *out = (float *)(void *)p->out.base;
-    for (int64_t r = 0; r < nr; r++) {
+    for (int64_t r = r0; r < r0 + n; r++) {
         float l = w->l[r], *orow = w->o + r * j->Evp;
         float *dst = out + (i0 + r) * p->out.rs;
         if (p->out.cs == 1 && l != 0) j->uk->divide(dst, orow, j->Ev, l);
@@ -211,30 +253,52 @@ static void write_rows(const flash_job *j, const workspace *w, const attn_proble
             for (int64_t e = 0; e < j->Ev; e++) dst[e * p->out.cs] = l == 0 ? 0.0f : orow[e] / l;
         if (p->lse.base) attn_mat_set(&p->lse, i0 + r, 0, attn_lse(w->m[r], l));
     }
+    return true;
+}
+
+/* Rows r0..r0+n-1 of the item fetched into the cache: the queries of a tile
+ * about to start, or the output rows of one about to finish. */
+static void prefetch_tile(const attn_mat *m, int64_t i0, int64_t nr, int64_t r0) {
+    if (r0 < nr) attn_prefetch_rows(m, i0 + r0, nr - r0 < ATTN_MR ? nr - r0 : ATTN_MR);
 }
 
 /* Every MR-row tile of the item's nr rows against the packed key block
- * j0..j0+nc-1; meanwhile the next block's keys and values (next..next+
- * n_next-1) are fetched into the cache, a share of them by each tile. */
+ * j0..j0+nc-1, whose largest |k| is kmax; *qmax is that of the queries of
+ * the tiles started so far. Tiles start at the first block they see, their
+ * queries packed while the tile before computes, and finish after the last:
+ * the item's rows are read and written while it computes, not in passes
+ * that wait on memory. Meanwhile the next block's keys and values (next..
+ * next+n_next-1) are fetched into the cache, a share of them by each tile. */
 static void block_tiles(const flash_job *j, const workspace *w, const attn_problem *p, int64_t i0, int64_t nr,
                         int64_t j0, int64_t nc, int64_t nc_pad, const float *vb, int64_t ldv, int64_t next,
-                        int64_t n_next, bool *bad) {
+                        int64_t n_next, float kmax, float *qmax, bool *bad) {
     int64_t nr_pad = attn_round_up(nr, ATTN_MR), tiles = nr_pad / ATTN_MR, ldk = kt_stride(j, nc_pad);
-    for (int64_t r0 = 0; r0 < nr_pad; r0 += ATTN_MR) {
+    for (int64_t r0 = 0; r0 < nr_pad && !*bad; r0 += ATTN_MR) {
         int64_t rows = nr - r0 < ATTN_MR ? nr - r0 : ATTN_MR, t = r0 / ATTN_MR;
         int64_t a = next + n_next * t / tiles, b = next + n_next * (t + 1) / tiles;
         attn_prefetch_rows(&p->k, a, b - a), attn_prefetch_rows(&p->v, a, b - a);
         /* Under a causal mask a tile needs only the keys its last row sees;
          * blocks above the diagonal are skipped whole. */
-        int64_t tc = attn_keys_seen(p, i0 + r0 + rows - 1, j0, nc);
+        int64_t last = attn_keys_seen(p, i0 + r0 + rows - 1, 0, j->S), tc = last - j0 < nc ? last - j0 : nc;
         /* ... and none before its first row's window: it starts at the
          * vector holding that row's first key. */
         int64_t lo = attn_first_key(p, i0 + r0) - j0, c_lo = lo > 0 ? lo / j->kg * j->kg : 0;
-        if (tc == 0 || c_lo >= tc) continue;
+        if (tc <= 0 || c_lo >= tc) continue;
+        if (w->tile[t] == TILE_WAITING) {
+            *qmax = attn_absmax_join(*qmax, start_tile(j, w, p, i0, nr, r0));
+            w->tile[t] = TILE_RUNNING;
+            if (t + 1 < tiles && w->tile[t + 1] == TILE_WAITING) prefetch_tile(&p->q, i0, nr, r0 + ATTN_MR);
+            if ((*bad = !attn_f32_scores_fit(*qmax, kmax, j->E))) return;
+        }
         /* Does the causal limit cut through these keys for the tile's
          * first row, or the window for its last? */
         bool cut = attn_keys_seen(p, i0 + r0, j0, nc) < tc || attn_first_key(p, i0 + r0 + rows - 1) > j0 + c_lo;
         tile_step(j, w, p, r0, rows, i0, j0, c_lo, tc, nc_pad, ldk, vb, ldv, cut, bad);
+        if (last <= j0 + nc && !*bad) { /* the tile's last keys */
+            if ((*bad = !finish_tile(j, w, p, i0, nr, r0))) return;
+            w->tile[t] = TILE_DONE;
+            prefetch_tile(&p->out, i0, nr, r0 + ATTN_MR);
+        }
     }
 }
 
@@ -248,9 +312,8 @@ static void flash_item(void *ctx, int64_t item, int worker) {
      * hand them out first, so the threads finish together. */
     int64_t qb = j->n_qblocks - 1 - item % j->n_qblocks;
     int64_t i0 = qb * j->br, nr = j->L - i0 < j->br ? j->L - i0 : j->br;
-    int64_t nr_pad = attn_round_up(nr, ATTN_MR), E = j->E, Evp = j->Evp, nrv = j->nrv;
+    int64_t tiles = attn_round_up(nr, ATTN_MR) / ATTN_MR, E = j->E, nrv = j->nrv;
     workspace w = workspace_of(j, worker);
-    bool bad = false;
 
     /* Keys from the first row's window to the last row's causal limit. */
     /* The first key rounded down to a vector of keys, so that every block but
@@ -262,28 +325,14 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     int64_t n_first = jend - jbegin < j->bc ? jend - jbegin : j->bc;
     if (n_first > 0) attn_prefetch_rows(&p->k, jbegin, n_first), attn_prefetch_rows(&p->v, jbegin, n_first);
 
-    /* The queries times the scale: scores come out in natural units. */
-    float qmax = attn_pack_scaled(uk, w.q, E, &p->q, i0, nr, nr_pad, p->scale, w.tmp);
-    if (p->rope && qmax >= 0) { /* turned as packed; the largest value may change */
-        attn_rope_apply_f32(w.q, E, 1, nr, p->rope, p->rope_q0 + i0, 1);
-        qmax = uk->absmax(w.q, nr * E);
-    }
+    memset(w.tile, TILE_WAITING, (size_t)tiles);
+    if (j->bk) memset(w.zero, 0, sizeof(float) * (size_t)kt_stride(j, j->bc));
+    prefetch_tile(&p->q, i0, nr, 0); /* the first tile's queries, while the first block is packed */
     /* Queries that are not finite (max -1), or an ALiBi bias or a sink beyond
      * f32's safe range, take the exact kernel; so do keys (checked block by
      * block below) and values (in the output). */
-    bad |= qmax < 0 || !attn_f32_bias_fits(p, j->L, j->S);
-    double m0, l0;
-    attn_softmax_start(p, &m0, &l0); /* a sink's (m, l), or (-inf, 0) */
-    for (int64_t r = 0; r < nr_pad; r++) w.m[r] = (float)m0, w.l[r] = (float)l0;
-    memset(w.o, 0, sizeof(float) * (size_t)(nr_pad * Evp));
-    if (j->bk) { /* bf16 queries: each row's E values are its E2 pairs */
-        for (int64_t r = 0; r < nr_pad; r++) {
-            uint16_t *row = (uint16_t *)(void *)(w.q2 + r * j->E2);
-            j->bk->to_bf16(row, w.q + r * E, E);
-            if (E % 2) row[E] = 0;
-        }
-        memset(w.zero, 0, sizeof(float) * (size_t)kt_stride(j, j->bc));
-    }
+    bool bad = !attn_f32_bias_fits(p, j->L, j->S);
+    float qmax = 0; /* of the queries of the tiles started so far */
 
     for (int64_t j0 = jbegin; j0 < jend && !bad; j0 += j->bc) {
         int64_t nc = jend - j0 < j->bc ? jend - j0 : j->bc, nc_pad = attn_round_up(nc, nrv);
@@ -293,16 +342,18 @@ static void flash_item(void *ctx, int64_t item, int worker) {
         for (int64_t e = 0; e < E && kmax >= 0; e++) kmax = attn_absmax_join(kmax, uk->absmax(w.kt + e * ldk, nc));
         if ((bad |= !attn_f32_scores_fit(qmax, kmax, E))) break;
         int64_t next = j0 + j->bc, n_next = jend - next < j->bc ? jend - next : j->bc;
-        block_tiles(j, &w, p, i0, nr, j0, nc, nc_pad, vb, ldv, next, n_next > 0 ? n_next : 0, &bad);
+        block_tiles(j, &w, p, i0, nr, j0, nc, nc_pad, vb, ldv, next, n_next > 0 ? n_next : 0, kmax, &qmax, &bad);
     }
-    /* A NaN or ±inf value, or sums that overflowed, show in the output. */
-    if (!bad && uk->absmax(w.o, nr * Evp) < 0) bad = true;
-    if (bad) {
+    /* Rows that see no key at all: their queries are still checked, and
+     * their output is 0. */
+    for (int64_t t = 0; t < tiles && !bad; t++) {
+        if (w.tile[t] == TILE_WAITING) bad = start_tile(j, &w, p, i0, nr, t * ATTN_MR) < 0;
+        if (!bad && w.tile[t] != TILE_DONE) bad = !finish_tile(j, &w, p, i0, nr, t * ATTN_MR);
+    }
+    if (bad) { /* the whole item again, any rows already written included */
         atomic_fetch_add(&j->fallbacks, 1);
         attn_exact_rows(p, i0, nr, j->exact_work + worker * j->exact_words);
-        return;
     }
-    write_rows(j, &w, p, i0, nr);
 }
 
 attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_run_info *info, attn_error *err) {
