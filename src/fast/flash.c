@@ -173,10 +173,15 @@ static void tile_step(const flash_job *j, const workspace *w, const attn_problem
     if (bk) /* probabilities as bf16 pairs along the keys */
         for (int64_t r = 0; r < ATTN_MR; r++)
             bk->to_bf16((uint16_t *)(void *)(w->p2 + r * (lds / 2)), w->s + r * lds, tc_pad);
+    /* f32 P·V goes key by key, so it skips the keys before the tile's first
+     * row's window and past its last row's limit: their probabilities are 0
+     * in every row (the softmax above needed them as whole vectors). */
+    int64_t k_lo = attn_first_key(p, i0 + r0) - j0;
+    k_lo = k_lo > 0 ? k_lo : 0;
     for (int64_t c0 = 0; c0 < Evp; c0 += nrv) {
         int nvec = (int)((Evp - c0) / j->vl < nv ? (Evp - c0) / j->vl : nv);
         if (bk) bk->pv(w->o + r0 * Evp + c0, Evp, w->p2, lds / 2, w->v2 + c_lo / 2 * Evp + c0, Evp, tc_pad / 2, nvec);
-        else uk->pv(w->o + r0 * Evp + c0, Evp, w->s, lds, v + c0, ldv, tc_pad, nvec);
+        else uk->pv(w->o + r0 * Evp + c0, Evp, w->s + k_lo, lds, v + k_lo * ldv + c0, ldv, tc - k_lo, nvec);
     }
 }
 
