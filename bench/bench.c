@@ -457,15 +457,16 @@ static double median(double *x, int n) {
 
 /* Each score variant beside its reference row (plain attention; the window
  * beside causal attention) on the same data, timed in turns: one call of each
- * per round. The share of the reference is the median over the rounds of
- * each round's share (a variant's call against its reference's call a few
- * hundredths of a second before), so neither a slow stretch of a shared host
- * nor one lucky call of either side decides it; the range of the rounds'
- * shares is printed beside it, the best rate of each over the rounds too. */
+ * per round, every other round in the opposite order. The share of the
+ * reference is the median over 41 rounds of each round's share (a variant's
+ * call against its reference's call a few hundredths of a second before or
+ * after), so neither a slow stretch of a shared host nor one lucky call of
+ * either side decides it; the range of the rounds' shares is printed beside
+ * it, the best rate of each over the rounds too. */
 static void variant_ratios(int64_t L, bool as_json) {
     static const char *const NAME[N_VARIANTS] = {"plain", "softcap 30", "ALiBi", "sinks", "causal", "causal window L/4"};
     static const int REF[N_VARIANTS] = {0, 0, 0, 0, 4, 4};
-    enum { MAX_ROUNDS = 15 };
+    enum { MAX_ROUNDS = 41 };
     shape s[N_VARIANTS];
     call c[N_VARIANTS];
     double slopes[N_VARIANTS][256], rate[N_VARIANTS][MAX_ROUNDS], best[N_VARIANTS];
@@ -488,7 +489,8 @@ static void variant_ratios(int64_t L, bool as_json) {
     }
     int rounds = quick ? 2 : MAX_ROUNDS;
     for (int r = 0; r < rounds; r++)
-        for (int i = 0; i < N_VARIANTS; i++) {
+        for (int turn = 0; turn < N_VARIANTS; turn++) {
+            int i = r % 2 ? N_VARIANTS - 1 - turn : turn; /* every other round backwards: no side always goes first */
             double t0 = now();
             run_attn(&c[i]);
             rate[i][r] = 2.0 * 8 * (64 + 64) * score_pairs(&s[i]) / (now() - t0) / 1e9;
