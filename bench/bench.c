@@ -22,7 +22,7 @@
 #include "ggml_compare.h"
 
 static const char USAGE[] =
-    "usage: attn bench [--quick] [--json] [--backward] [--threads N]\n"
+    "usage: attn bench [--quick] [--json] [--backward] [--layer] [--variants] [--threads N]\n"
     "\n"
     "Measures this machine's FMA peak (per ISA, 1 and N threads) and triad\n"
     "bandwidth, then times f32 attention for H=8, d=64 and 128, L=S from 512 to\n"
@@ -38,6 +38,7 @@ static const char USAGE[] =
     "  --json       print the results as one JSON object\n"
     "  --backward   the backward pass's shapes only\n"
     "  --layer      the attention layer's rows only (attn_mha forward and backward)\n"
+    "  --variants   the score variants' rows only, timed in turns (about a minute)\n"
     "  --threads N  threads for attn and OpenBLAS (default: attn's default)\n"
     "  --ggml DIR   ggml's ggml_flash_attn_ext beside attn on the same shapes, from\n"
     "               a ggml build in DIR (libggml-base.so and a libggml-cpu*.so;\n"
@@ -51,7 +52,7 @@ static double now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static bool json, quick, backward_only, layer_only;
+static bool json, quick, backward_only, layer_only, variants_only;
 static double layer_peak = 1e9; /* FLOP/s of double FMAs: the layer products' peak */
 static int threads;
 
@@ -810,6 +811,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--json") == 0) json = true;
         else if (strcmp(argv[i], "--backward") == 0) backward_only = true;
         else if (strcmp(argv[i], "--layer") == 0) layer_only = true;
+        else if (strcmp(argv[i], "--variants") == 0) variants_only = true;
         else if (strcmp(argv[i], "--ggml") == 0 && i + 1 < argc) ggml_dir = argv[++i];
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0)
             threads = atoi(argv[++i]);
@@ -849,6 +851,14 @@ int main(int argc, char **argv) {
         else printf("attn bench --layer: %s, %s kernels, %d threads; FMA peak %.1f GFLOP/s in f32, %.1f in f64\n", cpu, isa, n,
                     peak / 1e9, layer_peak / 1e9);
         mha_row(json);
+        if (json) printf("]}\n");
+        return 0;
+    }
+    if (variants_only) { /* the same rows as the full run's, at its L=S */
+        progress("");
+        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"score_variants_in_turns\": [\n", cpu, isa, n);
+        else printf("attn bench --variants: %s, %s kernels, %d threads\n", cpu, isa, n);
+        variant_ratios(quick ? 256 : 2048, json);
         if (json) printf("]}\n");
         return 0;
     }

@@ -83,6 +83,8 @@ bench_quick() {
     echo "ok bench_quick_runs"
     echo "$report" | $PY -c 'import json, sys; r = json.load(sys.stdin); assert len(r["results"]) >= 10 and all(x["seconds"] > 0 for x in r["results"]) and r["peak_gflops"]["avx2_n"] > 0; v = r["score_variants_in_turns"]; assert len(v) == 6 and all(x["gflops"] > 0 for x in v)' &&
         echo "ok bench_quick_json_complete" || echo "FAIL bench_quick_json_complete"
+    "$BUILD/attn" bench --quick --variants --json | $PY -c 'import json, sys; v = json.load(sys.stdin)["score_variants_in_turns"]; assert [x["variant"] for x in v] == ["plain", "softcap 30", "ALiBi", "sinks", "causal", "causal window L/4"] and all(x["gflops"] > 0 and x["of_reference"] > 0 for x in v)' &&
+        echo "ok bench_variants_only_rows" || echo "FAIL bench_variants_only_rows"
 }
 suite "attn bench --quick (runs, is not timed)" bench_quick
 ggml_dir=node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
