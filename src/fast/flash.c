@@ -168,7 +168,9 @@ static void tile_step(const flash_job *j, const workspace *w, const attn_problem
         w->l[r0 + r] = w->l[r0 + r] * alpha + sum;
         w->m[r0 + r] = m_new;
         if (r < rows) attn_dropout_row(sb, r, p, i0 + r0 + r, j0, tc); /* after l: it sums the weights undropped */
-        if (alpha != 1.0f) uk->scale(w->o + (r0 + r) * Evp, w->o + (r0 + r) * Evp, Evp, alpha);
+        /* A row's first keys find O as start_tile left it (0, or NaN from a
+         * 0 · inf of an earlier block, which 0 · NaN keeps): nothing to scale. */
+        if (alpha != 1.0f && m_old != -INFINITY) uk->scale(w->o + (r0 + r) * Evp, w->o + (r0 + r) * Evp, Evp, alpha);
     }
     if (bk) /* probabilities as bf16 pairs along the keys */
         for (int64_t r = 0; r < ATTN_MR; r++)
