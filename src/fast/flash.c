@@ -327,8 +327,9 @@ static void flash_item(void *ctx, int64_t item, int worker) {
      * the last starts and ends on one: their values are then read in place,
      * not packed (the tiles skip the keys before their window). */
     int64_t jend = attn_keys_seen(p, i0 + nr - 1, 0, j->S), jbegin = attn_first_key(p, i0) / j->nrv * j->nrv;
-    /* The first block's keys and values are fetched while the queries are
-     * packed (each later block's during the block before it, block_tiles). */
+    /* The first block's keys and values asked for at once: its transpose
+     * below then finds rows already on their way, and its tiles their values
+     * (each later block's are fetched during the block before it, block_tiles). */
     int64_t n_first = jend - jbegin < j->bc ? jend - jbegin : j->bc;
     if (n_first > 0) attn_prefetch_rows(&p->k, jbegin, n_first), attn_prefetch_rows(&p->v, jbegin, n_first);
 
