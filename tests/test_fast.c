@@ -260,6 +260,27 @@ static void test_fallback(void) {
     for (size_t i = 0; i < no; i++) finite &= isfinite(o[i]);
     check(finite, "fallback_nan_behind_mask_stays_out", "NaN reached the output");
     free(q), free(k), free(v), free(o), free(ref), free(mask);
+
+    /* Tiles write their output as they finish: under a causal mask the tiles
+     * above row 200 finish (and write) before the one that multiplies key
+     * 200's NaN value by its masked weight 0 fails, and the exact kernel
+     * then rewrites the whole item, those rows included. */
+    problem late = {300, 300, 8, 4, 1, 1, ATTN_CAUSAL_TOP_LEFT, 1, 0, 0};
+    q = random_floats(300 * 8), k = random_floats(300 * 8), v = random_floats(300 * 4);
+    o = malloc(sizeof(float) * 300 * 4), ref = malloc(sizeof(double) * 300 * 4);
+    mask = malloc(300 * 300);
+    for (int i = 0; i < 300 * 300; i++) mask[i] = i % 300 != 200;
+    v[200 * 4 + 2] = NAN;
+    verbose_begin();
+    st = run_f32(o, &late, q, k, v, mask, 1, NULL);
+    verbose_end(kernel, sizeof kernel, fallback, sizeof fallback);
+    st = st ? st : run_f64(ref, &late, q, k, v, mask);
+    err = 0;
+    for (int i = 0; i < 300 * 4; i++) err = isfinite(o[i]) ? fmax(err, fabs(o[i] - ref[i])) : INFINITY;
+    check(st == ATTN_OK && err < 1e-5 && strcmp(kernel, "flash") == 0 && strcmp(fallback, "1/1") == 0,
+          "fallback_rewrites_rows_tiles_finished", "status %d, kernel %s, fallback %s, max error %g", (int)st, kernel,
+          fallback, err);
+    free(q), free(k), free(v), free(o), free(ref), free(mask);
 }
 
 /* A NaN key sends to the exact kernel only the work items that read it: the
