@@ -854,11 +854,12 @@ int main(int argc, char **argv) {
         if (json) printf("]}\n");
         return 0;
     }
-    if (variants_only) { /* the same rows as the full run's, at its L=S */
+    int64_t other = quick ? 256 : 2048; /* L = S of the other shapes and of the variants' rows */
+    if (variants_only) { /* the same rows as the full run's */
         progress("");
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"score_variants_in_turns\": [\n", cpu, isa, n);
         else printf("attn bench --variants: %s, %s kernels, %d threads\n", cpu, isa, n);
-        variant_ratios(quick ? 256 : 2048, json);
+        variant_ratios(other, json);
         if (json) printf("]}\n");
         return 0;
     }
@@ -902,7 +903,6 @@ int main(int argc, char **argv) {
         ns++;
     }
     first_other = ns;
-    int64_t other = quick ? 256 : 2048;
     int ds[] = {32, 72, 80, 96, 256};
     for (int i = 0; i < 5; i++) {
         snprintf(names[ns], 48, "H8 d%d L=S=%lld", ds[i], (long long)other);
