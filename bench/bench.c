@@ -946,7 +946,8 @@ int main(int argc, char **argv) {
     first_memory = ns;
     int64_t big = quick ? 4096 : 65536;
     snprintf(names[ns], 48, "memory H1 d64 L=S=%lld", (long long)big);
-    shapes[ns++] = (shape){names[ns - 1], 1, 1, big, big, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    shapes[ns] = (shape){names[ns], 1, 1, big, big, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    ns++;
     /* The backward pass: the same targets' shapes, and memory. */
     first_backward = ns;
     for (int d = 64; d <= 128; d += 64)
