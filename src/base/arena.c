@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 attn_arena attn_arena_over(void *workspace, size_t bytes) {
     attn_arena a = {0};
@@ -36,15 +37,24 @@ void *attn_arena_alloc(attn_arena *a, size_t count, size_t size) {
         a->used += bytes;
         return a->base + start;
     }
-    if (a->n_blocks == ATTN_ARENA_MAX_BLOCKS) return NULL;
-    void *p = aligned_alloc(ATTN_ARENA_ALIGN, bytes);
-    if (p) a->blocks[a->n_blocks++] = p, a->used += bytes;
-    return p;
+    /* The block's first ATTN_ARENA_ALIGN bytes link it to the one before,
+     * so that the memory handed out stays aligned. */
+    if (bytes > SIZE_MAX - ATTN_ARENA_ALIGN) return NULL;
+    char *block = aligned_alloc(ATTN_ARENA_ALIGN, ATTN_ARENA_ALIGN + bytes);
+    if (!block) return NULL;
+    memcpy(block, &a->last, sizeof a->last);
+    a->last = block;
+    a->used += bytes;
+    return block + ATTN_ARENA_ALIGN;
 }
 
 void attn_arena_release(attn_arena *a) {
-    for (int i = 0; i < a->n_blocks; i++) free(a->blocks[i]);
-    a->n_blocks = 0;
+    while (a->last) {
+        void *before;
+        memcpy(&before, a->last, sizeof before);
+        free(a->last);
+        a->last = before;
+    }
     a->used = 0;
 }
 

@@ -149,15 +149,17 @@ void attn_pack_rows(double *dst, const attn_mat *m, int64_t r0, int64_t n);
  * (attn_context.workspace), or malloc, whose blocks attn_arena_release
  * frees. A measuring arena hands out nothing and only adds up what the call
  * would take, so a workspace's size is computed by the very code that takes
- * the memory (arena.c). */
-enum { ATTN_ARENA_ALIGN = 64, ATTN_ARENA_MAX_BLOCKS = 8 };
+ * the memory (arena.c). A call takes as many blocks as its plan needs (a
+ * backward pass with broadcast inputs, GQA, RoPE and a fallback slice takes
+ * a dozen), so malloc's blocks are kept in a list, never in an array of
+ * fixed size that could run out while memory is plentiful. */
+enum { ATTN_ARENA_ALIGN = 64 };
 typedef struct attn_arena {
     char *base;   /* the caller's workspace, aligned to ATTN_ARENA_ALIGN; NULL: malloc */
     size_t size;  /* its bytes from base */
     size_t used;  /* bytes taken (or, measuring, that would be taken) */
     bool measure;
-    int n_blocks;
-    void *blocks[ATTN_ARENA_MAX_BLOCKS]; /* malloc's blocks */
+    void *last;   /* malloc's newest block; each starts with a pointer to the one before it */
 } attn_arena;
 
 /* An arena over the caller's workspace (NULL: malloc), or one that measures. */
