@@ -544,23 +544,39 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  *   - f32 otherwise runs the fused kernel (FlashAttention-2's backward): P
  *     recomputed tile by tile from q, k and the forward's lse, D =
  *     rowsum(dout ∘ out), five products per tile in f32, on the call's
- *     threads, bitwise identical for any thread count. Its error against
- *     exact gradients is at most (2e-5 + 8·2^-24·max|s|)·max g_abs, where s
- *     are the scores and g_abs is the gradient computed with the absolute
- *     value of every term (P ∘ (|dout||v|ᵀ + rowsum|dout||out|) in place of
- *     dS): f32 rounds relative to the terms it sums, and the f32 scores and
- *     lse move P by up to 4·2^-24·max|s| each. A slice whose inputs are not
- *     finite, whose scores or gradients could overflow f32, or whose float
- *     mask holds NaN or +inf goes to the exact kernel.
+ *     threads, bitwise identical for any thread count. A row whose |lse|
+ *     exceeds 256 (a row that a large finite mask value covers entirely,
+ *     such as Hugging Face's padding of -FLT_MAX, or large scores) gets its
+ *     softmax maximum m and sum l recomputed first, and P = exp((s - m) -
+ *     log l): an f32 lse of -FLT_MAX + log(S) has lost log(S), and P = exp(s
+ *     - lse) would weigh each key 1 rather than 1/S. (A piece of the keys,
+ *     total_keys, has only the whole row's lse and uses it as given.)
+ *     Its error against exact gradients is at most (2e-5 + e^x - 1)·max
+ *     g_abs, x = 8·2^-24·max|s|, where s are the scores (finite mask values
+ *     included) and g_abs is the gradient computed with the absolute value
+ *     of every term (P ∘ (|dout||v|ᵀ + rowsum|dout||out|) in place of dS):
+ *     f32 rounds relative to the terms it sums, and the f32 scores and the
+ *     lse (or l) move each weight by a factor within e^(±x). A slice whose
+ *     products q·k·scale could exceed 2^18 in magnitude goes to the exact
+ *     kernel, so that without large mask values x <= 1/8 and the bound is
+ *     linear: (2e-5 + 9·2^-24·max|s|)·max g_abs. So does a slice whose
+ *     inputs are not finite, whose gradients could overflow f32, or whose
+ *     float mask holds NaN or +inf. A large mask value counts in max|s| only
+ *     where its rounding moves weights: not where q·k·scale is the same for
+ *     every key of the row it covers, nor where it swallows q·k in f64 as in
+ *     f32 (-1e30, -FLT_MAX); elsewhere f32 rounds s as PyTorch's float32
+ *     does.
  *   - Dropout (options.dropout_p > 0): the forward's mask is regenerated from
  *     the same seed, never stored; pass the forward's options unchanged.
  * Memory: the fused kernel writes a gradient that no two slices share
  * straight into its output; a shared one (a broadcast input, dk and dv
  * under GQA), and every gradient of the exact kernel, is summed in an f64
  * accumulator of its size first. The fused kernel adds dq partials (at most
- * 32 MiB) and O(br·(E + Ev) + bc·(E + Ev) + L) per thread; the exact kernel
- * O(S·(E + Ev)) (the fused one takes that too, but only when a slice needs
- * the exact kernel). Nothing of size L×S unless dmask is. The bf16 compute
+ * 32 MiB) and O(br·(E + Ev) + bc·(E + Ev) + L) per thread, and two
+ * doubles per query row of the call when some row's lse exceeds 256; the
+ * exact kernel O(S·(E + Ev)) (the fused one takes that too, but only when a
+ * slice needs the exact kernel). A workspace must hold all of them, in case.
+ * Nothing of size L×S unless dmask is. The bf16 compute
  * mode is refused (ATTN_ERR_OPTION). Scratch comes from the context's
  * workspace when one is given (attn_sdpa_backward_workspace_size).
  *

@@ -12,20 +12,28 @@ Tolerances (per gradient, on |ours - ref|):
   f64 (the exact kernel): 1e-12 · max |ref|; attn computes in f64 too, only
        the order of the sums differs. For dmask, max |ref| is at least the
        largest element of the scores' gradient that is summed into it.
-  f32 on the exact kernel (with dmask): 2^-24 · |ref| + 1e-12 · max |ref|:
-       f64 arithmetic, each gradient rounded once to f32.
-  f32 on the fused kernel: (2e-5 + 8 · 2^-24 · max|s|) · max g_abs, where s
-       are the scores and g_abs is the gradient recomputed with the absolute
-       value of every term (see magnitudes()). f32 rounds each product and
-       sum relative to the magnitude of its terms: 2e-5 (about 335 ulps)
-       covers the sums, as in the forward's bound; P = exp(S - lse) is
-       recomputed from f32 scores and the forward's f32 lse, each off by up
-       to 4 · 2^-24 · max|s|, which moves P, and so every gradient, by that
-       much relative to its terms.
+  f32 on the exact kernel (with dmask): 2^-24 · |ref| + 1e-12 · max |ref| +
+       2^-150: f64 arithmetic, each gradient rounded once to f32 (by at most
+       2^-150 among f32's subnormals).
+  f32 on the fused kernel: (2e-5 + e^x - 1) · max g_abs, x = 8 · 2^-24 ·
+       max|s|, where s are the scores (mask values included) and g_abs is
+       the gradient recomputed with the absolute value of every term (see
+       magnitudes()). f32 rounds each product and sum relative to the
+       magnitude of its terms: 2e-5 (about 335 ulps) covers the sums, as in
+       the forward's bound; P is recomputed from f32 scores and the
+       forward's f32 lse (or the row's own maximum and sum), each off by up
+       to 4 · 2^-24 · max|s|, which moves each weight by a factor within
+       e^(±x), and so every gradient by e^x - 1 relative to its terms. The
+       kernel sends slices whose q·k·scale could pass 2^18 to the exact one,
+       so that without large mask values x <= 1/8 and e^x - 1 <= 1.07 x: a
+       bound linear in max|s| (attn.h states 9 · 2^-24 · max|s|).
+       A slice the fused kernel hands to the exact one (fallback=N/M on the
+       verbose line) is f64 arithmetic rounded once, as above.
   (f16/bf16 k and v are compared at their 16-bit values; gradients are f32.)
 
 Usage: oracle_backward.py BUILD_DIR [--seed N]. Prints "ok NAME" / "FAIL NAME: why".
 """
+import itertools
 import math
 import os
 import subprocess
@@ -41,13 +49,15 @@ from torch_attention import Reporter, broadcast_heads, causal_allowed, oracle_ar
 GRADS = ("dq", "dk", "dv", "dmask")
 
 
-def reference(q, k, v, dout, mask, causal, scale, keep=None, p=0.0, variants=None):
+def reference(q, k, v, dout, mask, causal, scale, keep=None, p=0.0, variants=None, fill=None):
     """PyTorch float64 autograd of attention with attn's semantics: the gradients of
     q, k, v and (for a float mask) the mask, given dLoss/dout. With dropout, keep is
     attn's mask (--dropout-mask) and the weights are softmax ∘ keep / (1 - p).
-    variants: the score variants (softcap, slopes, window; see variant_scores)."""
+    variants: the score variants (softcap, slopes, window; see variant_scores).
+    fill: the float mask read as the Annotated Transformer writes padding,
+    scores.masked_fill(mask == fill, fill), rather than added (no dmask)."""
     leaves = [torch.tensor(np.asarray(a, dtype=np.float64), requires_grad=True) for a in (q, k, v)]
-    fmask = mask is not None and mask.dtype != np.bool_
+    fmask = mask is not None and mask.dtype != np.bool_ and fill is None
     if fmask:
         leaves.append(torch.tensor(mask.astype(np.float64), requires_grad=True))
     tq, tk, tv = broadcast_heads(*leaves[:3])
@@ -65,7 +75,9 @@ def reference(q, k, v, dout, mask, causal, scale, keep=None, p=0.0, variants=Non
     sinks = variants.pop("sinks", None)
     if variants:
         s, allowed = variant_scores(s, allowed, causal, **variants)
-    if mask is not None:
+    if fill is not None:
+        s = s.masked_fill(torch.from_numpy(mask == fill), float(fill))
+    elif mask is not None:
         if fmask:
             s = s + leaves[3]
         else:
@@ -172,7 +184,14 @@ class Oracle(Reporter):
         return os.path.join(self.dir, n + ".npy")
 
     def case(self, name, q, k, v, dout, mask=None, causal=0, scale=None, want=GRADS, kv_bf16=False, dropout=0.0,
-             seed=0, variants=None):
+             seed=0, variants=None, fallbacks=0, score_bound=None, fill=None):
+        """One case; returns its gradients {name: array} when it passed, else None.
+        fallbacks: how many (batch, head) slices the fused kernel must hand to the
+        exact one (None: any). score_bound: the max|s| of the f32 bounds, where the
+        caller knows the mask's rounding moves no weight (its reason at the call).
+        fill: also compare dv with reference(..., fill=fill): masked_fill replaces
+        the scores it fills, so no gradient reaches q and k through them where an
+        added mask passes it on, but the weights, and so dv, are the same."""
         fmask = mask is not None and mask.dtype != np.bool_
         want = [g for g in want if g != "dmask" or fmask]
         files = {"q": q, "k": k, "v": v, "do": dout}
@@ -221,6 +240,10 @@ class Oracle(Reporter):
         kernel = "flash_backward" if f32 and "dmask" not in want else "exact"
         if len(calls) != 1 or (" kernel=%s " % kernel) not in calls[0]:
             return self.report(name, "expected one %s backward call, verbose said %r" % (kernel, r.stderr))
+        slices = int(calls[0].split(" fallback=")[1].split("/")[1].split()[0])
+        exact_slices = slices if kernel == "exact" else fallbacks
+        if kernel == "flash_backward" and fallbacks is not None and (" fallback=%d/" % fallbacks) not in calls[0]:
+            return self.report(name, "expected %d slices on the exact kernel, verbose said %r" % (fallbacks, calls[0]))
         # The forward runs the fast kernels for f32 (decode for a few queries against
         # many keys), the exact one for f64: the variants must be on every path.
         fwd = [l for l in r.stderr.splitlines() if l.startswith("attn: sdpa ")]
@@ -240,10 +263,13 @@ class Oracle(Reporter):
         keep = np.load(self.path("keep")) if dropout else None
         grads, ds_max, max_s, mags, out, sink_ref = reference(q, k64, v64, dout, mask, causal, scale, keep, dropout,
                                                               variants)
+        if score_bound is not None:
+            max_s = score_bound
         # Soft-capping in f32 is within 3 · 2^-24 · cap of the exact: another
         # score error, as large as that of scores of magnitude cap.
         max_s += 2 * variants.get("softcap", 0.0)
         refs = dict(zip(GRADS, grads))
+        filled = reference(q, k64, v64, dout, mask, causal, scale, keep, dropout, variants, fill)[0] if fill else None
         # The forward with the same mask: f64 1e-12; f32 the forward's bound (attn.h),
         # its terms grown by the 1/(1 - p) of the kept weights.
         vmax = float(np.abs(v64).max()) if v64.size else 0.0
@@ -252,24 +278,29 @@ class Oracle(Reporter):
         why = compare(np.load(self.path("out")), out, allowed)
         if why:
             return self.report(name, "out: " + why)
+        got = {}
         for i, g in enumerate(want):
-            ref = refs[g]
-            big = max(float(np.abs(ref).max()) if ref.size else 0.0, ds_max if g == "dmask" else 0.0)
-            if kernel == "flash_backward":  # f32 arithmetic: the bound of the module's docstring
-                allowed = (2e-5 + 8 * 2.0**-24 * max_s) * mags[GRADS.index(g)]
-            elif f32:  # f64 arithmetic, each gradient rounded once to f32
-                allowed = 2.0**-24 * np.abs(ref) + 1e-12 * big
-            else:
-                allowed = 1e-12 * big
-            why = compare(np.load(self.path(g)), ref, allowed)
-            if why:
-                return self.report(name, "%s: %s" % (g, why))
+            got[g] = np.load(self.path(g))
+            for against, ref in (("", refs[g]), ("masked_fill: ", filled[2] if filled and g == "dv" else None)):
+                if ref is None:
+                    continue
+                big = max(float(np.abs(ref).max()) if ref.size else 0.0, ds_max if g == "dmask" else 0.0)
+                if kernel == "flash_backward" and exact_slices != slices:  # the bound of the module's docstring
+                    allowed = (2e-5 + math.expm1(min(8 * 2.0**-24 * max_s, 700))) * mags[GRADS.index(g)]
+                elif f32:  # f64 arithmetic, each gradient rounded once to f32 (2^-150 below its normals)
+                    allowed = 2.0**-24 * np.abs(ref) + 1e-12 * big + 2.0**-150
+                else:
+                    allowed = 1e-12 * big
+                why = compare(got[g], ref, allowed)
+                if why:
+                    return self.report(name, "%s: %s%s" % (g, against, why))
         if sink_ref is not None:  # computed in double from out and lse: their error, relative to its terms
             allowed = (1e-12 if not f32 else 2e-5 + 8 * 2.0**-24 * max_s) * max(sink_ref[1], 1e-300)
             why = compare(np.load(self.path("dsinks")), sink_ref[0], allowed)
             if why:
                 return self.report(name, "dsinks: " + why)
         self.report(name, "")
+        return got
 
 
 def random_case(rng, index):
@@ -359,6 +390,107 @@ def fixed_cases(o, rng):
     o.case("f32_fused_large_scores", f32(2, 64, 16) * 8, f32(2, 90, 16) * 8, f32(2, 90, 16), f32(2, 64, 16))
 
 
+FILLS = (-1e4, -1e6, -1e9, -1e30, float(np.finfo(np.float32).min))
+
+
+def padding_fills(o, rng):
+    """Rows that a large finite mask value covers entirely, as Hugging Face pads a
+    batch on the left: query i of batch b sees neither the future (j > i) nor the
+    padded keys (j < pad_b), each masked by the fill, so the padded queries' rows
+    hold the fill at every key. For every fill, through the fused kernel, the exact
+    kernel in f32 (dmask asked for) and in f64, against autograd with the mask added
+    and with masked_fill, and the fused kernel against attn's exact f64 backward.
+    With an f32 lse that lost log(S) beside the fill, P = exp(s - lse) gave each key
+    of those rows a weight near 1 rather than 1/S.
+
+    So that the bound can be tight, the fill must move no weight: in a fully masked
+    row q·k·scale is the same for every key (q's entries past the fourth are zero
+    there, and k's first four are the same for every key), so the fill, however it
+    rounds, moves them together; a masked key of any other row has weight e^-1e4 =
+    0. The bounds take max|s| from the scores without the mask. Each case runs
+    twice: with dout on every row, and with dout on the padded rows only, so
+    that every gradient comes from the rows the fill covers and the bound,
+    relative to the largest term, is tight on them."""
+    N, H, L, E, Ev = 2, 2, 300, 16, 8  # 300 rows: 4 blocks of queries, 2 of keys
+    pads = (37, 120)
+    f = rng.standard_normal
+    q, k, v, dout = f((N, H, L, E)), f((N, H, L, E)), f((N, H, L, Ev)), f((N, H, L, Ev))
+    k[..., :4] = k[:, :, :1, :4]
+    i, j = np.arange(L).reshape(L, 1), np.arange(L).reshape(1, L)
+    for b, pad in enumerate(pads):
+        q[b, :, :pad, 4:] = 0
+    s_max = float(np.abs(np.einsum("nhie,nhje->nhij", q, k)).max()) / math.sqrt(E)
+    padded_only = dout.copy()
+    for b, pad in enumerate(pads):
+        padded_only[b, :, pad:] = 0
+    for fill, (rows, d) in itertools.product(FILLS, (("every_row", dout), ("padded_rows", padded_only))):
+        m = np.stack([np.where((j > i) | (j < pad), fill, 0.0) for pad in pads]).reshape(N, 1, L, L)
+        c32 = [a.astype(np.float32) for a in (q, k, v, d, m)]
+        tag = "padding_fill_%g_dout_%s" % (fill, rows)
+        fused = o.case(tag + "_f32_fused", *c32, want=("dq", "dk", "dv"), score_bound=s_max, fill=fill)
+        o.case(tag + "_f32_exact_kernel", *c32, score_bound=s_max, fill=fill)
+        exact = o.case(tag + "_f64_exact_kernel", q, k, v, d, m, fill=fill)
+        if fused is None or exact is None:
+            continue
+        _, _, _, mags, _, _ = reference(*c32, 0, None)
+        for g in ("dq", "dk", "dv"):
+            why = compare(fused[g], exact[g], (2e-5 + 8 * 2.0**-24 * s_max) * mags[GRADS.index(g)])
+            if why:
+                break
+        o.report(tag + "_f32_fused_vs_attn_f64_exact", "%s: %s" % (g, why) if why else "")
+    # Random queries in the padded rows too (Hugging Face's pad token has an
+    # embedding like any other), with GQA and RoPE: a fill of -1e30 or
+    # -FLT_MAX swallows q·k in f64 as in f32 (their ulps there are 2^47 and
+    # more), so it moves no weight either.
+    q, k, v, dout = f((2, 4, 130, E)), f((2, 2, 130, E)), f((2, 2, 130, Ev)), f((2, 4, 130, Ev))
+    i, j = np.arange(130).reshape(130, 1), np.arange(130).reshape(1, 130)
+    s_max = float(np.linalg.norm(q, axis=-1).max() * np.linalg.norm(k, axis=-1).max()) / math.sqrt(E)
+    for fill in FILLS[3:]:
+        m = np.stack([np.where((j > i) | (j < pad), fill, 0.0) for pad in (5, 70)]).reshape(2, 1, 130, 130)
+        c32 = [a.astype(np.float32) for a in (q, k, v, dout, m)]
+        o.case("padding_fill_%g_random_queries_gqa_rope" % fill, *c32, want=("dq", "dk", "dv"),
+               score_bound=s_max, fill=fill, variants={"rope": (0, 10000.0, 0, 0)})
+
+
+def score_magnitudes(o, rng):
+    """The fused kernel's bound from |s| = 1 to 1e9: it takes a slice only while its
+    products q·k·scale stay within 2^18 (the bound qmax · kmax · |scale| · E the
+    kernel computes; a slice beyond goes to the exact kernel, and the verbose
+    line must say how many did), so that its error stays linear in max|s|.
+    Without that, P = exp(S - lse) of f32 scores and lse near 1e6 moves by
+    e^(2^-24 · |s|): dv off by more than its own size."""
+    f = rng.standard_normal
+    E = 16
+    base = [f((2, 40, E)), f((2, 60, E)), f((2, 60, 8)), f((2, 40, 8))]
+    big = float(np.abs(np.einsum("nie,nje->nij", base[0], base[1])).max()) / 4
+    for target in 10.0 ** np.arange(0, 9.25, 0.5):
+        a = math.sqrt(target / big)
+        q, k, v, dout = (x.astype(np.float32) for x in (base[0] * a, base[1] * a, base[2], base[3]))
+        # The kernel's own test, per (batch) slice, in the same double arithmetic.
+        prod = [float(np.abs(q[n]).max()) * (float(np.abs(k[n]).max()) * 0.25) * E for n in range(2)]
+        exact = sum(p > 2.0**18 for p in prod)
+        o.case("score_magnitude_%.0e_%s" % (target, "exact_kernel" if exact == 2 else "fused" if not exact else "mixed"),
+               q, k, v, dout, want=("dq", "dk", "dv"), fallbacks=exact)
+
+
+def every_buffer(o, rng):
+    """The most scratch buffers one call takes: q broadcast over the batch (dq summed
+    in f64), GQA (dk and dv too), RoPE's table, the fused kernel's partials and
+    routes, the softmax statistics of rows a -FLT_MAX fill covers, and the exact
+    kernel's scratch for the two slices that read a key of 1e30: no
+    ATTN_ERR_NO_MEMORY. max|s| for the bound: |q|·|k|·scale over the fused
+    slices (RoPE keeps norms), the fill swallowing q·k in f64 as in f32."""
+    f = rng.standard_normal
+    q, k, v, dout = f((1, 4, 50, 16)), f((2, 2, 120, 16)), f((2, 2, 120, 8)), f((2, 4, 50, 8))
+    k[1, 1, 7, 0] = 1e30  # read by query heads 2 and 3 of batch 1
+    i, j = np.arange(50).reshape(50, 1), np.arange(120).reshape(1, 120)
+    m = np.stack([np.where((j > i + 70) | (j < pad), np.finfo(np.float32).min, 0.0) for pad in (3, 80)])
+    s_max = float(np.linalg.norm(q, axis=-1).max() * np.linalg.norm(k[0], axis=-1).max()) / 4
+    c32 = [a.astype(np.float32) for a in (q, k, v, dout, m.reshape(2, 1, 50, 120))]
+    o.case("f32_fused_every_buffer_broadcast_gqa_rope_statistics_fallback", *c32, want=("dq", "dk", "dv"),
+           variants={"rope": (0, 10000.0, 0, 0)}, fallbacks=2, score_bound=s_max)
+
+
 def forced_isa_missing(o):
     """With ATTN_ISA set to an instruction set this CPU lacks, the library runs
     another: why (ATTN_VERBOSE's line), to skip the suite; else None."""
@@ -380,6 +512,9 @@ def main():
         print("skip backward_oracle_ATTN_ISA=%s: %s" % (os.environ["ATTN_ISA"], missing))
         return 0
     fixed_cases(o, rng)
+    padding_fills(o, rng)
+    score_magnitudes(o, rng)
+    every_buffer(o, rng)
     for i in range(300):
         q, k, v, dout, mask, causal, scale = random_case(rng, i)
         # Half the cases leave dmask out, so that f32 with a float mask takes the fused

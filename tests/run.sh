@@ -44,7 +44,7 @@ suite "attn sdpa vs PyTorch float64" $PY tests/oracle.py "$BUILD"
 suite "backward pass: finite differences, errors, workspace" "$BUILD/tests/test_backward"
 suite "backward pass under ASan+UBSan" "$BUILD/asan/test_backward"
 suite "attn sdpa --grad-out vs PyTorch autograd float64" $PY tests/oracle_backward.py "$BUILD"
-for isa in avx512 c; do
+for isa in avx512 avx2 c; do
     suite "backward pass vs PyTorch, ATTN_ISA=$isa" env ATTN_ISA=$isa $PY tests/oracle_backward.py "$BUILD"
 done
 for isa in "" avx512 c; do

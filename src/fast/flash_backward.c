@@ -10,8 +10,9 @@
  * turned by RoPE), then:
  *   S  = Q (scale K)ᵀ, then the score epilogue (soft-cap, ALiBi, masks,
  *        causal limit, window), keeping the cap's derivative C when capped
- *   P  = exp(S - lse)            (the forward's lse: no softmax statistics
- *                                 are recomputed)
+ *   P  = exp(S - lse)            (the forward's lse), or for a row whose lse
+ *                                 f32 cannot trust exp((S - m) - log l)
+ *                                 (see below)
  *   dP = Z ∘ dout Vᵀ             (Z: dropout's 0 or 1/(1 - p), else 1)
  *   dS = P ∘ (dP - D)  (∘ C when capped)
  *   dV_j += (Z ∘ P)ᵀ dout,  dK_j += dSᵀ Q  (pvt reads P and dS by columns,
@@ -26,9 +27,30 @@
  * any number of threads. (The alternative, a second pass over the queries
  * for dQ, recomputes S and dP: 8 products of L·S·d instead of 5.)
  *
- * A slice whose inputs are not finite, whose scores could overflow f32 (see
- * attn_f32_scores_fit) or whose gradients could, or whose float mask holds
- * NaN or +inf, is computed by the exact f64 kernel instead. */
+ * Rows the forward's lse cannot describe: an f32 lse rounds by half its ulp,
+ * so once |lse| passes LSE_TRUSTED it no longer carries the row's log l
+ * next to its maximum m. A row that a large finite mask value c covers
+ * entirely (Hugging Face pads with -FLT_MAX) has every score near c and lse
+ * = c + log(S) = c in f32 for |c| >= 2^24 · log(S): exp(S - lse) would give
+ * each key a weight near 1 rather than 1/S. For such rows a pass before the
+ * items (stats_item) recomputes m and l over all the row's keys from the
+ * same f32 scores the items compute (block_scores), and P = exp((S - m) -
+ * log l): S - m is exact near the maximum, so P sums to 1 whatever the size
+ * of m. Other rows keep the forward's lse, whose rounding is then below
+ * 2^-17 relative. A piece of the keys (softmax_from_lse) has only the
+ * whole's lse and keeps it.
+ *
+ * Computed by the exact f64 kernel instead: a slice whose inputs are not
+ * finite, whose float mask holds NaN or +inf, whose gradients could
+ * overflow f32, or whose products q·k·scale could pass SCORES_LINEAR in
+ * magnitude. f32 rounds a score s by up to 4 · 2^-24 · |s|, which moves
+ * each weight by a factor within e^(±8 · 2^-24 · max|s|) (the forward's lse
+ * or the recomputed l moving with it): below 2^18 that factor's distance
+ * from 1 is within 1.07 times the exponent, so the error stays linear in
+ * max|s| (attn.h). The forward's attn_f32_scores_fit (2^100) only keeps
+ * scores finite: its weights are normalized by the l it sums, so a moved
+ * score costs it at most a convex combination's worth, where an unnormalized
+ * exp(S - lse) here would grow without bound. */
 #include "exact/exact.h"
 #include "fast/fast.h"
 #include "kernels/dropout.h"
@@ -39,6 +61,19 @@
 #include <float.h>
 #include <stdatomic.h>
 #include <string.h>
+
+/* The largest |lse| taken as the forward gave it (see the file's comment):
+ * half an ulp of 2^8 is 2^-17, a third of the sums' 2e-5 in the bound. */
+static const double LSE_TRUSTED = 0x1p8;
+/* The largest |q·k·scale| bound (qmax · kmax · E) the fused kernel takes. */
+static const double SCORES_LINEAR = 0x1p18;
+
+/* How a slice is computed. */
+enum {
+    ROUTE_FUSED, /* the fused kernel, from the forward's lse */
+    ROUTE_STATS, /* the fused kernel, after stats_item for the rows the lse cannot describe */
+    ROUTE_EXACT  /* the exact f64 kernel, in reduce() */
+};
 
 /* The items' partial sums. */
 typedef struct attn_grad_partials {
@@ -55,14 +90,16 @@ typedef struct bwd_job {
     int64_t chunk, n_chunks;      /* keys per work item, items per slice */
     bool capped;                  /* soft-capping: a tile for its derivative */
     attn_grad_partials part;
+    int64_t n_rblocks;            /* blocks of br query rows per slice: stats_item's items */
     char *scratch; /* one workspace per worker */
     size_t ws_bytes;
-    atomic_uchar *bad; /* per slice: the exact kernel computes it */
+    atomic_uchar *route; /* per slice: ROUTE_FUSED, ROUTE_STATS or ROUTE_EXACT */
+    double *stats;       /* per slice and row, L × 2: (m, log l) from stats_item (ROUTE_STATS only) */
 } bwd_job;
 
 /* One worker's scratch, carved out of job->scratch. */
 typedef struct workspace {
-    float *D, *lse;            /* the slice's rows: Lp each */
+    float *D, *lse, *shift;    /* the slice's rows, Lp each: P = exp((S - shift) - lse) */
     float *q, *dout;           /* a query block: brp × Ep (times the scale), brp × Evp */
     float *kt, *k, *vt;        /* a key block: E × ldk, kr × Ep, Ev × ldk */
     float *dk, *dv;            /* its gradients: kr × Ep, kr × Evp */
@@ -76,7 +113,7 @@ static int64_t kr_of(const bwd_job *j) { return attn_round_up(attn_round_up(j->b
 
 static size_t workspace_floats(const bwd_job *j) {
     int64_t ldk = ldk_of(j), kr = kr_of(j), brp = attn_round_up(j->br, 16);
-    return (size_t)(2 * j->Lp + brp * (j->Ep + j->Evp) + (j->E + j->Ev) * ldk + kr * (2 * j->Ep + j->Evp) +
+    return (size_t)(3 * j->Lp + brp * (j->Ep + j->Evp) + (j->E + j->Ev) * ldk + kr * (2 * j->Ep + j->Evp) +
                     (j->capped ? 3 : 2) * brp * ldk + j->E + j->Ev + 16);
 }
 
@@ -85,7 +122,8 @@ static workspace workspace_of(const bwd_job *j, int worker) {
     workspace w;
     w.D = (float *)(void *)(j->scratch + (size_t)worker * j->ws_bytes);
     w.lse = w.D + j->Lp;
-    w.q = w.lse + j->Lp;
+    w.shift = w.lse + j->Lp;
+    w.q = w.shift + j->Lp;
     w.dout = w.q + brp * j->Ep;
     w.kt = w.dout + brp * j->Evp;
     w.k = w.kt + j->E * ldk;
@@ -160,29 +198,49 @@ static void scale_rows(float *x, int64_t ld, int64_t rows, int64_t cols, double 
         for (int64_t c = 0; c < cols; c++) x[r * ld + c] = (float)((double)x[r * ld + c] * scale);
 }
 
+/* The rows the products read for a block of nb query rows: nb rounded up
+ * to ATTN_MR (pv, qk) and to 16 (pvt). */
+static int64_t block_rows_read(int64_t nb) {
+    int64_t nbm = attn_round_up(nb, ATTN_MR), nb16 = attn_round_up(nb, 16);
+    return nbm > nb16 ? nbm : nb16;
+}
+
+/* The scores of query rows i0..i0+nb-1 against the key block j0..j0+nc-1
+ * that pack_keys packed (nc_pad columns), into w->s (stride ldk): S = Q
+ * (scale K)ᵀ, then the score epilogue, the cap's derivative into w->dc when
+ * `dcap`. Returns the queries' rows (stride *ldq), which the products use
+ * again. The one place the scores are made, so that stats_item and
+ * block_step see the same floats. */
+static const float *block_scores(const bwd_job *j, const workspace *w, const attn_grad_problem *g, int64_t i0,
+                                 int64_t nb, int64_t j0, int64_t nc, int64_t nc_pad, bool dcap, int64_t *ldq) {
+    const attn_ukernels *uk = j->uk;
+    int64_t ldk = ldk_of(j);
+    /* The block's queries (turned by RoPE: packed). The scale is in the
+     * packed keys: S = Q (scale K)ᵀ, and dK is scaled when stored. */
+    const float *q = block_rows(uk, w->q, j->Ep, &g->f.q, i0, nb, block_rows_read(nb), !g->f.rope, w->tmp, ldq);
+    if (g->f.rope) attn_rope_apply_f32(w->q, j->Ep, 1, nb, g->f.rope, g->f.rope_q0 + i0, 1);
+    gemm_t(uk, w->s, ldk, q, *ldq, w->kt, ldk, attn_round_up(nb, ATTN_MR), j->E, nc_pad); /* S = Q (scale K)ᵀ */
+    attn_score_block sb = {w->s, false, ldk}, cb = {w->dc, false, ldk};
+    /* A float mask of NaN or +inf never gets here: slice_check sent the slice
+     * to the exact kernel. */
+    attn_score_epilogue(uk, sb, &g->f, i0, nb, j0, nc, nc_pad, true, dcap ? &cb : NULL, NULL);
+    return q;
+}
+
 /* One block of query rows i0..i0+nb-1 against the packed key block j0..j0+nc-1
  * (nc_pad columns): P, dP and dS, then the three products. */
 static void block_step(const bwd_job *j, const workspace *w, const attn_grad_problem *g, float *dq, int64_t i0,
                        int64_t nb, int64_t j0, int64_t nc, int64_t nc_pad) {
     const attn_ukernels *uk = j->uk;
     int64_t ldk = ldk_of(j), kr = kr_of(j), nb16 = attn_round_up(nb, 16);
-    int64_t nbm = attn_round_up(nb, ATTN_MR), rows = nbm > nb16 ? nbm : nb16; /* the rows the products read */
+    int64_t nbm = attn_round_up(nb, ATTN_MR), rows = block_rows_read(nb);
     /* The dQ rows this step adds to live in the item's partial, which is
      * larger than L2: start fetching them now, so that they have arrived by
      * the time dQ += dS K needs them, after the other four products. */
     for (int64_t x = 0; x < nb * j->Ep; x += 16) __builtin_prefetch(dq + i0 * j->Ep + x, 1, 3);
-    /* The block's queries and dout (queries turned by RoPE are packed). The
-     * scale is in the packed keys: S = Q (scale K)ᵀ, and dK is scaled when
-     * stored. */
     int64_t ldq, ldo;
-    const float *q = block_rows(uk, w->q, j->Ep, &g->f.q, i0, nb, rows, !g->f.rope, w->tmp, &ldq);
-    if (g->f.rope) attn_rope_apply_f32(w->q, j->Ep, 1, nb, g->f.rope, g->f.rope_q0 + i0, 1);
+    const float *q = block_scores(j, w, g, i0, nb, j0, nc, nc_pad, j->capped, &ldq);
     const float *dout = block_rows(uk, w->dout, j->Evp, &g->dout, i0, nb, rows, true, w->tmp, &ldo);
-    gemm_t(uk, w->s, ldk, q, ldq, w->kt, ldk, nbm, j->E, nc_pad);           /* S = Q (scale K)ᵀ */
-    attn_score_block sb = {w->s, false, ldk}, cb = {w->dc, false, ldk};
-    /* A float mask of NaN or +inf never gets here: slice_check sent the slice
-     * to the exact kernel. */
-    attn_score_epilogue(uk, sb, &g->f, i0, nb, j0, nc, nc_pad, true, j->capped ? &cb : NULL, NULL);
     gemm_t(uk, w->dp, ldk, dout, ldo, w->vt, ldk, nbm, j->Ev, nc_pad);       /* dP = dout Vᵀ */
     /* Rows nb.. up to what the products read (nb16 for pvt, nbm for pv) are
      * zero, so that rows past a window's last row add nothing to dQ. */
@@ -197,6 +255,8 @@ static void block_step(const bwd_job *j, const workspace *w, const attn_grad_pro
         }
         attn_score_block prow = {p, false, 0}, dsrow = {ds, false, 0};
         attn_dropout_row(dsrow, 0, &g->f, i0 + r, j0, nc); /* dP = Z ∘ (dout Vᵀ) / (1 - p) */
+        float shift = w->shift[i0 + r]; /* a recomputed row's maximum m, else 0 */
+        for (int64_t c = 0; shift != 0 && c < nc_pad; c++) p[c] -= shift;
         uk->softmax_grad(p, ds, nc_pad, w->lse[i0 + r], w->D[i0 + r]); /* P = exp(S - lse), dS = P ∘ (dP - D) */
         for (int64_t c = 0; j->capped && c < nc_pad; c++) ds[c] *= w->dc[r * ldk + c]; /* ∘ C */
         attn_dropout_row(prow, 0, &g->f, i0 + r, j0, nc); /* P, dropped, for dV */
@@ -206,10 +266,20 @@ static void block_step(const bwd_job *j, const workspace *w, const attn_grad_pro
     gemm_acc(uk, dq + i0 * j->Ep, j->Ep, w->dp, ldk, w->k, j->Ep, nbm, nc_pad, j->Ep); /* dQ += dS (scale K) */
 }
 
-/* The slice's rows, once per item: D = rowsum(dout ∘ out) and lse (-inf
- * for the padding rows up to Lp). */
-static void row_statistics(const bwd_job *j, const workspace *w, const attn_grad_problem *g) {
+/* Whether the forward's lse of a row describes its softmax well enough for
+ * P = exp(S - lse) (see the file's comment); -inf (no key) and the exact
+ * kernel's NaN and +inf count as trusted: they need no statistics. */
+static bool lse_trusted(const attn_problem *p, double lse) {
+    return p->softmax_from_lse || !(fabs(lse) > LSE_TRUSTED && fabs(lse) < INFINITY);
+}
+
+/* The slice's rows, once per item: D = rowsum(dout ∘ out), and lse and
+ * shift, P = exp((S - shift) - lse): the forward's lse and 0, or for a row
+ * whose lse is not trusted log l and m from stats_item (-inf for the
+ * padding rows up to Lp, and for rows no key takes part in). */
+static void row_statistics(const bwd_job *j, const workspace *w, const attn_grad_problem *g, int64_t slice) {
     const attn_problem *p = &g->f;
+    bool stats = atomic_load(&j->route[slice]) == ROUTE_STATS;
     bool out_rows = p->out.dtype == ATTN_F32 && p->out.cs == 1; /* out's rows read in place */
     for (int64_t i = 0; i < j->Lp; i++) {
         double D = 0;
@@ -218,8 +288,74 @@ static void row_statistics(const bwd_job *j, const workspace *w, const attn_grad
         for (int64_t e = 0; out && e < j->Ev; e++) D += (double)dout[e] * out[e];
         for (int64_t e = 0; dout && !out && e < j->Ev; e++) D += (double)dout[e] * attn_mat_get(&p->out, i, e);
         w->D[i] = (float)D;
-        w->lse[i] = i < j->L ? (float)attn_mat_get(&p->lse, i, 0) : -INFINITY;
+        double lse = i < j->L ? attn_mat_get(&p->lse, i, 0) : -INFINITY;
+        const double *st = stats && !lse_trusted(p, lse) ? j->stats + (slice * j->L + i) * 2 : NULL;
+        w->lse[i] = (float)(st ? st[1] : lse);
+        w->shift[i] = st && st[1] != -INFINITY ? (float)st[0] : 0.0f;
     }
+}
+
+/* Key block j0..j0+nc-1 packed for block_scores: kt (E × ldk, nc_pad
+ * columns) transposed, turned by RoPE and times the scale; with `grads`
+ * also vt (Ev × ldk) transposed and k (kr × Ep) times the scale and turned,
+ * for dP = dout Vᵀ and dQ = dS (scale K). dk is turned back once at the
+ * end (backward.c). */
+static void pack_keys(const bwd_job *j, const workspace *w, const attn_grad_problem *g, int64_t j0, int64_t nc,
+                      int64_t nc_pad, bool grads) {
+    int64_t ldk = ldk_of(j);
+    attn_pack_transposed(j->uk, w->kt, ldk, nc_pad, &g->f.k, j0, nc, w->tmp);
+    if (g->f.rope) attn_rope_apply_f32(w->kt, 1, ldk, nc, g->f.rope, g->f.rope_k0 + j0, 1);
+    scale_rows(w->kt, ldk, j->E, nc, g->f.scale); /* for S = Q (scale K)ᵀ */
+    if (!grads) return;
+    attn_pack_transposed(j->uk, w->vt, ldk, nc_pad, &g->f.v, j0, nc, w->tmp);
+    attn_pack_scaled(j->uk, w->k, j->Ep, &g->f.k, j0, nc, kr_of(j), g->f.scale, w->tmp);
+    if (g->f.rope) attn_rope_apply_f32(w->k, j->Ep, 1, nc, g->f.rope, g->f.rope_k0 + j0, 1);
+}
+
+/* The key blocks query rows i0..i0+nb-1 reach: [*k0, *k1), whole blocks of
+ * bc from key 0 (so that their scores are the items' own), from the first
+ * key of row i0's window to the causal limit of row i0+nb-1. */
+static void keys_reached(const bwd_job *j, const attn_problem *p, int64_t i0, int64_t nb, int64_t *k0,
+                         int64_t *k1) {
+    int64_t lo = attn_first_key(p, i0), hi = attn_keys_seen(p, i0 + nb - 1, 0, j->S);
+    *k0 = lo < j->S ? lo / j->bc * j->bc : j->S;
+    *k1 = hi;
+}
+
+/* Query rows i0..i0+br-1 of a ROUTE_STATS slice, when one of them has an lse
+ * that is not trusted: each row's maximum m and log l, l = sum of exp(s -
+ * m), over every key it sees (from a sink's (m, l) when there is one), as
+ * the forward's online softmax sums them but from block_scores' scores. */
+static void stats_item(void *ctx, int64_t item, int worker) {
+    bwd_job *j = ctx;
+    int64_t slice = item / j->n_rblocks, i0 = item % j->n_rblocks * j->br;
+    if (atomic_load(&j->route[slice]) != ROUTE_STATS) return;
+    attn_grad_problem g;
+    attn_grad_slice(j->gs, slice, &g);
+    int64_t nb = j->L - i0 < j->br ? j->L - i0 : j->br, ldq, k0, k1;
+    bool needed = false;
+    for (int64_t r = 0; r < nb; r++) needed |= !lse_trusted(&g.f, attn_mat_get(&g.f.lse, i0 + r, 0));
+    if (!needed) return;
+    workspace w = workspace_of(j, worker);
+    double *st = j->stats + (slice * j->L + i0) * 2; /* (m, l) per row, then (m, log l) */
+    for (int64_t r = 0; r < nb; r++) attn_softmax_start(&g.f, &st[2 * r], &st[2 * r + 1]), st[2 * r] = (float)st[2 * r];
+    keys_reached(j, &g.f, i0, nb, &k0, &k1);
+    for (int64_t j0 = k0; j0 < k1; j0 += j->bc) {
+        int64_t nc = j->S - j0 < j->bc ? j->S - j0 : j->bc, nc_pad = attn_round_up(nc, (int64_t)j->uk->vl * j->uk->nv);
+        pack_keys(j, &w, &g, j0, nc, nc_pad, false);
+        block_scores(j, &w, &g, i0, nb, j0, nc, nc_pad, false, &ldq);
+        for (int64_t r = 0; r < nb; r++) {
+            float *s = w.s + r * ldk_of(j), mx = j->uk->max(s, nc_pad);
+            double m = st[2 * r], m_new = mx > m ? mx : m;
+            if (m_new == -INFINITY) continue; /* no key yet */
+            /* l's rescaling in double: e^-100 and below count as 0 (l >= 1
+             * after it), so that no intermediate is subnormal. */
+            if (m_new != m) st[2 * r + 1] *= m - m_new < -100 ? 0.0 : exp(m - m_new);
+            st[2 * r] = m_new;
+            st[2 * r + 1] += j->uk->exp_sum(s, nc_pad, (float)m_new);
+        }
+    }
+    for (int64_t r = 0; r < nb; r++) st[2 * r + 1] = st[2 * r + 1] > 0 ? log(st[2 * r + 1]) : -INFINITY;
 }
 
 /* A key block's dK and dV rows j0..j0+nc-1: into the caller's output when it
@@ -243,15 +379,15 @@ static void store_key_block(const bwd_job *j, const workspace *w, const attn_gra
 static void bwd_item(void *ctx, int64_t item, int worker) {
     bwd_job *j = ctx;
     int64_t slice = item / j->n_chunks, c = item % j->n_chunks;
-    if (atomic_load(&j->bad[slice])) return;
+    if (atomic_load(&j->route[slice]) == ROUTE_EXACT) return;
     attn_grad_problem g;
     attn_grad_slice(j->gs, slice, &g);
     workspace w = workspace_of(j, worker);
     float *dq = j->part.dq + item * j->Lp * j->Ep;
     memset(dq, 0, sizeof(float) * (size_t)(j->Lp * j->Ep));
-    row_statistics(j, &w, &g);
+    row_statistics(j, &w, &g, slice);
     int64_t k0 = c * j->chunk, k1 = k0 + j->chunk < j->S ? k0 + j->chunk : j->S;
-    int64_t kr = kr_of(j), ldk = ldk_of(j);
+    int64_t kr = kr_of(j);
     for (int64_t j0 = k0; j0 < k1; j0 += j->bc) {
         int64_t nc = k1 - j0 < j->bc ? k1 - j0 : j->bc, nc_pad = attn_round_up(nc, (int64_t)j->uk->vl * j->uk->nv);
         /* The first query row that sees key j0 (none: the block is skipped). */
@@ -263,14 +399,7 @@ static void bwd_item(void *ctx, int64_t item, int worker) {
             store_key_block(j, &w, &g, slice, j0, nc);
             continue;
         }
-        attn_pack_transposed(j->uk, w.kt, ldk, nc_pad, &g.f.k, j0, nc, w.tmp);
-        attn_pack_transposed(j->uk, w.vt, ldk, nc_pad, &g.f.v, j0, nc, w.tmp);
-        attn_pack_scaled(j->uk, w.k, j->Ep, &g.f.k, j0, nc, kr, g.f.scale, w.tmp); /* for dQ = dS (scale K) */
-        if (g.f.rope) { /* the keys turned as packed; dk is turned back once at the end */
-            attn_rope_apply_f32(w.kt, 1, ldk, nc, g.f.rope, g.f.rope_k0 + j0, 1);
-            attn_rope_apply_f32(w.k, j->Ep, 1, nc, g.f.rope, g.f.rope_k0 + j0, 1);
-        }
-        scale_rows(w.kt, ldk, j->E, nc, g.f.scale); /* for S = Q (scale K)ᵀ */
+        pack_keys(j, &w, &g, j0, nc, nc_pad, true);
         /* ... and past the last whose sliding window still reaches them. */
         int64_t iend = j->L;
         while (iend > first && attn_first_key(&g.f, iend - 1) >= j0 + nc) iend--;
@@ -283,7 +412,7 @@ static void bwd_item(void *ctx, int64_t item, int worker) {
     }
 }
 
-/* Per slice, once: whether f32 may compute it (see the file's comment). */
+/* Per slice, once: its route (see the file's comment). */
 static void slice_check(void *ctx, int64_t slice, int worker) {
     bwd_job *j = ctx;
     attn_grad_problem g;
@@ -291,6 +420,7 @@ static void slice_check(void *ctx, int64_t slice, int worker) {
     float *tmp = workspace_of(j, worker).tmp;
     const attn_mat *m[4] = {&g.f.q, &g.f.k, &g.f.v, &g.dout};
     float big[5] = {0, 0, 0, 0, 0};
+    bool stats = false; /* some row's lse is not trusted */
     for (int t = 0; t < 4; t++)
         for (int64_t r = 0; r < m[t]->rows && big[t] >= 0; r++)
             big[t] = attn_absmax_join(big[t], j->uk->absmax(attn_row_f32(m[t], r, tmp), m[t]->cols));
@@ -298,6 +428,7 @@ static void slice_check(void *ctx, int64_t slice, int worker) {
         big[4] = attn_absmax_join(big[4], j->uk->absmax(attn_row_f32(&g.f.out, i, tmp), j->Ev));
         double lse = attn_mat_get(&g.f.lse, i, 0);
         if (lse != lse || lse == INFINITY) big[4] = -1;
+        stats |= !lse_trusted(&g.f, lse);
     }
     /* A float mask holding NaN or +inf: known now, before anything is
      * written, so that the exact kernel's scratch is taken up front. */
@@ -316,9 +447,9 @@ static void slice_check(void *ctx, int64_t slice, int worker) {
     double most = 2 * G * (double)(j->L > j->S ? j->L : j->S) * (qmax * (1 + fabs(g.f.scale)) + kmax + 1) +
                   (double)j->L * big[3];
     bool ok = big[2] >= 0 && big[3] >= 0 && big[4] >= 0 && attn_f32_scores_fit(qmax, kmax, j->E) &&
-              attn_f32_bias_fits(&g.f, j->L, j->S) &&
+              qmax * kmax * (double)j->E <= SCORES_LINEAR && attn_f32_bias_fits(&g.f, j->L, j->S) &&
               most <= 0x1p100;
-    atomic_store(&j->bad[slice], !ok);
+    atomic_store(&j->route[slice], !ok ? ROUTE_EXACT : stats ? ROUTE_STATS : ROUTE_FUSED);
 }
 
 /* Add the items' partials into the f64 gradients, slice by slice and chunk by
@@ -329,7 +460,7 @@ static void reduce(const bwd_job *j, double *exact_work, attn_run_info *info) {
         attn_grad_problem g;
         attn_grad_slice(j->gs, s, &g);
         const bool *direct = j->gs->direct;
-        if (atomic_load(&j->bad[s])) {
+        if (atomic_load(&j->route[s]) == ROUTE_EXACT) {
             info->fallbacks++;
             const attn_mat *m[3] = {&g.dq, &g.dk, &g.dv};
             for (int t = 0; t < 3; t++) /* the exact kernel adds: start the written views from 0 */
@@ -377,16 +508,18 @@ static bool plan_job(bwd_job *j, const attn_grad_slices *gs) {
     int64_t per = (blocks + j->n_chunks - 1) / j->n_chunks;
     j->chunk = per * j->bc;
     j->n_chunks = (j->S + j->chunk - 1) / j->chunk;
+    j->n_rblocks = (j->L + j->br - 1) / j->br;
     return true;
 }
 
 attn_status attn_flash_backward_run(const attn_grad_slices *gs, attn_run_info *info, attn_error *err) {
     bwd_job j;
     memset(&j, 0, sizeof j);
-    int64_t items, dq_floats, dk_floats, dv_floats;
+    int64_t items, dq_floats, dk_floats, dv_floats, stat_rows, stat_items;
     if (!plan_job(&j, gs) || !attn_mul_i64(gs->f.count, j.n_chunks, &items) ||
         !attn_mul_i64(items, j.Lp * j.Ep, &dq_floats) || !attn_mul_i64(gs->f.count, j.S * j.Ep, &dk_floats) ||
-        !attn_mul_i64(gs->f.count, j.S * j.Evp, &dv_floats))
+        !attn_mul_i64(gs->f.count, j.S * j.Evp, &dv_floats) || !attn_mul_i64(gs->f.count, j.L, &stat_rows) ||
+        !attn_mul_i64(gs->f.count, j.n_rblocks, &stat_items))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the backward pass's partial sums overflow");
     /* Partials of dk and dv only for gradients that slices share. */
     bool want_dk = gs->dk && !gs->direct[1], want_dv = gs->dv && !gs->direct[2];
@@ -397,26 +530,35 @@ attn_status attn_flash_backward_run(const attn_grad_slices *gs, attn_run_info *i
     j.part.dq = attn_arena_alloc(a, (size_t)dq_floats, sizeof(float));
     j.part.dk = want_dk ? attn_arena_alloc(a, (size_t)dk_floats, sizeof(float)) : NULL;
     j.part.dv = want_dv ? attn_arena_alloc(a, (size_t)dv_floats, sizeof(float)) : NULL;
-    j.bad = attn_arena_alloc(a, (size_t)gs->f.count, sizeof *j.bad);
+    j.route = attn_arena_alloc(a, (size_t)gs->f.count, sizeof *j.route);
     int64_t exact_words = attn_backward_work_size(j.S, j.E, j.Ev);
     if (exact_words < 0) return attn_fail(err, ATTN_ERR_OVERFLOW, "the backward pass's scratch size overflows");
     double *exact_work = NULL;
-    if (a->measure) { /* a workspace must hold the exact kernel's scratch too, in case */
+    if (a->measure) { /* a workspace must hold the exact kernel's scratch and the statistics too, in case */
         attn_arena_alloc(a, (size_t)exact_words, sizeof(double));
+        attn_arena_alloc(a, (size_t)stat_rows, 2 * sizeof(double));
         return ATTN_OK;
     }
-    if (!j.scratch || !j.part.dq || (want_dk && !j.part.dk) || (want_dv && !j.part.dv) || !j.bad)
+    if (!j.scratch || !j.part.dq || (want_dk && !j.part.dk) || (want_dv && !j.part.dv) || !j.route)
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the backward pass's partial sums");
-    for (int64_t s = 0; s < gs->f.count; s++) atomic_init(&j.bad[s], 0);
+    for (int64_t s = 0; s < gs->f.count; s++) atomic_init(&j.route[s], ROUTE_FUSED);
     attn_parallel_for(workers, gs->f.count, slice_check, &j);
-    /* The exact kernel's scratch (O(S·d) doubles) only when a slice needs it,
-     * and before any output is written. */
-    bool any_bad = false;
-    for (int64_t s = 0; s < gs->f.count; s++) any_bad |= atomic_load(&j.bad[s]);
-    if (any_bad && !(exact_work = attn_arena_alloc(a, (size_t)exact_words, sizeof(double))))
+    /* The exact kernel's scratch (O(S·d) doubles) and the statistics (two
+     * doubles a row) only when a slice needs them, and before any output is
+     * written. */
+    bool any_exact = false, any_stats = false;
+    for (int64_t s = 0; s < gs->f.count; s++) {
+        any_exact |= atomic_load(&j.route[s]) == ROUTE_EXACT;
+        any_stats |= atomic_load(&j.route[s]) == ROUTE_STATS;
+    }
+    if (any_exact && !(exact_work = attn_arena_alloc(a, (size_t)exact_words, sizeof(double))))
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the exact kernel's scratch for the slices f32 cannot take");
+    if (any_stats && !(j.stats = attn_arena_alloc(a, (size_t)stat_rows, 2 * sizeof(double))))
+        return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
+                         "cannot allocate the softmax statistics of the rows whose lse f32 cannot trust");
+    if (any_stats) attn_parallel_for(workers, stat_items, stats_item, &j);
     attn_parallel_for(workers, items, bwd_item, &j);
     info->kernel = "flash_backward", info->isa = j.uk->name, info->bf16 = NULL, info->threads = workers;
     info->items = gs->f.count, info->fallbacks = 0;
