@@ -2,10 +2,12 @@
  *   - f64 central finite differences of loss = sum(dout ∘ out) against every
  *     gradient element, on small cases (an oracle independent of PyTorch);
  *   - the errors, each with its status and message, and nothing written;
- *   - the caller's workspace.
+ *   - the caller's workspace;
+ *   - the calls that take the most scratch buffers at once.
  * Prints "ok NAME" or "FAIL NAME: why". */
 #include "check.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -518,6 +520,129 @@ static void test_pieces(void) {
     free(q.data), free(out.data);
 }
 
+/* An f64 copy of an f32 tensor (same shape, contiguous). */
+static attn_tensor widened(const attn_tensor *t) {
+    attn_tensor w = make(ATTN_F64, t->rank, t->shape);
+    for (int64_t i = 0; i < attn_tensor_numel(t); i++) ((double *)w.data)[i] = ((float *)t->data)[i];
+    return w;
+}
+
+/* The calls that take the most scratch buffers, as many as a plan asks
+ * for, with plenty of memory: no ATTN_ERR_NO_MEMORY (malloc's blocks once
+ * ran out at eight), on malloc and on a measured workspace.
+ * attn_sdpa_backward in f32 with q broadcast over the batch (dq summed in
+ * f64), GQA (dk and dv too), RoPE, a row a -FLT_MAX fill covers (the
+ * softmax statistics recomputed) and a key of 1e30 that sends the two
+ * slices reading it to the exact kernel (its scratch): the fused kernel's
+ * partials and routes besides. Checked against the same call in f64 (the
+ * exact kernel): the scores are O(1) except the fill, which swallows q·k in
+ * f64 as in f32, and the 1e30 key's, which both compute in f64, so the f32
+ * bound of attn.h is a few 1e-5 of the terms, and 1e-4 of the largest
+ * gradient leaves room while a wrong row is off by O(1). */
+static void test_many_buffers_sdpa(void) {
+    int64_t sq[4] = {1, 4, 40, 16}, sk[4] = {2, 2, 70, 16}, sv[4] = {2, 2, 70, 12}, so[4] = {2, 4, 40, 12};
+    int64_t sl[3] = {2, 4, 40}, sm[4] = {2, 1, 40, 70};
+    attn_tensor t32[5] = {make(ATTN_F32, 4, sq), make(ATTN_F32, 4, sk), make(ATTN_F32, 4, sv), make(ATTN_F32, 4, so),
+                          make(ATTN_F32, 4, sm)}; /* q, k, v, dout, mask */
+    float *k = t32[1].data, *m = t32[4].data;
+    k[((1 * 2 + 1) * 70 + 5) * 16] = 1e30f; /* batch 1, KV head 1 (query heads 2 and 3), key 5 */
+    for (int64_t b = 0; b < 2; b++)        /* padded keys 0..3b+2, and row 7 of batch 0 at every key */
+        for (int64_t i = 0; i < 40; i++)
+            for (int64_t j = 0; j < 70; j++) m[(b * 40 + i) * 70 + j] = j <= 3 * b + 2 || (b == 0 && i == 7) ? -FLT_MAX : 0;
+    attn_tensor t64[5];
+    for (int i = 0; i < 5; i++) t64[i] = widened(&t32[i]);
+    attn_rope_options rope = attn_rope_options_default();
+    attn_context ctx = attn_context_default();
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.rope = &rope, o.context = &ctx;
+    attn_error err;
+    int ok = 1;
+    double worst = 0;
+    char kernel[32], fallback[32];
+    attn_tensor g64[3] = {make(ATTN_F64, 4, sq), make(ATTN_F64, 4, sk), make(ATTN_F64, 4, sv)};
+    attn_tensor out64 = make(ATTN_F64, 4, so), lse64 = make(ATTN_F64, 3, sl);
+    o.mask = &t64[4];
+    ok &= attn_sdpa(&out64, &lse64, NULL, &t64[0], &t64[1], &t64[2], &o, &err) == ATTN_OK;
+    ok &= attn_sdpa_backward(&g64[0], &g64[1], &g64[2], NULL, &t64[3], &t64[0], &t64[1], &t64[2], &out64, &lse64, &o,
+                             &err) == ATTN_OK;
+    attn_tensor g32[3] = {make(ATTN_F32, 4, sq), make(ATTN_F32, 4, sk), make(ATTN_F32, 4, sv)};
+    attn_tensor out32 = make(ATTN_F32, 4, so), lse32 = make(ATTN_F32, 3, sl);
+    o.mask = &t32[4];
+    ok &= attn_sdpa(&out32, &lse32, NULL, &t32[0], &t32[1], &t32[2], &o, &err) == ATTN_OK;
+    for (int w = 0; w < 2 && ok; w++) { /* malloc, then a workspace of the measured size */
+        size_t need = 0;
+        char *mem = NULL;
+        if (w) {
+            ok &= attn_sdpa_backward_workspace_size(&need, &g32[0], &g32[1], &g32[2], NULL, &t32[3], &t32[0], &t32[1],
+                                                    &t32[2], &out32, &lse32, &o, &err) == ATTN_OK;
+            ctx.workspace = mem = malloc(need), ctx.workspace_size = need;
+        }
+        for (int i = 0; i < 3; i++) memset(g32[i].data, 0, (size_t)attn_tensor_numel(&g32[i]) * 4);
+        verbose_begin();
+        ok &= attn_sdpa_backward(&g32[0], &g32[1], &g32[2], NULL, &t32[3], &t32[0], &t32[1], &t32[2], &out32, &lse32,
+                                 &o, &err) == ATTN_OK;
+        verbose_end(kernel, sizeof kernel, fallback, sizeof fallback);
+        ok &= strcmp(kernel, "flash_backward") == 0 && strcmp(fallback, "2/8") == 0;
+        for (int i = 0; i < 3; i++) {
+            double d = rel_diff(&g32[i], &g64[i]);
+            worst = d > worst ? d : worst;
+        }
+        ctx.workspace = NULL, ctx.workspace_size = 0;
+        free(mem);
+    }
+    check(ok && worst <= 1e-4, "backward_most_buffers_broadcast_gqa_rope_statistics_fallback",
+          "ok %d (%s), kernel %s, fallback %s, worst relative difference from f64 %.3g", ok, ok ? "" : err.message,
+          kernel, fallback, worst);
+    attn_tensor *all[] = {&g64[0], &g64[1], &g64[2], &out64, &lse64, &g32[0], &g32[1], &g32[2], &out32, &lse32};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+    for (int i = 0; i < 5; i++) free(t32[i].data), free(t64[i].data);
+}
+
+/* attn_mha_backward in f32 on a Llama-style layer (separate projections
+ * without biases, 4 query heads over 2 KV heads, RoPE) with one large
+ * input value, 1e15 in batch 1, whose scores (about 1e31) send that batch's
+ * four slices to the exact kernel: no ATTN_ERR_NO_MEMORY. Batch 0 does not
+ * see it: its dquery against the same layer in f64, within 1e-4 of its
+ * largest value (f32 projections and attention on O(1) scores). */
+static void test_many_buffers_mha(void) {
+    enum { N = 2, L = 20, E = 32, H = 4, HKV = 2, D = E / H };
+    int64_t sx[3] = {N, L, E}, swq[2] = {E, E}, swkv[2] = {HKV * D, E};
+    attn_tensor x32 = make(ATTN_F32, 3, sx), dout32 = make(ATTN_F32, 3, sx);
+    attn_tensor w32[4] = {make(ATTN_F32, 2, swq), make(ATTN_F32, 2, swkv), make(ATTN_F32, 2, swkv), make(ATTN_F32, 2, swq)};
+    for (int i = 0; i < 4; i++) /* weights of about 1/sqrt(E), so that the scores are O(1) */
+        for (int64_t x = 0; x < attn_tensor_numel(&w32[i]); x++) ((float *)w32[i].data)[x] *= 0.18f;
+    ((float *)x32.data)[(1 * L + 3) * E + 5] = 1e15f;
+    attn_tensor x64 = widened(&x32), dout64 = widened(&dout32), w64[4];
+    for (int i = 0; i < 4; i++) w64[i] = widened(&w32[i]);
+    attn_tensor dx32 = make(ATTN_F32, 3, sx), dx64 = make(ATTN_F64, 3, sx);
+    attn_rope_options rope = attn_rope_options_default();
+    attn_mha_options o = attn_mha_options_default();
+    o.batch_first = 1, o.rope = &rope;
+    attn_mha_params p32 = attn_mha_params_default(), grads = attn_mha_params_default();
+    p32.embed_dim = E, p32.num_heads = H, p32.num_kv_heads = HKV;
+    attn_mha_params p64 = p32;
+    p32.q_proj_weight = &w32[0], p32.k_proj_weight = &w32[1], p32.v_proj_weight = &w32[2], p32.out_proj_weight = &w32[3];
+    p64.q_proj_weight = &w64[0], p64.k_proj_weight = &w64[1], p64.v_proj_weight = &w64[2], p64.out_proj_weight = &w64[3];
+    attn_error err;
+    char kernel[32], fallback[32];
+    verbose_begin();
+    attn_status st = attn_mha_backward(&dx32, NULL, NULL, &grads, &dout32, &x32, &x32, &x32, &p32, &o, &err);
+    verbose_end(kernel, sizeof kernel, fallback, sizeof fallback);
+    char line[1024];
+    memcpy(line, verbose_last_line, sizeof line);
+    attn_status st64 = attn_mha_backward(&dx64, NULL, NULL, &grads, &dout64, &x64, &x64, &x64, &p64, &o, &err);
+    attn_tensor b32 = rows_view(&dx32, 0, 0, 1), b64 = rows_view(&dx64, 0, 0, 1);
+    double d = rel_diff(&b32, &b64);
+    check(st == ATTN_OK && st64 == ATTN_OK && strstr(line, "sdpa_backward kernel=flash_backward") &&
+              strcmp(fallback, "4/8") == 0 && d <= 1e-4,
+          "mha_backward_f32_gqa_rope_large_value_most_buffers",
+          "status %d, %d (%s), fallback %s, batch 0's relative difference from f64 %.3g; verbose: %s", (int)st,
+          (int)st64, st || st64 ? err.message : "", fallback, d, line);
+    attn_tensor *all[] = {&x32, &dout32, &x64, &dout64, &dx32, &dx64};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+    for (int i = 0; i < 4; i++) free(w32[i].data), free(w64[i].data);
+}
+
 int main(void) {
     rng_state = 99;
     test_pieces();
@@ -526,5 +651,7 @@ int main(void) {
     test_fused();
     test_errors();
     test_workspace();
+    test_many_buffers_sdpa();
+    test_many_buffers_mha();
     return n_failed ? 1 : 0;
 }
