@@ -450,6 +450,14 @@ def padding_fills(o, rng):
         c32 = [a.astype(np.float32) for a in (q, k, v, dout, m)]
         o.case("padding_fill_%g_random_queries_gqa_rope" % fill, *c32, want=("dq", "dk", "dv"),
                score_bound=s_max, fill=fill, variants={"rope": (0, 10000.0, 0, 0)})
+    # The lse from the decode kernel (3 queries against 2100 keys), its parts merged:
+    # query 0 padded, the others seeing the keys past the first 50.
+    q, k, v, dout = f((2, 3, E)), f((2, 2100, E)), f((2, 2100, Ev)), f((2, 3, Ev))
+    s_max = float(np.linalg.norm(q, axis=-1).max() * np.linalg.norm(k, axis=-1).max()) / math.sqrt(E)
+    for fill in FILLS[3:]:
+        m = np.where((np.arange(3).reshape(3, 1) == 0) | (np.arange(2100) < 50), fill, 0.0)
+        c32 = [a.astype(np.float32) for a in (q, k, v, dout, m)]
+        o.case("padding_fill_%g_decode_forward" % fill, *c32, want=("dq", "dk", "dv"), score_bound=s_max, fill=fill)
 
 
 def score_magnitudes(o, rng):
