@@ -7,6 +7,7 @@
 
 #include "attn.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdbool.h>
 #include <string.h>
@@ -65,10 +66,19 @@ static inline const float *attn_row_f32(const attn_mat *m, int64_t r, float *buf
     return buf;
 }
 
-/* Store x into element (i, j) of a float matrix, rounding once for f32. */
+/* x rounded to f32, where a value below f32's normal range (|x| < FLT_MIN)
+ * becomes 0 of x's sign, never a subnormal: each subnormal costs an Intel
+ * core a microcode assist (kernels/exp2.h), in the rounding and in every
+ * later use of the result; the difference is below 2^-126. */
+static inline float attn_f32_of(double x) {
+    return (float)(fabs(x) < FLT_MIN ? x * 0.0 : x); /* chosen in double, then one conversion */
+}
+
+/* Store x into element (i, j) of a float matrix, rounding once for f32
+ * (attn_f32_of). */
 static inline void attn_mat_set(const attn_mat *m, int64_t i, int64_t j, double x) {
     int64_t off = i * m->rs + j * m->cs;
-    if (m->dtype == ATTN_F32) ((float *)(void *)m->base)[off] = (float)x;
+    if (m->dtype == ATTN_F32) ((float *)(void *)m->base)[off] = attn_f32_of(x);
     else ((double *)(void *)m->base)[off] = x;
 }
 
@@ -116,6 +126,22 @@ typedef struct attn_problem {
 static inline void attn_softmax_start(const attn_problem *p, double *m, double *l) {
     *m = p->has_sink ? p->sink : -INFINITY;
     *l = p->has_sink ? 1.0 : 0.0;
+}
+
+/* e^d in double, or exactly 0 for d below ATTN_EXP_MIN (-inf included): the
+ * exact kernels' weights e^(s - m) and rescaling factors, which are then,
+ * like the f32 kernels' (kernels/exp2.h), either 0 or normal numbers far
+ * from underflow (e^-400 is about 2^-577, so its products with values of any
+ * f32 size stay normal), and exp is never asked for a result that
+ * underflows. A weight of e^-400 of the row maximum's is far below f64's
+ * 2^-53. */
+#define ATTN_EXP_MIN -400.0
+static inline double attn_exp_or_zero(double d) {
+    /* exp of the clamped d, so that a compiler that computes both sides of
+     * the choice (it may, where exp counts as pure: -fno-math-errno) never
+     * asks exp for an underflow. */
+    double e = exp(d < ATTN_EXP_MIN ? ATTN_EXP_MIN : d);
+    return d < ATTN_EXP_MIN ? 0.0 : e;
 }
 
 /* The log-sum-exp of a row from its maximum m and its sum l of exp(s - m):

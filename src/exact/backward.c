@@ -57,7 +57,7 @@ static bool row_softmax(double *P, double *c, double *s, const attn_problem *p, 
     attn_score_epilogue(NULL, sb, p, i, 1, 0, S, S, p->causal, &cb, NULL);
     if (p->softmax_from_lse) { /* F2 of the whole row, whose lse the forward gave */
         double lse = attn_mat_get(&p->lse, i, 0);
-        for (int64_t j = 0; j < S; j++) P[j] = s[j] == -INFINITY ? -1 : exp(s[j] - lse);
+        for (int64_t j = 0; j < S; j++) P[j] = s[j] == -INFINITY ? -1 : attn_exp_or_zero(s[j] - lse);
         return lse != -INFINITY;
     }
     double m, l, m0; /* F2, from a sink's (m, l) when there is one */

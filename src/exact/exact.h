@@ -38,11 +38,12 @@ static inline double attn_dot(const double *a, const double *b, int64_t n) {
     return s;
 }
 
-/* exp(s - m) for a score s that takes part and the row maximum m >= s. When
- * s == m it is exactly 1, which also covers s == m == +inf: the weight is then
- * shared among the +inf scores, the softmax's limit, instead of NaN. */
+/* exp(s - m) for a score s that takes part and the row maximum m >= s (0
+ * below e^-400: attn_exp_or_zero). When s == m it is exactly 1, which also
+ * covers s == m == +inf: the weight is then shared among the +inf scores,
+ * the softmax's limit, instead of NaN. */
 static inline double attn_softmax_term(double s, double m) {
-    return s == m ? 1.0 : exp(s - m);
+    return s == m ? 1.0 : attn_exp_or_zero(s - m);
 }
 
 #endif /* ATTN_EXACT_H */

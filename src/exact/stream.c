@@ -44,7 +44,7 @@ static void online_update(double *m, double *l, double *acc, const double *score
     for (int64_t c = 0; c < nc; c++)
         if (scores[c] > m_new) m_new = scores[c]; /* NaN never wins: it stays in l */
     if (m_new != *m) {
-        double alpha = exp(*m - m_new); /* 0 when the old maximum was -inf */
+        double alpha = attn_exp_or_zero(*m - m_new); /* 0 when the old maximum was -inf */
         *l *= alpha;
         for (int64_t e = 0; e < Ev; e++) acc[e] *= alpha;
         *m = m_new;

@@ -9,7 +9,7 @@ static double get(const void *row, attn_dtype dtype, int64_t off) {
 }
 
 static void set(void *row, attn_dtype dtype, int64_t off, double x) {
-    if (dtype == ATTN_F32) ((float *)row)[off] = (float)x;
+    if (dtype == ATTN_F32) ((float *)row)[off] = attn_f32_of(x);
     else ((double *)row)[off] = x;
 }
 
@@ -34,7 +34,7 @@ bool attn_merge_row(void *out, int64_t os, double *lse, attn_dtype dtype, const 
         for (int i = 0; i < n; i++) {
             const attn_part_row *pt = &parts[i];
             if (pt->l == 0 || pt->m == -INFINITY) continue; /* its row is 0, or NaN we must not spread */
-            double w = pt->m == m ? pt->l : pt->l * exp(pt->m - m);
+            double w = pt->m == m ? pt->l : pt->l * attn_exp_or_zero(pt->m - m);
             if (e0 == 0) den += w;
             for (int64_t e = 0; e < ne; e++) acc[e] += w * get(pt->out, dtype, (e0 + e) * pt->stride);
         }

@@ -39,7 +39,9 @@ typedef struct attn_ukernels {
 
     /* x[i] = e^(x[i] - m) for i < n, computed as 2^((x[i] - m)·log2 e);
      * returns their sum, added in a fixed order. n is a multiple of vl.
-     * x[i] = -inf gives 0, and so does a difference that overflows to -inf.
+     * x[i] = -inf gives 0, and so does a difference that overflows to -inf
+     * or lies more than 64 · ln 2 (about 44) below 0: every weight is exactly
+     * 0 or a normal number (kernels/exp2.h says why).
      * Scores stay in natural units until this subtraction: folding log2 e
      * into the queries or the mask would overflow f32 for finite masks near
      * -FLT_MAX (Hugging Face pads with torch.finfo(torch.float32).min). */
@@ -109,7 +111,8 @@ typedef struct attn_ukernels {
      * 2 · 2^-24 of the bias, relative. */
     void (*alibi)(float *s, int64_t n, float slope, int64_t d0);
 
-    /* y[i] = 2^x[i] for i < n (any n): the vector exp2, exposed for tests. */
+    /* y[i] = 2^x[i] for i < n (any n), 0 for x[i] < -64: the vector exp2
+     * (kernels/exp2.h), exposed for tests. */
     void (*exp2)(float *y, const float *x, int64_t n);
 
     /* The layer's matrix products (kernels/gemm.c), in double:
@@ -173,10 +176,11 @@ void attn_dgemm_avx512_8x24(double *c, int64_t ldc, const double *a, const doubl
  * register transpose of their own. */
 void attn_transpose16_portable(float *kt, int64_t ld, const float *k, int64_t rs, int nk, int64_t E);
 
-/* 2^x for one float, the algorithm of the vector code: n = round(x), f =
- * x - n exactly, 2^f by a degree-6 polynomial (Cephes' exp2f coefficients,
- * about 1 ulp), then an exact scaling by 2^n (one rounding, subnormals
- * included). -inf gives 0, +inf gives inf, NaN stays NaN. */
+/* 2^x for one float, the algorithm of the vector code (kernels/exp2.h): n =
+ * round(x), f = x - n exactly, 2^f by a degree-6 polynomial (Cephes' exp2f
+ * coefficients, about 1 ulp), then an exact scaling by 2^n (one rounding).
+ * x below -64 (-inf included) gives exactly 0, so that no result is ever
+ * subnormal; +inf gives inf, NaN stays NaN. */
 float attn_exp2f(float x);
 
 #define ATTN_LOG2E 1.44269504088896341f

@@ -63,11 +63,11 @@ attn_status attn_sdpa_sinks_backward(attn_tensor *dsinks, const attn_tensor *dou
             if ((row / L) % Hq != h) continue;
             double D = 0, l = get(lse, offset_of(lse, row, 0, 1));
             for (int64_t e = 0; e < Ev; e++) D += get(dout, offset_of(dout, row, e, 0)) * get(out, offset_of(out, row, e, 0));
-            sum += exp(sink - l) * D;
+            sum += attn_exp_or_zero(sink - l) * D;
         }
         attn_mat d = {(char *)dsinks->data, dsinks->dtype, 1, Hq, 0, dsinks->strides[0]};
         if (d.dtype == ATTN_F64) ((double *)d.base)[h * d.cs] = -sum;
-        else ((float *)d.base)[h * d.cs] = (float)-sum;
+        else ((float *)d.base)[h * d.cs] = attn_f32_of(-sum);
     }
     return ATTN_OK;
 }

@@ -18,6 +18,11 @@ static float pow2i(int n) { /* 2^n for -126 <= n <= 127 */
 
 float attn_exp2f(float x) {
     if (x != x) return x;
+    /* Below LO the result is exactly 0, never a subnormal (exp2.h). The
+     * arithmetic below runs on the clamped x all the same: a compiler may
+     * compute both sides of the choice and then select (clang does in
+     * vectorised loops), and a side that underflows raises the flags. */
+    bool cut = x < ATTN_EXP2_LO;
     x = x < ATTN_EXP2_LO ? ATTN_EXP2_LO : x > ATTN_EXP2_HI ? ATTN_EXP2_HI : x;
     float n = floorf(x + 0.5f), f = x - n;
 #define MADD(a, b, c) ((a) * (b) + (c))
@@ -25,9 +30,11 @@ float attn_exp2f(float x) {
     float p = ATTN_EXP2_POLY(MADD, K, f);
 #undef MADD
 #undef K
-    /* 2^n in two halves, each a normal power of two: one final rounding. */
+    /* 2^n in two halves, each a normal power of two (n reaches 129, which
+     * overflows to inf): one final rounding. */
     int ni = (int)n, n1 = ni / 2, n2 = ni - n1;
-    return p * pow2i(n1) * pow2i(n2);
+    float y = p * pow2i(n1) * pow2i(n2);
+    return cut ? 0.0f : y;
 }
 
 static void qk_c(float *s, int64_t lds, const float *q, int64_t ldq, const float *kt, int64_t ldk,

@@ -1,6 +1,6 @@
 /* ukernel_avx2.c -- microkernels for AVX2 + FMA + F16C (compiled with -mavx2
  * -mfma -mf16c): a 6 × 16 register tile, 12 ymm accumulators, and a vector exp2
- * that applies 2^n as two exact halves built in the exponent bits. */
+ * that applies 2^n as a power of two built in the exponent bits. */
 #include "kernels/exp2.h"
 #include "kernels/ukernel.h"
 
@@ -93,24 +93,22 @@ static inline __m256 pow2(__m256i n) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
 }
 
+/* 2^x as attn_exp2f (kernels/exp2.h): lanes below ATTN_EXP2_LO (-inf
+ * included, NaN not) are 0, set by a mask over the result of the clamped x,
+ * so that nothing underflows. */
 static inline __m256 exp2_256(__m256 x) {
+    __m256 zero = _mm256_cmp_ps(x, _mm256_set1_ps(ATTN_EXP2_LO), _CMP_LT_OQ);
     x = _mm256_max_ps(_mm256_set1_ps(ATTN_EXP2_LO), x);
     x = _mm256_min_ps(_mm256_set1_ps(ATTN_EXP2_HI), x);
     __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 f = _mm256_sub_ps(x, n);
     __m256 p = ATTN_EXP2_POLY(_mm256_fmadd_ps, _mm256_set1_ps, f);
     __m256i ni = _mm256_cvtps_epi32(n);
-    /* n in [-125, 127] in every lane (the common case): p · 2^n is normal,
-     * one exact scaling. */
-    __m256 one_scaling = _mm256_and_ps(_mm256_cmp_ps(n, _mm256_set1_ps(-125.0f), _CMP_GE_OQ),
-                                       _mm256_cmp_ps(n, _mm256_set1_ps(127.0f), _CMP_LE_OQ));
-    if (_mm256_movemask_ps(one_scaling) == 0xFF) return _mm256_mul_ps(p, pow2(ni));
-    /* Otherwise two halves, each a normal power of two (NaN lanes stay NaN
-     * through p). Lanes at the clamp (x <= -151: masked scores, -inf) are 0
-     * exactly, set without the multiply that would underflow: on Zen 3 a
-     * vector with an underflowing lane takes twice as long. */
-    __m256 zero = _mm256_cmp_ps(x, _mm256_set1_ps(ATTN_EXP2_LO), _CMP_LE_OQ);
-    ni = _mm256_andnot_si256(_mm256_castps_si256(zero), ni);
+    /* n <= 127 in every lane (the common case): p · 2^n is one exact
+     * scaling. Otherwise (overflow to inf) two halves, each a normal power
+     * of two; NaN lanes stay NaN through p. */
+    if (_mm256_movemask_ps(_mm256_cmp_ps(n, _mm256_set1_ps(127.0f), _CMP_GT_OQ)) == 0)
+        return _mm256_andnot_ps(zero, _mm256_mul_ps(p, pow2(ni)));
     __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
     return _mm256_andnot_ps(zero, _mm256_mul_ps(_mm256_mul_ps(p, pow2(n1)), pow2(n2)));
 }
