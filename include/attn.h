@@ -725,7 +725,13 @@ typedef struct attn_mha_options {
      * float mask (the input's dtype) is added to the scores. NULL: none. */
     const attn_tensor *key_padding_mask, *attn_mask;
     /* Beyond PyTorch's module: a causal mask in either alignment, combined
-     * with the masks. */
+     * with the masks. It limits the S keys of `key`: query i sees key j < S
+     * when j <= i (top-left) or j <= i + S - L (bottom-right). The keys the
+     * layer appends after them (bias_k/bias_v, then add_zero_attn's) are
+     * visible to every query, whatever the mode: the module given the
+     * causal (L, S) mask as attn_mask pads it with a zero column for each,
+     * and this is what it computes. So with bottom-right and L > S the
+     * first L - S queries see only the appended keys. */
     attn_causal causal;
     /* The weights output, when asked for: averaged over the heads (the
      * default, 1) as (N, L, S'), or per head (N, Hq, L, S'); S' counts the
@@ -736,7 +742,9 @@ typedef struct attn_mha_options {
     const attn_context *context;
     /* Rotary position embeddings on the projected queries and keys, per head
      * (attn_rope: query row l and key row s at positions position_offset + l
-     * and position_offset + s), or NULL for none. Not with bias_k/bias_v. */
+     * and position_offset + s), or NULL for none. Not with bias_k/bias_v or
+     * add_zero_attn, whose keys have no position (nor are the attention's
+     * ALiBi and window: ATTN_ERR_OPTION). */
     const attn_rope_options *rope;
     /* The attention's own options, or NULL: its score variants (softcap,
      * alibi_slopes, window, sinks), scale (has_scale; default 1/sqrt(D)),

@@ -1335,6 +1335,32 @@ static void test_mha(void) {
     check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION, "sinks are given twice",
                  "err_mha_sinks_twice");
     p.sinks = NULL, o.attention = NULL;
+    /* The keys bias_k/bias_v and add_zero_attn append have no position: what
+     * places keys by position does not go with them. */
+    double bkv[E] = {0};
+    int64_t sb[3] = {1, 1, E};
+    attn_tensor bk;
+    attn_tensor_init(&bk, bkv, ATTN_F64, 3, sb, NULL, NULL);
+    double slopes[H] = {0.5, 0.25};
+    attn_tensor ts;
+    attn_tensor_init(&ts, slopes, ATTN_F64, 1, &sh1, NULL, NULL);
+    attn_rope_options ro = attn_rope_options_default();
+    for (int c = 0; c < 6; c++) {
+        static const char *const NAMES[6] = {"rope_bias_kv", "alibi_bias_kv", "window_bias_kv", "rope_zero_attn",
+                                             "alibi_zero_attn", "window_zero_attn"};
+        sopt = attn_sdpa_options_default();
+        p.bias_k = p.bias_v = c < 3 ? &bk : NULL, o.add_zero_attn = c >= 3;
+        o.rope = c % 3 == 0 ? &ro : NULL, o.attention = &sopt, o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        sopt.alibi_slopes = c % 3 == 1 ? &ts : NULL, sopt.window = c % 3 == 2 ? 2 : 0;
+        char name[64];
+        snprintf(name, sizeof name, "err_mha_%s", NAMES[c]);
+        check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION, "have none", name);
+    }
+    p.bias_k = p.bias_v = NULL, o.add_zero_attn = 0, o.rope = NULL, o.attention = NULL;
+    o.causal = (attn_causal)7;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION, "not an attn_causal",
+                 "err_mha_causal_mode");
+    o.causal = ATTN_CAUSAL_NONE;
     free(q.data), free(kv.data), free(out.data), free(win.data), free(wout.data), free(ref.data);
 }
 

@@ -22,6 +22,16 @@ typedef struct attn_mha_call {
      * position_offset + r for queries and keys alike: L = S, or top-left
      * alignment. Otherwise q and k are turned after projecting. */
     bool rope_in_attention;
+    /* The causal mode the attention applies, and the masks merged into one
+     * additive mask (mask_n, mask_h, L, S2) when `masked` (mask_n is 1 or N,
+     * mask_h 1 or Hq: a dimension only where a mask varies). With keys
+     * appended (S2 > S) the layer's causal limit goes into that mask
+     * instead (causal_in_mask): it holds over the S keys of `key`, and the
+     * appended keys stay visible to every query, as PyTorch pads an (L, S)
+     * attn_mask with a zero column for each. */
+    attn_causal sdpa_causal;
+    bool causal_in_mask, masked;
+    int64_t mask_n, mask_h;
 } attn_mha_call;
 
 /* The attention's options for this layer: the caller's attention options
@@ -58,7 +68,10 @@ bool attn_mha_project(char *dst, const attn_tensor *x, const attn_tensor *w, con
  * one, then q and k rotated when options->rope. */
 attn_status attn_mha_project_qkv(char *q, char *k, char *v, const attn_mha_call *m, int64_t key_rows, bool bias_kv,
                                 attn_error *err);
-/* Both masks as one additive mask (N, Hq, L, S2). */
+/* The merged mask (mask_n, mask_h, L, S2) as a tensor over data, and its
+ * values: both masks, the causal limit when causal_in_mask, 0 for the
+ * appended keys. */
+void attn_mha_mask_view(attn_tensor *t, char *data, const attn_mha_call *m);
 void attn_mha_merge_masks(char *dst, const attn_mha_call *m);
 /* RoPE on the projected q (N, L, Hq·D) and k (N, key_rows, Hkv·D), in place. */
 attn_status attn_mha_rotate_heads(char *q, char *k, const attn_mha_call *m, int64_t key_rows, attn_error *err);

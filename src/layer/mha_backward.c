@@ -127,12 +127,12 @@ static bool alloc_bwd(bwd *b, const attn_mha_call *m) {
     b->q = calloc((size_t)nq, es), b->k = calloc((size_t)nk, es), b->v = calloc((size_t)nk, es);
     b->heads = calloc((size_t)nq, es), b->dheads = calloc((size_t)nq, es), b->lse = calloc((size_t)(m->N * m->Hq * m->L), es);
     b->dq = calloc((size_t)nq, es), b->dk = calloc((size_t)nk, es), b->dv = calloc((size_t)nk, es);
-    b->mask = m->o.attn_mask || m->o.key_padding_mask ? calloc((size_t)(m->N * m->Hq * m->L * m->S2), es) : NULL;
+    b->mask = m->masked ? calloc((size_t)(m->mask_n * m->mask_h * m->L * m->S2), es) : NULL;
     b->dWo = calloc((size_t)(m->E * m->E), sizeof(double)), b->dbo = calloc((size_t)m->E, sizeof(double));
     b->dsinks = m->sinks ? calloc((size_t)m->Hq, sizeof(double)) : NULL;
     b->dsinks_scratch = m->sinks ? calloc((size_t)m->Hq, es) : NULL;
     bool ok = b->q && b->k && b->v && b->heads && b->dheads && b->lse && b->dq && b->dk && b->dv && b->dWo && b->dbo &&
-              (b->mask || !(m->o.attn_mask || m->o.key_padding_mask)) && ((b->dsinks && b->dsinks_scratch) || !m->sinks);
+              (b->mask || !m->masked) && ((b->dsinks && b->dsinks_scratch) || !m->sinks);
     for (int t = 0; t < 3; t++) {
         b->dx[t] = calloc((size_t)(m->N * rows[t] * in[t]), sizeof(double));
         b->dW[t] = calloc((size_t)(F[t] * in[t]), sizeof(double)), b->db[t] = calloc((size_t)F[t], sizeof(double));
@@ -239,15 +239,15 @@ attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tenso
         return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's backward pass");
     }
     attn_tensor tq, tk, tv, th, tl, tm, tdh, tdq, tdk, tdv;
-    int64_t sl[3] = {m.N, m.Hq, m.L}, sm[4] = {m.N, m.Hq, m.L, m.S2};
+    int64_t sl[3] = {m.N, m.Hq, m.L};
     attn_mha_heads_view(&tq, b.q, &m, m.Hq, m.L), attn_mha_heads_view(&th, b.heads, &m, m.Hq, m.L);
     attn_mha_heads_view(&tk, b.k, &m, m.Hkv, m.S2), attn_mha_heads_view(&tv, b.v, &m, m.Hkv, m.S2);
     attn_mha_heads_view(&tdh, b.dheads, &m, m.Hq, m.L), attn_mha_heads_view(&tdq, b.dq, &m, m.Hq, m.L);
     attn_mha_heads_view(&tdk, b.dk, &m, m.Hkv, m.S2), attn_mha_heads_view(&tdv, b.dv, &m, m.Hkv, m.S2);
-    attn_tensor_init(&tl, b.lse, m.dt, 3, sl, NULL, NULL), attn_tensor_init(&tm, b.mask, m.dt, 4, sm, NULL, NULL);
+    attn_tensor_init(&tl, b.lse, m.dt, 3, sl, NULL, NULL), attn_mha_mask_view(&tm, b.mask, &m);
     attn_sdpa_options so;
     if (b.mask) attn_mha_merge_masks(b.mask, &m);
-    if ((st = attn_mha_sdpa_options(&so, &m, m.o.causal, b.mask ? &tm : NULL, err)) || /* the forward again */
+    if ((st = attn_mha_sdpa_options(&so, &m, m.sdpa_causal, b.mask ? &tm : NULL, err)) || /* the forward again */
         (st = attn_mha_project_qkv(b.q, b.k, b.v, &m, m.S2, true, err)) ||
         (st = attn_sdpa(&th, &tl, NULL, &tq, &tk, &tv, &so, err)))
         goto done;
