@@ -798,11 +798,17 @@ struct attn_kv_cache;
  * length + l, where length is what the cache holds before the call (the
  * rope's own position_offset is added); k and v are appended to the cache
  * (a cache of batch N, heads num_kv_heads, key_dim and value_dim D = E /
- * num_heads); q attends to everything cached with a bottom-right causal
- * mask; then out_proj. Token by token it gives what attn_mha gives over the
- * whole sequence with a causal mask (tested: f64 within 1e-12). Masks,
- * bias_k/bias_v and add_zero_attn are not taken here. Errors: those of
- * attn_mha and attn_kv_cache_append (ATTN_ERR_FULL: nothing is appended). */
+ * num_heads); q attends to everything cached; then out_proj. The causal
+ * mode follows attn_kv_cache_attend's rule, the same code: the L new
+ * positions are the cache's last, so options->causal is
+ * ATTN_CAUSAL_BOTTOM_RIGHT (each sees the cache up to itself; NULL options
+ * give it) or ATTN_CAUSAL_NONE (each sees all L new positions too; for one
+ * position at a time the two agree), and ATTN_CAUSAL_TOP_LEFT is
+ * ATTN_ERR_OPTION, before anything is appended. Token by token it gives
+ * what attn_mha gives over the whole sequence with a causal mask (tested:
+ * f64 within 1e-12). Masks, bias_k/bias_v and add_zero_attn are not taken
+ * here. Errors: those of attn_mha and attn_kv_cache_append (ATTN_ERR_FULL:
+ * nothing is appended). */
 ATTN_API attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_kv_cache *cache,
                                      const attn_mha_params *params, const attn_mha_options *options,
                                      attn_error *err);
@@ -873,7 +879,8 @@ ATTN_API attn_status attn_kv_cache_append(attn_kv_cache *cache, const attn_tenso
  * workspace). q's rows are the last L positions: options->causal must be
  * ATTN_CAUSAL_BOTTOM_RIGHT (each query sees the cache up to its own
  * position) or ATTN_CAUSAL_NONE (every position, e.g. cross-attention);
- * top-left is ATTN_ERR_OPTION. NULL options: bottom-right. q is f64 for an
+ * top-left is ATTN_ERR_OPTION (attn_mha_cached applies the same rule).
+ * NULL options: bottom-right. q is f64 for an
  * f64 cache, else f32. Errors: those of attn_sdpa, and ATTN_ERR_ARGUMENT for
  * an empty cache. */
 ATTN_API attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q,

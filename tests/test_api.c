@@ -1292,6 +1292,37 @@ static void test_mha(void) {
     attn_tensor q1 = q, r1 = ref;
     q1.shape[1] = r1.shape[1] = 1;
     check_status(attn_mha_cached(&r1, &q1, cache, &p, &oc, &err), &err, ATTN_ERR_FULL, "are filled", "err_mha_cached_full");
+    /* The causal mode: attn_kv_cache_attend's rule. All L positions at once,
+     * bottom-right, are the causal layer; none, the layer without a mask;
+     * top-left is refused, as attn_kv_cache_attend refuses it, before
+     * anything is appended. */
+    attn_mha_options full = o;
+    full.causal = ATTN_CAUSAL_NONE;
+    attn_tensor plain = make(ATTN_F64, 3, sx);
+    check_status(attn_mha(&plain, NULL, &q, &q, &q, &p, &full, &err), &err, ATTN_OK, "", "mha_no_causal_runs");
+    const attn_tensor *want[2] = {&out, &plain};
+    static const attn_causal MODES[2] = {ATTN_CAUSAL_BOTTOM_RIGHT, ATTN_CAUSAL_NONE};
+    static const char *const PREFILL[2] = {"mha_cached_prefill_bottom_right_is_causal", "mha_cached_prefill_none_sees_all"};
+    for (int c = 0; c < 2; c++) {
+        attn_kv_cache_truncate(cache, 0, &err);
+        oc.causal = MODES[c];
+        attn_status st = attn_mha_cached(&ref, &q, cache, &p, &oc, &err);
+        d = max_diff(&ref, want[c]);
+        check(st == ATTN_OK && d <= 1e-14, PREFILL[c], "status %d (%s), max diff %.3g", (int)st, err.message, d);
+    }
+    attn_error attend_err;
+    attn_sdpa_options top = attn_sdpa_options_default();
+    top.causal = ATTN_CAUSAL_TOP_LEFT;
+    attn_status ast = attn_kv_cache_attend(&hr, NULL, &hq, cache, &top, &attend_err);
+    attn_kv_cache_truncate(cache, 0, &err);
+    oc.causal = ATTN_CAUSAL_TOP_LEFT;
+    check_status(attn_mha_cached(&ref, &q, cache, &p, &oc, &err), &err, ATTN_ERR_OPTION, "bottom-right",
+                 "err_mha_cached_top_left");
+    check(attn_kv_cache_length(cache) == 0 && ast == ATTN_ERR_OPTION && strcmp(err.message, attend_err.message) == 0,
+          "mha_cached_top_left_one_rule_with_attend", "cache length %lld; attend: %d \"%s\", mha_cached: \"%s\"",
+          (long long)attn_kv_cache_length(cache), (int)ast, attend_err.message, err.message);
+    oc.causal = ATTN_CAUSAL_NONE;
+    free(plain.data);
     free(cmem);
     /* The backward pass against finite differences of sum(dout · out), on
      * random projections (here under the sanitizers too). */

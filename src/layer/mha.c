@@ -418,8 +418,10 @@ attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_
     if (!params || !cache || !out) return attn_fail(err, ATTN_ERR_NULL, "params, cache and out must not be NULL");
     attn_status st = attn_mha_read_struct(&m.p, sizeof m.p, params, "params", err);
     if (st || (st = attn_mha_read_struct(&m.o, sizeof m.o, options, "options", err))) return st;
+    if (!options) m.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT; /* as attn_kv_cache_attend's NULL options */
     if (m.o.attn_mask || m.o.key_padding_mask || m.o.add_zero_attn || m.p.bias_k)
         return attn_fail(err, ATTN_ERR_OPTION, "attn_mha_cached takes no masks, bias_k/bias_v or add_zero_attn");
+    if ((st = attn_kv_cache_check_causal(m.o.causal, err))) return st;
     attn_tensor out_view;
     if ((st = attn_mha_plan(&m, &out_view, out, x, x, x, err))) return st;
     int64_t length = attn_kv_cache_length(cache);
@@ -443,7 +445,7 @@ attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_
     attn_mha_heads_view(&tk, k, &m, m.Hkv, m.L), attn_mha_heads_view(&tv, v, &m, m.Hkv, m.L);
     if ((st = attn_kv_cache_append(cache, &tk, &tv, err))) goto done;
     attn_sdpa_options so;
-    if ((st = attn_mha_sdpa_options(&so, &m, ATTN_CAUSAL_BOTTOM_RIGHT, NULL, err)) ||
+    if ((st = attn_mha_sdpa_options(&so, &m, m.o.causal, NULL, err)) ||
         (st = attn_kv_cache_attend(&th, NULL, &tq, cache, &so, err))) {
         attn_kv_cache_truncate(cache, length, NULL); /* as it was */
         goto done;

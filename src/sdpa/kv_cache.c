@@ -6,7 +6,7 @@
  * of every head are then a strided tensor (row stride E, head stride
  * capacity · E), which attn_sdpa takes as it is: attending is one attn_sdpa
  * call, so every kernel, option and check applies. */
-#include "base/base.h"
+#include "sdpa/sdpa.h"
 
 #include <string.h>
 
@@ -165,23 +165,29 @@ attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length, attn_er
     return ATTN_OK;
 }
 
+attn_status attn_kv_cache_check_causal(attn_causal causal, attn_error *err) {
+    if (causal == ATTN_CAUSAL_TOP_LEFT)
+        return attn_fail(err, ATTN_ERR_OPTION,
+                         "a cache's queries are its last positions: use a bottom-right causal mask (or none)");
+    return ATTN_OK;
+}
+
 attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_kv_cache *cache,
                                  const attn_sdpa_options *options, attn_error *err) {
     if (!cache || !q) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", cache ? "q" : "cache");
     if (cache->length == 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "the cache is empty: append keys and values first");
     attn_sdpa_options o = attn_sdpa_options_default();
+    attn_status st;
     o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
     if (options) {
         if (options->struct_size == 0 || options->struct_size > sizeof o)
             return attn_fail(err, ATTN_ERR_OPTION, "options->struct_size is %zu: start from attn_sdpa_options_default()",
                              options->struct_size);
         memcpy(&o, options, options->struct_size);
-        if (o.causal == ATTN_CAUSAL_TOP_LEFT)
-            return attn_fail(err, ATTN_ERR_OPTION,
-                             "a cache's queries are its last positions: use a bottom-right causal mask (or none)");
+        if ((st = attn_kv_cache_check_causal(o.causal, err))) return st;
     }
     attn_tensor k, v;
-    attn_status st = positions(&k, cache, false, 0, cache->length, q->rank, err);
+    st = positions(&k, cache, false, 0, cache->length, q->rank, err);
     if (st || (st = positions(&v, cache, true, 0, cache->length, q->rank, err))) return st;
     return attn_sdpa(out, lse, NULL, q, &k, &v, &o, err);
 }
