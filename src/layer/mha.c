@@ -123,6 +123,20 @@ static attn_status check_params(attn_mha_call *m, attn_error *err) {
     return ATTN_OK;
 }
 
+void attn_mha_inputs(attn_named list[ATTN_MHA_INPUTS], const attn_mha_call *m, const attn_tensor *query,
+                     const attn_tensor *key, const attn_tensor *value) {
+    const attn_mha_params *p = &m->p;
+    const attn_named all[ATTN_MHA_INPUTS] = {
+        {query, "query"}, {key, "key"}, {value, "value"},
+        {p->in_proj_weight, "in_proj_weight"}, {p->in_proj_bias, "in_proj_bias"},
+        {p->q_proj_weight, "q_proj_weight"}, {p->k_proj_weight, "k_proj_weight"}, {p->v_proj_weight, "v_proj_weight"},
+        {p->q_proj_bias, "q_proj_bias"}, {p->k_proj_bias, "k_proj_bias"}, {p->v_proj_bias, "v_proj_bias"},
+        {p->out_proj_weight, "out_proj_weight"}, {p->out_proj_bias, "out_proj_bias"},
+        {p->bias_k, "bias_k"}, {p->bias_v, "bias_v"}, {m->sinks, "sinks"},
+        {m->o.key_padding_mask, "key_padding_mask"}, {m->o.attn_mask, "attn_mask"}, {m->alibi, "alibi_slopes"}};
+    memcpy(list, all, sizeof all);
+}
+
 void attn_mha_heads_view(attn_tensor *t, char *data, const attn_mha_call *m, int64_t H, int64_t rows) {
     int64_t shape[4] = {m->N, H, rows, m->D}, strides[4] = {rows * H * m->D, m->D, H * m->D, 1};
     attn_tensor_init(t, data, m->dt, 4, shape, strides, NULL);
@@ -338,7 +352,7 @@ attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *
     attn_context context; /* the thread count for the projections, checked as attn_sdpa checks it */
     if ((st = attn_mha_sdpa_options(&so, m, ATTN_CAUSAL_NONE, NULL, err)) || (st = attn_options_read(&read, &context, &so, err)))
         return st;
-    m->threads = context.num_threads, m->sinks = so.sinks;
+    m->threads = context.num_threads, m->sinks = so.sinks, m->alibi = read.alibi_slopes;
     m->rope_in_attention = m->o.rope && (m->L == m->S2 || m->o.causal == ATTN_CAUSAL_TOP_LEFT);
     if (m->o.causal != ATTN_CAUSAL_NONE && m->o.causal != ATTN_CAUSAL_TOP_LEFT && m->o.causal != ATTN_CAUSAL_BOTTOM_RIGHT)
         return attn_fail(err, ATTN_ERR_OPTION, "options->causal is %d, not an attn_causal value", (int)m->o.causal);
@@ -375,6 +389,10 @@ attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *
     attn_tensor out_view;
     if ((st = attn_mha_plan(&m, &out_view, out, query, key, value, err)) || (weights && (st = check_weights(weights, &m, err))))
         return st;
+    attn_named ins[ATTN_MHA_INPUTS];
+    const attn_named outs[2] = {{out, "out"}, {weights, "weights"}};
+    attn_mha_inputs(ins, &m, query, key, value);
+    if ((st = attn_check_no_overlap(outs, 2, ins, ATTN_MHA_INPUTS, err))) return st;
 
     /* Scratch: q, k, v and the heads' output (as cat: (N, L, E)), the
      * merged mask and the per-head weights when asked for. */
@@ -424,6 +442,14 @@ attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_
     if ((st = attn_kv_cache_check_causal(m.o.causal, err))) return st;
     attn_tensor out_view;
     if ((st = attn_mha_plan(&m, &out_view, out, x, x, x, err))) return st;
+    /* The cache is written too: out, x and the parameters (read after the
+     * append, by out_proj) keep clear of its memory. */
+    attn_tensor ck, cv;
+    attn_kv_cache_storage(&ck, &cv, cache);
+    attn_named ins[ATTN_MHA_INPUTS];
+    const attn_named outs[3] = {{out, "out"}, {&ck, "the cache's keys"}, {&cv, "the cache's values"}};
+    attn_mha_inputs(ins, &m, x, NULL, NULL); /* key and value are x */
+    if ((st = attn_check_no_overlap(outs, 3, ins, ATTN_MHA_INPUTS, err))) return st;
     int64_t length = attn_kv_cache_length(cache);
     size_t es = attn_dtype_size(m.dt);
     int64_t nq = m.N * m.Hq * m.L * m.D, nk = m.N * m.Hkv * m.L * m.D;

@@ -16,6 +16,7 @@ typedef struct attn_mha_call {
     const attn_tensor *w[3], *b[3];      /* the q, k, v projections: weight (rows, in) and bias */
     int64_t w_row0[3];                   /* the projection's first row in w (in_proj_weight packs all three) */
     const attn_tensor *sinks;            /* params->sinks or options->attention->sinks, or NULL */
+    const attn_tensor *alibi;            /* options->attention->alibi_slopes, or NULL */
     int threads;                         /* for the projections: the call's context, or the process's count */
     /* options->rope is applied inside the attention (attn_sdpa_options.rope:
      * no turned copy of q or k) when its positions are the layer's, row r at
@@ -48,6 +49,13 @@ attn_status attn_mha_as_batch(attn_tensor *out, const attn_tensor *x, const char
 /* Every check of one call and its sizes, with out seen as (N, L, E). */
 attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *out, const attn_tensor *query,
                           const attn_tensor *key, const attn_tensor *value, attn_error *err);
+/* Every tensor a call reads, named for messages, into list (at most
+ * ATTN_MHA_INPUTS; NULL where absent): query, key and value, the
+ * parameters, the masks, the attention's ALiBi slopes and sinks. The
+ * outputs are checked against them (attn_check_no_overlap). */
+enum { ATTN_MHA_INPUTS = 19 };
+void attn_mha_inputs(attn_named list[ATTN_MHA_INPUTS], const attn_mha_call *m, const attn_tensor *query,
+                     const attn_tensor *key, const attn_tensor *value);
 /* A head-split buffer laid out (N, rows, H·D), the projections' natural
  * layout, seen as (N, H, rows, D). */
 void attn_mha_heads_view(attn_tensor *t, char *data, const attn_mha_call *m, int64_t H, int64_t rows);

@@ -104,6 +104,11 @@ static attn_status positions(attn_tensor *t, const attn_kv_cache *c, bool values
     return attn_tensor_init(t, base, d->dtype, rank, shape + 4 - rank, strides + 4 - rank, err);
 }
 
+void attn_kv_cache_storage(attn_tensor *k, attn_tensor *v, const attn_kv_cache *cache) {
+    positions(k, cache, false, 0, cache->d.capacity, 4, NULL);
+    positions(v, cache, true, 0, cache->d.capacity, 4, NULL);
+}
+
 attn_status attn_kv_cache_view(attn_tensor *k, attn_tensor *v, const attn_kv_cache *cache, int rank,
                                attn_error *err) {
     if (!k || !v || !cache) return attn_fail(err, ATTN_ERR_NULL, "k, v and cache must not be NULL");
@@ -151,6 +156,10 @@ attn_status attn_kv_cache_append(attn_kv_cache *cache, const attn_tensor *k, con
     attn_tensor dk, dv;
     positions(&dk, cache, false, cache->length, n, k->rank, err);
     positions(&dv, cache, true, cache->length, n, v->rank, err);
+    /* Both are written only after both are checked: nothing is appended on a failure. */
+    const attn_named outs[2] = {{&dk, "the cache's keys"}, {&dv, "the cache's values"}};
+    const attn_named ins[2] = {{k, "k"}, {v, "v"}};
+    if ((st = attn_check_no_overlap(outs, 2, ins, 2, err))) return st;
     if ((st = attn_tensor_convert(&dk, k, err)) || (st = attn_tensor_convert(&dv, v, err))) return st;
     cache->length += n;
     return ATTN_OK;

@@ -41,6 +41,11 @@ attn_status attn_check_per_head(const attn_tensor *t, const char *name, int64_t 
  * ATTN_ERR_OPTION. */
 attn_status attn_kv_cache_check_causal(attn_causal causal, attn_error *err);
 
+/* Every position a cache can hold, filled or not, as (B, Hk, capacity, E)
+ * and (B, Hk, capacity, Ev) tensors over its memory (kv_cache.c): what a
+ * call that appends writes into, for attn_check_no_overlap. */
+void attn_kv_cache_storage(attn_tensor *k, attn_tensor *v, const attn_kv_cache *cache);
+
 /* ATTN_VERBOSE (verbose.c): whether it is set (read once per process), a
  * monotonic clock in milliseconds, and the one line a call prints. */
 bool attn_verbose_on(void);
