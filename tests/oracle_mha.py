@@ -425,6 +425,10 @@ def main():
                 zero_attn=True, kpm=kpm[:, :6], attn_mask=rng.standard_normal((4, 6)), causal=2, average=False)
     backward_case(o, rng, "backward_causal1_bias_kv_float_mask_3d", L=6, S=6, bias_kv=True,
                   attn_mask=rng.standard_normal((N * 4, 6, 6)), causal=1)
+    # f32 too (module_case asks for the weights, so the f32 attention is the exact kernel rounded once).
+    for causal in (1, 2):
+        module_case(o, rng, "mha_f32_causal%d_bias_kv_zero_attn_kpm" % causal, L=7, S=4, bias_kv=True, zero_attn=True,
+                    kpm=kpm[:, :4], causal=causal, dtype=np.float32)
     # Sinks as the layer's parameter: the output, and their gradient with every other.
     gqa_case(o, rng, "gpt_oss_sinks_gqa_causal", 4, 2, 2, sinks=True)
     gqa_case(o, rng, "sinks_rope_inside_attention", 4, 1, 2, E=16, L=7, S=7, rope=(0, 10000.0, 0, 0), sinks=True)
