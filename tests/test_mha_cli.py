@@ -110,6 +110,15 @@ def torch_module_layers(c, rng):
                            need_weights=False)[0].numpy()
             c.layer("torch_module_bias_kv_causal%s_%s" % (mode.replace("=", "_").replace("-", "_"), name),
                     c.path("mha.safetensors"), x, refc, ["--heads", "4", "--causal" + mode] + extra)
+    # f32, without -w: the f32 attention kernels, the causal limit in the merged mask.
+    with open(c.path("mha32.safetensors"), "wb") as f:
+        f.write(safetensors_bytes({k: v.astype(np.float32) for k, v in sd.items()}))
+    np.save(c.path("key32.npy"), kx.astype(np.float32))
+    with torch.no_grad():
+        refc = mha(torch.from_numpy(x), torch.from_numpy(kx), torch.from_numpy(kx),
+                   attn_mask=~causal_allowed(x.shape[1], kx.shape[1], 2), need_weights=False)[0].numpy()
+    c.layer("torch_module_bias_kv_causal_bottom_right_cross_f32", c.path("mha32.safetensors"), x.astype(np.float32),
+            refc, ["--heads", "4", "--causal=bottom-right", "--key", c.path("key32.npy")], tol=1e-5)
 
 
 def llama_layer(c, rng):
