@@ -233,6 +233,10 @@ static int run_incremental(attn_tensor *out, const attn_tensor *x, const attn_mh
         free(memory);
         return cli_error(EXIT_DATA, "cannot make the KV cache");
     }
+    /* The new token is the cache's last position, whatever --causal's
+     * alignment (over the whole sequence, self-attention, the two agree). */
+    attn_mha_options step = *o;
+    step.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
     int code = 0;
     for (int64_t t = 0; t < L && !code; t++) { /* row t of X and of out, as views */
         attn_tensor xt = *x, ot = *out;
@@ -240,7 +244,7 @@ static int run_incremental(attn_tensor *out, const attn_tensor *x, const attn_mh
         xt.shape[dim] = ot.shape[dim] = 1;
         xt.data = (char *)x->data + t * x->strides[dim] * (int64_t)attn_dtype_size(x->dtype);
         ot.data = (char *)out->data + t * out->strides[dim] * (int64_t)attn_dtype_size(out->dtype);
-        if (attn_mha_cached(&ot, &xt, cache, p, o, &err)) code = cli_error(EXIT_DATA, "token %lld: %s", (long long)t, err.message);
+        if (attn_mha_cached(&ot, &xt, cache, p, &step, &err)) code = cli_error(EXIT_DATA, "token %lld: %s", (long long)t, err.message);
     }
     free(memory);
     return code;

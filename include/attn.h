@@ -30,6 +30,17 @@
  *     attn_npy_read, which returns an array the caller frees with
  *     attn_npy_free.
  *   - Outputs come first in argument lists, inputs after them, options last.
+ *   - An output owns its memory: no output may share a byte with another
+ *     output or with any tensor the call reads (inputs, masks, parameters,
+ *     the options' tensors, a KV cache's positions that a call writes),
+ *     which ATTN_ERR_STRIDE reports, naming the two, before anything is
+ *     written. Views that interleave without sharing a byte are fine (dq,
+ *     dk and dv as slices of one packed gradient buffer). The exceptions
+ *     are stated where they apply: in place, as the very same view (same
+ *     data, dtype, shape and strides), for attn_rope, attn_rope_backward,
+ *     attn_tensor_convert and attn_sdpa_merge; and one tensor for several
+ *     of attn_mha_backward's input gradients, which then receives their
+ *     sum. Inputs may share memory freely.
  *
  * Build: C11. Link with -lattn -lm (or use `pkg-config --cflags --libs attn`).
  */
@@ -94,7 +105,8 @@ typedef enum attn_status {
     /* An option has a value outside its enum (e.g. an unknown causal mode). */
     ATTN_ERR_OPTION = 9,
     /* A stride is invalid: an output dimension of size > 1 with stride 0
-     * (several results would land in one element). */
+     * (several results would land in one element), or an output whose
+     * memory overlaps another output's or an input's (see Conventions). */
     ATTN_ERR_STRIDE = 10,
     /* A size or offset computation overflows (e.g. a shape whose element or
      * byte count does not fit in 64 bits / size_t). */
@@ -222,8 +234,9 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
 
 /* Copy src into dst element by element, converting between the float
  * dtypes (f64, f32, f16, bf16) as above; both any strides, same shape.
+ * dst may be src itself (the same view); otherwise they must not overlap.
  * Errors: ATTN_ERR_NULL, ATTN_ERR_SHAPE, ATTN_ERR_DTYPE (bool or unknown),
- * ATTN_ERR_OVERFLOW. */
+ * ATTN_ERR_OVERFLOW, ATTN_ERR_STRIDE. */
 ATTN_API attn_status attn_tensor_convert(attn_tensor *dst, const attn_tensor *src, attn_error *err);
 
 /* Number of elements (product of the shape; 1 for rank 0). Returns -1 when
@@ -398,7 +411,7 @@ ATTN_API attn_sdpa_options attn_sdpa_options_default(void);
  * from the forward's out and lse (..., Hq, L, Ev) and (..., Hq, L) and
  * dLoss/dout, all of one dtype (f32 or f64); dsinks in that dtype. Errors:
  * ATTN_ERR_NULL (options->sinks included), ATTN_ERR_RANK, ATTN_ERR_SHAPE,
- * ATTN_ERR_DTYPE. */
+ * ATTN_ERR_DTYPE, ATTN_ERR_STRIDE (dsinks overlapping a tensor it reads). */
 ATTN_API attn_status attn_sdpa_sinks_backward(attn_tensor *dsinks, const attn_tensor *dout, const attn_tensor *out,
                                               const attn_tensor *lse, const attn_sdpa_options *options,
                                               attn_error *err);
@@ -590,7 +603,8 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  * Errors: those of attn_sdpa (ATTN_ERR_WORKSPACE included), and
  * ATTN_ERR_NULL (dout, out or lse NULL, or no gradient asked for),
  * ATTN_ERR_SHAPE, ATTN_ERR_DTYPE and ATTN_ERR_STRIDE (a gradient or dout
- * unlike its input), ATTN_ERR_MASK (dmask without a float mask).
+ * unlike its input; a gradient overlapping another or a tensor the call
+ * reads), ATTN_ERR_MASK (dmask without a float mask).
  * Nothing is written unless every check passed and all memory was had. */
 ATTN_API attn_status attn_sdpa_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, attn_tensor *dmask,
                                         const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k,
@@ -613,7 +627,9 @@ ATTN_API attn_status attn_sdpa_backward_workspace_size(size_t *bytes, attn_tenso
  * A part whose lse is -inf (no key of it took part) contributes nothing; if
  * every part's is, out is 0 and lse -inf. All tensors share one dtype (f32 or
  * f64) and shapes: out and outs[i] (..., L, Ev), lse and lses[i] (..., L);
- * any strides. out and lse may be outs[0] and lses[0]. The arithmetic is f64.
+ * any strides. out may be one of outs and lse one of lses, the very same
+ * view, to merge in place; otherwise they overlap no part and not each other
+ * (ATTN_ERR_STRIDE). The arithmetic is f64.
  * Allocates nothing for n <= 64 parts (a list of n small records beyond).
  * This is how split-KV decoding and attention across machines combine their
  * pieces. Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (n < 1), ATTN_ERR_DTYPE,
@@ -696,9 +712,10 @@ ATTN_API attn_status attn_sinusoidal_positions(attn_tensor *out, int64_t positio
  * angle p · base^(-2k / rotary_dim) (computed in double, as 1 / base^(2k /
  * rotary_dim), Hugging Face's inv_freq): (a cos - b sin, b cos + a sin).
  * Elements past rotary_dim are copied. out has x's shape and dtype, any
- * strides; it may be x itself (in place), but must not otherwise overlap
- * it. Errors: ATTN_ERR_NULL, ATTN_ERR_RANK (below 1), ATTN_ERR_SHAPE (out's
- * shape, an odd rotary dimension), ATTN_ERR_DTYPE, ATTN_ERR_OPTION. */
+ * strides; it may be x itself (in place: the same view), but must not
+ * otherwise overlap it (ATTN_ERR_STRIDE). Errors: ATTN_ERR_NULL,
+ * ATTN_ERR_RANK (below 1), ATTN_ERR_SHAPE (out's shape, an odd rotary
+ * dimension), ATTN_ERR_DTYPE, ATTN_ERR_OPTION, ATTN_ERR_STRIDE. */
 ATTN_API attn_status attn_rope(attn_tensor *out, const attn_tensor *x, const attn_rope_options *options,
                                attn_error *err);
 
@@ -748,7 +765,13 @@ typedef struct attn_mha_options {
      * float mask (the input's dtype) is added to the scores. NULL: none. */
     const attn_tensor *key_padding_mask, *attn_mask;
     /* Beyond PyTorch's module: a causal mask in either alignment, combined
-     * with the masks. */
+     * with the masks. It limits the S keys of `key`: query i sees key j < S
+     * when j <= i (top-left) or j <= i + S - L (bottom-right). The keys the
+     * layer appends after them (bias_k/bias_v, then add_zero_attn's) are
+     * visible to every query, whatever the mode: the module given the
+     * causal (L, S) mask as attn_mask pads it with a zero column for each,
+     * and this is what it computes. So with bottom-right and L > S the
+     * first L - S queries see only the appended keys. */
     attn_causal causal;
     /* The weights output, when asked for: averaged over the heads (the
      * default, 1) as (N, L, S'), or per head (N, Hq, L, S'); S' counts the
@@ -759,7 +782,9 @@ typedef struct attn_mha_options {
     const attn_context *context;
     /* Rotary position embeddings on the projected queries and keys, per head
      * (attn_rope: query row l and key row s at positions position_offset + l
-     * and position_offset + s), or NULL for none. Not with bias_k/bias_v. */
+     * and position_offset + s), or NULL for none. Not with bias_k/bias_v or
+     * add_zero_attn, whose keys have no position (nor are the attention's
+     * ALiBi and window: ATTN_ERR_OPTION). */
     const attn_rope_options *rope;
     /* The attention's own options, or NULL: its score variants (softcap,
      * alibi_slopes, window, sinks), scale (has_scale; default 1/sqrt(D)),
@@ -784,21 +809,28 @@ ATTN_API attn_mha_options attn_mha_options_default(void);
  * (a query whose every key is masked) the output row is out_proj's bias (the
  * attention is 0), as attn_sdpa gives. Errors: ATTN_ERR_NULL, ATTN_ERR_RANK,
  * ATTN_ERR_SHAPE, ATTN_ERR_DTYPE, ATTN_ERR_HEADS, ATTN_ERR_MASK,
- * ATTN_ERR_OPTION, ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY. */
+ * ATTN_ERR_OPTION, ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY, ATTN_ERR_STRIDE (out
+ * or weights overlapping each other, an input, a parameter or a mask). */
 ATTN_API attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *query,
                               const attn_tensor *key, const attn_tensor *value, const attn_mha_params *params,
                               const attn_mha_options *options, attn_error *err);
 
 /* The gradients of attn_mha, given dLoss/dout (shaped like out): dquery,
- * dkey and dvalue shaped like the inputs (NULL: not wanted; when query, key
- * and value are one tensor, add the three), and the parameters' gradients:
+ * dkey and dvalue shaped like the inputs (NULL: not wanted). Self-attention
+ * passes one tensor as query, key and value; pass one tensor as their
+ * gradients too (the very same view) and it receives the sum, dquery +
+ * dkey + dvalue, as autograd sums x.grad; likewise for two of them. Any
+ * other sharing of memory between gradients, or with dout, an input, a
+ * parameter or a mask, is ATTN_ERR_STRIDE. Then the parameters' gradients:
  * each non-NULL tensor of `grads` (an attn_mha_params used as a list of
  * outputs) receives the gradient of the parameter of the same name, shaped
  * like it (grads' sizes are ignored). The forward is recomputed (projections,
  * RoPE, masks, attention), then differentiated with attn_sdpa_backward and
  * the transposed products, all sums in double. f64 agrees with PyTorch's
- * autograd to ~1e-12. Errors: those of attn_mha, and ATTN_ERR_SHAPE or
- * ATTN_ERR_DTYPE for a gradient that does not match its parameter. */
+ * autograd to ~1e-12. Errors: those of attn_mha, ATTN_ERR_SHAPE or
+ * ATTN_ERR_DTYPE for a gradient that does not match its parameter, and
+ * ATTN_ERR_STRIDE (see above); nothing is written unless every check
+ * passed. */
 ATTN_API attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tensor *dvalue,
                                        const attn_mha_params *grads, const attn_tensor *dout,
                                        const attn_tensor *query, const attn_tensor *key, const attn_tensor *value,
@@ -813,11 +845,18 @@ struct attn_kv_cache;
  * length + l, where length is what the cache holds before the call (the
  * rope's own position_offset is added); k and v are appended to the cache
  * (a cache of batch N, heads num_kv_heads, key_dim and value_dim D = E /
- * num_heads); q attends to everything cached with a bottom-right causal
- * mask; then out_proj. Token by token it gives what attn_mha gives over the
- * whole sequence with a causal mask (tested: f64 within 1e-12). Masks,
- * bias_k/bias_v and add_zero_attn are not taken here. Errors: those of
- * attn_mha and attn_kv_cache_append (ATTN_ERR_FULL: nothing is appended). */
+ * num_heads); q attends to everything cached; then out_proj. The causal
+ * mode follows attn_kv_cache_attend's rule, the same code: the L new
+ * positions are the cache's last, so options->causal is
+ * ATTN_CAUSAL_BOTTOM_RIGHT (each sees the cache up to itself; NULL options
+ * give it) or ATTN_CAUSAL_NONE (each sees all L new positions too; for one
+ * position at a time the two agree), and ATTN_CAUSAL_TOP_LEFT is
+ * ATTN_ERR_OPTION, before anything is appended. Token by token it gives
+ * what attn_mha gives over the whole sequence with a causal mask (tested:
+ * f64 within 1e-12). Masks, bias_k/bias_v and add_zero_attn are not taken
+ * here. out, x and the parameters must not overlap the cache's memory,
+ * which the call writes. Errors: those of attn_mha and
+ * attn_kv_cache_append (ATTN_ERR_FULL: nothing is appended). */
 ATTN_API attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_kv_cache *cache,
                                      const attn_mha_params *params, const attn_mha_options *options,
                                      attn_error *err);
@@ -876,8 +915,10 @@ ATTN_API attn_status attn_kv_cache_init(attn_kv_cache **cache, void *memory, siz
  * (rank 3 (Hk, n, E) when B is 1, rank 2 (n, E) when B and Hk are 1). An f64
  * cache takes f64; the others take f32, f16 or bf16, rounded to the cache's
  * dtype (nearest even). A cache that cannot hold n more positions fails
- * with ATTN_ERR_FULL and is left as it was. Errors: ATTN_ERR_NULL,
- * ATTN_ERR_RANK, ATTN_ERR_SHAPE, ATTN_ERR_DTYPE, ATTN_ERR_FULL. */
+ * with ATTN_ERR_FULL and is left as it was. k and v must not overlap the
+ * positions they are written to (the cache's own earlier positions are
+ * fine). Errors: ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_SHAPE,
+ * ATTN_ERR_DTYPE, ATTN_ERR_FULL, ATTN_ERR_STRIDE. */
 ATTN_API attn_status attn_kv_cache_append(attn_kv_cache *cache, const attn_tensor *k, const attn_tensor *v,
                                           attn_error *err);
 
@@ -888,7 +929,8 @@ ATTN_API attn_status attn_kv_cache_append(attn_kv_cache *cache, const attn_tenso
  * workspace). q's rows are the last L positions: options->causal must be
  * ATTN_CAUSAL_BOTTOM_RIGHT (each query sees the cache up to its own
  * position) or ATTN_CAUSAL_NONE (every position, e.g. cross-attention);
- * top-left is ATTN_ERR_OPTION. NULL options: bottom-right. q is f64 for an
+ * top-left is ATTN_ERR_OPTION (attn_mha_cached applies the same rule).
+ * NULL options: bottom-right. q is f64 for an
  * f64 cache, else f32. Errors: those of attn_sdpa, and ATTN_ERR_ARGUMENT for
  * an empty cache. */
 ATTN_API attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q,

@@ -162,9 +162,26 @@ def module_state(mha, dtype):
     return state
 
 
+def torch_attn_mask(attn_mask, causal, L, S):
+    """The attn_mask to give the module for attn_mha's (attn_mask, causal): the
+    causal limit over the S keys as the module's own (L, S) mask (True, or
+    -inf in a float mask, ignores the key), merged with the caller's. The
+    module pads it with a zero column for bias_k and for the zero key, so the
+    keys it appends are visible to every query: the semantics attn_mha gives
+    its causal option."""
+    if not causal:
+        return attn_mask
+    hidden = ~causal_allowed(L, S, causal).numpy()
+    if attn_mask is None:
+        return hidden
+    if attn_mask.dtype == np.bool_:
+        return attn_mask | hidden
+    return np.where(hidden, -np.inf, attn_mask)
+
+
 def module_case(o, rng, name, E=16, H=4, L=5, S=7, N=3, kdim=None, vdim=None, bias=True, bias_kv=False,
                 zero_attn=False, batch_first=False, unbatched=False, kpm=None, attn_mask=None, average=True,
-                dtype=np.float64):
+                dtype=np.float64, causal=0):
     torch.manual_seed(int(rng.integers(1 << 30)))
     mha = torch.nn.MultiheadAttention(E, H, bias=bias, add_bias_kv=bias_kv, add_zero_attn=zero_attn, kdim=kdim,
                                       vdim=vdim, batch_first=batch_first, dtype=torch.float64)
@@ -178,11 +195,11 @@ def module_case(o, rng, name, E=16, H=4, L=5, S=7, N=3, kdim=None, vdim=None, bi
     q, k, v = shaped(L, E), shaped(S, kd), shaped(S, vd)
     tk = lambda a: None if a is None else torch.from_numpy(a)  # noqa: E731
     with torch.no_grad():
-        ref, ref_w = mha(tk(q), tk(k), tk(v), key_padding_mask=tk(kpm), need_weights=True, attn_mask=tk(attn_mask),
-                         average_attn_weights=average)
+        ref, ref_w = mha(tk(q), tk(k), tk(v), key_padding_mask=tk(kpm), need_weights=True,
+                         attn_mask=tk(torch_attn_mask(attn_mask, causal, L, S)), average_attn_weights=average)
     state = module_state(mha, dtype)
     st, msg, out, w = o.run(q.astype(dtype), k.astype(dtype), v.astype(dtype), state, H, kdim=kd if kdim else 0,
-                            vdim=vd if vdim else 0, batch_first=batch_first, zero_attn=zero_attn,
+                            vdim=vd if vdim else 0, batch_first=batch_first, zero_attn=zero_attn, causal=causal,
                             kpm=kpm if kpm is None or kpm.dtype == np.bool_ else kpm.astype(dtype),
                             attn_mask=attn_mask if attn_mask is None or attn_mask.dtype == np.bool_ else attn_mask.astype(dtype),
                             want_weights=True, average=average)
@@ -193,7 +210,7 @@ def module_case(o, rng, name, E=16, H=4, L=5, S=7, N=3, kdim=None, vdim=None, bi
 
 
 def backward_case(o, rng, name, E=16, H=4, L=5, S=7, N=3, kdim=None, vdim=None, bias=True, bias_kv=False,
-                  zero_attn=False, batch_first=False, kpm=None, attn_mask=None):
+                  zero_attn=False, batch_first=False, kpm=None, attn_mask=None, causal=0):
     """attn_mha_backward against autograd through the module: every input and parameter."""
     torch.manual_seed(int(rng.integers(1 << 30)))
     mha = torch.nn.MultiheadAttention(E, H, bias=bias, add_bias_kv=bias_kv, add_zero_attn=zero_attn, kdim=kdim,
@@ -202,13 +219,14 @@ def backward_case(o, rng, name, E=16, H=4, L=5, S=7, N=3, kdim=None, vdim=None, 
     shape = (lambda n, f: (N, n, f)) if batch_first else (lambda n, f: (n, N, f))
     x = [torch.tensor(rng.standard_normal(shape(n, f)), requires_grad=True) for n, f in ((L, E), (S, kd), (S, vd))]
     tk = lambda a: None if a is None else torch.from_numpy(a)  # noqa: E731
-    out = mha(*x, key_padding_mask=tk(kpm), attn_mask=tk(attn_mask), need_weights=False)[0]
+    out = mha(*x, key_padding_mask=tk(kpm), attn_mask=tk(torch_attn_mask(attn_mask, causal, L, S)),
+              need_weights=False)[0]
     dout = rng.standard_normal(out.shape)
     out.backward(torch.from_numpy(dout))
     state = module_state(mha, np.float64)
     st, msg, got = o.run_backward(dout, *(a.detach().numpy() for a in x), state, H, kdim=kd if kdim else 0,
                                   vdim=vd if vdim else 0, batch_first=batch_first, zero_attn=zero_attn, kpm=kpm,
-                                  attn_mask=attn_mask)
+                                  attn_mask=attn_mask, causal=causal)
     if st:
         return o.report(name, "attn_mha_backward failed: " + msg)
     ref = {"query": x[0].grad, "key": x[1].grad, "value": x[2].grad}
@@ -376,6 +394,41 @@ def main():
     for H, Hkv, rope in ((4, 2, None), (4, 1, (0, 10000.0, 0, 3)), (4, 2, (1, 500.0, 4, 0))):
         gqa_backward_case(o, rng, "backward_gqa_%d_over_%d%s" % (H, Hkv, "_rope%d" % rope[0] if rope else ""), H, Hkv,
                           rope)
+    # The causal option with the keys the layer appends (bias_k/bias_v, the
+    # zero key) and a key_padding_mask, every combination, in both alignments
+    # and with L < S and L > S: the limit holds over the S keys of `key`, the
+    # appended keys are visible to every query, as in the module given the
+    # causal (L, S) attn_mask, which it pads with a zero column per appended
+    # key. Forward (output and per-head or averaged weights) and backward.
+    # Bottom-right with L > S leaves the first L - S queries only the
+    # appended keys: without them such a query has no key (NaN in the module,
+    # tested above), so that shape is taken only with appended keys.
+    for causal in (0, 1, 2):
+        for bias_kv in (False, True):
+            for zero_attn in (False, True):
+                for padded in (False, True):
+                    for Lc, Sc in ((5, 7), (7, 4)):
+                        if causal == 2 and Lc > Sc and not (bias_kv or zero_attn):
+                            continue
+                        kpm_c = None
+                        if padded:
+                            kpm_c = rng.random((N, Sc)) < 0.4
+                            kpm_c[:, 0] = False  # key 0 is one every causal query sees
+                        tag = "causal%d%s%s%s_L%d_S%d" % (causal, "_bias_kv" if bias_kv else "",
+                                                           "_zero_attn" if zero_attn else "", "_kpm" if padded else "",
+                                                           Lc, Sc)
+                        cfg = dict(L=Lc, S=Sc, bias_kv=bias_kv, zero_attn=zero_attn, kpm=kpm_c, causal=causal)
+                        module_case(o, rng, "mha_" + tag, average=bool(Lc > Sc), batch_first=padded, **cfg)
+                        backward_case(o, rng, "backward_" + tag, **cfg)
+    # With the caller's float attn_mask too, and cross-attention sizes.
+    module_case(o, rng, "mha_causal2_bias_kv_zero_attn_float_mask_kdim", L=4, S=6, kdim=5, vdim=3, bias_kv=True,
+                zero_attn=True, kpm=kpm[:, :6], attn_mask=rng.standard_normal((4, 6)), causal=2, average=False)
+    backward_case(o, rng, "backward_causal1_bias_kv_float_mask_3d", L=6, S=6, bias_kv=True,
+                  attn_mask=rng.standard_normal((N * 4, 6, 6)), causal=1)
+    # f32 too (module_case asks for the weights, so the f32 attention is the exact kernel rounded once).
+    for causal in (1, 2):
+        module_case(o, rng, "mha_f32_causal%d_bias_kv_zero_attn_kpm" % causal, L=7, S=4, bias_kv=True, zero_attn=True,
+                    kpm=kpm[:, :4], causal=causal, dtype=np.float32)
     # Sinks as the layer's parameter: the output, and their gradient with every other.
     gqa_case(o, rng, "gpt_oss_sinks_gqa_causal", 4, 2, 2, sinks=True)
     gqa_case(o, rng, "sinks_rope_inside_attention", 4, 1, 2, E=16, L=7, S=7, rope=(0, 10000.0, 0, 0), sinks=True)

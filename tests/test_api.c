@@ -1292,6 +1292,37 @@ static void test_mha(void) {
     attn_tensor q1 = q, r1 = ref;
     q1.shape[1] = r1.shape[1] = 1;
     check_status(attn_mha_cached(&r1, &q1, cache, &p, &oc, &err), &err, ATTN_ERR_FULL, "are filled", "err_mha_cached_full");
+    /* The causal mode: attn_kv_cache_attend's rule. All L positions at once,
+     * bottom-right, are the causal layer; none, the layer without a mask;
+     * top-left is refused, as attn_kv_cache_attend refuses it, before
+     * anything is appended. */
+    attn_mha_options full = o;
+    full.causal = ATTN_CAUSAL_NONE;
+    attn_tensor plain = make(ATTN_F64, 3, sx);
+    check_status(attn_mha(&plain, NULL, &q, &q, &q, &p, &full, &err), &err, ATTN_OK, "", "mha_no_causal_runs");
+    const attn_tensor *want[2] = {&out, &plain};
+    static const attn_causal MODES[2] = {ATTN_CAUSAL_BOTTOM_RIGHT, ATTN_CAUSAL_NONE};
+    static const char *const PREFILL[2] = {"mha_cached_prefill_bottom_right_is_causal", "mha_cached_prefill_none_sees_all"};
+    for (int c = 0; c < 2; c++) {
+        attn_kv_cache_truncate(cache, 0, &err);
+        oc.causal = MODES[c];
+        attn_status st = attn_mha_cached(&ref, &q, cache, &p, &oc, &err);
+        d = max_diff(&ref, want[c]);
+        check(st == ATTN_OK && d <= 1e-14, PREFILL[c], "status %d (%s), max diff %.3g", (int)st, err.message, d);
+    }
+    attn_error attend_err;
+    attn_sdpa_options top = attn_sdpa_options_default();
+    top.causal = ATTN_CAUSAL_TOP_LEFT;
+    attn_status ast = attn_kv_cache_attend(&hr, NULL, &hq, cache, &top, &attend_err);
+    attn_kv_cache_truncate(cache, 0, &err);
+    oc.causal = ATTN_CAUSAL_TOP_LEFT;
+    check_status(attn_mha_cached(&ref, &q, cache, &p, &oc, &err), &err, ATTN_ERR_OPTION, "bottom-right",
+                 "err_mha_cached_top_left");
+    check(attn_kv_cache_length(cache) == 0 && ast == ATTN_ERR_OPTION && strcmp(err.message, attend_err.message) == 0,
+          "mha_cached_top_left_one_rule_with_attend", "cache length %lld; attend: %d \"%s\", mha_cached: \"%s\"",
+          (long long)attn_kv_cache_length(cache), (int)ast, attend_err.message, err.message);
+    oc.causal = ATTN_CAUSAL_NONE;
+    free(plain.data);
     free(cmem);
     /* The backward pass against finite differences of sum(dout · out), on
      * random projections (here under the sanitizers too). */
@@ -1335,7 +1366,495 @@ static void test_mha(void) {
     check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION, "sinks are given twice",
                  "err_mha_sinks_twice");
     p.sinks = NULL, o.attention = NULL;
+    /* The keys bias_k/bias_v and add_zero_attn append have no position: what
+     * places keys by position does not go with them. */
+    double bkv[E] = {0};
+    int64_t sb[3] = {1, 1, E};
+    attn_tensor bk;
+    attn_tensor_init(&bk, bkv, ATTN_F64, 3, sb, NULL, NULL);
+    double slopes[H] = {0.5, 0.25};
+    attn_tensor ts;
+    attn_tensor_init(&ts, slopes, ATTN_F64, 1, &sh1, NULL, NULL);
+    attn_rope_options ro = attn_rope_options_default();
+    for (int c = 0; c < 6; c++) {
+        static const char *const NAMES[6] = {"rope_bias_kv", "alibi_bias_kv", "window_bias_kv", "rope_zero_attn",
+                                             "alibi_zero_attn", "window_zero_attn"};
+        sopt = attn_sdpa_options_default();
+        p.bias_k = p.bias_v = c < 3 ? &bk : NULL, o.add_zero_attn = c >= 3;
+        o.rope = c % 3 == 0 ? &ro : NULL, o.attention = &sopt, o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        sopt.alibi_slopes = c % 3 == 1 ? &ts : NULL, sopt.window = c % 3 == 2 ? 2 : 0;
+        char name[64];
+        snprintf(name, sizeof name, "err_mha_%s", NAMES[c]);
+        check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION, "have none", name);
+    }
+    p.bias_k = p.bias_v = NULL, o.add_zero_attn = 0, o.rope = NULL, o.attention = NULL;
+    o.causal = (attn_causal)7;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION, "not an attn_causal",
+                 "err_mha_causal_mode");
+    o.causal = ATTN_CAUSAL_NONE;
     free(q.data), free(kv.data), free(out.data), free(win.data), free(wout.data), free(ref.data);
+}
+
+/* ---- aliasing: an output owns its memory ---------------------------------- */
+
+/* Tensors for the aliasing checks, each in its own SLOT of one pool, so that
+ * an output moved onto another tensor's start stays inside the pool even
+ * when it is larger. Floats are small deterministic values, bools true. */
+enum { SLOT = 4096, SLOTS = 96 };
+typedef struct pool {
+    char *mem;
+    int used;
+} pool;
+
+static attn_tensor pool_tensor(pool *p, attn_dtype dt, int rank, const int64_t *shape) {
+    attn_tensor t;
+    if (p->used == SLOTS - 1) { /* the last slot stays free, for an output moved onto the one before */
+        check(0, "alias_pool_size", "more than %d tensors", SLOTS - 1);
+        p->used = 0;
+    }
+    attn_tensor_init(&t, p->mem + (size_t)p->used++ * SLOT, dt, rank, shape, NULL, NULL);
+    for (int64_t i = 0; i < attn_tensor_numel(&t); i++) {
+        if (dt == ATTN_BOOL) ((unsigned char *)t.data)[i] = 1;
+        else if (dt == ATTN_F64) ((double *)t.data)[i] = 0.5 * sin(0.7 * (double)(i + 3 * p->used));
+        else ((float *)t.data)[i] = (float)(0.5 * sin(0.7 * (double)(i + 3 * p->used)));
+    }
+    return t;
+}
+
+/* One call of a public function on t, its outputs first. */
+typedef attn_status (*alias_call)(attn_tensor **t, void *ctx, attn_error *err);
+
+/* The call as given succeeds; then each output, in turn made to start where
+ * each other tensor starts (another output, or an input), is refused with
+ * ATTN_ERR_STRIDE naming the two, one check per pair. */
+static void check_alias_pairs(const char *fn, attn_tensor **t, const char *const *names, int n_out, int n,
+                              alias_call call, void *ctx) {
+    attn_error err;
+    char name[128], a[128], b[128];
+    snprintf(name, sizeof name, "%s_unaliased_runs", fn);
+    check_status(call(t, ctx, &err), &err, ATTN_OK, "", name);
+    for (int i = 0; i < n_out; i++)
+        for (int j = 0; j < n; j++) {
+            if (j == i || !t[j]) continue;
+            void *keep = t[i]->data;
+            t[i]->data = t[j]->data;
+            memset(&err, 0, sizeof err);
+            attn_status st = call(t, ctx, &err);
+            t[i]->data = keep;
+            snprintf(a, sizeof a, "%s and %s overlap", names[i], names[j]);
+            snprintf(b, sizeof b, "%s and %s overlap", names[j], names[i]);
+            int ok = st == ATTN_ERR_STRIDE && (strstr(err.message, a) || strstr(err.message, b));
+            if (ok) status_seen[st] = 1;
+            snprintf(name, sizeof name, "alias_%s_%s_on_%s", fn, names[i], names[j]);
+            check(ok, name, "status %d, \"%s\"", (int)st, err.message);
+        }
+}
+
+/* attn_sdpa, attn_sdpa_reference, the workspace query and attn_scores:
+ * out, lse, weights | q, k, v, mask, alibi_slopes, sinks. */
+static attn_sdpa_options alias_opts;
+static attn_status call_sdpa(attn_tensor **t, void *ctx, attn_error *err) {
+    (void)ctx;
+    return attn_sdpa(t[0], t[1], t[2], t[3], t[4], t[5], &alias_opts, err);
+}
+static attn_status call_reference(attn_tensor **t, void *ctx, attn_error *err) {
+    (void)ctx;
+    return attn_sdpa_reference(t[0], t[1], t[2], t[3], t[4], t[5], &alias_opts, err);
+}
+static attn_status call_workspace(attn_tensor **t, void *ctx, attn_error *err) {
+    size_t bytes;
+    (void)ctx;
+    return attn_sdpa_workspace_size(&bytes, t[0], t[1], t[2], t[3], t[4], t[5], &alias_opts, err);
+}
+static attn_status call_scores(attn_tensor **t, void *ctx, attn_error *err) {
+    (void)ctx;
+    return attn_scores(t[0], t[1], t[2], &alias_opts, err);
+}
+/* dq, dk, dv, dmask | dout, q, k, v, out, lse, mask, alibi_slopes, sinks. */
+static attn_status call_backward(attn_tensor **t, void *ctx, attn_error *err) {
+    (void)ctx;
+    return attn_sdpa_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], &alias_opts, err);
+}
+static attn_status call_backward_workspace(attn_tensor **t, void *ctx, attn_error *err) {
+    size_t bytes;
+    (void)ctx;
+    return attn_sdpa_backward_workspace_size(&bytes, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9],
+                                             &alias_opts, err);
+}
+/* dsinks | dout, out, lse, sinks. */
+static attn_status call_sinks_backward(attn_tensor **t, void *ctx, attn_error *err) {
+    attn_sdpa_options o = attn_sdpa_options_default();
+    (void)ctx;
+    o.sinks = t[4];
+    return attn_sdpa_sinks_backward(t[0], t[1], t[2], t[3], &o, err);
+}
+/* keep | q, k, v, mask. */
+static attn_status call_dropout_mask(attn_tensor **t, void *ctx, attn_error *err) {
+    attn_sdpa_options o = attn_sdpa_options_default();
+    (void)ctx;
+    o.mask = t[4], o.dropout_p = 0.25;
+    return attn_sdpa_dropout_mask(t[0], t[1], t[2], t[3], &o, err);
+}
+/* out, lse | outs[0], lses[0], outs[1], lses[1]. */
+static attn_status call_merge(attn_tensor **t, void *ctx, attn_error *err) {
+    const attn_tensor *outs[2] = {t[2], t[4]}, *lses[2] = {t[3], t[5]};
+    (void)ctx;
+    return attn_sdpa_merge(t[0], t[1], outs, lses, 2, err);
+}
+/* out | x, for RoPE both ways; dst | src. */
+static attn_status call_rope(attn_tensor **t, void *ctx, attn_error *err) {
+    (void)ctx;
+    return attn_rope(t[0], t[1], NULL, err);
+}
+static attn_status call_rope_backward(attn_tensor **t, void *ctx, attn_error *err) {
+    (void)ctx;
+    return attn_rope_backward(t[0], t[1], NULL, err);
+}
+static attn_status call_convert(attn_tensor **t, void *ctx, attn_error *err) {
+    (void)ctx;
+    return attn_tensor_convert(t[0], t[1], err);
+}
+
+/* The layer, packed projections with bias_k/bias_v and both masks (float):
+ * in holds query, key, value, then the parameters and masks in this order. */
+enum { M_Q, M_K, M_V, M_IN_W, M_IN_B, M_OUT_W, M_OUT_B, M_BK, M_BV, M_KPM, M_AM, M_COUNT };
+static void mha_setup(attn_mha_params *p, attn_mha_options *o, attn_tensor **in) {
+    *p = attn_mha_params_default(), *o = attn_mha_options_default();
+    p->embed_dim = in[M_Q]->shape[2], p->num_heads = 2;
+    p->in_proj_weight = in[M_IN_W], p->in_proj_bias = in[M_IN_B];
+    p->out_proj_weight = in[M_OUT_W], p->out_proj_bias = in[M_OUT_B], p->bias_k = in[M_BK], p->bias_v = in[M_BV];
+    o->batch_first = 1, o->key_padding_mask = in[M_KPM], o->attn_mask = in[M_AM];
+}
+/* out, weights | the layer's inputs. */
+static attn_status call_mha(attn_tensor **t, void *ctx, attn_error *err) {
+    attn_mha_params p;
+    attn_mha_options o;
+    attn_tensor **in = t + 2;
+    mha_setup(&p, &o, in);
+    (void)ctx;
+    return attn_mha(t[0], t[1], in[M_Q], in[M_K], in[M_V], &p, &o, err);
+}
+/* dquery, dkey, dvalue, the parameters' gradients (in_proj_weight,
+ * in_proj_bias, out_proj_weight, out_proj_bias, bias_k, bias_v) | dout, the
+ * layer's inputs. */
+static attn_status call_mha_backward(attn_tensor **t, void *ctx, attn_error *err) {
+    attn_mha_params p, g = attn_mha_params_default();
+    attn_mha_options o;
+    attn_tensor **in = t + 10;
+    mha_setup(&p, &o, in);
+    g.in_proj_weight = t[3], g.in_proj_bias = t[4], g.out_proj_weight = t[5], g.out_proj_bias = t[6];
+    g.bias_k = t[7], g.bias_v = t[8];
+    (void)ctx;
+    return attn_mha_backward(t[0], t[1], t[2], &g, t[9], in[M_Q], in[M_K], in[M_V], &p, &o, err);
+}
+
+/* attn_mha_cached: out | x and the parameters; an empty cache each time. */
+static attn_status call_mha_cached(attn_tensor **t, void *ctx, attn_error *err) {
+    attn_mha_params p = attn_mha_params_default();
+    attn_mha_options o = attn_mha_options_default();
+    attn_kv_cache *cache = ctx;
+    attn_kv_cache_truncate(cache, 0, NULL); /* one position filled after a call */
+    p.embed_dim = t[1]->shape[2], p.num_heads = 2, p.in_proj_weight = t[2], p.in_proj_bias = t[3];
+    p.out_proj_weight = t[4], p.out_proj_bias = t[5];
+    o.batch_first = 1, o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_status st = attn_mha_cached(t[0], t[1], cache, &p, &o, err);
+    if (st && attn_kv_cache_length(cache) != 0) return attn_error_set(err, ATTN_ERR_ARGUMENT, "a refused call appended");
+    return st;
+}
+
+/* attn_tensors_overlap through attn_rope (whose only other failures are
+ * shapes, kept valid): random views out and x of one buffer, any strides
+ * (negative, zero for x, interleaved), against the bytes they touch. The
+ * same view is in place, allowed; any other sharing is refused, and views
+ * that interleave without sharing a byte are accepted. */
+static void test_overlap_exact(void) {
+    enum { CELLS = 96 };
+    double *buf = calloc(CELLS, sizeof(double));
+    int wrong = 0, refused = 0, interleaved = 0, cases = 2000;
+    attn_error err;
+    for (int c = 0; c < cases; c++) {
+        int rank = 1 + (int)(rng_next() % 3);
+        int64_t shape[3], st[2][3], lo[2] = {0, 0}, hi[2] = {0, 0};
+        for (int d = 0; d < rank; d++) shape[d] = d == rank - 1 ? 2 * (int64_t)(1 + rng_next() % 2) : 1 + (int64_t)(rng_next() % 4);
+        attn_tensor v[2];
+        for (int w = 0; w < 2; w++) {
+            for (int d = 0; d < rank; d++) {
+                st[w][d] = (int64_t)(rng_next() % 15) - 7;
+                if (w == 0 && st[w][d] == 0 && shape[d] > 1) st[w][d] = 1; /* an output has no stride 0 */
+                int64_t span = st[w][d] * (shape[d] - 1);
+                lo[w] += span < 0 ? span : 0, hi[w] += span > 0 ? span : 0;
+            }
+            int64_t room = CELLS - (hi[w] - lo[w]);
+            int64_t start = -lo[w] + (room > 0 ? (int64_t)(rng_next() % (uint64_t)room) : 0);
+            if (room <= 0) start = -lo[w];
+            attn_tensor_init(&v[w], buf + start, ATTN_F64, rank, shape, st[w], NULL);
+        }
+        if (rng_next() % 8 == 0) v[1] = v[0]; /* in place */
+        if (hi[0] - lo[0] >= CELLS || hi[1] - lo[1] >= CELLS) continue;
+        /* The bytes each touches, by brute force. */
+        unsigned char touched[CELLS] = {0};
+        int shared = 0;
+        for (int w = 0; w < 2; w++) {
+            int64_t n = attn_tensor_numel(&v[w]), idx[3] = {0, 0, 0};
+            for (int64_t i = 0; i < n; i++) {
+                int64_t off = (int64_t)((double *)v[w].data - buf);
+                for (int d = 0; d < rank; d++) off += idx[d] * v[w].strides[d];
+                if (w == 0) touched[off] = 1;
+                else shared |= touched[off];
+                for (int d = rank - 1; d >= 0 && ++idx[d] == shape[d]; d--) idx[d] = 0;
+            }
+        }
+        int same = v[0].data == v[1].data && !memcmp(v[0].strides, v[1].strides, sizeof(int64_t) * (size_t)rank);
+        attn_status s = attn_rope(&v[0], &v[1], NULL, &err);
+        int want_refused = shared && !same;
+        if ((s == ATTN_ERR_STRIDE) != want_refused || (s != ATTN_OK && s != ATTN_ERR_STRIDE)) wrong++;
+        refused += s == ATTN_ERR_STRIDE;
+        /* interleaved: byte ranges that meet, no byte shared */
+        int64_t a0 = (int64_t)((double *)v[0].data - buf), b0 = (int64_t)((double *)v[1].data - buf);
+        interleaved += !shared && a0 + lo[0] <= b0 + hi[1] && b0 + lo[1] <= a0 + hi[0];
+    }
+    check(wrong == 0 && refused > 100 && interleaved > 100, "alias_overlap_exact_random_views",
+          "%d of %d decided wrongly (%d refused, %d interleaved without sharing)", wrong, cases, refused, interleaved);
+    free(buf);
+}
+
+/* Self-attention through attn_mha_backward: query, key and value one
+ * tensor, and one gradient tensor for the three receives their sum, as
+ * autograd sums x.grad; two of one tensor and the third apart likewise.
+ * Gradients that share memory without being one view are refused. Fresh
+ * memory, random parameters: every gradient is far from 0. */
+static void test_mha_self_attention_gradients(void) {
+    enum { N = 2, L = 4, E = 8 };
+    int64_t sx[3] = {N, L, E}, sin[2] = {3 * E, E}, sinb = 3 * E, swo[2] = {E, E}, sb[3] = {1, 1, E};
+    attn_tensor x = make(ATTN_F64, 3, sx), dout = make(ATTN_F64, 3, sx), inw = make(ATTN_F64, 2, sin);
+    attn_tensor inb = make(ATTN_F64, 1, &sinb), ow = make(ATTN_F64, 2, swo), bk = make(ATTN_F64, 3, sb);
+    attn_tensor bv = make(ATTN_F64, 3, sb);
+    attn_tensor d[3] = {make(ATTN_F64, 3, sx), make(ATTN_F64, 3, sx), make(ATTN_F64, 3, sx)};
+    attn_tensor one = make(ATTN_F64, 3, sx), apart = make(ATTN_F64, 3, sx), sum = make(ATTN_F64, 3, sx);
+    attn_mha_params p = attn_mha_params_default();
+    attn_mha_options o = attn_mha_options_default();
+    p.embed_dim = E, p.num_heads = 2, p.in_proj_weight = &inw, p.in_proj_bias = &inb, p.out_proj_weight = &ow;
+    p.bias_k = &bk, p.bias_v = &bv;
+    o.batch_first = 1, o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_error err;
+    attn_status st1 = attn_mha_backward(&d[0], &d[1], &d[2], NULL, &dout, &x, &x, &x, &p, &o, &err);
+    double *g[3] = {d[0].data, d[1].data, d[2].data}, *gs = sum.data, least = INFINITY;
+    for (int t = 0; t < 3; t++) {
+        double big = 0;
+        for (int64_t i = 0; i < N * L * E; i++) big = fabs(g[t][i]) > big ? fabs(g[t][i]) : big;
+        least = big < least ? big : least;
+    }
+    for (int64_t i = 0; i < N * L * E; i++) gs[i] = g[0][i] + g[1][i] + g[2][i];
+    attn_status st2 = attn_mha_backward(&one, &one, &one, NULL, &dout, &x, &x, &x, &p, &o, &err);
+    double diff = max_diff(&one, &sum);
+    check(st1 == ATTN_OK && st2 == ATTN_OK && least > 0.1 && diff <= 1e-14,
+          "mha_backward_self_attention_one_gradient_sums_three",
+          "status %d, %d (%s), smallest max |gradient| %.3g, |dx - (dq + dk + dv)| = %.3g", (int)st1, (int)st2,
+          err.message, least, diff);
+    for (int64_t i = 0; i < N * L * E; i++) gs[i] = g[0][i] + g[2][i];
+    st2 = attn_mha_backward(&one, &apart, &one, NULL, &dout, &x, &x, &x, &p, &o, &err);
+    diff = max_diff(&one, &sum);
+    double diff_k = max_diff(&apart, &d[1]);
+    check(st2 == ATTN_OK && diff <= 1e-14 && diff_k == 0, "mha_backward_two_of_one_gradient_sum_two",
+          "status %d (%s), |dx - (dq + dv)| = %.3g, |dk apart - dk| = %.3g", (int)st2, err.message, diff, diff_k);
+    attn_tensor shifted = one;
+    shifted.data = (double *)one.data + 1;
+    check_status(attn_mha_backward(&one, &shifted, NULL, NULL, &dout, &x, &x, &x, &p, &o, &err), &err, ATTN_ERR_STRIDE,
+                 "dkey and dquery overlap", "alias_mha_backward_gradients_overlapping_not_one_view");
+    attn_tensor *all[12] = {&x, &dout, &inw, &inb, &ow, &bk, &bv, &d[0], &d[1], &d[2], &one, &apart};
+    for (int i = 0; i < 12; i++) free(all[i]->data);
+    free(sum.data);
+}
+
+static void test_aliasing(void) {
+    pool p = {calloc(SLOTS, SLOT), 0};
+    attn_error err;
+    test_overlap_exact();
+
+    /* attn_sdpa and the functions that plan as it does. */
+    int64_t sq[4] = {2, 2, 3, 4}, sk[4] = {2, 2, 5, 4}, sv[4] = {2, 2, 5, 3}, so[4] = {2, 2, 3, 3};
+    int64_t sl[3] = {2, 2, 3}, sw[4] = {2, 2, 3, 5}, sm[2] = {3, 5}, sh = 2;
+    attn_tensor q = pool_tensor(&p, ATTN_F64, 4, sq), k = pool_tensor(&p, ATTN_F64, 4, sk);
+    attn_tensor v = pool_tensor(&p, ATTN_F64, 4, sv), out = pool_tensor(&p, ATTN_F64, 4, so);
+    attn_tensor lse = pool_tensor(&p, ATTN_F64, 3, sl), w = pool_tensor(&p, ATTN_F64, 4, sw);
+    attn_tensor mask = pool_tensor(&p, ATTN_F64, 2, sm), alibi = pool_tensor(&p, ATTN_F64, 1, &sh);
+    attn_tensor sinks = pool_tensor(&p, ATTN_F64, 1, &sh), scores = pool_tensor(&p, ATTN_F64, 4, sw);
+    alias_opts = attn_sdpa_options_default();
+    alias_opts.mask = &mask, alias_opts.alibi_slopes = &alibi, alias_opts.sinks = &sinks;
+    {
+        attn_tensor *t[9] = {&out, &lse, &w, &q, &k, &v, &mask, &alibi, &sinks};
+        static const char *const N[9] = {"out", "lse", "weights", "q", "k", "v", "mask", "alibi_slopes", "sinks"};
+        check_alias_pairs("sdpa", t, N, 3, 9, call_sdpa, NULL);
+        check_alias_pairs("sdpa_reference", t, N, 3, 9, call_reference, NULL);
+        check_alias_pairs("sdpa_workspace_size", t, N, 3, 9, call_workspace, NULL);
+        attn_tensor *ts[6] = {&scores, &q, &k, &mask, &alibi, &sinks};
+        static const char *const NS[6] = {"scores", "q", "k", "mask", "alibi_slopes", "sinks"};
+        check_alias_pairs("scores", ts, NS, 1, 6, call_scores, NULL);
+    }
+    /* attn_sdpa_backward, from the forward's out and lse (no weights). */
+    attn_sdpa(&out, &lse, NULL, &q, &k, &v, &alias_opts, &err);
+    {
+        attn_tensor dq = pool_tensor(&p, ATTN_F64, 4, sq), dk = pool_tensor(&p, ATTN_F64, 4, sk);
+        attn_tensor dv = pool_tensor(&p, ATTN_F64, 4, sv), dm = pool_tensor(&p, ATTN_F64, 2, sm);
+        attn_tensor dout = pool_tensor(&p, ATTN_F64, 4, so);
+        attn_tensor *t[13] = {&dq, &dk, &dv, &dm, &dout, &q, &k, &v, &out, &lse, &mask, &alibi, &sinks};
+        static const char *const N[13] = {"dq", "dk", "dv", "dmask", "dout", "q", "k", "v", "out", "lse", "mask",
+                                          "alibi_slopes", "sinks"};
+        check_alias_pairs("sdpa_backward", t, N, 4, 13, call_backward, NULL);
+        check_alias_pairs("sdpa_backward_workspace_size", t, N, 4, 13, call_backward_workspace, NULL);
+        attn_tensor ds = pool_tensor(&p, ATTN_F64, 1, &sh);
+        attn_tensor *tsk[5] = {&ds, &dout, &out, &lse, &sinks};
+        static const char *const NSK[5] = {"dsinks", "dout", "out", "lse", "sinks"};
+        check_alias_pairs("sdpa_sinks_backward", tsk, NSK, 1, 5, call_sinks_backward, NULL);
+        attn_tensor keep = pool_tensor(&p, ATTN_BOOL, 4, sw);
+        attn_tensor *tk[5] = {&keep, &q, &k, &v, &mask};
+        static const char *const NK[5] = {"keep", "q", "k", "v", "mask"};
+        check_alias_pairs("sdpa_dropout_mask", tk, NK, 1, 5, call_dropout_mask, NULL);
+    }
+    /* attn_sdpa_merge: parts with padded rows, so that no output is one of
+     * their very views; then in place, which is allowed. */
+    {
+        int64_t pad_o[4] = {2 * 3 * 4, 3 * 4, 4, 1}, pad_l[3] = {2 * 4, 4, 1};
+        attn_tensor parts[4];
+        for (int i = 0; i < 4; i++) {
+            parts[i] = pool_tensor(&p, ATTN_F64, i % 2 ? 3 : 4, i % 2 ? sl : so);
+            attn_tensor_init(&parts[i], parts[i].data, ATTN_F64, i % 2 ? 3 : 4, i % 2 ? sl : so, i % 2 ? pad_l : pad_o, NULL);
+        }
+        attn_tensor *t[6] = {&out, &lse, &parts[0], &parts[1], &parts[2], &parts[3]};
+        static const char *const N[6] = {"out", "lse", "outs[0]", "lses[0]", "outs[1]", "lses[1]"};
+        check_alias_pairs("sdpa_merge", t, N, 2, 6, call_merge, NULL);
+        attn_tensor *in_place[6] = {&parts[2], &parts[1], &parts[0], &parts[1], &parts[2], &parts[3]};
+        check_status(call_merge(in_place, NULL, &err), &err, ATTN_OK, "", "alias_sdpa_merge_in_place_allowed");
+    }
+    /* attn_rope both ways (x with other strides than out), and attn_tensor_convert. */
+    {
+        int64_t sr[2] = {3, 4}, tr[2] = {1, 3};
+        attn_tensor ro = pool_tensor(&p, ATTN_F64, 2, sr), rx = pool_tensor(&p, ATTN_F64, 2, sr);
+        attn_tensor_init(&rx, rx.data, ATTN_F64, 2, sr, tr, NULL);
+        attn_tensor *t[2] = {&ro, &rx};
+        static const char *const N[2] = {"out", "x"};
+        check_alias_pairs("rope", t, N, 1, 2, call_rope, NULL);
+        check_alias_pairs("rope_backward", t, N, 1, 2, call_rope_backward, NULL);
+        attn_tensor *same[2] = {&ro, &ro};
+        check_status(call_rope(same, NULL, &err), &err, ATTN_OK, "", "alias_rope_in_place_allowed");
+        attn_tensor c32 = pool_tensor(&p, ATTN_F32, 2, sr), c64 = pool_tensor(&p, ATTN_F64, 2, sr);
+        attn_tensor *tc[2] = {&c32, &c64};
+        static const char *const NC[2] = {"dst", "src"};
+        check_alias_pairs("tensor_convert", tc, NC, 1, 2, call_convert, NULL);
+        attn_tensor *same_c[2] = {&c64, &c64};
+        check_status(call_convert(same_c, NULL, &err), &err, ATTN_OK, "", "alias_tensor_convert_in_place_allowed");
+    }
+    /* The layer: cross-attention (S != L), with bias_k/bias_v and both
+     * masks; dvalue laid out (S, N, E), so that no gradient is made the
+     * very view of another (that is self-attention, below). */
+    enum { E = 4, L = 3, S = 5 };
+    int64_t sx[3] = {2, L, E}, skx[3] = {2, S, E}, sin[2] = {3 * E, E}, sinb = 3 * E, swo[2] = {E, E}, sbo = E;
+    int64_t sb[3] = {1, 1, E}, skpm[2] = {2, S}, sa[2] = {L, S}, swm[3] = {2, L, S + 1};
+    attn_tensor x = pool_tensor(&p, ATTN_F64, 3, sx), kx = pool_tensor(&p, ATTN_F64, 3, skx);
+    attn_tensor vx = pool_tensor(&p, ATTN_F64, 3, skx), inw = pool_tensor(&p, ATTN_F64, 2, sin);
+    attn_tensor inb = pool_tensor(&p, ATTN_F64, 1, &sinb), ow = pool_tensor(&p, ATTN_F64, 2, swo);
+    attn_tensor ob = pool_tensor(&p, ATTN_F64, 1, &sbo), bk = pool_tensor(&p, ATTN_F64, 3, sb);
+    attn_tensor bv = pool_tensor(&p, ATTN_F64, 3, sb), kpm = pool_tensor(&p, ATTN_F64, 2, skpm);
+    attn_tensor am = pool_tensor(&p, ATTN_F64, 2, sa);
+    attn_tensor *in[M_COUNT] = {&x, &kx, &vx, &inw, &inb, &ow, &ob, &bk, &bv, &kpm, &am};
+    static const char *const IN[M_COUNT] = {"query", "key", "value", "in_proj_weight", "in_proj_bias",
+                                            "out_proj_weight", "out_proj_bias", "bias_k", "bias_v",
+                                            "key_padding_mask", "attn_mask"};
+    {
+        attn_tensor mo = pool_tensor(&p, ATTN_F64, 3, sx), mw = pool_tensor(&p, ATTN_F64, 3, swm);
+        attn_tensor *t[2 + M_COUNT] = {&mo, &mw};
+        const char *names[2 + M_COUNT] = {"out", "weights"};
+        memcpy(t + 2, in, sizeof in), memcpy(names + 2, IN, sizeof IN);
+        check_alias_pairs("mha", t, names, 2, 2 + M_COUNT, call_mha, NULL);
+    }
+    {
+        int64_t sbs[3] = {E, 2 * E, 1};
+        attn_tensor dq = pool_tensor(&p, ATTN_F64, 3, sx), dk = pool_tensor(&p, ATTN_F64, 3, skx);
+        attn_tensor dv = pool_tensor(&p, ATTN_F64, 3, skx);
+        attn_tensor_init(&dv, dv.data, ATTN_F64, 3, skx, sbs, NULL);
+        attn_tensor gw = pool_tensor(&p, ATTN_F64, 2, sin), gb = pool_tensor(&p, ATTN_F64, 1, &sinb);
+        attn_tensor gow = pool_tensor(&p, ATTN_F64, 2, swo), gob = pool_tensor(&p, ATTN_F64, 1, &sbo);
+        attn_tensor gbk = pool_tensor(&p, ATTN_F64, 3, sb), gbv = pool_tensor(&p, ATTN_F64, 3, sb);
+        attn_tensor dout = pool_tensor(&p, ATTN_F64, 3, sx);
+        attn_tensor *t[10 + M_COUNT] = {&dq, &dk, &dv, &gw, &gb, &gow, &gob, &gbk, &gbv, &dout};
+        const char *names[10 + M_COUNT] = {"dquery", "dkey", "dvalue", "grads->in_proj_weight", "grads->in_proj_bias",
+                                           "grads->out_proj_weight", "grads->out_proj_bias", "grads->bias_k",
+                                           "grads->bias_v", "dout"};
+        memcpy(t + 10, in, sizeof in), memcpy(names + 10, IN, sizeof IN);
+        check_alias_pairs("mha_backward", t, names, 9, 10 + M_COUNT, call_mha_backward, NULL);
+
+    }
+    /* attn_mha_cached: out | x and the parameters; then the cache's memory,
+     * which it writes, against out and x. */
+    {
+        attn_kv_cache_desc cd = attn_kv_cache_desc_default();
+        cd.batch = 2, cd.heads = 2, cd.capacity = 4, cd.key_dim = cd.value_dim = E / 2, cd.dtype = ATTN_F64;
+        size_t bytes = 0;
+        attn_kv_cache_bytes(&bytes, &cd, &err);
+        void *mem = malloc(bytes);
+        attn_kv_cache *cache = NULL;
+        attn_kv_cache_init(&cache, mem, bytes, &cd, &err);
+        int64_t s1[3] = {2, 1, E};
+        attn_tensor co = pool_tensor(&p, ATTN_F64, 3, s1), cx = pool_tensor(&p, ATTN_F64, 3, s1);
+        attn_tensor *t[6] = {&co, &cx, &inw, &inb, &ow, &ob};
+        static const char *const N[6] = {"out", "query", "in_proj_weight", "in_proj_bias", "out_proj_weight",
+                                         "out_proj_bias"};
+        check_alias_pairs("mha_cached", t, N, 1, 6, call_mha_cached, cache);
+        attn_tensor ck, cv;
+        attn_kv_cache_view(&ck, &cv, cache, 4, &err); /* one position filled, by the last call */
+        attn_tensor on_keys = co, x_on_values = cx;
+        on_keys.data = ck.data, x_on_values.data = cv.data;
+        attn_tensor *t1[6] = {&on_keys, &cx, &inw, &inb, &ow, &ob}, *t2[6] = {&co, &x_on_values, &inw, &inb, &ow, &ob};
+        check_status(call_mha_cached(t1, cache, &err), &err, ATTN_ERR_STRIDE, "the cache's keys and out overlap",
+                     "alias_mha_cached_out_on_the_cache");
+        check_status(call_mha_cached(t2, cache, &err), &err, ATTN_ERR_STRIDE, "the cache's values and query overlap",
+                     "alias_mha_cached_x_on_the_cache");
+        free(mem);
+    }
+    /* attn_kv_cache_append: k and v against the positions it writes, and
+     * attn_kv_cache_attend's out against the cache's keys. Appending the
+     * cache's own first positions again is allowed: with two heads they
+     * interleave with the new positions, sharing no byte. */
+    {
+        attn_kv_cache_desc cd = attn_kv_cache_desc_default();
+        cd.heads = 2, cd.capacity = 6, cd.key_dim = cd.value_dim = 2, cd.dtype = ATTN_F64;
+        size_t bytes = 0;
+        attn_kv_cache_bytes(&bytes, &cd, &err);
+        void *mem = malloc(bytes);
+        attn_kv_cache *cache = NULL;
+        attn_kv_cache_init(&cache, mem, bytes, &cd, &err);
+        int64_t s2[4] = {1, 2, 2, 2};
+        attn_tensor kn = pool_tensor(&p, ATTN_F64, 4, s2), vn = pool_tensor(&p, ATTN_F64, 4, s2);
+        check_status(attn_kv_cache_append(cache, &kn, &vn, &err), &err, ATTN_OK, "", "alias_kv_cache_append_runs");
+        attn_tensor ck, cv;
+        attn_kv_cache_view(&ck, &cv, cache, 4, &err);
+        check_status(attn_kv_cache_append(cache, &ck, &cv, &err), &err, ATTN_OK, "",
+                     "alias_kv_cache_append_its_own_positions_interleaved_allowed");
+        attn_kv_cache_view(&ck, &cv, cache, 4, &err);
+        attn_tensor dest_k = ck, dest_v = cv; /* the next two positions of every head */
+        dest_k.shape[2] = dest_v.shape[2] = 2;
+        dest_k.data = (double *)ck.data + 4 * 2, dest_v.data = (double *)cv.data + 4 * 2;
+        check_status(attn_kv_cache_append(cache, &dest_k, &vn, &err), &err, ATTN_ERR_STRIDE,
+                     "the cache's keys and k overlap", "alias_kv_cache_append_k_on_its_destination");
+        check_status(attn_kv_cache_append(cache, &kn, &dest_k, &err), &err, ATTN_ERR_STRIDE,
+                     "the cache's keys and v overlap", "alias_kv_cache_append_v_on_the_keys_destination");
+        check_status(attn_kv_cache_append(cache, &dest_v, &vn, &err), &err, ATTN_ERR_STRIDE,
+                     "the cache's values and k overlap", "alias_kv_cache_append_k_on_the_values_destination");
+        check(attn_kv_cache_length(cache) == 4, "alias_kv_cache_refused_appends_nothing", "length %lld",
+              (long long)attn_kv_cache_length(cache));
+        int64_t sq1[4] = {1, 2, 1, 2};
+        attn_tensor aq = pool_tensor(&p, ATTN_F64, 4, sq1), ao = pool_tensor(&p, ATTN_F64, 4, sq1);
+        check_status(attn_kv_cache_attend(&ao, NULL, &aq, cache, NULL, &err), &err, ATTN_OK, "",
+                     "alias_kv_cache_attend_runs");
+        ao.data = ck.data;
+        check_status(attn_kv_cache_attend(&ao, NULL, &aq, cache, NULL, &err), &err, ATTN_ERR_STRIDE, "out and k overlap",
+                     "alias_kv_cache_attend_out_on_the_keys");
+        ao.data = aq.data;
+        check_status(attn_kv_cache_attend(&ao, NULL, &aq, cache, NULL, &err), &err, ATTN_ERR_STRIDE, "out and q overlap",
+                     "alias_kv_cache_attend_out_on_q");
+        free(mem);
+    }
+    free(p.mem);
 }
 
 /* attn_get_tuning: every block size positive; an older, smaller struct gets
@@ -1402,6 +1921,8 @@ int main(void) {
     test_half();
     test_kv_cache();
     test_mha();
+    test_mha_self_attention_gradients();
+    test_aliasing();
     /* Every error code is reached by some test above. */
     int missing = -1;
     for (int c = 0; c < ATTN_STATUS_COUNT; c++) /* ATTN_ERR_COMM: libattn-mpi's, tested by tests/test_mpi.c */

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from oracle_mha import gqa_reference
-from torch_attention import Reporter, oracle_args
+from torch_attention import Reporter, causal_allowed, oracle_args
 
 DTYPES = {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32", np.dtype(np.float16): "F16"}
 
@@ -95,6 +95,30 @@ def torch_module_layers(c, rng):
     with torch.no_grad():  # unbatched (L, E)
         ref1 = mha(*(torch.from_numpy(x[0]),) * 3, need_weights=False)[0].numpy()
     c.layer("torch_module_unbatched", c.path("mha.safetensors"), x[0], ref1, ["--heads", "4"])
+    # --causal on a layer with bias_k/bias_v: the limit holds over the input's
+    # keys and the bias key is visible to every query, as in the module given
+    # the causal (L, S) attn_mask (which it pads with a zero column for the
+    # bias key). Self-attention, and cross-attention with S > L, where
+    # bottom-right differs from top-left.
+    kx = rng.standard_normal((2, 8, 16))
+    np.save(c.path("key.npy"), kx)
+    for mode, causal in (("", 1), ("=top-left", 1), ("=bottom-right", 2)):
+        for name, key, extra in (("self", x, []), ("cross", kx, ["--key", c.path("key.npy")])):
+            hidden = ~causal_allowed(x.shape[1], key.shape[1], causal)
+            with torch.no_grad():
+                refc = mha(torch.from_numpy(x), torch.from_numpy(key), torch.from_numpy(key), attn_mask=hidden,
+                           need_weights=False)[0].numpy()
+            c.layer("torch_module_bias_kv_causal%s_%s" % (mode.replace("=", "_").replace("-", "_"), name),
+                    c.path("mha.safetensors"), x, refc, ["--heads", "4", "--causal" + mode] + extra)
+    # f32, without -w: the f32 attention kernels, the causal limit in the merged mask.
+    with open(c.path("mha32.safetensors"), "wb") as f:
+        f.write(safetensors_bytes({k: v.astype(np.float32) for k, v in sd.items()}))
+    np.save(c.path("key32.npy"), kx.astype(np.float32))
+    with torch.no_grad():
+        refc = mha(torch.from_numpy(x), torch.from_numpy(kx), torch.from_numpy(kx),
+                   attn_mask=~causal_allowed(x.shape[1], kx.shape[1], 2), need_weights=False)[0].numpy()
+    c.layer("torch_module_bias_kv_causal_bottom_right_cross_f32", c.path("mha32.safetensors"), x.astype(np.float32),
+            refc, ["--heads", "4", "--causal=bottom-right", "--key", c.path("key32.npy")], tol=1e-5)
 
 
 def llama_layer(c, rng):

@@ -36,7 +36,8 @@ DtypeError = _error_class("DtypeError", 6, "A dtype the call does not take, or d
 MaskError = _error_class("MaskError", 7, "The mask's dtype or shape does not fit.", ValueError)
 ScaleError = _error_class("ScaleError", 8, "The scale is NaN or infinite.", ValueError)
 OptionError = _error_class("OptionError", 9, "An option has a value outside its range.", ValueError)
-StrideError = _error_class("StrideError", 10, "An output has stride 0 in a dimension of size > 1.", ValueError)
+StrideError = _error_class("StrideError", 10, "An output has stride 0 in a dimension of size > 1, or shares memory "
+                           "with another output or an input.", ValueError)
 SizeOverflowError = _error_class("SizeOverflowError", 11, "A size or offset overflows.", OverflowError)
 NoMemoryError = _error_class("NoMemoryError", 12, "The library could not allocate memory.", MemoryError)
 IOFailure = _error_class("IOFailure", 13, "A file could not be read or written.", OSError)

@@ -29,6 +29,28 @@ bool attn_add_i64(int64_t a, int64_t b, int64_t *out);
 attn_status attn_check_extent(const attn_tensor *t, const char *name, attn_error *err);
 
 
+/* Whether the memory of tensors a and b shares a byte (overlap.c): exact
+ * for views that interleave without touching (dq, dk, dv as slices of one
+ * packed buffer), and true for the rare layouts too involved to decide in
+ * a bounded number of steps. NULL and empty tensors share nothing. Both
+ * must have passed attn_check_extent. */
+bool attn_tensors_overlap(const attn_tensor *a, const attn_tensor *b);
+/* a and b are one view: data, dtype, shape, and the strides of every
+ * dimension of size > 1 (where an in-place call is allowed). */
+bool attn_same_view(const attn_tensor *a, const attn_tensor *b);
+
+/* A call's tensor and the name its messages give it; t may be NULL. */
+typedef struct attn_named {
+    const attn_tensor *t;
+    const char *name;
+} attn_named;
+
+/* Every output owns its memory: none of outs overlaps another of outs or
+ * any of ins (NULL tensors are skipped). ATTN_ERR_STRIDE naming the first
+ * pair that does. The one check of aliasing in the library. */
+attn_status attn_check_no_overlap(const attn_named *outs, int n_outs, const attn_named *ins, int n_ins,
+                                  attn_error *err);
+
 /* A strided 2-D view of one matrix inside a tensor: element (i, j) lives at
  * base + (i * rs + j * cs) * element size. A broadcast dimension has stride 0. */
 typedef struct attn_mat {

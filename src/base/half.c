@@ -65,6 +65,9 @@ attn_status attn_tensor_convert(attn_tensor *dst, const attn_tensor *src, attn_e
         return attn_fail(err, ATTN_ERR_DTYPE, "attn_tensor_convert converts between float dtypes only");
     attn_status st = attn_check_extent(src, "src", err);
     if (st || (st = attn_check_extent(dst, "dst", err))) return st;
+    /* In place is dst = src, the very view: each element is read, then written. */
+    const attn_named out[1] = {{dst, "dst"}}, in[1] = {{attn_same_view(dst, src) ? NULL : src, "src"}};
+    if ((st = attn_check_no_overlap(out, 1, in, 1, err))) return st;
     int64_t n = attn_tensor_numel(src), idx[ATTN_MAX_RANK] = {0}, so = 0, dof = 0;
     for (int64_t i = 0; i < n; i++) {
         attn_mat ms = {(char *)src->data, src->dtype, 1, 1, 0, 1}; /* element so */

@@ -123,6 +123,20 @@ static attn_status check_params(attn_mha_call *m, attn_error *err) {
     return ATTN_OK;
 }
 
+void attn_mha_inputs(attn_named list[ATTN_MHA_INPUTS], const attn_mha_call *m, const attn_tensor *query,
+                     const attn_tensor *key, const attn_tensor *value) {
+    const attn_mha_params *p = &m->p;
+    const attn_named all[ATTN_MHA_INPUTS] = {
+        {query, "query"}, {key, "key"}, {value, "value"},
+        {p->in_proj_weight, "in_proj_weight"}, {p->in_proj_bias, "in_proj_bias"},
+        {p->q_proj_weight, "q_proj_weight"}, {p->k_proj_weight, "k_proj_weight"}, {p->v_proj_weight, "v_proj_weight"},
+        {p->q_proj_bias, "q_proj_bias"}, {p->k_proj_bias, "k_proj_bias"}, {p->v_proj_bias, "v_proj_bias"},
+        {p->out_proj_weight, "out_proj_weight"}, {p->out_proj_bias, "out_proj_bias"},
+        {p->bias_k, "bias_k"}, {p->bias_v, "bias_v"}, {m->sinks, "sinks"},
+        {m->o.key_padding_mask, "key_padding_mask"}, {m->o.attn_mask, "attn_mask"}, {m->alibi, "alibi_slopes"}};
+    memcpy(list, all, sizeof all);
+}
+
 void attn_mha_heads_view(attn_tensor *t, char *data, const attn_mha_call *m, int64_t H, int64_t rows) {
     int64_t shape[4] = {m->N, H, rows, m->D}, strides[4] = {rows * H * m->D, m->D, H * m->D, 1};
     attn_tensor_init(t, data, m->dt, 4, shape, strides, NULL);
@@ -189,19 +203,31 @@ static attn_status check_masks(const attn_mha_call *m, attn_error *err) {
     return st || !kpm ? st : attn_check_extent(kpm, "key_padding_mask", err);
 }
 
-/* Both masks and the padding for bias_k and the zero key (visible, as
- * PyTorch pads them) as one additive mask (N, Hq, L, S2). */
+void attn_mha_mask_view(attn_tensor *t, char *data, const attn_mha_call *m) {
+    int64_t shape[4] = {m->mask_n, m->mask_h, m->L, m->S2};
+    attn_tensor_init(t, data, m->dt, 4, shape, NULL, NULL);
+}
+
+/* Both masks, the causal limit when it is the mask's (causal_in_mask), and
+ * the padding for bias_k and the zero key (visible, as PyTorch pads them)
+ * as one additive mask (mask_n, mask_h, L, S2). */
 void attn_mha_merge_masks(char *dst, const attn_mha_call *m) {
-    attn_mat out = {dst, m->dt, m->N * m->Hq * m->L, m->S2, m->S2, 1};
-    for (int64_t n = 0; n < m->N; n++)
-        for (int64_t h = 0; h < m->Hq; h++)
-            for (int64_t i = 0; i < m->L; i++)
+    attn_mat out = {dst, m->dt, m->mask_n * m->mask_h * m->L, m->S2, m->S2, 1};
+    attn_problem limit; /* the causal limit over the S keys, from the one place it is written */
+    memset(&limit, 0, sizeof limit);
+    limit.causal = m->causal_in_mask;
+    limit.causal_offset = m->o.causal == ATTN_CAUSAL_BOTTOM_RIGHT ? m->S - m->L : 0;
+    for (int64_t n = 0; n < m->mask_n; n++)
+        for (int64_t h = 0; h < m->mask_h; h++)
+            for (int64_t i = 0; i < m->L; i++) {
+                int64_t seen = attn_keys_seen(&limit, i, 0, m->S);
                 for (int64_t j = 0; j < m->S2; j++) {
-                    double x = 0;
+                    double x = j < m->S && j >= seen ? -INFINITY : 0;
                     if (j < m->S && m->o.attn_mask) x += mask_term(m->o.attn_mask, m, n, h, i, j, false);
                     if (j < m->S && m->o.key_padding_mask) x += mask_term(m->o.key_padding_mask, m, n, h, i, j, true);
-                    attn_mat_set(&out, (n * m->Hq + h) * m->L + i, j, x);
+                    attn_mat_set(&out, (n * m->mask_h + h) * m->L + i, j, x);
                 }
+            }
 }
 
 /* out (N, L, E) = cat (N, L, E) · out_proj_weightᵀ + out_proj_bias, as one
@@ -326,10 +352,23 @@ attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *
     attn_context context; /* the thread count for the projections, checked as attn_sdpa checks it */
     if ((st = attn_mha_sdpa_options(&so, m, ATTN_CAUSAL_NONE, NULL, err)) || (st = attn_options_read(&read, &context, &so, err)))
         return st;
-    m->threads = context.num_threads, m->sinks = so.sinks;
+    m->threads = context.num_threads, m->sinks = so.sinks, m->alibi = read.alibi_slopes;
     m->rope_in_attention = m->o.rope && (m->L == m->S2 || m->o.causal == ATTN_CAUSAL_TOP_LEFT);
-    if (m->o.rope && m->S2 != m->S)
-        return attn_fail(err, ATTN_ERR_OPTION, "RoPE positions the keys: it does not go with bias_k/bias_v or add_zero_attn");
+    if (m->o.causal != ATTN_CAUSAL_NONE && m->o.causal != ATTN_CAUSAL_TOP_LEFT && m->o.causal != ATTN_CAUSAL_BOTTOM_RIGHT)
+        return attn_fail(err, ATTN_ERR_OPTION, "options->causal is %d, not an attn_causal value", (int)m->o.causal);
+    bool appended = m->S2 > m->S;
+    if (appended && (m->o.rope || read.alibi_slopes || read.window > 0))
+        return attn_fail(err, ATTN_ERR_OPTION, "RoPE, ALiBi and a sliding window place keys by their positions, and the keys of "
+                         "bias_k/bias_v and add_zero_attn have none: they do not go together");
+    /* The attention's causal limit would count the appended keys among the
+     * S2 (bottom-right: query i would see key i + 1); the mask's holds over
+     * the S keys of `key` alone. */
+    m->causal_in_mask = appended && m->o.causal != ATTN_CAUSAL_NONE;
+    m->sdpa_causal = m->causal_in_mask ? ATTN_CAUSAL_NONE : m->o.causal;
+    const attn_tensor *am = m->o.attn_mask;
+    m->masked = am || m->o.key_padding_mask || m->causal_in_mask;
+    m->mask_n = m->o.key_padding_mask || (am && am->rank == 3) ? m->N : 1;
+    m->mask_h = am && am->rank == 3 ? m->Hq : 1;
     int64_t big;
     if (!attn_mul_i64(m->N * m->Hq, m->L, &big) || !attn_mul_i64(big, m->S2 > m->E ? m->S2 : m->E, &big) ||
         !attn_mul_i64(m->N * m->Hq, m->S2, &big) || !attn_mul_i64(big, m->E, &big))
@@ -350,30 +389,33 @@ attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *
     attn_tensor out_view;
     if ((st = attn_mha_plan(&m, &out_view, out, query, key, value, err)) || (weights && (st = check_weights(weights, &m, err))))
         return st;
+    attn_named ins[ATTN_MHA_INPUTS];
+    const attn_named outs[2] = {{out, "out"}, {weights, "weights"}};
+    attn_mha_inputs(ins, &m, query, key, value);
+    if ((st = attn_check_no_overlap(outs, 2, ins, ATTN_MHA_INPUTS, err))) return st;
 
     /* Scratch: q, k, v and the heads' output (as cat: (N, L, E)), the
      * merged mask and the per-head weights when asked for. */
     size_t es = attn_dtype_size(m.dt);
     int64_t nq = m.N * m.Hq * m.L * m.D, nk = m.N * m.Hkv * m.S2 * m.D;
-    bool masked = m.o.attn_mask || m.o.key_padding_mask;
-    int64_t nmask = masked ? m.N * m.Hq * m.L * m.S2 : 0, nw = weights ? m.N * m.Hq * m.L * m.S2 : 0;
+    int64_t nmask = m.masked ? m.mask_n * m.mask_h * m.L * m.S2 : 0, nw = weights ? m.N * m.Hq * m.L * m.S2 : 0;
     char *q = calloc((size_t)nq, es), *k = calloc((size_t)nk, es), *v = calloc((size_t)nk, es);
-    char *heads = calloc((size_t)nq, es), *mask = masked ? calloc((size_t)nmask, es) : NULL;
+    char *heads = calloc((size_t)nq, es), *mask = m.masked ? calloc((size_t)nmask, es) : NULL;
     char *per_head = weights ? calloc((size_t)nw, es) : NULL;
-    if (!q || !k || !v || !heads || (masked && !mask) || (weights && !per_head)) {
+    if (!q || !k || !v || !heads || (m.masked && !mask) || (weights && !per_head)) {
         st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's projections");
         goto done;
     }
     if ((st = attn_mha_project_qkv(q, k, v, &m, m.S2, true, err))) goto done;
-    if (masked) attn_mha_merge_masks(mask, &m);
+    if (m.masked) attn_mha_merge_masks(mask, &m);
 
     attn_tensor tq, tk, tv, th, tm, tw;
-    int64_t sm[4] = {m.N, m.Hq, m.L, m.S2};
+    int64_t sw[4] = {m.N, m.Hq, m.L, m.S2};
     attn_mha_heads_view(&tq, q, &m, m.Hq, m.L), attn_mha_heads_view(&th, heads, &m, m.Hq, m.L);
     attn_mha_heads_view(&tk, k, &m, m.Hkv, m.S2), attn_mha_heads_view(&tv, v, &m, m.Hkv, m.S2);
-    attn_tensor_init(&tm, mask, m.dt, 4, sm, NULL, NULL), attn_tensor_init(&tw, per_head, m.dt, 4, sm, NULL, NULL);
+    attn_mha_mask_view(&tm, mask, &m), attn_tensor_init(&tw, per_head, m.dt, 4, sw, NULL, NULL);
     attn_sdpa_options so;
-    if ((st = attn_mha_sdpa_options(&so, &m, m.o.causal, masked ? &tm : NULL, err)) ||
+    if ((st = attn_mha_sdpa_options(&so, &m, m.sdpa_causal, m.masked ? &tm : NULL, err)) ||
         (st = attn_sdpa(&th, NULL, weights ? &tw : NULL, &tq, &tk, &tv, &so, err)))
         goto done;
     /* out_proj takes its memory before it writes: a failure leaves out and weights untouched. */
@@ -394,10 +436,20 @@ attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_
     if (!params || !cache || !out) return attn_fail(err, ATTN_ERR_NULL, "params, cache and out must not be NULL");
     attn_status st = attn_mha_read_struct(&m.p, sizeof m.p, params, "params", err);
     if (st || (st = attn_mha_read_struct(&m.o, sizeof m.o, options, "options", err))) return st;
+    if (!options) m.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT; /* as attn_kv_cache_attend's NULL options */
     if (m.o.attn_mask || m.o.key_padding_mask || m.o.add_zero_attn || m.p.bias_k)
         return attn_fail(err, ATTN_ERR_OPTION, "attn_mha_cached takes no masks, bias_k/bias_v or add_zero_attn");
+    if ((st = attn_kv_cache_check_causal(m.o.causal, err))) return st;
     attn_tensor out_view;
     if ((st = attn_mha_plan(&m, &out_view, out, x, x, x, err))) return st;
+    /* The cache is written too: out, x and the parameters (read after the
+     * append, by out_proj) keep clear of its memory. */
+    attn_tensor ck, cv;
+    attn_kv_cache_storage(&ck, &cv, cache);
+    attn_named ins[ATTN_MHA_INPUTS];
+    const attn_named outs[3] = {{out, "out"}, {&ck, "the cache's keys"}, {&cv, "the cache's values"}};
+    attn_mha_inputs(ins, &m, x, NULL, NULL); /* key and value are x */
+    if ((st = attn_check_no_overlap(outs, 3, ins, ATTN_MHA_INPUTS, err))) return st;
     int64_t length = attn_kv_cache_length(cache);
     size_t es = attn_dtype_size(m.dt);
     int64_t nq = m.N * m.Hq * m.L * m.D, nk = m.N * m.Hkv * m.L * m.D;
@@ -419,7 +471,7 @@ attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_
     attn_mha_heads_view(&tk, k, &m, m.Hkv, m.L), attn_mha_heads_view(&tv, v, &m, m.Hkv, m.L);
     if ((st = attn_kv_cache_append(cache, &tk, &tv, err))) goto done;
     attn_sdpa_options so;
-    if ((st = attn_mha_sdpa_options(&so, &m, ATTN_CAUSAL_BOTTOM_RIGHT, NULL, err)) ||
+    if ((st = attn_mha_sdpa_options(&so, &m, m.o.causal, NULL, err)) ||
         (st = attn_kv_cache_attend(&th, NULL, &tq, cache, &so, err))) {
         attn_kv_cache_truncate(cache, length, NULL); /* as it was */
         goto done;

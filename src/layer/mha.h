@@ -16,12 +16,23 @@ typedef struct attn_mha_call {
     const attn_tensor *w[3], *b[3];      /* the q, k, v projections: weight (rows, in) and bias */
     int64_t w_row0[3];                   /* the projection's first row in w (in_proj_weight packs all three) */
     const attn_tensor *sinks;            /* params->sinks or options->attention->sinks, or NULL */
+    const attn_tensor *alibi;            /* options->attention->alibi_slopes, or NULL */
     int threads;                         /* for the projections: the call's context, or the process's count */
     /* options->rope is applied inside the attention (attn_sdpa_options.rope:
      * no turned copy of q or k) when its positions are the layer's, row r at
      * position_offset + r for queries and keys alike: L = S, or top-left
      * alignment. Otherwise q and k are turned after projecting. */
     bool rope_in_attention;
+    /* The causal mode the attention applies, and the masks merged into one
+     * additive mask (mask_n, mask_h, L, S2) when `masked` (mask_n is 1 or N,
+     * mask_h 1 or Hq: a dimension only where a mask varies). With keys
+     * appended (S2 > S) the layer's causal limit goes into that mask
+     * instead (causal_in_mask): it holds over the S keys of `key`, and the
+     * appended keys stay visible to every query, as PyTorch pads an (L, S)
+     * attn_mask with a zero column for each. */
+    attn_causal sdpa_causal;
+    bool causal_in_mask, masked;
+    int64_t mask_n, mask_h;
 } attn_mha_call;
 
 /* The attention's options for this layer: the caller's attention options
@@ -38,6 +49,13 @@ attn_status attn_mha_as_batch(attn_tensor *out, const attn_tensor *x, const char
 /* Every check of one call and its sizes, with out seen as (N, L, E). */
 attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *out, const attn_tensor *query,
                           const attn_tensor *key, const attn_tensor *value, attn_error *err);
+/* Every tensor a call reads, named for messages, into list (at most
+ * ATTN_MHA_INPUTS; NULL where absent): query, key and value, the
+ * parameters, the masks, the attention's ALiBi slopes and sinks. The
+ * outputs are checked against them (attn_check_no_overlap). */
+enum { ATTN_MHA_INPUTS = 19 };
+void attn_mha_inputs(attn_named list[ATTN_MHA_INPUTS], const attn_mha_call *m, const attn_tensor *query,
+                     const attn_tensor *key, const attn_tensor *value);
 /* A head-split buffer laid out (N, rows, H·D), the projections' natural
  * layout, seen as (N, H, rows, D). */
 void attn_mha_heads_view(attn_tensor *t, char *data, const attn_mha_call *m, int64_t H, int64_t rows);
@@ -58,7 +76,10 @@ bool attn_mha_project(char *dst, const attn_tensor *x, const attn_tensor *w, con
  * one, then q and k rotated when options->rope. */
 attn_status attn_mha_project_qkv(char *q, char *k, char *v, const attn_mha_call *m, int64_t key_rows, bool bias_kv,
                                 attn_error *err);
-/* Both masks as one additive mask (N, Hq, L, S2). */
+/* The merged mask (mask_n, mask_h, L, S2) as a tensor over data, and its
+ * values: both masks, the causal limit when causal_in_mask, 0 for the
+ * appended keys. */
+void attn_mha_mask_view(attn_tensor *t, char *data, const attn_mha_call *m);
 void attn_mha_merge_masks(char *dst, const attn_mha_call *m);
 /* RoPE on the projected q (N, L, Hq·D) and k (N, key_rows, Hkv·D), in place. */
 attn_status attn_mha_rotate_heads(char *q, char *k, const attn_mha_call *m, int64_t key_rows, attn_error *err);

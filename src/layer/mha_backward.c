@@ -20,14 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Write the C-order doubles src into g, which must have like's shape and dtype. */
-static attn_status write_grad(const attn_tensor *g, const char *name, const attn_tensor *like, const double *src,
-                              attn_error *err) {
-    if (!g->data || g->dtype != like->dtype || g->rank != like->rank ||
-        memcmp(g->shape, like->shape, sizeof(int64_t) * (size_t)like->rank))
-        return attn_fail(err, ATTN_ERR_SHAPE, "the gradient of %s must have its shape and dtype", name);
-    attn_status st = attn_check_extent(g, name, err);
-    if (st) return st;
+/* Write the C-order doubles src into g, which has like's shape (checked). */
+static void write_grad(const attn_tensor *g, const attn_tensor *like, const double *src) {
     int64_t n = attn_tensor_numel(like), idx[ATTN_MAX_RANK] = {0};
     attn_mat one = {(char *)g->data, g->dtype, 1, 1, 0, 1};
     for (int64_t i = 0; i < n; i++) {
@@ -36,7 +30,6 @@ static attn_status write_grad(const attn_tensor *g, const char *name, const attn
         attn_mat_set(&one, 0, off, src[i]);
         for (int d = g->rank - 1; d >= 0 && ++idx[d] == g->shape[d]; d--) idx[d] = 0;
     }
-    return ATTN_OK;
 }
 
 /* Σ over rows r < n of g(r, f), added into sum[f]. */
@@ -127,12 +120,12 @@ static bool alloc_bwd(bwd *b, const attn_mha_call *m) {
     b->q = calloc((size_t)nq, es), b->k = calloc((size_t)nk, es), b->v = calloc((size_t)nk, es);
     b->heads = calloc((size_t)nq, es), b->dheads = calloc((size_t)nq, es), b->lse = calloc((size_t)(m->N * m->Hq * m->L), es);
     b->dq = calloc((size_t)nq, es), b->dk = calloc((size_t)nk, es), b->dv = calloc((size_t)nk, es);
-    b->mask = m->o.attn_mask || m->o.key_padding_mask ? calloc((size_t)(m->N * m->Hq * m->L * m->S2), es) : NULL;
+    b->mask = m->masked ? calloc((size_t)(m->mask_n * m->mask_h * m->L * m->S2), es) : NULL;
     b->dWo = calloc((size_t)(m->E * m->E), sizeof(double)), b->dbo = calloc((size_t)m->E, sizeof(double));
     b->dsinks = m->sinks ? calloc((size_t)m->Hq, sizeof(double)) : NULL;
     b->dsinks_scratch = m->sinks ? calloc((size_t)m->Hq, es) : NULL;
     bool ok = b->q && b->k && b->v && b->heads && b->dheads && b->lse && b->dq && b->dk && b->dv && b->dWo && b->dbo &&
-              (b->mask || !(m->o.attn_mask || m->o.key_padding_mask)) && ((b->dsinks && b->dsinks_scratch) || !m->sinks);
+              (b->mask || !m->masked) && ((b->dsinks && b->dsinks_scratch) || !m->sinks);
     for (int t = 0; t < 3; t++) {
         b->dx[t] = calloc((size_t)(m->N * rows[t] * in[t]), sizeof(double));
         b->dW[t] = calloc((size_t)(F[t] * in[t]), sizeof(double)), b->db[t] = calloc((size_t)F[t], sizeof(double));
@@ -166,53 +159,96 @@ static attn_status check_grads(const attn_tensor *g[G_COUNT], const attn_tensor 
         if (!g[i]->data || g[i]->dtype != p[i]->dtype || g[i]->rank != p[i]->rank ||
             memcmp(g[i]->shape, p[i]->shape, sizeof(int64_t) * (size_t)p[i]->rank))
             return attn_fail(err, ATTN_ERR_SHAPE, "the gradient of %s must have its shape and dtype", GRAD_NAMES[i]);
+        attn_status st = attn_check_extent(g[i], GRAD_NAMES[i], err);
+        if (st) return st;
     }
     return ATTN_OK;
 }
 
-/* dx (N, rows, in doubles) into the caller's input gradient t (like the input). */
-static attn_status write_input_grad(attn_tensor *t, const char *name, const double *dx, const attn_mha_call *m,
-                                    int64_t rows, int64_t in, attn_error *err) {
+static const char *const INPUT_GRADS[3] = {"dquery", "dkey", "dvalue"};
+
+/* dquery, dkey and dvalue, each shaped like its input; into[t] is the one
+ * that receives gradient t: t itself, or an earlier one that is the very
+ * same view. Self-attention passes one tensor thrice (query = key = value,
+ * and so their gradients): it gets dq + dk + dv, as autograd sums them. */
+static attn_status check_input_grads(int into[3], attn_tensor *const dxs[3], const attn_mha_call *m, attn_error *err) {
+    int64_t rows[3] = {m->L, m->S, m->S}, in[3] = {m->E, m->kdim, m->vdim};
+    for (int t = 0; t < 3; t++) {
+        into[t] = t;
+        if (!dxs[t]) continue;
+        attn_tensor v;
+        attn_status st = attn_mha_as_batch(&v, dxs[t], INPUT_GRADS[t], m, in[t], err);
+        if (st) return st;
+        if (v.shape[0] != m->N || v.shape[1] != rows[t])
+            return attn_fail(err, ATTN_ERR_SHAPE, "%s must have its input's shape", INPUT_GRADS[t]);
+        for (int u = t - 1; u >= 0; u--)
+            if (dxs[u] && attn_same_view(dxs[u], dxs[t])) into[t] = into[u];
+    }
+    return ATTN_OK;
+}
+
+/* Every gradient owns its memory: none overlaps another, an input, a
+ * parameter, a mask or dout (one tensor for several input gradients, as
+ * check_input_grads allows, counts once). */
+static attn_status check_grad_memory(attn_tensor *const dxs[3], const int into[3], const attn_tensor *g[G_COUNT],
+                                     const attn_tensor *dout, const attn_tensor *query, const attn_tensor *key,
+                                     const attn_tensor *value, const attn_mha_call *m, attn_error *err) {
+    static const char *const NAMES[G_COUNT] = {
+        "grads->in_proj_weight", "grads->in_proj_bias", "grads->q_proj_weight", "grads->k_proj_weight",
+        "grads->v_proj_weight", "grads->q_proj_bias", "grads->k_proj_bias", "grads->v_proj_bias",
+        "grads->out_proj_weight", "grads->out_proj_bias", "grads->bias_k", "grads->bias_v", "grads->sinks"};
+    attn_named outs[3 + G_COUNT], ins[ATTN_MHA_INPUTS + 1];
+    for (int t = 0; t < 3; t++) outs[t].t = into[t] == t ? dxs[t] : NULL, outs[t].name = INPUT_GRADS[t];
+    for (int i = 0; i < G_COUNT; i++) outs[3 + i].t = g[i], outs[3 + i].name = NAMES[i];
+    attn_mha_inputs(ins, m, query, key, value);
+    ins[ATTN_MHA_INPUTS].t = dout, ins[ATTN_MHA_INPUTS].name = "dout";
+    return attn_check_no_overlap(outs, 3 + G_COUNT, ins, ATTN_MHA_INPUTS + 1, err);
+}
+
+/* dx (N, rows, in doubles) into the caller's input gradient t (checked: like the input). */
+static void write_input_grad(attn_tensor *t, const double *dx, const attn_mha_call *m, int64_t rows, int64_t in) {
     attn_tensor v;
-    attn_status st = attn_mha_as_batch(&v, t, name, m, in, err);
-    if (st) return st;
-    if (v.shape[0] != m->N || v.shape[1] != rows) return attn_fail(err, ATTN_ERR_SHAPE, "%s must have its input's shape", name);
+    attn_mha_as_batch(&v, t, "", m, in, NULL);
     attn_mat one = {(char *)v.data, v.dtype, 1, 1, 0, 1};
     for (int64_t n = 0; n < m->N; n++)
         for (int64_t r = 0; r < rows; r++)
             for (int64_t c = 0; c < in; c++)
                 attn_mat_set(&one, 0, n * v.strides[0] + r * v.strides[1] + c * v.strides[2], dx[(n * rows + r) * in + c]);
-    return ATTN_OK;
 }
 
-/* The gradients into the caller's tensors; the memory for the packed
- * in_proj gradients is taken before anything is written. */
-static attn_status write_all(attn_tensor *dxs[3], const attn_tensor *g[G_COUNT], const bwd *b, const attn_mha_call *m,
-                             attn_error *err) {
-    static const char *const NAMES[3] = {"dquery", "dkey", "dvalue"};
+/* The gradients into the caller's tensors (all checked), input gradients
+ * that are one tensor summed first; the memory for the packed in_proj
+ * gradients is taken before anything is written. */
+static attn_status write_all(attn_tensor *const dxs[3], const int into[3], const attn_tensor *g[G_COUNT], bwd *b,
+                             const attn_mha_call *m, attn_error *err) {
     int64_t rows[3] = {m->L, m->S, m->S}, in[3] = {m->E, m->kdim, m->vdim};
     double *w = g[G_IN_W] ? malloc(sizeof(double) * (size_t)(3 * m->E * m->E)) : NULL;
     double *bb = g[G_IN_B] ? malloc(sizeof(double) * (size_t)(3 * m->E)) : NULL;
-    attn_status st = ATTN_OK;
-    if ((g[G_IN_W] && !w) || (g[G_IN_B] && !bb)) st = attn_fail(err, ATTN_ERR_NO_MEMORY, "out of memory");
-    for (int t = 0; t < 3 && !st; t++)
-        if (dxs[t]) st = write_input_grad(dxs[t], NAMES[t], b->dx[t], m, rows[t], in[t], err);
-    if (!st && w) { /* packed: q, k, v stacked */
-        for (int t = 0; t < 3; t++) memcpy(w + t * m->E * m->E, b->dW[t], sizeof(double) * (size_t)(m->E * m->E));
-        st = write_grad(g[G_IN_W], "in_proj_weight", m->p.in_proj_weight, w, err);
+    if ((g[G_IN_W] && !w) || (g[G_IN_B] && !bb)) {
+        free(w), free(bb);
+        return attn_fail(err, ATTN_ERR_NO_MEMORY, "out of memory");
     }
-    if (!st && bb) {
+    for (int t = 0; t < 3; t++) /* one view: same shape, so same count */
+        if (dxs[t] && into[t] != t)
+            for (int64_t i = 0; i < m->N * rows[t] * in[t]; i++) b->dx[into[t]][i] += b->dx[t][i];
+    for (int t = 0; t < 3; t++)
+        if (dxs[t] && into[t] == t) write_input_grad(dxs[t], b->dx[t], m, rows[t], in[t]);
+    if (w) { /* packed: q, k, v stacked */
+        for (int t = 0; t < 3; t++) memcpy(w + t * m->E * m->E, b->dW[t], sizeof(double) * (size_t)(m->E * m->E));
+        write_grad(g[G_IN_W], m->p.in_proj_weight, w);
+    }
+    if (bb) {
         for (int t = 0; t < 3; t++) memcpy(bb + t * m->E, b->db[t], sizeof(double) * (size_t)m->E);
-        st = write_grad(g[G_IN_B], "in_proj_bias", m->p.in_proj_bias, bb, err);
+        write_grad(g[G_IN_B], m->p.in_proj_bias, bb);
     }
     free(w), free(bb);
     const attn_tensor *like[G_COUNT];
     grad_list(like, &m->p, m->sinks);
     const double *src[G_COUNT] = {NULL, NULL, b->dW[0], b->dW[1], b->dW[2], b->db[0], b->db[1], b->db[2], b->dWo, b->dbo,
                                   b->dbkv[0], b->dbkv[1], b->dsinks};
-    for (int i = G_Q_W; i < G_COUNT && !st; i++)
-        if (g[i]) st = write_grad(g[i], GRAD_NAMES[i], like[i], src[i], err);
-    return st;
+    for (int i = G_Q_W; i < G_COUNT; i++)
+        if (g[i]) write_grad(g[i], like[i], src[i]);
+    return ATTN_OK;
 }
 
 attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tensor *dvalue, const attn_mha_params *grads,
@@ -232,22 +268,26 @@ attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tenso
     if ((st = attn_mha_plan(&m, &dout_view, (attn_tensor *)dout, query, key, value, err))) return st;
     const attn_tensor *g[G_COUNT], *like[G_COUNT];
     grad_list(g, &gp, gp.sinks), grad_list(like, &m.p, m.sinks);
-    if ((st = check_grads(g, like, err))) return st;
+    attn_tensor *const dxs[3] = {dquery, dkey, dvalue};
+    int into[3];
+    if ((st = check_grads(g, like, err)) || (st = check_input_grads(into, dxs, &m, err)) ||
+        (st = check_grad_memory(dxs, into, g, dout, query, key, value, &m, err)))
+        return st;
     bwd b;
     if (!alloc_bwd(&b, &m)) {
         free_bwd(&b);
         return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's backward pass");
     }
     attn_tensor tq, tk, tv, th, tl, tm, tdh, tdq, tdk, tdv;
-    int64_t sl[3] = {m.N, m.Hq, m.L}, sm[4] = {m.N, m.Hq, m.L, m.S2};
+    int64_t sl[3] = {m.N, m.Hq, m.L};
     attn_mha_heads_view(&tq, b.q, &m, m.Hq, m.L), attn_mha_heads_view(&th, b.heads, &m, m.Hq, m.L);
     attn_mha_heads_view(&tk, b.k, &m, m.Hkv, m.S2), attn_mha_heads_view(&tv, b.v, &m, m.Hkv, m.S2);
     attn_mha_heads_view(&tdh, b.dheads, &m, m.Hq, m.L), attn_mha_heads_view(&tdq, b.dq, &m, m.Hq, m.L);
     attn_mha_heads_view(&tdk, b.dk, &m, m.Hkv, m.S2), attn_mha_heads_view(&tdv, b.dv, &m, m.Hkv, m.S2);
-    attn_tensor_init(&tl, b.lse, m.dt, 3, sl, NULL, NULL), attn_tensor_init(&tm, b.mask, m.dt, 4, sm, NULL, NULL);
+    attn_tensor_init(&tl, b.lse, m.dt, 3, sl, NULL, NULL), attn_mha_mask_view(&tm, b.mask, &m);
     attn_sdpa_options so;
     if (b.mask) attn_mha_merge_masks(b.mask, &m);
-    if ((st = attn_mha_sdpa_options(&so, &m, m.o.causal, b.mask ? &tm : NULL, err)) || /* the forward again */
+    if ((st = attn_mha_sdpa_options(&so, &m, m.sdpa_causal, b.mask ? &tm : NULL, err)) || /* the forward again */
         (st = attn_mha_project_qkv(b.q, b.k, b.v, &m, m.S2, true, err)) ||
         (st = attn_sdpa(&th, &tl, NULL, &tq, &tk, &tv, &so, err)))
         goto done;
@@ -265,8 +305,7 @@ attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tenso
         if (!project_backward(b.dW[t], b.db[t], b.dx[t], t ? b.dbkv[t - 1] : NULL, dproj[t], x[t], m.w[t], m.w_row0[t], F[t],
                               rows_out[t], m.threads))
             goto no_memory;
-    attn_tensor *dxs[3] = {dquery, dkey, dvalue};
-    st = write_all(dxs, g, &b, &m, err);
+    st = write_all(dxs, into, g, &b, &m, err);
     goto done;
 no_memory:
     st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a product's buffers");

@@ -25,7 +25,11 @@ static attn_status check_pair(const attn_tensor *out, const attn_tensor *x, attn
     if (out->dtype != x->dtype || out->rank != x->rank || memcmp(out->shape, x->shape, sizeof(int64_t) * (size_t)x->rank))
         return attn_fail(err, ATTN_ERR_SHAPE, "out must have x's shape and dtype");
     attn_status st = attn_check_extent(x, "x", err);
-    return st ? st : attn_check_extent(out, "out", err);
+    if (st || (st = attn_check_extent(out, "out", err))) return st;
+    /* In place is out = x, the very view; any other sharing would turn
+     * elements that are still to be read. */
+    const attn_named o[1] = {{out, "out"}}, in[1] = {{attn_same_view(out, x) ? NULL : x, "x"}};
+    return attn_check_no_overlap(o, 1, in, 1, err);
 }
 
 /* The offset of element e of row `row` (the rows of all leading dimensions
@@ -55,7 +59,7 @@ static attn_status rotate(attn_tensor *out, const attn_tensor *x, const attn_rop
     attn_rope_plan r;
     attn_rope_plan_init(&r, &o, rd, steps, mem);
     size_t es = attn_dtype_size(x->dtype);
-    if (out->data != x->data) /* copy, then turn in place */
+    if (!attn_same_view(out, x)) /* copy, then turn in place */
         for (int64_t row = 0; row < rows; row++)
             for (int64_t e = 0; e < E; e++)
                 memcpy((char *)out->data + offset_of(out, row, e) * (int64_t)es,

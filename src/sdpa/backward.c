@@ -40,8 +40,8 @@ typedef struct grads {
 } grads;
 
 static attn_status check_grads(grads *g, const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k,
-                               const attn_tensor *v, const attn_tensor *out, const attn_sdpa_options *o,
-                               attn_error *err) {
+                               const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse,
+                               const attn_sdpa_options *o, attn_error *err) {
     static const char *const NAME[4] = {"dq", "dk", "dv", "dmask"};
     const attn_tensor *like[4] = {q, k, v, o->mask};
     static const char *const LIKE[4] = {"q", "k", "v", "mask"};
@@ -60,7 +60,13 @@ static attn_status check_grads(grads *g, const attn_tensor *dout, const attn_ten
         if ((st = check_like(g->out[i], NAME[i], like[i], LIKE[i], q->dtype, true, err))) return st;
         attn_tensor_init(&g->acc[i], NULL, ATTN_F64, like[i]->rank, like[i]->shape, NULL, NULL);
     }
-    return ATTN_OK;
+    /* The inputs are read while gradients are written (the fused kernel
+     * writes dq, dk and dv as it goes): no gradient may share their memory,
+     * nor another gradient's. */
+    const attn_named outs[4] = {{g->out[0], "dq"}, {g->out[1], "dk"}, {g->out[2], "dv"}, {g->out[3], "dmask"}};
+    const attn_named ins[9] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"},
+                               {o->mask, "mask"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"}};
+    return attn_check_no_overlap(outs, 4, ins, 9, err);
 }
 
 /* Whether the fused f32 kernel computes the call: f32 q (k and v may be 16-bit)
@@ -157,7 +163,7 @@ static attn_status backward(size_t *bytes, grads *g, const attn_tensor *dout, co
     /* The forward's plan, with out and lse as they were written. */
     if ((st = attn_plan_call(&gs.f, (attn_tensor *)out, (attn_tensor *)lse, NULL, false, q, k, v, &o,
                              c.num_threads, err)) ||
-        (st = check_grads(g, dout, q, k, v, out, &o, err)))
+        (st = check_grads(g, dout, q, k, v, out, lse, &o, err)))
         return st;
     gs.dout = dout, gs.cdo = attn_canonical(dout);
     attn_arena measure = attn_arena_measuring(), arena = attn_arena_over(c.workspace, c.workspace_size);

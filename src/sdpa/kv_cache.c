@@ -6,7 +6,7 @@
  * of every head are then a strided tensor (row stride E, head stride
  * capacity · E), which attn_sdpa takes as it is: attending is one attn_sdpa
  * call, so every kernel, option and check applies. */
-#include "base/base.h"
+#include "sdpa/sdpa.h"
 
 #include <string.h>
 
@@ -104,6 +104,11 @@ static attn_status positions(attn_tensor *t, const attn_kv_cache *c, bool values
     return attn_tensor_init(t, base, d->dtype, rank, shape + 4 - rank, strides + 4 - rank, err);
 }
 
+void attn_kv_cache_storage(attn_tensor *k, attn_tensor *v, const attn_kv_cache *cache) {
+    positions(k, cache, false, 0, cache->d.capacity, 4, NULL);
+    positions(v, cache, true, 0, cache->d.capacity, 4, NULL);
+}
+
 attn_status attn_kv_cache_view(attn_tensor *k, attn_tensor *v, const attn_kv_cache *cache, int rank,
                                attn_error *err) {
     if (!k || !v || !cache) return attn_fail(err, ATTN_ERR_NULL, "k, v and cache must not be NULL");
@@ -151,6 +156,10 @@ attn_status attn_kv_cache_append(attn_kv_cache *cache, const attn_tensor *k, con
     attn_tensor dk, dv;
     positions(&dk, cache, false, cache->length, n, k->rank, err);
     positions(&dv, cache, true, cache->length, n, v->rank, err);
+    /* Both are written only after both are checked: nothing is appended on a failure. */
+    const attn_named outs[2] = {{&dk, "the cache's keys"}, {&dv, "the cache's values"}};
+    const attn_named ins[2] = {{k, "k"}, {v, "v"}};
+    if ((st = attn_check_no_overlap(outs, 2, ins, 2, err))) return st;
     if ((st = attn_tensor_convert(&dk, k, err)) || (st = attn_tensor_convert(&dv, v, err))) return st;
     cache->length += n;
     return ATTN_OK;
@@ -165,23 +174,29 @@ attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length, attn_er
     return ATTN_OK;
 }
 
+attn_status attn_kv_cache_check_causal(attn_causal causal, attn_error *err) {
+    if (causal == ATTN_CAUSAL_TOP_LEFT)
+        return attn_fail(err, ATTN_ERR_OPTION,
+                         "a cache's queries are its last positions: use a bottom-right causal mask (or none)");
+    return ATTN_OK;
+}
+
 attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_kv_cache *cache,
                                  const attn_sdpa_options *options, attn_error *err) {
     if (!cache || !q) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", cache ? "q" : "cache");
     if (cache->length == 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "the cache is empty: append keys and values first");
     attn_sdpa_options o = attn_sdpa_options_default();
+    attn_status st;
     o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
     if (options) {
         if (options->struct_size == 0 || options->struct_size > sizeof o)
             return attn_fail(err, ATTN_ERR_OPTION, "options->struct_size is %zu: start from attn_sdpa_options_default()",
                              options->struct_size);
         memcpy(&o, options, options->struct_size);
-        if (o.causal == ATTN_CAUSAL_TOP_LEFT)
-            return attn_fail(err, ATTN_ERR_OPTION,
-                             "a cache's queries are its last positions: use a bottom-right causal mask (or none)");
+        if ((st = attn_kv_cache_check_causal(o.causal, err))) return st;
     }
     attn_tensor k, v;
-    attn_status st = positions(&k, cache, false, 0, cache->length, q->rank, err);
+    st = positions(&k, cache, false, 0, cache->length, q->rank, err);
     if (st || (st = positions(&v, cache, true, 0, cache->length, q->rank, err))) return st;
     return attn_sdpa(out, lse, NULL, q, &k, &v, &o, err);
 }

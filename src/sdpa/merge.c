@@ -40,6 +40,26 @@ static attn_status check_writable(const attn_tensor *t, const char *name, attn_e
     return ATTN_OK;
 }
 
+/* out and lse own their memory, except that each may be one of the parts'
+ * very views (outs[i], lses[j]): a row is written after every part's row
+ * was read, element by element in place. */
+static attn_status check_memory(const attn_tensor *out, const attn_tensor *lse, const attn_tensor *const *outs,
+                                const attn_tensor *const *lses, int n, attn_error *err) {
+    const attn_named pair[2] = {{out, "out"}, {lse, "lse"}};
+    attn_status st = attn_check_no_overlap(pair, 2, NULL, 0, err);
+    for (int i = 0; i < n && !st; i++) {
+        char on[32], ln[32];
+        snprintf(on, sizeof on, "outs[%d]", i), snprintf(ln, sizeof ln, "lses[%d]", i);
+        const attn_named part[2] = {{outs[i], on}, {lses[i], ln}};
+        for (int w = 0; w < 2 && !st; w++) { /* out against the part, then lse */
+            attn_named others[2] = {part[0], part[1]};
+            if (attn_same_view(pair[w].t, part[w].t)) others[w].t = NULL; /* in place */
+            st = attn_check_no_overlap(&pair[w], 1, others, 2, err);
+        }
+    }
+    return st;
+}
+
 static double get(const attn_tensor *t, int64_t off) {
     return t->dtype == ATTN_F32 ? (double)((const float *)t->data)[off] : ((const double *)t->data)[off];
 }
@@ -84,6 +104,7 @@ attn_status attn_sdpa_merge(attn_tensor *out, attn_tensor *lse, const attn_tenso
         if ((st = check_part(outs[i], "outs", i, out->dtype, rank, out->shape, err)) ||
             (st = check_part(lses[i], "lses", i, out->dtype, rank - 1, out->shape, err)))
             return st;
+    if ((st = check_memory(out, lse, outs, lses, n, err))) return st;
 
     attn_part_row few[64], *parts = n <= 64 ? few : malloc(sizeof *parts * (size_t)n);
     if (!parts) return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the list of %d parts", n);

@@ -352,6 +352,10 @@ attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, 
         if ((st = check_output(weights, "weights", pl.weights, err))) return st;
     }
     if (lse && (st = check_lse(lse, &pl, q->dtype, err))) return st;
+    const attn_named outs[3] = {{out, out_name}, {lse, "lse"}, {weights, "weights"}};
+    const attn_named ins[6] = {{q, "q"}, {k, "k"}, {v, "v"}, {o->mask, "mask"}, {o->alibi_slopes, "alibi_slopes"},
+                               {o->sinks, "sinks"}};
+    if ((st = attn_check_no_overlap(outs, 3, ins, 6, err))) return st;
     int64_t L = pl.q.shape[3], E = pl.q.shape[4], S = pl.k.shape[3];
     memset(sl, 0, sizeof *sl);
     sl->q = q, sl->k = k, sl->v = v, sl->out = out, sl->weights = weights, sl->mask = o->mask;

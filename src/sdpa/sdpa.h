@@ -34,6 +34,18 @@ attn_canon attn_canonical(const attn_tensor *t);
  * f32 or f64 tensor of Hq finite values (plan.c). */
 attn_status attn_check_per_head(const attn_tensor *t, const char *name, int64_t Hq, attn_error *err);
 
+/* The one rule for the causal mode of attention over a KV cache
+ * (kv_cache.c), which attn_kv_cache_attend and attn_mha_cached both apply:
+ * the new queries are the cache's last positions, so bottom-right (each
+ * sees the cache up to its own position) or none; top-left is
+ * ATTN_ERR_OPTION. */
+attn_status attn_kv_cache_check_causal(attn_causal causal, attn_error *err);
+
+/* Every position a cache can hold, filled or not, as (B, Hk, capacity, E)
+ * and (B, Hk, capacity, Ev) tensors over its memory (kv_cache.c): what a
+ * call that appends writes into, for attn_check_no_overlap. */
+void attn_kv_cache_storage(attn_tensor *k, attn_tensor *v, const attn_kv_cache *cache);
+
 /* ATTN_VERBOSE (verbose.c): whether it is set (read once per process), a
  * monotonic clock in milliseconds, and the one line a call prints. */
 bool attn_verbose_on(void);
