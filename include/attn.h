@@ -195,7 +195,8 @@ ATTN_API size_t attn_dtype_size(attn_dtype dtype);
 ATTN_API const char *attn_dtype_name(attn_dtype dtype);
 /* Format a shape as NumPy prints it, "(2, 3)", "(3,)" or "()", into buf
  * (always terminated when size > 0, cut short if it does not fit; NULL buf
- * writes nothing, NULL shape prints "()"). */
+ * writes nothing, NULL shape prints "()", a rank outside 0..ATTN_MAX_RANK
+ * prints "(rank N)" and reads no shape). */
 ATTN_API void attn_format_shape(char *buf, size_t size, int rank, const int64_t *shape);
 
 /* A view of a strided array that the caller owns. Nothing is copied.

@@ -39,6 +39,8 @@ suite "unit tests (C API)" "$BUILD/tests/test_api"
 # The sanitizer build also runs the allocation-failure test, so allocations
 # that cannot be satisfied must return NULL rather than abort.
 suite "unit tests under ASan+UBSan" env ASAN_OPTIONS=allocator_may_return_null=1 "$BUILD/asan/test_api"
+suite "the API at the edges of its integer ranges (windows, strides, pieces, RoPE positions)" "$BUILD/tests/test_edges"
+suite "the API's integer edges under ASan+UBSan" "$BUILD/asan/test_edges"
 suite "running out of memory: every allocation fails in turn (ASan+LSan)" "$BUILD/asan/test_alloc"
 suite "attn sdpa vs PyTorch float64" $PY tests/oracle.py "$BUILD"
 suite "backward pass: finite differences, errors, workspace" "$BUILD/tests/test_backward"
@@ -112,7 +114,7 @@ suite "attn bench --ggml: ggml's flash attention beside attn's (runs, outputs ag
 fuzz_replay() {
     # Every committed fuzzer input (the corpus, and a regression file for
     # each crash the fuzzers found) runs once; any crash fails.
-    for t in npy tokenize args explain_load safetensors mpi_args; do
+    for t in npy tokenize args explain_load safetensors mpi_args api; do
         files=$(find tests/fuzz/corpus/$t tests/fuzz/regressions/$t -type f 2>/dev/null)
         n=$(echo "$files" | grep -c .)
         if [ "$n" -eq 0 ]; then echo "FAIL fuzz_replay_$t: no corpus"; continue; fi

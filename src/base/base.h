@@ -173,10 +173,14 @@ static inline double attn_lse(double m, double l) {
 }
 
 /* The first key query row i of p may see under a sliding window (0 without
- * one): keys j <= i + causal_offset - window are out. Not clamped to S. */
+ * one): keys j <= i + causal_offset - window are out. Not clamped to S.
+ * The window may be any int64 > 0, so it is compared before it is
+ * subtracted: i + causal_offset + 1 is bounded by the shapes, and the
+ * difference is taken only when it is positive. */
 static inline int64_t attn_first_key(const attn_problem *p, int64_t i) {
-    int64_t lo = p->window > 0 ? i + p->causal_offset - p->window + 1 : 0;
-    return lo > 0 ? lo : 0;
+    if (p->window <= 0) return 0;
+    int64_t last = i + p->causal_offset + 1; /* one past the last visible key */
+    return last > p->window ? last - p->window : 0;
 }
 
 /* How many of the keys j0, j0+1, ..., j0+n-1 query row i of p may see. Under

@@ -79,10 +79,15 @@ attn_status attn_tensor_convert(attn_tensor *dst, const attn_tensor *src, attn_e
         case ATTN_F16: { uint16_t h = attn_f32_to_f16((float)x); memcpy(d, &h, 2); break; }
         default: { uint16_t b = attn_f32_to_bf16((float)x); memcpy(d, &b, 2); break; }
         }
+        /* The next element, odometer style. The offsets step only within
+         * the extents checked above (never one past a dimension's end, which
+         * may not fit in int64). */
         for (int k = src->rank - 1; k >= 0; k--) {
-            so += src->strides[k], dof += dst->strides[k];
-            if (++idx[k] < src->shape[k]) break;
-            so -= src->strides[k] * src->shape[k], dof -= dst->strides[k] * dst->shape[k];
+            if (idx[k] + 1 < src->shape[k]) {
+                idx[k]++, so += src->strides[k], dof += dst->strides[k];
+                break;
+            }
+            so -= src->strides[k] * (src->shape[k] - 1), dof -= dst->strides[k] * (dst->shape[k] - 1);
             idx[k] = 0;
         }
     }

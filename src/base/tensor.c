@@ -16,6 +16,10 @@ void attn_format_shape(char *buf, size_t size, int rank, const int64_t *shape) {
     if (!buf || size == 0) return;
     buf[0] = '\0';
     if (rank > 0 && !shape) rank = 0; /* nothing to print but "()" */
+    if (rank < 0 || rank > ATTN_MAX_RANK) { /* a rank the caller got wrong: shape[] holds only ATTN_MAX_RANK */
+        snprintf(buf, size, "(rank %d)", rank);
+        return;
+    }
     n += (size_t)snprintf(buf + n, size - n, "(");
     for (int d = 0; d < rank && n < size; d++)
         n += (size_t)snprintf(buf + n, size - n, "%s%lld", d ? ", " : "", (long long)shape[d]);
@@ -106,8 +110,11 @@ attn_status attn_check_extent(const attn_tensor *t, const char *name, attn_error
         return attn_fail(err, ATTN_ERR_OVERFLOW, "%s: element count overflows", name);
     for (int d = 0; d < t->rank; d++) {
         if (t->shape[d] == 0) return ATTN_OK; /* empty: nothing is ever addressed */
+        /* INT64_MIN has no negation: refused before any arithmetic on it. */
+        if (t->strides[d] == INT64_MIN)
+            return attn_fail(err, ATTN_ERR_OVERFLOW, "%s: stride %d is INT64_MIN, whose magnitude overflows", name, d);
         int64_t stride = t->strides[d] < 0 ? -t->strides[d] : t->strides[d];
-        if (t->strides[d] == INT64_MIN || !attn_mul_i64(stride, t->shape[d] - 1, &term) ||
+        if (!attn_mul_i64(stride, t->shape[d] - 1, &term) ||
             !attn_add_i64(extent, term, &extent))
             return attn_fail(err, ATTN_ERR_OVERFLOW, "%s: shape times strides overflows", name);
     }

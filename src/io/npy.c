@@ -352,11 +352,15 @@ static bool write_elements(FILE *f, const attn_tensor *t) {
         }
         memcpy(buf + used, (const char *)t->data + off * (int64_t)esize, esize);
         used += esize;
-        /* Advance the multi-index, last dimension fastest. */
+        /* Advance the multi-index, last dimension fastest, the offset
+         * staying within the extent (never one past a dimension's end,
+         * which may not fit in int64). */
         for (int d = t->rank - 1; d >= 0; d--) {
-            off += t->strides[d];
-            if (++idx[d] < t->shape[d]) break;
-            off -= t->strides[d] * t->shape[d];
+            if (idx[d] + 1 < t->shape[d]) {
+                idx[d]++, off += t->strides[d];
+                break;
+            }
+            off -= t->strides[d] * (t->shape[d] - 1);
             idx[d] = 0;
         }
     }

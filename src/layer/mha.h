@@ -62,7 +62,8 @@ void attn_mha_heads_view(attn_tensor *t, char *data, const attn_mha_call *m, int
 /* Whether the rows of all sequences of x (N, rows, F) are evenly spaced, so
  * one matrix of N·rows rows covers them and one product does the batch. */
 static inline bool attn_mha_rows_even(const attn_tensor *x) {
-    return x->shape[0] == 1 || x->strides[0] == x->shape[1] * x->strides[1];
+    int64_t span; /* the stride a sequence would have; may not fit when shape[1] = 1 */
+    return x->shape[0] == 1 || (attn_mul_i64(x->shape[1], x->strides[1], &span) && x->strides[0] == span);
 }
 /* Sequence n's first `rows` rows of x (N, rows', F) as a matrix (rows × F). */
 attn_mat attn_mha_rows(const attn_tensor *x, int64_t n, int64_t rows);

@@ -225,6 +225,14 @@ static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *
     attn_rope_options ro;
     int64_t rd;
     if (o->rope && (st = attn_rope_read_options(&ro, &rd, o->rope, pl->q.shape[4], err))) return st;
+    /* RoPE's positions are exact in double, and their sums in int64, only
+     * up to 2^53: the whole sequence's last position must stay there
+     * (compared before adding, position_offset being at most 2^53). */
+    int64_t Lt = o->total_queries ? o->total_queries : L, St = o->total_keys ? o->total_keys : S;
+    if (o->rope && (Lt > St ? Lt : St) > ((int64_t)1 << 53) - ro.position_offset)
+        return attn_fail(err, ATTN_ERR_OPTION,
+                         "RoPE's positions run from position_offset %lld over %lld positions, past 2^53",
+                         (long long)ro.position_offset, (long long)(Lt > St ? Lt : St));
     return ATTN_OK;
 }
 

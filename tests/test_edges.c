@@ -1,0 +1,233 @@
+/* test_edges.c -- the C API at the edges of its integer ranges: options and
+ * strides that the header accepts (a window of any int64 > 0, pieces of a
+ * sequence of INT64_MAX positions) must give the right answer, and those it
+ * refuses (a stride of INT64_MIN, RoPE positions past 2^53) must be refused
+ * before any arithmetic on them can overflow. Built plain and under
+ * UndefinedBehaviorSanitizer (build/asan/test_edges), which turns any such
+ * overflow into a failure. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+/* A small problem: q (H, L, E), k and v (H, S, E), values in [-1, 1). */
+typedef struct problem {
+    attn_dtype dt;
+    int64_t H, L, S, E;
+    double *qd, *kd, *vd, *od, *ld; /* f64 storage, or f32 in the same bytes */
+    attn_tensor q, k, v, out, lse;
+} problem;
+
+static void fill(void *p, attn_dtype dt, int64_t n, unsigned seed) {
+    for (int64_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        double x = (double)(seed >> 8 & 0xffff) / 32768.0 - 1.0;
+        if (dt == ATTN_F64) ((double *)p)[i] = x;
+        else ((float *)p)[i] = (float)x;
+    }
+}
+
+static void make(problem *p, attn_dtype dt, int64_t H, int64_t L, int64_t S, int64_t E) {
+    *p = (problem){.dt = dt, .H = H, .L = L, .S = S, .E = E};
+    p->qd = calloc((size_t)(H * L * E), 8), p->kd = calloc((size_t)(H * S * E), 8);
+    p->vd = calloc((size_t)(H * S * E), 8), p->od = calloc((size_t)(H * L * E), 8), p->ld = calloc((size_t)(H * L), 8);
+    fill(p->qd, dt, H * L * E, 1), fill(p->kd, dt, H * S * E, 2), fill(p->vd, dt, H * S * E, 3);
+    int64_t qs[3] = {H, L, E}, ks[3] = {H, S, E};
+    attn_tensor_init(&p->q, p->qd, dt, 3, qs, NULL, NULL);
+    attn_tensor_init(&p->k, p->kd, dt, 3, ks, NULL, NULL);
+    attn_tensor_init(&p->v, p->vd, dt, 3, ks, NULL, NULL);
+    attn_tensor_init(&p->out, p->od, dt, 3, qs, NULL, NULL);
+    attn_tensor_init(&p->lse, p->ld, dt, 2, qs, NULL, NULL);
+}
+
+static void release(problem *p) { free(p->qd), free(p->kd), free(p->vd), free(p->od), free(p->ld); }
+
+static size_t out_bytes(const problem *p) { return (size_t)(p->H * p->L * p->E) * attn_dtype_size(p->dt); }
+
+/* A window wider than any row's keys changes nothing: for windows up to
+ * INT64_MAX, with a negative causal offset (bottom-right, L > S), the
+ * output is bitwise that of the same call without a window. */
+static void test_huge_windows(void) {
+    static const int64_t WINDOWS[] = {INT64_MAX, INT64_MAX - 1, (int64_t)1 << 62, ((int64_t)1 << 32) + 7};
+    static const char *const WNAMES[] = {"INT64_MAX", "INT64_MAX-1", "2^62", "2^32+7"};
+    static const struct { attn_dtype dt; int64_t L, S; const char *what; } CASES[] = {
+        {ATTN_F32, 40, 7, "f32_flash_L_gt_S"},   {ATTN_F64, 40, 7, "f64_exact_L_gt_S"},
+        {ATTN_F32, 3, 2100, "f32_decode"},       {ATTN_F32, 7, 40, "f32_flash_L_lt_S"},
+    };
+    for (size_t c = 0; c < sizeof CASES / sizeof *CASES; c++)
+        for (int causal = ATTN_CAUSAL_TOP_LEFT; causal <= ATTN_CAUSAL_BOTTOM_RIGHT; causal++) {
+            problem p;
+            make(&p, CASES[c].dt, 2, CASES[c].L, CASES[c].S, 8);
+            attn_sdpa_options o = attn_sdpa_options_default();
+            o.causal = (attn_causal)causal;
+            attn_error err;
+            attn_status st = attn_sdpa(&p.out, &p.lse, NULL, &p.q, &p.k, &p.v, &o, &err);
+            void *want = malloc(out_bytes(&p));
+            memcpy(want, p.od, out_bytes(&p));
+            for (size_t w = 0; w < sizeof WINDOWS / sizeof *WINDOWS && st == ATTN_OK; w++) {
+                char name[128];
+                snprintf(name, sizeof name, "window_%s_%s_%s", CASES[c].what,
+                         causal == ATTN_CAUSAL_TOP_LEFT ? "top_left" : "bottom_right", WNAMES[w]);
+                o.window = WINDOWS[w];
+                memset(p.od, 0, out_bytes(&p));
+                attn_status ws = attn_sdpa(&p.out, &p.lse, NULL, &p.q, &p.k, &p.v, &o, &err);
+                check(ws == ATTN_OK && memcmp(p.od, want, out_bytes(&p)) == 0, name,
+                      ws ? err.message : "output differs from the call without a window");
+            }
+            if (st) check(0, "window_reference_call", "%s", err.message);
+            free(want);
+            release(&p);
+        }
+}
+
+/* The backward pass under the same huge windows: the gradients are those
+ * without a window. */
+static void test_huge_window_backward(void) {
+    for (int f64 = 0; f64 < 2; f64++) {
+        problem p;
+        make(&p, f64 ? ATTN_F64 : ATTN_F32, 1, 33, 5, 4);
+        attn_sdpa_options o = attn_sdpa_options_default();
+        o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        attn_error err;
+        size_t es = attn_dtype_size(p.dt);
+        void *dout = malloc((size_t)(33 * 4) * es), *g[2][3];
+        fill(dout, p.dt, 33 * 4, 9);
+        attn_tensor dq, dk, dv, dot;
+        int64_t qs[3] = {1, 33, 4}, ks[3] = {1, 5, 4};
+        attn_tensor_init(&dot, dout, p.dt, 3, qs, NULL, NULL);
+        attn_status st = ATTN_OK;
+        for (int pass = 0; pass < 2; pass++) {
+            o.window = pass ? INT64_MAX : 0;
+            for (int i = 0; i < 3; i++) g[pass][i] = calloc((size_t)(33 * 4), es);
+            attn_tensor_init(&dq, g[pass][0], p.dt, 3, qs, NULL, NULL);
+            attn_tensor_init(&dk, g[pass][1], p.dt, 3, ks, NULL, NULL);
+            attn_tensor_init(&dv, g[pass][2], p.dt, 3, ks, NULL, NULL);
+            if (!st) st = attn_sdpa(&p.out, &p.lse, NULL, &p.q, &p.k, &p.v, &o, &err);
+            if (!st) st = attn_sdpa_backward(&dq, &dk, &dv, NULL, &dot, &p.q, &p.k, &p.v, &p.out, &p.lse, &o, &err);
+        }
+        int same = !st && !memcmp(g[0][0], g[1][0], (size_t)(33 * 4) * es) &&
+                   !memcmp(g[0][1], g[1][1], (size_t)(5 * 4) * es) && !memcmp(g[0][2], g[1][2], (size_t)(5 * 4) * es);
+        check(same, f64 ? "window_INT64_MAX_backward_f64" : "window_INT64_MAX_backward_f32", "%s",
+              st ? err.message : "gradients differ from the call without a window");
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = 0; i < 3; i++) free(g[pass][i]);
+        free(dout);
+        release(&p);
+    }
+}
+
+/* A stride of INT64_MIN, whose magnitude has no int64, in any dimension of
+ * any tensor of a call: ATTN_ERR_OVERFLOW, nothing written. */
+static void test_int64_min_strides(void) {
+    for (int which = 0; which < 5; which++)
+        for (int d = 0; d < 3; d++) {
+            problem p;
+            make(&p, ATTN_F32, 2, 3, 4, 5);
+            attn_tensor *t[5] = {&p.q, &p.k, &p.v, &p.out, &p.lse};
+            static const char *const NAMES[5] = {"q", "k", "v", "out", "lse"};
+            if (d >= t[which]->rank) {
+                release(&p);
+                continue;
+            }
+            t[which]->strides[d] = INT64_MIN;
+            attn_error err;
+            attn_status st = attn_sdpa(&p.out, &p.lse, NULL, &p.q, &p.k, &p.v, NULL, &err);
+            char name[64];
+            snprintf(name, sizeof name, "stride_INT64_MIN_%s_dim%d", NAMES[which], d);
+            int untouched = 1;
+            for (int64_t i = 0; i < 2 * 3 * 5; i++) untouched &= ((float *)p.od)[i] == 0;
+            check(st == ATTN_ERR_OVERFLOW && untouched, name, "status %d (%s)", st, st ? err.message : "accepted");
+            release(&p);
+        }
+    /* A mask's stride too, and the backward's gradients. */
+    problem p;
+    make(&p, ATTN_F32, 1, 3, 4, 5);
+    unsigned char m[12] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    attn_tensor mask;
+    int64_t ms[2] = {3, 4}, bad[2] = {INT64_MIN, 1};
+    attn_tensor_init(&mask, m, ATTN_BOOL, 2, ms, bad, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.mask = &mask;
+    attn_error err;
+    attn_status st = attn_sdpa(&p.out, NULL, NULL, &p.q, &p.k, &p.v, &o, &err);
+    check(st == ATTN_ERR_OVERFLOW, "stride_INT64_MIN_mask", "status %d", st);
+    attn_sdpa(&p.out, &p.lse, NULL, &p.q, &p.k, &p.v, NULL, &err);
+    float g[60];
+    attn_tensor dq = p.q;
+    dq.data = g, dq.strides[0] = INT64_MIN;
+    st = attn_sdpa_backward(&dq, NULL, NULL, NULL, &p.out, &p.q, &p.k, &p.v, &p.out, &p.lse, NULL, &err);
+    check(st == ATTN_ERR_OVERFLOW, "stride_INT64_MIN_dq", "status %d", st);
+    /* attn_tensor_convert walks a view element by element: a dimension of
+     * size 1 may have any stride (it is never stepped over), here one near
+     * INT64_MAX, which stepping one past the dimension's end would add to the
+     * offset. */
+    float three[3] = {1, 2, 3};
+    double wide[3] = {0};
+    attn_tensor src, dst;
+    int64_t s31[2] = {3, 1}, st31[2] = {1, INT64_MAX - 1};
+    attn_tensor_init(&src, three, ATTN_F32, 2, s31, st31, NULL);
+    attn_tensor_init(&dst, wide, ATTN_F64, 2, s31, st31, NULL);
+    st = attn_tensor_convert(&dst, &src, &err);
+    check(st == ATTN_OK && wide[0] == 1 && wide[1] == 2 && wide[2] == 3, "convert_size_1_dimension_stride_INT64_MAX",
+          "%s", st ? err.message : "values differ");
+    release(&p);
+}
+
+/* A window's first key and the causal limit for pieces of a sequence of
+ * INT64_MAX positions: the last L queries against the last S keys. */
+static void test_pieces_at_int64_max(void) {
+    problem p, whole;
+    make(&p, ATTN_F64, 1, 4, 6, 4);
+    make(&whole, ATTN_F64, 1, 4, 6, 4);
+    attn_sdpa_options o = attn_sdpa_options_default(), ref = attn_sdpa_options_default();
+    o.causal = ref.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    o.window = ref.window = 3;
+    o.total_queries = o.total_keys = INT64_MAX;
+    o.query_start = INT64_MAX - 4, o.key_start = INT64_MAX - 6;
+    attn_error err;
+    /* Keys before this piece lie outside every row's window of 3, so the
+     * piece's result is that of the last 4 queries against the last 6 keys
+     * alone (its lse is the piece's own, which the whole's equals here). */
+    attn_status st = attn_sdpa(&p.out, &p.lse, NULL, &p.q, &p.k, &p.v, &o, &err);
+    attn_status sr = attn_sdpa(&whole.out, &whole.lse, NULL, &whole.q, &whole.k, &whole.v, &ref, &err);
+    check(st == ATTN_OK && sr == ATTN_OK && !memcmp(p.od, whole.od, 4 * 4 * 8), "pieces_at_INT64_MAX_window",
+          "%s", st || sr ? err.message : "differs from the same rows alone");
+    /* RoPE's positions would pass 2^53 there: refused, not overflowed. */
+    attn_rope_options rope = attn_rope_options_default();
+    rope.position_offset = (int64_t)1 << 53;
+    o.rope = &rope;
+    st = attn_sdpa(&p.out, &p.lse, NULL, &p.q, &p.k, &p.v, &o, &err);
+    check(st == ATTN_ERR_OPTION, "pieces_at_INT64_MAX_rope_refused", "status %d", st);
+    o.total_queries = o.total_keys = 0, o.query_start = o.key_start = 0;
+    rope.position_offset = ((int64_t)1 << 53) - 6;
+    st = attn_sdpa(&p.out, &p.lse, NULL, &p.q, &p.k, &p.v, &o, &err);
+    check(st == ATTN_OK, "rope_last_position_2^53_taken", "%s", st ? err.message : "");
+    rope.position_offset = ((int64_t)1 << 53) - 5;
+    st = attn_sdpa(&p.out, &p.lse, NULL, &p.q, &p.k, &p.v, &o, &err);
+    check(st == ATTN_ERR_OPTION, "rope_position_past_2^53_refused", "status %d", st);
+    release(&p);
+    release(&whole);
+}
+
+/* A tensor of a rank the header does not have: shapes are printed without
+ * reading past shape[ATTN_MAX_RANK - 1]. */
+static void test_bad_rank_message(void) {
+    int64_t shape[ATTN_MAX_RANK] = {1, 2, 3, 4, 5};
+    char buf[64];
+    attn_format_shape(buf, sizeof buf, ATTN_MAX_RANK + 1, shape);
+    check(strcmp(buf, "(rank 6)") == 0, "format_shape_rank_past_max", "got %s", buf);
+    attn_format_shape(buf, sizeof buf, -1, shape);
+    check(strcmp(buf, "(rank -1)") == 0, "format_shape_negative_rank", "got %s", buf);
+}
+
+int main(void) {
+    attn_set_num_threads(2);
+    test_huge_windows();
+    test_huge_window_backward();
+    test_int64_min_strides();
+    test_pieces_at_int64_max();
+    test_bad_rank_message();
+    return n_failed ? 1 : 0;
+}
