@@ -83,6 +83,37 @@ static int entry(st_file *f, range *r, const cJSON *e, const unsigned char *data
     return 0;
 }
 
+/* The offset of the first NUL in the header's text, raw or as the escape
+ * \u0000 inside a string, or -1. cJSON would end the string there, so that
+ * "a\u0000b" silently became the name "a": a name or a metadata value that
+ * differs from what the file says. */
+static long long first_nul(const unsigned char *text, size_t len) {
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == 0) return (long long)i;
+        if (!in_string) {
+            in_string = text[i] == '"';
+        } else if (text[i] == '"') {
+            in_string = false;
+        } else if (text[i] == '\\' && i + 1 < len) { /* an escape: \uXXXX may be NUL; any other is one character */
+            if (text[i + 1] == 'u' && i + 5 < len && memcmp(text + i + 2, "0000", 4) == 0) return (long long)i;
+            i++;
+        }
+    }
+    return -1;
+}
+
+/* __metadata__: an object of strings, and nothing else (the format's rule). */
+static int metadata(const cJSON *e, char *msg, size_t n) {
+    if (!cJSON_IsObject(e)) return snprintf(msg, n, "__metadata__ must be an object of strings"), 1;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, e) {
+        if (!cJSON_IsString(m))
+            return snprintf(msg, n, "__metadata__ value '%s' is not a string; the format allows only strings", m->string), 1;
+    }
+    return 0;
+}
+
 int st_parse(st_file *f, const unsigned char *bytes, size_t size, char *msg, size_t n) {
     memset(f, 0, sizeof *f);
     if (size < 8) return snprintf(msg, n, "a safetensors file starts with an 8-byte header length; this one has %zu bytes", size), 1;
@@ -90,6 +121,10 @@ int st_parse(st_file *f, const unsigned char *bytes, size_t size, char *msg, siz
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | bytes[i];
     if (hlen > size - 8)
         return snprintf(msg, n, "header length %llu runs past the end of the file (%zu bytes)", (unsigned long long)hlen, size), 1;
+    long long nul = first_nul(bytes + 8, (size_t)hlen);
+    if (nul >= 0)
+        return snprintf(msg, n, "the header has a NUL character at byte %lld: tensor names and metadata cannot hold one",
+                        nul + 8), 1;
     cJSON *root = cJSON_ParseWithLength((const char *)bytes + 8, (size_t)hlen);
     if (!cJSON_IsObject(root)) return cJSON_Delete(root), snprintf(msg, n, "the header is not a JSON object"), 1;
     int entries = cJSON_GetArraySize(root);
@@ -97,10 +132,14 @@ int st_parse(st_file *f, const unsigned char *bytes, size_t size, char *msg, siz
     range *ranges = calloc((size_t)entries + 1, sizeof *ranges);
     int rc = !f->tensors || !ranges ? (snprintf(msg, n, "out of memory"), 1) : 0;
     const cJSON *e;
+    bool had_metadata = false;
     cJSON_ArrayForEach(e, root) {
         if (rc) break;
-        if (strcmp(e->string, "__metadata__") == 0) continue;
-        if (st_find(f, e->string)) rc = (snprintf(msg, n, "tensor '%s' appears twice", e->string), 1);
+        if (strcmp(e->string, "__metadata__") == 0) {
+            if (had_metadata) rc = (snprintf(msg, n, "__metadata__ appears twice"), 1);
+            else rc = metadata(e, msg, n);
+            had_metadata = true;
+        } else if (st_find(f, e->string)) rc = (snprintf(msg, n, "tensor '%s' appears twice", e->string), 1);
         else rc = entry(f, &ranges[f->count], e, bytes + 8 + hlen, size - 8 - hlen, msg, n);
     }
     if (!rc && f->count > 1) { /* no two tensors share a byte */

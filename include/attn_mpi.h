@@ -23,9 +23,13 @@
  * Build: libattn-mpi.a and this header are made when mpicc exists; link
  * with -lattn-mpi -lattn and MPI (mpicc does the last). libattn itself has
  * no MPI in it. Every call is collective: all ranks of comm make it, with
- * shards of the same tensors and the same options. Errors agree: when any
- * rank's arguments are wrong, every rank returns the same status, and the
- * message names the rank it came from. A rank that dies or stops answering
+ * shards of the same tensors and the same options. Before any shard
+ * travels the ranks check that they do (attn_mpi_same): a rank with other
+ * heads, dimensions, dtypes or options is one error on every rank, naming
+ * what differs, not a wrong answer or a wait for a message that never
+ * comes. Errors agree: when any rank's arguments are wrong, every rank
+ * returns the same status, and the message names the rank it came from
+ * ("rank R: ..."). A rank that dies or stops answering
  * makes the others return ATTN_ERR_COMM within options.timeout_s; the
  * communicator is then unusable, and the caller should MPI_Abort. */
 #ifndef ATTN_MPI_H
@@ -100,6 +104,48 @@ typedef struct attn_mpi_options {
 
 ATTN_API attn_mpi_options attn_mpi_options_default(void);
 
+/* The ranks' agreement. Each call below first checks that every rank holds
+ * the same values of what must be alike, with attn_mpi_same; a program
+ * checks what only it knows the same way (the attn-mpi command: its files
+ * and outputs).
+ *
+ * One value that every rank must hold alike: a count, a dtype, an option,
+ * or a digest (attn_mpi_digest) of something longer, such as a path. */
+typedef enum attn_mpi_kind {
+    ATTN_MPI_INTEGER = 0, /* value is the number itself */
+    ATTN_MPI_REAL = 1,    /* real is the number (compared bit for bit) */
+    ATTN_MPI_DTYPE = 2,   /* value is an attn_dtype */
+    ATTN_MPI_GIVEN = 3,   /* value is 1 when the thing is given, 0 when not */
+    ATTN_MPI_DIGEST = 4   /* value is a digest: the error can say only that it differs */
+} attn_mpi_kind;
+
+typedef struct attn_mpi_value {
+    const char *name;     /* what the error names, e.g. "q's dtype" */
+    attn_mpi_kind kind;
+    attn_status code;     /* the status when the ranks differ (0: ATTN_ERR_ARGUMENT) */
+    int64_t value;        /* the value, for every kind but ATTN_MPI_REAL */
+    double real;          /* the value, for ATTN_MPI_REAL */
+} attn_mpi_value;
+
+/* Whether every rank of comm holds the same n values (collective: every
+ * rank calls it, with its own values of the same n names). ATTN_OK on
+ * every rank when they agree. Otherwise every rank returns the same error,
+ * of the first value that differs: its code, and the message "the ranks
+ * disagree on NAME: A on some ranks, B on others" (the least and the
+ * greatest; "given on some ranks, not on others" for ATTN_MPI_GIVEN; "not
+ * the same on every rank" for ATTN_MPI_DIGEST). No answer within
+ * timeout_s (> 0) is ATTN_ERR_COMM. It allocates nothing (64 values per
+ * all-reduce), so that no rank fails alone while the others wait for it.
+ * Errors: ATTN_ERR_NULL (values with n > 0),
+ * ATTN_ERR_OPTION (timeout_s), ATTN_ERR_ARGUMENT (the ranks pass different
+ * n), ATTN_ERR_COMM (also when MPI is not initialized). comm's own error
+ * handler applies to MPI's errors. */
+ATTN_API attn_status attn_mpi_same(MPI_Comm comm, const attn_mpi_value *values, int n, double timeout_s,
+                                   attn_error *err);
+
+/* A 64-bit digest (FNV-1a) of n bytes, for an ATTN_MPI_DIGEST value. */
+ATTN_API int64_t attn_mpi_digest(const void *bytes, size_t n);
+
 /* attn_sdpa over a sharded sequence (see the top of this file). On each
  * rank: q (..., Hq, Lr, E), k (..., Hk, Sr, E), v (..., Hk, Sr, Ev) hold the
  * rank's shard (options->layout) of a whole of L queries and S keys (L and
@@ -108,9 +154,26 @@ ATTN_API attn_mpi_options attn_mpi_options_default(void);
  * the rank's rows of attn_sdpa's result over the whole. Shapes, dtypes
  * (f32 with f16/bf16 k and v too), GQA and broadcasting are attn_sdpa's.
  * Memory: two shards of k and v in flight, and one partial result.
- * Errors: those of attn_sdpa, agreed across ranks; ATTN_ERR_SHAPE for a
- * shard of the wrong size; ATTN_ERR_COMM. On an error out and lse may hold
- * partial results. */
+ *
+ * Every rank must pass alike (attn_mpi_same, before any shard travels):
+ * the layout; whether q, k and v are given, their ranks, dtypes and every
+ * dimension but the rows; and every attention option: has_scale, scale,
+ * causal, compute, softcap, window, dropout_p (refused on any rank but
+ * 0); the mask's
+ * presence, dtype, rank and every dimension but its rows; ALiBi's slopes
+ * and the sinks (presence, dtype, shape and values); RoPE (presence and
+ * every field). Each rank's own, free to differ: the rows themselves (and
+ * the mask's rows: this rank's, or 1), out (checked against this rank's
+ * q, k, v), whether lse is wanted, timeout_s, stats and the context
+ * (threads). A disagreement is ATTN_ERR_NULL (q, k or v given on some
+ * ranks only), ATTN_ERR_RANK, ATTN_ERR_DTYPE, ATTN_ERR_SHAPE (their
+ * ranks, dtypes, dimensions), ATTN_ERR_MASK (the mask's) or
+ * ATTN_ERR_OPTION (the layout and the options), with the same message on
+ * every rank.
+ *
+ * Errors: those of attn_sdpa, agreed across ranks; the disagreements
+ * above; ATTN_ERR_SHAPE for a shard of the wrong size; ATTN_ERR_COMM. On
+ * an error out and lse may hold partial results. */
 ATTN_API attn_status attn_mpi_sdpa(MPI_Comm comm, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                                    const attn_tensor *k, const attn_tensor *v, const attn_mpi_options *options,
                                    attn_error *err);
@@ -120,8 +183,11 @@ ATTN_API attn_status attn_mpi_sdpa(MPI_Comm comm, attn_tensor *out, attn_tensor 
  * optional, like q, k and v, in q's dtype) of this rank's shard, equal to
  * attn_sdpa_backward's over the whole. The keys and values travel the ring
  * once more, their gradients beside them, and each shard's dk and dv end
- * on the rank that owns it. Errors: those of attn_sdpa_backward, agreed
- * across ranks, and ATTN_ERR_COMM. */
+ * on the rank that owns it. The ranks must agree as for attn_mpi_sdpa, and
+ * on whether dk or dv is asked for (either: their gradients travel the
+ * ring; ATTN_ERR_NULL when only some ranks ask); dq is each rank's own.
+ * Errors: those of attn_sdpa_backward, agreed across ranks, the
+ * disagreements, and ATTN_ERR_COMM. */
 ATTN_API attn_status attn_mpi_sdpa_backward(MPI_Comm comm, attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,
                                             const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k,
                                             const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse,

@@ -30,19 +30,115 @@ void ring_progress(MPI_Request *req, int n) {
     MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
 }
 
-attn_status ring_wait(ring *R, MPI_Request *req, int n, int peer, attn_error *err) {
-    double t0 = MPI_Wtime(), deadline = t0 + R->timeout;
+/* Wait for n requests until timeout seconds have passed; *waited (when
+ * not NULL) grows by the time it took. peer is the rank waited for, or -1
+ * for a collective (any rank may be the late one). */
+static attn_status wait_for(MPI_Request *req, int n, double timeout, int peer, double *waited, attn_error *err) {
+    double t0 = MPI_Wtime(), deadline = t0 + timeout;
     struct timespec nap = {0, 20000}; /* 20 µs between polls: a core for the other ranks, little latency */
     for (;;) {
         int done = 0, rc = MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
         if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "a message to or from a neighbour failed", peer);
         if (done) break;
+        if (MPI_Wtime() > deadline && peer < 0)
+            return ring_fail(err, ATTN_ERR_COMM, "the ranks did not all answer within %g s: one stopped, failed or hangs",
+                             timeout);
         if (MPI_Wtime() > deadline)
             return ring_fail(err, ATTN_ERR_COMM, "no answer from rank %d within %g s: it stopped, failed or hangs", peer,
-                             R->timeout);
+                             timeout);
         nanosleep(&nap, NULL);
     }
-    R->stats.wait_s += MPI_Wtime() - t0;
+    if (waited) *waited += MPI_Wtime() - t0;
+    return ATTN_OK;
+}
+
+attn_status ring_wait(ring *R, MPI_Request *req, int n, int peer, attn_error *err) {
+    return wait_for(req, n, R->timeout, peer, &R->stats.wait_s, err);
+}
+
+uint64_t ring_digest(uint64_t h, const void *bytes, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)bytes)[i]) * 1099511628211ull; /* FNV-1a */
+    return h;
+}
+
+int64_t attn_mpi_digest(const void *bytes, size_t n) {
+    return (int64_t)ring_digest(RING_DIGEST_START, bytes, n);
+}
+
+/* How value v reads in an error: "A on some ranks, B on others" for its
+ * least and greatest (as int64; a double's bits). */
+static void describe(char *out, size_t n, const attn_mpi_value *v, int64_t least, int64_t most) {
+    double a, b;
+    char x[32], y[32];
+    switch (v->kind) {
+    case ATTN_MPI_REAL:
+        memcpy(&a, &least, sizeof a), memcpy(&b, &most, sizeof b);
+        if (a > b) { /* bits order negative numbers backwards: say the two in the numbers' order */
+            double t = a;
+            a = b, b = t;
+        }
+        snprintf(x, sizeof x, "%g", a), snprintf(y, sizeof y, "%g", b);
+        if (strcmp(x, y) == 0) snprintf(x, sizeof x, "%.17g", a), snprintf(y, sizeof y, "%.17g", b);
+        snprintf(out, n, ": %s on some ranks, %s on others", x, y);
+        break;
+    case ATTN_MPI_DTYPE:
+        snprintf(out, n, ": %s on some ranks, %s on others", attn_dtype_name((attn_dtype)least),
+                 attn_dtype_name((attn_dtype)most));
+        break;
+    case ATTN_MPI_GIVEN: snprintf(out, n, ": given on some ranks, not on others"); break;
+    case ATTN_MPI_DIGEST: snprintf(out, n, ": not the same on every rank"); break;
+    default: snprintf(out, n, ": %lld on some ranks, %lld on others", (long long)least, (long long)most); break;
+    }
+}
+
+/* Values compared per all-reduce: a chunk on the stack, so that no rank
+ * can fail alone for want of memory while the others wait for it. */
+enum { CHUNK = 64 };
+
+/* The greatest of each of n <= CHUNK values over the ranks into most, and
+ * the least into least: one all-reduce (MPI_MAX) of the values and their
+ * complements, as ~x falls as x rises (and never overflows, unlike -x). */
+static attn_status extremes(MPI_Comm comm, const int64_t *mine, int64_t *least, int64_t *most, int n, double timeout,
+                            attn_error *err) {
+    int64_t buf[4 * CHUNK] = {0}; /* the received half too: compilers cannot see MPI write it */
+    for (int i = 0; i < n; i++) buf[i] = mine[i], buf[n + i] = ~mine[i];
+    MPI_Request req;
+    int rc = MPI_Iallreduce(buf, buf + 2 * n, 2 * n, MPI_INT64_T, MPI_MAX, comm, &req);
+    if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot compare the ranks' arguments", -1);
+    attn_status st = wait_for(&req, 1, timeout, -1, NULL, err);
+    for (int i = 0; !st && i < n; i++) most[i] = buf[2 * n + i], least[i] = ~buf[3 * n + i];
+    return st;
+}
+
+attn_status attn_mpi_same(MPI_Comm comm, const attn_mpi_value *values, int n, double timeout_s, attn_error *err) {
+    int initialized = 0;
+    if (MPI_Initialized(&initialized) != MPI_SUCCESS || !initialized)
+        return ring_fail(err, ATTN_ERR_COMM, "MPI is not initialized: call MPI_Init first");
+    if (n < 0 || (n > 0 && !values)) return ring_fail(err, ATTN_ERR_NULL, "values is NULL or n (%d) negative", n);
+    if (!(timeout_s > 0 && timeout_s < 1e9))
+        return ring_fail(err, ATTN_ERR_OPTION, "timeout_s is %g; it must be positive", timeout_s);
+    int64_t mine[CHUNK], least[CHUNK], most[CHUNK];
+    mine[0] = n; /* first how many: an all-reduce of unequal lengths is no answer */
+    attn_status st = extremes(comm, mine, least, most, 1, timeout_s, err);
+    if (st) return st;
+    if (least[0] != most[0])
+        return ring_fail(err, ATTN_ERR_ARGUMENT, "the ranks compare different numbers of values: %lld on some ranks, "
+                         "%lld on others", (long long)least[0], (long long)most[0]);
+    for (int at = 0; at < n; at += CHUNK) {
+        int m = n - at < CHUNK ? n - at : CHUNK;
+        const attn_mpi_value *v = values + at;
+        for (int i = 0; i < m; i++)
+            if (v[i].kind == ATTN_MPI_REAL) memcpy(&mine[i], &v[i].real, sizeof mine[i]);
+            else mine[i] = v[i].value;
+        if ((st = extremes(comm, mine, least, most, m, timeout_s, err))) return st;
+        for (int i = 0; i < m; i++) { /* the same answer on every rank: all stop at the same value */
+            if (least[i] == most[i]) continue;
+            char how[96];
+            describe(how, sizeof how, &v[i], least[i], most[i]);
+            return ring_fail(err, v[i].code ? v[i].code : ATTN_ERR_ARGUMENT, "the ranks disagree on %s%s",
+                             v[i].name ? v[i].name : "a value", how);
+        }
+    }
     return ATTN_OK;
 }
 
@@ -93,6 +189,7 @@ void ring_close(ring *R) {
 }
 
 attn_status ring_agree(ring *R, attn_status st, attn_error *err) {
+    if (st == ATTN_ERR_COMM) return st; /* the ring is broken: the others learn it from their own waits */
     int mine = st ? R->rank : R->size, first = R->size;
     MPI_Request req;
     int rc = MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, R->comm, &req);
@@ -106,8 +203,11 @@ attn_status ring_agree(ring *R, attn_status st, attn_error *err) {
     rc = MPI_Ibcast(&what, (int)sizeof what, MPI_BYTE, first, R->comm, &req);
     if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot share an error", first);
     if ((wst = ring_wait(R, &req, 1, first, err))) return wst;
-    if (R->rank == first) return st;
     what.message[sizeof what.message - 1] = 0;
+    /* The first failing rank's error as it is, there and where this rank
+     * failed alike (an error the ranks already agreed on, the same
+     * everywhere); else after the rank it came from. */
+    if (R->rank == first || (st == (attn_status)what.status && strcmp(err->message, what.message) == 0)) return st;
     return ring_fail(err, (attn_status)what.status, "rank %d: %s", first, what.message);
 }
 
@@ -137,12 +237,16 @@ attn_status ring_lengths(ring *R, int64_t Lr, int64_t Sr, attn_error *err) {
 }
 
 attn_status ring_start(ring *R, MPI_Comm comm, const attn_mpi_options *options, const attn_tensor *q,
-                       const attn_tensor *k, attn_error *err) {
+                       const attn_tensor *k, const attn_tensor *v, int kv_grads, attn_error *err) {
     attn_status st = ring_open(R, comm, options, err);
     if (st) {
         ring_close(R);
         return st;
     }
+    /* Before anything is sized by them: a rank that alone has other heads,
+     * dimensions or options would get a wrong answer, or wait for messages
+     * of the wrong size. */
+    if ((st = ring_same(R, q, k, v, kv_grads, err))) return st;
     int64_t Lr = q && q->rank >= 2 ? q->shape[q->rank - 2] : 0, Sr = k && k->rank >= 2 ? k->shape[k->rank - 2] : 0;
     return ring_lengths(R, Lr, Sr, err);
 }

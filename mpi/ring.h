@@ -8,6 +8,7 @@
 #include "attn_mpi.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct ring {
@@ -34,16 +35,28 @@ attn_status ring_wait(ring *R, MPI_Request *req, int n, int peer, attn_error *er
 /* Let MPI move messages along while the caller computes (no waiting). */
 void ring_progress(MPI_Request *req, int n);
 /* Every rank's status made one: when any rank failed, all return the
- * lowest failing rank's status and message ("rank R: ..." elsewhere). */
+ * lowest failing rank's status and message ("rank R: ..." on the ranks
+ * that did not fail alike). ATTN_ERR_COMM is returned as it is, without a
+ * message: a broken ring cannot agree. */
 attn_status ring_agree(ring *R, attn_status st, attn_error *err);
+/* FNV-1a: h extended by n bytes; start from RING_DIGEST_START. */
+#define RING_DIGEST_START 14695981039346656037ull
+uint64_t ring_digest(uint64_t h, const void *bytes, size_t n);
+/* Whether every rank makes the same call (same.c): the same shapes but
+ * their rows, dtypes, layout and attention options. kv_grads is -1 for
+ * the forward, else whether the backward is asked for dk or dv. The error
+ * when not is the same on every rank (attn_mpi_same). */
+attn_status ring_same(const ring *R, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v, int kv_grads,
+                      attn_error *err);
 /* The whole lengths (sums of the ranks' Lr and Sr), then this rank's shard;
  * ATTN_ERR_SHAPE when a rank's sizes are not its layout's shard. */
 attn_status ring_lengths(ring *R, int64_t Lr, int64_t Sr, attn_error *err);
-/* ring_open, then ring_lengths from q's and k's rows (either may be NULL:
- * this rank's arguments are checked after the ranks have met). When the
- * ring could not open, R->comm is MPI_COMM_NULL and nothing is to agree. */
+/* ring_open, ring_same, then ring_lengths from q's and k's rows (q, k
+ * and v may be NULL: this rank's arguments are checked after the ranks
+ * have met). When the ring could not open, R->comm is MPI_COMM_NULL and
+ * nothing is to agree. */
 attn_status ring_start(ring *R, MPI_Comm comm, const attn_mpi_options *options, const attn_tensor *q,
-                       const attn_tensor *k, attn_error *err);
+                       const attn_tensor *k, const attn_tensor *v, int kv_grads, attn_error *err);
 /* The attention's options for the piece (this rank's query segment a, key
  * segment b of the shard ks), with the mask cut to its rows and columns
  * into *mask_view. */

@@ -26,8 +26,9 @@ from torch_attention import Reporter, causal_allowed, oracle_args
 DTYPES = {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32", np.dtype(np.float16): "F16"}
 
 
-def safetensors_bytes(tensors, header_extra=None, header_override=None):
-    """The bytes of a safetensors file holding `tensors` (name -> array)."""
+def safetensors_bytes(tensors, header_extra=None, header_override=None, edit=None):
+    """The bytes of a safetensors file holding `tensors` (name -> array);
+    edit, when given, rewrites the header's JSON text (bytes -> bytes)."""
     header, data, offset = {}, b"", 0
     for name, a in tensors.items():
         raw = np.ascontiguousarray(a).tobytes()
@@ -38,6 +39,8 @@ def safetensors_bytes(tensors, header_extra=None, header_override=None):
     if header_extra:
         header.update(header_extra)
     text = json.dumps(header_override if header_override is not None else header).encode()
+    if edit:
+        text = edit(text)
     return struct.pack("<Q", len(text)) + text + data
 
 
@@ -65,12 +68,23 @@ class Check(Reporter):
         err = float(np.abs(got - ref).max()) / float(np.abs(ref).max())
         self.report(name, "" if err <= tol else "relative error %.3g" % err)
 
+    def layer_runs(self, name, data, args=("--heads", "2")):
+        """A file that must be read: the command succeeds on it."""
+        p = self.path("good.safetensors")
+        with open(p, "wb") as f:
+            f.write(data)
+        np.save(self.path("x.npy"), np.zeros((3, 8)))
+        r = self.run(["-x", self.path("x.npy"), "--weights", p, "-o", self.path("good_out.npy")] + list(args))
+        self.report(name, "" if r.returncode == 0 else "rc %d, stderr %r" % (r.returncode, r.stderr))
+
     def bad(self, name, data, want, args=("--heads", "2")):
         p = self.path("bad.safetensors")
         with open(p, "wb") as f:
             f.write(data)
         np.save(self.path("x.npy"), np.zeros((3, 8)))
         out = self.path("bad_out.npy")
+        if os.path.exists(out):  # a case before that wrongly succeeded must not fail this one
+            os.remove(out)
         r = self.run(["-x", self.path("x.npy"), "--weights", p, "-o", out] + list(args))
         lines = r.stderr.strip().splitlines()
         ok = r.returncode != 0 and len(lines) == 1 and lines[0].startswith("attn: error: ") and want in lines[0]
@@ -195,6 +209,31 @@ def bad_files(c):
     c.bad("error_negative_dimension", safetensors_bytes({"a": w}, header_override={
         "a": {"dtype": "F64", "shape": [-6, 2], "data_offsets": [0, 96]}}), "not a whole number")
     c.bad("error_no_projection", good.replace(b"in_proj_weight", b"zz_proj_weight"), "neither in_proj_weight")
+    # What the format forbids in a layer that is otherwise good (so that only
+    # the check stands between the file and an output): a NUL in a name or a
+    # dtype, escaped or raw (a C string ends there: "in_proj_weight\0x" would
+    # be read as in_proj_weight), and __metadata__ other than strings.
+    layer = {"in_proj_weight": np.ones((24, 8)), "out_proj.weight": np.ones((8, 8))}
+    nul_name = {"in_proj_weight\0x": layer["in_proj_weight"], "out_proj.weight": layer["out_proj.weight"]}
+    c.bad("error_name_with_nul_escape", safetensors_bytes(nul_name), "NUL character")
+    c.bad("error_name_with_raw_nul", safetensors_bytes(layer, edit=lambda t: t.replace(b'"in_proj_weight"',
+                                                                                   b'"in_proj_weight\0x"')), "NUL character")
+    c.bad("error_dtype_with_nul", safetensors_bytes(layer, edit=lambda t: t.replace(b'"F64"', b'"F64\\u0000"', 1)),
+          "NUL character")
+    c.bad("error_metadata_key_with_nul", safetensors_bytes(layer, header_extra={"__metadata__": {"a\0b": "c"}}),
+          "NUL character")
+    c.bad("error_metadata_value_with_nul", safetensors_bytes(layer, header_extra={"__metadata__": {"format": "p\0t"}}),
+          "NUL character")
+    for kind, value in (("number", 1), ("null", None), ("bool", True), ("array", ["pt"]), ("object", {"a": "b"})):
+        c.bad("error_metadata_value_" + kind, safetensors_bytes(layer, header_extra={"__metadata__": {"format": value}}),
+              "__metadata__ value 'format' is not a string")
+    c.bad("error_metadata_not_an_object", safetensors_bytes(layer, header_extra={"__metadata__": ["format", "pt"]}),
+          "__metadata__ must be an object")
+    c.bad("error_metadata_twice", safetensors_bytes(layer, edit=lambda t: t[:-1] + b', "__metadata__": {}}'),
+          "__metadata__ appears twice")
+    # An escaped backslash before u0000 is text, not a NUL: the file is read.
+    c.layer_runs("metadata_with_escaped_backslash_is_text", safetensors_bytes(
+        layer, header_extra={"__metadata__": {"format": "pt\\u0000", "note": "\u00e9"}}))
     c.bad("error_missing_file", b"", "8-byte header length")
 
 

@@ -144,6 +144,271 @@ static void errors(void) {
     free(q.data), free(out.data), free(q2.data);
 }
 
+/* One collective call, every argument of attn_mpi_sdpa and its backward
+ * set alike on every rank, so that one of them at a time can be made to
+ * differ on one rank. Each tensor's buffer has room for the larger shapes
+ * and dtypes that the changes give it. */
+typedef struct call {
+    int64_t rows, S;
+    attn_tensor q, k, v, out, lse, dout, g[3], mask, slopes, sinks;
+    const attn_tensor *pq, *pk, *pv; /* q, k, v or NULL */
+    attn_tensor *pg[3];              /* dq, dk, dv or NULL */
+    attn_sdpa_options so;
+    attn_rope_options rope;
+    attn_mpi_options mo;
+} call;
+
+/* A tensor over a buffer of 8 times its elements in f64 (random values). */
+static attn_tensor roomy(attn_dtype dt, int rank, const int64_t *shape) {
+    attn_tensor t;
+    attn_tensor_init(&t, NULL, dt, rank, shape, NULL, NULL);
+    int64_t n = 8 * attn_tensor_numel(&t);
+    attn_tensor buf = make(ATTN_F64, 1, &n);
+    t.data = buf.data;
+    if (dt == ATTN_F32) /* f32 values, not halves of doubles */
+        for (int64_t i = 0; i < n; i++) ((float *)t.data)[i] = (float)((double *)t.data)[i];
+    return t;
+}
+
+/* t reshaped in place (same buffer): dtype dt, the given rank and shape. */
+static void reshape(attn_tensor *t, attn_dtype dt, int rank, const int64_t *shape) {
+    attn_tensor_init(t, t->data, dt, rank, shape, NULL, NULL);
+}
+
+/* f32 (so that half k and v, and bf16 compute, are a rank's valid change),
+ * causal, with a mask, ALiBi, sinks and RoPE. */
+static void call_init(call *c) {
+    memset(c, 0, sizeof *c);
+    rng_state = 777; /* the same on every rank */
+    c->rows = 4, c->S = 4 * size_; /* four rows a rank under either layout */
+    int64_t r = c->rows, H = 2;
+    int64_t sq[4] = {2, H, r, 8}, sv[4] = {2, H, r, 6}, sm[4] = {2, 1, r, c->S};
+    c->q = roomy(ATTN_F32, 4, sq), c->k = roomy(ATTN_F32, 4, sq), c->v = roomy(ATTN_F32, 4, sv);
+    c->out = roomy(ATTN_F32, 4, sv), c->lse = roomy(ATTN_F32, 3, sv), c->dout = roomy(ATTN_F32, 4, sv);
+    c->g[0] = roomy(ATTN_F32, 4, sq), c->g[1] = roomy(ATTN_F32, 4, sq), c->g[2] = roomy(ATTN_F32, 4, sv);
+    c->mask = roomy(ATTN_BOOL, 4, sm);
+    memset(c->mask.data, 1, (size_t)attn_tensor_numel(&c->mask)); /* every key: the mask is only there to differ */
+    c->slopes = roomy(ATTN_F32, 1, &H), c->sinks = roomy(ATTN_F32, 1, &H);
+    ((float *)c->slopes.data)[0] = 0.5f, ((float *)c->slopes.data)[1] = 0.25f;
+    c->pq = &c->q, c->pk = &c->k, c->pv = &c->v;
+    for (int i = 0; i < 3; i++) c->pg[i] = &c->g[i];
+    c->rope = attn_rope_options_default();
+    c->so = attn_sdpa_options_default();
+    c->so.has_scale = 1, c->so.scale = 0.3, c->so.causal = ATTN_CAUSAL_TOP_LEFT, c->so.mask = &c->mask;
+    c->so.alibi_slopes = &c->slopes, c->so.sinks = &c->sinks, c->so.rope = &c->rope;
+    c->mo = attn_mpi_options_default();
+    c->mo.attention = &c->so, c->mo.timeout_s = 5;
+}
+
+/* out, lse, dout and the gradients shaped for this rank's q, k and v, when
+ * they make a valid call: a change leaves the rank's own call valid where
+ * it can, so that only the ranks' agreement stands in its way. */
+static void fit_outputs(call *c) {
+    int rank;
+    int64_t shape[ATTN_MAX_RANK];
+    attn_error err;
+    if (!c->pq || !c->pk || !c->pv || attn_sdpa_shapes(&rank, shape, NULL, c->pq, c->pk, c->pv, NULL, &err)) return;
+    attn_dtype dt = c->q.dtype;
+    reshape(&c->out, dt, rank, shape), reshape(&c->dout, dt, rank, shape), reshape(&c->lse, dt, rank - 1, shape);
+    reshape(&c->g[0], dt, c->q.rank, c->q.shape), reshape(&c->g[1], dt, c->k.rank, c->k.shape);
+    reshape(&c->g[2], dt, c->v.rank, c->v.shape);
+}
+
+static void call_free(call *c) {
+    attn_tensor *all[] = {&c->q, &c->k, &c->v, &c->out, &c->lse, &c->dout, &c->g[0], &c->g[1], &c->g[2],
+                          &c->mask, &c->slopes, &c->sinks};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+}
+
+static attn_status call_forward(call *c, attn_error *err) {
+    return attn_mpi_sdpa(MPI_COMM_WORLD, &c->out, &c->lse, c->pq, c->pk, c->pv, &c->mo, err);
+}
+
+static attn_status call_backward(call *c, attn_error *err) {
+    return attn_mpi_sdpa_backward(MPI_COMM_WORLD, c->pg[0], c->pg[1], c->pg[2], &c->dout, c->pq, c->pk, c->pv, &c->out,
+                                  &c->lse, &c->mo, err);
+}
+
+/* Change number `which`: its test name and the field the error must name
+ * in *test and *field, and, when apply, the change made to c on this rank.
+ * False past the last. Every field that the ranks must hold alike is here. */
+static bool change(call *c, int which, bool apply, const char **test, const char **field) {
+    int64_t r = c->rows, S = c->S, H3 = 3, H4 = 4;
+    int64_t q5[5] = {1, 2, 2, r, 8}, qb[4] = {1, 2, r, 8}, qh[4] = {2, 4, r, 8}, qe[4] = {2, 2, r, 10};
+    int64_t v5[5] = {1, 2, 2, r, 6}, vb[4] = {1, 2, r, 6}, vh[4] = {2, 1, r, 6}, ve[4] = {2, 2, r, 7};
+    int64_t kb[4] = {1, 2, r, 8}, kh[4] = {2, 1, r, 8}, ke[4] = {2, 2, r, 10};
+    int64_t m3[3] = {1, r, S}, mb[4] = {1, 1, r, S}, mh[4] = {2, 2, r, S}, mk[4] = {2, 1, r, 1};
+#define CASE(n, t, f, ...)           \
+    case n:                          \
+        *test = t, *field = f;       \
+        if (apply) {                 \
+            __VA_ARGS__;             \
+            fit_outputs(c);          \
+        }                            \
+        return true;
+    switch (which) {
+        CASE(0, "layout", "layout", c->mo.layout = ATTN_MPI_CONTIGUOUS)
+        CASE(1, "q_null", "q", c->pq = NULL)
+        CASE(2, "q_rank", "q's rank", reshape(&c->q, ATTN_F32, 5, q5))
+        CASE(3, "q_dtype", "q's dtype", reshape(&c->q, ATTN_F64, 4, c->q.shape); reshape(&c->k, ATTN_F64, 4, c->k.shape);
+             reshape(&c->v, ATTN_F64, 4, c->v.shape))
+        CASE(4, "q_batch", "q's dimension 0 (batch)", reshape(&c->q, ATTN_F32, 4, qb))
+        CASE(5, "q_heads", "q's dimension 1 (heads)", reshape(&c->q, ATTN_F32, 4, qh); reshape(&c->slopes, ATTN_F32, 1, &H4);
+             reshape(&c->sinks, ATTN_F32, 1, &H4))
+        CASE(6, "q_e", "q's dimension 3 (E)", reshape(&c->q, ATTN_F32, 4, qe))
+        CASE(7, "k_null", "k", c->pk = NULL)
+        CASE(8, "k_rank", "k's rank", reshape(&c->k, ATTN_F32, 5, q5))
+        CASE(9, "k_dtype", "k's dtype", reshape(&c->k, ATTN_F16, 4, c->k.shape))
+        CASE(10, "k_batch", "k's dimension 0 (batch)", reshape(&c->k, ATTN_F32, 4, kb))
+        CASE(11, "k_heads", "k's dimension 1 (heads)", reshape(&c->k, ATTN_F32, 4, kh))
+        CASE(12, "k_e", "k's dimension 3 (E)", reshape(&c->k, ATTN_F32, 4, ke))
+        CASE(13, "v_null", "v", c->pv = NULL)
+        CASE(14, "v_rank", "v's rank", reshape(&c->v, ATTN_F32, 5, v5))
+        CASE(15, "v_dtype", "v's dtype", reshape(&c->v, ATTN_BF16, 4, c->v.shape))
+        CASE(16, "v_batch", "v's dimension 0 (batch)", reshape(&c->v, ATTN_F32, 4, vb))
+        CASE(17, "v_heads", "v's dimension 1 (heads)", reshape(&c->v, ATTN_F32, 4, vh))
+        CASE(18, "v_ev", "v's dimension 3 (Ev)", reshape(&c->v, ATTN_F32, 4, ve))
+        CASE(19, "has_scale", "has_scale", c->so.has_scale = 0)
+        CASE(20, "scale", "scale", c->so.scale = 0.31)
+        CASE(21, "causal_none", "causal", c->so.causal = ATTN_CAUSAL_NONE)
+        CASE(22, "causal_bottom_right", "causal", c->so.causal = ATTN_CAUSAL_BOTTOM_RIGHT)
+        CASE(23, "mask_null", "mask", c->so.mask = NULL)
+        CASE(24, "mask_rank", "mask's rank", reshape(&c->mask, ATTN_BOOL, 3, m3))
+        CASE(25, "mask_dtype", "mask's dtype", reshape(&c->mask, ATTN_F32, 4, c->mask.shape);
+             memset(c->mask.data, 0, (size_t)attn_tensor_numel(&c->mask) * 4))
+        CASE(26, "mask_batch", "mask's dimension 0 (batch)", reshape(&c->mask, ATTN_BOOL, 4, mb))
+        CASE(27, "mask_heads", "mask's dimension 1 (heads)", reshape(&c->mask, ATTN_BOOL, 4, mh))
+        CASE(28, "mask_keys", "mask's dimension 3 (keys)", reshape(&c->mask, ATTN_BOOL, 4, mk))
+        CASE(29, "compute", "compute", c->so.compute = ATTN_COMPUTE_BF16)
+        CASE(30, "softcap", "softcap", c->so.softcap = 5)
+        CASE(46, "dropout", "dropout_p", c->so.dropout_p = 0.1)
+        CASE(31, "alibi_null", "alibi_slopes", c->so.alibi_slopes = NULL)
+        CASE(32, "alibi_dtype", "alibi_slopes' dtype", reshape(&c->slopes, ATTN_F64, 1, c->slopes.shape))
+        CASE(33, "alibi_length", "alibi_slopes' dimension 0 (heads)", reshape(&c->slopes, ATTN_F32, 1, &H3))
+        CASE(34, "alibi_values", "alibi_slopes' values", ((float *)c->slopes.data)[1] *= 1.0001f)
+        CASE(35, "window", "window", c->so.window = 3)
+        CASE(36, "sinks_null", "sinks", c->so.sinks = NULL)
+        CASE(37, "sinks_dtype", "sinks' dtype", reshape(&c->sinks, ATTN_F64, 1, c->sinks.shape))
+        CASE(38, "sinks_values", "sinks' values", ((float *)c->sinks.data)[0] = -1)
+        CASE(39, "rope_null", "rope", c->so.rope = NULL)
+        CASE(40, "rope_layout", "rope's layout", c->rope.layout = ATTN_ROPE_INTERLEAVED)
+        CASE(41, "rope_base", "rope's base", c->rope.base = 500000)
+        CASE(42, "rope_rotary_dim", "rope's rotary_dim", c->rope.rotary_dim = 4)
+        CASE(43, "rope_position_offset", "rope's position_offset", c->rope.position_offset = 7)
+        CASE(44, "rope_linear_scaling", "rope's linear_scaling", c->rope.linear_scaling = 2)
+        /* The backward's own: whether dk or dv is asked for (their gradients travel the ring). */
+        CASE(45, "dk_dv_null", "dk or dv", c->pg[1] = c->pg[2] = NULL)
+    }
+#undef CASE
+    return false;
+}
+
+/* Whether every rank has the same status and message. */
+static bool same_everywhere(attn_status st, const char *msg) {
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = msg; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    long long mine[4] = {(long long)st, -(long long)st, (long long)(h >> 1), -(long long)(h >> 1)}, all[4];
+    MPI_Allreduce(mine, all, 4, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    return all[0] == -all[1] && all[2] == -all[3];
+}
+
+/* Each field that the ranks must hold alike made to differ on one rank
+ * (rank which % N for change number which): every rank returns the same
+ * error, which names the field, forward and backward, before any shard
+ * travels (so no rank waits for a message that never comes, nor receives
+ * a shard larger than its buffers); and the ring works afterwards. */
+static void disagreements(void) {
+    if (size_ == 1) {
+        if (rank_ == 0) printf("skip ranks_disagree_np1: one rank has no other to disagree with\n");
+        return;
+    }
+    call c;
+    call_init(&c);
+    attn_error err;
+    attn_status st = call_forward(&c, &err);
+    if (!st) st = call_backward(&c, &err);
+    mcheck(st == ATTN_OK, "ranks_agree_base_call", err.message);
+    const char *test, *field;
+    for (int which = 0; change(&c, which, false, &test, &field); which++) {
+        bool backward_only = strcmp(field, "dk or dv") == 0;
+        for (int pass = backward_only; pass < 2; pass++) {
+            call_free(&c), call_init(&c);
+            change(&c, which, rank_ == which % size_, &test, &field);
+            memset(&err, 0, sizeof err);
+            st = pass == 0 ? call_forward(&c, &err) : call_backward(&c, &err);
+            char want[128], name[96], why[ATTN_ERROR_MESSAGE_SIZE + 64];
+            snprintf(want, sizeof want, "the ranks disagree on %s", field);
+            snprintf(name, sizeof name, "ranks_disagree_%s_%s", pass ? "backward" : "forward", test);
+            snprintf(why, sizeof why, "status %d: %s", (int)st, err.message);
+            size_t n = strlen(want);
+            bool named = strncmp(err.message, want, n) == 0 && (err.message[n] == ':' || err.message[n] == ' ');
+            mcheck(st != ATTN_OK && st != ATTN_ERR_COMM && named && same_everywhere(st, err.message), name, why);
+        }
+    }
+    /* What is each rank's own may differ: whether lse and dq are wanted,
+     * dk without dv, the timeout, the threads, the stats, a mask row for
+     * every query or one for all. */
+    call_free(&c), call_init(&c);
+    attn_mpi_stats stats;
+    attn_context ctx = attn_context_default();
+    ctx.num_threads = 1;
+    attn_tensor *lse = &c.lse;
+    if (rank_ == 1) {
+        int64_t m1[4] = {2, 1, 1, c.S};
+        c.mo.timeout_s = 9, c.mo.stats = &stats, c.so.context = &ctx, lse = NULL, c.pg[0] = NULL;
+        reshape(&c.mask, ATTN_BOOL, 4, m1);
+    }
+    if (rank_ == 0) c.pg[1] = NULL;
+    st = attn_mpi_sdpa(MPI_COMM_WORLD, &c.out, lse, c.pq, c.pk, c.pv, &c.mo, &err);
+    if (!st) st = call_backward(&c, &err);
+    mcheck(st == ATTN_OK && same_everywhere(st, st ? err.message : ""), "ranks_may_differ_in_their_own", err.message);
+    call_free(&c), call_init(&c);
+    st = call_forward(&c, &err);
+    if (!st) st = call_backward(&c, &err);
+    mcheck(st == ATTN_OK, "ranks_agree_after_disagreeing", err.message);
+    call_free(&c);
+}
+
+/* attn_mpi_same itself: each kind's message, the default status, and
+ * ranks that pass different numbers of values. */
+static void same_api(void) {
+    attn_error err;
+    int differ = size_ > 1 && rank_ == size_ - 1; /* the one rank that holds other values */
+    attn_mpi_value v[5] = {
+        {"a count", ATTN_MPI_INTEGER, ATTN_ERR_SHAPE, differ ? 7 : 5, 0},
+        {"a real", ATTN_MPI_REAL, ATTN_ERR_SCALE, 0, differ ? -0.25 : 0.5},
+        {"a dtype", ATTN_MPI_DTYPE, ATTN_ERR_DTYPE, differ ? ATTN_F16 : ATTN_F32, 0},
+        {"a tensor", ATTN_MPI_GIVEN, ATTN_ERR_NULL, !differ, 0},
+        {"a path", ATTN_MPI_DIGEST, 0, attn_mpi_digest(differ ? "b.npy" : "a.npy", 5), 0},
+    };
+    static const char *const WANT[5] = {
+        "the ranks disagree on a count: 5 on some ranks, 7 on others",
+        "the ranks disagree on a real: -0.25 on some ranks, 0.5 on others",
+        "the ranks disagree on a dtype: f32 on some ranks, f16 on others",
+        "the ranks disagree on a tensor: given on some ranks, not on others",
+        "the ranks disagree on a path: not the same on every rank",
+    };
+    static const attn_status CODE[5] = {ATTN_ERR_SHAPE, ATTN_ERR_SCALE, ATTN_ERR_DTYPE, ATTN_ERR_NULL, ATTN_ERR_ARGUMENT};
+    attn_status st = attn_mpi_same(MPI_COMM_WORLD, v, 5, 10, &err);
+    if (size_ == 1) {
+        mcheck(st == ATTN_OK, "same_one_rank_agrees", err.message);
+        return;
+    }
+    for (int i = 0; i < 5; i++) {
+        char name[64];
+        st = attn_mpi_same(MPI_COMM_WORLD, v + i, 5 - i, 10, &err); /* value i is the first that differs */
+        snprintf(name, sizeof name, "same_names_the_first_difference_%d", i);
+        mcheck(st == CODE[i] && strcmp(err.message, WANT[i]) == 0 && same_everywhere(st, err.message), name, err.message);
+    }
+    st = attn_mpi_same(MPI_COMM_WORLD, v, differ ? 2 : 1, 10, &err);
+    mcheck(st == ATTN_ERR_ARGUMENT && strstr(err.message, "different numbers of values") &&
+           same_everywhere(st, err.message), "same_different_counts", err.message);
+    v[0].value = v[1].real = 1, v[2].value = ATTN_F32, v[3].value = 1, v[4].value = 3;
+    st = attn_mpi_same(MPI_COMM_WORLD, v, 5, 10, &err);
+    mcheck(st == ATTN_OK, "same_alike_agrees", err.message);
+    mcheck(attn_mpi_same(MPI_COMM_WORLD, NULL, 0, 10, &err) == ATTN_OK, "same_no_values", err.message);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_), MPI_Comm_size(MPI_COMM_WORLD, &size_);
@@ -164,6 +429,8 @@ int main(int argc, char **argv) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i]);
     errors();
+    same_api();
+    disagreements();
     MPI_Finalize();
     return n_failed ? 1 : 0;
 }

@@ -3,11 +3,14 @@
 output. Against `attn sdpa` on the unsharded inputs and against PyTorch
 float64 (oracle.py's reference): causal in both alignments and not, GQA with
 broadcast batches, bool and float masks, both layouts, f64 and f32. Then bad
-input (one error line, printed once, no output file), and a rank that stops
-or is killed mid-run: the others end with an error within the timeout.
+input (one error line, printed once, no output file); ranks given different
+command lines or files (one error naming what differs, no hang); and a rank
+that stops or is killed mid-run: the others end with an error within the
+timeout.
 
 Usage: test_mpi_cli.py BUILD_DIR"""
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,7 +27,7 @@ class Check(Reporter):
     def __init__(self, build):
         super().__init__()
         self.attn = os.path.join(build, "attn")
-        self.mpi = os.path.join(build, "attn-mpi")
+        self.mpi = os.path.abspath(os.path.join(build, "attn-mpi"))  # absolute: the ranks may run elsewhere
         self.dir = tempfile.mkdtemp(prefix="attn-mpi-")
         self.mpirun = ["mpirun", "-q", "--oversubscribe"] + (["--allow-run-as-root"] if os.getuid() == 0 else [])
 
@@ -70,6 +73,56 @@ class Check(Reporter):
             self.report("%s_np%d" % (name, n), "" if ok else "vs attn sdpa %.3g, vs torch %.3g, lse %.3g, dead rows %s"
                         % (e_attn, e_torch, e_lse, same_dead))
 
+    def run_ranks(self, np_, odd, args, odd_args, odd_files):
+        """Rank `odd` runs attn-mpi sdpa with odd_args, the others with args,
+        through a wrapper as mpirun's program that picks the rank's command
+        line by OMPI_COMM_WORLD_RANK and starts it in the rank's directory:
+        a directory of links to q.npy, k.npy, v.npy and m.npy, where
+        odd_files (name -> array, or None for no such file) stand in for
+        them on rank `odd` only, like a node with other copies of the files.
+        The finished process, or None when it hangs past 40 s."""
+        wrapper = self.path("rank_args.sh")
+        with open(wrapper, "w") as f:
+            f.write('#!/bin/sh\n# This rank\'s command line (ARGS.RANK, else ARGS), run in its directory (DIR.RANK, else DIR).\n'
+                    'a="$0.args.${OMPI_COMM_WORLD_RANK:?}"; [ -f "$a" ] || a="$0.args"\n'
+                    'd="$0.dir.$OMPI_COMM_WORLD_RANK"; [ -d "$d" ] || d="$0.dir"\n'
+                    'cd "$d" || exit 9\nIFS=\'\n\'\nexec $(cat "$a")\n')
+        os.chmod(wrapper, 0o755)
+        for stale in os.listdir(self.dir):
+            if stale.startswith("rank_args.sh."):
+                stale = self.path(stale)
+                shutil.rmtree(stale) if os.path.isdir(stale) else os.remove(stale)
+        for d, files in ((wrapper + ".dir", {}), ("%s.dir.%d" % (wrapper, odd), odd_files)):
+            os.makedirs(d)
+            for n in ("q.npy", "k.npy", "v.npy", "m.npy"):
+                if n not in files:
+                    os.symlink(self.path(n), os.path.join(d, n))
+                elif files[n] is not None:
+                    np.save(os.path.join(d, n), files[n])
+        for path, a in ((wrapper + ".args", args), ("%s.args.%d" % (wrapper, odd), odd_args)):
+            with open(path, "w") as f:
+                f.write("\n".join([self.mpi, "sdpa", "--timeout", "5"] + a) + "\n")
+        try:
+            return subprocess.run(self.mpirun + ["-np", str(np_), wrapper], capture_output=True, text=True, timeout=40)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def differ(self, name, np_, odd, args, odd_args, want, odd_files):
+        """One error line naming what differs, printed once, within the
+        timeout, and no output file."""
+        for stale in os.listdir(self.dir):  # a case before that wrongly succeeded must not fail this one
+            if stale.startswith("bad_out"):
+                os.remove(self.path(stale))
+        t0 = time.time()
+        r = self.run_ranks(np_, odd, args, odd_args, odd_files)
+        if r is None:
+            return self.report(name, "hangs: no answer after 40 s")
+        lines = r.stderr.strip().splitlines()
+        ok = r.returncode != 0 and len(lines) == 1 and lines[0].startswith("attn: error: ") and want in lines[0]
+        leftovers = [f for f in os.listdir(self.dir) if f.startswith("bad_out")]
+        self.report(name, "" if ok and not leftovers else "rc %d after %.1f s, stderr %r, files %s"
+                    % (r.returncode, time.time() - t0, r.stderr[-600:], leftovers))
+
     def bad(self, name, np_, args, want):
         out = self.path("bad_out.npy")
         r = self.run_mpi(np_, args + ["-o", out])
@@ -112,6 +165,58 @@ def main():
     c.bad("error_not_npy", 2, ["-q", c.path("garbage.npy"), "-k", k, "-v", v], "not a .npy file")
     c.bad("error_usage_layout", 2, ["-q", q, "-k", k, "-v", v, "--layout", "diagonal"], "--layout takes")
     c.bad("error_usage_missing_v", 2, ["-q", q, "-k", k], "missing")
+
+    # Ranks given different files or options (a node with other copies of
+    # the files, a launcher that passes other arguments): one error, on 2
+    # ranks with rank 1 the odd one and on 3 with rank 0 (the one that prints).
+    c.save(m=rng.random((37, 37)) < 0.9, m_other=rng.random((37, 37)) < 0.9, q_other=f((2, 37, 16)))
+    qa, p = np.load(q), c.path
+    base = ["-q", q, "-k", k, "-v", v, "-o", p("bad_out.npy")]
+    with_lse = base + ["--lse", p("bad_out_lse.npy")]
+    rel = ["-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "-o", p("bad_out.npy")]  # in each rank's directory
+    differences = [
+        # The same path, another copy on one rank: refused before MPI-IO opens it.
+        ("copy_missing", rel, rel, {"q.npy": None}, "cannot open q.npy on this rank"),
+        ("copy_size", rel, rel, {"q.npy": f((2, 38, 16))}, "-q's size in bytes"),
+        ("copy_rank", rel, rel, {"q.npy": qa.reshape(1, 2, 37, 16)}, "-q's rank"),
+        ("copy_shape", rel, rel, {"q.npy": qa.reshape(37, 2, 16)}, "-q's dimension 0"),
+        ("copy_dtype", rel, rel, {"q.npy": f((4, 37, 16)).astype(np.float32)}, "-q's dtype"),
+        ("copy_contents", rel, rel, {"q.npy": f((2, 37, 16))}, "-q's contents"),
+        ("copy_k_contents", rel, rel, {"k.npy": f((2, 37, 16))}, "-k's contents"),
+        ("copy_v_shape", rel, rel, {"v.npy": f((2, 74, 8))}, "-v's dimension 1"),
+        ("copy_mask_contents", rel + ["-m", "m.npy"], rel + ["-m", "m.npy"], {"m.npy": np.load(p("m_other.npy"))},
+         "-m's contents"),
+        # Other arguments on one rank.
+        ("q_path", base, ["-q", p("q_other.npy")] + base[2:], None, "-q's path"),
+        ("k_path", base, base[:2] + ["-k", p("q.npy")] + base[4:], None, "-k's path"),
+        ("v_path", base, base[:4] + ["-v", p("k.npy")] + base[6:], None, "-v's path"),
+        ("mask_given", base, base + ["-m", p("m.npy")], None, "-m: given on some ranks"),
+        ("mask_path", base + ["-m", p("m.npy")], base + ["-m", p("m_other.npy")], None, "-m's path"),
+        ("out_path", base, base[:6] + ["-o", p("bad_out_other.npy")], None, "-o's path"),
+        ("lse_given", base, with_lse, None, "--lse: given on some ranks"),
+        ("lse_path", with_lse, base + ["--lse", p("bad_out_lse_other.npy")], None, "--lse's path"),
+        ("layout", base, base + ["--layout", "contiguous"], None, "--layout"),
+        ("causal", base, base + ["--causal"], None, "--causal"),
+        ("causal_alignment", base + ["--causal"], base + ["--causal=bottom-right"], None, "--causal"),
+        ("scale_given", base, base + ["--scale", "0.25"], None, "--scale: given on some ranks"),
+        ("scale", base + ["--scale", "0.25"], base + ["--scale", "0.5"], None, "--scale's value"),
+        ("timeout", base, base + ["--timeout", "7"], None, "--timeout"),
+        ("stats", base, base + ["--stats"], None, "--stats"),
+        ("usage_error", base, base + ["--layout", "diagonal"], None, ("different command lines", "--layout takes")),
+        ("help", base, ["--help"], None, "different command lines"),
+    ]
+    for what, args, odd_args, odd_files, want in differences:
+        for np_, odd in ((2, 1), (3, 0)):
+            said = want[odd == 0] if isinstance(want, tuple) else want  # rank 0's words when it is the odd one
+            c.differ("ranks_differ_%s_np%d" % (what, np_), np_, odd, args, odd_args, said, odd_files or {})
+    # Alike copies in the ranks' own directories: the result of the same
+    # files given by one path.
+    rel_out = rel[:6] + ["-o", p("alike.npy"), "-m", "m.npy"]
+    r = c.run_ranks(3, 1, rel_out, rel_out, {})
+    r1 = c.run_mpi(3, base[:6] + ["-m", p("m.npy"), "-o", p("alike1.npy")])
+    same = r is not None and r.returncode == 0 and r1.returncode == 0 and \
+        np.array_equal(np.load(p("alike.npy")), np.load(p("alike1.npy")))
+    c.report("ranks_alike_copies_agree", "" if same else "%r %r" % (r and r.stderr, r1.stderr))
 
     # --stats: one line per rank, from rank 0, each rank's waiting within its time.
     r = c.run_mpi(3, ["-q", q, "-k", k, "-v", v, "-o", c.path("stats.npy"), "--stats"])

@@ -28,6 +28,8 @@ const char MPI_USAGE[] =
     "      --stats            print each rank's time computing and waiting\n"
     "  -h, --help             show this help\n"
     "\n"
+    "Every rank must be given the same command line and see the same files (one\n"
+    "path, alike copies); ranks that differ stop with an error naming what differs.\n"
     "Outputs appear only if the whole run succeeds.\n";
 
 int mpi_args_parse(int argc, char **argv, mpi_args *a, bool speak) {

@@ -3,6 +3,10 @@
  * rank reads only its own rows (MPI-IO), and the output is written by all
  * of them into one file. Errors are agreed across the ranks and printed
  * once, by rank 0; other ranks' stderr is silent but for a lost rank.
+ * Before any file is opened the ranks check that they were given the same
+ * command line and see the same files (attn_mpi_same), so that a launcher
+ * that passes another argument to one rank, or a node with another copy of
+ * a file, is an error rather than a hang or a wrong answer.
  *
  * For the tests only: ATTN_MPI_FAULT=stop:R or kill:R makes rank R stop
  * (SIGSTOP) or die (SIGKILL) just before the attention, so that the others
@@ -12,11 +16,13 @@
 #include "bench_mpi.h"
 #include "npy_mpi.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 _Static_assert(ATTN_MPI_ARGS_ZIGZAG == (int)ATTN_MPI_ZIGZAG && ATTN_MPI_ARGS_CONTIGUOUS == (int)ATTN_MPI_CONTIGUOUS,
@@ -38,14 +44,98 @@ static int agree(int code, char *msg, size_t n) {
     return what;
 }
 
+/* attn_mpi_same's verdict on this rank's values as the command's 0 or 1,
+ * with the message (the same on every rank). */
+static int same(const attn_mpi_value *v, int count, double timeout, char *msg, size_t n) {
+    attn_error err;
+    if (attn_mpi_same(MPI_COMM_WORLD, v, count, timeout, &err) == ATTN_OK) return 0;
+    snprintf(msg, n, "%s", err.message);
+    return 1;
+}
+
+/* The arguments that decide which files every rank opens and writes, and
+ * how, alike on every rank before any file is touched: a rank given other
+ * ones would wait in a collective file operation that the others never
+ * make (MPI-IO's open wants one file on every rank), or write its rows
+ * elsewhere. (The attention's options are checked again by the library,
+ * with q, k and v.) */
+static int same_options(const mpi_args *a, char *msg, size_t n) {
+    const attn_mpi_value v[] = {
+        {"-q's path", ATTN_MPI_DIGEST, 0, attn_mpi_digest(a->q, strlen(a->q)), 0},
+        {"-k's path", ATTN_MPI_DIGEST, 0, attn_mpi_digest(a->k, strlen(a->k)), 0},
+        {"-v's path", ATTN_MPI_DIGEST, 0, attn_mpi_digest(a->v, strlen(a->v)), 0},
+        {"-m", ATTN_MPI_GIVEN, 0, a->m != NULL, 0},
+        {"-m's path", ATTN_MPI_DIGEST, 0, a->m ? attn_mpi_digest(a->m, strlen(a->m)) : 0, 0},
+        {"-o's path", ATTN_MPI_DIGEST, 0, attn_mpi_digest(a->out, strlen(a->out)), 0},
+        {"--lse", ATTN_MPI_GIVEN, 0, a->lse != NULL, 0},
+        {"--lse's path", ATTN_MPI_DIGEST, 0, a->lse ? attn_mpi_digest(a->lse, strlen(a->lse)) : 0, 0},
+        {"--layout (0 contiguous, 1 zigzag)", ATTN_MPI_INTEGER, 0, a->layout, 0},
+        {"--causal (0 none, 1 top-left, 2 bottom-right)", ATTN_MPI_INTEGER, 0, a->so.causal, 0},
+        {"--scale", ATTN_MPI_GIVEN, 0, a->so.has_scale, 0},
+        {"--scale's value", ATTN_MPI_REAL, 0, 0, a->so.scale},
+        {"--timeout", ATTN_MPI_REAL, 0, 0, a->timeout_s},
+        {"--stats", ATTN_MPI_INTEGER, 0, a->stats, 0},
+    };
+    return same(v, (int)(sizeof v / sizeof *v), a->timeout_s, msg, n);
+}
+
+/* How many bytes of an input file each rank reads itself to compare: the
+ * longest .npy header (attn_npy_header) and the start of the data. */
+enum { HEAD_BYTES = 65536 + 16 };
+
+/* One input file alike on every rank, before the collective open: there
+ * at all (MPI-IO's open waits for ever when it is missing on some ranks
+ * only), of one size, dtype, rank and shape, and with the same first 64
+ * KiB. Each rank reads its own copy with stdio for this: MPI-IO's
+ * collective reads may hand every rank the bytes one aggregating rank
+ * read, so they cannot see a node with another copy. A name no rank can
+ * open (an MPI-IO prefix such as "ufs:") is left to MPI_File_open. */
+static int same_file(const char *opt, const char *path, double timeout, char *msg, size_t n) {
+    unsigned char *head = malloc(HEAD_BYTES);
+    FILE *fp = head ? fopen(path, "rb") : NULL;
+    int why = errno, ranks = 0;
+    struct stat sb;
+    int here = fp && fstat(fileno(fp), &sb) == 0;
+    size_t got = here ? fread(head, 1, HEAD_BYTES, fp) : 0;
+    if (fp) fclose(fp);
+    MPI_Allreduce(&here, &ranks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    int code = 0;
+    if (ranks > 0 && ranks < size_) {
+        code = agree(!here && snprintf(msg, n, "cannot open %s on this rank (it is there on %d of %d): %s", path, ranks,
+                                       size_, head ? strerror(why) : "out of memory") > 0, msg, n);
+    } else if (ranks == size_) {
+        enum { N = 4 + ATTN_MAX_RANK };
+        attn_npy_info h;
+        attn_error err;
+        if (attn_npy_header(&h, head, got, (uint64_t)sb.st_size, &err) != ATTN_OK) /* said once the ranks agree */
+            memset(&h, 0, sizeof h);
+        attn_mpi_value v[N] = {{NULL, ATTN_MPI_INTEGER, 0, (int64_t)sb.st_size, 0}, {NULL, ATTN_MPI_DTYPE, 0, h.dtype, 0},
+                               {NULL, ATTN_MPI_INTEGER, 0, h.rank, 0}};
+        char names[N][48];
+        snprintf(names[0], sizeof names[0], "%s's size in bytes", opt);
+        snprintf(names[1], sizeof names[1], "%s's dtype", opt), snprintf(names[2], sizeof names[2], "%s's rank", opt);
+        for (int d = 0; d < ATTN_MAX_RANK; d++) {
+            snprintf(names[3 + d], sizeof names[3 + d], "%s's dimension %d", opt, d);
+            v[3 + d] = (attn_mpi_value){NULL, ATTN_MPI_INTEGER, 0, d < h.rank ? h.shape[d] : 0, 0};
+        }
+        snprintf(names[N - 1], sizeof names[N - 1], "%s's contents (its first 64 KiB)", opt);
+        v[N - 1] = (attn_mpi_value){NULL, ATTN_MPI_DIGEST, 0, attn_mpi_digest(head, got), 0};
+        for (int i = 0; i < N; i++) v[i].name = names[i];
+        code = same(v, N, timeout, msg, n);
+    }
+    free(head);
+    return code;
+}
+
 /* The inputs: this rank's rows of q, k, v, and of the mask when it has rows. */
 static int read_inputs(const mpi_args *a, attn_tensor t[4], int64_t *L, char *msg, size_t n) {
-    const char *paths[4] = {a->q, a->k, a->v, a->m};
+    const char *paths[4] = {a->q, a->k, a->v, a->m}, *opts[4] = {"-q", "-k", "-v", "-m"};
     int code = 0;
     for (int i = 0; i < 4 && !code; i++) {
         if (!paths[i]) continue;
-        npy_mpi f;
-        code = agree(npy_mpi_open(&f, paths[i], MPI_COMM_WORLD, msg, n), msg, n);
+        npy_mpi f = {.fh = MPI_FILE_NULL};
+        code = same_file(opts[i], paths[i], a->timeout_s, msg, n);
+        if (!code) code = agree(npy_mpi_open(&f, paths[i], MPI_COMM_WORLD, msg, n), msg, n);
         int r = f.info.rank;
         if (!code && i < 3 && r < 2)
             code = snprintf(msg, n, "%s has rank %d; attention needs (..., L, E)", paths[i], r) > 0;
@@ -66,6 +156,20 @@ static int read_inputs(const mpi_args *a, attn_tensor t[4], int64_t *L, char *ms
         npy_mpi_close(&f);
     }
     return code ? EXIT_DATA : 0;
+}
+
+/* The command line's outcome, alike on every rank: 0 (run), -1 (--help)
+ * or a usage error. When only some ranks had an error or --help, a usage
+ * error on all; rank 0 says so unless it printed its own error already. */
+static int same_outcome(int code) {
+    int least = code, most = code;
+    MPI_Allreduce(&code, &least, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&code, &most, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (least == most) return code;
+    if (rank_ == 0 && code <= 0)
+        cli_error(EXIT_USAGE, "the ranks were given different command lines (a usage error or --help on some only): "
+                  "every rank must run the same command");
+    return EXIT_USAGE;
 }
 
 /* For the tests: stop or kill this rank when ATTN_MPI_FAULT names it. */
@@ -125,7 +229,8 @@ static int run(const mpi_args *a) {
     memset(in, 0, sizeof in);
     char msg[ATTN_ERROR_MESSAGE_SIZE + 256] = "";
     int64_t L = 0;
-    int code = read_inputs(a, in, &L, msg, sizeof msg);
+    int code = same_options(a, msg, sizeof msg) ? EXIT_USAGE : 0;
+    if (!code) code = read_inputs(a, in, &L, msg, sizeof msg);
     attn_tensor out = {0}, lse = {0};
     if (!code) {
         attn_sdpa_options so = a->so;
@@ -180,7 +285,7 @@ int main(int argc, char **argv) {
         code = cli_error(EXIT_USAGE, "unknown command '%s' (attn-mpi has sdpa and bench)", argv[1]);
     } else {
         mpi_args a;
-        code = mpi_args_parse(argc, argv, &a, rank_ == 0);
+        code = same_outcome(mpi_args_parse(argc, argv, &a, rank_ == 0));
         if (code == 0) code = run(&a);
         if (code < 0) code = 0;
     }

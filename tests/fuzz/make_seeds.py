@@ -7,6 +7,7 @@ committed corpus is these seeds plus what the fuzzers found (merged with
 -merge=1); rerun this only to add seeds.
 """
 import io
+import json
 import os
 import struct
 
@@ -22,6 +23,11 @@ def npy(a, version=None):
     else:
         np.lib.format.write_array(b, a, version=version)
     return b.getvalue()
+
+
+def safetensors(header, data=b""):
+    """A safetensors file: the header's JSON text (bytes) after its 8-byte length, then the data."""
+    return struct.pack("<Q", len(header)) + header + data
 
 
 def write(target, name, data, where="corpus"):
@@ -101,6 +107,22 @@ def main():
     write("explain_load", "f16_embeddings", mark + npy(r.standard_normal((4, 8)).astype(np.float16)),
           where="regressions")
     write("explain_load", "mismatch", b"a,b" + mark + npy(x) + mark + npy(wq.T.copy()) + mark + npy(wq) + mark + npy(wv))
+
+    # safetensors: what the format forbids next to what it allows, so that the
+    # fuzzer mutates the NUL and __metadata__ checks' both sides.
+    data = r.standard_normal((2, 3)).tobytes()
+    t = {"dtype": "F64", "shape": [2, 3], "data_offsets": [0, 48]}
+    for name, header in {
+        "nul_name_escape": json.dumps({"a\0b": t}).encode(),
+        "nul_name_raw": json.dumps({"a": t}).encode().replace(b'"a"', b'"a\0b"'),
+        "nul_dtype": json.dumps({"a": dict(t, dtype="F64\0")}).encode(),
+        "metadata_strings": json.dumps({"a": t, "__metadata__": {"format": "pt", "x\\u0000": "\u00e9"}}).encode(),
+        "metadata_number": json.dumps({"a": t, "__metadata__": {"format": 1}}).encode(),
+        "metadata_nested": json.dumps({"a": t, "__metadata__": {"format": {"pt": [1, None, True]}}}).encode(),
+        "metadata_array": json.dumps({"a": t, "__metadata__": ["format", "pt"]}).encode(),
+        "metadata_twice": json.dumps({"a": t, "__metadata__": {}}).encode()[:-1] + b', "__metadata__": {}}',
+    }.items():
+        write("safetensors", name, safetensors(header, data))
 
 
 if __name__ == "__main__":
