@@ -195,7 +195,7 @@ static const float *block_rows(const attn_ukernels *uk, float *buf, int64_t ld, 
  * rounded once (as attn_pack_scaled scales). */
 static void scale_rows(float *x, int64_t ld, int64_t rows, int64_t cols, double scale) {
     for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) x[r * ld + c] = (float)((double)x[r * ld + c] * scale);
+        for (int64_t c = 0; c < cols; c++) x[r * ld + c] = attn_f32_of((double)x[r * ld + c] * scale);
 }
 
 /* The rows the products read for a block of nb query rows: nb rounded up
@@ -287,7 +287,7 @@ static void row_statistics(const bwd_job *j, const workspace *w, const attn_grad
         const float *out = dout && out_rows ? attn_row_f32(&p->out, i, NULL) : NULL;
         for (int64_t e = 0; out && e < j->Ev; e++) D += (double)dout[e] * out[e];
         for (int64_t e = 0; dout && !out && e < j->Ev; e++) D += (double)dout[e] * attn_mat_get(&p->out, i, e);
-        w->D[i] = (float)D;
+        w->D[i] = attn_f32_of(D); /* never subnormal: D multiplies every P of the row */
         double lse = i < j->L ? attn_mat_get(&p->lse, i, 0) : -INFINITY;
         const double *st = stats && !lse_trusted(p, lse) ? j->stats + (slice * j->L + i) * 2 : NULL;
         w->lse[i] = (float)(st ? st[1] : lse);

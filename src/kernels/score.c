@@ -22,7 +22,7 @@ static float softcap_row(const attn_ukernels *uk, attn_score_block s, const attn
     for (int64_t c = 0; dcap && c < n; c++) {
         double t = s.f64 ? ((double *)s.base)[r * s.ld + c] / cap : ((float *)s.base)[r * s.ld + c] / cap;
         if (dcap->f64) ((double *)dcap->base)[r * dcap->ld + c] = 1 - t * t;
-        else ((float *)dcap->base)[r * dcap->ld + c] = (float)(1 - t * t);
+        else ((float *)dcap->base)[r * dcap->ld + c] = attn_f32_of(1 - t * t); /* 0, never subnormal, far out on the cap */
     }
     return largest;
 }
