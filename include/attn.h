@@ -231,6 +231,76 @@ ATTN_API attn_status attn_tensor_convert(attn_tensor *dst, const attn_tensor *sr
 ATTN_API int64_t attn_tensor_numel(const attn_tensor *t);
 
 /* ------------------------------------------------------------------------ */
+/* Versioned structs                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* The structs of options and settings (attn_context, attn_sdpa_options,
+ * attn_rope_options, attn_mha_params, attn_mha_options, attn_kv_cache_desc,
+ * attn_tuning; attn_teach.h's and attn_mpi.h's) begin with
+ *
+ *     size_t struct_size;   sizeof the struct as the CALLER was compiled
+ *
+ * A call reads (attn_tuning: writes) only that many bytes of the struct, so
+ * the fields a program's header lacks keep their defaults: a program built
+ * against an older attn.h runs with a newer library unchanged. A
+ * struct_size of 0 (a struct zeroed by hand) or larger than the library's
+ * own (a header newer than the library) is ATTN_ERR_OPTION.
+ *
+ * Start a struct X from its defaults in either of two ways (attn_tuning,
+ * which the library fills, has none: set its struct_size to
+ * sizeof(attn_tuning) before attn_get_tuning):
+ *
+ *     X o = X_default();
+ *     X o;  X_init(&o, sizeof o);
+ *
+ * X_init is the exported function, for bindings too (ctypes): it fills the
+ * first struct_size bytes with the library's defaults, zeroes any bytes
+ * past the library's own struct (then every call refuses it), sets
+ * struct_size, and returns sizeof(X) as the library was built: a caller
+ * comparing it with its own sizeof learns whether header and library
+ * agree. NULL, or a struct_size below sizeof(size_t), writes nothing.
+ * X_default() is a macro for an inline function of this header that calls
+ * X_init with sizeof(X) as the caller's compiler sees it, so the size
+ * always comes from the caller's compile, never from the library's.
+ *
+ * Why a macro: in release 0.2, X_default() was a function compiled into
+ * the library, which set struct_size to the library's sizeof; a program
+ * built against an older, smaller header received a struct_size larger
+ * than its own variable, and every call then read past the variable. The
+ * library still exports 0.2's three functions of that kind,
+ * attn_context_default, attn_sdpa_options_default and
+ * attn_train_options_default, for binaries built against 0.2: they return
+ * exactly 0.2's structs, at 0.2's sizes (src/abi/abi_0_2.c). A program
+ * compiled against this header never calls them: the macros of the same
+ * names stand in front of them. */
+
+/* For libraries built on libattn (libattn-mpi) that version their own
+ * structs the same way, and the code behind every X_init and every call:
+ *
+ * attn_versioned_read copies the caller's struct `theirs` (NULL: nothing to
+ * read, ATTN_OK) over `ours`, `size` bytes already holding the defaults:
+ * only its first struct_size bytes, so the fields an older header lacks
+ * keep their defaults; ours' struct_size is then `size`. Errors:
+ * ATTN_ERR_OPTION for a struct_size below sizeof(size_t) (the message is
+ * "NAME->struct_size is N: HINT", e.g. NAME "options" and HINT "start from
+ * attn_sdpa_options_default()") or larger than `size` (a newer header).
+ *
+ * attn_versioned_init is X_init: the first struct_size bytes of `theirs`
+ * from `defaults` (`size` bytes, X as the library has it), zeros past
+ * `size`, struct_size set; nothing written for NULL or a struct_size below
+ * sizeof(size_t). Returns `size`. */
+ATTN_API attn_status attn_versioned_read(void *ours, size_t size, const void *theirs, const char *name,
+                                         const char *hint, attn_error *err);
+ATTN_API size_t attn_versioned_init(void *theirs, size_t struct_size, const void *defaults, size_t size);
+
+#define ATTN_VERSIONED_DEFAULT_(type)                                            \
+    static inline type type##_default_inline(void) {                             \
+        type x;                                                                  \
+        type##_init(&x, sizeof x);                                               \
+        return x;                                                                \
+    }
+
+/* ------------------------------------------------------------------------ */
 /* Scaled dot-product attention                                             */
 /* ------------------------------------------------------------------------ */
 
@@ -268,8 +338,8 @@ typedef enum attn_compute { ATTN_COMPUTE_F32 = 0, ATTN_COMPUTE_BF16 = 1 } attn_c
  * point attn_sdpa_options.context at it; a NULL context means the
  * process-wide defaults. */
 typedef struct attn_context {
-    /* sizeof(attn_context) as the caller was compiled, set by
-     * attn_context_default(); read like attn_sdpa_options.struct_size. */
+    /* sizeof(attn_context) as the caller was compiled (see "Versioned
+     * structs"), set by attn_context_default(). */
     size_t struct_size;
     /* Threads for this call, the caller's included: 1 to 256, or 0 for the
      * process-wide number (attn_get_num_threads). Results are bitwise the
@@ -287,8 +357,12 @@ typedef struct attn_context {
     size_t workspace_size;
 } attn_context;
 
-/* The defaults: the process-wide thread count; struct_size set. */
-ATTN_API attn_context attn_context_default(void);
+/* The defaults: the process-wide thread count, no workspace. As a value,
+ * attn_context_default(); in place, attn_context_init(&c, sizeof c), which
+ * returns the library's sizeof(attn_context) (see "Versioned structs"). */
+ATTN_API size_t attn_context_init(attn_context *context, size_t struct_size);
+ATTN_VERSIONED_DEFAULT_(attn_context)
+#define attn_context_default attn_context_default_inline
 
 /* Options of attn_sdpa. Start from attn_sdpa_options_default() and set what
  * you need; a NULL options pointer means all defaults. */
@@ -297,7 +371,8 @@ typedef struct attn_sdpa_options {
      * attn_sdpa_options_default(). The library reads only the fields that
      * fit in it, so a program built against an older, smaller struct keeps
      * working when fields are added. 0 (a struct zeroed by hand) and sizes
-     * larger than this library knows are rejected with ATTN_ERR_OPTION. */
+     * larger than this library knows are rejected with ATTN_ERR_OPTION.
+     * See "Versioned structs". */
     size_t struct_size;
     /* When has_scale is 0 (the default) the scale is 1/sqrt(E), E being the
      * query/key size (q's last dimension, never the model width). Otherwise
@@ -390,8 +465,13 @@ typedef struct attn_sdpa_options {
 } attn_sdpa_options;
 
 /* The defaults: scale 1/sqrt(E), no causal mask, no mask, f32 arithmetic,
- * no dropout, no score variants; struct_size set. */
-ATTN_API attn_sdpa_options attn_sdpa_options_default(void);
+ * no dropout, no score variants, the whole sequence in one piece. As a
+ * value, attn_sdpa_options_default(); in place,
+ * attn_sdpa_options_init(&o, sizeof o), which returns the library's
+ * sizeof(attn_sdpa_options) (see "Versioned structs"). */
+ATTN_API size_t attn_sdpa_options_init(attn_sdpa_options *options, size_t struct_size);
+ATTN_VERSIONED_DEFAULT_(attn_sdpa_options)
+#define attn_sdpa_options_default attn_sdpa_options_default_inline
 
 /* The gradient of attention sinks (attn_sdpa_options.sinks): dsinks (Hq,)
  * = -sum over batches and rows of e^(sink_h - lse) · rowsum(dout ∘ out),
@@ -646,7 +726,7 @@ typedef enum attn_rope_layout {
 } attn_rope_layout;
 
 typedef struct attn_rope_options {
-    size_t struct_size;      /* set by attn_rope_options_default(); read like the options' */
+    size_t struct_size;      /* set by attn_rope_options_default() (see "Versioned structs") */
     attn_rope_layout layout; /* default ATTN_ROPE_HALVES */
     double base;             /* θ, default 10000; finite, > 0 */
     int64_t rotary_dim;      /* rotate the first rotary_dim elements of each row (even,
@@ -657,7 +737,11 @@ typedef struct attn_rope_options {
                                 default 1; finite, > 0 */
 } attn_rope_options;
 
-ATTN_API attn_rope_options attn_rope_options_default(void);
+/* The defaults above: attn_rope_options_default(), or in place
+ * attn_rope_options_init(&r, sizeof r) (see "Versioned structs"). */
+ATTN_API size_t attn_rope_options_init(attn_rope_options *options, size_t struct_size);
+ATTN_VERSIONED_DEFAULT_(attn_rope_options)
+#define attn_rope_options_default attn_rope_options_default_inline
 
 /* The original Transformer's sinusoidal position encodings (Vaswani et al.,
  * "Attention Is All You Need"), to add to the token embeddings: out (L, E),
@@ -697,7 +781,7 @@ ATTN_API attn_status attn_rope_backward(attn_tensor *dx, const attn_tensor *dout
  * num_kv_heads < num_heads is grouped-query attention (MQA at 1), through
  * separate projections. All tensors share the input's dtype (f32 or f64). */
 typedef struct attn_mha_params {
-    size_t struct_size;    /* set by attn_mha_params_default() */
+    size_t struct_size;    /* set by attn_mha_params_default() (see "Versioned structs") */
     int64_t embed_dim;     /* E */
     int64_t num_heads;     /* Hq; E must be a multiple of it */
     int64_t num_kv_heads;  /* Hkv; 0: num_heads. num_heads must be a multiple of it */
@@ -716,7 +800,7 @@ typedef struct attn_mha_params {
 } attn_mha_params;
 
 typedef struct attn_mha_options {
-    size_t struct_size;      /* set by attn_mha_options_default() */
+    size_t struct_size;      /* set by attn_mha_options_default() (see "Versioned structs") */
     int batch_first;         /* inputs and out (N, L, E) rather than (L, N, E) */
     int add_zero_attn;       /* append a key and value of zeros after the projections */
     /* key_padding_mask (N, S) or (S,) for unbatched input; attn_mask (L, S)
@@ -745,8 +829,16 @@ typedef struct attn_mha_options {
     const attn_sdpa_options *attention;
 } attn_mha_options;
 
-ATTN_API attn_mha_params attn_mha_params_default(void);
-ATTN_API attn_mha_options attn_mha_options_default(void);
+/* The defaults: params all 0 and NULL (to be set); options all 0 and NULL
+ * but average_attn_weights 1. As values, attn_mha_params_default() and
+ * attn_mha_options_default(); in place, the _init functions (see
+ * "Versioned structs"). */
+ATTN_API size_t attn_mha_params_init(attn_mha_params *params, size_t struct_size);
+ATTN_API size_t attn_mha_options_init(attn_mha_options *options, size_t struct_size);
+ATTN_VERSIONED_DEFAULT_(attn_mha_params)
+ATTN_VERSIONED_DEFAULT_(attn_mha_options)
+#define attn_mha_params_default attn_mha_params_default_inline
+#define attn_mha_options_default attn_mha_options_default_inline
 
 /* out = nn.MultiheadAttention's forward(query, key, value): the inputs
  * projected (q = query W_qᵀ + b_q, likewise k and v), split into heads,
@@ -824,7 +916,7 @@ ATTN_API attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, str
 typedef struct attn_kv_cache attn_kv_cache; /* opaque; lives in the caller's memory */
 
 typedef struct attn_kv_cache_desc {
-    size_t struct_size;  /* set by attn_kv_cache_desc_default(); read like the options' */
+    size_t struct_size;  /* set by attn_kv_cache_desc_default() (see "Versioned structs") */
     int64_t batch;       /* B >= 1 (default 1) */
     int64_t heads;       /* Hk >= 1, the key/value heads (default 1) */
     int64_t capacity;    /* positions, >= 1 */
@@ -833,8 +925,12 @@ typedef struct attn_kv_cache_desc {
     attn_dtype dtype;    /* storage: ATTN_F64, ATTN_F32 (default), ATTN_F16 or ATTN_BF16 */
 } attn_kv_cache_desc;
 
-/* batch 1, heads 1, dtype f32, the sizes 0 (to be set); struct_size set. */
-ATTN_API attn_kv_cache_desc attn_kv_cache_desc_default(void);
+/* batch 1, heads 1, dtype f32, the sizes 0 (to be set): as a value,
+ * attn_kv_cache_desc_default(); in place, attn_kv_cache_desc_init(&d,
+ * sizeof d) (see "Versioned structs"). */
+ATTN_API size_t attn_kv_cache_desc_init(attn_kv_cache_desc *desc, size_t struct_size);
+ATTN_VERSIONED_DEFAULT_(attn_kv_cache_desc)
+#define attn_kv_cache_desc_default attn_kv_cache_desc_default_inline
 
 /* The bytes attn_kv_cache_init needs for `desc` (any alignment of the
  * memory: the cache aligns itself inside it). Errors: ATTN_ERR_NULL,

@@ -40,6 +40,10 @@ suite "unit tests (C API)" "$BUILD/tests/test_api"
 # that cannot be satisfied must return NULL rather than abort.
 suite "unit tests under ASan+UBSan" env ASAN_OPTIONS=allocator_may_return_null=1 "$BUILD/asan/test_api"
 suite "running out of memory: every allocation fails in turn (ASan+LSan)" "$BUILD/asan/test_alloc"
+# A program built against release 0.2.0's frozen headers, run with today's
+# library: its structs are smaller than today's, and nothing may read past them.
+suite "a program built against 0.2.0's attn.h, linked statically (ASan+UBSan)" "$BUILD/asan/test_abi_0_2_static"
+suite "a program built against 0.2.0's attn.h, with libattn.so (ASan+UBSan)" "$BUILD/asan/test_abi_0_2_shared"
 suite "attn sdpa vs PyTorch float64" $PY tests/oracle.py "$BUILD"
 suite "backward pass: finite differences, errors, workspace" "$BUILD/tests/test_backward"
 suite "backward pass under ASan+UBSan" "$BUILD/asan/test_backward"

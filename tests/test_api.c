@@ -949,6 +949,61 @@ static void test_workspace(attn_tensor *q, attn_tensor *out, attn_tensor *ref) {
     free(mem);
 }
 
+/* Every X_init (attn.h: "Versioned structs"): it returns the library's
+ * sizeof X, which must be this header's; it fills only the struct_size
+ * bytes it is given, with X_default()'s values; past the library's own
+ * struct it writes zeros; NULL writes nothing. */
+#define CHECK_INIT(type)                                                                                   \
+    do {                                                                                                   \
+        union {                                                                                            \
+            type x;                                                                                        \
+            unsigned char b[sizeof(type) + 16];                                                            \
+        } u, d;                                                                                            \
+        memset(&u, 0xa5, sizeof u), memset(&d, 0, sizeof d);                                               \
+        d.x = type##_default();                                                                            \
+        size_t n = type##_init(&u.x, 16), got = 0;                                                         \
+        memcpy(&got, u.b, sizeof got);                                                                     \
+        int tail = 0;                                                                                      \
+        for (size_t i = 16; i < sizeof u; i++) tail += u.b[i] != 0xa5;                                     \
+        check(n == sizeof(type) && d.x.struct_size == sizeof(type) && got == 16 &&                        \
+                  memcmp(u.b + 8, d.b + 8, 8) == 0 && tail == 0,                                           \
+              #type "_init_fills_only_its_size", "returned %zu (sizeof %zu), struct_size %zu, %d bytes past written", \
+              n, sizeof(type), got, tail);                                                                 \
+        memset(&u, 0xa5, sizeof u);                                                                        \
+        n = type##_init(&u.x, sizeof u);                                                                   \
+        tail = 0;                                                                                          \
+        for (size_t i = sizeof(type); i < sizeof u; i++) tail += u.b[i] != 0;                              \
+        check(n == sizeof(type) && u.x.struct_size == sizeof u && memcmp(u.b + 8, d.b + 8, sizeof(type) - 8) == 0 && \
+                  tail == 0,                                                                               \
+              #type "_init_newer_header_zeroed", "struct_size %zu, %d bytes past the library's not zero",  \
+              u.x.struct_size, tail);                                                                      \
+        check(type##_init(NULL, sizeof(type)) == sizeof(type), #type "_init_null_gives_size", "a different size");  \
+    } while (0)
+
+static void test_versioned_init(void) {
+    CHECK_INIT(attn_context);
+    CHECK_INIT(attn_sdpa_options);
+    CHECK_INIT(attn_rope_options);
+    CHECK_INIT(attn_mha_params);
+    CHECK_INIT(attn_mha_options);
+    CHECK_INIT(attn_kv_cache_desc);
+    CHECK_INIT(attn_toy_explain_options);
+    CHECK_INIT(attn_train_options);
+    /* A struct filled for a newer header is refused by the calls, not read
+     * past the library's own fields. */
+    union {
+        attn_sdpa_options o;
+        unsigned char b[sizeof(attn_sdpa_options) + 8];
+    } big;
+    attn_sdpa_options_init(&big.o, sizeof big);
+    int64_t s[2] = {3, 4};
+    attn_tensor q = make(ATTN_F64, 2, s), out = make(ATTN_F64, 2, s);
+    attn_error err;
+    check_status(attn_sdpa(&out, NULL, NULL, &q, &q, &q, &big.o, &err), &err, ATTN_ERR_OPTION, "newer attn.h",
+                 "options_init_for_newer_header_refused");
+    free(q.data), free(out.data);
+}
+
 static void test_options_version(void) {
     int64_t s[2] = {3, 4};
     attn_tensor q = make(ATTN_F64, 2, s), out = make(ATTN_F64, 2, s), ref = make(ATTN_F64, 2, s);
@@ -1392,6 +1447,7 @@ int main(void) {
     test_kernels_agree();
     test_merge();
     test_options_version();
+    test_versioned_init();
     test_numerics();
     test_strided();
     test_npy();

@@ -6,7 +6,7 @@ import struct
 
 import numpy as np
 
-from ._lib import BOOL, F16, F32, F64, LIB, MAX_RANK, P, Error, SdpaOptions, Tensor
+from ._lib import BOOL, F16, F32, F64, LIB, MAX_RANK, P, Error, SdpaOptions, Tensor, default
 
 # ---------------------------------------------------------------------------
 # Errors: one class per attn_status, all AttnError.
@@ -128,7 +128,7 @@ def _float_array(a, like=None, allow_half=False):
 CAUSAL = {False: 0, None: 0, True: 1, "top-left": 1, "bottom-right": 2}
 
 
-_DEFAULT_OPTIONS = bytes(LIB.attn_sdpa_options_default())
+_DEFAULT_OPTIONS = bytes(default(SdpaOptions))
 
 
 def _options(causal, scale, mask_view, dropout_p, seed):

@@ -13,7 +13,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from . import _core
-from ._lib import LIB, MHA_PARAMS, Error
+from ._lib import LIB, MHA_PARAMS, Error, MhaOptions, MhaParams, SdpaOptions, default
 
 __all__ = ["scaled_dot_product_attention", "MultiheadAttention"]
 
@@ -80,7 +80,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
 def _mha_params(mod, arrays, keep):
     """attn_mha_params over the module's NumPy views (keep holds the views)."""
-    p = LIB.attn_mha_params_default()
+    p = default(MhaParams)
     p.embed_dim, p.num_heads, p.num_kv_heads = mod.embed_dim, mod.num_heads, 0
     p.kdim, p.vdim = mod.kdim, mod.vdim
     for name, a in arrays.items():
@@ -102,7 +102,7 @@ def _param_arrays(mod, tensors):
 
 
 def _mha_options(mod, kpm, attn_mask, average, keep, dropout_p, seed):
-    o = LIB.attn_mha_options_default()
+    o = default(MhaOptions)
     o.batch_first, o.add_zero_attn, o.average_attn_weights = int(mod.batch_first), int(mod.add_zero_attn), int(average)
     for name, m in (("key_padding_mask", kpm), ("attn_mask", attn_mask)):
         if m is not None:
@@ -110,7 +110,7 @@ def _mha_options(mod, kpm, attn_mask, average, keep, dropout_p, seed):
             keep.append(t)
             setattr(o, name, ctypes.pointer(t))
     if dropout_p:
-        so = LIB.attn_sdpa_options_default()
+        so = default(SdpaOptions)
         so.dropout_p, so.dropout_seed = dropout_p, seed
         keep.append(so)
         o.attention = ctypes.pointer(so)

@@ -27,6 +27,13 @@ bool attn_add_i64(int64_t a, int64_t b, int64_t *out);
  * in elements and in bytes (ATTN_ERR_OVERFLOW naming `name` otherwise). */
 attn_status attn_check_extent(const attn_tensor *t, const char *name, attn_error *err);
 
+/* An output struct that begins with struct_size (attn_tuning) filled from
+ * ours (`size` bytes): its first struct_size bytes only, struct_size kept;
+ * ATTN_ERR_OPTION as attn_versioned_read (attn.h) refuses a struct_size.
+ * versioned.c. */
+attn_status attn_versioned_write(void *theirs, const void *ours, size_t size, const char *name, const char *hint,
+                                 attn_error *err);
+
 
 /* A strided 2-D view of one matrix inside a tensor: element (i, j) lives at
  * base + (i * rs + j * cs) * element size. A broadcast dimension has stride 0. */

@@ -12,16 +12,14 @@
 
 typedef enum kernel_kind { KERNEL_STREAM, KERNEL_REFERENCE, KERNEL_SCORES } kernel_kind;
 
-attn_context attn_context_default(void) {
-    attn_context c = {0};
-    c.struct_size = sizeof c;
-    return c;
+size_t attn_context_init(attn_context *context, size_t struct_size) {
+    static const attn_context DEFAULTS = {sizeof DEFAULTS, 0, NULL, 0};
+    return attn_versioned_init(context, struct_size, &DEFAULTS, sizeof DEFAULTS);
 }
 
-attn_sdpa_options attn_sdpa_options_default(void) {
-    attn_sdpa_options o = {0};
-    o.struct_size = sizeof o;
-    return o;
+size_t attn_sdpa_options_init(attn_sdpa_options *options, size_t struct_size) {
+    static const attn_sdpa_options DEFAULTS = {.struct_size = sizeof DEFAULTS};
+    return attn_versioned_init(options, struct_size, &DEFAULTS, sizeof DEFAULTS);
 }
 
 attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error *err) {
