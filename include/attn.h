@@ -386,7 +386,11 @@ typedef struct attn_sdpa_options {
      * dimension equal or 1) to (..., Hq, L, S), and it may not have more
      * dimensions than the output.
      *   dtype ATTN_BOOL: true means the key takes part, false masks it out.
-     *   dtype equal to q's: added to the scaled scores; -inf masks a key. */
+     *   dtype equal to q's: added to the scaled scores; -inf masks a key.
+     * Any other dtype is ATTN_ERR_MASK. There are no integer masks: a 0/1
+     * mask is bool (as in PyTorch, which refuses integer masks; the Python
+     * binding and the command refuse them too rather than read 0 and 1 as
+     * a float bias). */
     const attn_tensor *mask;
     /* The arithmetic of f32 attention; see attn_compute. attn_sdpa_reference
      * ignores it (it is exact). */

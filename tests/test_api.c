@@ -1060,6 +1060,80 @@ static void test_options_version(void) {
 }
 
 
+/* ---- mask dtypes ------------------------------------------------------------ */
+
+/* A mask is bool or the queries' float dtype, nothing else, in every call
+ * that takes one: a binding that passed an integer array's bytes (int8 0/1,
+ * say) under any other dtype code must get ATTN_ERR_MASK, never an additive
+ * bias of 0 and 1. Codes outside attn_dtype stand for the integer dtypes a
+ * binding might map there. */
+static void test_mask_dtypes(void) {
+    enum { N = 2, L = 3, S = 4, E = 4, H = 2 };
+    int64_t sq[3] = {N, L, E}, sk[3] = {N, S, E}, sl[2] = {N, L}, sw[2] = {3 * E, E}, se[2] = {E, E};
+    attn_tensor q = make(ATTN_F64, 3, sq), k = make(ATTN_F64, 3, sk), out = make(ATTN_F64, 3, sq);
+    attn_tensor lse = make(ATTN_F64, 2, sl), dq = make(ATTN_F64, 3, sq), scores, keep;
+    int64_t ss[3] = {N, L, S};
+    scores = make(ATTN_F64, 3, ss), keep = make(ATTN_BOOL, 3, ss);
+    attn_tensor win = make(ATTN_F64, 2, sw), wout = make(ATTN_F64, 2, se), dx = make(ATTN_F64, 3, sq);
+    attn_error err;
+    attn_sdpa(&out, &lse, NULL, &q, &k, &k, NULL, &err);
+    attn_mha_params p = attn_mha_params_default();
+    p.embed_dim = E, p.num_heads = H, p.in_proj_weight = &win, p.out_proj_weight = &wout;
+    double bytes[N * L * S]; /* room for 8-byte elements of any dtype */
+    memset(bytes, 0, sizeof bytes);
+    const int codes[] = {0, ATTN_F32, ATTN_F16, ATTN_BF16, 6, 7, 8, 9, 10, 11, 12, 100, -1};
+    int bad = 0;
+    char why[ATTN_ERROR_MESSAGE_SIZE + 64] = "";
+    for (size_t c = 0; c < sizeof codes / sizeof codes[0]; c++) {
+        attn_tensor m; /* (L, S), the dtype set by hand: attn_tensor_init refuses unknown codes */
+        int64_t sm[2] = {L, S}, skp[2] = {N, S};
+        attn_tensor_init(&m, bytes, ATTN_BOOL, 2, sm, NULL, NULL);
+        m.dtype = (attn_dtype)codes[c];
+        attn_tensor kpm = m;
+        attn_tensor_init(&kpm, bytes, ATTN_BOOL, 2, skp, NULL, NULL);
+        kpm.dtype = m.dtype;
+        attn_sdpa_options o = attn_sdpa_options_default();
+        o.mask = &m;
+        attn_mha_options mo = attn_mha_options_default();
+        mo.batch_first = 1;
+        size_t ws;
+        int rank;
+        attn_mha_options with_kpm = mo, with_attn_mask = mo;
+        with_kpm.key_padding_mask = &kpm, with_attn_mask.attn_mask = &m;
+        struct {
+            const char *call;
+            attn_status st;
+        } got[] = {
+            {"attn_sdpa", attn_sdpa(&out, NULL, NULL, &q, &k, &k, &o, &err)},
+            {"attn_sdpa_reference", attn_sdpa_reference(&out, NULL, NULL, &q, &k, &k, &o, &err)},
+            {"attn_scores", attn_scores(&scores, &q, &k, &o, &err)},
+            {"attn_sdpa_shapes", attn_sdpa_shapes(&rank, NULL, NULL, &q, &k, &k, &o, &err)},
+            {"attn_sdpa_workspace_size", attn_sdpa_workspace_size(&ws, &out, NULL, NULL, &q, &k, &k, &o, &err)},
+            {"attn_sdpa_dropout_mask", attn_sdpa_dropout_mask(&keep, &q, &k, &k, &o, &err)},
+            {"attn_sdpa_backward", attn_sdpa_backward(&dq, NULL, NULL, NULL, &out, &q, &k, &k, &out, &lse, &o, &err)},
+            {"attn_mha key_padding_mask", attn_mha(&out, NULL, &q, &k, &k, &p, &with_kpm, &err)},
+            {"attn_mha attn_mask", attn_mha(&out, NULL, &q, &k, &k, &p, &with_attn_mask, &err)},
+            {"attn_mha_backward key_padding_mask",
+             attn_mha_backward(&dx, NULL, NULL, NULL, &out, &q, &k, &k, &p, &with_kpm, &err)},
+            {"attn_mha_backward attn_mask",
+             attn_mha_backward(&dx, NULL, NULL, NULL, &out, &q, &k, &k, &p, &with_attn_mask, &err)},
+        };
+        for (size_t i = 0; i < sizeof got / sizeof got[0]; i++)
+            if (got[i].st != ATTN_ERR_MASK) {
+                bad++;
+                snprintf(why, sizeof why, "%s with a mask of dtype code %d: status %d", got[i].call, codes[c],
+                         (int)got[i].st);
+            }
+        /* The message says what a mask may be. */
+        attn_sdpa(&out, NULL, NULL, &q, &k, &k, &o, &err);
+        if (!strstr(err.message, "bool")) bad++, snprintf(why, sizeof why, "message \"%.400s\"", err.message);
+    }
+    check(!bad, "mask_neither_bool_nor_q_dtype_refused_everywhere", "%d refusals missing; the last: %s", bad, why);
+    status_seen[ATTN_ERR_MASK] = 1;
+    attn_tensor *all[] = {&q, &k, &out, &lse, &dq, &scores, &keep, &win, &wout, &dx};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]->data);
+}
+
 /* ---- the KV cache ---------------------------------------------------------- */
 
 /* Rows p0..p0+n-1 (dimension 2) of a contiguous rank-4 tensor, as a view. */
@@ -1448,6 +1522,7 @@ int main(void) {
     test_merge();
     test_options_version();
     test_versioned_init();
+    test_mask_dtypes();
     test_numerics();
     test_strided();
     test_npy();

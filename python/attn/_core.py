@@ -145,10 +145,21 @@ def _options(causal, scale, mask_view, dropout_p, seed):
     return o
 
 
+def mask_array(mask, name="mask"):
+    """mask as an array, bool or float, as PyTorch takes masks. An integer
+    mask is refused: a 0/1 mask converted to float would be a bias of +0
+    and +1 on the scores, not a mask."""
+    m = np.asarray(mask)
+    if m.dtype != np.bool_ and m.dtype.kind != "f":
+        raise MaskError("%s is %s: a mask must be bool or float (for a 0/1 mask, %s.astype(bool))"
+                        % (name, m.dtype, name), 7)
+    return m
+
+
 def _mask(mask, dtype):
     if mask is None:
         return None, None
-    m = np.asarray(mask)
+    m = mask_array(mask)
     if m.dtype != np.bool_ and m.dtype != dtype:
         m = m.astype(dtype)
     return m, view(m)
@@ -191,7 +202,7 @@ def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout
     (..., Hk, S, Ev): float32 or float64 arrays of any strides (k and v may be
     float16 with float32 q); GQA when Hq is a multiple of Hk; batch dimensions
     broadcast. mask: bool (True takes part) or additive float, broadcastable to
-    (..., Hq, L, S). causal: False, True or 'top-left' (key j <= query i),
+    (..., Hq, L, S); an integer mask is a MaskError, as in PyTorch. causal: False, True or 'top-left' (key j <= query i),
     'bottom-right' (j <= i + S - L). scale: default 1/sqrt(E). dropout_p with
     seed (None: a fresh one). Returns out (..., Hq, L, Ev), a new array unless
     out= is given; with return_lse, (out, lse), the log-sum-exp of each row;
