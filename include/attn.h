@@ -1034,14 +1034,19 @@ ATTN_API attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err);
 /* Verbose mode: with ATTN_VERBOSE=1 in the environment (read at the first
  * call), or after attn_set_verbose(1), every attention call prints one line
  * to stderr, e.g.
- *   attn: sdpa kernel=flash isa=avx2 threads=2 q=f32(2,8,128,64)
+ *   attn: sdpa kernel=flash isa=avx2 threads=2/2 q=f32(2,8,128,64)
  *   k=f32(2,2,256,64) v=f32(2,2,256,64) mask=none causal=bottom-right
  *   compute=f32 weights=no fallback=0/16 ms=1.234
- * (on one line): the call (sdpa, sdpa_reference, scores), the kernel that
- * ran (exact, reference, scores, flash or decode), the microkernels' ISA,
- * the threads, the operands, and how many work items (flash: blocks of
- * query rows; decode: (batch, head) slices) the exact kernel computed
- * instead because their inputs were not finite or too large for f32. This is
+ * (on one line): the call (sdpa, sdpa_reference, scores, sdpa_backward),
+ * the kernel that ran (exact, reference, scores, flash, decode or
+ * flash_backward), the microkernels' ISA, the threads (threads=R/T: R
+ * threads ran the call's work items of the T it was given, the context's
+ * or the process-wide number, at most one per item; R is 1 when another
+ * call held the thread pool, for the call then runs on its caller's
+ * thread alone, and may be below T when the items ran out before a worker
+ * woke), the operands, and how many work items (flash: blocks of query
+ * rows; decode: (batch, head) slices) the exact kernel computed instead
+ * because their inputs were not finite or too large for f32. This is
  * the only output the library ever makes. attn_set_verbose(0) turns it off,
  * n < 0 restores the environment's setting. The setting is process-wide. */
 ATTN_API void attn_set_verbose(int on);

@@ -162,7 +162,7 @@ static attn_status backward(size_t *bytes, grads *g, const attn_tensor *dout, co
     gs.dout = dout, gs.cdo = attn_canonical(dout);
     attn_arena measure = attn_arena_measuring(), arena = attn_arena_over(c.workspace, c.workspace_size);
     double *work;
-    attn_run_info info = {"exact", "-", NULL, 1, gs.f.count, 0};
+    attn_run_info info = {"exact", "-", NULL, 1, 1, gs.f.count, 0};
     gs.f.arena = &measure;
     choose_direct(&gs, g);
     bind_views(&gs, g);
