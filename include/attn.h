@@ -24,11 +24,16 @@
  *     the microkernels' ISA (chosen once; ATTN_ISA), and the verbose flag
  *     (attn_set_verbose, ATTN_VERBOSE).
  *   - The caller owns all memory it passes in. Scratch memory a call needs is
- *     allocated and freed inside that call (it is linear in the sequence
- *     lengths; nothing of size L×S is ever allocated), or taken from a
- *     workspace the caller hands over in attn_context. The one exception is
- *     attn_npy_read, which returns an array the caller frees with
- *     attn_npy_free.
+ *     allocated and freed inside that call, or taken from a workspace the
+ *     caller hands over in attn_context. attn_sdpa's is linear in the
+ *     sequence lengths: it never allocates anything of size L×S (the
+ *     weights, when asked for, are the caller's output). What does:
+ *     attn_sdpa_backward's dmask accumulator (the mask's size, when dmask
+ *     is asked for), attn_scores' output (the caller's), and attn_mha and
+ *     attn_mha_backward, which merge key_padding_mask and attn_mask into
+ *     one additive mask of N·Hq·L·S' elements, and keep per-head weights
+ *     of that size when weights are asked for (see attn_mha). Memory the
+ *     caller must free: only attn_npy_read's array (attn_npy_free).
  *   - Outputs come first in argument lists, inputs after them, options last.
  *
  * Build: C11. Link with -lattn -lm (or use `pkg-config --cflags --libs attn`).
@@ -55,10 +60,14 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define ATTN_VERSION_MAJOR 0
-#define ATTN_VERSION_MINOR 2
+#define ATTN_VERSION_MINOR 3
 #define ATTN_VERSION_PATCH 0
 /* "MAJOR.MINOR.PATCH" of this header. What changed: CHANGELOG.md. */
-#define ATTN_VERSION_STRING "0.2.0"
+#define ATTN_VERSION_STRING "0.3.0"
+/* The same as one number, MAJOR·10000 + MINOR·100 + PATCH, for the
+ * preprocessor: #if ATTN_VERSION_NUMBER >= 300 (0.3.0, the first to define
+ * it; before it, test ATTN_VERSION_MINOR). */
+#define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
 /* The version of the library actually linked, as "MAJOR.MINOR.PATCH". Compare
  * with ATTN_VERSION_STRING to detect a header/library mismatch. */
@@ -855,7 +864,12 @@ ATTN_VERSIONED_DEFAULT_(attn_mha_options)
  * PyTorch's float64 to ~1e-13); f32 projects in f32 with f64 sums per dot
  * product and attends with attn_sdpa's f32 kernels. Where PyTorch gives NaN
  * (a query whose every key is masked) the output row is out_proj's bias (the
- * attention is 0), as attn_sdpa gives. Errors: ATTN_ERR_NULL, ATTN_ERR_RANK,
+ * attention is 0), as attn_sdpa gives. Memory, from malloc (a context's
+ * workspace is not used): the projected q, k, v and the heads' output,
+ * O(N·(L + S')·E); with key_padding_mask or attn_mask, the two merged into
+ * one additive mask of N·Hq·L·S' elements in the input's dtype (S' counts
+ * the bias_k and zero keys); with weights asked for, the per-head weights, as large, before they are
+ * averaged; then what attn_sdpa takes. Errors: ATTN_ERR_NULL, ATTN_ERR_RANK,
  * ATTN_ERR_SHAPE, ATTN_ERR_DTYPE, ATTN_ERR_HEADS, ATTN_ERR_MASK,
  * ATTN_ERR_OPTION, ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY. */
 ATTN_API attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *query,
@@ -1011,12 +1025,17 @@ ATTN_API const char *attn_isa(void);
 
 /* The tuning in use: the core attn detected from CPUID and the block sizes
  * registered for it and the ISA (chosen once per process, with attn_isa).
+ * Blocks are registered for zen3 with avx2 (measured on a Zen 3), zen4
+ * with avx512 (its forward blocks measured on a Zen 4) and zen5 with
+ * avx512 (Zen 4's, not yet measured on a Zen 5). Every other pair,
+ * intel-avx512 included, runs the generic blocks, and blocks_for then says
+ * "generic": intel-avx512 names the core detected, not a tuning.
  * Set tuning->struct_size = sizeof(attn_tuning) before the call; an older,
  * smaller struct gets the fields it has. Errors: ATTN_ERR_NULL, and
  * ATTN_ERR_OPTION for a struct_size of 0 or larger than this library's. */
 typedef struct attn_tuning {
     size_t struct_size;
-    const char *core;        /* "zen3", "zen4", "zen5", "intel-avx512" or "generic" */
+    const char *core;        /* detected: "zen3", "zen4", "zen5", "intel-avx512" or "generic" */
     const char *isa;         /* as attn_isa() */
     const char *blocks_for;  /* the core the blocks below were registered for:
                                 core itself, or "generic" where it has none for isa */

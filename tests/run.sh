@@ -80,6 +80,17 @@ suite "explain and scaling: story, seeds, NumPy, errors" $PY tests/test_explain.
 suite "command under ASan+UBSan: bad input" $PY tests/test_cli.py "$BUILD/asan"
 suite "explain and scaling under ASan+UBSan" env ATTN_BIN="$BUILD/asan/attn" $PY tests/test_explain.py "$BUILD"
 suite "explainer page in Chromium" node tests/web/test_page.js "$BUILD"
+web_size() {
+    # docs/web.md states the module's size: it must stay within a quarter of the real one.
+    doc=$(sed -n 's/.*the module is about \([0-9]*\) KB.*/\1/p' docs/web.md)
+    real=$(($(wc -c <"$BUILD/web/attn.wasm") / 1000))
+    if [ -n "$doc" ] && [ $((real * 4)) -le $((doc * 5)) ] && [ $((real * 4)) -ge $((doc * 3)) ]; then
+        echo "ok web_md_states_the_wasm_size"
+    else
+        echo "FAIL web_md_states_the_wasm_size: docs/web.md says ${doc:-nothing} KB, $BUILD/web/attn.wasm is $real KB"
+    fi
+}
+suite "docs/web.md: the module's size as built" web_size
 bench_quick() {
     # Benchmarks are never timed tests: this only checks that the bench runs
     # and reports every shape.

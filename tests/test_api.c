@@ -50,6 +50,11 @@ static double max_diff(const attn_tensor *a, const attn_tensor *b) {
 
 static void test_basics(void) {
     check(strcmp(attn_version(), ATTN_VERSION_STRING) == 0, "version", "%s", attn_version());
+    char numbered[32];
+    snprintf(numbered, sizeof numbered, "%d.%d.%d", ATTN_VERSION_NUMBER / 10000, ATTN_VERSION_NUMBER / 100 % 100,
+             ATTN_VERSION_NUMBER % 100);
+    check(strcmp(numbered, ATTN_VERSION_STRING) == 0 && ATTN_VERSION_NUMBER >= 300, "version_number_is_the_string",
+          "ATTN_VERSION_NUMBER %d reads %s, the string is %s", ATTN_VERSION_NUMBER, numbered, ATTN_VERSION_STRING);
     int distinct = 1;
     for (int a = 0; a < ATTN_STATUS_COUNT; a++) {
         if (strcmp(attn_strerror((attn_status)a), "unknown status") == 0) distinct = 0;

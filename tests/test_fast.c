@@ -505,6 +505,25 @@ static void test_verbose_threads(void) {
     free(q), free(k), free(v), free(out);
 }
 
+/* The per-core table holds what attn.h says of it: blocks for zen3 with
+ * avx2, zen4 and zen5 with avx512; every other core (intel-avx512 among
+ * them, which is detected but has no row) and ISA gets the generic row. */
+static void test_core_table(void) {
+    static const char *const PAIRS[][3] = {
+        {"zen3", "avx2", "zen3"},           {"zen4", "avx512", "zen4"},       {"zen5", "avx512", "zen5"},
+        {"intel-avx512", "avx512", "generic"}, {"intel-avx512", "avx2", "generic"}, {"zen3", "avx512", "generic"},
+        {"zen4", "avx2", "generic"},        {"generic", "c", "generic"},      {"zen3", "c", "generic"},
+    };
+    int wrong = 0;
+    char why[128] = "";
+    for (size_t i = 0; i < sizeof PAIRS / sizeof PAIRS[0]; i++) {
+        const attn_blocks *b = attn_blocks_for(PAIRS[i][0], PAIRS[i][1]);
+        if (strcmp(b->core, PAIRS[i][2]) != 0)
+            wrong++, snprintf(why, sizeof why, "%s with %s gets %s's blocks", PAIRS[i][0], PAIRS[i][1], b->core);
+    }
+    check(!wrong, "core_table_rows_as_documented", "%s", why);
+}
+
 /* qk for every strip width nvec = 1..nv against the full strip: the same
  * columns bitwise (a column's sum goes in the same order whatever nvec),
  * the full strip within f32 rounding of double sums (|error| <= E · 2^-23 ·
@@ -898,6 +917,7 @@ int main(void) {
     test_bf16_emulation();
     test_concurrent_callers();
     test_verbose_threads();
+    test_core_table();
     attn_shutdown();
     return n_failed ? 1 : 0;
 }
