@@ -267,7 +267,9 @@ ATTN_API int64_t attn_tensor_numel(const attn_tensor *t);
  * past the library's own struct (then every call refuses it), sets
  * struct_size, and returns sizeof(X) as the library was built: a caller
  * comparing it with its own sizeof learns whether header and library
- * agree. NULL, or a struct_size below sizeof(size_t), writes nothing.
+ * agree. NULL, or a struct_size below sizeof(size_t), writes nothing and
+ * only answers the size: X_init cannot fail, so it returns a size, not an
+ * attn_status.
  * X_default() is a macro for an inline function of this header that calls
  * X_init with sizeof(X) as the caller's compiler sees it, so the size
  * always comes from the caller's compile, never from the library's.
@@ -868,10 +870,12 @@ ATTN_VERSIONED_DEFAULT_(attn_mha_options)
  * workspace is not used): the projected q, k, v and the heads' output,
  * O(N·(L + S')·E); with key_padding_mask or attn_mask, the two merged into
  * one additive mask of N·Hq·L·S' elements in the input's dtype (S' counts
- * the bias_k and zero keys); with weights asked for, the per-head weights, as large, before they are
- * averaged; then what attn_sdpa takes. Errors: ATTN_ERR_NULL, ATTN_ERR_RANK,
- * ATTN_ERR_SHAPE, ATTN_ERR_DTYPE, ATTN_ERR_HEADS, ATTN_ERR_MASK,
- * ATTN_ERR_OPTION, ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY. */
+ * the bias_k and zero keys); with weights asked for, the per-head weights,
+ * as large, before they are averaged; then what attn_sdpa takes
+ * (attn_mha_backward: the same, and the gradients' accumulators). Errors:
+ * ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_SHAPE, ATTN_ERR_DTYPE,
+ * ATTN_ERR_HEADS, ATTN_ERR_MASK, ATTN_ERR_OPTION, ATTN_ERR_OVERFLOW,
+ * ATTN_ERR_NO_MEMORY. */
 ATTN_API attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *query,
                               const attn_tensor *key, const attn_tensor *value, const attn_mha_params *params,
                               const attn_mha_options *options, attn_error *err);
