@@ -44,7 +44,8 @@ TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/
              $(BUILD)/tests/test_subnormal \
              $(BUILD)/asan/test_api $(BUILD)/asan/test_backward $(BUILD)/asan/test_alloc \
              $(BUILD)/asan/attn $(BUILD)/asan/test_gemm $(BUILD)/tsan/test_fast $(BUILD)/tsan/test_backward \
-             $(BUILD)/tsan/test_gemm $(BUILD)/tests/test_edges $(BUILD)/asan/test_edges
+             $(BUILD)/tsan/test_gemm $(BUILD)/tests/test_edges $(BUILD)/asan/test_edges \
+             $(BUILD)/asan/test_abi_0_2_static $(BUILD)/asan/test_abi_0_2_shared
 
 # libattn-mpi (mpi/, include/attn_mpi.h), the attn-mpi command (cli/mpi/) and
 # their test are built when mpicc exists (Debian's libopenmpi-dev; `make test`
@@ -134,6 +135,19 @@ $(BUILD)/asan/test_gemm: $(BUILD)/asan/obj/tests/test_gemm.o $(SAN_LIB_OBJ)
 
 $(BUILD)/asan/test_edges: $(BUILD)/asan/obj/tests/test_edges.o $(SAN_LIB_OBJ)
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
+
+# A program built against release 0.2.0's headers (tests/abi/0.2/, frozen
+# copies; it never sees include/) with today's library, under ASan+UBSan:
+# linked with the library's sanitized objects, and with build/libattn.so as
+# an installed binary is (by its soname, a link to it beside the test).
+ABI_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -O1 -g $(SAN_FLAGS) -Itests/abi/0.2
+ABI_DEPS   := tests/abi/test_abi_0_2.c tests/abi/0.2/attn.h tests/abi/0.2/attn_teach.h tests/check.h
+$(BUILD)/asan/test_abi_0_2_static: $(ABI_DEPS) $(SAN_LIB_OBJ)
+	$(CC) $(ABI_CFLAGS) -o $@ $< $(SAN_LIB_OBJ) $(LIBS)
+$(BUILD)/asan/test_abi_0_2_shared: $(ABI_DEPS) $(BUILD)/libattn.so
+	@mkdir -p $(BUILD)/asan/abi
+	ln -sf $(abspath $(BUILD))/libattn.so $(BUILD)/asan/abi/libattn.so.$(SOMAJOR)
+	$(CC) $(ABI_CFLAGS) -o $@ $< $(BUILD)/asan/abi/libattn.so.$(SOMAJOR) -Wl,-rpath,'$$ORIGIN/abi' $(LIBS)
 
 # The ring under ASan+UBSan too (library, libattn-mpi and test together).
 $(BUILD)/asan/obj/mpi/%.o: mpi/%.c mpi/ring.h include/attn_mpi.h include/attn.h

@@ -56,7 +56,7 @@ def overhead():
     q, k, v = (rng.standard_normal((16, 64)).astype(np.float32) for _ in range(3))
     out = np.empty((16, 64), np.float32)
     views = [_core.view(a) for a in (out, q, k, v)]
-    opts, err = LIB.attn_sdpa_options_default(), _core.Error()
+    opts, err = _core.default(_core.SdpaOptions), _core.Error()
     refs = [ctypes.byref(x) for x in views]
 
     def direct():
@@ -96,7 +96,7 @@ def train_step(L, causal):
     on, ln = np.empty((H, L, d), np.float32), np.empty((H, L), np.float32)
     gs = [np.empty((H, L, d), np.float32) for _ in range(3)]
     vw = [_core.view(a) for a in (on, ln, qn, kn, vn, dn, *gs)]
-    o, err = LIB.attn_sdpa_options_default(), _core.Error()
+    o, err = _core.default(_core.SdpaOptions), _core.Error()
     o.causal = 1 if causal else 0
     b = [ctypes.byref(x) for x in vw]
 

@@ -24,11 +24,16 @@
  *     the microkernels' ISA (chosen once; ATTN_ISA), and the verbose flag
  *     (attn_set_verbose, ATTN_VERBOSE).
  *   - The caller owns all memory it passes in. Scratch memory a call needs is
- *     allocated and freed inside that call (it is linear in the sequence
- *     lengths; nothing of size L×S is ever allocated), or taken from a
- *     workspace the caller hands over in attn_context. The one exception is
- *     attn_npy_read, which returns an array the caller frees with
- *     attn_npy_free.
+ *     allocated and freed inside that call, or taken from a workspace the
+ *     caller hands over in attn_context. attn_sdpa's is linear in the
+ *     sequence lengths: it never allocates anything of size L×S (the
+ *     weights, when asked for, are the caller's output). What does:
+ *     attn_sdpa_backward's dmask accumulator (the mask's size, when dmask
+ *     is asked for), attn_scores' output (the caller's), and attn_mha and
+ *     attn_mha_backward, which merge key_padding_mask and attn_mask into
+ *     one additive mask of up to N·Hq·L·S' elements, and keep per-head
+ *     weights of N·Hq·L·S' when weights are asked for (see attn_mha). Memory the
+ *     caller must free: only attn_npy_read's array (attn_npy_free).
  *   - Outputs come first in argument lists, inputs after them, options last.
  *   - An output owns its memory: no output may share a byte with another
  *     output or with any tensor the call reads (inputs, masks, parameters,
@@ -66,10 +71,14 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define ATTN_VERSION_MAJOR 0
-#define ATTN_VERSION_MINOR 2
+#define ATTN_VERSION_MINOR 3
 #define ATTN_VERSION_PATCH 0
 /* "MAJOR.MINOR.PATCH" of this header. What changed: CHANGELOG.md. */
-#define ATTN_VERSION_STRING "0.2.0"
+#define ATTN_VERSION_STRING "0.3.0"
+/* The same as one number, MAJOR·10000 + MINOR·100 + PATCH, for the
+ * preprocessor: #if ATTN_VERSION_NUMBER >= 300 (0.3.0, the first to define
+ * it; before it, test ATTN_VERSION_MINOR). */
+#define ATTN_VERSION_NUMBER (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + ATTN_VERSION_PATCH)
 
 /* The version of the library actually linked, as "MAJOR.MINOR.PATCH". Compare
  * with ATTN_VERSION_STRING to detect a header/library mismatch. */
@@ -245,6 +254,78 @@ ATTN_API attn_status attn_tensor_convert(attn_tensor *dst, const attn_tensor *sr
 ATTN_API int64_t attn_tensor_numel(const attn_tensor *t);
 
 /* ------------------------------------------------------------------------ */
+/* Versioned structs                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* The structs of options and settings (attn_context, attn_sdpa_options,
+ * attn_rope_options, attn_mha_params, attn_mha_options, attn_kv_cache_desc,
+ * attn_tuning; attn_teach.h's and attn_mpi.h's) begin with
+ *
+ *     size_t struct_size;   sizeof the struct as the CALLER was compiled
+ *
+ * A call reads (attn_tuning: writes) only that many bytes of the struct, so
+ * the fields a program's header lacks keep their defaults: a program built
+ * against an older attn.h runs with a newer library unchanged. A
+ * struct_size of 0 (a struct zeroed by hand) or larger than the library's
+ * own (a header newer than the library) is ATTN_ERR_OPTION.
+ *
+ * Start a struct X from its defaults in either of two ways (attn_tuning,
+ * which the library fills, has none: set its struct_size to
+ * sizeof(attn_tuning) before attn_get_tuning):
+ *
+ *     X o = X_default();
+ *     X o;  X_init(&o, sizeof o);
+ *
+ * X_init is the exported function, for bindings too (ctypes): it fills the
+ * first struct_size bytes with the library's defaults, zeroes any bytes
+ * past the library's own struct (then every call refuses it), sets
+ * struct_size, and returns sizeof(X) as the library was built: a caller
+ * comparing it with its own sizeof learns whether header and library
+ * agree. NULL, or a struct_size below sizeof(size_t), writes nothing and
+ * only answers the size: X_init cannot fail, so it returns a size, not an
+ * attn_status.
+ * X_default() is a macro for an inline function of this header that calls
+ * X_init with sizeof(X) as the caller's compiler sees it, so the size
+ * always comes from the caller's compile, never from the library's.
+ *
+ * Why a macro: in release 0.2, X_default() was a function compiled into
+ * the library, which set struct_size to the library's sizeof; a program
+ * built against an older, smaller header received a struct_size larger
+ * than its own variable, and every call then read past the variable. The
+ * library still exports 0.2's three functions of that kind,
+ * attn_context_default, attn_sdpa_options_default and
+ * attn_train_options_default, for binaries built against 0.2: they return
+ * exactly 0.2's structs, at 0.2's sizes (src/abi/abi_0_2.c). A program
+ * compiled against this header never calls them: the macros of the same
+ * names stand in front of them. */
+
+/* For libraries built on libattn (libattn-mpi) that version their own
+ * structs the same way, and the code behind every X_init and every call:
+ *
+ * attn_versioned_read copies the caller's struct `theirs` (NULL: nothing to
+ * read, ATTN_OK) over `ours`, `size` bytes already holding the defaults:
+ * only its first struct_size bytes, so the fields an older header lacks
+ * keep their defaults; ours' struct_size is then `size`. Errors:
+ * ATTN_ERR_OPTION for a struct_size below sizeof(size_t) (the message is
+ * "NAME->struct_size is N: HINT", e.g. NAME "options" and HINT "start from
+ * attn_sdpa_options_default()") or larger than `size` (a newer header).
+ *
+ * attn_versioned_init is X_init: the first struct_size bytes of `theirs`
+ * from `defaults` (`size` bytes, X as the library has it), zeros past
+ * `size`, struct_size set; nothing written for NULL or a struct_size below
+ * sizeof(size_t). Returns `size`. */
+ATTN_API attn_status attn_versioned_read(void *ours, size_t size, const void *theirs, const char *name,
+                                         const char *hint, attn_error *err);
+ATTN_API size_t attn_versioned_init(void *theirs, size_t struct_size, const void *defaults, size_t size);
+
+#define ATTN_VERSIONED_DEFAULT_(type)                                            \
+    static inline type type##_default_inline(void) {                             \
+        type x;                                                                  \
+        type##_init(&x, sizeof x);                                               \
+        return x;                                                                \
+    }
+
+/* ------------------------------------------------------------------------ */
 /* Scaled dot-product attention                                             */
 /* ------------------------------------------------------------------------ */
 
@@ -282,8 +363,8 @@ typedef enum attn_compute { ATTN_COMPUTE_F32 = 0, ATTN_COMPUTE_BF16 = 1 } attn_c
  * point attn_sdpa_options.context at it; a NULL context means the
  * process-wide defaults. */
 typedef struct attn_context {
-    /* sizeof(attn_context) as the caller was compiled, set by
-     * attn_context_default(); read like attn_sdpa_options.struct_size. */
+    /* sizeof(attn_context) as the caller was compiled (see "Versioned
+     * structs"), set by attn_context_default(). */
     size_t struct_size;
     /* Threads for this call, the caller's included: 1 to 256, or 0 for the
      * process-wide number (attn_get_num_threads). Results are bitwise the
@@ -301,8 +382,12 @@ typedef struct attn_context {
     size_t workspace_size;
 } attn_context;
 
-/* The defaults: the process-wide thread count; struct_size set. */
-ATTN_API attn_context attn_context_default(void);
+/* The defaults: the process-wide thread count, no workspace. As a value,
+ * attn_context_default(); in place, attn_context_init(&c, sizeof c), which
+ * returns the library's sizeof(attn_context) (see "Versioned structs"). */
+ATTN_API size_t attn_context_init(attn_context *context, size_t struct_size);
+ATTN_VERSIONED_DEFAULT_(attn_context)
+#define attn_context_default attn_context_default_inline
 
 /* Options of attn_sdpa. Start from attn_sdpa_options_default() and set what
  * you need; a NULL options pointer means all defaults. */
@@ -311,7 +396,8 @@ typedef struct attn_sdpa_options {
      * attn_sdpa_options_default(). The library reads only the fields that
      * fit in it, so a program built against an older, smaller struct keeps
      * working when fields are added. 0 (a struct zeroed by hand) and sizes
-     * larger than this library knows are rejected with ATTN_ERR_OPTION. */
+     * larger than this library knows are rejected with ATTN_ERR_OPTION.
+     * See "Versioned structs". */
     size_t struct_size;
     /* When has_scale is 0 (the default) the scale is 1/sqrt(E), E being the
      * query/key size (q's last dimension, never the model width). Otherwise
@@ -325,7 +411,11 @@ typedef struct attn_sdpa_options {
      * dimension equal or 1) to (..., Hq, L, S), and it may not have more
      * dimensions than the output.
      *   dtype ATTN_BOOL: true means the key takes part, false masks it out.
-     *   dtype equal to q's: added to the scaled scores; -inf masks a key. */
+     *   dtype equal to q's: added to the scaled scores; -inf masks a key.
+     * Any other dtype is ATTN_ERR_MASK. There are no integer masks: a 0/1
+     * mask is bool (as in PyTorch, which refuses integer masks; the Python
+     * binding and the command refuse them too rather than read 0 and 1 as
+     * a float bias). */
     const attn_tensor *mask;
     /* The arithmetic of f32 attention; see attn_compute. attn_sdpa_reference
      * ignores it (it is exact). */
@@ -404,8 +494,13 @@ typedef struct attn_sdpa_options {
 } attn_sdpa_options;
 
 /* The defaults: scale 1/sqrt(E), no causal mask, no mask, f32 arithmetic,
- * no dropout, no score variants; struct_size set. */
-ATTN_API attn_sdpa_options attn_sdpa_options_default(void);
+ * no dropout, no score variants, the whole sequence in one piece. As a
+ * value, attn_sdpa_options_default(); in place,
+ * attn_sdpa_options_init(&o, sizeof o), which returns the library's
+ * sizeof(attn_sdpa_options) (see "Versioned structs"). */
+ATTN_API size_t attn_sdpa_options_init(attn_sdpa_options *options, size_t struct_size);
+ATTN_VERSIONED_DEFAULT_(attn_sdpa_options)
+#define attn_sdpa_options_default attn_sdpa_options_default_inline
 
 /* The gradient of attention sinks (attn_sdpa_options.sinks): dsinks (Hq,)
  * = -sum over batches and rows of e^(sink_h - lse) · rowsum(dout ∘ out),
@@ -686,7 +781,7 @@ typedef enum attn_rope_layout {
 } attn_rope_layout;
 
 typedef struct attn_rope_options {
-    size_t struct_size;      /* set by attn_rope_options_default(); read like the options' */
+    size_t struct_size;      /* set by attn_rope_options_default() (see "Versioned structs") */
     attn_rope_layout layout; /* default ATTN_ROPE_HALVES */
     double base;             /* θ, default 10000; finite, > 0 */
     int64_t rotary_dim;      /* rotate the first rotary_dim elements of each row (even,
@@ -697,7 +792,11 @@ typedef struct attn_rope_options {
                                 default 1; finite, > 0 */
 } attn_rope_options;
 
-ATTN_API attn_rope_options attn_rope_options_default(void);
+/* The defaults above: attn_rope_options_default(), or in place
+ * attn_rope_options_init(&r, sizeof r) (see "Versioned structs"). */
+ATTN_API size_t attn_rope_options_init(attn_rope_options *options, size_t struct_size);
+ATTN_VERSIONED_DEFAULT_(attn_rope_options)
+#define attn_rope_options_default attn_rope_options_default_inline
 
 /* The original Transformer's sinusoidal position encodings (Vaswani et al.,
  * "Attention Is All You Need"), to add to the token embeddings: out (L, E),
@@ -738,7 +837,7 @@ ATTN_API attn_status attn_rope_backward(attn_tensor *dx, const attn_tensor *dout
  * num_kv_heads < num_heads is grouped-query attention (MQA at 1), through
  * separate projections. All tensors share the input's dtype (f32 or f64). */
 typedef struct attn_mha_params {
-    size_t struct_size;    /* set by attn_mha_params_default() */
+    size_t struct_size;    /* set by attn_mha_params_default() (see "Versioned structs") */
     int64_t embed_dim;     /* E */
     int64_t num_heads;     /* Hq; E must be a multiple of it */
     int64_t num_kv_heads;  /* Hkv; 0: num_heads. num_heads must be a multiple of it */
@@ -757,7 +856,7 @@ typedef struct attn_mha_params {
 } attn_mha_params;
 
 typedef struct attn_mha_options {
-    size_t struct_size;      /* set by attn_mha_options_default() */
+    size_t struct_size;      /* set by attn_mha_options_default() (see "Versioned structs") */
     int batch_first;         /* inputs and out (N, L, E) rather than (L, N, E) */
     int add_zero_attn;       /* append a key and value of zeros after the projections */
     /* key_padding_mask (N, S) or (S,) for unbatched input; attn_mask (L, S)
@@ -794,8 +893,16 @@ typedef struct attn_mha_options {
     const attn_sdpa_options *attention;
 } attn_mha_options;
 
-ATTN_API attn_mha_params attn_mha_params_default(void);
-ATTN_API attn_mha_options attn_mha_options_default(void);
+/* The defaults: params all 0 and NULL (to be set); options all 0 and NULL
+ * but average_attn_weights 1. As values, attn_mha_params_default() and
+ * attn_mha_options_default(); in place, the _init functions (see
+ * "Versioned structs"). */
+ATTN_API size_t attn_mha_params_init(attn_mha_params *params, size_t struct_size);
+ATTN_API size_t attn_mha_options_init(attn_mha_options *options, size_t struct_size);
+ATTN_VERSIONED_DEFAULT_(attn_mha_params)
+ATTN_VERSIONED_DEFAULT_(attn_mha_options)
+#define attn_mha_params_default attn_mha_params_default_inline
+#define attn_mha_options_default attn_mha_options_default_inline
 
 /* out = nn.MultiheadAttention's forward(query, key, value): the inputs
  * projected (q = query W_qᵀ + b_q, likewise k and v), split into heads,
@@ -808,7 +915,15 @@ ATTN_API attn_mha_options attn_mha_options_default(void);
  * PyTorch's float64 to ~1e-13); f32 projects in f32 with f64 sums per dot
  * product and attends with attn_sdpa's f32 kernels. Where PyTorch gives NaN
  * (a query whose every key is masked) the output row is out_proj's bias (the
- * attention is 0), as attn_sdpa gives. Errors: ATTN_ERR_NULL, ATTN_ERR_RANK,
+ * attention is 0), as attn_sdpa gives. Memory, from malloc (a context's
+ * workspace is not used): the projected q, k, v and the heads' output,
+ * O(N·(L + S')·E); with key_padding_mask or attn_mask, or a causal mask
+ * with appended keys, the masks merged into one additive mask of
+ * (1 or N)·(1 or Hq)·L·S' elements in the input's dtype (a batch or head
+ * dimension only where a mask varies; S' counts the bias_k and zero keys);
+ * with weights asked for, the per-head weights, N·Hq·L·S', before they are
+ * averaged; then what attn_sdpa takes (attn_mha_backward: the same, and the
+ * gradients' accumulators). Errors: ATTN_ERR_NULL, ATTN_ERR_RANK,
  * ATTN_ERR_SHAPE, ATTN_ERR_DTYPE, ATTN_ERR_HEADS, ATTN_ERR_MASK,
  * ATTN_ERR_OPTION, ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY, ATTN_ERR_STRIDE (out
  * or weights overlapping each other, an input, a parameter or a mask). */
@@ -887,7 +1002,7 @@ ATTN_API attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, str
 typedef struct attn_kv_cache attn_kv_cache; /* opaque; lives in the caller's memory */
 
 typedef struct attn_kv_cache_desc {
-    size_t struct_size;  /* set by attn_kv_cache_desc_default(); read like the options' */
+    size_t struct_size;  /* set by attn_kv_cache_desc_default() (see "Versioned structs") */
     int64_t batch;       /* B >= 1 (default 1) */
     int64_t heads;       /* Hk >= 1, the key/value heads (default 1) */
     int64_t capacity;    /* positions, >= 1 */
@@ -896,8 +1011,12 @@ typedef struct attn_kv_cache_desc {
     attn_dtype dtype;    /* storage: ATTN_F64, ATTN_F32 (default), ATTN_F16 or ATTN_BF16 */
 } attn_kv_cache_desc;
 
-/* batch 1, heads 1, dtype f32, the sizes 0 (to be set); struct_size set. */
-ATTN_API attn_kv_cache_desc attn_kv_cache_desc_default(void);
+/* batch 1, heads 1, dtype f32, the sizes 0 (to be set): as a value,
+ * attn_kv_cache_desc_default(); in place, attn_kv_cache_desc_init(&d,
+ * sizeof d) (see "Versioned structs"). */
+ATTN_API size_t attn_kv_cache_desc_init(attn_kv_cache_desc *desc, size_t struct_size);
+ATTN_VERSIONED_DEFAULT_(attn_kv_cache_desc)
+#define attn_kv_cache_desc_default attn_kv_cache_desc_default_inline
 
 /* The bytes attn_kv_cache_init needs for `desc` (any alignment of the
  * memory: the cache aligns itself inside it). Errors: ATTN_ERR_NULL,
@@ -977,12 +1096,17 @@ ATTN_API const char *attn_isa(void);
 
 /* The tuning in use: the core attn detected from CPUID and the block sizes
  * registered for it and the ISA (chosen once per process, with attn_isa).
+ * Blocks are registered for zen3 with avx2 (measured on a Zen 3), zen4
+ * with avx512 (its forward blocks measured on a Zen 4) and zen5 with
+ * avx512 (Zen 4's, not yet measured on a Zen 5). Every other pair,
+ * intel-avx512 included, runs the generic blocks, and blocks_for then says
+ * "generic": intel-avx512 names the core detected, not a tuning.
  * Set tuning->struct_size = sizeof(attn_tuning) before the call; an older,
  * smaller struct gets the fields it has. Errors: ATTN_ERR_NULL, and
  * ATTN_ERR_OPTION for a struct_size of 0 or larger than this library's. */
 typedef struct attn_tuning {
     size_t struct_size;
-    const char *core;        /* "zen3", "zen4", "zen5", "intel-avx512" or "generic" */
+    const char *core;        /* detected: "zen3", "zen4", "zen5", "intel-avx512" or "generic" */
     const char *isa;         /* as attn_isa() */
     const char *blocks_for;  /* the core the blocks below were registered for:
                                 core itself, or "generic" where it has none for isa */
@@ -1000,14 +1124,19 @@ ATTN_API attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err);
 /* Verbose mode: with ATTN_VERBOSE=1 in the environment (read at the first
  * call), or after attn_set_verbose(1), every attention call prints one line
  * to stderr, e.g.
- *   attn: sdpa kernel=flash isa=avx2 threads=2 q=f32(2,8,128,64)
+ *   attn: sdpa kernel=flash isa=avx2 threads=2/2 q=f32(2,8,128,64)
  *   k=f32(2,2,256,64) v=f32(2,2,256,64) mask=none causal=bottom-right
  *   compute=f32 weights=no fallback=0/16 ms=1.234
- * (on one line): the call (sdpa, sdpa_reference, scores), the kernel that
- * ran (exact, reference, scores, flash or decode), the microkernels' ISA,
- * the threads, the operands, and how many work items (flash: blocks of
- * query rows; decode: (batch, head) slices) the exact kernel computed
- * instead because their inputs were not finite or too large for f32. This is
+ * (on one line): the call (sdpa, sdpa_reference, scores, sdpa_backward),
+ * the kernel that ran (exact, reference, scores, flash, decode or
+ * flash_backward), the microkernels' ISA, the threads (threads=R/T: R
+ * threads ran the call's work items of the T it was given, the context's
+ * or the process-wide number, at most one per item; R is 1 when another
+ * call held the thread pool, for the call then runs on its caller's
+ * thread alone, and may be below T when the items ran out before a worker
+ * woke), the operands, and how many work items (flash: blocks of query
+ * rows; decode: (batch, head) slices) the exact kernel computed instead
+ * because their inputs were not finite or too large for f32. This is
  * the only output the library ever makes. attn_set_verbose(0) turns it off,
  * n < 0 restores the environment's setting. The setting is process-wide. */
 ATTN_API void attn_set_verbose(int on);

@@ -88,7 +88,7 @@ typedef struct attn_mpi_stats {
 } attn_mpi_stats;
 
 typedef struct attn_mpi_options {
-    size_t struct_size;           /* set by attn_mpi_options_default(); read like attn_sdpa_options' */
+    size_t struct_size;           /* set by attn_mpi_options_default() (attn.h: "Versioned structs") */
     attn_mpi_layout layout;       /* how q, k and v are sharded (default ATTN_MPI_ZIGZAG) */
     double timeout_s;             /* the longest wait for any one message (default 60 s; > 0) */
     /* The attention's options, or NULL for the defaults: scale, causal (both
@@ -102,7 +102,11 @@ typedef struct attn_mpi_options {
     attn_mpi_stats *stats;        /* where to write this call's timings, or NULL */
 } attn_mpi_options;
 
-ATTN_API attn_mpi_options attn_mpi_options_default(void);
+/* The defaults above: as a value, attn_mpi_options_default(); in place,
+ * attn_mpi_options_init(&o, sizeof o) (attn.h: "Versioned structs"). */
+ATTN_API size_t attn_mpi_options_init(attn_mpi_options *options, size_t struct_size);
+ATTN_VERSIONED_DEFAULT_(attn_mpi_options)
+#define attn_mpi_options_default attn_mpi_options_default_inline
 
 /* The ranks' agreement. Each call below first checks that every rank holds
  * the same values of what must be alike, with attn_mpi_same; a program

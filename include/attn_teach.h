@@ -213,7 +213,7 @@ ATTN_API attn_status attn_explain_json(char *buf, size_t size, size_t *length,
  * `attn explain --json` writes for these settings, from the sentence alone.
  * The explainer page and the Python binding use it. */
 typedef struct attn_toy_explain_options {
-    size_t struct_size;              /* set by attn_toy_explain_options_default() */
+    size_t struct_size;              /* set by attn_toy_explain_options_default() (attn.h: "Versioned structs") */
     attn_toy_head head;              /* ATTN_TOY_WIRED (default; ATTN_TOY_ORDER with RoPE), ... */
     attn_explain_mode mode;          /* ATTN_EXPLAIN_QKV (default), _DOT or _AVERAGE */
     int causal, no_scale, scale_by_d_model;
@@ -222,7 +222,12 @@ typedef struct attn_toy_explain_options {
     const char *source;              /* keys and values from this sentence (cross-attention), or NULL */
 } attn_toy_explain_options;
 
-ATTN_API attn_toy_explain_options attn_toy_explain_options_default(void);
+/* The defaults (the wired head, the QKV mode, no positions, no source): as
+ * a value, attn_toy_explain_options_default(); in place, the _init function
+ * (attn.h: "Versioned structs"). */
+ATTN_API size_t attn_toy_explain_options_init(attn_toy_explain_options *options, size_t struct_size);
+ATTN_VERSIONED_DEFAULT_(attn_toy_explain_options)
+#define attn_toy_explain_options_default attn_toy_explain_options_default_inline
 
 /* Like snprintf: *length receives the JSON's full length; at most size
  * bytes are written, terminated when size > 0 (size 0 to learn the
@@ -247,7 +252,7 @@ ATTN_API attn_status attn_toy_explain_json(char *buf, size_t size, size_t *lengt
 #define ATTN_TRAIN_D_V 4
 
 typedef struct attn_train_options {
-    size_t struct_size;   /* set by attn_train_options_default() */
+    size_t struct_size;   /* set by attn_train_options_default() (attn.h: "Versioned structs") */
     int d_k;              /* query/key size, 1 to 1024 (default ATTN_TOY_D_K) */
     int steps;            /* Adam steps, 1 to 100000 (default 1000) */
     int batch;            /* sentences per step, 1 to 1024 (default 16) */
@@ -256,7 +261,13 @@ typedef struct attn_train_options {
     uint64_t seed;        /* the initial weights and the sentences (default 1) */
 } attn_train_options;
 
-ATTN_API attn_train_options attn_train_options_default(void);
+/* The defaults given above: as a value, attn_train_options_default(); in
+ * place, attn_train_options_init(&o, sizeof o) (attn.h: "Versioned
+ * structs"; the library also keeps 0.2's attn_train_options_default for
+ * binaries built against it). */
+ATTN_API size_t attn_train_options_init(attn_train_options *options, size_t struct_size);
+ATTN_VERSIONED_DEFAULT_(attn_train_options)
+#define attn_train_options_default attn_train_options_default_inline
 
 /* Train one head on the task from standard-normal initial weights (the
  * same for the same seed and d_k, scaled or not), with Adam on gradients

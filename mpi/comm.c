@@ -8,13 +8,9 @@
 #include <string.h>
 #include <time.h>
 
-attn_mpi_options attn_mpi_options_default(void) {
-    attn_mpi_options o;
-    memset(&o, 0, sizeof o);
-    o.struct_size = sizeof o;
-    o.layout = ATTN_MPI_ZIGZAG;
-    o.timeout_s = 60;
-    return o;
+size_t attn_mpi_options_init(attn_mpi_options *options, size_t struct_size) {
+    static const attn_mpi_options DEFAULTS = {.struct_size = sizeof DEFAULTS, .layout = ATTN_MPI_ZIGZAG, .timeout_s = 60};
+    return attn_versioned_init(options, struct_size, &DEFAULTS, sizeof DEFAULTS);
 }
 
 /* MPI's text for an error code, after `what`. */
@@ -146,23 +142,15 @@ attn_status ring_open(ring *R, MPI_Comm comm, const attn_mpi_options *options, a
     memset(R, 0, sizeof *R);
     R->comm = MPI_COMM_NULL;
     attn_mpi_options o = attn_mpi_options_default();
-    if (options) {
-        if (options->struct_size == 0 || options->struct_size > sizeof o)
-            return ring_fail(err, ATTN_ERR_OPTION, "options->struct_size is %zu: start from attn_mpi_options_default()",
-                             options->struct_size);
-        memcpy(&o, options, options->struct_size);
-    }
+    attn_status st = attn_versioned_read(&o, sizeof o, options, "options", "start from attn_mpi_options_default()", err);
+    if (st) return st;
     if (!(o.timeout_s > 0 && o.timeout_s < 1e9))
         return ring_fail(err, ATTN_ERR_OPTION, "timeout_s is %g; it must be positive", o.timeout_s);
     R->timeout = o.timeout_s, R->layout = o.layout, R->stats_out = o.stats;
     R->so = attn_sdpa_options_default();
-    if (o.attention) {
-        size_t n = o.attention->struct_size;
-        if (n == 0 || n > sizeof R->so)
-            return ring_fail(err, ATTN_ERR_OPTION, "options->attention->struct_size is %zu: start from its _default()", n);
-        memcpy(&R->so, o.attention, n);
-        R->so.struct_size = sizeof R->so;
-    }
+    if ((st = attn_versioned_read(&R->so, sizeof R->so, o.attention, "options->attention",
+                                  "start from attn_sdpa_options_default()", err)))
+        return st;
     int initialized = 0;
     if (MPI_Initialized(&initialized) != MPI_SUCCESS || !initialized)
         return ring_fail(err, ATTN_ERR_COMM, "MPI is not initialized: call MPI_Init first");
@@ -172,7 +160,7 @@ attn_status ring_open(ring *R, MPI_Comm comm, const attn_mpi_options *options, a
     if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot duplicate the communicator", -1);
     MPI_Comm_rank(comm, &R->rank), MPI_Comm_size(comm, &R->size);
     R->left = (R->rank + R->size - 1) % R->size, R->right = (R->rank + 1) % R->size;
-    attn_status st = ring_wait(R, &req, 1, R->left, err);
+    st = ring_wait(R, &req, 1, R->left, err);
     if (st) { /* a duplicate never finished is not ours to free */
         R->comm = MPI_COMM_NULL;
         return st;

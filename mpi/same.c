@@ -105,8 +105,8 @@ attn_status ring_same(const ring *R, const attn_tensor *q, const attn_tensor *k,
      * caller's struct_size, the defaults after (a wrong size is the rank's
      * own error). */
     attn_rope_options rope = attn_rope_options_default();
-    if (o->rope && o->rope->struct_size > 0 && o->rope->struct_size <= sizeof rope)
-        memcpy(&rope, o->rope, o->rope->struct_size);
+    if (attn_versioned_read(&rope, sizeof rope, o->rope, "rope", "start from attn_rope_options_default()", NULL))
+        rope = attn_rope_options_default();
     option(vs, ATTN_MPI_GIVEN, o->rope != NULL, 0, "rope");
     option(vs, ATTN_MPI_INTEGER, o->rope ? rope.layout : 0, 0, "rope's layout (0 halves, 1 interleaved)");
     option(vs, ATTN_MPI_REAL, 0, o->rope ? rope.base : 0, "rope's base");

@@ -51,13 +51,26 @@ class Options(ctypes.Structure):
 BOOL = 3
 
 
+def defaults_of(lib, name, cls):
+    """A function returning a cls holding the library's defaults (name_init)."""
+    init = getattr(lib, name + "_init")
+    init.restype, init.argtypes = ctypes.c_size_t, [ctypes.POINTER(cls), ctypes.c_size_t]
+
+    def default():
+        x = cls()
+        init(ctypes.byref(x), ctypes.sizeof(x))
+        return x
+    return default
+
+
 class Oracle(Reporter):
     def __init__(self, build):
         super().__init__()
         self.lib = ctypes.CDLL(os.path.join(build, "libattn.so"))
-        self.lib.attn_mha_params_default.restype = Params
-        self.lib.attn_mha_options_default.restype = Options
-        self.lib.attn_rope_options_default.restype = RopeOptions
+        # X_default() is a macro of attn.h over the exported X_init(&x, sizeof x)
+        # ("Versioned structs"): the same here, at these ctypes structs' sizes.
+        for name, cls in (("attn_mha_params", Params), ("attn_mha_options", Options), ("attn_rope_options", RopeOptions)):
+            setattr(self.lib, name + "_default", defaults_of(self.lib, name, cls))
         self.keep = []  # arrays and tensors the structs point to, alive during a call
 
     def tensor(self, a):

@@ -85,10 +85,14 @@ class Oracle(Reporter):
     def __init__(self, build):
         super().__init__()
         self.lib = ctypes.CDLL(os.path.join(build, "libattn.so"))
-        self.lib.attn_rope_options_default.restype = RopeOptions
+        # attn_rope_options_default() is a macro of attn.h over the exported
+        # attn_rope_options_init(&x, sizeof x) ("Versioned structs").
+        init = self.lib.attn_rope_options_init
+        init.restype, init.argtypes = ctypes.c_size_t, [ctypes.POINTER(RopeOptions), ctypes.c_size_t]
 
     def options(self, layout, base, rotary_dim, offset, scaling):
-        o = self.lib.attn_rope_options_default()
+        o = RopeOptions()
+        self.lib.attn_rope_options_init(ctypes.byref(o), ctypes.sizeof(o))
         o.layout, o.base, o.rotary_dim, o.position_offset, o.linear_scaling = layout, base, rotary_dim, offset, scaling
         return o
 

@@ -42,6 +42,10 @@ suite "unit tests under ASan+UBSan" env ASAN_OPTIONS=allocator_may_return_null=1
 suite "the API at the edges of its integer ranges (windows, strides, pieces, RoPE positions)" "$BUILD/tests/test_edges"
 suite "the API's integer edges under ASan+UBSan" "$BUILD/asan/test_edges"
 suite "running out of memory: every allocation fails in turn (ASan+LSan)" "$BUILD/asan/test_alloc"
+# A program built against release 0.2.0's frozen headers, run with today's
+# library: its structs are smaller than today's, and nothing may read past them.
+suite "a program built against 0.2.0's attn.h, linked statically (ASan+UBSan)" "$BUILD/asan/test_abi_0_2_static"
+suite "a program built against 0.2.0's attn.h, with libattn.so (ASan+UBSan)" "$BUILD/asan/test_abi_0_2_shared"
 suite "attn sdpa vs PyTorch float64" $PY tests/oracle.py "$BUILD"
 suite "backward pass: finite differences, errors, workspace" "$BUILD/tests/test_backward"
 suite "backward pass under ASan+UBSan" "$BUILD/asan/test_backward"
@@ -84,6 +88,17 @@ suite "explain and scaling: story, seeds, NumPy, errors" $PY tests/test_explain.
 suite "command under ASan+UBSan: bad input" $PY tests/test_cli.py "$BUILD/asan"
 suite "explain and scaling under ASan+UBSan" env ATTN_BIN="$BUILD/asan/attn" $PY tests/test_explain.py "$BUILD"
 suite "explainer page in Chromium" node tests/web/test_page.js "$BUILD"
+web_size() {
+    # docs/web.md states the module's size: it must stay within a quarter of the real one.
+    doc=$(sed -n 's/.*the module is about \([0-9]*\) KB.*/\1/p' docs/web.md)
+    real=$(($(wc -c <"$BUILD/web/attn.wasm") / 1000))
+    if [ -n "$doc" ] && [ $((real * 4)) -le $((doc * 5)) ] && [ $((real * 4)) -ge $((doc * 3)) ]; then
+        echo "ok web_md_states_the_wasm_size"
+    else
+        echo "FAIL web_md_states_the_wasm_size: docs/web.md says ${doc:-nothing} KB, $BUILD/web/attn.wasm is $real KB"
+    fi
+}
+suite "docs/web.md: the module's size as built" web_size
 bench_quick() {
     # Benchmarks are never timed tests: this only checks that the bench runs
     # and reports every shape.

@@ -189,6 +189,10 @@ def main():
                                     "-v", pv32, "-o", "out.npy"], 1, r"every dimension must be at least 1")
     expect_error("mask_shape", base + ["-m", save("m.npy", np.ones((3, 4), bool))], 1,
                  r"mask has shape \(3, 4\), which does not broadcast to \(2, 3, 5\)")
+    # An integer mask is refused with a hint at bool: as floats, 0 and 1 would be a bias, not a mask.
+    for dt in ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"):
+        expect_error("mask_integer_%s" % dt, base + ["-m", save("m_%s.npy" % dt, np.ones((3, 5), dt))], 1,
+                     r"-m .*m_%s\.npy: integer arrays .* a 0/1 mask as bool \(x\.astype\(bool\)\)" % dt)
     expect_error("mask_dtype", base + ["-m", save("m64.npy", np.ones((3, 5)))], 1,
                  r"mixed dtypes: -m .*m64\.npy is float64 but -q .* is float32")
     expect_error("dtype_mixed", ["sdpa", "-q", pq32, "-k", save("k64.npy", k32.astype(np.float64)), "-v", pv32,

@@ -9,11 +9,14 @@
  * ATTN_ISA=avx512|avx2|c to test each ISA's whole path. */
 #include "attn.h"
 #include "check.h"
+#include "../src/base/base.h"
 #include "../src/kernels/ukernel.h"
 #include "../src/kernels/ukernel_bf16.h"
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -392,6 +395,136 @@ static void test_concurrent_callers(void) {
     check(memcmp(serial, a, sizeof(float) * no) == 0 && memcmp(serial, b, sizeof(float) * no) == 0,
           "concurrent_callers_get_the_serial_result", "results differ");
     free(q), free(k), free(v), free(serial), free(a), free(b);
+}
+
+/* The threads a call ran on, as its verbose line says them: threads=R/T, R
+ * threads ran work items of the T the call was given. A second caller that
+ * finds the pool busy runs its call alone, and its line must say so (it
+ * once said threads=2). The pool is held deterministically: another thread
+ * runs a pool job whose items wait until released, and the attention calls
+ * come while they wait. attn_parallel_for itself returns how many threads
+ * ran: a job whose items wait for each other proves all of them did. */
+typedef struct pool_hold {
+    atomic_int entered, release;
+} pool_hold;
+
+static void nap_ms(int ms) {
+    struct timespec t = {0, ms * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+static void hold_item(void *ctx, int64_t item, int worker) {
+    pool_hold *h = ctx;
+    (void)item, (void)worker;
+    atomic_fetch_add(&h->entered, 1);
+    while (!atomic_load(&h->release)) nap_ms(1);
+}
+
+static void *hold_pool(void *arg) {
+    attn_parallel_for(2, 2, hold_item, arg);
+    return NULL;
+}
+
+/* Each of n items waits (10 s at most) until n workers hold one. */
+typedef struct item_barrier {
+    atomic_int entered;
+    int n;
+} item_barrier;
+
+static void barrier_item(void *ctx, int64_t item, int worker) {
+    item_barrier *b = ctx;
+    (void)item, (void)worker;
+    atomic_fetch_add(&b->entered, 1);
+    for (int t = 0; t < 10000 && atomic_load(&b->entered) < b->n; t++) nap_ms(1);
+}
+
+/* threads=R/T of the last verbose line. */
+static void verbose_threads(int *ran, int *given) {
+    char word[32];
+    word_after(word, sizeof word, verbose_last_line, " threads=");
+    *ran = *given = -1;
+    if (sscanf(word, "%d/%d", ran, given) != 2) *ran = *given = -1;
+}
+
+/* dq of a small f32 problem on `threads` threads: the fused backward. */
+static attn_status run_backward_f32(int threads, char *kernel) {
+    enum { H = 2, L = 300, E = 16 };
+    int64_t s3[3] = {H, L, E}, s2[2] = {H, L};
+    float *q = random_floats(H * L * E), *out = malloc(sizeof(float) * H * L * E), *lse = malloc(sizeof(float) * H * L),
+          *dq = malloc(sizeof(float) * H * L * E);
+    attn_tensor tq, to, tl, tdq;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, s3, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, s3, NULL, NULL);
+    attn_tensor_init(&tdq, dq, ATTN_F32, 3, s3, NULL, NULL);
+    attn_tensor_init(&tl, lse, ATTN_F32, 2, s2, NULL, NULL);
+    attn_error err;
+    attn_status st = attn_sdpa(&to, &tl, NULL, &tq, &tq, &tq, NULL, &err);
+    attn_set_num_threads(threads);
+    verbose_begin();
+    if (!st) st = attn_sdpa_backward(&tdq, NULL, NULL, NULL, &tq, &tq, &tq, &tq, &to, &tl, NULL, &err);
+    verbose_end(kernel, 32, NULL, 0);
+    attn_set_num_threads(0);
+    free(q), free(out), free(lse), free(dq);
+    return st;
+}
+
+static void test_verbose_threads(void) {
+    problem flash = {1000, 1000, 32, 32, 2, 1, ATTN_CAUSAL_NONE, 0, 0, 0};
+    problem decode = {1, 20000, 64, 64, 4, 1, ATTN_CAUSAL_NONE, 0, 0, 0};
+    const problem *shapes[2] = {&flash, &decode};
+    float *q = random_floats(2 * 1000 * 64), *k = random_floats(20000 * 64), *v = random_floats(20000 * 64);
+    float *out = malloc(sizeof(float) * 2 * 1000 * 64);
+    pool_hold h;
+    atomic_init(&h.entered, 0), atomic_init(&h.release, 0);
+    pthread_t holder;
+    pthread_create(&holder, NULL, hold_pool, &h);
+    while (atomic_load(&h.entered) == 0) nap_ms(1);
+    /* The pool is busy: every kernel that uses it runs on its caller alone. */
+    static const char *const WANT[3] = {"flash", "decode", "flash_backward"};
+    for (int c = 0; c < 3; c++) {
+        char kernel[32], name[64];
+        attn_status st = c < 2 ? run_f32(out, shapes[c], q, k, v, NULL, 2, kernel) : run_backward_f32(2, kernel);
+        int ran, given;
+        verbose_threads(&ran, &given);
+        snprintf(name, sizeof name, "verbose_threads_%s_alone_while_pool_busy", WANT[c]);
+        check(!st && strcmp(kernel, WANT[c]) == 0 && ran == 1 && given == 2, name, "status %d, kernel %s, line %s",
+              (int)st, kernel, verbose_last_line);
+    }
+    atomic_store(&h.release, 1);
+    pthread_join(holder, NULL);
+    /* The pool free again: at least one thread and at most the two given ran. */
+    char kernel[32];
+    attn_status st = run_f32(out, &flash, q, k, v, NULL, 2, kernel);
+    int ran, given;
+    verbose_threads(&ran, &given);
+    check(!st && ran >= 1 && ran <= 2 && given == 2, "verbose_threads_pool_free", "line %s", verbose_last_line);
+    for (int n = 1; n <= 4; n++) {
+        item_barrier b = {0, n};
+        int got = attn_parallel_for(n, n, barrier_item, &b);
+        char name[64];
+        snprintf(name, sizeof name, "parallel_for_counts_%d_threads_that_ran", n);
+        check(got == n, name, "returned %d", got);
+    }
+    free(q), free(k), free(v), free(out);
+}
+
+/* The per-core table holds what attn.h says of it: blocks for zen3 with
+ * avx2, zen4 and zen5 with avx512; every other core (intel-avx512 among
+ * them, which is detected but has no row) and ISA gets the generic row. */
+static void test_core_table(void) {
+    static const char *const PAIRS[][3] = {
+        {"zen3", "avx2", "zen3"},           {"zen4", "avx512", "zen4"},       {"zen5", "avx512", "zen5"},
+        {"intel-avx512", "avx512", "generic"}, {"intel-avx512", "avx2", "generic"}, {"zen3", "avx512", "generic"},
+        {"zen4", "avx2", "generic"},        {"generic", "c", "generic"},      {"zen3", "c", "generic"},
+    };
+    int wrong = 0;
+    char why[128] = "";
+    for (size_t i = 0; i < sizeof PAIRS / sizeof PAIRS[0]; i++) {
+        const attn_blocks *b = attn_blocks_for(PAIRS[i][0], PAIRS[i][1]);
+        if (strcmp(b->core, PAIRS[i][2]) != 0)
+            wrong++, snprintf(why, sizeof why, "%s with %s gets %s's blocks", PAIRS[i][0], PAIRS[i][1], b->core);
+    }
+    check(!wrong, "core_table_rows_as_documented", "%s", why);
 }
 
 /* qk for every strip width nvec = 1..nv against the full strip: the same
@@ -786,6 +919,8 @@ int main(void) {
     test_fallback();
     test_bf16_emulation();
     test_concurrent_callers();
+    test_verbose_threads();
+    test_core_table();
     attn_shutdown();
     return n_failed ? 1 : 0;
 }

@@ -165,6 +165,10 @@ def main():
     c.bad("error_not_npy", 2, ["-q", c.path("garbage.npy"), "-k", k, "-v", v], "not a .npy file")
     c.bad("error_usage_layout", 2, ["-q", q, "-k", k, "-v", v, "--layout", "diagonal"], "--layout takes")
     c.bad("error_usage_missing_v", 2, ["-q", q, "-k", k], "missing")
+    for dt in ("int8", "uint64"):  # an integer mask: refused with a hint at bool, never a 0/1 bias
+        c.save(**{"m_" + dt: np.ones((37, 37), dt)})
+        c.bad("error_integer_mask_" + dt, 2, ["-q", q, "-k", k, "-v", v, "-m", c.path("m_%s.npy" % dt)],
+              "a 0/1 mask as bool")
 
     # Ranks given different files or options (a node with other copies of
     # the files, a launcher that passes other arguments): one error, on 2

@@ -143,6 +143,48 @@ for want, call in cases:
         got = type(e).__name__ if e.message else "an empty message"
     check("raises_%s_%s" % (want, cases.index((want, call))), got == want, "raised %s" % got)
 
+# An integer mask is refused, as PyTorch refuses it: converted to float it
+# would be a bias of 0 and 1 on the scores, not a mask. Every integer dtype,
+# through every call that takes a mask.
+INT_NP = (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64)
+INT_TORCH = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
+
+
+def refuses_mask(call):
+    try:
+        call()
+        return "no error"
+    except attn.MaskError as e:
+        return "" if "bool or float" in e.message else "message: " + e.message
+    except Exception as e:  # noqa: BLE001 -- any other error is a failure too
+        return "raised %s: %s" % (type(e).__name__, e)
+
+
+im = np.ones((5, 6))
+imq, imk, imv = f((2, 5, 8)), f((2, 6, 8)), f((2, 6, 4))
+io, il = attn.sdpa(imq, imk, imv, return_lse=True)
+for dt in INT_NP:
+    m = im.astype(dt)
+    for name, call in (("sdpa", lambda: attn.sdpa(imq, imk, imv, mask=m)),
+                       ("sdpa_f32", lambda: attn.sdpa(imq.astype(np.float32), imk.astype(np.float32),
+                                                      imv.astype(np.float32), mask=m)),
+                       ("sdpa_backward", lambda: attn.sdpa_backward(io, imq, imk, imv, io, il, mask=m))):
+        why = refuses_mask(call)
+        check("integer_mask_refused_%s_%s" % (name, np.dtype(dt).name), not why, why)
+check("integer_mask_refused_python_list", not refuses_mask(lambda: attn.sdpa(imq, imk, imv, mask=[[1] * 6] * 5)))
+tq, tk, tv = (torch.from_numpy(a) for a in (imq, imk, imv))
+mha = at.MultiheadAttention(8, 2, dtype=torch.float64, batch_first=True)
+tx = torch.randn(2, 5, 8, dtype=torch.float64)
+for dt in INT_TORCH:
+    tm = torch.ones(5, 6, dtype=dt)
+    kpm = torch.zeros(2, 5, dtype=dt)
+    am = torch.zeros(5, 5, dtype=dt)
+    for name, call in (("torch_sdpa", lambda: at.scaled_dot_product_attention(tq, tk, tv, attn_mask=tm)),
+                       ("torch_mha_key_padding_mask", lambda: mha(tx, tx, tx, key_padding_mask=kpm)),
+                       ("torch_mha_attn_mask", lambda: mha(tx, tx, tx, attn_mask=am))):
+        why = refuses_mask(call)
+        check("integer_mask_refused_%s_%s" % (name, str(dt).replace("torch.", "")), not why, why)
+
 # --- attn.torch ---------------------------------------------------------------
 torch.manual_seed(0)
 D = torch.float64

@@ -6,7 +6,7 @@ import struct
 
 import numpy as np
 
-from ._lib import BOOL, F16, F32, F64, LIB, MAX_RANK, P, Error, SdpaOptions, Tensor
+from ._lib import BOOL, F16, F32, F64, LIB, MAX_RANK, P, Error, SdpaOptions, Tensor, default
 
 # ---------------------------------------------------------------------------
 # Errors: one class per attn_status, all AttnError.
@@ -129,7 +129,7 @@ def _float_array(a, like=None, allow_half=False):
 CAUSAL = {False: 0, None: 0, True: 1, "top-left": 1, "bottom-right": 2}
 
 
-_DEFAULT_OPTIONS = bytes(LIB.attn_sdpa_options_default())
+_DEFAULT_OPTIONS = bytes(default(SdpaOptions))
 
 
 def _options(causal, scale, mask_view, dropout_p, seed):
@@ -146,10 +146,21 @@ def _options(causal, scale, mask_view, dropout_p, seed):
     return o
 
 
+def mask_array(mask, name="mask"):
+    """mask as an array, bool or float, as PyTorch takes masks. An integer
+    mask is refused: a 0/1 mask converted to float would be a bias of +0
+    and +1 on the scores, not a mask."""
+    m = np.asarray(mask)
+    if m.dtype != np.bool_ and m.dtype.kind != "f":
+        raise MaskError("%s is %s: a mask must be bool or float (for a 0/1 mask, %s.astype(bool))"
+                        % (name, m.dtype, name), 7)
+    return m
+
+
 def _mask(mask, dtype):
     if mask is None:
         return None, None
-    m = np.asarray(mask)
+    m = mask_array(mask)
     if m.dtype != np.bool_ and m.dtype != dtype:
         m = m.astype(dtype)
     return m, view(m)
@@ -192,7 +203,7 @@ def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout
     (..., Hk, S, Ev): float32 or float64 arrays of any strides (k and v may be
     float16 with float32 q); GQA when Hq is a multiple of Hk; batch dimensions
     broadcast. mask: bool (True takes part) or additive float, broadcastable to
-    (..., Hq, L, S). causal: False, True or 'top-left' (key j <= query i),
+    (..., Hq, L, S); an integer mask is a MaskError, as in PyTorch. causal: False, True or 'top-left' (key j <= query i),
     'bottom-right' (j <= i + S - L). scale: default 1/sqrt(E). dropout_p with
     seed (None: a fresh one). Returns out (..., Hq, L, Ev), a new array unless
     out= is given; with return_lse, (out, lse), the log-sum-exp of each row;

@@ -118,12 +118,9 @@ def _declare(lib):
     lib.attn_strerror.argtypes = [ctypes.c_int]
     lib.attn_get_num_threads.restype = ctypes.c_int
     lib.attn_set_num_threads.argtypes = [ctypes.c_int]
-    lib.attn_sdpa_options_default.restype = SdpaOptions
-    lib.attn_context_default.restype = Context
-    lib.attn_mha_params_default.restype = MhaParams
-    lib.attn_mha_options_default.restype = MhaOptions
-    lib.attn_rope_options_default.restype = RopeOptions
-    lib.attn_toy_explain_options_default.restype = ToyExplainOptions
+    for cls in _INIT:
+        init = getattr(lib, _INIT[cls])
+        init.restype, init.argtypes = ctypes.c_size_t, [ctypes.POINTER(cls), ctypes.c_size_t]
     for name in ("attn_sdpa", "attn_sdpa_backward", "attn_sdpa_shapes", "attn_sdpa_merge", "attn_mha",
                  "attn_mha_backward", "attn_toy_explain_json", "attn_scaling_measure", "attn_sdpa_reference"):
         getattr(lib, name).restype = st
@@ -154,15 +151,29 @@ def _check_version(lib, where, path):
     return found
 
 
+# The versioned structs (attn.h: "Versioned structs") and the functions that
+# fill one with the library's defaults, for the size given; each returns the
+# library's own size of the struct.
+_INIT = {Context: "attn_context_init", SdpaOptions: "attn_sdpa_options_init", RopeOptions: "attn_rope_options_init",
+         MhaParams: "attn_mha_params_init", MhaOptions: "attn_mha_options_init",
+         ToyExplainOptions: "attn_toy_explain_options_init"}
+
+
+def default(cls, lib=None):
+    """A versioned struct (a class of _INIT) holding the library's defaults,
+    its struct_size ours: what X_default() is in C."""
+    o = cls()
+    getattr(lib or LIB, _INIT[cls])(ctypes.byref(o), ctypes.sizeof(o))
+    return o
+
+
 def _check_sizes(lib, found, where, path):
     """The structs' sizes as the library has them against ours."""
-    sizes = {"attn_sdpa_options": (lib.attn_sdpa_options_default().struct_size, ctypes.sizeof(SdpaOptions)),
-             "attn_mha_params": (lib.attn_mha_params_default().struct_size, ctypes.sizeof(MhaParams)),
-             "attn_mha_options": (lib.attn_mha_options_default().struct_size, ctypes.sizeof(MhaOptions))}
-    for name, (c_size, py_size) in sizes.items():
+    for cls, init in _INIT.items():
+        c_size, py_size = getattr(lib, init)(None, 0), ctypes.sizeof(cls)
         if c_size != py_size:
             raise ImportError("libattn %s from %s (%s) has a %s of %d bytes; this package expects %d: rebuild one "
-                              "of them from the same source" % (found, where, path, name, c_size, py_size))
+                              "of them from the same source" % (found, where, path, init[:-5], c_size, py_size))
 
 
 def load():

@@ -12,7 +12,7 @@ import json
 import numpy as np
 
 from . import _core
-from ._lib import LIB, SCALING_BINS, Error, ScalingRow
+from ._lib import LIB, SCALING_BINS, Error, ScalingRow, ToyExplainOptions, default
 
 __all__ = ["explain", "Explanation", "scaling", "ScalingTable"]
 
@@ -38,7 +38,7 @@ def explain(sentence, head="wired", mode="qkv", causal=False, scale=True, positi
     scale=False skips the 1/sqrt(d_k); scale_by='d_model' divides by the
     model's width instead (the classic slip). An unknown word is a
     TokenError whose message suggests a close word or lists the vocabulary."""
-    o = LIB.attn_toy_explain_options_default()
+    o = default(ToyExplainOptions)
     o.head, o.mode = _pick(HEADS, head, "head"), _pick(MODES, mode, "mode")
     o.positions = _pick(POSITIONS, positions, "positions")
     o.causal, o.no_scale, o.tied = int(bool(causal)), int(not scale), int(bool(tied))

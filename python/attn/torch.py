@@ -13,7 +13,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from . import _core
-from ._lib import LIB, MHA_PARAMS, Error
+from ._lib import LIB, MHA_PARAMS, Error, MhaOptions, MhaParams, SdpaOptions, default
 
 __all__ = ["scaled_dot_product_attention", "MultiheadAttention"]
 
@@ -69,7 +69,8 @@ class _SDPA(torch.autograd.Function):
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
     """torch.nn.functional.scaled_dot_product_attention on libattn, CPU tensors:
     query (..., Hq, L, E), key (..., Hk, S, E), value (..., Hk, S, Ev) (Hk may
-    divide Hq: GQA); attn_mask bool (True takes part) or additive float;
+    divide Hq: GQA); attn_mask bool (True takes part) or additive float (an
+    integer mask is a MaskError, as PyTorch refuses it);
     is_causal is top-left. Differentiable in query, key, value and a float
     attn_mask; float64 and float32 (key and value may be float16)."""
     return _SDPA.apply(query, key, value, attn_mask, float(dropout_p), is_causal, scale)
@@ -80,7 +81,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
 def _mha_params(mod, arrays, keep):
     """attn_mha_params over the module's NumPy views (keep holds the views)."""
-    p = LIB.attn_mha_params_default()
+    p = default(MhaParams)
     p.embed_dim, p.num_heads, p.num_kv_heads = mod.embed_dim, mod.num_heads, 0
     p.kdim, p.vdim = mod.kdim, mod.vdim
     for name, a in arrays.items():
@@ -102,15 +103,15 @@ def _param_arrays(mod, tensors):
 
 
 def _mha_options(mod, kpm, attn_mask, average, keep, dropout_p, seed):
-    o = LIB.attn_mha_options_default()
+    o = default(MhaOptions)
     o.batch_first, o.add_zero_attn, o.average_attn_weights = int(mod.batch_first), int(mod.add_zero_attn), int(average)
     for name, m in (("key_padding_mask", kpm), ("attn_mask", attn_mask)):
         if m is not None:
-            t = _core.view(m)
+            t = _core.view(_core.mask_array(m, name))
             keep.append(t)
             setattr(o, name, ctypes.pointer(t))
     if dropout_p:
-        so = LIB.attn_sdpa_options_default()
+        so = default(SdpaOptions)
         so.dropout_p, so.dropout_seed = dropout_p, seed
         keep.append(so)
         o.attention = ctypes.pointer(so)

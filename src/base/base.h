@@ -28,6 +28,13 @@ bool attn_add_i64(int64_t a, int64_t b, int64_t *out);
  * in elements and in bytes (ATTN_ERR_OVERFLOW naming `name` otherwise). */
 attn_status attn_check_extent(const attn_tensor *t, const char *name, attn_error *err);
 
+/* An output struct that begins with struct_size (attn_tuning) filled from
+ * ours (`size` bytes): its first struct_size bytes only, struct_size kept;
+ * ATTN_ERR_OPTION as attn_versioned_read (attn.h) refuses a struct_size.
+ * versioned.c. */
+attn_status attn_versioned_write(void *theirs, const void *ours, size_t size, const char *name, const char *hint,
+                                 attn_error *err);
+
 
 /* Whether the memory of tensors a and b shares a byte (overlap.c): exact
  * for views that interleave without touching (dq, dk, dv as slices of one
@@ -229,9 +236,13 @@ size_t attn_arena_needed(const attn_arena *a);
 
 /* Run fn(ctx, item, worker) for item = 0..n_items-1 on up to n_workers
  * threads (the caller is worker 0; worker < n_workers). Items are handed out
- * dynamically, so their results must not depend on which worker runs them. */
+ * dynamically, so their results must not depend on which worker runs them.
+ * Returns how many threads ran items: fewer than n_workers when the pool is
+ * busy with another caller's job (then the caller runs every item alone),
+ * when threads could not be started, or when the items ran out before a
+ * worker woke. This is what ATTN_VERBOSE reports as threads=. */
 typedef void (*attn_task_fn)(void *ctx, int64_t item, int worker);
-void attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx);
+int attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx);
 
 /* A tensor in canonical 5-D form (B1, B2, H, rows, cols), size-1
  * dimensions with stride 0 (see sdpa/plan.c). */
@@ -286,13 +297,14 @@ void attn_grad_slice(const attn_grad_slices *gs, int64_t index, attn_grad_proble
 
 /* What one call ran, for ATTN_VERBOSE (verbose.c): the kernel ("exact",
  * "reference", "scores", "flash" or "decode"), the microkernels' ISA, the
- * threads, and how many of its work items (flash: blocks of query rows;
- * decode: (batch, head) slices) the exact f64 kernel computed instead; in
- * the bf16 compute mode, which bf16 kernels ran ("f32" when the CPU has no
- * bf16 instruction and the f32 kernels did the work). */
+ * threads that ran its work items (attn_parallel_for's count) of the
+ * threads it was given, and how many of its work items (flash: blocks of
+ * query rows; decode: (batch, head) slices) the exact f64 kernel computed
+ * instead; in the bf16 compute mode, which bf16 kernels ran ("f32" when the
+ * CPU has no bf16 instruction and the f32 kernels did the work). */
 typedef struct attn_run_info {
     const char *kernel, *isa, *bf16;
-    int threads;
+    int threads, threads_given;
     int64_t items, fallbacks;
 } attn_run_info;
 

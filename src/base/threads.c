@@ -10,9 +10,10 @@
 void attn_set_num_threads(int n) { (void)n; }
 int attn_get_num_threads(void) { return 1; }
 void attn_shutdown(void) {}
-void attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx) {
+int attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx) {
     (void)n_workers;
     for (int64_t i = 0; i < n_items; i++) fn(ctx, i, 0);
+    return n_items > 0;
 }
 #else
 #include <pthread.h>
@@ -35,6 +36,7 @@ typedef struct pool {
     int n_workers; /* how many workers (the caller included) take part */
     int running;   /* workers still inside the job */
     atomic_llong next;
+    atomic_int ran; /* workers (the caller included) that ran at least one item */
 } pool;
 
 static pool the_pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -45,9 +47,10 @@ static atomic_int requested; /* attn_set_num_threads; 0 means the default */
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
 static void run_items(pool *p, int worker) {
-    for (;;) {
+    for (bool first = true;; first = false) {
         int64_t i = atomic_fetch_add(&p->next, 1);
         if (i >= p->n_items) return;
+        if (first) atomic_fetch_add(&p->ran, 1);
         p->fn(p->ctx, i, worker);
     }
 }
@@ -127,12 +130,12 @@ static bool grow(pool *p, int want) {
     return true;
 }
 
-void attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx) {
+int attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx) {
     pool *p = &the_pool;
     if (n_workers > MAX_THREADS) n_workers = MAX_THREADS;
     if (n_workers <= 1 || n_items <= 1 || pthread_mutex_trylock(&job_lock) != 0) {
         for (int64_t i = 0; i < n_items; i++) fn(ctx, i, 0);
-        return;
+        return n_items > 0;
     }
     pthread_mutex_lock(&p->lock);
     bool ok = grow(p, n_workers - 1);
@@ -141,6 +144,7 @@ void attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ct
     p->n_workers = helpers + 1;
     p->running = helpers;
     atomic_store(&p->next, 0);
+    atomic_store(&p->ran, 0);
     p->generation++;
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
@@ -149,7 +153,9 @@ void attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ct
 
     pthread_mutex_lock(&p->lock);
     while (p->running > 0) pthread_cond_wait(&p->done, &p->lock);
+    int ran = atomic_load(&p->ran);
     pthread_mutex_unlock(&p->lock);
     pthread_mutex_unlock(&job_lock);
+    return ran;
 }
 #endif

@@ -214,8 +214,8 @@ attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_err
                          "cannot allocate the decode path's partials");
     for (int64_t g = 0; g < groups; g++) atomic_init(&j.bad[g], 0);
     memset(zero, 0, sizeof(float) * (size_t)j.Ev);
-    attn_parallel_for(workers, items, decode_item, &j);
-    info->kernel = "decode", info->isa = j.uk->name, info->bf16 = NULL, info->threads = workers;
+    info->threads = attn_parallel_for(workers, items, decode_item, &j), info->threads_given = workers;
+    info->kernel = "decode", info->isa = j.uk->name, info->bf16 = NULL;
     info->items = sl->count, info->fallbacks = 0;
     for (int64_t s = 0; s < sl->count; s++) {
         attn_problem p;

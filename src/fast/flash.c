@@ -414,8 +414,8 @@ attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_run_info *info
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate %zu bytes of scratch", j.ws_bytes * (size_t)workers);
     j.v_direct = !j.bk && p0->v.dtype == ATTN_F32 && p0->v.cs == 1 && j.Ev == j.Evp;
-    attn_parallel_for(workers, items, flash_item, &j);
-    info->kernel = "flash", info->isa = j.uk->name, info->threads = workers;
+    info->threads = attn_parallel_for(workers, items, flash_item, &j), info->threads_given = workers;
+    info->kernel = "flash", info->isa = j.uk->name;
     info->bf16 = j.bk ? j.bk->name : bf16 ? "f32" : NULL; /* "f32": no bf16 instruction, so f32 kernels */
     info->items = items, info->fallbacks = (int64_t)atomic_load(&j.fallbacks);
     return ATTN_OK;

@@ -559,8 +559,8 @@ attn_status attn_flash_backward_run(const attn_grad_slices *gs, attn_run_info *i
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the softmax statistics of the rows whose lse f32 cannot trust");
     if (any_stats) attn_parallel_for(workers, stat_items, stats_item, &j);
-    attn_parallel_for(workers, items, bwd_item, &j);
-    info->kernel = "flash_backward", info->isa = j.uk->name, info->bf16 = NULL, info->threads = workers;
+    info->threads = attn_parallel_for(workers, items, bwd_item, &j), info->threads_given = workers;
+    info->kernel = "flash_backward", info->isa = j.uk->name, info->bf16 = NULL;
     info->items = gs->f.count, info->fallbacks = 0;
     reduce(&j, exact_work, info);
     return ATTN_OK;

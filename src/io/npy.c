@@ -93,7 +93,9 @@ static attn_status parse_descr(npy_layout *h, const char *d, attn_error *err) {
                          d);
     else if (strpbrk(d, "iu"))
         return attn_fail(err, ATTN_ERR_NPY_UNSUPPORTED,
-                         "integer arrays ('%s') are not supported; save floats (x.astype(np.float32))", d);
+                         "integer arrays ('%s') are not supported; save floats (x.astype(np.float32)), or a "
+                         "0/1 mask as bool (x.astype(bool)): an integer mask is neither",
+                         d);
     else
         return attn_fail(err, ATTN_ERR_NPY_UNSUPPORTED,
                          "dtype '%s' is not supported; use float16, float32 or float64 ('<f2', '<f4', '<f8'), "

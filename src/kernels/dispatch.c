@@ -66,14 +66,8 @@ const char *attn_isa(void) { return attn_ukernels_active()->name; }
 
 attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err) {
     if (!tuning) return attn_fail(err, ATTN_ERR_NULL, "tuning is NULL");
-    size_t size = tuning->struct_size;
-    if (size == 0 || size > sizeof *tuning)
-        return attn_fail(err, ATTN_ERR_OPTION, "tuning->struct_size is %zu: set it to sizeof(attn_tuning) (%zu)",
-                         size, sizeof *tuning);
     const attn_blocks *b = attn_blocks_active();
     attn_tuning t = {sizeof t, attn_detect_core(), attn_isa(), b->core, b->br, b->bc, b->bwd_br, b->bwd_bc, b->decode_chunk,
                      b->gemm_mc, b->gemm_kc, b->gemm_nc};
-    memcpy(tuning, &t, size);
-    tuning->struct_size = size;
-    return ATTN_OK;
+    return attn_versioned_write(tuning, &t, sizeof t, "tuning", "set it to sizeof(attn_tuning)", err);
 }

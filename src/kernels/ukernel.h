@@ -131,7 +131,7 @@ typedef struct attn_ukernels {
 /* How much work a block holds, per core (cores.c): registered beside the
  * kernels, BLIS style, and chosen with them. */
 typedef struct attn_blocks {
-    const char *core; /* "zen3", "zen4", "zen5", "intel-avx512" or "generic" */
+    const char *core; /* the core they were chosen for: "zen3", "zen4", "zen5" or "generic" */
     const char *isa;  /* the kernels these sizes were chosen for; NULL: any */
     /* flash.c: query rows per work item (a multiple of ATTN_MR) and keys per
      * block; both shrink for very wide heads. */

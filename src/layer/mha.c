@@ -14,31 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-attn_mha_params attn_mha_params_default(void) {
-    attn_mha_params p;
-    memset(&p, 0, sizeof p);
-    p.struct_size = sizeof p;
-    return p;
+size_t attn_mha_params_init(attn_mha_params *params, size_t struct_size) {
+    static const attn_mha_params DEFAULTS = {.struct_size = sizeof DEFAULTS};
+    return attn_versioned_init(params, struct_size, &DEFAULTS, sizeof DEFAULTS);
 }
 
-attn_mha_options attn_mha_options_default(void) {
-    attn_mha_options o;
-    memset(&o, 0, sizeof o);
-    o.struct_size = sizeof o;
-    o.average_attn_weights = 1;
-    return o;
-}
-
-
-
-/* The caller's versioned struct read into ours (defaults first). */
-attn_status attn_mha_read_struct(void *ours, size_t size, const void *theirs, const char *name, attn_error *err) {
-    size_t given = theirs ? *(const size_t *)theirs : size;
-    if (!theirs) return ATTN_OK;
-    if (given == 0 || given > size)
-        return attn_fail(err, ATTN_ERR_OPTION, "%s->struct_size is %zu: start from its _default()", name, given);
-    memcpy(ours, theirs, given);
-    return ATTN_OK;
+size_t attn_mha_options_init(attn_mha_options *options, size_t struct_size) {
+    static const attn_mha_options DEFAULTS = {.struct_size = sizeof DEFAULTS, .average_attn_weights = 1};
+    return attn_versioned_init(options, struct_size, &DEFAULTS, sizeof DEFAULTS);
 }
 
 /* x (L, N, F), (N, L, F) with batch_first, or (L, F), seen as (N, L, F). */
@@ -317,7 +300,7 @@ attn_status attn_mha_project_qkv(char *q, char *k, char *v, const attn_mha_call 
 attn_status attn_mha_sdpa_options(attn_sdpa_options *so, const attn_mha_call *m, attn_causal causal,
                                   const attn_tensor *mask, attn_error *err) {
     *so = attn_sdpa_options_default();
-    attn_status st = attn_mha_read_struct(so, sizeof *so, m->o.attention, "options->attention", err);
+    attn_status st = attn_versioned_read(so, sizeof *so, m->o.attention, "options->attention", "start from attn_sdpa_options_default()", err);
     so->struct_size = sizeof *so;
     so->causal = causal, so->mask = mask, so->context = m->o.context;
     so->rope = m->rope_in_attention ? m->o.rope : NULL;
@@ -383,8 +366,8 @@ attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *
     memset(&m, 0, sizeof m);
     m.p = attn_mha_params_default(), m.o = attn_mha_options_default();
     if (!params) return attn_fail(err, ATTN_ERR_NULL, "params is NULL");
-    attn_status st = attn_mha_read_struct(&m.p, sizeof m.p, params, "params", err);
-    if (st || (st = attn_mha_read_struct(&m.o, sizeof m.o, options, "options", err))) return st;
+    attn_status st = attn_versioned_read(&m.p, sizeof m.p, params, "params", "start from attn_mha_params_default()", err);
+    if (st || (st = attn_versioned_read(&m.o, sizeof m.o, options, "options", "start from attn_mha_options_default()", err))) return st;
     if (!out) return attn_fail(err, ATTN_ERR_NULL, "out is NULL");
     attn_tensor out_view;
     if ((st = attn_mha_plan(&m, &out_view, out, query, key, value, err)) || (weights && (st = check_weights(weights, &m, err))))
@@ -434,8 +417,8 @@ attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_
     memset(&m, 0, sizeof m);
     m.p = attn_mha_params_default(), m.o = attn_mha_options_default();
     if (!params || !cache || !out) return attn_fail(err, ATTN_ERR_NULL, "params, cache and out must not be NULL");
-    attn_status st = attn_mha_read_struct(&m.p, sizeof m.p, params, "params", err);
-    if (st || (st = attn_mha_read_struct(&m.o, sizeof m.o, options, "options", err))) return st;
+    attn_status st = attn_versioned_read(&m.p, sizeof m.p, params, "params", "start from attn_mha_params_default()", err);
+    if (st || (st = attn_versioned_read(&m.o, sizeof m.o, options, "options", "start from attn_mha_options_default()", err))) return st;
     if (!options) m.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT; /* as attn_kv_cache_attend's NULL options */
     if (m.o.attn_mask || m.o.key_padding_mask || m.o.add_zero_attn || m.p.bias_k)
         return attn_fail(err, ATTN_ERR_OPTION, "attn_mha_cached takes no masks, bias_k/bias_v or add_zero_attn");
@@ -462,7 +445,7 @@ attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_
     m.rope_in_attention = false; /* the cache holds turned keys: turn the new ones before appending */
     if (m.o.rope) { /* the new positions follow the cached ones */
         r = attn_rope_options_default();
-        if ((st = attn_mha_read_struct(&r, sizeof r, m.o.rope, "options->rope", err))) goto done;
+        if ((st = attn_versioned_read(&r, sizeof r, m.o.rope, "options->rope", "start from attn_rope_options_default()", err))) goto done;
         r.position_offset += length, m.o.rope = &r;
     }
     if ((st = attn_mha_project_qkv(q, k, v, &m, m.L, false, err))) goto done;

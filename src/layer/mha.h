@@ -41,8 +41,6 @@ typedef struct attn_mha_call {
 attn_status attn_mha_sdpa_options(attn_sdpa_options *so, const attn_mha_call *m, attn_causal causal,
                                   const attn_tensor *mask, attn_error *err);
 
-/* The caller's versioned struct read into ours (which holds the defaults). */
-attn_status attn_mha_read_struct(void *ours, size_t size, const void *theirs, const char *name, attn_error *err);
 /* x (L, N, F), (N, L, F) with batch_first, or (L, F), seen as (N, L, F). */
 attn_status attn_mha_as_batch(attn_tensor *out, const attn_tensor *x, const char *name, const attn_mha_call *m,
                               int64_t features, attn_error *err);

@@ -260,9 +260,9 @@ attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tenso
     m.p = attn_mha_params_default(), m.o = attn_mha_options_default();
     attn_mha_params gp = attn_mha_params_default();
     if (!params || !dout) return attn_fail(err, ATTN_ERR_NULL, "params and dout must not be NULL");
-    attn_status st = attn_mha_read_struct(&m.p, sizeof m.p, params, "params", err);
-    if (st || (st = attn_mha_read_struct(&m.o, sizeof m.o, options, "options", err)) ||
-        (st = attn_mha_read_struct(&gp, sizeof gp, grads, "grads", err)))
+    attn_status st = attn_versioned_read(&m.p, sizeof m.p, params, "params", "start from attn_mha_params_default()", err);
+    if (st || (st = attn_versioned_read(&m.o, sizeof m.o, options, "options", "start from attn_mha_options_default()", err)) ||
+        (st = attn_versioned_read(&gp, sizeof gp, grads, "grads", "start from attn_mha_params_default()", err)))
         return st;
     attn_tensor dout_view;
     if ((st = attn_mha_plan(&m, &dout_view, (attn_tensor *)dout, query, key, value, err))) return st;

@@ -8,13 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-attn_rope_options attn_rope_options_default(void) {
-    attn_rope_options o = {0};
-    o.struct_size = sizeof o;
-    o.layout = ATTN_ROPE_HALVES;
-    o.base = 10000;
-    o.linear_scaling = 1;
-    return o;
+size_t attn_rope_options_init(attn_rope_options *options, size_t struct_size) {
+    static const attn_rope_options DEFAULTS = {
+        .struct_size = sizeof DEFAULTS, .layout = ATTN_ROPE_HALVES, .base = 10000, .linear_scaling = 1};
+    return attn_versioned_init(options, struct_size, &DEFAULTS, sizeof DEFAULTS);
 }
 
 static attn_status check_pair(const attn_tensor *out, const attn_tensor *x, attn_error *err) {

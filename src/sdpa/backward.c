@@ -1,9 +1,22 @@
-/* backward.c -- attn_sdpa_backward: the gradients of attn_sdpa. The forward's
- * plan checks q, k, v, out, lse and the options; this file checks dout and
- * the gradients, accumulates each gradient in f64 (shaped like its input, so
- * that slices sharing an input through a broadcast or a GQA group add into
- * one place), runs the exact backward kernel on every slice, and only then
- * writes the gradients out in the caller's dtype and strides. */
+/* backward.c -- attn_sdpa_backward and attn_sdpa_backward_workspace_size:
+ * the gradients of attn_sdpa. The forward's plan checks q, k, v, out, lse
+ * and the options; this file checks dout and the gradients, then picks the
+ * kernel:
+ *   - f32 q without dmask: the fused FlashAttention-2 kernel
+ *     (fast/flash_backward.c), which sends a slice it cannot take in f32
+ *     (attn.h says which) to the exact kernel itself;
+ *   - otherwise (f64, or dmask asked for): the exact kernel
+ *     (exact/backward.c) on every slice.
+ * A gradient that no two slices share (no broadcast batch dimension, and for
+ * dk and dv no GQA group) the fused kernel writes straight into the caller's
+ * output. Every other gradient, and every gradient of the exact kernel, is
+ * summed in an f64 accumulator shaped like its input (so slices sharing an
+ * input add into one place) and written out in the caller's dtype and
+ * strides at the end. With RoPE the kernels differentiate the turned q and
+ * k, and dq and dk are turned back once, where they were summed. The call
+ * runs first on a measuring arena, which counts its scratch (the workspace
+ * size stops there), then on the caller's workspace or malloc, so nothing
+ * is written unless all of its memory was had. */
 #include "sdpa/sdpa.h"
 #include "kernels/rope.h"
 #include "exact/exact.h"
@@ -168,7 +181,7 @@ static attn_status backward(size_t *bytes, grads *g, const attn_tensor *dout, co
     gs.dout = dout, gs.cdo = attn_canonical(dout);
     attn_arena measure = attn_arena_measuring(), arena = attn_arena_over(c.workspace, c.workspace_size);
     double *work;
-    attn_run_info info = {"exact", "-", NULL, 1, gs.f.count, 0};
+    attn_run_info info = {"exact", "-", NULL, 1, 1, gs.f.count, 0};
     gs.f.arena = &measure;
     choose_direct(&gs, g);
     bind_views(&gs, g);

@@ -18,11 +18,9 @@ struct attn_kv_cache {
 
 enum { ALIGN = 64 };
 
-attn_kv_cache_desc attn_kv_cache_desc_default(void) {
-    attn_kv_cache_desc d = {0};
-    d.struct_size = sizeof d;
-    d.batch = 1, d.heads = 1, d.dtype = ATTN_F32;
-    return d;
+size_t attn_kv_cache_desc_init(attn_kv_cache_desc *desc, size_t struct_size) {
+    static const attn_kv_cache_desc DEFAULTS = {.struct_size = sizeof DEFAULTS, .batch = 1, .heads = 1, .dtype = ATTN_F32};
+    return attn_versioned_init(desc, struct_size, &DEFAULTS, sizeof DEFAULTS);
 }
 
 /* The caller's desc (read up to its struct_size) checked, and the bytes of
@@ -30,12 +28,9 @@ attn_kv_cache_desc attn_kv_cache_desc_default(void) {
 static attn_status read_desc(attn_kv_cache_desc *d, int64_t *kbytes, int64_t *vbytes,
                              const attn_kv_cache_desc *in, attn_error *err) {
     if (!in) return attn_fail(err, ATTN_ERR_NULL, "desc is NULL");
-    if (in->struct_size == 0 || in->struct_size > sizeof *d)
-        return attn_fail(err, ATTN_ERR_OPTION, "desc->struct_size is %zu: start from attn_kv_cache_desc_default()",
-                         in->struct_size);
     *d = attn_kv_cache_desc_default();
-    memcpy(d, in, in->struct_size);
-    d->struct_size = sizeof *d;
+    attn_status st = attn_versioned_read(d, sizeof *d, in, "desc", "start from attn_kv_cache_desc_default()", err);
+    if (st) return st;
     const int64_t dims[5] = {d->batch, d->heads, d->capacity, d->key_dim, d->value_dim};
     static const char *const NAMES[5] = {"batch", "heads", "capacity", "key_dim", "value_dim"};
     for (int i = 0; i < 5; i++)
@@ -188,15 +183,12 @@ attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, const attn_
     attn_sdpa_options o = attn_sdpa_options_default();
     attn_status st;
     o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
-    if (options) {
-        if (options->struct_size == 0 || options->struct_size > sizeof o)
-            return attn_fail(err, ATTN_ERR_OPTION, "options->struct_size is %zu: start from attn_sdpa_options_default()",
-                             options->struct_size);
-        memcpy(&o, options, options->struct_size);
-        if ((st = attn_kv_cache_check_causal(o.causal, err))) return st;
-    }
+    if ((st = attn_versioned_read(&o, sizeof o, options, "options", "start from attn_sdpa_options_default()", err)) ||
+        (st = attn_kv_cache_check_causal(o.causal, err)))
+        return st;
     attn_tensor k, v;
-    st = positions(&k, cache, false, 0, cache->length, q->rank, err);
-    if (st || (st = positions(&v, cache, true, 0, cache->length, q->rank, err))) return st;
+    if ((st = positions(&k, cache, false, 0, cache->length, q->rank, err)) ||
+        (st = positions(&v, cache, true, 0, cache->length, q->rank, err)))
+        return st;
     return attn_sdpa(out, lse, NULL, q, &k, &v, &o, err);
 }

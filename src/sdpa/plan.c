@@ -255,33 +255,13 @@ attn_status attn_sdpa_shapes(int *rank, int64_t out_shape[ATTN_MAX_RANK],
     return ATTN_OK;
 }
 
-/* Read a caller's versioned struct (options or context) of `size` bytes
- * into `dst` (this library's `ours` bytes, already holding the defaults from
- * the function `init`). */
-static attn_status read_versioned(void *dst, size_t ours, const void *src, size_t size, const char *name,
-                                  const char *init, attn_error *err) {
-    if (size == 0)
-        return attn_fail(err, ATTN_ERR_OPTION, "%s->struct_size is 0: start from %s()", name, init);
-    if (size > ours)
-        return attn_fail(err, ATTN_ERR_OPTION,
-                         "%s->struct_size is %zu, larger than this library's %zu: the program was "
-                         "built against a newer attn.h", name, size, ours);
-    memcpy(dst, src, size); /* fields it lacks keep their defaults */
-    return ATTN_OK;
-}
-
 attn_status attn_options_read(attn_sdpa_options *o, attn_context *context,
                               const attn_sdpa_options *options, attn_error *err) {
     *o = attn_sdpa_options_default();
     attn_context c = attn_context_default();
     attn_status st;
-    if (options && (st = read_versioned(o, sizeof *o, options, options->struct_size, "options",
-                                               "attn_sdpa_options_default", err)))
-        return st;
-    o->struct_size = sizeof *o;
-    if (o->context &&
-        (st = read_versioned(&c, sizeof c, o->context, o->context->struct_size, "context",
-                                  "attn_context_default", err)))
+    if ((st = attn_versioned_read(o, sizeof *o, options, "options", "start from attn_sdpa_options_default()", err)) ||
+        (st = attn_versioned_read(&c, sizeof c, o->context, "context", "start from attn_context_default()", err)))
         return st;
     if (c.num_threads < 0 || c.num_threads > 256)
         return attn_fail(err, ATTN_ERR_OPTION, "context->num_threads is %d; it must be 0 to 256",

@@ -12,16 +12,14 @@
 
 typedef enum kernel_kind { KERNEL_STREAM, KERNEL_REFERENCE, KERNEL_SCORES } kernel_kind;
 
-attn_context attn_context_default(void) {
-    attn_context c = {0};
-    c.struct_size = sizeof c;
-    return c;
+size_t attn_context_init(attn_context *context, size_t struct_size) {
+    static const attn_context DEFAULTS = {sizeof DEFAULTS, 0, NULL, 0};
+    return attn_versioned_init(context, struct_size, &DEFAULTS, sizeof DEFAULTS);
 }
 
-attn_sdpa_options attn_sdpa_options_default(void) {
-    attn_sdpa_options o = {0};
-    o.struct_size = sizeof o;
-    return o;
+size_t attn_sdpa_options_init(attn_sdpa_options *options, size_t struct_size) {
+    static const attn_sdpa_options DEFAULTS = {.struct_size = sizeof DEFAULTS};
+    return attn_versioned_init(options, struct_size, &DEFAULTS, sizeof DEFAULTS);
 }
 
 attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error *err) {
@@ -43,7 +41,7 @@ static attn_status run_kernel(kernel_kind kind, const attn_slices *call, const a
     if (st) return st;
     int64_t L = sl->cq.shape[3], E = sl->cq.shape[4], S = sl->ck.shape[3], Ev = sl->cv.shape[4];
     static const char *const KERNEL[] = {"exact", "reference", "scores"};
-    info->kernel = KERNEL[kind], info->isa = "-", info->bf16 = NULL, info->threads = 1;
+    info->kernel = KERNEL[kind], info->isa = "-", info->bf16 = NULL, info->threads = info->threads_given = 1;
     info->items = sl->count, info->fallbacks = 0;
 
     /* f32 attention without weights takes the fast kernels: split over the

@@ -51,14 +51,16 @@ attn_status attn_sdpa_sinks_backward(attn_tensor *dsinks, const attn_tensor *dou
     attn_status st = check(dsinks, dout, out, lse, err);
     if (st) return st;
     if (!options) return attn_fail(err, ATTN_ERR_NULL, "options is NULL: the sinks are options->sinks");
-    if (options->struct_size < offsetof(attn_sdpa_options, sinks) + sizeof options->sinks || !options->sinks)
-        return attn_fail(err, ATTN_ERR_NULL, "options->sinks is NULL (or the options predate it)");
+    attn_sdpa_options o = attn_sdpa_options_default();
+    if ((st = attn_versioned_read(&o, sizeof o, options, "options", "start from attn_sdpa_options_default()", err)))
+        return st;
+    if (!o.sinks) return attn_fail(err, ATTN_ERR_NULL, "options->sinks is NULL (or the options predate it)");
     int64_t Hq = dsinks->shape[0], L = out->shape[out->rank - 2], Ev = out->shape[out->rank - 1];
-    if ((st = attn_check_per_head(options->sinks, "sinks", Hq, err))) return st;
+    if ((st = attn_check_per_head(o.sinks, "sinks", Hq, err))) return st;
     const attn_named outs[1] = {{dsinks, "dsinks"}};
-    const attn_named ins[4] = {{dout, "dout"}, {out, "out"}, {lse, "lse"}, {options->sinks, "sinks"}};
+    const attn_named ins[4] = {{dout, "dout"}, {out, "out"}, {lse, "lse"}, {o.sinks, "sinks"}};
     if ((st = attn_check_no_overlap(outs, 1, ins, 4, err))) return st;
-    attn_mat sinks = {(char *)options->sinks->data, options->sinks->dtype, 1, Hq, 0, options->sinks->strides[0]};
+    attn_mat sinks = {(char *)o.sinks->data, o.sinks->dtype, 1, Hq, 0, o.sinks->strides[0]};
     int64_t rows = Ev ? attn_tensor_numel(out) / Ev : 0;
     for (int64_t h = 0; h < Hq; h++) { /* in double, rows in order: the same sums on every run */
         double sum = 0, sink = attn_mat_get(&sinks, 0, h);

@@ -8,12 +8,10 @@
 #include <stdio.h>
 #include <string.h>
 
-attn_toy_explain_options attn_toy_explain_options_default(void) {
-    attn_toy_explain_options o;
-    memset(&o, 0, sizeof o);
-    o.struct_size = sizeof o;
-    o.head = ATTN_TOY_WIRED, o.mode = ATTN_EXPLAIN_QKV, o.positions = ATTN_EXPLAIN_NO_POSITIONS;
-    return o;
+size_t attn_toy_explain_options_init(attn_toy_explain_options *options, size_t struct_size) {
+    static const attn_toy_explain_options DEFAULTS = {.struct_size = sizeof DEFAULTS, .head = ATTN_TOY_WIRED,
+                                                      .mode = ATTN_EXPLAIN_QKV, .positions = ATTN_EXPLAIN_NO_POSITIONS};
+    return attn_versioned_init(options, struct_size, &DEFAULTS, sizeof DEFAULTS);
 }
 
 /* The sentence's words, embedded; for the source, a failure says so. */
@@ -46,18 +44,16 @@ attn_status attn_toy_explain_json(char *buf, size_t size, size_t *length, const 
                                   const attn_toy_explain_options *options, attn_error *err) {
     attn_toy_explain_options o = attn_toy_explain_options_default();
     if (!length || !sentence) return attn_fail(err, ATTN_ERR_NULL, "length or sentence is NULL");
-    if (options) {
-        if (options->struct_size == 0 || options->struct_size > sizeof o)
-            return attn_fail(err, ATTN_ERR_OPTION, "options->struct_size is %zu: start from its _default()", options->struct_size);
-        memcpy(&o, options, options->struct_size);
-    }
+    attn_status st = attn_versioned_read(&o, sizeof o, options, "options",
+                                         "start from attn_toy_explain_options_default()", err);
+    if (st) return st;
     if (o.head < ATTN_TOY_WIRED || o.head > ATTN_TOY_ORDER) return attn_fail(err, ATTN_ERR_OPTION, "unknown head %d", (int)o.head);
     double x[ATTN_TOY_MAX_TOKENS * ATTN_TOY_D_MODEL], xs[ATTN_TOY_MAX_TOKENS * ATTN_TOY_D_MODEL];
     double wq[ATTN_TOY_D_MODEL * ATTN_TOY_D_K], wk[ATTN_TOY_D_MODEL * ATTN_TOY_D_K], wv[ATTN_TOY_D_MODEL * ATTN_TOY_D_K];
     const char *words[ATTN_TOY_MAX_TOKENS], *src_words[ATTN_TOY_MAX_TOKENS];
     int n = 0, ns = 0;
     bool cross = o.source && o.source[0];
-    attn_status st = embed(x, &n, words, sentence, false, err);
+    st = embed(x, &n, words, sentence, false, err);
     if (!st && cross) st = embed(xs, &ns, src_words, o.source, true, err);
     attn_toy_head h = o.head == ATTN_TOY_WIRED && o.positions == ATTN_EXPLAIN_ROPE ? ATTN_TOY_ORDER : o.head;
     if (!st) st = attn_toy_weights(wq, wk, wv, h, err);

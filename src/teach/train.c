@@ -25,15 +25,10 @@ enum { DM = ATTN_TOY_D_MODEL, DV = ATTN_TRAIN_D_V, MAX_WORDS = 12 };
 /* The target: the subject's features noun, animal, thing and place. */
 static const int TARGET_FEATURES[DV] = {0, 2, 3, 4};
 
-attn_train_options attn_train_options_default(void) {
-    attn_train_options o = {0};
-    o.struct_size = sizeof o;
-    o.d_k = ATTN_TOY_D_K;
-    o.steps = 1000;
-    o.batch = 16;
-    o.learning_rate = 0.1;
-    o.seed = 1;
-    return o;
+size_t attn_train_options_init(attn_train_options *options, size_t struct_size) {
+    static const attn_train_options DEFAULTS = {.struct_size = sizeof DEFAULTS, .d_k = ATTN_TOY_D_K, .steps = 1000,
+                                                .batch = 16, .learning_rate = 0.1, .seed = 1};
+    return attn_versioned_init(options, struct_size, &DEFAULTS, sizeof DEFAULTS);
 }
 
 /* A random word of the list. */
@@ -144,13 +139,8 @@ static void adam(double *w, const double *g, double *m, double *s, int n, int t,
 
 static attn_status check_options(attn_train_options *o, const attn_train_options *options, attn_error *err) {
     *o = attn_train_options_default();
-    if (options) {
-        if (options->struct_size == 0 || options->struct_size > sizeof *o)
-            return attn_fail(err, ATTN_ERR_OPTION,
-                             "options->struct_size is %zu: start from attn_train_options_default()",
-                             options->struct_size);
-        memcpy(o, options, options->struct_size);
-    }
+    attn_status st = attn_versioned_read(o, sizeof *o, options, "options", "start from attn_train_options_default()", err);
+    if (st) return st;
     if (o->d_k < 1 || o->d_k > 1024) return attn_fail(err, ATTN_ERR_ARGUMENT, "d_k is %d; it must be 1 to 1024", o->d_k);
     if (o->steps < 1 || o->steps > 100000)
         return attn_fail(err, ATTN_ERR_ARGUMENT, "steps is %d; it must be 1 to 100000", o->steps);

@@ -1,0 +1,639 @@
+/*
+ * attn.h -- the whole public API of libattn, scaled dot-product attention in C.
+ *
+ *     out = softmax(q · kᵀ · scale + mask) · v
+ *
+ * This header is its own documentation: every type, function and error code is
+ * described where it is declared. The semantics follow PyTorch's
+ * torch.nn.functional.scaled_dot_product_attention, so results can be checked
+ * against PyTorch and code can move between the two (see README.md for the
+ * differences, all of them deliberate).
+ *
+ * Conventions
+ *   - Every function that can fail returns an attn_status. ATTN_OK is 0.
+ *   - Every such function takes an optional `attn_error *err` as its last
+ *     argument. When it is not NULL and the call fails, it receives the status
+ *     and a one-line message saying what was wrong, e.g.
+ *     "k has E=4 but q has E=8 (the last dimensions must match)".
+ *     On success it is left untouched.
+ *   - The library never exits, never aborts, and prints only when asked to
+ *     (verbose mode, attn_set_verbose). All functions are thread-safe on
+ *     distinct outputs. Its global state is process-wide and listed here:
+ *     the thread pool and its default size (attn_set_num_threads,
+ *     ATTN_NUM_THREADS; one call can ask for another through attn_context),
+ *     the microkernels' ISA (chosen once; ATTN_ISA), and the verbose flag
+ *     (attn_set_verbose, ATTN_VERBOSE).
+ *   - The caller owns all memory it passes in. Scratch memory a call needs is
+ *     allocated and freed inside that call (it is linear in the sequence
+ *     lengths; nothing of size L×S is ever allocated), or taken from a
+ *     workspace the caller hands over in attn_context. The one exception is
+ *     attn_npy_read, which returns an array the caller frees with
+ *     attn_npy_free.
+ *   - Outputs come first in argument lists, inputs after them, options last.
+ *
+ * Build: C11. Link with -lattn -lm (or use `pkg-config --cflags --libs attn`).
+ */
+#ifndef ATTN_H
+#define ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Symbols the shared library exports. Everything else in it is hidden. */
+#if defined(ATTN_BUILDING_LIBRARY) && defined(__GNUC__)
+#define ATTN_API __attribute__((visibility("default")))
+#else
+#define ATTN_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Version                                                                  */
+/* ------------------------------------------------------------------------ */
+
+#define ATTN_VERSION_MAJOR 0
+#define ATTN_VERSION_MINOR 2
+#define ATTN_VERSION_PATCH 0
+/* "MAJOR.MINOR.PATCH" of this header. What changed: CHANGELOG.md. */
+#define ATTN_VERSION_STRING "0.2.0"
+
+/* The version of the library actually linked, as "MAJOR.MINOR.PATCH". Compare
+ * with ATTN_VERSION_STRING to detect a header/library mismatch. */
+ATTN_API const char *attn_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum attn_status {
+    ATTN_OK = 0,
+    /* A required pointer argument (a tensor, its data, a path) is NULL. */
+    ATTN_ERR_NULL = 1,
+    /* A tensor's rank is outside what the call accepts (2..ATTN_MAX_RANK for
+     * attention inputs, 0..ATTN_MAX_RANK for any tensor). */
+    ATTN_ERR_RANK = 2,
+    /* A dimension is < 1, or sizes that must agree do not (q's E vs k's E,
+     * k's S vs v's S, the output's shape, ...). */
+    ATTN_ERR_SHAPE = 3,
+    /* Leading (batch) dimensions are neither equal nor 1. */
+    ATTN_ERR_BROADCAST = 4,
+    /* The number of query heads is not a multiple of the number of key/value
+     * heads, or k and v have different head counts. */
+    ATTN_ERR_HEADS = 5,
+    /* A dtype is wrong: q, k, v, out and weights must share one float dtype
+     * (k and v may be f16 or bf16 with f32 q). */
+    ATTN_ERR_DTYPE = 6,
+    /* The mask has a wrong dtype (bool, or q's float dtype) or a shape that
+     * does not broadcast to (..., Hq, L, S). */
+    ATTN_ERR_MASK = 7,
+    /* The scale is NaN or infinite. */
+    ATTN_ERR_SCALE = 8,
+    /* An option has a value outside its enum (e.g. an unknown causal mode). */
+    ATTN_ERR_OPTION = 9,
+    /* A stride is invalid: an output dimension of size > 1 with stride 0
+     * (several results would land in one element). */
+    ATTN_ERR_STRIDE = 10,
+    /* A size or offset computation overflows (e.g. a shape whose element or
+     * byte count does not fit in 64 bits / size_t). */
+    ATTN_ERR_OVERFLOW = 11,
+    /* Memory allocation failed. */
+    ATTN_ERR_NO_MEMORY = 12,
+    /* A file could not be opened, read or written (the message has errno's
+     * text). */
+    ATTN_ERR_IO = 13,
+    /* A .npy file is malformed: bad magic, a header that is not a valid
+     * dictionary, or a header length that lies about the header's size. */
+    ATTN_ERR_NPY_HEADER = 14,
+    /* A .npy file is well formed but uses something this library does not
+     * read: Fortran order, big-endian data, a dtype other than <f4, <f8, <f2, |b1,
+     * object or structured arrays, or an unknown format version. */
+    ATTN_ERR_NPY_UNSUPPORTED = 15,
+    /* A .npy file holds fewer data bytes than its shape needs. */
+    ATTN_ERR_NPY_TRUNCATED = 16,
+    /* A .npy file has bytes after the data its shape describes. */
+    ATTN_ERR_NPY_TRAILING = 17,
+    /* An argument other than a tensor is out of range (a count, a dimension,
+     * a mode), e.g. no parts for attn_sdpa_merge. */
+    ATTN_ERR_ARGUMENT = 19,
+    /* The caller's workspace (attn_context.workspace) is smaller than the
+     * call needs; attn_sdpa_workspace_size says how much that is. */
+    ATTN_ERR_WORKSPACE = 20,
+
+    /* The teaching API's own error (attn_teach.h): a sentence for the toy
+     * model is empty, too long, or has a word outside its vocabulary (the
+     * message names the word and the closest known one). */
+    ATTN_ERR_TOKEN = 18
+} attn_status;
+
+/* Number of distinct attn_status values (ATTN_OK included). */
+#define ATTN_STATUS_COUNT 21
+
+/* A short, static, human-readable description of a status code, e.g.
+ * attn_strerror(ATTN_ERR_HEADS) == "invalid head counts". Unknown values give
+ * "unknown status". Never NULL. */
+ATTN_API const char *attn_strerror(attn_status status);
+
+/* Longest message, terminator included, that attn_error holds. Longer
+ * messages are truncated. */
+#define ATTN_ERROR_MESSAGE_SIZE 512
+
+/* The precise reason a call failed. Pass a pointer to one as the last
+ * argument of any call; it is filled only when the call fails. */
+typedef struct attn_error {
+    attn_status status;
+    char message[ATTN_ERROR_MESSAGE_SIZE];
+} attn_error;
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Highest tensor rank the library handles: (B1, B2, H, L, E). */
+#define ATTN_MAX_RANK 5
+
+typedef enum attn_dtype {
+    ATTN_F32 = 1,  /* float, IEEE-754 binary32 */
+    ATTN_F64 = 2,  /* double, IEEE-754 binary64 */
+    ATTN_BOOL = 3, /* one byte per element; 0 is false, anything else true */
+    ATTN_F16 = 4,  /* IEEE-754 binary16, stored as uint16_t (for k and v only) */
+    ATTN_BF16 = 5  /* bfloat16: the top half of an f32, as uint16_t (k and v only) */
+} attn_dtype;
+
+/* Size in bytes of one element of `dtype`, or 0 for an unknown dtype. */
+ATTN_API size_t attn_dtype_size(attn_dtype dtype);
+/* Short name of `dtype`: "f32", "f64", "bool", "f16", "bf16", or "unknown". */
+ATTN_API const char *attn_dtype_name(attn_dtype dtype);
+/* Format a shape as NumPy prints it, "(2, 3)", "(3,)" or "()", into buf
+ * (always terminated when size > 0, cut short if it does not fit; NULL buf
+ * writes nothing, NULL shape prints "()"). */
+ATTN_API void attn_format_shape(char *buf, size_t size, int rank, const int64_t *shape);
+
+/* A view of a strided array that the caller owns. Nothing is copied.
+ *
+ * Element (i0, ..., i{rank-1}) lives at
+ *     (char *)data + attn_dtype_size(dtype) * sum_d i_d * strides[d]
+ * Strides are in elements, not bytes, and may be zero or negative for inputs,
+ * so one buffer can be viewed as (B, H, L, E) or, with permuted strides, as
+ * (B, L, H, E) memory seen as (B, H, L, E), without copying.
+ * Inputs are only read through `data`; it is not const so that one type serves
+ * inputs and outputs. Entries of shape/strides at index >= rank are ignored. */
+typedef struct attn_tensor {
+    void *data;
+    attn_dtype dtype;
+    int rank;
+    int64_t shape[ATTN_MAX_RANK];
+    int64_t strides[ATTN_MAX_RANK];
+} attn_tensor;
+
+/* Fill *t with a view of `data`. `shape` has `rank` entries. `strides` (in
+ * elements) may be NULL for C order (row-major, last index fastest).
+ * Errors: ATTN_ERR_NULL (t, or shape with rank > 0), ATTN_ERR_RANK (rank
+ * outside 0..ATTN_MAX_RANK), ATTN_ERR_SHAPE (a dimension < 0),
+ * ATTN_ERR_DTYPE (unknown dtype), ATTN_ERR_OVERFLOW (the element count does
+ * not fit). data may be NULL here; calls that read or write it reject that. */
+ATTN_API attn_status attn_tensor_init(attn_tensor *t, void *data, attn_dtype dtype,
+                                      int rank, const int64_t *shape,
+                                      const int64_t *strides, attn_error *err);
+
+/* 16-bit floats. f32 to f16/bf16 rounds to nearest, ties to even; values
+ * beyond f16's range become ±inf; NaN stays NaN. f16/bf16 to f32 is exact. */
+ATTN_API float attn_f16_to_f32(uint16_t h);
+ATTN_API uint16_t attn_f32_to_f16(float f);
+ATTN_API float attn_bf16_to_f32(uint16_t b);
+ATTN_API uint16_t attn_f32_to_bf16(float f);
+
+/* Copy src into dst element by element, converting between the float
+ * dtypes (f64, f32, f16, bf16) as above; both any strides, same shape.
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_SHAPE, ATTN_ERR_DTYPE (bool or unknown),
+ * ATTN_ERR_OVERFLOW. */
+ATTN_API attn_status attn_tensor_convert(attn_tensor *dst, const attn_tensor *src, attn_error *err);
+
+/* Number of elements (product of the shape; 1 for rank 0). Returns -1 when
+ * the product overflows int64 or a dimension is negative. */
+ATTN_API int64_t attn_tensor_numel(const attn_tensor *t);
+
+/* ------------------------------------------------------------------------ */
+/* Scaled dot-product attention                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Which query/key pairs a causal mask keeps. Query i (0..L-1), key j (0..S-1):
+ *   ATTN_CAUSAL_NONE          every pair.
+ *   ATTN_CAUSAL_TOP_LEFT      j <= i, PyTorch's is_causal=True. With L > S the
+ *                             last L-S queries see all keys.
+ *   ATTN_CAUSAL_BOTTOM_RIGHT  j <= i + (S - L), the KV-cache convention: the
+ *                             last query sees every key. With L > S the first
+ *                             L-S queries see no key (their output is 0). */
+typedef enum attn_causal {
+    ATTN_CAUSAL_NONE = 0,
+    ATTN_CAUSAL_TOP_LEFT = 1,
+    ATTN_CAUSAL_BOTTOM_RIGHT = 2
+} attn_causal;
+
+/* How f32 attention computes its two products.
+ *   ATTN_COMPUTE_F32   f32 multiply-adds (the default).
+ *   ATTN_COMPUTE_BF16  q, k, the softmax probabilities and v are rounded to
+ *                      bfloat16 and multiplied in pairs with f32 accumulation
+ *                      (AVX512_BF16's VDPBF16PS): about twice the speed, with
+ *                      errors of a few 1e-3 relative (see docs/performance.md).
+ *                      A CPU without AVX512_BF16 computes in f32 instead (the
+ *                      f32 kernels are faster than any emulation, and more
+ *                      exact); the portable C kernels (ATTN_ISA=c) run an
+ *                      exact emulation of the instruction. ATTN_VERBOSE names
+ *                      the kernels that ran (bf16_kernels=avx512_bf16,
+ *                      emulated or f32). f32 q only; not with weights. The
+ *                      decode path (L <= 4, long S) is memory-bound and
+ *                      computes in f32 either way. */
+typedef enum attn_compute { ATTN_COMPUTE_F32 = 0, ATTN_COMPUTE_BF16 = 1 } attn_compute;
+
+/* Per-call resources, in the style of BLIS's rntm_t: what a call may use,
+ * as opposed to what it computes. Start from attn_context_default() and
+ * point attn_sdpa_options.context at it; a NULL context means the
+ * process-wide defaults. */
+typedef struct attn_context {
+    /* sizeof(attn_context) as the caller was compiled, set by
+     * attn_context_default(); read like attn_sdpa_options.struct_size. */
+    size_t struct_size;
+    /* Threads for this call, the caller's included: 1 to 256, or 0 for the
+     * process-wide number (attn_get_num_threads). Results are bitwise the
+     * same for any number. */
+    int num_threads;
+    /* Scratch memory for the call, owned by the caller (added in 0.2.0):
+     * when workspace is not NULL, every buffer the call needs comes out of
+     * these workspace_size bytes (any alignment) and the library calls no
+     * allocator, so a call can never fail for want of memory.
+     * attn_sdpa_workspace_size says how many bytes a call needs; a smaller
+     * workspace fails with ATTN_ERR_WORKSPACE before anything is written.
+     * NULL (the default): the library allocates what it needs and frees it
+     * before returning. One workspace must not serve two calls at once. */
+    void *workspace;
+    size_t workspace_size;
+} attn_context;
+
+/* The defaults: the process-wide thread count; struct_size set. */
+ATTN_API attn_context attn_context_default(void);
+
+/* Options of attn_sdpa. Start from attn_sdpa_options_default() and set what
+ * you need; a NULL options pointer means all defaults. */
+typedef struct attn_sdpa_options {
+    /* sizeof(attn_sdpa_options) as the caller was compiled, set by
+     * attn_sdpa_options_default(). The library reads only the fields that
+     * fit in it, so a program built against an older, smaller struct keeps
+     * working when fields are added. 0 (a struct zeroed by hand) and sizes
+     * larger than this library knows are rejected with ATTN_ERR_OPTION. */
+    size_t struct_size;
+    /* When has_scale is 0 (the default) the scale is 1/sqrt(E), E being the
+     * query/key size (q's last dimension, never the model width). Otherwise
+     * `scale` is used; it must be finite (0 and negative values are allowed). */
+    int has_scale;
+    double scale;
+    /* Causal masking; combines with `mask` (a key takes part only if both
+     * allow it). */
+    attn_causal causal;
+    /* Optional mask, NULL for none. Its shape broadcasts (right-aligned, each
+     * dimension equal or 1) to (..., Hq, L, S), and it may not have more
+     * dimensions than the output.
+     *   dtype ATTN_BOOL: true means the key takes part, false masks it out.
+     *   dtype equal to q's: added to the scaled scores; -inf masks a key. */
+    const attn_tensor *mask;
+    /* The arithmetic of f32 attention; see attn_compute. attn_sdpa_reference
+     * ignores it (it is exact). */
+    attn_compute compute;
+    /* Per-call resources (threads), NULL for the process-wide defaults. */
+    const attn_context *context;
+    /* Dropout on the attention weights (added in 0.2.0), PyTorch's
+     * semantics: each weight is kept with probability 1 - dropout_p and then
+     * scaled by 1 / (1 - dropout_p), or set to 0; the output is the dropped
+     * weights times v, and the weights output holds them. 0 (the default)
+     * is no dropout, bitwise; it must be in [0, 1). Which weights are kept
+     * comes from Philox-4x32-10 keyed by dropout_seed, with (slice, row,
+     * column) as the counter, where the slice numbers the output's (batch,
+     * head) pairs in C order: the same mask for the same seed and shapes,
+     * whatever the kernel, tile size or thread count, and regenerated by
+     * attn_sdpa_backward. attn_sdpa_dropout_mask writes it out. The lse is
+     * that of the weights before dropout. */
+    double dropout_p;
+    uint64_t dropout_seed;
+} attn_sdpa_options;
+
+/* The defaults: scale 1/sqrt(E), no causal mask, no mask, f32 arithmetic;
+ * struct_size set. */
+ATTN_API attn_sdpa_options attn_sdpa_options_default(void);
+
+/* Scaled dot-product attention, PyTorch semantics.
+ *
+ *   s   = q · kᵀ · scale + mask        (the scores; -inf where excluded)
+ *   out = softmax(s) · v
+ *   lse = log(sum over keys of exp(s)) (optional: the softmax statistics)
+ *   weights = softmax(s)               (optional)
+ *
+ * Shapes (the last two dimensions are matrices; the one before them, if any,
+ * counts heads; the rest are batch dimensions):
+ *   q    (..., Hq, L, E)
+ *   k    (..., Hk, S, E)
+ *   v    (..., Hk, S, Ev)      Ev may differ from E
+ *   out  (..., Hq, L, Ev)      written, never read
+ *   lse  (..., Hq, L)          NULL for none: out's shape without its last
+ *                              dimension; -inf for a row where no key
+ *                              takes part. What a backward pass needs, and
+ *                              what attn_sdpa_merge merges partial results by.
+ *   weights (..., Hq, L, S)    NULL for none: same rank as out. The only
+ *                              L×S-sized memory involved, and it is the
+ *                              caller's.
+ * q, k, v and out (lse, weights) share one dtype, f32 or f64, except that with f32 queries
+ * k and v may each be stored as f16 or bf16 (half the memory; they are
+ * widened to f32 as they are read, the arithmetic stays f32).
+ * Rank-2 inputs (L, E) are one head. Ranks may differ between q, k and v:
+ * shapes are aligned on the right. Batch dimensions broadcast (each equal or
+ * 1, the output takes the larger). Every dimension must be >= 1.
+ *
+ * Heads: Hq must be a multiple of Hk (GQA/MQA); query head h uses key/value
+ * head h / (Hq / Hk), like torch's repeat_interleave. k and v must have the
+ * same number of heads.
+ *
+ * Numerics:
+ *   - The softmax subtracts the row maximum, so finite inputs of any size
+ *     (scores of +-1e30) never produce NaN or Inf. If scores are +inf (f64
+ *     dot products that overflow), the weight is shared equally among the
+ *     +inf keys, which is the limit of the softmax.
+ *   - A row in which no key may take part (masked by the bool mask, by -inf in
+ *     a float mask, or by the causal mask) gives output 0 and weights 0,
+ *     never NaN, like PyTorch >= 2.5.
+ *   - NaN in an input reaches only the output rows whose computation reads it.
+ *   - f64 computes in f64 throughout (the exact, oracle-grade path).
+ *   - f32 runs on the fast kernels: tiled FlashAttention-2, or split over the
+ *     keys for L <= 4 against S >= 2048 (in f32 arithmetic, even in the bf16
+ *     compute mode), on attn_get_num_threads() threads, bitwise identical
+ *     for any thread count. Their error against the exact result is
+ *       max|out - exact| <= 2e-5 · max|exact| + 4 · 2^-24 · max|s| · max|v|
+ *     where s are the scores q·k·scale: f32 rounds a score by up to
+ *     2^-24·|s|; scaling the queries, subtracting the row maximum and
+ *     scaling by log2 e add as much again, and scores that move by at most d
+ *     move the output by at most 2·d·max|v|. The first term covers the
+ *     rounding of the sums (tested up to S = 9000). PyTorch's own float32
+ *     has the same 2^-24·|s| term.
+ *   - Any finite mask value is a finite score, -FLT_MAX included (Hugging
+ *     Face pads with torch.finfo(torch.float32).min): scores stay in natural
+ *     units, and only their differences from the row maximum are scaled.
+ *   - Work whose inputs hold NaN or ±inf (other than -inf in a float mask),
+ *     or whose scores could exceed 2^100 in magnitude, or whose sums could
+ *     overflow f32, and every call that asks for weights, is computed by the
+ *     exact kernel instead (in f64, rounded once), so the rules above hold
+ *     in f32 too. Queries are multiplied by the scale in f64 and rounded
+ *     once; subnormal f32 values are kept (nothing flushes them to zero).
+ *
+ * Memory: scratch memory is O((E + Ev) × block × threads) per call,
+ * independent of L×S (plus a few floats per slice and per key chunk for the
+ * decode path); the kernels stream over the keys in blocks with an online
+ * softmax. It comes from the context's workspace when one is given (see
+ * attn_context and attn_sdpa_workspace_size), else from malloc.
+ *
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_SHAPE, ATTN_ERR_BROADCAST,
+ * ATTN_ERR_HEADS, ATTN_ERR_DTYPE, ATTN_ERR_MASK, ATTN_ERR_SCALE,
+ * ATTN_ERR_OPTION, ATTN_ERR_STRIDE, ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY,
+ * ATTN_ERR_WORKSPACE. Nothing is written to any output unless every check
+ * passed and all scratch memory was had. */
+ATTN_API attn_status attn_sdpa(attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
+                               const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                               const attn_sdpa_options *options, attn_error *err);
+
+/* The dropout mask of attn_sdpa(…, q, k, v, options): keep (bool, shaped
+ * like the weights, (..., Hq, L, S), any strides) is true where a weight is
+ * kept, as attn_sdpa and attn_sdpa_backward decide it for the options'
+ * dropout_p and dropout_seed (all true without dropout). For checking
+ * dropout against another implementation: PyTorch's math with this mask
+ * gives attn's results. Errors: those of attn_sdpa_shapes, and
+ * ATTN_ERR_NULL, ATTN_ERR_DTYPE, ATTN_ERR_SHAPE, ATTN_ERR_STRIDE and
+ * ATTN_ERR_OVERFLOW for keep. */
+ATTN_API attn_status attn_sdpa_dropout_mask(attn_tensor *keep, const attn_tensor *q, const attn_tensor *k,
+                                            const attn_tensor *v, const attn_sdpa_options *options,
+                                            attn_error *err);
+
+/* How many bytes of workspace (attn_context.workspace) the call
+ * attn_sdpa(out, lse, weights, q, k, v, options) needs, in *bytes; the
+ * arguments are checked as attn_sdpa checks them, and nothing is written
+ * to any output. The number depends on the shapes, dtypes, options and the
+ * context's thread count, not on the data, so one query serves every call
+ * of the same shape. (attn_sdpa_reference and attn_scores, the checking
+ * functions, draw from a given workspace too; when it is too small, their
+ * ATTN_ERR_WORKSPACE message says how much they need.) Errors: those of
+ * attn_sdpa but ATTN_ERR_NO_MEMORY and ATTN_ERR_WORKSPACE. */
+ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, attn_tensor *lse,
+                                              attn_tensor *weights, const attn_tensor *q,
+                                              const attn_tensor *k, const attn_tensor *v,
+                                              const attn_sdpa_options *options, attn_error *err);
+
+/* The backward pass of attn_sdpa: given dout = dLoss/dout, the gradients
+ * dq = dLoss/dq, dk, dv and, for a float mask, dmask = dLoss/dmask (the
+ * gradient of the scores, summed over the mask's broadcast dimensions).
+ *
+ * Arguments: the gradients first, each optional (NULL: not computed; at
+ * least one must be asked for), each shaped exactly like its input (dq like
+ * q, dk like k, dv like v, dmask like the options' mask), in q's dtype (f32
+ * for f16 or bf16 k and v), any strides but no stride 0 in a dimension of
+ * size > 1. Then dout, shaped like out; then q, k, v, out and lse exactly as
+ * attn_sdpa took and returned them, and the same options (mask, causal mode,
+ * scale, context). out and lse must be that call's results: their shapes
+ * are checked, and the f32 kernel uses their values.
+ *
+ * Semantics are the forward's, differentiated:
+ *   - a broadcast input's gradient is summed over the broadcast (batch
+ *     dimensions of size 1, a mask shared by heads or rows);
+ *   - GQA: dk and dv of a KV head sum over its group of query heads;
+ *   - a key that the causal limit, a bool mask or -inf in a float mask
+ *     excludes has zero gradient everywhere; a row in which no key takes
+ *     part has zero gradients, never NaN;
+ *   - the scale is the forward's (default 1/sqrt(E)), any finite value.
+ *
+ * Kernels and numerics:
+ *   - f64 (and f32 when dmask is asked for) runs the exact kernel: the
+ *     softmax recomputed row by row from q, k and the mask (out and lse are
+ *     not used), differentiated line by line in f64, each gradient rounded
+ *     once. It agrees with PyTorch float64 autograd to ~1e-13 relative. One
+ *     thread.
+ *   - f32 otherwise runs the fused kernel (FlashAttention-2's backward): P
+ *     recomputed tile by tile from q, k and the forward's lse, D =
+ *     rowsum(dout ∘ out), five products per tile in f32, on the call's
+ *     threads, bitwise identical for any thread count. Its error against
+ *     exact gradients is at most (2e-5 + 8·2^-24·max|s|)·max g_abs, where s
+ *     are the scores and g_abs is the gradient computed with the absolute
+ *     value of every term (P ∘ (|dout||v|ᵀ + rowsum|dout||out|) in place of
+ *     dS): f32 rounds relative to the terms it sums, and the f32 scores and
+ *     lse move P by up to 4·2^-24·max|s| each. A slice whose inputs are not
+ *     finite, whose scores or gradients could overflow f32, or whose float
+ *     mask holds NaN or +inf goes to the exact kernel.
+ *   - Dropout (options.dropout_p > 0): the forward's mask is regenerated from
+ *     the same seed, never stored; pass the forward's options unchanged.
+ * Memory: the fused kernel writes a gradient that no two slices share
+ * straight into its output; a shared one (a broadcast input, dk and dv
+ * under GQA), and every gradient of the exact kernel, is summed in an f64
+ * accumulator of its size first. The fused kernel adds dq partials (at most
+ * 32 MiB) and O(br·(E + Ev) + bc·(E + Ev) + L) per thread; the exact kernel
+ * O(S·(E + Ev)) (the fused one takes that too, but only when a slice needs
+ * the exact kernel). Nothing of size L×S unless dmask is. The bf16 compute
+ * mode is refused (ATTN_ERR_OPTION). Scratch comes from the context's
+ * workspace when one is given (attn_sdpa_backward_workspace_size).
+ *
+ * Errors: those of attn_sdpa (ATTN_ERR_WORKSPACE included), and
+ * ATTN_ERR_NULL (dout, out or lse NULL, or no gradient asked for),
+ * ATTN_ERR_SHAPE, ATTN_ERR_DTYPE and ATTN_ERR_STRIDE (a gradient or dout
+ * unlike its input), ATTN_ERR_MASK (dmask without a float mask).
+ * Nothing is written unless every check passed and all memory was had. */
+ATTN_API attn_status attn_sdpa_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, attn_tensor *dmask,
+                                        const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k,
+                                        const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse,
+                                        const attn_sdpa_options *options, attn_error *err);
+
+/* The bytes of workspace attn_sdpa_backward with these arguments needs (see
+ * attn_sdpa_workspace_size). */
+ATTN_API attn_status attn_sdpa_backward_workspace_size(size_t *bytes, attn_tensor *dq, attn_tensor *dk,
+                                                       attn_tensor *dv, attn_tensor *dmask,
+                                                       const attn_tensor *dout, const attn_tensor *q,
+                                                       const attn_tensor *k, const attn_tensor *v,
+                                                       const attn_tensor *out, const attn_tensor *lse,
+                                                       const attn_sdpa_options *options, attn_error *err);
+
+/* Merge partial attention results over disjoint sets of keys: given
+ * (outs[i], lses[i]) = attn_sdpa of the same queries against key set i, for
+ * i < n, compute the (out, lse) of attention against all of them, exactly:
+ *   lse = log(sum_i exp(lses[i])),  out = sum_i exp(lses[i] - lse) · outs[i].
+ * A part whose lse is -inf (no key of it took part) contributes nothing; if
+ * every part's is, out is 0 and lse -inf. All tensors share one dtype (f32 or
+ * f64) and shapes: out and outs[i] (..., L, Ev), lse and lses[i] (..., L);
+ * any strides. out and lse may be outs[0] and lses[0]. The arithmetic is f64.
+ * Allocates nothing for n <= 64 parts (a list of n small records beyond).
+ * This is how split-KV decoding and attention across machines combine their
+ * pieces. Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (n < 1), ATTN_ERR_DTYPE,
+ * ATTN_ERR_RANK, ATTN_ERR_SHAPE, ATTN_ERR_STRIDE, ATTN_ERR_OVERFLOW. */
+ATTN_API attn_status attn_sdpa_merge(attn_tensor *out, attn_tensor *lse,
+                                     const attn_tensor *const *outs,
+                                     const attn_tensor *const *lses, int n, attn_error *err);
+
+/* The shapes attn_sdpa expects for out and weights, given q, k, v and the
+ * options (NULL options means defaults): the rank is written to *rank, the
+ * dimensions to out_shape[0..rank) and weights_shape[0..rank); lse's shape is
+ * out_shape[0..rank-1). Any of the three output pointers may be NULL.
+ * Checks q, k, v, the options and the mask exactly as attn_sdpa does and
+ * fails with the same errors, so a caller can validate before allocating. */
+ATTN_API attn_status attn_sdpa_shapes(int *rank, int64_t out_shape[ATTN_MAX_RANK],
+                                      int64_t weights_shape[ATTN_MAX_RANK],
+                                      const attn_tensor *q, const attn_tensor *k,
+                                      const attn_tensor *v, const attn_sdpa_options *options,
+                                      attn_error *err);
+
+/* The attention scores alone, before the softmax:
+ *
+ *   scores = q · kᵀ · scale + mask       (..., Hq, L, S), q's dtype
+ *
+ * with -inf wherever the causal mask, the bool mask or a -inf in a float mask
+ * excludes a key. q, k and the options (scale, causal, mask) mean exactly what they mean for attn_sdpa, and so do the errors
+ * (the output is named "scores" in messages). Unlike attn_sdpa this writes an
+ * L×S result, which the caller owns. */
+ATTN_API attn_status attn_scores(attn_tensor *scores, const attn_tensor *q, const attn_tensor *k,
+                                 const attn_sdpa_options *options, attn_error *err);
+
+/* The same contract as attn_sdpa, computed by the plain textbook algorithm:
+ * for each query row, all S scores, their maximum, the normalised weights, then
+ * the weighted sum of values. Slow and simple, it exists so that tests can
+ * check the streaming kernel against an independent implementation. Scratch
+ * memory is O(S + E + Ev). */
+ATTN_API attn_status attn_sdpa_reference(attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
+                                         const attn_tensor *q, const attn_tensor *k,
+                                         const attn_tensor *v, const attn_sdpa_options *options,
+                                         attn_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Threads and instruction sets                                             */
+/* ------------------------------------------------------------------------ */
+
+/* f32 attention runs on a small pool of worker threads that the library
+ * creates on first use. Results are bitwise identical for any thread count:
+ * work is split into items whose results do not depend on who runs them.
+ * n >= 1 sets the number of threads (the caller included; at most 256);
+ * n <= 0 restores the default: ATTN_NUM_THREADS from the environment, else
+ * the number of online CPUs. */
+ATTN_API void attn_set_num_threads(int n);
+/* The number of threads the next call will use. */
+ATTN_API int attn_get_num_threads(void);
+/* Join the worker threads and free them (also done at exit). Calls after
+ * this start a new pool. Must not run concurrently with attention calls. */
+ATTN_API void attn_shutdown(void);
+
+/* The instruction set of the f32 microkernels in use: "avx512", "avx2" or
+ * "c". Chosen once per process from the CPU; the environment variable
+ * ATTN_ISA=avx512|avx2|c forces one (ignored if the CPU lacks it). */
+ATTN_API const char *attn_isa(void);
+
+/* The tuning in use: the core attn detected from CPUID and the block sizes
+ * registered for it and the ISA (chosen once per process, with attn_isa).
+ * Set tuning->struct_size = sizeof(attn_tuning) before the call; an older,
+ * smaller struct gets the fields it has. Errors: ATTN_ERR_NULL, and
+ * ATTN_ERR_OPTION for a struct_size of 0 or larger than this library's. */
+typedef struct attn_tuning {
+    size_t struct_size;
+    const char *core;        /* "zen3", "zen4", "zen5", "intel-avx512" or "generic" */
+    const char *isa;         /* as attn_isa() */
+    const char *blocks_for;  /* the core the blocks below were registered for:
+                                core itself, or "generic" where it has none for isa */
+    int block_rows;          /* forward (flash): query rows per work item */
+    int block_keys;          /* forward (flash): keys per block */
+    int backward_block_rows; /* backward: query rows per block */
+    int backward_block_keys; /* backward: keys per block */
+    int decode_chunk;        /* decode (L <= 4): keys per work item */
+} attn_tuning;
+ATTN_API attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err);
+
+/* Verbose mode: with ATTN_VERBOSE=1 in the environment (read at the first
+ * call), or after attn_set_verbose(1), every attention call prints one line
+ * to stderr, e.g.
+ *   attn: sdpa kernel=flash isa=avx2 threads=2 q=f32(2,8,128,64)
+ *   k=f32(2,2,256,64) v=f32(2,2,256,64) mask=none causal=bottom-right
+ *   compute=f32 weights=no fallback=0/16 ms=1.234
+ * (on one line): the call (sdpa, sdpa_reference, scores), the kernel that
+ * ran (exact, reference, scores, flash or decode), the microkernels' ISA,
+ * the threads, the operands, and how many work items (flash: blocks of
+ * query rows; decode: (batch, head) slices) the exact kernel computed
+ * instead because their inputs were not finite or too large for f32. This is
+ * the only output the library ever makes. attn_set_verbose(0) turns it off,
+ * n < 0 restores the environment's setting. The setting is process-wide. */
+ATTN_API void attn_set_verbose(int on);
+
+/* ------------------------------------------------------------------------ */
+/* .npy files                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Read a NumPy .npy file (format versions 1.0, 2.0 and 3.0), C order,
+ * little-endian, dtype '<f4', '<f8', '<f2' (ATTN_F16) or '|b1', rank
+ * 0..ATTN_MAX_RANK.
+ * On success *out is a C-contiguous tensor whose data the library allocated;
+ * release it with attn_npy_free. On failure *out is zeroed.
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_IO, ATTN_ERR_NPY_HEADER,
+ * ATTN_ERR_NPY_UNSUPPORTED, ATTN_ERR_NPY_TRUNCATED, ATTN_ERR_NPY_TRAILING,
+ * ATTN_ERR_RANK, ATTN_ERR_OVERFLOW (a shape whose byte count overflows),
+ * ATTN_ERR_NO_MEMORY. */
+ATTN_API attn_status attn_npy_read(attn_tensor *out, const char *path, attn_error *err);
+
+/* The same as attn_npy_read, from the `size` bytes at `bytes` (a whole .npy
+ * file held in memory). Never reads outside [bytes, bytes + size). */
+ATTN_API attn_status attn_npy_parse(attn_tensor *out, const void *bytes, size_t size,
+                                    attn_error *err);
+
+/* Free the data of a tensor returned by attn_npy_read/attn_npy_parse and zero
+ * the view. NULL and already-freed (zeroed) tensors are fine. */
+ATTN_API void attn_npy_free(attn_tensor *t);
+
+/* Write `t` (any strides; f32, f64, f16 or bool; .npy has no bf16) to `path` as a version 1.0 .npy
+ * file in C order, data aligned to 64 bytes. The file is written in place and
+ * removed again if writing fails; for an all-or-nothing replacement of an
+ * existing file, write to a temporary name in the same directory and rename.
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_SHAPE, ATTN_ERR_DTYPE,
+ * ATTN_ERR_OVERFLOW, ATTN_ERR_IO. */
+ATTN_API attn_status attn_npy_write(const char *path, const attn_tensor *t, attn_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTN_H */

@@ -1,0 +1,246 @@
+/*
+ * attn_teach.h -- the teaching side of libattn (the same library): a toy model
+ * whose every matrix fits on a screen, the explainer that computes every
+ * matrix of one attention head with the library's own attention, and the
+ * "why divide by sqrt(d_k)" experiment. The `attn explain` and `attn scaling`
+ * commands and the explainer page are built on it.
+ *
+ * The conventions of attn.h hold here too: errors are attn_status values with
+ * an optional attn_error, nothing is printed, the caller owns memory.
+ */
+#ifndef ATTN_TEACH_H
+#define ATTN_TEACH_H
+
+#include "attn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* The toy model                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* A tiny, untrained model whose every matrix fits on a screen: a vocabulary of
+ * 30 words, 8 named features per word (X's columns), d_k = 4, and two heads:
+ *   ATTN_TOY_WIRED   wired by hand: a verb's query looks for an animal, a
+ *                    preposition's for a thing, an adjective's for a noun, a
+ *                    noun's for its determiner. In "the cat sat on the mat",
+ *                    sat attends most to cat and on to mat; QKᵀ[sat][cat] = 1.92
+ *                    while QKᵀ[cat][sat] = 0.02. Its values copy the features
+ *                    noun, verb, animal, thing.
+ *   ATTN_TOY_RANDOM  W_Q, W_K, W_V uniform with variance 1/8 from
+ *                    ATTN_TOY_SEED, by the library's portable generator
+ *                    (splitmix64): the same numbers on every platform. */
+#define ATTN_TOY_D_MODEL 8
+#define ATTN_TOY_D_K 4
+#define ATTN_TOY_MAX_TOKENS 64
+#define ATTN_TOY_SEED 2017
+
+typedef enum attn_toy_head { ATTN_TOY_WIRED = 0, ATTN_TOY_RANDOM = 1 } attn_toy_head;
+
+/* Number of words in the vocabulary; ids are 0..size-1. */
+ATTN_API int attn_toy_vocab_size(void);
+/* The word with this id (lower case), or NULL if id is out of range. */
+ATTN_API const char *attn_toy_word(int id);
+/* Name of feature column j of X (0..ATTN_TOY_D_MODEL-1), or NULL. */
+ATTN_API const char *attn_toy_feature(int j);
+/* Name of value column j for a head (the wired head's values are named
+ * features), or NULL (the random head's are not). */
+ATTN_API const char *attn_toy_value_feature(attn_toy_head head, int j);
+/* The id of the len-byte word at text, ignoring case, or -1 if unknown. */
+ATTN_API int attn_toy_word_id(const char *text, size_t len);
+/* The known word closest to the len-byte word at text (edit distance,
+ * ignoring case). Never NULL. */
+ATTN_API const char *attn_toy_suggest(const char *text, size_t len);
+
+/* One word of a sentence: its vocabulary id and where it is in the text. */
+typedef struct attn_toy_token {
+    int id;     /* vocabulary id, or -1 for an unknown word */
+    int start;  /* byte offset in the sentence */
+    int length; /* bytes */
+} attn_toy_token;
+
+/* Split `sentence` into words and look each up. Words are runs of letters,
+ * digits, apostrophes and non-ASCII bytes; everything else (spaces,
+ * punctuation) separates them; case is ignored. Fills tokens[0..*n_tokens).
+ * Errors: ATTN_ERR_NULL; ATTN_ERR_ARGUMENT (max_tokens < 1); ATTN_ERR_TOKEN
+ * for no words, more than max_tokens words, or an unknown word, whose message
+ * names it, suggests the closest known word and lists the vocabulary. For an
+ * unknown word, *n_tokens is its index and tokens[*n_tokens] holds its
+ * position (id -1), so a caller can point at it. */
+ATTN_API attn_status attn_toy_tokenize(attn_toy_token *tokens, int max_tokens, int *n_tokens,
+                                       const char *sentence, attn_error *err);
+
+/* x (n, ATTN_TOY_D_MODEL) = the embedding rows of the n tokens.
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_TOKEN (an id outside the vocabulary). */
+ATTN_API attn_status attn_toy_embed(double *x, const attn_toy_token *tokens, int n,
+                                    attn_error *err);
+
+/* W_Q, W_K, W_V, each (ATTN_TOY_D_MODEL, ATTN_TOY_D_K) in C order, used as
+ * X·W. Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (unknown head). */
+ATTN_API attn_status attn_toy_weights(double *w_q, double *w_k, double *w_v, attn_toy_head head,
+                                      attn_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* The explainer: every matrix of one head                                  */
+/* ------------------------------------------------------------------------ */
+
+/* The progression from plain averaging to full attention:
+ *   ATTN_EXPLAIN_AVERAGE  every token takes the plain average of all X rows
+ *                         (attention with all scores equal: scale 0);
+ *   ATTN_EXPLAIN_DOT      weights = softmax(X·Xᵀ), unscaled, output = weights·X
+ *                         (q = k = v = X, scale 1);
+ *   ATTN_EXPLAIN_QKV      Q = X·W_Q, K = X·W_K, V = X·W_V,
+ *                         weights = softmax(Q·Kᵀ / sqrt(d_k)), output = weights·V. */
+typedef enum attn_explain_mode {
+    ATTN_EXPLAIN_QKV = 0,
+    ATTN_EXPLAIN_DOT = 1,
+    ATTN_EXPLAIN_AVERAGE = 2
+} attn_explain_mode;
+
+/* What to explain. Matrices are f64, C order. */
+typedef struct attn_explain_input {
+    int n_tokens, d_model;     /* X is (n_tokens, d_model) */
+    int d_k, d_v;              /* W_Q, W_K are (d_model, d_k); W_V is (d_model, d_v) */
+    const double *X;
+    const double *W_Q, *W_K, *W_V; /* used by ATTN_EXPLAIN_QKV only */
+    attn_explain_mode mode;
+    int causal;   /* top-left causal mask: token i sees tokens 0..i */
+    int no_scale; /* ATTN_EXPLAIN_QKV: skip the 1/sqrt(d_k) (scale 1) */
+} attn_explain_input;
+
+/* Every intermediate matrix, computed by attn_scores and attn_sdpa. Each is
+ * (rows, cols) in C order; n = tokens. In modes average and dot, Q = K = V = X
+ * and d_k = d_v = d_model. */
+typedef struct attn_explain {
+    int n, d_model, d_k, d_v;
+    double scale;     /* the scale applied: 1/sqrt(d_k), 1 or 0 */
+    double *Q, *K;    /* (n, d_k) */
+    double *V;        /* (n, d_v) */
+    double *scores;   /* (n, n) Q·Kᵀ, before scaling and masking */
+    double *scaled;   /* (n, n) Q·Kᵀ·scale, -inf where the causal mask hides a key */
+    double *weights;  /* (n, n) softmax of each row of scaled; rows sum to 1 */
+    double *output;   /* (n, d_v) weights·V */
+} attn_explain;
+
+/* Compute every matrix of `in` into *ex (allocated by the library: free it
+ * with attn_explain_free). On failure *ex is zeroed.
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_OPTION (mode), ATTN_ERR_ARGUMENT (sizes),
+ * ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY. */
+ATTN_API attn_status attn_explain_run(attn_explain *ex, const attn_explain_input *in,
+                                      attn_error *err);
+/* Free what attn_explain_run allocated and zero *ex. NULL is fine. */
+ATTN_API void attn_explain_free(attn_explain *ex);
+
+/* Names for the JSON form: tokens (n), features (d_model), value_features
+ * (d_v), and the head ("wired", "random", "custom" or "none"). */
+typedef struct attn_explain_labels {
+    const char *const *tokens;
+    const char *const *features;
+    const char *const *value_features;
+    const char *head;
+} attn_explain_labels;
+
+/* Write `ex` (computed from `in`) as one JSON object, the format of
+ * `attn explain --json` described in docs/explainer.md: keys tokens,
+ * features, value_features, mode, head, causal, scale, d_model, d_k, d_v, X,
+ * W_Q, W_K, W_V, Q, K, V, scores, scaled, weights, output. Matrices are lists
+ * of rows printed with 17 significant digits (exact), -inf as null.
+ * Like snprintf: *length receives the full length (without the terminator);
+ * at most size bytes are written, always terminated when size > 0. Call with
+ * size 0 to learn the length. Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (ex
+ * was not computed from in). */
+ATTN_API attn_status attn_explain_json(char *buf, size_t size, size_t *length,
+                                       const attn_explain *ex, const attn_explain_input *in,
+                                       const attn_explain_labels *labels, attn_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Training one head                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* The task: sentences from the toy grammar, "DET [ADJ] NOUN VERB [PREP DET
+ * [ADJ] NOUN]" (subjects of every kind: animals, things, places), attended
+ * with a causal mask; each verb's output must equal its subject's features
+ * noun, animal, thing and place (so d_v = 4). The verb alone says nothing of
+ * its subject, and the subject is the only noun it can see, so the head must
+ * learn to find it: W_V to carry the features, W_Q and W_K to make a verb's
+ * query meet a noun's key. The loss is the squared error summed over the
+ * four features, averaged over the batch's sentences (one verb each). */
+#define ATTN_TRAIN_D_V 4
+
+typedef struct attn_train_options {
+    size_t struct_size;   /* set by attn_train_options_default() */
+    int d_k;              /* query/key size, 1 to 1024 (default ATTN_TOY_D_K) */
+    int steps;            /* Adam steps, 1 to 100000 (default 1000) */
+    int batch;            /* sentences per step, 1 to 1024 (default 16) */
+    double learning_rate; /* Adam's, in (0, 10] (default 0.1) */
+    int no_scale;         /* 1: scores are not divided by sqrt(d_k) */
+    uint64_t seed;        /* the initial weights and the sentences (default 1) */
+} attn_train_options;
+
+ATTN_API attn_train_options attn_train_options_default(void);
+
+/* Train one head on the task from standard-normal initial weights (the
+ * same for the same seed and d_k, scaled or not), with Adam on gradients
+ * from attn_sdpa_backward, in f64. Writes the learned w_q and w_k
+ * (ATTN_TOY_D_MODEL × d_k) and w_v (ATTN_TOY_D_MODEL × ATTN_TRAIN_D_V), C
+ * order, used as X·W like attn_toy_weights; per step (before its update) the
+ * batch's loss into loss[0..steps) and the Frobenius norm of dLoss/dW_Q into
+ * grad_wq[0..steps) (either may be NULL). Deterministic for a seed. On
+ * failure nothing is written.
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_OPTION (struct_size), ATTN_ERR_ARGUMENT (a
+ * field out of range), ATTN_ERR_NO_MEMORY. */
+ATTN_API attn_status attn_train_head(double *w_q, double *w_k, double *w_v, double *loss, double *grad_wq,
+                                     const attn_train_options *options, attn_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* The scaling experiment: why divide by sqrt(d_k)                          */
+/* ------------------------------------------------------------------------ */
+
+#define ATTN_SCALING_BINS 48
+/* Histogram axes: raw scores on [-96, 96], scaled scores on [-4, 4]. */
+#define ATTN_SCALING_RAW_RANGE 96.0
+#define ATTN_SCALING_SCALED_RANGE 4.0
+
+/* One row of the experiment: `queries` standard-normal queries of size d, each
+ * with its own `keys` standard-normal keys. Scores are q·k. */
+typedef struct attn_scaling_row {
+    int d, keys, queries;
+    double spread_raw;    /* std of the raw scores (about sqrt(d)) */
+    double spread_scaled; /* std of scores / sqrt(d) (about 1) */
+    double top_raw;       /* mean over queries of the largest softmax weight, raw */
+    double top_scaled;    /* the same after dividing the scores by sqrt(d) */
+    double top_div_d;     /* the same after dividing by d (over-corrected) */
+    /* Size of the softmax's gradient: the Frobenius norm of its Jacobian
+     * diag(p) - p·pᵀ for each query, its mean and median over queries, for
+     * raw and for scaled scores. Small means little gradient flows back. */
+    double grad_mean_raw, grad_mean_scaled, grad_median_raw, grad_median_scaled;
+    /* Densities of the raw and scaled scores on the axes above (values
+     * outside an axis are not counted). */
+    double hist_raw[ATTN_SCALING_BINS], hist_scaled[ATTN_SCALING_BINS];
+} attn_scaling_row;
+
+/* Run the experiment for one d with the library's portable generator seeded
+ * with `seed` (standard normals by Box-Muller). Deterministic for a seed.
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (d, keys < 1 or > 2^20; queries < 1
+ * or > 2^24), ATTN_ERR_NO_MEMORY. */
+ATTN_API attn_status attn_scaling_measure(attn_scaling_row *row, int d, int queries, int keys,
+                                          uint64_t seed, attn_error *err);
+
+/* Write `row` as one JSON object: keys d, keys, queries, spread_raw,
+ * spread_scaled, top_raw, top_scaled, top_div_d, grad_mean_raw,
+ * grad_mean_scaled, grad_median_raw, grad_median_scaled (17 significant
+ * digits), and with `histograms` also raw_range, scaled_range, hist_raw and
+ * hist_scaled. Like snprintf: *length receives the full length (without the
+ * terminator); at most size bytes are written, always terminated when
+ * size > 0. Errors: ATTN_ERR_NULL. */
+ATTN_API attn_status attn_scaling_json(char *buf, size_t size, size_t *length,
+                                       const attn_scaling_row *row, int histograms,
+                                       attn_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTN_TEACH_H */
