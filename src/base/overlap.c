@@ -28,17 +28,20 @@ typedef struct extent {
     int64_t count[ATTN_MAX_RANK], stride[ATTN_MAX_RANK], end[ATTN_MAX_RANK + 1];
 } extent;
 
-/* t's extent; false when t holds no element. Dimensions of one element or
- * stride 0 add no bytes; a negative stride walks the same bytes from the
- * other end; dimensions that continue each other merge, and contiguous
- * innermost ones join the block. */
+/* t's extent; false when t holds no element, or is no view at all (a rank,
+ * shape or stride whose byte offsets do not fit in int64: the call refuses
+ * it by its own checks, or ignores it, as it ignores q_proj_weight next to
+ * in_proj_weight). Dimensions of one element or stride 0 add no bytes; a
+ * negative stride walks the same bytes from the other end; dimensions that
+ * continue each other merge, and contiguous innermost ones join the block. */
 static bool extent_of(extent *x, const attn_tensor *t) {
+    if (attn_tensor_numel(t) <= 0 || attn_check_extent(t, "", NULL) != ATTN_OK)
+        return false; /* empty, or no view; else every product below fits */
     int64_t es = (int64_t)attn_dtype_size(t->dtype), block = es;
     x->base = (uintptr_t)t->data, x->rank = 0;
     for (int d = 0; d < t->rank; d++) {
-        if (t->shape[d] == 0) return false;
         if (t->shape[d] == 1 || t->strides[d] == 0) continue;
-        int64_t s = t->strides[d] * es; /* fits: attn_check_extent passed */
+        int64_t s = t->strides[d] * es; /* fits: checked above */
         if (s < 0) x->base -= (uintptr_t)(-s * (t->shape[d] - 1)), s = -s;
         int r = x->rank++; /* insertion sort, descending strides */
         for (; r > 0 && x->stride[r - 1] < s; r--) x->count[r] = x->count[r - 1], x->stride[r] = x->stride[r - 1];
