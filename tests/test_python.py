@@ -9,15 +9,21 @@
   state_dict (outputs, weights, and every gradient by name), a model trained;
 - attn.teach: explain() equal to `attn explain --json`, its HTML, scaling()
   equal to `attn scaling --json`;
+- fork after the thread pool has started: a child of os.fork, of
+  multiprocessing's 'fork' start method and a DataLoader worker computes the
+  parent's result bitwise, and does not hang;
 - finding the library: ATTN_LIBRARY, an installed prefix (pkg-config), a
   missing library and a mismatched version, from `pip install` of the package.
 
 Usage: test_python.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why"."""
 import json
+import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import torch
@@ -202,6 +208,87 @@ for step in range(80):
     opt.zero_grad(), loss.backward(), opt.step()
     losses.append(loss.item())
 check("a_model_trains_with_attn_torch", losses[-1] < 0.3 * losses[0], "loss %.4f -> %.4f" % (losses[0], losses[-1]))
+
+# --- fork after the pool has started ------------------------------------------
+# A child has the parent's memory but none of its threads: its threaded call
+# must start a pool of its own (and not wait forever for the parent's
+# workers). The f32 shape spans several work items, so that the pool runs it.
+attn.set_num_threads(3)
+fq, fk, fv = f((2, 1600, 32)).astype(np.float32), f((2, 700, 32)).astype(np.float32), f((2, 700, 16)).astype(np.float32)
+fork_want = attn.sdpa(fq, fk, fv, causal=True)  # starts the pool, in the parent
+
+
+def fork_call(i=0):
+    """What each child computes: the parent's call (i selects a head, for the DataLoader)."""
+    return attn.sdpa(fq, fk, fv, causal=True)
+
+
+def os_fork_result(timeout=60):
+    """fork_call() in a child of os.fork, through a file; (result, why not)."""
+    path = os.path.join(tempfile.mkdtemp(prefix="attn-fork-"), "out.npy")
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: an alarm ends it if it hangs
+        code = 1
+        try:
+            signal.alarm(30)
+            np.save(path, fork_call())
+            code = 0
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.01)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return None, "the child still ran after %d s" % timeout
+    if os.WIFSIGNALED(status):
+        return None, "the child died of signal %d%s" % (os.WTERMSIG(status),
+                                                       " (its alarm: it hung)" if os.WTERMSIG(status) == signal.SIGALRM else "")
+    if os.WEXITSTATUS(status):
+        return None, "the child failed"
+    return np.load(path), ""
+
+
+got, why = os_fork_result()
+check("os_fork_child_gets_parents_result_bitwise", got is not None and got.tobytes() == fork_want.tobytes(),
+      why or "the result differs")
+ctx = multiprocessing.get_context("fork")
+with ctx.Pool(2) as workers:
+    try:
+        got, why = workers.apply_async(fork_call).get(timeout=60), ""
+    except multiprocessing.TimeoutError:
+        got, why = None, "no answer in 60 s"
+    workers.terminate()
+check("multiprocessing_fork_child_gets_parents_result_bitwise", got is not None and
+      got.tobytes() == fork_want.tobytes(), why or "the result differs")
+
+
+class ForkedAttention(torch.utils.data.Dataset):
+    """Each item: attn.torch's attention over one head of the fork shapes."""
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        h = i % 2
+        return at.scaled_dot_product_attention(*(torch.from_numpy(a[h:h + 1]) for a in (fq, fk, fv)), is_causal=True)
+
+
+try:
+    items = list(torch.utils.data.DataLoader(ForkedAttention(), batch_size=None, num_workers=2,
+                                             multiprocessing_context="fork", timeout=60))
+    why = ""
+except RuntimeError as e:
+    items, why = [], str(e)
+check("dataloader_fork_workers_get_parents_result_bitwise", len(items) == 4 and all(
+    t.numpy().tobytes() == fork_want[i % 2:i % 2 + 1].tobytes() for i, t in enumerate(items)),
+    why or "the results differ")
+attn.set_num_threads(0)
 
 # --- attn.teach ---------------------------------------------------------------
 for args, kw in ((["the cat sat on the mat"], {}), (["--causal", "--heads", "1", "my dog chased a ball in the park"],
