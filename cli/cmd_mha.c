@@ -252,9 +252,18 @@ static int run(const mha_args *a) {
     weights w;
     int code = 0;
     const char *paths[3] = {a->x, a->key ? a->key : a->x, a->value ? a->value : a->key ? a->key : a->x};
+    static const char *const FLAGS[3] = {"-x", "--key", "--value"};
     attn_tensor *in[3] = {&x, &k, &v};
-    for (int i = 0; i < 3 && !code; i++)
-        if (attn_npy_read(in[i], paths[i], &err)) code = cli_error(EXIT_DATA, "%s: %s", paths[i], err.message);
+    /* The rank first: the sizes below read each input's last two dimensions,
+     * and the weights' shape has room for three. */
+    for (int i = 0; i < 3 && !code; i++) {
+        char shape[128];
+        if (attn_npy_read(in[i], paths[i], &err))
+            code = cli_error(EXIT_DATA, "%s %s: %s", FLAGS[i], paths[i], err.message);
+        else if (in[i]->rank != 2 && in[i]->rank != 3)
+            code = cli_error(EXIT_DATA, "%s %s has shape %s: attn mha takes (L, E), or batch-first (N, L, E)",
+                             FLAGS[i], paths[i], cli_shape(shape, sizeof shape, in[i]));
+    }
     if (!code) code = load_weights(&w, a->weights, a->prefix);
     else memset(&w, 0, sizeof w);
     attn_mha_params p;
