@@ -213,7 +213,9 @@ static int layer_params(attn_mha_params *p, weights *w, const mha_args *a, const
     if (!p->in_proj_weight && !p->q_proj_weight)
         return cli_error(EXIT_DATA, "--weights has neither in_proj_weight nor q_proj.weight (with the prefix found)");
     int64_t D = p->embed_dim / a->heads;
-    p->num_kv_heads = a->kv_heads ? a->kv_heads : (p->k_proj_weight && D ? p->k_proj_weight->shape[0] / D : 0);
+    /* GQA from k_proj's rows, (Hkv·D, E); a k_proj of another rank is left to attn_mha to name */
+    const attn_tensor *kw = p->k_proj_weight;
+    p->num_kv_heads = a->kv_heads ? a->kv_heads : (kw && kw->rank == 2 && D ? kw->shape[0] / D : 0);
     return 0;
 }
 
