@@ -7,6 +7,7 @@ committed corpus is these seeds plus what the fuzzers found (merged with
 -merge=1); rerun this only to add seeds.
 """
 import io
+import json
 import os
 import struct
 
@@ -22,6 +23,18 @@ def npy(a, version=None):
     else:
         np.lib.format.write_array(b, a, version=version)
     return b.getvalue()
+
+
+def safetensors(tensors):
+    """The bytes of a safetensors file: its header's length, the JSON header, the data."""
+    header, data = {}, b""
+    for name, a in tensors.items():
+        raw = np.ascontiguousarray(a).tobytes()
+        header[name] = {"dtype": {"float64": "F64", "float32": "F32"}[a.dtype.name], "shape": list(a.shape),
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header).encode()
+    return struct.pack("<Q", len(text)) + text + data
 
 
 def write(target, name, data, where="corpus"):
@@ -101,6 +114,53 @@ def main():
     write("explain_load", "f16_embeddings", mark + npy(r.standard_normal((4, 8)).astype(np.float16)),
           where="regressions")
     write("explain_load", "mismatch", b"a,b" + mark + npy(x) + mark + npy(wq.T.copy()) + mark + npy(wq) + mark + npy(wv))
+    mha_seeds(mark)
+
+
+def mha_seeds(mark):
+    """attn mha: its arguments, and its files (fuzz_mha_load: a byte of heads
+    and flags, then -x, --key, --value and the weights' safetensors file)."""
+    args = {
+        "mha_self_weights_out": ["mha", "-x", "x.npy", "--weights", "w.safetensors", "--heads", "4",
+                                 "--causal=bottom-right", "-w", "w.npy", "-o", "o.npy"],
+        "mha_llama_cross": ["mha", "-x", "x.npy", "--key", "k.npy", "--value", "v.npy", "--weights", "dir",
+                            "--prefix", "model.layers.0.self_attn.", "--heads", "8", "--kv-heads", "2", "--rope",
+                            "halves", "--rope-base", "500000", "--softcap", "30", "--alibi", "--window", "128",
+                            "--causal"],
+        "mha_incremental": ["mha", "-x", "x.npy", "--weights", "w", "--heads", "2", "--incremental", "--causal"],
+        "mha_help": ["mha", "--help"],
+    }
+    for n, a in args.items():
+        write("args", n, "\0".join(a))
+    r = np.random.default_rng(1)
+    f = r.standard_normal
+    E = 4
+    packed = {"in_proj_weight": f((3 * E, E)), "in_proj_bias": f(3 * E), "out_proj.weight": f((E, E)),
+              "out_proj.bias": f(E), "bias_k": f((1, 1, E)), "bias_v": f((1, 1, E))}
+    llama = {"model.layers.0.self_attn.q_proj.weight": f((E, E)).astype(np.float32),
+             "model.layers.0.self_attn.k_proj.weight": f((E // 2, E)).astype(np.float32),
+             "model.layers.0.self_attn.v_proj.weight": f((E // 2, E)).astype(np.float32),
+             "model.layers.0.self_attn.o_proj.weight": f((E, E)).astype(np.float32),
+             "model.layers.0.self_attn.sinks": f(2).astype(np.float32)}
+    separate = {"q_proj_weight": f((E, E)), "k_proj_weight": f((E, 3)), "v_proj_weight": f((E, 2)),
+                "in_proj_bias": f(3 * E), "out_proj.weight": f((E, E))}
+
+    def files(flags, x, key=None, value=None, weights=packed):
+        parts = [npy(x), npy(key) if key is not None else b"", npy(value) if value is not None else b"",
+                 safetensors(weights)]
+        return bytes([flags]) + mark.join(parts)
+    # byte 0: heads - 1 (bits 0-1), --causal (4), -w (8), --incremental (16)
+    write("mha_load", "packed_weights_out", files(1 | 8, f((2, 3, E))))
+    write("mha_load", "llama_gqa_sinks_causal_incremental", files(1 | 4 | 16, f((3, E)).astype(np.float32),
+                                                                 weights=llama))
+    write("mha_load", "separate_cross_attention", files(1 | 8, f((2, 3, E)), f((2, 5, 3)), f((2, 5, 2)),
+                                                        weights=separate))
+    # Regressions: -x of rank 1 read shape[-1]; rank 4 with -w overflowed the
+    # weights' 3-element shape.
+    write("mha_load", "x_rank1_weights_out", files(1 | 8, f(E)), where="regressions")
+    write("mha_load", "x_rank4_weights_out", files(1 | 8, f((1, 2, 3, E))), where="regressions")
+    write("mha_load", "key_rank0", files(1 | 8, f((2, 3, E)), np.float64(1.0).reshape(()), f((2, 5, 2)),
+                                         weights=separate), where="regressions")
 
 
 if __name__ == "__main__":
