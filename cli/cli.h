@@ -81,8 +81,9 @@ int cli_main(int argc, char **argv);
 
 /* How far a subcommand goes: the whole job, or, for the fuzzers
  * (tests/fuzz/), only parsing its arguments, or parsing them and loading its
- * input files. The command's one piece of global state; main() leaves it at
- * CLI_RUN. */
+ * input files (attn mha also runs the layer, whose checks are the weights',
+ * and writes nothing). The command's one piece of global state; main()
+ * leaves it at CLI_RUN. */
 typedef enum cli_stage { CLI_RUN, CLI_STOP_AFTER_PARSE, CLI_STOP_AFTER_LOAD } cli_stage;
 extern cli_stage cli_stop;
 

@@ -1086,7 +1086,10 @@ ATTN_API void attn_set_num_threads(int n);
 /* The number of threads the next call will use. */
 ATTN_API int attn_get_num_threads(void);
 /* Join the worker threads and free them (also done at exit). Calls after
- * this start a new pool. Must not run concurrently with attention calls. */
+ * this start a new pool. Must not run concurrently with attention calls.
+ * fork() is safe at any time (Python's multiprocessing, DataLoader workers):
+ * it waits for a threaded call in progress in another thread to finish, and
+ * the child starts a pool of its own at its first threaded call. */
 ATTN_API void attn_shutdown(void);
 
 /* The instruction set of the f32 microkernels in use: "avx512", "avx2" or

@@ -16,6 +16,8 @@ def error_problems(result, code, pattern):
         problems.append(f"message {lines[0]!r} does not match {pattern!r}")
     if result.stdout:
         problems.append(f"stdout not empty: {result.stdout[:80]!r}")
+    if any(m in result.stderr for m in SANITIZER_MARKS):
+        problems.append(f"a sanitizer report: {result.stderr.strip()[:300]!r}")
     return problems
 
 
@@ -31,4 +33,44 @@ def run_expecting_error(run, tmp, args, code, pattern, outputs=()):
     new = set(os.listdir(tmp)) - before
     if new:
         problems.append(f"files left behind: {sorted(new)}")
+    return problems
+
+
+# A sanitizer's report (ASan, UBSan, LSan) in what a run printed.
+SANITIZER_MARKS = ("Sanitizer", "runtime error:")
+
+# The ranks every tensor argument is tried at: 0 and 1 below any attention
+# input, 5 the most a tensor has, 6 past what a .npy file may hold here.
+RANKS = range(7)
+
+
+def at_rank(shape, rank):
+    """`shape` at another rank: its last `rank` dimensions, or 1s before it,
+    so that a valid shape stays valid wherever broadcasting allows."""
+    shape = tuple(shape)
+    return shape[len(shape) - rank:] if rank <= len(shape) else (1,) * (rank - len(shape)) + shape
+
+
+def rank_case_problems(run, tmp, args, accepted, pattern, outputs=()):
+    """One run of a rank sweep, an input replaced by one of another rank. At a
+    rank the argument takes, the run succeeds and writes every output (prints,
+    when it has none); at any other it fails as bad input does (exit 1, one
+    'attn: error:' line matching `pattern`, nothing on stdout, no output or
+    temporary file). A sanitizer's report is a problem either way."""
+    if not accepted:
+        return run_expecting_error(run, tmp, args, 1, pattern, outputs)
+    for o in outputs:
+        if os.path.exists(os.path.join(tmp, o)):
+            os.remove(os.path.join(tmp, o))
+    result = run(*args)
+    problems = []
+    if result.returncode != 0:
+        problems.append(f"exit {result.returncode}: {result.stderr.strip()[:300]!r}")
+    missing = [o for o in outputs if not os.path.exists(os.path.join(tmp, o))]
+    if missing:
+        problems.append(f"outputs not written: {missing}")
+    if not outputs and not result.stdout:
+        problems.append("printed nothing")
+    if any(m in result.stderr for m in SANITIZER_MARKS):
+        problems.append(f"a sanitizer report: {result.stderr.strip()[:300]!r}")
     return problems

@@ -13,7 +13,7 @@ import tempfile
 
 import numpy as np
 
-from clicheck import run_expecting_error
+from clicheck import RANKS, at_rank, rank_case_problems, run_expecting_error
 
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 ATTN = os.path.abspath(os.path.join(BUILD, "attn"))
@@ -241,12 +241,58 @@ def main():
     report("dropout_mask_written", keep.dtype == np.bool_ and keep.shape == (2, 3, 5) and 0 < keep.mean() < 1,
            r.stderr or f"{keep.dtype} {keep.shape}")
 
+    rank_sweeps(rng)
+
     # A failed run does not touch an existing output either.
     keep = os.path.join(TMP, "keep.npy")
     np.save(keep, np.arange(3.0))
     attn("sdpa", "-q", pq32, "-k", save("k5.npy", np.zeros((2, 5, 5), np.float32)), "-v", pv32, "-o", keep)
     report("failed_run_keeps_old_output", np.array_equal(np.load(keep), np.arange(3.0)), "changed")
     return 1 if failed else 0
+
+
+def rank_sweep(command, inputs, args_for, accepted, names, outputs, rng):
+    """Each of `inputs` (flag -> a valid array) at ranks 0 to 6 in turn, the
+    others valid: args_for(paths) is the command line. Ranks in accepted[flag]
+    succeed; the others are one clean error naming the input (names[flag])."""
+    for flag, good in inputs.items():
+        problems = []
+        for rank in RANKS:
+            paths = {}
+            for other, a in inputs.items():
+                if other == flag:
+                    a = rng.standard_normal(at_rank(a.shape, rank)).astype(a.dtype)
+                    if flag == "--alibi-slopes":
+                        a = np.abs(a)
+                paths[other] = save(f"sweep{other}_r{rank}.npy" if other == flag else f"sweep{other}.npy", a)
+            problems += [f"rank {rank}: {p}" for p in rank_case_problems(
+                attn, TMP, args_for(flag, paths), rank in accepted[flag], names[flag], outputs(flag))]
+        report(f"ranks_0_to_6_{command}_{flag.lstrip('-')}", not problems, "; ".join(problems))
+
+
+def rank_sweeps(rng):
+    """Every tensor argument of every command at every rank from 0 to 6: the
+    ones it takes run, the rest are refused in one line before anything reads
+    a dimension that is not there."""
+    f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    sdpa = {"-q": f32(2, 3, 4), "-k": f32(2, 5, 4), "-v": f32(2, 5, 3), "-m": f32(3, 5), "--grad-out": f32(2, 3, 3),
+            "--alibi-slopes": np.abs(f32(2)), "--sinks": f32(2)}
+    optional = ("--grad-out", "--alibi-slopes", "--sinks")  # given only when they are the one tried
+
+    def sdpa_args(flag, paths):
+        args = ["sdpa", "-o", "out.npy"] + (["--dq", "dq.npy"] if flag == "--grad-out" else [])
+        return args + [x for f, p in paths.items() if f not in optional or f == flag for x in (f, p)]
+    # q, k and v take ranks 2 to 5, but rank 2 here drops the heads that the
+    # others have; a mask broadcasts from any rank up to the output's.
+    rank_sweep("sdpa", sdpa, sdpa_args,
+               {"-q": {3, 4, 5}, "-k": {3, 4, 5}, "-v": {3, 4, 5}, "-m": {0, 1, 2, 3}, "--grad-out": {3},
+                "--alibi-slopes": {1}, "--sinks": {1}},
+               {"-q": r"\bq\b", "-k": r"\bk\b", "-v": r"\bv\b", "-m": r"\bmask\b|-m ", "--grad-out": r"dout|--grad-out",
+                "--alibi-slopes": r"alibi", "--sinks": r"sinks"},
+               lambda flag: ("out.npy", "dq.npy") if flag == "--grad-out" else ("out.npy",), rng)
+    explain = {"--embeddings": f32(3, 4), "--wq": f32(4, 2), "--wk": f32(4, 2), "--wv": f32(4, 3)}
+    rank_sweep("explain", explain, lambda flag, paths: ["explain"] + [x for fp in paths.items() for x in fp],
+               {f: {2} for f in explain}, {f: f for f in explain}, lambda flag: (), rng)
 
 
 if __name__ == "__main__":

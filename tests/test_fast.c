@@ -13,14 +13,33 @@
 #include "../src/kernels/ukernel.h"
 #include "../src/kernels/ukernel_bf16.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+
+/* ThreadSanitizer kills by default a child that starts threads after a
+ * fork of a threaded process; the fork test's child must start its pool. */
+#if defined(__SANITIZE_THREAD__)
+#define TEST_UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TEST_UNDER_TSAN 1
+#endif
+#endif
+#ifdef TEST_UNDER_TSAN
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void) { return "die_after_fork=0"; }
+#endif
 
 
 static uint64_t rng = 99;
@@ -527,6 +546,146 @@ static void test_core_table(void) {
     check(!wrong, "core_table_rows_as_documented", "%s", why);
 }
 
+/* fork() after the pool has started: the child has the parent's memory but
+ * none of its workers. Its threaded call must start workers of its own and
+ * give the parent's result bitwise, and its exit (attn_shutdown, run at
+ * exit) must join only those. The child reports by its exit status; an
+ * alarm kills a child that hangs, and the parent stops waiting after a
+ * while, so that a hang is a failure and not a stuck suite. */
+enum { FORK_SAME = 0, FORK_DIFFERENT = 1, FORK_CALL_FAILED = 2 };
+
+typedef struct fork_case {
+    const problem *pr;
+    float *q, *k, *v, *want, *out;
+    int call; /* the child makes the call (else it only exits) */
+} fork_case;
+
+static void fork_child(const fork_case *c, size_t no) {
+    alarm(30);
+    int code = FORK_SAME;
+    if (c->call) {
+        memset(c->out, 0xff, sizeof(float) * no);
+        if (run_f32(c->out, c->pr, c->q, c->k, c->v, NULL, 3, NULL)) code = FORK_CALL_FAILED;
+        else if (memcmp(c->out, c->want, sizeof(float) * no) != 0) code = FORK_DIFFERENT;
+    }
+    exit(code); /* exit, not _exit: the atexit attn_shutdown runs */
+}
+
+/* The child's exit status, "" when it is FORK_SAME, or why not. */
+static const char *fork_wait(pid_t pid, char *why, size_t size) {
+    int status = 0;
+    pid_t got = 0;
+    for (int waited_ms = 0; waited_ms < 60000 && (got = waitpid(pid, &status, WNOHANG)) == 0; waited_ms += 10)
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    if (got == 0) {
+        kill(pid, SIGKILL), waitpid(pid, &status, 0);
+        snprintf(why, size, "the child still ran after 60 s: killed");
+    } else if (got < 0) snprintf(why, size, "waitpid failed");
+    else if (WIFSIGNALED(status))
+        snprintf(why, size, "the child died of signal %d%s", WTERMSIG(status),
+                 WTERMSIG(status) == SIGALRM ? " (its alarm: it hung)" : "");
+    else if (WEXITSTATUS(status) == FORK_DIFFERENT) snprintf(why, size, "the child's result differs");
+    else if (WEXITSTATUS(status) == FORK_CALL_FAILED) snprintf(why, size, "the child's call failed");
+    else if (WEXITSTATUS(status) != FORK_SAME) snprintf(why, size, "the child exited with %d", WEXITSTATUS(status));
+    else why[0] = 0;
+    return why;
+}
+
+static pid_t fork_run(const fork_case *c, size_t no) {
+    fflush(stdout); /* the child's exit must not print the parent's buffered lines again */
+    pid_t pid = fork();
+    if (pid == 0) fork_child(c, no);
+    return pid;
+}
+
+/* Another thread's calls, one after another, while the main thread forks. */
+typedef struct busy_caller {
+    const fork_case *c;
+    float *out;
+    atomic_int started, stop;
+} busy_caller;
+
+static void *busy_main(void *arg) {
+    busy_caller *b = arg;
+    while (!atomic_load(&b->stop)) {
+        if (run_f32(b->out, b->c->pr, b->c->q, b->c->k, b->c->v, NULL, 3, NULL)) memset(b->out, 0xff, 4);
+        atomic_store(&b->started, 1);
+    }
+    return NULL;
+}
+
+#ifdef TEST_UNDER_TSAN
+/* Whether this ThreadSanitizer runtime lets the child of a threaded process
+ * start threads: GCC 12's libtsan stops it ("dup thread with used id", as
+ * the new thread reuses a vanished one's stack), clang 14's does not. A
+ * probe child tries, its reports sent to /dev/null. */
+static void *probe_thread(void *arg) { return arg; }
+
+static int tsan_child_can_start_threads(void) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, 2);
+        pthread_t t;
+        _exit(pthread_create(&t, NULL, probe_thread, NULL) == 0 && pthread_join(t, NULL) == 0 ? 0 : 1);
+    }
+    int status = 0;
+    return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+#endif
+
+static void test_fork(void) {
+    problem pr = {1600, 700, 32, 16, 2, 1, ATTN_CAUSAL_TOP_LEFT, 0, 0, 0}; /* several items: the pool takes part */
+    size_t no = 2 * 1600 * 16;
+    float *q = random_floats(2 * 1600 * 32), *k = random_floats(700 * 32), *v = random_floats(700 * 16);
+    float *want = malloc(sizeof(float) * no), *out = malloc(sizeof(float) * no), *busy = malloc(sizeof(float) * no);
+    attn_status st = run_f32(want, &pr, q, k, v, NULL, 3, NULL); /* starts the pool: 2 workers */
+    int child_calls = 1;
+#ifdef TEST_UNDER_TSAN
+    child_calls = tsan_child_can_start_threads();
+#endif
+    static const char *const NO_CALL = "this ThreadSanitizer runtime cannot start threads in the child of a threaded "
+                                       "process (a probe child failed): the child only exits";
+    char why[128];
+    fork_case c = {&pr, q, k, v, want, out, 1};
+    pid_t pid = 0;
+    if (!child_calls) skip("fork_child_threaded_call_gets_parents_result", "%s", NO_CALL);
+    else {
+        pid = fork_run(&c, no);
+        check(st == ATTN_OK && pid > 0 && !*fork_wait(pid, why, sizeof why),
+              "fork_child_threaded_call_gets_parents_result", "%s",
+              st ? "the parent's call failed" : pid <= 0 ? "fork failed" : why);
+    }
+    c.call = 0;
+    pid = fork_run(&c, no);
+    check(pid > 0 && !*fork_wait(pid, why, sizeof why), "fork_child_exits_without_a_call",
+          "%s", pid <= 0 ? "fork failed" : why);
+    /* The parent's pool still works after its forks. */
+    memset(out, 0xff, sizeof(float) * no);
+    st = run_f32(out, &pr, q, k, v, NULL, 3, NULL);
+    check(st == ATTN_OK && memcmp(out, want, sizeof(float) * no) == 0, "fork_parent_pool_works_after_fork",
+          "%s", st ? "the call failed" : "the result differs");
+    /* A fork while another thread is inside a threaded call: the child gets
+     * the pool in a consistent state, not one with a job half done. */
+    busy_caller b = {&c, busy, 0, 0};
+    pthread_t t;
+    int made = pthread_create(&t, NULL, busy_main, &b) == 0;
+    while (made && !atomic_load(&b.started)) nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    int ok = made;
+    if (!child_calls) skip("fork_while_another_thread_calls_child_call", "%s", NO_CALL);
+    for (int rep = 0; rep < 5 && ok; rep++) {
+        c.call = child_calls;
+        pid = fork_run(&c, no);
+        ok = pid > 0 && !*fork_wait(pid, why, sizeof why);
+    }
+    atomic_store(&b.stop, 1);
+    if (made) pthread_join(t, NULL);
+    check(ok && memcmp(busy, want, sizeof(float) * no) == 0, "fork_while_another_thread_calls",
+          "%s", !made ? "no thread" : !ok ? (pid <= 0 ? "fork failed" : why) : "the busy thread's result differs");
+    free(q), free(k), free(v), free(want), free(out), free(busy);
+}
+
 /* qk for every strip width nvec = 1..nv against the full strip: the same
  * columns bitwise (a column's sum goes in the same order whatever nvec),
  * the full strip within f32 rounding of double sums (|error| <= E · 2^-23 ·
@@ -921,6 +1080,7 @@ int main(void) {
     test_concurrent_callers();
     test_verbose_threads();
     test_core_table();
+    test_fork();
     attn_shutdown();
     return n_failed ? 1 : 0;
 }

@@ -13,6 +13,7 @@ Usage: test_mha_cli.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why".
 """
 import json
 import os
+import re
 import struct
 import subprocess
 import tempfile
@@ -20,6 +21,7 @@ import tempfile
 import numpy as np
 import torch
 
+from clicheck import RANKS, at_rank, rank_case_problems
 from oracle_mha import gqa_reference
 from torch_attention import Reporter, causal_allowed, oracle_args
 
@@ -237,12 +239,94 @@ def bad_files(c):
     c.bad("error_missing_file", b"", "8-byte header length")
 
 
+def rank_sweeps(c, rng):
+    """-x, --key, --value and every weight of three layers (PyTorch's packed
+    one with bias_k/bias_v, a Llama-style block with biases, GQA and sinks,
+    PyTorch's separate weights with kdim and vdim), from .npy files and from a
+    safetensors file, at every rank from 0 to 6 in turn, with -w: the rank
+    each takes runs, every other is one clean error before any dimension that
+    is not there is read."""
+    E, H, f = 8, 2, rng.standard_normal
+    layers = {
+        "packed": {"in_proj_weight": (3 * E, E), "in_proj_bias": (3 * E,), "out_proj.weight": (E, E),
+                   "out_proj.bias": (E,), "bias_k": (1, 1, E), "bias_v": (1, 1, E)},
+        "llama": {"q_proj.weight": (E, E), "k_proj.weight": (E // 2, E), "v_proj.weight": (E // 2, E),
+                  "q_proj.bias": (E,), "k_proj.bias": (E // 2,), "v_proj.bias": (E // 2,), "o_proj.weight": (E, E),
+                  "sinks": (H,)},
+        "separate": {"q_proj_weight": (E, E), "k_proj_weight": (E, 6), "v_proj_weight": (E, 5),
+                     "in_proj_bias": (3 * E,), "out_proj.weight": (E, E), "out_proj.bias": (E,)},
+    }
+    outs = ("out.npy", "w.npy")
+    # What an input's error names: its flag, or the layer's word for it.
+    NAMES = {"-x": "-x |query", "--key": r"--key |\bkey\b", "--value": r"--value |\bvalue\b"}
+
+    def run(*args):
+        return c.run(list(args))
+
+    def sweep(name, write, args_for, accepted, pattern, outputs=outs):
+        problems = []
+        for rank in RANKS:
+            write(rank)
+            problems += ["rank %d: %s" % (rank, p) for p in rank_case_problems(
+                run, c.dir, args_for(), rank in accepted, pattern, outputs)]
+        c.report("ranks_0_to_6_" + name, "; ".join(problems))
+
+    for lname, shapes in layers.items():
+        kd, vd = (6, 5) if lname == "separate" else (E, E)
+        good = {n: f(s) for n, s in shapes.items()}
+        wdir = c.path("sweep_" + lname)
+        os.makedirs(wdir, exist_ok=True)
+        for n, a in good.items():
+            np.save(os.path.join(wdir, n + ".npy"), a)
+        inputs = {"-x": (2, 3, E), "--key": (2, 4, kd), "--value": (2, 4, vd)}
+        base = {flag: c.path("sweep%s.npy" % flag) for flag in inputs}
+        for flag, shape in inputs.items():
+            np.save(base[flag], f(shape))
+        # -x alone is self-attention, (L, E) or (N, L, E); the key and value
+        # are tried beside a batched -x, and so must be batched too.
+        cross = lname == "separate"
+        for flag, shape in inputs.items():
+            if not cross and flag != "-x":
+                continue
+            bad = c.path("sweep%s_bad.npy" % flag)
+            given = [x for g in inputs if (cross or g == "-x") for x in (g, bad if g == flag else base[g])]
+            sweep("%s_%s" % (lname, flag.lstrip("-")), lambda r, b=bad, s=shape: np.save(b, f(at_rank(s, r))),
+                  lambda g=given: g + ["--weights", wdir, "--heads", str(H), "-o", c.path("out.npy"),
+                                       "-w", c.path("w.npy")],
+                  {2, 3} if flag == "-x" and not cross else {3}, NAMES[flag])
+        given = [x for g in inputs if cross or g == "-x" for x in (g, base[g])]
+        for n, shape in shapes.items():
+            canonical = n.replace(".", "_").replace("o_proj", "out_proj", n.startswith("o_proj"))
+            pattern = "%s|%s" % (re.escape(n), re.escape(canonical))
+            accepted = {len(shape)}
+            for form in ("npy", "safetensors"):
+                wpath = c.path("sweep_%s_%s_%s" % (lname, n, form))
+
+                def write(r, n=n, shape=shape, wpath=wpath, form=form):
+                    tensors = dict(good, **{n: f(at_rank(shape, r))})
+                    if form == "safetensors":
+                        with open(wpath, "wb") as fh:
+                            fh.write(safetensors_bytes(tensors))
+                        return
+                    os.makedirs(wpath, exist_ok=True)
+                    for name, a in tensors.items():
+                        np.save(os.path.join(wpath, name + ".npy"), a)
+                sweep("%s_%s_%s" % (lname, form, n), write,
+                      lambda w=wpath: given + ["--weights", w, "--heads", str(H), "-o", c.path("out.npy"),
+                                               "-w", c.path("w.npy")], accepted, pattern)
+    # --incremental reads -x's rows one at a time: its rank is checked first too.
+    sweep("llama_incremental_x", lambda r: np.save(c.path("sweep_inc.npy"), f(at_rank((2, 3, E), r))),
+          lambda: ["-x", c.path("sweep_inc.npy"), "--weights", c.path("sweep_llama"), "--heads", str(H), "--causal",
+                   "--incremental", "-o", c.path("out.npy")], {2, 3}, NAMES["-x"], ("out.npy",))
+
+
 def main():
     build, rng = oracle_args(20261130)
     c = Check(build)
     torch_module_layers(c, rng)
     llama_layer(c, rng)
     bad_files(c)
+    rank_sweeps(c, rng)
     r = c.run(["-x", "x.npy"])
     c.report("error_usage", "" if r.returncode == 2 and "needs -x, --weights and --heads" in r.stderr else r.stderr)
     print("# attn mha: %d passed, %d failed" % (c.passed, c.failed))

@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from clicheck import RANKS, at_rank, rank_case_problems  # noqa: E402
 from oracle import reference  # noqa: E402
 from torch_attention import Reporter  # noqa: E402
 
@@ -221,6 +222,25 @@ def main():
     same = r is not None and r.returncode == 0 and r1.returncode == 0 and \
         np.array_equal(np.load(p("alike.npy")), np.load(p("alike1.npy")))
     c.report("ranks_alike_copies_agree", "" if same else "%r %r" % (r and r.stderr, r1.stderr))
+
+    # Each input at every rank from 0 to 6, on 2 ranks: the ranks it takes
+    # run; the others are one clean error naming it, and no output. (The
+    # ring cuts a mask's keys, so it needs a last dimension: rank 1 and up.)
+    sweep = {"-q": f((2, 6, 4)), "-k": f((2, 8, 4)), "-v": f((2, 8, 3)), "-m": f((6, 8))}
+    accepted = {"-q": {3, 4, 5}, "-k": {3, 4, 5}, "-v": {3, 4, 5}, "-m": {1, 2, 3}}
+    names = {"-q": r"\bq\b|sweep-q", "-k": r"\bk\b|sweep-k", "-v": r"\bv\b|sweep-v", "-m": r"\bmask\b|sweep-m"}
+    for flag, good in sweep.items():
+        problems = []
+        for rank in RANKS:
+            args = []
+            for g, a in sweep.items():
+                path = c.path("sweep%s%s.npy" % (g, "_bad" if g == flag else ""))
+                np.save(path, f(at_rank(a.shape, rank)) if g == flag else a)
+                args += [g, path]
+            problems += ["rank %d: %s" % (rank, p) for p in rank_case_problems(
+                lambda *a: c.run_mpi(2, list(a)), c.dir, args + ["-o", c.path("sweep_out.npy")], rank in accepted[flag],
+                names[flag], ("sweep_out.npy",))]
+        c.report("ranks_0_to_6_%s" % flag.lstrip("-"), "; ".join(problems))
 
     # --stats: one line per rank, from rank 0, each rank's waiting within its time.
     r = c.run_mpi(3, ["-q", q, "-k", k, "-v", v, "-o", c.path("stats.npy"), "--stats"])

@@ -9,15 +9,21 @@
   state_dict (outputs, weights, and every gradient by name), a model trained;
 - attn.teach: explain() equal to `attn explain --json`, its HTML, scaling()
   equal to `attn scaling --json`;
+- fork after the thread pool has started: a child of os.fork, of
+  multiprocessing's 'fork' start method and a DataLoader worker computes the
+  parent's result bitwise, and does not hang;
 - finding the library: ATTN_LIBRARY, an installed prefix (pkg-config), a
   missing library and a mismatched version, from `pip install` of the package.
 
 Usage: test_python.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why"."""
 import json
+import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import torch
@@ -29,7 +35,7 @@ import attn  # noqa: E402
 import attn.teach  # noqa: E402
 import attn.torch as at  # noqa: E402
 from oracle import reference  # noqa: E402
-from torch_attention import Reporter  # noqa: E402
+from torch_attention import Reporter, broadcast_heads, causal_allowed  # noqa: E402
 
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 r = Reporter()
@@ -78,7 +84,7 @@ ks = kbig[:, :, ::2, :16]
 vrev = np.ascontiguousarray(v[:, :, ::-1])[:, :, ::-1]  # negative strides
 for name, args in (("transposed_q", (qt, k, v)), ("sliced_k", (q, ks, v)), ("reversed_v", (q, k, vrev))):
     got = attn.sdpa(*args, causal=True)
-    no_copy = all(attn._core._float_array(a) is a for a in args)
+    no_copy = all(attn._core._float_array(a, "q") is a for a in args)
     check("strided_view_%s_no_copy" % name, np.array_equal(got, want) and no_copy, "diff %.3g" % rel(got, want))
 into = np.zeros((2, 3, 20, 8))
 back = attn.sdpa(q, k, v, causal=True, out=into)
@@ -185,6 +191,35 @@ for dt in INT_TORCH:
         why = refuses_mask(call)
         check("integer_mask_refused_%s_%s" % (name, str(dt).replace("torch.", "")), not why, why)
 
+# Dtypes: an array of a dtype the call does not take is refused as what it
+# is (not converted, then reported as a mismatch); out= of the wrong dtype or
+# shape is the library's DtypeError or ShapeError, naming out.
+q32, k32, v32 = (a.astype(np.float32) for a in (q, k, v))
+dtype_cases = [
+    ("integer_q", "DtypeError", "q is int32", lambda: attn.sdpa(q.astype(np.int32), k32, v32)),
+    ("integer_k", "DtypeError", "k is int64", lambda: attn.sdpa(q, k.astype(np.int64), v)),
+    ("bool_v", "DtypeError", "v is bool", lambda: attn.sdpa(q, k, v > 0)),
+    ("float16_q", "DtypeError", "q is float16", lambda: attn.sdpa(q.astype(np.float16), k32, v32)),
+    ("float16_k_beside_float64_q", "DtypeError", "k is float16; it must be float32 or float64, or float16 beside "
+     "a float32 q", lambda: attn.sdpa(q, k.astype(np.float16), v)),
+    ("integer_dout", "DtypeError", "dout is int32", lambda: attn.sdpa_backward(
+        np.zeros((2, 5, 4), np.int32), q, k, v, *attn.sdpa(q, k, v, return_lse=True))),
+    ("integer_merge", "DtypeError", "outs[1] is int32", lambda: attn.merge(
+        [np.zeros((2, 5, 4)), np.zeros((2, 5, 4), np.int32)], [np.zeros((2, 5))] * 2)),
+    ("out_dtype", "DtypeError", "out is f64 but q is f32", lambda: attn.sdpa(q32, k32, v32, out=np.zeros((2, 5, 4)))),
+    ("out_shape", "ShapeError", "out has shape (2, 5, 3)", lambda: attn.sdpa(q, k, v, out=np.zeros((2, 5, 3)))),
+    ("out_not_an_array", "TypeError", "out must be a NumPy array", lambda: attn.sdpa(q, k, v, out=[0.0] * 40)),
+]
+for name, want, words, call in dtype_cases:
+    try:
+        call()
+        got, said = "no error", ""
+    except Exception as e:  # noqa: BLE001 -- the class is what is checked
+        got, said = type(e).__name__, str(e)
+    check("dtype_%s_raises_%s" % (name, want), got == want and words in said, "%s: %s" % (got, said))
+got = attn.sdpa(q.tolist(), k.tolist(), v.tolist())
+check("lists_are_float64_arrays", got.dtype == np.float64 and np.array_equal(got, attn.sdpa(q, k, v)))
+
 # --- attn.torch ---------------------------------------------------------------
 torch.manual_seed(0)
 D = torch.float64
@@ -198,6 +233,40 @@ bm = torch.rand(9, 9) < 0.7
 bm[:, 0] = True
 check("gradcheck_bool_mask", torch.autograd.gradcheck(
     lambda a, b, c: at.scaled_dot_product_attention(a, b, c, attn_mask=bm), (q, k, v)))
+
+
+
+def autograd_f64(q, k, v, mask, is_causal):
+    """PyTorch float64 attention and autograd on the values of the given
+    tensors: (out, [dq, dk, dv, dmask]) for the gradient of out.sum()."""
+    xs = [t.detach().double().requires_grad_() for t in (q, k, v, mask)]
+    qq, kk, vv = broadcast_heads(*xs[:3])
+    s = qq @ kk.transpose(-1, -2) / qq.shape[-1] ** 0.5 + xs[3]
+    s = s.masked_fill(~causal_allowed(s.shape[-2], s.shape[-1], int(is_causal)), float("-inf"))
+    out = s.softmax(-1) @ vv
+    out.sum().backward()
+    return out.detach(), [x.grad for x in xs]
+
+
+# float16 tensors are computed in float32 and come back float16: the output
+# and every gradient. Rounding to float16 adds at most 2^-11 of each value.
+q16, k16, v16, m16 = (torch.randn(s).half().requires_grad_() for s in ((2, 4, 9, 8), (2, 2, 9, 8), (2, 2, 9, 5), (9, 9)))
+for causal in (False, True):
+    out16 = at.scaled_dot_product_attention(q16, k16, v16, attn_mask=m16, is_causal=causal)
+    out16.sum().backward()
+    ref, ref_grads = autograd_f64(q16, k16, v16, m16, causal)
+    grads = [t.grad for t in (q16, k16, v16, m16)]
+    dtypes = [t.dtype for t in [out16] + grads]
+    worst = max([rel(out16.detach(), ref)] + [rel(g, r) for g, r in zip(grads, ref_grads)])
+    check("torch_float16_in_float16_out_%s" % ("causal" if causal else "mask"),
+          dtypes == [torch.float16] * 5 and worst <= 2 ** -11 + 1e-4, "dtypes %s, error %.3g" % (dtypes, worst))
+    for t in (q16, k16, v16, m16):
+        t.grad = None
+q32t = q16.detach().float().requires_grad_()
+out = at.scaled_dot_product_attention(q32t, k16, v16)
+out.sum().backward()
+check("torch_float32_query_float16_kv", out.dtype == torch.float32 and q32t.grad.dtype == torch.float32 and
+      k16.grad.dtype == torch.float16 and v16.grad.dtype == torch.float16)
 
 
 def mha_case(name, **kw):
@@ -244,6 +313,87 @@ for step in range(80):
     opt.zero_grad(), loss.backward(), opt.step()
     losses.append(loss.item())
 check("a_model_trains_with_attn_torch", losses[-1] < 0.3 * losses[0], "loss %.4f -> %.4f" % (losses[0], losses[-1]))
+
+# --- fork after the pool has started ------------------------------------------
+# A child has the parent's memory but none of its threads: its threaded call
+# must start a pool of its own (and not wait forever for the parent's
+# workers). The f32 shape spans several work items, so that the pool runs it.
+attn.set_num_threads(3)
+fq, fk, fv = f((2, 1600, 32)).astype(np.float32), f((2, 700, 32)).astype(np.float32), f((2, 700, 16)).astype(np.float32)
+fork_want = attn.sdpa(fq, fk, fv, causal=True)  # starts the pool, in the parent
+
+
+def fork_call(i=0):
+    """What each child computes: the parent's call (i selects a head, for the DataLoader)."""
+    return attn.sdpa(fq, fk, fv, causal=True)
+
+
+def os_fork_result(timeout=60):
+    """fork_call() in a child of os.fork, through a file; (result, why not)."""
+    path = os.path.join(tempfile.mkdtemp(prefix="attn-fork-"), "out.npy")
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: an alarm ends it if it hangs
+        code = 1
+        try:
+            signal.alarm(30)
+            np.save(path, fork_call())
+            code = 0
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.01)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return None, "the child still ran after %d s" % timeout
+    if os.WIFSIGNALED(status):
+        return None, "the child died of signal %d%s" % (os.WTERMSIG(status),
+                                                       " (its alarm: it hung)" if os.WTERMSIG(status) == signal.SIGALRM else "")
+    if os.WEXITSTATUS(status):
+        return None, "the child failed"
+    return np.load(path), ""
+
+
+got, why = os_fork_result()
+check("os_fork_child_gets_parents_result_bitwise", got is not None and got.tobytes() == fork_want.tobytes(),
+      why or "the result differs")
+ctx = multiprocessing.get_context("fork")
+with ctx.Pool(2) as workers:
+    try:
+        got, why = workers.apply_async(fork_call).get(timeout=60), ""
+    except multiprocessing.TimeoutError:
+        got, why = None, "no answer in 60 s"
+    workers.terminate()
+check("multiprocessing_fork_child_gets_parents_result_bitwise", got is not None and
+      got.tobytes() == fork_want.tobytes(), why or "the result differs")
+
+
+class ForkedAttention(torch.utils.data.Dataset):
+    """Each item: attn.torch's attention over one head of the fork shapes."""
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        h = i % 2
+        return at.scaled_dot_product_attention(*(torch.from_numpy(a[h:h + 1]) for a in (fq, fk, fv)), is_causal=True)
+
+
+try:
+    items = list(torch.utils.data.DataLoader(ForkedAttention(), batch_size=None, num_workers=2,
+                                             multiprocessing_context="fork", timeout=60))
+    why = ""
+except RuntimeError as e:
+    items, why = [], str(e)
+check("dataloader_fork_workers_get_parents_result_bitwise", len(items) == 4 and all(
+    t.numpy().tobytes() == fork_want[i % 2:i % 2 + 1].tobytes() for i, t in enumerate(items)),
+    why or "the results differ")
+attn.set_num_threads(0)
 
 # --- attn.teach ---------------------------------------------------------------
 for args, kw in ((["the cat sat on the mat"], {}), (["--causal", "--heads", "1", "my dog chased a ball in the park"],

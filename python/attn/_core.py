@@ -116,14 +116,18 @@ def view(a):
     return Tensor.from_buffer_copy(_TENSOR.pack(_data(a), code, nd, *a.shape, *pad, *strides, *pad))
 
 
-def _float_array(a, like=None, allow_half=False):
-    """a as float32 or float64 without copying when it already is (float16
-    kept when allowed); lists and other dtypes converted to like's dtype, or
-    float64."""
-    a = np.asarray(a)
-    if a.dtype in (np.float32, np.float64) or (allow_half and a.dtype == np.float16):
+def _float_array(a, name, like=None, kv=False):
+    """The array `name` as given (no copy) when it is float32 or float64, or,
+    for a key or value (kv) beside a float32 q, float16. Lists and scalars
+    become arrays of like's dtype, or float64. An array of any other dtype is
+    refused, not converted: an integer q made float64 would be reported as a
+    mismatch with k, not as what it is."""
+    if not isinstance(a, np.ndarray):
+        return np.asarray(a, like if like is not None else np.float64)
+    if a.dtype in (np.float32, np.float64) or (kv and like == np.float32 and a.dtype == np.float16):
         return a
-    return a.astype(like if like is not None else np.float64)
+    raise DtypeError("%s is %s; it must be float32 or float64%s" % (name, a.dtype, ", or float16 beside a float32 q"
+                                                                     if kv else ""), 6)
 
 
 CAUSAL = {False: 0, None: 0, True: 1, "top-left": 1, "bottom-right": 2}
@@ -167,10 +171,12 @@ def _mask(mask, dtype):
 
 
 def _output(out, shape, dtype, name):
+    """A new array for a result, or the caller's: the call itself checks its
+    dtype (DtypeError) and shape (ShapeError), and says which is wrong."""
     if out is None:
         return np.empty(shape, dtype)
-    if not isinstance(out, np.ndarray) or out.shape != tuple(shape) or out.dtype != dtype:
-        raise ShapeError("%s must be a %s array of shape %s" % (name, np.dtype(dtype).name, tuple(shape)), 3)
+    if not isinstance(out, np.ndarray):
+        raise TypeError("%s must be a NumPy array, not %s" % (name, type(out).__name__))
     return out
 
 
@@ -201,7 +207,8 @@ def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout
     """softmax(q kᵀ · scale + mask) v, with PyTorch's scaled_dot_product_attention
     semantics and libattn's kernels. q (..., Hq, L, E), k (..., Hk, S, E), v
     (..., Hk, S, Ev): float32 or float64 arrays of any strides (k and v may be
-    float16 with float32 q); GQA when Hq is a multiple of Hk; batch dimensions
+    float16 with float32 q; arrays of other dtypes are refused, lists made
+    arrays of q's dtype, or float64); GQA when Hq is a multiple of Hk; batch dimensions
     broadcast. mask: bool (True takes part) or additive float, broadcastable to
     (..., Hq, L, S); an integer mask is a MaskError, as in PyTorch. causal: False, True or 'top-left' (key j <= query i),
     'bottom-right' (j <= i + S - L). scale: default 1/sqrt(E). dropout_p with
@@ -209,9 +216,8 @@ def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout
     out= is given; with return_lse, (out, lse), the log-sum-exp of each row;
     with return_weights, the weights (..., Hq, L, S) last (an L×S array: for
     looking at, computed by the exact kernel)."""
-    q = _float_array(q)
-    k = _float_array(k, q.dtype, allow_half=q.dtype == np.float32)
-    v = _float_array(v, q.dtype, allow_half=q.dtype == np.float32)
+    q = _float_array(q, "q")
+    k, v = _float_array(k, "k", q.dtype, kv=True), _float_array(v, "v", q.dtype, kv=True)
     m, mv = _mask(mask, q.dtype)
     o = _options(causal, scale, mv, dropout_p, seed)
     qv, kv, vv = view(q), view(k), view(v)
@@ -233,10 +239,9 @@ def sdpa_backward(dout, q, k, v, out, lse, mask=None, causal=False, scale=None, 
     (return_lse=True), with the same mask, causal, scale and dropout (the same
     seed). Returns (dq, dk, dv), each None when not in `want`, and dmask last
     with want_dmask (a float mask's gradient)."""
-    q = _float_array(q)
-    k = _float_array(k, q.dtype, allow_half=q.dtype == np.float32)
-    v = _float_array(v, q.dtype, allow_half=q.dtype == np.float32)
-    dout, out, lse = (_float_array(a, q.dtype) for a in (dout, out, lse))
+    q = _float_array(q, "q")
+    k, v = _float_array(k, "k", q.dtype, kv=True), _float_array(v, "v", q.dtype, kv=True)
+    dout, out, lse = (_float_array(a, n, q.dtype) for a, n in ((dout, "dout"), (out, "out"), (lse, "lse")))
     m, mv = _mask(mask, q.dtype)
     if dropout_p and seed is None:
         raise OptionError("the backward of dropout needs the forward's seed", 9)
@@ -259,8 +264,8 @@ def merge(outs, lses):
     all their keys, exactly."""
     if len(outs) != len(lses) or not outs:
         raise ArgumentError("merge needs as many outs as lses, at least one", 19)
-    outs = [_float_array(a) for a in outs]
-    lses = [_float_array(a, outs[0].dtype) for a in lses]
+    outs = [_float_array(a, "outs[%d]" % i) for i, a in enumerate(outs)]
+    lses = [_float_array(a, "lses[%d]" % i, outs[0].dtype) for i, a in enumerate(lses)]
     out, lse = np.empty(outs[0].shape, outs[0].dtype), np.empty(lses[0].shape, outs[0].dtype)
     ov, lv = [view(a) for a in outs], [view(a) for a in lses]
     po, pl = (P * len(outs))(*[ctypes.pointer(t) for t in ov]), (P * len(lses))(*[ctypes.pointer(t) for t in lv])

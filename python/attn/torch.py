@@ -31,6 +31,20 @@ def _np(t, name):
     return t.detach().numpy()
 
 
+def _wide(t, name):
+    """A query-side tensor (query, dout, a float mask) as NumPy, float16
+    widened to float32: the library takes float16 only for keys and values,
+    beside a float32 query. The result goes back to float16 afterwards."""
+    a = _np(t, name)
+    return a.astype(np.float32) if a is not None and a.dtype == np.float16 else a
+
+
+def _like(a, t):
+    """The NumPy result a as a tensor of t's dtype (float16 results are
+    computed in float32)."""
+    return torch.from_numpy(a).to(t.dtype)
+
+
 def _seed(dropout_p):
     """Dropout's seed from PyTorch's generator, so torch.manual_seed repeats it."""
     return int(torch.randint(0, 2 ** 62, (1,)).item()) if dropout_p else None
@@ -40,12 +54,12 @@ class _SDPA(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale):
         seed = _seed(dropout_p)
-        out, lse = _core.sdpa(_np(q, "query"), _np(k, "key"), _np(v, "value"), mask=_np(attn_mask, "attn_mask"),
+        out, lse = _core.sdpa(_wide(q, "query"), _np(k, "key"), _np(v, "value"), mask=_wide(attn_mask, "attn_mask"),
                               causal=bool(is_causal), scale=scale, return_lse=True, dropout_p=dropout_p, seed=seed)
-        out_t, lse_t = torch.from_numpy(out), torch.from_numpy(lse)
+        out_t, lse_t = torch.from_numpy(out), torch.from_numpy(lse)  # float16's kept in float32 for the backward
         ctx.save_for_backward(q, k, v, out_t, lse_t, attn_mask)
         ctx.settings = (bool(is_causal), scale, dropout_p, seed)
-        return out_t
+        return out_t.to(q.dtype)
 
     @staticmethod
     @once_differentiable
@@ -57,12 +71,12 @@ class _SDPA(torch.autograd.Function):
         want_dmask = bool(need[3]) and mask is not None and mask.dtype != torch.bool
         if not want and not want_dmask:
             return (None,) * 7
-        res = _core.sdpa_backward(_np(dout, "dout"), _np(q, "query"), _np(k, "key"), _np(v, "value"), _np(out, "out"),
-                                  _np(lse, "lse"), mask=_np(mask, "attn_mask"), causal=causal, scale=scale,
-                                  dropout_p=dropout_p, seed=seed, want=want, want_dmask=want_dmask)
-        grads = [torch.from_numpy(g) if g is not None and n in want else None
-                 for g, n in zip(res[:3], ("dq", "dk", "dv"))]
-        dmask = torch.from_numpy(res[3]) if want_dmask else None
+        res = _core.sdpa_backward(_wide(dout, "dout"), _wide(q, "query"), _np(k, "key"), _np(v, "value"),
+                                  _np(out, "out"), _np(lse, "lse"), mask=_wide(mask, "attn_mask"), causal=causal,
+                                  scale=scale, dropout_p=dropout_p, seed=seed, want=want, want_dmask=want_dmask)
+        grads = [_like(g, t) if g is not None and n in want else None
+                 for g, n, t in zip(res[:3], ("dq", "dk", "dv"), (q, k, v))]
+        dmask = _like(res[3], mask) if want_dmask else None
         return grads[0], grads[1], grads[2], dmask, None, None, None
 
 
@@ -72,7 +86,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     divide Hq: GQA); attn_mask bool (True takes part) or additive float (an
     integer mask is a MaskError, as PyTorch refuses it);
     is_causal is top-left. Differentiable in query, key, value and a float
-    attn_mask; float64 and float32 (key and value may be float16)."""
+    attn_mask; float64 and float32 (key and value may be float16), and
+    float16, computed in float32: the output and each gradient come back in
+    their tensor's dtype."""
     return _SDPA.apply(query, key, value, attn_mask, float(dropout_p), is_causal, scale)
 
 

@@ -1,6 +1,8 @@
 /* threads.c -- a small persistent pool of worker threads, created on first
  * use and joined by attn_shutdown (also registered with atexit). One job runs
- * at a time; a caller that finds the pool busy runs its job itself. */
+ * at a time; a caller that finds the pool busy runs its job itself. A child
+ * of fork() inherits the pool's bookkeeping but none of its threads: the
+ * fork handlers below hand it an empty pool, which it fills on first use. */
 #include "base/base.h"
 
 #include <stdlib.h>
@@ -44,7 +46,7 @@ static pool the_pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
                         .done = PTHREAD_COND_INITIALIZER};
 static pthread_mutex_t job_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int requested; /* attn_set_num_threads; 0 means the default */
-static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+static pthread_once_t handlers_once = PTHREAD_ONCE_INIT;
 
 static void run_items(pool *p, int worker) {
     for (bool first = true;; first = false) {
@@ -90,7 +92,39 @@ void attn_shutdown(void) {
     pthread_mutex_unlock(&job_lock);
 }
 
-static void shutdown_at_exit(void) { atexit(attn_shutdown); }
+/* fork() copies only the thread that calls it. Before it, take both locks,
+ * so that no job is half set up or running and the pool's fields are
+ * consistent (a fork waits for a call in another thread to finish); after
+ * it, the parent lets go, and the child also forgets the workers it never
+ * got: its first call creates its own, and its exit joins only those. Its
+ * condition variables are made anew, as they may record the parent's
+ * waiting workers, which would never answer. */
+static void fork_prepare(void) {
+    pthread_mutex_lock(&job_lock);
+    pthread_mutex_lock(&the_pool.lock);
+}
+
+static void fork_parent(void) {
+    pthread_mutex_unlock(&the_pool.lock);
+    pthread_mutex_unlock(&job_lock);
+}
+
+static void fork_child(void) {
+    pool *p = &the_pool;
+    pthread_cond_t fresh = PTHREAD_COND_INITIALIZER;
+    p->wake = fresh, p->done = fresh;
+    p->n_threads = 0, p->running = 0, p->stop = false;
+    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_unlock(&job_lock);
+}
+
+/* Registered once, before a job first takes a lock: pthread_atfork must not
+ * run under job_lock, since a fork in another thread would then hold the
+ * handlers' list while fork_prepare waits for job_lock. */
+static void register_handlers(void) {
+    atexit(attn_shutdown);
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
 
 void attn_set_num_threads(int n) {
     atomic_store(&requested, n < 0 ? 0 : n > MAX_THREADS ? MAX_THREADS : n);
@@ -120,7 +154,6 @@ int attn_get_num_threads(void) {
 
 /* Make sure the pool has at least `want` workers besides the caller. */
 static bool grow(pool *p, int want) {
-    pthread_once(&exit_once, shutdown_at_exit);
     while (p->n_threads < want) {
         if (pthread_create(&p->threads[p->n_threads], NULL, worker_main,
                            (void *)(intptr_t)(p->n_threads + 1)) != 0)
@@ -133,6 +166,7 @@ static bool grow(pool *p, int want) {
 int attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx) {
     pool *p = &the_pool;
     if (n_workers > MAX_THREADS) n_workers = MAX_THREADS;
+    if (n_workers > 1) pthread_once(&handlers_once, register_handlers);
     if (n_workers <= 1 || n_items <= 1 || pthread_mutex_trylock(&job_lock) != 0) {
         for (int64_t i = 0; i < n_items; i++) fn(ctx, i, 0);
         return n_items > 0;

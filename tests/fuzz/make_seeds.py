@@ -25,9 +25,21 @@ def npy(a, version=None):
     return b.getvalue()
 
 
-def safetensors(header, data=b""):
+def safetensors_raw(header, data=b""):
     """A safetensors file: the header's JSON text (bytes) after its 8-byte length, then the data."""
     return struct.pack("<Q", len(header)) + header + data
+
+
+def safetensors(tensors):
+    """The bytes of a safetensors file: its header's length, the JSON header, the data."""
+    header, data = {}, b""
+    for name, a in tensors.items():
+        raw = np.ascontiguousarray(a).tobytes()
+        header[name] = {"dtype": {"float64": "F64", "float32": "F32"}[a.dtype.name], "shape": list(a.shape),
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header).encode()
+    return struct.pack("<Q", len(text)) + text + data
 
 
 def write(target, name, data, where="corpus"):
@@ -107,6 +119,53 @@ def main():
     write("explain_load", "f16_embeddings", mark + npy(r.standard_normal((4, 8)).astype(np.float16)),
           where="regressions")
     write("explain_load", "mismatch", b"a,b" + mark + npy(x) + mark + npy(wq.T.copy()) + mark + npy(wq) + mark + npy(wv))
+    mha_seeds(mark)
+
+
+def mha_seeds(mark):
+    """attn mha: its arguments, and its files (fuzz_mha_load: a byte of heads
+    and flags, then -x, --key, --value and the weights' safetensors file)."""
+    args = {
+        "mha_self_weights_out": ["mha", "-x", "x.npy", "--weights", "w.safetensors", "--heads", "4",
+                                 "--causal=bottom-right", "-w", "w.npy", "-o", "o.npy"],
+        "mha_llama_cross": ["mha", "-x", "x.npy", "--key", "k.npy", "--value", "v.npy", "--weights", "dir",
+                            "--prefix", "model.layers.0.self_attn.", "--heads", "8", "--kv-heads", "2", "--rope",
+                            "halves", "--rope-base", "500000", "--softcap", "30", "--alibi", "--window", "128",
+                            "--causal"],
+        "mha_incremental": ["mha", "-x", "x.npy", "--weights", "w", "--heads", "2", "--incremental", "--causal"],
+        "mha_help": ["mha", "--help"],
+    }
+    for n, a in args.items():
+        write("args", n, "\0".join(a))
+    r = np.random.default_rng(1)
+    f = r.standard_normal
+    E = 4
+    packed = {"in_proj_weight": f((3 * E, E)), "in_proj_bias": f(3 * E), "out_proj.weight": f((E, E)),
+              "out_proj.bias": f(E), "bias_k": f((1, 1, E)), "bias_v": f((1, 1, E))}
+    llama = {"model.layers.0.self_attn.q_proj.weight": f((E, E)).astype(np.float32),
+             "model.layers.0.self_attn.k_proj.weight": f((E // 2, E)).astype(np.float32),
+             "model.layers.0.self_attn.v_proj.weight": f((E // 2, E)).astype(np.float32),
+             "model.layers.0.self_attn.o_proj.weight": f((E, E)).astype(np.float32),
+             "model.layers.0.self_attn.sinks": f(2).astype(np.float32)}
+    separate = {"q_proj_weight": f((E, E)), "k_proj_weight": f((E, 3)), "v_proj_weight": f((E, 2)),
+                "in_proj_bias": f(3 * E), "out_proj.weight": f((E, E))}
+
+    def files(flags, x, key=None, value=None, weights=packed):
+        parts = [npy(x), npy(key) if key is not None else b"", npy(value) if value is not None else b"",
+                 safetensors(weights)]
+        return bytes([flags]) + mark.join(parts)
+    # byte 0: heads - 1 (bits 0-1), --causal (4), -w (8), --incremental (16)
+    write("mha_load", "packed_weights_out", files(1 | 8, f((2, 3, E))))
+    write("mha_load", "llama_gqa_sinks_causal_incremental", files(1 | 4 | 16, f((3, E)).astype(np.float32),
+                                                                 weights=llama))
+    write("mha_load", "separate_cross_attention", files(1 | 8, f((2, 3, E)), f((2, 5, 3)), f((2, 5, 2)),
+                                                        weights=separate))
+    # Regressions: -x of rank 1 read shape[-1]; rank 4 with -w overflowed the
+    # weights' 3-element shape.
+    write("mha_load", "x_rank1_weights_out", files(1 | 8, f(E)), where="regressions")
+    write("mha_load", "x_rank4_weights_out", files(1 | 8, f((1, 2, 3, E))), where="regressions")
+    write("mha_load", "key_rank0", files(1 | 8, f((2, 3, E)), np.float64(1.0).reshape(()), f((2, 5, 2)),
+                                         weights=separate), where="regressions")
 
     # safetensors: what the format forbids next to what it allows, so that the
     # fuzzer mutates the NUL and __metadata__ checks' both sides.
@@ -122,7 +181,7 @@ def main():
         "metadata_array": json.dumps({"a": t, "__metadata__": ["format", "pt"]}).encode(),
         "metadata_twice": json.dumps({"a": t, "__metadata__": {}}).encode()[:-1] + b', "__metadata__": {}}',
     }.items():
-        write("safetensors", name, safetensors(header, data))
+        write("safetensors", name, safetensors_raw(header, data))
 
 
 if __name__ == "__main__":
