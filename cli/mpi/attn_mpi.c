@@ -27,6 +27,7 @@
 
 _Static_assert(ATTN_MPI_ARGS_ZIGZAG == (int)ATTN_MPI_ZIGZAG && ATTN_MPI_ARGS_CONTIGUOUS == (int)ATTN_MPI_CONTIGUOUS,
                "args_mpi.h names attn_mpi_layout's values");
+_Static_assert((long)ATTN_MPI_ARGS_TIMEOUT_MAX == (long)ATTN_MPI_TIMEOUT_MAX, "args_mpi.h has the library's timeout bound");
 
 static int rank_, size_;
 static FILE *loud; /* this rank's own stderr: rank 0's is stderr; the others' is kept for a lost rank */
