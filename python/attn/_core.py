@@ -102,6 +102,9 @@ def view(a):
     """An attn_tensor over the NumPy array a, its strides passed through (in
     elements; negative and zero strides too). Nothing is copied."""
     code = _DTYPES.get(a.dtype)
+    if code is None and not a.dtype.isnative:
+        raise DtypeError("a byte-swapped array (%s): convert it to native order first, a.astype(a.dtype.newbyteorder('='))"
+                         % a.dtype.str, 6)
     if code is None:
         raise DtypeError("arrays of %s are not taken: float32, float64, float16 (keys and values) or bool (masks)"
                          % a.dtype, 6)
@@ -123,6 +126,10 @@ def _float_array(a, like=None, allow_half=False):
     a = np.asarray(a)
     if a.dtype in (np.float32, np.float64) or (allow_half and a.dtype == np.float16):
         return a
+    if a.dtype.kind == "f" and not a.dtype.isnative:  # '>f4' on x86: the same values, in native order
+        a = a.astype(a.dtype.newbyteorder("="))
+        if a.dtype in (np.float32, np.float64) or (allow_half and a.dtype == np.float16):
+            return a
     return a.astype(like if like is not None else np.float64)
 
 
@@ -159,7 +166,14 @@ def _output(out, shape, dtype, name):
     if out is None:
         return np.empty(shape, dtype)
     if not isinstance(out, np.ndarray) or out.shape != tuple(shape) or out.dtype != dtype:
-        raise ShapeError("%s must be a %s array of shape %s" % (name, np.dtype(dtype).name, tuple(shape)), 3)
+        swapped = isinstance(out, np.ndarray) and not out.dtype.isnative
+        raise ShapeError("%s must be a %s array of shape %s%s" % (name, np.dtype(dtype).name, tuple(shape),
+                                                                   ", in native byte order" if swapped else ""), 3)
+    # The library writes through the pointer whatever the flag says: a
+    # read-only mmap would crash the interpreter, bytes would change.
+    if not out.flags.writeable:
+        raise ArgumentError("%s is read-only (flags.writeable is False: np.frombuffer over bytes, a read-only "
+                            "mmap, or a view of one): give a writeable array" % name, 19)
     return out
 
 
