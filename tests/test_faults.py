@@ -133,7 +133,8 @@ def inside(root):
     d = fresh("fifo")
     os.mkfifo(f"{d}/pipe")
     got = []
-    reader = threading.Thread(target=lambda: got.append(open(f"{d}/pipe", "rb").read()))
+    # A daemon: if the FIFO were replaced, its open would wait forever.
+    reader = threading.Thread(target=lambda: got.append(open(f"{d}/pipe", "rb").read()), daemon=True)
     reader.start()
     p = check(attn(["sdpa", *qkv, "-o", "pipe"], d, timeout=60), 0, None, d, ["pipe"])
     reader.join(30)
