@@ -58,23 +58,42 @@ const char *cli_dtype_name(attn_dtype dtype);
 void cli_print_tensor(FILE *f, const attn_tensor *t);
 
 /* All-or-nothing output files: each is written to a temporary file beside its
- * path; cli_outputs_commit renames them all into place, cli_outputs_abort
- * removes them. A failed run therefore never leaves a partial file. */
+ * target; cli_outputs_commit renames them all into place, cli_outputs_abort
+ * removes them. A failed run therefore never leaves a partial file, nor
+ * some outputs new and others not. Exceptions, written in place as a shell
+ * redirection would be: a character or block device, a FIFO, a socket and
+ * the stream paths (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/...). A
+ * symbolic link is followed: its target is replaced, the link stays. */
 typedef struct cli_output {
-    const char *path;
-    char tmp[4096];
-    bool written;
+    const char *path;    /* as given */
+    char tmp[4096];      /* the temporary, while written is set */
+    bool written;        /* tmp exists and is ours to rename or remove */
+    bool direct;         /* path is a device, FIFO or stream: written in place */
+    bool moved, kept;    /* during a commit: renamed into place; old target kept */
+    char target[4096];   /* the file that the rename replaces */
 } cli_output;
 
-/* Write t to a fresh temporary beside out->path. Returns 0 or an exit code
- * (after printing the error). */
+/* Write t to a fresh temporary beside out->path (or to path itself when
+ * direct). Returns 0 or an exit code (after printing the error). */
 int cli_output_write(cli_output *out, const attn_tensor *t);
 /* For text outputs: open a temporary beside out->path (NULL after printing
  * the error), then close it (0, or an exit code after printing the error). */
 FILE *cli_output_open(cli_output *out);
 int cli_output_close(cli_output *out, FILE *f);
+/* Rename every written output into place, or none: every target is checked
+ * before the first rename, and if a later rename still fails the earlier
+ * ones are undone (each target gets back what it held, or is removed).
+ * 0, or the errno of the failure with *failed its index; the temporaries are
+ * gone either way. cli_outputs_commit prints that failure and returns the
+ * exit code. */
+int cli_outputs_move(cli_output *outs, int n, int *failed);
 int cli_outputs_commit(cli_output *outs, int n);
 void cli_outputs_abort(cli_output *outs, int n);
+
+/* The end of main: flush and close stdout. A failed write (ENOSPC, EPIPE
+ * with SIGPIPE ignored, EBADF) turns a successful `code` into one error
+ * line and EXIT_DATA; otherwise code is returned as is. */
+int cli_close_stdout(int code);
 
 /* The whole command: argv[1] names the subcommand. Returns the exit code. */
 int cli_main(int argc, char **argv);

@@ -297,7 +297,7 @@ static int run(const mha_args *a) {
             attn_tensor_init(&wt, NULL, x.dtype, x.rank, x.rank == 3 ? ws : ws + 1, NULL, NULL);
             wt.data = malloc((size_t)attn_tensor_numel(&wt) * attn_dtype_size(x.dtype) + 1);
         }
-        cli_output outs[2] = {{a->out, "", false}, {a->wout, "", false}};
+        cli_output outs[2] = {{.path = a->out}, {.path = a->wout}};
         if (!out.data || (a->wout && !wt.data)) code = cli_error(EXIT_DATA, "out of memory for the output");
         else if (a->incremental) code = run_incremental(&out, &x, &p, &o);
         else if (attn_mha(&out, a->wout ? &wt : NULL, &x, &k, &v, &p, &o, &err)) code = cli_error(EXIT_DATA, "%s", err.message);

@@ -236,7 +236,7 @@ static void svg_panel(FILE *f, double x, double y, double w, double h, const dou
 }
 
 static int write_svg(const args *a, const attn_scaling_row *rows) {
-    cli_output out = {a->svg, {0}, false};
+    cli_output out = {.path = a->svg};
     FILE *f = cli_output_open(&out);
     if (!f) return EXIT_DATA;
     double pw = 300, ph = 110, top = 70, gap = 50, W = 2 * pw + 170;

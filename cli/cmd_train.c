@@ -141,7 +141,7 @@ static void print_verdicts(const attn_explain *learned, const attn_explain *wire
 }
 
 static int write_svg(const char *path, const double *loss, int n) {
-    cli_output out = {path, {0}, false};
+    cli_output out = {.path = path};
     FILE *f = cli_output_open(&out);
     if (!f) return EXIT_DATA;
     double W = 640, H = 320, x0 = 70, y0 = 30, w = W - 100, h = H - 80, lo = INFINITY, hi = -INFINITY;

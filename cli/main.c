@@ -2,4 +2,13 @@
  * work, so that the fuzzers can call it too). */
 #include "cli.h"
 
-int main(int argc, char **argv) { return cli_main(argc, argv); }
+#include <signal.h>
+
+int main(int argc, char **argv) {
+    /* Past a file-size limit (ulimit -f) the kernel sends SIGXFSZ, whose
+     * default kills the command mid-write and leaves its temporary file
+     * behind; ignored, the write fails with EFBIG, the error is reported
+     * and the temporary removed. */
+    signal(SIGXFSZ, SIG_IGN);
+    return cli_close_stdout(cli_main(argc, argv));
+}

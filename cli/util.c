@@ -1,4 +1,5 @@
 /* util.c -- the command's shared helpers: errors, option parsing, outputs. */
+#define _XOPEN_SOURCE 700 /* realpath, to follow a symbolic link to the file it names */
 #include "cli.h"
 
 #include <errno.h>
@@ -83,15 +84,51 @@ const char *cli_dtype_name(attn_dtype dtype) {
     }
 }
 
-/* Create a fresh temporary beside out->path; returns its descriptor or -1
+/* Paths that name a stream rather than a file: written straight through,
+ * like the shell's redirections, and never replaced. */
+static bool stream_path(const char *path) {
+    return strcmp(path, "/dev/stdout") == 0 || strcmp(path, "/dev/stderr") == 0 || strncmp(path, "/dev/fd/", 8) == 0 ||
+           strncmp(path, "/proc/", 6) == 0;
+}
+
+/* Decide where out's bytes go: out->direct for a device, FIFO, socket or
+ * stream path (written in place); otherwise out->target, the regular file
+ * that a rename replaces (a symbolic link's resolved target, so that the
+ * link stays a link). 0, or an exit code after printing the error. */
+static int resolve(cli_output *out) {
+    struct stat st;
+    out->direct = false;
+    if (stream_path(out->path)) {
+        out->direct = true;
+        return 0;
+    }
+    if (lstat(out->path, &st) == 0 && S_ISLNK(st.st_mode)) {
+        char *real = realpath(out->path, NULL);
+        if (!real) return cli_error(EXIT_DATA, "cannot write %s: it is a symbolic link to a missing file", out->path);
+        int n = snprintf(out->target, sizeof out->target, "%s", real);
+        free(real);
+        if (n < 0 || (size_t)n >= sizeof out->target)
+            return cli_error(EXIT_USAGE, "output path %s is too long once its link is followed", out->path);
+    } else {
+        int n = snprintf(out->target, sizeof out->target, "%s", out->path);
+        if (n < 0 || (size_t)n >= sizeof out->target) return cli_error(EXIT_USAGE, "output path %s is too long", out->path);
+    }
+    if (stat(out->target, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) return cli_error(EXIT_DATA, "cannot write %s: it is a directory", out->path);
+        out->direct = !S_ISREG(st.st_mode);
+    }
+    return 0;
+}
+
+/* Create a fresh temporary beside out->target; returns its descriptor or -1
  * (after printing the error). */
 static int make_temporary(cli_output *out) {
     /* The temporary lives in the same directory, so the rename is atomic. */
-    const char *slash = strrchr(out->path, '/');
-    int dir_len = slash ? (int)(slash - out->path) + 1 : 0;
+    const char *slash = strrchr(out->target, '/');
+    int dir_len = slash ? (int)(slash - out->target) + 1 : 0;
     /* mkstemp replaces the template's last six characters, six 'X's. */
-    int n = snprintf(out->tmp, sizeof out->tmp, "%.*s.%s.tmp.%s", dir_len, out->path,
-                     slash ? slash + 1 : out->path, "XX" "XX" "XX");
+    int n = snprintf(out->tmp, sizeof out->tmp, "%.*s.%s.tmp.%s", dir_len, out->target,
+                     slash ? slash + 1 : out->target, "XX" "XX" "XX");
     if (n < 0 || (size_t)n >= sizeof out->tmp) {
         cli_error(EXIT_USAGE, "output path %s is too long", out->path);
         return -1;
@@ -101,19 +138,26 @@ static int make_temporary(cli_output *out) {
         cli_error(EXIT_DATA, "cannot create %s: %s", out->path, strerror(errno));
         return -1;
     }
-    /* mkstemp makes the file 0600; give it the mode a plain fopen would. */
+    /* mkstemp makes the file 0600; give it the mode of the file it replaces,
+     * or the one a plain fopen would. */
+    struct stat old;
     mode_t mask = umask(0);
     umask(mask);
-    fchmod(fd, 0666 & ~mask);
+    fchmod(fd, stat(out->target, &old) == 0 ? old.st_mode & 07777 : 0666 & ~mask);
     out->written = true; /* from now on, abort removes it */
     return fd;
 }
 
 int cli_output_write(cli_output *out, const attn_tensor *t) {
+    attn_error err;
+    if (resolve(out)) return EXIT_DATA;
+    if (out->direct) {
+        if (attn_npy_write(out->path, t, &err) != ATTN_OK) return cli_error(EXIT_DATA, "%s", err.message);
+        return 0;
+    }
     int fd = make_temporary(out);
     if (fd < 0) return EXIT_DATA;
     close(fd);
-    attn_error err;
     if (attn_npy_write(out->tmp, t, &err) != ATTN_OK) {
         cli_outputs_abort(out, 1);
         return cli_error(EXIT_DATA, "cannot write %s: %s", out->path, err.message);
@@ -122,6 +166,12 @@ int cli_output_write(cli_output *out, const attn_tensor *t) {
 }
 
 FILE *cli_output_open(cli_output *out) {
+    if (resolve(out)) return NULL;
+    if (out->direct) {
+        FILE *f = fopen(out->path, "w");
+        if (!f) cli_error(EXIT_DATA, "cannot write %s: %s", out->path, strerror(errno));
+        return f;
+    }
     int fd = make_temporary(out);
     if (fd < 0) return NULL;
     FILE *f = fdopen(fd, "w");
@@ -134,25 +184,67 @@ FILE *cli_output_open(cli_output *out) {
 }
 
 int cli_output_close(cli_output *out, FILE *f) {
+    /* fclose's errno is the one to report; a write that failed earlier
+     * left the stream's error flag, and fclose tries its buffer again. */
+    errno = 0;
     bool ok = !ferror(f);
     ok = fclose(f) == 0 && ok;
     if (!ok) {
+        int e = errno;
         cli_outputs_abort(out, 1);
-        return cli_error(EXIT_DATA, "cannot write %s: %s", out->path, strerror(errno));
+        return cli_error(EXIT_DATA, "cannot write %s: %s", out->path, e ? strerror(e) : "a write failed");
     }
     return 0;
 }
 
-int cli_outputs_commit(cli_output *outs, int n) {
-    for (int i = 0; i < n; i++) {
-        if (!outs[i].written) continue;
-        if (rename(outs[i].tmp, outs[i].path) != 0) {
-            int e = errno;
-            cli_outputs_abort(outs + i, n - i);
-            return cli_error(EXIT_DATA, "cannot rename into %s: %s", outs[i].path, strerror(e));
+/* The name beside an output's temporary that keeps what its target held
+ * while the renames run: a hard link, so nothing is copied. */
+static void kept_name(char *buf, size_t size, const cli_output *out) { snprintf(buf, size, "%s.old", out->tmp); }
+
+int cli_outputs_move(cli_output *outs, int n, int *failed) {
+    char kept[sizeof outs->tmp + 8];
+    struct stat st;
+    *failed = -1;
+    /* Every destination first: a directory in the way fails the run before
+     * anything has moved. */
+    for (int i = 0; i < n; i++)
+        if (outs[i].written && lstat(outs[i].target, &st) == 0 && S_ISDIR(st.st_mode)) {
+            *failed = i;
+            cli_outputs_abort(outs, n);
+            return EISDIR;
         }
-        outs[i].written = false;
+    for (int i = 0; i < n; i++) {
+        outs[i].moved = outs[i].kept = false;
+        if (!outs[i].written) continue;
+        kept_name(kept, sizeof kept, &outs[i]);
+        /* Where link fails (a file system without hard links), a later
+         * failure can only remove this output, not restore the old file. */
+        outs[i].kept = lstat(outs[i].target, &st) == 0 && link(outs[i].target, kept) == 0;
     }
+    int e = 0;
+    for (int i = 0; i < n && !e; i++) {
+        if (!outs[i].written) continue;
+        if (rename(outs[i].tmp, outs[i].target) == 0) outs[i].written = false, outs[i].moved = true;
+        else e = errno, *failed = i;
+    }
+    /* On failure, undo the renames already made: each target gets back what
+     * it held, or is removed if it held nothing. Then drop the kept links. */
+    for (int i = 0; i < n; i++) {
+        kept_name(kept, sizeof kept, &outs[i]);
+        if (e && outs[i].moved) {
+            if (outs[i].kept ? rename(kept, outs[i].target) == 0 : remove(outs[i].target) == 0) outs[i].kept = false;
+            outs[i].moved = false;
+        }
+        if (outs[i].kept) remove(kept);
+        outs[i].kept = false;
+    }
+    if (e) cli_outputs_abort(outs, n);
+    return e;
+}
+
+int cli_outputs_commit(cli_output *outs, int n) {
+    int failed, e = cli_outputs_move(outs, n, &failed);
+    if (e) return cli_error(EXIT_DATA, "cannot rename into %s: %s", outs[failed].path, strerror(e));
     return 0;
 }
 
@@ -162,6 +254,21 @@ void cli_outputs_abort(cli_output *outs, int n) {
             remove(outs[i].tmp);
             outs[i].written = false;
         }
+}
+
+int cli_close_stdout(int code) {
+    /* The last buffer goes out here: a full disk (ENOSPC) or a closed pipe
+     * with SIGPIPE ignored (EPIPE) shows only now. A write that failed
+     * earlier left the error flag, and fflush tries the buffer again. */
+    errno = 0;
+    bool failed = ferror(stdout) != 0;
+    failed = fflush(stdout) != 0 || failed;
+    int e = errno;
+    failed = fclose(stdout) != 0 || failed;
+    if (!e) e = errno;
+    if (failed && code == 0)
+        return cli_error(EXIT_DATA, "cannot write to standard output: %s", e ? strerror(e) : "a write failed");
+    return code;
 }
 
 bool cli_rope_option(int argc, char **argv, int *i, attn_rope_options *r, bool *given, int *code) {

@@ -1196,7 +1196,8 @@ ATTN_API attn_status attn_npy_format_header(void *buf, size_t size, size_t *leng
 
 /* Write `t` (any strides; f32, f64, f16 or bool; .npy has no bf16) to `path` as a version 1.0 .npy
  * file in C order, data aligned to 64 bytes. The file is written in place and
- * removed again if writing fails; for an all-or-nothing replacement of an
+ * removed again if writing fails (only a regular file: a device, FIFO or
+ * symbolic link that path names is left where it is); for an all-or-nothing replacement of an
  * existing file, write to a temporary name in the same directory and rename.
  * Errors: ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_SHAPE, ATTN_ERR_DTYPE,
  * ATTN_ERR_OVERFLOW, ATTN_ERR_IO. */

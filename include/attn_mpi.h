@@ -87,10 +87,15 @@ typedef struct attn_mpi_stats {
     int64_t bytes_sent;
 } attn_mpi_stats;
 
+/* The longest timeout_s taken, in seconds (about 31 years): beyond it the
+ * deadline arithmetic on MPI_Wtime's seconds loses its meaning. */
+#define ATTN_MPI_TIMEOUT_MAX 1e9
+
 typedef struct attn_mpi_options {
     size_t struct_size;           /* set by attn_mpi_options_default() (attn.h: "Versioned structs") */
     attn_mpi_layout layout;       /* how q, k and v are sharded (default ATTN_MPI_ZIGZAG) */
-    double timeout_s;             /* the longest wait for any one message (default 60 s; > 0) */
+    double timeout_s;             /* the longest wait for any one message (default 60 s;
+                                   * above 0, below ATTN_MPI_TIMEOUT_MAX) */
     /* The attention's options, or NULL for the defaults: scale, causal (both
      * alignments, in the whole sequence's positions), mask, compute, context
      * (this rank's threads) and the score variants (softcap, ALiBi, window,
@@ -138,7 +143,7 @@ typedef struct attn_mpi_value {
  * disagree on NAME: A on some ranks, B on others" (the least and the
  * greatest; "given on some ranks, not on others" for ATTN_MPI_GIVEN; "not
  * the same on every rank" for ATTN_MPI_DIGEST). No answer within
- * timeout_s (> 0) is ATTN_ERR_COMM. It allocates nothing (64 values per
+ * timeout_s (above 0, below ATTN_MPI_TIMEOUT_MAX) is ATTN_ERR_COMM. It allocates nothing (64 values per
  * all-reduce), so that no rank fails alone while the others wait for it.
  * Errors: ATTN_ERR_NULL (values with n > 0),
  * ATTN_ERR_OPTION (timeout_s), ATTN_ERR_ARGUMENT (the ranks pass different

@@ -111,8 +111,9 @@ attn_status attn_mpi_same(MPI_Comm comm, const attn_mpi_value *values, int n, do
     if (MPI_Initialized(&initialized) != MPI_SUCCESS || !initialized)
         return ring_fail(err, ATTN_ERR_COMM, "MPI is not initialized: call MPI_Init first");
     if (n < 0 || (n > 0 && !values)) return ring_fail(err, ATTN_ERR_NULL, "values is NULL or n (%d) negative", n);
-    if (!(timeout_s > 0 && timeout_s < 1e9))
-        return ring_fail(err, ATTN_ERR_OPTION, "timeout_s is %g; it must be positive", timeout_s);
+    if (!(timeout_s > 0 && timeout_s < ATTN_MPI_TIMEOUT_MAX))
+        return ring_fail(err, ATTN_ERR_OPTION, "timeout_s is %g; it must be above 0 and below %g", timeout_s,
+                         ATTN_MPI_TIMEOUT_MAX);
     int64_t mine[CHUNK], least[CHUNK], most[CHUNK];
     mine[0] = n; /* first how many: an all-reduce of unequal lengths is no answer */
     attn_status st = extremes(comm, mine, least, most, 1, timeout_s, err);
@@ -144,8 +145,9 @@ attn_status ring_open(ring *R, MPI_Comm comm, const attn_mpi_options *options, a
     attn_mpi_options o = attn_mpi_options_default();
     attn_status st = attn_versioned_read(&o, sizeof o, options, "options", "start from attn_mpi_options_default()", err);
     if (st) return st;
-    if (!(o.timeout_s > 0 && o.timeout_s < 1e9))
-        return ring_fail(err, ATTN_ERR_OPTION, "timeout_s is %g; it must be positive", o.timeout_s);
+    if (!(o.timeout_s > 0 && o.timeout_s < ATTN_MPI_TIMEOUT_MAX))
+        return ring_fail(err, ATTN_ERR_OPTION, "timeout_s is %g; it must be above 0 and below %g", o.timeout_s,
+                         ATTN_MPI_TIMEOUT_MAX);
     R->timeout = o.timeout_s, R->layout = o.layout, R->stats_out = o.stats;
     R->so = attn_sdpa_options_default();
     if ((st = attn_versioned_read(&R->so, sizeof R->so, o.attention, "options->attention",

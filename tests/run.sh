@@ -85,6 +85,7 @@ suite "Python binding (python/attn through ctypes) vs PyTorch, errors, attn.torc
 suite "the notebook (docs/notebooks/attention.ipynb) run headless: the worked examples' numbers" $PY tests/test_notebook.py "$BUILD"
 suite "command: seeds, printing, bad input" $PY tests/test_cli.py "$BUILD"
 suite "explain and scaling: story, seeds, NumPy, errors" $PY tests/test_explain.py "$BUILD"
+suite "command: outputs under faults (devices, FIFOs, links, full and read-only file systems, limits)" $PY tests/test_faults.py "$BUILD"
 suite "command under ASan+UBSan: bad input" $PY tests/test_cli.py "$BUILD/asan"
 suite "explain and scaling under ASan+UBSan" env ATTN_BIN="$BUILD/asan/attn" $PY tests/test_explain.py "$BUILD"
 suite "explainer page in Chromium" node tests/web/test_page.js "$BUILD"

@@ -170,6 +170,13 @@ def main():
         c.save(**{"m_" + dt: np.ones((37, 37), dt)})
         c.bad("error_integer_mask_" + dt, 2, ["-q", q, "-k", k, "-v", v, "-m", c.path("m_%s.npy" % dt)],
               "a 0/1 mask as bool")
+    # A timeout past the library's bound is the parser's usage error (exit 2),
+    # not a failure in the ring (exit 1); so is one that is not above 0.
+    for name, t in (("huge", "1e300"), ("bound", "1e9"), ("zero", "0")):
+        r = c.run_mpi(1, ["-q", q, "-k", k, "-v", v, "-o", c.path("bad_out.npy"), "--timeout", t])
+        lines = r.stderr.strip().splitlines()
+        ok = r.returncode == 2 and len(lines) == 1 and "--timeout takes a number of seconds above 0 and below 1e+09" in lines[0]
+        c.report("error_usage_timeout_" + name, "" if ok else "rc %d, stderr %r" % (r.returncode, r.stderr))
 
     # Ranks given different files or options (a node with other copies of
     # the files, a launcher that passes other arguments): one error, on 2

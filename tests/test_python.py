@@ -3,6 +3,8 @@
 - attn.sdpa against PyTorch float64 (oracle.py's reference) on random cases,
   with strided NumPy views (transposed, sliced, negative strides) passed
   through without copies, out=, lse; sdpa_backward against autograd; merge;
+  read-only out= refused (the flag, bytes, a read-only mmap); byte-swapped
+  inputs converted;
 - every attn_status as its exception class, and the calls that raise them;
 - attn.torch: gradcheck in float64 (causal, GQA, a float mask's gradient),
   MultiheadAttention against torch.nn.MultiheadAttention loaded from its
@@ -93,6 +95,54 @@ big = np.zeros((2, 3, 20, 16))
 back = attn.sdpa(q, k, v, causal=True, out=big[..., ::2])  # a strided output
 check("sdpa_strided_out", np.array_equal(big[..., ::2], want))
 
+# out= that may not be written: refused before the library is called, the
+# memory untouched. A read-only mmap as out= crashed the interpreter
+# (SIGSEGV), so that case runs in a child.
+ro = np.zeros((2, 3, 20, 8))
+ro.flags.writeable = False
+frozen = bytes(8 * ro.size)
+for name, o in (("flag_writeable_false", ro), ("frombuffer_over_bytes", np.frombuffer(frozen).reshape(ro.shape))):
+    try:
+        attn.sdpa(q, k, v, causal=True, out=o)
+        got = "no error"
+    except attn.ArgumentError as e:
+        got = "read-only" if "read-only" in e.message else e.message
+    check("sdpa_out_refused_%s" % name, got == "read-only" and not o.any() and frozen == bytes(len(frozen)), got)
+with tempfile.TemporaryDirectory() as d:
+    np.save(os.path.join(d, "zeros.npy"), np.zeros((2, 3, 20, 8)))
+    child = subprocess.run([sys.executable, "-c", """if True:
+        import sys; sys.path.insert(0, sys.argv[1])
+        import numpy as np, attn
+        q, k, v = (np.ones(s) for s in ((2, 3, 20, 8), (2, 3, 20, 8), (2, 3, 20, 8)))
+        o = np.load(sys.argv[2], mmap_mode="r")
+        try:
+            attn.sdpa(q, k, v, out=o)
+            print("no error")
+        except attn.ArgumentError as e:
+            print("read-only" if "read-only" in e.message else e.message)
+        """, os.path.join(HERE, "..", "python"), os.path.join(d, "zeros.npy")], capture_output=True, text=True)
+    check("sdpa_out_refused_read_only_mmap", child.returncode == 0 and child.stdout.strip() == "read-only" and
+          not np.load(os.path.join(d, "zeros.npy")).any(), "exit %d, %r %r" % (child.returncode, child.stdout,
+                                                                              child.stderr[-300:]))
+
+# Byte-swapped inputs ('>f4', '>f8' on this little-endian machine) give the
+# native result; a byte-swapped out= cannot be written in place: refused,
+# saying so.
+for dt in (np.float32, np.float64):
+    nat = [a.astype(dt) for a in (q, k, v)]
+    swapped = [a.astype(np.dtype(dt).newbyteorder(">")) for a in nat]
+    ref = attn.sdpa(*nat, causal=True)
+    got = attn.sdpa(*swapped, causal=True)
+    mixed = attn.sdpa(nat[0], swapped[1], nat[2], causal=True)
+    check("sdpa_byte_swapped_%s_inputs" % np.dtype(dt).name, got.dtype == dt and np.array_equal(got, ref) and
+          np.array_equal(mixed, ref), "dtype %s" % got.dtype)
+try:
+    attn.sdpa(q, k, v, out=np.zeros((2, 3, 20, 8), ">f8"))
+    got = "no error"
+except attn.DtypeError as e:
+    got = e.message
+check("sdpa_byte_swapped_out_refused", "native byte order" in got, got)
+
 # Backward against autograd, merge against the whole.
 q, k, v, dout = f((2, 4, 13, 16)), f((2, 2, 17, 16)), f((2, 2, 17, 8)), f((2, 4, 13, 8))
 mask = f((13, 17))
@@ -136,7 +186,8 @@ cases = [
     ("ScaleError", lambda: attn.sdpa(q, k, v, scale=float("inf"))),
     ("OptionError", lambda: attn.sdpa(q, k, v, dropout_p=1.5)),
     ("OptionError", lambda: attn.sdpa(q, k, v, causal="diagonal")),
-    ("StrideError", lambda: attn.sdpa(q, k, v, out=np.broadcast_to(np.zeros(4), (2, 5, 4)))),
+    # stride 0 in a writeable array (broadcast_to's are read-only, refused first)
+    ("StrideError", lambda: attn.sdpa(q, k, v, out=np.lib.stride_tricks.as_strided(np.zeros(4), (2, 5, 4), (0, 0, 8)))),
     ("RankError", lambda: attn.sdpa(f((1, 1, 1, 1, 1, 5, 8)), k, v)),
     ("ArgumentError", lambda: attn.merge([], [])),
     ("TokenError", lambda: attn.teach.explain("the elephant sat")),

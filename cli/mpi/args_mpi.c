@@ -50,8 +50,9 @@ int mpi_args_parse(int argc, char **argv, mpi_args *a, bool speak) {
             if (!code && !cli_parse_double(val, &a->so.scale)) code = cli_error(EXIT_USAGE, "--scale takes a finite number, not '%s'", val);
             a->so.has_scale = 1;
         } else if (cli_option(argc, argv, &i, NULL, "--timeout", &val, &code)) {
-            if (!code && (!cli_parse_double(val, &a->timeout_s) || a->timeout_s <= 0))
-                code = cli_error(EXIT_USAGE, "--timeout takes a positive number of seconds, not '%s'", val);
+            if (!code && (!cli_parse_double(val, &a->timeout_s) || !(a->timeout_s > 0 && a->timeout_s < ATTN_MPI_ARGS_TIMEOUT_MAX)))
+                code = cli_error(EXIT_USAGE, "--timeout takes a number of seconds above 0 and below %g, not '%s'",
+                                 ATTN_MPI_ARGS_TIMEOUT_MAX, val);
         } else if (cli_option(argc, argv, &i, NULL, "--layout", &val, &code)) {
             if (!code && strcmp(val, "zigzag") && strcmp(val, "contiguous"))
                 code = cli_error(EXIT_USAGE, "--layout takes zigzag or contiguous, not '%s'", val);

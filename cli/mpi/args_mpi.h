@@ -6,6 +6,9 @@
 
 /* The layouts of attn_mpi.h, without needing MPI's header here. */
 enum { ATTN_MPI_ARGS_CONTIGUOUS = 0, ATTN_MPI_ARGS_ZIGZAG = 1 };
+/* attn_mpi.h's ATTN_MPI_TIMEOUT_MAX (attn_mpi.c checks that they agree):
+ * --timeout at or above it is a usage error, not the library's. */
+#define ATTN_MPI_ARGS_TIMEOUT_MAX 1e9
 
 typedef struct mpi_args {
     const char *q, *k, *v, *m, *out, *lse;

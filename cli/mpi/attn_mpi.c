@@ -27,6 +27,7 @@
 
 _Static_assert(ATTN_MPI_ARGS_ZIGZAG == (int)ATTN_MPI_ZIGZAG && ATTN_MPI_ARGS_CONTIGUOUS == (int)ATTN_MPI_CONTIGUOUS,
                "args_mpi.h names attn_mpi_layout's values");
+_Static_assert((long)ATTN_MPI_ARGS_TIMEOUT_MAX == (long)ATTN_MPI_TIMEOUT_MAX, "args_mpi.h has the library's timeout bound");
 
 static int rank_, size_;
 static FILE *loud; /* this rank's own stderr: rank 0's is stderr; the others' is kept for a lost rank */
@@ -197,30 +198,32 @@ static void print_stats(const attn_mpi_stats *s) {
 }
 
 /* Write out (and lse) into temporaries beside their paths, then rename
- * them into place on rank 0 once every rank has written. */
+ * them into place on rank 0 once every rank has written: both or neither
+ * (cli_outputs_move). */
 static int write_outputs(const mpi_args *a, const attn_tensor *out, const attn_tensor *lse, int64_t L, char *msg, size_t n) {
     long stamp = (long)getpid();
     MPI_Bcast(&stamp, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-    const char *paths[2] = {a->out, a->lse};
     const attn_tensor *ts[2] = {out, lse};
-    char tmp[2][4200];
-    int code = 0, wrote = 0;
+    cli_output outs[2] = {{.path = a->out}, {.path = a->lse}};
+    int code = 0;
     attn_mpi_shard sh;
     attn_mpi_shard_of(&sh, L, rank_, size_, a->layout, NULL);
     for (int i = 0; i < 2 && !code; i++) {
-        if (!paths[i]) continue;
-        snprintf(tmp[i], sizeof tmp[i], "%s.attn-mpi-%ld.tmp", paths[i], stamp);
+        if (!outs[i].path) continue;
+        snprintf(outs[i].target, sizeof outs[i].target, "%s", outs[i].path);
+        snprintf(outs[i].tmp, sizeof outs[i].tmp, "%s.attn-mpi-%ld.tmp", outs[i].path, stamp);
         int64_t whole[ATTN_MAX_RANK];
         memcpy(whole, ts[i]->shape, sizeof whole);
         int dim = i == 0 ? ts[i]->rank - 2 : ts[i]->rank - 1;
         whole[dim] = L;
-        code = agree(npy_mpi_write(tmp[i], ts[i], whole, dim, &sh, MPI_COMM_WORLD, rank_, msg, n), msg, n);
-        wrote = i + 1;
+        code = agree(npy_mpi_write(outs[i].tmp, ts[i], whole, dim, &sh, MPI_COMM_WORLD, rank_, msg, n), msg, n);
+        outs[i].written = rank_ == 0; /* rank 0 renames or removes what all wrote */
     }
-    for (int i = 0; i < wrote && rank_ == 0; i++)
-        if (paths[i] && !code && rename(tmp[i], paths[i]) != 0) code = snprintf(msg, n, "cannot rename %s into place", tmp[i]) > 0;
-    for (int i = 0; i < wrote && rank_ == 0; i++)
-        if (paths[i] && code) remove(tmp[i]);
+    if (rank_ == 0 && !code) {
+        int failed, e = cli_outputs_move(outs, 2, &failed);
+        if (e) code = snprintf(msg, n, "cannot rename into %s: %s", outs[failed].path, strerror(e)) > 0;
+    }
+    if (rank_ == 0) cli_outputs_abort(outs, 2);
     return agree(code, msg, n) ? EXIT_DATA : 0;
 }
 
@@ -267,6 +270,7 @@ static int run(const mpi_args *a) {
 }
 
 int main(int argc, char **argv) {
+    signal(SIGXFSZ, SIG_IGN); /* past ulimit -f: EFBIG, reported, rather than a kill (see cli/main.c) */
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_), MPI_Comm_size(MPI_COMM_WORLD, &size_);
     loud = stderr;
@@ -290,5 +294,5 @@ int main(int argc, char **argv) {
         if (code < 0) code = 0;
     }
     MPI_Finalize();
-    return code;
+    return cli_close_stdout(code);
 }

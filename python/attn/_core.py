@@ -102,6 +102,9 @@ def view(a):
     """An attn_tensor over the NumPy array a, its strides passed through (in
     elements; negative and zero strides too). Nothing is copied."""
     code = _DTYPES.get(a.dtype)
+    if code is None and not a.dtype.isnative:
+        raise DtypeError("a byte-swapped array (%s): convert it to native order first, a.astype(a.dtype.newbyteorder('='))"
+                         % a.dtype.str, 6)
     if code is None:
         raise DtypeError("arrays of %s are not taken: float32, float64, float16 (keys and values) or bool (masks)"
                          % a.dtype, 6)
@@ -126,6 +129,10 @@ def _float_array(a, name, like=None, kv=False):
         return np.asarray(a, like if like is not None else np.float64)
     if a.dtype in (np.float32, np.float64) or (kv and like == np.float32 and a.dtype == np.float16):
         return a
+    if a.dtype.kind == "f" and not a.dtype.isnative:  # '>f4' on x86: the same values, in native order
+        a = a.astype(a.dtype.newbyteorder("="))
+        if a.dtype in (np.float32, np.float64) or (kv and like == np.float32 and a.dtype == np.float16):
+            return a
     raise DtypeError("%s is %s; it must be float32 or float64%s" % (name, a.dtype, ", or float16 beside a float32 q"
                                                                      if kv else ""), 6)
 
@@ -177,6 +184,13 @@ def _output(out, shape, dtype, name):
         return np.empty(shape, dtype)
     if not isinstance(out, np.ndarray):
         raise TypeError("%s must be a NumPy array, not %s" % (name, type(out).__name__))
+    if not out.dtype.isnative:  # the library writes native byte order into out's memory
+        raise DtypeError("%s is byte-swapped (%s): give an array in native byte order" % (name, out.dtype.str), 6)
+    # The library writes through the pointer whatever the flag says: a
+    # read-only mmap would crash the interpreter, bytes would change.
+    if not out.flags.writeable:
+        raise ArgumentError("%s is read-only (flags.writeable is False: np.frombuffer over bytes, a read-only "
+                            "mmap, or a view of one): give a writeable array" % name, 19)
     return out
 
 

@@ -430,11 +430,19 @@ attn_status attn_npy_write(const char *path, const attn_tensor *t, attn_error *e
     errno = 0;
     FILE *f = fopen(path, "wb");
     if (!f) return io_error(err, "cannot create", path);
+    /* A failed write removes the partial file, but only a regular file that
+     * path itself names: never a device, a FIFO or a symbolic link (as root,
+     * removing /dev/full after ENOSPC would delete the device node). */
+    struct stat made;
+    bool regular = fstat(fileno(f), &made) == 0 && S_ISREG(made.st_mode);
     bool ok = fwrite(header, 1, header_len, f) == header_len && write_elements(f, t);
     ok = (fclose(f) == 0) && ok;
     if (!ok) {
         st = io_error(err, "cannot write", path);
-        remove(path);
+        struct stat now;
+        if (regular && lstat(path, &now) == 0 && S_ISREG(now.st_mode) && now.st_dev == made.st_dev &&
+            now.st_ino == made.st_ino)
+            remove(path);
         return st;
     }
     return ATTN_OK;
