@@ -12,19 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char MARK[] = "|~|\n";
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc, (void)argv;
-    cli_stop = CLI_STOP_AFTER_LOAD;
-    return 0;
-}
-
-static const unsigned char *find_mark(const unsigned char *p, const unsigned char *end) {
-    for (; p + 4 <= end; p++)
-        if (memcmp(p, MARK, 4) == 0) return p;
-    return end;
-}
+#include "load_marks.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     static const char *const FLAGS[4] = {"-x", "--key", "--value", "--weights"};
