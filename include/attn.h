@@ -253,6 +253,18 @@ ATTN_API attn_status attn_tensor_convert(attn_tensor *dst, const attn_tensor *sr
  * the product overflows int64 or a dimension is negative. */
 ATTN_API int64_t attn_tensor_numel(const attn_tensor *t);
 
+/* ATTN_OK when tensors a and b share no byte of memory, else ATTN_ERR_STRIDE
+ * with a message naming them (a_name, b_name; NULL for generic names). NULL
+ * tensors, empty ones and ones that are no valid view share nothing. Views
+ * that interleave without touching (dq, dk and dv as slices of one packed
+ * buffer) are disjoint: the test is exact, and calls a layout too involved
+ * to decide in a bounded number of steps overlapping. It is the check every
+ * function here makes of each output against the other outputs and the
+ * inputs (see "An output owns its memory" at the top), for code built on this API
+ * (libattn-mpi makes it too). Added in 0.3.0. */
+ATTN_API attn_status attn_check_disjoint(const attn_tensor *a, const char *a_name, const attn_tensor *b,
+                                         const char *b_name, attn_error *err);
+
 /* ------------------------------------------------------------------------ */
 /* Versioned structs                                                        */
 /* ------------------------------------------------------------------------ */

@@ -94,12 +94,14 @@ ATTN_API attn_status attn_toy_tokenize(attn_toy_token *tokens, int max_tokens, i
                                        const char *sentence, attn_error *err);
 
 /* x (n, ATTN_TOY_D_MODEL) = the embedding rows of the n tokens.
- * Errors: ATTN_ERR_NULL, ATTN_ERR_TOKEN (an id outside the vocabulary). */
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_TOKEN (an id outside the vocabulary),
+ * ATTN_ERR_STRIDE (x overlapping tokens). */
 ATTN_API attn_status attn_toy_embed(double *x, const attn_toy_token *tokens, int n,
                                     attn_error *err);
 
 /* W_Q, W_K, W_V, each (ATTN_TOY_D_MODEL, ATTN_TOY_D_K) in C order, used as
- * X·W. Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (unknown head). */
+ * X·W. Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (unknown head),
+ * ATTN_ERR_STRIDE (two of them overlapping). */
 ATTN_API attn_status attn_toy_weights(double *w_q, double *w_k, double *w_v, attn_toy_head head,
                                       attn_error *err);
 
@@ -278,7 +280,8 @@ ATTN_VERSIONED_DEFAULT_(attn_train_options)
  * grad_wq[0..steps) (either may be NULL). Deterministic for a seed. On
  * failure nothing is written.
  * Errors: ATTN_ERR_NULL, ATTN_ERR_OPTION (struct_size), ATTN_ERR_ARGUMENT (a
- * field out of range), ATTN_ERR_NO_MEMORY. */
+ * field out of range), ATTN_ERR_NO_MEMORY, ATTN_ERR_STRIDE (two outputs
+ * overlapping). */
 ATTN_API attn_status attn_train_head(double *w_q, double *w_k, double *w_v, double *loss, double *grad_wq,
                                      const attn_train_options *options, attn_error *err);
 
@@ -338,7 +341,8 @@ ATTN_API attn_status attn_scaling_json(char *buf, size_t size, size_t *length,
  * double (added in 0.3.0). q W1 and k W2 are computed once, so a pair costs
  * `hidden` additions, tanh and multiply-adds, where a dot product costs d
  * multiply-adds. Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (a size below 1),
- * ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY. */
+ * ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY, ATTN_ERR_STRIDE (scores overlapping
+ * an input). */
 ATTN_API attn_status attn_additive_scores(double *scores, const double *q, int n, const double *k, int m, int d,
                                           const double *w1, const double *w2, const double *v, int hidden,
                                           attn_error *err);
@@ -347,7 +351,8 @@ ATTN_API attn_status attn_additive_scores(double *scores, const double *q, int n
  * causal mask when causal (row i sees columns 0..i), computed by attn_sdpa
  * (the scores as an additive mask on zero queries and keys), so any scorer
  * gets the library's own softmax (added in 0.3.0). Errors: ATTN_ERR_NULL,
- * ATTN_ERR_ARGUMENT, ATTN_ERR_NO_MEMORY. */
+ * ATTN_ERR_ARGUMENT, ATTN_ERR_NO_MEMORY, ATTN_ERR_STRIDE (weights
+ * overlapping scores: not in place). */
 ATTN_API attn_status attn_softmax_rows(double *weights, const double *scores, int n, int m, int causal, attn_error *err);
 
 #ifdef __cplusplus

@@ -157,6 +157,9 @@ static attn_status plan(ring *R, bwd *b, attn_tensor *const g[3], const attn_ten
         return st;
     for (int i = 0; i < 3; i++)
         if (g[i] && (st = check_like(g[i], NAMES[i], likes[i], likes[i]->rank, q->dtype, true, err))) return st;
+    static const char *const ALL[9] = {"dq", "dk", "dv", "dout", "q", "k", "v", "out", "lse"};
+    const attn_tensor *ins[6] = {dout, q, k, v, out, lse};
+    if ((st = ring_check_outputs((const attn_tensor *const *)g, 3, ins, 6, ALL, err))) return st;
     b->q = q, b->k = k, b->v = v, b->out = out, b->lse = lse, b->dout = dout, b->gt = q->dtype;
     b->want_kv = g[1] || g[2];
     int dq = q->rank - 2, dk = k->rank - 2, dv = v->rank - 2;

@@ -122,6 +122,9 @@ static attn_status plan(ring *R, fwd *f, attn_tensor *out, attn_tensor *lse, con
     if ((st = check_output(out, "out", q->dtype, rank, shape, err)) ||
         (lse && (st = check_output(lse, "lse", q->dtype, rank - 1, shape, err))))
         return st;
+    static const char *const NAMES[5] = {"out", "lse", "q", "k", "v"};
+    const attn_tensor *outs[2] = {out, lse}, *ins[3] = {q, k, v};
+    if ((st = ring_check_outputs(outs, 2, ins, 3, NAMES, err))) return st;
     f->q = q, f->k = k, f->v = v, f->out = *out;
     int dk = k->rank - 2, dv = v->rank - 2, dout = rank - 2;
     for (int src = 0; src < R->size; src++) {

@@ -32,6 +32,17 @@ bool ring_piece_hidden(const ring *R, const attn_mpi_shard *ks, int a, int b) {
     return ks->start[b] > last_query + off; /* the piece's first key is past the last query's limit */
 }
 
+attn_status ring_check_outputs(const attn_tensor *const *outs, int n_outs, const attn_tensor *const *ins, int n_ins,
+                               const char *const *names, attn_error *err) {
+    attn_status st;
+    for (int i = 0; i < n_outs; i++)
+        for (int j = 0; outs[i] && j < i + n_ins; j++) /* the outputs before it, then every input */
+            if ((st = attn_check_disjoint(outs[i], names[i], j < i ? outs[j] : ins[j - i], names[j < i ? j : n_outs + j - i],
+                                          err)))
+                return st;
+    return ATTN_OK;
+}
+
 attn_status ring_check(const ring *R, int *rank, int64_t out_shape[ATTN_MAX_RANK], const attn_tensor *q,
                        const attn_tensor *k, const attn_tensor *v, attn_error *err) {
     const attn_sdpa_options *o = &R->so;

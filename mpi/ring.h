@@ -67,6 +67,11 @@ bool ring_piece_hidden(const ring *R, const attn_mpi_shard *ks, int a, int b);
  * is out's without its last dimension): rank, out_shape. */
 attn_status ring_check(const ring *R, int *rank, int64_t out_shape[ATTN_MAX_RANK], const attn_tensor *q,
                        const attn_tensor *k, const attn_tensor *v, attn_error *err);
+/* Every output owns its memory, as in attn.h: none of the n_outs outputs
+ * overlaps an output before it or any of the n_ins inputs (NULL entries
+ * are skipped; names[] holds the outputs' names, then the inputs'). */
+attn_status ring_check_outputs(const attn_tensor *const *outs, int n_outs, const attn_tensor *const *ins, int n_ins,
+                               const char *const *names, attn_error *err);
 
 /* Rows [r0, r0 + n) of t along dimension dim, as a view. */
 static inline attn_tensor ring_rows(const attn_tensor *t, int dim, int64_t r0, int64_t n) {

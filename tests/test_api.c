@@ -1802,10 +1802,67 @@ static void test_mha_self_attention_gradients(void) {
     free(sum.data);
 }
 
+/* The teaching API's raw arrays are outputs too: each call refuses an
+ * output that overlaps another output or an input (here: one element of
+ * overlap, the smallest), naming both; apart they run. And the public
+ * attn_check_disjoint, which libattn-mpi uses, on the same cases. */
+static void test_aliasing_teach(void) {
+    enum { DMK = ATTN_TOY_D_MODEL * ATTN_TOY_D_K };
+    double *buf = calloc(4096, sizeof(double));
+    attn_error err;
+    attn_status st = attn_toy_weights(buf, buf + DMK, buf + 2 * DMK, ATTN_TOY_WIRED, &err);
+    check(st == ATTN_OK, "alias_toy_weights_apart_runs", "%s", err.message);
+    st = attn_toy_weights(buf, buf + DMK - 1, buf + 2 * DMK, ATTN_TOY_WIRED, &err);
+    check(st == ATTN_ERR_STRIDE && strstr(err.message, "w_k and w_q overlap"), "alias_toy_weights_w_k_on_w_q",
+          "status %d: %s", st, st ? err.message : "");
+    attn_toy_token tokens[3];
+    int nt = 0;
+    attn_toy_tokenize(tokens, 3, &nt, "the cat sat", NULL);
+    st = attn_toy_embed((double *)(void *)tokens, tokens, nt, &err);
+    check(st == ATTN_ERR_STRIDE && strstr(err.message, "x and tokens overlap"), "alias_toy_embed_x_on_tokens",
+          "status %d: %s", st, st ? err.message : "");
+    double scores[6] = {1, 2, 3, 4, 5, 6}, q[4] = {1, 0, 0, 1}, k[6] = {1, 1, 0, 1, 1, 0};
+    double w1[4] = {1, 0, 0, 1}, w2[4] = {1, 0, 0, 1}, v[2] = {1, -1};
+    st = attn_additive_scores(scores, q, 2, k, 3, 2, w1, w2, v, 2, &err);
+    check(st == ATTN_OK, "alias_additive_scores_apart_runs", "%s", err.message);
+    st = attn_additive_scores(k + 1, q, 2, k, 3, 2, w1, w2, v, 2, &err);
+    check(st == ATTN_ERR_STRIDE && strstr(err.message, "scores and k overlap"), "alias_additive_scores_on_k",
+          "status %d: %s", st, st ? err.message : "");
+    double w[6];
+    st = attn_softmax_rows(w, scores, 2, 3, 0, &err);
+    check(st == ATTN_OK, "alias_softmax_rows_apart_runs", "%s", err.message);
+    st = attn_softmax_rows(scores, scores, 2, 3, 0, &err);
+    check(st == ATTN_ERR_STRIDE && strstr(err.message, "weights and scores overlap"), "alias_softmax_rows_in_place",
+          "status %d: %s", st, st ? err.message : "");
+    attn_train_options o = attn_train_options_default();
+    o.steps = 2, o.d_k = 4;
+    double loss[2], *wq = buf, *wk = buf + 1024, *wv = buf + 2048;
+    st = attn_train_head(wq, wk, wv, loss, loss + 1, &o, &err);
+    check(st == ATTN_ERR_STRIDE && strstr(err.message, "grad_wq and loss overlap"), "alias_train_head_grad_on_loss",
+          "status %d: %s", st, st ? err.message : "");
+    st = attn_train_head(wq, wq + 1, wv, NULL, NULL, &o, &err);
+    check(st == ATTN_ERR_STRIDE && strstr(err.message, "w_k and w_q overlap"), "alias_train_head_w_k_on_w_q",
+          "status %d: %s", st, st ? err.message : "");
+    /* attn_check_disjoint: interleaved halves are apart, a shared element
+     * is not, NULL shares nothing. */
+    attn_tensor a, b;
+    int64_t shape[1] = {4}, stride[1] = {2};
+    attn_tensor_init(&a, buf, ATTN_F64, 1, shape, stride, NULL);
+    attn_tensor_init(&b, buf + 1, ATTN_F64, 1, shape, stride, NULL);
+    check(attn_check_disjoint(&a, "a", &b, "b", &err) == ATTN_OK, "check_disjoint_interleaved_apart", "%s", err.message);
+    b.data = buf + 6;
+    st = attn_check_disjoint(&a, "a", &b, "b", &err);
+    check(st == ATTN_ERR_STRIDE && strstr(err.message, "a and b overlap"), "check_disjoint_shared_element",
+          "status %d", st);
+    check(attn_check_disjoint(&a, "a", NULL, "b", &err) == ATTN_OK, "check_disjoint_null", "%s", err.message);
+    free(buf);
+}
+
 static void test_aliasing(void) {
     pool p = {calloc(SLOTS, SLOT), 0};
     attn_error err;
     test_overlap_exact();
+    test_aliasing_teach();
 
     /* attn_sdpa and the functions that plan as it does. */
     int64_t sq[4] = {2, 2, 3, 4}, sk[4] = {2, 2, 5, 4}, sv[4] = {2, 2, 5, 3}, so[4] = {2, 2, 3, 3};

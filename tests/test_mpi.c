@@ -141,7 +141,21 @@ static void errors(void) {
     mo.attention = NULL, mo.timeout_s = -1;
     st = attn_mpi_sdpa(MPI_COMM_WORLD, &out, NULL, &q2, &q2, &q2, &mo, &err);
     mcheck(st == ATTN_ERR_OPTION && strstr(err.message, "timeout_s"), "err_timeout_positive", err.message);
-    free(q.data), free(out.data), free(q2.data);
+    /* An output that overlaps an input, on the last rank only: refused on
+     * every rank (the ranks agree on each one's own checks), forward and
+     * backward. */
+    mo.timeout_s = 30;
+    attn_tensor lse2 = make(ATTN_F64, 2, s), *o_or_q = rank_ == size_ - 1 ? &q2 : &out;
+    st = attn_mpi_sdpa(MPI_COMM_WORLD, o_or_q, &lse2, &q2, &q2, &q2, &mo, &err);
+    snprintf(why, sizeof why, "status %d: %s", (int)st, err.message);
+    mcheck(st == ATTN_ERR_STRIDE && strstr(err.message, "out and q overlap"), "err_out_on_q_every_rank", why);
+    st = attn_mpi_sdpa(MPI_COMM_WORLD, &out, &lse2, &q2, &q2, &q2, &mo, &err);
+    attn_tensor dq = make(ATTN_F64, 3, s);
+    st = st ? st : attn_mpi_sdpa_backward(MPI_COMM_WORLD, rank_ == size_ - 1 ? &out : &dq, NULL, NULL, &out, &q2, &q2,
+                                          &q2, &out, &lse2, &mo, &err);
+    snprintf(why, sizeof why, "status %d: %s", (int)st, err.message);
+    mcheck(st == ATTN_ERR_STRIDE && strstr(err.message, "dq and dout overlap"), "err_dq_on_dout_every_rank", why);
+    free(q.data), free(out.data), free(q2.data), free(lse2.data), free(dq.data);
 }
 
 /* One collective call, every argument of attn_mpi_sdpa and its backward

@@ -39,8 +39,8 @@ attn_status attn_versioned_write(void *theirs, const void *ours, size_t size, co
 /* Whether the memory of tensors a and b shares a byte (overlap.c): exact
  * for views that interleave without touching (dq, dk, dv as slices of one
  * packed buffer), and true for the rare layouts too involved to decide in
- * a bounded number of steps. NULL and empty tensors share nothing. Both
- * must have passed attn_check_extent. */
+ * a bounded number of steps. NULL and empty tensors share nothing, and so
+ * does a tensor that is no view (attn_check_extent refuses it). */
 bool attn_tensors_overlap(const attn_tensor *a, const attn_tensor *b);
 /* a and b are one view: data, dtype, shape, and the strides of every
  * dimension of size > 1 (where an in-place call is allowed). */

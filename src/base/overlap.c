@@ -106,17 +106,21 @@ bool attn_same_view(const attn_tensor *a, const attn_tensor *b) {
     return true;
 }
 
+attn_status attn_check_disjoint(const attn_tensor *a, const char *a_name, const attn_tensor *b, const char *b_name,
+                                attn_error *err) {
+    if (!attn_tensors_overlap(a, b)) return ATTN_OK;
+    return attn_fail(err, ATTN_ERR_STRIDE,
+                     "%s and %s overlap in memory: an output may share its memory with no other output and no input",
+                     a_name ? a_name : "a tensor", b_name ? b_name : "another");
+}
+
 attn_status attn_check_no_overlap(const attn_named *outs, int n_outs, const attn_named *ins, int n_ins,
                                   attn_error *err) {
-    for (int i = 0; i < n_outs; i++) {
-        if (!outs[i].t) continue;
-        for (int j = 0; j < i + n_ins; j++) { /* the outputs before it, then every input */
+    attn_status st;
+    for (int i = 0; i < n_outs; i++)
+        for (int j = 0; outs[i].t && j < i + n_ins; j++) { /* the outputs before it, then every input */
             const attn_named *other = j < i ? &outs[j] : &ins[j - i];
-            if (other->t && attn_tensors_overlap(outs[i].t, other->t))
-                return attn_fail(err, ATTN_ERR_STRIDE,
-                                 "%s and %s overlap in memory: an output may share its memory with no other "
-                                 "output and no input", outs[i].name, other->name);
+            if ((st = attn_check_disjoint(outs[i].t, outs[i].name, other->t, other->name, err))) return st;
         }
-    }
     return ATTN_OK;
 }

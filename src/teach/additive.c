@@ -3,6 +3,7 @@
  * here so the explainer can show both on the same words, with their cost. */
 #include "attn_teach.h"
 #include "base/base.h"
+#include "teach/disjoint.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -22,6 +23,11 @@ attn_status attn_additive_scores(double *scores, const double *q, int n, const d
     if (!scores || !q || !k || !w1 || !w2 || !v) return attn_fail(err, ATTN_ERR_NULL, "an argument of attn_additive_scores is NULL");
     if (n < 1 || m < 1 || d < 1 || hidden < 1)
         return attn_fail(err, ATTN_ERR_ARGUMENT, "n (%d), m (%d), d (%d) and hidden (%d) must be >= 1", n, m, d, hidden);
+    const teach_array arrays[6] = {{scores, (int64_t)n * m, 8, "scores"}, {q, (int64_t)n * d, 8, "q"},
+                                   {k, (int64_t)m * d, 8, "k"},           {w1, (int64_t)d * hidden, 8, "w1"},
+                                   {w2, (int64_t)d * hidden, 8, "w2"},    {v, hidden, 8, "v"}};
+    attn_status st = teach_check_disjoint(arrays, 1, 6, err);
+    if (st) return st;
     int64_t words;
     if (!attn_mul_i64((int64_t)n + m, hidden, &words) || (uint64_t)words > SIZE_MAX / sizeof(double))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the projected queries and keys overflow");
@@ -42,6 +48,9 @@ attn_status attn_additive_scores(double *scores, const double *q, int n, const d
 attn_status attn_softmax_rows(double *weights, const double *scores, int n, int m, int causal, attn_error *err) {
     if (!weights || !scores) return attn_fail(err, ATTN_ERR_NULL, "weights or scores is NULL");
     if (n < 1 || m < 1) return attn_fail(err, ATTN_ERR_ARGUMENT, "n (%d) and m (%d) must be >= 1", n, m);
+    const teach_array arrays[2] = {{weights, (int64_t)n * m, 8, "weights"}, {scores, (int64_t)n * m, 8, "scores"}};
+    attn_status st = teach_check_disjoint(arrays, 1, 2, err);
+    if (st) return st;
     double *zero = calloc((size_t)n + (size_t)m + (size_t)n, sizeof(double)); /* q (n, 1), k = v (m, 1), out (n, 1) */
     if (!zero) return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the softmax's operands");
     attn_tensor q, k, out, w, mask;
@@ -51,7 +60,7 @@ attn_status attn_softmax_rows(double *weights, const double *scores, int n, int 
     attn_tensor_init(&mask, (void *)scores, ATTN_F64, 2, sw, NULL, NULL);
     attn_sdpa_options o = attn_sdpa_options_default();
     o.mask = &mask, o.causal = causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
-    attn_status st = attn_sdpa(&out, NULL, &w, &q, &k, &k, &o, err);
+    st = attn_sdpa(&out, NULL, &w, &q, &k, &k, &o, err);
     free(zero);
     return st;
 }

@@ -3,6 +3,7 @@
  * story, one drawn from a fixed seed of the library's portable generator. */
 #include "attn_teach.h"
 #include "base/base.h"
+#include "teach/disjoint.h"
 #include "teach/rng.h"
 
 #include <math.h>
@@ -165,6 +166,9 @@ attn_status attn_toy_tokenize(attn_toy_token *tokens, int max_tokens, int *n_tok
 
 attn_status attn_toy_embed(double *x, const attn_toy_token *tokens, int n, attn_error *err) {
     if (!x || !tokens) return attn_fail(err, ATTN_ERR_NULL, "x or tokens is NULL");
+    const teach_array arrays[2] = {{x, (int64_t)n * DM, 8, "x"}, {tokens, n, (int64_t)sizeof *tokens, "tokens"}};
+    attn_status st = teach_check_disjoint(arrays, 1, 2, err);
+    if (st) return st;
     for (int i = 0; i < n; i++)
         if (tokens[i].id < 0 || tokens[i].id >= VOCAB_SIZE)
             return attn_fail(err, ATTN_ERR_TOKEN, "token %d has id %d, outside 0..%d", i,
@@ -252,6 +256,9 @@ static void random_weights(double *wq, double *wk, double *wv) {
 attn_status attn_toy_weights(double *w_q, double *w_k, double *w_v, attn_toy_head head,
                              attn_error *err) {
     if (!w_q || !w_k || !w_v) return attn_fail(err, ATTN_ERR_NULL, "a weight buffer is NULL");
+    const teach_array arrays[3] = {{w_q, DM * DK, 8, "w_q"}, {w_k, DM * DK, 8, "w_k"}, {w_v, DM * DK, 8, "w_v"}};
+    attn_status st = teach_check_disjoint(arrays, 3, 3, err);
+    if (st) return st;
     if (head == ATTN_TOY_RANDOM) random_weights(w_q, w_k, w_v);
     else if (head == ATTN_TOY_WIRED) wired_weights(w_q, w_k, w_v);
     else if (head == ATTN_TOY_WHERE) where_weights(w_q, w_k, w_v);

@@ -17,6 +17,7 @@
  * then Adam updates W_Q, W_K, W_V. All in f64, deterministic for a seed. */
 #include "attn_teach.h"
 #include "base/base.h"
+#include "teach/disjoint.h"
 #include "teach/rng.h"
 
 #include <stdlib.h>
@@ -158,6 +159,9 @@ attn_status attn_train_head(double *w_q, double *w_k, double *w_v, double *loss,
     if (st) return st;
     if (!w_q || !w_k || !w_v) return attn_fail(err, ATTN_ERR_NULL, "w_q, w_k or w_v is NULL");
     int dk = o.d_k, nw[3] = {DM * dk, DM * dk, DM * DV}, total = nw[0] + nw[1] + nw[2];
+    const teach_array outs[5] = {{w_q, nw[0], 8, "w_q"}, {w_k, nw[1], 8, "w_k"}, {w_v, nw[2], 8, "w_v"},
+                                 {loss, loss ? o.steps : 0, 8, "loss"}, {grad_wq, grad_wq ? o.steps : 0, 8, "grad_wq"}};
+    if ((st = teach_check_disjoint(outs, 5, 5, err))) return st;
     /* Parameters, gradients and Adam's two moments; one sentence's buffers;
      * the curves (copied out only on success, like the weights). */
     double *mem = calloc((size_t)(4 * total + MAX_WORDS * (DM + 4 * dk + 4 * DV + 1) + 2 * o.steps), sizeof(double));
