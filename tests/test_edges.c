@@ -141,6 +141,19 @@ static void test_int64_min_strides(void) {
             check(st == ATTN_ERR_OVERFLOW && untouched, name, "status %d (%s)", st, st ? err.message : "accepted");
             release(&p);
         }
+    /* An empty tensor's strides are checked too: nothing of it is read, but
+     * a caller's loop over its first dimension still forms the addresses of
+     * its slices. */
+    {
+        float one[1] = {0};
+        attn_tensor es, ed;
+        int64_t shape[2] = {3, 0}, huge[2] = {INT64_MAX / 2, 1};
+        attn_tensor_init(&es, one, ATTN_F32, 2, shape, huge, NULL);
+        attn_tensor_init(&ed, one, ATTN_F32, 2, shape, NULL, NULL);
+        attn_error ee;
+        attn_status st2 = attn_tensor_convert(&ed, &es, &ee);
+        check(st2 == ATTN_ERR_OVERFLOW, "empty_tensor_strides_still_checked", "status %d: %s", st2, st2 ? ee.message : "");
+    }
     /* A mask's stride too, and the backward's gradients. */
     problem p;
     make(&p, ATTN_F32, 1, 3, 4, 5);

@@ -108,13 +108,15 @@ attn_status attn_check_extent(const attn_tensor *t, const char *name, attn_error
     int64_t extent = 0, term, bytes;
     if (attn_tensor_numel(t) < 0)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "%s: element count overflows", name);
+    /* Every dimension counts, an empty tensor's too: nothing of it is read,
+     * but callers still form the addresses of its slices (a batch of
+     * sequences of no rows), and those must fit. */
     for (int d = 0; d < t->rank; d++) {
-        if (t->shape[d] == 0) return ATTN_OK; /* empty: nothing is ever addressed */
         /* INT64_MIN has no negation: refused before any arithmetic on it. */
         if (t->strides[d] == INT64_MIN)
             return attn_fail(err, ATTN_ERR_OVERFLOW, "%s: stride %d is INT64_MIN, whose magnitude overflows", name, d);
         int64_t stride = t->strides[d] < 0 ? -t->strides[d] : t->strides[d];
-        if (!attn_mul_i64(stride, t->shape[d] - 1, &term) ||
+        if (!attn_mul_i64(stride, t->shape[d] > 0 ? t->shape[d] - 1 : 0, &term) ||
             !attn_add_i64(extent, term, &extent))
             return attn_fail(err, ATTN_ERR_OVERFLOW, "%s: shape times strides overflows", name);
     }
