@@ -228,15 +228,19 @@ int cli_outputs_move(cli_output *outs, int n, int *failed) {
         else e = errno, *failed = i;
     }
     /* On failure, undo the renames already made: each target gets back what
-     * it held, or is removed if it held nothing. Then drop the kept links. */
+     * it held, or is removed if it held nothing. Then drop the kept links,
+     * but for one whose restore failed: it is then the only copy of what
+     * the target held, so it stays (kept is left set) and the error says
+     * where. */
     for (int i = 0; i < n; i++) {
         kept_name(kept, sizeof kept, &outs[i]);
+        bool restored = true;
         if (e && outs[i].moved) {
-            if (outs[i].kept ? rename(kept, outs[i].target) == 0 : remove(outs[i].target) == 0) outs[i].kept = false;
+            restored = outs[i].kept ? rename(kept, outs[i].target) == 0 : remove(outs[i].target) == 0;
+            if (restored) outs[i].kept = false; /* the rename used the link up */
             outs[i].moved = false;
         }
-        if (outs[i].kept) remove(kept);
-        outs[i].kept = false;
+        if (outs[i].kept && restored) remove(kept), outs[i].kept = false;
     }
     if (e) cli_outputs_abort(outs, n);
     return e;
@@ -244,8 +248,15 @@ int cli_outputs_move(cli_output *outs, int n, int *failed) {
 
 int cli_outputs_commit(cli_output *outs, int n) {
     int failed, e = cli_outputs_move(outs, n, &failed);
-    if (e) return cli_error(EXIT_DATA, "cannot rename into %s: %s", outs[failed].path, strerror(e));
-    return 0;
+    if (!e) return 0;
+    for (int i = 0; i < n; i++)
+        if (outs[i].kept) { /* a restore failed: say where the old file is */
+            char kept[sizeof outs->tmp + 8];
+            kept_name(kept, sizeof kept, &outs[i]);
+            return cli_error(EXIT_DATA, "cannot rename into %s: %s; %s now holds this run's output, and what it held is in %s",
+                             outs[failed].path, strerror(e), outs[i].path, kept);
+        }
+    return cli_error(EXIT_DATA, "cannot rename into %s: %s", outs[failed].path, strerror(e));
 }
 
 void cli_outputs_abort(cli_output *outs, int n) {

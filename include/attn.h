@@ -30,8 +30,9 @@
  *     weights, when asked for, are the caller's output). What does:
  *     attn_sdpa_backward's dmask accumulator (the mask's size, when dmask
  *     is asked for), attn_scores' output (the caller's), and attn_mha and
- *     attn_mha_backward, which merge key_padding_mask and attn_mask into
- *     one additive mask of up to N·Hq·L·S' elements, and keep per-head
+ *     attn_mha_backward, which merge key_padding_mask and attn_mask (and a
+ *     causal mask with appended keys) into one additive mask of up to
+ *     N·Hq·L·S' elements, and keep per-head
  *     weights of N·Hq·L·S' when weights are asked for (see attn_mha). Memory the
  *     caller must free: only attn_npy_read's array (attn_npy_free).
  *   - Outputs come first in argument lists, inputs after them, options last.
@@ -278,8 +279,9 @@ ATTN_API attn_status attn_check_disjoint(const attn_tensor *a, const char *a_nam
  * A call reads (attn_tuning: writes) only that many bytes of the struct, so
  * the fields a program's header lacks keep their defaults: a program built
  * against an older attn.h runs with a newer library unchanged. A
- * struct_size of 0 (a struct zeroed by hand) or larger than the library's
- * own (a header newer than the library) is ATTN_ERR_OPTION.
+ * struct_size below sizeof(size_t) (0: a struct zeroed by hand) or larger
+ * than the library's own (a header newer than the library) is
+ * ATTN_ERR_OPTION.
  *
  * Start a struct X from its defaults in either of two ways (attn_tuning,
  * which the library fills, has none: set its struct_size to
@@ -686,8 +688,9 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  *     f32 rounds relative to the terms it sums, and the f32 scores and the
  *     lse (or l) move each weight by a factor within e^(±x). A slice whose
  *     products q·k·scale could exceed 2^18 in magnitude goes to the exact
- *     kernel, so that without large mask values x <= 1/8 and the bound is
- *     linear: (2e-5 + 9·2^-24·max|s|)·max g_abs. So does a slice whose
+ *     kernel, so that unless a large mask value or ALiBi bias enters
+ *     max|s| (ALiBi's far keys carry weights near 0, where the bound is
+ *     loose), x <= 1/8 and the bound is linear: (2e-5 + 9·2^-24·max|s|)·max g_abs. So does a slice whose
  *     inputs are not finite, whose gradients could overflow f32, or whose
  *     float mask holds NaN or +inf. A large mask value counts in max|s| only
  *     where its rounding moves weights: not where q·k·scale is the same for
@@ -1118,7 +1121,8 @@ ATTN_API const char *attn_isa(void);
  * "generic": intel-avx512 names the core detected, not a tuning.
  * Set tuning->struct_size = sizeof(attn_tuning) before the call; an older,
  * smaller struct gets the fields it has. Errors: ATTN_ERR_NULL, and
- * ATTN_ERR_OPTION for a struct_size of 0 or larger than this library's. */
+ * ATTN_ERR_OPTION for a struct_size below sizeof(size_t) or larger than
+ * this library's. */
 typedef struct attn_tuning {
     size_t struct_size;
     const char *core;        /* detected: "zen3", "zen4", "zen5", "intel-avx512" or "generic" */

@@ -1843,6 +1843,22 @@ static void test_aliasing_teach(void) {
     st = attn_train_head(wq, wq + 1, wv, NULL, NULL, &o, &err);
     check(st == ATTN_ERR_STRIDE && strstr(err.message, "w_k and w_q overlap"), "alias_train_head_w_k_on_w_q",
           "status %d: %s", st, st ? err.message : "");
+    /* The tokenizer and the JSON writers: their outputs against their
+     * inputs (the sentence, the row described). */
+    char sentence[64] = "the cat sat on the mat";
+    int nt2;
+    st = attn_toy_tokenize((attn_toy_token *)(void *)sentence, 2, &nt2, sentence, &err);
+    check(st == ATTN_ERR_STRIDE && strstr(err.message, "tokens and sentence overlap"), "alias_toy_tokenize_on_sentence",
+          "status %d: %s", st, st ? err.message : "");
+    size_t len;
+    st = attn_toy_explain_json(sentence + 10, 40, &len, sentence, NULL, &err);
+    check(st == ATTN_ERR_STRIDE && strstr(err.message, "buf and sentence overlap"), "alias_toy_explain_json_on_sentence",
+          "status %d: %s", st, st ? err.message : "");
+    attn_scaling_row row;
+    memset(&row, 0, sizeof row);
+    st = attn_scaling_json((char *)&row, sizeof row, &len, &row, 0, &err);
+    check(st == ATTN_ERR_STRIDE && strstr(err.message, "buf and row overlap"), "alias_scaling_json_on_row",
+          "status %d: %s", st, st ? err.message : "");
     /* attn_check_disjoint: interleaved halves are apart, a shared element
      * is not, NULL shares nothing. */
     attn_tensor a, b;

@@ -97,8 +97,11 @@ void attn_shutdown(void) {
  * consistent (a fork waits for a call in another thread to finish); after
  * it, the parent lets go, and the child also forgets the workers it never
  * got: its first call creates its own, and its exit joins only those. Its
- * condition variables are made anew, as they may record the parent's
- * waiting workers, which would never answer. */
+ * condition variables are made anew (pthread_cond_init: POSIX promises
+ * nothing of a copied one), as they may record the parent's waiting
+ * workers, which would never answer. Only the library's own work items run
+ * under job_lock, and none of them forks, so fork_prepare never waits for
+ * a lock its own thread holds. */
 static void fork_prepare(void) {
     pthread_mutex_lock(&job_lock);
     pthread_mutex_lock(&the_pool.lock);
@@ -111,8 +114,8 @@ static void fork_parent(void) {
 
 static void fork_child(void) {
     pool *p = &the_pool;
-    pthread_cond_t fresh = PTHREAD_COND_INITIALIZER;
-    p->wake = fresh, p->done = fresh;
+    pthread_cond_init(&p->wake, NULL);
+    pthread_cond_init(&p->done, NULL);
     p->n_threads = 0, p->running = 0, p->stop = false;
     pthread_mutex_unlock(&p->lock);
     pthread_mutex_unlock(&job_lock);

@@ -14,6 +14,10 @@ typedef struct teach_array {
     const char *name;
 } teach_array;
 
+/* A byte count as an element count (a size past INT64_MAX is as large as
+ * can be). */
+static inline int64_t teach_count(size_t n) { return (uint64_t)n > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)n; }
+
 /* a[0..n_outs) are the outputs, a[n_outs..n) the inputs: ATTN_ERR_STRIDE
  * naming the first output that overlaps an output before it or an input. */
 static inline attn_status teach_check_disjoint(const teach_array *a, int n_outs, int n, attn_error *err) {

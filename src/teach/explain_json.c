@@ -2,6 +2,7 @@
  * `attn explain --json`, the web page and the tests share. */
 #include "attn_teach.h"
 #include "base/base.h"
+#include "teach/disjoint.h"
 #include "teach/json.h"
 
 #include <stdarg.h>
@@ -44,6 +45,11 @@ attn_status attn_explain_json(char *buf, size_t size, size_t *length, const attn
     static const char *const MODES[] = {"qkv", "dot", "average"};
     if (!ex || !in || !labels || !length || (size && !buf))
         return attn_fail(err, ATTN_ERR_NULL, "an argument of attn_explain_json is NULL");
+    const teach_array arrays[5] = {{buf, teach_count(size), 1, "buf"},         {length, 1, (int64_t)sizeof *length, "length"},
+                                   {ex, 1, (int64_t)sizeof *ex, "ex"},     {in, 1, (int64_t)sizeof *in, "in"},
+                                   {labels, 1, (int64_t)sizeof *labels, "labels"}};
+    attn_status st0 = teach_check_disjoint(arrays, 2, 5, err);
+    if (st0) return st0;
     if (!ex->Q || ex->n != in->n_tokens || (unsigned)in->mode > ATTN_EXPLAIN_AVERAGE)
         return attn_fail(err, ATTN_ERR_ARGUMENT, "the explanation does not match its input");
     bool qkv = in->mode == ATTN_EXPLAIN_QKV;

@@ -2,12 +2,17 @@
  * format that `attn scaling --json` and the web page share. */
 #include "attn_teach.h"
 #include "base/base.h"
+#include "teach/disjoint.h"
 #include "teach/json.h"
 
 attn_status attn_scaling_json(char *buf, size_t size, size_t *length, const attn_scaling_row *r,
                               int histograms, attn_error *err) {
     if (!r || !length || (size && !buf))
         return attn_fail(err, ATTN_ERR_NULL, "an argument of attn_scaling_json is NULL");
+    const teach_array arrays[3] = {{buf, teach_count(size), 1, "buf"}, {length, 1, (int64_t)sizeof *length, "length"},
+                                   {r, 1, (int64_t)sizeof *r, "row"}};
+    attn_status st = teach_check_disjoint(arrays, 2, 3, err);
+    if (st) return st;
     writer w = {buf, size, 0};
     put(&w, "{\"d\": %d, \"keys\": %d, \"queries\": %d, \"spread_raw\": %.17g, "
             "\"spread_scaled\": %.17g, \"top_raw\": %.17g, \"top_scaled\": %.17g, "

@@ -3,6 +3,7 @@
  * (attn_explain_run), labels, JSON (attn_explain_json). The explainer page
  * and the Python binding both call it. */
 #include "base/base.h"
+#include "teach/disjoint.h"
 #include "attn_teach.h"
 
 #include <stdio.h>
@@ -44,7 +45,11 @@ attn_status attn_toy_explain_json(char *buf, size_t size, size_t *length, const 
                                   const attn_toy_explain_options *options, attn_error *err) {
     attn_toy_explain_options o = attn_toy_explain_options_default();
     if (!length || !sentence) return attn_fail(err, ATTN_ERR_NULL, "length or sentence is NULL");
-    attn_status st = attn_versioned_read(&o, sizeof o, options, "options",
+    const teach_array arrays[3] = {{buf, teach_count(size), 1, "buf"}, {length, 1, (int64_t)sizeof *length, "length"},
+                                   {sentence, (int64_t)strlen(sentence) + 1, 1, "sentence"}};
+    attn_status st = teach_check_disjoint(arrays, 2, 3, err);
+    if (st) return st;
+    st = attn_versioned_read(&o, sizeof o, options, "options",
                                          "start from attn_toy_explain_options_default()", err);
     if (st) return st;
     if (o.head < ATTN_TOY_WIRED || o.head > ATTN_TOY_ORDER) return attn_fail(err, ATTN_ERR_OPTION, "unknown head %d", (int)o.head);

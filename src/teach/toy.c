@@ -126,6 +126,11 @@ attn_status attn_toy_tokenize(attn_toy_token *tokens, int max_tokens, int *n_tok
     if (max_tokens < 1)
         return attn_fail(err, ATTN_ERR_ARGUMENT, "max_tokens is %d; it must be at least 1",
                          max_tokens);
+    const teach_array arrays[3] = {{tokens, max_tokens, (int64_t)sizeof *tokens, "tokens"},
+                                   {n_tokens, 1, (int64_t)sizeof *n_tokens, "n_tokens"},
+                                   {sentence, (int64_t)strlen(sentence) + 1, 1, "sentence"}};
+    attn_status st = teach_check_disjoint(arrays, 2, 3, err);
+    if (st) return st;
     int n = 0;
     *n_tokens = 0;
     for (const char *p = sentence; *p;) {
