@@ -89,7 +89,8 @@ typedef struct attn_toy_token {
  * for no words, more than max_tokens words, or an unknown word, whose message
  * names it, suggests the closest known word and lists the vocabulary. For an
  * unknown word, *n_tokens is its index and tokens[*n_tokens] holds its
- * position (id -1), so a caller can point at it. */
+ * position (id -1), so a caller can point at it. ATTN_ERR_STRIDE: tokens or
+ * n_tokens overlapping each other or the sentence. */
 ATTN_API attn_status attn_toy_tokenize(attn_toy_token *tokens, int max_tokens, int *n_tokens,
                                        const char *sentence, attn_error *err);
 
@@ -206,7 +207,8 @@ typedef struct attn_explain_labels {
  * Like snprintf: *length receives the full length (without the terminator);
  * at most size bytes are written, always terminated when size > 0. Call with
  * size 0 to learn the length. Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (ex
- * was not computed from in). */
+ * was not computed from in), ATTN_ERR_STRIDE (buf or length overlapping each
+ * other, ex, in or labels). */
 ATTN_API attn_status attn_explain_json(char *buf, size_t size, size_t *length,
                                        const attn_explain *ex, const attn_explain_input *in,
                                        const attn_explain_labels *labels, attn_error *err);
@@ -235,7 +237,8 @@ ATTN_VERSIONED_DEFAULT_(attn_toy_explain_options)
  * bytes are written, terminated when size > 0 (size 0 to learn the
  * length). Errors: those of attn_toy_tokenize (for the source, the message
  * starts "the source: "), attn_explain_run and attn_explain_json;
- * ATTN_ERR_OPTION for an unknown head or struct_size. */
+ * ATTN_ERR_OPTION for an unknown head or struct_size; ATTN_ERR_STRIDE (buf
+ * or length overlapping each other or the sentence). */
 ATTN_API attn_status attn_toy_explain_json(char *buf, size_t size, size_t *length, const char *sentence,
                                            const attn_toy_explain_options *options, attn_error *err);
 
@@ -325,7 +328,8 @@ ATTN_API attn_status attn_scaling_measure(attn_scaling_row *row, int d, int quer
  * digits), and with `histograms` also raw_range, scaled_range, hist_raw and
  * hist_scaled. Like snprintf: *length receives the full length (without the
  * terminator); at most size bytes are written, always terminated when
- * size > 0. Errors: ATTN_ERR_NULL. */
+ * size > 0. Errors: ATTN_ERR_NULL, ATTN_ERR_STRIDE (buf or length
+ * overlapping each other or the row). */
 ATTN_API attn_status attn_scaling_json(char *buf, size_t size, size_t *length,
                                        const attn_scaling_row *row, int histograms,
                                        attn_error *err);
