@@ -409,8 +409,9 @@ typedef struct attn_sdpa_options {
     /* sizeof(attn_sdpa_options) as the caller was compiled, set by
      * attn_sdpa_options_default(). The library reads only the fields that
      * fit in it, so a program built against an older, smaller struct keeps
-     * working when fields are added. 0 (a struct zeroed by hand) and sizes
-     * larger than this library knows are rejected with ATTN_ERR_OPTION.
+     * working when fields are added. Sizes below sizeof(size_t) (0: a
+     * struct zeroed by hand) and larger than this library knows are
+     * rejected with ATTN_ERR_OPTION.
      * See "Versioned structs". */
     size_t struct_size;
     /* When has_scale is 0 (the default) the scale is 1/sqrt(E), E being the
