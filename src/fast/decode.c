@@ -181,6 +181,9 @@ attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_err
     j.uk = attn_ukernels_active();
     j.sl = sl;
     j.L = first.q.rows, j.S = first.k.rows, j.E = first.q.cols, j.Ev = first.v.cols;
+    if (j.E > (1 << 24) || j.Ev > (1 << 24)) /* before the sizes below multiply them */
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "E=%lld or Ev=%lld is too large for the f32 kernel", (long long)j.E,
+                         (long long)j.Ev);
     j.chunk = attn_blocks_active()->decode_chunk;
     j.n_chunks = (j.S + j.chunk - 1) / j.chunk;
     /* Query heads that share a KV head (GQA) go in one item, as many as
@@ -192,7 +195,7 @@ attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_err
     j.R = j.G * j.L;
     j.part_floats = 2 * j.R + j.R * j.Ev;
     int64_t items, floats, groups = sl->count / j.G;
-    if (j.E > (1 << 24) || j.Ev > (1 << 24) || !attn_mul_i64(groups, j.n_chunks, &items) ||
+    if (!attn_mul_i64(groups, j.n_chunks, &items) ||
         !attn_mul_i64(items, j.part_floats, &floats) || (uint64_t)floats > SIZE_MAX / 8)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "decode partials overflow");
     j.ws_floats = attn_round_up(j.R * j.E + j.R * attn_round_up(j.chunk, ATTN_VL_MAX) + GROUP * (j.E + j.Ev), 16);

@@ -375,6 +375,11 @@ attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_run_info *info
     j.uk = attn_ukernels_active();
     j.slices = sl;
     j.L = p0->q.rows, j.E = p0->q.cols, j.S = p0->k.rows, j.Ev = p0->v.cols;
+    /* Before any size is formed from them: the block sizes below multiply
+     * E and Ev by the rows of a block. */
+    if (j.E > (1 << 24) || j.Ev > (1 << 24))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "E=%lld or Ev=%lld is too large for the f32 kernel",
+                         (long long)j.E, (long long)j.Ev);
     /* bf16 mode uses its own kernels' vectors and tiles. */
     j.bk = bf16 ? attn_bf16_active() : NULL;
     j.vl = j.bk ? j.bk->vl : j.uk->vl;
@@ -393,9 +398,9 @@ attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_run_info *info
     j.bc = attn_round_up(j.S < bc_max ? j.S : bc_max, j.nrv);
     j.n_qblocks = (j.L + j.br - 1) / j.br;
     int64_t items;
-    if (j.E > (1 << 24) || j.Ev > (1 << 24) || !attn_mul_i64(n_problems, j.n_qblocks, &items))
-        return attn_fail(err, ATTN_ERR_OVERFLOW, "E=%lld or Ev=%lld is too large for the f32 kernel",
-                         (long long)j.E, (long long)j.Ev);
+    if (!attn_mul_i64(n_problems, j.n_qblocks, &items))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "%lld slices of %lld query blocks overflow", (long long)n_problems,
+                         (long long)j.n_qblocks);
     /* Each workspace starts on a 64-byte boundary. */
     j.ws_bytes = (workspace_floats(&j) * sizeof(float) + 63) / 64 * 64;
     int workers = sl->threads;
