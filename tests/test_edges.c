@@ -224,6 +224,24 @@ static void test_pieces_at_int64_max(void) {
     release(&whole);
 }
 
+/* The layer over sequences of no rows: nothing is read, and no address of
+ * a sequence is formed (one 2^62 bytes before its first would wrap the
+ * address space, which UBSan reports). */
+static void test_mha_empty_sequences(void) {
+    double x[8] = {0}, w[16] = {0}, out[8] = {0};
+    int64_t xs[3] = {0, 2, 4}, xst[3] = {4, -((int64_t)1 << 59), 1}, ws[2] = {4, 4};
+    attn_tensor tx, tw, to;
+    attn_tensor_init(&tx, x, ATTN_F64, 3, xs, xst, NULL);
+    attn_tensor_init(&to, out, ATTN_F64, 3, xs, NULL, NULL);
+    attn_tensor_init(&tw, w, ATTN_F64, 2, ws, NULL, NULL);
+    attn_mha_params p = attn_mha_params_default();
+    p.embed_dim = 4, p.num_heads = 2;
+    p.q_proj_weight = p.k_proj_weight = p.v_proj_weight = p.out_proj_weight = &tw;
+    attn_error err;
+    attn_status st = attn_mha(&to, NULL, &tx, &tx, &tx, &p, NULL, &err);
+    check(st == ATTN_OK || st == ATTN_ERR_SHAPE, "mha_sequences_of_no_rows", "status %d: %s", st, st ? err.message : "");
+}
+
 /* A tensor of a rank the header does not have: shapes are printed without
  * reading past shape[ATTN_MAX_RANK - 1]. */
 static void test_bad_rank_message(void) {
@@ -242,5 +260,6 @@ int main(void) {
     test_int64_min_strides();
     test_pieces_at_int64_max();
     test_bad_rank_message();
+    test_mha_empty_sequences();
     return n_failed ? 1 : 0;
 }

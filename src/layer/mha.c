@@ -139,7 +139,7 @@ bool attn_mha_project(char *dst, const attn_tensor *x, const attn_tensor *w, con
     attn_mat bias = {b ? (char *)b->data + row0 * b->strides[0] * es : NULL, w->dtype, 1, F, 0, b ? b->strides[0] : 0};
     /* One product over all N·rows rows when they are evenly spaced. */
     bool whole = rows_out == rows && attn_mha_rows_even(x);
-    for (int64_t n = 0; n < (whole ? 1 : N); n++) {
+    for (int64_t n = 0; rows > 0 && n < (whole ? 1 : N); n++) { /* sequences of no rows: no address formed */
         attn_mat a = attn_mha_rows(x, n, whole ? N * rows : rows);
         attn_mat c = {dst + n * rows_out * F * es, w->dtype, a.rows, F, F, 1};
         if (!attn_gemm(&c, &a, &wt, b ? &bias : NULL, false, threads, NULL)) return false;

@@ -92,11 +92,9 @@ static const attn_dtype DTYPES[] = {ATTN_F32, ATTN_F64, ATTN_F16, ATTN_BF16, ATT
 static int reach(const attn_tensor *t, __int128 *lo, __int128 *hi) {
     __int128 l = 0, h = 0;
     for (int d = 0; d < t->rank; d++) {
-        if (t->shape[d] == 0) {
-            *lo = *hi = 0;
-            return 1; /* empty: nothing is addressed */
-        }
-        __int128 term = ((__int128)t->shape[d] - 1) * t->strides[d];
+        /* An empty tensor's strides count too (the library forms the
+         * addresses of its slices), a dimension of 0 adding nothing. */
+        __int128 term = ((__int128)(t->shape[d] > 0 ? t->shape[d] : 1) - 1) * t->strides[d];
         if (term < INT64_MIN || term > INT64_MAX) return 0;
         if (term < 0) l += term; else h += term;
         if (l < INT64_MIN || h > INT64_MAX || h - l > INT64_MAX) return 0;
