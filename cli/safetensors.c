@@ -95,7 +95,7 @@ static long long first_nul(const unsigned char *text, size_t len) {
             in_string = text[i] == '"';
         } else if (text[i] == '"') {
             in_string = false;
-        } else if (text[i] == '\\' && i + 1 < len) { /* an escape: \uXXXX may be NUL; any other is one character */
+        } else if (text[i] == '\\' && i + 1 < len) { /* an escape: \u0000 is NUL; any other escape is one character */
             if (text[i + 1] == 'u' && i + 5 < len && memcmp(text + i + 2, "0000", 4) == 0) return (long long)i;
             i++;
         }
