@@ -104,6 +104,21 @@ static int reach(const attn_tensor *t, __int128 *lo, __int128 *hi) {
     return 1;
 }
 
+/* A view of more elements than its region could hold contiguously, whose
+ * count still fits in int64. Only strides of 0 make one fit in the region;
+ * the library rightly computes with every element, and an attention over
+ * 2^32 keys of stride 0 is a valid call that takes hours. A count past
+ * int64 is kept: the library must refuse it. */
+static int many_elements(const attn_tensor *t) {
+    __int128 n = 1;
+    for (int d = 0; d < t->rank; d++) {
+        if (t->shape[d] < 0) return 0;
+        n *= t->shape[d];
+        if (n > INT64_MAX) return 0;
+    }
+    return n > REGION / 4;
+}
+
 /* Fill values that are small and finite (so that the kernels run their
  * arithmetic, not their fallbacks), with a NaN now and then. */
 static void fill(unsigned char *region, attn_dtype dt, uint8_t seed) {
@@ -145,9 +160,11 @@ static attn_tensor *tensor(reader *r, attn_tensor *t, attn_dtype dt, int rank, c
     if (how >= 128) /* fuzzed strides: 0, negative, INT64_MIN, INT64_MAX ... */
         for (int d = 0; d < t->rank; d++) t->strides[d] = pick_int(r);
     __int128 lo, hi;
-    if (reach(t, &lo, &hi) && (lo < -(REGION / 2) || hi > REGION / 2)) {
+    if (reach(t, &lo, &hi) && (lo < -(REGION / 2) || hi > REGION / 2 || many_elements(t))) {
         /* The library would accept the view, but the region cannot hold
-         * it: C order, each dimension cut to 1 where it would not fit. */
+         * it, or (strides of 0) it holds more elements than a call can
+         * work through in the time an input is given: C order, each
+         * dimension cut to 1 where it would not fit. */
         int64_t s = 1;
         for (int d = t->rank - 1; d >= 0; d--) {
             if (t->shape[d] > REGION / 16 / s) t->shape[d] = 1;
