@@ -34,6 +34,17 @@ attn_canon attn_canonical(const attn_tensor *t);
  * f32 or f64 tensor of Hq finite values (plan.c). */
 attn_status attn_check_per_head(const attn_tensor *t, const char *name, int64_t Hq, attn_error *err);
 
+/* attn_sdpa with the keys and values of one sequence in a paged pool
+ * (base/rows.h): q (..., Hq, L, E), the pool's Hk heads and `length`
+ * positions as k and v; every option of attn_sdpa, the same kernels, and
+ * bitwise the results attn_sdpa gives for the same rows stored densely.
+ * Errors: attn_kv_paged_check's, ATTN_ERR_SHAPE (the two pools disagree,
+ * or hold no position), ATTN_ERR_STRIDE (an output in the pool's memory),
+ * and attn_sdpa's. What the paged cache's attention builds on. */
+attn_status attn_sdpa_paged(attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,
+                            const attn_kv_paged *k_pages, const attn_kv_paged *v_pages,
+                            const attn_sdpa_options *options, attn_error *err);
+
 /* The one rule for the causal mode of attention over a KV cache
  * (kv_cache.c), which attn_kv_cache_attend and attn_mha_cached both apply:
  * the new queries are the cache's last positions, so bottom-right (each
