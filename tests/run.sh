@@ -41,6 +41,9 @@ suite "unit tests (C API)" "$BUILD/tests/test_api"
 suite "unit tests under ASan+UBSan" env ASAN_OPTIONS=allocator_may_return_null=1 "$BUILD/asan/test_api"
 suite "the API at the edges of its integer ranges (windows, strides, pieces, RoPE positions)" "$BUILD/tests/test_edges"
 suite "the API's integer edges under ASan+UBSan" "$BUILD/asan/test_edges"
+suite "ragged batches: every sequence bitwise as attn_sdpa alone, forward and backward" "$BUILD/tests/test_varlen"
+suite "ragged batches under ASan+UBSan" "$BUILD/asan/test_varlen"
+suite "ragged batches under ThreadSanitizer" "$BUILD/tsan/test_varlen"
 suite "running out of memory: every allocation fails in turn (ASan+LSan)" "$BUILD/asan/test_alloc"
 # A program built against release 0.2.0's frozen headers, run with today's
 # library: its structs are smaller than today's, and nothing may read past them.
