@@ -1254,6 +1254,14 @@ ATTN_API attn_status attn_npy_read(attn_tensor *out, const char *path, attn_erro
 ATTN_API attn_status attn_npy_parse(attn_tensor *out, const void *bytes, size_t size,
                                     attn_error *err);
 
+/* Read a 1-D .npy file of integers, int64 or int32 ('<i8', '<i4'; offsets
+ * such as attn_sdpa_varlen's cu_seqlens) into *values (malloc'd, *count of
+ * them, widened to int64; the caller frees it with free()). The file is
+ * checked as attn_npy_read checks one. Errors: those of attn_npy_read, and
+ * ATTN_ERR_NPY_UNSUPPORTED (another dtype), ATTN_ERR_RANK (not 1-D). On
+ * failure *values is NULL and *count 0. */
+ATTN_API attn_status attn_npy_read_i64(int64_t **values, int64_t *count, const char *path, attn_error *err);
+
 /* Free the data of a tensor returned by attn_npy_read/attn_npy_parse and zero
  * the view. NULL and already-freed (zeroed) tensors are fine. */
 ATTN_API void attn_npy_free(attn_tensor *t);
