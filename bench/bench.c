@@ -41,7 +41,8 @@ static const char USAGE[] =
     "  --variants   the score variants' rows only, timed in turns (about a minute)\n"
     "  --varlen     a ragged prefill batch only (lengths 100, 700, 1500, 3000; Hq=16,\n"
     "               Hk=4, d=64, causal): attn_sdpa_varlen against one attn_sdpa per\n"
-    "               sequence and against one padded call, timed in turns\n"
+    "               sequence and against one padded call, timed in turns; and one\n"
+    "               8000-token sequence among 100 of 50: all threads against one\n"
     "  --threads N  threads for attn and OpenBLAS (default: attn's default)\n"
     "  --ggml DIR   ggml's ggml_flash_attn_ext beside attn on the same shapes, from\n"
     "               a ggml build in DIR (libggml-base.so and a libggml-cpu*.so;\n"
@@ -626,6 +627,59 @@ static void varlen_ratios(bool as_json) {
     free(q), free(k), free(v), free(out), free(pq), free(pk), free(pv), free(pout), free(pmask);
 }
 
+/* One long sequence among many short ones (8,000 tokens and a hundred of
+ * 50; Hq = 16, Hk = 4, d = 64, causal): attn_sdpa_varlen on every thread
+ * against one thread, and against one attn_sdpa per sequence, timed in
+ * turns. With the batch's items scheduled together the threads finish
+ * together, so the speedup is that of one long call. */
+static void varlen_balance(bool as_json) {
+    enum { H = 16, HK = 4, D = 64, SHORT = 100, B = SHORT + 1, MAX_ROUNDS = 11 };
+    int64_t longest = quick ? 800 : 8000, shortest = quick ? 10 : 50, cu[B + 1] = {0};
+    for (int b = 0; b < B; b++) cu[b + 1] = cu[b] + (b == SHORT / 2 ? longest : shortest); /* the long one mid-batch */
+    int64_t T = cu[B], sq[3] = {T, H, D}, skv[3] = {T, HK, D};
+    float *q = random_floats((size_t)(T * H * D), 4), *k = random_floats((size_t)(T * HK * D), 5);
+    float *v = random_floats((size_t)(T * HK * D), 6), *out = calloc((size_t)(T * H * D), sizeof(float));
+    attn_tensor tq, tk, tv, to;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&tk, k, ATTN_F32, 3, skv, NULL, NULL);
+    attn_tensor_init(&tv, v, ATTN_F32, 3, skv, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, sq, NULL, NULL);
+    int n = attn_get_num_threads();
+    attn_context one = attn_context_default(), all = attn_context_default();
+    one.num_threads = 1, all.num_threads = n;
+    attn_sdpa_options o1 = attn_sdpa_options_default(), on;
+    o1.causal = ATTN_CAUSAL_TOP_LEFT;
+    on = o1, o1.context = &one, on.context = &all;
+    double t[3][MAX_ROUNDS], speedup[MAX_ROUNDS], per_seq[MAX_ROUNDS];
+    int rounds = quick ? 2 : MAX_ROUNDS;
+    attn_error err;
+    for (int r = 0; r < rounds; r++)
+        for (int turn = 0; turn < 3; turn++) {
+            int w = r % 2 ? 2 - turn : turn;
+            double t0 = now();
+            attn_status st = ATTN_OK;
+            if (w < 2) st = attn_sdpa_varlen(&to, NULL, &tq, &tk, &tv, cu, cu, B, NULL, w ? &on : &o1, &err);
+            for (int b = 0; w == 2 && !st && b < B; b++) {
+                attn_tensor a = rows_view(&tq, cu[b], cu[b + 1] - cu[b]), bk = rows_view(&tk, cu[b], cu[b + 1] - cu[b]);
+                attn_tensor bv = rows_view(&tv, cu[b], cu[b + 1] - cu[b]), bo = rows_view(&to, cu[b], cu[b + 1] - cu[b]);
+                st = attn_sdpa(&bo, NULL, NULL, &a, &bk, &bv, &on, &err);
+            }
+            if (st) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+            t[w][r] = now() - t0;
+        }
+    for (int r = 0; r < rounds; r++) speedup[r] = t[0][r] / t[1][r], per_seq[r] = t[2][r] / t[1][r];
+    double s = median(speedup, rounds), p = median(per_seq, rounds);
+    if (as_json)
+        printf("    {\"lengths\": \"%lld and %d x %lld\", \"threads\": %d, \"speedup_over_1_thread\": %.3f, "
+               "\"per_sequence_over_varlen\": %.3f, \"rounds\": %d}\n",
+               (long long)longest, SHORT, (long long)shortest, n, s, p, rounds);
+    else
+        printf("varlen prefill %lld tokens and %d x %lld (Hq%d Hk%d d%d causal): %d threads %.2fx as fast as 1,\n"
+               "  per-sequence calls take %.2fx varlen's time (medians of %d rounds)\n",
+               (long long)longest, SHORT, (long long)shortest, H, HK, D, n, s, p, rounds);
+    free(q), free(k), free(v), free(out);
+}
+
 /* ---- the backward pass ------------------------------------------------------------ */
 
 typedef struct bwd_call {
@@ -975,6 +1029,8 @@ int main(int argc, char **argv) {
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"varlen\": [\n", cpu, isa, n);
         else printf("attn bench --varlen: %s, %s kernels, %d threads\n", cpu, isa, n);
         varlen_ratios(json);
+        if (json) printf(",\n");
+        varlen_balance(json);
         if (json) printf("]}\n");
         return 0;
     }
@@ -1121,7 +1177,7 @@ int main(int argc, char **argv) {
         printf("  ],\n  \"score_variants_in_turns\": [\n");
         if (!backward_only) variant_ratios(other, true);
         printf("  ],\n  \"varlen\": [\n");
-        if (!backward_only) varlen_ratios(true);
+        if (!backward_only) varlen_ratios(true), printf(",\n"), varlen_balance(true);
         printf("  ],\n  \"kv_cache_decode\": [\n");
         if (!backward_only) kv_cache_rows(bw, true);
         printf("  ],\n  \"layer\": [\n");
@@ -1158,6 +1214,7 @@ int main(int argc, char **argv) {
         variant_ratios(other, false);
         printf("\na ragged prefill batch: attn_sdpa_varlen against per-sequence calls and one padded call\n");
         varlen_ratios(false);
+        varlen_balance(false);
         printf("\nKV cache: one token of one layer (attn_kv_cache_attend), K and V read once\n");
         kv_cache_rows(bw, false);
         printf("\nthe attention layer (attn_mha): FLOPs of its four projections, 8 L E^2\n");
