@@ -145,11 +145,16 @@ attn_status attn_scores(attn_tensor *scores, const attn_tensor *q, const attn_te
     return sdpa_run(KERNEL_SCORES, NULL, scores, NULL, NULL, q, k, k, options, NULL, NULL, err);
 }
 
-/* The pool's memory as one tensor (every element of every page), for the
- * aliasing check of the outputs against it. */
-static void pool_tensor(attn_tensor *t, const attn_kv_paged *pg) {
+void attn_kv_paged_pool(attn_tensor *t, const attn_kv_paged *pg) {
     int64_t n = pg->num_pages * pg->heads * pg->page_size * pg->cols; /* checked by attn_kv_paged_check */
     attn_tensor_init(t, (void *)pg->pages, pg->dtype, 1, &n, NULL, NULL);
+}
+
+void attn_kv_paged_shapes(attn_tensor *k, attn_tensor *v, const attn_kv_paged *k_pages, const attn_kv_paged *v_pages) {
+    int64_t ks[3] = {k_pages->heads, k_pages->length, k_pages->cols}, vs[3] = {v_pages->heads, v_pages->length, v_pages->cols};
+    int64_t zero[3] = {0, 0, 1};
+    attn_tensor_init(k, (void *)k_pages->pages, k_pages->dtype, 3, ks, zero, NULL);
+    attn_tensor_init(v, (void *)v_pages->pages, v_pages->dtype, 3, vs, zero, NULL);
 }
 
 attn_status attn_sdpa_paged(attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,
@@ -163,14 +168,9 @@ attn_status attn_sdpa_paged(attn_tensor *out, attn_tensor *lse, attn_tensor *wei
                          (long long)k_pages->heads, (long long)k_pages->length, attn_dtype_name(k_pages->dtype),
                          (long long)v_pages->heads, (long long)v_pages->length, attn_dtype_name(v_pages->dtype));
     if (k_pages->length < 1) return attn_fail(err, ATTN_ERR_SHAPE, "the sequence holds no position");
-    /* Stand-ins of the shapes (Hk, S, E) and (Hk, S, Ev) for the plan, over
-     * one row of the pool (strides 0): the kernels read the pages. */
     attn_tensor k, v, kpool, vpool;
-    int64_t ks[3] = {k_pages->heads, k_pages->length, k_pages->cols}, vs[3] = {v_pages->heads, v_pages->length, v_pages->cols};
-    int64_t zero[3] = {0, 0, 1};
-    attn_tensor_init(&k, (void *)k_pages->pages, k_pages->dtype, 3, ks, zero, NULL);
-    attn_tensor_init(&v, (void *)v_pages->pages, v_pages->dtype, 3, vs, zero, NULL);
-    pool_tensor(&kpool, k_pages), pool_tensor(&vpool, v_pages);
+    attn_kv_paged_shapes(&k, &v, k_pages, v_pages);
+    attn_kv_paged_pool(&kpool, k_pages), attn_kv_paged_pool(&vpool, v_pages);
     const attn_named outs[3] = {{out, "out"}, {lse, "lse"}, {weights, "weights"}};
     const attn_named ins[2] = {{&kpool, "k pages"}, {&vpool, "v pages"}};
     if (out && (st = attn_check_no_overlap(outs, 3, ins, 2, err))) return st;

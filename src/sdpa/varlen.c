@@ -113,6 +113,24 @@ static attn_status check_packed_out(const attn_tensor *t, const char *name, int 
     return attn_check_extent(t, name, err);
 }
 
+/* Where a batch's keys and values are: packed tensors with their offsets,
+ * or (pages not NULL) one paged pool view per sequence, pages[b] of
+ * sequence b (base/rows.h). */
+typedef struct batch_kv {
+    const attn_tensor *k, *v;
+    const int64_t *cu_k;
+    const attn_kv_paged *k_pages, *v_pages;
+} batch_kv;
+
+/* The options a ragged batch takes. */
+static attn_status check_batch_options(const attn_sdpa_options *o, attn_error *err) {
+    if (o->mask)
+        return attn_fail(err, ATTN_ERR_OPTION, "options->mask is set; a ragged batch takes one mask per sequence (masks)");
+    if (o->query_start || o->key_start || o->total_queries || o->total_keys)
+        return attn_fail(err, ATTN_ERR_OPTION, "a ragged batch is not taken in pieces (query_start, key_start, totals)");
+    return ATTN_OK;
+}
+
 /* What the whole batch must satisfy before any sequence is planned: q, k,
  * v packed alike, the offsets, options a ragged batch takes. */
 static attn_status check_batch(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
@@ -141,10 +159,7 @@ static attn_status check_batch(const attn_tensor *q, const attn_tensor *k, const
     if (v->shape[1] != k->shape[1] || q->shape[1] % k->shape[1] != 0)
         return attn_fail(err, ATTN_ERR_HEADS, "q, k and v have %lld, %lld and %lld heads; k and v must match and divide q's",
                          (long long)q->shape[1], (long long)k->shape[1], (long long)v->shape[1]);
-    if (o->mask)
-        return attn_fail(err, ATTN_ERR_OPTION, "options->mask is set; a ragged batch takes one mask per sequence (masks)");
-    if (o->query_start || o->key_start || o->total_queries || o->total_keys)
-        return attn_fail(err, ATTN_ERR_OPTION, "a ragged batch is not taken in pieces (query_start, key_start, totals)");
+    if ((st = check_batch_options(o, err))) return st;
     if ((st = attn_check_cu_seqlens(cu_q, batch, q->shape[0], "cu_seqlens_q", err)) ||
         (st = attn_check_cu_seqlens(cu_k, batch, k->shape[0], "cu_seqlens_k", err)))
         return st;
@@ -162,17 +177,22 @@ static attn_sdpa_options seq_options(const attn_sdpa_options *o, const attn_tens
 /* Every sequence planned into seqs (and its flash calls listed in flash[],
  * *n_flash of them), nothing run. */
 static attn_status plan_batch(seq *seqs, const attn_slices **flash, int64_t *n_flash, attn_tensor *out,
-                              attn_tensor *lse, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
-                              const int64_t *cu_q, const int64_t *cu_k, int64_t batch, const attn_tensor *const *masks,
-                              const attn_sdpa_options *o, int threads, attn_arena *arena, attn_error *err) {
+                              attn_tensor *lse, const attn_tensor *q, const batch_kv *kv, const int64_t *cu_q,
+                              int64_t batch, const attn_tensor *const *masks, const attn_sdpa_options *o, int threads,
+                              attn_arena *arena, attn_error *err) {
     *n_flash = 0;
     for (int64_t b = 0; b < batch; b++) {
         seq *s = &seqs[b];
-        int64_t L = cu_q[b + 1] - cu_q[b], S = cu_k[b + 1] - cu_k[b];
+        int64_t L = cu_q[b + 1] - cu_q[b], S = kv->k_pages ? kv->k_pages[b].length : kv->cu_k[b + 1] - kv->cu_k[b];
         memset(s, 0, sizeof *s);
         s->route = L == 0 ? SEQ_NONE : S == 0 ? SEQ_EMPTY : SEQ_FLASH;
         if (s->route != SEQ_FLASH) continue;
-        seq_view(&s->q, q, cu_q[b], L), seq_view(&s->k, k, cu_k[b], S), seq_view(&s->v, v, cu_k[b], S);
+        seq_view(&s->q, q, cu_q[b], L);
+        if (kv->k_pages) { /* stand-ins of the shapes, as attn_sdpa_paged makes them */
+            attn_kv_paged_shapes(&s->k, &s->v, &kv->k_pages[b], &kv->v_pages[b]);
+        } else {
+            seq_view(&s->k, kv->k, kv->cu_k[b], S), seq_view(&s->v, kv->v, kv->cu_k[b], S);
+        }
         seq_view(&s->out, out, cu_q[b], L);
         if (lse) seq_view(&s->lse, lse, cu_q[b], L), s->lse.rank = 2;
         attn_sdpa_options ob = seq_options(o, masks, b);
@@ -180,6 +200,7 @@ static attn_status plan_batch(seq *seqs, const attn_slices **flash, int64_t *n_f
                                         threads, err);
         if (st) return in_sequence(st, b, err);
         s->sl.arena = arena;
+        if (kv->k_pages) s->sl.k_pages = &kv->k_pages[b], s->sl.v_pages = &kv->v_pages[b];
         /* attn_sdpa's choice of kernel (sdpa.c's run_kernel), for this sequence */
         if (q->dtype != ATTN_F32) s->route = SEQ_EXACT;
         else if (attn_decode_applies(L, S) && !s->sl.has_rope) s->route = SEQ_DECODE;
@@ -260,6 +281,67 @@ static void write_empty(const seq *seqs, attn_tensor *out, attn_tensor *lse, con
     }
 }
 
+/* The batch planned and run, its inputs checked: the plans from the arena
+ * (a workspace's front), a measuring pass first with a workspace, then the
+ * kernels, then the rows of sequences without keys. */
+static attn_status varlen_forward(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const batch_kv *kv,
+                                  const int64_t *cu_q, int64_t batch, const attn_tensor *const *masks,
+                                  const attn_sdpa_options *o, const attn_context *c, int64_t Ev, attn_error *err) {
+    attn_status st;
+    attn_arena arena = attn_arena_over(c->workspace, c->workspace_size);
+    size_t n = batch > 0 ? (size_t)batch : 1;
+    if ((uint64_t)n > SIZE_MAX / (sizeof(seq) + sizeof(attn_slices *)))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "%lld sequences' plans overflow", (long long)batch);
+    seq *seqs = attn_arena_alloc(&arena, n, sizeof(seq));
+    const attn_slices **flash = attn_arena_alloc(&arena, n, sizeof *flash);
+    if (!seqs || !flash) {
+        attn_arena_release(&arena);
+        return attn_fail(err, c->workspace ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
+                         "cannot allocate the plans of %lld sequences (%zu bytes)", (long long)batch,
+                         n * (sizeof(seq) + sizeof *flash));
+    }
+    int64_t n_flash;
+    attn_run_info info;
+    st = plan_batch(seqs, flash, &n_flash, out, lse, q, kv, cu_q, batch, masks, o, c->num_threads, &arena, err);
+    if (!st && c->workspace) { /* too small a workspace fails before anything is written */
+        attn_arena m = attn_arena_measuring();
+        st = run_batch(seqs, flash, n_flash, batch, q->shape[2], Ev, o, &m, &info, err);
+        size_t need = arena.used + attn_arena_needed(&m);
+        if (!st && need > c->workspace_size)
+            st = attn_fail(err, ATTN_ERR_WORKSPACE,
+                           "the context's workspace has %zu bytes but this call needs %zu", c->workspace_size, need);
+    }
+    bool verbose = attn_verbose_on();
+    double t0 = verbose ? attn_now_ms() : 0;
+    if (!st) st = run_batch(seqs, flash, n_flash, batch, q->shape[2], Ev, o, &arena, &info, err);
+    if (!st) write_empty(seqs, out, lse, cu_q, batch, o);
+    if (!st && verbose) {
+        attn_slices shown; /* the packed tensors, for the line */
+        memset(&shown, 0, sizeof shown);
+        shown.q = q, shown.k = kv->k, shown.v = kv->v, shown.lse = lse;
+        for (int64_t b = 0; b < batch; b++)
+            if (seqs[b].route >= SEQ_FLASH) {
+                shown.has_rope = seqs[b].sl.has_rope, shown.rope = seqs[b].sl.rope;
+                if (!shown.k) shown.k = seqs[b].sl.k, shown.v = seqs[b].sl.v; /* pages: a sequence's stand-ins */
+            }
+        attn_verbose_report(kv->k_pages ? "sdpa_varlen_paged" : "sdpa_varlen", &info, &shown, o, attn_now_ms() - t0);
+    }
+    attn_arena_release(&arena);
+    return st;
+}
+
+/* Outputs against the inputs every call reads, and each sequence's mask. */
+static attn_status check_outputs(attn_tensor *out, attn_tensor *lse, const attn_named *ins, int n_ins,
+                                 const attn_tensor *const *masks, int64_t batch, attn_error *err) {
+    const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
+    attn_status st = attn_check_no_overlap(outs, 2, ins, n_ins, err);
+    for (int64_t b = 0; !st && masks && b < batch; b++) {
+        const attn_named mask = {masks[b], "a sequence's mask"};
+        if ((st = attn_check_no_overlap(outs, 2, &mask, 1, err))) return in_sequence(st, b, err);
+    }
+    return st;
+}
+
 attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_tensor *k,
                              const attn_tensor *v, const int64_t *cu_seqlens_q, const int64_t *cu_seqlens_k,
                              int64_t batch, const attn_tensor *const *masks, const attn_sdpa_options *options,
@@ -272,57 +354,61 @@ attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const attn_tens
     if ((st = check_packed_out(out, "out", 3, want_out, q->dtype, err)) ||
         (lse && (st = check_packed_out(lse, "lse", 2, want_out, q->dtype, err))))
         return st;
-    /* Outputs against every input, each sequence's mask included (the
-     * plans check each sequence's views again; this covers the rows of
-     * sequences no plan sees). */
-    const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
+    /* The plans check each sequence's views again; this covers the rows of
+     * sequences no plan sees. */
     const attn_named ins[5] = {{q, "q"}, {k, "k"}, {v, "v"}, {o.alibi_slopes, "alibi_slopes"}, {o.sinks, "sinks"}};
-    if ((st = attn_check_no_overlap(outs, 2, ins, 5, err))) return st;
-    for (int64_t b = 0; masks && b < batch; b++) {
-        const attn_named mask = {masks[b], "a sequence's mask"};
-        if ((st = attn_check_no_overlap(outs, 2, &mask, 1, err))) return in_sequence(st, b, err);
+    if ((st = check_outputs(out, lse, ins, 5, masks, batch, err))) return st;
+    if (o.sinks && (st = attn_check_per_head(o.sinks, "sinks", q->shape[1], err))) return st;
+    batch_kv kv = {k, v, cu_seqlens_k, NULL, NULL};
+    return varlen_forward(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, v->shape[2], err);
+}
+
+attn_status attn_sdpa_varlen_paged(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const int64_t *cu_seqlens_q,
+                                   int64_t batch, const attn_kv_paged *k_pages, const attn_kv_paged *v_pages,
+                                   const attn_tensor *const *masks, const attn_sdpa_options *options, attn_error *err) {
+    attn_sdpa_options o;
+    attn_context c;
+    attn_status st = attn_options_read(&o, &c, options, err);
+    if (st || (st = check_packed(q, "q", err)) || (st = check_batch_options(&o, err)) ||
+        (st = attn_check_cu_seqlens(cu_seqlens_q, batch, q->shape[0], "cu_seqlens_q", err)))
+        return st;
+    if (batch > 0 && (!k_pages || !v_pages)) return attn_fail(err, ATTN_ERR_NULL, "k_pages or v_pages is NULL");
+    if (q->dtype != ATTN_F32)
+        return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; pages hold f32, f16 or bf16, which need f32 q",
+                         attn_dtype_name(q->dtype));
+    /* Every sequence's pools checked, and alike: one head count and row
+     * sizes, E of q's. */
+    int64_t Ev = out ? (out->rank == 3 ? out->shape[2] : 0) : 0;
+    for (int64_t b = 0; b < batch; b++) {
+        const attn_kv_paged *kp = &k_pages[b], *vp = &v_pages[b];
+        if ((st = attn_kv_paged_check(kp, "k pages", err)) || (st = attn_kv_paged_check(vp, "v pages", err)))
+            return in_sequence(st, b, err);
+        if (kp->heads != vp->heads || kp->length != vp->length || kp->cols != q->shape[2] ||
+            kp->heads != k_pages[0].heads || vp->cols != v_pages[0].cols)
+            return in_sequence(attn_fail(err, ATTN_ERR_SHAPE,
+                                         "k pages (%lld heads of %lld, length %lld) and v pages (%lld heads of %lld, "
+                                         "length %lld) do not match each other, q's E=%lld or sequence 0's",
+                                         (long long)kp->heads, (long long)kp->cols, (long long)kp->length,
+                                         (long long)vp->heads, (long long)vp->cols, (long long)vp->length,
+                                         (long long)q->shape[2]),
+                               b, err);
+        Ev = vp->cols;
+    }
+    int64_t want_out[3] = {q->shape[0], q->shape[1], Ev};
+    if ((st = check_packed_out(out, "out", 3, want_out, q->dtype, err)) ||
+        (lse && (st = check_packed_out(lse, "lse", 2, want_out, q->dtype, err))))
+        return st;
+    const attn_named ins[3] = {{q, "q"}, {o.alibi_slopes, "alibi_slopes"}, {o.sinks, "sinks"}};
+    if ((st = check_outputs(out, lse, ins, 3, masks, batch, err))) return st;
+    for (int64_t b = 0; b < batch; b++) { /* and the pools' memory */
+        attn_tensor pools[2];
+        attn_kv_paged_pool(&pools[0], &k_pages[b]), attn_kv_paged_pool(&pools[1], &v_pages[b]);
+        const attn_named pin[2] = {{&pools[0], "k pages"}, {&pools[1], "v pages"}};
+        if ((st = check_outputs(out, lse, pin, 2, NULL, 0, err))) return in_sequence(st, b, err);
     }
     if (o.sinks && (st = attn_check_per_head(o.sinks, "sinks", q->shape[1], err))) return st;
-    /* The plans come first out of the arena (a workspace's front), then the
-     * kernels' scratch. */
-    attn_arena arena = attn_arena_over(c.workspace, c.workspace_size);
-    size_t n = batch > 0 ? (size_t)batch : 1;
-    if ((uint64_t)n > SIZE_MAX / (sizeof(seq) + sizeof(attn_slices *)))
-        return attn_fail(err, ATTN_ERR_OVERFLOW, "%lld sequences' plans overflow", (long long)batch);
-    seq *seqs = attn_arena_alloc(&arena, n, sizeof(seq));
-    const attn_slices **flash = attn_arena_alloc(&arena, n, sizeof *flash);
-    if (!seqs || !flash) {
-        attn_arena_release(&arena);
-        return attn_fail(err, c.workspace ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
-                         "cannot allocate the plans of %lld sequences (%zu bytes)", (long long)batch,
-                         n * (sizeof(seq) + sizeof *flash));
-    }
-    int64_t n_flash;
-    attn_run_info info;
-    st = plan_batch(seqs, flash, &n_flash, out, lse, q, k, v, cu_seqlens_q, cu_seqlens_k, batch, masks, &o,
-                    c.num_threads, &arena, err);
-    if (!st && c.workspace) { /* too small a workspace fails before anything is written */
-        attn_arena m = attn_arena_measuring();
-        st = run_batch(seqs, flash, n_flash, batch, q->shape[2], v->shape[2], &o, &m, &info, err);
-        size_t need = arena.used + attn_arena_needed(&m);
-        if (!st && need > c.workspace_size)
-            st = attn_fail(err, ATTN_ERR_WORKSPACE,
-                           "the context's workspace has %zu bytes but this call needs %zu", c.workspace_size, need);
-    }
-    bool verbose = attn_verbose_on();
-    double t0 = verbose ? attn_now_ms() : 0;
-    if (!st) st = run_batch(seqs, flash, n_flash, batch, q->shape[2], v->shape[2], &o, &arena, &info, err);
-    if (!st) write_empty(seqs, out, lse, cu_seqlens_q, batch, &o);
-    if (!st && verbose) {
-        attn_slices shown; /* the packed tensors, for the line */
-        memset(&shown, 0, sizeof shown);
-        shown.q = q, shown.k = k, shown.v = v, shown.lse = lse;
-        for (int64_t b = 0; b < batch; b++)
-            if (seqs[b].route >= SEQ_FLASH) shown.has_rope = seqs[b].sl.has_rope, shown.rope = seqs[b].sl.rope;
-        attn_verbose_report("sdpa_varlen", &info, &shown, &o, attn_now_ms() - t0);
-    }
-    attn_arena_release(&arena);
-    return st;
+    batch_kv kv = {NULL, NULL, NULL, k_pages, v_pages};
+    return varlen_forward(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, Ev, err);
 }
 
 attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, const attn_tensor *dout,
