@@ -1,6 +1,7 @@
 /* fuzz_varlen.c -- libFuzzer target: the offsets of a ragged batch
  * (attn_sdpa_varlen, attn_sdpa_varlen_backward) and the page tables of the
- * paged row source (attn_sdpa_paged), filled from the input's bytes.
+ * paged row source (attn_sdpa_paged, attn_sdpa_varlen_paged), filled from
+ * the input's bytes.
  *
  * The first byte picks the call. For a ragged batch the input gives the
  * batch size, the rows of q and k (the harness owns exactly that many), and
@@ -8,9 +9,10 @@
  * arithmetic breaks (negative, INT64_MIN, INT64_MAX, 2^62, ...): offsets
  * that decrease, do not start at 0, or end past the rows must be refused,
  * and offsets the library accepts can only address rows the harness owns.
- * For a paged source it gives the page size, the table's entries (in and
- * outside the pool, negative, INT32_MIN/MAX) and the sequence's length
- * (past the table's pages included). Each call must return a status, with a
+ * For a paged source (one sequence, attn_sdpa_paged, or a ragged batch of
+ * two over one pool, attn_sdpa_varlen_paged) it gives the page size, the
+ * tables' entries (in and outside the pool, negative, INT32_MIN/MAX) and
+ * the sequences' lengths (past the tables' pages included). Each call must return a status, with a
  * message when it fails, and never trip AddressSanitizer or
  * UndefinedBehaviorSanitizer. */
 #include "attn.h"
@@ -97,14 +99,20 @@ static void ragged(reader *r, int backward) {
     free(q), free(k), free(out), free(lse), free(g[0]), free(g[1]), free(g[2]);
 }
 
-static void paged(reader *r) {
+/* A page table entry: inside the pool mostly, else past it or an edge. */
+static int32_t pick_page(reader *r, int64_t pages) {
+    int64_t x = pick(r, pages + 1);
+    return x > INT32_MAX ? INT32_MAX : x < INT32_MIN ? INT32_MIN : (int32_t)x;
+}
+
+/* One sequence (attn_sdpa_paged), or with `batch` a ragged batch of two
+ * over the same pool, each with its own table and length
+ * (attn_sdpa_varlen_paged). */
+static void paged(reader *r, int batch) {
     enum { PAGES = 4, HK = 2, E = 4, MAXT = 8 };
     int64_t P = 1 + byte(r) % 17, length = pick(r, 40), n_pages = byte(r) % (MAXT + 1);
-    int32_t table[MAXT];
-    for (int t = 0; t < MAXT; t++) {
-        int64_t x = pick(r, PAGES + 1);
-        table[t] = x > INT32_MAX ? INT32_MAX : x < INT32_MIN ? INT32_MIN : (int32_t)x;
-    }
+    int32_t table[MAXT], table2[MAXT];
+    for (int t = 0; t < MAXT; t++) table[t] = pick_page(r, PAGES), table2[t] = pick_page(r, PAGES);
     size_t pool = (size_t)(PAGES * HK * P * E);
     float *kp = malloc(sizeof(float) * pool), *vp = malloc(sizeof(float) * pool), q[HK * 3 * E], out[HK * 3 * E];
     fill(kp, pool), fill(vp, pool), fill(q, HK * 3 * E);
@@ -118,14 +126,27 @@ static void paged(reader *r) {
     attn_sdpa_options o = attn_sdpa_options_default();
     o.causal = byte(r) % 2 ? ATTN_CAUSAL_BOTTOM_RIGHT : ATTN_CAUSAL_NONE;
     attn_error err;
-    checked(attn_sdpa_paged(&to, NULL, NULL, &tq, &kpg, &vpg, &o, &err), &err);
+    if (!batch) checked(attn_sdpa_paged(&to, NULL, NULL, &tq, &kpg, &vpg, &o, &err), &err);
+    else { /* the queries' 3 rows split between two sequences: (HK, 3, E) read as packed (3, HK, E) */
+        int64_t cu_q[3] = {0, byte(r) % 4, 3}, length2 = pick(r, 40), n_pages2 = byte(r) % (MAXT + 1);
+        if (cu_q[1] > 3) cu_q[1] = 3;
+        attn_kv_paged kb[2] = {kpg, kpg}, vb[2] = {vpg, vpg};
+        kb[1].table = vb[1].table = table2, kb[1].length = vb[1].length = length2, kb[1].n_pages = vb[1].n_pages = n_pages2;
+        int64_t sp[3] = {3, HK, E}, sl[2] = {3, HK};
+        float lse[3 * HK];
+        attn_tensor pq, po, pl;
+        attn_tensor_init(&pq, q, ATTN_F32, 3, sp, NULL, NULL);
+        attn_tensor_init(&po, out, ATTN_F32, 3, sp, NULL, NULL);
+        attn_tensor_init(&pl, lse, ATTN_F32, 2, sl, NULL, NULL);
+        checked(attn_sdpa_varlen_paged(&po, &pl, &pq, cu_q, 2, kb, vb, NULL, &o, &err), &err);
+    }
     free(kp), free(vp);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     reader r = {data, size};
-    uint8_t what = byte(&r) % 3;
-    if (what == 2) paged(&r);
+    uint8_t what = byte(&r) % 4;
+    if (what >= 2) paged(&r, what == 3);
     else ragged(&r, what == 1);
     return 0;
 }
