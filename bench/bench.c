@@ -22,7 +22,7 @@
 #include "ggml_compare.h"
 
 static const char USAGE[] =
-    "usage: attn bench [--quick] [--json] [--backward] [--layer] [--variants] [--threads N]\n"
+    "usage: attn bench [--quick] [--json] [--backward] [--layer] [--variants] [--varlen] [--threads N]\n"
     "\n"
     "Measures this machine's FMA peak (per ISA, 1 and N threads) and triad\n"
     "bandwidth, then times f32 attention for H=8, d=64 and 128, L=S from 512 to\n"
@@ -39,6 +39,10 @@ static const char USAGE[] =
     "  --backward   the backward pass's shapes only\n"
     "  --layer      the attention layer's rows only (attn_mha forward and backward)\n"
     "  --variants   the score variants' rows only, timed in turns (about a minute)\n"
+    "  --varlen     a ragged prefill batch only (lengths 100, 700, 1500, 3000; Hq=16,\n"
+    "               Hk=4, d=64, causal): attn_sdpa_varlen against one attn_sdpa per\n"
+    "               sequence and against one padded call, timed in turns; and one\n"
+    "               8000-token sequence among 100 of 50: all threads against one\n"
     "  --threads N  threads for attn and OpenBLAS (default: attn's default)\n"
     "  --ggml DIR   ggml's ggml_flash_attn_ext beside attn on the same shapes, from\n"
     "               a ggml build in DIR (libggml-base.so and a libggml-cpu*.so;\n"
@@ -52,7 +56,7 @@ static double now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static bool json, quick, backward_only, layer_only, variants_only;
+static bool json, quick, backward_only, layer_only, variants_only, varlen_only;
 static double layer_peak = 1e9; /* FLOP/s of double FMAs: the layer products' peak */
 static int threads;
 
@@ -512,6 +516,170 @@ static void variant_ratios(int64_t L, bool as_json) {
     free(q), free(k), free(v), free(out);
 }
 
+/* ---- a ragged batch ------------------------------------------------------------- */
+
+/* The three ways to run one ragged prefill batch: attn_sdpa_varlen on the
+ * packed sequences, one attn_sdpa per sequence (on views of the same packed
+ * rows), and one attn_sdpa over the batch padded to its longest sequence
+ * with a key-padding mask (what an engine without ragged batches runs). */
+enum { VARLEN_B = 4 };
+typedef struct varlen_call {
+    int64_t cu[VARLEN_B + 1];
+    attn_tensor q, k, v, out;                              /* packed (T, H, d) */
+    attn_tensor sq[VARLEN_B], sk[VARLEN_B], sv[VARLEN_B], so[VARLEN_B]; /* each sequence's (H, n, d) views */
+    attn_tensor pq, pk, pv, pout, pmask;                   /* padded (B, H, Lmax, d), mask (B, 1, 1, Lmax) */
+    attn_sdpa_options o, po;
+    int way; /* 0 varlen, 1 per sequence, 2 padded */
+} varlen_call;
+
+static void run_varlen(void *p) {
+    varlen_call *c = p;
+    attn_error err;
+    attn_status st = ATTN_OK;
+    if (c->way == 0) st = attn_sdpa_varlen(&c->out, NULL, &c->q, &c->k, &c->v, c->cu, c->cu, VARLEN_B, NULL, &c->o, &err);
+    for (int b = 0; c->way == 1 && !st && b < VARLEN_B; b++)
+        st = attn_sdpa(&c->so[b], NULL, NULL, &c->sq[b], &c->sk[b], &c->sv[b], &c->o, &err);
+    if (c->way == 2) st = attn_sdpa(&c->pout, NULL, NULL, &c->pq, &c->pk, &c->pv, &c->po, &err);
+    if (st) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+}
+
+/* Rows r0 .. r0+n-1 of a packed (T, H, d) tensor as (H, n, d). */
+static attn_tensor rows_view(const attn_tensor *t, int64_t r0, int64_t n) {
+    attn_tensor v = *t;
+    v.data = (float *)t->data + r0 * t->strides[0];
+    v.shape[0] = t->shape[1], v.strides[0] = t->strides[1], v.shape[1] = n, v.strides[1] = t->strides[0];
+    return v;
+}
+
+/* The three ways, timed in turns (one call of each per round, every other
+ * round backwards); per round the per-sequence and padded calls' times over
+ * the ragged call's, whose medians are reported. */
+static void varlen_ratios(bool as_json) {
+    enum { H = 16, HK = 4, D = 64, MAX_ROUNDS = 21 };
+    static const int64_t FULL[VARLEN_B] = {100, 700, 1500, 3000}, QUICK[VARLEN_B] = {10, 70, 150, 300};
+    const int64_t *len = quick ? QUICK : FULL;
+    varlen_call c[3];
+    int64_t cu[VARLEN_B + 1] = {0}, Lmax = 0;
+    for (int b = 0; b < VARLEN_B; b++) cu[b + 1] = cu[b] + len[b], Lmax = len[b] > Lmax ? len[b] : Lmax;
+    int64_t T = cu[VARLEN_B];
+    float *q = random_floats((size_t)(T * H * D), 1), *k = random_floats((size_t)(T * HK * D), 2);
+    float *v = random_floats((size_t)(T * HK * D), 3), *out = calloc((size_t)(T * H * D), sizeof(float));
+    float *pq = calloc((size_t)(VARLEN_B * H * Lmax * D), sizeof(float)), *pk = calloc((size_t)(VARLEN_B * HK * Lmax * D), sizeof(float));
+    float *pv = calloc((size_t)(VARLEN_B * HK * Lmax * D), sizeof(float)), *pout = calloc((size_t)(VARLEN_B * H * Lmax * D), sizeof(float));
+    bool *pmask = calloc((size_t)(VARLEN_B * Lmax), 1);
+    for (int b = 0; b < VARLEN_B; b++) /* the padded copy: sequence b's rows, zeros after them, masked out */
+        for (int64_t i = 0; i < len[b]; i++) {
+            pmask[b * Lmax + i] = true;
+            for (int64_t h = 0; h < H; h++)
+                memcpy(pq + ((b * H + h) * Lmax + i) * D, q + ((cu[b] + i) * H + h) * D, sizeof(float) * D);
+            for (int64_t h = 0; h < HK; h++) {
+                memcpy(pk + ((b * HK + h) * Lmax + i) * D, k + ((cu[b] + i) * HK + h) * D, sizeof(float) * D);
+                memcpy(pv + ((b * HK + h) * Lmax + i) * D, v + ((cu[b] + i) * HK + h) * D, sizeof(float) * D);
+            }
+        }
+    int64_t sq[3] = {T, H, D}, skv[3] = {T, HK, D}, spq[4] = {VARLEN_B, H, Lmax, D}, spk[4] = {VARLEN_B, HK, Lmax, D};
+    int64_t sm[4] = {VARLEN_B, 1, 1, Lmax};
+    for (int w = 0; w < 3; w++) {
+        memset(&c[w], 0, sizeof c[w]);
+        memcpy(c[w].cu, cu, sizeof cu);
+        attn_tensor_init(&c[w].q, q, ATTN_F32, 3, sq, NULL, NULL);
+        attn_tensor_init(&c[w].k, k, ATTN_F32, 3, skv, NULL, NULL);
+        attn_tensor_init(&c[w].v, v, ATTN_F32, 3, skv, NULL, NULL);
+        attn_tensor_init(&c[w].out, out, ATTN_F32, 3, sq, NULL, NULL);
+        for (int b = 0; b < VARLEN_B; b++) {
+            c[w].sq[b] = rows_view(&c[w].q, cu[b], len[b]), c[w].sk[b] = rows_view(&c[w].k, cu[b], len[b]);
+            c[w].sv[b] = rows_view(&c[w].v, cu[b], len[b]), c[w].so[b] = rows_view(&c[w].out, cu[b], len[b]);
+        }
+        attn_tensor_init(&c[w].pq, pq, ATTN_F32, 4, spq, NULL, NULL);
+        attn_tensor_init(&c[w].pk, pk, ATTN_F32, 4, spk, NULL, NULL);
+        attn_tensor_init(&c[w].pv, pv, ATTN_F32, 4, spk, NULL, NULL);
+        attn_tensor_init(&c[w].pout, pout, ATTN_F32, 4, spq, NULL, NULL);
+        attn_tensor_init(&c[w].pmask, pmask, ATTN_BOOL, 4, sm, NULL, NULL);
+        c[w].o = attn_sdpa_options_default();
+        c[w].o.causal = ATTN_CAUSAL_TOP_LEFT;
+        c[w].po = c[w].o;
+        c[w].po.mask = &c[w].pmask;
+        c[w].way = w;
+    }
+    double t[3][MAX_ROUNDS], ratio[2][MAX_ROUNDS], best[3] = {1e30, 1e30, 1e30};
+    int rounds = quick ? 2 : MAX_ROUNDS;
+    for (int r = 0; r < rounds; r++)
+        for (int turn = 0; turn < 3; turn++) {
+            int w = r % 2 ? 2 - turn : turn;
+            double t0 = now();
+            run_varlen(&c[w]);
+            t[w][r] = now() - t0;
+            best[w] = t[w][r] < best[w] ? t[w][r] : best[w];
+        }
+    for (int r = 0; r < rounds; r++) ratio[0][r] = t[1][r] / t[0][r], ratio[1][r] = t[2][r] / t[0][r];
+    double per_seq = median(ratio[0], rounds), padded = median(ratio[1], rounds);
+    char lens[64];
+    snprintf(lens, sizeof lens, "%lld,%lld,%lld,%lld", (long long)len[0], (long long)len[1], (long long)len[2],
+             (long long)len[3]);
+    if (as_json)
+        printf("    {\"lengths\": [%s], \"heads\": [%d, %d], \"d\": %d, \"varlen_ms\": %.3f, \"per_sequence_ms\": %.3f, "
+               "\"padded_ms\": %.3f, \"varlen_of_per_sequence\": %.3f, \"padded_over_varlen\": %.3f, \"rounds\": %d}\n",
+               lens, H, HK, D, 1e3 * best[0], 1e3 * best[1], 1e3 * best[2], 1 / per_seq, padded, rounds);
+    else
+        printf("varlen prefill lengths %s Hq%d Hk%d d%d causal: varlen %.2f ms, per-sequence %.2f ms, padded %.2f ms;\n"
+               "  varlen takes %.3fx the per-sequence calls' time, padded takes %.2fx varlen's (medians of %d rounds)\n",
+               lens, H, HK, D, 1e3 * best[0], 1e3 * best[1], 1e3 * best[2], 1 / per_seq, padded, rounds);
+    free(q), free(k), free(v), free(out), free(pq), free(pk), free(pv), free(pout), free(pmask);
+}
+
+/* One long sequence among many short ones (8,000 tokens and a hundred of
+ * 50; Hq = 16, Hk = 4, d = 64, causal): attn_sdpa_varlen on every thread
+ * against one thread, and against one attn_sdpa per sequence, timed in
+ * turns. With the batch's items scheduled together the threads finish
+ * together, so the speedup is that of one long call. */
+static void varlen_balance(bool as_json) {
+    enum { H = 16, HK = 4, D = 64, SHORT = 100, B = SHORT + 1, MAX_ROUNDS = 11 };
+    int64_t longest = quick ? 800 : 8000, shortest = quick ? 10 : 50, cu[B + 1] = {0};
+    for (int b = 0; b < B; b++) cu[b + 1] = cu[b] + (b == SHORT / 2 ? longest : shortest); /* the long one mid-batch */
+    int64_t T = cu[B], sq[3] = {T, H, D}, skv[3] = {T, HK, D};
+    float *q = random_floats((size_t)(T * H * D), 4), *k = random_floats((size_t)(T * HK * D), 5);
+    float *v = random_floats((size_t)(T * HK * D), 6), *out = calloc((size_t)(T * H * D), sizeof(float));
+    attn_tensor tq, tk, tv, to;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&tk, k, ATTN_F32, 3, skv, NULL, NULL);
+    attn_tensor_init(&tv, v, ATTN_F32, 3, skv, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, sq, NULL, NULL);
+    int n = attn_get_num_threads();
+    attn_context one = attn_context_default(), all = attn_context_default();
+    one.num_threads = 1, all.num_threads = n;
+    attn_sdpa_options o1 = attn_sdpa_options_default(), on;
+    o1.causal = ATTN_CAUSAL_TOP_LEFT;
+    on = o1, o1.context = &one, on.context = &all;
+    double t[3][MAX_ROUNDS], speedup[MAX_ROUNDS], per_seq[MAX_ROUNDS];
+    int rounds = quick ? 2 : MAX_ROUNDS;
+    attn_error err;
+    for (int r = 0; r < rounds; r++)
+        for (int turn = 0; turn < 3; turn++) {
+            int w = r % 2 ? 2 - turn : turn;
+            double t0 = now();
+            attn_status st = ATTN_OK;
+            if (w < 2) st = attn_sdpa_varlen(&to, NULL, &tq, &tk, &tv, cu, cu, B, NULL, w ? &on : &o1, &err);
+            for (int b = 0; w == 2 && !st && b < B; b++) {
+                attn_tensor a = rows_view(&tq, cu[b], cu[b + 1] - cu[b]), bk = rows_view(&tk, cu[b], cu[b + 1] - cu[b]);
+                attn_tensor bv = rows_view(&tv, cu[b], cu[b + 1] - cu[b]), bo = rows_view(&to, cu[b], cu[b + 1] - cu[b]);
+                st = attn_sdpa(&bo, NULL, NULL, &a, &bk, &bv, &on, &err);
+            }
+            if (st) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+            t[w][r] = now() - t0;
+        }
+    for (int r = 0; r < rounds; r++) speedup[r] = t[0][r] / t[1][r], per_seq[r] = t[2][r] / t[1][r];
+    double s = median(speedup, rounds), p = median(per_seq, rounds);
+    if (as_json)
+        printf("    {\"lengths\": \"%lld and %d x %lld\", \"threads\": %d, \"speedup_over_1_thread\": %.3f, "
+               "\"per_sequence_over_varlen\": %.3f, \"rounds\": %d}\n",
+               (long long)longest, SHORT, (long long)shortest, n, s, p, rounds);
+    else
+        printf("varlen prefill %lld tokens and %d x %lld (Hq%d Hk%d d%d causal): %d threads %.2fx as fast as 1,\n"
+               "  per-sequence calls take %.2fx varlen's time (medians of %d rounds)\n",
+               (long long)longest, SHORT, (long long)shortest, H, HK, D, n, s, p, rounds);
+    free(q), free(k), free(v), free(out);
+}
+
 /* ---- the backward pass ------------------------------------------------------------ */
 
 typedef struct bwd_call {
@@ -812,6 +980,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--backward") == 0) backward_only = true;
         else if (strcmp(argv[i], "--layer") == 0) layer_only = true;
         else if (strcmp(argv[i], "--variants") == 0) variants_only = true;
+        else if (strcmp(argv[i], "--varlen") == 0) varlen_only = true;
         else if (strcmp(argv[i], "--ggml") == 0 && i + 1 < argc) ggml_dir = argv[++i];
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0)
             threads = atoi(argv[++i]);
@@ -855,6 +1024,16 @@ int main(int argc, char **argv) {
         return 0;
     }
     int64_t other = quick ? 256 : 2048; /* L = S of the other shapes and of the variants' rows */
+    if (varlen_only) {
+        progress("");
+        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"varlen\": [\n", cpu, isa, n);
+        else printf("attn bench --varlen: %s, %s kernels, %d threads\n", cpu, isa, n);
+        varlen_ratios(json);
+        if (json) printf(",\n");
+        varlen_balance(json);
+        if (json) printf("]}\n");
+        return 0;
+    }
     if (variants_only) { /* the same rows as the full run's */
         progress("");
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"score_variants_in_turns\": [\n", cpu, isa, n);
@@ -997,6 +1176,8 @@ int main(int argc, char **argv) {
         for (int i = 0; i < ns; i++) json_row(&shapes[i], &results[i], i == ns - 1);
         printf("  ],\n  \"score_variants_in_turns\": [\n");
         if (!backward_only) variant_ratios(other, true);
+        printf("  ],\n  \"varlen\": [\n");
+        if (!backward_only) varlen_ratios(true), printf(",\n"), varlen_balance(true);
         printf("  ],\n  \"kv_cache_decode\": [\n");
         if (!backward_only) kv_cache_rows(bw, true);
         printf("  ],\n  \"layer\": [\n");
@@ -1031,6 +1212,9 @@ int main(int argc, char **argv) {
                "(counting only the pairs\nthat take part), and the median over the rounds of each round's share of "
                "its reference\n");
         variant_ratios(other, false);
+        printf("\na ragged prefill batch: attn_sdpa_varlen against per-sequence calls and one padded call\n");
+        varlen_ratios(false);
+        varlen_balance(false);
         printf("\nKV cache: one token of one layer (attn_kv_cache_attend), K and V read once\n");
         kv_cache_rows(bw, false);
         printf("\nthe attention layer (attn_mha): FLOPs of its four projections, 8 L E^2\n");

@@ -55,6 +55,15 @@ static const char SDPA_USAGE[] =
     "                         load; needs float32 q): half the memory\n"
     "      --threads N        threads for f32 attention (default: ATTN_NUM_THREADS,\n"
     "                         else every CPU); results do not depend on it\n"
+    "\n"
+    "A ragged batch (sequences of different lengths, packed without padding):\n"
+    "      --cu-seqlens-q FILE  int64 (or int32) offsets, B+1 of them: sequence b is\n"
+    "                         rows cu[b] .. cu[b+1]-1 of q, which is (Tq, Hq, E)\n"
+    "      --cu-seqlens-k FILE  the same for k (Tk, Hk, E) and v (Tk, Hk, Ev); out\n"
+    "                         is (Tq, Hq, Ev), --lse (Tq, Hq). Each sequence gets what\n"
+    "                         attn sdpa gives it alone (sequence b's dropout seed is\n"
+    "                         --seed + b); not with -m, -w, --dmask, --dsinks or\n"
+    "                         --dropout-mask\n"
     "  -h, --help             show this help\n"
     "\n"
     "Inputs are all float32 or all float64, except that k and v may be float16\n"
@@ -63,6 +72,10 @@ static const char SDPA_USAGE[] =
     "\n"
     "example:\n"
     "  attn sdpa -q q.npy -k k.npy -v v.npy --causal -o out.npy\n";
+
+/* A ragged batch's offset files (--cu-seqlens-q, --cu-seqlens-k), NULL
+ * for none. */
+static const char *cu_path[2];
 
 /* The input files: -q, -k, -v, -m, --grad-out, --alibi-slopes, --sinks. */
 enum { N_INPUTS = 7 };
@@ -163,6 +176,8 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
                    cli_option(argc, argv, &i, NULL, "--dv", &outs[OUT_DV].path, &code) ||
                    cli_option(argc, argv, &i, NULL, "--dmask", &outs[OUT_DMASK].path, &code) ||
                    cli_option(argc, argv, &i, NULL, "--dropout-mask", &outs[OUT_KEEP].path, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--cu-seqlens-q", &cu_path[0], &code) ||
+                   cli_option(argc, argv, &i, NULL, "--cu-seqlens-k", &cu_path[1], &code) ||
                    cli_rope_option(argc, argv, &i, rope, has_rope, &code)) {
         } else if (cli_option(argc, argv, &i, NULL, "--dropout", &val, &code)) {
             if (val && (!cli_parse_double(val, &opts->dropout_p) || opts->dropout_p < 0 || opts->dropout_p >= 1))
@@ -233,6 +248,13 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
     if (outs[OUT_DSINKS].path && !in[6].path) return cli_error(EXIT_USAGE, "--dsinks needs --sinks FILE");
     if (opts->window && opts->causal == ATTN_CAUSAL_NONE)
         return cli_error(EXIT_USAGE, "--window needs --causal (top-left or bottom-right)");
+    if (!cu_path[0] != !cu_path[1])
+        return cli_error(EXIT_USAGE, "a ragged batch needs both --cu-seqlens-q and --cu-seqlens-k");
+    if (cu_path[0]) {
+        const char *refused = in[3].path ? "-m" : outs[OUT_WEIGHTS].path ? "-w" : outs[OUT_DMASK].path ? "--dmask"
+                              : outs[OUT_DSINKS].path ? "--dsinks" : outs[OUT_KEEP].path ? "--dropout-mask" : NULL;
+        if (refused) return cli_error(EXIT_USAGE, "%s is not taken with a ragged batch (--cu-seqlens-q)", refused);
+    }
     return cli_rope_check(rope, *has_rope);
 }
 
@@ -290,6 +312,64 @@ static int write_dropout_mask(const input *in, cli_output *out, int rank, const 
     return code;
 }
 
+/* A ragged batch: q, k, v packed, the offsets' files read, out (Tq, Hq, Ev)
+ * and lse (Tq, Hq), then the gradients when asked for. */
+static int run_varlen(input *in, cli_output *outs, const attn_sdpa_options *opts) {
+    int64_t *cu[2] = {NULL, NULL}, n[2] = {0, 0};
+    attn_error err;
+    static const char *const FLAG[2] = {"--cu-seqlens-q", "--cu-seqlens-k"};
+    int code = 0;
+    for (int i = 0; i < 2 && !code; i++)
+        if (attn_npy_read_i64(&cu[i], &n[i], cu_path[i], &err))
+            code = cli_error(EXIT_DATA, "%s %s: %s", FLAG[i], cu_path[i], err.message);
+        else if (n[i] < 1)
+            code = cli_error(EXIT_DATA, "%s %s holds no offset; a batch of B sequences has B+1", FLAG[i], cu_path[i]);
+    if (!code && n[0] != n[1])
+        code = cli_error(EXIT_DATA, "%s has %lld offsets but %s has %lld; both have one per sequence and one more",
+                         FLAG[0], (long long)n[0], FLAG[1], (long long)n[1]);
+    for (int i = 0; i < 3 && !code; i++)
+        if (in[i].t.rank != 3)
+            code = cli_error(EXIT_DATA, "%s %s has rank %d; a ragged batch packs (total, heads, size)", in[i].flag,
+                             in[i].path, in[i].t.rank);
+    attn_tensor out = {0}, lse = {0};
+    if (!code) {
+        attn_dtype dtype = in[0].t.dtype;
+        int64_t so[3] = {in[0].t.shape[0], in[0].t.shape[1], in[2].t.shape[2]};
+        attn_tensor_init(&out, NULL, dtype, 3, so, NULL, NULL);
+        attn_tensor_init(&lse, NULL, dtype, 2, so, NULL, NULL);
+        out.data = malloc((size_t)attn_tensor_numel(&out) * attn_dtype_size(dtype) + 1);
+        lse.data = malloc((size_t)attn_tensor_numel(&lse) * attn_dtype_size(dtype) + 1);
+        if (!out.data || !lse.data) code = cli_error(EXIT_DATA, "out of memory for the output");
+        else if (attn_sdpa_varlen(&out, &lse, &in[0].t, &in[1].t, &in[2].t, cu[0], cu[1], n[0] - 1, NULL, opts, &err))
+            code = cli_error(EXIT_DATA, "%s", err.message);
+    }
+    if (!code && outs[OUT_OUT].path) code = cli_output_write(&outs[OUT_OUT], &out);
+    if (!code && outs[OUT_LSE].path) code = cli_output_write(&outs[OUT_LSE], &lse);
+    if (!code && in[4].path) { /* the gradients, shaped like q, k, v */
+        attn_tensor g[3];
+        attn_tensor *want[3] = {NULL, NULL, NULL};
+        for (int i = 0; i < 3 && !code; i++) {
+            if (!outs[OUT_DQ + i].path) continue;
+            attn_tensor_init(&g[i], NULL, in[0].t.dtype, 3, in[i].t.shape, NULL, NULL);
+            g[i].data = malloc((size_t)attn_tensor_numel(&g[i]) * attn_dtype_size(g[i].dtype) + 1);
+            want[i] = &g[i];
+            if (!g[i].data) code = cli_error(EXIT_DATA, "out of memory for %s", OUT_FLAGS[OUT_DQ + i]);
+        }
+        if (!code && attn_sdpa_varlen_backward(want[0], want[1], want[2], &in[4].t, &in[0].t, &in[1].t, &in[2].t, &out,
+                                               &lse, cu[0], cu[1], n[0] - 1, NULL, opts, &err))
+            code = cli_error(EXIT_DATA, "%s (dout is --grad-out %s)", err.message, in[4].path);
+        for (int i = 0; i < 3 && !code; i++)
+            if (want[i]) code = cli_output_write(&outs[OUT_DQ + i], want[i]);
+        for (int i = 0; i < 3; i++)
+            if (want[i]) free(want[i]->data);
+    }
+    if (!code) code = cli_outputs_commit(outs, N_OUTS);
+    else cli_outputs_abort(outs, N_OUTS);
+    if (!code && !outs[OUT_OUT].path) cli_print_tensor(stdout, &out);
+    free(out.data), free(lse.data), free(cu[0]), free(cu[1]);
+    return code;
+}
+
 static int run(input *in, cli_output *outs, attn_sdpa_options *opts, bool kv_bf16, bool alibi) {
     int code;
     for (int i = 0; i < N_INPUTS; i++)
@@ -299,7 +379,9 @@ static int run(input *in, cli_output *outs, attn_sdpa_options *opts, bool kv_bf1
     double slopes[4096];
     attn_tensor slope_t;
     if (alibi) {
-        int64_t heads = in[0].t.rank >= 3 ? in[0].t.shape[in[0].t.rank - 3] : 1;
+        /* packed ragged q is (total, Hq, E) */
+        int64_t heads = cu_path[0] ? (in[0].t.rank == 3 ? in[0].t.shape[1] : 1)
+                        : in[0].t.rank >= 3 ? in[0].t.shape[in[0].t.rank - 3] : 1;
         attn_error e;
         if (heads > 4096) return cli_error(EXIT_DATA, "--alibi: q has %lld heads; at most 4096", (long long)heads);
         attn_alibi_slopes(slopes, heads, &e);
@@ -316,6 +398,7 @@ static int run(input *in, cli_output *outs, attn_sdpa_options *opts, bool kv_bf1
         if ((code = to_bf16(&in[1])) || (code = to_bf16(&in[2]))) return code;
     }
 
+    if (cu_path[0]) return run_varlen(in, outs, opts);
     attn_error err;
     int rank;
     int64_t out_shape[ATTN_MAX_RANK], w_shape[ATTN_MAX_RANK];
@@ -362,6 +445,7 @@ int cmd_sdpa(int argc, char **argv) {
                           {"--grad-out", NULL, {0}}, {"--alibi-slopes", NULL, {0}}, {"--sinks", NULL, {0}}};
     cli_output outs[N_OUTS];
     memset(outs, 0, sizeof outs);
+    cu_path[0] = cu_path[1] = NULL;
     attn_sdpa_options opts = attn_sdpa_options_default();
     bool kv_bf16 = false, alibi = false, has_rope = false;
     attn_rope_options rope = attn_rope_options_default();

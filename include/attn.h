@@ -732,6 +732,79 @@ ATTN_API attn_status attn_sdpa_backward_workspace_size(size_t *bytes, attn_tenso
                                                        const attn_tensor *out, const attn_tensor *lse,
                                                        const attn_sdpa_options *options, attn_error *err);
 
+/* Ragged batches (added in 0.4.0): attention over B sequences of different
+ * lengths packed one after another, as FlashAttention-2's
+ * flash_attn_varlen_func takes them, without padding.
+ *
+ *   q (Tq, Hq, E), k (Tk, Hk, E), v (Tk, Hk, Ev): the sequences' rows one
+ *     after another along the first dimension, any strides;
+ *   cu_seqlens_q, cu_seqlens_k: B + 1 offsets each (int64): sequence b is
+ *     rows cu_seqlens_q[b] .. cu_seqlens_q[b+1]-1 of q and cu_seqlens_k[b]
+ *     .. cu_seqlens_k[b+1]-1 of k and v. Each array starts at 0, never
+ *     decreases, and ends at Tq (Tk); a sequence may have no rows;
+ *   out (Tq, Hq, Ev) and lse (Tq, Hq) (NULL for none), packed the same way.
+ *
+ * Sequence b gets exactly (bitwise) what attn_sdpa gives for it alone:
+ * attn_sdpa(out_b, lse_b, NULL, q_b, k_b, v_b, options_b) where q_b is the
+ * (Hq, L_b, E) view of its rows (likewise k_b, v_b, out_b, and lse_b
+ * (Hq, L_b)), and options_b is *options with
+ *   mask          masks[b] (masks NULL: no masks), a mask of sequence b
+ *                 alone that broadcasts to (Hq, L_b, S_b); options->mask
+ *                 must be NULL;
+ *   dropout_seed  options->dropout_seed + b (mod 2^64): each sequence its
+ *                 own dropout stream, whose weights (slice = query head h,
+ *                 row, column of the sequence) attn_sdpa_dropout_mask on
+ *                 the sequence's views with that seed writes out;
+ * and every other option as given: the scale, both causal alignments
+ * (counted in the sequence's own L_b and S_b), GQA, soft-capping, ALiBi,
+ * the window, sinks, the bf16 compute mode, RoPE with each sequence's
+ * positions starting at rope->position_offset. A sequence with queries
+ * but no keys gives out 0 and lse -inf (its sink's logit with sinks), as
+ * rows that see no key do; masks[b] is not read for a sequence without
+ * queries or keys. Attention in pieces (query_start, key_start, totals) is
+ * refused, and so are weights (there is no weights output).
+ *
+ * Threads: the query blocks of all sequences are one pool of work items,
+ * the costliest handed out first, so any mix of lengths keeps every thread
+ * busy; results are bitwise the same for any thread count. Scratch: the
+ * sequences' plans (about 2 KiB each) and the kernels' scratch; with a
+ * workspace (attn_context) all of it comes from there.
+ *
+ * Errors: those of attn_sdpa for any sequence (the message names it:
+ * "sequence 3: ..."), and ATTN_ERR_ARGUMENT (batch < 0; an offset array
+ * that does not start at 0, decreases, or does not end at the tensor's
+ * rows), ATTN_ERR_NULL (q, k, v, out, the offsets), ATTN_ERR_RANK (not
+ * rank 3, lse not rank 2), ATTN_ERR_SHAPE (k and v rows, E, out's or lse's
+ * shape), ATTN_ERR_HEADS, ATTN_ERR_DTYPE, ATTN_ERR_STRIDE (stride 0 in an
+ * output; an output overlapping an input or a mask), ATTN_ERR_OPTION
+ * (options->mask, pieces), ATTN_ERR_OVERFLOW. Nothing is written unless
+ * every sequence passed its checks and all memory was had. */
+ATTN_API attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_tensor *k,
+                                      const attn_tensor *v, const int64_t *cu_seqlens_q, const int64_t *cu_seqlens_k,
+                                      int64_t batch, const attn_tensor *const *masks,
+                                      const attn_sdpa_options *options, attn_error *err);
+
+/* The gradients of attn_sdpa_varlen, for training on packed sequences:
+ * dq (Tq, Hq, E), dk (Tk, Hk, E), dv (Tk, Hk, Ev) (each NULL if not wanted,
+ * one at least), from dout (Tq, Hq, Ev) and the forward's out and lse
+ * (required), with the forward's offsets, masks and options unchanged.
+ * Sequence b's gradients are exactly (bitwise) attn_sdpa_backward's on its
+ * views (as attn_sdpa_varlen defines them); rows of a sequence without
+ * keys get dq 0, keys of a sequence without queries dk and dv 0. Each
+ * sequence runs on all the call's threads in turn. Errors: those of
+ * attn_sdpa_backward for any sequence (named in the message), and those of
+ * attn_sdpa_varlen's offsets, shapes and options. Every sequence is checked
+ * (and, with a workspace, its scratch measured against it) before any
+ * gradient is written; without a workspace, running out of memory part-way
+ * (ATTN_ERR_NO_MEMORY) leaves the gradients of the sequences before it
+ * written and the rest untouched. */
+ATTN_API attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,
+                                               const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k,
+                                               const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse,
+                                               const int64_t *cu_seqlens_q, const int64_t *cu_seqlens_k, int64_t batch,
+                                               const attn_tensor *const *masks, const attn_sdpa_options *options,
+                                               attn_error *err);
+
 /* Merge partial attention results over disjoint sets of keys: given
  * (outs[i], lses[i]) = attn_sdpa of the same queries against key set i, for
  * i < n, compute the (out, lse) of attention against all of them, exactly:
@@ -1180,6 +1253,14 @@ ATTN_API attn_status attn_npy_read(attn_tensor *out, const char *path, attn_erro
  * file held in memory). Never reads outside [bytes, bytes + size). */
 ATTN_API attn_status attn_npy_parse(attn_tensor *out, const void *bytes, size_t size,
                                     attn_error *err);
+
+/* Read a 1-D .npy file of integers, int64 or int32 ('<i8', '<i4'; offsets
+ * such as attn_sdpa_varlen's cu_seqlens) into *values (malloc'd, *count of
+ * them, widened to int64; the caller frees it with free()). The file is
+ * checked as attn_npy_read checks one. Errors: those of attn_npy_read, and
+ * ATTN_ERR_NPY_UNSUPPORTED (another dtype), ATTN_ERR_RANK (not 1-D). On
+ * failure *values is NULL and *count 0. */
+ATTN_API attn_status attn_npy_read_i64(int64_t **values, int64_t *count, const char *path, attn_error *err);
 
 /* Free the data of a tensor returned by attn_npy_read/attn_npy_parse and zero
  * the view. NULL and already-freed (zeroed) tensors are fine. */

@@ -41,6 +41,9 @@ suite "unit tests (C API)" "$BUILD/tests/test_api"
 suite "unit tests under ASan+UBSan" env ASAN_OPTIONS=allocator_may_return_null=1 "$BUILD/asan/test_api"
 suite "the API at the edges of its integer ranges (windows, strides, pieces, RoPE positions)" "$BUILD/tests/test_edges"
 suite "the API's integer edges under ASan+UBSan" "$BUILD/asan/test_edges"
+suite "ragged batches: every sequence bitwise as attn_sdpa alone, forward and backward" "$BUILD/tests/test_varlen"
+suite "ragged batches under ASan+UBSan" "$BUILD/asan/test_varlen"
+suite "ragged batches under ThreadSanitizer" "$BUILD/tsan/test_varlen"
 suite "running out of memory: every allocation fails in turn (ASan+LSan)" "$BUILD/asan/test_alloc"
 # A program built against release 0.2.0's frozen headers, run with today's
 # library: its structs are smaller than today's, and nothing may read past them.
@@ -59,6 +62,7 @@ for isa in "" avx512 c; do
 done
 suite "soft-capping's degree-5 2^f: fitted again, the header's coefficients minimax and within bound" $PY tests/exp2_poly5.py
 suite "RoPE (attn_rope, attn_rope_backward through ctypes) vs PyTorch" $PY tests/oracle_rope.py "$BUILD"
+suite "ragged batches (attn sdpa --cu-seqlens-q/-k) vs PyTorch float64 through a block-diagonal mask" $PY tests/oracle_varlen.py "$BUILD"
 suite "multi-head attention (attn_mha through ctypes) vs torch.nn.MultiheadAttention" $PY tests/oracle_mha.py "$BUILD"
 suite "attn mha: weights from safetensors and .npy vs PyTorch, bad safetensors files" $PY tests/test_mha_cli.py "$BUILD"
 suite "attn mha under ASan+UBSan" $PY tests/test_mha_cli.py "$BUILD/asan"

@@ -130,6 +130,27 @@ def main():
     expect_error("usage_causal_mode", base + ["--causal=sideways"], 2, r"top-left or bottom-right")
     expect_error("usage_same_outputs", base + ["-w", "out.npy"], 2, r"same file")
 
+    # ---- a ragged batch (--cu-seqlens-q/-k): bad offsets, one line each --------
+    qp = save("vq.npy", rng.standard_normal((8, 2, 4)).astype(np.float32))
+    kp = save("vk.npy", rng.standard_normal((9, 1, 4)).astype(np.float32))
+    cq, ck = save("cq.npy", np.array([0, 3, 3, 8], np.int64)), save("ck.npy", np.array([0, 5, 9, 9], np.int32))
+    ragged = ["sdpa", "-q", qp, "-k", kp, "-v", kp, "-o", "out.npy"]
+    r = attn(*ragged, "--cu-seqlens-q", cq, "--cu-seqlens-k", ck, "--causal=bottom-right")
+    report("ragged_runs", r.returncode == 0 and np.load(os.path.join(TMP, "out.npy")).shape == (8, 2, 4), r.stderr)
+    for label, offsets, pattern in (
+            ("decreasing", [0, 5, 3, 8], r"cu_seqlens_q decreases at 2: 5 then 3"),
+            ("not_from_0", [1, 3, 3, 8], r"cu_seqlens_q\[0\] is 1"),
+            ("short", [0, 3, 3, 7], r"cu_seqlens_q\[3\] is 7 but the tensor has 8 rows"),
+            ("overflowing", [0, 2**63 - 1, -2**63, 8], r"decreases at 2"),
+            ("count", [0, 8], r"has 2 offsets but --cu-seqlens-k has 4")):
+        bad = save(f"cu_{label}.npy", np.array(offsets, np.int64))
+        expect_error(f"ragged_offsets_{label}", ragged + ["--cu-seqlens-q", bad, "--cu-seqlens-k", ck], 1, pattern)
+    expect_error("ragged_offsets_float", ragged + ["--cu-seqlens-q", save("cu_f.npy", np.array([0., 8.])),
+                                                   "--cu-seqlens-k", ck], 1, r"not an integer this reads")
+    expect_error("ragged_needs_both", ragged + ["--cu-seqlens-q", cq], 2, r"needs both --cu-seqlens-q and --cu-seqlens-k")
+    expect_error("ragged_no_weights", ragged + ["--cu-seqlens-q", cq, "--cu-seqlens-k", ck, "-w", "w.npy"], 2,
+                 r"-w is not taken with a ragged batch", outputs=("out.npy", "w.npy"))
+
     # ---- data errors (exit 1): files -------------------------------------------
     def with_q(path):
         return ["sdpa", "-q", path, "-k", pk32, "-v", pv32, "-o", "out.npy", "-w", "w.npy"]

@@ -10,6 +10,7 @@
 #include "attn.h"
 #include "check.h"
 #include "../src/base/base.h"
+#include "../src/sdpa/sdpa.h"
 #include "../src/kernels/ukernel.h"
 #include "../src/kernels/ukernel_bf16.h"
 
@@ -1007,6 +1008,226 @@ static void test_alibi(const char *isa) {
     check(worst <= 1, name, "error %.3g of the bound", worst);
 }
 
+
+/* The paged row source (base/rows.h): keys and values in pages of P
+ * positions through a shuffled page table give bitwise what the same rows
+ * give stored densely, on every kernel that reads them: flash (f32 and bf16
+ * compute), decode (L <= 4 against long S), and the exact kernel (weights
+ * asked for), for f32, f16 and bf16 pages, page sizes on and off the
+ * kernels' 16-key groups, with GQA and the score variants. */
+typedef struct paged_case {
+    int64_t L, S, E, Ev, Hq, Hk, P;
+    attn_dtype dtype;
+    attn_causal causal;
+    int64_t window;
+    int rope, alibi, bf16, weights;
+    const char *kernel; /* the kernel the dense call runs */
+} paged_case;
+
+/* Element x of an f32 array as dtype, into dst's element i. */
+static void put_as(void *dst, int64_t i, attn_dtype dtype, float x) {
+    if (dtype == ATTN_F32) ((float *)dst)[i] = x;
+    else ((uint16_t *)dst)[i] = dtype == ATTN_F16 ? attn_f32_to_f16(x) : attn_f32_to_bf16(x);
+}
+
+static void test_paged_case(const paged_case *c) {
+    char name[160];
+    snprintf(name, sizeof name, "paged_%s_L%lld_S%lld_P%lld_%s%s%s%s", c->kernel, (long long)c->L, (long long)c->S,
+             (long long)c->P, attn_dtype_name(c->dtype), c->rope ? "_rope" : "", c->alibi ? "_alibi" : "",
+             c->bf16 ? "_bf16compute" : "");
+    int64_t es = (int64_t)attn_dtype_size(c->dtype), n_pages = (c->S + c->P - 1) / c->P, pool = 2 * n_pages + 3;
+    float *q = random_floats((size_t)(c->Hq * c->L * c->E));
+    float *kf = random_floats((size_t)(c->Hk * c->S * c->E)), *vf = random_floats((size_t)(c->Hk * c->S * c->Ev));
+    /* dense (Hk, S, E) of dtype, and the pool [pool][Hk][P][E] holding the same rows */
+    char *kd = malloc((size_t)(c->Hk * c->S * c->E * es)), *vd = malloc((size_t)(c->Hk * c->S * c->Ev * es));
+    char *kp = calloc((size_t)(pool * c->Hk * c->P * c->E), (size_t)es), *vp = calloc((size_t)(pool * c->Hk * c->P * c->Ev), (size_t)es);
+    /* the table: the first n_pages of a shuffle of the pool's pages */
+    int32_t *table = malloc(sizeof(int32_t) * (size_t)pool);
+    for (int64_t t = 0; t < pool; t++) table[t] = (int32_t)t;
+    for (int64_t t = pool - 1; t > 0; t--) {
+        int64_t u = (int64_t)(uniform() * (double)(t + 1)) % (t + 1);
+        int32_t x = table[t];
+        table[t] = table[u], table[u] = x;
+    }
+    for (int64_t h = 0; h < c->Hk; h++)
+        for (int64_t j = 0; j < c->S; j++) {
+            int64_t page = table[j / c->P], r = j % c->P;
+            for (int64_t e = 0; e < c->E; e++) {
+                float x = kf[(h * c->S + j) * c->E + e];
+                put_as(kd, (h * c->S + j) * c->E + e, c->dtype, x);
+                put_as(kp, ((page * c->Hk + h) * c->P + r) * c->E + e, c->dtype, x);
+            }
+            for (int64_t e = 0; e < c->Ev; e++) {
+                float x = vf[(h * c->S + j) * c->Ev + e];
+                put_as(vd, (h * c->S + j) * c->Ev + e, c->dtype, x);
+                put_as(vp, ((page * c->Hk + h) * c->P + r) * c->Ev + e, c->dtype, x);
+            }
+        }
+    attn_kv_paged kpg = {kp, c->dtype, pool, c->Hk, c->P, c->E, table, n_pages, c->S};
+    attn_kv_paged vpg = {vp, c->dtype, pool, c->Hk, c->P, c->Ev, table, n_pages, c->S};
+    int64_t sq[3] = {c->Hq, c->L, c->E}, sk[3] = {c->Hk, c->S, c->E}, sv[3] = {c->Hk, c->S, c->Ev},
+            so[3] = {c->Hq, c->L, c->Ev}, sl[2] = {c->Hq, c->L}, sw[3] = {c->Hq, c->L, c->S}, sh[1] = {c->Hq};
+    size_t no = (size_t)(c->Hq * c->L * c->Ev), nl = (size_t)(c->Hq * c->L), nw = (size_t)(c->Hq * c->L * c->S);
+    float *out[2] = {calloc(no, 4), calloc(no, 4)}, *lse[2] = {calloc(nl, 4), calloc(nl, 4)};
+    float *w[2] = {c->weights ? calloc(nw, 4) : NULL, c->weights ? calloc(nw, 4) : NULL};
+    attn_tensor tq, tk, tv, to[2], tl[2], tw[2], ta;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&tk, kd, c->dtype, 3, sk, NULL, NULL);
+    attn_tensor_init(&tv, vd, c->dtype, 3, sv, NULL, NULL);
+    double slopes[16];
+    attn_alibi_slopes(slopes, c->Hq, NULL);
+    attn_tensor_init(&ta, slopes, ATTN_F64, 1, sh, NULL, NULL);
+    attn_rope_options ro = attn_rope_options_default();
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = c->causal, o.window = c->window, o.rope = c->rope ? &ro : NULL, o.alibi_slopes = c->alibi ? &ta : NULL;
+    o.compute = c->bf16 ? ATTN_COMPUTE_BF16 : ATTN_COMPUTE_F32;
+    attn_status st[2];
+    attn_error err[2];
+    char kernel[2][32];
+    for (int t = 0; t < 2; t++) {
+        attn_tensor_init(&to[t], out[t], ATTN_F32, 3, so, NULL, NULL);
+        attn_tensor_init(&tl[t], lse[t], ATTN_F32, 2, sl, NULL, NULL);
+        attn_tensor_init(&tw[t], w[t], ATTN_F32, 3, sw, NULL, NULL);
+        attn_set_num_threads(t + 1); /* and any thread count */
+        verbose_begin();
+        st[t] = t == 0 ? attn_sdpa(&to[t], &tl[t], c->weights ? &tw[t] : NULL, &tq, &tk, &tv, &o, &err[t])
+                       : attn_sdpa_paged(&to[t], &tl[t], c->weights ? &tw[t] : NULL, &tq, &kpg, &vpg, &o, &err[t]);
+        verbose_end(kernel[t], sizeof kernel[t], NULL, 0);
+        attn_set_num_threads(0);
+    }
+    if (st[0] || st[1]) check(0, name, "dense: %s; paged: %s", st[0] ? err[0].message : "ok", st[1] ? err[1].message : "ok");
+    else
+        check(strcmp(kernel[0], c->kernel) == 0 && strcmp(kernel[1], c->kernel) == 0 && !memcmp(out[0], out[1], no * 4) &&
+                  !memcmp(lse[0], lse[1], nl * 4) && (!c->weights || !memcmp(w[0], w[1], nw * 4)),
+              name, "kernels %s and %s (want %s), out %s, lse %s", kernel[0], kernel[1], c->kernel,
+              memcmp(out[0], out[1], no * 4) ? "differs" : "same", memcmp(lse[0], lse[1], nl * 4) ? "differs" : "same");
+    free(q), free(kf), free(vf), free(kd), free(vd), free(kp), free(vp), free(table);
+    for (int t = 0; t < 2; t++) free(out[t]), free(lse[t]), free(w[t]);
+}
+
+/* A page table that points outside the pool, and a length past the table,
+ * are refused before any kernel reads them. */
+static void test_paged_errors(void) {
+    float pages[2 * 1 * 16 * 4] = {0}, q[4] = {0}, out[4];
+    int32_t table[2] = {0, 2};
+    attn_kv_paged pg = {pages, ATTN_F32, 2, 1, 16, 4, table, 2, 20};
+    int64_t sq[3] = {1, 1, 4};
+    attn_tensor tq, to;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, sq, NULL, NULL);
+    attn_error err;
+    attn_status st = attn_sdpa_paged(&to, NULL, NULL, &tq, &pg, &pg, NULL, &err);
+    check(st == ATTN_ERR_OPTION && strstr(err.message, "entry 1 is 2"), "paged_table_outside_pool", "status %d: %s", (int)st,
+          err.message);
+    table[1] = 1, pg.length = 33;
+    st = attn_sdpa_paged(&to, NULL, NULL, &tq, &pg, &pg, NULL, &err);
+    check(st == ATTN_ERR_SHAPE, "paged_length_past_table", "status %d: %s", (int)st, err.message);
+    pg.length = 20;
+    attn_tensor_init(&to, pages, ATTN_F32, 3, sq, NULL, NULL); /* out inside the pool */
+    st = attn_sdpa_paged(&to, NULL, NULL, &tq, &pg, &pg, NULL, &err);
+    check(st == ATTN_ERR_STRIDE, "paged_out_in_pool", "status %d: %s", (int)st, err.message);
+}
+
+/* A ragged batch whose keys and values live in one shared pool, each
+ * sequence through its own page table (attn_sdpa_varlen_paged), gives
+ * bitwise what attn_sdpa_varlen gives on the same rows packed densely: for
+ * f32 and f16 pages, P = 16 and 5, a sequence the decode kernel takes, one
+ * without keys and one without queries, at 1 and 3 threads. */
+static void test_varlen_paged(attn_dtype dtype, int64_t P) {
+    enum { B = 5, HQ = 4, HK = 2, E = 32 };
+    int64_t Lq[B] = {37, 0, 2, 90, 5}, Lk[B] = {120, 10, 2100, 64, 0}, cu_q[B + 1] = {0}, cu_k[B + 1] = {0};
+    int64_t n_pages[B], first_page[B], pool = 0;
+    for (int b = 0; b < B; b++) {
+        cu_q[b + 1] = cu_q[b] + Lq[b], cu_k[b + 1] = cu_k[b] + Lk[b];
+        n_pages[b] = (Lk[b] + P - 1) / P, first_page[b] = pool, pool += n_pages[b];
+    }
+    pool += 3; /* pages no sequence uses */
+    int64_t Tq = cu_q[B], Tk = cu_k[B], es = (int64_t)attn_dtype_size(dtype);
+    float *q = random_floats((size_t)(Tq * HQ * E)), *kf = random_floats((size_t)(Tk * HK * E)), *vf = random_floats((size_t)(Tk * HK * E));
+    char *kd = malloc((size_t)(Tk * HK * E * es)), *vd = malloc((size_t)(Tk * HK * E * es));
+    char *kp = calloc((size_t)(pool * HK * P * E), (size_t)es), *vp = calloc((size_t)(pool * HK * P * E), (size_t)es);
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)pool);
+    for (int64_t t = 0; t < pool; t++) perm[t] = (int32_t)t;
+    for (int64_t t = pool - 1; t > 0; t--) { /* pages of every sequence scattered over the pool */
+        int64_t u = (int64_t)(uniform() * (double)(t + 1)) % (t + 1);
+        int32_t x = perm[t];
+        perm[t] = perm[u], perm[u] = x;
+    }
+    attn_kv_paged kpg[B], vpg[B];
+    for (int b = 0; b < B; b++) {
+        const int32_t *table = perm + first_page[b];
+        for (int64_t j = 0; j < Lk[b]; j++)
+            for (int64_t h = 0; h < HK; h++)
+                for (int64_t e = 0; e < E; e++) {
+                    int64_t dense = ((cu_k[b] + j) * HK + h) * E + e, paged = ((table[j / P] * HK + h) * P + j % P) * E + e;
+                    put_as(kd, dense, dtype, kf[dense]), put_as(kp, paged, dtype, kf[dense]);
+                    put_as(vd, dense, dtype, vf[dense]), put_as(vp, paged, dtype, vf[dense]);
+                }
+        kpg[b] = (attn_kv_paged){kp, dtype, pool, HK, P, E, table, n_pages[b], Lk[b]};
+        vpg[b] = kpg[b], vpg[b].pages = vp;
+    }
+    int64_t sq[3] = {Tq, HQ, E}, sk[3] = {Tk, HK, E}, sl[2] = {Tq, HQ};
+    size_t no = (size_t)(Tq * HQ * E), nl = (size_t)(Tq * HQ);
+    float *out[2] = {calloc(no, 4), calloc(no, 4)}, *lse[2] = {calloc(nl, 4), calloc(nl, 4)};
+    attn_tensor tq, tk, tv, to[2], tl[2];
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&tk, kd, dtype, 3, sk, NULL, NULL);
+    attn_tensor_init(&tv, vd, dtype, 3, sk, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_context ctx = attn_context_default();
+    o.context = &ctx;
+    attn_status st[2];
+    attn_error err[2];
+    char name[96];
+    for (int threads = 1; threads <= 3; threads += 2) {
+        ctx.num_threads = threads;
+        for (int t = 0; t < 2; t++) {
+            attn_tensor_init(&to[t], out[t], ATTN_F32, 3, sq, NULL, NULL);
+            attn_tensor_init(&tl[t], lse[t], ATTN_F32, 2, sl, NULL, NULL);
+            st[t] = t == 0 ? attn_sdpa_varlen(&to[t], &tl[t], &tq, &tk, &tv, cu_q, cu_k, B, NULL, &o, &err[t])
+                           : attn_sdpa_varlen_paged(&to[t], &tl[t], &tq, cu_q, B, kpg, vpg, NULL, &o, &err[t]);
+        }
+        snprintf(name, sizeof name, "varlen_paged_%s_P%lld_threads%d", attn_dtype_name(dtype), (long long)P, threads);
+        if (st[0] || st[1]) check(0, name, "dense: %s; paged: %s", st[0] ? err[0].message : "ok", st[1] ? err[1].message : "ok");
+        else check(!memcmp(out[0], out[1], no * 4) && !memcmp(lse[0], lse[1], nl * 4), name, "out or lse differs");
+    }
+    /* an entry outside the pool, in sequence 3: named, nothing written */
+    int32_t saved = perm[first_page[3]];
+    perm[first_page[3]] = (int32_t)pool;
+    memset(out[1], 0x55, no * 4);
+    attn_status bad = attn_sdpa_varlen_paged(&to[1], &tl[1], &tq, cu_q, B, kpg, vpg, NULL, &o, &err[1]);
+    perm[first_page[3]] = saved;
+    snprintf(name, sizeof name, "varlen_paged_%s_P%lld_table_outside_pool", attn_dtype_name(dtype), (long long)P);
+    check(bad == ATTN_ERR_OPTION && !strncmp(err[1].message, "sequence 3: ", 12) && ((unsigned char *)out[1])[0] == 0x55, name,
+          "status %d: %s", (int)bad, err[1].message);
+    free(q), free(kf), free(vf), free(kd), free(vd), free(kp), free(vp), free(perm);
+    for (int t = 0; t < 2; t++) free(out[t]), free(lse[t]);
+}
+
+static void test_paged(void) {
+    static const paged_case CASES[] = {
+        {77, 300, 64, 64, 4, 2, 16, ATTN_F32, ATTN_CAUSAL_NONE, 0, 0, 0, 0, 0, "flash"},
+        {77, 300, 64, 64, 4, 2, 7, ATTN_F32, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 0, 0, "flash"},
+        {130, 700, 64, 48, 4, 1, 256, ATTN_F32, ATTN_CAUSAL_TOP_LEFT, 100, 1, 1, 0, 0, "flash"},
+        {130, 700, 64, 64, 4, 2, 64, ATTN_F16, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 1, 0, 0, 0, "flash"},
+        {130, 700, 32, 32, 2, 2, 24, ATTN_BF16, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 1, 0, 0, "flash"},
+        {130, 700, 32, 32, 2, 2, 24, ATTN_F32, ATTN_CAUSAL_NONE, 0, 0, 0, 0, 0, "flash"},
+        {200, 600, 64, 64, 2, 1, 16, ATTN_F32, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 1, 0, "flash"},
+        {1, 5000, 64, 64, 8, 2, 16, ATTN_F32, ATTN_CAUSAL_NONE, 0, 0, 0, 0, 0, "decode"},
+        {3, 4100, 64, 64, 4, 2, 100, ATTN_F32, ATTN_CAUSAL_BOTTOM_RIGHT, 300, 0, 1, 0, 0, "decode"},
+        {2, 4100, 64, 64, 4, 1, 256, ATTN_F16, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 0, 0, "decode"},
+        {4, 4100, 40, 40, 2, 2, 33, ATTN_BF16, ATTN_CAUSAL_NONE, 0, 0, 0, 0, 0, "decode"},
+        {20, 90, 16, 8, 2, 1, 16, ATTN_F32, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 1, 1, 0, 1, "exact"},
+        {20, 90, 16, 8, 2, 2, 5, ATTN_BF16, ATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0, 1, "exact"},
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) test_paged_case(&CASES[i]);
+    test_paged_errors();
+    test_varlen_paged(ATTN_F32, 16);
+    test_varlen_paged(ATTN_F16, 5);
+    test_varlen_paged(ATTN_BF16, 64);
+}
+
 int main(void) {
     test_exp2("c");
     test_exp2("avx2");
@@ -1076,6 +1297,7 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) test_problem(&shapes[i]);
     test_fallback();
+    test_paged();
     test_bf16_emulation();
     test_concurrent_callers();
     test_verbose_threads();

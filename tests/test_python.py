@@ -1,5 +1,7 @@
 """test_python.py -- the Python binding (python/attn), in-process through ctypes:
 
+- attn.sdpa_varlen and sdpa_varlen_backward: each sequence bitwise attn.sdpa
+  (sdpa_backward) alone, and PyTorch float64 through a block-diagonal mask;
 - attn.sdpa against PyTorch float64 (oracle.py's reference) on random cases,
   with strided NumPy views (transposed, sliced, negative strides) passed
   through without copies, out=, lse; sdpa_backward against autograd; merge;
@@ -199,6 +201,64 @@ for want, call in cases:
     except attn.AttnError as e:
         got = type(e).__name__ if e.message else "an empty message"
     check("raises_%s_%s" % (want, cases.index((want, call))), got == want, "raised %s" % got)
+
+# --- attn.sdpa_varlen: each sequence bitwise attn.sdpa alone ---------------
+for dt in (np.float64, np.float32):
+    for causal in (False, True, "bottom-right"):
+        B, Hq, Hk, E, Ev = 5, 4, 2, 8, 6
+        Lq, Lk = rng.integers(0, 30, B), rng.integers(0, 30, B)
+        Lq[1], Lk[2] = 0, 0  # a sequence without queries, one without keys
+        cq, ck = np.concatenate([[0], np.cumsum(Lq)]), np.concatenate([[0], np.cumsum(Lk)])
+        vq, vk, vv = (f((n, h, x)).astype(dt) for n, h, x in ((cq[-1], Hq, E), (ck[-1], Hk, E), (ck[-1], Hk, Ev)))
+        masks = [rng.random((Lq[b], Lk[b])) < 0.8 if b % 2 == 0 and Lq[b] and Lk[b] else None for b in range(B)]
+        out, lse = attn.sdpa_varlen(vq, vk, vv, cq, ck, masks=masks, causal=causal, return_lse=True)
+        dout = f(out.shape).astype(dt)
+        dq, dk, dv = attn.sdpa_varlen_backward(dout, vq, vk, vv, out, lse, cq, ck, masks=masks, causal=causal)
+        same = True
+        for b in range(B):
+            qs, ks = slice(cq[b], cq[b + 1]), slice(ck[b], ck[b + 1])
+            if not Lq[b] or not Lk[b]:
+                same &= not Lq[b] or (np.all(out[qs] == 0) and np.all(np.isneginf(lse[qs])) and np.all(dq[qs] == 0))
+                same &= Lq[b] > 0 or (np.all(dk[ks] == 0) and np.all(dv[ks] == 0))
+                continue
+            # sequence b alone: its (H, n, X) views, as attn.h defines them
+            sq, sk, sv = (a.transpose(1, 0, 2) for a in (vq[qs], vk[ks], vv[ks]))
+            o1, l1 = attn.sdpa(sq, sk, sv, mask=masks[b], causal=causal, return_lse=True)
+            g1 = attn.sdpa_backward(dout[qs].transpose(1, 0, 2), sq, sk, sv, o1, l1, mask=masks[b], causal=causal)
+            same &= np.array_equal(out[qs].transpose(1, 0, 2), o1) and np.array_equal(lse[qs].T, l1)
+            same &= all(np.array_equal(g[r].transpose(1, 0, 2), h) for g, r, h in ((dq, qs, g1[0]), (dk, ks, g1[1]),
+                                                                                     (dv, ks, g1[2])))
+        check("sdpa_varlen_bitwise_%s_%s" % (np.dtype(dt).name, causal), same)
+# PyTorch float64 on the batch as one attention through a block-diagonal mask
+blk = torch.zeros(int(cq[-1]), int(ck[-1]), dtype=torch.bool)
+for b in range(B):
+    blk[cq[b]:cq[b + 1], ck[b]:ck[b + 1]] = torch.tril(torch.ones(Lq[b], Lk[b], dtype=torch.bool), diagonal=int(Lk[b] - Lq[b]))
+    if masks[b] is not None:
+        blk[cq[b]:cq[b + 1], ck[b]:ck[b + 1]] &= torch.from_numpy(masks[b])
+vq64, vk64, vv64 = (a.astype(np.float64) for a in (vq, vk, vv))
+out64 = attn.sdpa_varlen(vq64, vk64, vv64, cq, ck, masks=masks, causal="bottom-right")
+tq, tk, tv = (torch.from_numpy(a).transpose(0, 1) for a in (vq64, vk64, vv64))
+tk, tv = tk.repeat_interleave(Hq // Hk, 0), tv.repeat_interleave(Hq // Hk, 0)
+sc = (tq @ tk.transpose(1, 2) / np.sqrt(E)).masked_fill(~blk, float("-inf"))
+pw = torch.softmax(sc, -1).nan_to_num(0.0)  # rows without keys: 0, as attn gives
+ref = (pw @ tv).transpose(0, 1).numpy()
+check("sdpa_varlen_vs_torch_block_diagonal", rel(out64, ref) < 1e-12, "rel %g" % rel(out64, ref))
+for label, bad, want in (("decreasing", [0, 3, 2, cq[-1]], attn.ArgumentError), ("not_from_0", [1, cq[-1]], None),
+                         ("floats", np.array([0.0, cq[-1]]), attn.ArgumentError)):
+    try:
+        attn.sdpa_varlen(vq, vk, vv, bad, [0, 1, 2, ck[-1]] if label == "decreasing" else [0, ck[-1]])
+        got = "no error"
+    except attn.ArgumentError as e:
+        got = "" if e.message else "empty message"
+    except Exception as e:  # noqa: BLE001
+        got = "raised %s: %s" % (type(e).__name__, e)
+    check("sdpa_varlen_refuses_offsets_%s" % label, not got, got)
+try:
+    attn.sdpa_varlen(vq, vk, vv, cq, ck, masks=[np.ones((Lq[0], Lk[0]), np.int32)] + [None] * (B - 1))
+    got = "no error"
+except attn.MaskError:
+    got = ""
+check("sdpa_varlen_refuses_integer_mask", not got, got)
 
 # An integer mask is refused, as PyTorch refuses it: converted to float it
 # would be a bias of 0 and 1 on the scores, not a mask. Every integer dtype,

@@ -4,6 +4,7 @@
     out = attn.sdpa(q, k, v, causal=True)            # NumPy in, NumPy out
     out, lse = attn.sdpa(q, k, v, return_lse=True)
     dq, dk, dv = attn.sdpa_backward(dout, q, k, v, out, lse)
+    out = attn.sdpa_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k)  # packed sequences
 
     import attn.torch                                  # PyTorch, with autograd
     y = attn.torch.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -17,8 +18,9 @@ from ._core import (ERRORS, AttnError, ArgumentError, BroadcastError, CommError,
                     IOFailure, MaskError, NoMemoryError, NpyHeaderError, NpyTrailingError, NpyTruncatedError,
                     NpyUnsupportedError, NullError, OptionError, RankError, ScaleError, ShapeError,
                     SizeOverflowError, StrideError, TokenError, WorkspaceError, get_num_threads, isa, library_path,
-                    merge, sdpa, sdpa_backward, set_num_threads, version)
+                    merge, sdpa, sdpa_backward, sdpa_varlen, sdpa_varlen_backward, set_num_threads,
+                    version)
 from ._version import __version__
 
-__all__ = ["sdpa", "sdpa_backward", "merge", "set_num_threads", "get_num_threads", "isa", "version", "library_path",
+__all__ = ["sdpa", "sdpa_backward", "sdpa_varlen", "sdpa_varlen_backward", "merge", "set_num_threads", "get_num_threads", "isa", "version", "library_path",
            "AttnError", "ERRORS", "__version__"] + [c.__name__ for c in ERRORS.values()]

@@ -272,6 +272,88 @@ def sdpa_backward(dout, q, k, v, out, lse, mask=None, causal=False, scale=None, 
     return tuple(grads) + ((dmask,) if want_dmask else ())
 
 
+def _offsets(cu, name):
+    """cu_seqlens as a C array of int64 (the library checks the values)."""
+    a = np.asarray(cu)
+    if a.ndim != 1 or a.size < 1 or a.dtype.kind not in "iu":
+        raise ArgumentError("%s must be a 1-D array of integers with B+1 offsets, not %s %s"
+                            % (name, a.dtype, a.shape), 19)
+    if a.dtype.kind == "u" and a.size and int(a.max()) > 2 ** 63 - 1:
+        raise ArgumentError("%s holds an offset past int64" % name, 19)
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def _varlen_masks(masks, batch, dtype):
+    """Per-sequence masks as arrays (kept alive by the caller) and their C
+    array of pointers, or (None, None)."""
+    if masks is None:
+        return None, None, None
+    if len(masks) != batch:
+        raise ArgumentError("masks has %d entries for %d sequences" % (len(masks), batch), 19)
+    arrays = [_mask(m, dtype)[0] if m is not None else None for m in masks]
+    views = [view(a) if a is not None else None for a in arrays]
+    ptrs = (P * batch)(*[ctypes.pointer(v) if v is not None else None for v in views])
+    return arrays, views, ptrs
+
+
+def sdpa_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, masks=None, causal=False, scale=None, return_lse=False,
+                dropout_p=0.0, seed=None, out=None):
+    """Attention over a ragged batch (attn_sdpa_varlen): q (Tq, Hq, E), k (Tk,
+    Hk, E), v (Tk, Hk, Ev) hold B sequences one after another, sequence b being
+    rows cu_seqlens_q[b]:cu_seqlens_q[b+1] of q and cu_seqlens_k[b]:cu_seqlens_k[b+1]
+    of k and v (B+1 integer offsets each, from 0, never decreasing). Sequence b
+    gets exactly what sdpa gives it alone, with masks[b] (None: none) as its
+    mask and dropout seed + b. Returns out (Tq, Hq, Ev), with return_lse also
+    lse (Tq, Hq)."""
+    q = _float_array(q, "q")
+    k, v = _float_array(k, "k", q.dtype, kv=True), _float_array(v, "v", q.dtype, kv=True)
+    cq, ck = _offsets(cu_seqlens_q, "cu_seqlens_q"), _offsets(cu_seqlens_k, "cu_seqlens_k")
+    if cq.size != ck.size:
+        raise ArgumentError("cu_seqlens_q has %d offsets but cu_seqlens_k has %d" % (cq.size, ck.size), 19)
+    batch = cq.size - 1
+    arrays, mviews, mptrs = _varlen_masks(masks, batch, q.dtype)
+    o = _options(causal, scale, None, dropout_p, seed)
+    if q.ndim != 3 or v.ndim != 3:
+        raise RankError("q, k and v must be packed (total, heads, size)", 2)
+    result = _output(out, (q.shape[0], q.shape[1], v.shape[2]), q.dtype, "out")
+    lse = np.empty((q.shape[0], q.shape[1]), q.dtype) if return_lse else None
+    rv, lv, qv, kv, vv = view(result), view(lse) if lse is not None else None, view(q), view(k), view(v)
+    i64p = ctypes.POINTER(ctypes.c_int64)
+    err = Error()
+    raise_for(LIB.attn_sdpa_varlen(ctypes.byref(rv), ctypes.byref(lv) if lv is not None else None, ctypes.byref(qv),
+                                   ctypes.byref(kv), ctypes.byref(vv), cq.ctypes.data_as(i64p), ck.ctypes.data_as(i64p),
+                                   batch, mptrs, ctypes.byref(o), ctypes.byref(err)), err)
+    return (result, lse) if return_lse else result
+
+
+def sdpa_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, masks=None, causal=False, scale=None,
+                         dropout_p=0.0, seed=None, want=("dq", "dk", "dv")):
+    """The gradients of sdpa_varlen given dout = dLoss/dout and that call's out
+    and lse (return_lse=True), with the same offsets, masks, causal, scale and
+    dropout (the same seed): (dq, dk, dv), each None when not in `want`."""
+    q = _float_array(q, "q")
+    k, v = _float_array(k, "k", q.dtype, kv=True), _float_array(v, "v", q.dtype, kv=True)
+    dout, out, lse = (_float_array(a, n, q.dtype) for a, n in ((dout, "dout"), (out, "out"), (lse, "lse")))
+    cq, ck = _offsets(cu_seqlens_q, "cu_seqlens_q"), _offsets(cu_seqlens_k, "cu_seqlens_k")
+    if cq.size != ck.size:
+        raise ArgumentError("cu_seqlens_q has %d offsets but cu_seqlens_k has %d" % (cq.size, ck.size), 19)
+    batch = cq.size - 1
+    arrays, mviews, mptrs = _varlen_masks(masks, batch, q.dtype)
+    if dropout_p and seed is None:
+        raise OptionError("the backward of dropout needs the forward's seed", 9)
+    o = _options(causal, scale, None, dropout_p, seed)
+    grads = [np.empty(a.shape, q.dtype) if name in want else None for name, a in (("dq", q), ("dk", k), ("dv", v))]
+    views = [view(g) if g is not None else None for g in grads]
+    ins = [view(a) for a in (dout, q, k, v, out, lse)]
+    i64p = ctypes.POINTER(ctypes.c_int64)
+    err = Error()
+    raise_for(LIB.attn_sdpa_varlen_backward(*[ctypes.byref(t) if t is not None else None for t in views],
+                                            *[ctypes.byref(t) for t in ins], cq.ctypes.data_as(i64p),
+                                            ck.ctypes.data_as(i64p), batch, mptrs, ctypes.byref(o),
+                                            ctypes.byref(err)), err)
+    return tuple(grads)
+
+
 def merge(outs, lses):
     """Merge partial results over disjoint sets of keys (attn_sdpa_merge): given
     (outs[i], lses[i]) of the same queries, the (out, lse) of attention over

@@ -122,13 +122,19 @@ def _declare(lib):
         init = getattr(lib, _INIT[cls])
         init.restype, init.argtypes = ctypes.c_size_t, [ctypes.POINTER(cls), ctypes.c_size_t]
     for name in ("attn_sdpa", "attn_sdpa_backward", "attn_sdpa_shapes", "attn_sdpa_merge", "attn_mha",
-                 "attn_mha_backward", "attn_toy_explain_json", "attn_scaling_measure", "attn_sdpa_reference"):
+                 "attn_mha_backward", "attn_toy_explain_json", "attn_scaling_measure", "attn_sdpa_reference",
+                 "attn_sdpa_varlen", "attn_sdpa_varlen_backward"):
         getattr(lib, name).restype = st
     lib.attn_sdpa.argtypes = [P, P, P, P, P, P, ctypes.POINTER(SdpaOptions), pe]
     lib.attn_sdpa_backward.argtypes = [P, P, P, P, P, P, P, P, P, P, ctypes.POINTER(SdpaOptions), pe]
     lib.attn_sdpa_shapes.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int64),
                                      ctypes.POINTER(ctypes.c_int64), P, P, P, ctypes.POINTER(SdpaOptions), pe]
     lib.attn_sdpa_merge.argtypes = [P, P, ctypes.POINTER(P), ctypes.POINTER(P), ctypes.c_int, pe]
+    i64p = ctypes.POINTER(ctypes.c_int64)
+    lib.attn_sdpa_varlen.argtypes = [P, P, P, P, P, i64p, i64p, ctypes.c_int64, ctypes.POINTER(P),
+                                     ctypes.POINTER(SdpaOptions), pe]
+    lib.attn_sdpa_varlen_backward.argtypes = [P, P, P, P, P, P, P, P, P, i64p, i64p, ctypes.c_int64,
+                                              ctypes.POINTER(P), ctypes.POINTER(SdpaOptions), pe]
     lib.attn_mha.argtypes = [P, P, P, P, P, ctypes.POINTER(MhaParams), ctypes.POINTER(MhaOptions), pe]
     lib.attn_mha_backward.argtypes = [P, P, P, ctypes.POINTER(MhaParams), P, P, P, P, ctypes.POINTER(MhaParams),
                                       ctypes.POINTER(MhaOptions), pe]

@@ -95,6 +95,9 @@ static inline const float *attn_row_f32(const attn_mat *m, int64_t r, float *buf
     return buf;
 }
 
+/* Where kernels read keys and values (dense or paged): rows.h. */
+#include "base/rows.h"
+
 /* x rounded to f32, where a value below f32's normal range (|x| < FLT_MIN)
  * becomes 0 of x's sign, never a subnormal: each subnormal costs an Intel
  * core a microcode assist (kernels/exp2.h), in the rounding and in every
@@ -112,7 +115,10 @@ static inline void attn_mat_set(const attn_mat *m, int64_t i, int64_t j, double 
 }
 
 /* One attention problem: a single (batch, head) slice.
- *   q is (L, E), k is (S, E), v is (S, Ev), out is (L, Ev),
+ *   q is (L, E), k is (S, E), v is (S, Ev), out is (L, Ev), each slice its
+ *     own L (q.rows) and S (k.rows): kernels read them here, never from a
+ *     call's first slice; k and v are row sources (rows.h), read only
+ *     through attn_rows_span and the functions built on it,
  *   weights (optional, rows == 0 when absent) is (L, S),
  *   mask (optional, rows == 0 when absent) is (L, S), broadcast dims stride 0,
  *   lse (optional, base NULL when absent) is (L, 1): each row's log-sum-exp.
@@ -121,7 +127,8 @@ static inline void attn_mat_set(const attn_mat *m, int64_t i, int64_t j, double 
  * from dropout_seed, the slice's index and the row row0 + i of the slice
  * (row0 is not 0 when a kernel hands a problem's later rows to another). */
 typedef struct attn_problem {
-    attn_mat q, k, v, out, weights, mask, lse;
+    attn_mat q, out, weights, mask, lse;
+    attn_rows k, v;
     bool causal;
     int64_t causal_offset;
     double scale;
@@ -266,6 +273,11 @@ typedef struct attn_slices {
     attn_rope_options rope;
     int64_t rope_dim;
     attn_canon cq, ck, cv, co, cw, cm, cl; /* cl: lse seen as (..., L, 1) */
+    /* Keys and values from a paged pool instead of the k and v tensors
+     * (NULL: the tensors): one sequence, KV head h of the slice reading
+     * head h of the pool. k and v still give the shapes the plan checked
+     * (S = the pool's length). */
+    const attn_kv_paged *k_pages, *v_pages;
     int threads; /* for this call, the caller's included */
     attn_arena *arena; /* where the call's scratch comes from */
     int64_t count;

@@ -36,8 +36,8 @@ void attn_slice(const attn_slices *sl, int64_t index, attn_problem *p) {
     *p = sl->base;
     p->slice = index;
     p->q = mat_of(sl->q, &sl->cq, iq);
-    p->k = mat_of(sl->k, &sl->ck, ikv);
-    p->v = mat_of(sl->v, &sl->cv, ikv);
+    p->k = sl->k_pages ? attn_rows_paged(sl->k_pages, ikv[2]) : attn_rows_dense(mat_of(sl->k, &sl->ck, ikv));
+    p->v = sl->v_pages ? attn_rows_paged(sl->v_pages, ikv[2]) : attn_rows_dense(mat_of(sl->v, &sl->cv, ikv));
     p->out = mat_of(sl->out, &sl->co, iq);
     if (sl->weights) p->weights = mat_of(sl->weights, &sl->cw, iq);
     if (sl->mask) p->mask = mat_of(sl->mask, &sl->cm, iq);

@@ -78,9 +78,9 @@ void attn_backward_kernel(const attn_grad_problem *g, double *work) {
     int64_t L = p->q.rows, E = p->q.cols, S = p->k.rows, Ev = p->v.cols;
     double *k = work, *v = k + S * E, *dk = v + S * Ev, *dv = dk + S * E;
     double *s = dv + S * Ev, *P = s + S, *dP = P + S, *c = dP + S, *q = c + S, *dq = q + E, *dout = dq + E;
-    attn_pack_rows(k, &p->k, 0, S);
+    attn_rows_pack_f64(k, &p->k, 0, S);
     if (p->rope) attn_rope_apply_f64(k, E, 1, S, p->rope, p->rope_k0, 1); /* dq, dk are turned back at the end */
-    attn_pack_rows(v, &p->v, 0, S);
+    attn_rows_pack_f64(v, &p->v, 0, S);
     for (int64_t x = 0; x < S * (E + Ev); x++) dk[x] = 0; /* dk and dv */
 
     for (int64_t i = 0; i < L; i++) {

@@ -19,7 +19,7 @@ static void row_scores(double *scores, const attn_problem *p, int64_t i, double 
     attn_pack_rows(qrow, &p->q, i, 1);
     if (p->rope) attn_rope_apply_f64(qrow, 0, 1, 1, p->rope, p->rope_q0 + i, 1);
     for (int64_t j = 0; j < p->k.rows; j++) {
-        attn_pack_rows(krow, &p->k, j, 1);
+        attn_rows_pack_f64(krow, &p->k, j, 1);
         if (p->rope) attn_rope_apply_f64(krow, 0, 1, 1, p->rope, p->rope_k0 + j, 1);
         scores[j] = attn_dot(qrow, krow, p->q.cols) * p->scale;
     }
@@ -69,7 +69,7 @@ void attn_reference_kernel(const attn_problem *p, double *work) {
                 }
                 scores[j] *= 1.0 / (1.0 - p->dropout_p);
             }
-            for (int64_t e = 0; e < Ev; e++) orow[e] += scores[j] * attn_mat_get(&p->v, j, e);
+            for (int64_t e = 0; e < Ev; e++) orow[e] += scores[j] * attn_rows_get(&p->v, j, e);
         }
         for (int64_t e = 0; e < Ev; e++) attn_mat_set(&p->out, i, e, orow[e]);
         if (p->lse.base) attn_mat_set(&p->lse, i, 0, attn_lse(m, l));

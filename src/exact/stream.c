@@ -84,9 +84,9 @@ void attn_stream_kernel(const attn_problem *p, double *work) {
         int64_t jend = attn_keys_seen(p, i0 + nr - 1, 0, S);
         for (int64_t j0 = 0; j0 < jend; j0 += BC) {
             int64_t nc = jend - j0 < BC ? jend - j0 : BC;
-            attn_pack_rows(kb, &p->k, j0, nc);
+            attn_rows_pack_f64(kb, &p->k, j0, nc);
             if (p->rope) attn_rope_apply_f64(kb, E, 1, nc, p->rope, p->rope_k0 + j0, 1);
-            attn_pack_rows(vb, &p->v, j0, nc);
+            attn_rows_pack_f64(vb, &p->v, j0, nc);
             block_scores(scores, p, qb, kb, i0, nr, j0, nc);
             for (int64_t r = 0; r < nr; r++)
                 online_update(&m[r], &l[r], acc + r * Ev, scores + r * BC, vb, nc, Ev, p, i0 + r, j0);
@@ -104,7 +104,7 @@ void attn_stream_kernel(const attn_problem *p, double *work) {
         if (p->weights.base) {
             for (int64_t j0 = 0; j0 < S; j0 += BC) {
                 int64_t nc = S - j0 < BC ? S - j0 : BC;
-                attn_pack_rows(kb, &p->k, j0, nc);
+                attn_rows_pack_f64(kb, &p->k, j0, nc);
                 if (p->rope) attn_rope_apply_f64(kb, E, 1, nc, p->rope, p->rope_k0 + j0, 1);
                 block_scores(scores, p, qb, kb, i0, nr, j0, nc);
                 for (int64_t r = 0; r < nr; r++)

@@ -47,41 +47,67 @@ typedef struct decode_job {
     atomic_uchar *bad;    /* per group of G slices: take the exact kernel */
 } decode_job;
 
-/* Scores s (R × lds) = q · the chunk's `last` keys: each key row read once,
- * for all rows; in one call when the rows are f32 in place or 16-bit the
- * ISA streams, else a group of rows at a time. Returns max |k| (-1: not
- * finite). */
-static float chunk_scores(const decode_job *j, float *s, int64_t lds, const float *q, const attn_problem *p,
-                          int64_t j0, int64_t last, float *tmp) {
+/* Scores s (R × lds) = q · the k keys of one span m (rows of the key
+ * source): each key row read once, for all rows; in one call when the rows
+ * are f32 in place or 16-bit the ISA streams, else a group of rows at a
+ * time. Returns max |k| (-1: not finite). */
+static float span_scores(const decode_job *j, float *s, int64_t lds, const float *q, const attn_mat *m, int64_t k,
+                         float *tmp) {
     const attn_ukernels *uk = j->uk;
-    if (streams_16bit(uk, &p->k))
-        return uk->dot_rows16(s, lds, q, (int)j->R, (const uint16_t *)(const void *)p->k.base + j0 * p->k.rs,
-                              p->k.rs, last, j->E, p->k.dtype == ATTN_F16);
+    if (streams_16bit(uk, m))
+        return uk->dot_rows16(s, lds, q, (int)j->R, (const uint16_t *)(const void *)m->base, m->rs, k, j->E,
+                              m->dtype == ATTN_F16);
+    attn_rows span = attn_rows_dense(*m);
     float kmax = 0;
-    bool in_place = p->k.dtype == ATTN_F32 && p->k.cs == 1;
-    for (int64_t c0 = 0, group = in_place ? last : GROUP; c0 < last && kmax >= 0; c0 += group) {
-        int64_t nc = last - c0 < group ? last - c0 : group, ld;
-        const float *rows = attn_rows_f32(uk, &p->k, j0 + c0, nc, tmp, &ld);
+    bool in_place = m->dtype == ATTN_F32 && m->cs == 1;
+    for (int64_t c0 = 0, group = in_place ? k : GROUP; c0 < k && kmax >= 0; c0 += group) {
+        int64_t nc = k - c0 < group ? k - c0 : group, ld;
+        const float *rows = attn_rows_f32(uk, &span, c0, nc, tmp, &ld);
         kmax = attn_absmax_join(kmax, uk->dot_rows(s + c0, lds, q, (int)j->R, rows, ld, nc, j->E));
     }
     return kmax;
 }
 
-/* acc (R × Ev) += the weights s (R × lds) · the chunk's values, each value
- * row read once for all rows. */
-static void chunk_values(const decode_job *j, float *acc, const float *s, int64_t lds, const attn_problem *p,
-                         int64_t j0, int64_t last, float *tmp) {
+/* The scores of the chunk's `last` keys from j0, span by span. */
+static float chunk_scores(const decode_job *j, float *s, int64_t lds, const float *q, const attn_problem *p,
+                          int64_t j0, int64_t last, float *tmp) {
+    float kmax = 0;
+    for (int64_t c = 0; c < last && kmax >= 0;) {
+        attn_mat m;
+        int64_t k = attn_rows_span(&p->k, j0 + c, last - c, &m);
+        kmax = attn_absmax_join(kmax, span_scores(j, s + c, lds, q, &m, k, tmp));
+        c += k;
+    }
+    return kmax;
+}
+
+/* acc (R × Ev) += the weights s (R × lds) · the k values of one span m,
+ * each value row read once for all rows. */
+static void span_values(const decode_job *j, float *acc, const float *s, int64_t lds, const attn_mat *m, int64_t k,
+                        float *tmp) {
     const attn_ukernels *uk = j->uk;
-    if (streams_16bit(uk, &p->v)) {
-        uk->axpy_rows16(acc, s, lds, (int)j->R, (const uint16_t *)(const void *)p->v.base + j0 * p->v.rs, p->v.rs,
-                        last, j->Ev, p->v.dtype == ATTN_F16);
+    if (streams_16bit(uk, m)) {
+        uk->axpy_rows16(acc, s, lds, (int)j->R, (const uint16_t *)(const void *)m->base, m->rs, k, j->Ev,
+                        m->dtype == ATTN_F16);
         return;
     }
-    bool in_place = p->v.dtype == ATTN_F32 && p->v.cs == 1;
-    for (int64_t c0 = 0, group = in_place ? last : GROUP; c0 < last; c0 += group) {
-        int64_t nc = last - c0 < group ? last - c0 : group, ld;
-        const float *rows = attn_rows_f32(uk, &p->v, j0 + c0, nc, tmp, &ld);
+    attn_rows span = attn_rows_dense(*m);
+    bool in_place = m->dtype == ATTN_F32 && m->cs == 1;
+    for (int64_t c0 = 0, group = in_place ? k : GROUP; c0 < k; c0 += group) {
+        int64_t nc = k - c0 < group ? k - c0 : group, ld;
+        const float *rows = attn_rows_f32(uk, &span, c0, nc, tmp, &ld);
         uk->axpy_rows(acc, s + c0, lds, (int)j->R, rows, ld, nc, j->Ev);
+    }
+}
+
+/* acc += the weights · the chunk's `last` values from j0, span by span. */
+static void chunk_values(const decode_job *j, float *acc, const float *s, int64_t lds, const attn_problem *p,
+                         int64_t j0, int64_t last, float *tmp) {
+    for (int64_t c = 0; c < last;) {
+        attn_mat m;
+        int64_t k = attn_rows_span(&p->v, j0 + c, last - c, &m);
+        span_values(j, acc, s + c, lds, &m, k, tmp);
+        c += k;
     }
 }
 
@@ -97,7 +123,7 @@ static void decode_item(void *ctx, int64_t item, int worker) {
     int64_t L = j->L, R = j->R, E = j->E, Ev = j->Ev, lds = attn_round_up(j->chunk, ATTN_VL_MAX);
     float *m = part, *l = part + R, *acc = part + 2 * R;
     float *q = j->scratch + worker * j->ws_floats, *s = q + R * E, *tmp = s + R * lds; /* tmp: GROUP rows */
-    int64_t j0 = chunk * j->chunk, n = j->S - j0 < j->chunk ? j->S - j0 : j->chunk;
+    int64_t S = p[0].k.rows, j0 = chunk * j->chunk, n = S - j0 < j->chunk ? S - j0 : j->chunk;
     for (int64_t r = 0; r < R; r++) m[r] = -INFINITY, l[r] = 0;
     memset(acc, 0, sizeof(float) * (size_t)(R * Ev));
 
@@ -120,7 +146,7 @@ static void decode_item(void *ctx, int64_t item, int worker) {
     int64_t last_pad = attn_round_up(last, uk->vl);
     for (int64_t t = 0; t < j->G && ok; t++) { /* each head's masks and variants on its L rows */
         attn_score_block sb = {s + t * L * lds, false, lds};
-        ok = attn_f32_bias_fits(&p[t], L, j->S) &&
+        ok = attn_f32_bias_fits(&p[t], L, S) &&
              attn_score_epilogue(uk, sb, &p[t], 0, L, j0, last, last_pad, p[t].causal, NULL, NULL);
     }
     if (!ok) {

@@ -32,35 +32,49 @@ static inline bool attn_f32_bias_fits(const attn_problem *p, int64_t L, int64_t 
  * bf16 selects the bf16 compute mode. Fills *info.
  * Returns ATTN_OK, ATTN_ERR_OVERFLOW or ATTN_ERR_NO_MEMORY, with *err filled. */
 attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_run_info *info, attn_error *err);
+/* The same over the slices of n_calls planned calls at once (a ragged
+ * batch: one call per sequence), their work items scheduled together, each
+ * call's blocks those it takes alone, so that every call's results are
+ * bitwise those of attn_flash_run on it. The calls share E, Ev, the bf16
+ * mode, the thread count and the arena (sls[0]'s). */
+attn_status attn_flash_run_calls(const attn_slices *const *sls, int64_t n_calls, bool bf16, attn_run_info *info,
+                                 attn_error *err);
 
 /* The f32 decode path (decode.c): a few queries against many keys, split
  * over the keys. attn_decode_applies says when it is the one to use. */
 bool attn_decode_applies(int64_t L, int64_t S);
 attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_error *err);
 
-/* Packing (pack.c). attn_pack_scaled: rows r0..r0+n-1 of m (f32, f16 or
- * bf16) times `scale` into dst (n × cols, stride ld), zero rows up to n_pad
- * and columns up to ld; each product is taken in double and rounded once,
- * so a scale outside f32's range costs no precision. Returns the largest
- * |value| written, or -1 if one is not finite. attn_pack_transposed: kt
- * (cols × ld) = rows j0..j0+n-1 of k transposed, zero columns up to n_pad
- * (a multiple of 16, <= ld). tmp holds a row, for widening 16-bit floats. */
+/* Packing (pack.c). Keys and values come from row sources (base/rows.h),
+ * read span by span; queries and outputs are matrices.
+ * attn_pack_scaled: rows r0..r0+n-1 of m (f32, f16 or bf16) times `scale`
+ * into dst (n × cols, stride ld), zero rows up to n_pad and columns up to
+ * ld; each product is taken in double and rounded once, so a scale outside
+ * f32's range costs no precision. Returns the largest |value| written, or
+ * -1 if one is not finite. attn_pack_rows_scaled: the same for rows of a
+ * row source. attn_pack_transposed: kt (cols × ld) = rows j0..j0+n-1 of k
+ * transposed, zero columns up to n_pad (a multiple of 16, <= ld). tmp holds
+ * a row, for widening 16-bit floats. */
 struct attn_ukernels;
 float attn_pack_scaled(const struct attn_ukernels *uk, float *dst, int64_t ld, const attn_mat *m, int64_t r0,
                        int64_t n, int64_t n_pad, double scale, float *tmp);
+float attn_pack_rows_scaled(const struct attn_ukernels *uk, float *dst, int64_t ld, const attn_rows *src,
+                            int64_t r0, int64_t n, int64_t n_pad, double scale, float *tmp);
 void attn_pack_transposed(const struct attn_ukernels *uk, float *kt, int64_t ld, int64_t n_pad,
-                          const attn_mat *k, int64_t j0, int64_t n, float *tmp);
-/* Ask for rows r0..r0+n-1 of m (those of contiguous elements) to be brought
- * into the cache, so that packing them later does not wait on memory. */
+                          const attn_rows *k, int64_t j0, int64_t n, float *tmp);
+/* Ask for rows r0..r0+n-1 of m (those of contiguous elements), or of a row
+ * source, to be brought into the cache, so that packing them later does
+ * not wait on memory. */
 void attn_prefetch_rows(const attn_mat *m, int64_t r0, int64_t n);
+void attn_prefetch_kv(const attn_rows *src, int64_t r0, int64_t n);
 /* Row r of m as contiguous f32: in place for f32 with contiguous columns,
  * else widened into buf (m->cols floats) by the ISA's widen16 where the
  * row's 16-bit floats are contiguous. */
 const float *attn_row_f32_fast(const struct attn_ukernels *uk, const attn_mat *m, int64_t r, float *buf);
-/* Rows r0..r0+n-1 of m as f32 rows of stride *ld: in place for f32 with
- * contiguous columns (*ld = m->rs), else widened into buf (n × m->cols,
- * *ld = m->cols). */
-const float *attn_rows_f32(const struct attn_ukernels *uk, const attn_mat *m, int64_t r0, int64_t n, float *buf,
+/* Rows r0..r0+n-1 of a row source as f32 rows of stride *ld: in place when
+ * one span holds them as f32 with contiguous columns (*ld its row stride),
+ * else widened into buf (n × cols, *ld = cols). */
+const float *attn_rows_f32(const struct attn_ukernels *uk, const attn_rows *src, int64_t r0, int64_t n, float *buf,
                            int64_t *ld);
 
 /* The fused f32 backward pass (flash_backward.c) over all slices of one

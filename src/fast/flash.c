@@ -53,19 +53,29 @@ enum {
     BLOCK_BYTES = 8 << 20 /* the most a work item's rows or a key block may take */
 };
 
+/* One call's blocks (FlashAttention's BlockInfo, per call): its slices
+ * share L and S, and so their rows per item and keys per block, which are
+ * exactly those a call of its own would take, so that a call run among
+ * others (attn_sdpa_varlen) gives bitwise what it gives alone. */
+typedef struct flash_call {
+    const attn_slices *sl;
+    int64_t br, bc;      /* rows per item, keys per block (padded) */
+    int64_t n_qblocks;   /* work items per slice */
+    int64_t first;       /* its first item in the job's order */
+} flash_call;
+
 typedef struct flash_job {
     const attn_ukernels *uk;
-    const attn_slices *slices;
-    int64_t n_qblocks;   /* work items per slice */
-    int64_t br, bc;      /* rows per item, keys per block (padded) */
+    const flash_call *calls; /* in the order their items are handed out */
+    int64_t n_calls;
+    int64_t br, bc;      /* the largest of the calls': what a workspace holds */
     int64_t E, Ev, Evp;  /* Evp: Ev rounded up to the vector length */
-    int64_t S, L;
     char *scratch;       /* one workspace per worker */
     size_t ws_bytes;
     atomic_llong fallbacks; /* items the exact kernel computed */
     double *exact_work;  /* per worker: scratch of the exact kernel */
     int64_t exact_words;
-    bool v_direct;       /* values are read in place, not packed */
+    bool v_direct;       /* values may be read in place (f32 rows of whole vectors), not packed */
     const attn_bf16_kernels *bk; /* the bf16 compute mode's kernels, or NULL */
     int64_t vl, nrv;     /* vector length and tile width of the kernels in use */
     int64_t kg;          /* a tile's keys start and end on a multiple of kg: a vector (a whole strip in bf16) */
@@ -201,11 +211,13 @@ static const float *pack_block(const flash_job *j, const workspace *w, const att
     if (p->rope) attn_rope_apply_f32(w->kt, 1, ldk, nc, p->rope, p->rope_k0 + j0, 1); /* key c is column c */
     const float *vb = w->v;
     *ldv = Evp;
-    if (j->v_direct && nc_pad == nc) { /* rows in place: contiguous, Ev a multiple of the vector */
-        vb = (const float *)(const void *)p->v.base + j0 * p->v.rs;
-        *ldv = p->v.rs;
+    attn_mat span;
+    if (j->v_direct && nc_pad == nc && attn_rows_one_span(&p->v, j0, nc, &span) && span.dtype == ATTN_F32 &&
+        span.cs == 1) { /* rows in place: contiguous, in one span, Ev a multiple of the vector */
+        vb = (const float *)(const void *)span.base;
+        *ldv = span.rs;
     } else { /* packed (padding keys' probabilities are 0, but their rows must exist) */
-        attn_pack_scaled(uk, w->v, Evp, &p->v, j0, nc, nc_pad, 1.0, w->tmp);
+        attn_pack_rows_scaled(uk, w->v, Evp, &p->v, j0, nc, nc_pad, 1.0, w->tmp);
     }
     if (j->bk) { /* keys as pairs along E, values as pairs along the keys */
         for (int64_t e2 = 0; e2 < j->E2; e2++)
@@ -283,10 +295,10 @@ static void block_tiles(const flash_job *j, const workspace *w, const attn_probl
     for (int64_t r0 = 0; r0 < nr_pad && !*bad; r0 += ATTN_MR) {
         int64_t rows = nr - r0 < ATTN_MR ? nr - r0 : ATTN_MR, t = r0 / ATTN_MR;
         int64_t a = next + n_next * t / tiles, b = next + n_next * (t + 1) / tiles;
-        attn_prefetch_rows(&p->k, a, b - a), attn_prefetch_rows(&p->v, a, b - a);
+        attn_prefetch_kv(&p->k, a, b - a), attn_prefetch_kv(&p->v, a, b - a);
         /* Under a causal mask a tile needs only the keys its last row sees;
          * blocks above the diagonal are skipped whole. */
-        int64_t last = attn_keys_seen(p, i0 + r0 + rows - 1, 0, j->S), tc = last - j0 < nc ? last - j0 : nc;
+        int64_t last = attn_keys_seen(p, i0 + r0 + rows - 1, 0, p->k.rows), tc = last - j0 < nc ? last - j0 : nc;
         /* ... and none before its first row's window: it starts at the
          * vector holding that row's first key. */
         int64_t lo = attn_first_key(p, i0 + r0) - j0, c_lo = lo > 0 ? lo / j->kg * j->kg : 0;
@@ -309,16 +321,30 @@ static void block_tiles(const flash_job *j, const workspace *w, const attn_probl
     }
 }
 
+/* The call that item belongs to: the last whose first item is <= item. */
+static const flash_call *call_of(const flash_job *j, int64_t item) {
+    int64_t lo = 0, hi = j->n_calls - 1;
+    while (lo < hi) {
+        int64_t mid = (lo + hi + 1) / 2;
+        if (j->calls[mid].first <= item) lo = mid;
+        else hi = mid - 1;
+    }
+    return &j->calls[lo];
+}
+
 static void flash_item(void *ctx, int64_t item, int worker) {
     flash_job *j = ctx;
     const attn_ukernels *uk = j->uk;
+    const flash_call *call = call_of(j, item);
+    item -= call->first;
     attn_problem slice;
-    attn_slice(j->slices, item / j->n_qblocks, &slice);
+    attn_slice(call->sl, item / call->n_qblocks, &slice);
     const attn_problem *p = &slice;
+    int64_t L = p->q.rows, S = p->k.rows, br = call->br, bc = call->bc; /* the slice's own */
     /* The last query blocks are the most expensive under a causal mask:
      * hand them out first, so the threads finish together. */
-    int64_t qb = j->n_qblocks - 1 - item % j->n_qblocks;
-    int64_t i0 = qb * j->br, nr = j->L - i0 < j->br ? j->L - i0 : j->br;
+    int64_t qb = call->n_qblocks - 1 - item % call->n_qblocks;
+    int64_t i0 = qb * br, nr = L - i0 < br ? L - i0 : br;
     int64_t tiles = attn_round_up(nr, ATTN_MR) / ATTN_MR, E = j->E, nrv = j->nrv;
     workspace w = workspace_of(j, worker);
 
@@ -326,12 +352,12 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     /* The first key rounded down to a vector of keys, so that every block but
      * the last starts and ends on one: their values are then read in place,
      * not packed (the tiles skip the keys before their window). */
-    int64_t jend = attn_keys_seen(p, i0 + nr - 1, 0, j->S), jbegin = attn_first_key(p, i0) / j->nrv * j->nrv;
+    int64_t jend = attn_keys_seen(p, i0 + nr - 1, 0, S), jbegin = attn_first_key(p, i0) / j->nrv * j->nrv;
     /* The first block's keys and values asked for at once: its transpose
      * below then finds rows already on their way, and its tiles their values
      * (each later block's are fetched during the block before it, block_tiles). */
-    int64_t n_first = jend - jbegin < j->bc ? jend - jbegin : j->bc;
-    if (n_first > 0) attn_prefetch_rows(&p->k, jbegin, n_first), attn_prefetch_rows(&p->v, jbegin, n_first);
+    int64_t n_first = jend - jbegin < bc ? jend - jbegin : bc;
+    if (n_first > 0) attn_prefetch_kv(&p->k, jbegin, n_first), attn_prefetch_kv(&p->v, jbegin, n_first);
 
     memset(w.tile, TILE_WAITING, (size_t)tiles);
     if (j->bk) memset(w.zero, 0, sizeof(float) * (size_t)kt_stride(j, j->bc));
@@ -339,17 +365,17 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     /* Queries that are not finite (max -1), or an ALiBi bias or a sink beyond
      * f32's safe range, take the exact kernel; so do keys (checked block by
      * block below) and values (in the output). */
-    bool bad = !attn_f32_bias_fits(p, j->L, j->S);
+    bool bad = !attn_f32_bias_fits(p, L, S);
     float qmax = 0; /* of the queries of the tiles started so far */
 
-    for (int64_t j0 = jbegin; j0 < jend && !bad; j0 += j->bc) {
-        int64_t nc = jend - j0 < j->bc ? jend - j0 : j->bc, nc_pad = attn_round_up(nc, nrv);
+    for (int64_t j0 = jbegin; j0 < jend && !bad; j0 += bc) {
+        int64_t nc = jend - j0 < bc ? jend - j0 : bc, nc_pad = attn_round_up(nc, nrv);
         int64_t ldk = kt_stride(j, nc_pad), ldv;
         const float *vb = pack_block(j, &w, p, j0, nc, nc_pad, &ldv);
         float kmax = 0; /* of the keys as packed (RoPE turned), before any score */
         for (int64_t e = 0; e < E && kmax >= 0; e++) kmax = attn_absmax_join(kmax, uk->absmax(w.kt + e * ldk, nc));
         if ((bad |= !attn_f32_scores_fit(qmax, kmax, E))) break;
-        int64_t next = j0 + j->bc, n_next = jend - next < j->bc ? jend - next : j->bc;
+        int64_t next = j0 + bc, n_next = jend - next < bc ? jend - next : bc;
         block_tiles(j, &w, p, i0, nr, j0, nc, nc_pad, vb, ldv, next, n_next > 0 ? n_next : 0, kmax, &qmax, &bad);
     }
     /* Rows that see no key at all: their queries are still checked, and
@@ -364,17 +390,41 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     }
 }
 
+/* A call's blocks, as a call of its own takes them: items of equal size,
+ * ceil(L / br) of them, each a multiple of MR rows; very wide heads shrink
+ * the blocks, so that a worker's scratch stays near BLOCK_BYTES whatever E
+ * is (768 and 512 fit it up to E = 1024). */
+static void call_blocks(const flash_job *j, flash_call *c) {
+    int64_t L = c->sl->cq.shape[3], S = c->sl->ck.shape[3];
+    int64_t row_bytes = 4 * (j->E + j->Evp), br_max = attn_blocks_active()->br, bc_max = attn_blocks_active()->bc;
+    if (br_max * row_bytes > BLOCK_BYTES) br_max = BLOCK_BYTES / row_bytes < ATTN_MR ? ATTN_MR : BLOCK_BYTES / row_bytes;
+    if (bc_max * row_bytes > BLOCK_BYTES) bc_max = BLOCK_BYTES / row_bytes < 1 ? 1 : BLOCK_BYTES / row_bytes;
+    int64_t n_blocks = (L + br_max - 1) / br_max;
+    c->br = attn_round_up((L + n_blocks - 1) / n_blocks, ATTN_MR);
+    c->bc = attn_round_up(S < bc_max ? S : bc_max, j->nrv);
+    c->n_qblocks = (L + c->br - 1) / c->br;
+}
+
+/* What an item of c costs, about: its rows times the keys they see. */
+static double item_cost(const flash_call *c) { return (double)c->br * (double)c->sl->ck.shape[3]; }
+
 attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_run_info *info, attn_error *err) {
-    int64_t n_problems = sl->count;
+    return attn_flash_run_calls(&sl, 1, bf16, info, err);
+}
+
+attn_status attn_flash_run_calls(const attn_slices *const *sls, int64_t n_calls, bool bf16, attn_run_info *info,
+                                 attn_error *err) {
+    int64_t n_problems = 0;
+    for (int64_t c = 0; c < n_calls; c++) n_problems += sls[c]->count; /* each <= its out's element count */
     if (n_problems == 0) return ATTN_OK;
+    const attn_slices *sl = sls[0];
     attn_problem first;
     attn_slice(sl, 0, &first);
     const attn_problem *p0 = &first;
     flash_job j;
     memset(&j, 0, sizeof j);
     j.uk = attn_ukernels_active();
-    j.slices = sl;
-    j.L = p0->q.rows, j.E = p0->q.cols, j.S = p0->k.rows, j.Ev = p0->v.cols;
+    j.E = p0->q.cols, j.Ev = p0->v.cols;
     /* Before any size is formed from them: the block sizes below multiply
      * E and Ev by the rows of a block. */
     if (j.E > (1 << 24) || j.Ev > (1 << 24))
@@ -387,20 +437,19 @@ attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_run_info *info
     j.kg = j.bk ? j.nrv : j.vl;
     j.E2 = (j.E + 1) / 2;
     j.Evp = attn_round_up(j.Ev, j.vl);
-    /* Items of equal size: ceil(L / br) of them, each a multiple of MR rows. */
-    /* Very wide heads shrink the blocks, so that a worker's scratch stays
-     * near BLOCK_BYTES whatever E is (768 and 512 fit it up to E = 1024). */
-    int64_t row_bytes = 4 * (j.E + j.Evp), br_max = attn_blocks_active()->br, bc_max = attn_blocks_active()->bc;
-    if (br_max * row_bytes > BLOCK_BYTES) br_max = BLOCK_BYTES / row_bytes < ATTN_MR ? ATTN_MR : BLOCK_BYTES / row_bytes;
-    if (bc_max * row_bytes > BLOCK_BYTES) bc_max = BLOCK_BYTES / row_bytes < 1 ? 1 : BLOCK_BYTES / row_bytes;
-    int64_t n_blocks = (j.L + br_max - 1) / br_max;
-    j.br = attn_round_up((j.L + n_blocks - 1) / n_blocks, ATTN_MR);
-    j.bc = attn_round_up(j.S < bc_max ? j.S : bc_max, j.nrv);
-    j.n_qblocks = (j.L + j.br - 1) / j.br;
-    int64_t items;
-    if (!attn_mul_i64(n_problems, j.n_qblocks, &items))
-        return attn_fail(err, ATTN_ERR_OVERFLOW, "%lld slices of %lld query blocks overflow", (long long)n_problems,
-                         (long long)j.n_qblocks);
+    /* Every call's blocks, its items, and the largest blocks, which a
+     * workspace must hold. */
+    int64_t items = 0;
+    for (int64_t c = 0; c < n_calls; c++) {
+        flash_call fc = {sls[c], 0, 0, 0, 0};
+        int64_t n;
+        call_blocks(&j, &fc);
+        if (!attn_mul_i64(fc.sl->count, fc.n_qblocks, &n) || !attn_add_i64(items, n, &items))
+            return attn_fail(err, ATTN_ERR_OVERFLOW, "%lld slices of %lld query blocks overflow",
+                             (long long)fc.sl->count, (long long)fc.n_qblocks);
+        j.br = fc.br > j.br ? fc.br : j.br;
+        j.bc = fc.bc > j.bc ? fc.bc : j.bc;
+    }
     /* Each workspace starts on a 64-byte boundary. */
     j.ws_bytes = (workspace_floats(&j) * sizeof(float) + 63) / 64 * 64;
     int workers = sl->threads;
@@ -412,13 +461,28 @@ attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_run_info *info
         return attn_fail(err, ATTN_ERR_OVERFLOW, "scratch size for E=%lld, Ev=%lld overflows",
                          (long long)j.E, (long long)j.Ev);
     attn_arena *a = sl->arena;
+    flash_call one, *calls = n_calls == 1 ? &one : attn_arena_alloc(a, (size_t)n_calls, sizeof *calls);
     j.scratch = attn_arena_alloc(a, j.ws_bytes, (size_t)workers);
     j.exact_work = attn_arena_alloc(a, (size_t)j.exact_words * (size_t)workers, sizeof(double));
     if (a->measure) return ATTN_OK;
-    if (!j.scratch || !j.exact_work)
+    if (!j.scratch || !j.exact_work || !calls)
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate %zu bytes of scratch", j.ws_bytes * (size_t)workers);
-    j.v_direct = !j.bk && p0->v.dtype == ATTN_F32 && p0->v.cs == 1 && j.Ev == j.Evp;
+    /* The calls in the order their items are handed out: those of the
+     * costliest items first, so that no thread is left alone with a long
+     * call at the end (insertion sort, stable: the order depends on the
+     * shapes alone, and results on neither). */
+    for (int64_t c = 0; c < n_calls; c++) {
+        calls[c] = (flash_call){sls[c], 0, 0, 0, 0};
+        call_blocks(&j, &calls[c]);
+        for (int64_t d = c; d > 0 && item_cost(&calls[d]) > item_cost(&calls[d - 1]); d--) {
+            flash_call t = calls[d];
+            calls[d] = calls[d - 1], calls[d - 1] = t;
+        }
+    }
+    for (int64_t c = 0, n = 0; c < n_calls; n += calls[c].sl->count * calls[c].n_qblocks, c++) calls[c].first = n;
+    j.calls = calls, j.n_calls = n_calls;
+    j.v_direct = !j.bk && j.Ev == j.Evp;
     info->threads = attn_parallel_for(workers, items, flash_item, &j), info->threads_given = workers;
     info->kernel = "flash", info->isa = j.uk->name;
     info->bf16 = j.bk ? j.bk->name : bf16 ? "f32" : NULL; /* "f32": no bf16 instruction, so f32 kernels */

@@ -308,7 +308,7 @@ static void pack_keys(const bwd_job *j, const workspace *w, const attn_grad_prob
     scale_rows(w->kt, ldk, j->E, nc, g->f.scale); /* for S = Q (scale K)ᵀ */
     if (!grads) return;
     attn_pack_transposed(j->uk, w->vt, ldk, nc_pad, &g->f.v, j0, nc, w->tmp);
-    attn_pack_scaled(j->uk, w->k, j->Ep, &g->f.k, j0, nc, kr_of(j), g->f.scale, w->tmp);
+    attn_pack_rows_scaled(j->uk, w->k, j->Ep, &g->f.k, j0, nc, kr_of(j), g->f.scale, w->tmp);
     if (g->f.rope) attn_rope_apply_f32(w->k, j->Ep, 1, nc, g->f.rope, g->f.rope_k0 + j0, 1);
 }
 
@@ -418,12 +418,17 @@ static void slice_check(void *ctx, int64_t slice, int worker) {
     attn_grad_problem g;
     attn_grad_slice(j->gs, slice, &g);
     float *tmp = workspace_of(j, worker).tmp;
-    const attn_mat *m[4] = {&g.f.q, &g.f.k, &g.f.v, &g.dout};
+    const attn_mat *m[4] = {&g.f.q, NULL, NULL, &g.dout};
+    const attn_rows *kv[4] = {NULL, &g.f.k, &g.f.v, NULL};
     float big[5] = {0, 0, 0, 0, 0};
     bool stats = false; /* some row's lse is not trusted */
-    for (int t = 0; t < 4; t++)
-        for (int64_t r = 0; r < m[t]->rows && big[t] >= 0; r++)
-            big[t] = attn_absmax_join(big[t], j->uk->absmax(attn_row_f32(m[t], r, tmp), m[t]->cols));
+    for (int t = 0; t < 4; t++) {
+        int64_t rows = m[t] ? m[t]->rows : kv[t]->rows, cols = m[t] ? m[t]->cols : kv[t]->cols;
+        for (int64_t r = 0; r < rows && big[t] >= 0; r++) {
+            const float *row = m[t] ? attn_row_f32(m[t], r, tmp) : attn_rows_row_f32(kv[t], r, tmp);
+            big[t] = attn_absmax_join(big[t], j->uk->absmax(row, cols));
+        }
+    }
     for (int64_t i = 0; i < j->L && big[4] >= 0; i++) {
         big[4] = attn_absmax_join(big[4], j->uk->absmax(attn_row_f32(&g.f.out, i, tmp), j->Ev));
         double lse = attn_mat_get(&g.f.lse, i, 0);

@@ -10,17 +10,23 @@ const float *attn_row_f32_fast(const attn_ukernels *uk, const attn_mat *m, int64
     return buf;
 }
 
-const float *attn_rows_f32(const attn_ukernels *uk, const attn_mat *m, int64_t r0, int64_t n, float *buf,
+const float *attn_rows_f32(const attn_ukernels *uk, const attn_rows *src, int64_t r0, int64_t n, float *buf,
                            int64_t *ld) {
-    if (m->dtype == ATTN_F32 && m->cs == 1) {
-        *ld = m->rs;
-        return (const float *)(const void *)m->base + r0 * m->rs;
+    attn_mat m;
+    if (attn_rows_one_span(src, r0, n, &m) && m.dtype == ATTN_F32 && m.cs == 1) {
+        *ld = m.rs;
+        return (const float *)(const void *)m.base;
     }
-    for (int64_t r = 0; r < n; r++) {
-        const float *row = attn_row_f32_fast(uk, m, r0 + r, buf + r * m->cols);
-        if (row != buf + r * m->cols) memcpy(buf + r * m->cols, row, sizeof(float) * (size_t)m->cols);
+    for (int64_t r = r0; r < r0 + n;) {
+        int64_t k = attn_rows_span(src, r, r0 + n - r, &m);
+        for (int64_t i = 0; i < k; i++) {
+            float *dst = buf + (r - r0 + i) * src->cols;
+            const float *row = attn_row_f32_fast(uk, &m, i, dst);
+            if (row != dst) memcpy(dst, row, sizeof(float) * (size_t)src->cols);
+        }
+        r += k;
     }
-    *ld = m->cols;
+    *ld = src->cols;
     return buf;
 }
 
@@ -49,6 +55,21 @@ float attn_pack_scaled(const attn_ukernels *uk, float *dst, int64_t ld, const at
     return uk->absmax(dst, n * ld); /* the padding columns are 0 */
 }
 
+float attn_pack_rows_scaled(const attn_ukernels *uk, float *dst, int64_t ld, const attn_rows *src, int64_t r0,
+                            int64_t n, int64_t n_pad, double scale, float *tmp) {
+    float most = 0;
+    for (int64_t r = r0; r < r0 + n;) { /* span by span; the last one zeroes the padding rows */
+        attn_mat m;
+        int64_t k = attn_rows_span(src, r, r0 + n - r, &m), done = r - r0;
+        bool last = r + k == r0 + n;
+        most = attn_absmax_join(most, attn_pack_scaled(uk, dst + done * ld, ld, &m, 0, k, last ? n_pad - done : k,
+                                                       scale, tmp));
+        r += k;
+    }
+    for (int64_t r = 0; n == 0 && r < n_pad; r++) memset(dst + r * ld, 0, sizeof(float) * (size_t)ld);
+    return most;
+}
+
 /* Keys c0+16..c0+31 of j0..j0+n-1 into the cache: the transpose reads each
  * key row in four pieces, one line per step, so rows that are not yet in L2
  * would arrive one miss at a time; fetched a group ahead, they come while
@@ -58,9 +79,10 @@ static void prefetch_next_group(const attn_mat *k, int64_t j0, int64_t n, int64_
     if (ahead > 0) attn_prefetch_rows(k, j0 + c0 + 16, ahead < 16 ? ahead : 16);
 }
 
-/* kt (E × ld) = keys j0..j0+n-1 transposed, zero columns up to n_pad. The
- * transpose goes 16 keys at a time, so that each write fills a cache line. */
-void attn_pack_transposed(const attn_ukernels *uk, float *kt, int64_t ld, int64_t n_pad, const attn_mat *k,
+/* kt (E × ld) = rows j0..j0+n-1 of the matrix k transposed, zero columns up
+ * to n_pad (a multiple of 16). The transpose goes 16 keys at a time, so that
+ * each write fills a cache line. */
+static void transpose_mat(const attn_ukernels *uk, float *kt, int64_t ld, int64_t n_pad, const attn_mat *k,
                           int64_t j0, int64_t n, float *tmp) {
     if (k->dtype != ATTN_F32) { /* 16-bit keys: widen a row at a time */
         for (int64_t c = 0; c < n_pad; c++) {
@@ -84,6 +106,43 @@ void attn_pack_transposed(const attn_ukernels *uk, float *kt, int64_t ld, int64_
             for (int64_t c = 0; c < nb; c++) d[c] = rows[c * k->rs + e * k->cs];
             for (int64_t c = nb; c < 16; c++) d[c] = 0;
         }
+    }
+}
+
+/* kt (E × ld) = keys j0..j0+n-1 transposed, zero columns up to n_pad: span
+ * by span, each span that starts and ends on 16 keys (or runs to the end)
+ * by the 16-key transpose, any other a key at a time, so that no span's
+ * zero padding ever lands past the columns it owns. A dense source is one
+ * span: one transpose, as it always was. */
+void attn_pack_transposed(const attn_ukernels *uk, float *kt, int64_t ld, int64_t n_pad, const attn_rows *k,
+                          int64_t j0, int64_t n, float *tmp) {
+    int64_t c = 0;
+    while (c < n) {
+        attn_mat m;
+        int64_t nk = attn_rows_span(k, j0 + c, n - c, &m);
+        bool last = c + nk == n;
+        if (c % 16 == 0 && (last || nk % 16 == 0)) {
+            transpose_mat(uk, kt + c, ld, last ? n_pad - c : nk, &m, 0, nk, tmp);
+        } else {
+            for (int64_t i = 0; i < nk; i++) {
+                const float *row = attn_row_f32_fast(uk, &m, i, tmp);
+                for (int64_t e = 0; e < k->cols; e++) kt[e * ld + c + i] = row[e];
+            }
+            for (int64_t e = 0; last && e < k->cols; e++)
+                for (int64_t x = n; x < n_pad; x++) kt[e * ld + x] = 0;
+        }
+        c += nk;
+    }
+    if (n == 0)
+        for (int64_t e = 0; e < k->cols; e++) memset(kt + e * ld, 0, sizeof(float) * (size_t)n_pad);
+}
+
+void attn_prefetch_kv(const attn_rows *src, int64_t r0, int64_t n) {
+    for (int64_t r = r0; r < r0 + n;) {
+        attn_mat m;
+        int64_t k = attn_rows_span(src, r, r0 + n - r, &m);
+        attn_prefetch_rows(&m, 0, k);
+        r += k;
     }
 }
 

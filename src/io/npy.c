@@ -32,6 +32,8 @@ typedef struct npy_layout {
     size_t data_offset; /* where the data starts in the file */
     size_t data_bytes;  /* how many bytes the shape needs */
     bool fortran;       /* the data lists the first axis fastest (np.asfortranarray, x.T) */
+    bool ints;          /* integers asked for (attn_npy_read_i64): '<i8' or '<i4' only */
+    int int_bytes;      /* then 8 or 4 */
 } npy_layout;
 
 /* ---- the header dictionary ---------------------------------------------- */
@@ -81,6 +83,14 @@ static bool take_word(cursor *c, const char *word) {
 }
 
 static attn_status parse_descr(npy_layout *h, const char *d, attn_error *err) {
+    if (h->ints) {
+        if (strcmp(d, "<i8") == 0) h->int_bytes = 8;
+        else if (strcmp(d, "<i4") == 0) h->int_bytes = 4;
+        else
+            return attn_fail(err, ATTN_ERR_NPY_UNSUPPORTED,
+                             "dtype '%s' is not an integer this reads; save int64 or int32 ('<i8', '<i4')", d);
+        return ATTN_OK;
+    }
     if (strcmp(d, "<f4") == 0) h->dtype = ATTN_F32;
     else if (strcmp(d, "<f2") == 0) h->dtype = ATTN_F16;
     else if (strcmp(d, "<f8") == 0) h->dtype = ATTN_F64;
@@ -184,7 +194,9 @@ static attn_status parse_dict(npy_layout *h, const char *text, size_t len, attn_
  * avail may be less than file_size (the data need not be in buf). */
 static attn_status parse_layout(npy_layout *h, const unsigned char *buf, size_t avail,
                                 size_t file_size, attn_error *err) {
+    bool ints = h->ints; /* the one setting a caller gives */
     memset(h, 0, sizeof *h);
+    h->ints = ints;
     if (avail < NPY_MAGIC_LEN + 2 || memcmp(buf, NPY_MAGIC, NPY_MAGIC_LEN) != 0)
         return attn_fail(err, ATTN_ERR_NPY_HEADER, "not a .npy file (no \\x93NUMPY magic)");
     unsigned major = buf[6], minor = buf[7];
@@ -217,7 +229,8 @@ static attn_status parse_layout(npy_layout *h, const unsigned char *buf, size_t 
     int64_t numel = attn_tensor_numel(&view), bytes;
     char shape[160];
     attn_format_shape(shape, sizeof shape, h->rank, h->shape);
-    if (numel < 0 || !attn_mul_i64(numel, (int64_t)attn_dtype_size(h->dtype), &bytes) ||
+    int64_t es = h->ints ? h->int_bytes : (int64_t)attn_dtype_size(h->dtype);
+    if (numel < 0 || !attn_mul_i64(numel, es, &bytes) ||
         (uint64_t)bytes > SIZE_MAX)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "shape %s is too large: its byte count overflows",
                          shape);
@@ -270,7 +283,7 @@ static attn_status to_c_order(attn_tensor *t, attn_error *err) {
 }
 
 attn_status attn_npy_parse(attn_tensor *out, const void *bytes, size_t size, attn_error *err) {
-    npy_layout h;
+    npy_layout h = {0};
     attn_status st;
     if (!out) return attn_fail(err, ATTN_ERR_NULL, "output tensor is NULL");
     memset(out, 0, sizeof *out);
@@ -313,7 +326,7 @@ attn_status attn_npy_read(attn_tensor *out, const char *path, attn_error *err) {
         return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the header buffer");
     }
     size_t got = fread(head, 1, file_size < head_size ? file_size : head_size, f);
-    npy_layout h;
+    npy_layout h = {0};
     attn_status st = parse_layout(&h, head, got, file_size, err);
     if (!st) st = alloc_tensor(out, &h, err);
     if (!st) {
@@ -332,6 +345,60 @@ attn_status attn_npy_read(attn_tensor *out, const char *path, attn_error *err) {
     free(head);
     fclose(f);
     return st;
+}
+
+attn_status attn_npy_read_i64(int64_t **values, int64_t *count, const char *path, attn_error *err) {
+    if (!values || !count) return attn_fail(err, ATTN_ERR_NULL, "values or count is NULL");
+    *values = NULL, *count = 0;
+    if (!path) return attn_fail(err, ATTN_ERR_NULL, "path is NULL");
+    errno = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return io_error(err, "cannot open", path);
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        attn_status st = errno ? io_error(err, "cannot stat", path)
+                               : attn_fail(err, ATTN_ERR_IO, "%s is not a regular file", path);
+        fclose(f);
+        return st;
+    }
+    /* The header first, so that the data's size is checked against the
+     * file's before anything large is allocated. */
+    size_t file_size = (size_t)sb.st_size, head_size = NPY_MAX_HEADER + 12;
+    unsigned char *head = malloc(head_size);
+    if (!head) {
+        fclose(f);
+        return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the header buffer");
+    }
+    size_t got = fread(head, 1, file_size < head_size ? file_size : head_size, f);
+    npy_layout h = {0};
+    h.ints = true;
+    attn_status st = parse_layout(&h, head, got, file_size, err);
+    if (!st && h.rank != 1) st = attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; it must hold a 1-D array", path, h.rank);
+    unsigned char *raw = st ? NULL : malloc(h.data_bytes ? h.data_bytes : 1);
+    int64_t *vals = st ? NULL : malloc((size_t)(h.shape[0] > 0 ? h.shape[0] : 1) * sizeof(int64_t));
+    if (!st && (!raw || !vals)) st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate %zu bytes for the array", h.data_bytes);
+    if (!st) {
+        size_t in_head = got - h.data_offset < h.data_bytes ? got - h.data_offset : h.data_bytes;
+        memcpy(raw, head + h.data_offset, in_head);
+        size_t rest = h.data_bytes - in_head;
+        errno = 0;
+        if (fread(raw + in_head, 1, rest, f) != rest || fgetc(f) != EOF)
+            st = errno ? io_error(err, "cannot read", path)
+                       : attn_fail(err, ATTN_ERR_NPY_TRUNCATED, "%s changed while being read", path);
+    }
+    for (int64_t i = 0; !st && i < h.shape[0]; i++) { /* little-endian, as the header said */
+        int32_t v4;
+        if (h.int_bytes == 8) memcpy(&vals[i], raw + 8 * i, 8);
+        else memcpy(&v4, raw + 4 * i, 4), vals[i] = v4;
+    }
+    free(raw), free(head);
+    fclose(f);
+    if (st) {
+        free(vals);
+        return st;
+    }
+    *values = vals, *count = h.shape[0];
+    return ATTN_OK;
 }
 
 void attn_npy_free(attn_tensor *t) {
@@ -399,7 +466,7 @@ attn_status attn_npy_header(attn_npy_info *info, const void *bytes, size_t size,
     memset(info, 0, sizeof *info);
     if (file_size < size) return attn_fail(err, ATTN_ERR_ARGUMENT, "file_size %llu is less than the %zu bytes given",
                                            (unsigned long long)file_size, size);
-    npy_layout h;
+    npy_layout h = {0};
     attn_status st = parse_layout(&h, bytes, size, file_size > SIZE_MAX ? SIZE_MAX : (size_t)file_size, err);
     if (st) return st;
     info->dtype = h.dtype, info->rank = h.rank, info->fortran_order = h.fortran;

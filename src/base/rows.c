@@ -1,0 +1,87 @@
+/* rows.c -- the row sources' spans (rows.h): dense strided matrices and
+ * paged pools, and what every kernel builds on them. */
+#include "base/base.h"
+
+
+attn_rows attn_rows_paged(const attn_kv_paged *pg, int64_t head) {
+    attn_rows r;
+    memset(&r, 0, sizeof r);
+    int64_t size = (int64_t)attn_dtype_size(pg->dtype);
+    r.kind = ATTN_ROWS_PAGED;
+    r.dtype = pg->dtype;
+    r.rows = pg->length;
+    r.cols = pg->cols;
+    r.page_size = pg->page_size;
+    r.page_stride = pg->heads * pg->page_size * pg->cols; /* checked by attn_kv_paged_check */
+    r.head = (const char *)pg->pages + head * pg->page_size * pg->cols * size;
+    r.table = pg->table;
+    return r;
+}
+
+attn_status attn_kv_paged_check(const attn_kv_paged *pg, const char *name, attn_error *err) {
+    if (!pg) return attn_fail(err, ATTN_ERR_NULL, "%s: the pool is NULL", name);
+    if (!pg->pages) return attn_fail(err, ATTN_ERR_NULL, "%s: the pages are NULL", name);
+    if (pg->dtype != ATTN_F32 && pg->dtype != ATTN_F16 && pg->dtype != ATTN_BF16)
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s are %s; pages hold f32, f16 or bf16", name,
+                         attn_dtype_name(pg->dtype));
+    if (pg->num_pages < 1 || pg->heads < 1 || pg->page_size < 1 || pg->cols < 1 || pg->n_pages < 0 ||
+        pg->length < 0)
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "%s: num_pages %lld, heads %lld, page size %lld and row size %lld must be >= 1, "
+                         "n_pages %lld and length %lld >= 0",
+                         name, (long long)pg->num_pages, (long long)pg->heads, (long long)pg->page_size,
+                         (long long)pg->cols, (long long)pg->n_pages, (long long)pg->length);
+    int64_t n, bytes, cap;
+    if (!attn_mul_i64(pg->num_pages, pg->heads, &n) || !attn_mul_i64(n, pg->page_size, &n) ||
+        !attn_mul_i64(n, pg->cols, &n) || !attn_mul_i64(n, (int64_t)attn_dtype_size(pg->dtype), &bytes))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "%s: the pool's byte size overflows", name);
+    if (pg->n_pages > 0 && !pg->table) return attn_fail(err, ATTN_ERR_NULL, "%s: the page table is NULL", name);
+    if (!attn_mul_i64(pg->n_pages, pg->page_size, &cap) || pg->length > cap)
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s: length %lld passes the table's %lld pages of %lld positions",
+                         name, (long long)pg->length, (long long)pg->n_pages, (long long)pg->page_size);
+    for (int64_t t = 0; t < pg->n_pages; t++)
+        if (pg->table[t] < 0 || pg->table[t] >= pg->num_pages)
+            return attn_fail(err, ATTN_ERR_OPTION, "%s: page table entry %lld is %d, outside the pool's %lld pages",
+                             name, (long long)t, (int)pg->table[t], (long long)pg->num_pages);
+    return ATTN_OK;
+}
+
+int64_t attn_rows_span(const attn_rows *src, int64_t j, int64_t n, attn_mat *span) {
+    if (src->kind == ATTN_ROWS_DENSE) {
+        *span = src->dense;
+        span->base += j * src->dense.rs * (int64_t)attn_dtype_size(src->dtype);
+        span->rows = n;
+        return n;
+    }
+    /* PAGED: to the end of position j's page. */
+    int64_t P = src->page_size, r = j % P, k = P - r < n ? P - r : n;
+    int64_t page = src->table[j / P], size = (int64_t)attn_dtype_size(src->dtype);
+    span->base = (char *)src->head + (page * src->page_stride + r * src->cols) * size;
+    span->dtype = src->dtype;
+    span->rows = k;
+    span->cols = src->cols;
+    span->rs = src->cols;
+    span->cs = 1;
+    return k;
+}
+
+void attn_rows_pack_f64(double *dst, const attn_rows *src, int64_t j0, int64_t n) {
+    for (int64_t j = j0; j < j0 + n;) {
+        attn_mat m;
+        int64_t k = attn_rows_span(src, j, j0 + n - j, &m);
+        attn_pack_rows(dst + (j - j0) * src->cols, &m, 0, k);
+        j += k;
+    }
+}
+
+double attn_rows_get(const attn_rows *src, int64_t j, int64_t c) {
+    attn_mat m;
+    attn_rows_span(src, j, 1, &m);
+    return attn_mat_get(&m, 0, c);
+}
+
+const float *attn_rows_row_f32(const attn_rows *src, int64_t r, float *buf) {
+    attn_mat m;
+    attn_rows_span(src, r, 1, &m);
+    return attn_row_f32(&m, 0, buf);
+}

@@ -1,0 +1,486 @@
+/* varlen.c -- ragged batches: attn_sdpa_varlen and attn_sdpa_varlen_backward.
+ *
+ * q, k and v hold the sequences of a batch one after another along their
+ * first dimension, (total, H, E), and cu_seqlens_q / cu_seqlens_k say where
+ * each starts. Sequence b is the call attn_sdpa would get for it alone: the
+ * rows cu[b] .. cu[b+1]-1 seen as (H, n, E) tensors (no copy), its own mask,
+ * and dropout keyed by dropout_seed + b. Each sequence is planned by the
+ * very plan attn_sdpa uses (plan.c), and runs on the very kernel attn_sdpa
+ * would choose for it, so its results are bitwise those of attn_sdpa.
+ *
+ * Balance: the sequences the flash kernel takes run as one job
+ * (attn_flash_run_calls): every query block of every sequence is a work
+ * item, the costliest first, handed out to the threads as they come free,
+ * so one long sequence among many short ones keeps every core busy. The
+ * decode kernel (a few queries against many keys) splits each of its
+ * sequences over the keys by itself; the f64 kernel runs slice by slice,
+ * as attn_sdpa runs it.
+ *
+ * The backward pass runs each sequence through attn_sdpa_backward after
+ * every sequence has been checked. */
+#include "sdpa/sdpa.h"
+#include "exact/exact.h"
+#include "fast/fast.h"
+#include "kernels/rope.h"
+
+#include <stdio.h>
+
+/* How a sequence is computed. */
+enum { SEQ_NONE, SEQ_EMPTY, SEQ_FLASH, SEQ_DECODE, SEQ_EXACT };
+
+/* One sequence of the batch: its views of the packed tensors, its plan. */
+typedef struct seq {
+    attn_slices sl;
+    attn_tensor q, k, v, out, lse;
+    attn_rope_plan rope;
+    int route; /* SEQ_NONE: no queries; SEQ_EMPTY: queries but no keys (out 0) */
+} seq;
+
+/* Rows r0 .. r0+n-1 of a packed (T, H, X) tensor as the (H, n, X) tensor
+ * attn_sdpa takes, or of a packed (T, H) lse as (H, n). */
+static void seq_view(attn_tensor *dst, const attn_tensor *t, int64_t r0, int64_t n) {
+    *dst = *t;
+    dst->data = (char *)t->data + r0 * t->strides[0] * (int64_t)attn_dtype_size(t->dtype);
+    dst->shape[0] = t->shape[1], dst->strides[0] = t->strides[1];
+    dst->shape[1] = n, dst->strides[1] = t->strides[0];
+}
+
+/* The message of a failure in sequence b, prefixed with which one. */
+static attn_status in_sequence(attn_status st, int64_t b, attn_error *err) {
+    if (st && err) { /* the message moved right, cut at the buffer's end */
+        char prefix[48];
+        size_t n = (size_t)snprintf(prefix, sizeof prefix, "sequence %lld: ", (long long)b);
+        size_t len = strlen(err->message), room = sizeof err->message - 1 - n;
+        len = len < room ? len : room;
+        memmove(err->message + n, err->message, len);
+        memcpy(err->message, prefix, n);
+        err->message[n + len] = 0;
+    }
+    return st;
+}
+
+attn_status attn_check_cu_seqlens(const int64_t *cu, int64_t batch, int64_t total, const char *name,
+                                  attn_error *err) {
+    if (batch < 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "batch is %lld; it must be >= 0", (long long)batch);
+    if (!cu) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", name);
+    if (cu[0] != 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "%s[0] is %lld; it must be 0", name, (long long)cu[0]);
+    for (int64_t b = 0; b < batch; b++)
+        if (cu[b + 1] < cu[b])
+            return attn_fail(err, ATTN_ERR_ARGUMENT, "%s decreases at %lld: %lld then %lld (offsets must not decrease)",
+                             name, (long long)(b + 1), (long long)cu[b], (long long)cu[b + 1]);
+    /* Monotone from 0: every offset lies in 0 .. cu[batch], so no length
+     * or difference below overflows once the end is the tensor's rows. */
+    if (cu[batch] != total)
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "%s[%lld] is %lld but the tensor has %lld rows; it must end there", name,
+                         (long long)batch, (long long)cu[batch], (long long)total);
+    return ATTN_OK;
+}
+
+/* A packed tensor: rank 3, one of the dtypes `ok` allows, H and X >= 1
+ * (T may be 0), data unless it is empty, offsets that fit. */
+static attn_status check_packed(const attn_tensor *t, const char *name, attn_error *err) {
+    if (!t) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", name);
+    if (t->rank != 3)
+        return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; packed sequences are (total, heads, size)", name, t->rank);
+    if (t->shape[0] < 0 || t->shape[1] < 1 || t->shape[2] < 1)
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape (%lld, %lld, %lld); heads and size must be >= 1", name,
+                         (long long)t->shape[0], (long long)t->shape[1], (long long)t->shape[2]);
+    if (!t->data && t->shape[0] > 0) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
+    return attn_check_extent(t, name, err);
+}
+
+/* An output of exactly `want`'s first `rank` dimensions, q's dtype, and no
+ * stride 0 in a dimension of size > 1. */
+static attn_status check_packed_out(const attn_tensor *t, const char *name, int rank, const int64_t *want,
+                                    attn_dtype dtype, attn_error *err) {
+    if (!t) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", name);
+    if (t->rank != rank) return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; it must be %d", name, t->rank, rank);
+    if (t->dtype != dtype)
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s but q is %s; they must match", name, attn_dtype_name(t->dtype),
+                         attn_dtype_name(dtype));
+    for (int d = 0; d < rank; d++)
+        if (t->shape[d] != want[d]) {
+            char got[128], exp[128];
+            attn_format_shape(got, sizeof got, rank, t->shape);
+            attn_format_shape(exp, sizeof exp, rank, want);
+            return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s but it must be %s", name, got, exp);
+        }
+    for (int d = 0; d < rank; d++)
+        if (t->shape[d] > 1 && t->strides[d] == 0)
+            return attn_fail(err, ATTN_ERR_STRIDE, "%s has stride 0 in dimension %d of size %lld", name, d,
+                             (long long)t->shape[d]);
+    if (!t->data && t->shape[0] > 0) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
+    return attn_check_extent(t, name, err);
+}
+
+/* Where a batch's keys and values are: packed tensors with their offsets,
+ * or (pages not NULL) one paged pool view per sequence, pages[b] of
+ * sequence b (base/rows.h). */
+typedef struct batch_kv {
+    const attn_tensor *k, *v;
+    const int64_t *cu_k;
+    const attn_kv_paged *k_pages, *v_pages;
+} batch_kv;
+
+/* The options a ragged batch takes. */
+static attn_status check_batch_options(const attn_sdpa_options *o, attn_error *err) {
+    if (o->mask)
+        return attn_fail(err, ATTN_ERR_OPTION, "options->mask is set; a ragged batch takes one mask per sequence (masks)");
+    if (o->query_start || o->key_start || o->total_queries || o->total_keys)
+        return attn_fail(err, ATTN_ERR_OPTION, "a ragged batch is not taken in pieces (query_start, key_start, totals)");
+    return ATTN_OK;
+}
+
+/* What the whole batch must satisfy before any sequence is planned: q, k,
+ * v packed alike, the offsets, options a ragged batch takes. */
+static attn_status check_batch(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                               const int64_t *cu_q, const int64_t *cu_k, int64_t batch, const attn_sdpa_options *o,
+                               attn_error *err) {
+    attn_status st;
+    if ((st = check_packed(q, "q", err)) || (st = check_packed(k, "k", err)) || (st = check_packed(v, "v", err)))
+        return st;
+    if (k->shape[0] != v->shape[0])
+        return attn_fail(err, ATTN_ERR_SHAPE, "k has %lld rows but v has %lld; they must match", (long long)k->shape[0],
+                         (long long)v->shape[0]);
+    /* What attn_sdpa's plan checks of every sequence, checked once for
+     * the batch, so that a batch whose sequences are all empty obeys it too. */
+    if (q->dtype != ATTN_F32 && q->dtype != ATTN_F64)
+        return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; it must be f32 or f64", attn_dtype_name(q->dtype));
+    const attn_tensor *kv[2] = {k, v};
+    for (int t = 0; t < 2; t++) {
+        bool half = kv[t]->dtype == ATTN_F16 || kv[t]->dtype == ATTN_BF16;
+        if (kv[t]->dtype != q->dtype && !(half && q->dtype == ATTN_F32))
+            return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s but q is %s; it must be q's dtype (or f16/bf16 with f32 q)",
+                             t ? "v" : "k", attn_dtype_name(kv[t]->dtype), attn_dtype_name(q->dtype));
+    }
+    if (k->shape[2] != q->shape[2])
+        return attn_fail(err, ATTN_ERR_SHAPE, "k has E=%lld but q has E=%lld (their last dimensions must match)",
+                         (long long)k->shape[2], (long long)q->shape[2]);
+    if (v->shape[1] != k->shape[1] || q->shape[1] % k->shape[1] != 0)
+        return attn_fail(err, ATTN_ERR_HEADS, "q, k and v have %lld, %lld and %lld heads; k and v must match and divide q's",
+                         (long long)q->shape[1], (long long)k->shape[1], (long long)v->shape[1]);
+    if ((st = check_batch_options(o, err))) return st;
+    if ((st = attn_check_cu_seqlens(cu_q, batch, q->shape[0], "cu_seqlens_q", err)) ||
+        (st = attn_check_cu_seqlens(cu_k, batch, k->shape[0], "cu_seqlens_k", err)))
+        return st;
+    return ATTN_OK;
+}
+
+/* The options of sequence b: its mask, its dropout key. */
+static attn_sdpa_options seq_options(const attn_sdpa_options *o, const attn_tensor *const *masks, int64_t b) {
+    attn_sdpa_options ob = *o;
+    ob.mask = masks ? masks[b] : NULL;
+    ob.dropout_seed = o->dropout_seed + (uint64_t)b; /* wraps: unsigned */
+    return ob;
+}
+
+/* Every sequence planned into seqs (and its flash calls listed in flash[],
+ * *n_flash of them), nothing run. */
+static attn_status plan_batch(seq *seqs, const attn_slices **flash, int64_t *n_flash, attn_tensor *out,
+                              attn_tensor *lse, const attn_tensor *q, const batch_kv *kv, const int64_t *cu_q,
+                              int64_t batch, const attn_tensor *const *masks, const attn_sdpa_options *o, int threads,
+                              attn_arena *arena, attn_error *err) {
+    *n_flash = 0;
+    for (int64_t b = 0; b < batch; b++) {
+        seq *s = &seqs[b];
+        int64_t L = cu_q[b + 1] - cu_q[b], S = kv->k_pages ? kv->k_pages[b].length : kv->cu_k[b + 1] - kv->cu_k[b];
+        memset(s, 0, sizeof *s);
+        s->route = L == 0 ? SEQ_NONE : S == 0 ? SEQ_EMPTY : SEQ_FLASH;
+        if (s->route != SEQ_FLASH) continue;
+        seq_view(&s->q, q, cu_q[b], L);
+        if (kv->k_pages) { /* stand-ins of the shapes, as attn_sdpa_paged makes them */
+            attn_kv_paged_shapes(&s->k, &s->v, &kv->k_pages[b], &kv->v_pages[b]);
+        } else {
+            seq_view(&s->k, kv->k, kv->cu_k[b], S), seq_view(&s->v, kv->v, kv->cu_k[b], S);
+        }
+        seq_view(&s->out, out, cu_q[b], L);
+        if (lse) seq_view(&s->lse, lse, cu_q[b], L), s->lse.rank = 2;
+        attn_sdpa_options ob = seq_options(o, masks, b);
+        attn_status st = attn_plan_call(&s->sl, &s->out, lse ? &s->lse : NULL, NULL, false, &s->q, &s->k, &s->v, &ob,
+                                        threads, err);
+        if (st) return in_sequence(st, b, err);
+        s->sl.arena = arena;
+        if (kv->k_pages) s->sl.k_pages = &kv->k_pages[b], s->sl.v_pages = &kv->v_pages[b];
+        /* attn_sdpa's choice of kernel (sdpa.c's run_kernel), for this sequence */
+        if (q->dtype != ATTN_F32) s->route = SEQ_EXACT;
+        else if (attn_decode_applies(L, S) && !s->sl.has_rope) s->route = SEQ_DECODE;
+        else flash[(*n_flash)++] = &s->sl;
+    }
+    return ATTN_OK;
+}
+
+/* Run (or, on a measuring arena, measure) every planned sequence. */
+static attn_status run_batch(seq *seqs, const attn_slices **flash, int64_t n_flash, int64_t batch, int64_t E,
+                             int64_t Ev, const attn_sdpa_options *o, attn_arena *arena, attn_run_info *info,
+                             attn_error *err) {
+    attn_status st;
+    for (int64_t b = 0; b < batch; b++) {
+        seqs[b].sl.arena = arena;
+        if (seqs[b].route >= SEQ_FLASH && (st = attn_rope_prepare(&seqs[b].sl, &seqs[b].rope, err)))
+            return in_sequence(st, b, err);
+    }
+    *info = (attn_run_info){"none", "-", NULL, 1, 1, 0, 0};
+    if (n_flash > 0 && (st = attn_flash_run_calls(flash, n_flash, o->compute == ATTN_COMPUTE_BF16, info, err))) return st;
+    /* The f64 kernel's scratch, once for every sequence that takes it. */
+    double *work = NULL;
+    bool any_exact = false;
+    for (int64_t b = 0; b < batch; b++) any_exact |= seqs[b].route == SEQ_EXACT;
+    if (any_exact) {
+        int64_t words = attn_stream_work_size(E, Ev);
+        if (words < 0) return attn_fail(err, ATTN_ERR_OVERFLOW, "the exact kernel's scratch size overflows");
+        work = attn_arena_alloc(arena, (size_t)words, sizeof(double));
+        if (!work && !arena->measure)
+            return attn_fail(err, arena->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
+                             "cannot allocate the exact kernel's scratch");
+    }
+    for (int64_t b = 0; b < batch; b++) {
+        seq *s = &seqs[b];
+        if (s->route == SEQ_DECODE) {
+            attn_run_info d;
+            if ((st = attn_decode_run(&s->sl, &d, err))) return in_sequence(st, b, err);
+            if (!arena->measure && info->kernel[0] == 'n') *info = d;
+            else info->items += d.items, info->fallbacks += d.fallbacks;
+        } else if (s->route == SEQ_EXACT && !arena->measure) {
+            for (int64_t i = 0; i < s->sl.count; i++) {
+                attn_problem p;
+                attn_slice(&s->sl, i, &p);
+                attn_stream_kernel(&p, work);
+            }
+            if (info->kernel[0] == 'n') info->kernel = "exact";
+            info->items += s->sl.count;
+        }
+    }
+    return ATTN_OK;
+}
+
+/* The rows of sequences with queries but no keys: out 0, lse that of a row
+ * no key takes part in (the sink's logit, or -inf), as attn_sdpa gives for
+ * rows that see no key. */
+static void write_empty(const seq *seqs, attn_tensor *out, attn_tensor *lse, const int64_t *cu_q, int64_t batch,
+                        const attn_sdpa_options *o) {
+    int64_t Hq = out->shape[1], Ev = out->shape[2];
+    attn_problem p; /* a sink's (m, l) through the one place rows start */
+    memset(&p, 0, sizeof p);
+    for (int64_t b = 0; b < batch; b++) {
+        if (seqs[b].route != SEQ_EMPTY) continue;
+        for (int64_t i = cu_q[b]; i < cu_q[b + 1]; i++)
+            for (int64_t h = 0; h < Hq; h++) {
+                attn_mat orow = {(char *)out->data + (i * out->strides[0] + h * out->strides[1]) * (int64_t)attn_dtype_size(out->dtype),
+                                 out->dtype, 1, Ev, 0, out->strides[2]};
+                for (int64_t e = 0; e < Ev; e++) attn_mat_set(&orow, 0, e, 0.0);
+                if (!lse) continue;
+                attn_mat sinks = {o->sinks ? (char *)o->sinks->data : NULL, o->sinks ? o->sinks->dtype : ATTN_F64, 1, Hq, 0,
+                                  o->sinks ? o->sinks->strides[0] : 0};
+                double m, l;
+                p.has_sink = o->sinks != NULL, p.sink = o->sinks ? attn_mat_get(&sinks, 0, h) : 0;
+                attn_softmax_start(&p, &m, &l);
+                attn_mat lrow = {(char *)lse->data + (i * lse->strides[0] + h * lse->strides[1]) * (int64_t)attn_dtype_size(lse->dtype),
+                                 lse->dtype, 1, 1, 0, 0};
+                attn_mat_set(&lrow, 0, 0, attn_lse(m, l));
+            }
+    }
+}
+
+/* The batch planned and run, its inputs checked: the plans from the arena
+ * (a workspace's front), a measuring pass first with a workspace, then the
+ * kernels, then the rows of sequences without keys. */
+static attn_status varlen_forward(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const batch_kv *kv,
+                                  const int64_t *cu_q, int64_t batch, const attn_tensor *const *masks,
+                                  const attn_sdpa_options *o, const attn_context *c, int64_t Ev, attn_error *err) {
+    attn_status st;
+    attn_arena arena = attn_arena_over(c->workspace, c->workspace_size);
+    size_t n = batch > 0 ? (size_t)batch : 1;
+    if ((uint64_t)n > SIZE_MAX / (sizeof(seq) + sizeof(attn_slices *)))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "%lld sequences' plans overflow", (long long)batch);
+    seq *seqs = attn_arena_alloc(&arena, n, sizeof(seq));
+    const attn_slices **flash = attn_arena_alloc(&arena, n, sizeof *flash);
+    if (!seqs || !flash) {
+        attn_arena_release(&arena);
+        return attn_fail(err, c->workspace ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
+                         "cannot allocate the plans of %lld sequences (%zu bytes)", (long long)batch,
+                         n * (sizeof(seq) + sizeof *flash));
+    }
+    int64_t n_flash;
+    attn_run_info info;
+    st = plan_batch(seqs, flash, &n_flash, out, lse, q, kv, cu_q, batch, masks, o, c->num_threads, &arena, err);
+    if (!st && c->workspace) { /* too small a workspace fails before anything is written */
+        attn_arena m = attn_arena_measuring();
+        st = run_batch(seqs, flash, n_flash, batch, q->shape[2], Ev, o, &m, &info, err);
+        size_t need = arena.used + attn_arena_needed(&m);
+        if (!st && need > c->workspace_size)
+            st = attn_fail(err, ATTN_ERR_WORKSPACE,
+                           "the context's workspace has %zu bytes but this call needs %zu", c->workspace_size, need);
+    }
+    bool verbose = attn_verbose_on();
+    double t0 = verbose ? attn_now_ms() : 0;
+    if (!st) st = run_batch(seqs, flash, n_flash, batch, q->shape[2], Ev, o, &arena, &info, err);
+    if (!st) write_empty(seqs, out, lse, cu_q, batch, o);
+    if (!st && verbose) {
+        attn_slices shown; /* the packed tensors, for the line */
+        memset(&shown, 0, sizeof shown);
+        shown.q = q, shown.k = kv->k, shown.v = kv->v, shown.lse = lse;
+        for (int64_t b = 0; b < batch; b++)
+            if (seqs[b].route >= SEQ_FLASH) {
+                shown.has_rope = seqs[b].sl.has_rope, shown.rope = seqs[b].sl.rope;
+                if (!shown.k) shown.k = seqs[b].sl.k, shown.v = seqs[b].sl.v; /* pages: a sequence's stand-ins */
+            }
+        attn_verbose_report(kv->k_pages ? "sdpa_varlen_paged" : "sdpa_varlen", &info, &shown, o, attn_now_ms() - t0);
+    }
+    attn_arena_release(&arena);
+    return st;
+}
+
+/* Outputs against the inputs every call reads, and each sequence's mask. */
+static attn_status check_outputs(attn_tensor *out, attn_tensor *lse, const attn_named *ins, int n_ins,
+                                 const attn_tensor *const *masks, int64_t batch, attn_error *err) {
+    const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
+    attn_status st = attn_check_no_overlap(outs, 2, ins, n_ins, err);
+    for (int64_t b = 0; !st && masks && b < batch; b++) {
+        const attn_named mask = {masks[b], "a sequence's mask"};
+        if ((st = attn_check_no_overlap(outs, 2, &mask, 1, err))) return in_sequence(st, b, err);
+    }
+    return st;
+}
+
+attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_tensor *k,
+                             const attn_tensor *v, const int64_t *cu_seqlens_q, const int64_t *cu_seqlens_k,
+                             int64_t batch, const attn_tensor *const *masks, const attn_sdpa_options *options,
+                             attn_error *err) {
+    attn_sdpa_options o;
+    attn_context c;
+    attn_status st = attn_options_read(&o, &c, options, err);
+    if (st || (st = check_batch(q, k, v, cu_seqlens_q, cu_seqlens_k, batch, &o, err))) return st;
+    int64_t want_out[3] = {q->shape[0], q->shape[1], v->shape[2]};
+    if ((st = check_packed_out(out, "out", 3, want_out, q->dtype, err)) ||
+        (lse && (st = check_packed_out(lse, "lse", 2, want_out, q->dtype, err))))
+        return st;
+    /* The plans check each sequence's views again; this covers the rows of
+     * sequences no plan sees. */
+    const attn_named ins[5] = {{q, "q"}, {k, "k"}, {v, "v"}, {o.alibi_slopes, "alibi_slopes"}, {o.sinks, "sinks"}};
+    if ((st = check_outputs(out, lse, ins, 5, masks, batch, err))) return st;
+    if (o.sinks && (st = attn_check_per_head(o.sinks, "sinks", q->shape[1], err))) return st;
+    batch_kv kv = {k, v, cu_seqlens_k, NULL, NULL};
+    return varlen_forward(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, v->shape[2], err);
+}
+
+attn_status attn_sdpa_varlen_paged(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const int64_t *cu_seqlens_q,
+                                   int64_t batch, const attn_kv_paged *k_pages, const attn_kv_paged *v_pages,
+                                   const attn_tensor *const *masks, const attn_sdpa_options *options, attn_error *err) {
+    attn_sdpa_options o;
+    attn_context c;
+    attn_status st = attn_options_read(&o, &c, options, err);
+    if (st || (st = check_packed(q, "q", err)) || (st = check_batch_options(&o, err)) ||
+        (st = attn_check_cu_seqlens(cu_seqlens_q, batch, q->shape[0], "cu_seqlens_q", err)))
+        return st;
+    if (batch > 0 && (!k_pages || !v_pages)) return attn_fail(err, ATTN_ERR_NULL, "k_pages or v_pages is NULL");
+    if (q->dtype != ATTN_F32)
+        return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; pages hold f32, f16 or bf16, which need f32 q",
+                         attn_dtype_name(q->dtype));
+    /* Every sequence's pools checked, and alike: one head count and row
+     * sizes, E of q's. */
+    int64_t Ev = out ? (out->rank == 3 ? out->shape[2] : 0) : 0;
+    for (int64_t b = 0; b < batch; b++) {
+        const attn_kv_paged *kp = &k_pages[b], *vp = &v_pages[b];
+        if ((st = attn_kv_paged_check(kp, "k pages", err)) || (st = attn_kv_paged_check(vp, "v pages", err)))
+            return in_sequence(st, b, err);
+        if (kp->heads != vp->heads || kp->length != vp->length || kp->cols != q->shape[2] ||
+            kp->heads != k_pages[0].heads || vp->cols != v_pages[0].cols)
+            return in_sequence(attn_fail(err, ATTN_ERR_SHAPE,
+                                         "k pages (%lld heads of %lld, length %lld) and v pages (%lld heads of %lld, "
+                                         "length %lld) do not match each other, q's E=%lld or sequence 0's",
+                                         (long long)kp->heads, (long long)kp->cols, (long long)kp->length,
+                                         (long long)vp->heads, (long long)vp->cols, (long long)vp->length,
+                                         (long long)q->shape[2]),
+                               b, err);
+        Ev = vp->cols;
+    }
+    int64_t want_out[3] = {q->shape[0], q->shape[1], Ev};
+    if ((st = check_packed_out(out, "out", 3, want_out, q->dtype, err)) ||
+        (lse && (st = check_packed_out(lse, "lse", 2, want_out, q->dtype, err))))
+        return st;
+    const attn_named ins[3] = {{q, "q"}, {o.alibi_slopes, "alibi_slopes"}, {o.sinks, "sinks"}};
+    if ((st = check_outputs(out, lse, ins, 3, masks, batch, err))) return st;
+    for (int64_t b = 0; b < batch; b++) { /* and the pools' memory */
+        attn_tensor pools[2];
+        attn_kv_paged_pool(&pools[0], &k_pages[b]), attn_kv_paged_pool(&pools[1], &v_pages[b]);
+        const attn_named pin[2] = {{&pools[0], "k pages"}, {&pools[1], "v pages"}};
+        if ((st = check_outputs(out, lse, pin, 2, NULL, 0, err))) return in_sequence(st, b, err);
+    }
+    if (o.sinks && (st = attn_check_per_head(o.sinks, "sinks", q->shape[1], err))) return st;
+    batch_kv kv = {NULL, NULL, NULL, k_pages, v_pages};
+    return varlen_forward(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, Ev, err);
+}
+
+attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, const attn_tensor *dout,
+                                      const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                      const attn_tensor *out, const attn_tensor *lse, const int64_t *cu_seqlens_q,
+                                      const int64_t *cu_seqlens_k, int64_t batch, const attn_tensor *const *masks,
+                                      const attn_sdpa_options *options, attn_error *err) {
+    attn_sdpa_options o;
+    attn_context c;
+    attn_status st = attn_options_read(&o, &c, options, err);
+    if (st || (st = check_batch(q, k, v, cu_seqlens_q, cu_seqlens_k, batch, &o, err))) return st;
+    int64_t want_out[3] = {q->shape[0], q->shape[1], v->shape[2]};
+    const attn_tensor *like[3] = {q, k, v};
+    attn_tensor *grad[3] = {dq, dk, dv};
+    static const char *const NAME[3] = {"dq", "dk", "dv"};
+    if (!out) return attn_fail(err, ATTN_ERR_NULL, "out (the forward's output) is NULL");
+    if (!lse) return attn_fail(err, ATTN_ERR_NULL, "lse (the forward's log-sum-exp) is NULL");
+    if (!dq && !dk && !dv) return attn_fail(err, ATTN_ERR_NULL, "dq, dk and dv are all NULL; ask for one gradient at least");
+    /* out, lse and dout as the forward wrote them (checked like outputs:
+     * the same shapes, q's dtype), the gradients shaped like their inputs. */
+    if ((st = check_packed_out((attn_tensor *)out, "out", 3, want_out, q->dtype, err)) ||
+        (st = check_packed_out((attn_tensor *)lse, "lse", 2, want_out, q->dtype, err)) ||
+        (st = check_packed_out((attn_tensor *)dout, "dout", 3, want_out, q->dtype, err)))
+        return st;
+    for (int t = 0; t < 3; t++)
+        if (grad[t] && (st = check_packed_out(grad[t], NAME[t], 3, like[t]->shape, q->dtype, err))) return st;
+    const attn_named outs[3] = {{dq, "dq"}, {dk, "dk"}, {dv, "dv"}};
+    const attn_named ins[8] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"},
+                               {o.alibi_slopes, "alibi_slopes"}, {o.sinks, "sinks"}};
+    if ((st = attn_check_no_overlap(outs, 3, ins, 8, err))) return st;
+    for (int64_t b = 0; masks && b < batch; b++) {
+        const attn_named mask = {masks[b], "a sequence's mask"};
+        if ((st = attn_check_no_overlap(outs, 3, &mask, 1, err))) return in_sequence(st, b, err);
+    }
+    /* Every sequence checked (and its scratch measured) before any is run,
+     * so that a bad one writes nothing; with a workspace, each must fit it. */
+    for (int pass = 0; pass < 2; pass++)
+        for (int64_t b = 0; b < batch; b++) {
+            int64_t L = cu_seqlens_q[b + 1] - cu_seqlens_q[b], S = cu_seqlens_k[b + 1] - cu_seqlens_k[b];
+            if (L == 0 || S == 0) continue;
+            attn_tensor sq, sk, sv, so, sl, sdo, sg[3];
+            seq_view(&sq, q, cu_seqlens_q[b], L), seq_view(&sk, k, cu_seqlens_k[b], S), seq_view(&sv, v, cu_seqlens_k[b], S);
+            seq_view(&so, out, cu_seqlens_q[b], L), seq_view(&sl, lse, cu_seqlens_q[b], L), seq_view(&sdo, dout, cu_seqlens_q[b], L);
+            int64_t r0[3] = {cu_seqlens_q[b], cu_seqlens_k[b], cu_seqlens_k[b]}, n[3] = {L, S, S};
+            for (int t = 0; t < 3; t++)
+                if (grad[t]) seq_view(&sg[t], grad[t], r0[t], n[t]);
+            attn_sdpa_options ob = seq_options(&o, masks, b);
+            ob.context = &c;
+            attn_tensor *g[3] = {dq ? &sg[0] : NULL, dk ? &sg[1] : NULL, dv ? &sg[2] : NULL};
+            size_t need;
+            st = pass == 0 ? attn_sdpa_backward_workspace_size(&need, g[0], g[1], g[2], NULL, &sdo, &sq, &sk, &sv, &so, &sl, &ob, err)
+                           : attn_sdpa_backward(g[0], g[1], g[2], NULL, &sdo, &sq, &sk, &sv, &so, &sl, &ob, err);
+            if (!st && pass == 0 && c.workspace && need > c.workspace_size)
+                st = attn_fail(err, ATTN_ERR_WORKSPACE, "the context's workspace has %zu bytes but this sequence needs %zu",
+                               c.workspace_size, need);
+            if (st) return in_sequence(st, b, err);
+        }
+    /* Rows no sequence's call wrote: queries without keys (dq 0), keys
+     * without queries (dk, dv 0). */
+    for (int64_t b = 0; b < batch; b++) {
+        int64_t L = cu_seqlens_q[b + 1] - cu_seqlens_q[b], S = cu_seqlens_k[b + 1] - cu_seqlens_k[b];
+        if (L != 0 && S != 0) continue;
+        for (int t = 0; t < 3; t++) {
+            int64_t r0 = t == 0 ? cu_seqlens_q[b] : cu_seqlens_k[b], rows = t == 0 ? L : S;
+            for (int64_t r = r0; grad[t] && r < r0 + rows; r++)
+                for (int64_t h = 0; h < grad[t]->shape[1]; h++) {
+                    attn_mat row = {(char *)grad[t]->data + (r * grad[t]->strides[0] + h * grad[t]->strides[1]) *
+                                                                (int64_t)attn_dtype_size(grad[t]->dtype),
+                                    grad[t]->dtype, 1, grad[t]->shape[2], 0, grad[t]->strides[2]};
+                    for (int64_t e = 0; e < grad[t]->shape[2]; e++) attn_mat_set(&row, 0, e, 0.0);
+                }
+        }
+    }
+    return ATTN_OK;
+}

@@ -1,0 +1,377 @@
+/* test_varlen.c -- ragged batches (attn_sdpa_varlen, attn_sdpa_varlen_backward):
+ * every sequence bitwise equal to attn_sdpa (and attn_sdpa_backward) called
+ * on that sequence alone, for random mixes of lengths (sequences of no rows
+ * included), f32 and f64, f16 and bf16 keys and values, 1, 2 and 3 threads,
+ * and every option: per-sequence masks (bool and float, broadcast), both
+ * causal alignments, the scale, GQA, soft-capping, ALiBi, windows, sinks,
+ * RoPE, dropout, the bf16 compute mode; the kernels that ran (flash, decode,
+ * exact); a workspace; and the errors of the offsets, each reported before
+ * anything is written.
+ *
+ * Prints "ok NAME" or "FAIL NAME: why"; exits 1 if any failed. */
+#include "attn.h"
+#include "check.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static double uniform(void) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(rng >> 11) * 0x1.0p-53;
+}
+static int64_t below(int64_t n) { return (int64_t)(uniform() * (double)n) % n; }
+
+/* A buffer of n random values of dtype (f32, f64, f16, bf16), or of bools. */
+static void *random_buf(attn_dtype dtype, int64_t n) {
+    size_t size = attn_dtype_size(dtype);
+    unsigned char *p = malloc((size_t)(n > 0 ? n : 1) * size);
+    for (int64_t i = 0; i < n; i++) {
+        double x = 2 * uniform() - 1;
+        if (dtype == ATTN_F64) ((double *)(void *)p)[i] = x;
+        else if (dtype == ATTN_F32) ((float *)(void *)p)[i] = (float)x;
+        else if (dtype == ATTN_F16) ((uint16_t *)(void *)p)[i] = attn_f32_to_f16((float)x);
+        else if (dtype == ATTN_BF16) ((uint16_t *)(void *)p)[i] = attn_f32_to_bf16((float)x);
+        else p[i] = uniform() < 0.8;
+    }
+    return p;
+}
+
+/* One ragged batch and how to run it. */
+typedef struct vcase {
+    const char *name;
+    attn_dtype dtype, kv_dtype;
+    int64_t Hq, Hk, E, Ev;
+    int B;
+    int64_t max_len;     /* lengths drawn from 0 .. max_len (some forced 0) */
+    int decode;          /* one sequence of 3 queries against 2100 keys: the decode kernel */
+    attn_causal causal;
+    int has_scale, alibi, sinks, rope, bf16, strided;
+    double softcap, dropout;
+    int64_t window;
+    int mask;            /* 0 none, 1 bool (Hq, L, S), 2 float (L, S), 3 bool (1, S) broadcast */
+} vcase;
+
+/* The batch's tensors, packed: q (Tq, Hq, E), k (Tk, Hk, E), v (Tk, Hk, Ev);
+ * strided ones sit in buffers with one spare head of room between rows. */
+typedef struct batch {
+    int64_t cu_q[64], cu_k[64], Tq, Tk;
+    attn_tensor q, k, v, masks[64], alibi, sinks;
+    const attn_tensor *mask_ptr[64];
+    double slopes[16], sink[16];
+    attn_rope_options rope;
+    attn_sdpa_options o;
+} batch;
+
+static void packed(attn_tensor *t, attn_dtype dtype, int64_t T, int64_t H, int64_t X, int strided) {
+    int64_t shape[3] = {T, H, X}, strides[3] = {(H + strided) * X, X, 1};
+    attn_tensor_init(t, random_buf(dtype, T * (H + strided) * X), dtype, 3, shape, strides, NULL);
+}
+
+static void make_batch(batch *bt, const vcase *c) {
+    memset(bt, 0, sizeof *bt);
+    bt->cu_q[0] = bt->cu_k[0] = 0;
+    for (int b = 0; b < c->B; b++) {
+        int64_t L = below(c->max_len + 1), S = below(c->max_len + 1);
+        if (b % 5 == 3) L = 0; /* no queries */
+        if (b % 7 == 5) S = 0; /* queries, no keys */
+        if (c->causal == ATTN_CAUSAL_TOP_LEFT && S == 0 && L > 0) S = 1 + below(4); /* keep most rows seeing keys */
+        if (c->decode && b == 1) L = 3, S = 2100;
+        bt->cu_q[b + 1] = bt->cu_q[b] + L, bt->cu_k[b + 1] = bt->cu_k[b] + S;
+    }
+    bt->Tq = bt->cu_q[c->B], bt->Tk = bt->cu_k[c->B];
+    packed(&bt->q, c->dtype, bt->Tq, c->Hq, c->E, c->strided);
+    packed(&bt->k, c->kv_dtype, bt->Tk, c->Hk, c->E, c->strided);
+    packed(&bt->v, c->kv_dtype, bt->Tk, c->Hk, c->Ev, 0);
+    bt->o = attn_sdpa_options_default();
+    bt->o.causal = c->causal, bt->o.has_scale = c->has_scale, bt->o.scale = 0.3, bt->o.softcap = c->softcap;
+    bt->o.window = c->window, bt->o.dropout_p = c->dropout, bt->o.dropout_seed = 1234;
+    bt->o.compute = c->bf16 ? ATTN_COMPUTE_BF16 : ATTN_COMPUTE_F32;
+    int64_t hs[1] = {c->Hq};
+    attn_alibi_slopes(bt->slopes, c->Hq, NULL);
+    for (int64_t h = 0; h < c->Hq; h++) bt->sink[h] = 0.5 * (double)h - 1;
+    attn_tensor_init(&bt->alibi, bt->slopes, ATTN_F64, 1, hs, NULL, NULL);
+    attn_tensor_init(&bt->sinks, bt->sink, ATTN_F64, 1, hs, NULL, NULL);
+    if (c->alibi) bt->o.alibi_slopes = &bt->alibi;
+    if (c->sinks) bt->o.sinks = &bt->sinks;
+    bt->rope = attn_rope_options_default();
+    bt->rope.position_offset = 3;
+    if (c->rope) bt->o.rope = &bt->rope;
+    for (int b = 0; c->mask && b < c->B; b++) {
+        int64_t L = bt->cu_q[b + 1] - bt->cu_q[b], S = bt->cu_k[b + 1] - bt->cu_k[b];
+        if (L == 0 || S == 0) continue; /* not read: left NULL */
+        int64_t s3[3] = {c->Hq, L, S}, s2[2] = {L, S}, s1[2] = {1, S};
+        if (c->mask == 1) attn_tensor_init(&bt->masks[b], random_buf(ATTN_BOOL, c->Hq * L * S), ATTN_BOOL, 3, s3, NULL, NULL);
+        if (c->mask == 2) attn_tensor_init(&bt->masks[b], random_buf(c->dtype, L * S), c->dtype, 2, s2, NULL, NULL);
+        if (c->mask == 3) attn_tensor_init(&bt->masks[b], random_buf(ATTN_BOOL, S), ATTN_BOOL, 2, s1, NULL, NULL);
+        bt->mask_ptr[b] = &bt->masks[b];
+    }
+}
+
+static void free_batch(batch *bt, int B) {
+    free(bt->q.data), free(bt->k.data), free(bt->v.data);
+    for (int b = 0; b < B; b++) free(bt->masks[b].data);
+}
+
+/* Rows r0 .. r0+n-1 of a packed (T, H, X) tensor as (H, n, X), or of a
+ * packed (T, H) as (H, n): attn_sdpa's view of one sequence, written here
+ * from the definition in attn.h. */
+static attn_tensor view(const attn_tensor *t, int64_t r0, int64_t n) {
+    attn_tensor v = *t;
+    v.data = (char *)t->data + r0 * t->strides[0] * (int64_t)attn_dtype_size(t->dtype);
+    v.shape[0] = t->shape[1], v.strides[0] = t->strides[1];
+    v.shape[1] = n, v.strides[1] = t->strides[0];
+    return v;
+}
+
+static attn_tensor zeros(attn_dtype dtype, int rank, const int64_t *shape) {
+    attn_tensor t;
+    int64_t n = 1;
+    for (int d = 0; d < rank; d++) n *= shape[d];
+    attn_tensor_init(&t, calloc((size_t)(n > 0 ? n : 1), attn_dtype_size(dtype)), dtype, rank, shape, NULL, NULL);
+    return t;
+}
+
+static size_t bytes_of(const attn_tensor *t) {
+    int64_t n = attn_tensor_numel(t);
+    return (size_t)n * attn_dtype_size(t->dtype);
+}
+
+/* The expected rows of a sequence with queries but no keys. */
+static int empty_rows_ok(const attn_tensor *out, const attn_tensor *lse, int64_t r0, int64_t n, const batch *bt) {
+    for (int64_t i = r0; i < r0 + n; i++)
+        for (int64_t h = 0; h < out->shape[1]; h++) {
+            double want = bt->o.sinks ? bt->sink[h] : -INFINITY, got;
+            for (int64_t e = 0; e < out->shape[2]; e++) {
+                int64_t off = (i * out->shape[1] + h) * out->shape[2] + e;
+                double x = out->dtype == ATTN_F32 ? ((float *)out->data)[off] : ((double *)out->data)[off];
+                if (x != 0) return 0;
+            }
+            int64_t off = i * out->shape[1] + h;
+            got = lse->dtype == ATTN_F32 ? ((float *)lse->data)[off] : ((double *)lse->data)[off];
+            if (lse->dtype == ATTN_F32) want = (float)want;
+            if (got != want) return 0;
+        }
+    return 1;
+}
+
+/* Forward and backward of one case at 1, 2 and 3 threads, each sequence
+ * against attn_sdpa (attn_sdpa_backward) on its own. */
+static void test_case(const vcase *c) {
+    batch bt;
+    make_batch(&bt, c);
+    int64_t so[3] = {bt.Tq, c->Hq, c->Ev}, sl[2] = {bt.Tq, c->Hq};
+    int64_t sdq[3] = {bt.Tq, c->Hq, c->E}, sdk[3] = {bt.Tk, c->Hk, c->E}, sdv[3] = {bt.Tk, c->Hk, c->Ev};
+    attn_tensor ref_out = zeros(c->dtype, 3, so), ref_lse = zeros(c->dtype, 2, sl);
+    attn_tensor dout;
+    attn_tensor_init(&dout, random_buf(c->dtype, bt.Tq * c->Hq * c->Ev), c->dtype, 3, so, NULL, NULL);
+    int backward = c->kv_dtype == c->dtype && !c->bf16;
+    attn_tensor ref_dq = zeros(c->dtype, 3, sdq), ref_dk = zeros(c->dtype, 3, sdk), ref_dv = zeros(c->dtype, 3, sdv);
+    char name[160];
+    attn_error err;
+    /* the reference: one attn_sdpa per sequence, and one backward */
+    int ref_ok = 1, empty_ok = 1;
+    for (int b = 0; b < c->B; b++) {
+        int64_t L = bt.cu_q[b + 1] - bt.cu_q[b], S = bt.cu_k[b + 1] - bt.cu_k[b];
+        if (L == 0 || S == 0) continue;
+        attn_tensor q = view(&bt.q, bt.cu_q[b], L), k = view(&bt.k, bt.cu_k[b], S), v = view(&bt.v, bt.cu_k[b], S);
+        attn_tensor out = view(&ref_out, bt.cu_q[b], L), lse = view(&ref_lse, bt.cu_q[b], L);
+        attn_sdpa_options o = bt.o;
+        o.mask = bt.mask_ptr[b], o.dropout_seed = bt.o.dropout_seed + (uint64_t)b;
+        attn_status st = attn_sdpa(&out, &lse, NULL, &q, &k, &v, &o, &err);
+        if (st) printf("# reference sequence %d: %s\n", b, err.message), ref_ok = 0;
+        if (!backward || st) continue;
+        attn_tensor dq = view(&ref_dq, bt.cu_q[b], L), dk = view(&ref_dk, bt.cu_k[b], S), dv = view(&ref_dv, bt.cu_k[b], S);
+        attn_tensor d = view(&dout, bt.cu_q[b], L);
+        if ((st = attn_sdpa_backward(&dq, &dk, &dv, NULL, &d, &q, &k, &v, &out, &lse, &o, &err)))
+            printf("# reference backward %d: %s\n", b, err.message), ref_ok = 0;
+    }
+    for (int threads = 1; threads <= 3; threads++) {
+        attn_tensor out = zeros(c->dtype, 3, so), lse = zeros(c->dtype, 2, sl);
+        attn_context ctx = attn_context_default();
+        ctx.num_threads = threads;
+        attn_sdpa_options o = bt.o;
+        o.context = &ctx;
+        char kernel[32];
+        verbose_begin();
+        attn_status st = attn_sdpa_varlen(&out, &lse, &bt.q, &bt.k, &bt.v, bt.cu_q, bt.cu_k, c->B,
+                                          c->mask ? bt.mask_ptr : NULL, &o, &err);
+        verbose_end(kernel, sizeof kernel, NULL, 0);
+        for (int b = 0; !st && b < c->B; b++) {
+            int64_t L = bt.cu_q[b + 1] - bt.cu_q[b], S = bt.cu_k[b + 1] - bt.cu_k[b];
+            if (L > 0 && S == 0) empty_ok &= empty_rows_ok(&out, &lse, bt.cu_q[b], L, &bt);
+            if (L > 0 && S == 0) /* the reference has zeros there: compare the rest bitwise */
+                memcpy((char *)out.data + bt.cu_q[b] * c->Hq * c->Ev * attn_dtype_size(c->dtype),
+                       (char *)ref_out.data + bt.cu_q[b] * c->Hq * c->Ev * attn_dtype_size(c->dtype),
+                       (size_t)(L * c->Hq * c->Ev) * attn_dtype_size(c->dtype)),
+                    memcpy((char *)lse.data + bt.cu_q[b] * c->Hq * attn_dtype_size(c->dtype),
+                           (char *)ref_lse.data + bt.cu_q[b] * c->Hq * attn_dtype_size(c->dtype),
+                           (size_t)(L * c->Hq) * attn_dtype_size(c->dtype));
+        }
+        const char *want = c->dtype == ATTN_F64 ? "exact" : "flash";
+        snprintf(name, sizeof name, "varlen_%s_threads%d", c->name, threads);
+        if (st) check(0, name, "%s", err.message);
+        else
+            check(ref_ok && empty_ok && strcmp(kernel, want) == 0 && !memcmp(out.data, ref_out.data, bytes_of(&out)) &&
+                      !memcmp(lse.data, ref_lse.data, bytes_of(&lse)),
+                  name, "reference %s, empty rows %s, kernel %s (want %s), out %s, lse %s", ref_ok ? "ok" : "failed",
+                  empty_ok ? "ok" : "wrong", kernel, want, memcmp(out.data, ref_out.data, bytes_of(&out)) ? "differs" : "same",
+                  memcmp(lse.data, ref_lse.data, bytes_of(&lse)) ? "differs" : "same");
+        if (backward && !st) { /* the gradients from the reference's out and lse */
+            attn_tensor dq = zeros(c->dtype, 3, sdq), dk = zeros(c->dtype, 3, sdk), dv = zeros(c->dtype, 3, sdv);
+            memset(dq.data, 0x7f, bytes_of(&dq)), memset(dk.data, 0x7f, bytes_of(&dk)), memset(dv.data, 0x7f, bytes_of(&dv));
+            st = attn_sdpa_varlen_backward(&dq, &dk, &dv, &dout, &bt.q, &bt.k, &bt.v, &ref_out, &ref_lse, bt.cu_q, bt.cu_k,
+                                           c->B, c->mask ? bt.mask_ptr : NULL, &o, &err);
+            snprintf(name, sizeof name, "varlen_backward_%s_threads%d", c->name, threads);
+            if (st) check(0, name, "%s", err.message);
+            else
+                check(!memcmp(dq.data, ref_dq.data, bytes_of(&dq)) && !memcmp(dk.data, ref_dk.data, bytes_of(&dk)) &&
+                          !memcmp(dv.data, ref_dv.data, bytes_of(&dv)),
+                      name, "dq %s, dk %s, dv %s", memcmp(dq.data, ref_dq.data, bytes_of(&dq)) ? "differs" : "same",
+                      memcmp(dk.data, ref_dk.data, bytes_of(&dk)) ? "differs" : "same",
+                      memcmp(dv.data, ref_dv.data, bytes_of(&dv)) ? "differs" : "same");
+            free(dq.data), free(dk.data), free(dv.data);
+        }
+        free(out.data), free(lse.data);
+    }
+    free(ref_out.data), free(ref_lse.data), free(dout.data), free(ref_dq.data), free(ref_dk.data), free(ref_dv.data);
+    free_batch(&bt, c->B);
+}
+
+/* A sequence the decode kernel takes (3 queries against 2100 keys) beside
+ * ones flash takes: each on attn_sdpa's kernel, the line naming flash. */
+static void test_decode_in_batch(void) {
+    vcase c = {"decode_mix", ATTN_F32, ATTN_F32, 4, 2, 64, 64, 4, 60, 1, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    test_case(&c);
+}
+
+/* The offsets' errors, each before anything is written. */
+static void test_errors(void) {
+    float q[6 * 1 * 4], out[6 * 1 * 4];
+    for (int i = 0; i < 24; i++) q[i] = (float)i / 24, out[i] = -7;
+    int64_t s[3] = {6, 1, 4};
+    attn_tensor tq, to;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, s, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, s, NULL, NULL);
+    struct {
+        const char *name;
+        int64_t cu_q[4], cu_k[4];
+        int64_t batch;
+        attn_status want;
+        const char *says;
+    } cases[] = {
+        {"varlen_error_decreasing", {0, 4, 2, 6}, {0, 2, 4, 6}, 3, ATTN_ERR_ARGUMENT, "decreases at 2"},
+        {"varlen_error_start", {1, 2, 4, 6}, {0, 2, 4, 6}, 3, ATTN_ERR_ARGUMENT, "cu_seqlens_q[0] is 1"},
+        {"varlen_error_end_short", {0, 2, 4, 5}, {0, 2, 4, 6}, 3, ATTN_ERR_ARGUMENT, "has 6 rows"},
+        {"varlen_error_end_long_k", {0, 2, 4, 6}, {0, 2, 4, 7}, 3, ATTN_ERR_ARGUMENT, "cu_seqlens_k[3] is 7"},
+        {"varlen_error_overflowing", {0, INT64_MAX, INT64_MIN, 6}, {0, 2, 4, 6}, 3, ATTN_ERR_ARGUMENT, "decreases"},
+        {"varlen_error_batch", {0, 2, 4, 6}, {0, 2, 4, 6}, -1, ATTN_ERR_ARGUMENT, "batch is -1"},
+    };
+    attn_error err;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        attn_status st = attn_sdpa_varlen(&to, NULL, &tq, &tq, &tq, cases[i].cu_q, cases[i].cu_k, cases[i].batch, NULL,
+                                          NULL, &err);
+        int untouched = 1;
+        for (int e = 0; e < 24; e++) untouched &= out[e] == -7;
+        check(st == cases[i].want && strstr(err.message, cases[i].says) && untouched, cases[i].name, "status %d: %s%s",
+              (int)st, err.message, untouched ? "" : " (out written)");
+    }
+    int64_t cu[4] = {0, 2, 4, 6};
+    attn_status st = attn_sdpa_varlen(&to, NULL, &tq, &tq, &tq, NULL, cu, 3, NULL, NULL, &err);
+    check(st == ATTN_ERR_NULL, "varlen_error_null_offsets", "status %d: %s", (int)st, err.message);
+    /* a sequence's mask that does not fit it: named by the sequence */
+    int64_t sm[2] = {3, 2};
+    unsigned char keep[6] = {1, 1, 1, 1, 1, 1};
+    attn_tensor m;
+    attn_tensor_init(&m, keep, ATTN_BOOL, 2, sm, NULL, NULL);
+    const attn_tensor *masks[3] = {NULL, &m, NULL};
+    st = attn_sdpa_varlen(&to, NULL, &tq, &tq, &tq, cu, cu, 3, masks, NULL, &err);
+    check(st == ATTN_ERR_MASK && strncmp(err.message, "sequence 1: ", 12) == 0 && out[0] == -7, "varlen_error_sequence_mask",
+          "status %d: %s", (int)st, err.message);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.mask = &m;
+    st = attn_sdpa_varlen(&to, NULL, &tq, &tq, &tq, cu, cu, 3, NULL, &o, &err);
+    check(st == ATTN_ERR_OPTION, "varlen_error_options_mask", "status %d: %s", (int)st, err.message);
+    o = attn_sdpa_options_default();
+    o.total_keys = 9;
+    st = attn_sdpa_varlen(&to, NULL, &tq, &tq, &tq, cu, cu, 3, NULL, &o, &err);
+    check(st == ATTN_ERR_OPTION, "varlen_error_pieces", "status %d: %s", (int)st, err.message);
+    st = attn_sdpa_varlen(&tq, NULL, &tq, &tq, &tq, cu, cu, 3, NULL, NULL, &err);
+    check(st == ATTN_ERR_STRIDE, "varlen_error_out_is_q", "status %d: %s", (int)st, err.message);
+    /* an empty batch: nothing to do */
+    int64_t zero[1] = {0}, s0[3] = {0, 1, 4};
+    attn_tensor e;
+    attn_tensor_init(&e, NULL, ATTN_F32, 3, s0, NULL, NULL);
+    st = attn_sdpa_varlen(&e, NULL, &e, &e, &e, zero, zero, 0, NULL, NULL, &err);
+    check(st == ATTN_OK, "varlen_empty_batch", "status %d: %s", (int)st, err.message);
+}
+
+/* With a workspace: the same bits, and one too small fails before writing. */
+static void test_workspace(void) {
+    vcase c = {"ws", ATTN_F32, ATTN_F32, 2, 1, 32, 32, 5, 90, 0, ATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0};
+    batch bt;
+    make_batch(&bt, &c);
+    int64_t so[3] = {bt.Tq, 2, 32}, sl[2] = {bt.Tq, 2};
+    attn_tensor out[2] = {zeros(ATTN_F32, 3, so), zeros(ATTN_F32, 3, so)}, lse = zeros(ATTN_F32, 2, sl);
+    attn_error err;
+    attn_status st0 = attn_sdpa_varlen(&out[0], &lse, &bt.q, &bt.k, &bt.v, bt.cu_q, bt.cu_k, c.B, NULL, &bt.o, &err);
+    attn_context ctx = attn_context_default();
+    ctx.workspace_size = 64;
+    ctx.workspace = malloc(1 << 24);
+    attn_sdpa_options o = bt.o;
+    o.context = &ctx;
+    memset(out[1].data, 0x55, bytes_of(&out[1]));
+    attn_status small = attn_sdpa_varlen(&out[1], &lse, &bt.q, &bt.k, &bt.v, bt.cu_q, bt.cu_k, c.B, NULL, &o, &err);
+    unsigned char *p = out[1].data;
+    check(small == ATTN_ERR_WORKSPACE && p[0] == 0x55, "varlen_workspace_too_small", "status %d: %s", (int)small, err.message);
+    ctx.workspace_size = 1 << 24;
+    attn_status st1 = attn_sdpa_varlen(&out[1], &lse, &bt.q, &bt.k, &bt.v, bt.cu_q, bt.cu_k, c.B, NULL, &o, &err);
+    check(!st0 && !st1 && !memcmp(out[0].data, out[1].data, bytes_of(&out[0])), "varlen_workspace", "status %d %d: %s",
+          (int)st0, (int)st1, err.message);
+    free(ctx.workspace), free(out[0].data), free(out[1].data), free(lse.data);
+    free_batch(&bt, c.B);
+}
+
+int main(void) {
+    /* name, dtype, kv dtype, Hq, Hk, E, Ev, B, max_len, decode, causal, has_scale, alibi, sinks, rope, bf16,
+     * strided, softcap, dropout, window, mask */
+    static const vcase CASES[] = {
+        {"f32_plain", ATTN_F32, ATTN_F32, 4, 4, 64, 64, 6, 300, 0, ATTN_CAUSAL_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {"f32_causal_gqa", ATTN_F32, ATTN_F32, 8, 2, 64, 64, 9, 200, 0, ATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {"f32_bottom_right_scale", ATTN_F32, ATTN_F32, 4, 2, 32, 48, 8, 150, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 0, 0, 0, 0, 1, 0,
+         0, 0, 0},
+        {"f32_alibi_softcap_sinks", ATTN_F32, ATTN_F32, 4, 1, 64, 64, 7, 180, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 1, 1, 0, 0, 0,
+         20, 0, 0, 0},
+        {"f32_window", ATTN_F32, ATTN_F32, 2, 2, 64, 64, 6, 400, 0, ATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0, 0, 0, 0, 0, 37, 0},
+        {"f32_rope", ATTN_F32, ATTN_F32, 4, 2, 64, 64, 7, 200, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0},
+        {"f32_dropout", ATTN_F32, ATTN_F32, 4, 2, 32, 32, 6, 120, 0, ATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0, 0, 0, 0, 0.25, 0, 0},
+        {"f32_bool_masks", ATTN_F32, ATTN_F32, 2, 1, 32, 32, 8, 100, 0, ATTN_CAUSAL_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+        {"f32_float_masks", ATTN_F32, ATTN_F32, 2, 2, 32, 16, 6, 100, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2},
+        {"f32_broadcast_masks", ATTN_F32, ATTN_F32, 4, 2, 32, 32, 6, 100, 0, ATTN_CAUSAL_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3},
+        {"f32_bf16_compute", ATTN_F32, ATTN_F32, 4, 2, 64, 64, 6, 250, 0, ATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0},
+        {"f16_kv", ATTN_F32, ATTN_F16, 4, 2, 64, 64, 6, 200, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+        {"bf16_kv", ATTN_F32, ATTN_BF16, 4, 2, 40, 24, 6, 200, 0, ATTN_CAUSAL_NONE, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0},
+        {"f32_odd_sizes", ATTN_F32, ATTN_F32, 3, 1, 13, 7, 11, 70, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+        {"f64_plain", ATTN_F64, ATTN_F64, 2, 1, 16, 16, 6, 60, 0, ATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+        {"f64_every_option", ATTN_F64, ATTN_F64, 4, 2, 16, 8, 7, 50, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 1, 1, 1, 0, 0, 9, 0.2, 13,
+         2},
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) test_case(&CASES[i]);
+    /* many random mixes of lengths */
+    for (int r = 0; r < 12; r++) {
+        char name[32];
+        snprintf(name, sizeof name, "f32_mix%d", r);
+        vcase c = {name, ATTN_F32, r % 3 == 2 ? ATTN_BF16 : ATTN_F32, 4, r % 2 ? 2 : 4, 32, 32, 1 + (int)below(20),
+                   1 + below(r % 4 == 0 ? 600 : 90), 0, (attn_causal)(r % 3), 0, r % 4 == 1, r % 5 == 2, r % 3 == 1, 0, r % 2,
+                   0, 0, 0, r % 4 == 3 ? 1 : 0};
+        test_case(&c);
+    }
+    test_decode_in_batch();
+    test_errors();
+    test_workspace();
+    attn_shutdown();
+    return n_failed ? 1 : 0;
+}
