@@ -246,6 +246,7 @@ function rangeOf(...ms) {
 
 // ---- heatmaps --------------------------------------------------------------------------------
 
+let drawingResults = new Set(); // the names of the matrices the step being drawn fills
 const heatmaps = {}; // name -> {svg, cells[i][j], rows, cols, explain(i, j), step}
 const PHONE = innerWidth < 820, CW = PHONE ? 46 : 50, CH = PHONE ? 17 : 20; // a phone: rows a little tighter, the font still 12 px
 
@@ -275,6 +276,10 @@ function heatmapSvg(name, title, data, rowLabels, colLabels, opts = {}) {
     else out.push(`<text class="label${picked}" x="${x + 4}" y="${top - 4}" transform="rotate(${opts.compact ? -90 : -40} ${x + 4} ${top - 4})">${esc(l)}</text>`);
   });
   if (sums) out.push(`<text class="label" x="${lw + cols * cw + cw / 2}" y="${top - 5}" text-anchor="middle">sum</text>`);
+  // A result that the scroll fills starts empty (full under reduced motion).
+  const fills = drawingResults.has(name);
+  const fillAttr = fills ? ` data-filled="${reducedMotion.matches ? 1 : 0}"` : '';
+  const fillState = fills && !reducedMotion.matches ? ' empty' : '';
   const row = (i) => {
     const out = [];
     const y = top + i * ch;
@@ -285,7 +290,7 @@ function heatmapSvg(name, title, data, rowLabels, colLabels, opts = {}) {
       const c = x === null ? { fill: DARK ? '#55555c' : '#c8c8cc', ink: DARK ? '#fff' : '#000' } : shade(x / range);
       const masked = opts.masked && opts.masked(i, j);
       const text = opts.compact ? '' : `<text x="${lw + j * cw + cw - 4}" y="${y + ch - 5}" text-anchor="end" fill="${c.ink}">${masked ? '·' : fmt(x)}</text>`;
-      out.push(`<g class="cell" data-i="${i}" data-j="${j}"><rect class="cell-bg" x="${lw + j * cw}" y="${y}" width="${cw}" height="${ch}" fill="${c.fill}"/>${text}</g>`);
+      out.push(`<g class="cell${fillState}" data-i="${i}" data-j="${j}"${fillAttr}><rect class="cell-bg" x="${lw + j * cw}" y="${y}" width="${cw}" height="${ch}" fill="${c.fill}"/>${text}</g>`);
     }
     if (sums) out.push(`<text class="label row-sum" x="${lw + cols * cw + cw - 4}" y="${y + ch - 5}" text-anchor="end">${fmt(opts.rowSums[i])}</text>`);
     return out.join('');
@@ -312,16 +317,21 @@ function mount(step, specs) {
     if (!parts) continue;
     const svgEl = el.querySelector('svg');
     const h = { svg: svgEl, cells: [], rows: parts.rows, cols: parts.cols, explain: how, step };
-    const adopt = () => { for (const g of svgEl.querySelectorAll('g.cell:not([data-k])')) { g.dataset.k = '1'; (h.cells[+g.dataset.i] = h.cells[+g.dataset.i] || [])[+g.dataset.j] = g; } };
-    adopt();
+    // Register the cells after `from` (the element before the new rows), without searching the whole matrix again.
+    const adopt = (from) => {
+      for (let e = from ? from.nextElementSibling : svgEl.firstElementChild; e; e = e.nextElementSibling)
+        if (e.classList.contains('cell')) (h.cells[+e.dataset.i] = h.cells[+e.dataset.i] || [])[+e.dataset.j] = e;
+    };
+    adopt(null);
     heatmaps[name] = h;
     for (let a = per; a < parts.rows; a += per) {
       queueJob(() => {
         if (heatmaps[name] !== h) return; // redrawn since: this part is stale
+        const last = svgEl.lastElementChild;
         svgEl.insertAdjacentHTML('beforeend', rowsText(parts, a, a + per));
-        adopt();
+        adopt(last);
         refreshCells(step);
-      });
+      }, `rows of ${name}`);
     }
   }
 }
@@ -329,7 +339,8 @@ function mount(step, specs) {
 // The jobs: drawing left over for later tasks, run about 20 ms at a time.
 const jobs = [];
 let jobTimer = null;
-function queueJob(f) {
+function queueJob(f, label = '') {
+  f.label = label;
   jobs.push(f);
   document.body.dataset.rendered = '0';
   if (!jobTimer) jobTimer = setTimeout(runJobs, 0);
@@ -337,29 +348,35 @@ function queueJob(f) {
 function runJobs() {
   jobTimer = null;
   const t0 = performance.now();
-  while (jobs.length && performance.now() - t0 < 12) jobs.shift()();
+  while (jobs.length && performance.now() - t0 < 12) {
+    const job = jobs.shift(), t1 = performance.now();
+    job();
+    if (window.attnJobLog) window.attnJobLog.push([job.label, Math.round(performance.now() - t1)]);
+  }
   if (jobs.length) jobTimer = setTimeout(runJobs, 0);
   else document.body.dataset.rendered = '1';
 }
 function drainJobs() { while (jobs.length) jobs.shift()(); document.body.dataset.rendered = '1'; }
 
-// A step's result cells, in the order its scroll fills them, after more arrived.
+// A step's result cells, in the order its scroll fills them, after more
+// arrived. The new cells came drawn empty (full under reduced motion), as
+// setFill expects of cells past step.filled; the fill that the scroll asks for
+// is set in the next frame, where the layout is read once for every step.
 function refreshCells(stepId) {
   const step = steps[stepId];
   if (!step || (!step.results && !step.collect)) return;
   step.cells = step.collect ? step.collect() : step.results.flatMap((n) => (heatmaps[n] ? heatmaps[n].cells.flat() : []));
-  const sec = document.getElementById(`step-${stepId}`), r = sec.getBoundingClientRect();
-  const k = r.bottom > 0 && r.top < innerHeight ? Math.round(progressOf(sec) * step.cells.length) : Math.max(0, step.filled);
-  step.filled = -1;
-  setFill(step, k);
+  if (reducedMotion.matches) step.filled = step.cells.length;
+  needFill.add(step);
+  if (!fillFrame) fillFrame = requestAnimationFrame(fillDrawn);
 }
 
-// Scroll hints where a figure is wider than its box (read after layout).
-function markOverflow(figure) {
-  for (const el of figure.querySelectorAll('.fig')) {
+// Which figures of a section are wider than their box (a read of the layout).
+function overflowing(section) {
+  return [...section.querySelectorAll('.fig')].map((el) => {
     const s = el.querySelector('.scroll');
-    el.dataset.overflow = s && s.scrollWidth > s.clientWidth + 1 ? '1' : '0';
-  }
+    return [el, s && s.scrollWidth > s.clientWidth + 1 ? '1' : '0'];
+  });
 }
 
 function clearHighlights(stepId) {
@@ -451,7 +468,7 @@ defineStep('rnn', {
       const x = 10 + i * gap;
       out.push(`<text x="${x + gap / 2 - 6}" y="92" text-anchor="middle">${esc(word)}</text>`);
       out.push(`<line class="arrow" x1="${x + gap / 2 - 6}" y1="78" x2="${x + gap / 2 - 6}" y2="60"/>`);
-      out.push(`<g class="cell node" data-i="0" data-j="${i}"><rect x="${x + 4}" y="28" width="${gap - 20}" height="30" rx="5"/>` +
+      out.push(`<g class="cell node${reducedMotion.matches ? '' : ' empty'}" data-i="0" data-j="${i}" data-filled="${reducedMotion.matches ? 1 : 0}"><rect x="${x + 4}" y="28" width="${gap - 20}" height="30" rx="5"/>` +
         `<text x="${x + gap / 2 - 6}" y="48" text-anchor="middle">h${i + 1}</text></g>`);
       if (i + 1 < n) out.push(`<line class="arrow" x1="${x + gap - 16}" y1="43" x2="${x + gap + 4}" y2="43" marker-end="url(#arr)"/>`);
     });
@@ -477,6 +494,7 @@ defineStep('rnn', {
 });
 
 defineStep('embed', {
+  results: ['X'],
   key: (c) => JSON.stringify([c.t, c.r.X, c.p.P]),
   render(c) {
     const { r, p, t } = c;
@@ -499,7 +517,6 @@ defineStep('embed', {
     ];
     mount('embed', specs);
     for (const id of ids) heatmaps.E.svg.querySelectorAll(`g.cell[data-j="${id}"]`).forEach((g) => g.classList.add('picked-row'));
-    this.results = ['X'];
     document.getElementById('positions-note').textContent = r.positions === 'sinusoidal'
       ? 'P gives each position its own pattern of waves; the queries, keys and values below start from X + P.'
       : r.positions === 'rope' ? 'RoPE leaves X alone: it turns each query and key by its word\'s position (the Q step shows one turning).'
@@ -508,6 +525,7 @@ defineStep('embed', {
 });
 
 defineStep('q', {
+  results: ['Q'],
   key: (c) => JSON.stringify([c.t, c.p.XP, c.r.W_Q, c.r.Q, c.r.head, c.r.positions]),
   render(c) {
     const { r, p, t, dcols, rope, sin } = c;
@@ -523,7 +541,6 @@ defineStep('q', {
       ['fig-Q_pre', 'Q_pre', rope ? heatmapSvg('Q_pre', 'X W_Q, before RoPE', p.Q_pre, t, dcols, { range, interactive: true }) : null, preHow],
       ['fig-Q', 'Q', heatmapSvg('Q', rope ? 'Q: X W_Q turned by RoPE' : `Q = ${xName.replace(/ /g, '')} W_Q`, r.Q, t, dcols, { range, interactive: true }), qHow],
     ]);
-    this.results = ['Q'];
     drawRotation(c, Math.min(2, t.length - 1));
     this.onFill = (k) => { if (rope && k > 0) drawRotation(c, Math.floor((k - 1) / r.d_k)); };
     document.getElementById('wq-story').textContent = weightsStory(c);
@@ -563,6 +580,7 @@ function weightsStory(c) {
 }
 
 defineStep('kv', {
+  results: ['K', 'V'],
   key: (c) => JSON.stringify([c.s, c.r.K, c.r.V, c.r.W_K, c.r.W_V, c.p.XP, c.r.X_source]),
   render(c) {
     const { r, p, s, dcols, vcols } = c;
@@ -579,7 +597,6 @@ defineStep('kv', {
         (i, j) => ({ lines: [`V[${s[i]}, ${vcols[j]}] = ${xName.replace(/ /g, '')}[${s[i]}] · W_V[·, ${vcols[j]}] = ` +
           sumText(xin[i].map((x, k) => [x, r.W_V[k][j]]), r.V[i][j])], marks: [['X@kv', { row: i }], ['W_V', { col: j }]] })],
     ]);
-    this.results = ['K', 'V'];
     // On a phone the pair being filled is shown (X, W_K, K, then X, W_V, V): all five do not fit in view.
     const kCells = r.K.length * r.K[0].length, fig = document.querySelector('#step-kv .step-figure');
     this.onFill = (k) => { fig.dataset.phase = k > kCells ? 'v' : 'k'; };
@@ -587,6 +604,7 @@ defineStep('kv', {
 });
 
 defineStep('scores', {
+  results: ['scores'],
   key: (c) => JSON.stringify([c.t, c.s, c.r.Q, c.r.K, c.r.scores]),
   render(c) {
     const { r, t, s, dcols } = c;
@@ -598,7 +616,6 @@ defineStep('scores', {
         lines: [`score(${t[i]} → ${s[j]}) = Q[${t[i]}] · K[${s[j]}] = ` + sumText(r.Q[i].map((q, k) => [q, r.K[j][k]]), r.scores[i][j])],
         marks: [['Q@scores', { row: i }], ['KT', { col: j }]] })],
     ]);
-    this.results = ['scores'];
     document.getElementById('tied-story').textContent = tiedStory(c);
   },
 });
@@ -612,12 +629,14 @@ function asker(c) {
   if (i < 0) i = Math.min(1, r.tokens.length - 1);
   const row = r.weights[i];
   const j = row.indexOf(Math.max(...row));
-  return { i, j };
+  // The word it looks at most apart from itself: the pair the scores' stories compare.
+  const others = row.map((w, k) => (k === i && !r.source_tokens ? -1 : w));
+  return { i, j, other: row.length > 1 ? others.indexOf(Math.max(...others)) : j };
 }
 
 function tiedStory(c) {
   const { r, t, s } = c;
-  const { i, j } = asker(c);
+  const { i, other: j } = asker(c);
   if (c.cross) return `With cross-attention the rows are this sentence's words and the columns the source's: score(${t[i]} → ${s[j]}) = ${fmt(r.scores[i][j])}.`;
   if (i === j) return 'Scores need not be symmetric: a row asks, a column answers.';
   return r.head.includes('tied')
@@ -626,6 +645,7 @@ function tiedStory(c) {
 }
 
 defineStep('scaled', {
+  results: ['scaled'],
   key: (c) => JSON.stringify([c.t, c.s, c.r.scores, c.r.scaled, c.r.scale]),
   render(c) {
     const { r, t, s } = c;
@@ -639,11 +659,11 @@ defineStep('scaled', {
           : `scaled[${t[i]} → ${s[j]}] = score × scale = ${fmt(r.scores[i][j])}×${fmt(r.scale)} = ${fmt(r.scaled[i][j])}`],
         marks: [['scores@scaled', { row: i }]] })],
     ]);
-    this.results = ['scaled'];
   },
 });
 
 defineStep('weights', {
+  results: ['weights'],
   key: (c) => JSON.stringify([c.t, c.s, c.r.scaled, c.r.weights, c.p.row_sums]),
   render(c) {
     const { r, p, t, s } = c;
@@ -659,7 +679,6 @@ defineStep('weights', {
         marks: [['scaled@weights', { row: i }]] };
       }],
     ]);
-    this.results = ['weights'];
     document.getElementById('bars').replaceChildren();
     document.getElementById('weights-story').textContent = weightsNow(c);
   },
@@ -701,6 +720,7 @@ function showBars(c, i) {
 }
 
 defineStep('output', {
+  results: ['output'],
   key: (c) => JSON.stringify([c.t, c.s, c.r.weights, c.r.V, c.r.output]),
   render(c) {
     const { r, t, s, vcols } = c;
@@ -712,7 +732,6 @@ defineStep('output', {
         lines: [`output[${t[i]}, ${vcols[j]}] = weights[${t[i]}] · V[·, ${vcols[j]}] = ` + sumText(r.weights[i].map((w, k) => [w, r.V[k][j]]), r.output[i][j])],
         marks: [['weights@output', { row: i }], ['V@output', { col: j }]] })],
     ]);
-    this.results = ['output'];
     const { i, j } = asker(c);
     document.getElementById('output-story').textContent =
       `So the new vector for ${t[i]} is mostly the value of ${s[j]} (weight ${pct(r.weights[i][j])}), plus a little of everything else. Each word has gathered information from the words that matter to it.`;
@@ -730,7 +749,7 @@ defineStep('lines', {
       const o = [];
       for (let j = 0; j < m; j++) {
         const w = r.weights[i][j];
-        if (w > 0) o.push(`<line class="cell" x1="${x1}" y1="${20 + i * rowH}" x2="${x2}" y2="${20 + j * rowH}" stroke="#d62728" stroke-width="${(0.5 + 10 * w).toFixed(2)}" stroke-opacity="${(0.15 + 0.85 * w).toFixed(2)}" data-i="${i}" data-j="${j}"/>`);
+        if (w > 0) o.push(`<line class="cell${reducedMotion.matches ? '' : ' empty'}" data-filled="${reducedMotion.matches ? 1 : 0}" x1="${x1}" y1="${20 + i * rowH}" x2="${x2}" y2="${20 + j * rowH}" stroke="#d62728" stroke-width="${(0.5 + 10 * w).toFixed(2)}" stroke-opacity="${(0.15 + 0.85 * w).toFixed(2)}" data-i="${i}" data-j="${j}"/>`);
       }
       return o.join('');
     };
@@ -816,7 +835,7 @@ function setFill(step, k) {
   if (reducedMotion.matches) k = total;
   k = Math.max(0, Math.min(total, k));
   if (k === step.filled) return;
-  const from = step.filled < 0 ? 0 : Math.min(k, step.filled), to = step.filled < 0 ? total : Math.max(k, step.filled);
+  const from = Math.min(k, step.filled), to = Math.max(k, step.filled); // the cells past step.filled are empty
   for (let x = from; x < to; x++) {
     const on = x < k;
     cells[x].classList.toggle('empty', !on);
@@ -870,13 +889,20 @@ function onScroll() {
   const doc = document.scrollingElement;
   document.getElementById('progress-bar').style.width = `${(100 * y / Math.max(1, doc.scrollHeight - innerHeight)).toFixed(1)}%`;
   let best = null;
-  for (const step of Object.values(steps)) {
-    const sec = document.getElementById(`step-${step.id}`);
-    const rect = sec.getBoundingClientRect();
-    if (rect.bottom <= innerHeight * 0.3 || rect.top >= innerHeight * 0.7) continue;
+  // Reads first (every step's place), then the writes.
+  const seen = Object.values(steps).map((step) => {
+    const sec = document.getElementById(`step-${step.id}`), rect = sec.getBoundingClientRect();
+    const near = !(rect.bottom <= innerHeight * 0.3 || rect.top >= innerHeight * 0.7);
+    return [step, sec, near, near ? progressOf(sec) : 0, rect.bottom > 0 && rect.top < innerHeight];
+  });
+  for (const [step, , near, at, inView] of seen) {
+    if (inView && (step.dirty || !step.overflowMarked)) {
+      if (step.dirty) renderStep(step);
+      else { needFill.add(step); if (!fillFrame) fillFrame = requestAnimationFrame(fillDrawn); }
+    }
+    if (!near) continue;
     best = step;
-    if (step.dirty) renderStep(step);
-    if (moved && !(playing && playing.step === step)) setFill(step, Math.round(progressOf(sec) * step.cells.length));
+    if (moved && !(playing && playing.step === step) && !step.dirty) setFill(step, Math.round(at * step.cells.length));
   }
   if (best !== currentStep) { currentStep = best; }
   markToc();
@@ -902,9 +928,9 @@ function addPlayers() {
     const head = document.createElement('div');
     head.className = 'fig-head';
     head.innerHTML = `<div class="player" role="group" aria-label="play this step">` +
-      `<button type="button" class="back" aria-label="one cell back">◀ back</button>` +
+      `<button type="button" class="back">◀ back</button>` +
       `<button type="button" class="play" aria-pressed="false">▶ play</button>` +
-      `<button type="button" class="fwd" aria-label="one cell forward">step ▶</button>` +
+      `<button type="button" class="fwd">step ▶</button>` +
       `<span class="fill-count"></span></div><div class="legend-box"></div>`;
     fig.prepend(head);
     head.querySelector('.back').addEventListener('click', () => { stopPlaying(); setFill(step, step.filled - 1); });
@@ -932,10 +958,13 @@ const LEGEND_OF = {
 
 function renderStep(step) {
   const c = ctx();
+  drawingResults = new Set(step.results || []);
+  writeSum(step.id, []); // a sum of the matrices before is not true of these
   step.render(c);
+  drawingResults = new Set();
   if (step.results) step.cells = step.results.flatMap((n) => (heatmaps[n] ? heatmaps[n].cells.flat() : []));
   step.dirty = false;
-  step.filled = -1;
+  step.filled = reducedMotion.matches ? step.cells.length : 0; // as drawn
   if (LEGEND_OF[step.id]) legend(step.id, LEGEND_OF[step.id](c), step.id === 'weights' ? 'the weights (the scaled scores: their own)' : 'the figure');
   // Its fill and its scroll hints need the layout: read it once, in the next frame, for all steps drawn.
   needFill.add(step);
@@ -948,11 +977,17 @@ function fillDrawn() {
   fillFrame = 0;
   const todo = [...needFill];
   needFill.clear();
+  // Read the layout first (the steps in view only: reading inside a step out of
+  // view would lay it out), then write, so the layout is computed once.
   const at = todo.map((step) => {
     const sec = document.getElementById(`step-${step.id}`), r = sec.getBoundingClientRect();
-    return [step, sec, r.bottom > 0 && r.top < innerHeight ? Math.round(progressOf(sec) * step.cells.length) : 0];
+    const inView = r.bottom > 0 && r.top < innerHeight;
+    return [step, sec, inView ? Math.round(progressOf(sec) * step.cells.length) : 0, inView ? overflowing(sec) : null];
   });
-  for (const [step, sec, k] of at) { step.filled = -1; setFill(step, k); markOverflow(sec); }
+  for (const [step, sec, k, over] of at) {
+    setFill(step, k);
+    if (over) { over.forEach(([el, o]) => { el.dataset.overflow = o; }); step.overflowMarked = true; } else step.overflowMarked = false;
+  }
 }
 
 // After a change: the steps whose inputs changed are redrawn, the visible
@@ -968,7 +1003,7 @@ function scheduleSteps() {
   jobs.length = 0; // what was left to draw belongs to the state before
   document.body.dataset.rendered = '1';
   // The steps in view first, each in a task of its own.
-  for (const s of [...changed.filter(visible), ...changed.filter((x) => !visible(x))]) queueJob(() => { if (s.dirty) renderStep(s); });
+  for (const s of [...changed.filter(visible), ...changed.filter((x) => !visible(x))]) queueJob(() => { if (s.dirty) renderStep(s); }, `step ${s.id}`);
 }
 
 // ---- the sentence, the error, the update loop ---------------------------------------------
@@ -1089,7 +1124,7 @@ function update(typing = false) {
 
 function renderStories(c) {
   const { r, t, s } = c;
-  const { i, j } = asker(c);
+  const { i, other: j } = asker(c);
   document.getElementById('two-story').textContent = c.cross || i === j
     ? 'A verb can look hard at its subject while the subject barely looks back.'
     : `Here ${t[i]} looks at ${s[j]} with score ${fmt(r.scores[i][j])}, while ${t[j]} looks back at ${t[i]} with score ${fmt(r.scores[j][i])}` +
@@ -1122,7 +1157,7 @@ function shuffleWords() {
   const after = state.result;
   // Without positions each output row moves with its word, unchanged; with
   // them, where a word stands changes what it takes in.
-  const same = order.every((o, i) => after.output[i].every((x, j) => x === before.output[o][j]));
+  const same = order.every((o, i) => after.output[i].every((x, j) => Math.abs(x - before.output[o][j]) < 1e-12));
   document.getElementById('shuffle-note').textContent = state.positions === 'none'
     ? (same ? 'Shuffled. Every word kept exactly the same output row; the rows only moved with their words.'
       : 'Shuffled. The outputs changed, which attention without positions should never do.')
@@ -1343,7 +1378,7 @@ function updateShift() {
     `<table class="data"><tr><th scope="col">word</th><th scope="col">score</th><th scope="col">score + shift</th><th scope="col">weight</th><th scope="col">weight after the shift</th></tr>` +
     row.map((x, j) => tr([esc(s[j]), fmt(x), Math.abs(moved.shifted[j]) >= 1e6 ? moved.shifted[j].toExponential(3) : fmt(moved.shifted[j]),
       fmt(base.weights[j]), fmt(moved.weights[j])])).join('') + `</table>` +
-    `<p>${same ? 'The same weights: the shift cancelled.' : 'At ±10³⁰ every score rounds to the same number in double precision (10³⁰ + 1 is 10³⁰), so the row itself has changed: the weights go flat, with no overflow and no NaN.'}</p>` +
+    `<p>${same ? 'The same weights: the shift cancelled.' : 'At ±10³⁰ every score rounds to the same number in double precision (10³⁰ + 1 is 10³⁰), so the row itself has changed: the weights go flat, yet every one of them is still a number: nothing overflowed.'}</p>` +
     `<p>Scores of +10³⁰, 0 and −10³⁰, where e<sup>x</sup> alone overflows: the library's softmax gives ${ext.weights.map(fmt).join(', ')} (sum ${fmt(ext.sum)}), because it subtracts the row's maximum first.</p>`;
 }
 
@@ -1517,7 +1552,7 @@ async function main() {
     explainCell(e);
     const svg = e.target.closest && e.target.closest('svg.heatmap[tabindex]');
     const h = svg && heatmaps[svg.dataset.name];
-    if (h && svg === e.target) showCell(svg.dataset.name, ...(h.active || [0, 0]));
+    if (h && svg === e.target) { h.kbd = h.kbd || [0, 0]; showCell(svg.dataset.name, ...h.kbd); }
   });
   document.addEventListener('keydown', (ev) => {
     const svg = ev.target.closest && ev.target.closest('svg.heatmap[tabindex]');
@@ -1525,15 +1560,17 @@ async function main() {
     const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
     if (!h || !moves[ev.key]) return onKey(ev);
     ev.preventDefault();
-    const [i, j] = h.active || [0, 0];
-    showCell(svg.dataset.name, Math.max(0, Math.min(h.rows - 1, i + moves[ev.key][0])), Math.max(0, Math.min(h.cols - 1, j + moves[ev.key][1])));
+    // The keyboard's own cursor: the scroll's filling and the mouse do not move it.
+    const [i, j] = h.kbd || [0, 0];
+    h.kbd = [Math.max(0, Math.min(h.rows - 1, i + moves[ev.key][0])), Math.max(0, Math.min(h.cols - 1, j + moves[ev.key][1]))];
+    showCell(svg.dataset.name, ...h.kbd);
   });
   window.addEventListener('hashchange', () => { readFragment(); showState(); update(); });
   let scrollQueued = false;
   const queueScroll = () => { if (!scrollQueued) { scrollQueued = true; requestAnimationFrame(() => { scrollQueued = false; onScroll(); }); } };
   addEventListener('scroll', queueScroll, { passive: true });
   addEventListener('resize', () => { lastScrollY = -1; queueScroll(); });
-  reducedMotion.addEventListener('change', () => { for (const s of Object.values(steps)) { s.filled = -1; setFill(s, s.cells.length); } });
+  reducedMotion.addEventListener('change', () => { for (const s of Object.values(steps)) setFill(s, s.cells.length); });
   buildVocab();
   await nextTask();
   update();
