@@ -461,7 +461,7 @@ function projectionLines(c, which, i, j) {
 defineStep('rnn', {
   key: (c) => JSON.stringify(c.t),
   render(c) {
-    const n = c.t.length, gap = Math.max(58, 8 + 7.5 * Math.max(...c.t.map((w) => w.length))), w = 20 + n * gap, h = 210;
+    const n = c.t.length, gap = Math.max(58, 8 + 7.5 * Math.max(...c.t.map((w) => w.length))), w = 20 + n * gap, h = 240;
     const out = [`<svg class="chain" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}" role="img" aria-label="an RNN passes one memory vector h from word to word; attention links every word to every other in one hop">`,
       `<text class="muted-text" x="4" y="14">an RNN: one memory h, handed down word by word</text>`];
     c.t.forEach((word, i) => {
@@ -473,13 +473,13 @@ defineStep('rnn', {
       if (i + 1 < n) out.push(`<line class="arrow" x1="${x + gap - 16}" y1="43" x2="${x + gap + 4}" y2="43" marker-end="url(#arr)"/>`);
     });
     out.push(`<defs><marker id="arr" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="currentColor"/></marker></defs>`);
-    out.push(`<text class="muted-text" x="4" y="122">attention: every word reaches every word in one hop</text>`);
+    out.push(`<text class="muted-text" x="4" y="126">attention: one hop from any word to any other</text>`);
     const last = 10 + (n - 1) * gap + gap / 2 - 6;
     for (let j = 0; j < n - 1; j++) {
-      const x = 10 + j * gap + gap / 2 - 6, mid = (x + last) / 2, depth = 150 + Math.min(50, (last - x) / 8);
-      out.push(`<path class="hop" d="M${last},136 Q${mid},${depth + 20} ${x},136"/>`);
+      const x = 10 + j * gap + gap / 2 - 6, mid = (x + last) / 2, depth = 175 + Math.min(55, (last - x) / 6);
+      out.push(`<path class="hop" d="M${last},160 Q${mid},${depth} ${x},160"/>`);
     }
-    c.t.forEach((word, i) => out.push(`<text x="${10 + i * gap + gap / 2 - 6}" y="134" text-anchor="middle">${esc(word)}</text>`));
+    c.t.forEach((word, i) => out.push(`<text x="${10 + i * gap + gap / 2 - 6}" y="152" text-anchor="middle">${esc(word)}</text>`));
     out.push('</svg>');
     const box = document.getElementById('fig-rnn');
     box.innerHTML = `<p class="scroll-hint">&larr; scroll sideways for the rest &rarr;</p><div class="scroll" tabindex="0" role="region" aria-label="the RNN chain (scrolls)">${out.join('')}</div>`;
