@@ -556,12 +556,15 @@ function drawRotation(c, i) {
   const a = [p.Q_pre[i][0], p.Q_pre[i][half]], b = [r.Q[i][0], r.Q[i][half]];
   const R = 56, size = 150, o = size / 2, scale = R / Math.max(1e-9, Math.hypot(a[0], a[1]), Math.hypot(b[0], b[1]));
   const arrow = (v, cls, colour) => `<line class="${cls}" x1="${o}" y1="${o}" x2="${(o + v[0] * scale).toFixed(1)}" y2="${(o - v[1] * scale).toFixed(1)}" stroke="${colour}" stroke-width="3" marker-end="url(#rarr)"/>`;
-  box.innerHTML = `<svg class="rope-fig" width="${size + 70}" height="${size + 34}" viewBox="0 0 ${size + 70} ${size + 34}" role="img" aria-label="RoPE turning the query of ${esc(t[i])}">` +
+  const W = 300, H = size + 64;
+  box.innerHTML = `<svg class="rope-fig" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" aria-label="RoPE turning the query of ${esc(t[i])}">` +
     `<defs><marker id="rarr" viewBox="0 0 10 10" refX="8" refY="5" markerWidth="5" markerHeight="5" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="context-stroke"/></marker></defs>` +
-    `<text class="muted-text" x="2" y="12">query of ${esc(t[i])}, pair (d0, d${half}): turned by position ${i}</text>` +
-    `<circle class="axis" cx="${o}" cy="${o + 4}" r="${R}"/>` +
-    `<g transform="translate(0 4)">${arrow(a, 'before', '#1f77b4')}${arrow(b, 'after', '#d62728')}</g>` +
-    `<text class="muted-text" x="2" y="${size + 22}">blue: X W_Q (${fmt(a[0])}, ${fmt(a[1])}); red: Q (${fmt(b[0])}, ${fmt(b[1])})</text></svg>`;
+    `<text class="muted-text" x="2" y="12">the query of ${esc(t[i])}, its pair (d0, d${half}),</text>` +
+    `<text class="muted-text" x="2" y="27">turned by RoPE for position ${i}</text>` +
+    `<g transform="translate(0 22)"><circle class="axis" cx="${o}" cy="${o + 4}" r="${R}"/>` +
+    `<g transform="translate(0 4)">${arrow(a, 'before', '#1f77b4')}${arrow(b, 'after', '#d62728')}</g></g>` +
+    `<text class="muted-text" x="2" y="${size + 40}">blue, X W_Q: (${fmt(a[0])}, ${fmt(a[1])})</text>` +
+    `<text class="muted-text" x="2" y="${size + 56}">red, Q: (${fmt(b[0])}, ${fmt(b[1])})</text></svg>`;
 }
 
 // What the current W_Q and W_K ask, read from their numbers: for each column,
@@ -1346,12 +1349,13 @@ function scalingTable() {
     if (rows.filter((x) => x).length === TABLE_DIMS.length) {
       window.attnScalingTable = rows;
       const big = rows[TABLE_DIMS.length - 1];
-      const tenfold = big.grad_mean_scaled > 10 * big.grad_mean_raw;
+      const meanTen = big.grad_mean_scaled > 10 * big.grad_mean_raw, medianTen = big.grad_median_scaled > 10 * big.grad_median_raw;
       document.getElementById('scaling-claim').textContent =
-        `At d_k = 1024 without the division the top word takes ${(100 * big.top_raw).toFixed(1)}% of the weight on average, ` +
-        `and the mean gradient is ${big.grad_mean_raw.toFixed(4)} against ${big.grad_mean_scaled.toFixed(4)} with it` +
-        `${tenfold ? ', more than ten times smaller' : ''}; the median gradient, ${big.grad_median_raw.toExponential(2)} against ` +
-        `${big.grad_median_scaled.toFixed(4)}, shows how many queries stall almost completely.`;
+        `Measured here, at d_k = 1024 without the division the top word takes ${(100 * big.top_raw).toFixed(1)}% of the weight on average ` +
+        `(${(100 * big.top_scaled).toFixed(1)}% with it). The softmax's gradient, the Frobenius norm of its Jacobian, has a median of ` +
+        `${big.grad_median_raw.toExponential(2)} against ${big.grad_median_scaled.toFixed(4)} with the division` +
+        `${medianTen ? ', more than ten times smaller' : ''}: most queries stall almost completely. Its mean, ` +
+        `${big.grad_mean_raw.toFixed(4)} against ${big.grad_mean_scaled.toFixed(4)}${meanTen ? ', is more than ten times smaller too' : ', is pulled up by the few queries whose softmax is not saturated'}.`;
     }
   }));
 }

@@ -647,6 +647,7 @@ async function main() {
     JSON.stringify(pageRows[3]));
   const claim = await page.textContent('#scaling-claim');
   report('scaling_claim_states_its_numbers', claim.includes(`${(100 * cliRows[3].top_raw).toFixed(1)}%`) &&
+    claim.includes(cliRows[3].grad_median_raw.toExponential(2)) &&
     (await page.textContent('#scaling-rows caption')).includes('2000 random queries'), claim);
 
   // Tied weights and cross-attention: the library's numbers, the same as attn explain's,
