@@ -104,7 +104,8 @@ const char *web_vocab(void) {
     return result;
 }
 
-/* One row of `attn scaling` with its histograms. */
+/* One row of `attn scaling` with its histograms, and spread_div_d: the spread
+ * of the raw scores divided by d_k (the over-correction of "why not d_k"). */
 WEB_EXPORT("web_scaling")
 const char *web_scaling(int d, int queries, int keys, unsigned seed) {
     attn_scaling_row r;
@@ -112,8 +113,11 @@ const char *web_scaling(int d, int queries, int keys, unsigned seed) {
     if (attn_scaling_measure(&r, d, queries, keys, seed, &err)) return error_json(err.message, -1, 0, NULL);
     size_t len = 0;
     attn_scaling_json(NULL, 0, &len, &r, 1, NULL);
-    if (!reserve(len)) return "{}";
+    if (!reserve(len + 48)) return "{}";
     attn_scaling_json(result, result_cap, &len, &r, 1, NULL);
+    /* The table's spread when divided by d_k, beside the row's own fields:
+     * the object's closing brace becomes this field and the brace. */
+    snprintf(result + len - 1, result_cap - (len - 1), ", \"spread_div_d\": %.17g}", r.spread_raw / d);
     return result;
 }
 

@@ -1338,7 +1338,7 @@ function scalingTable() {
   const rows = [];
   TABLE_DIMS.forEach((d, k) => scaling(d, 2000, 64, 0).then((r) => {
     rows[k] = r;
-    const cells = [r.d, r.spread_raw.toFixed(2), r.spread_scaled.toFixed(3), r.spread_div_d !== undefined ? r.spread_div_d.toFixed(3) : (r.spread_raw / r.d).toFixed(3),
+    const cells = [r.d, r.spread_raw.toFixed(2), r.spread_scaled.toFixed(3), r.spread_div_d.toFixed(3),
       r.top_raw.toFixed(3), r.top_scaled.toFixed(3), r.top_div_d.toFixed(3), r.grad_mean_raw.toFixed(4),
       r.grad_mean_scaled.toFixed(4), r.grad_median_raw.toExponential(2), r.grad_median_scaled.toFixed(4)];
     const tr = document.createElement('tr');

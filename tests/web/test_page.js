@@ -643,7 +643,8 @@ async function main() {
     { encoding: 'utf8' })).rows;
   const keys = ['spread_raw', 'spread_scaled', 'top_raw', 'top_scaled', 'top_div_d', 'grad_mean_raw', 'grad_median_raw'];
   report('scaling_table_equals_attn_scaling', pageRows.length === 4 && pageRows.every((r, i) =>
-    keys.every((k) => Math.abs(r[k] - cliRows[i][k]) < 1e-12)) && (await page.$$('#scaling-rows tr')).length === 5,
+    keys.every((k) => Math.abs(r[k] - cliRows[i][k]) < 1e-12) && Math.abs(r.spread_div_d * r.d - cliRows[i].spread_raw) < 1e-9) &&
+    (await page.$$('#scaling-rows tr')).length === 5,
     JSON.stringify(pageRows[3]));
   const claim = await page.textContent('#scaling-claim');
   report('scaling_claim_states_its_numbers', claim.includes(`${(100 * cliRows[3].top_raw).toFixed(1)}%`) &&
