@@ -702,7 +702,10 @@ function weightsNow(c) {
   const xs = c.cross ? r.X_source : r.X;
   if (ties.length === 1 && !flat && r.head.startsWith('wired') && animal >= 0 && xs[j][animal] > 0 && r.X[i][r.features.indexOf('verb')] > 0)
     text += ' The verb found its animal: who did it.';
-  const tops = r.weights.map((w, a) => `${t[a]} → ${s[w.indexOf(Math.max(...w))]} ${pct(Math.max(...w))}`);
+  const tops = r.weights.map((w, a) => {
+    const m = Math.max(...w), at = w.map((x, k) => (Math.abs(x - m) < 1e-9 ? s[k] : null)).filter((x) => x);
+    return `${t[a]} → ${at.join(' = ')} ${pct(m)}`; // a tie names every word that has the largest weight
+  });
   return `${text} Every row's largest weight: ${tops.join(', ')}.`;
 }
 
