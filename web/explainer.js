@@ -1109,7 +1109,7 @@ function update(typing = false) {
     }
     input.removeAttribute('aria-invalid');
     document.getElementById('mirror').textContent = '';
-    if (!typing || document.getElementById('error').dataset.kind !== 'link') setError('', '');
+    setError('', '');
     delete document.body.dataset.stale;
     state.result = r;
     state.parts = parts(r);

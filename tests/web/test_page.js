@@ -636,8 +636,10 @@ async function main() {
   report('one_head_hides_the_second', !(await page.isVisible('#step-heads')));
 
   // The table across d_k, computed in the background when its section comes into view: attn scaling's rows.
-  await page.evaluate(() => document.getElementById('step-sqrt').scrollIntoView());
+  await page.evaluate(() => { window.attnLongTasks.length = 0; document.getElementById('step-sqrt').scrollIntoView(); });
   await page.waitForFunction(() => window.attnScalingTable, null, { timeout: 120000 });
+  const tableTasks = await longTasks(page);
+  report('scaling_table_in_a_worker', await page.evaluate(() => worker !== null) && tableTasks.length === 0, `tasks of ${tableTasks} ms`);
   const pageRows = await page.evaluate(() => window.attnScalingTable);
   const cliRows = JSON.parse(execFileSync(ATTN, ['scaling', '--json', '--no-train', '--dims', '16,64,256,1024'],
     { encoding: 'utf8' })).rows;
