@@ -672,7 +672,7 @@ defineStep('weights', {
     const { r, p, t, s } = c;
     const masked = r.causal ? (i, j) => j > i : null;
     mount('weights', [
-      ['fig-w-scaled', 'scaled@weights', heatmapSvg('scaled@weights', 'scaled scores', r.scaled, t, s, {}), null],
+      ['fig-w-scaled', 'scaled@weights', heatmapSvg('scaled@weights', `scaled scores (colours to ±${fmt(rangeOf(r.scaled))})`, r.scaled, t, s, {}), null],
       ['fig-weights', 'weights', heatmapSvg('weights', r.causal ? 'softmax, row by row (· masked)' : 'softmax, row by row', r.weights, t, s,
         { rowSums: p.row_sums, rowButtons: true, masked, interactive: true, range: 1 }), (i, j) => {
         showBars(c, i);
@@ -952,7 +952,7 @@ function legend(step, range, note) {
   const lo = shade(-1).fill, mid = shade(0).fill, hi = shade(1).fill;
   box.innerHTML = `<div class="legend" title="one colour scale for ${esc(note)}"><span>${range === 1 ? '−1' : fmt(-range)}</span>` +
     `<span class="ramp" style="background: linear-gradient(to right, ${lo}, ${mid}, ${hi})"></span>` +
-    `<span>${range === 1 ? '+1' : `+${fmt(range)}`}: red positive, blue negative, one scale for ${note}</span></div>`;
+    `<span>${range === 1 ? '+1' : `+${fmt(range)}`}</span><span>red &gt; 0, blue &lt; 0; one scale for ${note}</span></div>`;
 }
 
 const LEGEND_OF = {
@@ -971,7 +971,7 @@ function renderStep(step) {
   if (step.results) step.cells = step.results.flatMap((n) => (heatmaps[n] ? heatmaps[n].cells.flat() : []));
   step.dirty = false;
   step.filled = reducedMotion.matches ? step.cells.length : 0; // as drawn
-  if (LEGEND_OF[step.id]) legend(step.id, LEGEND_OF[step.id](c), step.id === 'weights' ? 'the weights (the scaled scores: their own)' : 'the figure');
+  if (LEGEND_OF[step.id]) legend(step.id, LEGEND_OF[step.id](c), step.id === 'weights' ? 'the weights' : 'this figure');
   // Its fill and its scroll hints need the layout: read it once, in the next frame, for all steps drawn.
   needFill.add(step);
   if (!fillFrame) fillFrame = requestAnimationFrame(fillDrawn);
