@@ -292,7 +292,7 @@ function heatmapSvg(name, title, data, rowLabels, colLabels, opts = {}) {
       const text = opts.compact ? '' : `<text x="${lw + j * cw + cw - 4}" y="${y + ch - 5}" text-anchor="end" fill="${c.ink}">${masked ? '·' : fmt(x)}</text>`;
       out.push(`<g class="cell${fillState}" data-i="${i}" data-j="${j}"${fillAttr}><rect class="cell-bg" x="${lw + j * cw}" y="${y}" width="${cw}" height="${ch}" fill="${c.fill}"/>${text}</g>`);
     }
-    if (sums) out.push(`<text class="label row-sum" x="${lw + cols * cw + cw - 4}" y="${y + ch - 5}" text-anchor="end">${fmt(opts.rowSums[i])}</text>`);
+    if (sums) out.push(`<text class="label row-sum${fillState ? ' pending' : ''}" x="${lw + cols * cw + cw - 4}" y="${y + ch - 5}" text-anchor="end">${fmt(opts.rowSums[i])}</text>`);
     return out.join('');
   };
   return { open: open.join(''), row, rows, close: '</svg>', cols };
@@ -367,6 +367,7 @@ function refreshCells(stepId) {
   if (!step || (!step.results && !step.collect)) return;
   step.cells = step.collect ? step.collect() : step.results.flatMap((n) => (heatmaps[n] ? heatmaps[n].cells.flat() : []));
   if (reducedMotion.matches) step.filled = step.cells.length;
+  if (step.onFill) step.onFill(step.filled); // what the step shows beside its cells, for the new ones too
   needFill.add(step);
   if (!fillFrame) fillFrame = requestAnimationFrame(fillDrawn);
 }
@@ -682,6 +683,10 @@ defineStep('weights', {
         marks: [['scaled@weights', { row: i }]] };
       }],
     ]);
+    // A row's sum shows once its last cell has filled.
+    const m = s.length, svg = heatmaps.weights.svg;
+    this.onFill = (k) => svg.querySelectorAll('.row-sum').forEach((el, i) => el.classList.toggle('pending', k < (i + 1) * m));
+    this.onFill(reducedMotion.matches ? t.length * m : 0);
     document.getElementById('bars').replaceChildren();
     document.getElementById('weights-story').textContent = weightsNow(c);
   },
@@ -855,7 +860,7 @@ function setFill(step, k) {
   if (step.onFill) step.onFill(k);
   const last = cells[k - 1];
   if (k > 0 && last && last.closest('svg.heatmap')) showCell(last.closest('svg.heatmap').dataset.name, +last.dataset.i, +last.dataset.j);
-  else if (k === 0 && !step.onFill) { clearHighlights(step.id); writeSum(step.id, []); }
+  else if (k === 0) { clearHighlights(step.id); writeSum(step.id, []); }
 }
 
 // The scroll position inside a step, 0 at its start to 1 at its end.
@@ -1070,8 +1075,16 @@ function reconcile() {
     : '';
 }
 
+let typingTimer = null, typedFrom = null; // a keystroke waiting out its pause, and the sentence before it
+
 // typing: true when the change came from a keystroke in the sentence box.
 function update(typing = false) {
+  // Any other change supersedes a keystroke still waiting out its pause (the box's text is read now).
+  if (!typing && typingTimer) {
+    clearTimeout(typingTimer);
+    typingTimer = null;
+    if (state.sentence === typedFrom) state.sentence = document.getElementById('sentence').value;
+  }
   try {
     reconcile();
     const r = explain(state);
@@ -1137,10 +1150,10 @@ function renderStories(c) {
       `${r.head.includes('tied') ? ': the same, because the one-matrix box is ticked' : ''}. A verb searches for its subject; the noun is not searching for its verb.`;
 }
 
-let typingTimer = null;
 function onType() {
   clearTimeout(typingTimer);
-  typingTimer = setTimeout(() => { state.sentence = document.getElementById('sentence').value; update(true); }, 180);
+  if (!typingTimer) typedFrom = state.sentence;
+  typingTimer = setTimeout(() => { typingTimer = null; state.sentence = document.getElementById('sentence').value; update(true); }, 180);
 }
 
 function shuffleWords() {
