@@ -331,7 +331,7 @@ function mount(step, specs) {
         svgEl.insertAdjacentHTML('beforeend', rowsText(parts, a, a + per));
         adopt(last);
         refreshCells(step);
-      }, `rows of ${name}`);
+      });
     }
   }
 }
@@ -339,8 +339,7 @@ function mount(step, specs) {
 // The jobs: drawing left over for later tasks, run about 20 ms at a time.
 const jobs = [];
 let jobTimer = null;
-function queueJob(f, label = '') {
-  f.label = label;
+function queueJob(f) {
   jobs.push(f);
   document.body.dataset.rendered = '0';
   if (!jobTimer) jobTimer = setTimeout(runJobs, 0);
@@ -348,11 +347,7 @@ function queueJob(f, label = '') {
 function runJobs() {
   jobTimer = null;
   const t0 = performance.now();
-  while (jobs.length && performance.now() - t0 < 12) {
-    const job = jobs.shift(), t1 = performance.now();
-    job();
-    if (window.attnJobLog) window.attnJobLog.push([job.label, Math.round(performance.now() - t1)]);
-  }
+  while (jobs.length && performance.now() - t0 < 12) jobs.shift()();
   if (jobs.length) jobTimer = setTimeout(runJobs, 0);
   else document.body.dataset.rendered = '1';
 }
@@ -1014,7 +1009,7 @@ function scheduleSteps() {
   jobs.length = 0; // what was left to draw belongs to the state before
   document.body.dataset.rendered = '1';
   // The steps in view first, each in a task of its own.
-  for (const s of [...changed.filter(visible), ...changed.filter((x) => !visible(x))]) queueJob(() => { if (s.dirty) renderStep(s); }, `step ${s.id}`);
+  for (const s of [...changed.filter(visible), ...changed.filter((x) => !visible(x))]) queueJob(() => { if (s.dirty) renderStep(s); });
 }
 
 // ---- the sentence, the error, the update loop ---------------------------------------------
@@ -1521,9 +1516,7 @@ function onKey(ev) {
 const nextTask = () => new Promise((resolve) => setTimeout(resolve, 0));
 
 async function main() {
-  performance.mark('attn-start');
   await loadLibrary();
-  performance.mark('attn-loaded');
   await nextTask();
   startWorker();
   readFragment();
@@ -1595,7 +1588,6 @@ async function main() {
   await nextTask();
   update();
   openLink();
-  performance.mark('attn-updated');
   await nextTask();
   // The measurements start when their sections come near the view.
   const near = new IntersectionObserver((entries) => {
