@@ -766,6 +766,10 @@ async function main() {
   const darkBg = await dark.evaluate(() => getComputedStyle(document.body).backgroundColor);
   const darkWorst = await contrastCheck(dark);
   report('dark_mode', /rgb\((\d+), (\d+), (\d+)\)/.test(darkBg) && Number(darkBg.match(/\d+/)[0]) < 60 && darkWorst >= 4.5, `${darkBg} ${darkWorst}`);
+  await dark.goto(PAGE + '#s=the+cat+sat+on+the+mat&heads=2&pos=sinusoidal');
+  await settled(dark);
+  const darkAxe = await axe(dark);
+  report('axe_no_violations_dark_two_heads_positions', darkAxe.length === 0, darkAxe.join(' | '));
   await darkContext.close();
   // Reduced motion: every step shows its finished state at once.
   const still = await browser.newContext({ viewport: VIEWPORTS.wide, reducedMotion: 'reduce' });
