@@ -704,7 +704,7 @@ function weightsNow(c) {
     text += ' The verb found its animal: who did it.';
   const tops = r.weights.map((w, a) => {
     const m = Math.max(...w), at = w.map((x, k) => (Math.abs(x - m) < 1e-9 ? s[k] : null)).filter((x) => x);
-    return `${t[a]} → ${at.join(' = ')} ${pct(m)}`; // a tie names every word that has the largest weight
+    return `${t[a]} → ${at.join(' and ')} ${pct(m)}`; // a tie names every word that has the largest weight
   });
   return `${text} Every row's largest weight: ${tops.join(', ')}.`;
 }
