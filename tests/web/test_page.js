@@ -327,9 +327,14 @@ async function main() {
     typing[2] === 48 && typing[3] === null, JSON.stringify(typing));
 
   // Causal: the weights' upper triangle is zero, the scaled scores' is -inf.
+  // Only the steps that depend on the mask are drawn again: X, Q, K and the scores stay as they were.
   await setSentence(page, 'the cat sat on the mat');
+  await page.evaluate(() => { for (const n of ['X', 'Q', 'K', 'scores', 'scaled', 'weights']) heatmaps[n].svg.dataset.before = '1'; });
   await page.check('#causal');
   await page.waitForFunction(() => document.body.dataset.causal === '1');
+  await settled(page);
+  const kept = await page.evaluate(() => ['X', 'Q', 'K', 'scores', 'scaled', 'weights'].map((n) => !!heatmaps[n].svg.dataset.before));
+  report('recompute_only_what_changed', JSON.stringify(kept) === JSON.stringify([true, true, true, true, false, false]), String(kept));
   const wUpper = await upperTriangle(page, 'weights'), sUpper = await upperTriangle(page, 'scaled');
   report('causal_upper_triangle_masked', wUpper.length === 15 && wUpper.every((x) => x === '·') &&
     sUpper.every((x) => x === '-inf'), `${wUpper} | ${sUpper}`);
