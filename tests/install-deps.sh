@@ -14,7 +14,8 @@
 #   alternatives system points at, often the reference BLAS); Chromium and
 #   Node.js (the browser test); Open MPI (libopenmpi-dev's mpicc, openmpi-bin's
 #   mpirun: libattn-mpi, attn-mpi and their tests);
-#   from npm: playwright-core, pinned in package.json and package-lock.json,
+#   from npm: playwright-core and axe-core (the page's accessibility check),
+#   pinned in package.json and package-lock.json,
 #   and (optional: x86-64 Linux only) llama.cpp's prebuilt ggml libraries,
 #   which `attn bench --ggml` is tested against (never linked or vendored).
 set -e
@@ -61,7 +62,7 @@ if [ -n "$need" ]; then
 fi
 # The browser driver, exactly as locked.
 cd "$(dirname "$0")/.."
-if ! npm ls playwright-core @node-llama-cpp/linux-x64 >/dev/null 2>&1; then
-    echo "installing playwright-core (and ggml's prebuilt CPU libraries, optional) from package-lock.json"
+if ! npm ls playwright-core axe-core @node-llama-cpp/linux-x64 >/dev/null 2>&1; then
+    echo "installing playwright-core, axe-core (and ggml's prebuilt CPU libraries, optional) from package-lock.json"
     npm ci --no-audit --no-fund --loglevel=error
 fi

@@ -104,7 +104,8 @@ const char *web_vocab(void) {
     return result;
 }
 
-/* One row of `attn scaling` with its histograms. */
+/* One row of `attn scaling` with its histograms, and spread_div_d: the spread
+ * of the raw scores divided by d_k (the over-correction of "why not d_k"). */
 WEB_EXPORT("web_scaling")
 const char *web_scaling(int d, int queries, int keys, unsigned seed) {
     attn_scaling_row r;
@@ -112,8 +113,11 @@ const char *web_scaling(int d, int queries, int keys, unsigned seed) {
     if (attn_scaling_measure(&r, d, queries, keys, seed, &err)) return error_json(err.message, -1, 0, NULL);
     size_t len = 0;
     attn_scaling_json(NULL, 0, &len, &r, 1, NULL);
-    if (!reserve(len)) return "{}";
+    if (!reserve(len + 48)) return "{}";
     attn_scaling_json(result, result_cap, &len, &r, 1, NULL);
+    /* The table's spread when divided by d_k, beside the row's own fields:
+     * the object's closing brace becomes this field and the brace. */
+    snprintf(result + len - 1, result_cap - (len - 1), ", \"spread_div_d\": %.17g}", r.spread_raw / d);
     return result;
 }
 
@@ -182,6 +186,164 @@ const char *web_additive(const char *sentence, int causal) {
     size_t used = append_matrix((size_t)snprintf(result, result_cap, "{\"weights\": "), w, n, n);
     snprintf(result + used, result_cap - used, "}");
     free(s), free(w), attn_explain_free(&ex);
+    return result;
+}
+
+/* A JSON list of n numbers at result + used (reserved by the caller). */
+static size_t append_list(size_t used, const double *v, int n) {
+    used += (size_t)snprintf(result + used, result_cap - used, "[");
+    for (int i = 0; i < n; i++) used += (size_t)snprintf(result + used, result_cap - used, "%s%.17g", i ? ", " : "", v[i]);
+    return used + (size_t)snprintf(result + used, result_cap - used, "]");
+}
+
+/* The embedding table E (vocabulary, ATTN_TOY_D_MODEL): row id is the word
+ * with that id, the rows attn_toy_embed looks up. {"E": [[...]]}. */
+WEB_EXPORT("web_embedding")
+const char *web_embedding(void) {
+    enum { MAXV = 256 };
+    int v = attn_toy_vocab_size();
+    if (v > MAXV) v = MAXV;
+    attn_toy_token tok[MAXV];
+    static double e[MAXV * ATTN_TOY_D_MODEL]; /* (v, d_model) */
+    for (int i = 0; i < v; i++) tok[i] = (attn_toy_token){i, 0, 0};
+    attn_error err;
+    if (attn_toy_embed(e, tok, v, &err)) return error_json(err.message, -1, 0, NULL);
+    if (!reserve((size_t)v * ATTN_TOY_D_MODEL * 26 + 64)) return "{}";
+    size_t used = append_matrix((size_t)snprintf(result, result_cap, "{\"E\": "), e, v, ATTN_TOY_D_MODEL);
+    snprintf(result + used, result_cap - used, "}");
+    return result;
+}
+
+/* The steps between the matrices of `attn explain --json`, so that every sum
+ * the page writes under a figure is the library's arithmetic:
+ *   XP     (n, d_model)  X + P, the sinusoidal positions added (positions 1), else X;
+ *   P      (n, d_model)  P itself (positions 1), else null;
+ *   Q_pre  (n, d_k)      XP·W_Q before RoPE turns it (equal to Q without RoPE);
+ *   K_pre  (m, d_k)      X_source (or XP)·W_K before RoPE;
+ *   rope   (max(n, m), d_k): row p is [cos, sin] of each pair's angle at
+ *          position p (pairs (j, j + d_k/2), the layout of attn_explain_run),
+ *          found by letting attn_explain_run's own RoPE turn unit vectors;
+ *   row_sums (n)         each row of the weights, added up.
+ * x (n, dm), xs (m, dm) or NULL, wq, wk (dm, dk), wv (dm, dv): the matrices of
+ * the explain JSON, passed back; the flags as web_explain's. */
+WEB_EXPORT("web_parts")
+const char *web_parts(int n, int m, int dm, int dk, int dv, const double *x, const double *xs, const double *wq,
+                      const double *wk, const double *wv, int positions, int causal, int no_scale, int scale_by_d_model) {
+    attn_error err;
+    int np = n > m ? n : m, half = dk / 2;
+    if (n < 1 || m < 1 || dm < 1 || dk < 1 || dv < 1 || n > ATTN_TOY_MAX_TOKENS || m > ATTN_TOY_MAX_TOKENS ||
+        dm > 64 || dk > 64 || dv > 64)
+        return error_json("web_parts: sizes out of range", -1, 0, NULL);
+    attn_explain_input in = {n, dm, dk, dv, x, wq, wk, wv, ATTN_EXPLAIN_QKV, causal, no_scale, scale_by_d_model,
+                             (attn_explain_positions)positions, xs, xs ? m : 0};
+    attn_explain full = {0}, pre = {0}, turn = {0};
+    double *xp = malloc(sizeof(double) * (size_t)(n * dm)), *unit = calloc((size_t)(np * dk), sizeof(double));
+    double *eye = calloc((size_t)(dk * dk), sizeof(double)), *rope = calloc((size_t)(np * dk), sizeof(double));
+    const char *fail = !xp || !unit || !eye || !rope ? "out of memory" : NULL;
+    /* The whole head as the JSON's, for its weights' row sums and P. */
+    if (!fail && attn_explain_run(&full, &in, &err)) fail = err.message;
+    if (!fail) {
+        memcpy(xp, x, sizeof(double) * (size_t)(n * dm));
+        if (full.P)
+            for (int i = 0; i < n * dm; i++) xp[i] += full.P[i];
+        /* The projections alone: the same inputs, X + P, no positions. */
+        attn_explain_input pin = in;
+        pin.X = xp, pin.positions = ATTN_EXPLAIN_NO_POSITIONS, pin.causal = 0;
+        if (attn_explain_run(&pre, &pin, &err)) fail = err.message;
+    }
+    for (int k = 0; !fail && positions == ATTN_EXPLAIN_ROPE && k < half; k++) {
+        /* Unit vector e_k at every position, through W = I: Q = e_k turned,
+         * so Q[p][k] = cos and Q[p][k + half] = sin of pair k's angle. */
+        for (int u = 0; u < dk; u++) eye[u * dk + u] = 1;
+        memset(unit, 0, sizeof(double) * (size_t)(np * dk));
+        for (int p = 0; p < np; p++) unit[p * dk + k] = 1;
+        attn_explain_input rin = {np, dk, dk, dk, unit, eye, eye, eye, ATTN_EXPLAIN_QKV, 0, 0, 0, ATTN_EXPLAIN_ROPE, NULL, 0};
+        if (attn_explain_run(&turn, &rin, &err)) {
+            fail = err.message;
+            break;
+        }
+        for (int p = 0; p < np; p++) rope[p * dk + 2 * k] = turn.Q[p * dk + k], rope[p * dk + 2 * k + 1] = turn.Q[p * dk + k + half];
+        attn_explain_free(&turn);
+    }
+    size_t need = (size_t)(2 * n * dm + n * dk + m * dk + np * dk + n) * 26 + 256;
+    if (!fail && !reserve(need)) fail = "out of memory";
+    const char *out = NULL;
+    if (fail) {
+        out = error_json(fail, -1, 0, NULL);
+    } else {
+        double sums[ATTN_TOY_MAX_TOKENS];
+        for (int i = 0; i < n; i++) {
+            sums[i] = 0;
+            for (int j = 0; j < full.n_keys; j++) sums[i] += full.weights[i * full.n_keys + j];
+        }
+        size_t used = (size_t)snprintf(result, result_cap, "{\"XP\": ");
+        used = append_matrix(used, xp, n, dm);
+        used += (size_t)snprintf(result + used, result_cap - used, ", \"P\": ");
+        if (full.P) used = append_matrix(used, full.P, n, dm);
+        else used += (size_t)snprintf(result + used, result_cap - used, "null");
+        used = append_matrix(used + (size_t)snprintf(result + used, result_cap - used, ", \"Q_pre\": "), pre.Q, n, dk);
+        used = append_matrix(used + (size_t)snprintf(result + used, result_cap - used, ", \"K_pre\": "), pre.K, m, dk);
+        used += (size_t)snprintf(result + used, result_cap - used, ", \"rope\": ");
+        if (positions == ATTN_EXPLAIN_ROPE) used = append_matrix(used, rope, np, dk);
+        else used += (size_t)snprintf(result + used, result_cap - used, "null");
+        used = append_list(used + (size_t)snprintf(result + used, result_cap - used, ", \"row_sums\": "), sums, n);
+        snprintf(result + used, result_cap - used, "}");
+        out = result;
+    }
+    attn_explain_free(&full), attn_explain_free(&pre);
+    free(xp), free(unit), free(eye), free(rope);
+    return out;
+}
+
+/* Two heads side by side, as `attn explain --heads 2`: out1, out2 (n, d_k)
+ * the heads' outputs, kinds their attn_toy_head. concat (n, 2 d_k) puts them
+ * side by side; W_O (2 d_k, d_model) has a 1 where a head's value column is
+ * the feature of that name (an untrained head's values have no name: its
+ * rows are 0, as the command's); output = concat·W_O.
+ * {"concat", "W_O", "output"}. */
+WEB_EXPORT("web_heads")
+const char *web_heads(int n, const double *out1, const double *out2, int kind1, int kind2) {
+    enum { DK = ATTN_TOY_D_K, DM = ATTN_TOY_D_MODEL, C = 2 * DK };
+    if (n < 1 || n > ATTN_TOY_MAX_TOKENS) return error_json("web_heads: n out of range", -1, 0, NULL);
+    static double concat[ATTN_TOY_MAX_TOKENS * C], out[ATTN_TOY_MAX_TOKENS * DM], wo[C * DM];
+    const int kinds[2] = {kind1, kind2};
+    for (int h = 0; h < 2; h++)
+        for (int j = 0; j < DK; j++)
+            for (int f = 0; f < DM; f++) {
+                const char *name = attn_toy_value_feature((attn_toy_head)kinds[h], j);
+                wo[(h * DK + j) * DM + f] = name && strcmp(name, attn_toy_feature(f)) == 0;
+            }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < DK; j++) concat[i * C + j] = out1[i * DK + j], concat[i * C + DK + j] = out2[i * DK + j];
+    for (int i = 0; i < n; i++)
+        for (int f = 0; f < DM; f++) {
+            double s = 0;
+            for (int c = 0; c < C; c++) s += concat[i * C + c] * wo[c * DM + f];
+            out[i * DM + f] = s;
+        }
+    if (!reserve((size_t)(n * C + C * DM + n * DM) * 26 + 64)) return "{}";
+    size_t used = append_matrix((size_t)snprintf(result, result_cap, "{\"concat\": "), concat, n, C);
+    used = append_matrix(used + (size_t)snprintf(result + used, result_cap - used, ", \"W_O\": "), wo, C, DM);
+    used = append_matrix(used + (size_t)snprintf(result + used, result_cap - used, ", \"output\": "), out, n, DM);
+    snprintf(result + used, result_cap - used, "}");
+    return result;
+}
+
+/* "Why softmax?" live: scores (n) + shift, and the library's softmax of
+ * that row (attn_softmax_rows). {"shifted": [...], "weights": [...], "sum"}. */
+WEB_EXPORT("web_softmax")
+const char *web_softmax(const double *scores, int n, double shift) {
+    enum { MAXN = 16 };
+    double row[MAXN], w[MAXN], sum = 0;
+    attn_error err;
+    if (n < 1 || n > MAXN) return error_json("web_softmax: 1 to 16 scores", -1, 0, NULL);
+    for (int j = 0; j < n; j++) row[j] = scores[j] + shift;
+    if (attn_softmax_rows(w, row, 1, n, 0, &err)) return error_json(err.message, -1, 0, NULL);
+    for (int j = 0; j < n; j++) sum += w[j];
+    if (!reserve((size_t)n * 52 + 96)) return "{}";
+    size_t used = append_list((size_t)snprintf(result, result_cap, "{\"shifted\": "), row, n);
+    used = append_list(used + (size_t)snprintf(result + used, result_cap - used, ", \"weights\": "), w, n);
+    snprintf(result + used, result_cap - used, ", \"sum\": %.17g}", sum);
     return result;
 }
 

@@ -2,6 +2,8 @@
 # build.sh WASM OUT -- assemble the self-contained explainer page: the HTML
 # template with the CSS, the wasm module (base64) and the JS inlined at its
 # /*@CSS@*/, /*@WASM@*/ and /*@JS@*/ lines. The result loads nothing else.
+# The module sits in a script element of its own type, which the browser
+# keeps as text instead of compiling it as JavaScript.
 set -eu
 wasm=$1
 out=$2
@@ -10,7 +12,7 @@ tmp="$out.tmp"
 while IFS= read -r line || [ -n "$line" ]; do
     case "$line" in
     '/*@CSS@*/') cat "$dir/explainer.css" ;;
-    '/*@WASM@*/') printf 'const WASM_BASE64 = "%s";\n' "$(base64 -w0 "$wasm")" ;;
+    '/*@WASM@*/') base64 -w0 "$wasm"; echo ;;
     '/*@JS@*/') cat "$dir/explainer.js" ;;
     *) printf '%s\n' "$line" ;;
     esac
