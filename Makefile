@@ -45,6 +45,7 @@ TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/
              $(BUILD)/asan/test_api $(BUILD)/asan/test_backward $(BUILD)/asan/test_alloc \
              $(BUILD)/asan/attn $(BUILD)/asan/test_gemm $(BUILD)/tsan/test_fast $(BUILD)/tsan/test_backward \
              $(BUILD)/tsan/test_gemm $(BUILD)/tests/test_edges $(BUILD)/asan/test_edges \
+             $(BUILD)/tests/test_kv_pages $(BUILD)/asan/test_kv_pages $(BUILD)/tsan/test_kv_pages \
              $(BUILD)/asan/test_abi_0_2_static $(BUILD)/asan/test_abi_0_2_shared
 
 # libattn-mpi (mpi/, include/attn_mpi.h), the attn-mpi command (cli/mpi/) and
@@ -136,6 +137,9 @@ $(BUILD)/asan/test_gemm: $(BUILD)/asan/obj/tests/test_gemm.o $(SAN_LIB_OBJ)
 $(BUILD)/asan/test_edges: $(BUILD)/asan/obj/tests/test_edges.o $(SAN_LIB_OBJ)
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
 
+$(BUILD)/asan/test_kv_pages: $(BUILD)/asan/obj/tests/test_kv_pages.o $(SAN_LIB_OBJ)
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
+
 # A program built against release 0.2.0's headers (tests/abi/0.2/, frozen
 # copies; it never sees include/) with today's library, under ASan+UBSan:
 # linked with the library's sanitized objects, and with build/libattn.so as
@@ -180,6 +184,9 @@ $(BUILD)/tsan/test_backward: $(BUILD)/tsan/obj/tests/test_backward.o $(TSAN_LIB_
 $(BUILD)/tsan/test_gemm: $(BUILD)/tsan/obj/tests/test_gemm.o $(TSAN_LIB_OBJ)
 	$(CC) -fsanitize=thread -o $@ $^ $(LIBS)
 
+$(BUILD)/tsan/test_kv_pages: $(BUILD)/tsan/obj/tests/test_kv_pages.o $(TSAN_LIB_OBJ)
+	$(CC) -fsanitize=thread -o $@ $^ $(LIBS)
+
 # The explainer page: the library and web/attn_web.c compiled to wasm32 with
 # clang and Debian's wasi-libc (see docs/web.md), inlined with the page's
 # HTML, CSS and JS into one self-contained file.
@@ -203,7 +210,7 @@ web: $(BUILD)/explainer.html
 # builds them; `make test` replays their committed corpus; docs/testing.md
 # says how to run them for longer.
 FUZZ_CC      ?= clang
-FUZZ_TARGETS := npy tokenize args explain_load mha_load safetensors mpi_args api
+FUZZ_TARGETS := npy tokenize args explain_load mha_load safetensors mpi_args api kv_pages
 FUZZ_CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -g -O1 -Iinclude -Isrc $(ISA_DEFS) \
                 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_OBJ := $(LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o) $(filter-out $(BUILD)/fuzz/obj/cli/main.o,$(CLI_SRC:%.c=$(BUILD)/fuzz/obj/%.o))

@@ -41,6 +41,9 @@ suite "unit tests (C API)" "$BUILD/tests/test_api"
 suite "unit tests under ASan+UBSan" env ASAN_OPTIONS=allocator_may_return_null=1 "$BUILD/asan/test_api"
 suite "the API at the edges of its integer ranges (windows, strides, pieces, RoPE positions)" "$BUILD/tests/test_edges"
 suite "the API's integer edges under ASan+UBSan" "$BUILD/asan/test_edges"
+suite "paged KV cache: random create/fork/append/truncate/free/attend against contiguous copies, errors leave the pool as it was" "$BUILD/tests/test_kv_pages"
+suite "paged KV cache under ASan+UBSan" "$BUILD/asan/test_kv_pages"
+suite "paged KV cache under ThreadSanitizer (attend on 3 threads)" "$BUILD/tsan/test_kv_pages"
 suite "running out of memory: every allocation fails in turn (ASan+LSan)" "$BUILD/asan/test_alloc"
 # A program built against release 0.2.0's frozen headers, run with today's
 # library: its structs are smaller than today's, and nothing may read past them.
@@ -130,7 +133,7 @@ suite "attn bench --ggml: ggml's flash attention beside attn's (runs, outputs ag
 fuzz_replay() {
     # Every committed fuzzer input (the corpus, and a regression file for
     # each crash the fuzzers found) runs once; any crash fails.
-    for t in npy tokenize args explain_load mha_load safetensors mpi_args api; do
+    for t in npy tokenize args explain_load mha_load safetensors mpi_args api kv_pages; do
         files=$(find tests/fuzz/corpus/$t tests/fuzz/regressions/$t -type f 2>/dev/null)
         n=$(echo "$files" | grep -c .)
         if [ "$n" -eq 0 ]; then echo "FAIL fuzz_replay_$t: no corpus"; continue; fi

@@ -36,6 +36,13 @@ attn_status attn_versioned_write(void *theirs, const void *ours, size_t size, co
                                  attn_error *err);
 
 
+/* Sequence i of a view that attn_kv_paged_check accepted, copied out of its
+ * pages into k (Hk, length, E) and v (Hk, length, Ev), tensors of that
+ * shape, any float dtype, that share no byte with the pages
+ * (kv_pages.c): attn_kv_paged_gather after its checks, for callers that
+ * checked the view once for many sequences. */
+void attn_kv_paged_copy(attn_tensor *k, attn_tensor *v, const attn_kv_paged_view *w, int64_t i);
+
 /* Whether the memory of tensors a and b shares a byte (overlap.c): exact
  * for views that interleave without touching (dq, dk, dv as slices of one
  * packed buffer), and true for the rare layouts too involved to decide in
