@@ -107,7 +107,7 @@ static int same_as_copy(const model *m, int s, char *why, size_t size) {
         snprintf(why, size, "gather of sequence %d: %s", s, err.message);
         ok = 0;
     }
-    for (int64_t h = 0; ok && h < H; h++)
+    for (int64_t h = 0; ok && length && h < H; h++)
         if (memcmp(k + h * length * E, m->k[s] + h * m->cap[s] * E, (size_t)(length * E) * 4) ||
             memcmp(v + h * length * Ev, m->v[s] + h * m->cap[s] * Ev, (size_t)(length * Ev) * 4)) {
             snprintf(why, size, "sequence %d, head %lld: the pages differ from the copy", s, (long long)h);
@@ -205,7 +205,7 @@ static void copy_fork(model *m, int child, int parent) {
     m->len[child] = 0;
     reserve(m, child, m->len[parent]);
     int64_t H = m->d.heads, E = m->d.key_dim, Ev = m->d.value_dim;
-    for (int64_t h = 0; h < H; h++) {
+    for (int64_t h = 0; h < H && m->len[parent]; h++) {
         memcpy(m->k[child] + h * m->cap[child] * E, m->k[parent] + h * m->cap[parent] * E,
                (size_t)(m->len[parent] * E) * 4);
         memcpy(m->v[child] + h * m->cap[child] * Ev, m->v[parent] + h * m->cap[parent] * Ev,
