@@ -85,6 +85,7 @@ suite "the layer's double GEMM, every ISA's microkernel, 1 and 3 threads" "$BUIL
 suite "the layer's double GEMM under ASan+UBSan" "$BUILD/asan/test_gemm"
 suite "the layer's double GEMM under ThreadSanitizer" "$BUILD/tsan/test_gemm"
 suite "Python binding (python/attn through ctypes) vs PyTorch, errors, attn.torch, attn.teach, finding the library" $PY tests/test_python.py "$BUILD"
+suite "attn.KVPages (the paged KV cache from Python) vs NumPy copies and PyTorch float64, errors" $PY tests/test_kv_pages_python.py "$BUILD"
 suite "the notebook (docs/notebooks/attention.ipynb) run headless: the worked examples' numbers" $PY tests/test_notebook.py "$BUILD"
 suite "command: seeds, printing, bad input" $PY tests/test_cli.py "$BUILD"
 suite "explain and scaling: story, seeds, NumPy, errors" $PY tests/test_explain.py "$BUILD"
