@@ -81,7 +81,10 @@ static int64_t pick_id(reader *r) { return byte(r) < 220 ? byte(r) % 6 : pick_in
 /* n + 1 offsets, from 0 up by small steps, or fuzzed outright. */
 static void pick_offsets(reader *r, int64_t *cu, int64_t n, int64_t step_max) {
     cu[0] = byte(r) == 7 ? pick_int(r) : 0;
-    for (int64_t i = 0; i < n; i++) cu[i + 1] = byte(r) == 9 ? pick_int(r) : cu[i] + byte(r) % (step_max + 1);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t step = byte(r) % (step_max + 1);
+        cu[i + 1] = byte(r) == 9 ? pick_int(r) : cu[i] > INT64_MAX - step ? cu[i] : cu[i] + step;
+    }
 }
 
 /* A packed (rows, H, cols) f32-ish tensor over buf (capacity elements):
@@ -136,8 +139,10 @@ static void fuzz_view(reader *r, attn_kv_pages_desc *d) {
     __int128 kn = (__int128)w.num_pages * w.heads * w.page_size * w.key_dim;
     __int128 vn = (__int128)w.num_pages * w.heads * w.page_size * w.value_dim;
     if (w.num_pages > 0 && w.page_size > 0 && (kn > TABLE * 16 || vn > TABLE * 16) && kn * 4 < INT64_MAX &&
-        vn * 4 < INT64_MAX)
+        vn * 4 < INT64_MAX) {
         w.num_pages = 1, w.page_size = 1;
+        if (w.heads * w.key_dim > TABLE * 16 || w.heads * w.value_dim > TABLE * 16) return; /* many heads: not ours */
+    }
     attn_error err;
     attn_status st = attn_kv_paged_check(&w, &err);
     CHECK(st == ATTN_OK || err.message[0]);
