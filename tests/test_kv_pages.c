@@ -671,11 +671,15 @@ static void test_errors(attn_dtype dt, int64_t P, const char *tag) {
         EXPECT(attn_kv_pages_gather(&p.k, &p.v, m->pool, BAD_IDS[i], &err), ATTN_ERR_ARGUMENT, what);
     }
     /* The same sequence twice in one append (overlapping appends). */
-    int64_t dup[2] = {b, b};
-    EXPECT(attn_kv_pages_append(m->pool, dup, 2, &p.k, &p.v, cu2, &err), ATTN_ERR_ARGUMENT, "append_same_sequence_twice");
-    int64_t dup3[3] = {a, b, a}, cu3[4] = {0, 0, 1, P + 1};
-    EXPECT(attn_kv_pages_append(m->pool, dup3, 3, &p.k, &p.v, cu3, &err), ATTN_ERR_ARGUMENT,
-           "append_same_sequence_twice_apart");
+    int64_t dup[2] = {b, b}, dup3[3] = {a, b, a}, cu3[4] = {0, 0, 1, P + 1};
+    attn_status st = attn_kv_pages_append(m->pool, dup, 2, &p.k, &p.v, cu2, &err);
+    snprintf(name, sizeof name, "refused_append_same_sequence_twice_says_so_%s", tag);
+    check(strstr(err.message, "named twice") != NULL, name, "%s", err.message);
+    expect_untouched(st, &err, ATTN_ERR_ARGUMENT, name + 8);
+    st = attn_kv_pages_append(m->pool, dup3, 3, &p.k, &p.v, cu3, &err);
+    snprintf(name, sizeof name, "refused_append_same_sequence_twice_apart_says_so_%s", tag);
+    check(strstr(err.message, "named twice") != NULL, name, "%s", err.message);
+    expect_untouched(st, &err, ATTN_ERR_ARGUMENT, name + 8);
 
     /* Offsets. */
     int64_t c_first[3] = {1, 1, P + 1}, c_down[3] = {0, P + 1, 1}, c_short[3] = {0, 1, P};
@@ -729,7 +733,7 @@ static void test_errors(attn_dtype dt, int64_t P, const char *tag) {
     memcpy(out_before, out, sizeof out);
     int64_t pairs[3][2] = {{a, freed}, {a, -1}, {a, b}};
     int64_t cuq_bad[3] = {0, 2, 1};
-    attn_status st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[0], 2, m->pool, NULL, &err);
+    st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[0], 2, m->pool, NULL, &err);
     check(st == ATTN_ERR_ARGUMENT && !memcmp(out, out_before, sizeof out), "attend_refused_freed_sequence", "status %d", st);
     st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[1], 2, m->pool, NULL, &err);
     check(st == ATTN_ERR_ARGUMENT && !memcmp(out, out_before, sizeof out), "attend_refused_unknown_sequence", "status %d", st);
