@@ -1197,7 +1197,7 @@ ATTN_API attn_status attn_kv_pages_free(attn_kv_pages *pool, int64_t seq, attn_e
  * partly filled page is shared with another (after a fork) first gets its
  * own copy of that one page (the filled rows of it); full pages stay
  * shared. n = 0 does nothing. Nothing is written unless the whole call
- * fits. k and v must not overlap the pool's pages (ATTN_ERR_STRIDE).
+ * fits. k and v must not overlap the pool's memory (ATTN_ERR_STRIDE).
  * Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (n < 0, a sequence unknown,
  * freed, or named twice; offsets not as above), ATTN_ERR_RANK,
  * ATTN_ERR_SHAPE, ATTN_ERR_DTYPE, ATTN_ERR_OVERFLOW, ATTN_ERR_STRIDE,
@@ -1282,7 +1282,8 @@ ATTN_API attn_status attn_kv_pages_view(attn_kv_paged_view *view, const attn_kv_
  * and v (Hk, length, Ev), any strides, any float dtype (converted as
  * attn_tensor_convert converts), where length is lengths[i]: to export a
  * sequence, or to check the pages against a contiguous copy. k and v must
- * not overlap the pages or each other. Errors: those of attn_kv_paged_check,
+ * not overlap each other or the memory the view reads (pages, lengths,
+ * table, offsets). Errors: those of attn_kv_paged_check,
  * ATTN_ERR_ARGUMENT (i outside the view), ATTN_ERR_NULL, ATTN_ERR_RANK,
  * ATTN_ERR_SHAPE, ATTN_ERR_DTYPE, ATTN_ERR_STRIDE. */
 ATTN_API attn_status attn_kv_paged_gather(attn_tensor *k, attn_tensor *v, const attn_kv_paged_view *view, int64_t i,
@@ -1314,7 +1315,7 @@ ATTN_API attn_status attn_kv_pages_gather(attn_tensor *k, attn_tensor *v, const 
  * when attn_sdpa runs out of memory (ATTN_ERR_NO_MEMORY) for one sequence,
  * the rows of the sequences before it have been written. Errors: those of attn_sdpa, ATTN_ERR_ARGUMENT (an
  * unknown or freed sequence, offsets not as above), ATTN_ERR_STRIDE (out or
- * lse overlapping each other, q or the pages).
+ * lse overlapping each other, q, or the memory the pool or view reads).
  *
  * This first implementation copies each sequence's keys and values out of
  * the pages (attn_kv_paged_gather, into one buffer sized for the longest)

@@ -530,6 +530,20 @@ static void test_caller_pages(void) {
     check(ok, "caller_pages_gather_block_table_and_indptr", "rows differ from the pages the tables name, or: %s",
           err.message);
 
+    /* k gathered into the view's own lengths: refused, nothing written. */
+    {
+        int64_t ks[3] = {H, 0, E}, vs[3] = {H, 0, EV};
+        ks[1] = vs[1] = lengths[0];
+        float vk[H * 9 * EV];
+        attn_tensor tk, tv;
+        attn_tensor_init(&tk, lengths, ATTN_F32, 3, ks, NULL, NULL);
+        attn_tensor_init(&tv, vk, ATTN_F32, 3, vs, NULL, NULL);
+        int64_t before[2] = {lengths[0], lengths[1]};
+        attn_status gs = attn_kv_paged_gather(&tk, &tv, &w, 0, &err);
+        check(gs == ATTN_ERR_STRIDE && lengths[0] == before[0] && lengths[1] == before[1],
+              "caller_pages_gather_onto_the_lengths_refused", "status %d", gs);
+    }
+
     /* Attention over the caller's pages against a contiguous cache. */
     float q[4][4][E], out[4][4][EV], o1[4][4][EV];
     for (int i = 0; i < 4 * 4 * E; i++) (&q[0][0][0])[i] = rnd_value();

@@ -43,6 +43,12 @@ attn_status attn_versioned_write(void *theirs, const void *ours, size_t size, co
  * checked the view once for many sequences. */
 void attn_kv_paged_copy(attn_tensor *k, attn_tensor *v, const attn_kv_paged_view *w, int64_t i);
 
+/* The memory a checked view reads, as 1-D tensors for the aliasing check
+ * (kv_pages.c): its key pages, value pages, lengths, page table and table
+ * offsets (data NULL for those it has none of), and their names. */
+void attn_kv_paged_regions(attn_tensor regions[5], const attn_kv_paged_view *w);
+extern const char *const attn_kv_paged_region_names[5];
+
 /* Whether the memory of tensors a and b shares a byte (overlap.c): exact
  * for views that interleave without touching (dq, dk, dv as slices of one
  * packed buffer), and true for the rare layouts too involved to decide in

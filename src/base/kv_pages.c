@@ -278,12 +278,6 @@ static void page_rows(attn_tensor *t, const void *base, attn_dtype dt, int64_t h
     attn_tensor_init(t, at, dt, 3, shape, strides, NULL);
 }
 
-/* Every page of a region as one 1-D tensor, for the aliasing check. */
-static void page_region(attn_tensor *t, const void *base, attn_dtype dt, int64_t pages, int64_t heads, int64_t P,
-                        int64_t cols) {
-    int64_t n = pages * heads * P * cols;
-    attn_tensor_init(t, (void *)base, dt, 1, &n, NULL, NULL);
-}
 
 /* t's entries n0 .. n0 + n - 1 of dimension `dim`, every other dimension
  * whole, with dimensions a and b swapped (a == b: none): the slice of
@@ -417,12 +411,16 @@ attn_status attn_kv_pages_append(attn_kv_pages *pool, const int64_t *seqs, int64
         return attn_fail(err, ATTN_ERR_SHAPE, "k has %lld rows but v has %lld", (long long)k->shape[0],
                          (long long)v->shape[0]);
     if ((st = check_offsets(cu_seqlens, n, k->shape[0], "cu_seqlens", err))) return st;
-    attn_tensor pk, pv;
-    page_region(&pk, pool->k, d->dtype, d->num_pages, d->heads, d->page_size, d->key_dim);
-    page_region(&pv, pool->v, d->dtype, d->num_pages, d->heads, d->page_size, d->value_dim);
-    const attn_named outs[2] = {{&pk, "the pool's key pages"}, {&pv, "the pool's value pages"}};
+    /* The call writes the pool's pages and its bookkeeping: k and v may
+     * share no byte with any of its memory. */
+    attn_tensor whole;
+    int64_t vb, end;
+    page_region_bytes(&vb, d->num_pages, d->heads, d->page_size, d->value_dim, d->dtype);
+    end = (int64_t)(pool->v - (char *)pool) + vb;
+    attn_tensor_init(&whole, pool, ATTN_BOOL, 1, &end, NULL, NULL);
+    const attn_named outs[1] = {{&whole, "the pool's memory"}};
     const attn_named ins[2] = {{k, "k"}, {v, "v"}};
-    if ((st = attn_check_no_overlap(outs, 2, ins, 2, err)) || (st = check_ids(pool, seqs, n, cu_seqlens, err)))
+    if ((st = attn_check_no_overlap(outs, 1, ins, 2, err)) || (st = check_ids(pool, seqs, n, cu_seqlens, err)))
         return st;
 
     /* Everything fits: write. */
@@ -542,6 +540,24 @@ static attn_status read_view(attn_kv_paged_view *w, const attn_kv_paged_view *in
     return ATTN_OK;
 }
 
+void attn_kv_paged_regions(attn_tensor regions[5], const attn_kv_paged_view *w) {
+    int64_t kn = w->num_pages * w->heads * w->page_size * w->key_dim; /* fit: the view was checked */
+    int64_t vn = w->num_pages * w->heads * w->page_size * w->value_dim;
+    int64_t n = w->num_sequences, offsets = n + 1;
+    int64_t entries = w->table_offsets ? w->table_offsets[n] : n * w->table_stride;
+    memset(regions, 0, 5 * sizeof *regions);
+    attn_tensor_init(&regions[0], (void *)w->k_pages, w->dtype, 1, &kn, NULL, NULL);
+    attn_tensor_init(&regions[1], (void *)w->v_pages, w->dtype, 1, &vn, NULL, NULL);
+    if (n == 0) return;
+    /* int64 and int32 arrays as the float types of their sizes: only their bytes count */
+    attn_tensor_init(&regions[2], (void *)w->lengths, ATTN_F64, 1, &n, NULL, NULL);
+    attn_tensor_init(&regions[3], (void *)w->page_table, ATTN_F32, 1, &entries, NULL, NULL);
+    if (w->table_offsets) attn_tensor_init(&regions[4], (void *)w->table_offsets, ATTN_F64, 1, &offsets, NULL, NULL);
+}
+
+const char *const attn_kv_paged_region_names[5] = {"the key pages", "the value pages", "the view's lengths",
+                                                   "the view's page table", "the view's table offsets"};
+
 attn_status attn_kv_paged_check(const attn_kv_paged_view *view, attn_error *err) {
     attn_kv_paged_view w;
     return read_view(&w, view, err);
@@ -575,12 +591,12 @@ attn_status attn_kv_paged_gather(attn_tensor *k, attn_tensor *v, const attn_kv_p
     int64_t len = w.lengths[i];
     if ((st = check_out(k, "k", &w, len, w.key_dim, err)) || (st = check_out(v, "v", &w, len, w.value_dim, err)))
         return st;
-    attn_tensor pk, pv;
-    page_region(&pk, w.k_pages, w.dtype, w.num_pages, w.heads, w.page_size, w.key_dim);
-    page_region(&pv, w.v_pages, w.dtype, w.num_pages, w.heads, w.page_size, w.value_dim);
+    attn_tensor regions[5];
+    attn_kv_paged_regions(regions, &w);
     const attn_named outs[2] = {{k, "k"}, {v, "v"}};
-    const attn_named ins[2] = {{&pk, "the key pages"}, {&pv, "the value pages"}};
-    if ((st = attn_check_no_overlap(outs, 2, ins, 2, err))) return st;
+    attn_named ins[5];
+    for (int r = 0; r < 5; r++) ins[r] = (attn_named){regions[r].data ? &regions[r] : NULL, attn_kv_paged_region_names[r]};
+    if ((st = attn_check_no_overlap(outs, 2, ins, 5, err))) return st;
     attn_kv_paged_copy(k, v, &w, i);
     return ATTN_OK;
 }

@@ -83,14 +83,13 @@ static attn_status attend(attn_tensor *out, attn_tensor *lse, const attn_tensor 
     if (cu[n] != total)
         return attn_fail(err, ATTN_ERR_ARGUMENT, "cu_seqlens_q[%lld] is %lld but q has %lld rows", (long long)n,
                          (long long)cu[n], (long long)total);
-    int64_t kn = w->num_pages * w->heads * w->page_size * w->key_dim; /* fits: the view was checked */
-    int64_t vn = w->num_pages * w->heads * w->page_size * w->value_dim;
-    attn_tensor pk, pv;
-    attn_tensor_init(&pk, (void *)w->k_pages, w->dtype, 1, &kn, NULL, NULL);
-    attn_tensor_init(&pv, (void *)w->v_pages, w->dtype, 1, &vn, NULL, NULL);
+    attn_tensor regions[5];
+    attn_kv_paged_regions(regions, w);
     const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
-    const attn_named ins[3] = {{q, "q"}, {&pk, "the key pages"}, {&pv, "the value pages"}};
-    if ((st = attn_check_no_overlap(outs, 2, ins, 3, err))) return st;
+    attn_named ins[6] = {{q, "q"}};
+    for (int r = 0; r < 5; r++)
+        ins[r + 1] = (attn_named){regions[r].data ? &regions[r] : NULL, attn_kv_paged_region_names[r]};
+    if ((st = attn_check_no_overlap(outs, 2, ins, 6, err))) return st;
 
     /* Every sequence checked as attn_sdpa will check it, outputs and
      * workspace included, before anything is written. */
