@@ -1142,9 +1142,10 @@ typedef struct attn_kv_pages_desc {
     int64_t page_size;     /* P, positions per page: 16 to 256 (default 16) */
     int64_t num_pages;     /* pages in the pool, 1 to INT32_MAX */
     int64_t max_sequences; /* sequences alive at once, 1 to INT32_MAX */
-    int64_t max_length;    /* positions one sequence may hold: each sequence's
-                              table has room for max_length / P pages (rounded
-                              up); 0 (the default): num_pages · P */
+    int64_t max_length;    /* positions one sequence may hold (at most num_pages
+                              · P count): each sequence's table has room for
+                              max_length / P pages, rounded up; 0 (the
+                              default): num_pages · P */
 } attn_kv_pages_desc;
 
 /* heads 1, dtype f32, page_size 16, max_length 0, the other sizes 0 (to be
@@ -1156,8 +1157,9 @@ ATTN_VERSIONED_DEFAULT_(attn_kv_pages_desc)
 
 /* The bytes attn_kv_pages_init needs for `desc` (any alignment: the pool
  * aligns itself inside them): the pages, num_pages · Hk · P · (E + Ev)
- * elements, and the bookkeeping, about 8 bytes per page and 17 bytes plus
- * one int32 per table entry per sequence. Errors: ATTN_ERR_NULL,
+ * elements, and the bookkeeping: 8 bytes per page, and per sequence 13
+ * bytes and an int32 per entry of its table (max_length / P entries,
+ * rounded up, at most num_pages), each region 64-byte aligned. Errors: ATTN_ERR_NULL,
  * ATTN_ERR_OPTION (struct_size), ATTN_ERR_SHAPE (a size out of its range
  * above), ATTN_ERR_DTYPE, ATTN_ERR_OVERFLOW. */
 ATTN_API attn_status attn_kv_pages_bytes(size_t *bytes, const attn_kv_pages_desc *desc, attn_error *err);
@@ -1195,8 +1197,9 @@ ATTN_API attn_status attn_kv_pages_free(attn_kv_pages *pool, int64_t seq, attn_e
  * last, as FlashAttention's cu_seqlens). A sequence given 0 rows is left as
  * it is. New pages come from the pool's free pages; a sequence whose last,
  * partly filled page is shared with another (after a fork) first gets its
- * own copy of that one page (the filled rows of it); full pages stay
- * shared. n = 0 does nothing. Nothing is written unless the whole call
+ * own copy of that one page (the filled rows of it; when every holder of
+ * the page appends in the same call, the last of them in seqs keeps the
+ * page itself); full pages stay shared. n = 0 does nothing. Nothing is written unless the whole call
  * fits. k and v must not overlap the pool's memory (ATTN_ERR_STRIDE).
  * Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (n < 0, a sequence unknown,
  * freed, or named twice; offsets not as above), ATTN_ERR_RANK,
