@@ -103,9 +103,9 @@ static attn_status attend(attn_tensor *out, attn_tensor *lse, const attn_tensor 
         if (S > longest) longest = S;
     }
     if (longest == 0) return ATTN_OK;
-    int64_t rows, kb, vb, size = (int64_t)attn_dtype_size(w->dtype);
-    if (!attn_mul_i64(w->heads, longest, &rows) || !attn_mul_i64(rows, w->key_dim * size, &kb) ||
-        !attn_mul_i64(rows, w->value_dim * size, &vb) || kb > INT64_MAX - vb ||
+    int64_t head_rows, kb, vb, size = (int64_t)attn_dtype_size(w->dtype);
+    if (!attn_mul_i64(w->heads, longest, &head_rows) || !attn_mul_i64(head_rows, w->key_dim * size, &kb) ||
+        !attn_mul_i64(head_rows, w->value_dim * size, &vb) || kb > INT64_MAX - vb ||
         (uint64_t)(kb + vb) > SIZE_MAX)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the copy of the longest sequence's keys and values overflows");
     /* (zeroed: the checks below see the buffer before any sequence is in it) */
