@@ -386,7 +386,7 @@ static attn_status check_ids(attn_kv_pages *p, const int64_t *seqs, int64_t n, c
     return st ? st : pages_needed(p, seqs, n, cu, err);
 }
 
-/* Copy rows [r0, r0 + n) of page `from` into page `to`, keys and values. */
+/* Copy the first n rows of page `from` into page `to`, keys and values. */
 static void copy_page_rows(attn_kv_pages *p, int32_t to, int32_t from, int64_t n) {
     const attn_kv_pages_desc *d = &p->d;
     attn_tensor dk, sk, dv, sv;
