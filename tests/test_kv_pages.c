@@ -238,13 +238,13 @@ static int64_t pages_wanted(const model *m, const int64_t *seqs, int64_t n, cons
 
 /* Queries for n sequences, attended through the pool, against
  * attn_kv_cache_attend on a contiguous cache of each sequence alone. */
-static int attend_matches(const model *m, const int64_t *seqs, int64_t n, int threads, int with_rope, char *why,
-                          size_t size) {
+static int attend_matches(const model *m, const int64_t *seqs, int64_t n, int threads, int with_rope, int64_t max_q,
+                          char *kernel, size_t kernel_size, char *why, size_t size) {
     int64_t H = m->d.heads, Hq = H * 2, E = m->d.key_dim, Ev = m->d.value_dim;
     int64_t cu[MAX_SEQS + 1] = {0};
     for (int64_t i = 0; i < n; i++) {
         int64_t len = m->len[seqs[i]];
-        cu[i + 1] = cu[i] + (len ? 1 + rnd_below(len < 5 ? len : 5) : 0);
+        cu[i + 1] = cu[i] + (len ? 1 + rnd_below(len < max_q ? len : max_q) : 0);
     }
     int64_t total = cu[n];
     float *q = malloc((size_t)(total * Hq * E + 1) * 4), *out = calloc((size_t)(total * Hq * Ev + 1), 4);
@@ -263,7 +263,10 @@ static int attend_matches(const model *m, const int64_t *seqs, int64_t n, int th
     if (with_rope) o.rope = &ro;
     attn_error err;
     int ok = 1;
-    if (attn_kv_pages_attend(&to, &tl, &tq, cu, seqs, n, m->pool, &o, &err)) {
+    if (kernel) verbose_begin();
+    attn_status st = attn_kv_pages_attend(&to, &tl, &tq, cu, seqs, n, m->pool, &o, &err);
+    if (kernel) verbose_end(kernel, kernel_size, NULL, 0); /* the kernel of the last sequence's call */
+    if (st) {
         snprintf(why, size, "attn_kv_pages_attend: %s", err.message);
         ok = 0;
     }
@@ -388,7 +391,7 @@ static void random_program(const char *name, attn_dtype dt, int64_t P, int64_t p
             int64_t seqs[MAX_SEQS], n = 0;
             for (int64_t i = 0; i < nlive; i++)
                 if (rnd() & 1) seqs[n++] = live[i];
-            ok = attend_matches(&m, seqs, n, rnd() & 1 ? 3 : 1, (int)(rnd() & 1), why, sizeof why);
+            ok = attend_matches(&m, seqs, n, rnd() & 1 ? 3 : 1, (int)(rnd() & 1), 5, NULL, 0, why, sizeof why);
             ops[5]++;
         }
         for (int s = 0; s < 6 && ok; s++)
@@ -486,6 +489,38 @@ static void test_all_sharers_append(attn_dtype dt, int64_t P, const char *name) 
         ok = ok && bookkeeping_holds(&m, why, sizeof why);
     }
     check(ok, name, "%s", st ? err.message : why[0] ? why : "pages left free");
+    free(p.kd), free(p.vd), free(one.kd), free(one.vd);
+    model_free(&m);
+}
+
+/* Long sequences: a prompt of 2100 positions over pages of 256, forked,
+ * each fork given its own next token, then one query each, in one call:
+ * the split-KV decode kernel runs (L = 1 against S >= 2048, checked on the
+ * verbose line) and each sequence's rows equal attn_kv_cache_attend's. */
+static void test_long_decode(attn_dtype dt, const char *name) {
+    model m;
+    model_init(&m, dt, 256, 12, 3, 2, 16, 8, 0);
+    int64_t ids[3], cu[2] = {0, 2100};
+    attn_kv_pages_create(m.pool, &ids[0], NULL);
+    m.live[ids[0]] = 1;
+    packed p;
+    make_packed(&p, &m, cu[1], 1);
+    attn_error err;
+    attn_status st = attn_kv_pages_append(m.pool, &ids[0], 1, &p.k, &p.v, cu, &err);
+    copy_append(&m, &ids[0], 1, &p, cu);
+    for (int i = 1; i < 3 && !st; i++) {
+        st = attn_kv_pages_fork(m.pool, &ids[i], ids[0], &err);
+        copy_fork(&m, (int)ids[i], (int)ids[0]);
+    }
+    packed one;
+    int64_t cu3[4] = {0, 1, 2, 3};
+    make_packed(&one, &m, 3, 0);
+    if (!st) st = attn_kv_pages_append(m.pool, ids, 3, &one.k, &one.v, cu3, &err);
+    copy_append(&m, ids, 3, &one, cu3);
+    char why[768] = "", kernel[32] = "";
+    int ok = st == ATTN_OK;
+    if (ok) ok = attend_matches(&m, ids, 3, 3, 0, 1, kernel, sizeof kernel, why, sizeof why);
+    check(ok && strcmp(kernel, "decode") == 0, name, "%s (kernel %s)", st ? err.message : why, kernel);
     free(p.kd), free(p.vd), free(one.kd), free(one.vd);
     model_free(&m);
 }
@@ -867,6 +902,8 @@ int main(void) {
             snprintf(name, sizeof name, "%s_page_%lld", DTYPES[t].name, (long long)P);
             test_errors(DTYPES[t].dt, P, name);
         }
+    test_long_decode(ATTN_F32, "long_forks_decode_kernel_equals_contiguous_f32");
+    test_long_decode(ATTN_F16, "long_forks_decode_kernel_equals_contiguous_f16");
     test_caller_pages();
     test_desc();
     return n_failed ? 1 : 0;
