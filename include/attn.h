@@ -273,12 +273,14 @@ ATTN_API attn_status attn_check_disjoint(const attn_tensor *a, const char *a_nam
 
 /* The structs of options and settings (attn_context, attn_sdpa_options,
  * attn_rope_options, attn_mha_params, attn_mha_options, attn_kv_cache_desc,
- * attn_kv_pages_desc, attn_kv_paged_view, attn_tuning; attn_teach.h's and attn_mpi.h's) begin with
+ * attn_kv_pages_desc, attn_kv_paged_view, attn_tuning; attn_teach.h's and
+ * attn_mpi.h's) begin with
  *
  *     size_t struct_size;   sizeof the struct as the CALLER was compiled
  *
- * A call reads (attn_tuning: writes) only that many bytes of the struct, so
- * the fields a program's header lacks keep their defaults: a program built
+ * A call reads (attn_get_tuning and attn_kv_pages_view: writes) only that
+ * many bytes of the struct, so the fields a program's header lacks keep
+ * their defaults: a program built
  * against an older attn.h runs with a newer library unchanged. A
  * struct_size below sizeof(size_t) (0: a struct zeroed by hand) or larger
  * than the library's own (a header newer than the library) is
