@@ -142,6 +142,25 @@ for dtype in ("float32", "float16", "bfloat16"):
         check(name, not why, why)
         check(name + "_attend_vs_torch_float64", worst <= 2e-5, "error %.3g" % worst)
 
+# Packed arrays with offsets give what the lists give; lse as attn.sdpa's.
+pa = attn.KVPages(heads=2, key_dim=8, value_dim=4, num_pages=8, max_sequences=4, page_size=16)
+pb = attn.KVPages(heads=2, key_dim=8, value_dim=4, num_pages=8, max_sequences=4, page_size=16)
+ids = [pa.create(), pa.create()]
+[pb.create(), pb.create()]
+ks = [rng.standard_normal((n, 2, 8)).astype(np.float32) for n in (5, 19)]
+vs = [rng.standard_normal((n, 2, 4)).astype(np.float32) for n in (5, 19)]
+pa.append(ids, ks, vs)
+pb.append(ids[::-1], np.concatenate(ks[::-1]), np.concatenate(vs[::-1]), cu_seqlens=[0, 19, 24])
+qs = [rng.standard_normal((n, 4, 8)).astype(np.float32) for n in (2, 3)]
+outs, lses = pa.attend(ids, qs, return_lse=True)
+packed_out, packed_lse = pb.attend(ids, np.concatenate(qs), cu_seqlens_q=[0, 2, 5], return_lse=True)
+want = [attn.sdpa(q.transpose(1, 0, 2), *pa.gather(s), causal="bottom-right", return_lse=True) for s, q in zip(ids, qs)]
+check("kv_pages_python_packed_equals_lists",
+      all(np.array_equal(pa.gather(s)[0], pb.gather(s)[0]) for s in ids) and
+      np.array_equal(np.concatenate(outs), packed_out) and np.array_equal(np.concatenate(lses), packed_lse))
+check("kv_pages_python_lse_as_sdpa", all(np.array_equal(o, w[0].transpose(1, 0, 2)) and
+                                         np.array_equal(l, w[1].T) for o, l, w in zip(outs, lses, want)))
+
 # Errors: each its class, the pool's bytes unchanged.
 pool = attn.KVPages(heads=1, key_dim=4, num_pages=2, max_sequences=2, page_size=16)
 a = pool.create()
