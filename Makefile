@@ -46,6 +46,7 @@ TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/
              $(BUILD)/asan/attn $(BUILD)/asan/test_gemm $(BUILD)/tsan/test_fast $(BUILD)/tsan/test_backward \
              $(BUILD)/tsan/test_gemm $(BUILD)/tests/test_edges $(BUILD)/asan/test_edges \
              $(BUILD)/tests/test_varlen $(BUILD)/asan/test_varlen $(BUILD)/tsan/test_varlen \
+             $(BUILD)/tests/test_kv_pages $(BUILD)/asan/test_kv_pages $(BUILD)/tsan/test_kv_pages \
              $(BUILD)/asan/test_abi_0_2_static $(BUILD)/asan/test_abi_0_2_shared
 
 # libattn-mpi (mpi/, include/attn_mpi.h), the attn-mpi command (cli/mpi/) and
@@ -139,6 +140,8 @@ $(BUILD)/asan/test_edges: $(BUILD)/asan/obj/tests/test_edges.o $(SAN_LIB_OBJ)
 
 $(BUILD)/asan/test_varlen: $(BUILD)/asan/obj/tests/test_varlen.o $(SAN_LIB_OBJ)
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
+$(BUILD)/asan/test_kv_pages: $(BUILD)/asan/obj/tests/test_kv_pages.o $(SAN_LIB_OBJ)
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
 
 # A program built against release 0.2.0's headers (tests/abi/0.2/, frozen
 # copies; it never sees include/) with today's library, under ASan+UBSan:
@@ -187,6 +190,9 @@ $(BUILD)/tsan/test_varlen: $(BUILD)/tsan/obj/tests/test_varlen.o $(TSAN_LIB_OBJ)
 $(BUILD)/tsan/test_gemm: $(BUILD)/tsan/obj/tests/test_gemm.o $(TSAN_LIB_OBJ)
 	$(CC) -fsanitize=thread -o $@ $^ $(LIBS)
 
+$(BUILD)/tsan/test_kv_pages: $(BUILD)/tsan/obj/tests/test_kv_pages.o $(TSAN_LIB_OBJ)
+	$(CC) -fsanitize=thread -o $@ $^ $(LIBS)
+
 # The explainer page: the library and web/attn_web.c compiled to wasm32 with
 # clang and Debian's wasi-libc (see docs/web.md), inlined with the page's
 # HTML, CSS and JS into one self-contained file.
@@ -210,7 +216,7 @@ web: $(BUILD)/explainer.html
 # builds them; `make test` replays their committed corpus; docs/testing.md
 # says how to run them for longer.
 FUZZ_CC      ?= clang
-FUZZ_TARGETS := npy tokenize args explain_load mha_load safetensors mpi_args api varlen
+FUZZ_TARGETS := npy tokenize args explain_load mha_load safetensors mpi_args api varlen kv_pages
 FUZZ_CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -g -O1 -Iinclude -Isrc $(ISA_DEFS) \
                 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_OBJ := $(LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o) $(filter-out $(BUILD)/fuzz/obj/cli/main.o,$(CLI_SRC:%.c=$(BUILD)/fuzz/obj/%.o))

@@ -143,8 +143,9 @@ typedef enum attn_status {
     /* The caller's workspace (attn_context.workspace) is smaller than the
      * call needs; attn_sdpa_workspace_size says how much that is. */
     ATTN_ERR_WORKSPACE = 20,
-    /* A KV cache has no room for the positions appended; nothing was
-     * written (attn_kv_cache_append). */
+    /* A KV cache has no room for the positions appended, or a pool of
+     * pages no free page or sequence id; nothing was written
+     * (attn_kv_cache_append, attn_kv_pages_*). */
     ATTN_ERR_FULL = 21,
     /* Ranks of an MPI communicator could not agree (attn_mpi.h): a message
      * failed, or a rank did not answer within the timeout (it died or hung).
@@ -272,12 +273,14 @@ ATTN_API attn_status attn_check_disjoint(const attn_tensor *a, const char *a_nam
 
 /* The structs of options and settings (attn_context, attn_sdpa_options,
  * attn_rope_options, attn_mha_params, attn_mha_options, attn_kv_cache_desc,
- * attn_tuning; attn_teach.h's and attn_mpi.h's) begin with
+ * attn_kv_pages_desc, attn_kv_paged_view, attn_tuning; attn_teach.h's and
+ * attn_mpi.h's) begin with
  *
  *     size_t struct_size;   sizeof the struct as the CALLER was compiled
  *
- * A call reads (attn_tuning: writes) only that many bytes of the struct, so
- * the fields a program's header lacks keep their defaults: a program built
+ * A call reads (attn_get_tuning and attn_kv_pages_view: writes) only that
+ * many bytes of the struct, so the fields a program's header lacks keep
+ * their defaults: a program built
  * against an older attn.h runs with a newer library unchanged. A
  * struct_size below sizeof(size_t) (0: a struct zeroed by hand) or larger
  * than the library's own (a header newer than the library) is
@@ -1160,6 +1163,252 @@ ATTN_API int64_t attn_kv_cache_length(const attn_kv_cache *cache);
  * undo rejected draft tokens. Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT
  * (length < 0 or more than are filled). */
 ATTN_API attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length, attn_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Paged KV cache                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* A pool of fixed-size pages of keys and values, shared by many sequences,
+ * in memory the caller provides: what a serving engine keeps for the
+ * requests it runs at once (vLLM's block table, FlashInfer's paged KV,
+ * FlashAttention-2's block_table). A page holds P consecutive positions of
+ * every key/value head. A sequence is a page table, a list of page
+ * indices, and a length in positions: position j lives in page
+ * table[j / P], row j % P. Sequences are created, forked (the child shares
+ * the parent's pages: a shared prompt prefix is stored once), appended to,
+ * truncated and freed; pages are reference counted, and a page shared by
+ * several sequences is copied before one of them writes into it (copy on
+ * write), so no call on one sequence ever changes another.
+ *
+ * The memory layout is fixed, so that kernels and other engines can read
+ * the pages directly (attn_kv_paged_view):
+ *   K pages  (num_pages, Hk, P, E)   C order, the pool's dtype
+ *   V pages  (num_pages, Hk, P, Ev)  C order, a separate region
+ *   a page table: int32 page indices, one per P positions.
+ *
+ *   attn_kv_pages_desc d = attn_kv_pages_desc_default();
+ *   d.heads = 8, d.key_dim = d.value_dim = 128, d.dtype = ATTN_F16;
+ *   d.page_size = 16, d.num_pages = 4096, d.max_sequences = 256;
+ *   size_t bytes;  attn_kv_pages_bytes(&bytes, &d, &err);
+ *   attn_kv_pages *pool;  attn_kv_pages_init(&pool, malloc(bytes), bytes, &d, &err);
+ *   int64_t a, b;
+ *   attn_kv_pages_create(pool, &a, &err);
+ *   attn_kv_pages_append(pool, &a, 1, &k_prompt, &v_prompt, cu, &err);
+ *   attn_kv_pages_fork(pool, &b, a, &err);        b shares a's prompt
+ *   each step: attn_kv_pages_append(pool, ids, n, &k_new, &v_new, cu, &err);
+ *              attn_kv_pages_attend(&out, NULL, &q_new, cu_q, ids, n, pool, &opts, &err);
+ *
+ * Every call that changes the pool checks everything first: when it fails
+ * (a full pool, an unknown or freed sequence, a sequence named twice, a
+ * bad shape, dtype or pointer, a size that overflows) nothing was written,
+ * and the pool's memory is byte for byte what it was. The library never
+ * allocates for the pool. A pool is not locked: a call that changes it
+ * while another thread reads it is a data race; reading (attend, gather,
+ * the page tables) from several threads at once is fine. Sequence ids are
+ * 0 .. max_sequences - 1, reused after attn_kv_pages_free. Added in 0.3.0. */
+typedef struct attn_kv_pages attn_kv_pages; /* opaque; lives in the caller's memory */
+
+typedef struct attn_kv_pages_desc {
+    size_t struct_size;    /* set by attn_kv_pages_desc_default() (see "Versioned structs") */
+    int64_t heads;         /* Hk >= 1, the key/value heads (default 1) */
+    int64_t key_dim;       /* E >= 1 */
+    int64_t value_dim;     /* Ev >= 1 */
+    attn_dtype dtype;      /* storage: ATTN_F32 (default), ATTN_F16 or ATTN_BF16 */
+    int64_t page_size;     /* P, positions per page: 16 to 256 (default 16) */
+    int64_t num_pages;     /* pages in the pool, 1 to INT32_MAX */
+    int64_t max_sequences; /* sequences alive at once, 1 to INT32_MAX */
+    int64_t max_length;    /* positions one sequence may hold (at most num_pages
+                              · P count): each sequence's table has room for
+                              max_length / P pages, rounded up; 0 (the
+                              default): num_pages · P */
+} attn_kv_pages_desc;
+
+/* heads 1, dtype f32, page_size 16, max_length 0, the other sizes 0 (to be
+ * set): as a value, attn_kv_pages_desc_default(); in place,
+ * attn_kv_pages_desc_init(&d, sizeof d) (see "Versioned structs"). */
+ATTN_API size_t attn_kv_pages_desc_init(attn_kv_pages_desc *desc, size_t struct_size);
+ATTN_VERSIONED_DEFAULT_(attn_kv_pages_desc)
+#define attn_kv_pages_desc_default attn_kv_pages_desc_default_inline
+
+/* The bytes attn_kv_pages_init needs for `desc` (any alignment: the pool
+ * aligns itself inside them): the pages, num_pages · Hk · P · (E + Ev)
+ * elements, and the bookkeeping: 8 bytes per page, and per sequence 13
+ * bytes and an int32 per entry of its table (max_length / P entries,
+ * rounded up, at most num_pages), each region 64-byte aligned. Errors: ATTN_ERR_NULL,
+ * ATTN_ERR_OPTION (struct_size), ATTN_ERR_SHAPE (a size out of its range
+ * above), ATTN_ERR_DTYPE, ATTN_ERR_OVERFLOW. */
+ATTN_API attn_status attn_kv_pages_bytes(size_t *bytes, const attn_kv_pages_desc *desc, attn_error *err);
+
+/* An empty pool (every page free, no sequence) in `memory`, at least
+ * attn_kv_pages_bytes bytes, which the caller keeps alive, and frees, after
+ * the pool's last use; *pool points into memory. The pool holds pointers
+ * into its memory: it cannot be moved or copied elsewhere. Errors: those of
+ * attn_kv_pages_bytes, and ATTN_ERR_WORKSPACE when `bytes` is too small. */
+ATTN_API attn_status attn_kv_pages_init(attn_kv_pages **pool, void *memory, size_t bytes,
+                                        const attn_kv_pages_desc *desc, attn_error *err);
+
+/* A new, empty sequence: its id in *seq (0, 1, 2, ... at first; the id
+ * freed last is the next reused). Errors:
+ * ATTN_ERR_NULL, ATTN_ERR_FULL (max_sequences are alive). */
+ATTN_API attn_status attn_kv_pages_create(attn_kv_pages *pool, int64_t *seq, attn_error *err);
+
+/* A new sequence *child holding everything `parent` holds, by sharing its
+ * pages (each page's reference count goes up; nothing is copied). Later
+ * appends and truncations of either leave the other as it is. Errors:
+ * ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (parent unknown or freed), ATTN_ERR_FULL
+ * (max_sequences are alive). */
+ATTN_API attn_status attn_kv_pages_fork(attn_kv_pages *pool, int64_t *child, int64_t parent, attn_error *err);
+
+/* Free sequence `seq`: its pages' reference counts go down, and a page no
+ * sequence holds any more is free again. The id may then be reused.
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (seq unknown or already freed). */
+ATTN_API attn_status attn_kv_pages_free(attn_kv_pages *pool, int64_t seq, attn_error *err);
+
+/* Append new positions to n sequences at once, each its own number: the
+ * new keys and values are packed, k (total, Hk, E) and v (total, Hk, Ev),
+ * any strides, f32, f16 or bf16 (rounded to the pool's dtype, nearest
+ * even); sequence seqs[i] receives rows cu_seqlens[i] .. cu_seqlens[i+1]
+ * - 1 (cu_seqlens: n + 1 int64 offsets, 0 first, non-decreasing, total
+ * last, as FlashAttention's cu_seqlens). A sequence given 0 rows is left as
+ * it is. New pages come from the pool's free pages; a sequence whose last,
+ * partly filled page is shared with another (after a fork) first gets its
+ * own copy of that one page (the filled rows of it; when every holder of
+ * the page appends in the same call, the last of them in seqs keeps the
+ * page itself); full pages stay shared. n = 0 does nothing. Nothing is written unless the whole call
+ * fits. k and v must not overlap the pool's memory (ATTN_ERR_STRIDE).
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (n < 0, a sequence unknown,
+ * freed, or named twice; offsets not as above), ATTN_ERR_RANK,
+ * ATTN_ERR_SHAPE, ATTN_ERR_DTYPE, ATTN_ERR_OVERFLOW, ATTN_ERR_STRIDE,
+ * ATTN_ERR_FULL (not enough free pages, or a sequence would pass
+ * max_length): every one before anything is written. */
+ATTN_API attn_status attn_kv_pages_append(attn_kv_pages *pool, const int64_t *seqs, int64_t n,
+                                          const attn_tensor *k, const attn_tensor *v, const int64_t *cu_seqlens,
+                                          attn_error *err);
+
+/* Forget sequence seq's positions from `length` on (0 empties it), e.g.
+ * rejected draft tokens: the pages past the new end are released; a
+ * sibling sharing them keeps them. Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT
+ * (seq unknown or freed; length < 0 or more than it holds). */
+ATTN_API attn_status attn_kv_pages_truncate(attn_kv_pages *pool, int64_t seq, int64_t length, attn_error *err);
+
+/* Sequence seq's length in positions (*length) and its page table
+ * (*pages, the ceil(length / P) page indices, valid until the next call
+ * that changes the pool); either pointer may be NULL. Errors:
+ * ATTN_ERR_NULL (pool), ATTN_ERR_ARGUMENT (seq unknown or freed). */
+ATTN_API attn_status attn_kv_pages_sequence(const attn_kv_pages *pool, int64_t seq, int64_t *length,
+                                            const int32_t **pages, attn_error *err);
+
+/* The pool's free pages, and how many sequences hold page `page` (0: it is
+ * free; -1 for a NULL pool or a page outside it): for accounting. */
+ATTN_API int64_t attn_kv_pages_free_pages(const attn_kv_pages *pool);
+ATTN_API int64_t attn_kv_pages_page_refs(const attn_kv_pages *pool, int64_t page);
+
+/* Pages and page tables that need no pool: how a caller that manages its
+ * own pages (vLLM style) describes them to the functions below, and how a
+ * pool describes itself (attn_kv_pages_view). Nothing is copied; the
+ * caller's memory is only read. Sequence i (0 .. num_sequences - 1) has
+ * lengths[i] positions; its page table is
+ *   table_offsets NULL:  page_table + i · table_stride, table_stride
+ *                        entries (a block table (num_sequences,
+ *                        table_stride), FlashAttention-2's and vLLM's);
+ *   table_offsets given: page_table + table_offsets[i], table_offsets[i+1]
+ *                        - table_offsets[i] entries (FlashInfer's indptr
+ *                        and indices; num_sequences + 1 offsets,
+ *                        non-decreasing);
+ * and its first ceil(lengths[i] / page_size) entries must be pages of the
+ * pool, 0 .. num_pages - 1 (attn_kv_paged_check). */
+typedef struct attn_kv_paged_view {
+    size_t struct_size;   /* set by attn_kv_paged_view_default() (see "Versioned structs") */
+    attn_dtype dtype;     /* ATTN_F32 (default), ATTN_F16 or ATTN_BF16 */
+    int64_t heads;        /* Hk >= 1 (default 1) */
+    int64_t key_dim;      /* E >= 1 */
+    int64_t value_dim;    /* Ev >= 1 */
+    int64_t page_size;    /* P >= 1 */
+    int64_t num_pages;    /* >= 1 */
+    const void *k_pages;  /* (num_pages, Hk, P, E), C order */
+    const void *v_pages;  /* (num_pages, Hk, P, Ev), C order */
+    int64_t num_sequences;        /* >= 0 */
+    const int64_t *lengths;       /* (num_sequences,) positions, >= 0 */
+    const int32_t *page_table;    /* the tables, as above */
+    int64_t table_stride;         /* entries per row without table_offsets */
+    const int64_t *table_offsets; /* (num_sequences + 1,) or NULL */
+} attn_kv_paged_view;
+
+/* dtype f32, heads 1, every other field 0 or NULL (to be set):
+ * attn_kv_paged_view_default(), or attn_kv_paged_view_init(&v, sizeof v). */
+ATTN_API size_t attn_kv_paged_view_init(attn_kv_paged_view *view, size_t struct_size);
+ATTN_VERSIONED_DEFAULT_(attn_kv_paged_view)
+#define attn_kv_paged_view_default attn_kv_paged_view_default_inline
+
+/* Check a view: its sizes (ATTN_ERR_SHAPE, ATTN_ERR_DTYPE, ATTN_ERR_OVERFLOW
+ * for pages or a table whose bytes overflow), its pointers (ATTN_ERR_NULL), the
+ * offsets and lengths (ATTN_ERR_ARGUMENT: negative, decreasing, or a table
+ * too short for its length), and every page index its sequences use
+ * (ATTN_ERR_ARGUMENT naming the sequence, the entry and the index, for an
+ * index outside 0 .. num_pages - 1). Every function that takes a view
+ * makes this check first. Errors: also ATTN_ERR_OPTION (struct_size). */
+ATTN_API attn_status attn_kv_paged_check(const attn_kv_paged_view *view, attn_error *err);
+
+/* The pool as a view (*view's struct_size set by the caller, as for
+ * attn_get_tuning): its pages, and its sequences as the rows of a block
+ * table indexed by sequence id (num_sequences = max_sequences; a free id
+ * has length 0), valid until the next call that changes the pool.
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_OPTION (struct_size). */
+ATTN_API attn_status attn_kv_pages_view(attn_kv_paged_view *view, const attn_kv_pages *pool, attn_error *err);
+
+/* Copy sequence i's keys and values out of the pages: k (Hk, length, E)
+ * and v (Hk, length, Ev), any strides, any float dtype (converted as
+ * attn_tensor_convert converts), where length is lengths[i]: to export a
+ * sequence, or to check the pages against a contiguous copy. k and v must
+ * not overlap each other or the memory the view reads (pages, lengths,
+ * table, offsets). Errors: those of attn_kv_paged_check,
+ * ATTN_ERR_ARGUMENT (i outside the view), ATTN_ERR_NULL, ATTN_ERR_RANK,
+ * ATTN_ERR_SHAPE, ATTN_ERR_DTYPE, ATTN_ERR_STRIDE. */
+ATTN_API attn_status attn_kv_paged_gather(attn_tensor *k, attn_tensor *v, const attn_kv_paged_view *view, int64_t i,
+                                          attn_error *err);
+
+/* The same for sequence `seq` of a pool (ATTN_ERR_ARGUMENT for an unknown
+ * or freed one). */
+ATTN_API attn_status attn_kv_pages_gather(attn_tensor *k, attn_tensor *v, const attn_kv_pages *pool, int64_t seq,
+                                          attn_error *err);
+
+/* Attention of the new queries of n sequences of a pool, in one call: q
+ * packed (total_q, Hq, E), f32, any strides, Hq a multiple of Hk, with
+ * the queries of sequence seqs[i] in rows cu_seqlens_q[i] ..
+ * cu_seqlens_q[i+1] - 1 (n + 1 int64 offsets, 0 first, non-decreasing,
+ * total_q last); out (total_q, Hq, Ev) f32 and lse (total_q, Hq) f32 or
+ * NULL, any strides. Each sequence's rows get exactly what
+ * attn_kv_cache_attend gives for that sequence alone: its L_i queries are
+ * its last L_i positions, options->causal is ATTN_CAUSAL_BOTTOM_RIGHT
+ * (NULL options give it) or ATTN_CAUSAL_NONE, top-left is ATTN_ERR_OPTION;
+ * scale, the score variants (softcap, ALiBi, window, sinks), RoPE (key j
+ * at position_offset + j of its own sequence), dropout, compute and the
+ * context apply per sequence. A mask and pieces (total_queries,
+ * total_keys) are not taken (ATTN_ERR_OPTION). A sequence of 0 queries is
+ * skipped; one with queries and no positions is ATTN_ERR_ARGUMENT. A
+ * sequence may be named more than once (its queries attend the same keys).
+ * Every argument is checked, for every sequence (the context's workspace
+ * too, against attn_sdpa_workspace_size), before any output is written;
+ * the copy of the keys and values below comes from malloc, and
+ * when attn_sdpa runs out of memory (ATTN_ERR_NO_MEMORY) for one sequence,
+ * the rows of the sequences before it have been written. Errors: those of attn_sdpa, ATTN_ERR_ARGUMENT (an
+ * unknown or freed sequence, offsets not as above), ATTN_ERR_STRIDE (out or
+ * lse overlapping each other, q, or the memory the pool or view reads).
+ *
+ * This first implementation copies each sequence's keys and values out of
+ * the pages (attn_kv_paged_gather, into one buffer sized for the longest)
+ * and calls attn_sdpa on the copy, one sequence after another; kernels that
+ * read the pages in place will replace it with the same results. */
+ATTN_API attn_status attn_kv_pages_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                                          const int64_t *cu_seqlens_q, const int64_t *seqs, int64_t n,
+                                          const attn_kv_pages *pool, const attn_sdpa_options *options,
+                                          attn_error *err);
+
+/* The same over a caller's view: the view's num_sequences sequences, all
+ * of them, in order (cu_seqlens_q has num_sequences + 1 offsets). */
+ATTN_API attn_status attn_kv_paged_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                                          const int64_t *cu_seqlens_q, const attn_kv_paged_view *view,
+                                          const attn_sdpa_options *options, attn_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Threads and instruction sets                                             */

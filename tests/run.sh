@@ -44,6 +44,9 @@ suite "the API's integer edges under ASan+UBSan" "$BUILD/asan/test_edges"
 suite "ragged batches: every sequence bitwise as attn_sdpa alone, forward and backward" "$BUILD/tests/test_varlen"
 suite "ragged batches under ASan+UBSan" "$BUILD/asan/test_varlen"
 suite "ragged batches under ThreadSanitizer" "$BUILD/tsan/test_varlen"
+suite "paged KV cache: random create/fork/append/truncate/free/attend against contiguous copies, errors leave the pool as it was" "$BUILD/tests/test_kv_pages"
+suite "paged KV cache under ASan+UBSan" "$BUILD/asan/test_kv_pages"
+suite "paged KV cache under ThreadSanitizer (attend on 3 threads)" "$BUILD/tsan/test_kv_pages"
 suite "running out of memory: every allocation fails in turn (ASan+LSan)" "$BUILD/asan/test_alloc"
 # A program built against release 0.2.0's frozen headers, run with today's
 # library: its structs are smaller than today's, and nothing may read past them.
@@ -86,6 +89,7 @@ suite "the layer's double GEMM, every ISA's microkernel, 1 and 3 threads" "$BUIL
 suite "the layer's double GEMM under ASan+UBSan" "$BUILD/asan/test_gemm"
 suite "the layer's double GEMM under ThreadSanitizer" "$BUILD/tsan/test_gemm"
 suite "Python binding (python/attn through ctypes) vs PyTorch, errors, attn.torch, attn.teach, finding the library" $PY tests/test_python.py "$BUILD"
+suite "attn.KVPages (the paged KV cache from Python) vs NumPy copies and PyTorch float64, errors" $PY tests/test_kv_pages_python.py "$BUILD"
 suite "the notebook (docs/notebooks/attention.ipynb) run headless: the worked examples' numbers" $PY tests/test_notebook.py "$BUILD"
 suite "command: seeds, printing, bad input" $PY tests/test_cli.py "$BUILD"
 suite "explain and scaling: story, seeds, NumPy, errors" $PY tests/test_explain.py "$BUILD"
@@ -134,7 +138,7 @@ suite "attn bench --ggml: ggml's flash attention beside attn's (runs, outputs ag
 fuzz_replay() {
     # Every committed fuzzer input (the corpus, and a regression file for
     # each crash the fuzzers found) runs once; any crash fails.
-    for t in npy tokenize args explain_load mha_load safetensors mpi_args api; do
+    for t in npy tokenize args explain_load mha_load safetensors mpi_args api kv_pages; do
         files=$(find tests/fuzz/corpus/$t tests/fuzz/regressions/$t -type f 2>/dev/null)
         n=$(echo "$files" | grep -c .)
         if [ "$n" -eq 0 ]; then echo "FAIL fuzz_replay_$t: no corpus"; continue; fi

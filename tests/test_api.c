@@ -992,6 +992,8 @@ static void test_versioned_init(void) {
     CHECK_INIT(attn_mha_params);
     CHECK_INIT(attn_mha_options);
     CHECK_INIT(attn_kv_cache_desc);
+    CHECK_INIT(attn_kv_pages_desc);
+    CHECK_INIT(attn_kv_paged_view);
     CHECK_INIT(attn_toy_explain_options);
     CHECK_INIT(attn_train_options);
     /* A struct filled for a newer header is refused by the calls, not read

@@ -9,6 +9,10 @@
     import attn.torch                                  # PyTorch, with autograd
     y = attn.torch.scaled_dot_product_attention(q, k, v, is_causal=True)
 
+    pool = attn.KVPages(heads=2, key_dim=64, num_pages=256, max_sequences=8)
+    a = pool.create(); pool.append(a, k, v); b = pool.fork(a)   # a paged KV cache
+    outs = pool.attend([a, b], [qa, qb])
+
     import attn.teach                                  # the toy model, explained
     attn.teach.explain("the cat sat on the mat")
 
@@ -21,6 +25,7 @@ from ._core import (ERRORS, AttnError, ArgumentError, BroadcastError, CommError,
                     merge, sdpa, sdpa_backward, sdpa_varlen, sdpa_varlen_backward, set_num_threads,
                     version)
 from ._version import __version__
+from .kv_pages import KVPages
 
-__all__ = ["sdpa", "sdpa_backward", "sdpa_varlen", "sdpa_varlen_backward", "merge", "set_num_threads", "get_num_threads", "isa", "version", "library_path",
+__all__ = ["sdpa", "sdpa_backward", "sdpa_varlen", "sdpa_varlen_backward", "merge", "KVPages", "set_num_threads", "get_num_threads", "isa", "version", "library_path",
            "AttnError", "ERRORS", "__version__"] + [c.__name__ for c in ERRORS.values()]

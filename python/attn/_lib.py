@@ -70,6 +70,12 @@ class MhaOptions(ctypes.Structure):
                 ("rope", ctypes.POINTER(RopeOptions)), ("attention", ctypes.POINTER(SdpaOptions))]
 
 
+class KVPagesDesc(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("heads", ctypes.c_int64), ("key_dim", ctypes.c_int64),
+                ("value_dim", ctypes.c_int64), ("dtype", ctypes.c_int), ("page_size", ctypes.c_int64),
+                ("num_pages", ctypes.c_int64), ("max_sequences", ctypes.c_int64), ("max_length", ctypes.c_int64)]
+
+
 class ToyExplainOptions(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("head", ctypes.c_int), ("mode", ctypes.c_int),
                 ("causal", ctypes.c_int), ("no_scale", ctypes.c_int), ("scale_by_d_model", ctypes.c_int),
@@ -142,6 +148,19 @@ def _declare(lib):
                                           ctypes.POINTER(ToyExplainOptions), pe]
     lib.attn_scaling_measure.argtypes = [ctypes.POINTER(ScalingRow), ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                          ctypes.c_uint64, pe]
+    i64, pi64, vpp = ctypes.c_int64, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_void_p)
+    pd = ctypes.POINTER(KVPagesDesc)
+    for name, args in (("attn_kv_pages_bytes", [ctypes.POINTER(ctypes.c_size_t), pd, pe]),
+                       ("attn_kv_pages_init", [vpp, vp, ctypes.c_size_t, pd, pe]),
+                       ("attn_kv_pages_create", [vp, pi64, pe]), ("attn_kv_pages_fork", [vp, pi64, i64, pe]),
+                       ("attn_kv_pages_free", [vp, i64, pe]), ("attn_kv_pages_truncate", [vp, i64, i64, pe]),
+                       ("attn_kv_pages_append", [vp, pi64, i64, P, P, pi64, pe]),
+                       ("attn_kv_pages_sequence", [vp, i64, pi64, ctypes.POINTER(ctypes.POINTER(ctypes.c_int32)), pe]),
+                       ("attn_kv_pages_gather", [P, P, vp, i64, pe]),
+                       ("attn_kv_pages_attend", [P, P, P, pi64, pi64, i64, vp, ctypes.POINTER(SdpaOptions), pe])):
+        getattr(lib, name).restype, getattr(lib, name).argtypes = st, args
+    lib.attn_kv_pages_free_pages.restype, lib.attn_kv_pages_free_pages.argtypes = i64, [vp]
+    lib.attn_kv_pages_page_refs.restype, lib.attn_kv_pages_page_refs.argtypes = i64, [vp, i64]
 
 
 def _check_version(lib, where, path):
@@ -162,7 +181,7 @@ def _check_version(lib, where, path):
 # library's own size of the struct.
 _INIT = {Context: "attn_context_init", SdpaOptions: "attn_sdpa_options_init", RopeOptions: "attn_rope_options_init",
          MhaParams: "attn_mha_params_init", MhaOptions: "attn_mha_options_init",
-         ToyExplainOptions: "attn_toy_explain_options_init"}
+         ToyExplainOptions: "attn_toy_explain_options_init", KVPagesDesc: "attn_kv_pages_desc_init"}
 
 
 def default(cls, lib=None):

@@ -36,6 +36,19 @@ attn_status attn_versioned_write(void *theirs, const void *ours, size_t size, co
                                  attn_error *err);
 
 
+/* Sequence i of a view that attn_kv_paged_check accepted, copied out of its
+ * pages into k (Hk, length, E) and v (Hk, length, Ev), tensors of that
+ * shape, any float dtype, that share no byte with the pages
+ * (kv_pages.c): attn_kv_paged_gather after its checks, for callers that
+ * checked the view once for many sequences. */
+void attn_kv_paged_copy(attn_tensor *k, attn_tensor *v, const attn_kv_paged_view *w, int64_t i);
+
+/* The memory a checked view reads, as 1-D tensors for the aliasing check
+ * (kv_pages.c): its key pages, value pages, lengths, page table and table
+ * offsets (data NULL for those it has none of), and their names. */
+void attn_kv_paged_regions(attn_tensor regions[5], const attn_kv_paged_view *w);
+extern const char *const attn_kv_paged_region_names[5];
+
 /* Whether the memory of tensors a and b shares a byte (overlap.c): exact
  * for views that interleave without touching (dq, dk, dv as slices of one
  * packed buffer), and true for the rare layouts too involved to decide in
@@ -277,7 +290,7 @@ typedef struct attn_slices {
      * (NULL: the tensors): one sequence, KV head h of the slice reading
      * head h of the pool. k and v still give the shapes the plan checked
      * (S = the pool's length). */
-    const attn_kv_paged *k_pages, *v_pages;
+    const attn_paged_rows *k_pages, *v_pages;
     int threads; /* for this call, the caller's included */
     attn_arena *arena; /* where the call's scratch comes from */
     int64_t count;

@@ -3,7 +3,7 @@
 #include "base/base.h"
 
 
-attn_rows attn_rows_paged(const attn_kv_paged *pg, int64_t head) {
+attn_rows attn_rows_paged(const attn_paged_rows *pg, int64_t head) {
     attn_rows r;
     memset(&r, 0, sizeof r);
     int64_t size = (int64_t)attn_dtype_size(pg->dtype);
@@ -12,13 +12,13 @@ attn_rows attn_rows_paged(const attn_kv_paged *pg, int64_t head) {
     r.rows = pg->length;
     r.cols = pg->cols;
     r.page_size = pg->page_size;
-    r.page_stride = pg->heads * pg->page_size * pg->cols; /* checked by attn_kv_paged_check */
+    r.page_stride = pg->heads * pg->page_size * pg->cols; /* checked by attn_paged_rows_check */
     r.head = (const char *)pg->pages + head * pg->page_size * pg->cols * size;
     r.table = pg->table;
     return r;
 }
 
-attn_status attn_kv_paged_check(const attn_kv_paged *pg, const char *name, attn_error *err) {
+attn_status attn_paged_rows_check(const attn_paged_rows *pg, const char *name, attn_error *err) {
     if (!pg) return attn_fail(err, ATTN_ERR_NULL, "%s: the pool is NULL", name);
     if (!pg->pages) return attn_fail(err, ATTN_ERR_NULL, "%s: the pages are NULL", name);
     if (pg->dtype != ATTN_F32 && pg->dtype != ATTN_F16 && pg->dtype != ATTN_BF16)

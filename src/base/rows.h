@@ -20,7 +20,7 @@
 
 typedef enum attn_rows_kind {
     ATTN_ROWS_DENSE, /* one strided matrix: attn_sdpa's k and v (attn_mat) */
-    ATTN_ROWS_PAGED  /* fixed-size pages through a page table (attn_kv_paged) */
+    ATTN_ROWS_PAGED  /* fixed-size pages through a page table (attn_paged_rows) */
 } attn_rows_kind;
 
 /* A paged pool's keys or values, as the paged row source reads them:
@@ -29,14 +29,14 @@ typedef enum attn_rows_kind {
  *   table   the sequence's page table, n_pages int32 page indices;
  *   length  the sequence's positions, at most n_pages · P.
  * Position j is row j % P of page table[j / P]. Checked before any kernel
- * sees it (attn_kv_paged_check). */
-typedef struct attn_kv_paged {
+ * sees it (attn_paged_rows_check). */
+typedef struct attn_paged_rows {
     const void *pages;
     attn_dtype dtype;
     int64_t num_pages, heads, page_size, cols; /* num_pages, Hk, P, E or Ev */
     const int32_t *table;
     int64_t n_pages, length;
-} attn_kv_paged;
+} attn_paged_rows;
 
 /* The rows of one KV head: positions 0 .. rows-1, cols values each, of
  * dtype (f32, f64, f16 or bf16). `rows`, `cols` and `dtype` are the same
@@ -59,7 +59,7 @@ static inline attn_rows attn_rows_dense(attn_mat m) {
 }
 
 /* The paged source of head `head` of pg (0 <= head < pg->heads; pg checked). */
-attn_rows attn_rows_paged(const attn_kv_paged *pg, int64_t head);
+attn_rows attn_rows_paged(const attn_paged_rows *pg, int64_t head);
 
 /* pg is a pool and page table the paged source can read: pages present,
  * dtype f32, f16 or bf16, sizes >= 1 (P from 1; the pool's own rules are
@@ -68,7 +68,7 @@ attn_rows attn_rows_paged(const attn_kv_paged *pg, int64_t head);
  * `name` is what the messages call it (e.g. "k pages"). ATTN_ERR_NULL,
  * ATTN_ERR_DTYPE, ATTN_ERR_SHAPE, ATTN_ERR_OVERFLOW or ATTN_ERR_OPTION (an
  * entry outside the pool). */
-attn_status attn_kv_paged_check(const attn_kv_paged *pg, const char *name, attn_error *err);
+attn_status attn_paged_rows_check(const attn_paged_rows *pg, const char *name, attn_error *err);
 
 /* The rows j .. j+k-1 of src that one strided matrix holds, k <= n the
  * most there are (k >= 1 when n >= 1 and j < src->rows): *span gets them as

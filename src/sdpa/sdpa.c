@@ -90,7 +90,7 @@ static attn_status measure(size_t *bytes, kernel_kind kind, attn_slices *sl, con
 static attn_status sdpa_run(kernel_kind kind, size_t *bytes, attn_tensor *out, attn_tensor *lse,
                             attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,
                             const attn_tensor *v, const attn_sdpa_options *options,
-                            const attn_kv_paged *k_pages, const attn_kv_paged *v_pages, attn_error *err) {
+                            const attn_paged_rows *k_pages, const attn_paged_rows *v_pages, attn_error *err) {
     attn_sdpa_options o;
     attn_context c;
     attn_status st = attn_options_read(&o, &c, options, err);
@@ -145,12 +145,12 @@ attn_status attn_scores(attn_tensor *scores, const attn_tensor *q, const attn_te
     return sdpa_run(KERNEL_SCORES, NULL, scores, NULL, NULL, q, k, k, options, NULL, NULL, err);
 }
 
-void attn_kv_paged_pool(attn_tensor *t, const attn_kv_paged *pg) {
-    int64_t n = pg->num_pages * pg->heads * pg->page_size * pg->cols; /* checked by attn_kv_paged_check */
+void attn_paged_rows_pool(attn_tensor *t, const attn_paged_rows *pg) {
+    int64_t n = pg->num_pages * pg->heads * pg->page_size * pg->cols; /* checked by attn_paged_rows_check */
     attn_tensor_init(t, (void *)pg->pages, pg->dtype, 1, &n, NULL, NULL);
 }
 
-void attn_kv_paged_shapes(attn_tensor *k, attn_tensor *v, const attn_kv_paged *k_pages, const attn_kv_paged *v_pages) {
+void attn_paged_rows_shapes(attn_tensor *k, attn_tensor *v, const attn_paged_rows *k_pages, const attn_paged_rows *v_pages) {
     int64_t ks[3] = {k_pages->heads, k_pages->length, k_pages->cols}, vs[3] = {v_pages->heads, v_pages->length, v_pages->cols};
     int64_t zero[3] = {0, 0, 1};
     attn_tensor_init(k, (void *)k_pages->pages, k_pages->dtype, 3, ks, zero, NULL);
@@ -158,10 +158,10 @@ void attn_kv_paged_shapes(attn_tensor *k, attn_tensor *v, const attn_kv_paged *k
 }
 
 attn_status attn_sdpa_paged(attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,
-                            const attn_kv_paged *k_pages, const attn_kv_paged *v_pages,
+                            const attn_paged_rows *k_pages, const attn_paged_rows *v_pages,
                             const attn_sdpa_options *options, attn_error *err) {
     attn_status st;
-    if ((st = attn_kv_paged_check(k_pages, "k pages", err)) || (st = attn_kv_paged_check(v_pages, "v pages", err)))
+    if ((st = attn_paged_rows_check(k_pages, "k pages", err)) || (st = attn_paged_rows_check(v_pages, "v pages", err)))
         return st;
     if (k_pages->heads != v_pages->heads || k_pages->length != v_pages->length || k_pages->dtype != v_pages->dtype)
         return attn_fail(err, ATTN_ERR_SHAPE, "k pages (%lld heads, length %lld, %s) and v pages (%lld, %lld, %s) differ",
@@ -169,8 +169,8 @@ attn_status attn_sdpa_paged(attn_tensor *out, attn_tensor *lse, attn_tensor *wei
                          (long long)v_pages->heads, (long long)v_pages->length, attn_dtype_name(v_pages->dtype));
     if (k_pages->length < 1) return attn_fail(err, ATTN_ERR_SHAPE, "the sequence holds no position");
     attn_tensor k, v, kpool, vpool;
-    attn_kv_paged_shapes(&k, &v, k_pages, v_pages);
-    attn_kv_paged_pool(&kpool, k_pages), attn_kv_paged_pool(&vpool, v_pages);
+    attn_paged_rows_shapes(&k, &v, k_pages, v_pages);
+    attn_paged_rows_pool(&kpool, k_pages), attn_paged_rows_pool(&vpool, v_pages);
     const attn_named outs[3] = {{out, "out"}, {lse, "lse"}, {weights, "weights"}};
     const attn_named ins[2] = {{&kpool, "k pages"}, {&vpool, "v pages"}};
     if (out && (st = attn_check_no_overlap(outs, 3, ins, 2, err))) return st;

@@ -45,20 +45,20 @@ attn_status attn_check_cu_seqlens(const int64_t *cu, int64_t batch, int64_t tota
  * (base/rows.h): q (..., Hq, L, E), the pool's Hk heads and `length`
  * positions as k and v; every option of attn_sdpa, the same kernels, and
  * bitwise the results attn_sdpa gives for the same rows stored densely.
- * Errors: attn_kv_paged_check's, ATTN_ERR_SHAPE (the two pools disagree,
+ * Errors: attn_paged_rows_check's, ATTN_ERR_SHAPE (the two pools disagree,
  * or hold no position), ATTN_ERR_STRIDE (an output in the pool's memory),
  * and attn_sdpa's. What the paged cache's attention builds on. */
 attn_status attn_sdpa_paged(attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,
-                            const attn_kv_paged *k_pages, const attn_kv_paged *v_pages,
+                            const attn_paged_rows *k_pages, const attn_paged_rows *v_pages,
                             const attn_sdpa_options *options, attn_error *err);
 
 /* A paged pool's pieces for the plan and the aliasing checks (sdpa.c): the
  * pool's whole memory as one 1-D tensor, and stand-ins of a sequence's k
  * and v shapes, (Hk, S, E) and (Hk, S, Ev), over one row of the pool
  * (strides 0): the plan checks shapes on them, the kernels read the pages
- * (attn_slices.k_pages). pg checked (attn_kv_paged_check). */
-void attn_kv_paged_pool(attn_tensor *t, const attn_kv_paged *pg);
-void attn_kv_paged_shapes(attn_tensor *k, attn_tensor *v, const attn_kv_paged *k_pages, const attn_kv_paged *v_pages);
+ * (attn_slices.k_pages). pg checked (attn_paged_rows_check). */
+void attn_paged_rows_pool(attn_tensor *t, const attn_paged_rows *pg);
+void attn_paged_rows_shapes(attn_tensor *k, attn_tensor *v, const attn_paged_rows *k_pages, const attn_paged_rows *v_pages);
 
 /* attn_sdpa_varlen with each sequence's keys and values in a paged pool:
  * q (Tq, Hq, E) packed with cu_seqlens_q (B + 1 offsets), sequence b's K
@@ -68,11 +68,11 @@ void attn_kv_paged_shapes(attn_tensor *k, attn_tensor *v, const attn_kv_paged *k
  * seed + b. Sequence b's results are bitwise attn_sdpa_paged's on it alone
  * (and so attn_sdpa's on the same rows stored densely), and the flash
  * sequences' items are scheduled together. f32 q only. Errors:
- * attn_sdpa_varlen's, attn_kv_paged_check's (named by sequence),
+ * attn_sdpa_varlen's, attn_paged_rows_check's (named by sequence),
  * ATTN_ERR_SHAPE (pools that disagree), ATTN_ERR_STRIDE (an output in a
  * pool). The paged cache's batched attention builds on it. */
 attn_status attn_sdpa_varlen_paged(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const int64_t *cu_seqlens_q,
-                                   int64_t batch, const attn_kv_paged *k_pages, const attn_kv_paged *v_pages,
+                                   int64_t batch, const attn_paged_rows *k_pages, const attn_paged_rows *v_pages,
                                    const attn_tensor *const *masks, const attn_sdpa_options *options, attn_error *err);
 
 /* The one rule for the causal mode of attention over a KV cache

@@ -119,7 +119,7 @@ static attn_status check_packed_out(const attn_tensor *t, const char *name, int 
 typedef struct batch_kv {
     const attn_tensor *k, *v;
     const int64_t *cu_k;
-    const attn_kv_paged *k_pages, *v_pages;
+    const attn_paged_rows *k_pages, *v_pages;
 } batch_kv;
 
 /* The options a ragged batch takes. */
@@ -189,7 +189,7 @@ static attn_status plan_batch(seq *seqs, const attn_slices **flash, int64_t *n_f
         if (s->route != SEQ_FLASH) continue;
         seq_view(&s->q, q, cu_q[b], L);
         if (kv->k_pages) { /* stand-ins of the shapes, as attn_sdpa_paged makes them */
-            attn_kv_paged_shapes(&s->k, &s->v, &kv->k_pages[b], &kv->v_pages[b]);
+            attn_paged_rows_shapes(&s->k, &s->v, &kv->k_pages[b], &kv->v_pages[b]);
         } else {
             seq_view(&s->k, kv->k, kv->cu_k[b], S), seq_view(&s->v, kv->v, kv->cu_k[b], S);
         }
@@ -364,7 +364,7 @@ attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const attn_tens
 }
 
 attn_status attn_sdpa_varlen_paged(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const int64_t *cu_seqlens_q,
-                                   int64_t batch, const attn_kv_paged *k_pages, const attn_kv_paged *v_pages,
+                                   int64_t batch, const attn_paged_rows *k_pages, const attn_paged_rows *v_pages,
                                    const attn_tensor *const *masks, const attn_sdpa_options *options, attn_error *err) {
     attn_sdpa_options o;
     attn_context c;
@@ -380,8 +380,8 @@ attn_status attn_sdpa_varlen_paged(attn_tensor *out, attn_tensor *lse, const att
      * sizes, E of q's. */
     int64_t Ev = out ? (out->rank == 3 ? out->shape[2] : 0) : 0;
     for (int64_t b = 0; b < batch; b++) {
-        const attn_kv_paged *kp = &k_pages[b], *vp = &v_pages[b];
-        if ((st = attn_kv_paged_check(kp, "k pages", err)) || (st = attn_kv_paged_check(vp, "v pages", err)))
+        const attn_paged_rows *kp = &k_pages[b], *vp = &v_pages[b];
+        if ((st = attn_paged_rows_check(kp, "k pages", err)) || (st = attn_paged_rows_check(vp, "v pages", err)))
             return in_sequence(st, b, err);
         if (kp->heads != vp->heads || kp->length != vp->length || kp->cols != q->shape[2] ||
             kp->heads != k_pages[0].heads || vp->cols != v_pages[0].cols)
@@ -402,7 +402,7 @@ attn_status attn_sdpa_varlen_paged(attn_tensor *out, attn_tensor *lse, const att
     if ((st = check_outputs(out, lse, ins, 3, masks, batch, err))) return st;
     for (int64_t b = 0; b < batch; b++) { /* and the pools' memory */
         attn_tensor pools[2];
-        attn_kv_paged_pool(&pools[0], &k_pages[b]), attn_kv_paged_pool(&pools[1], &v_pages[b]);
+        attn_paged_rows_pool(&pools[0], &k_pages[b]), attn_paged_rows_pool(&pools[1], &v_pages[b]);
         const attn_named pin[2] = {{&pools[0], "k pages"}, {&pools[1], "v pages"}};
         if ((st = check_outputs(out, lse, pin, 2, NULL, 0, err))) return in_sequence(st, b, err);
     }

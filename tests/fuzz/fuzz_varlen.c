@@ -116,8 +116,8 @@ static void paged(reader *r, int batch) {
     size_t pool = (size_t)(PAGES * HK * P * E);
     float *kp = malloc(sizeof(float) * pool), *vp = malloc(sizeof(float) * pool), q[HK * 3 * E], out[HK * 3 * E];
     fill(kp, pool), fill(vp, pool), fill(q, HK * 3 * E);
-    attn_kv_paged kpg = {kp, ATTN_F32, PAGES, HK, P, E, table, n_pages, length};
-    attn_kv_paged vpg = kpg;
+    attn_paged_rows kpg = {kp, ATTN_F32, PAGES, HK, P, E, table, n_pages, length};
+    attn_paged_rows vpg = kpg;
     vpg.pages = vp;
     int64_t sq[3] = {HK, 3, E};
     attn_tensor tq, to;
@@ -130,7 +130,7 @@ static void paged(reader *r, int batch) {
     else { /* the queries' 3 rows split between two sequences: (HK, 3, E) read as packed (3, HK, E) */
         int64_t cu_q[3] = {0, byte(r) % 4, 3}, length2 = pick(r, 40), n_pages2 = byte(r) % (MAXT + 1);
         if (cu_q[1] > 3) cu_q[1] = 3;
-        attn_kv_paged kb[2] = {kpg, kpg}, vb[2] = {vpg, vpg};
+        attn_paged_rows kb[2] = {kpg, kpg}, vb[2] = {vpg, vpg};
         kb[1].table = vb[1].table = table2, kb[1].length = vb[1].length = length2, kb[1].n_pages = vb[1].n_pages = n_pages2;
         int64_t sp[3] = {3, HK, E}, sl[2] = {3, HK};
         float lse[3 * HK];

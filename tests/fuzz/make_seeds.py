@@ -182,6 +182,30 @@ def mha_seeds(mark):
         "metadata_twice": json.dumps({"a": t, "__metadata__": {}}).encode()[:-1] + b', "__metadata__": {}}',
     }.items():
         write("safetensors", name, safetensors_raw(header, data))
+    kv_pages_seeds()
+
+
+def kv_pages_seeds():
+    """Programs for fuzz_kv_pages (its reader: a pool's description, then
+    operations, one byte choosing each and bytes for its arguments)."""
+    def pool(dtype=0, page=0, pages=3, seqs=2, heads=1, e=1, ev=1):
+        # dtype, page size (a byte < 250, then which of 16, 17, 32, 255, 256), pages, sequences,
+        # heads (each a byte < 240, then the value), dims, max_length 0, all the bytes offered
+        return bytes([dtype, 0, page, 0, pages, 0, seqs, 0, heads, e, ev, 0, 0])
+    create, fork0, free0 = bytes([0]), bytes([1, 0, 0]), bytes([2, 0, 0])
+    def append(ids, steps, page=16):  # the ids, each sequence's rows, the tensors as given
+        return bytes([4, 0, len(ids)]) + b"".join(bytes([0, i]) for i in ids) + b"\0" + \
+            b"".join(bytes([0, n % (page + 3)]) for n in steps) + bytes([0, 0, 0])
+    gather0, attend = bytes([6, 0, 0, 0]), bytes([7, 2, 0, 0, 0, 0, 0, 1, 0, 1, 0, 2, 1])
+    view = bytes([8, 3, 1, 0, 0, 1, 2]) + bytes([0, 1] * 64) + bytes([0, 9, 0, 5]) + bytes([0, 2])
+    write("kv_pages", "create_append_fork_append_attend",
+          pool() + create + append([0], [17]) + fork0 + append([0, 1], [1, 1]) + attend + gather0)
+    write("kv_pages", "f16_page_256_full", pool(1, 4, 2, 3, 2, 3, 2) + create + create + append([0, 1], [200, 250], 256) +
+          append([1], [100], 256) + free0 + create)
+    write("kv_pages", "bf16_truncate_free", pool(2, 2, 4, 3) + create + append([0], [30]) + fork0 +
+          bytes([3, 0, 1, 5]) + append([1], [4]) + free0 + gather0)
+    write("kv_pages", "same_sequence_twice", pool() + create + create + append([1, 1], [2, 2]))
+    write("kv_pages", "caller_view", pool(0, 0, 2, 2, 1, 2, 2) + view)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,627 @@
+/* kv_pages.c -- the paged KV cache (attn.h, "Paged KV cache"): a pool of
+ * fixed-size pages of keys and values in the caller's memory, the
+ * sequences that hold them through page tables, and the views that let a
+ * caller's own pages be read the same way.
+ *
+ * Layout of the pool's memory (each region 64-byte aligned):
+ *   the header                  struct attn_kv_pages
+ *   refs        (num_pages,)    int32: sequences holding each page; 0: free
+ *   page_stack  (num_pages,)    int32: the free pages, the next on top
+ *   id_stack    (max_sequences,) int32: the free sequence ids, the next on top
+ *   alive       (max_sequences,) uint8: 1 for a live sequence
+ *   lengths     (max_sequences,) int64: positions; 0 for a free id
+ *   tables      (max_sequences, table_stride) int32: the page tables
+ *   K pages     (num_pages, Hk, P, E)  the pool's dtype
+ *   V pages     (num_pages, Hk, P, Ev)
+ * The tables and lengths are a block table indexed by sequence id, so the
+ * pool is its own view (attn_kv_pages_view) and every reader of pages
+ * reads a pool and a caller's pages through the same code.
+ *
+ * Every call that changes the pool first checks everything it will need
+ * (ids, shapes, free pages), then writes: a failure leaves the pool's
+ * bytes as they were. Nothing here allocates. */
+#include "base/base.h"
+
+#include <string.h>
+
+struct attn_kv_pages {
+    attn_kv_pages_desc d;
+    int64_t table_stride; /* entries per sequence's table: ceil(max_length / P) */
+    int64_t free_pages;   /* pages on page_stack */
+    int64_t free_ids;     /* ids on id_stack */
+    int32_t *refs, *page_stack, *id_stack;
+    uint8_t *alive;
+    int64_t *lengths;
+    int32_t *tables;
+    char *k, *v;
+};
+
+enum { ALIGN = 64, MIN_PAGE = 16, MAX_PAGE = 256 };
+enum { ALIVE = 1, MARKED = 2 }; /* MARKED: named once already by the append being checked */
+
+size_t attn_kv_pages_desc_init(attn_kv_pages_desc *desc, size_t struct_size) {
+    static const attn_kv_pages_desc DEFAULTS = {
+        .struct_size = sizeof DEFAULTS, .heads = 1, .dtype = ATTN_F32, .page_size = 16};
+    return attn_versioned_init(desc, struct_size, &DEFAULTS, sizeof DEFAULTS);
+}
+
+size_t attn_kv_paged_view_init(attn_kv_paged_view *view, size_t struct_size) {
+    static const attn_kv_paged_view DEFAULTS = {.struct_size = sizeof DEFAULTS, .dtype = ATTN_F32, .heads = 1};
+    return attn_versioned_init(view, struct_size, &DEFAULTS, sizeof DEFAULTS);
+}
+
+/* ceil(x / p) for x >= 0, p >= 1, without forming x + p - 1. */
+static int64_t pages_for(int64_t x, int64_t p) { return x / p + (x % p != 0); }
+
+/* ---- sizes ---------------------------------------------------------------- */
+
+/* Where each region of the pool's memory starts, from the aligned start. */
+typedef struct layout {
+    int64_t table_stride;
+    int64_t refs, page_stack, id_stack, alive, lengths, tables, k, v, end;
+} layout;
+
+/* *at = the region of `bytes` after `next`, aligned; false on overflow. */
+static bool region(int64_t *at, int64_t *next, int64_t count, int64_t size) {
+    int64_t bytes;
+    if (!attn_mul_i64(count, size, &bytes) || *next > INT64_MAX - ALIGN || bytes > INT64_MAX - ALIGN) return false;
+    *at = *next;
+    if (!attn_add_i64(*at, attn_round_up(bytes, ALIGN), next)) return false;
+    return true;
+}
+
+/* The bytes of one page region (all num_pages of K, or of V): false on overflow. */
+static bool page_region_bytes(int64_t *bytes, int64_t pages, int64_t heads, int64_t P, int64_t cols,
+                              attn_dtype dt) {
+    int64_t n;
+    return attn_mul_i64(pages, heads, &n) && attn_mul_i64(n, P, &n) && attn_mul_i64(n, cols, &n) &&
+           attn_mul_i64(n, (int64_t)attn_dtype_size(dt), bytes);
+}
+
+static bool storage_dtype(attn_dtype dt) { return dt == ATTN_F32 || dt == ATTN_F16 || dt == ATTN_BF16; }
+
+/* The caller's desc (read up to its struct_size) checked, and its layout. */
+static attn_status read_desc(attn_kv_pages_desc *d, layout *l, const attn_kv_pages_desc *in, attn_error *err) {
+    if (!in) return attn_fail(err, ATTN_ERR_NULL, "desc is NULL");
+    *d = attn_kv_pages_desc_default();
+    attn_status st = attn_versioned_read(d, sizeof *d, in, "desc", "start from attn_kv_pages_desc_default()", err);
+    if (st) return st;
+    const int64_t dims[3] = {d->heads, d->key_dim, d->value_dim};
+    static const char *const NAMES[3] = {"heads", "key_dim", "value_dim"};
+    for (int i = 0; i < 3; i++)
+        if (dims[i] < 1)
+            return attn_fail(err, ATTN_ERR_SHAPE, "desc->%s is %lld; it must be at least 1", NAMES[i],
+                             (long long)dims[i]);
+    if (d->page_size < MIN_PAGE || d->page_size > MAX_PAGE)
+        return attn_fail(err, ATTN_ERR_SHAPE, "desc->page_size is %lld; it must be %d to %d positions",
+                         (long long)d->page_size, MIN_PAGE, MAX_PAGE);
+    if (d->num_pages < 1 || d->num_pages > INT32_MAX)
+        return attn_fail(err, ATTN_ERR_SHAPE, "desc->num_pages is %lld; it must be 1 to %d (pages are int32)",
+                         (long long)d->num_pages, INT32_MAX);
+    if (d->max_sequences < 1 || d->max_sequences > INT32_MAX)
+        return attn_fail(err, ATTN_ERR_SHAPE, "desc->max_sequences is %lld; it must be 1 to %d",
+                         (long long)d->max_sequences, INT32_MAX);
+    if (d->max_length < 0)
+        return attn_fail(err, ATTN_ERR_SHAPE, "desc->max_length is %lld; it must be 0 (num_pages · page_size) or more",
+                         (long long)d->max_length);
+    if (!storage_dtype(d->dtype))
+        return attn_fail(err, ATTN_ERR_DTYPE, "desc->dtype must be f32, f16 or bf16");
+    /* A sequence never holds a page twice, so no table needs more than
+     * num_pages entries, whatever max_length says. */
+    l->table_stride = d->max_length ? pages_for(d->max_length, d->page_size) : d->num_pages;
+    if (l->table_stride > d->num_pages) l->table_stride = d->num_pages;
+    int64_t next = attn_round_up((int64_t)sizeof(attn_kv_pages), ALIGN), kb, vb, entries;
+    if (!attn_mul_i64(d->max_sequences, l->table_stride, &entries) ||
+        !page_region_bytes(&kb, d->num_pages, d->heads, d->page_size, d->key_dim, d->dtype) ||
+        !page_region_bytes(&vb, d->num_pages, d->heads, d->page_size, d->value_dim, d->dtype) ||
+        !region(&l->refs, &next, d->num_pages, 4) || !region(&l->page_stack, &next, d->num_pages, 4) ||
+        !region(&l->id_stack, &next, d->max_sequences, 4) || !region(&l->alive, &next, d->max_sequences, 1) ||
+        !region(&l->lengths, &next, d->max_sequences, 8) || !region(&l->tables, &next, entries, 4) ||
+        !region(&l->k, &next, kb, 1) || !region(&l->v, &next, vb, 1) || next > INT64_MAX - ALIGN)
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "the pool's size overflows");
+    l->end = next;
+    return ATTN_OK;
+}
+
+attn_status attn_kv_pages_bytes(size_t *bytes, const attn_kv_pages_desc *desc, attn_error *err) {
+    if (!bytes) return attn_fail(err, ATTN_ERR_NULL, "bytes is NULL");
+    attn_kv_pages_desc d;
+    layout l;
+    attn_status st = read_desc(&d, &l, desc, err);
+    if (st) return st;
+    uint64_t total = (uint64_t)l.end + ALIGN; /* room to align the start */
+    if (total > SIZE_MAX) return attn_fail(err, ATTN_ERR_OVERFLOW, "the pool's size overflows size_t");
+    *bytes = (size_t)total;
+    return ATTN_OK;
+}
+
+attn_status attn_kv_pages_init(attn_kv_pages **pool, void *memory, size_t bytes, const attn_kv_pages_desc *desc,
+                               attn_error *err) {
+    if (!pool || !memory) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", pool ? "memory" : "pool");
+    size_t need;
+    attn_status st = attn_kv_pages_bytes(&need, desc, err);
+    if (st) return st;
+    if (bytes < need)
+        return attn_fail(err, ATTN_ERR_WORKSPACE, "the pool needs %zu bytes (attn_kv_pages_bytes), %zu given", need,
+                         bytes);
+    char *at = (char *)(((uintptr_t)memory + ALIGN - 1) / ALIGN * ALIGN);
+    attn_kv_pages *p = (attn_kv_pages *)(void *)at;
+    layout l;
+    read_desc(&p->d, &l, desc, err);
+    p->table_stride = l.table_stride;
+    p->refs = (int32_t *)(void *)(at + l.refs);
+    p->page_stack = (int32_t *)(void *)(at + l.page_stack);
+    p->id_stack = (int32_t *)(void *)(at + l.id_stack);
+    p->alive = (uint8_t *)(at + l.alive);
+    p->lengths = (int64_t *)(void *)(at + l.lengths);
+    p->tables = (int32_t *)(void *)(at + l.tables);
+    p->k = at + l.k;
+    p->v = at + l.v;
+    /* Stacks filled so that page 0 and id 0 come first. */
+    p->free_pages = p->d.num_pages;
+    for (int64_t i = 0; i < p->d.num_pages; i++) p->refs[i] = 0, p->page_stack[i] = (int32_t)(p->d.num_pages - 1 - i);
+    p->free_ids = p->d.max_sequences;
+    for (int64_t i = 0; i < p->d.max_sequences; i++) {
+        p->id_stack[i] = (int32_t)(p->d.max_sequences - 1 - i);
+        p->alive[i] = 0, p->lengths[i] = 0;
+    }
+    *pool = p;
+    return ATTN_OK;
+}
+
+/* ---- sequences and pages ---------------------------------------------------- */
+
+static attn_status check_live(const attn_kv_pages *p, int64_t seq, const char *name, attn_error *err) {
+    if (seq < 0 || seq >= p->d.max_sequences)
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "%s %lld is not a sequence of this pool (ids 0 to %lld)", name,
+                         (long long)seq, (long long)p->d.max_sequences - 1);
+    if (p->alive[seq] != ALIVE)
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "%s %lld is not a live sequence (never created, or freed)", name,
+                         (long long)seq);
+    return ATTN_OK;
+}
+
+static int32_t *table_of(const attn_kv_pages *p, int64_t seq) { return p->tables + seq * p->table_stride; }
+
+static int32_t take_page(attn_kv_pages *p) {
+    int32_t page = p->page_stack[--p->free_pages];
+    p->refs[page] = 1;
+    return page;
+}
+
+/* One sequence lets go of entries [from, to) of its table. */
+static void release(attn_kv_pages *p, const int32_t *table, int64_t from, int64_t to) {
+    for (int64_t i = from; i < to; i++)
+        if (--p->refs[table[i]] == 0) p->page_stack[p->free_pages++] = table[i];
+}
+
+static attn_status take_id(attn_kv_pages *p, int64_t *seq, attn_error *err) {
+    if (p->free_ids == 0)
+        return attn_fail(err, ATTN_ERR_FULL, "the pool's %lld sequences are all alive: free one first",
+                         (long long)p->d.max_sequences);
+    int32_t id = p->id_stack[--p->free_ids];
+    p->alive[id] = ALIVE;
+    p->lengths[id] = 0;
+    *seq = id;
+    return ATTN_OK;
+}
+
+attn_status attn_kv_pages_create(attn_kv_pages *pool, int64_t *seq, attn_error *err) {
+    if (!pool || !seq) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", pool ? "seq" : "pool");
+    return take_id(pool, seq, err);
+}
+
+attn_status attn_kv_pages_fork(attn_kv_pages *pool, int64_t *child, int64_t parent, attn_error *err) {
+    if (!pool || !child) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", pool ? "child" : "pool");
+    attn_status st = check_live(pool, parent, "parent", err);
+    if (st || (st = take_id(pool, child, err))) return st;
+    const int32_t *from = table_of(pool, parent);
+    int32_t *to = table_of(pool, *child);
+    int64_t n = pages_for(pool->lengths[parent], pool->d.page_size);
+    for (int64_t i = 0; i < n; i++) to[i] = from[i], pool->refs[from[i]]++;
+    pool->lengths[*child] = pool->lengths[parent];
+    return ATTN_OK;
+}
+
+attn_status attn_kv_pages_free(attn_kv_pages *pool, int64_t seq, attn_error *err) {
+    if (!pool) return attn_fail(err, ATTN_ERR_NULL, "pool is NULL");
+    attn_status st = check_live(pool, seq, "seq", err);
+    if (st) return st;
+    release(pool, table_of(pool, seq), 0, pages_for(pool->lengths[seq], pool->d.page_size));
+    pool->alive[seq] = 0;
+    pool->lengths[seq] = 0;
+    pool->id_stack[pool->free_ids++] = (int32_t)seq;
+    return ATTN_OK;
+}
+
+attn_status attn_kv_pages_truncate(attn_kv_pages *pool, int64_t seq, int64_t length, attn_error *err) {
+    if (!pool) return attn_fail(err, ATTN_ERR_NULL, "pool is NULL");
+    attn_status st = check_live(pool, seq, "seq", err);
+    if (st) return st;
+    int64_t have = pool->lengths[seq];
+    if (length < 0 || length > have)
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "length %lld is not between 0 and the %lld positions sequence %lld holds",
+                         (long long)length, (long long)have, (long long)seq);
+    /* A partly filled last page that stays is kept, shared or not: the rows
+     * past the new end are never read, and an append copies a shared page
+     * before writing into it. */
+    release(pool, table_of(pool, seq), pages_for(length, pool->d.page_size), pages_for(have, pool->d.page_size));
+    pool->lengths[seq] = length;
+    return ATTN_OK;
+}
+
+attn_status attn_kv_pages_sequence(const attn_kv_pages *pool, int64_t seq, int64_t *length, const int32_t **pages,
+                                   attn_error *err) {
+    if (!pool) return attn_fail(err, ATTN_ERR_NULL, "pool is NULL");
+    attn_status st = check_live(pool, seq, "seq", err);
+    if (st) return st;
+    if (length) *length = pool->lengths[seq];
+    if (pages) *pages = table_of(pool, seq);
+    return ATTN_OK;
+}
+
+int64_t attn_kv_pages_free_pages(const attn_kv_pages *pool) { return pool ? pool->free_pages : -1; }
+
+int64_t attn_kv_pages_page_refs(const attn_kv_pages *pool, int64_t page) {
+    return pool && page >= 0 && page < pool->d.num_pages ? pool->refs[page] : -1;
+}
+
+/* ---- rows of pages as tensors --------------------------------------------- */
+
+/* Rows r0 .. r0 + n - 1 of `page`, every head, as a (Hk, n, cols) tensor over
+ * the page region at base: what a copy into or out of one page reads or
+ * writes. The caller has checked that the page region's bytes fit. */
+static void page_rows(attn_tensor *t, const void *base, attn_dtype dt, int64_t heads, int64_t P, int64_t cols,
+                      int64_t page, int64_t r0, int64_t n) {
+    int64_t shape[3] = {heads, n, cols}, strides[3] = {P * cols, cols, 1};
+    char *at = (char *)base + ((page * heads * P + r0) * cols) * (int64_t)attn_dtype_size(dt);
+    attn_tensor_init(t, at, dt, 3, shape, strides, NULL);
+}
+
+
+/* t's entries n0 .. n0 + n - 1 of dimension `dim`, every other dimension
+ * whole, with dimensions a and b swapped (a == b: none): the slice of
+ * packed rows (total, Hk, cols) that one page takes, as (Hk, n, cols). */
+static attn_tensor narrow(const attn_tensor *t, int dim, int64_t n0, int64_t n, int a, int b) {
+    attn_tensor s = *t;
+    s.data = (char *)t->data + n0 * t->strides[dim] * (int64_t)attn_dtype_size(t->dtype);
+    s.shape[dim] = n;
+    int64_t x = s.shape[a], y = s.strides[a];
+    s.shape[a] = s.shape[b], s.strides[a] = s.strides[b];
+    s.shape[b] = x, s.strides[b] = y;
+    return s;
+}
+
+/* ---- append ---------------------------------------------------------------- */
+
+/* k or v to append: (total, Hk, cols), a float dtype the pool takes. */
+static attn_status check_new(const attn_tensor *t, const char *name, const attn_kv_pages_desc *d, int64_t cols,
+                             attn_error *err) {
+    if (!t || !t->data) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL or has NULL data", name);
+    if (t->rank != 3)
+        return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; it must be 3: (total new positions, Hk, dim)", name,
+                         t->rank);
+    if (t->shape[0] < 0 || t->shape[1] != d->heads || t->shape[2] != cols) {
+        char s[128];
+        attn_format_shape(s, sizeof s, t->rank, t->shape);
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s; the pool holds %lld heads of %lld values", name, s,
+                         (long long)d->heads, (long long)cols);
+    }
+    if (!storage_dtype(t->dtype))
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; a pool takes f32, f16 or bf16", name,
+                         attn_dtype_name(t->dtype));
+    return attn_check_extent(t, name, err);
+}
+
+/* Offsets of n sequences' rows in a packed tensor of `total` rows. */
+static attn_status check_offsets(const int64_t *cu, int64_t n, int64_t total, const char *name, attn_error *err) {
+    if (!cu) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", name);
+    if (cu[0] != 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "%s[0] is %lld; it must be 0", name, (long long)cu[0]);
+    for (int64_t i = 0; i < n; i++)
+        if (cu[i + 1] < cu[i])
+            return attn_fail(err, ATTN_ERR_ARGUMENT, "%s decreases: [%lld] is %lld, [%lld] is %lld", name,
+                             (long long)i, (long long)cu[i], (long long)i + 1, (long long)cu[i + 1]);
+    if (cu[n] != total)
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "%s[%lld] is %lld but there are %lld rows", name, (long long)n,
+                         (long long)cu[n], (long long)total);
+    return ATTN_OK;
+}
+
+/* Whether the append's sequence seqs[i], whose last page is partly filled,
+ * must copy that page before writing into it: the appends run in order,
+ * and each that copies lets go of the page, so the page is still shared
+ * when seqs[i]'s turn comes unless every other holder of it is one of the
+ * earlier sequences of this call that appended to the same page. */
+static bool must_copy(const attn_kv_pages *p, const int64_t *seqs, const int64_t *cu, int64_t i) {
+    const int64_t P = p->d.page_size;
+    int32_t page = table_of(p, seqs[i])[p->lengths[seqs[i]] / P];
+    int64_t holders = p->refs[page];
+    if (holders == 1) return false;
+    for (int64_t j = 0; j < i; j++) {
+        int64_t len = p->lengths[seqs[j]];
+        if (cu[j + 1] > cu[j] && len % P && table_of(p, seqs[j])[len / P] == page) holders--;
+    }
+    return holders > 1;
+}
+
+/* The pages the append needs, counted after its ids are checked. */
+static attn_status pages_needed(const attn_kv_pages *p, const int64_t *seqs, int64_t n, const int64_t *cu,
+                                attn_error *err) {
+    const int64_t P = p->d.page_size;
+    const int64_t max_length = p->table_stride * P;
+    int64_t need = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t s = seqs[i], len = p->lengths[s], add = cu[i + 1] - cu[i], now;
+        if (add == 0) continue;
+        if (!attn_add_i64(len, add, &now) || now > max_length || (p->d.max_length && now > p->d.max_length))
+            return attn_fail(err, ATTN_ERR_FULL, "sequence %lld holds %lld positions: %lld more pass its maximum of %lld",
+                             (long long)s, (long long)len, (long long)add,
+                             (long long)(p->d.max_length ? p->d.max_length : max_length));
+        need += pages_for(now, P) - pages_for(len, P);
+        need += len % P && must_copy(p, seqs, cu, i);
+    }
+    if (need > p->free_pages)
+        return attn_fail(err, ATTN_ERR_FULL, "the append needs %lld pages and the pool has %lld free", (long long)need,
+                         (long long)p->free_pages);
+    return ATTN_OK;
+}
+
+/* Every id live and named once: each is marked as it is seen, and every
+ * mark undone before returning, so the pool is as it was. */
+static attn_status check_ids(attn_kv_pages *p, const int64_t *seqs, int64_t n, const int64_t *cu, attn_error *err) {
+    attn_status st = ATTN_OK;
+    int64_t marked = 0;
+    for (; marked < n; marked++) {
+        int64_t s = seqs[marked];
+        if (s >= 0 && s < p->d.max_sequences && p->alive[s] == MARKED) {
+            st = attn_fail(err, ATTN_ERR_ARGUMENT,
+                           "sequence %lld is named twice (seqs[%lld]): one append per sequence per call",
+                           (long long)s, (long long)marked);
+            break;
+        }
+        if ((st = check_live(p, s, "sequence", err))) break;
+        p->alive[s] = MARKED;
+    }
+    for (int64_t i = 0; i < marked; i++) p->alive[seqs[i]] = ALIVE;
+    return st ? st : pages_needed(p, seqs, n, cu, err);
+}
+
+/* Copy the first n rows of page `from` into page `to`, keys and values. */
+static void copy_page_rows(attn_kv_pages *p, int32_t to, int32_t from, int64_t n) {
+    const attn_kv_pages_desc *d = &p->d;
+    attn_tensor dk, sk, dv, sv;
+    page_rows(&dk, p->k, d->dtype, d->heads, d->page_size, d->key_dim, to, 0, n);
+    page_rows(&sk, p->k, d->dtype, d->heads, d->page_size, d->key_dim, from, 0, n);
+    page_rows(&dv, p->v, d->dtype, d->heads, d->page_size, d->value_dim, to, 0, n);
+    page_rows(&sv, p->v, d->dtype, d->heads, d->page_size, d->value_dim, from, 0, n);
+    attn_tensor_convert(&dk, &sk, NULL);
+    attn_tensor_convert(&dv, &sv, NULL);
+}
+
+attn_status attn_kv_pages_append(attn_kv_pages *pool, const int64_t *seqs, int64_t n, const attn_tensor *k,
+                                 const attn_tensor *v, const int64_t *cu_seqlens, attn_error *err) {
+    if (!pool) return attn_fail(err, ATTN_ERR_NULL, "pool is NULL");
+    if (n < 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "n is %lld; it must be 0 or more", (long long)n);
+    if (n == 0) return ATTN_OK;
+    if (!seqs) return attn_fail(err, ATTN_ERR_NULL, "seqs is NULL");
+    const attn_kv_pages_desc *d = &pool->d;
+    attn_status st = check_new(k, "k", d, d->key_dim, err);
+    if (st || (st = check_new(v, "v", d, d->value_dim, err))) return st;
+    if (v->shape[0] != k->shape[0])
+        return attn_fail(err, ATTN_ERR_SHAPE, "k has %lld rows but v has %lld", (long long)k->shape[0],
+                         (long long)v->shape[0]);
+    if ((st = check_offsets(cu_seqlens, n, k->shape[0], "cu_seqlens", err))) return st;
+    /* The call writes the pool's pages and its bookkeeping: k and v may
+     * share no byte with any of its memory. */
+    attn_tensor whole;
+    int64_t vb, end;
+    page_region_bytes(&vb, d->num_pages, d->heads, d->page_size, d->value_dim, d->dtype);
+    end = (int64_t)(pool->v - (char *)pool) + vb;
+    attn_tensor_init(&whole, pool, ATTN_BOOL, 1, &end, NULL, NULL);
+    const attn_named outs[1] = {{&whole, "the pool's memory"}};
+    const attn_named ins[2] = {{k, "k"}, {v, "v"}};
+    if ((st = attn_check_no_overlap(outs, 1, ins, 2, err)) || (st = check_ids(pool, seqs, n, cu_seqlens, err)))
+        return st;
+
+    /* Everything fits: write. */
+    const int64_t P = d->page_size;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t s = seqs[i], len = pool->lengths[s], add = cu_seqlens[i + 1] - cu_seqlens[i];
+        if (add == 0) continue;
+        int32_t *table = table_of(pool, s);
+        if (len % P && pool->refs[table[len / P]] > 1) { /* copy on write, of that page alone (must_copy) */
+            int32_t own = take_page(pool);
+            copy_page_rows(pool, own, table[len / P], len % P);
+            pool->refs[table[len / P]]--;
+            table[len / P] = own;
+        }
+        for (int64_t pos = len; pos < len + add;) {
+            int64_t row = pos % P, run = P - row < len + add - pos ? P - row : len + add - pos;
+            if (row == 0) table[pos / P] = take_page(pool);
+            int64_t from = cu_seqlens[i] + pos - len; /* the packed row of position pos */
+            attn_tensor dk, dv, sk = narrow(k, 0, from, run, 0, 1), sv = narrow(v, 0, from, run, 0, 1);
+            page_rows(&dk, pool->k, d->dtype, d->heads, P, d->key_dim, table[pos / P], row, run);
+            page_rows(&dv, pool->v, d->dtype, d->heads, P, d->value_dim, table[pos / P], row, run);
+            attn_tensor_convert(&dk, &sk, NULL);
+            attn_tensor_convert(&dv, &sv, NULL);
+            pos += run;
+        }
+        pool->lengths[s] = len + add;
+    }
+    return ATTN_OK;
+}
+
+/* ---- views ------------------------------------------------------------------ */
+
+attn_status attn_kv_pages_view(attn_kv_paged_view *view, const attn_kv_pages *pool, attn_error *err) {
+    if (!view || !pool) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", view ? "pool" : "view");
+    attn_kv_paged_view o = attn_kv_paged_view_default();
+    const attn_kv_pages_desc *d = &pool->d;
+    o.dtype = d->dtype, o.heads = d->heads, o.key_dim = d->key_dim, o.value_dim = d->value_dim;
+    o.page_size = d->page_size, o.num_pages = d->num_pages;
+    o.k_pages = pool->k, o.v_pages = pool->v;
+    o.num_sequences = d->max_sequences, o.lengths = pool->lengths;
+    o.page_table = pool->tables, o.table_stride = pool->table_stride, o.table_offsets = NULL;
+    return attn_versioned_write(view, &o, sizeof o, "view", "set view->struct_size = sizeof *view", err);
+}
+
+/* Sequence i's table in a checked view. */
+static const int32_t *view_table(const attn_kv_paged_view *w, int64_t i) {
+    return w->page_table + (w->table_offsets ? w->table_offsets[i] : i * w->table_stride);
+}
+
+/* The caller's view, read up to its struct_size into *w, and checked. */
+static attn_status read_view(attn_kv_paged_view *w, const attn_kv_paged_view *in, attn_error *err) {
+    if (!in) return attn_fail(err, ATTN_ERR_NULL, "view is NULL");
+    *w = attn_kv_paged_view_default();
+    attn_status st = attn_versioned_read(w, sizeof *w, in, "view", "start from attn_kv_paged_view_default()", err);
+    if (st) return st;
+    const int64_t dims[5] = {w->heads, w->key_dim, w->value_dim, w->page_size, w->num_pages};
+    static const char *const NAMES[5] = {"heads", "key_dim", "value_dim", "page_size", "num_pages"};
+    for (int i = 0; i < 5; i++)
+        if (dims[i] < 1)
+            return attn_fail(err, ATTN_ERR_SHAPE, "view->%s is %lld; it must be at least 1", NAMES[i],
+                             (long long)dims[i]);
+    if (w->num_sequences < 0)
+        return attn_fail(err, ATTN_ERR_SHAPE, "view->num_sequences is %lld; it must be 0 or more",
+                         (long long)w->num_sequences);
+    if (!storage_dtype(w->dtype)) return attn_fail(err, ATTN_ERR_DTYPE, "view->dtype must be f32, f16 or bf16");
+    int64_t kb, vb;
+    if (!page_region_bytes(&kb, w->num_pages, w->heads, w->page_size, w->key_dim, w->dtype) ||
+        !page_region_bytes(&vb, w->num_pages, w->heads, w->page_size, w->value_dim, w->dtype))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "the view's pages' byte size overflows");
+    if (!w->k_pages || !w->v_pages) return attn_fail(err, ATTN_ERR_NULL, "view->k_pages or view->v_pages is NULL");
+    if (w->num_sequences == 0) return ATTN_OK;
+    if (!w->lengths || !w->page_table)
+        return attn_fail(err, ATTN_ERR_NULL, "view->lengths or view->page_table is NULL");
+    if (w->table_offsets && w->table_offsets[0] < 0)
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "view->table_offsets[0] is %lld; it must be 0 or more",
+                         (long long)w->table_offsets[0]);
+    if (!w->table_offsets && w->table_stride < 0)
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "view->table_stride is %lld; it must be 0 or more",
+                         (long long)w->table_stride);
+    /* Lengths and offsets first, for every sequence: no entry is read
+     * until the whole table is known to hold each sequence's pages. */
+    for (int64_t i = 0; i < w->num_sequences; i++) {
+        int64_t len = w->lengths[i], entries;
+        if (len < 0)
+            return attn_fail(err, ATTN_ERR_ARGUMENT, "view->lengths[%lld] is %lld; it must be 0 or more", (long long)i,
+                             (long long)len);
+        if (w->table_offsets) {
+            if (w->table_offsets[i + 1] < w->table_offsets[i])
+                return attn_fail(err, ATTN_ERR_ARGUMENT, "view->table_offsets decreases at [%lld]", (long long)i + 1);
+            entries = w->table_offsets[i + 1] - w->table_offsets[i];
+        } else {
+            entries = w->table_stride;
+        }
+        int64_t need = pages_for(len, w->page_size);
+        if (need > entries)
+            return attn_fail(err, ATTN_ERR_ARGUMENT,
+                             "sequence %lld has %lld positions, %lld pages of %lld, but its table has %lld entries",
+                             (long long)i, (long long)len, (long long)need, (long long)w->page_size, (long long)entries);
+    }
+    /* Every table entry's byte offset must fit, before any is formed. */
+    int64_t last = 0;
+    if (w->table_offsets) last = w->table_offsets[w->num_sequences];
+    if (w->table_offsets ? last > INT64_MAX / 4
+                         : !attn_mul_i64(w->num_sequences, w->table_stride, &last) || last > INT64_MAX / 4)
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "the view's page table is larger than any memory: %s",
+                         w->table_offsets ? "table_offsets' last entry is too large"
+                                          : "num_sequences · table_stride overflows");
+    for (int64_t i = 0; i < w->num_sequences; i++) {
+        int64_t need = pages_for(w->lengths[i], w->page_size);
+        const int32_t *t = need ? view_table(w, i) : NULL;
+        for (int64_t e = 0; e < need; e++)
+            if (t[e] < 0 || t[e] >= w->num_pages)
+                return attn_fail(err, ATTN_ERR_ARGUMENT,
+                                 "sequence %lld's page table entry %lld is page %d, outside the %lld pages", (long long)i,
+                                 (long long)e, (int)t[e], (long long)w->num_pages);
+    }
+    return ATTN_OK;
+}
+
+void attn_kv_paged_regions(attn_tensor regions[5], const attn_kv_paged_view *w) {
+    int64_t kn = w->num_pages * w->heads * w->page_size * w->key_dim; /* fit: the view was checked */
+    int64_t vn = w->num_pages * w->heads * w->page_size * w->value_dim;
+    int64_t n = w->num_sequences, offsets = n + 1;
+    int64_t entries = w->table_offsets ? w->table_offsets[n] : n * w->table_stride;
+    memset(regions, 0, 5 * sizeof *regions);
+    attn_tensor_init(&regions[0], (void *)w->k_pages, w->dtype, 1, &kn, NULL, NULL);
+    attn_tensor_init(&regions[1], (void *)w->v_pages, w->dtype, 1, &vn, NULL, NULL);
+    if (n == 0) return;
+    /* int64 and int32 arrays as the float types of their sizes: only their bytes count */
+    attn_tensor_init(&regions[2], (void *)w->lengths, ATTN_F64, 1, &n, NULL, NULL);
+    attn_tensor_init(&regions[3], (void *)w->page_table, ATTN_F32, 1, &entries, NULL, NULL);
+    if (w->table_offsets) attn_tensor_init(&regions[4], (void *)w->table_offsets, ATTN_F64, 1, &offsets, NULL, NULL);
+}
+
+const char *const attn_kv_paged_region_names[5] = {"the key pages", "the value pages", "the view's lengths",
+                                                   "the view's page table", "the view's table offsets"};
+
+attn_status attn_kv_paged_check(const attn_kv_paged_view *view, attn_error *err) {
+    attn_kv_paged_view w;
+    return read_view(&w, view, err);
+}
+
+/* k or v to gather into: (Hk, length, cols), any float dtype. */
+static attn_status check_out(const attn_tensor *t, const char *name, const attn_kv_paged_view *w, int64_t len,
+                             int64_t cols, attn_error *err) {
+    if (!t || !t->data) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL or has NULL data", name);
+    if (t->rank != 3) return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; it must be 3: (Hk, length, dim)", name, t->rank);
+    if (t->shape[0] != w->heads || t->shape[1] != len || t->shape[2] != cols) {
+        char s[128];
+        attn_format_shape(s, sizeof s, t->rank, t->shape);
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s; the sequence is (%lld, %lld, %lld)", name, s,
+                         (long long)w->heads, (long long)len, (long long)cols);
+    }
+    if (t->dtype != ATTN_F64 && !storage_dtype(t->dtype))
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be f64, f32, f16 or bf16", name,
+                         attn_dtype_name(t->dtype));
+    return attn_check_extent(t, name, err);
+}
+
+attn_status attn_kv_paged_gather(attn_tensor *k, attn_tensor *v, const attn_kv_paged_view *view, int64_t i,
+                                 attn_error *err) {
+    attn_kv_paged_view w;
+    attn_status st = read_view(&w, view, err);
+    if (st) return st;
+    if (i < 0 || i >= w.num_sequences)
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "sequence %lld is outside the view's %lld", (long long)i,
+                         (long long)w.num_sequences);
+    int64_t len = w.lengths[i];
+    if ((st = check_out(k, "k", &w, len, w.key_dim, err)) || (st = check_out(v, "v", &w, len, w.value_dim, err)))
+        return st;
+    attn_tensor regions[5];
+    attn_kv_paged_regions(regions, &w);
+    const attn_named outs[2] = {{k, "k"}, {v, "v"}};
+    attn_named ins[5];
+    for (int r = 0; r < 5; r++) ins[r] = (attn_named){regions[r].data ? &regions[r] : NULL, attn_kv_paged_region_names[r]};
+    if ((st = attn_check_no_overlap(outs, 2, ins, 5, err))) return st;
+    attn_kv_paged_copy(k, v, &w, i);
+    return ATTN_OK;
+}
+
+void attn_kv_paged_copy(attn_tensor *k, attn_tensor *v, const attn_kv_paged_view *w, int64_t i) {
+    const int64_t len = w->lengths[i], P = w->page_size;
+    if (len == 0) return;
+    const int32_t *table = view_table(w, i);
+    for (int64_t pos = 0; pos < len; pos += P) {
+        int64_t run = len - pos < P ? len - pos : P;
+        attn_tensor sk, sv, dk = narrow(k, 1, pos, run, 0, 0), dv = narrow(v, 1, pos, run, 0, 0);
+        page_rows(&sk, w->k_pages, w->dtype, w->heads, P, w->key_dim, table[pos / P], 0, run);
+        page_rows(&sv, w->v_pages, w->dtype, w->heads, P, w->value_dim, table[pos / P], 0, run);
+        attn_tensor_convert(&dk, &sk, NULL);
+        attn_tensor_convert(&dv, &sv, NULL);
+    }
+}
+
+attn_status attn_kv_pages_gather(attn_tensor *k, attn_tensor *v, const attn_kv_pages *pool, int64_t seq,
+                                 attn_error *err) {
+    if (!pool) return attn_fail(err, ATTN_ERR_NULL, "pool is NULL");
+    attn_status st = check_live(pool, seq, "seq", err);
+    if (st) return st;
+    attn_kv_paged_view w;
+    w.struct_size = sizeof w;
+    attn_kv_pages_view(&w, pool, NULL);
+    return attn_kv_paged_gather(k, v, &w, seq, err);
+}

@@ -1,0 +1,910 @@
+/* test_kv_pages.c -- the paged KV cache (attn.h, "Paged KV cache"):
+ *
+ *   - random programs of create, fork, append (to random subsets, with
+ *     random counts and strides), truncate, free and attend on small pools
+ *     (f32, f16, bf16; pages of 16 and 256 positions), each sequence checked
+ *     after every step, bitwise, against a contiguous copy the test keeps
+ *     itself, and the pool's bookkeeping against what the sequences hold
+ *     (every page's reference count, the free pages, no page leaked once
+ *     everything is freed);
+ *   - attention over the pool against attn_kv_cache_attend on a contiguous
+ *     cache of the same keys, bitwise, for 1 and 3 threads;
+ *   - pages a caller manages (a block table, and FlashInfer's indptr form)
+ *     read through attn_kv_paged_view;
+ *   - every error: a full pool, unknown and freed sequences, a sequence
+ *     named twice, bad shapes, dtypes and pointers, overflowing sizes, page
+ *     tables that point outside the pool, each leaving the pool's memory
+ *     byte for byte as it was.
+ * Built plain, under ASan+UBSan and under ThreadSanitizer. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+/* ---- a small random generator (xorshift), the same on every machine ---- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15u;
+static uint64_t rnd(void) {
+    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+    return rng_state;
+}
+static int64_t rnd_below(int64_t n) { return n > 0 ? (int64_t)(rnd() % (uint64_t)n) : 0; }
+static float rnd_value(void) { return (float)((double)(rnd() >> 11) / 9007199254740992.0 * 2.0 - 1.0); }
+
+/* x as the pool stores it, widened back to f32. */
+static float stored(float x, attn_dtype dt) {
+    if (dt == ATTN_F16) return attn_f16_to_f32(attn_f32_to_f16(x));
+    if (dt == ATTN_BF16) return attn_bf16_to_f32(attn_f32_to_bf16(x));
+    return x;
+}
+
+/* ---- the pool under test and the test's own copy of every sequence ---- */
+
+enum { MAX_SEQS = 8 };
+
+typedef struct model {
+    attn_kv_pages_desc d;
+    attn_kv_pages *pool;
+    void *memory;
+    size_t bytes;
+    int live[MAX_SEQS];
+    int64_t len[MAX_SEQS], cap[MAX_SEQS];
+    float *k[MAX_SEQS], *v[MAX_SEQS]; /* (Hk, cap, E) and (Hk, cap, Ev): the stored values */
+} model;
+
+static void model_init(model *m, attn_dtype dt, int64_t P, int64_t pages, int64_t seqs, int64_t heads, int64_t E,
+                       int64_t Ev, int64_t max_length) {
+    memset(m, 0, sizeof *m);
+    m->d = attn_kv_pages_desc_default();
+    m->d.dtype = dt, m->d.page_size = P, m->d.num_pages = pages, m->d.max_sequences = seqs;
+    m->d.heads = heads, m->d.key_dim = E, m->d.value_dim = Ev, m->d.max_length = max_length;
+    attn_error err;
+    if (attn_kv_pages_bytes(&m->bytes, &m->d, &err)) printf("FAIL kv_pages_bytes: %s\n", err.message), n_failed++;
+    m->memory = calloc(1, m->bytes);
+    if (attn_kv_pages_init(&m->pool, m->memory, m->bytes, &m->d, &err))
+        printf("FAIL kv_pages_init: %s\n", err.message), n_failed++;
+}
+
+static void model_free(model *m) {
+    for (int s = 0; s < MAX_SEQS; s++) free(m->k[s]), free(m->v[s]);
+    free(m->memory);
+}
+
+static void reserve(model *m, int s, int64_t n) {
+    if (n <= m->cap[s]) return;
+    int64_t cap = n * 2 + 8, H = m->d.heads, E = m->d.key_dim, Ev = m->d.value_dim;
+    float *k = calloc((size_t)(H * cap * E), 4), *v = calloc((size_t)(H * cap * Ev), 4);
+    for (int64_t h = 0; h < H; h++) {
+        if (m->len[s]) memcpy(k + h * cap * E, m->k[s] + h * m->cap[s] * E, (size_t)(m->len[s] * E) * 4);
+        if (m->len[s]) memcpy(v + h * cap * Ev, m->v[s] + h * m->cap[s] * Ev, (size_t)(m->len[s] * Ev) * 4);
+    }
+    free(m->k[s]), free(m->v[s]);
+    m->k[s] = k, m->v[s] = v, m->cap[s] = cap;
+}
+
+/* Sequence s of the pool, gathered into f32, against the test's copy:
+ * bitwise. Returns 1 when equal. */
+static int same_as_copy(const model *m, int s, char *why, size_t size) {
+    int64_t length;
+    attn_error err;
+    if (attn_kv_pages_sequence(m->pool, s, &length, NULL, &err))
+        return snprintf(why, size, "sequence %d: %s", s, err.message), 0;
+    if (length != m->len[s])
+        return snprintf(why, size, "sequence %d holds %lld positions, the copy %lld", s, (long long)length,
+                        (long long)m->len[s]), 0;
+    int64_t H = m->d.heads, E = m->d.key_dim, Ev = m->d.value_dim;
+    float *k = malloc((size_t)(H * length * E + 1) * 4), *v = malloc((size_t)(H * length * Ev + 1) * 4);
+    int64_t ks[3] = {H, length, E}, vs[3] = {H, length, Ev};
+    /* the copy's own layout, (Hk, cap, E), strided: gather writes views */
+    int64_t kst[3] = {length * E, E, 1}, vst[3] = {length * Ev, Ev, 1};
+    attn_tensor tk, tv;
+    attn_tensor_init(&tk, k, ATTN_F32, 3, ks, kst, NULL);
+    attn_tensor_init(&tv, v, ATTN_F32, 3, vs, vst, NULL);
+    int ok = 1;
+    if (attn_kv_pages_gather(&tk, &tv, m->pool, s, &err)) {
+        snprintf(why, size, "gather of sequence %d: %s", s, err.message);
+        ok = 0;
+    }
+    for (int64_t h = 0; ok && length && h < H; h++)
+        if (memcmp(k + h * length * E, m->k[s] + h * m->cap[s] * E, (size_t)(length * E) * 4) ||
+            memcmp(v + h * length * Ev, m->v[s] + h * m->cap[s] * Ev, (size_t)(length * Ev) * 4)) {
+            snprintf(why, size, "sequence %d, head %lld: the pages differ from the copy", s, (long long)h);
+            ok = 0;
+        }
+    free(k), free(v);
+    return ok;
+}
+
+/* The pool's bookkeeping against the sequences: each page's count is the
+ * number of live sequences whose table holds it, no table holds a page
+ * twice, and the free pages are exactly the pages of count 0. */
+static int bookkeeping_holds(const model *m, char *why, size_t size) {
+    int64_t pages = m->d.num_pages, P = m->d.page_size, free_count = 0;
+    int64_t *count = calloc((size_t)pages, sizeof *count);
+    int ok = 1;
+    for (int s = 0; s < MAX_SEQS && ok; s++) {
+        if (!m->live[s]) continue;
+        const int32_t *t;
+        int64_t length;
+        attn_kv_pages_sequence(m->pool, s, &length, &t, NULL);
+        int64_t n = (length + P - 1) / P;
+        for (int64_t i = 0; i < n && ok; i++) {
+            if (t[i] < 0 || t[i] >= pages) {
+                snprintf(why, size, "sequence %d's entry %lld is page %d", s, (long long)i, (int)t[i]);
+                ok = 0;
+                break;
+            }
+            for (int64_t j = 0; j < i; j++)
+                if (t[j] == t[i]) snprintf(why, size, "sequence %d holds page %d twice", s, (int)t[i]), ok = 0;
+            count[t[i]]++;
+        }
+    }
+    for (int64_t p = 0; p < pages && ok; p++) {
+        if (attn_kv_pages_page_refs(m->pool, p) != count[p]) {
+            snprintf(why, size, "page %lld counts %lld sequences, %lld hold it", (long long)p,
+                     (long long)attn_kv_pages_page_refs(m->pool, p), (long long)count[p]);
+            ok = 0;
+        }
+        free_count += count[p] == 0;
+    }
+    if (ok && attn_kv_pages_free_pages(m->pool) != free_count) {
+        snprintf(why, size, "the pool says %lld pages are free, %lld are held by none",
+                 (long long)attn_kv_pages_free_pages(m->pool), (long long)free_count);
+        ok = 0;
+    }
+    free(count);
+    return ok;
+}
+
+/* ---- the operations, on the pool and on the copy ---- */
+
+/* New keys and values for rows of n sequences, packed (total, Hk, E) in a
+ * buffer laid out (Hk, total, E) or (total, Hk, E): any strides. */
+typedef struct packed {
+    float *kd, *vd;
+    attn_tensor k, v;
+} packed;
+
+static void make_packed(packed *p, const model *m, int64_t total, int transposed) {
+    int64_t H = m->d.heads, E = m->d.key_dim, Ev = m->d.value_dim;
+    p->kd = malloc((size_t)(total * H * E + 1) * 4), p->vd = malloc((size_t)(total * H * Ev + 1) * 4);
+    for (int64_t i = 0; i < total * H * E; i++) p->kd[i] = rnd_value();
+    for (int64_t i = 0; i < total * H * Ev; i++) p->vd[i] = rnd_value();
+    int64_t ks[3] = {total, H, E}, vs[3] = {total, H, Ev};
+    int64_t kt[3] = {E, total * E, 1}, vt[3] = {Ev, total * Ev, 1};
+    attn_tensor_init(&p->k, p->kd, ATTN_F32, 3, ks, transposed ? kt : NULL, NULL);
+    attn_tensor_init(&p->v, p->vd, ATTN_F32, 3, vs, transposed ? vt : NULL, NULL);
+}
+
+static float packed_at(const attn_tensor *t, int64_t r, int64_t h, int64_t c) {
+    return ((const float *)t->data)[r * t->strides[0] + h * t->strides[1] + c * t->strides[2]];
+}
+
+/* The test's copy of what append does. */
+static void copy_append(model *m, const int64_t *seqs, int64_t n, const packed *p, const int64_t *cu) {
+    int64_t H = m->d.heads, E = m->d.key_dim, Ev = m->d.value_dim;
+    for (int64_t i = 0; i < n; i++) {
+        int s = (int)seqs[i];
+        int64_t add = cu[i + 1] - cu[i];
+        reserve(m, s, m->len[s] + add);
+        for (int64_t r = 0; r < add; r++)
+            for (int64_t h = 0; h < H; h++) {
+                for (int64_t c = 0; c < E; c++)
+                    m->k[s][(h * m->cap[s] + m->len[s] + r) * E + c] = stored(packed_at(&p->k, cu[i] + r, h, c), m->d.dtype);
+                for (int64_t c = 0; c < Ev; c++)
+                    m->v[s][(h * m->cap[s] + m->len[s] + r) * Ev + c] = stored(packed_at(&p->v, cu[i] + r, h, c), m->d.dtype);
+            }
+        m->len[s] += add;
+    }
+}
+
+static void copy_fork(model *m, int child, int parent) {
+    m->live[child] = 1;
+    m->len[child] = 0;
+    reserve(m, child, m->len[parent]);
+    int64_t H = m->d.heads, E = m->d.key_dim, Ev = m->d.value_dim;
+    for (int64_t h = 0; h < H && m->len[parent]; h++) {
+        memcpy(m->k[child] + h * m->cap[child] * E, m->k[parent] + h * m->cap[parent] * E,
+               (size_t)(m->len[parent] * E) * 4);
+        memcpy(m->v[child] + h * m->cap[child] * Ev, m->v[parent] + h * m->cap[parent] * Ev,
+               (size_t)(m->len[parent] * Ev) * 4);
+    }
+    m->len[child] = m->len[parent];
+}
+
+/* The pages append will take: new pages, and a copy of each partly filled
+ * last page that is still shared when its sequence's turn comes (the
+ * appends simulated in order on a copy of the reference counts: a sequence
+ * that copies lets go of the page). */
+static int64_t pages_wanted(const model *m, const int64_t *seqs, int64_t n, const int64_t *cu) {
+    int64_t P = m->d.page_size, want = 0;
+    int64_t *refs = malloc((size_t)m->d.num_pages * sizeof *refs);
+    for (int64_t p = 0; p < m->d.num_pages; p++) refs[p] = attn_kv_pages_page_refs(m->pool, p);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t len = m->len[seqs[i]], add = cu[i + 1] - cu[i];
+        if (!add) continue;
+        want += (len + add + P - 1) / P - (len + P - 1) / P;
+        if (len % P) {
+            const int32_t *t;
+            attn_kv_pages_sequence(m->pool, seqs[i], NULL, &t, NULL);
+            if (refs[t[len / P]] > 1) want++, refs[t[len / P]]--;
+        }
+    }
+    free(refs);
+    return want;
+}
+
+/* Queries for n sequences, attended through the pool, against
+ * attn_kv_cache_attend on a contiguous cache of each sequence alone. */
+static int attend_matches(const model *m, const int64_t *seqs, int64_t n, int threads, int with_rope, int64_t max_q,
+                          char *kernel, size_t kernel_size, char *why, size_t size) {
+    int64_t H = m->d.heads, Hq = H * 2, E = m->d.key_dim, Ev = m->d.value_dim;
+    int64_t cu[MAX_SEQS + 1] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        int64_t len = m->len[seqs[i]];
+        cu[i + 1] = cu[i] + (len ? 1 + rnd_below(len < max_q ? len : max_q) : 0);
+    }
+    int64_t total = cu[n];
+    float *q = malloc((size_t)(total * Hq * E + 1) * 4), *out = calloc((size_t)(total * Hq * Ev + 1), 4);
+    float *lse = calloc((size_t)(total * Hq + 1), 4);
+    for (int64_t i = 0; i < total * Hq * E; i++) q[i] = rnd_value();
+    int64_t qs[3] = {total, Hq, E}, os[3] = {total, Hq, Ev}, ls[2] = {total, Hq};
+    attn_tensor tq, to, tl;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, qs, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, os, NULL, NULL);
+    attn_tensor_init(&tl, lse, ATTN_F32, 2, ls, NULL, NULL);
+    attn_context c = attn_context_default();
+    c.num_threads = threads;
+    attn_rope_options ro = attn_rope_options_default();
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT, o.context = &c, o.softcap = 20;
+    if (with_rope) o.rope = &ro;
+    attn_error err;
+    int ok = 1;
+    if (kernel) verbose_begin();
+    attn_status st = attn_kv_pages_attend(&to, &tl, &tq, cu, seqs, n, m->pool, &o, &err);
+    if (kernel) verbose_end(kernel, kernel_size, NULL, 0); /* the kernel of the last sequence's call */
+    if (st) {
+        snprintf(why, size, "attn_kv_pages_attend: %s", err.message);
+        ok = 0;
+    }
+    for (int64_t i = 0; i < n && ok; i++) {
+        int s = (int)seqs[i];
+        int64_t L = cu[i + 1] - cu[i], S = m->len[s];
+        if (!L) continue;
+        attn_kv_cache_desc cd = attn_kv_cache_desc_default();
+        cd.heads = H, cd.capacity = S, cd.key_dim = E, cd.value_dim = Ev, cd.dtype = m->d.dtype;
+        size_t bytes;
+        attn_kv_cache_bytes(&bytes, &cd, NULL);
+        void *mem = malloc(bytes);
+        attn_kv_cache *cache;
+        attn_kv_cache_init(&cache, mem, bytes, &cd, NULL);
+        int64_t ks[3] = {H, S, E}, vs[3] = {H, S, Ev}, kst[3] = {m->cap[s] * E, E, 1}, vst[3] = {m->cap[s] * Ev, Ev, 1};
+        attn_tensor ck, cv, qi, oi, li;
+        attn_tensor_init(&ck, m->k[s], ATTN_F32, 3, ks, kst, NULL);
+        attn_tensor_init(&cv, m->v[s], ATTN_F32, 3, vs, vst, NULL);
+        float *o1 = malloc((size_t)(Hq * L * Ev) * 4), *l1 = malloc((size_t)(Hq * L) * 4);
+        int64_t qis[3] = {Hq, L, E}, qist[3] = {E, Hq * E, 1}, ois[3] = {Hq, L, Ev}, lis[2] = {Hq, L};
+        attn_tensor_init(&qi, q + cu[i] * Hq * E, ATTN_F32, 3, qis, qist, NULL);
+        attn_tensor_init(&oi, o1, ATTN_F32, 3, ois, NULL, NULL);
+        attn_tensor_init(&li, l1, ATTN_F32, 2, lis, NULL, NULL);
+        if (attn_kv_cache_append(cache, &ck, &cv, &err) || attn_kv_cache_attend(&oi, &li, &qi, cache, &o, &err)) {
+            snprintf(why, size, "the contiguous cache: %s", err.message);
+            ok = 0;
+        }
+        for (int64_t h = 0; h < Hq && ok; h++)
+            for (int64_t l = 0; l < L && ok; l++) {
+                if (memcmp(o1 + (h * L + l) * Ev, out + ((cu[i] + l) * Hq + h) * Ev, (size_t)Ev * 4) ||
+                    memcmp(l1 + h * L + l, lse + (cu[i] + l) * Hq + h, 4)) {
+                    snprintf(why, size, "sequence %d, head %lld, query %lld differs from attn_kv_cache_attend", s,
+                             (long long)h, (long long)l);
+                    ok = 0;
+                }
+            }
+        free(o1), free(l1), free(mem);
+    }
+    free(q), free(out), free(lse);
+    return ok;
+}
+
+/* One random program of `steps` operations; every step checked. */
+static void random_program(const char *name, attn_dtype dt, int64_t P, int64_t pages, int64_t steps) {
+    model m;
+    model_init(&m, dt, P, pages, 6, 2, 8, 4, 0);
+    char why[768] = "";
+    int ok = 1;
+    int64_t ops[6] = {0}, fulls = 0, shared_appends = 0;
+    /* At least `steps`, and on until the program has filled the pool,
+     * appended to a shared last page, forked and attended. */
+    int64_t step = 0;
+    for (; ok && (step < steps || !fulls || !shared_appends || !ops[1] || !ops[5]) && step < 20 * steps; step++) {
+        int op = (int)rnd_below(12);
+        attn_error err;
+        int64_t live[MAX_SEQS], nlive = 0;
+        for (int s = 0; s < 6; s++)
+            if (m.live[s]) live[nlive++] = s;
+        if (op == 0 || nlive == 0) { /* create */
+            int64_t s;
+            attn_status st = attn_kv_pages_create(m.pool, &s, &err);
+            if (nlive == 6) ok = st == ATTN_ERR_FULL, snprintf(why, sizeof why, "create in a full pool: %d", st);
+            else if (st || s < 0 || s >= 6 || m.live[s]) ok = 0, snprintf(why, sizeof why, "create: %s", err.message);
+            else m.live[s] = 1, m.len[s] = 0;
+            ops[0]++;
+        } else if (op == 1) { /* fork */
+            int parent = (int)live[rnd_below(nlive)];
+            int64_t child;
+            attn_status st = attn_kv_pages_fork(m.pool, &child, parent, &err);
+            if (nlive == 6) ok = st == ATTN_ERR_FULL, snprintf(why, sizeof why, "fork in a full pool: %d", st);
+            else if (st) ok = 0, snprintf(why, sizeof why, "fork: %s", err.message);
+            else copy_fork(&m, (int)child, parent);
+            ops[1]++;
+        } else if (op <= 6) { /* append to a random subset, in random order */
+            int64_t seqs[MAX_SEQS], n = 0, cu[MAX_SEQS + 1] = {0};
+            for (int64_t i = 0; i < nlive; i++)
+                if (rnd() & 1) seqs[n++] = live[i];
+            for (int64_t i = n - 1; i > 0; i--) {
+                int64_t j = rnd_below(i + 1), t = seqs[i];
+                seqs[i] = seqs[j], seqs[j] = t;
+            }
+            for (int64_t i = 0; i < n; i++) cu[i + 1] = cu[i] + (rnd() & 3 ? rnd_below(P + 3) : rnd_below(2 * P + 5));
+            packed p;
+            make_packed(&p, &m, cu[n], (int)(rnd() & 1));
+            int64_t want = pages_wanted(&m, seqs, n, cu), before = attn_kv_pages_free_pages(m.pool);
+            for (int64_t i = 0; i < n; i++) {
+                const int32_t *t;
+                attn_kv_pages_sequence(m.pool, seqs[i], NULL, &t, NULL);
+                shared_appends += m.len[seqs[i]] % P && cu[i + 1] > cu[i] &&
+                                  attn_kv_pages_page_refs(m.pool, t[m.len[seqs[i]] / P]) > 1;
+            }
+            void *snap = malloc(m.bytes);
+            memcpy(snap, m.memory, m.bytes);
+            attn_status st = attn_kv_pages_append(m.pool, seqs, n, &p.k, &p.v, cu, &err);
+            if (want > before) {
+                ok = st == ATTN_ERR_FULL && memcmp(snap, m.memory, m.bytes) == 0;
+                snprintf(why, sizeof why, "append of %lld pages with %lld free: status %d, or the pool changed",
+                         (long long)want, (long long)before, st);
+                fulls++;
+            } else if (st) {
+                ok = 0, snprintf(why, sizeof why, "append: %s", err.message);
+            } else {
+                copy_append(&m, seqs, n, &p, cu);
+                if (before - attn_kv_pages_free_pages(m.pool) != want)
+                    ok = 0, snprintf(why, sizeof why, "append took %lld pages, %lld expected",
+                                     (long long)(before - attn_kv_pages_free_pages(m.pool)), (long long)want);
+            }
+            free(snap), free(p.kd), free(p.vd);
+            ops[2]++;
+        } else if (op <= 8) { /* truncate */
+            int s = (int)live[rnd_below(nlive)];
+            int64_t to = rnd_below(m.len[s] + 1);
+            if (attn_kv_pages_truncate(m.pool, s, to, &err)) ok = 0, snprintf(why, sizeof why, "truncate: %s", err.message);
+            else m.len[s] = to;
+            ops[3]++;
+        } else if (op == 9) { /* free */
+            int s = (int)live[rnd_below(nlive)];
+            if (attn_kv_pages_free(m.pool, s, &err)) ok = 0, snprintf(why, sizeof why, "free: %s", err.message);
+            else m.live[s] = 0, m.len[s] = 0;
+            ops[4]++;
+        } else { /* attend: a random subset, on 1 or 3 threads */
+            int64_t seqs[MAX_SEQS], n = 0;
+            for (int64_t i = 0; i < nlive; i++)
+                if (rnd() & 1) seqs[n++] = live[i];
+            ok = attend_matches(&m, seqs, n, rnd() & 1 ? 3 : 1, (int)(rnd() & 1), 5, NULL, 0, why, sizeof why);
+            ops[5]++;
+        }
+        for (int s = 0; s < 6 && ok; s++)
+            if (m.live[s]) ok = same_as_copy(&m, s, why, sizeof why);
+        if (ok) ok = bookkeeping_holds(&m, why, sizeof why);
+        if (!ok) {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "step %lld: %s", (long long)step, why);
+            memcpy(why, msg, sizeof why - 1);
+            why[sizeof why - 1] = 0;
+        }
+    }
+    /* Everything freed: every page is free again. */
+    for (int s = 0; s < 6 && ok; s++)
+        if (m.live[s]) attn_kv_pages_free(m.pool, s, NULL), m.live[s] = 0;
+    if (ok && attn_kv_pages_free_pages(m.pool) != pages)
+        ok = 0, snprintf(why, sizeof why, "%lld of %lld pages free after freeing everything",
+                         (long long)attn_kv_pages_free_pages(m.pool), (long long)pages);
+    /* A program that never filled the pool or never shared a page tested less than it says. */
+    if (ok && (fulls == 0 || shared_appends == 0 || ops[1] == 0 || ops[5] == 0))
+        ok = 0, snprintf(why, sizeof why, "the program never hit a full pool (%lld), a shared last page (%lld), a fork or an attend",
+                         (long long)fulls, (long long)shared_appends);
+    check(ok, name, "%s", why);
+    model_free(&m);
+}
+
+/* ---- copy on write, one case spelled out ---- */
+
+static void test_fork_shares_full_pages(attn_dtype dt, int64_t P, const char *name) {
+    model m;
+    model_init(&m, dt, P, 8, 4, 1, 4, 4, 0);
+    int64_t a, b, cu[2] = {0, 2 * P + P / 2};
+    attn_kv_pages_create(m.pool, &a, NULL);
+    m.live[a] = 1;
+    packed p;
+    make_packed(&p, &m, cu[1], 0);
+    attn_kv_pages_append(m.pool, &a, 1, &p.k, &p.v, cu, NULL);
+    copy_append(&m, &a, 1, &p, cu);
+    attn_kv_pages_fork(m.pool, &b, a, NULL);
+    copy_fork(&m, (int)b, (int)a);
+    int64_t free_before = attn_kv_pages_free_pages(m.pool);
+    packed one;
+    int64_t cu1[2] = {0, 1};
+    make_packed(&one, &m, 1, 0);
+    attn_error err;
+    attn_status st = attn_kv_pages_append(m.pool, &b, 1, &one.k, &one.v, cu1, &err);
+    copy_append(&m, &b, 1, &one, cu1);
+    const int32_t *ta, *tb;
+    attn_kv_pages_sequence(m.pool, a, NULL, &ta, NULL);
+    attn_kv_pages_sequence(m.pool, b, NULL, &tb, NULL);
+    char why[768] = "";
+    int ok = st == ATTN_OK && free_before - attn_kv_pages_free_pages(m.pool) == 1 && ta[0] == tb[0] &&
+             ta[1] == tb[1] && ta[2] != tb[2] && attn_kv_pages_page_refs(m.pool, ta[0]) == 2 &&
+             attn_kv_pages_page_refs(m.pool, ta[2]) == 1 && same_as_copy(&m, (int)a, why, sizeof why) &&
+             same_as_copy(&m, (int)b, why, sizeof why);
+    /* Truncating the child below the shared pages leaves the parent whole. */
+    ok = ok && attn_kv_pages_truncate(m.pool, b, 1, NULL) == ATTN_OK;
+    m.len[b] = 1;
+    ok = ok && same_as_copy(&m, (int)a, why, sizeof why) && same_as_copy(&m, (int)b, why, sizeof why) &&
+         attn_kv_pages_page_refs(m.pool, ta[1]) == 1 && bookkeeping_holds(&m, why, sizeof why);
+    check(ok, name, "%s", st ? err.message : why[0] ? why : "the child's append copied more than its last page");
+    free(p.kd), free(p.vd), free(one.kd), free(one.vd);
+    model_free(&m);
+}
+
+/* Every holder of a shared, partly filled page appending in one call: all
+ * but the last copy it, and the last writes into it in place, so the call
+ * needs one page fewer than it has holders; a pool with exactly that many
+ * free pages must take it. */
+static void test_all_sharers_append(attn_dtype dt, int64_t P, const char *name) {
+    model m;
+    model_init(&m, dt, P, 4, 4, 1, 4, 4, 0);
+    int64_t ids[3], cu[2] = {0, P + 1};
+    attn_kv_pages_create(m.pool, &ids[0], NULL);
+    m.live[ids[0]] = 1;
+    packed p;
+    make_packed(&p, &m, cu[1], 0);
+    attn_kv_pages_append(m.pool, &ids[0], 1, &p.k, &p.v, cu, NULL); /* 2 pages, the last partly filled */
+    copy_append(&m, &ids[0], 1, &p, cu);
+    for (int i = 1; i < 3; i++) {
+        attn_kv_pages_fork(m.pool, &ids[i], ids[0], NULL);
+        copy_fork(&m, (int)ids[i], (int)ids[0]);
+    }
+    /* 2 free pages; 3 sequences append 1 position each: 2 copies, 1 in place */
+    packed one;
+    int64_t cu3[4] = {0, 1, 2, 3};
+    make_packed(&one, &m, 3, 1);
+    attn_error err;
+    attn_status st = attn_kv_pages_append(m.pool, ids, 3, &one.k, &one.v, cu3, &err);
+    char why[768] = "";
+    int ok = st == ATTN_OK && attn_kv_pages_free_pages(m.pool) == 0;
+    if (ok) {
+        copy_append(&m, ids, 3, &one, cu3);
+        for (int i = 0; i < 3 && ok; i++) ok = same_as_copy(&m, (int)ids[i], why, sizeof why);
+        ok = ok && bookkeeping_holds(&m, why, sizeof why);
+    }
+    check(ok, name, "%s", st ? err.message : why[0] ? why : "pages left free");
+    free(p.kd), free(p.vd), free(one.kd), free(one.vd);
+    model_free(&m);
+}
+
+/* Long sequences: a prompt of 2100 positions over pages of 256, forked,
+ * each fork given its own next token, then one query each, in one call:
+ * the split-KV decode kernel runs (L = 1 against S >= 2048, checked on the
+ * verbose line) and each sequence's rows equal attn_kv_cache_attend's. */
+static void test_long_decode(attn_dtype dt, const char *name) {
+    model m;
+    model_init(&m, dt, 256, 12, 3, 2, 16, 8, 0);
+    int64_t ids[3], cu[2] = {0, 2100};
+    attn_kv_pages_create(m.pool, &ids[0], NULL);
+    m.live[ids[0]] = 1;
+    packed p;
+    make_packed(&p, &m, cu[1], 1);
+    attn_error err;
+    attn_status st = attn_kv_pages_append(m.pool, &ids[0], 1, &p.k, &p.v, cu, &err);
+    copy_append(&m, &ids[0], 1, &p, cu);
+    for (int i = 1; i < 3 && !st; i++) {
+        st = attn_kv_pages_fork(m.pool, &ids[i], ids[0], &err);
+        copy_fork(&m, (int)ids[i], (int)ids[0]);
+    }
+    packed one;
+    int64_t cu3[4] = {0, 1, 2, 3};
+    make_packed(&one, &m, 3, 0);
+    if (!st) st = attn_kv_pages_append(m.pool, ids, 3, &one.k, &one.v, cu3, &err);
+    copy_append(&m, ids, 3, &one, cu3);
+    char why[768] = "", kernel[32] = "";
+    int ok = st == ATTN_OK;
+    if (ok) ok = attend_matches(&m, ids, 3, 3, 0, 1, kernel, sizeof kernel, why, sizeof why);
+    check(ok && strcmp(kernel, "decode") == 0, name, "%s (kernel %s)", st ? err.message : why, kernel);
+    free(p.kd), free(p.vd), free(one.kd), free(one.vd);
+    model_free(&m);
+}
+
+/* ---- pages the caller manages ---- */
+
+static void test_caller_pages(void) {
+    /* 5 pages of P = 4 (a view takes any page size) in a shuffled order, 2
+     * sequences of 7 and 9 positions, as a block table and as indptr. */
+    enum { P = 4, PAGES = 5, H = 2, E = 3, EV = 2 };
+    float kp[PAGES][H][P][E], vp[PAGES][H][P][EV];
+    for (int i = 0; i < PAGES * H * P * E; i++) (&kp[0][0][0][0])[i] = rnd_value();
+    for (int i = 0; i < PAGES * H * P * EV; i++) (&vp[0][0][0][0])[i] = rnd_value();
+    int32_t block[2][3] = {{3, 0, -7}, {4, 1, 2}}, indices[5] = {3, 0, 4, 1, 2};
+    int64_t lengths[2] = {7, 9}, indptr[3] = {0, 2, 5};
+    attn_kv_paged_view w = attn_kv_paged_view_default();
+    w.heads = H, w.key_dim = E, w.value_dim = EV, w.page_size = P, w.num_pages = PAGES;
+    w.k_pages = kp, w.v_pages = vp, w.num_sequences = 2, w.lengths = lengths;
+    w.page_table = &block[0][0], w.table_stride = 3;
+    attn_kv_paged_view x = w;
+    x.page_table = indices, x.table_offsets = indptr;
+    int ok = 1;
+    attn_error err;
+    for (int form = 0; form < 2 && ok; form++)
+        for (int s = 0; s < 2 && ok; s++) {
+            float k[H][9][E], v[H][9][EV];
+            int64_t ks[3] = {H, lengths[s], E}, vs[3] = {H, lengths[s], EV}, kst[3] = {9 * E, E, 1}, vst[3] = {9 * EV, EV, 1};
+            attn_tensor tk, tv;
+            attn_tensor_init(&tk, k, ATTN_F32, 3, ks, kst, NULL);
+            attn_tensor_init(&tv, v, ATTN_F32, 3, vs, vst, NULL);
+            if (attn_kv_paged_gather(&tk, &tv, form ? &x : &w, s, &err)) {
+                ok = 0;
+                break;
+            }
+            const int32_t *t = form ? indices + indptr[s] : block[s];
+            for (int h = 0; h < H; h++)
+                for (int j = 0; j < lengths[s]; j++) {
+                    ok &= memcmp(k[h][j], kp[t[j / P]][h][j % P], sizeof k[h][j]) == 0;
+                    ok &= memcmp(v[h][j], vp[t[j / P]][h][j % P], sizeof v[h][j]) == 0;
+                }
+        }
+    check(ok, "caller_pages_gather_block_table_and_indptr", "rows differ from the pages the tables name, or: %s",
+          err.message);
+
+    /* k gathered into the view's own lengths: refused, nothing written. */
+    {
+        int64_t ks[3] = {H, 0, E}, vs[3] = {H, 0, EV};
+        ks[1] = vs[1] = lengths[0];
+        float vk[H * 9 * EV];
+        attn_tensor tk, tv;
+        attn_tensor_init(&tk, lengths, ATTN_F32, 3, ks, NULL, NULL);
+        attn_tensor_init(&tv, vk, ATTN_F32, 3, vs, NULL, NULL);
+        int64_t before[2] = {lengths[0], lengths[1]};
+        attn_status gs = attn_kv_paged_gather(&tk, &tv, &w, 0, &err);
+        check(gs == ATTN_ERR_STRIDE && lengths[0] == before[0] && lengths[1] == before[1],
+              "caller_pages_gather_onto_the_lengths_refused", "status %d", gs);
+    }
+
+    /* Attention over the caller's pages against a contiguous cache. */
+    float q[4][4][E], out[4][4][EV], o1[4][4][EV];
+    for (int i = 0; i < 4 * 4 * E; i++) (&q[0][0][0])[i] = rnd_value();
+    int64_t cuq[3] = {0, 1, 4}, qs[3] = {4, 4, E}, os[3] = {4, 4, EV};
+    attn_tensor tq, to;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, qs, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, os, NULL, NULL);
+    attn_status st = attn_kv_paged_attend(&to, NULL, &tq, cuq, &x, NULL, &err);
+    ok = st == ATTN_OK;
+    for (int s = 0; s < 2 && ok; s++) {
+        float k[H][9][E], v[H][9][EV];
+        int64_t ks[3] = {H, lengths[s], E}, vs[3] = {H, lengths[s], EV}, kst[3] = {9 * E, E, 1}, vst[3] = {9 * EV, EV, 1};
+        attn_tensor tk, tv, qi, oi;
+        attn_tensor_init(&tk, k, ATTN_F32, 3, ks, kst, NULL);
+        attn_tensor_init(&tv, v, ATTN_F32, 3, vs, vst, NULL);
+        attn_kv_paged_gather(&tk, &tv, &w, s, NULL);
+        int64_t L = cuq[s + 1] - cuq[s], qis[3] = {4, L, E}, qist[3] = {E, 4 * E, 1}, ois[3] = {4, L, EV},
+                oist[3] = {EV, 4 * EV, 1};
+        attn_tensor_init(&qi, q[cuq[s]], ATTN_F32, 3, qis, qist, NULL);
+        attn_tensor_init(&oi, o1, ATTN_F32, 3, ois, oist, NULL);
+        attn_sdpa_options o = attn_sdpa_options_default();
+        o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        if ((st = attn_sdpa(&oi, NULL, NULL, &qi, &tk, &tv, &o, &err))) ok = 0;
+        for (int64_t l = 0; l < L && ok; l++) ok = memcmp(o1[l], out[cuq[s] + l], sizeof out[0]) == 0;
+    }
+    check(ok, "caller_pages_attend_equals_sdpa_per_sequence", "%s", st ? err.message : "outputs differ");
+
+    /* A table that points outside the pool, is too short, or runs backwards. */
+    struct {
+        const char *name;
+        int32_t entry;
+        int64_t length, stride, offset1;
+    } BAD[] = {{"page_minus_one", -1, 7, 3, 2}, {"page_past_the_pool", PAGES, 7, 3, 2},
+               {"page_int32_max", INT32_MAX, 7, 3, 2}, {"table_too_short", 3, 9, 2, 2},
+               {"offsets_decrease", 3, 7, 3, 6}, {"negative_length", 3, -1, 3, 2},
+               {"huge_length", 3, INT64_MAX, 3, 2}};
+    for (size_t c = 0; c < sizeof BAD / sizeof *BAD; c++)
+        for (int form = strcmp(BAD[c].name, "offsets_decrease") == 0; form < 2; form++) {
+            int32_t b2[2][3] = {{BAD[c].entry, 0, 0}, {4, 1, 2}}, ind[6] = {BAD[c].entry, 0, 4, 1, 2, 0};
+            int64_t len2[2] = {BAD[c].length, 9}, ptr[3] = {0, BAD[c].offset1, 5};
+            attn_kv_paged_view y = w;
+            y.lengths = len2;
+            if (form) y.page_table = ind, y.table_offsets = ptr;
+            else y.page_table = &b2[0][0], y.table_stride = BAD[c].stride;
+            char name[128];
+            snprintf(name, sizeof name, "caller_pages_refused_%s_%s", BAD[c].name, form ? "indptr" : "block_table");
+            st = attn_kv_paged_check(&y, &err);
+            attn_status st2 = attn_kv_paged_attend(&to, NULL, &tq, cuq, &y, NULL, NULL);
+            check(st == ATTN_ERR_ARGUMENT && st2 == ATTN_ERR_ARGUMENT, name, "status %d / %d: %s", st, st2,
+                  err.message);
+        }
+    /* Sizes whose bytes overflow. */
+    attn_kv_paged_view y = w;
+    y.num_pages = INT64_MAX / 2;
+    st = attn_kv_paged_check(&y, &err);
+    check(st == ATTN_ERR_OVERFLOW, "caller_pages_refused_overflowing_pages", "status %d: %s", st, err.message);
+    y = w, y.table_stride = INT64_MAX / 2;
+    st = attn_kv_paged_check(&y, &err);
+    check(st == ATTN_ERR_OVERFLOW, "caller_pages_refused_overflowing_table", "status %d: %s", st, err.message);
+    y = w, y.k_pages = NULL;
+    st = attn_kv_paged_check(&y, &err);
+    check(st == ATTN_ERR_NULL, "caller_pages_refused_null_pages", "status %d", st);
+    y = w, y.struct_size = 0;
+    st = attn_kv_paged_check(&y, &err);
+    check(st == ATTN_ERR_OPTION, "caller_pages_refused_struct_size_0", "status %d", st);
+}
+
+/* ---- every error leaves the pool as it was ---- */
+
+static model err_model;
+static void *err_snapshot;
+
+/* The call's status must be `want`, with a message, and the pool's bytes unchanged. */
+static void expect_untouched(attn_status got, attn_error *err, attn_status want, const char *name) {
+    int same = memcmp(err_snapshot, err_model.memory, err_model.bytes) == 0;
+    check(got == want && same && err->message[0], name, "status %d (want %d: %s), pool %s: %s", got, want,
+          attn_strerror(want), same ? "unchanged" : "CHANGED", err->message);
+    err->message[0] = 0;
+}
+
+static void test_errors(attn_dtype dt, int64_t P, const char *tag) {
+    model *m = &err_model;
+    model_init(m, dt, P, 4, 3, 2, 4, 3, 3 * P);
+    int64_t a, b;
+    attn_kv_pages_create(m->pool, &a, NULL);
+    attn_kv_pages_create(m->pool, &b, NULL);
+    packed p;
+    make_packed(&p, m, P + 1, 1);
+    int64_t two[2] = {a, b}, cu2[3] = {0, 1, P + 1};
+    attn_kv_pages_append(m->pool, two, 2, &p.k, &p.v, cu2, NULL); /* a: 1 position, b: P: 2 pages used */
+    int64_t child;
+    attn_kv_pages_fork(m->pool, &child, a, NULL); /* the pool's 3 ids in use, a's page shared */
+    err_snapshot = malloc(m->bytes);
+    memcpy(err_snapshot, m->memory, m->bytes);
+    attn_error err;
+    err.message[0] = 0;
+    char name[160];
+#define EXPECT(call, want, what)                                               \
+    do {                                                                       \
+        snprintf(name, sizeof name, "refused_%s_%s", what, tag);                \
+        expect_untouched((call), &err, (want), name);                          \
+    } while (0)
+
+    /* Full: pages, ids, and a sequence's max_length. */
+    packed big;
+    make_packed(&big, m, 3 * P, 0);
+    int64_t cub[2] = {0, 3 * P}, cu_b2[3] = {0, P, 2 * P};
+    EXPECT(attn_kv_pages_append(m->pool, &b, 1, &big.k, &big.v, cub, &err), ATTN_ERR_FULL, "append_past_max_length");
+    EXPECT(attn_kv_pages_append(m->pool, two, 2, &big.k, &big.v, cu_b2 , &err), ATTN_ERR_ARGUMENT, "append_rows_not_total");
+    int64_t cu_b3[3] = {0, 2 * P, 3 * P};
+    /* a: 1 + 2P positions (2 new pages and a copy of its shared page), b: P more (1 page): 4 > 2 free */
+    EXPECT(attn_kv_pages_append(m->pool, two, 2, &big.k, &big.v, cu_b3, &err), ATTN_ERR_FULL, "append_no_free_pages");
+    int64_t id;
+    EXPECT(attn_kv_pages_create(m->pool, &id, &err), ATTN_ERR_FULL, "create_no_free_id");
+    EXPECT(attn_kv_pages_fork(m->pool, &id, a, &err), ATTN_ERR_FULL, "fork_no_free_id");
+    /* The child freed: its id is a freed one, and a fork has room, so the
+     * parent is what a fork below fails on. */
+    int64_t freed = child;
+    attn_kv_pages_free(m->pool, child, NULL);
+    memcpy(err_snapshot, m->memory, m->bytes);
+
+    /* Unknown and freed sequences, in every call that takes one. */
+    const int64_t BAD_IDS[4] = {-1, 3, freed, INT64_MIN};
+    static const char *const BAD_NAMES[4] = {"minus_one", "past_the_ids", "freed", "int64_min"};
+    for (int i = 0; i < 4; i++) {
+        char what[64];
+        int64_t pair[2] = {a, BAD_IDS[i]};
+        snprintf(what, sizeof what, "append_%s", BAD_NAMES[i]);
+        EXPECT(attn_kv_pages_append(m->pool, pair, 2, &p.k, &p.v, cu2, &err), ATTN_ERR_ARGUMENT, what);
+        snprintf(what, sizeof what, "truncate_%s", BAD_NAMES[i]);
+        EXPECT(attn_kv_pages_truncate(m->pool, BAD_IDS[i], 0, &err), ATTN_ERR_ARGUMENT, what);
+        snprintf(what, sizeof what, "free_%s", BAD_NAMES[i]);
+        EXPECT(attn_kv_pages_free(m->pool, BAD_IDS[i], &err), ATTN_ERR_ARGUMENT, what);
+        snprintf(what, sizeof what, "sequence_%s", BAD_NAMES[i]);
+        EXPECT(attn_kv_pages_sequence(m->pool, BAD_IDS[i], NULL, NULL, &err), ATTN_ERR_ARGUMENT, what);
+        snprintf(what, sizeof what, "fork_%s", BAD_NAMES[i]);
+        EXPECT(attn_kv_pages_fork(m->pool, &id, BAD_IDS[i], &err), ATTN_ERR_ARGUMENT, what);
+        snprintf(what, sizeof what, "gather_%s", BAD_NAMES[i]);
+        EXPECT(attn_kv_pages_gather(&p.k, &p.v, m->pool, BAD_IDS[i], &err), ATTN_ERR_ARGUMENT, what);
+    }
+    /* The same sequence twice in one append (overlapping appends). */
+    int64_t dup[2] = {b, b}, dup3[3] = {a, b, a}, cu3[4] = {0, 0, 1, P + 1};
+    attn_status st = attn_kv_pages_append(m->pool, dup, 2, &p.k, &p.v, cu2, &err);
+    snprintf(name, sizeof name, "refused_append_same_sequence_twice_says_so_%s", tag);
+    check(strstr(err.message, "named twice") != NULL, name, "%s", err.message);
+    expect_untouched(st, &err, ATTN_ERR_ARGUMENT, name + 8);
+    st = attn_kv_pages_append(m->pool, dup3, 3, &p.k, &p.v, cu3, &err);
+    snprintf(name, sizeof name, "refused_append_same_sequence_twice_apart_says_so_%s", tag);
+    check(strstr(err.message, "named twice") != NULL, name, "%s", err.message);
+    expect_untouched(st, &err, ATTN_ERR_ARGUMENT, name + 8);
+
+    /* Offsets. */
+    int64_t c_first[3] = {1, 1, P + 1}, c_down[3] = {0, P + 1, 1}, c_short[3] = {0, 1, P};
+    EXPECT(attn_kv_pages_append(m->pool, two, 2, &p.k, &p.v, c_first, &err), ATTN_ERR_ARGUMENT, "offsets_not_from_0");
+    EXPECT(attn_kv_pages_append(m->pool, two, 2, &p.k, &p.v, c_down, &err), ATTN_ERR_ARGUMENT, "offsets_decreasing");
+    EXPECT(attn_kv_pages_append(m->pool, two, 2, &p.k, &p.v, c_short, &err), ATTN_ERR_ARGUMENT, "offsets_short_of_total");
+    EXPECT(attn_kv_pages_append(m->pool, two, -1, &p.k, &p.v, cu2, &err), ATTN_ERR_ARGUMENT, "append_negative_n");
+    EXPECT(attn_kv_pages_append(m->pool, two, 2, &p.k, &p.v, NULL, &err), ATTN_ERR_NULL, "append_null_offsets");
+    EXPECT(attn_kv_pages_append(m->pool, NULL, 2, &p.k, &p.v, cu2, &err), ATTN_ERR_NULL, "append_null_seqs");
+    EXPECT(attn_kv_pages_append(m->pool, two, 2, NULL, &p.v, cu2, &err), ATTN_ERR_NULL, "append_null_k");
+
+    /* Shapes, dtypes, strides. */
+    attn_tensor t = p.k;
+    t.rank = 2;
+    EXPECT(attn_kv_pages_append(m->pool, two, 2, &t, &p.v, cu2, &err), ATTN_ERR_RANK, "append_rank_2");
+    t = p.k, t.shape[1] = 3;
+    EXPECT(attn_kv_pages_append(m->pool, two, 2, &t, &p.v, cu2, &err), ATTN_ERR_SHAPE, "append_wrong_heads");
+    t = p.v, t.shape[2] = 4;
+    EXPECT(attn_kv_pages_append(m->pool, two, 2, &p.k, &t, cu2, &err), ATTN_ERR_SHAPE, "append_wrong_value_dim");
+    t = p.v, t.shape[0] = P;
+    EXPECT(attn_kv_pages_append(m->pool, two, 2, &p.k, &t, cu2, &err), ATTN_ERR_SHAPE, "append_rows_differ");
+    t = p.k, t.dtype = ATTN_F64;
+    EXPECT(attn_kv_pages_append(m->pool, two, 2, &t, &p.v, cu2, &err), ATTN_ERR_DTYPE, "append_f64");
+    t = p.k, t.dtype = ATTN_BOOL;
+    EXPECT(attn_kv_pages_append(m->pool, two, 2, &t, &p.v, cu2, &err), ATTN_ERR_DTYPE, "append_bool");
+    t = p.k, t.strides[0] = INT64_MAX;
+    EXPECT(attn_kv_pages_append(m->pool, two, 2, &t, &p.v, cu2, &err), ATTN_ERR_OVERFLOW, "append_overflowing_stride");
+    t = p.k, t.strides[0] = INT64_MIN;
+    EXPECT(attn_kv_pages_append(m->pool, two, 2, &t, &p.v, cu2, &err), ATTN_ERR_OVERFLOW, "append_int64_min_stride");
+    /* k read from the pool's own pages */
+    attn_kv_paged_view w;
+    w.struct_size = sizeof w;
+    attn_kv_pages_view(&w, m->pool, NULL);
+    t = p.k, t.data = (void *)w.k_pages, t.dtype = dt;
+    EXPECT(attn_kv_pages_append(m->pool, two, 2, &t, &p.v, cu2, &err), ATTN_ERR_STRIDE, "append_from_the_pages");
+
+    /* Truncate past the end, or below 0. */
+    EXPECT(attn_kv_pages_truncate(m->pool, a, 2, &err), ATTN_ERR_ARGUMENT, "truncate_past_the_end");
+    EXPECT(attn_kv_pages_truncate(m->pool, a, -1, &err), ATTN_ERR_ARGUMENT, "truncate_negative");
+    EXPECT(attn_kv_pages_create(NULL, &id, &err), ATTN_ERR_NULL, "create_null_pool");
+    EXPECT(attn_kv_pages_create(m->pool, NULL, &err), ATTN_ERR_NULL, "create_null_id");
+
+    /* Attention: bad sequences and offsets, nothing written. */
+    float q[2][4][4], out[2][4][3];
+    memset(q, 0, sizeof q), memset(out, 0x55, sizeof out);
+    int64_t qs[3] = {2, 4, 4}, os[3] = {2, 4, 3}, cuq[3] = {0, 1, 2};
+    attn_tensor tq, to;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, qs, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, os, NULL, NULL);
+    float out_before[2][4][3];
+    memcpy(out_before, out, sizeof out);
+    int64_t pairs[3][2] = {{a, freed}, {a, -1}, {a, b}};
+    int64_t cuq_bad[3] = {0, 2, 1};
+    st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[0], 2, m->pool, NULL, &err);
+    check(st == ATTN_ERR_ARGUMENT && !memcmp(out, out_before, sizeof out), "attend_refused_freed_sequence", "status %d", st);
+    st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[1], 2, m->pool, NULL, &err);
+    check(st == ATTN_ERR_ARGUMENT && !memcmp(out, out_before, sizeof out), "attend_refused_unknown_sequence", "status %d", st);
+    st = attn_kv_pages_attend(&to, NULL, &tq, cuq_bad, pairs[2], 2, m->pool, NULL, &err);
+    check(st == ATTN_ERR_ARGUMENT && !memcmp(out, out_before, sizeof out), "attend_refused_decreasing_offsets", "status %d", st);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_TOP_LEFT;
+    st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[2], 2, m->pool, &o, &err);
+    check(st == ATTN_ERR_OPTION && !memcmp(out, out_before, sizeof out), "attend_refused_top_left", "status %d", st);
+    o = attn_sdpa_options_default();
+    attn_tensor mask = tq;
+    o.mask = &mask;
+    st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[2], 2, m->pool, &o, &err);
+    check(st == ATTN_ERR_OPTION && !memcmp(out, out_before, sizeof out), "attend_refused_mask", "status %d", st);
+    attn_tensor alias = to;
+    alias.data = q;
+    st = attn_kv_pages_attend(&alias, NULL, &tq, cuq, pairs[2], 2, m->pool, NULL, &err);
+    check(st == ATTN_ERR_STRIDE, "attend_refused_out_on_q", "status %d", st);
+    /* a sequence with no positions but queries */
+    attn_kv_pages_truncate(m->pool, b, 0, NULL);
+    st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[2], 2, m->pool, NULL, &err);
+    check(st == ATTN_ERR_ARGUMENT && !memcmp(out, out_before, sizeof out), "attend_refused_empty_sequence", "status %d", st);
+    /* a workspace too small for the second sequence's call: nothing written */
+    packed two_pages;
+    make_packed(&two_pages, m, 2 * P, 0);
+    attn_kv_pages_append(m->pool, &b, 1, &two_pages.k, &two_pages.v, (int64_t[]){0, 2 * P}, NULL);
+    free(two_pages.kd), free(two_pages.vd);
+    attn_context ctx = attn_context_default();
+    char tiny[16];
+    ctx.workspace = tiny, ctx.workspace_size = sizeof tiny;
+    o = attn_sdpa_options_default();
+    o.context = &ctx;
+    st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[2], 2, m->pool, &o, &err);
+    check(st == ATTN_ERR_WORKSPACE && !memcmp(out, out_before, sizeof out), "attend_refused_small_workspace",
+          "status %d: %s", st, err.message);
+#undef EXPECT
+    free(err_snapshot), free(p.kd), free(p.vd), free(big.kd), free(big.vd);
+    model_free(m);
+}
+
+/* ---- the description ---- */
+
+static void test_desc(void) {
+    struct {
+        const char *name;
+        int64_t P, pages, seqs, heads, E, max_length;
+        attn_dtype dt;
+        attn_status want;
+    } CASES[] = {
+        {"page_size_15", 15, 4, 2, 1, 4, 0, ATTN_F32, ATTN_ERR_SHAPE},
+        {"page_size_257", 257, 4, 2, 1, 4, 0, ATTN_F32, ATTN_ERR_SHAPE},
+        {"no_pages", 16, 0, 2, 1, 4, 0, ATTN_F32, ATTN_ERR_SHAPE},
+        {"pages_past_int32", 16, (int64_t)INT32_MAX + 1, 2, 1, 4, 0, ATTN_F32, ATTN_ERR_SHAPE},
+        {"no_sequences", 16, 4, 0, 1, 4, 0, ATTN_F32, ATTN_ERR_SHAPE},
+        {"no_heads", 16, 4, 2, 0, 4, 0, ATTN_F32, ATTN_ERR_SHAPE},
+        {"negative_max_length", 16, 4, 2, 1, 4, -1, ATTN_F32, ATTN_ERR_SHAPE},
+        {"f64", 16, 4, 2, 1, 4, 0, ATTN_F64, ATTN_ERR_DTYPE},
+        {"bool", 16, 4, 2, 1, 4, 0, ATTN_BOOL, ATTN_ERR_DTYPE},
+        {"overflowing_pages", 256, INT32_MAX, 2, INT64_MAX / 4, 4, 0, ATTN_F32, ATTN_ERR_OVERFLOW},
+        {"overflowing_tables", 16, INT32_MAX, INT32_MAX, 1, 1, 0, ATTN_F32, ATTN_ERR_OVERFLOW},
+    };
+    for (size_t c = 0; c < sizeof CASES / sizeof *CASES; c++) {
+        attn_kv_pages_desc d = attn_kv_pages_desc_default();
+        d.page_size = CASES[c].P, d.num_pages = CASES[c].pages, d.max_sequences = CASES[c].seqs;
+        d.heads = CASES[c].heads, d.key_dim = d.value_dim = CASES[c].E, d.max_length = CASES[c].max_length;
+        d.dtype = CASES[c].dt;
+        size_t bytes = 0;
+        attn_error err;
+        attn_status st = attn_kv_pages_bytes(&bytes, &d, &err);
+        char name[96];
+        snprintf(name, sizeof name, "desc_refused_%s", CASES[c].name);
+        check(st == CASES[c].want, name, "status %d, want %d: %s", st, CASES[c].want, st ? err.message : "accepted");
+    }
+    attn_kv_pages_desc d = attn_kv_pages_desc_default();
+    d.num_pages = 2, d.max_sequences = 1, d.key_dim = d.value_dim = 2;
+    size_t bytes;
+    attn_kv_pages_bytes(&bytes, &d, NULL);
+    void *mem = malloc(bytes);
+    attn_kv_pages *pool;
+    attn_error err;
+    attn_status st = attn_kv_pages_init(&pool, mem, bytes - 1, &d, &err);
+    check(st == ATTN_ERR_WORKSPACE, "init_refused_too_few_bytes", "status %d", st);
+    d.struct_size = 0;
+    st = attn_kv_pages_init(&pool, mem, bytes, &d, &err);
+    check(st == ATTN_ERR_OPTION, "init_refused_struct_size_0", "status %d", st);
+    /* an older, smaller desc: the fields it lacks keep their defaults (max_length 0) */
+    d = attn_kv_pages_desc_default();
+    d.num_pages = 2, d.max_sequences = 1, d.key_dim = d.value_dim = 2, d.max_length = 5;
+    d.struct_size = offsetof(attn_kv_pages_desc, max_length);
+    size_t older;
+    st = attn_kv_pages_bytes(&older, &d, &err);
+    check(st == ATTN_OK && older == bytes, "desc_older_struct_reads_its_fields_only", "status %d, %zu vs %zu", st, older,
+          bytes);
+    attn_kv_pages_desc z;
+    check(attn_kv_pages_desc_init(&z, sizeof z) == sizeof z && z.page_size == 16 && z.heads == 1 &&
+              z.dtype == ATTN_F32 && attn_kv_paged_view_init(NULL, 0) == sizeof(attn_kv_paged_view),
+          "desc_init_defaults", "defaults differ");
+    free(mem);
+}
+
+int main(void) {
+    static const struct { attn_dtype dt; const char *name; } DTYPES[] = {
+        {ATTN_F32, "f32"}, {ATTN_F16, "f16"}, {ATTN_BF16, "bf16"}};
+    for (int t = 0; t < 3; t++)
+        for (int pi = 0; pi < 2; pi++) {
+            int64_t P = pi ? 256 : 16;
+            char name[96];
+            snprintf(name, sizeof name, "random_program_%s_page_%lld", DTYPES[t].name, (long long)P);
+            /* P = 16: 24 pages for 6 sequences; P = 256: 5 pages, each
+             * append up to 2 pages long, so the pool fills either way. */
+            random_program(name, DTYPES[t].dt, P, pi ? 5 : 24, pi ? 160 : 400);
+            snprintf(name, sizeof name, "fork_shares_full_pages_copies_last_%s_page_%lld", DTYPES[t].name, (long long)P);
+            test_fork_shares_full_pages(DTYPES[t].dt, P, name);
+            snprintf(name, sizeof name, "append_to_every_sharer_copies_all_but_one_%s_page_%lld", DTYPES[t].name,
+                     (long long)P);
+            test_all_sharers_append(DTYPES[t].dt, P, name);
+            snprintf(name, sizeof name, "%s_page_%lld", DTYPES[t].name, (long long)P);
+            test_errors(DTYPES[t].dt, P, name);
+        }
+    test_long_decode(ATTN_F32, "long_forks_decode_kernel_equals_contiguous_f32");
+    test_long_decode(ATTN_F16, "long_forks_decode_kernel_equals_contiguous_f16");
+    test_caller_pages();
+    test_desc();
+    return n_failed ? 1 : 0;
+}

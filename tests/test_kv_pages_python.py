@@ -1,0 +1,197 @@
+"""test_kv_pages_python.py -- attn.KVPages, the paged KV cache from Python
+(python/attn/kv_pages.py, through ctypes):
+
+- a random program of create, fork, append (several sequences per call),
+  truncate, free and attend on a small pool, float32, float16 and bfloat16
+  storage, pages of 16 and 256: after every step each sequence's gather()
+  equals a NumPy copy kept by the test, bitwise, and the pool's page counts
+  add up; attend() against PyTorch float64 attention over the copy (f32
+  bound: 2e-5 relative), and against attn.sdpa on the copy, bitwise;
+- its errors as exception classes (FullError, ArgumentError, ShapeError,
+  DtypeError), each leaving the pool's bytes as they were.
+
+Usage: test_kv_pages_python.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why"."""
+import os
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
+os.environ.setdefault("ATTN_LIBRARY", os.path.join(BUILD, "libattn.so"))  # the build under test
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, HERE)
+import attn  # noqa: E402
+from torch_attention import Reporter  # noqa: E402
+
+r = Reporter()
+rng = np.random.default_rng(20261202)
+
+
+def check(name, cond, why=""):
+    r.report(name, "" if cond else (why or "failed"))
+
+
+def stored(x, dtype):
+    """x as the pool stores it, widened back to float32."""
+    x = np.asarray(x, np.float32)
+    if dtype == "float16":
+        return x.astype(np.float16).astype(np.float32)
+    if dtype == "bfloat16":
+        return torch.from_numpy(x.copy()).to(torch.bfloat16).to(torch.float32).numpy()
+    return x
+
+
+def torch_attend(q, k, v):
+    """PyTorch float64 attention of q (L, Hq, E) over k (Hk, S, E), v (Hk, S, Ev),
+    bottom-right causal, GQA by repeat_interleave: out (L, Hq, Ev)."""
+    tq = torch.from_numpy(q.astype(np.float64)).transpose(0, 1)
+    tk, tv = (torch.from_numpy(a.astype(np.float64)).repeat_interleave(q.shape[1] // a.shape[0], 0) for a in (k, v))
+    L, S = tq.shape[1], tk.shape[1]
+    s = tq @ tk.transpose(1, 2) / np.sqrt(q.shape[2])
+    allowed = torch.arange(S)[None, :] <= torch.arange(L)[:, None] + (S - L)
+    s = s.masked_fill(~allowed, float("-inf"))
+    return (s.softmax(-1) @ tv).transpose(0, 1).numpy()
+
+
+def program(dtype, P, pages, steps):
+    H, E, Ev, Hq = 2, 8, 4, 4
+    pool = attn.KVPages(heads=H, key_dim=E, value_dim=Ev, num_pages=pages, max_sequences=5, page_size=P, dtype=dtype)
+    copy = {}  # id -> (k (H, n, E), v (H, n, Ev)) as stored
+    worst, counts, why = 0.0, {"full": 0, "fork": 0, "attend": 0}, ""
+    for step in range(steps):
+        op = rng.integers(0, 10)
+        live = sorted(copy)
+        try:
+            if op == 0 or not live:
+                if len(live) == 5:
+                    try:
+                        pool.create()
+                        return "create in a full pool succeeded", worst, counts
+                    except attn.FullError:
+                        counts["full"] += 1
+                else:
+                    copy[pool.create()] = (np.zeros((H, 0, E), np.float32), np.zeros((H, 0, Ev), np.float32))
+            elif op == 1 and len(live) < 5:
+                parent = int(rng.choice(live))
+                copy[pool.fork(parent)] = tuple(a.copy() for a in copy[parent])
+                counts["fork"] += 1
+            elif op <= 5:
+                seqs = [s for s in live if rng.random() < 0.6]
+                ks = [rng.standard_normal((int(rng.integers(0, P + 3)), H, E)).astype(np.float32) for _ in seqs]
+                vs = [rng.standard_normal((a.shape[0], H, Ev)).astype(np.float32) for a in ks]
+                before = pool.memory.tobytes()
+                try:
+                    pool.append(seqs, ks, vs)
+                except attn.FullError:
+                    counts["full"] += 1
+                    if pool.memory.tobytes() != before:
+                        return "a full append changed the pool", worst, counts
+                    continue
+                for s, k, v in zip(seqs, ks, vs):
+                    ck, cv = copy[s]
+                    copy[s] = (np.concatenate([ck, stored(k, dtype).transpose(1, 0, 2)], 1),
+                               np.concatenate([cv, stored(v, dtype).transpose(1, 0, 2)], 1))
+            elif op <= 6:
+                s = int(rng.choice(live))
+                n = int(rng.integers(0, copy[s][0].shape[1] + 1))
+                pool.truncate(s, n)
+                copy[s] = (copy[s][0][:, :n], copy[s][1][:, :n])
+            elif op == 7:
+                s = int(rng.choice(live))
+                pool.free(s)
+                del copy[s]
+            else:
+                seqs = [s for s in live if copy[s][0].shape[1] and rng.random() < 0.7]
+                qs = [rng.standard_normal((int(rng.integers(1, 5)), Hq, E)).astype(np.float32) for _ in seqs]
+                outs = pool.attend(seqs, qs)
+                counts["attend"] += 1
+                for s, q, out in zip(seqs, qs, outs):
+                    k, v = copy[s]
+                    ref = torch_attend(q, k, v)
+                    worst = max(worst, float(np.abs(out - ref).max() / max(np.abs(ref).max(), 1e-30)))
+                    same = attn.sdpa(q.transpose(1, 0, 2), stored(k, dtype), stored(v, dtype), causal="bottom-right")
+                    if dtype == "float16":  # the contiguous call with keys stored as the pool stores them
+                        same = attn.sdpa(q.transpose(1, 0, 2), k.astype(np.float16), v.astype(np.float16),
+                                         causal="bottom-right")
+                    if dtype != "bfloat16" and not np.array_equal(same.transpose(1, 0, 2), out):
+                        return "step %d: attend differs from attn.sdpa on the copy" % step, worst, counts
+        except attn.AttnError as e:
+            return "step %d: %s: %s" % (step, type(e).__name__, e), worst, counts
+        for s in copy:
+            k, v = pool.gather(s)
+            if not (np.array_equal(k, copy[s][0]) and np.array_equal(v, copy[s][1])):
+                return "step %d: sequence %d differs from its copy" % (step, s), worst, counts
+        held = sum(pool.page_refs(p) > 0 for p in range(pages))
+        if held + pool.free_pages != pages:
+            return "step %d: %d pages held and %d free of %d" % (step, held, pool.free_pages, pages), worst, counts
+    for s in list(copy):
+        pool.free(s)
+    if pool.free_pages != pages:
+        return "%d of %d pages free after freeing everything" % (pool.free_pages, pages), worst, counts
+    return why, worst, counts
+
+
+for dtype in ("float32", "float16", "bfloat16"):
+    for P, pages, steps in ((16, 20, 250), (256, 4, 120)):
+        why, worst, counts = program(dtype, P, pages, steps)
+        name = "kv_pages_random_program_%s_page_%d" % (dtype, P)
+        if not why and (counts["full"] == 0 or counts["fork"] == 0 or counts["attend"] == 0):
+            why = "the program never filled the pool, forked or attended: %s" % counts
+        check(name, not why, why)
+        check(name + "_attend_vs_torch_float64", worst <= 2e-5, "error %.3g" % worst)
+
+# Packed arrays with offsets give what the lists give; lse as attn.sdpa's.
+pa = attn.KVPages(heads=2, key_dim=8, value_dim=4, num_pages=8, max_sequences=4, page_size=16)
+pb = attn.KVPages(heads=2, key_dim=8, value_dim=4, num_pages=8, max_sequences=4, page_size=16)
+ids = [pa.create(), pa.create()]
+[pb.create(), pb.create()]
+ks = [rng.standard_normal((n, 2, 8)).astype(np.float32) for n in (5, 19)]
+vs = [rng.standard_normal((n, 2, 4)).astype(np.float32) for n in (5, 19)]
+pa.append(ids, ks, vs)
+pb.append(ids[::-1], np.concatenate(ks[::-1]), np.concatenate(vs[::-1]), cu_seqlens=[0, 19, 24])
+qs = [rng.standard_normal((n, 4, 8)).astype(np.float32) for n in (2, 3)]
+outs, lses = pa.attend(ids, qs, return_lse=True)
+packed_out, packed_lse = pb.attend(ids, np.concatenate(qs), cu_seqlens_q=[0, 2, 5], return_lse=True)
+want = [attn.sdpa(q.transpose(1, 0, 2), *pa.gather(s), causal="bottom-right", return_lse=True) for s, q in zip(ids, qs)]
+check("kv_pages_python_packed_equals_lists",
+      all(np.array_equal(pa.gather(s)[0], pb.gather(s)[0]) for s in ids) and
+      np.array_equal(np.concatenate(outs), packed_out) and np.array_equal(np.concatenate(lses), packed_lse))
+check("kv_pages_python_lse_as_sdpa", all(np.array_equal(o, w[0].transpose(1, 0, 2)) and
+                                         np.array_equal(l, w[1].T) for o, l, w in zip(outs, lses, want)))
+
+# Errors: each its class, the pool's bytes unchanged.
+pool = attn.KVPages(heads=1, key_dim=4, num_pages=2, max_sequences=2, page_size=16)
+a = pool.create()
+pool.append(a, np.ones((20, 1, 4), np.float32), np.ones((20, 1, 4), np.float32))
+b = pool.fork(a)
+before = pool.memory.tobytes()
+
+
+def refused(name, cls, call):
+    try:
+        call()
+        check(name, False, "no error")
+    except cls as e:
+        check(name, pool.memory.tobytes() == before and str(e), "the pool changed")
+    except Exception as e:  # noqa: BLE001 - any other class is the failure reported
+        check(name, False, "%s: %s" % (type(e).__name__, e))
+
+
+two = np.ones((2, 1, 4), np.float32)
+refused("kv_pages_python_full_pool", attn.FullError, lambda: pool.append([a, b], [two, two], [two, two]))
+refused("kv_pages_python_no_free_id", attn.FullError, pool.create)
+refused("kv_pages_python_unknown_sequence", attn.ArgumentError, lambda: pool.truncate(7, 0))
+refused("kv_pages_python_same_sequence_twice", attn.ArgumentError, lambda: pool.append([a, a], [two, two], [two, two]))
+refused("kv_pages_python_wrong_heads", attn.ShapeError, lambda: pool.append(a, np.ones((1, 2, 4), np.float32),
+                                                                           np.ones((1, 2, 4), np.float32)))
+refused("kv_pages_python_float64_keys", attn.DtypeError, lambda: pool.append(a, np.ones((1, 1, 4)), np.ones((1, 1, 4))))
+refused("kv_pages_python_truncate_past_the_end", attn.ArgumentError, lambda: pool.truncate(a, 21))
+pool.free(b)
+before = pool.memory.tobytes()
+refused("kv_pages_python_freed_sequence", attn.ArgumentError, lambda: pool.attend(b, np.ones((1, 1, 4), np.float32)))
+check("kv_pages_python_pages_and_length", pool.length(a) == 20 and list(pool.pages(a)) == [0, 1] and
+      pool.page_refs(0) == 1 and pool.free_pages == 0, "%s %s" % (pool.length(a), pool.pages(a)))
+print("# kv pages from python: %d passed, %d failed" % (r.passed, r.failed))
+sys.exit(1 if r.failed else 0)
