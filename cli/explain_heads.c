@@ -13,7 +13,7 @@ enum { MAX_HEADS = 3, DK = ATTN_TOY_D_K, DM = ATTN_TOY_D_MODEL };
 
 static const attn_toy_head HEADS[MAX_HEADS] = {ATTN_TOY_WIRED, ATTN_TOY_WHERE, ATTN_TOY_RANDOM};
 static const char *const QUESTION[MAX_HEADS] = {"who did it? verbs look for animals, prepositions for things",
-                                                "where? verbs and prepositions look for places",
+                                                "where? verbs and prepositions look for places, nouns for prepositions",
                                                 "untrained: random weights, no question in particular"};
 
 /* W_O (N·d_v, d_model): each wired head's value features go back to the X

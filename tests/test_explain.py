@@ -138,6 +138,52 @@ def test_story():
         str(sorted(j)))
 
 
+# The patterns the explainer promises, "adjectives find their nouns, verbs find
+# animals, prepositions find things", and the "where?" head's, on the example
+# sentences that the page and docs/explainer.md use. Each row: options, sentence,
+# head (0 the wired head, 1 the "where?" head of --heads 2), and for each asking
+# word the words it must find. Without positions two words with the same features
+# get the same key, so "fox" and "dog" tie exactly and both are named; with RoPE
+# the word-order head must pick the word's own noun alone.
+PATTERNS = [
+    ((), "the cat sat on the mat", 0, {"sat": {"cat"}, "on": {"mat"}}),
+    ((), "the quick brown fox jumped over the lazy dog", 0,
+     {"quick": {"fox", "dog"}, "brown": {"fox", "dog"}, "lazy": {"fox", "dog"}, "jumped": {"fox", "dog"},
+      "over": {"fox", "dog"}}),
+    ((), "my dog chased a ball in the park", 0, {"chased": {"dog"}, "in": {"park"}}),
+    ((), "my dog chased a ball", 0, {"chased": {"dog"}}),
+    ((), "the big dog chased a ball", 0, {"big": {"dog", "ball"}, "chased": {"dog"}}),
+    ((), "the big red ball", 0, {"big": {"ball"}, "red": {"ball"}}),
+    ((), "the cat sat on the mat", 1, {"sat": {"mat"}, "on": {"mat"}, "cat": {"on"}, "mat": {"on"}}),
+    ((), "my dog chased a ball in the park", 1,
+     {"chased": {"park"}, "in": {"park"}, "dog": {"in"}, "ball": {"in"}, "park": {"in"}}),
+    ((), "the quick brown fox jumped over the lazy dog", 1, {"fox": {"over"}, "dog": {"over"}}),
+    (("--positions", "rope"), "the quick brown fox jumped over the lazy dog", 0,
+     {"quick": {"fox"}, "brown": {"fox"}, "lazy": {"dog"}, "jumped": {"fox"}, "over": {"dog"}}),
+    (("--positions", "rope"), "my dog chased a ball in the park", 0, {"chased": {"dog"}, "in": {"park"}}),
+    (("--positions", "rope"), "the cat sat on the mat", 0, {"sat": {"cat"}, "on": {"mat"}}),
+]
+PATTERN_MARGIN = 2.5  # each word named outweighs every word not named 2.5 times (sat -> cat: e^0.96 = 2.6)
+
+
+def test_patterns():
+    """Each example shows its pattern with the largest weight by a clear margin:
+    every word the pattern names outweighs every other word PATTERN_MARGIN times."""
+    for extra, sentence, head, want in PATTERNS:
+        j = explain_json(*extra, *(("--heads", "2") if head else ()), sentence)
+        h = j["heads"][head] if head else j
+        w, words = mat(h, "weights"), sentence.split()
+        bad = []
+        for word, targets in want.items():
+            row = w[words.index(word)]
+            named = [row[i] for i, t in enumerate(words) if t in targets]
+            other = max(row[i] for i, t in enumerate(words) if t not in targets)
+            if min(named) < PATTERN_MARGIN * other:
+                bad.append(f"{word}: named {min(named):.3f} < {PATTERN_MARGIN} x {other:.3f}")
+        name = "_".join(["pattern", "where" if head else "who"] + [a.strip("-") for a in extra] + words)
+        report(name, not bad, "; ".join(bad))
+
+
 def test_rows_and_numpy():
     cases = [(), ("--causal",), ("--no-scale",), ("--random-head",), ("--mode", "dot"),
              ("--mode", "average"), ("--mode", "average", "--causal"), ("--random-head", "--causal")]
@@ -642,6 +688,7 @@ def test_errors():
 
 def main():
     test_story()
+    test_patterns()
     test_rows_and_numpy()
     test_api_agreement()
     test_random_head_prng()

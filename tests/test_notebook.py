@@ -54,7 +54,7 @@ want_lines = {
     "scores_4_16_12_plain": "plain softmax:      0.000 0.982 0.018",
     "scores_4_16_12_scaled": "divided by sqrt(3): 0.001 0.909 0.090",
     "toy_sat_finds_cat": "sat -> cat  40%",
-    "toy_on_finds_mat": "on -> mat  46%",
+    "toy_on_finds_mat": "on -> mat  61%",
     "causal_nothing_above_the_diagonal": "above the diagonal: 0.0",
     "where_head_chased_park": "where? chased -> park",
     "rope_quick_fox": "with RoPE: quick -> fox",
