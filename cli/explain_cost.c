@@ -55,25 +55,34 @@ int cli_explain_cost(void) {
            "Keeping the score matrix, as the textbook formula does, would take T^2 memory too;\n"
            "the streaming kernel keeps only blocks of it, whatever T is.\n\n",
            attn_isa());
-    printf("%8s  %12s  %16s  %24s\n", "T", "time", "T x T scores", "what the kernel keeps");
+    printf("%8s  %11s  %10s  %12s  %14s  %14s\n", "T", "time", "time ratio", "ns per score", "T x T scores",
+           "kernel keeps");
     double prev = 0;
     for (size_t i = 0; i < sizeof SIZES / sizeof SIZES[0]; i++) {
         double ms;
         size_t kept;
         int code = cost_row(SIZES[i], &ms, &kept);
         if (code) return code;
-        char full[32], keep[32];
+        char full[32], keep[32], ratio[16] = "-"; /* the first row has none above it */
         human(full, sizeof full, 4.0 * (double)SIZES[i] * (double)SIZES[i]);
         human(keep, sizeof keep, (double)kept);
-        printf("%8lld  %9.3f ms  %16s  %24s", (long long)SIZES[i], ms, full, keep);
-        if (prev > 0) printf("   time x%.1f", ms / prev);
-        printf("\n");
+        if (prev > 0) snprintf(ratio, sizeof ratio, "x%.1f", ms / prev);
+        /* A causal head computes the scores on and below the diagonal. */
+        double scores = (double)SIZES[i] * (double)(SIZES[i] + 1) / 2;
+        printf("%8lld  %8.3f ms  %10s  %12.2f  %14s  %14s\n", (long long)SIZES[i], ms, ratio, 1e6 * ms / scores, full,
+               keep);
         prev = ms;
     }
-    printf("\nEach row has 4x the tokens of the one before: 16x the scores, so about 16x the time\n"
-           "once T is large (small T is dominated by fixed costs). The kernel's memory stops\n"
-           "growing: it holds one block of queries and one of keys at a time, more than the\n"
-           "whole matrix for a short text and a vanishing part of it for a long one.\n"
+    printf("\ntime ratio: this row's time over the row above's. Each row has 4x the tokens, so\n"
+           "16x the scores: if the time followed the scores alone, every ratio would be x16.\n"
+           "The measured ratios fall short of it where fixed costs (setting up, packing the\n"
+           "keys, waking the threads) are a large part of a small T's time, and where a larger\n"
+           "T keeps more of the machine's threads busy; they come near x16 once T is large.\n"
+           "ns per score: the time over the T(T+1)/2 scores of a causal head, which would be\n"
+           "the same on every row if the time grew exactly as T^2.\n"
+           "kernel keeps: its workspace (attn_sdpa_workspace_size). It stops growing: it holds\n"
+           "one block of queries and one of keys at a time, more than the whole matrix for a\n"
+           "short text and a vanishing part of it for a long one.\n"
            "Measured on this machine, now; the times vary from run to run.\n");
     return 0;
 }

@@ -435,15 +435,30 @@ def attn_ids(word):
 
 def test_cost():
     """--cost: measured time and memory at growing T; the T x T matrix grows as T^2,
-    what the kernel keeps stops growing."""
+    what the kernel keeps stops growing; each ratio says what it measures: the time
+    over the row above's, against the x16 that T^2 predicts, and ns per score."""
     r = run("explain", "--cost")
     rows = [l.split() for l in r.stdout.splitlines() if re.match(r"^\s+\d+\s+[\d.]+ ms", l)]
-    full = [" ".join(row[3:5]) for row in rows]
-    kept = [float(row[5]) * {"B": 1, "KiB": 2 ** 10, "MiB": 2 ** 20, "GiB": 2 ** 30}[row[6]] for row in rows]
+    rows = [row for row in rows if len(row) == 9 and re.match(r"^(-|x[\d.]+)$", row[3])]  # T, time, ratio, ns, sizes
+    full = [" ".join(row[5:7]) for row in rows]
+    kept = [float(row[7]) * {"B": 1, "KiB": 2 ** 10, "MiB": 2 ** 20, "GiB": 2 ** 30}[row[8]] for row in rows]
     times = [float(row[1]) for row in rows]
     report("explain_cost_rows", r.returncode == 0 and [int(row[0]) for row in rows] == [64, 256, 1024, 4096, 16384] and
            full == ["16.0 KiB", "256.0 KiB", "4.0 MiB", "64.0 MiB", "1.0 GiB"] and kept[-1] <= 1.5 * kept[-2] and
            kept[-1] < 2 ** 30 / 100 and times[-1] > times[0], r.stdout)
+    # Each printed ratio is this row's time over the row above's, each ns per
+    # score the time over T(T+1)/2, within what the printed digits allow (times
+    # to 0.0005 ms, ratios to 0.05, ns to 0.005), and the text names both.
+    def ratio_ok(i):
+        q = times[i] / times[i - 1]
+        return abs(float(rows[i][3][1:]) - q) <= 0.05 + q * (0.0005 / times[i] + 0.0005 / times[i - 1])
+    ratios_ok = len(rows) == 5 and rows[0][3] == "-" and all(ratio_ok(i) for i in range(1, 5))
+    per_score_ok = len(rows) == 5 and all(
+        abs(float(row[4]) - 1e6 * float(row[1]) / (int(row[0]) * (int(row[0]) + 1) / 2)) <=
+        0.005 + 1e6 * 0.0005 / (int(row[0]) * (int(row[0]) + 1) / 2) for row in rows)
+    report("explain_cost_ratios_say_what_they_measure", ratios_ok and per_score_ok and
+           "time ratio: this row's time over the row above's" in r.stdout and "every ratio would be x16" in r.stdout
+           and "ns per score: the time over the T(T+1)/2 scores" in r.stdout, r.stdout)
 
 
 def test_scale_by_d_model():
