@@ -5,6 +5,7 @@
  * This is what `make run` shows. */
 #include "attn_teach.h"
 #include "cli.h"
+#include "text.h"
 
 #include <math.h>
 #include <string.h>
@@ -14,16 +15,26 @@ static const char *const SIX_WORDS[6] = {"Your", "journey", "starts", "with", "o
 static double SIX_X[6][3] = {{0.43, 0.15, 0.89}, {0.55, 0.87, 0.66}, {0.57, 0.85, 0.64},
                              {0.22, 0.58, 0.33}, {0.77, 0.25, 0.10}, {0.05, 0.80, 0.55}};
 
+/* A titled matrix m (rows, cols), at most 6 x 6, to 4 decimals, in blocks of
+ * columns when the terminal is narrower. */
 static void print_matrix(const char *title, const double *m, int rows, int cols,
                          const char *const *row_labels, const char *const *col_labels) {
-    printf("%s\n%9s", title, "");
-    for (int c = 0; c < cols; c++) printf(" %8s", col_labels ? col_labels[c] : "");
-    printf("\n");
+    enum { MAX = 6, CELL = 16 };
+    char text[MAX][MAX][CELL];
+    const char *head[1 + MAX], *cells[MAX * (1 + MAX)];
+    int width[1 + MAX];
+    cli_prose(stdout, 0, 3, "%s", title);
+    head[0] = "", width[0] = 9;
+    for (int c = 0; c < cols; c++) head[1 + c] = col_labels[c], width[1 + c] = 8;
     for (int r = 0; r < rows; r++) {
-        printf("%9s", row_labels ? row_labels[r] : "");
-        for (int c = 0; c < cols; c++) printf(" %8.4f", m[r * cols + c]);
-        printf("\n");
+        cells[r * (1 + cols)] = row_labels[r];
+        for (int c = 0; c < cols; c++) {
+            snprintf(text[r][c], CELL, "%.4f", m[r * cols + c]);
+            cells[r * (1 + cols) + 1 + c] = text[r][c];
+        }
     }
+    cli_table t = {1 + cols, rows, 1, width, NULL, head, cells};
+    cli_print_table(stdout, &t);
     printf("\n");
 }
 
@@ -114,31 +125,36 @@ int cmd_demo(int argc, char **argv) {
     int code;
 
     puts("Self-attention, computed by libattn\n"
-         "===================================\n\n"
-         "1. Plain averaging: each token's context is the average of all of them\n"
-         "   Information mixes, but nothing decides who matters: one blend for all.\n");
+         "===================================\n");
+    cli_prose(stdout, 0, 3, "1. Plain averaging: each token's context is the average of all of them");
+    cli_prose(stdout, 3, 3, "Information mixes, but nothing decides who matters: one blend for all.");
+    printf("\n");
     print_matrix("X, one row per token (6, 3):", &SIX_X[0][0], 6, 3, SIX_WORDS, FEATS);
     if ((code = averaging())) return code;
 
-    puts("2. Weights from dot products (no projections, no scaling)\n"
-         "   q = k = v = X, scale = 1: weights = softmax(X X^T), context = weights X\n");
+    cli_prose(stdout, 0, 3, "2. Weights from dot products (no projections, no scaling)");
+    cli_prose(stdout, 3, 3, "q = k = v = X, scale = 1: weights = softmax(X X^T), context = weights X");
+    printf("\n");
     if ((code = attend(context, weights, &SIX_X[0][0], &SIX_X[0][0], &SIX_X[0][0], 6, 6, 3, 3, 1.0,
                        ATTN_CAUSAL_NONE)))
         return code;
     print_matrix("weights = softmax(X X^T), each row sums to 1 (6, 6):", weights, 6, 6, SIX_WORDS,
                  SIX_WORDS);
     print_matrix("context = weights X (6, 3):", context, 6, 3, SIX_WORDS, FEATS);
-    printf("   The context vector of \"journey\" is [%.4f, %.4f, %.4f].\n\n", context[3],
-           context[4], context[5]);
+    cli_prose(stdout, 3, 3, "The context vector of \"journey\" is [%.4f, %.4f, %.4f].", context[3], context[4],
+              context[5]);
+    printf("\n");
 
-    puts("3. A causal mask: each token sees only itself and the tokens before it\n");
+    cli_prose(stdout, 0, 3, "3. A causal mask: each token sees only itself and the tokens before it");
+    printf("\n");
     if ((code = attend(context, weights, &SIX_X[0][0], &SIX_X[0][0], &SIX_X[0][0], 6, 6, 3, 3, 1.0,
                        ATTN_CAUSAL_TOP_LEFT)))
         return code;
     print_matrix("causal weights (6, 6): zero above the diagonal", weights, 6, 6, SIX_WORDS,
                  SIX_WORDS);
 
-    puts("4. Why divide by sqrt(d_k): one row of scores [4, 16, 12] with d_k = 3\n");
+    cli_prose(stdout, 0, 3, "4. Why divide by sqrt(d_k): one row of scores [4, 16, 12] with d_k = 3");
+    printf("\n");
     /* One query [1] against keys [4], [16], [12]: the scores are the keys. With
      * v the identity, the output row is the weights themselves. */
     double q[1] = {1}, k[3] = {4, 16, 12}, eye[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, w[3], out[3];
@@ -150,14 +166,14 @@ int cmd_demo(int argc, char **argv) {
         return code;
     print_matrix("softmax(scores / sqrt(3)): softer, but the same winner", w, 1, 3, SCALED, COLS);
 
-    puts("5. Attention with trainable weights: Q = X W_Q, K = X W_K, V = X W_V\n"
-         "   Each token gets a query (what it looks for), a key (what it offers) and a\n"
-         "   value (what it hands over), through three matrices that are learned. A\n"
-         "   head of the toy model (8 features per word, d_k = 4) starts from random\n"
-         "   W_Q, W_K, W_V and learns from sentences that each verb must take its\n"
-         "   subject's features (attn train):\n");
+    cli_prose(stdout, 0, 3, "5. Attention with trainable weights: Q = X W_Q, K = X W_K, V = X W_V");
+    cli_prose(stdout, 3, 3, "Each token gets a query (what it looks for), a key (what it offers) and a value (what "
+              "it hands over), through three matrices that are learned. A head of the toy model (8 features per "
+              "word, d_k = 4) starts from random W_Q, W_K, W_V and learns from sentences that each verb must take "
+              "its subject's features (attn train):");
+    printf("\n");
     if ((code = trainable())) return code;
-    puts("Run `attn explain` for every matrix of a head, `attn train` for the training.\n"
-         "Run `attn sdpa --help` to compute attention on your own .npy files.");
+    cli_prose(stdout, 0, 0, "Run `attn explain` for every matrix of a head, `attn train` for the training. Run "
+              "`attn sdpa --help` to compute attention on your own .npy files.");
     return 0;
 }

@@ -70,9 +70,11 @@ static int print_json(const explain_model *m, attn_explain *ex, const attn_expla
 static void print_text(const explain_args *a, const explain_model *m, attn_explain *ex, int heads, double *concat,
                        double *wo, double *out, cli_colours colour) {
     char **keys = m->src_tokens ? m->src_tokens : m->tokens;
-    printf("Multi-head attention: %d heads read the same words, each asking its own question\n", heads);
+    cli_prose(stdout, 0, 3, "Multi-head attention: %d heads read the same words, each asking its own question",
+              heads);
     for (int h = 0; h < heads; h++) {
-        printf("\n== head %d of %d: %s\n", h + 1, heads, QUESTION[h]);
+        printf("\n");
+        cli_prose(stdout, 0, 3, "== head %d of %d: %s", h + 1, heads, QUESTION[h]);
         if (!a->step || strcmp(a->step, "weights") == 0) {
             explain_heading("weights", m->n, ex[h].n_keys, NULL);
             explain_weights_matrix(ex[h].weights, m->n, ex[h].n_keys, m->tokens, keys, a->causal, colour);
