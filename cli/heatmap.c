@@ -125,7 +125,11 @@ void cli_print_legend(FILE *f, cli_palette palette, cli_colours colours) {
         fprintf(f, " %+5.2f ", t[i]);
         if (colours) fputs("\x1b[0m", f);
     }
-    fputs(palette == CLI_DIVERGING ? "  x the largest |value| of the matrix\n" : "  x the largest weight\n", f);
+    /* The swatches take 11 + 5 x 8 columns; what they are multiples of goes
+     * after them, or under them when the line has no room for it. */
+    const char *unit = palette == CLI_DIVERGING ? "x the largest |value| of the matrix" : "x the largest weight";
+    if (11 + 5 * 8 + 2 + cli_display_width(unit) <= cli_width(f)) fprintf(f, "  %s\n", unit);
+    else fprintf(f, "\n   %s\n", unit);
 }
 
 void cli_print_bar(FILE *f, double fraction, int width) {

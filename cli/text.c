@@ -67,10 +67,15 @@ void cli_prose(FILE *f, int indent, int hang, const char *fmt, ...) {
     if (text != small) free(text);
 }
 
-/* s right-aligned in w columns (longer: as it is). */
-static void put_cell(FILE *f, const char *s, int w) {
+/* s right-aligned in w columns (longer: as it is). The spaces before it wait
+ * in *pending until something visible follows, so that no line ends in
+ * spaces (a header's empty cells). */
+static void put_cell(FILE *f, const char *s, int w, int *pending) {
     int sw = cli_display_width(s);
-    fprintf(f, "%*s%s", sw < w ? w - sw : 0, "", s ? s : "");
+    *pending += sw < w ? w - sw : 0;
+    if (sw == 0) return;
+    fprintf(f, "%*s%s", *pending, "", s);
+    *pending = 0;
 }
 
 /* Columns c0 .. c1 - 1 of t after its key: the labels, then each row. */
@@ -78,11 +83,12 @@ static void print_block(FILE *f, const cli_table *t, int c0, int c1) {
     for (int line = 0; line < t->head_lines + t->rows; line++) {
         bool head = line < t->head_lines;
         const char *const *cell = head ? t->head + line * t->cols : t->cells + (line - t->head_lines) * t->cols;
-        put_cell(f, cell[0], t->width[0]);
+        int pending = 0;
+        put_cell(f, cell[0], t->width[0], &pending);
         for (int j = c0; j < c1; j++) {
-            if (t->group && (t->group[j] || j == c0)) fputs(" |", f);
-            fputc(' ', f);
-            put_cell(f, cell[j], t->width[j]);
+            if (t->group && (t->group[j] || j == c0)) fprintf(f, "%*s |", pending, ""), pending = 0;
+            pending++;
+            put_cell(f, cell[j], t->width[j], &pending);
         }
         fputc('\n', f);
     }

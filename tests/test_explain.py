@@ -630,6 +630,75 @@ def test_width():
                (len(blocks) >= 2) == (cols < 90) and len(values) == 10, f"{len(blocks)} blocks, {values}")
 
 
+# Every command whose text the terminal's width shapes: prose, matrices and tables.
+FIT_COMMANDS = [
+    ("explain",), ("explain", "--causal"), ("explain", "--mode", "dot"), ("explain", "--mode", "average"),
+    ("explain", "--heads", "3", "my dog chased a ball in the park"), ("explain", "--positions", "sinusoidal"),
+    ("explain", "--positions", "rope", "the quick brown fox jumped over the lazy dog"),
+    ("explain", "--source", "my dog chased a ball in the park", "the cat sat"), ("explain", "--tied"),
+    ("explain", "--scale-by", "d_model"), ("explain", "--trained"), ("explain", "--score", "additive"),
+    ("explain", "--vocab"), ("explain", "--cost"), ("scaling", "--queries", "100", "--dims", "4,16,64,256,1024"),
+    ("scaling", "--variance", "--queries", "500"), ("train", "--steps", "50"), ("demo",),
+]
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+BLOCK_HEADER = re.compile(r"^\s*columns \d+ to \d+ of \d+$")
+
+
+def run_pty(args, cols):
+    """The command on a real terminal (a pty) `cols` wide, COLUMNS unset, so the
+    width comes from the terminal itself: its output, colours stripped."""
+    import fcntl, struct, termios
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, cols, 0, 0))
+    e = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "NO_COLOR")}
+    p = subprocess.Popen([ATTN, *args], stdin=slave, stdout=slave, stderr=slave, cwd=TMP, env=e)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 1 << 16)
+        except OSError:  # EIO: the command has closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    # The terminal turns "\n" into "\r\n"; a lone "\r" goes back over a progress
+    # line (attn scaling's "measuring d = ..." on stderr), so only what follows it shows.
+    text = ANSI.sub("", out.decode("utf-8", "replace").replace("\r\n", "\n"))
+    return p.wait(), "\n".join(line.split("\r")[-1] for line in text.split("\n"))
+
+
+def words_of(text):
+    """The words of text that hold a letter (measured numbers differ from run to
+    run), without the lines that only a narrow table adds."""
+    return {w for line in text.splitlines() if not BLOCK_HEADER.match(line) for w in line.split()
+            if re.search(r"[A-Za-z]", w) and not re.match(r"^x[\d.]+$", w)}  # not a measured ratio, x12.5
+
+
+def test_terminal_width():
+    """Every command's prose and tables fit the terminal's width, from COLUMNS or,
+    unset, from the terminal itself (a pty): no line is wider, and no word is
+    broken (every word of the narrow text is a word of the same text 10,000
+    columns wide)."""
+    for args in FIT_COMMANDS:
+        # The same text, wide: a terminal shows colours and their legend, a pipe does not.
+        wide = {"columns": words_of(run(*args, env={"COLUMNS": "10000"}).stdout), "pty": words_of(run_pty(args, 10000)[1])}
+        for cols in (60, 80):
+            for how in ("columns", "pty"):
+                if how == "pty":
+                    code, out = run_pty(args, cols)
+                else:
+                    r = run(*args, env={"COLUMNS": str(cols)})
+                    code, out = r.returncode, r.stdout
+                long = [l for l in out.splitlines() if len(l) > cols]
+                broken = sorted(words_of(out) - wide[how])
+                name = "_".join(["fits", how, str(cols)] + [a.strip("-") for a in args[:3]])
+                report(name, code == 0 and not long and not broken and out.strip(),
+                       f"exit {code}; {len(long)} lines wider than {cols}, e.g. {long[:1]}; words not in the wide "
+                       f"text: {broken[:8]}")
+
+
 def test_modes_own_words():
     """Each mode introduces itself and ends with its own formula; only qkv scales."""
     for mode, formula in (("dot", "softmax(X X^T) X"), ("average", "(1/n) sum_j x_j")):
@@ -722,6 +791,7 @@ def main():
     test_learner_text()
     test_modes_own_words()
     test_width()
+    test_terminal_width()
     test_tied_and_lookup()
     test_cost()
     test_scale_by_d_model()
