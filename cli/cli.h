@@ -3,6 +3,7 @@
 #define ATTN_CLI_H
 
 #include "attn.h"
+#include "text.h"
 
 #include <stdbool.h>
 #include <stdio.h>

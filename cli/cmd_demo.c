@@ -114,7 +114,8 @@ static int trainable(void) {
 int cmd_demo(int argc, char **argv) {
     if (argc > 1) {
         if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-            puts("usage: attn demo\n\nPrints the first worked examples (six words, from plain averaging to\nattention with trainable weights), computed by libattn.");
+            cli_print_usage(stdout, "usage: attn demo\n\nPrints the first worked examples (six words, from plain "
+                                    "averaging to\nattention with trainable weights), computed by libattn.\n");
             return 0;
         }
         return cli_error(EXIT_USAGE, "attn demo takes no arguments, got '%s'", argv[1]);

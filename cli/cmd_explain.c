@@ -149,7 +149,7 @@ static int parse_args(int argc, char **argv, explain_args *a) {
     for (int i = 1; i < argc && !code;) {
         const char *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            fputs(EXPLAIN_USAGE, stdout);
+            cli_print_usage(stdout, EXPLAIN_USAGE);
             explain_print_vocabulary_words();
             return -1;
         } else if (strcmp(arg, "--vocab") == 0) {

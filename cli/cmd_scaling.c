@@ -66,7 +66,7 @@ static int parse_args(int argc, char **argv, args *a) {
     for (int i = 1; i < argc && !code;) {
         const char *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            fputs(SCALING_USAGE, stdout);
+            cli_print_usage(stdout, SCALING_USAGE);
             return -1;
         } else if (cli_option(argc, argv, &i, NULL, "--dims", &dims, &code) ||
                    cli_option(argc, argv, &i, NULL, "--queries", &queries, &code) ||

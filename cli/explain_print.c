@@ -9,7 +9,10 @@
 
 /* The toy's vocabulary, wrapped under a heading (for --help). */
 void explain_print_vocabulary_words(void) {
-    printf("\nthe toy's vocabulary (%d words; attn explain --vocab shows their features):\n ", attn_toy_vocab_size());
+    printf("\n");
+    cli_prose(stdout, 0, 3, "the toy's vocabulary (%d words; attn explain --vocab shows their features):",
+              attn_toy_vocab_size());
+    printf(" ");
     int col = 1;
     for (int id = 0; id < attn_toy_vocab_size(); id++) {
         const char *w = attn_toy_word(id);

@@ -31,6 +31,32 @@ static int span_width(const char *s, size_t n) {
     return w;
 }
 
+/* The words of text[0..n) reflowed to width, after `col` columns already on
+ * the line (0: none yet): the first line starts with `indent` spaces, the
+ * others with `hang`; a blank line in text ends a paragraph. Ends the line. */
+static void reflow(FILE *f, int width, int col, int indent, int hang, const char *text, size_t n) {
+    bool first = true;
+    for (const char *p = text, *end = text + n; p < end;) {
+        if (*p == ' ' || *p == '\n') { /* a blank line (two newlines) ends the paragraph */
+            const char *q = p;
+            int newlines = 0;
+            for (; q < end && (*q == ' ' || *q == '\n'); q++) newlines += *q == '\n';
+            if (newlines >= 2 && col && q < end) fputs("\n\n", f), col = 0, first = true;
+            p = q;
+            continue;
+        }
+        size_t len = 0;
+        while (p + len < end && p[len] != ' ' && p[len] != '\n') len++;
+        int w = span_width(p, len), lead = first ? indent : hang;
+        if (col && col + 1 + w > width) fputc('\n', f), col = 0, first = false, lead = hang;
+        if (col) fputc(' ', f), col++;
+        else fprintf(f, "%*s", lead, ""), col = lead;
+        fwrite(p, 1, len, f);
+        col += w, p += len;
+    }
+    fputc('\n', f);
+}
+
 void cli_prose(FILE *f, int indent, int hang, const char *fmt, ...) {
     char small[1024], *text = small;
     va_list ap;
@@ -44,27 +70,49 @@ void cli_prose(FILE *f, int indent, int hang, const char *fmt, ...) {
         vsnprintf(text, (size_t)n + 1, fmt, ap);
         va_end(ap);
     }
-    int width = cli_width(f), col = 0; /* col 0: nothing on this line yet */
-    bool first = true;
-    for (const char *p = text; *p;) {
-        if (*p == ' ' || *p == '\n') { /* a blank line (two newlines) ends the paragraph */
-            const char *q = p;
-            int newlines = 0;
-            for (; *q == ' ' || *q == '\n'; q++) newlines += *q == '\n';
-            if (newlines >= 2 && col && q[0]) fputs("\n\n", f), col = 0, first = true;
-            p = q;
-            continue;
-        }
-        size_t len = strcspn(p, " \n");
-        int w = span_width(p, len), lead = first ? indent : hang;
-        if (col && col + 1 + w > width) fputc('\n', f), col = 0, first = false, lead = hang;
-        if (col) fputc(' ', f), col++;
-        else fprintf(f, "%*s", lead, ""), col = lead;
-        fwrite(p, 1, len, f);
-        col += w, p += len;
-    }
-    fputc('\n', f);
+    reflow(f, cli_width(f), 0, indent, hang, text, (size_t)n);
     if (text != small) free(text);
+}
+
+/* Where an entry's description starts: after the line's leading spaces, its
+ * option (or command) and a gap of two spaces or more ("  --step NAME   show
+ * one step"); 0 when the line is not one. */
+static size_t description_column(const char *line, size_t n) {
+    size_t i = 0;
+    while (i < n && line[i] == ' ') i++;
+    if (i == 0 || i == n) return 0;
+    for (; i + 1 < n; i++)
+        if (line[i] == ' ' && line[i + 1] == ' ') {
+            while (i < n && line[i] == ' ') i++;
+            return i < n ? i : 0;
+        }
+    return 0;
+}
+
+void cli_print_usage(FILE *f, const char *text) {
+    int width = cli_width(f);
+    const char *p = text;
+    while (*p) {
+        size_t n = strcspn(p, "\n"), desc = description_column(p, n), indent = strspn(p, " ");
+        const char *next = p + n + (p[n] == '\n');
+        if (n == 0) {
+            fputc('\n', f);
+        } else if (desc) { /* an option and its description, with the lines under it that continue it */
+            const char *end = next;
+            while (*end && strspn(end, " ") >= desc && end[strspn(end, " ")] != '\n') end += strcspn(end, "\n") + 1;
+            fwrite(p, 1, desc - 1, f); /* the gap's last space comes back before the first word */
+            reflow(f, width, span_width(p, desc - 1), (int)desc, (int)desc, p + desc, (size_t)(end - (p + desc)));
+            next = end;
+        } else if (indent) { /* an example or a list: one line, continued further in */
+            reflow(f, width, 0, (int)indent, (int)indent + 4, p + indent, n - indent);
+        } else { /* a paragraph: up to the next blank or indented line */
+            const char *end = next;
+            while (*end && *end != '\n' && *end != ' ') end += strcspn(end, "\n") + (end[strcspn(end, "\n")] == '\n');
+            reflow(f, width, 0, 0, 0, p, (size_t)(end - p));
+            next = end;
+        }
+        p = next;
+    }
 }
 
 /* s right-aligned in w columns (longer: as it is). The spaces before it wait

@@ -27,6 +27,13 @@ void cli_prose(FILE *f, int indent, int hang, const char *fmt, ...)
 #endif
     ;
 
+/* A command's help, reflowed to cli_width(f): a paragraph as prose; an
+ * option line ("  --step NAME   what it does") with the lines under it
+ * that continue its description, with the description reflowed in its
+ * column; any other indented line (an example) on its own, continued
+ * further in when too long; blank lines kept. */
+void cli_print_usage(FILE *f, const char *text);
+
 /* A table of preformatted cells, printed right-aligned. Column 0 is the
  * key (say d, or the word): wider than cli_width(f), the table is printed
  * in blocks of columns one under another, each starting with the key, and

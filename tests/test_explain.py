@@ -639,6 +639,8 @@ FIT_COMMANDS = [
     ("explain", "--scale-by", "d_model"), ("explain", "--trained"), ("explain", "--score", "additive"),
     ("explain", "--vocab"), ("explain", "--cost"), ("scaling", "--queries", "100", "--dims", "4,16,64,256,1024"),
     ("scaling", "--variance", "--queries", "500"), ("train", "--steps", "50"), ("demo",),
+    ("--help",), ("explain", "--help"), ("scaling", "--help"), ("train", "--help"), ("sdpa", "--help"),
+    ("mha", "--help"), ("demo", "--help"),
 ]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 BLOCK_HEADER = re.compile(r"^\s*columns \d+ to \d+ of \d+$")
@@ -693,7 +695,7 @@ def test_terminal_width():
                     code, out = r.returncode, r.stdout
                 long = [l for l in out.splitlines() if len(l) > cols]
                 broken = sorted(words_of(out) - wide[how])
-                name = "_".join(["fits", how, str(cols)] + [a.strip("-") for a in args[:3]])
+                name = "_".join(["fits", how, str(cols)] + [a.strip("-") for a in args[:3]]).replace(" ", "_")
                 report(name, code == 0 and not long and not broken and out.strip(),
                        f"exit {code}; {len(long)} lines wider than {cols}, e.g. {long[:1]}; words not in the wide "
                        f"text: {broken[:8]}")
