@@ -641,6 +641,7 @@ FIT_COMMANDS = [
     ("scaling", "--variance", "--queries", "500"), ("train", "--steps", "50"), ("demo",),
     ("--help",), ("explain", "--help"), ("scaling", "--help"), ("train", "--help"), ("sdpa", "--help"),
     ("mha", "--help"), ("demo", "--help"),
+    ("sdpa", "-q", "wide.npy", "-k", "wide.npy", "-v", "wide.npy"), ("sdpa", "-q", "big.npy", "-k", "big.npy", "-v", "big.npy"),
 ]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 BLOCK_HEADER = re.compile(r"^\s*columns \d+ to \d+ of \d+$")
@@ -683,6 +684,9 @@ def test_terminal_width():
     unset, from the terminal itself (a pty): no line is wider, and no word is
     broken (every word of the narrow text is a word of the same text 10,000
     columns wide)."""
+    rng = np.random.default_rng(0)  # tensors printed as NumPy does, rows continued on the next line
+    np.save(os.path.join(TMP, "wide.npy"), rng.standard_normal((2, 3, 16)))
+    np.save(os.path.join(TMP, "big.npy"), rng.standard_normal((40, 50)))
     for args in FIT_COMMANDS:
         # The same text, wide: a terminal shows colours and their legend, a pipe does not.
         wide = {"columns": words_of(run(*args, env={"COLUMNS": "10000"}).stdout), "pty": words_of(run_pty(args, 10000)[1])}
@@ -695,7 +699,7 @@ def test_terminal_width():
                     code, out = r.returncode, r.stdout
                 long = [l for l in out.splitlines() if len(l) > cols]
                 broken = sorted(words_of(out) - wide[how])
-                name = "_".join(["fits", how, str(cols)] + [a.strip("-") for a in args[:3]]).replace(" ", "_")
+                name = "_".join(["fits", how, str(cols)] + [a.strip("-") for a in args[:3]]).replace(" ", "_").replace(".npy", "")
                 report(name, code == 0 and not long and not broken and out.strip(),
                        f"exit {code}; {len(long)} lines wider than {cols}, e.g. {long[:1]}; words not in the wide "
                        f"text: {broken[:8]}")
