@@ -99,7 +99,10 @@ void cli_print_usage(FILE *f, const char *text) {
             fputc('\n', f);
         } else if (desc) { /* an option and its description, with the lines under it that continue it */
             const char *end = next;
-            while (*end && strspn(end, " ") >= desc && end[strspn(end, " ")] != '\n') end += strcspn(end, "\n") + 1;
+            while (*end && strspn(end, " ") >= desc && end[strspn(end, " ")] != '\n') {
+                end += strcspn(end, "\n");
+                end += *end == '\n';
+            }
             fwrite(p, 1, desc - 1, f); /* the gap's last space comes back before the first word */
             reflow(f, width, span_width(p, desc - 1), (int)desc, (int)desc, p + desc, (size_t)(end - (p + desc)));
             next = end;
@@ -107,7 +110,10 @@ void cli_print_usage(FILE *f, const char *text) {
             reflow(f, width, 0, (int)indent, (int)indent + 4, p + indent, n - indent);
         } else { /* a paragraph: up to the next blank or indented line */
             const char *end = next;
-            while (*end && *end != '\n' && *end != ' ') end += strcspn(end, "\n") + (end[strcspn(end, "\n")] == '\n');
+            while (*end && *end != '\n' && *end != ' ') {
+                end += strcspn(end, "\n");
+                end += *end == '\n';
+            }
             reflow(f, width, 0, 0, 0, p, (size_t)(end - p));
             next = end;
         }
