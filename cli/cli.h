@@ -3,6 +3,7 @@
 #define ATTN_CLI_H
 
 #include "attn.h"
+#include "text.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -53,6 +54,11 @@ const char *cli_shape(char *buf, size_t size, const attn_tensor *t);
 
 /* Name of a dtype as NumPy says it: "float32", "float64", "bool". */
 const char *cli_dtype_name(attn_dtype dtype);
+
+/* Word i's label, malloc'd (NULL when out of memory): the word, and when
+ * words[0..n) has it more than once, which occurrence it is as a subscript
+ * ("the₁", "the₂"), so that repeated words and their ties can be told apart. */
+char *cli_word_label(const char *const *words, int n, int i);
 
 /* Print a tensor in a NumPy-like layout, summarising large arrays with "...". */
 void cli_print_tensor(FILE *f, const attn_tensor *t);

@@ -1,6 +1,11 @@
 /* cmd_demo.c -- `attn demo`: the first worked examples, computed by the
- * library and printed with labels. This is what `make run` shows. */
+ * library and printed with labels, in the order the story tells them: plain
+ * averaging, weights from dot products, a causal mask, the division by
+ * sqrt(d_k), and attention with trainable weights (a head that learns).
+ * This is what `make run` shows. */
+#include "attn_teach.h"
 #include "cli.h"
+#include "text.h"
 
 #include <math.h>
 #include <string.h>
@@ -10,16 +15,26 @@ static const char *const SIX_WORDS[6] = {"Your", "journey", "starts", "with", "o
 static double SIX_X[6][3] = {{0.43, 0.15, 0.89}, {0.55, 0.87, 0.66}, {0.57, 0.85, 0.64},
                              {0.22, 0.58, 0.33}, {0.77, 0.25, 0.10}, {0.05, 0.80, 0.55}};
 
+/* A titled matrix m (rows, cols), at most 6 x 6, to 4 decimals, in blocks of
+ * columns when the terminal is narrower. */
 static void print_matrix(const char *title, const double *m, int rows, int cols,
                          const char *const *row_labels, const char *const *col_labels) {
-    printf("%s\n%9s", title, "");
-    for (int c = 0; c < cols; c++) printf(" %8s", col_labels ? col_labels[c] : "");
-    printf("\n");
+    enum { MAX = 6, CELL = 16 };
+    char text[MAX][MAX][CELL];
+    const char *head[1 + MAX], *cells[MAX * (1 + MAX)];
+    int width[1 + MAX];
+    cli_prose(stdout, 0, 3, "%s", title);
+    head[0] = "", width[0] = 9;
+    for (int c = 0; c < cols; c++) head[1 + c] = col_labels[c], width[1 + c] = 8;
     for (int r = 0; r < rows; r++) {
-        printf("%9s", row_labels ? row_labels[r] : "");
-        for (int c = 0; c < cols; c++) printf(" %8.4f", m[r * cols + c]);
-        printf("\n");
+        cells[r * (1 + cols)] = row_labels[r];
+        for (int c = 0; c < cols; c++) {
+            snprintf(text[r][c], CELL, "%.4f", m[r * cols + c]);
+            cells[r * (1 + cols) + 1 + c] = text[r][c];
+        }
     }
+    cli_table t = {1 + cols, rows, 1, width, NULL, head, cells};
+    cli_print_table(stdout, &t);
     printf("\n");
 }
 
@@ -43,10 +58,64 @@ static int attend(double *out, double *weights, double *q, double *k, double *v,
     return 0;
 }
 
+/* Plain averaging, by the library's explainer in mode average: every weight
+ * is 1/6, so every token gets the same context vector. */
+static int averaging(void) {
+    attn_explain_input in = {6, 3, 3, 3, &SIX_X[0][0], NULL, NULL, NULL, ATTN_EXPLAIN_AVERAGE, 0, 0, 0,
+                             ATTN_EXPLAIN_NO_POSITIONS, NULL, 0};
+    attn_explain ex;
+    attn_error err;
+    if (attn_explain_run(&ex, &in, &err)) return cli_error(EXIT_DATA, "%s", err.message);
+    static const char *const FEATS[3] = {"x0", "x1", "x2"};
+    print_matrix("weights: every token gives every token 1/6 (6, 6):", ex.weights, 6, 6, SIX_WORDS, SIX_WORDS);
+    print_matrix("context = the average of the rows of X, the same for every token (6, 3):", ex.output, 6, 3,
+                 SIX_WORDS, FEATS);
+    attn_explain_free(&ex);
+    return 0;
+}
+
+/* sat's row of a head's causal weights on "the cat sat on the mat", after
+ * training that head for `steps` steps (attn_train_head, seed 1). */
+static int trained_row(double row[6], const double *x, int steps) {
+    attn_train_options o = attn_train_options_default();
+    o.steps = steps;
+    double wq[ATTN_TOY_D_MODEL * ATTN_TOY_D_K], wk[ATTN_TOY_D_MODEL * ATTN_TOY_D_K], wv[ATTN_TOY_D_MODEL * ATTN_TRAIN_D_V];
+    attn_error err;
+    if (attn_train_head(wq, wk, wv, NULL, NULL, &o, &err)) return cli_error(EXIT_DATA, "%s", err.message);
+    attn_explain_input in = {6, ATTN_TOY_D_MODEL, ATTN_TOY_D_K, ATTN_TRAIN_D_V, x, wq, wk, wv, ATTN_EXPLAIN_QKV, 1, 0,
+                             0, ATTN_EXPLAIN_NO_POSITIONS, NULL, 0};
+    attn_explain ex;
+    if (attn_explain_run(&ex, &in, &err)) return cli_error(EXIT_DATA, "%s", err.message);
+    memcpy(row, ex.weights + 2 * 6, 6 * sizeof(double)); /* row 2: sat */
+    attn_explain_free(&ex);
+    return 0;
+}
+
+/* Attention with trainable weights: Q = X W_Q, K = X W_K, V = X W_V, and
+ * W_Q, W_K, W_V learned from sentences by attn_train_head. sat's weights
+ * after one step and after the default 1000. */
+static int trainable(void) {
+    static const char *const WORDS[6] = {"the", "cat", "sat", "on", "the", "mat"};
+    static const char *const ROWS[2] = {"step 1", "step 1000"};
+    attn_toy_token tokens[6];
+    int n;
+    double x[6 * ATTN_TOY_D_MODEL], rows[2][6];
+    attn_error err;
+    if (attn_toy_tokenize(tokens, 6, &n, "the cat sat on the mat", &err) || attn_toy_embed(x, tokens, n, &err))
+        return cli_error(EXIT_DATA, "%s", err.message);
+    int code = trained_row(rows[0], x, 1);
+    if (!code) code = trained_row(rows[1], x, 1000);
+    if (!code)
+        print_matrix("sat's weights (causal) after 1 step and after 1000 steps of training:", &rows[0][0], 2, 6, ROWS,
+                     WORDS);
+    return code;
+}
+
 int cmd_demo(int argc, char **argv) {
     if (argc > 1) {
         if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-            puts("usage: attn demo\n\nPrints the first worked examples (six words, from plain averaging to\nattention with trainable weights), computed by libattn.");
+            cli_print_usage(stdout, "usage: attn demo\n\nPrints the first worked examples (six words, from plain "
+                                    "averaging to\nattention with trainable weights), computed by libattn.\n");
             return 0;
         }
         return cli_error(EXIT_USAGE, "attn demo takes no arguments, got '%s'", argv[1]);
@@ -57,27 +126,36 @@ int cmd_demo(int argc, char **argv) {
     int code;
 
     puts("Self-attention, computed by libattn\n"
-         "===================================\n\n"
-         "1. Weights from dot products (no projections, no scaling)\n"
-         "   q = k = v = X, scale = 1: weights = softmax(X X^T), context = weights X\n");
+         "===================================\n");
+    cli_prose(stdout, 0, 3, "1. Plain averaging: each token's context is the average of all of them");
+    cli_prose(stdout, 3, 3, "Information mixes, but nothing decides who matters: one blend for all.");
+    printf("\n");
     print_matrix("X, one row per token (6, 3):", &SIX_X[0][0], 6, 3, SIX_WORDS, FEATS);
+    if ((code = averaging())) return code;
+
+    cli_prose(stdout, 0, 3, "2. Weights from dot products (no projections, no scaling)");
+    cli_prose(stdout, 3, 3, "q = k = v = X, scale = 1: weights = softmax(X X^T), context = weights X");
+    printf("\n");
     if ((code = attend(context, weights, &SIX_X[0][0], &SIX_X[0][0], &SIX_X[0][0], 6, 6, 3, 3, 1.0,
                        ATTN_CAUSAL_NONE)))
         return code;
     print_matrix("weights = softmax(X X^T), each row sums to 1 (6, 6):", weights, 6, 6, SIX_WORDS,
                  SIX_WORDS);
     print_matrix("context = weights X (6, 3):", context, 6, 3, SIX_WORDS, FEATS);
-    printf("   The context vector of \"journey\" is [%.4f, %.4f, %.4f].\n\n", context[3],
-           context[4], context[5]);
+    cli_prose(stdout, 3, 3, "The context vector of \"journey\" is [%.4f, %.4f, %.4f].", context[3], context[4],
+              context[5]);
+    printf("\n");
 
-    puts("2. A causal mask: each token sees only itself and the tokens before it\n");
+    cli_prose(stdout, 0, 3, "3. A causal mask: each token sees only itself and the tokens before it");
+    printf("\n");
     if ((code = attend(context, weights, &SIX_X[0][0], &SIX_X[0][0], &SIX_X[0][0], 6, 6, 3, 3, 1.0,
                        ATTN_CAUSAL_TOP_LEFT)))
         return code;
     print_matrix("causal weights (6, 6): zero above the diagonal", weights, 6, 6, SIX_WORDS,
                  SIX_WORDS);
 
-    puts("3. Why divide by sqrt(d_k): one row of scores [4, 16, 12] with d_k = 3\n");
+    cli_prose(stdout, 0, 3, "4. Why divide by sqrt(d_k): one row of scores [4, 16, 12] with d_k = 3");
+    printf("\n");
     /* One query [1] against keys [4], [16], [12]: the scores are the keys. With
      * v the identity, the output row is the weights themselves. */
     double q[1] = {1}, k[3] = {4, 16, 12}, eye[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, w[3], out[3];
@@ -88,6 +166,15 @@ int cmd_demo(int argc, char **argv) {
     if ((code = attend(out, w, q, k, eye, 1, 3, 1, 3, 1.0 / sqrt(3.0), ATTN_CAUSAL_NONE)))
         return code;
     print_matrix("softmax(scores / sqrt(3)): softer, but the same winner", w, 1, 3, SCALED, COLS);
-    puts("Run `attn sdpa --help` to compute attention on your own .npy files.");
+
+    cli_prose(stdout, 0, 3, "5. Attention with trainable weights: Q = X W_Q, K = X W_K, V = X W_V");
+    cli_prose(stdout, 3, 3, "Each token gets a query (what it looks for), a key (what it offers) and a value (what "
+              "it hands over), through three matrices that are learned. A head of the toy model (8 features per "
+              "word, d_k = 4) starts from random W_Q, W_K, W_V and learns from sentences that each verb must take "
+              "its subject's features (attn train):");
+    printf("\n");
+    if ((code = trainable())) return code;
+    cli_prose(stdout, 0, 0, "Run `attn explain` for every matrix of a head, `attn train` for the training. Run "
+              "`attn sdpa --help` to compute attention on your own .npy files.");
     return 0;
 }

@@ -149,7 +149,7 @@ static int parse_args(int argc, char **argv, explain_args *a) {
     for (int i = 1; i < argc && !code;) {
         const char *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            fputs(EXPLAIN_USAGE, stdout);
+            cli_print_usage(stdout, EXPLAIN_USAGE);
             explain_print_vocabulary_words();
             return -1;
         } else if (strcmp(arg, "--vocab") == 0) {
@@ -262,25 +262,6 @@ static int load_embeddings(const explain_args *a, explain_model *m) {
     return 0;
 }
 
-/* Word i's label: the word, and when the sentence has it more than once,
- * which occurrence it is as a subscript ("the₁", "the₂"), so that repeated
- * words and their ties can be told apart. */
-static char *position_label(const attn_toy_token *tok, int n, int i) {
-    const char *word = attn_toy_word(tok[i].id);
-    int count = 0, nth = 0;
-    for (int j = 0; j < n; j++) count += tok[j].id == tok[i].id, nth += j <= i && tok[j].id == tok[i].id;
-    char *label = malloc(strlen(word) + 3 * 3 + 1); /* up to three subscript digits (64 words) */
-    if (!label) return NULL;
-    strcpy(label, word);
-    if (count < 2) return label;
-    char digits[16], *end = label + strlen(label);
-    snprintf(digits, sizeof digits, "%d", nth % 1000);
-    for (const char *d = digits; *d; d++) /* U+2080 + digit: E2 82 80+digit */
-        *end++ = (char)0xe2, *end++ = (char)0x82, *end++ = (char)(0x80 + (*d - '0'));
-    *end = '\0';
-    return label;
-}
-
 /* A sentence of the toy's words: its X, labels and ids (ids may be NULL). */
 static int read_sentence(const explain_args *a, const char *text, const char *what, int *n, double **X, char ***labels,
                          int **ids) {
@@ -292,7 +273,9 @@ static int read_sentence(const explain_args *a, const char *text, const char *wh
     *labels = calloc((size_t)*n, sizeof **labels);
     if (!*X || !*labels) return cli_error(EXIT_DATA, "out of memory");
     /* The text labels repeated words by position; the JSON keeps the words. */
-    for (int i = 0; i < *n; i++) (*labels)[i] = a->json ? strdup(attn_toy_word(tok[i].id)) : position_label(tok, *n, i);
+    const char *words[ATTN_TOY_MAX_TOKENS];
+    for (int i = 0; i < *n; i++) words[i] = attn_toy_word(tok[i].id);
+    for (int i = 0; i < *n; i++) (*labels)[i] = a->json ? strdup(words[i]) : cli_word_label(words, *n, i);
     attn_toy_embed(*X, tok, *n, NULL);
     if (ids && (*ids = malloc(sizeof(int) * (size_t)*n)))
         for (int i = 0; i < *n; i++) (*ids)[i] = tok[i].id;

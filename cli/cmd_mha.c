@@ -144,7 +144,7 @@ static int parse(int argc, char **argv, mha_args *a) {
     for (int i = 1; i < argc && !code;) {
         const char *val = NULL, *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            fputs(MHA_USAGE, stdout);
+            cli_print_usage(stdout, MHA_USAGE);
             return -1;
         } else if (cli_option(argc, argv, &i, "-x", "--input", &a->x, &code) ||
                    cli_option(argc, argv, &i, NULL, "--key", &a->key, &code) ||

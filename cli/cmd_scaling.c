@@ -3,6 +3,7 @@
  * attn_scaling_measure; this file prints them as a table, JSON or an SVG. */
 #include "attn_teach.h"
 #include "cli.h"
+#include "text.h"
 
 #include <errno.h>
 #include <math.h>
@@ -29,16 +30,28 @@ static const char SCALING_USAGE[] =
     "  --svg FILE       also draw the score histograms, raw beside scaled\n"
     "  -h, --help       show this help\n";
 
-static const char DEFINITIONS[] =
-    "spread: standard deviation of the scores q.k (raw), q.k / sqrt(d) (scaled) and\n"
-    "     q.k / d (about 1/sqrt(d): 0.125 at d = 64, so small the softmax is nearly flat).\n"
-    "top: mean over queries of the largest softmax weight, for the raw scores,\n"
-    "     the scores / sqrt(d) and the scores / d.\n"
-    "grad: the Frobenius norm ||diag(p) - p p^T||_F of the softmax's Jacobian for\n"
-    "     each query's weights p, its mean and median over queries. Near 0, almost\n"
-    "     no gradient flows back to W_Q and W_K: the softmax has saturated.\n";
+enum { MAX_DIMS = 16, MAX_CELLS = MAX_DIMS * 11 };
 
-enum { MAX_DIMS = 16 };
+/* What the table's columns measure, one paragraph each. */
+static const char *const DEFINITIONS[] = {
+    "spread: standard deviation of the scores q.k (raw), q.k / sqrt(d) (scaled) and q.k / d (about 1/sqrt(d): "
+    "0.125 at d = 64, so small the softmax is nearly flat).",
+    "top: mean over queries of the largest softmax weight, for the raw scores, the scores / sqrt(d) and the "
+    "scores / d.",
+    "grad: the Frobenius norm ||diag(p) - p p^T||_F of the softmax's Jacobian for each query's weights p, its "
+    "mean and median over queries. Near 0, almost no gradient flows back to W_Q and W_K: the softmax has "
+    "saturated."};
+
+/* A table of rows x cols cells, each formatted into its own 24 bytes. */
+enum { CELL = 24 };
+static void print_cells(int cols, int rows, const int *width, const bool *group, const char *const *head,
+                        const char (*text)[CELL]) {
+    const char *cells[MAX_CELLS];
+    for (int i = 0; i < rows * cols && i < MAX_CELLS; i++) cells[i] = text[i];
+    cli_table t = {cols, rows, 2, width, group, head, cells};
+    cli_print_table(stdout, &t);
+}
+
 
 typedef struct args {
     int dims[MAX_DIMS], n_dims, queries, keys;
@@ -53,7 +66,7 @@ static int parse_args(int argc, char **argv, args *a) {
     for (int i = 1; i < argc && !code;) {
         const char *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            fputs(SCALING_USAGE, stdout);
+            cli_print_usage(stdout, SCALING_USAGE);
             return -1;
         } else if (cli_option(argc, argv, &i, NULL, "--dims", &dims, &code) ||
                    cli_option(argc, argv, &i, NULL, "--queries", &queries, &code) ||
@@ -148,53 +161,84 @@ static int train_both(training *t, int d, uint64_t seed) {
 }
 
 static void print_training(const args *a, const training *t) {
-    printf("\nTraining, end to end: `attn train`'s task (a verb must find its subject) with d_k = d,\n"
-           "%d steps of Adam at learning rate %g, from the same initial weights with and without\n"
-           "the division (seed %llu)\n\n",
-           attn_train_options_default().steps, TRAIN_LR, (unsigned long long)a->seed);
-    printf("%6s | %11s %11s | %12s %12s\n", "", "final loss", "final loss", "grad W_Q", "grad W_Q");
-    printf("%6s | %11s %11s | %12s %12s\n", "d", "raw", "/sqrt(d)", "raw", "/sqrt(d)");
+    printf("\n");
+    cli_prose(stdout, 0, 0, "Training, end to end: `attn train`'s task (a verb must find its subject) with d_k = d, "
+              "%d steps of Adam at learning rate %g, from the same initial weights with and without the division "
+              "(seed %llu)", attn_train_options_default().steps, TRAIN_LR, (unsigned long long)a->seed);
+    printf("\n");
+    static const char *const HEAD[2 * 5] = {"", "final loss", "final loss", "grad W_Q", "grad W_Q",
+                                            "d", "raw", "/sqrt(d)", "raw", "/sqrt(d)"};
+    static const int WIDTH[5] = {6, 11, 11, 12, 12};
+    static const bool GROUP[5] = {false, true, false, true, false};
+    char text[MAX_DIMS * 5][CELL];
+    int rows = 0;
     for (int i = 0; i < a->n_dims; i++)
-        if (t[i].done)
-            printf("%6d | %11.4f %11.4f | %12.4g %12.4g\n", a->dims[i], t[i].loss[0], t[i].loss[1], t[i].grad[0],
-                   t[i].grad[1]);
-    printf("\nfinal loss: the mean over the last 10 steps (0 is perfect). grad W_Q: the median of\n"
-           "     |dLoss/dW_Q| over the first 10 steps, the signal that learning starts from.\n");
+        if (t[i].done) {
+            char (*row)[CELL] = text + 5 * rows++;
+            snprintf(row[0], CELL, "%d", a->dims[i]);
+            snprintf(row[1], CELL, "%.4f", t[i].loss[0]), snprintf(row[2], CELL, "%.4f", t[i].loss[1]);
+            snprintf(row[3], CELL, "%.4g", t[i].grad[0]), snprintf(row[4], CELL, "%.4g", t[i].grad[1]);
+        }
+    print_cells(5, rows, WIDTH, GROUP, HEAD, (const char (*)[CELL])text);
+    printf("\n");
+    cli_prose(stdout, 0, 5, "final loss: the mean over the last 10 steps (0 is perfect).");
+    cli_prose(stdout, 0, 5, "grad W_Q: the median of |dLoss/dW_Q| over the first 10 steps, the signal that "
+              "learning starts from.");
 }
 
 static void print_table(const args *a, const attn_scaling_row *rows) {
     if (a->variance) {
-        printf("std of q.k over %d pairs of standard-normal vectors (seed %llu)\n\n", a->queries,
-               (unsigned long long)a->seed);
-        printf("%7s  %16s  %14s  %8s  %10s  %14s\n", "d", "std raw (± s.e.)", "std / sqrt(d)", "sqrt(d)",
-               "var raw", "var scaled");
+        cli_prose(stdout, 0, 0, "std of q.k over %d pairs of standard-normal vectors (seed %llu)", a->queries,
+                  (unsigned long long)a->seed);
+        printf("\n");
+        static const char *const HEAD[2 * 6] = {"", "std raw", "std", "", "", "",
+                                                "d", "(± s.e.)", "/ sqrt(d)", "sqrt(d)", "var raw", "var scaled"};
+        static const int WIDTH[6] = {7, 16, 10, 8, 10, 10};
+        char text[MAX_DIMS * 6][CELL];
         for (int i = 0; i < a->n_dims; i++) {
             /* The standard error of a sample std of q·k over n pairs: q·k has
              * variance d and fourth moment 3d² + 6d, so its sample variance
              * has variance (2d² + 6d) / n, and the std's s.e. is that over 2σ. */
             double d = rows[i].d, se = sqrt((2 * d * d + 6 * d) / a->queries) / (2 * sqrt(d));
-            printf("%7d  %9.2f ± %4.2f  %14.2f  %8.2f  %10.2f  %14.2f\n", rows[i].d, rows[i].spread_raw, se,
-                   rows[i].spread_scaled, sqrt(d), rows[i].spread_raw * rows[i].spread_raw,
-                   rows[i].spread_scaled * rows[i].spread_scaled);
+            char (*row)[CELL] = text + 6 * i;
+            snprintf(row[0], CELL, "%d", rows[i].d);
+            snprintf(row[1], CELL, "%.2f ± %4.2f", rows[i].spread_raw, se);
+            snprintf(row[2], CELL, "%.2f", rows[i].spread_scaled), snprintf(row[3], CELL, "%.2f", sqrt(d));
+            snprintf(row[4], CELL, "%.2f", rows[i].spread_raw * rows[i].spread_raw);
+            snprintf(row[5], CELL, "%.2f", rows[i].spread_scaled * rows[i].spread_scaled);
         }
-        printf("\nThe samples are random, so the stds are too: each is within about two standard\n"
-               "errors (± s.e.) of sqrt(d), and another generator or seed gives other digits.\n");
+        print_cells(6, a->n_dims, WIDTH, NULL, HEAD, (const char (*)[CELL])text);
+        printf("\n");
+        cli_prose(stdout, 0, 0, "The samples are random, so the stds are too: each is within about two standard "
+                  "errors (± s.e.) of sqrt(d), and another generator or seed gives other digits.");
         return;
     }
-    printf("Why divide by sqrt(d): %d random queries, each against its own %d random keys "
-           "(seed %llu)\n\n", a->queries, a->keys, (unsigned long long)a->seed);
-    printf("%6s | %8s %8s %6s | %7s %7s %7s | %9s %9s | %9s %9s\n", "", "spread", "", "", "top", "top",
-           "top", "grad mean", "grad mean", "grad med", "grad med");
-    printf("%6s | %8s %8s %6s | %7s %7s %7s | %9s %9s | %9s %9s\n", "d", "raw", "/sqrt(d)", "/d", "raw",
-           "/sqrt(d)", "/d", "raw", "/sqrt(d)", "raw", "/sqrt(d)");
+    cli_prose(stdout, 0, 0, "Why divide by sqrt(d): %d random queries, each against its own %d random keys (seed %llu)",
+              a->queries, a->keys, (unsigned long long)a->seed);
+    printf("\n");
+    static const char *const HEAD[2 * 12] = {
+        "", "spread", "", "", "top", "top", "top", "grad mean", "grad mean", "grad med", "grad med", "",
+        "d", "raw", "/sqrt(d)", "/d", "raw", "/sqrt(d)", "/d", "raw", "/sqrt(d)", "raw", "/sqrt(d)", ""};
+    static const int WIDTH[11] = {6, 8, 8, 6, 7, 7, 7, 9, 9, 9, 9};
+    static const bool GROUP[11] = {false, true, false, false, true, false, false, true, false, true, false};
+    static const char *head[2 * 11];
+    for (int j = 0; j < 11; j++) head[j] = HEAD[j], head[11 + j] = HEAD[12 + j];
+    char text[MAX_DIMS * 11][CELL];
     for (int i = 0; i < a->n_dims; i++) {
         const attn_scaling_row *r = &rows[i];
+        char (*row)[CELL] = text + 11 * i;
+        snprintf(row[0], CELL, "%d", r->d);
         /* Dividing by d scales the spread by 1/d: sqrt(d)/d = 1/sqrt(d), too small. */
-        printf("%6d | %8.2f %8.3f %6.3f | %7.3f %7.3f %7.3f | %9.4f %9.4f | %9.2e %9.4f\n", r->d,
-               r->spread_raw, r->spread_scaled, r->spread_raw / r->d, r->top_raw, r->top_scaled, r->top_div_d,
-               r->grad_mean_raw, r->grad_mean_scaled, r->grad_median_raw, r->grad_median_scaled);
+        snprintf(row[1], CELL, "%.2f", r->spread_raw), snprintf(row[2], CELL, "%.3f", r->spread_scaled);
+        snprintf(row[3], CELL, "%.3f", r->spread_raw / r->d);
+        snprintf(row[4], CELL, "%.3f", r->top_raw), snprintf(row[5], CELL, "%.3f", r->top_scaled);
+        snprintf(row[6], CELL, "%.3f", r->top_div_d);
+        snprintf(row[7], CELL, "%.4f", r->grad_mean_raw), snprintf(row[8], CELL, "%.4f", r->grad_mean_scaled);
+        snprintf(row[9], CELL, "%.2e", r->grad_median_raw), snprintf(row[10], CELL, "%.4f", r->grad_median_scaled);
     }
-    printf("\n%s", DEFINITIONS);
+    print_cells(11, a->n_dims, WIDTH, GROUP, head, (const char (*)[CELL])text);
+    printf("\n");
+    for (size_t i = 0; i < sizeof DEFINITIONS / sizeof DEFINITIONS[0]; i++) cli_prose(stdout, 0, 5, "%s", DEFINITIONS[i]);
 }
 
 static void print_json(const args *a, const attn_scaling_row *rows, const training *t) {

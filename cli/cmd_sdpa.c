@@ -158,7 +158,7 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
     for (int i = 1; i < argc && !code;) {
         const char *val = NULL, *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            fputs(SDPA_USAGE, stdout);
+            cli_print_usage(stdout, SDPA_USAGE);
             return -1;
         } else if (cli_option(argc, argv, &i, "-q", "--query", &in[0].path, &code) ||
                    cli_option(argc, argv, &i, "-k", "--key", &in[1].path, &code) ||

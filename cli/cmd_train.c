@@ -4,6 +4,7 @@
  * hand-wired head's, and optionally an SVG of the curve or JSON. */
 #include "attn_teach.h"
 #include "cli.h"
+#include "text.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -43,7 +44,7 @@ static int parse_args(int argc, char **argv, args *a) {
     for (int i = 1; i < argc && !code;) {
         const char *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            fputs(TRAIN_USAGE, stdout);
+            cli_print_usage(stdout, TRAIN_USAGE);
             return -1;
         } else if (cli_option(argc, argv, &i, NULL, "--dk", &dk, &code) ||
                    cli_option(argc, argv, &i, NULL, "--steps", &steps, &code) ||
@@ -107,19 +108,27 @@ static int head_weights(attn_explain *ex, const double *x, int n, const double *
     return 0;
 }
 
-static void print_weights(const attn_explain *learned, const attn_explain *wired, const char *const *words, int n) {
-    printf("%8s", "");
-    for (int j = 0; j < n; j++) printf(" %6.6s", words[j]);
-    printf("   |");
-    for (int j = 0; j < n; j++) printf(" %6.6s", words[j]);
-    printf("\n");
-    for (int i = 0; i < n; i++) {
-        printf("%8.8s", words[i]);
-        for (int j = 0; j < n; j++) printf(" %6.3f", learned->weights[i * n + j]);
-        printf("   |");
-        for (int j = 0; j < n; j++) printf(" %6.3f", wired->weights[i * n + j]);
-        printf("\n");
+/* The two heads' weights (n, n) side by side, a group of columns each: the
+ * table puts the hand-wired head's under the learned head's when both do
+ * not fit the terminal. */
+static void print_weights(const attn_explain *learned, const attn_explain *wired, char **words, int n) {
+    enum { MAX = ATTN_TOY_MAX_TOKENS, COLS = 1 + 2 * MAX, CELL = 8 };
+    static char text[MAX][COLS][CELL];
+    static const char *head[2 * COLS], *cells[MAX * COLS];
+    int width[COLS], cols = 1 + 2 * n;
+    bool group[COLS];
+    for (int j = 0; j < cols; j++) {
+        int h = j ? (j - 1) / n : 0, k = j ? (j - 1) % n : 0; /* head h's column k */
+        width[j] = j ? 7 : 8, group[j] = j && k == 0;
+        head[j] = j && k == 0 ? (h ? "wired" : "learned") : "";
+        head[cols + j] = j ? words[k] : "";
+        for (int i = 0; i < n; i++) {
+            if (j) snprintf(text[i][j], CELL, "%.3f", (h ? wired : learned)->weights[i * n + k]);
+            cells[i * cols + j] = j ? text[i][j] : words[i];
+        }
     }
+    cli_table t = {cols, n, 2, width, group, head, cells};
+    cli_print_table(stdout, &t);
 }
 
 /* For each verb of the sentence, where each head looks most. */
@@ -134,9 +143,9 @@ static void print_verdicts(const attn_explain *learned, const attn_explain *wire
         for (int k = 0; k < 2; k++)
             for (int j = 0; j < n; j++)
                 if (h[k]->weights[i * n + j] > h[k]->weights[i * n + best[k]]) best[k] = j;
-        printf("%s attends most to %s (%.2f) in the learned head, to %s (%.2f) in the hand-wired one\n",
-               words[i], words[best[0]], learned->weights[i * n + best[0]], words[best[1]],
-               wired->weights[i * n + best[1]]);
+        cli_prose(stdout, 0, 3, "%s attends most to %s (%.2f) in the learned head, to %s (%.2f) in the hand-wired one",
+                  words[i], words[best[0]], learned->weights[i * n + best[0]], words[best[1]],
+                  wired->weights[i * n + best[1]]);
     }
 }
 
@@ -219,12 +228,18 @@ static int run(const args *a, const attn_toy_token *tokens, int n) {
         print_json(a, loss, gq, w, &learned_ex, words, n);
     } else if (!code) {
         printf("attn train: one head learns to find each verb's subject\n");
-        printf("d_k = %d, scores %s, %d steps of %d sentences, Adam (learning rate %g), seed %llu\n\n", dk,
-               a->o.no_scale ? "not scaled" : "/ sqrt(d_k)", steps, a->o.batch, a->o.learning_rate,
-               (unsigned long long)a->o.seed);
-        printf("loss %8.4f ", loss[0]);
-        sparkline(loss, steps, 60);
-        printf(" %.4g  (log scale)\n", loss[steps - 1]);
+        cli_prose(stdout, 0, 0, "d_k = %d, scores %s, %d steps of %d sentences, Adam (learning rate %g), seed %llu",
+                  dk, a->o.no_scale ? "not scaled" : "/ sqrt(d_k)", steps, a->o.batch, a->o.learning_rate,
+                  (unsigned long long)a->o.seed);
+        printf("\n");
+        /* "loss  first ▇▆...▁ last  (log scale)": the curve takes what the line has left, up to 60. */
+        char first_loss[32], last_loss[32];
+        int used = snprintf(first_loss, sizeof first_loss, "loss %8.4f ", loss[0]) +
+                   snprintf(last_loss, sizeof last_loss, " %.4g  (log scale)", loss[steps - 1]);
+        int room = cli_width(stdout) - used;
+        printf("%s", first_loss);
+        sparkline(loss, steps, room < 60 ? (room < 10 ? 10 : room) : 60);
+        printf("%s\n", last_loss);
         int k = steps < 10 ? steps : 10;
         double first[10];
         memcpy(first, gq, sizeof(double) * (size_t)k);
@@ -233,11 +248,15 @@ static int run(const args *a, const attn_toy_token *tokens, int n) {
                 double t = first[j];
                 first[j] = first[j - 1], first[j - 1] = t;
             }
-        printf("gradient reaching W_Q, median |dLoss/dW_Q| over the first %d steps: %.4g\n\n", k,
-               k % 2 ? first[k / 2] : (first[k / 2 - 1] + first[k / 2]) / 2);
-        printf("attention weights on \"%s\" (causal), learned head | hand-wired head\n",
-               a->sentence ? a->sentence : "the cat sat on the mat");
-        print_weights(&learned_ex, &wired_ex, words, n);
+        cli_prose(stdout, 0, 3, "gradient reaching W_Q, median |dLoss/dW_Q| over the first %d steps: %.4g", k,
+                  k % 2 ? first[k / 2] : (first[k / 2 - 1] + first[k / 2]) / 2);
+        printf("\n");
+        cli_prose(stdout, 0, 3, "attention weights on \"%s\" (causal), the learned head and the hand-wired one",
+                  a->sentence ? a->sentence : "the cat sat on the mat");
+        char *labels[ATTN_TOY_MAX_TOKENS];
+        for (int i = 0; i < n; i++) labels[i] = cli_word_label(words, n, i);
+        print_weights(&learned_ex, &wired_ex, labels, n);
+        for (int i = 0; i < n; i++) free(labels[i]);
         printf("\n");
         print_verdicts(&learned_ex, &wired_ex, tokens, words, n);
     }

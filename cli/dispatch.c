@@ -25,12 +25,12 @@ cli_stage cli_stop = CLI_RUN;
 
 int cli_main(int argc, char **argv) {
     if (argc < 2) {
-        fputs(USAGE, stderr);
+        cli_print_usage(stderr, USAGE);
         return EXIT_USAGE;
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
-        fputs(USAGE, stdout);
+        cli_print_usage(stdout, USAGE);
         return 0;
     }
     if (strcmp(cmd, "--version") == 0) {

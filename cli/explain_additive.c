@@ -56,24 +56,26 @@ int explain_additive(const explain_args *a, const explain_model *m, const attn_e
         attn_softmax_rows(add.weights, s, n, nk, a->causal, &err))
         code = cli_error(EXIT_DATA, "%s", err.message);
     if (!code) {
-        printf("\nA dot product, or a small network?\n"
-               "   Before the Transformer, additive attention scored a pair with a tiny network,\n"
-               "   v . tanh(W1 q + W2 k). Here it scores the same Q and K, with W1 = W2 = I and v = 1:\n");
+        printf("\nA dot product, or a small network?\n");
+        cli_prose(stdout, 3, 3, "Before the Transformer, additive attention scored a pair with a tiny network, "
+                  "v . tanh(W1 q + W2 k). Here it scores the same Q and K, with W1 = W2 = I and v = 1:");
         char **keys = m->src_tokens ? m->src_tokens : m->tokens;
         explain_heading("additive weights = softmax of v . tanh(q + k), row by row", n, nk, NULL);
         explain_weights_matrix(add.weights, n, nk, m->tokens, keys, a->causal, CLI_NO_COLOUR);
         printf("\nwho attends to whom, additive\n");
         explain_summary(m, &add, a->causal);
-        printf("\n   It adds the query and the key before the nonlinearity, so a key that is large\n"
-               "   everywhere scores high with every query: to express \"this query matches this\n"
-               "   key\" it must learn W1, W2 and v. The dot product gets matching for free.\n");
+        printf("\n");
+        cli_prose(stdout, 3, 3, "It adds the query and the key before the nonlinearity, so a key that is large "
+                  "everywhere scores high with every query: to express \"this query matches this key\" it must "
+                  "learn W1, W2 and v. The dot product gets matching for free.");
         double dot_ms = 0, add_ms = 0;
         if (!(code = measure(&dot_ms, &add_ms)))
-            printf("\nThe cost, per pair: the dot product takes d multiply-adds; the network takes, per\n"
-                   "hidden unit, an addition, a tanh and a multiply-add. Measured here, 512 x 512 pairs,\n"
-                   "d = hidden = 64, in double: dot products %.1f ms (attn_scores' exact kernel, plain\n"
-                   "loops; a tuned matrix product is faster still), additive %.1f ms: %.0f times slower.\n",
-                   dot_ms, add_ms, add_ms / dot_ms);
+            printf("\n"),
+            cli_prose(stdout, 0, 0, "The cost, per pair: the dot product takes d multiply-adds; the network takes, "
+                      "per hidden unit, an addition, a tanh and a multiply-add. Measured here, 512 x 512 pairs, d = "
+                      "hidden = 64, in double: dot products %.1f ms (attn_scores' exact kernel, plain loops; a tuned "
+                      "matrix product is faster still), additive %.1f ms: %.0f times slower.",
+                      dot_ms, add_ms, add_ms / dot_ms);
     }
     free(eye), free(s), free(add.weights);
     return code;

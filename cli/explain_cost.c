@@ -4,6 +4,7 @@
  * measures what it keeps instead (attn_sdpa_workspace_size) and how long it
  * takes (attn_sdpa, best of a few runs). */
 #include "cli.h"
+#include "text.h"
 
 #include <stdlib.h>
 #include <time.h>
@@ -49,31 +50,51 @@ static int cost_row(int64_t T, double *ms, size_t *kept) {
 }
 
 int cli_explain_cost(void) {
-    static const int64_t SIZES[] = {64, 256, 1024, 4096, 16384};
-    printf("What attention costs as the text grows (one head, d = 64, f32, causal, %s kernels)\n\n"
-           "Every token scores every token before it: T x T scores. The time grows as T^2.\n"
-           "Keeping the score matrix, as the textbook formula does, would take T^2 memory too;\n"
-           "the streaming kernel keeps only blocks of it, whatever T is.\n\n",
-           attn_isa());
-    printf("%8s  %12s  %16s  %24s\n", "T", "time", "T x T scores", "what the kernel keeps");
+    enum { ROWS = 5, COLS = 6 };
+    static const int64_t SIZES[ROWS] = {64, 256, 1024, 4096, 16384};
+    cli_prose(stdout, 0, 3, "What attention costs as the text grows (one head, d = 64, f32, causal, %s kernels)",
+              attn_isa());
+    printf("\n");
+    cli_prose(stdout, 0, 0, "Every token scores every token before it: T x T scores. The time grows as T^2. "
+              "Keeping the score matrix, as the textbook formula does, would take T^2 memory too; the streaming "
+              "kernel keeps only blocks of it, whatever T is.");
+    printf("\n");
+    static const char *const HEAD[COLS] = {"T", "time", "time ratio", "ns per score", "T x T scores", "kernel keeps"};
+    static const int WIDTH[COLS] = {6, 11, 11, 13, 13, 13};
+    char text[ROWS][COLS][24]; /* each row's cells */
+    const char *cells[ROWS * COLS];
     double prev = 0;
-    for (size_t i = 0; i < sizeof SIZES / sizeof SIZES[0]; i++) {
-        double ms;
-        size_t kept;
+    for (int i = 0; i < ROWS; i++) {
+        double ms = 0;
+        size_t kept = 0;
         int code = cost_row(SIZES[i], &ms, &kept);
         if (code) return code;
-        char full[32], keep[32];
-        human(full, sizeof full, 4.0 * (double)SIZES[i] * (double)SIZES[i]);
-        human(keep, sizeof keep, (double)kept);
-        printf("%8lld  %9.3f ms  %16s  %24s", (long long)SIZES[i], ms, full, keep);
-        if (prev > 0) printf("   time x%.1f", ms / prev);
-        printf("\n");
+        /* A causal head computes the scores on and below the diagonal. */
+        double scores = (double)SIZES[i] * (double)(SIZES[i] + 1) / 2;
+        snprintf(text[i][0], 24, "%lld", (long long)SIZES[i]);
+        snprintf(text[i][1], 24, "%.3f ms", ms);
+        if (prev > 0) snprintf(text[i][2], 24, "x%.1f", ms / prev);
+        else snprintf(text[i][2], 24, "-"); /* the first row has none above it */
+        snprintf(text[i][3], 24, "%.2f", 1e6 * ms / scores);
+        human(text[i][4], 24, 4.0 * (double)SIZES[i] * (double)SIZES[i]);
+        human(text[i][5], 24, (double)kept);
+        for (int j = 0; j < COLS; j++) cells[i * COLS + j] = text[i][j];
         prev = ms;
     }
-    printf("\nEach row has 4x the tokens of the one before: 16x the scores, so about 16x the time\n"
-           "once T is large (small T is dominated by fixed costs). The kernel's memory stops\n"
-           "growing: it holds one block of queries and one of keys at a time, more than the\n"
-           "whole matrix for a short text and a vanishing part of it for a long one.\n"
-           "Measured on this machine, now; the times vary from run to run.\n");
+    cli_table t = {COLS, ROWS, 1, WIDTH, NULL, HEAD, cells};
+    cli_print_table(stdout, &t);
+    printf("\n");
+    cli_prose(stdout, 0, 3, "time ratio: this row's time over the row above's. Each row has 4x the tokens, so 16x "
+              "the scores: if the time followed the scores alone, every ratio would be x16. The measured ratios fall "
+              "short of it where fixed costs (setting up, packing the keys, waking the threads) are a large part of "
+              "a small T's time, and where a larger T keeps more of the machine's threads busy; they come near x16 "
+              "once T is large. A ratio above x16 means the larger T ran slower per score: its data outgrew a "
+              "cache, or other work shared the machine.");
+    cli_prose(stdout, 0, 3, "ns per score: the time over the T(T+1)/2 scores of a causal head, which would be the "
+              "same on every row if the time grew exactly as T^2.");
+    cli_prose(stdout, 0, 3, "kernel keeps: its workspace (attn_sdpa_workspace_size). It stops growing: it holds one "
+              "block of queries and one of keys at a time, more than the whole matrix for a short text and a "
+              "vanishing part of it for a long one.");
+    cli_prose(stdout, 0, 0, "Measured on this machine, now; the times vary from run to run.");
     return 0;
 }

@@ -13,7 +13,7 @@ enum { MAX_HEADS = 3, DK = ATTN_TOY_D_K, DM = ATTN_TOY_D_MODEL };
 
 static const attn_toy_head HEADS[MAX_HEADS] = {ATTN_TOY_WIRED, ATTN_TOY_WHERE, ATTN_TOY_RANDOM};
 static const char *const QUESTION[MAX_HEADS] = {"who did it? verbs look for animals, prepositions for things",
-                                                "where? verbs and prepositions look for places",
+                                                "where? verbs and prepositions look for places, nouns for prepositions",
                                                 "untrained: random weights, no question in particular"};
 
 /* W_O (N·d_v, d_model): each wired head's value features go back to the X
@@ -70,9 +70,11 @@ static int print_json(const explain_model *m, attn_explain *ex, const attn_expla
 static void print_text(const explain_args *a, const explain_model *m, attn_explain *ex, int heads, double *concat,
                        double *wo, double *out, cli_colours colour) {
     char **keys = m->src_tokens ? m->src_tokens : m->tokens;
-    printf("Multi-head attention: %d heads read the same words, each asking its own question\n", heads);
+    cli_prose(stdout, 0, 3, "Multi-head attention: %d heads read the same words, each asking its own question",
+              heads);
     for (int h = 0; h < heads; h++) {
-        printf("\n== head %d of %d: %s\n", h + 1, heads, QUESTION[h]);
+        printf("\n");
+        cli_prose(stdout, 0, 3, "== head %d of %d: %s", h + 1, heads, QUESTION[h]);
         if (!a->step || strcmp(a->step, "weights") == 0) {
             explain_heading("weights", m->n, ex[h].n_keys, NULL);
             explain_weights_matrix(ex[h].weights, m->n, ex[h].n_keys, m->tokens, keys, a->causal, colour);

@@ -9,11 +9,14 @@
 
 /* The toy's vocabulary, wrapped under a heading (for --help). */
 void explain_print_vocabulary_words(void) {
-    printf("\nthe toy's vocabulary (%d words; attn explain --vocab shows their features):\n ", attn_toy_vocab_size());
+    printf("\n");
+    cli_prose(stdout, 0, 3, "the toy's vocabulary (%d words; attn explain --vocab shows their features):",
+              attn_toy_vocab_size());
+    printf(" ");
     int col = 1;
     for (int id = 0; id < attn_toy_vocab_size(); id++) {
         const char *w = attn_toy_word(id);
-        if (col + 1 + (int)strlen(w) > 78) printf("\n "), col = 1;
+        if (col + 1 + (int)strlen(w) > cli_width(stdout) - 2) printf("\n "), col = 1;
         col += printf(" %s", w);
     }
     printf("\n");
@@ -22,22 +25,29 @@ void explain_print_vocabulary_words(void) {
 
 /* --vocab: each word and its row of X, the features it has. */
 void explain_print_vocabulary(void) {
-    printf("The toy model's %d words. Each is a row of X: %d features, 1 where the\n"
-           "word has the feature (in between where it partly has it).\n\n%-8s",
-           attn_toy_vocab_size(), ATTN_TOY_D_MODEL, "word");
-    for (int j = 0; j < ATTN_TOY_D_MODEL; j++) printf(" %6.6s", attn_toy_feature(j));
+    enum { COLS = 1 + ATTN_TOY_D_MODEL, MAX_WORDS = 64 };
+    cli_prose(stdout, 0, 0, "The toy model's %d words. Each is a row of X: %d features, 1 where the word has the "
+              "feature (in between where it partly has it).", attn_toy_vocab_size(), ATTN_TOY_D_MODEL);
     printf("\n");
-    for (int id = 0; id < attn_toy_vocab_size(); id++) {
+    int n = attn_toy_vocab_size() < MAX_WORDS ? attn_toy_vocab_size() : MAX_WORDS;
+    char head[COLS][8], cell[MAX_WORDS][COLS][8]; /* each cell's text: a word, "." or the feature's value */
+    const char *heads[COLS], *cells[MAX_WORDS * COLS];
+    int width[COLS];
+    snprintf(head[0], sizeof head[0], "word");
+    for (int j = 0; j < ATTN_TOY_D_MODEL; j++) snprintf(head[1 + j], sizeof head[0], "%.6s", attn_toy_feature(j));
+    for (int id = 0; id < n; id++) {
         attn_toy_token t = {id, 0, 0};
         double x[ATTN_TOY_D_MODEL];
         attn_toy_embed(x, &t, 1, NULL);
-        printf("%-8s", attn_toy_word(id));
-        for (int j = 0; j < ATTN_TOY_D_MODEL; j++) {
-            if (x[j] == 0) printf(" %6s", ".");
-            else printf(" %6.1f", x[j]);
-        }
-        printf("\n");
+        snprintf(cell[id][0], sizeof cell[id][0], "%.7s", attn_toy_word(id));
+        for (int j = 0; j < ATTN_TOY_D_MODEL; j++)
+            snprintf(cell[id][1 + j], sizeof cell[id][0], x[j] == 0 ? "." : "%.1f", x[j]);
     }
+    for (int j = 0; j < COLS; j++) heads[j] = head[j], width[j] = j ? 6 : 7;
+    for (int id = 0; id < n; id++)
+        for (int j = 0; j < COLS; j++) cells[id * COLS + j] = cell[id][j];
+    cli_table t = {COLS, n, 1, width, NULL, heads, cells};
+    cli_print_table(stdout, &t);
 }
 
 
@@ -46,8 +56,9 @@ void explain_print_vocabulary(void) {
 static bool show(const explain_args *a, const char *step) { return !a->step || strcmp(a->step, step) == 0; }
 
 void explain_heading(const char *title, int rows, int cols, const char *why) {
-    printf("\n%s  (%d, %d)\n", title, rows, cols);
-    if (why) printf("   %s\n", why);
+    printf("\n");
+    cli_prose(stdout, 0, 3, "%s  (%d, %d)", title, rows, cols);
+    if (why) cli_prose(stdout, 3, 3, "%s", why);
 }
 
 void explain_matrix(const double *d, int rows, int cols, char **rl, char **cl, cli_palette p,
@@ -76,15 +87,18 @@ static bool nearly_uniform(const double *row, int n, bool causal, int i) {
 
 /* "sat      -> cat 40% ████  sat 16% █  on 16% █" : the top three per word. */
 void explain_summary(const explain_model *m, const attn_explain *ex, bool causal) {
-    int w = 4, nk = ex->n_keys;
+    int w = 4, nk = ex->n_keys, width = cli_width(stdout);
     char **keys = m->src_tokens ? m->src_tokens : m->tokens; /* cross-attention: the source's words */
     for (int i = 0; i < m->n; i++) w = cli_display_width(m->tokens[i]) > w ? cli_display_width(m->tokens[i]) : w;
     for (int i = 0; i < m->n; i++) {
         const double *row = ex->weights + (size_t)i * nk;
         bool used[ATTN_TOY_MAX_TOKENS] = {false};
         printf("   %s%*s ->", m->tokens[i], w - cli_display_width(m->tokens[i]), "");
-        if (nearly_uniform(row, nk, causal, i)) {
-            printf("  nearly uniform: every word it sees gets %.0f%% (±5)\n", 100.0 / (causal ? i + 1 : nk));
+        int col = 3 + w + 3;
+        if (nearly_uniform(row, nk, causal, i)) { /* the long form when it fits */
+            double share = 100.0 / (causal ? i + 1 : nk);
+            if (col + 52 <= width) printf("  nearly uniform: every word it sees gets %.0f%% (±5)\n", share);
+            else printf("  nearly uniform: %.0f%% each (±5)\n", share);
             continue;
         }
         for (int k = 0; k < 3 && k < nk; k++) {
@@ -93,11 +107,27 @@ void explain_summary(const explain_model *m, const attn_explain *ex, bool causal
                 if (!used[j] && (best < 0 || row[j] > row[best])) best = j;
             used[best] = true;
             if (row[best] <= 0) break;
+            /* "  word NN% " and the bar: an entry that would not fit the line is left out. */
+            long eighths = lround(row[best] * 10 * 8); /* as cli_print_bar draws it */
+            int need = 2 + cli_display_width(keys[best]) + 5 + (int)(eighths / 8 + (eighths % 8 != 0));
+            if (k && col + need > width) break;
+            col += need;
             printf("  %s %2.0f%% ", keys[best], 100 * row[best]);
             cli_print_bar(stdout, row[best], 10);
         }
         printf("\n");
     }
+}
+
+/* words[0..n) (or, when words is NULL, the numbers ids[0..n)) joined by
+ * spaces into buf. */
+static const char *join(char *buf, size_t size, char **words, const int *ids, int n) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && used < size; i++)
+        used += (size_t)(words ? snprintf(buf + used, size - used, "%s%s", i ? " " : "", words[i])
+                               : snprintf(buf + used, size - used, "%s%d", i ? " " : "", ids[i]));
+    return buf;
 }
 
 /* The opening: the story, the tokens, X and the projections. */
@@ -107,43 +137,39 @@ static void print_inputs(const explain_args *a, const explain_model *m, const at
     if (!a->step) {
         printf("Self-attention, step by step\n");
         if (qkv)
-            printf("   mode qkv, head %s, d_model %d, d_k %d%s%s\n", m->head, m->d_model, ex->d_k,
-                   a->causal ? ", causal" : "", a->no_scale ? ", no scaling" : "");
+            cli_prose(stdout, 3, 5, "mode qkv, head %s, d_model %d, d_k %d%s%s", m->head, m->d_model, ex->d_k,
+                      a->causal ? ", causal" : "", a->no_scale ? ", no scaling" : "");
         else
-            printf("   mode %s: %s, d_model %d%s\n", a->mode == ATTN_EXPLAIN_DOT ? "dot" : "average",
-                   a->mode == ATTN_EXPLAIN_DOT ? "weights from X X^T, no projections, no scaling"
-                                               : "every word gets the same weight",
-                   m->d_model, a->causal ? ", causal" : "");
+            cli_prose(stdout, 3, 5, "mode %s: %s, d_model %d%s", a->mode == ATTN_EXPLAIN_DOT ? "dot" : "average",
+                      a->mode == ATTN_EXPLAIN_DOT ? "weights from X X^T, no projections, no scaling"
+                                                  : "every word gets the same weight",
+                      m->d_model, a->causal ? ", causal" : "");
+        printf("\n");
         if (a->mode == ATTN_EXPLAIN_AVERAGE)
-            printf("\n   The simplest way to let words share what they carry: every word receives\n"
-                   "   the plain average of the sentence's vectors. Nothing decides who matters.\n");
+            cli_prose(stdout, 3, 3, "The simplest way to let words share what they carry: every word receives "
+                      "the plain average of the sentence's vectors. Nothing decides who matters.");
         else if (a->mode == ATTN_EXPLAIN_DOT)
-            printf("\n   Let the words themselves decide how much they matter to each other: score\n"
-                   "   every pair by the dot product of their feature vectors (alike words score\n"
-                   "   high), turn each row of scores into weights with a softmax, and blend.\n");
+            cli_prose(stdout, 3, 3, "Let the words themselves decide how much they matter to each other: score "
+                      "every pair by the dot product of their feature vectors (alike words score high), turn "
+                      "each row of scores into weights with a softmax, and blend.");
         else
-            printf("\n   A recurrent network reads one word at a time and must squeeze everything\n"
-                   "   it has read into one memory vector. Attention instead lets every word look\n"
-                   "   straight at every other word in one step: each word asks a question (its\n"
-                   "   query), every word offers a label (its key) and a content (its value).\n"
-                   "   Queries are matched against keys; what a word receives is a blend of the\n"
-                   "   values, mixed in the proportions the matches decide.\n");
+            cli_prose(stdout, 3, 3, "A recurrent network reads one word at a time and must squeeze everything "
+                      "it has read into one memory vector. Attention instead lets every word look straight at "
+                      "every other word in one step: each word asks a question (its query), every word offers "
+                      "a label (its key) and a content (its value). Queries are matched against keys; what a "
+                      "word receives is a blend of the values, mixed in the proportions the matches decide.");
     }
     if (show(a, "tokens")) {
-        printf("\ntokens  (%d)\n  ", n);
-        for (int i = 0; i < n; i++) printf(" %s", m->tokens[i]);
-        printf("\n");
+        char line[ATTN_TOY_MAX_TOKENS * 48]; /* the words (or ids), one after another */
+        printf("\ntokens  (%d)\n", n);
+        cli_prose(stdout, 3, 3, "%s", join(line, sizeof line, m->tokens, NULL, n));
         if (m->src_tokens) { /* cross-attention: the words that are read */
-            printf("source tokens  (%d): keys and values come from these\n  ", m->n_src);
-            for (int i = 0; i < m->n_src; i++) printf(" %s", m->src_tokens[i]);
-            printf("\n");
+            printf("source tokens  (%d): keys and values come from these\n", m->n_src);
+            cli_prose(stdout, 3, 3, "%s", join(line, sizeof line, m->src_tokens, NULL, m->n_src));
         }
-        if (m->ids) { /* the lookup: each word's id is its row of the embedding table */
-            printf("   ids:");
-            for (int i = 0; i < n; i++) printf(" %d", m->ids[i]);
-            printf("   (rows of the embedding table E, %d words x %d features: attn explain --vocab)\n",
-                   attn_toy_vocab_size(), m->d_model);
-        }
+        if (m->ids) /* the lookup: each word's id is its row of the embedding table */
+            cli_prose(stdout, 3, 8, "ids: %s   (rows of the embedding table E, %d words x %d features: attn explain "
+                      "--vocab)", join(line, sizeof line, NULL, m->ids, n), attn_toy_vocab_size(), m->d_model);
     }
     if (show(a, "x")) {
         explain_heading(m->ids ? "X = E[ids]: the table's row for each word, one column per feature"
@@ -183,25 +209,25 @@ static void print_inputs(const explain_args *a, const explain_model *m, const at
 
 /* The closing lines: the mode's formula in one line, and what is missing. */
 static void print_closing(const explain_args *a) {
+    printf("\n");
     if (a->mode == ATTN_EXPLAIN_AVERAGE) {
-        printf("\n   All of it is one line: output_i = the average of the x_j it sees, (1/n) sum_j x_j.\n"
-               "   Every word gets the same blend, whatever it is: nothing is matched. The next\n"
-               "   step, --mode dot, lets each pair's dot product decide the weights.\n");
+        cli_prose(stdout, 3, 3, "All of it is one line: output_i = the average of the x_j it sees, (1/n) sum_j x_j. "
+                  "Every word gets the same blend, whatever it is: nothing is matched. The next step, --mode dot, "
+                  "lets each pair's dot product decide the weights.");
     } else if (a->mode == ATTN_EXPLAIN_DOT) {
-        printf("\n   All of it is one line: output = softmax(X X^T) X, the words' own vectors as\n"
-               "   queries, keys and values. A word matches itself best, and a word's question\n"
-               "   and its answer are the same vector. --mode qkv gives each word three different\n"
-               "   ones through W_Q, W_K and W_V, and divides the scores by sqrt(d_k).\n");
+        cli_prose(stdout, 3, 3, "All of it is one line: output = softmax(X X^T) X, the words' own vectors as queries, "
+                  "keys and values. A word matches itself best, and a word's question and its answer are the same "
+                  "vector. --mode qkv gives each word three different ones through W_Q, W_K and W_V, and divides "
+                  "the scores by sqrt(d_k).");
     } else {
-        printf("\n   All of it is one line: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.\n"
-               "%s"
-               "   One head asks one question per word; real models run many heads at once.\n"
-               "   And these weights were wired by hand, where models learn theirs: `attn train`\n"
-               "   shows a head learning, from sentences, to make each verb look at its subject.\n",
-               a->positions ? "   With positions, word order counts: shuffle the sentence and the weights\n"
-                              "   change, not only their order.\n"
-                            : "   Nothing here knows word order: shuffle the sentence and each word's output\n"
-                              "   only moves with it (--positions sinusoidal or rope adds it).\n");
+        cli_prose(stdout, 3, 3, "All of it is one line: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V. %s One "
+                  "head asks one question per word; real models run many heads at once. And these weights were "
+                  "wired by hand, where models learn theirs: `attn train` shows a head learning, from sentences, "
+                  "to make each verb look at its subject.",
+                  a->positions ? "With positions, word order counts: shuffle the sentence and the weights change, "
+                                 "not only their order."
+                               : "Nothing here knows word order: shuffle the sentence and each word's output only "
+                                 "moves with it (--positions sinusoidal or rope adds it).");
     }
 }
 

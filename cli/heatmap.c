@@ -6,14 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
-
-int cli_display_width(const char *s) {
-    int w = 0;
-    for (; s && *s; s++) w += ((unsigned char)*s & 0xc0) != 0x80; /* not a continuation byte */
-    return w;
-}
 
 /* s cut to at most `width` columns and right-aligned in them. */
 static void print_cell_text(FILE *f, const char *s, int width) {
@@ -70,16 +63,6 @@ static void print_header(FILE *f, const char *s, int w) {
     fprintf(f, "%.*s…", (int)bytes, s);
 }
 
-int cli_terminal_width(FILE *f) {
-    const char *env = getenv("COLUMNS");
-    char *end;
-    long n = env ? strtol(env, &end, 10) : 0;
-    if (env && *env && *end == '\0' && n >= 20 && n <= 10000) return (int)n;
-    struct winsize ws;
-    if (isatty(fileno(f)) && ioctl(fileno(f), TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20) return ws.ws_col;
-    return 0;
-}
-
 /* Columns c0 .. c1 - 1 of m: the header, then each row (and the row sums
  * after the last block). */
 static void print_block(FILE *f, const cli_matrix *m, cli_colours colours, int rw, int cw, double range, int c0,
@@ -122,11 +105,9 @@ void cli_print_matrix(FILE *f, const cli_matrix *m, cli_colours colours) {
         if (isfinite(m->data[i]) && fabs(m->data[i]) > range) range = fabs(m->data[i]);
     /* Wider than the terminal: blocks of columns, one under the other, as
      * NumPy prints a wide array. */
-    int width = cli_terminal_width(f), per = m->cols;
-    if (width > 0) {
-        int room = width - 3 - rw - (m->row_sums ? 1 + cw : 0);
-        per = room / (1 + cw) < 1 ? 1 : room / (1 + cw);
-    }
+    int room = cli_width(f) - 3 - rw - (m->row_sums ? 1 + cw : 0);
+    int per = room / (1 + cw) < 1 ? 1 : room / (1 + cw);
+    if (per > m->cols) per = m->cols;
     for (int c0 = 0; c0 < m->cols; c0 += per) {
         int c1 = c0 + per < m->cols ? c0 + per : m->cols;
         if (per < m->cols) fprintf(f, "%s   columns %d to %d of %d\n", c0 ? "\n" : "", c0 + 1, c1, m->cols);
@@ -144,7 +125,11 @@ void cli_print_legend(FILE *f, cli_palette palette, cli_colours colours) {
         fprintf(f, " %+5.2f ", t[i]);
         if (colours) fputs("\x1b[0m", f);
     }
-    fputs(palette == CLI_DIVERGING ? "  x the largest |value| of the matrix\n" : "  x the largest weight\n", f);
+    /* The swatches take 11 + 5 x 8 columns; what they are multiples of goes
+     * after them, or under them when the line has no room for it. */
+    const char *unit = palette == CLI_DIVERGING ? "x the largest |value| of the matrix" : "x the largest weight";
+    if (11 + 5 * 8 + 2 + cli_display_width(unit) <= cli_width(f)) fprintf(f, "  %s\n", unit);
+    else fprintf(f, "\n   %s\n", unit);
 }
 
 void cli_print_bar(FILE *f, double fraction, int width) {

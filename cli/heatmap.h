@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "text.h"
+
 /* Both palettes shade cells relative to the matrix's largest magnitude. */
 typedef enum cli_palette {
     CLI_DIVERGING, /* signed values: blue below 0, white at 0, red above */
@@ -31,7 +33,7 @@ typedef struct cli_matrix {
 
 /* Print m with its labels, each cell 7 wide (longer column labels cut with
  * "…"); with colours, each cell gets a background shade. Wider than
- * cli_terminal_width: in blocks of columns, one under another. */
+ * cli_width (text.h): in blocks of columns, one under another. */
 void cli_print_matrix(FILE *f, const cli_matrix *m, cli_colours colours);
 
 /* One line that says what the shades mean, for the palette. */
@@ -46,12 +48,5 @@ void cli_print_bar(FILE *f, double fraction, int width);
  * other than dumb. The depth: 24-bit when COLORTERM is truecolor or 24bit,
  * 256 when TERM names 256 colours, else 16. */
 cli_colours cli_colour_wanted(const char *mode, FILE *f);
-
-/* The width to fit: COLUMNS when set (20 to 10000), else the terminal's
- * (ioctl TIOCGWINSZ) when f is one, else 0 (no limit: a file or a pipe). */
-int cli_terminal_width(FILE *f);
-
-/* The columns text takes on a terminal: its UTF-8 code points. */
-int cli_display_width(const char *s);
 
 #endif /* ATTN_CLI_HEATMAP_H */

@@ -1,5 +1,7 @@
 /* print.c -- printing a tensor the way NumPy does: nested brackets, one
- * number format for the whole array, "..." for the middle of long axes. */
+ * number format for the whole array, "..." for the middle of long axes, and
+ * a long innermost row continued on the next line, to fit the terminal
+ * (cli_width). */
 #include "cli.h"
 
 #include <math.h>
@@ -14,6 +16,8 @@ typedef struct printer {
     int decimals;
     int width;       /* widest formatted element, for alignment */
     double max_abs, min_abs;
+    int line_width;  /* the terminal's */
+    int col;         /* the columns already on the line being printed */
 } printer;
 
 static double element(const attn_tensor *t, int64_t off) {
@@ -58,37 +62,55 @@ static void measure_width(printer *p, double x) {
     if (n > p->width) p->width = n;
 }
 
-static void print_rec(const printer *p, int d, int64_t off, int indent) {
+/* In the innermost row, before an item `need` columns wide: a space, or,
+ * when the item would not fit the line, a new line indented under the row's
+ * first item. */
+static void separate(printer *p, int need, int indent) {
+    if (p->col + 1 + need > p->line_width && p->col > indent + 1) {
+        fprintf(p->f, "\n%*s", indent + 1, "");
+        p->col = indent + 1;
+    } else {
+        fputc(' ', p->f);
+        p->col++;
+    }
+}
+
+static void print_rec(printer *p, int d, int64_t off, int indent) {
     const attn_tensor *t = p->t;
     if (d == t->rank) {
         char buf[64];
         format_value(buf, sizeof buf, p, element(t, off));
-        fprintf(p->f, "%*s", p->width, buf);
+        p->col += fprintf(p->f, "%*s", p->width, buf);
         return;
     }
     bool innermost = d == t->rank - 1;
     int64_t n = t->shape[d];
     fputc('[', p->f);
+    p->col++;
     for (int64_t i = 0; i < n; i++) {
         if (!shown(p, i, n)) {
-            if (i == EDGE_ITEMS) fprintf(p->f, innermost ? " ..." : "\n%*s...", indent + 1, "");
+            if (i != EDGE_ITEMS) continue;
+            if (innermost) separate(p, 3, indent), p->col += fprintf(p->f, "...");
+            else p->col = fprintf(p->f, "\n%*s...", indent + 1, "") - 1;
             continue;
         }
         if (i > 0) {
-            if (innermost) fputc(' ', p->f);
+            /* The last item is followed by a closing bracket per level. */
+            if (innermost) separate(p, p->width + (i == n - 1 ? t->rank : 0), indent);
             else {
                 /* NumPy separates blocks by one newline per level below. */
                 for (int b = 0; b < t->rank - 1 - d; b++) fputc('\n', p->f);
-                fprintf(p->f, "%*s", indent + 1, "");
+                p->col = fprintf(p->f, "%*s", indent + 1, "");
             }
         }
         print_rec(p, d + 1, off + i * t->strides[d], indent + 1);
     }
     fputc(']', p->f);
+    p->col++;
 }
 
 void cli_print_tensor(FILE *f, const attn_tensor *t) {
-    printer p = {f, t, false, false, t->dtype == ATTN_F64 ? 8 : 6, 0, 0.0, INFINITY};
+    printer p = {f, t, false, false, t->dtype == ATTN_F64 ? 8 : 6, 0, 0.0, INFINITY, cli_width(f), 0};
     p.summarise = attn_tensor_numel(t) > SUMMARY_THRESHOLD;
     visit(&p, 0, 0, measure_range);
     p.scientific = p.max_abs >= 1e8 ||

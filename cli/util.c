@@ -312,3 +312,21 @@ int cli_rope_check(const attn_rope_options *r, bool given) {
         return cli_error(EXIT_USAGE, "--rope-base, --rope-dim and --rope-offset need --rope halves|interleaved");
     return 0;
 }
+
+char *cli_word_label(const char *const *words, int n, int i) {
+    int count = 0, nth = 0;
+    for (int j = 0; j < n; j++) {
+        bool same = strcmp(words[j], words[i]) == 0;
+        count += same, nth += same && j <= i;
+    }
+    char *label = malloc(strlen(words[i]) + 3 * 3 + 1); /* up to three subscript digits */
+    if (!label) return NULL;
+    strcpy(label, words[i]);
+    if (count < 2) return label;
+    char digits[16], *end = label + strlen(label);
+    snprintf(digits, sizeof digits, "%d", nth % 1000);
+    for (const char *d = digits; *d; d++) /* U+2080 + digit: E2 82 80+digit */
+        *end++ = (char)0xe2, *end++ = (char)0x82, *end++ = (char)(0x80 + (*d - '0'));
+    *end = '\0';
+    return label;
+}

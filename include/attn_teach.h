@@ -24,8 +24,9 @@ extern "C" {
 /* A tiny, untrained model whose every matrix fits on a screen: a vocabulary of
  * 30 words, 8 named features per word (X's columns), d_k = 4, and two heads:
  *   ATTN_TOY_WIRED   wired by hand: a verb's query looks for an animal, a
- *                    preposition's for a thing, an adjective's for a noun, a
- *                    noun's for its determiner. In "the cat sat on the mat",
+ *                    preposition's for its object (a place, else a thing,
+ *                    else any noun), an adjective's for a noun, a noun's for
+ *                    its determiner. In "the cat sat on the mat",
  *                    sat attends most to cat and on to mat; QKᵀ[sat][cat] = 1.92
  *                    while QKᵀ[cat][sat] = 0.02. Its values copy the features
  *                    noun, verb, animal, thing.
@@ -34,8 +35,9 @@ extern "C" {
  *                    (splitmix64): the same numbers on every platform.
  *   ATTN_TOY_WHERE   a second head wired by hand, for multi-head attention
  *                    (added in 0.3.0): it asks "where?". Verbs and
- *                    prepositions look for a place (chased -> park, in ->
- *                    park), and nouns for the preposition that places them.
+ *                    prepositions look for a place, else a thing to be on
+ *                    or in (chased -> park, in -> park; sat -> mat, on ->
+ *                    mat), and nouns for the preposition that places them.
  *                    Its values copy place, thing, preposition and noun.
  *   ATTN_TOY_ORDER   the wired head, rewired to use word order through RoPE
  *                    (ATTN_EXPLAIN_ROPE; added in 0.3.0): an adjective looks

@@ -83,6 +83,26 @@ def main():
     r = attn("demo")
     report("demo_runs", r.returncode == 0 and "[0.4419, 0.6515, 0.5683]" in r.stdout
            and "0.9088" in r.stdout, r.stderr)
+    # Its help promises "from plain averaging to attention with trainable weights":
+    # the averaging section's weights are all 1/6 and its context rows all the same,
+    # and the trained head's sat attends to cat after 1000 steps, not after one.
+    sections = re.split(r"^\d\. ", r.stdout, flags=re.M)
+    avg = next((x for x in sections if x.startswith("Plain averaging")), "")
+    rows = [[float(v) for v in l.split()[1:]] for l in avg.splitlines()
+            if len(l.split()) > 1 and l.split()[0] in ("Your", "journey", "starts", "with", "one", "step")
+            and re.match(r"^\d\.\d{4}$", l.split()[1])]
+    weights, context = rows[6:12], rows[12:18]
+    report("demo_plain_averaging", len(rows) == 18 and all(w == [0.1667] * 6 for w in weights) and
+           all(c == context[0] for c in context) and
+           np.allclose(context[0], np.round([0.43 + 0.55 + 0.57 + 0.22 + 0.77 + 0.05, 0.15 + 0.87 + 0.85 + 0.58 +
+                                             0.25 + 0.80, 0.89 + 0.66 + 0.64 + 0.33 + 0.10 + 0.55], 4) / 6,
+                       atol=6e-5), avg)
+    trained = next((x for x in sections if x.startswith("Attention with trainable weights")), "")
+    sat = {m[0]: [float(v) for v in m[1].split()] for m in re.findall(r"^\s*(step \d+)\s+(.*)$", trained, re.M)}
+    report("demo_trainable_weights", "Q = X W_Q" in trained and len(sat) == 2 and
+           sat["step 1000"][1] > 0.9 and sat["step 1"][1] < 0.5, trained)
+    h = attn("demo", "--help")
+    report("demo_help_names_both", "plain averaging" in h.stdout and "trainable weights" in h.stdout, h.stdout)
 
     # ---- output: dtype, printing -------------------------------------------
     q32 = rng.standard_normal((2, 3, 4)).astype(np.float32)

@@ -62,6 +62,12 @@ def softmax_rows(s):
     return out
 
 
+def flat(text):
+    """Text with every run of spaces and newlines made one space: prose reads
+    the same however the terminal's width wraps it."""
+    return " ".join(text.split())
+
+
 def expect_error(name, args, code, pattern, created=()):
     problems = run_expecting_error(run, TMP, args, code, pattern, created)
     report(name, not problems, "; ".join(problems))
@@ -136,6 +142,52 @@ def test_story():
         "tokens", "features", "d_model", "d_k", "X", "W_Q", "W_K", "W_V", "Q", "K", "V", "scores",
         "scaled", "weights", "output")) and j["d_model"] == 8 and j["d_k"] == 4 and len(j["features"]) == 8,
         str(sorted(j)))
+
+
+# The patterns the explainer promises, "adjectives find their nouns, verbs find
+# animals, prepositions find things", and the "where?" head's, on the example
+# sentences that the page and docs/explainer.md use. Each row: options, sentence,
+# head (0 the wired head, 1 the "where?" head of --heads 2), and for each asking
+# word the words it must find. Without positions two words with the same features
+# get the same key, so "fox" and "dog" tie exactly and both are named; with RoPE
+# the word-order head must pick the word's own noun alone.
+PATTERNS = [
+    ((), "the cat sat on the mat", 0, {"sat": {"cat"}, "on": {"mat"}}),
+    ((), "the quick brown fox jumped over the lazy dog", 0,
+     {"quick": {"fox", "dog"}, "brown": {"fox", "dog"}, "lazy": {"fox", "dog"}, "jumped": {"fox", "dog"},
+      "over": {"fox", "dog"}}),
+    ((), "my dog chased a ball in the park", 0, {"chased": {"dog"}, "in": {"park"}}),
+    ((), "my dog chased a ball", 0, {"chased": {"dog"}}),
+    ((), "the big dog chased a ball", 0, {"big": {"dog", "ball"}, "chased": {"dog"}}),
+    ((), "the big red ball", 0, {"big": {"ball"}, "red": {"ball"}}),
+    ((), "the cat sat on the mat", 1, {"sat": {"mat"}, "on": {"mat"}, "cat": {"on"}, "mat": {"on"}}),
+    ((), "my dog chased a ball in the park", 1,
+     {"chased": {"park"}, "in": {"park"}, "dog": {"in"}, "ball": {"in"}, "park": {"in"}}),
+    ((), "the quick brown fox jumped over the lazy dog", 1, {"fox": {"over"}, "dog": {"over"}}),
+    (("--positions", "rope"), "the quick brown fox jumped over the lazy dog", 0,
+     {"quick": {"fox"}, "brown": {"fox"}, "lazy": {"dog"}, "jumped": {"fox"}, "over": {"dog"}}),
+    (("--positions", "rope"), "my dog chased a ball in the park", 0, {"chased": {"dog"}, "in": {"park"}}),
+    (("--positions", "rope"), "the cat sat on the mat", 0, {"sat": {"cat"}, "on": {"mat"}}),
+]
+PATTERN_MARGIN = 2.5  # each word named outweighs every word not named 2.5 times (sat -> cat: e^0.96 = 2.6)
+
+
+def test_patterns():
+    """Each example shows its pattern with the largest weight by a clear margin:
+    every word the pattern names outweighs every other word PATTERN_MARGIN times."""
+    for extra, sentence, head, want in PATTERNS:
+        j = explain_json(*extra, *(("--heads", "2") if head else ()), sentence)
+        h = j["heads"][head] if head else j
+        w, words = mat(h, "weights"), sentence.split()
+        bad = []
+        for word, targets in want.items():
+            row = w[words.index(word)]
+            named = [row[i] for i, t in enumerate(words) if t in targets]
+            other = max(row[i] for i, t in enumerate(words) if t not in targets)
+            if min(named) < PATTERN_MARGIN * other:
+                bad.append(f"{word}: named {min(named):.3f} < {PATTERN_MARGIN} x {other:.3f}")
+        name = "_".join(["pattern", "where" if head else "who"] + [a.strip("-") for a in extra] + words)
+        report(name, not bad, "; ".join(bad))
 
 
 def test_rows_and_numpy():
@@ -314,7 +366,8 @@ def test_scaling():
     r = run("scaling", "--seed", "1", "--queries", "300", "--dims", "4,64,256,1024")
     table, _, training = r.stdout.partition("Training, end to end")
     report("scaling_text_table", r.returncode == 0 and "Frobenius" in table and
-           len([ln for ln in table.splitlines() if re.match(r"\s+\d+ \|", ln)]) == 4, r.stdout)
+           sorted({int(ln.split()[0]) for ln in table.splitlines() if re.match(r"\s+\d+ \|", ln)}) == [4, 64, 256, 1024],
+           r.stdout)
     # The claim "without the division learning gets stuck", measured end to end:
     # the same task and initial weights, d_k = 4, 64, 256 (1024 is not trained).
     rows = {int(m[0]): [float(x) for x in m[1:]] for m in
@@ -389,15 +442,31 @@ def attn_ids(word):
 
 def test_cost():
     """--cost: measured time and memory at growing T; the T x T matrix grows as T^2,
-    what the kernel keeps stops growing."""
+    what the kernel keeps stops growing; each ratio says what it measures: the time
+    over the row above's, against the x16 that T^2 predicts, and ns per score."""
     r = run("explain", "--cost")
     rows = [l.split() for l in r.stdout.splitlines() if re.match(r"^\s+\d+\s+[\d.]+ ms", l)]
-    full = [" ".join(row[3:5]) for row in rows]
-    kept = [float(row[5]) * {"B": 1, "KiB": 2 ** 10, "MiB": 2 ** 20, "GiB": 2 ** 30}[row[6]] for row in rows]
+    rows = [row for row in rows if len(row) == 9 and re.match(r"^(-|x[\d.]+)$", row[3])]  # T, time, ratio, ns, sizes
+    full = [" ".join(row[5:7]) for row in rows]
+    kept = [float(row[7]) * {"B": 1, "KiB": 2 ** 10, "MiB": 2 ** 20, "GiB": 2 ** 30}[row[8]] for row in rows]
     times = [float(row[1]) for row in rows]
     report("explain_cost_rows", r.returncode == 0 and [int(row[0]) for row in rows] == [64, 256, 1024, 4096, 16384] and
            full == ["16.0 KiB", "256.0 KiB", "4.0 MiB", "64.0 MiB", "1.0 GiB"] and kept[-1] <= 1.5 * kept[-2] and
            kept[-1] < 2 ** 30 / 100 and times[-1] > times[0], r.stdout)
+    # Each printed ratio is this row's time over the row above's, each ns per
+    # score the time over T(T+1)/2, within what the printed digits allow (times
+    # to 0.0005 ms, ratios to 0.05, ns to 0.005), and the text names both.
+    def ratio_ok(i):
+        q = times[i] / times[i - 1]
+        return abs(float(rows[i][3][1:]) - q) <= 0.05 + q * (0.0005 / times[i] + 0.0005 / times[i - 1])
+    ratios_ok = len(rows) == 5 and rows[0][3] == "-" and all(ratio_ok(i) for i in range(1, 5))
+    per_score_ok = len(rows) == 5 and all(
+        abs(float(row[4]) - 1e6 * float(row[1]) / (int(row[0]) * (int(row[0]) + 1) / 2)) <=
+        0.005 + 1e6 * 0.0005 / (int(row[0]) * (int(row[0]) + 1) / 2) for row in rows)
+    report("explain_cost_ratios_say_what_they_measure", ratios_ok and per_score_ok and
+           "time ratio: this row's time over the row above's" in flat(r.stdout) and
+           "every ratio would be x16" in flat(r.stdout) and
+           "ns per score: the time over the T(T+1)/2 scores" in flat(r.stdout), r.stdout)
 
 
 def test_scale_by_d_model():
@@ -537,7 +606,7 @@ def test_additive():
     rows = [l.split() for l in r.stdout.split("additive weights")[-1].splitlines()
             if len(l.split()) == 8 and re.match(r"^\d\.\d{3}$", l.split()[1])]
     shown = np.array([[float(x) for x in row[1:7]] for row in rows[:6]]) if len(rows) >= 6 else np.zeros((6, 6))
-    slower = re.search(r"additive [\d.]+ ms: (\d+) times slower", r.stdout)
+    slower = re.search(r"additive [\d.]+ ms: (\d+) times slower", flat(r.stdout))
     report("additive_scores", r.returncode == 0 and np.allclose(shown, w, atol=6e-4) and slower and int(slower.group(1)) >= 1,
            r.stdout[-400:])
     expect_error("additive_not_json", ["explain", "--score", "additive", "--json"], 2, r"--score additive")
@@ -561,15 +630,91 @@ def test_width():
                (len(blocks) >= 2) == (cols < 90) and len(values) == 10, f"{len(blocks)} blocks, {values}")
 
 
+# Every command whose text the terminal's width shapes: prose, matrices and tables.
+FIT_COMMANDS = [
+    ("explain",), ("explain", "--causal"), ("explain", "--mode", "dot"), ("explain", "--mode", "average"),
+    ("explain", "--heads", "3", "my dog chased a ball in the park"), ("explain", "--positions", "sinusoidal"),
+    ("explain", "--positions", "rope", "the quick brown fox jumped over the lazy dog"),
+    ("explain", "--source", "my dog chased a ball in the park", "the cat sat"), ("explain", "--tied"),
+    ("explain", "--scale-by", "d_model"), ("explain", "--trained"), ("explain", "--score", "additive"),
+    ("explain", "--vocab"), ("explain", "--cost"), ("scaling", "--queries", "100", "--dims", "4,1024"),
+    ("scaling", "--variance", "--queries", "500"), ("train", "--steps", "50"), ("demo",),
+    ("--help",), ("explain", "--help"), ("scaling", "--help"), ("train", "--help"), ("sdpa", "--help"),
+    ("mha", "--help"), ("demo", "--help"),
+    ("sdpa", "-q", "wide.npy", "-k", "wide.npy", "-v", "wide.npy"), ("sdpa", "-q", "big.npy", "-k", "big.npy", "-v", "big.npy"),
+]
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+BLOCK_HEADER = re.compile(r"^\s*columns \d+ to \d+ of \d+$")
+
+
+def run_pty(args, cols):
+    """The command on a real terminal (a pty) `cols` wide, COLUMNS unset, so the
+    width comes from the terminal itself: its output, colours stripped."""
+    import fcntl, struct, termios
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, cols, 0, 0))
+    e = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "NO_COLOR")}
+    p = subprocess.Popen([ATTN, *args], stdin=slave, stdout=slave, stderr=slave, cwd=TMP, env=e)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 1 << 16)
+        except OSError:  # EIO: the command has closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    # The terminal turns "\n" into "\r\n"; a lone "\r" goes back over a progress
+    # line (attn scaling's "measuring d = ..." on stderr), so only what follows it shows.
+    text = ANSI.sub("", out.decode("utf-8", "replace").replace("\r\n", "\n"))
+    return p.wait(), "\n".join(line.split("\r")[-1] for line in text.split("\n"))
+
+
+def words_of(text):
+    """The words of text that hold a letter (measured numbers differ from run to
+    run), without the lines that only a narrow table adds."""
+    return {w for line in text.splitlines() if not BLOCK_HEADER.match(line) for w in line.split()
+            if re.search(r"[A-Za-z]", w) and not re.match(r"^x[\d.]+$", w)}  # not a measured ratio, x12.5
+
+
+def test_terminal_width():
+    """Every command's prose and tables fit the terminal's width, from COLUMNS or,
+    unset, from the terminal itself (a pty): no line is wider, and no word is
+    broken (every word of the narrow text is a word of the same text 10,000
+    columns wide)."""
+    rng = np.random.default_rng(0)  # tensors printed as NumPy does, rows continued on the next line
+    np.save(os.path.join(TMP, "wide.npy"), rng.standard_normal((2, 3, 16)))
+    np.save(os.path.join(TMP, "big.npy"), rng.standard_normal((40, 50)))
+    for args in FIT_COMMANDS:
+        # The same text, wide: a terminal shows colours and their legend, a pipe does not.
+        wide = {"columns": words_of(run(*args, env={"COLUMNS": "10000"}).stdout), "pty": words_of(run_pty(args, 10000)[1])}
+        for cols in (60, 80):
+            for how in ("columns", "pty"):
+                if how == "pty":
+                    code, out = run_pty(args, cols)
+                else:
+                    r = run(*args, env={"COLUMNS": str(cols)})
+                    code, out = r.returncode, r.stdout
+                long = [l for l in out.splitlines() if len(l) > cols]
+                broken = sorted(words_of(out) - wide[how])
+                name = "_".join(["fits", how, str(cols)] + [a.strip("-") for a in args[:3]]).replace(" ", "_").replace(".npy", "")
+                report(name, code == 0 and not long and not broken and out.strip(),
+                       f"exit {code}; {len(long)} lines wider than {cols}, e.g. {long[:1]}; words not in the wide "
+                       f"text: {broken[:8]}")
+
+
 def test_modes_own_words():
     """Each mode introduces itself and ends with its own formula; only qkv scales."""
     for mode, formula in (("dot", "softmax(X X^T) X"), ("average", "(1/n) sum_j x_j")):
         r = run("explain", "--mode", mode)
-        report(f"mode_{mode}_states_its_formula", r.returncode == 0 and formula in r.stdout and
+        report(f"mode_{mode}_states_its_formula", r.returncode == 0 and formula in flat(r.stdout) and
                "sqrt(d_k)) V" not in r.stdout and "d_k 8" not in r.stdout and "recurrent network" not in r.stdout,
                r.stdout[:300])
     r = run("explain")
-    report("mode_qkv_states_scaled_formula", "softmax(Q K^T / sqrt(d_k)) V" in r.stdout and "recurrent network" in r.stdout)
+    report("mode_qkv_states_scaled_formula", "softmax(Q K^T / sqrt(d_k)) V" in flat(r.stdout) and
+           "recurrent network" in flat(r.stdout))
 
 
 def test_errors():
@@ -642,6 +787,7 @@ def test_errors():
 
 def main():
     test_story()
+    test_patterns()
     test_rows_and_numpy()
     test_api_agreement()
     test_random_head_prng()
@@ -651,6 +797,7 @@ def main():
     test_learner_text()
     test_modes_own_words()
     test_width()
+    test_terminal_width()
     test_tied_and_lookup()
     test_cost()
     test_scale_by_d_model()

@@ -44,12 +44,12 @@ for t, row in zip(tokens, w):
 print("output shape:", out.shape)"""),
 md("""## 3. The toy model: a head you can read
 
-The library's toy model has 30 words with 8 named features and a head wired by hand: a verb's query looks for an animal, a preposition's for a thing. Every matrix of the head is in the explanation, and in Jupyter it draws itself as heatmaps:"""),
+The library's toy model has 30 words with 8 named features and a head wired by hand: a verb's query looks for an animal, a preposition's for its object (a place or a thing). Every matrix of the head is in the explanation, and in Jupyter it draws itself as heatmaps, in the colours of `attn explain`: red for positive, blue for negative, white at 0. Q's and K's columns are d0 to d3, and a repeated word is numbered by its place (the₁, the₂), as in the terminal:"""),
 code("""e = attn.teach.explain("the cat sat on the mat")
-W = e.matrix("weights")
-for i, t in enumerate(e["tokens"]):
+W, words = e.matrix("weights"), e.labels()
+for i, t in enumerate(words):
     j = int(W[i].argmax())
-    print(f"{t:>4} -> {e['tokens'][j]:<4} {W[i, j]:.0%}")
+    print(f"{t:>4} -> {words[j]:<4} {W[i, j]:.0%}")
 e"""),
 md("""## 4. The causal mask
 
@@ -69,12 +69,13 @@ g = np.random.default_rng(1)
 qs, ks = g.standard_normal((256, 8, 16)), g.standard_normal((256, 8, 16))
 s = qs @ ks.transpose(0, 2, 1)
 print("variance of q.k at d_k = 16: %.1f, after / 4: %.2f" % (s.var(), (s / 4).var()))"""),
-md("""The library's experiment does this at every size: random queries, each against its own 64 random keys. Without the division the top word takes almost all the weight at d_k = 1024, and for the typical (median) query the softmax passes back more than ten times less gradient:"""),
+md("""The library's experiment does this at every size: random queries, each against its own 64 random keys. Without the division the top word takes almost all the weight at d_k = 1024, and for the typical (median) query the softmax passes back more than ten times less gradient. At d_k = 16 and 64 the raw scores are not yet large enough to saturate the softmax, and there the raw gradient is *larger* than the scaled one (the scaled gradient is the same at every size):"""),
 code("""table = attn.teach.scaling()
 for r in table:
-    print("d = %4d  top weight raw %.3f, scaled %.3f;  median gradient raw %.2e, scaled %.3f (%.0fx smaller raw)"
-          % (r["d"], r["top_raw"], r["top_scaled"], r["grad_median_raw"], r["grad_median_scaled"],
-             r["grad_median_scaled"] / r["grad_median_raw"]))
+    ratio = r["grad_median_scaled"] / r["grad_median_raw"]
+    compared = "raw %.0fx smaller" % ratio if ratio >= 1 else "raw %.1fx larger" % (1 / ratio)
+    print("d = %4d  top weight raw %.3f, scaled %.3f;  median gradient raw %.2e, scaled %.3f (%s)"
+          % (r["d"], r["top_raw"], r["top_scaled"], r["grad_median_raw"], r["grad_median_scaled"], compared))
 try:
     figure = table.plot()
 except ImportError:

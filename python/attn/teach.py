@@ -55,13 +55,28 @@ def explain(sentence, head="wired", mode="qkv", causal=False, scale=True, positi
 
 
 def _colour(x, lo, hi):
-    """A cell's fill: white at 0, blue for positive, red for negative; grey for -inf."""
+    """A cell's fill: white at 0, red for positive, blue for negative (the
+    colours of `attn explain` in the terminal); grey for -inf."""
     if x is None:
         return "#d9d9d9"
     big = max(abs(lo), abs(hi), 1e-12)
     t = min(abs(x) / big, 1.0)
-    r, g, b = (255 - int(200 * t), 255 - int(150 * t), 255) if x >= 0 else (255, 255 - int(170 * t), 255 - int(170 * t))
+    r, g, b = (255, 255 - int(170 * t), 255 - int(170 * t)) if x >= 0 else (255 - int(200 * t), 255 - int(150 * t), 255)
     return "#%02x%02x%02x" % (r, g, b)
+
+
+def position_labels(words):
+    """Each word's label: the word, and when the list has it more than once,
+    which occurrence it is as a subscript ("the₁", "the₂"), as `attn explain`
+    prints them."""
+    out = []
+    for i, w in enumerate(words):
+        if words.count(w) < 2:
+            out.append(w)
+        else:
+            nth = words[:i + 1].count(w)
+            out.append(w + "".join(chr(0x2080 + int(c)) for c in str(nth)))
+    return out
 
 
 def heatmap_svg(matrix, rows, cols, title):
@@ -99,10 +114,15 @@ class Explanation(dict):
         """A matrix as a float64 array (-inf where the JSON has null)."""
         return np.array([[-np.inf if x is None else x for x in row] for row in self[name]], dtype=np.float64)
 
+    def labels(self, source=False):
+        """The row labels of the text and the pictures: the tokens (or with
+        source=True the source's), repeated words numbered ("the₁", "the₂")."""
+        return position_labels(self.get("source_tokens") or self["tokens"] if source else self["tokens"])
+
     def _labels(self, name):
-        tokens, keys = self["tokens"], self.get("source_tokens") or self["tokens"]
+        tokens, keys = self.labels(), self.labels(source=True)
         feats, vals = self["features"], self["value_features"]
-        dk = ["k%d" % j for j in range(self["d_k"])]
+        dk = ["d%d" % j for j in range(self["d_k"])]  # the columns of Q and K, named as attn explain names them
         return {"X": (tokens, feats), "P": (tokens, feats), "W_Q": (feats, dk), "W_K": (feats, dk),
                 "W_V": (feats, vals), "Q": (tokens, dk), "K": (keys, dk), "V": (keys, vals),
                 "scores": (tokens, keys), "scaled": (tokens, keys), "weights": (tokens, keys),
