@@ -697,6 +697,13 @@ function weightsNow(c) {
   let text = ties.length > 1
     ? `Look at ${t[i]}: its largest weight, ${pct(best)}, is a tie between ${ties.join(' and ')}.`
     : `Look at ${t[i]}: its largest weight, ${pct(best)}, goes to ${s[j]}.`;
+  // Two different words with the same row of X get the same key: without
+  // positions no head can prefer one, which is why word order has to be added.
+  const xsKeys = c.cross ? r.X_source : r.X, words = c.cross ? r.source_tokens : r.tokens;
+  const tiedAt = row.map((w, k) => (Math.abs(w - best) < 1e-9 ? k : -1)).filter((k) => k >= 0);
+  const twins = tiedAt.filter((k) => words[k] !== words[tiedAt[0]] && xsKeys[k].every((x, f) => x === xsKeys[tiedAt[0]][f]));
+  if (r.positions === 'none' && twins.length)
+    text += ` ${s[tiedAt[0]]} and ${s[twins[0]]} are different words with the same row of X, so they get the same key: without positions no head can tell them apart. Choose RoPE under positions and each word finds its own.`;
   if (flat) text += ' Its row is almost flat: this head asks nothing of it in particular.';
   const animal = r.features.indexOf('animal');
   const xs = c.cross ? r.X_source : r.X;

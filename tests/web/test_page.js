@@ -435,6 +435,17 @@ async function main() {
   const stale = await page.evaluate(() => [document.getElementById('bars').textContent, document.getElementById('sum-q').textContent,
     document.getElementById('sum-scores').textContent]);
   report('new_sentence_clears_bars_and_sums', stale[0] === '' && !/sat|mat/.test(stale.join(' ')), JSON.stringify(stale));
+  // fox and dog share a row of X: without positions the verb's row ties, and the text
+  // says why; with RoPE the tie is gone and so is the sentence.
+  await setSentence(page, 'the quick brown fox jumped over the lazy dog');
+  const twinText = await page.textContent('#weights-story');
+  await page.selectOption('#positions', 'rope');
+  await settled(page);
+  const ropeText = await page.textContent('#weights-story');
+  await page.selectOption('#positions', 'none');
+  await settled(page);
+  report('same_row_of_x_tie_explained', /fox and dog are different words with the same row of X/.test(twinText) &&
+    !/same row of X/.test(ropeText), JSON.stringify([twinText, ropeText]));
   await setSentence(page, 'the cat sat on the mat');
   await scrollStep(page, 'lines', 0.5);
   await page.hover('svg.lines .word >> nth=2');
