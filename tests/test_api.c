@@ -325,7 +325,7 @@ static void test_sdpa_errors(void) {
 
 /* Run attn_sdpa and the reference kernel on one random problem, twice: for
  * the output alone, which takes the fast kernels in f32 (flash, or decode
- * for L <= 4 against S >= 2048) and the exact one in f64; and with weights,
+ * for L <= 8, the cost model in decode.c) and the exact one in f64; and with weights,
  * which takes the exact kernel. Each check names and verifies the kernel
  * that ran (from its verbose line). tol_fast bounds the first comparison,
  * tol the second. */

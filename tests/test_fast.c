@@ -1036,7 +1036,7 @@ static void test_alibi(const char *isa) {
 /* The paged row source (base/rows.h): keys and values in pages of P
  * positions through a shuffled page table give bitwise what the same rows
  * give stored densely, on every kernel that reads them: flash (f32 and bf16
- * compute), decode (L <= 4 against long S), and the exact kernel (weights
+ * compute), decode (L <= 8 against long S), and the exact kernel (weights
  * asked for), for f32, f16 and bf16 pages, page sizes on and off the
  * kernels' 16-key groups, with GQA and the score variants. */
 typedef struct paged_case {
@@ -1300,7 +1300,7 @@ int main(void) {
         {1200, 700, 33, 17, 4, 2, ATTN_CAUSAL_BOTTOM_RIGHT, 2, 0, 0},
         {7, 3000, 128, 128, 2, 1, ATTN_CAUSAL_NONE, 1, 0, 0},
         {1, 1, 1, 1, 1, 1, ATTN_CAUSAL_NONE, 0, 0, 0},
-        /* the decode path: L <= 4 against many keys, split into chunks */
+        /* the decode path: a few queries against many keys, split into chunks */
         {1, 70000, 128, 128, 8, 2, ATTN_CAUSAL_NONE, 0, 0, 0},
         {4, 9000, 64, 40, 4, 4, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 0, 0},
         {3, 5000, 33, 7, 2, 1, ATTN_CAUSAL_TOP_LEFT, 2, 0, 0},
