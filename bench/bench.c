@@ -22,7 +22,7 @@
 #include "ggml_compare.h"
 
 static const char USAGE[] =
-    "usage: attn bench [--quick] [--json] [--backward] [--layer] [--variants] [--varlen] [--threads N]\n"
+    "usage: attn bench [--quick] [--json] [--backward] [--layer] [--variants] [--varlen] [--decode] [--threads N]\n"
     "\n"
     "Measures this machine's FMA peak (per ISA, 1 and N threads) and triad\n"
     "bandwidth, then times f32 attention for H=8, d=64 and 128, L=S from 512 to\n"
@@ -43,6 +43,9 @@ static const char USAGE[] =
     "               Hk=4, d=64, causal): attn_sdpa_varlen against one attn_sdpa per\n"
     "               sequence and against one padded call, timed in turns; and one\n"
     "               8000-token sequence among 100 of 50: all threads against one\n"
+    "  --decode     decode only: L=1 at S = 256..4096 and L = 1..8 at S = 4096 (H=8,\n"
+    "               d=64), each time over its neighbour's; and one step of 64\n"
+    "               sequences of 100..32000 keys (attn_sdpa_varlen) against the triad\n"
     "  --threads N  threads for attn and OpenBLAS (default: attn's default)\n"
     "  --ggml DIR   ggml's ggml_flash_attn_ext beside attn on the same shapes, from\n"
     "               a ggml build in DIR (libggml-base.so and a libggml-cpu*.so;\n"
@@ -56,7 +59,7 @@ static double now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static bool json, quick, backward_only, layer_only, variants_only, varlen_only;
+static bool json, quick, backward_only, layer_only, variants_only, varlen_only, decode_only;
 static double layer_peak = 1e9; /* FLOP/s of double FMAs: the layer products' peak */
 static int threads;
 
@@ -680,6 +683,116 @@ static void varlen_balance(bool as_json) {
     free(q), free(k), free(v), free(out);
 }
 
+/* ---- decode at every length ------------------------------------------------------ */
+
+/* One decode call of H = 8 heads, d = 64: L queries against S keys. */
+static double decode_time(int64_t L, int64_t S) {
+    enum { H = 8, D = 64 };
+    call c;
+    memset(&c, 0, sizeof c);
+    int64_t sq[3] = {H, L, D}, sk[3] = {H, S, D};
+    float *q = random_floats((size_t)(H * L * D), 11), *k = random_floats((size_t)(H * S * D), 12);
+    float *v = random_floats((size_t)(H * S * D), 13), *out = calloc((size_t)(H * L * D), sizeof(float));
+    attn_tensor_init(&c.q, q, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&c.k, k, ATTN_F32, 3, sk, NULL, NULL);
+    attn_tensor_init(&c.v, v, ATTN_F32, 3, sk, NULL, NULL);
+    attn_tensor_init(&c.out, out, ATTN_F32, 3, sq, NULL, NULL);
+    c.o = attn_sdpa_options_default();
+    c.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    double t = best_time(run_attn, &c, quick ? 0.02 : 0.2);
+    free(q), free(k), free(v), free(out);
+    return t;
+}
+
+/* The kernel choice is a cost model, not a threshold: time must grow
+ * smoothly with S and L. S steps of at most 1.25x from 256 to 4096 (2047
+ * and 2048 both, where a fixed chunk once switched kernels), then L = 1..8
+ * at S = 4096; each row with its time over its neighbour's. */
+static void decode_sweep(bool as_json) {
+    static const int64_t SIZES[] = {256, 320, 384, 448, 512, 640, 768, 896, 1024, 1280, 1536,
+                                    1792, 2047, 2048, 2560, 3072, 3584, 4096};
+    int n = quick ? 4 : (int)(sizeof SIZES / sizeof SIZES[0]);
+    double prev = 0, worst = 0;
+    for (int i = 0; i < n; i++) {
+        double t = decode_time(1, SIZES[i]), r = prev > 0 ? t / prev : 1;
+        worst = r > worst ? r : worst;
+        if (as_json)
+            printf("    {\"L\": 1, \"S\": %lld, \"us\": %.2f, \"over_previous\": %.3f},\n", (long long)SIZES[i], 1e6 * t, r);
+        else
+            printf("decode H8 d64 L=1 S=%-5lld %9.2f us   %.2fx the previous size\n", (long long)SIZES[i], 1e6 * t, r);
+        prev = t;
+    }
+    prev = 0;
+    double worst_l = 0;
+    for (int64_t L = 1; L <= 8; L++) {
+        double t = decode_time(L, 4096), r = prev > 0 ? t / prev : 1;
+        worst_l = r > worst_l ? r : worst_l;
+        if (as_json)
+            printf("    {\"L\": %lld, \"S\": 4096, \"us\": %.2f, \"over_previous\": %.3f},\n", (long long)L, 1e6 * t, r);
+        else printf("decode H8 d64 L=%lld S=4096 %9.2f us   %.2fx L=%lld's\n", (long long)L, 1e6 * t, r, (long long)L - 1);
+        prev = t;
+    }
+    if (as_json) printf("    {\"worst_step_S\": %.3f, \"worst_step_L\": %.3f}\n", worst, worst_l);
+    else printf("largest step between neighbours: %.2fx over S, %.2fx over L\n", worst, worst_l);
+}
+
+/* One decode step of a batch of 64 sequences with contexts drawn from 100
+ * to 32,000 (Hq = 8, Hk = 2, d = 64, f32), as attn_sdpa_varlen (every
+ * sequence's splits one job) and as one attn_sdpa per sequence, timed in
+ * turns; the bytes of K and V read per second against the triad. */
+static void batched_decode(double bandwidth, bool as_json) {
+    enum { B = 64, H = 8, HK = 2, D = 64, MAX_ROUNDS = 7 };
+    int64_t cu_q[B + 1], cu_k[B + 1] = {0};
+    uint64_t x = 88172645463325252ull; /* a fixed xorshift draw of the lengths */
+    for (int b = 0; b < B; b++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int64_t len = quick ? 100 + (int64_t)(x % 2000) : 100 + (int64_t)(x % 31901);
+        cu_q[b] = b, cu_k[b + 1] = cu_k[b] + len;
+    }
+    cu_q[B] = B;
+    int64_t T = cu_k[B], sq[3] = {B, H, D}, skv[3] = {T, HK, D};
+    float *q = random_floats((size_t)(B * H * D), 14), *k = random_floats((size_t)(T * HK * D), 15);
+    float *v = random_floats((size_t)(T * HK * D), 16), *out = calloc((size_t)(B * H * D), sizeof(float));
+    attn_tensor tq, tk, tv, to;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&tk, k, ATTN_F32, 3, skv, NULL, NULL);
+    attn_tensor_init(&tv, v, ATTN_F32, 3, skv, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, sq, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    double best[2] = {1e30, 1e30}, ratio[MAX_ROUNDS];
+    int rounds = quick ? 2 : MAX_ROUNDS;
+    attn_error err;
+    for (int r = 0; r < rounds; r++) {
+        double t[2];
+        for (int turn = 0; turn < 2; turn++) {
+            int w = r % 2 ? 1 - turn : turn;
+            double t0 = now();
+            attn_status st = w == 0 ? attn_sdpa_varlen(&to, NULL, &tq, &tk, &tv, cu_q, cu_k, B, NULL, &o, &err) : ATTN_OK;
+            for (int b = 0; w == 1 && !st && b < B; b++) {
+                attn_tensor a = rows_view(&tq, b, 1), bo = rows_view(&to, b, 1);
+                attn_tensor bk = rows_view(&tk, cu_k[b], cu_k[b + 1] - cu_k[b]), bv = rows_view(&tv, cu_k[b], cu_k[b + 1] - cu_k[b]);
+                st = attn_sdpa(&bo, NULL, NULL, &a, &bk, &bv, &o, &err);
+            }
+            if (st) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+            t[w] = now() - t0;
+            best[w] = t[w] < best[w] ? t[w] : best[w];
+        }
+        ratio[r] = t[1] / t[0];
+    }
+    double read = 2.0 * (double)T * HK * D * sizeof(float), per_seq = median(ratio, rounds);
+    if (as_json)
+        printf("    {\"sequences\": %d, \"keys\": %lld, \"heads\": [%d, %d], \"d\": %d, \"varlen_ms\": %.3f, \"gbps\": %.3g, "
+               "\"pct_triad\": %.3g, \"per_sequence_over_varlen\": %.3f, \"rounds\": %d}\n",
+               B, (long long)T, H, HK, D, 1e3 * best[0], read / best[0] / 1e9, 100 * read / best[0] / bandwidth, per_seq, rounds);
+    else
+        printf("batched decode, %d sequences of 100..32000 keys (%lld in all; Hq%d Hk%d d%d): varlen %.2f ms, "
+               "%.1f GB/s, %.1f%% of triad;\n  one attn_sdpa per sequence takes %.2fx varlen's time (median of %d rounds)\n",
+               B, (long long)T, H, HK, D, 1e3 * best[0], read / best[0] / 1e9, 100 * read / best[0] / bandwidth, per_seq,
+               rounds);
+    free(q), free(k), free(v), free(out);
+}
+
 /* ---- the backward pass ------------------------------------------------------------ */
 
 typedef struct bwd_call {
@@ -981,6 +1094,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--layer") == 0) layer_only = true;
         else if (strcmp(argv[i], "--variants") == 0) variants_only = true;
         else if (strcmp(argv[i], "--varlen") == 0) varlen_only = true;
+        else if (strcmp(argv[i], "--decode") == 0) decode_only = true;
         else if (strcmp(argv[i], "--ggml") == 0 && i + 1 < argc) ggml_dir = argv[++i];
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0)
             threads = atoi(argv[++i]);
@@ -1031,6 +1145,16 @@ int main(int argc, char **argv) {
         varlen_ratios(json);
         if (json) printf(",\n");
         varlen_balance(json);
+        if (json) printf("]}\n");
+        return 0;
+    }
+    if (decode_only) {
+        progress("");
+        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"triad_gbps\": %.2f, \"decode_sweep\": [\n", cpu, isa, n, bw / 1e9);
+        else printf("attn bench --decode: %s, %s kernels, %d threads; triad %.1f GB/s\n", cpu, isa, n, bw / 1e9);
+        decode_sweep(json);
+        if (json) printf("  ],\n  \"batched_decode\": [\n");
+        batched_decode(bw, json);
         if (json) printf("]}\n");
         return 0;
     }
@@ -1178,6 +1302,10 @@ int main(int argc, char **argv) {
         if (!backward_only) variant_ratios(other, true);
         printf("  ],\n  \"varlen\": [\n");
         if (!backward_only) varlen_ratios(true), printf(",\n"), varlen_balance(true);
+        printf("  ],\n  \"decode_sweep\": [\n");
+        if (!backward_only) decode_sweep(true);
+        printf("  ],\n  \"batched_decode\": [\n");
+        if (!backward_only) batched_decode(bw, true);
         printf("  ],\n  \"kv_cache_decode\": [\n");
         if (!backward_only) kv_cache_rows(bw, true);
         printf("  ],\n  \"layer\": [\n");
@@ -1215,6 +1343,9 @@ int main(int argc, char **argv) {
         printf("\na ragged prefill batch: attn_sdpa_varlen against per-sequence calls and one padded call\n");
         varlen_ratios(false);
         varlen_balance(false);
+        printf("\ndecode at every length: the kernel and split from one cost model\n");
+        decode_sweep(false);
+        batched_decode(bw, false);
         printf("\nKV cache: one token of one layer (attn_kv_cache_attend), K and V read once\n");
         kv_cache_rows(bw, false);
         printf("\nthe attention layer (attn_mha): FLOPs of its four projections, 8 L E^2\n");

@@ -371,7 +371,7 @@ typedef enum attn_causal {
  *                      exact emulation of the instruction. ATTN_VERBOSE names
  *                      the kernels that ran (bf16_kernels=avx512_bf16,
  *                      emulated or f32). f32 q only; not with weights. The
- *                      decode path (L <= 4, long S) is memory-bound and
+ *                      decode path (L <= 8) is memory-bound and
  *                      computes in f32 either way. */
 typedef enum attn_compute { ATTN_COMPUTE_F32 = 0, ATTN_COMPUTE_BF16 = 1 } attn_compute;
 
@@ -579,9 +579,13 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  *   - NaN in an input reaches only the output rows whose computation reads it.
  *   - f64 computes in f64 throughout (the exact, oracle-grade path).
  *   - f32 runs on the fast kernels: tiled FlashAttention-2, or split over the
- *     keys for L <= 4 against S >= 2048 (in f32 arithmetic, even in the bf16
+ *     keys for L <= 8 queries at any S (in f32 arithmetic, even in the bf16
  *     compute mode), on attn_get_num_threads() threads, bitwise identical
- *     for any thread count. Their error against the exact result is
+ *     for any thread count. The kernel and the number of key splits come
+ *     from the shape alone (L, S, the heads; ATTN_VERBOSE names the
+ *     kernel), never from the thread count; results of different kernels
+ *     or splits may differ in the last bits, each within the bound below.
+ *     Their error against the exact result is
  *       max|out - exact| <= 2e-5 · max|exact| + 4 · 2^-24 · max|s| · max|v|
  *     where s are the scores q·k·scale: f32 rounds a score by up to
  *     2^-24·|s|; scaling the queries, subtracting the row maximum and
@@ -1456,7 +1460,8 @@ typedef struct attn_tuning {
     int block_keys;          /* forward (flash): keys per block */
     int backward_block_rows; /* backward: query rows per block */
     int backward_block_keys; /* backward: keys per block */
-    int decode_chunk;        /* decode (L <= 4): keys per work item */
+    int decode_chunk;        /* decode (L <= 8): the most keys per work item
+                                (shorter contexts split into shorter chunks) */
     /* The multi-head layer's products (a blocked GEMM in double; added in
      * 0.3.0): rows, depth and columns packed at a time. */
     int gemm_rows, gemm_depth, gemm_cols;

@@ -249,7 +249,7 @@ class Oracle(Reporter):
         fwd = [l for l in r.stderr.splitlines() if l.startswith("attn: sdpa ")]
         L, S = q.shape[-2], k.shape[-2]
         # (RoPE turns keys as the tiled kernel packs them: never decode.)
-        decode = L <= 4 and S >= 2048 and variants.get("rope") is None
+        decode = L <= 8 and variants.get("rope") is None  # decode.c's cost model
         fkernel = ("decode" if decode else "flash") if f32 else "exact"
         if len(fwd) != 1 or (" kernel=%s " % fkernel) not in fwd[0]:
             return self.report(name, "expected one %s forward call, verbose said %r" % (fkernel, r.stderr))

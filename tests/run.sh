@@ -117,6 +117,8 @@ bench_quick() {
         echo "ok bench_quick_json_complete" || echo "FAIL bench_quick_json_complete"
     "$BUILD/attn" bench --quick --variants --json | $PY -c 'import json, sys; v = json.load(sys.stdin)["score_variants_in_turns"]; assert [x["variant"] for x in v] == ["plain", "softcap 30", "ALiBi", "sinks", "causal", "causal window L/4"] and all(x["gflops"] > 0 and x["of_reference"] > 0 for x in v)' &&
         echo "ok bench_variants_only_rows" || echo "FAIL bench_variants_only_rows"
+    "$BUILD/attn" bench --quick --decode --json | $PY -c 'import json, sys; r = json.load(sys.stdin); d = [x for x in r["decode_sweep"] if "us" in x]; b = r["batched_decode"]; assert len(d) == 12 and all(x["us"] > 0 and x["over_previous"] > 0 for x in d) and len(b) == 1 and b[0]["sequences"] == 64 and b[0]["gbps"] > 0' &&
+        echo "ok bench_decode_only_rows" || echo "FAIL bench_decode_only_rows"
 }
 suite "attn bench --quick (runs, is not timed)" bench_quick
 ggml_dir=node_modules/@node-llama-cpp/linux-x64/bins/linux-x64

@@ -13,6 +13,7 @@
 #include "../src/sdpa/sdpa.h"
 #include "../src/kernels/ukernel.h"
 #include "../src/kernels/ukernel_bf16.h"
+#include "../src/fast/fast.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -226,7 +227,7 @@ static void test_problem(const problem *pr) {
     /* Each call must succeed on the kernel the shape calls for: a failed
      * call fails its check rather than leave a buffer nobody wrote. */
     char kernel[32];
-    const char *want = pr->L <= 4 && pr->S >= 2048 ? "decode" : "flash";
+    const char *want = pr->L <= ATTN_DECODE_MAX_L ? "decode" : "flash"; /* the cost model: decode.c */
     attn_status st = run_f32(o1, pr, q, k, v, mask, 1, kernel);
     int threads[3] = {2, 3, 7}, same = 1, ok = st == ATTN_OK;
     for (int t = 0; t < 3; t++) {
@@ -255,6 +256,29 @@ static void test_problem(const problem *pr) {
 }
 
 /* Inputs the f32 kernel hands to the exact kernel keep attn.h's semantics. */
+/* The decode cost model's splits for every L and S it takes: chunks of a
+ * vector's multiple, at most the core's decode_chunk; enough items for 16
+ * cores (32: chunks of S · slices / 32 keys, rounded up to a vector)
+ * unless that takes chunks under 128 keys (then under 2 · 128); and nothing
+ * past ATTN_DECODE_MAX_L rows. */
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t round16(int64_t a) { return (a + 15) / 16 * 16; }
+
+static void test_decode_splits(void) {
+    int64_t most = attn_blocks_active()->decode_chunk, bad = 0, first_bad[4] = {0};
+    for (int64_t L = 1; L <= ATTN_DECODE_MAX_L + 1; L++)
+        for (int64_t slices = 1; slices <= 32; slices *= 4)
+            for (int64_t S = 1; S <= 9000; S += L + slices) {
+                int64_t chunk = attn_decode_chunk(L, S, slices, 1), n = chunk > 0 ? (S + chunk - 1) / chunk : 0;
+                bool ok = L > ATTN_DECODE_MAX_L ? chunk == 0
+                                                : chunk > 0 && chunk % 16 == 0 && chunk <= most &&
+                                                      n * chunk >= S && chunk <= round16(max64((S * slices + 31) / 32, 255));
+                if (!ok && bad++ == 0) first_bad[0] = L, first_bad[1] = S, first_bad[2] = slices, first_bad[3] = chunk;
+            }
+    check(bad == 0, "decode_splits_every_L_and_S", "%lld bad, first L=%lld S=%lld slices=%lld: chunk %lld", (long long)bad,
+          (long long)first_bad[0], (long long)first_bad[1], (long long)first_bad[2], (long long)first_bad[3]);
+}
+
 static void test_fallback(void) {
     /* Scores far beyond f32's range: q, k of 1e20 (q·k ~ 1e40 would be inf). */
     problem pr = {40, 50, 8, 4, 1, 1, ATTN_CAUSAL_NONE, 0, 0, 0};
@@ -1012,7 +1036,7 @@ static void test_alibi(const char *isa) {
 /* The paged row source (base/rows.h): keys and values in pages of P
  * positions through a shuffled page table give bitwise what the same rows
  * give stored densely, on every kernel that reads them: flash (f32 and bf16
- * compute), decode (L <= 4 against long S), and the exact kernel (weights
+ * compute), decode (L <= 8 against long S), and the exact kernel (weights
  * asked for), for f32, f16 and bf16 pages, page sizes on and off the
  * kernels' 16-key groups, with GQA and the score variants. */
 typedef struct paged_case {
@@ -1276,11 +1300,25 @@ int main(void) {
         {1200, 700, 33, 17, 4, 2, ATTN_CAUSAL_BOTTOM_RIGHT, 2, 0, 0},
         {7, 3000, 128, 128, 2, 1, ATTN_CAUSAL_NONE, 1, 0, 0},
         {1, 1, 1, 1, 1, 1, ATTN_CAUSAL_NONE, 0, 0, 0},
-        /* the decode path: L <= 4 against many keys, split into chunks */
+        /* the decode path: a few queries against many keys, split into chunks */
         {1, 70000, 128, 128, 8, 2, ATTN_CAUSAL_NONE, 0, 0, 0},
         {4, 9000, 64, 40, 4, 4, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 0, 0},
         {3, 5000, 33, 7, 2, 1, ATTN_CAUSAL_TOP_LEFT, 2, 0, 0},
         {2, 4097, 16, 16, 1, 1, ATTN_CAUSAL_BOTTOM_RIGHT, 2, 0, 0},
+        /* one cost model, no threshold: decode on both sides of 2,048 keys
+         * (once the fixed chunk), for short contexts, and for 5..8 rows
+         * (speculative decoding); 9 rows are flash's */
+        {1, 2047, 64, 64, 8, 8, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0},
+        {1, 2048, 64, 64, 8, 8, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0},
+        {1, 300, 64, 64, 4, 2, ATTN_CAUSAL_NONE, 2, 0, 0},
+        {1, 17, 32, 32, 2, 1, ATTN_CAUSAL_BOTTOM_RIGHT, 2, 0, 0},
+        {2, 1999, 64, 64, 8, 2, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0},
+        {5, 4096, 64, 64, 8, 8, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0},
+        {6, 1000, 33, 17, 2, 1, ATTN_CAUSAL_TOP_LEFT, 2, 0, 0},
+        {7, 2049, 128, 128, 4, 2, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 0, 0},
+        {8, 4096, 64, 40, 8, 2, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0},
+        {8, 700, 64, 64, 4, 4, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 100},
+        {9, 4096, 64, 64, 4, 4, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0},
         /* a very wide head: blocks shrink to keep the scratch bounded */
         {50, 300, 5000, 3000, 1, 1, ATTN_CAUSAL_TOP_LEFT, 1, 0, 0},
         /* the bf16 compute mode, odd E and Ev included */
@@ -1296,6 +1334,7 @@ int main(void) {
         {1200, 1200, 72, 72, 1, 1, ATTN_CAUSAL_TOP_LEFT, 0, 1, 260},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) test_problem(&shapes[i]);
+    test_decode_splits();
     test_fallback();
     test_paged();
     test_bf16_emulation();

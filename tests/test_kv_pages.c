@@ -495,7 +495,7 @@ static void test_all_sharers_append(attn_dtype dt, int64_t P, const char *name) 
 
 /* Long sequences: a prompt of 2100 positions over pages of 256, forked,
  * each fork given its own next token, then one query each, in one call:
- * the split-KV decode kernel runs (L = 1 against S >= 2048, checked on the
+ * the split-KV decode kernel runs (L = 1, many chunks; checked on the
  * verbose line) and each sequence's rows equal attn_kv_cache_attend's. */
 static void test_long_decode(attn_dtype dt, const char *name) {
     model m;

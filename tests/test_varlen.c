@@ -47,7 +47,8 @@ typedef struct vcase {
     int64_t Hq, Hk, E, Ev;
     int B;
     int64_t max_len;     /* lengths drawn from 0 .. max_len (some forced 0) */
-    int decode;          /* one sequence of 3 queries against 2100 keys: the decode kernel */
+    int decode;          /* 1: one sequence of 3 queries against 2100 keys, the decode kernel's;
+                          * 2: every sequence 1..8 queries (the decode kernel's) */
     attn_causal causal;
     int has_scale, alibi, sinks, rope, bf16, strided;
     double softcap, dropout;
@@ -79,7 +80,8 @@ static void make_batch(batch *bt, const vcase *c) {
         if (b % 5 == 3) L = 0; /* no queries */
         if (b % 7 == 5) S = 0; /* queries, no keys */
         if (c->causal == ATTN_CAUSAL_TOP_LEFT && S == 0 && L > 0) S = 1 + below(4); /* keep most rows seeing keys */
-        if (c->decode && b == 1) L = 3, S = 2100;
+        if (c->decode == 1 && b == 1) L = 3, S = 2100;
+        if (c->decode == 2 && L > 0) L = 1 + b % 8;
         bt->cu_q[b + 1] = bt->cu_q[b] + L, bt->cu_k[b + 1] = bt->cu_k[b] + S;
     }
     bt->Tq = bt->cu_q[c->B], bt->Tk = bt->cu_k[c->B];
@@ -211,8 +213,16 @@ static void test_case(const vcase *c) {
                            (char *)ref_lse.data + bt.cu_q[b] * c->Hq * attn_dtype_size(c->dtype),
                            (size_t)(L * c->Hq) * attn_dtype_size(c->dtype));
         }
-        const char *want = c->dtype == ATTN_F64 ? "exact" : "flash";
+        const char *want = c->dtype == ATTN_F64 ? "exact" : c->decode == 2 ? "decode" : "flash";
         snprintf(name, sizeof name, "varlen_%s_threads%d", c->name, threads);
+        if (c->decode == 2 && !st) { /* one job for all: as many workers given as threads, whatever each has */
+            const char *t = strstr(verbose_last_line, " threads=");
+            int ran = 0, given = 0;
+            if (t) sscanf(t, " threads=%d/%d", &ran, &given);
+            char tname[200];
+            snprintf(tname, sizeof tname, "varlen_%s_one_decode_job_threads%d", c->name, threads);
+            check(given == threads, tname, "the line gives %d workers (want %d): %s", given, threads, verbose_last_line);
+        }
         if (st) check(0, name, "%s", err.message);
         else
             check(ref_ok && empty_ok && strcmp(kernel, want) == 0 && !memcmp(out.data, ref_out.data, bytes_of(&out)) &&
@@ -246,6 +256,21 @@ static void test_case(const vcase *c) {
 static void test_decode_in_batch(void) {
     vcase c = {"decode_mix", ATTN_F32, ATTN_F32, 4, 2, 64, 64, 4, 60, 1, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     test_case(&c);
+}
+
+/* Batches of decode sequences only (1..8 queries each, every causal
+ * alignment), run as one decode job: each sequence bitwise attn_sdpa's on
+ * it alone, and the job given every thread even when no sequence alone has
+ * work for more than one (one head, a few keys each). */
+static void test_decode_batches(void) {
+    /* name, dtype, kv dtype, Hq, Hk, E, Ev, B, max_len, decode, causal, ... */
+    static const vcase CASES[] = {
+        {"decode_short_one_head", ATTN_F32, ATTN_F32, 1, 1, 32, 32, 40, 120, 2, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {"decode_gqa_long", ATTN_F32, ATTN_F32, 8, 2, 64, 64, 20, 5000, 2, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {"decode_top_left_f16", ATTN_F32, ATTN_F16, 4, 4, 40, 24, 17, 3000, 2, ATTN_CAUSAL_TOP_LEFT, 0, 1, 1, 0, 0, 1, 0, 0, 0, 0},
+        {"decode_no_causal_masks", ATTN_F32, ATTN_F32, 2, 1, 16, 16, 25, 2500, 2, ATTN_CAUSAL_NONE, 1, 0, 0, 0, 0, 0, 5, 0, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) test_case(&CASES[i]);
 }
 
 /* The offsets' errors, each before anything is written. */
@@ -370,6 +395,7 @@ int main(void) {
         test_case(&c);
     }
     test_decode_in_batch();
+    test_decode_batches();
     test_errors();
     test_workspace();
     attn_shutdown();

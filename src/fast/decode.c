@@ -1,17 +1,18 @@
-/* decode.c -- the f32 decode path: a few queries (L <= 4) against a long key
- * sequence, as in generating one token at a time from a KV cache.
+/* decode.c -- the f32 decode path: a few queries (L <= ATTN_DECODE_MAX_L)
+ * against the keys, as in generating one token at a time from a KV cache, or
+ * verifying a few draft tokens (speculative decoding).
  *
  * There are too few query rows to split work over, so the keys are split:
- * each slice's S keys fall into chunks (the core's decode_chunk keys, see
- * cores.c), and every (slice,
+ * each slice's S keys fall into chunks (attn_decode_chunk, the cost model
+ * below, sizes them), and every (slice,
  * chunk) is a work item that streams its keys and values once, straight from
  * the caller's memory, and leaves a partial result: per query row its maximum
  * m_c, its sum l_c = sum exp(s - m_c) and its output out_c = sum exp(s -
  * m_c) v / l_c. The partials are then merged exactly, in chunk order, by the
  * merge attn_sdpa_merge uses (merge.c), from m_c and l_c.
  * (As in flash.c, exp(x) is computed as 2^(x·log2 e) on differences x.)
- * The chunking depends only on S, never on the thread count, so results are
- * bitwise identical for any number of threads.
+ * The chunking depends only on the shape (L, S, heads), never on the thread
+ * count, so results are bitwise identical for any number of threads.
  *
  * As in flash.c, a slice whose keys or values are not finite, or whose scores
  * or sums could overflow f32, is computed by the exact f64 kernel instead. */
@@ -47,6 +48,11 @@ typedef struct decode_job {
     atomic_uchar *bad;    /* per group of G slices: take the exact kernel */
 } decode_job;
 
+/* The rows of the microkernel block that starts at row r0 of an item. */
+static int row_block(const decode_job *j, int64_t r0) {
+    return (int)(j->R - r0 < ATTN_DECODE_MAX_ROWS ? j->R - r0 : ATTN_DECODE_MAX_ROWS);
+}
+
 /* Scores s (R × lds) = q · the k keys of one span m (rows of the key
  * source): each key row read once, for all rows; in one call when the rows
  * are f32 in place or 16-bit the ISA streams, else a group of rows at a
@@ -54,16 +60,25 @@ typedef struct decode_job {
 static float span_scores(const decode_job *j, float *s, int64_t lds, const float *q, const attn_mat *m, int64_t k,
                          float *tmp) {
     const attn_ukernels *uk = j->uk;
-    if (streams_16bit(uk, m))
-        return uk->dot_rows16(s, lds, q, (int)j->R, (const uint16_t *)(const void *)m->base, m->rs, k, j->E,
-                              m->dtype == ATTN_F16);
-    attn_rows span = attn_rows_dense(*m);
     float kmax = 0;
+    /* The microkernels take ATTN_DECODE_MAX_ROWS rows at most (their
+     * accumulators fill the registers): more rows go in blocks, the keys
+     * read again from cache, not memory. */
+    if (streams_16bit(uk, m)) {
+        for (int64_t r0 = 0; r0 < j->R && kmax >= 0; r0 += ATTN_DECODE_MAX_ROWS)
+            kmax = attn_absmax_join(kmax, uk->dot_rows16(s + r0 * lds, lds, q + r0 * j->E, row_block(j, r0),
+                                                         (const uint16_t *)(const void *)m->base, m->rs, k, j->E,
+                                                         m->dtype == ATTN_F16));
+        return kmax;
+    }
+    attn_rows span = attn_rows_dense(*m);
     bool in_place = m->dtype == ATTN_F32 && m->cs == 1;
     for (int64_t c0 = 0, group = in_place ? k : GROUP; c0 < k && kmax >= 0; c0 += group) {
         int64_t nc = k - c0 < group ? k - c0 : group, ld;
         const float *rows = attn_rows_f32(uk, &span, c0, nc, tmp, &ld);
-        kmax = attn_absmax_join(kmax, uk->dot_rows(s + c0, lds, q, (int)j->R, rows, ld, nc, j->E));
+        for (int64_t r0 = 0; r0 < j->R && kmax >= 0; r0 += ATTN_DECODE_MAX_ROWS)
+            kmax = attn_absmax_join(kmax, uk->dot_rows(s + r0 * lds + c0, lds, q + r0 * j->E, row_block(j, r0), rows,
+                                                       ld, nc, j->E));
     }
     return kmax;
 }
@@ -87,8 +102,9 @@ static void span_values(const decode_job *j, float *acc, const float *s, int64_t
                         float *tmp) {
     const attn_ukernels *uk = j->uk;
     if (streams_16bit(uk, m)) {
-        uk->axpy_rows16(acc, s, lds, (int)j->R, (const uint16_t *)(const void *)m->base, m->rs, k, j->Ev,
-                        m->dtype == ATTN_F16);
+        for (int64_t r0 = 0; r0 < j->R; r0 += ATTN_DECODE_MAX_ROWS)
+            uk->axpy_rows16(acc + r0 * j->Ev, s + r0 * lds, lds, row_block(j, r0),
+                            (const uint16_t *)(const void *)m->base, m->rs, k, j->Ev, m->dtype == ATTN_F16);
         return;
     }
     attn_rows span = attn_rows_dense(*m);
@@ -96,7 +112,8 @@ static void span_values(const decode_job *j, float *acc, const float *s, int64_t
     for (int64_t c0 = 0, group = in_place ? k : GROUP; c0 < k; c0 += group) {
         int64_t nc = k - c0 < group ? k - c0 : group, ld;
         const float *rows = attn_rows_f32(uk, &span, c0, nc, tmp, &ld);
-        uk->axpy_rows(acc, s + c0, lds, (int)j->R, rows, ld, nc, j->Ev);
+        for (int64_t r0 = 0; r0 < j->R; r0 += ATTN_DECODE_MAX_ROWS)
+            uk->axpy_rows(acc + r0 * j->Ev, s + r0 * lds + c0, lds, row_block(j, r0), rows, ld, nc, j->Ev);
     }
 }
 
@@ -117,7 +134,7 @@ static void decode_item(void *ctx, int64_t item, int worker) {
     decode_job *j = ctx;
     const attn_ukernels *uk = j->uk;
     int64_t g = item / j->n_chunks, chunk = item % j->n_chunks;
-    attn_problem p[ATTN_DECODE_MAX_ROWS]; /* the heads' problems; p[0]'s keys and values are all of theirs */
+    attn_problem p[ATTN_DECODE_MAX_L]; /* the heads' problems; p[0]'s keys and values are all of theirs */
     for (int64_t t = 0; t < j->G; t++) attn_slice(j->sl, g * j->G + t, &p[t]);
     float *part = j->partials + item * j->part_floats;
     int64_t L = j->L, R = j->R, E = j->E, Ev = j->Ev, lds = attn_round_up(j->chunk, ATTN_VL_MAX);
@@ -195,63 +212,168 @@ static bool merge(const decode_job *j, int64_t slice, const attn_problem *p, att
     return true;
 }
 
-bool attn_decode_applies(int64_t L, int64_t S) {
-    return L <= ATTN_DECODE_MAX_ROWS && S >= attn_blocks_active()->decode_chunk;
+/* ---- the cost model: which kernel, how many splits ----------------------
+ *
+ * Both kernels stream each key and value once per work item and are bound
+ * by memory for few query rows; what differs is how the work divides:
+ *   flash: one item per (slice, block of query rows), so L <= 8 queries give
+ *     one item per slice, and a slice's S keys are streamed by one core;
+ *     its tiles of bc keys are padded to its block of rows, so for a few
+ *     rows most of its arithmetic is padding;
+ *   decode: one item per (group of heads sharing a KV head, chunk of keys),
+ *     every row of the group computed from one read of each key, plus per
+ *     chunk a fixed cost (scaling R queries, merging R partial rows of Ev)
+ *     worth about DECODE_MIN_CHUNK / 64 keys.
+ * So for L <= ATTN_DECODE_MAX_L decode costs no more than flash at any S,
+ * and wins whenever there are fewer slices than cores; above that, flash's
+ * register-blocked products (many rows per key loaded) win. The chunks:
+ *   - at most the core's decode_chunk keys (cores.c), so the scores (R x
+ *     chunk floats) stay in L1/L2;
+ *   - at least DECODE_MIN_CHUNK keys, so the fixed cost stays under ~2%;
+ *   - between these, as many as it takes for DECODE_ITEMS items over all
+ *     groups, so that up to 16 cores have work at every S: a fixed count,
+ *     not the thread count, so that the split (and with it every bit of
+ *     the result) is the same whatever the number of threads;
+ *   - all of one size (rounded up to a vector), the last one shorter.
+ * A ragged batch plans each sequence with this same function, so that a
+ * sequence gets the split it would get alone. */
+enum { DECODE_MIN_CHUNK = 128, DECODE_ITEMS = 32 };
+
+/* The rows of one work item: G query heads sharing a KV head (GQA) times
+ * L rows, as many heads as fit ATTN_DECODE_MAX_L rows and divide the group. */
+static int64_t heads_per_item(int64_t L, int64_t group) {
+    int64_t G = 1;
+    for (int64_t g = 2; g <= group && g * L <= ATTN_DECODE_MAX_L; g++)
+        if (group % g == 0) G = g;
+    return G;
+}
+
+int64_t attn_decode_chunk(int64_t L, int64_t S, int64_t slices, int64_t group) {
+    if (L < 1 || L > ATTN_DECODE_MAX_L || S < 1 || slices < 1 || group < 1) return 0;
+    int64_t most = attn_blocks_active()->decode_chunk, items = slices / heads_per_item(L, group);
+    int64_t want = (DECODE_ITEMS + items - 1) / items;               /* chunks per group for DECODE_ITEMS */
+    int64_t fit = S / DECODE_MIN_CHUNK > 0 ? S / DECODE_MIN_CHUNK : 1; /* chunks of at least the minimum */
+    int64_t n = want < fit ? want : fit, least = (S + most - 1) / most;
+    if (n < least) n = least;
+    int64_t chunk = attn_round_up((S + n - 1) / n, ATTN_VL_MAX);
+    return chunk < most ? chunk : most;
+}
+
+int64_t attn_decode_chunk_of(const attn_slices *sl) {
+    if (sl->has_rope) return 0; /* RoPE rotates keys in flash's packing only */
+    return attn_decode_chunk(sl->cq.shape[3], sl->ck.shape[3], sl->count, sl->co.shape[2] / sl->ck.shape[2]);
+}
+
+/* The items of several calls' jobs, run as one parallel loop: item i is
+ * item i - first[c] of job c. */
+typedef struct decode_batch {
+    decode_job *jobs;
+    const int64_t *first; /* n + 1 offsets */
+    int64_t n;
+} decode_batch;
+
+static void batch_item(void *ctx, int64_t item, int worker) {
+    const decode_batch *b = ctx;
+    int64_t lo = 0, hi = b->n - 1; /* the last job whose first item is <= item */
+    while (lo < hi) {
+        int64_t mid = (lo + hi + 1) / 2;
+        if (b->first[mid] <= item) lo = mid;
+        else hi = mid - 1;
+    }
+    decode_item(&b->jobs[lo], item - b->first[lo], worker);
+}
+
+/* Job j for the call sl: its shape, split and sizes; its memory from the
+ * arena (scratch apart: shared by all jobs of a batch). */
+static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *err) {
+    memset(j, 0, sizeof *j);
+    attn_problem first;
+    attn_slice(sl, 0, &first);
+    j->uk = attn_ukernels_active();
+    j->sl = sl;
+    j->L = first.q.rows, j->S = first.k.rows, j->E = first.q.cols, j->Ev = first.v.cols;
+    if (j->E > (1 << 24) || j->Ev > (1 << 24)) /* before the sizes below multiply them */
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "E=%lld or Ev=%lld is too large for the f32 kernel",
+                         (long long)j->E, (long long)j->Ev);
+    j->chunk = attn_decode_chunk_of(sl);
+    if (j->chunk < 1) return attn_fail(err, ATTN_ERR_SHAPE, "L=%lld is too many rows for the decode kernel", (long long)j->L);
+    j->n_chunks = (j->S + j->chunk - 1) / j->chunk;
+    j->G = heads_per_item(j->L, sl->co.shape[2] / sl->ck.shape[2]);
+    j->R = j->G * j->L;
+    j->part_floats = 2 * j->R + j->R * j->Ev;
+    int64_t items, floats, groups = sl->count / j->G;
+    if (!attn_mul_i64(groups, j->n_chunks, &items) || !attn_mul_i64(items, j->part_floats, &floats) ||
+        (uint64_t)floats > SIZE_MAX / 8)
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "decode partials overflow");
+    j->ws_floats = attn_round_up(j->R * j->E + j->R * attn_round_up(j->chunk, ATTN_VL_MAX) + GROUP * (j->E + j->Ev), 16);
+    attn_arena *a = sl->arena;
+    j->partials = attn_arena_alloc(a, (size_t)floats, sizeof(float));
+    j->bad = attn_arena_alloc(a, (size_t)groups, sizeof *j->bad);
+    if (!a->measure && (!j->partials || !j->bad))
+        return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY, "cannot allocate the decode path's partials");
+    return ATTN_OK;
+}
+
+attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls, attn_run_info *info,
+                                  attn_error *err) {
+    attn_arena *a = sls[0]->arena;
+    decode_job *jobs = attn_arena_alloc(a, (size_t)n_calls, sizeof *jobs), one;
+    int64_t *first = attn_arena_alloc(a, (size_t)n_calls + 1, sizeof *first);
+    if (!a->measure && (!jobs || !first))
+        return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
+                         "cannot allocate the plans of %lld decode calls", (long long)n_calls);
+    /* Every call's items, one after another; scratch for the widest.
+     * (Measuring, each job is planned in `one` only for its sizes.) */
+    int64_t ws = 0, max_chunks = 0, max_ev = 0, work_words = 0, items = 0;
+    for (int64_t c = 0; c < n_calls; c++) {
+        decode_job *j = jobs ? &jobs[c] : &one;
+        attn_status st = plan_job(j, sls[c], err);
+        if (st) return st;
+        int64_t words = attn_stream_work_size(j->E, j->Ev);
+        if (first) first[c] = items;
+        if (!attn_add_i64(items, sls[c]->count / j->G * j->n_chunks, &items) || words < 0)
+            return attn_fail(err, ATTN_ERR_OVERFLOW, "decode work items overflow");
+        if (j->ws_floats > ws) ws = j->ws_floats;
+        if (j->n_chunks > max_chunks) max_chunks = j->n_chunks;
+        if (j->Ev > max_ev) max_ev = j->Ev;
+        if (words > work_words) work_words = words;
+    }
+    if (first) first[n_calls] = items;
+    int workers = sls[0]->threads;
+    if (workers > items) workers = (int)items;
+    float *scratch = attn_arena_alloc(a, (size_t)ws, sizeof(float) * (size_t)(workers > 0 ? workers : 1));
+    attn_part_row *parts = attn_arena_alloc(a, (size_t)max_chunks + 1, sizeof *parts); /* + a sink */
+    float *zero = attn_arena_alloc(a, (size_t)max_ev, sizeof(float));
+    /* The exact kernel's scratch, for slices that fall back to it: taken
+     * now, so that running out of memory never leaves an output half done. */
+    double *work = work_words > 0 ? attn_arena_alloc(a, (size_t)work_words, sizeof(double)) : NULL;
+    if (a->measure) return ATTN_OK;
+    if (!scratch || !parts || !zero || !work)
+        return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
+                         "cannot allocate the decode path's scratch");
+    memset(zero, 0, sizeof(float) * (size_t)max_ev);
+    for (int64_t c = 0; c < n_calls; c++) {
+        jobs[c].scratch = scratch, jobs[c].ws_floats = ws;
+        for (int64_t g = 0; g < sls[c]->count / jobs[c].G; g++) atomic_init(&jobs[c].bad[g], 0);
+    }
+    decode_batch b = {jobs, first, n_calls};
+    info->threads = attn_parallel_for(workers, items, batch_item, &b), info->threads_given = workers;
+    info->kernel = "decode", info->isa = jobs[0].uk->name, info->bf16 = NULL;
+    info->items = 0, info->fallbacks = 0;
+    for (int64_t c = 0; c < n_calls; c++) {
+        const decode_job *j = &jobs[c];
+        info->items += sls[c]->count;
+        for (int64_t s = 0; s < sls[c]->count; s++) {
+            attn_problem p;
+            attn_slice(sls[c], s, &p);
+            if (!atomic_load(&j->bad[s / j->G]) && merge(j, s, &p, parts, zero)) continue;
+            info->fallbacks++;
+            attn_exact_rows(&p, 0, j->L, work); /* the exact f64 kernel for this slice */
+        }
+    }
+    return ATTN_OK;
 }
 
 attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_error *err) {
-    decode_job j;
-    memset(&j, 0, sizeof j);
-    attn_problem first;
-    attn_slice(sl, 0, &first);
-    j.uk = attn_ukernels_active();
-    j.sl = sl;
-    j.L = first.q.rows, j.S = first.k.rows, j.E = first.q.cols, j.Ev = first.v.cols;
-    if (j.E > (1 << 24) || j.Ev > (1 << 24)) /* before the sizes below multiply them */
-        return attn_fail(err, ATTN_ERR_OVERFLOW, "E=%lld or Ev=%lld is too large for the f32 kernel", (long long)j.E,
-                         (long long)j.Ev);
-    j.chunk = attn_blocks_active()->decode_chunk;
-    j.n_chunks = (j.S + j.chunk - 1) / j.chunk;
-    /* Query heads that share a KV head (GQA) go in one item, as many as
-     * fit the kernels' rows: their keys and values are read once. */
-    int64_t group = sl->co.shape[2] / sl->ck.shape[2];
-    j.G = 1;
-    for (int64_t G = 2; G <= group && G * j.L <= ATTN_DECODE_MAX_ROWS; G++)
-        if (group % G == 0) j.G = G;
-    j.R = j.G * j.L;
-    j.part_floats = 2 * j.R + j.R * j.Ev;
-    int64_t items, floats, groups = sl->count / j.G;
-    if (!attn_mul_i64(groups, j.n_chunks, &items) ||
-        !attn_mul_i64(items, j.part_floats, &floats) || (uint64_t)floats > SIZE_MAX / 8)
-        return attn_fail(err, ATTN_ERR_OVERFLOW, "decode partials overflow");
-    j.ws_floats = attn_round_up(j.R * j.E + j.R * attn_round_up(j.chunk, ATTN_VL_MAX) + GROUP * (j.E + j.Ev), 16);
-    int workers = sl->threads;
-    if (workers > items) workers = (int)items;
-    attn_arena *a = sl->arena;
-    j.partials = attn_arena_alloc(a, (size_t)floats, sizeof(float));
-    j.scratch = attn_arena_alloc(a, (size_t)j.ws_floats, sizeof(float) * (size_t)workers);
-    j.bad = attn_arena_alloc(a, (size_t)groups, sizeof *j.bad);
-    attn_part_row *parts = attn_arena_alloc(a, (size_t)j.n_chunks + 1, sizeof *parts); /* + a sink */
-    float *zero = attn_arena_alloc(a, (size_t)j.Ev, sizeof(float));
-    /* The exact kernel's scratch, for slices that fall back to it: taken
-     * now, so that running out of memory never leaves an output half done. */
-    int64_t words = attn_stream_work_size(j.E, j.Ev);
-    double *work = words > 0 ? attn_arena_alloc(a, (size_t)words, sizeof(double)) : NULL;
-    if (a->measure) return ATTN_OK;
-    if (!j.partials || !j.scratch || !j.bad || !parts || !zero || !work)
-        return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
-                         "cannot allocate the decode path's partials");
-    for (int64_t g = 0; g < groups; g++) atomic_init(&j.bad[g], 0);
-    memset(zero, 0, sizeof(float) * (size_t)j.Ev);
-    info->threads = attn_parallel_for(workers, items, decode_item, &j), info->threads_given = workers;
-    info->kernel = "decode", info->isa = j.uk->name, info->bf16 = NULL;
-    info->items = sl->count, info->fallbacks = 0;
-    for (int64_t s = 0; s < sl->count; s++) {
-        attn_problem p;
-        attn_slice(sl, s, &p);
-        if (!atomic_load(&j.bad[s / j.G]) && merge(&j, s, &p, parts, zero)) continue;
-        info->fallbacks++;
-        attn_exact_rows(&p, 0, j.L, work); /* the exact f64 kernel for this slice */
-    }
-    return ATTN_OK;
+    return attn_decode_run_calls(&sl, 1, info, err);
 }

@@ -40,10 +40,26 @@ attn_status attn_flash_run(const attn_slices *sl, bool bf16, attn_run_info *info
 attn_status attn_flash_run_calls(const attn_slices *const *sls, int64_t n_calls, bool bf16, attn_run_info *info,
                                  attn_error *err);
 
-/* The f32 decode path (decode.c): a few queries against many keys, split
- * over the keys. attn_decode_applies says when it is the one to use. */
-bool attn_decode_applies(int64_t L, int64_t S);
+/* The f32 decode path (decode.c): a few queries (L <= ATTN_DECODE_MAX_L)
+ * against the keys, split over the keys.
+ * attn_decode_chunk is the cost model that chooses between it and flash:
+ * for L queries against S keys in `slices` slices whose query heads share
+ * KV heads `group` at a time, the keys per split-KV chunk, or 0 when flash
+ * is the faster kernel. It depends on the shape only (never on the thread
+ * count), so results are bitwise the same for any number of threads.
+ * attn_decode_chunk_of applies it to one planned call (0 also for RoPE,
+ * which only flash applies); every caller chooses through it, so that a
+ * sequence of a ragged batch gets the kernel and split it gets alone.
+ * attn_decode_run runs one call (its chunk_of > 0); attn_decode_run_calls
+ * runs several as one job, their work items scheduled together, each call's
+ * results bitwise those of attn_decode_run on it. The calls share the
+ * thread count and the arena (sls[0]'s). */
+enum { ATTN_DECODE_MAX_L = 8 };
+int64_t attn_decode_chunk(int64_t L, int64_t S, int64_t slices, int64_t group);
+int64_t attn_decode_chunk_of(const attn_slices *sl);
 attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_error *err);
+attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls, attn_run_info *info,
+                                  attn_error *err);
 
 /* Packing (pack.c). Keys and values come from row sources (base/rows.h),
  * read span by span; queries and outputs are matrices.

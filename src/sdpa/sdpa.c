@@ -39,16 +39,16 @@ static attn_status run_kernel(kernel_kind kind, const attn_slices *call, const a
     attn_rope_plan rope;
     attn_status st = attn_rope_prepare(sl, &rope, err);
     if (st) return st;
-    int64_t L = sl->cq.shape[3], E = sl->cq.shape[4], S = sl->ck.shape[3], Ev = sl->cv.shape[4];
+    int64_t E = sl->cq.shape[4], S = sl->ck.shape[3], Ev = sl->cv.shape[4];
     static const char *const KERNEL[] = {"exact", "reference", "scores"};
     info->kernel = KERNEL[kind], info->isa = "-", info->bf16 = NULL, info->threads = info->threads_given = 1;
     info->items = sl->count, info->fallbacks = 0;
 
     /* f32 attention without weights takes the fast kernels: split over the
-     * keys for a few queries against many keys, else tiled. */
+     * keys where the cost model (decode.c) says so, else tiled. */
     if (kind == KERNEL_STREAM && sl->q->dtype == ATTN_F32 && !sl->weights)
-        return attn_decode_applies(L, S) && !sl->has_rope ? attn_decode_run(sl, info, err)
-                                         : attn_flash_run(sl, o->compute == ATTN_COMPUTE_BF16, info, err);
+        return attn_decode_chunk_of(sl) > 0 ? attn_decode_run(sl, info, err)
+                                            : attn_flash_run(sl, o->compute == ATTN_COMPUTE_BF16, info, err);
 
     /* Scratch memory, sized by the kernel, overflow-checked. */
     int64_t words = kind == KERNEL_STREAM ? attn_stream_work_size(E, Ev)

@@ -174,13 +174,14 @@ static attn_sdpa_options seq_options(const attn_sdpa_options *o, const attn_tens
     return ob;
 }
 
-/* Every sequence planned into seqs (and its flash calls listed in flash[],
- * *n_flash of them), nothing run. */
-static attn_status plan_batch(seq *seqs, const attn_slices **flash, int64_t *n_flash, attn_tensor *out,
+/* Every sequence planned into seqs (its flash calls listed in flash[],
+ * *n_flash of them, its decode calls in decode[]), nothing run. */
+static attn_status plan_batch(seq *seqs, const attn_slices **flash, int64_t *n_flash, const attn_slices **decode,
+                              int64_t *n_decode, attn_tensor *out,
                               attn_tensor *lse, const attn_tensor *q, const batch_kv *kv, const int64_t *cu_q,
                               int64_t batch, const attn_tensor *const *masks, const attn_sdpa_options *o, int threads,
                               attn_arena *arena, attn_error *err) {
-    *n_flash = 0;
+    *n_flash = *n_decode = 0;
     for (int64_t b = 0; b < batch; b++) {
         seq *s = &seqs[b];
         int64_t L = cu_q[b + 1] - cu_q[b], S = kv->k_pages ? kv->k_pages[b].length : kv->cu_k[b + 1] - kv->cu_k[b];
@@ -203,14 +204,15 @@ static attn_status plan_batch(seq *seqs, const attn_slices **flash, int64_t *n_f
         if (kv->k_pages) s->sl.k_pages = &kv->k_pages[b], s->sl.v_pages = &kv->v_pages[b];
         /* attn_sdpa's choice of kernel (sdpa.c's run_kernel), for this sequence */
         if (q->dtype != ATTN_F32) s->route = SEQ_EXACT;
-        else if (attn_decode_applies(L, S) && !s->sl.has_rope) s->route = SEQ_DECODE;
+        else if (attn_decode_chunk_of(&s->sl) > 0) s->route = SEQ_DECODE, decode[(*n_decode)++] = &s->sl;
         else flash[(*n_flash)++] = &s->sl;
     }
     return ATTN_OK;
 }
 
 /* Run (or, on a measuring arena, measure) every planned sequence. */
-static attn_status run_batch(seq *seqs, const attn_slices **flash, int64_t n_flash, int64_t batch, int64_t E,
+static attn_status run_batch(seq *seqs, const attn_slices **flash, int64_t n_flash, const attn_slices **decode,
+                             int64_t n_decode, int64_t batch, int64_t E,
                              int64_t Ev, const attn_sdpa_options *o, attn_arena *arena, attn_run_info *info,
                              attn_error *err) {
     attn_status st;
@@ -221,6 +223,15 @@ static attn_status run_batch(seq *seqs, const attn_slices **flash, int64_t n_fla
     }
     *info = (attn_run_info){"none", "-", NULL, 1, 1, 0, 0};
     if (n_flash > 0 && (st = attn_flash_run_calls(flash, n_flash, o->compute == ATTN_COMPUTE_BF16, info, err))) return st;
+    /* The decode sequences as one job: their splits (each the one it gets
+     * alone) scheduled together, so that many short contexts and a few long
+     * ones keep every core busy. */
+    if (n_decode > 0) {
+        attn_run_info d;
+        if ((st = attn_decode_run_calls(decode, n_decode, &d, err))) return st;
+        if (!arena->measure && info->kernel[0] == 'n') *info = d;
+        else info->items += d.items, info->fallbacks += d.fallbacks;
+    }
     /* The f64 kernel's scratch, once for every sequence that takes it. */
     double *work = NULL;
     bool any_exact = false;
@@ -235,12 +246,7 @@ static attn_status run_batch(seq *seqs, const attn_slices **flash, int64_t n_fla
     }
     for (int64_t b = 0; b < batch; b++) {
         seq *s = &seqs[b];
-        if (s->route == SEQ_DECODE) {
-            attn_run_info d;
-            if ((st = attn_decode_run(&s->sl, &d, err))) return in_sequence(st, b, err);
-            if (!arena->measure && info->kernel[0] == 'n') *info = d;
-            else info->items += d.items, info->fallbacks += d.fallbacks;
-        } else if (s->route == SEQ_EXACT && !arena->measure) {
+        if (s->route == SEQ_EXACT && !arena->measure) {
             for (int64_t i = 0; i < s->sl.count; i++) {
                 attn_problem p;
                 attn_slice(&s->sl, i, &p);
@@ -290,22 +296,23 @@ static attn_status varlen_forward(attn_tensor *out, attn_tensor *lse, const attn
     attn_status st;
     attn_arena arena = attn_arena_over(c->workspace, c->workspace_size);
     size_t n = batch > 0 ? (size_t)batch : 1;
-    if ((uint64_t)n > SIZE_MAX / (sizeof(seq) + sizeof(attn_slices *)))
+    if ((uint64_t)n > SIZE_MAX / (sizeof(seq) + 2 * sizeof(attn_slices *)))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "%lld sequences' plans overflow", (long long)batch);
     seq *seqs = attn_arena_alloc(&arena, n, sizeof(seq));
     const attn_slices **flash = attn_arena_alloc(&arena, n, sizeof *flash);
-    if (!seqs || !flash) {
+    const attn_slices **decode = attn_arena_alloc(&arena, n, sizeof *decode);
+    if (!seqs || !flash || !decode) {
         attn_arena_release(&arena);
         return attn_fail(err, c->workspace ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the plans of %lld sequences (%zu bytes)", (long long)batch,
-                         n * (sizeof(seq) + sizeof *flash));
+                         n * (sizeof(seq) + 2 * sizeof *flash));
     }
-    int64_t n_flash;
+    int64_t n_flash, n_decode;
     attn_run_info info;
-    st = plan_batch(seqs, flash, &n_flash, out, lse, q, kv, cu_q, batch, masks, o, c->num_threads, &arena, err);
+    st = plan_batch(seqs, flash, &n_flash, decode, &n_decode, out, lse, q, kv, cu_q, batch, masks, o, c->num_threads, &arena, err);
     if (!st && c->workspace) { /* too small a workspace fails before anything is written */
         attn_arena m = attn_arena_measuring();
-        st = run_batch(seqs, flash, n_flash, batch, q->shape[2], Ev, o, &m, &info, err);
+        st = run_batch(seqs, flash, n_flash, decode, n_decode, batch, q->shape[2], Ev, o, &m, &info, err);
         size_t need = arena.used + attn_arena_needed(&m);
         if (!st && need > c->workspace_size)
             st = attn_fail(err, ATTN_ERR_WORKSPACE,
@@ -313,7 +320,7 @@ static attn_status varlen_forward(attn_tensor *out, attn_tensor *lse, const attn
     }
     bool verbose = attn_verbose_on();
     double t0 = verbose ? attn_now_ms() : 0;
-    if (!st) st = run_batch(seqs, flash, n_flash, batch, q->shape[2], Ev, o, &arena, &info, err);
+    if (!st) st = run_batch(seqs, flash, n_flash, decode, n_decode, batch, q->shape[2], Ev, o, &arena, &info, err);
     if (!st) write_empty(seqs, out, lse, cu_q, batch, o);
     if (!st && verbose) {
         attn_slices shown; /* the packed tensors, for the line */
