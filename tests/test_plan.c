@@ -210,6 +210,8 @@ static void refusals(void) {
     attn_tensor longer = make(ATTN_F32, 3, sq2), q64 = make(ATTN_F64, 3, sq);
     int64_t tshape[3] = {3, 4, 16};
     attn_tensor qt = make(ATTN_F32, 3, tshape), transposed = q; /* q's shape over (3, 4, 16) memory */
+    int64_t lshape[2] = {3, 4};
+    attn_tensor lse_other = make(ATTN_F32, 2, lshape);
     transposed.data = qt.data, transposed.strides[0] = 16, transposed.strides[1] = 64, transposed.strides[2] = 1;
     struct {
         const char *name;
@@ -222,6 +224,7 @@ static void refusals(void) {
         {"run_q_other_dtype", &q64, &k, &out, &lse, work, ws, ATTN_ERR_PLAN},
         {"run_q_other_strides", &transposed, &k, &out, &lse, work, ws, ATTN_ERR_PLAN},
         {"run_without_planned_lse", &q, &k, &out, NULL, work, ws, ATTN_ERR_PLAN},
+        {"run_lse_other_shape", &q, &k, &out, &lse_other, work, ws, ATTN_ERR_PLAN},
         {"run_workspace_too_small", &q, &k, &out, &lse, work, ws - 1, ATTN_ERR_WORKSPACE},
         {"run_workspace_null", &q, &k, &out, &lse, NULL, ws, ATTN_ERR_NULL},
         {"run_out_is_q", &q, &k, &q, &lse, work, ws, ATTN_ERR_STRIDE},
@@ -270,7 +273,7 @@ static void refusals(void) {
     st = attn_sdpa_varlen_plan_init(&vp, vmem, vb, &ws, &vo, NULL, &vq, &vk, &vv, cu, cuk, 2, NULL, NULL, &err);
     check(st == ATTN_ERR_ARGUMENT, "varlen_plan_bad_offsets", "status %d: %s", st, err.message);
     free(vq.data), free(vk.data), free(vv.data), free(vo.data), free(vk2.data), free(vmem);
-    free(longer.data), free(q64.data), free(qt.data), free(blank);
+    free(longer.data), free(q64.data), free(qt.data), free(lse_other.data), free(blank);
     free(memory), free(work), free(q.data), free(k.data), free(v.data), free(out.data), free(lse.data);
 }
 
