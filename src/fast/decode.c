@@ -225,8 +225,8 @@ attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_err
         !attn_mul_i64(items, j.part_floats, &floats) || (uint64_t)floats > SIZE_MAX / 8)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "decode partials overflow");
     j.ws_floats = attn_round_up(j.R * j.E + j.R * attn_round_up(j.chunk, ATTN_VL_MAX) + GROUP * (j.E + j.Ev), 16);
-    int workers = sl->threads;
-    if (workers > items) workers = (int)items;
+    int given = sl->threads < items ? sl->threads : (int)items;
+    int workers = attn_workers_for(given, (double)sl->count * (double)j.L * (double)j.S * (double)(j.E + j.Ev));
     attn_arena *a = sl->arena;
     j.partials = attn_arena_alloc(a, (size_t)floats, sizeof(float));
     j.scratch = attn_arena_alloc(a, (size_t)j.ws_floats, sizeof(float) * (size_t)workers);
@@ -243,7 +243,7 @@ attn_status attn_decode_run(const attn_slices *sl, attn_run_info *info, attn_err
                          "cannot allocate the decode path's partials");
     for (int64_t g = 0; g < groups; g++) atomic_init(&j.bad[g], 0);
     memset(zero, 0, sizeof(float) * (size_t)j.Ev);
-    info->threads = attn_parallel_for(workers, items, decode_item, &j), info->threads_given = workers;
+    info->threads = attn_parallel_for(workers, items, decode_item, &j), info->threads_given = given;
     info->kernel = "decode", info->isa = j.uk->name, info->bf16 = NULL;
     info->items = sl->count, info->fallbacks = 0;
     for (int64_t s = 0; s < sl->count; s++) {
