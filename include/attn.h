@@ -813,8 +813,8 @@ ATTN_API attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const 
  * holds pointers into itself: do not copy or move it) and is never freed
  * by the library; nothing needs releasing. A plan runs one call at a time
  * (attn_sdpa_run writes the layer's data pointers into it); two threads
- * run two plans. The options' own tensors (mask, masks, alibi_slopes,
- * sinks) are read at every run, so they must stay valid, with the plan's
+ * run two plans. The options' own tensors (mask, alibi_slopes, sinks) and
+ * a ragged batch's masks (the array and its tensors) are read at every run, so they must stay valid, with the plan's
  * shapes, while the plan is used; the options struct itself is copied.
  * The context's num_threads is the plan's; its workspace is not used
  * (attn_sdpa_run's is). */

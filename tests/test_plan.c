@@ -144,10 +144,19 @@ static void dense_case(const char *shape_name, attn_dtype dtype, int64_t B, int6
 /* One ragged case: q (Tq, Hq, E), k (Tk, Hk, E), v (Tk, Hk, Ev), the
  * sequences' lengths lq[b] and lk[b]. */
 static void varlen_case(const char *mix_name, attn_dtype dtype, int64_t batch, const int64_t *len_q, const int64_t *len_k,
-                        int64_t Hq, int64_t Hk, int64_t E, int64_t Ev, const variant *var, int threads) {
+                        int64_t Hq, int64_t Hk, int64_t E, int64_t Ev, const variant *var, int threads, int masked) {
     char name[160];
-    snprintf(name, sizeof name, "varlen_%s_%s_%s_threads%d", mix_name, dtype == ATTN_F64 ? "f64" : "f32", var->name,
-             threads);
+    snprintf(name, sizeof name, "varlen_%s%s_%s_%s_threads%d", mix_name, masked ? "_masks" : "",
+             dtype == ATTN_F64 ? "f64" : "f32", var->name, threads);
+    /* Masked: a bool mask per sequence with queries and keys, NULL for the others. */
+    attn_tensor mask_t[16];
+    const attn_tensor *masks[16] = {NULL};
+    for (int64_t b = 0; masked && b < batch; b++) {
+        int64_t sm[2] = {len_q[b], len_k[b]};
+        memset(&mask_t[b], 0, sizeof mask_t[b]);
+        if (len_q[b] && len_k[b]) mask_t[b] = make(ATTN_BOOL, 2, sm), masks[b] = &mask_t[b];
+    }
+    const attn_tensor *const *mp = masked ? masks : NULL;
     if (dtype == ATTN_F64 && var->bf16) return;
     option_set os;
     set_options(&os, var, Hq, threads);
@@ -165,7 +174,7 @@ static void varlen_case(const char *mix_name, attn_dtype dtype, int64_t batch, c
     attn_status st = attn_sdpa_plan_bytes(&bytes, batch, &err);
     if (!st) memory = malloc(bytes);
     if (!st)
-        st = attn_sdpa_varlen_plan_init(&plan, memory, bytes, &ws, &out, lp, &q, &k, &v, cu_q, cu_k, batch, NULL, &os.o,
+        st = attn_sdpa_varlen_plan_init(&plan, memory, bytes, &ws, &out, lp, &q, &k, &v, cu_q, cu_k, batch, mp, &os.o,
                                         &err);
     if (!st) work = malloc(ws ? ws : 1);
     int ok = !st;
@@ -174,7 +183,7 @@ static void varlen_case(const char *mix_name, attn_dtype dtype, int64_t batch, c
     for (int layer = 0; ok && layer < LAYERS; layer++) {
         attn_tensor lq = like(&q), lk = like(&k), lv = like(&v);
         attn_tensor o1 = like(&out), l1 = like(&lse), o2 = like(&out), l2 = like(&lse);
-        st = attn_sdpa_varlen(&o1, var->lse ? &l1 : NULL, &lq, &lk, &lv, cu_q, cu_k, batch, NULL, &os.o, &err);
+        st = attn_sdpa_varlen(&o1, var->lse ? &l1 : NULL, &lq, &lk, &lv, cu_q, cu_k, batch, mp, &os.o, &err);
         if (st) ok = 0, snprintf(why, sizeof why, "attn_sdpa_varlen, layer %d: %s", layer, err.message);
         verbose_begin();
         if (ok) st = attn_sdpa_run(plan, &o2, var->lse ? &l2 : NULL, &lq, &lk, &lv, work, ws, &err);
@@ -186,6 +195,8 @@ static void varlen_case(const char *mix_name, attn_dtype dtype, int64_t batch, c
         free(lq.data), free(lk.data), free(lv.data), free(o1.data), free(l1.data), free(o2.data), free(l2.data);
     }
     check(ok, name, "%s", why);
+    for (int64_t b = 0; b < batch; b++)
+        if (masks[b]) free(mask_t[b].data);
     free(memory), free(work), free(q.data), free(k.data), free(v.data), free(out.data), free(lse.data);
 }
 
@@ -269,6 +280,15 @@ static void refusals(void) {
           st, err.message);
     st = attn_sdpa_varlen_plan_init(&vp, vmem, vb - 1, &ws, &vo, NULL, &vq, &vk, &vv, cu, cuk, 2, NULL, NULL, &err);
     check(st == ATTN_ERR_WORKSPACE, "varlen_plan_memory_too_small", "status %d: %s", st, err.message);
+    /* A layer's out over a sequence's mask (planned with masks elsewhere). */
+    int64_t smask[2] = {3, 12};
+    attn_tensor m1 = make(ATTN_F32, 2, smask), m_over = vo;
+    free(m1.data), m1.data = calloc(4 * 3 * 16, sizeof(float)); /* room for out's rows too */
+    const attn_tensor *vmasks[2] = {NULL, &m1};
+    st = attn_sdpa_varlen_plan_init(&vp, vmem, vb, &ws, &vo, NULL, &vq, &vk, &vv, cu, cuk, 2, vmasks, NULL, &err);
+    if (!st) m_over.data = m1.data, st = attn_sdpa_run(vp, &m_over, NULL, &vq, &vk, &vv, work, 1 << 20, &err);
+    check(st == ATTN_ERR_STRIDE, "varlen_run_out_over_a_mask", "status %d: %s", st, err.message);
+    free(m1.data);
     cu[1] = 5;
     st = attn_sdpa_varlen_plan_init(&vp, vmem, vb, &ws, &vo, NULL, &vq, &vk, &vv, cu, cuk, 2, NULL, NULL, &err);
     check(st == ATTN_ERR_ARGUMENT, "varlen_plan_bad_offsets", "status %d: %s", st, err.message);
@@ -288,10 +308,11 @@ int main(void) {
             dense_case("decode_gqa_S2100", ATTN_F32, 1, 8, 2, 2, 2100, 32, 32, var, threads);
             dense_case("exact", ATTN_F64, 1, 2, 1, 9, 13, 8, 8, var, threads);
             static const int64_t lq[] = {5, 0, 1, 37, 2, 3}, lk[] = {9, 4, 100, 37, 2100, 0};
-            varlen_case("mixed", ATTN_F32, 6, lq, lk, 4, 2, 16, 16, var, threads);
+            varlen_case("mixed", ATTN_F32, 6, lq, lk, 4, 2, 16, 16, var, threads, 0);
+            varlen_case("mixed", ATTN_F32, 6, lq, lk, 4, 2, 16, 16, var, threads, 1);
             static const int64_t eq[] = {1, 1, 1}, ek[] = {3, 50, 17};
-            varlen_case("decode_step", ATTN_F32, 3, eq, ek, 4, 4, 32, 32, var, threads);
-            varlen_case("mixed", ATTN_F64, 6, lq, lk, 2, 1, 8, 8, var, threads);
+            varlen_case("decode_step", ATTN_F32, 3, eq, ek, 4, 4, 32, 32, var, threads, 0);
+            varlen_case("mixed", ATTN_F64, 6, lq, lk, 2, 1, 8, 8, var, threads, 1);
         }
     }
     check(seen_flash && seen_decode && seen_exact, "planned_runs_reach_every_kernel", "flash %d, decode %d, exact %d",

@@ -25,6 +25,7 @@ struct attn_sdpa_plan {
     bool has_lse;
     attn_slices sl;           /* dense: the slices, over the tensors above */
     attn_varlen_plan *varlen; /* ragged: the sequences' plans, after this struct */
+    const attn_tensor *const *masks; /* ragged: the caller's masks[batch], or NULL */
 };
 
 /* The plan's header at the first 64-byte boundary of memory. */
@@ -109,6 +110,7 @@ attn_status attn_sdpa_varlen_plan_init(attn_sdpa_plan **plan, void *memory, size
     keep(&pl->q, q), keep(&pl->k, k), keep(&pl->v, v), keep(&pl->out, out), keep(&pl->lse, lse);
     pl->has_lse = lse != NULL;
     pl->batch = batch;
+    pl->masks = masks;
     pl->magic = PLAN_MAGIC;
     *workspace_bytes = pl->workspace;
     *plan = pl;
@@ -158,6 +160,10 @@ attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *l
     const attn_named ins[6] = {{q, "q"}, {k, "k"}, {v, "v"}, {pl->o.mask, "mask"}, {pl->o.alibi_slopes, "alibi_slopes"},
                                {pl->o.sinks, "sinks"}};
     if ((st = attn_check_no_overlap(outs, 2, ins, 6, err))) return st;
+    for (int64_t b = 0; pl->masks && b < pl->batch; b++) {
+        const attn_named mask = {pl->masks[b], "a sequence's mask"};
+        if ((st = attn_check_no_overlap(outs, 2, &mask, 1, err))) return st;
+    }
     pl->q.data = q->data, pl->k.data = k->data, pl->v.data = v->data, pl->out.data = out->data;
     pl->lse.data = lse ? lse->data : NULL;
     attn_arena arena = attn_arena_over(workspace, workspace_size);
