@@ -148,6 +148,7 @@ static void varlen_case(const char *mix_name, attn_dtype dtype, int64_t batch, c
     char name[160];
     snprintf(name, sizeof name, "varlen_%s%s_%s_%s_threads%d", mix_name, masked ? "_masks" : "",
              dtype == ATTN_F64 ? "f64" : "f32", var->name, threads);
+    if (dtype == ATTN_F64 && var->bf16) return;
     /* Masked: a bool mask per sequence with queries and keys, NULL for the others. */
     attn_tensor mask_t[16];
     const attn_tensor *masks[16] = {NULL};
@@ -157,7 +158,6 @@ static void varlen_case(const char *mix_name, attn_dtype dtype, int64_t batch, c
         if (len_q[b] && len_k[b]) mask_t[b] = make(ATTN_BOOL, 2, sm), masks[b] = &mask_t[b];
     }
     const attn_tensor *const *mp = masked ? masks : NULL;
-    if (dtype == ATTN_F64 && var->bf16) return;
     option_set os;
     set_options(&os, var, Hq, threads);
     int64_t cu_q[16] = {0}, cu_k[16] = {0};
