@@ -45,7 +45,8 @@ static const char USAGE[] =
     "               sequence and against one padded call, timed in turns; and one\n"
     "               8000-token sequence among 100 of 50: all threads against one\n"
     "  --overhead   one small call (L=1, S=100, H=16, d=64) with a plan (attn_sdpa_run)\n"
-    "               and without (attn_sdpa): medians of many calls, in turns\n"
+    "               and without (attn_sdpa), and a decode step of 16 such sequences\n"
+    "               (attn_sdpa_varlen): medians of many calls, in turns\n"
     "  --threads N  threads for attn and OpenBLAS (default: attn's default)\n"
     "  --ggml DIR   ggml's ggml_flash_attn_ext beside attn on the same shapes, from\n"
     "               a ggml build in DIR (libggml-base.so and a libggml-cpu*.so;\n"
@@ -507,6 +508,52 @@ static void call_overhead(bool as_json) {
         printf("one call H%d L=%d S=%d d%d f32: attn_sdpa %.1f us, attn_sdpa_run from a plan %.1f us (%.1f us saved);\n"
                "  medians of %d calls each, in turns; the plan's workspace %zu bytes\n",
                H, L, S, D, plain, with_plan, plain - with_plan, n, ws);
+    free(t[0]), free(t[1]), free(memory), free(work), free(q), free(k), free(v), free(out);
+}
+
+/* The same for one decode step of a ragged batch: 16 sequences of one query
+ * each against 100 keys each (H = 16, d = 64), attn_sdpa_varlen against
+ * attn_sdpa_run from a plan of the batch. */
+static void varlen_overhead(bool as_json) {
+    enum { B = 16, H = 16, S = 100, D = 64, BLOCK = 20 };
+    int blocks = quick ? 4 : 40, n = blocks * BLOCK;
+    int64_t cu_q[B + 1], cu_k[B + 1];
+    for (int b = 0; b <= B; b++) cu_q[b] = b, cu_k[b] = (int64_t)b * S;
+    float *q = random_floats(B * H * D, 10), *k = random_floats(B * S * H * D, 11), *v = random_floats(B * S * H * D, 12);
+    float *out = calloc(B * H * D, sizeof(float));
+    int64_t sq[3] = {B, H, D}, skv[3] = {B * S, H, D};
+    attn_tensor tq, tk, tv, to;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&tk, k, ATTN_F32, 3, skv, NULL, NULL);
+    attn_tensor_init(&tv, v, ATTN_F32, 3, skv, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, sq, NULL, NULL);
+    attn_error err;
+    size_t bytes, ws;
+    attn_sdpa_plan *plan;
+    void *memory = NULL, *work = NULL;
+    attn_status st = attn_sdpa_plan_bytes(&bytes, B, &err);
+    if (!st) memory = malloc(bytes);
+    if (!st) st = attn_sdpa_varlen_plan_init(&plan, memory, bytes, &ws, &to, NULL, &tq, &tk, &tv, cu_q, cu_k, B, NULL, NULL, &err);
+    if (!st) work = malloc(ws);
+    double *t[2] = {malloc(sizeof(double) * (size_t)n), malloc(sizeof(double) * (size_t)n)};
+    for (int b = 0; !st && b < blocks; b++)
+        for (int turn = 0; turn < 2; turn++) {
+            int planned = b % 2 ? 1 - turn : turn;
+            for (int i = 0; !st && i < BLOCK; i++) {
+                double t0 = now();
+                st = planned ? attn_sdpa_run(plan, &to, NULL, &tq, &tk, &tv, work, ws, &err)
+                             : attn_sdpa_varlen(&to, NULL, &tq, &tk, &tv, cu_q, cu_k, B, NULL, NULL, &err);
+                t[planned][b * BLOCK + i] = now() - t0;
+            }
+        }
+    if (st) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+    double plain = 1e6 * median(t[0], n), with_plan = 1e6 * median(t[1], n);
+    if (as_json)
+        printf("    {\"batch\": %d, \"H\": %d, \"L\": 1, \"S\": %d, \"d\": %d, \"unplanned_us\": %.2f, "
+               "\"planned_us\": %.2f, \"saved_us\": %.2f, \"calls\": %d, \"workspace_bytes\": %zu}\n",
+               B, H, S, D, plain, with_plan, plain - with_plan, n, ws);
+    else
+        printf("a decode step of %d sequences, each H%d L=1 S=%d d%d: attn_sdpa_varlen %.1f us, from a plan %.1f us "
+               "(%.1f us saved);\n  medians of %d calls each, in turns; the plan's workspace %zu bytes\n",
+               B, H, S, D, plain, with_plan, plain - with_plan, n, ws);
     free(t[0]), free(t[1]), free(memory), free(work), free(q), free(k), free(v), free(out);
 }
 
@@ -1080,6 +1127,8 @@ int main(int argc, char **argv) {
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"call_overhead\": [\n", cpu, isa, n);
         else printf("attn bench --overhead: %s, %s kernels, %d threads\n", cpu, isa, n);
         call_overhead(json);
+        if (json) printf(",\n");
+        varlen_overhead(json);
         if (json) printf("]}\n");
         return 0;
     }
