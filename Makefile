@@ -47,6 +47,7 @@ TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/
              $(BUILD)/tsan/test_gemm $(BUILD)/tests/test_edges $(BUILD)/asan/test_edges \
              $(BUILD)/tests/test_varlen $(BUILD)/asan/test_varlen $(BUILD)/tsan/test_varlen \
              $(BUILD)/tests/test_kv_pages $(BUILD)/asan/test_kv_pages $(BUILD)/tsan/test_kv_pages \
+             $(BUILD)/tests/test_plan $(BUILD)/asan/test_plan $(BUILD)/tsan/test_plan \
              $(BUILD)/asan/test_abi_0_2_static $(BUILD)/asan/test_abi_0_2_shared
 
 # libattn-mpi (mpi/, include/attn_mpi.h), the attn-mpi command (cli/mpi/) and
@@ -142,6 +143,8 @@ $(BUILD)/asan/test_varlen: $(BUILD)/asan/obj/tests/test_varlen.o $(SAN_LIB_OBJ)
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
 $(BUILD)/asan/test_kv_pages: $(BUILD)/asan/obj/tests/test_kv_pages.o $(SAN_LIB_OBJ)
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
+$(BUILD)/asan/test_plan: $(BUILD)/asan/obj/tests/test_plan.o $(SAN_LIB_OBJ)
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
 
 # A program built against release 0.2.0's headers (tests/abi/0.2/, frozen
 # copies; it never sees include/) with today's library, under ASan+UBSan:
@@ -191,6 +194,9 @@ $(BUILD)/tsan/test_gemm: $(BUILD)/tsan/obj/tests/test_gemm.o $(TSAN_LIB_OBJ)
 	$(CC) -fsanitize=thread -o $@ $^ $(LIBS)
 
 $(BUILD)/tsan/test_kv_pages: $(BUILD)/tsan/obj/tests/test_kv_pages.o $(TSAN_LIB_OBJ)
+	$(CC) -fsanitize=thread -o $@ $^ $(LIBS)
+
+$(BUILD)/tsan/test_plan: $(BUILD)/tsan/obj/tests/test_plan.o $(TSAN_LIB_OBJ)
 	$(CC) -fsanitize=thread -o $@ $^ $(LIBS)
 
 # The explainer page: the library and web/attn_web.c compiled to wasm32 with

@@ -22,7 +22,8 @@
 #include "ggml_compare.h"
 
 static const char USAGE[] =
-    "usage: attn bench [--quick] [--json] [--backward] [--layer] [--variants] [--varlen] [--decode] [--threads N]\n"
+    "usage: attn bench [--quick] [--json] [--backward] [--layer] [--variants] [--varlen] [--decode]\n"
+    "                  [--overhead] [--threads N]\n"
     "\n"
     "Measures this machine's FMA peak (per ISA, 1 and N threads) and triad\n"
     "bandwidth, then times f32 attention for H=8, d=64 and 128, L=S from 512 to\n"
@@ -46,6 +47,9 @@ static const char USAGE[] =
     "  --decode     decode only: L=1 at S = 256..4096 and L = 1..8 at S = 4096 (H=8,\n"
     "               d=64), each time over its neighbour's; and one step of 64\n"
     "               sequences of 100..32000 keys (attn_sdpa_varlen) against the triad\n"
+    "  --overhead   one small call (L=1, S=100, H=16, d=64) with a plan (attn_sdpa_run)\n"
+    "               and without (attn_sdpa), and a decode step of 16 such sequences\n"
+    "               (attn_sdpa_varlen): medians of many calls, in turns\n"
     "  --threads N  threads for attn and OpenBLAS (default: attn's default)\n"
     "  --ggml DIR   ggml's ggml_flash_attn_ext beside attn on the same shapes, from\n"
     "               a ggml build in DIR (libggml-base.so and a libggml-cpu*.so;\n"
@@ -59,7 +63,7 @@ static double now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static bool json, quick, backward_only, layer_only, variants_only, varlen_only, decode_only;
+static bool json, quick, backward_only, layer_only, variants_only, varlen_only, decode_only, overhead_only;
 static double layer_peak = 1e9; /* FLOP/s of double FMAs: the layer products' peak */
 static int threads;
 
@@ -461,6 +465,99 @@ static double median(double *x, int n) {
             x[b] = x[b - 1], x[b - 1] = t;
         }
     return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
+}
+
+/* The cost of one small call (L = 1, S = 100, H = 16, d = 64, f32), with a
+ * plan (attn_sdpa_run, its workspace given) and without (attn_sdpa), timed
+ * in turns: blocks of calls of each, every other block in the opposite
+ * order, and the median of every call's time. Both run the same kernels on
+ * the same slices, so their difference is what the unplanned call spends
+ * on checking, planning and its scratch memory. */
+static void call_overhead(bool as_json) {
+    enum { H = 16, L = 1, S = 100, D = 64, BLOCK = 50 };
+    int blocks = quick ? 4 : 60, n = blocks * BLOCK;
+    float *q = random_floats(H * L * D, 7), *k = random_floats(H * S * D, 8), *v = random_floats(H * S * D, 9);
+    float *out = calloc(H * L * D, sizeof(float));
+    int64_t sq[3] = {H, L, D}, skv[3] = {H, S, D};
+    attn_tensor tq, tk, tv, to;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&tk, k, ATTN_F32, 3, skv, NULL, NULL);
+    attn_tensor_init(&tv, v, ATTN_F32, 3, skv, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, sq, NULL, NULL);
+    attn_error err;
+    size_t bytes, ws;
+    attn_sdpa_plan *plan;
+    void *memory = NULL, *work = NULL;
+    attn_status st = attn_sdpa_plan_bytes(&bytes, 0, &err);
+    if (!st) memory = malloc(bytes);
+    if (!st) st = attn_sdpa_plan_init(&plan, memory, bytes, &ws, &to, NULL, &tq, &tk, &tv, NULL, &err);
+    if (!st) work = malloc(ws);
+    double *t[2] = {malloc(sizeof(double) * (size_t)n), malloc(sizeof(double) * (size_t)n)};
+    for (int b = 0; !st && b < blocks; b++)
+        for (int turn = 0; turn < 2; turn++) {
+            int planned = b % 2 ? 1 - turn : turn;
+            for (int i = 0; !st && i < BLOCK; i++) {
+                double t0 = now();
+                st = planned ? attn_sdpa_run(plan, &to, NULL, &tq, &tk, &tv, work, ws, &err)
+                             : attn_sdpa(&to, NULL, NULL, &tq, &tk, &tv, NULL, &err);
+                t[planned][b * BLOCK + i] = now() - t0;
+            }
+        }
+    if (st) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+    double plain = 1e6 * median(t[0], n), with_plan = 1e6 * median(t[1], n);
+    if (as_json)
+        printf("    {\"H\": %d, \"L\": %d, \"S\": %d, \"d\": %d, \"unplanned_us\": %.2f, \"planned_us\": %.2f, "
+               "\"saved_us\": %.2f, \"calls\": %d, \"workspace_bytes\": %zu}\n",
+               H, L, S, D, plain, with_plan, plain - with_plan, n, ws);
+    else
+        printf("one call H%d L=%d S=%d d%d f32: attn_sdpa %.1f us, attn_sdpa_run from a plan %.1f us (%.1f us saved);\n"
+               "  medians of %d calls each, in turns; the plan's workspace %zu bytes\n",
+               H, L, S, D, plain, with_plan, plain - with_plan, n, ws);
+    free(t[0]), free(t[1]), free(memory), free(work), free(q), free(k), free(v), free(out);
+}
+
+/* The same for one decode step of a ragged batch: 16 sequences of one query
+ * each against 100 keys each (H = 16, d = 64), attn_sdpa_varlen against
+ * attn_sdpa_run from a plan of the batch. */
+static void varlen_overhead(bool as_json) {
+    enum { B = 16, H = 16, S = 100, D = 64, BLOCK = 20 };
+    int blocks = quick ? 4 : 40, n = blocks * BLOCK;
+    int64_t cu_q[B + 1], cu_k[B + 1];
+    for (int b = 0; b <= B; b++) cu_q[b] = b, cu_k[b] = (int64_t)b * S;
+    float *q = random_floats(B * H * D, 10), *k = random_floats(B * S * H * D, 11), *v = random_floats(B * S * H * D, 12);
+    float *out = calloc(B * H * D, sizeof(float));
+    int64_t sq[3] = {B, H, D}, skv[3] = {B * S, H, D};
+    attn_tensor tq, tk, tv, to;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&tk, k, ATTN_F32, 3, skv, NULL, NULL);
+    attn_tensor_init(&tv, v, ATTN_F32, 3, skv, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, sq, NULL, NULL);
+    attn_error err;
+    size_t bytes, ws;
+    attn_sdpa_plan *plan;
+    void *memory = NULL, *work = NULL;
+    attn_status st = attn_sdpa_plan_bytes(&bytes, B, &err);
+    if (!st) memory = malloc(bytes);
+    if (!st) st = attn_sdpa_varlen_plan_init(&plan, memory, bytes, &ws, &to, NULL, &tq, &tk, &tv, cu_q, cu_k, B, NULL, NULL, &err);
+    if (!st) work = malloc(ws);
+    double *t[2] = {malloc(sizeof(double) * (size_t)n), malloc(sizeof(double) * (size_t)n)};
+    for (int b = 0; !st && b < blocks; b++)
+        for (int turn = 0; turn < 2; turn++) {
+            int planned = b % 2 ? 1 - turn : turn;
+            for (int i = 0; !st && i < BLOCK; i++) {
+                double t0 = now();
+                st = planned ? attn_sdpa_run(plan, &to, NULL, &tq, &tk, &tv, work, ws, &err)
+                             : attn_sdpa_varlen(&to, NULL, &tq, &tk, &tv, cu_q, cu_k, B, NULL, NULL, &err);
+                t[planned][b * BLOCK + i] = now() - t0;
+            }
+        }
+    if (st) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+    double plain = 1e6 * median(t[0], n), with_plan = 1e6 * median(t[1], n);
+    if (as_json)
+        printf("    {\"batch\": %d, \"H\": %d, \"L\": 1, \"S\": %d, \"d\": %d, \"unplanned_us\": %.2f, "
+               "\"planned_us\": %.2f, \"saved_us\": %.2f, \"calls\": %d, \"workspace_bytes\": %zu}\n",
+               B, H, S, D, plain, with_plan, plain - with_plan, n, ws);
+    else
+        printf("a decode step of %d sequences, each H%d L=1 S=%d d%d: attn_sdpa_varlen %.1f us, from a plan %.1f us "
+               "(%.1f us saved);\n  medians of %d calls each, in turns; the plan's workspace %zu bytes\n",
+               B, H, S, D, plain, with_plan, plain - with_plan, n, ws);
+    free(t[0]), free(t[1]), free(memory), free(work), free(q), free(k), free(v), free(out);
 }
 
 /* Each score variant beside its reference row (plain attention; the window
@@ -1095,6 +1192,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--variants") == 0) variants_only = true;
         else if (strcmp(argv[i], "--varlen") == 0) varlen_only = true;
         else if (strcmp(argv[i], "--decode") == 0) decode_only = true;
+        else if (strcmp(argv[i], "--overhead") == 0) overhead_only = true;
         else if (strcmp(argv[i], "--ggml") == 0 && i + 1 < argc) ggml_dir = argv[++i];
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0)
             threads = atoi(argv[++i]);
@@ -1138,6 +1236,16 @@ int main(int argc, char **argv) {
         return 0;
     }
     int64_t other = quick ? 256 : 2048; /* L = S of the other shapes and of the variants' rows */
+    if (overhead_only) {
+        progress("");
+        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"call_overhead\": [\n", cpu, isa, n);
+        else printf("attn bench --overhead: %s, %s kernels, %d threads\n", cpu, isa, n);
+        call_overhead(json);
+        if (json) printf(",\n");
+        varlen_overhead(json);
+        if (json) printf("]}\n");
+        return 0;
+    }
     if (varlen_only) {
         progress("");
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"varlen\": [\n", cpu, isa, n);

@@ -151,6 +151,10 @@ typedef enum attn_status {
      * failed, or a rank did not answer within the timeout (it died or hung).
      * Only libattn-mpi returns it. */
     ATTN_ERR_COMM = 22,
+    /* A tensor given to attn_sdpa_run differs from the one its plan was
+     * made for (shape, strides, dtype, or lse given or not), or the plan's
+     * memory holds no plan. */
+    ATTN_ERR_PLAN = 23,
 
     /* The teaching API's own error (attn_teach.h): a sentence for the toy
      * model is empty, too long, or has a word outside its vocabulary (the
@@ -159,7 +163,7 @@ typedef enum attn_status {
 } attn_status;
 
 /* Number of distinct attn_status values (ATTN_OK included). */
-#define ATTN_STATUS_COUNT 23
+#define ATTN_STATUS_COUNT 24
 
 /* A short, static, human-readable description of a status code, e.g.
  * attn_strerror(ATTN_ERR_HEADS) == "invalid head counts". Unknown values give
@@ -790,6 +794,79 @@ ATTN_API attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const 
                                       const attn_tensor *v, const int64_t *cu_seqlens_q, const int64_t *cu_seqlens_k,
                                       int64_t batch, const attn_tensor *const *masks,
                                       const attn_sdpa_options *options, attn_error *err);
+
+/* Plan once, run every layer.
+ *
+ * An engine runs one attention call per layer, every layer of a step with
+ * the same shapes. A plan does the work of attn_sdpa (or attn_sdpa_varlen)
+ * that depends on the shapes alone, once: every argument and option
+ * checked, the batch cut into slices and sequences, the kernel chosen for
+ * each, and the scratch the kernels need measured. attn_sdpa_run then runs
+ * a layer from it: it checks that the tensors have the plan's layout,
+ * points the plan at their data and runs the kernels, with no allocation:
+ * the caller gives the workspace.
+ *
+ *   size_t bytes, ws;
+ *   attn_sdpa_plan_bytes(&bytes, 0, &err);            (0: a dense call)
+ *   attn_sdpa_plan *plan;
+ *   attn_sdpa_plan_init(&plan, memory, bytes, &ws, &out, &lse, &q, &k, &v, &opts, &err);
+ *   for each layer: attn_sdpa_run(plan, &out, &lse, &q, &k, &v, workspace, ws, &err);
+ *
+ * Results are bitwise those of the unplanned call on the same tensors and
+ * options. The plan lives in the caller's memory, which must stay put (it
+ * holds pointers into itself: do not copy or move it) and is never freed
+ * by the library; nothing needs releasing. A plan runs one call at a time
+ * (attn_sdpa_run writes the layer's data pointers into it); two threads
+ * run two plans. The options' own tensors (mask, alibi_slopes, sinks) and
+ * a ragged batch's masks (the array and its tensors) are read at every run, so they must stay valid, with the plan's
+ * shapes, while the plan is used; the options struct itself is copied.
+ * The context's num_threads is the plan's; its workspace is not used
+ * (attn_sdpa_run's is). */
+typedef struct attn_sdpa_plan attn_sdpa_plan;
+
+/* The bytes of memory a plan takes: batch = 0 for a plan of attn_sdpa,
+ * else the number of sequences of an attn_sdpa_varlen batch. The memory
+ * needs no alignment. Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (batch <
+ * 0), ATTN_ERR_OVERFLOW. */
+ATTN_API attn_status attn_sdpa_plan_bytes(size_t *bytes, int64_t batch, attn_error *err);
+
+/* Plan the call attn_sdpa(out, lse, NULL, q, k, v, options) (no weights)
+ * in memory[0 .. bytes) (attn_sdpa_plan_bytes with batch 0): *plan is set
+ * to the plan, *workspace_bytes to the workspace attn_sdpa_run needs.
+ * Nothing is written to out or lse. Errors: those of attn_sdpa, and
+ * ATTN_ERR_NULL (plan, memory, workspace_bytes), ATTN_ERR_WORKSPACE
+ * (bytes too small for a plan). */
+ATTN_API attn_status attn_sdpa_plan_init(attn_sdpa_plan **plan, void *memory, size_t bytes, size_t *workspace_bytes,
+                                         attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_tensor *k,
+                                         const attn_tensor *v, const attn_sdpa_options *options, attn_error *err);
+
+/* Plan the ragged batch attn_sdpa_varlen(out, lse, q, k, v, cu_seqlens_q,
+ * cu_seqlens_k, batch, masks, options) in memory[0 .. bytes)
+ * (attn_sdpa_plan_bytes with this batch): *plan and *workspace_bytes as
+ * attn_sdpa_plan_init sets them. The offsets are copied into the plan (an
+ * engine plans a step, then runs every layer).
+ * Errors: those of attn_sdpa_varlen, and those of attn_sdpa_plan_init. */
+ATTN_API attn_status attn_sdpa_varlen_plan_init(attn_sdpa_plan **plan, void *memory, size_t bytes,
+                                                size_t *workspace_bytes, attn_tensor *out, attn_tensor *lse,
+                                                const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                                const int64_t *cu_seqlens_q, const int64_t *cu_seqlens_k,
+                                                int64_t batch, const attn_tensor *const *masks,
+                                                const attn_sdpa_options *options, attn_error *err);
+
+/* Run one layer from a plan: out and lse (NULL exactly when the plan's lse
+ * was) get what the planned call gives for these q, k and v, bitwise. The
+ * tensors must have the plan's ranks, shapes, strides and dtypes; only
+ * their data differ. workspace: at least the plan's workspace_bytes (no
+ * alignment needed); the call allocates nothing. Threads: the plan's.
+ * ATTN_VERBOSE prints the line of the planned call. Errors: ATTN_ERR_NULL
+ * (plan, a tensor or its data, workspace), ATTN_ERR_PLAN (a tensor unlike
+ * the plan's, naming it; memory that holds no plan), ATTN_ERR_WORKSPACE
+ * (workspace_size below the plan's), ATTN_ERR_STRIDE (an output overlapping
+ * an input), and any error of the planned kernels. Nothing is written
+ * unless the checks pass. */
+ATTN_API attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                                   const attn_tensor *k, const attn_tensor *v, void *workspace, size_t workspace_size,
+                                   attn_error *err);
 
 /* The gradients of attn_sdpa_varlen, for training on packed sequences:
  * dq (Tq, Hq, E), dk (Tk, Hk, E), dv (Tk, Hk, Ev) (each NULL if not wanted,

@@ -183,6 +183,69 @@ static void test_workspace(sdpa_case *c, const char *name, size_t out_bytes) {
     __real_free(ref), __real_free(mem);
 }
 
+/* A planned run allocates nothing: with every allocation failing, a run
+ * from a plan (made while the allocator works) succeeds, asks for no
+ * memory, and writes what the unplanned call writes. */
+static void test_plan_run(sdpa_case *c, const char *name, size_t out_bytes) {
+    attn_error err;
+    size_t bytes = 0, need = 0;
+    attn_sdpa_plan *plan = NULL;
+    attn_status st = attn_sdpa_plan_bytes(&bytes, 0, &err);
+    unsigned char *ref = __real_malloc(out_bytes), *mem = __real_malloc(bytes + 1), *work = NULL;
+    if (st == ATTN_OK) st = run_sdpa(c, &err);
+    memcpy(ref, c->out.data, out_bytes);
+    memset(c->out.data, 0, out_bytes);
+    if (st == ATTN_OK) st = attn_sdpa_plan_init(&plan, mem + 1, bytes, &need, &c->out, NULL, &c->q, &c->k, &c->v, &c->o, &err);
+    if (st == ATTN_OK) work = __real_malloc(need + 5);
+    for (int layer = 0; st == ATTN_OK && layer < 2; layer++) { /* the same plan, layer after layer */
+        n_allocs = 0, fail_all = 1;
+        st = attn_sdpa_run(plan, &c->out, NULL, &c->q, &c->k, &c->v, work + 5, need, &err);
+        fail_all = 0;
+        if (n_allocs) break;
+    }
+    char full[160];
+    snprintf(full, sizeof full, "planned_%s_runs_no_allocator", name);
+    check(st == ATTN_OK && n_allocs == 0 && memcmp(ref, c->out.data, out_bytes) == 0, full,
+          "status %d (%s), %ld allocations, %zu bytes of workspace", (int)st, st ? err.message : "", n_allocs, need);
+    __real_free(ref), __real_free(mem), __real_free(work);
+}
+
+/* The same of a ragged batch's plan: sequences for flash, decode and none. */
+static void test_varlen_plan_run(void) {
+    int64_t cu_q[5] = {0, 1, 31, 31, 33}, cu_k[5] = {0, 100, 140, 150, 2150};
+    attn_tensor q = tensor(ATTN_F32, 33, 4, 16), k = tensor(ATTN_F32, 2150, 2, 16), v = tensor(ATTN_F32, 2150, 2, 16);
+    attn_tensor out = tensor(ATTN_F32, 33, 4, 16), ref = tensor(ATTN_F32, 33, 4, 16);
+    int64_t sl[2] = {33, 4};
+    attn_tensor lse, lse_ref;
+    attn_tensor_init(&lse, __real_malloc(33 * 4 * 4), ATTN_F32, 2, sl, NULL, NULL);
+    attn_tensor_init(&lse_ref, __real_malloc(33 * 4 * 4), ATTN_F32, 2, sl, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_error err;
+    attn_set_num_threads(2);
+    size_t bytes = 0, need = 0;
+    attn_sdpa_plan *plan = NULL;
+    attn_status st = attn_sdpa_varlen(&ref, &lse_ref, &q, &k, &v, cu_q, cu_k, 4, NULL, &o, &err);
+    if (st == ATTN_OK) st = attn_sdpa_plan_bytes(&bytes, 4, &err);
+    unsigned char *mem = __real_malloc(bytes), *work = NULL;
+    if (st == ATTN_OK)
+        st = attn_sdpa_varlen_plan_init(&plan, mem, bytes, &need, &out, &lse, &q, &k, &v, cu_q, cu_k, 4, NULL, &o, &err);
+    if (st == ATTN_OK) work = __real_malloc(need);
+    if (st == ATTN_OK) {
+        n_allocs = 0, fail_all = 1;
+        st = attn_sdpa_run(plan, &out, &lse, &q, &k, &v, work, need, &err);
+        fail_all = 0;
+    }
+    size_t ob = 33 * 4 * 16 * 4;
+    check(st == ATTN_OK && n_allocs == 0 && !memcmp(out.data, ref.data, ob) && !memcmp(lse.data, lse_ref.data, 33 * 4 * 4),
+          "planned_sdpa_varlen_runs_no_allocator", "status %d (%s), %ld allocations", (int)st, st ? err.message : "",
+          n_allocs);
+    attn_set_num_threads(0);
+    attn_tensor *all[] = {&q, &k, &v, &out, &ref, &lse, &lse_ref};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) __real_free(all[i]->data);
+    __real_free(mem), __real_free(work);
+}
+
 /* RoPE for the subjects that follow (NULL: none): its table is one more
  * allocation, taken from the arena, so a workspace must hold it too. */
 static const attn_rope_options *subject_rope;
@@ -209,6 +272,7 @@ static void sdpa_subject(const char *name, attn_dtype dt, attn_dtype kv, int64_t
     attn_set_num_threads(threads);
     test_subject(&s);
     if (which == 0) test_workspace(&c, name, s.output_bytes[0]);
+    if (which == 0 && !weights) test_plan_run(&c, name, s.output_bytes[0]);
     attn_set_num_threads(0);
     __real_free(c.q.data), __real_free(c.k.data), __real_free(c.v.data), __real_free(c.out.data);
     __real_free(c.weights.data), __real_free(c.mask.data);
@@ -380,6 +444,7 @@ int main(void) {
                  ATTN_CAUSAL_NONE, 1);
     sdpa_subject("scores", ATTN_F32, ATTN_F32, 2, 30, 40, 8, 2, 0, 1, ATTN_COMPUTE_F32,
                  ATTN_CAUSAL_TOP_LEFT, 1);
+    test_varlen_plan_run();
     backward_subject(ATTN_F64);
     backward_subject(ATTN_F32);
     attn_rope_options rope = attn_rope_options_default();

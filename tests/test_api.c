@@ -1804,6 +1804,25 @@ static void test_mha_self_attention_gradients(void) {
     free(sum.data);
 }
 
+/* A plan refuses a layer whose tensors are laid out otherwise (the plan's
+ * own suite is tests/test_plan.c). */
+static void test_plan_refuses_other_layout(void) {
+    int64_t sq[3] = {2, 3, 8}, sk[3] = {2, 5, 8}, sq2[3] = {2, 4, 8};
+    attn_tensor q = make(ATTN_F32, 3, sq), k = make(ATTN_F32, 3, sk), v = make(ATTN_F32, 3, sk);
+    attn_tensor out = make(ATTN_F32, 3, sq), longer = make(ATTN_F32, 3, sq2);
+    attn_error err;
+    size_t bytes = 0, ws = 0;
+    attn_sdpa_plan_bytes(&bytes, 0, &err);
+    void *memory = malloc(bytes), *work = NULL;
+    attn_sdpa_plan *plan = NULL;
+    attn_status st = attn_sdpa_plan_init(&plan, memory, bytes, &ws, &out, NULL, &q, &k, &v, NULL, &err);
+    check_status(st, &err, ATTN_OK, "", "plan_init");
+    work = malloc(ws);
+    if (!st) st = attn_sdpa_run(plan, &out, NULL, &longer, &k, &v, work, ws, &err);
+    check_status(st, &err, ATTN_ERR_PLAN, "q is f32 (2, 4, 8)", "plan_run_refuses_other_shape");
+    free(memory), free(work), free(q.data), free(k.data), free(v.data), free(out.data), free(longer.data);
+}
+
 /* The teaching API's raw arrays are outputs too: each call refuses an
  * output that overlaps another output or an input (here: one element of
  * overlap, the smallest), naming both; apart they run. And the public
@@ -2136,6 +2155,7 @@ int main(void) {
     test_mha();
     test_mha_self_attention_gradients();
     test_aliasing();
+    test_plan_refuses_other_layout();
     /* Every error code is reached by some test above. */
     int missing = -1;
     for (int c = 0; c < ATTN_STATUS_COUNT; c++) /* ATTN_ERR_COMM: libattn-mpi's, tested by tests/test_mpi.c */

@@ -490,6 +490,36 @@ static void verbose_threads(int *ran, int *given) {
     if (sscanf(word, "%d/%d", ran, given) != 2) *ran = *given = -1;
 }
 
+/* A job too small to pay for waking the pool runs on its caller: tiny
+ * flash and decode calls given 2 threads run on 1 (threads=1/2, every time
+ * of 40), bitwise as on 1 thread; a larger one is still given both. */
+static void test_small_work_alone(void) {
+    check(attn_workers_for(2, 4096) == 1 && attn_workers_for(3, 1e7) == 3, "workers_for_small_and_large_work",
+          "%d, %d", attn_workers_for(2, 4096), attn_workers_for(3, 1e7));
+    problem flash = {12, 12, 16, 16, 2, 1, ATTN_CAUSAL_NONE, 0, 0, 0}; /* L > 8: flash, not decode */
+    problem decode = {1, 3000, 8, 8, 1, 1, ATTN_CAUSAL_NONE, 0, 0, 0}; /* two chunks of keys */
+    const problem *shapes[2] = {&flash, &decode};
+    static const char *const WANT[2] = {"flash", "decode"};
+    float *q = random_floats(2 * 12 * 16), *k = random_floats(3000 * 16), *v = random_floats(3000 * 16);
+    float out1[2 * 12 * 16], out2[2 * 12 * 16];
+    for (int c = 0; c < 2; c++) {
+        char kernel[32], name[64];
+        attn_status st = run_f32(out1, shapes[c], q, k, v, NULL, 1, kernel);
+        int alone = 0, bitwise = 1;
+        for (int rep = 0; !st && rep < 40; rep++) {
+            st = run_f32(out2, shapes[c], q, k, v, NULL, 2, kernel);
+            int ran, given;
+            verbose_threads(&ran, &given);
+            alone += ran == 1 && given == 2 && strcmp(kernel, WANT[c]) == 0;
+            bitwise &= !memcmp(out1, out2, sizeof(float) * (size_t)(shapes[c]->Hq * shapes[c]->L * shapes[c]->Ev));
+        }
+        snprintf(name, sizeof name, "small_%s_call_runs_alone", WANT[c]);
+        check(!st && alone == 40 && bitwise, name, "status %d, %d of 40 alone, bitwise %d, kernel %s, line %s", (int)st,
+              alone, bitwise, kernel, verbose_last_line);
+    }
+    free(q), free(k), free(v);
+}
+
 /* dq of a small f32 problem on `threads` threads: the fused backward. */
 static attn_status run_backward_f32(int threads, char *kernel) {
     enum { H = 2, L = 300, E = 16 };
@@ -1340,6 +1370,7 @@ int main(void) {
     test_bf16_emulation();
     test_concurrent_callers();
     test_verbose_threads();
+    test_small_work_alone();
     test_core_table();
     test_fork();
     attn_shutdown();

@@ -264,6 +264,13 @@ size_t attn_arena_needed(const attn_arena *a);
 typedef void (*attn_task_fn)(void *ctx, int64_t item, int worker);
 int attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx);
 
+/* How many of `threads` workers a job of `work` multiply-adds should wake
+ * (threads.c): all of them, or 1 for a job so small that waking the pool
+ * (3 to 11 µs measured on a shared 2-core Zen 5) would cost about what a
+ * second thread saves. Results never depend on it (items are independent
+ * of the worker that runs them). */
+int attn_workers_for(int threads, double work);
+
 /* A tensor in canonical 5-D form (B1, B2, H, rows, cols), size-1
  * dimensions with stride 0 (see sdpa/plan.c). */
 #define ATTN_CANON_RANK 5

@@ -31,6 +31,7 @@ const char *attn_strerror(attn_status status) {
     case ATTN_ERR_WORKSPACE: return "workspace too small";
     case ATTN_ERR_FULL: return "KV cache full";
     case ATTN_ERR_COMM: return "communication between ranks failed";
+    case ATTN_ERR_PLAN: return "tensors unlike the plan's";
     }
     return "unknown status";
 }

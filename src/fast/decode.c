@@ -325,6 +325,7 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
     /* Every call's items, one after another; scratch for the widest.
      * (Measuring, each job is planned in `one` only for its sizes.) */
     int64_t ws = 0, max_chunks = 0, max_ev = 0, work_words = 0, items = 0;
+    double madds = 0; /* multiply-adds, for attn_workers_for */
     for (int64_t c = 0; c < n_calls; c++) {
         decode_job *j = jobs ? &jobs[c] : &one;
         attn_status st = plan_job(j, sls[c], err);
@@ -333,14 +334,17 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
         if (first) first[c] = items;
         if (!attn_add_i64(items, sls[c]->count / j->G * j->n_chunks, &items) || words < 0)
             return attn_fail(err, ATTN_ERR_OVERFLOW, "decode work items overflow");
+        madds += (double)sls[c]->count * (double)j->L * (double)j->S * (double)(j->E + j->Ev);
         if (j->ws_floats > ws) ws = j->ws_floats;
         if (j->n_chunks > max_chunks) max_chunks = j->n_chunks;
         if (j->Ev > max_ev) max_ev = j->Ev;
         if (words > work_words) work_words = words;
     }
     if (first) first[n_calls] = items;
-    int workers = sls[0]->threads;
-    if (workers > items) workers = (int)items;
+    /* A job too small to repay waking the pool runs on the calling thread
+     * (attn_workers_for); the verbose line still says how many were given. */
+    int given = sls[0]->threads < items ? sls[0]->threads : (int)items;
+    int workers = attn_workers_for(given, madds);
     float *scratch = attn_arena_alloc(a, (size_t)ws, sizeof(float) * (size_t)(workers > 0 ? workers : 1));
     attn_part_row *parts = attn_arena_alloc(a, (size_t)max_chunks + 1, sizeof *parts); /* + a sink */
     float *zero = attn_arena_alloc(a, (size_t)max_ev, sizeof(float));
@@ -357,7 +361,7 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
         for (int64_t g = 0; g < sls[c]->count / jobs[c].G; g++) atomic_init(&jobs[c].bad[g], 0);
     }
     decode_batch b = {jobs, first, n_calls};
-    info->threads = attn_parallel_for(workers, items, batch_item, &b), info->threads_given = workers;
+    info->threads = attn_parallel_for(workers, items, batch_item, &b), info->threads_given = given;
     info->kernel = "decode", info->isa = jobs[0].uk->name, info->bf16 = NULL;
     info->items = 0, info->fallbacks = 0;
     for (int64_t c = 0; c < n_calls; c++) {

@@ -440,8 +440,10 @@ attn_status attn_flash_run_calls(const attn_slices *const *sls, int64_t n_calls,
     /* Every call's blocks, its items, and the largest blocks, which a
      * workspace must hold. */
     int64_t items = 0;
+    double work = 0; /* multiply-adds, about: every slice's L S (E + Ev) */
     for (int64_t c = 0; c < n_calls; c++) {
         flash_call fc = {sls[c], 0, 0, 0, 0};
+        work += (double)sls[c]->count * (double)sls[c]->cq.shape[3] * (double)sls[c]->ck.shape[3] * (double)(j.E + j.Ev);
         int64_t n;
         call_blocks(&j, &fc);
         if (!attn_mul_i64(fc.sl->count, fc.n_qblocks, &n) || !attn_add_i64(items, n, &items))
@@ -452,8 +454,7 @@ attn_status attn_flash_run_calls(const attn_slices *const *sls, int64_t n_calls,
     }
     /* Each workspace starts on a 64-byte boundary. */
     j.ws_bytes = (workspace_floats(&j) * sizeof(float) + 63) / 64 * 64;
-    int workers = sl->threads;
-    if (workers > items) workers = (int)items;
+    int given = sl->threads < items ? sl->threads : (int)items, workers = attn_workers_for(given, work);
     /* All scratch is allocated here, before any output is written, the
      * exact kernel's for items that may fall back to it included. */
     j.exact_words = attn_stream_work_size(j.E, j.Ev);
@@ -483,7 +484,7 @@ attn_status attn_flash_run_calls(const attn_slices *const *sls, int64_t n_calls,
     for (int64_t c = 0, n = 0; c < n_calls; n += calls[c].sl->count * calls[c].n_qblocks, c++) calls[c].first = n;
     j.calls = calls, j.n_calls = n_calls;
     j.v_direct = !j.bk && j.Ev == j.Evp;
-    info->threads = attn_parallel_for(workers, items, flash_item, &j), info->threads_given = workers;
+    info->threads = attn_parallel_for(workers, items, flash_item, &j), info->threads_given = given;
     info->kernel = "flash", info->isa = j.uk->name;
     info->bf16 = j.bk ? j.bk->name : bf16 ? "f32" : NULL; /* "f32": no bf16 instruction, so f32 kernels */
     info->items = items, info->fallbacks = (int64_t)atomic_load(&j.fallbacks);

@@ -120,6 +120,15 @@ static attn_status sdpa_run(kernel_kind kind, size_t *bytes, attn_tensor *out, a
     return st;
 }
 
+attn_status attn_sdpa_stream_measure(size_t *bytes, attn_slices *sl, const attn_sdpa_options *o, attn_error *err) {
+    return measure(bytes, KERNEL_STREAM, sl, o, err);
+}
+
+attn_status attn_sdpa_stream_run(const attn_slices *sl, const attn_sdpa_options *o, attn_run_info *info,
+                                 attn_error *err) {
+    return run_kernel(KERNEL_STREAM, sl, o, info, err);
+}
+
 attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
                                      const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                      const attn_sdpa_options *options, attn_error *err) {

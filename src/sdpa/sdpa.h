@@ -75,6 +75,31 @@ attn_status attn_sdpa_varlen_paged(attn_tensor *out, attn_tensor *lse, const att
                                    int64_t batch, const attn_paged_rows *k_pages, const attn_paged_rows *v_pages,
                                    const attn_tensor *const *masks, const attn_sdpa_options *options, attn_error *err);
 
+/* attn_sdpa's kernels on a planned call (sdpa.c), as attn_sdpa runs them:
+ * measure the bytes of scratch they take (nothing run), or run them with
+ * their scratch from sl->arena. What a plan (sdpa_plan.c) runs. */
+attn_status attn_sdpa_stream_measure(size_t *bytes, attn_slices *sl, const attn_sdpa_options *o, attn_error *err);
+attn_status attn_sdpa_stream_run(const attn_slices *sl, const attn_sdpa_options *o, attn_run_info *info,
+                                 attn_error *err);
+
+/* A ragged batch planned once (varlen.c), for attn_sdpa_varlen_plan_init
+ * and attn_sdpa_run: attn_varlen_plan_bytes is the memory one of `batch`
+ * sequences takes (SIZE_MAX: overflow); attn_varlen_plan_make checks the
+ * call as attn_sdpa_varlen does (o read by attn_options_read), plans every
+ * sequence into memory (aligned to 8), and measures the workspace a run
+ * takes; attn_varlen_plan_run runs it on tensors laid out as planned
+ * (checked by the caller), its scratch from arena. */
+typedef struct attn_varlen_plan attn_varlen_plan;
+size_t attn_varlen_plan_bytes(int64_t batch);
+attn_status attn_varlen_plan_make(attn_varlen_plan **plan, void *memory, size_t *workspace_bytes, attn_tensor *out,
+                                  attn_tensor *lse, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                  const int64_t *cu_q, const int64_t *cu_k, int64_t batch,
+                                  const attn_tensor *const *masks, const attn_sdpa_options *o, int threads,
+                                  attn_error *err);
+attn_status attn_varlen_plan_run(attn_varlen_plan *plan, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                                 const attn_tensor *k, const attn_tensor *v, int64_t batch, const attn_sdpa_options *o,
+                                 attn_arena *arena, attn_error *err);
+
 /* The one rule for the causal mode of attention over a KV cache
  * (kv_cache.c), which attn_kv_cache_attend and attn_mha_cached both apply:
  * the new queries are the cache's last positions, so bottom-right (each

@@ -287,6 +287,21 @@ static void write_empty(const seq *seqs, attn_tensor *out, attn_tensor *lse, con
     }
 }
 
+/* The ATTN_VERBOSE line of a batch's call, t0 its start (attn_now_ms). */
+static void report(const char *call, const seq *seqs, int64_t batch, const attn_tensor *lse, const attn_tensor *q,
+                   const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *o, const attn_run_info *info,
+                   double t0) {
+    attn_slices shown; /* the packed tensors, for the line */
+    memset(&shown, 0, sizeof shown);
+    shown.q = q, shown.k = k, shown.v = v, shown.lse = lse;
+    for (int64_t b = 0; b < batch; b++)
+        if (seqs[b].route >= SEQ_FLASH) {
+            shown.has_rope = seqs[b].sl.has_rope, shown.rope = seqs[b].sl.rope;
+            if (!shown.k) shown.k = seqs[b].sl.k, shown.v = seqs[b].sl.v; /* pages: a sequence's stand-ins */
+        }
+    attn_verbose_report(call, info, &shown, o, attn_now_ms() - t0);
+}
+
 /* The batch planned and run, its inputs checked: the plans from the arena
  * (a workspace's front), a measuring pass first with a workspace, then the
  * kernels, then the rows of sequences without keys. */
@@ -322,17 +337,8 @@ static attn_status varlen_forward(attn_tensor *out, attn_tensor *lse, const attn
     double t0 = verbose ? attn_now_ms() : 0;
     if (!st) st = run_batch(seqs, flash, n_flash, decode, n_decode, batch, q->shape[2], Ev, o, &arena, &info, err);
     if (!st) write_empty(seqs, out, lse, cu_q, batch, o);
-    if (!st && verbose) {
-        attn_slices shown; /* the packed tensors, for the line */
-        memset(&shown, 0, sizeof shown);
-        shown.q = q, shown.k = kv->k, shown.v = kv->v, shown.lse = lse;
-        for (int64_t b = 0; b < batch; b++)
-            if (seqs[b].route >= SEQ_FLASH) {
-                shown.has_rope = seqs[b].sl.has_rope, shown.rope = seqs[b].sl.rope;
-                if (!shown.k) shown.k = seqs[b].sl.k, shown.v = seqs[b].sl.v; /* pages: a sequence's stand-ins */
-            }
-        attn_verbose_report(kv->k_pages ? "sdpa_varlen_paged" : "sdpa_varlen", &info, &shown, o, attn_now_ms() - t0);
-    }
+    if (!st && verbose)
+        report(kv->k_pages ? "sdpa_varlen_paged" : "sdpa_varlen", seqs, batch, lse, q, kv->k, kv->v, o, &info, t0);
     attn_arena_release(&arena);
     return st;
 }
@@ -349,6 +355,25 @@ static attn_status check_outputs(attn_tensor *out, attn_tensor *lse, const attn_
     return st;
 }
 
+/* Everything of attn_sdpa_varlen's arguments checked before any sequence
+ * is planned (o as attn_options_read gives it). */
+static attn_status check_varlen(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_tensor *k,
+                                const attn_tensor *v, const int64_t *cu_q, const int64_t *cu_k, int64_t batch,
+                                const attn_tensor *const *masks, const attn_sdpa_options *o, attn_error *err) {
+    attn_status st;
+    if ((st = check_batch(q, k, v, cu_q, cu_k, batch, o, err))) return st;
+    int64_t want_out[3] = {q->shape[0], q->shape[1], v->shape[2]};
+    if ((st = check_packed_out(out, "out", 3, want_out, q->dtype, err)) ||
+        (lse && (st = check_packed_out(lse, "lse", 2, want_out, q->dtype, err))))
+        return st;
+    /* The plans check each sequence's views again; this covers the rows of
+     * sequences no plan sees. */
+    const attn_named ins[5] = {{q, "q"}, {k, "k"}, {v, "v"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"}};
+    if ((st = check_outputs(out, lse, ins, 5, masks, batch, err))) return st;
+    if (o->sinks && (st = attn_check_per_head(o->sinks, "sinks", q->shape[1], err))) return st;
+    return ATTN_OK;
+}
+
 attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_tensor *k,
                              const attn_tensor *v, const int64_t *cu_seqlens_q, const int64_t *cu_seqlens_k,
                              int64_t batch, const attn_tensor *const *masks, const attn_sdpa_options *options,
@@ -356,16 +381,7 @@ attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const attn_tens
     attn_sdpa_options o;
     attn_context c;
     attn_status st = attn_options_read(&o, &c, options, err);
-    if (st || (st = check_batch(q, k, v, cu_seqlens_q, cu_seqlens_k, batch, &o, err))) return st;
-    int64_t want_out[3] = {q->shape[0], q->shape[1], v->shape[2]};
-    if ((st = check_packed_out(out, "out", 3, want_out, q->dtype, err)) ||
-        (lse && (st = check_packed_out(lse, "lse", 2, want_out, q->dtype, err))))
-        return st;
-    /* The plans check each sequence's views again; this covers the rows of
-     * sequences no plan sees. */
-    const attn_named ins[5] = {{q, "q"}, {k, "k"}, {v, "v"}, {o.alibi_slopes, "alibi_slopes"}, {o.sinks, "sinks"}};
-    if ((st = check_outputs(out, lse, ins, 5, masks, batch, err))) return st;
-    if (o.sinks && (st = attn_check_per_head(o.sinks, "sinks", q->shape[1], err))) return st;
+    if (st || (st = check_varlen(out, lse, q, k, v, cu_seqlens_q, cu_seqlens_k, batch, masks, &o, err))) return st;
     batch_kv kv = {k, v, cu_seqlens_k, NULL, NULL};
     return varlen_forward(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, v->shape[2], err);
 }
@@ -490,4 +506,72 @@ attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_ten
         }
     }
     return ATTN_OK;
+}
+
+/* ---- A ragged batch planned once and run for every layer (sdpa_plan.c) ----
+ * The plan is the sequences' plans plan_batch makes, kept in the caller's
+ * memory; a run points each sequence's views at the layer's tensors (the
+ * same rows of tensors laid out alike) and runs them as varlen_forward does. */
+struct attn_varlen_plan {
+    seq *seqs;                 /* [batch] */
+    const attn_slices **flash; /* [batch], n_flash of them used */
+    const attn_slices **decode; /* [batch], n_decode of them used */
+    int64_t *cu_q, *cu_k;      /* [batch + 1]: the caller's offsets, copied */
+    int64_t n_flash, n_decode;
+};
+
+size_t attn_varlen_plan_bytes(int64_t batch) {
+    size_t n = batch > 0 ? (size_t)batch : 1, one = sizeof(seq) + 2 * sizeof(attn_slices *) + 2 * sizeof(int64_t);
+    if ((uint64_t)n > (SIZE_MAX - sizeof(attn_varlen_plan) - 64) / one) return SIZE_MAX;
+    return sizeof(attn_varlen_plan) + n * one + 2 * sizeof(int64_t) + 64; /* + the alignment of seqs */
+}
+
+attn_status attn_varlen_plan_make(attn_varlen_plan **plan, void *memory, size_t *workspace_bytes, attn_tensor *out,
+                                  attn_tensor *lse, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                  const int64_t *cu_q, const int64_t *cu_k, int64_t batch,
+                                  const attn_tensor *const *masks, const attn_sdpa_options *o, int threads,
+                                  attn_error *err) {
+    attn_status st = check_varlen(out, lse, q, k, v, cu_q, cu_k, batch, masks, o, err);
+    if (st) return st;
+    attn_varlen_plan *pl = memory;
+    uintptr_t at = ((uintptr_t)(pl + 1) + 63) / 64 * 64;
+    pl->seqs = (seq *)at;
+    pl->flash = (const attn_slices **)(pl->seqs + (batch > 0 ? batch : 1));
+    pl->decode = pl->flash + (batch > 0 ? batch : 1);
+    pl->cu_q = (int64_t *)(pl->decode + (batch > 0 ? batch : 1)), pl->cu_k = pl->cu_q + batch + 1;
+    memcpy(pl->cu_q, cu_q, sizeof(int64_t) * (size_t)(batch + 1));
+    memcpy(pl->cu_k, cu_k, sizeof(int64_t) * (size_t)(batch + 1));
+    attn_arena m = attn_arena_measuring();
+    batch_kv kv = {k, v, cu_k, NULL, NULL};
+    attn_run_info info;
+    if ((st = plan_batch(pl->seqs, pl->flash, &pl->n_flash, pl->decode, &pl->n_decode, out, lse, q, &kv, cu_q, batch,
+                         masks, o, threads, &m, err)) ||
+        (st = run_batch(pl->seqs, pl->flash, pl->n_flash, pl->decode, pl->n_decode, batch, q->shape[2], v->shape[2], o,
+                        &m, &info, err)))
+        return st;
+    *workspace_bytes = attn_arena_needed(&m);
+    *plan = pl;
+    return ATTN_OK;
+}
+
+attn_status attn_varlen_plan_run(attn_varlen_plan *pl, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                                 const attn_tensor *k, const attn_tensor *v, int64_t batch, const attn_sdpa_options *o,
+                                 attn_arena *arena, attn_error *err) {
+    const int64_t *cu_q = pl->cu_q, *cu_k = pl->cu_k;
+    for (int64_t b = 0; b < batch; b++) { /* the views of plan_batch, over these tensors */
+        seq *s = &pl->seqs[b];
+        if (s->route < SEQ_FLASH) continue;
+        int64_t L = cu_q[b + 1] - cu_q[b], S = cu_k[b + 1] - cu_k[b];
+        seq_view(&s->q, q, cu_q[b], L), seq_view(&s->k, k, cu_k[b], S), seq_view(&s->v, v, cu_k[b], S);
+        seq_view(&s->out, out, cu_q[b], L);
+        if (lse) seq_view(&s->lse, lse, cu_q[b], L), s->lse.rank = 2;
+    }
+    bool verbose = attn_verbose_on();
+    double t0 = verbose ? attn_now_ms() : 0;
+    attn_run_info info;
+    attn_status st = run_batch(pl->seqs, pl->flash, pl->n_flash, pl->decode, pl->n_decode, batch, q->shape[2],
+                               v->shape[2], o, arena, &info, err);
+    if (!st) write_empty(pl->seqs, out, lse, cu_q, batch, o);
+    if (!st && verbose) report("sdpa_run varlen", pl->seqs, batch, lse, q, k, v, o, &info, t0);
+    return st;
 }

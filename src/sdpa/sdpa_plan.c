@@ -1,0 +1,180 @@
+/* sdpa_plan.c -- plan once, run every layer: attn_sdpa_plan_bytes,
+ * attn_sdpa_plan_init, attn_sdpa_varlen_plan_init and attn_sdpa_run.
+ *
+ * A plan is what attn_sdpa (or attn_sdpa_varlen) works out from shapes
+ * alone, kept in the caller's memory: the options read, every argument
+ * checked, the slices (plan.c) or the sequences' plans (varlen.c), and the
+ * workspace the kernels take, measured. A run checks that the layer's
+ * tensors are laid out as the plan's, points the plan's copies of them at
+ * their data, and runs the same kernels on the same slices, so its results
+ * are bitwise the unplanned call's; its scratch comes from the caller's
+ * workspace, so nothing is allocated. */
+#include "sdpa/sdpa.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define PLAN_MAGIC UINT64_C(0x6e616c7061647331) /* "1sdpaplan" read backwards */
+
+struct attn_sdpa_plan {
+    uint64_t magic;           /* PLAN_MAGIC once planned */
+    int64_t batch;            /* -1: a dense call (attn_sdpa); else the ragged batch's */
+    size_t workspace;         /* the bytes a run takes */
+    attn_sdpa_options o;      /* as attn_options_read gives them */
+    attn_tensor q, k, v, out, lse; /* the planned layouts; data: the layer's at a run */
+    bool has_lse;
+    attn_slices sl;           /* dense: the slices, over the tensors above */
+    attn_varlen_plan *varlen; /* ragged: the sequences' plans, after this struct */
+    const attn_tensor *const *masks; /* ragged: the caller's masks[batch], or NULL */
+};
+
+/* The plan's header at the first 64-byte boundary of memory. */
+static attn_sdpa_plan *header_of(void *memory) {
+    return (attn_sdpa_plan *)(((uintptr_t)memory + 63) / 64 * 64);
+}
+
+static size_t header_bytes(void) { return sizeof(attn_sdpa_plan) + 63; }
+
+attn_status attn_sdpa_plan_bytes(size_t *bytes, int64_t batch, attn_error *err) {
+    if (!bytes) return attn_fail(err, ATTN_ERR_NULL, "bytes is NULL");
+    if (batch < 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "batch is %lld; it must be >= 0", (long long)batch);
+    size_t extra = batch > 0 ? attn_varlen_plan_bytes(batch) : 0;
+    if (extra > SIZE_MAX - header_bytes())
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "the plan of %lld sequences overflows", (long long)batch);
+    *bytes = header_bytes() + extra;
+    return ATTN_OK;
+}
+
+/* What both plans begin with: the pointers checked, memory large enough,
+ * the options read; *pl the header, not yet a plan. */
+static attn_status plan_start(attn_sdpa_plan **pl, attn_context *c, attn_sdpa_plan **plan, void *memory,
+                              size_t bytes, size_t *workspace_bytes, int64_t batch,
+                              const attn_sdpa_options *options, attn_error *err) {
+    if (!plan || !memory || !workspace_bytes)
+        return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", !plan ? "plan" : !memory ? "memory" : "workspace_bytes");
+    *plan = NULL;
+    size_t need;
+    attn_status st = attn_sdpa_plan_bytes(&need, batch, err);
+    if (st) return st;
+    if (bytes < need)
+        return attn_fail(err, ATTN_ERR_WORKSPACE, "the plan's memory has %zu bytes but this plan needs %zu "
+                         "(attn_sdpa_plan_bytes)", bytes, need);
+    *pl = header_of(memory);
+    memset(*pl, 0, sizeof **pl);
+    return attn_options_read(&(*pl)->o, c, options, err);
+}
+
+/* The plan's copy of a tensor (t may be NULL: none). */
+static void keep(attn_tensor *dst, const attn_tensor *t) {
+    if (t) *dst = *t;
+    else memset(dst, 0, sizeof *dst);
+}
+
+attn_status attn_sdpa_plan_init(attn_sdpa_plan **plan, void *memory, size_t bytes, size_t *workspace_bytes,
+                                attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_tensor *k,
+                                const attn_tensor *v, const attn_sdpa_options *options, attn_error *err) {
+    attn_sdpa_plan *pl;
+    attn_context c;
+    attn_status st = plan_start(&pl, &c, plan, memory, bytes, workspace_bytes, 0, options, err);
+    if (st) return st;
+    /* The plan of attn_sdpa, made on the plan's own copies of the tensors,
+     * so that a run only swaps their data. */
+    attn_slices sl;
+    if ((st = attn_plan_call(&sl, out, lse, NULL, false, q, k, v, &pl->o, c.num_threads, err))) return st;
+    keep(&pl->q, q), keep(&pl->k, k), keep(&pl->v, v), keep(&pl->out, out), keep(&pl->lse, lse);
+    pl->has_lse = lse != NULL;
+    pl->sl = sl;
+    pl->sl.q = &pl->q, pl->sl.k = &pl->k, pl->sl.v = &pl->v, pl->sl.out = &pl->out;
+    pl->sl.lse = lse ? &pl->lse : NULL;
+    if ((st = attn_sdpa_stream_measure(&pl->workspace, &pl->sl, &pl->o, err))) return st;
+    pl->batch = -1;
+    pl->magic = PLAN_MAGIC;
+    *workspace_bytes = pl->workspace;
+    *plan = pl;
+    return ATTN_OK;
+}
+
+attn_status attn_sdpa_varlen_plan_init(attn_sdpa_plan **plan, void *memory, size_t bytes, size_t *workspace_bytes,
+                                       attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_tensor *k,
+                                       const attn_tensor *v, const int64_t *cu_seqlens_q, const int64_t *cu_seqlens_k,
+                                       int64_t batch, const attn_tensor *const *masks,
+                                       const attn_sdpa_options *options, attn_error *err) {
+    attn_sdpa_plan *pl;
+    attn_context c;
+    if (batch < 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "batch is %lld; it must be >= 0", (long long)batch);
+    attn_status st = plan_start(&pl, &c, plan, memory, bytes, workspace_bytes, batch, options, err);
+    if (st) return st;
+    if ((st = attn_varlen_plan_make(&pl->varlen, pl + 1, &pl->workspace, out, lse, q, k, v, cu_seqlens_q,
+                                    cu_seqlens_k, batch, masks, &pl->o, c.num_threads, err)))
+        return st;
+    keep(&pl->q, q), keep(&pl->k, k), keep(&pl->v, v), keep(&pl->out, out), keep(&pl->lse, lse);
+    pl->has_lse = lse != NULL;
+    pl->batch = batch;
+    pl->masks = masks;
+    pl->magic = PLAN_MAGIC;
+    *workspace_bytes = pl->workspace;
+    *plan = pl;
+    return ATTN_OK;
+}
+
+/* The layer's tensor t laid out as the plan's `want`: rank, dtype, shape
+ * and strides equal (ATTN_ERR_PLAN naming what differs), data present. */
+static attn_status same_layout(const attn_tensor *t, const attn_tensor *want, const char *name, attn_error *err) {
+    if (!t) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", name);
+    bool same = t->rank == want->rank && t->dtype == want->dtype;
+    for (int d = 0; same && d < t->rank; d++) same = t->shape[d] == want->shape[d] && t->strides[d] == want->strides[d];
+    if (!same) {
+        char got[128], exp[128], gs[128], es[128];
+        attn_format_shape(got, sizeof got, t->rank, t->shape), attn_format_shape(exp, sizeof exp, want->rank, want->shape);
+        attn_format_shape(gs, sizeof gs, t->rank, t->strides), attn_format_shape(es, sizeof es, want->rank, want->strides);
+        return attn_fail(err, ATTN_ERR_PLAN, "%s is %s %s with strides %s but the plan was made for %s %s with strides %s",
+                         name, attn_dtype_name(t->dtype), got, gs, attn_dtype_name(want->dtype), exp, es);
+    }
+    bool empty = false; /* a packed batch may hold no rows */
+    for (int d = 0; d < t->rank; d++) empty |= t->shape[d] == 0;
+    if (!t->data && !empty) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
+    return ATTN_OK;
+}
+
+attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                          const attn_tensor *k, const attn_tensor *v, void *workspace, size_t workspace_size,
+                          attn_error *err) {
+    if (!plan) return attn_fail(err, ATTN_ERR_NULL, "plan is NULL");
+    attn_sdpa_plan *pl = plan;
+    if (pl->magic != PLAN_MAGIC)
+        return attn_fail(err, ATTN_ERR_PLAN, "plan holds no plan (attn_sdpa_plan_init or attn_sdpa_varlen_plan_init)");
+    attn_status st;
+    if ((st = same_layout(q, &pl->q, "q", err)) || (st = same_layout(k, &pl->k, "k", err)) ||
+        (st = same_layout(v, &pl->v, "v", err)) || (st = same_layout(out, &pl->out, "out", err)))
+        return st;
+    if ((lse != NULL) != pl->has_lse)
+        return attn_fail(err, ATTN_ERR_PLAN, "lse is %s but the plan was made %s one", lse ? "given" : "NULL",
+                         pl->has_lse ? "with" : "without");
+    if (lse && (st = same_layout(lse, &pl->lse, "lse", err))) return st;
+    if (!workspace) return attn_fail(err, ATTN_ERR_NULL, "workspace is NULL (the plan needs %zu bytes)", pl->workspace);
+    if (workspace_size < pl->workspace)
+        return attn_fail(err, ATTN_ERR_WORKSPACE, "the workspace has %zu bytes but the plan needs %zu", workspace_size,
+                         pl->workspace);
+    /* The layouts are the plan's, so only the data can alias. */
+    const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
+    const attn_named ins[6] = {{q, "q"}, {k, "k"}, {v, "v"}, {pl->o.mask, "mask"}, {pl->o.alibi_slopes, "alibi_slopes"},
+                               {pl->o.sinks, "sinks"}};
+    if ((st = attn_check_no_overlap(outs, 2, ins, 6, err))) return st;
+    for (int64_t b = 0; pl->masks && b < pl->batch; b++) {
+        const attn_named mask = {pl->masks[b], "a sequence's mask"};
+        if ((st = attn_check_no_overlap(outs, 2, &mask, 1, err))) return st;
+    }
+    pl->q.data = q->data, pl->k.data = k->data, pl->v.data = v->data, pl->out.data = out->data;
+    pl->lse.data = lse ? lse->data : NULL;
+    attn_arena arena = attn_arena_over(workspace, workspace_size);
+    if (pl->batch >= 0) return attn_varlen_plan_run(pl->varlen, &pl->out, lse ? &pl->lse : NULL, &pl->q, &pl->k, &pl->v,
+                                                    pl->batch, &pl->o, &arena, err);
+    pl->sl.arena = &arena;
+    bool verbose = attn_verbose_on();
+    double t0 = verbose ? attn_now_ms() : 0;
+    attn_run_info info;
+    st = attn_sdpa_stream_run(&pl->sl, &pl->o, &info, err);
+    pl->sl.arena = NULL; /* the arena was this call's */
+    if (verbose) attn_verbose_report("sdpa_run", &info, &pl->sl, &pl->o, attn_now_ms() - t0);
+    return st;
+}

@@ -1,0 +1,323 @@
+/* test_plan.c -- plan once, run every layer: attn_sdpa_plan_init,
+ * attn_sdpa_varlen_plan_init and attn_sdpa_run.
+ *
+ * Every case plans a call, then runs three "layers" from the one plan, each
+ * with fresh q, k and v (and a fresh output buffer), and compares each
+ * layer's out and lse bitwise with the unplanned call (attn_sdpa or
+ * attn_sdpa_varlen) on the same data, at 1, 2 and 3 threads. The kernel
+ * the planned run took (its ATTN_VERBOSE line) must be the unplanned
+ * call's, and the cases must reach the flash, decode and exact kernels.
+ * Then the refusals: tensors unlike the plan's, a workspace too small,
+ * memory that holds no plan, outputs overlapping inputs; each writes
+ * nothing. Prints "ok NAME" or "FAIL NAME: why". */
+#include "check.h"
+#include "tensors.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { LAYERS = 3 };
+
+/* What a case varies beyond the shapes. */
+typedef struct variant {
+    const char *name;
+    attn_causal causal;
+    int scale, alibi, sinks, rope, window, softcap, lse, bf16;
+} variant;
+
+static const variant VARIANTS[] = {
+    {"plain", ATTN_CAUSAL_NONE, 0, 0, 0, 0, 0, 0, 1, 0},
+    {"causal_bottom_right", ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 0, 0, 0, 1, 0},
+    {"causal_top_left_no_lse", ATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"scale_softcap_window", ATTN_CAUSAL_BOTTOM_RIGHT, 1, 0, 0, 0, 1, 1, 1, 0},
+    {"alibi_sinks", ATTN_CAUSAL_NONE, 0, 1, 1, 0, 0, 0, 1, 0},
+    {"rope", ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 1, 0, 0, 1, 0},
+    {"bf16_compute", ATTN_CAUSAL_NONE, 0, 0, 0, 0, 0, 0, 1, 1},
+};
+enum { N_VARIANTS = sizeof VARIANTS / sizeof VARIANTS[0] };
+
+/* The options a variant sets, over tensors that live as long as the case. */
+typedef struct option_set {
+    attn_sdpa_options o;
+    attn_context c;
+    attn_rope_options rope;
+    attn_tensor slopes, sinks;
+    double slope_data[64], sink_data[64];
+} option_set;
+
+static void set_options(option_set *s, const variant *v, int64_t Hq, int threads) {
+    s->c = attn_context_default();
+    s->c.num_threads = threads;
+    s->o = attn_sdpa_options_default();
+    s->o.context = &s->c;
+    s->o.causal = v->causal;
+    if (v->scale) s->o.has_scale = 1, s->o.scale = 0.3;
+    if (v->softcap) s->o.softcap = 5.0;
+    if (v->window) s->o.window = 7;
+    if (v->bf16) s->o.compute = ATTN_COMPUTE_BF16;
+    if (v->alibi) {
+        attn_alibi_slopes(s->slope_data, Hq, NULL);
+        attn_tensor_init(&s->slopes, s->slope_data, ATTN_F64, 1, &Hq, NULL, NULL);
+        s->o.alibi_slopes = &s->slopes;
+    }
+    if (v->sinks) {
+        for (int64_t h = 0; h < Hq; h++) s->sink_data[h] = 0.25 * (double)h - 1.0;
+        attn_tensor_init(&s->sinks, s->sink_data, ATTN_F64, 1, &Hq, NULL, NULL);
+        s->o.sinks = &s->sinks;
+    }
+    if (v->rope) {
+        s->rope = attn_rope_options_default();
+        s->rope.position_offset = 3;
+        s->o.rope = &s->rope;
+    }
+}
+
+/* A tensor of t's shape and dtype, its data fresh random values. */
+static attn_tensor like(const attn_tensor *t) {
+    attn_tensor n = make(t->dtype, t->rank, t->shape);
+    return n;
+}
+
+static size_t bytes_of(const attn_tensor *t) { return (size_t)attn_tensor_numel(t) * attn_dtype_size(t->dtype); }
+
+static int same_bits(const attn_tensor *a, const attn_tensor *b) { return !memcmp(a->data, b->data, bytes_of(a)); }
+
+/* The kernel the last verbose line named, for a call run in between. */
+static char kernel_seen[64];
+static int seen_flash, seen_decode, seen_exact;
+
+static void note_kernel(void) {
+    seen_flash |= strstr(kernel_seen, "flash") != NULL;
+    seen_decode |= strstr(kernel_seen, "decode") != NULL;
+    seen_exact |= strstr(kernel_seen, "exact") != NULL;
+}
+
+/* One dense case: q (B, Hq, L, E), k (B, Hk, S, E), v (B, Hk, S, Ev). */
+static void dense_case(const char *shape_name, attn_dtype dtype, int64_t B, int64_t Hq, int64_t Hk, int64_t L, int64_t S,
+                       int64_t E, int64_t Ev, const variant *var, int threads) {
+    char name[160];
+    snprintf(name, sizeof name, "dense_%s_%s_%s_threads%d", shape_name, dtype == ATTN_F64 ? "f64" : "f32", var->name,
+             threads);
+    if (dtype == ATTN_F64 && var->bf16) return; /* bf16 compute is f32's */
+    option_set os;
+    set_options(&os, var, Hq, threads);
+    int64_t sq[4] = {B, Hq, L, E}, sk[4] = {B, Hk, S, E}, sv[4] = {B, Hk, S, Ev}, so[4] = {B, Hq, L, Ev}, sl[3] = {B, Hq, L};
+    attn_tensor q = make(dtype, 4, sq), k = make(dtype, 4, sk), v = make(dtype, 4, sv);
+    attn_tensor out = make(dtype, 4, so), lse = make(dtype, 3, sl);
+    attn_tensor *lp = var->lse ? &lse : NULL;
+    attn_error err;
+    size_t bytes, ws = 0;
+    void *memory = NULL, *work = NULL;
+    attn_sdpa_plan *plan = NULL;
+    attn_status st = attn_sdpa_plan_bytes(&bytes, 0, &err);
+    if (!st) memory = malloc(bytes);
+    if (!st) st = attn_sdpa_plan_init(&plan, memory, bytes, &ws, &out, lp, &q, &k, &v, &os.o, &err);
+    if (!st) work = malloc(ws);
+    int ok = !st, layer = 0;
+    char why[640] = "";
+    if (st) snprintf(why, sizeof why, "plan: %s", err.message);
+    for (; ok && layer < LAYERS; layer++) {
+        attn_tensor lq = like(&q), lk = like(&k), lv = like(&v); /* this layer's data */
+        attn_tensor o1 = like(&out), l1 = like(&lse), o2 = like(&out), l2 = like(&lse);
+        char k1[64];
+        verbose_begin();
+        st = attn_sdpa(&o1, var->lse ? &l1 : NULL, NULL, &lq, &lk, &lv, &os.o, &err);
+        verbose_end(k1, sizeof k1, NULL, 0);
+        if (st) ok = 0, snprintf(why, sizeof why, "attn_sdpa, layer %d: %s", layer, err.message);
+        verbose_begin();
+        if (ok) st = attn_sdpa_run(plan, &o2, var->lse ? &l2 : NULL, &lq, &lk, &lv, work, ws, &err);
+        verbose_end(kernel_seen, sizeof kernel_seen, NULL, 0);
+        if (ok && st) ok = 0, snprintf(why, sizeof why, "attn_sdpa_run, layer %d: %s", layer, err.message);
+        if (ok && !same_bits(&o1, &o2)) ok = 0, snprintf(why, sizeof why, "layer %d: out differs", layer);
+        if (ok && var->lse && !same_bits(&l1, &l2)) ok = 0, snprintf(why, sizeof why, "layer %d: lse differs", layer);
+        if (ok && strcmp(k1, kernel_seen))
+            ok = 0, snprintf(why, sizeof why, "layer %d: kernel %s planned, %s unplanned", layer, kernel_seen, k1);
+        note_kernel();
+        free(lq.data), free(lk.data), free(lv.data), free(o1.data), free(l1.data), free(o2.data), free(l2.data);
+    }
+    check(ok, name, "%s", why);
+    free(memory), free(work), free(q.data), free(k.data), free(v.data), free(out.data), free(lse.data);
+}
+
+/* One ragged case: q (Tq, Hq, E), k (Tk, Hk, E), v (Tk, Hk, Ev), the
+ * sequences' lengths lq[b] and lk[b]. */
+static void varlen_case(const char *mix_name, attn_dtype dtype, int64_t batch, const int64_t *len_q, const int64_t *len_k,
+                        int64_t Hq, int64_t Hk, int64_t E, int64_t Ev, const variant *var, int threads, int masked) {
+    char name[160];
+    snprintf(name, sizeof name, "varlen_%s%s_%s_%s_threads%d", mix_name, masked ? "_masks" : "",
+             dtype == ATTN_F64 ? "f64" : "f32", var->name, threads);
+    if (dtype == ATTN_F64 && var->bf16) return;
+    /* Masked: a bool mask per sequence with queries and keys, NULL for the others. */
+    attn_tensor mask_t[16];
+    const attn_tensor *masks[16] = {NULL};
+    for (int64_t b = 0; masked && b < batch; b++) {
+        int64_t sm[2] = {len_q[b], len_k[b]};
+        memset(&mask_t[b], 0, sizeof mask_t[b]);
+        if (len_q[b] && len_k[b]) mask_t[b] = make(ATTN_BOOL, 2, sm), masks[b] = &mask_t[b];
+    }
+    const attn_tensor *const *mp = masked ? masks : NULL;
+    option_set os;
+    set_options(&os, var, Hq, threads);
+    int64_t cu_q[16] = {0}, cu_k[16] = {0};
+    for (int64_t b = 0; b < batch; b++) cu_q[b + 1] = cu_q[b] + len_q[b], cu_k[b + 1] = cu_k[b] + len_k[b];
+    int64_t sq[3] = {cu_q[batch], Hq, E}, sk[3] = {cu_k[batch], Hk, E}, sv[3] = {cu_k[batch], Hk, Ev},
+            so[3] = {cu_q[batch], Hq, Ev}, sl[2] = {cu_q[batch], Hq};
+    attn_tensor q = make(dtype, 3, sq), k = make(dtype, 3, sk), v = make(dtype, 3, sv);
+    attn_tensor out = make(dtype, 3, so), lse = make(dtype, 2, sl);
+    attn_tensor *lp = var->lse ? &lse : NULL;
+    attn_error err;
+    size_t bytes, ws = 0;
+    void *memory = NULL, *work = NULL;
+    attn_sdpa_plan *plan = NULL;
+    attn_status st = attn_sdpa_plan_bytes(&bytes, batch, &err);
+    if (!st) memory = malloc(bytes);
+    if (!st)
+        st = attn_sdpa_varlen_plan_init(&plan, memory, bytes, &ws, &out, lp, &q, &k, &v, cu_q, cu_k, batch, mp, &os.o,
+                                        &err);
+    if (!st) work = malloc(ws ? ws : 1);
+    int ok = !st;
+    char why[640] = "";
+    if (st) snprintf(why, sizeof why, "plan: %s", err.message);
+    for (int layer = 0; ok && layer < LAYERS; layer++) {
+        attn_tensor lq = like(&q), lk = like(&k), lv = like(&v);
+        attn_tensor o1 = like(&out), l1 = like(&lse), o2 = like(&out), l2 = like(&lse);
+        st = attn_sdpa_varlen(&o1, var->lse ? &l1 : NULL, &lq, &lk, &lv, cu_q, cu_k, batch, mp, &os.o, &err);
+        if (st) ok = 0, snprintf(why, sizeof why, "attn_sdpa_varlen, layer %d: %s", layer, err.message);
+        verbose_begin();
+        if (ok) st = attn_sdpa_run(plan, &o2, var->lse ? &l2 : NULL, &lq, &lk, &lv, work, ws, &err);
+        verbose_end(kernel_seen, sizeof kernel_seen, NULL, 0);
+        if (ok && st) ok = 0, snprintf(why, sizeof why, "attn_sdpa_run, layer %d: %s", layer, err.message);
+        if (ok && !same_bits(&o1, &o2)) ok = 0, snprintf(why, sizeof why, "layer %d: out differs", layer);
+        if (ok && var->lse && !same_bits(&l1, &l2)) ok = 0, snprintf(why, sizeof why, "layer %d: lse differs", layer);
+        note_kernel();
+        free(lq.data), free(lk.data), free(lv.data), free(o1.data), free(l1.data), free(o2.data), free(l2.data);
+    }
+    check(ok, name, "%s", why);
+    for (int64_t b = 0; b < batch; b++)
+        if (masks[b]) free(mask_t[b].data);
+    free(memory), free(work), free(q.data), free(k.data), free(v.data), free(out.data), free(lse.data);
+}
+
+/* The refusals, on one planned f32 call: each must return its code and
+ * leave out untouched. */
+static void refusals(void) {
+    int64_t sq[3] = {4, 3, 16}, sk[3] = {4, 20, 16}, sl[2] = {4, 3};
+    attn_tensor q = make(ATTN_F32, 3, sq), k = make(ATTN_F32, 3, sk), v = make(ATTN_F32, 3, sk);
+    attn_tensor out = make(ATTN_F32, 3, sq), lse = make(ATTN_F32, 2, sl);
+    attn_error err;
+    size_t bytes, ws;
+    attn_sdpa_plan_bytes(&bytes, 0, &err);
+    char *memory = calloc(1, bytes), *work = malloc(1 << 20);
+    attn_sdpa_plan *plan = NULL;
+    attn_status st = attn_sdpa_plan_init(&plan, memory, bytes - 1, &ws, &out, &lse, &q, &k, &v, NULL, &err);
+    check(st == ATTN_ERR_WORKSPACE, "plan_memory_too_small", "status %d: %s", st, err.message);
+    st = attn_sdpa_plan_init(&plan, memory, bytes, &ws, &out, &lse, &q, &k, &v, NULL, &err);
+    check(!st, "plan_init", "%s", err.message);
+    if (st) return;
+    memset(out.data, 0x5a, bytes_of(&out));
+    int64_t sq2[3] = {4, 4, 16};
+    attn_tensor longer = make(ATTN_F32, 3, sq2), q64 = make(ATTN_F64, 3, sq);
+    int64_t tshape[3] = {3, 4, 16};
+    attn_tensor qt = make(ATTN_F32, 3, tshape), transposed = q; /* q's shape over (3, 4, 16) memory */
+    int64_t lshape[2] = {3, 4};
+    attn_tensor lse_other = make(ATTN_F32, 2, lshape);
+    transposed.data = qt.data, transposed.strides[0] = 16, transposed.strides[1] = 64, transposed.strides[2] = 1;
+    struct {
+        const char *name;
+        attn_tensor *q, *k, *out, *lse;
+        void *work;
+        size_t ws;
+        attn_status want;
+    } bad[] = {
+        {"run_q_other_shape", &longer, &k, &out, &lse, work, ws, ATTN_ERR_PLAN},
+        {"run_q_other_dtype", &q64, &k, &out, &lse, work, ws, ATTN_ERR_PLAN},
+        {"run_q_other_strides", &transposed, &k, &out, &lse, work, ws, ATTN_ERR_PLAN},
+        {"run_without_planned_lse", &q, &k, &out, NULL, work, ws, ATTN_ERR_PLAN},
+        {"run_lse_other_shape", &q, &k, &out, &lse_other, work, ws, ATTN_ERR_PLAN},
+        {"run_workspace_too_small", &q, &k, &out, &lse, work, ws - 1, ATTN_ERR_WORKSPACE},
+        {"run_workspace_null", &q, &k, &out, &lse, NULL, ws, ATTN_ERR_NULL},
+        {"run_out_is_q", &q, &k, &q, &lse, work, ws, ATTN_ERR_STRIDE},
+        {"run_k_null", &q, NULL, &out, &lse, work, ws, ATTN_ERR_NULL},
+    };
+    unsigned char before[4 * 3 * 16 * 4];
+    memcpy(before, out.data, sizeof before);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        st = attn_sdpa_run(plan, bad[i].out, bad[i].lse, bad[i].q, bad[i].k, &v, bad[i].work, bad[i].ws, &err);
+        check(st == bad[i].want && err.message[0] && !memcmp(before, out.data, sizeof before), bad[i].name,
+              "status %d (want %d), message \"%s\", out %s", st, bad[i].want, err.message,
+              memcmp(before, out.data, sizeof before) ? "written" : "untouched");
+    }
+    /* A plan without lse refuses one. */
+    attn_sdpa_plan *plan2;
+    st = attn_sdpa_plan_init(&plan2, memory, bytes, &ws, &out, NULL, &q, &k, &v, NULL, &err);
+    if (!st) st = attn_sdpa_run(plan2, &out, &lse, &q, &k, &v, work, ws, &err);
+    check(st == ATTN_ERR_PLAN, "run_lse_not_planned", "status %d: %s", st, err.message);
+    /* Memory that holds no plan, and a plan whose init failed. */
+    char *blank = calloc(1, bytes);
+    st = attn_sdpa_run((attn_sdpa_plan *)(((uintptr_t)blank + 63) / 64 * 64), &out, NULL, &q, &k, &v, work, ws, &err);
+    check(st == ATTN_ERR_PLAN, "run_memory_without_plan", "status %d: %s", st, err.message);
+    st = attn_sdpa_plan_init(&plan2, memory, bytes, &ws, &out, NULL, &q, &q64, &v, NULL, &err);
+    check(st == ATTN_ERR_DTYPE && plan2 == NULL, "plan_init_refused_leaves_no_plan", "status %d: %s", st,
+          err.message);
+    st = attn_sdpa_run(plan, &out, &lse, &q, &k, &v, work, ws, &err);
+    check(st == ATTN_ERR_PLAN, "run_after_failed_init", "status %d: %s", st, err.message);
+    check(attn_sdpa_plan_bytes(&bytes, -1, &err) == ATTN_ERR_ARGUMENT, "plan_bytes_negative_batch", "%s", err.message);
+    check(attn_sdpa_plan_bytes(&bytes, INT64_MAX, &err) == ATTN_ERR_OVERFLOW, "plan_bytes_overflow", "%s", err.message);
+    /* A ragged plan: the packed tensors must keep their rows. */
+    int64_t cu[3] = {0, 1, 4}, cuk[3] = {0, 8, 20}, pq[3] = {4, 3, 16}, pk[3] = {20, 3, 16};
+    attn_tensor vq = make(ATTN_F32, 3, pq), vk = make(ATTN_F32, 3, pk), vv = make(ATTN_F32, 3, pk), vo = make(ATTN_F32, 3, pq);
+    size_t vb;
+    attn_sdpa_plan_bytes(&vb, 2, &err);
+    char *vmem = malloc(vb);
+    attn_sdpa_plan *vp;
+    st = attn_sdpa_varlen_plan_init(&vp, vmem, vb, &ws, &vo, NULL, &vq, &vk, &vv, cu, cuk, 2, NULL, NULL, &err);
+    int64_t pk2[3] = {21, 3, 16};
+    attn_tensor vk2 = make(ATTN_F32, 3, pk2);
+    if (!st) st = attn_sdpa_run(vp, &vo, NULL, &vq, &vk2, &vv, work, 1 << 20, &err);
+    check(st == ATTN_ERR_PLAN && strstr(err.message, "k ") == err.message, "varlen_run_k_other_rows", "status %d: %s",
+          st, err.message);
+    st = attn_sdpa_varlen_plan_init(&vp, vmem, vb - 1, &ws, &vo, NULL, &vq, &vk, &vv, cu, cuk, 2, NULL, NULL, &err);
+    check(st == ATTN_ERR_WORKSPACE, "varlen_plan_memory_too_small", "status %d: %s", st, err.message);
+    /* A layer's out over a sequence's mask (planned with masks elsewhere). */
+    int64_t smask[2] = {3, 12};
+    attn_tensor m1 = make(ATTN_F32, 2, smask), m_over = vo;
+    free(m1.data), m1.data = calloc(4 * 3 * 16, sizeof(float)); /* room for out's rows too */
+    const attn_tensor *vmasks[2] = {NULL, &m1};
+    st = attn_sdpa_varlen_plan_init(&vp, vmem, vb, &ws, &vo, NULL, &vq, &vk, &vv, cu, cuk, 2, vmasks, NULL, &err);
+    if (!st) m_over.data = m1.data, st = attn_sdpa_run(vp, &m_over, NULL, &vq, &vk, &vv, work, 1 << 20, &err);
+    check(st == ATTN_ERR_STRIDE, "varlen_run_out_over_a_mask", "status %d: %s", st, err.message);
+    free(m1.data);
+    cu[1] = 5;
+    st = attn_sdpa_varlen_plan_init(&vp, vmem, vb, &ws, &vo, NULL, &vq, &vk, &vv, cu, cuk, 2, NULL, NULL, &err);
+    check(st == ATTN_ERR_ARGUMENT, "varlen_plan_bad_offsets", "status %d: %s", st, err.message);
+    free(vq.data), free(vk.data), free(vv.data), free(vo.data), free(vk2.data), free(vmem);
+    free(longer.data), free(q64.data), free(qt.data), free(lse_other.data), free(blank);
+    free(memory), free(work), free(q.data), free(k.data), free(v.data), free(out.data), free(lse.data);
+}
+
+int main(void) {
+    for (int threads = 1; threads <= 3; threads++) {
+        for (int vi = 0; vi < N_VARIANTS; vi++) {
+            const variant *var = &VARIANTS[vi];
+            /* The engine's small step (decode against a short context), a
+             * prefill block, GQA decode against a long context, f64. */
+            dense_case("L1_S100_H16", ATTN_F32, 1, 16, 16, 1, 100, 64, 64, var, threads);
+            dense_case("prefill_gqa", ATTN_F32, 2, 4, 2, 37, 53, 16, 24, var, threads);
+            dense_case("decode_gqa_S2100", ATTN_F32, 1, 8, 2, 2, 2100, 32, 32, var, threads);
+            dense_case("exact", ATTN_F64, 1, 2, 1, 9, 13, 8, 8, var, threads);
+            static const int64_t lq[] = {5, 0, 1, 37, 2, 3}, lk[] = {9, 4, 100, 37, 2100, 0};
+            varlen_case("mixed", ATTN_F32, 6, lq, lk, 4, 2, 16, 16, var, threads, 0);
+            varlen_case("mixed", ATTN_F32, 6, lq, lk, 4, 2, 16, 16, var, threads, 1);
+            static const int64_t eq[] = {1, 1, 1}, ek[] = {3, 50, 17};
+            varlen_case("decode_step", ATTN_F32, 3, eq, ek, 4, 4, 32, 32, var, threads, 0);
+            varlen_case("mixed", ATTN_F64, 6, lq, lk, 2, 1, 8, 8, var, threads, 1);
+        }
+    }
+    check(seen_flash && seen_decode && seen_exact, "planned_runs_reach_every_kernel", "flash %d, decode %d, exact %d",
+          seen_flash, seen_decode, seen_exact);
+    refusals();
+    printf("%d failed\n", n_failed);
+    return n_failed != 0;
+}
