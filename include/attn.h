@@ -1418,6 +1418,39 @@ ATTN_API attn_status attn_kv_paged_attend(attn_tensor *out, attn_tensor *lse, co
                                           const attn_tensor *const *masks, const attn_sdpa_options *options,
                                           attn_error *err);
 
+/* The attention layer's step (attn_mha_cached) for n sequences of a pool
+ * at once, each of its own length and position: x packed (total, E), f32,
+ * any strides, sequence seqs[i]'s new positions in rows cu_seqlens[i] ..
+ * cu_seqlens[i+1] - 1 (n + 1 int64 offsets, 0 first, non-decreasing,
+ * total last; 0 rows leave a sequence as it is); out (total, E) f32. Each
+ * sequence's rows are projected to q, k and v, RoPE (options->rope) turns
+ * them at that sequence's own positions, length_i + l (length_i: what it
+ * held before the call; the rope's position_offset added), the new keys
+ * and values are appended to the pool (one attn_kv_pages_append), the new
+ * queries attend to everything the sequence holds (one
+ * attn_kv_pages_attend, with masks[i] for sequence i: NULL or n pointers,
+ * each NULL or a mask for (Hq, L_i, length_i + L_i)), then out_proj. The
+ * pool's heads must be num_kv_heads, its key_dim and value_dim embed_dim /
+ * num_heads. Sequence i's rows are bitwise what attn_mha_cached gives for
+ * it alone, unbatched, with a contiguous cache holding the same keys (and
+ * dropout seed + i, as attn_kv_pages_attend numbers them). The causal rule
+ * is attn_mha_cached's (bottom-right, NULL options give it, or none);
+ * attn_mask, key_padding_mask, bias_k/bias_v and add_zero_attn are
+ * ATTN_ERR_OPTION. Each sequence may be named once (ATTN_ERR_ARGUMENT
+ * otherwise, nothing appended). out, x and the parameters must not overlap
+ * the pool's pages (ATTN_ERR_STRIDE). Nothing is appended when the pool is
+ * full (ATTN_ERR_FULL) or an argument is bad; when the attention fails
+ * after the append (a bad mask, too small a workspace), each sequence is
+ * truncated back to its length (its contents as before; a last page
+ * copied for the append stays its own). Errors: those of attn_mha,
+ * attn_kv_pages_append and attn_kv_pages_attend, ATTN_ERR_RANK (x not
+ * rank 2), ATTN_ERR_DTYPE (x not f32), ATTN_ERR_SHAPE (a pool of other
+ * heads or sizes). Added in 0.3.0. */
+ATTN_API attn_status attn_mha_paged(attn_tensor *out, const attn_tensor *x, const int64_t *cu_seqlens,
+                                    const int64_t *seqs, int64_t n, attn_kv_pages *pool,
+                                    const attn_tensor *const *masks, const attn_mha_params *params,
+                                    const attn_mha_options *options, attn_error *err);
+
 /* ------------------------------------------------------------------------ */
 /* Threads and instruction sets                                             */
 /* ------------------------------------------------------------------------ */

@@ -12,6 +12,8 @@
  *     without RoPE, a mask per sequence and dropout, forked sequences
  *     sharing pages among them, and the call checked (its verbose line) to
  *     be one batch whose kernels read the pages in place;
+ *   - the layer over the pool (attn_mha_paged) against attn_mha_cached on
+ *     each sequence alone, and with masks against attn_sdpa, bitwise;
  *   - pages a caller manages (a block table, and FlashInfer's indptr form)
  *     read through attn_kv_paged_view;
  *   - every error: a full pool, unknown and freed sequences, a sequence
@@ -619,6 +621,195 @@ static void test_forks_attend(attn_dtype dt, int64_t P, const char *tag) {
     model_free(&m);
 }
 
+/* ---- the layer over the pool (attn_mha_paged) ---- */
+
+enum { LE = 16, LHQ = 4, LHK = 2, LD = 4, LKV = LHK * LD, LIN = LE + 2 * LKV };
+
+/* A layer of random f32 parameters: in_proj (E + 2 Hkv D, E), out_proj
+ * (E, E), both biased; or (identity) q = x, k = v = x's first Hkv·D
+ * columns and out = the heads' output: then the layer is attention on x's
+ * columns itself, and attn_sdpa is its reference. */
+typedef struct layer {
+    float w[LIN * LE], b[LIN], ow[LE * LE], ob[LE];
+    attn_tensor tw[3], tb[3], tow, tob; /* q, k, v: rows 0, E and E + Hkv·D of w and b */
+    attn_mha_params p;
+} layer;
+
+static void layer_init(layer *l, int identity) {
+    for (int i = 0; i < LIN * LE; i++) l->w[i] = identity ? (i / LE < LE ? i / LE == i % LE : (i / LE - LE) % LKV == i % LE) : rnd_value() / 4;
+    for (int i = 0; i < LIN; i++) l->b[i] = identity ? 0 : rnd_value() / 8;
+    for (int i = 0; i < LE * LE; i++) l->ow[i] = identity ? i / LE == i % LE : rnd_value() / 4;
+    for (int i = 0; i < LE; i++) l->ob[i] = identity ? 0 : rnd_value() / 8;
+    static const int64_t ROW0[3] = {0, LE, LE + LKV}, ROWS[3] = {LE, LKV, LKV};
+    for (int t = 0; t < 3; t++) {
+        int64_t ws[2] = {ROWS[t], LE}, bs[1] = {ROWS[t]};
+        attn_tensor_init(&l->tw[t], l->w + ROW0[t] * LE, ATTN_F32, 2, ws, NULL, NULL);
+        attn_tensor_init(&l->tb[t], l->b + ROW0[t], ATTN_F32, 1, bs, NULL, NULL);
+    }
+    int64_t os[2] = {LE, LE}, obs[1] = {LE};
+    attn_tensor_init(&l->tow, l->ow, ATTN_F32, 2, os, NULL, NULL), attn_tensor_init(&l->tob, l->ob, ATTN_F32, 1, obs, NULL, NULL);
+    l->p = attn_mha_params_default();
+    l->p.embed_dim = LE, l->p.num_heads = LHQ, l->p.num_kv_heads = LHK;
+    l->p.q_proj_weight = &l->tw[0], l->p.k_proj_weight = &l->tw[1], l->p.v_proj_weight = &l->tw[2];
+    if (!identity) l->p.q_proj_bias = &l->tb[0], l->p.k_proj_bias = &l->tb[1], l->p.v_proj_bias = &l->tb[2];
+    l->p.out_proj_weight = &l->tow, l->p.out_proj_bias = identity ? NULL : &l->tob;
+}
+
+/* A contiguous cache of one sequence, as attn_mha_cached takes it. */
+static attn_kv_cache *layer_cache(void **mem, attn_dtype dt) {
+    attn_kv_cache_desc cd = attn_kv_cache_desc_default();
+    cd.heads = LHK, cd.capacity = 64, cd.key_dim = cd.value_dim = LD, cd.dtype = dt;
+    size_t bytes;
+    attn_kv_cache *c = NULL;
+    attn_kv_cache_bytes(&bytes, &cd, NULL);
+    *mem = malloc(bytes);
+    attn_kv_cache_init(&c, *mem, bytes, &cd, NULL);
+    return c;
+}
+
+/* Three sequences through two steps of attn_mha_paged on 1, 2 and 3
+ * threads, with RoPE: a prompt for a and b, b forked to c (sharing its
+ * pages), then 1, 3 and 2 new positions (a decode and two short
+ * prefills at once); each step's rows against attn_mha_cached on each
+ * sequence alone in its own contiguous cache (c's cache given b's prompt
+ * first), bitwise. Then masks: with the identity layer, every sequence's
+ * rows against attn_sdpa on x's columns and the keys the pool holds, with
+ * its mask, bitwise. */
+static void test_mha_paged(attn_dtype dt, const char *tag) {
+    layer l;
+    layer_init(&l, 0);
+    char name[128], why[768] = "";
+    for (int threads = 1; threads <= 3; threads++) {
+        model m;
+        model_init(&m, dt, 16, 12, 4, LHK, LD, LD, 0);
+        attn_context c = attn_context_default();
+        c.num_threads = threads;
+        attn_rope_options ro = attn_rope_options_default();
+        attn_sdpa_options so = attn_sdpa_options_default();
+        so.context = &c;
+        attn_mha_options mo = attn_mha_options_default();
+        mo.causal = ATTN_CAUSAL_BOTTOM_RIGHT, mo.rope = &ro, mo.attention = &so;
+        int64_t ids[3];
+        attn_kv_pages_create(m.pool, &ids[0], NULL), attn_kv_pages_create(m.pool, &ids[1], NULL);
+        void *mem[3];
+        attn_kv_cache *ref[3] = {layer_cache(&mem[0], dt), layer_cache(&mem[1], dt), layer_cache(&mem[2], dt)};
+        int ok = 1;
+        attn_error err;
+        /* step 0: prompts of 7 (a) and 19 (b); step 1: 1 (a), 3 (b), 2 (c) */
+        static const int64_t CU[2][4] = {{0, 7, 26, 26}, {0, 1, 4, 6}};
+        static const int64_t NSEQ[2] = {2, 3};
+        for (int step = 0; step < 2 && ok; step++) {
+            if (step == 1) { /* c: a fork of b, and its reference cache given b's prompt */
+                ok = attn_kv_pages_fork(m.pool, &ids[2], ids[1], &err) == ATTN_OK;
+                if (!ok) snprintf(why, sizeof why, "fork: %s", err.message);
+            }
+            int64_t T = CU[step][NSEQ[step]];
+            float x[26 * LE], out[26 * LE], want[26 * LE];
+            for (int64_t i = 0; i < T * LE; i++) x[i] = rnd_value();
+            int64_t xs[2] = {T, LE};
+            attn_tensor tx, to;
+            attn_tensor_init(&tx, x, ATTN_F32, 2, xs, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 2, xs, NULL, NULL);
+            if (ok && attn_mha_paged(&to, &tx, CU[step], ids, NSEQ[step], m.pool, NULL, &l.p, &mo, &err))
+                ok = 0, snprintf(why, sizeof why, "step %d: attn_mha_paged: %s", step, err.message);
+            for (int64_t i = 0; i < NSEQ[step] && ok; i++) {
+                int64_t L = CU[step][i + 1] - CU[step][i], ls[2] = {L, LE};
+                attn_tensor xi, oi;
+                attn_tensor_init(&xi, x + CU[step][i] * LE, ATTN_F32, 2, ls, NULL, NULL);
+                attn_tensor_init(&oi, want, ATTN_F32, 2, ls, NULL, NULL);
+                if (attn_mha_cached(&oi, &xi, ref[i], &l.p, &mo, &err))
+                    ok = 0, snprintf(why, sizeof why, "step %d: attn_mha_cached: %s", step, err.message);
+                else if (memcmp(want, out + CU[step][i] * LE, (size_t)(L * LE) * 4))
+                    ok = 0, snprintf(why, sizeof why, "step %d: sequence %lld differs from attn_mha_cached", step,
+                                     (long long)i);
+                if (step == 0 && i == 1 && ok && attn_mha_cached(&oi, &xi, ref[2], &l.p, &mo, &err))
+                    ok = 0, snprintf(why, sizeof why, "c's reference prompt: %s", err.message);
+            }
+        }
+        const int32_t *t1, *t2;
+        attn_kv_pages_sequence(m.pool, ids[1], NULL, &t1, NULL), attn_kv_pages_sequence(m.pool, ids[2], NULL, &t2, NULL);
+        if (ok && t1[0] != t2[0]) ok = 0, snprintf(why, sizeof why, "the fork does not share its first page");
+        snprintf(name, sizeof name, "mha_paged_equals_mha_cached_per_sequence_rope_%s_threads_%d", tag, threads);
+        check(ok, name, "%s", why);
+        for (int i = 0; i < 3; i++) free(mem[i]);
+        model_free(&m);
+    }
+
+    /* masks, through the identity layer */
+    layer_init(&l, 1);
+    model m;
+    model_init(&m, dt, 16, 12, 4, LHK, LD, LD, 0);
+    int64_t ids[2], cu0[3] = {0, 9, 30}, cu1[3] = {0, 2, 7};
+    attn_kv_pages_create(m.pool, &ids[0], NULL), attn_kv_pages_create(m.pool, &ids[1], NULL);
+    float x[30 * LE], out[30 * LE];
+    for (int i = 0; i < 30 * LE; i++) x[i] = rnd_value();
+    int64_t xs[2] = {30, LE}, x1s[2] = {7, LE};
+    attn_tensor tx, to;
+    attn_tensor_init(&tx, x, ATTN_F32, 2, xs, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 2, xs, NULL, NULL);
+    attn_error err;
+    int ok = attn_mha_paged(&to, &tx, cu0, ids, 2, m.pool, NULL, &l.p, NULL, &err) == ATTN_OK;
+    if (!ok) snprintf(why, sizeof why, "the prompts: %s", err.message);
+    /* the step: sequence 0 a bool (L, S) mask, sequence 1 an additive (Hq, L, S) one */
+    bool bm[2 * 11];
+    float fm[LHQ * 5 * 26];
+    for (int i = 0; i < 2 * 11; i++) bm[i] = (rnd() & 3) != 0;
+    for (int i = 0; i < LHQ * 5 * 26; i++) fm[i] = (rnd() & 7) == 0 ? -1.0f / 0.0f : rnd_value();
+    int64_t bms[2] = {2, 11}, fms[3] = {LHQ, 5, 26};
+    attn_tensor tbm, tfm;
+    attn_tensor_init(&tbm, bm, ATTN_BOOL, 2, bms, NULL, NULL), attn_tensor_init(&tfm, fm, ATTN_F32, 3, fms, NULL, NULL);
+    const attn_tensor *masks[2] = {&tbm, &tfm};
+    for (int i = 0; i < 7 * LE; i++) x[i] = rnd_value();
+    attn_tensor_init(&tx, x, ATTN_F32, 2, x1s, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 2, x1s, NULL, NULL);
+    if (ok && attn_mha_paged(&to, &tx, cu1, ids, 2, m.pool, masks, &l.p, NULL, &err))
+        ok = 0, snprintf(why, sizeof why, "the masked step: %s", err.message);
+    for (int i = 0; i < 2 && ok; i++) {
+        int64_t L = cu1[i + 1] - cu1[i], S = cu0[i + 1] - cu0[i] + L;
+        float k[LHK * 26 * LD], v[LHK * 26 * LD], o1[LHQ * 5 * LD];
+        int64_t kvs[3] = {LHK, S, LD}, qs[3] = {LHQ, L, LD}, qst[3] = {LD, LE, 1}, os[3] = {LHQ, L, LD}, ost[3] = {LD, LE, 1};
+        attn_tensor tk, tv, tq, tout;
+        attn_tensor_init(&tk, k, ATTN_F32, 3, kvs, NULL, NULL), attn_tensor_init(&tv, v, ATTN_F32, 3, kvs, NULL, NULL);
+        attn_tensor_init(&tq, x + cu1[i] * LE, ATTN_F32, 3, qs, qst, NULL);
+        attn_tensor_init(&tout, o1, ATTN_F32, 3, os, ost, NULL);
+        attn_sdpa_options so = attn_sdpa_options_default();
+        so.causal = ATTN_CAUSAL_BOTTOM_RIGHT, so.mask = masks[i];
+        /* the pool's keys as stored, widened to f32 (exact), then attention in the pool's dtype */
+        if (attn_kv_pages_gather(&tk, &tv, m.pool, ids[i], &err)) {
+            ok = 0, snprintf(why, sizeof why, "gather: %s", err.message);
+            break;
+        }
+        attn_tensor hk = tk, hv = tv;
+        void *hkd = NULL, *hvd = NULL;
+        if (dt != ATTN_F32) { /* keys of the pool's own dtype, as the kernels read them */
+            hkd = malloc((size_t)(LHK * S * LD) * 2), hvd = malloc((size_t)(LHK * S * LD) * 2);
+            attn_tensor_init(&hk, hkd, dt, 3, kvs, NULL, NULL), attn_tensor_init(&hv, hvd, dt, 3, kvs, NULL, NULL);
+            attn_tensor_convert(&hk, &tk, NULL), attn_tensor_convert(&hv, &tv, NULL);
+        }
+        if (attn_sdpa(&tout, NULL, NULL, &tq, &hk, &hv, &so, &err))
+            ok = 0, snprintf(why, sizeof why, "attn_sdpa: %s", err.message);
+        else if (memcmp(o1, out + cu1[i] * LE, (size_t)(L * LE) * 4))
+            ok = 0, snprintf(why, sizeof why, "sequence %d's masked rows differ from attn_sdpa's", i);
+        free(hkd), free(hvd);
+    }
+    snprintf(name, sizeof name, "mha_paged_masks_equal_sdpa_per_sequence_%s", tag);
+    check(ok, name, "%s", why);
+    /* refused before anything is appended: a sequence twice, x of f64, a full pool */
+    int64_t before[2];
+    attn_kv_pages_sequence(m.pool, ids[0], &before[0], NULL, NULL), attn_kv_pages_sequence(m.pool, ids[1], &before[1], NULL, NULL);
+    int64_t twice[2] = {ids[0], ids[0]}, big[3] = {0, 200, 207};
+    attn_status st1 = attn_mha_paged(&to, &tx, cu1, twice, 2, m.pool, NULL, &l.p, NULL, &err);
+    float xb[207 * LE] = {0}, ob[207 * LE];
+    int64_t xbs[2] = {207, LE};
+    attn_tensor txb, tob;
+    attn_tensor_init(&txb, xb, ATTN_F32, 2, xbs, NULL, NULL), attn_tensor_init(&tob, ob, ATTN_F32, 2, xbs, NULL, NULL);
+    attn_status st2 = attn_mha_paged(&tob, &txb, big, ids, 2, m.pool, NULL, &l.p, NULL, &err);
+    int64_t after[2];
+    attn_kv_pages_sequence(m.pool, ids[0], &after[0], NULL, NULL), attn_kv_pages_sequence(m.pool, ids[1], &after[1], NULL, NULL);
+    snprintf(name, sizeof name, "mha_paged_refused_appends_nothing_%s", tag);
+    check(st1 == ATTN_ERR_ARGUMENT && st2 == ATTN_ERR_FULL && before[0] == after[0] && before[1] == after[1], name,
+          "statuses %d and %d, lengths %lld, %lld then %lld, %lld", st1, st2, (long long)before[0], (long long)before[1],
+          (long long)after[0], (long long)after[1]);
+    model_free(&m);
+}
+
 /* ---- pages the caller manages ---- */
 
 static void test_caller_pages(void) {
@@ -1016,6 +1207,7 @@ int main(void) {
             snprintf(tag, sizeof tag, "%s_page_%d", DTYPES[t].name, pi ? 256 : 16);
             test_forks_attend(DTYPES[t].dt, pi ? 256 : 16, tag);
         }
+    for (int t = 0; t < 3; t++) test_mha_paged(DTYPES[t].dt, DTYPES[t].name);
     test_long_decode(ATTN_F32, "long_forks_decode_kernel_equals_contiguous_f32");
     test_long_decode(ATTN_F16, "long_forks_decode_kernel_equals_contiguous_f16");
     test_caller_pages();
