@@ -545,9 +545,9 @@ static void test_all_sharers_append(attn_dtype dt, int64_t P, const char *name) 
  * each fork given its own next token, then one query each, in one call:
  * the split-KV decode kernel runs (L = 1 against S >= 2048, checked on the
  * verbose line) and each sequence's rows equal attn_kv_cache_attend's. */
-static void test_long_decode(attn_dtype dt, const char *name) {
+static void test_long_decode(attn_dtype dt, int64_t P, const char *name) {
     model m;
-    model_init(&m, dt, 256, 12, 3, 2, 16, 8, 0);
+    model_init(&m, dt, P, 3 * 256 * 12 / P, 3, 2, 16, 8, 0);
     int64_t ids[3], cu[2] = {0, 2100};
     attn_kv_pages_create(m.pool, &ids[0], NULL);
     m.live[ids[0]] = 1;
@@ -1208,8 +1208,11 @@ int main(void) {
             test_forks_attend(DTYPES[t].dt, pi ? 256 : 16, tag);
         }
     for (int t = 0; t < 3; t++) test_mha_paged(DTYPES[t].dt, DTYPES[t].name);
-    test_long_decode(ATTN_F32, "long_forks_decode_kernel_equals_contiguous_f32");
-    test_long_decode(ATTN_F16, "long_forks_decode_kernel_equals_contiguous_f16");
+    test_long_decode(ATTN_F32, 256, "long_forks_decode_kernel_equals_contiguous_f32_page_256");
+    test_long_decode(ATTN_F16, 256, "long_forks_decode_kernel_equals_contiguous_f16_page_256");
+    test_long_decode(ATTN_F32, 16, "long_forks_decode_kernel_equals_contiguous_f32_page_16");
+    test_long_decode(ATTN_F16, 16, "long_forks_decode_kernel_equals_contiguous_f16_page_16");
+    test_long_decode(ATTN_BF16, 16, "long_forks_decode_kernel_equals_contiguous_bf16_page_16");
     test_caller_pages();
     test_desc();
     return n_failed ? 1 : 0;

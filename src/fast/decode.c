@@ -27,7 +27,11 @@
 
 /* Keys or values not stored as contiguous f32 rows (16-bit, or strided) are
  * widened GROUP rows at a time into scratch, so that each microkernel call
- * covers a group, not a row. */
+ * covers a group, not a row. f32 rows that come in spans shorter than a
+ * group (pages of 16 positions) are gathered a group at a time too: one
+ * call, and one pass over the accumulator, per GROUP keys instead of per
+ * page. The microkernels treat every row alike wherever a call starts, so
+ * the results are the same bits either way. */
 enum { GROUP = 32 };
 
 /* Whether the ISA's kernels read m's 16-bit rows where they lie. */
@@ -75,6 +79,13 @@ static float chunk_scores(const decode_job *j, float *s, int64_t lds, const floa
     for (int64_t c = 0; c < last && kmax >= 0;) {
         attn_mat m;
         int64_t k = attn_rows_span(&p->k, j0 + c, last - c, &m);
+        if (k < GROUP && k < last - c && m.dtype == ATTN_F32) { /* short spans (small pages): a group in one call */
+            int64_t nc = last - c < GROUP ? last - c : GROUP, ld;
+            const float *rows = attn_rows_f32(j->uk, &p->k, j0 + c, nc, tmp, &ld);
+            kmax = attn_absmax_join(kmax, j->uk->dot_rows(s + c, lds, q, (int)j->R, rows, ld, nc, j->E));
+            c += nc;
+            continue;
+        }
         kmax = attn_absmax_join(kmax, span_scores(j, s + c, lds, q, &m, k, tmp));
         c += k;
     }
@@ -106,6 +117,13 @@ static void chunk_values(const decode_job *j, float *acc, const float *s, int64_
     for (int64_t c = 0; c < last;) {
         attn_mat m;
         int64_t k = attn_rows_span(&p->v, j0 + c, last - c, &m);
+        if (k < GROUP && k < last - c && m.dtype == ATTN_F32) { /* short spans (small pages): a group in one call */
+            int64_t nc = last - c < GROUP ? last - c : GROUP, ld;
+            const float *rows = attn_rows_f32(j->uk, &p->v, j0 + c, nc, tmp, &ld);
+            j->uk->axpy_rows(acc, s + c, lds, (int)j->R, rows, ld, nc, j->Ev);
+            c += nc;
+            continue;
+        }
         span_values(j, acc, s + c, lds, &m, k, tmp);
         c += k;
     }
