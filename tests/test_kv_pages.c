@@ -541,7 +541,7 @@ static void test_all_sharers_append(attn_dtype dt, int64_t P, const char *name) 
     model_free(&m);
 }
 
-/* Long sequences: a prompt of 2100 positions over pages of 256, forked,
+/* Long sequences: a prompt of 2100 positions over pages of 256 or 16, forked,
  * each fork given its own next token, then one query each, in one call:
  * the split-KV decode kernel runs (L = 1 against S >= 2048, checked on the
  * verbose line) and each sequence's rows equal attn_kv_cache_attend's. */
