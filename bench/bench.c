@@ -23,7 +23,7 @@
 
 static const char USAGE[] =
     "usage: attn bench [--quick] [--json] [--backward] [--layer] [--variants] [--varlen] [--decode]\n"
-    "                  [--overhead] [--threads N]\n"
+    "                  [--overhead] [--paged] [--threads N]\n"
     "\n"
     "Measures this machine's FMA peak (per ISA, 1 and N threads) and triad\n"
     "bandwidth, then times f32 attention for H=8, d=64 and 128, L=S from 512 to\n"
@@ -50,6 +50,10 @@ static const char USAGE[] =
     "  --overhead   one small call (L=1, S=100, H=16, d=64) with a plan (attn_sdpa_run)\n"
     "               and without (attn_sdpa), and a decode step of 16 such sequences\n"
     "               (attn_sdpa_varlen): medians of many calls, in turns\n"
+    "  --paged      the paged KV cache against contiguous keys and values only:\n"
+    "               attn_kv_pages_attend against attn_sdpa_varlen on the same batch,\n"
+    "               prefill (lengths 100, 700, 1500, 3000) and decode (16 sequences\n"
+    "               of 100 to 8000 keys), pages of 16 and 256, timed in turns\n"
     "  --threads N  threads for attn and OpenBLAS (default: attn's default)\n"
     "  --ggml DIR   ggml's ggml_flash_attn_ext beside attn on the same shapes, from\n"
     "               a ggml build in DIR (libggml-base.so and a libggml-cpu*.so;\n"
@@ -63,7 +67,7 @@ static double now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static bool json, quick, backward_only, layer_only, variants_only, varlen_only, decode_only, overhead_only;
+static bool json, quick, backward_only, layer_only, variants_only, varlen_only, decode_only, overhead_only, paged_only;
 static double layer_peak = 1e9; /* FLOP/s of double FMAs: the layer products' peak */
 static int threads;
 
@@ -890,6 +894,115 @@ static void batched_decode(double bandwidth, bool as_json) {
     free(q), free(k), free(v), free(out);
 }
 
+/* ---- paged against contiguous ------------------------------------------------- */
+
+/* The same batch two ways: keys and values packed contiguously
+ * (attn_sdpa_varlen with cu_seqlens_k), and in a pool of pages of P
+ * positions (attn_kv_pages_attend, the kernels reading the pages in
+ * place). Prefill: every position of lengths {100, 700, 1500, 3000}
+ * queries its own sequence, causal; decode: one query for each of 16
+ * sequences of lengths drawn from 100 .. 8000. Hq = 16, Hk = 4, d = 64,
+ * f32. The contiguous keys are head-major, each head's rows one run of
+ * memory as in attn_kv_cache, so that only the pages differ. The two give
+ * the same floats; the ratio is the cost of the pages. */
+typedef struct paged_call {
+    attn_tensor q, k, v, out;
+    int64_t cu_q[17], cu_k[17], ids[16];
+    int64_t batch;
+    attn_kv_pages *pool;
+    attn_sdpa_options o;
+    int way; /* 0 contiguous, 1 paged */
+} paged_call;
+
+static void run_paged(void *p) {
+    paged_call *c = p;
+    attn_error err;
+    attn_status st = c->way == 0 ? attn_sdpa_varlen(&c->out, NULL, &c->q, &c->k, &c->v, c->cu_q, c->cu_k, c->batch, NULL,
+                                                    &c->o, &err)
+                                 : attn_kv_pages_attend(&c->out, NULL, &c->q, c->cu_q, c->ids, c->batch, c->pool, NULL,
+                                                        &c->o, &err);
+    if (st) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+}
+
+/* One row: `decode` or prefill, pages of P; the two ways timed in turns,
+ * the median over the rounds of each round's paged time over contiguous. */
+static void paged_row(bool decode, int64_t P, bool as_json, bool last) {
+    enum { H = 16, HK = 4, D = 64, MAX_ROUNDS = 15 };
+    static const int64_t PREFILL[4] = {100, 700, 1500, 3000};
+    int64_t B = decode ? 16 : 4, len[16], cu_k[17] = {0}, cu_q[17] = {0};
+    unsigned r = 12345;
+    for (int64_t b = 0; b < B; b++) {
+        r = r * 1103515245u + 12345u;
+        len[b] = decode ? 100 + (int64_t)((r >> 8) % 7901) : PREFILL[b];
+        if (quick) len[b] = len[b] / 10 + 1;
+        cu_k[b + 1] = cu_k[b] + len[b], cu_q[b + 1] = cu_q[b] + (decode ? 1 : len[b]);
+    }
+    int64_t T = cu_k[B], Tq = cu_q[B], pages = 0;
+    for (int64_t b = 0; b < B; b++) pages += (len[b] + P - 1) / P;
+    float *k = random_floats((size_t)(T * HK * D), 7), *v = random_floats((size_t)(T * HK * D), 8);
+    float *q = random_floats((size_t)(Tq * H * D), 9), *out = calloc((size_t)(Tq * H * D), sizeof(float));
+    /* k and v head-major, [Hk][T][D] (a head's keys one run of memory, as
+     * in attn_kv_cache and in a page), seen packed as (T, Hk, D) */
+    int64_t sk[3] = {T, HK, D}, skt[3] = {D, T * D, 1}, sq[3] = {Tq, H, D};
+    attn_kv_pages_desc d = attn_kv_pages_desc_default();
+    d.heads = HK, d.key_dim = d.value_dim = D, d.page_size = P, d.num_pages = pages, d.max_sequences = B;
+    size_t bytes = 0;
+    attn_kv_pages *pool = NULL;
+    attn_error err;
+    attn_tensor tk, tv;
+    attn_tensor_init(&tk, k, ATTN_F32, 3, sk, skt, NULL);
+    attn_tensor_init(&tv, v, ATTN_F32, 3, sk, skt, NULL);
+    void *mem = NULL;
+    int64_t ids[16];
+    if (attn_kv_pages_bytes(&bytes, &d, &err) || !(mem = malloc(bytes)) ||
+        attn_kv_pages_init(&pool, mem, bytes, &d, &err))
+        fprintf(stderr, "attn: error: the pool: %s\n", mem ? err.message : "no memory"), exit(1);
+    for (int64_t b = 0; b < B; b++)
+        if (attn_kv_pages_create(pool, &ids[b], &err)) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+    if (attn_kv_pages_append(pool, ids, B, &tk, &tv, cu_k, &err)) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+    paged_call c[2];
+    for (int w = 0; w < 2; w++) {
+        memset(&c[w], 0, sizeof c[w]);
+        c[w].k = tk, c[w].v = tv;
+        attn_tensor_init(&c[w].q, q, ATTN_F32, 3, sq, NULL, NULL);
+        attn_tensor_init(&c[w].out, out, ATTN_F32, 3, sq, NULL, NULL);
+        memcpy(c[w].cu_q, cu_q, sizeof cu_q), memcpy(c[w].cu_k, cu_k, sizeof cu_k), memcpy(c[w].ids, ids, sizeof ids);
+        c[w].batch = B, c[w].pool = pool, c[w].way = w;
+        c[w].o = attn_sdpa_options_default();
+        c[w].o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    }
+    double t[2][MAX_ROUNDS], ratio[MAX_ROUNDS], best[2] = {1e30, 1e30};
+    int rounds = quick ? 2 : MAX_ROUNDS;
+    run_paged(&c[0]), run_paged(&c[1]); /* warm: pages touched, threads started */
+    for (int i = 0; i < rounds; i++)
+        for (int turn = 0; turn < 2; turn++) {
+            int w = i % 2 ? 1 - turn : turn;
+            /* a call of a few ms or less is timed over several calls */
+            int reps = decode ? 20 : 1;
+            double t0 = now();
+            for (int rep = 0; rep < reps; rep++) run_paged(&c[w]);
+            t[w][i] = (now() - t0) / reps;
+            best[w] = t[w][i] < best[w] ? t[w][i] : best[w];
+        }
+    for (int i = 0; i < rounds; i++) ratio[i] = t[1][i] / t[0][i];
+    double med = median(ratio, rounds);
+    if (as_json)
+        printf("    {\"step\": \"%s\", \"page_size\": %lld, \"sequences\": %lld, \"keys\": %lld, \"heads\": [%d, %d], "
+               "\"d\": %d, \"contiguous_ms\": %.3f, \"paged_ms\": %.3f, \"paged_over_contiguous\": %.3f, \"rounds\": %d}%s\n",
+               decode ? "decode" : "prefill", (long long)P, (long long)B, (long long)T, H, HK, D, 1e3 * best[0],
+               1e3 * best[1], med, rounds, last ? "" : ",");
+    else
+        printf("%-7s %2lld sequences, %6lld keys, pages of %3lld: contiguous %8.3f ms, paged %8.3f ms; paged takes "
+               "%.3fx (median of %d rounds)\n",
+               decode ? "decode" : "prefill", (long long)B, (long long)T, (long long)P, 1e3 * best[0], 1e3 * best[1],
+               med, rounds);
+    free(k), free(v), free(q), free(out), free(mem);
+}
+
+static void paged_rows(bool as_json) {
+    for (int i = 0; i < 4; i++) paged_row(i >= 2, i % 2 ? 256 : 16, as_json, i == 3);
+}
+
 /* ---- the backward pass ------------------------------------------------------------ */
 
 typedef struct bwd_call {
@@ -1193,6 +1306,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--varlen") == 0) varlen_only = true;
         else if (strcmp(argv[i], "--decode") == 0) decode_only = true;
         else if (strcmp(argv[i], "--overhead") == 0) overhead_only = true;
+        else if (strcmp(argv[i], "--paged") == 0) paged_only = true;
         else if (strcmp(argv[i], "--ggml") == 0 && i + 1 < argc) ggml_dir = argv[++i];
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0)
             threads = atoi(argv[++i]);
@@ -1263,6 +1377,14 @@ int main(int argc, char **argv) {
         decode_sweep(json);
         if (json) printf("  ],\n  \"batched_decode\": [\n");
         batched_decode(bw, json);
+        if (json) printf("]}\n");
+        return 0;
+    }
+    if (paged_only) {
+        progress("");
+        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"paged_vs_contiguous\": [\n", cpu, isa, n);
+        else printf("attn bench --paged: %s, %s kernels, %d threads\n", cpu, isa, n);
+        paged_rows(json);
         if (json) printf("]}\n");
         return 0;
     }
@@ -1416,6 +1538,8 @@ int main(int argc, char **argv) {
         if (!backward_only) batched_decode(bw, true);
         printf("  ],\n  \"kv_cache_decode\": [\n");
         if (!backward_only) kv_cache_rows(bw, true);
+        printf("  ],\n  \"paged_vs_contiguous\": [\n");
+        if (!backward_only) paged_rows(true);
         printf("  ],\n  \"layer\": [\n");
         if (!backward_only) mha_row(true);
         printf("  ],\n  \"bf16_over_f32_d128\": %.3f\n}\n",
@@ -1456,6 +1580,8 @@ int main(int argc, char **argv) {
         batched_decode(bw, false);
         printf("\nKV cache: one token of one layer (attn_kv_cache_attend), K and V read once\n");
         kv_cache_rows(bw, false);
+        printf("\nthe paged KV cache against contiguous keys and values (attn_kv_pages_attend, attn_sdpa_varlen)\n");
+        paged_rows(false);
         printf("\nthe attention layer (attn_mha): FLOPs of its four projections, 8 L E^2\n");
         mha_row(false);
         const result *bf = &results[first_memory - 1], *f128 = &results[first_targets + 2];

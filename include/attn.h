@@ -1277,7 +1277,7 @@ ATTN_API attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length
  *   attn_kv_pages_append(pool, &a, 1, &k_prompt, &v_prompt, cu, &err);
  *   attn_kv_pages_fork(pool, &b, a, &err);        b shares a's prompt
  *   each step: attn_kv_pages_append(pool, ids, n, &k_new, &v_new, cu, &err);
- *              attn_kv_pages_attend(&out, NULL, &q_new, cu_q, ids, n, pool, &opts, &err);
+ *              attn_kv_pages_attend(&out, NULL, &q_new, cu_q, ids, n, pool, NULL, &opts, &err);
  *
  * Every call that changes the pool checks everything first: when it fails
  * (a full pool, an unknown or freed sequence, a sequence named twice, a
@@ -1459,37 +1459,78 @@ ATTN_API attn_status attn_kv_pages_gather(attn_tensor *k, attn_tensor *v, const 
  * cu_seqlens_q[i+1] - 1 (n + 1 int64 offsets, 0 first, non-decreasing,
  * total_q last); out (total_q, Hq, Ev) f32 and lse (total_q, Hq) f32 or
  * NULL, any strides. Each sequence's rows get exactly what
- * attn_kv_cache_attend gives for that sequence alone: its L_i queries are
- * its last L_i positions, options->causal is ATTN_CAUSAL_BOTTOM_RIGHT
- * (NULL options give it) or ATTN_CAUSAL_NONE, top-left is ATTN_ERR_OPTION;
- * scale, the score variants (softcap, ALiBi, window, sinks), RoPE (key j
- * at position_offset + j of its own sequence), dropout, compute and the
- * context apply per sequence. A mask and pieces (total_queries,
- * total_keys) are not taken (ATTN_ERR_OPTION). A sequence of 0 queries is
- * skipped; one with queries and no positions is ATTN_ERR_ARGUMENT. A
- * sequence may be named more than once (its queries attend the same keys).
- * Every argument is checked, for every sequence (the context's workspace
- * too, against attn_sdpa_workspace_size), before any output is written;
- * the copy of the keys and values below comes from malloc, and
- * when attn_sdpa runs out of memory (ATTN_ERR_NO_MEMORY) for one sequence,
- * the rows of the sequences before it have been written. Errors: those of attn_sdpa, ATTN_ERR_ARGUMENT (an
- * unknown or freed sequence, offsets not as above), ATTN_ERR_STRIDE (out or
- * lse overlapping each other, q, or the memory the pool or view reads).
+ * attn_kv_cache_attend gives for that sequence alone, with masks[i] as its
+ * options->mask and dropout_seed + i as its dropout seed (as
+ * attn_sdpa_varlen numbers them): its L_i queries are its last L_i
+ * positions, options->causal is ATTN_CAUSAL_BOTTOM_RIGHT (NULL options
+ * give it) or ATTN_CAUSAL_NONE, top-left is ATTN_ERR_OPTION; scale, the
+ * score variants (softcap, ALiBi, window, sinks), RoPE (key j at
+ * position_offset + j of its own sequence), dropout, compute and the
+ * context apply per sequence. masks: NULL (no mask), or n pointers, each
+ * NULL or a mask as attn_sdpa takes it for (Hq, L_i, S_i) (bool or f32,
+ * broadcasting), applied with the causal mode. options->mask and pieces
+ * (total_queries, total_keys) are not taken (ATTN_ERR_OPTION). A sequence
+ * of 0 queries is skipped; one with queries and no positions is
+ * ATTN_ERR_ARGUMENT. A sequence may be named more than once (its queries
+ * attend the same keys).
  *
- * This first implementation copies each sequence's keys and values out of
- * the pages (attn_kv_paged_gather, into one buffer sized for the longest)
- * and calls attn_sdpa on the copy, one sequence after another; kernels that
- * read the pages in place will replace it with the same results. */
+ * The kernels read the keys and values in place, in their pages (no copy
+ * is made), and the sequences are scheduled as one batch, as
+ * attn_sdpa_varlen schedules its sequences: every query block of every
+ * sequence is a work item for the threads. Every argument is checked, for
+ * every sequence (the context's workspace too: it must hold what the
+ * whole batch needs, ATTN_ERR_WORKSPACE), before any output is written;
+ * only when memory runs out mid-call (ATTN_ERR_NO_MEMORY, without a
+ * workspace) may some rows have been written. Errors: those of attn_sdpa
+ * (ATTN_ERR_MASK for a mask, named by its sequence), ATTN_ERR_ARGUMENT (an
+ * unknown or freed sequence, offsets not as above), ATTN_ERR_STRIDE (out
+ * or lse overlapping each other, q, a mask, or the memory the pool or view
+ * reads). */
 ATTN_API attn_status attn_kv_pages_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                                           const int64_t *cu_seqlens_q, const int64_t *seqs, int64_t n,
-                                          const attn_kv_pages *pool, const attn_sdpa_options *options,
-                                          attn_error *err);
+                                          const attn_kv_pages *pool, const attn_tensor *const *masks,
+                                          const attn_sdpa_options *options, attn_error *err);
 
 /* The same over a caller's view: the view's num_sequences sequences, all
- * of them, in order (cu_seqlens_q has num_sequences + 1 offsets). */
+ * of them, in order (cu_seqlens_q has num_sequences + 1 offsets; masks
+ * NULL or num_sequences pointers). */
 ATTN_API attn_status attn_kv_paged_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                                           const int64_t *cu_seqlens_q, const attn_kv_paged_view *view,
-                                          const attn_sdpa_options *options, attn_error *err);
+                                          const attn_tensor *const *masks, const attn_sdpa_options *options,
+                                          attn_error *err);
+
+/* The attention layer's step (attn_mha_cached) for n sequences of a pool
+ * at once, each of its own length and position: x packed (total, E), f32,
+ * any strides, sequence seqs[i]'s new positions in rows cu_seqlens[i] ..
+ * cu_seqlens[i+1] - 1 (n + 1 int64 offsets, 0 first, non-decreasing,
+ * total last; 0 rows leave a sequence as it is); out (total, E) f32. Each
+ * sequence's rows are projected to q, k and v, RoPE (options->rope) turns
+ * them at that sequence's own positions, length_i + l (length_i: what it
+ * held before the call; the rope's position_offset added), the new keys
+ * and values are appended to the pool (one attn_kv_pages_append), the new
+ * queries attend to everything the sequence holds (one
+ * attn_kv_pages_attend, with masks[i] for sequence i: NULL or n pointers,
+ * each NULL or a mask for (Hq, L_i, length_i + L_i)), then out_proj. The
+ * pool's heads must be num_kv_heads, its key_dim and value_dim embed_dim /
+ * num_heads. Sequence i's rows are bitwise what attn_mha_cached gives for
+ * it alone, unbatched, with a contiguous cache holding the same keys (and
+ * dropout seed + i, as attn_kv_pages_attend numbers them). The causal rule
+ * is attn_mha_cached's (bottom-right, NULL options give it, or none);
+ * attn_mask, key_padding_mask, bias_k/bias_v and add_zero_attn are
+ * ATTN_ERR_OPTION. Each sequence may be named once (ATTN_ERR_ARGUMENT
+ * otherwise, nothing appended). out, x and the parameters must not overlap
+ * the pool's pages (ATTN_ERR_STRIDE). Nothing is appended when the pool is
+ * full (ATTN_ERR_FULL) or an argument is bad; when the attention fails
+ * after the append (a bad mask, too small a workspace), each sequence is
+ * truncated back to its length (its contents as before; a last page
+ * copied for the append stays its own). Errors: those of attn_mha,
+ * attn_kv_pages_append and attn_kv_pages_attend, ATTN_ERR_RANK (x not
+ * rank 2), ATTN_ERR_DTYPE (x not f32), ATTN_ERR_SHAPE (a pool of other
+ * heads or sizes). Added in 0.3.0. */
+ATTN_API attn_status attn_mha_paged(attn_tensor *out, const attn_tensor *x, const int64_t *cu_seqlens,
+                                    const int64_t *seqs, int64_t n, attn_kv_pages *pool,
+                                    const attn_tensor *const *masks, const attn_mha_params *params,
+                                    const attn_mha_options *options, attn_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Threads and instruction sets                                             */

@@ -8,7 +8,12 @@
  *     (every page's reference count, the free pages, no page leaked once
  *     everything is freed);
  *   - attention over the pool against attn_kv_cache_attend on a contiguous
- *     cache of the same keys, bitwise, for 1 and 3 threads;
+ *     cache of the same keys, bitwise, for 1, 2 and 3 threads, with and
+ *     without RoPE, a mask per sequence and dropout, forked sequences
+ *     sharing pages among them, and the call checked (its verbose line) to
+ *     be one batch whose kernels read the pages in place;
+ *   - the layer over the pool (attn_mha_paged) against attn_mha_cached on
+ *     each sequence alone, and with masks against attn_sdpa, bitwise;
  *   - pages a caller manages (a block table, and FlashInfer's indptr form)
  *     read through attn_kv_paged_view;
  *   - every error: a full pool, unknown and freed sequences, a sequence
@@ -16,6 +21,7 @@
  *     tables that point outside the pool, each leaving the pool's memory
  *     byte for byte as it was.
  * Built plain, under ASan+UBSan and under ThreadSanitizer. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,9 +242,18 @@ static int64_t pages_wanted(const model *m, const int64_t *seqs, int64_t n, cons
     return want;
 }
 
-/* Queries for n sequences, attended through the pool, against
- * attn_kv_cache_attend on a contiguous cache of each sequence alone. */
-static int attend_matches(const model *m, const int64_t *seqs, int64_t n, int threads, int with_rope, int64_t max_q,
+/* What attend_matches adds to the options: RoPE, a mask per sequence
+ * (bool (L, S) or f32 (Hq, L, S), random), dropout. */
+enum { WITH_ROPE = 1, WITH_MASKS = 2, WITH_DROPOUT = 4 };
+
+/* Queries for n sequences, attended through the pool in one call, against
+ * attn_kv_cache_attend on a contiguous cache of each sequence alone (with
+ * sequence i's mask and dropout seed + i), bitwise. The call must be one
+ * attn_sdpa_varlen_paged run, the kernels reading the pages in place: its
+ * one verbose line names it (a copy of each sequence into a contiguous
+ * buffer would have been attn_sdpa calls, one line each). *kernel (may be
+ * NULL) gets the kernel= word of that line. */
+static int attend_matches(const model *m, const int64_t *seqs, int64_t n, int threads, int flags, int64_t max_q,
                           char *kernel, size_t kernel_size, char *why, size_t size) {
     int64_t H = m->d.heads, Hq = H * 2, E = m->d.key_dim, Ev = m->d.value_dim;
     int64_t cu[MAX_SEQS + 1] = {0};
@@ -255,19 +270,49 @@ static int attend_matches(const model *m, const int64_t *seqs, int64_t n, int th
     attn_tensor_init(&tq, q, ATTN_F32, 3, qs, NULL, NULL);
     attn_tensor_init(&to, out, ATTN_F32, 3, os, NULL, NULL);
     attn_tensor_init(&tl, lse, ATTN_F32, 2, ls, NULL, NULL);
+    /* masks[i]: even i bool (L, S), keeping 3 keys in 4; odd i additive
+     * f32 (Hq, L, S) in [-2, 2), with a -inf here and there */
+    attn_tensor mt[MAX_SEQS];
+    const attn_tensor *masks[MAX_SEQS] = {NULL};
+    void *mdata[MAX_SEQS] = {NULL};
+    for (int64_t i = 0; i < n && (flags & WITH_MASKS); i++) {
+        int64_t L = cu[i + 1] - cu[i], S = m->len[seqs[i]];
+        if (!L) continue;
+        if (i % 2 == 0) {
+            bool *b = malloc((size_t)(L * S));
+            for (int64_t x = 0; x < L * S; x++) b[x] = (rnd() & 3) != 0;
+            int64_t sh[2] = {L, S};
+            attn_tensor_init(&mt[i], b, ATTN_BOOL, 2, sh, NULL, NULL);
+            mdata[i] = b;
+        } else {
+            float *f = malloc((size_t)(Hq * L * S) * 4);
+            for (int64_t x = 0; x < Hq * L * S; x++) f[x] = (rnd() & 15) == 0 ? -1.0f / 0.0f : 2 * rnd_value();
+            int64_t sh[3] = {Hq, L, S};
+            attn_tensor_init(&mt[i], f, ATTN_F32, 3, sh, NULL, NULL);
+            mdata[i] = f;
+        }
+        masks[i] = &mt[i];
+    }
     attn_context c = attn_context_default();
     c.num_threads = threads;
     attn_rope_options ro = attn_rope_options_default();
     attn_sdpa_options o = attn_sdpa_options_default();
     o.causal = ATTN_CAUSAL_BOTTOM_RIGHT, o.context = &c, o.softcap = 20;
-    if (with_rope) o.rope = &ro;
+    if (flags & WITH_ROPE) o.rope = &ro;
+    if (flags & WITH_DROPOUT) o.dropout_p = 0.25, o.dropout_seed = 12345;
     attn_error err;
     int ok = 1;
-    if (kernel) verbose_begin();
-    attn_status st = attn_kv_pages_attend(&to, &tl, &tq, cu, seqs, n, m->pool, &o, &err);
-    if (kernel) verbose_end(kernel, kernel_size, NULL, 0); /* the kernel of the last sequence's call */
+    char word[32];
+    verbose_begin();
+    attn_status st = attn_kv_pages_attend(&to, &tl, &tq, cu, seqs, n, m->pool, (flags & WITH_MASKS) ? masks : NULL,
+                                          &o, &err);
+    verbose_end(word, sizeof word, NULL, 0);
+    if (kernel) snprintf(kernel, kernel_size, "%s", word);
     if (st) {
         snprintf(why, size, "attn_kv_pages_attend: %s", err.message);
+        ok = 0;
+    } else if (total > 0 && strncmp(verbose_last_line, "attn: sdpa_varlen_paged ", 24) != 0) {
+        snprintf(why, size, "not one in-place batch; the last verbose line was: %.200s", verbose_last_line);
         ok = 0;
     }
     for (int64_t i = 0; i < n && ok; i++) {
@@ -290,7 +335,9 @@ static int attend_matches(const model *m, const int64_t *seqs, int64_t n, int th
         attn_tensor_init(&qi, q + cu[i] * Hq * E, ATTN_F32, 3, qis, qist, NULL);
         attn_tensor_init(&oi, o1, ATTN_F32, 3, ois, NULL, NULL);
         attn_tensor_init(&li, l1, ATTN_F32, 2, lis, NULL, NULL);
-        if (attn_kv_cache_append(cache, &ck, &cv, &err) || attn_kv_cache_attend(&oi, &li, &qi, cache, &o, &err)) {
+        attn_sdpa_options oi_opts = o;
+        oi_opts.mask = masks[i], oi_opts.dropout_seed = o.dropout_seed + (uint64_t)i;
+        if (attn_kv_cache_append(cache, &ck, &cv, &err) || attn_kv_cache_attend(&oi, &li, &qi, cache, &oi_opts, &err)) {
             snprintf(why, size, "the contiguous cache: %s", err.message);
             ok = 0;
         }
@@ -305,6 +352,7 @@ static int attend_matches(const model *m, const int64_t *seqs, int64_t n, int th
             }
         free(o1), free(l1), free(mem);
     }
+    for (int64_t i = 0; i < n; i++) free(mdata[i]);
     free(q), free(out), free(lse);
     return ok;
 }
@@ -387,11 +435,11 @@ static void random_program(const char *name, attn_dtype dt, int64_t P, int64_t p
             if (attn_kv_pages_free(m.pool, s, &err)) ok = 0, snprintf(why, sizeof why, "free: %s", err.message);
             else m.live[s] = 0, m.len[s] = 0;
             ops[4]++;
-        } else { /* attend: a random subset, on 1 or 3 threads */
+        } else { /* attend: a random subset, on 1, 2 or 3 threads, with or without RoPE, masks, dropout */
             int64_t seqs[MAX_SEQS], n = 0;
             for (int64_t i = 0; i < nlive; i++)
                 if (rnd() & 1) seqs[n++] = live[i];
-            ok = attend_matches(&m, seqs, n, rnd() & 1 ? 3 : 1, (int)(rnd() & 1), 5, NULL, 0, why, sizeof why);
+            ok = attend_matches(&m, seqs, n, 1 + (int)rnd_below(3), (int)rnd_below(8), 5, NULL, 0, why, sizeof why);
             ops[5]++;
         }
         for (int s = 0; s < 6 && ok; s++)
@@ -493,13 +541,13 @@ static void test_all_sharers_append(attn_dtype dt, int64_t P, const char *name) 
     model_free(&m);
 }
 
-/* Long sequences: a prompt of 2100 positions over pages of 256, forked,
+/* Long sequences: a prompt of 2100 positions over pages of 256 or 16, forked,
  * each fork given its own next token, then one query each, in one call:
  * the split-KV decode kernel runs (L = 1, many chunks; checked on the
  * verbose line) and each sequence's rows equal attn_kv_cache_attend's. */
-static void test_long_decode(attn_dtype dt, const char *name) {
+static void test_long_decode(attn_dtype dt, int64_t P, const char *name) {
     model m;
-    model_init(&m, dt, 256, 12, 3, 2, 16, 8, 0);
+    model_init(&m, dt, P, 3 * 256 * 12 / P, 3, 2, 16, 8, 0);
     int64_t ids[3], cu[2] = {0, 2100};
     attn_kv_pages_create(m.pool, &ids[0], NULL);
     m.live[ids[0]] = 1;
@@ -517,11 +565,248 @@ static void test_long_decode(attn_dtype dt, const char *name) {
     make_packed(&one, &m, 3, 0);
     if (!st) st = attn_kv_pages_append(m.pool, ids, 3, &one.k, &one.v, cu3, &err);
     copy_append(&m, ids, 3, &one, cu3);
-    char why[768] = "", kernel[32] = "";
+    char why[768] = "", kernel[32] = "", masked[32] = "";
     int ok = st == ATTN_OK;
     if (ok) ok = attend_matches(&m, ids, 3, 3, 0, 1, kernel, sizeof kernel, why, sizeof why);
-    check(ok && strcmp(kernel, "decode") == 0, name, "%s (kernel %s)", st ? err.message : why, kernel);
+    if (ok) ok = attend_matches(&m, ids, 3, 2, WITH_MASKS, 1, masked, sizeof masked, why, sizeof why);
+    check(ok && strcmp(kernel, "decode") == 0 && strcmp(masked, "decode") == 0, name, "%s (kernels %s, %s with masks)",
+          st ? err.message : why, kernel, masked);
     free(p.kd), free(p.vd), free(one.kd), free(one.vd);
+    model_free(&m);
+}
+
+/* Forked sequences that share their prompt's pages, each then given its
+ * own new positions (one none), attended together in one call (one
+ * sequence named twice), prefill (up to 9 queries each: the flash kernel)
+ * and decode (1 query each), plain, with masks, and with masks, RoPE and
+ * dropout, on 1, 2 and 3 threads: every sequence's rows bitwise those of
+ * attn_kv_cache_attend on it alone, the pages read in place. */
+static void test_forks_attend(attn_dtype dt, int64_t P, const char *tag) {
+    model m;
+    model_init(&m, dt, P, 16, 4, 2, 8, 8, 0);
+    int64_t ids[3], cu[2] = {0, 3 * P + 5};
+    attn_kv_pages_create(m.pool, &ids[0], NULL);
+    m.live[ids[0]] = 1;
+    packed p, more;
+    make_packed(&p, &m, cu[1], 0);
+    attn_error err;
+    attn_status st = attn_kv_pages_append(m.pool, &ids[0], 1, &p.k, &p.v, cu, &err);
+    copy_append(&m, &ids[0], 1, &p, cu);
+    for (int i = 1; i < 3 && !st; i++) {
+        st = attn_kv_pages_fork(m.pool, &ids[i], ids[0], &err);
+        copy_fork(&m, (int)ids[i], (int)ids[0]);
+    }
+    int64_t cu3[4] = {0, 0, 7, 27};
+    make_packed(&more, &m, cu3[3], 1);
+    if (!st) st = attn_kv_pages_append(m.pool, ids, 3, &more.k, &more.v, cu3, &err);
+    copy_append(&m, ids, 3, &more, cu3);
+    const int32_t *t0 = NULL;
+    if (!st) st = attn_kv_pages_sequence(m.pool, ids[0], NULL, &t0, &err);
+    int shared = !st && attn_kv_pages_page_refs(m.pool, t0[0]) == 3;
+    static const int FLAGS[3] = {0, WITH_MASKS, WITH_MASKS | WITH_ROPE | WITH_DROPOUT};
+    static const char *const FLAG_NAMES[3] = {"plain", "masks", "masks_rope_dropout"};
+    int64_t seqs[4] = {ids[1], ids[0], ids[2], ids[1]};
+    for (int threads = 1; threads <= 3; threads++)
+        for (int f = 0; f < 3; f++)
+            for (int decode = 0; decode < 2; decode++) {
+                char name[160], why[768] = "", kernel[32] = "";
+                snprintf(name, sizeof name, "forks_attend_in_place_%s_%s_%s_threads_%d", decode ? "decode" : "prefill",
+                         FLAG_NAMES[f], tag, threads);
+                int ok = !st && shared &&
+                         attend_matches(&m, seqs, 4, threads, FLAGS[f], decode ? 1 : 9, kernel, sizeof kernel, why,
+                                        sizeof why);
+                check(ok, name, "%s", st ? err.message : !shared ? "the forks do not share their first page" : why);
+            }
+    free(p.kd), free(p.vd), free(more.kd), free(more.vd);
+    model_free(&m);
+}
+
+/* ---- the layer over the pool (attn_mha_paged) ---- */
+
+enum { LE = 16, LHQ = 4, LHK = 2, LD = 4, LKV = LHK * LD, LIN = LE + 2 * LKV };
+
+/* A layer of random f32 parameters: in_proj (E + 2 Hkv D, E), out_proj
+ * (E, E), both biased; or (identity) q = x, k = v = x's first Hkv·D
+ * columns and out = the heads' output: then the layer is attention on x's
+ * columns itself, and attn_sdpa is its reference. */
+typedef struct layer {
+    float w[LIN * LE], b[LIN], ow[LE * LE], ob[LE];
+    attn_tensor tw[3], tb[3], tow, tob; /* q, k, v: rows 0, E and E + Hkv·D of w and b */
+    attn_mha_params p;
+} layer;
+
+static void layer_init(layer *l, int identity) {
+    for (int i = 0; i < LIN * LE; i++) l->w[i] = identity ? (i / LE < LE ? i / LE == i % LE : (i / LE - LE) % LKV == i % LE) : rnd_value() / 4;
+    for (int i = 0; i < LIN; i++) l->b[i] = identity ? 0 : rnd_value() / 8;
+    for (int i = 0; i < LE * LE; i++) l->ow[i] = identity ? i / LE == i % LE : rnd_value() / 4;
+    for (int i = 0; i < LE; i++) l->ob[i] = identity ? 0 : rnd_value() / 8;
+    static const int64_t ROW0[3] = {0, LE, LE + LKV}, ROWS[3] = {LE, LKV, LKV};
+    for (int t = 0; t < 3; t++) {
+        int64_t ws[2] = {ROWS[t], LE}, bs[1] = {ROWS[t]};
+        attn_tensor_init(&l->tw[t], l->w + ROW0[t] * LE, ATTN_F32, 2, ws, NULL, NULL);
+        attn_tensor_init(&l->tb[t], l->b + ROW0[t], ATTN_F32, 1, bs, NULL, NULL);
+    }
+    int64_t os[2] = {LE, LE}, obs[1] = {LE};
+    attn_tensor_init(&l->tow, l->ow, ATTN_F32, 2, os, NULL, NULL), attn_tensor_init(&l->tob, l->ob, ATTN_F32, 1, obs, NULL, NULL);
+    l->p = attn_mha_params_default();
+    l->p.embed_dim = LE, l->p.num_heads = LHQ, l->p.num_kv_heads = LHK;
+    l->p.q_proj_weight = &l->tw[0], l->p.k_proj_weight = &l->tw[1], l->p.v_proj_weight = &l->tw[2];
+    if (!identity) l->p.q_proj_bias = &l->tb[0], l->p.k_proj_bias = &l->tb[1], l->p.v_proj_bias = &l->tb[2];
+    l->p.out_proj_weight = &l->tow, l->p.out_proj_bias = identity ? NULL : &l->tob;
+}
+
+/* A contiguous cache of one sequence, as attn_mha_cached takes it. */
+static attn_kv_cache *layer_cache(void **mem, attn_dtype dt) {
+    attn_kv_cache_desc cd = attn_kv_cache_desc_default();
+    cd.heads = LHK, cd.capacity = 64, cd.key_dim = cd.value_dim = LD, cd.dtype = dt;
+    size_t bytes;
+    attn_kv_cache *c = NULL;
+    attn_kv_cache_bytes(&bytes, &cd, NULL);
+    *mem = malloc(bytes);
+    attn_kv_cache_init(&c, *mem, bytes, &cd, NULL);
+    return c;
+}
+
+/* Three sequences through two steps of attn_mha_paged on 1, 2 and 3
+ * threads, with RoPE: a prompt for a and b, b forked to c (sharing its
+ * pages), then 1, 3 and 2 new positions (a decode and two short
+ * prefills at once); each step's rows against attn_mha_cached on each
+ * sequence alone in its own contiguous cache (c's cache given b's prompt
+ * first), bitwise. Then masks: with the identity layer, every sequence's
+ * rows against attn_sdpa on x's columns and the keys the pool holds, with
+ * its mask, bitwise. */
+static void test_mha_paged(attn_dtype dt, const char *tag) {
+    layer l;
+    layer_init(&l, 0);
+    char name[128], why[768] = "";
+    for (int threads = 1; threads <= 3; threads++) {
+        model m;
+        model_init(&m, dt, 16, 12, 4, LHK, LD, LD, 0);
+        attn_context c = attn_context_default();
+        c.num_threads = threads;
+        attn_rope_options ro = attn_rope_options_default();
+        attn_sdpa_options so = attn_sdpa_options_default();
+        so.context = &c;
+        attn_mha_options mo = attn_mha_options_default();
+        mo.causal = ATTN_CAUSAL_BOTTOM_RIGHT, mo.rope = &ro, mo.attention = &so;
+        int64_t ids[3];
+        attn_kv_pages_create(m.pool, &ids[0], NULL), attn_kv_pages_create(m.pool, &ids[1], NULL);
+        void *mem[3];
+        attn_kv_cache *ref[3] = {layer_cache(&mem[0], dt), layer_cache(&mem[1], dt), layer_cache(&mem[2], dt)};
+        int ok = 1;
+        attn_error err;
+        /* step 0: prompts of 7 (a) and 19 (b); step 1: 1 (a), 3 (b), 2 (c) */
+        static const int64_t CU[2][4] = {{0, 7, 26, 26}, {0, 1, 4, 6}};
+        static const int64_t NSEQ[2] = {2, 3};
+        for (int step = 0; step < 2 && ok; step++) {
+            if (step == 1) { /* c: a fork of b, and its reference cache given b's prompt */
+                ok = attn_kv_pages_fork(m.pool, &ids[2], ids[1], &err) == ATTN_OK;
+                if (!ok) snprintf(why, sizeof why, "fork: %s", err.message);
+            }
+            int64_t T = CU[step][NSEQ[step]];
+            float x[26 * LE], out[26 * LE], want[26 * LE];
+            for (int64_t i = 0; i < T * LE; i++) x[i] = rnd_value();
+            int64_t xs[2] = {T, LE};
+            attn_tensor tx, to;
+            attn_tensor_init(&tx, x, ATTN_F32, 2, xs, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 2, xs, NULL, NULL);
+            if (ok && attn_mha_paged(&to, &tx, CU[step], ids, NSEQ[step], m.pool, NULL, &l.p, &mo, &err))
+                ok = 0, snprintf(why, sizeof why, "step %d: attn_mha_paged: %s", step, err.message);
+            for (int64_t i = 0; i < NSEQ[step] && ok; i++) {
+                int64_t L = CU[step][i + 1] - CU[step][i], ls[2] = {L, LE};
+                attn_tensor xi, oi;
+                attn_tensor_init(&xi, x + CU[step][i] * LE, ATTN_F32, 2, ls, NULL, NULL);
+                attn_tensor_init(&oi, want, ATTN_F32, 2, ls, NULL, NULL);
+                if (attn_mha_cached(&oi, &xi, ref[i], &l.p, &mo, &err))
+                    ok = 0, snprintf(why, sizeof why, "step %d: attn_mha_cached: %s", step, err.message);
+                else if (memcmp(want, out + CU[step][i] * LE, (size_t)(L * LE) * 4))
+                    ok = 0, snprintf(why, sizeof why, "step %d: sequence %lld differs from attn_mha_cached", step,
+                                     (long long)i);
+                if (step == 0 && i == 1 && ok && attn_mha_cached(&oi, &xi, ref[2], &l.p, &mo, &err))
+                    ok = 0, snprintf(why, sizeof why, "c's reference prompt: %s", err.message);
+            }
+        }
+        const int32_t *t1, *t2;
+        attn_kv_pages_sequence(m.pool, ids[1], NULL, &t1, NULL), attn_kv_pages_sequence(m.pool, ids[2], NULL, &t2, NULL);
+        if (ok && t1[0] != t2[0]) ok = 0, snprintf(why, sizeof why, "the fork does not share its first page");
+        snprintf(name, sizeof name, "mha_paged_equals_mha_cached_per_sequence_rope_%s_threads_%d", tag, threads);
+        check(ok, name, "%s", why);
+        for (int i = 0; i < 3; i++) free(mem[i]);
+        model_free(&m);
+    }
+
+    /* masks, through the identity layer */
+    layer_init(&l, 1);
+    model m;
+    model_init(&m, dt, 16, 12, 4, LHK, LD, LD, 0);
+    int64_t ids[2], cu0[3] = {0, 9, 30}, cu1[3] = {0, 2, 7};
+    attn_kv_pages_create(m.pool, &ids[0], NULL), attn_kv_pages_create(m.pool, &ids[1], NULL);
+    float x[30 * LE], out[30 * LE];
+    for (int i = 0; i < 30 * LE; i++) x[i] = rnd_value();
+    int64_t xs[2] = {30, LE}, x1s[2] = {7, LE};
+    attn_tensor tx, to;
+    attn_tensor_init(&tx, x, ATTN_F32, 2, xs, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 2, xs, NULL, NULL);
+    attn_error err;
+    int ok = attn_mha_paged(&to, &tx, cu0, ids, 2, m.pool, NULL, &l.p, NULL, &err) == ATTN_OK;
+    if (!ok) snprintf(why, sizeof why, "the prompts: %s", err.message);
+    /* the step: sequence 0 a bool (L, S) mask, sequence 1 an additive (Hq, L, S) one */
+    bool bm[2 * 11];
+    float fm[LHQ * 5 * 26];
+    for (int i = 0; i < 2 * 11; i++) bm[i] = (rnd() & 3) != 0;
+    for (int i = 0; i < LHQ * 5 * 26; i++) fm[i] = (rnd() & 7) == 0 ? -1.0f / 0.0f : rnd_value();
+    int64_t bms[2] = {2, 11}, fms[3] = {LHQ, 5, 26};
+    attn_tensor tbm, tfm;
+    attn_tensor_init(&tbm, bm, ATTN_BOOL, 2, bms, NULL, NULL), attn_tensor_init(&tfm, fm, ATTN_F32, 3, fms, NULL, NULL);
+    const attn_tensor *masks[2] = {&tbm, &tfm};
+    for (int i = 0; i < 7 * LE; i++) x[i] = rnd_value();
+    attn_tensor_init(&tx, x, ATTN_F32, 2, x1s, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 2, x1s, NULL, NULL);
+    if (ok && attn_mha_paged(&to, &tx, cu1, ids, 2, m.pool, masks, &l.p, NULL, &err))
+        ok = 0, snprintf(why, sizeof why, "the masked step: %s", err.message);
+    for (int i = 0; i < 2 && ok; i++) {
+        int64_t L = cu1[i + 1] - cu1[i], S = cu0[i + 1] - cu0[i] + L;
+        float k[LHK * 26 * LD], v[LHK * 26 * LD], o1[LHQ * 5 * LD];
+        int64_t kvs[3] = {LHK, S, LD}, qs[3] = {LHQ, L, LD}, qst[3] = {LD, LE, 1}, os[3] = {LHQ, L, LD}, ost[3] = {LD, LE, 1};
+        attn_tensor tk, tv, tq, tout;
+        attn_tensor_init(&tk, k, ATTN_F32, 3, kvs, NULL, NULL), attn_tensor_init(&tv, v, ATTN_F32, 3, kvs, NULL, NULL);
+        attn_tensor_init(&tq, x + cu1[i] * LE, ATTN_F32, 3, qs, qst, NULL);
+        attn_tensor_init(&tout, o1, ATTN_F32, 3, os, ost, NULL);
+        attn_sdpa_options so = attn_sdpa_options_default();
+        so.causal = ATTN_CAUSAL_BOTTOM_RIGHT, so.mask = masks[i];
+        /* the pool's keys as stored, widened to f32 (exact), then attention in the pool's dtype */
+        if (attn_kv_pages_gather(&tk, &tv, m.pool, ids[i], &err)) {
+            ok = 0, snprintf(why, sizeof why, "gather: %s", err.message);
+            break;
+        }
+        attn_tensor hk = tk, hv = tv;
+        void *hkd = NULL, *hvd = NULL;
+        if (dt != ATTN_F32) { /* keys of the pool's own dtype, as the kernels read them */
+            hkd = malloc((size_t)(LHK * S * LD) * 2), hvd = malloc((size_t)(LHK * S * LD) * 2);
+            attn_tensor_init(&hk, hkd, dt, 3, kvs, NULL, NULL), attn_tensor_init(&hv, hvd, dt, 3, kvs, NULL, NULL);
+            attn_tensor_convert(&hk, &tk, NULL), attn_tensor_convert(&hv, &tv, NULL);
+        }
+        if (attn_sdpa(&tout, NULL, NULL, &tq, &hk, &hv, &so, &err))
+            ok = 0, snprintf(why, sizeof why, "attn_sdpa: %s", err.message);
+        else if (memcmp(o1, out + cu1[i] * LE, (size_t)(L * LE) * 4))
+            ok = 0, snprintf(why, sizeof why, "sequence %d's masked rows differ from attn_sdpa's", i);
+        free(hkd), free(hvd);
+    }
+    snprintf(name, sizeof name, "mha_paged_masks_equal_sdpa_per_sequence_%s", tag);
+    check(ok, name, "%s", why);
+    /* refused before anything is appended: a sequence twice, x of f64, a full pool */
+    int64_t before[2];
+    attn_kv_pages_sequence(m.pool, ids[0], &before[0], NULL, NULL), attn_kv_pages_sequence(m.pool, ids[1], &before[1], NULL, NULL);
+    int64_t twice[2] = {ids[0], ids[0]}, big[3] = {0, 200, 207};
+    attn_status st1 = attn_mha_paged(&to, &tx, cu1, twice, 2, m.pool, NULL, &l.p, NULL, &err);
+    float xb[207 * LE] = {0}, ob[207 * LE];
+    int64_t xbs[2] = {207, LE};
+    attn_tensor txb, tob;
+    attn_tensor_init(&txb, xb, ATTN_F32, 2, xbs, NULL, NULL), attn_tensor_init(&tob, ob, ATTN_F32, 2, xbs, NULL, NULL);
+    attn_status st2 = attn_mha_paged(&tob, &txb, big, ids, 2, m.pool, NULL, &l.p, NULL, &err);
+    int64_t after[2];
+    attn_kv_pages_sequence(m.pool, ids[0], &after[0], NULL, NULL), attn_kv_pages_sequence(m.pool, ids[1], &after[1], NULL, NULL);
+    snprintf(name, sizeof name, "mha_paged_refused_appends_nothing_%s", tag);
+    check(st1 == ATTN_ERR_ARGUMENT && st2 == ATTN_ERR_FULL && before[0] == after[0] && before[1] == after[1], name,
+          "statuses %d and %d, lengths %lld, %lld then %lld, %lld", st1, st2, (long long)before[0], (long long)before[1],
+          (long long)after[0], (long long)after[1]);
     model_free(&m);
 }
 
@@ -586,7 +871,7 @@ static void test_caller_pages(void) {
     attn_tensor tq, to;
     attn_tensor_init(&tq, q, ATTN_F32, 3, qs, NULL, NULL);
     attn_tensor_init(&to, out, ATTN_F32, 3, os, NULL, NULL);
-    attn_status st = attn_kv_paged_attend(&to, NULL, &tq, cuq, &x, NULL, &err);
+    attn_status st = attn_kv_paged_attend(&to, NULL, &tq, cuq, &x, NULL, NULL, &err);
     ok = st == ATTN_OK;
     for (int s = 0; s < 2 && ok; s++) {
         float k[H][9][E], v[H][9][EV];
@@ -626,7 +911,7 @@ static void test_caller_pages(void) {
             char name[128];
             snprintf(name, sizeof name, "caller_pages_refused_%s_%s", BAD[c].name, form ? "indptr" : "block_table");
             st = attn_kv_paged_check(&y, &err);
-            attn_status st2 = attn_kv_paged_attend(&to, NULL, &tq, cuq, &y, NULL, NULL);
+            attn_status st2 = attn_kv_paged_attend(&to, NULL, &tq, cuq, &y, NULL, NULL, NULL);
             check(st == ATTN_ERR_ARGUMENT && st2 == ATTN_ERR_ARGUMENT, name, "status %d / %d: %s", st, st2,
                   err.message);
         }
@@ -782,28 +1067,42 @@ static void test_errors(attn_dtype dt, int64_t P, const char *tag) {
     memcpy(out_before, out, sizeof out);
     int64_t pairs[3][2] = {{a, freed}, {a, -1}, {a, b}};
     int64_t cuq_bad[3] = {0, 2, 1};
-    st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[0], 2, m->pool, NULL, &err);
+    st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[0], 2, m->pool, NULL, NULL, &err);
     check(st == ATTN_ERR_ARGUMENT && !memcmp(out, out_before, sizeof out), "attend_refused_freed_sequence", "status %d", st);
-    st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[1], 2, m->pool, NULL, &err);
+    st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[1], 2, m->pool, NULL, NULL, &err);
     check(st == ATTN_ERR_ARGUMENT && !memcmp(out, out_before, sizeof out), "attend_refused_unknown_sequence", "status %d", st);
-    st = attn_kv_pages_attend(&to, NULL, &tq, cuq_bad, pairs[2], 2, m->pool, NULL, &err);
+    st = attn_kv_pages_attend(&to, NULL, &tq, cuq_bad, pairs[2], 2, m->pool, NULL, NULL, &err);
     check(st == ATTN_ERR_ARGUMENT && !memcmp(out, out_before, sizeof out), "attend_refused_decreasing_offsets", "status %d", st);
     attn_sdpa_options o = attn_sdpa_options_default();
     o.causal = ATTN_CAUSAL_TOP_LEFT;
-    st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[2], 2, m->pool, &o, &err);
+    st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[2], 2, m->pool, NULL, &o, &err);
     check(st == ATTN_ERR_OPTION && !memcmp(out, out_before, sizeof out), "attend_refused_top_left", "status %d", st);
     o = attn_sdpa_options_default();
     attn_tensor mask = tq;
     o.mask = &mask;
-    st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[2], 2, m->pool, &o, &err);
+    st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[2], 2, m->pool, NULL, &o, &err);
     check(st == ATTN_ERR_OPTION && !memcmp(out, out_before, sizeof out), "attend_refused_mask", "status %d", st);
     attn_tensor alias = to;
     alias.data = q;
-    st = attn_kv_pages_attend(&alias, NULL, &tq, cuq, pairs[2], 2, m->pool, NULL, &err);
+    st = attn_kv_pages_attend(&alias, NULL, &tq, cuq, pairs[2], 2, m->pool, NULL, NULL, &err);
     check(st == ATTN_ERR_STRIDE, "attend_refused_out_on_q", "status %d", st);
+    /* the second sequence's mask does not broadcast, or lies on out: the
+     * first sequence's rows are not written either */
+    bool mask_bytes[99] = {0};
+    int64_t bad_shape[2] = {1, 99}, on_out_shape[2] = {1, 1};
+    attn_tensor bad_mask, on_out;
+    attn_tensor_init(&bad_mask, mask_bytes, ATTN_BOOL, 2, bad_shape, NULL, NULL);
+    attn_tensor_init(&on_out, out, ATTN_BOOL, 2, on_out_shape, NULL, NULL);
+    const attn_tensor *bad_masks[2] = {NULL, &bad_mask}, *masks_on_out[2] = {NULL, &on_out};
+    st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[2], 2, m->pool, bad_masks, NULL, &err);
+    check(st == ATTN_ERR_MASK && !memcmp(out, out_before, sizeof out) && strstr(err.message, "sequence 1"),
+          "attend_refused_bad_mask", "status %d: %s", st, err.message);
+    st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[2], 2, m->pool, masks_on_out, NULL, &err);
+    check(st == ATTN_ERR_STRIDE && !memcmp(out, out_before, sizeof out), "attend_refused_mask_on_out", "status %d: %s",
+          st, err.message);
     /* a sequence with no positions but queries */
     attn_kv_pages_truncate(m->pool, b, 0, NULL);
-    st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[2], 2, m->pool, NULL, &err);
+    st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[2], 2, m->pool, NULL, NULL, &err);
     check(st == ATTN_ERR_ARGUMENT && !memcmp(out, out_before, sizeof out), "attend_refused_empty_sequence", "status %d", st);
     /* a workspace too small for the second sequence's call: nothing written */
     packed two_pages;
@@ -815,7 +1114,7 @@ static void test_errors(attn_dtype dt, int64_t P, const char *tag) {
     ctx.workspace = tiny, ctx.workspace_size = sizeof tiny;
     o = attn_sdpa_options_default();
     o.context = &ctx;
-    st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[2], 2, m->pool, &o, &err);
+    st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[2], 2, m->pool, NULL, &o, &err);
     check(st == ATTN_ERR_WORKSPACE && !memcmp(out, out_before, sizeof out), "attend_refused_small_workspace",
           "status %d: %s", st, err.message);
 #undef EXPECT
@@ -902,8 +1201,18 @@ int main(void) {
             snprintf(name, sizeof name, "%s_page_%lld", DTYPES[t].name, (long long)P);
             test_errors(DTYPES[t].dt, P, name);
         }
-    test_long_decode(ATTN_F32, "long_forks_decode_kernel_equals_contiguous_f32");
-    test_long_decode(ATTN_F16, "long_forks_decode_kernel_equals_contiguous_f16");
+    for (int t = 0; t < 3; t++)
+        for (int pi = 0; pi < 2; pi++) {
+            char tag[48];
+            snprintf(tag, sizeof tag, "%s_page_%d", DTYPES[t].name, pi ? 256 : 16);
+            test_forks_attend(DTYPES[t].dt, pi ? 256 : 16, tag);
+        }
+    for (int t = 0; t < 3; t++) test_mha_paged(DTYPES[t].dt, DTYPES[t].name);
+    test_long_decode(ATTN_F32, 256, "long_forks_decode_kernel_equals_contiguous_f32_page_256");
+    test_long_decode(ATTN_F16, 256, "long_forks_decode_kernel_equals_contiguous_f16_page_256");
+    test_long_decode(ATTN_F32, 16, "long_forks_decode_kernel_equals_contiguous_f32_page_16");
+    test_long_decode(ATTN_F16, 16, "long_forks_decode_kernel_equals_contiguous_f16_page_16");
+    test_long_decode(ATTN_BF16, 16, "long_forks_decode_kernel_equals_contiguous_bf16_page_16");
     test_caller_pages();
     test_desc();
     return n_failed ? 1 : 0;

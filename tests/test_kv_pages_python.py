@@ -7,6 +7,9 @@
   equals a NumPy copy kept by the test, bitwise, and the pool's page counts
   add up; attend() against PyTorch float64 attention over the copy (f32
   bound: 2e-5 relative), and against attn.sdpa on the copy, bitwise;
+- forked sequences sharing pages, attended in one call with a mask per
+  sequence on 1, 2 and 3 threads: attn.sdpa's rows, bitwise, and PyTorch
+  float64's within the f32 bound;
 - its errors as exception classes (FullError, ArgumentError, ShapeError,
   DtypeError), each leaving the pool's bytes as they were.
 
@@ -160,6 +163,44 @@ check("kv_pages_python_packed_equals_lists",
       np.array_equal(np.concatenate(outs), packed_out) and np.array_equal(np.concatenate(lses), packed_lse))
 check("kv_pages_python_lse_as_sdpa", all(np.array_equal(o, w[0].transpose(1, 0, 2)) and
                                          np.array_equal(l, w[1].T) for o, l, w in zip(outs, lses, want)))
+
+# Forks sharing a prompt's pages, each with its own new positions, attended
+# in one call with a mask per sequence (bool, additive float, none), on 1, 2
+# and 3 threads: each sequence's rows are attn.sdpa's on its gathered keys
+# with its mask, bitwise, and PyTorch float64's within the f32 bound.
+fp = attn.KVPages(heads=2, key_dim=8, value_dim=4, num_pages=16, max_sequences=4, page_size=16)
+root = fp.create()
+fp.append(root, rng.standard_normal((37, 2, 8)).astype(np.float32), rng.standard_normal((37, 2, 4)).astype(np.float32))
+kids = [fp.fork(root), fp.fork(root)]
+fp.append(kids, [rng.standard_normal((n, 2, 8)).astype(np.float32) for n in (3, 11)],
+          [rng.standard_normal((n, 2, 4)).astype(np.float32) for n in (3, 11)])
+seqs = [kids[0], root, kids[1]]
+qs = [rng.standard_normal((n, 4, 8)).astype(np.float32) for n in (4, 1, 6)]
+lengths = [fp.length(s) for s in seqs]
+masks = [rng.random((4, lengths[0])) < 0.75, None,
+         np.where(rng.random((4, 6, lengths[2])) < 0.1, -np.inf, rng.standard_normal((4, 6, lengths[2]))).astype(np.float32)]
+threads_before, worst, same = attn.get_num_threads(), 0.0, True
+for threads in (1, 2, 3):
+    attn.set_num_threads(threads)
+    outs = fp.attend(seqs, qs, masks=masks)
+    for s, q, m, out in zip(seqs, qs, masks, outs):
+        k, v = fp.gather(s)
+        want = attn.sdpa(q.transpose(1, 0, 2), k, v, mask=m, causal="bottom-right").transpose(1, 0, 2)
+        same = same and np.array_equal(out, want)
+        tq = torch.from_numpy(q.astype(np.float64)).transpose(0, 1)
+        tk, tv = (torch.from_numpy(a.astype(np.float64)).repeat_interleave(2, 0) for a in (k, v))
+        L, S = tq.shape[1], tk.shape[1]
+        sc = tq @ tk.transpose(1, 2) / np.sqrt(8)
+        if m is not None:
+            tm = torch.from_numpy(np.broadcast_to(m, (4, L, S)).copy())
+            sc = sc.masked_fill(~tm, float("-inf")) if m.dtype == bool else sc + tm.double()
+        sc = sc.masked_fill(~(torch.arange(S)[None, :] <= torch.arange(L)[:, None] + (S - L)), float("-inf"))
+        ref = (sc.softmax(-1) @ tv).transpose(0, 1).numpy()
+        ok_rows = np.isfinite(ref).all(axis=(1, 2))
+        worst = max(worst, float(np.abs(out[ok_rows] - ref[ok_rows]).max() / max(np.abs(ref[ok_rows]).max(), 1e-30)))
+attn.set_num_threads(threads_before)
+check("kv_pages_python_forks_masks_threads_as_sdpa", same and fp.page_refs(fp.pages(root)[0]) == 3)
+check("kv_pages_python_forks_masks_vs_torch_float64", worst <= 2e-5, "error %.3g" % worst)
 
 # Errors: each its class, the pool's bytes unchanged.
 pool = attn.KVPages(heads=1, key_dim=4, num_pages=2, max_sequences=2, page_size=16)

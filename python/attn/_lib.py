@@ -157,7 +157,7 @@ def _declare(lib):
                        ("attn_kv_pages_append", [vp, pi64, i64, P, P, pi64, pe]),
                        ("attn_kv_pages_sequence", [vp, i64, pi64, ctypes.POINTER(ctypes.POINTER(ctypes.c_int32)), pe]),
                        ("attn_kv_pages_gather", [P, P, vp, i64, pe]),
-                       ("attn_kv_pages_attend", [P, P, P, pi64, pi64, i64, vp, ctypes.POINTER(SdpaOptions), pe])):
+                       ("attn_kv_pages_attend", [P, P, P, pi64, pi64, i64, vp, ctypes.POINTER(P), ctypes.POINTER(SdpaOptions), pe])):
         getattr(lib, name).restype, getattr(lib, name).argtypes = st, args
     lib.attn_kv_pages_free_pages.restype, lib.attn_kv_pages_free_pages.argtypes = i64, [vp]
     lib.attn_kv_pages_page_refs.restype, lib.attn_kv_pages_page_refs.argtypes = i64, [vp, i64]

@@ -18,7 +18,7 @@ import ctypes
 
 import numpy as np
 
-from ._core import CAUSAL, DtypeError, OptionError, _float_array, _options, raise_for, view
+from ._core import CAUSAL, DtypeError, OptionError, _float_array, _options, _varlen_masks, raise_for, view
 from ._lib import BF16, F16, F32, LIB, Error, KVPagesDesc, default
 
 _STORAGE = {"float32": F32, np.dtype(np.float32): F32, "float16": F16, np.dtype(np.float16): F16, "bfloat16": BF16}
@@ -155,14 +155,16 @@ class KVPages:
         raise_for(LIB.attn_kv_pages_gather(kv_, vv, self._pool, int(seq), err), err)
         return k, v
 
-    def attend(self, seqs, q, cu_seqlens_q=None, causal="bottom-right", scale=None, return_lse=False):
+    def attend(self, seqs, q, cu_seqlens_q=None, masks=None, causal="bottom-right", scale=None, return_lse=False):
         """Attention of new queries of several sequences in one call: q a
         list of float32 (L_i, Hq, key_dim) arrays, one per sequence (or one
         array for one sequence, an int), or a packed (total, Hq, key_dim)
         array with cu_seqlens_q. Each sequence's queries are its last
         positions: causal 'bottom-right' (the default) or False. Returns the
         outputs (L_i, Hq, value_dim) in the same form as q (with
-        return_lse, (out, lse), lse (L_i, Hq)). Each is exactly what
+        return_lse, (out, lse), lse (L_i, Hq)). masks: None, or one per
+        sequence (None: none), each a mask as sdpa takes it for (Hq, L_i,
+        length_i), applied with the causal mode. Each is exactly what
         attention over that sequence alone gives."""
         one = np.isscalar(seqs)
         if one:
@@ -188,7 +190,9 @@ class KVPages:
         qv, ov = _view(q), _view(out)
         lv = _view(lse) if lse is not None else None
         ids, offsets, err = _i64s(seqs), _i64s(cu), Error()
-        raise_for(LIB.attn_kv_pages_attend(ov, lv, qv, offsets, ids, len(seqs), self._pool, ctypes.byref(o), err), err)
+        arrays, mviews, mptrs = _varlen_masks(masks, len(seqs), q.dtype)  # (kept alive for the call)
+        raise_for(LIB.attn_kv_pages_attend(ov, lv, qv, offsets, ids, len(seqs), self._pool, mptrs, ctypes.byref(o),
+                                           err), err)
         if packed:
             return (out, lse) if return_lse else out
         outs = [out[cu[i]:cu[i + 1]] for i in range(len(seqs))]

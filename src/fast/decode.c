@@ -28,7 +28,11 @@
 
 /* Keys or values not stored as contiguous f32 rows (16-bit, or strided) are
  * widened GROUP rows at a time into scratch, so that each microkernel call
- * covers a group, not a row. */
+ * covers a group, not a row. f32 rows that come in spans shorter than a
+ * group (pages of 16 positions) are gathered a group at a time too: one
+ * call, and one pass over the accumulator, per GROUP keys instead of per
+ * page. The microkernels treat every row alike wherever a call starts, so
+ * the results are the same bits either way. */
 enum { GROUP = 32 };
 
 /* Whether the ISA's kernels read m's 16-bit rows where they lie. */
@@ -51,6 +55,27 @@ typedef struct decode_job {
 /* The rows of the microkernel block that starts at row r0 of an item. */
 static int row_block(const decode_job *j, int64_t r0) {
     return (int)(j->R - r0 < ATTN_DECODE_MAX_ROWS ? j->R - r0 : ATTN_DECODE_MAX_ROWS);
+}
+
+/* The scores s (R × lds) of nc contiguous f32 key rows (row stride ld),
+ * for every query row: the microkernels take ATTN_DECODE_MAX_ROWS rows at
+ * most (their accumulators fill the registers), so more rows go in blocks,
+ * the keys read again from cache, not memory. */
+static float rows_scores(const decode_job *j, float *s, int64_t lds, const float *q, const float *rows, int64_t ld,
+                         int64_t nc) {
+    float kmax = 0;
+    for (int64_t r0 = 0; r0 < j->R && kmax >= 0; r0 += ATTN_DECODE_MAX_ROWS)
+        kmax = attn_absmax_join(kmax, j->uk->dot_rows(s + r0 * lds, lds, q + r0 * j->E, row_block(j, r0), rows, ld, nc,
+                                                      j->E));
+    return kmax;
+}
+
+/* acc (R × Ev) += s (R × lds) · nc contiguous f32 value rows, in the same
+ * row blocks. */
+static void rows_values(const decode_job *j, float *acc, const float *s, int64_t lds, const float *rows, int64_t ld,
+                        int64_t nc) {
+    for (int64_t r0 = 0; r0 < j->R; r0 += ATTN_DECODE_MAX_ROWS)
+        j->uk->axpy_rows(acc + r0 * j->Ev, s + r0 * lds, lds, row_block(j, r0), rows, ld, nc, j->Ev);
 }
 
 /* Scores s (R × lds) = q · the k keys of one span m (rows of the key
@@ -76,9 +101,7 @@ static float span_scores(const decode_job *j, float *s, int64_t lds, const float
     for (int64_t c0 = 0, group = in_place ? k : GROUP; c0 < k && kmax >= 0; c0 += group) {
         int64_t nc = k - c0 < group ? k - c0 : group, ld;
         const float *rows = attn_rows_f32(uk, &span, c0, nc, tmp, &ld);
-        for (int64_t r0 = 0; r0 < j->R && kmax >= 0; r0 += ATTN_DECODE_MAX_ROWS)
-            kmax = attn_absmax_join(kmax, uk->dot_rows(s + r0 * lds + c0, lds, q + r0 * j->E, row_block(j, r0), rows,
-                                                       ld, nc, j->E));
+        kmax = attn_absmax_join(kmax, rows_scores(j, s + c0, lds, q, rows, ld, nc));
     }
     return kmax;
 }
@@ -90,6 +113,13 @@ static float chunk_scores(const decode_job *j, float *s, int64_t lds, const floa
     for (int64_t c = 0; c < last && kmax >= 0;) {
         attn_mat m;
         int64_t k = attn_rows_span(&p->k, j0 + c, last - c, &m);
+        if (k < GROUP && k < last - c && m.dtype == ATTN_F32) { /* short spans (small pages): a group in one call */
+            int64_t nc = last - c < GROUP ? last - c : GROUP, ld;
+            const float *rows = attn_rows_f32(j->uk, &p->k, j0 + c, nc, tmp, &ld);
+            kmax = attn_absmax_join(kmax, rows_scores(j, s + c, lds, q, rows, ld, nc));
+            c += nc;
+            continue;
+        }
         kmax = attn_absmax_join(kmax, span_scores(j, s + c, lds, q, &m, k, tmp));
         c += k;
     }
@@ -112,8 +142,7 @@ static void span_values(const decode_job *j, float *acc, const float *s, int64_t
     for (int64_t c0 = 0, group = in_place ? k : GROUP; c0 < k; c0 += group) {
         int64_t nc = k - c0 < group ? k - c0 : group, ld;
         const float *rows = attn_rows_f32(uk, &span, c0, nc, tmp, &ld);
-        for (int64_t r0 = 0; r0 < j->R; r0 += ATTN_DECODE_MAX_ROWS)
-            uk->axpy_rows(acc + r0 * j->Ev, s + r0 * lds + c0, lds, row_block(j, r0), rows, ld, nc, j->Ev);
+        rows_values(j, acc, s + c0, lds, rows, ld, nc);
     }
 }
 
@@ -123,6 +152,13 @@ static void chunk_values(const decode_job *j, float *acc, const float *s, int64_
     for (int64_t c = 0; c < last;) {
         attn_mat m;
         int64_t k = attn_rows_span(&p->v, j0 + c, last - c, &m);
+        if (k < GROUP && k < last - c && m.dtype == ATTN_F32) { /* short spans (small pages): a group in one call */
+            int64_t nc = last - c < GROUP ? last - c : GROUP, ld;
+            const float *rows = attn_rows_f32(j->uk, &p->v, j0 + c, nc, tmp, &ld);
+            rows_values(j, acc, s + c, lds, rows, ld, nc);
+            c += nc;
+            continue;
+        }
         span_values(j, acc, s + c, lds, &m, k, tmp);
         c += k;
     }

@@ -1,29 +1,19 @@
 /* kv_pages_attend.c -- attention of packed queries to sequences of paged
  * keys and values (attn.h, attn_kv_pages_attend and attn_kv_paged_attend).
  *
- * The first implementation: each sequence's keys and values are copied
- * out of their pages (attn_kv_paged_copy) into one buffer, sized for the
- * longest sequence, and attn_sdpa runs on the copy, one sequence after
- * another, with the sequence's queries and outputs as strided views into
- * the packed tensors. It is correct by construction (every sequence gets
- * what attn_kv_cache_attend gives it alone, since that is one attn_sdpa
- * call on the same keys in the same dtype) and it is the reference the
- * kernels that read pages in place (the K/V row source) are held to; they
- * will replace it. Its cost beyond attn_sdpa is one copy of each
- * sequence's keys and values per call. */
+ * Nothing is copied: each sequence's keys and values are handed to the
+ * kernels as a paged row source (base/rows.h), its page table and length
+ * over the pool's pages, and the whole batch is one attn_sdpa_varlen_paged
+ * call (varlen.c), which plans every sequence as attn_sdpa plans it alone,
+ * runs the flash sequences' query blocks as one job, and gives each
+ * sequence bitwise what attn_sdpa gives for the same rows stored densely,
+ * and so what attn_kv_cache_attend gives it. What is left here is what a
+ * pool adds: the view's checks, its sequences named by id, the regions it
+ * reads (lengths, tables) kept apart from the outputs, and the rule that
+ * the new queries are each sequence's last positions. */
 #include "sdpa/sdpa.h"
 
 #include <stdlib.h>
-
-/* Rows r0 .. r0 + n - 1 of a packed (total, H, cols) tensor as (H, n, cols);
- * rank 2 (total, H) gives (H, n). */
-static attn_tensor rows_of(const attn_tensor *t, int64_t r0, int64_t n) {
-    attn_tensor s = *t;
-    s.data = (char *)t->data + r0 * t->strides[0] * (int64_t)attn_dtype_size(t->dtype);
-    s.shape[0] = t->shape[1], s.strides[0] = t->strides[1];
-    s.shape[1] = n, s.strides[1] = t->strides[0];
-    return s;
-}
 
 /* A packed tensor: rank `rank`, f32, shape (total, H[, cols]); an output
  * (`written`) with no stride 0 in a dimension of size > 1. */
@@ -51,10 +41,23 @@ static attn_status check_packed(const attn_tensor *t, const char *name, int rank
     return attn_check_extent(t, name, err);
 }
 
-/* The n sequences rows[0..n) (NULL: 0..n-1) of a checked view w. */
+/* Sequence `row` of a checked view w as the paged row sources of its keys
+ * (*k) and values (*v): its table's first ceil(length / P) entries, which
+ * attn_kv_paged_check has checked. */
+static void sequence_rows(attn_paged_rows *k, attn_paged_rows *v, const attn_kv_paged_view *w, int64_t row) {
+    int64_t S = w->lengths[row];
+    const int32_t *table = w->page_table + (w->table_offsets ? w->table_offsets[row] : row * w->table_stride);
+    *k = (attn_paged_rows){w->k_pages, w->dtype, w->num_pages, w->heads, w->page_size, w->key_dim,
+                           table, (S + w->page_size - 1) / w->page_size, S};
+    *v = *k;
+    v->pages = w->v_pages, v->cols = w->value_dim;
+}
+
+/* The n sequences rows[0..n) (NULL: 0..n-1) of a checked view w, sequence
+ * i with masks[i] (masks NULL: none). */
 static attn_status attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const int64_t *cu,
                           const attn_kv_paged_view *w, const int64_t *rows, int64_t n,
-                          const attn_sdpa_options *options, attn_error *err) {
+                          const attn_tensor *const *masks, const attn_sdpa_options *options, attn_error *err) {
     attn_sdpa_options o = attn_sdpa_options_default();
     o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
     attn_status st;
@@ -62,7 +65,7 @@ static attn_status attend(attn_tensor *out, attn_tensor *lse, const attn_tensor 
         (st = attn_kv_cache_check_causal(o.causal, err)))
         return st;
     if (o.mask)
-        return attn_fail(err, ATTN_ERR_OPTION, "paged attention takes no mask (each sequence would need its own)");
+        return attn_fail(err, ATTN_ERR_OPTION, "options->mask is set; paged attention takes one mask per sequence (masks)");
     if (o.query_start || o.key_start || o.total_queries || o.total_keys)
         return attn_fail(err, ATTN_ERR_OPTION, "paged attention is not taken in pieces (query_start, key_start, "
                                                "total_queries, total_keys must be 0)");
@@ -83,6 +86,8 @@ static attn_status attend(attn_tensor *out, attn_tensor *lse, const attn_tensor 
     if (cu[n] != total)
         return attn_fail(err, ATTN_ERR_ARGUMENT, "cu_seqlens_q[%lld] is %lld but q has %lld rows", (long long)n,
                          (long long)cu[n], (long long)total);
+    /* The pages themselves are checked against the outputs by
+     * attn_sdpa_varlen_paged; the view's lengths and tables only here. */
     attn_tensor regions[5];
     attn_kv_paged_regions(regions, w);
     const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
@@ -91,65 +96,41 @@ static attn_status attend(attn_tensor *out, attn_tensor *lse, const attn_tensor 
         ins[r + 1] = (attn_named){regions[r].data ? &regions[r] : NULL, attn_kv_paged_region_names[r]};
     if ((st = attn_check_no_overlap(outs, 2, ins, 6, err))) return st;
 
-    /* Every sequence checked as attn_sdpa will check it, outputs and
-     * workspace included, before anything is written. */
-    int64_t longest = 0;
+    bool any = false;
     for (int64_t i = 0; i < n; i++) {
-        int64_t L = cu[i + 1] - cu[i], row = rows ? rows[i] : i, S = w->lengths[row];
-        if (L == 0) continue;
-        if (S == 0)
+        int64_t L = cu[i + 1] - cu[i], row = rows ? rows[i] : i;
+        if (L > 0 && w->lengths[row] == 0)
             return attn_fail(err, ATTN_ERR_ARGUMENT, "sequence %lld holds no positions but has %lld queries: append "
                                                      "keys and values first", (long long)row, (long long)L);
-        if (S > longest) longest = S;
+        any |= L > 0;
     }
-    if (longest == 0) return ATTN_OK;
-    int64_t head_rows, kb, vb, size = (int64_t)attn_dtype_size(w->dtype);
-    if (!attn_mul_i64(w->heads, longest, &head_rows) || !attn_mul_i64(head_rows, w->key_dim * size, &kb) ||
-        !attn_mul_i64(head_rows, w->value_dim * size, &vb) || kb > INT64_MAX - vb ||
-        (uint64_t)(kb + vb) > SIZE_MAX)
-        return attn_fail(err, ATTN_ERR_OVERFLOW, "the copy of the longest sequence's keys and values overflows");
-    /* (zeroed: the checks below see the buffer before any sequence is in it) */
-    char *copy = calloc((size_t)(kb + vb), 1);
-    if (!copy) return attn_fail(err, ATTN_ERR_NO_MEMORY, "no memory for the copy of a sequence's keys and values");
-    attn_context c = attn_context_default();
-    if (o.context) attn_versioned_read(&c, sizeof c, o.context, "context", "", NULL);
-    for (int pass = 0; pass < 2 && st == ATTN_OK; pass++)
-        for (int64_t i = 0; i < n && st == ATTN_OK; i++) {
-            int64_t L = cu[i + 1] - cu[i], row = rows ? rows[i] : i, S = w->lengths[row];
-            if (L == 0) continue;
-            int64_t ks[3] = {w->heads, S, w->key_dim}, vs[3] = {w->heads, S, w->value_dim};
-            attn_tensor k, v, qi = rows_of(q, cu[i], L), oi = rows_of(out, cu[i], L), li;
-            attn_tensor_init(&k, copy, w->dtype, 3, ks, NULL, NULL);
-            attn_tensor_init(&v, copy + kb, w->dtype, 3, vs, NULL, NULL);
-            if (lse) li = rows_of(lse, cu[i], L);
-            if (pass == 0) { /* check */
-                size_t need;
-                st = attn_sdpa_workspace_size(&need, &oi, lse ? &li : NULL, NULL, &qi, &k, &v, &o, err);
-                if (!st && c.workspace && need > c.workspace_size)
-                    st = attn_fail(err, ATTN_ERR_WORKSPACE,
-                                   "sequence %lld needs %zu bytes of workspace (attn_sdpa_workspace_size), %zu given",
-                                   (long long)row, need, c.workspace_size);
-            } else { /* run */
-                attn_kv_paged_copy(&k, &v, w, row);
-                st = attn_sdpa(&oi, lse ? &li : NULL, NULL, &qi, &k, &v, &o, err);
-            }
-        }
-    free(copy);
+    if (!any) return ATTN_OK;
+    /* (k_pages[i], v_pages[i]): sequence i's row sources, a few words each */
+    if ((uint64_t)n > SIZE_MAX / (2 * sizeof(attn_paged_rows)))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "the row sources of %lld sequences overflow", (long long)n);
+    attn_paged_rows *k_pages = malloc(2 * (size_t)n * sizeof *k_pages), *v_pages = k_pages + n;
+    if (!k_pages) return attn_fail(err, ATTN_ERR_NO_MEMORY, "no memory for the row sources of %lld sequences", (long long)n);
+    for (int64_t i = 0; i < n; i++) sequence_rows(&k_pages[i], &v_pages[i], w, rows ? rows[i] : i);
+    attn_sdpa_options ob = o;
+    ob.struct_size = sizeof ob; /* the library's own struct from here on */
+    st = attn_sdpa_varlen_paged(out, lse, q, cu, n, k_pages, v_pages, masks, &ob, err);
+    free(k_pages);
     return st;
 }
 
 attn_status attn_kv_paged_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const int64_t *cu_seqlens_q,
-                                 const attn_kv_paged_view *view, const attn_sdpa_options *options, attn_error *err) {
+                                 const attn_kv_paged_view *view, const attn_tensor *const *masks,
+                                 const attn_sdpa_options *options, attn_error *err) {
     attn_status st = attn_kv_paged_check(view, err);
     if (st) return st;
     attn_kv_paged_view w = attn_kv_paged_view_default();
     attn_versioned_read(&w, sizeof w, view, "view", "", NULL);
-    return attend(out, lse, q, cu_seqlens_q, &w, NULL, w.num_sequences, options, err);
+    return attend(out, lse, q, cu_seqlens_q, &w, NULL, w.num_sequences, masks, options, err);
 }
 
 attn_status attn_kv_pages_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const int64_t *cu_seqlens_q,
                                  const int64_t *seqs, int64_t n, const attn_kv_pages *pool,
-                                 const attn_sdpa_options *options, attn_error *err) {
+                                 const attn_tensor *const *masks, const attn_sdpa_options *options, attn_error *err) {
     if (!pool) return attn_fail(err, ATTN_ERR_NULL, "pool is NULL");
     if (n > 0 && !seqs) return attn_fail(err, ATTN_ERR_NULL, "seqs is NULL");
     attn_status st;
@@ -158,5 +139,5 @@ attn_status attn_kv_pages_attend(attn_tensor *out, attn_tensor *lse, const attn_
     attn_kv_paged_view w;
     w.struct_size = sizeof w;
     attn_kv_pages_view(&w, pool, NULL);
-    return attend(out, lse, q, cu_seqlens_q, &w, seqs, n, options, err);
+    return attend(out, lse, q, cu_seqlens_q, &w, seqs, n, masks, options, err);
 }

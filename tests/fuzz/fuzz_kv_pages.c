@@ -231,7 +231,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             for (int64_t i = 0; i < total * Hq * d.key_dim; i++) qbuf[i] = (float)(i % 7) / 7.0f;
             attn_sdpa_options o = attn_sdpa_options_default();
             o.causal = (attn_causal)(byte(&r) % 4);
-            st = attn_kv_pages_attend(&out, byte(&r) & 1 ? &lse : NULL, &q, cu, ids, n, pool, &o, &err);
+            st = attn_kv_pages_attend(&out, byte(&r) & 1 ? &lse : NULL, &q, cu, ids, n, pool, NULL, &o, &err);
             break;
         }
         default: fuzz_view(&r, &d), st = ATTN_OK; break;
