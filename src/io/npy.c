@@ -301,46 +301,67 @@ static attn_status io_error(attn_error *err, const char *what, const char *path)
     return attn_fail(err, ATTN_ERR_IO, "%s %s: %s", what, path, msg);
 }
 
+/* Opens path, a regular file, and parses its header into *h (h->ints
+ * chosen by the caller). The header is read into a small buffer first, so
+ * that the data's size is checked against the file's before anything large
+ * is allocated; the buffer (*head, *got bytes of the file's start) may hold
+ * the first of the data too. On success the caller closes *f and frees
+ * *head; on failure both are done. */
+static attn_status open_npy(FILE **f, unsigned char **head, size_t *got, npy_layout *h, const char *path,
+                            attn_error *err) {
+    *f = NULL, *head = NULL, *got = 0;
+    errno = 0;
+    FILE *file = fopen(path, "rb");
+    if (!file) return io_error(err, "cannot open", path);
+    struct stat sb;
+    if (fstat(fileno(file), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        attn_status st = errno ? io_error(err, "cannot stat", path)
+                               : attn_fail(err, ATTN_ERR_IO, "%s is not a regular file", path);
+        fclose(file);
+        return st;
+    }
+    size_t file_size = (size_t)sb.st_size, head_size = NPY_MAX_HEADER + 12;
+    unsigned char *buf = malloc(head_size);
+    if (!buf) {
+        fclose(file);
+        return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the header buffer");
+    }
+    size_t n = fread(buf, 1, file_size < head_size ? file_size : head_size, file);
+    attn_status st = parse_layout(h, buf, n, file_size, err);
+    if (st) {
+        free(buf), fclose(file);
+        return st;
+    }
+    *f = file, *head = buf, *got = n;
+    return ATTN_OK;
+}
+
+/* The data's h->data_bytes into dst: what the header buffer holds, then the
+ * rest from f, which must end there (else the file changed while read). */
+static attn_status read_data(void *dst, FILE *f, const unsigned char *head, size_t got, const npy_layout *h,
+                             const char *path, attn_error *err) {
+    size_t in_head = got - h->data_offset < h->data_bytes ? got - h->data_offset : h->data_bytes;
+    memcpy(dst, head + h->data_offset, in_head);
+    size_t rest = h->data_bytes - in_head;
+    errno = 0;
+    if (fread((unsigned char *)dst + in_head, 1, rest, f) != rest || fgetc(f) != EOF)
+        return errno ? io_error(err, "cannot read", path)
+                     : attn_fail(err, ATTN_ERR_NPY_TRUNCATED, "%s changed while being read", path);
+    return ATTN_OK;
+}
+
 attn_status attn_npy_read(attn_tensor *out, const char *path, attn_error *err) {
     if (!out) return attn_fail(err, ATTN_ERR_NULL, "output tensor is NULL");
     memset(out, 0, sizeof *out);
     if (!path) return attn_fail(err, ATTN_ERR_NULL, "path is NULL");
-    errno = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return io_error(err, "cannot open", path);
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        attn_status st = errno ? io_error(err, "cannot stat", path)
-                               : attn_fail(err, ATTN_ERR_IO, "%s is not a regular file", path);
-        fclose(f);
-        return st;
-    }
-    size_t file_size = (size_t)sb.st_size;
-
-    /* The header is read into a small buffer first, so that the data's size
-     * is checked against the file's before anything large is allocated. */
-    size_t head_size = NPY_MAX_HEADER + 12;
-    unsigned char *head = malloc(head_size);
-    if (!head) {
-        fclose(f);
-        return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the header buffer");
-    }
-    size_t got = fread(head, 1, file_size < head_size ? file_size : head_size, f);
+    FILE *f;
+    unsigned char *head;
+    size_t got;
     npy_layout h = {0};
-    attn_status st = parse_layout(&h, head, got, file_size, err);
-    if (!st) st = alloc_tensor(out, &h, err);
-    if (!st) {
-        size_t in_head = got - h.data_offset < h.data_bytes ? got - h.data_offset : h.data_bytes;
-        memcpy(out->data, head + h.data_offset, in_head);
-        size_t rest = h.data_bytes - in_head;
-        errno = 0;
-        if (fread((unsigned char *)out->data + in_head, 1, rest, f) != rest || fgetc(f) != EOF) {
-            /* The file changed size while we read it. */
-            st = errno ? io_error(err, "cannot read", path)
-                       : attn_fail(err, ATTN_ERR_NPY_TRUNCATED, "%s changed while being read", path);
-            attn_npy_free(out);
-        }
-    }
+    attn_status st = open_npy(&f, &head, &got, &h, path, err);
+    if (st) return st;
+    st = alloc_tensor(out, &h, err);
+    if (!st && (st = read_data(out->data, f, head, got, &h, path, err))) attn_npy_free(out);
     if (!st && h.fortran) st = to_c_order(out, err);
     free(head);
     fclose(f);
@@ -351,41 +372,18 @@ attn_status attn_npy_read_i64(int64_t **values, int64_t *count, const char *path
     if (!values || !count) return attn_fail(err, ATTN_ERR_NULL, "values or count is NULL");
     *values = NULL, *count = 0;
     if (!path) return attn_fail(err, ATTN_ERR_NULL, "path is NULL");
-    errno = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return io_error(err, "cannot open", path);
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        attn_status st = errno ? io_error(err, "cannot stat", path)
-                               : attn_fail(err, ATTN_ERR_IO, "%s is not a regular file", path);
-        fclose(f);
-        return st;
-    }
-    /* The header first, so that the data's size is checked against the
-     * file's before anything large is allocated. */
-    size_t file_size = (size_t)sb.st_size, head_size = NPY_MAX_HEADER + 12;
-    unsigned char *head = malloc(head_size);
-    if (!head) {
-        fclose(f);
-        return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the header buffer");
-    }
-    size_t got = fread(head, 1, file_size < head_size ? file_size : head_size, f);
+    FILE *f;
+    unsigned char *head;
+    size_t got;
     npy_layout h = {0};
     h.ints = true;
-    attn_status st = parse_layout(&h, head, got, file_size, err);
-    if (!st && h.rank != 1) st = attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; it must hold a 1-D array", path, h.rank);
+    attn_status st = open_npy(&f, &head, &got, &h, path, err);
+    if (st) return st;
+    if (h.rank != 1) st = attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; it must hold a 1-D array", path, h.rank);
     unsigned char *raw = st ? NULL : malloc(h.data_bytes ? h.data_bytes : 1);
     int64_t *vals = st ? NULL : malloc((size_t)(h.shape[0] > 0 ? h.shape[0] : 1) * sizeof(int64_t));
     if (!st && (!raw || !vals)) st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate %zu bytes for the array", h.data_bytes);
-    if (!st) {
-        size_t in_head = got - h.data_offset < h.data_bytes ? got - h.data_offset : h.data_bytes;
-        memcpy(raw, head + h.data_offset, in_head);
-        size_t rest = h.data_bytes - in_head;
-        errno = 0;
-        if (fread(raw + in_head, 1, rest, f) != rest || fgetc(f) != EOF)
-            st = errno ? io_error(err, "cannot read", path)
-                       : attn_fail(err, ATTN_ERR_NPY_TRUNCATED, "%s changed while being read", path);
-    }
+    if (!st) st = read_data(raw, f, head, got, &h, path, err);
     for (int64_t i = 0; !st && i < h.shape[0]; i++) { /* little-endian, as the header said */
         int32_t v4;
         if (h.int_bytes == 8) memcpy(&vals[i], raw + 8 * i, 8);
