@@ -234,7 +234,7 @@ FUZZ_COV = $(if $(filter src/kernels/c/% src/kernels/x86/%,$*),,-fsanitize=fuzze
 $(BUILD)/fuzz/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(JSON_DEFS) $(FUZZ_COV) $(ISA_FLAGS_$(notdir $*)) -c $< -o $@
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_reader.h $(FUZZ_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(CLI_LIBS)
 # attn-mpi's argument parser has no MPI in it: fuzzed without MPI.
 $(BUILD)/fuzz/fuzz_mpi_args: tests/fuzz/fuzz_mpi_args.c $(FUZZ_OBJ) $(BUILD)/fuzz/obj/cli/mpi/args_mpi.o

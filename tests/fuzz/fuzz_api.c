@@ -21,23 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The input, read from the front; past its end every read gives 0. */
-typedef struct reader {
-    const uint8_t *p;
-    size_t n;
-} reader;
-
-static uint8_t byte(reader *r) {
-    if (!r->n) return 0;
-    r->n--;
-    return *r->p++;
-}
-
-static uint64_t raw64(reader *r) {
-    uint64_t x = 0;
-    for (int i = 0; i < 8; i++) x = x << 8 | byte(r);
-    return x;
-}
+#include "fuzz_reader.h"
 
 /* An integer field: mostly small, sometimes an edge of int64. */
 static int64_t pick_int(reader *r) {

@@ -23,16 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct reader {
-    const uint8_t *p;
-    size_t n;
-} reader;
-
-static uint8_t byte(reader *r) {
-    if (!r->n) return 0;
-    r->n--;
-    return *r->p++;
-}
+#include "fuzz_reader.h"
 
 /* An integer: mostly small, sometimes an edge of int64 or int32. */
 static int64_t pick_int(reader *r) {

@@ -22,16 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct reader {
-    const uint8_t *p;
-    size_t n;
-} reader;
-
-static uint8_t byte(reader *r) {
-    if (!r->n) return 0;
-    r->n--;
-    return *r->p++;
-}
+#include "fuzz_reader.h"
 
 /* An offset or count: mostly small, sometimes an edge of int64. */
 static int64_t pick(reader *r, int64_t small) {
