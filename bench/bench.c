@@ -24,8 +24,8 @@
 #include "text.h"
 
 static const char USAGE[] =
-    "usage: attn bench [--quick] [--json] [--backward] [--layer] [--variants] [--varlen] [--decode]\n"
-    "                  [--overhead] [--threads N]\n"
+    "usage: attn bench [--quick] [--json] [--backward] [--layer] [--variants] [--varlen] [--decode]"
+    " [--overhead] [--threads N]\n"
     "\n"
     "Measures this machine's FMA peak (per ISA, 1 and N threads) and triad\n"
     "bandwidth, then times f32 attention for H=8, d=64 and 128, L=S from 512 to\n"
