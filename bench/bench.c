@@ -1510,10 +1510,10 @@ int main(int argc, char **argv) {
     /* Each section its own table, under its title: a narrow terminal cuts
      * every table into blocks of columns, each with its labels. */
     text_table *tab = NULL;
+    char other_title[64];
+    snprintf(other_title, sizeof other_title, "other shapes, L=S=%lld unless named", (long long)other);
     for (int i = 0; i < ns; i++) {
-        const char *title = i == 0 ? "" : NULL;
-        char other_title[64];
-        snprintf(other_title, sizeof other_title, "other shapes, L=S=%lld unless named", (long long)other);
+        const char *title = i == 0 ? "" : NULL; /* a section starts: "" for the first, untitled */
         if (i == first_decode) title = "decode: memory-bound, rate as bandwidth";
         if (i == first_other) title = other_title;
         if (i == first_targets) title = "targets";
