@@ -1559,6 +1559,7 @@ int main(int argc, char **argv) {
                   mem->extra_mib < 64 ? "within 64 MiB" : "OVER 64 MiB");
     }
     const result *bmem = &results[ns - 1];
+    if (backward_only) printf("\n"); /* after the table, as the other summaries are */
     cli_prose(stdout, 0, 2, "backward RSS beyond inputs, outputs and gradients: %.1f MiB (%s)", bmem->extra_mib,
               bmem->extra_mib < 64 ? "within 64 MiB" : "OVER 64 MiB");
     printf("\n");
