@@ -105,8 +105,8 @@ $(BUILD)/obj/cli/mpi/%.o: cli/mpi/%.c include/attn_mpi.h $(HEADERS)
 	$(MPI_CC) $(ALL_CFLAGS) -Icli -c $< -o $@
 
 # The command reuses the plain command's output and error helpers (cli/util.c).
-$(BUILD)/attn-mpi: $(MPI_CLI) $(BUILD)/obj/cli/util.o $(BUILD)/libattn-mpi.a $(BUILD)/libattn.a
-	$(MPI_CC) $(ALL_CFLAGS) -o $@ $(MPI_CLI) $(BUILD)/obj/cli/util.o $(BUILD)/libattn-mpi.a $(BUILD)/libattn.a $(LIBS)
+$(BUILD)/attn-mpi: $(MPI_CLI) $(BUILD)/obj/cli/util.o $(BUILD)/obj/cli/text.o $(BUILD)/libattn-mpi.a $(BUILD)/libattn.a
+	$(MPI_CC) $(ALL_CFLAGS) -o $@ $(MPI_CLI) $(BUILD)/obj/cli/util.o $(BUILD)/obj/cli/text.o $(BUILD)/libattn-mpi.a $(BUILD)/libattn.a $(LIBS)
 
 $(BUILD)/tests/test_mpi: tests/test_mpi.c $(BUILD)/libattn-mpi.a $(BUILD)/libattn.a $(HEADERS) include/attn_mpi.h
 	@mkdir -p $(dir $@)
@@ -248,9 +248,11 @@ fuzz: $(FUZZ_BINS)
 # header (with openblas_set_num_threads) and not whichever BLAS the Debian
 # alternatives system points at.
 BLAS_FLAGS = $(shell pkg-config --cflags --libs openblas 2>/dev/null)
-$(BUILD)/attn-bench: bench/bench.c bench/ggml_compare.c bench/ggml_compare.h $(BUILD)/libattn.a include/attn.h
+# Its text fits the terminal by the commands' own rule (cli/text.c, which
+# needs only libc).
+$(BUILD)/attn-bench: bench/bench.c bench/ggml_compare.c bench/ggml_compare.h $(BUILD)/obj/cli/text.o cli/text.h $(BUILD)/libattn.a include/attn.h
 	@[ -n "$(BLAS_FLAGS)" ] || { echo "attn-bench needs OpenBLAS: pkg-config finds no 'openblas' (apt-get install libopenblas-dev)"; exit 1; }
-	$(CC) $(ALL_CFLAGS) -o $@ bench/bench.c bench/ggml_compare.c $(BUILD)/libattn.a $(BLAS_FLAGS) $(LIBS) -ldl
+	$(CC) $(ALL_CFLAGS) -Icli -o $@ bench/bench.c bench/ggml_compare.c $(BUILD)/obj/cli/text.o $(BUILD)/libattn.a $(BLAS_FLAGS) $(LIBS) -ldl
 
 bench: $(BUILD)/attn $(BUILD)/attn-bench
 

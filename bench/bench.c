@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,10 +21,11 @@
 #include <unistd.h>
 
 #include "ggml_compare.h"
+#include "text.h"
 
 static const char USAGE[] =
-    "usage: attn bench [--quick] [--json] [--backward] [--layer] [--variants] [--varlen] [--decode]\n"
-    "                  [--overhead] [--paged] [--threads N]\n"
+    "usage: attn bench [--quick] [--json] [--backward] [--layer] [--variants] [--varlen] [--decode]"
+    " [--overhead] [--paged] [--threads N]\n"
     "\n"
     "Measures this machine's FMA peak (per ISA, 1 and N threads) and triad\n"
     "bandwidth, then times f32 attention for H=8, d=64 and 128, L=S from 512 to\n"
@@ -73,6 +75,59 @@ static int threads;
 
 static void progress(const char *what) {
     if (isatty(2)) fprintf(stderr, "\r\033[K%s", what);
+}
+
+/* ---- text that fits the terminal (cli/text.h, as every attn command) ------ */
+
+/* A table built a cell at a time: the labels, then each row's cells in order,
+ * printed by cli_print_table in blocks of columns that fit the width. Column
+ * 0 names the row and is left-aligned (padded here); the others are
+ * right-aligned. */
+enum { TAB_COLS = 8, TAB_ROWS = 64, TAB_CELL = 96 };
+typedef struct text_table {
+    int cols, n;                                    /* n: cells given so far, the labels' included */
+    char cell[(1 + TAB_ROWS) * TAB_COLS][TAB_CELL]; /* (1 + rows, cols) labels, then the rows */
+} text_table;
+
+static void tab_cell(text_table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tab_cell(text_table *t, const char *fmt, ...) {
+    if (t->n >= (1 + TAB_ROWS) * t->cols) fprintf(stderr, "attn: error: a bench table has too many rows\n"), exit(1);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->cell[t->n++], TAB_CELL, fmt, ap);
+    va_end(ap);
+}
+
+/* A new table of `cols` columns with the labels `...` (cols strings). */
+static text_table *tab_new(int cols, ...) {
+    text_table *t = calloc(1, sizeof *t);
+    if (!t) fprintf(stderr, "attn: error: no memory for a table\n"), exit(1);
+    t->cols = cols;
+    va_list ap;
+    va_start(ap, cols);
+    for (int j = 0; j < cols; j++) tab_cell(t, "%s", va_arg(ap, const char *));
+    va_end(ap);
+    return t;
+}
+
+/* Prints t (when it has a row) and frees it. */
+static void tab_print(text_table *t) {
+    int rows = t->n / t->cols - 1, width[TAB_COLS] = {0};
+    const char *cells[(1 + TAB_ROWS) * TAB_COLS];
+    for (int i = 0; i < (1 + rows) * t->cols; i++) {
+        int w = cli_display_width(t->cell[i]);
+        width[i % t->cols] = w > width[i % t->cols] ? w : width[i % t->cols];
+        cells[i] = t->cell[i];
+    }
+    for (int i = 0; i < (1 + rows) * t->cols; i += t->cols) { /* the names, left-aligned */
+        size_t len = strlen(t->cell[i]);
+        int pad = width[0] - cli_display_width(t->cell[i]);
+        if (pad > 0 && len + (size_t)pad < TAB_CELL) memset(t->cell[i] + len, ' ', (size_t)pad), t->cell[i][len + pad] = '\0';
+    }
+    if (rows > 0)
+        cli_print_table(stdout, &(cli_table){.cols = t->cols, .rows = rows, .head_lines = 1, .width = width,
+                                             .head = cells, .cells = cells + t->cols});
+    free(t);
 }
 
 /* ---- the machine: FMA peak and triad bandwidth ------------------------------ */
@@ -512,8 +567,8 @@ static void call_overhead(bool as_json) {
                "\"saved_us\": %.2f, \"calls\": %d, \"workspace_bytes\": %zu}\n",
                H, L, S, D, plain, with_plan, plain - with_plan, n, ws);
     else
-        printf("one call H%d L=%d S=%d d%d f32: attn_sdpa %.1f us, attn_sdpa_run from a plan %.1f us (%.1f us saved);\n"
-               "  medians of %d calls each, in turns; the plan's workspace %zu bytes\n",
+        cli_prose(stdout, 0, 2, "one call H%d L=%d S=%d d%d f32: attn_sdpa %.1f us, attn_sdpa_run from a plan %.1f us "
+               "(%.1f us saved); medians of %d calls each, in turns; the plan's workspace %zu bytes",
                H, L, S, D, plain, with_plan, plain - with_plan, n, ws);
     free(t[0]), free(t[1]), free(memory), free(work), free(q), free(k), free(v), free(out);
 }
@@ -558,8 +613,8 @@ static void varlen_overhead(bool as_json) {
                "\"planned_us\": %.2f, \"saved_us\": %.2f, \"calls\": %d, \"workspace_bytes\": %zu}\n",
                B, H, S, D, plain, with_plan, plain - with_plan, n, ws);
     else
-        printf("a decode step of %d sequences, each H%d L=1 S=%d d%d: attn_sdpa_varlen %.1f us, from a plan %.1f us "
-               "(%.1f us saved);\n  medians of %d calls each, in turns; the plan's workspace %zu bytes\n",
+        cli_prose(stdout, 0, 2, "a decode step of %d sequences, each H%d L=1 S=%d d%d: attn_sdpa_varlen %.1f us, from a "
+                  "plan %.1f us (%.1f us saved); medians of %d calls each, in turns; the plan's workspace %zu bytes",
                B, H, S, D, plain, with_plan, plain - with_plan, n, ws);
     free(t[0]), free(t[1]), free(memory), free(work), free(q), free(k), free(v), free(out);
 }
@@ -605,6 +660,7 @@ static void variant_ratios(int64_t L, bool as_json) {
             rate[i][r] = 2.0 * 8 * (64 + 64) * score_pairs(&s[i]) / (now() - t0) / 1e9;
             best[i] = rate[i][r] > best[i] ? rate[i][r] : best[i];
         }
+    text_table *tab = as_json ? NULL : tab_new(4, "score variant", "best rate", "of its reference", "rounds");
     for (int i = 0; i < N_VARIANTS; i++) {
         double share[MAX_ROUNDS];
         for (int r = 0; r < rounds; r++) share[r] = rate[i][r] / rate[REF[i]][r];
@@ -613,10 +669,13 @@ static void variant_ratios(int64_t L, bool as_json) {
             printf("    {\"variant\": \"%s\", \"gflops\": %.2f, \"reference\": \"%s\", \"of_reference\": %.3f, "
                    "\"of_reference_range\": [%.3f, %.3f], \"rounds\": %d}%s\n",
                    NAME[i], best[i], NAME[REF[i]], mid, lo, hi, rounds, i == N_VARIANTS - 1 ? "" : ",");
-        else
-            printf("H8 d64 L=S=%-6lld %-18s %8.1f GF/s %7.1f%% of %-7s (rounds %.0f-%.0f%%)\n", (long long)L, NAME[i],
-                   best[i], 100 * mid, NAME[REF[i]], 100 * lo, 100 * hi);
+        else {
+            tab_cell(tab, "H8 d64 L=S=%lld %s", (long long)L, NAME[i]);
+            tab_cell(tab, "%.1f GF/s", best[i]), tab_cell(tab, "%.1f%% of %s", 100 * mid, NAME[REF[i]]);
+            tab_cell(tab, "%.0f-%.0f%%", 100 * lo, 100 * hi);
+        }
     }
+    if (tab) tab_print(tab);
     free(q), free(k), free(v), free(out);
 }
 
@@ -725,8 +784,8 @@ static void varlen_ratios(bool as_json) {
                "\"padded_ms\": %.3f, \"varlen_of_per_sequence\": %.3f, \"padded_over_varlen\": %.3f, \"rounds\": %d}\n",
                lens, H, HK, D, 1e3 * best[0], 1e3 * best[1], 1e3 * best[2], 1 / per_seq, padded, rounds);
     else
-        printf("varlen prefill lengths %s Hq%d Hk%d d%d causal: varlen %.2f ms, per-sequence %.2f ms, padded %.2f ms;\n"
-               "  varlen takes %.3fx the per-sequence calls' time, padded takes %.2fx varlen's (medians of %d rounds)\n",
+        cli_prose(stdout, 0, 2, "varlen prefill lengths %s Hq%d Hk%d d%d causal: varlen %.2f ms, per-sequence %.2f ms, "
+               "padded %.2f ms; varlen takes %.3fx the per-sequence calls' time, padded takes %.2fx varlen's (medians of %d rounds)",
                lens, H, HK, D, 1e3 * best[0], 1e3 * best[1], 1e3 * best[2], 1 / per_seq, padded, rounds);
     free(q), free(k), free(v), free(out), free(pq), free(pk), free(pv), free(pout), free(pmask);
 }
@@ -778,8 +837,8 @@ static void varlen_balance(bool as_json) {
                "\"per_sequence_over_varlen\": %.3f, \"rounds\": %d}\n",
                (long long)longest, SHORT, (long long)shortest, n, s, p, rounds);
     else
-        printf("varlen prefill %lld tokens and %d x %lld (Hq%d Hk%d d%d causal): %d threads %.2fx as fast as 1,\n"
-               "  per-sequence calls take %.2fx varlen's time (medians of %d rounds)\n",
+        cli_prose(stdout, 0, 2, "varlen prefill %lld tokens and %d x %lld (Hq%d Hk%d d%d causal): %d threads %.2fx as fast "
+                  "as 1, per-sequence calls take %.2fx varlen's time (medians of %d rounds)",
                (long long)longest, SHORT, (long long)shortest, H, HK, D, n, s, p, rounds);
     free(q), free(k), free(v), free(out);
 }
@@ -814,13 +873,16 @@ static void decode_sweep(bool as_json) {
                                     1792, 2047, 2048, 2560, 3072, 3584, 4096};
     int n = quick ? 4 : (int)(sizeof SIZES / sizeof SIZES[0]);
     double prev = 0, worst = 0;
+    text_table *tab = as_json ? NULL : tab_new(3, "decode (f32)", "time", "over the row above");
     for (int i = 0; i < n; i++) {
         double t = decode_time(1, SIZES[i]), r = prev > 0 ? t / prev : 1;
         worst = r > worst ? r : worst;
         if (as_json)
             printf("    {\"L\": 1, \"S\": %lld, \"us\": %.2f, \"over_previous\": %.3f},\n", (long long)SIZES[i], 1e6 * t, r);
-        else
-            printf("decode H8 d64 L=1 S=%-5lld %9.2f us   %.2fx the previous size\n", (long long)SIZES[i], 1e6 * t, r);
+        else {
+            tab_cell(tab, "decode H8 d64 L=1 S=%lld", (long long)SIZES[i]), tab_cell(tab, "%.2f us", 1e6 * t);
+            tab_cell(tab, "%.2fx", r);
+        }
         prev = t;
     }
     prev = 0;
@@ -830,11 +892,14 @@ static void decode_sweep(bool as_json) {
         worst_l = r > worst_l ? r : worst_l;
         if (as_json)
             printf("    {\"L\": %lld, \"S\": 4096, \"us\": %.2f, \"over_previous\": %.3f},\n", (long long)L, 1e6 * t, r);
-        else printf("decode H8 d64 L=%lld S=4096 %9.2f us   %.2fx L=%lld's\n", (long long)L, 1e6 * t, r, (long long)L - 1);
+        else {
+            tab_cell(tab, "decode H8 d64 L=%lld S=4096", (long long)L), tab_cell(tab, "%.2f us", 1e6 * t);
+            tab_cell(tab, "%.2fx", r);
+        }
         prev = t;
     }
     if (as_json) printf("    {\"worst_step_S\": %.3f, \"worst_step_L\": %.3f}\n", worst, worst_l);
-    else printf("largest step between neighbours: %.2fx over S, %.2fx over L\n", worst, worst_l);
+    else tab_print(tab), cli_prose(stdout, 0, 2, "largest step between neighbours: %.2fx over S, %.2fx over L", worst, worst_l);
 }
 
 /* One decode step of a batch of 64 sequences with contexts drawn from 100
@@ -887,8 +952,9 @@ static void batched_decode(double bandwidth, bool as_json) {
                "\"pct_triad\": %.3g, \"per_sequence_over_varlen\": %.3f, \"rounds\": %d}\n",
                B, (long long)T, H, HK, D, 1e3 * best[0], read / best[0] / 1e9, 100 * read / best[0] / bandwidth, per_seq, rounds);
     else
-        printf("batched decode, %d sequences of 100..32000 keys (%lld in all; Hq%d Hk%d d%d): varlen %.2f ms, "
-               "%.1f GB/s, %.1f%% of triad;\n  one attn_sdpa per sequence takes %.2fx varlen's time (median of %d rounds)\n",
+        cli_prose(stdout, 0, 2, "batched decode, %d sequences of 100..32000 keys (%lld in all; Hq%d Hk%d d%d): varlen %.2f "
+                  "ms, %.1f GB/s, %.1f%% of triad; one attn_sdpa per sequence takes %.2fx varlen's time (median of %d "
+                  "rounds)",
                B, (long long)T, H, HK, D, 1e3 * best[0], read / best[0] / 1e9, 100 * read / best[0] / bandwidth, per_seq,
                rounds);
     free(q), free(k), free(v), free(out);
@@ -992,8 +1058,8 @@ static void paged_row(bool decode, int64_t P, bool as_json, bool last) {
                decode ? "decode" : "prefill", (long long)P, (long long)B, (long long)T, H, HK, D, 1e3 * best[0],
                1e3 * best[1], med, rounds, last ? "" : ",");
     else
-        printf("%-7s %2lld sequences, %6lld keys, pages of %3lld: contiguous %8.3f ms, paged %8.3f ms; paged takes "
-               "%.3fx (median of %d rounds)\n",
+        cli_prose(stdout, 0, 2, "%s, %lld sequences, %lld keys, pages of %lld: contiguous %.3f ms, paged %.3f ms; "
+                  "paged takes %.3fx (median of %d rounds)",
                decode ? "decode" : "prefill", (long long)B, (long long)T, (long long)P, 1e3 * best[0], 1e3 * best[1],
                med, rounds);
     free(k), free(v), free(q), free(out), free(mem);
@@ -1121,7 +1187,9 @@ static void run_cache(void *p) {
 /* One token of a Llama-style layer (32 query heads, 8 KV heads, d = 128)
  * attending to `context` cached positions stored as `dtype`: tokens per
  * second, and the bytes of K and V read per second against the triad. */
-static void kv_cache_row(int64_t context, attn_dtype dtype, double bandwidth, bool as_json, bool last) {
+/* One row: in JSON (tab NULL) or as a row of tab. */
+static void kv_cache_row(int64_t context, attn_dtype dtype, double bandwidth, text_table *tab, bool last) {
+    bool as_json = !tab;
     enum { HQ = 32, HK = 8, D = 128, CHUNK = 4096 };
     attn_kv_cache_desc d = attn_kv_cache_desc_default();
     d.heads = HK, d.capacity = context + 1, d.key_dim = d.value_dim = D, d.dtype = dtype;
@@ -1149,9 +1217,10 @@ static void kv_cache_row(int64_t context, attn_dtype dtype, double bandwidth, bo
     if (as_json)
         printf("    {\"name\": \"%s\", \"seconds\": %.6g, \"tokens_per_s\": %.1f, \"gbps\": %.3g, \"pct_triad\": %.3g}%s\n", name,
                seconds, 1 / seconds, read / seconds / 1e9, 100 * read / seconds / bandwidth, last ? "" : ",");
-    else
-        printf("%-34s %9.5f %9.0f tok/s %8.1f GB/s %5.1f%% of triad\n", name, seconds, 1 / seconds, read / seconds / 1e9,
-               100 * read / seconds / bandwidth);
+    else {
+        tab_cell(tab, "%s", name), tab_cell(tab, "%.5f", seconds), tab_cell(tab, "%.0f tok/s", 1 / seconds);
+        tab_cell(tab, "%.1f GB/s", read / seconds / 1e9), tab_cell(tab, "%.1f%% of triad", 100 * read / seconds / bandwidth);
+    }
     free(memory), free(kv), free(c.q.data), free(c.out.data);
 }
 
@@ -1159,8 +1228,10 @@ static void kv_cache_row(int64_t context, attn_dtype dtype, double bandwidth, bo
 static void kv_cache_rows(double bandwidth, bool as_json) {
     int64_t contexts[] = {4096, 32768, 131072};
     int n = quick ? 1 : 3;
-    for (int i = 0; i < n; i++) kv_cache_row(contexts[i], ATTN_F16, bandwidth, as_json, quick);
-    if (!quick) kv_cache_row(32768, ATTN_F32, bandwidth, as_json, true);
+    text_table *tab = as_json ? NULL : tab_new(5, "cache (one token)", "seconds", "rate", "read", "of triad");
+    for (int i = 0; i < n; i++) kv_cache_row(contexts[i], ATTN_F16, bandwidth, tab, quick);
+    if (!quick) kv_cache_row(32768, ATTN_F32, bandwidth, tab, true);
+    if (tab) tab_print(tab);
 }
 
 /* ---- the attention layer's projections ---------------------------------------------- */
@@ -1258,28 +1329,34 @@ static void mha_row(bool as_json) {
     {
         char name[64];
         snprintf(name, sizeof name, "attn_mha E%lld H16 L%lld f32", (long long)E, (long long)L);
-        printf("%-34s %9.4f %8.1f GF/s (projections, %.0f%% of the f64 peak)\n", name, t, flops / t / 1e9,
-               100 * flops / t / layer_peak);
-        printf("%-34s %9.4f %8.1f GF/s (the same 4 products in f64; f32 sgemm: %.4f s, %.1f GF/s)\n",
-               "OpenBLAS dgemm, same products", td, flops / td / 1e9, tb, flops / tb / 1e9);
-        printf("%-34s %9.4f %8.1f GF/s (24 L E^2: the forward again, dx and dW of each product; %.0f%% of the f64 peak)\n",
-               "attn_mha_backward, same layer", tg, gflops_bwd, 100 * gflops_bwd * 1e9 / layer_peak);
+        text_table *tab = tab_new(3, "layer", "seconds", "rate");
+        tab_cell(tab, "%s", name), tab_cell(tab, "%.4f", t), tab_cell(tab, "%.1f GF/s", flops / t / 1e9);
+        tab_cell(tab, "OpenBLAS dgemm, same products"), tab_cell(tab, "%.4f", td), tab_cell(tab, "%.1f GF/s", flops / td / 1e9);
+        tab_cell(tab, "attn_mha_backward, same layer"), tab_cell(tab, "%.4f", tg), tab_cell(tab, "%.1f GF/s", gflops_bwd);
+        tab_print(tab);
+        cli_prose(stdout, 0, 2, "attn_mha: its projections, %.0f%% of the f64 peak; OpenBLAS: the same 4 products in "
+                  "f64 (f32 sgemm: %.4f s, %.1f GF/s); attn_mha_backward: 24 L E^2, the forward again, dx and dW of "
+                  "each product, %.0f%% of the f64 peak",
+                  100 * flops / t / layer_peak, tb, flops / tb / 1e9, 100 * gflops_bwd * 1e9 / layer_peak);
     }
     free(c.w), free(c.x.data), free(c.out.data);
 }
 
 /* ---- the report ------------------------------------------------------------------ */
 
-static void print_row(const shape *s, const result *r, bool decode) {
+/* A table of shapes' rows, with their labels. */
+static text_table *shape_table(void) {
+    return tab_new(7, "shape (f32)", "seconds", "rate", "of peak", "peak RSS", "vs ref", "vs BLAS");
+}
+
+static void print_row(text_table *tab, const shape *s, const result *r, bool decode) {
     char ref[16] = "-", blas[16] = "-";
     if (r->vs_reference > 0) snprintf(ref, sizeof ref, "%.0fx", r->vs_reference);
     if (r->vs_openblas > 0) snprintf(blas, sizeof blas, "%.2fx", r->vs_openblas);
-    if (decode)
-        printf("%-34s %9.4f %8.1f GB/s %5.1f%% bw %9.0f MiB %9s %9s\n", s->name, r->seconds, r->gbps,
-               r->pct_bw, r->rss_mib, ref, blas);
-    else
-        printf("%-34s %9.4f %8.1f GF/s %5.1f%% pk %9.0f MiB %9s %9s\n", s->name, r->seconds, r->gflops,
-               r->pct_peak, r->rss_mib, ref, blas);
+    tab_cell(tab, "%s", s->name), tab_cell(tab, "%.4f", r->seconds);
+    if (decode) tab_cell(tab, "%.1f GB/s", r->gbps), tab_cell(tab, "%.1f%% bw", r->pct_bw);
+    else tab_cell(tab, "%.1f GF/s", r->gflops), tab_cell(tab, "%.1f%% pk", r->pct_peak);
+    tab_cell(tab, "%.0f MiB", r->rss_mib), tab_cell(tab, "%s", ref), tab_cell(tab, "%s", blas);
 }
 
 static void json_row(const shape *s, const result *r, bool last) {
@@ -1311,7 +1388,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0)
             threads = atoi(argv[++i]);
         else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            fputs(USAGE, stdout);
+            cli_print_usage(stdout, USAGE);
             return 0;
         } else {
             fprintf(stderr, "attn: error: unknown bench argument '%s' (see attn bench --help)\n", argv[i]);
@@ -1343,7 +1420,7 @@ int main(int argc, char **argv) {
     if (layer_only) {
         progress("");
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"peak_gflops\": %.1f, \"layer\": [\n", cpu, isa, n, peak / 1e9);
-        else printf("attn bench --layer: %s, %s kernels, %d threads; FMA peak %.1f GFLOP/s in f32, %.1f in f64\n", cpu, isa, n,
+        else cli_prose(stdout, 0, 2, "attn bench --layer: %s, %s kernels, %d threads; FMA peak %.1f GFLOP/s in f32, %.1f in f64", cpu, isa, n,
                     peak / 1e9, layer_peak / 1e9);
         mha_row(json);
         if (json) printf("]}\n");
@@ -1353,7 +1430,7 @@ int main(int argc, char **argv) {
     if (overhead_only) {
         progress("");
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"call_overhead\": [\n", cpu, isa, n);
-        else printf("attn bench --overhead: %s, %s kernels, %d threads\n", cpu, isa, n);
+        else cli_prose(stdout, 0, 2, "attn bench --overhead: %s, %s kernels, %d threads", cpu, isa, n);
         call_overhead(json);
         if (json) printf(",\n");
         varlen_overhead(json);
@@ -1363,7 +1440,7 @@ int main(int argc, char **argv) {
     if (varlen_only) {
         progress("");
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"varlen\": [\n", cpu, isa, n);
-        else printf("attn bench --varlen: %s, %s kernels, %d threads\n", cpu, isa, n);
+        else cli_prose(stdout, 0, 2, "attn bench --varlen: %s, %s kernels, %d threads", cpu, isa, n);
         varlen_ratios(json);
         if (json) printf(",\n");
         varlen_balance(json);
@@ -1373,7 +1450,7 @@ int main(int argc, char **argv) {
     if (decode_only) {
         progress("");
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"triad_gbps\": %.2f, \"decode_sweep\": [\n", cpu, isa, n, bw / 1e9);
-        else printf("attn bench --decode: %s, %s kernels, %d threads; triad %.1f GB/s\n", cpu, isa, n, bw / 1e9);
+        else cli_prose(stdout, 0, 2, "attn bench --decode: %s, %s kernels, %d threads; triad %.1f GB/s", cpu, isa, n, bw / 1e9);
         decode_sweep(json);
         if (json) printf("  ],\n  \"batched_decode\": [\n");
         batched_decode(bw, json);
@@ -1383,7 +1460,7 @@ int main(int argc, char **argv) {
     if (paged_only) {
         progress("");
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"paged_vs_contiguous\": [\n", cpu, isa, n);
-        else printf("attn bench --paged: %s, %s kernels, %d threads\n", cpu, isa, n);
+        else cli_prose(stdout, 0, 2, "attn bench --paged: %s, %s kernels, %d threads", cpu, isa, n);
         paged_rows(json);
         if (json) printf("]}\n");
         return 0;
@@ -1391,7 +1468,7 @@ int main(int argc, char **argv) {
     if (variants_only) { /* the same rows as the full run's */
         progress("");
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"score_variants_in_turns\": [\n", cpu, isa, n);
-        else printf("attn bench --variants: %s, %s kernels, %d threads\n", cpu, isa, n);
+        else cli_prose(stdout, 0, 2, "attn bench --variants: %s, %s kernels, %d threads", cpu, isa, n);
         variant_ratios(other, json);
         if (json) printf("]}\n");
         return 0;
@@ -1546,55 +1623,75 @@ int main(int argc, char **argv) {
                results[first_memory - 1].gflops / results[first_targets + 2].gflops);
         return 0;
     }
-    printf("attn bench: %s, core %s, %s kernels, %d threads\n", cpu, tun.core, isa, n);
-    printf("blocks (registered for %s): forward %d rows x %d keys, backward %d x %d, decode chunks of %d keys, "
-           "layer GEMM %d x %d x %d\n",
-           tun.blocks_for, tun.block_rows, tun.block_keys, tun.backward_block_rows, tun.backward_block_keys,
-           tun.decode_chunk, tun.gemm_rows, tun.gemm_depth, tun.gemm_cols);
-    printf("machine: FMA peak %.1f GFLOP/s (AVX-512: %.1f on 1 thread, %.1f on %d; AVX2: %.1f, %.1f; 12 independent "
-           "FMA chains per thread); triad %.1f GB/s, read %.1f GB/s\n\n",
-           peak / 1e9, peak512_1 / 1e9, peak512_n / 1e9, n, peak256_1 / 1e9, peak256_n / 1e9, bw / 1e9, rbw / 1e9);
-    printf("%-34s %9s %13s %9s %13s %9s %9s\n", "shape (f32)", "seconds", "rate", "of peak", "peak RSS",
-           "vs ref", "vs BLAS");
+    cli_prose(stdout, 0, 2, "attn bench: %s, core %s, %s kernels, %d threads", cpu, tun.core, isa, n);
+    cli_prose(stdout, 0, 2, "blocks (registered for %s): forward %d rows x %d keys, backward %d x %d, decode chunks of %d "
+              "keys, layer GEMM %d x %d x %d",
+              tun.blocks_for, tun.block_rows, tun.block_keys, tun.backward_block_rows, tun.backward_block_keys,
+              tun.decode_chunk, tun.gemm_rows, tun.gemm_depth, tun.gemm_cols);
+    cli_prose(stdout, 0, 2, "machine: FMA peak %.1f GFLOP/s (AVX-512: %.1f on 1 thread, %.1f on %d; AVX2: %.1f, %.1f; 12 "
+              "independent FMA chains per thread); triad %.1f GB/s, read %.1f GB/s",
+              peak / 1e9, peak512_1 / 1e9, peak512_n / 1e9, n, peak256_1 / 1e9, peak256_n / 1e9, bw / 1e9, rbw / 1e9);
+    /* Each section its own table, under its title: a narrow terminal cuts
+     * every table into blocks of columns, each with its labels. */
+    text_table *tab = NULL;
+    char other_title[64];
+    snprintf(other_title, sizeof other_title, "other shapes, L=S=%lld unless named", (long long)other);
     for (int i = 0; i < ns; i++) {
-        if (i == first_decode) printf("\ndecode: memory-bound, rate as bandwidth\n");
-        if (i == first_other) printf("\nother shapes, L=S=%lld unless named\n", (long long)other);
-        if (i == first_targets) printf("\ntargets\n");
-        if (i == first_memory) printf("\nmemory: RSS beyond inputs + outputs must stay under 64 MiB\n");
-        if (backward_only && !shapes[i].backward) continue;
+        const char *title = i == 0 ? "" : NULL; /* a section starts: "" for the first, untitled */
+        if (i == first_decode) title = "decode: memory-bound, rate as bandwidth";
+        if (i == first_other) title = other_title;
+        if (i == first_targets) title = "targets";
+        if (i == first_memory) title = "memory: RSS beyond inputs + outputs must stay under 64 MiB";
         if (i == first_backward)
-            printf("\nbackward (dq, dk, dv given out, lse, dout): FLOPs 2.5x the forward's; the memory row's\n"
-                   "RSS is beyond inputs, out, lse, dout and gradients\n");
-        print_row(&shapes[i], &results[i], i >= first_decode && i < first_other);
+            title = "backward (dq, dk, dv given out, lse, dout): FLOPs 2.5x the forward's; the memory row's RSS is "
+                    "beyond inputs, out, lse, dout and gradients";
+        if (backward_only && !shapes[i].backward) continue;
+        if (title || !tab) {
+            if (tab) tab_print(tab);
+            printf("\n");
+            if (title && *title) cli_prose(stdout, 0, 2, "%s", title);
+            tab = shape_table();
+        }
+        print_row(tab, &shapes[i], &results[i], i >= first_decode && i < first_other);
     }
+    if (tab) tab_print(tab);
     if (!backward_only) {
-        printf("\nscore variants against their reference rows, timed in turns: the best rate of each over the rounds "
-               "(counting only the pairs\nthat take part), and the median over the rounds of each round's share of "
-               "its reference\n");
+        printf("\n");
+        cli_prose(stdout, 0, 2, "score variants against their reference rows, timed in turns: the best rate of each over "
+                  "the rounds (counting only the pairs that take part), and the median over the rounds of each "
+                  "round's share of its reference");
         variant_ratios(other, false);
-        printf("\na ragged prefill batch: attn_sdpa_varlen against per-sequence calls and one padded call\n");
+        printf("\n");
+        cli_prose(stdout, 0, 2, "a ragged prefill batch: attn_sdpa_varlen against per-sequence calls and one padded call");
         varlen_ratios(false);
         varlen_balance(false);
-        printf("\ndecode at every length: the kernel and split from one cost model\n");
+        printf("\n");
+        cli_prose(stdout, 0, 2, "decode at every length: the kernel and split from one cost model");
         decode_sweep(false);
         batched_decode(bw, false);
-        printf("\nKV cache: one token of one layer (attn_kv_cache_attend), K and V read once\n");
+        printf("\n");
+        cli_prose(stdout, 0, 2, "KV cache: one token of one layer (attn_kv_cache_attend), K and V read once");
         kv_cache_rows(bw, false);
-        printf("\nthe paged KV cache against contiguous keys and values (attn_kv_pages_attend, attn_sdpa_varlen)\n");
+        printf("\n");
+        cli_prose(stdout, 0, 2, "the paged KV cache against contiguous keys and values (attn_kv_pages_attend, attn_sdpa_varlen)");
         paged_rows(false);
-        printf("\nthe attention layer (attn_mha): FLOPs of its four projections, 8 L E^2\n");
+        printf("\n");
+        cli_prose(stdout, 0, 2, "the attention layer (attn_mha): FLOPs of its four projections, 8 L E^2");
         mha_row(false);
+        printf("\n");
         const result *bf = &results[first_memory - 1], *f128 = &results[first_targets + 2];
-        printf("%-34s bf16 / f32 rate at d=128: %.2fx\n", "", bf->gflops / f128->gflops);
+        cli_prose(stdout, 0, 2, "bf16 / f32 rate at d=128: %.2fx", bf->gflops / f128->gflops);
         const result *mem = &results[first_memory];
-        printf("%-34s RSS beyond inputs + outputs: %.1f MiB (%s)\n", "", mem->extra_mib,
-               mem->extra_mib < 64 ? "within 64 MiB" : "OVER 64 MiB");
+        cli_prose(stdout, 0, 2, "RSS beyond inputs + outputs: %.1f MiB (%s)", mem->extra_mib,
+                  mem->extra_mib < 64 ? "within 64 MiB" : "OVER 64 MiB");
     }
     const result *bmem = &results[ns - 1];
-    printf("%-34s backward RSS beyond inputs, outputs and gradients: %.1f MiB (%s)\n", "", bmem->extra_mib,
-           bmem->extra_mib < 64 ? "within 64 MiB" : "OVER 64 MiB");
-    printf("\nFLOPs: 4 H L S d (halved for causal); backward 10 H L S d. vs ref: times faster than\n"
-           "attn_sdpa_reference; vs BLAS: times faster than OpenBLAS sgemm + softmax + sgemm (L x S scores in\n"
-           "memory), for the backward its five sgemms and the softmax's gradient.\n");
+    if (backward_only) printf("\n"); /* after the table, as the other summaries are */
+    cli_prose(stdout, 0, 2, "backward RSS beyond inputs, outputs and gradients: %.1f MiB (%s)", bmem->extra_mib,
+              bmem->extra_mib < 64 ? "within 64 MiB" : "OVER 64 MiB");
+    printf("\n");
+    cli_prose(stdout, 0, 0, "FLOPs: 4 H L S d (halved for causal); backward 10 H L S d. vs ref: times faster than "
+              "attn_sdpa_reference; vs BLAS: times faster than OpenBLAS sgemm + softmax + sgemm (L x S scores in "
+              "memory), for the backward its five sgemms and the softmax's gradient.");
     return 0;
 }

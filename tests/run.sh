@@ -184,7 +184,7 @@ if [ -x "$BUILD/attn-mpi" ] && command -v mpirun >/dev/null; then
         # Not timed: the bench under mpirun runs and prints both rows.
         report=$(timeout 300 $MPIRUN -q -np 2 "$BUILD/attn" bench --mpi --quick) || { echo "FAIL mpi_bench_quick_runs"; return 1; }
         echo "ok mpi_bench_quick_runs"
-        [ "$(echo "$report" | grep -cE '^ +[0-9]+ +(full|causal) ')" -eq 2 ] && echo "ok mpi_bench_quick_rows" ||
+        [ "$(echo "$report" | grep -cE '^ *[0-9]+ +(full|causal) ')" -eq 2 ] && echo "ok mpi_bench_quick_rows" ||
             echo "FAIL mpi_bench_quick_rows: $report"
     }
     suite "attn bench --mpi --quick under mpirun (runs, is not timed)" mpi_bench_quick

@@ -9,6 +9,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,11 +34,15 @@ def report(name, ok, why=""):
 
 
 def run(*args, env=None):
+    return run_argv([ATTN, *args], env)
+
+
+def run_argv(argv, env=None):
     e = dict(os.environ)
     e.pop("NO_COLOR", None)
     e.pop("COLUMNS", None)  # a pipe: no width limit unless a test sets one
     e.update(env or {})
-    return subprocess.run([ATTN, *args], capture_output=True, text=True, cwd=TMP, env=e)
+    return subprocess.run(argv, capture_output=True, text=True, cwd=TMP, env=e)
 
 
 def explain_json(*args):
@@ -643,18 +648,36 @@ FIT_COMMANDS = [
     ("mha", "--help"), ("demo", "--help"),
     ("sdpa", "-q", "wide.npy", "-k", "wide.npy", "-v", "wide.npy"), ("sdpa", "-q", "big.npy", "-k", "big.npy", "-v", "big.npy"),
 ]
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# The programs beside attn: the benchmark (through `attn bench`, no colours: on
+# a terminal its text is its piped text), and attn-mpi, alone and under mpirun
+# when it is built. Each is tested at 60 and 80 columns like the commands. The
+# bench's --quick prints every section but --overhead's (5 runs of it take
+# half a minute); of the modes, --layer is the quickest (2 s).
+MPI = os.path.join(os.path.dirname(ATTN), "attn-mpi")
+MPIRUN = ["mpirun", "-q", "--oversubscribe"] + (["--allow-run-as-root"] if os.getuid() == 0 else [])
+BENCH_COMMANDS = [("bench", "--help"), ("bench", "--quick"), ("bench", "--quick", "--layer")]
+MPI_COMMANDS = [
+    ("attn-mpi", [MPI, "--help"]), ("attn-mpi", [MPI, "bench", "--help"]),
+    ("mpirun_attn-mpi", MPIRUN + ["-np", "2", MPI, "bench", "--quick"]),
+    ("mpirun_attn-mpi", MPIRUN + ["-np", "2", MPI, "sdpa", "-q", "big.npy", "-k", "big.npy", "-v", "big.npy",
+                                  "-o", "out.npy", "--stats"]),
+]
+ANSI = re.compile(r"\x1b\[[0-9;]*[mK]")  # colours, and a progress line's "erase the line"
 BLOCK_HEADER = re.compile(r"^\s*columns \d+ to \d+ of \d+$")
 
 
 def run_pty(args, cols):
+    return run_pty_argv([ATTN, *args], cols)
+
+
+def run_pty_argv(argv, cols):
     """The command on a real terminal (a pty) `cols` wide, COLUMNS unset, so the
     width comes from the terminal itself: its output, colours stripped."""
     import fcntl, struct, termios
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, cols, 0, 0))
     e = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "NO_COLOR")}
-    p = subprocess.Popen([ATTN, *args], stdin=slave, stdout=slave, stderr=slave, cwd=TMP, env=e)
+    p = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=TMP, env=e)
     os.close(slave)
     out = b""
     while True:
@@ -676,7 +699,7 @@ def words_of(text):
     """The words of text that hold a letter (measured numbers differ from run to
     run), without the lines that only a narrow table adds."""
     return {w for line in text.splitlines() if not BLOCK_HEADER.match(line) for w in line.split()
-            if re.search(r"[A-Za-z]", w) and not re.match(r"^x[\d.]+$", w)}  # not a measured ratio, x12.5
+            if re.search(r"[A-Za-z]", w) and not re.match(r"^x[\d.]+$|^[\d.]+x[,;:)]*$", w)}  # not a measured ratio, x12.5 or 1.25x
 
 
 def test_terminal_width():
@@ -687,19 +710,32 @@ def test_terminal_width():
     rng = np.random.default_rng(0)  # tensors printed as NumPy does, rows continued on the next line
     np.save(os.path.join(TMP, "wide.npy"), rng.standard_normal((2, 3, 16)))
     np.save(os.path.join(TMP, "big.npy"), rng.standard_normal((40, 50)))
-    for args in FIT_COMMANDS:
+    runs = [([ATTN, *args], [a.strip("-") for a in args[:3]], True) for args in FIT_COMMANDS]
+    if os.path.exists(os.path.join(os.path.dirname(ATTN), "attn-bench")):
+        runs += [([ATTN, *args], [a.strip("-") for a in args[:3]], False) for args in BENCH_COMMANDS]
+    else:
+        print(f"skip fits_bench: no attn-bench beside {ATTN} (make bench)")
+    if not os.path.exists(MPI):
+        print(f"skip fits_attn_mpi: no {MPI} (built when mpicc exists)")
+    elif not shutil.which("mpirun"):
+        print("skip fits_mpirun_attn_mpi: no mpirun")
+    for name, argv in MPI_COMMANDS if os.path.exists(MPI) else []:
+        if name == "attn-mpi" or shutil.which("mpirun"):
+            runs.append((argv, [name] + [a.strip("-") for a in argv[argv.index(MPI) + 1:][:2]], True))
+    for argv, label, colours in runs:
         # The same text, wide: a terminal shows colours and their legend, a pipe does not.
-        wide = {"columns": words_of(run(*args, env={"COLUMNS": "10000"}).stdout), "pty": words_of(run_pty(args, 10000)[1])}
+        wide = {"columns": words_of(run_argv(argv, env={"COLUMNS": "10000"}).stdout)}
+        wide["pty"] = words_of(run_pty_argv(argv, 10000)[1]) if colours else wide["columns"]
         for cols in (60, 80):
             for how in ("columns", "pty"):
                 if how == "pty":
-                    code, out = run_pty(args, cols)
+                    code, out = run_pty_argv(argv, cols)
                 else:
-                    r = run(*args, env={"COLUMNS": str(cols)})
+                    r = run_argv(argv, env={"COLUMNS": str(cols)})
                     code, out = r.returncode, r.stdout
                 long = [l for l in out.splitlines() if len(l) > cols]
                 broken = sorted(words_of(out) - wide[how])
-                name = "_".join(["fits", how, str(cols)] + [a.strip("-") for a in args[:3]]).replace(" ", "_").replace(".npy", "")
+                name = "_".join(["fits", how, str(cols)] + label).replace(" ", "_").replace(".npy", "")
                 report(name, code == 0 and not long and not broken and out.strip(),
                        f"exit {code}; {len(long)} lines wider than {cols}, e.g. {long[:1]}; words not in the wide "
                        f"text: {broken[:8]}")

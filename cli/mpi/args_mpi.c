@@ -6,7 +6,7 @@
 
 const char MPI_USAGE[] =
     "usage: mpirun -np N attn-mpi sdpa -q Q.npy -k K.npy -v V.npy -o OUT.npy [options]\n"
-    "       mpirun -np N attn-mpi bench [--quick] [--seq L]   (see attn-mpi bench --help)\n"
+    "       mpirun -np N attn-mpi bench [--quick] [--seq L] (see attn-mpi bench --help)\n"
     "\n"
     "attn sdpa's attention, with the sequence split across the ranks: each rank\n"
     "reads its shard of q, k and v, the key/value shards travel around the ring,\n"
@@ -39,7 +39,7 @@ int mpi_args_parse(int argc, char **argv, mpi_args *a, bool speak) {
     for (int i = 2; i < argc && !code;) {
         const char *arg = argv[i], *val = NULL;
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            if (speak) fputs(MPI_USAGE, stdout);
+            if (speak) cli_print_usage(stdout, MPI_USAGE);
             return -1;
         }
         if (cli_option(argc, argv, &i, "-q", "--query", &a->q, &code) || cli_option(argc, argv, &i, "-k", "--key", &a->k, &code) ||

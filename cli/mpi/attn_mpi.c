@@ -192,7 +192,7 @@ static void print_stats(const attn_mpi_stats *s) {
     }
     for (int r = 0; r < size_; r++) {
         if (r > 0) MPI_Recv(row, 4, MPI_DOUBLE, r, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        printf("rank %d: computing %.3f s, waiting %.3f s (%.0f%% of %.3f s), sent %.1f MB\n", r, row[0], row[1],
+        cli_prose(stdout, 0, 2, "rank %d: computing %.3f s, waiting %.3f s (%.0f%% of %.3f s), sent %.1f MB", r, row[0], row[1],
                100 * row[1] / (row[2] > 0 ? row[2] : 1), row[2], row[3] / 1e6);
     }
 }
@@ -281,7 +281,7 @@ int main(int argc, char **argv) {
     }
     int code;
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-        if (rank_ == 0) fputs(MPI_USAGE, argc < 2 ? stderr : stdout);
+        if (rank_ == 0) cli_print_usage(argc < 2 ? stderr : stdout, MPI_USAGE);
         code = argc < 2 ? EXIT_USAGE : 0;
     } else if (strcmp(argv[1], "bench") == 0) {
         code = mpi_bench(argc, argv, rank_, size_);

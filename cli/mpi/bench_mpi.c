@@ -10,6 +10,7 @@
  * the imbalance of the ranks' computing (the slowest rank over the mean). */
 #define _GNU_SOURCE /* sched_getaffinity */
 #include "bench_mpi.h"
+#include "text.h"
 
 #include <sched.h>
 
@@ -91,8 +92,12 @@ static double messages_alone(int64_t bytes, int size) {
     return best;
 }
 
-/* One length and mode: both measurements, and rank 0's line. */
-static int measure(int64_t L, attn_causal causal, attn_mpi_layout layout, int reps, int rank, int size) {
+enum { COLS = 9, CELL = 24 };
+
+/* One length and mode: both measurements, and on rank 0 its row of the
+ * table (COLS cells; a failed run's error follows the table). */
+static int measure(int64_t L, attn_causal causal, attn_mpi_layout layout, int reps, int rank, int size,
+                   char row[COLS][CELL], char *failure, size_t failure_size) {
     int node_ranks, per_rank = threads_per_rank(&node_ranks);
     int64_t H = 8, E = 64, shape[3] = {H, L, E};
     attn_mpi_shard sh;
@@ -160,12 +165,16 @@ static int measure(int64_t L, attn_causal causal, attn_mpi_layout layout, int re
     MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0) {
         double pairs = causal ? (double)L * (double)(L + 1) / 2 : (double)L * (double)L, flops = 4.0 * (double)H * pairs * (double)E;
-        if (any_bad) printf("%6lld  %-7s  failed: %s\n", (long long)L, causal ? "causal" : "full", err.message);
-        else
-            printf("%6lld  %-7s  %8.1f  %8.1f  %6.0f%%  %6.0f%%  %7.1f  %6.0f%%  %6.2f\n", (long long)L,
-                   causal ? "causal" : "full", flops / single / 1e9, flops / ring / 1e9, 100 * single / ring,
-                   100 * wait / ring, 1e3 * alone, alone > 0 ? 100 * fmax(0, 1 - exposed / alone) : 100.0,
-                   compute_max / (compute_sum / size));
+        double value[COLS - 2] = {flops / single / 1e9, flops / ring / 1e9, 100 * single / ring, 100 * wait / ring, 1e3 * alone,
+                                  alone > 0 ? 100 * fmax(0, 1 - exposed / alone) : 100.0, compute_max / (compute_sum / size)};
+        static const char *const FORMAT[COLS - 2] = {"%.1f", "%.1f", "%.0f%%", "%.0f%%", "%.1f", "%.0f%%", "%.2f"};
+        snprintf(row[0], CELL, "%lld", (long long)L), snprintf(row[1], CELL, "%s", causal ? "causal" : "full");
+        for (int j = 0; j < COLS - 2; j++) {
+            if (any_bad) snprintf(row[2 + j], CELL, j ? "-" : "failed");
+            else snprintf(row[2 + j], CELL, FORMAT[j], value[j]);
+        }
+        if (any_bad && !*failure)
+            snprintf(failure, failure_size, "L=%lld %s failed: %s", (long long)L, causal ? "causal" : "full", err.message);
     }
     return any_bad;
 }
@@ -179,7 +188,7 @@ int mpi_bench(int argc, char **argv, int rank, int size) {
         else if (strcmp(argv[i], "--seq") == 0 && i + 1 < argc) seqs[0] = atoll(argv[++i]), nseq = 1;
         else if (strcmp(argv[i], "--layout") == 0 && i + 1 < argc) layout = strcmp(argv[++i], "contiguous") == 0 ? ATTN_MPI_CONTIGUOUS : ATTN_MPI_ZIGZAG;
         else {
-            if (rank == 0) fputs(BENCH_USAGE, strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? stderr : stdout);
+            if (rank == 0) cli_print_usage(strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? stderr : stdout, BENCH_USAGE);
             return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? 2 : 0;
         }
     }
@@ -191,22 +200,39 @@ int mpi_bench(int argc, char **argv, int rank, int size) {
     cpu_set_t mask;
     int bound = sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) < per_rank * node_ranks;
     if (rank == 0 && bound)
-        printf("note: this rank is bound to %d of the node's %d cores (Open MPI binds ranks for small -np):\n"
-               "      run mpirun --bind-to none, or the single-node run is measured on those cores only\n",
+        cli_prose(stdout, 0, 6, "note: this rank is bound to %d of the node's %d cores (Open MPI binds ranks for small "
+                  "-np): run mpirun --bind-to none, or the single-node run is measured on those cores only",
                CPU_COUNT(&mask), per_rank * node_ranks);
     if (rank == 0) {
-        printf("ring attention on %d ranks (%d per node, %d threads each), %s layout; f32, 8 heads of 64\n", size,
+        cli_prose(stdout, 0, 2, "ring attention on %d ranks (%d per node, %d threads each), %s layout; f32, 8 heads of 64", size,
                node_ranks, per_rank, layout == ATTN_MPI_ZIGZAG ? "zigzag" : "contiguous");
-        printf("single: attn_sdpa on rank 0 with %d threads; ring: attn_mpi_sdpa; GFLOP/s of the whole problem\n",
+        cli_prose(stdout, 0, 2, "single: attn_sdpa on rank 0 with %d threads; ring: attn_mpi_sdpa; GFLOP/s of the whole problem",
                per_rank * node_ranks);
-        printf("waiting: for messages, the slowest rank's share of the ring's time; msgs: the same messages alone (ms);\n"
-               "hidden: 1 - exposed / msgs, exposed = waiting not explained by a slower neighbour's computing;\n"
-               "imbal.: the slowest rank's computing over the mean\n");
-        printf("%6s  %-7s  %8s  %8s  %7s  %7s  %7s  %7s  %6s\n", "L", "mask", "single", "ring", "ring/1", "waiting", "msgs",
-               "hidden", "imbal.");
+        cli_prose(stdout, 0, 2, "waiting: for messages, the slowest rank's share of the ring's time; msgs: the same "
+                  "messages alone (ms)");
+        cli_prose(stdout, 0, 2, "hidden: 1 - exposed / msgs, exposed = waiting not explained by a slower neighbour's "
+                  "computing");
+        cli_prose(stdout, 0, 2, "imbal.: the slowest rank's computing over the mean");
     }
-    int bad = 0;
+    /* The table, printed by rank 0 when every row is measured: a narrow
+     * terminal gets it in blocks of columns that fit. */
+    static const char *const HEAD[COLS] = {"L", "mask", "single", "ring", "ring/1", "waiting", "msgs", "hidden", "imbal."};
+    char rows[4][COLS][CELL], failure[1024] = "";
+    const char *cells[4 * COLS];
+    int bad = 0, n = 0, width[COLS];
     for (int s = 0; s < nseq; s++)
-        for (int c = 0; c < 2; c++) bad |= measure(seqs[s], c ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE, layout, reps, rank, size);
+        for (int c = 0; c < 2; c++, n++)
+            bad |= measure(seqs[s], c ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE, layout, reps, rank, size, rows[n], failure,
+                           sizeof failure);
+    if (rank == 0) {
+        for (int j = 0; j < COLS; j++) width[j] = cli_display_width(HEAD[j]);
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < COLS; j++) {
+                cells[i * COLS + j] = rows[i][j];
+                width[j] = cli_display_width(rows[i][j]) > width[j] ? cli_display_width(rows[i][j]) : width[j];
+            }
+        cli_print_table(stdout, &(cli_table){COLS, n, 1, width, NULL, HEAD, cells});
+        if (*failure) cli_prose(stdout, 0, 2, "%s", failure);
+    }
     return bad;
 }
