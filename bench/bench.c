@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "ggml_compare.h"
+#include "table.h"
 #include "text.h"
 
 static const char USAGE[] =
@@ -75,59 +76,6 @@ static int threads;
 
 static void progress(const char *what) {
     if (isatty(2)) fprintf(stderr, "\r\033[K%s", what);
-}
-
-/* ---- text that fits the terminal (cli/text.h, as every attn command) ------ */
-
-/* A table built a cell at a time: the labels, then each row's cells in order,
- * printed by cli_print_table in blocks of columns that fit the width. Column
- * 0 names the row and is left-aligned (padded here); the others are
- * right-aligned. */
-enum { TAB_COLS = 8, TAB_ROWS = 64, TAB_CELL = 96 };
-typedef struct text_table {
-    int cols, n;                                    /* n: cells given so far, the labels' included */
-    char cell[(1 + TAB_ROWS) * TAB_COLS][TAB_CELL]; /* (1 + rows, cols) labels, then the rows */
-} text_table;
-
-static void tab_cell(text_table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void tab_cell(text_table *t, const char *fmt, ...) {
-    if (t->n >= (1 + TAB_ROWS) * t->cols) fprintf(stderr, "attn: error: a bench table has too many rows\n"), exit(1);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(t->cell[t->n++], TAB_CELL, fmt, ap);
-    va_end(ap);
-}
-
-/* A new table of `cols` columns with the labels `...` (cols strings). */
-static text_table *tab_new(int cols, ...) {
-    text_table *t = calloc(1, sizeof *t);
-    if (!t) fprintf(stderr, "attn: error: no memory for a table\n"), exit(1);
-    t->cols = cols;
-    va_list ap;
-    va_start(ap, cols);
-    for (int j = 0; j < cols; j++) tab_cell(t, "%s", va_arg(ap, const char *));
-    va_end(ap);
-    return t;
-}
-
-/* Prints t (when it has a row) and frees it. */
-static void tab_print(text_table *t) {
-    int rows = t->n / t->cols - 1, width[TAB_COLS] = {0};
-    const char *cells[(1 + TAB_ROWS) * TAB_COLS];
-    for (int i = 0; i < (1 + rows) * t->cols; i++) {
-        int w = cli_display_width(t->cell[i]);
-        width[i % t->cols] = w > width[i % t->cols] ? w : width[i % t->cols];
-        cells[i] = t->cell[i];
-    }
-    for (int i = 0; i < (1 + rows) * t->cols; i += t->cols) { /* the names, left-aligned */
-        size_t len = strlen(t->cell[i]);
-        int pad = width[0] - cli_display_width(t->cell[i]);
-        if (pad > 0 && len + (size_t)pad < TAB_CELL) memset(t->cell[i] + len, ' ', (size_t)pad), t->cell[i][len + pad] = '\0';
-    }
-    if (rows > 0)
-        cli_print_table(stdout, &(cli_table){.cols = t->cols, .rows = rows, .head_lines = 1, .width = width,
-                                             .head = cells, .cells = cells + t->cols});
-    free(t);
 }
 
 /* ---- the machine: FMA peak and triad bandwidth ------------------------------ */

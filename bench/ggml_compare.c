@@ -13,6 +13,8 @@
  * comparison of like with like, with f16 ones. A causal mask is ggml's f16
  * mask of 0 and -inf (rows padded to 64, as ggml asks). */
 #include "ggml_compare.h"
+#include "table.h"
+#include "text.h"
 
 #include <dlfcn.h>
 #include <math.h>
@@ -201,11 +203,13 @@ int ggml_compare(const char *dir, bool quick, bool json) {
                            {"layer H32/8 d128 L=1", 32, 8, 1, 32768, 128, false},
                            {"layer H32/8 d128 L=1", 32, 8, 1, 131072, 128, false}};
     size_t n_shapes = quick ? 5 : 7;
+    text_table *tab = NULL;
     if (json) printf("{\"ggml_dir\": \"%s\", \"ggml_cpu\": \"%s\", \"threads\": %d, \"rows\": [\n", dir, g.cpu_name, threads);
-    else
-        printf("ggml_flash_attn_ext from %s (%s), %d threads; q f32, ggml's k and v f16\n"
-               "%-26s %10s %10s %10s %8s %8s %9s\n", dir, g.cpu_name, threads, "shape", "attn f32", "attn f16", "ggml f16",
-               "attn/gg", "f16/gg", "max diff");
+    else {
+        cli_prose(stdout, 0, 2, "ggml_flash_attn_ext from %s (%s), %d threads; q f32, ggml's k and v f16; prefill in "
+                  "GFLOP/s, decoding in tokens/s and the GB/s of k and v read", dir, g.cpu_name, threads);
+        tab = tab_new(8, "shape", "attn f32", "attn f16", "ggml f16", "attn/gg", "f16/gg", "max diff", "GB/s");
+    }
     int bad = 0;
     for (size_t i = 0; i < n_shapes; i++) {
         const cmp_shape *s = &shapes[i];
@@ -224,16 +228,22 @@ int ggml_compare(const char *dir, bool quick, bool json) {
             printf("  {\"name\": \"%s\", \"attn_f32_gflops\": %.4g, \"attn_f16_gflops\": %.4g, \"ggml_gflops\": %.4g, "
                    "\"max_diff\": %.3g}%s\n", name, flops / t32 / 1e9, flops / t16 / 1e9, flops / tg / 1e9, diff,
                    i + 1 < n_shapes ? "," : "");
-        else if (s->L > 1)
-            printf("%-26s %7.1f GF %7.1f GF %7.1f GF %7.2fx %7.2fx %9.2g\n", name, flops / t32 / 1e9, flops / t16 / 1e9,
-                   flops / tg / 1e9, tg / t32, tg / t16, diff);
-        else /* decoding reads the cache: tokens per second, and the bytes of k and v read per second */
-            printf("%-26s %6.0f tok/s %6.0f tok/s %6.0f tok/s %5.2fx %5.2fx %9.2g   (GB/s: %.1f, %.1f, %.1f)\n", name,
-                   1 / t32, 1 / t16, 1 / tg, tg / t32, tg / t16, diff, 8.0 * (double)nk / t32 / 1e9,
-                   4.0 * (double)nk / t16 / 1e9, 4.0 * (double)nk / tg / 1e9);
+        else if (s->L > 1) {
+            tab_cell(tab, "%s", name);
+            tab_cell(tab, "%.1f GF", flops / t32 / 1e9), tab_cell(tab, "%.1f GF", flops / t16 / 1e9);
+            tab_cell(tab, "%.1f GF", flops / tg / 1e9), tab_cell(tab, "%.2fx", tg / t32), tab_cell(tab, "%.2fx", tg / t16);
+            tab_cell(tab, "%.2g", diff), tab_cell(tab, "-");
+        } else { /* decoding reads the cache: tokens per second, and the bytes of k and v read per second */
+            tab_cell(tab, "%s", name);
+            tab_cell(tab, "%.0f tok/s", 1 / t32), tab_cell(tab, "%.0f tok/s", 1 / t16), tab_cell(tab, "%.0f tok/s", 1 / tg);
+            tab_cell(tab, "%.2fx", tg / t32), tab_cell(tab, "%.2fx", tg / t16), tab_cell(tab, "%.2g", diff);
+            tab_cell(tab, "%.1f, %.1f, %.1f", 8.0 * (double)nk / t32 / 1e9, 4.0 * (double)nk / t16 / 1e9,
+                     4.0 * (double)nk / tg / 1e9);
+        }
         free(q), free(k), free(v), free(out);
     }
     if (json) printf("]}\n");
+    else tab_print(tab);
     if (bad) fprintf(stderr, "attn: error: --ggml: a run failed, or ggml's output differs from attn's by more than 1e-2\n");
     return bad;
 }

@@ -131,7 +131,8 @@ bench_ggml() {
     # Not timed either: attn bench --ggml loads a ggml build (llama.cpp's
     # prebuilt, from npm), runs both on the same shapes, and their outputs agree.
     if [ ! -f "$ggml_dir/libggml-base.so" ]; then echo "skip bench_ggml: no ggml build in $ggml_dir (npm ci installs one on x86-64)"; return 0; fi
-    report=$("$BUILD/attn" bench --quick --ggml "$ggml_dir") || { echo "FAIL bench_ggml_runs: $report"; return 1; }
+    # COLUMNS: the table in one block, a row to a line, as the checks below read it
+    report=$(COLUMNS=200 "$BUILD/attn" bench --quick --ggml "$ggml_dir") || { echo "FAIL bench_ggml_runs: $report"; return 1; }
     echo "ok bench_ggml_runs_and_agrees"
     # --quick: three prefill rows (GFLOP/s) and two decoding rows (tokens/s)
     [ "$(echo "$report" | grep -cE '^H8 .* GF +[0-9.]+ GF +[0-9.]+ GF ')" -eq 3 ] &&

@@ -1,0 +1,21 @@
+/* table.h -- attn bench's tables, built a cell at a time and printed by
+ * cli_print_table (cli/text.h) in blocks of columns that fit the terminal,
+ * as every attn command's. Column 0 names the row and is left-aligned; the
+ * others are right-aligned. */
+#ifndef ATTN_BENCH_TABLE_H
+#define ATTN_BENCH_TABLE_H
+
+enum { TAB_COLS = 8, TAB_ROWS = 64, TAB_CELL = 96 };
+typedef struct text_table {
+    int cols, n;                                    /* n: cells given so far, the labels' included */
+    char cell[(1 + TAB_ROWS) * TAB_COLS][TAB_CELL]; /* (1 + rows, cols) labels, then the rows */
+} text_table;
+
+/* A new table of `cols` columns with the labels `...` (cols strings). */
+text_table *tab_new(int cols, ...);
+/* The next cell, row by row. */
+void tab_cell(text_table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints t (when it has a row) and frees it. */
+void tab_print(text_table *t);
+
+#endif /* ATTN_BENCH_TABLE_H */
