@@ -1532,6 +1532,47 @@ ATTN_API attn_status attn_mha_paged(attn_tensor *out, const attn_tensor *x, cons
                                     const attn_tensor *const *masks, const attn_mha_params *params,
                                     const attn_mha_options *options, attn_error *err);
 
+/* The same step for n sequences of a contiguous cache (attn_kv_cache) at
+ * once, each of its own length and position, as FlashAttention-2's
+ * flash_attn_with_kvcache takes them (cache_seqlens, cache_batch_idx): the
+ * cache's B rows are B sequences of up to `capacity` positions each, and
+ * the caller keeps how many each holds, lengths[0 .. B) (int64, each 0 to
+ * capacity; zeros for an empty cache). Sequence i is cache row rows[i] (n
+ * distinct rows, any subset in any order); its new positions are rows
+ * cu_seqlens[i] .. cu_seqlens[i+1] - 1 of x (total, E), f32, any strides,
+ * and of out (total, E) f32, as attn_mha_paged packs them. Its rows are
+ * projected, RoPE turns them at its own positions lengths[rows[i]] + l
+ * (the rope's position_offset added), its new keys and values are written
+ * to its row after the positions it holds, the new queries attend to
+ * everything it holds (one batch: the kernels read the cache in place,
+ * each row as one page of a paged view), with masks[i] (NULL or n
+ * pointers, each NULL or a mask for (Hq, L_i, lengths[rows[i]] + L_i)),
+ * then out_proj; on success lengths[rows[i]] grows by L_i. Sequence i's
+ * rows are bitwise what attn_mha_cached gives for it alone, unbatched, in
+ * a cache of one row holding the same keys (and dropout seed + i, as
+ * attn_kv_pages_attend numbers them). The causal rule is attn_mha_cached's
+ * (bottom-right, NULL options give it, or none); attn_mask,
+ * key_padding_mask, bias_k/bias_v and add_zero_attn are ATTN_ERR_OPTION.
+ * The cache must hold num_kv_heads heads of embed_dim / num_heads keys and
+ * values, in f32, f16 or bf16 (an f64 cache: ATTN_ERR_DTYPE; attn_mha_cached
+ * takes it). The cache's own length (attn_kv_cache_length, what
+ * attn_kv_cache_append and attn_kv_cache_attend use for all B rows at once)
+ * is neither read nor changed: drive a cache through one or the other. out,
+ * x and the parameters must not overlap the cache's memory or lengths
+ * (ATTN_ERR_STRIDE). Every argument is checked before anything is written
+ * (a row outside the cache or named twice, a length outside 0 ..
+ * capacity: ATTN_ERR_ARGUMENT; a row without room for its new positions:
+ * ATTN_ERR_FULL). When the attention fails after the keys are written (a
+ * bad mask, too small a workspace) or memory runs out, lengths are left as
+ * they were, so the cache holds what it held (only positions past each
+ * length were written). Errors: those of attn_mha_paged, with the cache in
+ * place of the pool. Added in 0.4.0. */
+ATTN_API attn_status attn_mha_cached_batch(attn_tensor *out, const attn_tensor *x, const int64_t *cu_seqlens,
+                                           const int64_t *rows, int64_t n, struct attn_kv_cache *cache,
+                                           int64_t *lengths, const attn_tensor *const *masks,
+                                           const attn_mha_params *params, const attn_mha_options *options,
+                                           attn_error *err);
+
 /* ------------------------------------------------------------------------ */
 /* Threads and instruction sets                                             */
 /* ------------------------------------------------------------------------ */

@@ -14,6 +14,10 @@
  *     be one batch whose kernels read the pages in place;
  *   - the layer over the pool (attn_mha_paged) against attn_mha_cached on
  *     each sequence alone, and with masks against attn_sdpa, bitwise;
+ *   - the layer over a contiguous cache's rows (attn_mha_cached_batch),
+ *     each its own length, against attn_mha_cached on each sequence alone
+ *     and, with masks and dropout, against attn_mha_paged, bitwise; its
+ *     refusals leaving the cache and the lengths as they were;
  *   - pages a caller manages (a block table, and FlashInfer's indptr form)
  *     read through attn_kv_paged_view;
  *   - every error: a full pool, unknown and freed sequences, a sequence
@@ -810,6 +814,228 @@ static void test_mha_paged(attn_dtype dt, const char *tag) {
     model_free(&m);
 }
 
+/* ---- the layer over a contiguous cache's rows (attn_mha_cached_batch) ---- */
+
+enum { CB = 4, CCAP = 64 };
+
+/* A contiguous cache of CB rows of CCAP positions, zeroed. */
+static attn_kv_cache *batch_cache(void **mem, size_t *bytes, attn_dtype dt, int64_t heads) {
+    attn_kv_cache_desc cd = attn_kv_cache_desc_default();
+    cd.batch = CB, cd.heads = heads, cd.capacity = CCAP, cd.key_dim = cd.value_dim = LD, cd.dtype = dt;
+    attn_kv_cache *c = NULL;
+    attn_kv_cache_bytes(bytes, &cd, NULL);
+    *mem = calloc(1, *bytes);
+    attn_kv_cache_init(&c, *mem, *bytes, &cd, NULL);
+    return c;
+}
+
+/* Three steps of attn_mha_cached_batch over rows of one cache, on 1, 2 and
+ * 3 threads, GQA and RoPE: prompts of 7 (row 2) and 19 (row 0); then 1, 3
+ * and 5 new positions (rows 0, 2 and a new prompt in row 3); then one each
+ * (rows 3 and 2). Each step's rows against attn_mha_cached on each
+ * sequence alone in its own one-row cache, bitwise; the lengths as the
+ * sequences grew, row 1 never written, the cache's own length 0. Then
+ * masks (a bool one and an additive one per step, with dropout): against
+ * attn_mha_paged on a pool holding the same sequences, bitwise. */
+static void test_mha_cached_batch(attn_dtype dt, const char *tag) {
+    layer l;
+    layer_init(&l, 0);
+    char name[128], why[768] = "";
+    static const int64_t CU[3][4] = {{0, 7, 26}, {0, 1, 4, 9}, {0, 1, 2}};
+    static const int64_t ROWS[3][3] = {{2, 0}, {0, 2, 3}, {3, 2}};
+    static const int64_t NSEQ[3] = {2, 3, 2};
+    for (int threads = 1; threads <= 3; threads++) {
+        attn_context c = attn_context_default();
+        c.num_threads = threads;
+        attn_rope_options ro = attn_rope_options_default();
+        ro.position_offset = 3;
+        attn_sdpa_options so = attn_sdpa_options_default();
+        so.context = &c;
+        attn_mha_options mo = attn_mha_options_default();
+        mo.causal = ATTN_CAUSAL_BOTTOM_RIGHT, mo.rope = &ro, mo.attention = &so;
+        void *mem, *rmem[CB];
+        size_t bytes;
+        attn_kv_cache *cache = batch_cache(&mem, &bytes, dt, LHK), *ref[CB];
+        for (int r = 0; r < CB; r++) ref[r] = layer_cache(&rmem[r], dt);
+        int64_t lengths[CB] = {0, 0, 0, 0};
+        int ok = 1;
+        attn_error err;
+        for (int step = 0; step < 3 && ok; step++) {
+            int64_t T = CU[step][NSEQ[step]];
+            float x[26 * LE], out[26 * LE], want[26 * LE];
+            for (int64_t i = 0; i < T * LE; i++) x[i] = rnd_value();
+            int64_t xs[2] = {T, LE};
+            attn_tensor tx, to;
+            attn_tensor_init(&tx, x, ATTN_F32, 2, xs, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 2, xs, NULL, NULL);
+            if (attn_mha_cached_batch(&to, &tx, CU[step], ROWS[step], NSEQ[step], cache, lengths, NULL, &l.p, &mo, &err)) {
+                ok = 0, snprintf(why, sizeof why, "step %d: attn_mha_cached_batch: %s", step, err.message);
+                break;
+            }
+            for (int64_t i = 0; i < NSEQ[step] && ok; i++) {
+                int64_t L = CU[step][i + 1] - CU[step][i], ls[2] = {L, LE}, row = ROWS[step][i];
+                attn_tensor xi, oi;
+                attn_tensor_init(&xi, x + CU[step][i] * LE, ATTN_F32, 2, ls, NULL, NULL);
+                attn_tensor_init(&oi, want, ATTN_F32, 2, ls, NULL, NULL);
+                if (attn_mha_cached(&oi, &xi, ref[row], &l.p, &mo, &err))
+                    ok = 0, snprintf(why, sizeof why, "step %d: attn_mha_cached: %s", step, err.message);
+                else if (memcmp(want, out + CU[step][i] * LE, (size_t)(L * LE) * 4))
+                    ok = 0, snprintf(why, sizeof why, "step %d: sequence %lld (row %lld) differs from attn_mha_cached",
+                                     step, (long long)i, (long long)row);
+                else if (lengths[row] != attn_kv_cache_length(ref[row]))
+                    ok = 0, snprintf(why, sizeof why, "step %d: lengths[%lld] is %lld, not %lld", step, (long long)row,
+                                     (long long)lengths[row], (long long)attn_kv_cache_length(ref[row]));
+            }
+        }
+        /* row 1 was never named: its bytes are still 0 */
+        attn_tensor k4, v4;
+        attn_kv_cache_view(&k4, &v4, cache, 4, NULL);
+        size_t es = attn_dtype_size(dt);
+        const char *row1 = (const char *)k4.data + (size_t)(k4.strides[0]) * es;
+        for (size_t b = 0; ok && b < (size_t)(LHK * CCAP * LD) * es; b++)
+            if (row1[b]) ok = 0, snprintf(why, sizeof why, "row 1 was written");
+        if (ok && (lengths[1] != 0 || attn_kv_cache_length(cache) != 0))
+            ok = 0, snprintf(why, sizeof why, "lengths[1] %lld, the cache's length %lld: both must be 0",
+                             (long long)lengths[1], (long long)attn_kv_cache_length(cache));
+        snprintf(name, sizeof name, "mha_cached_batch_equals_mha_cached_per_sequence_gqa_rope_%s_threads_%d", tag, threads);
+        check(ok, name, "%s", why);
+        for (int r = 0; r < CB; r++) free(rmem[r]);
+        free(mem);
+    }
+
+    /* masks and dropout: against the pool's step over the same sequences */
+    for (int threads = 1; threads <= 3; threads += 2) {
+        attn_context c = attn_context_default();
+        c.num_threads = threads;
+        attn_rope_options ro = attn_rope_options_default();
+        attn_sdpa_options so = attn_sdpa_options_default();
+        so.context = &c, so.dropout_p = 0.25, so.dropout_seed = 77;
+        attn_mha_options mo = attn_mha_options_default();
+        mo.causal = ATTN_CAUSAL_BOTTOM_RIGHT, mo.rope = &ro, mo.attention = &so;
+        void *mem;
+        size_t bytes;
+        attn_kv_cache *cache = batch_cache(&mem, &bytes, dt, LHK);
+        model m;
+        model_init(&m, dt, 16, 12, 4, LHK, LD, LD, 0);
+        int64_t ids[2], rows[2] = {3, 1}, lengths[CB] = {0, 0, 0, 0};
+        attn_kv_pages_create(m.pool, &ids[0], NULL), attn_kv_pages_create(m.pool, &ids[1], NULL);
+        static const int64_t CUM[2][3] = {{0, 9, 30}, {0, 2, 7}};
+        int ok = 1;
+        attn_error err;
+        for (int step = 0; step < 2 && ok; step++) {
+            int64_t T = CUM[step][2], S0 = step ? 9 : 0, S1 = step ? 21 : 0;
+            int64_t L0 = CUM[step][1], L1 = T - L0;
+            float x[30 * LE], out[30 * LE], want[30 * LE];
+            for (int64_t i = 0; i < T * LE; i++) x[i] = rnd_value();
+            /* sequence 0 a bool (L, S) mask, sequence 1 an additive (Hq, L, S) one */
+            bool bm[9 * 11];
+            float fm[LHQ * 21 * 26];
+            for (int64_t i = 0; i < L0 * (S0 + L0); i++) bm[i] = (rnd() & 3) != 0;
+            for (int64_t i = 0; i < LHQ * L1 * (S1 + L1); i++) fm[i] = (rnd() & 7) == 0 ? -1.0f / 0.0f : rnd_value();
+            int64_t bms[2] = {L0, S0 + L0}, fms[3] = {LHQ, L1, S1 + L1}, xs[2] = {T, LE};
+            attn_tensor tbm, tfm, tx, to, tw;
+            attn_tensor_init(&tbm, bm, ATTN_BOOL, 2, bms, NULL, NULL), attn_tensor_init(&tfm, fm, ATTN_F32, 3, fms, NULL, NULL);
+            attn_tensor_init(&tx, x, ATTN_F32, 2, xs, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 2, xs, NULL, NULL);
+            attn_tensor_init(&tw, want, ATTN_F32, 2, xs, NULL, NULL);
+            const attn_tensor *masks[2] = {&tbm, &tfm};
+            if (attn_mha_cached_batch(&to, &tx, CUM[step], rows, 2, cache, lengths, masks, &l.p, &mo, &err))
+                ok = 0, snprintf(why, sizeof why, "step %d: attn_mha_cached_batch: %s", step, err.message);
+            else if (attn_mha_paged(&tw, &tx, CUM[step], ids, 2, m.pool, masks, &l.p, &mo, &err))
+                ok = 0, snprintf(why, sizeof why, "step %d: attn_mha_paged: %s", step, err.message);
+            else if (memcmp(out, want, (size_t)(T * LE) * 4))
+                ok = 0, snprintf(why, sizeof why, "step %d: the cache's rows differ from the pool's", step);
+        }
+        snprintf(name, sizeof name, "mha_cached_batch_masks_dropout_equal_mha_paged_%s_threads_%d", tag, threads);
+        check(ok, name, "%s", why);
+        model_free(&m);
+        free(mem);
+    }
+}
+
+/* Every refusal of attn_mha_cached_batch before anything is written: the
+ * cache's memory and the lengths byte for byte as they were. */
+static void test_mha_cached_batch_errors(void) {
+    layer l;
+    layer_init(&l, 0);
+    void *mem;
+    size_t bytes;
+    attn_kv_cache *cache = batch_cache(&mem, &bytes, ATTN_F32, LHK);
+    int64_t lengths[CB] = {0, 0, 0, 0}, rows2[2] = {1, 3}, cu2[3] = {0, 5, 9};
+    float x[70 * LE], out[70 * LE];
+    for (int i = 0; i < 70 * LE; i++) x[i] = rnd_value();
+    int64_t xs[2] = {9, LE};
+    attn_tensor tx, to;
+    attn_tensor_init(&tx, x, ATTN_F32, 2, xs, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 2, xs, NULL, NULL);
+    attn_error err;
+    int ok = attn_mha_cached_batch(&to, &tx, cu2, rows2, 2, cache, lengths, NULL, &l.p, NULL, &err) == ATTN_OK;
+    check(ok && lengths[1] == 5 && lengths[3] == 4, "mha_cached_batch_errors_setup", "%s", ok ? "lengths" : err.message);
+    void *snap = malloc(bytes);
+    memcpy(snap, mem, bytes);
+    int64_t saved[CB];
+    memcpy(saved, lengths, sizeof saved);
+    char name[128];
+#define REFUSED(label, want, call)                                                                                   \
+    do {                                                                                                             \
+        err.message[0] = 0;                                                                                          \
+        int64_t before_[CB];                                                                                         \
+        memcpy(before_, lengths, sizeof before_);                                                                    \
+        attn_status got_ = (call);                                                                                   \
+        int same_ = memcmp(snap, mem, bytes) == 0 && memcmp(before_, lengths, sizeof before_) == 0;                  \
+        snprintf(name, sizeof name, "mha_cached_batch_refuses_%s", label);                                          \
+        check(got_ == (want) && same_ && err.message[0], name, "status %d (want %d), cache %s: %s", got_, (want),    \
+              same_ ? "unchanged" : "CHANGED", err.message);                                                        \
+        memcpy(lengths, saved, sizeof saved);                                                                        \
+    } while (0)
+    int64_t outside[2] = {1, CB}, twice[2] = {3, 3}, neg[2] = {-1, 0};
+    REFUSED("a_row_outside", ATTN_ERR_ARGUMENT, attn_mha_cached_batch(&to, &tx, cu2, outside, 2, cache, lengths, NULL, &l.p, NULL, &err));
+    REFUSED("a_negative_row", ATTN_ERR_ARGUMENT, attn_mha_cached_batch(&to, &tx, cu2, neg, 2, cache, lengths, NULL, &l.p, NULL, &err));
+    REFUSED("a_row_twice", ATTN_ERR_ARGUMENT, attn_mha_cached_batch(&to, &tx, cu2, twice, 2, cache, lengths, NULL, &l.p, NULL, &err));
+    lengths[3] = -1;
+    REFUSED("a_negative_length", ATTN_ERR_ARGUMENT, attn_mha_cached_batch(&to, &tx, cu2, rows2, 2, cache, lengths, NULL, &l.p, NULL, &err));
+    lengths[3] = CCAP + 1;
+    REFUSED("a_length_past_capacity", ATTN_ERR_ARGUMENT, attn_mha_cached_batch(&to, &tx, cu2, rows2, 2, cache, lengths, NULL, &l.p, NULL, &err));
+    lengths[3] = CCAP - 3; /* 4 new positions do not fit; row 1's 5 would */
+    REFUSED("a_sequence_past_its_capacity", ATTN_ERR_FULL, attn_mha_cached_batch(&to, &tx, cu2, rows2, 2, cache, lengths, NULL, &l.p, NULL, &err));
+    int64_t cu_bad[3] = {0, 6, 5};
+    REFUSED("decreasing_offsets", ATTN_ERR_ARGUMENT, attn_mha_cached_batch(&to, &tx, cu_bad, rows2, 2, cache, lengths, NULL, &l.p, NULL, &err));
+    int64_t cu_short[3] = {0, 5, 8};
+    REFUSED("offsets_not_ending_at_x", ATTN_ERR_ARGUMENT, attn_mha_cached_batch(&to, &tx, cu_short, rows2, 2, cache, lengths, NULL, &l.p, NULL, &err));
+    REFUSED("null_rows", ATTN_ERR_NULL, attn_mha_cached_batch(&to, &tx, cu2, NULL, 2, cache, lengths, NULL, &l.p, NULL, &err));
+    REFUSED("null_lengths", ATTN_ERR_NULL, attn_mha_cached_batch(&to, &tx, cu2, rows2, 2, cache, NULL, NULL, &l.p, NULL, &err));
+    REFUSED("null_cache", ATTN_ERR_NULL, attn_mha_cached_batch(&to, &tx, cu2, rows2, 2, NULL, lengths, NULL, &l.p, NULL, &err));
+    attn_mha_options top = attn_mha_options_default();
+    top.causal = ATTN_CAUSAL_TOP_LEFT;
+    REFUSED("top_left", ATTN_ERR_OPTION, attn_mha_cached_batch(&to, &tx, cu2, rows2, 2, cache, lengths, NULL, &l.p, &top, &err));
+    attn_tensor tx64 = tx;
+    tx64.dtype = ATTN_F64;
+    REFUSED("f64_x", ATTN_ERR_DTYPE, attn_mha_cached_batch(&to, &tx64, cu2, rows2, 2, cache, lengths, NULL, &l.p, NULL, &err));
+    attn_tensor k4, v4, in_cache;
+    attn_kv_cache_view(&k4, &v4, cache, 4, NULL);
+    attn_tensor_init(&in_cache, k4.data, ATTN_F32, 2, xs, NULL, NULL);
+    REFUSED("out_in_the_cache", ATTN_ERR_STRIDE, attn_mha_cached_batch(&in_cache, &tx, cu2, rows2, 2, cache, lengths, NULL, &l.p, NULL, &err));
+    REFUSED("lengths_in_x", ATTN_ERR_STRIDE, attn_mha_cached_batch(&to, &tx, cu2, rows2, 2, cache, (int64_t *)x, NULL, &l.p, NULL, &err));
+    /* the attention refuses a mask after the keys are written: the lengths stay, so the cache holds what it held */
+    float bad[3];
+    int64_t bs[1] = {3};
+    attn_tensor tbad;
+    attn_tensor_init(&tbad, bad, ATTN_F32, 1, bs, NULL, NULL);
+    const attn_tensor *masks[2] = {NULL, &tbad};
+    err.message[0] = 0;
+    attn_status st = attn_mha_cached_batch(&to, &tx, cu2, rows2, 2, cache, lengths, masks, &l.p, NULL, &err);
+    check(st == ATTN_ERR_MASK && memcmp(saved, lengths, sizeof saved) == 0, "mha_cached_batch_bad_mask_keeps_lengths",
+          "status %d, lengths %lld %lld: %s", st, (long long)lengths[1], (long long)lengths[3], err.message);
+    /* caches the layer cannot use */
+    void *m64, *m3;
+    size_t b64, b3;
+    attn_kv_cache *c64 = batch_cache(&m64, &b64, ATTN_F64, LHK), *c3 = batch_cache(&m3, &b3, ATTN_F32, 3);
+    int64_t zero[CB] = {0, 0, 0, 0};
+    st = attn_mha_cached_batch(&to, &tx, cu2, rows2, 2, c64, zero, NULL, &l.p, NULL, &err);
+    check(st == ATTN_ERR_DTYPE, "mha_cached_batch_refuses_an_f64_cache", "status %d: %s", st, err.message);
+    st = attn_mha_cached_batch(&to, &tx, cu2, rows2, 2, c3, zero, NULL, &l.p, NULL, &err);
+    check(st == ATTN_ERR_SHAPE, "mha_cached_batch_refuses_a_cache_of_other_heads", "status %d: %s", st, err.message);
+#undef REFUSED
+    free(m64), free(m3), free(snap), free(mem);
+}
+
 /* ---- pages the caller manages ---- */
 
 static void test_caller_pages(void) {
@@ -1208,6 +1434,8 @@ int main(void) {
             test_forks_attend(DTYPES[t].dt, pi ? 256 : 16, tag);
         }
     for (int t = 0; t < 3; t++) test_mha_paged(DTYPES[t].dt, DTYPES[t].name);
+    for (int t = 0; t < 3; t++) test_mha_cached_batch(DTYPES[t].dt, DTYPES[t].name);
+    test_mha_cached_batch_errors();
     test_long_decode(ATTN_F32, 256, "long_forks_decode_kernel_equals_contiguous_f32_page_256");
     test_long_decode(ATTN_F16, 256, "long_forks_decode_kernel_equals_contiguous_f16_page_256");
     test_long_decode(ATTN_F32, 16, "long_forks_decode_kernel_equals_contiguous_f32_page_16");

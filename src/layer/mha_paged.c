@@ -1,21 +1,41 @@
-/* mha_paged.c -- attn_mha_paged: one decoding (or prefill) step of the
- * attention layer for a batch of sequences in a paged KV cache, each of its
- * own length and position.
+/* mha_paged.c -- the attention layer's step (attn_mha_cached) for a batch of
+ * sequences, each of its own length and position: attn_mha_paged over a
+ * paged pool, attn_mha_cached_batch over the rows of a contiguous cache.
  *
- * It is attn_mha_cached (mha.c) for n sequences at once: sequence i's rows
- * of x are projected as attn_mha_cached projects them (the same products on
- * the same rows; RoPE at the sequence's own positions, after what it holds),
- * the new keys and values of every sequence go into the pool in one
- * attn_kv_pages_append, the new queries attend in one attn_kv_pages_attend
- * (the kernels read the pages in place, the batch is one job), and each
- * sequence's rows go through out_proj as attn_mha_cached's would. So each
- * sequence gets bitwise what attn_mha_cached gives it alone, in a
- * contiguous cache holding the same keys. */
+ * Both are attn_mha_cached (mha.c) for n sequences at once, through one
+ * function (batch_step): sequence i's rows of x are projected as
+ * attn_mha_cached projects them (the same products on the same rows; RoPE
+ * at the sequence's own positions, after what it holds), the new keys and
+ * values of every sequence are stored, the new queries attend in one
+ * paged attention call (the kernels read the keys in place, the batch is
+ * one job), and each sequence's rows go through out_proj as
+ * attn_mha_cached's would. So each sequence gets bitwise what
+ * attn_mha_cached gives it alone, in a contiguous cache holding the same
+ * keys.
+ *
+ * The two storages differ only in where the keys go and how lengths are
+ * kept. A contiguous cache (B, Hk, capacity, D) is read as a paged view
+ * whose page size is the capacity: B pages, sequence i's page table the
+ * single entry rows[i]; its lengths are the caller's array, written only
+ * when the step succeeded. */
 #include "layer/mha.h"
 #include "sdpa/sdpa.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* Where a batch step keeps its keys and values: a pool and its sequence
+ * ids, or a contiguous cache, the rows of it the sequences are, and the
+ * caller's lengths of all its rows. */
+typedef struct kv_store {
+    bool paged; /* the pool's, else the cache's */
+    attn_kv_pages *pool;
+    const int64_t *seqs;
+    attn_kv_cache *cache;
+    const int64_t *rows;
+    int64_t *lengths;
+    const char *name; /* the public function, for messages */
+} kv_store;
 
 /* m narrowed to rows r0 .. r0+L-1 of x and out: the call attn_mha_cached
  * plans for those rows alone (N = 1, L new positions). */
@@ -29,46 +49,155 @@ static attn_mha_call sequence_call(const attn_mha_call *m, int64_t r0, int64_t L
     return s;
 }
 
-attn_status attn_mha_paged(attn_tensor *out, const attn_tensor *x, const int64_t *cu_seqlens, const int64_t *seqs,
-                           int64_t n, attn_kv_pages *pool, const attn_tensor *const *masks,
-                           const attn_mha_params *params, const attn_mha_options *options, attn_error *err) {
+/* The store's keys and values as a paged view w (the cache's: B pages of
+ * `capacity` positions, no sequences yet), and its dtype and sizes checked
+ * against the layer's. */
+static attn_status store_view(attn_kv_paged_view *w, const kv_store *s, const attn_mha_call *m, attn_error *err) {
+    *w = attn_kv_paged_view_default();
+    if (s->paged) {
+        w->struct_size = sizeof *w;
+        attn_kv_pages_view(w, s->pool, NULL);
+    } else {
+        attn_tensor ck, cv; /* (B, Hk, capacity, E) and (B, Hk, capacity, Ev) */
+        attn_kv_cache_storage(&ck, &cv, s->cache);
+        if (ck.dtype == ATTN_F64)
+            return attn_fail(err, ATTN_ERR_DTYPE, "the cache is f64; %s takes f32 x and an f32, f16 or bf16 cache "
+                                                  "(attn_mha_cached takes f64)", s->name);
+        w->dtype = ck.dtype, w->heads = ck.shape[1], w->key_dim = ck.shape[3], w->value_dim = cv.shape[3];
+        w->page_size = ck.shape[2], w->num_pages = ck.shape[0];
+        w->k_pages = ck.data, w->v_pages = cv.data;
+    }
+    if (w->heads != m->Hkv || w->key_dim != m->D || w->value_dim != m->D)
+        return attn_fail(err, ATTN_ERR_SHAPE, "the %s holds %lld heads of %lld and %lld; the layer needs %lld of %lld",
+                         s->paged ? "pool" : "cache", (long long)w->heads, (long long)w->key_dim,
+                         (long long)w->value_dim, (long long)m->Hkv, (long long)m->D);
+    return ATTN_OK;
+}
+
+/* length[i]: what sequence i holds before the call. A cache's rows are
+ * checked here: each a row of the cache, named once, its length between 0
+ * and the capacity, with room for its new positions. */
+static attn_status store_lengths(int64_t *length, const kv_store *s, const attn_kv_paged_view *w, const int64_t *cu,
+                                 int64_t n, attn_error *err) {
+    attn_status st = ATTN_OK;
+    if (n > 0 && !(s->paged ? s->seqs : s->rows))
+        return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", s->paged ? "seqs" : "rows");
+    if (s->paged) {
+        for (int64_t i = 0; i < n && !st; i++) st = attn_kv_pages_sequence(s->pool, s->seqs[i], &length[i], NULL, err);
+        return st;
+    }
+    if (n > 0 && !s->lengths) return attn_fail(err, ATTN_ERR_NULL, "lengths is NULL");
+    const int64_t B = w->num_pages, C = w->page_size;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t row = s->rows[i], L = cu[i + 1] - cu[i];
+        if (row < 0 || row >= B || row > INT32_MAX)
+            return attn_fail(err, ATTN_ERR_ARGUMENT, "rows[%lld] is %lld; the cache has rows 0 .. %lld", (long long)i,
+                             (long long)row, (long long)B - 1);
+        for (int64_t j = 0; j < i; j++)
+            if (s->rows[j] == row)
+                return attn_fail(err, ATTN_ERR_ARGUMENT, "rows[%lld] and rows[%lld] are both row %lld; each row may be "
+                                 "named once", (long long)j, (long long)i, (long long)row);
+        length[i] = s->lengths[row];
+        if (length[i] < 0 || length[i] > C)
+            return attn_fail(err, ATTN_ERR_ARGUMENT, "lengths[%lld] is %lld; it must be between 0 and the capacity, %lld",
+                             (long long)row, (long long)length[i], (long long)C);
+        if (L > C - length[i])
+            return attn_fail(err, ATTN_ERR_FULL, "row %lld holds %lld of %lld positions: %lld more do not fit",
+                             (long long)row, (long long)length[i], (long long)C, (long long)L);
+    }
+    return ATTN_OK;
+}
+
+/* Rows r0 .. r0+L-1 of a packed (T, H, D) buffer as (H, L, D). */
+static void packed_rows(attn_tensor *t, char *data, attn_dtype dt, int64_t H, int64_t D, int64_t r0, int64_t L) {
+    int64_t shape[3] = {H, L, D}, strides[3] = {D, H * D, 1};
+    attn_tensor_init(t, data + r0 * H * D * (int64_t)attn_dtype_size(dt), dt, 3, shape, strides, NULL);
+}
+
+/* The new keys and values (packed (T, Hkv, D)) stored: one pool append, or
+ * each sequence's rows written to its cache row after what it holds (all
+ * of it checked before: the writes cannot fail). */
+static attn_status store_append(const kv_store *s, const attn_kv_paged_view *w, const attn_tensor *tk,
+                                const attn_tensor *tv, const int64_t *cu, int64_t n, const int64_t *length,
+                                attn_error *err) {
+    if (s->paged) return attn_kv_pages_append(s->pool, s->seqs, n, tk, tv, cu, err);
+    const int64_t H = w->heads, C = w->page_size, D = w->key_dim, es = (int64_t)attn_dtype_size(w->dtype);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t L = cu[i + 1] - cu[i], shape[3] = {H, L, D}, strides[3] = {C * D, D, 1};
+        if (L == 0) continue;
+        int64_t at = (s->rows[i] * H * C + length[i]) * D * es;
+        attn_tensor dk, dv, sk, sv;
+        attn_tensor_init(&dk, (char *)w->k_pages + at, w->dtype, 3, shape, strides, NULL);
+        attn_tensor_init(&dv, (char *)w->v_pages + at, w->dtype, 3, shape, strides, NULL);
+        packed_rows(&sk, tk->data, tk->dtype, H, D, cu[i], L), packed_rows(&sv, tv->data, tv->dtype, H, D, cu[i], L);
+        attn_status st;
+        if ((st = attn_tensor_convert(&dk, &sk, err)) || (st = attn_tensor_convert(&dv, &sv, err))) return st;
+    }
+    return ATTN_OK;
+}
+
+/* The new queries (packed (T, Hq, D)) attend to everything their sequences
+ * hold, as one batch: heads (T, Hq, D). */
+static attn_status store_attend(attn_tensor *heads, const attn_tensor *tq, const kv_store *s, attn_kv_paged_view *w,
+                                const int64_t *cu, int64_t n, const int64_t *length, const attn_tensor *const *masks,
+                                const attn_sdpa_options *so, attn_error *err) {
+    if (s->paged) return attn_kv_pages_attend(heads, NULL, tq, cu, s->seqs, n, s->pool, masks, so, err);
+    /* sequence i: its row as its one page, its length after the append */
+    size_t count = (size_t)(n > 0 ? n : 1);
+    int64_t *lengths = malloc(count * sizeof *lengths);
+    int32_t *table = malloc(count * sizeof *table);
+    attn_status st = ATTN_OK;
+    if (!lengths || !table) st = attn_fail(err, ATTN_ERR_NO_MEMORY, "no memory for %lld sequences' tables", (long long)n);
+    for (int64_t i = 0; i < n && !st; i++) lengths[i] = length[i] + cu[i + 1] - cu[i], table[i] = (int32_t)s->rows[i];
+    if (!st) {
+        w->num_sequences = n, w->lengths = lengths, w->page_table = table, w->table_stride = 1;
+        st = attn_kv_paged_attend(heads, NULL, tq, cu, w, masks, so, err);
+    }
+    free(lengths), free(table);
+    return st;
+}
+
+/* One step of the layer for n sequences of a store (the public functions
+ * below, which differ only in `s`). */
+static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int64_t *cu_seqlens, int64_t n,
+                              const kv_store *s, const attn_tensor *const *masks, const attn_mha_params *params,
+                              const attn_mha_options *options, attn_error *err) {
     attn_mha_call m;
     memset(&m, 0, sizeof m);
     m.p = attn_mha_params_default(), m.o = attn_mha_options_default();
-    if (!params || !pool || !out || !x) return attn_fail(err, ATTN_ERR_NULL, "params, pool, out and x must not be NULL");
+    if (!params || !(s->paged ? (void *)s->pool : (void *)s->cache) || !out || !x)
+        return attn_fail(err, ATTN_ERR_NULL, "params, %s, out and x must not be NULL", s->paged ? "pool" : "cache");
     attn_status st = attn_versioned_read(&m.p, sizeof m.p, params, "params", "start from attn_mha_params_default()", err);
     if (st || (st = attn_versioned_read(&m.o, sizeof m.o, options, "options", "start from attn_mha_options_default()", err))) return st;
     if (!options) m.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT; /* as attn_mha_cached's NULL options */
     if (m.o.attn_mask || m.o.key_padding_mask || m.o.add_zero_attn || m.p.bias_k)
-        return attn_fail(err, ATTN_ERR_OPTION, "attn_mha_paged takes no attn_mask, key_padding_mask, bias_k/bias_v or "
-                                               "add_zero_attn (a mask per sequence goes in masks)");
+        return attn_fail(err, ATTN_ERR_OPTION, "%s takes no attn_mask, key_padding_mask, bias_k/bias_v or "
+                                               "add_zero_attn (a mask per sequence goes in masks)", s->name);
     if ((st = attn_kv_cache_check_causal(m.o.causal, err))) return st;
     if (x->rank != 2) return attn_fail(err, ATTN_ERR_RANK, "x has rank %d; it must be packed (total, embed_dim)", x->rank);
-    if (x->dtype != ATTN_F32) return attn_fail(err, ATTN_ERR_DTYPE, "x is %s; a paged pool takes f32", attn_dtype_name(x->dtype));
+    if (x->dtype != ATTN_F32)
+        return attn_fail(err, ATTN_ERR_DTYPE, "x is %s; %s takes f32", attn_dtype_name(x->dtype), s->name);
     attn_tensor out_view;
     if ((st = attn_mha_plan(&m, &out_view, out, x, x, x, err))) return st; /* x as one unbatched (total, E) sequence */
     const int64_t T = m.L;
-    if (n > 0 && !seqs) return attn_fail(err, ATTN_ERR_NULL, "seqs is NULL");
     if ((st = attn_check_cu_seqlens(cu_seqlens, n, T, "cu_seqlens", err))) return st;
     attn_kv_paged_view w;
-    w.struct_size = sizeof w;
-    attn_kv_pages_view(&w, pool, NULL);
-    if (w.heads != m.Hkv || w.key_dim != m.D || w.value_dim != m.D || w.dtype == ATTN_F64)
-        return attn_fail(err, ATTN_ERR_SHAPE, "the pool holds %lld heads of %lld and %lld; the layer needs %lld of %lld",
-                         (long long)w.heads, (long long)w.key_dim, (long long)w.value_dim, (long long)m.Hkv,
-                         (long long)m.D);
-    /* The pool is written: out, x and the parameters keep clear of it. */
-    attn_tensor regions[5];
+    if ((st = store_view(&w, s, &m, err))) return st;
+    /* The store is written: out, x and the parameters keep clear of it
+     * (and of a cache's lengths, written last). */
+    attn_tensor regions[5], lens;
     attn_kv_paged_regions(regions, &w);
     attn_named ins[ATTN_MHA_INPUTS];
-    const attn_named outs[3] = {{out, "out"}, {&regions[0], "the pool's key pages"}, {&regions[1], "the pool's value pages"}};
+    int64_t B = w.num_pages;
+    attn_tensor_init(&lens, s->lengths, ATTN_F64, 1, &B, NULL, NULL); /* int64 as f64: only the bytes count */
+    const attn_named outs[4] = {{out, "out"}, {&regions[0], "the key pages"}, {&regions[1], "the value pages"},
+                                {!s->paged && s->lengths ? &lens : NULL, "lengths"}};
     attn_mha_inputs(ins, &m, x, NULL, NULL);
-    if ((st = attn_check_no_overlap(outs, 3, ins, ATTN_MHA_INPUTS, err))) return st;
-    /* (length[i]: what sequence i holds before the call) */
+    if ((st = attn_check_no_overlap(outs, 4, ins, ATTN_MHA_INPUTS, err))) return st;
     if ((uint64_t)n > SIZE_MAX / sizeof(int64_t)) return attn_fail(err, ATTN_ERR_OVERFLOW, "%lld sequences overflow", (long long)n);
     int64_t *length = malloc((size_t)(n > 0 ? n : 1) * sizeof *length);
     if (!length) return attn_fail(err, ATTN_ERR_NO_MEMORY, "no memory for %lld sequences' lengths", (long long)n);
-    for (int64_t i = 0; i < n && !st; i++) st = attn_kv_pages_sequence(pool, seqs[i], &length[i], NULL, err);
+    st = store_lengths(length, s, &w, cu_seqlens, n, err);
 
     /* q (T, Hq·D), k and v (T, Hkv·D), the heads' output (T, E): packed as x */
     size_t es = attn_dtype_size(m.dt);
@@ -82,40 +211,57 @@ attn_status attn_mha_paged(attn_tensor *out, const attn_tensor *x, const int64_t
     attn_rope_options r = attn_rope_options_default();
     if (!st && m.o.rope)
         st = attn_versioned_read(&r, sizeof r, m.o.rope, "options->rope", "start from attn_rope_options_default()", err);
-    m.rope_in_attention = false; /* the pool holds turned keys: turn the new ones before appending */
+    m.rope_in_attention = false; /* the store holds turned keys: turn the new ones before storing */
     for (int64_t i = 0; i < n && !st; i++) {
         int64_t r0 = cu_seqlens[i], L = cu_seqlens[i + 1] - r0;
         if (L == 0) continue;
-        attn_mha_call s = sequence_call(&m, r0, L);
+        attn_mha_call sc = sequence_call(&m, r0, L);
         attn_rope_options ri = r;
         ri.position_offset += length[i]; /* sequence i's new positions follow its own */
-        if (m.o.rope) s.o.rope = &ri;
+        if (m.o.rope) sc.o.rope = &ri;
         st = attn_mha_project_qkv(q + r0 * m.Hq * m.D * (int64_t)es, k + r0 * m.Hkv * m.D * (int64_t)es,
-                                  v + r0 * m.Hkv * m.D * (int64_t)es, &s, L, false, err);
+                                  v + r0 * m.Hkv * m.D * (int64_t)es, &sc, L, false, err);
     }
     attn_tensor tq, tk, tv, th;
     int64_t qs[3] = {T, m.Hq, m.D}, ks[3] = {T, m.Hkv, m.D};
     attn_tensor_init(&tq, q, m.dt, 3, qs, NULL, NULL), attn_tensor_init(&th, heads, m.dt, 3, qs, NULL, NULL);
     attn_tensor_init(&tk, k, m.dt, 3, ks, NULL, NULL), attn_tensor_init(&tv, v, m.dt, 3, ks, NULL, NULL);
-    /* One append for every sequence: it checks everything (a full pool, a
-     * sequence named twice) before it writes. */
-    if (!st && (st = attn_kv_pages_append(pool, seqs, n, &tk, &tv, cu_seqlens, err))) goto done;
+    /* One store for every sequence: everything was checked (a full pool, a
+     * sequence named twice, a full row) before it writes. */
+    if (!st && (st = store_append(s, &w, &tk, &tv, cu_seqlens, n, length, err))) goto done;
     attn_sdpa_options so;
     if (!st && ((st = attn_mha_sdpa_options(&so, &m, m.o.causal, NULL, err)) ||
-                (st = attn_kv_pages_attend(&th, NULL, &tq, cu_seqlens, seqs, n, pool, masks, &so, err)))) {
-        for (int64_t i = 0; i < n; i++) attn_kv_pages_truncate(pool, seqs[i], length[i], NULL); /* as they were */
+                (st = store_attend(&th, &tq, s, &w, cu_seqlens, n, length, masks, &so, err)))) {
+        /* as they were: a cache's lengths are not yet written */
+        for (int64_t i = 0; s->paged && i < n; i++) attn_kv_pages_truncate(s->pool, s->seqs[i], length[i], NULL);
         goto done;
     }
     for (int64_t i = 0; i < n && !st; i++) {
         int64_t r0 = cu_seqlens[i], L = cu_seqlens[i + 1] - r0;
         if (L == 0) continue;
-        attn_mha_call s = sequence_call(&m, r0, L);
+        attn_mha_call sc = sequence_call(&m, r0, L);
         attn_tensor oi = out_view;
         oi.data = (char *)out_view.data + r0 * out_view.strides[1] * (int64_t)es, oi.shape[1] = L;
-        if (!attn_mha_project_out(&oi, heads + r0 * m.E * (int64_t)es, &s))
+        if (!attn_mha_project_out(&oi, heads + r0 * m.E * (int64_t)es, &sc))
             st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
     }
+    for (int64_t i = 0; !st && !s->paged && i < n; i++) s->lengths[s->rows[i]] = length[i] + cu_seqlens[i + 1] - cu_seqlens[i];
 done:
     free(length), free(q), free(k), free(v), free(heads);
     return st;
+}
+
+attn_status attn_mha_paged(attn_tensor *out, const attn_tensor *x, const int64_t *cu_seqlens, const int64_t *seqs,
+                           int64_t n, attn_kv_pages *pool, const attn_tensor *const *masks,
+                           const attn_mha_params *params, const attn_mha_options *options, attn_error *err) {
+    const kv_store s = {true, pool, seqs, NULL, NULL, NULL, "attn_mha_paged"};
+    return batch_step(out, x, cu_seqlens, n, &s, masks, params, options, err);
+}
+
+attn_status attn_mha_cached_batch(attn_tensor *out, const attn_tensor *x, const int64_t *cu_seqlens,
+                                  const int64_t *rows, int64_t n, attn_kv_cache *cache, int64_t *lengths,
+                                  const attn_tensor *const *masks, const attn_mha_params *params,
+                                  const attn_mha_options *options, attn_error *err) {
+    const kv_store s = {false, NULL, NULL, cache, rows, lengths, "attn_mha_cached_batch"};
+    return batch_step(out, x, cu_seqlens, n, &s, masks, params, options, err);
 }
