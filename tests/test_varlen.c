@@ -5,8 +5,11 @@
  * and every option: per-sequence masks (bool and float, broadcast), both
  * causal alignments, the scale, GQA, soft-capping, ALiBi, windows, sinks,
  * RoPE, dropout, the bf16 compute mode; the kernels that ran (flash, decode,
- * exact); a workspace; and the errors of the offsets, each reported before
- * anything is written.
+ * exact); a workspace (the backward's too: too small refuses before any
+ * gradient is written); the backward of one long sequence beside a hundred
+ * short ones run as one job (its one verbose line, as many workers as
+ * threads); and the errors of the offsets, each reported before anything
+ * is written.
  *
  * Prints "ok NAME" or "FAIL NAME: why"; exits 1 if any failed. */
 #include "attn.h"
@@ -360,6 +363,104 @@ static void test_workspace(void) {
     free_batch(&bt, c.B);
 }
 
+/* The backward of one long sequence beside a hundred short ones (causal,
+ * GQA): bitwise attn_sdpa_backward on each sequence alone at 1, 2 and 3
+ * threads, and one job: a single verbose line for the call, the fused
+ * kernel's, given as many workers as threads. */
+static void test_backward_one_job(void) {
+    enum { NB = 101, LONG = 1500, SHORT = 50, HQ = 4, HK = 2, E = 32 };
+    int64_t cu[NB + 1];
+    cu[0] = 0;
+    for (int b = 0; b < NB; b++) cu[b + 1] = cu[b] + (b == 0 ? LONG : SHORT);
+    const int64_t T = cu[NB];
+    attn_tensor q, k, v, dout;
+    packed(&q, ATTN_F32, T, HQ, E, 0), packed(&k, ATTN_F32, T, HK, E, 0), packed(&v, ATTN_F32, T, HK, E, 0);
+    packed(&dout, ATTN_F32, T, HQ, E, 0);
+    int64_t so[3] = {T, HQ, E}, sl[2] = {T, HQ}, sk[3] = {T, HK, E};
+    attn_tensor out = zeros(ATTN_F32, 3, so), lse = zeros(ATTN_F32, 2, sl);
+    attn_tensor ref[3] = {zeros(ATTN_F32, 3, so), zeros(ATTN_F32, 3, sk), zeros(ATTN_F32, 3, sk)};
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_error err;
+    int ok = attn_sdpa_varlen(&out, &lse, &q, &k, &v, cu, cu, NB, NULL, &o, &err) == ATTN_OK;
+    for (int b = 0; ok && b < NB; b++) {
+        int64_t n = cu[b + 1] - cu[b];
+        attn_tensor sq = view(&q, cu[b], n), sk_ = view(&k, cu[b], n), sv = view(&v, cu[b], n);
+        attn_tensor s_out = view(&out, cu[b], n), s_lse = view(&lse, cu[b], n), s_do = view(&dout, cu[b], n);
+        attn_tensor g[3] = {view(&ref[0], cu[b], n), view(&ref[1], cu[b], n), view(&ref[2], cu[b], n)};
+        attn_sdpa_options ob = o;
+        ob.dropout_seed = o.dropout_seed + (uint64_t)b;
+        ok = attn_sdpa_backward(&g[0], &g[1], &g[2], NULL, &s_do, &sq, &sk_, &sv, &s_out, &s_lse, &ob, &err) == ATTN_OK;
+    }
+    check(ok, "varlen_backward_long_beside_short_reference", "%s", ok ? "" : err.message);
+    for (int threads = 1; ok && threads <= 3; threads++) {
+        attn_tensor g[3] = {zeros(ATTN_F32, 3, so), zeros(ATTN_F32, 3, sk), zeros(ATTN_F32, 3, sk)};
+        attn_context ctx = attn_context_default();
+        ctx.num_threads = threads;
+        attn_sdpa_options ot = o;
+        ot.context = &ctx;
+        char kernel[32], name[96];
+        verbose_begin();
+        attn_status st = attn_sdpa_varlen_backward(&g[0], &g[1], &g[2], &dout, &q, &k, &v, &out, &lse, cu, cu, NB, NULL,
+                                                   &ot, &err);
+        verbose_end(kernel, sizeof kernel, NULL, 0);
+        int same = !st;
+        for (int t = 0; t < 3 && same; t++) same = !memcmp(g[t].data, ref[t].data, bytes_of(&g[t]));
+        snprintf(name, sizeof name, "varlen_backward_long_beside_short_threads%d", threads);
+        check(same, name, "status %d (%s), gradients %s", (int)st, st ? err.message : "", same ? "same" : "differ");
+        const char *tw = strstr(verbose_last_line, " threads=");
+        int ran = 0, given = 0;
+        if (tw) sscanf(tw, " threads=%d/%d", &ran, &given);
+        snprintf(name, sizeof name, "varlen_backward_one_job_threads%d", threads);
+        check(!st && strncmp(verbose_last_line, "attn: sdpa_varlen_backward ", 27) == 0 &&
+                  strcmp(kernel, "flash_backward") == 0 && given == threads,
+              name, "the line (want sdpa_varlen_backward, kernel flash_backward, %d workers): %s", threads,
+              verbose_last_line);
+        for (int t = 0; t < 3; t++) free(g[t].data);
+    }
+    free(q.data), free(k.data), free(v.data), free(dout.data), free(out.data), free(lse.data);
+    for (int t = 0; t < 3; t++) free(ref[t].data);
+}
+
+/* The backward's workspace: too small refuses before any gradient is
+ * written; large enough gives the gradients of the call without one. */
+static void test_backward_workspace(void) {
+    vcase c = {"bws", ATTN_F32, ATTN_F32, 4, 2, 32, 32, 6, 120, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0};
+    batch bt;
+    make_batch(&bt, &c);
+    int64_t so[3] = {bt.Tq, 4, 32}, sl[2] = {bt.Tq, 4}, sk[3] = {bt.Tk, 2, 32};
+    attn_tensor out = zeros(ATTN_F32, 3, so), lse = zeros(ATTN_F32, 2, sl), dout = zeros(ATTN_F32, 3, so);
+    for (int64_t i = 0; i < attn_tensor_numel(&dout); i++) ((float *)dout.data)[i] = (float)(i % 13) / 13.0f - 0.5f;
+    attn_error err;
+    attn_status st0 = attn_sdpa_varlen(&out, &lse, &bt.q, &bt.k, &bt.v, bt.cu_q, bt.cu_k, c.B, NULL, &bt.o, &err);
+    attn_tensor g0[3] = {zeros(ATTN_F32, 3, so), zeros(ATTN_F32, 3, sk), zeros(ATTN_F32, 3, sk)};
+    attn_tensor g1[3] = {zeros(ATTN_F32, 3, so), zeros(ATTN_F32, 3, sk), zeros(ATTN_F32, 3, sk)};
+    if (!st0) st0 = attn_sdpa_varlen_backward(&g0[0], &g0[1], &g0[2], &dout, &bt.q, &bt.k, &bt.v, &out, &lse, bt.cu_q,
+                                              bt.cu_k, c.B, NULL, &bt.o, &err);
+    attn_context ctx = attn_context_default();
+    ctx.workspace_size = 4096;
+    ctx.workspace = malloc(1 << 24);
+    attn_sdpa_options o = bt.o;
+    o.context = &ctx;
+    for (int t = 0; t < 3; t++) memset(g1[t].data, 0x55, bytes_of(&g1[t]));
+    attn_status small = attn_sdpa_varlen_backward(&g1[0], &g1[1], &g1[2], &dout, &bt.q, &bt.k, &bt.v, &out, &lse,
+                                                  bt.cu_q, bt.cu_k, c.B, NULL, &o, &err);
+    int untouched = 1;
+    for (int t = 0; t < 3; t++)
+        for (size_t i = 0; i < bytes_of(&g1[t]); i++) untouched &= ((unsigned char *)g1[t].data)[i] == 0x55;
+    check(small == ATTN_ERR_WORKSPACE && untouched, "varlen_backward_workspace_too_small", "status %d, gradients %s: %s",
+          (int)small, untouched ? "untouched" : "WRITTEN", err.message);
+    ctx.workspace_size = 1 << 24;
+    attn_status st1 = attn_sdpa_varlen_backward(&g1[0], &g1[1], &g1[2], &dout, &bt.q, &bt.k, &bt.v, &out, &lse, bt.cu_q,
+                                                bt.cu_k, c.B, NULL, &o, &err);
+    int same = !st0 && !st1;
+    for (int t = 0; t < 3 && same; t++) same = !memcmp(g0[t].data, g1[t].data, bytes_of(&g0[t]));
+    check(same, "varlen_backward_workspace", "status %d %d: %s", (int)st0, (int)st1, err.message);
+    free(ctx.workspace), free(out.data), free(lse.data), free(dout.data);
+    for (int t = 0; t < 3; t++) free(g0[t].data), free(g1[t].data);
+    free_batch(&bt, c.B);
+}
+
 int main(void) {
     /* name, dtype, kv dtype, Hq, Hk, E, Ev, B, max_len, decode, causal, has_scale, alibi, sinks, rope, bf16,
      * strided, softcap, dropout, window, mask */
@@ -398,6 +499,8 @@ int main(void) {
     test_decode_batches();
     test_errors();
     test_workspace();
+    test_backward_workspace();
+    test_backward_one_job();
     attn_shutdown();
     return n_failed ? 1 : 0;
 }

@@ -101,6 +101,13 @@ const float *attn_rows_f32(const struct attn_ukernels *uk, const attn_rows *src,
  * written. Fills *info. Returns ATTN_OK, ATTN_ERR_OVERFLOW,
  * ATTN_ERR_NO_MEMORY or ATTN_ERR_WORKSPACE. */
 attn_status attn_flash_backward_run(const attn_grad_slices *gs, attn_run_info *info, attn_error *err);
+/* The same for n calls at once (a ragged batch's sequences): each call's
+ * items, partials and sums are the ones it has alone, so each call's
+ * gradients are bitwise its gradients alone; every pass hands out the
+ * items of all calls together, those of the costliest items first. All
+ * calls share one dtype, thread count and arena (gss[0]'s). */
+attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, int64_t n_calls, attn_run_info *info,
+                                          attn_error *err);
 
 /* One row of a partial result: attention over some of the keys. */
 typedef struct attn_part_row {

@@ -517,56 +517,141 @@ static bool plan_job(bwd_job *j, const attn_grad_slices *gs) {
     return true;
 }
 
+/* Several calls' jobs run as one: each call keeps the job it has alone
+ * (plan_job: its blocks, chunks and partials), and each pass hands out the
+ * items of every call together. jobs[] is in the order items are handed
+ * out, the calls of the costliest items first; first[k] is the first
+ * global index of job k's items in the pass under way. */
+typedef struct bwd_batch {
+    bwd_job *jobs;
+    int64_t n;
+    int64_t *first; /* [n + 1] */
+    void (*fn)(void *job, int64_t item, int worker);
+} bwd_batch;
+
+static void batch_item(void *ctx, int64_t item, int worker) {
+    const bwd_batch *b = ctx;
+    int64_t lo = 0, hi = b->n - 1; /* the job whose items hold `item`: the last k with first[k] <= item */
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        if (b->first[mid] <= item) lo = mid;
+        else hi = mid - 1;
+    }
+    b->fn(&b->jobs[lo], item - b->first[lo], worker);
+}
+
+/* Run one pass over every job: `count(job)` items each. */
+static int batch_pass(bwd_batch *b, int workers, int64_t (*count)(const bwd_job *),
+                      void (*fn)(void *, int64_t, int)) {
+    b->first[0] = 0;
+    for (int64_t k = 0; k < b->n; k++) b->first[k + 1] = b->first[k] + count(&b->jobs[k]);
+    b->fn = fn;
+    if (b->first[b->n] == 0) return 1;
+    return attn_parallel_for(workers, b->first[b->n], batch_item, b);
+}
+
+static int64_t slices_of(const bwd_job *j) { return j->gs->f.count; }
+static int64_t stat_items_of(const bwd_job *j) { return j->stats ? j->gs->f.count * j->n_rblocks : 0; }
+static int64_t items_of(const bwd_job *j) { return j->gs->f.count * j->n_chunks; }
+/* What an item of j costs, about: its query rows times the keys of a chunk. */
+static double item_cost(const bwd_job *j) { return (double)j->L * (double)j->chunk * (double)(j->E + j->Ev); }
+
 attn_status attn_flash_backward_run(const attn_grad_slices *gs, attn_run_info *info, attn_error *err) {
-    bwd_job j;
-    memset(&j, 0, sizeof j);
-    int64_t items, dq_floats, dk_floats, dv_floats, stat_rows, stat_items;
-    if (!plan_job(&j, gs) || !attn_mul_i64(gs->f.count, j.n_chunks, &items) ||
-        !attn_mul_i64(items, j.Lp * j.Ep, &dq_floats) || !attn_mul_i64(gs->f.count, j.S * j.Ep, &dk_floats) ||
-        !attn_mul_i64(gs->f.count, j.S * j.Evp, &dv_floats) || !attn_mul_i64(gs->f.count, j.L, &stat_rows) ||
-        !attn_mul_i64(gs->f.count, j.n_rblocks, &stat_items))
-        return attn_fail(err, ATTN_ERR_OVERFLOW, "the backward pass's partial sums overflow");
-    /* Partials of dk and dv only for gradients that slices share. */
-    bool want_dk = gs->dk && !gs->direct[1], want_dv = gs->dv && !gs->direct[2];
-    j.ws_bytes = (workspace_floats(&j) * sizeof(float) + 63) / 64 * 64;
-    int workers = gs->f.threads < items ? gs->f.threads : (int)items;
-    attn_arena *a = gs->f.arena;
-    j.scratch = attn_arena_alloc(a, j.ws_bytes, (size_t)workers);
-    j.part.dq = attn_arena_alloc(a, (size_t)dq_floats, sizeof(float));
-    j.part.dk = want_dk ? attn_arena_alloc(a, (size_t)dk_floats, sizeof(float)) : NULL;
-    j.part.dv = want_dv ? attn_arena_alloc(a, (size_t)dv_floats, sizeof(float)) : NULL;
-    j.route = attn_arena_alloc(a, (size_t)gs->f.count, sizeof *j.route);
-    int64_t exact_words = attn_backward_work_size(j.S, j.E, j.Ev);
-    if (exact_words < 0) return attn_fail(err, ATTN_ERR_OVERFLOW, "the backward pass's scratch size overflows");
+    return attn_flash_backward_run_calls(&gs, 1, info, err);
+}
+
+attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, int64_t n_calls, attn_run_info *info,
+                                          attn_error *err) {
+    if (n_calls == 0) return ATTN_OK;
+    attn_arena *a = gss[0]->f.arena;
+    bwd_job one, *jobs = n_calls == 1 ? &one : attn_arena_alloc(a, (size_t)n_calls, sizeof *jobs);
+    int64_t one_first[2], *first = n_calls == 1 ? one_first : attn_arena_alloc(a, (size_t)n_calls + 1, sizeof *first);
+    if ((!jobs || !first) && !a->measure)
+        return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
+                         "cannot allocate the backward jobs of %lld calls", (long long)n_calls);
+    bwd_job scratch_jobs[1]; /* measuring: jobs of one call at a time */
+    /* Every call's job planned alone, and the sizes of its partials. */
+    int64_t items = 0, max_exact = 0;
+    size_t ws_bytes = 0;
+    for (int64_t c = 0; c < n_calls; c++) {
+        bwd_job *j = jobs ? &jobs[c] : scratch_jobs;
+        const attn_grad_slices *gs = gss[c];
+        memset(j, 0, sizeof *j);
+        int64_t n, dq_floats, dk_floats, dv_floats, stat_rows;
+        if (!plan_job(j, gs) || !attn_mul_i64(gs->f.count, j->n_chunks, &n) || !attn_add_i64(items, n, &items) ||
+            !attn_mul_i64(n, j->Lp * j->Ep, &dq_floats) || !attn_mul_i64(gs->f.count, j->S * j->Ep, &dk_floats) ||
+            !attn_mul_i64(gs->f.count, j->S * j->Evp, &dv_floats) || !attn_mul_i64(gs->f.count, j->L, &stat_rows) ||
+            !attn_mul_i64(gs->f.count, j->n_rblocks, &n))
+            return attn_fail(err, ATTN_ERR_OVERFLOW, "the backward pass's partial sums overflow");
+        int64_t exact_words = attn_backward_work_size(j->S, j->E, j->Ev);
+        if (exact_words < 0) return attn_fail(err, ATTN_ERR_OVERFLOW, "the backward pass's scratch size overflows");
+        max_exact = exact_words > max_exact ? exact_words : max_exact;
+        size_t w = (workspace_floats(j) * sizeof(float) + 63) / 64 * 64;
+        ws_bytes = w > ws_bytes ? w : ws_bytes;
+    }
+    /* One workspace per worker, the largest any call's items take. */
+    int workers = gss[0]->f.threads < items ? gss[0]->f.threads : (int)items;
+    workers = workers < 1 ? 1 : workers;
+    char *scratch = attn_arena_alloc(a, ws_bytes, (size_t)workers);
+    bool ok = scratch != NULL;
+    for (int64_t c = 0; c < n_calls; c++) {
+        bwd_job *j = jobs ? &jobs[c] : scratch_jobs;
+        const attn_grad_slices *gs = gss[c];
+        if (!jobs) plan_job(j, gs); /* measuring without jobs: planned again, the same */
+        /* Partials of dk and dv only for gradients that slices share. */
+        bool want_dk = gs->dk && !gs->direct[1], want_dv = gs->dv && !gs->direct[2];
+        j->scratch = scratch, j->ws_bytes = ws_bytes;
+        j->part.dq = attn_arena_alloc(a, (size_t)(gs->f.count * j->n_chunks * j->Lp * j->Ep), sizeof(float));
+        j->part.dk = want_dk ? attn_arena_alloc(a, (size_t)(gs->f.count * j->S * j->Ep), sizeof(float)) : NULL;
+        j->part.dv = want_dv ? attn_arena_alloc(a, (size_t)(gs->f.count * j->S * j->Evp), sizeof(float)) : NULL;
+        j->route = attn_arena_alloc(a, (size_t)gs->f.count, sizeof *j->route);
+        ok &= j->part.dq && (!want_dk || j->part.dk) && (!want_dv || j->part.dv) && j->route;
+    }
     double *exact_work = NULL;
     if (a->measure) { /* a workspace must hold the exact kernel's scratch and the statistics too, in case */
-        attn_arena_alloc(a, (size_t)exact_words, sizeof(double));
-        attn_arena_alloc(a, (size_t)stat_rows, 2 * sizeof(double));
+        attn_arena_alloc(a, (size_t)max_exact, sizeof(double));
+        for (int64_t c = 0; c < n_calls; c++) attn_arena_alloc(a, (size_t)(gss[c]->f.count * gss[c]->f.cq.shape[3]), 2 * sizeof(double));
         return ATTN_OK;
     }
-    if (!j.scratch || !j.part.dq || (want_dk && !j.part.dk) || (want_dv && !j.part.dv) || !j.route)
+    if (!ok)
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the backward pass's partial sums");
-    for (int64_t s = 0; s < gs->f.count; s++) atomic_init(&j.route[s], ROUTE_FUSED);
-    attn_parallel_for(workers, gs->f.count, slice_check, &j);
-    /* The exact kernel's scratch (O(S·d) doubles) and the statistics (two
-     * doubles a row) only when a slice needs them, and before any output is
-     * written. */
-    bool any_exact = false, any_stats = false;
-    for (int64_t s = 0; s < gs->f.count; s++) {
-        any_exact |= atomic_load(&j.route[s]) == ROUTE_EXACT;
-        any_stats |= atomic_load(&j.route[s]) == ROUTE_STATS;
+    /* The calls in the order their items are handed out: those of the
+     * costliest items first, so that no thread is left alone with a long
+     * call at the end (insertion sort, stable: the order depends on the
+     * shapes alone, and results on neither: each call's items and sums are
+     * its own). */
+    for (int64_t c = 1; c < n_calls; c++)
+        for (int64_t d = c; d > 0 && item_cost(&jobs[d]) > item_cost(&jobs[d - 1]); d--) {
+            bwd_job t = jobs[d];
+            jobs[d] = jobs[d - 1], jobs[d - 1] = t;
+        }
+    bwd_batch b = {jobs, n_calls, first, NULL};
+    for (int64_t c = 0; c < n_calls; c++)
+        for (int64_t s = 0; s < jobs[c].gs->f.count; s++) atomic_init(&jobs[c].route[s], ROUTE_FUSED);
+    batch_pass(&b, workers, slices_of, slice_check);
+    /* The exact kernel's scratch (O(S·d) doubles, one for every call: they
+     * are reduced one after another) and the statistics (two doubles a
+     * row) only when a slice needs them, and before any output is written. */
+    bool any_exact = false;
+    for (int64_t c = 0; c < n_calls; c++) {
+        bwd_job *j = &jobs[c];
+        bool any_stats = false;
+        for (int64_t s = 0; s < j->gs->f.count; s++) {
+            any_exact |= atomic_load(&j->route[s]) == ROUTE_EXACT;
+            any_stats |= atomic_load(&j->route[s]) == ROUTE_STATS;
+        }
+        if (any_stats && !(j->stats = attn_arena_alloc(a, (size_t)(j->gs->f.count * j->L), 2 * sizeof(double))))
+            return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
+                             "cannot allocate the softmax statistics of the rows whose lse f32 cannot trust");
     }
-    if (any_exact && !(exact_work = attn_arena_alloc(a, (size_t)exact_words, sizeof(double))))
+    if (any_exact && !(exact_work = attn_arena_alloc(a, (size_t)max_exact, sizeof(double))))
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the exact kernel's scratch for the slices f32 cannot take");
-    if (any_stats && !(j.stats = attn_arena_alloc(a, (size_t)stat_rows, 2 * sizeof(double))))
-        return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
-                         "cannot allocate the softmax statistics of the rows whose lse f32 cannot trust");
-    if (any_stats) attn_parallel_for(workers, stat_items, stats_item, &j);
-    info->threads = attn_parallel_for(workers, items, bwd_item, &j), info->threads_given = workers;
-    info->kernel = "flash_backward", info->isa = j.uk->name, info->bf16 = NULL;
-    info->items = gs->f.count, info->fallbacks = 0;
-    reduce(&j, exact_work, info);
+    batch_pass(&b, workers, stat_items_of, stats_item);
+    info->threads = batch_pass(&b, workers, items_of, bwd_item), info->threads_given = workers;
+    info->kernel = "flash_backward", info->isa = jobs[0].uk->name, info->bf16 = NULL;
+    info->items = 0, info->fallbacks = 0;
+    for (int64_t c = 0; c < n_calls; c++) info->items += jobs[c].gs->f.count, reduce(&jobs[c], exact_work, info);
     return ATTN_OK;
 }

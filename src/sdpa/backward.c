@@ -46,11 +46,7 @@ static attn_status check_like(const attn_tensor *t, const char *name, const attn
     return attn_check_extent(t, name, err);
 }
 
-/* The gradients asked for, and their f64 accumulators. */
-typedef struct grads {
-    attn_tensor *out[4];      /* dq, dk, dv, dmask as the caller gave them (NULL: not asked) */
-    attn_tensor acc[4];       /* their f64 accumulators, contiguous */
-} grads;
+typedef attn_backward_grads grads;
 
 static attn_status check_grads(grads *g, const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k,
                                const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse,
@@ -135,59 +131,71 @@ static void bind_views(attn_grad_slices *gs, grads *g) {
     }
 }
 
-/* The accumulators zeroed, the kernel run on every slice, then the
- * gradients written out. */
-static attn_status run(grads *g, attn_grad_slices *gs, double *work, attn_run_info *info, attn_error *err) {
-    for (int i = 0; i < 4; i++)
-        if (g->out[i] && !gs->direct[i])
-            memset(g->acc[i].data, 0, sizeof(double) * (size_t)attn_tensor_numel(&g->acc[i]));
-    attn_status st = ATTN_OK;
-    if (fast_applies(g, gs)) {
-        st = attn_flash_backward_run(gs, info, err);
-    } else {
-        for (int64_t s = 0; s < gs->f.count; s++) {
-            attn_grad_problem p;
-            attn_grad_slice(gs, s, &p);
-            attn_backward_kernel(&p, work);
-        }
+attn_status attn_backward_plan(attn_backward_call *c, attn_tensor *const grad[4], const attn_tensor *dout,
+                               const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                               const attn_tensor *out, const attn_tensor *lse, const attn_sdpa_options *o, int threads,
+                               attn_error *err) {
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < 4; i++) c->g.out[i] = grad[i];
+    if (!out) return attn_fail(err, ATTN_ERR_NULL, "out (the forward's output) is NULL");
+    if (!lse) return attn_fail(err, ATTN_ERR_NULL, "lse (the forward's log-sum-exp) is NULL");
+    attn_status st;
+    /* The forward's plan, with out and lse as they were written. */
+    if ((st = attn_plan_call(&c->gs.f, (attn_tensor *)out, (attn_tensor *)lse, NULL, false, q, k, v, o, threads, err)) ||
+        (st = check_grads(&c->g, dout, q, k, v, out, lse, o, err)))
+        return st;
+    c->gs.dout = dout, c->gs.cdo = attn_canonical(dout);
+    choose_direct(&c->gs, &c->g);
+    bind_views(&c->gs, &c->g);
+    return ATTN_OK;
+}
+
+bool attn_backward_fused(const attn_backward_call *c) { return fast_applies(&c->g, &c->gs); }
+
+attn_status attn_backward_take(attn_backward_call *c, attn_arena *arena, attn_error *err) {
+    c->gs.f.arena = arena;
+    attn_status st;
+    if ((st = take_memory(&c->g, &c->work, &c->gs, err)) || (st = attn_rope_prepare(&c->gs.f, &c->rope, err))) return st;
+    for (int i = 0; i < 4 && !arena->measure; i++)
+        if (c->g.out[i] && !c->gs.direct[i])
+            memset(c->g.acc[i].data, 0, sizeof(double) * (size_t)attn_tensor_numel(&c->g.acc[i]));
+    return ATTN_OK;
+}
+
+void attn_backward_finish(attn_backward_call *c) {
+    grads *g = &c->g;
+    attn_grad_slices *gs = &c->gs;
+    for (int64_t s = 0; !attn_backward_fused(c) && s < gs->f.count; s++) {
+        attn_grad_problem p;
+        attn_grad_slice(gs, s, &p);
+        attn_backward_kernel(&p, c->work);
     }
     /* RoPE: the kernels differentiated the turned q and k; turn dq and dk back
      * (the rotation's transpose), once, where they were summed. */
     const attn_problem *b = &gs->f.base;
-    for (int i = 0; i < 2 && !st && b->rope; i++)
+    for (int i = 0; i < 2 && b->rope; i++)
         if (g->out[i]) attn_rope_apply_tensor(gs->direct[i] ? g->out[i] : &g->acc[i], b->rope, i ? b->rope_k0 : b->rope_q0, -1);
-    for (int i = 0; i < 4 && !st && !gs->f.arena->measure; i++)
+    for (int i = 0; i < 4; i++)
         if (g->out[i] && !gs->direct[i]) attn_tensor_convert(g->out[i], &g->acc[i], NULL); /* cannot fail */
-    return st;
 }
 
-/* Plan and check the call; with `bytes`, only measure its scratch, else run it. */
-static attn_status backward(size_t *bytes, grads *g, const attn_tensor *dout, const attn_tensor *q,
+/* Plan and check the call; with `bytes`, only measure its scratch, else run
+ * it: its memory taken (accumulators zeroed), the fused kernel or the exact
+ * one on every slice, then the gradients written out. */
+static attn_status backward(size_t *bytes, attn_tensor *const grad[4], const attn_tensor *dout, const attn_tensor *q,
                             const attn_tensor *k, const attn_tensor *v, const attn_tensor *out,
                             const attn_tensor *lse, const attn_sdpa_options *options, attn_error *err) {
     attn_sdpa_options o;
     attn_context c;
     attn_status st = attn_options_read(&o, &c, options, err);
     if (st) return st;
-    if (!out) return attn_fail(err, ATTN_ERR_NULL, "out (the forward's output) is NULL");
-    if (!lse) return attn_fail(err, ATTN_ERR_NULL, "lse (the forward's log-sum-exp) is NULL");
-    attn_grad_slices gs;
-    memset(&gs, 0, sizeof gs);
-    /* The forward's plan, with out and lse as they were written. */
-    if ((st = attn_plan_call(&gs.f, (attn_tensor *)out, (attn_tensor *)lse, NULL, false, q, k, v, &o,
-                             c.num_threads, err)) ||
-        (st = check_grads(g, dout, q, k, v, out, lse, &o, err)))
-        return st;
-    gs.dout = dout, gs.cdo = attn_canonical(dout);
+    attn_backward_call call;
+    if ((st = attn_backward_plan(&call, grad, dout, q, k, v, out, lse, &o, c.num_threads, err))) return st;
+    const attn_grad_slices *gs = &call.gs;
+    bool fused = attn_backward_fused(&call);
     attn_arena measure = attn_arena_measuring(), arena = attn_arena_over(c.workspace, c.workspace_size);
-    double *work;
-    attn_run_info info = {"exact", "-", NULL, 1, 1, gs.f.count, 0};
-    gs.f.arena = &measure;
-    choose_direct(&gs, g);
-    bind_views(&gs, g);
-    attn_rope_plan rope;
-    if ((st = take_memory(g, &work, &gs, err)) || (st = attn_rope_prepare(&gs.f, &rope, err)) ||
-        (fast_applies(g, &gs) && (st = attn_flash_backward_run(&gs, &info, err))))
+    attn_run_info info = {"exact", "-", NULL, 1, 1, call.gs.f.count, 0};
+    if ((st = attn_backward_take(&call, &measure, err)) || (fused && (st = attn_flash_backward_run(gs, &info, err))))
         return st;
     size_t need = attn_arena_needed(&measure);
     if (bytes) {
@@ -198,13 +206,12 @@ static attn_status backward(size_t *bytes, grads *g, const attn_tensor *dout, co
         return attn_fail(err, ATTN_ERR_WORKSPACE,
                          "the context's workspace has %zu bytes but this call needs %zu "
                          "(attn_sdpa_backward_workspace_size)", c.workspace_size, need);
-    gs.f.arena = &arena;
     bool verbose = attn_verbose_on();
     double t0 = verbose ? attn_now_ms() : 0;
-    if (!(st = take_memory(g, &work, &gs, err)) && !(st = attn_rope_prepare(&gs.f, &rope, err)))
-        st = run(g, &gs, work, &info, err);
+    if (!(st = attn_backward_take(&call, &arena, err)) && !(fused && (st = attn_flash_backward_run(gs, &info, err))))
+        attn_backward_finish(&call);
     attn_arena_release(&arena);
-    if (verbose) attn_verbose_report("sdpa_backward", &info, &gs.f, &o, attn_now_ms() - t0);
+    if (verbose) attn_verbose_report("sdpa_backward", &info, &call.gs.f, &o, attn_now_ms() - t0);
     return st;
 }
 
@@ -212,8 +219,8 @@ attn_status attn_sdpa_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv
                                const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k,
                                const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse,
                                const attn_sdpa_options *options, attn_error *err) {
-    grads g = {{dq, dk, dv, dmask}, {{0}}};
-    return backward(NULL, &g, dout, q, k, v, out, lse, options, err);
+    attn_tensor *const grad[4] = {dq, dk, dv, dmask};
+    return backward(NULL, grad, dout, q, k, v, out, lse, options, err);
 }
 
 attn_status attn_sdpa_backward_workspace_size(size_t *bytes, attn_tensor *dq, attn_tensor *dk,
@@ -223,6 +230,6 @@ attn_status attn_sdpa_backward_workspace_size(size_t *bytes, attn_tensor *dq, at
                                               const attn_tensor *lse, const attn_sdpa_options *options,
                                               attn_error *err) {
     if (!bytes) return attn_fail(err, ATTN_ERR_NULL, "bytes is NULL");
-    grads g = {{dq, dk, dv, dmask}, {{0}}};
-    return backward(bytes, &g, dout, q, k, v, out, lse, options, err);
+    attn_tensor *const grad[4] = {dq, dk, dv, dmask};
+    return backward(bytes, grad, dout, q, k, v, out, lse, options, err);
 }

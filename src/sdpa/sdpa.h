@@ -4,6 +4,7 @@
 #define ATTN_SDPA_H
 
 #include "base/base.h"
+#include "kernels/rope.h"
 
 /* The caller's options (NULL: the defaults) and their context as this
  * library's structs, checking struct sizes and ranges (plan.c). The
@@ -99,6 +100,37 @@ attn_status attn_varlen_plan_make(attn_varlen_plan **plan, void *memory, size_t 
 attn_status attn_varlen_plan_run(attn_varlen_plan *plan, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                                  const attn_tensor *k, const attn_tensor *v, int64_t batch, const attn_sdpa_options *o,
                                  attn_arena *arena, attn_error *err);
+
+/* One backward call (backward.c), in the steps attn_sdpa_backward takes,
+ * so that a ragged batch (varlen.c) runs its sequences' kernels as one job:
+ *   attn_backward_plan   every check (the forward's plan, dout, the
+ *                        gradients grad[4] = dq, dk, dv, dmask, each NULL
+ *                        if not wanted), o as attn_options_read gives it;
+ *   attn_backward_take   its scratch from `arena` (a measuring arena only
+ *                        counts it): accumulators (zeroed), the exact
+ *                        kernel's scratch, RoPE's tables;
+ *   the kernel           when attn_backward_fused, attn_flash_backward_run
+ *                        (or _run_calls) on c->gs;
+ *   attn_backward_finish the exact kernel on every slice when not fused,
+ *                        RoPE turned back, the accumulators written out.
+ * c must not move between the steps (c->gs points into it). */
+typedef struct attn_backward_grads {
+    attn_tensor *out[4]; /* dq, dk, dv, dmask as the caller gave them (NULL: not asked) */
+    attn_tensor acc[4];  /* their f64 accumulators, contiguous */
+} attn_backward_grads;
+typedef struct attn_backward_call {
+    attn_backward_grads g;
+    attn_grad_slices gs;
+    double *work; /* the exact kernel's scratch (not fused) */
+    attn_rope_plan rope;
+} attn_backward_call;
+attn_status attn_backward_plan(attn_backward_call *c, attn_tensor *const grad[4], const attn_tensor *dout,
+                               const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                               const attn_tensor *out, const attn_tensor *lse, const attn_sdpa_options *o, int threads,
+                               attn_error *err);
+bool attn_backward_fused(const attn_backward_call *c);
+attn_status attn_backward_take(attn_backward_call *c, attn_arena *arena, attn_error *err);
+void attn_backward_finish(attn_backward_call *c);
 
 /* The one rule for the causal mode of attention over a KV cache
  * (kv_cache.c), which attn_kv_cache_attend and attn_mha_cached both apply:

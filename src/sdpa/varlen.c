@@ -36,6 +36,14 @@ typedef struct seq {
     int route; /* SEQ_NONE: no queries; SEQ_EMPTY: queries but no keys (out 0) */
 } seq;
 
+/* One sequence of a backward batch: its views of the packed tensors, its
+ * backward call (backward.c). */
+typedef struct bseq {
+    attn_tensor q, k, v, out, lse, dout, grad[3];
+    attn_backward_call call;
+    bool planned; /* queries and keys: a call */
+} bseq;
+
 /* Rows r0 .. r0+n-1 of a packed (T, H, X) tensor as the (H, n, X) tensor
  * attn_sdpa takes, or of a packed (T, H) lse as (H, n). */
 static void seq_view(attn_tensor *dst, const attn_tensor *t, int64_t r0, int64_t n) {
@@ -466,29 +474,72 @@ attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_ten
         const attn_named mask = {masks[b], "a sequence's mask"};
         if ((st = attn_check_no_overlap(outs, 3, &mask, 1, err))) return in_sequence(st, b, err);
     }
-    /* Every sequence checked (and its scratch measured) before any is run,
-     * so that a bad one writes nothing; with a workspace, each must fit it. */
-    for (int pass = 0; pass < 2; pass++)
-        for (int64_t b = 0; b < batch; b++) {
-            int64_t L = cu_seqlens_q[b + 1] - cu_seqlens_q[b], S = cu_seqlens_k[b + 1] - cu_seqlens_k[b];
-            if (L == 0 || S == 0) continue;
-            attn_tensor sq, sk, sv, so, sl, sdo, sg[3];
-            seq_view(&sq, q, cu_seqlens_q[b], L), seq_view(&sk, k, cu_seqlens_k[b], S), seq_view(&sv, v, cu_seqlens_k[b], S);
-            seq_view(&so, out, cu_seqlens_q[b], L), seq_view(&sl, lse, cu_seqlens_q[b], L), seq_view(&sdo, dout, cu_seqlens_q[b], L);
-            int64_t r0[3] = {cu_seqlens_q[b], cu_seqlens_k[b], cu_seqlens_k[b]}, n[3] = {L, S, S};
-            for (int t = 0; t < 3; t++)
-                if (grad[t]) seq_view(&sg[t], grad[t], r0[t], n[t]);
-            attn_sdpa_options ob = seq_options(&o, masks, b);
-            ob.context = &c;
-            attn_tensor *g[3] = {dq ? &sg[0] : NULL, dk ? &sg[1] : NULL, dv ? &sg[2] : NULL};
-            size_t need;
-            st = pass == 0 ? attn_sdpa_backward_workspace_size(&need, g[0], g[1], g[2], NULL, &sdo, &sq, &sk, &sv, &so, &sl, &ob, err)
-                           : attn_sdpa_backward(g[0], g[1], g[2], NULL, &sdo, &sq, &sk, &sv, &so, &sl, &ob, err);
-            if (!st && pass == 0 && c.workspace && need > c.workspace_size)
-                st = attn_fail(err, ATTN_ERR_WORKSPACE, "the context's workspace has %zu bytes but this sequence needs %zu",
-                               c.workspace_size, need);
-            if (st) return in_sequence(st, b, err);
-        }
+    /* Every sequence planned and checked, then all of their scratch taken
+     * (and, with a workspace, measured against it first), then the fused
+     * kernel's items of every sequence run as one job: nothing is written
+     * unless every sequence passed and all memory was had. */
+    attn_arena arena = attn_arena_over(c.workspace, c.workspace_size);
+    size_t nb = batch > 0 ? (size_t)batch : 1;
+    if ((uint64_t)nb > SIZE_MAX / (sizeof(bseq) + sizeof(attn_grad_slices *)))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "%lld sequences' plans overflow", (long long)batch);
+    bseq *seqs = attn_arena_alloc(&arena, nb, sizeof *seqs);
+    const attn_grad_slices **fused = attn_arena_alloc(&arena, nb, sizeof *fused);
+    if (!seqs || !fused) {
+        attn_arena_release(&arena);
+        return attn_fail(err, c.workspace ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
+                         "cannot allocate the backward plans of %lld sequences (%zu bytes)", (long long)batch,
+                         nb * (sizeof(bseq) + sizeof *fused));
+    }
+    int64_t n_fused = 0;
+    for (int64_t b = 0; b < batch && !st; b++) {
+        bseq *s = &seqs[b];
+        int64_t L = cu_seqlens_q[b + 1] - cu_seqlens_q[b], S = cu_seqlens_k[b + 1] - cu_seqlens_k[b];
+        s->planned = L > 0 && S > 0;
+        if (!s->planned) continue;
+        seq_view(&s->q, q, cu_seqlens_q[b], L), seq_view(&s->k, k, cu_seqlens_k[b], S), seq_view(&s->v, v, cu_seqlens_k[b], S);
+        seq_view(&s->out, out, cu_seqlens_q[b], L), seq_view(&s->lse, lse, cu_seqlens_q[b], L);
+        seq_view(&s->dout, dout, cu_seqlens_q[b], L);
+        int64_t r0[3] = {cu_seqlens_q[b], cu_seqlens_k[b], cu_seqlens_k[b]}, n[3] = {L, S, S};
+        attn_tensor *g[4] = {NULL, NULL, NULL, NULL};
+        for (int t = 0; t < 3; t++)
+            if (grad[t]) seq_view(&s->grad[t], grad[t], r0[t], n[t]), g[t] = &s->grad[t];
+        attn_sdpa_options ob = seq_options(&o, masks, b);
+        if ((st = attn_backward_plan(&s->call, g, &s->dout, &s->q, &s->k, &s->v, &s->out, &s->lse, &ob, c.num_threads, err)))
+            st = in_sequence(st, b, err);
+        else if (attn_backward_fused(&s->call))
+            fused[n_fused++] = &s->call.gs;
+    }
+    attn_run_info info = {"exact", "-", NULL, 1, 1, 0, 0};
+    if (!st && c.workspace) { /* too small a workspace fails before anything is written */
+        attn_arena m = attn_arena_measuring();
+        for (int64_t b = 0; b < batch && !st; b++)
+            if (seqs[b].planned) st = in_sequence(attn_backward_take(&seqs[b].call, &m, err), b, err);
+        if (!st) st = attn_flash_backward_run_calls(fused, n_fused, &info, err);
+        size_t need = arena.used + attn_arena_needed(&m);
+        if (!st && need > c.workspace_size)
+            st = attn_fail(err, ATTN_ERR_WORKSPACE, "the context's workspace has %zu bytes but this call needs %zu",
+                           c.workspace_size, need);
+    }
+    bool verbose = attn_verbose_on();
+    double t0 = verbose ? attn_now_ms() : 0;
+    for (int64_t b = 0; b < batch && !st; b++)
+        if (seqs[b].planned) st = in_sequence(attn_backward_take(&seqs[b].call, &arena, err), b, err);
+    if (!st) st = attn_flash_backward_run_calls(fused, n_fused, &info, err);
+    for (int64_t b = 0; b < batch && !st; b++) { /* f64: the exact kernel here, slice by slice */
+        if (!seqs[b].planned) continue;
+        attn_backward_finish(&seqs[b].call);
+        if (!n_fused) info.items += seqs[b].call.gs.f.count;
+    }
+    if (!st && verbose) {
+        attn_slices shown; /* the packed tensors, for the line */
+        memset(&shown, 0, sizeof shown);
+        shown.q = q, shown.k = k, shown.v = v, shown.lse = lse;
+        for (int64_t b = 0; b < batch; b++)
+            if (seqs[b].planned) shown.has_rope = seqs[b].call.gs.f.has_rope, shown.rope = seqs[b].call.gs.f.rope;
+        attn_verbose_report("sdpa_varlen_backward", &info, &shown, &o, attn_now_ms() - t0);
+    }
+    attn_arena_release(&arena);
+    if (st) return st;
     /* Rows no sequence's call wrote: queries without keys (dq 0), keys
      * without queries (dk, dv 0). */
     for (int64_t b = 0; b < batch; b++) {
