@@ -313,6 +313,99 @@ static void backward_subject(attn_dtype dt) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) __real_free(all[i]->data);
 }
 
+/* ---- attn_sdpa_varlen_backward: every sequence's memory before any gradient ---- */
+
+typedef struct varlen_backward_case {
+    attn_tensor q, k, v, out, lse, dout, g[3];
+    int64_t cu_q[4], cu_k[4];
+    attn_sdpa_options o;
+} varlen_backward_case;
+
+static attn_status run_varlen_backward(void *ctx, attn_error *err) {
+    varlen_backward_case *c = ctx;
+    return attn_sdpa_varlen_backward(&c->g[0], &c->g[1], &c->g[2], &c->dout, &c->q, &c->k, &c->v, &c->out, &c->lse,
+                                     c->cu_q, c->cu_k, 3, NULL, &c->o, err);
+}
+
+/* Three sequences of 20, 7 and 33 queries against 30, 9 and 40 keys,
+ * (total, H, E) packed, GQA, causal. */
+static void varlen_backward_subject(attn_dtype dt) {
+    varlen_backward_case c;
+    memset(&c, 0, sizeof c);
+    static const int64_t CQ[4] = {0, 20, 27, 60}, CK[4] = {0, 30, 39, 79};
+    memcpy(c.cu_q, CQ, sizeof CQ), memcpy(c.cu_k, CK, sizeof CK);
+    c.q = tensor(dt, 60, 4, 8), c.k = tensor(dt, 79, 2, 8), c.v = tensor(dt, 79, 2, 6);
+    c.out = tensor(dt, 60, 4, 6), c.dout = tensor(dt, 60, 4, 6);
+    int64_t sl[2] = {60, 4};
+    attn_tensor_init(&c.lse, __real_malloc(240 * attn_dtype_size(dt)), dt, 2, sl, NULL, NULL);
+    c.o = attn_sdpa_options_default();
+    c.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_sdpa_varlen(&c.out, &c.lse, &c.q, &c.k, &c.v, c.cu_q, c.cu_k, 3, NULL, &c.o, NULL);
+    c.g[0] = tensor(dt, 60, 4, 8), c.g[1] = tensor(dt, 79, 2, 8), c.g[2] = tensor(dt, 79, 2, 6);
+    subject s = {dt == ATTN_F32 ? "sdpa_varlen_backward_f32" : "sdpa_varlen_backward_f64", run_varlen_backward, &c,
+                 {c.g[0].data, c.g[1].data, c.g[2].data}, {0, 0, 0}, NULL};
+    for (int i = 0; i < 3; i++) s.output_bytes[i] = (size_t)attn_tensor_numel(&c.g[i]) * attn_dtype_size(dt);
+    test_subject(&s);
+    attn_tensor *all[] = {&c.q, &c.k, &c.v, &c.out, &c.lse, &c.dout, &c.g[0], &c.g[1], &c.g[2]};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) __real_free(all[i]->data);
+}
+
+/* ---- attn_mha_cached_batch: a failed step leaves the lengths ---------------- */
+
+enum { CBE = 8 };
+typedef struct cached_batch_case {
+    float w[3 * CBE * CBE], ow[CBE * CBE], x[9 * CBE], out[9 * CBE];
+    attn_tensor tw, tow, tx, tout;
+    attn_mha_params p;
+    void *memory;
+    attn_kv_cache *cache;
+    int64_t lengths[3], rows[2], cu[3];
+} cached_batch_case;
+
+/* Rows 2 and 0 of a 3-row cache, holding 4 and 0 positions, get 5 and 4
+ * more. A failure must leave the lengths as they were: else the call's
+ * status is turned into one test_subject reports. */
+static attn_status run_cached_batch(void *ctx, attn_error *err) {
+    cached_batch_case *c = ctx;
+    int64_t before[3];
+    memcpy(before, c->lengths, sizeof before);
+    attn_status st = attn_mha_cached_batch(&c->tout, &c->tx, c->cu, c->rows, 2, c->cache, c->lengths, NULL, &c->p, NULL, err);
+    if (st && memcmp(before, c->lengths, sizeof before)) {
+        snprintf(err->message, sizeof err->message, "a failed step changed the lengths");
+        return ATTN_ERR_ARGUMENT;
+    }
+    return st;
+}
+
+static void reset_lengths(void *ctx) {
+    cached_batch_case *c = ctx;
+    c->lengths[0] = 0, c->lengths[1] = 0, c->lengths[2] = 4;
+}
+
+static void cached_batch_subject(void) {
+    static cached_batch_case c;
+    for (int i = 0; i < 3 * CBE * CBE; i++) c.w[i] = (float)uniform() - 0.5f;
+    for (int i = 0; i < CBE * CBE; i++) c.ow[i] = (float)uniform() - 0.5f;
+    for (int i = 0; i < 9 * CBE; i++) c.x[i] = (float)uniform() - 0.5f;
+    int64_t ws[2] = {3 * CBE, CBE}, os[2] = {CBE, CBE}, xs[2] = {9, CBE};
+    attn_tensor_init(&c.tw, c.w, ATTN_F32, 2, ws, NULL, NULL), attn_tensor_init(&c.tow, c.ow, ATTN_F32, 2, os, NULL, NULL);
+    attn_tensor_init(&c.tx, c.x, ATTN_F32, 2, xs, NULL, NULL), attn_tensor_init(&c.tout, c.out, ATTN_F32, 2, xs, NULL, NULL);
+    c.p = attn_mha_params_default();
+    c.p.embed_dim = CBE, c.p.num_heads = 2, c.p.in_proj_weight = &c.tw, c.p.out_proj_weight = &c.tow;
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.batch = 3, d.heads = 2, d.capacity = 16, d.key_dim = d.value_dim = CBE / 2;
+    size_t bytes;
+    attn_kv_cache_bytes(&bytes, &d, NULL);
+    c.memory = __real_malloc(bytes);
+    memset(c.memory, 0, bytes);
+    attn_kv_cache_init(&c.cache, c.memory, bytes, &d, NULL);
+    c.rows[0] = 2, c.rows[1] = 0, c.cu[0] = 0, c.cu[1] = 5, c.cu[2] = 9;
+    reset_lengths(&c);
+    subject s = {"mha_cached_batch", run_cached_batch, &c, {c.out}, {sizeof c.out}, reset_lengths};
+    test_subject(&s);
+    __real_free(c.memory);
+}
+
 /* ---- attn_mha and attn_mha_backward ---------------------------------------- */
 
 /* A seq-first batch (L, N, E) = (6, 2, 8), 2 heads, packed projections with
@@ -447,6 +540,9 @@ int main(void) {
     test_varlen_plan_run();
     backward_subject(ATTN_F64);
     backward_subject(ATTN_F32);
+    varlen_backward_subject(ATTN_F64);
+    varlen_backward_subject(ATTN_F32);
+    cached_batch_subject();
     attn_rope_options rope = attn_rope_options_default();
     subject_rope = &rope;
     sdpa_subject("sdpa_f32_flash_rope", ATTN_F32, ATTN_F32, 4, 100, 130, 16, 0, 0, 1, ATTN_COMPUTE_F32,

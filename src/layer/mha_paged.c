@@ -8,8 +8,8 @@
  * at the sequence's own positions, after what it holds), the new keys and
  * values of every sequence are stored, the new queries attend in one
  * paged attention call (the kernels read the keys in place, the batch is
- * one job), and each sequence's rows go through out_proj as
- * attn_mha_cached's would. So each sequence gets bitwise what
+ * one job), and all rows go through out_proj in one product (each row's
+ * product is the one attn_mha_cached makes of it). So each sequence gets bitwise what
  * attn_mha_cached gives it alone, in a contiguous cache holding the same
  * keys.
  *
@@ -236,15 +236,11 @@ static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int6
         for (int64_t i = 0; s->paged && i < n; i++) attn_kv_pages_truncate(s->pool, s->seqs[i], length[i], NULL);
         goto done;
     }
-    for (int64_t i = 0; i < n && !st; i++) {
-        int64_t r0 = cu_seqlens[i], L = cu_seqlens[i + 1] - r0;
-        if (L == 0) continue;
-        attn_mha_call sc = sequence_call(&m, r0, L);
-        attn_tensor oi = out_view;
-        oi.data = (char *)out_view.data + r0 * out_view.strides[1] * (int64_t)es, oi.shape[1] = L;
-        if (!attn_mha_project_out(&oi, heads + r0 * m.E * (int64_t)es, &sc))
-            st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
-    }
+    /* out_proj for every row at once: a row's product does not depend on
+     * the rows beside it, and one product takes its memory before it
+     * writes, so running out of it leaves out untouched. */
+    if (!st && T > 0 && !attn_mha_project_out(&out_view, heads, &m))
+        st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
     for (int64_t i = 0; !st && !s->paged && i < n; i++) s->lengths[s->rows[i]] = length[i] + cu_seqlens[i + 1] - cu_seqlens[i];
 done:
     free(length), free(q), free(k), free(v), free(heads);
