@@ -874,14 +874,20 @@ ATTN_API attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_
  * (required), with the forward's offsets, masks and options unchanged.
  * Sequence b's gradients are exactly (bitwise) attn_sdpa_backward's on its
  * views (as attn_sdpa_varlen defines them); rows of a sequence without
- * keys get dq 0, keys of a sequence without queries dk and dv 0. Each
- * sequence runs on all the call's threads in turn. Errors: those of
- * attn_sdpa_backward for any sequence (named in the message), and those of
- * attn_sdpa_varlen's offsets, shapes and options. Every sequence is checked
- * (and, with a workspace, its scratch measured against it) before any
- * gradient is written; without a workspace, running out of memory part-way
- * (ATTN_ERR_NO_MEMORY) leaves the gradients of the sequences before it
- * written and the rest untouched. */
+ * keys get dq 0, keys of a sequence without queries dk and dv 0.
+ * Threads: f32 sequences are one job, as attn_sdpa_varlen's: each keeps
+ * the work items (key chunks per head) and partial sums it has alone, and
+ * every pass hands out the items of all sequences together, those of the
+ * costliest items first, so one long sequence among many short ones keeps
+ * every thread busy; results are bitwise the same for any thread count.
+ * (f64 sequences run on the exact kernel one after another, as
+ * attn_sdpa_backward runs it.) Scratch: the sequences' plans (about 4 KiB
+ * each) and the kernels' scratch for all of them at once; with a workspace
+ * (attn_context) all of it comes from there, and it must hold the whole
+ * batch's (ATTN_ERR_WORKSPACE). Errors: those of attn_sdpa_backward for any
+ * sequence (named in the message), and those of attn_sdpa_varlen's offsets,
+ * shapes and options. Every sequence is checked and all memory taken
+ * before any gradient is written. */
 ATTN_API attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,
                                                const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k,
                                                const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse,
