@@ -825,7 +825,8 @@ ATTN_API attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const 
 typedef struct attn_sdpa_plan attn_sdpa_plan;
 
 /* The bytes of memory a plan takes: batch = 0 for a plan of attn_sdpa,
- * else the number of sequences of an attn_sdpa_varlen batch. The memory
+ * else the number of sequences of an attn_sdpa_varlen batch (or of a
+ * paged view, attn_kv_paged_plan_init; 0 fits an empty batch). The memory
  * needs no alignment. Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (batch <
  * 0), ATTN_ERR_OVERFLOW. */
 ATTN_API attn_status attn_sdpa_plan_bytes(size_t *bytes, int64_t batch, attn_error *err);
@@ -1504,6 +1505,42 @@ ATTN_API attn_status attn_kv_paged_attend(attn_tensor *out, attn_tensor *lse, co
                                           const int64_t *cu_seqlens_q, const attn_kv_paged_view *view,
                                           const attn_tensor *const *masks, const attn_sdpa_options *options,
                                           attn_error *err);
+
+/* Plan once, run every layer (see attn_sdpa_plan): a step's attention over
+ * a view (attn_kv_paged_attend's call, the view's num_sequences sequences
+ * in order) planned in memory[0 .. bytes) (attn_sdpa_plan_bytes with batch
+ * = view->num_sequences): every check, each sequence's page table and
+ * length, its kernel and the workspace the kernels take (*workspace_bytes).
+ * Then attn_kv_paged_run runs a layer: q, out and lse of the plan's layout,
+ * and that layer's pages, k_pages and v_pages, laid out as the view's
+ * (an engine's layers keep their pages under the same page tables, as
+ * vLLM's do), with no allocation. Results are bitwise attn_kv_paged_attend's
+ * on the view with those pages. The view's lengths are copied into the
+ * plan; its page table (and table_offsets) is read at every run, so it
+ * must stay valid and unchanged, as must masks (the array and its
+ * tensors), while the plan is used. For a pool: its view
+ * (attn_kv_pages_view), with 0 queries for the ids not in the step.
+ * Errors: those of attn_kv_paged_attend, and those of attn_sdpa_plan_init
+ * (ATTN_ERR_WORKSPACE: bytes too small). Added in 0.4.0. */
+ATTN_API attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory, size_t bytes,
+                                             size_t *workspace_bytes, attn_tensor *out, attn_tensor *lse,
+                                             const attn_tensor *q, const int64_t *cu_seqlens_q,
+                                             const attn_kv_paged_view *view, const attn_tensor *const *masks,
+                                             const attn_sdpa_options *options, attn_error *err);
+
+/* Run one layer from a paged plan: out and lse (NULL exactly when the
+ * plan's lse was) get what attn_kv_paged_attend gives for q over the
+ * planned view with these pages, bitwise. workspace: at least the plan's
+ * workspace_bytes. ATTN_VERBOSE prints an "sdpa_run paged" line. Errors:
+ * ATTN_ERR_NULL (plan, a tensor or its data, the pages, workspace),
+ * ATTN_ERR_PLAN (a tensor unlike the plan's; memory that holds no paged
+ * plan: attn_sdpa_run takes the others, and refuses this one),
+ * ATTN_ERR_WORKSPACE, ATTN_ERR_STRIDE (out or lse overlapping q, the pages,
+ * the view's lengths or tables, a mask), and any error of the kernels.
+ * Nothing is written unless the checks pass. */
+ATTN_API attn_status attn_kv_paged_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                                       const void *k_pages, const void *v_pages, void *workspace,
+                                       size_t workspace_size, attn_error *err);
 
 /* The attention layer's step (attn_mha_cached) for n sequences of a pool
  * at once, each of its own length and position: x packed (total, E), f32,

@@ -246,6 +246,41 @@ static void test_varlen_plan_run(void) {
     __real_free(mem), __real_free(work);
 }
 
+/* The same of a paged batch's plan: a decode and a prefill sequence over
+ * pages under a block table, run with every allocation failing. */
+static void test_paged_plan_run(void) {
+    enum { P = 16, NP = 12, HK = 2, E = 16 };
+    int32_t table[2 * 6] = {3, 7, 1, 0, 0, 0, 5, 2, 9, 11, 4, 6};
+    int64_t lengths[2] = {40, 90}, cu[3] = {0, 1, 31};
+    attn_tensor kp = tensor(ATTN_F32, NP, HK, P * E), vp = tensor(ATTN_F32, NP, HK, P * E);
+    attn_kv_paged_view w = attn_kv_paged_view_default();
+    w.heads = HK, w.key_dim = w.value_dim = E, w.page_size = P, w.num_pages = NP;
+    w.num_sequences = 2, w.lengths = lengths, w.page_table = table, w.table_stride = 6;
+    w.k_pages = kp.data, w.v_pages = vp.data;
+    attn_tensor q = tensor(ATTN_F32, 31, 4, E), out = tensor(ATTN_F32, 31, 4, E), ref = tensor(ATTN_F32, 31, 4, E);
+    attn_error err;
+    attn_set_num_threads(2);
+    size_t bytes = 0, need = 0;
+    attn_sdpa_plan *plan = NULL;
+    attn_status st = attn_kv_paged_attend(&ref, NULL, &q, cu, &w, NULL, NULL, &err);
+    if (st == ATTN_OK) st = attn_sdpa_plan_bytes(&bytes, 2, &err);
+    unsigned char *mem = __real_malloc(bytes), *work = NULL;
+    if (st == ATTN_OK) st = attn_kv_paged_plan_init(&plan, mem, bytes, &need, &out, NULL, &q, cu, &w, NULL, NULL, &err);
+    if (st == ATTN_OK) work = __real_malloc(need ? need : 1);
+    if (st == ATTN_OK) {
+        n_allocs = 0, fail_all = 1;
+        st = attn_kv_paged_run(plan, &out, NULL, &q, kp.data, vp.data, work, need, &err);
+        fail_all = 0;
+    }
+    check(st == ATTN_OK && n_allocs == 0 && !memcmp(out.data, ref.data, 31 * 4 * E * 4),
+          "planned_paged_batch_runs_no_allocator", "status %d (%s), %ld allocations", (int)st, st ? err.message : "",
+          n_allocs);
+    attn_set_num_threads(0);
+    attn_tensor *all[] = {&kp, &vp, &q, &out, &ref};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) __real_free(all[i]->data);
+    __real_free(mem), __real_free(work);
+}
+
 /* RoPE for the subjects that follow (NULL: none): its table is one more
  * allocation, taken from the arena, so a workspace must hold it too. */
 static const attn_rope_options *subject_rope;
@@ -538,6 +573,7 @@ int main(void) {
     sdpa_subject("scores", ATTN_F32, ATTN_F32, 2, 30, 40, 8, 2, 0, 1, ATTN_COMPUTE_F32,
                  ATTN_CAUSAL_TOP_LEFT, 1);
     test_varlen_plan_run();
+    test_paged_plan_run();
     backward_subject(ATTN_F64);
     backward_subject(ATTN_F32);
     varlen_backward_subject(ATTN_F64);

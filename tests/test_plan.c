@@ -1,5 +1,7 @@
 /* test_plan.c -- plan once, run every layer: attn_sdpa_plan_init,
- * attn_sdpa_varlen_plan_init and attn_sdpa_run.
+ * attn_sdpa_varlen_plan_init and attn_sdpa_run; attn_kv_paged_plan_init
+ * and attn_kv_paged_run (each layer its own pages under one block table,
+ * against attn_kv_paged_attend).
  *
  * Every case plans a call, then runs three "layers" from the one plan, each
  * with fresh q, k and v (and a fresh output buffer), and compares each
@@ -297,6 +299,163 @@ static void refusals(void) {
     free(memory), free(work), free(q.data), free(k.data), free(v.data), free(out.data), free(lse.data);
 }
 
+/* Random pages of dtype dt (f32, or f16 through a conversion). */
+static attn_tensor pages_of(attn_dtype dt, const int64_t *shape) {
+    attn_tensor f = make(ATTN_F32, 4, shape);
+    if (dt == ATTN_F32) return f;
+    attn_tensor h;
+    attn_tensor_init(&h, NULL, dt, 4, shape, NULL, NULL);
+    h.data = calloc((size_t)attn_tensor_numel(&h) + 1, attn_dtype_size(dt));
+    attn_tensor_convert(&h, &f, NULL);
+    free(f.data);
+    return h;
+}
+
+/* A paged batch planned once (attn_kv_paged_plan_init) and run for three
+ * layers, each with its own pages under the same block table and fresh q:
+ * each run bitwise attn_kv_paged_attend on a view of that layer's pages,
+ * its verbose line the planned paged run. Sequences: a decode against 37
+ * positions, an empty one, 20 queries against 300, 5 against 5 (Hq 4, Hk
+ * 2, pages of 16, some pages unused). */
+static void paged_case(attn_dtype dt, const variant *var, int threads, int masked) {
+    char name[160];
+    snprintf(name, sizeof name, "paged%s_%s_%s_threads%d", masked ? "_masks" : "", dt == ATTN_F32 ? "f32" : "f16",
+             var->name, threads);
+    if (var->causal == ATTN_CAUSAL_TOP_LEFT) return; /* paged queries are the last positions: refused */
+    enum { NS = 4, P = 16, NP = 40, STRIDE = 20, HQ = 4, HK = 2, E = 16, EV = 8 };
+    static const int64_t LQ[NS] = {1, 0, 20, 5}, LK[NS] = {37, 0, 300, 5};
+    int32_t table[NS * STRIDE];
+    for (int i = 0; i < NS * STRIDE; i++) table[i] = (int32_t)((i * 7 + 3) % NP); /* a permutation within each row */
+    attn_kv_paged_view w = attn_kv_paged_view_default();
+    w.dtype = dt, w.heads = HK, w.key_dim = E, w.value_dim = EV, w.page_size = P, w.num_pages = NP;
+    w.num_sequences = NS, w.lengths = LK, w.page_table = table, w.table_stride = STRIDE;
+    int64_t kshape[4] = {NP, HK, P, E}, vshape[4] = {NP, HK, P, EV};
+    attn_tensor kp = pages_of(dt, kshape), vp = pages_of(dt, vshape);
+    w.k_pages = kp.data, w.v_pages = vp.data;
+    attn_tensor mask_t[NS];
+    const attn_tensor *masks[NS] = {NULL};
+    for (int b = 0; masked && b < NS; b++) {
+        int64_t sm[2] = {LQ[b], LK[b]};
+        if (LQ[b] && LK[b] && b != 3) mask_t[b] = make(ATTN_BOOL, 2, sm), masks[b] = &mask_t[b];
+    }
+    const attn_tensor *const *mp = masked ? masks : NULL;
+    option_set os;
+    set_options(&os, var, HQ, threads);
+    int64_t cu[NS + 1] = {0};
+    for (int b = 0; b < NS; b++) cu[b + 1] = cu[b] + LQ[b];
+    int64_t sq[3] = {cu[NS], HQ, E}, so[3] = {cu[NS], HQ, EV}, sl[2] = {cu[NS], HQ};
+    attn_tensor q = make(ATTN_F32, 3, sq), out = make(ATTN_F32, 3, so), lse = make(ATTN_F32, 2, sl);
+    attn_tensor *lp = var->lse ? &lse : NULL;
+    attn_error err;
+    size_t bytes, ws = 0;
+    void *memory = NULL, *work = NULL;
+    attn_sdpa_plan *plan = NULL;
+    attn_status st = attn_sdpa_plan_bytes(&bytes, NS, &err);
+    if (!st) memory = malloc(bytes);
+    if (!st) st = attn_kv_paged_plan_init(&plan, memory, bytes, &ws, &out, lp, &q, cu, &w, mp, &os.o, &err);
+    if (!st) work = malloc(ws ? ws : 1);
+    int ok = !st;
+    char why[640] = "";
+    if (st) snprintf(why, sizeof why, "plan: %s", err.message);
+    for (int layer = 0; ok && layer < LAYERS; layer++) {
+        attn_tensor lq = like(&q), lk = pages_of(dt, kshape), lv = pages_of(dt, vshape);
+        attn_tensor o1 = like(&out), l1 = like(&lse), o2 = like(&out), l2 = like(&lse);
+        attn_kv_paged_view lw = w;
+        lw.k_pages = lk.data, lw.v_pages = lv.data;
+        st = attn_kv_paged_attend(&o1, var->lse ? &l1 : NULL, &lq, cu, &lw, mp, &os.o, &err);
+        if (st) ok = 0, snprintf(why, sizeof why, "attn_kv_paged_attend, layer %d: %s", layer, err.message);
+        verbose_begin();
+        if (ok) st = attn_kv_paged_run(plan, &o2, var->lse ? &l2 : NULL, &lq, lk.data, lv.data, work, ws, &err);
+        verbose_end(kernel_seen, sizeof kernel_seen, NULL, 0);
+        if (ok && st) ok = 0, snprintf(why, sizeof why, "attn_kv_paged_run, layer %d: %s", layer, err.message);
+        if (ok && strncmp(verbose_last_line, "attn: sdpa_run paged ", 21))
+            ok = 0, snprintf(why, sizeof why, "layer %d: the line is not the planned paged run's: %.400s", layer,
+                             verbose_last_line);
+        if (ok && !same_bits(&o1, &o2)) ok = 0, snprintf(why, sizeof why, "layer %d: out differs", layer);
+        if (ok && var->lse && !same_bits(&l1, &l2)) ok = 0, snprintf(why, sizeof why, "layer %d: lse differs", layer);
+        note_kernel();
+        free(lq.data), free(lk.data), free(lv.data), free(o1.data), free(l1.data), free(o2.data), free(l2.data);
+    }
+    check(ok, name, "%s", why);
+    for (int b = 0; b < NS; b++)
+        if (masks[b]) free(mask_t[b].data);
+    free(memory), free(work), free(q.data), free(out.data), free(lse.data), free(kp.data), free(vp.data);
+}
+
+/* A paged plan's refusals: each returns its code and leaves out untouched. */
+static void paged_refusals(void) {
+    enum { P = 16, NP = 4, HK = 1, E = 8 };
+    int32_t table[2] = {2, 0};
+    int64_t lengths[2] = {20, 3}, cu[3] = {0, 2, 3};
+    attn_kv_paged_view w = attn_kv_paged_view_default();
+    w.heads = HK, w.key_dim = w.value_dim = E, w.page_size = P, w.num_pages = NP;
+    w.num_sequences = 1, w.lengths = lengths, w.page_table = table, w.table_stride = 2;
+    int64_t pshape[4] = {NP, HK, P, E}, sq[3] = {2, 2, E}, sq2[3] = {3, 2, E}, sl[2] = {2, 2};
+    attn_tensor kp = make(ATTN_F32, 4, pshape), vp = make(ATTN_F32, 4, pshape);
+    w.k_pages = kp.data, w.v_pages = vp.data;
+    attn_tensor q = make(ATTN_F32, 3, sq), out = make(ATTN_F32, 3, sq), lse = make(ATTN_F32, 2, sl);
+    attn_error err;
+    size_t bytes, ws;
+    attn_sdpa_plan *plan = NULL;
+    attn_sdpa_plan_bytes(&bytes, 1, &err);
+    void *memory = malloc(bytes), *work = malloc(1 << 20);
+    attn_status st = attn_kv_paged_plan_init(&plan, memory, bytes - 64, &ws, &out, &lse, &q, cu, &w, NULL, NULL, &err);
+    check(st == ATTN_ERR_WORKSPACE, "paged_plan_refuses_memory_too_small", "status %d: %s", (int)st, err.message);
+    int64_t cu_bad[2] = {0, 1};
+    st = attn_kv_paged_plan_init(&plan, memory, bytes, &ws, &out, &lse, &q, cu_bad, &w, NULL, NULL, &err);
+    check(st == ATTN_ERR_ARGUMENT, "paged_plan_refuses_offsets_short_of_q", "status %d: %s", (int)st, err.message);
+    attn_sdpa_options top = attn_sdpa_options_default();
+    top.causal = ATTN_CAUSAL_TOP_LEFT;
+    st = attn_kv_paged_plan_init(&plan, memory, bytes, &ws, &out, &lse, &q, cu, &w, NULL, &top, &err);
+    check(st == ATTN_ERR_OPTION, "paged_plan_refuses_top_left", "status %d: %s", (int)st, err.message);
+    st = attn_kv_paged_plan_init(&plan, memory, bytes, &ws, &out, &lse, &q, cu, &w, NULL, NULL, &err);
+    check(st == ATTN_OK, "paged_plan_of_one_sequence", "status %d: %s", (int)st, err.message);
+    memset(out.data, 0x5a, bytes_of(&out));
+    unsigned char *o = out.data;
+    struct {
+        const char *name;
+        attn_status want, got;
+    } r[7];
+    int n = 0;
+    attn_tensor q2 = make(ATTN_F32, 3, sq2);
+    r[n].name = "paged_run_refuses_other_q", r[n].want = ATTN_ERR_PLAN,
+    r[n++].got = attn_kv_paged_run(plan, &out, &lse, &q2, kp.data, vp.data, work, 1 << 20, &err);
+    r[n].name = "paged_run_refuses_workspace_too_small", r[n].want = ATTN_ERR_WORKSPACE,
+    r[n++].got = attn_kv_paged_run(plan, &out, &lse, &q, kp.data, vp.data, work, ws ? ws - 1 : 0, &err);
+    if (!ws) r[n - 1].got = ATTN_ERR_WORKSPACE; /* (no workspace to be short of) */
+    r[n].name = "paged_run_refuses_null_pages", r[n].want = ATTN_ERR_NULL,
+    r[n++].got = attn_kv_paged_run(plan, &out, &lse, &q, NULL, vp.data, work, 1 << 20, &err);
+    attn_tensor in_pages = out;
+    in_pages.data = kp.data;
+    r[n].name = "paged_run_refuses_out_in_the_pages", r[n].want = ATTN_ERR_STRIDE,
+    r[n++].got = attn_kv_paged_run(plan, &in_pages, &lse, &q, kp.data, vp.data, work, 1 << 20, &err);
+    r[n].name = "paged_run_refuses_lse_not_planned", r[n].want = ATTN_ERR_PLAN,
+    r[n++].got = attn_kv_paged_run(plan, &out, NULL, &q, kp.data, vp.data, work, 1 << 20, &err);
+    attn_tensor k4 = make(ATTN_F32, 3, sq);
+    r[n].name = "sdpa_run_refuses_a_paged_plan", r[n].want = ATTN_ERR_PLAN,
+    r[n++].got = attn_sdpa_run(plan, &out, &lse, &q, &k4, &k4, work, 1 << 20, &err);
+    for (int i = 0; i < n; i++) check(r[i].got == r[i].want && o[0] == 0x5a, r[i].name, "status %d (want %d)", (int)r[i].got, (int)r[i].want);
+    free(q2.data), free(k4.data), free(memory), free(work), free(kp.data), free(vp.data), free(q.data), free(out.data),
+        free(lse.data);
+}
+
+/* A ragged batch of no sequences planned in exactly the bytes
+ * attn_sdpa_plan_bytes gives for batch 0 (ASan sees any write past them),
+ * and run. */
+static void empty_varlen_plan(void) {
+    int64_t s0[3] = {0, 2, 8}, l0[2] = {0, 2}, cu[1] = {0};
+    attn_tensor q = make(ATTN_F32, 3, s0), out = make(ATTN_F32, 3, s0), lse = make(ATTN_F32, 2, l0);
+    attn_error err;
+    size_t bytes = 0, ws = 0;
+    attn_sdpa_plan *plan = NULL;
+    attn_status st = attn_sdpa_plan_bytes(&bytes, 0, &err);
+    void *memory = malloc(bytes), *work = malloc(64);
+    if (!st) st = attn_sdpa_varlen_plan_init(&plan, memory, bytes, &ws, &out, &lse, &q, &q, &q, cu, cu, 0, NULL, NULL, &err);
+    if (!st) st = attn_sdpa_run(plan, &out, &lse, &q, &q, &q, work, 64, &err);
+    check(!st, "varlen_plan_of_an_empty_batch_fits_its_bytes", "status %d: %s", (int)st, err.message);
+    free(memory), free(work), free(q.data), free(out.data), free(lse.data);
+}
+
 int main(void) {
     for (int threads = 1; threads <= 3; threads++) {
         for (int vi = 0; vi < N_VARIANTS; vi++) {
@@ -313,11 +472,15 @@ int main(void) {
             static const int64_t eq[] = {1, 1, 1}, ek[] = {3, 50, 17};
             varlen_case("decode_step", ATTN_F32, 3, eq, ek, 4, 4, 32, 32, var, threads, 0);
             varlen_case("mixed", ATTN_F64, 6, lq, lk, 2, 1, 8, 8, var, threads, 1);
+            paged_case(ATTN_F32, var, threads, vi % 2);
+            if (threads != 2) paged_case(ATTN_F16, var, threads, !(vi % 2));
         }
     }
     check(seen_flash && seen_decode && seen_exact, "planned_runs_reach_every_kernel", "flash %d, decode %d, exact %d",
           seen_flash, seen_decode, seen_exact);
     refusals();
+    paged_refusals();
+    empty_varlen_plan();
     printf("%d failed\n", n_failed);
     return n_failed != 0;
 }

@@ -53,20 +53,26 @@ static void sequence_rows(attn_paged_rows *k, attn_paged_rows *v, const attn_kv_
     v->pages = w->v_pages, v->cols = w->value_dim;
 }
 
-/* The n sequences rows[0..n) (NULL: 0..n-1) of a checked view w, sequence
- * i with masks[i] (masks NULL: none). */
-static attn_status attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const int64_t *cu,
-                          const attn_kv_paged_view *w, const int64_t *rows, int64_t n,
-                          const attn_tensor *const *masks, const attn_sdpa_options *options, attn_error *err) {
-    attn_sdpa_options o = attn_sdpa_options_default();
-    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+/* Everything attention over the n sequences rows[0..n) (NULL: 0..n-1) of a
+ * checked view w adds to attn_sdpa_varlen_paged's checks: the options (*o:
+ * read, bottom-right by default, checked), q, out and lse, the offsets,
+ * the view's lengths and tables apart from the outputs, no queries for a
+ * sequence without positions; then each sequence's row sources, k[i] and
+ * v[i] (NULL: not wanted), *any whether some sequence has queries. */
+attn_status attn_kv_paged_prepare(attn_sdpa_options *o, attn_paged_rows *k, attn_paged_rows *v, bool *any,
+                                  attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const int64_t *cu,
+                                  const attn_kv_paged_view *w, const int64_t *rows, int64_t n,
+                                  const attn_sdpa_options *options, attn_error *err) {
+    *o = attn_sdpa_options_default();
+    o->causal = ATTN_CAUSAL_BOTTOM_RIGHT;
     attn_status st;
-    if ((st = attn_versioned_read(&o, sizeof o, options, "options", "start from attn_sdpa_options_default()", err)) ||
-        (st = attn_kv_cache_check_causal(o.causal, err)))
+    if ((st = attn_versioned_read(o, sizeof *o, options, "options", "start from attn_sdpa_options_default()", err)) ||
+        (st = attn_kv_cache_check_causal(o->causal, err)))
         return st;
-    if (o.mask)
+    o->struct_size = sizeof *o; /* the library's own struct from here on */
+    if (o->mask)
         return attn_fail(err, ATTN_ERR_OPTION, "options->mask is set; paged attention takes one mask per sequence (masks)");
-    if (o.query_start || o.key_start || o.total_queries || o.total_keys)
+    if (o->query_start || o->key_start || o->total_queries || o->total_keys)
         return attn_fail(err, ATTN_ERR_OPTION, "paged attention is not taken in pieces (query_start, key_start, "
                                                "total_queries, total_keys must be 0)");
     if ((st = check_packed(q, "q", 3, -1, -1, w->key_dim, false, err))) return st;
@@ -95,25 +101,34 @@ static attn_status attend(attn_tensor *out, attn_tensor *lse, const attn_tensor 
     for (int r = 0; r < 5; r++)
         ins[r + 1] = (attn_named){regions[r].data ? &regions[r] : NULL, attn_kv_paged_region_names[r]};
     if ((st = attn_check_no_overlap(outs, 2, ins, 6, err))) return st;
-
-    bool any = false;
+    *any = false;
     for (int64_t i = 0; i < n; i++) {
         int64_t L = cu[i + 1] - cu[i], row = rows ? rows[i] : i;
         if (L > 0 && w->lengths[row] == 0)
             return attn_fail(err, ATTN_ERR_ARGUMENT, "sequence %lld holds no positions but has %lld queries: append "
                                                      "keys and values first", (long long)row, (long long)L);
-        any |= L > 0;
+        *any |= L > 0;
     }
-    if (!any) return ATTN_OK;
+    for (int64_t i = 0; k && i < n; i++) sequence_rows(&k[i], &v[i], w, rows ? rows[i] : i);
+    return ATTN_OK;
+}
+
+/* The n sequences rows[0..n) (NULL: 0..n-1) of a checked view w, sequence
+ * i with masks[i] (masks NULL: none), as one attn_sdpa_varlen_paged call. */
+static attn_status attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const int64_t *cu,
+                          const attn_kv_paged_view *w, const int64_t *rows, int64_t n,
+                          const attn_tensor *const *masks, const attn_sdpa_options *options, attn_error *err) {
+    attn_sdpa_options o;
+    bool any;
+    attn_status st = attn_kv_paged_prepare(&o, NULL, NULL, &any, out, lse, q, cu, w, rows, n, options, err);
+    if (st || !any) return st;
     /* (k_pages[i], v_pages[i]): sequence i's row sources, a few words each */
     if ((uint64_t)n > SIZE_MAX / (2 * sizeof(attn_paged_rows)))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the row sources of %lld sequences overflow", (long long)n);
     attn_paged_rows *k_pages = malloc(2 * (size_t)n * sizeof *k_pages), *v_pages = k_pages + n;
     if (!k_pages) return attn_fail(err, ATTN_ERR_NO_MEMORY, "no memory for the row sources of %lld sequences", (long long)n);
     for (int64_t i = 0; i < n; i++) sequence_rows(&k_pages[i], &v_pages[i], w, rows ? rows[i] : i);
-    attn_sdpa_options ob = o;
-    ob.struct_size = sizeof ob; /* the library's own struct from here on */
-    st = attn_sdpa_varlen_paged(out, lse, q, cu, n, k_pages, v_pages, masks, &ob, err);
+    st = attn_sdpa_varlen_paged(out, lse, q, cu, n, k_pages, v_pages, masks, &o, err);
     free(k_pages);
     return st;
 }

@@ -97,6 +97,30 @@ attn_status attn_varlen_plan_make(attn_varlen_plan **plan, void *memory, size_t 
                                   const int64_t *cu_q, const int64_t *cu_k, int64_t batch,
                                   const attn_tensor *const *masks, const attn_sdpa_options *o, int threads,
                                   attn_error *err);
+/* A paged batch's plan (attn_kv_paged_plan_init): attn_varlen_plan_layout
+ * lays the plan out in memory (the sequences' row sources at
+ * plan->k_rows[batch] and ->v_rows[batch], which the caller fills); then
+ * attn_varlen_plan_make_paged checks the call as attn_sdpa_varlen_paged
+ * does and plans it; a run sets the layer's pages first
+ * (attn_varlen_plan_set_pages) and then is attn_varlen_plan_run's (k and v
+ * unused). */
+attn_varlen_plan *attn_varlen_plan_layout(void *memory, int64_t batch);
+attn_status attn_varlen_plan_make_paged(attn_varlen_plan *plan, size_t *workspace_bytes, attn_tensor *out,
+                                        attn_tensor *lse, const attn_tensor *q, const int64_t *cu_q, int64_t batch,
+                                        const attn_tensor *const *masks, const attn_sdpa_options *o, int threads,
+                                        attn_error *err);
+void attn_varlen_plan_set_pages(attn_varlen_plan *plan, int64_t batch, const void *k_pages, const void *v_pages);
+/* The row sources a paged plan fills: plan->k_rows and plan->v_rows. */
+attn_paged_rows *attn_varlen_plan_k_rows(attn_varlen_plan *plan);
+attn_paged_rows *attn_varlen_plan_v_rows(attn_varlen_plan *plan);
+/* Paged attention's own checks (kv_pages_attend.c) for the n sequences
+ * rows[0..n) (NULL: all) of a checked view w: *o the options read
+ * (bottom-right by default); k[i], v[i] (NULL: not wanted) sequence i's row
+ * sources; *any whether some sequence has queries. */
+attn_status attn_kv_paged_prepare(attn_sdpa_options *o, attn_paged_rows *k, attn_paged_rows *v, bool *any,
+                                  attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const int64_t *cu,
+                                  const attn_kv_paged_view *w, const int64_t *rows, int64_t n,
+                                  const attn_sdpa_options *options, attn_error *err);
 attn_status attn_varlen_plan_run(attn_varlen_plan *plan, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                                  const attn_tensor *k, const attn_tensor *v, int64_t batch, const attn_sdpa_options *o,
                                  attn_arena *arena, attn_error *err);

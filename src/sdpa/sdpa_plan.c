@@ -26,6 +26,8 @@ struct attn_sdpa_plan {
     attn_slices sl;           /* dense: the slices, over the tensors above */
     attn_varlen_plan *varlen; /* ragged: the sequences' plans, after this struct */
     const attn_tensor *const *masks; /* ragged: the caller's masks[batch], or NULL */
+    bool paged;               /* a paged batch's (attn_kv_paged_plan_init): run by attn_kv_paged_run */
+    attn_kv_paged_view view;  /* paged: the view planned; its pages are each run's */
 };
 
 /* The plan's header at the first 64-byte boundary of memory. */
@@ -38,7 +40,9 @@ static size_t header_bytes(void) { return sizeof(attn_sdpa_plan) + 63; }
 attn_status attn_sdpa_plan_bytes(size_t *bytes, int64_t batch, attn_error *err) {
     if (!bytes) return attn_fail(err, ATTN_ERR_NULL, "bytes is NULL");
     if (batch < 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "batch is %lld; it must be >= 0", (long long)batch);
-    size_t extra = batch > 0 ? attn_varlen_plan_bytes(batch) : 0;
+    /* Room for a ragged batch's plans, at least one sequence's: a plan of
+     * an empty batch (batch 0) fits too. */
+    size_t extra = attn_varlen_plan_bytes(batch);
     if (extra > SIZE_MAX - header_bytes())
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the plan of %lld sequences overflows", (long long)batch);
     *bytes = header_bytes() + extra;
@@ -143,6 +147,9 @@ attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *l
     attn_sdpa_plan *pl = plan;
     if (pl->magic != PLAN_MAGIC)
         return attn_fail(err, ATTN_ERR_PLAN, "plan holds no plan (attn_sdpa_plan_init or attn_sdpa_varlen_plan_init)");
+    if (pl->paged)
+        return attn_fail(err, ATTN_ERR_PLAN, "the plan is a paged batch's (attn_kv_paged_plan_init): run it with "
+                                             "attn_kv_paged_run");
     attn_status st;
     if ((st = same_layout(q, &pl->q, "q", err)) || (st = same_layout(k, &pl->k, "k", err)) ||
         (st = same_layout(v, &pl->v, "v", err)) || (st = same_layout(out, &pl->out, "out", err)))
@@ -177,4 +184,89 @@ attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *l
     pl->sl.arena = NULL; /* the arena was this call's */
     if (verbose) attn_verbose_report("sdpa_run", &info, &pl->sl, &pl->o, attn_now_ms() - t0);
     return st;
+}
+
+/* ---- A paged batch planned once (attn_kv_paged_plan_init) ----------------
+ * The plan of attn_kv_paged_attend over a view: every check, each
+ * sequence's row sources (its page table and length) and its plan. A run
+ * takes one layer's pages: the same tables and lengths over other memory. */
+
+attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory, size_t bytes, size_t *workspace_bytes,
+                                    attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                                    const int64_t *cu_seqlens_q, const attn_kv_paged_view *view,
+                                    const attn_tensor *const *masks, const attn_sdpa_options *options,
+                                    attn_error *err) {
+    if (!plan || !memory || !workspace_bytes)
+        return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", !plan ? "plan" : !memory ? "memory" : "workspace_bytes");
+    *plan = NULL;
+    attn_status st = attn_kv_paged_check(view, err);
+    if (st) return st;
+    attn_kv_paged_view w = attn_kv_paged_view_default();
+    attn_versioned_read(&w, sizeof w, view, "view", "", NULL);
+    const int64_t batch = w.num_sequences;
+    size_t need;
+    if ((st = attn_sdpa_plan_bytes(&need, batch, err))) return st;
+    if (bytes < need)
+        return attn_fail(err, ATTN_ERR_WORKSPACE, "the plan's memory has %zu bytes but this plan needs %zu "
+                         "(attn_sdpa_plan_bytes of the view's %lld sequences)", bytes, need, (long long)batch);
+    attn_sdpa_plan *pl = header_of(memory);
+    memset(pl, 0, sizeof *pl);
+    attn_varlen_plan *vp = attn_varlen_plan_layout(pl + 1, batch);
+    attn_sdpa_options o;
+    attn_context c;
+    bool any;
+    if ((st = attn_kv_paged_prepare(&o, attn_varlen_plan_k_rows(vp), attn_varlen_plan_v_rows(vp), &any, out, lse, q,
+                                    cu_seqlens_q, &w, NULL, batch, options, err)) ||
+        (st = attn_options_read(&pl->o, &c, &o, err)) ||
+        (st = attn_varlen_plan_make_paged(vp, &pl->workspace, out, lse, q, cu_seqlens_q, batch, masks, &pl->o,
+                                          c.num_threads, err)))
+        return st;
+    keep(&pl->q, q), keep(&pl->out, out), keep(&pl->lse, lse);
+    pl->has_lse = lse != NULL;
+    pl->varlen = vp, pl->batch = batch, pl->masks = masks;
+    pl->paged = true, pl->view = w;
+    pl->magic = PLAN_MAGIC;
+    *workspace_bytes = pl->workspace;
+    *plan = pl;
+    return ATTN_OK;
+}
+
+attn_status attn_kv_paged_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                              const void *k_pages, const void *v_pages, void *workspace, size_t workspace_size,
+                              attn_error *err) {
+    if (!plan) return attn_fail(err, ATTN_ERR_NULL, "plan is NULL");
+    attn_sdpa_plan *pl = plan;
+    if (pl->magic != PLAN_MAGIC || !pl->paged)
+        return attn_fail(err, ATTN_ERR_PLAN, "plan holds no paged batch's plan (attn_kv_paged_plan_init)");
+    attn_status st;
+    if ((st = same_layout(q, &pl->q, "q", err)) || (st = same_layout(out, &pl->out, "out", err))) return st;
+    if ((lse != NULL) != pl->has_lse)
+        return attn_fail(err, ATTN_ERR_PLAN, "lse is %s but the plan was made %s one", lse ? "given" : "NULL",
+                         pl->has_lse ? "with" : "without");
+    if (lse && (st = same_layout(lse, &pl->lse, "lse", err))) return st;
+    if (!k_pages || !v_pages) return attn_fail(err, ATTN_ERR_NULL, "k_pages or v_pages is NULL");
+    if (!workspace) return attn_fail(err, ATTN_ERR_NULL, "workspace is NULL (the plan needs %zu bytes)", pl->workspace);
+    if (workspace_size < pl->workspace)
+        return attn_fail(err, ATTN_ERR_WORKSPACE, "the workspace has %zu bytes but the plan needs %zu", workspace_size,
+                         pl->workspace);
+    /* The layouts are the plan's, so only the data can alias: the outputs
+     * against q, this layer's pages, the view's tables and the options'. */
+    attn_kv_paged_view w = pl->view;
+    w.k_pages = k_pages, w.v_pages = v_pages;
+    attn_tensor regions[5];
+    attn_kv_paged_regions(regions, &w);
+    const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
+    attn_named ins[9] = {{q, "q"}, {pl->o.alibi_slopes, "alibi_slopes"}, {pl->o.sinks, "sinks"}};
+    for (int r = 0; r < 5; r++) ins[3 + r] = (attn_named){regions[r].data ? &regions[r] : NULL, attn_kv_paged_region_names[r]};
+    ins[8] = (attn_named){NULL, ""};
+    if ((st = attn_check_no_overlap(outs, 2, ins, 9, err))) return st;
+    for (int64_t b = 0; pl->masks && b < pl->batch; b++) {
+        const attn_named mask = {pl->masks[b], "a sequence's mask"};
+        if ((st = attn_check_no_overlap(outs, 2, &mask, 1, err))) return st;
+    }
+    pl->q.data = q->data, pl->out.data = out->data, pl->lse.data = lse ? lse->data : NULL;
+    attn_varlen_plan_set_pages(pl->varlen, pl->batch, k_pages, v_pages);
+    attn_arena arena = attn_arena_over(workspace, workspace_size);
+    return attn_varlen_plan_run(pl->varlen, &pl->out, lse ? &pl->lse : NULL, &pl->q, NULL, NULL, pl->batch, &pl->o,
+                                &arena, err);
 }

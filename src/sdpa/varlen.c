@@ -394,13 +394,14 @@ attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const attn_tens
     return varlen_forward(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, v->shape[2], err);
 }
 
-attn_status attn_sdpa_varlen_paged(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const int64_t *cu_seqlens_q,
-                                   int64_t batch, const attn_paged_rows *k_pages, const attn_paged_rows *v_pages,
-                                   const attn_tensor *const *masks, const attn_sdpa_options *options, attn_error *err) {
-    attn_sdpa_options o;
-    attn_context c;
-    attn_status st = attn_options_read(&o, &c, options, err);
-    if (st || (st = check_packed(q, "q", err)) || (st = check_batch_options(&o, err)) ||
+/* Everything of attn_sdpa_varlen_paged's arguments checked (o as
+ * attn_options_read gives it); *Ev the values' size. */
+static attn_status check_paged(int64_t *Ev_out, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                               const int64_t *cu_seqlens_q, int64_t batch, const attn_paged_rows *k_pages,
+                               const attn_paged_rows *v_pages, const attn_tensor *const *masks,
+                               const attn_sdpa_options *o, attn_error *err) {
+    attn_status st;
+    if ((st = check_packed(q, "q", err)) || (st = check_batch_options(o, err)) ||
         (st = attn_check_cu_seqlens(cu_seqlens_q, batch, q->shape[0], "cu_seqlens_q", err)))
         return st;
     if (batch > 0 && (!k_pages || !v_pages)) return attn_fail(err, ATTN_ERR_NULL, "k_pages or v_pages is NULL");
@@ -429,7 +430,7 @@ attn_status attn_sdpa_varlen_paged(attn_tensor *out, attn_tensor *lse, const att
     if ((st = check_packed_out(out, "out", 3, want_out, q->dtype, err)) ||
         (lse && (st = check_packed_out(lse, "lse", 2, want_out, q->dtype, err))))
         return st;
-    const attn_named ins[3] = {{q, "q"}, {o.alibi_slopes, "alibi_slopes"}, {o.sinks, "sinks"}};
+    const attn_named ins[3] = {{q, "q"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"}};
     if ((st = check_outputs(out, lse, ins, 3, masks, batch, err))) return st;
     for (int64_t b = 0; b < batch; b++) { /* and the pools' memory */
         attn_tensor pools[2];
@@ -437,7 +438,19 @@ attn_status attn_sdpa_varlen_paged(attn_tensor *out, attn_tensor *lse, const att
         const attn_named pin[2] = {{&pools[0], "k pages"}, {&pools[1], "v pages"}};
         if ((st = check_outputs(out, lse, pin, 2, NULL, 0, err))) return in_sequence(st, b, err);
     }
-    if (o.sinks && (st = attn_check_per_head(o.sinks, "sinks", q->shape[1], err))) return st;
+    if (o->sinks && (st = attn_check_per_head(o->sinks, "sinks", q->shape[1], err))) return st;
+    *Ev_out = Ev;
+    return ATTN_OK;
+}
+
+attn_status attn_sdpa_varlen_paged(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const int64_t *cu_seqlens_q,
+                                   int64_t batch, const attn_paged_rows *k_pages, const attn_paged_rows *v_pages,
+                                   const attn_tensor *const *masks, const attn_sdpa_options *options, attn_error *err) {
+    attn_sdpa_options o;
+    attn_context c;
+    int64_t Ev;
+    attn_status st = attn_options_read(&o, &c, options, err);
+    if (st || (st = check_paged(&Ev, out, lse, q, cu_seqlens_q, batch, k_pages, v_pages, masks, &o, err))) return st;
     batch_kv kv = {NULL, NULL, NULL, k_pages, v_pages};
     return varlen_forward(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, Ev, err);
 }
@@ -565,6 +578,8 @@ attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_ten
  * same rows of tensors laid out alike) and runs them as varlen_forward does. */
 struct attn_varlen_plan {
     seq *seqs;                 /* [batch] */
+    attn_paged_rows *k_rows, *v_rows; /* [batch]: a paged batch's row sources (their pages set at a run), or NULL */
+    int64_t Ev;
     const attn_slices **flash; /* [batch], n_flash of them used */
     const attn_slices **decode; /* [batch], n_decode of them used */
     int64_t *cu_q, *cu_k;      /* [batch + 1]: the caller's offsets, copied */
@@ -572,9 +587,22 @@ struct attn_varlen_plan {
 };
 
 size_t attn_varlen_plan_bytes(int64_t batch) {
-    size_t n = batch > 0 ? (size_t)batch : 1, one = sizeof(seq) + 2 * sizeof(attn_slices *) + 2 * sizeof(int64_t);
+    size_t n = batch > 0 ? (size_t)batch : 1,
+           one = sizeof(seq) + 2 * sizeof(attn_slices *) + 2 * sizeof(int64_t) + 2 * sizeof(attn_paged_rows);
     if ((uint64_t)n > (SIZE_MAX - sizeof(attn_varlen_plan) - 64) / one) return SIZE_MAX;
     return sizeof(attn_varlen_plan) + n * one + 2 * sizeof(int64_t) + 64; /* + the alignment of seqs */
+}
+
+attn_varlen_plan *attn_varlen_plan_layout(void *memory, int64_t batch) {
+    attn_varlen_plan *pl = memory;
+    size_t n = batch > 0 ? (size_t)batch : 1;
+    uintptr_t at = ((uintptr_t)(pl + 1) + 63) / 64 * 64;
+    pl->seqs = (seq *)at;
+    pl->flash = (const attn_slices **)(pl->seqs + n);
+    pl->decode = pl->flash + n;
+    pl->cu_q = (int64_t *)(pl->decode + n), pl->cu_k = pl->cu_q + batch + 1;
+    pl->k_rows = (attn_paged_rows *)(pl->cu_k + batch + 1), pl->v_rows = pl->k_rows + n;
+    return pl;
 }
 
 attn_status attn_varlen_plan_make(attn_varlen_plan **plan, void *memory, size_t *workspace_bytes, attn_tensor *out,
@@ -584,12 +612,8 @@ attn_status attn_varlen_plan_make(attn_varlen_plan **plan, void *memory, size_t 
                                   attn_error *err) {
     attn_status st = check_varlen(out, lse, q, k, v, cu_q, cu_k, batch, masks, o, err);
     if (st) return st;
-    attn_varlen_plan *pl = memory;
-    uintptr_t at = ((uintptr_t)(pl + 1) + 63) / 64 * 64;
-    pl->seqs = (seq *)at;
-    pl->flash = (const attn_slices **)(pl->seqs + (batch > 0 ? batch : 1));
-    pl->decode = pl->flash + (batch > 0 ? batch : 1);
-    pl->cu_q = (int64_t *)(pl->decode + (batch > 0 ? batch : 1)), pl->cu_k = pl->cu_q + batch + 1;
+    attn_varlen_plan *pl = attn_varlen_plan_layout(memory, batch);
+    pl->k_rows = pl->v_rows = NULL, pl->Ev = v->shape[2]; /* packed keys: no row sources */
     memcpy(pl->cu_q, cu_q, sizeof(int64_t) * (size_t)(batch + 1));
     memcpy(pl->cu_k, cu_k, sizeof(int64_t) * (size_t)(batch + 1));
     attn_arena m = attn_arena_measuring();
@@ -605,6 +629,36 @@ attn_status attn_varlen_plan_make(attn_varlen_plan **plan, void *memory, size_t 
     return ATTN_OK;
 }
 
+attn_status attn_varlen_plan_make_paged(attn_varlen_plan *pl, size_t *workspace_bytes, attn_tensor *out,
+                                        attn_tensor *lse, const attn_tensor *q, const int64_t *cu_q, int64_t batch,
+                                        const attn_tensor *const *masks, const attn_sdpa_options *o, int threads,
+                                        attn_error *err) {
+    int64_t Ev;
+    attn_paged_rows *k_rows = pl->k_rows, *v_rows = pl->v_rows;
+    attn_status st = check_paged(&Ev, out, lse, q, cu_q, batch, k_rows, v_rows, masks, o, err);
+    if (st) return st;
+    memcpy(pl->cu_q, cu_q, sizeof(int64_t) * (size_t)(batch + 1));
+    for (int64_t b = 0; b <= batch; b++) pl->cu_k[b] = 0; /* (the keys are the pages') */
+    pl->Ev = Ev;
+    attn_arena m = attn_arena_measuring();
+    batch_kv kv = {NULL, NULL, NULL, k_rows, v_rows};
+    attn_run_info info;
+    if ((st = plan_batch(pl->seqs, pl->flash, &pl->n_flash, pl->decode, &pl->n_decode, out, lse, q, &kv, cu_q, batch,
+                         masks, o, threads, &m, err)) ||
+        (st = run_batch(pl->seqs, pl->flash, pl->n_flash, pl->decode, pl->n_decode, batch, q->shape[2], Ev, o, &m,
+                        &info, err)))
+        return st;
+    *workspace_bytes = attn_arena_needed(&m);
+    return ATTN_OK;
+}
+
+attn_paged_rows *attn_varlen_plan_k_rows(attn_varlen_plan *pl) { return pl->k_rows; }
+attn_paged_rows *attn_varlen_plan_v_rows(attn_varlen_plan *pl) { return pl->v_rows; }
+
+void attn_varlen_plan_set_pages(attn_varlen_plan *pl, int64_t batch, const void *k_pages, const void *v_pages) {
+    for (int64_t b = 0; b < batch; b++) pl->k_rows[b].pages = k_pages, pl->v_rows[b].pages = v_pages;
+}
+
 attn_status attn_varlen_plan_run(attn_varlen_plan *pl, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                                  const attn_tensor *k, const attn_tensor *v, int64_t batch, const attn_sdpa_options *o,
                                  attn_arena *arena, attn_error *err) {
@@ -613,7 +667,8 @@ attn_status attn_varlen_plan_run(attn_varlen_plan *pl, attn_tensor *out, attn_te
         seq *s = &pl->seqs[b];
         if (s->route < SEQ_FLASH) continue;
         int64_t L = cu_q[b + 1] - cu_q[b], S = cu_k[b + 1] - cu_k[b];
-        seq_view(&s->q, q, cu_q[b], L), seq_view(&s->k, k, cu_k[b], S), seq_view(&s->v, v, cu_k[b], S);
+        seq_view(&s->q, q, cu_q[b], L);
+        if (!pl->k_rows) seq_view(&s->k, k, cu_k[b], S), seq_view(&s->v, v, cu_k[b], S);
         seq_view(&s->out, out, cu_q[b], L);
         if (lse) seq_view(&s->lse, lse, cu_q[b], L), s->lse.rank = 2;
     }
@@ -621,8 +676,8 @@ attn_status attn_varlen_plan_run(attn_varlen_plan *pl, attn_tensor *out, attn_te
     double t0 = verbose ? attn_now_ms() : 0;
     attn_run_info info;
     attn_status st = run_batch(pl->seqs, pl->flash, pl->n_flash, pl->decode, pl->n_decode, batch, q->shape[2],
-                               v->shape[2], o, arena, &info, err);
+                               pl->Ev, o, arena, &info, err);
     if (!st) write_empty(pl->seqs, out, lse, cu_q, batch, o);
-    if (!st && verbose) report("sdpa_run varlen", pl->seqs, batch, lse, q, k, v, o, &info, t0);
+    if (!st && verbose) report(pl->k_rows ? "sdpa_run paged" : "sdpa_run varlen", pl->seqs, batch, lse, q, k, v, o, &info, t0);
     return st;
 }
