@@ -11,7 +11,15 @@
   sequence on 1, 2 and 3 threads: attn.sdpa's rows, bitwise, and PyTorch
   float64's within the f32 bound;
 - its errors as exception classes (FullError, ArgumentError, ShapeError,
-  DtypeError), each leaving the pool's bytes as they were.
+  DtypeError), each leaving the pool's bytes as they were;
+- the layer's step: KVPages.mha_step (attn_mha_paged) against a float64
+  NumPy layer (GQA, prompts then decodes), KVCache.mha_step
+  (attn_mha_cached_batch) over rows of a contiguous cache bitwise equal to
+  it, with RoPE and a mask per sequence on 1 and 3 threads, a full row
+  refused with the lengths kept;
+- a paged plan (KVPages.plan, attn_kv_paged_plan_init / _run): its runs
+  bitwise attend() on the planned pool and on another pool kept in step
+  (same page tables, other values), a q of another shape a PlanError.
 
 Usage: test_kv_pages_python.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why"."""
 import os
@@ -234,5 +242,101 @@ before = pool.memory.tobytes()
 refused("kv_pages_python_freed_sequence", attn.ArgumentError, lambda: pool.attend(b, np.ones((1, 1, 4), np.float32)))
 check("kv_pages_python_pages_and_length", pool.length(a) == 20 and list(pool.pages(a)) == [0, 1] and
       pool.page_refs(0) == 1 and pool.free_pages == 0, "%s %s" % (pool.length(a), pool.pages(a)))
+# ---- the layer's step (KVPages.mha_step, KVCache.mha_step) and a paged plan ----
+E, HQ, HK, D = 16, 4, 2, 4
+layer = {"num_heads": HQ, "num_kv_heads": HK,
+         "q_proj_weight": rng.standard_normal((HQ * D, E)).astype(np.float32) / 4,
+         "k_proj_weight": rng.standard_normal((HK * D, E)).astype(np.float32) / 4,
+         "v_proj_weight": rng.standard_normal((HK * D, E)).astype(np.float32) / 4,
+         "q_proj_bias": rng.standard_normal(HQ * D).astype(np.float32) / 8,
+         "k_proj_bias": rng.standard_normal(HK * D).astype(np.float32) / 8,
+         "v_proj_bias": rng.standard_normal(HK * D).astype(np.float32) / 8,
+         "out_proj_weight": rng.standard_normal((E, E)).astype(np.float32) / 4,
+         "out_proj_bias": rng.standard_normal(E).astype(np.float32) / 8}
+
+
+def layer_reference(history, new):
+    """The layer in float64 over one sequence: history (S0, E) rows already
+    cached, new (L, E) rows; bottom-right causal, no RoPE: out (L, E)."""
+    w = {k: np.asarray(v, np.float64) for k, v in layer.items() if k.endswith(("weight", "bias"))}
+    xs = np.concatenate([history, new]).astype(np.float64)
+    q = new.astype(np.float64) @ w["q_proj_weight"].T + w["q_proj_bias"]
+    k = xs @ w["k_proj_weight"].T + w["k_proj_bias"]
+    v = xs @ w["v_proj_weight"].T + w["v_proj_bias"]
+    L, S = new.shape[0], xs.shape[0]
+    heads = np.zeros((L, HQ, D))
+    for h in range(HQ):
+        g = h // (HQ // HK)
+        s = q[:, h * D:(h + 1) * D] @ k[:, g * D:(g + 1) * D].T / np.sqrt(D)
+        s[np.arange(S)[None, :] > np.arange(L)[:, None] + (S - L)] = -np.inf
+        p = np.exp(s - s.max(1, keepdims=True))
+        heads[:, h] = (p / p.sum(1, keepdims=True)) @ v[:, g * D:(g + 1) * D]
+    return heads.reshape(L, E) @ w["out_proj_weight"].T + w["out_proj_bias"]
+
+
+pool = attn.KVPages(heads=HK, key_dim=D, num_pages=16, max_sequences=4)
+cache = attn.KVCache(batch=3, heads=HK, capacity=40, key_dim=D)
+a, b = pool.create(), pool.create()
+hist = {a: np.zeros((0, E), np.float32), b: np.zeros((0, E), np.float32)}
+worst, same, steps = 0.0, True, [(7, 12), (1, 1), (3, 1)]
+for la, lb in steps:
+    xa, xb = rng.standard_normal((la, E)).astype(np.float32), rng.standard_normal((lb, E)).astype(np.float32)
+    oa, ob = pool.mha_step([a, b], [xa, xb], layer)
+    ca, cb = cache.mha_step([2, 0], [xa, xb], layer)
+    same &= np.array_equal(oa, ca) and np.array_equal(ob, cb)
+    for s, x, o in ((a, xa, oa), (b, xb, ob)):
+        ref = layer_reference(hist[s], x)
+        worst = max(worst, float(np.abs(o - ref).max() / max(np.abs(ref).max(), 1e-30)))
+        hist[s] = np.concatenate([hist[s], x])
+check("mha_step_pool_vs_float64_layer", worst <= 2e-5, "error %.3g" % worst)
+check("mha_step_cache_rows_equal_pool", same and list(cache.lengths) == [14, 0, 11] and pool.length(a) == 11,
+      "lengths %s" % list(cache.lengths))
+
+# RoPE and a mask per sequence, packed, on 1 and 3 threads: the cache's rows bitwise the pool's
+for threads in (1, 3):
+    attn.set_num_threads(threads)
+    p2, c2 = attn.KVPages(heads=HK, key_dim=D, num_pages=16, max_sequences=4), attn.KVCache(2, HK, 40, D)
+    s0, s1 = p2.create(), p2.create()
+    rope = {"position_offset": 2, "base": 500.0}
+    ok = True
+    for la, lb in steps:
+        x = rng.standard_normal((la + lb, E)).astype(np.float32)
+        la_s, lb_s = c2.lengths[1] + la, c2.lengths[0] + lb
+        masks = [rng.random((la, la_s)) < 0.8, np.where(rng.random((HQ, lb, lb_s)) < 0.2, -np.inf,
+                                                        rng.standard_normal((HQ, lb, lb_s))).astype(np.float32)]
+        op = p2.mha_step([s0, s1], x, layer, cu_seqlens=[0, la, la + lb], masks=masks, rope=rope)
+        oc = c2.mha_step([1, 0], x, layer, cu_seqlens=[0, la, la + lb], masks=masks, rope=rope)
+        ok &= np.array_equal(op, oc)
+    check("mha_step_cache_rope_masks_equal_pool_threads_%d" % threads, ok)
+attn.set_num_threads(0)
+
+# a step that does not fit: FullError, the lengths as they were
+before = cache.lengths.copy()
+try:
+    cache.mha_step([2, 1], [np.ones((30, E), np.float32), np.ones((1, E), np.float32)], layer)
+    check("mha_step_cache_full", False, "no error")
+except attn.FullError:
+    check("mha_step_cache_full", np.array_equal(before, cache.lengths))
+
+# planned once, run for two layers' pools kept in step
+pool2 = attn.KVPages(heads=HK, key_dim=D, num_pages=16, max_sequences=4)
+a2, b2 = pool2.create(), pool2.create()
+for s, s2 in ((a, a2), (b, b2)):
+    k, v = pool.gather(s)
+    pool2.append(s2, (k.transpose(1, 0, 2) * 2).copy(), (v.transpose(1, 0, 2) - 1).copy())
+q = rng.standard_normal((3, HQ, D)).astype(np.float32)
+plan = pool.plan([b, a], [2, 1], num_heads=HQ, return_lse=True)
+got, got_lse = plan.run(q)
+want, want_lse = pool.attend([b, a], q, cu_seqlens_q=[0, 2, 3], return_lse=True)
+got2, _ = plan.run(q, pool=pool2)
+want2 = pool2.attend([b2, a2], q, cu_seqlens_q=[0, 2, 3])
+check("paged_plan_run_equals_attend", np.array_equal(got, want) and np.array_equal(got_lse, want_lse))
+check("paged_plan_run_other_pool_equals_its_attend", list(pool2.pages(b2)) == list(pool.pages(b)) and
+      np.array_equal(got2, want2) and not np.array_equal(got2, got))
+try:
+    plan.run(np.ones((4, HQ, D), np.float32))
+    check("paged_plan_refuses_other_q", False, "no error")
+except attn.PlanError as e:
+    check("paged_plan_refuses_other_q", "q" in str(e))
 print("# kv pages from python: %d passed, %d failed" % (r.passed, r.failed))
 sys.exit(1 if r.failed else 0)

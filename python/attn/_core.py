@@ -51,11 +51,13 @@ ArgumentError = _error_class("ArgumentError", 19, "An argument other than a tens
 WorkspaceError = _error_class("WorkspaceError", 20, "The caller's workspace is too small.", ValueError)
 FullError = _error_class("FullError", 21, "A KV cache has no room.", ValueError)
 CommError = _error_class("CommError", 22, "Ranks of an MPI communicator could not agree.", RuntimeError)
+PlanError = _error_class("PlanError", 23, "A tensor given to a plan's run is laid out otherwise than planned.",
+                         ValueError)
 
 ERRORS = {c.status: c for c in (NullError, RankError, ShapeError, BroadcastError, HeadsError, DtypeError, MaskError,
                                 ScaleError, OptionError, StrideError, SizeOverflowError, NoMemoryError, IOFailure,
                                 NpyHeaderError, NpyUnsupportedError, NpyTruncatedError, NpyTrailingError, TokenError,
-                                ArgumentError, WorkspaceError, FullError, CommError)}
+                                ArgumentError, WorkspaceError, FullError, CommError, PlanError)}
 
 
 def raise_for(status, err):

@@ -76,6 +76,21 @@ class KVPagesDesc(ctypes.Structure):
                 ("num_pages", ctypes.c_int64), ("max_sequences", ctypes.c_int64), ("max_length", ctypes.c_int64)]
 
 
+class KVPagedView(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("dtype", ctypes.c_int), ("heads", ctypes.c_int64),
+                ("key_dim", ctypes.c_int64), ("value_dim", ctypes.c_int64), ("page_size", ctypes.c_int64),
+                ("num_pages", ctypes.c_int64), ("k_pages", ctypes.c_void_p), ("v_pages", ctypes.c_void_p),
+                ("num_sequences", ctypes.c_int64), ("lengths", ctypes.POINTER(ctypes.c_int64)),
+                ("page_table", ctypes.POINTER(ctypes.c_int32)), ("table_stride", ctypes.c_int64),
+                ("table_offsets", ctypes.POINTER(ctypes.c_int64))]
+
+
+class KVCacheDesc(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("batch", ctypes.c_int64), ("heads", ctypes.c_int64),
+                ("capacity", ctypes.c_int64), ("key_dim", ctypes.c_int64), ("value_dim", ctypes.c_int64),
+                ("dtype", ctypes.c_int)]
+
+
 class ToyExplainOptions(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("head", ctypes.c_int), ("mode", ctypes.c_int),
                 ("causal", ctypes.c_int), ("no_scale", ctypes.c_int), ("scale_by_d_model", ctypes.c_int),
@@ -159,6 +174,19 @@ def _declare(lib):
                        ("attn_kv_pages_gather", [P, P, vp, i64, pe]),
                        ("attn_kv_pages_attend", [P, P, P, pi64, pi64, i64, vp, ctypes.POINTER(P), ctypes.POINTER(SdpaOptions), pe])):
         getattr(lib, name).restype, getattr(lib, name).argtypes = st, args
+    pv, pmp, pmo = ctypes.POINTER(KVPagedView), ctypes.POINTER(MhaParams), ctypes.POINTER(MhaOptions)
+    pso, psz = ctypes.POINTER(SdpaOptions), ctypes.POINTER(ctypes.c_size_t)
+    for name, args in (("attn_kv_pages_view", [pv, vp, pe]),
+                       ("attn_kv_paged_attend", [P, P, P, pi64, pv, ctypes.POINTER(P), pso, pe]),
+                       ("attn_mha_paged", [P, P, pi64, pi64, i64, vp, ctypes.POINTER(P), pmp, pmo, pe]),
+                       ("attn_kv_cache_bytes", [psz, ctypes.POINTER(KVCacheDesc), pe]),
+                       ("attn_kv_cache_init", [vpp, vp, ctypes.c_size_t, ctypes.POINTER(KVCacheDesc), pe]),
+                       ("attn_mha_cached_batch", [P, P, pi64, pi64, i64, vp, pi64, ctypes.POINTER(P), pmp, pmo, pe]),
+                       ("attn_sdpa_plan_bytes", [psz, i64, pe]),
+                       ("attn_kv_paged_plan_init", [vpp, vp, ctypes.c_size_t, psz, P, P, P, pi64, pv,
+                                                    ctypes.POINTER(P), pso, pe]),
+                       ("attn_kv_paged_run", [vp, P, P, P, vp, vp, vp, ctypes.c_size_t, pe])):
+        getattr(lib, name).restype, getattr(lib, name).argtypes = st, args
     lib.attn_kv_pages_free_pages.restype, lib.attn_kv_pages_free_pages.argtypes = i64, [vp]
     lib.attn_kv_pages_page_refs.restype, lib.attn_kv_pages_page_refs.argtypes = i64, [vp, i64]
 
@@ -181,7 +209,8 @@ def _check_version(lib, where, path):
 # library's own size of the struct.
 _INIT = {Context: "attn_context_init", SdpaOptions: "attn_sdpa_options_init", RopeOptions: "attn_rope_options_init",
          MhaParams: "attn_mha_params_init", MhaOptions: "attn_mha_options_init",
-         ToyExplainOptions: "attn_toy_explain_options_init", KVPagesDesc: "attn_kv_pages_desc_init"}
+         ToyExplainOptions: "attn_toy_explain_options_init", KVPagesDesc: "attn_kv_pages_desc_init",
+         KVPagedView: "attn_kv_paged_view_init", KVCacheDesc: "attn_kv_cache_desc_init"}
 
 
 def default(cls, lib=None):

@@ -10,6 +10,12 @@ writes (copy on write).
     pool.append([a, b], [k1, k2], [v1, v2])     # one call for both
     out = pool.attend([a, b], [q1, q2])         # [(L_i, Hq, value_dim), ...]
     pool.truncate(b, 10); pool.free(a)
+    out = pool.mha_step([a, b], [x1, x2], params)  # the attention layer's step for both
+    plan = pool.plan([a, b], [1, 1], num_heads=8)  # planned once, run every layer
+    out = plan.run(q)                           # (or plan.run(q, pool=other_layers_pool))
+
+attn.KVCache is a contiguous cache of `batch` rows, each a sequence at its
+own length (cache.lengths), for the same layer step (attn_mha_cached_batch).
 
 The pool lives in one NumPy buffer owned by the object; the library never
 allocates for it. Every call that fails raises the library's error (FullError,
@@ -19,7 +25,8 @@ import ctypes
 import numpy as np
 
 from ._core import CAUSAL, DtypeError, OptionError, _float_array, _options, _varlen_masks, raise_for, view
-from ._lib import BF16, F16, F32, LIB, Error, KVPagesDesc, default
+from ._lib import (BF16, F16, F32, LIB, MHA_PARAMS, Error, KVCacheDesc, KVPagedView, KVPagesDesc, MhaOptions,
+                   MhaParams, RopeOptions, default)
 
 _STORAGE = {"float32": F32, np.dtype(np.float32): F32, "float16": F16, np.dtype(np.float16): F16, "bfloat16": BF16}
 
@@ -55,6 +62,57 @@ def _packed(parts, name):
         cu.append(cu[-1] + (a.shape[0] if a.ndim else 0))
     dt = np.float16 if all(a.dtype == np.float16 for a in arrays) else np.float32
     return np.concatenate([np.asarray(a, dt) for a in arrays]), cu
+
+
+def _layer(params, embed_dim, rope, causal, scale, keep):
+    """attn_mha_params and attn_mha_options for a layer step: params a dict
+    of float32 arrays named as attn_mha_params names them (q_proj_weight,
+    ..., out_proj_bias; or in_proj_weight and in_proj_bias) with num_heads
+    and num_kv_heads (default num_heads); rope None or a dict of
+    attn_rope_options fields (base, position_offset, rotary_dim, ...);
+    causal 'bottom-right' or False. keep holds what the structs point to."""
+    p = default(MhaParams)
+    p.embed_dim, p.num_heads = int(embed_dim), int(params["num_heads"])
+    p.num_kv_heads = int(params.get("num_kv_heads", 0) or 0)
+    for name in MHA_PARAMS:
+        if params.get(name) is not None:
+            a = _float_array(params[name], name, np.float32)
+            t = view(a)
+            keep += [a, t]
+            setattr(p, name, ctypes.pointer(t))
+    if causal not in CAUSAL:
+        raise OptionError("causal is %r: 'bottom-right' or False" % (causal,), 9)
+    o = default(MhaOptions)
+    o.causal = 2 if causal == "bottom-right" else 0
+    if rope is not None:
+        r = default(RopeOptions)
+        for k, value in dict(rope).items():
+            setattr(r, k, value)
+        keep.append(r)
+        o.rope = ctypes.pointer(r)
+    if scale is not None:
+        so = _options(False, scale, None, 0.0, None)
+        keep.append(so)
+        o.attention = ctypes.pointer(so)
+    return p, o
+
+
+def _packed_rows(x, cu_seqlens, n, name):
+    """x as one packed float32 (total, E) array and its n + 1 offsets: a
+    list of (L_i, E) arrays, or a packed array with cu_seqlens."""
+    if cu_seqlens is None:
+        if len(x) != n:
+            raise ValueError("%s needs one x per sequence (or a packed x and cu_seqlens)" % name)
+        parts = [_float_array(a, "x[%d]" % i, np.float32) for i, a in enumerate(x)]
+        cu = [0]
+        for a in parts:
+            cu.append(cu[-1] + a.shape[0])
+        return np.ascontiguousarray(np.concatenate(parts)), cu, True
+    return _float_array(x, "x", np.float32), list(cu_seqlens), False
+
+
+def _unpacked(out, cu, lists):
+    return [out[cu[i]:cu[i + 1]] for i in range(len(cu) - 1)] if lists else out
 
 
 class KVPages:
@@ -201,5 +259,156 @@ class KVPages:
             return (outs[0], lses[0]) if return_lse else outs[0]
         return (outs, lses) if return_lse else outs
 
+    def mha_step(self, seqs, x, params, cu_seqlens=None, masks=None, causal="bottom-right", rope=None, scale=None):
+        """The attention layer's step (attn_mha_paged) for several sequences
+        at once: x a list of float32 (L_i, E) arrays, one per sequence (or
+        a packed (total, E) array with cu_seqlens); each sequence's rows are
+        projected, turned by RoPE at its own positions (rope: None or a
+        dict of attn_rope_options fields), appended to the pool, attended
+        with its masks[i] (None, or one per sequence) and projected out.
+        params: see the module's _layer (num_heads, num_kv_heads and the
+        projections by attn_mha_params' names). Returns the outputs in x's
+        form. Each sequence's rows are bitwise what the step gives it
+        alone."""
+        seqs = list(seqs)
+        xa, cu, lists = _packed_rows(x, cu_seqlens, len(seqs), "mha_step")
+        keep = []
+        p, o = _layer(params, xa.shape[1], rope, causal, scale, keep)
+        out = np.empty(xa.shape, np.float32)
+        ov, xv, ids, offsets, err = _view(out), _view(xa), _i64s(seqs), _i64s(cu), Error()
+        arrays, mviews, mptrs = _varlen_masks(masks, len(seqs), np.float32)
+        raise_for(LIB.attn_mha_paged(ov, xv, offsets, ids, len(seqs), self._pool, mptrs, ctypes.byref(p),
+                                     ctypes.byref(o), err), err)
+        return _unpacked(out, cu, lists)
 
-__all__ = ["KVPages"]
+    def _view(self):
+        w = default(KVPagedView)
+        err = Error()
+        raise_for(LIB.attn_kv_pages_view(ctypes.byref(w), self._pool, err), err)
+        return w
+
+    def plan(self, seqs, q_lengths, num_heads, masks=None, causal="bottom-right", scale=None, return_lse=False):
+        """Plan attention of new queries of several sequences once, to run
+        it for every layer of a step (attn_kv_paged_plan_init): q_lengths[i]
+        queries of sequence seqs[i], num_heads query heads, masks as
+        attend takes them. The sequences' lengths and page tables are
+        taken now; append nothing to them while the plan is used. Returns a
+        PagedPlan: plan.run(q) is attend(seqs, q, cu_seqlens_q) with q
+        packed (total, num_heads, key_dim), bitwise, allocating nothing;
+        plan.run(q, pool=other) reads another pool's pages under these
+        tables (a layer's pool kept in step with this one)."""
+        return PagedPlan(self, list(seqs), [int(n) for n in q_lengths], int(num_heads), masks, causal, scale,
+                         return_lse)
+
+
+class PagedPlan:
+    """A paged batch's plan (KVPages.plan): its memory, its view of the
+    sequences (their lengths and page tables, copied), its workspace."""
+
+    def __init__(self, pool, seqs, q_lengths, num_heads, masks, causal, scale, return_lse):
+        if len(q_lengths) != len(seqs):
+            raise ValueError("plan needs one query count per sequence")
+        if causal not in CAUSAL:
+            raise OptionError("causal is %r: 'bottom-right' or False" % (causal,), 9)
+        self.pool, self.n = pool, len(seqs)
+        pw = pool._view()
+        self.lengths = np.array([pool.length(s) for s in seqs] or [0], np.int64)
+        tables = [pool.pages(s) for s in seqs]
+        self.offsets = np.zeros(self.n + 1, np.int64)
+        self.offsets[1:] = np.cumsum([len(t) for t in tables]) if tables else []
+        self.table = np.concatenate(tables + [np.zeros(1, np.int32)]).astype(np.int32)
+        w = default(KVPagedView)
+        for f in ("dtype", "heads", "key_dim", "value_dim", "page_size", "num_pages", "k_pages", "v_pages"):
+            setattr(w, f, getattr(pw, f))
+        w.num_sequences = self.n
+        w.lengths = self.lengths.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+        w.page_table = self.table.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+        w.table_offsets = self.offsets.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+        self.view = w
+        self.cu = [0]
+        for n in q_lengths:
+            self.cu.append(self.cu[-1] + n)
+        self.q_shape = (self.cu[-1], num_heads, pool.key_dim)
+        self.out_shape = (self.cu[-1], num_heads, pool.value_dim)
+        self.return_lse = return_lse
+        self.options = _options(causal, scale, None, 0.0, None)
+        self.masks = _varlen_masks(masks, self.n, np.float32)  # (kept alive: the runs read them)
+        err, size, ws = Error(), ctypes.c_size_t(), ctypes.c_size_t()
+        raise_for(LIB.attn_sdpa_plan_bytes(ctypes.byref(size), self.n, err), err)
+        self.memory = np.zeros(size.value, np.uint8)
+        q = np.zeros(self.q_shape, np.float32)
+        out = np.empty(self.out_shape, np.float32)
+        lse = np.empty(self.out_shape[:2], np.float32) if return_lse else None
+        self._offsets = _i64s(self.cu)
+        plan = ctypes.c_void_p()
+        raise_for(LIB.attn_kv_paged_plan_init(ctypes.byref(plan), self.memory.ctypes.data, size.value,
+                                              ctypes.byref(ws), _view(out), _view(lse) if lse is not None else None,
+                                              _view(q), self._offsets, ctypes.byref(w), self.masks[2],
+                                              ctypes.byref(self.options), err), err)
+        self._plan = plan
+        self.workspace = np.zeros(max(ws.value, 1), np.uint8)
+
+    def run(self, q, pool=None):
+        """Attention of q (total, num_heads, key_dim), float32, over the
+        planned sequences' pages in `pool` (default: the pool planned
+        over, which must hold the same page layout): out (total, num_heads,
+        value_dim), and lse (total, num_heads) when planned with it."""
+        pool = self.pool if pool is None else pool
+        for f in ("heads", "key_dim", "value_dim", "page_size", "num_pages"):
+            if getattr(pool, f) != getattr(self.pool, f):
+                raise ValueError("the pool's %s is %s; the plan's is %s" % (f, getattr(pool, f), getattr(self.pool, f)))
+        if pool._desc.dtype != self.pool._desc.dtype:
+            raise DtypeError("the pool stores another dtype than the plan's", 6)
+        q = _float_array(q, "q", np.float32)
+        out = np.empty(self.out_shape, np.float32)
+        lse = np.empty(self.out_shape[:2], np.float32) if self.return_lse else None
+        pw, err = pool._view(), Error()
+        raise_for(LIB.attn_kv_paged_run(self._plan, _view(out), _view(lse) if lse is not None else None, _view(q),
+                                        pw.k_pages, pw.v_pages, self.workspace.ctypes.data, self.workspace.size,
+                                        err), err)
+        return (out, lse) if self.return_lse else out
+
+
+class KVCache:
+    """A contiguous KV cache (attn_kv_cache) of `batch` rows of `capacity`
+    positions for `heads` key/value heads, each row a sequence at its own
+    length (self.lengths, int64, kept here as FlashAttention-2's
+    cache_seqlens), stored as float32, float16 or 'bfloat16'."""
+
+    def __init__(self, batch, heads, capacity, key_dim, value_dim=None, dtype="float32"):
+        if dtype not in _STORAGE:
+            raise OptionError("dtype is %r: 'float32', 'float16' or 'bfloat16'" % (dtype,), 9)
+        d = default(KVCacheDesc)
+        d.batch, d.heads, d.capacity = int(batch), int(heads), int(capacity)
+        d.key_dim, d.value_dim = int(key_dim), int(key_dim if value_dim is None else value_dim)
+        d.dtype = _STORAGE[dtype]
+        err, size = Error(), ctypes.c_size_t()
+        raise_for(LIB.attn_kv_cache_bytes(ctypes.byref(size), ctypes.byref(d), ctypes.byref(err)), err)
+        self.memory = np.zeros(size.value, np.uint8)
+        cache = ctypes.c_void_p()
+        raise_for(LIB.attn_kv_cache_init(ctypes.byref(cache), self.memory.ctypes.data, size.value, ctypes.byref(d),
+                                         ctypes.byref(err)), err)
+        self._cache, self._desc = cache, d
+        self.lengths = np.zeros(d.batch, np.int64)
+        self.batch, self.heads, self.capacity = d.batch, d.heads, d.capacity
+
+    def mha_step(self, rows, x, params, cu_seqlens=None, masks=None, causal="bottom-right", rope=None, scale=None):
+        """The attention layer's step (attn_mha_cached_batch) for the
+        sequences in cache rows `rows` at once, each at its own length
+        (self.lengths[row], which grows by its new positions): x and the
+        other arguments as KVPages.mha_step takes them. Each sequence's rows
+        are bitwise what the step gives it alone."""
+        rows = [int(r) for r in rows]
+        xa, cu, lists = _packed_rows(x, cu_seqlens, len(rows), "mha_step")
+        keep = []
+        p, o = _layer(params, xa.shape[1], rope, causal, scale, keep)
+        out = np.empty(xa.shape, np.float32)
+        ov, xv, ids, offsets, err = _view(out), _view(xa), _i64s(rows), _i64s(cu), Error()
+        arrays, mviews, mptrs = _varlen_masks(masks, len(rows), np.float32)
+        lengths = self.lengths.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+        raise_for(LIB.attn_mha_cached_batch(ov, xv, offsets, ids, len(rows), self._cache, lengths, mptrs,
+                                            ctypes.byref(p), ctypes.byref(o), err), err)
+        return _unpacked(out, cu, lists)
+
+
+__all__ = ["KVPages", "KVCache", "PagedPlan"]
