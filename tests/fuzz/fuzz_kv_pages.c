@@ -5,7 +5,10 @@
  * random lists of ids, freed and unknown ones and repeats included, with
  * fuzzed offsets and row counts), gather, attend, and a caller's own view
  * of pages (page tables pointing anywhere, lengths and table sizes that
- * overflow, offsets that run backwards).
+ * overflow, offsets that run backwards; planned once and run, against the
+ * unplanned call), and the layer's step over a
+ * contiguous cache's rows (attn_mha_cached_batch: rows and lengths
+ * anywhere).
  *
  * Beyond "no crash, no undefined behaviour" it checks, after every call:
  *   - a call that fails has a message, and left the pool's memory byte for
@@ -147,6 +150,95 @@ static void fuzz_view(reader *r, attn_kv_pages_desc *d) {
     attn_tensor_init(&v, vbuf, ATTN_F32, 3, vs, NULL, NULL);
     st = attn_kv_paged_gather(&k, &v, &w, i, &err);
     CHECK(st == ATTN_OK || err.message[0]);
+    /* Planned once, run on the same pages: the plan's run matches the
+     * unplanned call's status and rows. */
+    static unsigned char plan_memory[1 << 16];
+    static float ref_out[64 * 8 * 4];
+    int64_t cu[MAX_N + 1];
+    pick_offsets(r, cu, w.num_sequences, 2);
+    int64_t total = cu[w.num_sequences];
+    if (total < 0 || total > 8 || w.heads > 8 || w.key_dim > 4 || w.value_dim > 4) return;
+    attn_tensor q, out, ref;
+    int64_t qs[3] = {total, w.heads, w.key_dim}, os[3] = {total, w.heads, w.value_dim};
+    attn_tensor_init(&q, qbuf, ATTN_F32, 3, qs, NULL, NULL);
+    attn_tensor_init(&out, obuf, ATTN_F32, 3, os, NULL, NULL), attn_tensor_init(&ref, ref_out, ATTN_F32, 3, os, NULL, NULL);
+    for (int64_t e = 0; e < total * w.heads * w.key_dim; e++) qbuf[e] = (float)(e % 5) / 5.0f;
+    size_t bytes, ws;
+    attn_sdpa_plan *plan;
+    if (attn_sdpa_plan_bytes(&bytes, w.num_sequences, &err) || bytes > sizeof plan_memory) return;
+    attn_status want = attn_kv_paged_attend(&ref, NULL, &q, cu, &w, NULL, NULL, &err);
+    st = attn_kv_paged_plan_init(&plan, plan_memory, bytes, &ws, &out, NULL, &q, cu, &w, NULL, NULL, &err);
+    CHECK(st == ATTN_OK || err.message[0]);
+    CHECK((st == ATTN_OK) == (want == ATTN_OK));
+    if (st || ws > sizeof kbuf) return;
+    st = attn_kv_paged_run(plan, &out, NULL, &q, w.k_pages, w.v_pages, kbuf, sizeof kbuf, &err);
+    CHECK(st == ATTN_OK && memcmp(obuf, ref_out, (size_t)(total * w.heads * w.value_dim) * sizeof(float)) == 0);
+}
+
+/* The layer's step over a contiguous cache's rows (attn_mha_cached_batch):
+ * a small cache (its batch, heads, capacity, sizes and dtype fuzzed), rows
+ * anywhere (outside the cache, repeated), lengths anywhere (negative, past
+ * the capacity, at an edge of int64), offsets fuzzed. A refusal leaves the
+ * cache's memory and the lengths as they were; a success grows exactly the
+ * named rows' lengths by their new positions. */
+static unsigned char cache_memory[1 << 14] __attribute__((aligned(64)));
+static unsigned char cache_snapshot[sizeof cache_memory];
+
+static void fuzz_cached_batch(reader *r, attn_dtype dt) {
+    enum { E = 4, HQ = 2, CB_MAX = 4 };
+    attn_kv_cache_desc cd = attn_kv_cache_desc_default();
+    cd.batch = byte(r) < 240 ? byte(r) % CB_MAX + 1 : pick_int(r);
+    cd.heads = byte(r) % 2 + 1; /* the layer's num_kv_heads is 1: 2 is refused */
+    cd.capacity = byte(r) < 240 ? byte(r) % 12 + 1 : pick_int(r);
+    cd.key_dim = cd.value_dim = byte(r) == 5 ? 3 : E / HQ;
+    cd.dtype = dt;
+    size_t bytes;
+    attn_kv_cache *cache;
+    if (attn_kv_cache_bytes(&bytes, &cd, NULL) || bytes > sizeof cache_memory ||
+        attn_kv_cache_init(&cache, cache_memory, bytes, &cd, NULL))
+        return;
+    /* a layer of E = 4, two query heads, one key/value head of D = 2 */
+    static float wq[E * E], wk[2 * E], wv[2 * E], wo[E * E];
+    for (int i = 0; i < E * E; i++) wq[i] = wo[i] = (float)((i * 7) % 5) / 5.0f - 0.4f;
+    for (int i = 0; i < 2 * E; i++) wk[i] = wv[i] = (float)((i * 3) % 4) / 4.0f - 0.3f;
+    attn_tensor tq, tk, tv, to;
+    int64_t sq[2] = {E, E}, sk[2] = {2, E};
+    attn_tensor_init(&tq, wq, ATTN_F32, 2, sq, NULL, NULL), attn_tensor_init(&to, wo, ATTN_F32, 2, sq, NULL, NULL);
+    attn_tensor_init(&tk, wk, ATTN_F32, 2, sk, NULL, NULL), attn_tensor_init(&tv, wv, ATTN_F32, 2, sk, NULL, NULL);
+    attn_mha_params p = attn_mha_params_default();
+    p.embed_dim = E, p.num_heads = HQ, p.num_kv_heads = 1;
+    p.q_proj_weight = &tq, p.k_proj_weight = &tk, p.v_proj_weight = &tv, p.out_proj_weight = &to;
+    int64_t n = byte(r) == 1 ? pick_int(r) : byte(r) % MAX_N, m = n < 0 || n > MAX_N ? MAX_N : n;
+    int64_t rows[MAX_N], cu[MAX_N + 1], lengths[CB_MAX], before[CB_MAX];
+    for (int64_t i = 0; i < m; i++) rows[i] = byte(r) < 230 ? byte(r) % (CB_MAX + 1) : pick_int(r);
+    for (int b = 0; b < CB_MAX; b++) lengths[b] = byte(r) < 230 ? byte(r) % 14 : pick_int(r);
+    pick_offsets(r, cu, m, 4);
+    int64_t total = cu[m];
+    if (total < 0 || total > 16) total = 0; /* then refused: the offsets do not end at x's rows */
+    for (int64_t i = 0; i < total * E; i++) qbuf[i] = (float)(i % 9) / 9.0f - 0.5f;
+    attn_tensor x, out;
+    int64_t xs[2] = {total, E};
+    attn_tensor_init(&x, qbuf, ATTN_F32, 2, xs, NULL, NULL), attn_tensor_init(&out, obuf, ATTN_F32, 2, xs, NULL, NULL);
+    memcpy(cache_snapshot, cache_memory, bytes);
+    memcpy(before, lengths, sizeof before);
+    attn_error err;
+    /* n past the rows given would read past them: only n the arrays hold, or below 0; the
+     * lengths array holds CB_MAX rows, so a larger batch only with rows the array holds */
+    if (cd.batch > CB_MAX)
+        for (int64_t i = 0; i < m; i++) rows[i] = rows[i] >= CB_MAX ? -1 : rows[i];
+    attn_status st = attn_mha_cached_batch(&out, &x, cu, rows, n > MAX_N ? MAX_N : n, cache, lengths, NULL, &p, NULL, &err);
+    if (st) {
+        CHECK(err.status == st && err.message[0]);
+        CHECK(memcmp(before, lengths, sizeof before) == 0);
+        CHECK(st == ATTN_ERR_NO_MEMORY || memcmp(cache_snapshot, cache_memory, bytes) == 0);
+        return;
+    }
+    for (int64_t i = 0; i < m && i < n; i++) {
+        CHECK(rows[i] >= 0 && rows[i] < cd.batch);
+        before[rows[i]] += cu[i + 1] - cu[i];
+    }
+    CHECK(memcmp(before, lengths, sizeof before) == 0);
+    for (int64_t i = 0; i < m && i < n; i++) CHECK(lengths[rows[i]] >= 0 && lengths[rows[i]] <= cd.capacity);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -174,7 +266,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int step = 0; step < 48 && r.n; step++) {
         memcpy(snapshot, pool_memory, pool_bytes);
         int64_t id, ids[MAX_N], cu[MAX_N + 1];
-        switch (byte(&r) % 9) {
+        switch (byte(&r) % 10) {
         case 0: st = attn_kv_pages_create(pool, &id, &err); break;
         case 1: st = attn_kv_pages_fork(pool, &id, pick_id(&r), &err); break;
         case 2: st = attn_kv_pages_free(pool, pick_id(&r), &err); break;
@@ -225,7 +317,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             st = attn_kv_pages_attend(&out, byte(&r) & 1 ? &lse : NULL, &q, cu, ids, n, pool, NULL, &o, &err);
             break;
         }
-        default: fuzz_view(&r, &d), st = ATTN_OK; break;
+        case 8: fuzz_view(&r, &d), st = ATTN_OK; break;
+        default: fuzz_cached_batch(&r, d.dtype), st = ATTN_OK; break;
         }
         after(st, &err);
         pool_holds(pool, &d);
