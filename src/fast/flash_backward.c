@@ -89,6 +89,12 @@ typedef struct bwd_job {
     int64_t br, bc;               /* query rows and keys per block */
     int64_t chunk, n_chunks;      /* keys per work item, items per slice */
     bool capped;                  /* soft-capping: a tile for its derivative */
+    /* One item per slice (n_chunks 1) and dq the caller's own output (or
+     * not wanted): an item's dQ sum is the slice's whole dQ, so it is kept
+     * in the worker's scratch and written out when the item ends, instead
+     * of in per-item partials summed afterwards. The same floats: reduce
+     * would add the one partial to 0 in f64 and round it back. */
+    bool own_dq;
     attn_grad_partials part;
     int64_t n_rblocks;            /* blocks of br query rows per slice: stats_item's items */
     char *scratch; /* one workspace per worker */
@@ -106,6 +112,7 @@ typedef struct workspace {
     float *s, *dp;             /* a query block: brp × ldk (P, then dP and dS) */
     float *dc;                 /* a query block's cap derivatives, brp × ldk (capped only) */
     float *tmp;                /* one row, for widening 16-bit floats */
+    float *dq;                 /* own_dq: the item's dQ, Lp × Ep */
 } workspace;
 
 static int64_t ldk_of(const bwd_job *j) { return attn_round_up(j->bc, 16) + 16; }
@@ -114,7 +121,8 @@ static int64_t kr_of(const bwd_job *j) { return attn_round_up(attn_round_up(j->b
 static size_t workspace_floats(const bwd_job *j) {
     int64_t ldk = ldk_of(j), kr = kr_of(j), brp = attn_round_up(j->br, 16);
     return (size_t)(3 * j->Lp + brp * (j->Ep + j->Evp) + (j->E + j->Ev) * ldk + kr * (2 * j->Ep + j->Evp) +
-                    (j->capped ? 3 : 2) * brp * ldk + j->E + j->Ev + 16);
+                    (j->capped ? 3 : 2) * brp * ldk + attn_round_up(j->E + j->Ev + 16, 16) +
+                    (j->own_dq ? j->Lp * j->Ep : 0));
 }
 
 static workspace workspace_of(const bwd_job *j, int worker) {
@@ -134,6 +142,7 @@ static workspace workspace_of(const bwd_job *j, int worker) {
     w.dp = w.s + brp * ldk;
     w.dc = w.dp + brp * ldk;
     w.tmp = w.dc + (j->capped ? brp * ldk : 0);
+    w.dq = w.tmp + attn_round_up(j->E + j->Ev + 16, 16); /* own_dq only: Lp × Ep, on a 64-byte boundary */
     return w;
 }
 
@@ -383,7 +392,7 @@ static void bwd_item(void *ctx, int64_t item, int worker) {
     attn_grad_problem g;
     attn_grad_slice(j->gs, slice, &g);
     workspace w = workspace_of(j, worker);
-    float *dq = j->part.dq + item * j->Lp * j->Ep;
+    float *dq = j->own_dq ? w.dq : j->part.dq + item * j->Lp * j->Ep;
     memset(dq, 0, sizeof(float) * (size_t)(j->Lp * j->Ep));
     row_statistics(j, &w, &g, slice);
     int64_t k0 = c * j->chunk, k1 = k0 + j->chunk < j->S ? k0 + j->chunk : j->S;
@@ -410,6 +419,8 @@ static void bwd_item(void *ctx, int64_t item, int worker) {
         scale_rows(w.dk, j->Ep, nc, j->E, g.f.scale); /* dK = scale · dSᵀ Q */
         store_key_block(j, &w, &g, slice, j0, nc);
     }
+    for (int64_t i = 0; j->own_dq && g.dq.base && i < j->L; i++)
+        for (int64_t e = 0; e < j->E; e++) attn_mat_set(&g.dq, i, e, dq[i * j->Ep + e]);
 }
 
 /* Per slice, once: its route (see the file's comment). */
@@ -474,7 +485,7 @@ static void reduce(const bwd_job *j, double *exact_work, attn_run_info *info) {
             attn_backward_kernel(&g, exact_work);
             continue;
         }
-        for (int64_t i = 0; g.dq.base && i < j->L; i++)
+        for (int64_t i = 0; g.dq.base && !j->own_dq && i < j->L; i++)
             for (int64_t e = 0; e < j->E; e++) {
                 double x = direct[0] ? 0.0 : attn_mat_get(&g.dq, i, e);
                 for (int64_t c = 0; c < j->n_chunks; c++)
@@ -514,6 +525,7 @@ static bool plan_job(bwd_job *j, const attn_grad_slices *gs) {
     j->chunk = per * j->bc;
     j->n_chunks = (j->S + j->chunk - 1) / j->chunk;
     j->n_rblocks = (j->L + j->br - 1) / j->br;
+    j->own_dq = j->n_chunks == 1 && (!gs->dq || gs->direct[0]);
     return true;
 }
 
@@ -601,11 +613,11 @@ attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, in
         /* Partials of dk and dv only for gradients that slices share. */
         bool want_dk = gs->dk && !gs->direct[1], want_dv = gs->dv && !gs->direct[2];
         j->scratch = scratch, j->ws_bytes = ws_bytes;
-        j->part.dq = attn_arena_alloc(a, (size_t)(gs->f.count * j->n_chunks * j->Lp * j->Ep), sizeof(float));
+        j->part.dq = j->own_dq ? NULL : attn_arena_alloc(a, (size_t)(gs->f.count * j->n_chunks * j->Lp * j->Ep), sizeof(float));
         j->part.dk = want_dk ? attn_arena_alloc(a, (size_t)(gs->f.count * j->S * j->Ep), sizeof(float)) : NULL;
         j->part.dv = want_dv ? attn_arena_alloc(a, (size_t)(gs->f.count * j->S * j->Evp), sizeof(float)) : NULL;
         j->route = attn_arena_alloc(a, (size_t)gs->f.count, sizeof *j->route);
-        ok &= j->part.dq && (!want_dk || j->part.dk) && (!want_dv || j->part.dv) && j->route;
+        ok &= (j->own_dq || j->part.dq) && (!want_dk || j->part.dk) && (!want_dv || j->part.dv) && j->route;
     }
     double *exact_work = NULL;
     if (a->measure) { /* a workspace must hold the exact kernel's scratch and the statistics too, in case */
