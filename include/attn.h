@@ -1564,8 +1564,8 @@ ATTN_API attn_status attn_kv_paged_run(attn_sdpa_plan *plan, attn_tensor *out, a
  * otherwise, nothing appended). out, x and the parameters must not overlap
  * the pool's pages (ATTN_ERR_STRIDE). Nothing is appended when the pool is
  * full (ATTN_ERR_FULL) or an argument is bad; when the attention fails
- * after the append (a bad mask, too small a workspace), each sequence is
- * truncated back to its length (its contents as before; a last page
+ * after the append (a bad mask, too small a workspace, no memory), each
+ * sequence is truncated back to its length (its contents as before; a last page
  * copied for the append stays its own). Errors: those of attn_mha,
  * attn_kv_pages_append and attn_kv_pages_attend, ATTN_ERR_RANK (x not
  * rank 2), ATTN_ERR_DTYPE (x not f32), ATTN_ERR_SHAPE (a pool of other

@@ -230,17 +230,18 @@ static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int6
      * sequence named twice, a full row) before it writes. */
     if (!st && (st = store_append(s, &w, &tk, &tv, cu_seqlens, n, length, err))) goto done;
     attn_sdpa_options so;
-    if (!st && ((st = attn_mha_sdpa_options(&so, &m, m.o.causal, NULL, err)) ||
-                (st = store_attend(&th, &tq, s, &w, cu_seqlens, n, length, masks, &so, err)))) {
-        /* as they were: a cache's lengths are not yet written */
-        for (int64_t i = 0; s->paged && i < n; i++) attn_kv_pages_truncate(s->pool, s->seqs[i], length[i], NULL);
-        goto done;
+    if (!st) {
+        if (!(st = attn_mha_sdpa_options(&so, &m, m.o.causal, NULL, err)))
+            st = store_attend(&th, &tq, s, &w, cu_seqlens, n, length, masks, &so, err);
+        /* out_proj for every row at once: a row's product does not depend on
+         * the rows beside it, and one product takes its memory before it
+         * writes, so running out of it leaves out untouched. */
+        if (!st && T > 0 && !attn_mha_project_out(&out_view, heads, &m))
+            st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
+        /* A failure after the store leaves the sequences as they were: a
+         * pool's truncated back, a cache's lengths not yet written. */
+        for (int64_t i = 0; st && s->paged && i < n; i++) attn_kv_pages_truncate(s->pool, s->seqs[i], length[i], NULL);
     }
-    /* out_proj for every row at once: a row's product does not depend on
-     * the rows beside it, and one product takes its memory before it
-     * writes, so running out of it leaves out untouched. */
-    if (!st && T > 0 && !attn_mha_project_out(&out_view, heads, &m))
-        st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
     for (int64_t i = 0; !st && !s->paged && i < n; i++) s->lengths[s->rows[i]] = length[i] + cu_seqlens[i + 1] - cu_seqlens[i];
 done:
     free(length), free(q), free(k), free(v), free(heads);
