@@ -2,6 +2,11 @@
 
 - attn.sdpa_varlen and sdpa_varlen_backward: each sequence bitwise attn.sdpa
   (sdpa_backward) alone, and PyTorch float64 through a block-diagonal mask;
+- attn.Plan (attn_sdpa_plan_init, attn_sdpa_varlen_plan_init, attn_sdpa_run):
+  dense (GQA, a broadcast mask) and ragged (a decode, an empty and a prefill
+  sequence, masks) calls planned once and run for three layers, bitwise the
+  unplanned attn.sdpa / sdpa_varlen, float32 and float64, each causal mode;
+  other shapes a PlanError;
 - attn.sdpa against PyTorch float64 (oracle.py's reference) on random cases,
   with strided NumPy views (transposed, sliced, negative strides) passed
   through without copies, out=, lse; sdpa_backward against autograd; merge;
@@ -330,6 +335,40 @@ for name, want, words, call in dtype_cases:
     check("dtype_%s_raises_%s" % (name, want), got == want and words in said, "%s: %s" % (got, said))
 got = attn.sdpa(q.tolist(), k.tolist(), v.tolist())
 check("lists_are_float64_arrays", got.dtype == np.float64 and np.array_equal(got, attn.sdpa(q, k, v)))
+
+
+# --- attn.Plan: a call planned once, run for three "layers" -----------------
+plan_ok, why = True, ""
+for dt in (np.float32, np.float64):
+    for causal, masked in ((False, False), ("bottom-right", True), (True, False)):
+        # dense: GQA, a bool mask broadcast over the heads
+        shape_q, shape_kv = (2, 4, 9, 16), (2, 2, 40, 16)
+        mask = rng.random((9, 40)) < 0.8 if masked else None
+        q0, k0, v0 = f(shape_q).astype(dt), f(shape_kv).astype(dt), f(shape_kv).astype(dt)
+        plan = attn.Plan(q0, k0, v0, mask=mask, causal=causal, return_lse=True)
+        for layer in range(3):
+            q1, k1, v1 = f(shape_q).astype(dt), f(shape_kv).astype(dt), f(shape_kv).astype(dt)
+            got, got_l = plan.run(q1, k1, v1)
+            want, want_l = attn.sdpa(q1, k1, v1, mask=mask, causal=causal, return_lse=True)
+            if not (np.array_equal(got, want) and np.array_equal(got_l, want_l)):
+                plan_ok, why = False, "dense %s %s layer %d differs" % (np.dtype(dt).name, causal, layer)
+        # ragged: a decode sequence, an empty one, a prefill
+        cq, ck = [0, 1, 1, 13], [0, 30, 35, 47]
+        masks = [rng.random((1, 30)) < 0.8, None, rng.random((12, 12)) < 0.8] if masked else None
+        vshape_q, vshape_k = (13, 4, 8), (47, 2, 8)
+        vplan = attn.Plan(f(vshape_q).astype(dt), f(vshape_k).astype(dt), f(vshape_k).astype(dt), causal=causal,
+                          cu_seqlens_q=cq, cu_seqlens_k=ck, masks=masks)
+        for layer in range(3):
+            q1, k1, v1 = f(vshape_q).astype(dt), f(vshape_k).astype(dt), f(vshape_k).astype(dt)
+            if not np.array_equal(vplan.run(q1, k1, v1),
+                                  attn.sdpa_varlen(q1, k1, v1, cq, ck, masks=masks, causal=causal)):
+                plan_ok, why = False, "varlen %s %s layer %d differs" % (np.dtype(dt).name, causal, layer)
+check("plan_runs_equal_unplanned_calls", plan_ok, why)
+try:
+    plan.run(f((2, 4, 10, 16)), f(shape_kv), f(shape_kv))
+    check("plan_refuses_other_shapes", False, "no error")
+except attn.PlanError as e:
+    check("plan_refuses_other_shapes", "q" in str(e), str(e))
 
 # --- attn.torch ---------------------------------------------------------------
 torch.manual_seed(0)

@@ -5,6 +5,8 @@
     out, lse = attn.sdpa(q, k, v, return_lse=True)
     dq, dk, dv = attn.sdpa_backward(dout, q, k, v, out, lse)
     out = attn.sdpa_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k)  # packed sequences
+    plan = attn.Plan(q, k, v, causal=True)           # planned once,
+    out = plan.run(q2, k2, v2)                       # run for every layer
 
     import attn.torch                                  # PyTorch, with autograd
     y = attn.torch.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -26,6 +28,7 @@ from ._core import (ERRORS, AttnError, ArgumentError, BroadcastError, CommError,
                     version)
 from ._version import __version__
 from .kv_pages import KVCache, KVPages, PagedPlan
+from .plan import Plan
 
-__all__ = ["sdpa", "sdpa_backward", "sdpa_varlen", "sdpa_varlen_backward", "merge", "KVPages", "KVCache", "PagedPlan", "set_num_threads", "get_num_threads", "isa", "version", "library_path",
+__all__ = ["sdpa", "sdpa_backward", "sdpa_varlen", "sdpa_varlen_backward", "merge", "KVPages", "KVCache", "PagedPlan", "Plan", "set_num_threads", "get_num_threads", "isa", "version", "library_path",
            "AttnError", "ERRORS", "__version__"] + [c.__name__ for c in ERRORS.values()]

@@ -183,6 +183,10 @@ def _declare(lib):
                        ("attn_kv_cache_init", [vpp, vp, ctypes.c_size_t, ctypes.POINTER(KVCacheDesc), pe]),
                        ("attn_mha_cached_batch", [P, P, pi64, pi64, i64, vp, pi64, ctypes.POINTER(P), pmp, pmo, pe]),
                        ("attn_sdpa_plan_bytes", [psz, i64, pe]),
+                       ("attn_sdpa_plan_init", [vpp, vp, ctypes.c_size_t, psz, P, P, P, P, P, pso, pe]),
+                       ("attn_sdpa_varlen_plan_init", [vpp, vp, ctypes.c_size_t, psz, P, P, P, P, P, pi64, pi64, i64,
+                                                       ctypes.POINTER(P), pso, pe]),
+                       ("attn_sdpa_run", [vp, P, P, P, P, P, vp, ctypes.c_size_t, pe]),
                        ("attn_kv_paged_plan_init", [vpp, vp, ctypes.c_size_t, psz, P, P, P, pi64, pv,
                                                     ctypes.POINTER(P), pso, pe]),
                        ("attn_kv_paged_run", [vp, P, P, P, vp, vp, vp, ctypes.c_size_t, pe])):

@@ -1,0 +1,85 @@
+"""plan.py -- attn.Plan: a call of attn.sdpa or attn.sdpa_varlen planned
+once (attn_sdpa_plan_init, attn_sdpa_varlen_plan_init) and run for every
+layer (attn_sdpa_run) with fresh q, k and v of the same shapes, dtypes and
+strides, allocating nothing:
+
+    plan = attn.Plan(q, k, v, causal="bottom-right")       # or cu_seqlens_q=, cu_seqlens_k=
+    for each layer: out = plan.run(q_l, k_l, v_l)
+
+Each run gives bitwise what the unplanned call gives on the same arrays.
+The plan keeps its memory, its workspace and the mask (or masks) it was
+made with; a q, k or v laid out otherwise is a PlanError."""
+import ctypes
+
+import numpy as np
+
+from ._core import (ArgumentError, RankError, _float_array, _mask, _offsets, _options, _out_shape, _varlen_masks,
+                    raise_for, view)
+from ._lib import LIB, Error
+
+
+class Plan:
+    """attn.sdpa(q, k, v, mask, causal, scale, return_lse) planned, or with
+    cu_seqlens_q and cu_seqlens_k, attn.sdpa_varlen(q, k, v, cu_seqlens_q,
+    cu_seqlens_k, masks, causal, scale, return_lse). q, k and v give the
+    shapes, dtypes and strides every run must have (their values are not
+    used)."""
+
+    def __init__(self, q, k, v, mask=None, causal=False, scale=None, return_lse=False, cu_seqlens_q=None,
+                 cu_seqlens_k=None, masks=None):
+        q = _float_array(q, "q")
+        k, v = _float_array(k, "k", q.dtype, kv=True), _float_array(v, "v", q.dtype, kv=True)
+        self.varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+        err, size, ws = Error(), ctypes.c_size_t(), ctypes.c_size_t()
+        if self.varlen:
+            if q.ndim != 3 or v.ndim != 3:
+                raise RankError("q, k and v must be packed (total, heads, size)", 2)
+            self.cq, self.ck = _offsets(cu_seqlens_q, "cu_seqlens_q"), _offsets(cu_seqlens_k, "cu_seqlens_k")
+            if self.cq.size != self.ck.size:
+                raise ArgumentError("cu_seqlens_q has %d offsets but cu_seqlens_k has %d"
+                                    % (self.cq.size, self.ck.size), 19)
+            batch = self.cq.size - 1
+            self.masks = _varlen_masks(masks, batch, q.dtype)  # read at every run: kept
+            self.options = _options(causal, scale, None, 0.0, None)
+            shape = (q.shape[0], q.shape[1], v.shape[2])
+        else:
+            batch = 0
+            self.mask = _mask(mask, q.dtype)  # (array, view): read at every run
+            self.options = _options(causal, scale, self.mask[1], 0.0, None)
+            shape = _out_shape(q, k, v)
+        self.out_shape, self.dtype, self.return_lse = shape, q.dtype, return_lse
+        raise_for(LIB.attn_sdpa_plan_bytes(ctypes.byref(size), batch, err), err)
+        self.memory = np.zeros(size.value, np.uint8)
+        out = np.empty(shape, q.dtype)
+        lse = np.empty(shape[:-1], q.dtype) if return_lse else None
+        self._views = [view(a) if a is not None else None for a in (out, lse, q, k, v)]
+        ov, lv, qv, kv, vv = (ctypes.byref(t) if t is not None else None for t in self._views)
+        plan = ctypes.c_void_p()
+        if self.varlen:
+            i64p = ctypes.POINTER(ctypes.c_int64)
+            raise_for(LIB.attn_sdpa_varlen_plan_init(ctypes.byref(plan), self.memory.ctypes.data, size.value,
+                                                     ctypes.byref(ws), ov, lv, qv, kv, vv,
+                                                     self.cq.ctypes.data_as(i64p), self.ck.ctypes.data_as(i64p), batch,
+                                                     self.masks[2], ctypes.byref(self.options), err), err)
+        else:
+            raise_for(LIB.attn_sdpa_plan_init(ctypes.byref(plan), self.memory.ctypes.data, size.value,
+                                              ctypes.byref(ws), ov, lv, qv, kv, vv, ctypes.byref(self.options), err),
+                      err)
+        self._plan = plan
+        self.workspace = np.zeros(max(ws.value, 1), np.uint8)
+
+    def run(self, q, k, v):
+        """out for these q, k, v (laid out as the plan's), and lse when the
+        plan was made with return_lse: bitwise the unplanned call's."""
+        q = _float_array(q, "q")
+        k, v = _float_array(k, "k", q.dtype, kv=True), _float_array(v, "v", q.dtype, kv=True)
+        out = np.empty(self.out_shape, self.dtype)
+        lse = np.empty(self.out_shape[:-1], self.dtype) if self.return_lse else None
+        views = [view(a) if a is not None else None for a in (out, lse, q, k, v)]
+        err = Error()
+        raise_for(LIB.attn_sdpa_run(self._plan, *[ctypes.byref(t) if t is not None else None for t in views],
+                                    self.workspace.ctypes.data, self.workspace.size, err), err)
+        return (out, lse) if self.return_lse else out
+
+
+__all__ = ["Plan"]
