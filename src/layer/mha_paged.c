@@ -8,8 +8,8 @@
  * at the sequence's own positions, after what it holds), the new keys and
  * values of every sequence are stored, the new queries attend in one
  * paged attention call (the kernels read the keys in place, the batch is
- * one job), and all rows go through out_proj in one product (each row's
- * product is the one attn_mha_cached makes of it). So each sequence gets bitwise what
+ * one job), and each sequence's rows go through out_proj as
+ * attn_mha_cached's would. So each sequence gets bitwise what
  * attn_mha_cached gives it alone, in a contiguous cache holding the same
  * keys.
  *
@@ -202,11 +202,12 @@ static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int6
     /* q (T, Hq·D), k and v (T, Hkv·D), the heads' output (T, E): packed as x */
     size_t es = attn_dtype_size(m.dt);
     int64_t nq = T * m.Hq * m.D, nk = T * m.Hkv * m.D; /* fit: attn_mha_plan checked the layer's sizes */
-    char *q = NULL, *k = NULL, *v = NULL, *heads = NULL;
+    char *q = NULL, *k = NULL, *v = NULL, *heads = NULL, *proj = NULL; /* proj: out_proj's rows (T, E) */
     if (!st) {
         q = calloc((size_t)nq + 1, es), k = calloc((size_t)nk + 1, es), v = calloc((size_t)nk + 1, es);
-        heads = calloc((size_t)nq + 1, es);
-        if (!q || !k || !v || !heads) st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's projections");
+        heads = calloc((size_t)nq + 1, es), proj = calloc((size_t)nq + 1, es);
+        if (!q || !k || !v || !heads || !proj)
+            st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's projections");
     }
     attn_rope_options r = attn_rope_options_default();
     if (!st && m.o.rope)
@@ -233,18 +234,29 @@ static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int6
     if (!st) {
         if (!(st = attn_mha_sdpa_options(&so, &m, m.o.causal, NULL, err)))
             st = store_attend(&th, &tq, s, &w, cu_seqlens, n, length, masks, &so, err);
-        /* out_proj for every row at once: a row's product does not depend on
-         * the rows beside it, and one product takes its memory before it
-         * writes, so running out of it leaves out untouched. */
-        if (!st && T > 0 && !attn_mha_project_out(&out_view, heads, &m))
-            st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
+        /* out_proj per sequence, the very product attn_mha_cached makes of
+         * its rows, into proj; out is written only once every one has had
+         * its memory, so running out of it leaves out untouched. */
+        for (int64_t i = 0; i < n && !st; i++) {
+            int64_t r0 = cu_seqlens[i], L = cu_seqlens[i + 1] - r0, ps[3] = {1, L, m.E};
+            if (L == 0) continue;
+            attn_mha_call sc = sequence_call(&m, r0, L);
+            attn_tensor oi;
+            attn_tensor_init(&oi, proj + r0 * m.E * (int64_t)es, m.dt, 3, ps, NULL, NULL);
+            if (!attn_mha_project_out(&oi, heads + r0 * m.E * (int64_t)es, &sc))
+                st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
+        }
+        attn_tensor tp;
+        int64_t pshape[3] = {1, T, m.E};
+        attn_tensor_init(&tp, proj, m.dt, 3, pshape, NULL, NULL);
+        if (!st && T > 0) st = attn_tensor_convert(&out_view, &tp, err); /* f32 to f32: a copy */
         /* A failure after the store leaves the sequences as they were: a
          * pool's truncated back, a cache's lengths not yet written. */
         for (int64_t i = 0; st && s->paged && i < n; i++) attn_kv_pages_truncate(s->pool, s->seqs[i], length[i], NULL);
     }
     for (int64_t i = 0; !st && !s->paged && i < n; i++) s->lengths[s->rows[i]] = length[i] + cu_seqlens[i + 1] - cu_seqlens[i];
 done:
-    free(length), free(q), free(k), free(v), free(heads);
+    free(length), free(q), free(k), free(v), free(heads), free(proj);
     return st;
 }
 
