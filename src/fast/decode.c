@@ -57,9 +57,10 @@ static int row_block(const decode_job *j, int64_t r0) {
 }
 
 /* The scores s (R × lds) of nc contiguous f32 key rows (row stride ld),
- * for every query row: the microkernels take ATTN_DECODE_MAX_ROWS rows at
- * most (their accumulators fill the registers), so more rows go in blocks,
- * the keys read again from cache, not memory. */
+ * for every query row: one microkernel call takes ATTN_DECODE_MAX_ROWS
+ * rows, all of an item's (an ISA whose registers hold fewer runs them in
+ * blocks inside the call, the keys read again from L1); the loop keeps a
+ * wider item correct. */
 static float rows_scores(const decode_job *j, float *s, int64_t lds, const float *q, const float *rows, int64_t ld,
                          int64_t nc) {
     float kmax = 0;
@@ -85,9 +86,6 @@ static float span_scores(const decode_job *j, float *s, int64_t lds, const float
                          float *tmp) {
     const attn_ukernels *uk = j->uk;
     float kmax = 0;
-    /* The microkernels take ATTN_DECODE_MAX_ROWS rows at most (their
-     * accumulators fill the registers): more rows go in blocks, the keys
-     * read again from cache, not memory. */
     if (streams_16bit(uk, m)) {
         for (int64_t r0 = 0; r0 < j->R && kmax >= 0; r0 += ATTN_DECODE_MAX_ROWS)
             kmax = attn_absmax_join(kmax, uk->dot_rows16(s + r0 * lds, lds, q + r0 * j->E, row_block(j, r0),
