@@ -826,15 +826,16 @@ static float dr_dot(const attn_ukernels *uk, int fmt, float *s, const float *q, 
 static void decode_rows_fmt(const attn_ukernels *uk, int fmt, double *worst, int *bad_max, int *bad_guard,
                             int *bad_flags) {
     static const int widths[] = {1, 7, 8, 9, 15, 16, 17, 31, 33, 64, 72, 100, 128, 129, 200};
-    static float q[4 * DR_MAXW], k[DR_N * DR_LD], p[4 * DR_LDS], s[4 * DR_LDS], acc[4 * DR_MAXW + 1];
+    enum { R = ATTN_DECODE_MAX_ROWS };
+    static float q[R * DR_MAXW], k[DR_N * DR_LD], p[R * DR_LDS], s[R * DR_LDS], acc[R * DR_MAXW + 1];
     static uint16_t k16[DR_N * DR_LD];
     for (int i = 0; i < DR_N * DR_LD; i++) { /* k holds the 16-bit values themselves */
         k[i] = (float)(2 * uniform() - 1);
         k16[i] = fmt == 1 ? attn_f32_to_f16(k[i]) : attn_f32_to_bf16(k[i]);
         if (fmt) k[i] = fmt == 1 ? attn_f16_to_f32(k16[i]) : attn_bf16_to_f32(k16[i]);
     }
-    for (int i = 0; i < 4 * DR_MAXW; i++) q[i] = (float)(2 * uniform() - 1);
-    for (int i = 0; i < 4 * DR_LDS; i++) p[i] = (float)uniform();
+    for (int i = 0; i < R * DR_MAXW; i++) q[i] = (float)(2 * uniform() - 1);
+    for (int i = 0; i < R * DR_LDS; i++) p[i] = (float)uniform();
     for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++)
         for (int nq = 1; nq <= ATTN_DECODE_MAX_ROWS; nq++) {
             int E = widths[w], N = DR_N;

@@ -36,14 +36,15 @@ typedef struct pool {
     pthread_cond_t wake, done;
     pthread_t threads[MAX_THREADS];
     int n_threads;            /* workers besides the caller */
-    unsigned long generation; /* bumped for every job */
-    bool stop;
+    atomic_ulong generation;  /* bumped for every job */
+    atomic_bool stop;
     /* the current job */
     attn_task_fn fn;
     void *ctx;
     int64_t n_items;
-    int n_workers; /* how many workers (the caller included) take part */
-    int running;   /* workers still inside the job */
+    int n_workers; /* how many workers (the caller included) may take part */
+    bool open;     /* whether a worker may still join the job */
+    atomic_int running; /* workers that joined and are still inside the job */
     atomic_llong next;
     atomic_int ran; /* workers (the caller included) that ran at least one item */
 } pool;
@@ -54,6 +55,27 @@ static pool the_pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
 static pthread_mutex_t job_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int requested; /* attn_set_num_threads; 0 means the default */
 static pthread_once_t handlers_once = PTHREAD_ONCE_INIT;
+
+/* How long a worker that has finished a job, and a caller whose helpers
+ * are still on their last items, look for what they wait for before they
+ * sleep on a condition variable: about 20-40 µs here. Waking a sleeping
+ * thread cost a call of 17 µs of work 5 to 10 µs on this 2-core machine;
+ * a layer's calls follow one another closer than that. */
+enum { SPIN = 1 << 11 };
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Spins (p->lock released) while *x == v, at most SPIN times. */
+static void spin_while_ulong(pool *p, atomic_ulong *x, unsigned long v) {
+    pthread_mutex_unlock(&p->lock);
+    for (int i = 0; i < SPIN && atomic_load_explicit(x, memory_order_relaxed) == v && !atomic_load(&p->stop); i++)
+        cpu_relax();
+    pthread_mutex_lock(&p->lock);
+}
 
 static void run_items(pool *p, int worker) {
     for (bool first = true;; first = false) {
@@ -70,10 +92,14 @@ static void *worker_main(void *arg) {
     unsigned long seen = 0;
     pthread_mutex_lock(&p->lock);
     for (;;) {
+        if (!p->stop && p->generation == seen) spin_while_ulong(p, &p->generation, seen);
         while (!p->stop && p->generation == seen) pthread_cond_wait(&p->wake, &p->lock);
         if (p->stop) break;
         seen = p->generation;
-        if (index >= p->n_workers) continue; /* this job wants fewer workers */
+        /* This job wants fewer workers, or its caller has finished it
+         * without this one: a late wake-up costs the caller nothing. */
+        if (index >= p->n_workers || !p->open) continue;
+        p->running++;
         pthread_mutex_unlock(&p->lock);
         run_items(p, index);
         pthread_mutex_lock(&p->lock);
@@ -123,7 +149,9 @@ static void fork_child(void) {
     pool *p = &the_pool;
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
-    p->n_threads = 0, p->running = 0, p->stop = false;
+    p->n_threads = 0, p->open = false;
+    atomic_store(&p->running, 0);
+    atomic_store(&p->stop, false);
     pthread_mutex_unlock(&p->lock);
     pthread_mutex_unlock(&job_lock);
 }
@@ -186,7 +214,7 @@ int attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx
     int helpers = ok ? n_workers - 1 : p->n_threads;
     p->fn = fn, p->ctx = ctx, p->n_items = n_items;
     p->n_workers = helpers + 1;
-    p->running = helpers;
+    p->open = true, p->running = 0;
     atomic_store(&p->next, 0);
     atomic_store(&p->ran, 0);
     p->generation++;
@@ -195,7 +223,17 @@ int attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx
 
     run_items(p, 0);
 
+    /* Every item is taken: close the job, and wait only for the workers
+     * that joined it (they may still be running their last items). A
+     * worker that wakes later finds it closed and goes back to sleep, so a
+     * small job never waits for a thread that was slow to wake. */
     pthread_mutex_lock(&p->lock);
+    p->open = false;
+    if (p->running > 0) {
+        pthread_mutex_unlock(&p->lock);
+        for (int i = 0; i < SPIN && atomic_load_explicit(&p->running, memory_order_relaxed) > 0; i++) cpu_relax();
+        pthread_mutex_lock(&p->lock);
+    }
     while (p->running > 0) pthread_cond_wait(&p->done, &p->lock);
     int ran = atomic_load(&p->ran);
     pthread_mutex_unlock(&p->lock);

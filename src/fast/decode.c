@@ -26,13 +26,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Keys or values not stored as contiguous f32 rows (16-bit, or strided) are
- * widened GROUP rows at a time into scratch, so that each microkernel call
- * covers a group, not a row. f32 rows that come in spans shorter than a
- * group (pages of 16 positions) are gathered a group at a time too: one
- * call, and one pass over the accumulator, per GROUP keys instead of per
- * page. The microkernels treat every row alike wherever a call starts, so
- * the results are the same bits either way. */
+/* Keys or values not stored as contiguous f32 rows (16-bit the ISA does not
+ * stream, or strided) are widened GROUP rows at a time into scratch, so
+ * that each microkernel call covers a group, not a row. f32 rows are read
+ * where they lie, span by span (a page at a time in a paged cache): the
+ * microkernels treat every row alike wherever a call starts, so the
+ * results are the same bits however the rows are split into calls. */
 enum { GROUP = 32 };
 
 /* Whether the ISA's kernels read m's 16-bit rows where they lie. */
@@ -58,9 +57,10 @@ static int row_block(const decode_job *j, int64_t r0) {
 }
 
 /* The scores s (R × lds) of nc contiguous f32 key rows (row stride ld),
- * for every query row: the microkernels take ATTN_DECODE_MAX_ROWS rows at
- * most (their accumulators fill the registers), so more rows go in blocks,
- * the keys read again from cache, not memory. */
+ * for every query row: one microkernel call takes ATTN_DECODE_MAX_ROWS
+ * rows, all of an item's (an ISA whose registers hold fewer runs them in
+ * blocks inside the call, the keys read again from L1); the loop keeps a
+ * wider item correct. */
 static float rows_scores(const decode_job *j, float *s, int64_t lds, const float *q, const float *rows, int64_t ld,
                          int64_t nc) {
     float kmax = 0;
@@ -78,17 +78,14 @@ static void rows_values(const decode_job *j, float *acc, const float *s, int64_t
         j->uk->axpy_rows(acc + r0 * j->Ev, s + r0 * lds, lds, row_block(j, r0), rows, ld, nc, j->Ev);
 }
 
-/* Scores s (R × lds) = q · the k keys of one span m (rows of the key
- * source): each key row read once, for all rows; in one call when the rows
- * are f32 in place or 16-bit the ISA streams, else a group of rows at a
- * time. Returns max |k| (-1: not finite). */
+/* Scores s (R × lds) = q · the k keys of one span m of keys not stored as
+ * f32 rows: each key row read once, for all rows; in one call when the
+ * rows are 16-bit the ISA streams, else widened a group of rows at a time.
+ * Returns max |k| (-1: not finite). */
 static float span_scores(const decode_job *j, float *s, int64_t lds, const float *q, const attn_mat *m, int64_t k,
                          float *tmp) {
     const attn_ukernels *uk = j->uk;
     float kmax = 0;
-    /* The microkernels take ATTN_DECODE_MAX_ROWS rows at most (their
-     * accumulators fill the registers): more rows go in blocks, the keys
-     * read again from cache, not memory. */
     if (streams_16bit(uk, m)) {
         for (int64_t r0 = 0; r0 < j->R && kmax >= 0; r0 += ATTN_DECODE_MAX_ROWS)
             kmax = attn_absmax_join(kmax, uk->dot_rows16(s + r0 * lds, lds, q + r0 * j->E, row_block(j, r0),
@@ -97,30 +94,69 @@ static float span_scores(const decode_job *j, float *s, int64_t lds, const float
         return kmax;
     }
     attn_rows span = attn_rows_dense(*m);
-    bool in_place = m->dtype == ATTN_F32 && m->cs == 1;
-    for (int64_t c0 = 0, group = in_place ? k : GROUP; c0 < k && kmax >= 0; c0 += group) {
-        int64_t nc = k - c0 < group ? k - c0 : group, ld;
+    for (int64_t c0 = 0; c0 < k && kmax >= 0; c0 += GROUP) {
+        int64_t nc = k - c0 < GROUP ? k - c0 : GROUP, ld;
         const float *rows = attn_rows_f32(uk, &span, c0, nc, tmp, &ld);
         kmax = attn_absmax_join(kmax, rows_scores(j, s + c0, lds, q, rows, ld, nc));
     }
     return kmax;
 }
 
-/* The scores of the chunk's `last` keys from j0, span by span. */
+/* Paged keys and values are fetched by hand, a step ahead of the
+ * microkernels, at every page's start. The hardware prefetcher finds a
+ * stream only after a few misses in each 4 KiB page of memory, and it
+ * never follows a jump to the next page of the cache: on its own it reads
+ * pages of 16 positions (one head's rows of d = 64 in f32 are one run of
+ * 4 KiB) at about 40% of the bandwidth of one long run, and pages of 256
+ * at about 85% (docs/performance.md). So the first PREFETCH_STEP bytes of
+ * each page are prefetched while the last step of the page before is
+ * computed (a longer page is computed in two calls, its front and its last
+ * step); the rest of a long page is left to the hardware, which has found
+ * the stream by then. Dense rows are left to it too: prefetching those by
+ * hand was slower. */
+enum { PREFETCH_STEP = 4096, PREFETCH_MIN_ROWS = 16 };
+
+typedef struct prefetcher {
+    const attn_rows *src;
+    int64_t step; /* rows a step; 0: left to the hardware */
+    int64_t next; /* the first row not prefetched yet */
+    int64_t end;  /* the chunk's end */
+} prefetcher;
+
+/* The prefetcher of src's n rows from j0. */
+static prefetcher prefetch_start(const attn_rows *src, int64_t j0, int64_t n) {
+    prefetcher f = {src, 0, j0, j0 + n};
+    int64_t row = src->cols * (int64_t)attn_dtype_size(src->dtype);
+    if (src->kind == ATTN_ROWS_DENSE || row < 1) return f;
+    f.step = PREFETCH_STEP / row > PREFETCH_MIN_ROWS ? PREFETCH_STEP / row : PREFETCH_MIN_ROWS;
+    f.next = j0 + f.step; /* the first step's rows: read by the microkernel at once */
+    return f;
+}
+
+/* The span m of k rows at j (to its page's end, or the chunk's): its front
+ * when it is longer than a step (m cut to it), else all of it, with the
+ * step after it prefetched. Returns the rows to compute now. */
+static int64_t prefetch_step(prefetcher *f, attn_mat *m, int64_t j, int64_t k) {
+    if (!f->step) return k;
+    if (k > f->step) return m->rows = k - f->step;
+    int64_t to = j + k + f->step < f->end ? j + k + f->step : f->end, from = f->next > j + k ? f->next : j + k;
+    if (from < to) attn_prefetch_kv(f->src, from, to - from);
+    if (to > f->next) f->next = to;
+    return k;
+}
+
+/* The scores of the chunk's `last` keys from j0, span by span: f32 rows in
+ * place, others through span_scores. */
 static float chunk_scores(const decode_job *j, float *s, int64_t lds, const float *q, const attn_problem *p,
                           int64_t j0, int64_t last, float *tmp) {
     float kmax = 0;
+    prefetcher f = prefetch_start(&p->k, j0, last);
     for (int64_t c = 0; c < last && kmax >= 0;) {
         attn_mat m;
-        int64_t k = attn_rows_span(&p->k, j0 + c, last - c, &m);
-        if (k < GROUP && k < last - c && m.dtype == ATTN_F32) { /* short spans (small pages): a group in one call */
-            int64_t nc = last - c < GROUP ? last - c : GROUP, ld;
-            const float *rows = attn_rows_f32(j->uk, &p->k, j0 + c, nc, tmp, &ld);
-            kmax = attn_absmax_join(kmax, rows_scores(j, s + c, lds, q, rows, ld, nc));
-            c += nc;
-            continue;
-        }
-        kmax = attn_absmax_join(kmax, span_scores(j, s + c, lds, q, &m, k, tmp));
+        int64_t k = prefetch_step(&f, &m, j0 + c, attn_rows_span(&p->k, j0 + c, last - c, &m));
+        if (m.dtype == ATTN_F32 && m.cs == 1)
+            kmax = attn_absmax_join(kmax, rows_scores(j, s + c, lds, q, (const float *)(const void *)m.base, m.rs, k));
+        else kmax = attn_absmax_join(kmax, span_scores(j, s + c, lds, q, &m, k, tmp));
         c += k;
     }
     return kmax;
@@ -138,9 +174,8 @@ static void span_values(const decode_job *j, float *acc, const float *s, int64_t
         return;
     }
     attn_rows span = attn_rows_dense(*m);
-    bool in_place = m->dtype == ATTN_F32 && m->cs == 1;
-    for (int64_t c0 = 0, group = in_place ? k : GROUP; c0 < k; c0 += group) {
-        int64_t nc = k - c0 < group ? k - c0 : group, ld;
+    for (int64_t c0 = 0; c0 < k; c0 += GROUP) {
+        int64_t nc = k - c0 < GROUP ? k - c0 : GROUP, ld;
         const float *rows = attn_rows_f32(uk, &span, c0, nc, tmp, &ld);
         rows_values(j, acc, s + c0, lds, rows, ld, nc);
     }
@@ -149,21 +184,15 @@ static void span_values(const decode_job *j, float *acc, const float *s, int64_t
 /* acc += the weights · the chunk's `last` values from j0, span by span. */
 static void chunk_values(const decode_job *j, float *acc, const float *s, int64_t lds, const attn_problem *p,
                          int64_t j0, int64_t last, float *tmp) {
+    prefetcher f = prefetch_start(&p->v, j0, last);
     for (int64_t c = 0; c < last;) {
         attn_mat m;
-        int64_t k = attn_rows_span(&p->v, j0 + c, last - c, &m);
-        if (k < GROUP && k < last - c && m.dtype == ATTN_F32) { /* short spans (small pages): a group in one call */
-            int64_t nc = last - c < GROUP ? last - c : GROUP, ld;
-            const float *rows = attn_rows_f32(j->uk, &p->v, j0 + c, nc, tmp, &ld);
-            rows_values(j, acc, s + c, lds, rows, ld, nc);
-            c += nc;
-            continue;
-        }
-        span_values(j, acc, s + c, lds, &m, k, tmp);
+        int64_t k = prefetch_step(&f, &m, j0 + c, attn_rows_span(&p->v, j0 + c, last - c, &m));
+        if (m.dtype == ATTN_F32 && m.cs == 1) rows_values(j, acc, s + c, lds, (const float *)(const void *)m.base, m.rs, k);
+        else span_values(j, acc, s + c, lds, &m, k, tmp);
         c += k;
     }
 }
-
 /* One work item: the G query heads of group g (slices g·G .., which share
  * one KV head) against one chunk of keys, as R = G · L rows. */
 static void decode_item(void *ctx, int64_t item, int worker) {

@@ -11,7 +11,10 @@
  * VL floats; a microkernel call covers up to NV_MAX vectors of columns. */
 #define ATTN_MR 6
 #define ATTN_VL_MAX 16
-#define ATTN_DECODE_MAX_ROWS 4
+/* The most query rows one decode microkernel call (dot_rows, axpy_rows)
+ * takes: every row of a decode work item (ATTN_DECODE_MAX_L). An ISA whose
+ * registers hold fewer accumulators runs them in blocks inside the call. */
+#define ATTN_DECODE_MAX_ROWS 8
 
 typedef struct attn_ukernels {
     const char *name; /* "avx512", "avx2" or "c" */
@@ -76,11 +79,11 @@ typedef struct attn_ukernels {
 
     /* The decode path, for a few query rows against rows of keys read where
      * they lie (contiguous rows, row stride ld):
-     * s[i * lds + j] = q[i * E ..] · k[j * ld ..] for i < nq <= 4, j < n.
+     * s[i * lds + j] = q[i * E ..] · k[j * ld ..] for i < nq <= ATTN_DECODE_MAX_ROWS, j < n.
      * Returns max |k| over the rows read, or -1 if one is not finite. */
     float (*dot_rows)(float *s, int64_t lds, const float *q, int nq, const float *k, int64_t ld,
                       int64_t n, int64_t E);
-    /* acc[i * Ev ..] += sum over j < n of p[i * ldp + j] · v[j * ld ..], i < nq <= 4. */
+    /* acc[i * Ev ..] += sum over j < n of p[i * ldp + j] · v[j * ld ..], i < nq <= ATTN_DECODE_MAX_ROWS. */
     void (*axpy_rows)(float *acc, const float *p, int64_t ldp, int nq, const float *v, int64_t ld,
                       int64_t n, int64_t Ev);
     /* The same with keys or values of 16-bit floats (IEEE half when f16,

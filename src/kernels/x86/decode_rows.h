@@ -14,6 +14,10 @@
  *   V_HSUM(v), V_HMAX(v)        horizontal sum and maximum
  *   AXPY_CB(nq)                 column vectors per axpy block for nq rows:
  *                               as many as the registers hold
+ *   DECODE_NQ                   the most query rows dot_rows holds in
+ *                               registers at once (4 or 8; axpy_rows: 4);
+ *                               a call of more rows (up to
+ *                               ATTN_DECODE_MAX_ROWS) runs them in blocks
  *
  * Two things make these fast, and both are easy to lose:
  * - Every accumulator lives in a register. The row count is a run-time
@@ -59,24 +63,24 @@ DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const voi
     int64_t full = E / VL * VL;
     for (int64_t j = 0; j < n; j++) {
         const void *kj = row_kv(k, j, ld, kind);
-        V acc[ATTN_DECODE_MAX_ROWS];
-#pragma GCC unroll 4
+        V acc[DECODE_NQ];
+#pragma GCC unroll 8
         for (int i = 0; i < nq; i++) acc[i] = V_ZERO();
         for (int64_t e = 0; e < full; e += VL) {
             V kv = load_kv(kj, e, kind);
             V_ABSMAX(big, kv);
             V_BAD_ADD(bad, kv);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int i = 0; i < nq; i++) acc[i] = V_FMA(V_LOAD(q + i * E + e), kv, acc[i]);
         }
         if (full < E) {
             V kv = load_kvn(kj, full, E - full, kind);
             V_ABSMAX(big, kv);
             V_BAD_ADD(bad, kv);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int i = 0; i < nq; i++) acc[i] = V_FMA(V_LOADN(q + i * E + full, E - full), kv, acc[i]);
         }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int i = 0; i < nq; i++) s[i * lds + j] = V_HSUM(acc[i]);
     }
     float most = V_HMAX(big); /* inf shows here, NaN in bad */
@@ -88,8 +92,8 @@ DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const voi
  * last tail < VL columns). */
 DECODE_INLINE void axpy_block(float *acc, const float *p, int64_t ldp, const void *v, int64_t ld, int64_t n,
                               int64_t Ev, int64_t e0, const int nq, const int cb, int tail, const int kind) {
-    V a[ATTN_DECODE_MAX_ROWS][8];
-#pragma GCC unroll 4
+    V a[4][8];
+#pragma GCC unroll 8
     for (int i = 0; i < nq; i++)
 #pragma GCC unroll 8
         for (int t = 0; t < cb; t++)
@@ -99,14 +103,14 @@ DECODE_INLINE void axpy_block(float *acc, const float *p, int64_t ldp, const voi
         V vv[8];
 #pragma GCC unroll 8
         for (int t = 0; t < cb; t++) vv[t] = tail ? load_kvn(vj, e0, tail, kind) : load_kv(vj, e0 + t * VL, kind);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int i = 0; i < nq; i++) {
             V w = V_SET1(p[i * ldp + j]);
 #pragma GCC unroll 8
             for (int t = 0; t < cb; t++) a[i][t] = V_FMA(w, vv[t], a[i][t]);
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < nq; i++)
 #pragma GCC unroll 8
         for (int t = 0; t < cb; t++) {
@@ -135,13 +139,33 @@ DECODE_INLINE void axpy_rows_nq(float *acc, const float *p, int64_t ldp, const v
     }
 }
 
-/* The bodies for every row count 1..ATTN_DECODE_MAX_ROWS (and kind). */
-#define DECODE_ROWS_SWITCH(CALL, kind)                                                             \
-    switch (nq) {                                                                                  \
+/* The bodies for every row count (and kind): dot_rows up to DECODE_NQ
+ * rows at once, axpy_rows up to 4. (axpy_rows' weights are broadcast once
+ * per row and column block, so more rows in fewer column blocks save it
+ * nothing; dot_rows loads each key once for all its rows.) */
+#define ROWS_1_3(CALL, kind)                                                                       \
     case 1: CALL(1, kind);                                                                         \
     case 2: CALL(2, kind);                                                                         \
-    case 3: CALL(3, kind);                                                                         \
-    default: CALL(4, kind);                                                                        \
+    case 3: CALL(3, kind);
+#if DECODE_NQ > 4
+#define ROWS_4_7(CALL, kind)                                                                       \
+    case 4: CALL(4, kind);                                                                         \
+    case 5: CALL(5, kind);                                                                         \
+    case 6: CALL(6, kind);                                                                         \
+    case 7: CALL(7, kind);
+#else
+#define ROWS_4_7(CALL, kind)
+#endif
+#define DOT_SWITCH(kind)                                                                           \
+    switch (nq) {                                                                                  \
+        ROWS_1_3(DOT_CALL, kind)                                                                   \
+        ROWS_4_7(DOT_CALL, kind)                                                                   \
+    default: DOT_CALL(DECODE_NQ, kind);                                                            \
+    }
+#define AXPY_SWITCH(kind)                                                                          \
+    switch (nq) {                                                                                  \
+        ROWS_1_3(AXPY_CALL, kind)                                                                  \
+    default: AXPY_CALL(4, kind);                                                                   \
     }
 #define DOT_CALL(NQ, kind) return dot_rows_nq(s, lds, q, k, ld, n, E, NQ, kind)
 #define AXPY_CALL(NQ, kind)                                                                        \
@@ -150,26 +174,58 @@ DECODE_INLINE void axpy_rows_nq(float *acc, const float *p, int64_t ldp, const v
         return;                                                                                    \
     } while (0)
 
+/* nq <= DECODE_NQ rows (axpy: 4); kind 0 f32, 1 f16, 2 bf16. */
+static float dot_block(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
+                       int64_t E, int kind) {
+    if (kind == 1) DOT_SWITCH(1)
+    if (kind == 2) DOT_SWITCH(2)
+    DOT_SWITCH(0)
+}
+
+static void axpy_block_rows(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
+                            int64_t Ev, int kind) {
+    if (kind == 1) AXPY_SWITCH(1)
+    if (kind == 2) AXPY_SWITCH(2)
+    AXPY_SWITCH(0)
+}
+
+/* Up to ATTN_DECODE_MAX_ROWS rows, DECODE_NQ at a time (axpy: 4), the keys
+ * or values read again from L1 for a second block. */
+static float dot_any(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n, int64_t E,
+                     int kind) {
+    float most = 0;
+    for (int r0 = 0; r0 < nq && most >= 0; r0 += DECODE_NQ) {
+        float b = dot_block(s + r0 * lds, lds, q + r0 * E, nq - r0 < DECODE_NQ ? nq - r0 : DECODE_NQ, k, ld, n, E,
+                            kind);
+        most = b < 0 ? -1.0f : b > most ? b : most;
+    }
+    return most;
+}
+
+static void axpy_any(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
+                     int64_t Ev, int kind) {
+    for (int r0 = 0; r0 < nq; r0 += 4)
+        axpy_block_rows(acc + r0 * Ev, p + r0 * ldp, ldp, nq - r0 < 4 ? nq - r0 : 4, v, ld, n, Ev, kind);
+}
+
 static float dot_rows(float *s, int64_t lds, const float *q, int nq, const float *k, int64_t ld, int64_t n,
                       int64_t E) {
-    DECODE_ROWS_SWITCH(DOT_CALL, 0)
+    return dot_any(s, lds, q, nq, k, ld, n, E, 0);
 }
 
 static float dot_rows16(float *s, int64_t lds, const float *q, int nq, const uint16_t *k, int64_t ld, int64_t n,
                         int64_t E, bool f16) {
-    if (f16) DECODE_ROWS_SWITCH(DOT_CALL, 1)
-    DECODE_ROWS_SWITCH(DOT_CALL, 2)
+    return dot_any(s, lds, q, nq, k, ld, n, E, f16 ? 1 : 2);
 }
 
 static void axpy_rows(float *acc, const float *p, int64_t ldp, int nq, const float *v, int64_t ld, int64_t n,
                       int64_t Ev) {
-    DECODE_ROWS_SWITCH(AXPY_CALL, 0)
+    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, 0);
 }
 
 static void axpy_rows16(float *acc, const float *p, int64_t ldp, int nq, const uint16_t *v, int64_t ld, int64_t n,
                         int64_t Ev, bool f16) {
-    if (f16) DECODE_ROWS_SWITCH(AXPY_CALL, 1)
-    DECODE_ROWS_SWITCH(AXPY_CALL, 2)
+    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, f16 ? 1 : 2);
 }
 
 #endif /* ATTN_DECODE_ROWS_H */

@@ -249,6 +249,7 @@ static inline __m256i lanes_below(int64_t n) {
 #define V_HMAX(v) hmax256(v)
 /* 16 ymm registers: rows × columns accumulators, the value vectors, the weights. */
 #define AXPY_CB(nq) ((nq) == 1 ? 8 : (nq) == 2 ? 4 : 2)
+#define DECODE_NQ 4
 #include "kernels/x86/decode_rows.h"
 
 /* Half floats by F16C's vcvtph2ps; bfloat16 is the top half of an f32. */

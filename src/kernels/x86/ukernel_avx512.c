@@ -246,8 +246,10 @@ static inline __m512 widen16_vec(__m256i h, bool f16) {
 #define V_BAD_ANY(bad) ((bad) != 0)
 #define V_HSUM(v) _mm512_reduce_add_ps(v)
 #define V_HMAX(v) _mm512_reduce_max_ps(v)
-/* 32 zmm registers: rows × columns accumulators, the value vectors, the weights. */
+/* 32 zmm registers: rows × columns accumulators, the value vectors, the
+ * weights; dot_rows takes all 8 rows of a decode item at once. */
 #define AXPY_CB(nq) ((nq) <= 2 ? 8 : 4)
+#define DECODE_NQ 8
 #include "kernels/x86/decode_rows.h"
 
 /* Half floats by vcvtph2ps; bfloat16 is the top half of an f32. */
