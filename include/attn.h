@@ -201,12 +201,21 @@ typedef enum attn_dtype {
     ATTN_F64 = 2,  /* double, IEEE-754 binary64 */
     ATTN_BOOL = 3, /* one byte per element; 0 is false, anything else true */
     ATTN_F16 = 4,  /* IEEE-754 binary16, stored as uint16_t (for k and v only) */
-    ATTN_BF16 = 5  /* bfloat16: the top half of an f32, as uint16_t (k and v only) */
+    ATTN_BF16 = 5, /* bfloat16: the top half of an f32, as uint16_t (k and v only) */
+    /* Quantized formats (see "Quantized storage" below). Not element types:
+     * a row of them is a run of bytes that attn_quant_row_size measures, so
+     * attn_dtype_size gives 0 for them and no tensor holds them. */
+    ATTN_Q8 = 6,   /* int8 with an f16 scale per block of 32 (ggml's q8_0 layout) */
+    ATTN_Q4 = 7,   /* 4-bit with an f16 scale per block of 32 (ggml's q4_0 layout) */
+    ATTN_E4M3 = 8, /* fp8 E4M3 (OCP "FN": no infinities), one byte a value, no scale */
+    ATTN_E5M2 = 9  /* fp8 E5M2 (OCP), one byte a value, no scale */
 } attn_dtype;
 
-/* Size in bytes of one element of `dtype`, or 0 for an unknown dtype. */
+/* Size in bytes of one element of `dtype`, or 0 for an unknown dtype and for
+ * the quantized formats (attn_quant_row_size measures their rows). */
 ATTN_API size_t attn_dtype_size(attn_dtype dtype);
-/* Short name of `dtype`: "f32", "f64", "bool", "f16", "bf16", or "unknown". */
+/* Short name of `dtype`: "f32", "f64", "bool", "f16", "bf16", "q8", "q4",
+ * "e4m3", "e5m2", or "unknown". */
 ATTN_API const char *attn_dtype_name(attn_dtype dtype);
 /* Format a shape as NumPy prints it, "(2, 3)", "(3,)" or "()", into buf
  * (always terminated when size > 0, cut short if it does not fit; NULL buf
@@ -247,6 +256,90 @@ ATTN_API float attn_f16_to_f32(uint16_t h);
 ATTN_API uint16_t attn_f32_to_f16(float f);
 ATTN_API float attn_bf16_to_f32(uint16_t b);
 ATTN_API uint16_t attn_f32_to_bf16(float f);
+
+/* Quantized storage. A row of n values (one key or value vector) in a
+ * quantized format is a run of bytes, rows one after another; every
+ * multi-byte field is little-endian.
+ *
+ * ATTN_Q8, n a multiple of 32: n/32 blocks of 34 bytes, block b holding
+ * values 32b .. 32b+31:
+ *     bytes 0-1    d, the block's scale, IEEE binary16
+ *     bytes 2-33   q[0..31], int8 (two's complement)
+ *     value i = q[i] · d, exact in f32.
+ *   Quantizing: a = max |x_i| over the block; d = a / 127 (an f32
+ *   division) rounded to f16, to nearest even, and 65504 (f16's largest)
+ *   where that rounds to infinity; q[i] = x_i / d (an f32 division) rounded
+ *   to the nearest integer, ties to even, then clamped to -127 .. 127 (the
+ *   clamp catches a d that rounded down, and a saturated d). d = 0 gives
+ *   every q[i] = 0. -128 is never written (a block from elsewhere holding
+ *   it reads as -128 · d).
+ *   Why an f16 scale: the block is then ggml's block_q8_0 byte for byte
+ *   (llama.cpp's q8_0 KV cache reads as is; ggml rounds ties away from
+ *   zero, so quantizing the same floats may differ from ggml's in a code
+ *   where x_i / d lies exactly halfway), and it takes 34 bytes per 32
+ *   values instead of 36 with an f32 scale. It costs no accuracy inside
+ *   f16's range: q[i] is taken against the rounded d, so each value's error
+ *   stays within d/2. It bounds the range: a block whose largest |x| passes
+ *   127 · 65504 (about 8.3e6) saturates, and one below about 127 · 2^-25
+ *   reads as 0, the limits an f16 cache has too.
+ *
+ * ATTN_Q4, n a multiple of 32: n/32 blocks of 18 bytes:
+ *     bytes 0-1    d, the block's scale, IEEE binary16 (signed)
+ *     bytes 2-17   c[0..15]: value i (i < 16) in the low 4 bits of c[i],
+ *                  value i+16 in the high 4 bits of c[i]
+ *     value = (code - 8) · d, code the 4-bit number 0 .. 15; exact in f32.
+ *   Quantizing: m = the x_i of largest |x_i| (the first of equals), sign
+ *   kept; d = m / -8 (an f32 division) rounded to f16 to nearest even,
+ *   ±65504 where that rounds to infinity; code = x_i / d rounded to the
+ *   nearest integer, ties to even, clamped to -8 .. 7, plus 8. So m itself
+ *   is -8 · d and the other side reaches 7 · d (ggml's q4_0 rule and
+ *   layout; ggml rounds by adding 8.5 and truncating, so ties differ).
+ *   No minimum is stored (q4_1's); a block is symmetric about 0.
+ *
+ * ATTN_E4M3, any n: n bytes, one a value, no scale. Bit 7 the sign, bits
+ *   6-3 the exponent e (bias 7), bits 2-0 the mantissa m: e = 0 is
+ *   m · 2^-9 (subnormal), e >= 1 is (1 + m/8) · 2^(e-7), and S.1111.111 is
+ *   NaN; there is no infinity. Largest finite 448, smallest 2^-9.
+ * ATTN_E5M2, any n: n bytes. Bit 7 the sign, bits 6-2 the exponent (bias
+ *   15), bits 1-0 the mantissa, as IEEE binary16's top byte: e = 0 is
+ *   m · 2^-16, e = 31 is infinity (m = 0) or NaN. Largest finite 57344.
+ *   Quantizing either fp8 format rounds the f32 value to the nearest
+ *   representable one, ties to the even code, in one rounding; it
+ *   saturates: finite values past the largest and ±infinity become ±the
+ *   largest finite (the OCP/PTX "satfinite" conversion vLLM and
+ *   FlashAttention-3 use); NaN becomes NaN (0x7f, or 0x7e for E5M2, with
+ *   its sign). Dequantizing is exact in f32 (and reads an E5M2 infinity
+ *   as infinity).
+ *
+ * Non-finite input to q8 or q4: a NaN or infinity in a block makes its d
+ * NaN (0x7e00) and every code 0 (q4: 8), so the whole block reads back as
+ * NaN: it stays as visible as it was, never a finite number.
+ *
+ * Inputs are f32, f16 or bf16 (each exactly an f32) or f64, first rounded
+ * to f32 (to nearest even); the rules above then apply to the f32 value. */
+
+/* Bytes one row of n values takes in `format` (ATTN_Q8, ATTN_Q4,
+ * ATTN_E4M3, ATTN_E5M2), or 0 when format is not one of them, n < 1, n is
+ * not a multiple of 32 for q8 and q4, or the size does not fit. */
+ATTN_API size_t attn_quant_row_size(attn_dtype format, int64_t n);
+
+/* Quantize src into dst, rows of attn_quant_row_size(format, n) bytes one
+ * after another, where n is src's last dimension and the rows are src's
+ * other indices in C order (src any rank from 1, any strides, f32, f64,
+ * f16 or bf16). dst_size must be at least the rows' total. Errors:
+ * ATTN_ERR_NULL, ATTN_ERR_RANK (rank 0), ATTN_ERR_DTYPE (format not
+ * quantized, src not a float dtype), ATTN_ERR_SHAPE (n not accepted by the
+ * format), ATTN_ERR_ARGUMENT (dst_size too small), ATTN_ERR_OVERFLOW,
+ * ATTN_ERR_STRIDE (dst overlaps src). Nothing is written on failure. */
+ATTN_API attn_status attn_quantize(void *dst, size_t dst_size, attn_dtype format, const attn_tensor *src,
+                                   attn_error *err);
+
+/* The inverse: the rows in src (src_size bytes, at least the rows' total)
+ * read back into dst (any rank from 1, any strides, f32, f64, f16 or bf16;
+ * the exact f32 values, rounded to nearest even for f16 and bf16). Errors
+ * as attn_quantize's. */
+ATTN_API attn_status attn_dequantize(attn_tensor *dst, const void *src, size_t src_size, attn_dtype format,
+                                     attn_error *err);
 
 /* Copy src into dst element by element, converting between the float
  * dtypes (f64, f32, f16, bf16) as above; both any strides, same shape.

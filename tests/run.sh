@@ -68,6 +68,7 @@ for isa in "" avx512 c; do
 done
 suite "soft-capping's degree-5 2^f: fitted again, the header's coefficients minimax and within bound" $PY tests/exp2_poly5.py
 suite "RoPE (attn_rope, attn_rope_backward through ctypes) vs PyTorch" $PY tests/oracle_rope.py "$BUILD"
+suite "quantized formats (attn_quantize, attn_dequantize: q8, q4, e4m3, e5m2) bit for bit vs NumPy from attn.h's layout" $PY tests/oracle_quant.py "$BUILD"
 suite "ragged batches (attn sdpa --cu-seqlens-q/-k) vs PyTorch float64 through a block-diagonal mask" $PY tests/oracle_varlen.py "$BUILD"
 suite "multi-head attention (attn_mha through ctypes) vs torch.nn.MultiheadAttention" $PY tests/oracle_mha.py "$BUILD"
 suite "attn mha: weights from safetensors and .npy vs PyTorch, bad safetensors files" $PY tests/test_mha_cli.py "$BUILD"

@@ -108,6 +108,19 @@ static inline const float *attn_row_f32(const attn_mat *m, int64_t r, float *buf
     return buf;
 }
 
+/* Quantized rows (quant.c; the formats byte by byte in attn.h): blocks of
+ * ATTN_QBLOCK values for q8 and q4, each an f16 scale and its codes. */
+enum { ATTN_QBLOCK = 32, ATTN_Q8_BLOCK_BYTES = 34, ATTN_Q4_BLOCK_BYTES = 18 };
+/* d is one of ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_E5M2. */
+bool attn_dtype_quantized(attn_dtype d);
+/* A row of n values (n valid for the format, attn_quant_row_size) quantized
+ * into dst, and widened back from src: the reference every faster
+ * widening of rows must match bit for bit. */
+void attn_quant_row(void *dst, const float *x, int64_t n, attn_dtype format);
+void attn_dequant_row(float *dst, const void *src, int64_t n, attn_dtype format);
+/* Value c of a quantized row, widened. */
+float attn_quant_get(const void *row, attn_dtype format, int64_t c);
+
 /* Where kernels read keys and values (dense or paged): rows.h. */
 #include "base/rows.h"
 
