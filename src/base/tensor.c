@@ -66,6 +66,9 @@ attn_status attn_tensor_init(attn_tensor *t, void *data, attn_dtype dtype, int r
     if (rank < 0 || rank > ATTN_MAX_RANK)
         return attn_fail(err, ATTN_ERR_RANK, "rank %d is outside 0..%d", rank, ATTN_MAX_RANK);
     if (rank > 0 && !shape) return attn_fail(err, ATTN_ERR_NULL, "shape is NULL for rank %d", rank);
+    if (attn_dtype_quantized(dtype))
+        return attn_fail(err, ATTN_ERR_DTYPE, "dtype %s is a quantized row format, not an element type "
+                         "(attn_quantize makes its rows)", attn_dtype_name(dtype));
     if (attn_dtype_size(dtype) == 0)
         return attn_fail(err, ATTN_ERR_DTYPE, "unknown dtype %d", (int)dtype);
     attn_tensor v = {0};
