@@ -82,6 +82,12 @@ done
 for isa in avx512 avx2 c; do
     suite "fast f32 path: exp, threads, f64 agreement, ATTN_ISA=$isa" env ATTN_ISA=$isa "$BUILD/tests/test_fast"
 done
+for isa in avx512 avx2 c; do
+    suite "quantized keys and values (q8, q4, e4m3, e5m2) read in place: bitwise the f32 kernels on the widened values, ATTN_ISA=$isa" \
+        env ATTN_ISA=$isa "$BUILD/tests/test_quant_kv"
+done
+suite "quantized keys and values under ASan+UBSan" "$BUILD/asan/test_quant_kv"
+suite "quantized keys and values under ThreadSanitizer" "$BUILD/tsan/test_quant_kv"
 suite "fast f32 path under ThreadSanitizer (3 threads)" env ATTN_NUM_THREADS=3 "$BUILD/tsan/test_fast"
 # Subnormal numbers cost Intel cores a microcode assist each, which no
 # output or timing on this machine shows: MXCSR's sticky flags do.

@@ -22,6 +22,15 @@ static float float_of(uint32_t u) {
 
 bool attn_dtype_quantized(attn_dtype d) { return d == ATTN_Q8 || d == ATTN_Q4 || d == ATTN_E4M3 || d == ATTN_E5M2; }
 
+int64_t attn_row_bytes(attn_dtype dt, int64_t n) {
+    int64_t bytes;
+    if (attn_dtype_quantized(dt)) {
+        size_t q = attn_quant_row_size(dt, n);
+        return q <= INT64_MAX ? (int64_t)q : 0;
+    }
+    return n >= 1 && attn_dtype_size(dt) && attn_mul_i64(n, (int64_t)attn_dtype_size(dt), &bytes) ? bytes : 0;
+}
+
 size_t attn_quant_row_size(attn_dtype format, int64_t n) {
     int64_t bytes;
     if (n < 1 || !attn_dtype_quantized(format)) return 0;

@@ -95,7 +95,7 @@ attn_status attn_tensor_init(attn_tensor *t, void *data, attn_dtype dtype, int r
 
 void attn_pack_rows(double *dst, const attn_mat *m, int64_t r0, int64_t n) {
     /* The dtype test is hoisted out of the loops: this runs for every block. */
-    if (m->dtype == ATTN_F16 || m->dtype == ATTN_BF16) {
+    if (m->dtype == ATTN_F16 || m->dtype == ATTN_BF16 || attn_dtype_quantized(m->dtype)) {
         for (int64_t r = 0; r < n; r++)
             for (int64_t c = 0; c < m->cols; c++) dst[r * m->cols + c] = attn_mat_get(m, r0 + r, c);
     } else if (m->dtype == ATTN_F32) {

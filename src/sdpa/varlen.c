@@ -297,7 +297,9 @@ static void report(const char *call, const seq *seqs, int64_t batch, const attn_
     for (int64_t b = 0; b < batch; b++)
         if (seqs[b].route >= SEQ_FLASH) {
             shown.has_rope = seqs[b].sl.has_rope, shown.rope = seqs[b].sl.rope;
-            if (!shown.k) shown.k = seqs[b].sl.k, shown.v = seqs[b].sl.v; /* pages: a sequence's stand-ins */
+            if (!shown.k) /* pages: a sequence's stand-ins, and its pages' dtype */
+                shown.k = seqs[b].sl.k, shown.v = seqs[b].sl.v, shown.k_pages = seqs[b].sl.k_pages,
+                shown.v_pages = seqs[b].sl.v_pages;
         }
     attn_verbose_report(call, info, &shown, o, attn_now_ms() - t0);
 }

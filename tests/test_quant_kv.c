@@ -1,0 +1,260 @@
+/* test_quant_kv.c -- attention reading quantized keys and values (q8, q4,
+ * fp8 E4M3 and E5M2) where they lie, against the same values widened to f32
+ * first and run through the f32 kernels.
+ *
+ * Both calls see the same floats (a quantized row widens exactly, attn.h),
+ * and every kernel treats a row alike wherever it comes from, so the
+ * agreement is bitwise: out, lse and weights. Each case names the kernel
+ * it must run on (flash, decode, exact), checked on both calls' verbose
+ * lines, which must also show the quantized dtype. Keys are normal or have
+ * heavy-tailed channels (a few channels 100 times the rest, the keys of
+ * trained models that per-channel scales were proposed for).
+ *
+ * Run with ATTN_ISA=avx512|avx2|c to test each ISA's widening (tests/run.sh
+ * does). Prints "ok NAME" or "FAIL NAME: why"; exits 1 if any failed. */
+#include "attn.h"
+#include "check.h"
+#include "../src/base/base.h"
+#include "../src/sdpa/sdpa.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng = 30;
+static double uniform(void) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(rng >> 11) * 0x1.0p-53;
+}
+static float normal(void) {
+    double u = 1 - uniform(), v = uniform();
+    return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
+}
+
+/* n rows of `cols` values: normal, or with every 16th channel 100 times
+ * larger (heavy-tailed key channels). */
+static float *rows_of(int64_t n, int64_t cols, bool outliers) {
+    float *p = malloc(sizeof(float) * (size_t)(n * cols));
+    for (int64_t i = 0; i < n * cols; i++) p[i] = normal() * (outliers && i % cols % 16 == 3 ? 100.0f : 1.0f);
+    return p;
+}
+
+typedef struct qcase {
+    int64_t L, S, E, Ev, Hq, Hk, P;
+    attn_dtype format;
+    attn_causal causal;
+    int outliers, weights;
+    const char *kernel; /* the kernel both calls run */
+} qcase;
+
+/* Rows x (n × cols, f32) quantized into `format` rows, and those rows
+ * widened back: *bytes (n rows of attn_quant_row_size) and *back (f32). */
+static void quantize_rows(uint8_t **bytes, float **back, const float *x, int64_t n, int64_t cols, attn_dtype format) {
+    size_t row = attn_quant_row_size(format, cols);
+    *bytes = malloc(row * (size_t)n);
+    *back = malloc(sizeof(float) * (size_t)(n * cols));
+    attn_tensor t, b;
+    int64_t shape[2] = {n, cols};
+    attn_tensor_init(&t, (void *)x, ATTN_F32, 2, shape, NULL, NULL);
+    attn_tensor_init(&b, *back, ATTN_F32, 2, shape, NULL, NULL);
+    attn_error err;
+    if (attn_quantize(*bytes, row * (size_t)n, format, &t, &err) ||
+        attn_dequantize(&b, *bytes, row * (size_t)n, format, &err))
+        check(0, "quantize_rows", "%s", err.message);
+}
+
+/* The dtype= word of k in a verbose line: "q8" of "k=q8(2,300,64)". */
+static void k_dtype(char *dst, size_t size) {
+    word_after(dst, size, verbose_last_line, " k=");
+    char *paren = strchr(dst, '(');
+    if (paren) *paren = 0;
+}
+
+static void test_case(const qcase *c) {
+    char name[160];
+    snprintf(name, sizeof name, "%s_%s_L%lld_S%lld_E%lld_P%lld%s%s", attn_dtype_name(c->format), c->kernel,
+             (long long)c->L, (long long)c->S, (long long)c->E, (long long)c->P, c->outliers ? "_outlier_channels" : "",
+             c->weights ? "_weights" : "");
+    int64_t n_pages = (c->S + c->P - 1) / c->P, pool = 2 * n_pages + 3;
+    int64_t kr = (int64_t)attn_quant_row_size(c->format, c->E), vr = (int64_t)attn_quant_row_size(c->format, c->Ev);
+    float *q = rows_of(c->Hq * c->L, c->E, false);
+    float *kf = rows_of(c->Hk * c->S, c->E, c->outliers), *vf = rows_of(c->Hk * c->S, c->Ev, false);
+    uint8_t *kq, *vq;
+    float *kd, *vd; /* the dense f32 keys and values: the quantized rows widened */
+    quantize_rows(&kq, &kd, kf, c->Hk * c->S, c->E, c->format);
+    quantize_rows(&vq, &vd, vf, c->Hk * c->S, c->Ev, c->format);
+    /* The pool [pool][Hk][P] of quantized rows through a shuffled table. */
+    uint8_t *kp = calloc((size_t)(pool * c->Hk * c->P), (size_t)kr), *vp = calloc((size_t)(pool * c->Hk * c->P), (size_t)vr);
+    int32_t *table = malloc(sizeof(int32_t) * (size_t)pool);
+    for (int64_t t = 0; t < pool; t++) table[t] = (int32_t)t;
+    for (int64_t t = pool - 1; t > 0; t--) {
+        int64_t u = (int64_t)(uniform() * (double)(t + 1)) % (t + 1);
+        int32_t x = table[t];
+        table[t] = table[u], table[u] = x;
+    }
+    for (int64_t h = 0; h < c->Hk; h++)
+        for (int64_t j = 0; j < c->S; j++) {
+            int64_t at = (table[j / c->P] * c->Hk + h) * c->P + j % c->P;
+            memcpy(kp + at * kr, kq + (h * c->S + j) * kr, (size_t)kr);
+            memcpy(vp + at * vr, vq + (h * c->S + j) * vr, (size_t)vr);
+        }
+    attn_paged_rows kpg = {kp, c->format, pool, c->Hk, c->P, c->E, table, n_pages, c->S};
+    attn_paged_rows vpg = {vp, c->format, pool, c->Hk, c->P, c->Ev, table, n_pages, c->S};
+    int64_t sq[3] = {c->Hq, c->L, c->E}, sk[3] = {c->Hk, c->S, c->E}, sv[3] = {c->Hk, c->S, c->Ev},
+            so[3] = {c->Hq, c->L, c->Ev}, sl[2] = {c->Hq, c->L}, sw[3] = {c->Hq, c->L, c->S};
+    size_t no = (size_t)(c->Hq * c->L * c->Ev), nl = (size_t)(c->Hq * c->L), nw = (size_t)(c->Hq * c->L * c->S);
+    float *out[2] = {calloc(no, 4), calloc(no, 4)}, *lse[2] = {calloc(nl, 4), calloc(nl, 4)};
+    float *w[2] = {c->weights ? calloc(nw, 4) : NULL, c->weights ? calloc(nw, 4) : NULL};
+    attn_tensor tq, tk, tv, to[2], tl[2], tw[2];
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&tk, kd, ATTN_F32, 3, sk, NULL, NULL);
+    attn_tensor_init(&tv, vd, ATTN_F32, 3, sv, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = c->causal;
+    attn_status st[2];
+    attn_error err[2];
+    char kernel[2][32], dtype[2][32], isa[2][32];
+    for (int t = 0; t < 2; t++) {
+        attn_tensor_init(&to[t], out[t], ATTN_F32, 3, so, NULL, NULL);
+        attn_tensor_init(&tl[t], lse[t], ATTN_F32, 2, sl, NULL, NULL);
+        attn_tensor_init(&tw[t], w[t], ATTN_F32, 3, sw, NULL, NULL);
+        attn_set_num_threads(t + 1); /* and any thread count */
+        verbose_begin();
+        st[t] = t == 0 ? attn_sdpa(&to[t], &tl[t], c->weights ? &tw[t] : NULL, &tq, &tk, &tv, &o, &err[t])
+                       : attn_sdpa_paged(&to[t], &tl[t], c->weights ? &tw[t] : NULL, &tq, &kpg, &vpg, &o, &err[t]);
+        verbose_end(kernel[t], sizeof kernel[t], NULL, 0);
+        k_dtype(dtype[t], sizeof dtype[t]);
+        word_after(isa[t], sizeof isa[t], verbose_last_line, " isa=");
+        attn_set_num_threads(0);
+    }
+    if (st[0] || st[1]) check(0, name, "f32: %s; %s: %s", st[0] ? err[0].message : "ok", attn_dtype_name(c->format),
+                              st[1] ? err[1].message : "ok");
+    else
+        check(strcmp(kernel[0], c->kernel) == 0 && strcmp(kernel[1], c->kernel) == 0 &&
+                  strcmp(dtype[1], attn_dtype_name(c->format)) == 0 && !memcmp(out[0], out[1], no * 4) &&
+                  !memcmp(lse[0], lse[1], nl * 4) && (!c->weights || !memcmp(w[0], w[1], nw * 4)),
+              name, "kernels %s and %s (want %s), k shown as %s, isa %s, out %s, lse %s", kernel[0], kernel[1],
+              c->kernel, dtype[1], isa[1], memcmp(out[0], out[1], no * 4) ? "differs" : "same",
+              memcmp(lse[0], lse[1], nl * 4) ? "differs" : "same");
+    free(q), free(kf), free(vf), free(kq), free(vq), free(kd), free(vd), free(kp), free(vp), free(table);
+    for (int t = 0; t < 2; t++) free(out[t]), free(lse[t]), free(w[t]);
+}
+
+/* A batch of sequences over one quantized pool (attn_sdpa_varlen_paged):
+ * each sequence bitwise attn_sdpa_paged's on it alone. */
+static void test_varlen(attn_dtype format) {
+    enum { B = 3, HQ = 4, HK = 2, E = 64, P = 16 };
+    const int64_t Lq[B] = {1, 40, 0}, Lk[B] = {900, 300, 50};
+    int64_t pages_total = 0, n_pages[B], cu_q[B + 1] = {0};
+    for (int b = 0; b < B; b++) n_pages[b] = (Lk[b] + P - 1) / P, pages_total += n_pages[b], cu_q[b + 1] = cu_q[b] + Lq[b];
+    int64_t row = (int64_t)attn_quant_row_size(format, E), rows = pages_total * HK * P;
+    float *x = rows_of(rows, E, true);
+    uint8_t *kp, *vp;
+    float *back;
+    quantize_rows(&kp, &back, x, rows, E, format);
+    free(back), free(x);
+    x = rows_of(rows, E, false);
+    quantize_rows(&vp, &back, x, rows, E, format);
+    free(back), free(x);
+    (void)row;
+    int32_t *table = malloc(sizeof(int32_t) * (size_t)pages_total);
+    for (int64_t t = 0; t < pages_total; t++) table[t] = (int32_t)((t * 7 + 3) % pages_total); /* 7 is prime to the count */
+    attn_paged_rows kpg[B], vpg[B];
+    for (int b = 0, first = 0; b < B; first += (int)n_pages[b], b++) {
+        kpg[b] = (attn_paged_rows){kp, format, pages_total, HK, P, E, table + first, n_pages[b], Lk[b]};
+        vpg[b] = (attn_paged_rows){vp, format, pages_total, HK, P, E, table + first, n_pages[b], Lk[b]};
+    }
+    int64_t T = cu_q[B];
+    float *q = rows_of(T * HQ, E, false), *out = calloc((size_t)(T * HQ * E), 4), *lse = calloc((size_t)(T * HQ), 4);
+    float *one = calloc((size_t)(T * HQ * E), 4), *one_lse = calloc((size_t)(T * HQ), 4);
+    attn_tensor tq, to, tl;
+    int64_t sq[3] = {T, HQ, E}, sl[2] = {T, HQ};
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&tl, lse, ATTN_F32, 2, sl, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_error err;
+    char name[96], kernel[32];
+    snprintf(name, sizeof name, "%s_varlen_paged_batch_bitwise_each_alone", attn_dtype_name(format));
+    verbose_begin();
+    attn_status st = attn_sdpa_varlen_paged(&to, &tl, &tq, cu_q, B, kpg, vpg, NULL, &o, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    char dtype[32];
+    k_dtype(dtype, sizeof dtype);
+    if (st) {
+        check(0, name, "%s", err.message);
+    } else {
+        bool same = true;
+        for (int b = 0; b < B && same; b++) {
+            if (!Lq[b]) continue;
+            /* sequence b alone: q (HQ, Lq, E) over the packed (T, HQ, E) rows */
+            attn_tensor bq, bo, bl;
+            int64_t s3[3] = {HQ, Lq[b], E}, st3[3] = {E, HQ * E, 1}, s2[2] = {HQ, Lq[b]}, st2[2] = {1, HQ};
+            attn_tensor_init(&bq, q + cu_q[b] * HQ * E, ATTN_F32, 3, s3, st3, NULL);
+            attn_tensor_init(&bo, one + cu_q[b] * HQ * E, ATTN_F32, 3, s3, st3, NULL);
+            attn_tensor_init(&bl, one_lse + cu_q[b] * HQ, ATTN_F32, 2, s2, st2, NULL);
+            if (attn_sdpa_paged(&bo, &bl, NULL, &bq, &kpg[b], &vpg[b], &o, &err)) same = false;
+        }
+        same = same && !memcmp(out, one, sizeof(float) * (size_t)(T * HQ * E)) &&
+               !memcmp(lse, one_lse, sizeof(float) * (size_t)(T * HQ));
+        check(same && strstr(verbose_last_line, "sdpa_varlen_paged") && !strcmp(dtype, attn_dtype_name(format)), name,
+              "same %d, line: %s", (int)same, verbose_last_line);
+    }
+    free(kp), free(vp), free(table), free(q), free(out), free(lse), free(one), free(one_lse);
+}
+
+/* Descriptions the kernels must never see: refused before any is read. */
+static void test_errors(void) {
+    uint8_t pages[2 * 16 * 34] = {0};
+    int32_t table[2] = {0, 1};
+    float q[32] = {0}, out[32];
+    attn_tensor tq, to;
+    int64_t s3[3] = {1, 1, 32}, s40[3] = {1, 1, 40};
+    attn_tensor_init(&tq, q, ATTN_F32, 3, s3, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, s3, NULL, NULL);
+    attn_error err;
+    attn_paged_rows pg = {pages, ATTN_Q8, 2, 1, 16, 32, table, 2, 20};
+    attn_paged_rows bad = pg;
+    bad.cols = 40;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, s40, NULL, NULL);
+    attn_status st = attn_sdpa_paged(&to, NULL, NULL, &tq, &bad, &bad, NULL, &err);
+    check(st == ATTN_ERR_SHAPE && strstr(err.message, "multiple of 32"), "q8_rows_not_a_multiple_of_32",
+          "status %d: %s", (int)st, err.message);
+    attn_tensor_init(&tq, q, ATTN_F32, 3, s3, NULL, NULL);
+    bad = pg, bad.dtype = (attn_dtype)10;
+    st = attn_sdpa_paged(&to, NULL, NULL, &tq, &bad, &bad, NULL, &err);
+    check(st == ATTN_ERR_DTYPE, "unknown_page_dtype", "status %d: %s", (int)st, err.message);
+    bad = pg, bad.num_pages = INT64_MAX / 8;
+    st = attn_sdpa_paged(&to, NULL, NULL, &tq, &bad, &bad, NULL, &err);
+    check(st == ATTN_ERR_OVERFLOW, "q8_pool_bytes_overflow", "status %d: %s", (int)st, err.message);
+    /* an output inside the quantized pool's bytes */
+    attn_tensor in_pool;
+    attn_tensor_init(&in_pool, pages + 40, ATTN_F32, 3, s3, NULL, NULL);
+    st = attn_sdpa_paged(&in_pool, NULL, NULL, &tq, &pg, &pg, NULL, &err);
+    check(st == ATTN_ERR_STRIDE, "q8_out_in_pool", "status %d: %s", (int)st, err.message);
+    /* q8 keys with e4m3 values */
+    bad = pg, bad.dtype = ATTN_E4M3;
+    st = attn_sdpa_paged(&to, NULL, NULL, &tq, &pg, &bad, NULL, &err);
+    check(st == ATTN_ERR_SHAPE, "k_and_v_formats_differ", "status %d: %s", (int)st, err.message);
+}
+
+int main(void) {
+    static const attn_dtype FORMATS[4] = {ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_E5M2};
+    for (int f = 0; f < 4; f++) {
+        attn_dtype fm = FORMATS[f];
+        const qcase cases[] = {
+            {77, 300, 64, 64, 4, 2, 16, fm, ATTN_CAUSAL_NONE, 0, 0, "flash"},
+            {130, 700, 128, 64, 4, 1, 24, fm, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 0, "flash"},
+            {1, 5000, 128, 128, 8, 2, 256, fm, ATTN_CAUSAL_NONE, 1, 0, "decode"},
+            {4, 4100, 64, 64, 4, 2, 16, fm, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, "decode"},
+            {3, 2100, 96, 32, 2, 1, 100, fm, ATTN_CAUSAL_NONE, 1, 0, "decode"},
+            {20, 90, 32, 32, 2, 1, 16, fm, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 1, "exact"},
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);
+        test_varlen(fm);
+    }
+    test_errors();
+    return n_failed ? 1 : 0;
+}
