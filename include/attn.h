@@ -1359,6 +1359,15 @@ ATTN_API attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length
  *   K pages  (num_pages, Hk, P, E)   C order, the pool's dtype
  *   V pages  (num_pages, Hk, P, Ev)  C order, a separate region
  *   a page table: int32 page indices, one per P positions.
+ * A pool of a quantized format (ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_E5M2; see
+ * "Quantized storage") holds (num_pages, Hk, P) rows of
+ * attn_quant_row_size(dtype, E) bytes each (Ev for values), in the same
+ * order: append quantizes each new row by itself (so a sequence's bytes do
+ * not depend on how its positions were split into appends), attention
+ * reads the quantized rows where they lie and widens them a row at a time
+ * inside the kernels (never the whole sequence), and gather returns the
+ * widened values. 32 values take 34 bytes in q8, 18 in q4 and 32 in fp8
+ * (64 in f16). Quantized pools take f32 queries.
  *
  *   attn_kv_pages_desc d = attn_kv_pages_desc_default();
  *   d.heads = 8, d.key_dim = d.value_dim = 128, d.dtype = ATTN_F16;
@@ -1387,7 +1396,9 @@ typedef struct attn_kv_pages_desc {
     int64_t heads;         /* Hk >= 1, the key/value heads (default 1) */
     int64_t key_dim;       /* E >= 1 */
     int64_t value_dim;     /* Ev >= 1 */
-    attn_dtype dtype;      /* storage: ATTN_F32 (default), ATTN_F16 or ATTN_BF16 */
+    attn_dtype dtype;      /* storage: ATTN_F32 (default), ATTN_F16, ATTN_BF16, or quantized:
+                              ATTN_Q8, ATTN_Q4 (key_dim and value_dim multiples
+                              of 32), ATTN_E4M3, ATTN_E5M2 */
     int64_t page_size;     /* P, positions per page: 16 to 256 (default 16) */
     int64_t num_pages;     /* pages in the pool, 1 to INT32_MAX */
     int64_t max_sequences; /* sequences alive at once, 1 to INT32_MAX */
@@ -1441,7 +1452,7 @@ ATTN_API attn_status attn_kv_pages_free(attn_kv_pages *pool, int64_t seq, attn_e
 /* Append new positions to n sequences at once, each its own number: the
  * new keys and values are packed, k (total, Hk, E) and v (total, Hk, Ev),
  * any strides, f32, f16 or bf16 (rounded to the pool's dtype, nearest
- * even); sequence seqs[i] receives rows cu_seqlens[i] .. cu_seqlens[i+1]
+ * even, or quantized row by row as attn_quantize does); sequence seqs[i] receives rows cu_seqlens[i] .. cu_seqlens[i+1]
  * - 1 (cu_seqlens: n + 1 int64 offsets, 0 first, non-decreasing, total
  * last, as FlashAttention's cu_seqlens). A sequence given 0 rows is left as
  * it is. New pages come from the pool's free pages; a sequence whose last,
@@ -1493,7 +1504,7 @@ ATTN_API int64_t attn_kv_pages_page_refs(const attn_kv_pages *pool, int64_t page
  * pool, 0 .. num_pages - 1 (attn_kv_paged_check). */
 typedef struct attn_kv_paged_view {
     size_t struct_size;   /* set by attn_kv_paged_view_default() (see "Versioned structs") */
-    attn_dtype dtype;     /* ATTN_F32 (default), ATTN_F16 or ATTN_BF16 */
+    attn_dtype dtype;     /* ATTN_F32 (default), ATTN_F16, ATTN_BF16, or quantized as the pool's */
     int64_t heads;        /* Hk >= 1 (default 1) */
     int64_t key_dim;      /* E >= 1 */
     int64_t value_dim;    /* Ev >= 1 */
@@ -1532,7 +1543,8 @@ ATTN_API attn_status attn_kv_pages_view(attn_kv_paged_view *view, const attn_kv_
 
 /* Copy sequence i's keys and values out of the pages: k (Hk, length, E)
  * and v (Hk, length, Ev), any strides, any float dtype (converted as
- * attn_tensor_convert converts), where length is lengths[i]: to export a
+ * attn_tensor_convert converts; quantized pages as attn_dequantize widens
+ * them), where length is lengths[i]: to export a
  * sequence, or to check the pages against a contiguous copy. k and v must
  * not overlap each other or the memory the view reads (pages, lengths,
  * table, offsets). Errors: those of attn_kv_paged_check,

@@ -205,6 +205,153 @@ static void test_varlen(attn_dtype format) {
     free(kp), free(vp), free(table), free(q), free(out), free(lse), free(one), free(one_lse);
 }
 
+/* A paged KV cache of quantized rows (attn_kv_pages with dtype q8, q4, e4m3
+ * or e5m2): append quantizes each row as attn_quantize does (in pieces of
+ * any size, through a fork's copy on write), gather gives the widened rows,
+ * and attend, one call for two sequences, gives bitwise what attn_sdpa gives
+ * on the gathered f32 rows. */
+static void test_pool(attn_dtype format) {
+    enum { HK = 2, HQ = 4, E = 64, N = 100 };
+    char name[96];
+    const char *fm = attn_dtype_name(format);
+    attn_kv_pages_desc d = attn_kv_pages_desc_default();
+    d.heads = HK, d.key_dim = E, d.value_dim = E, d.dtype = format, d.page_size = 16, d.num_pages = 32,
+    d.max_sequences = 4;
+    size_t bytes = 0;
+    attn_error err;
+    attn_kv_pages *pool = NULL;
+    void *mem = NULL;
+    snprintf(name, sizeof name, "%s_pool_init", fm);
+    if (attn_kv_pages_bytes(&bytes, &d, &err) || !(mem = malloc(bytes)) || attn_kv_pages_init(&pool, mem, bytes, &d, &err)) {
+        check(0, name, "%s", err.message);
+        free(mem);
+        return;
+    }
+    /* The rows: (N + 8, Hk, E) keys (outlier channels) and values. */
+    float *kf = rows_of((N + 8) * HK, E, true), *vf = rows_of((N + 8) * HK, E, false);
+    int64_t a, b;
+    attn_kv_pages_create(pool, &a, &err);
+    int64_t pieces[4] = {0, 37, 38, N}; /* 37 rows, 1, then 62 */
+    attn_status st = ATTN_OK;
+    for (int i = 0; i < 3 && !st; i++) {
+        int64_t n = pieces[i + 1] - pieces[i], sh[3] = {n, HK, E}, cu[2] = {0, n};
+        attn_tensor tk, tv;
+        attn_tensor_init(&tk, kf + pieces[i] * HK * E, ATTN_F32, 3, sh, NULL, NULL);
+        attn_tensor_init(&tv, vf + pieces[i] * HK * E, ATTN_F32, 3, sh, NULL, NULL);
+        st = attn_kv_pages_append(pool, &a, 1, &tk, &tv, cu, &err);
+    }
+    if (!st) st = attn_kv_pages_fork(pool, &b, a, &err);
+    if (!st) { /* both append in one call: b's copy of the shared last page, then a's own rows */
+        int64_t seqs[2] = {b, a}, cu[3] = {0, 5, 8}, sh[3] = {8, HK, E};
+        attn_tensor tk, tv;
+        attn_tensor_init(&tk, kf + N * HK * E, ATTN_F32, 3, sh, NULL, NULL);
+        attn_tensor_init(&tv, vf + N * HK * E, ATTN_F32, 3, sh, NULL, NULL);
+        st = attn_kv_pages_append(pool, seqs, 2, &tk, &tv, cu, &err);
+    }
+    snprintf(name, sizeof name, "%s_pool_append_fork", fm);
+    check(!st, name, "%s", err.message);
+    if (st) {
+        free(kf), free(vf), free(mem);
+        return;
+    }
+    /* What each sequence must hold: its rows quantized one by one, widened;
+     * laid out (Hk, len, E). a: rows 0..99 and 105..107; b: 0..99, 100..104. */
+    const int64_t len[2] = {N + 3, N + 5};
+    float *want[2][2], *got[2][2];
+    bool same = true;
+    for (int s2 = 0; s2 < 2; s2++)
+        for (int kv = 0; kv < 2; kv++) {
+            const float *src = kv ? vf : kf;
+            want[s2][kv] = malloc(sizeof(float) * (size_t)(HK * len[s2] * E));
+            got[s2][kv] = malloc(sizeof(float) * (size_t)(HK * len[s2] * E));
+            for (int64_t h = 0; h < HK; h++)
+                for (int64_t j = 0; j < len[s2]; j++) {
+                    int64_t from = j < N ? j : s2 == 0 ? j + 5 : j;
+                    uint8_t rowq[256];
+                    attn_quant_row(rowq, src + (from * HK + h) * E, E, format);
+                    attn_dequant_row(want[s2][kv] + (h * len[s2] + j) * E, rowq, E, format);
+                }
+        }
+    for (int s2 = 0; s2 < 2; s2++) {
+        attn_tensor gk, gv;
+        int64_t sh[3] = {HK, len[s2], E};
+        attn_tensor_init(&gk, got[s2][0], ATTN_F32, 3, sh, NULL, NULL);
+        attn_tensor_init(&gv, got[s2][1], ATTN_F32, 3, sh, NULL, NULL);
+        if (attn_kv_pages_gather(&gk, &gv, pool, s2 ? b : a, &err)) same = false;
+        for (int kv = 0; kv < 2; kv++)
+            same = same && !memcmp(got[s2][kv], want[s2][kv], sizeof(float) * (size_t)(HK * len[s2] * E));
+    }
+    snprintf(name, sizeof name, "%s_pool_gather_bitwise_rows_quantized_alone", fm);
+    check(same, name, "gathered rows differ from each row quantized alone");
+
+    /* One query each, one call; then attn_sdpa on the gathered rows. */
+    float *q = rows_of(2 * HQ, E, false), *out = calloc(2 * HQ * E, 4), *lse = calloc(2 * HQ, 4);
+    float *out1 = calloc(2 * HQ * E, 4), *lse1 = calloc(2 * HQ, 4);
+    int64_t sq[3] = {2, HQ, E}, sl[2] = {2, HQ}, cu_q[3] = {0, 1, 2}, seqs[2] = {a, b};
+    attn_tensor tq, to, tl;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&tl, lse, ATTN_F32, 2, sl, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    char kernel[32], dtype[32];
+    verbose_begin();
+    st = attn_kv_pages_attend(&to, &tl, &tq, cu_q, seqs, 2, pool, NULL, &o, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    k_dtype(dtype, sizeof dtype);
+    bool line_ok = strstr(verbose_last_line, "sdpa_varlen_paged") && !strcmp(dtype, fm) && !strcmp(kernel, "decode");
+    char line[1024];
+    memcpy(line, verbose_last_line, sizeof line);
+    same = !st;
+    for (int s2 = 0; s2 < 2 && same; s2++) {
+        attn_tensor bq, bo, bl, gk, gv;
+        int64_t s3[3] = {HQ, 1, E}, sk[3] = {HK, len[s2], E}, s2d[2] = {HQ, 1};
+        attn_tensor_init(&bq, q + s2 * HQ * E, ATTN_F32, 3, s3, NULL, NULL);
+        attn_tensor_init(&bo, out1 + s2 * HQ * E, ATTN_F32, 3, s3, NULL, NULL);
+        attn_tensor_init(&bl, lse1 + s2 * HQ, ATTN_F32, 2, s2d, NULL, NULL);
+        attn_tensor_init(&gk, got[s2][0], ATTN_F32, 3, sk, NULL, NULL);
+        attn_tensor_init(&gv, got[s2][1], ATTN_F32, 3, sk, NULL, NULL);
+        same = !attn_sdpa(&bo, &bl, NULL, &bq, &gk, &gv, &o, &err);
+    }
+    same = same && !memcmp(out, out1, sizeof(float) * 2 * HQ * E) && !memcmp(lse, lse1, sizeof(float) * 2 * HQ);
+    snprintf(name, sizeof name, "%s_pool_attend_bitwise_sdpa_on_gathered_f32", fm);
+    check(same && line_ok, name, "status %d (%s), same %d, line: %s", (int)st, st ? err.message : "", (int)same, line);
+
+    /* f16 out of a gather: the widened values rounded to f16. */
+    uint16_t *g16 = malloc(2 * (size_t)(HK * len[0] * E)), *v16 = malloc(2 * (size_t)(HK * len[0] * E));
+    attn_tensor gk, gv;
+    int64_t sk[3] = {HK, len[0], E};
+    attn_tensor_init(&gk, g16, ATTN_F16, 3, sk, NULL, NULL);
+    attn_tensor_init(&gv, v16, ATTN_F16, 3, sk, NULL, NULL);
+    st = attn_kv_pages_gather(&gk, &gv, pool, a, &err);
+    int bad = 0;
+    for (int64_t i = 0; i < HK * len[0] * E && !st; i++) bad += g16[i] != attn_f32_to_f16(want[0][0][i]);
+    snprintf(name, sizeof name, "%s_pool_gather_to_f16", fm);
+    check(!st && !bad, name, "status %d, %d values differ", (int)st, bad);
+
+    /* Refusals: f64 rows to append, a row size q8 and q4 cannot take. */
+    int64_t sh[3] = {1, HK, E}, cu[2] = {0, 1};
+    double d64[HK * E] = {0};
+    attn_tensor t64;
+    attn_tensor_init(&t64, d64, ATTN_F64, 3, sh, NULL, NULL);
+    st = attn_kv_pages_append(pool, &a, 1, &t64, &t64, cu, &err);
+    snprintf(name, sizeof name, "%s_pool_refuses_f64_rows", fm);
+    check(st == ATTN_ERR_DTYPE, name, "status %d: %s", (int)st, err.message);
+    attn_kv_pages_desc bad_d = d;
+    bad_d.key_dim = 40;
+    st = attn_kv_pages_bytes(&bytes, &bad_d, &err);
+    snprintf(name, sizeof name, "%s_pool_key_dim_40", fm);
+    if (format == ATTN_Q8 || format == ATTN_Q4)
+        check(st == ATTN_ERR_SHAPE && strstr(err.message, "multiples of 32"), name, "status %d: %s", (int)st, err.message);
+    else
+        check(st == ATTN_OK, name, "status %d: %s", (int)st, err.message);
+
+    free(g16), free(v16);
+    for (int s2 = 0; s2 < 2; s2++)
+        for (int kv = 0; kv < 2; kv++) free(want[s2][kv]), free(got[s2][kv]);
+    free(q), free(out), free(lse), free(out1), free(lse1), free(kf), free(vf), free(mem);
+}
+
 /* Descriptions the kernels must never see: refused before any is read. */
 static void test_errors(void) {
     uint8_t pages[2 * 16 * 34] = {0};
@@ -254,6 +401,7 @@ int main(void) {
         };
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);
         test_varlen(fm);
+        test_pool(fm);
     }
     test_errors();
     return n_failed ? 1 : 0;

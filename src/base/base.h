@@ -83,6 +83,13 @@ void attn_quant_row(void *dst, const float *x, int64_t n, attn_dtype format);
 void attn_dequant_row(float *dst, const void *src, int64_t n, attn_dtype format);
 /* Value c of a quantized row, widened. */
 float attn_quant_get(const void *row, attn_dtype format, int64_t c);
+/* src copied into dst (the same shape, rank >= 1), converting: as
+ * attn_tensor_convert between float dtypes, and where either holds
+ * quantized rows, row by row through f32 (quantizing or widening as attn.h
+ * says; the same format is copied as bytes). A tensor of quantized rows
+ * has its shape in values, its last stride 1, and its other strides in
+ * bytes. Checked by the caller (shapes, extents, overlap). quant.c. */
+void attn_copy_rows(attn_tensor *dst, const attn_tensor *src);
 /* Bytes of one row of n values of dt: n times the element size, or the
  * quantized row's size; 0 when n < 1, n does not suit dt, or it overflows. */
 int64_t attn_row_bytes(attn_dtype dt, int64_t n);

@@ -250,7 +250,8 @@ static attn_status check_call(const attn_tensor *t, const char *name, const void
     return attn_check_no_overlap(out, 1, in, 1, err);
 }
 
-/* Row r's element c of t (rows in C order over the leading indices). */
+/* Row r's element c of t (rows in C order over the leading indices): in
+ * elements, or for quantized rows the row's byte offset (c = 0). */
 static int64_t offset_of(const attn_tensor *t, int64_t r, int64_t c) {
     int64_t off = c * t->strides[t->rank - 1];
     for (int d = t->rank - 2; d >= 0; d--) {
@@ -271,40 +272,38 @@ static size_t bytes_before(attn_dtype format, int64_t c0) {
     return (size_t)c0;
 }
 
-attn_status attn_quantize(void *dst, size_t dst_size, attn_dtype format, const attn_tensor *src, attn_error *err) {
-    int64_t rows, n;
-    size_t row_size;
-    attn_status st = check_call(src, "src", dst, dst_size, format, true, &rows, &n, &row_size, err);
-    if (st) return st;
-    float buf[PIECE];
-    for (int64_t r = 0; r < rows; r++) {
-        uint8_t *out = (uint8_t *)dst + (size_t)r * row_size;
-        for (int64_t c0 = 0; c0 < n; c0 += PIECE) {
-            int64_t k = n - c0 < PIECE ? n - c0 : PIECE;
-            attn_mat m = {(char *)src->data, src->dtype, 1, 1, 0, 1};
-            for (int64_t c = 0; c < k; c++) {
-                double x = attn_mat_get(&m, 0, offset_of(src, r, c0 + c));
-                buf[c] = (float)x;
-            }
-            attn_quant_row(out + bytes_before(format, c0), buf, k, format);
-        }
+void attn_copy_rows(attn_tensor *dst, const attn_tensor *src) {
+    bool qs = attn_dtype_quantized(src->dtype), qd = attn_dtype_quantized(dst->dtype);
+    if (!qs && !qd) {
+        attn_tensor_convert(dst, src, NULL);
+        return;
     }
-    return ATTN_OK;
-}
-
-attn_status attn_dequantize(attn_tensor *dst, const void *src, size_t src_size, attn_dtype format, attn_error *err) {
-    int64_t rows, n;
-    size_t row_size;
-    attn_status st = check_call(dst, "dst", src, src_size, format, false, &rows, &n, &row_size, err);
-    if (st) return st;
+    int64_t n = src->shape[src->rank - 1], rows = attn_tensor_numel(src);
+    if (n == 0 || rows == 0) return;
+    rows /= n;
     float buf[PIECE];
+    int64_t ss = (int64_t)attn_dtype_size(src->dtype), ds = (int64_t)attn_dtype_size(dst->dtype);
     for (int64_t r = 0; r < rows; r++) {
-        const uint8_t *in = (const uint8_t *)src + (size_t)r * row_size;
+        const char *in = (const char *)src->data + offset_of(src, r, 0) * (qs ? 1 : ss);
+        char *out = (char *)dst->data + offset_of(dst, r, 0) * (qd ? 1 : ds);
+        if (qs && qd && src->dtype == dst->dtype) { /* the same format: the bytes */
+            memmove(out, in, (size_t)attn_row_bytes(src->dtype, n));
+            continue;
+        }
         for (int64_t c0 = 0; c0 < n; c0 += PIECE) {
             int64_t k = n - c0 < PIECE ? n - c0 : PIECE;
-            attn_dequant_row(buf, in + bytes_before(format, c0), k, format);
+            if (qs) {
+                attn_dequant_row(buf, in + bytes_before(src->dtype, c0), k, src->dtype);
+            } else {
+                attn_mat m = {(char *)in, src->dtype, 1, n, 0, src->strides[src->rank - 1]};
+                for (int64_t c = 0; c < k; c++) buf[c] = (float)attn_mat_get(&m, 0, c0 + c);
+            }
+            if (qd) {
+                attn_quant_row(out + bytes_before(dst->dtype, c0), buf, k, dst->dtype);
+                continue;
+            }
             for (int64_t c = 0; c < k; c++) {
-                char *e = (char *)dst->data + offset_of(dst, r, c0 + c) * (int64_t)attn_dtype_size(dst->dtype);
+                char *e = out + (c0 + c) * dst->strides[dst->rank - 1] * ds;
                 switch (dst->dtype) {
                 case ATTN_F64: { double x = buf[c]; memcpy(e, &x, 8); break; }
                 case ATTN_F32: memcpy(e, &buf[c], 4); break;
@@ -314,5 +313,36 @@ attn_status attn_dequantize(attn_tensor *dst, const void *src, size_t src_size, 
             }
         }
     }
+}
+
+/* The rows of the byte buffer `bytes` as a quantized tensor of t's shape,
+ * in C order (rows row_size bytes apart). */
+static attn_tensor rows_tensor(const attn_tensor *t, const void *bytes, attn_dtype format, size_t row_size) {
+    attn_tensor q = *t;
+    q.data = (void *)(uintptr_t)bytes;
+    q.dtype = format;
+    int64_t step = (int64_t)row_size;
+    q.strides[t->rank - 1] = 1;
+    for (int d = t->rank - 2; d >= 0; d--) q.strides[d] = step, step *= t->shape[d];
+    return q;
+}
+
+attn_status attn_quantize(void *dst, size_t dst_size, attn_dtype format, const attn_tensor *src, attn_error *err) {
+    int64_t rows, n;
+    size_t row_size;
+    attn_status st = check_call(src, "src", dst, dst_size, format, true, &rows, &n, &row_size, err);
+    if (st) return st;
+    attn_tensor q = rows_tensor(src, dst, format, row_size);
+    attn_copy_rows(&q, src);
+    return ATTN_OK;
+}
+
+attn_status attn_dequantize(attn_tensor *dst, const void *src, size_t src_size, attn_dtype format, attn_error *err) {
+    int64_t rows, n;
+    size_t row_size;
+    attn_status st = check_call(dst, "dst", src, src_size, format, false, &rows, &n, &row_size, err);
+    if (st) return st;
+    attn_tensor q = rows_tensor(dst, src, format, row_size);
+    attn_copy_rows(dst, &q);
     return ATTN_OK;
 }
