@@ -105,7 +105,7 @@ typedef enum attn_status {
      * heads, or k and v have different head counts. */
     ATTN_ERR_HEADS = 5,
     /* A dtype is wrong: q, k, v, out and weights must share one float dtype
-     * (k and v may be f16 or bf16 with f32 q). */
+     * (k and v may be f16, bf16 or quantized with f32 q). */
     ATTN_ERR_DTYPE = 6,
     /* The mask has a wrong dtype (bool, or q's float dtype) or a shape that
      * does not broadcast to (..., Hq, L, S). */
@@ -204,7 +204,8 @@ typedef enum attn_dtype {
     ATTN_BF16 = 5, /* bfloat16: the top half of an f32, as uint16_t (k and v only) */
     /* Quantized formats (see "Quantized storage" below). Not element types:
      * a row of them is a run of bytes that attn_quant_row_size measures, so
-     * attn_dtype_size gives 0 for them and no tensor holds them. */
+     * attn_dtype_size gives 0 for them; tensors of them count strides in
+     * bytes (see attn_tensor). */
     ATTN_Q8 = 6,   /* int8 with an f16 scale per block of 32 (ggml's q8_0 layout) */
     ATTN_Q4 = 7,   /* 4-bit with an f16 scale per block of 32 (ggml's q4_0 layout) */
     ATTN_E4M3 = 8, /* fp8 E4M3 (OCP "FN": no infinities), one byte a value, no scale */
@@ -231,7 +232,18 @@ ATTN_API void attn_format_shape(char *buf, size_t size, int rank, const int64_t 
  * so one buffer can be viewed as (B, H, L, E) or, with permuted strides, as
  * (B, L, H, E) memory seen as (B, H, L, E), without copying.
  * Inputs are only read through `data`; it is not const so that one type serves
- * inputs and outputs. Entries of shape/strides at index >= rank are ignored. */
+ * inputs and outputs. Entries of shape/strides at index >= rank are ignored.
+ *
+ * Quantized k and v (dtype ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_E5M2; see
+ * "Quantized storage"): the tensor's rows are quantized rows, each carrying
+ * its own scales, so no field is added. The shape counts values; the last
+ * dimension's stride must be 1 (a row's blocks lie together); every other
+ * stride counts BYTES, since a row of E values is attn_quant_row_size bytes
+ * and that need not be a whole number of values (q4: E/2 + E/16). Element
+ * (i0, ..., j) is value j of the row at (char *)data + sum_d<last i_d ·
+ * strides[d]. attn_sdpa, attn_sdpa_varlen, attn_sdpa_reference and
+ * attn_scores take them as k and v with f32 q, reading the rows in place;
+ * the backward pass and the other calls take float tensors only. */
 typedef struct attn_tensor {
     void *data;
     attn_dtype dtype;
@@ -245,7 +257,12 @@ typedef struct attn_tensor {
  * Errors: ATTN_ERR_NULL (t, or shape with rank > 0), ATTN_ERR_RANK (rank
  * outside 0..ATTN_MAX_RANK), ATTN_ERR_SHAPE (a dimension < 0),
  * ATTN_ERR_DTYPE (unknown dtype), ATTN_ERR_OVERFLOW (the element count does
- * not fit). data may be NULL here; calls that read or write it reject that. */
+ * not fit). data may be NULL here; calls that read or write it reject that.
+ * A quantized dtype takes strides in bytes but the last (see above): NULL
+ * strides are C order over rows of attn_quant_row_size bytes; its errors
+ * add ATTN_ERR_RANK (rank 0), ATTN_ERR_SHAPE (a row size the format cannot
+ * take: q8 and q4 need a multiple of 32) and ATTN_ERR_STRIDE (a last stride
+ * other than 1). */
 ATTN_API attn_status attn_tensor_init(attn_tensor *t, void *data, attn_dtype dtype,
                                       int rank, const int64_t *shape,
                                       const int64_t *strides, attn_error *err);
@@ -656,7 +673,10 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  *                              caller's.
  * q, k, v and out (lse, weights) share one dtype, f32 or f64, except that with f32 queries
  * k and v may each be stored as f16 or bf16 (half the memory; they are
- * widened to f32 as they are read, the arithmetic stays f32).
+ * widened to f32 as they are read, the arithmetic stays f32), or quantized
+ * (q8, q4, e4m3, e5m2: see "Quantized storage" and attn_tensor), widened a
+ * row at a time inside the kernels: the result is bitwise the result on
+ * the widened f32 values.
  * Rank-2 inputs (L, E) are one head. Ranks may differ between q, k and v:
  * shapes are aligned on the right. Batch dimensions broadcast (each equal or
  * 1, the output takes the larger). Every dimension must be >= 1.

@@ -352,6 +352,129 @@ static void test_pool(attn_dtype format) {
     free(q), free(out), free(lse), free(out1), free(lse1), free(kf), free(vf), free(mem);
 }
 
+/* attn_sdpa with quantized k and v tensors (attn_tensor_init with a
+ * quantized dtype: strides in bytes but the last), laid out (B, S, Hk, E)
+ * and seen as (B, Hk, S, E) through their strides; and attn_sdpa_varlen
+ * on packed (total, Hk, E) quantized rows: bitwise the same calls on the
+ * widened f32 rows. */
+static void test_dense(attn_dtype format, int64_t L, int64_t S, const char *kernel_want) {
+    enum { B = 2, HQ = 4, HK = 2, E = 64 };
+    char name[96];
+    const char *fm = attn_dtype_name(format);
+    int64_t row = (int64_t)attn_quant_row_size(format, E), n = B * S * HK;
+    float *kf = rows_of(n, E, true), *vf = rows_of(n, E, false), *kd, *vd;
+    uint8_t *kq, *vq;
+    quantize_rows(&kq, &kd, kf, n, E, format);
+    quantize_rows(&vq, &vd, vf, n, E, format);
+    float *q = rows_of(B * HQ * L, E, false);
+    size_t no = (size_t)(B * HQ * L * E), nl = (size_t)(B * HQ * L);
+    float *out[2] = {calloc(no, 4), calloc(no, 4)}, *lse[2] = {calloc(nl, 4), calloc(nl, 4)};
+    /* (B, S, Hk, E) memory seen as (B, Hk, S, E) */
+    int64_t sk[4] = {B, HK, S, E}, qstr[4] = {S * HK * row, row, HK * row, 1}, fstr[4] = {S * HK * E, E, HK * E, 1};
+    int64_t sq[4] = {B, HQ, L, E}, sl[3] = {B, HQ, L};
+    attn_tensor tq, tk[2], tv[2], to[2], tl[2];
+    attn_status st = attn_tensor_init(&tq, q, ATTN_F32, 4, sq, NULL, NULL);
+    st = st ? st : attn_tensor_init(&tk[0], kd, ATTN_F32, 4, sk, fstr, NULL);
+    st = st ? st : attn_tensor_init(&tv[0], vd, ATTN_F32, 4, sk, fstr, NULL);
+    st = st ? st : attn_tensor_init(&tk[1], kq, format, 4, sk, qstr, NULL);
+    st = st ? st : attn_tensor_init(&tv[1], vq, format, 4, sk, qstr, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_error err[2];
+    char kernel[2][32], dtype[32] = "";
+    attn_status sts[2] = {st, st};
+    for (int t = 0; t < 2 && !st; t++) {
+        attn_tensor_init(&to[t], out[t], ATTN_F32, 4, sq, NULL, NULL);
+        attn_tensor_init(&tl[t], lse[t], ATTN_F32, 3, sl, NULL, NULL);
+        verbose_begin();
+        sts[t] = attn_sdpa(&to[t], &tl[t], NULL, &tq, &tk[t], &tv[t], &o, &err[t]);
+        verbose_end(kernel[t], sizeof kernel[t], NULL, 0);
+        if (t) k_dtype(dtype, sizeof dtype);
+    }
+    snprintf(name, sizeof name, "%s_sdpa_dense_tensors_%s_L%lld_S%lld", fm, kernel_want, (long long)L, (long long)S);
+    if (st || sts[0] || sts[1])
+        check(0, name, "status %d %d %d: %s", (int)st, (int)sts[0], (int)sts[1], sts[1] ? err[1].message : err[0].message);
+    else
+        check(!memcmp(out[0], out[1], no * 4) && !memcmp(lse[0], lse[1], nl * 4) && !strcmp(kernel[0], kernel_want) &&
+                  !strcmp(kernel[1], kernel_want) && !strcmp(dtype, fm),
+              name, "out %s, lse %s, kernels %s %s, k shown as %s", memcmp(out[0], out[1], no * 4) ? "differs" : "same",
+              memcmp(lse[0], lse[1], nl * 4) ? "differs" : "same", kernel[0], kernel[1], dtype);
+
+    /* The same rows packed as a ragged batch of B sequences (S rows each):
+     * (B·S, Hk, E), queries (B·L, Hq, E). */
+    int64_t cu_q[B + 1], cu_k[B + 1];
+    for (int b = 0; b <= B; b++) cu_q[b] = b * L, cu_k[b] = b * S;
+    int64_t pk[3] = {B * S, HK, E}, pq[3] = {B * L, HQ, E}, pl[2] = {B * L, HQ};
+    attn_tensor vk[2], vv[2], pqt, vo[2], vl[2];
+    attn_tensor_init(&pqt, q, ATTN_F32, 3, pq, NULL, NULL);
+    attn_tensor_init(&vk[0], kd, ATTN_F32, 3, pk, NULL, NULL);
+    attn_tensor_init(&vv[0], vd, ATTN_F32, 3, pk, NULL, NULL);
+    attn_tensor_init(&vk[1], kq, format, 3, pk, NULL, NULL);
+    attn_tensor_init(&vv[1], vq, format, 3, pk, NULL, NULL);
+    for (int t = 0; t < 2; t++) {
+        attn_tensor_init(&vo[t], out[t], ATTN_F32, 3, pq, NULL, NULL);
+        attn_tensor_init(&vl[t], lse[t], ATTN_F32, 2, pl, NULL, NULL);
+        sts[t] = attn_sdpa_varlen(&vo[t], &vl[t], &pqt, &vk[t], &vv[t], cu_q, cu_k, B, NULL, &o, &err[t]);
+    }
+    snprintf(name, sizeof name, "%s_sdpa_varlen_packed_L%lld_S%lld", fm, (long long)L, (long long)S);
+    if (sts[0] || sts[1]) check(0, name, "%s", sts[1] ? err[1].message : err[0].message);
+    else check(!memcmp(out[0], out[1], no * 4) && !memcmp(lse[0], lse[1], nl * 4), name, "differs");
+    free(kf), free(vf), free(kd), free(vd), free(kq), free(vq), free(q);
+    for (int t = 0; t < 2; t++) free(out[t]), free(lse[t]);
+}
+
+/* Quantized tensors the library refuses: described wrongly, or asked of a
+ * call that takes float keys only. */
+static void test_dense_errors(void) {
+    uint8_t bytes[4 * 34 * 2] = {0};
+    float q[64] = {0}, out[64], lse[2];
+    double q64[64] = {0}, out64[64];
+    attn_tensor t, tq, to, tl, tq64, to64;
+    attn_error err;
+    int64_t s40[2] = {2, 40}, s32[2] = {2, 32}, bad_str[2] = {34, 2}, s3[3] = {1, 2, 32}, sl[2] = {1, 2};
+    attn_status st = attn_tensor_init(&t, bytes, ATTN_Q8, 2, s40, NULL, &err);
+    check(st == ATTN_ERR_SHAPE && strstr(err.message, "multiple of 32"), "q8_tensor_rows_of_40", "status %d: %s",
+          (int)st, err.message);
+    st = attn_tensor_init(&t, bytes, ATTN_Q8, 2, s32, bad_str, &err);
+    check(st == ATTN_ERR_STRIDE, "q8_tensor_values_apart", "status %d: %s", (int)st, err.message);
+    st = attn_tensor_init(&t, bytes, ATTN_E4M3, 0, NULL, NULL, &err);
+    check(st == ATTN_ERR_RANK, "e4m3_tensor_rank_0", "status %d: %s", (int)st, err.message);
+    int64_t sk[3] = {1, 2, 32};
+    attn_tensor_init(&t, bytes, ATTN_Q8, 3, sk, NULL, NULL);
+    check(t.strides[0] == 68 && t.strides[1] == 34 && t.strides[2] == 1, "q8_tensor_default_strides_in_bytes",
+          "strides %lld %lld %lld", (long long)t.strides[0], (long long)t.strides[1], (long long)t.strides[2]);
+    attn_tensor_init(&tq, q, ATTN_F32, 3, s3, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, s3, NULL, NULL);
+    attn_tensor_init(&tl, lse, ATTN_F32, 2, sl, NULL, NULL);
+    attn_tensor_init(&tq64, q64, ATTN_F64, 3, s3, NULL, NULL);
+    attn_tensor_init(&to64, out64, ATTN_F64, 3, s3, NULL, NULL);
+    st = attn_sdpa(&to64, NULL, NULL, &tq64, &t, &t, NULL, &err);
+    check(st == ATTN_ERR_DTYPE && strstr(err.message, "f32 q"), "q8_k_with_f64_q", "status %d: %s", (int)st, err.message);
+    /* a hand-made tensor: rows of 40 values */
+    attn_tensor hand = t;
+    hand.shape[2] = 40;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, (int64_t[3]){1, 2, 40}, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, (int64_t[3]){1, 2, 40}, NULL, NULL);
+    st = attn_sdpa(&to, NULL, NULL, &tq, &hand, &hand, NULL, &err);
+    check(st == ATTN_ERR_SHAPE, "q8_hand_made_rows_of_40", "status %d: %s", (int)st, err.message);
+    /* out over the quantized bytes */
+    attn_tensor_init(&tq, q, ATTN_F32, 3, s3, NULL, NULL);
+    attn_tensor over;
+    attn_tensor_init(&over, bytes + 8, ATTN_F32, 3, s3, NULL, NULL);
+    st = attn_sdpa(&over, NULL, NULL, &tq, &t, &t, NULL, &err);
+    check(st == ATTN_ERR_STRIDE, "out_over_q8_k", "status %d: %s", (int)st, err.message);
+    attn_tensor_init(&to, out, ATTN_F32, 3, s3, NULL, NULL);
+    st = attn_sdpa(&to, &tl, NULL, &tq, &t, &t, NULL, &err);
+    float dq[64], dk[64], dv[64];
+    attn_tensor tdq, tdk, tdv;
+    attn_tensor_init(&tdq, dq, ATTN_F32, 3, s3, NULL, NULL);
+    attn_tensor_init(&tdk, dk, ATTN_F32, 3, s3, NULL, NULL);
+    attn_tensor_init(&tdv, dv, ATTN_F32, 3, s3, NULL, NULL);
+    st = st ? st : attn_sdpa_backward(&tdq, &tdk, &tdv, NULL, &to, &tq, &t, &t, &to, &tl, NULL, &err);
+    check(st == ATTN_ERR_DTYPE && strstr(err.message, "backward"), "q8_backward_refused", "status %d: %s", (int)st,
+          err.message);
+}
+
 /* Descriptions the kernels must never see: refused before any is read. */
 static void test_errors(void) {
     uint8_t pages[2 * 16 * 34] = {0};
@@ -402,7 +525,10 @@ int main(void) {
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);
         test_varlen(fm);
         test_pool(fm);
+        test_dense(fm, 1, 3000, "decode");
+        test_dense(fm, 40, 300, "flash");
     }
+    test_dense_errors();
     test_errors();
     return n_failed ? 1 : 0;
 }

@@ -90,6 +90,11 @@ float attn_quant_get(const void *row, attn_dtype format, int64_t c);
  * has its shape in values, its last stride 1, and its other strides in
  * bytes. Checked by the caller (shapes, extents, overlap). quant.c. */
 void attn_copy_rows(attn_tensor *dst, const attn_tensor *src);
+/* A tensor of quantized rows (t->dtype quantized) as the bytes it covers:
+ * a bool tensor of t's shape and strides but for the last dimension, the
+ * row's bytes with stride 1. ATTN_ERR_RANK (rank 0), ATTN_ERR_SHAPE (a row
+ * size the format cannot take), ATTN_ERR_STRIDE (values not together). */
+attn_status attn_quant_bytes(const attn_tensor *t, attn_tensor *bytes, const char *name, attn_error *err);
 /* Bytes of one row of n values of dt: n times the element size, or the
  * quantized row's size; 0 when n < 1, n does not suit dt, or it overflows. */
 int64_t attn_row_bytes(attn_dtype dt, int64_t n);

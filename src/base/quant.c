@@ -210,6 +210,24 @@ float attn_quant_get(const void *row, attn_dtype format, int64_t c) {
     }
 }
 
+attn_status attn_quant_bytes(const attn_tensor *t, attn_tensor *bytes, const char *name, attn_error *err) {
+    int last = t->rank - 1;
+    if (last < 0) return attn_fail(err, ATTN_ERR_RANK, "%s holds %s rows: its rank must be 1 or more", name,
+                                   attn_dtype_name(t->dtype));
+    int64_t n = t->shape[last], row = n > 0 ? attn_row_bytes(t->dtype, n) : 0;
+    if (n > 0 && !row)
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s's rows have %lld values; %s rows need a multiple of 32", name,
+                         (long long)n, attn_dtype_name(t->dtype));
+    if (n > 1 && t->strides[last] != 1)
+        return attn_fail(err, ATTN_ERR_STRIDE, "%s's last stride is %lld; a quantized row's values lie together (1)",
+                         name, (long long)t->strides[last]);
+    *bytes = *t;
+    bytes->dtype = ATTN_BOOL;
+    bytes->shape[last] = row;
+    bytes->strides[last] = 1;
+    return ATTN_OK;
+}
+
 /* What attn_quantize and attn_dequantize check alike: the format, the
  * tensor, the bytes the rows take, and that the two share no memory. */
 static attn_status check_call(const attn_tensor *t, const char *name, const void *bytes, size_t size,

@@ -60,15 +60,38 @@ int64_t attn_tensor_numel(const attn_tensor *t) {
     return empty ? 0 : nonzero;
 }
 
+/* A tensor of quantized rows (attn.h): shape in values, the last stride 1,
+ * the others in bytes (by default C order over rows of
+ * attn_quant_row_size bytes). */
+static attn_status init_quantized(attn_tensor *t, void *data, attn_dtype dtype, int rank, const int64_t *shape,
+                                  const int64_t *strides, attn_error *err) {
+    attn_tensor v = {0}, bytes;
+    v.data = data, v.dtype = dtype, v.rank = rank;
+    for (int d = 0; d < rank; d++) {
+        if (shape[d] < 0)
+            return attn_fail(err, ATTN_ERR_SHAPE, "dimension %d is negative (%lld)", d, (long long)shape[d]);
+        v.shape[d] = shape[d];
+    }
+    if (attn_tensor_numel(&v) < 0) return attn_fail(err, ATTN_ERR_OVERFLOW, "element count of the shape overflows");
+    int64_t step = rank > 0 && shape[rank - 1] > 0 ? attn_row_bytes(dtype, shape[rank - 1]) : 0;
+    for (int d = rank - 1; d >= 0; d--) {
+        v.strides[d] = strides ? strides[d] : d == rank - 1 ? 1 : step;
+        if (d < rank - 1 && shape[d] > 0 && !attn_mul_i64(step, shape[d], &step))
+            return attn_fail(err, ATTN_ERR_OVERFLOW, "the byte size of the shape overflows");
+    }
+    attn_status st = attn_quant_bytes(&v, &bytes, "the tensor", err);
+    if (st) return st;
+    *t = v;
+    return ATTN_OK;
+}
+
 attn_status attn_tensor_init(attn_tensor *t, void *data, attn_dtype dtype, int rank,
                              const int64_t *shape, const int64_t *strides, attn_error *err) {
     if (!t) return attn_fail(err, ATTN_ERR_NULL, "tensor pointer is NULL");
     if (rank < 0 || rank > ATTN_MAX_RANK)
         return attn_fail(err, ATTN_ERR_RANK, "rank %d is outside 0..%d", rank, ATTN_MAX_RANK);
     if (rank > 0 && !shape) return attn_fail(err, ATTN_ERR_NULL, "shape is NULL for rank %d", rank);
-    if (attn_dtype_quantized(dtype))
-        return attn_fail(err, ATTN_ERR_DTYPE, "dtype %s is a quantized row format, not an element type "
-                         "(attn_quantize makes its rows)", attn_dtype_name(dtype));
+    if (attn_dtype_quantized(dtype)) return init_quantized(t, data, dtype, rank, shape, strides, err);
     if (attn_dtype_size(dtype) == 0)
         return attn_fail(err, ATTN_ERR_DTYPE, "unknown dtype %d", (int)dtype);
     attn_tensor v = {0};
@@ -113,6 +136,11 @@ void attn_pack_rows(double *dst, const attn_mat *m, int64_t r0, int64_t n) {
 
 attn_status attn_check_extent(const attn_tensor *t, const char *name, attn_error *err) {
     int64_t extent = 0, term, bytes;
+    if (attn_dtype_quantized(t->dtype)) { /* its rows' bytes */
+        attn_tensor b;
+        attn_status st = attn_quant_bytes(t, &b, name, err);
+        return st ? st : attn_check_extent(&b, name, err);
+    }
     if (attn_tensor_numel(t) < 0)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "%s: element count overflows", name);
     /* Every dimension counts, an empty tensor's too: nothing of it is read,

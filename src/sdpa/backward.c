@@ -171,6 +171,10 @@ static attn_status backward(size_t *bytes, grads *g, const attn_tensor *dout, co
     if (st) return st;
     if (!out) return attn_fail(err, ATTN_ERR_NULL, "out (the forward's output) is NULL");
     if (!lse) return attn_fail(err, ATTN_ERR_NULL, "lse (the forward's log-sum-exp) is NULL");
+    if ((k && attn_dtype_quantized(k->dtype)) || (v && attn_dtype_quantized(v->dtype)))
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; the backward pass takes float keys and values "
+                         "(attn_dequantize widens quantized ones)", k && attn_dtype_quantized(k->dtype) ? "k" : "v",
+                         attn_dtype_name(k && attn_dtype_quantized(k->dtype) ? k->dtype : v->dtype));
     attn_grad_slices gs;
     memset(&gs, 0, sizeof gs);
     /* The forward's plan, with out and lse as they were written. */
