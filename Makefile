@@ -228,7 +228,7 @@ web: $(BUILD)/explainer.html
 # builds them; `make test` replays their committed corpus; docs/testing.md
 # says how to run them for longer.
 FUZZ_CC      ?= clang
-FUZZ_TARGETS := npy tokenize args explain_load mha_load safetensors mpi_args api varlen kv_pages
+FUZZ_TARGETS := npy tokenize args explain_load mha_load safetensors mpi_args api varlen kv_pages quant
 FUZZ_CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -g -O1 -Iinclude -Isrc $(ISA_DEFS) \
                 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_OBJ := $(LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o) $(filter-out $(BUILD)/fuzz/obj/cli/main.o,$(CLI_SRC:%.c=$(BUILD)/fuzz/obj/%.o))
