@@ -73,6 +73,8 @@ $(BUILD)/obj/src/%.o: src/%.c $(HEADERS)
 ISA_FLAGS_ukernel_avx2   := -mavx2 -mfma -mf16c
 ISA_FLAGS_ukernel_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma
 ISA_FLAGS_ukernel_avx512bf16 := -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mfma
+ISA_FLAGS_widen_quant_avx2   := -mavx2 -mf16c
+ISA_FLAGS_widen_quant_avx512 := -mavx512f -mavx512bw -mavx512vl
 ISA_FLAGS_dgemm_avx2     := -mavx2 -mfma
 ISA_FLAGS_dgemm_avx512   := -mavx512f -mfma
 

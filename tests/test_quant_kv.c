@@ -16,6 +16,7 @@
 #include "check.h"
 #include "../src/base/base.h"
 #include "../src/sdpa/sdpa.h"
+#include "../src/kernels/ukernel.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -475,6 +476,35 @@ static void test_dense_errors(void) {
           err.message);
 }
 
+/* Each ISA's widening of quantized rows against the reference
+ * (attn_dequant_row), bit for bit, NaN as NaN: random bytes, so scales of
+ * every f16 (subnormal, huge, infinite, NaN) and every code. */
+static void test_widen(const char *isa) {
+    const attn_ukernels *uk = attn_ukernels_by_name(isa);
+    static const attn_dtype FORMATS[4] = {ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_E5M2};
+    for (int f = 0; f < 4; f++) {
+        char name[64];
+        snprintf(name, sizeof name, "widen_%s_%s_bitwise_reference", attn_dtype_name(FORMATS[f]), isa);
+        if (!uk) {
+            skip(name, "this CPU lacks %s", isa);
+            continue;
+        }
+        enum { N = 256, ROWS = 200 };
+        size_t row = attn_quant_row_size(FORMATS[f], N);
+        uint8_t *b = malloc(row);
+        float got[N], want[N];
+        int bad = 0;
+        for (int r = 0; r < ROWS; r++) {
+            for (size_t i = 0; i < row; i++) b[i] = (uint8_t)(uniform() * 256);
+            uk->widen_quant(got, b, N, FORMATS[f]);
+            attn_dequant_row(want, b, N, FORMATS[f]);
+            for (int i = 0; i < N; i++) bad += isnan(want[i]) ? !isnan(got[i]) : memcmp(&got[i], &want[i], 4) != 0;
+        }
+        check(!bad, name, "%d of %d values differ", bad, N * ROWS);
+        free(b);
+    }
+}
+
 /* Descriptions the kernels must never see: refused before any is read. */
 static void test_errors(void) {
     uint8_t pages[2 * 16 * 34] = {0};
@@ -529,6 +559,7 @@ int main(void) {
         test_dense(fm, 40, 300, "flash");
     }
     test_dense_errors();
+    test_widen("avx512"), test_widen("avx2"), test_widen("c");
     test_errors();
     return n_failed ? 1 : 0;
 }

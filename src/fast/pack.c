@@ -5,7 +5,11 @@
 #include "kernels/ukernel.h"
 
 const float *attn_row_f32_fast(const attn_ukernels *uk, const attn_mat *m, int64_t r, float *buf) {
-    if (m->dtype == ATTN_F32 || m->cs != 1 || attn_dtype_quantized(m->dtype)) return attn_row_f32(m, r, buf);
+    if (attn_dtype_quantized(m->dtype)) { /* widened by the ISA (the reference's floats) */
+        uk->widen_quant(buf, m->base + r * m->rs, m->cols, m->dtype);
+        return buf;
+    }
+    if (m->dtype == ATTN_F32 || m->cs != 1) return attn_row_f32(m, r, buf);
     uk->widen16(buf, (const uint16_t *)(const void *)m->base + r * m->rs, m->cols, m->dtype == ATTN_F16);
     return buf;
 }

@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "attn.h" /* attn_dtype */
+
 /* Register tile: MR query rows. Key and value columns come in vectors of
  * VL floats; a microkernel call covers up to NV_MAX vectors of columns. */
 #define ATTN_MR 6
@@ -94,6 +96,10 @@ typedef struct attn_ukernels {
     /* dst[i] = src[i] for i < n (any n), src IEEE half (f16) or bfloat16:
      * widening is exact, so every ISA gives the same floats. */
     void (*widen16)(float *dst, const uint16_t *src, int64_t n, bool f16);
+    /* dst[i] = value i of a quantized row of n values (attn.h, "Quantized
+     * storage"; format q8, q4, e4m3 or e5m2, n valid for it): exact, so
+     * every ISA gives the floats of base/quant.c's attn_dequant_row. */
+    void (*widen_quant)(float *dst, const void *src, int64_t n, attn_dtype format);
 
     /* s[i] = cap · tanh(s[i] / cap) for i < n (any n), cap > 0: logit
      * soft-capping, as sign(s) · cap · (1 - t) / (1 + t) with t =
@@ -124,6 +130,11 @@ typedef struct attn_ukernels {
     void (*dgemm)(double *c, int64_t ldc, const double *a, const double *b, int64_t k);
     int dgemm_mr, dgemm_nr;
 } attn_ukernels;
+
+/* The x86 widening of quantized rows (x86/widen_quant_*.c, each compiled
+ * for its ISA), registered in their ISA's table. */
+void attn_widen_quant_avx2(float *dst, const void *src, int64_t n, attn_dtype format);
+void attn_widen_quant_avx512(float *dst, const void *src, int64_t n, attn_dtype format);
 
 #define ATTN_DGEMM_MR_MAX 8
 #define ATTN_DGEMM_NR_MAX 24

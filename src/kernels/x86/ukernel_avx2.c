@@ -391,6 +391,7 @@ const attn_ukernels attn_ukernels_avx2 = {
     .dot_rows16 = dot_rows16,
     .axpy_rows16 = axpy_rows16,
     .widen16 = widen16_avx2,
+    .widen_quant = attn_widen_quant_avx2,
     .softcap = softcap_avx2,
     .alibi = alibi_avx2,
     .exp2 = exp2_avx2,

@@ -327,6 +327,7 @@ const attn_ukernels attn_ukernels_avx512 = {
     .dot_rows16 = dot_rows16,
     .axpy_rows16 = axpy_rows16,
     .widen16 = widen16_avx512,
+    .widen_quant = attn_widen_quant_avx512,
     .softcap = softcap_avx512,
     .alibi = alibi_avx512,
     .exp2 = exp2_avx512,
