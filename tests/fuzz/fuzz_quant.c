@@ -71,7 +71,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     attn_dtype fm = pick_format(&r);
 
     /* Row sizes at the edges. */
-    int64_t n = pick_int(&r) * (byte(&r) & 1 ? 32 : 1);
+    int64_t n = pick_int(&r);
+    if ((byte(&r) & 1) && n > INT64_MIN / 32 && n < INT64_MAX / 32) n *= 32;
     size_t rs = attn_quant_row_size(fm, n);
     bool fp8 = fm == ATTN_E4M3 || fm == ATTN_E5M2, blocks = fm == ATTN_Q8 || fm == ATTN_Q4;
     CHECK(rs == 0 || fp8 || (blocks && n % 32 == 0));
