@@ -1294,7 +1294,11 @@ typedef struct attn_kv_cache_desc {
     int64_t capacity;    /* positions, >= 1 */
     int64_t key_dim;     /* E >= 1 */
     int64_t value_dim;   /* Ev >= 1 */
-    attn_dtype dtype;    /* storage: ATTN_F64, ATTN_F32 (default), ATTN_F16 or ATTN_BF16 */
+    attn_dtype dtype;    /* storage: ATTN_F64, ATTN_F32 (default), ATTN_F16, ATTN_BF16, or
+                            quantized: ATTN_Q8, ATTN_Q4 (key_dim and value_dim
+                            multiples of 32), ATTN_E4M3, ATTN_E5M2 (see
+                            "Quantized storage"; attention reads the rows in
+                            place, with f32 queries) */
 } attn_kv_cache_desc;
 
 /* batch 1, heads 1, dtype f32, the sizes 0 (to be set): as a value,
@@ -1320,7 +1324,8 @@ ATTN_API attn_status attn_kv_cache_init(attn_kv_cache **cache, void *memory, siz
 /* Append n positions: k (B, Hk, n, E) and v (B, Hk, n, Ev), any strides
  * (rank 3 (Hk, n, E) when B is 1, rank 2 (n, E) when B and Hk are 1). An f64
  * cache takes f64; the others take f32, f16 or bf16, rounded to the cache's
- * dtype (nearest even). A cache that cannot hold n more positions fails
+ * dtype (nearest even), or quantized row by row as attn_quantize does (a
+ * row's bytes do not depend on what else is appended with it). A cache that cannot hold n more positions fails
  * with ATTN_ERR_FULL and is left as it was. k and v must not overlap the
  * positions they are written to (the cache's own earlier positions are
  * fine). Errors: ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_SHAPE,
@@ -1346,9 +1351,22 @@ ATTN_API attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, co
 /* The cached positions as tensors of rank `rank` (4: (B, Hk, length, E);
  * 3 or 2 as for append), viewing the cache's memory (valid until the next
  * append, truncate or free): for attn_sdpa_backward, or to look inside.
- * Errors: ATTN_ERR_NULL, ATTN_ERR_RANK. */
+ * A quantized cache's view is of quantized rows (strides in bytes, see
+ * attn_tensor), which attn_sdpa reads but the backward pass does not:
+ * attn_kv_cache_gather gives their values. Errors: ATTN_ERR_NULL,
+ * ATTN_ERR_RANK. */
 ATTN_API attn_status attn_kv_cache_view(attn_tensor *k, attn_tensor *v, const attn_kv_cache *cache, int rank,
                                         attn_error *err);
+
+/* The cached positions copied into caller memory: k and v of the shape
+ * attn_kv_cache_view gives for k's rank (4, 3 or 2), any strides, f64, f32,
+ * f16 or bf16, converted as attn_tensor_convert converts, a quantized
+ * cache's rows widened as attn_dequantize widens them: for the backward
+ * pass and for inspection of any cache. k and v must not overlap each
+ * other or the cache. Errors: ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_SHAPE,
+ * ATTN_ERR_DTYPE, ATTN_ERR_STRIDE, ATTN_ERR_OVERFLOW. Added in 0.3.0. */
+ATTN_API attn_status attn_kv_cache_gather(attn_tensor *k, attn_tensor *v, const attn_kv_cache *cache,
+                                          attn_error *err);
 
 /* The number of positions filled. */
 ATTN_API int64_t attn_kv_cache_length(const attn_kv_cache *cache);

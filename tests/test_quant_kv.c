@@ -476,6 +476,128 @@ static void test_dense_errors(void) {
           err.message);
 }
 
+/* The contiguous KV cache of a quantized format: append in pieces
+ * quantizes each row alone; gather widens; the view is of quantized rows;
+ * attend (decode at L = 1, flash at L = 40) is bitwise attn_sdpa on the
+ * gathered f32 rows. */
+static void test_cache(attn_dtype format) {
+    enum { B = 2, HK = 2, HQ = 4, E = 64, N = 3000 };
+    char name[96];
+    const char *fm = attn_dtype_name(format);
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.batch = B, d.heads = HK, d.capacity = N + 64, d.key_dim = d.value_dim = E, d.dtype = format;
+    size_t bytes;
+    attn_error err;
+    attn_kv_cache *cache;
+    void *mem = NULL;
+    snprintf(name, sizeof name, "%s_cache_init", fm);
+    if (attn_kv_cache_bytes(&bytes, &d, &err) || !(mem = malloc(bytes)) ||
+        attn_kv_cache_init(&cache, mem, bytes, &d, &err)) {
+        check(0, name, "%s", err.message);
+        free(mem);
+        return;
+    }
+    /* rows (B, Hk, N + 40, E): N positions first, in pieces, then 40 more with the queries */
+    int64_t total = N + 40;
+    float *kf = rows_of(B * HK * total, E, true), *vf = rows_of(B * HK * total, E, false);
+    int64_t pieces[4] = {0, 1000, 1001, N};
+    attn_status st = ATTN_OK;
+    int64_t shape[4] = {B, HK, 0, E}, strides[4] = {HK * total * E, total * E, E, 1};
+    for (int i = 0; i < 3 && !st; i++) {
+        attn_tensor tk, tv;
+        shape[2] = pieces[i + 1] - pieces[i];
+        attn_tensor_init(&tk, kf + pieces[i] * E, ATTN_F32, 4, shape, strides, NULL);
+        attn_tensor_init(&tv, vf + pieces[i] * E, ATTN_F32, 4, shape, strides, NULL);
+        st = attn_kv_cache_append(cache, &tk, &tv, &err);
+    }
+    snprintf(name, sizeof name, "%s_cache_append_in_pieces", fm);
+    check(!st, name, "%s", st ? err.message : "");
+    /* gather: each row quantized alone, widened */
+    size_t nkv = (size_t)(B * HK * N * E);
+    float *gk = malloc(4 * nkv), *gv = malloc(4 * nkv), *wk = malloc(4 * nkv), *wv = malloc(4 * nkv);
+    for (int64_t r = 0; r < B * HK * N; r++) {
+        int64_t bh = r / N, j = r % N;
+        uint8_t q[256];
+        attn_quant_row(q, kf + (bh * total + j) * E, E, format);
+        attn_dequant_row(wk + r * E, q, E, format);
+        attn_quant_row(q, vf + (bh * total + j) * E, E, format);
+        attn_dequant_row(wv + r * E, q, E, format);
+    }
+    attn_tensor tgk, tgv, vk, vv;
+    int64_t gs[4] = {B, HK, N, E};
+    attn_tensor_init(&tgk, gk, ATTN_F32, 4, gs, NULL, NULL);
+    attn_tensor_init(&tgv, gv, ATTN_F32, 4, gs, NULL, NULL);
+    st = attn_kv_cache_gather(&tgk, &tgv, cache, &err);
+    snprintf(name, sizeof name, "%s_cache_gather_bitwise_rows_quantized_alone", fm);
+    check(!st && !memcmp(gk, wk, 4 * nkv) && !memcmp(gv, wv, 4 * nkv), name, "status %d (%s)", (int)st,
+          st ? err.message : "values differ");
+    st = attn_kv_cache_view(&vk, &vv, cache, 4, &err);
+    snprintf(name, sizeof name, "%s_cache_view_is_quantized_rows", fm);
+    check(!st && vk.dtype == format && vk.shape[2] == N && vk.strides[3] == 1 &&
+              vk.strides[2] == (int64_t)attn_quant_row_size(format, E),
+          name, "status %d, dtype %s, strides %lld %lld", (int)st, attn_dtype_name(vk.dtype), (long long)vk.strides[2],
+          (long long)vk.strides[3]);
+    /* attend: L = 1 then L = 40 new positions, against attn_sdpa on the gathered rows */
+    const int64_t Ls[2] = {1, 40};
+    const char *want[2] = {"decode", "flash"};
+    for (int c = 0; c < 2; c++) {
+        int64_t L = Ls[c];
+        if (c == 1) { /* append the 39 rows after the first new one */
+            attn_tensor tk, tv;
+            shape[2] = L - 1;
+            attn_tensor_init(&tk, kf + (N + 1) * E, ATTN_F32, 4, shape, strides, NULL);
+            attn_tensor_init(&tv, vf + (N + 1) * E, ATTN_F32, 4, shape, strides, NULL);
+            attn_kv_cache_append(cache, &tk, &tv, &err);
+        } else {
+            attn_tensor tk, tv;
+            shape[2] = 1;
+            attn_tensor_init(&tk, kf + N * E, ATTN_F32, 4, shape, strides, NULL);
+            attn_tensor_init(&tv, vf + N * E, ATTN_F32, 4, shape, strides, NULL);
+            attn_kv_cache_append(cache, &tk, &tv, &err);
+        }
+        int64_t S = attn_kv_cache_length(cache), sq[4] = {B, HQ, L, E}, sk[4] = {B, HK, S, E}, sl[3] = {B, HQ, L};
+        size_t no = (size_t)(B * HQ * L * E), nk = (size_t)(B * HK * S * E);
+        float *q = rows_of(B * HQ * L, E, false), *o[2] = {calloc(no, 4), calloc(no, 4)};
+        float *l[2] = {calloc((size_t)(B * HQ * L), 4), calloc((size_t)(B * HQ * L), 4)};
+        float *ak = malloc(4 * nk), *av = malloc(4 * nk);
+        attn_tensor tq, to[2], tl[2], tak, tav;
+        attn_tensor_init(&tq, q, ATTN_F32, 4, sq, NULL, NULL);
+        attn_tensor_init(&tak, ak, ATTN_F32, 4, sk, NULL, NULL);
+        attn_tensor_init(&tav, av, ATTN_F32, 4, sk, NULL, NULL);
+        attn_status s0 = attn_kv_cache_gather(&tak, &tav, cache, &err);
+        attn_sdpa_options opt = attn_sdpa_options_default();
+        opt.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        char kernel[2][32], dtype[32] = "";
+        attn_status s1 = s0, s2 = s0;
+        for (int t = 0; t < 2 && !s0; t++) {
+            attn_tensor_init(&to[t], o[t], ATTN_F32, 4, sq, NULL, NULL);
+            attn_tensor_init(&tl[t], l[t], ATTN_F32, 3, sl, NULL, NULL);
+            verbose_begin();
+            attn_status x = t ? attn_kv_cache_attend(&to[t], &tl[t], &tq, cache, &opt, &err)
+                              : attn_sdpa(&to[t], &tl[t], NULL, &tq, &tak, &tav, &opt, &err);
+            verbose_end(kernel[t], sizeof kernel[t], NULL, 0);
+            if (t) k_dtype(dtype, sizeof dtype), s2 = x;
+            else s1 = x;
+        }
+        snprintf(name, sizeof name, "%s_cache_attend_%s_L%lld_bitwise_sdpa_on_gathered", fm, want[c], (long long)L);
+        check(!s0 && !s1 && !s2 && !memcmp(o[0], o[1], no * 4) && !memcmp(l[0], l[1], (size_t)(B * HQ * L) * 4) &&
+                  !strcmp(kernel[0], want[c]) && !strcmp(kernel[1], want[c]) && !strcmp(dtype, fm),
+              name, "status %d %d %d (%s), kernels %s %s, k shown as %s, out %s", (int)s0, (int)s1, (int)s2,
+              s0 || s1 || s2 ? err.message : "", kernel[0], kernel[1], dtype,
+              memcmp(o[0], o[1], no * 4) ? "differs" : "same");
+        free(q), free(o[0]), free(o[1]), free(l[0]), free(l[1]), free(ak), free(av);
+    }
+    attn_kv_cache_desc bad = d;
+    bad.key_dim = 48;
+    st = attn_kv_cache_bytes(&bytes, &bad, &err);
+    snprintf(name, sizeof name, "%s_cache_key_dim_48", fm);
+    if (format == ATTN_Q8 || format == ATTN_Q4)
+        check(st == ATTN_ERR_SHAPE, name, "status %d: %s", (int)st, err.message);
+    else
+        check(st == ATTN_OK, name, "status %d: %s", (int)st, err.message);
+    free(kf), free(vf), free(gk), free(gv), free(wk), free(wv), free(mem);
+}
+
 /* Each ISA's widening of quantized rows against the reference
  * (attn_dequant_row), bit for bit, NaN as NaN: random bytes, so scales of
  * every f16 (subnormal, huge, infinite, NaN) and every code. */
@@ -555,6 +677,7 @@ int main(void) {
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);
         test_varlen(fm);
         test_pool(fm);
+        test_cache(fm);
         test_dense(fm, 1, 3000, "decode");
         test_dense(fm, 40, 300, "flash");
     }
