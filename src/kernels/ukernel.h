@@ -92,6 +92,14 @@ typedef struct attn_ukernels {
                         int64_t n, int64_t E, bool f16);
     void (*axpy_rows16)(float *acc, const float *p, int64_t ldp, int nq, const uint16_t *v, int64_t ld,
                         int64_t n, int64_t Ev, bool f16);
+    /* The same with quantized rows (q8, or q4 when q4; ld in bytes),
+     * widened in registers: bitwise dot_rows / axpy_rows on the widened
+     * rows. NULL for the portable kernels: decode widens a group of rows
+     * with widen_quant. */
+    float (*dot_rows_q)(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
+                        int64_t E, bool q4);
+    void (*axpy_rows_q)(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
+                        int64_t Ev, bool q4);
 
     /* dst[i] = src[i] for i < n (any n), src IEEE half (f16) or bfloat16:
      * widening is exact, so every ISA gives the same floats. */
