@@ -26,7 +26,7 @@ int64_t attn_row_bytes(attn_dtype dt, int64_t n) {
     int64_t bytes;
     if (attn_dtype_quantized(dt)) {
         size_t q = attn_quant_row_size(dt, n);
-        return q <= INT64_MAX ? (int64_t)q : 0;
+        return (uint64_t)q <= (uint64_t)INT64_MAX ? (int64_t)q : 0;
     }
     return n >= 1 && attn_dtype_size(dt) && attn_mul_i64(n, (int64_t)attn_dtype_size(dt), &bytes) ? bytes : 0;
 }
