@@ -131,6 +131,8 @@ bench_quick() {
         echo "ok bench_decode_only_rows" || echo "FAIL bench_decode_only_rows"
     "$BUILD/attn" bench --quick --paged --json | $PY -c 'import json, sys; v = json.load(sys.stdin)["paged_vs_contiguous"]; assert [(x["step"], x["page_size"]) for x in v] == [("prefill", 16), ("prefill", 256), ("decode", 16), ("decode", 256)] and all(x["contiguous_ms"] > 0 and x["paged_ms"] > 0 and x["paged_over_contiguous"] > 0 for x in v)' &&
         echo "ok bench_paged_rows" || echo "FAIL bench_paged_rows"
+    "$BUILD/attn" bench --quick --kv --json | $PY -c 'import json, sys; v = json.load(sys.stdin)["kv_cache_decode"]; assert [x["name"].split()[-1] for x in v] == ["f16", "q8", "q4", "e4m3"] and all(x["tokens_per_s"] > 0 for x in v) and all(x["over_f16"] > 0 for x in v[1:])' &&
+        echo "ok bench_kv_rows" || echo "FAIL bench_kv_rows"
 }
 suite "attn bench --quick (runs, is not timed)" bench_quick
 ggml_dir=node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
