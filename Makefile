@@ -48,6 +48,7 @@ TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/
              $(BUILD)/tests/test_varlen $(BUILD)/asan/test_varlen $(BUILD)/tsan/test_varlen \
              $(BUILD)/tests/test_kv_pages $(BUILD)/asan/test_kv_pages $(BUILD)/tsan/test_kv_pages \
              $(BUILD)/tests/test_plan $(BUILD)/asan/test_plan $(BUILD)/tsan/test_plan \
+             $(BUILD)/tests/test_quant_kv $(BUILD)/asan/test_quant_kv $(BUILD)/tsan/test_quant_kv \
              $(BUILD)/asan/test_abi_0_2_static $(BUILD)/asan/test_abi_0_2_shared
 
 # libattn-mpi (mpi/, include/attn_mpi.h), the attn-mpi command (cli/mpi/) and
@@ -72,6 +73,8 @@ $(BUILD)/obj/src/%.o: src/%.c $(HEADERS)
 ISA_FLAGS_ukernel_avx2   := -mavx2 -mfma -mf16c
 ISA_FLAGS_ukernel_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma
 ISA_FLAGS_ukernel_avx512bf16 := -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mfma
+ISA_FLAGS_widen_quant_avx2   := -mavx2 -mf16c
+ISA_FLAGS_widen_quant_avx512 := -mavx512f -mavx512bw -mavx512vl
 ISA_FLAGS_dgemm_avx2     := -mavx2 -mfma
 ISA_FLAGS_dgemm_avx512   := -mavx512f -mfma
 
@@ -145,6 +148,8 @@ $(BUILD)/asan/test_kv_pages: $(BUILD)/asan/obj/tests/test_kv_pages.o $(SAN_LIB_O
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
 $(BUILD)/asan/test_plan: $(BUILD)/asan/obj/tests/test_plan.o $(SAN_LIB_OBJ)
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
+$(BUILD)/asan/test_quant_kv: $(BUILD)/asan/obj/tests/test_quant_kv.o $(SAN_LIB_OBJ)
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
 
 # A program built against release 0.2.0's headers (tests/abi/0.2/, frozen
 # copies; it never sees include/) with today's library, under ASan+UBSan:
@@ -199,6 +204,9 @@ $(BUILD)/tsan/test_kv_pages: $(BUILD)/tsan/obj/tests/test_kv_pages.o $(TSAN_LIB_
 $(BUILD)/tsan/test_plan: $(BUILD)/tsan/obj/tests/test_plan.o $(TSAN_LIB_OBJ)
 	$(CC) -fsanitize=thread -o $@ $^ $(LIBS)
 
+$(BUILD)/tsan/test_quant_kv: $(BUILD)/tsan/obj/tests/test_quant_kv.o $(TSAN_LIB_OBJ)
+	$(CC) -fsanitize=thread -o $@ $^ $(LIBS)
+
 # The explainer page: the library and web/attn_web.c compiled to wasm32 with
 # clang and Debian's wasi-libc (see docs/web.md), inlined with the page's
 # HTML, CSS and JS into one self-contained file.
@@ -222,7 +230,7 @@ web: $(BUILD)/explainer.html
 # builds them; `make test` replays their committed corpus; docs/testing.md
 # says how to run them for longer.
 FUZZ_CC      ?= clang
-FUZZ_TARGETS := npy tokenize args explain_load mha_load safetensors mpi_args api varlen kv_pages
+FUZZ_TARGETS := npy tokenize args explain_load mha_load safetensors mpi_args api varlen kv_pages quant
 FUZZ_CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -g -O1 -Iinclude -Isrc $(ISA_DEFS) \
                 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_OBJ := $(LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o) $(filter-out $(BUILD)/fuzz/obj/cli/main.o,$(CLI_SRC:%.c=$(BUILD)/fuzz/obj/%.o))

@@ -26,7 +26,7 @@
 
 static const char USAGE[] =
     "usage: attn bench [--quick] [--json] [--backward] [--layer] [--variants] [--varlen] [--decode]"
-    " [--overhead] [--paged] [--threads N]\n"
+    " [--overhead] [--paged] [--kv] [--threads N]\n"
     "\n"
     "Measures this machine's FMA peak (per ISA, 1 and N threads) and triad\n"
     "bandwidth, then times f32 attention for H=8, d=64 and 128, L=S from 512 to\n"
@@ -57,6 +57,10 @@ static const char USAGE[] =
     "               attn_kv_pages_attend against attn_sdpa_varlen on the same batch,\n"
     "               prefill (lengths 100, 700, 1500, 3000) and decode (16 sequences\n"
     "               of 100 to 8000 keys), pages of 16 and 256, timed in turns\n"
+    "  --kv         decode from a KV cache of each storage only: one token of a\n"
+    "               Llama-style layer (32/8 heads, d=128) at 32k positions in f16,\n"
+    "               q8, q4 and e4m3, and at 128k in f16, q8 and q4, each rate over\n"
+    "               f16's in the same run\n"
     "  --threads N  threads for attn and OpenBLAS (default: attn's default)\n"
     "  --ggml DIR   ggml's ggml_flash_attn_ext beside attn on the same shapes, from\n"
     "               a ggml build in DIR (libggml-base.so and a libggml-cpu*.so;\n"
@@ -70,7 +74,8 @@ static double now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static bool json, quick, backward_only, layer_only, variants_only, varlen_only, decode_only, overhead_only, paged_only;
+static bool json, quick, backward_only, layer_only, variants_only, varlen_only, decode_only, overhead_only, paged_only,
+    kv_only;
 static double layer_peak = 1e9; /* FLOP/s of double FMAs: the layer products' peak */
 static int threads;
 
@@ -1133,10 +1138,12 @@ static void run_cache(void *p) {
 }
 
 /* One token of a Llama-style layer (32 query heads, 8 KV heads, d = 128)
- * attending to `context` cached positions stored as `dtype`: tokens per
- * second, and the bytes of K and V read per second against the triad. */
-/* One row: in JSON (tab NULL) or as a row of tab. */
-static void kv_cache_row(int64_t context, attn_dtype dtype, double bandwidth, text_table *tab, bool last) {
+ * attending to `context` cached positions stored as `dtype` (quantized
+ * ones included): tokens per second, the bytes of K and V read per second
+ * against the triad, and the rate over f16's at the same context (f16: the
+ * seconds of an f16 row of this run, 0 for none). One row: in JSON (tab
+ * NULL) or as a row of tab. Returns its seconds. */
+static double kv_cache_row(int64_t context, attn_dtype dtype, double bandwidth, text_table *tab, bool last, double f16) {
     bool as_json = !tab;
     enum { HQ = 32, HK = 8, D = 128, CHUNK = 4096 };
     attn_kv_cache_desc d = attn_kv_cache_desc_default();
@@ -1159,26 +1166,56 @@ static void kv_cache_row(int64_t context, attn_dtype dtype, double bandwidth, te
     attn_tensor_init(&c.out, calloc(HQ * D, sizeof(float)), ATTN_F32, 3, sq, NULL, NULL);
     c.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
     double seconds = best_time(run_cache, &c, quick ? 0.05 : 0.5);
-    double read = 2.0 * (double)context * HK * D * (double)attn_dtype_size(dtype);
+    /* the bytes of a row as stored: the element size, or the quantized row's */
+    size_t row = attn_dtype_size(dtype) ? attn_dtype_size(dtype) * D : attn_quant_row_size(dtype, D);
+    double read = 2.0 * (double)context * HK * (double)row;
     char name[64];
     snprintf(name, sizeof name, "H32/8 d128 context %lldk %s", (long long)context / 1024, attn_dtype_name(dtype));
-    if (as_json)
-        printf("    {\"name\": \"%s\", \"seconds\": %.6g, \"tokens_per_s\": %.1f, \"gbps\": %.3g, \"pct_triad\": %.3g}%s\n", name,
-               seconds, 1 / seconds, read / seconds / 1e9, 100 * read / seconds / bandwidth, last ? "" : ",");
-    else {
+    if (as_json) {
+        printf("    {\"name\": \"%s\", \"seconds\": %.6g, \"tokens_per_s\": %.1f, \"gbps\": %.3g, \"pct_triad\": %.3g", name,
+               seconds, 1 / seconds, read / seconds / 1e9, 100 * read / seconds / bandwidth);
+        if (f16 > 0) printf(", \"over_f16\": %.3f", f16 / seconds);
+        printf("}%s\n", last ? "" : ",");
+    } else {
         tab_cell(tab, "%s", name), tab_cell(tab, "%.5f", seconds), tab_cell(tab, "%.0f tok/s", 1 / seconds);
         tab_cell(tab, "%.1f GB/s", read / seconds / 1e9), tab_cell(tab, "%.1f%% of triad", 100 * read / seconds / bandwidth);
+        if (f16 > 0) tab_cell(tab, "%.2fx f16", f16 / seconds);
+        else tab_cell(tab, "-");
     }
     free(memory), free(kv), free(c.q.data), free(c.out.data);
+    return seconds;
 }
 
-/* The cache rows: f16 at 4k, 32k and 128k positions, f32 at 32k. */
+/* The cache rows: f16 at 4k, 32k and 128k positions, f32 at 32k, and q8
+ * and q4 at 32k (4k with --quick) against f16 there. */
 static void kv_cache_rows(double bandwidth, bool as_json) {
     int64_t contexts[] = {4096, 32768, 131072};
     int n = quick ? 1 : 3;
-    text_table *tab = as_json ? NULL : tab_new(5, "cache (one token)", "seconds", "rate", "read", "of triad");
-    for (int i = 0; i < n; i++) kv_cache_row(contexts[i], ATTN_F16, bandwidth, tab, quick);
-    if (!quick) kv_cache_row(32768, ATTN_F32, bandwidth, tab, true);
+    double f16[3] = {0};
+    text_table *tab = as_json ? NULL : tab_new(6, "cache (one token)", "seconds", "rate", "read", "of triad", "rate");
+    for (int i = 0; i < n; i++) f16[i] = kv_cache_row(contexts[i], ATTN_F16, bandwidth, tab, false, 0);
+    if (!quick) kv_cache_row(32768, ATTN_F32, bandwidth, tab, false, f16[1]);
+    int at = quick ? 0 : 1;
+    kv_cache_row(contexts[at], ATTN_Q8, bandwidth, tab, false, f16[at]);
+    kv_cache_row(contexts[at], ATTN_Q4, bandwidth, tab, true, f16[at]);
+    if (tab) tab_print(tab);
+}
+
+/* attn bench --kv: decode from a cache of each storage, f16 first, at 32k
+ * positions (4k with --quick), and at 128k for f16, q8 and q4 (not with
+ * --quick): the rates over f16's measured in the same run. */
+static void kv_storage_rows(double bandwidth, bool as_json) {
+    static const attn_dtype STORE[] = {ATTN_F16, ATTN_Q8, ATTN_Q4, ATTN_E4M3};
+    int64_t contexts[2] = {quick ? 4096 : 32768, 131072};
+    text_table *tab = as_json ? NULL : tab_new(6, "cache (one token)", "seconds", "rate", "read", "of triad", "rate");
+    for (int c = 0; c < (quick ? 1 : 2); c++) {
+        double f16 = 0;
+        int n = c ? 3 : 4;
+        for (int i = 0; i < n; i++) {
+            double s = kv_cache_row(contexts[c], STORE[i], bandwidth, tab, (quick || c) && i == n - 1, f16);
+            if (i == 0) f16 = s;
+        }
+    }
     if (tab) tab_print(tab);
 }
 
@@ -1332,6 +1369,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--decode") == 0) decode_only = true;
         else if (strcmp(argv[i], "--overhead") == 0) overhead_only = true;
         else if (strcmp(argv[i], "--paged") == 0) paged_only = true;
+        else if (strcmp(argv[i], "--kv") == 0) kv_only = true;
         else if (strcmp(argv[i], "--ggml") == 0 && i + 1 < argc) ggml_dir = argv[++i];
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0)
             threads = atoi(argv[++i]);
@@ -1402,6 +1440,15 @@ int main(int argc, char **argv) {
         decode_sweep(json);
         if (json) printf("  ],\n  \"batched_decode\": [\n");
         batched_decode(bw, json);
+        if (json) printf("]}\n");
+        return 0;
+    }
+    if (kv_only) {
+        progress("");
+        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"triad_gbps\": %.2f, \"kv_cache_decode\": [\n", cpu, isa, n, bw / 1e9);
+        else cli_prose(stdout, 0, 2, "attn bench --kv: %s, %s kernels, %d threads; triad %.1f GB/s. One token of a Llama-style "
+                       "layer (32 query heads, 8 KV heads, d = 128) from a KV cache of each storage; K and V read once", cpu, isa, n, bw / 1e9);
+        kv_storage_rows(bw, json);
         if (json) printf("]}\n");
         return 0;
     }

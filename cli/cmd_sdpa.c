@@ -53,6 +53,12 @@ static const char SDPA_USAGE[] =
     "                         a few 1e-3; other CPUs compute in f32\n"
     "      --kv-bf16          store k and v as bfloat16 (rounded to nearest even on\n"
     "                         load; needs float32 q): half the memory\n"
+    "      --kv FORMAT        store k and v quantized, as a KV cache would (needs\n"
+    "                         float32 q; no backward pass): q8 (int8 with a scale\n"
+    "                         per 32 values), q4 (4-bit), e4m3 or e5m2 (fp8), or\n"
+    "                         bf16; q8 and q4 need a last dimension that is a\n"
+    "                         multiple of 32; the kernels read the stored rows\n"
+    "                         (docs/accuracy.md: what each format costs)\n"
     "      --threads N        threads for f32 attention (default: ATTN_NUM_THREADS,\n"
     "                         else every CPU); results do not depend on it\n"
     "\n"
@@ -125,13 +131,32 @@ static int check_dtypes(const input *in, int n) {
     return 0;
 }
 
-/* Store k or v as bfloat16, converted from float32 or float16. */
-static int to_bf16(input *in) {
+/* Store k or v as `store`: bfloat16, or a quantized format, converted from
+ * float32 or float16. */
+static int to_stored(input *in, attn_dtype store) {
+    const char *flag = store == ATTN_BF16 ? "--kv-bf16" : "--kv";
     if (in->t.dtype != ATTN_F32 && in->t.dtype != ATTN_F16)
-        return cli_error(EXIT_DATA, "--kv-bf16: %s %s is %s; it must be float32 or float16", in->flag,
-                         in->path, cli_dtype_name(in->t.dtype));
+        return cli_error(EXIT_DATA, "%s: %s %s is %s; it must be float32 or float16", flag, in->flag, in->path,
+                         cli_dtype_name(in->t.dtype));
     attn_tensor b;
     attn_error err;
+    if (store != ATTN_BF16) { /* quantized rows, in C order */
+        int64_t cols = in->t.rank ? in->t.shape[in->t.rank - 1] : 1, rows = attn_tensor_numel(&in->t) / (cols ? cols : 1);
+        size_t row = attn_quant_row_size(store, cols);
+        if (!row)
+            return cli_error(EXIT_DATA, "--kv %s: %s %s has rows of %lld values; %s needs a multiple of 32", attn_dtype_name(store),
+                             in->flag, in->path, (long long)cols, attn_dtype_name(store));
+        void *bytes = malloc(row * (size_t)rows + 1);
+        if (!bytes) return cli_error(EXIT_DATA, "out of memory quantizing %s", in->path);
+        if (attn_quantize(bytes, row * (size_t)rows, store, &in->t, &err) ||
+            attn_tensor_init(&b, bytes, store, in->t.rank, in->t.shape, NULL, &err)) {
+            free(bytes);
+            return cli_error(EXIT_DATA, "--kv %s: %s %s: %s", attn_dtype_name(store), in->flag, in->path, err.message);
+        }
+        attn_npy_free(&in->t);
+        in->t = b;
+        return 0;
+    }
     attn_tensor_init(&b, NULL, ATTN_BF16, in->t.rank, in->t.shape, NULL, NULL);
     b.data = malloc((size_t)attn_tensor_numel(&b) * 2 + 2);
     if (!b.data) return cli_error(EXIT_DATA, "out of memory converting %s to bfloat16", in->path);
@@ -152,7 +177,7 @@ static bool any_gradient(const cli_output *outs) {
 }
 
 /* Parse the arguments into inputs, outputs and options. */
-static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_sdpa_options *opts, bool *kv_bf16,
+static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_sdpa_options *opts, attn_dtype *kv_store,
                       bool *alibi, attn_rope_options *rope, bool *has_rope) {
     int code = 0;
     for (int i = 1; i < argc && !code;) {
@@ -213,8 +238,15 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
         } else if (strncmp(arg, "--compute", 9) == 0) {
             code = cli_error(EXIT_USAGE, "--compute takes =f32 or =bf16, not '%s'", arg);
         } else if (strcmp(arg, "--kv-bf16") == 0) {
-            *kv_bf16 = true;
+            *kv_store = ATTN_BF16;
             i++;
+        } else if (cli_option(argc, argv, &i, NULL, "--kv", &val, &code)) {
+            static const char *const NAMES[5] = {"q8", "q4", "e4m3", "e5m2", "bf16"};
+            static const attn_dtype CODES[5] = {ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_E5M2, ATTN_BF16};
+            int f = 0;
+            while (val && f < 5 && strcmp(val, NAMES[f])) f++;
+            if (!code && f == 5) code = cli_error(EXIT_USAGE, "--kv takes q8, q4, e4m3, e5m2 or bf16, not '%s'", val);
+            else if (!code) *kv_store = CODES[f];
         } else if (strcmp(arg, "--causal") == 0 || strcmp(arg, "--causal=top-left") == 0) {
             opts->causal = ATTN_CAUSAL_TOP_LEFT;
             i++;
@@ -370,7 +402,7 @@ static int run_varlen(input *in, cli_output *outs, const attn_sdpa_options *opts
     return code;
 }
 
-static int run(input *in, cli_output *outs, attn_sdpa_options *opts, bool kv_bf16, bool alibi) {
+static int run(input *in, cli_output *outs, attn_sdpa_options *opts, attn_dtype kv_store, bool alibi) {
     int code;
     for (int i = 0; i < N_INPUTS; i++)
         if (in[i].path && (code = read_input(&in[i]))) return code;
@@ -391,11 +423,11 @@ static int run(input *in, cli_output *outs, attn_sdpa_options *opts, bool kv_bf1
         opts->alibi_slopes = &in[5].t;
     }
     if (in[6].path) opts->sinks = &in[6].t;
-    if (kv_bf16) {
+    if (kv_store) {
         if (in[0].t.dtype != ATTN_F32)
-            return cli_error(EXIT_DATA, "--kv-bf16 needs float32 q, but -q %s is %s", in[0].path,
-                             cli_dtype_name(in[0].t.dtype));
-        if ((code = to_bf16(&in[1])) || (code = to_bf16(&in[2]))) return code;
+            return cli_error(EXIT_DATA, "%s%s needs float32 q, but -q %s is %s", kv_store == ATTN_BF16 ? "--kv-bf16" : "--kv ",
+                             kv_store == ATTN_BF16 ? "" : attn_dtype_name(kv_store), in[0].path, cli_dtype_name(in[0].t.dtype));
+        if ((code = to_stored(&in[1], kv_store)) || (code = to_stored(&in[2], kv_store))) return code;
     }
 
     if (cu_path[0]) return run_varlen(in, outs, opts);
@@ -447,12 +479,13 @@ int cmd_sdpa(int argc, char **argv) {
     memset(outs, 0, sizeof outs);
     cu_path[0] = cu_path[1] = NULL;
     attn_sdpa_options opts = attn_sdpa_options_default();
-    bool kv_bf16 = false, alibi = false, has_rope = false;
+    attn_dtype kv_store = (attn_dtype)0; /* 0: as given */
+    bool alibi = false, has_rope = false;
     attn_rope_options rope = attn_rope_options_default();
-    int code = parse_args(argc, argv, in, outs, &opts, &kv_bf16, &alibi, &rope, &has_rope);
+    int code = parse_args(argc, argv, in, outs, &opts, &kv_store, &alibi, &rope, &has_rope);
     if (code || cli_stop == CLI_STOP_AFTER_PARSE) return code < 0 ? 0 : code;
     if (has_rope) opts.rope = &rope;
-    code = run(in, outs, &opts, kv_bf16, alibi);
+    code = run(in, outs, &opts, kv_store, alibi);
     for (int i = 0; i < N_INPUTS; i++) attn_npy_free(&in[i].t); /* frees any malloc'd data */
     return code;
 }

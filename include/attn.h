@@ -105,7 +105,7 @@ typedef enum attn_status {
      * heads, or k and v have different head counts. */
     ATTN_ERR_HEADS = 5,
     /* A dtype is wrong: q, k, v, out and weights must share one float dtype
-     * (k and v may be f16 or bf16 with f32 q). */
+     * (k and v may be f16, bf16 or quantized with f32 q). */
     ATTN_ERR_DTYPE = 6,
     /* The mask has a wrong dtype (bool, or q's float dtype) or a shape that
      * does not broadcast to (..., Hq, L, S). */
@@ -201,12 +201,22 @@ typedef enum attn_dtype {
     ATTN_F64 = 2,  /* double, IEEE-754 binary64 */
     ATTN_BOOL = 3, /* one byte per element; 0 is false, anything else true */
     ATTN_F16 = 4,  /* IEEE-754 binary16, stored as uint16_t (for k and v only) */
-    ATTN_BF16 = 5  /* bfloat16: the top half of an f32, as uint16_t (k and v only) */
+    ATTN_BF16 = 5, /* bfloat16: the top half of an f32, as uint16_t (k and v only) */
+    /* Quantized formats (see "Quantized storage" below). Not element types:
+     * a row of them is a run of bytes that attn_quant_row_size measures, so
+     * attn_dtype_size gives 0 for them; tensors of them count strides in
+     * bytes (see attn_tensor). */
+    ATTN_Q8 = 6,   /* int8 with an f16 scale per block of 32 (ggml's q8_0 layout) */
+    ATTN_Q4 = 7,   /* 4-bit with an f16 scale per block of 32 (ggml's q4_0 layout) */
+    ATTN_E4M3 = 8, /* fp8 E4M3 (OCP "FN": no infinities), one byte a value, no scale */
+    ATTN_E5M2 = 9  /* fp8 E5M2 (OCP), one byte a value, no scale */
 } attn_dtype;
 
-/* Size in bytes of one element of `dtype`, or 0 for an unknown dtype. */
+/* Size in bytes of one element of `dtype`, or 0 for an unknown dtype and for
+ * the quantized formats (attn_quant_row_size measures their rows). */
 ATTN_API size_t attn_dtype_size(attn_dtype dtype);
-/* Short name of `dtype`: "f32", "f64", "bool", "f16", "bf16", or "unknown". */
+/* Short name of `dtype`: "f32", "f64", "bool", "f16", "bf16", "q8", "q4",
+ * "e4m3", "e5m2", or "unknown". */
 ATTN_API const char *attn_dtype_name(attn_dtype dtype);
 /* Format a shape as NumPy prints it, "(2, 3)", "(3,)" or "()", into buf
  * (always terminated when size > 0, cut short if it does not fit; NULL buf
@@ -222,7 +232,18 @@ ATTN_API void attn_format_shape(char *buf, size_t size, int rank, const int64_t 
  * so one buffer can be viewed as (B, H, L, E) or, with permuted strides, as
  * (B, L, H, E) memory seen as (B, H, L, E), without copying.
  * Inputs are only read through `data`; it is not const so that one type serves
- * inputs and outputs. Entries of shape/strides at index >= rank are ignored. */
+ * inputs and outputs. Entries of shape/strides at index >= rank are ignored.
+ *
+ * Quantized k and v (dtype ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_E5M2; see
+ * "Quantized storage"): the tensor's rows are quantized rows, each carrying
+ * its own scales, so no field is added. The shape counts values; the last
+ * dimension's stride must be 1 (a row's blocks lie together); every other
+ * stride counts BYTES, since a row of E values is attn_quant_row_size bytes
+ * and that need not be a whole number of values (q4: E/2 + E/16). Element
+ * (i0, ..., j) is value j of the row at (char *)data + sum_d<last i_d ·
+ * strides[d]. attn_sdpa, attn_sdpa_varlen, attn_sdpa_reference and
+ * attn_scores take them as k and v with f32 q, reading the rows in place;
+ * the backward pass and the other calls take float tensors only. */
 typedef struct attn_tensor {
     void *data;
     attn_dtype dtype;
@@ -236,7 +257,12 @@ typedef struct attn_tensor {
  * Errors: ATTN_ERR_NULL (t, or shape with rank > 0), ATTN_ERR_RANK (rank
  * outside 0..ATTN_MAX_RANK), ATTN_ERR_SHAPE (a dimension < 0),
  * ATTN_ERR_DTYPE (unknown dtype), ATTN_ERR_OVERFLOW (the element count does
- * not fit). data may be NULL here; calls that read or write it reject that. */
+ * not fit). data may be NULL here; calls that read or write it reject that.
+ * A quantized dtype takes strides in bytes but the last (see above): NULL
+ * strides are C order over rows of attn_quant_row_size bytes; its errors
+ * add ATTN_ERR_RANK (rank 0), ATTN_ERR_SHAPE (a row size the format cannot
+ * take: q8 and q4 need a multiple of 32) and ATTN_ERR_STRIDE (a last stride
+ * other than 1). */
 ATTN_API attn_status attn_tensor_init(attn_tensor *t, void *data, attn_dtype dtype,
                                       int rank, const int64_t *shape,
                                       const int64_t *strides, attn_error *err);
@@ -247,6 +273,90 @@ ATTN_API float attn_f16_to_f32(uint16_t h);
 ATTN_API uint16_t attn_f32_to_f16(float f);
 ATTN_API float attn_bf16_to_f32(uint16_t b);
 ATTN_API uint16_t attn_f32_to_bf16(float f);
+
+/* Quantized storage. A row of n values (one key or value vector) in a
+ * quantized format is a run of bytes, rows one after another; every
+ * multi-byte field is little-endian.
+ *
+ * ATTN_Q8, n a multiple of 32: n/32 blocks of 34 bytes, block b holding
+ * values 32b .. 32b+31:
+ *     bytes 0-1    d, the block's scale, IEEE binary16
+ *     bytes 2-33   q[0..31], int8 (two's complement)
+ *     value i = q[i] · d, exact in f32.
+ *   Quantizing: a = max |x_i| over the block; d = a / 127 (an f32
+ *   division) rounded to f16, to nearest even, and 65504 (f16's largest)
+ *   where that rounds to infinity; q[i] = x_i / d (an f32 division) rounded
+ *   to the nearest integer, ties to even, then clamped to -127 .. 127 (the
+ *   clamp catches a d that rounded down, and a saturated d). d = 0 gives
+ *   every q[i] = 0. -128 is never written (a block from elsewhere holding
+ *   it reads as -128 · d).
+ *   Why an f16 scale: the block is then ggml's block_q8_0 byte for byte
+ *   (llama.cpp's q8_0 KV cache reads as is; ggml rounds ties away from
+ *   zero, so quantizing the same floats may differ from ggml's in a code
+ *   where x_i / d lies exactly halfway), and it takes 34 bytes per 32
+ *   values instead of 36 with an f32 scale. It costs no accuracy inside
+ *   f16's range: q[i] is taken against the rounded d, so each value's error
+ *   stays within d/2. It bounds the range: a block whose largest |x| passes
+ *   127 · 65504 (about 8.3e6) saturates, and one below about 127 · 2^-25
+ *   reads as 0, the limits an f16 cache has too.
+ *
+ * ATTN_Q4, n a multiple of 32: n/32 blocks of 18 bytes:
+ *     bytes 0-1    d, the block's scale, IEEE binary16 (signed)
+ *     bytes 2-17   c[0..15]: value i (i < 16) in the low 4 bits of c[i],
+ *                  value i+16 in the high 4 bits of c[i]
+ *     value = (code - 8) · d, code the 4-bit number 0 .. 15; exact in f32.
+ *   Quantizing: m = the x_i of largest |x_i| (the first of equals), sign
+ *   kept; d = m / -8 (an f32 division) rounded to f16 to nearest even,
+ *   ±65504 where that rounds to infinity; code = x_i / d rounded to the
+ *   nearest integer, ties to even, clamped to -8 .. 7, plus 8. So m itself
+ *   is -8 · d and the other side reaches 7 · d (ggml's q4_0 rule and
+ *   layout; ggml rounds by adding 8.5 and truncating, so ties differ).
+ *   No minimum is stored (q4_1's); a block is symmetric about 0.
+ *
+ * ATTN_E4M3, any n: n bytes, one a value, no scale. Bit 7 the sign, bits
+ *   6-3 the exponent e (bias 7), bits 2-0 the mantissa m: e = 0 is
+ *   m · 2^-9 (subnormal), e >= 1 is (1 + m/8) · 2^(e-7), and S.1111.111 is
+ *   NaN; there is no infinity. Largest finite 448, smallest 2^-9.
+ * ATTN_E5M2, any n: n bytes. Bit 7 the sign, bits 6-2 the exponent (bias
+ *   15), bits 1-0 the mantissa, as IEEE binary16's top byte: e = 0 is
+ *   m · 2^-16, e = 31 is infinity (m = 0) or NaN. Largest finite 57344.
+ *   Quantizing either fp8 format rounds the f32 value to the nearest
+ *   representable one, ties to the even code, in one rounding; it
+ *   saturates: finite values past the largest and ±infinity become ±the
+ *   largest finite (the OCP/PTX "satfinite" conversion vLLM and
+ *   FlashAttention-3 use); NaN becomes NaN (0x7f, or 0x7e for E5M2, with
+ *   its sign). Dequantizing is exact in f32 (and reads an E5M2 infinity
+ *   as infinity).
+ *
+ * Non-finite input to q8 or q4: a NaN or infinity in a block makes its d
+ * NaN (0x7e00) and every code 0 (q4: 8), so the whole block reads back as
+ * NaN: it stays as visible as it was, never a finite number.
+ *
+ * Inputs are f32, f16 or bf16 (each exactly an f32) or f64, first rounded
+ * to f32 (to nearest even); the rules above then apply to the f32 value. */
+
+/* Bytes one row of n values takes in `format` (ATTN_Q8, ATTN_Q4,
+ * ATTN_E4M3, ATTN_E5M2), or 0 when format is not one of them, n < 1, n is
+ * not a multiple of 32 for q8 and q4, or the size does not fit. */
+ATTN_API size_t attn_quant_row_size(attn_dtype format, int64_t n);
+
+/* Quantize src into dst, rows of attn_quant_row_size(format, n) bytes one
+ * after another, where n is src's last dimension and the rows are src's
+ * other indices in C order (src any rank from 1, any strides, f32, f64,
+ * f16 or bf16). dst_size must be at least the rows' total. Errors:
+ * ATTN_ERR_NULL, ATTN_ERR_RANK (rank 0), ATTN_ERR_DTYPE (format not
+ * quantized, src not a float dtype), ATTN_ERR_SHAPE (n not accepted by the
+ * format), ATTN_ERR_ARGUMENT (dst_size too small), ATTN_ERR_OVERFLOW,
+ * ATTN_ERR_STRIDE (dst overlaps src). Nothing is written on failure. */
+ATTN_API attn_status attn_quantize(void *dst, size_t dst_size, attn_dtype format, const attn_tensor *src,
+                                   attn_error *err);
+
+/* The inverse: the rows in src (src_size bytes, at least the rows' total)
+ * read back into dst (any rank from 1, any strides, f32, f64, f16 or bf16;
+ * the exact f32 values, rounded to nearest even for f16 and bf16). Errors
+ * as attn_quantize's. */
+ATTN_API attn_status attn_dequantize(attn_tensor *dst, const void *src, size_t src_size, attn_dtype format,
+                                     attn_error *err);
 
 /* Copy src into dst element by element, converting between the float
  * dtypes (f64, f32, f16, bf16) as above; both any strides, same shape.
@@ -563,7 +673,10 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  *                              caller's.
  * q, k, v and out (lse, weights) share one dtype, f32 or f64, except that with f32 queries
  * k and v may each be stored as f16 or bf16 (half the memory; they are
- * widened to f32 as they are read, the arithmetic stays f32).
+ * widened to f32 as they are read, the arithmetic stays f32), or quantized
+ * (q8, q4, e4m3, e5m2: see "Quantized storage" and attn_tensor), widened a
+ * row at a time inside the kernels: the result is bitwise the result on
+ * the widened f32 values.
  * Rank-2 inputs (L, E) are one head. Ranks may differ between q, k and v:
  * shapes are aligned on the right. Batch dimensions broadcast (each equal or
  * 1, the output takes the larger). Every dimension must be >= 1.
@@ -1188,7 +1301,11 @@ typedef struct attn_kv_cache_desc {
     int64_t capacity;    /* positions, >= 1 */
     int64_t key_dim;     /* E >= 1 */
     int64_t value_dim;   /* Ev >= 1 */
-    attn_dtype dtype;    /* storage: ATTN_F64, ATTN_F32 (default), ATTN_F16 or ATTN_BF16 */
+    attn_dtype dtype;    /* storage: ATTN_F64, ATTN_F32 (default), ATTN_F16, ATTN_BF16, or
+                            quantized: ATTN_Q8, ATTN_Q4 (key_dim and value_dim
+                            multiples of 32), ATTN_E4M3, ATTN_E5M2 (see
+                            "Quantized storage"; attention reads the rows in
+                            place, with f32 queries) */
 } attn_kv_cache_desc;
 
 /* batch 1, heads 1, dtype f32, the sizes 0 (to be set): as a value,
@@ -1214,7 +1331,8 @@ ATTN_API attn_status attn_kv_cache_init(attn_kv_cache **cache, void *memory, siz
 /* Append n positions: k (B, Hk, n, E) and v (B, Hk, n, Ev), any strides
  * (rank 3 (Hk, n, E) when B is 1, rank 2 (n, E) when B and Hk are 1). An f64
  * cache takes f64; the others take f32, f16 or bf16, rounded to the cache's
- * dtype (nearest even). A cache that cannot hold n more positions fails
+ * dtype (nearest even), or quantized row by row as attn_quantize does (a
+ * row's bytes do not depend on what else is appended with it). A cache that cannot hold n more positions fails
  * with ATTN_ERR_FULL and is left as it was. k and v must not overlap the
  * positions they are written to (the cache's own earlier positions are
  * fine). Errors: ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_SHAPE,
@@ -1240,9 +1358,22 @@ ATTN_API attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, co
 /* The cached positions as tensors of rank `rank` (4: (B, Hk, length, E);
  * 3 or 2 as for append), viewing the cache's memory (valid until the next
  * append, truncate or free): for attn_sdpa_backward, or to look inside.
- * Errors: ATTN_ERR_NULL, ATTN_ERR_RANK. */
+ * A quantized cache's view is of quantized rows (strides in bytes, see
+ * attn_tensor), which attn_sdpa reads but the backward pass does not:
+ * attn_kv_cache_gather gives their values. Errors: ATTN_ERR_NULL,
+ * ATTN_ERR_RANK. */
 ATTN_API attn_status attn_kv_cache_view(attn_tensor *k, attn_tensor *v, const attn_kv_cache *cache, int rank,
                                         attn_error *err);
+
+/* The cached positions copied into caller memory: k and v of the shape
+ * attn_kv_cache_view gives for k's rank (4, 3 or 2), any strides, f64, f32,
+ * f16 or bf16, converted as attn_tensor_convert converts, a quantized
+ * cache's rows widened as attn_dequantize widens them: for the backward
+ * pass and for inspection of any cache. k and v must not overlap each
+ * other or the cache. Errors: ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_SHAPE,
+ * ATTN_ERR_DTYPE, ATTN_ERR_STRIDE, ATTN_ERR_OVERFLOW. Added in 0.3.0. */
+ATTN_API attn_status attn_kv_cache_gather(attn_tensor *k, attn_tensor *v, const attn_kv_cache *cache,
+                                          attn_error *err);
 
 /* The number of positions filled. */
 ATTN_API int64_t attn_kv_cache_length(const attn_kv_cache *cache);
@@ -1273,6 +1404,15 @@ ATTN_API attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length
  *   K pages  (num_pages, Hk, P, E)   C order, the pool's dtype
  *   V pages  (num_pages, Hk, P, Ev)  C order, a separate region
  *   a page table: int32 page indices, one per P positions.
+ * A pool of a quantized format (ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_E5M2; see
+ * "Quantized storage") holds (num_pages, Hk, P) rows of
+ * attn_quant_row_size(dtype, E) bytes each (Ev for values), in the same
+ * order: append quantizes each new row by itself (so a sequence's bytes do
+ * not depend on how its positions were split into appends), attention
+ * reads the quantized rows where they lie and widens them a row at a time
+ * inside the kernels (never the whole sequence), and gather returns the
+ * widened values. 32 values take 34 bytes in q8, 18 in q4 and 32 in fp8
+ * (64 in f16). Quantized pools take f32 queries.
  *
  *   attn_kv_pages_desc d = attn_kv_pages_desc_default();
  *   d.heads = 8, d.key_dim = d.value_dim = 128, d.dtype = ATTN_F16;
@@ -1301,7 +1441,9 @@ typedef struct attn_kv_pages_desc {
     int64_t heads;         /* Hk >= 1, the key/value heads (default 1) */
     int64_t key_dim;       /* E >= 1 */
     int64_t value_dim;     /* Ev >= 1 */
-    attn_dtype dtype;      /* storage: ATTN_F32 (default), ATTN_F16 or ATTN_BF16 */
+    attn_dtype dtype;      /* storage: ATTN_F32 (default), ATTN_F16, ATTN_BF16, or quantized:
+                              ATTN_Q8, ATTN_Q4 (key_dim and value_dim multiples
+                              of 32), ATTN_E4M3, ATTN_E5M2 */
     int64_t page_size;     /* P, positions per page: 16 to 256 (default 16) */
     int64_t num_pages;     /* pages in the pool, 1 to INT32_MAX */
     int64_t max_sequences; /* sequences alive at once, 1 to INT32_MAX */
@@ -1355,7 +1497,7 @@ ATTN_API attn_status attn_kv_pages_free(attn_kv_pages *pool, int64_t seq, attn_e
 /* Append new positions to n sequences at once, each its own number: the
  * new keys and values are packed, k (total, Hk, E) and v (total, Hk, Ev),
  * any strides, f32, f16 or bf16 (rounded to the pool's dtype, nearest
- * even); sequence seqs[i] receives rows cu_seqlens[i] .. cu_seqlens[i+1]
+ * even, or quantized row by row as attn_quantize does); sequence seqs[i] receives rows cu_seqlens[i] .. cu_seqlens[i+1]
  * - 1 (cu_seqlens: n + 1 int64 offsets, 0 first, non-decreasing, total
  * last, as FlashAttention's cu_seqlens). A sequence given 0 rows is left as
  * it is. New pages come from the pool's free pages; a sequence whose last,
@@ -1407,7 +1549,7 @@ ATTN_API int64_t attn_kv_pages_page_refs(const attn_kv_pages *pool, int64_t page
  * pool, 0 .. num_pages - 1 (attn_kv_paged_check). */
 typedef struct attn_kv_paged_view {
     size_t struct_size;   /* set by attn_kv_paged_view_default() (see "Versioned structs") */
-    attn_dtype dtype;     /* ATTN_F32 (default), ATTN_F16 or ATTN_BF16 */
+    attn_dtype dtype;     /* ATTN_F32 (default), ATTN_F16, ATTN_BF16, or quantized as the pool's */
     int64_t heads;        /* Hk >= 1 (default 1) */
     int64_t key_dim;      /* E >= 1 */
     int64_t value_dim;    /* Ev >= 1 */
@@ -1446,7 +1588,8 @@ ATTN_API attn_status attn_kv_pages_view(attn_kv_paged_view *view, const attn_kv_
 
 /* Copy sequence i's keys and values out of the pages: k (Hk, length, E)
  * and v (Hk, length, Ev), any strides, any float dtype (converted as
- * attn_tensor_convert converts), where length is lengths[i]: to export a
+ * attn_tensor_convert converts; quantized pages as attn_dequantize widens
+ * them), where length is lengths[i]: to export a
  * sequence, or to check the pages against a contiguous copy. k and v must
  * not overlap each other or the memory the view reads (pages, lengths,
  * table, offsets). Errors: those of attn_kv_paged_check,

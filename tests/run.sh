@@ -68,6 +68,7 @@ for isa in "" avx512 c; do
 done
 suite "soft-capping's degree-5 2^f: fitted again, the header's coefficients minimax and within bound" $PY tests/exp2_poly5.py
 suite "RoPE (attn_rope, attn_rope_backward through ctypes) vs PyTorch" $PY tests/oracle_rope.py "$BUILD"
+suite "quantized formats (attn_quantize, attn_dequantize: q8, q4, e4m3, e5m2) bit for bit vs NumPy from attn.h's layout" $PY tests/oracle_quant.py "$BUILD"
 suite "ragged batches (attn sdpa --cu-seqlens-q/-k) vs PyTorch float64 through a block-diagonal mask" $PY tests/oracle_varlen.py "$BUILD"
 suite "multi-head attention (attn_mha through ctypes) vs torch.nn.MultiheadAttention" $PY tests/oracle_mha.py "$BUILD"
 suite "attn mha: weights from safetensors and .npy vs PyTorch, bad safetensors files" $PY tests/test_mha_cli.py "$BUILD"
@@ -81,6 +82,12 @@ done
 for isa in avx512 avx2 c; do
     suite "fast f32 path: exp, threads, f64 agreement, ATTN_ISA=$isa" env ATTN_ISA=$isa "$BUILD/tests/test_fast"
 done
+for isa in avx512 avx2 c; do
+    suite "quantized keys and values (q8, q4, e4m3, e5m2) read in place: bitwise the f32 kernels on the widened values, ATTN_ISA=$isa" \
+        env ATTN_ISA=$isa "$BUILD/tests/test_quant_kv"
+done
+suite "quantized keys and values under ASan+UBSan" "$BUILD/asan/test_quant_kv"
+suite "quantized keys and values under ThreadSanitizer" "$BUILD/tsan/test_quant_kv"
 suite "fast f32 path under ThreadSanitizer (3 threads)" env ATTN_NUM_THREADS=3 "$BUILD/tsan/test_fast"
 # Subnormal numbers cost Intel cores a microcode assist each, which no
 # output or timing on this machine shows: MXCSR's sticky flags do.
@@ -124,6 +131,8 @@ bench_quick() {
         echo "ok bench_decode_only_rows" || echo "FAIL bench_decode_only_rows"
     "$BUILD/attn" bench --quick --paged --json | $PY -c 'import json, sys; v = json.load(sys.stdin)["paged_vs_contiguous"]; assert [(x["step"], x["page_size"]) for x in v] == [("prefill", 16), ("prefill", 256), ("decode", 16), ("decode", 256)] and all(x["contiguous_ms"] > 0 and x["paged_ms"] > 0 and x["paged_over_contiguous"] > 0 for x in v)' &&
         echo "ok bench_paged_rows" || echo "FAIL bench_paged_rows"
+    "$BUILD/attn" bench --quick --kv --json | $PY -c 'import json, sys; v = json.load(sys.stdin)["kv_cache_decode"]; assert [x["name"].split()[-1] for x in v] == ["f16", "q8", "q4", "e4m3"] and all(x["tokens_per_s"] > 0 for x in v) and all(x["over_f16"] > 0 for x in v[1:])' &&
+        echo "ok bench_kv_rows" || echo "FAIL bench_kv_rows"
 }
 suite "attn bench --quick (runs, is not timed)" bench_quick
 ggml_dir=node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
@@ -146,7 +155,7 @@ suite "attn bench --ggml: ggml's flash attention beside attn's (runs, outputs ag
 fuzz_replay() {
     # Every committed fuzzer input (the corpus, and a regression file for
     # each crash the fuzzers found) runs once; any crash fails.
-    for t in npy tokenize args explain_load mha_load safetensors mpi_args api kv_pages; do
+    for t in npy tokenize args explain_load mha_load safetensors mpi_args api kv_pages quant; do
         files=$(find tests/fuzz/corpus/$t tests/fuzz/regressions/$t -type f 2>/dev/null)
         n=$(echo "$files" | grep -c .)
         if [ "$n" -eq 0 ]; then echo "FAIL fuzz_replay_$t: no corpus"; continue; fi

@@ -80,7 +80,7 @@ static void test_basics(void) {
                  "rank 6", "tensor_init_rank");
     check_status(attn_tensor_init(&t, NULL, ATTN_F32, 1, neg, NULL, &err), &err, ATTN_ERR_SHAPE,
                  "negative", "tensor_init_negative");
-    check_status(attn_tensor_init(&t, NULL, (attn_dtype)9, 3, shape, NULL, &err), &err,
+    check_status(attn_tensor_init(&t, NULL, (attn_dtype)99, 3, shape, NULL, &err), &err,
                  ATTN_ERR_DTYPE, "dtype", "tensor_init_dtype");
     check_status(attn_tensor_init(&t, NULL, ATTN_F32, 3, huge, NULL, &err), &err,
                  ATTN_ERR_OVERFLOW, "overflow", "tensor_init_overflow");
@@ -661,7 +661,7 @@ static void test_npy(void) {
     check_status(attn_npy_read(&back, dir, &err), &err, ATTN_ERR_IO, "not a regular file",
                  "npy_read_dir");
     check_status(attn_npy_write(NULL, &view, &err), &err, ATTN_ERR_NULL, "path", "npy_write_null");
-    view.dtype = (attn_dtype)9;
+    view.dtype = (attn_dtype)99;
     check_status(attn_npy_write(path, &view, &err), &err, ATTN_ERR_DTYPE, "dtype", "npy_write_dtype");
     view.dtype = ATTN_F32;
     view.rank = 7;

@@ -251,6 +251,36 @@ def main():
     report("f16_k_with_kv_bf16_runs", r.returncode == 0 and np.load(os.path.join(TMP, "o16.npy")).dtype == np.float32,
            r.stderr)
 
+    # --kv: k and v stored quantized; out is attention over the stored values
+    # (the NumPy reference of the formats, oracle_quant.py) in float64, within
+    # the f32 kernels' bound; a row size q4 cannot take, an unknown format
+    # and a backward pass are refused.
+    from oracle_quant import ref_dequantize, ref_quantize
+    kq = rng.standard_normal((2, 40, 64)).astype(np.float32)
+    vq = rng.standard_normal((2, 40, 64)).astype(np.float32)
+    qq = rng.standard_normal((4, 3, 64)).astype(np.float32)
+    pkq, pvq, pqq = save("kq.npy", kq), save("vq.npy", vq), save("qq.npy", qq)
+    for fmt, code in (("q8", 6), ("q4", 7), ("e4m3", 8), ("e5m2", 9)):
+        r = attn("sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", fmt, "-o", "oq.npy")
+        ks, vs = (ref_dequantize(ref_quantize(a.reshape(-1, 64), code), code, 64).reshape(2, 40, 64).astype(np.float64)
+                  for a in (kq, vq))
+        kk, vv = np.repeat(ks, 2, axis=0), np.repeat(vs, 2, axis=0)
+        sc = qq.astype(np.float64) @ kk.transpose(0, 2, 1) / 8.0
+        w = np.exp(sc - sc.max(-1, keepdims=True))
+        ref = (w / w.sum(-1, keepdims=True)) @ vv
+        got = np.load(os.path.join(TMP, "oq.npy")) if r.returncode == 0 else None
+        err = float(np.abs(got - ref).max() / np.abs(ref).max()) if got is not None else float("inf")
+        report("kv_%s_out_as_numpy_on_stored_values" % fmt, err <= 2e-5, "error %.3g: %s" % (err, r.stderr))
+    expect_error("kv_q4_rows_of_40", ["sdpa", "-q", save("q40.npy", np.zeros((2, 3, 40), np.float32)), "-k",
+                                      save("k40.npy", np.zeros((2, 5, 40), np.float32)), "-v", pv32, "--kv", "q4",
+                                      "-o", "out.npy"], 1, r"--kv q4: -k .*k40\.npy has rows of 40 values")
+    expect_error("kv_unknown_format", ["sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", "q5", "-o", "out.npy"], 2,
+                 r"--kv takes q8, q4, e4m3, e5m2 or bf16, not 'q5'")
+    expect_error("kv_q8_backward_refused", ["sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", "q8", "-o", "out.npy",
+                                            "--grad-out", save("doq.npy", np.ones((4, 3, 64), np.float32)),
+                                            "--dq", "dq.npy"], 1, r"backward pass takes float keys",
+                 outputs=("out.npy", "dq.npy"))
+
     # The backward pass: its usage and data errors, with no output file left behind.
     pdo = save("do32.npy", rng.standard_normal((2, 3, 3)).astype(np.float32))
     grads = ["--dq", "dq.npy", "--dk", "dk.npy", "--dv", "dv.npy"]

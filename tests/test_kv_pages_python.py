@@ -153,6 +153,30 @@ for dtype in ("float32", "float16", "bfloat16"):
         check(name, not why, why)
         check(name + "_attend_vs_torch_float64", worst <= 2e-5, "error %.3g" % worst)
 
+# Quantized pools: each row quantized as attn.h lays it out (the NumPy
+# reference of oracle_quant.py), gathered widened, attended bitwise as
+# attn.sdpa on the gathered rows.
+from oracle_quant import ref_dequantize, ref_quantize  # noqa: E402
+for name, code in (("q8", 6), ("q4", 7), ("e4m3", 8), ("e5m2", 9)):
+    qp = attn.KVPages(heads=2, key_dim=64, num_pages=8, max_sequences=2, page_size=16, dtype=name)
+    a = qp.create()
+    k1, v1 = (rng.standard_normal((40, 2, 64)).astype(np.float32) for _ in range(2))
+    qp.append(a, k1[:7], v1[:7])
+    qp.append(a, k1[7:], v1[7:])
+    gk, gv = qp.gather(a)
+    wk = ref_dequantize(ref_quantize(k1.transpose(1, 0, 2).reshape(-1, 64), code), code, 64).reshape(2, 40, 64)
+    wv = ref_dequantize(ref_quantize(v1.transpose(1, 0, 2).reshape(-1, 64), code), code, 64).reshape(2, 40, 64)
+    check("kv_pages_python_%s_gather_as_numpy_reference" % name, np.array_equal(gk, wk) and np.array_equal(gv, wv))
+    q1 = rng.standard_normal((1, 4, 64)).astype(np.float32)
+    out = qp.attend(a, q1)
+    want = attn.sdpa(q1.transpose(1, 0, 2), gk, gv, causal="bottom-right").transpose(1, 0, 2)
+    check("kv_pages_python_%s_attend_bitwise_sdpa_on_gathered" % name, np.array_equal(out, want))
+try:
+    attn.KVPages(heads=2, key_dim=40, num_pages=8, max_sequences=2, dtype="q8")
+    check("kv_pages_python_q8_key_dim_40_refused", False, "accepted")
+except attn.ShapeError:
+    check("kv_pages_python_q8_key_dim_40_refused", True)
+
 # Packed arrays with offsets give what the lists give; lse as attn.sdpa's.
 pa = attn.KVPages(heads=2, key_dim=8, value_dim=4, num_pages=8, max_sequences=4, page_size=16)
 pb = attn.KVPages(heads=2, key_dim=8, value_dim=4, num_pages=8, max_sequences=4, page_size=16)

@@ -71,8 +71,45 @@ typedef struct attn_named {
 attn_status attn_check_no_overlap(const attn_named *outs, int n_outs, const attn_named *ins, int n_ins,
                                   attn_error *err);
 
+/* Quantized rows (quant.c; the formats byte by byte in attn.h): blocks of
+ * ATTN_QBLOCK values for q8 and q4, each an f16 scale and its codes. */
+enum { ATTN_QBLOCK = 32, ATTN_Q8_BLOCK_BYTES = 34, ATTN_Q4_BLOCK_BYTES = 18 };
+/* d is one of ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_E5M2. */
+bool attn_dtype_quantized(attn_dtype d);
+/* A row of n values (n valid for the format, attn_quant_row_size) quantized
+ * into dst, and widened back from src: the reference every faster
+ * widening of rows must match bit for bit. */
+void attn_quant_row(void *dst, const float *x, int64_t n, attn_dtype format);
+void attn_dequant_row(float *dst, const void *src, int64_t n, attn_dtype format);
+/* Value c of a quantized row, widened. */
+float attn_quant_get(const void *row, attn_dtype format, int64_t c);
+/* src copied into dst (the same shape, rank >= 1), converting: as
+ * attn_tensor_convert between float dtypes, and where either holds
+ * quantized rows, row by row through f32 (quantizing or widening as attn.h
+ * says; the same format is copied as bytes). A tensor of quantized rows
+ * has its shape in values, its last stride 1, and its other strides in
+ * bytes. Checked by the caller (shapes, extents, overlap). quant.c. */
+void attn_copy_rows(attn_tensor *dst, const attn_tensor *src);
+/* A tensor of quantized rows (t->dtype quantized) as the bytes it covers:
+ * a bool tensor of t's shape and strides but for the last dimension, the
+ * row's bytes with stride 1. ATTN_ERR_RANK (rank 0), ATTN_ERR_SHAPE (a row
+ * size the format cannot take), ATTN_ERR_STRIDE (values not together). */
+attn_status attn_quant_bytes(const attn_tensor *t, attn_tensor *bytes, const char *name, attn_error *err);
+/* Bytes of one row of n values of dt: n times the element size, or the
+ * quantized row's size; 0 when n < 1, n does not suit dt, or it overflows. */
+int64_t attn_row_bytes(attn_dtype dt, int64_t n);
+/* The unit of a strided view's offsets in bytes: the element size, or 1 for
+ * quantized rows, whose row stride counts bytes (attn_mat). */
+static inline int64_t attn_stride_unit(attn_dtype dt) {
+    size_t s = attn_dtype_size(dt);
+    return s ? (int64_t)s : 1;
+}
+
 /* A strided 2-D view of one matrix inside a tensor: element (i, j) lives at
- * base + (i * rs + j * cs) * element size. A broadcast dimension has stride 0. */
+ * base + (i * rs + j * cs) * element size. A broadcast dimension has stride 0.
+ * Quantized rows (dtype q8, q4, e4m3, e5m2: keys and values only) are read
+ * whole: row i starts at base + i * rs, rs counting bytes, its cols values
+ * laid out as attn.h says (cs unused). */
 typedef struct attn_mat {
     char *base;
     attn_dtype dtype;
@@ -87,13 +124,21 @@ static inline double attn_mat_get(const attn_mat *m, int64_t i, int64_t j) {
     case ATTN_F32: return (double)((const float *)(const void *)m->base)[off];
     case ATTN_F16: return attn_f16_to_f32(((const uint16_t *)(const void *)m->base)[off]);
     case ATTN_BF16: return attn_bf16_to_f32(((const uint16_t *)(const void *)m->base)[off]);
+    case ATTN_Q8:
+    case ATTN_Q4:
+    case ATTN_E4M3:
+    case ATTN_E5M2: return attn_quant_get(m->base + i * m->rs, m->dtype, j);
     default: return ((const double *)(const void *)m->base)[off];
     }
 }
 
-/* Row r of an f32, f16 or bf16 matrix as contiguous f32: in place when it is
+/* Row r of an f32, f16, bf16 or quantized matrix as contiguous f32: in place when it is
  * f32 with contiguous columns, else widened into buf (m->cols floats). */
 static inline const float *attn_row_f32(const attn_mat *m, int64_t r, float *buf) {
+    if (attn_dtype_quantized(m->dtype)) { /* widened by the reference (quant.c) */
+        attn_dequant_row(buf, m->base + r * m->rs, m->cols, m->dtype);
+        return buf;
+    }
     const char *row = m->base + r * m->rs * (int64_t)attn_dtype_size(m->dtype);
     if (m->dtype == ATTN_F32 && m->cs == 1) return (const float *)(const void *)row;
     for (int64_t c = 0; c < m->cols; c++) {

@@ -11,8 +11,8 @@
  *   alive       (max_sequences,) uint8: 1 for a live sequence
  *   lengths     (max_sequences,) int64: positions; 0 for a free id
  *   tables      (max_sequences, table_stride) int32: the page tables
- *   K pages     (num_pages, Hk, P, E)  the pool's dtype
- *   V pages     (num_pages, Hk, P, Ev)
+ *   K pages     (num_pages, Hk, P, E)  the pool's dtype (quantized: (num_pages, Hk, P)
+ *   V pages     (num_pages, Hk, P, Ev)  rows of attn_quant_row_size bytes)
  * The tables and lengths are a block table indexed by sequence id, so the
  * pool is its own view (attn_kv_pages_view) and every reader of pages
  * reads a pool and a caller's pages through the same code.
@@ -73,12 +73,24 @@ static bool region(int64_t *at, int64_t *next, int64_t count, int64_t size) {
 /* The bytes of one page region (all num_pages of K, or of V): false on overflow. */
 static bool page_region_bytes(int64_t *bytes, int64_t pages, int64_t heads, int64_t P, int64_t cols,
                               attn_dtype dt) {
-    int64_t n;
-    return attn_mul_i64(pages, heads, &n) && attn_mul_i64(n, P, &n) && attn_mul_i64(n, cols, &n) &&
-           attn_mul_i64(n, (int64_t)attn_dtype_size(dt), bytes);
+    int64_t n, row = attn_row_bytes(dt, cols);
+    return row && attn_mul_i64(pages, heads, &n) && attn_mul_i64(n, P, &n) && attn_mul_i64(n, row, bytes);
 }
 
+/* What keys and values to append, and gathered ones, may be. */
 static bool storage_dtype(attn_dtype dt) { return dt == ATTN_F32 || dt == ATTN_F16 || dt == ATTN_BF16; }
+
+/* What a pool's pages may hold: those, or quantized rows of a size the
+ * format takes (q8 and q4: a multiple of 32 values). */
+static attn_status check_page_dtype(attn_dtype dt, int64_t key_dim, int64_t value_dim, const char *name,
+                                    attn_error *err) {
+    if (!storage_dtype(dt) && !attn_dtype_quantized(dt))
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s->dtype must be f32, f16, bf16, q8, q4, e4m3 or e5m2", name);
+    if ((dt == ATTN_Q8 || dt == ATTN_Q4) && (key_dim % 32 || value_dim % 32))
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s->key_dim %lld and value_dim %lld must be multiples of 32 for %s",
+                         name, (long long)key_dim, (long long)value_dim, attn_dtype_name(dt));
+    return ATTN_OK;
+}
 
 /* The caller's desc (read up to its struct_size) checked, and its layout. */
 static attn_status read_desc(attn_kv_pages_desc *d, layout *l, const attn_kv_pages_desc *in, attn_error *err) {
@@ -104,8 +116,7 @@ static attn_status read_desc(attn_kv_pages_desc *d, layout *l, const attn_kv_pag
     if (d->max_length < 0)
         return attn_fail(err, ATTN_ERR_SHAPE, "desc->max_length is %lld; it must be 0 (num_pages · page_size) or more",
                          (long long)d->max_length);
-    if (!storage_dtype(d->dtype))
-        return attn_fail(err, ATTN_ERR_DTYPE, "desc->dtype must be f32, f16 or bf16");
+    if ((st = check_page_dtype(d->dtype, d->key_dim, d->value_dim, "desc", err))) return st;
     /* A sequence never holds a page twice, so no table needs more than
      * num_pages entries, whatever max_length says. */
     l->table_stride = d->max_length ? pages_for(d->max_length, d->page_size) : d->num_pages;
@@ -273,9 +284,10 @@ int64_t attn_kv_pages_page_refs(const attn_kv_pages *pool, int64_t page) {
  * writes. The caller has checked that the page region's bytes fit. */
 static void page_rows(attn_tensor *t, const void *base, attn_dtype dt, int64_t heads, int64_t P, int64_t cols,
                       int64_t page, int64_t r0, int64_t n) {
-    int64_t shape[3] = {heads, n, cols}, strides[3] = {P * cols, cols, 1};
-    char *at = (char *)base + ((page * heads * P + r0) * cols) * (int64_t)attn_dtype_size(dt);
-    attn_tensor_init(t, at, dt, 3, shape, strides, NULL);
+    /* a row's step: cols elements, or a quantized row's bytes (attn_copy_rows' convention) */
+    int64_t row = attn_dtype_quantized(dt) ? attn_row_bytes(dt, cols) : cols;
+    char *at = (char *)base + ((page * heads * P + r0) * row) * attn_stride_unit(dt);
+    *t = (attn_tensor){at, dt, 3, {heads, n, cols}, {P * row, row, 1}};
 }
 
 
@@ -394,8 +406,8 @@ static void copy_page_rows(attn_kv_pages *p, int32_t to, int32_t from, int64_t n
     page_rows(&sk, p->k, d->dtype, d->heads, d->page_size, d->key_dim, from, 0, n);
     page_rows(&dv, p->v, d->dtype, d->heads, d->page_size, d->value_dim, to, 0, n);
     page_rows(&sv, p->v, d->dtype, d->heads, d->page_size, d->value_dim, from, 0, n);
-    attn_tensor_convert(&dk, &sk, NULL);
-    attn_tensor_convert(&dv, &sv, NULL);
+    attn_copy_rows(&dk, &sk);
+    attn_copy_rows(&dv, &sv);
 }
 
 attn_status attn_kv_pages_append(attn_kv_pages *pool, const int64_t *seqs, int64_t n, const attn_tensor *k,
@@ -442,8 +454,8 @@ attn_status attn_kv_pages_append(attn_kv_pages *pool, const int64_t *seqs, int64
             attn_tensor dk, dv, sk = narrow(k, 0, from, run, 0, 1), sv = narrow(v, 0, from, run, 0, 1);
             page_rows(&dk, pool->k, d->dtype, d->heads, P, d->key_dim, table[pos / P], row, run);
             page_rows(&dv, pool->v, d->dtype, d->heads, P, d->value_dim, table[pos / P], row, run);
-            attn_tensor_convert(&dk, &sk, NULL);
-            attn_tensor_convert(&dv, &sv, NULL);
+            attn_copy_rows(&dk, &sk);
+            attn_copy_rows(&dv, &sv);
             pos += run;
         }
         pool->lengths[s] = len + add;
@@ -485,7 +497,7 @@ static attn_status read_view(attn_kv_paged_view *w, const attn_kv_paged_view *in
     if (w->num_sequences < 0)
         return attn_fail(err, ATTN_ERR_SHAPE, "view->num_sequences is %lld; it must be 0 or more",
                          (long long)w->num_sequences);
-    if (!storage_dtype(w->dtype)) return attn_fail(err, ATTN_ERR_DTYPE, "view->dtype must be f32, f16 or bf16");
+    if ((st = check_page_dtype(w->dtype, w->key_dim, w->value_dim, "view", err))) return st;
     int64_t kb, vb;
     if (!page_region_bytes(&kb, w->num_pages, w->heads, w->page_size, w->key_dim, w->dtype) ||
         !page_region_bytes(&vb, w->num_pages, w->heads, w->page_size, w->value_dim, w->dtype))
@@ -541,13 +553,16 @@ static attn_status read_view(attn_kv_paged_view *w, const attn_kv_paged_view *in
 }
 
 void attn_kv_paged_regions(attn_tensor regions[5], const attn_kv_paged_view *w) {
-    int64_t kn = w->num_pages * w->heads * w->page_size * w->key_dim; /* fit: the view was checked */
-    int64_t vn = w->num_pages * w->heads * w->page_size * w->value_dim;
+    /* fit: the view was checked; quantized pages as their bytes */
+    bool q = attn_dtype_quantized(w->dtype);
+    attn_dtype dt = q ? ATTN_BOOL : w->dtype;
+    int64_t kn = w->num_pages * w->heads * w->page_size * (q ? attn_row_bytes(w->dtype, w->key_dim) : w->key_dim);
+    int64_t vn = w->num_pages * w->heads * w->page_size * (q ? attn_row_bytes(w->dtype, w->value_dim) : w->value_dim);
     int64_t n = w->num_sequences, offsets = n + 1;
     int64_t entries = w->table_offsets ? w->table_offsets[n] : n * w->table_stride;
     memset(regions, 0, 5 * sizeof *regions);
-    attn_tensor_init(&regions[0], (void *)w->k_pages, w->dtype, 1, &kn, NULL, NULL);
-    attn_tensor_init(&regions[1], (void *)w->v_pages, w->dtype, 1, &vn, NULL, NULL);
+    attn_tensor_init(&regions[0], (void *)w->k_pages, dt, 1, &kn, NULL, NULL);
+    attn_tensor_init(&regions[1], (void *)w->v_pages, dt, 1, &vn, NULL, NULL);
     if (n == 0) return;
     /* int64 and int32 arrays as the float types of their sizes: only their bytes count */
     attn_tensor_init(&regions[2], (void *)w->lengths, ATTN_F64, 1, &n, NULL, NULL);
@@ -610,8 +625,8 @@ void attn_kv_paged_copy(attn_tensor *k, attn_tensor *v, const attn_kv_paged_view
         attn_tensor sk, sv, dk = narrow(k, 1, pos, run, 0, 0), dv = narrow(v, 1, pos, run, 0, 0);
         page_rows(&sk, w->k_pages, w->dtype, w->heads, P, w->key_dim, table[pos / P], 0, run);
         page_rows(&sv, w->v_pages, w->dtype, w->heads, P, w->value_dim, table[pos / P], 0, run);
-        attn_tensor_convert(&dk, &sk, NULL);
-        attn_tensor_convert(&dv, &sv, NULL);
+        attn_copy_rows(&dk, &sk);
+        attn_copy_rows(&dv, &sv);
     }
 }
 

@@ -35,6 +35,11 @@ typedef struct extent {
  * negative stride walks the same bytes from the other end; dimensions that
  * continue each other merge, and contiguous innermost ones join the block. */
 static bool extent_of(extent *x, const attn_tensor *t) {
+    attn_tensor bytes; /* quantized rows: the bytes they cover */
+    if (attn_dtype_quantized(t->dtype)) {
+        if (attn_quant_bytes(t, &bytes, "", NULL)) return false;
+        t = &bytes;
+    }
     if (attn_tensor_numel(t) <= 0 || attn_check_extent(t, "", NULL) != ATTN_OK)
         return false; /* empty, or no view; else every product below fits */
     int64_t es = (int64_t)attn_dtype_size(t->dtype), block = es;

@@ -6,14 +6,16 @@
 attn_rows attn_rows_paged(const attn_paged_rows *pg, int64_t head) {
     attn_rows r;
     memset(&r, 0, sizeof r);
-    int64_t size = (int64_t)attn_dtype_size(pg->dtype);
+    int64_t unit = attn_stride_unit(pg->dtype);
+    int64_t row = attn_dtype_quantized(pg->dtype) ? attn_row_bytes(pg->dtype, pg->cols) : pg->cols;
     r.kind = ATTN_ROWS_PAGED;
     r.dtype = pg->dtype;
     r.rows = pg->length;
     r.cols = pg->cols;
     r.page_size = pg->page_size;
-    r.page_stride = pg->heads * pg->page_size * pg->cols; /* checked by attn_paged_rows_check */
-    r.head = (const char *)pg->pages + head * pg->page_size * pg->cols * size;
+    r.row_step = row;
+    r.page_stride = pg->heads * pg->page_size * row; /* checked by attn_paged_rows_check */
+    r.head = (const char *)pg->pages + head * pg->page_size * row * unit;
     r.table = pg->table;
     return r;
 }
@@ -21,8 +23,8 @@ attn_rows attn_rows_paged(const attn_paged_rows *pg, int64_t head) {
 attn_status attn_paged_rows_check(const attn_paged_rows *pg, const char *name, attn_error *err) {
     if (!pg) return attn_fail(err, ATTN_ERR_NULL, "%s: the pool is NULL", name);
     if (!pg->pages) return attn_fail(err, ATTN_ERR_NULL, "%s: the pages are NULL", name);
-    if (pg->dtype != ATTN_F32 && pg->dtype != ATTN_F16 && pg->dtype != ATTN_BF16)
-        return attn_fail(err, ATTN_ERR_DTYPE, "%s are %s; pages hold f32, f16 or bf16", name,
+    if (pg->dtype != ATTN_F32 && pg->dtype != ATTN_F16 && pg->dtype != ATTN_BF16 && !attn_dtype_quantized(pg->dtype))
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s are %s; pages hold f32, f16, bf16, q8, q4, e4m3 or e5m2", name,
                          attn_dtype_name(pg->dtype));
     if (pg->num_pages < 1 || pg->heads < 1 || pg->page_size < 1 || pg->cols < 1 || pg->n_pages < 0 ||
         pg->length < 0)
@@ -31,9 +33,12 @@ attn_status attn_paged_rows_check(const attn_paged_rows *pg, const char *name, a
                          "n_pages %lld and length %lld >= 0",
                          name, (long long)pg->num_pages, (long long)pg->heads, (long long)pg->page_size,
                          (long long)pg->cols, (long long)pg->n_pages, (long long)pg->length);
-    int64_t n, bytes, cap;
-    if (!attn_mul_i64(pg->num_pages, pg->heads, &n) || !attn_mul_i64(n, pg->page_size, &n) ||
-        !attn_mul_i64(n, pg->cols, &n) || !attn_mul_i64(n, (int64_t)attn_dtype_size(pg->dtype), &bytes))
+    if (attn_dtype_quantized(pg->dtype) && pg->cols % 32 && (pg->dtype == ATTN_Q8 || pg->dtype == ATTN_Q4))
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s: rows of %lld values; %s rows hold a multiple of 32", name,
+                         (long long)pg->cols, attn_dtype_name(pg->dtype));
+    int64_t n, bytes, cap, row = attn_row_bytes(pg->dtype, pg->cols);
+    if (!row || !attn_mul_i64(pg->num_pages, pg->heads, &n) || !attn_mul_i64(n, pg->page_size, &n) ||
+        !attn_mul_i64(n, row, &bytes))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "%s: the pool's byte size overflows", name);
     if (pg->n_pages > 0 && !pg->table) return attn_fail(err, ATTN_ERR_NULL, "%s: the page table is NULL", name);
     if (!attn_mul_i64(pg->n_pages, pg->page_size, &cap) || pg->length > cap)
@@ -49,18 +54,18 @@ attn_status attn_paged_rows_check(const attn_paged_rows *pg, const char *name, a
 int64_t attn_rows_span(const attn_rows *src, int64_t j, int64_t n, attn_mat *span) {
     if (src->kind == ATTN_ROWS_DENSE) {
         *span = src->dense;
-        span->base += j * src->dense.rs * (int64_t)attn_dtype_size(src->dtype);
+        span->base += j * src->dense.rs * attn_stride_unit(src->dtype);
         span->rows = n;
         return n;
     }
     /* PAGED: to the end of position j's page. */
     int64_t P = src->page_size, r = j % P, k = P - r < n ? P - r : n;
-    int64_t page = src->table[j / P], size = (int64_t)attn_dtype_size(src->dtype);
-    span->base = (char *)src->head + (page * src->page_stride + r * src->cols) * size;
+    int64_t page = src->table[j / P];
+    span->base = (char *)src->head + (page * src->page_stride + r * src->row_step) * attn_stride_unit(src->dtype);
     span->dtype = src->dtype;
     span->rows = k;
     span->cols = src->cols;
-    span->rs = src->cols;
+    span->rs = src->row_step;
     span->cs = 1;
     return k;
 }

@@ -25,7 +25,9 @@ typedef enum attn_rows_kind {
 
 /* A paged pool's keys or values, as the paged row source reads them:
  *   pages   [num_pages][Hk][P][cols] elements of dtype (f32, f16 or bf16),
- *           keys and values each in their own array;
+ *           or [num_pages][Hk][P] rows of a quantized format (q8, q4,
+ *           e4m3, e5m2; attn_quant_row_size bytes each), keys and values
+ *           each in their own array;
  *   table   the sequence's page table, n_pages int32 page indices;
  *   length  the sequence's positions, at most n_pages · P.
  * Position j is row j % P of page table[j / P]. Checked before any kernel
@@ -39,8 +41,11 @@ typedef struct attn_paged_rows {
 } attn_paged_rows;
 
 /* The rows of one KV head: positions 0 .. rows-1, cols values each, of
- * dtype (f32, f64, f16 or bf16). `rows`, `cols` and `dtype` are the same
- * for every kind; the rest is the kind's. */
+ * dtype (f32, f64, f16, bf16, or a quantized format, whose spans are
+ * attn_mat's quantized rows: every reader of a span widens them a row at a
+ * time, into the packed tile or a group of rows, never the whole source).
+ * `rows`, `cols` and `dtype` are the same for every kind; the rest is the
+ * kind's. */
 typedef struct attn_rows {
     attn_rows_kind kind;
     attn_dtype dtype;
@@ -48,13 +53,15 @@ typedef struct attn_rows {
     attn_mat dense;       /* DENSE: position j is row j of this matrix */
     const char *head;     /* PAGED: page 0's row 0 of this head */
     int64_t page_size;    /* PAGED: P */
-    int64_t page_stride;  /* PAGED: elements from one page to the next, Hk · P · cols */
+    int64_t page_stride;  /* PAGED: units from one page to the next, Hk · P · row_step */
     const int32_t *table; /* PAGED: the page table */
+    int64_t row_step;     /* PAGED: units from one row to the next: cols, or a quantized row's bytes
+                           * (the unit: attn_stride_unit) */
 } attn_rows;
 
 /* A dense source over m (its rows the positions). */
 static inline attn_rows attn_rows_dense(attn_mat m) {
-    attn_rows r = {ATTN_ROWS_DENSE, m.dtype, m.rows, m.cols, m, NULL, 0, 0, NULL};
+    attn_rows r = {ATTN_ROWS_DENSE, m.dtype, m.rows, m.cols, m, NULL, 0, 0, NULL, 0};
     return r;
 }
 
@@ -62,7 +69,8 @@ static inline attn_rows attn_rows_dense(attn_mat m) {
 attn_rows attn_rows_paged(const attn_paged_rows *pg, int64_t head);
 
 /* pg is a pool and page table the paged source can read: pages present,
- * dtype f32, f16 or bf16, sizes >= 1 (P from 1; the pool's own rules are
+ * dtype f32, f16, bf16 or quantized (then cols a multiple of 32 for q8 and
+ * q4), sizes >= 1 (P from 1; the pool's own rules are
  * its creator's), every size product within int64 in bytes, a table of
  * n_pages entries each in 0 .. num_pages-1, and length <= n_pages · P.
  * `name` is what the messages call it (e.g. "k pages"). ATTN_ERR_NULL,

@@ -27,8 +27,8 @@ void attn_format_shape(char *buf, size_t size, int rank, const int64_t *shape) {
 }
 
 const char *attn_dtype_name(attn_dtype dtype) {
-    static const char *const NAMES[] = {"unknown", "f32", "f64", "bool", "f16", "bf16"};
-    return (unsigned)dtype <= ATTN_BF16 ? NAMES[dtype] : "unknown";
+    static const char *const NAMES[] = {"unknown", "f32", "f64", "bool", "f16", "bf16", "q8", "q4", "e4m3", "e5m2"};
+    return (unsigned)dtype <= ATTN_E5M2 ? NAMES[dtype] : "unknown";
 }
 
 size_t attn_dtype_size(attn_dtype dtype) {
@@ -38,6 +38,10 @@ size_t attn_dtype_size(attn_dtype dtype) {
     case ATTN_BOOL: return 1;
     case ATTN_F16:
     case ATTN_BF16: return 2;
+    case ATTN_Q8:
+    case ATTN_Q4:
+    case ATTN_E4M3:
+    case ATTN_E5M2: return 0; /* no whole bytes per element: attn_quant_row_size */
     }
     return 0;
 }
@@ -56,12 +60,38 @@ int64_t attn_tensor_numel(const attn_tensor *t) {
     return empty ? 0 : nonzero;
 }
 
+/* A tensor of quantized rows (attn.h): shape in values, the last stride 1,
+ * the others in bytes (by default C order over rows of
+ * attn_quant_row_size bytes). */
+static attn_status init_quantized(attn_tensor *t, void *data, attn_dtype dtype, int rank, const int64_t *shape,
+                                  const int64_t *strides, attn_error *err) {
+    attn_tensor v = {0}, bytes;
+    v.data = data, v.dtype = dtype, v.rank = rank;
+    for (int d = 0; d < rank; d++) {
+        if (shape[d] < 0)
+            return attn_fail(err, ATTN_ERR_SHAPE, "dimension %d is negative (%lld)", d, (long long)shape[d]);
+        v.shape[d] = shape[d];
+    }
+    if (attn_tensor_numel(&v) < 0) return attn_fail(err, ATTN_ERR_OVERFLOW, "element count of the shape overflows");
+    int64_t step = rank > 0 && shape[rank - 1] > 0 ? attn_row_bytes(dtype, shape[rank - 1]) : 0;
+    for (int d = rank - 1; d >= 0; d--) {
+        v.strides[d] = strides ? strides[d] : d == rank - 1 ? 1 : step;
+        if (d < rank - 1 && shape[d] > 0 && !attn_mul_i64(step, shape[d], &step))
+            return attn_fail(err, ATTN_ERR_OVERFLOW, "the byte size of the shape overflows");
+    }
+    attn_status st = attn_quant_bytes(&v, &bytes, "the tensor", err);
+    if (st) return st;
+    *t = v;
+    return ATTN_OK;
+}
+
 attn_status attn_tensor_init(attn_tensor *t, void *data, attn_dtype dtype, int rank,
                              const int64_t *shape, const int64_t *strides, attn_error *err) {
     if (!t) return attn_fail(err, ATTN_ERR_NULL, "tensor pointer is NULL");
     if (rank < 0 || rank > ATTN_MAX_RANK)
         return attn_fail(err, ATTN_ERR_RANK, "rank %d is outside 0..%d", rank, ATTN_MAX_RANK);
     if (rank > 0 && !shape) return attn_fail(err, ATTN_ERR_NULL, "shape is NULL for rank %d", rank);
+    if (attn_dtype_quantized(dtype)) return init_quantized(t, data, dtype, rank, shape, strides, err);
     if (attn_dtype_size(dtype) == 0)
         return attn_fail(err, ATTN_ERR_DTYPE, "unknown dtype %d", (int)dtype);
     attn_tensor v = {0};
@@ -88,7 +118,7 @@ attn_status attn_tensor_init(attn_tensor *t, void *data, attn_dtype dtype, int r
 
 void attn_pack_rows(double *dst, const attn_mat *m, int64_t r0, int64_t n) {
     /* The dtype test is hoisted out of the loops: this runs for every block. */
-    if (m->dtype == ATTN_F16 || m->dtype == ATTN_BF16) {
+    if (m->dtype == ATTN_F16 || m->dtype == ATTN_BF16 || attn_dtype_quantized(m->dtype)) {
         for (int64_t r = 0; r < n; r++)
             for (int64_t c = 0; c < m->cols; c++) dst[r * m->cols + c] = attn_mat_get(m, r0 + r, c);
     } else if (m->dtype == ATTN_F32) {
@@ -106,6 +136,11 @@ void attn_pack_rows(double *dst, const attn_mat *m, int64_t r0, int64_t n) {
 
 attn_status attn_check_extent(const attn_tensor *t, const char *name, attn_error *err) {
     int64_t extent = 0, term, bytes;
+    if (attn_dtype_quantized(t->dtype)) { /* its rows' bytes */
+        attn_tensor b;
+        attn_status st = attn_quant_bytes(t, &b, name, err);
+        return st ? st : attn_check_extent(&b, name, err);
+    }
     if (attn_tensor_numel(t) < 0)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "%s: element count overflows", name);
     /* Every dimension counts, an empty tensor's too: nothing of it is read,

@@ -39,6 +39,11 @@ static bool streams_16bit(const attn_ukernels *uk, const attn_mat *m) {
     return (m->dtype == ATTN_F16 || m->dtype == ATTN_BF16) && m->cs == 1 && uk->dot_rows16;
 }
 
+/* Whether the ISA's kernels read m's quantized rows where they lie. */
+static bool streams_quant(const attn_ukernels *uk, const attn_mat *m) {
+    return (m->dtype == ATTN_Q8 || m->dtype == ATTN_Q4) && uk->dot_rows_q;
+}
+
 typedef struct decode_job {
     const attn_ukernels *uk;
     const attn_slices *sl;
@@ -91,6 +96,12 @@ static float span_scores(const decode_job *j, float *s, int64_t lds, const float
             kmax = attn_absmax_join(kmax, uk->dot_rows16(s + r0 * lds, lds, q + r0 * j->E, row_block(j, r0),
                                                          (const uint16_t *)(const void *)m->base, m->rs, k, j->E,
                                                          m->dtype == ATTN_F16));
+        return kmax;
+    }
+    if (streams_quant(uk, m)) {
+        for (int64_t r0 = 0; r0 < j->R && kmax >= 0; r0 += ATTN_DECODE_MAX_ROWS)
+            kmax = attn_absmax_join(kmax, uk->dot_rows_q(s + r0 * lds, lds, q + r0 * j->E, row_block(j, r0), m->base,
+                                                         m->rs, k, j->E, m->dtype == ATTN_Q4));
         return kmax;
     }
     attn_rows span = attn_rows_dense(*m);
@@ -171,6 +182,12 @@ static void span_values(const decode_job *j, float *acc, const float *s, int64_t
         for (int64_t r0 = 0; r0 < j->R; r0 += ATTN_DECODE_MAX_ROWS)
             uk->axpy_rows16(acc + r0 * j->Ev, s + r0 * lds, lds, row_block(j, r0),
                             (const uint16_t *)(const void *)m->base, m->rs, k, j->Ev, m->dtype == ATTN_F16);
+        return;
+    }
+    if (streams_quant(uk, m)) {
+        for (int64_t r0 = 0; r0 < j->R; r0 += ATTN_DECODE_MAX_ROWS)
+            uk->axpy_rows_q(acc + r0 * j->Ev, s + r0 * lds, lds, row_block(j, r0), m->base, m->rs, k, j->Ev,
+                            m->dtype == ATTN_Q4);
         return;
     }
     attn_rows span = attn_rows_dense(*m);

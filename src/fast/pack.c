@@ -5,6 +5,10 @@
 #include "kernels/ukernel.h"
 
 const float *attn_row_f32_fast(const attn_ukernels *uk, const attn_mat *m, int64_t r, float *buf) {
+    if (attn_dtype_quantized(m->dtype)) { /* widened by the ISA (the reference's floats) */
+        uk->widen_quant(buf, m->base + r * m->rs, m->cols, m->dtype);
+        return buf;
+    }
     if (m->dtype == ATTN_F32 || m->cs != 1) return attn_row_f32(m, r, buf);
     uk->widen16(buf, (const uint16_t *)(const void *)m->base + r * m->rs, m->cols, m->dtype == ATTN_F16);
     return buf;
@@ -148,9 +152,9 @@ void attn_prefetch_kv(const attn_rows *src, int64_t r0, int64_t n) {
 
 void attn_prefetch_rows(const attn_mat *m, int64_t r0, int64_t n) {
     if (m->cs != 1) return; /* rows of strided elements: left to the hardware */
-    int64_t size = (int64_t)attn_dtype_size(m->dtype), bytes = m->cols * size;
+    int64_t unit = attn_stride_unit(m->dtype), bytes = attn_row_bytes(m->dtype, m->cols);
     for (int64_t r = r0; r < r0 + n; r++) {
-        const char *row = m->base + r * m->rs * size;
+        const char *row = m->base + r * m->rs * unit;
         for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, 2); /* to L2, for reading */
     }
 }

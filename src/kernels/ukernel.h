@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "attn.h" /* attn_dtype */
+
 /* Register tile: MR query rows. Key and value columns come in vectors of
  * VL floats; a microkernel call covers up to NV_MAX vectors of columns. */
 #define ATTN_MR 6
@@ -93,10 +95,22 @@ typedef struct attn_ukernels {
                         int64_t n, int64_t E, bool f16);
     void (*axpy_rows16)(float *acc, const float *p, int64_t ldp, int nq, const uint16_t *v, int64_t ld,
                         int64_t n, int64_t Ev, bool f16);
+    /* The same with quantized rows (q8, or q4 when q4; ld in bytes),
+     * widened in registers: bitwise dot_rows / axpy_rows on the widened
+     * rows. NULL for the portable kernels: decode widens a group of rows
+     * with widen_quant. */
+    float (*dot_rows_q)(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
+                        int64_t E, bool q4);
+    void (*axpy_rows_q)(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
+                        int64_t Ev, bool q4);
 
     /* dst[i] = src[i] for i < n (any n), src IEEE half (f16) or bfloat16:
      * widening is exact, so every ISA gives the same floats. */
     void (*widen16)(float *dst, const uint16_t *src, int64_t n, bool f16);
+    /* dst[i] = value i of a quantized row of n values (attn.h, "Quantized
+     * storage"; format q8, q4, e4m3 or e5m2, n valid for it): exact, so
+     * every ISA gives the floats of base/quant.c's attn_dequant_row. */
+    void (*widen_quant)(float *dst, const void *src, int64_t n, attn_dtype format);
 
     /* s[i] = cap · tanh(s[i] / cap) for i < n (any n), cap > 0: logit
      * soft-capping, as sign(s) · cap · (1 - t) / (1 + t) with t =
@@ -127,6 +141,11 @@ typedef struct attn_ukernels {
     void (*dgemm)(double *c, int64_t ldc, const double *a, const double *b, int64_t k);
     int dgemm_mr, dgemm_nr;
 } attn_ukernels;
+
+/* The x86 widening of quantized rows (x86/widen_quant_*.c, each compiled
+ * for its ISA), registered in their ISA's table. */
+void attn_widen_quant_avx2(float *dst, const void *src, int64_t n, attn_dtype format);
+void attn_widen_quant_avx512(float *dst, const void *src, int64_t n, attn_dtype format);
 
 #define ATTN_DGEMM_MR_MAX 8
 #define ATTN_DGEMM_NR_MAX 24

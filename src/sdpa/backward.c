@@ -139,6 +139,10 @@ attn_status attn_backward_plan(attn_backward_call *c, attn_tensor *const grad[4]
     for (int i = 0; i < 4; i++) c->g.out[i] = grad[i];
     if (!out) return attn_fail(err, ATTN_ERR_NULL, "out (the forward's output) is NULL");
     if (!lse) return attn_fail(err, ATTN_ERR_NULL, "lse (the forward's log-sum-exp) is NULL");
+    if ((k && attn_dtype_quantized(k->dtype)) || (v && attn_dtype_quantized(v->dtype)))
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; the backward pass takes float keys and values "
+                         "(attn_dequantize widens quantized ones)", k && attn_dtype_quantized(k->dtype) ? "k" : "v",
+                         attn_dtype_name(k && attn_dtype_quantized(k->dtype) ? k->dtype : v->dtype));
     attn_status st;
     /* The forward's plan, with out and lse as they were written. */
     if ((st = attn_plan_call(&c->gs.f, (attn_tensor *)out, (attn_tensor *)lse, NULL, false, q, k, v, o, threads, err)) ||

@@ -5,7 +5,9 @@
  * capacity, Ev), C order, in the cache's dtype. The first `length` positions
  * of every head are then a strided tensor (row stride E, head stride
  * capacity · E), which attn_sdpa takes as it is: attending is one attn_sdpa
- * call, so every kernel, option and check applies. */
+ * call, so every kernel, option and check applies. A quantized cache (q8,
+ * q4, e4m3, e5m2) holds rows of attn_quant_row_size bytes in the same
+ * order, a tensor of quantized rows whose strides count bytes. */
 #include "sdpa/sdpa.h"
 
 #include <string.h>
@@ -35,12 +37,15 @@ static attn_status read_desc(attn_kv_cache_desc *d, int64_t *kbytes, int64_t *vb
     static const char *const NAMES[5] = {"batch", "heads", "capacity", "key_dim", "value_dim"};
     for (int i = 0; i < 5; i++)
         if (dims[i] < 1) return attn_fail(err, ATTN_ERR_SHAPE, "desc->%s is %lld; it must be at least 1", NAMES[i], (long long)dims[i]);
-    if (d->dtype != ATTN_F64 && d->dtype != ATTN_F32 && d->dtype != ATTN_F16 && d->dtype != ATTN_BF16)
-        return attn_fail(err, ATTN_ERR_DTYPE, "desc->dtype must be f64, f32, f16 or bf16");
-    int64_t rows, ke, ve, size = (int64_t)attn_dtype_size(d->dtype);
-    if (!attn_mul_i64(d->batch, d->heads, &rows) || !attn_mul_i64(rows, d->capacity, &rows) ||
-        !attn_mul_i64(rows, d->key_dim, &ke) || !attn_mul_i64(ke, size, kbytes) ||
-        !attn_mul_i64(rows, d->value_dim, &ve) || !attn_mul_i64(ve, size, vbytes) || *kbytes > INT64_MAX / 2 - 4 * ALIGN ||
+    if (d->dtype != ATTN_F64 && d->dtype != ATTN_F32 && d->dtype != ATTN_F16 && d->dtype != ATTN_BF16 &&
+        !attn_dtype_quantized(d->dtype))
+        return attn_fail(err, ATTN_ERR_DTYPE, "desc->dtype must be f64, f32, f16 or bf16, or quantized: q8, q4, e4m3 or e5m2");
+    if ((d->dtype == ATTN_Q8 || d->dtype == ATTN_Q4) && (d->key_dim % 32 || d->value_dim % 32))
+        return attn_fail(err, ATTN_ERR_SHAPE, "desc->key_dim %lld and value_dim %lld must be multiples of 32 for %s",
+                         (long long)d->key_dim, (long long)d->value_dim, attn_dtype_name(d->dtype));
+    int64_t rows, kr = attn_row_bytes(d->dtype, d->key_dim), vr = attn_row_bytes(d->dtype, d->value_dim);
+    if (!kr || !vr || !attn_mul_i64(d->batch, d->heads, &rows) || !attn_mul_i64(rows, d->capacity, &rows) ||
+        !attn_mul_i64(rows, kr, kbytes) || !attn_mul_i64(rows, vr, vbytes) || *kbytes > INT64_MAX / 2 - 4 * ALIGN ||
         *vbytes > INT64_MAX / 2 - 4 * ALIGN)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the cache's size overflows");
     return ATTN_OK;
@@ -94,8 +99,10 @@ static attn_status positions(attn_tensor *t, const attn_kv_cache *c, bool values
                          "rank %d does not fit a cache of %lld sequences of %lld heads: (B, Hk, positions, dim) "
                          "is rank 4, rank 3 needs B = 1, rank 2 B = Hk = 1",
                          rank, (long long)d->batch, (long long)d->heads);
-    int64_t shape[4] = {d->batch, d->heads, n, cols}, strides[4] = {d->heads * d->capacity * cols, d->capacity * cols, cols, 1};
-    char *base = (values ? c->v : c->k) + p0 * cols * (int64_t)attn_dtype_size(d->dtype);
+    /* a row's step: cols elements, or a quantized row's bytes */
+    int64_t row = attn_dtype_quantized(d->dtype) ? attn_row_bytes(d->dtype, cols) : cols;
+    int64_t shape[4] = {d->batch, d->heads, n, cols}, strides[4] = {d->heads * d->capacity * row, d->capacity * row, row, 1};
+    char *base = (values ? c->v : c->k) + p0 * row * attn_stride_unit(d->dtype);
     return attn_tensor_init(t, base, d->dtype, rank, shape + 4 - rank, strides + 4 - rank, err);
 }
 
@@ -109,6 +116,36 @@ attn_status attn_kv_cache_view(attn_tensor *k, attn_tensor *v, const attn_kv_cac
     if (!k || !v || !cache) return attn_fail(err, ATTN_ERR_NULL, "k, v and cache must not be NULL");
     attn_status st = positions(k, cache, false, 0, cache->length, rank, err);
     return st ? st : positions(v, cache, true, 0, cache->length, rank, err);
+}
+
+/* k or v to gather into: the cache's filled positions' shape, as `rank`
+ * gives it (4, or 3 / 2 when B / B and Hk are 1), a float dtype. */
+static attn_status check_out(const attn_tensor *t, const attn_tensor *like, const char *name, attn_error *err) {
+    if (!t || !t->data) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL or has NULL data", name);
+    if (t->rank != like->rank || memcmp(t->shape, like->shape, sizeof(int64_t) * (size_t)like->rank)) {
+        char s[128], w[128];
+        attn_format_shape(s, sizeof s, t->rank, t->shape);
+        attn_format_shape(w, sizeof w, like->rank, like->shape);
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s; the cache's positions are %s", name, s, w);
+    }
+    if (t->dtype != ATTN_F64 && t->dtype != ATTN_F32 && t->dtype != ATTN_F16 && t->dtype != ATTN_BF16)
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be f64, f32, f16 or bf16", name, attn_dtype_name(t->dtype));
+    return attn_check_extent(t, name, err);
+}
+
+attn_status attn_kv_cache_gather(attn_tensor *k, attn_tensor *v, const attn_kv_cache *cache, attn_error *err) {
+    if (!cache) return attn_fail(err, ATTN_ERR_NULL, "cache is NULL");
+    attn_tensor ck, cv;
+    int rank = k ? k->rank : 4;
+    attn_status st = positions(&ck, cache, false, 0, cache->length, rank, err);
+    if (st || (st = positions(&cv, cache, true, 0, cache->length, rank, err)) ||
+        (st = check_out(k, &ck, "k", err)) || (st = check_out(v, &cv, "v", err)))
+        return st;
+    const attn_named outs[2] = {{k, "k"}, {v, "v"}};
+    const attn_named ins[2] = {{&ck, "the cache's keys"}, {&cv, "the cache's values"}};
+    if ((st = attn_check_no_overlap(outs, 2, ins, 2, err))) return st;
+    attn_copy_rows(k, &ck), attn_copy_rows(v, &cv);
+    return ATTN_OK;
 }
 
 /* k or v to append: the cache's shape with n positions, a dtype it takes. */
@@ -130,7 +167,7 @@ static attn_status check_new(const attn_tensor *t, const char *name, const attn_
     }
     for (int i = 0; i < 4 - t->rank; i++)
         if (want[i] != 1) return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d but the cache has %s > 1", name, t->rank, i ? "heads" : "batch");
-    bool wide = d->dtype == ATTN_F64;
+    bool wide = d->dtype == ATTN_F64; /* the others, quantized ones too, take f32, f16 or bf16 */
     if (wide ? t->dtype != ATTN_F64 : (t->dtype != ATTN_F32 && t->dtype != ATTN_F16 && t->dtype != ATTN_BF16))
         return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; an %s cache takes %s", name, attn_dtype_name(t->dtype),
                          attn_dtype_name(d->dtype), wide ? "f64" : "f32, f16 or bf16");
@@ -155,7 +192,10 @@ attn_status attn_kv_cache_append(attn_kv_cache *cache, const attn_tensor *k, con
     const attn_named outs[2] = {{&dk, "the cache's keys"}, {&dv, "the cache's values"}};
     const attn_named ins[2] = {{k, "k"}, {v, "v"}};
     if ((st = attn_check_no_overlap(outs, 2, ins, 2, err))) return st;
-    if ((st = attn_tensor_convert(&dk, k, err)) || (st = attn_tensor_convert(&dv, v, err))) return st;
+    if (attn_dtype_quantized(cache->d.dtype)) /* each row quantized by itself */
+        attn_copy_rows(&dk, k), attn_copy_rows(&dv, v);
+    else if ((st = attn_tensor_convert(&dk, k, err)) || (st = attn_tensor_convert(&dv, v, err)))
+        return st;
     cache->length += n;
     return ATTN_OK;
 }

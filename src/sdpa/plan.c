@@ -36,13 +36,14 @@ static attn_status check_operand(const attn_tensor *t, const char *name, attn_dt
         return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; attention takes ranks 2 to %d", name,
                          t->rank, ATTN_MAX_RANK);
     const char *tn = attn_dtype_name(t->dtype);
-    bool half = t->dtype == ATTN_F16 || t->dtype == ATTN_BF16;
+    /* 16-bit and quantized keys and values are widened to f32 in the kernels */
+    bool half = t->dtype == ATTN_F16 || t->dtype == ATTN_BF16 || attn_dtype_quantized(t->dtype);
     if (t->dtype != ATTN_F32 && t->dtype != ATTN_F64 && !(half && kv))
         return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be f32 or f64%s", name, tn,
-                         kv ? " (or f16/bf16 with f32 q)" : "");
+                         kv ? " (or f16, bf16, q8, q4, e4m3 or e5m2 with f32 q)" : "");
     if (t->dtype != dtype && !(half && dtype == ATTN_F32))
         return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s but q is %s; all must share one dtype%s",
-                         name, tn, attn_dtype_name(dtype), half ? " (f16/bf16 k and v need f32 q)" : "");
+                         name, tn, attn_dtype_name(dtype), half ? " (f16, bf16 and quantized k and v need f32 q)" : "");
     for (int d = 0; d < t->rank; d++)
         if (t->shape[d] < 1) {
             char s[128];

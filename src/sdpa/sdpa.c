@@ -155,15 +155,21 @@ attn_status attn_scores(attn_tensor *scores, const attn_tensor *q, const attn_te
 }
 
 void attn_paged_rows_pool(attn_tensor *t, const attn_paged_rows *pg) {
-    int64_t n = pg->num_pages * pg->heads * pg->page_size * pg->cols; /* checked by attn_paged_rows_check */
-    attn_tensor_init(t, (void *)pg->pages, pg->dtype, 1, &n, NULL, NULL);
+    /* checked by attn_paged_rows_check; quantized rows as their bytes */
+    bool q = attn_dtype_quantized(pg->dtype);
+    int64_t n = pg->num_pages * pg->heads * pg->page_size * (q ? attn_row_bytes(pg->dtype, pg->cols) : pg->cols);
+    attn_tensor_init(t, (void *)pg->pages, q ? ATTN_BOOL : pg->dtype, 1, &n, NULL, NULL);
 }
 
 void attn_paged_rows_shapes(attn_tensor *k, attn_tensor *v, const attn_paged_rows *k_pages, const attn_paged_rows *v_pages) {
     int64_t ks[3] = {k_pages->heads, k_pages->length, k_pages->cols}, vs[3] = {v_pages->heads, v_pages->length, v_pages->cols};
     int64_t zero[3] = {0, 0, 1};
-    attn_tensor_init(k, (void *)k_pages->pages, k_pages->dtype, 3, ks, zero, NULL);
-    attn_tensor_init(v, (void *)v_pages->pages, v_pages->dtype, 3, vs, zero, NULL);
+    /* Quantized rows stand in as f16, which the plan takes with f32 q as it
+     * must take them: only the shapes are read. */
+    attn_tensor_init(k, (void *)k_pages->pages, attn_dtype_quantized(k_pages->dtype) ? ATTN_F16 : k_pages->dtype, 3, ks,
+                     zero, NULL);
+    attn_tensor_init(v, (void *)v_pages->pages, attn_dtype_quantized(v_pages->dtype) ? ATTN_F16 : v_pages->dtype, 3, vs,
+                     zero, NULL);
 }
 
 attn_status attn_sdpa_paged(attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,

@@ -48,7 +48,7 @@ typedef struct bseq {
  * attn_sdpa takes, or of a packed (T, H) lse as (H, n). */
 static void seq_view(attn_tensor *dst, const attn_tensor *t, int64_t r0, int64_t n) {
     *dst = *t;
-    dst->data = (char *)t->data + r0 * t->strides[0] * (int64_t)attn_dtype_size(t->dtype);
+    dst->data = (char *)t->data + r0 * t->strides[0] * attn_stride_unit(t->dtype);
     dst->shape[0] = t->shape[1], dst->strides[0] = t->strides[1];
     dst->shape[1] = n, dst->strides[1] = t->strides[0];
 }
@@ -156,9 +156,9 @@ static attn_status check_batch(const attn_tensor *q, const attn_tensor *k, const
         return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; it must be f32 or f64", attn_dtype_name(q->dtype));
     const attn_tensor *kv[2] = {k, v};
     for (int t = 0; t < 2; t++) {
-        bool half = kv[t]->dtype == ATTN_F16 || kv[t]->dtype == ATTN_BF16;
+        bool half = kv[t]->dtype == ATTN_F16 || kv[t]->dtype == ATTN_BF16 || attn_dtype_quantized(kv[t]->dtype);
         if (kv[t]->dtype != q->dtype && !(half && q->dtype == ATTN_F32))
-            return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s but q is %s; it must be q's dtype (or f16/bf16 with f32 q)",
+            return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s but q is %s; it must be q's dtype (or f16, bf16 or quantized with f32 q)",
                              t ? "v" : "k", attn_dtype_name(kv[t]->dtype), attn_dtype_name(q->dtype));
     }
     if (k->shape[2] != q->shape[2])
@@ -305,7 +305,9 @@ static void report(const char *call, const seq *seqs, int64_t batch, const attn_
     for (int64_t b = 0; b < batch; b++)
         if (seqs[b].route >= SEQ_FLASH) {
             shown.has_rope = seqs[b].sl.has_rope, shown.rope = seqs[b].sl.rope;
-            if (!shown.k) shown.k = seqs[b].sl.k, shown.v = seqs[b].sl.v; /* pages: a sequence's stand-ins */
+            if (!shown.k) /* pages: a sequence's stand-ins, and its pages' dtype */
+                shown.k = seqs[b].sl.k, shown.v = seqs[b].sl.v, shown.k_pages = seqs[b].sl.k_pages,
+                shown.v_pages = seqs[b].sl.v_pages;
         }
     attn_verbose_report(call, info, &shown, o, attn_now_ms() - t0);
 }

@@ -66,8 +66,12 @@ void attn_verbose_report(const char *call, const attn_run_info *info, const attn
     static const char *const CAUSAL[] = {"none", "top-left", "bottom-right"};
     char sq[96], sk[96], sv[96], sm[96];
     describe(sq, sizeof sq, sl->q);
-    describe(sk, sizeof sk, sl->k);
-    describe(sv, sizeof sv, sl->v);
+    /* Paged keys and values: the plan saw stand-ins; the pages' own dtype is shown. */
+    attn_tensor kd, vd;
+    if (sl->k_pages && sl->k) kd = *sl->k, kd.dtype = sl->k_pages->dtype;
+    if (sl->v_pages && sl->v) vd = *sl->v, vd.dtype = sl->v_pages->dtype;
+    describe(sk, sizeof sk, sl->k_pages && sl->k ? &kd : sl->k);
+    describe(sv, sizeof sv, sl->v_pages && sl->v ? &vd : sl->v);
     describe(sm, sizeof sm, o->mask);
     /* One fprintf: stdio locks the stream, so lines of concurrent calls do
      * not interleave. */

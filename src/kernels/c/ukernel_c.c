@@ -216,6 +216,7 @@ const attn_ukernels attn_ukernels_c = {
     .dot_rows = dot_rows_c,
     .axpy_rows = axpy_rows_c,
     .widen16 = widen16_c,
+    .widen_quant = attn_dequant_row, /* the reference itself */
     .softcap = softcap_c,
     .alibi = alibi_c,
     .exp2 = exp2_c,

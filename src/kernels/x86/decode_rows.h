@@ -7,6 +7,8 @@
  *   V_LOADN(p, n), V_STOREN(p, v, n)   the first n < VL lanes (rest zero)
  *   V_WIDEN(h, f16), V_WIDENN(h, n, f16)  VL (or n < VL) 16-bit floats at h,
  *                               IEEE half (f16) or bfloat16, widened
+ *   V_QUANT(row, i, q4)         values i .. i+VL-1 (i a multiple of VL) of a
+ *                               quantized row (q8, or q4 when q4) widened
  *   V_FMA(a, b, c)              a·b + c, one rounding
  *   V_ABSMAX(big, x)            big = max(big, |x|)
  *   VBAD, V_BAD_NONE, V_BAD_ADD(bad, x), V_BAD_ANY(bad)
@@ -30,7 +32,10 @@
  *   plain one when streaming on some cores, Zen 5 among them.)
  * Keys and values may be f32 or 16-bit floats (kind 0: f32, 1: f16, 2:
  * bf16, a constant in each body), widened as they are loaded: a KV cache in
- * 16 bits is read once, at half the bytes. */
+ * 16 bits is read once, at half the bytes; or quantized rows (kind 3: q8,
+ * 4: q4; attn.h, "Quantized storage"), widened in registers a vector at a
+ * time, their row stride ld in bytes. Widening is exact, so every kind
+ * computes on the very floats the f32 kernel would be given. */
 #ifndef ATTN_DECODE_ROWS_H
 #define ATTN_DECODE_ROWS_H
 
@@ -41,17 +46,23 @@
 /* Element i.. of a row of keys or values of the given kind, as f32. */
 DECODE_INLINE V load_kv(const void *p, int64_t i, const int kind) {
     if (kind == 0) return V_LOAD((const float *)p + i);
+    if (kind >= 3) return V_QUANT((const uint8_t *)p, i, kind == 4);
     return V_WIDEN((const uint16_t *)p + i, kind == 1);
 }
 
+/* (Quantized rows hold a multiple of 32 values: never a partial vector.) */
 DECODE_INLINE V load_kvn(const void *p, int64_t i, int64_t n, const int kind) {
     if (kind == 0) return V_LOADN((const float *)p + i, n);
+    if (kind >= 3) return V_QUANT((const uint8_t *)p, i, kind == 4);
     return V_WIDENN((const uint16_t *)p + i, n, kind == 1);
 }
 
-/* Row j of keys or values of the given kind, with row stride ld elements. */
+/* Row j of keys or values of the given kind, with row stride ld elements
+ * (bytes for quantized rows). */
 DECODE_INLINE const void *row_kv(const void *p, int64_t j, int64_t ld, const int kind) {
-    return kind == 0 ? (const void *)((const float *)p + j * ld) : (const void *)((const uint16_t *)p + j * ld);
+    return kind == 0   ? (const void *)((const float *)p + j * ld)
+           : kind >= 3 ? (const void *)((const uint8_t *)p + j * ld)
+                       : (const void *)((const uint16_t *)p + j * ld);
 }
 
 /* s[i * lds + j] = q[i * E ..] · k[j * ld ..] for i < nq, j < n; returns max
@@ -226,6 +237,18 @@ static void axpy_rows(float *acc, const float *p, int64_t ldp, int nq, const flo
 static void axpy_rows16(float *acc, const float *p, int64_t ldp, int nq, const uint16_t *v, int64_t ld, int64_t n,
                         int64_t Ev, bool f16) {
     axpy_any(acc, p, ldp, nq, v, ld, n, Ev, f16 ? 1 : 2);
+}
+
+static float dot_rows_q(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
+                        int64_t E, bool q4) {
+    if (q4) DECODE_ROWS_SWITCH(DOT_CALL, 4)
+    DECODE_ROWS_SWITCH(DOT_CALL, 3)
+}
+
+static void axpy_rows_q(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
+                        int64_t Ev, bool q4) {
+    if (q4) DECODE_ROWS_SWITCH(AXPY_CALL, 4)
+    DECODE_ROWS_SWITCH(AXPY_CALL, 3)
 }
 
 #endif /* ATTN_DECODE_ROWS_H */

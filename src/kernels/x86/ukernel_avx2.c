@@ -231,6 +231,24 @@ static inline __m256i lanes_below(int64_t n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 #define V __m256
+/* Values i .. i+7 of a q8 or q4 row (i a multiple of 8: within one block of
+ * 32), widened and times the block's f16 scale: exact. */
+static inline __m256 quant_vec(const uint8_t *row, int64_t i, bool q4) {
+    const uint8_t *b = row + i / 32 * (q4 ? 18 : 34);
+    uint16_t h;
+    memcpy(&h, b, 2);
+    __m256 d = _mm256_cvtph_ps(_mm_set1_epi16((short)h));
+    __m256i c;
+    if (!q4) {
+        c = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + 2 + i % 32)));
+    } else { /* value j < 16 in the low 4 bits of byte j, j + 16 in the high 4 */
+        c = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + 2 + i % 16)));
+        c = _mm256_sub_epi32(i % 32 >= 16 ? _mm256_srli_epi32(c, 4) : _mm256_and_si256(c, _mm256_set1_epi32(15)),
+                             _mm256_set1_epi32(8));
+    }
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(c), d);
+}
+#define V_QUANT(row, i, q4) quant_vec(row, i, q4)
 #define V_ZERO() _mm256_setzero_ps()
 #define V_SET1(x) _mm256_set1_ps(x)
 #define V_LOAD(p) _mm256_loadu_ps(p)
@@ -392,6 +410,9 @@ const attn_ukernels attn_ukernels_avx2 = {
     .dot_rows16 = dot_rows16,
     .axpy_rows16 = axpy_rows16,
     .widen16 = widen16_avx2,
+    .widen_quant = attn_widen_quant_avx2,
+    .dot_rows_q = dot_rows_q,
+    .axpy_rows_q = axpy_rows_q,
     .softcap = softcap_avx2,
     .alibi = alibi_avx2,
     .exp2 = exp2_avx2,

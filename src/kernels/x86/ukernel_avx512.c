@@ -7,6 +7,7 @@
 #if defined(ATTN_HAVE_X86_KERNELS)
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 enum { VL = 16, NV = 4 };
 
@@ -229,7 +230,26 @@ static inline __m512 widen16_vec(__m256i h, bool f16) {
     return f16 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+/* Values i .. i+15 of a q8 or q4 row (i a multiple of 16: within one block
+ * of 32), widened and times the block's f16 scale: exact. */
+static inline __m512 quant_vec(const uint8_t *row, int64_t i, bool q4) {
+    const uint8_t *b = row + i / 32 * (q4 ? 18 : 34);
+    uint16_t h;
+    memcpy(&h, b, 2);
+    __m512 d = _mm512_cvtph_ps(_mm256_set1_epi16((short)h));
+    __m512i c;
+    if (!q4) {
+        c = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b + 2 + i % 32)));
+    } else { /* value i in the low 4 bits of byte i, i + 16 in the high 4 */
+        c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b + 2)));
+        c = _mm512_sub_epi32(i % 32 ? _mm512_srli_epi32(c, 4) : _mm512_and_si512(c, _mm512_set1_epi32(15)),
+                             _mm512_set1_epi32(8));
+    }
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(c), d);
+}
+
 #define V __m512
+#define V_QUANT(row, i, q4) quant_vec(row, i, q4)
 #define V_ZERO() _mm512_setzero_ps()
 #define V_SET1(x) _mm512_set1_ps(x)
 #define V_LOAD(p) _mm512_loadu_ps(p)
@@ -329,6 +349,9 @@ const attn_ukernels attn_ukernels_avx512 = {
     .dot_rows16 = dot_rows16,
     .axpy_rows16 = axpy_rows16,
     .widen16 = widen16_avx512,
+    .widen_quant = attn_widen_quant_avx512,
+    .dot_rows_q = dot_rows_q,
+    .axpy_rows_q = axpy_rows_q,
     .softcap = softcap_avx512,
     .alibi = alibi_avx512,
     .exp2 = exp2_avx512,

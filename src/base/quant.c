@@ -1,0 +1,366 @@
+/* quant.c -- the quantized row formats (q8, q4, fp8 E4M3 and E5M2, laid out
+ * byte by byte in attn.h, "Quantized storage"): a row quantized from f32
+ * and widened back to f32, in portable C, bit exact everywhere; and the
+ * public attn_quantize / attn_dequantize over tensors. The kernels' fast
+ * widening of rows (the ISAs' dequant microkernels) must give these very
+ * floats. */
+#include "base/base.h"
+
+#include <string.h>
+
+static uint32_t bits_of(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static float float_of(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+bool attn_dtype_quantized(attn_dtype d) { return d == ATTN_Q8 || d == ATTN_Q4 || d == ATTN_E4M3 || d == ATTN_E5M2; }
+
+int64_t attn_row_bytes(attn_dtype dt, int64_t n) {
+    int64_t bytes;
+    if (attn_dtype_quantized(dt)) {
+        size_t q = attn_quant_row_size(dt, n);
+        return (uint64_t)q <= (uint64_t)INT64_MAX ? (int64_t)q : 0;
+    }
+    return n >= 1 && attn_dtype_size(dt) && attn_mul_i64(n, (int64_t)attn_dtype_size(dt), &bytes) ? bytes : 0;
+}
+
+size_t attn_quant_row_size(attn_dtype format, int64_t n) {
+    int64_t bytes;
+    if (n < 1 || !attn_dtype_quantized(format)) return 0;
+    if (format == ATTN_E4M3 || format == ATTN_E5M2) return (uint64_t)n <= SIZE_MAX ? (size_t)n : 0;
+    if (n % ATTN_QBLOCK) return 0;
+    if (!attn_mul_i64(n / ATTN_QBLOCK, format == ATTN_Q8 ? ATTN_Q8_BLOCK_BYTES : ATTN_Q4_BLOCK_BYTES, &bytes) ||
+        (uint64_t)bytes > SIZE_MAX)
+        return 0;
+    return (size_t)bytes;
+}
+
+/* y >= 0, y < 2^23, rounded to the nearest integer, ties to even, whatever
+ * the caller's rounding mode: y's fraction is exact in f32 there. */
+static uint32_t round_even(float y) {
+    uint32_t t = (uint32_t)y;
+    float rest = y - (float)t;
+    return t + (rest > 0.5f || (rest == 0.5f && (t & 1)));
+}
+
+/* x / d rounded to nearest even and clamped to lo .. hi (d finite, != 0). */
+static int32_t code_of(float x, float d, int32_t lo, int32_t hi) {
+    float y = x / d;
+    if (!(y < (float)hi + 1)) return hi; /* also keeps the conversion below 2^23 */
+    if (!(y > (float)lo - 1)) return lo;
+    int32_t c = y < 0 ? -(int32_t)round_even(-y) : (int32_t)round_even(y);
+    return c < lo ? lo : c > hi ? hi : c;
+}
+
+/* The f16 scale of a block: s rounded to f16, ±65504 where that overflows. */
+static uint16_t scale_of(float s) {
+    uint16_t h = attn_f32_to_f16(s);
+    if ((h & 0x7fff) == 0x7c00) h = (uint16_t)((h & 0x8000) | 0x7bff);
+    return h;
+}
+
+static void put16(uint8_t *p, uint16_t h) { p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8); }
+static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+static void q8_block(uint8_t *b, const float *x) {
+    float a = 0;
+    bool finite = true;
+    for (int i = 0; i < ATTN_QBLOCK; i++) {
+        finite = finite && isfinite(x[i]);
+        a = fabsf(x[i]) > a ? fabsf(x[i]) : a;
+    }
+    if (!finite) {
+        put16(b, 0x7e00);
+        memset(b + 2, 0, ATTN_QBLOCK);
+        return;
+    }
+    uint16_t h = scale_of(a / 127.0f);
+    float d = attn_f16_to_f32(h);
+    put16(b, h);
+    for (int i = 0; i < ATTN_QBLOCK; i++) b[2 + i] = (uint8_t)(int8_t)(d == 0 ? 0 : code_of(x[i], d, -127, 127));
+}
+
+static void q4_block(uint8_t *b, const float *x) {
+    float m = x[0];
+    bool finite = true;
+    for (int i = 0; i < ATTN_QBLOCK; i++) {
+        finite = finite && isfinite(x[i]);
+        if (fabsf(x[i]) > fabsf(m)) m = x[i]; /* the first of equals, -0 included */
+    }
+    if (!finite) {
+        put16(b, 0x7e00);
+        memset(b + 2, 0x88, ATTN_QBLOCK / 2);
+        return;
+    }
+    uint16_t h = scale_of(m / -8.0f);
+    float d = attn_f16_to_f32(h);
+    put16(b, h);
+    for (int i = 0; i < ATTN_QBLOCK / 2; i++) {
+        int32_t lo = d == 0 ? 0 : code_of(x[i], d, -8, 7), hi = d == 0 ? 0 : code_of(x[i + 16], d, -8, 7);
+        b[2 + i] = (uint8_t)((lo + 8) | (hi + 8) << 4);
+    }
+}
+
+/* An fp8 format: M mantissa bits, exponent bias B, the largest finite code
+ * (sign bit clear) and the NaN written. */
+typedef struct fp8_format {
+    int M, B;
+    uint32_t max_code, nan_code;
+} fp8_format;
+
+static const fp8_format E4M3 = {3, 7, 0x7e, 0x7f}, E5M2 = {2, 15, 0x7b, 0x7e};
+
+static uint8_t fp8_of(float x, const fp8_format *f) {
+    uint32_t u = bits_of(x), sign = (u >> 24) & 0x80, a = u & 0x7fffffffu, code;
+    if (a > 0x7f800000u) return (uint8_t)(sign | f->nan_code);
+    if (a == 0x7f800000u) return (uint8_t)(sign | f->max_code); /* satfinite */
+    float v = float_of(a);
+    if (v < ldexpf(1.0f, 1 - f->B)) {
+        /* Below the smallest normal: multiples of 2^(1-B-M). The scaled value
+         * is exact (a power of two) and below 2^M; rounding up to 2^M gives
+         * the code of the smallest normal, as it should. */
+        code = round_even(v * ldexpf(1.0f, f->B - 1 + f->M));
+    } else {
+        /* Round f32's mantissa to M bits (ties to even, a carry moving into
+         * the exponent), then rebias the exponent from 127 to B. */
+        uint32_t sh = 23 - (uint32_t)f->M, r = (a + (1u << (sh - 1)) - 1 + ((a >> sh) & 1)) >> sh;
+        code = r - ((uint32_t)(127 - f->B) << f->M);
+    }
+    return (uint8_t)(sign | (code > f->max_code ? f->max_code : code));
+}
+
+static float fp8_value(uint8_t c, const fp8_format *f, bool e4m3) {
+    uint32_t sign = (uint32_t)(c & 0x80) << 24, e = (c & 0x7fu) >> f->M, m = c & ((1u << f->M) - 1);
+    uint32_t top = (1u << (7 - f->M)) - 1; /* the largest exponent field */
+    if (e4m3 && (c & 0x7f) == 0x7f) return float_of(sign | 0x7fc00000u);
+    if (!e4m3 && e == top) return float_of(sign | 0x7f800000u | (m ? 0x400000u : 0));
+    if (e == 0) { /* m · 2^(1-B-M), exact */
+        float v = ldexpf((float)m, 1 - f->B - f->M);
+        return sign ? -v : v;
+    }
+    return float_of(sign | (e - (uint32_t)f->B + 127) << 23 | m << (23 - f->M));
+}
+
+void attn_quant_row(void *dst, const float *x, int64_t n, attn_dtype format) {
+    uint8_t *b = dst;
+    switch (format) {
+    case ATTN_Q8:
+        for (int64_t k = 0; k < n / ATTN_QBLOCK; k++) q8_block(b + k * ATTN_Q8_BLOCK_BYTES, x + k * ATTN_QBLOCK);
+        break;
+    case ATTN_Q4:
+        for (int64_t k = 0; k < n / ATTN_QBLOCK; k++) q4_block(b + k * ATTN_Q4_BLOCK_BYTES, x + k * ATTN_QBLOCK);
+        break;
+    case ATTN_E4M3:
+        for (int64_t i = 0; i < n; i++) b[i] = fp8_of(x[i], &E4M3);
+        break;
+    default:
+        for (int64_t i = 0; i < n; i++) b[i] = fp8_of(x[i], &E5M2);
+        break;
+    }
+}
+
+void attn_dequant_row(float *dst, const void *src, int64_t n, attn_dtype format) {
+    const uint8_t *b = src;
+    switch (format) {
+    case ATTN_Q8:
+        for (int64_t k = 0; k < n / ATTN_QBLOCK; k++, b += ATTN_Q8_BLOCK_BYTES) {
+            float d = attn_f16_to_f32(get16(b));
+            for (int i = 0; i < ATTN_QBLOCK; i++) dst[k * ATTN_QBLOCK + i] = (float)(int8_t)b[2 + i] * d;
+        }
+        break;
+    case ATTN_Q4:
+        for (int64_t k = 0; k < n / ATTN_QBLOCK; k++, b += ATTN_Q4_BLOCK_BYTES) {
+            float d = attn_f16_to_f32(get16(b)), *y = dst + k * ATTN_QBLOCK;
+            for (int i = 0; i < ATTN_QBLOCK / 2; i++) {
+                y[i] = (float)((int)(b[2 + i] & 15) - 8) * d;
+                y[i + 16] = (float)((int)(b[2 + i] >> 4) - 8) * d;
+            }
+        }
+        break;
+    case ATTN_E4M3:
+        for (int64_t i = 0; i < n; i++) dst[i] = fp8_value(b[i], &E4M3, true);
+        break;
+    default:
+        for (int64_t i = 0; i < n; i++) dst[i] = fp8_value(b[i], &E5M2, false);
+        break;
+    }
+}
+
+float attn_quant_get(const void *row, attn_dtype format, int64_t c) {
+    const uint8_t *b = row;
+    switch (format) {
+    case ATTN_Q8: {
+        const uint8_t *blk = b + c / ATTN_QBLOCK * ATTN_Q8_BLOCK_BYTES;
+        return (float)(int8_t)blk[2 + c % ATTN_QBLOCK] * attn_f16_to_f32(get16(blk));
+    }
+    case ATTN_Q4: {
+        const uint8_t *blk = b + c / ATTN_QBLOCK * ATTN_Q4_BLOCK_BYTES;
+        int i = (int)(c % ATTN_QBLOCK), code = i < 16 ? blk[2 + i] & 15 : blk[2 + i - 16] >> 4;
+        return (float)(code - 8) * attn_f16_to_f32(get16(blk));
+    }
+    case ATTN_E4M3: return fp8_value(b[c], &E4M3, true);
+    default: return fp8_value(b[c], &E5M2, false);
+    }
+}
+
+attn_status attn_quant_bytes(const attn_tensor *t, attn_tensor *bytes, const char *name, attn_error *err) {
+    int last = t->rank - 1;
+    if (last < 0) return attn_fail(err, ATTN_ERR_RANK, "%s holds %s rows: its rank must be 1 or more", name,
+                                   attn_dtype_name(t->dtype));
+    int64_t n = t->shape[last], row = n > 0 ? attn_row_bytes(t->dtype, n) : 0;
+    if (n > 0 && !row)
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s's rows have %lld values; %s rows need a multiple of 32", name,
+                         (long long)n, attn_dtype_name(t->dtype));
+    if (n > 1 && t->strides[last] != 1)
+        return attn_fail(err, ATTN_ERR_STRIDE, "%s's last stride is %lld; a quantized row's values lie together (1)",
+                         name, (long long)t->strides[last]);
+    *bytes = *t;
+    bytes->dtype = ATTN_BOOL;
+    bytes->shape[last] = row;
+    bytes->strides[last] = 1;
+    return ATTN_OK;
+}
+
+/* What attn_quantize and attn_dequantize check alike: the format, the
+ * tensor, the bytes the rows take, and that the two share no memory. */
+static attn_status check_call(const attn_tensor *t, const char *name, const void *bytes, size_t size,
+                              attn_dtype format, bool bytes_out, int64_t *rows, int64_t *n, size_t *row_size,
+                              attn_error *err) {
+    if (!t || !t->data || !bytes) return attn_fail(err, ATTN_ERR_NULL, "the tensor, its data or the rows are NULL");
+    if (!attn_dtype_quantized(format))
+        return attn_fail(err, ATTN_ERR_DTYPE, "format %s is not quantized (q8, q4, e4m3 or e5m2)",
+                         attn_dtype_name(format));
+    if (t->dtype != ATTN_F32 && t->dtype != ATTN_F64 && t->dtype != ATTN_F16 && t->dtype != ATTN_BF16)
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be f32, f64, f16 or bf16", name,
+                         attn_dtype_name(t->dtype));
+    if (t->rank < 1 || t->rank > ATTN_MAX_RANK)
+        return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; rows need rank 1 to %d", name, t->rank, ATTN_MAX_RANK);
+    int64_t numel = attn_tensor_numel(t);
+    if (numel < 0) return attn_fail(err, ATTN_ERR_OVERFLOW, "%s's element count overflows", name);
+    *n = t->shape[t->rank - 1];
+    *row_size = attn_quant_row_size(format, *n);
+    if (!*row_size) {
+        if (*n >= 1 && (format == ATTN_E4M3 || format == ATTN_E5M2 || *n % ATTN_QBLOCK == 0))
+            return attn_fail(err, ATTN_ERR_OVERFLOW, "a row of %lld values overflows", (long long)*n);
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s's rows have %lld values; %s rows need %s", name, (long long)*n,
+                         attn_dtype_name(format), format == ATTN_Q8 || format == ATTN_Q4 ? "a multiple of 32" : "1 or more");
+    }
+    *rows = numel / *n;
+    int64_t total;
+    if (!attn_mul_i64(*rows, (int64_t)*row_size, &total) || (uint64_t)total > SIZE_MAX)
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "the rows' byte size overflows");
+    if ((size_t)total > size)
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "%lld rows of %s take %lld bytes; %s holds %zu", (long long)*rows,
+                         attn_dtype_name(format), (long long)total, bytes_out ? "dst" : "src", size);
+    attn_status st = attn_check_extent(t, name, err);
+    if (st) return st;
+    /* The rows as a 1-D byte tensor, for the one aliasing check. */
+    attn_tensor region = {(void *)(uintptr_t)bytes, ATTN_BOOL, 1, {total}, {1}};
+    const attn_named out[1] = {{bytes_out ? &region : t, "dst"}};
+    const attn_named in[1] = {{bytes_out ? t : &region, "src"}};
+    return attn_check_no_overlap(out, 1, in, 1, err);
+}
+
+/* Row r's element c of t (rows in C order over the leading indices): in
+ * elements, or for quantized rows the row's byte offset (c = 0). */
+static int64_t offset_of(const attn_tensor *t, int64_t r, int64_t c) {
+    int64_t off = c * t->strides[t->rank - 1];
+    for (int d = t->rank - 2; d >= 0; d--) {
+        off += (r % t->shape[d]) * t->strides[d];
+        r /= t->shape[d];
+    }
+    return off;
+}
+
+/* A row of up to this many values is taken through a buffer on the stack;
+ * longer rows in pieces of it (a multiple of the block). */
+enum { PIECE = 1024 };
+
+/* The bytes of a row before its value c0 (c0 a multiple of the block). */
+static size_t bytes_before(attn_dtype format, int64_t c0) {
+    if (format == ATTN_Q8) return (size_t)(c0 / ATTN_QBLOCK * ATTN_Q8_BLOCK_BYTES);
+    if (format == ATTN_Q4) return (size_t)(c0 / ATTN_QBLOCK * ATTN_Q4_BLOCK_BYTES);
+    return (size_t)c0;
+}
+
+void attn_copy_rows(attn_tensor *dst, const attn_tensor *src) {
+    bool qs = attn_dtype_quantized(src->dtype), qd = attn_dtype_quantized(dst->dtype);
+    if (!qs && !qd) {
+        attn_tensor_convert(dst, src, NULL);
+        return;
+    }
+    int64_t n = src->shape[src->rank - 1], rows = attn_tensor_numel(src);
+    if (n == 0 || rows == 0) return;
+    rows /= n;
+    float buf[PIECE];
+    int64_t ss = (int64_t)attn_dtype_size(src->dtype), ds = (int64_t)attn_dtype_size(dst->dtype);
+    for (int64_t r = 0; r < rows; r++) {
+        const char *in = (const char *)src->data + offset_of(src, r, 0) * (qs ? 1 : ss);
+        char *out = (char *)dst->data + offset_of(dst, r, 0) * (qd ? 1 : ds);
+        if (qs && qd && src->dtype == dst->dtype) { /* the same format: the bytes */
+            memmove(out, in, (size_t)attn_row_bytes(src->dtype, n));
+            continue;
+        }
+        for (int64_t c0 = 0; c0 < n; c0 += PIECE) {
+            int64_t k = n - c0 < PIECE ? n - c0 : PIECE;
+            if (qs) {
+                attn_dequant_row(buf, in + bytes_before(src->dtype, c0), k, src->dtype);
+            } else {
+                attn_mat m = {(char *)in, src->dtype, 1, n, 0, src->strides[src->rank - 1]};
+                for (int64_t c = 0; c < k; c++) buf[c] = (float)attn_mat_get(&m, 0, c0 + c);
+            }
+            if (qd) {
+                attn_quant_row(out + bytes_before(dst->dtype, c0), buf, k, dst->dtype);
+                continue;
+            }
+            for (int64_t c = 0; c < k; c++) {
+                char *e = out + (c0 + c) * dst->strides[dst->rank - 1] * ds;
+                switch (dst->dtype) {
+                case ATTN_F64: { double x = buf[c]; memcpy(e, &x, 8); break; }
+                case ATTN_F32: memcpy(e, &buf[c], 4); break;
+                case ATTN_F16: { uint16_t h = attn_f32_to_f16(buf[c]); memcpy(e, &h, 2); break; }
+                default: { uint16_t h = attn_f32_to_bf16(buf[c]); memcpy(e, &h, 2); break; }
+                }
+            }
+        }
+    }
+}
+
+/* The rows of the byte buffer `bytes` as a quantized tensor of t's shape,
+ * in C order (rows row_size bytes apart). */
+static attn_tensor rows_tensor(const attn_tensor *t, const void *bytes, attn_dtype format, size_t row_size) {
+    attn_tensor q = *t;
+    q.data = (void *)(uintptr_t)bytes;
+    q.dtype = format;
+    int64_t step = (int64_t)row_size;
+    q.strides[t->rank - 1] = 1;
+    for (int d = t->rank - 2; d >= 0; d--) q.strides[d] = step, step *= t->shape[d];
+    return q;
+}
+
+attn_status attn_quantize(void *dst, size_t dst_size, attn_dtype format, const attn_tensor *src, attn_error *err) {
+    int64_t rows, n;
+    size_t row_size;
+    attn_status st = check_call(src, "src", dst, dst_size, format, true, &rows, &n, &row_size, err);
+    if (st) return st;
+    attn_tensor q = rows_tensor(src, dst, format, row_size);
+    attn_copy_rows(&q, src);
+    return ATTN_OK;
+}
+
+attn_status attn_dequantize(attn_tensor *dst, const void *src, size_t src_size, attn_dtype format, attn_error *err) {
+    int64_t rows, n;
+    size_t row_size;
+    attn_status st = check_call(dst, "dst", src, src_size, format, false, &rows, &n, &row_size, err);
+    if (st) return st;
+    attn_tensor q = rows_tensor(dst, src, format, row_size);
+    attn_copy_rows(dst, &q);
+    return ATTN_OK;
+}

@@ -1,0 +1,47 @@
+/* widen_quant_avx2.c -- quantized rows (q8, q4: attn.h, "Quantized
+ * storage") widened to f32 with AVX2 and F16C: a block's 32 codes to four
+ * vectors of 8 floats, times its f16 scale. Each product of a small integer
+ * and an f16 scale is exact in f32, so these are the floats of the portable
+ * reference (base/quant.c), which widens the fp8 formats here too. */
+#ifdef ATTN_HAVE_X86_KERNELS
+#include "base/base.h"
+#include "kernels/ukernel.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+/* The block's f16 scale in every lane (vcvtph2ps: exact). */
+static inline __m256 scale_of(const uint8_t *block) {
+    uint16_t h;
+    memcpy(&h, block, 2);
+    return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
+}
+
+/* 8 codes (int32) to floats times d, stored. */
+static inline void put8(float *dst, __m256i c, __m256 d) { _mm256_storeu_ps(dst, _mm256_mul_ps(_mm256_cvtepi32_ps(c), d)); }
+
+void attn_widen_quant_avx2(float *dst, const void *src, int64_t n, attn_dtype format) {
+    const uint8_t *b = src;
+    if (format == ATTN_Q8) {
+        for (int64_t k = 0; k < n / ATTN_QBLOCK; k++, b += ATTN_Q8_BLOCK_BYTES, dst += ATTN_QBLOCK) {
+            __m256 d = scale_of(b);
+            for (int i = 0; i < 4; i++)
+                put8(dst + 8 * i, _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + 2 + 8 * i))), d);
+        }
+        return;
+    }
+    if (format == ATTN_Q4) {
+        const __m256i eight = _mm256_set1_epi32(8), low4 = _mm256_set1_epi32(15);
+        for (int64_t k = 0; k < n / ATTN_QBLOCK; k++, b += ATTN_Q4_BLOCK_BYTES, dst += ATTN_QBLOCK) {
+            __m256 d = scale_of(b);
+            for (int i = 0; i < 2; i++) { /* bytes 8i .. 8i+7: values 8i.. (low 4 bits) and 16+8i.. (high) */
+                __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + 2 + 8 * i)));
+                put8(dst + 8 * i, _mm256_sub_epi32(_mm256_and_si256(c, low4), eight), d);
+                put8(dst + 16 + 8 * i, _mm256_sub_epi32(_mm256_srli_epi32(c, 4), eight), d);
+            }
+        }
+        return;
+    }
+    attn_dequant_row(dst, src, n, format);
+}
+#endif

@@ -1,0 +1,179 @@
+/* fuzz_quant.c -- libFuzzer target: quantized tensors' descriptions (attn.h,
+ * "Quantized storage" and attn_tensor) and the rows they describe.
+ *
+ * The input picks a format (q8, q4, e4m3, e5m2, and now and then a float
+ * dtype or an unknown number), a rank, sizes (small, or at an edge of int64:
+ * block counts that overflow, rows of a size the format cannot take), and
+ * strides (C order, or fuzzed: a last stride other than 1, steps that run
+ * backwards or past int64); the rest of the input is the rows' bytes, so
+ * the scales are any f16 (NaN, infinities, subnormals, 0) and the codes
+ * any bytes. With them it calls attn_quant_row_size, attn_tensor_init,
+ * attn_quantize and attn_dequantize (buffer sizes one byte short now and
+ * then), and attn_sdpa and attn_sdpa_varlen with the quantized tensor as k
+ * and v.
+ *
+ * Beyond "no crash, no undefined behaviour" it checks: a failed call has a
+ * message; a description the library accepts lies in memory the harness
+ * owns (the harness hands over only such descriptions, or ones whose reach
+ * overflows int64, which the library must refuse); every fp8 row widened and
+ * quantized again gives its own bytes back, NaN codes aside; a q8 or q4 row
+ * quantized from finite floats widens back within half a step of its block. */
+#include "attn.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "fuzz_reader.h"
+
+#define CHECK(cond)                                                            \
+    do {                                                                       \
+        if (!(cond)) __builtin_trap();                                         \
+    } while (0)
+
+enum { MEM = 1 << 15, FLOATS = 1 << 13 };
+static uint8_t mem[MEM];          /* the quantized rows */
+static float fbuf[FLOATS], obuf[FLOATS], qbuf[FLOATS];
+
+static int64_t pick_int(reader *r) {
+    static const int64_t EDGES[] = {0, -1, INT64_MIN, INT64_MAX, INT64_MAX / 2, INT64_MAX / 34 + 1, (int64_t)1 << 31,
+                                    (int64_t)1 << 32, (int64_t)1 << 58, (int64_t)1 << 62, 31, 33, 40, 96, 1024};
+    uint8_t b = byte(r);
+    if (b < 200) return b % 5 + 1;
+    return EDGES[b % (sizeof EDGES / sizeof *EDGES)];
+}
+
+static attn_dtype pick_format(reader *r) {
+    static const attn_dtype F[] = {ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_E5M2, ATTN_Q8, ATTN_Q4, ATTN_F32, (attn_dtype)99};
+    return F[byte(r) % 8];
+}
+
+/* The bytes t reaches from its data (quantized rows: strides in bytes,
+ * the last row's bytes), or -1 when that does not fit in int64 or t is
+ * empty. */
+static __int128 reach(const attn_tensor *t) {
+    __int128 end = 0;
+    int last = t->rank - 1;
+    for (int d = 0; d < t->rank; d++) {
+        if (t->shape[d] <= 0) return -1;
+        if (d < last) {
+            if (t->strides[d] < 0) return -1; /* the harness hands over forward views only */
+            end += (__int128)t->strides[d] * (t->shape[d] - 1);
+        }
+    }
+    return end + (__int128)attn_quant_row_size(t->dtype, t->shape[last]);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    reader r = {data, size};
+    attn_error err;
+    attn_dtype fm = pick_format(&r);
+
+    /* Row sizes at the edges. */
+    int64_t n = pick_int(&r);
+    if ((byte(&r) & 1) && n > INT64_MIN / 32 && n < INT64_MAX / 32) n *= 32;
+    size_t rs = attn_quant_row_size(fm, n);
+    bool fp8 = fm == ATTN_E4M3 || fm == ATTN_E5M2, blocks = fm == ATTN_Q8 || fm == ATTN_Q4;
+    CHECK(rs == 0 || fp8 || (blocks && n % 32 == 0));
+    if (rs && fp8) CHECK(rs == (size_t)n);
+
+    /* A description. */
+    int rank = byte(&r) % 7 - (byte(&r) == 7);
+    int64_t shape[ATTN_MAX_RANK + 1], strides[ATTN_MAX_RANK + 1];
+    for (int d = 0; d < ATTN_MAX_RANK + 1; d++) shape[d] = pick_int(&r), strides[d] = byte(&r) < 200 ? 0 : pick_int(&r);
+    if (rank > 0 && byte(&r) < 128) shape[rank - 1 < ATTN_MAX_RANK ? rank - 1 : 0] = 32 * (byte(&r) % 4 + 1);
+    bool given = byte(&r) & 1;
+    if (given && rank > 0 && rank <= ATTN_MAX_RANK) { /* C order, with a fuzzed stride now and then */
+        int64_t step = (int64_t)attn_quant_row_size(fm, shape[rank - 1]);
+        for (int d = rank - 1; d >= 0; d--) {
+            int64_t s = d == rank - 1 ? 1 : step;
+            if (strides[d] == 0) strides[d] = s;
+            if (d < rank - 1 && shape[d] > 0 && step < INT64_MAX / shape[d]) step *= shape[d];
+        }
+    }
+    attn_tensor t;
+    attn_status st = attn_tensor_init(&t, mem, fm, rank, rank ? shape : NULL, given ? strides : NULL, &err);
+    CHECK(st == ATTN_OK || err.message[0]);
+    if (st) return 0;
+    if (fm == ATTN_F32) return 0; /* a float tensor: not what this target describes */
+    CHECK(t.rank >= 1 && (t.shape[t.rank - 1] <= 1 || t.strides[t.rank - 1] == 1));
+    __int128 end = reach(&t);
+    if (end < 0 || end > MEM) return 0; /* not ours: never handed over */
+    /* The rows' bytes: the rest of the input, then zeros. */
+    size_t take = r.n < (size_t)end ? r.n : (size_t)end;
+    memcpy(mem, r.p, take);
+    memset(mem + take, 0, (size_t)end - take);
+    r.p += take, r.n -= take;
+
+    /* Widen them, then quantize the widened floats again. */
+    int64_t numel = attn_tensor_numel(&t), cols = t.shape[t.rank - 1], rows = numel / cols;
+    if (numel > FLOATS) return 0;
+    attn_tensor f;
+    int64_t fshape[2] = {rows, cols};
+    attn_tensor_init(&f, fbuf, ATTN_F32, 2, fshape, NULL, NULL);
+    size_t row = attn_quant_row_size(fm, cols), total = row * (size_t)rows;
+    bool packed = given ? false : true; /* C order over whole rows: the layout attn_quantize writes */
+    if (packed && total <= MEM) {
+        size_t offer = byte(&r) == 5 ? total - 1 : total;
+        st = attn_dequantize(&f, mem, offer, fm, &err);
+        CHECK(offer < total ? st == ATTN_ERR_ARGUMENT : st == ATTN_OK);
+        if (!st) {
+            static uint8_t again[MEM];
+            st = attn_quantize(again, total, fm, &f, &err);
+            CHECK(st == ATTN_OK);
+            if (fp8)
+                for (size_t i = 0; i < total; i++) {
+                    /* NaN codes, and E5M2's infinities (which saturate), aside */
+                    bool special = fm == ATTN_E4M3 ? (mem[i] & 0x7f) == 0x7f : (mem[i] & 0x7f) >= 0x7c;
+                    if (!special) CHECK(again[i] == mem[i]);
+                }
+        }
+    }
+
+    /* Finite floats of any size, quantized and widened: each value within
+     * half a step of its block (a step is the block's scale d), or within
+     * the block's saturation. */
+    for (int64_t i = 0; i < numel; i++) {
+        uint32_t u = (uint32_t)byte(&r) << 24 | (uint32_t)byte(&r) << 16 | (uint32_t)byte(&r) << 8 | byte(&r);
+        float x;
+        memcpy(&x, &u, 4);
+        fbuf[i] = isfinite(x) ? x : 0.0f;
+    }
+    if (blocks && total <= MEM) {
+        st = attn_quantize(mem, total, fm, &f, &err);
+        CHECK(st == ATTN_OK);
+        attn_tensor o;
+        attn_tensor_init(&o, obuf, ATTN_F32, 2, fshape, NULL, NULL);
+        CHECK(attn_dequantize(&o, mem, total, fm, &err) == ATTN_OK);
+        size_t bb = fm == ATTN_Q8 ? 34 : 18;
+        for (int64_t i = 0; i < numel; i++) {
+            const uint8_t *blk = mem + (size_t)(i / cols) * row + (size_t)(i % cols / 32) * bb;
+            float d = fabsf(attn_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8)));
+            if (d >= 65504.0f || d < 0x1p-14f) continue; /* saturated or subnormal scales: bounded elsewhere */
+            CHECK(fabsf(obuf[i] - fbuf[i]) <= d * 0.5f * (1 + 0x1p-10f) || fabsf(fbuf[i]) > d * 7.0f);
+        }
+    }
+
+    /* The described tensor as k and v of attention, with f32 queries. */
+    if (t.rank >= 2 && numel <= FLOATS && t.shape[t.rank - 1] <= 256) {
+        int64_t qshape[ATTN_MAX_RANK];
+        memcpy(qshape, t.shape, sizeof qshape);
+        qshape[t.rank - 2] = byte(&r) % 3 + 1;
+        attn_tensor q, out;
+        int64_t qn = 1;
+        for (int d = 0; d < t.rank; d++) qn *= qshape[d];
+        if (qn > FLOATS) return 0;
+        for (int64_t i = 0; i < qn; i++) qbuf[i] = (float)(byte(&r) % 17) - 8.0f;
+        attn_tensor_init(&q, qbuf, ATTN_F32, t.rank, qshape, NULL, NULL);
+        attn_tensor_init(&out, obuf, ATTN_F32, t.rank, qshape, NULL, NULL);
+        st = attn_sdpa(&out, NULL, NULL, &q, &t, &t, NULL, &err);
+        CHECK(st == ATTN_OK || err.message[0]);
+        if (t.rank == 3) { /* a ragged batch of one sequence: (S, H, E) packed */
+            int64_t cu_q[2] = {0, q.shape[0]}, cu_k[2] = {0, t.shape[0]};
+            st = attn_sdpa_varlen(&out, NULL, &q, &t, &t, cu_q, cu_k, 1, NULL, NULL, &err);
+            CHECK(st == ATTN_OK || err.message[0]);
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,379 @@
+#!/usr/bin/python3
+"""oracle_quant.py -- the quantized formats (attn_quantize, attn_dequantize)
+against a reference written in NumPy from attn.h's description of them,
+"Quantized storage", byte by byte.
+
+Calls libattn.so through ctypes. Every check is bit for bit: the bytes
+attn_quantize writes equal the reference's, and the floats attn_dequantize
+reads back equal the reference's (NaN compared as NaN). The reference shares
+no code with the library: q8 and q4 are written with NumPy's own f32
+division, f32 -> f16 conversion and rint (round half to even); the fp8
+formats by listing the value of each of the 256 codes from the bit layout and
+taking, for each input, the nearest value (ties to the even code) after
+clamping to the largest finite, not by bit manipulation as the library does.
+
+Inputs: normal, heavy-tailed (Student t with 1.5 degrees of freedom, and
+channels with scales of 1 to 1000: outlier key channels), zeros, huge and
+tiny magnitudes (f16's and fp8's limits, f32 subnormals), exact ties, NaN
+and infinities; from f32, f16, bf16 and f64 tensors, strided; every code of
+each format read back and quantized again; and the errors.
+
+Usage: oracle_quant.py BUILD_DIR [--seed N]. Prints "ok NAME" / "FAIL NAME: why".
+"""
+import ctypes
+import os
+import sys
+
+import numpy as np
+
+MAX_RANK = 5
+F32, F64, F16, BF16 = 1, 2, 4, 5
+Q8, Q4, E4M3, E5M2 = 6, 7, 8, 9
+FORMATS = {"q8": Q8, "q4": Q4, "e4m3": E4M3, "e5m2": E5M2}
+ERR = {"NULL": 1, "RANK": 2, "SHAPE": 3, "DTYPE": 6, "STRIDE": 10, "ARGUMENT": 19}
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int),
+                ("shape", ctypes.c_int64 * MAX_RANK), ("strides", ctypes.c_int64 * MAX_RANK)]
+
+
+class Error(ctypes.Structure):
+    _fields_ = [("status", ctypes.c_int), ("message", ctypes.c_char * 512)]
+
+
+def view(a, dtype):
+    t = Tensor()
+    t.data = a.ctypes.data
+    t.dtype = dtype
+    t.rank = a.ndim
+    for i in range(a.ndim):
+        t.shape[i] = a.shape[i]
+        t.strides[i] = a.strides[i] // a.itemsize
+    return t
+
+
+# --- the reference, from attn.h -------------------------------------------
+
+def f16_scale(s):
+    """s (f32) rounded to f16, +-65504 where that overflows (attn.h)."""
+    with np.errstate(over="ignore"):
+        d = s.astype(np.float16)
+    d[np.isposinf(d)] = np.float16(65504)
+    d[np.isneginf(d)] = np.float16(-65504)
+    return d
+
+
+def ref_q8(x):
+    """x (rows, n) f32 -> (rows, n/32*34) uint8."""
+    b = x.reshape(-1, 32)
+    finite = np.isfinite(b).all(axis=1)
+    bb = np.where(finite[:, None], b, np.float32(0))
+    a = np.abs(bb).max(axis=1)
+    d = f16_scale(a / np.float32(127))
+    df = d.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = bb / df[:, None]
+    q = np.clip(np.rint(np.nan_to_num(y, nan=0, posinf=1e9, neginf=-1e9)), -127, 127)
+    q[df == 0] = 0
+    d = d.view(np.uint16).copy()
+    d[~finite] = 0x7e00
+    q[~finite] = 0
+    out = np.concatenate([d.astype("<u2").view(np.uint8).reshape(-1, 2),
+                          q.astype(np.int8).view(np.uint8)], axis=1)
+    return out.reshape(x.shape[0], -1)
+
+
+def ref_q4(x):
+    b = x.reshape(-1, 32)
+    finite = np.isfinite(b).all(axis=1)
+    bb = np.where(finite[:, None], b, np.float32(0))
+    m = bb[np.arange(len(bb)), np.argmax(np.abs(bb), axis=1)]  # argmax: the first of equals
+    d = f16_scale(m / np.float32(-8))
+    df = d.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = bb / df[:, None]
+    q = np.clip(np.rint(np.nan_to_num(y, nan=0, posinf=1e9, neginf=-1e9)), -8, 7) + 8
+    q[df == 0] = 8
+    d = d.view(np.uint16).copy()
+    d[~finite] = 0x7e00
+    q[~finite] = 8
+    q = q.astype(np.uint8)
+    codes = q[:, :16] | (q[:, 16:] << 4)
+    out = np.concatenate([d.astype("<u2").view(np.uint8).reshape(-1, 2), codes], axis=1)
+    return out.reshape(x.shape[0], -1)
+
+
+def fp8_table(fmt):
+    """The value of each code 0..255, from the bit layout in attn.h."""
+    M, B = (3, 7) if fmt == E4M3 else (2, 15)
+    vals = np.zeros(256)
+    for c in range(256):
+        s = -1.0 if c & 0x80 else 1.0
+        e, m = (c & 0x7f) >> M, c & ((1 << M) - 1)
+        if fmt == E4M3 and (c & 0x7f) == 0x7f:
+            vals[c] = np.nan
+        elif fmt == E5M2 and e == 31:
+            vals[c] = s * np.inf if m == 0 else np.nan
+        elif e == 0:
+            vals[c] = s * m * 2.0 ** (1 - B - M)
+        else:
+            vals[c] = s * (1 + m / 2 ** M) * 2.0 ** (e - B)
+    return vals
+
+
+def ref_fp8(x, fmt):
+    vals = fp8_table(fmt)
+    max_code = 0x7e if fmt == E4M3 else 0x7b
+    nan_code = 0x7f if fmt == E4M3 else 0x7e
+    pos = vals[:max_code + 1]  # increasing, codes 0..max_code
+    flat = x.reshape(-1).astype(np.float64)
+    sign = np.signbit(flat)
+    a = np.minimum(np.abs(np.nan_to_num(flat, nan=0.0, posinf=np.inf)), pos[-1])
+    hi = np.clip(np.searchsorted(pos, a, side="left"), 0, max_code)
+    lo = np.maximum(hi - 1, 0)
+    d_lo, d_hi = a - pos[lo], pos[hi] - a
+    code = np.where(d_lo < d_hi, lo, np.where(d_hi < d_lo, hi, np.where(lo % 2 == 0, lo, hi)))
+    code = np.where(pos[hi] == a, hi, code)
+    code = np.where(np.isnan(flat), nan_code, code) | np.where(sign, 0x80, 0)
+    return code.astype(np.uint8).reshape(x.shape)
+
+
+def ref_quantize(x, fmt):
+    return {Q8: ref_q8, Q4: ref_q4}[fmt](x) if fmt in (Q8, Q4) else ref_fp8(x, fmt)
+
+
+def ref_dequantize(raw, fmt, n):
+    rows = raw.shape[0]
+    if fmt in (Q8, Q4):
+        size = 34 if fmt == Q8 else 18
+        blk = raw.reshape(-1, size)
+        d = blk[:, :2].copy().view("<u2").view(np.float16).astype(np.float32).reshape(-1)
+        if fmt == Q8:
+            q = blk[:, 2:].view(np.int8).astype(np.float32)
+        else:
+            c = blk[:, 2:]
+            q = np.concatenate([c & 15, c >> 4], axis=1).astype(np.float32) - 8
+        return (q * d[:, None]).astype(np.float32).reshape(rows, n)
+    return fp8_table(fmt)[raw].astype(np.float32)
+
+
+# --- the library ------------------------------------------------------------
+
+class Lib:
+    def __init__(self, build):
+        self.lib = ctypes.CDLL(os.path.join(build, "libattn.so"))
+        self.lib.attn_quant_row_size.restype = ctypes.c_size_t
+        self.lib.attn_quant_row_size.argtypes = [ctypes.c_int, ctypes.c_int64]
+        self.lib.attn_quantize.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                           ctypes.POINTER(Tensor), ctypes.POINTER(Error)]
+        self.lib.attn_dequantize.argtypes = [ctypes.POINTER(Tensor), ctypes.c_void_p, ctypes.c_size_t,
+                                             ctypes.c_int, ctypes.POINTER(Error)]
+
+    def row_size(self, fmt, n):
+        return self.lib.attn_quant_row_size(fmt, n)
+
+    def quantize(self, src, dtype, fmt, size=None, dst=None):
+        """(status, message, bytes) of quantizing the array src viewed as dtype."""
+        n = src.shape[-1] if src.ndim else 1
+        rows = src.size // n if n else 0
+        total = rows * self.row_size(fmt, n)
+        out = dst if dst is not None else np.full(max(total, 1), 0xAA, dtype=np.uint8)
+        err = Error()
+        t = view(src, dtype)
+        st = self.lib.attn_quantize(out.ctypes.data, total if size is None else size, fmt, ctypes.byref(t),
+                                    ctypes.byref(err))
+        return st, err.message.decode(), out[:total].reshape(rows, -1) if rows else out[:0]
+
+    def dequantize(self, raw, fmt, shape, dtype=F32, np_dtype=np.float32, size=None):
+        out = np.full(shape, np.nan, dtype=np_dtype)
+        err = Error()
+        t = view(out, dtype)
+        st = self.lib.attn_dequantize(ctypes.byref(t), raw.ctypes.data, raw.size if size is None else size, fmt,
+                                      ctypes.byref(err))
+        return st, err.message.decode(), out
+
+
+def same_floats(a, b):
+    """Bit for bit, NaN as NaN: None, or where they differ."""
+    a, b = np.asarray(a, np.float32).reshape(-1), np.asarray(b, np.float32).reshape(-1)
+    nan = np.isnan(a) | np.isnan(b)
+    bad = (np.isnan(a) != np.isnan(b)) | (~nan & (a.view(np.uint32) != b.view(np.uint32)))
+    if not bad.any():
+        return None
+    i = int(np.argmax(bad))
+    return "element %d: %r vs %r (of %d differing)" % (i, a[i], b[i], int(bad.sum()))
+
+
+def inputs(rng):
+    """Named (rows, n) f32 arrays, n = 128 (four blocks)."""
+    n = 128
+    out = {}
+    out["normal"] = rng.standard_normal((64, n)).astype(np.float32)
+    out["student_t_1.5"] = rng.standard_t(1.5, (64, n)).astype(np.float32)
+    chan = np.where(rng.random(n) < 0.05, rng.uniform(100, 1000, n), 1.0)  # outlier key channels
+    out["outlier_channels"] = (rng.standard_normal((64, n)) * chan).astype(np.float32)
+    out["zeros"] = np.zeros((4, n), np.float32)
+    out["negative_zeros"] = -np.zeros((2, n), np.float32)
+    big = rng.standard_normal((16, n)).astype(np.float32)
+    big[0] *= 1e7      # q8/q4 scale near and past f16's range
+    big[1] *= 1e38     # near f32's
+    big[2] *= 65504 * 127 / 3.0
+    big[3] = np.float32(3.4e38)
+    big[4] *= 500       # past e4m3's 448
+    big[5] *= 60000     # past e5m2's 57344
+    big[6] = np.float32(464)   # e4m3's tie between 448 and 480: 448
+    big[7] = np.float32(61440)  # e5m2's tie between 57344 and 65536: 57344
+    out["huge"] = big
+    tiny = rng.standard_normal((16, n)).astype(np.float32)
+    for i, s in enumerate([1e-5, 1e-7, 1e-9, 1e-20, 1e-38, 1e-44, 2.0 ** -10, 2.0 ** -17]):
+        tiny[i] *= np.float32(s)  # f16-subnormal scales, fp8 subnormals and their halves, f32 subnormals
+    tiny[8] = np.float32(2.0 ** -10)  # e4m3: half its smallest subnormal, a tie to 0
+    tiny[9] = np.float32(3 * 2.0 ** -10)  # e4m3: between codes 1 and 2, a tie to 2
+    out["tiny"] = tiny
+    ties = np.zeros((8, n), np.float32)
+    ties[:, ::32] = 127  # q8: d = 1 exactly, so k + 0.5 lies halfway
+    ties[:, 1:32] = (rng.integers(-126, 126, (8, 31)) + 0.5).astype(np.float32)
+    ties[:, 32:64] = -8  # q4: d = 1, codes k + 0.5
+    ties[:, 33:64] = (rng.integers(-8, 7, (8, 31)) + 0.5).astype(np.float32)
+    ties[:, 64:] = (rng.integers(1, 200, (8, 64)) * 2.0 ** rng.integers(-12, 8, (8, 64)) *
+                    (1 + 2.0 ** -4)).astype(np.float32)  # fp8 midpoints
+    out["ties"] = ties
+    spec = rng.standard_normal((8, n)).astype(np.float32)
+    spec[0, 5] = np.nan
+    spec[1, 40] = np.inf
+    spec[2, 70] = -np.inf
+    spec[3, :] = np.nan
+    spec[4, ::3] = np.inf
+    spec[5, 1] = -np.nan
+    out["nan_inf"] = spec
+    return out
+
+
+def main():
+    build = sys.argv[1] if len(sys.argv) > 1 else "build"
+    seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 30
+    rng = np.random.default_rng(seed)
+    lib = Lib(build)
+    failed = 0
+
+    def report(name, why):
+        nonlocal failed
+        if why:
+            failed += 1
+            print("FAIL %s: %s" % (name, why))
+        else:
+            print("ok %s" % name)
+
+    report("row_sizes", None if [lib.row_size(f, 128) for f in (Q8, Q4, E4M3, E5M2)] == [136, 72, 128, 128] and
+           lib.row_size(Q8, 31) == 0 and lib.row_size(Q4, 0) == 0 and lib.row_size(E4M3, 1) == 1 and
+           lib.row_size(F32, 32) == 0 and lib.row_size(Q8, 2 ** 63 - 32) == 0 else "wrong sizes")
+
+    data = inputs(rng)
+    for fname, fmt in FORMATS.items():
+        for name, x in data.items():
+            st, msg, got = lib.quantize(x, F32, fmt)
+            want = ref_quantize(x, fmt)
+            why = None
+            if st:
+                why = "status %d: %s" % (st, msg)
+            elif not np.array_equal(got, want):
+                i = np.argwhere(got != want)[0]
+                why = "byte %s: %d vs reference %d" % (tuple(i), got[tuple(i)], want[tuple(i)])
+            report("quantize_%s_%s_bitwise" % (fname, name), why)
+            st, msg, back = lib.dequantize(want, fmt, x.shape)
+            report("dequantize_%s_%s_bitwise" % (fname, name),
+                   "status %d: %s" % (st, msg) if st else same_floats(back, ref_dequantize(want, fmt, x.shape[1])))
+
+        # Every code read back, then quantized again: the values a format
+        # holds are fixed points (fp8; q8's and q4's blocks with scales 1).
+        if fmt in (E4M3, E5M2):
+            raw = np.arange(256, dtype=np.uint8).reshape(2, 128)
+            st, msg, back = lib.dequantize(raw, fmt, (2, 128))
+            why = same_floats(back, ref_dequantize(raw, fmt, 128))
+            st2, msg2, again = lib.quantize(back, F32, fmt)
+            finite = np.isfinite(back)
+            if not why and not np.array_equal(again[finite], raw[finite]):
+                why = "a finite code does not quantize to itself"
+            report("every_%s_code_round_trips" % fname, why or (msg if st or st2 else None))
+        else:
+            codes = np.arange(-127, 128) if fmt == Q8 else np.arange(-8, 8)
+            x = np.resize(codes, (len(codes) + 31) // 32 * 32).astype(np.float32)
+            x[::32] = 127 if fmt == Q8 else -8  # each block's d is 1
+            x = x.reshape(1, -1)
+            st, msg, raw = lib.quantize(x, F32, fmt)
+            st2, msg2, back = lib.dequantize(raw, fmt, x.shape)
+            report("every_%s_code_round_trips" % fname, msg or msg2 or same_floats(back, x))
+
+        # The other input dtypes: f16 and bf16 are exact f32s, f64 is first
+        # rounded to f32; all give the f32 input's bytes. Strided, too.
+        x = data["student_t_1.5"]
+        x16 = x.astype(np.float16)
+        st, msg, got = lib.quantize(x16, F16, fmt)
+        report("quantize_%s_from_f16" % fname, msg if st else
+               None if np.array_equal(got, ref_quantize(x16.astype(np.float32), fmt)) else "differs")
+        xb = (x.view(np.uint32) >> 16).astype(np.uint16)  # truncated to bf16: any bf16 values do
+        st, msg, got = lib.quantize(xb, BF16, fmt)
+        report("quantize_%s_from_bf16" % fname, msg if st else
+               None if np.array_equal(got, ref_quantize((xb.astype(np.uint32) << 16).view(np.float32), fmt))
+               else "differs")
+        x64 = rng.standard_t(1.5, (16, 64))
+        st, msg, got = lib.quantize(x64, F64, fmt)
+        report("quantize_%s_from_f64" % fname, msg if st else
+               None if np.array_equal(got, ref_quantize(x64.astype(np.float32), fmt)) else "differs")
+        xt = np.asfortranarray(x[:, :64])  # rows of stride 1, values of stride 64
+        st, msg, got = lib.quantize(xt, F32, fmt)
+        report("quantize_%s_strided_3d" % fname, msg if st else
+               None if np.array_equal(got, ref_quantize(np.ascontiguousarray(xt), fmt)) else "differs")
+        x3 = x.reshape(4, 16, 128)[:, ::2, :]  # rank 3, a skipped row every other
+        st, msg, got = lib.quantize(x3, F32, fmt)
+        report("quantize_%s_rank3_strided" % fname, msg if st else
+               None if np.array_equal(got, ref_quantize(np.ascontiguousarray(x3).reshape(-1, 128), fmt))
+               else "differs")
+        raw = ref_quantize(x, fmt)
+        want = ref_dequantize(raw, fmt, 128)
+        for dname, dt, npt in (("f16", F16, np.float16), ("f64", F64, np.float64)):
+            st, msg, back = lib.dequantize(raw, fmt, x.shape, dt, npt)
+            report("dequantize_%s_to_%s" % (fname, dname), msg if st else
+                   same_floats(back.astype(np.float32), want.astype(npt).astype(np.float32)))
+        big = rng.standard_normal((2, 4096)).astype(np.float32)  # longer than the library's pieces
+        st, msg, got = lib.quantize(big, F32, fmt)
+        report("quantize_%s_long_rows" % fname, msg if st else
+               None if np.array_equal(got, ref_quantize(big, fmt)) else "differs")
+        st, msg, back = lib.dequantize(got, fmt, big.shape)
+        report("dequantize_%s_long_rows" % fname, msg if st else same_floats(back, ref_dequantize(got, fmt, 4096)))
+
+    # Errors: a status and nothing written.
+    x = data["normal"][:2]
+    def error(name, want, st, msg, untouched):
+        report("error_" + name, None if st == ERR[want] and msg and untouched else
+               "status %d (%s), untouched %s" % (st, msg, untouched))
+    dst = np.full(400, 0xAA, np.uint8)
+    st, msg, _ = lib.quantize(np.zeros((2, 48), np.float32), F32, Q8, dst=dst)
+    error("q8_row_not_a_multiple_of_32", "SHAPE", st, msg, (dst == 0xAA).all())
+    st, msg, _ = lib.quantize(x, F32, Q8, size=271, dst=dst)
+    error("dst_too_small", "ARGUMENT", st, msg, (dst == 0xAA).all())
+    st, msg, _ = lib.quantize(x, F32, F16, size=400, dst=dst)
+    error("format_not_quantized", "DTYPE", st, msg, (dst == 0xAA).all())
+    st, msg, _ = lib.quantize(np.zeros((2, 32), np.bool_), 3, Q8, size=400, dst=dst)
+    error("bool_input", "DTYPE", st, msg, (dst == 0xAA).all())
+    st, msg, _ = lib.quantize(np.array(1.0, np.float32), F32, E4M3, size=400, dst=dst)
+    error("rank_0", "RANK", st, msg, (dst == 0xAA).all())
+    buf = np.zeros(256, np.float32)
+    inner = buf[:64].reshape(2, 32)
+    err = Error()
+    st = lib.lib.attn_quantize(buf[32:].ctypes.data, 68, Q8, ctypes.byref(view(inner, F32)), ctypes.byref(err))
+    error("dst_overlaps_src", "STRIDE", st, err.message.decode(), (buf[:64] == 0).all())
+    st = lib.lib.attn_quantize(None, 100, Q8, ctypes.byref(view(inner, F32)), ctypes.byref(err))
+    error("null_dst", "NULL", st, err.message.decode(), True)
+    raw = ref_quantize(x, Q8)
+    st, msg, back = lib.dequantize(raw, Q8, x.shape, size=raw.size - 1)
+    error("src_too_small", "ARGUMENT", st, msg, np.isnan(back).all())
+    st, msg, back = lib.dequantize(raw, Q4, (2, 40))
+    error("q4_row_not_a_multiple_of_32", "SHAPE", st, msg, np.isnan(back).all())
+
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,688 @@
+/* test_quant_kv.c -- attention reading quantized keys and values (q8, q4,
+ * fp8 E4M3 and E5M2) where they lie, against the same values widened to f32
+ * first and run through the f32 kernels.
+ *
+ * Both calls see the same floats (a quantized row widens exactly, attn.h),
+ * and every kernel treats a row alike wherever it comes from, so the
+ * agreement is bitwise: out, lse and weights. Each case names the kernel
+ * it must run on (flash, decode, exact), checked on both calls' verbose
+ * lines, which must also show the quantized dtype. Keys are normal or have
+ * heavy-tailed channels (a few channels 100 times the rest, the keys of
+ * trained models that per-channel scales were proposed for).
+ *
+ * Run with ATTN_ISA=avx512|avx2|c to test each ISA's widening (tests/run.sh
+ * does). Prints "ok NAME" or "FAIL NAME: why"; exits 1 if any failed. */
+#include "attn.h"
+#include "check.h"
+#include "../src/base/base.h"
+#include "../src/sdpa/sdpa.h"
+#include "../src/kernels/ukernel.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng = 30;
+static double uniform(void) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(rng >> 11) * 0x1.0p-53;
+}
+static float normal(void) {
+    double u = 1 - uniform(), v = uniform();
+    return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
+}
+
+/* n rows of `cols` values: normal, or with every 16th channel 100 times
+ * larger (heavy-tailed key channels). */
+static float *rows_of(int64_t n, int64_t cols, bool outliers) {
+    float *p = malloc(sizeof(float) * (size_t)(n * cols));
+    for (int64_t i = 0; i < n * cols; i++) p[i] = normal() * (outliers && i % cols % 16 == 3 ? 100.0f : 1.0f);
+    return p;
+}
+
+typedef struct qcase {
+    int64_t L, S, E, Ev, Hq, Hk, P;
+    attn_dtype format;
+    attn_causal causal;
+    int outliers, weights;
+    const char *kernel; /* the kernel both calls run */
+} qcase;
+
+/* Rows x (n × cols, f32) quantized into `format` rows, and those rows
+ * widened back: *bytes (n rows of attn_quant_row_size) and *back (f32). */
+static void quantize_rows(uint8_t **bytes, float **back, const float *x, int64_t n, int64_t cols, attn_dtype format) {
+    size_t row = attn_quant_row_size(format, cols);
+    *bytes = malloc(row * (size_t)n);
+    *back = malloc(sizeof(float) * (size_t)(n * cols));
+    attn_tensor t, b;
+    int64_t shape[2] = {n, cols};
+    attn_tensor_init(&t, (void *)x, ATTN_F32, 2, shape, NULL, NULL);
+    attn_tensor_init(&b, *back, ATTN_F32, 2, shape, NULL, NULL);
+    attn_error err;
+    if (attn_quantize(*bytes, row * (size_t)n, format, &t, &err) ||
+        attn_dequantize(&b, *bytes, row * (size_t)n, format, &err))
+        check(0, "quantize_rows", "%s", err.message);
+}
+
+/* The dtype= word of k in a verbose line: "q8" of "k=q8(2,300,64)". */
+static void k_dtype(char *dst, size_t size) {
+    word_after(dst, size, verbose_last_line, " k=");
+    char *paren = strchr(dst, '(');
+    if (paren) *paren = 0;
+}
+
+static void test_case(const qcase *c) {
+    char name[160];
+    snprintf(name, sizeof name, "%s_%s_L%lld_S%lld_E%lld_P%lld%s%s", attn_dtype_name(c->format), c->kernel,
+             (long long)c->L, (long long)c->S, (long long)c->E, (long long)c->P, c->outliers ? "_outlier_channels" : "",
+             c->weights ? "_weights" : "");
+    int64_t n_pages = (c->S + c->P - 1) / c->P, pool = 2 * n_pages + 3;
+    int64_t kr = (int64_t)attn_quant_row_size(c->format, c->E), vr = (int64_t)attn_quant_row_size(c->format, c->Ev);
+    float *q = rows_of(c->Hq * c->L, c->E, false);
+    float *kf = rows_of(c->Hk * c->S, c->E, c->outliers), *vf = rows_of(c->Hk * c->S, c->Ev, false);
+    uint8_t *kq, *vq;
+    float *kd, *vd; /* the dense f32 keys and values: the quantized rows widened */
+    quantize_rows(&kq, &kd, kf, c->Hk * c->S, c->E, c->format);
+    quantize_rows(&vq, &vd, vf, c->Hk * c->S, c->Ev, c->format);
+    /* The pool [pool][Hk][P] of quantized rows through a shuffled table. */
+    uint8_t *kp = calloc((size_t)(pool * c->Hk * c->P), (size_t)kr), *vp = calloc((size_t)(pool * c->Hk * c->P), (size_t)vr);
+    int32_t *table = malloc(sizeof(int32_t) * (size_t)pool);
+    for (int64_t t = 0; t < pool; t++) table[t] = (int32_t)t;
+    for (int64_t t = pool - 1; t > 0; t--) {
+        int64_t u = (int64_t)(uniform() * (double)(t + 1)) % (t + 1);
+        int32_t x = table[t];
+        table[t] = table[u], table[u] = x;
+    }
+    for (int64_t h = 0; h < c->Hk; h++)
+        for (int64_t j = 0; j < c->S; j++) {
+            int64_t at = (table[j / c->P] * c->Hk + h) * c->P + j % c->P;
+            memcpy(kp + at * kr, kq + (h * c->S + j) * kr, (size_t)kr);
+            memcpy(vp + at * vr, vq + (h * c->S + j) * vr, (size_t)vr);
+        }
+    attn_paged_rows kpg = {kp, c->format, pool, c->Hk, c->P, c->E, table, n_pages, c->S};
+    attn_paged_rows vpg = {vp, c->format, pool, c->Hk, c->P, c->Ev, table, n_pages, c->S};
+    int64_t sq[3] = {c->Hq, c->L, c->E}, sk[3] = {c->Hk, c->S, c->E}, sv[3] = {c->Hk, c->S, c->Ev},
+            so[3] = {c->Hq, c->L, c->Ev}, sl[2] = {c->Hq, c->L}, sw[3] = {c->Hq, c->L, c->S};
+    size_t no = (size_t)(c->Hq * c->L * c->Ev), nl = (size_t)(c->Hq * c->L), nw = (size_t)(c->Hq * c->L * c->S);
+    float *out[2] = {calloc(no, 4), calloc(no, 4)}, *lse[2] = {calloc(nl, 4), calloc(nl, 4)};
+    float *w[2] = {c->weights ? calloc(nw, 4) : NULL, c->weights ? calloc(nw, 4) : NULL};
+    attn_tensor tq, tk, tv, to[2], tl[2], tw[2];
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&tk, kd, ATTN_F32, 3, sk, NULL, NULL);
+    attn_tensor_init(&tv, vd, ATTN_F32, 3, sv, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = c->causal;
+    attn_status st[2];
+    attn_error err[2];
+    char kernel[2][32], dtype[2][32], isa[2][32];
+    for (int t = 0; t < 2; t++) {
+        attn_tensor_init(&to[t], out[t], ATTN_F32, 3, so, NULL, NULL);
+        attn_tensor_init(&tl[t], lse[t], ATTN_F32, 2, sl, NULL, NULL);
+        attn_tensor_init(&tw[t], w[t], ATTN_F32, 3, sw, NULL, NULL);
+        attn_set_num_threads(t + 1); /* and any thread count */
+        verbose_begin();
+        st[t] = t == 0 ? attn_sdpa(&to[t], &tl[t], c->weights ? &tw[t] : NULL, &tq, &tk, &tv, &o, &err[t])
+                       : attn_sdpa_paged(&to[t], &tl[t], c->weights ? &tw[t] : NULL, &tq, &kpg, &vpg, &o, &err[t]);
+        verbose_end(kernel[t], sizeof kernel[t], NULL, 0);
+        k_dtype(dtype[t], sizeof dtype[t]);
+        word_after(isa[t], sizeof isa[t], verbose_last_line, " isa=");
+        attn_set_num_threads(0);
+    }
+    if (st[0] || st[1]) check(0, name, "f32: %s; %s: %s", st[0] ? err[0].message : "ok", attn_dtype_name(c->format),
+                              st[1] ? err[1].message : "ok");
+    else
+        check(strcmp(kernel[0], c->kernel) == 0 && strcmp(kernel[1], c->kernel) == 0 &&
+                  strcmp(dtype[1], attn_dtype_name(c->format)) == 0 && !memcmp(out[0], out[1], no * 4) &&
+                  !memcmp(lse[0], lse[1], nl * 4) && (!c->weights || !memcmp(w[0], w[1], nw * 4)),
+              name, "kernels %s and %s (want %s), k shown as %s, isa %s, out %s, lse %s", kernel[0], kernel[1],
+              c->kernel, dtype[1], isa[1], memcmp(out[0], out[1], no * 4) ? "differs" : "same",
+              memcmp(lse[0], lse[1], nl * 4) ? "differs" : "same");
+    free(q), free(kf), free(vf), free(kq), free(vq), free(kd), free(vd), free(kp), free(vp), free(table);
+    for (int t = 0; t < 2; t++) free(out[t]), free(lse[t]), free(w[t]);
+}
+
+/* A batch of sequences over one quantized pool (attn_sdpa_varlen_paged):
+ * each sequence bitwise attn_sdpa_paged's on it alone. */
+static void test_varlen(attn_dtype format) {
+    enum { B = 3, HQ = 4, HK = 2, E = 64, P = 16 };
+    const int64_t Lq[B] = {1, 40, 0}, Lk[B] = {900, 300, 50};
+    int64_t pages_total = 0, n_pages[B], cu_q[B + 1] = {0};
+    for (int b = 0; b < B; b++) n_pages[b] = (Lk[b] + P - 1) / P, pages_total += n_pages[b], cu_q[b + 1] = cu_q[b] + Lq[b];
+    int64_t row = (int64_t)attn_quant_row_size(format, E), rows = pages_total * HK * P;
+    float *x = rows_of(rows, E, true);
+    uint8_t *kp, *vp;
+    float *back;
+    quantize_rows(&kp, &back, x, rows, E, format);
+    free(back), free(x);
+    x = rows_of(rows, E, false);
+    quantize_rows(&vp, &back, x, rows, E, format);
+    free(back), free(x);
+    (void)row;
+    int32_t *table = malloc(sizeof(int32_t) * (size_t)pages_total);
+    for (int64_t t = 0; t < pages_total; t++) table[t] = (int32_t)((t * 7 + 3) % pages_total); /* 7 is prime to the count */
+    attn_paged_rows kpg[B], vpg[B];
+    for (int b = 0, first = 0; b < B; first += (int)n_pages[b], b++) {
+        kpg[b] = (attn_paged_rows){kp, format, pages_total, HK, P, E, table + first, n_pages[b], Lk[b]};
+        vpg[b] = (attn_paged_rows){vp, format, pages_total, HK, P, E, table + first, n_pages[b], Lk[b]};
+    }
+    int64_t T = cu_q[B];
+    float *q = rows_of(T * HQ, E, false), *out = calloc((size_t)(T * HQ * E), 4), *lse = calloc((size_t)(T * HQ), 4);
+    float *one = calloc((size_t)(T * HQ * E), 4), *one_lse = calloc((size_t)(T * HQ), 4);
+    attn_tensor tq, to, tl;
+    int64_t sq[3] = {T, HQ, E}, sl[2] = {T, HQ};
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&tl, lse, ATTN_F32, 2, sl, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_error err;
+    char name[96], kernel[32];
+    snprintf(name, sizeof name, "%s_varlen_paged_batch_bitwise_each_alone", attn_dtype_name(format));
+    verbose_begin();
+    attn_status st = attn_sdpa_varlen_paged(&to, &tl, &tq, cu_q, B, kpg, vpg, NULL, &o, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    char dtype[32];
+    k_dtype(dtype, sizeof dtype);
+    if (st) {
+        check(0, name, "%s", err.message);
+    } else {
+        bool same = true;
+        for (int b = 0; b < B && same; b++) {
+            if (!Lq[b]) continue;
+            /* sequence b alone: q (HQ, Lq, E) over the packed (T, HQ, E) rows */
+            attn_tensor bq, bo, bl;
+            int64_t s3[3] = {HQ, Lq[b], E}, st3[3] = {E, HQ * E, 1}, s2[2] = {HQ, Lq[b]}, st2[2] = {1, HQ};
+            attn_tensor_init(&bq, q + cu_q[b] * HQ * E, ATTN_F32, 3, s3, st3, NULL);
+            attn_tensor_init(&bo, one + cu_q[b] * HQ * E, ATTN_F32, 3, s3, st3, NULL);
+            attn_tensor_init(&bl, one_lse + cu_q[b] * HQ, ATTN_F32, 2, s2, st2, NULL);
+            if (attn_sdpa_paged(&bo, &bl, NULL, &bq, &kpg[b], &vpg[b], &o, &err)) same = false;
+        }
+        same = same && !memcmp(out, one, sizeof(float) * (size_t)(T * HQ * E)) &&
+               !memcmp(lse, one_lse, sizeof(float) * (size_t)(T * HQ));
+        check(same && strstr(verbose_last_line, "sdpa_varlen_paged") && !strcmp(dtype, attn_dtype_name(format)), name,
+              "same %d, line: %s", (int)same, verbose_last_line);
+    }
+    free(kp), free(vp), free(table), free(q), free(out), free(lse), free(one), free(one_lse);
+}
+
+/* A paged KV cache of quantized rows (attn_kv_pages with dtype q8, q4, e4m3
+ * or e5m2): append quantizes each row as attn_quantize does (in pieces of
+ * any size, through a fork's copy on write), gather gives the widened rows,
+ * and attend, one call for two sequences, gives bitwise what attn_sdpa gives
+ * on the gathered f32 rows. */
+static void test_pool(attn_dtype format) {
+    enum { HK = 2, HQ = 4, E = 64, N = 100 };
+    char name[96];
+    const char *fm = attn_dtype_name(format);
+    attn_kv_pages_desc d = attn_kv_pages_desc_default();
+    d.heads = HK, d.key_dim = E, d.value_dim = E, d.dtype = format, d.page_size = 16, d.num_pages = 32,
+    d.max_sequences = 4;
+    size_t bytes = 0;
+    attn_error err;
+    attn_kv_pages *pool = NULL;
+    void *mem = NULL;
+    snprintf(name, sizeof name, "%s_pool_init", fm);
+    if (attn_kv_pages_bytes(&bytes, &d, &err) || !(mem = malloc(bytes)) || attn_kv_pages_init(&pool, mem, bytes, &d, &err)) {
+        check(0, name, "%s", err.message);
+        free(mem);
+        return;
+    }
+    /* The rows: (N + 8, Hk, E) keys (outlier channels) and values. */
+    float *kf = rows_of((N + 8) * HK, E, true), *vf = rows_of((N + 8) * HK, E, false);
+    int64_t a, b;
+    attn_kv_pages_create(pool, &a, &err);
+    int64_t pieces[4] = {0, 37, 38, N}; /* 37 rows, 1, then 62 */
+    attn_status st = ATTN_OK;
+    for (int i = 0; i < 3 && !st; i++) {
+        int64_t n = pieces[i + 1] - pieces[i], sh[3] = {n, HK, E}, cu[2] = {0, n};
+        attn_tensor tk, tv;
+        attn_tensor_init(&tk, kf + pieces[i] * HK * E, ATTN_F32, 3, sh, NULL, NULL);
+        attn_tensor_init(&tv, vf + pieces[i] * HK * E, ATTN_F32, 3, sh, NULL, NULL);
+        st = attn_kv_pages_append(pool, &a, 1, &tk, &tv, cu, &err);
+    }
+    if (!st) st = attn_kv_pages_fork(pool, &b, a, &err);
+    if (!st) { /* both append in one call: b's copy of the shared last page, then a's own rows */
+        int64_t seqs[2] = {b, a}, cu[3] = {0, 5, 8}, sh[3] = {8, HK, E};
+        attn_tensor tk, tv;
+        attn_tensor_init(&tk, kf + N * HK * E, ATTN_F32, 3, sh, NULL, NULL);
+        attn_tensor_init(&tv, vf + N * HK * E, ATTN_F32, 3, sh, NULL, NULL);
+        st = attn_kv_pages_append(pool, seqs, 2, &tk, &tv, cu, &err);
+    }
+    snprintf(name, sizeof name, "%s_pool_append_fork", fm);
+    check(!st, name, "%s", err.message);
+    if (st) {
+        free(kf), free(vf), free(mem);
+        return;
+    }
+    /* What each sequence must hold: its rows quantized one by one, widened;
+     * laid out (Hk, len, E). a: rows 0..99 and 105..107; b: 0..99, 100..104. */
+    const int64_t len[2] = {N + 3, N + 5};
+    float *want[2][2], *got[2][2];
+    bool same = true;
+    for (int s2 = 0; s2 < 2; s2++)
+        for (int kv = 0; kv < 2; kv++) {
+            const float *src = kv ? vf : kf;
+            want[s2][kv] = malloc(sizeof(float) * (size_t)(HK * len[s2] * E));
+            got[s2][kv] = malloc(sizeof(float) * (size_t)(HK * len[s2] * E));
+            for (int64_t h = 0; h < HK; h++)
+                for (int64_t j = 0; j < len[s2]; j++) {
+                    int64_t from = j < N ? j : s2 == 0 ? j + 5 : j;
+                    uint8_t rowq[256];
+                    attn_quant_row(rowq, src + (from * HK + h) * E, E, format);
+                    attn_dequant_row(want[s2][kv] + (h * len[s2] + j) * E, rowq, E, format);
+                }
+        }
+    for (int s2 = 0; s2 < 2; s2++) {
+        attn_tensor gk, gv;
+        int64_t sh[3] = {HK, len[s2], E};
+        attn_tensor_init(&gk, got[s2][0], ATTN_F32, 3, sh, NULL, NULL);
+        attn_tensor_init(&gv, got[s2][1], ATTN_F32, 3, sh, NULL, NULL);
+        if (attn_kv_pages_gather(&gk, &gv, pool, s2 ? b : a, &err)) same = false;
+        for (int kv = 0; kv < 2; kv++)
+            same = same && !memcmp(got[s2][kv], want[s2][kv], sizeof(float) * (size_t)(HK * len[s2] * E));
+    }
+    snprintf(name, sizeof name, "%s_pool_gather_bitwise_rows_quantized_alone", fm);
+    check(same, name, "gathered rows differ from each row quantized alone");
+
+    /* One query each, one call; then attn_sdpa on the gathered rows. */
+    float *q = rows_of(2 * HQ, E, false), *out = calloc(2 * HQ * E, 4), *lse = calloc(2 * HQ, 4);
+    float *out1 = calloc(2 * HQ * E, 4), *lse1 = calloc(2 * HQ, 4);
+    int64_t sq[3] = {2, HQ, E}, sl[2] = {2, HQ}, cu_q[3] = {0, 1, 2}, seqs[2] = {a, b};
+    attn_tensor tq, to, tl;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&tl, lse, ATTN_F32, 2, sl, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    char kernel[32], dtype[32];
+    verbose_begin();
+    st = attn_kv_pages_attend(&to, &tl, &tq, cu_q, seqs, 2, pool, NULL, &o, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    k_dtype(dtype, sizeof dtype);
+    bool line_ok = strstr(verbose_last_line, "sdpa_varlen_paged") && !strcmp(dtype, fm) && !strcmp(kernel, "decode");
+    char line[1024];
+    memcpy(line, verbose_last_line, sizeof line);
+    same = !st;
+    for (int s2 = 0; s2 < 2 && same; s2++) {
+        attn_tensor bq, bo, bl, gk, gv;
+        int64_t s3[3] = {HQ, 1, E}, sk[3] = {HK, len[s2], E}, s2d[2] = {HQ, 1};
+        attn_tensor_init(&bq, q + s2 * HQ * E, ATTN_F32, 3, s3, NULL, NULL);
+        attn_tensor_init(&bo, out1 + s2 * HQ * E, ATTN_F32, 3, s3, NULL, NULL);
+        attn_tensor_init(&bl, lse1 + s2 * HQ, ATTN_F32, 2, s2d, NULL, NULL);
+        attn_tensor_init(&gk, got[s2][0], ATTN_F32, 3, sk, NULL, NULL);
+        attn_tensor_init(&gv, got[s2][1], ATTN_F32, 3, sk, NULL, NULL);
+        same = !attn_sdpa(&bo, &bl, NULL, &bq, &gk, &gv, &o, &err);
+    }
+    same = same && !memcmp(out, out1, sizeof(float) * 2 * HQ * E) && !memcmp(lse, lse1, sizeof(float) * 2 * HQ);
+    snprintf(name, sizeof name, "%s_pool_attend_bitwise_sdpa_on_gathered_f32", fm);
+    check(same && line_ok, name, "status %d (%s), same %d, line: %s", (int)st, st ? err.message : "", (int)same, line);
+
+    /* f16 out of a gather: the widened values rounded to f16. */
+    uint16_t *g16 = malloc(2 * (size_t)(HK * len[0] * E)), *v16 = malloc(2 * (size_t)(HK * len[0] * E));
+    attn_tensor gk, gv;
+    int64_t sk[3] = {HK, len[0], E};
+    attn_tensor_init(&gk, g16, ATTN_F16, 3, sk, NULL, NULL);
+    attn_tensor_init(&gv, v16, ATTN_F16, 3, sk, NULL, NULL);
+    st = attn_kv_pages_gather(&gk, &gv, pool, a, &err);
+    int bad = 0;
+    for (int64_t i = 0; i < HK * len[0] * E && !st; i++) bad += g16[i] != attn_f32_to_f16(want[0][0][i]);
+    snprintf(name, sizeof name, "%s_pool_gather_to_f16", fm);
+    check(!st && !bad, name, "status %d, %d values differ", (int)st, bad);
+
+    /* Refusals: f64 rows to append, a row size q8 and q4 cannot take. */
+    int64_t sh[3] = {1, HK, E}, cu[2] = {0, 1};
+    double d64[HK * E] = {0};
+    attn_tensor t64;
+    attn_tensor_init(&t64, d64, ATTN_F64, 3, sh, NULL, NULL);
+    st = attn_kv_pages_append(pool, &a, 1, &t64, &t64, cu, &err);
+    snprintf(name, sizeof name, "%s_pool_refuses_f64_rows", fm);
+    check(st == ATTN_ERR_DTYPE, name, "status %d: %s", (int)st, err.message);
+    attn_kv_pages_desc bad_d = d;
+    bad_d.key_dim = 40;
+    st = attn_kv_pages_bytes(&bytes, &bad_d, &err);
+    snprintf(name, sizeof name, "%s_pool_key_dim_40", fm);
+    if (format == ATTN_Q8 || format == ATTN_Q4)
+        check(st == ATTN_ERR_SHAPE && strstr(err.message, "multiples of 32"), name, "status %d: %s", (int)st, err.message);
+    else
+        check(st == ATTN_OK, name, "status %d: %s", (int)st, err.message);
+
+    free(g16), free(v16);
+    for (int s2 = 0; s2 < 2; s2++)
+        for (int kv = 0; kv < 2; kv++) free(want[s2][kv]), free(got[s2][kv]);
+    free(q), free(out), free(lse), free(out1), free(lse1), free(kf), free(vf), free(mem);
+}
+
+/* attn_sdpa with quantized k and v tensors (attn_tensor_init with a
+ * quantized dtype: strides in bytes but the last), laid out (B, S, Hk, E)
+ * and seen as (B, Hk, S, E) through their strides; and attn_sdpa_varlen
+ * on packed (total, Hk, E) quantized rows: bitwise the same calls on the
+ * widened f32 rows. */
+static void test_dense(attn_dtype format, int64_t L, int64_t S, const char *kernel_want) {
+    enum { B = 2, HQ = 4, HK = 2, E = 64 };
+    char name[96];
+    const char *fm = attn_dtype_name(format);
+    int64_t row = (int64_t)attn_quant_row_size(format, E), n = B * S * HK;
+    float *kf = rows_of(n, E, true), *vf = rows_of(n, E, false), *kd, *vd;
+    uint8_t *kq, *vq;
+    quantize_rows(&kq, &kd, kf, n, E, format);
+    quantize_rows(&vq, &vd, vf, n, E, format);
+    float *q = rows_of(B * HQ * L, E, false);
+    size_t no = (size_t)(B * HQ * L * E), nl = (size_t)(B * HQ * L);
+    float *out[2] = {calloc(no, 4), calloc(no, 4)}, *lse[2] = {calloc(nl, 4), calloc(nl, 4)};
+    /* (B, S, Hk, E) memory seen as (B, Hk, S, E) */
+    int64_t sk[4] = {B, HK, S, E}, qstr[4] = {S * HK * row, row, HK * row, 1}, fstr[4] = {S * HK * E, E, HK * E, 1};
+    int64_t sq[4] = {B, HQ, L, E}, sl[3] = {B, HQ, L};
+    attn_tensor tq, tk[2], tv[2], to[2], tl[2];
+    attn_status st = attn_tensor_init(&tq, q, ATTN_F32, 4, sq, NULL, NULL);
+    st = st ? st : attn_tensor_init(&tk[0], kd, ATTN_F32, 4, sk, fstr, NULL);
+    st = st ? st : attn_tensor_init(&tv[0], vd, ATTN_F32, 4, sk, fstr, NULL);
+    st = st ? st : attn_tensor_init(&tk[1], kq, format, 4, sk, qstr, NULL);
+    st = st ? st : attn_tensor_init(&tv[1], vq, format, 4, sk, qstr, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_error err[2];
+    char kernel[2][32], dtype[32] = "";
+    attn_status sts[2] = {st, st};
+    for (int t = 0; t < 2 && !st; t++) {
+        attn_tensor_init(&to[t], out[t], ATTN_F32, 4, sq, NULL, NULL);
+        attn_tensor_init(&tl[t], lse[t], ATTN_F32, 3, sl, NULL, NULL);
+        verbose_begin();
+        sts[t] = attn_sdpa(&to[t], &tl[t], NULL, &tq, &tk[t], &tv[t], &o, &err[t]);
+        verbose_end(kernel[t], sizeof kernel[t], NULL, 0);
+        if (t) k_dtype(dtype, sizeof dtype);
+    }
+    snprintf(name, sizeof name, "%s_sdpa_dense_tensors_%s_L%lld_S%lld", fm, kernel_want, (long long)L, (long long)S);
+    if (st || sts[0] || sts[1])
+        check(0, name, "status %d %d %d: %s", (int)st, (int)sts[0], (int)sts[1], sts[1] ? err[1].message : err[0].message);
+    else
+        check(!memcmp(out[0], out[1], no * 4) && !memcmp(lse[0], lse[1], nl * 4) && !strcmp(kernel[0], kernel_want) &&
+                  !strcmp(kernel[1], kernel_want) && !strcmp(dtype, fm),
+              name, "out %s, lse %s, kernels %s %s, k shown as %s", memcmp(out[0], out[1], no * 4) ? "differs" : "same",
+              memcmp(lse[0], lse[1], nl * 4) ? "differs" : "same", kernel[0], kernel[1], dtype);
+
+    /* The same rows packed as a ragged batch of B sequences (S rows each):
+     * (B·S, Hk, E), queries (B·L, Hq, E). */
+    int64_t cu_q[B + 1], cu_k[B + 1];
+    for (int b = 0; b <= B; b++) cu_q[b] = b * L, cu_k[b] = b * S;
+    int64_t pk[3] = {B * S, HK, E}, pq[3] = {B * L, HQ, E}, pl[2] = {B * L, HQ};
+    attn_tensor vk[2], vv[2], pqt, vo[2], vl[2];
+    attn_tensor_init(&pqt, q, ATTN_F32, 3, pq, NULL, NULL);
+    attn_tensor_init(&vk[0], kd, ATTN_F32, 3, pk, NULL, NULL);
+    attn_tensor_init(&vv[0], vd, ATTN_F32, 3, pk, NULL, NULL);
+    attn_tensor_init(&vk[1], kq, format, 3, pk, NULL, NULL);
+    attn_tensor_init(&vv[1], vq, format, 3, pk, NULL, NULL);
+    for (int t = 0; t < 2; t++) {
+        attn_tensor_init(&vo[t], out[t], ATTN_F32, 3, pq, NULL, NULL);
+        attn_tensor_init(&vl[t], lse[t], ATTN_F32, 2, pl, NULL, NULL);
+        sts[t] = attn_sdpa_varlen(&vo[t], &vl[t], &pqt, &vk[t], &vv[t], cu_q, cu_k, B, NULL, &o, &err[t]);
+    }
+    snprintf(name, sizeof name, "%s_sdpa_varlen_packed_L%lld_S%lld", fm, (long long)L, (long long)S);
+    if (sts[0] || sts[1]) check(0, name, "%s", sts[1] ? err[1].message : err[0].message);
+    else check(!memcmp(out[0], out[1], no * 4) && !memcmp(lse[0], lse[1], nl * 4), name, "differs");
+    free(kf), free(vf), free(kd), free(vd), free(kq), free(vq), free(q);
+    for (int t = 0; t < 2; t++) free(out[t]), free(lse[t]);
+}
+
+/* Quantized tensors the library refuses: described wrongly, or asked of a
+ * call that takes float keys only. */
+static void test_dense_errors(void) {
+    uint8_t bytes[4 * 34 * 2] = {0};
+    float q[64] = {0}, out[64], lse[2];
+    double q64[64] = {0}, out64[64];
+    attn_tensor t, tq, to, tl, tq64, to64;
+    attn_error err;
+    int64_t s40[2] = {2, 40}, s32[2] = {2, 32}, bad_str[2] = {34, 2}, s3[3] = {1, 2, 32}, sl[2] = {1, 2};
+    attn_status st = attn_tensor_init(&t, bytes, ATTN_Q8, 2, s40, NULL, &err);
+    check(st == ATTN_ERR_SHAPE && strstr(err.message, "multiple of 32"), "q8_tensor_rows_of_40", "status %d: %s",
+          (int)st, err.message);
+    st = attn_tensor_init(&t, bytes, ATTN_Q8, 2, s32, bad_str, &err);
+    check(st == ATTN_ERR_STRIDE, "q8_tensor_values_apart", "status %d: %s", (int)st, err.message);
+    st = attn_tensor_init(&t, bytes, ATTN_E4M3, 0, NULL, NULL, &err);
+    check(st == ATTN_ERR_RANK, "e4m3_tensor_rank_0", "status %d: %s", (int)st, err.message);
+    int64_t sk[3] = {1, 2, 32};
+    attn_tensor_init(&t, bytes, ATTN_Q8, 3, sk, NULL, NULL);
+    check(t.strides[0] == 68 && t.strides[1] == 34 && t.strides[2] == 1, "q8_tensor_default_strides_in_bytes",
+          "strides %lld %lld %lld", (long long)t.strides[0], (long long)t.strides[1], (long long)t.strides[2]);
+    attn_tensor_init(&tq, q, ATTN_F32, 3, s3, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, s3, NULL, NULL);
+    attn_tensor_init(&tl, lse, ATTN_F32, 2, sl, NULL, NULL);
+    attn_tensor_init(&tq64, q64, ATTN_F64, 3, s3, NULL, NULL);
+    attn_tensor_init(&to64, out64, ATTN_F64, 3, s3, NULL, NULL);
+    st = attn_sdpa(&to64, NULL, NULL, &tq64, &t, &t, NULL, &err);
+    check(st == ATTN_ERR_DTYPE && strstr(err.message, "f32 q"), "q8_k_with_f64_q", "status %d: %s", (int)st, err.message);
+    /* a hand-made tensor: rows of 40 values */
+    attn_tensor hand = t;
+    hand.shape[2] = 40;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, (int64_t[3]){1, 2, 40}, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, (int64_t[3]){1, 2, 40}, NULL, NULL);
+    st = attn_sdpa(&to, NULL, NULL, &tq, &hand, &hand, NULL, &err);
+    check(st == ATTN_ERR_SHAPE, "q8_hand_made_rows_of_40", "status %d: %s", (int)st, err.message);
+    /* out over the quantized bytes */
+    attn_tensor_init(&tq, q, ATTN_F32, 3, s3, NULL, NULL);
+    attn_tensor over;
+    attn_tensor_init(&over, bytes + 8, ATTN_F32, 3, s3, NULL, NULL);
+    st = attn_sdpa(&over, NULL, NULL, &tq, &t, &t, NULL, &err);
+    check(st == ATTN_ERR_STRIDE, "out_over_q8_k", "status %d: %s", (int)st, err.message);
+    attn_tensor_init(&to, out, ATTN_F32, 3, s3, NULL, NULL);
+    st = attn_sdpa(&to, &tl, NULL, &tq, &t, &t, NULL, &err);
+    float dq[64], dk[64], dv[64];
+    attn_tensor tdq, tdk, tdv;
+    attn_tensor_init(&tdq, dq, ATTN_F32, 3, s3, NULL, NULL);
+    attn_tensor_init(&tdk, dk, ATTN_F32, 3, s3, NULL, NULL);
+    attn_tensor_init(&tdv, dv, ATTN_F32, 3, s3, NULL, NULL);
+    st = st ? st : attn_sdpa_backward(&tdq, &tdk, &tdv, NULL, &to, &tq, &t, &t, &to, &tl, NULL, &err);
+    check(st == ATTN_ERR_DTYPE && strstr(err.message, "backward"), "q8_backward_refused", "status %d: %s", (int)st,
+          err.message);
+}
+
+/* The contiguous KV cache of a quantized format: append in pieces
+ * quantizes each row alone; gather widens; the view is of quantized rows;
+ * attend (decode at L = 1, flash at L = 40) is bitwise attn_sdpa on the
+ * gathered f32 rows. */
+static void test_cache(attn_dtype format) {
+    enum { B = 2, HK = 2, HQ = 4, E = 64, N = 3000 };
+    char name[96];
+    const char *fm = attn_dtype_name(format);
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.batch = B, d.heads = HK, d.capacity = N + 64, d.key_dim = d.value_dim = E, d.dtype = format;
+    size_t bytes;
+    attn_error err;
+    attn_kv_cache *cache;
+    void *mem = NULL;
+    snprintf(name, sizeof name, "%s_cache_init", fm);
+    if (attn_kv_cache_bytes(&bytes, &d, &err) || !(mem = malloc(bytes)) ||
+        attn_kv_cache_init(&cache, mem, bytes, &d, &err)) {
+        check(0, name, "%s", err.message);
+        free(mem);
+        return;
+    }
+    /* rows (B, Hk, N + 40, E): N positions first, in pieces, then 40 more with the queries */
+    int64_t total = N + 40;
+    float *kf = rows_of(B * HK * total, E, true), *vf = rows_of(B * HK * total, E, false);
+    int64_t pieces[4] = {0, 1000, 1001, N};
+    attn_status st = ATTN_OK;
+    int64_t shape[4] = {B, HK, 0, E}, strides[4] = {HK * total * E, total * E, E, 1};
+    for (int i = 0; i < 3 && !st; i++) {
+        attn_tensor tk, tv;
+        shape[2] = pieces[i + 1] - pieces[i];
+        attn_tensor_init(&tk, kf + pieces[i] * E, ATTN_F32, 4, shape, strides, NULL);
+        attn_tensor_init(&tv, vf + pieces[i] * E, ATTN_F32, 4, shape, strides, NULL);
+        st = attn_kv_cache_append(cache, &tk, &tv, &err);
+    }
+    snprintf(name, sizeof name, "%s_cache_append_in_pieces", fm);
+    check(!st, name, "%s", st ? err.message : "");
+    /* gather: each row quantized alone, widened */
+    size_t nkv = (size_t)(B * HK * N * E);
+    float *gk = malloc(4 * nkv), *gv = malloc(4 * nkv), *wk = malloc(4 * nkv), *wv = malloc(4 * nkv);
+    for (int64_t r = 0; r < B * HK * N; r++) {
+        int64_t bh = r / N, j = r % N;
+        uint8_t q[256];
+        attn_quant_row(q, kf + (bh * total + j) * E, E, format);
+        attn_dequant_row(wk + r * E, q, E, format);
+        attn_quant_row(q, vf + (bh * total + j) * E, E, format);
+        attn_dequant_row(wv + r * E, q, E, format);
+    }
+    attn_tensor tgk, tgv, vk, vv;
+    int64_t gs[4] = {B, HK, N, E};
+    attn_tensor_init(&tgk, gk, ATTN_F32, 4, gs, NULL, NULL);
+    attn_tensor_init(&tgv, gv, ATTN_F32, 4, gs, NULL, NULL);
+    st = attn_kv_cache_gather(&tgk, &tgv, cache, &err);
+    snprintf(name, sizeof name, "%s_cache_gather_bitwise_rows_quantized_alone", fm);
+    check(!st && !memcmp(gk, wk, 4 * nkv) && !memcmp(gv, wv, 4 * nkv), name, "status %d (%s)", (int)st,
+          st ? err.message : "values differ");
+    st = attn_kv_cache_view(&vk, &vv, cache, 4, &err);
+    snprintf(name, sizeof name, "%s_cache_view_is_quantized_rows", fm);
+    check(!st && vk.dtype == format && vk.shape[2] == N && vk.strides[3] == 1 &&
+              vk.strides[2] == (int64_t)attn_quant_row_size(format, E),
+          name, "status %d, dtype %s, strides %lld %lld", (int)st, attn_dtype_name(vk.dtype), (long long)vk.strides[2],
+          (long long)vk.strides[3]);
+    /* attend: L = 1 then L = 40 new positions, against attn_sdpa on the gathered rows */
+    const int64_t Ls[2] = {1, 40};
+    const char *want[2] = {"decode", "flash"};
+    for (int c = 0; c < 2; c++) {
+        int64_t L = Ls[c];
+        if (c == 1) { /* append the 39 rows after the first new one */
+            attn_tensor tk, tv;
+            shape[2] = L - 1;
+            attn_tensor_init(&tk, kf + (N + 1) * E, ATTN_F32, 4, shape, strides, NULL);
+            attn_tensor_init(&tv, vf + (N + 1) * E, ATTN_F32, 4, shape, strides, NULL);
+            attn_kv_cache_append(cache, &tk, &tv, &err);
+        } else {
+            attn_tensor tk, tv;
+            shape[2] = 1;
+            attn_tensor_init(&tk, kf + N * E, ATTN_F32, 4, shape, strides, NULL);
+            attn_tensor_init(&tv, vf + N * E, ATTN_F32, 4, shape, strides, NULL);
+            attn_kv_cache_append(cache, &tk, &tv, &err);
+        }
+        int64_t S = attn_kv_cache_length(cache), sq[4] = {B, HQ, L, E}, sk[4] = {B, HK, S, E}, sl[3] = {B, HQ, L};
+        size_t no = (size_t)(B * HQ * L * E), nk = (size_t)(B * HK * S * E);
+        float *q = rows_of(B * HQ * L, E, false), *o[2] = {calloc(no, 4), calloc(no, 4)};
+        float *l[2] = {calloc((size_t)(B * HQ * L), 4), calloc((size_t)(B * HQ * L), 4)};
+        float *ak = malloc(4 * nk), *av = malloc(4 * nk);
+        attn_tensor tq, to[2], tl[2], tak, tav;
+        attn_tensor_init(&tq, q, ATTN_F32, 4, sq, NULL, NULL);
+        attn_tensor_init(&tak, ak, ATTN_F32, 4, sk, NULL, NULL);
+        attn_tensor_init(&tav, av, ATTN_F32, 4, sk, NULL, NULL);
+        attn_status s0 = attn_kv_cache_gather(&tak, &tav, cache, &err);
+        attn_sdpa_options opt = attn_sdpa_options_default();
+        opt.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        char kernel[2][32], dtype[32] = "";
+        attn_status s1 = s0, s2 = s0;
+        for (int t = 0; t < 2 && !s0; t++) {
+            attn_tensor_init(&to[t], o[t], ATTN_F32, 4, sq, NULL, NULL);
+            attn_tensor_init(&tl[t], l[t], ATTN_F32, 3, sl, NULL, NULL);
+            verbose_begin();
+            attn_status x = t ? attn_kv_cache_attend(&to[t], &tl[t], &tq, cache, &opt, &err)
+                              : attn_sdpa(&to[t], &tl[t], NULL, &tq, &tak, &tav, &opt, &err);
+            verbose_end(kernel[t], sizeof kernel[t], NULL, 0);
+            if (t) k_dtype(dtype, sizeof dtype), s2 = x;
+            else s1 = x;
+        }
+        snprintf(name, sizeof name, "%s_cache_attend_%s_L%lld_bitwise_sdpa_on_gathered", fm, want[c], (long long)L);
+        check(!s0 && !s1 && !s2 && !memcmp(o[0], o[1], no * 4) && !memcmp(l[0], l[1], (size_t)(B * HQ * L) * 4) &&
+                  !strcmp(kernel[0], want[c]) && !strcmp(kernel[1], want[c]) && !strcmp(dtype, fm),
+              name, "status %d %d %d (%s), kernels %s %s, k shown as %s, out %s", (int)s0, (int)s1, (int)s2,
+              s0 || s1 || s2 ? err.message : "", kernel[0], kernel[1], dtype,
+              memcmp(o[0], o[1], no * 4) ? "differs" : "same");
+        free(q), free(o[0]), free(o[1]), free(l[0]), free(l[1]), free(ak), free(av);
+    }
+    attn_kv_cache_desc bad = d;
+    bad.key_dim = 48;
+    st = attn_kv_cache_bytes(&bytes, &bad, &err);
+    snprintf(name, sizeof name, "%s_cache_key_dim_48", fm);
+    if (format == ATTN_Q8 || format == ATTN_Q4)
+        check(st == ATTN_ERR_SHAPE, name, "status %d: %s", (int)st, err.message);
+    else
+        check(st == ATTN_OK, name, "status %d: %s", (int)st, err.message);
+    free(kf), free(vf), free(gk), free(gv), free(wk), free(wv), free(mem);
+}
+
+/* Each ISA's widening of quantized rows against the reference
+ * (attn_dequant_row), bit for bit, NaN as NaN: random bytes, so scales of
+ * every f16 (subnormal, huge, infinite, NaN) and every code. */
+static void test_widen(const char *isa) {
+    const attn_ukernels *uk = attn_ukernels_by_name(isa);
+    static const attn_dtype FORMATS[4] = {ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_E5M2};
+    for (int f = 0; f < 4; f++) {
+        char name[64];
+        snprintf(name, sizeof name, "widen_%s_%s_bitwise_reference", attn_dtype_name(FORMATS[f]), isa);
+        if (!uk) {
+            skip(name, "this CPU lacks %s", isa);
+            continue;
+        }
+        enum { N = 256, ROWS = 200 };
+        size_t row = attn_quant_row_size(FORMATS[f], N);
+        uint8_t *b = malloc(row);
+        float got[N], want[N];
+        int bad = 0;
+        for (int r = 0; r < ROWS; r++) {
+            for (size_t i = 0; i < row; i++) b[i] = (uint8_t)(uniform() * 256);
+            uk->widen_quant(got, b, N, FORMATS[f]);
+            attn_dequant_row(want, b, N, FORMATS[f]);
+            for (int i = 0; i < N; i++) bad += isnan(want[i]) ? !isnan(got[i]) : memcmp(&got[i], &want[i], 4) != 0;
+        }
+        check(!bad, name, "%d of %d values differ", bad, N * ROWS);
+        free(b);
+    }
+}
+
+/* Descriptions the kernels must never see: refused before any is read. */
+static void test_errors(void) {
+    uint8_t pages[2 * 16 * 34] = {0};
+    int32_t table[2] = {0, 1};
+    float q[32] = {0}, out[32];
+    attn_tensor tq, to;
+    int64_t s3[3] = {1, 1, 32}, s40[3] = {1, 1, 40};
+    attn_tensor_init(&tq, q, ATTN_F32, 3, s3, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, s3, NULL, NULL);
+    attn_error err;
+    attn_paged_rows pg = {pages, ATTN_Q8, 2, 1, 16, 32, table, 2, 20};
+    attn_paged_rows bad = pg;
+    bad.cols = 40;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, s40, NULL, NULL);
+    attn_status st = attn_sdpa_paged(&to, NULL, NULL, &tq, &bad, &bad, NULL, &err);
+    check(st == ATTN_ERR_SHAPE && strstr(err.message, "multiple of 32"), "q8_rows_not_a_multiple_of_32",
+          "status %d: %s", (int)st, err.message);
+    attn_tensor_init(&tq, q, ATTN_F32, 3, s3, NULL, NULL);
+    bad = pg, bad.dtype = (attn_dtype)10;
+    st = attn_sdpa_paged(&to, NULL, NULL, &tq, &bad, &bad, NULL, &err);
+    check(st == ATTN_ERR_DTYPE, "unknown_page_dtype", "status %d: %s", (int)st, err.message);
+    bad = pg, bad.num_pages = INT64_MAX / 8;
+    st = attn_sdpa_paged(&to, NULL, NULL, &tq, &bad, &bad, NULL, &err);
+    check(st == ATTN_ERR_OVERFLOW, "q8_pool_bytes_overflow", "status %d: %s", (int)st, err.message);
+    /* an output inside the quantized pool's bytes */
+    attn_tensor in_pool;
+    attn_tensor_init(&in_pool, pages + 40, ATTN_F32, 3, s3, NULL, NULL);
+    st = attn_sdpa_paged(&in_pool, NULL, NULL, &tq, &pg, &pg, NULL, &err);
+    check(st == ATTN_ERR_STRIDE, "q8_out_in_pool", "status %d: %s", (int)st, err.message);
+    /* q8 keys with e4m3 values */
+    bad = pg, bad.dtype = ATTN_E4M3;
+    st = attn_sdpa_paged(&to, NULL, NULL, &tq, &pg, &bad, NULL, &err);
+    check(st == ATTN_ERR_SHAPE, "k_and_v_formats_differ", "status %d: %s", (int)st, err.message);
+}
+
+int main(void) {
+    static const attn_dtype FORMATS[4] = {ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_E5M2};
+    for (int f = 0; f < 4; f++) {
+        attn_dtype fm = FORMATS[f];
+        const qcase cases[] = {
+            {77, 300, 64, 64, 4, 2, 16, fm, ATTN_CAUSAL_NONE, 0, 0, "flash"},
+            {130, 700, 128, 64, 4, 1, 24, fm, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 0, "flash"},
+            {1, 5000, 128, 128, 8, 2, 256, fm, ATTN_CAUSAL_NONE, 1, 0, "decode"},
+            {4, 4100, 64, 64, 4, 2, 16, fm, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, "decode"},
+            {3, 2100, 96, 32, 2, 1, 100, fm, ATTN_CAUSAL_NONE, 1, 0, "decode"},
+            {20, 90, 32, 32, 2, 1, 16, fm, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 1, "exact"},
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);
+        test_varlen(fm);
+        test_pool(fm);
+        test_cache(fm);
+        test_dense(fm, 1, 3000, "decode");
+        test_dense(fm, 40, 300, "flash");
+    }
+    test_dense_errors();
+    test_widen("avx512"), test_widen("avx2"), test_widen("c");
+    test_errors();
+    return n_failed ? 1 : 0;
+}
