@@ -185,11 +185,13 @@ DECODE_INLINE void axpy_rows_nq(float *acc, const float *p, int64_t ldp, const v
         return;                                                                                    \
     } while (0)
 
-/* nq <= DECODE_NQ rows (axpy: 4); kind 0 f32, 1 f16, 2 bf16. */
+/* nq <= DECODE_NQ rows (axpy: 4); kind 0 f32, 1 f16, 2 bf16, 3 q8, 4 q4. */
 static float dot_block(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
                        int64_t E, int kind) {
     if (kind == 1) DOT_SWITCH(1)
     if (kind == 2) DOT_SWITCH(2)
+    if (kind == 3) DOT_SWITCH(3)
+    if (kind == 4) DOT_SWITCH(4)
     DOT_SWITCH(0)
 }
 
@@ -197,6 +199,8 @@ static void axpy_block_rows(float *acc, const float *p, int64_t ldp, int nq, con
                             int64_t Ev, int kind) {
     if (kind == 1) AXPY_SWITCH(1)
     if (kind == 2) AXPY_SWITCH(2)
+    if (kind == 3) AXPY_SWITCH(3)
+    if (kind == 4) AXPY_SWITCH(4)
     AXPY_SWITCH(0)
 }
 
@@ -241,14 +245,12 @@ static void axpy_rows16(float *acc, const float *p, int64_t ldp, int nq, const u
 
 static float dot_rows_q(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
                         int64_t E, bool q4) {
-    if (q4) DECODE_ROWS_SWITCH(DOT_CALL, 4)
-    DECODE_ROWS_SWITCH(DOT_CALL, 3)
+    return dot_any(s, lds, q, nq, k, ld, n, E, q4 ? 4 : 3);
 }
 
 static void axpy_rows_q(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
                         int64_t Ev, bool q4) {
-    if (q4) DECODE_ROWS_SWITCH(AXPY_CALL, 4)
-    DECODE_ROWS_SWITCH(AXPY_CALL, 3)
+    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, q4 ? 4 : 3);
 }
 
 #endif /* ATTN_DECODE_ROWS_H */
