@@ -381,21 +381,21 @@ static void test_bf16_emulation(void) {
     }
     const attn_bf16_kernels *hw = &attn_bf16_avx512, *em = &attn_bf16_emulated;
     enum { E2 = 37, K2 = 300 };
-    static uint32_t q2[ATTN_MR * E2], kt2[E2 * 64], p2[ATTN_MR * K2], v2[K2 * 64];
-    static float s1[ATTN_MR * 64], s2[ATTN_MR * 64], o1[ATTN_MR * 64], o2[ATTN_MR * 64];
+    static uint32_t q2[ATTN_MR_MAX * E2], kt2[E2 * 64], p2[ATTN_MR_MAX * K2], v2[K2 * 64];
+    static float s1[ATTN_MR_MAX * 64], s2[ATTN_MR_MAX * 64], o1[ATTN_MR_MAX * 64], o2[ATTN_MR_MAX * 64];
     float a[2];
     /* Values of every size, tiny ones whose products underflow included. */
-    for (int i = 0; i < ATTN_MR * E2; i++) a[0] = normal(), a[1] = normal(), em->zip(&q2[i], &a[0], &a[1], 1);
+    for (int i = 0; i < ATTN_MR_MAX * E2; i++) a[0] = normal(), a[1] = normal(), em->zip(&q2[i], &a[0], &a[1], 1);
     for (int i = 0; i < E2 * 64; i++) {
         float scale = i % 11 == 0 ? 1e-30f : i % 13 == 0 ? 1e30f : 1.0f;
         a[0] = normal() * scale, a[1] = normal() * scale;
         em->zip(&kt2[i], &a[0], &a[1], 1);
     }
-    for (int i = 0; i < ATTN_MR * K2; i++) a[0] = (float)uniform(), a[1] = (float)uniform(), em->zip(&p2[i], &a[0], &a[1], 1);
+    for (int i = 0; i < ATTN_MR_MAX * K2; i++) a[0] = (float)uniform(), a[1] = (float)uniform(), em->zip(&p2[i], &a[0], &a[1], 1);
     for (int i = 0; i < K2 * 64; i++) a[0] = normal(), a[1] = normal(), em->zip(&v2[i], &a[0], &a[1], 1);
     hw->qk(s1, 64, q2, E2, kt2, 64, E2);
     em->qk(s2, 64, q2, E2, kt2, 64, E2);
-    for (int i = 0; i < ATTN_MR * 64; i++) o1[i] = o2[i] = normal();
+    for (int i = 0; i < ATTN_MR_MAX * 64; i++) o1[i] = o2[i] = normal();
     hw->pv(o1, 64, p2, K2, v2, 64, K2, 4);
     em->pv(o2, 64, p2, K2, v2, 64, K2, 4);
     float src[100];
@@ -750,16 +750,16 @@ static void test_qk(const char *isa) {
     const attn_ukernels *uk = kernels_or_skip(isa, name, sizeof name, "qk_%s_narrow_strips_match_full", NULL);
     if (!uk) return;
     enum { MAXE = 100, NR_MAX = ATTN_VL_MAX * 4, LDK = NR_MAX + 3, LDS = NR_MAX + 5 };
-    static float q[ATTN_MR * MAXE], kt[MAXE * LDK], full[ATTN_MR * LDS], s[ATTN_MR * LDS];
+    static float q[ATTN_MR_MAX * MAXE], kt[MAXE * LDK], full[ATTN_MR_MAX * LDS], s[ATTN_MR_MAX * LDS];
     int nr = uk->vl * uk->nv, wrong = 0, inexact = 0, spilled = 0;
-    for (int i = 0; i < ATTN_MR * MAXE; i++) q[i] = normal();
+    for (int i = 0; i < ATTN_MR_MAX * MAXE; i++) q[i] = normal();
     for (int i = 0; i < MAXE * LDK; i++) kt[i] = normal();
     static const int64_t sizes[] = {1, 7, 64, 100};
     for (size_t t = 0; t < sizeof sizes / sizeof sizes[0]; t++) {
         int64_t E = sizes[t];
-        for (int i = 0; i < ATTN_MR * LDS; i++) full[i] = 7.0f;
+        for (int i = 0; i < ATTN_MR_MAX * LDS; i++) full[i] = 7.0f;
         uk->qk(full, LDS, q, MAXE, kt, LDK, E, uk->nv);
-        for (int r = 0; r < ATTN_MR; r++)
+        for (int r = 0; r < uk->mr; r++)
             for (int c = 0; c < LDS; c++) {
                 if (c >= nr) {
                     spilled += full[r * LDS + c] != 7.0f;
@@ -773,9 +773,9 @@ static void test_qk(const char *isa) {
                 inexact += fabs(full[r * LDS + c] - want) > (double)E * 0x1p-23 * mag;
             }
         for (int nvec = 1; nvec < uk->nv; nvec++) {
-            for (int i = 0; i < ATTN_MR * LDS; i++) s[i] = 7.0f;
+            for (int i = 0; i < ATTN_MR_MAX * LDS; i++) s[i] = 7.0f;
             uk->qk(s, LDS, q, MAXE, kt, LDK, E, nvec);
-            for (int r = 0; r < ATTN_MR; r++)
+            for (int r = 0; r < uk->mr; r++)
                 for (int c = 0; c < LDS; c++) {
                     if (c < nvec * uk->vl) wrong += memcmp(&s[r * LDS + c], &full[r * LDS + c], sizeof(float)) != 0;
                     else if (c >= nr) spilled += s[r * LDS + c] != 7.0f;
@@ -793,15 +793,15 @@ static void test_pvt(const char *isa) {
     const attn_ukernels *uk = kernels_or_skip(isa, name, sizeof name, "pvt_%s_equals_pv_transposed", NULL);
     if (!uk) return;
     enum { K = 37, LDO = 80 };
-    float p[ATTN_MR * K], pt[K * ATTN_MR], v[K * 64], o1[ATTN_MR * LDO], o2[ATTN_MR * LDO];
-    for (int r = 0; r < ATTN_MR; r++)
-        for (int k = 0; k < K; k++) pt[k * ATTN_MR + r] = p[r * K + k] = (float)uniform();
+    float p[ATTN_MR_MAX * K], pt[K * ATTN_MR_MAX], v[K * 64], o1[ATTN_MR_MAX * LDO], o2[ATTN_MR_MAX * LDO];
+    for (int r = 0; r < uk->mr; r++)
+        for (int k = 0; k < K; k++) pt[k * uk->mr + r] = p[r * K + k] = (float)uniform();
     for (int i = 0; i < K * 64; i++) v[i] = (float)uniform();
     int same = 1;
     for (int nvec = 1; nvec <= uk->nv; nvec++) {
-        for (int i = 0; i < ATTN_MR * LDO; i++) o1[i] = o2[i] = (float)i;
+        for (int i = 0; i < ATTN_MR_MAX * LDO; i++) o1[i] = o2[i] = (float)i;
         uk->pv(o1, LDO, p, K, v, 64, K, nvec);
-        uk->pvt(o2, LDO, pt, ATTN_MR, v, 64, K, nvec);
+        uk->pvt(o2, LDO, pt, uk->mr, v, 64, K, nvec);
         same &= memcmp(o1, o2, sizeof o1) == 0;
     }
     check(same, name, "pvt differs from pv");

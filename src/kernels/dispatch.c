@@ -1,6 +1,11 @@
-/* dispatch.c -- choosing the microkernels: ATTN_ISA, else the CPU's best. */
+/* dispatch.c -- the kernel sets and their registration: which sets exist,
+ * what each needs of the CPU, and which one this process runs (ATTN_ISA,
+ * else the CPU's best). A set brings its own register tile (mr, vl, nv in
+ * its struct) and gets its block sizes from cores.c, so adding an ISA is
+ * one kernel file, one row below and one line in the Makefile. */
 #include "base/base.h"
 #include "kernels/ukernel.h"
+#include "kernels/ukernel_bf16.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -13,20 +18,65 @@ static bool has_f16c(void) {
     unsigned a, b, c, d;
     return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
 }
+static bool cpu_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
+}
+/* ukernel_avx512.c is compiled for F, BW, VL and DQ. */
+static bool cpu_avx512(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
+}
+static bool cpu_avx512bf16(void) {
+    __builtin_cpu_init();
+    return cpu_avx512() && __builtin_cpu_supports("avx512bf16");
+}
 #endif
 
-const attn_ukernels *attn_ukernels_by_name(const char *name) {
-    if (!name) return NULL;
-    if (strcmp(name, "c") == 0) return &attn_ukernels_c;
+/* The f32 kernel sets, best first, each with what it needs of the CPU
+ * (NULL: nothing). */
+static const struct {
+    const attn_ukernels *uk;
+    bool (*cpu_has)(void);
+} F32_SETS[] = {
 #if defined(ATTN_HAVE_X86_KERNELS)
-    __builtin_cpu_init();
-    if (strcmp(name, "avx2") == 0 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())
-        return &attn_ukernels_avx2;
-    /* ukernel_avx512.c is compiled for F, BW, VL and DQ. */
-    if (strcmp(name, "avx512") == 0 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma"))
-        return &attn_ukernels_avx512;
+    {&attn_ukernels_avx512, cpu_avx512},
+    {&attn_ukernels_avx2, cpu_avx2},
 #endif
+    {&attn_ukernels_c, NULL},
+};
+enum { N_F32_SETS = sizeof F32_SETS / sizeof F32_SETS[0] };
+
+/* The bf16 compute mode's kernel sets, best first: each runs beside one f32
+ * set (the softmax, masks and packing stay that set's), and needs its own
+ * instructions. The emulation, one lane at a time, is some 200 times slower
+ * than the f32 kernels: only the portable build (or ATTN_ISA=c) takes it,
+ * as the instruction's exact model; SIMD sets without a bf16 set of their
+ * own compute the mode with their f32 kernels instead. */
+static const struct {
+    const attn_bf16_kernels *bk;
+    const char *f32_set;
+    bool (*cpu_has)(void);
+} BF16_SETS[] = {
+#if defined(ATTN_HAVE_X86_KERNELS)
+    {&attn_bf16_avx512, "avx512", cpu_avx512bf16},
+#endif
+    {&attn_bf16_emulated, "c", NULL},
+};
+enum { N_BF16_SETS = sizeof BF16_SETS / sizeof BF16_SETS[0] };
+
+const attn_ukernels *attn_ukernels_by_name(const char *name) {
+    for (int i = 0; name && i < N_F32_SETS; i++)
+        if (strcmp(name, F32_SETS[i].uk->name) == 0) return !F32_SETS[i].cpu_has || F32_SETS[i].cpu_has() ? F32_SETS[i].uk : NULL;
+    return NULL;
+}
+
+/* The best bf16 set for the f32 set named isa, or NULL. */
+static const attn_bf16_kernels *bf16_for(const char *isa) {
+    for (int i = 0; i < N_BF16_SETS; i++)
+        if (strcmp(isa, BF16_SETS[i].f32_set) == 0 && (!BF16_SETS[i].cpu_has || BF16_SETS[i].cpu_has()))
+            return BF16_SETS[i].bk;
     return NULL;
 }
 
@@ -34,26 +84,33 @@ const attn_ukernels *attn_ukernels_by_name(const char *name) {
 /* WebAssembly runs one thread and only the portable kernels. */
 const attn_ukernels *attn_ukernels_active(void) { return &attn_ukernels_c; }
 const attn_blocks *attn_blocks_active(void) { return attn_blocks_for("generic", "c"); }
+const attn_bf16_kernels *attn_bf16_active(void) { return &attn_bf16_emulated; }
 #else
 #include <pthread.h>
 
 /* The process's kernels and blocks: global state, set once (under
  * pthread_once) and never changed. */
 static const attn_ukernels *active;
+static const attn_bf16_kernels *active_bf16;
 static const attn_blocks *active_blocks;
 static pthread_once_t active_once = PTHREAD_ONCE_INIT;
 
 static void choose(void) {
     /* Read once: the choice holds for the life of the process. */
     active = attn_ukernels_by_name(getenv("ATTN_ISA"));
-    static const char *const BEST_FIRST[] = {"avx512", "avx2", "c"};
-    for (int i = 0; !active && i < 3; i++) active = attn_ukernels_by_name(BEST_FIRST[i]);
+    for (int i = 0; !active && i < N_F32_SETS; i++) active = attn_ukernels_by_name(F32_SETS[i].uk->name);
+    active_bf16 = bf16_for(active->name);
     active_blocks = attn_blocks_for(attn_detect_core(), active->name);
 }
 
 const attn_ukernels *attn_ukernels_active(void) {
     pthread_once(&active_once, choose);
     return active;
+}
+
+const attn_bf16_kernels *attn_bf16_active(void) {
+    pthread_once(&active_once, choose);
+    return active_bf16;
 }
 
 const attn_blocks *attn_blocks_active(void) {

@@ -7,9 +7,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Register tile: MR query rows. Key and value columns come in vectors of
- * VL floats; a microkernel call covers up to NV_MAX vectors of columns. */
-#define ATTN_MR 6
+/* The register tile is each kernel set's own, registered with its kernels
+ * as BLIS registers MR and NR: mr query rows by vl * nv columns (vectors of
+ * vl floats, nv of them). No set has more than ATTN_MR_MAX rows (an AMX
+ * tile's 16), so callers may size per-row arrays by it. */
+#define ATTN_MR_MAX 16
 #define ATTN_VL_MAX 16
 #define ATTN_DECODE_MAX_ROWS 4
 
@@ -17,22 +19,24 @@ typedef struct attn_ukernels {
     const char *name; /* "avx512", "avx2" or "c" */
     int vl;           /* floats per vector: 16, 8, or 8 for the portable C kernels */
     int nv;           /* vectors per register tile: nr = vl * nv columns */
-    /* s (ATTN_MR × nvec·vl, row stride lds) = q (ATTN_MR × E, stride ldq) ·
+    int mr;           /* query rows per register tile (<= ATTN_MR_MAX): qk, pv and pvt
+                         always compute mr rows, and callers pad to them */
+    /* s (mr × nvec·vl, row stride lds) = q (mr × E, stride ldq) ·
      * kt (E × nvec·vl, stride ldk), for 1 <= nvec <= nv: the last strip of a
      * tile's keys often needs fewer than nv vectors (a causal diagonal, the
-     * ends of a sliding window). All ATTN_MR rows are computed (callers pad).
+     * ends of a sliding window). All mr rows are computed (callers pad).
      * A kernel may still compute and store all nv vectors (the AVX-512 one
      * does), so callers give s and kt room for nr columns. A column's sum
      * goes in the same order whatever nvec. */
     void (*qk)(float *s, int64_t lds, const float *q, int64_t ldq, const float *kt, int64_t ldk,
                int64_t E, int nvec);
 
-    /* o (ATTN_MR × nvec*vl, stride ldo) += p (ATTN_MR × keys, stride ldp) ·
+    /* o (mr × nvec*vl, stride ldo) += p (mr × keys, stride ldp) ·
      * v (keys × nvec*vl, stride ldv), for 1 <= nvec <= nv. */
     void (*pv)(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v, int64_t ldv,
                int64_t keys, int nvec);
-    /* pv with p transposed: o (ATTN_MR × nvec*vl) += pᵀ · v, p stored keys ×
-     * ATTN_MR (stride ldp): the backward's dV += Pᵀ dout and dK += dSᵀ Q
+    /* pv with p transposed: o (mr × nvec*vl) += pᵀ · v, p stored keys ×
+     * mr (stride ldp): the backward's dV += Pᵀ dout and dK += dSᵀ Q
      * without transposing P and dS. */
     void (*pvt)(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v, int64_t ldv,
                 int64_t keys, int nvec);
@@ -133,11 +137,11 @@ typedef struct attn_ukernels {
 typedef struct attn_blocks {
     const char *core; /* the core they were chosen for: "zen3", "zen4", "zen5" or "generic" */
     const char *isa;  /* the kernels these sizes were chosen for; NULL: any */
-    /* flash.c: query rows per work item (a multiple of ATTN_MR) and keys per
+    /* flash.c: query rows per work item (a multiple of the kernels' mr) and keys per
      * block; both shrink for very wide heads. */
     int br, bc;
-    /* flash_backward.c: query rows per block (rounded up to a multiple of
-     * 48) and keys per block (rounded up to vl * nv). */
+    /* flash_backward.c: query rows per block (rounded up to a multiple
+     * of 16 and of mr) and keys per block (rounded up to vl * nv). */
     int bwd_br, bwd_bc;
     /* decode.c: keys per work item. Results depend on it (the chunks'
      * partials are merged in order), never on the thread count. */

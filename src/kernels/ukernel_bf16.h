@@ -11,11 +11,12 @@
 typedef struct attn_bf16_kernels {
     const char *name; /* "avx512_bf16" or "emulated" */
     int vl, nv;       /* as in attn_ukernels: nr = vl * nv columns per tile */
-    /* s (ATTN_MR × nr, stride lds) = q2 (ATTN_MR × E2 pairs, stride ldq) ·
+    int mr;           /* query rows per register tile, as in attn_ukernels */
+    /* s (mr × nr, stride lds) = q2 (mr × E2 pairs, stride ldq) ·
      * kt2 (E2 × nr pairs, stride ldk): pairs run along E. */
     void (*qk)(float *s, int64_t lds, const uint32_t *q2, int64_t ldq, const uint32_t *kt2,
                int64_t ldk, int64_t E2);
-    /* o (ATTN_MR × nvec*vl, stride ldo) += p2 (ATTN_MR × K2 pairs, stride ldp)
+    /* o (mr × nvec*vl, stride ldo) += p2 (mr × K2 pairs, stride ldp)
      * · v2 (K2 × nvec*vl pairs, stride ldv): pairs run along the keys. */
     void (*pv)(float *o, int64_t ldo, const uint32_t *p2, int64_t ldp, const uint32_t *v2,
                int64_t ldv, int64_t K2, int nvec);
@@ -25,10 +26,10 @@ typedef struct attn_bf16_kernels {
     void (*zip)(uint32_t *dst, const float *even, const float *odd, int64_t n);
 } attn_bf16_kernels;
 
-/* The bf16 kernels for the active ISA: AVX512_BF16 when the CPU has it and
- * the f32 kernels are AVX-512; the emulation with the portable C kernels;
- * else NULL: the f32 kernels, faster than any emulation and at least as
- * accurate, compute the bf16 mode. */
+/* The bf16 kernels for the active ISA (chosen in dispatch.c): AVX512_BF16
+ * when the CPU has it and the f32 kernels are AVX-512; the emulation with
+ * the portable C kernels; else NULL: the f32 kernels, faster than any
+ * emulation and at least as accurate, compute the bf16 mode. */
 const attn_bf16_kernels *attn_bf16_active(void);
 
 extern const attn_bf16_kernels attn_bf16_emulated;
