@@ -1557,13 +1557,18 @@ ATTN_API void attn_shutdown(void);
  * ATTN_ISA=avx512|avx2|c forces one (ignored if the CPU lacks it). */
 ATTN_API const char *attn_isa(void);
 
-/* The tuning in use: the core attn detected from CPUID and the block sizes
- * registered for it and the ISA (chosen once per process, with attn_isa).
- * Blocks are registered for zen3 with avx2 (measured on a Zen 3), zen4
- * with avx512 (its forward blocks measured on a Zen 4) and zen5 with
- * avx512 (Zen 4's, not yet measured on a Zen 5). Every other pair,
- * intel-avx512 included, runs the generic blocks, and blocks_for then says
- * "generic": intel-avx512 names the core detected, not a tuning.
+/* The tuning in use: the core attn detected from CPUID, and the block sizes
+ * of the ISA's kernels on this CPU (chosen once per process, with
+ * attn_isa). The forward's keys per block come from the caches CPUID
+ * describes (leaf 4 on Intel, 0x8000001D on AMD: size, ways, line, sets)
+ * by BLIS's analytical model: a block of keys and values of a head of 128
+ * fills at most half of L2's ways, so that it stays there while the next
+ * block is fetched (256 keys on a Zen 3, 512 on a Zen 4 or Zen 5, 1024 on
+ * a Sapphire Rapids). blocks_for says "cpuid" then, or "generic" where
+ * CPUID describes no caches (the model on a 1 MiB, 8-way L2). The other
+ * sizes are the same on every core. core is a name for reports only
+ * ("zen3", "zen4", "zen5", "intel-avx512" or "generic"): no size depends
+ * on it.
  * Set tuning->struct_size = sizeof(attn_tuning) before the call; an older,
  * smaller struct gets the fields it has. Errors: ATTN_ERR_NULL, and
  * ATTN_ERR_OPTION for a struct_size below sizeof(size_t) or larger than
@@ -1572,8 +1577,8 @@ typedef struct attn_tuning {
     size_t struct_size;
     const char *core;        /* detected: "zen3", "zen4", "zen5", "intel-avx512" or "generic" */
     const char *isa;         /* as attn_isa() */
-    const char *blocks_for;  /* the core the blocks below were registered for:
-                                core itself, or "generic" where it has none for isa */
+    const char *blocks_for;  /* where the blocks below come from: "cpuid" (this
+                                CPU's caches) or "generic" (CPUID describes none) */
     int block_rows;          /* forward (flash): query rows per work item */
     int block_keys;          /* forward (flash): keys per block */
     int backward_block_rows; /* backward: query rows per block */

@@ -80,11 +80,35 @@ static const attn_bf16_kernels *bf16_for(const char *isa) {
     return NULL;
 }
 
+/* Each f32 set's blocks on this CPU's caches (cores.c's model), in the
+ * order of F32_SETS. */
+static attn_blocks set_blocks[N_F32_SETS];
+
+static void derive_blocks(void) {
+    attn_caches caches;
+    bool have = attn_caches_detect(&caches);
+    for (int i = 0; i < N_F32_SETS; i++)
+        attn_blocks_model(&set_blocks[i], have ? &caches : NULL, F32_SETS[i].uk, have ? "cpuid" : "generic");
+}
+
+static const attn_blocks *blocks_of(const attn_ukernels *uk) {
+    for (int i = 0; i < N_F32_SETS; i++)
+        if (F32_SETS[i].uk == uk) return &set_blocks[i];
+    return &set_blocks[N_F32_SETS - 1];
+}
+
 #if defined(__wasm__)
 /* WebAssembly runs one thread and only the portable kernels. */
 const attn_ukernels *attn_ukernels_active(void) { return &attn_ukernels_c; }
-const attn_blocks *attn_blocks_active(void) { return attn_blocks_for("generic", "c"); }
 const attn_bf16_kernels *attn_bf16_active(void) { return &attn_bf16_emulated; }
+const attn_blocks *attn_blocks_active(void) {
+    derive_blocks(); /* one thread: no race, and the same numbers each time */
+    return blocks_of(&attn_ukernels_c);
+}
+const attn_blocks *attn_blocks_for(const char *core, const char *isa) {
+    (void)core, (void)isa;
+    return attn_blocks_active();
+}
 #else
 #include <pthread.h>
 
@@ -92,7 +116,6 @@ const attn_bf16_kernels *attn_bf16_active(void) { return &attn_bf16_emulated; }
  * pthread_once) and never changed. */
 static const attn_ukernels *active;
 static const attn_bf16_kernels *active_bf16;
-static const attn_blocks *active_blocks;
 static pthread_once_t active_once = PTHREAD_ONCE_INIT;
 
 static void choose(void) {
@@ -100,7 +123,7 @@ static void choose(void) {
     active = attn_ukernels_by_name(getenv("ATTN_ISA"));
     for (int i = 0; !active && i < N_F32_SETS; i++) active = attn_ukernels_by_name(F32_SETS[i].uk->name);
     active_bf16 = bf16_for(active->name);
-    active_blocks = attn_blocks_for(attn_detect_core(), active->name);
+    derive_blocks();
 }
 
 const attn_ukernels *attn_ukernels_active(void) {
@@ -115,7 +138,15 @@ const attn_bf16_kernels *attn_bf16_active(void) {
 
 const attn_blocks *attn_blocks_active(void) {
     pthread_once(&active_once, choose);
-    return active_blocks;
+    return blocks_of(active);
+}
+
+const attn_blocks *attn_blocks_for(const char *core, const char *isa) {
+    (void)core;
+    pthread_once(&active_once, choose);
+    for (int i = 0; isa && i < N_F32_SETS; i++)
+        if (strcmp(isa, F32_SETS[i].uk->name) == 0) return &set_blocks[i];
+    return blocks_of(active);
 }
 #endif
 
@@ -124,7 +155,7 @@ const char *attn_isa(void) { return attn_ukernels_active()->name; }
 attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err) {
     if (!tuning) return attn_fail(err, ATTN_ERR_NULL, "tuning is NULL");
     const attn_blocks *b = attn_blocks_active();
-    attn_tuning t = {sizeof t, attn_detect_core(), attn_isa(), b->core, b->br, b->bc, b->bwd_br, b->bwd_bc, b->decode_chunk,
+    attn_tuning t = {sizeof t, attn_detect_core(), attn_isa(), b->from, b->br, b->bc, b->bwd_br, b->bwd_bc, b->decode_chunk,
                      b->gemm_mc, b->gemm_kc, b->gemm_nc};
     return attn_versioned_write(tuning, &t, sizeof t, "tuning", "set it to sizeof(attn_tuning)", err);
 }

@@ -132,13 +132,13 @@ typedef struct attn_ukernels {
 #define ATTN_DGEMM_MR_MAX 8
 #define ATTN_DGEMM_NR_MAX 24
 
-/* How much work a block holds, per core (cores.c): registered beside the
- * kernels, BLIS style, and chosen with them. */
+/* How much work a block holds (cores.c): derived once per process for
+ * each kernel set from the caches CPUID describes, and chosen with it. */
 typedef struct attn_blocks {
-    const char *core; /* the core they were chosen for: "zen3", "zen4", "zen5" or "generic" */
-    const char *isa;  /* the kernels these sizes were chosen for; NULL: any */
+    const char *from; /* "cpuid": this CPU's caches through the model; "generic": CPUID
+                         described none, and the model ran on cores.c's generic caches */
     /* flash.c: query rows per work item (a multiple of the kernels' mr) and keys per
-     * block; both shrink for very wide heads. */
+     * block (the model's: see cores.c); both shrink for very wide heads. */
     int br, bc;
     /* flash_backward.c: query rows per block (rounded up to a multiple
      * of 16 and of mr) and keys per block (rounded up to vl * nv). */
@@ -152,12 +152,34 @@ typedef struct attn_blocks {
     int gemm_mc, gemm_kc, gemm_nc;
 } attn_blocks;
 
+/* One cache as CPUID describes it: bytes, ways, line bytes, sets. */
+typedef struct attn_cache {
+    int64_t size;
+    int ways, line, sets;
+} attn_cache;
+/* The caches the model reads: the first level's data cache and the second level. */
+typedef struct attn_caches {
+    attn_cache l1d, l2;
+} attn_caches;
+
+/* The caches from n subleaves of CPUID leaf 4 (Intel) or 0x8000001D (AMD),
+ * which share one layout: regs[i] = {eax, ebx, ecx, edx} of subleaf i, the
+ * list ending at a subleaf of type 0. False when L1d or L2 is missing. */
+bool attn_caches_parse(const unsigned (*regs)[4], int n, attn_caches *out);
+/* The caches of this CPU, read from CPUID; false where it describes none. */
+bool attn_caches_detect(attn_caches *out);
+/* The blocks for kernel set uk on these caches (NULL: the generic ones),
+ * by the model in cores.c; from is stored in b->from. */
+void attn_blocks_model(attn_blocks *b, const attn_caches *caches, const attn_ukernels *uk, const char *from);
+
 /* The core this process runs on, from CPUID: "zen3", "zen4", "zen5",
- * "intel-avx512" or "generic". */
+ * "intel-avx512" or "generic". A name for reports (attn_get_tuning): no
+ * block size depends on it. */
 const char *attn_detect_core(void);
-/* The blocks for a core and ISA: its own row, else the generic one. */
+/* The blocks of the kernel set named isa on this CPU's caches (core is not
+ * read: the caches decide); the active set's for a name not registered. */
 const attn_blocks *attn_blocks_for(const char *core, const char *isa);
-/* The blocks for this process's core and attn_ukernels_active(). */
+/* The blocks for attn_ukernels_active() on this CPU's caches. */
 const attn_blocks *attn_blocks_active(void);
 
 /* The kernels for this process: ATTN_ISA (avx512, avx2 or c) when set and
