@@ -100,7 +100,7 @@ static const attn_blocks *blocks_of(const attn_ukernels *uk) {
 #if defined(__wasm__)
 /* WebAssembly runs one thread and only the portable kernels. */
 const attn_ukernels *attn_ukernels_active(void) { return &attn_ukernels_c; }
-const attn_bf16_kernels *attn_bf16_active(void) { return &attn_bf16_emulated; }
+const attn_bf16_kernels *attn_bf16_active(void) { return bf16_for("c"); }
 const attn_blocks *attn_blocks_active(void) {
     derive_blocks(); /* one thread: no race, and the same numbers each time */
     return blocks_of(&attn_ukernels_c);
