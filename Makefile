@@ -75,6 +75,24 @@ ISA_FLAGS_ukernel_avx512bf16 := -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mf
 ISA_FLAGS_dgemm_avx2     := -mavx2 -mfma
 ISA_FLAGS_dgemm_avx512   := -mavx512f -mfma
 
+# The AVX-512 and AVX512_BF16 kernel files compiled a second time, against
+# SIMDe's portable implementations of the intrinsics (Debian's libsimde-dev,
+# found by its header; `make test` installs it) and without -mavx512f, so
+# that test_fast_simde runs their code on any CPU. tests/simde/ holds the
+# prelude and the intrinsics SIMDe lacks; the library never sees them.
+HAVE_SIMDE  := $(wildcard /usr/include/simde/x86/avx512.h)
+# -Wno-psabi: simde_extra.h's static functions pass 512-bit vectors by value
+# in a build without AVX-512, which crosses no ABI (GCC's note ignores pragmas).
+SIMDE_FLAGS := -Itests/simde -include tests/simde/intrin_simde.h -Wno-psabi
+SIMDE_OBJ   := $(BUILD)/simde/ukernel_avx512.o $(BUILD)/simde/ukernel_avx512bf16.o
+$(BUILD)/simde/%.o: src/kernels/x86/%.c $(HEADERS) tests/simde/intrin_simde.h tests/simde/simde_extra.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(SIMDE_FLAGS) -c $< -o $@
+$(BUILD)/tests/test_fast_simde: tests/test_fast.c $(SIMDE_OBJ) $(BUILD)/libattn.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DATTN_TEST_SIMDE -o $@ $< $(SIMDE_OBJ) $(BUILD)/libattn.a $(LIBS)
+TEST_BINS += $(if $(HAVE_SIMDE),$(BUILD)/tests/test_fast_simde)
+
 $(BUILD)/obj/cli/%.o: cli/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(JSON_DEFS) -c $< -o $@

@@ -81,6 +81,16 @@ done
 for isa in avx512 avx2 c; do
     suite "fast f32 path: exp, threads, f64 agreement, ATTN_ISA=$isa" env ATTN_ISA=$isa "$BUILD/tests/test_fast"
 done
+# The AVX-512 and AVX512_BF16 kernel files built again against SIMDe's
+# portable intrinsics: their code runs on any CPU; on one with AVX-512 it must
+# give the native kernels' floats bit for bit. Each suite's first line says
+# which kernel sets ran natively and which through the emulation.
+if [ -x "$BUILD/tests/test_fast_simde" ]; then
+    suite "AVX-512 and AVX512_BF16 kernels through SIMDe (emulated on any CPU)" "$BUILD/tests/test_fast_simde"
+else
+    simde_missing() { echo "skip kernels_through_simde: libsimde-dev is not installed (tests/install-deps.sh installs it)"; }
+    suite "AVX-512 kernels through SIMDe" simde_missing
+fi
 suite "fast f32 path under ThreadSanitizer (3 threads)" env ATTN_NUM_THREADS=3 "$BUILD/tsan/test_fast"
 # Subnormal numbers cost Intel cores a microcode assist each, which no
 # output or timing on this machine shows: MXCSR's sticky flags do.

@@ -69,9 +69,27 @@ static double ulps(float got, float want) {
  * format with one %s for the ISA). On a CPU without the ISA: NULL, after
  * saying skip for that check and for `also` (another check the test makes,
  * or NULL). */
+#if defined(ATTN_TEST_SIMDE)
+/* This binary's second AVX-512 and AVX512_BF16 kernel sets: the same kernel
+ * files compiled against SIMDe's portable intrinsics (the Makefile's
+ * test_fast_simde, tests/simde/), which any CPU runs. The kernel tests take
+ * them by the names "avx512-simde" and "avx512_bf16-simde". */
+extern const attn_ukernels attn_ukernels_avx512_simde;
+extern const attn_bf16_kernels attn_bf16_avx512_simde;
+#endif
+
+/* The kernel set of that name: the library's (NULL when this CPU lacks it),
+ * or in the SIMDe build the emulated one. */
+static const attn_ukernels *kernels_named(const char *isa) {
+#if defined(ATTN_TEST_SIMDE)
+    if (strcmp(isa, "avx512-simde") == 0) return &attn_ukernels_avx512_simde;
+#endif
+    return attn_ukernels_by_name(isa);
+}
+
 static const attn_ukernels *kernels_or_skip(const char *isa, char *name, size_t size, const char *check,
                                             const char *also) {
-    const attn_ukernels *uk = attn_ukernels_by_name(isa);
+    const attn_ukernels *uk = kernels_named(isa);
     if (!uk && also) {
         snprintf(name, size, also, isa);
         skip(name, "this CPU lacks %s", isa);
@@ -371,15 +389,11 @@ static void test_fallback_by_item(void) {
     free(q), free(k), free(v), free(o), free(q64), free(k64), free(v64), free(o64);
 }
 
-/* The emulated bf16 kernels compute exactly what VDPBF16PS computes. */
-static void test_bf16_emulation(void) {
-#if defined(ATTN_HAVE_X86_KERNELS)
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512bf16")) {
-        skip("bf16_emulation_matches_avx512_bf16", "this CPU lacks AVX512_BF16");
-        return;
-    }
-    const attn_bf16_kernels *hw = &attn_bf16_avx512, *em = &attn_bf16_emulated;
+/* The emulated bf16 kernels compute exactly what VDPBF16PS computes: hw is
+ * the AVX512_BF16 set, the library's on a CPU that has the instruction or
+ * the SIMDe build's (whose VDPBF16PS is Intel's definition, simde_extra.h). */
+static void test_bf16_kernels(const attn_bf16_kernels *hw, const char *name) {
+    const attn_bf16_kernels *em = &attn_bf16_emulated;
     enum { E2 = 37, K2 = 300 };
     static uint32_t q2[ATTN_MR_MAX * E2], kt2[E2 * 64], p2[ATTN_MR_MAX * K2], v2[K2 * 64];
     static float s1[ATTN_MR_MAX * 64], s2[ATTN_MR_MAX * 64], o1[ATTN_MR_MAX * 64], o2[ATTN_MR_MAX * 64];
@@ -404,7 +418,17 @@ static void test_bf16_emulation(void) {
     hw->to_bf16(h1, src, 100);
     em->to_bf16(h2, src, 100);
     check(memcmp(s1, s2, sizeof s1) == 0 && memcmp(o1, o2, sizeof o1) == 0 && memcmp(h1, h2, sizeof h1) == 0,
-          "bf16_emulation_matches_avx512_bf16", "the emulation differs from the instruction");
+          name, "the emulation differs from the instruction");
+}
+
+static void test_bf16_emulation(void) {
+#if defined(ATTN_HAVE_X86_KERNELS)
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512bf16") || !attn_ukernels_by_name("avx512")) {
+        skip("bf16_emulation_matches_avx512_bf16", "this CPU lacks AVX512_BF16 (the SIMDe build tests its kernels)");
+        return;
+    }
+    test_bf16_kernels(&attn_bf16_avx512, "bf16_emulation_matches_avx512_bf16");
 #else
     skip("bf16_emulation_matches_avx512_bf16", "not x86");
 #endif
@@ -1374,7 +1398,80 @@ static void test_paged(void) {
     test_varlen_paged(ATTN_BF16, 64);
 }
 
+#if defined(ATTN_TEST_SIMDE)
+/* On a CPU that has AVX-512, the SIMDe build must give the native kernels'
+ * floats bit for bit: the same code, the same roundings (simde_extra.h
+ * makes SIMDe's FMA, scalef and sums round as the instructions do). */
+static void test_simde_matches_native(void) {
+    const attn_ukernels *hw = attn_ukernels_by_name("avx512"), *em = &attn_ukernels_avx512_simde;
+    if (!hw) {
+        skip("avx512_simde_bitwise_native", "this CPU lacks AVX-512: nothing native to compare with");
+        return;
+    }
+    enum { N = 4096, E = 77, K = 300, LD = 80 };
+    float *x = malloc(sizeof(float) * N), *a = malloc(sizeof(float) * N), *b = malloc(sizeof(float) * N);
+    float *c = malloc(sizeof(float) * N), *d = malloc(sizeof(float) * N);
+    static float q[ATTN_MR_MAX * E], kt[E * LD], s1[ATTN_MR_MAX * LD], s2[ATTN_MR_MAX * LD];
+    static float p[ATTN_MR_MAX * K], v[K * 64], o1[ATTN_MR_MAX * LD], o2[ATTN_MR_MAX * LD];
+    int diff = 0;
+    for (int i = 0; i < N; i++) x[i] = (float)(uniform() * 300 - 170);
+    hw->exp2(a, x, N), em->exp2(b, x, N);
+    diff += memcmp(a, b, sizeof(float) * N) != 0;
+    for (int i = 0; i < N; i++) a[i] = b[i] = normal() * 10, c[i] = d[i] = normal();
+    float e1 = hw->exp_sum(a, N, 3.0f), e2 = em->exp_sum(b, N, 3.0f);
+    diff += (e1 != e2) + (memcmp(a, b, sizeof(float) * N) != 0);
+    hw->softmax_grad(a, c, N, 2.0f, 0.5f), em->softmax_grad(b, d, N, 2.0f, 0.5f);
+    diff += (memcmp(a, b, sizeof(float) * N) != 0) + (memcmp(c, d, sizeof(float) * N) != 0);
+    for (int i = 0; i < N; i++) a[i] = b[i] = normal() * 40;
+    e1 = hw->softcap(a, N, 30.0f), e2 = em->softcap(b, N, 30.0f);
+    diff += (e1 != e2) + (memcmp(a, b, sizeof(float) * N) != 0);
+    for (int i = 0; i < ATTN_MR_MAX * E; i++) q[i] = normal();
+    for (int i = 0; i < E * LD; i++) kt[i] = normal();
+    hw->qk(s1, LD, q, E, kt, LD, E, hw->nv), em->qk(s2, LD, q, E, kt, LD, E, em->nv);
+    diff += memcmp(s1, s2, sizeof s1) != 0;
+    for (int i = 0; i < ATTN_MR_MAX * K; i++) p[i] = (float)uniform();
+    for (int i = 0; i < K * 64; i++) v[i] = normal();
+    for (int i = 0; i < ATTN_MR_MAX * LD; i++) o1[i] = o2[i] = normal();
+    hw->pv(o1, LD, p, K, v, 64, K, 3), em->pv(o2, LD, p, K, v, 64, K, 3);
+    diff += memcmp(o1, o2, sizeof o1) != 0;
+    float r1[4 * 300], r2[4 * 300];
+    e1 = hw->dot_rows(r1, 300, q, 4, v, 64, 300, 64), e2 = em->dot_rows(r2, 300, q, 4, v, 64, 300, 64);
+    diff += (e1 != e2) + (memcmp(r1, r2, sizeof r1) != 0);
+    check(!diff, "avx512_simde_bitwise_native", "%d of the kernels' results differ from the native ones", diff);
+    free(x), free(a), free(b), free(c), free(d);
+}
+#endif
+
+/* Which kernel sets this binary ran natively, on a line run.sh shows. */
+static void say_native_sets(void) {
+    static const char *const SETS[] = {"avx512", "avx2", "c"};
+    printf("# kernel sets run natively:");
+    for (int i = 0; i < 3; i++) printf(" %s%s", SETS[i], attn_ukernels_by_name(SETS[i]) ? "" : " (not on this CPU)");
+    printf("; the avx512 and avx512_bf16 sets also through SIMDe in test_fast_simde\n");
+}
+
 int main(void) {
+#if defined(ATTN_TEST_SIMDE)
+    /* The kernel tests on the SIMDe builds of the AVX-512 kernel files: on
+     * any CPU, AVX-512 or not, the code of the kernels runs without one
+     * AVX-512 instruction. */
+    printf("# kernel sets through SIMDe (portable intrinsics, no AVX-512 instruction): avx512, avx512_bf16\n");
+    static const char *const EMULATED = "avx512-simde";
+    test_exp2(EMULATED);
+    test_qk(EMULATED);
+    test_pvt(EMULATED);
+    test_decode_rows(EMULATED);
+    test_widen16(EMULATED);
+    test_transpose16(EMULATED);
+    test_softcap(EMULATED);
+    test_softmax_grad(EMULATED);
+    test_scale_divide(EMULATED);
+    test_alibi(EMULATED);
+    test_bf16_kernels(&attn_bf16_avx512_simde, "bf16_emulation_matches_avx512_bf16-simde");
+    test_simde_matches_native();
+    return n_failed ? 1 : 0;
+#endif
+    say_native_sets();
     test_exp2("c");
     test_exp2("avx2");
     test_exp2("avx512");

@@ -5,7 +5,7 @@
 #include "kernels/ukernel_bf16.h"
 
 #if defined(ATTN_HAVE_X86_KERNELS)
-#include <immintrin.h>
+#include "kernels/x86/intrin.h"
 
 enum { MR = 6, VL = 16, NV = 4 };
 
