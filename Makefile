@@ -72,6 +72,7 @@ $(BUILD)/obj/src/%.o: src/%.c $(HEADERS)
 ISA_FLAGS_ukernel_avx2   := -mavx2 -mfma -mf16c
 ISA_FLAGS_ukernel_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma
 ISA_FLAGS_ukernel_avx512bf16 := -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mfma
+ISA_FLAGS_ukernel_amx    := -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mfma -mamx-tile -mamx-bf16
 ISA_FLAGS_dgemm_avx2     := -mavx2 -mfma
 ISA_FLAGS_dgemm_avx512   := -mavx512f -mfma
 
@@ -92,6 +93,18 @@ $(BUILD)/tests/test_fast_simde: tests/test_fast.c $(SIMDE_OBJ) $(BUILD)/libattn.
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -DATTN_TEST_SIMDE -o $@ $< $(SIMDE_OBJ) $(BUILD)/libattn.a $(LIBS)
 TEST_BINS += $(if $(HAVE_SIMDE),$(BUILD)/tests/test_fast_simde)
+
+# The AMX kernel file compiled a second time against the tests' tile
+# emulator (tests/amx/amx_emu.h), without -mamx-tile or AVX-512: test_amx
+# runs it on any x86-64 CPU. Its bf16 conversions are the portable ones.
+AMX_EMU_OBJ := $(BUILD)/amx_emu/ukernel_amx.o
+$(AMX_EMU_OBJ): src/kernels/x86/ukernel_amx.c $(HEADERS) tests/amx/amx_emu.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -include tests/amx/amx_emu.h -DATTN_AMX_HELPERS=attn_bf16_emulated -c $< -o $@
+$(BUILD)/tests/test_amx: tests/test_amx.c tests/amx/amx_emu.h $(AMX_EMU_OBJ) $(BUILD)/libattn.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(AMX_EMU_OBJ) $(BUILD)/libattn.a $(LIBS)
+TEST_BINS += $(if $(ISA_DEFS),$(BUILD)/tests/test_amx)
 
 $(BUILD)/obj/cli/%.o: cli/%.c $(HEADERS)
 	@mkdir -p $(dir $@)

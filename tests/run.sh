@@ -91,6 +91,11 @@ else
     simde_missing() { echo "skip kernels_through_simde: libsimde-dev is not installed (tests/install-deps.sh installs it)"; }
     suite "AVX-512 kernels through SIMDe" simde_missing
 fi
+# The AMX kernels through the tests' tile emulator, on any x86-64 CPU; on one
+# with AMX (and Linux's permission) also natively, against the emulator.
+if [ -x "$BUILD/tests/test_amx" ]; then
+    suite "AMX tiles: the emulator's TDPBF16PS/TDPFP16PS, the AMX-BF16 kernels and the flash forward on them vs f64" "$BUILD/tests/test_amx"
+fi
 suite "fast f32 path under ThreadSanitizer (3 threads)" env ATTN_NUM_THREADS=3 "$BUILD/tsan/test_fast"
 # Subnormal numbers cost Intel cores a microcode assist each, which no
 # output or timing on this machine shows: MXCSR's sticky flags do.

@@ -3,6 +3,7 @@
  * else the CPU's best). A set brings its own register tile (mr, vl, nv in
  * its struct) and gets its block sizes from cores.c, so adding an ISA is
  * one kernel file, one row below and one line in the Makefile. */
+#define _DEFAULT_SOURCE /* syscall(), for arch_prctl */
 #include "base/base.h"
 #include "kernels/ukernel.h"
 #include "kernels/ukernel_bf16.h"
@@ -32,6 +33,43 @@ static bool cpu_avx512bf16(void) {
     __builtin_cpu_init();
     return cpu_avx512() && __builtin_cpu_supports("avx512bf16");
 }
+
+/* Does this core issue VDPBF16PS at the rate of its f32 FMA? No CPUID bit
+ * says; the vendors' cores differ as a whole: AMD's (Zen 4, Zen 5) run it
+ * on both FMA pipes, Intel's (Cooper Lake, Sapphire Rapids and later) on
+ * one port of the two. */
+static bool cpu_dpbf16_full_rate(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+    char vendor[13];
+    memcpy(vendor, &b, 4), memcpy(vendor + 4, &d, 4), memcpy(vendor + 8, &c, 4), vendor[12] = 0;
+    return strcmp(vendor, "AuthenticAMD") == 0 || strcmp(vendor, "HygonGenuine") == 0;
+}
+
+/* AMX: the CPU's AMX-TILE and AMX-BF16 (CPUID 7.0 EDX bits 24 and 22), and
+ * Linux's permission for the tile data, asked for once per process
+ * (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)). A kernel that
+ * refuses it (before Linux 5.16, or a sandbox that forbids the call) leaves
+ * the tiles unusable: then the AVX-512 kernels run, and ATTN_VERBOSE says
+ * why (attn_bf16_label). Global state: the answer, read once under
+ * dispatch's pthread_once. */
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+static bool amx_refused;
+static bool cpu_amx(void) {
+    unsigned a, b, c, d;
+    if (!cpu_avx512bf16() || __get_cpuid_max(0, NULL) < 7) return false;
+    __cpuid_count(7, 0, a, b, c, d);
+    if (!(d >> 24 & 1) || !(d >> 22 & 1)) return false;
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+    if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0) return true;
+#endif
+    amx_refused = true;
+    return false;
+}
 #endif
 
 /* The f32 kernel sets, best first, each with what it needs of the CPU
@@ -60,6 +98,7 @@ static const struct {
     bool (*cpu_has)(void);
 } BF16_SETS[] = {
 #if defined(ATTN_HAVE_X86_KERNELS)
+    {&attn_bf16_amx, "avx512", cpu_amx},
     {&attn_bf16_avx512, "avx512", cpu_avx512bf16},
 #endif
     {&attn_bf16_emulated, "c", NULL},
@@ -72,11 +111,22 @@ const attn_ukernels *attn_ukernels_by_name(const char *name) {
     return NULL;
 }
 
-/* The best bf16 set for the f32 set named isa, or NULL. */
+/* Why the best bf16 set for this CPU was passed over, or NULL. */
+static const char *bf16_passed_over;
+
+/* The best bf16 set for the f32 set named isa, or NULL: one the CPU has,
+ * and, for a set that needs it, at the FMA's rate. */
 static const attn_bf16_kernels *bf16_for(const char *isa) {
-    for (int i = 0; i < N_BF16_SETS; i++)
-        if (strcmp(isa, BF16_SETS[i].f32_set) == 0 && (!BF16_SETS[i].cpu_has || BF16_SETS[i].cpu_has()))
-            return BF16_SETS[i].bk;
+    for (int i = 0; i < N_BF16_SETS; i++) {
+        if (strcmp(isa, BF16_SETS[i].f32_set) != 0 || (BF16_SETS[i].cpu_has && !BF16_SETS[i].cpu_has())) continue;
+#if defined(ATTN_HAVE_X86_KERNELS)
+        if (BF16_SETS[i].bk->needs_full_rate && !cpu_dpbf16_full_rate()) {
+            bf16_passed_over = "f32(vdpbf16ps_half_rate_here)";
+            continue;
+        }
+#endif
+        return BF16_SETS[i].bk;
+    }
     return NULL;
 }
 
@@ -101,6 +151,10 @@ static const attn_blocks *blocks_of(const attn_ukernels *uk) {
 /* WebAssembly runs one thread and only the portable kernels. */
 const attn_ukernels *attn_ukernels_active(void) { return &attn_ukernels_c; }
 const attn_bf16_kernels *attn_bf16_active(void) { return bf16_for("c"); }
+const attn_bf16_kernels *attn_bf16_set_for_tests(const attn_bf16_kernels *bk) {
+    (void)bk;
+    return bf16_for("c");
+}
 const attn_blocks *attn_blocks_active(void) {
     derive_blocks(); /* one thread: no race, and the same numbers each time */
     return blocks_of(&attn_ukernels_c);
@@ -123,7 +177,20 @@ static void choose(void) {
     active = attn_ukernels_by_name(getenv("ATTN_ISA"));
     for (int i = 0; !active && i < N_F32_SETS; i++) active = attn_ukernels_by_name(F32_SETS[i].uk->name);
     active_bf16 = bf16_for(active->name);
+#if defined(ATTN_HAVE_X86_KERNELS)
+    if (amx_refused)
+        bf16_passed_over = active_bf16 ? "avx512_bf16(amx_refused_by_linux)"
+                                       : "f32(amx_refused_by_linux)";
+#endif
     derive_blocks();
+}
+
+const attn_bf16_kernels *attn_bf16_set_for_tests(const attn_bf16_kernels *bk) {
+    pthread_once(&active_once, choose);
+    const attn_bf16_kernels *old = active_bf16;
+    active_bf16 = bk;
+    bf16_passed_over = NULL;
+    return old;
 }
 
 const attn_ukernels *attn_ukernels_active(void) {
@@ -151,6 +218,11 @@ const attn_blocks *attn_blocks_for(const char *core, const char *isa) {
 #endif
 
 const char *attn_isa(void) { return attn_ukernels_active()->name; }
+
+const char *attn_bf16_label(void) {
+    const attn_bf16_kernels *bk = attn_bf16_active();
+    return bf16_passed_over && (!bk || strcmp(bk->name, "emulated") != 0) ? bf16_passed_over : bk ? bk->name : "f32";
+}
 
 attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err) {
     if (!tuning) return attn_fail(err, ATTN_ERR_NULL, "tuning is NULL");

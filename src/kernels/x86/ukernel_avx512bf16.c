@@ -94,6 +94,7 @@ const attn_bf16_kernels attn_bf16_avx512 = {
     .vl = VL,
     .nv = NV,
     .mr = MR,
+    .needs_full_rate = true,
     .qk = qk_avx512bf16,
     .pv = pv_avx512bf16,
     .to_bf16 = to_bf16_avx512,
