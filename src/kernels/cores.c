@@ -70,7 +70,7 @@ bool attn_caches_detect(attn_caches *out) {
     unsigned leaf = 4;
     if (strcmp(vendor, "AuthenticAMD") == 0 || strcmp(vendor, "HygonGenuine") == 0) {
         /* AMD's cache leaf exists when TOPOEXT (0x80000001 ECX bit 22) is set. */
-        if (__get_cpuid_max(0x80000000, NULL) < 0x8000001D || !__get_cpuid(0x80000001, &a, &b, &c, &d) || !(c >> 22 & 1))
+        if ((unsigned)__get_cpuid_max(0x80000000, NULL) < 0x8000001Du || !__get_cpuid(0x80000001, &a, &b, &c, &d) || !(c >> 22 & 1))
             return false;
         leaf = 0x8000001D;
     } else if (max_leaf < 4) {

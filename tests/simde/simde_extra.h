@@ -58,9 +58,8 @@ static inline void _mm512_mask_storeu_ps(void *p, simde__mmask16 k, simde__m512 
     for (int i = 0; i < 16; i++)
         if (k >> i & 1) memcpy((char *)p + 4 * i, &x[i], 4);
 }
-static inline simde__mmask16 _mm512_mask_cmp_ps_mask(simde__mmask16 k, simde__m512 a, simde__m512 b, const int imm) {
-    return (simde__mmask16)(k & simde_mm512_cmp_ps_mask(a, b, imm));
-}
+/* a macro: the predicate must stay a constant for SIMDe's compare */
+#define _mm512_mask_cmp_ps_mask(k, a, b, imm) ((simde__mmask16)((k) & simde_mm512_cmp_ps_mask(a, b, imm)))
 
 /* conversions */
 static inline simde__m512 _mm512_cvtepi32_ps(simde__m512i a) {
