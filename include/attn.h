@@ -21,7 +21,13 @@
  *     distinct outputs. Its global state is process-wide and listed here:
  *     the thread pool and its default size (attn_set_num_threads,
  *     ATTN_NUM_THREADS; one call can ask for another through attn_context),
- *     the microkernels' ISA (chosen once; ATTN_ISA), and the verbose flag
+ *     the microkernels' ISA and the block sizes derived from the CPU's
+ *     caches (chosen once; ATTN_ISA), the bf16 compute mode's kernels
+ *     (chosen with them: on a CPU with AMX the library asks Linux once per
+ *     process for the tile state, arch_prctl(ARCH_REQ_XCOMP_PERM,
+ *     XFEATURE_XTILEDATA), which then holds for the whole process, every
+ *     thread's signal frames growing by the 8 KiB of tile data; refused, the
+ *     AVX-512 kernels run and ATTN_VERBOSE says so), and the verbose flag
  *     (attn_set_verbose, ATTN_VERBOSE).
  *   - The caller owns all memory it passes in. Scratch memory a call needs is
  *     allocated and freed inside that call, or taken from a workspace the
@@ -366,15 +372,25 @@ typedef enum attn_causal {
 /* How f32 attention computes its two products.
  *   ATTN_COMPUTE_F32   f32 multiply-adds (the default).
  *   ATTN_COMPUTE_BF16  q, k, the softmax probabilities and v are rounded to
- *                      bfloat16 and multiplied in pairs with f32 accumulation
- *                      (AVX512_BF16's VDPBF16PS): about twice the speed, with
- *                      errors of a few 1e-3 relative (see docs/performance.md).
- *                      A CPU without AVX512_BF16 computes in f32 instead (the
- *                      f32 kernels are faster than any emulation, and more
- *                      exact); the portable C kernels (ATTN_ISA=c) run an
- *                      exact emulation of the instruction. ATTN_VERBOSE names
- *                      the kernels that ran (bf16_kernels=avx512_bf16,
- *                      emulated or f32). f32 q only; not with weights. The
+ *                      bfloat16 and multiplied in pairs with f32 accumulation:
+ *                      on AMX tiles (TDPBF16PS, 16-row tiles) where the CPU
+ *                      has AMX-BF16 and Linux grants the tile state, else
+ *                      with AVX512_BF16's VDPBF16PS where the core issues it
+ *                      at its FMA's rate (AMD's Zen 4 and Zen 5: about twice
+ *                      f32's speed), with errors of a few 1e-3 relative (see
+ *                      docs/performance.md). Elsewhere it is never slower than
+ *                      f32: a CPU without those instructions, or whose
+ *                      VDPBF16PS is half rate (Intel's without AMX), computes
+ *                      in f32 instead (faster there, and more exact); the
+ *                      portable C kernels (ATTN_ISA=c) run an exact emulation
+ *                      of the instruction. ATTN_VERBOSE names the kernels
+ *                      that ran (bf16_kernels=amx_bf16, avx512_bf16, emulated
+ *                      or f32, with why a better one was passed over:
+ *                      f32(vdpbf16ps_half_rate_here),
+ *                      avx512_bf16(amx_refused_by_linux)). The tiles and
+ *                      VDPBF16PS sum in different orders: results differ in
+ *                      the last bits, within the same bound. f32 q only; not
+ *                      with weights. The
  *                      decode path (L <= 8) is memory-bound and
  *                      computes in f32 either way. */
 typedef enum attn_compute { ATTN_COMPUTE_F32 = 0, ATTN_COMPUTE_BF16 = 1 } attn_compute;

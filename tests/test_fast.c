@@ -1442,6 +1442,24 @@ static void test_simde_matches_native(void) {
 }
 #endif
 
+/* compute = bf16 is never slower than f32: a bf16 set registered as worth
+ * running only at the FMA's rate is passed over on a half-rate core (the
+ * decision is the set's property, not the CPU's name), AMX's and the
+ * emulation's are not; on this CPU the active set is the one that rule
+ * picks. */
+static void test_bf16_choice(void) {
+#if defined(ATTN_HAVE_X86_KERNELS)
+    bool ok = !attn_bf16_set_pays(&attn_bf16_avx512, false) && attn_bf16_set_pays(&attn_bf16_avx512, true) &&
+              attn_bf16_set_pays(&attn_bf16_amx, false) && attn_bf16_set_pays(&attn_bf16_emulated, false);
+    check(ok, "bf16_half_rate_vdpbf16ps_takes_f32", "the registered needs_full_rate is not what decides");
+    const attn_bf16_kernels *bk = attn_bf16_active();
+    const char *label = attn_bf16_label();
+    check((bk && strcmp(label, bk->name) == 0) || (!bk && strncmp(label, "f32", 3) == 0) ||
+              (bk && strstr(label, "amx_refused") && strncmp(label, bk->name, strlen(bk->name)) == 0),
+          "bf16_label_names_the_active_set", "label %s, set %s", label, bk ? bk->name : "none");
+#endif
+}
+
 /* Which kernel sets this binary ran natively, on a line run.sh shows. */
 static void say_native_sets(void) {
     static const char *const SETS[] = {"avx512", "avx2", "c"};
@@ -1472,6 +1490,7 @@ int main(void) {
     return n_failed ? 1 : 0;
 #endif
     say_native_sets();
+    test_bf16_choice();
     test_exp2("c");
     test_exp2("avx2");
     test_exp2("avx512");

@@ -111,6 +111,8 @@ const attn_ukernels *attn_ukernels_by_name(const char *name) {
     return NULL;
 }
 
+bool attn_bf16_set_pays(const attn_bf16_kernels *bk, bool dp_full_rate) { return !bk->needs_full_rate || dp_full_rate; }
+
 /* Why the best bf16 set for this CPU was passed over, or NULL. */
 static const char *bf16_passed_over;
 
@@ -120,7 +122,7 @@ static const attn_bf16_kernels *bf16_for(const char *isa) {
     for (int i = 0; i < N_BF16_SETS; i++) {
         if (strcmp(isa, BF16_SETS[i].f32_set) != 0 || (BF16_SETS[i].cpu_has && !BF16_SETS[i].cpu_has())) continue;
 #if defined(ATTN_HAVE_X86_KERNELS)
-        if (BF16_SETS[i].bk->needs_full_rate && !cpu_dpbf16_full_rate()) {
+        if (!attn_bf16_set_pays(BF16_SETS[i].bk, cpu_dpbf16_full_rate())) {
             bf16_passed_over = "f32(vdpbf16ps_half_rate_here)";
             continue;
         }

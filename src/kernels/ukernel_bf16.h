@@ -39,6 +39,9 @@ typedef struct attn_bf16_kernels {
  * else NULL: the f32 kernels, faster and at least as accurate, compute the
  * bf16 mode. */
 const attn_bf16_kernels *attn_bf16_active(void);
+/* Whether the mode gains from bk on a core whose VDPBF16PS runs at the FMA's
+ * rate (dp_full_rate) or at half of it: bk's registered needs_full_rate. */
+bool attn_bf16_set_pays(const attn_bf16_kernels *bk, bool dp_full_rate);
 /* What ATTN_VERBOSE says of them: the active set's name, and why a better
  * one was passed over (AMX refused by the kernel, a half-rate VDPBF16PS). */
 const char *attn_bf16_label(void);
