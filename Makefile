@@ -104,7 +104,13 @@ $(AMX_EMU_OBJ): src/kernels/x86/ukernel_amx.c $(HEADERS) tests/amx/amx_emu.h
 $(BUILD)/tests/test_amx: tests/test_amx.c tests/amx/amx_emu.h $(AMX_EMU_OBJ) $(BUILD)/libattn.a $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(AMX_EMU_OBJ) $(BUILD)/libattn.a $(LIBS)
-TEST_BINS += $(if $(ISA_DEFS),$(BUILD)/tests/test_amx)
+# ... and under ASan+UBSan, library and emulated kernels together.
+$(BUILD)/asan/amx_emu/ukernel_amx.o: src/kernels/x86/ukernel_amx.c $(HEADERS) tests/amx/amx_emu.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -include tests/amx/amx_emu.h -DATTN_AMX_HELPERS=attn_bf16_emulated -c $< -o $@
+$(BUILD)/asan/test_amx: $(BUILD)/asan/obj/tests/test_amx.o $(BUILD)/asan/amx_emu/ukernel_amx.o $(LIB_SRC:%.c=$(BUILD)/asan/obj/%.o)
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
+TEST_BINS += $(if $(ISA_DEFS),$(BUILD)/tests/test_amx $(BUILD)/asan/test_amx)
 
 $(BUILD)/obj/cli/%.o: cli/%.c $(HEADERS)
 	@mkdir -p $(dir $@)

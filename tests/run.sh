@@ -95,6 +95,7 @@ fi
 # with AMX (and Linux's permission) also natively, against the emulator.
 if [ -x "$BUILD/tests/test_amx" ]; then
     suite "AMX tiles: the emulator's TDPBF16PS/TDPFP16PS, the AMX-BF16 kernels and the flash forward on them vs f64" "$BUILD/tests/test_amx"
+    suite "AMX tiles through the emulator under ASan+UBSan" "$BUILD/asan/test_amx"
 fi
 suite "fast f32 path under ThreadSanitizer (3 threads)" env ATTN_NUM_THREADS=3 "$BUILD/tsan/test_fast"
 # Subnormal numbers cost Intel cores a microcode assist each, which no
