@@ -75,8 +75,46 @@ ISA_FLAGS_ukernel_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma
 ISA_FLAGS_ukernel_avx512bf16 := -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mfma
 ISA_FLAGS_widen_quant_avx2   := -mavx2 -mf16c
 ISA_FLAGS_widen_quant_avx512 := -mavx512f -mavx512bw -mavx512vl
+ISA_FLAGS_ukernel_amx    := -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mfma -mamx-tile -mamx-bf16
 ISA_FLAGS_dgemm_avx2     := -mavx2 -mfma
 ISA_FLAGS_dgemm_avx512   := -mavx512f -mfma
+
+# The AVX-512 and AVX512_BF16 kernel files compiled a second time, against
+# SIMDe's portable implementations of the intrinsics (Debian's libsimde-dev,
+# found by its header; `make test` installs it) and without -mavx512f, so
+# that test_fast_simde runs their code on any CPU. tests/simde/ holds the
+# prelude and the intrinsics SIMDe lacks; the library never sees them.
+HAVE_SIMDE  := $(wildcard /usr/include/simde/x86/avx512.h)
+# -Wno-psabi: simde_extra.h's static functions pass 512-bit vectors by value
+# in a build without AVX-512, which crosses no ABI (GCC's note ignores pragmas).
+SIMDE_FLAGS := -Itests/simde -include tests/simde/intrin_simde.h -Wno-psabi
+SIMDE_OBJ   := $(BUILD)/simde/ukernel_avx512.o $(BUILD)/simde/ukernel_avx512bf16.o \
+               $(BUILD)/simde/widen_quant_avx512.o
+$(BUILD)/simde/%.o: src/kernels/x86/%.c $(HEADERS) tests/simde/intrin_simde.h tests/simde/simde_extra.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(SIMDE_FLAGS) -c $< -o $@
+$(BUILD)/tests/test_fast_simde: tests/test_fast.c $(SIMDE_OBJ) $(BUILD)/libattn.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DATTN_TEST_SIMDE -o $@ $< $(SIMDE_OBJ) $(BUILD)/libattn.a $(LIBS)
+TEST_BINS += $(if $(HAVE_SIMDE),$(BUILD)/tests/test_fast_simde)
+
+# The AMX kernel file compiled a second time against the tests' tile
+# emulator (tests/amx/amx_emu.h), without -mamx-tile or AVX-512: test_amx
+# runs it on any x86-64 CPU. Its bf16 conversions are the portable ones.
+AMX_EMU_OBJ := $(BUILD)/amx_emu/ukernel_amx.o
+$(AMX_EMU_OBJ): src/kernels/x86/ukernel_amx.c $(HEADERS) tests/amx/amx_emu.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -include tests/amx/amx_emu.h -DATTN_AMX_HELPERS=attn_bf16_emulated -c $< -o $@
+$(BUILD)/tests/test_amx: tests/test_amx.c tests/amx/amx_emu.h $(AMX_EMU_OBJ) $(BUILD)/libattn.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(AMX_EMU_OBJ) $(BUILD)/libattn.a $(LIBS)
+# ... and under ASan+UBSan, library and emulated kernels together.
+$(BUILD)/asan/amx_emu/ukernel_amx.o: src/kernels/x86/ukernel_amx.c $(HEADERS) tests/amx/amx_emu.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -include tests/amx/amx_emu.h -DATTN_AMX_HELPERS=attn_bf16_emulated -c $< -o $@
+$(BUILD)/asan/test_amx: $(BUILD)/asan/obj/tests/test_amx.o $(BUILD)/asan/amx_emu/ukernel_amx.o $(LIB_SRC:%.c=$(BUILD)/asan/obj/%.o)
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
+TEST_BINS += $(if $(ISA_DEFS),$(BUILD)/tests/test_amx $(BUILD)/asan/test_amx)
 
 $(BUILD)/obj/cli/%.o: cli/%.c $(HEADERS)
 	@mkdir -p $(dir $@)

@@ -21,7 +21,13 @@
  *     distinct outputs. Its global state is process-wide and listed here:
  *     the thread pool and its default size (attn_set_num_threads,
  *     ATTN_NUM_THREADS; one call can ask for another through attn_context),
- *     the microkernels' ISA (chosen once; ATTN_ISA), and the verbose flag
+ *     the microkernels' ISA and the block sizes derived from the CPU's
+ *     caches (chosen once; ATTN_ISA), the bf16 compute mode's kernels
+ *     (chosen with them: on a CPU with AMX the library asks Linux once per
+ *     process for the tile state, arch_prctl(ARCH_REQ_XCOMP_PERM,
+ *     XFEATURE_XTILEDATA), which then holds for the whole process, every
+ *     thread's signal frames growing by the 8 KiB of tile data; refused, the
+ *     AVX-512 kernels run and ATTN_VERBOSE says so), and the verbose flag
  *     (attn_set_verbose, ATTN_VERBOSE).
  *   - The caller owns all memory it passes in. Scratch memory a call needs is
  *     allocated and freed inside that call, or taken from a workspace the
@@ -476,15 +482,25 @@ typedef enum attn_causal {
 /* How f32 attention computes its two products.
  *   ATTN_COMPUTE_F32   f32 multiply-adds (the default).
  *   ATTN_COMPUTE_BF16  q, k, the softmax probabilities and v are rounded to
- *                      bfloat16 and multiplied in pairs with f32 accumulation
- *                      (AVX512_BF16's VDPBF16PS): about twice the speed, with
- *                      errors of a few 1e-3 relative (see docs/performance.md).
- *                      A CPU without AVX512_BF16 computes in f32 instead (the
- *                      f32 kernels are faster than any emulation, and more
- *                      exact); the portable C kernels (ATTN_ISA=c) run an
- *                      exact emulation of the instruction. ATTN_VERBOSE names
- *                      the kernels that ran (bf16_kernels=avx512_bf16,
- *                      emulated or f32). f32 q only; not with weights. The
+ *                      bfloat16 and multiplied in pairs with f32 accumulation:
+ *                      on AMX tiles (TDPBF16PS, 16-row tiles) where the CPU
+ *                      has AMX-BF16 and Linux grants the tile state, else
+ *                      with AVX512_BF16's VDPBF16PS where the core issues it
+ *                      at its FMA's rate (AMD's Zen 4 and Zen 5: about twice
+ *                      f32's speed), with errors of a few 1e-3 relative (see
+ *                      docs/performance.md). Elsewhere it is never slower than
+ *                      f32: a CPU without those instructions, or whose
+ *                      VDPBF16PS is half rate (Intel's without AMX), computes
+ *                      in f32 instead (faster there, and more exact); the
+ *                      portable C kernels (ATTN_ISA=c) run an exact emulation
+ *                      of the instruction. ATTN_VERBOSE names the kernels
+ *                      that ran (bf16_kernels=amx_bf16, avx512_bf16, emulated
+ *                      or f32, with why a better one was passed over:
+ *                      f32(vdpbf16ps_half_rate_here),
+ *                      avx512_bf16(amx_refused_by_linux)). The tiles and
+ *                      VDPBF16PS sum in different orders: results differ in
+ *                      the last bits, within the same bound. f32 q only; not
+ *                      with weights. The
  *                      decode path (L <= 8) is memory-bound and
  *                      computes in f32 either way. */
 typedef enum attn_compute { ATTN_COMPUTE_F32 = 0, ATTN_COMPUTE_BF16 = 1 } attn_compute;
@@ -1784,13 +1800,18 @@ ATTN_API void attn_shutdown(void);
  * ATTN_ISA=avx512|avx2|c forces one (ignored if the CPU lacks it). */
 ATTN_API const char *attn_isa(void);
 
-/* The tuning in use: the core attn detected from CPUID and the block sizes
- * registered for it and the ISA (chosen once per process, with attn_isa).
- * Blocks are registered for zen3 with avx2 (measured on a Zen 3), zen4
- * with avx512 (its forward blocks measured on a Zen 4) and zen5 with
- * avx512 (Zen 4's, not yet measured on a Zen 5). Every other pair,
- * intel-avx512 included, runs the generic blocks, and blocks_for then says
- * "generic": intel-avx512 names the core detected, not a tuning.
+/* The tuning in use: the core attn detected from CPUID, and the block sizes
+ * of the ISA's kernels on this CPU (chosen once per process, with
+ * attn_isa). The forward's keys per block come from the caches CPUID
+ * describes (leaf 4 on Intel, 0x8000001D on AMD: size, ways, line, sets)
+ * by BLIS's analytical model: a block of keys and values of a head of 128
+ * fills at most half of L2's ways, so that it stays there while the next
+ * block is fetched (256 keys on a Zen 3, 512 on a Zen 4 or Zen 5, 1024 on
+ * a Sapphire Rapids). blocks_for says "cpuid" then, or "generic" where
+ * CPUID describes no caches (the model on a 1 MiB, 8-way L2). The other
+ * sizes are the same on every core. core is a name for reports only
+ * ("zen3", "zen4", "zen5", "intel-avx512" or "generic"): no size depends
+ * on it.
  * Set tuning->struct_size = sizeof(attn_tuning) before the call; an older,
  * smaller struct gets the fields it has. Errors: ATTN_ERR_NULL, and
  * ATTN_ERR_OPTION for a struct_size below sizeof(size_t) or larger than
@@ -1799,8 +1820,8 @@ typedef struct attn_tuning {
     size_t struct_size;
     const char *core;        /* detected: "zen3", "zen4", "zen5", "intel-avx512" or "generic" */
     const char *isa;         /* as attn_isa() */
-    const char *blocks_for;  /* the core the blocks below were registered for:
-                                core itself, or "generic" where it has none for isa */
+    const char *blocks_for;  /* where the blocks below come from: "cpuid" (this
+                                CPU's caches) or "generic" (CPUID describes none) */
     int block_rows;          /* forward (flash): query rows per work item */
     int block_keys;          /* forward (flash): keys per block */
     int backward_block_rows; /* backward: query rows per block */

@@ -13,7 +13,8 @@
 #   (the cblas.h on the default include path belongs to whichever BLAS the
 #   alternatives system points at, often the reference BLAS); Chromium and
 #   Node.js (the browser test); Open MPI (libopenmpi-dev's mpicc, openmpi-bin's
-#   mpirun: libattn-mpi, attn-mpi and their tests);
+#   mpirun: libattn-mpi, attn-mpi and their tests); SIMDe (libsimde-dev, by
+#   its header: the AVX-512 kernels built for any CPU, test_fast_simde);
 #   from npm: playwright-core and axe-core (the page's accessibility check),
 #   pinned in package.json and package-lock.json,
 #   and (optional: x86-64 Linux only) llama.cpp's prebuilt ggml libraries,
@@ -50,6 +51,9 @@ pkg-config --exists libcjson 2>/dev/null || add libcjson-dev
 # Open MPI for libattn-mpi and its tests: the compiler wrapper and mpirun.
 command -v mpicc >/dev/null 2>&1 || add libopenmpi-dev
 command -v mpirun >/dev/null 2>&1 || add openmpi-bin
+# SIMDe (portable x86 intrinsics) for the tests' second build of the AVX-512
+# kernel files, found by the header that build includes.
+[ -f /usr/include/simde/x86/avx512.h ] || add libsimde-dev
 [ -x /usr/bin/chromium ] || add chromium
 command -v node >/dev/null 2>&1 || add nodejs
 command -v npm >/dev/null 2>&1 || add npm

@@ -88,6 +88,22 @@ for isa in avx512 avx2 c; do
 done
 suite "quantized keys and values under ASan+UBSan" "$BUILD/asan/test_quant_kv"
 suite "quantized keys and values under ThreadSanitizer" "$BUILD/tsan/test_quant_kv"
+# The AVX-512 and AVX512_BF16 kernel files built again against SIMDe's
+# portable intrinsics: their code runs on any CPU; on one with AVX-512 it must
+# give the native kernels' floats bit for bit. Each suite's first line says
+# which kernel sets ran natively and which through the emulation.
+if [ -x "$BUILD/tests/test_fast_simde" ]; then
+    suite "AVX-512 and AVX512_BF16 kernels through SIMDe (emulated on any CPU)" "$BUILD/tests/test_fast_simde"
+else
+    simde_missing() { echo "skip kernels_through_simde: libsimde-dev is not installed (tests/install-deps.sh installs it)"; }
+    suite "AVX-512 kernels through SIMDe" simde_missing
+fi
+# The AMX kernels through the tests' tile emulator, on any x86-64 CPU; on one
+# with AMX (and Linux's permission) also natively, against the emulator.
+if [ -x "$BUILD/tests/test_amx" ]; then
+    suite "AMX tiles: the emulator's TDPBF16PS/TDPFP16PS, the AMX-BF16 kernels and the flash forward on them vs f64" "$BUILD/tests/test_amx"
+    suite "AMX tiles through the emulator under ASan+UBSan" "$BUILD/asan/test_amx"
+fi
 suite "fast f32 path under ThreadSanitizer (3 threads)" env ATTN_NUM_THREADS=3 "$BUILD/tsan/test_fast"
 # Subnormal numbers cost Intel cores a microcode assist each, which no
 # output or timing on this machine shows: MXCSR's sticky flags do.

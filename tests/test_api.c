@@ -2121,7 +2121,8 @@ static void test_tuning(void) {
     attn_status st = attn_get_tuning(&t, &err);
     check(st == ATTN_OK && t.core && t.isa && strcmp(t.isa, attn_isa()) == 0 && t.block_rows > 0 && t.block_keys > 0 &&
               t.backward_block_rows > 0 && t.backward_block_keys > 0 && t.decode_chunk > 0 && t.gemm_rows > 0 &&
-              t.gemm_depth > 0 && t.gemm_cols > 0,
+              t.gemm_depth > 0 && t.gemm_cols > 0 && t.blocks_for &&
+              (strcmp(t.blocks_for, "cpuid") == 0 || strcmp(t.blocks_for, "generic") == 0),
           "tuning_reports_every_block", "status %d", (int)st);
     memset(&t, 0x5a, sizeof t);
     t.struct_size = offsetof(attn_tuning, gemm_rows);

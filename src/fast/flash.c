@@ -77,7 +77,7 @@ typedef struct flash_job {
     int64_t exact_words;
     bool v_direct;       /* values may be read in place (f32 rows of whole vectors), not packed */
     const attn_bf16_kernels *bk; /* the bf16 compute mode's kernels, or NULL */
-    int64_t vl, nrv;     /* vector length and tile width of the kernels in use */
+    int64_t mr, vl, nrv; /* the register tile of the kernels in use: rows, vector length, width */
     int64_t kg;          /* a tile's keys start and end on a multiple of kg: a vector (a whole strip in bf16) */
     int64_t E2;          /* bf16 mode: pairs along E, ceil(E / 2) */
 } flash_job;
@@ -87,7 +87,7 @@ typedef struct workspace {
     float *q;  /* br × E, scaled queries */
     float *kt; /* E × bc, keys transposed */
     float *v;  /* bc × Evp */
-    float *s;  /* ATTN_MR × bc: scores, then probabilities */
+    float *s;  /* mr × bc: scores, then probabilities */
     float *o;  /* br × Evp, the output accumulator */
     float *m, *l;
     float *tmp; /* one row, E + Ev floats, for widening 16-bit floats */
@@ -111,10 +111,10 @@ static int64_t kt_stride(const flash_job *j, int64_t bc) {
 }
 
 static size_t workspace_floats(const flash_job *j) {
-    size_t f32 = (size_t)(j->br * j->E + j->E * kt_stride(j, j->bc) + j->bc * j->Evp + ATTN_MR * j->bc +
-                          j->br * j->Evp + 2 * j->br + j->E + j->Ev + (j->br / ATTN_MR + 3) / 4);
+    size_t f32 = (size_t)(j->br * j->E + j->E * kt_stride(j, j->bc) + j->bc * j->Evp + j->mr * j->bc +
+                          j->br * j->Evp + 2 * j->br + j->E + j->Ev + (j->br / j->mr + 3) / 4);
     size_t bf16 = (size_t)(j->br * j->E2 + j->E2 * kt_stride(j, j->bc) + j->bc / 2 * j->Evp +
-                           ATTN_MR * j->bc / 2 + kt_stride(j, j->bc));
+                           j->mr * j->bc / 2 + kt_stride(j, j->bc));
     return f32 + (j->bk ? bf16 : 0);
 }
 
@@ -124,18 +124,18 @@ static workspace workspace_of(const flash_job *j, int worker) {
     w.kt = w.q + j->br * j->E;
     w.v = w.kt + j->E * kt_stride(j, j->bc);
     w.s = w.v + j->bc * j->Evp;
-    w.o = w.s + ATTN_MR * j->bc;
+    w.o = w.s + j->mr * j->bc;
     w.m = w.o + j->br * j->Evp;
     w.l = w.m + j->br;
     w.tmp = w.l + j->br;
     w.tile = (unsigned char *)(void *)(w.tmp + j->E + j->Ev);
     w.q2 = w.kt2 = w.v2 = w.p2 = NULL, w.zero = NULL;
     if (j->bk) {
-        w.q2 = (uint32_t *)(void *)(w.tmp + j->E + j->Ev + (j->br / ATTN_MR + 3) / 4);
+        w.q2 = (uint32_t *)(void *)(w.tmp + j->E + j->Ev + (j->br / j->mr + 3) / 4);
         w.kt2 = w.q2 + j->br * j->E2;
         w.v2 = w.kt2 + j->E2 * kt_stride(j, j->bc);
         w.p2 = w.v2 + j->bc / 2 * j->Evp;
-        w.zero = (float *)(void *)(w.p2 + ATTN_MR * j->bc / 2);
+        w.zero = (float *)(void *)(w.p2 + j->mr * j->bc / 2);
     }
     return w;
 }
@@ -162,9 +162,9 @@ static void tile_step(const flash_job *j, const workspace *w, const attn_problem
         else uk->qk(w->s + c0, lds, w->q + r0 * E, E, w->kt + c_lo + c0, ldk, E, nvec);
     }
     attn_score_block sb = {w->s, false, lds};
-    float row_max[ATTN_MR];
+    float row_max[ATTN_MR_MAX];
     if (!attn_score_epilogue(uk, sb, p, i0 + r0, rows, j0, tc, tc_pad, cut, NULL, row_max)) *bad = true;
-    for (int64_t r = 0; r < ATTN_MR; r++) {
+    for (int64_t r = 0; r < j->mr; r++) {
         /* Rows past `rows` (a tile's padding) had no epilogue. */
         float *srow = w->s + r * lds, mx = r < rows ? row_max[r] : uk->max(srow, tc_pad);
         float m_old = w->m[r0 + r], m_new = mx > m_old ? mx : m_old;
@@ -183,7 +183,7 @@ static void tile_step(const flash_job *j, const workspace *w, const attn_problem
         if (alpha != 1.0f && m_old != -INFINITY) uk->scale(w->o + (r0 + r) * Evp, w->o + (r0 + r) * Evp, Evp, alpha);
     }
     if (bk) /* probabilities as bf16 pairs along the keys */
-        for (int64_t r = 0; r < ATTN_MR; r++)
+        for (int64_t r = 0; r < j->mr; r++)
             bk->to_bf16((uint16_t *)(void *)(w->p2 + r * (lds / 2)), w->s + r * lds, tc_pad);
     /* f32 P·V goes key by key, so it skips the keys before the tile's first
      * row's window and past its last row's limit: their probabilities are 0
@@ -236,18 +236,18 @@ static const float *pack_block(const flash_job *j, const workspace *w, const att
 static float start_tile(const flash_job *j, const workspace *w, const attn_problem *p, int64_t i0, int64_t nr,
                         int64_t r0) {
     const attn_ukernels *uk = j->uk;
-    int64_t E = j->E, n = nr - r0 < ATTN_MR ? nr - r0 : ATTN_MR; /* rows past n are padding */
+    int64_t E = j->E, n = nr - r0 < j->mr ? nr - r0 : j->mr; /* rows past n are padding */
     float *q = w->q + r0 * E;
-    float qmax = attn_pack_scaled(uk, q, E, &p->q, i0 + r0, n, ATTN_MR, p->scale, w->tmp);
+    float qmax = attn_pack_scaled(uk, q, E, &p->q, i0 + r0, n, j->mr, p->scale, w->tmp);
     if (p->rope && qmax >= 0) { /* turned as packed; the largest value may change */
         attn_rope_apply_f32(q, E, 1, n, p->rope, p->rope_q0 + i0 + r0, 1);
         qmax = uk->absmax(q, n * E);
     }
     double m0, l0;
     attn_softmax_start(p, &m0, &l0); /* a sink's (m, l), or (-inf, 0) */
-    for (int64_t r = r0; r < r0 + ATTN_MR; r++) w->m[r] = (float)m0, w->l[r] = (float)l0;
-    memset(w->o + r0 * j->Evp, 0, sizeof(float) * (size_t)(ATTN_MR * j->Evp));
-    for (int64_t r = r0; j->bk && r < r0 + ATTN_MR; r++) { /* bf16: each row's E values as E2 pairs */
+    for (int64_t r = r0; r < r0 + j->mr; r++) w->m[r] = (float)m0, w->l[r] = (float)l0;
+    memset(w->o + r0 * j->Evp, 0, sizeof(float) * (size_t)(j->mr * j->Evp));
+    for (int64_t r = r0; j->bk && r < r0 + j->mr; r++) { /* bf16: each row's E values as E2 pairs */
         uint16_t *row = (uint16_t *)(void *)(w->q2 + r * j->E2);
         j->bk->to_bf16(row, w->q + r * E, E);
         if (E % 2) row[E] = 0;
@@ -261,7 +261,7 @@ static float start_tile(const flash_job *j, const workspace *w, const attn_probl
  * sums that overflowed. */
 static bool finish_tile(const flash_job *j, const workspace *w, const attn_problem *p, int64_t i0, int64_t nr,
                         int64_t r0) {
-    int64_t n = nr - r0 < ATTN_MR ? nr - r0 : ATTN_MR;
+    int64_t n = nr - r0 < j->mr ? nr - r0 : j->mr;
     if (j->uk->absmax(w->o + r0 * j->Evp, n * j->Evp) < 0) return false;
     float *out = (float *)(void *)p->out.base;
     for (int64_t r = r0; r < r0 + n; r++) {
@@ -277,8 +277,8 @@ static bool finish_tile(const flash_job *j, const workspace *w, const attn_probl
 
 /* Rows r0..r0+n-1 of the item fetched into the cache: the queries of a tile
  * about to start, or the output rows of one about to finish. */
-static void prefetch_tile(const attn_mat *m, int64_t i0, int64_t nr, int64_t r0) {
-    if (r0 < nr) attn_prefetch_rows(m, i0 + r0, nr - r0 < ATTN_MR ? nr - r0 : ATTN_MR);
+static void prefetch_tile(const flash_job *j, const attn_mat *m, int64_t i0, int64_t nr, int64_t r0) {
+    if (r0 < nr) attn_prefetch_rows(m, i0 + r0, nr - r0 < j->mr ? nr - r0 : j->mr);
 }
 
 /* Every MR-row tile of the item's nr rows against the packed key block
@@ -291,9 +291,9 @@ static void prefetch_tile(const attn_mat *m, int64_t i0, int64_t nr, int64_t r0)
 static void block_tiles(const flash_job *j, const workspace *w, const attn_problem *p, int64_t i0, int64_t nr,
                         int64_t j0, int64_t nc, int64_t nc_pad, const float *vb, int64_t ldv, int64_t next,
                         int64_t n_next, float kmax, float *qmax, bool *bad) {
-    int64_t nr_pad = attn_round_up(nr, ATTN_MR), tiles = nr_pad / ATTN_MR, ldk = kt_stride(j, nc_pad);
-    for (int64_t r0 = 0; r0 < nr_pad && !*bad; r0 += ATTN_MR) {
-        int64_t rows = nr - r0 < ATTN_MR ? nr - r0 : ATTN_MR, t = r0 / ATTN_MR;
+    int64_t nr_pad = attn_round_up(nr, j->mr), tiles = nr_pad / j->mr, ldk = kt_stride(j, nc_pad);
+    for (int64_t r0 = 0; r0 < nr_pad && !*bad; r0 += j->mr) {
+        int64_t rows = nr - r0 < j->mr ? nr - r0 : j->mr, t = r0 / j->mr;
         int64_t a = next + n_next * t / tiles, b = next + n_next * (t + 1) / tiles;
         attn_prefetch_kv(&p->k, a, b - a), attn_prefetch_kv(&p->v, a, b - a);
         /* Under a causal mask a tile needs only the keys its last row sees;
@@ -306,7 +306,7 @@ static void block_tiles(const flash_job *j, const workspace *w, const attn_probl
         if (w->tile[t] == TILE_WAITING) {
             *qmax = attn_absmax_join(*qmax, start_tile(j, w, p, i0, nr, r0));
             w->tile[t] = TILE_RUNNING;
-            if (t + 1 < tiles && w->tile[t + 1] == TILE_WAITING) prefetch_tile(&p->q, i0, nr, r0 + ATTN_MR);
+            if (t + 1 < tiles && w->tile[t + 1] == TILE_WAITING) prefetch_tile(j, &p->q, i0, nr, r0 + j->mr);
             if ((*bad = !attn_f32_scores_fit(*qmax, kmax, j->E))) return;
         }
         /* Does the causal limit cut through these keys for the tile's
@@ -316,7 +316,7 @@ static void block_tiles(const flash_job *j, const workspace *w, const attn_probl
         if (last <= j0 + nc && !*bad) { /* the tile's last keys */
             if ((*bad = !finish_tile(j, w, p, i0, nr, r0))) return;
             w->tile[t] = TILE_DONE;
-            prefetch_tile(&p->out, i0, nr, r0 + ATTN_MR);
+            prefetch_tile(j, &p->out, i0, nr, r0 + j->mr);
         }
     }
 }
@@ -345,7 +345,7 @@ static void flash_item(void *ctx, int64_t item, int worker) {
      * hand them out first, so the threads finish together. */
     int64_t qb = call->n_qblocks - 1 - item % call->n_qblocks;
     int64_t i0 = qb * br, nr = L - i0 < br ? L - i0 : br;
-    int64_t tiles = attn_round_up(nr, ATTN_MR) / ATTN_MR, E = j->E, nrv = j->nrv;
+    int64_t tiles = attn_round_up(nr, j->mr) / j->mr, E = j->E, nrv = j->nrv;
     workspace w = workspace_of(j, worker);
 
     /* Keys from the first row's window to the last row's causal limit. */
@@ -361,7 +361,7 @@ static void flash_item(void *ctx, int64_t item, int worker) {
 
     memset(w.tile, TILE_WAITING, (size_t)tiles);
     if (j->bk) memset(w.zero, 0, sizeof(float) * (size_t)kt_stride(j, j->bc));
-    prefetch_tile(&p->q, i0, nr, 0); /* the first tile's queries, while the first block is packed */
+    prefetch_tile(j, &p->q, i0, nr, 0); /* the first tile's queries, while the first block is packed */
     /* Queries that are not finite (max -1), or an ALiBi bias or a sink beyond
      * f32's safe range, take the exact kernel; so do keys (checked block by
      * block below) and values (in the output). */
@@ -381,8 +381,8 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     /* Rows that see no key at all: their queries are still checked, and
      * their output is 0. */
     for (int64_t t = 0; t < tiles && !bad; t++) {
-        if (w.tile[t] == TILE_WAITING) bad = start_tile(j, &w, p, i0, nr, t * ATTN_MR) < 0;
-        if (!bad && w.tile[t] != TILE_DONE) bad = !finish_tile(j, &w, p, i0, nr, t * ATTN_MR);
+        if (w.tile[t] == TILE_WAITING) bad = start_tile(j, &w, p, i0, nr, t * j->mr) < 0;
+        if (!bad && w.tile[t] != TILE_DONE) bad = !finish_tile(j, &w, p, i0, nr, t * j->mr);
     }
     if (bad) { /* the whole item again, any rows already written included */
         atomic_fetch_add(&j->fallbacks, 1);
@@ -397,10 +397,10 @@ static void flash_item(void *ctx, int64_t item, int worker) {
 static void call_blocks(const flash_job *j, flash_call *c) {
     int64_t L = c->sl->cq.shape[3], S = c->sl->ck.shape[3];
     int64_t row_bytes = 4 * (j->E + j->Evp), br_max = attn_blocks_active()->br, bc_max = attn_blocks_active()->bc;
-    if (br_max * row_bytes > BLOCK_BYTES) br_max = BLOCK_BYTES / row_bytes < ATTN_MR ? ATTN_MR : BLOCK_BYTES / row_bytes;
+    if (br_max * row_bytes > BLOCK_BYTES) br_max = BLOCK_BYTES / row_bytes < j->mr ? j->mr : BLOCK_BYTES / row_bytes;
     if (bc_max * row_bytes > BLOCK_BYTES) bc_max = BLOCK_BYTES / row_bytes < 1 ? 1 : BLOCK_BYTES / row_bytes;
     int64_t n_blocks = (L + br_max - 1) / br_max;
-    c->br = attn_round_up((L + n_blocks - 1) / n_blocks, ATTN_MR);
+    c->br = attn_round_up((L + n_blocks - 1) / n_blocks, j->mr);
     c->bc = attn_round_up(S < bc_max ? S : bc_max, j->nrv);
     c->n_qblocks = (L + c->br - 1) / c->br;
 }
@@ -432,6 +432,7 @@ attn_status attn_flash_run_calls(const attn_slices *const *sls, int64_t n_calls,
                          (long long)j.E, (long long)j.Ev);
     /* bf16 mode uses its own kernels' vectors and tiles. */
     j.bk = bf16 ? attn_bf16_active() : NULL;
+    j.mr = j.bk ? j.bk->mr : j.uk->mr;
     j.vl = j.bk ? j.bk->vl : j.uk->vl;
     j.nrv = j.bk ? (int64_t)j.bk->vl * j.bk->nv : (int64_t)j.uk->vl * j.uk->nv;
     j.kg = j.bk ? j.nrv : j.vl;
@@ -486,7 +487,7 @@ attn_status attn_flash_run_calls(const attn_slices *const *sls, int64_t n_calls,
     j.v_direct = !j.bk && j.Ev == j.Evp;
     info->threads = attn_parallel_for(workers, items, flash_item, &j), info->threads_given = given;
     info->kernel = "flash", info->isa = j.uk->name;
-    info->bf16 = j.bk ? j.bk->name : bf16 ? "f32" : NULL; /* "f32": no bf16 instruction, so f32 kernels */
+    info->bf16 = bf16 ? attn_bf16_label() : NULL; /* "f32...": the f32 kernels computed the mode */
     info->items = items, info->fallbacks = (int64_t)atomic_load(&j.fallbacks);
     return ATTN_OK;
 }

@@ -116,7 +116,7 @@ typedef struct workspace {
 } workspace;
 
 static int64_t ldk_of(const bwd_job *j) { return attn_round_up(j->bc, 16) + 16; }
-static int64_t kr_of(const bwd_job *j) { return attn_round_up(attn_round_up(j->bc, 16), ATTN_MR); }
+static int64_t kr_of(const bwd_job *j) { return attn_round_up(attn_round_up(j->bc, 16), j->uk->mr); }
 
 static size_t workspace_floats(const bwd_job *j) {
     int64_t ldk = ldk_of(j), kr = kr_of(j), brp = attn_round_up(j->br, 16);
@@ -147,7 +147,7 @@ static workspace workspace_of(const bwd_job *j, int worker) {
 }
 
 /* c (rows × cols, MR rows at a time, stride ldc) += a (rows × inner, stride
- * lda) · b (inner × cols, stride ldb); rows a multiple of ATTN_MR, cols of
+ * lda) · b (inner × cols, stride ldb); rows a multiple of the kernels' mr, cols of
  * the vector length: the microkernel pv over the tiles of c. Columns outer:
  * a strip of b (inner × nr, 16 KiB for dQ += dS K) stays in L1 while every
  * row tile passes over it, where rows outer streamed all of b from L2 for
@@ -156,7 +156,7 @@ static void gemm_acc(const attn_ukernels *uk, float *c, int64_t ldc, const float
                      const float *b, int64_t ldb, int64_t rows, int64_t inner, int64_t cols) {
     int64_t nr = (int64_t)uk->vl * uk->nv;
     for (int64_t c0 = 0; c0 < cols; c0 += nr)
-        for (int64_t r0 = 0; r0 < rows; r0 += ATTN_MR) {
+        for (int64_t r0 = 0; r0 < rows; r0 += uk->mr) {
             int nvec = (int)((cols - c0) / uk->vl < uk->nv ? (cols - c0) / uk->vl : uk->nv);
             uk->pv(c + r0 * ldc + c0, ldc, a + r0 * lda, lda, b + c0, ldb, inner, nvec);
         }
@@ -168,7 +168,7 @@ static void gemm_t(const attn_ukernels *uk, float *s, int64_t lds, const float *
                    const float *bt, int64_t ldb, int64_t rows, int64_t inner, int64_t cols) {
     int64_t nr = (int64_t)uk->vl * uk->nv;
     for (int64_t c0 = 0; c0 < cols; c0 += nr)
-        for (int64_t r0 = 0; r0 < rows; r0 += ATTN_MR) uk->qk(s + r0 * lds + c0, lds, a + r0 * lda, lda, bt + c0, ldb, inner, uk->nv);
+        for (int64_t r0 = 0; r0 < rows; r0 += uk->mr) uk->qk(s + r0 * lds + c0, lds, a + r0 * lda, lda, bt + c0, ldb, inner, uk->nv);
 }
 
 /* c (rows × cols, stride ldc) += aᵀ · b, for a stored inner × rows (stride
@@ -177,7 +177,7 @@ static void gemm_t(const attn_ukernels *uk, float *s, int64_t lds, const float *
 static void gemm_acc_t(const attn_ukernels *uk, float *c, int64_t ldc, const float *a, int64_t lda,
                        const float *b, int64_t ldb, int64_t rows, int64_t inner, int64_t cols) {
     int64_t nr = (int64_t)uk->vl * uk->nv;
-    for (int64_t r0 = 0; r0 < rows; r0 += ATTN_MR)
+    for (int64_t r0 = 0; r0 < rows; r0 += uk->mr)
         for (int64_t c0 = 0; c0 < cols; c0 += nr) {
             int nvec = (int)((cols - c0) / uk->vl < uk->nv ? (cols - c0) / uk->vl : uk->nv);
             uk->pvt(c + r0 * ldc + c0, ldc, a + r0, lda, b + c0, ldb, inner, nvec);
@@ -208,9 +208,9 @@ static void scale_rows(float *x, int64_t ld, int64_t rows, int64_t cols, double 
 }
 
 /* The rows the products read for a block of nb query rows: nb rounded up
- * to ATTN_MR (pv, qk) and to 16 (pvt). */
-static int64_t block_rows_read(int64_t nb) {
-    int64_t nbm = attn_round_up(nb, ATTN_MR), nb16 = attn_round_up(nb, 16);
+ * to the kernels' mr (pv, qk) and to 16 (pvt). */
+static int64_t block_rows_read(const attn_ukernels *uk, int64_t nb) {
+    int64_t nbm = attn_round_up(nb, uk->mr), nb16 = attn_round_up(nb, 16);
     return nbm > nb16 ? nbm : nb16;
 }
 
@@ -226,9 +226,9 @@ static const float *block_scores(const bwd_job *j, const workspace *w, const att
     int64_t ldk = ldk_of(j);
     /* The block's queries (turned by RoPE: packed). The scale is in the
      * packed keys: S = Q (scale K)ᵀ, and dK is scaled when stored. */
-    const float *q = block_rows(uk, w->q, j->Ep, &g->f.q, i0, nb, block_rows_read(nb), !g->f.rope, w->tmp, ldq);
+    const float *q = block_rows(uk, w->q, j->Ep, &g->f.q, i0, nb, block_rows_read(uk, nb), !g->f.rope, w->tmp, ldq);
     if (g->f.rope) attn_rope_apply_f32(w->q, j->Ep, 1, nb, g->f.rope, g->f.rope_q0 + i0, 1);
-    gemm_t(uk, w->s, ldk, q, *ldq, w->kt, ldk, attn_round_up(nb, ATTN_MR), j->E, nc_pad); /* S = Q (scale K)ᵀ */
+    gemm_t(uk, w->s, ldk, q, *ldq, w->kt, ldk, attn_round_up(nb, uk->mr), j->E, nc_pad); /* S = Q (scale K)ᵀ */
     attn_score_block sb = {w->s, false, ldk}, cb = {w->dc, false, ldk};
     /* A float mask of NaN or +inf never gets here: slice_check sent the slice
      * to the exact kernel. */
@@ -242,7 +242,7 @@ static void block_step(const bwd_job *j, const workspace *w, const attn_grad_pro
                        int64_t nb, int64_t j0, int64_t nc, int64_t nc_pad) {
     const attn_ukernels *uk = j->uk;
     int64_t ldk = ldk_of(j), kr = kr_of(j), nb16 = attn_round_up(nb, 16);
-    int64_t nbm = attn_round_up(nb, ATTN_MR), rows = block_rows_read(nb);
+    int64_t nbm = attn_round_up(nb, uk->mr), rows = block_rows_read(uk, nb);
     /* The dQ rows this step adds to live in the item's partial, which is
      * larger than L2: start fetching them now, so that they have arrived by
      * the time dQ += dS K needs them, after the other four products. */
@@ -412,7 +412,7 @@ static void bwd_item(void *ctx, int64_t item, int worker) {
         /* ... and past the last whose sliding window still reaches them. */
         int64_t iend = j->L;
         while (iend > first && attn_first_key(&g.f, iend - 1) >= j0 + nc) iend--;
-        for (int64_t i0 = first / ATTN_MR * ATTN_MR; i0 < iend; i0 += j->br) {
+        for (int64_t i0 = first / j->uk->mr * j->uk->mr; i0 < iend; i0 += j->br) {
             int64_t nb = iend - i0 < j->br ? iend - i0 : j->br;
             block_step(j, &w, &g, dq, i0, nb, j0, nc, nc_pad);
         }
@@ -512,7 +512,9 @@ static bool plan_job(bwd_job *j, const attn_grad_slices *gs) {
     j->capped = gs->f.base.softcap > 0;
     j->Lp = attn_round_up(j->L + 16, 16);
     int64_t nr = (int64_t)j->uk->vl * j->uk->nv;
-    j->br = attn_round_up(attn_blocks_active()->bwd_br, 48); /* a multiple of ATTN_MR and of 16 */
+    int64_t mr16 = j->uk->mr; /* the least multiple of mr and 16 */
+    while (mr16 % 16) mr16 += j->uk->mr;
+    j->br = attn_round_up(attn_blocks_active()->bwd_br, mr16);
     j->bc = attn_round_up(attn_blocks_active()->bwd_bc, nr);
     /* Enough items to share among threads, at most 2^23 floats (32 MiB) of
      * dQ partials; from the shapes alone, so that results never depend on the

@@ -9,9 +9,11 @@
 
 #include "attn.h" /* attn_dtype */
 
-/* Register tile: MR query rows. Key and value columns come in vectors of
- * VL floats; a microkernel call covers up to NV_MAX vectors of columns. */
-#define ATTN_MR 6
+/* The register tile is each kernel set's own, registered with its kernels
+ * as BLIS registers MR and NR: mr query rows by vl * nv columns (vectors of
+ * vl floats, nv of them). No set has more than ATTN_MR_MAX rows (an AMX
+ * tile's 16), so callers may size per-row arrays by it. */
+#define ATTN_MR_MAX 16
 #define ATTN_VL_MAX 16
 /* The most query rows one decode microkernel call (dot_rows, axpy_rows)
  * takes: every row of a decode work item (ATTN_DECODE_MAX_L). An ISA whose
@@ -22,22 +24,24 @@ typedef struct attn_ukernels {
     const char *name; /* "avx512", "avx2" or "c" */
     int vl;           /* floats per vector: 16, 8, or 8 for the portable C kernels */
     int nv;           /* vectors per register tile: nr = vl * nv columns */
-    /* s (ATTN_MR × nvec·vl, row stride lds) = q (ATTN_MR × E, stride ldq) ·
+    int mr;           /* query rows per register tile (<= ATTN_MR_MAX): qk, pv and pvt
+                         always compute mr rows, and callers pad to them */
+    /* s (mr × nvec·vl, row stride lds) = q (mr × E, stride ldq) ·
      * kt (E × nvec·vl, stride ldk), for 1 <= nvec <= nv: the last strip of a
      * tile's keys often needs fewer than nv vectors (a causal diagonal, the
-     * ends of a sliding window). All ATTN_MR rows are computed (callers pad).
+     * ends of a sliding window). All mr rows are computed (callers pad).
      * A kernel may still compute and store all nv vectors (the AVX-512 one
      * does), so callers give s and kt room for nr columns. A column's sum
      * goes in the same order whatever nvec. */
     void (*qk)(float *s, int64_t lds, const float *q, int64_t ldq, const float *kt, int64_t ldk,
                int64_t E, int nvec);
 
-    /* o (ATTN_MR × nvec*vl, stride ldo) += p (ATTN_MR × keys, stride ldp) ·
+    /* o (mr × nvec*vl, stride ldo) += p (mr × keys, stride ldp) ·
      * v (keys × nvec*vl, stride ldv), for 1 <= nvec <= nv. */
     void (*pv)(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v, int64_t ldv,
                int64_t keys, int nvec);
-    /* pv with p transposed: o (ATTN_MR × nvec*vl) += pᵀ · v, p stored keys ×
-     * ATTN_MR (stride ldp): the backward's dV += Pᵀ dout and dK += dSᵀ Q
+    /* pv with p transposed: o (mr × nvec*vl) += pᵀ · v, p stored keys ×
+     * mr (stride ldp): the backward's dV += Pᵀ dout and dK += dSᵀ Q
      * without transposing P and dS. */
     void (*pvt)(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v, int64_t ldv,
                 int64_t keys, int nvec);
@@ -150,16 +154,16 @@ void attn_widen_quant_avx512(float *dst, const void *src, int64_t n, attn_dtype 
 #define ATTN_DGEMM_MR_MAX 8
 #define ATTN_DGEMM_NR_MAX 24
 
-/* How much work a block holds, per core (cores.c): registered beside the
- * kernels, BLIS style, and chosen with them. */
+/* How much work a block holds (cores.c): derived once per process for
+ * each kernel set from the caches CPUID describes, and chosen with it. */
 typedef struct attn_blocks {
-    const char *core; /* the core they were chosen for: "zen3", "zen4", "zen5" or "generic" */
-    const char *isa;  /* the kernels these sizes were chosen for; NULL: any */
-    /* flash.c: query rows per work item (a multiple of ATTN_MR) and keys per
-     * block; both shrink for very wide heads. */
+    const char *from; /* "cpuid": this CPU's caches through the model; "generic": CPUID
+                         described none, and the model ran on cores.c's generic caches */
+    /* flash.c: query rows per work item (a multiple of the kernels' mr) and keys per
+     * block (the model's: see cores.c); both shrink for very wide heads. */
     int br, bc;
-    /* flash_backward.c: query rows per block (rounded up to a multiple of
-     * 48) and keys per block (rounded up to vl * nv). */
+    /* flash_backward.c: query rows per block (rounded up to a multiple
+     * of 16 and of mr) and keys per block (rounded up to vl * nv). */
     int bwd_br, bwd_bc;
     /* decode.c: keys per work item. Results depend on it (the chunks'
      * partials are merged in order), never on the thread count. */
@@ -170,12 +174,34 @@ typedef struct attn_blocks {
     int gemm_mc, gemm_kc, gemm_nc;
 } attn_blocks;
 
+/* One cache as CPUID describes it: bytes, ways, line bytes, sets. */
+typedef struct attn_cache {
+    int64_t size;
+    int ways, line, sets;
+} attn_cache;
+/* The caches the model reads: the first level's data cache and the second level. */
+typedef struct attn_caches {
+    attn_cache l1d, l2;
+} attn_caches;
+
+/* The caches from n subleaves of CPUID leaf 4 (Intel) or 0x8000001D (AMD),
+ * which share one layout: regs[i] = {eax, ebx, ecx, edx} of subleaf i, the
+ * list ending at a subleaf of type 0. False when L1d or L2 is missing. */
+bool attn_caches_parse(const unsigned (*regs)[4], int n, attn_caches *out);
+/* The caches of this CPU, read from CPUID; false where it describes none. */
+bool attn_caches_detect(attn_caches *out);
+/* The blocks for kernel set uk on these caches (NULL: the generic ones),
+ * by the model in cores.c; from is stored in b->from. */
+void attn_blocks_model(attn_blocks *b, const attn_caches *caches, const attn_ukernels *uk, const char *from);
+
 /* The core this process runs on, from CPUID: "zen3", "zen4", "zen5",
- * "intel-avx512" or "generic". */
+ * "intel-avx512" or "generic". A name for reports (attn_get_tuning): no
+ * block size depends on it. */
 const char *attn_detect_core(void);
-/* The blocks for a core and ISA: its own row, else the generic one. */
+/* The blocks of the kernel set named isa on this CPU's caches (core is not
+ * read: the caches decide); the active set's for a name not registered. */
 const attn_blocks *attn_blocks_for(const char *core, const char *isa);
-/* The blocks for this process's core and attn_ukernels_active(). */
+/* The blocks for attn_ukernels_active() on this CPU's caches. */
 const attn_blocks *attn_blocks_active(void);
 
 /* The kernels for this process: ATTN_ISA (avx512, avx2 or c) when set and

@@ -11,11 +11,18 @@
 typedef struct attn_bf16_kernels {
     const char *name; /* "avx512_bf16" or "emulated" */
     int vl, nv;       /* as in attn_ukernels: nr = vl * nv columns per tile */
-    /* s (ATTN_MR × nr, stride lds) = q2 (ATTN_MR × E2 pairs, stride ldq) ·
+    int mr;           /* query rows per register tile, as in attn_ukernels */
+    /* Worth running only where the CPU issues its dot product at the f32
+     * FMA's rate: two bf16 products per lane at half that rate are no more
+     * work per cycle than f32's FMA, and the conversions make the mode
+     * slower than f32. Where it is half rate, the mode computes in f32
+     * (faster, and more exact). */
+    bool needs_full_rate;
+    /* s (mr × nr, stride lds) = q2 (mr × E2 pairs, stride ldq) ·
      * kt2 (E2 × nr pairs, stride ldk): pairs run along E. */
     void (*qk)(float *s, int64_t lds, const uint32_t *q2, int64_t ldq, const uint32_t *kt2,
                int64_t ldk, int64_t E2);
-    /* o (ATTN_MR × nvec*vl, stride ldo) += p2 (ATTN_MR × K2 pairs, stride ldp)
+    /* o (mr × nvec*vl, stride ldo) += p2 (mr × K2 pairs, stride ldp)
      * · v2 (K2 × nvec*vl pairs, stride ldv): pairs run along the keys. */
     void (*pv)(float *o, int64_t ldo, const uint32_t *p2, int64_t ldp, const uint32_t *v2,
                int64_t ldv, int64_t K2, int nvec);
@@ -25,15 +32,27 @@ typedef struct attn_bf16_kernels {
     void (*zip)(uint32_t *dst, const float *even, const float *odd, int64_t n);
 } attn_bf16_kernels;
 
-/* The bf16 kernels for the active ISA: AVX512_BF16 when the CPU has it and
- * the f32 kernels are AVX-512; the emulation with the portable C kernels;
- * else NULL: the f32 kernels, faster than any emulation and at least as
- * accurate, compute the bf16 mode. */
+/* The bf16 kernels for the active ISA (chosen in dispatch.c, best first):
+ * AMX when the CPU has AMX-BF16 and Linux granted the tile state, with the
+ * AVX-512 f32 kernels; AVX512_BF16 when the CPU has it and issues
+ * VDPBF16PS at the FMA's rate; the emulation with the portable C kernels;
+ * else NULL: the f32 kernels, faster and at least as accurate, compute the
+ * bf16 mode. */
 const attn_bf16_kernels *attn_bf16_active(void);
+/* Whether the mode gains from bk on a core whose VDPBF16PS runs at the FMA's
+ * rate (dp_full_rate) or at half of it: bk's registered needs_full_rate. */
+bool attn_bf16_set_pays(const attn_bf16_kernels *bk, bool dp_full_rate);
+/* What ATTN_VERBOSE says of them: the active set's name, and why a better
+ * one was passed over (AMX refused by the kernel, a half-rate VDPBF16PS). */
+const char *attn_bf16_label(void);
+/* Tests only: make bk the process's bf16 set (NULL: the f32 kernels) until
+ * called again; returns the one it replaces. Not safe beside running calls. */
+const attn_bf16_kernels *attn_bf16_set_for_tests(const attn_bf16_kernels *bk);
 
 extern const attn_bf16_kernels attn_bf16_emulated;
 #if defined(ATTN_HAVE_X86_KERNELS)
 extern const attn_bf16_kernels attn_bf16_avx512;
+extern const attn_bf16_kernels attn_bf16_amx;
 #endif
 
 /* One VDPBF16PS lane: acc + a.hi·b.hi, then + a.lo·b.lo, each step rounded

@@ -5,7 +5,7 @@
 
 #include <float.h>
 
-enum { VL = 16, NV = 4, NR = VL * NV };
+enum { MR = 6, VL = 16, NV = 4, NR = VL * NV };
 
 /* A bf16 as f32, subnormals read as zero (the instruction's DAZ). */
 static float bf16_daz(uint16_t h) {
@@ -24,7 +24,7 @@ float attn_bf16_dot_pair(float acc, uint32_t a, uint32_t b) {
 
 static void qk_emulated(float *s, int64_t lds, const uint32_t *q2, int64_t ldq, const uint32_t *kt2,
                         int64_t ldk, int64_t E2) {
-    for (int r = 0; r < ATTN_MR; r++)
+    for (int r = 0; r < MR; r++)
         for (int c = 0; c < NR; c++) {
             float acc = 0;
             for (int64_t e = 0; e < E2; e++) acc = attn_bf16_dot_pair(acc, q2[r * ldq + e], kt2[e * ldk + c]);
@@ -34,7 +34,7 @@ static void qk_emulated(float *s, int64_t lds, const uint32_t *q2, int64_t ldq, 
 
 static void pv_emulated(float *o, int64_t ldo, const uint32_t *p2, int64_t ldp, const uint32_t *v2,
                         int64_t ldv, int64_t K2, int nvec) {
-    for (int r = 0; r < ATTN_MR; r++)
+    for (int r = 0; r < MR; r++)
         for (int c = 0; c < nvec * VL; c++) {
             float acc = o[r * ldo + c];
             for (int64_t k = 0; k < K2; k++) acc = attn_bf16_dot_pair(acc, p2[r * ldp + k], v2[k * ldv + c]);
@@ -51,18 +51,13 @@ static void zip_portable(uint32_t *dst, const float *even, const float *odd, int
         dst[i] = attn_f32_to_bf16(even[i]) | (uint32_t)attn_f32_to_bf16(odd[i]) << 16;
 }
 
-const attn_bf16_kernels attn_bf16_emulated = {"emulated", VL, NV, qk_emulated, pv_emulated,
-                                              to_bf16_portable, zip_portable};
-
-const attn_bf16_kernels *attn_bf16_active(void) {
-    const char *isa = attn_ukernels_active()->name;
-#if defined(ATTN_HAVE_X86_KERNELS)
-    __builtin_cpu_init();
-    if (strcmp(isa, "avx512") == 0 && __builtin_cpu_supports("avx512bf16")) return &attn_bf16_avx512;
-#endif
-    /* The emulation, one lane at a time, is some 200 times slower than the
-     * f32 kernels: the portable build (or ATTN_ISA=c) keeps it as the
-     * instruction's exact model; SIMD builds without the instruction
-     * compute in f32 instead. */
-    return strcmp(isa, "c") == 0 ? &attn_bf16_emulated : NULL;
-}
+const attn_bf16_kernels attn_bf16_emulated = {
+    .name = "emulated",
+    .vl = VL,
+    .nv = NV,
+    .mr = MR,
+    .qk = qk_emulated,
+    .pv = pv_emulated,
+    .to_bf16 = to_bf16_portable,
+    .zip = zip_portable,
+};

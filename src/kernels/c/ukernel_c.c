@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-enum { VL = 8, NV = 4, NR = VL * NV };
+enum { MR = 6, VL = 8, NV = 4, NR = VL * NV };
 
 static float pow2i(int n) { /* 2^n for -126 <= n <= 127 */
     uint32_t bits = (uint32_t)(n + 127) << 23;
@@ -39,14 +39,14 @@ float attn_exp2f(float x) {
 
 static void qk_c(float *s, int64_t lds, const float *q, int64_t ldq, const float *kt, int64_t ldk,
                  int64_t E, int nvec) {
-    float acc[ATTN_MR][NR] = {{0}};
+    float acc[MR][NR] = {{0}};
     int n = nvec * VL;
     for (int64_t e = 0; e < E; e++)
-        for (int r = 0; r < ATTN_MR; r++) {
+        for (int r = 0; r < MR; r++) {
             float a = q[r * ldq + e];
             for (int c = 0; c < n; c++) acc[r][c] += a * kt[e * ldk + c];
         }
-    for (int r = 0; r < ATTN_MR; r++) memcpy(s + r * lds, acc[r], sizeof(float) * (size_t)n);
+    for (int r = 0; r < MR; r++) memcpy(s + r * lds, acc[r], sizeof(float) * (size_t)n);
 }
 
 /* o += p · v, with p's element (r, k) at p[r * rs + k * cs]: pv reads p by
@@ -54,7 +54,7 @@ static void qk_c(float *s, int64_t lds, const float *q, int64_t ldq, const float
 static void pv_strided(float *o, int64_t ldo, const float *p, int64_t rs, int64_t cs, const float *v,
                        int64_t ldv, int64_t keys, int nvec) {
     int n = nvec * VL;
-    for (int r = 0; r < ATTN_MR; r++)
+    for (int r = 0; r < MR; r++)
         for (int64_t k = 0; k < keys; k++) {
             float a = p[r * rs + k * cs];
             for (int c = 0; c < n; c++) o[r * ldo + c] += a * v[k * ldv + c];
@@ -201,6 +201,7 @@ const attn_ukernels attn_ukernels_c = {
     .name = "c",
     .vl = VL,
     .nv = NV,
+    .mr = MR,
     .qk = qk_c,
     .pv = pv_c,
     .pvt = pvt_c,

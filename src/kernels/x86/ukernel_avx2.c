@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-enum { VL = 8, NV = 2 };
+enum { MR = 6, VL = 8, NV = 2 };
 
 /* One vector of columns: a strip's last 8 keys, in the same order as the
  * two-vector kernel below. */
@@ -59,18 +59,18 @@ static void qk_avx2(float *s, int64_t lds, const float *q, int64_t ldq, const fl
 #define PV_KERNEL(NAME, NVEC, P)                                                                  \
     static void NAME##_##NVEC(float *o, int64_t ldo, const float *p, int64_t ldp, const float *v,  \
                               int64_t ldv, int64_t keys) {                                        \
-        __m256 acc[ATTN_MR][NVEC];                                                                \
-        _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++)                                  \
+        __m256 acc[MR][NVEC];                                                                \
+        _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++)                                  \
             _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) acc[r][j] = _mm256_loadu_ps(o + r * ldo + 8 * j);      \
         for (int64_t k = 0; k < keys; k++) {                                                      \
             __m256 b[NVEC];                                                                       \
             _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) b[j] = _mm256_loadu_ps(v + k * ldv + 8 * j);           \
-            _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++) {                            \
+            _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                            \
                 __m256 a = _mm256_broadcast_ss(P(r, k));                                          \
                 _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) acc[r][j] = _mm256_fmadd_ps(a, b[j], acc[r][j]);   \
             }                                                                                     \
         }                                                                                         \
-        _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++)                                  \
+        _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++)                                  \
             _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) _mm256_storeu_ps(o + r * ldo + 8 * j, acc[r][j]);      \
     }
 PV_KERNEL(pv_avx2, 1, PV_ROW)
@@ -393,6 +393,7 @@ const attn_ukernels attn_ukernels_avx2 = {
     .name = "avx2",
     .vl = VL,
     .nv = NV,
+    .mr = MR,
     .qk = qk_avx2,
     .pv = pv_avx2,
     .pvt = pvt_avx2,

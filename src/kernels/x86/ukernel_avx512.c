@@ -5,11 +5,11 @@
 #include "kernels/ukernel.h"
 
 #if defined(ATTN_HAVE_X86_KERNELS)
-#include <immintrin.h>
+#include "kernels/x86/intrin.h"
 #include <math.h>
 #include <string.h>
 
-enum { VL = 16, NV = 4 };
+enum { MR = 6, VL = 16, NV = 4 };
 
 /* The first n < 16 lanes. Masked loads serve only a row's last, partial
  * vector: whole vectors take plain loads, which stream faster (a masked
@@ -56,18 +56,18 @@ static void qk_avx512(float *s, int64_t lds, const float *q, int64_t ldq, const 
 #define PV_KERNEL(NAME, NVEC, P)                                                                  \
     static void NAME##_##NVEC(float *o, int64_t ldo, const float *p, int64_t ldp,                  \
                               const float *v, int64_t ldv, int64_t keys) {                        \
-        __m512 acc[ATTN_MR][NVEC];                                                                \
-        _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++)                                  \
+        __m512 acc[MR][NVEC];                                                                \
+        _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++)                                  \
             _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) acc[r][j] = _mm512_loadu_ps(o + r * ldo + 16 * j);     \
         for (int64_t k = 0; k < keys; k++) {                                                      \
             __m512 b[NVEC];                                                                       \
             _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) b[j] = _mm512_loadu_ps(v + k * ldv + 16 * j);          \
-            _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++) {                            \
+            _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                            \
                 __m512 a = _mm512_set1_ps(P(r, k));                                               \
                 _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) acc[r][j] = _mm512_fmadd_ps(a, b[j], acc[r][j]);   \
             }                                                                                     \
         }                                                                                         \
-        _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++)                                  \
+        _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++)                                  \
             _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) _mm512_storeu_ps(o + r * ldo + 16 * j, acc[r][j]);     \
     }
 PV_KERNEL(pv_avx512, 1, PV_ROW)
@@ -332,6 +332,7 @@ const attn_ukernels attn_ukernels_avx512 = {
     .name = "avx512",
     .vl = VL,
     .nv = NV,
+    .mr = MR,
     .qk = qk_avx512,
     .pv = pv_avx512,
     .pvt = pvt_avx512,

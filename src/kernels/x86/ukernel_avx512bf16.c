@@ -5,22 +5,22 @@
 #include "kernels/ukernel_bf16.h"
 
 #if defined(ATTN_HAVE_X86_KERNELS)
-#include <immintrin.h>
+#include "kernels/x86/intrin.h"
 
-enum { VL = 16, NV = 4 };
+enum { MR = 6, VL = 16, NV = 4 };
 
 #define DP(acc, a, b) acc = _mm512_dpbf16_ps(acc, (__m512bh)(a), (__m512bh)(b))
 
 static void qk_avx512bf16(float *s, int64_t lds, const uint32_t *q2, int64_t ldq, const uint32_t *kt2,
                           int64_t ldk, int64_t E2) {
-    __m512 c[ATTN_MR][NV];
-    _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++)
+    __m512 c[MR][NV];
+    _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++)
         _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) c[r][v] = _mm512_setzero_ps();
     for (int64_t e = 0; e < E2; e++) {
         const uint32_t *b = kt2 + e * ldk;
         __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 16);
         __m512i b2 = _mm512_loadu_si512(b + 32), b3 = _mm512_loadu_si512(b + 48);
-        _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++) {
+        _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {
             __m512i a = _mm512_set1_epi32((int)q2[r * ldq + e]);
             DP(c[r][0], a, b0);
             DP(c[r][1], a, b1);
@@ -28,27 +28,27 @@ static void qk_avx512bf16(float *s, int64_t lds, const uint32_t *q2, int64_t ldq
             DP(c[r][3], a, b3);
         }
     }
-    _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++)
+    _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++)
         _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) _mm512_storeu_ps(s + r * lds + 16 * v, c[r][v]);
 }
 
 #define PV_KERNEL(NVEC)                                                                           \
     static void pv_bf16_##NVEC(float *o, int64_t ldo, const uint32_t *p2, int64_t ldp,             \
                                const uint32_t *v2, int64_t ldv, int64_t K2) {                      \
-        __m512 acc[ATTN_MR][NVEC];                                                                \
-        _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++)                                  \
+        __m512 acc[MR][NVEC];                                                                \
+        _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++)                                  \
             _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) acc[r][j] =                    \
                 _mm512_loadu_ps(o + r * ldo + 16 * j);                                            \
         for (int64_t k = 0; k < K2; k++) {                                                        \
             __m512i b[NVEC];                                                                      \
             _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) b[j] =                         \
                 _mm512_loadu_si512(v2 + k * ldv + 16 * j);                                        \
-            _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++) {                            \
+            _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                            \
                 __m512i a = _mm512_set1_epi32((int)p2[r * ldp + k]);                              \
                 _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++) DP(acc[r][j], a, b[j]);     \
             }                                                                                     \
         }                                                                                         \
-        _Pragma("GCC unroll 8") for (int r = 0; r < ATTN_MR; r++)                                  \
+        _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++)                                  \
             _Pragma("GCC unroll 4") for (int j = 0; j < NVEC; j++)                                \
                 _mm512_storeu_ps(o + r * ldo + 16 * j, acc[r][j]);                                \
     }
@@ -89,6 +89,15 @@ static void zip_avx512(uint32_t *dst, const float *even, const float *odd, int64
     for (; i < n; i++) dst[i] = attn_f32_to_bf16(even[i]) | (uint32_t)attn_f32_to_bf16(odd[i]) << 16;
 }
 
-const attn_bf16_kernels attn_bf16_avx512 = {"avx512_bf16", VL, NV, qk_avx512bf16, pv_avx512bf16,
-                                            to_bf16_avx512, zip_avx512};
+const attn_bf16_kernels attn_bf16_avx512 = {
+    .name = "avx512_bf16",
+    .vl = VL,
+    .nv = NV,
+    .mr = MR,
+    .needs_full_rate = true,
+    .qk = qk_avx512bf16,
+    .pv = pv_avx512bf16,
+    .to_bf16 = to_bf16_avx512,
+    .zip = zip_avx512,
+};
 #endif

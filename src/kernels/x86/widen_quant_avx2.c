@@ -7,7 +7,7 @@
 #include "base/base.h"
 #include "kernels/ukernel.h"
 
-#include <immintrin.h>
+#include "kernels/x86/intrin.h"
 #include <string.h>
 
 /* The block's f16 scale in every lane (vcvtph2ps: exact). */

@@ -1,0 +1,246 @@
+/* test_amx.c -- the AMX kernels on any CPU, through the tile emulator
+ * (tests/amx/amx_emu.h): the emulator's own semantics (tile config, loads
+ * and stores, TDPBF16PS's and TDPFP16PS's order of sums, rounding and
+ * flushes, as Intel's SDM states them), the AMX-BF16 microkernels against
+ * exact sums of the same bf16 values, and the flash forward run on them
+ * against the exact f64 kernel within the bf16 mode's bound. The Makefile
+ * links ukernel_amx.c compiled against the emulator (attn_bf16_amx_emulated);
+ * on a CPU with AMX the library's own set is compared with it too. */
+#include "attn.h"
+#include "check.h"
+#include "amx/amx_emu.h"
+#include "../src/kernels/ukernel.h"
+#include "../src/kernels/ukernel_bf16.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern const attn_bf16_kernels attn_bf16_amx_emulated;
+
+static uint64_t rng = 7;
+static double uniform(void) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(rng >> 11) * 0x1.0p-53;
+}
+static float normal(void) {
+    double u = 1 - uniform(), v = uniform();
+    return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
+}
+static uint16_t bf16_of(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    return (uint16_t)((x + 0x7fff + (x >> 16 & 1)) >> 16);
+}
+static float f32_of_bf16(uint16_t h) {
+    uint32_t x = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+static uint32_t pair(uint16_t even, uint16_t odd) { return even | (uint32_t)odd << 16; }
+
+/* A palette-1 configuration: every tile rows × colsb. */
+static void config_all(int rows, int colsb) {
+    unsigned char c[64] = {1};
+    for (int t = 0; t < 8; t++) c[16 + 2 * t] = (unsigned char)colsb, c[48 + t] = (unsigned char)rows;
+    _tile_loadconfig(c);
+}
+
+static void test_emulator(void) {
+    /* Loads and stores move rows of colsb bytes at the stride; a tile's
+     * bytes past them are zero, memory past them untouched. */
+    unsigned char src[8][40], dst[8][40];
+    for (int i = 0; i < 8 * 40; i++) src[i / 40][i % 40] = (unsigned char)(i * 7 + 1);
+    memset(dst, 0xee, sizeof dst);
+    config_all(3, 20);
+    _tile_loadd(2, src, 40);
+    _tile_stored(2, dst, 40);
+    int wrong = 0;
+    for (int r = 0; r < 8; r++)
+        for (int c = 0; c < 40; c++) wrong += dst[r][c] != (r < 3 && c < 20 ? src[r][c] : 0xee);
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 64; c++) wrong += (r >= 3 || c >= 20) && attn_amx.t[2][r][c] != 0;
+    check(!wrong, "amx_emulator_load_store_rows_colsb_stride", "%d bytes wrong", wrong);
+
+    /* TDPBF16PS sums even and odd products apart: with A = [(2^27, 1),
+     * (-2^27, 0)] and B's column [(1, 1), (1, 0)] the even sum is 0 and the
+     * odd 1, so C = 1; one chain in VDPBF16PS's order would lose the 1. */
+    uint32_t a[16] = {0}, b[2 * 16] = {0};
+    float c[16];
+    a[0] = pair(bf16_of(0x1p27f), bf16_of(1)), a[1] = pair(bf16_of(-0x1p27f), 0);
+    b[0] = pair(bf16_of(1), bf16_of(1)), b[16] = pair(bf16_of(1), 0);
+    config_all(1, 64);
+    unsigned char cfg[64] = {1};
+    cfg[16] = 4, cfg[48] = 1;          /* tmm0: C, 1 × 1 */
+    cfg[18] = 8, cfg[49] = 1;          /* tmm1: A, 1 row of 2 pairs */
+    cfg[20] = 4, cfg[50] = 2;          /* tmm2: B, 2 rows of 1 pair */
+    _tile_loadconfig(cfg);
+    _tile_zero(0);
+    _tile_loadd(1, a, 64);
+    _tile_loadd(2, b, 64);
+    _tile_dpbf16ps(0, 1, 2);
+    _tile_stored(0, c, 64);
+    float chain = attn_bf16_dot_pair(attn_bf16_dot_pair(0, a[0], b[0]), a[1], b[16]);
+    check(c[0] == 1.0f && chain == 0.0f, "amx_emulator_tdpbf16ps_even_odd_sums_apart", "C = %g (VDPBF16PS's chain: %g)",
+          (double)c[0], (double)chain);
+
+    /* Denormal inputs count as 0 (DAZ) and denormal results are flushed
+     * (FTZ): 2^-64 · 2^-63 = 2^-127 is a denormal, so C stays 0. */
+    a[0] = pair(bf16_of(0x1p-64f), 0x0001), a[1] = 0;
+    b[0] = pair(bf16_of(0x1p-63f), bf16_of(0x1p100f)), b[16] = 0;
+    _tile_zero(0);
+    _tile_loadd(1, a, 64);
+    _tile_loadd(2, b, 64);
+    _tile_dpbf16ps(0, 1, 2);
+    _tile_stored(0, c, 64);
+    check(c[0] == 0.0f, "amx_emulator_tdpbf16ps_daz_ftz", "C = %g", (double)c[0]);
+
+    /* TDPFP16PS on small integers (exact in every format): the integer dot
+     * product, added to C. */
+    uint16_t h[4] = {0x4000, 0x4200, 0xc400, 0x3c00}; /* 2, 3, -4, 1 */
+    a[0] = pair(h[0], h[1]), a[1] = pair(h[2], h[3]);
+    b[0] = pair(h[1], h[3]), b[16] = pair(h[0], h[2]); /* (3, 1), (2, -4) */
+    float c0 = 10;
+    _tile_loadd(0, &c0, 64);
+    _tile_loadd(1, a, 64);
+    _tile_loadd(2, b, 64);
+    _tile_dpfp16ps(0, 1, 2);
+    _tile_stored(0, c, 64);
+    /* 10 + (2·3 + 3·1) + (-4·2 + 1·-4) = 10 + 9 - 12 = 7 */
+    check(c[0] == 7.0f, "amx_emulator_tdpfp16ps_exact_integers", "C = %g", (double)c[0]);
+    _tile_release();
+}
+
+/* The AMX set's qk and pv against double sums of the same bf16 values:
+ * within (depth + 2) · 2^-24 · Σ|products| (f32 sums, one rounding a step). */
+static void test_kernels(const attn_bf16_kernels *bk, const char *label) {
+    enum { MAXE2 = 70, K2 = 300, NR = 64, LD = NR + 8 };
+    static uint32_t q2[16 * MAXE2], kt2[MAXE2 * LD], p2[16 * K2], v2[K2 * LD];
+    static float s[16 * LD], o[16 * LD], o0[16 * LD];
+    for (int i = 0; i < 16 * MAXE2; i++) q2[i] = pair(bf16_of(normal()), bf16_of(normal()));
+    for (int i = 0; i < MAXE2 * LD; i++) kt2[i] = pair(bf16_of(normal()), bf16_of(normal()));
+    for (int i = 0; i < 16 * K2; i++) p2[i] = pair(bf16_of((float)uniform()), bf16_of((float)uniform()));
+    for (int i = 0; i < K2 * LD; i++) v2[i] = pair(bf16_of(normal()), bf16_of(normal()));
+    static const int E2S[] = {1, 5, 16, 37, 64, 70};
+    int bad = 0;
+    double worst = 0;
+    for (size_t t = 0; t < sizeof E2S / sizeof E2S[0]; t++) {
+        int E2 = E2S[t];
+        bk->qk(s, LD, q2, MAXE2, kt2, LD, E2);
+        for (int r = 0; r < 16; r++)
+            for (int c = 0; c < NR; c++) {
+                double want = 0, mag = 0;
+                for (int e = 0; e < E2; e++)
+                    for (int h = 0; h < 2; h++) {
+                        double x = (double)f32_of_bf16((uint16_t)(q2[r * MAXE2 + e] >> 16 * h)) *
+                                   f32_of_bf16((uint16_t)(kt2[e * LD + c] >> 16 * h));
+                        want += x, mag += fabs(x);
+                    }
+                double err = fabs(s[r * LD + c] - want), bound = (E2 + 2) * 0x1p-24 * mag;
+                bad += err > bound;
+                if (mag > 0 && err / mag > worst) worst = err / mag;
+            }
+    }
+    for (int nvec = 1; nvec <= 4; nvec++) {
+        for (int i = 0; i < 16 * LD; i++) o[i] = o0[i] = normal();
+        bk->pv(o, LD, p2, K2, v2, LD, K2 - 13, nvec);
+        for (int r = 0; r < 16; r++)
+            for (int c = 0; c < LD; c++) {
+                if (c >= 16 * nvec) {
+                    bad += memcmp(&o[r * LD + c], &o0[r * LD + c], 4) != 0; /* columns past nvec untouched */
+                    continue;
+                }
+                double want = o0[r * LD + c], mag = fabs(want);
+                for (int k = 0; k < K2 - 13; k++)
+                    for (int h = 0; h < 2; h++) {
+                        double x = (double)f32_of_bf16((uint16_t)(p2[r * K2 + k] >> 16 * h)) *
+                                   f32_of_bf16((uint16_t)(v2[k * LD + c] >> 16 * h));
+                        want += x, mag += fabs(x);
+                    }
+                bad += fabs(o[r * LD + c] - want) > (K2 + 2) * 0x1p-24 * mag;
+            }
+    }
+    char name[96];
+    snprintf(name, sizeof name, "amx_kernels_%s_qk_pv_within_f32_sums_of_bf16", label);
+    check(!bad && bk->mr == 16, name, "%d results outside the bound (worst relative error %.3g), mr %d", bad, worst, bk->mr);
+}
+
+/* The flash forward in the bf16 mode on the AMX set: against the exact f64
+ * kernel, within the mode's 1e-2 (relative to the output's size), the
+ * verbose line naming amx_bf16. */
+static void test_flash(const attn_bf16_kernels *bk) {
+    if (strcmp(attn_isa(), "avx512") != 0) {
+        skip("amx_flash_forward_vs_f64", "the AMX set runs with the AVX-512 f32 kernels; this run has %s", attn_isa());
+        return;
+    }
+    const attn_bf16_kernels *old = attn_bf16_set_for_tests(bk);
+    struct {
+        int L, S, E, Ev, Hq, Hk, causal, window;
+    } shapes[] = {{300, 400, 64, 64, 2, 1, 0, 0}, {157, 333, 37, 20, 2, 2, 2, 0}, {200, 200, 128, 128, 1, 1, 1, 60}};
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        int L = shapes[t].L, S = shapes[t].S, E = shapes[t].E, Ev = shapes[t].Ev, Hq = shapes[t].Hq, Hk = shapes[t].Hk;
+        size_t nq = (size_t)Hq * L * E, nk = (size_t)Hk * S * E, nv = (size_t)Hk * S * Ev, no = (size_t)Hq * L * Ev;
+        float *q = malloc(4 * nq), *k = malloc(4 * nk), *v = malloc(4 * nv), *out = malloc(4 * no);
+        double *q64 = malloc(8 * nq), *k64 = malloc(8 * nk), *v64 = malloc(8 * nv), *o64 = malloc(8 * no);
+        for (size_t i = 0; i < nq; i++) q64[i] = q[i] = normal();
+        for (size_t i = 0; i < nk; i++) k64[i] = k[i] = normal();
+        for (size_t i = 0; i < nv; i++) v64[i] = v[i] = normal();
+        int64_t sq[3] = {Hq, L, E}, sk[3] = {Hk, S, E}, sv[3] = {Hk, S, Ev}, so[3] = {Hq, L, Ev};
+        attn_tensor tq, tk, tv, to, tq64, tk64, tv64, to64;
+        attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&tk, k, ATTN_F32, 3, sk, NULL, NULL);
+        attn_tensor_init(&tv, v, ATTN_F32, 3, sv, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, so, NULL, NULL);
+        attn_tensor_init(&tq64, q64, ATTN_F64, 3, sq, NULL, NULL), attn_tensor_init(&tk64, k64, ATTN_F64, 3, sk, NULL, NULL);
+        attn_tensor_init(&tv64, v64, ATTN_F64, 3, sv, NULL, NULL), attn_tensor_init(&to64, o64, ATTN_F64, 3, so, NULL, NULL);
+        attn_sdpa_options opt = attn_sdpa_options_default();
+        opt.causal = (attn_causal)shapes[t].causal, opt.window = shapes[t].window;
+        attn_error err;
+        attn_status st64 = attn_sdpa(&to64, NULL, NULL, &tq64, &tk64, &tv64, &opt, &err);
+        opt.compute = ATTN_COMPUTE_BF16;
+        char kernel[32];
+        verbose_begin();
+        attn_status st = attn_sdpa(&to, NULL, NULL, &tq, &tk, &tv, &opt, &err);
+        verbose_end(kernel, sizeof kernel, NULL, 0);
+        double worst = 0, big = 0;
+        for (size_t i = 0; i < no; i++) {
+            worst = fmax(worst, fabs(out[i] - o64[i]));
+            big = fmax(big, fabs(o64[i]));
+        }
+        char name[96];
+        snprintf(name, sizeof name, "amx_flash_forward_vs_f64_L%d_S%d_E%d_Ev%d", L, S, E, Ev);
+        check(!st && !st64 && strcmp(kernel, "flash") == 0 && strstr(verbose_last_line, "bf16_kernels=amx_bf16") &&
+                  worst <= 1e-2 * big && worst > 0,
+              name, "status %d/%d, kernel %s, error %.3g of %.3g; %s", (int)st, (int)st64, kernel, worst, big,
+              verbose_last_line);
+        free(q), free(k), free(v), free(out), free(q64), free(k64), free(v64), free(o64);
+    }
+    attn_bf16_set_for_tests(old);
+}
+
+int main(void) {
+    printf("# AMX through the tile emulator (tests/amx/amx_emu.h): amx_bf16\n");
+    test_emulator();
+    test_kernels(&attn_bf16_amx_emulated, "emulated");
+    test_flash(&attn_bf16_amx_emulated);
+    /* With AMX granted, the library's own set runs on the tiles: within the
+     * same bound, and giving the emulator's floats bit for bit (which checks
+     * the emulator's order of sums against the hardware). */
+    if (strcmp(attn_bf16_label(), "amx_bf16") == 0) {
+        test_kernels(attn_bf16_active(), "native");
+        enum { E2 = 40, LD = 72 };
+        static uint32_t q2[16 * E2], kt2[E2 * LD];
+        static float s1[16 * LD], s2[16 * LD];
+        for (int i = 0; i < 16 * E2; i++) q2[i] = pair(bf16_of(normal()), bf16_of(normal() * 1e-3f));
+        for (int i = 0; i < E2 * LD; i++) kt2[i] = pair(bf16_of(normal() * 1e3f), bf16_of(normal()));
+        attn_bf16_active()->qk(s1, LD, q2, E2, kt2, LD, E2);
+        attn_bf16_amx_emulated.qk(s2, LD, q2, E2, kt2, LD, E2);
+        check(memcmp(s1, s2, sizeof s1) == 0, "amx_emulator_bitwise_the_hardware", "the tiles and the emulator differ");
+    } else {
+        skip("amx_kernels_native_qk_pv_within_f32_sums_of_bf16", "this CPU has no AMX tiles here (bf16 kernels: %s)",
+             attn_bf16_label());
+        skip("amx_emulator_bitwise_the_hardware", "no AMX tiles here to compare the emulator with");
+    }
+    attn_shutdown();
+    return n_failed ? 1 : 0;
+}
