@@ -1085,8 +1085,10 @@ ATTN_VERSIONED_DEFAULT_(attn_mha_options)
  * (S, N, kdim), value (S, N, vdim) in the same layout; out like query.
  * weights (optional, NULL for need_weights=False): see
  * average_attn_weights. f64 computes in f64 throughout (agrees with
- * PyTorch's float64 to ~1e-13); f32 projects in f32 with f64 sums per dot
- * product and attends with attn_sdpa's f32 kernels. Where PyTorch gives NaN
+ * PyTorch's float64 to ~1e-13: the exact path); f32 projects with f32 sums
+ * (the library's own packed GEMM, one rounding per multiply-add, fused where
+ * the CPU has FMA: within (in + 4)·2^-24·Σ|x||w| of each exact projected
+ * value) and attends with attn_sdpa's f32 kernels. Where PyTorch gives NaN
  * (a query whose every key is masked) the output row is out_proj's bias (the
  * attention is 0), as attn_sdpa gives. Memory, from malloc (a context's
  * workspace is not used): the projected q, k, v and the heads' output,

@@ -88,9 +88,9 @@ for isa in avx512 avx2 c; do
     suite "no subnormal intermediates: MXCSR's DE and UE stay clear in every kernel, ATTN_ISA=$isa" \
         env ATTN_ISA=$isa "$BUILD/tests/test_subnormal"
 done
-suite "the layer's double GEMM, every ISA's microkernel, 1 and 3 threads" "$BUILD/tests/test_gemm"
-suite "the layer's double GEMM under ASan+UBSan" "$BUILD/asan/test_gemm"
-suite "the layer's double GEMM under ThreadSanitizer" "$BUILD/tsan/test_gemm"
+suite "the layer's GEMMs (double and f32), every ISA's microkernel, 1 and 3 threads" "$BUILD/tests/test_gemm"
+suite "the layer's GEMMs under ASan+UBSan" "$BUILD/asan/test_gemm"
+suite "the layer's GEMMs under ThreadSanitizer" "$BUILD/tsan/test_gemm"
 suite "Python binding (python/attn through ctypes) vs PyTorch, errors, attn.torch, attn.teach, finding the library" $PY tests/test_python.py "$BUILD"
 suite "attn.KVPages (the paged KV cache from Python) vs NumPy copies and PyTorch float64, errors" $PY tests/test_kv_pages_python.py "$BUILD"
 suite "the notebook (docs/notebooks/attention.ipynb) run headless: the worked examples' numbers" $PY tests/test_notebook.py "$BUILD"

@@ -1,7 +1,9 @@
 /* mha.c -- multi-head attention, torch.nn.MultiheadAttention's forward
  * (attn.h): project, split into heads, attend with attn_sdpa, merge the heads,
- * project out. The projections are the double GEMM of kernels/gemm.c; the
- * attention is attn_sdpa's, so every kernel and check applies. Projected
+ * project out. The projections are kernels/gemm.c's: summed in f32 for an
+ * f32 layer (attn_sgemm), in double for an f64 one (attn_gemm, the exact
+ * path the tests hold to PyTorch's float64); the attention is attn_sdpa's,
+ * so every kernel and check applies. Projected
  * heads are kept as (N, rows, H·D), each projection's natural layout, and
  * seen by the attention as (N, H, rows, D) through strides.
  *
@@ -131,23 +133,31 @@ attn_mat attn_mha_rows(const attn_tensor *x, int64_t n, int64_t rows) {
     return a;
 }
 
+/* c = a · b [+ bias]: an f32 layer's products summed in f32 (attn_sgemm),
+ * an f64 layer's in double (attn_gemm, the exact path). */
+static bool product(const attn_mat *c, const attn_mat *a, const attn_mat *b, const attn_mat *bias, const attn_mha_call *m) {
+    if (m->dt == ATTN_F32) return attn_sgemm(c, a, b, NULL, bias, false, m->threads, NULL, NULL);
+    return attn_gemm(c, a, b, bias, false, m->threads, NULL);
+}
+
 bool attn_mha_project(char *dst, const attn_tensor *x, const attn_tensor *w, const attn_tensor *b, int64_t row0,
-                      int64_t F, int64_t rows_out, const attn_tensor *bias_kv, int threads) {
-    int64_t N = x->shape[0], rows = x->shape[1], in = x->shape[2], es = (int64_t)attn_dtype_size(w->dtype);
+                      int64_t F, int64_t rows_out, const attn_tensor *bias_kv, const attn_mha_call *m) {
+    int64_t N = x->shape[0], rows = x->shape[1], in = x->shape[2], es = (int64_t)attn_dtype_size(m->dt);
+    int64_t wes = (int64_t)attn_dtype_size(w->dtype), bes = b ? (int64_t)attn_dtype_size(b->dtype) : 0;
     /* b(p, f) = W[row0 + f, p]: the weight read transposed where it lies. */
-    attn_mat wt = {(char *)w->data + row0 * w->strides[0] * es, w->dtype, in, F, w->strides[1], w->strides[0]};
-    attn_mat bias = {b ? (char *)b->data + row0 * b->strides[0] * es : NULL, w->dtype, 1, F, 0, b ? b->strides[0] : 0};
+    attn_mat wt = {(char *)w->data + row0 * w->strides[0] * wes, w->dtype, in, F, w->strides[1], w->strides[0]};
+    attn_mat bias = {b ? (char *)b->data + row0 * b->strides[0] * bes : NULL, b ? b->dtype : m->dt, 1, F, 0, b ? b->strides[0] : 0};
     /* One product over all N·rows rows when they are evenly spaced. */
     bool whole = rows_out == rows && attn_mha_rows_even(x);
     for (int64_t n = 0; rows > 0 && n < (whole ? 1 : N); n++) { /* sequences of no rows: no address formed */
         attn_mat a = attn_mha_rows(x, n, whole ? N * rows : rows);
-        attn_mat c = {dst + n * rows_out * F * es, w->dtype, a.rows, F, F, 1};
-        if (!attn_gemm(&c, &a, &wt, b ? &bias : NULL, false, threads, NULL)) return false;
+        attn_mat c = {dst + n * rows_out * F * es, m->dt, a.rows, F, F, 1};
+        if (!product(&c, &a, &wt, b ? &bias : NULL, m)) return false;
     }
     if (!bias_kv) return true;
     attn_mat bkv = {(char *)bias_kv->data, bias_kv->dtype, 1, F, 0, bias_kv->strides[2]};
     for (int64_t n = 0; n < N; n++) {
-        attn_mat c = {dst + (n * rows_out + rows) * F * es, w->dtype, 1, F, F, 1};
+        attn_mat c = {dst + (n * rows_out + rows) * F * es, m->dt, 1, F, F, 1};
         for (int64_t f = 0; f < F; f++) attn_mat_set(&c, 0, f, attn_mat_get(&bkv, 0, f));
     }
     return true;
@@ -219,15 +229,15 @@ void attn_mha_merge_masks(char *dst, const attn_mha_call *m) {
 bool attn_mha_project_out(const attn_tensor *out, const char *cat, const attn_mha_call *m) {
     const attn_tensor *w = m->p.out_proj_weight, *b = m->p.out_proj_bias;
     attn_mat wt = {(char *)w->data, w->dtype, m->E, m->E, w->strides[1], w->strides[0]};
-    attn_mat bias = {b ? (char *)b->data : NULL, m->dt, 1, m->E, 0, b ? b->strides[0] : 0};
+    attn_mat bias = {b ? (char *)b->data : NULL, b ? b->dtype : m->dt, 1, m->E, 0, b ? b->strides[0] : 0};
     attn_mat a = {(char *)cat, m->dt, m->N * m->L, m->E, m->E, 1};
     if (attn_mha_rows_even(out)) {
         attn_mat c = attn_mha_rows(out, 0, m->N * m->L);
-        return attn_gemm(&c, &a, &wt, b ? &bias : NULL, false, m->threads, NULL);
+        return product(&c, &a, &wt, b ? &bias : NULL, m);
     }
     char *tmp = malloc(attn_dtype_size(m->dt) * (size_t)(m->N * m->L * m->E));
     attn_mat c = {tmp, m->dt, m->N * m->L, m->E, m->E, 1};
-    if (!tmp || !attn_gemm(&c, &a, &wt, b ? &bias : NULL, false, m->threads, NULL)) {
+    if (!tmp || !product(&c, &a, &wt, b ? &bias : NULL, m)) {
         free(tmp);
         return false;
     }
@@ -290,9 +300,9 @@ attn_status attn_mha_rotate_heads(char *q, char *k, const attn_mha_call *m, int6
 attn_status attn_mha_project_qkv(char *q, char *k, char *v, const attn_mha_call *m, int64_t key_rows, bool bias_kv,
                                 attn_error *err) {
     int64_t Fq = m->Hq * m->D, Fk = m->Hkv * m->D;
-    if (!attn_mha_project(q, &m->q, m->w[0], m->b[0], m->w_row0[0], Fq, m->L, NULL, m->threads) ||
-        !attn_mha_project(k, &m->k, m->w[1], m->b[1], m->w_row0[1], Fk, key_rows, bias_kv ? m->p.bias_k : NULL, m->threads) ||
-        !attn_mha_project(v, &m->v, m->w[2], m->b[2], m->w_row0[2], Fk, key_rows, bias_kv ? m->p.bias_v : NULL, m->threads))
+    if (!attn_mha_project(q, &m->q, m->w[0], m->b[0], m->w_row0[0], Fq, m->L, NULL, m) ||
+        !attn_mha_project(k, &m->k, m->w[1], m->b[1], m->w_row0[1], Fk, key_rows, bias_kv ? m->p.bias_k : NULL, m) ||
+        !attn_mha_project(v, &m->v, m->w[2], m->b[2], m->w_row0[2], Fk, key_rows, bias_kv ? m->p.bias_v : NULL, m))
         return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
     return m->o.rope && !m->rope_in_attention ? attn_mha_rotate_heads(q, k, m, key_rows, err) : ATTN_OK;
 }

@@ -66,10 +66,11 @@ static inline bool attn_mha_rows_even(const attn_tensor *x) {
 /* Sequence n's first `rows` rows of x (N, rows', F) as a matrix (rows × F). */
 attn_mat attn_mha_rows(const attn_tensor *x, int64_t n, int64_t rows);
 /* dst (N, rows_out, F), contiguous, = x (N, rows, in) · W[row0 .. row0 + F)ᵀ
- * + b, in double sums; row `rows` of each sequence is bias_kv when given.
- * False when the product's buffers cannot be allocated. */
+ * + b, in f32 sums for an f32 layer and double sums for an f64 one; row
+ * `rows` of each sequence is bias_kv when given. False when the product's
+ * buffers cannot be allocated. */
 bool attn_mha_project(char *dst, const attn_tensor *x, const attn_tensor *w, const attn_tensor *b, int64_t row0,
-                      int64_t F, int64_t rows_out, const attn_tensor *bias_kv, int threads);
+                      int64_t F, int64_t rows_out, const attn_tensor *bias_kv, const attn_mha_call *m);
 /* F1 and F2 of the forward: q (N, L, Hq·D), k and v (N, key_rows, Hkv·D)
  * projected, k and v with the bias_kv row when bias_kv and the layer has
  * one, then q and k rotated when options->rope. */
