@@ -1028,6 +1028,10 @@ typedef struct attn_mha_params {
     const attn_tensor *sinks;
 } attn_mha_params;
 
+/* An f32 layer's weights packed once for its products (attn_mha_weights_init);
+ * opaque, in the caller's memory. */
+typedef struct attn_mha_weights attn_mha_weights;
+
 typedef struct attn_mha_options {
     size_t struct_size;      /* set by attn_mha_options_default() (see "Versioned structs") */
     int batch_first;         /* inputs and out (N, L, E) rather than (L, N, E) */
@@ -1050,8 +1054,11 @@ typedef struct attn_mha_options {
      * default, 1) as (N, L, S'), or per head (N, Hq, L, S'); S' counts the
      * bias_k and zero-attention keys. */
     int average_attn_weights;
-    /* Per-call resources, NULL for the process-wide defaults (the layer
-     * allocates its projections with malloc; a workspace is not used). */
+    /* Per-call resources, NULL for the process-wide defaults. With a
+     * workspace, attn_mha and attn_mha_cached take every buffer from it, the
+     * attention what the layer's own leave (attn_mha_workspace_size,
+     * attn_mha_cached_workspace_size); attn_mha_backward and attn_mha_paged
+     * allocate their own with malloc and give the attention the workspace. */
     const attn_context *context;
     /* Rotary position embeddings on the projected queries and keys, per head
      * (attn_rope: query row l and key row s at positions position_offset + l
@@ -1064,6 +1071,12 @@ typedef struct attn_mha_options {
      * dropout and compute mode are used; its causal, mask and context are
      * the layer's (above). */
     const attn_sdpa_options *attention;
+    /* The weights packed once (added in 0.4.0): NULL, or what
+     * attn_mha_weights_init made from these very params (the same weight
+     * tensors, sizes and kernels; else ATTN_ERR_OPTION), for an f32 layer
+     * (ATTN_ERR_DTYPE for f64). The q, k, v and out products then read the
+     * packed copy and never repack. */
+    const attn_mha_weights *packed;
 } attn_mha_options;
 
 /* The defaults: params all 0 and NULL (to be set); options all 0 and NULL
@@ -1090,8 +1103,9 @@ ATTN_VERSIONED_DEFAULT_(attn_mha_options)
  * the CPU has FMA: within (in + 4)·2^-24·Σ|x||w| of each exact projected
  * value) and attends with attn_sdpa's f32 kernels. Where PyTorch gives NaN
  * (a query whose every key is masked) the output row is out_proj's bias (the
- * attention is 0), as attn_sdpa gives. Memory, from malloc (a context's
- * workspace is not used): the projected q, k, v and the heads' output,
+ * attention is 0), as attn_sdpa gives. Memory, from the context's workspace
+ * when one is given (attn_mha_workspace_size), else from malloc: the
+ * projected q, k, v and the heads' output, the products' packing blocks,
  * O(N·(L + S')·E); with key_padding_mask or attn_mask, or a causal mask
  * with appended keys, the masks merged into one additive mask of
  * (1 or N)·(1 or Hq)·L·S' elements in the input's dtype (a batch or head
@@ -1100,8 +1114,9 @@ ATTN_VERSIONED_DEFAULT_(attn_mha_options)
  * averaged; then what attn_sdpa takes (attn_mha_backward: the same, and the
  * gradients' accumulators). Errors: ATTN_ERR_NULL, ATTN_ERR_RANK,
  * ATTN_ERR_SHAPE, ATTN_ERR_DTYPE, ATTN_ERR_HEADS, ATTN_ERR_MASK,
- * ATTN_ERR_OPTION, ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY, ATTN_ERR_STRIDE (out
- * or weights overlapping each other, an input, a parameter or a mask). */
+ * ATTN_ERR_OPTION, ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY, ATTN_ERR_WORKSPACE,
+ * ATTN_ERR_STRIDE (out or weights overlapping each other, an input, a
+ * parameter or a mask). */
 ATTN_API attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *query,
                               const attn_tensor *key, const attn_tensor *value, const attn_mha_params *params,
                               const attn_mha_options *options, attn_error *err);
@@ -1128,7 +1143,51 @@ ATTN_API attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, a
                                        const attn_mha_params *params, const attn_mha_options *options,
                                        attn_error *err);
 
+/* Weights packed once, for f32 layers that run many times (a decoder's
+ * every step): each of the q, k, v and out projections' weights laid out
+ * as the f32 GEMM's microkernel reads them (transposed, in panels as wide
+ * as its register tile), so that no call repacks them.
+ *
+ *   size_t bytes;  attn_mha_weights_bytes(&bytes, &params, &err);
+ *   attn_mha_weights *w;  attn_mha_weights_init(&w, malloc(bytes), bytes, &params, &err);
+ *   options.packed = w;   every call: attn_mha(..., &params, &options, &err);
+ *
+ * The packed copy is of the weights as they are at init: after changing
+ * them, init again. Biases, bias_k/bias_v and sinks are read from params
+ * at each call. The caller keeps the memory alive while calls use it (it
+ * is only read, so calls on several threads may share it) and frees it.
+ * The packing depends on this process's kernels (attn_isa()): memory
+ * packed in one process is not for another. Results are bitwise the same
+ * as without packing. attn_mha_weights_bytes: the bytes for these params
+ * (any alignment: the weights align themselves inside). Errors: those of
+ * attn_mha's parameter checks for an f32 layer, and ATTN_ERR_OVERFLOW;
+ * init also ATTN_ERR_NULL, and ATTN_ERR_WORKSPACE when `bytes` is too
+ * small. */
+ATTN_API attn_status attn_mha_weights_bytes(size_t *bytes, const attn_mha_params *params, attn_error *err);
+ATTN_API attn_status attn_mha_weights_init(attn_mha_weights **weights, void *memory, size_t bytes,
+                                           const attn_mha_params *params, attn_error *err);
+
+/* How many bytes of workspace (options->context's workspace) the call
+ * attn_mha(out, weights, query, key, value, params, options) needs, in
+ * *bytes; the arguments are checked as attn_mha checks them and nothing is
+ * computed (the layer's buffers are allocated and freed to measure the
+ * attention's share). With a workspace of that size the call takes all
+ * its memory from it and calls no allocator. Errors: those of attn_mha but
+ * ATTN_ERR_WORKSPACE. */
+ATTN_API attn_status attn_mha_workspace_size(size_t *bytes, attn_tensor *out, attn_tensor *weights,
+                                             const attn_tensor *query, const attn_tensor *key,
+                                             const attn_tensor *value, const attn_mha_params *params,
+                                             const attn_mha_options *options, attn_error *err);
+
 struct attn_kv_cache;
+
+/* The same for attn_mha_cached(out, x, cache, params, options) on the
+ * cache as it is now (the attention measured over the positions it will
+ * hold after the call's append). A decode step with a workspace and packed
+ * weights (options->packed) calls no allocator. */
+ATTN_API attn_status attn_mha_cached_workspace_size(size_t *bytes, attn_tensor *out, const attn_tensor *x,
+                                                    struct attn_kv_cache *cache, const attn_mha_params *params,
+                                                    const attn_mha_options *options, attn_error *err);
 
 /* Self-attention of L new positions over a KV cache, as a decoder generates:
  * x (N, L, E) (batch_first; (L, N, E) otherwise; (L, E) unbatched) is

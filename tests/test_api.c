@@ -1365,6 +1365,75 @@ static void test_kv_cache(void) {
 /* With identity projections and no biases, attn_mha is attn_sdpa on the heads
  * side by side (the PyTorch checks are in oracle_mha.py; this one also runs
  * under the sanitizers), and its errors. */
+/* Weights packed once (attn_mha_weights_init) and a workspace: an f32 GQA
+ * layer with RoPE, cross-attention (q and k turned after projecting) and
+ * out's rows strided, gives bitwise what it gives without them; the packed
+ * copy is what the call reads (the weights zeroed after packing change
+ * nothing); and the packed weights refuse other parameters, an f64 layer,
+ * memory that is not theirs, and too few bytes. */
+static void test_mha_packed(void) {
+    enum { N = 2, L = 5, S = 7, E = 48, H = 4, HKV = 2, D = E / H };
+    int64_t sx[3] = {N, L, E}, skv[3] = {N, S, E}, sq[2] = {E, E}, sk[2] = {HKV * D, E}, sb[1] = {E}, sbk[1] = {HKV * D};
+    attn_tensor q = make(ATTN_F32, 3, sx), kv = make(ATTN_F32, 3, skv);
+    attn_tensor w[4] = {make(ATTN_F32, 2, sq), make(ATTN_F32, 2, sk), make(ATTN_F32, 2, sk), make(ATTN_F32, 2, sq)};
+    attn_tensor b[4] = {make(ATTN_F32, 1, sb), make(ATTN_F32, 1, sbk), make(ATTN_F32, 1, sbk), make(ATTN_F32, 1, sb)};
+    /* out strided: every other row of a (N, 2L, E) buffer */
+    int64_t sbig[3] = {N, 2 * L, E}, st_out[3] = {2 * L * E, 2 * E, 1};
+    attn_tensor big[3] = {make(ATTN_F32, 3, sbig), make(ATTN_F32, 3, sbig), make(ATTN_F32, 3, sbig)}, out[3];
+    for (int i = 0; i < 3; i++) { /* the rows between out's are left as they are: zero in all three */
+        memset(big[i].data, 0, sizeof(float) * (size_t)(N * 2 * L * E));
+        attn_tensor_init(&out[i], big[i].data, ATTN_F32, 3, sx, st_out, NULL);
+    }
+    attn_mha_params p = attn_mha_params_default();
+    p.embed_dim = E, p.num_heads = H, p.num_kv_heads = HKV;
+    p.q_proj_weight = &w[0], p.k_proj_weight = &w[1], p.v_proj_weight = &w[2], p.out_proj_weight = &w[3];
+    p.q_proj_bias = &b[0], p.k_proj_bias = &b[1], p.v_proj_bias = &b[2], p.out_proj_bias = &b[3];
+    attn_rope_options rope = attn_rope_options_default();
+    attn_mha_options o = attn_mha_options_default();
+    o.batch_first = 1, o.rope = &rope, o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_error err;
+    size_t bytes = 0, ws = 0;
+    attn_mha_weights *pw = NULL;
+    check_status(attn_mha_weights_bytes(&bytes, &p, &err), &err, ATTN_OK, "", "mha_weights_bytes");
+    void *mem = malloc(bytes + 1);
+    check_status(attn_mha_weights_init(&pw, mem, bytes - 1, &p, &err), &err, ATTN_ERR_WORKSPACE, "attn_mha_weights_bytes",
+                 "err_mha_weights_too_few_bytes");
+    check_status(attn_mha_weights_init(&pw, (char *)mem + 1, bytes, &p, &err), &err, ATTN_OK, "", "mha_weights_init_unaligned");
+    check_status(attn_mha(&out[0], NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_OK, "", "mha_f32_unpacked_runs");
+    attn_mha_options op = o;
+    op.packed = pw;
+    attn_context ctx = attn_context_default();
+    check_status(attn_mha_workspace_size(&ws, &out[1], NULL, &q, &kv, &kv, &p, &op, &err), &err, ATTN_OK, "",
+                 "mha_workspace_size");
+    ctx.workspace = malloc(ws), ctx.workspace_size = ws, op.context = &ctx;
+    check_status(attn_mha(&out[1], NULL, &q, &kv, &kv, &p, &op, &err), &err, ATTN_OK, "", "mha_f32_packed_workspace_runs");
+    check(memcmp(big[0].data, big[1].data, sizeof(float) * (size_t)(N * 2 * L * E)) == 0,
+          "mha_f32_packed_workspace_bitwise_unpacked", "outputs differ");
+    for (int t = 0; t < 4; t++) memset(w[t].data, 0, sizeof(float) * (size_t)attn_tensor_numel(&w[t]));
+    op.context = NULL;
+    check_status(attn_mha(&out[2], NULL, &q, &kv, &kv, &p, &op, &err), &err, ATTN_OK, "", "mha_f32_packed_runs");
+    check(memcmp(big[0].data, big[2].data, sizeof(float) * (size_t)(N * 2 * L * E)) == 0,
+          "mha_f32_packed_copy_is_what_runs", "the weights zeroed after packing changed the output");
+    ctx.workspace_size = ws / 3, op.context = &ctx;
+    check_status(attn_mha(&out[2], NULL, &q, &kv, &kv, &p, &op, &err), &err, ATTN_ERR_WORKSPACE, "workspace",
+                 "err_mha_workspace_too_small");
+    op.context = NULL;
+    attn_mha_params other = p;
+    other.v_proj_weight = &w[1];
+    check_status(attn_mha(&out[2], NULL, &q, &kv, &kv, &other, &op, &err), &err, ATTN_ERR_OPTION, "other parameters",
+                 "err_mha_packed_other_params");
+    int64_t sx64[3] = {N, L, E};
+    attn_tensor q64 = make(ATTN_F64, 3, sx64), out64 = make(ATTN_F64, 3, sx64);
+    check_status(attn_mha(&out64, NULL, &q64, &q64, &q64, &p, &op, &err), &err, ATTN_ERR_DTYPE, "", "err_mha_packed_f64_layer");
+    char junk[sizeof(double) * 64] = {0};
+    op.packed = (const attn_mha_weights *)(void *)junk;
+    check_status(attn_mha(&out[2], NULL, &q, &kv, &kv, &p, &op, &err), &err, ATTN_ERR_OPTION, "attn_mha_weights_init",
+                 "err_mha_packed_not_weights");
+    free(mem), free(ctx.workspace), free(q.data), free(kv.data), free(q64.data), free(out64.data);
+    for (int i = 0; i < 4; i++) free(w[i].data), free(b[i].data);
+    for (int i = 0; i < 3; i++) free(big[i].data);
+}
+
 static void test_mha(void) {
     enum { N = 2, L = 3, S = 4, E = 8, H = 2, D = E / H };
     int64_t sx[3] = {N, L, E}, skv[3] = {N, S, E}, sw[2] = {3 * E, E}, so[2] = {E, E};
@@ -2153,6 +2222,7 @@ int main(void) {
     test_half();
     test_kv_cache();
     test_mha();
+    test_mha_packed();
     test_mha_self_attention_gradients();
     test_aliasing();
     test_plan_refuses_other_layout();

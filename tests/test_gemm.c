@@ -2,7 +2,8 @@
  * microkernel forced: the double one against a long double reference within
  * the bound of a double sum, on shapes that cross every block edge (mr, nr,
  * mc, kc, nc), with strided and transposed operands, f16/bf16/f32/f64
- * inputs, f32 and f64 results, bias and accumulation; the f32 one (sgemm)
+ * inputs, f32 and f64 results, bias and accumulation, from the caller's
+ * scratch on one thread and its own on three; the f32 one (sgemm)
  * the same way within the bound of an f32 sum, with b packed by the call,
  * packed beforehand, and from the caller's scratch; each bitwise the same
  * for 1 and 3 threads. Prints "ok NAME", "skip NAME: why" or "FAIL NAME: why". */
@@ -79,13 +80,15 @@ static void test_shape(const shape *s, const char *isa) {
     attn_mat c1 = random_mat(s->out, s->M, s->N, false), c3 = random_mat(s->out, s->M, s->N, false);
     size_t bytes = (size_t)(s->M * s->N) * attn_dtype_size(s->out);
     memcpy(c1.base, c0.base, bytes), memcpy(c3.base, c0.base, bytes);
-    bool ok1 = attn_gemm(&c1, &a, &b, s->bias ? &bias : NULL, s->accumulate, 1, uk);
-    bool ok3 = attn_gemm(&c3, &a, &b, s->bias ? &bias : NULL, s->accumulate, 3, uk);
+    size_t ns = attn_gemm_scratch_bytes(false, s->M, s->N, s->K, 1, uk, false);
+    double *scratch = malloc(ns ? ns : 1);
+    bool ok1 = attn_gemm(&c1, &a, &b, s->bias ? &bias : NULL, s->accumulate, 1, uk, scratch);
+    bool ok3 = attn_gemm(&c3, &a, &b, s->bias ? &bias : NULL, s->accumulate, 3, uk, NULL);
     double worst = ok1 ? worst_error(s, &c1, &c0, &a, &b, s->bias ? &bias : NULL, false) : INFINITY;
     bool same = memcmp(c1.base, c3.base, bytes) == 0;
     check(ok1 && ok3 && worst <= 1 && same, name, "calls %s, error %.3g of the bound, 1 and 3 threads %s",
           ok1 && ok3 ? "ok" : "failed", worst, same ? "agree" : "differ");
-    free(a.base), free(b.base), free(bias.base), free(c0.base), free(c1.base), free(c3.base);
+    free(a.base), free(b.base), free(bias.base), free(c0.base), free(c1.base), free(c3.base), free(scratch);
 }
 
 /* The f32 GEMM: c is f32. Three ways on one thread (b packed by the call,
@@ -110,8 +113,8 @@ static void test_sgemm_shape(const shape *s, const char *isa) {
     for (int i = 0; i < 4; i++) c[i] = random_mat(ATTN_F32, s->M, s->N, false), memcpy(c[i].base, c0.base, bytes);
     int64_t np = attn_sgemm_packed_floats(s->K, s->N, uk->sgemm_nr);
     float *packed = malloc(sizeof(float) * (size_t)np);
-    size_t ns = attn_sgemm_scratch_floats(s->M, s->N, s->K, 1, uk, false);
-    float *scratch = malloc(sizeof(float) * (ns ? ns : 1));
+    size_t ns = attn_gemm_scratch_bytes(true, s->M, s->N, s->K, 1, uk, false);
+    float *scratch = malloc(ns ? ns : 1);
     attn_sgemm_pack_b(packed, &b, uk->sgemm_nr, 3);
     const attn_mat *pb = s->bias ? &bias : NULL;
     bool ok = attn_sgemm(&c[0], &a, &b, NULL, pb, s->accumulate, 1, uk, NULL) &&

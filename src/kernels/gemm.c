@@ -160,22 +160,40 @@ static void run(gemm_job *j, const float *packed, int threads) {
     }
 }
 
-bool attn_gemm(const attn_mat *c, const attn_mat *a, const attn_mat *b, const attn_mat *bias, bool accumulate,
-               int threads, const attn_ukernels *uk) {
+size_t attn_gemm_scratch_bytes(bool f32, int64_t M, int64_t N, int64_t K, int threads, const attn_ukernels *uk,
+                               bool b_packed) {
     if (!uk) uk = attn_ukernels_active();
-    gemm_job j = {c, a, b, bias, accumulate, false, uk, plan(a->rows, b->cols, a->cols, threads, uk, false), 0, 0, NULL, NULL,
-                  sizeof(double)};
+    gemm_shape s = plan(M, N, K, threads, uk, f32);
+    if (M <= 0 || N <= 0) return 0;
+    size_t n = (size_t)(s.per_worker * s.workers) + (b_packed ? 0 : (size_t)(s.nc * (K > 0 ? K : 1)));
+    return n * (f32 ? sizeof(float) : sizeof(double));
+}
+
+/* One product in either precision: the scratch (the workers' blocks, then
+ * b's packed block unless b came packed) is the caller's or malloc's. */
+static bool multiply(const attn_mat *c, const attn_mat *a, const attn_mat *b, const float *b_packed, const attn_mat *bias,
+                     bool accumulate, int threads, const attn_ukernels *uk, void *scratch, bool f32) {
+    if (!uk) uk = attn_ukernels_active();
+    gemm_job j = {c, a, b, bias, accumulate, f32, uk, plan(a->rows, c->cols, a->cols, threads, uk, f32), 0, 0, NULL,
+                  NULL, f32 ? sizeof(float) : sizeof(double)};
     if (j.s.M <= 0 || j.s.N <= 0) return true;
-    j.bpack = malloc(sizeof(double) * (size_t)(j.s.nc * (j.s.K > 0 ? j.s.K : 1)));
-    j.scratch = malloc(sizeof(double) * (size_t)(j.s.per_worker * j.s.workers));
-    char *bpack = j.bpack;
-    if (!j.bpack || !j.scratch) {
-        free(j.bpack), free(j.scratch);
-        return false;
-    }
-    run(&j, NULL, threads);
-    free(bpack), free(j.scratch);
+    char *mem = scratch ? scratch : malloc(attn_gemm_scratch_bytes(f32, j.s.M, j.s.N, j.s.K, threads, uk, b_packed));
+    if (!mem) return false;
+    j.scratch = mem;
+    if (!b_packed) j.bpack = mem + (size_t)(j.s.per_worker * j.s.workers) * j.es;
+    run(&j, b_packed, threads);
+    if (!scratch) free(mem);
     return true;
+}
+
+bool attn_gemm(const attn_mat *c, const attn_mat *a, const attn_mat *b, const attn_mat *bias, bool accumulate,
+               int threads, const attn_ukernels *uk, void *scratch) {
+    return multiply(c, a, b, NULL, bias, accumulate, threads, uk, scratch, false);
+}
+
+bool attn_sgemm(const attn_mat *c, const attn_mat *a, const attn_mat *b, const float *b_packed, const attn_mat *bias,
+                bool accumulate, int threads, const attn_ukernels *uk, void *scratch) {
+    return multiply(c, a, b, b_packed, bias, accumulate, threads, uk, scratch, true);
 }
 
 int64_t attn_sgemm_packed_floats(int64_t K, int64_t N, int nr) {
@@ -189,26 +207,4 @@ void attn_sgemm_pack_b(float *dst, const attn_mat *b, int nr, int threads) {
     j.b = b, j.f32 = true, j.es = sizeof(float), j.s.K = b->rows, j.s.nr = nr;
     j.jc = 0, j.nb = b->cols, j.bpack = (char *)dst;
     if (b->cols > 0) attn_parallel_for(threads, ceil_div(b->cols, nr), pack_b, &j);
-}
-
-size_t attn_sgemm_scratch_floats(int64_t M, int64_t N, int64_t K, int threads, const attn_ukernels *uk, bool b_packed) {
-    if (!uk) uk = attn_ukernels_active();
-    gemm_shape s = plan(M, N, K, threads, uk, true);
-    if (M <= 0 || N <= 0) return 0;
-    return (size_t)(s.per_worker * s.workers) + (b_packed ? 0 : (size_t)(s.nc * (K > 0 ? K : 1)));
-}
-
-bool attn_sgemm(const attn_mat *c, const attn_mat *a, const attn_mat *b, const float *b_packed, const attn_mat *bias,
-                bool accumulate, int threads, const attn_ukernels *uk, float *scratch) {
-    if (!uk) uk = attn_ukernels_active();
-    gemm_job j = {c, a, b, bias, accumulate, true, uk, plan(a->rows, c->cols, a->cols, threads, uk, true), 0, 0, NULL,
-                  NULL, sizeof(float)};
-    if (j.s.M <= 0 || j.s.N <= 0) return true;
-    float *mem = scratch ? scratch : malloc(sizeof(float) * attn_sgemm_scratch_floats(j.s.M, j.s.N, j.s.K, threads, uk, b_packed));
-    if (!mem) return false;
-    j.scratch = (char *)mem;
-    if (!b_packed) j.bpack = (char *)(mem + j.s.per_worker * j.s.workers);
-    run(&j, b_packed, threads);
-    if (!scratch) free(mem);
-    return true;
 }

@@ -53,7 +53,7 @@ static bool project_backward(double *dW, double *db, double *dx, double *dbkv, c
         char *gn = (char *)dproj + n * rows_out * F * es;
         attn_mat g = {gn, x->dtype, nr, F, F, 1}, gt = {gn, x->dtype, F, nr, 1, F};
         attn_mat dxm = {(char *)(dx + n * rows * in), ATTN_F64, nr, in, in, 1}, xn = attn_mha_rows(x, n, nr);
-        if (!attn_gemm(&dxm, &g, &wm, NULL, false, threads, NULL) || !attn_gemm(&dWm, &gt, &xn, NULL, true, threads, NULL))
+        if (!attn_gemm(&dxm, &g, &wm, NULL, false, threads, NULL, NULL) || !attn_gemm(&dWm, &gt, &xn, NULL, true, threads, NULL, NULL))
             return false;
         if (db) add_rows(db, &g);
     }
@@ -78,7 +78,7 @@ static bool out_backward(char *dcat, double *dWo, double *dbo, const attn_tensor
         attn_mat dt = {d.base, d.dtype, m->E, d.rows, d.cs, d.rs};
         attn_mat dc = {dcat + n * m->L * m->E * es, m->dt, d.rows, m->E, m->E, 1};
         attn_mat c = {(char *)cat + n * m->L * m->E * es, m->dt, d.rows, m->E, m->E, 1};
-        if (!attn_gemm(&dc, &d, &wo, NULL, false, m->threads, NULL) || !attn_gemm(&dWm, &dt, &c, NULL, true, m->threads, NULL))
+        if (!attn_gemm(&dc, &d, &wo, NULL, false, m->threads, NULL, NULL) || !attn_gemm(&dWm, &dt, &c, NULL, true, m->threads, NULL, NULL))
             return false;
         add_rows(dbo, &d);
     }
