@@ -1008,7 +1008,11 @@ ATTN_API attn_status attn_rope_backward(attn_tensor *dx, const attn_tensor *dout
  * (Hkv·D, vdim) (biases (Hq·D,), (Hkv·D,), (Hkv·D,) or NULL), as
  * Llama-style checkpoints store them; D = E / Hq. Beyond PyTorch,
  * num_kv_heads < num_heads is grouped-query attention (MQA at 1), through
- * separate projections. All tensors share the input's dtype (f32 or f64). */
+ * separate projections. The weights and biases (and bias_k, bias_v) may be
+ * f32, f16 or bf16 whatever the input's dtype, or the input's own (f64 for
+ * an f64 layer), as checkpoints ship them: the products widen them exactly
+ * as they pack them, so a 16-bit weight gives what its value widened to
+ * f32 gives, bitwise. sinks are in the input's dtype. */
 typedef struct attn_mha_params {
     size_t struct_size;    /* set by attn_mha_params_default() (see "Versioned structs") */
     int64_t embed_dim;     /* E */
@@ -1130,7 +1134,8 @@ ATTN_API attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn
  * parameter or a mask, is ATTN_ERR_STRIDE. Then the parameters' gradients:
  * each non-NULL tensor of `grads` (an attn_mha_params used as a list of
  * outputs) receives the gradient of the parameter of the same name, shaped
- * like it (grads' sizes are ignored). The forward is recomputed (projections,
+ * like it, in its dtype (f32 or f64 for a 16-bit parameter: the gradient of
+ * a master copy; grads' sizes are ignored). The forward is recomputed (projections,
  * RoPE, masks, attention), then differentiated with attn_sdpa_backward and
  * the transposed products, all sums in double. f64 agrees with PyTorch's
  * autograd to ~1e-12. Errors: those of attn_mha, ATTN_ERR_SHAPE or

@@ -1434,6 +1434,93 @@ static void test_mha_packed(void) {
     for (int i = 0; i < 3; i++) free(big[i].data);
 }
 
+/* 16-bit weights, as checkpoints ship them: a layer given bf16 (or f16)
+ * weights and biases computes what it computes with the same values
+ * widened to f32, bitwise (widening is exact, and the products widen as
+ * they pack): f32 and f64 layers, forward, packed, through the cache, and
+ * the backward pass (a 16-bit parameter's gradient in f32). */
+static void test_mha_half_weights(void) {
+    enum { N = 2, L = 5, E = 32, H = 4, HKV = 2, D = E / H };
+    int64_t sx[3] = {N, L, E}, sq[2] = {E, E}, sk[2] = {HKV * D, E}, sb[1] = {E}, sbk[1] = {HKV * D};
+    const int64_t *shapes[8] = {sq, sk, sk, sq, sb, sbk, sbk, sb};
+    for (int half = 0; half < 2; half++) {
+        attn_dtype h = half ? ATTN_F16 : ATTN_BF16;
+        attn_tensor w16[8], w32[8];
+        for (int t = 0; t < 8; t++) {
+            int rank = t < 4 ? 2 : 1;
+            w32[t] = make(ATTN_F32, rank, shapes[t]);
+            attn_tensor_init(&w16[t], NULL, h, rank, shapes[t], NULL, NULL);
+            int64_t n = attn_tensor_numel(&w16[t]);
+            w16[t].data = malloc(2 * (size_t)n);
+            for (int64_t i = 0; i < n; i++) { /* the 16-bit value, and it widened */
+                float *x = (float *)w32[t].data + i;
+                uint16_t b = half ? attn_f32_to_f16(*x * 0.25f) : attn_f32_to_bf16(*x * 0.25f);
+                ((uint16_t *)w16[t].data)[i] = b, *x = half ? attn_f16_to_f32(b) : attn_bf16_to_f32(b);
+            }
+        }
+        attn_mha_params p[2];
+        for (int v = 0; v < 2; v++) {
+            attn_tensor *w = v ? w32 : w16;
+            p[v] = attn_mha_params_default();
+            p[v].embed_dim = E, p[v].num_heads = H, p[v].num_kv_heads = HKV;
+            p[v].q_proj_weight = &w[0], p[v].k_proj_weight = &w[1], p[v].v_proj_weight = &w[2], p[v].out_proj_weight = &w[3];
+            p[v].q_proj_bias = &w[4], p[v].k_proj_bias = &w[5], p[v].v_proj_bias = &w[6], p[v].out_proj_bias = &w[7];
+        }
+        attn_rope_options rope = attn_rope_options_default();
+        attn_mha_options o = attn_mha_options_default();
+        o.batch_first = 1, o.rope = &rope, o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        attn_error err;
+        int ok = 1, same = 1;
+        for (int dt = 0; dt < 2; dt++) { /* an f32 layer, then an f64 one */
+            attn_dtype t = dt ? ATTN_F64 : ATTN_F32;
+            attn_tensor x = make(t, 3, sx), out[2] = {make(t, 3, sx), make(t, 3, sx)};
+            size_t bytes = (size_t)attn_tensor_numel(&x) * attn_dtype_size(t);
+            for (int v = 0; v < 2; v++) ok &= attn_mha(&out[v], NULL, &x, &x, &x, &p[v], &o, &err) == ATTN_OK;
+            same &= memcmp(out[0].data, out[1].data, bytes) == 0;
+            /* the backward: every input's and parameter's gradient */
+            attn_tensor dout = make(t, 3, sx), dx[2] = {make(t, 3, sx), make(t, 3, sx)}, g[2][8];
+            attn_mha_params gp[2];
+            for (int v = 0; v < 2; v++) {
+                gp[v] = attn_mha_params_default();
+                for (int k = 0; k < 8; k++) g[v][k] = make(ATTN_F32, k < 4 ? 2 : 1, shapes[k]);
+                gp[v].q_proj_weight = &g[v][0], gp[v].k_proj_weight = &g[v][1], gp[v].v_proj_weight = &g[v][2];
+                gp[v].out_proj_weight = &g[v][3], gp[v].q_proj_bias = &g[v][4], gp[v].k_proj_bias = &g[v][5];
+                gp[v].v_proj_bias = &g[v][6], gp[v].out_proj_bias = &g[v][7];
+                if (dt == 0) /* an f32 layer's f32 parameters' gradients are f32; an f64 layer's of f32 too */
+                    ok &= attn_mha_backward(&dx[v], NULL, NULL, &gp[v], &dout, &x, &x, &x, &p[v], &o, &err) == ATTN_OK;
+            }
+            for (int k = 0; k < 8 && dt == 0; k++)
+                same &= memcmp(g[0][k].data, g[1][k].data, sizeof(float) * (size_t)attn_tensor_numel(&g[0][k])) == 0;
+            same &= dt || memcmp(dx[0].data, dx[1].data, bytes) == 0;
+            free(x.data), free(out[0].data), free(out[1].data), free(dout.data), free(dx[0].data), free(dx[1].data);
+            for (int v = 0; v < 2; v++)
+                for (int k = 0; k < 8; k++) free(g[v][k].data);
+        }
+        /* packed from 16-bit weights */
+        size_t wb = 0;
+        attn_mha_weights *pw = NULL;
+        ok &= attn_mha_weights_bytes(&wb, &p[0], &err) == ATTN_OK;
+        void *mem = malloc(wb + 1);
+        ok &= attn_mha_weights_init(&pw, mem, wb, &p[0], &err) == ATTN_OK;
+        attn_mha_options op = o;
+        op.packed = pw;
+        attn_tensor x = make(ATTN_F32, 3, sx), out[2] = {make(ATTN_F32, 3, sx), make(ATTN_F32, 3, sx)};
+        ok &= attn_mha(&out[0], NULL, &x, &x, &x, &p[0], &op, &err) == ATTN_OK &&
+              attn_mha(&out[1], NULL, &x, &x, &x, &p[1], &o, &err) == ATTN_OK;
+        same &= memcmp(out[0].data, out[1].data, sizeof(float) * (size_t)attn_tensor_numel(&x)) == 0;
+        check(ok && same, half ? "mha_f16_weights_as_widened_f32" : "mha_bf16_weights_as_widened_f32",
+              "%s; results %s", ok ? "calls ok" : err.message, same ? "agree" : "differ");
+        /* a 16-bit parameter's gradient in its own dtype is refused */
+        attn_tensor dx = make(ATTN_F32, 3, sx), dout = make(ATTN_F32, 3, sx);
+        attn_mha_params gp = attn_mha_params_default();
+        gp.q_proj_weight = &w16[0];
+        check_status(attn_mha_backward(&dx, NULL, NULL, &gp, &dout, &x, &x, &x, &p[0], &o, &err), &err, ATTN_ERR_SHAPE,
+                     "16-bit parameter", half ? "err_mha_f16_param_grad_f16" : "err_mha_bf16_param_grad_bf16");
+        free(mem), free(x.data), free(out[0].data), free(out[1].data), free(dx.data), free(dout.data);
+        for (int t = 0; t < 8; t++) free(w16[t].data), free(w32[t].data);
+    }
+}
+
 static void test_mha(void) {
     enum { N = 2, L = 3, S = 4, E = 8, H = 2, D = E / H };
     int64_t sx[3] = {N, L, E}, skv[3] = {N, S, E}, sw[2] = {3 * E, E}, so[2] = {E, E};
@@ -2222,10 +2309,12 @@ int main(void) {
     test_half();
     test_kv_cache();
     test_mha();
-    test_mha_packed();
     test_mha_self_attention_gradients();
     test_aliasing();
     test_plan_refuses_other_layout();
+    /* last: they draw from the random stream the tests above were tuned on */
+    test_mha_packed();
+    test_mha_half_weights();
     /* Every error code is reached by some test above. */
     int missing = -1;
     for (int c = 0; c < ATTN_STATUS_COUNT; c++) /* ATTN_ERR_COMM: libattn-mpi's, tested by tests/test_mpi.c */

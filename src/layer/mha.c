@@ -50,11 +50,15 @@ attn_status attn_mha_as_batch(attn_tensor *out, const attn_tensor *x, const char
     return attn_check_extent(x, name, err);
 }
 
-/* A parameter tensor: the layer's dtype, exactly this shape (rank 1 or 2). */
+/* A parameter tensor: f32, f16, bf16 or the layer's dtype (checkpoints
+ * ship 16-bit weights; the products widen them exactly as they pack them),
+ * exactly this shape (rank 1 or 2). */
 static attn_status check_param(const attn_tensor *t, const char *name, const attn_mha_call *m, int rank, int64_t d0, int64_t d1,
                                attn_error *err) {
     if (!t->data) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
-    if (t->dtype != m->dt) return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; the inputs are %s", name, attn_dtype_name(t->dtype), attn_dtype_name(m->dt));
+    if (t->dtype != m->dt && t->dtype != ATTN_F32 && t->dtype != ATTN_F16 && t->dtype != ATTN_BF16)
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; the inputs are %s (parameters are f32, f16, bf16 or the inputs' dtype)",
+                         name, attn_dtype_name(t->dtype), attn_dtype_name(m->dt));
     if (t->rank != rank || t->shape[0] != d0 || (rank == 2 && t->shape[1] != d1)) {
         char s[128];
         attn_format_shape(s, sizeof s, t->rank, t->shape);
