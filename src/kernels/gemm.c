@@ -61,14 +61,18 @@ typedef struct gemm_shape {
 static gemm_shape plan(int64_t M, int64_t N, int64_t K, int threads, const attn_ukernels *uk, bool f32) {
     gemm_shape s = {M, N, K, f32 ? uk->sgemm_mr : uk->dgemm_mr, f32 ? uk->sgemm_nr : uk->dgemm_nr, 0, 0, 0, 0, 1, 1, 0};
     if (M <= 0 || N <= 0) return s;
-    const attn_blocks *bl = attn_blocks_for(attn_detect_core(), uk->name);
+    /* The process's blocks, found once (CPUID is slow, and trapped in a VM),
+     * unless a test forces other kernels. */
+    const attn_blocks *bl = uk == attn_ukernels_active() ? attn_blocks_active() : attn_blocks_for(attn_detect_core(), uk->name);
     s.mc = min64(ceil_div(bl->gemm_mc, s.mr), ceil_div(M, s.mr)) * s.mr;
     s.kc = K > 0 ? min64(bl->gemm_kc, K) : 1;
     /* b's packed block holds K × nc elements: at most 2^21 (16 MiB of doubles). */
     int64_t nc = ceil_div(bl->gemm_nc, s.nr), cap = ((int64_t)1 << 21) / (K > 0 ? K : 1) / s.nr;
     s.nc = min64(min64(nc, cap > 1 ? cap : 1), ceil_div(N, s.nr)) * s.nr;
     s.row_blocks = ceil_div(M, s.mc);
-    if (threads < 1) threads = 1;
+    /* A small product stays on the calling thread: waking the pool would
+     * cost what a second thread saves (the sums do not depend on it). */
+    threads = attn_workers_for(threads < 1 ? 1 : threads, (double)M * (double)N * (double)K);
     /* Fewer blocks of rows than threads: split b's panels among them too. */
     s.splits = s.row_blocks >= threads ? 1 : min64(ceil_div(threads, s.row_blocks), s.nc / s.nr);
     s.workers = (int)min64(threads, s.row_blocks * s.splits);
@@ -100,6 +104,21 @@ static void pack_b(void *ctx, int64_t jr, int worker) {
  * old value when accumulating, rounded once to c's dtype. f32 sums take
  * the bias and c in f32, double sums in double. */
 static void store_tile(const gemm_job *j, const void *t, int64_t ldt, int64_t ic, int64_t mb, int64_t j0, int64_t cols) {
+    const attn_mat *c = j->c, *b = j->bias;
+    if (j->f32 && c->dtype == ATTN_F32 && (!b || b->dtype == ATTN_F32)) { /* the layer's case, in plain loops */
+        const float *bias = b ? (const float *)(const void *)b->base + j0 * b->cs : NULL;
+        for (int64_t i = 0; i < mb; i++) {
+            const float *src = (const float *)t + i * ldt;
+            float *dst = (float *)(void *)c->base + (ic + i) * c->rs + j0 * c->cs;
+            for (int64_t x = 0; x < cols; x++) {
+                float v = src[x];
+                if (bias) v += bias[x * b->cs];
+                if (j->accumulate) v += dst[x * c->cs];
+                dst[x * c->cs] = v;
+            }
+        }
+        return;
+    }
     for (int64_t i = 0; i < mb; i++)
         for (int64_t x = 0; x < cols; x++) {
             if (j->f32) {
@@ -155,7 +174,7 @@ static void run(gemm_job *j, const float *packed, int threads) {
     for (j->jc = 0; j->jc < j->s.N; j->jc += j->s.nc) {
         j->nb = min64(j->s.nc, j->s.N - j->jc);
         if (packed) j->bpack = (char *)(packed + j->jc * j->s.K);
-        else attn_parallel_for(threads, ceil_div(j->nb, j->s.nr), pack_b, j);
+        else attn_parallel_for(attn_workers_for(threads, (double)j->nb * (double)j->s.K), ceil_div(j->nb, j->s.nr), pack_b, j);
         attn_parallel_for(j->s.workers, j->s.row_blocks * j->s.splits, multiply_rows, j);
     }
 }
