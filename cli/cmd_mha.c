@@ -33,7 +33,8 @@ static const char MHA_USAGE[] =
     "      --alibi            ALiBi with the paper's slopes for the heads\n"
     "      --window N         sliding window of N keys (needs --causal)\n"
     "      --incremental      run the sequence through a KV cache one token at a time\n"
-    "                         (self-attention, causal): the same output, as a check\n"
+    "                         (self-attention, causal): the same output, as a check;\n"
+    "                         with f32 X the weights are packed once for all steps\n"
     "  -o, --out FILE         write the output (like X); without -o it is printed\n"
     "  -w, --weights-out FILE write the attention weights averaged over heads\n"
     "  -h, --help             show this help\n";
@@ -252,6 +253,15 @@ static int run_incremental(attn_tensor *out, const attn_tensor *x, const attn_mh
      * alignment (over the whole sequence, self-attention, the two agree). */
     attn_mha_options step = *o;
     step.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    /* An f32 layer's weights packed once for all the steps, as a decoder would. */
+    void *packed = NULL;
+    attn_mha_weights *pw = NULL;
+    if (x->dtype == ATTN_F32 && !attn_mha_weights_bytes(&bytes, p, &err) &&
+        (!(packed = malloc(bytes)) || attn_mha_weights_init(&pw, packed, bytes, p, &err))) {
+        free(memory), free(packed);
+        return cli_error(EXIT_DATA, "cannot pack the weights%s%s", packed ? ": " : "", packed ? err.message : "");
+    }
+    step.packed = pw;
     int code = 0;
     for (int64_t t = 0; t < L && !code; t++) { /* row t of X and of out, as views */
         attn_tensor xt = *x, ot = *out;
@@ -261,7 +271,7 @@ static int run_incremental(attn_tensor *out, const attn_tensor *x, const attn_mh
         ot.data = (char *)out->data + t * out->strides[dim] * (int64_t)attn_dtype_size(out->dtype);
         if (attn_mha_cached(&ot, &xt, cache, p, &step, &err)) code = cli_error(EXIT_DATA, "token %lld: %s", (long long)t, err.message);
     }
-    free(memory);
+    free(memory), free(packed);
     return code;
 }
 
