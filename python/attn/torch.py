@@ -80,15 +80,32 @@ class _SDPA(torch.autograd.Function):
         return grads[0], grads[1], grads[2], dmask, None, None, None
 
 
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
-    """torch.nn.functional.scaled_dot_product_attention on libattn, CPU tensors:
-    query (..., Hq, L, E), key (..., Hk, S, E), value (..., Hk, S, Ev) (Hk may
-    divide Hq: GQA); attn_mask bool (True takes part) or additive float (an
-    integer mask is a MaskError, as PyTorch refuses it);
+def _check_gqa(query, key, value, enable_gqa):
+    """torch 2.5's rule: key and value have query's number of heads (dimension
+    -3), or 1 (broadcast), unless enable_gqa, when Hk need only divide Hq
+    (which the library checks: HeadsError)."""
+    if enable_gqa or query.dim() < 3:
+        return
+    hq = query.shape[-3]
+    for name, t in (("key", key), ("value", value)):
+        if t.dim() >= 3 and t.shape[-3] not in (hq, 1):
+            raise _core.HeadsError("%s has %d heads and query %d: pass enable_gqa=True for grouped-query attention "
+                                   "(torch's rule since 2.5)" % (name, t.shape[-3], hq), 5)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """torch.nn.functional.scaled_dot_product_attention on libattn, CPU tensors,
+    with torch 2.5's signature: query (..., Hq, L, E), key (..., Hk, S, E),
+    value (..., Hk, S, Ev); Hk is Hq or 1 (broadcast), or, with enable_gqa=True,
+    any divisor of Hq (grouped-query attention; a HeadsError otherwise, where
+    torch raises its own error); attn_mask bool (True takes part) or additive
+    float (an integer mask is a MaskError, as PyTorch refuses it);
     is_causal is top-left. Differentiable in query, key, value and a float
     attn_mask; float64 and float32 (key and value may be float16), and
     float16, computed in float32: the output and each gradient come back in
     their tensor's dtype."""
+    _check_gqa(query, key, value, enable_gqa)
     return _SDPA.apply(query, key, value, attn_mask, float(dropout_p), is_causal, scale)
 
 
