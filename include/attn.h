@@ -200,8 +200,8 @@ typedef enum attn_dtype {
     ATTN_F32 = 1,  /* float, IEEE-754 binary32 */
     ATTN_F64 = 2,  /* double, IEEE-754 binary64 */
     ATTN_BOOL = 3, /* one byte per element; 0 is false, anything else true */
-    ATTN_F16 = 4,  /* IEEE-754 binary16, stored as uint16_t (for k and v only) */
-    ATTN_BF16 = 5  /* bfloat16: the top half of an f32, as uint16_t (k and v only) */
+    ATTN_F16 = 4,  /* IEEE-754 binary16, stored as uint16_t (k, v; q and out of attn_sdpa) */
+    ATTN_BF16 = 5  /* bfloat16: the top half of an f32, as uint16_t (the same) */
 } attn_dtype;
 
 /* Size in bytes of one element of `dtype`, or 0 for an unknown dtype. */
@@ -564,6 +564,18 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  * q, k, v and out (lse, weights) share one dtype, f32 or f64, except that with f32 queries
  * k and v may each be stored as f16 or bf16 (half the memory; they are
  * widened to f32 as they are read, the arithmetic stays f32).
+ * 16-bit queries (added in 0.4.0; attn_sdpa, attn_sdpa_reference and
+ * attn_sdpa_workspace_size, so attn_kv_cache_attend too): q f16 or bf16
+ * gives out in q's dtype, with k and v f32, f16 or bf16 (any mix), lse f32
+ * or NULL, no weights (ATTN_ERR_DTYPE), a float mask f32. The call is the
+ * f32 call on q widened (exactly): f32 sums and softmax, f32 accumulation,
+ * and its f32 output rounded once, to nearest even, into out. So each
+ * output element is within u16·|exact| + (1 + u16)·(the f32 call's bound
+ * below) of attention computed exactly on the same 16-bit inputs, u16 the
+ * type's unit roundoff, 2^-8 for bf16 and 2^-11 for f16 (checked against
+ * PyTorch float64 on every kernel, tests/oracle_half.py). The f32 copies of
+ * q and out, O(L·(E + Ev)) per call, come from the workspace or malloc.
+ * The backward pass takes f32 or f64 q (widen a 16-bit q to f32 for it).
  * Rank-2 inputs (L, E) are one head. Ranks may differ between q, k and v:
  * shapes are aligned on the right. Batch dimensions broadcast (each equal or
  * 1, the output takes the larger). Every dimension must be >= 1.

@@ -70,6 +70,7 @@ suite "soft-capping's degree-5 2^f: fitted again, the header's coefficients mini
 suite "RoPE (attn_rope, attn_rope_backward through ctypes) vs PyTorch" $PY tests/oracle_rope.py "$BUILD"
 suite "ragged batches (attn sdpa --cu-seqlens-q/-k) vs PyTorch float64 through a block-diagonal mask" $PY tests/oracle_varlen.py "$BUILD"
 suite "multi-head attention (attn_mha through ctypes) vs torch.nn.MultiheadAttention" $PY tests/oracle_mha.py "$BUILD"
+suite "attn_sdpa with bf16 and f16 q and out (through ctypes) vs PyTorch float64 on the same 16-bit inputs" $PY tests/oracle_half.py "$BUILD"
 suite "attn mha: weights from safetensors and .npy vs PyTorch, bad safetensors files" $PY tests/test_mha_cli.py "$BUILD"
 suite "attn mha under ASan+UBSan" $PY tests/test_mha_cli.py "$BUILD/asan"
 suite "backward pass under ThreadSanitizer (3 threads)" env ATTN_NUM_THREADS=3 "$BUILD/tsan/test_backward"
