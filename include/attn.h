@@ -575,7 +575,7 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  * type's unit roundoff, 2^-8 for bf16 and 2^-11 for f16 (checked against
  * PyTorch float64 on every kernel, tests/oracle_half.py). The f32 copies of
  * q and out, O(L·(E + Ev)) per call, come from the workspace or malloc.
- * The backward pass takes f32 or f64 q (widen a 16-bit q to f32 for it).
+ * attn_sdpa_backward takes such a q too, and gives 16-bit gradients.
  * Rank-2 inputs (L, E) are one head. Ranks may differ between q, k and v:
  * shapes are aligned on the right. Batch dimensions broadcast (each equal or
  * 1, the output takes the larger). Every dimension must be >= 1.
@@ -734,6 +734,15 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  * Nothing of size L×S unless dmask is. The bf16 compute
  * mode is refused (ATTN_ERR_OPTION). Scratch comes from the context's
  * workspace when one is given (attn_sdpa_backward_workspace_size).
+ * 16-bit queries (attn_sdpa's, added in 0.4.0): with q f16 or bf16, dout
+ * and out are q's dtype too, dq is q's, dk and dv k's and v's (f32, f16 or
+ * bf16), dmask f32. q, out and dout are widened into f32 copies (exactly),
+ * the f32 backward runs on them, and each 16-bit gradient is its f32
+ * result rounded once to nearest even: within u16·|exact| + (1 + u16)·((2e-5
+ * + e^x - 1) + u16)·max g_abs of the exact gradient on the same 16-bit
+ * inputs (the bound above; the last u16 for out's own rounding, which
+ * moves rowsum(dout·out)). The copies, O((L + S)·(E + Ev)), come from the
+ * workspace or malloc.
  *
  * Errors: those of attn_sdpa (ATTN_ERR_WORKSPACE included), and
  * ATTN_ERR_NULL (dout, out or lse NULL, or no gradient asked for),

@@ -17,7 +17,9 @@ cases run every kernel the f32 path has (flash tiles, the split-key decode
 path for 1-4 query rows, the exact kernel through attn_sdpa_reference), GQA,
 causal masks in both alignments, bool and f32 masks; and the workspace path
 (attn_sdpa_workspace_size, then a call that allocates nothing) gives the same
-bits. Errors: out of another dtype, weights asked for, an f16 lse.
+bits. The backward pass (backward_case) on a 16-bit q, out and dout against
+PyTorch autograd in float64, within its bound. Errors: out of another dtype,
+weights asked for, an f16 lse.
 
 Usage: oracle_half.py BUILD_DIR [--seed N]. Prints "ok NAME" / "FAIL NAME: why".
 """
@@ -159,6 +161,83 @@ def case(c, rng, name, kind, B, H, Hk, L, S, E, Ev, causal=0, mask=None, kv32=Fa
     c.report(name, why)
 
 
+def backward_case(c, rng, name, kind, B, H, Hk, L, S, E, Ev, causal=0, kv32=False, workspace=False):
+    """attn_sdpa_backward on a 16-bit q, out and dout (k and v 16-bit, or f32),
+    against PyTorch autograd in float64 on the same values: dq in q's dtype,
+    dk and dv in k's and v's, each within u16 |ref| + (1 + u16) ((2e-5 + e^x - 1)
+    + u16) max g_abs: one rounding, the f32 backward's bound (oracle_backward.py:
+    x = 8 * 2^-24 max|s|, g_abs the gradient of absolute terms), and out's own
+    16-bit rounding, which moves rowsum(dout * out) by u16 of its terms."""
+    from oracle_backward import magnitudes
+    torch.manual_seed(int(rng.integers(1 << 30)))
+    dt = F16 if kind == "f16" else BF16
+    qb, q64 = bits(torch.randn(B, H, L, E), kind)
+    kb, k64 = bits(torch.randn(B, Hk, S, E), kind)
+    vb, v64 = bits(torch.randn(B, Hk, S, Ev), kind)
+    db, d64 = bits(torch.randn(B, H, L, Ev), kind)
+    kdt = F32 if kv32 else dt
+    k_arr, v_arr = (k64.astype(np.float32), v64.astype(np.float32)) if kv32 else (kb, vb)
+    out = np.zeros((B, H, L, Ev), np.uint16)
+    lse = np.zeros((B, H, L), np.float32)
+    tq, tk, tv, to, tl = tensor(qb, dt), tensor(k_arr, kdt), tensor(v_arr, kdt), tensor(out, dt), tensor(lse, F32)
+    st, msg = c.call("attn_sdpa", to, tl, tq, tk, tv, c.options(causal))
+    if st:
+        return c.report(name, "attn_sdpa failed: " + msg)
+    gdt = np.float32 if kv32 else np.uint16
+    dq, dk, dv = np.zeros_like(qb), np.zeros(k_arr.shape, gdt), np.zeros(v_arr.shape, gdt)
+    grads = [tensor(dq, dt), tensor(dk, kdt), tensor(dv, kdt)]
+
+    def run(o, g):
+        err = Error()
+        r = c.lib.attn_sdpa_backward(*[ctypes.byref(t) for t in g], None, ctypes.byref(tensor(db, dt)), ctypes.byref(tq),
+                                     ctypes.byref(tk), ctypes.byref(tv), ctypes.byref(to), ctypes.byref(tl),
+                                     ctypes.byref(o), ctypes.byref(err))
+        return r, err.message.decode()
+    st, msg = run(c.options(causal), grads)
+    if st:
+        return c.report(name, "attn_sdpa_backward failed: " + msg)
+    xs = [torch.tensor(a, requires_grad=True) for a in (q64, k64, v64)]
+    g = H // Hk
+    kk, vv = xs[1].repeat_interleave(g, -3), xs[2].repeat_interleave(g, -3)
+    scale = E ** -0.5
+    sc = xs[0] @ kk.transpose(-1, -2) * scale
+    if causal:
+        sc = sc.masked_fill(~causal_allowed(L, S, causal), float("-inf"))
+    w = sc.softmax(-1)
+    ref_out = w @ vv
+    ref_out.backward(torch.from_numpy(d64))
+    u = U16[kind]
+    big = float(sc.detach().abs().nan_to_num(posinf=0.0, neginf=0.0).max())
+    x = 8 * 2.0 ** -24 * big
+    mags = magnitudes(w.detach(), 1.0, torch.from_numpy(d64), ref_out.detach(), xs[0].detach(), kk.detach(),
+                      vv.detach(), scale, [q64.shape, k64.shape, v64.shape])
+    why = ""
+    for n, got, r, m, half in (("dq", widen(dq, kind), xs[0].grad.numpy(), mags[0], True),
+                               ("dk", dk.astype(np.float64) if kv32 else widen(dk, kind), xs[1].grad.numpy(), mags[1], not kv32),
+                               ("dv", dv.astype(np.float64) if kv32 else widen(dv, kind), xs[2].grad.numpy(), mags[2], not kv32)):
+        uu = u if half else 2.0 ** -24
+        allowed = uu * np.abs(r) + (1 + uu) * ((2e-5 + np.expm1(x)) + u) * m
+        ratio = float(np.max(np.abs(got - r) / allowed))
+        if not ratio <= 1:
+            why = why or "%s: error %.3g of the bound" % (n, ratio)
+    if not why and workspace:
+        size, err = ctypes.c_size_t(), Error()
+        st = c.lib.attn_sdpa_backward_workspace_size(ctypes.byref(size), *[ctypes.byref(t) for t in grads], None,
+                                                     ctypes.byref(tensor(db, dt)), ctypes.byref(tq), ctypes.byref(tk),
+                                                     ctypes.byref(tv), ctypes.byref(to), ctypes.byref(tl),
+                                                     ctypes.byref(c.options(causal)), ctypes.byref(err))
+        buf = ctypes.create_string_buffer(max(size.value, 1))
+        ctx = Context()
+        c.lib.attn_context_init(ctypes.byref(ctx), ctypes.c_size_t(ctypes.sizeof(Context)))
+        ctx.workspace, ctx.workspace_size = ctypes.cast(buf, ctypes.c_void_p), size.value
+        again = [np.zeros_like(a) for a in (dq, dk, dv)]
+        st2, msg = run(c.options(causal, None, ctx), [tensor(again[0], dt), tensor(again[1], kdt), tensor(again[2], kdt)])
+        same = all(np.array_equal(a, b) for a, b in zip(again, (dq, dk, dv)))
+        if st or st2 or not same:
+            why = "workspace: size status %d, call %d (%s), same bits %s" % (st, st2, msg, same)
+    c.report(name, why)
+
+
 def errors(c):
     q = np.zeros((1, 2, 3, 4), np.uint16)
     k = np.zeros((1, 2, 5, 4), np.uint16)
@@ -190,6 +269,10 @@ def main():
              mask=rng.standard_normal((9, 33)).astype(np.float32))
         case(c, rng, "%s_q_with_f32_kv" % kind, kind, 1, 4, 2, 50, 70, 32, 32, kv32=True)
         case(c, rng, "%s_reference_kernel" % kind, kind, 1, 2, 2, 7, 11, 8, 8, causal=2, fn="attn_sdpa_reference")
+    for kind in ("bf16", "f16"):
+        backward_case(c, rng, "%s_backward_fused_gqa_causal" % kind, kind, 2, 4, 2, 70, 90, 32, 32, causal=2, workspace=True)
+        backward_case(c, rng, "%s_backward_f32_kv" % kind, kind, 1, 2, 2, 33, 47, 16, 24, kv32=True)
+        backward_case(c, rng, "%s_backward_one_row" % kind, kind, 1, 2, 1, 1, 300, 64, 64)
     errors(c)
     print("# 16-bit q and out: %d passed, %d failed" % (c.passed, c.failed))
     return 1 if c.failed else 0
