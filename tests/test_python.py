@@ -391,6 +391,23 @@ for causal in (False, True):
           dtypes == [torch.float16] * 5 and worst <= 2 ** -11 + 1e-4, "dtypes %s, error %.3g" % (dtypes, worst))
     for t in (q16, k16, v16, m16):
         t.grad = None
+# bfloat16, which NumPy cannot view, goes to the library by data pointer: the
+# output and every gradient come back bfloat16, each within one bfloat16
+# rounding (2^-8 of the largest value) of float64 autograd on the same values,
+# plus the f32 computation's share and out's own rounding inside the backward
+# (allowed together: 2^-8 of the largest value again).
+qb, kb, vb, mb = (torch.randn(s).bfloat16().requires_grad_() for s in ((2, 4, 9, 8), (2, 2, 9, 8), (2, 2, 9, 5), (9, 9)))
+for causal in (False, True):
+    outb = at.scaled_dot_product_attention(qb, kb, vb, attn_mask=mb, is_causal=causal, enable_gqa=True)
+    outb.sum().backward()
+    ref, ref_grads = autograd_f64(qb, kb, vb, mb, causal)
+    grads = [t.grad for t in (qb, kb, vb, mb)]
+    dtypes = [t.dtype for t in [outb] + grads]
+    worst = max([rel(outb.detach().double(), ref)] + [rel(g.double(), r) for g, r in zip(grads, ref_grads)])
+    check("torch_bfloat16_by_pointer_%s" % ("causal" if causal else "mask"),
+          dtypes == [torch.bfloat16] * 5 and worst <= 2 * 2 ** -8, "dtypes %s, error %.3g" % (dtypes, worst))
+    for t in (qb, kb, vb, mb):
+        t.grad = None
 q32t = q16.detach().float().requires_grad_()
 out = at.scaled_dot_product_attention(q32t, k16, v16, enable_gqa=True)
 out.sum().backward()
