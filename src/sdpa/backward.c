@@ -210,11 +210,16 @@ static attn_status backward(size_t *bytes, grads *g, const attn_tensor *dout, co
 
 static bool half_dtype(attn_dtype t) { return t == ATTN_F16 || t == ATTN_BF16; }
 
-/* *t32 = a contiguous f32 tensor shaped like t, from the arena; false when
- * the arena has no room. */
+/* *t32 = a contiguous f32 tensor shaped like t (rank 1 to ATTN_MAX_RANK,
+ * dimensions >= 1, checked by the caller or here), from the arena; false
+ * when its size overflows or the arena has no room. */
 static bool f32_like(attn_tensor *t32, const attn_tensor *t, attn_arena *a) {
+    int64_t n = 1;
+    if (t->rank < 1 || t->rank > ATTN_MAX_RANK) return false;
+    for (int d = 0; d < t->rank; d++)
+        if (t->shape[d] < 1 || !attn_mul_i64(n, t->shape[d], &n)) return false;
     attn_tensor_init(t32, NULL, ATTN_F32, t->rank, t->shape, NULL, NULL);
-    t32->data = attn_arena_alloc(a, (size_t)attn_tensor_numel(t32), sizeof(float));
+    t32->data = attn_arena_alloc(a, (size_t)n, sizeof(float));
     return t32->data != NULL;
 }
 
@@ -241,6 +246,10 @@ static attn_status backward_half(size_t *bytes, grads *g, const attn_tensor *dou
         if (in[i]->rank < 2 || in[i]->rank > ATTN_MAX_RANK || (st = attn_check_extent(in[i], IN[i], err)))
             return st ? st : attn_fail(err, ATTN_ERR_RANK, "%s has rank %d", IN[i], in[i]->rank);
     }
+    for (int i = 0; i < 4; i++)
+        if (g->out[i] && (!g->out[i]->data || g->out[i]->rank < 1 || g->out[i]->rank > ATTN_MAX_RANK))
+            return attn_fail(err, g->out[i]->data ? ATTN_ERR_RANK : ATTN_ERR_NULL, "%s %s", NAME[i],
+                             g->out[i]->data ? "has a rank attention does not take" : "has NULL data");
     for (int i = 0; i < 4; i++) /* each gradient in its tensor's dtype, f32 for a mask */
         if (g->out[i] && like[i] && g->out[i]->data && g->out[i]->dtype != (i == 3 ? ATTN_F32 : like[i]->dtype))
             return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be %s like %s", NAME[i],
@@ -262,6 +271,9 @@ static attn_status backward_half(size_t *bytes, grads *g, const attn_tensor *dou
     }
     if (!ok) {
         attn_arena_release(&arena);
+        for (int i = 0; i < 3; i++)
+            for (int d = 0; d < in[i]->rank; d++)
+                if (in[i]->shape[d] < 1) return attn_fail(err, ATTN_ERR_SHAPE, "%s has a dimension below 1", IN[i]);
         return attn_fail(err, arena.base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY, "cannot %s the f32 copies of q, "
                          "out, dout and the 16-bit gradients (attn_sdpa_backward_workspace_size)",
                          arena.base ? "fit in the context's workspace" : "allocate");

@@ -122,11 +122,17 @@ static attn_status sdpa_run(kernel_kind kind, size_t *bytes, attn_tensor *out, a
 
 static bool half_dtype(attn_dtype t) { return t == ATTN_F16 || t == ATTN_BF16; }
 
-/* A contiguous f32 tensor shaped like t, its data from the arena. */
-static bool f32_like(attn_tensor *dst, const attn_tensor *t, attn_arena *a) {
-    attn_tensor_init(dst, NULL, ATTN_F32, t->rank, t->shape, NULL, NULL);
-    dst->data = attn_arena_alloc(a, (size_t)attn_tensor_numel(dst), sizeof(float));
-    return dst->data != NULL;
+/* *t32 = a contiguous f32 tensor shaped like t (rank 1 to ATTN_MAX_RANK,
+ * dimensions >= 1, checked by the caller or here), from the arena; false
+ * when its size overflows or the arena has no room. */
+static bool f32_like(attn_tensor *t32, const attn_tensor *t, attn_arena *a) {
+    int64_t n = 1;
+    if (t->rank < 1 || t->rank > ATTN_MAX_RANK) return false;
+    for (int d = 0; d < t->rank; d++)
+        if (t->shape[d] < 1 || !attn_mul_i64(n, t->shape[d], &n)) return false;
+    attn_tensor_init(t32, NULL, ATTN_F32, t->rank, t->shape, NULL, NULL);
+    t32->data = attn_arena_alloc(a, (size_t)n, sizeof(float));
+    return t32->data != NULL;
 }
 
 /* attn_sdpa and attn_sdpa_reference with a 16-bit q and out (f16 or bf16,
@@ -149,6 +155,11 @@ static attn_status sdpa_half(kernel_kind kind, size_t *bytes, attn_tensor *out, 
     attn_sdpa_options o;
     attn_context c;
     attn_status st = attn_options_read(&o, &c, options, err);
+    const attn_tensor *t[2] = {q, out};
+    for (int i = 0; i < 2 && !st; i++)
+        if (t[i]->rank < 2 || t[i]->rank > ATTN_MAX_RANK)
+            return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; attention takes ranks 2 to %d", i ? "out" : "q",
+                             t[i]->rank, ATTN_MAX_RANK);
     if (st || (st = attn_check_extent(q, "q", err)) || (st = attn_check_extent(out, "out", err))) return st;
     if (lse && lse->dtype != ATTN_F32)
         return attn_fail(err, ATTN_ERR_DTYPE, "lse is %s; with a 16-bit q it is f32", attn_dtype_name(lse->dtype));
@@ -160,6 +171,9 @@ static attn_status sdpa_half(kernel_kind kind, size_t *bytes, attn_tensor *out, 
     attn_tensor q32, out32;
     if (!f32_like(&q32, q, &arena) || !f32_like(&out32, out, &arena)) {
         attn_arena_release(&arena);
+        for (int i = 0; i < 2; i++)
+            for (int d = 0; d < t[i]->rank; d++)
+                if (t[i]->shape[d] < 1) return attn_fail(err, ATTN_ERR_SHAPE, "%s has a dimension below 1", i ? "out" : "q");
         return attn_fail(err, arena.base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot %s the f32 copies of q and out (attn_sdpa_workspace_size)",
                          arena.base ? "fit in the context's workspace" : "allocate");
