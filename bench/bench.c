@@ -1243,6 +1243,65 @@ static void run_mha_backward(void *p) {
         fprintf(stderr, "\nattn: error: %s\n", err.message), exit(1);
 }
 
+/* One decode step of a layer (attn_mha_cached, one token) against a cache
+ * held at `length` positions: truncated back before each step. */
+typedef struct decode_call {
+    attn_tensor x, out;
+    attn_mha_params p;
+    attn_mha_options o;
+    attn_kv_cache *cache;
+    int64_t length;
+} decode_call;
+
+static void run_decode_step(void *p) {
+    decode_call *c = p;
+    attn_error err;
+    attn_kv_cache_truncate(c->cache, c->length, NULL);
+    if (attn_mha_cached(&c->out, &c->x, c->cache, &c->p, &c->o, &err))
+        fprintf(stderr, "\nattn: error: %s\n", err.message), exit(1);
+}
+
+/* Seconds per decode step of an f32 layer (E = 512, 8 heads, a cache of
+ * 1,024 positions; --quick: E = 128, 128 positions): t[0] plain, t[1] with
+ * its weights packed once and the workspace attn_mha_cached_workspace_size
+ * gives (no allocation in the step). */
+static void decode_steps(double t[2], double budget) {
+    int64_t E = quick ? 128 : 512, H = 8, S = quick ? 128 : 1024, sx[2] = {1, E}, sw[2] = {3 * E, E}, so[2] = {E, E};
+    decode_call c;
+    memset(&c, 0, sizeof c);
+    float *w = random_floats((size_t)(4 * E * E), 12);
+    for (int64_t i = 0; i < 4 * E * E; i++) w[i] *= 0.03f;
+    attn_tensor win, wout;
+    attn_tensor_init(&win, w, ATTN_F32, 2, sw, NULL, NULL), attn_tensor_init(&wout, w + 3 * E * E, ATTN_F32, 2, so, NULL, NULL);
+    attn_tensor_init(&c.x, random_floats((size_t)E, 13), ATTN_F32, 2, sx, NULL, NULL);
+    attn_tensor_init(&c.out, calloc((size_t)E, sizeof(float)), ATTN_F32, 2, sx, NULL, NULL);
+    c.p = attn_mha_params_default(), c.o = attn_mha_options_default();
+    c.p.embed_dim = E, c.p.num_heads = H, c.p.in_proj_weight = &win, c.p.out_proj_weight = &wout;
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.heads = H, d.capacity = S + 1, d.key_dim = d.value_dim = E / H, d.dtype = ATTN_F32;
+    size_t cb = 0, wb = 0, ws = 0;
+    attn_error err;
+    void *cmem = NULL, *wmem = NULL, *work = NULL;
+    attn_mha_weights *packed;
+    attn_context ctx = attn_context_default();
+    /* the cache filled to S positions from random keys and values */
+    attn_tensor kv;
+    int64_t skv[3] = {H, S, E / H};
+    attn_tensor_init(&kv, random_floats((size_t)(S * E), 14), ATTN_F32, 3, skv, NULL, NULL);
+    if (attn_kv_cache_bytes(&cb, &d, &err) || !(cmem = malloc(cb)) || attn_kv_cache_init(&c.cache, cmem, cb, &d, &err) ||
+        attn_kv_cache_append(c.cache, &kv, &kv, &err) || attn_mha_weights_bytes(&wb, &c.p, &err) || !(wmem = malloc(wb)) ||
+        attn_mha_weights_init(&packed, wmem, wb, &c.p, &err))
+        fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+    c.length = S;
+    t[0] = best_time(run_decode_step, &c, budget);
+    c.o.packed = packed;
+    if (attn_mha_cached_workspace_size(&ws, &c.out, &c.x, c.cache, &c.p, &c.o, &err) || !(work = malloc(ws)))
+        fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+    ctx.workspace = work, ctx.workspace_size = ws, c.o.context = &ctx;
+    t[1] = best_time(run_decode_step, &c, budget);
+    free(w), free(c.x.data), free(c.out.data), free(kv.data), free(cmem), free(wmem), free(work);
+}
+
 /* One attn_mha call (E = 1024, 16 heads, 512 tokens, f32), with its weights
  * packed once and without, beside the same layer made of OpenBLAS sgemm and
  * attn_sdpa, and beside its four products alone in OpenBLAS; then the
@@ -1292,7 +1351,8 @@ static void mha_row(bool as_json) {
     double ratio_p = median(rp, rounds), ratio_u = median(ru, rounds);
     double tb = best_time(run_mha_blas, &c, budget);
     c.o.packed = NULL;
-    double tg = best_time(run_mha_backward, &b, budget);
+    double tg = best_time(run_mha_backward, &b, budget), td[2];
+    decode_steps(td, budget);
     double flops = 8.0 * (double)L * (double)E * (double)E; /* 4 products of L × E × E */
     double attn_flops = 4.0 * (double)L * (double)L * (double)E; /* QKᵀ and PV over all heads */
     /* backward: the forward again, then two products per projection (dx, dW) */
@@ -1301,8 +1361,9 @@ static void mha_row(bool as_json) {
     if (as_json)
         printf("    {\"name\": \"mha E%lld L%lld\", \"seconds\": %.6g, \"packed_seconds\": %.6g, "
                "\"openblas_sgemm_attn_sdpa_seconds\": %.6g, \"layer_over_baseline\": %.3f, \"projection_gflops\": %.3g, "
-               "\"openblas_projections_seconds\": %.6g, \"backward_seconds\": %.6g, \"backward_projection_gflops\": %.3g}\n",
-               (long long)E, (long long)L, t, tp, tbase, ratio_p, flops / tp / 1e9, tb, tg, gflops_bwd);
+               "\"openblas_projections_seconds\": %.6g, \"backward_seconds\": %.6g, \"backward_projection_gflops\": %.3g, "
+               "\"decode_step_seconds\": %.6g, \"decode_step_packed_workspace_seconds\": %.6g}\n",
+               (long long)E, (long long)L, t, tp, tbase, ratio_p, flops / tp / 1e9, tb, tg, gflops_bwd, td[0], td[1]);
     else {
         char name[64];
         snprintf(name, sizeof name, "attn_mha E%lld H%lld L%lld f32", (long long)E, (long long)H, (long long)L);
@@ -1317,13 +1378,18 @@ static void mha_row(bool as_json) {
         tab_cell(tab, "OpenBLAS sgemm, products only"), tab_cell(tab, "%.4f", tb), tab_cell(tab, "%.1f GF/s", flops / tb / 1e9),
             tab_cell(tab, "%s", "");
         tab_cell(tab, "attn_mha_backward"), tab_cell(tab, "%.4f", tg), tab_cell(tab, "%.1f GF/s", gflops_bwd), tab_cell(tab, "%s", "");
+        tab_cell(tab, "decode step E%d S%d", quick ? 128 : 512, quick ? 128 : 1024), tab_cell(tab, "%.6f", td[0]),
+            tab_cell(tab, "%.0f tok/s", 1 / td[0]), tab_cell(tab, "%s", "");
+        tab_cell(tab, "same, packed weights + workspace"), tab_cell(tab, "%.6f", td[1]),
+            tab_cell(tab, "%.0f tok/s", 1 / td[1]), tab_cell(tab, "%.2fx", td[1] / td[0]);
         tab_print(tab);
         cli_prose(stdout, 0, 2, "rates count the four projections (8 L E^2) and the attention (4 L^2 E); vs baseline: "
                   "the median over %d rounds, timed in turns, of the round's seconds over those of the same layer made "
                   "of OpenBLAS sgemm and attn_sdpa (lower is faster); seconds: the medians of the rounds' bests. "
                   "The projections sum in f32 (%.0f%% of the f32 FMA peak with packed weights, counting them alone); "
                   "attn_mha_backward: 24 L E^2, the forward again, dx and dW of each product in double sums, %.0f%% "
-                  "of the f64 peak",
+                  "of the f64 peak; decode step: attn_mha_cached with one token and 8 heads, its last column over "
+                  "the plain step's time (the packed step allocates nothing)",
                   rounds, 100 * flops / tp / layer_peak / 2, 100 * gflops_bwd * 1e9 / layer_peak);
     }
     free(c.w), free(c.x.data), free(c.out.data), free(c.qkv), free(c.heads), free(c.o_blas);

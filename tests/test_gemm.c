@@ -39,6 +39,7 @@ typedef struct shape {
     int64_t M, N, K;
     attn_dtype in, out;
     bool a_transposed, bias, accumulate;
+    bool b_transposed; /* b read column by column, as the layer reads a weight (W^T) */
 } shape;
 
 /* Worst error over c in units of the bound (K + 2) · u · Σ|a||b| (+ |b|
@@ -68,14 +69,15 @@ static double worst_error(const shape *s, const attn_mat *c, const attn_mat *c0,
 static void test_shape(const shape *s, const char *isa) {
     const attn_ukernels *uk = attn_ukernels_by_name(isa);
     char name[160];
-    snprintf(name, sizeof name, "gemm_%s_%lldx%lldx%lld_%s_to_%s%s%s%s", isa, (long long)s->M, (long long)s->N,
+    snprintf(name, sizeof name, "gemm_%s_%lldx%lldx%lld_%s_to_%s%s%s%s%s", isa, (long long)s->M, (long long)s->N,
              (long long)s->K, attn_dtype_name(s->in), attn_dtype_name(s->out), s->a_transposed ? "_at" : "",
+             s->b_transposed ? "_bt" : "",
              s->bias ? "_bias" : "", s->accumulate ? "_acc" : "");
     if (!uk) {
         skip(name, "this CPU lacks %s", isa);
         return;
     }
-    attn_mat a = random_mat(s->in, s->M, s->K, s->a_transposed), b = random_mat(s->in, s->K, s->N, false);
+    attn_mat a = random_mat(s->in, s->M, s->K, s->a_transposed), b = random_mat(s->in, s->K, s->N, s->b_transposed);
     attn_mat bias = random_mat(s->in, 1, s->N, false), c0 = random_mat(s->out, s->M, s->N, false);
     attn_mat c1 = random_mat(s->out, s->M, s->N, false), c3 = random_mat(s->out, s->M, s->N, false);
     size_t bytes = (size_t)(s->M * s->N) * attn_dtype_size(s->out);
@@ -99,14 +101,15 @@ static void test_shape(const shape *s, const char *isa) {
 static void test_sgemm_shape(const shape *s, const char *isa) {
     const attn_ukernels *uk = attn_ukernels_by_name(isa);
     char name[160];
-    snprintf(name, sizeof name, "sgemm_%s_%lldx%lldx%lld_%s%s%s%s", isa, (long long)s->M, (long long)s->N,
-             (long long)s->K, attn_dtype_name(s->in), s->a_transposed ? "_at" : "", s->bias ? "_bias" : "",
+    snprintf(name, sizeof name, "sgemm_%s_%lldx%lldx%lld_%s%s%s%s%s", isa, (long long)s->M, (long long)s->N,
+             (long long)s->K, attn_dtype_name(s->in), s->a_transposed ? "_at" : "", s->b_transposed ? "_bt" : "",
+             s->bias ? "_bias" : "",
              s->accumulate ? "_acc" : "");
     if (!uk) {
         skip(name, "this CPU lacks %s", isa);
         return;
     }
-    attn_mat a = random_mat(s->in, s->M, s->K, s->a_transposed), b = random_mat(s->in, s->K, s->N, false);
+    attn_mat a = random_mat(s->in, s->M, s->K, s->a_transposed), b = random_mat(s->in, s->K, s->N, s->b_transposed);
     attn_mat bias = random_mat(s->in, 1, s->N, false), c0 = random_mat(ATTN_F32, s->M, s->N, false);
     attn_mat c[4];
     size_t bytes = (size_t)(s->M * s->N) * sizeof(float);
@@ -161,32 +164,36 @@ static void test_sgemm_tile(const char *isa) {
 
 int main(void) {
     static const shape shapes[] = {
-        {1, 1, 1, ATTN_F64, ATTN_F64, false, false, false},
-        {7, 13, 5, ATTN_F64, ATTN_F64, false, true, false},
-        {13, 29, 300, ATTN_F32, ATTN_F32, true, true, false},   /* K past kc */
-        {200, 61, 37, ATTN_F32, ATTN_F64, false, false, true},  /* M past mc */
-        {9, 1100, 17, ATTN_F64, ATTN_F32, true, true, true},    /* N past nc */
-        {33, 2, 0, ATTN_F64, ATTN_F64, false, true, true},      /* no depth: bias + c */
-        {5, 40, 700, ATTN_F16, ATTN_F32, false, false, false},
-        {50, 30, 64, ATTN_BF16, ATTN_F64, true, true, false},
-        {2, 30, 70000, ATTN_F32, ATTN_F64, false, false, false}, /* deep: b's block shrinks */
-        {1, 500, 96, ATTN_F32, ATTN_F32, false, true, false},    /* one row: threads split b */
+        {1, 1, 1, ATTN_F64, ATTN_F64, false, false, false, false},
+        {7, 13, 5, ATTN_F64, ATTN_F64, false, true, false, false},
+        {13, 29, 300, ATTN_F32, ATTN_F32, true, true, false, false},   /* K past kc */
+        {200, 61, 37, ATTN_F32, ATTN_F64, false, false, true, false},  /* M past mc */
+        {9, 1100, 17, ATTN_F64, ATTN_F32, true, true, true, false},    /* N past nc */
+        {33, 2, 0, ATTN_F64, ATTN_F64, false, true, true, false},      /* no depth: bias + c */
+        {5, 40, 700, ATTN_F16, ATTN_F32, false, false, false, false},
+        {50, 30, 64, ATTN_BF16, ATTN_F64, true, true, false, false},
+        {2, 30, 70000, ATTN_F32, ATTN_F64, false, false, false, false}, /* deep: b's block shrinks */
+        {1, 500, 96, ATTN_F32, ATTN_F32, false, true, false, false},    /* one row: threads split b */
+        {70, 45, 1024, ATTN_F32, ATTN_F64, false, true, false, true}, /* b transposed, a 4 KiB row stride */
+        {30, 50, 300, ATTN_F64, ATTN_F64, true, false, true, true},
     };
     static const char *const isas[] = {"c", "avx2", "avx512"};
     for (size_t i = 0; i < 3; i++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) test_shape(&shapes[s], isas[i]);
     static const shape sshapes[] = {
-        {1, 1, 1, ATTN_F32, ATTN_F32, false, false, false},
-        {7, 13, 5, ATTN_F32, ATTN_F32, false, true, false},
-        {13, 29, 300, ATTN_F32, ATTN_F32, true, true, false},   /* K past kc */
-        {200, 61, 37, ATTN_F32, ATTN_F32, false, false, true},  /* M past mc */
-        {9, 1100, 17, ATTN_F32, ATTN_F32, true, true, true},    /* N past nc */
-        {33, 2, 0, ATTN_F32, ATTN_F32, false, true, true},      /* no depth: bias + c */
-        {5, 40, 700, ATTN_F16, ATTN_F32, false, false, false},  /* 16-bit weights widened as packed */
-        {50, 30, 64, ATTN_BF16, ATTN_F32, true, true, false},
-        {2, 30, 70000, ATTN_F32, ATTN_F32, false, false, false}, /* deep: b's block shrinks */
-        {1, 500, 96, ATTN_F32, ATTN_F32, false, true, false},    /* one row (decode): threads split b */
-        {97, 131, 257, ATTN_F32, ATTN_F32, false, true, false},  /* no edge a multiple of a tile */
+        {1, 1, 1, ATTN_F32, ATTN_F32, false, false, false, false},
+        {7, 13, 5, ATTN_F32, ATTN_F32, false, true, false, false},
+        {13, 29, 300, ATTN_F32, ATTN_F32, true, true, false, false},   /* K past kc */
+        {200, 61, 37, ATTN_F32, ATTN_F32, false, false, true, false},  /* M past mc */
+        {9, 1100, 17, ATTN_F32, ATTN_F32, true, true, true, false},    /* N past nc */
+        {33, 2, 0, ATTN_F32, ATTN_F32, false, true, true, false},      /* no depth: bias + c */
+        {5, 40, 700, ATTN_F16, ATTN_F32, false, false, false, false},  /* 16-bit weights widened as packed */
+        {50, 30, 64, ATTN_BF16, ATTN_F32, true, true, false, false},
+        {2, 30, 70000, ATTN_F32, ATTN_F32, false, false, false, false}, /* deep: b's block shrinks */
+        {1, 500, 96, ATTN_F32, ATTN_F32, false, true, false, false},    /* one row (decode): threads split b */
+        {97, 131, 257, ATTN_F32, ATTN_F32, false, true, false, false},  /* no edge a multiple of a tile */
+        {70, 45, 1024, ATTN_F32, ATTN_F32, false, true, false, true}, /* b transposed (a weight), 4 KiB rows */
+        {13, 40, 300, ATTN_BF16, ATTN_F32, true, false, true, true},
     };
     for (size_t i = 0; i < 3; i++) {
         test_sgemm_tile(isas[i]);
