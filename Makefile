@@ -78,6 +78,8 @@ ISA_FLAGS_widen_quant_avx512 := -mavx512f -mavx512bw -mavx512vl
 ISA_FLAGS_ukernel_amx    := -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mfma -mamx-tile -mamx-bf16
 ISA_FLAGS_dgemm_avx2     := -mavx2 -mfma
 ISA_FLAGS_dgemm_avx512   := -mavx512f -mfma
+ISA_FLAGS_sgemm_avx2     := -mavx2 -mfma
+ISA_FLAGS_sgemm_avx512   := -mavx512f -mfma
 
 # The AVX-512 and AVX512_BF16 kernel files compiled a second time, against
 # SIMDe's portable implementations of the intrinsics (Debian's libsimde-dev,

@@ -17,7 +17,8 @@ static const char MHA_USAGE[] =
     "  -x FILE                the query input\n"
     "      --key FILE         the key input of cross-attention (default: X)\n"
     "      --value FILE       the value input (default: the key input)\n"
-    "      --weights PATH     a .safetensors file, or a directory of NAME.npy files, with\n"
+    "      --weights PATH     a .safetensors file (F32, F16, BF16 or the input's F64), or a\n"
+    "                         directory of NAME.npy files, with\n"
     "                         in_proj_weight, in_proj_bias, out_proj.weight, out_proj.bias,\n"
     "                         bias_k, bias_v (PyTorch), or q_proj.weight, k_proj.weight,\n"
     "                         v_proj.weight, o_proj.weight and optional biases (Llama),\n"
@@ -32,7 +33,8 @@ static const char MHA_USAGE[] =
     "      --alibi            ALiBi with the paper's slopes for the heads\n"
     "      --window N         sliding window of N keys (needs --causal)\n"
     "      --incremental      run the sequence through a KV cache one token at a time\n"
-    "                         (self-attention, causal): the same output, as a check\n"
+    "                         (self-attention, causal): the same output, as a check;\n"
+    "                         with f32 X the weights are packed once for all steps\n"
     "  -o, --out FILE         write the output (like X); without -o it is printed\n"
     "  -w, --weights-out FILE write the attention weights averaged over heads\n"
     "  -h, --help             show this help\n";
@@ -51,6 +53,7 @@ typedef struct weights {
     attn_tensor npy[N_PARAMS];          /* or .npy files */
     const attn_tensor *found[N_PARAMS];
     attn_tensor split[3];               /* in_proj_bias split for separate weights */
+    attn_tensor sinks;                  /* a 16-bit checkpoint's sinks widened to the input's dtype */
 } weights;
 
 /* The whole file at path, read into memory (NULL with *size 0 on failure). */
@@ -123,6 +126,7 @@ static int load_weights(weights *w, const char *path, const char *prefix_opt) {
 
 static void free_weights(weights *w) {
     st_free(&w->st);
+    free(w->sinks.data);
     for (int p = 0; p < N_PARAMS; p++) attn_npy_free(&w->npy[p]);
 }
 
@@ -198,6 +202,16 @@ static int layer_params(attn_mha_params *p, weights *w, const mha_args *a, const
     p->q_proj_bias = f[P_Q_B], p->k_proj_bias = f[P_K_B], p->v_proj_bias = f[P_V_B];
     p->out_proj_weight = f[P_OUT_W], p->out_proj_bias = f[P_OUT_B], p->bias_k = f[P_BIAS_K], p->bias_v = f[P_BIAS_V];
     p->sinks = f[P_SINKS];
+    if (p->sinks && p->sinks->dtype != x->dtype && p->sinks->rank == 1) {
+        /* The weights may be 16-bit as checkpoints ship them; the sinks join
+         * the scores, in the input's dtype: widened here (exactly). */
+        attn_error err;
+        attn_tensor_init(&w->sinks, NULL, x->dtype, 1, p->sinks->shape, NULL, NULL);
+        w->sinks.data = malloc((size_t)p->sinks->shape[0] * attn_dtype_size(x->dtype) + 1);
+        if (!w->sinks.data || attn_tensor_convert(&w->sinks, p->sinks, &err))
+            return cli_error(EXIT_DATA, "--weights: sinks: %s", w->sinks.data ? err.message : "out of memory");
+        p->sinks = &w->sinks;
+    }
     if (!p->in_proj_weight && f[P_IN_B]) { /* PyTorch's separate weights keep the biases packed: split them */
         const attn_tensor *b = f[P_IN_B];
         if (b->rank != 1 || b->shape[0] != 3 * p->embed_dim)
@@ -239,6 +253,15 @@ static int run_incremental(attn_tensor *out, const attn_tensor *x, const attn_mh
      * alignment (over the whole sequence, self-attention, the two agree). */
     attn_mha_options step = *o;
     step.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    /* An f32 layer's weights packed once for all the steps, as a decoder would. */
+    void *packed = NULL;
+    attn_mha_weights *pw = NULL;
+    if (x->dtype == ATTN_F32 && !attn_mha_weights_bytes(&bytes, p, &err) &&
+        (!(packed = malloc(bytes)) || attn_mha_weights_init(&pw, packed, bytes, p, &err))) {
+        free(memory), free(packed);
+        return cli_error(EXIT_DATA, "cannot pack the weights%s%s", packed ? ": " : "", packed ? err.message : "");
+    }
+    step.packed = pw;
     int code = 0;
     for (int64_t t = 0; t < L && !code; t++) { /* row t of X and of out, as views */
         attn_tensor xt = *x, ot = *out;
@@ -248,7 +271,7 @@ static int run_incremental(attn_tensor *out, const attn_tensor *x, const attn_mh
         ot.data = (char *)out->data + t * out->strides[dim] * (int64_t)attn_dtype_size(out->dtype);
         if (attn_mha_cached(&ot, &xt, cache, p, &step, &err)) code = cli_error(EXIT_DATA, "token %lld: %s", (long long)t, err.message);
     }
-    free(memory);
+    free(memory), free(packed);
     return code;
 }
 

@@ -206,8 +206,8 @@ typedef enum attn_dtype {
     ATTN_F32 = 1,  /* float, IEEE-754 binary32 */
     ATTN_F64 = 2,  /* double, IEEE-754 binary64 */
     ATTN_BOOL = 3, /* one byte per element; 0 is false, anything else true */
-    ATTN_F16 = 4,  /* IEEE-754 binary16, stored as uint16_t (for k and v only) */
-    ATTN_BF16 = 5, /* bfloat16: the top half of an f32, as uint16_t (k and v only) */
+    ATTN_F16 = 4,  /* IEEE-754 binary16, stored as uint16_t (k, v; q and out of attn_sdpa) */
+    ATTN_BF16 = 5, /* bfloat16: the top half of an f32, as uint16_t (the same) */
     /* Quantized formats (see "Quantized storage" below). Not element types:
      * a row of them is a run of bytes that attn_quant_row_size measures, so
      * attn_dtype_size gives 0 for them; tensors of them count strides in
@@ -693,6 +693,18 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  * (q8, q4, e4m3, e5m2: see "Quantized storage" and attn_tensor), widened a
  * row at a time inside the kernels: the result is bitwise the result on
  * the widened f32 values.
+ * 16-bit queries (added in 0.4.0; attn_sdpa, attn_sdpa_reference and
+ * attn_sdpa_workspace_size, so attn_kv_cache_attend too): q f16 or bf16
+ * gives out in q's dtype, with k and v f32, f16 or bf16 (any mix), lse f32
+ * or NULL, no weights (ATTN_ERR_DTYPE), a float mask f32. The call is the
+ * f32 call on q widened (exactly): f32 sums and softmax, f32 accumulation,
+ * and its f32 output rounded once, to nearest even, into out. So each
+ * output element is within u16·|exact| + (1 + u16)·(the f32 call's bound
+ * below) of attention computed exactly on the same 16-bit inputs, u16 the
+ * type's unit roundoff, 2^-8 for bf16 and 2^-11 for f16 (checked against
+ * PyTorch float64 on every kernel, tests/oracle_half.py). The f32 copies of
+ * q and out, O(L·(E + Ev)) per call, come from the workspace or malloc.
+ * attn_sdpa_backward takes such a q too, and gives 16-bit gradients.
  * Rank-2 inputs (L, E) are one head. Ranks may differ between q, k and v:
  * shapes are aligned on the right. Batch dimensions broadcast (each equal or
  * 1, the output takes the larger). Every dimension must be >= 1.
@@ -851,6 +863,15 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  * Nothing of size L×S unless dmask is. The bf16 compute
  * mode is refused (ATTN_ERR_OPTION). Scratch comes from the context's
  * workspace when one is given (attn_sdpa_backward_workspace_size).
+ * 16-bit queries (attn_sdpa's, added in 0.4.0): with q f16 or bf16, dout
+ * and out are q's dtype too, dq is q's, dk and dv k's and v's (f32, f16 or
+ * bf16), dmask f32. q, out and dout are widened into f32 copies (exactly),
+ * the f32 backward runs on them, and each 16-bit gradient is its f32
+ * result rounded once to nearest even: within u16·|exact| + (1 + u16)·((2e-5
+ * + e^x - 1) + u16)·max g_abs of the exact gradient on the same 16-bit
+ * inputs (the bound above; the last u16 for out's own rounding, which
+ * moves rowsum(dout·out)). The copies, O((L + S)·(E + Ev)), come from the
+ * workspace or malloc.
  *
  * Errors: those of attn_sdpa (ATTN_ERR_WORKSPACE included), and
  * ATTN_ERR_NULL (dout, out or lse NULL, or no gradient asked for),
@@ -1144,7 +1165,11 @@ ATTN_API attn_status attn_rope_backward(attn_tensor *dx, const attn_tensor *dout
  * (Hkv·D, vdim) (biases (Hq·D,), (Hkv·D,), (Hkv·D,) or NULL), as
  * Llama-style checkpoints store them; D = E / Hq. Beyond PyTorch,
  * num_kv_heads < num_heads is grouped-query attention (MQA at 1), through
- * separate projections. All tensors share the input's dtype (f32 or f64). */
+ * separate projections. The weights and biases (and bias_k, bias_v) may be
+ * f32, f16 or bf16 whatever the input's dtype, or the input's own (f64 for
+ * an f64 layer), as checkpoints ship them: the products widen them exactly
+ * as they pack them, so a 16-bit weight gives what its value widened to
+ * f32 gives, bitwise. sinks are in the input's dtype. */
 typedef struct attn_mha_params {
     size_t struct_size;    /* set by attn_mha_params_default() (see "Versioned structs") */
     int64_t embed_dim;     /* E */
@@ -1163,6 +1188,10 @@ typedef struct attn_mha_params {
      * gradient (grads->sinks). Added in 0.3.0. */
     const attn_tensor *sinks;
 } attn_mha_params;
+
+/* An f32 layer's weights packed once for its products (attn_mha_weights_init);
+ * opaque, in the caller's memory. */
+typedef struct attn_mha_weights attn_mha_weights;
 
 typedef struct attn_mha_options {
     size_t struct_size;      /* set by attn_mha_options_default() (see "Versioned structs") */
@@ -1186,8 +1215,11 @@ typedef struct attn_mha_options {
      * default, 1) as (N, L, S'), or per head (N, Hq, L, S'); S' counts the
      * bias_k and zero-attention keys. */
     int average_attn_weights;
-    /* Per-call resources, NULL for the process-wide defaults (the layer
-     * allocates its projections with malloc; a workspace is not used). */
+    /* Per-call resources, NULL for the process-wide defaults. With a
+     * workspace, attn_mha and attn_mha_cached take every buffer from it, the
+     * attention what the layer's own leave (attn_mha_workspace_size,
+     * attn_mha_cached_workspace_size); attn_mha_backward and attn_mha_paged
+     * allocate their own with malloc and give the attention the workspace. */
     const attn_context *context;
     /* Rotary position embeddings on the projected queries and keys, per head
      * (attn_rope: query row l and key row s at positions position_offset + l
@@ -1200,6 +1232,12 @@ typedef struct attn_mha_options {
      * dropout and compute mode are used; its causal, mask and context are
      * the layer's (above). */
     const attn_sdpa_options *attention;
+    /* The weights packed once (added in 0.4.0): NULL, or what
+     * attn_mha_weights_init made from these very params (the same weight
+     * tensors, sizes and kernels; else ATTN_ERR_OPTION), for an f32 layer
+     * (ATTN_ERR_DTYPE for f64). The q, k, v and out products then read the
+     * packed copy and never repack. */
+    const attn_mha_weights *packed;
 } attn_mha_options;
 
 /* The defaults: params all 0 and NULL (to be set); options all 0 and NULL
@@ -1221,11 +1259,14 @@ ATTN_VERSIONED_DEFAULT_(attn_mha_options)
  * (S, N, kdim), value (S, N, vdim) in the same layout; out like query.
  * weights (optional, NULL for need_weights=False): see
  * average_attn_weights. f64 computes in f64 throughout (agrees with
- * PyTorch's float64 to ~1e-13); f32 projects in f32 with f64 sums per dot
- * product and attends with attn_sdpa's f32 kernels. Where PyTorch gives NaN
+ * PyTorch's float64 to ~1e-13: the exact path); f32 projects with f32 sums
+ * (the library's own packed GEMM, one rounding per multiply-add, fused where
+ * the CPU has FMA: within (in + 4)·2^-24·Σ|x||w| of each exact projected
+ * value) and attends with attn_sdpa's f32 kernels. Where PyTorch gives NaN
  * (a query whose every key is masked) the output row is out_proj's bias (the
- * attention is 0), as attn_sdpa gives. Memory, from malloc (a context's
- * workspace is not used): the projected q, k, v and the heads' output,
+ * attention is 0), as attn_sdpa gives. Memory, from the context's workspace
+ * when one is given (attn_mha_workspace_size), else from malloc: the
+ * projected q, k, v and the heads' output, the products' packing blocks,
  * O(N·(L + S')·E); with key_padding_mask or attn_mask, or a causal mask
  * with appended keys, the masks merged into one additive mask of
  * (1 or N)·(1 or Hq)·L·S' elements in the input's dtype (a batch or head
@@ -1234,8 +1275,9 @@ ATTN_VERSIONED_DEFAULT_(attn_mha_options)
  * averaged; then what attn_sdpa takes (attn_mha_backward: the same, and the
  * gradients' accumulators). Errors: ATTN_ERR_NULL, ATTN_ERR_RANK,
  * ATTN_ERR_SHAPE, ATTN_ERR_DTYPE, ATTN_ERR_HEADS, ATTN_ERR_MASK,
- * ATTN_ERR_OPTION, ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY, ATTN_ERR_STRIDE (out
- * or weights overlapping each other, an input, a parameter or a mask). */
+ * ATTN_ERR_OPTION, ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY, ATTN_ERR_WORKSPACE,
+ * ATTN_ERR_STRIDE (out or weights overlapping each other, an input, a
+ * parameter or a mask). */
 ATTN_API attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *query,
                               const attn_tensor *key, const attn_tensor *value, const attn_mha_params *params,
                               const attn_mha_options *options, attn_error *err);
@@ -1249,7 +1291,8 @@ ATTN_API attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn
  * parameter or a mask, is ATTN_ERR_STRIDE. Then the parameters' gradients:
  * each non-NULL tensor of `grads` (an attn_mha_params used as a list of
  * outputs) receives the gradient of the parameter of the same name, shaped
- * like it (grads' sizes are ignored). The forward is recomputed (projections,
+ * like it, in its dtype (f32 or f64 for a 16-bit parameter: the gradient of
+ * a master copy; grads' sizes are ignored). The forward is recomputed (projections,
  * RoPE, masks, attention), then differentiated with attn_sdpa_backward and
  * the transposed products, all sums in double. f64 agrees with PyTorch's
  * autograd to ~1e-12. Errors: those of attn_mha, ATTN_ERR_SHAPE or
@@ -1262,7 +1305,51 @@ ATTN_API attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, a
                                        const attn_mha_params *params, const attn_mha_options *options,
                                        attn_error *err);
 
+/* Weights packed once, for f32 layers that run many times (a decoder's
+ * every step): each of the q, k, v and out projections' weights laid out
+ * as the f32 GEMM's microkernel reads them (transposed, in panels as wide
+ * as its register tile), so that no call repacks them.
+ *
+ *   size_t bytes;  attn_mha_weights_bytes(&bytes, &params, &err);
+ *   attn_mha_weights *w;  attn_mha_weights_init(&w, malloc(bytes), bytes, &params, &err);
+ *   options.packed = w;   every call: attn_mha(..., &params, &options, &err);
+ *
+ * The packed copy is of the weights as they are at init: after changing
+ * them, init again. Biases, bias_k/bias_v and sinks are read from params
+ * at each call. The caller keeps the memory alive while calls use it (it
+ * is only read, so calls on several threads may share it) and frees it.
+ * The packing depends on this process's kernels (attn_isa()): memory
+ * packed in one process is not for another. Results are bitwise the same
+ * as without packing. attn_mha_weights_bytes: the bytes for these params
+ * (any alignment: the weights align themselves inside). Errors: those of
+ * attn_mha's parameter checks for an f32 layer, and ATTN_ERR_OVERFLOW;
+ * init also ATTN_ERR_NULL, and ATTN_ERR_WORKSPACE when `bytes` is too
+ * small. */
+ATTN_API attn_status attn_mha_weights_bytes(size_t *bytes, const attn_mha_params *params, attn_error *err);
+ATTN_API attn_status attn_mha_weights_init(attn_mha_weights **weights, void *memory, size_t bytes,
+                                           const attn_mha_params *params, attn_error *err);
+
+/* How many bytes of workspace (options->context's workspace) the call
+ * attn_mha(out, weights, query, key, value, params, options) needs, in
+ * *bytes; the arguments are checked as attn_mha checks them and nothing is
+ * computed (the layer's buffers are allocated and freed to measure the
+ * attention's share). With a workspace of that size the call takes all
+ * its memory from it and calls no allocator. Errors: those of attn_mha but
+ * ATTN_ERR_WORKSPACE. */
+ATTN_API attn_status attn_mha_workspace_size(size_t *bytes, attn_tensor *out, attn_tensor *weights,
+                                             const attn_tensor *query, const attn_tensor *key,
+                                             const attn_tensor *value, const attn_mha_params *params,
+                                             const attn_mha_options *options, attn_error *err);
+
 struct attn_kv_cache;
+
+/* The same for attn_mha_cached(out, x, cache, params, options) on the
+ * cache as it is now (the attention measured over the positions it will
+ * hold after the call's append). A decode step with a workspace and packed
+ * weights (options->packed) calls no allocator. */
+ATTN_API attn_status attn_mha_cached_workspace_size(size_t *bytes, attn_tensor *out, const attn_tensor *x,
+                                                    struct attn_kv_cache *cache, const attn_mha_params *params,
+                                                    const attn_mha_options *options, attn_error *err);
 
 /* Self-attention of L new positions over a KV cache, as a decoder generates:
  * x (N, L, E) (batch_first; (L, N, E) otherwise; (L, E) unbatched) is

@@ -11,8 +11,18 @@ module has not, are checked against the same computation written in PyTorch
 (F.linear, repeat_interleave, softmax). A row whose every key is masked is
 NaN in PyTorch and out_proj's bias in attn: both sides are checked.
 
-Tolerances: f64 1e-12 · max |ref|; f32 (f32 projections with double sums, f32
-attention) 1e-5 · max |ref| for scores of moderate size.
+Tolerances: f64 1e-12 · max |ref|. f32 (projections summed in f32, f32
+attention): the module's small cases 1e-5 · max |ref|, and the GQA layers at
+E = 256 (f32_case) within a bound derived to first order in u = 2^-24,
+elementwise from the case's own f64 intermediates (f32_bound), worst case:
+  projections  dq <= (in + 4) u (|x| |W|^T + |b|)   (x and W rounded to f32,
+               then a recursive f32 sum of `in` products and the bias); dk, dv
+  scores       ds <= scale (dq |k|^T + |q| dk^T) + (D + 2) u scale |q| |k|^T
+  heads        dh_i <= sum_j p_ij (dv_j + ds_ij |v_j - h_i|) + 8 u max|v|
+               (the softmax's first-order change moves h_i by
+               sum_j p_ij (ds_ij - sum_k p_ik ds_ik) v_j = sum_j p_ij ds_ij (v_j - h_i);
+               the kernel's exp2, sum and division add a few u)
+  out          dout <= dh |W_o|^T + (E + 4) u (|h| |W_o|^T + |b_o|).
 
 Usage: oracle_mha.py BUILD_DIR [--seed N]. Prints "ok NAME" / "FAIL NAME: why".
 """
@@ -222,6 +232,60 @@ def module_case(o, rng, name, E=16, H=4, L=5, S=7, N=3, kdim=None, vdim=None, bi
     o.report(name, o.compare("out", out, ref.numpy(), tol) or o.compare("weights", w, ref_w.numpy(), tol))
 
 
+U32 = 2.0 ** -24
+
+
+def f32_bound(q, k, v, state, H, Hkv, causal):
+    """The f32 layer's error bound, elementwise and first order in u (see the
+    module's docstring), for gqa_reference's layer without RoPE or masks, from
+    its f64 intermediates. Returns the bound on each output element."""
+    def proj(x, n):
+        w, b = state[n + "_proj_weight"], state.get(n + "_proj_bias")
+        y = x @ w.T + (b if b is not None else 0)
+        mag = np.abs(x) @ np.abs(w).T + (np.abs(b) if b is not None else 0)
+        return y, (x.shape[-1] + 4) * U32 * mag
+    (qp, dq), (kp, dk), (vp, dv) = proj(q, "q"), proj(k, "k"), proj(v, "v")
+    N, L, E = q.shape
+    S, D, g = k.shape[1], E // H, H // Hkv
+    scale = 1 / math.sqrt(D)
+    heads = lambda x, h: x.reshape(N, x.shape[1], h, D).transpose(0, 2, 1, 3)  # noqa: E731
+    qh, dqh = heads(qp, H), heads(dq, H)
+    kh, dkh, vh, dvh = (np.repeat(heads(t, Hkv), g, axis=1) for t in (kp, dk, vp, dv))
+    s = scale * qh @ kh.transpose(0, 1, 3, 2)
+    ds = scale * (dqh @ np.abs(kh).transpose(0, 1, 3, 2) + np.abs(qh) @ dkh.transpose(0, 1, 3, 2)) + \
+        (D + 2) * U32 * scale * np.abs(qh) @ np.abs(kh).transpose(0, 1, 3, 2)
+    if causal:
+        off = S - L if causal == 2 else 0
+        s = np.where(np.arange(S)[None, :] <= np.arange(L)[:, None] + off, s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    h = p @ vh
+    # dh_i <= sum_j p_ij (dv_j + ds_ij |v_j - h_i|) + 8 u max_j |v_j| (exp2, sum, division)
+    spread = np.abs(vh[:, :, None, :, :] - h[:, :, :, None, :])  # (N, H, L, S, D)
+    dh = p @ dvh + np.einsum("nhls,nhlsd->nhld", p * np.nan_to_num(ds), spread) + 8 * U32 * np.abs(vh).max(axis=2, keepdims=True)
+    cat = lambda x: x.transpose(0, 2, 1, 3).reshape(N, L, E)  # noqa: E731
+    wo, bo = state["out_proj_weight"], state.get("out_proj_bias")
+    return cat(dh) @ np.abs(wo).T + (E + 4) * U32 * (np.abs(cat(h)) @ np.abs(wo).T + (np.abs(bo) if bo is not None else 0))
+
+
+def f32_case(o, rng, name, H, Hkv, causal, E=256, L=40, S=40, N=2):
+    """An f32 GQA layer large enough for the f32 GEMM's blocks (K = E spans the
+    depth block, rows and columns leave partial tiles) against gqa_reference in
+    f64, within f32_bound. Weights ~ N(0, 1/E), so scores stay moderate."""
+    f = rng.standard_normal
+    state = {n: a / (math.sqrt(E) / 4 if a.ndim == 2 else 1) for n, a in gqa_state(f, E, E // H, Hkv).items()}
+    q, k, v = f((N, L, E)), f((N, S, E)), f((N, S, E))
+    st, msg, out, _ = o.run(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32),
+                            {n: a.astype(np.float32) for n, a in state.items()}, H, kv_heads=Hkv, batch_first=True,
+                            causal=causal)
+    if st:
+        return o.report(name, "attn_mha failed: " + msg)
+    ref = gqa_reference(q, k, v, state, H, Hkv, causal)
+    bound = f32_bound(q, k, v, state, H, Hkv, causal)
+    ratio = float((np.abs(out - ref) / bound).max())
+    o.report(name, "" if ratio <= 1 else "out: error %.3g of the derived bound" % ratio)
+
+
 def backward_case(o, rng, name, E=16, H=4, L=5, S=7, N=3, kdim=None, vdim=None, bias=True, bias_kv=False,
                   zero_attn=False, batch_first=False, kpm=None, attn_mask=None, causal=0):
     """attn_mha_backward against autograd through the module: every input and parameter."""
@@ -363,6 +427,9 @@ def main():
     module_case(o, rng, "unbatched_masks_bias_kv", unbatched=True, bias_kv=True, kpm=kpm[0],
                 attn_mask=rng.standard_normal((4, L, S)))
     module_case(o, rng, "f32", dtype=np.float32, kpm=kpm)
+    for H, Hkv, causal in ((4, 2, 2), (8, 8, 0), (4, 1, 2)):
+        f32_case(o, rng, "f32_layer_E256_gqa_%d_over_%d_causal%d" % (H, Hkv, causal), H, Hkv, causal)
+    f32_case(o, rng, "f32_layer_E96_one_row", 3, 1, 0, E=96, L=1, S=1, N=3)
     for H, Hkv in ((4, 2), (6, 1), (6, 3)):
         for causal in (0, 1, 2):
             gqa_case(o, rng, "gqa_%d_over_%d_causal%d" % (H, Hkv, causal), H, Hkv, causal)

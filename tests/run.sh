@@ -71,6 +71,7 @@ suite "RoPE (attn_rope, attn_rope_backward through ctypes) vs PyTorch" $PY tests
 suite "quantized formats (attn_quantize, attn_dequantize: q8, q4, e4m3, e5m2) bit for bit vs NumPy from attn.h's layout" $PY tests/oracle_quant.py "$BUILD"
 suite "ragged batches (attn sdpa --cu-seqlens-q/-k) vs PyTorch float64 through a block-diagonal mask" $PY tests/oracle_varlen.py "$BUILD"
 suite "multi-head attention (attn_mha through ctypes) vs torch.nn.MultiheadAttention" $PY tests/oracle_mha.py "$BUILD"
+suite "attn_sdpa with bf16 and f16 q and out (through ctypes) vs PyTorch float64 on the same 16-bit inputs" $PY tests/oracle_half.py "$BUILD"
 suite "attn mha: weights from safetensors and .npy vs PyTorch, bad safetensors files" $PY tests/test_mha_cli.py "$BUILD"
 suite "attn mha under ASan+UBSan" $PY tests/test_mha_cli.py "$BUILD/asan"
 suite "backward pass under ThreadSanitizer (3 threads)" env ATTN_NUM_THREADS=3 "$BUILD/tsan/test_backward"
@@ -111,9 +112,9 @@ for isa in avx512 avx2 c; do
     suite "no subnormal intermediates: MXCSR's DE and UE stay clear in every kernel, ATTN_ISA=$isa" \
         env ATTN_ISA=$isa "$BUILD/tests/test_subnormal"
 done
-suite "the layer's double GEMM, every ISA's microkernel, 1 and 3 threads" "$BUILD/tests/test_gemm"
-suite "the layer's double GEMM under ASan+UBSan" "$BUILD/asan/test_gemm"
-suite "the layer's double GEMM under ThreadSanitizer" "$BUILD/tsan/test_gemm"
+suite "the layer's GEMMs (double and f32), every ISA's microkernel, 1 and 3 threads" "$BUILD/tests/test_gemm"
+suite "the layer's GEMMs under ASan+UBSan" "$BUILD/asan/test_gemm"
+suite "the layer's GEMMs under ThreadSanitizer" "$BUILD/tsan/test_gemm"
 suite "Python binding (python/attn through ctypes) vs PyTorch, errors, attn.torch, attn.teach, finding the library" $PY tests/test_python.py "$BUILD"
 suite "attn.KVPages (the paged KV cache from Python) vs NumPy copies and PyTorch float64, errors" $PY tests/test_kv_pages_python.py "$BUILD"
 suite "the notebook (docs/notebooks/attention.ipynb) run headless: the worked examples' numbers" $PY tests/test_notebook.py "$BUILD"

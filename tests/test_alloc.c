@@ -307,7 +307,7 @@ static void sdpa_subject(const char *name, attn_dtype dt, attn_dtype kv, int64_t
     attn_set_num_threads(threads);
     test_subject(&s);
     if (which == 0) test_workspace(&c, name, s.output_bytes[0]);
-    if (which == 0 && !weights) test_plan_run(&c, name, s.output_bytes[0]);
+    if (which == 0 && !weights && dt != ATTN_F16) test_plan_run(&c, name, s.output_bytes[0]); /* plans take f32/f64 q */
     attn_set_num_threads(0);
     __real_free(c.q.data), __real_free(c.k.data), __real_free(c.v.data), __real_free(c.out.data);
     __real_free(c.weights.data), __real_free(c.mask.data);
@@ -494,6 +494,104 @@ static void mha_subject(attn_dtype dt, bool backward) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) __real_free(all[i]->data);
 }
 
+/* ---- a decode step: packed weights and a workspace ----------------------- */
+
+/* A Llama-style f32 layer (E = 64, 4 query heads over 2 KV heads, separate
+ * projections, RoPE), its weights packed once, decoding one token at a time
+ * into a cache. With the workspace attn_mha_cached_workspace_size asks for,
+ * a step calls no allocator at all, and gives bitwise what the step gives
+ * without packing or workspace (a second cache, the same tokens). Without a
+ * workspace, each of its allocations failing in turn fails it cleanly. */
+typedef struct decode_case {
+    attn_tensor x, out, w[4];
+    attn_mha_params p;
+    attn_mha_options o;
+    attn_kv_cache *cache;
+    void *cache_mem;
+} decode_case;
+
+static attn_status run_decode(void *ctx, attn_error *err) {
+    decode_case *c = ctx;
+    attn_kv_cache_truncate(c->cache, 0, NULL);
+    return attn_mha_cached(&c->out, &c->x, c->cache, &c->p, &c->o, err);
+}
+
+static void test_decode_step(void) {
+    enum { E = 64, H = 4, HKV = 2, D = E / H, STEPS = 5 };
+    decode_case c;
+    memset(&c, 0, sizeof c);
+    int64_t sx[2] = {1, E}, sq[2] = {E, E}, sk[2] = {HKV * D, E};
+    attn_tensor x = tensor(ATTN_F32, 1, STEPS, E);
+    for (int t = 0; t < 4; t++) {
+        c.w[t] = tensor(ATTN_F32, 1, t == 1 || t == 2 ? HKV * D : E, E);
+        attn_tensor_init(&c.w[t], c.w[t].data, ATTN_F32, 2, t == 1 || t == 2 ? sk : sq, NULL, NULL);
+    }
+    c.p = attn_mha_params_default(), c.o = attn_mha_options_default();
+    c.p.embed_dim = E, c.p.num_heads = H, c.p.num_kv_heads = HKV;
+    c.p.q_proj_weight = &c.w[0], c.p.k_proj_weight = &c.w[1], c.p.v_proj_weight = &c.w[2], c.p.out_proj_weight = &c.w[3];
+    attn_rope_options rope = attn_rope_options_default();
+    attn_context ctx = attn_context_default();
+    ctx.num_threads = 2;
+    c.o.rope = &rope, c.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT, c.o.context = &ctx;
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.heads = HKV, d.capacity = STEPS, d.key_dim = d.value_dim = D, d.dtype = ATTN_F32;
+    size_t cache_bytes = 0, wbytes = 0, ws = 0;
+    attn_error err;
+    attn_kv_cache *plain;
+    void *plain_mem;
+    bool ok = attn_kv_cache_bytes(&cache_bytes, &d, &err) == ATTN_OK;
+    c.cache_mem = __real_malloc(cache_bytes), plain_mem = __real_malloc(cache_bytes);
+    ok = ok && attn_kv_cache_init(&c.cache, c.cache_mem, cache_bytes, &d, &err) == ATTN_OK &&
+         attn_kv_cache_init(&plain, plain_mem, cache_bytes, &d, &err) == ATTN_OK &&
+         attn_mha_weights_bytes(&wbytes, &c.p, &err) == ATTN_OK;
+    void *wmem = __real_malloc(wbytes ? wbytes : 1);
+    attn_mha_weights *packed = NULL;
+    ok = ok && attn_mha_weights_init(&packed, wmem, wbytes, &c.p, &err) == ATTN_OK;
+    c.o.packed = packed;
+    float out[E], want[E];
+    attn_tensor o1, o2, xt;
+    attn_tensor_init(&o1, out, ATTN_F32, 2, sx, NULL, NULL), attn_tensor_init(&o2, want, ATTN_F32, 2, sx, NULL, NULL);
+    /* the workspace for the last step, the largest (the attention reads the most keys) */
+    for (int t = 0; ok && t < STEPS - 1; t++) {
+        attn_tensor_init(&xt, (float *)x.data + t * E, ATTN_F32, 2, sx, NULL, NULL);
+        ok = attn_mha_cached(&o1, &xt, c.cache, &c.p, &c.o, &err) == ATTN_OK;
+    }
+    ok = ok && attn_mha_cached_workspace_size(&ws, &o1, &xt, c.cache, &c.p, &c.o, &err) == ATTN_OK;
+    ctx.workspace = __real_malloc(ws ? ws : 1), ctx.workspace_size = ws;
+    attn_kv_cache_truncate(c.cache, 0, NULL);
+    long most = 0;
+    bool same = true;
+    attn_mha_options plain_o = c.o;
+    attn_context plain_ctx = attn_context_default();
+    plain_ctx.num_threads = 2, plain_o.context = &plain_ctx, plain_o.packed = NULL;
+    for (int t = 0; ok && t < STEPS; t++) {
+        attn_tensor_init(&xt, (float *)x.data + t * E, ATTN_F32, 2, sx, NULL, NULL);
+        n_allocs = 0;
+        ok = attn_mha_cached(&o1, &xt, c.cache, &c.p, &c.o, &err) == ATTN_OK;
+        most = n_allocs > most ? n_allocs : most;
+        ok = ok && attn_mha_cached(&o2, &xt, plain, &c.p, &plain_o, &err) == ATTN_OK;
+        same &= memcmp(out, want, sizeof out) == 0;
+    }
+    check(ok && most == 0 && same, "decode_step_packed_with_workspace_allocates_nothing",
+          "%s; at most %ld allocations in a step; packed and plain steps %s", ok ? "calls ok" : err.message, most,
+          same ? "agree" : "differ");
+    /* too small a workspace (half): the workspace error, the cache as it was */
+    ctx.workspace_size = ws / 2;
+    int64_t length = attn_kv_cache_length(c.cache);
+    attn_kv_cache_truncate(c.cache, STEPS - 1, NULL);
+    attn_status st = attn_mha_cached(&o1, &xt, c.cache, &c.p, &c.o, &err);
+    check(st == ATTN_ERR_WORKSPACE && attn_kv_cache_length(c.cache) == STEPS - 1, "decode_step_workspace_too_small",
+          "status %d (%s), cache length %lld (was %lld)", (int)st, err.message, (long long)attn_kv_cache_length(c.cache),
+          (long long)length);
+    __real_free(ctx.workspace);
+    /* without a workspace: every allocation failing in turn */
+    c.o.context = NULL, c.x = xt, c.out = o1;
+    subject s = {"mha_cached_f32_packed", run_decode, &c, {out}, {sizeof out}, NULL};
+    test_subject(&s);
+    for (int t = 0; t < 4; t++) __real_free(c.w[t].data);
+    __real_free(x.data), __real_free(wmem), __real_free(c.cache_mem), __real_free(plain_mem);
+}
+
 /* ---- additive attention and the softmax of rows ---------------------------- */
 
 static double add_out[6];
@@ -572,6 +670,11 @@ int main(void) {
                  ATTN_CAUSAL_NONE, 1);
     sdpa_subject("scores", ATTN_F32, ATTN_F32, 2, 30, 40, 8, 2, 0, 1, ATTN_COMPUTE_F32,
                  ATTN_CAUSAL_TOP_LEFT, 1);
+    /* A 16-bit q: its f32 copies and out's come from malloc, or from the workspace. */
+    sdpa_subject("sdpa_f16_q_flash", ATTN_F16, ATTN_F16, 4, 100, 130, 16, 0, 0, 1, ATTN_COMPUTE_F32,
+                 ATTN_CAUSAL_BOTTOM_RIGHT, 2);
+    sdpa_subject("sdpa_f16_q_decode", ATTN_F16, ATTN_F16, 4, 2, 5000, 16, 0, 0, 1, ATTN_COMPUTE_F32,
+                 ATTN_CAUSAL_NONE, 2);
     test_varlen_plan_run();
     test_paged_plan_run();
     backward_subject(ATTN_F64);
@@ -588,6 +691,7 @@ int main(void) {
     backward_subject(ATTN_F32);
     subject_rope = NULL;
     for (int b = 0; b < 2; b++) mha_subject(ATTN_F64, b), mha_subject(ATTN_F32, b);
+    test_decode_step();
     subject additive = {"additive_scores", run_additive, NULL, {add_out}, {sizeof add_out}, NULL};
     test_subject(&additive);
     subject softmax = {"softmax_rows", run_softmax_rows, NULL, {NULL}, {0}, NULL};

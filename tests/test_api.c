@@ -1365,6 +1365,162 @@ static void test_kv_cache(void) {
 /* With identity projections and no biases, attn_mha is attn_sdpa on the heads
  * side by side (the PyTorch checks are in oracle_mha.py; this one also runs
  * under the sanitizers), and its errors. */
+/* Weights packed once (attn_mha_weights_init) and a workspace: an f32 GQA
+ * layer with RoPE, cross-attention (q and k turned after projecting) and
+ * out's rows strided, gives bitwise what it gives without them; the packed
+ * copy is what the call reads (the weights zeroed after packing change
+ * nothing); and the packed weights refuse other parameters, an f64 layer,
+ * memory that is not theirs, and too few bytes. */
+static void test_mha_packed(void) {
+    enum { N = 2, L = 5, S = 7, E = 48, H = 4, HKV = 2, D = E / H };
+    int64_t sx[3] = {N, L, E}, skv[3] = {N, S, E}, sq[2] = {E, E}, sk[2] = {HKV * D, E}, sb[1] = {E}, sbk[1] = {HKV * D};
+    attn_tensor q = make(ATTN_F32, 3, sx), kv = make(ATTN_F32, 3, skv);
+    attn_tensor w[4] = {make(ATTN_F32, 2, sq), make(ATTN_F32, 2, sk), make(ATTN_F32, 2, sk), make(ATTN_F32, 2, sq)};
+    attn_tensor b[4] = {make(ATTN_F32, 1, sb), make(ATTN_F32, 1, sbk), make(ATTN_F32, 1, sbk), make(ATTN_F32, 1, sb)};
+    /* out strided: every other row of a (N, 2L, E) buffer */
+    int64_t sbig[3] = {N, 2 * L, E}, st_out[3] = {2 * L * E, 2 * E, 1};
+    attn_tensor big[3] = {make(ATTN_F32, 3, sbig), make(ATTN_F32, 3, sbig), make(ATTN_F32, 3, sbig)}, out[3];
+    for (int i = 0; i < 3; i++) { /* the rows between out's are left as they are: zero in all three */
+        memset(big[i].data, 0, sizeof(float) * (size_t)(N * 2 * L * E));
+        attn_tensor_init(&out[i], big[i].data, ATTN_F32, 3, sx, st_out, NULL);
+    }
+    attn_mha_params p = attn_mha_params_default();
+    p.embed_dim = E, p.num_heads = H, p.num_kv_heads = HKV;
+    p.q_proj_weight = &w[0], p.k_proj_weight = &w[1], p.v_proj_weight = &w[2], p.out_proj_weight = &w[3];
+    p.q_proj_bias = &b[0], p.k_proj_bias = &b[1], p.v_proj_bias = &b[2], p.out_proj_bias = &b[3];
+    attn_rope_options rope = attn_rope_options_default();
+    attn_mha_options o = attn_mha_options_default();
+    o.batch_first = 1, o.rope = &rope, o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_error err;
+    size_t bytes = 0, ws = 0;
+    attn_mha_weights *pw = NULL;
+    check_status(attn_mha_weights_bytes(&bytes, &p, &err), &err, ATTN_OK, "", "mha_weights_bytes");
+    void *mem = malloc(bytes + 1);
+    check_status(attn_mha_weights_init(&pw, mem, bytes - 1, &p, &err), &err, ATTN_ERR_WORKSPACE, "attn_mha_weights_bytes",
+                 "err_mha_weights_too_few_bytes");
+    check_status(attn_mha_weights_init(&pw, (char *)mem + 1, bytes, &p, &err), &err, ATTN_OK, "", "mha_weights_init_unaligned");
+    check_status(attn_mha(&out[0], NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_OK, "", "mha_f32_unpacked_runs");
+    attn_mha_options op = o;
+    op.packed = pw;
+    attn_context ctx = attn_context_default();
+    check_status(attn_mha_workspace_size(&ws, &out[1], NULL, &q, &kv, &kv, &p, &op, &err), &err, ATTN_OK, "",
+                 "mha_workspace_size");
+    ctx.workspace = malloc(ws), ctx.workspace_size = ws, op.context = &ctx;
+    check_status(attn_mha(&out[1], NULL, &q, &kv, &kv, &p, &op, &err), &err, ATTN_OK, "", "mha_f32_packed_workspace_runs");
+    check(memcmp(big[0].data, big[1].data, sizeof(float) * (size_t)(N * 2 * L * E)) == 0,
+          "mha_f32_packed_workspace_bitwise_unpacked", "outputs differ");
+    for (int t = 0; t < 4; t++) memset(w[t].data, 0, sizeof(float) * (size_t)attn_tensor_numel(&w[t]));
+    op.context = NULL;
+    check_status(attn_mha(&out[2], NULL, &q, &kv, &kv, &p, &op, &err), &err, ATTN_OK, "", "mha_f32_packed_runs");
+    check(memcmp(big[0].data, big[2].data, sizeof(float) * (size_t)(N * 2 * L * E)) == 0,
+          "mha_f32_packed_copy_is_what_runs", "the weights zeroed after packing changed the output");
+    ctx.workspace_size = ws / 3, op.context = &ctx;
+    check_status(attn_mha(&out[2], NULL, &q, &kv, &kv, &p, &op, &err), &err, ATTN_ERR_WORKSPACE, "workspace",
+                 "err_mha_workspace_too_small");
+    op.context = NULL;
+    attn_mha_params other = p;
+    other.v_proj_weight = &w[1];
+    check_status(attn_mha(&out[2], NULL, &q, &kv, &kv, &other, &op, &err), &err, ATTN_ERR_OPTION, "other parameters",
+                 "err_mha_packed_other_params");
+    int64_t sx64[3] = {N, L, E};
+    attn_tensor q64 = make(ATTN_F64, 3, sx64), out64 = make(ATTN_F64, 3, sx64);
+    check_status(attn_mha(&out64, NULL, &q64, &q64, &q64, &p, &op, &err), &err, ATTN_ERR_DTYPE, "", "err_mha_packed_f64_layer");
+    char junk[sizeof(double) * 64] = {0};
+    op.packed = (const attn_mha_weights *)(void *)junk;
+    check_status(attn_mha(&out[2], NULL, &q, &kv, &kv, &p, &op, &err), &err, ATTN_ERR_OPTION, "attn_mha_weights_init",
+                 "err_mha_packed_not_weights");
+    free(mem), free(ctx.workspace), free(q.data), free(kv.data), free(q64.data), free(out64.data);
+    for (int i = 0; i < 4; i++) free(w[i].data), free(b[i].data);
+    for (int i = 0; i < 3; i++) free(big[i].data);
+}
+
+/* 16-bit weights, as checkpoints ship them: a layer given bf16 (or f16)
+ * weights and biases computes what it computes with the same values
+ * widened to f32, bitwise (widening is exact, and the products widen as
+ * they pack): f32 and f64 layers, forward, packed, through the cache, and
+ * the backward pass (a 16-bit parameter's gradient in f32). */
+static void test_mha_half_weights(void) {
+    enum { N = 2, L = 5, E = 32, H = 4, HKV = 2, D = E / H };
+    int64_t sx[3] = {N, L, E}, sq[2] = {E, E}, sk[2] = {HKV * D, E}, sb[1] = {E}, sbk[1] = {HKV * D};
+    const int64_t *shapes[8] = {sq, sk, sk, sq, sb, sbk, sbk, sb};
+    for (int half = 0; half < 2; half++) {
+        attn_dtype h = half ? ATTN_F16 : ATTN_BF16;
+        attn_tensor w16[8], w32[8];
+        for (int t = 0; t < 8; t++) {
+            int rank = t < 4 ? 2 : 1;
+            w32[t] = make(ATTN_F32, rank, shapes[t]);
+            attn_tensor_init(&w16[t], NULL, h, rank, shapes[t], NULL, NULL);
+            int64_t n = attn_tensor_numel(&w16[t]);
+            w16[t].data = malloc(2 * (size_t)n);
+            for (int64_t i = 0; i < n; i++) { /* the 16-bit value, and it widened */
+                float *x = (float *)w32[t].data + i;
+                uint16_t b = half ? attn_f32_to_f16(*x * 0.25f) : attn_f32_to_bf16(*x * 0.25f);
+                ((uint16_t *)w16[t].data)[i] = b, *x = half ? attn_f16_to_f32(b) : attn_bf16_to_f32(b);
+            }
+        }
+        attn_mha_params p[2];
+        for (int v = 0; v < 2; v++) {
+            attn_tensor *w = v ? w32 : w16;
+            p[v] = attn_mha_params_default();
+            p[v].embed_dim = E, p[v].num_heads = H, p[v].num_kv_heads = HKV;
+            p[v].q_proj_weight = &w[0], p[v].k_proj_weight = &w[1], p[v].v_proj_weight = &w[2], p[v].out_proj_weight = &w[3];
+            p[v].q_proj_bias = &w[4], p[v].k_proj_bias = &w[5], p[v].v_proj_bias = &w[6], p[v].out_proj_bias = &w[7];
+        }
+        attn_rope_options rope = attn_rope_options_default();
+        attn_mha_options o = attn_mha_options_default();
+        o.batch_first = 1, o.rope = &rope, o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        attn_error err;
+        int ok = 1, same = 1;
+        for (int dt = 0; dt < 2; dt++) { /* an f32 layer, then an f64 one */
+            attn_dtype t = dt ? ATTN_F64 : ATTN_F32;
+            attn_tensor x = make(t, 3, sx), out[2] = {make(t, 3, sx), make(t, 3, sx)};
+            size_t bytes = (size_t)attn_tensor_numel(&x) * attn_dtype_size(t);
+            for (int v = 0; v < 2; v++) ok &= attn_mha(&out[v], NULL, &x, &x, &x, &p[v], &o, &err) == ATTN_OK;
+            same &= memcmp(out[0].data, out[1].data, bytes) == 0;
+            /* the backward: every input's and parameter's gradient */
+            attn_tensor dout = make(t, 3, sx), dx[2] = {make(t, 3, sx), make(t, 3, sx)}, g[2][8];
+            attn_mha_params gp[2];
+            for (int v = 0; v < 2; v++) {
+                gp[v] = attn_mha_params_default();
+                for (int k = 0; k < 8; k++) g[v][k] = make(ATTN_F32, k < 4 ? 2 : 1, shapes[k]);
+                gp[v].q_proj_weight = &g[v][0], gp[v].k_proj_weight = &g[v][1], gp[v].v_proj_weight = &g[v][2];
+                gp[v].out_proj_weight = &g[v][3], gp[v].q_proj_bias = &g[v][4], gp[v].k_proj_bias = &g[v][5];
+                gp[v].v_proj_bias = &g[v][6], gp[v].out_proj_bias = &g[v][7];
+                if (dt == 0) /* an f32 layer's f32 parameters' gradients are f32; an f64 layer's of f32 too */
+                    ok &= attn_mha_backward(&dx[v], NULL, NULL, &gp[v], &dout, &x, &x, &x, &p[v], &o, &err) == ATTN_OK;
+            }
+            for (int k = 0; k < 8 && dt == 0; k++)
+                same &= memcmp(g[0][k].data, g[1][k].data, sizeof(float) * (size_t)attn_tensor_numel(&g[0][k])) == 0;
+            same &= dt || memcmp(dx[0].data, dx[1].data, bytes) == 0;
+            free(x.data), free(out[0].data), free(out[1].data), free(dout.data), free(dx[0].data), free(dx[1].data);
+            for (int v = 0; v < 2; v++)
+                for (int k = 0; k < 8; k++) free(g[v][k].data);
+        }
+        /* packed from 16-bit weights */
+        size_t wb = 0;
+        attn_mha_weights *pw = NULL;
+        ok &= attn_mha_weights_bytes(&wb, &p[0], &err) == ATTN_OK;
+        void *mem = malloc(wb + 1);
+        ok &= attn_mha_weights_init(&pw, mem, wb, &p[0], &err) == ATTN_OK;
+        attn_mha_options op = o;
+        op.packed = pw;
+        attn_tensor x = make(ATTN_F32, 3, sx), out[2] = {make(ATTN_F32, 3, sx), make(ATTN_F32, 3, sx)};
+        ok &= attn_mha(&out[0], NULL, &x, &x, &x, &p[0], &op, &err) == ATTN_OK &&
+              attn_mha(&out[1], NULL, &x, &x, &x, &p[1], &o, &err) == ATTN_OK;
+        same &= memcmp(out[0].data, out[1].data, sizeof(float) * (size_t)attn_tensor_numel(&x)) == 0;
+        check(ok && same, half ? "mha_f16_weights_as_widened_f32" : "mha_bf16_weights_as_widened_f32",
+              "%s; results %s", ok ? "calls ok" : err.message, same ? "agree" : "differ");
+        /* a 16-bit parameter's gradient in its own dtype is refused */
+        attn_tensor dx = make(ATTN_F32, 3, sx), dout = make(ATTN_F32, 3, sx);
+        attn_mha_params gp = attn_mha_params_default();
+        gp.q_proj_weight = &w16[0];
+        check_status(attn_mha_backward(&dx, NULL, NULL, &gp, &dout, &x, &x, &x, &p[0], &o, &err), &err, ATTN_ERR_SHAPE,
+                     "16-bit parameter", half ? "err_mha_f16_param_grad_f16" : "err_mha_bf16_param_grad_bf16");
+        free(mem), free(x.data), free(out[0].data), free(out[1].data), free(dx.data), free(dout.data);
+        for (int t = 0; t < 8; t++) free(w16[t].data), free(w32[t].data);
+    }
+}
+
 static void test_mha(void) {
     enum { N = 2, L = 3, S = 4, E = 8, H = 2, D = E / H };
     int64_t sx[3] = {N, L, E}, skv[3] = {N, S, E}, sw[2] = {3 * E, E}, so[2] = {E, E};
@@ -2157,6 +2313,9 @@ int main(void) {
     test_mha_self_attention_gradients();
     test_aliasing();
     test_plan_refuses_other_layout();
+    /* last: they draw from the random stream the tests above were tuned on */
+    test_mha_packed();
+    test_mha_half_weights();
     /* Every error code is reached by some test above. */
     int missing = -1;
     for (int c = 0; c < ATTN_STATUS_COUNT; c++) /* ATTN_ERR_COMM: libattn-mpi's, tested by tests/test_mpi.c */

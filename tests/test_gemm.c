@@ -1,9 +1,12 @@
-/* test_gemm.c -- the layer's double GEMM (src/kernels/gemm.c) with every
- * ISA's microkernel: against a long double reference within the bound of a
- * double sum, on shapes that cross every block edge (mr, nr, mc, kc, nc),
- * with strided and transposed operands, f16/bf16/f32/f64 inputs, f32 and f64
- * results, bias and accumulation; and bitwise the same for 1 and 3 threads.
- * Prints "ok NAME", "skip NAME: why" or "FAIL NAME: why". */
+/* test_gemm.c -- the layer's GEMMs (src/kernels/gemm.c) with every ISA's
+ * microkernel forced: the double one against a long double reference within
+ * the bound of a double sum, on shapes that cross every block edge (mr, nr,
+ * mc, kc, nc), with strided and transposed operands, f16/bf16/f32/f64
+ * inputs, f32 and f64 results, bias and accumulation, from the caller's
+ * scratch on one thread and its own on three; the f32 one (sgemm)
+ * the same way within the bound of an f32 sum, with b packed by the call,
+ * packed beforehand, and from the caller's scratch; each bitwise the same
+ * for 1 and 3 threads. Prints "ok NAME", "skip NAME: why" or "FAIL NAME: why". */
 #include "check.h"
 #include "../src/kernels/gemm.h"
 
@@ -36,12 +39,15 @@ typedef struct shape {
     int64_t M, N, K;
     attn_dtype in, out;
     bool a_transposed, bias, accumulate;
+    bool b_transposed; /* b read column by column, as the layer reads a weight (W^T) */
 } shape;
 
-/* Worst error over c in units of the bound (K + 2) · 2^-53 · Σ|a||b| (+ |b|
- * + |c|), plus one rounding of the result when c is f32. */
+/* Worst error over c in units of the bound (K + 2) · u · Σ|a||b| (+ |b|
+ * + |c|), u = 2^-53 for double sums, plus one rounding of the result when c
+ * is f32. f32 sums (sgemm): u = 2^-24, and the K products and two additions
+ * each round once, a recursive sum's γ_(K+2) to first order. */
 static double worst_error(const shape *s, const attn_mat *c, const attn_mat *c0, const attn_mat *a, const attn_mat *b,
-                          const attn_mat *bias) {
+                          const attn_mat *bias, bool f32_sums) {
     double worst = 0;
     for (int64_t i = 0; i < s->M; i++)
         for (int64_t j = 0; j < s->N; j++) {
@@ -52,7 +58,8 @@ static double worst_error(const shape *s, const attn_mat *c, const attn_mat *c0,
             }
             if (bias) want += attn_mat_get(bias, 0, j), mag += fabs(attn_mat_get(bias, 0, j));
             if (s->accumulate) want += attn_mat_get(c0, i, j), mag += fabs(attn_mat_get(c0, i, j));
-            double bound = (double)(s->K + 2) * 0x1p-53 * (double)mag + (s->out == ATTN_F32 ? 0x1p-24 * fabs((double)want) : 0);
+            double bound = f32_sums ? (double)(s->K + 3) * 0x1p-24 * (double)mag
+                                    : (double)(s->K + 2) * 0x1p-53 * (double)mag + (s->out == ATTN_F32 ? 0x1p-24 * fabs((double)want) : 0);
             double err = fabs(attn_mat_get(c, i, j) - (double)want) / (bound + 1e-300);
             worst = err > worst || err != err ? err : worst;
         }
@@ -62,43 +69,136 @@ static double worst_error(const shape *s, const attn_mat *c, const attn_mat *c0,
 static void test_shape(const shape *s, const char *isa) {
     const attn_ukernels *uk = attn_ukernels_by_name(isa);
     char name[160];
-    snprintf(name, sizeof name, "gemm_%s_%lldx%lldx%lld_%s_to_%s%s%s%s", isa, (long long)s->M, (long long)s->N,
+    snprintf(name, sizeof name, "gemm_%s_%lldx%lldx%lld_%s_to_%s%s%s%s%s", isa, (long long)s->M, (long long)s->N,
              (long long)s->K, attn_dtype_name(s->in), attn_dtype_name(s->out), s->a_transposed ? "_at" : "",
+             s->b_transposed ? "_bt" : "",
              s->bias ? "_bias" : "", s->accumulate ? "_acc" : "");
     if (!uk) {
         skip(name, "this CPU lacks %s", isa);
         return;
     }
-    attn_mat a = random_mat(s->in, s->M, s->K, s->a_transposed), b = random_mat(s->in, s->K, s->N, false);
+    attn_mat a = random_mat(s->in, s->M, s->K, s->a_transposed), b = random_mat(s->in, s->K, s->N, s->b_transposed);
     attn_mat bias = random_mat(s->in, 1, s->N, false), c0 = random_mat(s->out, s->M, s->N, false);
     attn_mat c1 = random_mat(s->out, s->M, s->N, false), c3 = random_mat(s->out, s->M, s->N, false);
     size_t bytes = (size_t)(s->M * s->N) * attn_dtype_size(s->out);
     memcpy(c1.base, c0.base, bytes), memcpy(c3.base, c0.base, bytes);
-    bool ok1 = attn_gemm(&c1, &a, &b, s->bias ? &bias : NULL, s->accumulate, 1, uk);
-    bool ok3 = attn_gemm(&c3, &a, &b, s->bias ? &bias : NULL, s->accumulate, 3, uk);
-    double worst = ok1 ? worst_error(s, &c1, &c0, &a, &b, s->bias ? &bias : NULL) : INFINITY;
+    size_t ns = attn_gemm_scratch_bytes(false, s->M, s->N, s->K, 1, uk, false);
+    double *scratch = malloc(ns ? ns : 1);
+    bool ok1 = attn_gemm(&c1, &a, &b, s->bias ? &bias : NULL, s->accumulate, 1, uk, scratch);
+    bool ok3 = attn_gemm(&c3, &a, &b, s->bias ? &bias : NULL, s->accumulate, 3, uk, NULL);
+    double worst = ok1 ? worst_error(s, &c1, &c0, &a, &b, s->bias ? &bias : NULL, false) : INFINITY;
     bool same = memcmp(c1.base, c3.base, bytes) == 0;
     check(ok1 && ok3 && worst <= 1 && same, name, "calls %s, error %.3g of the bound, 1 and 3 threads %s",
           ok1 && ok3 ? "ok" : "failed", worst, same ? "agree" : "differ");
-    free(a.base), free(b.base), free(bias.base), free(c0.base), free(c1.base), free(c3.base);
+    free(a.base), free(b.base), free(bias.base), free(c0.base), free(c1.base), free(c3.base), free(scratch);
+}
+
+/* The f32 GEMM: c is f32. Three ways on one thread (b packed by the call,
+ * b packed beforehand by attn_sgemm_pack_b, the caller's scratch) must
+ * agree bitwise with each other and with 3 threads; and the microkernel
+ * that ran is the one forced (its tile: a 1 × 1 product writes one element
+ * and leaves the padded ones alone). */
+static void test_sgemm_shape(const shape *s, const char *isa) {
+    const attn_ukernels *uk = attn_ukernels_by_name(isa);
+    char name[160];
+    snprintf(name, sizeof name, "sgemm_%s_%lldx%lldx%lld_%s%s%s%s%s", isa, (long long)s->M, (long long)s->N,
+             (long long)s->K, attn_dtype_name(s->in), s->a_transposed ? "_at" : "", s->b_transposed ? "_bt" : "",
+             s->bias ? "_bias" : "",
+             s->accumulate ? "_acc" : "");
+    if (!uk) {
+        skip(name, "this CPU lacks %s", isa);
+        return;
+    }
+    attn_mat a = random_mat(s->in, s->M, s->K, s->a_transposed), b = random_mat(s->in, s->K, s->N, s->b_transposed);
+    attn_mat bias = random_mat(s->in, 1, s->N, false), c0 = random_mat(ATTN_F32, s->M, s->N, false);
+    attn_mat c[4];
+    size_t bytes = (size_t)(s->M * s->N) * sizeof(float);
+    for (int i = 0; i < 4; i++) c[i] = random_mat(ATTN_F32, s->M, s->N, false), memcpy(c[i].base, c0.base, bytes);
+    int64_t np = attn_sgemm_packed_floats(s->K, s->N, uk->sgemm_nr);
+    float *packed = malloc(sizeof(float) * (size_t)np);
+    size_t ns = attn_gemm_scratch_bytes(true, s->M, s->N, s->K, 1, uk, false);
+    float *scratch = malloc(ns ? ns : 1);
+    attn_sgemm_pack_b(packed, &b, uk->sgemm_nr, 3);
+    const attn_mat *pb = s->bias ? &bias : NULL;
+    bool ok = attn_sgemm(&c[0], &a, &b, NULL, pb, s->accumulate, 1, uk, NULL) &&
+              attn_sgemm(&c[1], &a, &b, NULL, pb, s->accumulate, 3, uk, NULL) &&
+              attn_sgemm(&c[2], &a, NULL, packed, pb, s->accumulate, 3, uk, NULL) &&
+              attn_sgemm(&c[3], &a, &b, NULL, pb, s->accumulate, 1, uk, scratch);
+    double worst = ok ? worst_error(s, &c[0], &c0, &a, &b, pb, true) : INFINITY;
+    bool same = true;
+    for (int i = 1; i < 4; i++) same &= memcmp(c[0].base, c[i].base, bytes) == 0;
+    check(ok && worst <= 1 && same, name, "calls %s, error %.3g of the bound, threads, packing and scratch %s",
+          ok ? "ok" : "failed", worst, same ? "agree" : "differ");
+    free(a.base), free(b.base), free(bias.base), free(c0.base), free(packed), free(scratch);
+    for (int i = 0; i < 4; i++) free(c[i].base);
+}
+
+/* The microkernel itself, called with its own tile: every element of the
+ * sgemm_mr × sgemm_nr tile is its k-term sum added to c, and the elements
+ * beside the tile (c's row stride is wider) are untouched. */
+static void test_sgemm_tile(const char *isa) {
+    const attn_ukernels *uk = attn_ukernels_by_name(isa);
+    char name[64];
+    snprintf(name, sizeof name, "sgemm_microkernel_%s_tile", isa);
+    if (!uk) {
+        skip(name, "this CPU lacks %s", isa);
+        return;
+    }
+    enum { K = 5, LD = 40 };
+    int mr = uk->sgemm_mr, nr = uk->sgemm_nr;
+    float a[K * 16], b[K * 32], c[16 * LD];
+    for (int i = 0; i < K * 16; i++) a[i] = (float)(i % 7) - 3;
+    for (int i = 0; i < K * 32; i++) b[i] = (float)(i % 5) - 2;
+    for (int i = 0; i < 16 * LD; i++) c[i] = 0.5f;
+    uk->sgemm(c, LD, a, b, K);
+    bool ok = mr <= 16 && nr <= 32;
+    for (int i = 0; ok && i < 16; i++)
+        for (int j = 0; j < LD; j++) {
+            float want = 0.5f;
+            if (i < mr && j < nr)
+                for (int p = 0; p < K; p++) want += a[p * mr + i] * b[p * nr + j]; /* small integers: exact */
+            ok &= c[i * LD + j] == want;
+        }
+    check(ok, name, "tile %d x %d wrong or spilled", mr, nr);
 }
 
 int main(void) {
     static const shape shapes[] = {
-        {1, 1, 1, ATTN_F64, ATTN_F64, false, false, false},
-        {7, 13, 5, ATTN_F64, ATTN_F64, false, true, false},
-        {13, 29, 300, ATTN_F32, ATTN_F32, true, true, false},   /* K past kc */
-        {200, 61, 37, ATTN_F32, ATTN_F64, false, false, true},  /* M past mc */
-        {9, 1100, 17, ATTN_F64, ATTN_F32, true, true, true},    /* N past nc */
-        {33, 2, 0, ATTN_F64, ATTN_F64, false, true, true},      /* no depth: bias + c */
-        {5, 40, 700, ATTN_F16, ATTN_F32, false, false, false},
-        {50, 30, 64, ATTN_BF16, ATTN_F64, true, true, false},
-        {2, 30, 70000, ATTN_F32, ATTN_F64, false, false, false}, /* deep: b's block shrinks */
-        {1, 500, 96, ATTN_F32, ATTN_F32, false, true, false},    /* one row: threads split b */
+        {1, 1, 1, ATTN_F64, ATTN_F64, false, false, false, false},
+        {7, 13, 5, ATTN_F64, ATTN_F64, false, true, false, false},
+        {13, 29, 300, ATTN_F32, ATTN_F32, true, true, false, false},   /* K past kc */
+        {200, 61, 37, ATTN_F32, ATTN_F64, false, false, true, false},  /* M past mc */
+        {9, 1100, 17, ATTN_F64, ATTN_F32, true, true, true, false},    /* N past nc */
+        {33, 2, 0, ATTN_F64, ATTN_F64, false, true, true, false},      /* no depth: bias + c */
+        {5, 40, 700, ATTN_F16, ATTN_F32, false, false, false, false},
+        {50, 30, 64, ATTN_BF16, ATTN_F64, true, true, false, false},
+        {2, 30, 70000, ATTN_F32, ATTN_F64, false, false, false, false}, /* deep: b's block shrinks */
+        {1, 500, 96, ATTN_F32, ATTN_F32, false, true, false, false},    /* one row: threads split b */
+        {70, 45, 1024, ATTN_F32, ATTN_F64, false, true, false, true}, /* b transposed, a 4 KiB row stride */
+        {30, 50, 300, ATTN_F64, ATTN_F64, true, false, true, true},
     };
     static const char *const isas[] = {"c", "avx2", "avx512"};
     for (size_t i = 0; i < 3; i++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) test_shape(&shapes[s], isas[i]);
+    static const shape sshapes[] = {
+        {1, 1, 1, ATTN_F32, ATTN_F32, false, false, false, false},
+        {7, 13, 5, ATTN_F32, ATTN_F32, false, true, false, false},
+        {13, 29, 300, ATTN_F32, ATTN_F32, true, true, false, false},   /* K past kc */
+        {200, 61, 37, ATTN_F32, ATTN_F32, false, false, true, false},  /* M past mc */
+        {9, 1100, 17, ATTN_F32, ATTN_F32, true, true, true, false},    /* N past nc */
+        {33, 2, 0, ATTN_F32, ATTN_F32, false, true, true, false},      /* no depth: bias + c */
+        {5, 40, 700, ATTN_F16, ATTN_F32, false, false, false, false},  /* 16-bit weights widened as packed */
+        {50, 30, 64, ATTN_BF16, ATTN_F32, true, true, false, false},
+        {2, 30, 70000, ATTN_F32, ATTN_F32, false, false, false, false}, /* deep: b's block shrinks */
+        {1, 500, 96, ATTN_F32, ATTN_F32, false, true, false, false},    /* one row (decode): threads split b */
+        {97, 131, 257, ATTN_F32, ATTN_F32, false, true, false, false},  /* no edge a multiple of a tile */
+        {70, 45, 1024, ATTN_F32, ATTN_F32, false, true, false, true}, /* b transposed (a weight), 4 KiB rows */
+        {13, 40, 300, ATTN_BF16, ATTN_F32, true, false, true, true},
+    };
+    for (size_t i = 0; i < 3; i++) {
+        test_sgemm_tile(isas[i]);
+        for (size_t s = 0; s < sizeof sshapes / sizeof sshapes[0]; s++) test_sgemm_shape(&sshapes[s], isas[i]);
+    }
     attn_shutdown();
     return n_failed ? 1 : 0;
 }

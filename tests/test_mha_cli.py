@@ -28,13 +28,29 @@ from torch_attention import Reporter, causal_allowed, oracle_args
 DTYPES = {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32", np.dtype(np.float16): "F16"}
 
 
+class BF16:
+    """An array stored as bfloat16, which NumPy has not: its bits (rounded to
+    nearest even by PyTorch) and its values widened back to float64."""
+    def __init__(self, a):
+        t = torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)).to(torch.bfloat16)
+        self.bits = t.view(torch.int16).numpy().view(np.uint16)
+        self.wide = t.to(torch.float64).numpy()
+        self.shape = self.wide.shape
+
+
+def widened(a):
+    """The float64 values a 16-bit (or any) stored array holds."""
+    return a.wide if isinstance(a, BF16) else np.asarray(a).astype(np.float64)
+
+
 def safetensors_bytes(tensors, header_extra=None, header_override=None, edit=None):
     """The bytes of a safetensors file holding `tensors` (name -> array);
     edit, when given, rewrites the header's JSON text (bytes -> bytes)."""
     header, data, offset = {}, b"", 0
     for name, a in tensors.items():
-        raw = np.ascontiguousarray(a).tobytes()
-        header[name] = {"dtype": DTYPES[a.dtype], "shape": list(a.shape), "data_offsets": [offset, offset + len(raw)]}
+        raw = a.bits.tobytes() if isinstance(a, BF16) else np.ascontiguousarray(a).tobytes()
+        dtype = "BF16" if isinstance(a, BF16) else DTYPES[a.dtype]
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [offset, offset + len(raw)]}
         data += raw
         offset += len(raw)
     header["__metadata__"] = {"format": "pt"}
@@ -193,6 +209,57 @@ def llama_layer(c, rng):
             ["--heads", "4", "--rope", "halves", "--causal", "--prefix", prefix])
 
 
+def half_weights(c, rng):
+    """Checkpoints as they ship, in bf16 or f16, loaded as they are whatever X's
+    dtype: checked against the layer in float64 with the same 16-bit weights
+    widened (and X as the command reads it). f32 X: the f32 layer's tolerance;
+    f64 X: the f64 layer's, the widening being exact."""
+    E, H, Hkv, D = 32, 4, 2, 8
+    f = rng.standard_normal
+    state = {"q_proj_weight": f((E, E)) / 4, "k_proj_weight": f((Hkv * D, E)) / 4,
+             "v_proj_weight": f((Hkv * D, E)) / 4, "out_proj_weight": f((E, E)) / 4,
+             "q_proj_bias": f(E), "k_proj_bias": f(Hkv * D), "v_proj_bias": f(Hkv * D), "out_proj_bias": f(E)}
+    names = {"q_proj_weight": "q_proj.weight", "k_proj_weight": "k_proj.weight", "v_proj_weight": "v_proj.weight",
+             "out_proj_weight": "o_proj.weight", "q_proj_bias": "q_proj.bias", "k_proj_bias": "k_proj.bias",
+             "v_proj_bias": "v_proj.bias", "out_proj_bias": "o_proj.bias"}
+    prefix = "model.layers.0.self_attn."
+    x = f((2, 7, E))
+    x32 = x.astype(np.float32)
+    rope = ["--heads", "4", "--rope", "halves", "--causal"]
+    for kind in ("bf16", "f16"):
+        stored = {n: BF16(a) if kind == "bf16" else a.astype(np.float16) for n, a in state.items()}
+        wide = {n: widened(a) for n, a in stored.items()}
+        tensors = {prefix + names[n]: a for n, a in stored.items()}
+        sinks = BF16(f(H)) if kind == "bf16" else f(H).astype(np.float16)  # gpt-oss ships its sinks in bf16 too
+        path = c.path("llama_%s.safetensors" % kind)
+        with open(path, "wb") as fh:
+            fh.write(safetensors_bytes(tensors))
+        ref32 = gqa_reference(x32.astype(np.float64), x32.astype(np.float64), x32.astype(np.float64), wide, H, Hkv, 1,
+                              rope=(0, 10000.0, 0, 0))
+        c.layer("%s_weights_f32_input" % kind, path, x32, ref32, rope, tol=1e-5)
+        c.layer("%s_weights_f32_input_incremental" % kind, path, x32, ref32, rope + ["--incremental"], tol=1e-5)
+        ref64 = gqa_reference(x, x, x, wide, H, Hkv, 1, rope=(0, 10000.0, 0, 0))
+        c.layer("%s_weights_f64_input" % kind, path, x, ref64, rope)
+        with_sinks = dict(tensors)
+        with_sinks[prefix + "sinks"] = sinks
+        path = c.path("gpt_oss_%s.safetensors" % kind)
+        with open(path, "wb") as fh:
+            fh.write(safetensors_bytes(with_sinks))
+        refs = gqa_reference(x, x, x, dict(wide, sinks=widened(sinks)), H, Hkv, 1, rope=(0, 10000.0, 0, 0))
+        c.layer("%s_weights_and_sinks_f64_input" % kind, path, x, refs, rope)
+    # f16 weights as .npy files (NumPy has float16; it has no bfloat16), f32 input.
+    d = c.path("npy16")
+    os.makedirs(d, exist_ok=True)
+    files = {"q_proj_weight": "q_proj_weight", "k_proj_weight": "k_proj_weight", "v_proj_weight": "v_proj_weight",
+             "out_proj_weight": "out_proj.weight", "out_proj_bias": "out_proj.bias"}
+    half = {n: state[n].astype(np.float16) for n in files}
+    for n, a in half.items():
+        np.save(os.path.join(d, files[n] + ".npy"), a)
+    ref = gqa_reference(x32.astype(np.float64), x32.astype(np.float64), x32.astype(np.float64),
+                        {n: a.astype(np.float64) for n, a in half.items()}, H, Hkv, 1, rope=(0, 10000.0, 0, 0))
+    c.layer("f16_npy_weights_f32_input", d, x32, ref, rope, tol=1e-5)
+
+
 def bad_files(c):
     w = np.zeros((6, 2))
     good = safetensors_bytes({"in_proj_weight": w})
@@ -325,6 +392,7 @@ def main():
     c = Check(build)
     torch_module_layers(c, rng)
     llama_layer(c, rng)
+    half_weights(c, rng)
     bad_files(c)
     rank_sweeps(c, rng)
     r = c.run(["-x", "x.npy"])

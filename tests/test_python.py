@@ -376,13 +376,31 @@ D = torch.float64
 q, k, v = (torch.randn(s, dtype=D, requires_grad=True) for s in ((2, 4, 9, 8), (2, 2, 9, 8), (2, 2, 9, 5)))
 m = torch.randn(9, 9, dtype=D, requires_grad=True)
 check("gradcheck_causal_gqa", torch.autograd.gradcheck(
-    lambda a, b, c: at.scaled_dot_product_attention(a, b, c, is_causal=True), (q, k, v)))
+    lambda a, b, c: at.scaled_dot_product_attention(a, b, c, is_causal=True, enable_gqa=True), (q, k, v)))
 check("gradcheck_float_mask_and_scale", torch.autograd.gradcheck(
-    lambda a, b, c, d: at.scaled_dot_product_attention(a, b, c, attn_mask=d, scale=0.7), (q, k, v, m)))
+    lambda a, b, c, d: at.scaled_dot_product_attention(a, b, c, attn_mask=d, scale=0.7, enable_gqa=True), (q, k, v, m)))
+# enable_gqa as torch 2.5 takes it: without it, key and value need query's heads (or 1, broadcast).
+try:
+    at.scaled_dot_product_attention(q, k, v)
+    said = "no error"
+except at._core.HeadsError as e:
+    said = str(e)
+check("torch_gqa_needs_enable_gqa", "enable_gqa=True" in said, said)
+k1, v1 = k[:, :1].detach(), v[:, :1].detach()
+got = at.scaled_dot_product_attention(q.detach(), k1, v1)
+want = at.scaled_dot_product_attention(q.detach(), k1, v1, enable_gqa=True)
+check("torch_one_kv_head_broadcasts_without_enable_gqa", torch.equal(got, want))
+try:
+    at.scaled_dot_product_attention(q.detach(), k.detach()[:, :1].repeat(1, 3, 1, 1), v.detach()[:, :1].repeat(1, 3, 1, 1),
+                                    enable_gqa=True)
+    said = "no error"
+except at._core.HeadsError as e:
+    said = str(e)
+check("torch_enable_gqa_heads_must_divide", said != "no error", said)
 bm = torch.rand(9, 9) < 0.7
 bm[:, 0] = True
 check("gradcheck_bool_mask", torch.autograd.gradcheck(
-    lambda a, b, c: at.scaled_dot_product_attention(a, b, c, attn_mask=bm), (q, k, v)))
+    lambda a, b, c: at.scaled_dot_product_attention(a, b, c, attn_mask=bm, enable_gqa=True), (q, k, v)))
 
 
 
@@ -402,7 +420,7 @@ def autograd_f64(q, k, v, mask, is_causal):
 # and every gradient. Rounding to float16 adds at most 2^-11 of each value.
 q16, k16, v16, m16 = (torch.randn(s).half().requires_grad_() for s in ((2, 4, 9, 8), (2, 2, 9, 8), (2, 2, 9, 5), (9, 9)))
 for causal in (False, True):
-    out16 = at.scaled_dot_product_attention(q16, k16, v16, attn_mask=m16, is_causal=causal)
+    out16 = at.scaled_dot_product_attention(q16, k16, v16, attn_mask=m16, is_causal=causal, enable_gqa=True)
     out16.sum().backward()
     ref, ref_grads = autograd_f64(q16, k16, v16, m16, causal)
     grads = [t.grad for t in (q16, k16, v16, m16)]
@@ -412,8 +430,25 @@ for causal in (False, True):
           dtypes == [torch.float16] * 5 and worst <= 2 ** -11 + 1e-4, "dtypes %s, error %.3g" % (dtypes, worst))
     for t in (q16, k16, v16, m16):
         t.grad = None
+# bfloat16, which NumPy cannot view, goes to the library by data pointer: the
+# output and every gradient come back bfloat16, each within one bfloat16
+# rounding (2^-8 of the largest value) of float64 autograd on the same values,
+# plus the f32 computation's share and out's own rounding inside the backward
+# (allowed together: 2^-8 of the largest value again).
+qb, kb, vb, mb = (torch.randn(s).bfloat16().requires_grad_() for s in ((2, 4, 9, 8), (2, 2, 9, 8), (2, 2, 9, 5), (9, 9)))
+for causal in (False, True):
+    outb = at.scaled_dot_product_attention(qb, kb, vb, attn_mask=mb, is_causal=causal, enable_gqa=True)
+    outb.sum().backward()
+    ref, ref_grads = autograd_f64(qb, kb, vb, mb, causal)
+    grads = [t.grad for t in (qb, kb, vb, mb)]
+    dtypes = [t.dtype for t in [outb] + grads]
+    worst = max([rel(outb.detach().double(), ref)] + [rel(g.double(), r) for g, r in zip(grads, ref_grads)])
+    check("torch_bfloat16_by_pointer_%s" % ("causal" if causal else "mask"),
+          dtypes == [torch.bfloat16] * 5 and worst <= 2 * 2 ** -8, "dtypes %s, error %.3g" % (dtypes, worst))
+    for t in (qb, kb, vb, mb):
+        t.grad = None
 q32t = q16.detach().float().requires_grad_()
-out = at.scaled_dot_product_attention(q32t, k16, v16)
+out = at.scaled_dot_product_attention(q32t, k16, v16, enable_gqa=True)
 out.sum().backward()
 check("torch_float32_query_float16_kv", out.dtype == torch.float32 and q32t.grad.dtype == torch.float32 and
       k16.grad.dtype == torch.float16 and v16.grad.dtype == torch.float16)

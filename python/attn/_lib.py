@@ -67,7 +67,8 @@ class MhaOptions(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("batch_first", ctypes.c_int), ("add_zero_attn", ctypes.c_int),
                 ("key_padding_mask", P), ("attn_mask", P), ("causal", ctypes.c_int),
                 ("average_attn_weights", ctypes.c_int), ("context", ctypes.POINTER(Context)),
-                ("rope", ctypes.POINTER(RopeOptions)), ("attention", ctypes.POINTER(SdpaOptions))]
+                ("rope", ctypes.POINTER(RopeOptions)), ("attention", ctypes.POINTER(SdpaOptions)),
+                ("packed", ctypes.c_void_p)]  # const attn_mha_weights *: packed weights, or None
 
 
 class KVPagesDesc(ctypes.Structure):

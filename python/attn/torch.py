@@ -13,7 +13,8 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from . import _core
-from ._lib import LIB, MHA_PARAMS, Error, MhaOptions, MhaParams, SdpaOptions, default
+from ._lib import BF16, BOOL, F16, F32, F64, LIB, MAX_RANK, MHA_PARAMS, Error, MhaOptions, MhaParams, SdpaOptions, Tensor, \
+    default
 
 __all__ = ["scaled_dot_product_attention", "MultiheadAttention"]
 
@@ -50,6 +51,76 @@ def _seed(dropout_p):
     return int(torch.randint(0, 2 ** 62, (1,)).item()) if dropout_p else None
 
 
+_CODES = {torch.float32: F32, torch.float64: F64, torch.float16: F16, torch.bfloat16: BF16, torch.bool: BOOL}
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def _tview(t, name):
+    """An attn_tensor over a CPU tensor's own memory (its data pointer and
+    strides): how bfloat16, which NumPy cannot view, reaches the library."""
+    if t.device.type != "cpu":
+        raise ValueError("%s is on %s: attn.torch computes on the CPU" % (name, t.device))
+    if t.dtype not in _CODES:
+        raise _core.DtypeError("%s is %s: float32, float64, float16 or bfloat16 (bool for masks)" % (name, t.dtype), 6)
+    if t.dim() > MAX_RANK:
+        raise _core.RankError("%s has rank %d; at most %d" % (name, t.dim(), MAX_RANK), 2)
+    v = Tensor()
+    v.data, v.dtype, v.rank = t.data_ptr(), _CODES[t.dtype], t.dim()
+    for i in range(t.dim()):
+        v.shape[i], v.strides[i] = t.shape[i], t.stride(i)
+    return v
+
+
+def _half_mask(m):
+    """A mask beside a 16-bit query: bool as it is, a float one widened to
+    float32 (exactly), which the library takes there."""
+    return None if m is None else m if m.dtype == torch.bool else m.detach().float()
+
+
+class _SDPA16(torch.autograd.Function):
+    """16-bit queries (float16 or bfloat16) passed by data pointer: the library
+    computes in float32 and rounds out, and each gradient, once to the
+    tensor's own dtype."""
+    @staticmethod
+    def forward(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale):
+        seed = _seed(dropout_p)
+        m = _half_mask(attn_mask)
+        out = torch.empty(_core._out_shape(q, k, v), dtype=q.dtype)
+        lse = torch.empty(out.shape[:-1], dtype=torch.float32)
+        views = [_tview(t, n) for t, n in ((out, "out"), (lse, "lse"), (q, "query"), (k, "key"), (v, "value"))]
+        mv = _tview(m, "attn_mask") if m is not None else None
+        o = _core._options(bool(is_causal), scale, mv, dropout_p, seed)
+        err = Error()
+        _core.raise_for(LIB.attn_sdpa(views[0], views[1], None, views[2], views[3], views[4], o, err), err)
+        ctx.save_for_backward(q, k, v, out, lse, attn_mask)
+        ctx.settings = (bool(is_causal), scale, dropout_p, seed)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dout):
+        q, k, v, out, lse, mask = ctx.saved_tensors
+        causal, scale, dropout_p, seed = ctx.settings
+        need = ctx.needs_input_grad
+        want_dmask = bool(need[3]) and mask is not None and mask.dtype != torch.bool
+        grads = [torch.empty_like(t, memory_format=torch.contiguous_format) if w else None
+                 for t, w in zip((q, k, v), need[:3])]
+        dmask = torch.empty(mask.shape, dtype=torch.float32) if want_dmask else None
+        if all(g is None for g in grads) and dmask is None:
+            return (None,) * 7
+        m = _half_mask(mask)
+        mv = _tview(m, "attn_mask") if m is not None else None
+        o = _core._options(causal, scale, mv, dropout_p, seed)
+        dout = dout.to(q.dtype)
+        outs = [_tview(g, n) if g is not None else None for g, n in zip(grads + [dmask], ("dq", "dk", "dv", "dmask"))]
+        ins = [_tview(t, n) for t, n in ((dout, "dout"), (q, "query"), (k, "key"), (v, "value"), (out, "out"),
+                                         (lse, "lse"))]
+        err = Error()
+        _core.raise_for(LIB.attn_sdpa_backward(*[ctypes.byref(t) if t is not None else None for t in outs],
+                                               *[ctypes.byref(t) for t in ins], ctypes.byref(o), ctypes.byref(err)), err)
+        return grads[0], grads[1], grads[2], dmask.to(mask.dtype) if want_dmask else None, None, None, None
+
+
 class _SDPA(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale):
@@ -80,15 +151,36 @@ class _SDPA(torch.autograd.Function):
         return grads[0], grads[1], grads[2], dmask, None, None, None
 
 
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
-    """torch.nn.functional.scaled_dot_product_attention on libattn, CPU tensors:
-    query (..., Hq, L, E), key (..., Hk, S, E), value (..., Hk, S, Ev) (Hk may
-    divide Hq: GQA); attn_mask bool (True takes part) or additive float (an
-    integer mask is a MaskError, as PyTorch refuses it);
+def _check_gqa(query, key, value, enable_gqa):
+    """torch 2.5's rule: key and value have query's number of heads (dimension
+    -3), or 1 (broadcast), unless enable_gqa, when Hk need only divide Hq
+    (which the library checks: HeadsError)."""
+    if enable_gqa or query.dim() < 3:
+        return
+    hq = query.shape[-3]
+    for name, t in (("key", key), ("value", value)):
+        if t.dim() >= 3 and t.shape[-3] not in (hq, 1):
+            raise _core.HeadsError("%s has %d heads and query %d: pass enable_gqa=True for grouped-query attention "
+                                   "(torch's rule since 2.5)" % (name, t.shape[-3], hq), 5)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """torch.nn.functional.scaled_dot_product_attention on libattn, CPU tensors,
+    with torch 2.5's signature: query (..., Hq, L, E), key (..., Hk, S, E),
+    value (..., Hk, S, Ev); Hk is Hq or 1 (broadcast), or, with enable_gqa=True,
+    any divisor of Hq (grouped-query attention; a HeadsError otherwise, where
+    torch raises its own error); attn_mask bool (True takes part) or additive
+    float (an integer mask is a MaskError, as PyTorch refuses it);
     is_causal is top-left. Differentiable in query, key, value and a float
     attn_mask; float64 and float32 (key and value may be float16), and
-    float16, computed in float32: the output and each gradient come back in
-    their tensor's dtype."""
+    float16 and bfloat16 queries (keys and values float32, float16 or
+    bfloat16), passed to the library by data pointer, computed in float32
+    and rounded once: the output and each gradient come back in their
+    tensor's dtype."""
+    _check_gqa(query, key, value, enable_gqa)
+    if isinstance(query, torch.Tensor) and query.dtype in _HALF:
+        return _SDPA16.apply(query, key, value, attn_mask, float(dropout_p), is_causal, scale)
     return _SDPA.apply(query, key, value, attn_mask, float(dropout_p), is_causal, scale)
 
 

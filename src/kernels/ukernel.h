@@ -144,6 +144,12 @@ typedef struct attn_ukernels {
      * summed from zero and then added to c. */
     void (*dgemm)(double *c, int64_t ldc, const double *a, const double *b, int64_t k);
     int dgemm_mr, dgemm_nr;
+    /* The same in f32 for f32 layers (attn_sgemm), with its own tile:
+     * c (sgemm_mr × sgemm_nr, row stride ldc) += a · b over k, a packed k ×
+     * sgemm_mr, b packed k × sgemm_nr, each sum from zero in order p = 0..k-1
+     * in f32, then added to c. */
+    void (*sgemm)(float *c, int64_t ldc, const float *a, const float *b, int64_t k);
+    int sgemm_mr, sgemm_nr;
 } attn_ukernels;
 
 /* The x86 widening of quantized rows (x86/widen_quant_*.c, each compiled
@@ -218,6 +224,9 @@ extern const attn_ukernels attn_ukernels_avx512;
 /* The double GEMM microkernels (dgemm_avx2.c, dgemm_avx512.c). */
 void attn_dgemm_avx2_6x8(double *c, int64_t ldc, const double *a, const double *b, int64_t k);
 void attn_dgemm_avx512_8x24(double *c, int64_t ldc, const double *a, const double *b, int64_t k);
+/* The f32 GEMM microkernels (sgemm_avx2.c, sgemm_avx512.c). */
+void attn_sgemm_avx2_6x16(float *c, int64_t ldc, const float *a, const float *b, int64_t k);
+void attn_sgemm_avx512_12x32(float *c, int64_t ldc, const float *a, const float *b, int64_t k);
 #endif
 
 /* The portable 16-key transpose (ukernel_c.c), shared by kernels without a

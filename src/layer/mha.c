@@ -1,7 +1,9 @@
 /* mha.c -- multi-head attention, torch.nn.MultiheadAttention's forward
  * (attn.h): project, split into heads, attend with attn_sdpa, merge the heads,
- * project out. The projections are the double GEMM of kernels/gemm.c; the
- * attention is attn_sdpa's, so every kernel and check applies. Projected
+ * project out. The projections are kernels/gemm.c's: summed in f32 for an
+ * f32 layer (attn_sgemm), in double for an f64 one (attn_gemm, the exact
+ * path the tests hold to PyTorch's float64); the attention is attn_sdpa's,
+ * so every kernel and check applies. Projected
  * heads are kept as (N, rows, H·D), each projection's natural layout, and
  * seen by the attention as (N, H, rows, D) through strides.
  *
@@ -9,6 +11,7 @@
  * with add_zero_attn), E = Hq · D. */
 #include "layer/mha.h"
 #include "kernels/gemm.h"
+#include "kernels/rope.h"
 #include "sdpa/sdpa.h"
 
 #include <stdlib.h>
@@ -47,11 +50,15 @@ attn_status attn_mha_as_batch(attn_tensor *out, const attn_tensor *x, const char
     return attn_check_extent(x, name, err);
 }
 
-/* A parameter tensor: the layer's dtype, exactly this shape (rank 1 or 2). */
+/* A parameter tensor: f32, f16, bf16 or the layer's dtype (checkpoints
+ * ship 16-bit weights; the products widen them exactly as they pack them),
+ * exactly this shape (rank 1 or 2). */
 static attn_status check_param(const attn_tensor *t, const char *name, const attn_mha_call *m, int rank, int64_t d0, int64_t d1,
                                attn_error *err) {
     if (!t->data) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
-    if (t->dtype != m->dt) return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; the inputs are %s", name, attn_dtype_name(t->dtype), attn_dtype_name(m->dt));
+    if (t->dtype != m->dt && t->dtype != ATTN_F32 && t->dtype != ATTN_F16 && t->dtype != ATTN_BF16)
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; the inputs are %s (parameters are f32, f16, bf16 or the inputs' dtype)",
+                         name, attn_dtype_name(t->dtype), attn_dtype_name(m->dt));
     if (t->rank != rank || t->shape[0] != d0 || (rank == 2 && t->shape[1] != d1)) {
         char s[128];
         attn_format_shape(s, sizeof s, t->rank, t->shape);
@@ -61,7 +68,7 @@ static attn_status check_param(const attn_tensor *t, const char *name, const att
     return attn_check_extent(t, name, err);
 }
 
-static attn_status check_params(attn_mha_call *m, attn_error *err) {
+attn_status attn_mha_check_params(attn_mha_call *m, attn_error *err) {
     const attn_mha_params *p = &m->p;
     m->E = p->embed_dim, m->Hq = p->num_heads, m->Hkv = p->num_kv_heads ? p->num_kv_heads : p->num_heads;
     m->kdim = p->kdim ? p->kdim : m->E, m->vdim = p->vdim ? p->vdim : m->E;
@@ -131,23 +138,44 @@ attn_mat attn_mha_rows(const attn_tensor *x, int64_t n, int64_t rows) {
     return a;
 }
 
-bool attn_mha_project(char *dst, const attn_tensor *x, const attn_tensor *w, const attn_tensor *b, int64_t row0,
-                      int64_t F, int64_t rows_out, const attn_tensor *bias_kv, int threads) {
-    int64_t N = x->shape[0], rows = x->shape[1], in = x->shape[2], es = (int64_t)attn_dtype_size(w->dtype);
+/* c = a · b [+ bias]: an f32 layer's products summed in f32 (attn_sgemm),
+ * an f64 layer's in double (attn_gemm, the exact path). */
+static bool product(const attn_mat *c, const attn_mat *a, const attn_mat *b, const float *packed, const attn_mat *bias,
+                    const attn_mha_call *m) {
+    if (m->dt == ATTN_F32) return attn_sgemm(c, a, b, packed, bias, false, m->threads, NULL, m->gemm_scratch);
+    return attn_gemm(c, a, b, bias, false, m->threads, NULL, m->gemm_scratch);
+}
+
+size_t attn_mha_gemm_scratch_bytes(const attn_mha_call *m, int64_t key_rows) {
+    bool f32 = m->dt == ATTN_F32;
+    int64_t F[4] = {m->Hq * m->D, m->Hkv * m->D, m->Hkv * m->D, m->E}, in[4] = {m->E, m->kdim, m->vdim, m->E};
+    int64_t rows[4] = {m->N * m->L, m->N * key_rows, m->N * key_rows, m->N * m->L};
+    size_t most = 0;
+    for (int t = 0; t < 4; t++) {
+        size_t b = attn_gemm_scratch_bytes(f32, rows[t], F[t], in[t], m->threads, NULL, m->packed[t] != NULL);
+        most = b > most ? b : most;
+    }
+    return most;
+}
+
+bool attn_mha_project(char *dst, const attn_tensor *x, const attn_tensor *w, const float *packed, const attn_tensor *b,
+                      int64_t row0, int64_t F, int64_t rows_out, const attn_tensor *bias_kv, const attn_mha_call *m) {
+    int64_t N = x->shape[0], rows = x->shape[1], in = x->shape[2], es = (int64_t)attn_dtype_size(m->dt);
+    int64_t wes = (int64_t)attn_dtype_size(w->dtype), bes = b ? (int64_t)attn_dtype_size(b->dtype) : 0;
     /* b(p, f) = W[row0 + f, p]: the weight read transposed where it lies. */
-    attn_mat wt = {(char *)w->data + row0 * w->strides[0] * es, w->dtype, in, F, w->strides[1], w->strides[0]};
-    attn_mat bias = {b ? (char *)b->data + row0 * b->strides[0] * es : NULL, w->dtype, 1, F, 0, b ? b->strides[0] : 0};
+    attn_mat wt = {(char *)w->data + row0 * w->strides[0] * wes, w->dtype, in, F, w->strides[1], w->strides[0]};
+    attn_mat bias = {b ? (char *)b->data + row0 * b->strides[0] * bes : NULL, b ? b->dtype : m->dt, 1, F, 0, b ? b->strides[0] : 0};
     /* One product over all N·rows rows when they are evenly spaced. */
     bool whole = rows_out == rows && attn_mha_rows_even(x);
     for (int64_t n = 0; rows > 0 && n < (whole ? 1 : N); n++) { /* sequences of no rows: no address formed */
         attn_mat a = attn_mha_rows(x, n, whole ? N * rows : rows);
-        attn_mat c = {dst + n * rows_out * F * es, w->dtype, a.rows, F, F, 1};
-        if (!attn_gemm(&c, &a, &wt, b ? &bias : NULL, false, threads, NULL)) return false;
+        attn_mat c = {dst + n * rows_out * F * es, m->dt, a.rows, F, F, 1};
+        if (!product(&c, &a, &wt, packed, b ? &bias : NULL, m)) return false;
     }
     if (!bias_kv) return true;
     attn_mat bkv = {(char *)bias_kv->data, bias_kv->dtype, 1, F, 0, bias_kv->strides[2]};
     for (int64_t n = 0; n < N; n++) {
-        attn_mat c = {dst + (n * rows_out + rows) * F * es, w->dtype, 1, F, F, 1};
+        attn_mat c = {dst + (n * rows_out + rows) * F * es, m->dt, 1, F, F, 1};
         for (int64_t f = 0; f < F; f++) attn_mat_set(&c, 0, f, attn_mat_get(&bkv, 0, f));
     }
     return true;
@@ -219,16 +247,16 @@ void attn_mha_merge_masks(char *dst, const attn_mha_call *m) {
 bool attn_mha_project_out(const attn_tensor *out, const char *cat, const attn_mha_call *m) {
     const attn_tensor *w = m->p.out_proj_weight, *b = m->p.out_proj_bias;
     attn_mat wt = {(char *)w->data, w->dtype, m->E, m->E, w->strides[1], w->strides[0]};
-    attn_mat bias = {b ? (char *)b->data : NULL, m->dt, 1, m->E, 0, b ? b->strides[0] : 0};
+    attn_mat bias = {b ? (char *)b->data : NULL, b ? b->dtype : m->dt, 1, m->E, 0, b ? b->strides[0] : 0};
     attn_mat a = {(char *)cat, m->dt, m->N * m->L, m->E, m->E, 1};
     if (attn_mha_rows_even(out)) {
         attn_mat c = attn_mha_rows(out, 0, m->N * m->L);
-        return attn_gemm(&c, &a, &wt, b ? &bias : NULL, false, m->threads, NULL);
+        return product(&c, &a, &wt, m->packed[3], b ? &bias : NULL, m);
     }
-    char *tmp = malloc(attn_dtype_size(m->dt) * (size_t)(m->N * m->L * m->E));
+    char *tmp = m->out_scratch ? m->out_scratch : malloc(attn_dtype_size(m->dt) * (size_t)(m->N * m->L * m->E));
     attn_mat c = {tmp, m->dt, m->N * m->L, m->E, m->E, 1};
-    if (!tmp || !attn_gemm(&c, &a, &wt, b ? &bias : NULL, false, m->threads, NULL)) {
-        free(tmp);
+    if (!tmp || !product(&c, &a, &wt, m->packed[3], b ? &bias : NULL, m)) {
+        if (!m->out_scratch) free(tmp);
         return false;
     }
     for (int64_t n = 0; n < m->N; n++) {
@@ -236,7 +264,7 @@ bool attn_mha_project_out(const attn_tensor *out, const char *cat, const attn_mh
         for (int64_t l = 0; l < m->L; l++)
             for (int64_t e = 0; e < m->E; e++) attn_mat_set(&o, l, e, attn_mat_get(&c, n * m->L + l, e));
     }
-    free(tmp);
+    if (!m->out_scratch) free(tmp);
     return true;
 }
 
@@ -283,16 +311,62 @@ static void write_weights(attn_tensor *w, const char *per_head, const attn_mha_c
 attn_status attn_mha_rotate_heads(char *q, char *k, const attn_mha_call *m, int64_t key_rows, attn_error *err) {
     attn_tensor tq, tk;
     attn_mha_heads_view(&tq, q, m, m->Hq, m->L), attn_mha_heads_view(&tk, k, m, m->Hkv, key_rows);
+    if (m->rope_ready) { /* attn_rope's work, with the tables the call made */
+        attn_rope_apply_tensor(&tq, &m->rope_plan[0], m->rope_p0, 1);
+        attn_rope_apply_tensor(&tk, &m->rope_plan[1], m->rope_p0, 1);
+        return ATTN_OK;
+    }
     attn_status st = attn_rope(&tq, &tq, m->o.rope, err);
     return st ? st : attn_rope(&tk, &tk, m->o.rope, err);
+}
+
+bool attn_mha_buffers(char **q, char **k, char **v, char **heads, attn_mha_call *m, const attn_tensor *out_view,
+                      int64_t key_rows) {
+    attn_arena *a = m->arena;
+    size_t es = attn_dtype_size(m->dt);
+    int64_t nq = m->N * m->Hq * m->L * m->D, nk = m->N * m->Hkv * key_rows * m->D;
+    *q = attn_arena_alloc(a, (size_t)nq, es), *k = attn_arena_alloc(a, (size_t)nk, es), *v = attn_arena_alloc(a, (size_t)nk, es);
+    *heads = attn_arena_alloc(a, (size_t)nq, es);
+    size_t scratch = attn_mha_gemm_scratch_bytes(m, key_rows);
+    m->gemm_scratch = scratch ? attn_arena_alloc(a, scratch, 1) : NULL;
+    m->out_scratch = attn_mha_rows_even(out_view) ? NULL : attn_arena_alloc(a, (size_t)(m->N * m->L * m->E), es);
+    bool ok = *q && *k && *v && *heads && (m->gemm_scratch || !scratch) && (m->out_scratch || attn_mha_rows_even(out_view));
+    if (ok) memset(*k, 0, (size_t)nk * es), memset(*v, 0, (size_t)nk * es); /* add_zero_attn's row */
+    if (!ok || !m->o.rope || m->rope_in_attention) return ok;
+    attn_rope_options o;
+    int64_t rd;
+    if (attn_rope_read_options(&o, &rd, m->o.rope, m->D, NULL)) return true; /* attn_rope reports it */
+    for (int i = 0; i < 2; i++) { /* the table attn_rope would make for these rows */
+        int64_t rows = i ? key_rows : m->L, steps = rows < 256 ? (rows > 0 ? rows : 1) : 256;
+        double *mem = attn_arena_alloc(a, (size_t)(attn_rope_plan_doubles(rd, steps) + 1), sizeof(double));
+        if (!mem) return false;
+        attn_rope_plan_init(&m->rope_plan[i], &o, rd, steps, mem);
+    }
+    m->rope_p0 = o.position_offset;
+    m->rope_ready = true;
+    return true;
+}
+
+attn_context attn_mha_rest(const attn_mha_call *m) {
+    attn_context c = m->context;
+    c.workspace = NULL, c.workspace_size = 0;
+    if (m->arena->base) c.workspace = m->arena->base + m->arena->used, c.workspace_size = m->arena->size - m->arena->used;
+    return c;
+}
+
+attn_status attn_mha_out_of(const attn_mha_call *m, attn_error *err) {
+    if (m->arena->base)
+        return attn_fail(err, ATTN_ERR_WORKSPACE, "the context's workspace (%zu bytes) cannot hold the layer's projections "
+                         "(attn_mha_workspace_size)", m->context.workspace_size);
+    return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's projections");
 }
 
 attn_status attn_mha_project_qkv(char *q, char *k, char *v, const attn_mha_call *m, int64_t key_rows, bool bias_kv,
                                 attn_error *err) {
     int64_t Fq = m->Hq * m->D, Fk = m->Hkv * m->D;
-    if (!attn_mha_project(q, &m->q, m->w[0], m->b[0], m->w_row0[0], Fq, m->L, NULL, m->threads) ||
-        !attn_mha_project(k, &m->k, m->w[1], m->b[1], m->w_row0[1], Fk, key_rows, bias_kv ? m->p.bias_k : NULL, m->threads) ||
-        !attn_mha_project(v, &m->v, m->w[2], m->b[2], m->w_row0[2], Fk, key_rows, bias_kv ? m->p.bias_v : NULL, m->threads))
+    if (!attn_mha_project(q, &m->q, m->w[0], m->packed[0], m->b[0], m->w_row0[0], Fq, m->L, NULL, m) ||
+        !attn_mha_project(k, &m->k, m->w[1], m->packed[1], m->b[1], m->w_row0[1], Fk, key_rows, bias_kv ? m->p.bias_k : NULL, m) ||
+        !attn_mha_project(v, &m->v, m->w[2], m->packed[2], m->b[2], m->w_row0[2], Fk, key_rows, bias_kv ? m->p.bias_v : NULL, m))
         return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
     return m->o.rope && !m->rope_in_attention ? attn_mha_rotate_heads(q, k, m, key_rows, err) : ATTN_OK;
 }
@@ -321,7 +395,7 @@ attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *
     if (query->rank != 2 && query->rank != 3)
         return attn_fail(err, ATTN_ERR_RANK, "query has rank %d; it must be 3 (batched) or 2 (unbatched)", query->rank);
     m->dt = query->dtype, m->batched = query->rank == 3;
-    if ((st = check_params(m, err)) || (st = attn_mha_as_batch(&m->q, query, "query", m, m->E, err)) ||
+    if ((st = attn_mha_check_params(m, err)) || (st = attn_mha_as_batch(&m->q, query, "query", m, m->E, err)) ||
         (st = attn_mha_as_batch(&m->k, key, "key", m, m->kdim, err)) || (st = attn_mha_as_batch(&m->v, value, "value", m, m->vdim, err)) ||
         (st = attn_mha_as_batch(out_view, out, "out", m, m->E, err)))
         return st;
@@ -335,7 +409,7 @@ attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *
     attn_context context; /* the thread count for the projections, checked as attn_sdpa checks it */
     if ((st = attn_mha_sdpa_options(&so, m, ATTN_CAUSAL_NONE, NULL, err)) || (st = attn_options_read(&read, &context, &so, err)))
         return st;
-    m->threads = context.num_threads, m->sinks = so.sinks, m->alibi = read.alibi_slopes;
+    m->threads = context.num_threads, m->sinks = so.sinks, m->alibi = read.alibi_slopes, m->context = context;
     m->rope_in_attention = m->o.rope && (m->L == m->S2 || m->o.causal == ATTN_CAUSAL_TOP_LEFT);
     if (m->o.causal != ATTN_CAUSAL_NONE && m->o.causal != ATTN_CAUSAL_TOP_LEFT && m->o.causal != ATTN_CAUSAL_BOTTOM_RIGHT)
         return attn_fail(err, ATTN_ERR_OPTION, "options->causal is %d, not an attn_causal value", (int)m->o.causal);
@@ -356,12 +430,16 @@ attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *
     if (!attn_mul_i64(m->N * m->Hq, m->L, &big) || !attn_mul_i64(big, m->S2 > m->E ? m->S2 : m->E, &big) ||
         !attn_mul_i64(m->N * m->Hq, m->S2, &big) || !attn_mul_i64(big, m->E, &big))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the layer's sizes overflow");
-    return check_masks(m, err);
+    return (st = check_masks(m, err)) ? st : attn_mha_use_packed(m, err);
 }
 
-attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *query, const attn_tensor *key,
-                     const attn_tensor *value, const attn_mha_params *params, const attn_mha_options *options,
-                     attn_error *err) {
+/* attn_mha, or with `measure` its workspace: the layer's buffers come
+ * from an arena over the context's workspace (or malloc's), the attention
+ * takes what they leave. Measuring allocates the buffers (from malloc) to
+ * ask attn_sdpa_workspace_size about them, and computes nothing. */
+static attn_status mha_run(size_t *measure, attn_tensor *out, attn_tensor *weights, const attn_tensor *query,
+                           const attn_tensor *key, const attn_tensor *value, const attn_mha_params *params,
+                           const attn_mha_options *options, attn_error *err) {
     attn_mha_call m;
     memset(&m, 0, sizeof m);
     m.p = attn_mha_params_default(), m.o = attn_mha_options_default();
@@ -378,41 +456,65 @@ attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *
     if ((st = attn_check_no_overlap(outs, 2, ins, ATTN_MHA_INPUTS, err))) return st;
 
     /* Scratch: q, k, v and the heads' output (as cat: (N, L, E)), the
-     * merged mask and the per-head weights when asked for. */
+     * products', the merged mask and the per-head weights when asked for. */
+    attn_arena arena = attn_arena_over(measure ? NULL : m.context.workspace, m.context.workspace_size);
+    m.arena = &arena;
     size_t es = attn_dtype_size(m.dt);
-    int64_t nq = m.N * m.Hq * m.L * m.D, nk = m.N * m.Hkv * m.S2 * m.D;
     int64_t nmask = m.masked ? m.mask_n * m.mask_h * m.L * m.S2 : 0, nw = weights ? m.N * m.Hq * m.L * m.S2 : 0;
-    char *q = calloc((size_t)nq, es), *k = calloc((size_t)nk, es), *v = calloc((size_t)nk, es);
-    char *heads = calloc((size_t)nq, es), *mask = m.masked ? calloc((size_t)nmask, es) : NULL;
-    char *per_head = weights ? calloc((size_t)nw, es) : NULL;
-    if (!q || !k || !v || !heads || (m.masked && !mask) || (weights && !per_head)) {
-        st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's projections");
+    char *q, *k, *v, *heads;
+    bool ok = attn_mha_buffers(&q, &k, &v, &heads, &m, &out_view, m.S2);
+    char *mask = ok && m.masked ? attn_arena_alloc(&arena, (size_t)nmask, es) : NULL;
+    char *per_head = ok && weights ? attn_arena_alloc(&arena, (size_t)nw, es) : NULL;
+    if (!ok || (m.masked && !mask) || (weights && !per_head)) {
+        st = attn_mha_out_of(&m, err);
         goto done;
     }
-    if ((st = attn_mha_project_qkv(q, k, v, &m, m.S2, true, err))) goto done;
-    if (m.masked) attn_mha_merge_masks(mask, &m);
-
     attn_tensor tq, tk, tv, th, tm, tw;
     int64_t sw[4] = {m.N, m.Hq, m.L, m.S2};
     attn_mha_heads_view(&tq, q, &m, m.Hq, m.L), attn_mha_heads_view(&th, heads, &m, m.Hq, m.L);
     attn_mha_heads_view(&tk, k, &m, m.Hkv, m.S2), attn_mha_heads_view(&tv, v, &m, m.Hkv, m.S2);
     attn_mha_mask_view(&tm, mask, &m), attn_tensor_init(&tw, per_head, m.dt, 4, sw, NULL, NULL);
     attn_sdpa_options so;
-    if ((st = attn_mha_sdpa_options(&so, &m, m.sdpa_causal, m.masked ? &tm : NULL, err)) ||
-        (st = attn_sdpa(&th, NULL, weights ? &tw : NULL, &tq, &tk, &tv, &so, err)))
+    attn_context rest = attn_mha_rest(&m);
+    if ((st = attn_mha_sdpa_options(&so, &m, m.sdpa_causal, m.masked ? &tm : NULL, err))) goto done;
+    so.context = &rest;
+    if (measure) {
+        size_t attention;
+        if (!(st = attn_sdpa_workspace_size(&attention, &th, NULL, weights ? &tw : NULL, &tq, &tk, &tv, &so, err)))
+            *measure = attn_arena_needed(&arena) + attention;
         goto done;
-    /* out_proj takes its memory before it writes: a failure leaves out and weights untouched. */
+    }
+    if ((st = attn_mha_project_qkv(q, k, v, &m, m.S2, true, err))) goto done;
+    if (m.masked) attn_mha_merge_masks(mask, &m);
+    if ((st = attn_sdpa(&th, NULL, weights ? &tw : NULL, &tq, &tk, &tv, &so, err))) goto done;
+    /* out_proj has its memory before it writes: a failure leaves out and weights untouched. */
     if (!attn_mha_project_out(&out_view, heads, &m))
         st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
     else if (weights)
         write_weights(weights, per_head, &m);
 done:
-    free(q), free(k), free(v), free(heads), free(mask), free(per_head);
+    attn_arena_release(&arena);
     return st;
 }
 
-attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_kv_cache *cache,
-                            const attn_mha_params *params, const attn_mha_options *options, attn_error *err) {
+attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *query, const attn_tensor *key,
+                     const attn_tensor *value, const attn_mha_params *params, const attn_mha_options *options,
+                     attn_error *err) {
+    return mha_run(NULL, out, weights, query, key, value, params, options, err);
+}
+
+attn_status attn_mha_workspace_size(size_t *bytes, attn_tensor *out, attn_tensor *weights, const attn_tensor *query,
+                                    const attn_tensor *key, const attn_tensor *value, const attn_mha_params *params,
+                                    const attn_mha_options *options, attn_error *err) {
+    if (!bytes) return attn_fail(err, ATTN_ERR_NULL, "bytes is NULL");
+    return mha_run(bytes, out, weights, query, key, value, params, options, err);
+}
+
+/* attn_mha_cached, or with `measure` its workspace, as mha_run. The
+ * attention is measured over the cache's keys and values as they will be
+ * after the append. */
+static attn_status cached_run(size_t *measure, attn_tensor *out, const attn_tensor *x, struct attn_kv_cache *cache,
+                              const attn_mha_params *params, const attn_mha_options *options, attn_error *err) {
     attn_mha_call m;
     memset(&m, 0, sizeof m);
     m.p = attn_mha_params_default(), m.o = attn_mha_options_default();
@@ -434,34 +536,56 @@ attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_
     attn_mha_inputs(ins, &m, x, NULL, NULL); /* key and value are x */
     if ((st = attn_check_no_overlap(outs, 3, ins, ATTN_MHA_INPUTS, err))) return st;
     int64_t length = attn_kv_cache_length(cache);
-    size_t es = attn_dtype_size(m.dt);
-    int64_t nq = m.N * m.Hq * m.L * m.D, nk = m.N * m.Hkv * m.L * m.D;
-    char *q = calloc((size_t)nq, es), *k = calloc((size_t)nk, es), *v = calloc((size_t)nk, es), *heads = calloc((size_t)nq, es);
     attn_rope_options r;
-    if (!q || !k || !v || !heads) {
-        st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's projections");
-        goto done;
-    }
     m.rope_in_attention = false; /* the cache holds turned keys: turn the new ones before appending */
     if (m.o.rope) { /* the new positions follow the cached ones */
         r = attn_rope_options_default();
-        if ((st = attn_versioned_read(&r, sizeof r, m.o.rope, "options->rope", "start from attn_rope_options_default()", err))) goto done;
+        if ((st = attn_versioned_read(&r, sizeof r, m.o.rope, "options->rope", "start from attn_rope_options_default()", err))) return st;
         r.position_offset += length, m.o.rope = &r;
     }
-    if ((st = attn_mha_project_qkv(q, k, v, &m, m.L, false, err))) goto done;
+    attn_arena arena = attn_arena_over(measure ? NULL : m.context.workspace, m.context.workspace_size);
+    m.arena = &arena;
+    char *q, *k, *v, *heads;
+    if (!attn_mha_buffers(&q, &k, &v, &heads, &m, &out_view, m.L)) {
+        st = attn_mha_out_of(&m, err);
+        goto done;
+    }
     attn_tensor tq, tk, tv, th;
     attn_mha_heads_view(&tq, q, &m, m.Hq, m.L), attn_mha_heads_view(&th, heads, &m, m.Hq, m.L);
     attn_mha_heads_view(&tk, k, &m, m.Hkv, m.L), attn_mha_heads_view(&tv, v, &m, m.Hkv, m.L);
-    if ((st = attn_kv_cache_append(cache, &tk, &tv, err))) goto done;
     attn_sdpa_options so;
-    if ((st = attn_mha_sdpa_options(&so, &m, m.o.causal, NULL, err)) ||
-        (st = attn_kv_cache_attend(&th, NULL, &tq, cache, &so, err))) {
+    attn_context rest = attn_mha_rest(&m);
+    if ((st = attn_mha_sdpa_options(&so, &m, m.o.causal, NULL, err))) goto done;
+    so.context = &rest;
+    if (measure) { /* the attention over the cache's first length + L positions, as attn_kv_cache_attend reads them */
+        int64_t n = length + m.L < ck.shape[2] ? length + m.L : ck.shape[2];
+        ck.shape[2] = cv.shape[2] = n > 0 ? n : 1;
+        size_t attention;
+        if (!(st = attn_sdpa_workspace_size(&attention, &th, NULL, NULL, &tq, &ck, &cv, &so, err)))
+            *measure = attn_arena_needed(&arena) + attention;
+        goto done;
+    }
+    if ((st = attn_mha_project_qkv(q, k, v, &m, m.L, false, err))) goto done;
+    if ((st = attn_kv_cache_append(cache, &tk, &tv, err))) goto done;
+    if ((st = attn_kv_cache_attend(&th, NULL, &tq, cache, &so, err))) {
         attn_kv_cache_truncate(cache, length, NULL); /* as it was */
         goto done;
     }
     if (!attn_mha_project_out(&out_view, heads, &m))
         st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
 done:
-    free(q), free(k), free(v), free(heads);
+    attn_arena_release(&arena);
     return st;
+}
+
+attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_kv_cache *cache,
+                            const attn_mha_params *params, const attn_mha_options *options, attn_error *err) {
+    return cached_run(NULL, out, x, cache, params, options, err);
+}
+
+attn_status attn_mha_cached_workspace_size(size_t *bytes, attn_tensor *out, const attn_tensor *x,
+                                           struct attn_kv_cache *cache, const attn_mha_params *params,
+                                           const attn_mha_options *options, attn_error *err) {
+    if (!bytes) return attn_fail(err, ATTN_ERR_NULL, "bytes is NULL");
+    return cached_run(bytes, out, x, cache, params, options, err);
 }

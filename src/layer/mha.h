@@ -4,6 +4,7 @@
 #define ATTN_LAYER_MHA_H
 
 #include "base/base.h"
+#include "kernels/rope.h"
 
 /* One call, worked out. */
 typedef struct attn_mha_call {
@@ -33,7 +34,56 @@ typedef struct attn_mha_call {
     attn_causal sdpa_causal;
     bool causal_in_mask, masked;
     int64_t mask_n, mask_h;
+    /* The q, k, v and out weights packed for attn_sgemm (options->packed,
+     * checked against the parameters), or NULL: each product packs its own. */
+    const float *packed[4];
+    /* Where the call's buffers come from: an arena over the caller's
+     * workspace or malloc's; NULL: plain malloc, buffer by buffer. */
+    attn_arena *arena;
+    void *gemm_scratch; /* from the arena: enough for every product of the call; NULL: each allocates */
+    char *out_scratch;  /* from the arena: out_proj's result when out's rows are not evenly spaced */
+    /* RoPE's tables for q and k from the arena (rope_ready), when q and k
+     * are turned after projecting; else attn_rope makes its own. */
+    attn_rope_plan rope_plan[2];
+    int64_t rope_p0; /* their position_offset */
+    bool rope_ready;
+    attn_context context; /* the call's context as read: threads, workspace */
 } attn_mha_call;
+
+/* The prepared weights (attn_mha_weights_init), in the caller's memory. */
+struct attn_mha_weights {
+    uint64_t magic;       /* ATTN_MHA_WEIGHTS_MAGIC once initialised */
+    const char *isa;      /* the kernels they were packed for: their sgemm_nr */
+    int nr;
+    int64_t E, Hq, Hkv, kdim, vdim;
+    attn_tensor source[4]; /* the q, k, v and out weights packed (in_proj_weight thrice) */
+    int64_t row0[4];       /* each projection's first row in its source */
+    float *panels[4];      /* Wᵀ (in × F) packed by attn_sgemm_pack_b */
+};
+#define ATTN_MHA_WEIGHTS_MAGIC 0x6174746e6d686177ull /* "attnmhaw" */
+
+/* The call's own buffers from m->arena (set): q (N, L, Hq·D), k and v
+ * (N, key_rows, Hkv·D; zeroed), the heads' output (N, L, E), the
+ * products' scratch, out_proj's when out's rows are not evenly spaced, and
+ * RoPE's tables when q and k are turned after projecting. False when the
+ * arena cannot give them. */
+bool attn_mha_buffers(char **q, char **k, char **v, char **heads, attn_mha_call *m, const attn_tensor *out_view,
+                      int64_t key_rows);
+/* The attention's context for a call whose buffers came from m->arena: the
+ * layer's threads, and a workspace of what the arena has left (none when
+ * the arena is malloc's). */
+attn_context attn_mha_rest(const attn_mha_call *m);
+/* The status for an arena that could not give a buffer. */
+attn_status attn_mha_out_of(const attn_mha_call *m, attn_error *err);
+
+/* The parameters' checks (sizes, shapes, dtypes against m->dt), filling
+ * m's sizes and projections. */
+attn_status attn_mha_check_params(attn_mha_call *m, attn_error *err);
+/* options->packed checked against m's parameters and dtype; m->packed set. */
+attn_status attn_mha_use_packed(attn_mha_call *m, attn_error *err);
+/* Bytes of scratch the call's products need at most (attn_gemm_scratch_bytes
+ * over the q, k, v and out products), key_rows keys projected. */
+size_t attn_mha_gemm_scratch_bytes(const attn_mha_call *m, int64_t key_rows);
 
 /* The attention's options for this layer: the caller's attention options
  * (variants, scale, dropout, compute) with the layer's causal mode, mask and
@@ -66,11 +116,13 @@ static inline bool attn_mha_rows_even(const attn_tensor *x) {
 /* Sequence n's first `rows` rows of x (N, rows', F) as a matrix (rows × F). */
 attn_mat attn_mha_rows(const attn_tensor *x, int64_t n, int64_t rows);
 /* dst (N, rows_out, F), contiguous, = x (N, rows, in) · W[row0 .. row0 + F)ᵀ
- * + b, in double sums; row `rows` of each sequence is bias_kv when given.
- * False when the product's buffers cannot be allocated. */
-bool attn_mha_project(char *dst, const attn_tensor *x, const attn_tensor *w, const attn_tensor *b, int64_t row0,
-                      int64_t F, int64_t rows_out, const attn_tensor *bias_kv, int threads);
-/* F1 and F2 of the forward: q (N, L, Hq·D), k and v (N, key_rows, Hkv·D)
+ * + b, in f32 sums for an f32 layer and double sums for an f64 one; row
+ * `rows` of each sequence is bias_kv when given. False when the product's
+ * buffers cannot be allocated. */
+bool attn_mha_project(char *dst, const attn_tensor *x, const attn_tensor *w, const float *packed, const attn_tensor *b,
+                      int64_t row0, int64_t F, int64_t rows_out, const attn_tensor *bias_kv, const attn_mha_call *m);
+/* F1 and F2 of the forward (packed weights when m->packed, buffers from
+ * m->arena when set): q (N, L, Hq·D), k and v (N, key_rows, Hkv·D)
  * projected, k and v with the bias_kv row when bias_kv and the layer has
  * one, then q and k rotated when options->rope. */
 attn_status attn_mha_project_qkv(char *q, char *k, char *v, const attn_mha_call *m, int64_t key_rows, bool bias_kv,

@@ -44,7 +44,8 @@ static void add_rows(double *sum, const attn_mat *g) {
 static bool project_backward(double *dW, double *db, double *dx, double *dbkv, const char *dproj, const attn_tensor *x,
                              const attn_tensor *w, int64_t row0, int64_t F, int64_t rows_out, int threads) {
     int64_t N = x->shape[0], rows = x->shape[1], in = x->shape[2], es = (int64_t)attn_dtype_size(x->dtype);
-    attn_mat wm = {(char *)w->data + row0 * w->strides[0] * es, w->dtype, F, in, w->strides[0], w->strides[1]};
+    int64_t wes = (int64_t)attn_dtype_size(w->dtype);
+    attn_mat wm = {(char *)w->data + row0 * w->strides[0] * wes, w->dtype, F, in, w->strides[0], w->strides[1]};
     attn_mat dWm = {(char *)dW, ATTN_F64, F, in, in, 1};
     /* One product over all N·rows rows when they are evenly spaced. */
     bool whole = rows_out == rows && attn_mha_rows_even(x);
@@ -53,7 +54,7 @@ static bool project_backward(double *dW, double *db, double *dx, double *dbkv, c
         char *gn = (char *)dproj + n * rows_out * F * es;
         attn_mat g = {gn, x->dtype, nr, F, F, 1}, gt = {gn, x->dtype, F, nr, 1, F};
         attn_mat dxm = {(char *)(dx + n * rows * in), ATTN_F64, nr, in, in, 1}, xn = attn_mha_rows(x, n, nr);
-        if (!attn_gemm(&dxm, &g, &wm, NULL, false, threads, NULL) || !attn_gemm(&dWm, &gt, &xn, NULL, true, threads, NULL))
+        if (!attn_gemm(&dxm, &g, &wm, NULL, false, threads, NULL, NULL) || !attn_gemm(&dWm, &gt, &xn, NULL, true, threads, NULL, NULL))
             return false;
         if (db) add_rows(db, &g);
     }
@@ -78,7 +79,7 @@ static bool out_backward(char *dcat, double *dWo, double *dbo, const attn_tensor
         attn_mat dt = {d.base, d.dtype, m->E, d.rows, d.cs, d.rs};
         attn_mat dc = {dcat + n * m->L * m->E * es, m->dt, d.rows, m->E, m->E, 1};
         attn_mat c = {(char *)cat + n * m->L * m->E * es, m->dt, d.rows, m->E, m->E, 1};
-        if (!attn_gemm(&dc, &d, &wo, NULL, false, m->threads, NULL) || !attn_gemm(&dWm, &dt, &c, NULL, true, m->threads, NULL))
+        if (!attn_gemm(&dc, &d, &wo, NULL, false, m->threads, NULL, NULL) || !attn_gemm(&dWm, &dt, &c, NULL, true, m->threads, NULL, NULL))
             return false;
         add_rows(dbo, &d);
     }
@@ -156,9 +157,13 @@ static attn_status check_grads(const attn_tensor *g[G_COUNT], const attn_tensor 
     for (int i = 0; i < G_COUNT; i++) {
         if (!g[i]) continue;
         if (!p[i]) return attn_fail(err, ATTN_ERR_NULL, "a gradient for %s, which the layer does not have", GRAD_NAMES[i]);
-        if (!g[i]->data || g[i]->dtype != p[i]->dtype || g[i]->rank != p[i]->rank ||
+        /* A 16-bit parameter's gradient is f32 or f64 (a master copy's), every other's its own dtype. */
+        bool half = p[i]->dtype == ATTN_F16 || p[i]->dtype == ATTN_BF16;
+        bool dtype_ok = half ? g[i]->dtype == ATTN_F32 || g[i]->dtype == ATTN_F64 : g[i]->dtype == p[i]->dtype;
+        if (!g[i]->data || !dtype_ok || g[i]->rank != p[i]->rank ||
             memcmp(g[i]->shape, p[i]->shape, sizeof(int64_t) * (size_t)p[i]->rank))
-            return attn_fail(err, ATTN_ERR_SHAPE, "the gradient of %s must have its shape and dtype", GRAD_NAMES[i]);
+            return attn_fail(err, ATTN_ERR_SHAPE, "the gradient of %s must have its shape and dtype (f32 or f64 for a "
+                             "16-bit parameter)", GRAD_NAMES[i]);
         attn_status st = attn_check_extent(g[i], GRAD_NAMES[i], err);
         if (st) return st;
     }

@@ -219,12 +219,106 @@ static attn_status backward(size_t *bytes, attn_tensor *const grad[4], const att
     return st;
 }
 
+static bool half_dtype(attn_dtype t) { return t == ATTN_F16 || t == ATTN_BF16; }
+
+/* *t32 = a contiguous f32 tensor shaped like t (rank 1 to ATTN_MAX_RANK,
+ * dimensions >= 1, checked by the caller or here), from the arena; false
+ * when its size overflows or the arena has no room. */
+static bool f32_like(attn_tensor *t32, const attn_tensor *t, attn_arena *a) {
+    int64_t n = 1;
+    if (t->rank < 1 || t->rank > ATTN_MAX_RANK) return false;
+    for (int d = 0; d < t->rank; d++)
+        if (t->shape[d] < 1 || !attn_mul_i64(n, t->shape[d], &n)) return false;
+    attn_tensor_init(t32, NULL, ATTN_F32, t->rank, t->shape, NULL, NULL);
+    t32->data = attn_arena_alloc(a, (size_t)n, sizeof(float));
+    return t32->data != NULL;
+}
+
+/* The backward pass of a 16-bit q (attn_sdpa's 16-bit forward): q, out and
+ * dout (q's dtype) are widened into f32 copies, the f32 backward runs on
+ * them (k and v as they are), and each 16-bit gradient (dq in q's dtype, dk
+ * and dv in k's and v's) is computed in f32 and rounded once into the
+ * caller's; an f32 gradient (of f32 k, v or mask) is written directly. The
+ * copies come from the workspace or malloc; with `bytes`, measured. */
+static attn_status backward_half(size_t *bytes, attn_tensor *const grad[4], const attn_tensor *dout,
+                                 const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                 const attn_tensor *out, const attn_tensor *lse, const attn_sdpa_options *options,
+                                 attn_error *err) {
+    attn_sdpa_options o;
+    attn_context c;
+    attn_status st = attn_options_read(&o, &c, options, err);
+    if (st) return st;
+    const attn_tensor *in[3] = {dout, out, q}, *like[4] = {q, k, v, o.mask};
+    static const char *const IN[3] = {"dout", "out", "q"}, *const NAME[4] = {"dq", "dk", "dv", "dmask"};
+    for (int i = 0; i < 3; i++) {
+        if (!in[i] || !in[i]->data) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL or has NULL data", IN[i]);
+        if (in[i]->dtype != q->dtype)
+            return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; with a %s q it must be %s too", IN[i],
+                             attn_dtype_name(in[i]->dtype), attn_dtype_name(q->dtype), attn_dtype_name(q->dtype));
+        if (in[i]->rank < 2 || in[i]->rank > ATTN_MAX_RANK || (st = attn_check_extent(in[i], IN[i], err)))
+            return st ? st : attn_fail(err, ATTN_ERR_RANK, "%s has rank %d", IN[i], in[i]->rank);
+    }
+    for (int i = 0; i < 4; i++)
+        if (grad[i] && (!grad[i]->data || grad[i]->rank < 1 || grad[i]->rank > ATTN_MAX_RANK))
+            return attn_fail(err, grad[i]->data ? ATTN_ERR_RANK : ATTN_ERR_NULL, "%s %s", NAME[i],
+                             grad[i]->data ? "has a rank attention does not take" : "has NULL data");
+    for (int i = 0; i < 4; i++) /* each gradient in its tensor's dtype, f32 for a mask */
+        if (grad[i] && like[i] && grad[i]->data && grad[i]->dtype != (i == 3 ? ATTN_F32 : like[i]->dtype))
+            return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be %s like %s", NAME[i],
+                             attn_dtype_name(grad[i]->dtype), attn_dtype_name(i == 3 ? ATTN_F32 : like[i]->dtype),
+                             i == 3 ? "the mask" : i ? (i == 1 ? "k" : "v") : "q");
+    const attn_named outs[4] = {{grad[0], "dq"}, {grad[1], "dk"}, {grad[2], "dv"}, {grad[3], "dmask"}};
+    const attn_named ins[9] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"},
+                               {o.mask, "mask"}, {o.alibi_slopes, "alibi_slopes"}, {o.sinks, "sinks"}};
+    if ((st = attn_check_no_overlap(outs, 4, ins, 9, err))) return st;
+    attn_arena arena = attn_arena_over(bytes ? NULL : c.workspace, c.workspace_size);
+    attn_tensor wide[3], gw[4];
+    attn_tensor *inner[4] = {NULL, NULL, NULL, grad[3]};
+    bool ok = true;
+    for (int i = 0; i < 3; i++) ok = ok && f32_like(&wide[i], in[i], &arena);
+    for (int i = 0; i < 3 && ok; i++) {
+        if (!grad[i]) continue;
+        if (half_dtype(grad[i]->dtype)) ok = f32_like(&gw[i], grad[i], &arena), inner[i] = &gw[i];
+        else inner[i] = grad[i];
+    }
+    if (!ok) {
+        attn_arena_release(&arena);
+        for (int i = 0; i < 3; i++)
+            for (int d = 0; d < in[i]->rank; d++)
+                if (in[i]->shape[d] < 1) return attn_fail(err, ATTN_ERR_SHAPE, "%s has a dimension below 1", IN[i]);
+        return attn_fail(err, arena.base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY, "cannot %s the f32 copies of q, "
+                         "out, dout and the 16-bit gradients (attn_sdpa_backward_workspace_size)",
+                         arena.base ? "fit in the context's workspace" : "allocate");
+    }
+    attn_context rest = c;
+    rest.workspace = arena.base ? arena.base + arena.used : NULL;
+    rest.workspace_size = arena.base ? arena.size - arena.used : 0;
+    o.context = &rest;
+    for (int i = 0; i < 3 && !bytes; i++) attn_tensor_convert(&wide[i], in[i], NULL); /* exact */
+    size_t need = 0;
+    st = backward(bytes ? &need : NULL, inner, &wide[0], &wide[2], k, v, &wide[1], lse, &o, err);
+    if (!st && bytes) *bytes = attn_arena_needed(&arena) + need;
+    for (int i = 0; i < 3 && !st && !bytes; i++)
+        if (grad[i] && inner[i] != grad[i]) attn_tensor_convert(grad[i], &gw[i], NULL); /* the one rounding */
+    attn_arena_release(&arena);
+    return st;
+}
+
+/* The backward pass, through f32 copies for a 16-bit q (backward_half). */
+static attn_status backward_call(size_t *bytes, attn_tensor *const grad[4], const attn_tensor *dout,
+                                 const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                 const attn_tensor *out, const attn_tensor *lse, const attn_sdpa_options *options,
+                                 attn_error *err) {
+    if (q && q->data && half_dtype(q->dtype)) return backward_half(bytes, grad, dout, q, k, v, out, lse, options, err);
+    return backward(bytes, grad, dout, q, k, v, out, lse, options, err);
+}
+
 attn_status attn_sdpa_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, attn_tensor *dmask,
                                const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k,
                                const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse,
                                const attn_sdpa_options *options, attn_error *err) {
     attn_tensor *const grad[4] = {dq, dk, dv, dmask};
-    return backward(NULL, grad, dout, q, k, v, out, lse, options, err);
+    return backward_call(NULL, grad, dout, q, k, v, out, lse, options, err);
 }
 
 attn_status attn_sdpa_backward_workspace_size(size_t *bytes, attn_tensor *dq, attn_tensor *dk,
@@ -235,5 +329,5 @@ attn_status attn_sdpa_backward_workspace_size(size_t *bytes, attn_tensor *dq, at
                                               attn_error *err) {
     if (!bytes) return attn_fail(err, ATTN_ERR_NULL, "bytes is NULL");
     attn_tensor *const grad[4] = {dq, dk, dv, dmask};
-    return backward(bytes, grad, dout, q, k, v, out, lse, options, err);
+    return backward_call(bytes, grad, dout, q, k, v, out, lse, options, err);
 }

@@ -120,6 +120,77 @@ static attn_status sdpa_run(kernel_kind kind, size_t *bytes, attn_tensor *out, a
     return st;
 }
 
+static bool half_dtype(attn_dtype t) { return t == ATTN_F16 || t == ATTN_BF16; }
+
+/* *t32 = a contiguous f32 tensor shaped like t (rank 1 to ATTN_MAX_RANK,
+ * dimensions >= 1, checked by the caller or here), from the arena; false
+ * when its size overflows or the arena has no room. */
+static bool f32_like(attn_tensor *t32, const attn_tensor *t, attn_arena *a) {
+    int64_t n = 1;
+    if (t->rank < 1 || t->rank > ATTN_MAX_RANK) return false;
+    for (int d = 0; d < t->rank; d++)
+        if (t->shape[d] < 1 || !attn_mul_i64(n, t->shape[d], &n)) return false;
+    attn_tensor_init(t32, NULL, ATTN_F32, t->rank, t->shape, NULL, NULL);
+    t32->data = attn_arena_alloc(a, (size_t)n, sizeof(float));
+    return t32->data != NULL;
+}
+
+/* attn_sdpa and attn_sdpa_reference with a 16-bit q and out (f16 or bf16,
+ * the same): q is widened into f32 (exactly), the call runs in f32 as it
+ * would for an f32 q (f32 sums and softmax; k and v f32, f16 or bf16 as
+ * they are), and its f32 out is rounded once, to nearest even, into out.
+ * The f32 copies of q and out come from the workspace (or malloc), the
+ * call's own scratch after them. With `bytes`, the workspace is measured:
+ * the copies are allocated (from malloc) to measure the call on them. */
+static attn_status sdpa_half(kernel_kind kind, size_t *bytes, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
+                             const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                             const attn_sdpa_options *options, attn_error *err) {
+    if (!out || !out->data) return attn_fail(err, ATTN_ERR_NULL, "out is NULL or has NULL data");
+    if (out->dtype != q->dtype)
+        return attn_fail(err, ATTN_ERR_DTYPE, "out is %s but q is %s; a 16-bit q gives out in its own dtype",
+                         attn_dtype_name(out->dtype), attn_dtype_name(q->dtype));
+    if (weights)
+        return attn_fail(err, ATTN_ERR_DTYPE, "the weights are not given for a 16-bit q (PyTorch's SDPA returns none); "
+                         "widen q to f32 to have them");
+    attn_sdpa_options o;
+    attn_context c;
+    attn_status st = attn_options_read(&o, &c, options, err);
+    const attn_tensor *t[2] = {q, out};
+    for (int i = 0; i < 2 && !st; i++)
+        if (t[i]->rank < 2 || t[i]->rank > ATTN_MAX_RANK)
+            return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; attention takes ranks 2 to %d", i ? "out" : "q",
+                             t[i]->rank, ATTN_MAX_RANK);
+    if (st || (st = attn_check_extent(q, "q", err)) || (st = attn_check_extent(out, "out", err))) return st;
+    if (lse && lse->dtype != ATTN_F32)
+        return attn_fail(err, ATTN_ERR_DTYPE, "lse is %s; with a 16-bit q it is f32", attn_dtype_name(lse->dtype));
+    const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
+    const attn_named ins[6] = {{q, "q"}, {k, "k"}, {v, "v"}, {o.mask, "mask"}, {o.alibi_slopes, "alibi_slopes"},
+                               {o.sinks, "sinks"}};
+    if ((st = attn_check_no_overlap(outs, 2, ins, 6, err))) return st;
+    attn_arena arena = attn_arena_over(bytes ? NULL : c.workspace, c.workspace_size);
+    attn_tensor q32, out32;
+    if (!f32_like(&q32, q, &arena) || !f32_like(&out32, out, &arena)) {
+        attn_arena_release(&arena);
+        for (int i = 0; i < 2; i++)
+            for (int d = 0; d < t[i]->rank; d++)
+                if (t[i]->shape[d] < 1) return attn_fail(err, ATTN_ERR_SHAPE, "%s has a dimension below 1", i ? "out" : "q");
+        return attn_fail(err, arena.base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
+                         "cannot %s the f32 copies of q and out (attn_sdpa_workspace_size)",
+                         arena.base ? "fit in the context's workspace" : "allocate");
+    }
+    attn_context rest = c;
+    rest.workspace = arena.base ? arena.base + arena.used : NULL;
+    rest.workspace_size = arena.base ? arena.size - arena.used : 0;
+    o.context = &rest;
+    if (!bytes) attn_tensor_convert(&q32, q, NULL); /* exact */
+    size_t inner = 0;
+    st = sdpa_run(kind, bytes ? &inner : NULL, &out32, lse, NULL, &q32, k, v, &o, NULL, NULL, err);
+    if (!st && bytes) *bytes = attn_arena_needed(&arena) + inner;
+    if (!st && !bytes) attn_tensor_convert(out, &out32, NULL); /* the one rounding */
+    attn_arena_release(&arena);
+    return st;
+}
+
 attn_status attn_sdpa_stream_measure(size_t *bytes, attn_slices *sl, const attn_sdpa_options *o, attn_error *err) {
     return measure(bytes, KERNEL_STREAM, sl, o, err);
 }
@@ -129,23 +200,31 @@ attn_status attn_sdpa_stream_run(const attn_slices *sl, const attn_sdpa_options 
     return run_kernel(KERNEL_STREAM, sl, o, info, err);
 }
 
+/* The entry points' call: through f32 copies for a 16-bit q (sdpa_half). */
+static attn_status sdpa_call(kernel_kind kind, size_t *bytes, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
+                             const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                             const attn_sdpa_options *options, attn_error *err) {
+    if (q && q->data && half_dtype(q->dtype)) return sdpa_half(kind, bytes, out, lse, weights, q, k, v, options, err);
+    return sdpa_run(kind, bytes, out, lse, weights, q, k, v, options, NULL, NULL, err);
+}
+
 attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
                                      const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                      const attn_sdpa_options *options, attn_error *err) {
     if (!bytes) return attn_fail(err, ATTN_ERR_NULL, "bytes is NULL");
-    return sdpa_run(KERNEL_STREAM, bytes, out, lse, weights, q, k, v, options, NULL, NULL, err);
+    return sdpa_call(KERNEL_STREAM, bytes, out, lse, weights, q, k, v, options, err);
 }
 
 attn_status attn_sdpa(attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,
                       const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *options,
                       attn_error *err) {
-    return sdpa_run(KERNEL_STREAM, NULL, out, lse, weights, q, k, v, options, NULL, NULL, err);
+    return sdpa_call(KERNEL_STREAM, NULL, out, lse, weights, q, k, v, options, err);
 }
 
 attn_status attn_sdpa_reference(attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
                                 const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                 const attn_sdpa_options *options, attn_error *err) {
-    return sdpa_run(KERNEL_REFERENCE, NULL, out, lse, weights, q, k, v, options, NULL, NULL, err);
+    return sdpa_call(KERNEL_REFERENCE, NULL, out, lse, weights, q, k, v, options, err);
 }
 
 attn_status attn_scores(attn_tensor *scores, const attn_tensor *q, const attn_tensor *k,

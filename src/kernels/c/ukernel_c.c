@@ -197,6 +197,17 @@ static void dgemm_c(double *c, int64_t ldc, const double *a, const double *b, in
         for (int j = 0; j < NR_D; j++) c[i * ldc + j] += acc[i][j];
 }
 
+/* The portable f32 GEMM microkernel: a 4 × 16 tile, plain loops. */
+enum { MR_S = 4, NR_S = 16 };
+static void sgemm_c(float *c, int64_t ldc, const float *a, const float *b, int64_t k) {
+    float acc[MR_S][NR_S] = {{0}};
+    for (int64_t p = 0; p < k; p++, a += MR_S, b += NR_S)
+        for (int i = 0; i < MR_S; i++)
+            for (int j = 0; j < NR_S; j++) acc[i][j] += a[i] * b[j];
+    for (int i = 0; i < MR_S; i++)
+        for (int j = 0; j < NR_S; j++) c[i * ldc + j] += acc[i][j];
+}
+
 const attn_ukernels attn_ukernels_c = {
     .name = "c",
     .vl = VL,
@@ -224,4 +235,7 @@ const attn_ukernels attn_ukernels_c = {
     .dgemm = dgemm_c,
     .dgemm_mr = MR_D,
     .dgemm_nr = NR_D,
+    .sgemm = sgemm_c,
+    .sgemm_mr = MR_S,
+    .sgemm_nr = NR_S,
 };

@@ -420,5 +420,8 @@ const attn_ukernels attn_ukernels_avx2 = {
     .dgemm = attn_dgemm_avx2_6x8,
     .dgemm_mr = 6,
     .dgemm_nr = 8,
+    .sgemm = attn_sgemm_avx2_6x16,
+    .sgemm_mr = 6,
+    .sgemm_nr = 16,
 };
 #endif

@@ -359,5 +359,8 @@ const attn_ukernels attn_ukernels_avx512 = {
     .dgemm = attn_dgemm_avx512_8x24,
     .dgemm_mr = 8,
     .dgemm_nr = 24,
+    .sgemm = attn_sgemm_avx512_12x32,
+    .sgemm_mr = 12,
+    .sgemm_nr = 32,
 };
 #endif
