@@ -39,7 +39,7 @@ const fillAttr = () => ` data-filled="${reducedMotion.matches ? 1 : 0}"`;
 
 // One numeric cell drawn as the heatmaps draw theirs (colour from the figure's one scale).
 function numCell(x, y, w, h, value, range, i, j, text = fmt(value)) {
-  const c = value === null ? { fill: 'none', ink: 'currentColor' } : shade(value / range);
+  const c = value === null ? { fill: 'var(--panel)', ink: 'var(--ink)' } : shade(value / range);
   return `<g class="cell${fillClass()}" data-i="${i}" data-j="${j}"${fillAttr()}>` +
     `<rect class="cell-bg" x="${x}" y="${y}" width="${w}" height="${h}" fill="${c.fill}"/>` +
     `<text x="${x + w - 4}" y="${y + h - 5}" text-anchor="end" fill="${c.ink}">${esc(text)}</text></g>`;
@@ -244,11 +244,11 @@ defineStep('kcausal', {
       out.push(`<text class="label" x="${lw - 6}" y="${top + bi * size + size / 2 + 4}" text-anchor="end">${esc(rowWords(t, bi * b, bi * b + b).slice(0, 12))}</text>`);
       for (let bj = 0; bj < nb; bj++) {
         const kind = cz.kind[bi * nb + bj], x = lw + bj * size, y = top + bi * size;
-        const fill = kind === 2 ? shade(0.6) : kind === 1 ? shade(0.3) : { fill: 'none', ink: 'currentColor' };
+        const fill = kind === 2 ? shade(0.6) : kind === 1 ? shade(0.3) : { fill: 'var(--panel)', ink: 'var(--ink)' };
         out.push(`<g class="cell block-${NAMES[kind]}${fillClass()}" data-i="${bi}" data-j="${bj}"${fillAttr()}>` +
           `<rect class="cell-bg" x="${x}" y="${y}" width="${size}" height="${size}" fill="${fill.fill}"/>` +
           (kind === 0 ? `<path class="skip-x" d="M ${x + 6} ${y + 6} L ${x + size - 6} ${y + size - 6} M ${x + size - 6} ${y + 6} L ${x + 6} ${y + size - 6}"/>` : '') +
-          `<text x="${x + size / 2}" y="${y + size / 2 + 4}" text-anchor="middle" fill="${kind ? fill.ink : 'currentColor'}">${NAMES[kind]}</text></g>`);
+          `<text x="${x + size / 2}" y="${y + size / 2 + 4}" text-anchor="middle" fill="${fill.ink}">${NAMES[kind]}</text></g>`);
       }
     }
     out.push(`<text class="muted-text" x="2" y="${height - 12}">all: computed whole · part: on the diagonal, masked in part · skip: never computed</text>`, '</svg>');
@@ -286,8 +286,8 @@ defineStep('kcache', {
       ['fig-kcache-k', 'kcache-k', heatmapSvg('kcache-k', 'K cache', k.K, t, dcols, { range }), null],
       ['fig-kcache-v', 'kcache-v', heatmapSvg('kcache-v', 'V cache', k.V, t, vcols, { range }), null],
       ['fig-kcache-out', 'kcache-out', heatmapSvg('kcache-out', 'output through the cache', ca.output, t, vcols, { range, interactive: true }),
-        (i, j) => ({ lines: [`${t[i]} attends to the ${i + 1} cached rows: output ${vcols[j]} = ${fmt(ca.output[i][j])}; ` +
-          `the whole causal head gives ${fmt(k.causal_output[i][j])}`], marks: [['kcache-full', { row: i }], ['kcache-k', { row: i }]] })],
+        (i, j) => ({ lines: [`${t[i]} attends to the ${i + 1} cached row${i ? 's' : ''} (${rowWords(t, 0, i + 1)}); the whole causal head gives ${fmt(k.causal_output[i][j])}`,
+          `output[${t[i]}, ${vcols[j]}] through the cache = ${fmt(ca.output[i][j])}`], marks: [['kcache-full', { row: i }], ['kcache-k', { row: i }]] })],
       ['fig-kcache-full', 'kcache-full', heatmapSvg('kcache-full', 'the whole causal head', k.causal_output, t, vcols, { range }), null],
     ]);
     const g = ca.gqa, Hq = 8, Hk = 2, W = 300;
@@ -356,6 +356,7 @@ defineStep('kpages', {
           (who ? `<text class="on-light" x="${x + sq / 2}" y="${y + sq / 2 + 4}" text-anchor="middle">${who}</text>` : ''));
       }
       out.push(`<g class="cell${fillClass()}" data-i="${i}" data-j="0"${fillAttr()}>`,
+        `<rect class="cell-bg row-bg" x="0" y="${y - 18}" width="${width}" height="${rowH - 6}"/>`,
         `<text class="label" x="2" y="${y - 5}">${i + 1}. ${esc(e.what)} · ${e.free} pages free</text>`, ...pages,
         `<text class="muted-text" x="${lw}" y="${y + sq + 14}">A: ${e.lengths[0]} positions, pages [${e.tables[0].join(', ')}]</text>`,
         i ? `<text class="muted-text" x="${lw}" y="${y + sq + 28}">B: ${e.lengths[1]} positions, pages [${e.tables[1].join(', ')}]</text>` : '', '</g>');
