@@ -85,7 +85,7 @@ defineStep('kcost', {
     const lo = Math.log2(1024), hi = Math.log2(64 * 1024 ** 3); // 1 KiB to 64 GiB: each tick 32 times the last
     const x = (b) => lw + (W - lw - 12) * (Math.log2(Math.max(b, 1024)) - lo) / (hi - lo);
     const out = [`<svg class="heatmap kfig" width="${W}" height="${top + (k.T.length + 1) * rowH + 30}" role="group" aria-label="bytes of the score matrix and of the kernel's workspace, one axis">`,
-      `<text class="title" x="2" y="14">bytes, one axis: T × T scores (red) and the kernel's workspace (grey)</text>`];
+      `<text class="title" x="2" y="14">bytes: T × T scores (red), the workspace (grey)</text>`];
     for (let e = 10; e <= 35; e += 5) {
       const xx = x(2 ** e);
       out.push(`<line class="axis" x1="${xx}" x2="${xx}" y1="${top - 8}" y2="${top + (k.T.length + 1) * rowH}" stroke-dasharray="2 3"/>`,
@@ -236,9 +236,9 @@ defineStep('kcausal', {
   render(c) {
     const k = kernelData(c), cz = k.causal, nb = k.blocks, b = k.block, t = labelWords(k.tokens), n = t.length;
     const size = Math.max(26, Math.min(PHONE ? 40 : 56, Math.floor((PHONE ? 300 : 420) / nb))), lw = 90, top = 40;
-    const width = lw + nb * size + 12, height = top + nb * size + 40;
+    const width = Math.max(lw + nb * size + 12, PHONE ? 340 : 420), height = top + nb * size + 48;
     const out = [`<svg class="heatmap kfig" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="group" aria-label="causal blocks: computed, masked in part, skipped">`,
-      `<text class="title" x="2" y="14">${nb} × ${nb} blocks of ${b} queries × ${b} keys, causal</text>`];
+      `<text class="title" x="2" y="14">${nb} × ${nb} blocks of ${b} × ${b}, causal</text>`];
     const NAMES = ['skip', 'part', 'all'];
     for (let bi = 0; bi < nb; bi++) {
       out.push(`<text class="label" x="${lw - 6}" y="${top + bi * size + size / 2 + 4}" text-anchor="end">${esc(rowWords(t, bi * b, bi * b + b).slice(0, 12))}</text>`);
@@ -247,11 +247,12 @@ defineStep('kcausal', {
         const fill = kind === 2 ? shade(0.6) : kind === 1 ? shade(0.3) : { fill: 'var(--panel)', ink: 'var(--ink)' };
         out.push(`<g class="cell block-${NAMES[kind]}${fillClass()}" data-i="${bi}" data-j="${bj}"${fillAttr()}>` +
           `<rect class="cell-bg" x="${x}" y="${y}" width="${size}" height="${size}" fill="${fill.fill}"/>` +
-          (kind === 0 ? `<path class="skip-x" d="M ${x + 6} ${y + 6} L ${x + size - 6} ${y + size - 6} M ${x + size - 6} ${y + 6} L ${x + 6} ${y + size - 6}"/>` : '') +
+          (kind === 0 ? `<path class="skip-x" d="M ${x + 4} ${y + 4} l 7 7 M ${x + size - 4} ${y + 4} l -7 7 M ${x + 4} ${y + size - 4} l 7 -7 M ${x + size - 4} ${y + size - 4} l -7 -7"/>` : '') +
           `<text x="${x + size / 2}" y="${y + size / 2 + 4}" text-anchor="middle" fill="${fill.ink}">${NAMES[kind]}</text></g>`);
       }
     }
-    out.push(`<text class="muted-text" x="2" y="${height - 12}">all: computed whole · part: on the diagonal, masked in part · skip: never computed</text>`, '</svg>');
+    out.push(`<text class="muted-text" x="2" y="${height - 22}">all: computed whole · part: on the diagonal,</text>`,
+      `<text class="muted-text" x="2" y="${height - 8}">masked in part · skip: never computed</text>`, '</svg>');
     mount('kcausal', [['fig-kcausal', 'kcausal', out.join(''), null]]);
     const saved = 100 * (1 - cz.scores_computed / cz.scores_all);
     document.getElementById('kcausal-story').textContent = `Here ${cz.blocks_computed} of ${nb * nb} blocks are computed and ${cz.blocks_skipped} skipped: ` +
@@ -320,11 +321,12 @@ defineStep('ksplit', {
   collect: figCells('ksplit'),
   render(c) {
     const k = kernelData(c), sp = k.split, t = labelWords(k.tokens), n = t.length, vcols = ['noun', 'verb', 'animal', 'thing'];
-    const rows = sp.out.map((o, p) => [`worker ${p + 1}: ${rowWords(t, sp.bounds[p], sp.bounds[p + 1]).slice(0, 14)}`, sp.lse[p], ...o]);
-    rows.push(['merged by lse', sp.merged_lse, ...sp.merged]);
-    const svg = kTable(`${t[n - 1]} attends to its cache, split among ${sp.out.length} workers`, ['', 'lse', ...vcols], rows);
+    const rows = sp.out.map((o, p) => [`worker ${p + 1}`, sp.lse[p], ...o]);
+    rows.push(['merged', sp.merged_lse, ...sp.merged]);
+    const svg = kTable(`${t[n - 1]} attends to its cache, ${sp.out.length} workers`, ['', 'lse', ...vcols], rows, { cw: PHONE ? 50 : 54 });
+    const parts = sp.out.map((_, p) => `worker ${p + 1}: ${rowWords(t, sp.bounds[p], sp.bounds[p + 1])}`).join(' · ');
     const d = maxDiff([sp.merged], [k.output[n - 1]]);
-    mount('ksplit', [['fig-ksplit', 'ksplit', svg + `<p class="check${d <= 1e-12 ? ' ok' : ''}">${d <= 1e-12 ? '✓' : '✗'} merged = the row of one worker doing everything: (${k.output[n - 1].map(fmt).join(', ')}), largest difference ${sci(d)}</p>`, null]]);
+    mount('ksplit', [['fig-ksplit', 'ksplit', svg + `<p class="muted-p">${esc(parts)}</p><p class="check${d <= 1e-12 ? ' ok' : ''}">${d <= 1e-12 ? '✓' : '✗'} merged = the row of one worker doing everything: (${k.output[n - 1].map(fmt).join(', ')}), largest difference ${sci(d)}</p>`, null]]);
     const cols = 1 + vcols.length;
     this.onFill = (m) => {
       if (m === 0) return writeSum('ksplit', []);
