@@ -262,8 +262,9 @@ ATTN_API attn_status attn_toy_explain_json(char *buf, size_t size, size_t *lengt
  *               state by attn_sdpa_merge; the running maximum m, sum l =
  *               e^(lse - m), the rescale e^(m_old - m_new) and the
  *               unnormalised accumulator l·out after each block;
- *   4 causal    which blocks a causal kernel computes, masks in part, or
- *               skips (from attn_scores with the causal mask, block by block);
+ *   4 causal    which blocks a causal kernel computes whole, masks in part
+ *               (the diagonal crosses them) or skips (every key after every
+ *               query), and the scores it computes;
  *   5 cache     the causal head token by token: each new key and value
  *               appended to an f64 attn_kv_cache, each new query attended
  *               to it (attn_kv_cache_attend); and what grouped-query heads

@@ -109,37 +109,31 @@ static attn_status step_cost(attn_kernel_walk *w, attn_error *err) {
     return ATTN_OK;
 }
 
-/* 2 and 4: each block of scores computed alone, with and without the causal
- * mask; a causal block all of whose scores are masked is skipped. */
+/* 2: each block of scores computed alone, by attn_scores on the block's rows
+ * of Q and of K. 4: a causal kernel skips a block whose every key comes
+ * after every query (j > i throughout: all masked), computes in part a block
+ * the diagonal crosses, and the rest whole. */
 static attn_status step_tiles(attn_kernel_walk *w, attn_error *err) {
     int n = w->n, b = w->block;
     double tile[8 * 8]; /* a block: at most 8 x 8 */
     for (int bi = 0; bi < w->nb; bi++)
         for (int bj = 0; bj < w->nb; bj++) {
             int q0 = bi * b, q1 = q0 + b < n ? q0 + b : n, k0 = bj * b, k1 = k0 + b < n ? k0 + b : n;
-            for (int causal = 0; causal < 2; causal++) {
-                attn_tensor q = rows_of(w->Q, w->d_k, q0, q1), k = rows_of(w->K, w->d_k, k0, k1), s;
-                int64_t shape[2] = {q1 - q0, k1 - k0};
-                attn_tensor_init(&s, tile, ATTN_F64, 2, shape, NULL, NULL);
-                attn_sdpa_options o = attn_sdpa_options_default();
-                o.has_scale = 1, o.scale = w->scale;
-                /* The block's place in the whole: bottom-right with L <= S would
-                 * shift the diagonal, so the mask is the block's own offsets. */
-                if (causal) {
-                    int masked = 0;
-                    for (int i = q0; i < q1; i++)
-                        for (int j = k0; j < k1; j++) masked += j > i;
-                    int kind = masked == (q1 - q0) * (k1 - k0) ? 0 : masked ? 1 : 2;
-                    w->block_kind[bi * w->nb + bj] = kind;
-                    if (kind == 0) w->blocks_skipped++;
-                    else w->blocks_computed++, w->scores_computed += (int64_t)(q1 - q0) * (k1 - k0);
-                    continue;
-                }
-                attn_status st = attn_scores(&s, &q, &k, &o, err);
-                if (st) return st;
-                for (int i = q0; i < q1; i++)
-                    for (int j = k0; j < k1; j++) w->tiles[(size_t)i * n + j] = tile[(i - q0) * (k1 - k0) + (j - k0)];
-            }
+            attn_tensor q = rows_of(w->Q, w->d_k, q0, q1), k = rows_of(w->K, w->d_k, k0, k1), s;
+            int64_t shape[2] = {q1 - q0, k1 - k0};
+            attn_tensor_init(&s, tile, ATTN_F64, 2, shape, NULL, NULL);
+            attn_sdpa_options o = attn_sdpa_options_default();
+            o.has_scale = 1, o.scale = w->scale;
+            attn_status st = attn_scores(&s, &q, &k, &o, err);
+            if (st) return st;
+            for (int i = q0; i < q1; i++)
+                for (int j = k0; j < k1; j++) w->tiles[(size_t)i * n + j] = tile[(i - q0) * (k1 - k0) + (j - k0)];
+            /* The block's first key after its last query: all masked. Its last
+             * key at or before its first query: none masked. */
+            int kind = k0 > q1 - 1 ? 0 : k1 - 1 <= q0 ? 2 : 1;
+            w->block_kind[bi * w->nb + bj] = kind;
+            if (kind == 0) w->blocks_skipped++;
+            else w->blocks_computed++, w->scores_computed += (int64_t)(q1 - q0) * (k1 - k0);
         }
     return ATTN_OK;
 }
