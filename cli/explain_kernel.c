@@ -89,9 +89,9 @@ static void print_online(const attn_kernel_walk *k, char **words) {
     int dv = k->d_v, r = k->row;
     heading(3, "The online softmax: one row, block by block");
     cli_prose(stdout, 3, 3, "The row of '%s'. Its keys arrive %d at a time. After each block the kernel keeps three "
-              "things: m, the largest score so far; l, the sum of e^(score - m); and O, the weighted sum of the "
-              "values so far. When a block brings a larger score, everything kept is multiplied by e^(m_old - m_new) "
-              "(the rescale). Each block's (out, lse) comes from attn_sdpa, merged by attn_sdpa_merge:",
+              "things: m, the largest score so far; l, the sum of e^(score - m); and O, the blend of the values "
+              "so far (their sum weighted by e^(score - m), divided by l). When a block brings a larger score, l and the weighted sum are multiplied "
+              "by e^(m_old - m_new) (the rescale), to measure them against the new maximum. Each block's (out, lse) comes from attn_sdpa, merged by attn_sdpa_merge:",
               words[r], k->block);
     char buf[96];
     cells c = {.cols = 6, .rows = k->nb};

@@ -192,7 +192,7 @@ defineStep('konline', {
       // The rescale, drawn where m grew: what was kept is multiplied before the block is added.
       if (bk > 0 && o.rescale[bk] < 1)
         out.push(`<g class="rescale" data-block="${bk}"><path class="rescale-arrow" d="M ${lw + 2 * sw + sw / 2} ${y - 19} v 15 m -4 -5 l 4 5 l 4 -5"/>` +
-          `<text class="rescale-text" x="${lw + 3 * sw + 4}" y="${y - 6}">m grew: l and O × e^(${fmt(o.m[bk - 1])} − ${fmt(o.m[bk])}) = ${fmt(o.rescale[bk])}</text></g>`);
+          `<text class="rescale-text" x="${lw + 3 * sw + 4}" y="${y - 6}">m grew: l and the sum × e^(${fmt(o.m[bk - 1])} − ${fmt(o.m[bk])}) = ${fmt(o.rescale[bk])}</text></g>`);
     }
     ['m', 'l', 'rescale', 'noun', 'verb', 'animal', 'thing'].forEach((h, j) =>
       out.push(`<text class="label" x="${lw + j * sw + sw - 4}" y="${stateTop + 26}" text-anchor="end">${h}</text>`));
@@ -222,7 +222,7 @@ defineStep('konline', {
       const grew = bk > 0 && o.m[bk] > o.m[bk - 1];
       writeSum('konline', [
         bk === 0 ? `after block 1: m = ${fmt(o.m[0])}, l = ${fmt(o.l[0])}, O = (${o.out[0].map(fmt).join(', ')})`
-          : `after block ${bk + 1}: m ${grew ? `grew from ${fmt(o.m[bk - 1])} to ${fmt(o.m[bk])}, so l and O were rescaled by e^(${fmt(o.m[bk - 1])} − ${fmt(o.m[bk])}) = ${fmt(o.rescale[bk])}` : `stays ${fmt(o.m[bk])} (rescale 1)`}`,
+          : `after block ${bk + 1}: m ${grew ? `grew from ${fmt(o.m[bk - 1])} to ${fmt(o.m[bk])}, so l and the weighted sum were rescaled by e^(${fmt(o.m[bk - 1])} − ${fmt(o.m[bk])}) = ${fmt(o.rescale[bk])}` : `stays ${fmt(o.m[bk])} (rescale 1)`}`,
         `l = ${fmt(o.l[bk])} (was ${bk ? fmt(o.l[bk - 1]) : '0'}), O = (${o.out[bk].map(fmt).join(', ')}), lse = m + log l = ${fmt(o.lse[bk])}`]);
     };
   },

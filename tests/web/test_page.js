@@ -288,6 +288,9 @@ async function kernelChecks(page) {
   const grad = await shown('#fig-kgrad g.cell');
   const g = want.gradient, gradWant = want.tokens.flatMap((_, j) => [want.scaled[g.row][j], g.P[j], g.dP[j], g.dS[j], g.dS_library[j]]).map(fmt);
   report('kernel_gradient_shown', sameJson(grad, gradWant), grad.slice(0, 10).join(' '));
+  const split = await shown('#fig-ksplit g.cell');
+  const sp = want.split, splitWant = [...sp.out.flatMap((o, p) => [sp.lse[p], ...o]), sp.merged_lse, ...sp.merged].map(fmt);
+  report('kernel_split_shown', sameJson(split, splitWant), `${split.join(' ')} vs ${splitWant.join(' ')}`);
   // The controls: each gives the command's numbers for the same settings.
   await page.selectOption('#kblock', '3');
   await page.selectOption('#kworkers', '3');
