@@ -825,6 +825,10 @@ async function main() {
 
   // The quick check: answers worked out from the live matrices.
   await setSentence(page, 'the cat sat on the mat');
+  // The box already held this sentence, so setSentence returned at once; the
+  // keystroke's pause (180 ms) then redraws the quiz. Let it pass first.
+  await page.waitForTimeout(400);
+  await settled(page);
   await page.check('fieldset[data-question="0"] input[value="3"]');
   const a0 = await page.textContent('fieldset[data-question="0"] .quiz-answer');
   await page.check('fieldset[data-question="2"] input[value="0"]');
