@@ -259,7 +259,7 @@ $(BUILD)/web/attn.wasm: web/attn_web.c $(WEB_LIB_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(WASM_CC) $(WASM_FLAGS) -o $@ web/attn_web.c $(WEB_LIB_SRC) -Wl,--strip-all -lm
 
-$(BUILD)/explainer.html: web/explainer.html web/explainer.css web/explainer.js web/build.sh \
+$(BUILD)/explainer.html: web/explainer.html web/explainer.css web/explainer.js web/explainer_kernel.js web/build.sh \
                          $(BUILD)/web/attn.wasm
 	sh web/build.sh $(BUILD)/web/attn.wasm $@
 

@@ -48,12 +48,21 @@ static const char EXPLAIN_USAGE[] =
     "  --vocab              the toy's words, each with its features (the rows of X)\n"
     "  --cost               what attention costs as the text grows: time and memory,\n"
     "                       measured at 64 to 16384 tokens\n"
+    "  --kernel             the second part: how a fast kernel computes the head\n"
+    "                       (tiles, the online softmax, causal blocks, the KV cache,\n"
+    "                       split-KV decode, pages, ring attention, the gradient);\n"
+    "                       --step NAME shows one: cost tiles online causal cache\n"
+    "                       split pages ring gradient; with --json, its numbers\n"
+    "  --block N            --kernel's block of queries and keys, 1 to 8 (default 2)\n"
+    "  --workers N          --kernel's split-KV workers, 1 to 8 (default 2)\n"
+    "  --ranks N            --kernel's ring of ranks, 1 to 8 (default 3)\n"
     "  --color WHEN         auto (default), always or never; NO_COLOR is honoured\n"
     "  -h, --help           show this help\n"
     "\n"
     "examples:\n"
     "  attn explain the dog chased a ball in the park\n"
-    "  attn explain --causal --step weights\n";
+    "  attn explain --causal --step weights\n"
+    "  attn explain --kernel --step online\n";
 
 static const char *const STEPS[] = {"tokens", "x",      "wq",      "wk",     "wv",     "q", "k",
                                     "v",      "scores", "scaled", "weights", "output", "summary"};
@@ -96,6 +105,31 @@ static void free_model(explain_model *m) {
 static int check_args(explain_args *a, bool given) {
     if (strcmp(a->colour, "auto") && strcmp(a->colour, "always") && strcmp(a->colour, "never"))
         return cli_error(EXIT_USAGE, "--color takes auto, always or never, not '%s'", a->colour);
+    if (a->kernel) {
+        if (a->causal || a->no_scale || a->source || a->additive || a->heads > 1 || a->positions ||
+            a->scale_by_d_model || a->random_head || a->trained || a->tied || a->mode != ATTN_EXPLAIN_QKV ||
+            a->embeddings || a->wq || a->wk || a->wv || a->tokens)
+            return cli_error(EXIT_USAGE, "--kernel explains the toy's wired head on a sentence: it takes --step, "
+                             "--json, --block, --workers, --ranks and --color only");
+        if (a->step) {
+            int k = 0;
+            while (k < EXPLAIN_KERNEL_N_STEPS && strcmp(a->step, EXPLAIN_KERNEL_STEPS[k]) != 0) k++;
+            if (k == EXPLAIN_KERNEL_N_STEPS)
+                return cli_error(EXIT_USAGE, "unknown --step '%s' with --kernel; steps: cost tiles online causal "
+                                 "cache split pages ring gradient", a->step);
+        }
+    } else if (a->kernel_block || a->kernel_workers || a->kernel_ranks) {
+        return cli_error(EXIT_USAGE, "--block, --workers and --ranks go with --kernel");
+    }
+    if (a->kernel) {
+        if (!given) strcpy(a->sentence, "the cat sat on the mat");
+        else if (strspn(a->sentence, " \t\n\r\f\v") == strlen(a->sentence))
+            return cli_error(EXIT_USAGE, "the sentence is empty; give some words, or none for the default");
+        if (!a->kernel_block) a->kernel_block = 2;
+        if (!a->kernel_workers) a->kernel_workers = 2;
+        if (!a->kernel_ranks) a->kernel_ranks = 3;
+        return 0;
+    }
     if (a->step) {
         int k = 0;
         while (k < N_STEPS && strcmp(a->step, STEPS[k]) != 0) k++;
@@ -168,6 +202,17 @@ static int parse_args(int argc, char **argv, explain_args *a) {
         } else if (cli_option(argc, argv, &i, NULL, "--score", &val, &code)) {
             if (val && strcmp(val, "additive") == 0) a->additive = true;
             else if (val && strcmp(val, "dot") != 0) code = cli_error(EXIT_USAGE, "--score takes dot or additive, not '%s'", val);
+        } else if (strcmp(arg, "--kernel") == 0) {
+            a->kernel = true, i++;
+        } else if (cli_option(argc, argv, &i, NULL, "--block", &val, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--workers", &val, &code) ||
+                   cli_option(argc, argv, &i, NULL, "--ranks", &val, &code)) {
+            long v = 0; /* arg is "--block", "--block=N", "--workers" ... */
+            int *dst = arg[2] == 'b' ? &a->kernel_block : arg[2] == 'w' ? &a->kernel_workers : &a->kernel_ranks;
+            if (val && !cli_parse_int(val, 1, 8, &v))
+                code = cli_error(EXIT_USAGE, "%s takes 1 to 8, not '%s'",
+                                 arg[2] == 'b' ? "--block" : arg[2] == 'w' ? "--workers" : "--ranks", val);
+            *dst = (int)v;
         } else if (cli_option(argc, argv, &i, NULL, "--heads", &val, &code)) {
             long h = 0;
             if (val && !cli_parse_int(val, 1, 3, &h)) code = cli_error(EXIT_USAGE, "--heads takes 1, 2 or 3, not '%s'", val);
@@ -375,10 +420,11 @@ static int print_json(const explain_model *m, const attn_explain *ex, const attn
 }
 
 int cmd_explain(int argc, char **argv) {
-    explain_args a = {{0}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ATTN_EXPLAIN_QKV, false, false, false, false, false, false, false, false, ATTN_EXPLAIN_NO_POSITIONS, 1, false};
+    explain_args a = {{0}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ATTN_EXPLAIN_QKV, false, false, false, false, false, false, false, false, ATTN_EXPLAIN_NO_POSITIONS, 1, false, false, 0, 0, 0};
     int code = parse_args(argc, argv, &a);
     if (code || cli_stop == CLI_STOP_AFTER_PARSE) return code < 0 ? 0 : code;
     if (a.cost) return cli_explain_cost();
+    if (a.kernel) return explain_kernel(&a, cli_colour_wanted(a.colour, stdout));
     explain_model m = {0};
     code = a.embeddings ? load_embeddings(&a, &m) : load_sentence(&a, &m);
     if (!code) code = load_weights(&a, &m);

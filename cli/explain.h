@@ -15,6 +15,8 @@ typedef struct explain_args {
     attn_explain_positions positions;
     int heads; /* --heads: 1 (the default) to 3 */
     bool additive; /* --score additive */
+    bool kernel;   /* --kernel: how a fast kernel computes it */
+    int kernel_block, kernel_workers, kernel_ranks; /* --block, --workers, --ranks */
 } explain_args;
 
 /* What is explained: labels, X and the projections, all owned here. */
@@ -53,6 +55,12 @@ int explain_heads(const explain_args *a, const explain_model *m, cli_colours col
 /* --score additive (explain_additive.c): additive attention on ex's Q and K
  * beside the dot product, and the cost of each, measured. */
 int explain_additive(const explain_args *a, const explain_model *m, const attn_explain *ex);
+
+/* --kernel (explain_kernel.c): the second part, how a fast kernel computes
+ * the head, as text or JSON; its steps' names for --step. */
+enum { EXPLAIN_KERNEL_N_STEPS = 9 };
+extern const char *const EXPLAIN_KERNEL_STEPS[EXPLAIN_KERNEL_N_STEPS];
+int explain_kernel(const explain_args *a, cli_colours colour);
 
 /* Every step of ex as text, as a->step and a's options ask. */
 void explain_print_text(const explain_args *a, const explain_model *m, const attn_explain *ex, cli_colours colour);

@@ -245,6 +245,156 @@ ATTN_API attn_status attn_toy_explain_json(char *buf, size_t size, size_t *lengt
                                            const attn_toy_explain_options *options, attn_error *err);
 
 /* ------------------------------------------------------------------------ */
+/* How a fast kernel computes it: the explainer's second part               */
+/* ------------------------------------------------------------------------ */
+
+/* The toy head of the first part (the wired head, no positions) on a
+ * sentence, computed the ways fast programs compute attention, each through
+ * the library's own calls (added in 0.3.0; `attn explain --kernel` and the
+ * explainer page's second part print and draw it):
+ *   1 cost      the bytes of a (T, T) f32 score matrix against the workspace
+ *               the streaming kernel needs (attn_sdpa_workspace_size: one
+ *               head, d = 64, f32, one thread) for T = 64 .. 65536;
+ *   2 tiles     the scaled scores computed block by block (attn_scores on a
+ *               block of Q against a block of K), never as one matrix;
+ *   3 online    one query row's keys arriving a block at a time: each
+ *               block's (out, lse) by attn_sdpa, merged into the running
+ *               state by attn_sdpa_merge; the running maximum m, sum l =
+ *               e^(lse - m), the rescale e^(m_old - m_new) and the
+ *               unnormalised accumulator l·out after each block;
+ *   4 causal    which blocks a causal kernel computes whole, masks in part
+ *               (the diagonal crosses them) or skips (every key after every
+ *               query), and the scores it computes;
+ *   5 cache     the causal head token by token: each new key and value
+ *               appended to an f64 attn_kv_cache, each new query attended
+ *               to it (attn_kv_cache_attend); and what grouped-query heads
+ *               save (attn_kv_cache_bytes);
+ *   6 split     the last word's query against the whole cache, the keys split
+ *               among `workers`, the parts' (out, lse) merged;
+ *   7 pages     the sentence's keys and values in a pool of pages
+ *               (attn_kv_pages_*, f32, 16 positions a page): sequence A holds
+ *               them, B = fork(A) shares its pages, then B and A each append
+ *               one position (B copies the last page if it is partly full);
+ *               each new position's attention over its pages;
+ *   8 ring      ring attention on `ranks` ranks: each holds a shard of the
+ *               queries and, in turn, every shard of the keys and values, and
+ *               merges what it computes by lse (attn_sdpa_merge);
+ *   9 gradient  the backward pass of one row for the loss "sum of the row's
+ *               output" (dO all ones): P from the stored lse, dP = dO·Vᵀ,
+ *               D = rowsum(dO ∘ O), dS = P ∘ (dP − D); the library's dS
+ *               (attn_sdpa_backward's dmask with the scores as a float mask)
+ *               and dq; and how |dS| shrinks when the scores are multiplied
+ *               by 1, 2, 4 and 8 (as d_k growing 4, 16, 64 times unscaled
+ *               would): the softmax saturates.
+ * Steps 2, 3, 6, 8 and 9 attend without a mask, as the first part does by
+ * default; 4 and 5 with the causal mask. */
+#define ATTN_KERNEL_COST_POINTS 6
+#define ATTN_KERNEL_PAGE_SIZE 16
+#define ATTN_KERNEL_PAGE_EVENTS 4
+#define ATTN_KERNEL_POOL_PAGES 12
+#define ATTN_KERNEL_SATURATION 4
+
+typedef struct attn_kernel_walk_options {
+    size_t struct_size; /* set by attn_kernel_walk_options_default() (attn.h: "Versioned structs") */
+    int block;          /* queries and keys per block in steps 2 to 4: 1 to 8 (default 2) */
+    int row;            /* the query row of steps 3 and 9: 0 .. n-1, or -1 (default) for the
+                           first row whose largest score comes in the latest block (the
+                           row whose running state is rescaled last) */
+    int workers;        /* step 6's parts: 1 to 8 (default 2), at most the sentence's words */
+    int ranks;          /* step 8's ranks: 1 to 8 (default 3), at most the sentence's words */
+} attn_kernel_walk_options;
+
+/* The defaults above: as a value, attn_kernel_walk_options_default(); in
+ * place, the _init function (attn.h: "Versioned structs"). */
+ATTN_API size_t attn_kernel_walk_options_init(attn_kernel_walk_options *options, size_t struct_size);
+ATTN_VERSIONED_DEFAULT_(attn_kernel_walk_options)
+#define attn_kernel_walk_options_default attn_kernel_walk_options_default_inline
+
+/* Every number of the nine steps. Matrices are f64, C order, in memory the
+ * library allocated (attn_kernel_walk_free). n = words, nb = ceil(n / block). */
+typedef struct attn_kernel_walk {
+    int n, d_k, d_v, block, nb, row, workers, ranks;
+    double scale;               /* 1/sqrt(d_k) */
+    const char *words[ATTN_TOY_MAX_TOKENS];
+    double *Q, *K, *V;          /* (n, d_k), (n, d_k), (n, d_v): the first part's */
+    double *scaled;             /* (n, n) the first part's Q·Kᵀ·scale, as one matrix */
+    double *weights, *output;   /* (n, n), (n, d_v) the first part's softmax and output */
+    double *causal_output;      /* (n, d_v) the same with the causal mask, by attn_sdpa */
+    /* 1 cost */
+    int64_t cost_T[ATTN_KERNEL_COST_POINTS];
+    double cost_scores[ATTN_KERNEL_COST_POINTS];    /* bytes of the (T, T) f32 scores */
+    double cost_workspace[ATTN_KERNEL_COST_POINTS]; /* bytes attn_sdpa_workspace_size asks */
+    /* 2 tiles */
+    double *tiles;              /* (n, n) the scaled scores, each block computed alone */
+    /* 3 online softmax of query `row`, after block b = 0 .. nb-1 */
+    double *block_out, *block_lse;       /* (nb, d_v), (nb): block b alone */
+    double *run_m, *run_l, *run_rescale; /* (nb) running max, sum, e^(m_old - m_new) (1 at b = 0) */
+    double *run_acc, *run_out, *run_lse; /* (nb, d_v), (nb, d_v), (nb): l·out, out, lse */
+    double *row_weights;                 /* (n) e^(s_j - lse) with the last lse */
+    /* 4 causal blocks: kind[bi * nb + bj] 0 skipped (all masked), 1 on the
+     * diagonal (masked in part), 2 computed whole */
+    int *block_kind;
+    int blocks_computed, blocks_skipped;
+    int64_t scores_computed;    /* cells of the blocks computed, against n·n */
+    /* 5 KV cache */
+    double *cache_output;       /* (n, d_v) token by token through the cache */
+    int64_t cache_lengths_ok;   /* the cache's length after each step was 1 .. n */
+    double gqa_bytes_mha, gqa_bytes_gqa; /* a cache of 4096 positions, 32 query heads of
+                                            128, f16: 32 KV heads, or 8 (groups of 4) */
+    /* 6 split-KV decode of the last word */
+    int split_bounds[9];        /* worker w has keys split_bounds[w] .. split_bounds[w+1]-1 */
+    double *split_out, *split_lse; /* (workers, d_v), (workers) */
+    double *split_merged;       /* (d_v) merged; split_merged_lse its lse */
+    double split_merged_lse;
+    /* 7 pages: after each event (A holds the sentence; B = fork(A); B
+     * appends; A appends), for A and B their length and page table, each
+     * page's reference count and the free pages */
+    int64_t page_len[ATTN_KERNEL_PAGE_EVENTS][2];
+    int page_table[ATTN_KERNEL_PAGE_EVENTS][2][ATTN_KERNEL_POOL_PAGES];
+    int page_refs[ATTN_KERNEL_PAGE_EVENTS][ATTN_KERNEL_POOL_PAGES];
+    int page_free[ATTN_KERNEL_PAGE_EVENTS];
+    double *page_out;           /* (2, d_v) A's and B's new position attending over its pages (f32 pool) */
+    double *page_ref;           /* (2, d_v) the same by attn_sdpa over a contiguous f64 copy */
+    /* 8 ring: rank r holds queries and, at first, keys ring_bounds[r] ..
+     * ring_bounds[r+1]-1; at step s it holds the keys of shard (r - s) mod ranks */
+    int ring_bounds[9];
+    double *ring_out, *ring_lse; /* (ranks, n, d_v), (ranks, n): every rank's rows after step s */
+    /* 9 gradient of query `row` */
+    double *grad_dO, *grad_P, *grad_dP, *grad_dS; /* (d_v), (n), (n), (n) */
+    double grad_D;
+    double *grad_dS_lib;        /* (n) attn_sdpa_backward's dmask */
+    double *grad_dq;            /* (d_k) attn_sdpa_backward's dq */
+    double sat_factor[ATTN_KERNEL_SATURATION], sat_top[ATTN_KERNEL_SATURATION], sat_norm[ATTN_KERNEL_SATURATION];
+} attn_kernel_walk;
+
+/* Compute every step for `sentence` into *walk (allocated by the library:
+ * free it with attn_kernel_walk_free; on failure *walk is zeroed). Errors:
+ * those of attn_toy_tokenize and attn_explain_run; ATTN_ERR_NULL;
+ * ATTN_ERR_OPTION (struct_size, or block, row, workers or ranks out of
+ * range); ATTN_ERR_NO_MEMORY. */
+ATTN_API attn_status attn_kernel_walk_run(attn_kernel_walk *walk, const char *sentence,
+                                          const attn_kernel_walk_options *options, attn_error *err);
+ATTN_API void attn_kernel_walk_free(attn_kernel_walk *walk);
+
+/* Step 1 for any T (the page's slider): the bytes of a (T, T) f32 score
+ * matrix and the workspace the streaming kernel asks for T queries and keys
+ * of d = 64, f32, one thread. Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (T
+ * outside 1 .. 65536), ATTN_ERR_NO_MEMORY (it allocates, and frees, an
+ * output of T rows, which it does not write). */
+ATTN_API attn_status attn_kernel_cost(double *score_bytes, double *workspace_bytes, int64_t T, attn_error *err);
+
+/* `walk` as one JSON object, the format of `attn explain --kernel --json`
+ * (docs/explainer.md): one key per step (cost, tiles, online, causal, cache,
+ * split, pages, ring, gradient) with the numbers above, 17 significant
+ * digits, after the keys every step shares (tokens, d_k, d_v, scale, block,
+ * blocks, row, Q, K, V, scaled, weights, output, causal_output). `step`
+ * NULL: every step; else only that one. Like snprintf, as
+ * attn_explain_json. Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (a walk not
+ * computed), ATTN_ERR_OPTION (an unknown step). */
+ATTN_API attn_status attn_kernel_walk_json(char *buf, size_t size, size_t *length, const attn_kernel_walk *walk,
+                                           const char *step, attn_error *err);
+
+/* ------------------------------------------------------------------------ */
 /* Training one head                                                        */
 /* ------------------------------------------------------------------------ */
 

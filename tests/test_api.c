@@ -996,6 +996,7 @@ static void test_versioned_init(void) {
     CHECK_INIT(attn_kv_paged_view);
     CHECK_INIT(attn_toy_explain_options);
     CHECK_INIT(attn_train_options);
+    CHECK_INIT(attn_kernel_walk_options);
     /* A struct filled for a newer header is refused by the calls, not read
      * past the library's own fields. */
     union {
@@ -2269,6 +2270,45 @@ static void test_additive(void) {
     check_status(attn_softmax_rows(w, NULL, 2, 3, 0, &err), &err, ATTN_ERR_NULL, "NULL", "softmax_rows_null");
 }
 
+/* The kernel walk's errors, and its JSON asked for by length first (the
+ * numbers are checked against NumPy and PyTorch in test_explain.py). */
+static void test_kernel_walk(void) {
+    attn_kernel_walk w;
+    attn_error err;
+    attn_kernel_walk_options o = attn_kernel_walk_options_default();
+    check(o.block == 2 && o.row == -1 && o.workers == 2 && o.ranks == 3, "kernel_walk_defaults", "%d %d", o.block, o.row);
+    check_status(attn_kernel_walk_run(NULL, "the cat", NULL, &err), &err, ATTN_ERR_NULL, "NULL", "kernel_walk_null");
+    check_status(attn_kernel_walk_run(&w, "the cta", NULL, &err), &err, ATTN_ERR_TOKEN, "cta", "kernel_walk_unknown_word");
+    o.block = 9;
+    check_status(attn_kernel_walk_run(&w, "the cat", &o, &err), &err, ATTN_ERR_OPTION, "block (9)", "kernel_walk_block");
+    o = attn_kernel_walk_options_default(), o.row = 2;
+    check_status(attn_kernel_walk_run(&w, "the cat", &o, &err), &err, ATTN_ERR_OPTION, "row (2)", "kernel_walk_row");
+    o = attn_kernel_walk_options_default(), o.ranks = 0;
+    check_status(attn_kernel_walk_run(&w, "the cat", &o, &err), &err, ATTN_ERR_OPTION, "ranks (0)", "kernel_walk_ranks");
+    o = attn_kernel_walk_options_default(), o.workers = 8, o.ranks = 8;
+    attn_status st = attn_kernel_walk_run(&w, "the cat sat", &o, &err);
+    check(st == ATTN_OK && w.workers == 3 && w.ranks == 3 && w.n == 3, "kernel_walk_parts_at_most_words", "%d %d",
+          w.workers, w.ranks);
+    size_t len = 0, len2 = 0;
+    check(attn_kernel_walk_json(NULL, 0, &len, &w, NULL, &err) == ATTN_OK && len > 1000, "kernel_walk_json_length",
+          "%zu", len);
+    char *buf = malloc(len + 1);
+    check(buf && attn_kernel_walk_json(buf, len + 1, &len2, &w, "ring", &err) == ATTN_OK && len2 < len &&
+              strstr(buf, "\"ring\"") && !strstr(buf, "\"online\""),
+          "kernel_walk_json_one_step", "%zu", len2);
+    check_status(attn_kernel_walk_json(buf, len + 1, &len2, &w, "warp", &err), &err, ATTN_ERR_OPTION, "warp",
+                 "kernel_walk_json_bad_step");
+    free(buf);
+    double sb, wb;
+    check(attn_kernel_cost(&sb, &wb, 4096, &err) == ATTN_OK && sb == 4.0 * 4096 * 4096 && wb > 0 && wb < sb,
+          "kernel_cost", "%g %g", sb, wb);
+    check_status(attn_kernel_cost(&sb, &wb, 0, &err), &err, ATTN_ERR_ARGUMENT, "T (0)", "kernel_cost_range");
+    attn_kernel_walk_free(&w);
+    attn_kernel_walk_free(&w);
+    check_status(attn_kernel_walk_json(NULL, 0, &len, &w, NULL, &err), &err, ATTN_ERR_ARGUMENT, "not computed",
+                 "kernel_walk_json_freed");
+}
+
 static void test_tuning(void) {
     attn_tuning t;
     memset(&t, 0, sizeof t);
@@ -2293,6 +2333,7 @@ int main(void) {
     test_basics();
     test_tuning();
     test_additive();
+    test_kernel_walk();
     test_rope_in_attention();
     test_sdpa_errors();
     test_kernels_agree();

@@ -642,7 +642,9 @@ FIT_COMMANDS = [
     ("explain", "--positions", "rope", "the quick brown fox jumped over the lazy dog"),
     ("explain", "--source", "my dog chased a ball in the park", "the cat sat"), ("explain", "--tied"),
     ("explain", "--scale-by", "d_model"), ("explain", "--trained"), ("explain", "--score", "additive"),
-    ("explain", "--vocab"), ("explain", "--cost"), ("scaling", "--queries", "100", "--dims", "4,1024"),
+    ("explain", "--vocab"), ("explain", "--cost"), ("explain", "--kernel"),
+    ("explain", "--kernel", "--ranks", "4", "the quick brown fox jumped over the lazy dog the cat sat on the mat in the park "
+     "with my dog a big red ball over the box the bird saw a small hat in the garden"), ("scaling", "--queries", "100", "--dims", "4,1024"),
     ("scaling", "--variance", "--queries", "500"), ("train", "--steps", "50"), ("demo",),
     ("--help",), ("explain", "--help"), ("scaling", "--help"), ("train", "--help"), ("sdpa", "--help"),
     ("mha", "--help"), ("demo", "--help"),
@@ -821,6 +823,179 @@ def test_errors():
                  r"cannot create no/dir/x\.svg")
 
 
+def kernel_json(*args):
+    r = run("explain", "--kernel", "--json", *args)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr)
+    return json.loads(r.stdout)
+
+
+def logsumexp(x):
+    m = np.max(x)
+    return m + math.log(np.sum(np.exp(x - m)))
+
+
+def torch_attention(Q, K, V, causal=False):
+    """PyTorch 1.13's float64 attention, written out (it has no
+    scaled_dot_product_attention)."""
+    import torch
+    q, k, v = torch.tensor(Q), torch.tensor(K), torch.tensor(V)
+    s = q @ k.T / math.sqrt(q.shape[1])
+    if causal:
+        s = s.masked_fill(torch.ones(s.shape, dtype=torch.bool).triu(1), -math.inf)
+    return (torch.softmax(s, -1) @ v).numpy()
+
+
+def test_kernel():
+    """attn explain --kernel: every step's numbers against NumPy and PyTorch
+    float64, computed from the first part's own Q, K and V."""
+    import torch
+    for sentence, block, workers, ranks in ((DEFAULT, 2, 2, 3), ("my dog chased a ball in the park", 3, 3, 4),
+                                            ("the quick brown fox jumped over the lazy dog", 2, 4, 2),
+                                            # 16 words: a full last page, which an append leaves shared
+                                            ("the quick brown fox jumped over the lazy dog the cat sat on the mat in",
+                                             3, 2, 4)):
+        tag = "_".join(sentence.split()[:3]) + f"_b{block}"
+        k = kernel_json("--block", str(block), "--workers", str(workers), "--ranks", str(ranks), sentence)
+        e = explain_json(sentence)
+        n = len(e["tokens"])
+        Q, K, V = mat(e, "Q"), mat(e, "K"), mat(e, "V")
+        scale = 1 / math.sqrt(Q.shape[1])
+        S = Q @ K.T * scale
+        full = softmax_rows(S) @ V
+        causal = torch_attention(Q, K, V, causal=True)
+        report(f"kernel_{tag}_same_head", np.array_equal(mat(k, "Q"), Q) and np.array_equal(mat(k, "K"), K) and
+               np.array_equal(mat(k, "V"), V) and k["tokens"] == e["tokens"])
+        # 1: cost
+        c = k["cost"]
+        ok = all(sb == 4 * T * T for T, sb in zip(c["T"], c["score_bytes"])) and c["T"][0] == 64 and \
+            c["T"][-1] == 65536 and all(0 < w < 2 ** 20 for w in c["workspace_bytes"]) and \
+            c["score_bytes"][-1] > 1000 * c["workspace_bytes"][-1]
+        report(f"kernel_{tag}_cost", ok, str(c))
+        # 2: tiles
+        report(f"kernel_{tag}_tiles_equal_scores", np.abs(np.array(k["tiles"]["scores"]) - S).max() < 1e-12)
+        # 3: online softmax, block by block, against NumPy's running state
+        o, r = k["online"], k["row"]
+        nb = -(-n // block)
+        m_prev, problems = None, []
+        for b in range(nb):
+            seen = S[r, :min(n, (b + 1) * block)]
+            blk = S[r, b * block:min(n, (b + 1) * block)]
+            m = seen.max()
+            lse = logsumexp(seen)
+            out = np.exp(seen - lse) @ V[:len(seen)]
+            checks = {"m": (o["m"][b], m), "l": (o["l"][b], np.exp(seen - m).sum()), "lse": (o["lse"][b], lse),
+                      "block_lse": (o["block_lse"][b], logsumexp(blk)),
+                      "rescale": (o["rescale"][b], 1.0 if b == 0 else math.exp(m_prev - m))}
+            for name, (got, want) in checks.items():
+                if abs(got - want) > 1e-12 * max(1, abs(want)):
+                    problems.append(f"block {b} {name} {got} != {want}")
+            if np.abs(np.array(o["out"][b]) - out).max() > 1e-12 or \
+                    np.abs(np.array(o["acc"][b]) - np.exp(seen - m).sum() * out).max() > 1e-12:
+                problems.append(f"block {b} out/acc")
+            m_prev = m
+        want_row = max(range(n), key=lambda i: (int(np.argmax(S[i])) // block, -i))  # its maximum comes last
+        report(f"kernel_{tag}_online_states", not problems and r == want_row, f"{problems[:3]}, row {r} vs {want_row}")
+        torch_row = torch_attention(Q[r:r + 1], K, V)[0]
+        report(f"kernel_{tag}_online_last_state_is_full_row",
+               np.abs(np.array(o["out"][-1]) - torch_row).max() < 1e-12 and
+               np.abs(np.array(o["out"][-1]) - np.array(e["output"][r])).max() < 1e-12 and
+               np.abs(np.array(o["weights"]) - np.array(e["weights"][r])).max() < 1e-12)
+        # 4: causal blocks
+        kinds = [0 if bj * block > min(n, (bi + 1) * block) - 1 else 2 if min(n, (bj + 1) * block) - 1 <= bi * block
+                 else 1 for bi in range(nb) for bj in range(nb)]
+        cz = k["causal"]
+        computed = sum((min(n, (bi + 1) * block) - bi * block) * (min(n, (bj + 1) * block) - bj * block)
+                       for bi in range(nb) for bj in range(nb) if kinds[bi * nb + bj])
+        report(f"kernel_{tag}_causal_blocks", cz["kind"] == kinds and cz["blocks_skipped"] == kinds.count(0) and
+               cz["scores_computed"] == computed and cz["scores_all"] == n * n, f"{cz} vs {kinds}")
+        # 5: KV cache rows equal the causal rows
+        ca = k["cache"]
+        report(f"kernel_{tag}_cache_rows_equal_causal", np.abs(np.array(ca["output"]) - causal).max() < 1e-12 and
+               ca["lengths_ok"] and np.abs(mat(k, "causal_output") - causal).max() < 1e-12)
+        g = ca["gqa"]
+        report(f"kernel_{tag}_gqa_bytes", g["bytes_grouped"] >= 4096 * 8 * 128 * 2 * 2 and
+               abs(g["bytes_one_kv_head_per_query_head"] / g["bytes_grouped"] - 4) < 0.01, str(g))
+        # 6: split-KV
+        sp = k["split"]
+        b = sp["bounds"]
+        ok = b[0] == 0 and b[-1] == n and len(b) == min(workers, n) + 1
+        for p in range(len(b) - 1):
+            part = S[n - 1, b[p]:b[p + 1]]
+            ok &= abs(sp["lse"][p] - logsumexp(part)) < 1e-12
+            ok &= np.abs(np.array(sp["out"][p]) - softmax_rows(part[None])[0] @ V[b[p]:b[p + 1]]).max() < 1e-12
+        report(f"kernel_{tag}_split_merged_equals_row", ok and
+               np.abs(np.array(sp["merged"]) - full[n - 1]).max() < 1e-12 and
+               abs(sp["merged_lse"] - logsumexp(S[n - 1])) < 1e-12, str(sp)[:300])
+        # 7: pages: fork shares every page, an append copies only a partly filled last page
+        pg = k["pages"]
+        ev = pg["events"]
+        pages = -(-n // 16)
+        shared_last = n % 16 != 0
+        ok = ev[0]["lengths"] == [n, 0] and len(ev[0]["tables"][0]) == pages
+        ok &= ev[1]["tables"][1] == ev[1]["tables"][0] and all(ev[1]["refs"][p] == 2 for p in ev[1]["tables"][0])
+        ok &= ev[2]["lengths"] == [n, n + 1] and ev[2]["tables"][1][:pages - 1] == ev[0]["tables"][0][:pages - 1]
+        ok &= (ev[2]["tables"][1][pages - 1] != ev[0]["tables"][0][pages - 1]) == shared_last
+        ok &= ev[3]["lengths"] == [n + 1, n + 1] and ev[3]["tables"][0][:pages] == ev[0]["tables"][0][:pages]
+        ok &= ev[3]["free"] == 12 - pages - (1 if shared_last else 2)
+        # the new position (the first word again) attends over n + 1 keys: f32 pages against NumPy f64
+        K1, V1 = np.vstack([K, K[:1]]), np.vstack([V, V[:1]])
+        want = softmax_rows((Q[:1] @ K1.T) * scale) @ V1
+        ok &= np.abs(np.array(pg["out"]) - want).max() < 1e-6 and np.abs(np.array(pg["reference"]) - want).max() < 1e-6
+        report(f"kernel_{tag}_pages_fork_and_copy", ok, json.dumps(ev)[:400])
+        # 8: ring: after step s rank r has merged shards r, r-1, ..., r-s
+        rg = k["ring"]
+        R, rb = rg["ranks"], rg["bounds"]
+        ok = R == min(ranks, n)
+        for s_ in range(R):
+            for r_ in range(R):
+                keys = [j for sh in range(s_ + 1) for j in range(rb[(r_ - sh) % R], rb[(r_ - sh) % R + 1])]
+                for i in range(rb[r_], rb[r_ + 1]):
+                    sc = S[i, keys]
+                    ok &= abs(rg["steps"][s_]["lse"][i] - logsumexp(sc)) < 1e-12
+                    ok &= np.abs(np.array(rg["steps"][s_]["out"][i]) - softmax_rows(sc[None])[0] @ V[keys]).max() < 1e-12
+        torch_full = torch_attention(Q, K, V)
+        report(f"kernel_{tag}_ring_equals_single_process",
+               ok and np.abs(np.array(rg["steps"][-1]["out"]) - torch_full).max() < 1e-12)
+        # 9: the gradient of row r for the loss sum(out[r]), by PyTorch autograd
+        gr = k["gradient"]
+        q = torch.tensor(Q[r:r + 1], requires_grad=True)
+        s_t = (q @ torch.tensor(K).T) * scale
+        s_t.retain_grad()
+        out = torch.softmax(s_t, -1) @ torch.tensor(V)
+        out.sum().backward()
+        P = softmax_rows(S[r:r + 1])[0]
+        ok = np.abs(np.array(gr["P"]) - P).max() < 1e-12 and abs(gr["D"] - full[r].sum()) < 1e-12
+        ok &= np.abs(np.array(gr["dP"]) - V.sum(axis=1)).max() < 1e-12
+        ok &= np.abs(np.array(gr["dS"]) - s_t.grad.numpy()[0]).max() < 1e-12
+        ok &= np.abs(np.array(gr["dS_library"]) - s_t.grad.numpy()[0]).max() < 1e-12
+        ok &= np.abs(np.array(gr["dq"]) - q.grad.numpy()[0]).max() < 1e-12
+        sat = gr["saturation"]
+        for f, top, norm in zip(sat["factor"], sat["top_weight"], sat["dS_norm"]):
+            Pf = softmax_rows(f * S[r:r + 1])[0]
+            dP = V.sum(axis=1)
+            dS = Pf * (dP - Pf @ dP)
+            ok &= abs(top - Pf.max()) < 1e-12 and abs(norm - np.linalg.norm(dS)) < 1e-12
+        report(f"kernel_{tag}_gradient", ok and sat["factor"] == [1, 2, 4, 8], json.dumps(gr)[:300])
+    # One step's JSON holds that step only; the text shows the steps asked for.
+    one = kernel_json("--step", "online")
+    report("kernel_json_one_step", "online" in one and "ring" not in one and "cost" not in one and "Q" in one)
+    r = run("explain", "--kernel", "--color=never")
+    heads = [l for l in r.stdout.splitlines() if re.match(r"^\d\. ", l)]
+    report("kernel_text_nine_steps", r.returncode == 0 and len(heads) == 9 and "ring attention" in r.stdout and
+           "attn_sdpa_merge" in r.stdout, heads)
+    r = run("explain", "--kernel", "--step", "cache", "--color=never")
+    report("kernel_text_one_step", r.returncode == 0 and r.stdout.lstrip().startswith("5. Decoding with a KV cache") and
+           not re.search(r"^\d\. ", r.stdout.lstrip()[3:], re.M), r.stdout[:200])
+    expect_error("kernel_bad_step", ["explain", "--kernel", "--step", "tokens"], 2,
+                 r"unknown --step 'tokens' with --kernel; steps: cost tiles online")
+    expect_error("kernel_bad_step_json", ["explain", "--kernel", "--json", "--step", "warp"], 2, r"unknown --step 'warp'")
+    expect_error("kernel_with_causal", ["explain", "--kernel", "--causal"], 2, r"--kernel explains the toy's wired head")
+    expect_error("kernel_bad_block", ["explain", "--kernel", "--block", "9"], 2, r"--block takes 1 to 8, not '9'")
+    expect_error("kernel_block_alone", ["explain", "--block", "3"], 2, r"--block, --workers and --ranks go with --kernel")
+    expect_error("kernel_unknown_word", ["explain", "--kernel", "the cta"], 1, r"unknown word 'cta'")
+
+
 def main():
     test_story()
     test_patterns()
@@ -842,6 +1017,7 @@ def main():
     test_heads()
     test_trained()
     test_additive()
+    test_kernel()
     test_scaling()
     test_errors()
     return 1 if failed else 0

@@ -348,5 +348,40 @@ const char *web_softmax(const double *scores, int n, double shift) {
 }
 
 /* Memory for the page's strings. */
+/* The explainer's second part, "how a fast kernel computes it": every step's
+ * numbers for `sentence` (attn_kernel_walk_run with these block, workers and
+ * ranks), the JSON of `attn explain --kernel --json --block B --workers W
+ * --ranks R`, or {"error"} for a bad sentence or option. */
+WEB_EXPORT("web_kernel")
+const char *web_kernel(const char *sentence, int block, int workers, int ranks) {
+    attn_kernel_walk_options o = attn_kernel_walk_options_default();
+    o.block = block, o.workers = workers, o.ranks = ranks;
+    attn_kernel_walk w;
+    attn_error err;
+    if (attn_kernel_walk_run(&w, sentence, &o, &err)) return error_json(err.message, -1, 0, NULL);
+    size_t len = 0;
+    attn_kernel_walk_json(NULL, 0, &len, &w, NULL, NULL);
+    if (!reserve(len)) {
+        attn_kernel_walk_free(&w);
+        return "{\"error\": \"out of memory\"}";
+    }
+    attn_kernel_walk_json(result, result_cap, &len, &w, NULL, NULL);
+    attn_kernel_walk_free(&w);
+    return result;
+}
+
+/* Step 1 for any T, the page's slider: {"T", "score_bytes",
+ * "workspace_bytes"} from attn_kernel_cost. */
+WEB_EXPORT("web_kernel_cost")
+const char *web_kernel_cost(int T) {
+    double scores, workspace;
+    attn_error err;
+    if (attn_kernel_cost(&scores, &workspace, T, &err)) return error_json(err.message, -1, 0, NULL);
+    if (!reserve(128)) return "{}";
+    snprintf(result, result_cap, "{\"T\": %d, \"score_bytes\": %.17g, \"workspace_bytes\": %.17g}", T, scores,
+             workspace);
+    return result;
+}
+
 WEB_EXPORT("web_alloc") void *web_alloc(size_t n) { return malloc(n); }
 WEB_EXPORT("web_free") void web_free(void *p) { free(p); }

@@ -975,7 +975,9 @@ function renderStep(step) {
   writeSum(step.id, []); // a sum of the matrices before is not true of these
   step.render(c);
   drawingResults = new Set();
-  if (step.results) step.cells = step.results.flatMap((n) => (heatmaps[n] ? heatmaps[n].cells.flat() : []));
+  // The cells in the order the scroll fills them: the step's own order, or its results' cells row by row.
+  if (step.collect) step.cells = step.collect();
+  else if (step.results) step.cells = step.results.flatMap((n) => (heatmaps[n] ? heatmaps[n].cells.flat() : []));
   step.dirty = false;
   step.filled = reducedMotion.matches ? step.cells.length : 0; // as drawn
   if (LEGEND_OF[step.id]) legend(step.id, LEGEND_OF[step.id](c), step.id === 'weights' ? 'the weights' : 'this figure');
@@ -1530,6 +1532,7 @@ async function main() {
   const input = document.getElementById('sentence');
   showState();
   addPlayers();
+  kernelControls(); // the second part's (explainer_kernel.js)
   drawLibrary();
   input.addEventListener('input', onType);
   const on = (id, ev, f) => document.getElementById(id).addEventListener(ev, (e) => { f(e.target); update(); });

@@ -101,6 +101,9 @@ def main():
         "explain_positions": ["explain", "--positions", "rope", "--step", "q"],
         "explain_heads": ["explain", "--heads", "3", "--json", "the", "cat", "sat"],
         "explain_source": ["explain", "--source", "the dog chased a ball", "--step", "weights", "the", "cat", "sat"],
+        "explain_kernel": ["explain", "--kernel", "--step", "online", "--block", "3", "--workers=4", "--ranks", "2",
+                           "--json", "the", "cat"],
+        "explain_kernel_refused": ["explain", "--kernel", "--causal", "--block=9", "--step", "tokens"],
     }
     for n, a in named.items():
         write("args", n, "\0".join(a))

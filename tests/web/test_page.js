@@ -33,7 +33,18 @@ const WALK = {
   weights: { boxes: ['fig-w-scaled', 'fig-weights'] },
   output: { boxes: ['fig-o-weights', 'fig-o-V', 'fig-output'] },
   lines: { boxes: ['fig-lines'] },
+  // The second part, how a fast kernel computes it.
+  kcost: { boxes: ['fig-kcost'] },
+  ktiles: { boxes: ['fig-ktiles'] },
+  konline: { boxes: ['fig-konline'] },
+  kcausal: { boxes: ['fig-kcausal'] },
+  kcache: { boxes: ['fig-kcache-k', 'fig-kcache-v', 'fig-kcache-out'] },
+  ksplit: { boxes: ['fig-ksplit'] },
+  kpages: { boxes: ['fig-kpages'] },
+  kring: { boxes: ['fig-kring'] },
+  kgrad: { boxes: ['fig-kgrad', 'fig-ksat'] },
 };
+const KERNEL_STEPS = ['kcost', 'ktiles', 'konline', 'kcausal', 'kcache', 'ksplit', 'kpages', 'kring', 'kgrad'];
 let failed = 0;
 
 function report(name, ok, why = '') {
@@ -243,6 +254,95 @@ async function walk(browser, vp) {
   const overflow = await page.evaluate(() => document.scrollingElement.scrollWidth - window.innerWidth);
   report(`no_sideways_scroll_${vp}`, overflow <= 1, `${overflow}px too wide`);
   await context.close();
+}
+
+// The command with the portable C kernels, which the page runs too (WebAssembly
+// has no x86 kernels): the same workspace sizes and f32 pages on any CPU.
+function cliKernel(sentence, extra = []) {
+  return JSON.parse(execFileSync(ATTN, ['explain', '--kernel', '--json', ...extra, sentence],
+    { encoding: 'utf8', env: { ...process.env, ATTN_ISA: 'c' } }));
+}
+
+// The second part: its numbers are the command's, number for number; the
+// cells show them; each step plays to its end and steps back; its controls
+// and its scroll make no long task.
+async function kernelChecks(page) {
+  const sameJson = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+  const kernelNow = () => page.evaluate(() => window.attnKernel);
+  await setSentence(page, 'the cat sat on the mat');
+  await settled(page);
+  let k = await kernelNow();
+  const want = cliKernel('the cat sat on the mat');
+  report('kernel_json_equals_attn_explain_kernel', sameJson(k, want), 'the page and the command differ');
+  // What the cells show: the tiles, the online softmax's states, the cache's rows, the gradient.
+  const shown = (sel) => page.evaluate((sel) => [...document.querySelectorAll(sel)].map((g) => g.querySelector('text').textContent), sel);
+  const tiles = await shown('svg.heatmap[data-name="ktiles"] g.cell');
+  report('kernel_tiles_shown', sameJson(tiles, want.tiles.scores.flat().map(fmt)), tiles.slice(0, 6).join(' '));
+  const online = await shown('#fig-konline g.cell[data-i]:not([data-i="-1"])');
+  const o = want.online, states = o.m.flatMap((m, b) => [m, o.l[b], o.rescale[b], ...o.out[b]]).map(fmt);
+  report('kernel_online_states_shown', sameJson(online, states), `${online.join(' ')} vs ${states.join(' ')}`);
+  report('kernel_online_checked_on_the_page', await page.evaluate(() => document.getElementById('fig-konline').dataset.checked === '1'));
+  const cache = await shown('svg.heatmap[data-name="kcache-out"] g.cell');
+  report('kernel_cache_rows_shown', sameJson(cache, want.cache.output.flat().map(fmt)) &&
+    sameJson(want.cache.output.flat().map(fmt), want.causal_output.flat().map(fmt)), cache.slice(0, 8).join(' '));
+  const grad = await shown('#fig-kgrad g.cell');
+  const g = want.gradient, gradWant = want.tokens.flatMap((_, j) => [want.scaled[g.row][j], g.P[j], g.dP[j], g.dS[j], g.dS_library[j]]).map(fmt);
+  report('kernel_gradient_shown', sameJson(grad, gradWant), grad.slice(0, 10).join(' '));
+  const split = await shown('#fig-ksplit g.cell');
+  const sp = want.split, splitWant = [...sp.out.flatMap((o, p) => [sp.lse[p], ...o]), sp.merged_lse, ...sp.merged].map(fmt);
+  report('kernel_split_shown', sameJson(split, splitWant), `${split.join(' ')} vs ${splitWant.join(' ')}`);
+  // The controls: each gives the command's numbers for the same settings.
+  await page.selectOption('#kblock', '3');
+  await page.selectOption('#kworkers', '3');
+  await page.selectOption('#kranks', '4');
+  await page.waitForFunction(() => window.attnKernel && window.attnKernel.block === 3 && window.attnKernel.ring.ranks === 4);
+  await settled(page);
+  k = await kernelNow();
+  report('kernel_controls_equal_the_command', sameJson(k, cliKernel('the cat sat on the mat', ['--block', '3', '--workers', '3', '--ranks', '4'])));
+  const sentence = 'my dog chased a ball in the park';
+  await setSentence(page, sentence);
+  await page.waitForFunction((s) => window.attnKernel && window.attnKernel.tokens.join(' ') === s, sentence);
+  await settled(page);
+  report('kernel_new_sentence_equals_the_command', sameJson(await kernelNow(), cliKernel(sentence, ['--block', '3', '--workers', '3', '--ranks', '4'])));
+  // The slider for T: the library's workspace for that T, on the same axis; 4096 is a row of the command's table.
+  const costAt = want.cost.T.indexOf(1024);
+  await page.evaluate(() => { const s = document.getElementById('kT'); s.value = '10'; s.dispatchEvent(new Event('input')); });
+  await page.waitForFunction(() => window.attnKernelCost && window.attnKernelCost.T === 1024);
+  const cost = await page.evaluate(() => window.attnKernelCost);
+  report('kernel_cost_slider_equals_the_library', cost.score_bytes === want.cost.score_bytes[costAt] &&
+    cost.workspace_bytes === want.cost.workspace_bytes[costAt], JSON.stringify(cost));
+  for (const [sel, v] of [['#kblock', '2'], ['#kworkers', '2'], ['#kranks', '3']]) await page.selectOption(sel, v);
+  await setSentence(page, 'the cat sat on the mat');
+  await settled(page);
+  // Each step plays to its end, then steps back one.
+  for (const id of KERNEL_STEPS) {
+    await scrollStep(page, id, 0.05);
+    await page.click(`#step-${id} .play`);
+    await page.waitForFunction((id) => {
+      const c = document.querySelectorAll(`#step-${id} .step-figure .cell[data-filled]`);
+      return c.length > 0 && [...c].every((x) => x.dataset.filled === '1');
+    }, id, { timeout: 30000 }).catch(() => {});
+    const [full, total] = await fillOf(page, id);
+    await page.click(`#step-${id} .back`);
+    const [back] = await fillOf(page, id);
+    report(`kernel_${id}_plays_and_steps_back`, total > 0 && full === total && back === total - 1, `${full}, ${back} of ${total}`);
+  }
+  // No long task while scrolling through the second part and moving its controls (three tries, as at load).
+  const runs = [];
+  for (let k2 = 0; k2 < 3; k2++) {
+    await page.evaluate(() => { window.attnLongTasks.length = 0; });
+    for (const id of KERNEL_STEPS) await scrollOnce(page, id, 0.5);
+    await page.selectOption('#kblock', k2 % 2 ? '2' : '3');
+    await page.selectOption('#kranks', k2 % 2 ? '3' : '2');
+    await page.evaluate(() => { const s = document.getElementById('kT'); s.value = '16'; s.dispatchEvent(new Event('input')); });
+    await settled(page);
+    await page.waitForTimeout(300);
+    runs.push(await longTasks(page));
+    if (runs[k2].length === 0) break;
+  }
+  report('no_long_task_kernel_part', runs.some((l) => l.length === 0), `tasks of ${JSON.stringify(runs)} ms`);
+  for (const [sel, v] of [['#kblock', '2'], ['#kranks', '3']]) await page.selectOption(sel, v);
+  await settled(page);
 }
 
 async function main() {
@@ -725,6 +825,10 @@ async function main() {
 
   // The quick check: answers worked out from the live matrices.
   await setSentence(page, 'the cat sat on the mat');
+  // The box already held this sentence, so setSentence returned at once; the
+  // keystroke's pause (180 ms) then redraws the quiz. Let it pass first.
+  await page.waitForTimeout(400);
+  await settled(page);
   await page.check('fieldset[data-question="0"] input[value="3"]');
   const a0 = await page.textContent('fieldset[data-question="0"] .quiz-answer');
   await page.check('fieldset[data-question="2"] input[value="0"]');
@@ -796,6 +900,8 @@ async function main() {
   const stillFill = await Promise.all(Object.keys(WALK).map((id) => fillOf(sp, id)));
   report('reduced_motion_finished_at_once', stillFill.every(([a, b]) => a === b && b > 0), JSON.stringify(stillFill));
   await still.close();
+
+  await kernelChecks(page);
 
   // The walk, at both viewports.
   for (const vp of Object.keys(VIEWPORTS)) await walk(browser, vp);
