@@ -102,8 +102,9 @@ fi
 # The AMX kernels through the tests' tile emulator, on any x86-64 CPU; on one
 # with AMX (and Linux's permission) also natively, against the emulator.
 if [ -x "$BUILD/tests/test_amx" ]; then
-    suite "AMX tiles: the emulator's TDPBF16PS/TDPFP16PS, the AMX-BF16 kernels and the flash forward on them vs f64" "$BUILD/tests/test_amx"
+    suite "AMX tiles: the emulator's TDPBF16PS/TDPFP16PS, the AMX-BF16 kernels, the flash forward and the bf16 backward on them vs f64" "$BUILD/tests/test_amx"
     suite "AMX tiles through the emulator under ASan+UBSan" "$BUILD/asan/test_amx"
+    suite "the bf16 mode's backward on the portable kernels' set (ATTN_ISA=c)" env ATTN_ISA=c "$BUILD/tests/test_amx"
 fi
 suite "fast f32 path under ThreadSanitizer (3 threads)" env ATTN_NUM_THREADS=3 "$BUILD/tsan/test_fast"
 # Subnormal numbers cost Intel cores a microcode assist each, which no

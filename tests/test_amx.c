@@ -218,11 +218,181 @@ static void test_flash(const attn_bf16_kernels *bk) {
     attn_bf16_set_for_tests(old);
 }
 
+/* The backward in the bf16 mode on bf16 set bk (the process's set while it
+ * runs): the gradients against the exact f64 backward within the mode's
+ * bound (attn.h), with u = 2^-9 (bf16's unit roundoff) and s_abs the largest
+ * scale·Σ_e|q||k| of a row and key:
+ *   |g - exact| <= u · (6 + 4 · s_abs) · max g_abs,
+ * g_abs the gradient with every term made positive: dV's Pᵀ|dout|, dQ's
+ * and dK's scale·dS_abs|k| and scale·dS_absᵀ|q|, dS_abs = P ∘ (|dout||v|ᵀ +
+ * rowsum(|dout||out|)). (q, k rounded: each score within 2u·s_abs, so each
+ * weight within a factor e^(±3u·s_abs) after the f32 sums; P and dout, dS and
+ * k or q rounded for the last product: 2u more; dout and v for dP: 2u.)
+ * The verbose line must name the set. got[] receives the gradients
+ * (dq, dk, dv as f32, malloc'd) for the caller to compare sets. */
+typedef struct bwd_shape {
+    int L, S, E, Ev, Hq, Hk, causal, window;
+} bwd_shape;
+
+static void test_backward_set(const attn_bf16_kernels *bk, const char *label, const bwd_shape *sh, float *got[3],
+                              double *bound_out) {
+    const attn_bf16_kernels *old = attn_bf16_set_for_tests(bk);
+    int L = sh->L, S = sh->S, E = sh->E, Ev = sh->Ev, Hq = sh->Hq, Hk = sh->Hk;
+    size_t nq = (size_t)Hq * L * E, nk = (size_t)Hk * S * E, nv = (size_t)Hk * S * Ev, no = (size_t)Hq * L * Ev;
+    size_t n[3] = {nq, nk, nv};
+    float *q = malloc(4 * nq), *k = malloc(4 * nk), *v = malloc(4 * nv), *out = malloc(4 * no), *dout = malloc(4 * no);
+    float *lse = malloc(4 * (size_t)Hq * L);
+    double *q64 = malloc(8 * nq), *k64 = malloc(8 * nk), *v64 = malloc(8 * nv), *o64 = malloc(8 * no),
+           *do64 = malloc(8 * no), *l64 = malloc(8 * (size_t)Hq * L);
+    double *want[3], *gabs[3];
+    uint64_t seed = rng;
+    rng = 99; /* the same inputs for every set */
+    for (size_t i = 0; i < nq; i++) q64[i] = q[i] = normal();
+    for (size_t i = 0; i < nk; i++) k64[i] = k[i] = normal();
+    for (size_t i = 0; i < nv; i++) v64[i] = v[i] = normal();
+    for (size_t i = 0; i < no; i++) do64[i] = dout[i] = normal();
+    rng = seed;
+    for (int t = 0; t < 3; t++) {
+        got[t] = malloc(4 * n[t]), want[t] = malloc(8 * n[t]), gabs[t] = calloc(n[t], 8);
+    }
+    int64_t sq[3] = {Hq, L, E}, sk[3] = {Hk, S, E}, sv[3] = {Hk, S, Ev}, so[3] = {Hq, L, Ev}, sl[2] = {Hq, L};
+    attn_tensor tq, tk, tv, to, tl, td, tq64, tk64, tv64, to64, tl64, td64, g[3], g64[3];
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&tk, k, ATTN_F32, 3, sk, NULL, NULL);
+    attn_tensor_init(&tv, v, ATTN_F32, 3, sv, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, so, NULL, NULL);
+    attn_tensor_init(&tl, lse, ATTN_F32, 2, sl, NULL, NULL), attn_tensor_init(&td, dout, ATTN_F32, 3, so, NULL, NULL);
+    attn_tensor_init(&tq64, q64, ATTN_F64, 3, sq, NULL, NULL), attn_tensor_init(&tk64, k64, ATTN_F64, 3, sk, NULL, NULL);
+    attn_tensor_init(&tv64, v64, ATTN_F64, 3, sv, NULL, NULL), attn_tensor_init(&to64, o64, ATTN_F64, 3, so, NULL, NULL);
+    attn_tensor_init(&tl64, l64, ATTN_F64, 2, sl, NULL, NULL), attn_tensor_init(&td64, do64, ATTN_F64, 3, so, NULL, NULL);
+    const int64_t *shp[3] = {sq, sk, sv};
+    for (int t = 0; t < 3; t++) {
+        attn_tensor_init(&g[t], got[t], ATTN_F32, 3, shp[t], NULL, NULL);
+        attn_tensor_init(&g64[t], want[t], ATTN_F64, 3, shp[t], NULL, NULL);
+    }
+    attn_sdpa_options opt = attn_sdpa_options_default();
+    opt.causal = (attn_causal)sh->causal, opt.window = sh->window;
+    attn_error err;
+    /* The forward in f32 (out and lse as the backward takes them), and in f64 for the oracle. */
+    attn_status st = attn_sdpa(&to, &tl, NULL, &tq, &tk, &tv, &opt, &err);
+    double *w64 = malloc(8 * (size_t)Hq * L * S); /* the exact weights P */
+    int64_t sw[3] = {Hq, L, S};
+    attn_tensor tw64;
+    attn_tensor_init(&tw64, w64, ATTN_F64, 3, sw, NULL, NULL);
+    st |= attn_sdpa(&to64, &tl64, &tw64, &tq64, &tk64, &tv64, &opt, &err);
+    st |= attn_sdpa_backward(&g64[0], &g64[1], &g64[2], NULL, &td64, &tq64, &tk64, &tv64, &to64, &tl64, &opt, &err);
+    opt.compute = ATTN_COMPUTE_BF16;
+    char kernel[32];
+    verbose_begin();
+    st |= attn_sdpa_backward(&g[0], &g[1], &g[2], NULL, &td, &tq, &tk, &tv, &to, &tl, &opt, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    /* g_abs and s_abs (over every key, seen or not), in f64 from the exact P. */
+    double scale = 1 / sqrt((double)E), s_abs = 0;
+    double *prow = malloc(8 * (size_t)S), *dsabs = malloc(8 * (size_t)S);
+    for (int h = 0; h < Hq; h++) {
+        int hk = h / (Hq / Hk);
+        const double *Q = q64 + (size_t)h * L * E, *K = k64 + (size_t)hk * S * E, *V = v64 + (size_t)hk * S * Ev;
+        const double *O = o64 + (size_t)h * L * Ev, *dO = do64 + (size_t)h * L * Ev;
+        double *gq = gabs[0] + (size_t)h * L * E, *gk = gabs[1] + (size_t)hk * S * E, *gv = gabs[2] + (size_t)hk * S * Ev;
+        for (int i = 0; i < L; i++) {
+            double Dabs = 0;
+            for (int e = 0; e < Ev; e++) Dabs += fabs(dO[i * Ev + e] * O[i * Ev + e]);
+            for (int j = 0; j < S; j++) {
+                double sa = 0, dp = 0;
+                for (int e = 0; e < E; e++) sa += fabs(Q[i * E + e] * K[j * E + e]);
+                for (int e = 0; e < Ev; e++) dp += fabs(dO[i * Ev + e] * V[j * Ev + e]);
+                prow[j] = w64[((size_t)h * L + i) * S + j];
+                if (sa * scale > s_abs) s_abs = sa * scale;
+                dsabs[j] = prow[j] * (dp + Dabs);
+                for (int e = 0; e < Ev; e++) gv[j * Ev + e] += prow[j] * fabs(dO[i * Ev + e]);
+                for (int e = 0; e < E; e++) {
+                    gq[i * E + e] += scale * dsabs[j] * fabs(K[j * E + e]);
+                    gk[j * E + e] += scale * dsabs[j] * fabs(Q[i * E + e]);
+                }
+            }
+        }
+    }
+    const double u = 0x1p-9;
+    double worst = 0, ratio = 0, bound = 0;
+    int bad = 0;
+    for (int t = 0; t < 3; t++) {
+        double big = 0;
+        for (size_t i = 0; i < n[t]; i++) big = fmax(big, gabs[t][i]);
+        double b = u * (6 + 4 * s_abs) * big;
+        for (size_t i = 0; i < n[t]; i++) {
+            double e = fabs(got[t][i] - want[t][i]);
+            bad += !(e <= b);
+            worst = fmax(worst, e), ratio = fmax(ratio, e / b);
+        }
+        bound = fmax(bound, b);
+    }
+    *bound_out = bound;
+    char name[128], want_label[48];
+    snprintf(name, sizeof name, "bf16_backward_%s_vs_f64_L%d_S%d_E%d_Ev%d_causal%d_window%d", label, L, S, E, Ev,
+             sh->causal, sh->window);
+    snprintf(want_label, sizeof want_label, "bf16_kernels=%s", bk->name);
+    /* The errors are bf16's, far above f32's: the products ran on bf16 pairs. */
+    check(!st && strcmp(kernel, "flash_backward") == 0 && strstr(verbose_last_line, want_label) && !bad &&
+              ratio > 1e-3,
+          name, "status %d, kernel %s, %d outside (largest error %.3g, %.3g of the bound), s_abs %.3g; %s", (int)st,
+          kernel, bad, worst, ratio, s_abs, verbose_last_line);
+    free(prow), free(dsabs), free(w64);
+    for (int t = 0; t < 3; t++) free(want[t]), free(gabs[t]);
+    free(q), free(k), free(v), free(out), free(dout), free(lse), free(q64), free(k64), free(v64), free(o64), free(do64),
+        free(l64);
+    attn_bf16_set_for_tests(old);
+}
+
+/* The backward on the AMX set (through the emulator) and on the set this
+ * machine runs the mode with otherwise (avx512_bf16, or the emulation):
+ * each within the bound, and each other within twice it. */
+static void test_backward(const attn_bf16_kernels *amx, const char *label) {
+    static const bwd_shape shapes[] = {{150, 200, 64, 48, 2, 1, 2, 0}, {97, 130, 37, 20, 1, 1, 1, 40},
+                                       {64, 300, 128, 128, 1, 1, 0, 0}};
+    if (strcmp(attn_isa(), "avx512") != 0) {
+        /* The portable kernels' set (the emulation of VDPBF16PS) still runs
+         * the mode's backward: checked alone. */
+        const attn_bf16_kernels *own = attn_bf16_active();
+        for (size_t t = 0; own && t < sizeof shapes / sizeof shapes[0]; t++) {
+            float *a[3];
+            double bound;
+            test_backward_set(own, own->name, &shapes[t], a, &bound);
+            for (int g = 0; g < 3; g++) free(a[g]);
+        }
+        skip("amx_flash_backward_vs_f64", "the AMX set runs with the AVX-512 f32 kernels; this run has %s", attn_isa());
+        return;
+    }
+    const attn_bf16_kernels *other = attn_bf16_set_for_tests(NULL);
+    attn_bf16_set_for_tests(other);
+    if (!other || other == amx) other = &attn_bf16_avx512; /* the CPU's AVX512_BF16 set, where it is not the active one */
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        float *a[3], *b[3];
+        double bound_a, bound_b;
+        test_backward_set(amx, label, &shapes[t], a, &bound_a);
+        bool other_runs = other != &attn_bf16_avx512 || __builtin_cpu_supports("avx512bf16");
+        if (other_runs) {
+            test_backward_set(other, other->name, &shapes[t], b, &bound_b);
+            size_t n[3] = {(size_t)shapes[t].Hq * shapes[t].L * shapes[t].E, (size_t)shapes[t].Hk * shapes[t].S * shapes[t].E,
+                           (size_t)shapes[t].Hk * shapes[t].S * shapes[t].Ev};
+            double worst = 0;
+            for (int g = 0; g < 3; g++)
+                for (size_t i = 0; i < n[g]; i++) worst = fmax(worst, fabs((double)a[g][i] - b[g][i]));
+            char name[128];
+            snprintf(name, sizeof name, "bf16_backward_%s_vs_%s_L%d_S%d_E%d", label, other->name, shapes[t].L,
+                     shapes[t].S, shapes[t].E);
+            check(worst <= 2 * bound_a, name, "largest difference %.3g, twice the bound %.3g", worst, 2 * bound_a);
+            for (int g = 0; g < 3; g++) free(b[g]);
+        } else {
+            skip("bf16_backward_vs_avx512_bf16", "this CPU has no AVX512_BF16 to compare the AMX set with");
+        }
+        for (int g = 0; g < 3; g++) free(a[g]);
+    }
+}
+
 int main(void) {
     printf("# AMX through the tile emulator (tests/amx/amx_emu.h): amx_bf16\n");
     test_emulator();
     test_kernels(&attn_bf16_amx_emulated, "emulated");
     test_flash(&attn_bf16_amx_emulated);
+    test_backward(&attn_bf16_amx_emulated, "amx_emulated");
     /* With AMX granted, the library's own set runs on the tiles: within the
      * same bound, and giving the emulator's floats bit for bit (which checks
      * the emulator's order of sums against the hardware). */
@@ -236,10 +406,12 @@ int main(void) {
         attn_bf16_active()->qk(s1, LD, q2, E2, kt2, LD, E2);
         attn_bf16_amx_emulated.qk(s2, LD, q2, E2, kt2, LD, E2);
         check(memcmp(s1, s2, sizeof s1) == 0, "amx_emulator_bitwise_the_hardware", "the tiles and the emulator differ");
+        test_backward(attn_bf16_active(), "amx_native");
     } else {
         skip("amx_kernels_native_qk_pv_within_f32_sums_of_bf16", "this CPU has no AMX tiles here (bf16 kernels: %s)",
              attn_bf16_label());
         skip("amx_emulator_bitwise_the_hardware", "no AMX tiles here to compare the emulator with");
+        skip("amx_flash_backward_native_vs_f64", "this CPU has no AMX tiles here (bf16 kernels: %s)", attn_bf16_label());
     }
     attn_shutdown();
     return n_failed ? 1 : 0;

@@ -156,14 +156,18 @@ static void test_errors(void) {
     flat.strides[0] = 0;
     check_status(attn_sdpa_backward(&flat, dk, dv, NULL, &p.dout, &p.q, &p.k, &p.v, &p.out, &p.lse, &p.o, &err),
                  &err, ATTN_ERR_STRIDE, "dq has stride 0", "backward_dq_stride_0_rejected");
-    /* f32 inputs (bf16 compute needs them): the backward pass has no bf16 mode. */
+    /* The bf16 compute mode takes f32 inputs only, as the forward does
+     * (test_amx checks the mode's gradients). */
     int64_t so[3] = {2, 3, 4}, sl[2] = {2, 3};
     attn_tensor q32 = make(ATTN_F32, 3, sq), k32 = make(ATTN_F32, 3, sk), o32 = make(ATTN_F32, 3, so);
     attn_tensor l32 = make(ATTN_F32, 2, sl), d32 = make(ATTN_F32, 3, so), g32 = make(ATTN_F32, 3, sq);
     attn_sdpa_options bf = attn_sdpa_options_default();
     bf.compute = ATTN_COMPUTE_BF16;
-    check_status(attn_sdpa_backward(&g32, NULL, NULL, NULL, &d32, &q32, &k32, &k32, &o32, &l32, &bf, &err),
-                 &err, ATTN_ERR_OPTION, "not bf16", "backward_bf16_compute_rejected");
+    check_status(attn_sdpa_backward(&p.g[0], NULL, NULL, NULL, &p.dout, &p.q, &p.k, &p.v, &p.out,
+                                    &p.lse, &bf, &err),
+                 &err, ATTN_ERR_OPTION, "bf16 compute needs f32 q", "backward_bf16_compute_f64_rejected");
+    check_status(attn_sdpa_backward(&g32, NULL, NULL, NULL, &d32, &q32, &k32, &k32, &o32, &l32, &bf, &err), &err,
+                 ATTN_OK, "", "backward_bf16_compute_f32_runs");
     free(q32.data), free(k32.data), free(o32.data), free(l32.data), free(d32.data), free(g32.data);
     unsigned char first[8];
     memcpy(first, p.g[0].data, 8);

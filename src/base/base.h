@@ -369,6 +369,8 @@ typedef struct attn_grad_slices {
     /* dq, dk, dv, dmask: the view is the caller's output itself, which no two
      * slices share (no broadcast, no GQA): kernels write it, never add. */
     bool direct[4];
+    /* The bf16 compute mode: the fused kernel's products on bf16 pairs. */
+    bool bf16;
 } attn_grad_slices;
 void attn_grad_slice(const attn_grad_slices *gs, int64_t index, attn_grad_problem *p);
 

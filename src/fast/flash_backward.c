@@ -57,6 +57,7 @@
 #include "kernels/rope.h"
 #include "kernels/score.h"
 #include "kernels/ukernel.h"
+#include "kernels/ukernel_bf16.h"
 
 #include <float.h>
 #include <stdatomic.h>
@@ -83,6 +84,11 @@ typedef struct attn_grad_partials {
 
 typedef struct bwd_job {
     const attn_ukernels *uk;
+    /* The bf16 compute mode's kernels (NULL: f32 products): the five
+     * products on bf16 pairs with f32 sums, the softmax's gradient in f32 on
+     * uk. mr and nr: the register tile of whichever set does the products. */
+    const attn_bf16_kernels *bk;
+    int64_t mr, nr;
     const attn_grad_slices *gs;
     int64_t L, S, E, Ev, Ep, Evp; /* Ep, Evp: E and Ev rounded up to the vector length */
     int64_t Lp;                   /* L + 16 rounded up to 16: rows of D, lse, dQ partials */
@@ -113,16 +119,36 @@ typedef struct workspace {
     float *dc;                 /* a query block's cap derivatives, brp × ldk (capped only) */
     float *tmp;                /* one row, for widening 16-bit floats */
     float *dq;                 /* own_dq: the item's dQ, Lp × Ep */
+    /* bf16 mode only (bf16_rows, bf16_row_pairs): pairs along E for S and
+     * dP, along the query rows for dV and dK, along the keys for dQ. */
+    uint32_t *q2, *do2;        /* a query block: brp × E2, brp × Ev2 (pairs along E) */
+    uint32_t *qr2, *dor2;      /* brp/2 × Ep, brp/2 × Evp (pairs of query rows) */
+    uint32_t *kt2, *vt2;       /* a key block: E2 × ldk, Ev2 × ldk (pairs along E) */
+    uint32_t *k2;              /* kr/2 × Ep (pairs of keys) */
+    uint32_t *pr2, *pt2;       /* P or dS: brp/2 × ldk pairs of rows, then kr × ldt transposed */
+    uint32_t *ds2;             /* dS: brp × ldk/2 (pairs along the keys) */
+    float *zero;               /* a zero row of ldk + Ep + Evp floats */
 } workspace;
 
 static int64_t ldk_of(const bwd_job *j) { return attn_round_up(j->bc, 16) + 16; }
-static int64_t kr_of(const bwd_job *j) { return attn_round_up(attn_round_up(j->bc, 16), j->uk->mr); }
+static int64_t kr_of(const bwd_job *j) { return attn_round_up(attn_round_up(j->bc, 16), j->mr); }
+/* bf16 mode: pairs along E and Ev, and the stride of Pᵀ's and dSᵀ's pairs of query rows. */
+static int64_t e2_of(int64_t e) { return (e + 1) / 2; }
+static int64_t ldt_of(const bwd_job *j) { return attn_round_up(attn_round_up(j->br, 16) / 2, 16); }
+
+/* The bf16 mode's buffers, in 4-byte words (0 in f32 mode). */
+static size_t bf16_words(const bwd_job *j) {
+    if (!j->bk) return 0;
+    int64_t ldk = ldk_of(j), kr = kr_of(j), brp = attn_round_up(j->br, 16), E2 = e2_of(j->E), Ev2 = e2_of(j->Ev);
+    return (size_t)(brp * (E2 + Ev2) + brp / 2 * (j->Ep + j->Evp) + (E2 + Ev2) * ldk + kr / 2 * j->Ep +
+                    brp / 2 * ldk + kr * ldt_of(j) + brp * (ldk / 2) + ldk + j->Ep + j->Evp + 16);
+}
 
 static size_t workspace_floats(const bwd_job *j) {
     int64_t ldk = ldk_of(j), kr = kr_of(j), brp = attn_round_up(j->br, 16);
     return (size_t)(3 * j->Lp + brp * (j->Ep + j->Evp) + (j->E + j->Ev) * ldk + kr * (2 * j->Ep + j->Evp) +
                     (j->capped ? 3 : 2) * brp * ldk + attn_round_up(j->E + j->Ev + 16, 16) +
-                    (j->own_dq ? j->Lp * j->Ep : 0));
+                    (j->own_dq ? j->Lp * j->Ep : 0)) + bf16_words(j);
 }
 
 static workspace workspace_of(const bwd_job *j, int worker) {
@@ -143,6 +169,18 @@ static workspace workspace_of(const bwd_job *j, int worker) {
     w.dc = w.dp + brp * ldk;
     w.tmp = w.dc + (j->capped ? brp * ldk : 0);
     w.dq = w.tmp + attn_round_up(j->E + j->Ev + 16, 16); /* own_dq only: Lp × Ep, on a 64-byte boundary */
+    w.q2 = (uint32_t *)(void *)(w.dq + (j->own_dq ? j->Lp * j->Ep : 0));
+    int64_t E2 = e2_of(j->E), Ev2 = e2_of(j->Ev);
+    w.do2 = w.q2 + brp * E2;
+    w.qr2 = w.do2 + brp * Ev2;
+    w.dor2 = w.qr2 + brp / 2 * j->Ep;
+    w.kt2 = w.dor2 + brp / 2 * j->Evp;
+    w.vt2 = w.kt2 + E2 * ldk;
+    w.k2 = w.vt2 + Ev2 * ldk;
+    w.pr2 = w.k2 + kr / 2 * j->Ep;
+    w.pt2 = w.pr2 + brp / 2 * ldk;
+    w.ds2 = w.pt2 + kr * ldt_of(j);
+    w.zero = (float *)(void *)(w.ds2 + brp * (ldk / 2));
     return w;
 }
 
@@ -184,6 +222,75 @@ static void gemm_acc_t(const attn_ukernels *uk, float *c, int64_t ldc, const flo
         }
 }
 
+/* The bf16 mode's operands: each product's factors rounded to bf16 and
+ * packed as pairs (ukernel_bf16.h) along the dimension it sums over. */
+
+/* dst (rows × ceil(cols / 2) pairs, stride ld2) = the rows of src (stride
+ * lds) as pairs along their columns, an odd last column paired with 0. */
+static void bf16_rows(const attn_bf16_kernels *bk, uint32_t *dst, int64_t ld2, const float *src, int64_t lds,
+                      int64_t rows, int64_t cols) {
+    for (int64_t r = 0; r < rows; r++) {
+        uint16_t *d = (uint16_t *)(void *)(dst + r * ld2);
+        bk->to_bf16(d, src + r * lds, cols / 2 * 2);
+        if (cols % 2) d[cols - 1] = attn_f32_to_bf16(src[r * lds + cols - 1]), d[cols] = 0;
+    }
+}
+
+/* dst (ceil(rows / 2) × cols pairs, stride ldd) = rows 2i and 2i + 1 of src
+ * (stride lds) as pairs, a missing last row read from zero. */
+static void bf16_row_pairs(const attn_bf16_kernels *bk, uint32_t *dst, int64_t ldd, const float *src, int64_t lds,
+                           int64_t rows, int64_t cols, const float *zero) {
+    for (int64_t r2 = 0; 2 * r2 < rows; r2++)
+        bk->zip(dst + r2 * ldd, src + 2 * r2 * lds, 2 * r2 + 1 < rows ? src + (2 * r2 + 1) * lds : zero, cols);
+}
+
+/* dst (cols × rows, stride ldd) = the transpose of src (rows × cols,
+ * stride lds), pairs moved whole, 16 × 16 at a time. */
+static void transpose_pairs(uint32_t *dst, int64_t ldd, const uint32_t *src, int64_t lds, int64_t rows, int64_t cols) {
+    for (int64_t r0 = 0; r0 < rows; r0 += 16)
+        for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+            int64_t nr = rows - r0 < 16 ? rows - r0 : 16, nc = cols - c0 < 16 ? cols - c0 : 16;
+            for (int64_t c = c0; c < c0 + nc; c++)
+                for (int64_t r = r0; r < r0 + nr; r++) dst[c * ldd + r] = src[r * lds + c];
+        }
+}
+
+/* s (rows × cols, stride lds) = a2 (rows × inner2 pairs, stride lda) · bt2
+ * (inner2 × cols pairs, stride ldb): qk over the tiles of s (cols a
+ * multiple of the set's nr, rows of its mr). */
+static void bf16_gemm_t(const attn_bf16_kernels *bk, float *s, int64_t lds, const uint32_t *a2, int64_t lda,
+                        const uint32_t *bt2, int64_t ldb, int64_t rows, int64_t inner2, int64_t cols) {
+    int64_t nr = (int64_t)bk->vl * bk->nv;
+    for (int64_t c0 = 0; c0 < cols; c0 += nr)
+        for (int64_t r0 = 0; r0 < rows; r0 += bk->mr) bk->qk(s + r0 * lds + c0, lds, a2 + r0 * lda, lda, bt2 + c0, ldb, inner2);
+}
+
+/* c (rows × cols, stride ldc) += a2 (rows × inner2 pairs, stride lda) · b2
+ * (inner2 × cols pairs, stride ldb): pv over the tiles of c (cols a
+ * multiple of the set's vl, rows of its mr). */
+static void bf16_gemm_acc(const attn_bf16_kernels *bk, float *c, int64_t ldc, const uint32_t *a2, int64_t lda,
+                          const uint32_t *b2, int64_t ldb, int64_t rows, int64_t inner2, int64_t cols) {
+    int64_t nr = (int64_t)bk->vl * bk->nv;
+    for (int64_t c0 = 0; c0 < cols; c0 += nr)
+        for (int64_t r0 = 0; r0 < rows; r0 += bk->mr) {
+            int nvec = (int)((cols - c0) / bk->vl < bk->nv ? (cols - c0) / bk->vl : bk->nv);
+            bk->pv(c + r0 * ldc + c0, ldc, a2 + r0 * lda, lda, b2 + c0, ldb, inner2, nvec);
+        }
+}
+
+/* c (rows × cols, stride ldc) += aᵀ · b in the bf16 mode, a (inner ×
+ * rows floats, stride lda) and b (inner × cols, stride ldb), inner even:
+ * a's rows zipped in pairs and transposed (pairs moved whole), b's rows
+ * zipped in pairs, so that both sum over pairs of a's rows. */
+static void bf16_gemm_acc_t(const bwd_job *j, const workspace *w, float *c, int64_t ldc, const float *a, int64_t lda,
+                            const float *b, int64_t ldb, int64_t rows, int64_t inner, int64_t cols, uint32_t *b2) {
+    int64_t ldt = ldt_of(j);
+    bf16_row_pairs(j->bk, w->pr2, ldk_of(j), a, lda, inner, rows, w->zero);
+    transpose_pairs(w->pt2, ldt, w->pr2, ldk_of(j), inner / 2, rows);
+    bf16_row_pairs(j->bk, b2, cols, b, ldb, inner, cols, w->zero);
+    bf16_gemm_acc(j->bk, c, ldc, w->pt2, ldt, b2, cols, rows, inner / 2, cols);
+}
+
 /* Rows i0..i0+rows-1 of m for the products (rows >= nb: padding, whose P
  * and dS are 0): read where they lie when in_place allows it, they are f32
  * rows of whole vectors (cols == ld) and all of them exist (so they are
@@ -209,8 +316,8 @@ static void scale_rows(float *x, int64_t ld, int64_t rows, int64_t cols, double 
 
 /* The rows the products read for a block of nb query rows: nb rounded up
  * to the kernels' mr (pv, qk) and to 16 (pvt). */
-static int64_t block_rows_read(const attn_ukernels *uk, int64_t nb) {
-    int64_t nbm = attn_round_up(nb, uk->mr), nb16 = attn_round_up(nb, 16);
+static int64_t block_rows_read(const bwd_job *j, int64_t nb) {
+    int64_t nbm = attn_round_up(nb, j->mr), nb16 = attn_round_up(nb, 16);
     return nbm > nb16 ? nbm : nb16;
 }
 
@@ -226,9 +333,15 @@ static const float *block_scores(const bwd_job *j, const workspace *w, const att
     int64_t ldk = ldk_of(j);
     /* The block's queries (turned by RoPE: packed). The scale is in the
      * packed keys: S = Q (scale K)ᵀ, and dK is scaled when stored. */
-    const float *q = block_rows(uk, w->q, j->Ep, &g->f.q, i0, nb, block_rows_read(uk, nb), !g->f.rope, w->tmp, ldq);
+    const float *q = block_rows(uk, w->q, j->Ep, &g->f.q, i0, nb, block_rows_read(j, nb), !g->f.rope, w->tmp, ldq);
     if (g->f.rope) attn_rope_apply_f32(w->q, j->Ep, 1, nb, g->f.rope, g->f.rope_q0 + i0, 1);
-    gemm_t(uk, w->s, ldk, q, *ldq, w->kt, ldk, attn_round_up(nb, uk->mr), j->E, nc_pad); /* S = Q (scale K)ᵀ */
+    int64_t nbm = attn_round_up(nb, j->mr);
+    if (j->bk) { /* S = Q (scale K)ᵀ on bf16 pairs along E */
+        bf16_rows(j->bk, w->q2, e2_of(j->E), q, *ldq, nbm, j->E);
+        bf16_gemm_t(j->bk, w->s, ldk, w->q2, e2_of(j->E), w->kt2, ldk, nbm, e2_of(j->E), nc_pad);
+    } else {
+        gemm_t(uk, w->s, ldk, q, *ldq, w->kt, ldk, nbm, j->E, nc_pad); /* S = Q (scale K)ᵀ */
+    }
     attn_score_block sb = {w->s, false, ldk}, cb = {w->dc, false, ldk};
     /* A float mask of NaN or +inf never gets here: slice_check sent the slice
      * to the exact kernel. */
@@ -242,7 +355,7 @@ static void block_step(const bwd_job *j, const workspace *w, const attn_grad_pro
                        int64_t nb, int64_t j0, int64_t nc, int64_t nc_pad) {
     const attn_ukernels *uk = j->uk;
     int64_t ldk = ldk_of(j), kr = kr_of(j), nb16 = attn_round_up(nb, 16);
-    int64_t nbm = attn_round_up(nb, uk->mr), rows = block_rows_read(uk, nb);
+    int64_t nbm = attn_round_up(nb, j->mr), rows = block_rows_read(j, nb);
     /* The dQ rows this step adds to live in the item's partial, which is
      * larger than L2: start fetching them now, so that they have arrived by
      * the time dQ += dS K needs them, after the other four products. */
@@ -250,7 +363,12 @@ static void block_step(const bwd_job *j, const workspace *w, const attn_grad_pro
     int64_t ldq, ldo;
     const float *q = block_scores(j, w, g, i0, nb, j0, nc, nc_pad, j->capped, &ldq);
     const float *dout = block_rows(uk, w->dout, j->Evp, &g->dout, i0, nb, rows, true, w->tmp, &ldo);
-    gemm_t(uk, w->dp, ldk, dout, ldo, w->vt, ldk, nbm, j->Ev, nc_pad);       /* dP = dout Vᵀ */
+    if (j->bk) { /* dP = dout Vᵀ on bf16 pairs along Ev */
+        bf16_rows(j->bk, w->do2, e2_of(j->Ev), dout, ldo, nbm, j->Ev);
+        bf16_gemm_t(j->bk, w->dp, ldk, w->do2, e2_of(j->Ev), w->vt2, ldk, nbm, e2_of(j->Ev), nc_pad);
+    } else {
+        gemm_t(uk, w->dp, ldk, dout, ldo, w->vt, ldk, nbm, j->Ev, nc_pad); /* dP = dout Vᵀ */
+    }
     /* Rows nb.. up to what the products read (nb16 for pvt, nbm for pv) are
      * zero, so that rows past a window's last row add nothing to dQ. */
     for (int64_t r = 0; r < rows; r++) {
@@ -269,6 +387,13 @@ static void block_step(const bwd_job *j, const workspace *w, const attn_grad_pro
         uk->softmax_grad(p, ds, nc_pad, w->lse[i0 + r], w->D[i0 + r]); /* P = exp(S - lse), dS = P ∘ (dP - D) */
         for (int64_t c = 0; j->capped && c < nc_pad; c++) ds[c] *= w->dc[r * ldk + c]; /* ∘ C */
         attn_dropout_row(prow, 0, &g->f, i0 + r, j0, nc); /* P, dropped, for dV */
+    }
+    if (j->bk) { /* the same three products on bf16 pairs: of query rows, then of keys */
+        bf16_gemm_acc_t(j, w, w->dv, j->Evp, w->s, ldk, dout, ldo, kr, nb16, j->Evp, w->dor2);
+        bf16_gemm_acc_t(j, w, w->dk, j->Ep, w->dp, ldk, q, ldq, kr, nb16, j->Ep, w->qr2);
+        bf16_rows(j->bk, w->ds2, ldk / 2, w->dp, ldk, nbm, nc_pad);
+        bf16_gemm_acc(j->bk, dq + i0 * j->Ep, j->Ep, w->ds2, ldk / 2, w->k2, j->Ep, nbm, nc_pad / 2, j->Ep);
+        return;
     }
     gemm_acc_t(uk, w->dv, j->Evp, w->s, ldk, dout, ldo, kr, nb16, j->Evp); /* dV += Pᵀ dout */
     gemm_acc_t(uk, w->dk, j->Ep, w->dp, ldk, q, ldq, kr, nb16, j->Ep);      /* dK += dSᵀ Q (times the scale when stored) */
@@ -315,10 +440,15 @@ static void pack_keys(const bwd_job *j, const workspace *w, const attn_grad_prob
     attn_pack_transposed(j->uk, w->kt, ldk, nc_pad, &g->f.k, j0, nc, w->tmp);
     if (g->f.rope) attn_rope_apply_f32(w->kt, 1, ldk, nc, g->f.rope, g->f.rope_k0 + j0, 1);
     scale_rows(w->kt, ldk, j->E, nc, g->f.scale); /* for S = Q (scale K)ᵀ */
+    if (j->bk) bf16_row_pairs(j->bk, w->kt2, ldk, w->kt, ldk, j->E, nc_pad, w->zero); /* pairs along E */
     if (!grads) return;
     attn_pack_transposed(j->uk, w->vt, ldk, nc_pad, &g->f.v, j0, nc, w->tmp);
     attn_pack_rows_scaled(j->uk, w->k, j->Ep, &g->f.k, j0, nc, kr_of(j), g->f.scale, w->tmp);
     if (g->f.rope) attn_rope_apply_f32(w->k, j->Ep, 1, nc, g->f.rope, g->f.rope_k0 + j0, 1);
+    if (j->bk) { /* vt as pairs along Ev, k as pairs of keys */
+        bf16_row_pairs(j->bk, w->vt2, ldk, w->vt, ldk, j->Ev, nc_pad, w->zero);
+        bf16_row_pairs(j->bk, w->k2, j->Ep, w->k, j->Ep, nc_pad, j->Ep, w->zero);
+    }
 }
 
 /* The key blocks query rows i0..i0+nb-1 reach: [*k0, *k1), whole blocks of
@@ -346,11 +476,12 @@ static void stats_item(void *ctx, int64_t item, int worker) {
     for (int64_t r = 0; r < nb; r++) needed |= !lse_trusted(&g.f, attn_mat_get(&g.f.lse, i0 + r, 0));
     if (!needed) return;
     workspace w = workspace_of(j, worker);
+    if (j->bk) memset(w.zero, 0, sizeof(float) * (size_t)(ldk_of(j) + j->Ep + j->Evp));
     double *st = j->stats + (slice * j->L + i0) * 2; /* (m, l) per row, then (m, log l) */
     for (int64_t r = 0; r < nb; r++) attn_softmax_start(&g.f, &st[2 * r], &st[2 * r + 1]), st[2 * r] = (float)st[2 * r];
     keys_reached(j, &g.f, i0, nb, &k0, &k1);
     for (int64_t j0 = k0; j0 < k1; j0 += j->bc) {
-        int64_t nc = j->S - j0 < j->bc ? j->S - j0 : j->bc, nc_pad = attn_round_up(nc, (int64_t)j->uk->vl * j->uk->nv);
+        int64_t nc = j->S - j0 < j->bc ? j->S - j0 : j->bc, nc_pad = attn_round_up(nc, j->nr);
         pack_keys(j, &w, &g, j0, nc, nc_pad, false);
         block_scores(j, &w, &g, i0, nb, j0, nc, nc_pad, false, &ldq);
         for (int64_t r = 0; r < nb; r++) {
@@ -392,13 +523,14 @@ static void bwd_item(void *ctx, int64_t item, int worker) {
     attn_grad_problem g;
     attn_grad_slice(j->gs, slice, &g);
     workspace w = workspace_of(j, worker);
+    if (j->bk) memset(w.zero, 0, sizeof(float) * (size_t)(ldk_of(j) + j->Ep + j->Evp));
     float *dq = j->own_dq ? w.dq : j->part.dq + item * j->Lp * j->Ep;
     memset(dq, 0, sizeof(float) * (size_t)(j->Lp * j->Ep));
     row_statistics(j, &w, &g, slice);
     int64_t k0 = c * j->chunk, k1 = k0 + j->chunk < j->S ? k0 + j->chunk : j->S;
     int64_t kr = kr_of(j);
     for (int64_t j0 = k0; j0 < k1; j0 += j->bc) {
-        int64_t nc = k1 - j0 < j->bc ? k1 - j0 : j->bc, nc_pad = attn_round_up(nc, (int64_t)j->uk->vl * j->uk->nv);
+        int64_t nc = k1 - j0 < j->bc ? k1 - j0 : j->bc, nc_pad = attn_round_up(nc, j->nr);
         /* The first query row that sees key j0 (none: the block is skipped). */
         int64_t first = 0;
         while (first < j->L && attn_keys_seen(&g.f, first, j0, nc) == 0) first++;
@@ -412,7 +544,7 @@ static void bwd_item(void *ctx, int64_t item, int worker) {
         /* ... and past the last whose sliding window still reaches them. */
         int64_t iend = j->L;
         while (iend > first && attn_first_key(&g.f, iend - 1) >= j0 + nc) iend--;
-        for (int64_t i0 = first / j->uk->mr * j->uk->mr; i0 < iend; i0 += j->br) {
+        for (int64_t i0 = first / j->mr * j->mr; i0 < iend; i0 += j->br) {
             int64_t nb = iend - i0 < j->br ? iend - i0 : j->br;
             block_step(j, &w, &g, dq, i0, nb, j0, nc, nc_pad);
         }
@@ -508,12 +640,18 @@ static bool plan_job(bwd_job *j, const attn_grad_slices *gs) {
     j->L = gs->f.cq.shape[3], j->E = gs->f.cq.shape[4], j->S = gs->f.ck.shape[3], j->Ev = gs->f.cv.shape[4];
     if (j->E > (1 << 20) || j->Ev > (1 << 20) || j->L > ((int64_t)1 << 40) || j->S > ((int64_t)1 << 40))
         return false;
-    j->Ep = attn_round_up(j->E, j->uk->vl), j->Evp = attn_round_up(j->Ev, j->uk->vl);
+    /* The bf16 mode: the set's tile and vectors (its pv writes whole
+     * vectors of 16), the f32 set's softmax. */
+    j->bk = gs->bf16 ? attn_bf16_active() : NULL;
+    j->mr = j->bk ? j->bk->mr : j->uk->mr;
+    j->nr = j->bk ? (int64_t)j->bk->vl * j->bk->nv : (int64_t)j->uk->vl * j->uk->nv;
+    int64_t vl = j->bk && j->bk->vl > j->uk->vl ? j->bk->vl : j->uk->vl;
+    j->Ep = attn_round_up(j->E, vl), j->Evp = attn_round_up(j->Ev, vl);
     j->capped = gs->f.base.softcap > 0;
     j->Lp = attn_round_up(j->L + 16, 16);
-    int64_t nr = (int64_t)j->uk->vl * j->uk->nv;
-    int64_t mr16 = j->uk->mr; /* the least multiple of mr and 16 */
-    while (mr16 % 16) mr16 += j->uk->mr;
+    int64_t nr = j->nr;
+    int64_t mr16 = j->mr; /* the least multiple of mr and 16 */
+    while (mr16 % 16) mr16 += j->mr;
     j->br = attn_round_up(attn_blocks_active()->bwd_br, mr16);
     j->bc = attn_round_up(attn_blocks_active()->bwd_bc, nr);
     /* Enough items to share among threads, at most 2^23 floats (32 MiB) of
@@ -664,7 +802,8 @@ attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, in
                          "cannot allocate the exact kernel's scratch for the slices f32 cannot take");
     batch_pass(&b, workers, stat_items_of, stats_item);
     info->threads = batch_pass(&b, workers, items_of, bwd_item), info->threads_given = workers;
-    info->kernel = "flash_backward", info->isa = jobs[0].uk->name, info->bf16 = NULL;
+    info->kernel = "flash_backward", info->isa = jobs[0].uk->name;
+    info->bf16 = gss[0]->bf16 ? attn_bf16_label() : NULL; /* "f32...": the f32 kernels computed the mode */
     info->items = 0, info->fallbacks = 0;
     for (int64_t c = 0; c < n_calls; c++) info->items += jobs[c].gs->f.count, reduce(&jobs[c], exact_work, info);
     return ATTN_OK;

@@ -62,8 +62,6 @@ static attn_status check_grads(grads *g, const attn_tensor *dout, const attn_ten
     if (g->out[3] && (!o->mask || o->mask->dtype == ATTN_BOOL))
         return attn_fail(err, ATTN_ERR_MASK, "dmask needs a float mask in the options%s",
                          o->mask ? ", but the mask is bool" : "");
-    if (o->compute != ATTN_COMPUTE_F32)
-        return attn_fail(err, ATTN_ERR_OPTION, "the backward pass computes in f64 or f32, not bf16");
     for (int i = 0; i < 4; i++) {
         if (!g->out[i]) continue;
         if ((st = check_like(g->out[i], NAME[i], like[i], LIKE[i], q->dtype, true, err))) return st;
@@ -149,6 +147,7 @@ attn_status attn_backward_plan(attn_backward_call *c, attn_tensor *const grad[4]
         (st = check_grads(&c->g, dout, q, k, v, out, lse, o, err)))
         return st;
     c->gs.dout = dout, c->gs.cdo = attn_canonical(dout);
+    c->gs.bf16 = o->compute == ATTN_COMPUTE_BF16;
     choose_direct(&c->gs, &c->g);
     bind_views(&c->gs, &c->g);
     return ATTN_OK;
