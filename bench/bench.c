@@ -6,9 +6,11 @@
  * program links OpenBLAS; the library does not.
  *
  * Benchmark on a quiet machine: another busy core halves a 2-thread timing. */
+#define _DEFAULT_SOURCE /* syscall(), for arch_prctl (the AMX peak) */
 #include "attn.h"
 
 #include <cblas.h>
+#include <cpuid.h>
 #include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
@@ -19,6 +21,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#endif
 
 #include "ggml_compare.h"
 #include "table.h"
@@ -151,6 +156,95 @@ static double fma_peak_once(int isa, int n) {
         if (dt > (quick ? 0.05 : 0.3)) return (double)n * iters * 12 * (isa / 32) * 2 / dt;
         iters *= dt > 0.01 ? (long)(0.4 / dt) + 1 : 20;
     }
+}
+
+/* The AMX peak: TDPBF16PS on tiles held in registers, as the FMA peak
+ * holds its accumulators in registers. Four accumulator tiles (tmm0-3,
+ * 16 × 16 f32) take the products of two A tiles (tmm4, 5: 16 rows of 32
+ * bf16) and two B tiles (tmm6, 7: 16 pair rows of 16 columns), the 2 × 2
+ * register blocking of oneDNN's AMX kernels: each TDPBF16PS is 16 · 16 · 32
+ * multiply-adds, 16384 FLOPs, and the four are independent, so that their
+ * latency hides behind the unit's throughput. Only on a CPU with AMX-TILE
+ * and AMX-BF16 (CPUID 7.0 EDX bits 24, 22) whose Linux grants the tile
+ * state (arch_prctl, as the library asks for it). */
+static bool amx_usable(void) {
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    unsigned a, b, c, d;
+    if (__get_cpuid_max(0, NULL) < 7) return false;
+    __cpuid_count(7, 0, a, b, c, d);
+    (void)a, (void)b, (void)c;
+    if (!(d >> 24 & 1) || !(d >> 22 & 1)) return false;
+    enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+#else
+    return false;
+#endif
+}
+
+__attribute__((target("amx-tile,amx-bf16"), noinline)) static double amx_loop(long iters) {
+    struct {
+        uint8_t palette, start_row, reserved[14];
+        uint16_t colsb[16];
+        uint8_t rows[16];
+    } cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+    static uint16_t ab[16 * 32]; /* bf16 2^-10: sums stay far from overflow */
+    for (int i = 0; i < 16 * 32; i++) ab[i] = 0x3a80;
+    float c[16 * 16];
+    _tile_loadconfig(&cfg);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, ab, 64);
+    _tile_loadd(5, ab, 64);
+    _tile_loadd(6, ab, 64);
+    _tile_loadd(7, ab, 64);
+    for (long n = 0; n < iters; n++) { /* the peak loop (docs/performance.md: its llvm-mca estimate) */
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, c, 64);
+    _tile_release();
+    return c[0];
+}
+
+static void *amx_thread(void *p) {
+    fma_arg *a = p;
+    a->sink = amx_usable() ? amx_loop(a->iters) : 0; /* the permission covers every thread of the process */
+    return NULL;
+}
+
+/* FLOP/s of n threads running amx_loop together, the best of three
+ * calibrated runs; 0 where AMX is not usable. */
+static double amx_peak(int n) {
+    if (!amx_usable()) return 0;
+    double best = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        long iters = 100000;
+        for (;;) {
+            pthread_t t[256];
+            fma_arg args[256];
+            double t0 = now();
+            for (int i = 0; i < n; i++) {
+                args[i] = (fma_arg){iters, 0, 0};
+                pthread_create(&t[i], NULL, amx_thread, &args[i]);
+            }
+            for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+            double dt = now() - t0;
+            if (dt > (quick ? 0.05 : 0.3)) {
+                double r = (double)n * iters * 4 * 16384 / dt;
+                best = r > best ? r : best;
+                break;
+            }
+            iters *= dt > 0.01 ? (long)(0.4 / dt) + 1 : 20;
+        }
+    }
+    return best;
 }
 
 typedef struct triad_arg {
@@ -1496,6 +1590,14 @@ int main(int argc, char **argv) {
     progress("measuring the FMA peak...");
     double peak512_1 = has512 ? fma_peak(512, 1) : 0, peak512_n = has512 ? fma_peak(512, n) : 0;
     double peak256_1 = has256 ? fma_peak(256, 1) : 0, peak256_n = has256 ? fma_peak(256, n) : 0;
+    progress("measuring the AMX peak...");
+    double amx_1 = amx_peak(1), amx_n = amx_peak(n); /* 0: no AMX here */
+    char amx_text[160];
+    if (amx_n > 0)
+        snprintf(amx_text, sizeof amx_text, "AMX bf16 peak %.1f GFLOP/s (%.1f on 1 thread; TDPBF16PS on 4 accumulator tiles held in registers)",
+                 amx_n / 1e9, amx_1 / 1e9);
+    else
+        snprintf(amx_text, sizeof amx_text, "AMX bf16 peak: no AMX here");
     /* The machine's peak: the best FMA rate any ISA reached on n threads. */
     const char *isa = attn_isa();
     double peak = peak512_n > peak256_n ? peak512_n : peak256_n;
@@ -1701,8 +1803,9 @@ int main(int argc, char **argv) {
                "\"gemm_rows\": %d, \"gemm_depth\": %d, \"gemm_cols\": %d},\n",
                tun.blocks_for, tun.block_rows, tun.block_keys, tun.backward_block_rows, tun.backward_block_keys,
                tun.decode_chunk, tun.gemm_rows, tun.gemm_depth, tun.gemm_cols);
-        printf("  \"peak_gflops\": {\"avx512_1\": %.1f, \"avx512_n\": %.1f, \"avx2_1\": %.1f, \"avx2_n\": %.1f},\n",
-               peak512_1 / 1e9, peak512_n / 1e9, peak256_1 / 1e9, peak256_n / 1e9);
+        printf("  \"peak_gflops\": {\"avx512_1\": %.1f, \"avx512_n\": %.1f, \"avx2_1\": %.1f, \"avx2_n\": %.1f, "
+               "\"amx_bf16_1\": %.1f, \"amx_bf16_n\": %.1f},\n",
+               peak512_1 / 1e9, peak512_n / 1e9, peak256_1 / 1e9, peak256_n / 1e9, amx_1 / 1e9, amx_n / 1e9);
         printf("  \"triad_gbps\": %.2f, \"read_gbps\": %.2f,\n  \"results\": [\n", bw / 1e9, rbw / 1e9);
         for (int i = 0; i < ns; i++) json_row(&shapes[i], &results[i], i == ns - 1);
         printf("  ],\n  \"score_variants_in_turns\": [\n");
@@ -1731,6 +1834,7 @@ int main(int argc, char **argv) {
     cli_prose(stdout, 0, 2, "machine: FMA peak %.1f GFLOP/s (AVX-512: %.1f on 1 thread, %.1f on %d; AVX2: %.1f, %.1f; 12 "
               "independent FMA chains per thread); triad %.1f GB/s, read %.1f GB/s",
               peak / 1e9, peak512_1 / 1e9, peak512_n / 1e9, n, peak256_1 / 1e9, peak256_n / 1e9, bw / 1e9, rbw / 1e9);
+    cli_prose(stdout, 0, 2, "%s", amx_text);
     /* Each section its own table, under its title: a narrow terminal cuts
      * every table into blocks of columns, each with its labels. */
     text_table *tab = NULL;
@@ -1781,6 +1885,7 @@ int main(int argc, char **argv) {
         printf("\n");
         const result *bf = &results[first_memory - 1], *f128 = &results[first_targets + 2];
         cli_prose(stdout, 0, 2, "bf16 / f32 rate at d=128: %.2fx", bf->gflops / f128->gflops);
+        if (amx_n > 0) cli_prose(stdout, 0, 2, "bf16 at d=128: %.1f%% of the AMX peak", 100 * bf->gflops * 1e9 / amx_n);
         const result *mem = &results[first_memory];
         cli_prose(stdout, 0, 2, "RSS beyond inputs + outputs: %.1f MiB (%s)", mem->extra_mib,
                   mem->extra_mib < 64 ? "within 64 MiB" : "OVER 64 MiB");

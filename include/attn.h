@@ -500,7 +500,8 @@ typedef enum attn_causal {
  *                      avx512_bf16(amx_refused_by_linux)). The tiles and
  *                      VDPBF16PS sum in different orders: results differ in
  *                      the last bits, within the same bound. f32 q only; not
- *                      with weights. The
+ *                      with weights. attn_sdpa_backward computes its
+ *                      products the same way (see there). The
  *                      decode path (L <= 8) is memory-bound and
  *                      computes in f32 either way. */
 typedef enum attn_compute { ATTN_COMPUTE_F32 = 0, ATTN_COMPUTE_BF16 = 1 } attn_compute;
@@ -860,8 +861,17 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  * doubles per query row of the call when some row's lse exceeds 256; the
  * exact kernel O(S·(E + Ev)) (the fused one takes that too, but only when a
  * slice needs the exact kernel). A workspace must hold all of them, in case.
- * Nothing of size L×S unless dmask is. The bf16 compute
- * mode is refused (ATTN_ERR_OPTION). Scratch comes from the context's
+ * Nothing of size L×S unless dmask is. The bf16 compute mode (f32 q only,
+ * as in attn_sdpa) runs the fused kernel's five products (S = q kᵀ again,
+ * dP = dout vᵀ, dv += Pᵀ dout, dk += dSᵀ q, dq += dS k) on bf16 pairs
+ * with f32 sums, on the kernels attn_sdpa's mode names (AMX tiles,
+ * AVX512_BF16, the emulation, or f32 where those would be slower; the
+ * verbose line's bf16_kernels=), the softmax's gradient in f32: every
+ * factor rounded to bf16 once, within u·(6 + 4·s_abs)·max g_abs of the
+ * exact gradient, u = 2^-9 and s_abs the largest scale·Σ|q_e||k_e| of a
+ * row and key, g_abs as above (q and k rounded move each score by up to
+ * 2u·s_abs; P and dout, dS and q or k, dout and v by 2u each). The exact
+ * kernel's slices (and dmask) are computed in f64 as in f32 mode. Scratch comes from the context's
  * workspace when one is given (attn_sdpa_backward_workspace_size).
  * 16-bit queries (attn_sdpa's, added in 0.4.0): with q f16 or bf16, dout
  * and out are q's dtype too, dq is q's, dk and dv k's and v's (f32, f16 or
