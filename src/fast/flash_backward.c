@@ -244,15 +244,16 @@ static void bf16_row_pairs(const attn_bf16_kernels *bk, uint32_t *dst, int64_t l
         bk->zip(dst + r2 * ldd, src + 2 * r2 * lds, 2 * r2 + 1 < rows ? src + (2 * r2 + 1) * lds : zero, cols);
 }
 
-/* dst (cols × rows, stride ldd) = the transpose of src (rows × cols,
- * stride lds), pairs moved whole, 16 × 16 at a time. */
-static void transpose_pairs(uint32_t *dst, int64_t ldd, const uint32_t *src, int64_t lds, int64_t rows, int64_t cols) {
+/* dst (cols × rows, stride ldd, rows rounded up to 16 with zero columns) =
+ * the transpose of src (rows × cols, stride lds), pairs moved whole by the
+ * f32 kernels' 16 × 16 transpose: it moves 4-byte words bit for bit (loads,
+ * shuffles and stores, no arithmetic), and every pair here is two finite
+ * bf16 (a slice with a value that is not finite goes to the exact kernel). */
+static void transpose_pairs(const attn_ukernels *uk, uint32_t *dst, int64_t ldd, const uint32_t *src, int64_t lds,
+                            int64_t rows, int64_t cols) {
     for (int64_t r0 = 0; r0 < rows; r0 += 16)
-        for (int64_t c0 = 0; c0 < cols; c0 += 16) {
-            int64_t nr = rows - r0 < 16 ? rows - r0 : 16, nc = cols - c0 < 16 ? cols - c0 : 16;
-            for (int64_t c = c0; c < c0 + nc; c++)
-                for (int64_t r = r0; r < r0 + nr; r++) dst[c * ldd + r] = src[r * lds + c];
-        }
+        uk->transpose16((float *)(void *)(dst + r0), ldd, (const float *)(const void *)(src + r0 * lds), lds,
+                        (int)(rows - r0 < 16 ? rows - r0 : 16), cols);
 }
 
 /* s (rows × cols, stride lds) = a2 (rows × inner2 pairs, stride lda) · bt2
@@ -286,7 +287,7 @@ static void bf16_gemm_acc_t(const bwd_job *j, const workspace *w, float *c, int6
                             const float *b, int64_t ldb, int64_t rows, int64_t inner, int64_t cols, uint32_t *b2) {
     int64_t ldt = ldt_of(j);
     bf16_row_pairs(j->bk, w->pr2, ldk_of(j), a, lda, inner, rows, w->zero);
-    transpose_pairs(w->pt2, ldt, w->pr2, ldk_of(j), inner / 2, rows);
+    transpose_pairs(j->uk, w->pt2, ldt, w->pr2, ldk_of(j), inner / 2, rows);
     bf16_row_pairs(j->bk, b2, cols, b, ldb, inner, cols, w->zero);
     bf16_gemm_acc(j->bk, c, ldc, w->pt2, ldt, b2, cols, rows, inner / 2, cols);
 }
