@@ -1198,6 +1198,7 @@ static result measure_backward(const shape *s, double peak) {
     c.o = attn_sdpa_options_default();
     c.o.causal = s->causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
     attn_sdpa(&c.out, &c.lse, NULL, &c.q, &c.k, &c.v, &c.o, NULL);
+    c.o.compute = s->bf16 ? ATTN_COMPUTE_BF16 : ATTN_COMPUTE_F32; /* the forward's out and lse in f32 either way */
     double flops = 2.5 * 2.0 * (double)s->H * s->L * s->S * (s->d + s->dv) * (s->causal ? 0.5 : 1);
     r.seconds = best_time(run_backward, &c, quick ? 0.05 : 0.5);
     r.rss_mib = peak_rss_mib() - base_rss;
@@ -1771,6 +1772,10 @@ int main(int argc, char **argv) {
     snprintf(names[ns], 48, "backward H8 d64 L=S=%lld", (long long)t1);
     shapes[ns] = (shape){names[ns], 8, 8, t1, t1, 64, 64, 0, 0, 0, 2, 0, 1, 0, 0, 0, 0, 0};
     ns++;
+    int first_bwd_bf16 = ns; /* the bf16 mode's backward, beside the f32 row of the same shape */
+    snprintf(names[ns], 48, "backward H8 d128 L=S=%lld bf16 compute", (long long)t4);
+    shapes[ns] = (shape){names[ns], 8, 8, t4, t4, 128, 128, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0};
+    ns++;
     snprintf(names[ns], 48, "backward memory H1 d64 L=S=%lld", (long long)big);
     shapes[ns] = (shape){names[ns], 1, 1, big, big, 64, 64, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0};
     ns++;
@@ -1822,8 +1827,9 @@ int main(int argc, char **argv) {
         if (!backward_only) paged_rows(true);
         printf("  ],\n  \"layer\": [\n");
         if (!backward_only) mha_row(true);
-        printf("  ],\n  \"bf16_over_f32_d128\": %.3f\n}\n",
-               results[first_memory - 1].gflops / results[first_targets + 2].gflops);
+        printf("  ],\n  \"bf16_over_f32_d128\": %.3f, \"backward_bf16_over_f32_d128\": %.3f\n}\n",
+               results[first_memory - 1].gflops / results[first_targets + 2].gflops,
+               results[first_bwd_bf16].gflops / results[first_backward + 2].gflops);
         return 0;
     }
     cli_prose(stdout, 0, 2, "attn bench: %s, core %s, %s kernels, %d threads", cpu, tun.core, isa, n);
@@ -1890,8 +1896,11 @@ int main(int argc, char **argv) {
         cli_prose(stdout, 0, 2, "RSS beyond inputs + outputs: %.1f MiB (%s)", mem->extra_mib,
                   mem->extra_mib < 64 ? "within 64 MiB" : "OVER 64 MiB");
     }
+    const result *bbf = &results[first_bwd_bf16], *b128 = &results[first_backward + 2];
+    if (backward_only) printf("\n");
+    cli_prose(stdout, 0, 2, "backward bf16 / f32 rate at d=128: %.2fx", bbf->gflops / b128->gflops);
+    if (amx_n > 0) cli_prose(stdout, 0, 2, "backward bf16 at d=128: %.1f%% of the AMX peak", 100 * bbf->gflops * 1e9 / amx_n);
     const result *bmem = &results[ns - 1];
-    if (backward_only) printf("\n"); /* after the table, as the other summaries are */
     cli_prose(stdout, 0, 2, "backward RSS beyond inputs, outputs and gradients: %.1f MiB (%s)", bmem->extra_mib,
               bmem->extra_mib < 64 ? "within 64 MiB" : "OVER 64 MiB");
     printf("\n");
