@@ -867,10 +867,13 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  * with f32 sums, on the kernels attn_sdpa's mode names (AMX tiles,
  * AVX512_BF16, the emulation, or f32 where those would be slower; the
  * verbose line's bf16_kernels=), the softmax's gradient in f32: every
- * factor rounded to bf16 once, within u·(6 + 4·s_abs)·max g_abs of the
- * exact gradient, u = 2^-9 and s_abs the largest scale·Σ|q_e||k_e| of a
- * row and key, g_abs as above (q and k rounded move each score by up to
- * 2u·s_abs; P and dout, dS and q or k, dout and v by 2u each). The exact
+ * factor rounded to bf16 once, within (6u + e^x - 1)·max g_abs of the
+ * exact gradient, u = 2^-9, x = 4.2·u·s_abs, s_abs the largest
+ * scale·Σ|q_e||k_e| of a row and key, g_abs as above: the two roundings of
+ * each product's operands (P and dout, dS and q or k, dout and v) 6u in all;
+ * the backward's scores and a bf16 forward's lse each off by up to 2u·s_abs
+ * (0.2u·s_abs more for f32's sums at E <= 4096), which moves each weight by
+ * a factor within e^(±x). The exact
  * kernel's slices (and dmask) are computed in f64 as in f32 mode. Scratch comes from the context's
  * workspace when one is given (attn_sdpa_backward_workspace_size).
  * 16-bit queries (attn_sdpa's, added in 0.4.0): with q f16 or bf16, dout

@@ -29,6 +29,15 @@ Tolerances (per gradient, on |ours - ref|):
        bound linear in max|s| (attn.h states 9 · 2^-24 · max|s|).
        A slice the fused kernel hands to the exact one (fallback=N/M on the
        verbose line) is f64 arithmetic rounded once, as above.
+  f32 in the bf16 compute mode (--compute=bf16, forward and backward): the
+       forward's out within 1e-2 · max|out| (the mode's few 1e-3); the
+       gradients within (6u + e^x - 1) · max g_abs, u = 2^-9 and x = 4.2 · u ·
+       s_abs, s_abs the largest scale · sum_e |q_e| |k_e| (attn.h): each factor
+       of the five products is rounded to bf16 once (6u for the two roundings
+       of a product's operands and those of dP's), and the backward's scores
+       and the bf16 forward's lse are each off by 2u · s_abs (0.2 u · s_abs
+       more for f32's sums), which moves each weight by a factor within
+       e^(±x). The verbose line must name the bf16 kernels.
   (f16/bf16 k and v are compared at their 16-bit values; gradients are f32.)
 
 Usage: oracle_backward.py BUILD_DIR [--seed N]. Prints "ok NAME" / "FAIL NAME: why".
@@ -184,7 +193,7 @@ class Oracle(Reporter):
         return os.path.join(self.dir, n + ".npy")
 
     def case(self, name, q, k, v, dout, mask=None, causal=0, scale=None, want=GRADS, kv_bf16=False, dropout=0.0,
-             seed=0, variants=None, fallbacks=0, score_bound=None, fill=None):
+             seed=0, variants=None, fallbacks=0, score_bound=None, fill=None, bf16=False):
         """One case; returns its gradients {name: array} when it passed, else None.
         fallbacks: how many (batch, head) slices the fused kernel must hand to the
         exact one (None: any). score_bound: the max|s| of the f32 bounds, where the
@@ -212,6 +221,8 @@ class Oracle(Reporter):
             cmd += ["--scale", repr(scale)]
         if kv_bf16:
             cmd.append("--kv-bf16")
+        if bf16:
+            cmd.append("--compute=bf16")
         if dropout:
             cmd += ["--dropout", repr(dropout), "--seed", str(seed), "--dropout-mask", self.path("keep")]
         variants = variants or {}
@@ -240,6 +251,8 @@ class Oracle(Reporter):
         kernel = "flash_backward" if f32 and "dmask" not in want else "exact"
         if len(calls) != 1 or (" kernel=%s " % kernel) not in calls[0]:
             return self.report(name, "expected one %s backward call, verbose said %r" % (kernel, r.stderr))
+        if bf16 and " bf16_kernels=" not in calls[0]:
+            return self.report(name, "the bf16 mode's backward names no bf16 kernels: %r" % calls[0])
         slices = int(calls[0].split(" fallback=")[1].split("/")[1].split()[0])
         exact_slices = slices if kernel == "exact" else fallbacks
         if kernel == "flash_backward" and fallbacks is not None and (" fallback=%d/" % fallbacks) not in calls[0]:
@@ -275,6 +288,11 @@ class Oracle(Reporter):
         vmax = float(np.abs(v64).max()) if v64.size else 0.0
         big = float(np.abs(out).max()) if out.size else 0.0
         allowed = (1e-12 * big if not f32 else 2e-5 * big + 4 * 2.0**-24 * max_s * vmax) / (1 - dropout)
+        if bf16:
+            allowed = 1e-2 * big
+            tq, tk, _ = broadcast_heads(*(torch.from_numpy(np.asarray(a, np.float64)) for a in (q, k64, v64)))
+            sc = abs(scale) if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+            s_abs = float((sc * torch.matmul(tq.abs(), tk.abs().transpose(-2, -1))).max())
         why = compare(np.load(self.path("out")), out, allowed)
         if why:
             return self.report(name, "out: " + why)
@@ -285,7 +303,10 @@ class Oracle(Reporter):
                 if ref is None:
                     continue
                 big = max(float(np.abs(ref).max()) if ref.size else 0.0, ds_max if g == "dmask" else 0.0)
-                if kernel == "flash_backward" and exact_slices != slices:  # the bound of the module's docstring
+                if bf16 and kernel == "flash_backward" and exact_slices != slices:  # the bf16 mode's bound
+                    u = 2.0**-9
+                    allowed = (6 * u + math.expm1(min(4.2 * u * s_abs, 700))) * mags[GRADS.index(g)]
+                elif kernel == "flash_backward" and exact_slices != slices:  # the bound of the module's docstring
                     allowed = (2e-5 + math.expm1(min(8 * 2.0**-24 * max_s, 700))) * mags[GRADS.index(g)]
                 elif f32:  # f64 arithmetic, each gradient rounded once to f32 (2^-150 below its normals)
                     allowed = 2.0**-24 * np.abs(ref) + 1e-12 * big + 2.0**-150
@@ -499,6 +520,25 @@ def every_buffer(o, rng):
            variants={"rope": (0, 10000.0, 0, 0)}, fallbacks=2, score_bound=s_max)
 
 
+def bf16_cases(o, rng):
+    """The bf16 compute mode's backward (forward and backward with --compute=bf16):
+    GQA with broadcast batches, both causal alignments, odd E with Ev != E, a float
+    mask (dmask left out, so the fused kernel runs), a sliding window, d = 128."""
+    def t(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+    o.case("bf16_gqa_bottom_right", t(2, 4, 100, 64), t(2, 2, 150, 64), t(2, 2, 150, 48), t(2, 4, 100, 48),
+           causal=2, want=("dq", "dk", "dv"), bf16=True)
+    o.case("bf16_odd_e_top_left", t(3, 77, 37), t(3, 90, 37), t(3, 90, 20), t(3, 77, 20), causal=1,
+           want=("dq", "dk", "dv"), bf16=True)
+    mask = (rng.standard_normal((60, 130)) * 2).astype(np.float32)
+    o.case("bf16_float_mask", t(2, 60, 32), t(2, 130, 32), t(2, 130, 32), t(2, 60, 32), mask,
+           want=("dq", "dk", "dv"), bf16=True)
+    o.case("bf16_window", t(2, 120, 64), t(2, 120, 64), t(2, 120, 64), t(2, 120, 64), causal=1,
+           want=("dq", "dk", "dv"), variants={"window": 30}, bf16=True)
+    o.case("bf16_d128", t(1, 70, 128), t(1, 200, 128), t(1, 200, 128), t(1, 70, 128), want=("dq", "dk", "dv"),
+           bf16=True)
+
+
 def forced_isa_missing(o):
     """With ATTN_ISA set to an instruction set this CPU lacks, the library runs
     another: why (ATTN_VERBOSE's line), to skip the suite; else None."""
@@ -523,6 +563,7 @@ def main():
     padding_fills(o, rng)
     score_magnitudes(o, rng)
     every_buffer(o, rng)
+    bf16_cases(o, rng)
     for i in range(300):
         q, k, v, dout, mask, causal, scale = random_case(rng, i)
         # Half the cases leave dmask out, so that f32 with a float mask takes the fused
