@@ -2,7 +2,7 @@
 """quant_accuracy.py -- what a quantized KV cache costs in accuracy, measured:
 the numbers in docs/accuracy.md.
 
-For each format (q8, q4, e4m3, e5m2, and f16 and bf16 for scale), keys and
+For each format (q8, q4, q4_1, e4m3, e5m2, and f16 and bf16 for scale), keys and
 values are stored in it by libattn itself (attn_quantize, through ctypes)
 and read back (attn_dequantize). Attention over the stored values is then
 computed in float64 NumPy and compared with attention over the f32 values:
@@ -53,7 +53,7 @@ import numpy as np
 
 MAX_RANK = 5
 F32, F16, BF16 = 1, 4, 5
-FORMATS = [("f16", F16), ("bf16", BF16), ("q8", 6), ("e4m3", 8), ("e5m2", 9), ("q4", 7)]
+FORMATS = [("f16", F16), ("bf16", BF16), ("q8", 6), ("e4m3", 8), ("e5m2", 9), ("q4", 7), ("q4_1", 10)]
 
 
 class Tensor(ctypes.Structure):

@@ -36,9 +36,10 @@ static const char MHA_USAGE[] =
     "                         (self-attention, causal): the same output, as a check;\n"
     "                         with f32 X the weights are packed once for all steps\n"
     "      --kv FORMAT        with --incremental: the cache holds its keys and values\n"
-    "                         quantized, q8, q4, e4m3 or e5m2 (as attn.h's \"Quantized\n"
-    "                         storage\" lays them out; q8 and q4 need a head dimension\n"
-    "                         that is a multiple of 32), from float32 or float16 X\n"
+    "                         quantized, q8, q4, q4_1, e4m3 or e5m2 (as attn.h's\n"
+    "                         \"Quantized storage\" lays them out; q8, q4 and q4_1\n"
+    "                         need a head dimension that is a multiple of 32),\n"
+    "                         from float32 or float16 X\n"
     "  -o, --out FILE         write the output (like X); without -o it is printed\n"
     "  -w, --weights-out FILE write the attention weights averaged over heads\n"
     "  -h, --help             show this help\n";
@@ -174,11 +175,11 @@ static int parse(int argc, char **argv, mha_args *a) {
         } else if (strcmp(arg, "--incremental") == 0) {
             a->incremental = true, i++;
         } else if (cli_option(argc, argv, &i, NULL, "--kv", &val, &code)) {
-            static const char *const FORMATS[4] = {"q8", "q4", "e4m3", "e5m2"};
-            static const attn_dtype CODES[4] = {ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_E5M2};
+            static const char *const FORMATS[5] = {"q8", "q4", "q4_1", "e4m3", "e5m2"};
+            static const attn_dtype CODES[5] = {ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2};
             int f = 0;
-            while (val && f < 4 && strcmp(val, FORMATS[f])) f++;
-            if (val && f == 4) code = cli_error(EXIT_USAGE, "--kv takes q8, q4, e4m3 or e5m2, not '%s'", val);
+            while (val && f < 5 && strcmp(val, FORMATS[f])) f++;
+            if (val && f == 5) code = cli_error(EXIT_USAGE, "--kv takes q8, q4, q4_1, e4m3 or e5m2, not '%s'", val);
             else if (val) a->kv = CODES[f];
         } else if (strcmp(arg, "--alibi") == 0) {
             a->alibi = true, i++;
@@ -259,7 +260,7 @@ static int run_incremental(attn_tensor *out, const attn_tensor *x, const attn_mh
     if (kv && x->dtype != ATTN_F32 && x->dtype != ATTN_F16)
         return cli_error(EXIT_DATA, "--kv %s needs float32 or float16 X (the cache quantizes the layer's own rows), not %s",
                          attn_dtype_name(kv), cli_dtype_name(x->dtype));
-    if ((kv == ATTN_Q8 || kv == ATTN_Q4) && D % 32)
+    if ((kv == ATTN_Q8 || kv == ATTN_Q4 || kv == ATTN_Q4_1) && D % 32)
         return cli_error(EXIT_DATA, "--kv %s needs a head dimension that is a multiple of 32, but E / heads = %lld",
                          attn_dtype_name(kv), (long long)D);
     size_t bytes;

@@ -282,7 +282,7 @@ def quantized_cache(c, rng):
     base = ["--weights", c.path("quant.safetensors"), "--heads", "4"]
     for case, args, want in (
             ("unknown_format", ["-x", c.path("qx32.npy"), "--incremental", "--kv", "q3"],
-             "--kv takes q8, q4, e4m3 or e5m2, not 'q3'"),
+             "--kv takes q8, q4, q4_1, e4m3 or e5m2, not 'q3'"),
             ("without_incremental", ["-x", c.path("qx32.npy"), "--kv", "q8"], "give --incremental too"),
             ("f64_input", ["-x", c.path("qx64.npy"), "--incremental", "--kv", "q4"], "needs float32 or float16 X"),
             ("head_dim_not_32", ["-x", c.path("qx8.npy"), "--weights", c.path("quant_d8.safetensors"), "--heads", "4",
