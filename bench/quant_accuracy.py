@@ -2,7 +2,7 @@
 """quant_accuracy.py -- what a quantized KV cache costs in accuracy, measured:
 the numbers in docs/accuracy.md.
 
-For each format (q8, q4, e4m3, e5m2, and f16 and bf16 for scale), keys and
+For each format (q8, q4, q4_1, e4m3, e5m2, and f16 and bf16 for scale), keys and
 values are stored in it by libattn itself (attn_quantize, through ctypes)
 and read back (attn_dequantize). Attention over the stored values is then
 computed in float64 NumPy and compared with attention over the f32 values:
@@ -26,7 +26,24 @@ Data (Llama-style head, d = 128, 4,096 keys, 256 queries, scale 1/sqrt(d)):
               per channel); queries normal, which makes scores of std about
               4 (the outlier channels alone would make them).
 
-Usage: quant_accuracy.py [BUILD_DIR] [--seed N] [--markdown]
+The layer (--layer): a Llama-style attention layer, E = 1024, 8 query heads
+and 2 KV heads of d = 128, RoPE (halves, base 10000), causal over 2,048
+tokens, as attn mha --incremental --kv FORMAT runs it: k after RoPE and v
+rounded to f32, stored in the format by libattn and read back; attention
+and out_proj in float64 against the same layer over the f32 k and v (the
+f32 cache). tests/test_mha_cli.py checks that the library's layer through a
+quantized cache equals this computation within 1e-5 (f32 arithmetic). Data:
+  normal      X standard normal, weights N(0, 1/E): q and k channels of
+              std about 1;
+  peaked      the same with W_q times 4;
+  outliers    X Student-t (4 degrees of freedom) and, in each KV head, the
+              k_proj rows of 2 low-frequency RoPE pairs (4 channels, where
+              trained models' key outliers sit) times 20: heavy-tailed key
+              channels that RoPE keeps within their pair.
+Metrics as above: out after out_proj (max and RMS, relative); lse and KL per
+query head and row (every causal row).
+
+Usage: quant_accuracy.py [BUILD_DIR] [--seed N] [--markdown] [--layer]
 """
 import ctypes
 import os
@@ -36,7 +53,7 @@ import numpy as np
 
 MAX_RANK = 5
 F32, F16, BF16 = 1, 4, 5
-FORMATS = [("f16", F16), ("bf16", BF16), ("q8", 6), ("e4m3", 8), ("e5m2", 9), ("q4", 7)]
+FORMATS = [("f16", F16), ("bf16", BF16), ("q8", 6), ("e4m3", 8), ("e5m2", 9), ("q4", 7), ("q4_1", 10)]
 
 
 class Tensor(ctypes.Structure):
@@ -122,6 +139,76 @@ def measure(lib, rng, kind):
     return rows
 
 
+def rope(x, base=10000.0):
+    """RoPE in the halves layout on x (..., L, d) at positions 0..L-1, float64."""
+    L, d = x.shape[-2], x.shape[-1]
+    inv = 1.0 / base ** (np.arange(0, d, 2) / d)
+    a = np.arange(L)[:, None] * inv[None, :]
+    c, s = np.cos(np.concatenate([a, a], 1)), np.sin(np.concatenate([a, a], 1))
+    x1, x2 = x[..., :d // 2], x[..., d // 2:]
+    return x * c + np.concatenate([-x2, x1], -1) * s
+
+
+def layer_data(rng, kind, L=2048, E=1024, H=8, Hkv=2, d=128):
+    """X (L, E) and the projections (out, in) of a Llama-style layer."""
+    x = rng.standard_t(4, (L, E)) if kind == "outliers" else rng.standard_normal((L, E))
+    w = {n: rng.standard_normal((rows, E)) / np.sqrt(E)
+         for n, rows in (("q", H * d), ("k", Hkv * d), ("v", Hkv * d), ("o", E))}
+    if kind == "peaked":
+        w["q"] *= 4
+    if kind == "outliers":  # pairs (i, i + d/2) of the lowest frequencies, in every KV head
+        for h in range(Hkv):
+            for i in (d // 2 - 3, d // 2 - 1):
+                w["k"][[h * d + i, h * d + i + d // 2]] *= 20
+    return x.astype(np.float32).astype(np.float64), w, H, Hkv, d
+
+
+def layer_measure(lib, rng, kind):
+    x, w, H, Hkv, d = layer_data(rng, kind)
+    L = x.shape[0]
+
+    def heads(a, h):  # (L, h*d) -> (h, L, d)
+        return a.reshape(L, h, d).transpose(1, 0, 2)
+
+    q = rope(heads(x @ w["q"].T, H))
+    k = rope(heads(x @ w["k"].T, Hkv)).astype(np.float32)  # what an f32 cache holds
+    v = heads(x @ w["v"].T, Hkv).astype(np.float32)
+    causal = np.tril(np.ones((L, L), bool))
+
+    def run(kk, vv):
+        outs, lses, ps = [], [], []
+        for h in range(H):
+            g = h // (H // Hkv)
+            s = q[h] @ kk[g].astype(np.float64).T / np.sqrt(d)
+            s = np.where(causal, s, -np.inf)
+            m = s.max(axis=1, keepdims=True)
+            e = np.exp(s - m)
+            l = e.sum(axis=1, keepdims=True)
+            p = e / l
+            outs.append(p @ vv[g].astype(np.float64))
+            lses.append((m + np.log(l))[:, 0])
+            ps.append(p)
+        return np.stack(outs).transpose(1, 0, 2).reshape(L, H * d) @ w["o"].T, np.stack(lses), ps
+
+    out, lse, p = run(k, v)
+    rows = []
+    for name, fmt in FORMATS:
+        ks = np.stack([lib.stored(np.ascontiguousarray(k[g]), fmt) for g in range(Hkv)])
+        vs = np.stack([lib.stored(np.ascontiguousarray(v[g]), fmt) for g in range(Hkv)])
+        oq, lq, pq = run(ks, vs)
+        kl = []
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for a, b in zip(p, pq):
+                kl.append(np.where(a > 0, a * (np.log(a) - np.log(np.maximum(b, 1e-300))), 0).sum(axis=1))
+        kl = np.concatenate(kl)
+        rows.append({"format": name, "data": kind,
+                     "out_max": np.abs(oq - out).max() / np.abs(out).max(),
+                     "out_rms": np.sqrt(((oq - out) ** 2).mean() / (out ** 2).mean()),
+                     "lse_max": np.abs(lq - lse).max(),
+                     "kl_mean": kl.mean(), "kl_max": kl.max()})
+    return rows
+
+
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     build = args[0] if args else "build"
@@ -132,7 +219,7 @@ def main():
     rng = np.random.default_rng(seed)
     rows = []
     for kind in ("normal", "peaked", "outliers"):
-        rows += measure(lib, rng, kind)
+        rows += (layer_measure if "--layer" in sys.argv else measure)(lib, rng, kind)
     if "--markdown" in sys.argv:
         print("| data | format | out: max rel. error | out: RMS rel. error | lse: max abs. error | KL mean | KL max |")
         print("|---|---|---|---|---|---|---|")

@@ -35,6 +35,11 @@ static const char MHA_USAGE[] =
     "      --incremental      run the sequence through a KV cache one token at a time\n"
     "                         (self-attention, causal): the same output, as a check;\n"
     "                         with f32 X the weights are packed once for all steps\n"
+    "      --kv FORMAT        with --incremental: the cache holds its keys and values\n"
+    "                         quantized, q8, q4, q4_1, e4m3 or e5m2 (as attn.h's\n"
+    "                         \"Quantized storage\" lays them out; q8, q4 and q4_1\n"
+    "                         need a head dimension that is a multiple of 32),\n"
+    "                         from float32 or float16 X\n"
     "  -o, --out FILE         write the output (like X); without -o it is printed\n"
     "  -w, --weights-out FILE write the attention weights averaged over heads\n"
     "  -h, --help             show this help\n";
@@ -137,6 +142,7 @@ typedef struct mha_args {
     attn_rope_options rope;
     bool has_rope;
     bool incremental, alibi;
+    attn_dtype kv; /* the cache's dtype with --kv, else 0: X's */
     double softcap;
     long window;
 } mha_args;
@@ -168,6 +174,13 @@ static int parse(int argc, char **argv, mha_args *a) {
             a->causal = ATTN_CAUSAL_BOTTOM_RIGHT, i++;
         } else if (strcmp(arg, "--incremental") == 0) {
             a->incremental = true, i++;
+        } else if (cli_option(argc, argv, &i, NULL, "--kv", &val, &code)) {
+            static const char *const FORMATS[5] = {"q8", "q4", "q4_1", "e4m3", "e5m2"};
+            static const attn_dtype CODES[5] = {ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2};
+            int f = 0;
+            while (val && f < 5 && strcmp(val, FORMATS[f])) f++;
+            if (val && f == 5) code = cli_error(EXIT_USAGE, "--kv takes q8, q4, q4_1, e4m3 or e5m2, not '%s'", val);
+            else if (val) a->kv = CODES[f];
         } else if (strcmp(arg, "--alibi") == 0) {
             a->alibi = true, i++;
         } else if (cli_option(argc, argv, &i, NULL, "--softcap", &val, &code)) {
@@ -187,6 +200,9 @@ static int parse(int argc, char **argv, mha_args *a) {
         return cli_error(EXIT_USAGE, "--window needs --causal (top-left or bottom-right)");
     if (a->incremental && (a->key || a->value || a->wout))
         return cli_error(EXIT_USAGE, "--incremental is self-attention: no --key, --value or -w");
+    if (a->kv && !a->incremental)
+        return cli_error(EXIT_USAGE, "--kv %s stores the KV cache of --incremental: give --incremental too",
+                         attn_dtype_name(a->kv));
     return cli_rope_check(&a->rope, a->has_rope);
 }
 
@@ -233,13 +249,20 @@ static int layer_params(attn_mha_params *p, weights *w, const mha_args *a, const
     return 0;
 }
 
-/* Token by token through a KV cache of X's dtype: out row t from X row t. */
+/* Token by token through a KV cache of X's dtype, or of `kv` (a quantized
+ * format, or 0): out row t from X row t. */
 static int run_incremental(attn_tensor *out, const attn_tensor *x, const attn_mha_params *p,
-                           const attn_mha_options *o) {
+                           const attn_mha_options *o, attn_dtype kv) {
     int64_t L = x->shape[x->rank - 2], D = p->embed_dim / p->num_heads;
     attn_kv_cache_desc d = attn_kv_cache_desc_default();
     d.batch = x->rank == 3 ? x->shape[0] : 1, d.heads = p->num_kv_heads ? p->num_kv_heads : p->num_heads;
-    d.capacity = L, d.key_dim = d.value_dim = D, d.dtype = x->dtype;
+    d.capacity = L, d.key_dim = d.value_dim = D, d.dtype = kv ? kv : x->dtype;
+    if (kv && x->dtype != ATTN_F32 && x->dtype != ATTN_F16)
+        return cli_error(EXIT_DATA, "--kv %s needs float32 or float16 X (the cache quantizes the layer's own rows), not %s",
+                         attn_dtype_name(kv), cli_dtype_name(x->dtype));
+    if ((kv == ATTN_Q8 || kv == ATTN_Q4 || kv == ATTN_Q4_1) && D % 32)
+        return cli_error(EXIT_DATA, "--kv %s needs a head dimension that is a multiple of 32, but E / heads = %lld",
+                         attn_dtype_name(kv), (long long)D);
     size_t bytes;
     attn_error err;
     attn_kv_cache *cache = NULL;
@@ -247,7 +270,8 @@ static int run_incremental(attn_tensor *out, const attn_tensor *x, const attn_mh
     void *memory = malloc(bytes);
     if (!memory || attn_kv_cache_init(&cache, memory, bytes, &d, &err)) {
         free(memory);
-        return cli_error(EXIT_DATA, "cannot make the KV cache");
+        return cli_error(EXIT_DATA, "cannot make the KV cache%s%s", memory ? ": " : " (out of memory)",
+                         memory ? err.message : "");
     }
     /* The new token is the cache's last position, whatever --causal's
      * alignment (over the whole sequence, self-attention, the two agree). */
@@ -322,7 +346,7 @@ static int run(const mha_args *a) {
         }
         cli_output outs[2] = {{.path = a->out}, {.path = a->wout}};
         if (!out.data || (a->wout && !wt.data)) code = cli_error(EXIT_DATA, "out of memory for the output");
-        else if (a->incremental) code = run_incremental(&out, &x, &p, &o);
+        else if (a->incremental) code = run_incremental(&out, &x, &p, &o, a->kv);
         else if (attn_mha(&out, a->wout ? &wt : NULL, &x, &k, &v, &p, &o, &err)) code = cli_error(EXIT_DATA, "%s", err.message);
         bool writes = cli_stop == CLI_RUN; /* the fuzzers stop once the files are checked and the layer ran */
         if (!code && writes && a->out) code = cli_output_write(&outs[0], &out);

@@ -55,8 +55,9 @@ static const char SDPA_USAGE[] =
     "                         load; needs float32 q): half the memory\n"
     "      --kv FORMAT        store k and v quantized, as a KV cache would (needs\n"
     "                         float32 q; no backward pass): q8 (int8 with a scale\n"
-    "                         per 32 values), q4 (4-bit), e4m3 or e5m2 (fp8), or\n"
-    "                         bf16; q8 and q4 need a last dimension that is a\n"
+    "                         per 32 values), q4 (4-bit), q4_1 (4-bit with a\n"
+    "                         minimum per 32 values), e4m3 or e5m2 (fp8), or\n"
+    "                         bf16; q8, q4 and q4_1 need a last dimension that is a\n"
     "                         multiple of 32; the kernels read the stored rows\n"
     "                         (docs/accuracy.md: what each format costs)\n"
     "      --threads N        threads for f32 attention (default: ATTN_NUM_THREADS,\n"
@@ -241,11 +242,11 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
             *kv_store = ATTN_BF16;
             i++;
         } else if (cli_option(argc, argv, &i, NULL, "--kv", &val, &code)) {
-            static const char *const NAMES[5] = {"q8", "q4", "e4m3", "e5m2", "bf16"};
-            static const attn_dtype CODES[5] = {ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_E5M2, ATTN_BF16};
+            static const char *const NAMES[6] = {"q8", "q4", "q4_1", "e4m3", "e5m2", "bf16"};
+            static const attn_dtype CODES[6] = {ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2, ATTN_BF16};
             int f = 0;
-            while (val && f < 5 && strcmp(val, NAMES[f])) f++;
-            if (!code && f == 5) code = cli_error(EXIT_USAGE, "--kv takes q8, q4, e4m3, e5m2 or bf16, not '%s'", val);
+            while (val && f < 6 && strcmp(val, NAMES[f])) f++;
+            if (!code && f == 6) code = cli_error(EXIT_USAGE, "--kv takes q8, q4, q4_1, e4m3, e5m2 or bf16, not '%s'", val);
             else if (!code) *kv_store = CODES[f];
         } else if (strcmp(arg, "--causal") == 0 || strcmp(arg, "--causal=top-left") == 0) {
             opts->causal = ATTN_CAUSAL_TOP_LEFT;

@@ -215,14 +215,16 @@ typedef enum attn_dtype {
     ATTN_Q8 = 6,   /* int8 with an f16 scale per block of 32 (ggml's q8_0 layout) */
     ATTN_Q4 = 7,   /* 4-bit with an f16 scale per block of 32 (ggml's q4_0 layout) */
     ATTN_E4M3 = 8, /* fp8 E4M3 (OCP "FN": no infinities), one byte a value, no scale */
-    ATTN_E5M2 = 9  /* fp8 E5M2 (OCP), one byte a value, no scale */
+    ATTN_E5M2 = 9, /* fp8 E5M2 (OCP), one byte a value, no scale */
+    ATTN_Q4_1 = 10 /* 4-bit with an f16 scale and an f16 minimum per block of 32
+                    * (ggml's q4_1 layout; added in 0.4.0) */
 } attn_dtype;
 
 /* Size in bytes of one element of `dtype`, or 0 for an unknown dtype and for
  * the quantized formats (attn_quant_row_size measures their rows). */
 ATTN_API size_t attn_dtype_size(attn_dtype dtype);
 /* Short name of `dtype`: "f32", "f64", "bool", "f16", "bf16", "q8", "q4",
- * "e4m3", "e5m2", or "unknown". */
+ * "e4m3", "e5m2", "q4_1", or "unknown". */
 ATTN_API const char *attn_dtype_name(attn_dtype dtype);
 /* Format a shape as NumPy prints it, "(2, 3)", "(3,)" or "()", into buf
  * (always terminated when size > 0, cut short if it does not fit; NULL buf
@@ -240,7 +242,7 @@ ATTN_API void attn_format_shape(char *buf, size_t size, int rank, const int64_t 
  * Inputs are only read through `data`; it is not const so that one type serves
  * inputs and outputs. Entries of shape/strides at index >= rank are ignored.
  *
- * Quantized k and v (dtype ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_E5M2; see
+ * Quantized k and v (dtype ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2; see
  * "Quantized storage"): the tensor's rows are quantized rows, each carrying
  * its own scales, so no field is added. The shape counts values; the last
  * dimension's stride must be 1 (a row's blocks lie together); every other
@@ -267,7 +269,7 @@ typedef struct attn_tensor {
  * A quantized dtype takes strides in bytes but the last (see above): NULL
  * strides are C order over rows of attn_quant_row_size bytes; its errors
  * add ATTN_ERR_RANK (rank 0), ATTN_ERR_SHAPE (a row size the format cannot
- * take: q8 and q4 need a multiple of 32) and ATTN_ERR_STRIDE (a last stride
+ * take: q8, q4 and q4_1 need a multiple of 32) and ATTN_ERR_STRIDE (a last stride
  * other than 1). */
 ATTN_API attn_status attn_tensor_init(attn_tensor *t, void *data, attn_dtype dtype,
                                       int rank, const int64_t *shape,
@@ -317,7 +319,29 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  *   nearest integer, ties to even, clamped to -8 .. 7, plus 8. So m itself
  *   is -8 · d and the other side reaches 7 · d (ggml's q4_0 rule and
  *   layout; ggml rounds by adding 8.5 and truncating, so ties differ).
- *   No minimum is stored (q4_1's); a block is symmetric about 0.
+ *   No minimum is stored (ATTN_Q4_1 stores one); a block is symmetric
+ *   about 0.
+ *
+ * ATTN_Q4_1, n a multiple of 32: n/32 blocks of 20 bytes:
+ *     bytes 0-1    d, the block's scale, IEEE binary16 (>= 0)
+ *     bytes 2-3    m, the block's minimum, IEEE binary16
+ *     bytes 4-19   c[0..15]: value i (i < 16) in the low 4 bits of c[i],
+ *                  value i+16 in the high 4 bits of c[i]
+ *     value = code · d + m, code the 4-bit number 0 .. 15: code · d is
+ *     exact in f32, so the value is one f32 rounding of the sum (the same
+ *     with or without a fused multiply-add).
+ *   Quantizing: lo and hi = the smallest and largest x_i; m = lo rounded
+ *   to f16 to nearest even (±65504 where that rounds to infinity);
+ *   d = (hi - m) / 15 (f32 subtraction and division) rounded to f16 to
+ *   nearest even, 65504 where that rounds to infinity, and 0 where it is
+ *   negative or zero (m rounded above hi); code = (x_i - m) / d (f32
+ *   subtraction and division) rounded to the nearest integer, ties to
+ *   even, clamped to 0 .. 15; d = 0 gives every code 0. The 16 levels
+ *   span the block's own range, so a block whose values lie on one side
+ *   of 0 keeps all of them for that range, where q4 spends half on the
+ *   sign. ggml's block_q4_1 byte for byte (ggml takes codes against the
+ *   unrounded d and minimum and rounds by adding 0.5 and truncating, so
+ *   codes may differ where it rounds; the same bytes read back the same).
  *
  * ATTN_E4M3, any n: n bytes, one a value, no scale. Bit 7 the sign, bits
  *   6-3 the exponent e (bias 7), bits 2-0 the mantissa m: e = 0 is
@@ -334,16 +358,18 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  *   its sign). Dequantizing is exact in f32 (and reads an E5M2 infinity
  *   as infinity).
  *
- * Non-finite input to q8 or q4: a NaN or infinity in a block makes its d
- * NaN (0x7e00) and every code 0 (q4: 8), so the whole block reads back as
- * NaN: it stays as visible as it was, never a finite number.
+ * Non-finite input to q8, q4 or q4_1: a NaN or infinity in a block makes
+ * its d NaN (0x7e00; q4_1's m too) and every code 0 (q4: 8), so the whole
+ * block reads back as NaN: it stays as visible as it was, never a finite
+ * number.
  *
  * Inputs are f32, f16 or bf16 (each exactly an f32) or f64, first rounded
  * to f32 (to nearest even); the rules above then apply to the f32 value. */
 
 /* Bytes one row of n values takes in `format` (ATTN_Q8, ATTN_Q4,
- * ATTN_E4M3, ATTN_E5M2), or 0 when format is not one of them, n < 1, n is
- * not a multiple of 32 for q8 and q4, or the size does not fit. */
+ * ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2), or 0 when format is not one of them,
+ * n < 1, n is not a multiple of 32 for q8, q4 and q4_1, or the size does
+ * not fit. */
 ATTN_API size_t attn_quant_row_size(attn_dtype format, int64_t n);
 
 /* Quantize src into dst, rows of attn_quant_row_size(format, n) bytes one
@@ -691,7 +717,7 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  * q, k, v and out (lse, weights) share one dtype, f32 or f64, except that with f32 queries
  * k and v may each be stored as f16 or bf16 (half the memory; they are
  * widened to f32 as they are read, the arithmetic stays f32), or quantized
- * (q8, q4, e4m3, e5m2: see "Quantized storage" and attn_tensor), widened a
+ * (q8, q4, q4_1, e4m3, e5m2: see "Quantized storage" and attn_tensor), widened a
  * row at a time inside the kernels: the result is bitwise the result on
  * the widened f32 values.
  * 16-bit queries (added in 0.4.0; attn_sdpa, attn_sdpa_reference and
@@ -1418,8 +1444,8 @@ typedef struct attn_kv_cache_desc {
     int64_t key_dim;     /* E >= 1 */
     int64_t value_dim;   /* Ev >= 1 */
     attn_dtype dtype;    /* storage: ATTN_F64, ATTN_F32 (default), ATTN_F16, ATTN_BF16, or
-                            quantized: ATTN_Q8, ATTN_Q4 (key_dim and value_dim
-                            multiples of 32), ATTN_E4M3, ATTN_E5M2 (see
+                            quantized: ATTN_Q8, ATTN_Q4, ATTN_Q4_1 (key_dim and
+                            value_dim multiples of 32), ATTN_E4M3, ATTN_E5M2 (see
                             "Quantized storage"; attention reads the rows in
                             place, with f32 queries) */
 } attn_kv_cache_desc;
@@ -1520,7 +1546,7 @@ ATTN_API attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length
  *   K pages  (num_pages, Hk, P, E)   C order, the pool's dtype
  *   V pages  (num_pages, Hk, P, Ev)  C order, a separate region
  *   a page table: int32 page indices, one per P positions.
- * A pool of a quantized format (ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_E5M2; see
+ * A pool of a quantized format (ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2; see
  * "Quantized storage") holds (num_pages, Hk, P) rows of
  * attn_quant_row_size(dtype, E) bytes each (Ev for values), in the same
  * order: append quantizes each new row by itself (so a sequence's bytes do
@@ -1558,8 +1584,8 @@ typedef struct attn_kv_pages_desc {
     int64_t key_dim;       /* E >= 1 */
     int64_t value_dim;     /* Ev >= 1 */
     attn_dtype dtype;      /* storage: ATTN_F32 (default), ATTN_F16, ATTN_BF16, or quantized:
-                              ATTN_Q8, ATTN_Q4 (key_dim and value_dim multiples
-                              of 32), ATTN_E4M3, ATTN_E5M2 */
+                              ATTN_Q8, ATTN_Q4, ATTN_Q4_1 (key_dim and value_dim
+                              multiples of 32), ATTN_E4M3, ATTN_E5M2 */
     int64_t page_size;     /* P, positions per page: 16 to 256 (default 16) */
     int64_t num_pages;     /* pages in the pool, 1 to INT32_MAX */
     int64_t max_sequences; /* sequences alive at once, 1 to INT32_MAX */

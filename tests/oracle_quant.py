@@ -28,8 +28,9 @@ import numpy as np
 
 MAX_RANK = 5
 F32, F64, F16, BF16 = 1, 2, 4, 5
-Q8, Q4, E4M3, E5M2 = 6, 7, 8, 9
-FORMATS = {"q8": Q8, "q4": Q4, "e4m3": E4M3, "e5m2": E5M2}
+Q8, Q4, E4M3, E5M2, Q4_1 = 6, 7, 8, 9, 10
+FORMATS = {"q8": Q8, "q4": Q4, "q4_1": Q4_1, "e4m3": E4M3, "e5m2": E5M2}
+BLOCK_BYTES = {Q8: 34, Q4: 18, Q4_1: 20}
 ERR = {"NULL": 1, "RANK": 2, "SHAPE": 3, "DTYPE": 6, "STRIDE": 10, "ARGUMENT": 19}
 
 
@@ -104,6 +105,30 @@ def ref_q4(x):
     return out.reshape(x.shape[0], -1)
 
 
+def ref_q4_1(x):
+    """q4_1: f16 d, f16 m (the block's minimum), codes (x - m) / d in 0..15."""
+    b = x.reshape(-1, 32)
+    finite = np.isfinite(b).all(axis=1)
+    bb = np.where(finite[:, None], b, np.float32(0))
+    m = f16_scale(bb.min(axis=1))
+    mf = m.astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        s = (bb.max(axis=1) - mf) / np.float32(15)
+        d = np.where(s > 0, f16_scale(np.where(s > 0, s, np.float32(0))), np.float16(0))
+        df = d.astype(np.float32)
+        y = (bb - mf[:, None]) / df[:, None]
+    q = np.clip(np.rint(np.nan_to_num(y, nan=0, posinf=1e9, neginf=-1e9)), 0, 15)
+    q[df == 0] = 0
+    d, m = d.view(np.uint16).copy(), m.view(np.uint16).copy()
+    d[~finite], m[~finite] = 0x7e00, 0x7e00
+    q[~finite] = 0
+    q = q.astype(np.uint8)
+    codes = q[:, :16] | (q[:, 16:] << 4)
+    out = np.concatenate([d.astype("<u2").view(np.uint8).reshape(-1, 2), m.astype("<u2").view(np.uint8).reshape(-1, 2),
+                          codes], axis=1)
+    return out.reshape(x.shape[0], -1)
+
+
 def fp8_table(fmt):
     """The value of each code 0..255, from the bit layout in attn.h."""
     M, B = (3, 7) if fmt == E4M3 else (2, 15)
@@ -140,11 +165,18 @@ def ref_fp8(x, fmt):
 
 
 def ref_quantize(x, fmt):
-    return {Q8: ref_q8, Q4: ref_q4}[fmt](x) if fmt in (Q8, Q4) else ref_fp8(x, fmt)
+    return {Q8: ref_q8, Q4: ref_q4, Q4_1: ref_q4_1}[fmt](x) if fmt in BLOCK_BYTES else ref_fp8(x, fmt)
 
 
 def ref_dequantize(raw, fmt, n):
     rows = raw.shape[0]
+    if fmt == Q4_1:  # code * d is exact in f32: the sum is one f32 rounding
+        blk = raw.reshape(-1, 20)
+        d = blk[:, :2].copy().view("<u2").view(np.float16).astype(np.float32).reshape(-1)
+        m = blk[:, 2:4].copy().view("<u2").view(np.float16).astype(np.float32).reshape(-1)
+        c = blk[:, 4:]
+        q = np.concatenate([c & 15, c >> 4], axis=1).astype(np.float32)
+        return (q * d[:, None] + m[:, None]).astype(np.float32).reshape(rows, n)
     if fmt in (Q8, Q4):
         size = 34 if fmt == Q8 else 18
         blk = raw.reshape(-1, size)
@@ -239,6 +271,17 @@ def inputs(rng):
     ties[:, 64:] = (rng.integers(1, 200, (8, 64)) * 2.0 ** rng.integers(-12, 8, (8, 64)) *
                     (1 + 2.0 ** -4)).astype(np.float32)  # fp8 midpoints
     out["ties"] = ties
+    # q4_1: blocks of minimum 0 and maximum 15 (m = 0, d = 1 exactly), the
+    # rest k + 0.5, halfway between codes; one-sided blocks (a channel's
+    # offset); and equal values whose f16 minimum rounds above them (d = 0).
+    t41 = (rng.integers(0, 15, (4, 128)) + 0.5).astype(np.float32)
+    t41[:, ::32], t41[:, 1::32] = 0, 15
+    out["ties_q4_1"] = t41
+    out["offset"] = (rng.standard_normal((16, n)) + 10).astype(np.float32)
+    eq = np.full((4, n), 1.0006, np.float32)
+    eq[1] = -1.0006
+    eq[2, :64] = 3.0
+    out["equal_values"] = eq
     spec = rng.standard_normal((8, n)).astype(np.float32)
     spec[0, 5] = np.nan
     spec[1, 40] = np.inf
@@ -265,8 +308,8 @@ def main():
         else:
             print("ok %s" % name)
 
-    report("row_sizes", None if [lib.row_size(f, 128) for f in (Q8, Q4, E4M3, E5M2)] == [136, 72, 128, 128] and
-           lib.row_size(Q8, 31) == 0 and lib.row_size(Q4, 0) == 0 and lib.row_size(E4M3, 1) == 1 and
+    report("row_sizes", None if [lib.row_size(f, 128) for f in (Q8, Q4, Q4_1, E4M3, E5M2)] == [136, 72, 80, 128, 128]
+           and lib.row_size(Q8, 31) == 0 and lib.row_size(Q4, 0) == 0 and lib.row_size(Q4_1, 48) == 0 and lib.row_size(E4M3, 1) == 1 and
            lib.row_size(F32, 32) == 0 and lib.row_size(Q8, 2 ** 63 - 32) == 0 else "wrong sizes")
 
     data = inputs(rng)
@@ -296,6 +339,12 @@ def main():
             if not why and not np.array_equal(again[finite], raw[finite]):
                 why = "a finite code does not quantize to itself"
             report("every_%s_code_round_trips" % fname, why or (msg if st or st2 else None))
+        elif fmt == Q4_1:  # blocks of minimum -3 and d = 1: every code, and 16 levels d = 0.25 apart
+            x = np.concatenate([np.tile(np.arange(16.0) - 3, 2), np.tile(np.arange(16.0) * 0.25 + 1.5, 2)])
+            x = x.astype(np.float32).reshape(1, -1)
+            st, msg, raw = lib.quantize(x, F32, fmt)
+            st2, msg2, back = lib.dequantize(raw, fmt, x.shape)
+            report("every_%s_code_round_trips" % fname, msg or msg2 or same_floats(back, x))
         else:
             codes = np.arange(-127, 128) if fmt == Q8 else np.arange(-8, 8)
             x = np.resize(codes, (len(codes) + 31) // 32 * 32).astype(np.float32)
@@ -371,6 +420,8 @@ def main():
     error("src_too_small", "ARGUMENT", st, msg, np.isnan(back).all())
     st, msg, back = lib.dequantize(raw, Q4, (2, 40))
     error("q4_row_not_a_multiple_of_32", "SHAPE", st, msg, np.isnan(back).all())
+    st, msg, _ = lib.quantize(np.zeros((2, 40), np.float32), F32, Q4_1, dst=dst)
+    error("q4_1_row_not_a_multiple_of_32", "SHAPE", st, msg, (dst == 0xAA).all())
 
     sys.exit(1 if failed else 0)
 

@@ -260,7 +260,7 @@ def main():
     vq = rng.standard_normal((2, 40, 64)).astype(np.float32)
     qq = rng.standard_normal((4, 3, 64)).astype(np.float32)
     pkq, pvq, pqq = save("kq.npy", kq), save("vq.npy", vq), save("qq.npy", qq)
-    for fmt, code in (("q8", 6), ("q4", 7), ("e4m3", 8), ("e5m2", 9)):
+    for fmt, code in (("q8", 6), ("q4", 7), ("q4_1", 10), ("e4m3", 8), ("e5m2", 9)):
         r = attn("sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", fmt, "-o", "oq.npy")
         ks, vs = (ref_dequantize(ref_quantize(a.reshape(-1, 64), code), code, 64).reshape(2, 40, 64).astype(np.float64)
                   for a in (kq, vq))
@@ -275,7 +275,7 @@ def main():
                                       save("k40.npy", np.zeros((2, 5, 40), np.float32)), "-v", pv32, "--kv", "q4",
                                       "-o", "out.npy"], 1, r"--kv q4: -k .*k40\.npy has rows of 40 values")
     expect_error("kv_unknown_format", ["sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", "q5", "-o", "out.npy"], 2,
-                 r"--kv takes q8, q4, e4m3, e5m2 or bf16, not 'q5'")
+                 r"--kv takes q8, q4, q4_1, e4m3, e5m2 or bf16, not 'q5'")
     expect_error("kv_q8_backward_refused", ["sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", "q8", "-o", "out.npy",
                                             "--grad-out", save("doq.npy", np.ones((4, 3, 64), np.float32)),
                                             "--dq", "dq.npy"], 1, r"backward pass takes float keys",

@@ -1461,6 +1461,15 @@ static void test_simde_matches_native(void) {
         hw->axpy_rows_q(o1, p, K, 3, qr, row, 300, 64, q4), em->axpy_rows_q(o2, p, K, 3, qr, row, 300, 64, q4);
         diff += memcmp(o1, o2, sizeof o1) != 0;
     }
+    /* q4_1 rows (blocks of 20 bytes: f16 scale, f16 minimum, codes), widened by both. */
+    for (int bl = 0; bl < 300 * 2; bl++)
+        for (int f = 0; f < 2; f++) {
+            uint16_t h = (uint16_t)((f && uniform() < 0.5 ? 0x8000 : 0) | (int)(uniform() * 0x7bff));
+            memcpy(qr + bl * 20 + 2 * f, &h, 2);
+        }
+    static float w41[300 * 64], w42[300 * 64];
+    hw->widen_quant(w41, qr, 300 * 64, ATTN_Q4_1), em->widen_quant(w42, qr, 300 * 64, ATTN_Q4_1);
+    diff += memcmp(w41, w42, sizeof w41) != 0;
     check(!diff, "avx512_simde_bitwise_native", "%d of the kernels' results differ from the native ones", diff);
     free(x), free(a), free(b), free(c), free(d);
 }

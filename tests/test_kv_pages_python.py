@@ -157,7 +157,7 @@ for dtype in ("float32", "float16", "bfloat16"):
 # reference of oracle_quant.py), gathered widened, attended bitwise as
 # attn.sdpa on the gathered rows.
 from oracle_quant import ref_dequantize, ref_quantize  # noqa: E402
-for name, code in (("q8", 6), ("q4", 7), ("e4m3", 8), ("e5m2", 9)):
+for name, code in (("q8", 6), ("q4", 7), ("q4_1", 10), ("e4m3", 8), ("e5m2", 9)):
     qp = attn.KVPages(heads=2, key_dim=64, num_pages=8, max_sequences=2, page_size=16, dtype=name)
     a = qp.create()
     k1, v1 = (rng.standard_normal((40, 2, 64)).astype(np.float32) for _ in range(2))

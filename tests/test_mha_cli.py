@@ -23,6 +23,8 @@ import torch
 
 from clicheck import RANKS, at_rank, rank_case_problems
 from oracle_mha import gqa_reference
+from oracle_quant import FORMATS, ref_dequantize, ref_quantize
+from oracle_rope import reference as rope_reference
 from torch_attention import Reporter, causal_allowed, oracle_args
 
 DTYPES = {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32", np.dtype(np.float16): "F16"}
@@ -209,6 +211,93 @@ def llama_layer(c, rng):
             ["--heads", "4", "--rope", "halves", "--causal", "--prefix", prefix])
 
 
+def quantized_cache(c, rng):
+    """attn mha --incremental --kv FORMAT: the layer's KV cache holds its keys
+    and values quantized. The reference is the layer written in NumPy/PyTorch
+    float64 over the values the cache holds: k (after RoPE) and v rounded to
+    f32, quantized and widened back by oracle_quant's reference of attn.h's
+    layout. X and the weights are multiples of 2^-6 and 2^-8 small enough
+    that the projections are exact in f32 in any order of summation; RoPE
+    then rounds k in f32 (a few ulps, below delta = 1e-6 of the row's largest
+    value), so the inputs are drawn until no key lies within delta of a
+    rounding boundary of its format (its code is then the same for every
+    value the library may have computed). What is left is the f32
+    arithmetic of the attention and out_proj: within 1e-5 of the largest
+    output, as the f32 layer's other cases; the unquantized layer is checked
+    to lie farther than that, so the cache's rounding is what is measured."""
+    E, H, Hkv, D, N, L = 128, 4, 2, 32, 2, 9
+    names = {"q_proj_weight": "q_proj.weight", "k_proj_weight": "k_proj.weight", "v_proj_weight": "v_proj.weight",
+             "out_proj_weight": "o_proj.weight"}
+    state = {"q_proj_weight": (E, E), "k_proj_weight": (Hkv * D, E), "v_proj_weight": (Hkv * D, E),
+             "out_proj_weight": (E, E)}
+    state = {k: rng.integers(-64, 65, shape) / 256.0 for k, shape in state.items()}
+    with open(c.path("quant.safetensors"), "wb") as fh:
+        fh.write(safetensors_bytes({names[k]: v.astype(np.float32) for k, v in state.items()}))
+    rope = (0, 10000.0, 0, 0)
+
+    def heads(a, h):  # (N, L, h*D) -> (N, h, L, D)
+        return a.reshape(N, L, h, D).transpose(0, 2, 1, 3)
+
+    def held(a, fmt):  # what the cache holds of f32 rows a (..., D), as float64
+        raw = ref_quantize(np.ascontiguousarray(a, np.float32).reshape(-1, D), fmt)
+        return ref_dequantize(raw, fmt, D).astype(np.float64).reshape(a.shape), raw
+
+    for name, fmt in FORMATS.items():
+        for draw in range(20):
+            x = rng.integers(-128, 129, (N, L, E)) / 64.0
+            k = rope_reference(heads(x @ state["k_proj_weight"].T, Hkv), *rope, 1.0).numpy()
+            delta = 1e-6 * np.abs(k).max(axis=-1, keepdims=True)
+            _, raw = held(k, fmt)
+            if all(np.array_equal(held(k + s * delta, fmt)[1], raw) for s in (-1, 1)):
+                break
+        else:
+            c.report("quantized_cache_%s" % name, "no draw of X kept its keys clear of the rounding boundaries")
+            continue
+        kh, _ = held(k, fmt)
+        vh, _ = held(heads(x @ state["v_proj_weight"].T, Hkv), fmt)
+        q = rope_reference(heads(x @ state["q_proj_weight"].T, H), *rope, 1.0).numpy()
+
+        def layer(kk, vv):
+            kk, vv = np.repeat(kk, H // Hkv, axis=1), np.repeat(vv, H // Hkv, axis=1)
+            s = q @ kk.transpose(0, 1, 3, 2) / np.sqrt(D)
+            s = np.where(np.tril(np.ones((L, L), bool)), s, -np.inf)
+            p = np.exp(s - s.max(-1, keepdims=True))
+            p /= p.sum(-1, keepdims=True)
+            return (p @ vv).transpose(0, 2, 1, 3).reshape(N, L, E) @ state["out_proj_weight"].T
+
+        ref = layer(kh, vh)
+        exact = layer(k, heads(x @ state["v_proj_weight"].T, Hkv))
+        apart = float(np.abs(exact - ref).max()) / float(np.abs(ref).max())
+        if apart <= 1e-4:
+            c.report("quantized_cache_%s" % name, "the %s cache's rounding moves the layer by only %.3g" % (name, apart))
+            continue
+        c.layer("quantized_cache_%s" % name, c.path("quant.safetensors"), x.astype(np.float32), ref,
+                ["--heads", "4", "--rope", "halves", "--causal", "--incremental", "--kv", name], tol=1e-5)
+    # Bad input: one line, a non-zero exit, no output.
+    np.save(c.path("qx64.npy"), rng.standard_normal((3, E)))
+    np.save(c.path("qx32.npy"), rng.standard_normal((3, E)).astype(np.float32))
+    np.save(c.path("qx8.npy"), rng.standard_normal((3, 32)).astype(np.float32))
+    with open(c.path("quant_d8.safetensors"), "wb") as fh:  # 4 heads of 8
+        fh.write(safetensors_bytes({"in_proj_weight": np.ones((96, 32), np.float32)}))
+    base = ["--weights", c.path("quant.safetensors"), "--heads", "4"]
+    for case, args, want in (
+            ("unknown_format", ["-x", c.path("qx32.npy"), "--incremental", "--kv", "q3"],
+             "--kv takes q8, q4, q4_1, e4m3 or e5m2, not 'q3'"),
+            ("without_incremental", ["-x", c.path("qx32.npy"), "--kv", "q8"], "give --incremental too"),
+            ("f64_input", ["-x", c.path("qx64.npy"), "--incremental", "--kv", "q4"], "needs float32 or float16 X"),
+            ("head_dim_not_32", ["-x", c.path("qx8.npy"), "--weights", c.path("quant_d8.safetensors"), "--heads", "4",
+                                 "--incremental", "--kv", "q8"], "multiple of 32, but E / heads = 8"),
+            ("missing_value", ["-x", c.path("qx32.npy"), "--incremental", "--kv"], "--kv")):
+        out = c.path("qbad_out.npy")
+        if os.path.exists(out):
+            os.remove(out)
+        r = c.run(["-o", out] + ([] if "--weights" in args else base) + args)  # a missing value is last
+        lines = r.stderr.strip().splitlines()
+        ok = r.returncode != 0 and len(lines) == 1 and lines[0].startswith("attn: error: ") and want in lines[0]
+        c.report("quantized_cache_error_" + case,
+                 "" if ok and not os.path.exists(out) and not r.stdout else "rc %d, stderr %r" % (r.returncode, r.stderr))
+
+
 def half_weights(c, rng):
     """Checkpoints as they ship, in bf16 or f16, loaded as they are whatever X's
     dtype: checked against the layer in float64 with the same 16-bit weights
@@ -393,6 +482,7 @@ def main():
     torch_module_layers(c, rng)
     llama_layer(c, rng)
     half_weights(c, rng)
+    quantized_cache(c, rng)
     bad_files(c)
     rank_sweeps(c, rng)
     r = c.run(["-x", "x.npy"])

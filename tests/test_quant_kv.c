@@ -1,4 +1,4 @@
-/* test_quant_kv.c -- attention reading quantized keys and values (q8, q4,
+/* test_quant_kv.c -- attention reading quantized keys and values (q8, q4, q4_1,
  * fp8 E4M3 and E5M2) where they lie, against the same values widened to f32
  * first and run through the f32 kernels.
  *
@@ -342,7 +342,7 @@ static void test_pool(attn_dtype format) {
     bad_d.key_dim = 40;
     st = attn_kv_pages_bytes(&bytes, &bad_d, &err);
     snprintf(name, sizeof name, "%s_pool_key_dim_40", fm);
-    if (format == ATTN_Q8 || format == ATTN_Q4)
+    if (format == ATTN_Q8 || format == ATTN_Q4 || format == ATTN_Q4_1)
         check(st == ATTN_ERR_SHAPE && strstr(err.message, "multiples of 32"), name, "status %d: %s", (int)st, err.message);
     else
         check(st == ATTN_OK, name, "status %d: %s", (int)st, err.message);
@@ -591,7 +591,7 @@ static void test_cache(attn_dtype format) {
     bad.key_dim = 48;
     st = attn_kv_cache_bytes(&bytes, &bad, &err);
     snprintf(name, sizeof name, "%s_cache_key_dim_48", fm);
-    if (format == ATTN_Q8 || format == ATTN_Q4)
+    if (format == ATTN_Q8 || format == ATTN_Q4 || format == ATTN_Q4_1)
         check(st == ATTN_ERR_SHAPE, name, "status %d: %s", (int)st, err.message);
     else
         check(st == ATTN_OK, name, "status %d: %s", (int)st, err.message);
@@ -603,8 +603,8 @@ static void test_cache(attn_dtype format) {
  * every f16 (subnormal, huge, infinite, NaN) and every code. */
 static void test_widen(const char *isa) {
     const attn_ukernels *uk = attn_ukernels_by_name(isa);
-    static const attn_dtype FORMATS[4] = {ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_E5M2};
-    for (int f = 0; f < 4; f++) {
+    static const attn_dtype FORMATS[5] = {ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2};
+    for (int f = 0; f < 5; f++) {
         char name[64];
         snprintf(name, sizeof name, "widen_%s_%s_bitwise_reference", attn_dtype_name(FORMATS[f]), isa);
         if (!uk) {
@@ -645,7 +645,7 @@ static void test_errors(void) {
     check(st == ATTN_ERR_SHAPE && strstr(err.message, "multiple of 32"), "q8_rows_not_a_multiple_of_32",
           "status %d: %s", (int)st, err.message);
     attn_tensor_init(&tq, q, ATTN_F32, 3, s3, NULL, NULL);
-    bad = pg, bad.dtype = (attn_dtype)10;
+    bad = pg, bad.dtype = (attn_dtype)99;
     st = attn_sdpa_paged(&to, NULL, NULL, &tq, &bad, &bad, NULL, &err);
     check(st == ATTN_ERR_DTYPE, "unknown_page_dtype", "status %d: %s", (int)st, err.message);
     bad = pg, bad.num_pages = INT64_MAX / 8;
@@ -663,8 +663,8 @@ static void test_errors(void) {
 }
 
 int main(void) {
-    static const attn_dtype FORMATS[4] = {ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_E5M2};
-    for (int f = 0; f < 4; f++) {
+    static const attn_dtype FORMATS[5] = {ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2};
+    for (int f = 0; f < 5; f++) {
         attn_dtype fm = FORMATS[f];
         const qcase cases[] = {
             {77, 300, 64, 64, 4, 2, 16, fm, ATTN_CAUSAL_NONE, 0, 0, "flash"},

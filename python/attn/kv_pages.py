@@ -28,10 +28,10 @@ from ._core import CAUSAL, DtypeError, OptionError, _float_array, _options, _var
 from ._lib import (BF16, F16, F32, LIB, MHA_PARAMS, Error, KVCacheDesc, KVPagedView, KVPagesDesc, MhaOptions,
                    MhaParams, RopeOptions, default)
 
-# The quantized formats (attn.h, "Quantized storage"): q8 and q4 need key_dim
-# and value_dim multiples of 32.
+# The quantized formats (attn.h, "Quantized storage"): q8, q4 and q4_1 need
+# key_dim and value_dim multiples of 32.
 _STORAGE = {"float32": F32, np.dtype(np.float32): F32, "float16": F16, np.dtype(np.float16): F16, "bfloat16": BF16,
-            "q8": 6, "q4": 7, "e4m3": 8, "e5m2": 9}
+            "q8": 6, "q4": 7, "e4m3": 8, "e5m2": 9, "q4_1": 10}
 
 
 def _i64s(values):
@@ -122,15 +122,16 @@ class KVPages:
     """A pool of num_pages pages of page_size positions (16 to 256) for
     `heads` key/value heads of key_dim and value_dim (default key_dim),
     stored as float32, float16, 'bfloat16', or quantized: 'q8' or 'q4'
-    (8 or 4 bits with a scale per block of 32 values; key_dim and value_dim
-    multiples of 32), 'e4m3' or 'e5m2' (fp8); at most max_sequences
+    (8 or 4 bits with a scale per block of 32 values), 'q4_1' (4 bits with a
+    scale and a minimum per block of 32; these three need key_dim and
+    value_dim multiples of 32), 'e4m3' or 'e5m2' (fp8); at most max_sequences
     sequences at once, each of at most max_length positions (0: the whole
     pool)."""
 
     def __init__(self, heads, key_dim, num_pages, max_sequences, value_dim=None, page_size=16, dtype="float32",
                  max_length=0):
         if dtype not in _STORAGE:
-            raise OptionError("dtype is %r: 'float32', 'float16', 'bfloat16', 'q8', 'q4', 'e4m3' or 'e5m2'" % (dtype,), 9)
+            raise OptionError("dtype is %r: 'float32', 'float16', 'bfloat16', 'q8', 'q4', 'q4_1', 'e4m3' or 'e5m2'" % (dtype,), 9)
         d = default(KVPagesDesc)
         d.heads, d.key_dim, d.value_dim = int(heads), int(key_dim), int(key_dim if value_dim is None else value_dim)
         d.dtype, d.page_size, d.num_pages = _STORAGE[dtype], int(page_size), int(num_pages)

@@ -73,9 +73,12 @@ attn_status attn_check_no_overlap(const attn_named *outs, int n_outs, const attn
 
 /* Quantized rows (quant.c; the formats byte by byte in attn.h): blocks of
  * ATTN_QBLOCK values for q8 and q4, each an f16 scale and its codes. */
-enum { ATTN_QBLOCK = 32, ATTN_Q8_BLOCK_BYTES = 34, ATTN_Q4_BLOCK_BYTES = 18 };
-/* d is one of ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_E5M2. */
+enum { ATTN_QBLOCK = 32, ATTN_Q8_BLOCK_BYTES = 34, ATTN_Q4_BLOCK_BYTES = 18, ATTN_Q4_1_BLOCK_BYTES = 20 };
+/* d is one of ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2. */
 bool attn_dtype_quantized(attn_dtype d);
+/* The bytes of one block of ATTN_QBLOCK values of a blocked format (q8, q4,
+ * q4_1: rows a multiple of 32 values), or 0 for the others. */
+int64_t attn_quant_block_bytes(attn_dtype d);
 /* A row of n values (n valid for the format, attn_quant_row_size) quantized
  * into dst, and widened back from src: the reference every faster
  * widening of rows must match bit for bit. */
@@ -126,6 +129,7 @@ static inline double attn_mat_get(const attn_mat *m, int64_t i, int64_t j) {
     case ATTN_BF16: return attn_bf16_to_f32(((const uint16_t *)(const void *)m->base)[off]);
     case ATTN_Q8:
     case ATTN_Q4:
+    case ATTN_Q4_1:
     case ATTN_E4M3:
     case ATTN_E5M2: return attn_quant_get(m->base + i * m->rs, m->dtype, j);
     default: return ((const double *)(const void *)m->base)[off];

@@ -85,8 +85,8 @@ static bool storage_dtype(attn_dtype dt) { return dt == ATTN_F32 || dt == ATTN_F
 static attn_status check_page_dtype(attn_dtype dt, int64_t key_dim, int64_t value_dim, const char *name,
                                     attn_error *err) {
     if (!storage_dtype(dt) && !attn_dtype_quantized(dt))
-        return attn_fail(err, ATTN_ERR_DTYPE, "%s->dtype must be f32, f16, bf16, q8, q4, e4m3 or e5m2", name);
-    if ((dt == ATTN_Q8 || dt == ATTN_Q4) && (key_dim % 32 || value_dim % 32))
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s->dtype must be f32, f16, bf16, q8, q4, q4_1, e4m3 or e5m2", name);
+    if (attn_quant_block_bytes(dt) && (key_dim % 32 || value_dim % 32))
         return attn_fail(err, ATTN_ERR_SHAPE, "%s->key_dim %lld and value_dim %lld must be multiples of 32 for %s",
                          name, (long long)key_dim, (long long)value_dim, attn_dtype_name(dt));
     return ATTN_OK;

@@ -1,4 +1,4 @@
-/* quant.c -- the quantized row formats (q8, q4, fp8 E4M3 and E5M2, laid out
+/* quant.c -- the quantized row formats (q8, q4, q4_1, fp8 E4M3 and E5M2, laid out
  * byte by byte in attn.h, "Quantized storage"): a row quantized from f32
  * and widened back to f32, in portable C, bit exact everywhere; and the
  * public attn_quantize / attn_dequantize over tensors. The kernels' fast
@@ -20,7 +20,13 @@ static float float_of(uint32_t u) {
     return f;
 }
 
-bool attn_dtype_quantized(attn_dtype d) { return d == ATTN_Q8 || d == ATTN_Q4 || d == ATTN_E4M3 || d == ATTN_E5M2; }
+bool attn_dtype_quantized(attn_dtype d) {
+    return d == ATTN_Q8 || d == ATTN_Q4 || d == ATTN_Q4_1 || d == ATTN_E4M3 || d == ATTN_E5M2;
+}
+
+int64_t attn_quant_block_bytes(attn_dtype d) {
+    return d == ATTN_Q8 ? ATTN_Q8_BLOCK_BYTES : d == ATTN_Q4 ? ATTN_Q4_BLOCK_BYTES : d == ATTN_Q4_1 ? ATTN_Q4_1_BLOCK_BYTES : 0;
+}
 
 int64_t attn_row_bytes(attn_dtype dt, int64_t n) {
     int64_t bytes;
@@ -36,7 +42,7 @@ size_t attn_quant_row_size(attn_dtype format, int64_t n) {
     if (n < 1 || !attn_dtype_quantized(format)) return 0;
     if (format == ATTN_E4M3 || format == ATTN_E5M2) return (uint64_t)n <= SIZE_MAX ? (size_t)n : 0;
     if (n % ATTN_QBLOCK) return 0;
-    if (!attn_mul_i64(n / ATTN_QBLOCK, format == ATTN_Q8 ? ATTN_Q8_BLOCK_BYTES : ATTN_Q4_BLOCK_BYTES, &bytes) ||
+    if (!attn_mul_i64(n / ATTN_QBLOCK, attn_quant_block_bytes(format), &bytes) ||
         (uint64_t)bytes > SIZE_MAX)
         return 0;
     return (size_t)bytes;
@@ -108,6 +114,30 @@ static void q4_block(uint8_t *b, const float *x) {
     }
 }
 
+/* q4_1: 16 levels from the block's minimum m up, d apart (attn.h). */
+static void q4_1_block(uint8_t *b, const float *x) {
+    float lo = x[0], hi = x[0];
+    bool finite = true;
+    for (int i = 0; i < ATTN_QBLOCK; i++) {
+        finite = finite && isfinite(x[i]);
+        lo = x[i] < lo ? x[i] : lo, hi = x[i] > hi ? x[i] : hi;
+    }
+    if (!finite) {
+        put16(b, 0x7e00), put16(b + 2, 0x7e00);
+        memset(b + 4, 0, ATTN_QBLOCK / 2);
+        return;
+    }
+    uint16_t mh = scale_of(lo);
+    float m = attn_f16_to_f32(mh), s = (hi - m) / 15.0f;
+    uint16_t dh = s > 0 ? scale_of(s) : 0; /* m rounded above hi: every value is m */
+    float d = attn_f16_to_f32(dh);
+    put16(b, dh), put16(b + 2, mh);
+    for (int i = 0; i < ATTN_QBLOCK / 2; i++) {
+        int32_t c0 = d == 0 ? 0 : code_of(x[i] - m, d, 0, 15), c1 = d == 0 ? 0 : code_of(x[i + 16] - m, d, 0, 15);
+        b[4 + i] = (uint8_t)(c0 | c1 << 4);
+    }
+}
+
 /* An fp8 format: M mantissa bits, exponent bias B, the largest finite code
  * (sign bit clear) and the NaN written. */
 typedef struct fp8_format {
@@ -157,6 +187,9 @@ void attn_quant_row(void *dst, const float *x, int64_t n, attn_dtype format) {
     case ATTN_Q4:
         for (int64_t k = 0; k < n / ATTN_QBLOCK; k++) q4_block(b + k * ATTN_Q4_BLOCK_BYTES, x + k * ATTN_QBLOCK);
         break;
+    case ATTN_Q4_1:
+        for (int64_t k = 0; k < n / ATTN_QBLOCK; k++) q4_1_block(b + k * ATTN_Q4_1_BLOCK_BYTES, x + k * ATTN_QBLOCK);
+        break;
     case ATTN_E4M3:
         for (int64_t i = 0; i < n; i++) b[i] = fp8_of(x[i], &E4M3);
         break;
@@ -184,6 +217,15 @@ void attn_dequant_row(float *dst, const void *src, int64_t n, attn_dtype format)
             }
         }
         break;
+    case ATTN_Q4_1:
+        for (int64_t k = 0; k < n / ATTN_QBLOCK; k++, b += ATTN_Q4_1_BLOCK_BYTES) {
+            float d = attn_f16_to_f32(get16(b)), m = attn_f16_to_f32(get16(b + 2)), *y = dst + k * ATTN_QBLOCK;
+            for (int i = 0; i < ATTN_QBLOCK / 2; i++) { /* code · d is exact: one rounding, fused or not */
+                y[i] = (float)(b[4 + i] & 15) * d + m;
+                y[i + 16] = (float)(b[4 + i] >> 4) * d + m;
+            }
+        }
+        break;
     case ATTN_E4M3:
         for (int64_t i = 0; i < n; i++) dst[i] = fp8_value(b[i], &E4M3, true);
         break;
@@ -204,6 +246,11 @@ float attn_quant_get(const void *row, attn_dtype format, int64_t c) {
         const uint8_t *blk = b + c / ATTN_QBLOCK * ATTN_Q4_BLOCK_BYTES;
         int i = (int)(c % ATTN_QBLOCK), code = i < 16 ? blk[2 + i] & 15 : blk[2 + i - 16] >> 4;
         return (float)(code - 8) * attn_f16_to_f32(get16(blk));
+    }
+    case ATTN_Q4_1: {
+        const uint8_t *blk = b + c / ATTN_QBLOCK * ATTN_Q4_1_BLOCK_BYTES;
+        int i = (int)(c % ATTN_QBLOCK), code = i < 16 ? blk[4 + i] & 15 : blk[4 + i - 16] >> 4;
+        return (float)code * attn_f16_to_f32(get16(blk)) + attn_f16_to_f32(get16(blk + 2));
     }
     case ATTN_E4M3: return fp8_value(b[c], &E4M3, true);
     default: return fp8_value(b[c], &E5M2, false);
@@ -235,7 +282,7 @@ static attn_status check_call(const attn_tensor *t, const char *name, const void
                               attn_error *err) {
     if (!t || !t->data || !bytes) return attn_fail(err, ATTN_ERR_NULL, "the tensor, its data or the rows are NULL");
     if (!attn_dtype_quantized(format))
-        return attn_fail(err, ATTN_ERR_DTYPE, "format %s is not quantized (q8, q4, e4m3 or e5m2)",
+        return attn_fail(err, ATTN_ERR_DTYPE, "format %s is not quantized (q8, q4, q4_1, e4m3 or e5m2)",
                          attn_dtype_name(format));
     if (t->dtype != ATTN_F32 && t->dtype != ATTN_F64 && t->dtype != ATTN_F16 && t->dtype != ATTN_BF16)
         return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be f32, f64, f16 or bf16", name,
@@ -250,7 +297,7 @@ static attn_status check_call(const attn_tensor *t, const char *name, const void
         if (*n >= 1 && (format == ATTN_E4M3 || format == ATTN_E5M2 || *n % ATTN_QBLOCK == 0))
             return attn_fail(err, ATTN_ERR_OVERFLOW, "a row of %lld values overflows", (long long)*n);
         return attn_fail(err, ATTN_ERR_SHAPE, "%s's rows have %lld values; %s rows need %s", name, (long long)*n,
-                         attn_dtype_name(format), format == ATTN_Q8 || format == ATTN_Q4 ? "a multiple of 32" : "1 or more");
+                         attn_dtype_name(format), attn_quant_block_bytes(format) ? "a multiple of 32" : "1 or more");
     }
     *rows = numel / *n;
     int64_t total;
@@ -285,9 +332,8 @@ enum { PIECE = 1024 };
 
 /* The bytes of a row before its value c0 (c0 a multiple of the block). */
 static size_t bytes_before(attn_dtype format, int64_t c0) {
-    if (format == ATTN_Q8) return (size_t)(c0 / ATTN_QBLOCK * ATTN_Q8_BLOCK_BYTES);
-    if (format == ATTN_Q4) return (size_t)(c0 / ATTN_QBLOCK * ATTN_Q4_BLOCK_BYTES);
-    return (size_t)c0;
+    int64_t block = attn_quant_block_bytes(format);
+    return (size_t)(block ? c0 / ATTN_QBLOCK * block : c0);
 }
 
 void attn_copy_rows(attn_tensor *dst, const attn_tensor *src) {

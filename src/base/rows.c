@@ -24,7 +24,7 @@ attn_status attn_paged_rows_check(const attn_paged_rows *pg, const char *name, a
     if (!pg) return attn_fail(err, ATTN_ERR_NULL, "%s: the pool is NULL", name);
     if (!pg->pages) return attn_fail(err, ATTN_ERR_NULL, "%s: the pages are NULL", name);
     if (pg->dtype != ATTN_F32 && pg->dtype != ATTN_F16 && pg->dtype != ATTN_BF16 && !attn_dtype_quantized(pg->dtype))
-        return attn_fail(err, ATTN_ERR_DTYPE, "%s are %s; pages hold f32, f16, bf16, q8, q4, e4m3 or e5m2", name,
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s are %s; pages hold f32, f16, bf16, q8, q4, q4_1, e4m3 or e5m2", name,
                          attn_dtype_name(pg->dtype));
     if (pg->num_pages < 1 || pg->heads < 1 || pg->page_size < 1 || pg->cols < 1 || pg->n_pages < 0 ||
         pg->length < 0)
@@ -33,7 +33,7 @@ attn_status attn_paged_rows_check(const attn_paged_rows *pg, const char *name, a
                          "n_pages %lld and length %lld >= 0",
                          name, (long long)pg->num_pages, (long long)pg->heads, (long long)pg->page_size,
                          (long long)pg->cols, (long long)pg->n_pages, (long long)pg->length);
-    if (attn_dtype_quantized(pg->dtype) && pg->cols % 32 && (pg->dtype == ATTN_Q8 || pg->dtype == ATTN_Q4))
+    if (attn_dtype_quantized(pg->dtype) && pg->cols % 32 && attn_quant_block_bytes(pg->dtype))
         return attn_fail(err, ATTN_ERR_SHAPE, "%s: rows of %lld values; %s rows hold a multiple of 32", name,
                          (long long)pg->cols, attn_dtype_name(pg->dtype));
     int64_t n, bytes, cap, row = attn_row_bytes(pg->dtype, pg->cols);

@@ -27,8 +27,8 @@ void attn_format_shape(char *buf, size_t size, int rank, const int64_t *shape) {
 }
 
 const char *attn_dtype_name(attn_dtype dtype) {
-    static const char *const NAMES[] = {"unknown", "f32", "f64", "bool", "f16", "bf16", "q8", "q4", "e4m3", "e5m2"};
-    return (unsigned)dtype <= ATTN_E5M2 ? NAMES[dtype] : "unknown";
+    static const char *const NAMES[] = {"unknown", "f32", "f64", "bool", "f16", "bf16", "q8", "q4", "e4m3", "e5m2", "q4_1"};
+    return (unsigned)dtype <= ATTN_Q4_1 ? NAMES[dtype] : "unknown";
 }
 
 size_t attn_dtype_size(attn_dtype dtype) {
@@ -40,6 +40,7 @@ size_t attn_dtype_size(attn_dtype dtype) {
     case ATTN_BF16: return 2;
     case ATTN_Q8:
     case ATTN_Q4:
+    case ATTN_Q4_1:
     case ATTN_E4M3:
     case ATTN_E5M2: return 0; /* no whole bytes per element: attn_quant_row_size */
     }

@@ -39,8 +39,8 @@ static attn_status read_desc(attn_kv_cache_desc *d, int64_t *kbytes, int64_t *vb
         if (dims[i] < 1) return attn_fail(err, ATTN_ERR_SHAPE, "desc->%s is %lld; it must be at least 1", NAMES[i], (long long)dims[i]);
     if (d->dtype != ATTN_F64 && d->dtype != ATTN_F32 && d->dtype != ATTN_F16 && d->dtype != ATTN_BF16 &&
         !attn_dtype_quantized(d->dtype))
-        return attn_fail(err, ATTN_ERR_DTYPE, "desc->dtype must be f64, f32, f16 or bf16, or quantized: q8, q4, e4m3 or e5m2");
-    if ((d->dtype == ATTN_Q8 || d->dtype == ATTN_Q4) && (d->key_dim % 32 || d->value_dim % 32))
+        return attn_fail(err, ATTN_ERR_DTYPE, "desc->dtype must be f64, f32, f16 or bf16, or quantized: q8, q4, q4_1, e4m3 or e5m2");
+    if (attn_quant_block_bytes(d->dtype) && (d->key_dim % 32 || d->value_dim % 32))
         return attn_fail(err, ATTN_ERR_SHAPE, "desc->key_dim %lld and value_dim %lld must be multiples of 32 for %s",
                          (long long)d->key_dim, (long long)d->value_dim, attn_dtype_name(d->dtype));
     int64_t rows, kr = attn_row_bytes(d->dtype, d->key_dim), vr = attn_row_bytes(d->dtype, d->value_dim);

@@ -1,6 +1,6 @@
 /* fuzz_mha_load.c -- libFuzzer target: `attn mha -x X.npy [--key K.npy]
  * [--value V.npy] --weights W.safetensors --heads H [--causal] [-w FILE]
- * [--incremental]` up to its outputs (CLI_STOP_AFTER_LOAD: the files read
+ * [--incremental [--kv FORMAT]]` up to its outputs (CLI_STOP_AFTER_LOAD: the files read
  * and checked, the layer run, nothing written). The input's first byte
  * chooses the heads and flags; then come the four files, separated by the
  * 4-byte marker "|~|\n". A missing key or value file leaves its flag out,
@@ -17,7 +17,9 @@
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     static const char *const FLAGS[4] = {"-x", "--key", "--value", "--weights"};
     if (size < 1) return 0;
-    /* byte 0: heads 1..4 (bits 0-1), --causal (2), -w (3), --incremental (4) */
+    /* byte 0: heads 1..4 (bits 0-1), --causal (2), -w (3), --incremental (4),
+     * --kv none, q8, q4_1 or e4m3 (bits 5-6: a quantized cache) */
+    static const char *const KV[4] = {NULL, "q8", "q4_1", "e4m3"};
     unsigned flags = data[0];
     char paths[4][32], heads[2] = {(char)('1' + (flags & 3)), 0};
     char *argv[20];
@@ -47,6 +49,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         if (flags & 4) argv[argc++] = "--causal";
         if (flags & 8) argv[argc++] = "-w", argv[argc++] = "/nonexistent/attn_fuzz_w.npy";
         if (flags & 16) argv[argc++] = "--incremental";
+        if (KV[flags >> 5 & 3]) argv[argc++] = "--kv", argv[argc++] = (char *)KV[flags >> 5 & 3];
         argv[argc] = NULL;
         (void)cli_main(argc, argv);
     }

@@ -1,7 +1,7 @@
 /* fuzz_quant.c -- libFuzzer target: quantized tensors' descriptions (attn.h,
  * "Quantized storage" and attn_tensor) and the rows they describe.
  *
- * The input picks a format (q8, q4, e4m3, e5m2, and now and then a float
+ * The input picks a format (q8, q4, q4_1, e4m3, e5m2, and now and then a float
  * dtype or an unknown number), a rank, sizes (small, or at an edge of int64:
  * block counts that overflow, rows of a size the format cannot take), and
  * strides (C order, or fuzzed: a last stride other than 1, steps that run
@@ -16,8 +16,9 @@
  * message; a description the library accepts lies in memory the harness
  * owns (the harness hands over only such descriptions, or ones whose reach
  * overflows int64, which the library must refuse); every fp8 row widened and
- * quantized again gives its own bytes back, NaN codes aside; a q8 or q4 row
- * quantized from finite floats widens back within half a step of its block. */
+ * quantized again gives its own bytes back, NaN codes aside; a q8, q4 or
+ * q4_1 row quantized from finite floats widens back within half a step of
+ * its block (q4_1: plus its f16 minimum's and scale's rounding). */
 #include "attn.h"
 
 #include <math.h>
@@ -45,7 +46,7 @@ static int64_t pick_int(reader *r) {
 }
 
 static attn_dtype pick_format(reader *r) {
-    static const attn_dtype F[] = {ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_E5M2, ATTN_Q8, ATTN_Q4, ATTN_F32, (attn_dtype)99};
+    static const attn_dtype F[] = {ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_E5M2, ATTN_Q8, ATTN_Q4_1, ATTN_F32, (attn_dtype)99};
     return F[byte(r) % 8];
 }
 
@@ -74,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int64_t n = pick_int(&r);
     if ((byte(&r) & 1) && n > INT64_MIN / 32 && n < INT64_MAX / 32) n *= 32;
     size_t rs = attn_quant_row_size(fm, n);
-    bool fp8 = fm == ATTN_E4M3 || fm == ATTN_E5M2, blocks = fm == ATTN_Q8 || fm == ATTN_Q4;
+    bool fp8 = fm == ATTN_E4M3 || fm == ATTN_E5M2, blocks = fm == ATTN_Q8 || fm == ATTN_Q4 || fm == ATTN_Q4_1;
     CHECK(rs == 0 || fp8 || (blocks && n % 32 == 0));
     if (rs && fp8) CHECK(rs == (size_t)n);
 
@@ -146,11 +147,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         attn_tensor o;
         attn_tensor_init(&o, obuf, ATTN_F32, 2, fshape, NULL, NULL);
         CHECK(attn_dequantize(&o, mem, total, fm, &err) == ATTN_OK);
-        size_t bb = fm == ATTN_Q8 ? 34 : 18;
+        size_t bb = fm == ATTN_Q8 ? 34 : fm == ATTN_Q4 ? 18 : 20;
         for (int64_t i = 0; i < numel; i++) {
             const uint8_t *blk = mem + (size_t)(i / cols) * row + (size_t)(i % cols / 32) * bb;
             float d = fabsf(attn_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8)));
             if (d >= 65504.0f || d < 0x1p-14f) continue; /* saturated or subnormal scales: bounded elsewhere */
+            if (fm == ATTN_Q4_1) {
+                /* 16 levels from the f16 minimum m up: half a step, plus m's
+                 * and d's f16 rounding and the sum's f32 rounding */
+                float m = fabsf(attn_f16_to_f32((uint16_t)(blk[2] | blk[3] << 8)));
+                if (m >= 65504.0f) continue;
+                CHECK(fabsf(obuf[i] - fbuf[i]) <= d * 0.5f * (1 + 0x1p-10f) + (m + 15 * d) * 0x1p-10f +
+                                                      fabsf(fbuf[i]) * 0x1p-22f);
+                continue;
+            }
             CHECK(fabsf(obuf[i] - fbuf[i]) <= d * 0.5f * (1 + 0x1p-10f) || fabsf(fbuf[i]) > d * 7.0f);
         }
     }

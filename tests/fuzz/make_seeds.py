@@ -136,6 +136,8 @@ def mha_seeds(mark):
                             "halves", "--rope-base", "500000", "--softcap", "30", "--alibi", "--window", "128",
                             "--causal"],
         "mha_incremental": ["mha", "-x", "x.npy", "--weights", "w", "--heads", "2", "--incremental", "--causal"],
+        "mha_incremental_kv_q4_1": ["mha", "-x", "x.npy", "--weights", "w", "--heads", "2", "--incremental",
+                                    "--kv", "q4_1"],
         "mha_help": ["mha", "--help"],
     }
     for n, a in args.items():
@@ -157,7 +159,8 @@ def mha_seeds(mark):
         parts = [npy(x), npy(key) if key is not None else b"", npy(value) if value is not None else b"",
                  safetensors(weights)]
         return bytes([flags]) + mark.join(parts)
-    # byte 0: heads - 1 (bits 0-1), --causal (4), -w (8), --incremental (16)
+    # byte 0: heads - 1 (bits 0-1), --causal (4), -w (8), --incremental (16),
+    # --kv none, q8, q4_1, e4m3 (bits 5-6)
     write("mha_load", "packed_weights_out", files(1 | 8, f((2, 3, E))))
     write("mha_load", "llama_gqa_sinks_causal_incremental", files(1 | 4 | 16, f((3, E)).astype(np.float32),
                                                                  weights=llama))
@@ -169,6 +172,15 @@ def mha_seeds(mark):
     write("mha_load", "x_rank4_weights_out", files(1 | 8, f((1, 2, 3, E))), where="regressions")
     write("mha_load", "key_rank0", files(1 | 8, f((2, 3, E)), np.float64(1.0).reshape(()), f((2, 5, 2)),
                                          weights=separate), where="regressions")
+    # A quantized cache: e4m3 on heads of 2 values; q8 refusing them; q4_1 on
+    # heads of 32 (E = 64, 2 heads).
+    write("mha_load", "llama_incremental_kv_e4m3", files(1 | 4 | 16 | 3 << 5, f((3, E)).astype(np.float32),
+                                                         weights=llama))
+    write("mha_load", "llama_incremental_kv_q8_head_dim_2", files(1 | 16 | 1 << 5, f((3, E)).astype(np.float32),
+                                                                  weights=llama))
+    wide = {"in_proj_weight": f((3 * 64, 64)).astype(np.float32), "out_proj.weight": f((64, 64)).astype(np.float32)}
+    write("mha_load", "packed_incremental_kv_q4_1", files(1 | 16 | 2 << 5, f((2, 3, 64)).astype(np.float32),
+                                                          weights=wide))
 
     # safetensors: what the format forbids next to what it allows, so that the
     # fuzzer mutates the NUL and __metadata__ checks' both sides.

@@ -1,8 +1,9 @@
-/* widen_quant_avx2.c -- quantized rows (q8, q4: attn.h, "Quantized
+/* widen_quant_avx2.c -- quantized rows (q8, q4, q4_1: attn.h, "Quantized
  * storage") widened to f32 with AVX2 and F16C: a block's 32 codes to four
- * vectors of 8 floats, times its f16 scale. Each product of a small integer
- * and an f16 scale is exact in f32, so these are the floats of the portable
- * reference (base/quant.c), which widens the fp8 formats here too. */
+ * vectors of 8 floats, times its f16 scale (plus q4_1's f16 minimum). Each
+ * product of a small integer and an f16 scale is exact in f32, and q4_1's
+ * sum is one rounding, so these are the floats of the portable reference
+ * (base/quant.c), which widens the fp8 formats here too. */
 #ifdef ATTN_HAVE_X86_KERNELS
 #include "base/base.h"
 #include "kernels/ukernel.h"
@@ -38,6 +39,20 @@ void attn_widen_quant_avx2(float *dst, const void *src, int64_t n, attn_dtype fo
                 __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + 2 + 8 * i)));
                 put8(dst + 8 * i, _mm256_sub_epi32(_mm256_and_si256(c, low4), eight), d);
                 put8(dst + 16 + 8 * i, _mm256_sub_epi32(_mm256_srli_epi32(c, 4), eight), d);
+            }
+        }
+        return;
+    }
+    if (format == ATTN_Q4_1) {
+        const __m256i low4 = _mm256_set1_epi32(15);
+        for (int64_t k = 0; k < n / ATTN_QBLOCK; k++, b += ATTN_Q4_1_BLOCK_BYTES, dst += ATTN_QBLOCK) {
+            __m256 d = scale_of(b), m = scale_of(b + 2);
+            for (int i = 0; i < 2; i++) {
+                __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + 4 + 8 * i)));
+                __m256 lo = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(c, low4)), d);
+                __m256 hi = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(c, 4)), d);
+                _mm256_storeu_ps(dst + 8 * i, _mm256_add_ps(lo, m));
+                _mm256_storeu_ps(dst + 16 + 8 * i, _mm256_add_ps(hi, m));
             }
         }
         return;

@@ -1,8 +1,9 @@
-/* widen_quant_avx512.c -- quantized rows (q8, q4: attn.h, "Quantized
+/* widen_quant_avx512.c -- quantized rows (q8, q4, q4_1: attn.h, "Quantized
  * storage") widened to f32 with AVX-512: a block's 32 codes to two vectors
- * of 16 floats, times its f16 scale. Each product of a small integer and an
- * f16 scale is exact in f32, so these are the floats of the portable
- * reference (base/quant.c), which widens the fp8 formats here too. */
+ * of 16 floats, times its f16 scale (plus q4_1's f16 minimum). Each product
+ * of a small integer and an f16 scale is exact in f32, and q4_1's sum is one
+ * rounding, so these are the floats of the portable reference
+ * (base/quant.c), which widens the fp8 formats here too. */
 #ifdef ATTN_HAVE_X86_KERNELS
 #include "base/base.h"
 #include "kernels/ukernel.h"
@@ -40,6 +41,17 @@ void attn_widen_quant_avx512(float *dst, const void *src, int64_t n, attn_dtype 
             __m512i hi = _mm512_sub_epi32(_mm512_srli_epi32(c, 4), eight);
             _mm512_storeu_ps(dst, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), d));
             _mm512_storeu_ps(dst + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(hi), d));
+        }
+        return;
+    }
+    if (format == ATTN_Q4_1) {
+        const __m512i low4 = _mm512_set1_epi32(15);
+        for (int64_t k = 0; k < n / ATTN_QBLOCK; k++, b += ATTN_Q4_1_BLOCK_BYTES, dst += ATTN_QBLOCK) {
+            __m512 d = scale_of(b), m = scale_of(b + 2);
+            __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b + 4)));
+            __m512i lo = _mm512_and_si512(c, low4), hi = _mm512_srli_epi32(c, 4);
+            _mm512_storeu_ps(dst, _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(lo), d), m));
+            _mm512_storeu_ps(dst + 16, _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(hi), d), m));
         }
         return;
     }
