@@ -1568,6 +1568,7 @@ int main(void) {
         }
     for (int t = 0; t < 3; t++) test_mha_paged(DTYPES[t].dt, DTYPES[t].name);
     for (int t = 0; t < 3; t++) test_mha_cached_batch(DTYPES[t].dt, DTYPES[t].name);
+    test_mha_cached_batch(ATTN_E4M3, "e4m3"); /* the cache's own writer quantizes each row */
     test_mha_cached_batch_errors();
     test_mha_batch_f64();
     test_long_decode(ATTN_F32, 256, "long_forks_decode_kernel_equals_contiguous_f32_page_256");
