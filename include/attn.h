@@ -1365,9 +1365,15 @@ ATTN_API attn_status attn_mha_cached_workspace_size(size_t *bytes, attn_tensor *
  * position at a time the two agree), and ATTN_CAUSAL_TOP_LEFT is
  * ATTN_ERR_OPTION, before anything is appended. Token by token it gives
  * what attn_mha gives over the whole sequence with a causal mask (tested:
- * f64 within 1e-12). Masks, bias_k/bias_v and add_zero_attn are not taken
- * here. out, x and the parameters must not overlap the cache's memory,
- * which the call writes. Errors: those of attn_mha and
+ * f64 within 1e-12). Masks are attn_mha's, over the keys the cache holds
+ * after the append, S = length + L of them: attn_mask (L, S) or (N·Hq, L,
+ * S), key_padding_mask (N, S) ((S,) unbatched), bool (true ignores the key,
+ * PyTorch's polarity for the module) or x's dtype (added), applied with the
+ * causal mode (tested against PyTorch float64, oracle_mha.py); a mask of
+ * another width is ATTN_ERR_MASK before anything is appended.
+ * bias_k/bias_v and add_zero_attn are not taken here (ATTN_ERR_OPTION: the
+ * keys they add have no position in a cache). out, x, the masks and the
+ * parameters must not overlap the cache's memory, which the call writes. Errors: those of attn_mha and
  * attn_kv_cache_append (ATTN_ERR_FULL: nothing is appended). */
 ATTN_API attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_kv_cache *cache,
                                      const attn_mha_params *params, const attn_mha_options *options,

@@ -1719,6 +1719,31 @@ static void test_mha(void) {
     check(attn_kv_cache_length(cache) == 0 && ast == ATTN_ERR_OPTION && strcmp(err.message, attend_err.message) == 0,
           "mha_cached_top_left_one_rule_with_attend", "cache length %lld; attend: %d \"%s\", mha_cached: \"%s\"",
           (long long)attn_kv_cache_length(cache), (int)ast, attend_err.message, err.message);
+    /* Masks over the cache's keys (what it holds after the append): a prefill
+     * with attn_mask (L, L) and key_padding_mask (N, L) is attn_mha with the
+     * same masks; a mask of the new positions' width alone, once the cache
+     * holds some, is refused before anything is appended. */
+    int64_t sam[2] = {L, L}, skp[2] = {N, L};
+    attn_tensor am = make(ATTN_BOOL, 2, sam), kp = make(ATTN_F64, 2, skp), masked = make(ATTN_F64, 3, sx);
+    for (int64_t i = 0; i < L; i++) ((unsigned char *)am.data)[i * L] = 0; /* key 0 seen by every query */
+    attn_mha_options om = o;
+    om.causal = ATTN_CAUSAL_BOTTOM_RIGHT, om.attn_mask = &am, om.key_padding_mask = &kp;
+    check_status(attn_mha(&masked, NULL, &q, &q, &q, &p, &om, &err), &err, ATTN_OK, "", "mha_masked_runs");
+    attn_kv_cache_truncate(cache, 0, &err);
+    attn_mha_options ocm = oc;
+    ocm.causal = ATTN_CAUSAL_BOTTOM_RIGHT, ocm.attn_mask = &am, ocm.key_padding_mask = &kp;
+    attn_status mst = attn_mha_cached(&ref, &q, cache, &p, &ocm, &err);
+    d = max_diff(&ref, &masked);
+    check(mst == ATTN_OK && d <= 1e-14, "mha_cached_masks_over_the_cache_equal_mha", "status %d (%s), max diff %.3g",
+          (int)mst, mst ? err.message : "", d);
+    attn_kv_cache_truncate(cache, L - 2, &err);
+    attn_tensor q2 = q, r2 = ref;
+    q2.shape[1] = r2.shape[1] = 2;
+    check_status(attn_mha_cached(&r2, &q2, cache, &p, &ocm, &err), &err, ATTN_ERR_MASK, "attn_mask must be",
+                 "err_mha_cached_mask_of_the_new_positions_only");
+    check(attn_kv_cache_length(cache) == L - 2, "err_mha_cached_mask_appends_nothing", "length %lld",
+          (long long)attn_kv_cache_length(cache));
+    free(am.data), free(kp.data), free(masked.data);
     oc.causal = ATTN_CAUSAL_NONE;
     free(plain.data);
     free(cmem);
