@@ -99,8 +99,6 @@ attn_status attn_kv_cache_init(attn_kv_cache **cache, void *memory, size_t bytes
 
 int64_t attn_kv_cache_length(const attn_kv_cache *cache) { return cache ? cache->length : 0; }
 
-/* The positions p0..p0+n-1 of k or v as a tensor of `rank` (4, or 3 / 2 when
- * B / B and Hk are 1): the view attn_sdpa reads, or append writes. */
 /* A tensor of `rank` fits the cache: 4, 3 with B = 1, 2 with B = Hk = 1. */
 static attn_status check_rank(const attn_kv_cache_desc *d, int rank, attn_error *err) {
     if (rank < 2 || rank > 4 || (rank < 4 && d->batch != 1) || (rank < 3 && d->heads != 1))
@@ -111,6 +109,8 @@ static attn_status check_rank(const attn_kv_cache_desc *d, int rank, attn_error 
     return ATTN_OK;
 }
 
+/* The positions p0..p0+n-1 of k or v as a tensor of `rank` (4, or 3 / 2 when
+ * B / B and Hk are 1): the view a caller reads, or append writes. */
 static attn_status positions(attn_tensor *t, const attn_kv_cache *c, bool values, int64_t p0, int64_t n, int rank,
                              attn_error *err) {
     const attn_kv_cache_desc *d = &c->d;
