@@ -50,8 +50,10 @@ static const char USAGE[] =
     "  --variants   the score variants' rows only, timed in turns (about a minute)\n"
     "  --varlen     a ragged prefill batch only (lengths 100, 700, 1500, 3000; Hq=16,\n"
     "               Hk=4, d=64, causal): attn_sdpa_varlen against one attn_sdpa per\n"
-    "               sequence and against one padded call, timed in turns; and one\n"
-    "               8000-token sequence among 100 of 50: all threads against one\n"
+    "               sequence and against one padded call, timed in turns; its\n"
+    "               backward (attn_sdpa_varlen_backward against one attn_sdpa_backward\n"
+    "               per sequence), timed in turns; and one 8000-token sequence\n"
+    "               among 100 of 50: all threads against one\n"
     "  --decode     decode only: L=1 at S = 256..4096 and L = 1..8 at S = 4096 (H=8,\n"
     "               d=64), each time over its neighbour's; and one step of 64\n"
     "               sequences of 100..32000 keys (attn_sdpa_varlen) against the triad\n"
@@ -835,6 +837,73 @@ static void varlen_ratios(bool as_json) {
                "padded %.2f ms; varlen takes %.3fx the per-sequence calls' time, padded takes %.2fx varlen's (medians of %d rounds)",
                lens, H, HK, D, 1e3 * best[0], 1e3 * best[1], 1e3 * best[2], 1 / per_seq, padded, rounds);
     free(q), free(k), free(v), free(out), free(pq), free(pk), free(pv), free(pout), free(pmask);
+}
+
+/* The ragged backward on the same batch (lengths 100, 700, 1,500 and 3,000;
+ * Hq = 16, Hk = 4, d = 64, causal): attn_sdpa_varlen_backward on the packed
+ * sequences against one attn_sdpa_backward per sequence on views of the same
+ * rows, timed in turns (every other round backwards); per round the
+ * per-sequence calls' time over the ragged call's, whose median is reported.
+ * Both give the same bits (tests/test_varlen.c), so only the schedule
+ * differs: the ragged call's items of every sequence are one job. */
+static void varlen_backward_ratio(bool as_json) {
+    enum { H = 16, HK = 4, D = 64, MAX_ROUNDS = 9 };
+    static const int64_t FULL[VARLEN_B] = {100, 700, 1500, 3000}, QUICK[VARLEN_B] = {10, 70, 150, 300};
+    const int64_t *len = quick ? QUICK : FULL;
+    int64_t cu[VARLEN_B + 1] = {0};
+    for (int b = 0; b < VARLEN_B; b++) cu[b + 1] = cu[b] + len[b];
+    int64_t T = cu[VARLEN_B], sq[3] = {T, H, D}, skv[3] = {T, HK, D}, sl[2] = {T, H};
+    float *q = random_floats((size_t)(T * H * D), 7), *k = random_floats((size_t)(T * HK * D), 8);
+    float *v = random_floats((size_t)(T * HK * D), 9), *dout = random_floats((size_t)(T * H * D), 10);
+    float *out = calloc((size_t)(T * H * D), sizeof(float)), *lse = calloc((size_t)(T * H), sizeof(float));
+    float *dq = calloc((size_t)(T * H * D), sizeof(float)), *dk = calloc((size_t)(T * HK * D), sizeof(float));
+    float *dv = calloc((size_t)(T * HK * D), sizeof(float));
+    attn_tensor tq, tk, tv, tdo, to, tl, tdq, tdk, tdv;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&tk, k, ATTN_F32, 3, skv, NULL, NULL);
+    attn_tensor_init(&tv, v, ATTN_F32, 3, skv, NULL, NULL), attn_tensor_init(&tdo, dout, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&tl, lse, ATTN_F32, 2, sl, NULL, NULL);
+    attn_tensor_init(&tdq, dq, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&tdk, dk, ATTN_F32, 3, skv, NULL, NULL);
+    attn_tensor_init(&tdv, dv, ATTN_F32, 3, skv, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_TOP_LEFT;
+    attn_error err;
+    if (attn_sdpa_varlen(&to, &tl, &tq, &tk, &tv, cu, cu, VARLEN_B, NULL, &o, &err))
+        fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+    double t[2][MAX_ROUNDS], ratio[MAX_ROUNDS], best[2] = {1e30, 1e30};
+    int rounds = quick ? 2 : MAX_ROUNDS;
+    for (int r = 0; r < rounds; r++)
+        for (int turn = 0; turn < 2; turn++) {
+            int w = r % 2 ? 1 - turn : turn;
+            double t0 = now();
+            attn_status st = ATTN_OK;
+            if (w == 0)
+                st = attn_sdpa_varlen_backward(&tdq, &tdk, &tdv, &tdo, &tq, &tk, &tv, &to, &tl, cu, cu, VARLEN_B, NULL, &o, &err);
+            for (int b = 0; w == 1 && !st && b < VARLEN_B; b++) {
+                int64_t r0 = cu[b], n = len[b];
+                attn_tensor bq = rows_view(&tq, r0, n), bk = rows_view(&tk, r0, n), bv = rows_view(&tv, r0, n);
+                attn_tensor bo = rows_view(&to, r0, n), bdo = rows_view(&tdo, r0, n), bl = tl;
+                attn_tensor bdq = rows_view(&tdq, r0, n), bdk = rows_view(&tdk, r0, n), bdv = rows_view(&tdv, r0, n);
+                bl.data = lse + r0 * H, bl.shape[0] = H, bl.strides[0] = 1, bl.shape[1] = n, bl.strides[1] = H; /* (H, n) */
+                st = attn_sdpa_backward(&bdq, &bdk, &bdv, NULL, &bdo, &bq, &bk, &bv, &bo, &bl, &o, &err);
+            }
+            if (st) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+            t[w][r] = now() - t0;
+            best[w] = t[w][r] < best[w] ? t[w][r] : best[w];
+        }
+    for (int r = 0; r < rounds; r++) ratio[r] = t[1][r] / t[0][r];
+    double per_seq = median(ratio, rounds);
+    char lens[64];
+    snprintf(lens, sizeof lens, "%lld,%lld,%lld,%lld", (long long)len[0], (long long)len[1], (long long)len[2],
+             (long long)len[3]);
+    if (as_json)
+        printf("    {\"backward_lengths\": [%s], \"heads\": [%d, %d], \"d\": %d, \"varlen_backward_ms\": %.3f, "
+               "\"per_sequence_backward_ms\": %.3f, \"varlen_backward_of_per_sequence\": %.3f, \"rounds\": %d}\n",
+               lens, H, HK, D, 1e3 * best[0], 1e3 * best[1], 1 / per_seq, rounds);
+    else
+        cli_prose(stdout, 0, 2, "varlen backward lengths %s Hq%d Hk%d d%d causal: varlen %.2f ms, per-sequence %.2f ms; "
+                  "varlen takes %.3fx the per-sequence calls' time (median of %d rounds)",
+                  lens, H, HK, D, 1e3 * best[0], 1e3 * best[1], 1 / per_seq, rounds);
+    free(q), free(k), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv);
 }
 
 /* One long sequence among many short ones (8,000 tokens and a hundred of
@@ -1637,6 +1706,8 @@ int main(int argc, char **argv) {
         else cli_prose(stdout, 0, 2, "attn bench --varlen: %s, %s kernels, %d threads", cpu, isa, n);
         varlen_ratios(json);
         if (json) printf(",\n");
+        varlen_backward_ratio(json);
+        if (json) printf(",\n");
         varlen_balance(json);
         if (json) printf("]}\n");
         return 0;
@@ -1816,7 +1887,7 @@ int main(int argc, char **argv) {
         printf("  ],\n  \"score_variants_in_turns\": [\n");
         if (!backward_only) variant_ratios(other, true);
         printf("  ],\n  \"varlen\": [\n");
-        if (!backward_only) varlen_ratios(true), printf(",\n"), varlen_balance(true);
+        if (!backward_only) varlen_ratios(true), printf(",\n"), varlen_backward_ratio(true), printf(",\n"), varlen_balance(true);
         printf("  ],\n  \"decode_sweep\": [\n");
         if (!backward_only) decode_sweep(true);
         printf("  ],\n  \"batched_decode\": [\n");
@@ -1874,6 +1945,7 @@ int main(int argc, char **argv) {
         printf("\n");
         cli_prose(stdout, 0, 2, "a ragged prefill batch: attn_sdpa_varlen against per-sequence calls and one padded call");
         varlen_ratios(false);
+        varlen_backward_ratio(false);
         varlen_balance(false);
         printf("\n");
         cli_prose(stdout, 0, 2, "decode at every length: the kernel and split from one cost model");

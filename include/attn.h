@@ -1404,9 +1404,15 @@ ATTN_API attn_status attn_mha_cached_workspace_size(size_t *bytes, attn_tensor *
  * position at a time the two agree), and ATTN_CAUSAL_TOP_LEFT is
  * ATTN_ERR_OPTION, before anything is appended. Token by token it gives
  * what attn_mha gives over the whole sequence with a causal mask (tested:
- * f64 within 1e-12). Masks, bias_k/bias_v and add_zero_attn are not taken
- * here. out, x and the parameters must not overlap the cache's memory,
- * which the call writes. Errors: those of attn_mha and
+ * f64 within 1e-12). Masks are attn_mha's, over the keys the cache holds
+ * after the append, S = length + L of them: attn_mask (L, S) or (N·Hq, L,
+ * S), key_padding_mask (N, S) ((S,) unbatched), bool (true ignores the key,
+ * PyTorch's polarity for the module) or x's dtype (added), applied with the
+ * causal mode (tested against PyTorch float64, oracle_mha.py); a mask of
+ * another width is ATTN_ERR_MASK before anything is appended.
+ * bias_k/bias_v and add_zero_attn are not taken here (ATTN_ERR_OPTION: the
+ * keys they add have no position in a cache). out, x, the masks and the
+ * parameters must not overlap the cache's memory, which the call writes. Errors: those of attn_mha and
  * attn_kv_cache_append (ATTN_ERR_FULL: nothing is appended). */
 ATTN_API attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_kv_cache *cache,
                                      const attn_mha_params *params, const attn_mha_options *options,
@@ -1491,8 +1497,15 @@ ATTN_API attn_status attn_kv_cache_append(attn_kv_cache *cache, const attn_tenso
  * position) or ATTN_CAUSAL_NONE (every position, e.g. cross-attention);
  * top-left is ATTN_ERR_OPTION (attn_mha_cached applies the same rule).
  * NULL options: bottom-right. q is f64 for an
- * f64 cache, else f32. Errors: those of attn_sdpa, and ATTN_ERR_ARGUMENT for
- * an empty cache. */
+ * f64 cache, else f32 (or 16-bit, as attn_sdpa takes it). The cache is read
+ * in place by the paged cache's code: it is a pool of one page of
+ * `capacity` positions whose heads are the B rows' heads side by side, and
+ * the B rows are one batch of one plan, as attn_sdpa runs a batch, so the
+ * result is bitwise attn_sdpa's on attn_kv_cache_view's tensors (tested on
+ * every kernel and storage); ATTN_VERBOSE prints an "sdpa_paged" line.
+ * Errors: those of attn_sdpa (out or lse overlapping the cache's filled
+ * positions: ATTN_ERR_STRIDE, "out and k pages overlap"), and
+ * ATTN_ERR_ARGUMENT for an empty cache. */
 ATTN_API attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                                           const attn_kv_cache *cache, const attn_sdpa_options *options,
                                           attn_error *err);
@@ -1583,8 +1596,10 @@ typedef struct attn_kv_pages_desc {
     int64_t heads;         /* Hk >= 1, the key/value heads (default 1) */
     int64_t key_dim;       /* E >= 1 */
     int64_t value_dim;     /* Ev >= 1 */
-    attn_dtype dtype;      /* storage: ATTN_F32 (default), ATTN_F16, ATTN_BF16, or quantized:
-                              ATTN_Q8, ATTN_Q4, ATTN_Q4_1 (key_dim and value_dim
+    attn_dtype dtype;      /* storage: ATTN_F32 (default), ATTN_F16, ATTN_BF16, ATTN_F64
+                              (appends f64 keys and values, attends f64 queries
+                              on the exact kernel: the oracle's path), or
+                              quantized: ATTN_Q8, ATTN_Q4, ATTN_Q4_1 (key_dim and value_dim
                               multiples of 32), ATTN_E4M3, ATTN_E5M2 */
     int64_t page_size;     /* P, positions per page: 16 to 256 (default 16) */
     int64_t num_pages;     /* pages in the pool, 1 to INT32_MAX */
@@ -1639,7 +1654,8 @@ ATTN_API attn_status attn_kv_pages_free(attn_kv_pages *pool, int64_t seq, attn_e
 /* Append new positions to n sequences at once, each its own number: the
  * new keys and values are packed, k (total, Hk, E) and v (total, Hk, Ev),
  * any strides, f32, f16 or bf16 (rounded to the pool's dtype, nearest
- * even, or quantized row by row as attn_quantize does); sequence seqs[i] receives rows cu_seqlens[i] .. cu_seqlens[i+1]
+ * even, or quantized row by row as attn_quantize does; an f64 pool takes
+ * f64 only); sequence seqs[i] receives rows cu_seqlens[i] .. cu_seqlens[i+1]
  * - 1 (cu_seqlens: n + 1 int64 offsets, 0 first, non-decreasing, total
  * last, as FlashAttention's cu_seqlens). A sequence given 0 rows is left as
  * it is. New pages come from the pool's free pages; a sequence whose last,
@@ -1691,7 +1707,8 @@ ATTN_API int64_t attn_kv_pages_page_refs(const attn_kv_pages *pool, int64_t page
  * pool, 0 .. num_pages - 1 (attn_kv_paged_check). */
 typedef struct attn_kv_paged_view {
     size_t struct_size;   /* set by attn_kv_paged_view_default() (see "Versioned structs") */
-    attn_dtype dtype;     /* ATTN_F32 (default), ATTN_F16, ATTN_BF16, or quantized as the pool's */
+    attn_dtype dtype;     /* ATTN_F32 (default), ATTN_F16, ATTN_BF16, ATTN_F64 (f64 queries),
+                             or quantized as the pool's */
     int64_t heads;        /* Hk >= 1 (default 1) */
     int64_t key_dim;      /* E >= 1 */
     int64_t value_dim;    /* Ev >= 1 */
@@ -1746,11 +1763,12 @@ ATTN_API attn_status attn_kv_pages_gather(attn_tensor *k, attn_tensor *v, const 
                                           attn_error *err);
 
 /* Attention of the new queries of n sequences of a pool, in one call: q
- * packed (total_q, Hq, E), f32, any strides, Hq a multiple of Hk, with
+ * packed (total_q, Hq, E), f32 (f64 for f64 pages, on the exact kernel),
+ * any strides, Hq a multiple of Hk, with
  * the queries of sequence seqs[i] in rows cu_seqlens_q[i] ..
  * cu_seqlens_q[i+1] - 1 (n + 1 int64 offsets, 0 first, non-decreasing,
- * total_q last); out (total_q, Hq, Ev) f32 and lse (total_q, Hq) f32 or
- * NULL, any strides. Each sequence's rows get exactly what
+ * total_q last); out (total_q, Hq, Ev) and lse (total_q, Hq) or NULL, of
+ * q's dtype, any strides. Each sequence's rows get exactly what
  * attn_kv_cache_attend gives for that sequence alone, with masks[i] as its
  * options->mask and dropout_seed + i as its dropout seed (as
  * attn_sdpa_varlen numbers them): its L_i queries are its last L_i
@@ -1828,10 +1846,12 @@ ATTN_API attn_status attn_kv_paged_run(attn_sdpa_plan *plan, attn_tensor *out, a
                                        size_t workspace_size, attn_error *err);
 
 /* The attention layer's step (attn_mha_cached) for n sequences of a pool
- * at once, each of its own length and position: x packed (total, E), f32,
+ * at once, each of its own length and position: x packed (total, E), f32
+ * (f64, with f64 parameters, over an f64 pool: the exact path),
  * any strides, sequence seqs[i]'s new positions in rows cu_seqlens[i] ..
  * cu_seqlens[i+1] - 1 (n + 1 int64 offsets, 0 first, non-decreasing,
- * total last; 0 rows leave a sequence as it is); out (total, E) f32. Each
+ * total last; 0 rows leave a sequence as it is); out (total, E) of x's
+ * dtype. Each
  * sequence's rows are projected to q, k and v, RoPE (options->rope) turns
  * them at that sequence's own positions, length_i + l (length_i: what it
  * held before the call; the rope's position_offset added), the new keys
@@ -1853,8 +1873,9 @@ ATTN_API attn_status attn_kv_paged_run(attn_sdpa_plan *plan, attn_tensor *out, a
  * sequence is truncated back to its length (its contents as before; a last page
  * copied for the append stays its own). Errors: those of attn_mha,
  * attn_kv_pages_append and attn_kv_pages_attend, ATTN_ERR_RANK (x not
- * rank 2), ATTN_ERR_DTYPE (x not f32), ATTN_ERR_SHAPE (a pool of other
- * heads or sizes). Added in 0.3.0. */
+ * rank 2), ATTN_ERR_DTYPE (x neither f32 nor f64, or f64 x over a pool
+ * that is not f64, or f32 x over an f64 one), ATTN_ERR_SHAPE (a pool of
+ * other heads or sizes). Added in 0.3.0. */
 ATTN_API attn_status attn_mha_paged(attn_tensor *out, const attn_tensor *x, const int64_t *cu_seqlens,
                                     const int64_t *seqs, int64_t n, attn_kv_pages *pool,
                                     const attn_tensor *const *masks, const attn_mha_params *params,
@@ -1867,8 +1888,11 @@ ATTN_API attn_status attn_mha_paged(attn_tensor *out, const attn_tensor *x, cons
  * the caller keeps how many each holds, lengths[0 .. B) (int64, each 0 to
  * capacity; zeros for an empty cache). Sequence i is cache row rows[i] (n
  * distinct rows, any subset in any order); its new positions are rows
- * cu_seqlens[i] .. cu_seqlens[i+1] - 1 of x (total, E), f32, any strides,
- * and of out (total, E) f32, as attn_mha_paged packs them. Its rows are
+ * cu_seqlens[i] .. cu_seqlens[i+1] - 1 of x (total, E), any strides, and
+ * of out (total, E), as attn_mha_paged packs them: f32 over an f32, f16,
+ * bf16 or quantized cache, f64 (with f64 parameters) over an f64 cache,
+ * the exact path attn_mha_cached takes (tested: bitwise attn_mha_cached
+ * per row, and PyTorch float64 within 1e-12). Its rows are
  * projected, RoPE turns them at its own positions lengths[rows[i]] + l
  * (the rope's position_offset added), its new keys and values are written
  * to its row after the positions it holds, the new queries attend to
@@ -1882,8 +1906,8 @@ ATTN_API attn_status attn_mha_paged(attn_tensor *out, const attn_tensor *x, cons
  * (bottom-right, NULL options give it, or none); attn_mask,
  * key_padding_mask, bias_k/bias_v and add_zero_attn are ATTN_ERR_OPTION.
  * The cache must hold num_kv_heads heads of embed_dim / num_heads keys and
- * values, in f32, f16 or bf16 (an f64 cache: ATTN_ERR_DTYPE; attn_mha_cached
- * takes it). The cache's own length (attn_kv_cache_length, what
+ * values (ATTN_ERR_SHAPE), of a dtype x goes with (ATTN_ERR_DTYPE, before
+ * anything is written). The cache's own length (attn_kv_cache_length, what
  * attn_kv_cache_append and attn_kv_cache_attend use for all B rows at once)
  * is neither read nor changed: drive a cache through one or the other. out,
  * x and the parameters must not overlap the cache's memory or lengths

@@ -1,6 +1,11 @@
 #!/usr/bin/python3
 """oracle_mha.py -- attn_mha against torch.nn.MultiheadAttention in float64.
 
+Also the layer's batched decoding step over rows of a contiguous f64 cache
+(attn_mha_cached_batch), each row at its own length, and attn_mha_cached
+with attn_mask and key_padding_mask over the cached keys, against the same
+layer written in PyTorch on each sequence's whole length.
+
 Builds a module with random parameters for each case (packed or separate
 projections, biases, add_bias_kv, add_zero_attn, kdim/vdim for
 cross-attention, batch_first, unbatched input), runs its forward with
@@ -343,6 +348,150 @@ def gqa_case(o, rng, name, H, Hkv, causal, E=24, L=6, S=9, N=2, rope=None, sinks
     o.report(name, "attn_mha failed: " + msg if st else o.compare("out", out, ref, 1e-12))
 
 
+class KvCacheDesc(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("batch", ctypes.c_int64), ("heads", ctypes.c_int64),
+                ("capacity", ctypes.c_int64), ("key_dim", ctypes.c_int64), ("value_dim", ctypes.c_int64),
+                ("dtype", ctypes.c_int)]
+
+
+def cached_batch_case(o, rng, name, H, Hkv, E, steps, rope, B=3, capacity=32):
+    """attn_mha_cached_batch in f64 over rows of an f64 cache: `steps` lists
+    each step's (row, new positions) pairs; every row's outputs, step after
+    step, against gqa_reference_t on the row's whole sequence with a
+    bottom-right causal mask and RoPE at positions offset + t (the positions
+    the step gives its rows: what the row held before, plus l)."""
+    lib = o.lib
+    D = E // H
+    f = rng.standard_normal
+    state = gqa_state(f, E, D, Hkv)
+    d = defaults_of(lib, "attn_kv_cache_desc", KvCacheDesc)()
+    d.batch, d.heads, d.capacity, d.key_dim, d.value_dim = B, Hkv, capacity, D, D
+    d.dtype = view(np.zeros(1)).dtype  # f64
+    err = Error()
+    size = ctypes.c_size_t()
+    if lib.attn_kv_cache_bytes(ctypes.byref(size), ctypes.byref(d), ctypes.byref(err)):
+        return o.report(name, "attn_kv_cache_bytes: " + err.message.decode())
+    memory = ctypes.create_string_buffer(size.value)
+    cache = ctypes.c_void_p()
+    if lib.attn_kv_cache_init(ctypes.byref(cache), memory, size, ctypes.byref(d), ctypes.byref(err)):
+        return o.report(name, "attn_kv_cache_init: " + err.message.decode())
+    lengths = np.zeros(B, np.int64)
+    xs = [np.zeros((0, E)) for _ in range(B)]  # each row's whole sequence so far
+    outs = [np.zeros((0, E)) for _ in range(B)]
+    I64 = ctypes.POINTER(ctypes.c_int64)
+    for step in steps:
+        o.keep = []
+        p = lib.attn_mha_params_default()
+        p.embed_dim, p.num_heads, p.num_kv_heads = E, H, Hkv
+        for n, a in state.items():
+            setattr(p, n, o.tensor(a))
+        opts = lib.attn_mha_options_default()
+        opts.causal = 2
+        r = lib.attn_rope_options_default()
+        r.layout, r.base, r.rotary_dim, r.position_offset = rope
+        opts.rope = ctypes.pointer(r)
+        rows = np.array([row for row, _ in step], np.int64)
+        cu = np.concatenate([[0], np.cumsum([n for _, n in step])]).astype(np.int64)
+        x = f((int(cu[-1]), E))
+        out = np.zeros_like(x)
+        st = lib.attn_mha_cached_batch(ctypes.byref(view(out)), ctypes.byref(view(x)), cu.ctypes.data_as(I64),
+                                       rows.ctypes.data_as(I64), ctypes.c_int64(len(step)), cache,
+                                       lengths.ctypes.data_as(I64), None, ctypes.byref(p), ctypes.byref(opts),
+                                       ctypes.byref(err))
+        if st:
+            return o.report(name, "attn_mha_cached_batch: " + err.message.decode())
+        for i, (row, _) in enumerate(step):
+            xs[row] = np.concatenate([xs[row], x[cu[i]:cu[i + 1]]])
+            outs[row] = np.concatenate([outs[row], out[cu[i]:cu[i + 1]]])
+    why = ""
+    for row in range(B):
+        if len(xs[row]) != lengths[row]:
+            why = why or "row %d holds %d positions but lengths says %d" % (row, len(xs[row]), lengths[row])
+        if len(xs[row]) == 0:
+            continue
+        seq = xs[row][None]
+        ref = gqa_reference(seq, seq, seq, state, H, Hkv, 2, rope)[0]
+        why = why or o.compare("row %d" % row, outs[row], ref, 1e-12)
+    o.report(name, why)
+
+
+def cached_masks_case(o, rng, name, H, Hkv, E, steps, rope, N=2, capacity=16):
+    """attn_mha_cached in f64, batch_first, with attn_mask and
+    key_padding_mask over the keys the cache holds after each step's append
+    (S = what it held + L): each step (L, masks) against the layer written
+    in PyTorch over the whole sequence so far, bottom-right causal, RoPE at
+    positions offset + t, the masks with the module's polarity (a bool true
+    ignores the key, a float is added)."""
+    lib = o.lib
+    D = E // H
+    f = rng.standard_normal
+    state = gqa_state(f, E, D, Hkv)
+    t = {k: torch.from_numpy(a) for k, a in state.items()}
+    d = defaults_of(lib, "attn_kv_cache_desc", KvCacheDesc)()
+    d.batch, d.heads, d.capacity, d.key_dim, d.value_dim = N, Hkv, capacity, D, D
+    d.dtype = view(np.zeros(1)).dtype  # f64
+    err, size = Error(), ctypes.c_size_t()
+    lib.attn_kv_cache_bytes(ctypes.byref(size), ctypes.byref(d), ctypes.byref(err))
+    memory = ctypes.create_string_buffer(size.value)
+    cache = ctypes.c_void_p()
+    lib.attn_kv_cache_init(ctypes.byref(cache), memory, size, ctypes.byref(d), ctypes.byref(err))
+    hist = np.zeros((N, 0, E))
+    why = ""
+    for step, (L, kinds) in enumerate(steps):
+        S = hist.shape[1] + L
+        x = f((N, L, E))
+        am = kpm = None
+        if "am_bool" in kinds:
+            am = rng.random((L, S)) < 0.3
+            am[:, 0] = False  # key 0: every query keeps one
+        if "am_float3" in kinds:
+            am = f((N * H, L, S))
+        if "kpm_bool" in kinds:
+            kpm = rng.random((N, S)) < 0.3
+            kpm[:, 0] = False
+        if "kpm_float" in kinds:
+            kpm = f((N, S))
+        o.keep = []
+        p = lib.attn_mha_params_default()
+        p.embed_dim, p.num_heads, p.num_kv_heads = E, H, Hkv
+        for n, a in state.items():
+            setattr(p, n, o.tensor(a))
+        opts = lib.attn_mha_options_default()
+        opts.batch_first, opts.causal = 1, 2
+        opts.attn_mask, opts.key_padding_mask = o.tensor(am), o.tensor(kpm)
+        r = lib.attn_rope_options_default()
+        r.layout, r.base, r.rotary_dim, r.position_offset = rope
+        opts.rope = ctypes.pointer(r)
+        out = np.zeros_like(x)
+        st = lib.attn_mha_cached(ctypes.byref(view(out)), ctypes.byref(view(x)), cache, ctypes.byref(p),
+                                 ctypes.byref(opts), ctypes.byref(err))
+        if st:
+            why = "step %d: attn_mha_cached: %s" % (step, err.message.decode())
+            break
+        full = torch.from_numpy(np.concatenate([hist, x], 1))
+        layout, base, rd, offset = rope
+        Q = F.linear(torch.from_numpy(x), t["q_proj_weight"], t["q_proj_bias"]).reshape(N, L, H, D).transpose(1, 2)
+        K = F.linear(full, t["k_proj_weight"], t["k_proj_bias"]).reshape(N, S, Hkv, D).transpose(1, 2)
+        V = F.linear(full, t["v_proj_weight"], t["v_proj_bias"]).reshape(N, S, Hkv, D).transpose(1, 2)
+        Q = rope_reference(Q, layout, base, rd, offset + S - L, 1.0)
+        K = rope_reference(K, layout, base, rd, offset, 1.0)
+        K, V = K.repeat_interleave(H // Hkv, 1), V.repeat_interleave(H // Hkv, 1)
+        sc = (Q @ K.transpose(-2, -1) / math.sqrt(D)).masked_fill(~causal_allowed(L, S, 2), float("-inf"))
+        for m_, per in ((am, None), (kpm, "kpm")):
+            if m_ is None:
+                continue
+            tm = torch.from_numpy(m_)
+            tm = tm[:, None, None, :] if per else tm.reshape(N, H, L, S) if tm.ndim == 3 else tm
+            sc = sc.masked_fill(tm, float("-inf")) if m_.dtype == np.bool_ else sc + tm
+        heads = (torch.softmax(sc, -1) @ V).transpose(1, 2).reshape(N, L, E)
+        ref = F.linear(heads, t["out_proj_weight"], t["out_proj_bias"]).numpy()
+        why = o.compare("step %d" % step, out, ref, 1e-12)
+        if why:
+            break
+        hist = np.concatenate([hist, x], 1)
+    o.report(name, why)
+
+
 def gqa_backward_case(o, rng, name, H, Hkv, rope, E=16, L=6, S=6, N=2, sinks=False):
     """GQA (and RoPE, and the sinks) gradients against autograd through gqa_reference_t."""
     f = rng.standard_normal
@@ -465,6 +614,18 @@ def main():
             ("_am%dd" % am_r.ndim if am_r is not None else "")
         module_case(o, rng, "random_%02d_E%d_H%d_L%d_S%d_N%d_%s" % (i, E, H, Lr, Sr, Nr, desc), E=E, H=H, L=Lr, S=Sr,
                     N=Nr, kpm=kpm_r, attn_mask=am_r, **cfg)
+    # The layer's batched step over rows of a contiguous f64 cache, each row
+    # at its own length and positions (prefill, decode and short prefills
+    # mixed, one row left empty until the second step), against PyTorch on
+    # each row's whole sequence.
+    cached_batch_case(o, rng, "mha_cached_batch_f64_gqa_rope_rows_of_their_own_lengths", 4, 2, 24,
+                      [[(2, 5), (0, 9)], [(0, 1), (1, 4), (2, 2)], [(1, 1), (2, 1), (0, 3)]], (0, 10000.0, 0, 3))
+    cached_batch_case(o, rng, "mha_cached_batch_f64_mqa_interleaved_rope_partial", 6, 1, 36,
+                      [[(1, 12)], [(0, 3), (1, 1)], [(1, 1), (0, 1)], [(0, 2)]], (1, 500.0, 4, 0), B=2)
+    # attn_mha_cached with masks over the cached keys, step after step.
+    cached_masks_case(o, rng, "mha_cached_f64_masks_over_the_cache_gqa_rope", 4, 2, 24,
+                      [(6, ("am_bool",)), (1, ("kpm_bool", "am_float3")), (3, ("kpm_float",)), (2, ())],
+                      (0, 10000.0, 0, 2))
     # The backward pass, against autograd through the module.
     backward_case(o, rng, "backward_self_attention_packed")
     backward_case(o, rng, "backward_cross_attention_separate", kdim=11, vdim=6, batch_first=True)

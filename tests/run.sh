@@ -151,6 +151,8 @@ bench_quick() {
         echo "ok bench_paged_rows" || echo "FAIL bench_paged_rows"
     "$BUILD/attn" bench --quick --kv --json | $PY -c 'import json, sys; v = json.load(sys.stdin)["kv_cache_decode"]; assert [x["name"].split()[-1] for x in v] == ["f16", "q8", "q4", "e4m3"] and all(x["tokens_per_s"] > 0 for x in v) and all(x["over_f16"] > 0 for x in v[1:])' &&
         echo "ok bench_kv_rows" || echo "FAIL bench_kv_rows"
+    "$BUILD/attn" bench --quick --varlen --json | $PY -c 'import json, sys; v = json.load(sys.stdin)["varlen"]; assert len(v) == 3 and v[0]["varlen_ms"] > 0 and v[0]["per_sequence_ms"] > 0 and v[1]["varlen_backward_ms"] > 0 and v[1]["per_sequence_backward_ms"] > 0 and v[1]["varlen_backward_of_per_sequence"] > 0 and v[2]["speedup_over_1_thread"] > 0' &&
+        echo "ok bench_varlen_rows_forward_backward_balance" || echo "FAIL bench_varlen_rows_forward_backward_balance"
 }
 suite "attn bench --quick (runs, is not timed)" bench_quick
 ggml_dir=node_modules/@node-llama-cpp/linux-x64/bins/linux-x64

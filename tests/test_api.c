@@ -1300,6 +1300,109 @@ static void test_rope_in_attention(void) {
     free(q.data), free(out.data);
 }
 
+/* The cache's attention is the paged code's (attn_kv_cache_attend reads the
+ * cache as a pool of one page whose heads are the B rows' heads): bitwise
+ * what attn_sdpa gives on the cache's dense view (attn_kv_cache_view), the
+ * way the cache was attended before, on every kernel (flash, decode, exact
+ * f64), every storage (f32, f16, bf16, q8, f64), a 16-bit q, rank-3 q,
+ * options (a rank-4 mask, RoPE, soft-cap; window, sinks; no causal mask,
+ * ALiBi),
+ * for 1 to 3 threads; the ATTN_VERBOSE line is the paged call's. */
+typedef struct kv_paged_case {
+    const char *name;
+    attn_dtype store, qdt;
+    int64_t B, L, S, E, kernel_rank; /* kernel_rank: q's rank (4, or 3 with B = 1) */
+    int options;                     /* 1: mask, RoPE, soft-cap; 2: window, sinks; 3: no causal mask, ALiBi */
+    const char *kernel;
+} kv_paged_case;
+
+static void kv_paged_bitwise(const kv_paged_case *c, int threads) {
+    enum { HQ = 4, HK = 2 };
+    const int64_t B = c->B, L = c->L, S = c->S, E = c->E, EV = c->E, C = c->S + 5, rank = c->kernel_rank;
+    attn_dtype wide = c->store == ATTN_F64 ? ATTN_F64 : ATTN_F32;
+    int64_t sk[4] = {B, HK, S, E}, sq[4] = {B, HQ, L, E}, so[4] = {B, HQ, L, EV}, sl[3] = {B, HQ, L};
+    attn_tensor k = make(wide, 4, sk), v = make(wide, 4, sk), q = make(wide, 4, sq);
+    attn_tensor q16 = q, out[2], lse[2];
+    if (c->qdt != wide) { /* a 16-bit q: the same values rounded */
+        q16 = make(c->qdt, 4, sq);
+        attn_tensor_convert(&q16, &q, NULL);
+    }
+    attn_dtype odt = c->qdt, ldt = c->qdt == ATTN_F64 ? ATTN_F64 : ATTN_F32;
+    for (int i = 0; i < 2; i++) {
+        out[i] = make(odt, 4, so), lse[i] = make(ldt, 3, sl);
+        memset(out[i].data, 0, (size_t)attn_tensor_numel(&out[i]) * attn_dtype_size(odt));
+        memset(lse[i].data, 0, (size_t)attn_tensor_numel(&lse[i]) * attn_dtype_size(ldt));
+    }
+    attn_tensor qs = q16, os[2] = {out[0], out[1]}, ls[2] = {lse[0], lse[1]};
+    if (rank == 3) { /* B = 1: drop it */
+        attn_tensor *t[5] = {&qs, &os[0], &os[1], &ls[0], &ls[1]};
+        for (int i = 0; i < 5; i++) {
+            memmove(t[i]->shape, t[i]->shape + 1, sizeof(int64_t) * 3), memmove(t[i]->strides, t[i]->strides + 1, sizeof(int64_t) * 3);
+            t[i]->rank--;
+        }
+    }
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.batch = B, d.heads = HK, d.capacity = C, d.key_dim = E, d.value_dim = EV, d.dtype = c->store;
+    size_t bytes = 0;
+    attn_kv_cache *cache = NULL;
+    attn_error err;
+    attn_status st = attn_kv_cache_bytes(&bytes, &d, &err);
+    void *memory = calloc(1, bytes);
+    if (!st) st = attn_kv_cache_init(&cache, memory, bytes, &d, &err);
+    if (!st) st = attn_kv_cache_append(cache, &k, &v, &err);
+    int64_t mshape[4] = {B, 1, L, S}, hs[1] = {HQ};
+    attn_tensor mask = make(ATTN_BOOL, 4, mshape), sinks = make(ATTN_F32, 1, hs);
+    for (int64_t i = 0; i < B * L * S; i++) ((unsigned char *)mask.data)[i] = i % S == 0 || (i * 7919) % 5 != 0;
+    attn_rope_options rope = attn_rope_options_default();
+    rope.position_offset = 3;
+    attn_context ctx = attn_context_default();
+    ctx.num_threads = threads;
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT, o.context = &ctx;
+    if (c->options == 1) o.mask = &mask, o.rope = &rope, o.softcap = 8;
+    if (c->options == 2) o.window = S / 3, o.sinks = &sinks;
+    if (c->options == 3) o.causal = ATTN_CAUSAL_NONE, o.alibi_slopes = &sinks;
+    char kernel[32] = "", line[1024] = "";
+    verbose_begin();
+    if (!st) st = attn_kv_cache_attend(&os[0], &ls[0], &qs, cache, &o, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    memcpy(line, verbose_last_line, sizeof line);
+    attn_tensor kv, vv; /* the dense view, and attn_sdpa on it */
+    if (!st) st = attn_kv_cache_view(&kv, &vv, cache, (int)rank, &err);
+    if (!st) st = attn_sdpa(&os[1], &ls[1], NULL, &qs, &kv, &vv, &o, &err);
+    size_t ob = (size_t)attn_tensor_numel(&out[0]) * attn_dtype_size(odt), lb = (size_t)attn_tensor_numel(&lse[0]) * attn_dtype_size(ldt);
+    int same = !st && !memcmp(out[0].data, out[1].data, ob) && !memcmp(lse[0].data, lse[1].data, lb);
+    int paged = strncmp(line, "attn: sdpa_paged ", 17) == 0;
+    char name[160];
+    snprintf(name, sizeof name, "kv_cache_attend_is_paged_bitwise_dense_%s_threads_%d", c->name, threads);
+    check(same && paged && !strcmp(kernel, c->kernel), name, "status %d (%s), %s, kernel %s (want %s), line: %.120s", st,
+          st ? err.message : "", same ? "same" : "DIFFERENT", kernel, c->kernel, line);
+    attn_tensor *all[] = {&k, &v, &q, &out[0], &out[1], &lse[0], &lse[1], &mask, &sinks};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+    if (c->qdt != wide) free(q16.data);
+    free(memory);
+}
+
+static void test_kv_cache_paged(void) {
+    static const kv_paged_case CASES[] = {
+        {"f32_prefill_flash", ATTN_F32, ATTN_F32, 2, 40, 300, 16, 4, 0, "flash"},
+        {"f32_decode", ATTN_F32, ATTN_F32, 2, 1, 3000, 64, 4, 0, "decode"},
+        {"f16_store_decode_l3", ATTN_F16, ATTN_F32, 2, 3, 2100, 32, 4, 0, "decode"},
+        {"bf16_store_prefill", ATTN_BF16, ATTN_F32, 3, 9, 200, 16, 4, 0, "flash"},
+        {"q8_store_decode", ATTN_Q8, ATTN_F32, 2, 1, 700, 32, 4, 0, "decode"},
+        {"q8_store_prefill", ATTN_Q8, ATTN_F32, 2, 17, 100, 32, 4, 0, "flash"},
+        {"f64_exact", ATTN_F64, ATTN_F64, 2, 5, 60, 16, 4, 0, "exact"},
+        {"f64_exact_mask_rope_softcap", ATTN_F64, ATTN_F64, 2, 5, 60, 16, 4, 1, "exact"},
+        {"f32_mask_rope_softcap", ATTN_F32, ATTN_F32, 2, 6, 150, 16, 4, 1, "flash"},
+        {"f32_window_sinks_decode", ATTN_F32, ATTN_F32, 2, 2, 900, 16, 4, 2, "decode"},
+        {"f32_no_causal_alibi_prefill", ATTN_F32, ATTN_F32, 2, 33, 90, 16, 4, 3, "flash"},
+        {"bf16_q_over_f32_store", ATTN_F32, ATTN_BF16, 2, 30, 120, 16, 4, 0, "flash"},
+        {"rank3_q_one_row", ATTN_F16, ATTN_F32, 1, 1, 500, 16, 3, 0, "decode"},
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++)
+        for (int threads = 1; threads <= 3; threads++) kv_paged_bitwise(&CASES[i], threads);
+}
+
 static void test_kv_cache(void) {
     kv_incremental(ATTN_F64, ATTN_F64, 45, 13, 1e-13, "kv_cache_incremental_equals_causal_f64");
     kv_incremental(ATTN_F32, ATTN_F32, 45, 13, 4e-6, "kv_cache_incremental_equals_causal_f32");
@@ -1616,6 +1719,31 @@ static void test_mha(void) {
     check(attn_kv_cache_length(cache) == 0 && ast == ATTN_ERR_OPTION && strcmp(err.message, attend_err.message) == 0,
           "mha_cached_top_left_one_rule_with_attend", "cache length %lld; attend: %d \"%s\", mha_cached: \"%s\"",
           (long long)attn_kv_cache_length(cache), (int)ast, attend_err.message, err.message);
+    /* Masks over the cache's keys (what it holds after the append): a prefill
+     * with attn_mask (L, L) and key_padding_mask (N, L) is attn_mha with the
+     * same masks; a mask of the new positions' width alone, once the cache
+     * holds some, is refused before anything is appended. */
+    int64_t sam[2] = {L, L}, skp[2] = {N, L};
+    attn_tensor am = make(ATTN_BOOL, 2, sam), kp = make(ATTN_F64, 2, skp), masked = make(ATTN_F64, 3, sx);
+    for (int64_t i = 0; i < L; i++) ((unsigned char *)am.data)[i * L] = 0; /* key 0 seen by every query */
+    attn_mha_options om = o;
+    om.causal = ATTN_CAUSAL_BOTTOM_RIGHT, om.attn_mask = &am, om.key_padding_mask = &kp;
+    check_status(attn_mha(&masked, NULL, &q, &q, &q, &p, &om, &err), &err, ATTN_OK, "", "mha_masked_runs");
+    attn_kv_cache_truncate(cache, 0, &err);
+    attn_mha_options ocm = oc;
+    ocm.causal = ATTN_CAUSAL_BOTTOM_RIGHT, ocm.attn_mask = &am, ocm.key_padding_mask = &kp;
+    attn_status mst = attn_mha_cached(&ref, &q, cache, &p, &ocm, &err);
+    d = max_diff(&ref, &masked);
+    check(mst == ATTN_OK && d <= 1e-14, "mha_cached_masks_over_the_cache_equal_mha", "status %d (%s), max diff %.3g",
+          (int)mst, mst ? err.message : "", d);
+    attn_kv_cache_truncate(cache, L - 2, &err);
+    attn_tensor q2 = q, r2 = ref;
+    q2.shape[1] = r2.shape[1] = 2;
+    check_status(attn_mha_cached(&r2, &q2, cache, &p, &ocm, &err), &err, ATTN_ERR_MASK, "attn_mask must be",
+                 "err_mha_cached_mask_of_the_new_positions_only");
+    check(attn_kv_cache_length(cache) == L - 2, "err_mha_cached_mask_appends_nothing", "length %lld",
+          (long long)attn_kv_cache_length(cache));
+    free(am.data), free(kp.data), free(masked.data);
     oc.causal = ATTN_CAUSAL_NONE;
     free(plain.data);
     free(cmem);
@@ -2234,7 +2362,7 @@ static void test_aliasing(void) {
         check_status(attn_kv_cache_attend(&ao, NULL, &aq, cache, NULL, &err), &err, ATTN_OK, "",
                      "alias_kv_cache_attend_runs");
         ao.data = ck.data;
-        check_status(attn_kv_cache_attend(&ao, NULL, &aq, cache, NULL, &err), &err, ATTN_ERR_STRIDE, "out and k overlap",
+        check_status(attn_kv_cache_attend(&ao, NULL, &aq, cache, NULL, &err), &err, ATTN_ERR_STRIDE, "out and k pages overlap",
                      "alias_kv_cache_attend_out_on_the_keys");
         ao.data = aq.data;
         check_status(attn_kv_cache_attend(&ao, NULL, &aq, cache, NULL, &err), &err, ATTN_ERR_STRIDE, "out and q overlap",
@@ -2350,6 +2478,7 @@ int main(void) {
     test_scaling();
     test_half();
     test_kv_cache();
+    test_kv_cache_paged();
     test_mha();
     test_mha_self_attention_gradients();
     test_aliasing();

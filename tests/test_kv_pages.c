@@ -951,6 +951,140 @@ static void test_mha_cached_batch(attn_dtype dt, const char *tag) {
     }
 }
 
+/* The layer's f64 path, the exact oracle's: a layer of f64 parameters
+ * (layer_init's values widened) through three steps of
+ * attn_mha_cached_batch over rows of an f64 cache, with GQA and RoPE, on 1,
+ * 2 and 3 threads: each sequence's rows bitwise attn_mha_cached's on it
+ * alone in an f64 cache of one row, and attn_mha_paged over an f64 pool
+ * (pages of 16) holding the same sequences bitwise the cache's step; every
+ * attention call's ATTN_VERBOSE line names the exact kernel. An f64 cache
+ * refuses f32 x, and an f32 cache f64 x. */
+typedef struct layer64 {
+    double w[LIN * LE], b[LIN], ow[LE * LE], ob[LE];
+    attn_tensor tw[3], tb[3], tow, tob;
+    attn_mha_params p;
+} layer64;
+
+static void layer64_of(layer64 *d, const layer *l) {
+    for (int i = 0; i < LIN * LE; i++) d->w[i] = l->w[i];
+    for (int i = 0; i < LIN; i++) d->b[i] = l->b[i];
+    for (int i = 0; i < LE * LE; i++) d->ow[i] = l->ow[i];
+    for (int i = 0; i < LE; i++) d->ob[i] = l->ob[i];
+    static const int64_t ROW0[3] = {0, LE, LE + LKV}, ROWS[3] = {LE, LKV, LKV};
+    for (int t = 0; t < 3; t++) {
+        int64_t ws[2] = {ROWS[t], LE}, bs[1] = {ROWS[t]};
+        attn_tensor_init(&d->tw[t], d->w + ROW0[t] * LE, ATTN_F64, 2, ws, NULL, NULL);
+        attn_tensor_init(&d->tb[t], d->b + ROW0[t], ATTN_F64, 1, bs, NULL, NULL);
+    }
+    int64_t os[2] = {LE, LE}, obs[1] = {LE};
+    attn_tensor_init(&d->tow, d->ow, ATTN_F64, 2, os, NULL, NULL), attn_tensor_init(&d->tob, d->ob, ATTN_F64, 1, obs, NULL, NULL);
+    d->p = l->p;
+    d->p.q_proj_weight = &d->tw[0], d->p.k_proj_weight = &d->tw[1], d->p.v_proj_weight = &d->tw[2];
+    d->p.q_proj_bias = &d->tb[0], d->p.k_proj_bias = &d->tb[1], d->p.v_proj_bias = &d->tb[2];
+    d->p.out_proj_weight = &d->tow, d->p.out_proj_bias = &d->tob;
+}
+
+static void test_mha_batch_f64(void) {
+    layer l;
+    layer_init(&l, 0);
+    static layer64 l64;
+    layer64_of(&l64, &l);
+    char name[128], why[768] = "";
+    static const int64_t CU[3][4] = {{0, 7, 26}, {0, 1, 4, 9}, {0, 1, 2}};
+    static const int64_t ROWS[3][3] = {{2, 0}, {0, 2, 3}, {3, 2}};
+    static const int64_t NSEQ[3] = {2, 3, 2};
+    for (int threads = 1; threads <= 3; threads++) {
+        attn_context c = attn_context_default();
+        c.num_threads = threads;
+        attn_rope_options ro = attn_rope_options_default();
+        ro.position_offset = 5;
+        attn_sdpa_options so = attn_sdpa_options_default();
+        so.context = &c;
+        attn_mha_options mo = attn_mha_options_default();
+        mo.causal = ATTN_CAUSAL_BOTTOM_RIGHT, mo.rope = &ro, mo.attention = &so;
+        void *mem, *rmem[CB], *pmem;
+        size_t bytes;
+        attn_kv_cache *cache = batch_cache(&mem, &bytes, ATTN_F64, LHK), *ref[CB];
+        for (int r = 0; r < CB; r++) ref[r] = layer_cache(&rmem[r], ATTN_F64);
+        attn_kv_pages_desc pd = attn_kv_pages_desc_default();
+        pd.heads = LHK, pd.key_dim = pd.value_dim = LD, pd.dtype = ATTN_F64, pd.page_size = 16, pd.num_pages = 24;
+        pd.max_sequences = CB;
+        size_t pbytes = 0;
+        attn_kv_pages *pool = NULL;
+        attn_kv_pages_bytes(&pbytes, &pd, NULL);
+        pmem = malloc(pbytes);
+        attn_error err;
+        int ok = attn_kv_pages_init(&pool, pmem, pbytes, &pd, &err) == ATTN_OK;
+        if (!ok) snprintf(why, sizeof why, "an f64 pool: %s", err.message);
+        int64_t ids[CB];
+        for (int r = 0; r < CB && ok; r++) attn_kv_pages_create(pool, &ids[r], NULL); /* row r is sequence ids[r] */
+        int64_t lengths[CB] = {0, 0, 0, 0};
+        for (int step = 0; step < 3 && ok; step++) {
+            int64_t T = CU[step][NSEQ[step]], seqs[3];
+            double x[26 * LE], out[26 * LE], paged[26 * LE], want[26 * LE];
+            for (int64_t i = 0; i < T * LE; i++) x[i] = rnd_value();
+            for (int64_t i = 0; i < NSEQ[step]; i++) seqs[i] = ids[ROWS[step][i]];
+            int64_t xs[2] = {T, LE};
+            attn_tensor tx, to, tp;
+            attn_tensor_init(&tx, x, ATTN_F64, 2, xs, NULL, NULL), attn_tensor_init(&to, out, ATTN_F64, 2, xs, NULL, NULL);
+            attn_tensor_init(&tp, paged, ATTN_F64, 2, xs, NULL, NULL);
+            char kernel[32] = "";
+            verbose_begin();
+            attn_status st = attn_mha_cached_batch(&to, &tx, CU[step], ROWS[step], NSEQ[step], cache, lengths, NULL, &l64.p, &mo, &err);
+            verbose_end(kernel, sizeof kernel, NULL, 0);
+            if (st || strcmp(kernel, "exact")) {
+                ok = 0, snprintf(why, sizeof why, "step %d: attn_mha_cached_batch: %s (kernel %s)", step, st ? err.message : "", kernel);
+                break;
+            }
+            if (attn_mha_paged(&tp, &tx, CU[step], seqs, NSEQ[step], pool, NULL, &l64.p, &mo, &err)) {
+                ok = 0, snprintf(why, sizeof why, "step %d: attn_mha_paged on an f64 pool: %s", step, err.message);
+                break;
+            }
+            if (memcmp(out, paged, (size_t)(T * LE) * sizeof(double)))
+                ok = 0, snprintf(why, sizeof why, "step %d: the f64 pool's step differs from the cache's", step);
+            for (int64_t i = 0; i < NSEQ[step] && ok; i++) {
+                int64_t L = CU[step][i + 1] - CU[step][i], ls[2] = {L, LE}, row = ROWS[step][i];
+                attn_tensor xi, oi;
+                attn_tensor_init(&xi, x + CU[step][i] * LE, ATTN_F64, 2, ls, NULL, NULL);
+                attn_tensor_init(&oi, want, ATTN_F64, 2, ls, NULL, NULL);
+                verbose_begin();
+                st = attn_mha_cached(&oi, &xi, ref[row], &l64.p, &mo, &err);
+                verbose_end(kernel, sizeof kernel, NULL, 0);
+                if (st || strcmp(kernel, "exact"))
+                    ok = 0, snprintf(why, sizeof why, "step %d: attn_mha_cached: %s (kernel %s)", step, st ? err.message : "", kernel);
+                else if (memcmp(want, out + CU[step][i] * LE, (size_t)(L * LE) * sizeof(double)))
+                    ok = 0, snprintf(why, sizeof why, "step %d: sequence %lld (row %lld) differs from attn_mha_cached",
+                                     step, (long long)i, (long long)row);
+                else if (lengths[row] != attn_kv_cache_length(ref[row]))
+                    ok = 0, snprintf(why, sizeof why, "step %d: lengths[%lld] is %lld, not %lld", step, (long long)row,
+                                     (long long)lengths[row], (long long)attn_kv_cache_length(ref[row]));
+            }
+        }
+        snprintf(name, sizeof name, "mha_cached_batch_f64_equals_mha_cached_and_f64_pool_threads_%d", threads);
+        check(ok, name, "%s", why);
+        for (int r = 0; r < CB; r++) free(rmem[r]);
+        free(mem), free(pmem);
+    }
+    /* x and the store of other widths */
+    void *m64, *m32;
+    size_t b64, b32;
+    attn_kv_cache *c64 = batch_cache(&m64, &b64, ATTN_F64, LHK), *c32 = batch_cache(&m32, &b32, ATTN_F32, LHK);
+    int64_t zero[CB] = {0, 0, 0, 0}, rows2[2] = {1, 3}, cu2[3] = {0, 2, 3}, xs[2] = {3, LE};
+    float x32[3 * LE] = {0}, o32[3 * LE];
+    double x64[3 * LE] = {0}, o64[3 * LE];
+    attn_tensor tx32, to32, tx64, to64;
+    attn_tensor_init(&tx32, x32, ATTN_F32, 2, xs, NULL, NULL), attn_tensor_init(&to32, o32, ATTN_F32, 2, xs, NULL, NULL);
+    attn_tensor_init(&tx64, x64, ATTN_F64, 2, xs, NULL, NULL), attn_tensor_init(&to64, o64, ATTN_F64, 2, xs, NULL, NULL);
+    attn_error err;
+    attn_status st = attn_mha_cached_batch(&to32, &tx32, cu2, rows2, 2, c64, zero, NULL, &l.p, NULL, &err);
+    check(st == ATTN_ERR_DTYPE && strstr(err.message, "an f64 cache takes f64 x") && zero[1] == 0,
+          "mha_cached_batch_f64_cache_refuses_f32_x", "status %d: %s", st, err.message);
+    st = attn_mha_cached_batch(&to64, &tx64, cu2, rows2, 2, c32, zero, NULL, &l64.p, NULL, &err);
+    check(st == ATTN_ERR_DTYPE && strstr(err.message, "the cache holds f32") && zero[1] == 0,
+          "mha_cached_batch_f32_cache_refuses_f64_x", "status %d: %s", st, err.message);
+    free(m64), free(m32);
+}
+
 /* Every refusal of attn_mha_cached_batch before anything is written: the
  * cache's memory and the lengths byte for byte as they were. */
 static void test_mha_cached_batch_errors(void) {
@@ -1029,7 +1163,7 @@ static void test_mha_cached_batch_errors(void) {
     attn_kv_cache *c64 = batch_cache(&m64, &b64, ATTN_F64, LHK), *c3 = batch_cache(&m3, &b3, ATTN_F32, 3);
     int64_t zero[CB] = {0, 0, 0, 0};
     st = attn_mha_cached_batch(&to, &tx, cu2, rows2, 2, c64, zero, NULL, &l.p, NULL, &err);
-    check(st == ATTN_ERR_DTYPE, "mha_cached_batch_refuses_an_f64_cache", "status %d: %s", st, err.message);
+    check(st == ATTN_ERR_DTYPE, "mha_cached_batch_refuses_an_f64_cache_with_f32_x", "status %d: %s", st, err.message);
     st = attn_mha_cached_batch(&to, &tx, cu2, rows2, 2, c3, zero, NULL, &l.p, NULL, &err);
     check(st == ATTN_ERR_SHAPE, "mha_cached_batch_refuses_a_cache_of_other_heads", "status %d: %s", st, err.message);
 #undef REFUSED
@@ -1364,7 +1498,6 @@ static void test_desc(void) {
         {"no_sequences", 16, 4, 0, 1, 4, 0, ATTN_F32, ATTN_ERR_SHAPE},
         {"no_heads", 16, 4, 2, 0, 4, 0, ATTN_F32, ATTN_ERR_SHAPE},
         {"negative_max_length", 16, 4, 2, 1, 4, -1, ATTN_F32, ATTN_ERR_SHAPE},
-        {"f64", 16, 4, 2, 1, 4, 0, ATTN_F64, ATTN_ERR_DTYPE},
         {"bool", 16, 4, 2, 1, 4, 0, ATTN_BOOL, ATTN_ERR_DTYPE},
         {"overflowing_pages", 256, INT32_MAX, 2, INT64_MAX / 4, 4, 0, ATTN_F32, ATTN_ERR_OVERFLOW},
         {"overflowing_tables", 16, INT32_MAX, INT32_MAX, 1, 1, 0, ATTN_F32, ATTN_ERR_OVERFLOW},
@@ -1435,7 +1568,9 @@ int main(void) {
         }
     for (int t = 0; t < 3; t++) test_mha_paged(DTYPES[t].dt, DTYPES[t].name);
     for (int t = 0; t < 3; t++) test_mha_cached_batch(DTYPES[t].dt, DTYPES[t].name);
+    test_mha_cached_batch(ATTN_E4M3, "e4m3"); /* the cache's own writer quantizes each row */
     test_mha_cached_batch_errors();
+    test_mha_batch_f64();
     test_long_decode(ATTN_F32, 256, "long_forks_decode_kernel_equals_contiguous_f32_page_256");
     test_long_decode(ATTN_F16, 256, "long_forks_decode_kernel_equals_contiguous_f16_page_256");
     test_long_decode(ATTN_F32, 16, "long_forks_decode_kernel_equals_contiguous_f32_page_16");

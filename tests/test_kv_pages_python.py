@@ -13,7 +13,8 @@
 - its errors as exception classes (FullError, ArgumentError, ShapeError,
   DtypeError), each leaving the pool's bytes as they were;
 - the layer's step: KVPages.mha_step (attn_mha_paged) against a float64
-  NumPy layer (GQA, prompts then decodes), KVCache.mha_step
+  NumPy layer (GQA, prompts then decodes), a float64 KVCache's step against
+  it within 1e-12 (float64 end to end), KVCache.mha_step
   (attn_mha_cached_batch) over rows of a contiguous cache bitwise equal to
   it, with RoPE and a mask per sequence on 1 and 3 threads, a full row
   refused with the lengths kept;
@@ -315,6 +316,28 @@ for la, lb in steps:
 check("mha_step_pool_vs_float64_layer", worst <= 2e-5, "error %.3g" % worst)
 check("mha_step_cache_rows_equal_pool", same and list(cache.lengths) == [14, 0, 11] and pool.length(a) == 11,
       "lengths %s" % list(cache.lengths))
+
+# A float64 cache: the step in float64 end to end (x, parameters, out), on the exact kernel
+c64 = attn.KVCache(batch=2, heads=HK, capacity=40, key_dim=D, dtype="float64")
+h64 = [np.zeros((0, E)), np.zeros((0, E))]
+worst, dtypes = 0.0, set()
+for la, lb in steps:
+    xa, xb = rng.standard_normal((la, E)), rng.standard_normal((lb, E))
+    ob, oa = c64.mha_step([0, 1], [xb, xa], layer)
+    dtypes |= {oa.dtype, ob.dtype}
+    for i, x, o in ((1, xa, oa), (0, xb, ob)):
+        ref = layer_reference(h64[i], x)
+        worst = max(worst, float(np.abs(o - ref).max() / max(np.abs(ref).max(), 1e-30)))
+        h64[i] = np.concatenate([h64[i], x])
+check("mha_step_float64_cache_vs_float64_layer", worst <= 1e-12 and dtypes == {np.dtype(np.float64)},
+      "error %.3g, dtypes %s" % (worst, dtypes))
+c32 = attn.KVCache(2, HK, 40, D)
+try:
+    c32.mha_step([0], [np.ones((1, E))], layer)  # float64 x over a float32 cache
+    check("mha_step_float64_x_float32_cache_refused", False, "no error")
+except attn.DtypeError as e:
+    check("mha_step_float64_x_float32_cache_refused", list(c32.lengths) == [0, 0],
+          str(e))
 
 # RoPE and a mask per sequence, packed, on 1 and 3 threads: the cache's rows bitwise the pool's
 for threads in (1, 3):

@@ -25,7 +25,7 @@ import ctypes
 import numpy as np
 
 from ._core import CAUSAL, DtypeError, OptionError, _float_array, _options, _varlen_masks, raise_for, view
-from ._lib import (BF16, F16, F32, LIB, MHA_PARAMS, Error, KVCacheDesc, KVPagedView, KVPagesDesc, MhaOptions,
+from ._lib import (BF16, F16, F32, F64, LIB, MHA_PARAMS, Error, KVCacheDesc, KVPagedView, KVPagesDesc, MhaOptions,
                    MhaParams, RopeOptions, default)
 
 # The quantized formats (attn.h, "Quantized storage"): q8, q4 and q4_1 need
@@ -67,19 +67,22 @@ def _packed(parts, name):
     return np.concatenate([np.asarray(a, dt) for a in arrays]), cu
 
 
-def _layer(params, embed_dim, rope, causal, scale, keep):
+def _layer(params, embed_dim, rope, causal, scale, keep, dtype=np.float32):
     """attn_mha_params and attn_mha_options for a layer step: params a dict
     of float32 arrays named as attn_mha_params names them (q_proj_weight,
     ..., out_proj_bias; or in_proj_weight and in_proj_bias) with num_heads
     and num_kv_heads (default num_heads); rope None or a dict of
     attn_rope_options fields (base, position_offset, rotary_dim, ...);
-    causal 'bottom-right' or False. keep holds what the structs point to."""
+    causal 'bottom-right' or False. keep holds what the structs point to.
+    float64 (dtype) turns every parameter into float64, for an f64 store."""
     p = default(MhaParams)
     p.embed_dim, p.num_heads = int(embed_dim), int(params["num_heads"])
     p.num_kv_heads = int(params.get("num_kv_heads", 0) or 0)
     for name in MHA_PARAMS:
         if params.get(name) is not None:
             a = _float_array(params[name], name, np.float32)
+            if dtype == np.float64:
+                a = np.asarray(a, np.float64)
             t = view(a)
             keep += [a, t]
             setattr(p, name, ctypes.pointer(t))
@@ -100,9 +103,15 @@ def _layer(params, embed_dim, rope, causal, scale, keep):
     return p, o
 
 
-def _packed_rows(x, cu_seqlens, n, name):
+def _packed_rows(x, cu_seqlens, n, name, dtype=None):
     """x as one packed float32 (total, E) array and its n + 1 offsets: a
-    list of (L_i, E) arrays, or a packed array with cu_seqlens."""
+    list of (L_i, E) arrays, or a packed array with cu_seqlens; float64
+    throughout when dtype is float64 (an f64 store)."""
+    if dtype == np.float64:
+        if cu_seqlens is None:
+            x = [np.asarray(_float_array(a, "x[%d]" % i, np.float64), np.float64) for i, a in enumerate(x)]
+        else:
+            x = np.asarray(_float_array(x, "x", np.float64), np.float64)
     if cu_seqlens is None:
         if len(x) != n:
             raise ValueError("%s needs one x per sequence (or a packed x and cu_seqlens)" % name)
@@ -380,15 +389,19 @@ class KVCache:
     """A contiguous KV cache (attn_kv_cache) of `batch` rows of `capacity`
     positions for `heads` key/value heads, each row a sequence at its own
     length (self.lengths, int64, kept here as FlashAttention-2's
-    cache_seqlens), stored as float32, float16 or 'bfloat16'."""
+    cache_seqlens), stored as float32, float16, 'bfloat16', a quantized
+    format ('q8', 'q4', 'e4m3', 'e5m2'), or float64: then mha_step takes
+    and gives float64 (the parameters too), on the exact kernel."""
+
+    _DTYPES = {**_STORAGE, "float64": F64, np.dtype(np.float64): F64}
 
     def __init__(self, batch, heads, capacity, key_dim, value_dim=None, dtype="float32"):
-        if dtype not in _STORAGE:
-            raise OptionError("dtype is %r: 'float32', 'float16' or 'bfloat16'" % (dtype,), 9)
+        if dtype not in self._DTYPES:
+            raise OptionError("dtype is %r: 'float32', 'float16', 'bfloat16', 'float64' or quantized" % (dtype,), 9)
         d = default(KVCacheDesc)
         d.batch, d.heads, d.capacity = int(batch), int(heads), int(capacity)
         d.key_dim, d.value_dim = int(key_dim), int(key_dim if value_dim is None else value_dim)
-        d.dtype = _STORAGE[dtype]
+        d.dtype = self._DTYPES[dtype]
         err, size = Error(), ctypes.c_size_t()
         raise_for(LIB.attn_kv_cache_bytes(ctypes.byref(size), ctypes.byref(d), ctypes.byref(err)), err)
         self.memory = np.zeros(size.value, np.uint8)
@@ -406,12 +419,13 @@ class KVCache:
         other arguments as KVPages.mha_step takes them. Each sequence's rows
         are bitwise what the step gives it alone."""
         rows = [int(r) for r in rows]
-        xa, cu, lists = _packed_rows(x, cu_seqlens, len(rows), "mha_step")
+        dt = np.float64 if self._desc.dtype == F64 else np.float32
+        xa, cu, lists = _packed_rows(x, cu_seqlens, len(rows), "mha_step", dt)
         keep = []
-        p, o = _layer(params, xa.shape[1], rope, causal, scale, keep)
-        out = np.empty(xa.shape, np.float32)
+        p, o = _layer(params, xa.shape[1], rope, causal, scale, keep, dt)
+        out = np.empty(xa.shape, dt)
         ov, xv, ids, offsets, err = _view(out), _view(xa), _i64s(rows), _i64s(cu), Error()
-        arrays, mviews, mptrs = _varlen_masks(masks, len(rows), np.float32)
+        arrays, mviews, mptrs = _varlen_masks(masks, len(rows), dt)
         lengths = self.lengths.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
         raise_for(LIB.attn_mha_cached_batch(ov, xv, offsets, ids, len(rows), self._cache, lengths, mptrs,
                                             ctypes.byref(p), ctypes.byref(o), err), err)

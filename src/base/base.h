@@ -344,8 +344,10 @@ typedef struct attn_slices {
     attn_canon cq, ck, cv, co, cw, cm, cl; /* cl: lse seen as (..., L, 1) */
     /* Keys and values from a paged pool instead of the k and v tensors
      * (NULL: the tensors): one sequence, KV head h of the slice reading
-     * head h of the pool. k and v still give the shapes the plan checked
-     * (S = the pool's length). */
+     * head h of the pool, or B sequences of one length whose heads are
+     * the pool's side by side, KV head h of batch b reading head b·Hk + h
+     * (a contiguous cache; attn_slice). k and v still give the shapes the
+     * plan checked (S = the pool's length). */
     const attn_paged_rows *k_pages, *v_pages;
     int threads; /* for this call, the caller's included */
     attn_arena *arena; /* where the call's scratch comes from */

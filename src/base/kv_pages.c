@@ -84,8 +84,9 @@ static bool storage_dtype(attn_dtype dt) { return dt == ATTN_F32 || dt == ATTN_F
  * format takes (q8 and q4: a multiple of 32 values). */
 static attn_status check_page_dtype(attn_dtype dt, int64_t key_dim, int64_t value_dim, const char *name,
                                     attn_error *err) {
-    if (!storage_dtype(dt) && !attn_dtype_quantized(dt))
-        return attn_fail(err, ATTN_ERR_DTYPE, "%s->dtype must be f32, f16, bf16, q8, q4, q4_1, e4m3 or e5m2", name);
+    if (dt != ATTN_F64 && !storage_dtype(dt) && !attn_dtype_quantized(dt))
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s->dtype must be f64, f32, f16, bf16, q8, q4, q4_1, e4m3 or e5m2",
+                         name);
     if (attn_quant_block_bytes(dt) && (key_dim % 32 || value_dim % 32))
         return attn_fail(err, ATTN_ERR_SHAPE, "%s->key_dim %lld and value_dim %lld must be multiples of 32 for %s",
                          name, (long long)key_dim, (long long)value_dim, attn_dtype_name(dt));
@@ -319,9 +320,10 @@ static attn_status check_new(const attn_tensor *t, const char *name, const attn_
         return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s; the pool holds %lld heads of %lld values", name, s,
                          (long long)d->heads, (long long)cols);
     }
-    if (!storage_dtype(t->dtype))
-        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; a pool takes f32, f16 or bf16", name,
-                         attn_dtype_name(t->dtype));
+    bool wide = d->dtype == ATTN_F64; /* an f64 pool takes f64, the others f32, f16 or bf16 */
+    if (wide ? t->dtype != ATTN_F64 : !storage_dtype(t->dtype))
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; %s pool takes %s", name, attn_dtype_name(t->dtype),
+                         wide ? "an f64" : "a", wide ? "f64" : "f32, f16 or bf16");
     return attn_check_extent(t, name, err);
 }
 

@@ -24,7 +24,8 @@ typedef enum attn_rows_kind {
 } attn_rows_kind;
 
 /* A paged pool's keys or values, as the paged row source reads them:
- *   pages   [num_pages][Hk][P][cols] elements of dtype (f32, f16 or bf16),
+ *   pages   [num_pages][Hk][P][cols] elements of dtype (f64, f32, f16 or
+ *           bf16; f64 is read by the exact kernel only, with f64 queries),
  *           or [num_pages][Hk][P] rows of a quantized format (q8, q4,
  *           e4m3, e5m2; attn_quant_row_size bytes each), keys and values
  *           each in their own array;
@@ -69,7 +70,7 @@ static inline attn_rows attn_rows_dense(attn_mat m) {
 attn_rows attn_rows_paged(const attn_paged_rows *pg, int64_t head);
 
 /* pg is a pool and page table the paged source can read: pages present,
- * dtype f32, f16, bf16 or quantized (then cols a multiple of 32 for q8 and
+ * dtype f64, f32, f16, bf16 or quantized (then cols a multiple of 32 for q8 and
  * q4), sizes >= 1 (P from 1; the pool's own rules are
  * its creator's), every size product within int64 in bytes, a table of
  * n_pages entries each in 0 .. num_pages-1, and length <= n_pages · P.

@@ -30,14 +30,24 @@ static double per_head(const attn_tensor *t, int64_t h) {
     return attn_mat_get(&m, 0, h);
 }
 
+/* The head of a paged pool that slice (b0, b1, h) reads: the stand-in k's
+ * batch and head indices flattened, so that B sequences of one length are
+ * one pool whose heads are theirs side by side (sequence b's Hk heads are
+ * b·Hk .. b·Hk + Hk - 1: a contiguous KV cache, attn_sdpa_paged_batch);
+ * one sequence's heads are 0 .. Hk - 1. A dimension k broadcasts counts 0. */
+static int64_t pool_head(const attn_canon *ck, const int64_t ikv[3]) {
+    int64_t b0 = ck->shape[0] > 1 ? ikv[0] : 0, b1 = ck->shape[1] > 1 ? ikv[1] : 0;
+    return (b0 * ck->shape[1] + b1) * ck->shape[2] + ikv[2];
+}
+
 void attn_slice(const attn_slices *sl, int64_t index, attn_problem *p) {
     int64_t iq[3], ikv[3];
     slice_index(sl, index, iq, ikv);
     *p = sl->base;
     p->slice = index;
     p->q = mat_of(sl->q, &sl->cq, iq);
-    p->k = sl->k_pages ? attn_rows_paged(sl->k_pages, ikv[2]) : attn_rows_dense(mat_of(sl->k, &sl->ck, ikv));
-    p->v = sl->v_pages ? attn_rows_paged(sl->v_pages, ikv[2]) : attn_rows_dense(mat_of(sl->v, &sl->cv, ikv));
+    p->k = sl->k_pages ? attn_rows_paged(sl->k_pages, pool_head(&sl->ck, ikv)) : attn_rows_dense(mat_of(sl->k, &sl->ck, ikv));
+    p->v = sl->v_pages ? attn_rows_paged(sl->v_pages, pool_head(&sl->cv, ikv)) : attn_rows_dense(mat_of(sl->v, &sl->cv, ikv));
     p->out = mat_of(sl->out, &sl->co, iq);
     if (sl->weights) p->weights = mat_of(sl->weights, &sl->cw, iq);
     if (sl->mask) p->mask = mat_of(sl->mask, &sl->cm, iq);

@@ -522,9 +522,14 @@ static attn_status cached_run(size_t *measure, attn_tensor *out, const attn_tens
     attn_status st = attn_versioned_read(&m.p, sizeof m.p, params, "params", "start from attn_mha_params_default()", err);
     if (st || (st = attn_versioned_read(&m.o, sizeof m.o, options, "options", "start from attn_mha_options_default()", err))) return st;
     if (!options) m.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT; /* as attn_kv_cache_attend's NULL options */
-    if (m.o.attn_mask || m.o.key_padding_mask || m.o.add_zero_attn || m.p.bias_k)
-        return attn_fail(err, ATTN_ERR_OPTION, "attn_mha_cached takes no masks, bias_k/bias_v or add_zero_attn");
+    if (m.o.add_zero_attn || m.p.bias_k)
+        return attn_fail(err, ATTN_ERR_OPTION, "attn_mha_cached takes no bias_k/bias_v or add_zero_attn (their keys "
+                                               "have no position in a cache)");
     if ((st = attn_kv_cache_check_causal(m.o.causal, err))) return st;
+    /* The masks cover the cache's keys after the append, length + L of
+     * them: planned apart (below), not as x's own L keys. */
+    const attn_tensor *am = m.o.attn_mask, *kpm = m.o.key_padding_mask;
+    m.o.attn_mask = m.o.key_padding_mask = NULL;
     attn_tensor out_view;
     if ((st = attn_mha_plan(&m, &out_view, out, x, x, x, err))) return st;
     /* The cache is written too: out, x and the parameters (read after the
@@ -534,8 +539,20 @@ static attn_status cached_run(size_t *measure, attn_tensor *out, const attn_tens
     attn_named ins[ATTN_MHA_INPUTS];
     const attn_named outs[3] = {{out, "out"}, {&ck, "the cache's keys"}, {&cv, "the cache's values"}};
     attn_mha_inputs(ins, &m, x, NULL, NULL); /* key and value are x */
+    ins[ATTN_MHA_INPUTS - 3] = (attn_named){kpm, "key_padding_mask"}, ins[ATTN_MHA_INPUTS - 2] = (attn_named){am, "attn_mask"};
     if ((st = attn_check_no_overlap(outs, 3, ins, ATTN_MHA_INPUTS, err))) return st;
     int64_t length = attn_kv_cache_length(cache);
+    /* The masks as attn_mha takes them, over S = length + L keys: merged
+     * into one additive mask (mask_n, mask_h, L, S) with PyTorch's
+     * polarity; the causal limit stays the attention's. */
+    attn_mha_call mk = m;
+    mk.S = mk.S2 = length + m.L, mk.o.attn_mask = am, mk.o.key_padding_mask = kpm, mk.causal_in_mask = false;
+    mk.masked = am || kpm;
+    mk.mask_n = kpm || (am && am->rank == 3) ? m.N : 1, mk.mask_h = am && am->rank == 3 ? m.Hq : 1;
+    int64_t nmask = 0;
+    if (mk.masked && ((st = check_masks(&mk, err)) ||
+                      (!attn_mul_i64(mk.mask_n * mk.mask_h, m.L, &nmask) || !attn_mul_i64(nmask, mk.S2, &nmask))))
+        return st ? st : attn_fail(err, ATTN_ERR_OVERFLOW, "the merged mask's size overflows");
     attn_rope_options r;
     m.rope_in_attention = false; /* the cache holds turned keys: turn the new ones before appending */
     if (m.o.rope) { /* the new positions follow the cached ones */
@@ -545,17 +562,19 @@ static attn_status cached_run(size_t *measure, attn_tensor *out, const attn_tens
     }
     attn_arena arena = attn_arena_over(measure ? NULL : m.context.workspace, m.context.workspace_size);
     m.arena = &arena;
-    char *q, *k, *v, *heads;
-    if (!attn_mha_buffers(&q, &k, &v, &heads, &m, &out_view, m.L)) {
+    char *q, *k, *v, *heads, *mask = NULL;
+    if (!attn_mha_buffers(&q, &k, &v, &heads, &m, &out_view, m.L) ||
+        (mk.masked && !(mask = attn_arena_alloc(&arena, (size_t)nmask, attn_dtype_size(m.dt))))) {
         st = attn_mha_out_of(&m, err);
         goto done;
     }
-    attn_tensor tq, tk, tv, th;
+    attn_tensor tq, tk, tv, th, tm;
+    attn_mha_mask_view(&tm, mask, &mk);
     attn_mha_heads_view(&tq, q, &m, m.Hq, m.L), attn_mha_heads_view(&th, heads, &m, m.Hq, m.L);
     attn_mha_heads_view(&tk, k, &m, m.Hkv, m.L), attn_mha_heads_view(&tv, v, &m, m.Hkv, m.L);
     attn_sdpa_options so;
     attn_context rest = attn_mha_rest(&m);
-    if ((st = attn_mha_sdpa_options(&so, &m, m.o.causal, NULL, err))) goto done;
+    if ((st = attn_mha_sdpa_options(&so, &m, m.o.causal, mk.masked ? &tm : NULL, err))) goto done;
     so.context = &rest;
     if (measure) { /* the attention over the cache's first length + L positions, as attn_kv_cache_attend reads them */
         int64_t n = length + m.L < ck.shape[2] ? length + m.L : ck.shape[2];
@@ -566,6 +585,7 @@ static attn_status cached_run(size_t *measure, attn_tensor *out, const attn_tens
         goto done;
     }
     if ((st = attn_mha_project_qkv(q, k, v, &m, m.L, false, err))) goto done;
+    if (mk.masked) attn_mha_merge_masks(mask, &mk);
     if ((st = attn_kv_cache_append(cache, &tk, &tv, err))) goto done;
     if ((st = attn_kv_cache_attend(&th, NULL, &tq, cache, &so, err))) {
         attn_kv_cache_truncate(cache, length, NULL); /* as it was */

@@ -15,9 +15,14 @@
  *
  * The two storages differ only in where the keys go and how lengths are
  * kept. A contiguous cache (B, Hk, capacity, D) is read as a paged view
- * whose page size is the capacity: B pages, sequence i's page table the
- * single entry rows[i]; its lengths are the caller's array, written only
- * when the step succeeded. */
+ * whose page size is the capacity (attn_kv_cache_pages): B pages, sequence
+ * i's page table the single entry rows[i]; its new keys are written by the
+ * cache's own writer (attn_kv_cache_put); its lengths are the caller's
+ * array, written only when the step succeeded.
+ *
+ * x, out and the parameters are f32 over an f32, f16, bf16 or quantized
+ * store, or f64 over an f64 one (the exact path, as attn_mha_cached takes
+ * it). */
 #include "layer/mha.h"
 #include "sdpa/sdpa.h"
 
@@ -51,26 +56,23 @@ static attn_mha_call sequence_call(const attn_mha_call *m, int64_t r0, int64_t L
 
 /* The store's keys and values as a paged view w (the cache's: B pages of
  * `capacity` positions, no sequences yet), and its dtype and sizes checked
- * against the layer's. */
+ * against the layer's: f64 x for an f64 store, f32 for the others. */
 static attn_status store_view(attn_kv_paged_view *w, const kv_store *s, const attn_mha_call *m, attn_error *err) {
     *w = attn_kv_paged_view_default();
     if (s->paged) {
         w->struct_size = sizeof *w;
         attn_kv_pages_view(w, s->pool, NULL);
     } else {
-        attn_tensor ck, cv; /* (B, Hk, capacity, E) and (B, Hk, capacity, Ev) */
-        attn_kv_cache_storage(&ck, &cv, s->cache);
-        if (ck.dtype == ATTN_F64)
-            return attn_fail(err, ATTN_ERR_DTYPE, "the cache is f64; %s takes f32 x and an f32, f16 or bf16 cache "
-                                                  "(attn_mha_cached takes f64)", s->name);
-        w->dtype = ck.dtype, w->heads = ck.shape[1], w->key_dim = ck.shape[3], w->value_dim = cv.shape[3];
-        w->page_size = ck.shape[2], w->num_pages = ck.shape[0];
-        w->k_pages = ck.data, w->v_pages = cv.data;
+        attn_kv_cache_pages(w, s->cache);
     }
+    const char *what = s->paged ? "pool" : "cache";
+    if ((w->dtype == ATTN_F64) != (m->dt == ATTN_F64))
+        return attn_fail(err, ATTN_ERR_DTYPE, "x is %s and the %s holds %s; an f64 %s takes f64 x, the others f32 x",
+                         attn_dtype_name(m->dt), what, attn_dtype_name(w->dtype), what);
     if (w->heads != m->Hkv || w->key_dim != m->D || w->value_dim != m->D)
         return attn_fail(err, ATTN_ERR_SHAPE, "the %s holds %lld heads of %lld and %lld; the layer needs %lld of %lld",
-                         s->paged ? "pool" : "cache", (long long)w->heads, (long long)w->key_dim,
-                         (long long)w->value_dim, (long long)m->Hkv, (long long)m->D);
+                         what, (long long)w->heads, (long long)w->key_dim, (long long)w->value_dim,
+                         (long long)m->Hkv, (long long)m->D);
     return ATTN_OK;
 }
 
@@ -121,17 +123,14 @@ static attn_status store_append(const kv_store *s, const attn_kv_paged_view *w, 
                                 const attn_tensor *tv, const int64_t *cu, int64_t n, const int64_t *length,
                                 attn_error *err) {
     if (s->paged) return attn_kv_pages_append(s->pool, s->seqs, n, tk, tv, cu, err);
-    const int64_t H = w->heads, C = w->page_size, D = w->key_dim, es = (int64_t)attn_dtype_size(w->dtype);
     for (int64_t i = 0; i < n; i++) {
-        int64_t L = cu[i + 1] - cu[i], shape[3] = {H, L, D}, strides[3] = {C * D, D, 1};
+        int64_t L = cu[i + 1] - cu[i];
         if (L == 0) continue;
-        int64_t at = (s->rows[i] * H * C + length[i]) * D * es;
-        attn_tensor dk, dv, sk, sv;
-        attn_tensor_init(&dk, (char *)w->k_pages + at, w->dtype, 3, shape, strides, NULL);
-        attn_tensor_init(&dv, (char *)w->v_pages + at, w->dtype, 3, shape, strides, NULL);
-        packed_rows(&sk, tk->data, tk->dtype, H, D, cu[i], L), packed_rows(&sv, tv->data, tv->dtype, H, D, cu[i], L);
-        attn_status st;
-        if ((st = attn_tensor_convert(&dk, &sk, err)) || (st = attn_tensor_convert(&dv, &sv, err))) return st;
+        attn_tensor sk, sv; /* sequence i's rows as (Hkv, L, D) */
+        packed_rows(&sk, tk->data, tk->dtype, w->heads, w->key_dim, cu[i], L);
+        packed_rows(&sv, tv->data, tv->dtype, w->heads, w->value_dim, cu[i], L);
+        attn_status st = attn_kv_cache_put(s->cache, s->rows[i], length[i], &sk, &sv, err);
+        if (st) return st;
     }
     return ATTN_OK;
 }
@@ -175,8 +174,9 @@ static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int6
                                                "add_zero_attn (a mask per sequence goes in masks)", s->name);
     if ((st = attn_kv_cache_check_causal(m.o.causal, err))) return st;
     if (x->rank != 2) return attn_fail(err, ATTN_ERR_RANK, "x has rank %d; it must be packed (total, embed_dim)", x->rank);
-    if (x->dtype != ATTN_F32)
-        return attn_fail(err, ATTN_ERR_DTYPE, "x is %s; %s takes f32", attn_dtype_name(x->dtype), s->name);
+    if (x->dtype != ATTN_F32 && x->dtype != ATTN_F64)
+        return attn_fail(err, ATTN_ERR_DTYPE, "x is %s; %s takes f32, or f64 over f64 keys and values",
+                         attn_dtype_name(x->dtype), s->name);
     attn_tensor out_view;
     if ((st = attn_mha_plan(&m, &out_view, out, x, x, x, err))) return st; /* x as one unbatched (total, E) sequence */
     const int64_t T = m.L;
@@ -249,7 +249,7 @@ static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int6
         attn_tensor tp;
         int64_t pshape[3] = {1, T, m.E};
         attn_tensor_init(&tp, proj, m.dt, 3, pshape, NULL, NULL);
-        if (!st && T > 0) st = attn_tensor_convert(&out_view, &tp, err); /* f32 to f32: a copy */
+        if (!st && T > 0) st = attn_tensor_convert(&out_view, &tp, err); /* one dtype: a copy */
         /* A failure after the store leaves the sequences as they were: a
          * pool's truncated back, a cache's lengths not yet written. */
         for (int64_t i = 0; st && s->paged && i < n; i++) attn_kv_pages_truncate(s->pool, s->seqs[i], length[i], NULL);

@@ -2,12 +2,23 @@
  * far, in the caller's memory, and attention of new queries to them.
  *
  * Layout: a header, then K as (B, Hk, capacity, E) and V as (B, Hk,
- * capacity, Ev), C order, in the cache's dtype. The first `length` positions
- * of every head are then a strided tensor (row stride E, head stride
- * capacity · E), which attn_sdpa takes as it is: attending is one attn_sdpa
- * call, so every kernel, option and check applies. A quantized cache (q8,
- * q4, e4m3, e5m2) holds rows of attn_quant_row_size bytes in the same
- * order, a tensor of quantized rows whose strides count bytes. */
+ * capacity, Ev), C order, in the cache's dtype. A quantized cache (q8, q4,
+ * e4m3, e5m2) holds rows of attn_quant_row_size bytes in the same order.
+ *
+ * The cache is a case of the paged cache (base/kv_pages.c), and attention
+ * reads it through the same paged row source (base/rows.h), so that one
+ * code serves both storages:
+ *   - attending (B sequences of one length): the cache is a pool of one
+ *     page of `capacity` positions whose heads are the B rows' Hk heads
+ *     side by side (row b's are b·Hk .. b·Hk + Hk - 1), and the call is one
+ *     attn_sdpa_paged_batch: one plan and one job for all B rows, as
+ *     attn_sdpa runs a batch, bitwise attn_sdpa's on the rows stored
+ *     densely (every kernel, option and check applies);
+ *   - the layer's batched step over rows of their own lengths
+ *     (attn_mha_cached_batch): the cache is a pool of B pages, one per row
+ *     (attn_kv_cache_pages), and sequence i's page table is its row.
+ * Its own: the positions filled (one length for all rows), append,
+ * truncate, and the views and copies of the filled positions. */
 #include "sdpa/sdpa.h"
 
 #include <string.h>
@@ -88,17 +99,24 @@ attn_status attn_kv_cache_init(attn_kv_cache **cache, void *memory, size_t bytes
 
 int64_t attn_kv_cache_length(const attn_kv_cache *cache) { return cache ? cache->length : 0; }
 
-/* The positions p0..p0+n-1 of k or v as a tensor of `rank` (4, or 3 / 2 when
- * B / B and Hk are 1): the view attn_sdpa reads, or append writes. */
-static attn_status positions(attn_tensor *t, const attn_kv_cache *c, bool values, int64_t p0, int64_t n, int rank,
-                             attn_error *err) {
-    const attn_kv_cache_desc *d = &c->d;
-    int64_t cols = values ? d->value_dim : d->key_dim;
+/* A tensor of `rank` fits the cache: 4, 3 with B = 1, 2 with B = Hk = 1. */
+static attn_status check_rank(const attn_kv_cache_desc *d, int rank, attn_error *err) {
     if (rank < 2 || rank > 4 || (rank < 4 && d->batch != 1) || (rank < 3 && d->heads != 1))
         return attn_fail(err, ATTN_ERR_RANK,
                          "rank %d does not fit a cache of %lld sequences of %lld heads: (B, Hk, positions, dim) "
                          "is rank 4, rank 3 needs B = 1, rank 2 B = Hk = 1",
                          rank, (long long)d->batch, (long long)d->heads);
+    return ATTN_OK;
+}
+
+/* The positions p0..p0+n-1 of k or v as a tensor of `rank` (4, or 3 / 2 when
+ * B / B and Hk are 1): the view a caller reads, or append writes. */
+static attn_status positions(attn_tensor *t, const attn_kv_cache *c, bool values, int64_t p0, int64_t n, int rank,
+                             attn_error *err) {
+    const attn_kv_cache_desc *d = &c->d;
+    int64_t cols = values ? d->value_dim : d->key_dim;
+    attn_status st = check_rank(d, rank, err);
+    if (st) return st;
     /* a row's step: cols elements, or a quantized row's bytes */
     int64_t row = attn_dtype_quantized(d->dtype) ? attn_row_bytes(d->dtype, cols) : cols;
     int64_t shape[4] = {d->batch, d->heads, n, cols}, strides[4] = {d->heads * d->capacity * row, d->capacity * row, row, 1};
@@ -174,6 +192,16 @@ static attn_status check_new(const attn_tensor *t, const char *name, const attn_
     return attn_check_extent(t, name, err);
 }
 
+/* k and v written to the cache's positions dk and dv (shaped alike, all
+ * checked): converted to its dtype, or each row quantized by itself. */
+static attn_status write_rows(attn_tensor *dk, attn_tensor *dv, const attn_tensor *k, const attn_tensor *v,
+                              attn_error *err) {
+    attn_status st = ATTN_OK;
+    if (attn_dtype_quantized(dk->dtype)) attn_copy_rows(dk, k), attn_copy_rows(dv, v);
+    else if (!(st = attn_tensor_convert(dk, k, err))) st = attn_tensor_convert(dv, v, err);
+    return st;
+}
+
 attn_status attn_kv_cache_append(attn_kv_cache *cache, const attn_tensor *k, const attn_tensor *v, attn_error *err) {
     if (!cache) return attn_fail(err, ATTN_ERR_NULL, "cache is NULL");
     attn_status st = check_new(k, "k", cache, cache->d.key_dim, err);
@@ -191,13 +219,31 @@ attn_status attn_kv_cache_append(attn_kv_cache *cache, const attn_tensor *k, con
     /* Both are written only after both are checked: nothing is appended on a failure. */
     const attn_named outs[2] = {{&dk, "the cache's keys"}, {&dv, "the cache's values"}};
     const attn_named ins[2] = {{k, "k"}, {v, "v"}};
-    if ((st = attn_check_no_overlap(outs, 2, ins, 2, err))) return st;
-    if (attn_dtype_quantized(cache->d.dtype)) /* each row quantized by itself */
-        attn_copy_rows(&dk, k), attn_copy_rows(&dv, v);
-    else if ((st = attn_tensor_convert(&dk, k, err)) || (st = attn_tensor_convert(&dv, v, err)))
-        return st;
+    if ((st = attn_check_no_overlap(outs, 2, ins, 2, err)) || (st = write_rows(&dk, &dv, k, v, err))) return st;
     cache->length += n;
     return ATTN_OK;
+}
+
+void attn_kv_cache_pages(attn_kv_paged_view *w, const attn_kv_cache *cache) {
+    const attn_kv_cache_desc *d = &cache->d;
+    *w = attn_kv_paged_view_default();
+    w->dtype = d->dtype, w->heads = d->heads, w->key_dim = d->key_dim, w->value_dim = d->value_dim;
+    w->page_size = d->capacity, w->num_pages = d->batch;
+    w->k_pages = cache->k, w->v_pages = cache->v;
+}
+
+attn_status attn_kv_cache_put(const attn_kv_cache *cache, int64_t row, int64_t p0, const attn_tensor *k,
+                              const attn_tensor *v, attn_error *err) {
+    attn_tensor dk, dv; /* row `row`'s positions p0 .. p0+n-1: (Hk, n, dim) */
+    int64_t n = k->shape[1];
+    positions(&dk, cache, false, p0, n, 4, NULL), positions(&dv, cache, true, p0, n, 4, NULL);
+    attn_tensor *t[2] = {&dk, &dv};
+    for (int i = 0; i < 2; i++) { /* drop B: row `row` of it */
+        t[i]->data = (char *)t[i]->data + row * t[i]->strides[0] * attn_stride_unit(cache->d.dtype);
+        memmove(t[i]->shape, t[i]->shape + 1, 3 * sizeof(int64_t)), memmove(t[i]->strides, t[i]->strides + 1, 3 * sizeof(int64_t));
+        t[i]->rank = 3;
+    }
+    return write_rows(&dk, &dv, k, v, err);
 }
 
 attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length, attn_error *err) {
@@ -224,11 +270,15 @@ attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, const attn_
     attn_status st;
     o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
     if ((st = attn_versioned_read(&o, sizeof o, options, "options", "start from attn_sdpa_options_default()", err)) ||
-        (st = attn_kv_cache_check_causal(o.causal, err)))
+        (st = attn_kv_cache_check_causal(o.causal, err)) || (st = check_rank(&cache->d, q->rank, err)))
         return st;
-    attn_tensor k, v;
-    if ((st = positions(&k, cache, false, 0, cache->length, q->rank, err)) ||
-        (st = positions(&v, cache, true, 0, cache->length, q->rank, err)))
-        return st;
-    return attn_sdpa(out, lse, NULL, q, &k, &v, &o, err);
+    /* The cache as one page of `capacity` positions holding every row's
+     * heads: B sequences of one length, row b's Hk heads the pool's b·Hk ..
+     * (rank 3 and 2: B = 1, one sequence). */
+    static const int32_t ONE_PAGE[1] = {0};
+    const attn_kv_cache_desc *d = &cache->d;
+    attn_paged_rows k = {cache->k, d->dtype, 1, d->batch * d->heads, d->capacity, d->key_dim, ONE_PAGE, 1, cache->length};
+    attn_paged_rows v = k;
+    v.pages = cache->v, v.cols = d->value_dim;
+    return attn_sdpa_paged_batch(out, lse, NULL, q, &k, &v, d->batch, q->rank, &o, err);
 }

@@ -116,7 +116,7 @@ static attn_status sdpa_run(kernel_kind kind, size_t *bytes, attn_tensor *out, a
     attn_run_info info;
     st = run_kernel(kind, &sl, &o, &info, err);
     attn_arena_release(&arena);
-    if (verbose) attn_verbose_report(CALL[kind], &info, &sl, &o, attn_now_ms() - t0);
+    if (verbose) attn_verbose_report(k_pages ? "sdpa_paged" : CALL[kind], &info, &sl, &o, attn_now_ms() - t0);
     return st;
 }
 
@@ -144,7 +144,8 @@ static bool f32_like(attn_tensor *t32, const attn_tensor *t, attn_arena *a) {
  * the copies are allocated (from malloc) to measure the call on them. */
 static attn_status sdpa_half(kernel_kind kind, size_t *bytes, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
                              const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
-                             const attn_sdpa_options *options, attn_error *err) {
+                             const attn_sdpa_options *options, const attn_paged_rows *k_pages,
+                             const attn_paged_rows *v_pages, attn_error *err) {
     if (!out || !out->data) return attn_fail(err, ATTN_ERR_NULL, "out is NULL or has NULL data");
     if (out->dtype != q->dtype)
         return attn_fail(err, ATTN_ERR_DTYPE, "out is %s but q is %s; a 16-bit q gives out in its own dtype",
@@ -184,7 +185,7 @@ static attn_status sdpa_half(kernel_kind kind, size_t *bytes, attn_tensor *out, 
     o.context = &rest;
     if (!bytes) attn_tensor_convert(&q32, q, NULL); /* exact */
     size_t inner = 0;
-    st = sdpa_run(kind, bytes ? &inner : NULL, &out32, lse, NULL, &q32, k, v, &o, NULL, NULL, err);
+    st = sdpa_run(kind, bytes ? &inner : NULL, &out32, lse, NULL, &q32, k, v, &o, k_pages, v_pages, err);
     if (!st && bytes) *bytes = attn_arena_needed(&arena) + inner;
     if (!st && !bytes) attn_tensor_convert(out, &out32, NULL); /* the one rounding */
     attn_arena_release(&arena);
@@ -204,7 +205,8 @@ attn_status attn_sdpa_stream_run(const attn_slices *sl, const attn_sdpa_options 
 static attn_status sdpa_call(kernel_kind kind, size_t *bytes, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
                              const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                              const attn_sdpa_options *options, attn_error *err) {
-    if (q && q->data && half_dtype(q->dtype)) return sdpa_half(kind, bytes, out, lse, weights, q, k, v, options, err);
+    if (q && q->data && half_dtype(q->dtype))
+        return sdpa_half(kind, bytes, out, lse, weights, q, k, v, options, NULL, NULL, err);
     return sdpa_run(kind, bytes, out, lse, weights, q, k, v, options, NULL, NULL, err);
 }
 
@@ -236,24 +238,39 @@ attn_status attn_scores(attn_tensor *scores, const attn_tensor *q, const attn_te
 void attn_paged_rows_pool(attn_tensor *t, const attn_paged_rows *pg) {
     /* checked by attn_paged_rows_check; quantized rows as their bytes */
     bool q = attn_dtype_quantized(pg->dtype);
-    int64_t n = pg->num_pages * pg->heads * pg->page_size * (q ? attn_row_bytes(pg->dtype, pg->cols) : pg->cols);
+    int64_t row = q ? attn_row_bytes(pg->dtype, pg->cols) : pg->cols;
+    if (pg->num_pages == 1 && pg->length > 0) { /* one page (a contiguous cache): the rows it holds, per head */
+        int64_t shape[3] = {pg->heads, pg->length, row}, strides[3] = {pg->page_size * row, row, 1};
+        attn_tensor_init(t, (void *)pg->pages, q ? ATTN_BOOL : pg->dtype, 3, shape, strides, NULL);
+        return;
+    }
+    int64_t n = pg->num_pages * pg->heads * pg->page_size * row;
     attn_tensor_init(t, (void *)pg->pages, q ? ATTN_BOOL : pg->dtype, 1, &n, NULL, NULL);
 }
 
-void attn_paged_rows_shapes(attn_tensor *k, attn_tensor *v, const attn_paged_rows *k_pages, const attn_paged_rows *v_pages) {
-    int64_t ks[3] = {k_pages->heads, k_pages->length, k_pages->cols}, vs[3] = {v_pages->heads, v_pages->length, v_pages->cols};
-    int64_t zero[3] = {0, 0, 1};
-    /* Quantized rows stand in as f16, which the plan takes with f32 q as it
-     * must take them: only the shapes are read. */
-    attn_tensor_init(k, (void *)k_pages->pages, attn_dtype_quantized(k_pages->dtype) ? ATTN_F16 : k_pages->dtype, 3, ks,
-                     zero, NULL);
-    attn_tensor_init(v, (void *)v_pages->pages, attn_dtype_quantized(v_pages->dtype) ? ATTN_F16 : v_pages->dtype, 3, vs,
-                     zero, NULL);
+/* Stand-ins of k and v for a pool of `batch` sequences stacked as heads:
+ * the last `rank` dimensions of (batch, Hk, S, E), over one row of the pool
+ * (strides 0). */
+static void stand_ins(attn_tensor *k, attn_tensor *v, const attn_paged_rows *k_pages, const attn_paged_rows *v_pages,
+                      int64_t batch, int rank) {
+    const attn_paged_rows *pg[2] = {k_pages, v_pages};
+    attn_tensor *t[2] = {k, v};
+    for (int i = 0; i < 2; i++) {
+        int64_t shape[4] = {batch, pg[i]->heads / batch, pg[i]->length, pg[i]->cols}, zero[4] = {0, 0, 0, 1};
+        /* Quantized rows stand in as f16, which the plan takes with f32 q as
+         * it must take them: only the shapes are read. */
+        attn_tensor_init(t[i], (void *)pg[i]->pages, attn_dtype_quantized(pg[i]->dtype) ? ATTN_F16 : pg[i]->dtype, rank,
+                         shape + 4 - rank, zero + 4 - rank, NULL);
+    }
 }
 
-attn_status attn_sdpa_paged(attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,
-                            const attn_paged_rows *k_pages, const attn_paged_rows *v_pages,
-                            const attn_sdpa_options *options, attn_error *err) {
+void attn_paged_rows_shapes(attn_tensor *k, attn_tensor *v, const attn_paged_rows *k_pages, const attn_paged_rows *v_pages) {
+    stand_ins(k, v, k_pages, v_pages, 1, 3);
+}
+
+attn_status attn_sdpa_paged_batch(attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,
+                                  const attn_paged_rows *k_pages, const attn_paged_rows *v_pages, int64_t batch,
+                                  int rank, const attn_sdpa_options *options, attn_error *err) {
     attn_status st;
     if ((st = attn_paged_rows_check(k_pages, "k pages", err)) || (st = attn_paged_rows_check(v_pages, "v pages", err)))
         return st;
@@ -262,11 +279,23 @@ attn_status attn_sdpa_paged(attn_tensor *out, attn_tensor *lse, attn_tensor *wei
                          (long long)k_pages->heads, (long long)k_pages->length, attn_dtype_name(k_pages->dtype),
                          (long long)v_pages->heads, (long long)v_pages->length, attn_dtype_name(v_pages->dtype));
     if (k_pages->length < 1) return attn_fail(err, ATTN_ERR_SHAPE, "the sequence holds no position");
+    if (batch < 1 || k_pages->heads % batch || rank < 2 || rank > 4 || (batch > 1 && rank < 4) ||
+        (rank < 3 && k_pages->heads != 1))
+        return attn_fail(err, ATTN_ERR_SHAPE, "%lld sequences of rank %d cannot share the pool's %lld heads",
+                         (long long)batch, rank, (long long)k_pages->heads);
     attn_tensor k, v, kpool, vpool;
-    attn_paged_rows_shapes(&k, &v, k_pages, v_pages);
+    stand_ins(&k, &v, k_pages, v_pages, batch, rank);
     attn_paged_rows_pool(&kpool, k_pages), attn_paged_rows_pool(&vpool, v_pages);
     const attn_named outs[3] = {{out, "out"}, {lse, "lse"}, {weights, "weights"}};
     const attn_named ins[2] = {{&kpool, "k pages"}, {&vpool, "v pages"}};
     if (out && (st = attn_check_no_overlap(outs, 3, ins, 2, err))) return st;
+    if (q && q->data && half_dtype(q->dtype))
+        return sdpa_half(KERNEL_STREAM, NULL, out, lse, weights, q, &k, &v, options, k_pages, v_pages, err);
     return sdpa_run(KERNEL_STREAM, NULL, out, lse, weights, q, &k, &v, options, k_pages, v_pages, err);
+}
+
+attn_status attn_sdpa_paged(attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,
+                            const attn_paged_rows *k_pages, const attn_paged_rows *v_pages,
+                            const attn_sdpa_options *options, attn_error *err) {
+    return attn_sdpa_paged_batch(out, lse, weights, q, k_pages, v_pages, 1, 3, options, err);
 }

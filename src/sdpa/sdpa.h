@@ -53,8 +53,26 @@ attn_status attn_sdpa_paged(attn_tensor *out, attn_tensor *lse, attn_tensor *wei
                             const attn_paged_rows *k_pages, const attn_paged_rows *v_pages,
                             const attn_sdpa_options *options, attn_error *err);
 
+/* attn_sdpa_paged for `batch` sequences of one length in one pool whose
+ * heads are the sequences' heads side by side: sequence b's Hk heads are
+ * the pool's heads b·Hk .. b·Hk + Hk - 1 (pool heads = batch · Hk). A
+ * contiguous KV cache (B, Hk, capacity, E) is such a pool, of one page of
+ * `capacity` positions (attn_kv_cache_attend). k and v are seen as the
+ * last `rank` dimensions of (batch, Hk, S, E): rank 4, or 3 and 2 (Hk = 1)
+ * for one sequence, as attn_sdpa would be given them densely; q of any
+ * rank attn_sdpa takes with them, 16-bit too;
+ * one plan and one job for the whole batch, as attn_sdpa runs a batch, so
+ * the results are bitwise attn_sdpa's on the same rows stored densely as
+ * (batch, Hk, S, E). ATTN_VERBOSE prints an "sdpa_paged" line. Errors:
+ * attn_sdpa_paged's, and ATTN_ERR_SHAPE when batch does not divide the
+ * pool's heads or rank does not fit. */
+attn_status attn_sdpa_paged_batch(attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,
+                                  const attn_paged_rows *k_pages, const attn_paged_rows *v_pages, int64_t batch,
+                                  int rank, const attn_sdpa_options *options, attn_error *err);
+
 /* A paged pool's pieces for the plan and the aliasing checks (sdpa.c): the
- * pool's whole memory as one 1-D tensor, and stand-ins of a sequence's k
+ * pool's whole memory as one 1-D tensor (a pool of one page: the rows its
+ * sequence holds, per head), and stand-ins of a sequence's k
  * and v shapes, (Hk, S, E) and (Hk, S, Ev), over one row of the pool
  * (strides 0): the plan checks shapes on them, the kernels read the pages
  * (attn_slices.k_pages). pg checked (attn_paged_rows_check). */
@@ -167,6 +185,18 @@ attn_status attn_kv_cache_check_causal(attn_causal causal, attn_error *err);
  * and (B, Hk, capacity, Ev) tensors over its memory (kv_cache.c): what a
  * call that appends writes into, for attn_check_no_overlap. */
 void attn_kv_cache_storage(attn_tensor *k, attn_tensor *v, const attn_kv_cache *cache);
+
+/* The cache as a paged view (kv_cache.c): B pages of `capacity` positions,
+ * page b its row b, no sequences yet (the caller gives each its row as
+ * its one-entry page table); what attn_mha_cached_batch attends through. */
+void attn_kv_cache_pages(attn_kv_paged_view *w, const attn_kv_cache *cache);
+
+/* k (Hk, n, E) and v (Hk, n, Ev), any float dtype the cache takes, written
+ * to row `row`'s positions p0 .. p0+n-1 as attn_kv_cache_append writes
+ * them (converted, or quantized row by row), the cache's length untouched:
+ * all of it checked by the caller. Fails only on a conversion's error. */
+attn_status attn_kv_cache_put(const attn_kv_cache *cache, int64_t row, int64_t p0, const attn_tensor *k,
+                              const attn_tensor *v, attn_error *err);
 
 /* ATTN_VERBOSE (verbose.c): whether it is set (read once per process), a
  * monotonic clock in milliseconds, and the one line a call prints. */

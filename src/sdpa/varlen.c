@@ -407,8 +407,8 @@ static attn_status check_paged(int64_t *Ev_out, attn_tensor *out, attn_tensor *l
         (st = attn_check_cu_seqlens(cu_seqlens_q, batch, q->shape[0], "cu_seqlens_q", err)))
         return st;
     if (batch > 0 && (!k_pages || !v_pages)) return attn_fail(err, ATTN_ERR_NULL, "k_pages or v_pages is NULL");
-    if (q->dtype != ATTN_F32)
-        return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; pages hold f32, f16 or bf16, which need f32 q",
+    if (q->dtype != ATTN_F32 && q->dtype != ATTN_F64) /* f64 q over f64 pages: each sequence's plan checks */
+        return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; pages take f32 q (f64 q over f64 pages)",
                          attn_dtype_name(q->dtype));
     /* Every sequence's pools checked, and alike: one head count and row
      * sizes, E of q's. */

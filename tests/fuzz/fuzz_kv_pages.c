@@ -81,15 +81,18 @@ static void pick_offsets(reader *r, int64_t *cu, int64_t n, int64_t step_max) {
     }
 }
 
-/* A packed (rows, H, cols) f32-ish tensor over buf (capacity elements):
- * C order; a dtype, rank or stride now and then wrong. Rows past the
- * buffer keep the shape but the library must not read them: they are
- * only handed over when their element count overflows. */
-static void packed(reader *r, attn_tensor *t, float *buf, size_t capacity, int64_t rows, int64_t H, int64_t cols) {
+/* A packed (rows, H, cols) tensor over buf (`bytes` of it) of dtype dt
+ * (f32, or f64 for an f64 pool): C order; a dtype, rank or stride now and
+ * then wrong. Rows past the buffer keep the shape but the library must not
+ * read them: they are only handed over when their element count
+ * overflows. */
+static void packed(reader *r, attn_tensor *t, float *buf, size_t bytes, int64_t rows, int64_t H, int64_t cols,
+                   attn_dtype dt) {
     int64_t shape[3] = {rows, H, cols};
-    attn_tensor_init(t, buf, ATTN_F32, 3, shape, NULL, NULL);
+    attn_tensor_init(t, buf, dt, 3, shape, NULL, NULL);
+    size_t capacity = bytes / attn_dtype_size(dt);
     uint8_t how = byte(r);
-    if (how == 1) t->dtype = ATTN_F64;
+    if (how == 1) t->dtype = dt == ATTN_F64 ? ATTN_F32 : ATTN_F64; /* the pool takes the other */
     if (how == 2) t->dtype = ATTN_F16;
     if (how == 3) t->rank = 2;
     if (how == 4) t->strides[0] = INT64_MAX;
@@ -103,8 +106,11 @@ static void packed(reader *r, attn_tensor *t, float *buf, size_t capacity, int64
 }
 
 static void fuzz_view(reader *r, attn_kv_pages_desc *d) {
-    /* A caller's pages: the pool's sizes, its own small page arrays. */
+    /* A caller's pages: the pool's sizes, its own small page arrays (of
+     * TABLE * 16 f32, or half as many f64). */
     static float kp[TABLE * 4 * 4], vp[TABLE * 4 * 4];
+    const attn_dtype dt = d->dtype == ATTN_F64 ? ATTN_F64 : ATTN_F32; /* q's, out's */
+    const int64_t room = TABLE * 16 / (dt == ATTN_F64 ? 2 : 1);
     int32_t table[TABLE];
     int64_t lengths[MAX_N], offsets[MAX_N + 1];
     attn_kv_paged_view w = attn_kv_paged_view_default();
@@ -132,10 +138,9 @@ static void fuzz_view(reader *r, attn_kv_pages_desc *d) {
     /* The pages the view's sizes describe must be ours too (or overflow). */
     __int128 kn = (__int128)w.num_pages * w.heads * w.page_size * w.key_dim;
     __int128 vn = (__int128)w.num_pages * w.heads * w.page_size * w.value_dim;
-    if (w.num_pages > 0 && w.page_size > 0 && (kn > TABLE * 16 || vn > TABLE * 16) && kn * 4 < INT64_MAX &&
-        vn * 4 < INT64_MAX) {
+    if (w.num_pages > 0 && w.page_size > 0 && (kn > room || vn > room) && kn * 8 < INT64_MAX && vn * 8 < INT64_MAX) {
         w.num_pages = 1, w.page_size = 1;
-        if (w.heads * w.key_dim > TABLE * 16 || w.heads * w.value_dim > TABLE * 16) return; /* many heads: not ours */
+        if (w.heads * w.key_dim > room || w.heads * w.value_dim > room) return; /* many heads: not ours */
     }
     attn_error err;
     attn_status st = attn_kv_paged_check(&w, &err);
@@ -160,9 +165,11 @@ static void fuzz_view(reader *r, attn_kv_pages_desc *d) {
     if (total < 0 || total > 8 || w.heads > 8 || w.key_dim > 4 || w.value_dim > 4) return;
     attn_tensor q, out, ref;
     int64_t qs[3] = {total, w.heads, w.key_dim}, os[3] = {total, w.heads, w.value_dim};
-    attn_tensor_init(&q, qbuf, ATTN_F32, 3, qs, NULL, NULL);
-    attn_tensor_init(&out, obuf, ATTN_F32, 3, os, NULL, NULL), attn_tensor_init(&ref, ref_out, ATTN_F32, 3, os, NULL, NULL);
-    for (int64_t e = 0; e < total * w.heads * w.key_dim; e++) qbuf[e] = (float)(e % 5) / 5.0f;
+    attn_tensor_init(&q, qbuf, dt, 3, qs, NULL, NULL);
+    attn_tensor_init(&out, obuf, dt, 3, os, NULL, NULL), attn_tensor_init(&ref, ref_out, dt, 3, os, NULL, NULL);
+    for (int64_t e = 0; e < total * w.heads * w.key_dim; e++)
+        if (dt == ATTN_F64) ((double *)qbuf)[e] = (double)(e % 5) / 5.0;
+        else qbuf[e] = (float)(e % 5) / 5.0f;
     size_t bytes, ws;
     attn_sdpa_plan *plan;
     if (attn_sdpa_plan_bytes(&bytes, w.num_sequences, &err) || bytes > sizeof plan_memory) return;
@@ -172,7 +179,7 @@ static void fuzz_view(reader *r, attn_kv_pages_desc *d) {
     CHECK((st == ATTN_OK) == (want == ATTN_OK));
     if (st || ws > sizeof kbuf) return;
     st = attn_kv_paged_run(plan, &out, NULL, &q, w.k_pages, w.v_pages, kbuf, sizeof kbuf, &err);
-    CHECK(st == ATTN_OK && memcmp(obuf, ref_out, (size_t)(total * w.heads * w.value_dim) * sizeof(float)) == 0);
+    CHECK(st == ATTN_OK && memcmp(obuf, ref_out, (size_t)(total * w.heads * w.value_dim) * attn_dtype_size(dt)) == 0);
 }
 
 /* The layer's step over a contiguous cache's rows (attn_mha_cached_batch):
@@ -279,8 +286,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             pick_offsets(&r, cu, m, d.page_size + 2);
             int64_t rows = byte(&r) == 2 ? pick_int(&r) : cu[m];
             attn_tensor k, v;
-            packed(&r, &k, kbuf, sizeof kbuf / 4, rows, d.heads, d.key_dim);
-            packed(&r, &v, vbuf, sizeof vbuf / 4, rows, d.heads, d.value_dim);
+            attn_dtype dt = d.dtype == ATTN_F64 ? ATTN_F64 : ATTN_F32; /* what the pool takes */
+            packed(&r, &k, kbuf, sizeof kbuf, rows, d.heads, d.key_dim, dt);
+            packed(&r, &v, vbuf, sizeof vbuf, rows, d.heads, d.value_dim, dt);
             /* n past the ids given would read past them: only n the arrays hold, or below 0. */
             st = attn_kv_pages_append(pool, ids, n > MAX_N ? MAX_N : n, &k, &v, cu, &err);
             break;
@@ -308,10 +316,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (total < 0 || total > 8 || Hq > 8) total = 0, cu[n] = byte(&r) == 1 ? pick_int(&r) : cu[n];
             attn_tensor q, out, lse;
             int64_t qs[3] = {total, Hq, d.key_dim}, os[3] = {total, Hq, d.value_dim}, ls[2] = {total, Hq};
-            attn_tensor_init(&q, qbuf, ATTN_F32, 3, qs, NULL, NULL);
-            attn_tensor_init(&out, obuf, ATTN_F32, 3, os, NULL, NULL);
-            attn_tensor_init(&lse, lbuf, ATTN_F32, 2, ls, NULL, NULL);
-            for (int64_t i = 0; i < total * Hq * d.key_dim; i++) qbuf[i] = (float)(i % 7) / 7.0f;
+            attn_dtype dt = d.dtype == ATTN_F64 ? ATTN_F64 : ATTN_F32; /* f64 queries over f64 pages */
+            attn_tensor_init(&q, qbuf, dt, 3, qs, NULL, NULL);
+            attn_tensor_init(&out, obuf, dt, 3, os, NULL, NULL);
+            attn_tensor_init(&lse, lbuf, dt, 2, ls, NULL, NULL);
+            for (int64_t i = 0; i < total * Hq * d.key_dim; i++)
+                if (dt == ATTN_F64) ((double *)qbuf)[i] = (double)(i % 7) / 7.0;
+                else qbuf[i] = (float)(i % 7) / 7.0f;
             attn_sdpa_options o = attn_sdpa_options_default();
             o.causal = (attn_causal)(byte(&r) % 4);
             st = attn_kv_pages_attend(&out, byte(&r) & 1 ? &lse : NULL, &q, cu, ids, n, pool, NULL, &o, &err);
