@@ -174,5 +174,9 @@ bool attn_verbose_on(void);
 double attn_now_ms(void);
 void attn_verbose_report(const char *call, const attn_run_info *info, const attn_slices *sl,
                          const attn_sdpa_options *o, double ms);
+/* The multi-head layer's line: the kernel of each of its four products
+ * ("bf16:avx512_bf16/12x32": sums, kernel set, register tile). */
+void attn_verbose_gemm(const char *call, const char *q, const char *k, const char *v, const char *out, int threads,
+                       bool packed);
 
 #endif /* ATTN_SDPA_H */
