@@ -1262,7 +1262,22 @@ ATTN_VERSIONED_DEFAULT_(attn_mha_options)
  * PyTorch's float64 to ~1e-13: the exact path); f32 projects with f32 sums
  * (the library's own packed GEMM, one rounding per multiply-add, fused where
  * the CPU has FMA: within (in + 4)·2^-24·Σ|x||w| of each exact projected
- * value) and attends with attn_sdpa's f32 kernels. Where PyTorch gives NaN
+ * value) and attends with attn_sdpa's f32 kernels. bf16 weights in an f32
+ * layer (checkpoints as they ship): a projection whose weight is bf16 runs
+ * on the bf16 GEMM where the CPU has one (AMX-BF16 tiles, TDPBF16PS; or
+ * AVX512_BF16's VDPBF16PS where the core issues it at its FMA's rate, as
+ * AMD's Zen 4 and Zen 5 do): its input (x, or the heads' output for
+ * out_proj) is rounded to bf16 (nearest even), the weight read as it is,
+ * each product exact in f32 and each addition rounded to f32 (denormals
+ * flushed to zero, as the instructions do), so that each projected value
+ * is within (in + 4)·2^-24·Σ|x̂||w| of the exact sum over the rounded x̂:
+ * PyTorch's bf16 F.linear on the same bf16 values, with f32 accumulation
+ * and the result kept in f32. Where the CPU has neither (or its
+ * VDPBF16PS is half rate), such a projection computes in f32 on the
+ * weight widened, as for f16 weights always. ATTN_VERBOSE prints one line
+ * naming each product's kernel before the attention's line:
+ * "attn: mha_projections gemm_q=bf16:avx512_bf16/12x32 ... gemm_out=..."
+ * (sums, kernel set, register tile; f32:avx512/12x32 for f32 sums). Where PyTorch gives NaN
  * (a query whose every key is masked) the output row is out_proj's bias (the
  * attention is 0), as attn_sdpa gives. Memory, from the context's workspace
  * when one is given (attn_mha_workspace_size), else from malloc: the
@@ -1308,7 +1323,9 @@ ATTN_API attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, a
 /* Weights packed once, for f32 layers that run many times (a decoder's
  * every step): each of the q, k, v and out projections' weights laid out
  * as the f32 GEMM's microkernel reads them (transposed, in panels as wide
- * as its register tile), so that no call repacks them.
+ * as its register tile; a bf16 weight that runs on the bf16 GEMM, see
+ * attn_mha, as pairs of bf16 in that kernel's panels, half the bytes), so
+ * that no call repacks them.
  *
  *   size_t bytes;  attn_mha_weights_bytes(&bytes, &params, &err);
  *   attn_mha_weights *w;  attn_mha_weights_init(&w, malloc(bytes), bytes, &params, &err);
