@@ -14,17 +14,22 @@
 #include "sdpa/sdpa.h"
 
 #include <stdlib.h>
+#include <string.h>
 
-/* A packed tensor: rank `rank`, f32, shape (total, H[, cols]); an output
- * (`written`) with no stride 0 in a dimension of size > 1. */
+/* A packed tensor: rank `rank`, of dtype dt (q: f32, f16 or bf16, the
+ * 16-bit ones through f32 copies in attn_sdpa_varlen_paged; out: q's; lse:
+ * f32), shape (total, H[, cols]); an output (`written`) with no stride 0
+ * in a dimension of size > 1. */
 static attn_status check_packed(const attn_tensor *t, const char *name, int rank, int64_t total, int64_t heads,
-                                int64_t cols, bool written, attn_error *err) {
+                                int64_t cols, bool written, attn_dtype dt, attn_error *err) {
     if (!t || !t->data) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL or has NULL data", name);
     if (t->rank != rank)
         return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; it must be %d: (total, heads%s)", name, t->rank, rank,
                          rank == 3 ? ", dim" : "");
-    if (t->dtype != ATTN_F32)
-        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; paged attention takes f32", name, attn_dtype_name(t->dtype));
+    bool q16 = strcmp(name, "q") == 0 && (t->dtype == ATTN_F16 || t->dtype == ATTN_BF16);
+    if (t->dtype != dt && !q16)
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; paged attention takes %s here (q f32, f16 or bf16; out q's "
+                         "dtype; lse f32)", name, attn_dtype_name(t->dtype), attn_dtype_name(dt));
     if ((total >= 0 && t->shape[0] != total) || t->shape[0] < 0 || (heads >= 0 && t->shape[1] != heads) ||
         t->shape[1] < 1 || (rank == 3 && t->shape[2] != cols)) {
         char s[128];
@@ -75,13 +80,13 @@ attn_status attn_kv_paged_prepare(attn_sdpa_options *o, attn_paged_rows *k, attn
     if (o->query_start || o->key_start || o->total_queries || o->total_keys)
         return attn_fail(err, ATTN_ERR_OPTION, "paged attention is not taken in pieces (query_start, key_start, "
                                                "total_queries, total_keys must be 0)");
-    if ((st = check_packed(q, "q", 3, -1, -1, w->key_dim, false, err))) return st;
+    if ((st = check_packed(q, "q", 3, -1, -1, w->key_dim, false, ATTN_F32, err))) return st;
     const int64_t total = q->shape[0], Hq = q->shape[1];
     if (Hq % w->heads)
         return attn_fail(err, ATTN_ERR_HEADS, "q has %lld heads, not a multiple of the pages' %lld", (long long)Hq,
                          (long long)w->heads);
-    if ((st = check_packed(out, "out", 3, total, Hq, w->value_dim, true, err)) ||
-        (lse && (st = check_packed(lse, "lse", 2, total, Hq, 0, true, err))))
+    if ((st = check_packed(out, "out", 3, total, Hq, w->value_dim, true, q->dtype, err)) ||
+        (lse && (st = check_packed(lse, "lse", 2, total, Hq, 0, true, ATTN_F32, err))))
         return st;
     if (n < 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "n is %lld; it must be 0 or more", (long long)n);
     if (!cu) return attn_fail(err, ATTN_ERR_NULL, "cu_seqlens_q is NULL");
