@@ -931,6 +931,16 @@ ATTN_API attn_status attn_sdpa_backward_workspace_size(size_t *bytes, attn_tenso
  * sequences' plans (about 2 KiB each) and the kernels' scratch; with a
  * workspace (attn_context) all of it comes from there.
  *
+ * A 16-bit q (f16 or bf16; k and v f32, f16, bf16 or quantized) gives out
+ * in q's dtype and lse in f32, as attn_sdpa takes one: q is widened
+ * (exactly) into an f32 copy, the batch computed as for that f32 q, and
+ * its f32 out rounded once, to nearest even, into out: bitwise the f32
+ * call on the widened q with its out so rounded. The copies,
+ * 4·Tq·Hq·(E + Ev) bytes, come first from the workspace (or malloc).
+ * attn_sdpa_varlen_backward and the plans (attn_sdpa_varlen_plan_init,
+ * attn_kv_paged_plan_init, attn_sdpa_plan_init) take f32 or f64 q only
+ * (ATTN_ERR_DTYPE for a 16-bit one).
+ *
  * Errors: those of attn_sdpa for any sequence (the message names it:
  * "sequence 3: ..."), and ATTN_ERR_ARGUMENT (batch < 0; an offset array
  * that does not start at 0, decreases, or does not end at the tensor's
@@ -1724,11 +1734,13 @@ ATTN_API attn_status attn_kv_pages_gather(attn_tensor *k, attn_tensor *v, const 
                                           attn_error *err);
 
 /* Attention of the new queries of n sequences of a pool, in one call: q
- * packed (total_q, Hq, E), f32, any strides, Hq a multiple of Hk, with
- * the queries of sequence seqs[i] in rows cu_seqlens_q[i] ..
- * cu_seqlens_q[i+1] - 1 (n + 1 int64 offsets, 0 first, non-decreasing,
- * total_q last); out (total_q, Hq, Ev) f32 and lse (total_q, Hq) f32 or
- * NULL, any strides. Each sequence's rows get exactly what
+ * packed (total_q, Hq, E), f32 (or f16 or bf16: then out is in q's dtype,
+ * computed through f32 copies as attn_sdpa_varlen does for a 16-bit q,
+ * bitwise the f32 call on the widened q with out rounded once), any
+ * strides, Hq a multiple of Hk, with the queries of sequence seqs[i] in
+ * rows cu_seqlens_q[i] .. cu_seqlens_q[i+1] - 1 (n + 1 int64 offsets, 0
+ * first, non-decreasing, total_q last); out (total_q, Hq, Ev) in q's dtype
+ * and lse (total_q, Hq) f32 or NULL, any strides. Each sequence's rows get exactly what
  * attn_kv_cache_attend gives for that sequence alone, with masks[i] as its
  * options->mask and dropout_seed + i as its dropout seed (as
  * attn_sdpa_varlen numbers them): its L_i queries are its last L_i
