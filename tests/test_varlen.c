@@ -519,15 +519,44 @@ static void test_half_q(attn_dtype h, const char *tag) {
     check_status(attn_sdpa_varlen_backward(&dq, NULL, NULL, &out16, &q16, &bt.k, &bt.v, &out16, &lse16, bt.cu_q, bt.cu_k,
                                            c.B, bt.mask_ptr, &bt.o, &err),
                  &err, ATTN_ERR_DTYPE, "ragged backward takes f32 or f64 q", name);
+    /* planned: the plan's workspace holds the f32 copies; runs bitwise the unplanned call */
     size_t pb = 0, wb = 0;
     attn_sdpa_plan *plan = NULL;
     attn_sdpa_plan_bytes(&pb, c.B, &err);
     void *pmem = malloc(pb);
-    snprintf(name, sizeof name, "err_varlen_plan_%s_q", tag);
-    check_status(attn_sdpa_varlen_plan_init(&plan, pmem, pb, &wb, &out16, &lse16, &q16, &bt.k, &bt.v, bt.cu_q, bt.cu_k, c.B,
-                                            bt.mask_ptr, &bt.o, &err),
-                 &err, ATTN_ERR_DTYPE, "a plan takes f32 or f64 q", name);
-    free(pmem), free(dq.data), free(lse_h.data), free(ctx.workspace);
+    attn_status sp = attn_sdpa_varlen_plan_init(&plan, pmem, pb, &wb, &out16, &lse16, &q16, &bt.k, &bt.v, bt.cu_q, bt.cu_k,
+                                                c.B, bt.mask_ptr, &bt.o, &err);
+    void *work = malloc(wb + 1);
+    memset(out16.data, 0, bytes_of(&out16)), memset(lse16.data, 0, bytes_of(&lse16));
+    attn_status sr = sp ? sp : attn_sdpa_run(plan, &out16, &lse16, &q16, &bt.k, &bt.v, work, wb, &err);
+    snprintf(name, sizeof name, "varlen_plan_%s_q_bitwise_unplanned", tag);
+    check(!sr && !memcmp(out16.data, want16.data, bytes_of(&out16)) && !memcmp(lse16.data, lse32.data, bytes_of(&lse16)),
+          name, "status %d: %s", (int)sr, err.message);
+    snprintf(name, sizeof name, "err_varlen_plan_%s_q_workspace", tag);
+    check_status(sp ? sp : attn_sdpa_run(plan, &out16, &lse16, &q16, &bt.k, &bt.v, work, wb - 1, &err), &err,
+                 ATTN_ERR_WORKSPACE, "workspace", name);
+    snprintf(name, sizeof name, "err_varlen_plan_%s_q_run_with_f32_q", tag);
+    check_status(sp ? sp : attn_sdpa_run(plan, &out16, &lse16, &q32, &bt.k, &bt.v, work, wb, &err), &err, ATTN_ERR_PLAN,
+                 "q is f32", name);
+    /* a dense call on one sequence's views: planned, bitwise attn_sdpa's 16-bit call */
+    int b = 0;
+    while (b < c.B - 1 && (bt.cu_q[b + 1] == bt.cu_q[b] || bt.cu_k[b + 1] == bt.cu_k[b])) b++;
+    int64_t L = bt.cu_q[b + 1] - bt.cu_q[b], S = bt.cu_k[b + 1] - bt.cu_k[b], sd[3] = {c.Hq, L, c.Ev};
+    attn_tensor qv = view(&q16, bt.cu_q[b], L), kv = view(&bt.k, bt.cu_k[b], S), vv = view(&bt.v, bt.cu_k[b], S);
+    attn_tensor od[2] = {zeros(h, 3, sd), zeros(h, 3, sd)};
+    attn_sdpa_plan *dense = NULL;
+    size_t db = 0, dw = 0;
+    attn_sdpa_plan_bytes(&db, 0, &err);
+    void *dmem = malloc(db);
+    attn_status d0 = attn_sdpa(&od[0], NULL, NULL, &qv, &kv, &vv, &bt.o, &err);
+    attn_status d1 = d0 ? d0 : attn_sdpa_plan_init(&dense, dmem, db, &dw, &od[1], NULL, &qv, &kv, &vv, &bt.o, &err);
+    void *dwork = malloc(dw + 1);
+    attn_status d2 = d1 ? d1 : attn_sdpa_run(dense, &od[1], NULL, &qv, &kv, &vv, dwork, dw, &err);
+    snprintf(name, sizeof name, "dense_plan_%s_q_bitwise_unplanned", tag);
+    check(L > 0 && S > 0 && !d2 && !memcmp(od[0].data, od[1].data, bytes_of(&od[0])), name, "L %lld S %lld, status %d: %s",
+          (long long)L, (long long)S, (int)d2, err.message);
+    free(dmem), free(dwork), free(od[0].data), free(od[1].data);
+    free(pmem), free(work), free(dq.data), free(lse_h.data), free(ctx.workspace);
     free(q16.data), free(q32.data), free(out16.data), free(out32.data), free(want16.data), free(lse16.data), free(lse32.data);
     free_batch(&bt, c.B);
 }

@@ -424,6 +424,12 @@ static attn_status check_varlen(attn_tensor *out, attn_tensor *lse, const attn_t
     return ATTN_OK;
 }
 
+attn_status attn_varlen_check(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_tensor *k,
+                              const attn_tensor *v, const int64_t *cu_q, const int64_t *cu_k, int64_t batch,
+                              const attn_tensor *const *masks, const attn_sdpa_options *o, attn_error *err) {
+    return check_varlen(out, lse, q, k, v, cu_q, cu_k, batch, masks, o, err);
+}
+
 attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_tensor *k,
                              const attn_tensor *v, const int64_t *cu_seqlens_q, const int64_t *cu_seqlens_k,
                              int64_t batch, const attn_tensor *const *masks, const attn_sdpa_options *options,
@@ -660,8 +666,8 @@ attn_status attn_varlen_plan_make(attn_varlen_plan **plan, void *memory, size_t 
     attn_status st = check_varlen(out, lse, q, k, v, cu_q, cu_k, batch, masks, o, err);
     if (st) return st;
     if (half_q(q))
-        return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; a plan takes f32 or f64 q (attn_sdpa_varlen takes a 16-bit q "
-                         "unplanned)", attn_dtype_name(q->dtype));
+        return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; the sequences' plans take f32 or f64 q (a plan of a 16-bit "
+                         "one plans f32 copies)", attn_dtype_name(q->dtype));
     attn_varlen_plan *pl = attn_varlen_plan_layout(memory, batch);
     pl->k_rows = pl->v_rows = NULL, pl->Ev = v->shape[2]; /* packed keys: no row sources */
     memcpy(pl->cu_q, cu_q, sizeof(int64_t) * (size_t)(batch + 1));
@@ -688,8 +694,8 @@ attn_status attn_varlen_plan_make_paged(attn_varlen_plan *pl, size_t *workspace_
     attn_status st = check_paged(&Ev, out, lse, q, cu_q, batch, k_rows, v_rows, masks, o, err);
     if (st) return st;
     if (half_q(q))
-        return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; a plan takes an f32 q (attn_kv_paged_attend takes a 16-bit q "
-                         "unplanned)", attn_dtype_name(q->dtype));
+        return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; the sequences' plans take an f32 q (a plan of a 16-bit one "
+                         "plans f32 copies)", attn_dtype_name(q->dtype));
     memcpy(pl->cu_q, cu_q, sizeof(int64_t) * (size_t)(batch + 1));
     for (int64_t b = 0; b <= batch; b++) pl->cu_k[b] = 0; /* (the keys are the pages') */
     pl->Ev = Ev;
