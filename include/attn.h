@@ -937,9 +937,11 @@ ATTN_API attn_status attn_sdpa_backward_workspace_size(size_t *bytes, attn_tenso
  * its f32 out rounded once, to nearest even, into out: bitwise the f32
  * call on the widened q with its out so rounded. The copies,
  * 4·Tq·Hq·(E + Ev) bytes, come first from the workspace (or malloc).
- * attn_sdpa_varlen_backward and the plans (attn_sdpa_varlen_plan_init,
- * attn_kv_paged_plan_init, attn_sdpa_plan_init) take f32 or f64 q only
- * (ATTN_ERR_DTYPE for a 16-bit one).
+ * The plans (attn_sdpa_plan_init, attn_sdpa_varlen_plan_init,
+ * attn_kv_paged_plan_init) take a 16-bit q and out too: their
+ * workspace_bytes count the copies, which each run places at the
+ * workspace's front (no allocation), bitwise the unplanned call.
+ * attn_sdpa_varlen_backward takes f32 or f64 q only (ATTN_ERR_DTYPE).
  *
  * Errors: those of attn_sdpa for any sequence (the message names it:
  * "sequence 3: ..."), and ATTN_ERR_ARGUMENT (batch < 0; an offset array
@@ -993,7 +995,9 @@ ATTN_API attn_status attn_sdpa_plan_bytes(size_t *bytes, int64_t batch, attn_err
 
 /* Plan the call attn_sdpa(out, lse, NULL, q, k, v, options) (no weights)
  * in memory[0 .. bytes) (attn_sdpa_plan_bytes with batch 0): *plan is set
- * to the plan, *workspace_bytes to the workspace attn_sdpa_run needs.
+ * to the plan, *workspace_bytes to the workspace attn_sdpa_run needs (for
+ * a 16-bit q and out, with the f32 copies attn_sdpa makes of them: a run
+ * places them at the workspace's front, widens q, rounds out once).
  * Nothing is written to out or lse. Errors: those of attn_sdpa, and
  * ATTN_ERR_NULL (plan, memory, workspace_bytes), ATTN_ERR_WORKSPACE
  * (bytes too small for a plan). */
