@@ -1385,9 +1385,36 @@ static void kv_storage_rows(double bandwidth, bool as_json) {
 
 /* ---- the attention layer's projections ---------------------------------------------- */
 
+/* Run fn once with ATTN_VERBOSE on, stderr caught, and keep the word after
+ * `key` in its last line that has one ("?" if none): which kernel ran. */
+static void verbose_word(run_fn fn, void *ctx, const char *key, char *word, size_t size) {
+    snprintf(word, size, "?");
+    fflush(stderr);
+    FILE *tmp = tmpfile();
+    int saved = dup(2);
+    if (tmp && saved >= 0) {
+        dup2(fileno(tmp), 2);
+        attn_set_verbose(1);
+        fn(ctx);
+        attn_set_verbose(0);
+        fflush(stderr);
+        dup2(saved, 2);
+        rewind(tmp);
+        char line[1024];
+        while (fgets(line, sizeof line, tmp)) {
+            const char *g = strstr(line, key);
+            size_t n = g ? strcspn(g + strlen(key), " \n") : 0;
+            if (g && n < size) memcpy(word, g + strlen(key), n), word[n] = 0;
+        }
+    }
+    if (saved >= 0) close(saved);
+    if (tmp) fclose(tmp);
+}
+
 typedef struct mha_call {
     attn_tensor x, out;
-    attn_mha_params p;
+    attn_mha_params p, p16; /* p16: the same layer with its weights in bf16 */
+    bool bf16;              /* run_mha calls p16 */
     attn_mha_options o;
     float *w;
     float *qkv, *heads, *o_blas; /* the baseline's buffers: (L, 3E), (L, E), (L, E) */
@@ -1397,7 +1424,7 @@ typedef struct mha_call {
 static void run_mha(void *p) {
     mha_call *c = p;
     attn_error err;
-    if (attn_mha(&c->out, NULL, &c->x, &c->x, &c->x, &c->p, &c->o, &err))
+    if (attn_mha(&c->out, NULL, &c->x, &c->x, &c->x, c->bf16 ? &c->p16 : &c->p, &c->o, &err))
         fprintf(stderr, "\nattn: error: %s\n", err.message), exit(1);
 }
 
@@ -1526,30 +1553,44 @@ static void mha_row(bool as_json) {
     float *grads = calloc((size_t)(2 * L * E + 4 * E * E), sizeof(float));
     b.dx.data = grads, b.dwin.data = grads + L * E, b.dwout.data = grads + L * E + 3 * E * E;
     b.dout.data = random_floats((size_t)(L * E), 11);
-    size_t wbytes;
-    attn_mha_weights *packed;
+    /* The same layer with its weights in bf16, as a checkpoint ships them:
+     * its products on the bf16 GEMM where the CPU has one. */
+    attn_tensor win16, wout16;
+    uint16_t *w16 = narrow(c.w, (size_t)(4 * E * E), ATTN_BF16);
+    attn_tensor_init(&win16, w16, ATTN_BF16, 2, sw, NULL, NULL);
+    attn_tensor_init(&wout16, w16 + 3 * E * E, ATTN_BF16, 2, so, NULL, NULL);
+    c.p16 = c.p, c.p16.in_proj_weight = &win16, c.p16.out_proj_weight = &wout16;
+    size_t wbytes, wbytes16;
+    attn_mha_weights *packed, *packed16;
     attn_error err;
-    void *wmem = NULL;
+    void *wmem = NULL, *wmem16 = NULL;
     if (attn_mha_weights_bytes(&wbytes, &c.p, &err) || !(wmem = malloc(wbytes)) ||
-        attn_mha_weights_init(&packed, wmem, wbytes, &c.p, &err))
-        fprintf(stderr, "attn: error: %s\n", wmem ? err.message : "out of memory"), exit(1);
-    /* In turns, under a neighbour's load: each round times the three ways
+        attn_mha_weights_init(&packed, wmem, wbytes, &c.p, &err) || attn_mha_weights_bytes(&wbytes16, &c.p16, &err) ||
+        !(wmem16 = malloc(wbytes16)) || attn_mha_weights_init(&packed16, wmem16, wbytes16, &c.p16, &err))
+        fprintf(stderr, "attn: error: %s\n", wmem && wmem16 ? err.message : "out of memory"), exit(1);
+    /* In turns, under a neighbour's load: each round times the four ways
      * (best of a few calls each, the order turned every round), and the
      * ratios are the medians of the rounds' ratios. */
-    enum { ROUNDS = 9 };
+    enum { ROUNDS = 9, WAYS = 4 };
     int rounds = quick ? 1 : ROUNDS;
-    double budget = quick ? 0.05 : 0.12, tr[3][ROUNDS], rp[ROUNDS], ru[ROUNDS];
-    const attn_mha_weights *way[3] = {packed, NULL, NULL};
+    double budget = quick ? 0.05 : 0.12, tr[WAYS][ROUNDS], rp[ROUNDS], ru[ROUNDS], r16[ROUNDS];
+    const attn_mha_weights *way[WAYS] = {packed, NULL, NULL, packed16};
     for (int r = 0; r < rounds; r++) {
-        for (int k = 0; k < 3; k++) {
-            int i = r % 2 ? 2 - k : k; /* 0 packed, 1 unpacked, 2 the baseline */
-            c.o.packed = way[i];
+        for (int k = 0; k < WAYS; k++) {
+            int i = r % 2 ? WAYS - 1 - k : k; /* 0 packed, 1 unpacked, 2 the baseline, 3 bf16 weights packed */
+            c.o.packed = way[i], c.bf16 = i == 3;
             tr[i][r] = best_time(i == 2 ? run_mha_baseline : run_mha, &c, budget);
         }
-        rp[r] = tr[0][r] / tr[2][r], ru[r] = tr[1][r] / tr[2][r];
+        rp[r] = tr[0][r] / tr[2][r], ru[r] = tr[1][r] / tr[2][r], r16[r] = tr[0][r] / tr[3][r];
     }
-    double tp = median(tr[0], rounds), t = median(tr[1], rounds), tbase = median(tr[2], rounds);
-    double ratio_p = median(rp, rounds), ratio_u = median(ru, rounds);
+    c.bf16 = false;
+    double tp = median(tr[0], rounds), t = median(tr[1], rounds), tbase = median(tr[2], rounds), t16 = median(tr[3], rounds);
+    double ratio_p = median(rp, rounds), ratio_u = median(ru, rounds), speedup16 = median(r16, rounds);
+    /* which kernel the bf16 layer's products ran on, from the layer's verbose line */
+    char gemm16[64];
+    c.o.packed = packed16, c.bf16 = true;
+    verbose_word(run_mha, &c, "gemm_q=", gemm16, sizeof gemm16);
+    c.o.packed = NULL, c.bf16 = false;
     double tb = best_time(run_mha_blas, &c, budget);
     c.o.packed = NULL;
     double tg = best_time(run_mha_backward, &b, budget), td[2];
@@ -1558,13 +1599,15 @@ static void mha_row(bool as_json) {
     double attn_flops = 4.0 * (double)L * (double)L * (double)E; /* QKᵀ and PV over all heads */
     /* backward: the forward again, then two products per projection (dx, dW) */
     double gflops_bwd = 3 * flops / tg / 1e9;
-    free(grads), free(b.dout.data), free(wmem);
+    free(grads), free(b.dout.data), free(wmem), free(wmem16), free(w16);
     if (as_json)
         printf("    {\"name\": \"mha E%lld L%lld\", \"seconds\": %.6g, \"packed_seconds\": %.6g, "
                "\"openblas_sgemm_attn_sdpa_seconds\": %.6g, \"layer_over_baseline\": %.3f, \"projection_gflops\": %.3g, "
                "\"openblas_projections_seconds\": %.6g, \"backward_seconds\": %.6g, \"backward_projection_gflops\": %.3g, "
-               "\"decode_step_seconds\": %.6g, \"decode_step_packed_workspace_seconds\": %.6g}\n",
-               (long long)E, (long long)L, t, tp, tbase, ratio_p, flops / tp / 1e9, tb, tg, gflops_bwd, td[0], td[1]);
+               "\"decode_step_seconds\": %.6g, \"decode_step_packed_workspace_seconds\": %.6g, "
+               "\"bf16_weights_packed_seconds\": %.6g, \"bf16_layer_speedup\": %.3f, \"bf16_gemm\": \"%s\"}\n",
+               (long long)E, (long long)L, t, tp, tbase, ratio_p, flops / tp / 1e9, tb, tg, gflops_bwd, td[0], td[1], t16,
+               speedup16, gemm16);
     else {
         char name[64];
         snprintf(name, sizeof name, "attn_mha E%lld H%lld L%lld f32", (long long)E, (long long)H, (long long)L);
@@ -1576,6 +1619,8 @@ static void mha_row(bool as_json) {
             tab_cell(tab, "%.2fx", ratio_u);
         tab_cell(tab, "OpenBLAS sgemm + attn_sdpa"), tab_cell(tab, "%.4f", tbase), tab_cell(tab, "%.1f GF/s", all / tbase / 1e9),
             tab_cell(tab, "1.00x");
+        tab_cell(tab, "attn_mha, bf16 weights packed (%s)", gemm16), tab_cell(tab, "%.4f", t16),
+            tab_cell(tab, "%.1f GF/s", all / t16 / 1e9), tab_cell(tab, "%.2fx", tbase / t16 > 0 ? t16 / tbase : 0);
         tab_cell(tab, "OpenBLAS sgemm, products only"), tab_cell(tab, "%.4f", tb), tab_cell(tab, "%.1f GF/s", flops / tb / 1e9),
             tab_cell(tab, "%s", "");
         tab_cell(tab, "attn_mha_backward"), tab_cell(tab, "%.4f", tg), tab_cell(tab, "%.1f GF/s", gflops_bwd), tab_cell(tab, "%s", "");
@@ -1590,10 +1635,62 @@ static void mha_row(bool as_json) {
                   "The projections sum in f32 (%.0f%% of the f32 FMA peak with packed weights, counting them alone); "
                   "attn_mha_backward: 24 L E^2, the forward again, dx and dW of each product in double sums, %.0f%% "
                   "of the f64 peak; decode step: attn_mha_cached with one token and 8 heads, its last column over "
-                  "the plain step's time (the packed step allocates nothing)",
-                  rounds, 100 * flops / tp / layer_peak / 2, 100 * gflops_bwd * 1e9 / layer_peak);
+                  "the plain step's time (the packed step allocates nothing). The bf16 layer: the same weights "
+                  "rounded to bf16 and packed, %.2fx the f32 packed layer's speed (median of the rounds' ratios)",
+                  rounds, 100 * flops / tp / layer_peak / 2, 100 * gflops_bwd * 1e9 / layer_peak, speedup16);
     }
     free(c.w), free(c.x.data), free(c.out.data), free(c.qkv), free(c.heads), free(c.o_blas);
+}
+
+/* The bf16 compute mode's forward against f32 on the same inputs (H8, L = S
+ * = 4096; --quick: 512), at d = 128 and d = 64, timed in turns in one run:
+ * each round times both modes (the order turned every round), the speedup
+ * is the median of the rounds' ratios. */
+static void bf16_attention_rows(bool as_json) {
+    int64_t n = quick ? 512 : 4096, H = 8;
+    enum { ROUNDS = 3 };
+    int rounds = quick ? 1 : ROUNDS;
+    double budget = quick ? 0.05 : 0.3;
+    for (int di = 0; di < 2; di++) {
+        int64_t d = di ? 64 : 128, sh[3] = {H, n, d};
+        size_t m = (size_t)(H * n * d);
+        float *q = random_floats(m, 21), *k = random_floats(m, 22), *v = random_floats(m, 23), *out = calloc(m, sizeof(float));
+        call c;
+        memset(&c, 0, sizeof c);
+        attn_tensor_init(&c.q, q, ATTN_F32, 3, sh, NULL, NULL), attn_tensor_init(&c.k, k, ATTN_F32, 3, sh, NULL, NULL);
+        attn_tensor_init(&c.v, v, ATTN_F32, 3, sh, NULL, NULL), attn_tensor_init(&c.out, out, ATTN_F32, 3, sh, NULL, NULL);
+        c.o = attn_sdpa_options_default();
+        char kernels[64];
+        c.o.compute = ATTN_COMPUTE_BF16;
+        verbose_word(run_attn, &c, "bf16_kernels=", kernels, sizeof kernels);
+        double t[2][ROUNDS], ratio[ROUNDS];
+        for (int r = 0; r < rounds; r++) {
+            for (int j = 0; j < 2; j++) {
+                int mode = r % 2 ? 1 - j : j; /* 0 f32, 1 bf16 */
+                c.o.compute = mode ? ATTN_COMPUTE_BF16 : ATTN_COMPUTE_F32;
+                t[mode][r] = best_time(run_attn, &c, budget);
+            }
+            ratio[r] = t[0][r] / t[1][r];
+        }
+        double t32 = median(t[0], rounds), t16 = median(t[1], rounds), speedup = median(ratio, rounds);
+        double flops = 4.0 * (double)H * (double)n * (double)n * (double)d;
+        if (as_json)
+            printf("    ,{\"name\": \"sdpa H8 d%lld L=S=%lld bf16 compute\", \"f32_seconds\": %.6g, \"bf16_seconds\": %.6g, "
+                   "\"bf16_speedup\": %.3f, \"bf16_kernels\": \"%s\"}\n",
+                   (long long)d, (long long)n, t32, t16, speedup, kernels);
+        else {
+            text_table *tab = tab_new(4, "attention forward", "seconds", "rate", "bf16 speedup");
+            tab_cell(tab, "attn_sdpa H8 d%lld L=S=%lld f32", (long long)d, (long long)n), tab_cell(tab, "%.4f", t32),
+                tab_cell(tab, "%.1f GF/s", flops / t32 / 1e9), tab_cell(tab, "%s", "");
+            tab_cell(tab, "same, compute=bf16 (%s)", kernels), tab_cell(tab, "%.4f", t16),
+                tab_cell(tab, "%.1f GF/s", flops / t16 / 1e9), tab_cell(tab, "%.2fx", speedup);
+            tab_print(tab);
+        }
+        free(q), free(k), free(v), free(out);
+    }
+    if (!as_json)
+        cli_prose(stdout, 0, 2, "bf16 speedup: the median over %d rounds, timed in turns, of f32's seconds over the bf16 "
+                  "compute mode's (higher is faster)", rounds);
 }
 
 /* ---- the report ------------------------------------------------------------------ */
@@ -1686,6 +1783,7 @@ int main(int argc, char **argv) {
         else cli_prose(stdout, 0, 2, "attn bench --layer: %s, %s kernels, %d threads; FMA peak %.1f GFLOP/s in f32, %.1f in f64", cpu, isa, n,
                     peak / 1e9, layer_peak / 1e9);
         mha_row(json);
+        bf16_attention_rows(json);
         if (json) printf("]}\n");
         return 0;
     }

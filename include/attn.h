@@ -970,6 +970,18 @@ ATTN_API attn_status attn_sdpa_backward_workspace_size(size_t *bytes, attn_tenso
  * sequences' plans (about 2 KiB each) and the kernels' scratch; with a
  * workspace (attn_context) all of it comes from there.
  *
+ * A 16-bit q (f16 or bf16; k and v f32, f16, bf16 or quantized) gives out
+ * in q's dtype and lse in f32, as attn_sdpa takes one: q is widened
+ * (exactly) into an f32 copy, the batch computed as for that f32 q, and
+ * its f32 out rounded once, to nearest even, into out: bitwise the f32
+ * call on the widened q with its out so rounded. The copies,
+ * 4·Tq·Hq·(E + Ev) bytes, come first from the workspace (or malloc).
+ * The plans (attn_sdpa_plan_init, attn_sdpa_varlen_plan_init,
+ * attn_kv_paged_plan_init) take a 16-bit q and out too: their
+ * workspace_bytes count the copies, which each run places at the
+ * workspace's front (no allocation), bitwise the unplanned call.
+ * attn_sdpa_varlen_backward takes f32 or f64 q only (ATTN_ERR_DTYPE).
+ *
  * Errors: those of attn_sdpa for any sequence (the message names it:
  * "sequence 3: ..."), and ATTN_ERR_ARGUMENT (batch < 0; an offset array
  * that does not start at 0, decreases, or does not end at the tensor's
@@ -1022,7 +1034,9 @@ ATTN_API attn_status attn_sdpa_plan_bytes(size_t *bytes, int64_t batch, attn_err
 
 /* Plan the call attn_sdpa(out, lse, NULL, q, k, v, options) (no weights)
  * in memory[0 .. bytes) (attn_sdpa_plan_bytes with batch 0): *plan is set
- * to the plan, *workspace_bytes to the workspace attn_sdpa_run needs.
+ * to the plan, *workspace_bytes to the workspace attn_sdpa_run needs (for
+ * a 16-bit q and out, with the f32 copies attn_sdpa makes of them: a run
+ * places them at the workspace's front, widens q, rounds out once).
  * Nothing is written to out or lse. Errors: those of attn_sdpa, and
  * ATTN_ERR_NULL (plan, memory, workspace_bytes), ATTN_ERR_WORKSPACE
  * (bytes too small for a plan). */
@@ -1301,7 +1315,22 @@ ATTN_VERSIONED_DEFAULT_(attn_mha_options)
  * PyTorch's float64 to ~1e-13: the exact path); f32 projects with f32 sums
  * (the library's own packed GEMM, one rounding per multiply-add, fused where
  * the CPU has FMA: within (in + 4)·2^-24·Σ|x||w| of each exact projected
- * value) and attends with attn_sdpa's f32 kernels. Where PyTorch gives NaN
+ * value) and attends with attn_sdpa's f32 kernels. bf16 weights in an f32
+ * layer (checkpoints as they ship): a projection whose weight is bf16 runs
+ * on the bf16 GEMM where the CPU has one (AMX-BF16 tiles, TDPBF16PS; or
+ * AVX512_BF16's VDPBF16PS where the core issues it at its FMA's rate, as
+ * AMD's Zen 4 and Zen 5 do): its input (x, or the heads' output for
+ * out_proj) is rounded to bf16 (nearest even), the weight read as it is,
+ * each product exact in f32 and each addition rounded to f32 (denormals
+ * flushed to zero, as the instructions do), so that each projected value
+ * is within (in + 4)·2^-24·Σ|x̂||w| of the exact sum over the rounded x̂:
+ * PyTorch's bf16 F.linear on the same bf16 values, with f32 accumulation
+ * and the result kept in f32. Where the CPU has neither (or its
+ * VDPBF16PS is half rate), such a projection computes in f32 on the
+ * weight widened, as for f16 weights always. ATTN_VERBOSE prints one line
+ * naming each product's kernel before the attention's line:
+ * "attn: mha_projections gemm_q=bf16:avx512_bf16/12x32 ... gemm_out=..."
+ * (sums, kernel set, register tile; f32:avx512/12x32 for f32 sums). Where PyTorch gives NaN
  * (a query whose every key is masked) the output row is out_proj's bias (the
  * attention is 0), as attn_sdpa gives. Memory, from the context's workspace
  * when one is given (attn_mha_workspace_size), else from malloc: the
@@ -1347,7 +1376,9 @@ ATTN_API attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, a
 /* Weights packed once, for f32 layers that run many times (a decoder's
  * every step): each of the q, k, v and out projections' weights laid out
  * as the f32 GEMM's microkernel reads them (transposed, in panels as wide
- * as its register tile), so that no call repacks them.
+ * as its register tile; a bf16 weight that runs on the bf16 GEMM, see
+ * attn_mha, as pairs of bf16 in that kernel's panels, half the bytes), so
+ * that no call repacks them.
  *
  *   size_t bytes;  attn_mha_weights_bytes(&bytes, &params, &err);
  *   attn_mha_weights *w;  attn_mha_weights_init(&w, malloc(bytes), bytes, &params, &err);
@@ -1763,12 +1794,14 @@ ATTN_API attn_status attn_kv_pages_gather(attn_tensor *k, attn_tensor *v, const 
                                           attn_error *err);
 
 /* Attention of the new queries of n sequences of a pool, in one call: q
- * packed (total_q, Hq, E), f32 (f64 for f64 pages, on the exact kernel),
- * any strides, Hq a multiple of Hk, with
+ * packed (total_q, Hq, E), f32 (f64 for f64 pages, on the exact kernel;
+ * or f16 or bf16: then out is in q's dtype, computed through f32 copies as
+ * attn_sdpa_varlen does for a 16-bit q, bitwise the f32 call on the
+ * widened q with out rounded once), any strides, Hq a multiple of Hk, with
  * the queries of sequence seqs[i] in rows cu_seqlens_q[i] ..
  * cu_seqlens_q[i+1] - 1 (n + 1 int64 offsets, 0 first, non-decreasing,
- * total_q last); out (total_q, Hq, Ev) and lse (total_q, Hq) or NULL, of
- * q's dtype, any strides. Each sequence's rows get exactly what
+ * total_q last); out (total_q, Hq, Ev) in q's dtype and lse (total_q, Hq)
+ * (f64 for f64 q, else f32) or NULL, any strides. Each sequence's rows get exactly what
  * attn_kv_cache_attend gives for that sequence alone, with masks[i] as its
  * options->mask and dropout_seed + i as its dropout seed (as
  * attn_sdpa_varlen numbers them): its L_i queries are its last L_i

@@ -33,6 +33,7 @@ static inline void skip(const char *name, const char *fmt, ...) {
 static FILE *verbose_file;
 static int verbose_saved_fd = -1;
 static char verbose_last_line[1024]; /* the whole last verbose line */
+static char verbose_gemm_line[1024]; /* the last multi-head layer's line naming its products' kernels */
 
 static inline void verbose_begin(void) {
     fflush(stderr);
@@ -63,6 +64,7 @@ static inline void verbose_end(char *kernel, size_t size, char *fallback, size_t
     while (fgets(line, sizeof line, verbose_file))
         if (strncmp(line, "attn: ", 6) == 0) {
             memcpy(verbose_last_line, line, sizeof line);
+            if (strstr(line, "_projections ")) memcpy(verbose_gemm_line, line, sizeof line);
             word_after(kernel, size, line, " kernel=");
             if (fallback) word_after(fallback, fsize, line, " fallback=");
         }

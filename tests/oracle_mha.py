@@ -323,11 +323,11 @@ def backward_case(o, rng, name, E=16, H=4, L=5, S=7, N=3, kdim=None, vdim=None, 
     o.report(name, compare_grads(o, got, ref))
 
 
-def gqa_reference(q, k, v, state, H, Hkv, causal, rope=None, variants=None):
+def gqa_reference(q, k, v, state, H, Hkv, causal, rope=None, variants=None, bf16_products=False):
     """gqa_reference_t on numpy arrays: the layer's output as numpy."""
     t = {k_: torch.from_numpy(a) for k_, a in state.items()}
     xs = [torch.from_numpy(a) for a in (q, k, v)]
-    return gqa_reference_t(xs, t, H, Hkv, causal, rope, variants).detach().numpy()
+    return gqa_reference_t(xs, t, H, Hkv, causal, rope, variants, bf16_products).detach().numpy()
 
 
 def gqa_state(f, E, D, Hkv):
@@ -525,17 +525,20 @@ def compare_grads(o, got, ref):
     return ""
 
 
-def gqa_reference_t(xs, t, H, Hkv, causal, rope, variants=None):
+def gqa_reference_t(xs, t, H, Hkv, causal, rope, variants=None, bf16_products=False):
     """GQA multi-head attention written in PyTorch on torch tensors (autograd
     flows through it): separate projections, RoPE on each head's rows at
     positions offset + row, repeat_interleave of the KV heads, the score
-    variants from their definitions, softmax, out_proj. Inputs (N, L, E)."""
+    variants from their definitions, softmax, out_proj. Inputs (N, L, E).
+    bf16_products: each projection's input rounded to bfloat16 first (nearest
+    even), as an f32 layer's bf16 GEMM rounds it (the weights being bf16)."""
     q, k, v = xs
     N, L, E = q.shape
     S, D = k.shape[1], E // H
-    Q = F.linear(q, t["q_proj_weight"], t.get("q_proj_bias")).reshape(N, L, H, D).transpose(1, 2)
-    K = F.linear(k, t["k_proj_weight"], t.get("k_proj_bias")).reshape(N, S, Hkv, D).transpose(1, 2)
-    V = F.linear(v, t["v_proj_weight"], t.get("v_proj_bias")).reshape(N, S, Hkv, D).transpose(1, 2)
+    r = (lambda x: x.to(torch.bfloat16).to(x.dtype)) if bf16_products else (lambda x: x)
+    Q = F.linear(r(q), t["q_proj_weight"], t.get("q_proj_bias")).reshape(N, L, H, D).transpose(1, 2)
+    K = F.linear(r(k), t["k_proj_weight"], t.get("k_proj_bias")).reshape(N, S, Hkv, D).transpose(1, 2)
+    V = F.linear(r(v), t["v_proj_weight"], t.get("v_proj_bias")).reshape(N, S, Hkv, D).transpose(1, 2)
     if rope:
         layout, base, rd, offset = rope
         Q, K = (rope_reference(x, layout, base, rd, offset, 1.0) for x in (Q, K))
@@ -551,7 +554,7 @@ def gqa_reference_t(xs, t, H, Hkv, causal, rope, variants=None):
     else:
         p = torch.softmax(s, -1)
     out = (p @ V).transpose(1, 2).reshape(N, L, E)
-    return F.linear(out, t["out_proj_weight"], t.get("out_proj_bias"))
+    return F.linear(r(out), t["out_proj_weight"], t.get("out_proj_bias"))
 
 
 def main():

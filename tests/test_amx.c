@@ -11,6 +11,7 @@
 #include "amx/amx_emu.h"
 #include "../src/kernels/ukernel.h"
 #include "../src/kernels/ukernel_bf16.h"
+#include "../src/kernels/gemm.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -165,6 +166,68 @@ static void test_kernels(const attn_bf16_kernels *bk, const char *label) {
     char name[96];
     snprintf(name, sizeof name, "amx_kernels_%s_qk_pv_within_f32_sums_of_bf16", label);
     check(!bad && bk->mr == 16, name, "%d results outside the bound (worst relative error %.3g), mr %d", bad, worst, bk->mr);
+}
+
+/* The AMX set's GEMM microkernel (the layer's products): its 32 × 32 tile
+ * is, element for element, what the flash kernels' qk computes on the same
+ * pairs (TDPBF16PS's order over 16 pairs a step, from zero), added to c
+ * with one rounding; the elements beside the tile are untouched. Then the
+ * whole GEMM frame on it (attn_gemm_bf16), on shapes that cross the tiles'
+ * and blocks' edges with an odd depth, within (K + 4)·2^-24·Σ|products| of
+ * the exact sum of the bf16 values, bitwise the same on 1 and 3 threads. */
+static void test_gemm_kernel(const attn_bf16_kernels *bk, const char *label) {
+    enum { K2 = 48, MR = 32, NR = 32, LD = 40 };
+    static uint32_t a2[K2 * MR], b2[K2 * NR + 64], q2[16 * K2];
+    static float c[(MR + 2) * LD], c0[(MR + 2) * LD], s[16 * 64];
+    bool ok = bk->gemm_mr == MR && bk->gemm_nr == NR && bk->gemm_kp == 16;
+    for (int i = 0; i < K2 * MR; i++) a2[i] = pair(bf16_of(normal()), bf16_of(normal()));
+    for (int i = 0; i < K2 * NR; i++) b2[i] = pair(bf16_of(normal() * (i % 9 ? 1.0f : 1e-20f)), bf16_of(normal()));
+    for (int i = 0; i < (MR + 2) * LD; i++) c[i] = c0[i] = normal();
+    if (ok) bk->gemm(c, LD, a2, b2, K2);
+    for (int half = 0; ok && half < 2; half++) {
+        /* rows 16·half .. of a2 (16-pair tiles, 32 rows each) as qk's row-major pairs */
+        for (int r = 0; r < 16; r++)
+            for (int p = 0; p < K2; p++) q2[r * K2 + p] = a2[p / 16 * MR * 16 + (16 * half + r) * 16 + p % 16];
+        bk->qk(s, 64, q2, K2, b2, NR, K2); /* columns 32-63 read past the tile: not compared */
+        for (int r = 0; r < 16; r++)
+            for (int j = 0; j < NR; j++) {
+                float want = c0[(16 * half + r) * LD + j] + s[r * 64 + j];
+                ok &= memcmp(&c[(16 * half + r) * LD + j], &want, 4) == 0;
+            }
+    }
+    for (int i = 0; i < (MR + 2) * LD; i++)
+        if (i / LD >= MR || i % LD >= NR) ok &= memcmp(&c[i], &c0[i], 4) == 0;
+    char name[96];
+    snprintf(name, sizeof name, "amx_gemm_%s_microkernel_32x32_is_qk_plus_c", label);
+    check(ok, name, "tile %d x %d (kp %d) differs from qk's sums or spilled", bk->gemm_mr, bk->gemm_nr, bk->gemm_kp);
+
+    static const int SHAPES[][3] = {{1, 1, 1}, {33, 31, 17}, {70, 100, 301}, {5, 65, 1000}, {40, 37, 64}};
+    int bad = 0, differ = 0;
+    for (size_t t = 0; t < sizeof SHAPES / sizeof SHAPES[0]; t++) {
+        int M = SHAPES[t][0], N = SHAPES[t][1], K = SHAPES[t][2];
+        float *a = malloc(sizeof(float) * (size_t)(M * K)), *c1 = malloc(sizeof(float) * (size_t)(M * N)),
+              *c3 = malloc(sizeof(float) * (size_t)(M * N));
+        uint16_t *w = malloc(sizeof(uint16_t) * (size_t)(N * K)); /* a bf16 weight (N × K), read transposed */
+        for (int i = 0; i < M * K; i++) a[i] = normal();
+        for (int i = 0; i < N * K; i++) w[i] = bf16_of(normal());
+        attn_mat am = {(char *)a, ATTN_F32, M, K, K, 1}, bm = {(char *)w, ATTN_BF16, K, N, 1, K};
+        attn_mat cm1 = {(char *)c1, ATTN_F32, M, N, N, 1}, cm3 = {(char *)c3, ATTN_F32, M, N, N, 1};
+        bad += !attn_gemm_bf16(&cm1, &am, &bm, NULL, NULL, false, 1, bk, NULL) ||
+               !attn_gemm_bf16(&cm3, &am, &bm, NULL, NULL, false, 3, bk, NULL);
+        differ += memcmp(c1, c3, sizeof(float) * (size_t)(M * N)) != 0;
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double want = 0, mag = 0;
+                for (int p = 0; p < K; p++) {
+                    double x = (double)f32_of_bf16(bf16_of(a[i * K + p])) * f32_of_bf16(w[j * K + p]);
+                    want += x, mag += fabs(x);
+                }
+                bad += fabs(c1[i * N + j] - want) > (K + 4) * 0x1p-24 * mag + 0x1p-100;
+            }
+        free(a), free(c1), free(c3), free(w);
+    }
+    snprintf(name, sizeof name, "amx_gemm_%s_frame_within_f32_sums_of_bf16", label);
+    check(!bad && !differ, name, "%d results outside the bound, %d shapes differ between 1 and 3 threads", bad, differ);
 }
 
 /* The flash forward in the bf16 mode on the AMX set: against the exact f64
@@ -392,6 +455,7 @@ int main(void) {
     printf("# AMX through the tile emulator (tests/amx/amx_emu.h): amx_bf16\n");
     test_emulator();
     test_kernels(&attn_bf16_amx_emulated, "emulated");
+    test_gemm_kernel(&attn_bf16_amx_emulated, "emulated");
     test_flash(&attn_bf16_amx_emulated);
     test_backward(&attn_bf16_amx_emulated, "amx_emulated");
     /* With AMX granted, the library's own set runs on the tiles: within the
@@ -399,6 +463,7 @@ int main(void) {
      * the emulator's order of sums against the hardware). */
     if (strcmp(attn_bf16_label(), "amx_bf16") == 0) {
         test_kernels(attn_bf16_active(), "native");
+        test_gemm_kernel(attn_bf16_active(), "native");
         enum { E2 = 40, LD = 72 };
         static uint32_t q2[16 * E2], kt2[E2 * LD];
         static float s1[16 * LD], s2[16 * LD];
@@ -413,6 +478,7 @@ int main(void) {
              attn_bf16_label());
         skip("amx_emulator_bitwise_the_hardware", "no AMX tiles here to compare the emulator with");
         skip("amx_flash_backward_native_vs_f64", "this CPU has no AMX tiles here (bf16 kernels: %s)", attn_bf16_label());
+        skip("amx_gemm_native_microkernel_32x32_is_qk_plus_c", "this CPU has no AMX tiles here");
     }
     attn_shutdown();
     return n_failed ? 1 : 0;

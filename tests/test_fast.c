@@ -417,8 +417,25 @@ static void test_bf16_kernels(const attn_bf16_kernels *hw, const char *name) {
     for (int i = 0; i < 100; i++) src[i] = normal() * (i % 3 ? 1.0f : 3e38f);
     hw->to_bf16(h1, src, 100);
     em->to_bf16(h2, src, 100);
-    check(memcmp(s1, s2, sizeof s1) == 0 && memcmp(o1, o2, sizeof o1) == 0 && memcmp(h1, h2, sizeof h1) == 0,
-          name, "the emulation differs from the instruction");
+    /* The layer's GEMM microkernel (gemm_kp 1: a column of pairs at a
+     * time), against attn_bf16_dot_pair pair by pair from zero, then + c. */
+    static uint32_t ga[E2 * 32], gb[E2 * 64];
+    static float g1[32 * 64], g2[32 * 64];
+    int mr = hw->gemm_mr, nr = hw->gemm_nr;
+    bool gemm_ok = hw->gemm && hw->gemm_kp == 1 && mr <= 32 && nr <= 64;
+    for (int i = 0; i < E2 * 32; i++) ga[i] = kt2[i];
+    for (int i = 0; i < E2 * 64; i++) gb[i] = q2[i % (ATTN_MR_MAX * E2)] ^ (uint32_t)(i * 0x10001u & 0x00070007u);
+    for (int i = 0; i < 32 * 64; i++) g1[i] = g2[i] = normal();
+    if (gemm_ok) hw->gemm(g1, 64, ga, gb, E2);
+    for (int i = 0; gemm_ok && i < mr; i++)
+        for (int j = 0; j < nr; j++) {
+            float acc = 0;
+            for (int e = 0; e < E2; e++) acc = attn_bf16_dot_pair(acc, ga[e * mr + i], gb[e * nr + j]);
+            g2[i * 64 + j] += acc;
+        }
+    check(memcmp(s1, s2, sizeof s1) == 0 && memcmp(o1, o2, sizeof o1) == 0 && memcmp(h1, h2, sizeof h1) == 0 &&
+              gemm_ok && memcmp(g1, g2, sizeof g1) == 0,
+          name, "the emulation differs from the instruction (qk, pv, to_bf16 or the %dx%d gemm)", mr, nr);
 }
 
 static void test_bf16_emulation(void) {

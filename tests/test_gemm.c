@@ -9,6 +9,7 @@
  * for 1 and 3 threads. Prints "ok NAME", "skip NAME: why" or "FAIL NAME: why". */
 #include "check.h"
 #include "../src/kernels/gemm.h"
+#include "../src/kernels/ukernel_bf16.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -162,6 +163,147 @@ static void test_sgemm_tile(const char *isa) {
     check(ok, name, "tile %d x %d wrong or spilled", mr, nr);
 }
 
+/* The bf16 GEMM (attn_gemm_bf16) on kernel set bk: a and b are rounded to
+ * bf16 (â, b̂) and multiplied with f32 sums, so c is within (K + 4)·2^-24·
+ * Σ|â||b̂| (+ |bias| + |c|) of the exact sum of the rounded values (the K
+ * additions of a pair-by-pair sum, the block's, the bias's and c's). As for
+ * sgemm, four ways (packed by the call on 1 and 3 threads, packed
+ * beforehand, the caller's scratch) agree bitwise. Returns c[0] for the
+ * caller to compare across sets (freed by it), or NULL. */
+static float *test_bf16_shape(const shape *s, const attn_bf16_kernels *bk, const char *isa) {
+    char name[160];
+    snprintf(name, sizeof name, "gemm_bf16_%s_%lldx%lldx%lld_%s%s%s%s%s", isa, (long long)s->M, (long long)s->N,
+             (long long)s->K, attn_dtype_name(s->in), s->a_transposed ? "_at" : "", s->b_transposed ? "_bt" : "",
+             s->bias ? "_bias" : "", s->accumulate ? "_acc" : "");
+    if (!bk) {
+        skip(name, "this CPU lacks %s (test_amx runs the AMX kernel through its emulator)", isa);
+        return NULL;
+    }
+    /* a as the layer's activations (f32), b as its weights (s->in) */
+    attn_mat a = random_mat(ATTN_F32, s->M, s->K, s->a_transposed), b = random_mat(s->in, s->K, s->N, s->b_transposed);
+    attn_mat bias = random_mat(ATTN_F32, 1, s->N, false), c0 = random_mat(ATTN_F32, s->M, s->N, false);
+    attn_mat c[4];
+    size_t bytes = (size_t)(s->M * s->N) * sizeof(float);
+    for (int i = 0; i < 4; i++) c[i] = random_mat(ATTN_F32, s->M, s->N, false), memcpy(c[i].base, c0.base, bytes);
+    int64_t np = attn_gemm_bf16_packed_pairs(s->K, s->N, bk);
+    uint32_t *packed = malloc(sizeof(uint32_t) * (size_t)np);
+    size_t ns = attn_gemm_bf16_scratch_bytes(s->M, s->N, s->K, 1, bk, false);
+    float *scratch = malloc(ns ? ns : 1);
+    attn_gemm_bf16_pack_b(packed, &b, bk, 3);
+    const attn_mat *pb = s->bias ? &bias : NULL;
+    bool ok = attn_gemm_bf16(&c[0], &a, &b, NULL, pb, s->accumulate, 1, bk, NULL) &&
+              attn_gemm_bf16(&c[1], &a, &b, NULL, pb, s->accumulate, 3, bk, NULL) &&
+              attn_gemm_bf16(&c[2], &a, NULL, packed, pb, s->accumulate, 3, bk, NULL) &&
+              attn_gemm_bf16(&c[3], &a, &b, NULL, pb, s->accumulate, 1, bk, scratch);
+    double worst = 0;
+    for (int64_t i = 0; ok && i < s->M; i++)
+        for (int64_t j = 0; j < s->N; j++) {
+            long double want = 0, mag = 0;
+            for (int64_t p = 0; p < s->K; p++) {
+                float x = attn_bf16_to_f32(attn_f32_to_bf16((float)attn_mat_get(&a, i, p)));
+                float y = attn_bf16_to_f32(attn_f32_to_bf16((float)attn_mat_get(&b, p, j)));
+                want += (long double)x * y, mag += fabsl((long double)x * y);
+            }
+            if (pb) want += attn_mat_get(pb, 0, j), mag += fabs(attn_mat_get(pb, 0, j));
+            if (s->accumulate) want += attn_mat_get(&c0, i, j), mag += fabs(attn_mat_get(&c0, i, j));
+            double bound = (double)(s->K + 4) * 0x1p-24 * (double)mag + 0x1p-100;
+            double err = fabs(attn_mat_get(&c[0], i, j) - (double)want) / bound;
+            worst = err > worst || err != err ? err : worst;
+        }
+    bool same = true;
+    for (int i = 1; i < 4; i++) same &= memcmp(c[0].base, c[i].base, bytes) == 0;
+    check(ok && worst <= 1 && same, name, "calls %s, error %.3g of the bound, threads, packing and scratch %s",
+          ok ? "ok" : "failed", worst, same ? "agree" : "differ");
+    free(a.base), free(b.base), free(bias.base), free(c0.base), free(packed), free(scratch);
+    for (int i = 1; i < 4; i++) free(c[i].base);
+    if (!ok) free(c[0].base);
+    return ok ? (float *)(void *)c[0].base : NULL;
+}
+
+/* A bf16 microkernel with its own tile: each element of gemm_mr × gemm_nr
+ * is its k2-pair sum of small integers (exact) added to c, and c beside
+ * the tile is untouched. a2 is laid out in blocks of gemm_kp pairs. */
+static void test_bf16_tile(const attn_bf16_kernels *bk, const char *isa) {
+    char name[64];
+    snprintf(name, sizeof name, "gemm_bf16_microkernel_%s_tile", isa);
+    if (!bk) {
+        skip(name, "this CPU lacks %s", isa);
+        return;
+    }
+    enum { K2 = 32, LD = 72, ROWS = 40 };
+    int mr = bk->gemm_mr, nr = bk->gemm_nr, kp = bk->gemm_kp;
+    static uint32_t a2[K2 * 32], b2[K2 * 64];
+    static float c[ROWS * LD];
+    bool ok = mr <= 32 && nr <= 64 && K2 % kp == 0;
+    for (int i = 0; ok && i < mr; i++)
+        for (int p = 0; p < K2; p++) {
+            float e = (float)((i + 3 * p) % 7) - 3, o = (float)((2 * i + p) % 5) - 2;
+            a2[p / kp * mr * kp + i * kp + p % kp] = attn_f32_to_bf16(e) | (uint32_t)attn_f32_to_bf16(o) << 16;
+        }
+    for (int p = 0; ok && p < K2; p++)
+        for (int j = 0; j < nr; j++) {
+            float e = (float)((p + j) % 5) - 2, o = (float)((3 * j + p) % 7) - 3;
+            b2[p * nr + j] = attn_f32_to_bf16(e) | (uint32_t)attn_f32_to_bf16(o) << 16;
+        }
+    for (int i = 0; i < ROWS * LD; i++) c[i] = 0.5f;
+    if (ok) bk->gemm(c, LD, a2, b2, K2);
+    for (int i = 0; ok && i < ROWS; i++)
+        for (int j = 0; j < LD; j++) {
+            float want = 0.5f;
+            if (i < mr && j < nr)
+                for (int p = 0; p < K2; p++) {
+                    uint32_t x = a2[p / kp * mr * kp + i * kp + p % kp], y = b2[p * nr + j];
+                    want += attn_bf16_to_f32((uint16_t)x) * attn_bf16_to_f32((uint16_t)y) +
+                            attn_bf16_to_f32((uint16_t)(x >> 16)) * attn_bf16_to_f32((uint16_t)(y >> 16));
+                }
+            ok &= c[i * LD + j] == want;
+        }
+    check(ok, name, "tile %d x %d (pairs in blocks of %d) wrong or spilled", mr, nr, kp);
+}
+
+/* The bf16 sets this process can run: the emulation always; AVX512_BF16
+ * natively where the CPU has it (test_fast_simde runs it through SIMDe,
+ * test_amx the AMX one through the tile emulator). */
+static const attn_bf16_kernels *bf16_set(const char *isa) {
+    if (strcmp(isa, "emulated") == 0) return &attn_bf16_emulated;
+#if defined(ATTN_HAVE_X86_KERNELS)
+    __builtin_cpu_init();
+    if (strcmp(isa, "avx512_bf16") == 0 && __builtin_cpu_supports("avx512bf16") && attn_ukernels_by_name("avx512"))
+        return &attn_bf16_avx512;
+#endif
+    return NULL;
+}
+
+static void test_bf16_gemm(void) {
+    static const shape bshapes[] = {
+        {1, 1, 1, ATTN_BF16, ATTN_F32, false, false, false, false},
+        {7, 13, 5, ATTN_BF16, ATTN_F32, false, true, false, false},      /* odd K: a zero half pair */
+        {13, 29, 300, ATTN_F32, ATTN_F32, true, true, false, true},     /* f32 weights rounded; K past kc */
+        {200, 61, 37, ATTN_BF16, ATTN_F32, false, false, true, true},   /* M past mc */
+        {9, 1100, 17, ATTN_BF16, ATTN_F32, true, true, true, true},     /* N past nc */
+        {33, 2, 0, ATTN_BF16, ATTN_F32, false, true, true, false},      /* no depth: bias + c */
+        {5, 40, 700, ATTN_F16, ATTN_F32, false, false, false, true},    /* f16 rounded to bf16 */
+        {1, 500, 96, ATTN_BF16, ATTN_F32, false, true, false, true},    /* one row (decode) */
+        {97, 131, 1025, ATTN_BF16, ATTN_F32, false, true, false, true}, /* no edge a multiple of a tile */
+    };
+    enum { NS = sizeof bshapes / sizeof bshapes[0] };
+    const attn_bf16_kernels *em = bf16_set("emulated"), *hw = bf16_set("avx512_bf16");
+    test_bf16_tile(em, "emulated");
+    test_bf16_tile(hw, "avx512_bf16");
+    int differ = 0;
+    for (size_t s = 0; s < NS; s++) {
+        rng = 1000 + s; /* the same operands for both sets */
+        float *ce = test_bf16_shape(&bshapes[s], em, "emulated");
+        rng = 1000 + s;
+        float *ch = test_bf16_shape(&bshapes[s], hw, "avx512_bf16");
+        /* VDPBF16PS adds pair by pair as the emulation does: bitwise equal. */
+        if (ce && ch) differ += memcmp(ce, ch, sizeof(float) * (size_t)(bshapes[s].M * bshapes[s].N)) != 0;
+        free(ce), free(ch);
+    }
+    if (!hw) skip("gemm_bf16_avx512_bf16_bitwise_emulation", "this CPU lacks AVX512_BF16");
+    else check(!differ, "gemm_bf16_avx512_bf16_bitwise_emulation", "%d of %d products differ", differ, (int)NS);
+}
+
 int main(void) {
     static const shape shapes[] = {
         {1, 1, 1, ATTN_F64, ATTN_F64, false, false, false, false},
@@ -199,6 +341,7 @@ int main(void) {
         test_sgemm_tile(isas[i]);
         for (size_t s = 0; s < sizeof sshapes / sizeof sshapes[0]; s++) test_sgemm_shape(&sshapes[s], isas[i]);
     }
+    test_bf16_gemm();
     attn_shutdown();
     return n_failed ? 1 : 0;
 }

@@ -1541,6 +1541,76 @@ static void test_desc(void) {
     free(mem);
 }
 
+/* A 16-bit q and out (f16, bf16) against a pool (bf16 or f32 rows): the
+ * pool's attend and the view's are bitwise the f32 call on q widened, its
+ * out rounded once (nearest even), lse the same; a paged plan refuses a
+ * 16-bit q, and lse must be f32. */
+static void test_half_q(attn_dtype h, attn_dtype pool_dt, const char *tag) {
+    model m;
+    model_init(&m, pool_dt, 16, 32, 4, 2, 32, 24, 200);
+    int64_t seqs[3], lens[3] = {37, 5, 70}, cu_kv[4] = {0, 37, 42, 112}, cu[4] = {0, 3, 4, 12};
+    attn_error err;
+    for (int i = 0; i < 3; i++) attn_kv_pages_create(m.pool, &seqs[i], NULL);
+    packed p;
+    make_packed(&p, &m, cu_kv[3], 0);
+    attn_status st = attn_kv_pages_append(m.pool, seqs, 3, &p.k, &p.v, cu_kv, &err);
+    (void)lens;
+    int64_t Hq = 4, total = cu[3], qs[3] = {total, Hq, 32}, os[3] = {total, Hq, 24}, ls[2] = {total, Hq};
+    size_t nq = (size_t)(total * Hq * 32), no = (size_t)(total * Hq * 24);
+    uint16_t *q16 = malloc(2 * nq), *o16 = malloc(2 * no), *want = malloc(2 * no);
+    float *q32 = malloc(4 * nq), *o32 = malloc(4 * no), *l16 = malloc(4 * (size_t)(total * Hq)), *l32 = malloc(4 * (size_t)(total * Hq));
+    for (size_t i = 0; i < nq; i++) {
+        float x = rnd_value();
+        q16[i] = h == ATTN_F16 ? attn_f32_to_f16(x) : attn_f32_to_bf16(x);
+        q32[i] = h == ATTN_F16 ? attn_f16_to_f32(q16[i]) : attn_bf16_to_f32(q16[i]);
+    }
+    attn_tensor tq16, tq32, to16, to32, tl16, tl32, tw;
+    attn_tensor_init(&tq16, q16, h, 3, qs, NULL, NULL), attn_tensor_init(&tq32, q32, ATTN_F32, 3, qs, NULL, NULL);
+    attn_tensor_init(&to16, o16, h, 3, os, NULL, NULL), attn_tensor_init(&to32, o32, ATTN_F32, 3, os, NULL, NULL);
+    attn_tensor_init(&tl16, l16, ATTN_F32, 2, ls, NULL, NULL), attn_tensor_init(&tl32, l32, ATTN_F32, 2, ls, NULL, NULL);
+    attn_tensor_init(&tw, want, h, 3, os, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.softcap = 30;
+    attn_status s32 = st ? st : attn_kv_pages_attend(&to32, &tl32, &tq32, cu, seqs, 3, m.pool, NULL, &o, &err);
+    attn_status s16 = s32 ? s32 : attn_kv_pages_attend(&to16, &tl16, &tq16, cu, seqs, 3, m.pool, NULL, &o, &err);
+    attn_tensor_convert(&tw, &to32, NULL);
+    char name[96];
+    snprintf(name, sizeof name, "pages_attend_%s_q_bitwise_f32_on_widened_q_%s", tag, attn_dtype_name(pool_dt));
+    check(!s16 && !memcmp(o16, want, 2 * no) && !memcmp(l16, l32, 4 * (size_t)(total * Hq)), name, "status %d: %s",
+          (int)s16, err.message);
+    /* the same through the pool's view; then a plan of it refuses the 16-bit q */
+    attn_kv_paged_view w;
+    w.struct_size = sizeof w;
+    attn_kv_pages_view(&w, m.pool, NULL);
+    int64_t cuv[MAX_SEQS + 1] = {0};
+    for (int64_t i = 0; i < w.num_sequences; i++) { /* the view's ids in order: seqs[] are 0, 1, 2 */
+        int64_t j = 0;
+        while (j < 3 && seqs[j] != i) j++;
+        cuv[i + 1] = cuv[i] + (j < 3 ? cu[j + 1] - cu[j] : 0);
+    }
+    memset(o16, 0, 2 * no);
+    attn_status sv = attn_kv_paged_attend(&to16, &tl16, &tq16, cuv, &w, NULL, &o, &err);
+    snprintf(name, sizeof name, "paged_view_%s_q_bitwise_f32_on_widened_q_%s", tag, attn_dtype_name(pool_dt));
+    check(!sv && !memcmp(o16, want, 2 * no), name, "status %d: %s", (int)sv, err.message);
+    size_t pb = 0, wb = 0;
+    attn_sdpa_plan *plan = NULL;
+    attn_sdpa_plan_bytes(&pb, w.num_sequences, NULL);
+    void *pmem = malloc(pb);
+    attn_status sp = attn_kv_paged_plan_init(&plan, pmem, pb, &wb, &to16, &tl16, &tq16, cuv, &w, NULL, &o, &err);
+    void *work = malloc(wb + 1);
+    memset(o16, 0, 2 * no);
+    attn_status sr = sp ? sp : attn_kv_paged_run(plan, &to16, &tl16, &tq16, w.k_pages, w.v_pages, work, wb, &err);
+    snprintf(name, sizeof name, "paged_plan_%s_q_bitwise_unplanned_%s", tag, attn_dtype_name(pool_dt));
+    check(!sr && !memcmp(o16, want, 2 * no), name, "status %d: %s", (int)sr, err.message);
+    free(work);
+    attn_tensor_init(&tl16, l16, h, 2, ls, NULL, NULL);
+    attn_status sl = attn_kv_pages_attend(&to16, &tl16, &tq16, cu, seqs, 3, m.pool, NULL, &o, &err);
+    snprintf(name, sizeof name, "err_pages_attend_%s_q_16bit_lse_%s", tag, attn_dtype_name(pool_dt));
+    check(sl == ATTN_ERR_DTYPE, name, "status %d: %s", (int)sl, err.message);
+    free(pmem), free(q16), free(o16), free(want), free(q32), free(o32), free(l16), free(l32), free(p.kd), free(p.vd);
+    model_free(&m);
+}
+
 int main(void) {
     static const struct { attn_dtype dt; const char *name; } DTYPES[] = {
         {ATTN_F32, "f32"}, {ATTN_F16, "f16"}, {ATTN_BF16, "bf16"}};
@@ -1566,6 +1636,8 @@ int main(void) {
             snprintf(tag, sizeof tag, "%s_page_%d", DTYPES[t].name, pi ? 256 : 16);
             test_forks_attend(DTYPES[t].dt, pi ? 256 : 16, tag);
         }
+    test_half_q(ATTN_BF16, ATTN_BF16, "bf16");
+    test_half_q(ATTN_F16, ATTN_F32, "f16");
     for (int t = 0; t < 3; t++) test_mha_paged(DTYPES[t].dt, DTYPES[t].name);
     for (int t = 0; t < 3; t++) test_mha_cached_batch(DTYPES[t].dt, DTYPES[t].name);
     test_mha_cached_batch(ATTN_E4M3, "e4m3"); /* the cache's own writer quantizes each row */

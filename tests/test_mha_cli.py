@@ -88,6 +88,16 @@ class Check(Reporter):
         err = float(np.abs(got - ref).max()) / float(np.abs(ref).max())
         self.report(name, "" if err <= tol else "relative error %.3g" % err)
 
+    def gemm_kernels(self, weights_path, x, args):
+        """The kernels of the layer's four products, as ATTN_VERBOSE names them
+        (gemm_q=bf16:avx512_bf16/12x32 ...): {"q": ..., "k": ..., "v": ..., "out": ...}."""
+        np.save(self.path("x.npy"), x)
+        r = subprocess.run([self.attn, "mha", "-x", self.path("x.npy"), "--weights", weights_path, "-o",
+                            self.path("probe.npy")] + args, capture_output=True, text=True,
+                           env=dict(os.environ, ATTN_VERBOSE="1"))
+        line = [l for l in r.stderr.splitlines() if "_projections " in l]
+        return dict(w[5:].split("=", 1) for w in line[-1].split() if w.startswith("gemm_")) if line else {}
+
     def layer_runs(self, name, data, args=("--heads", "2")):
         """A file that must be read: the command succeeds on it."""
         p = self.path("good.safetensors")
@@ -323,10 +333,22 @@ def half_weights(c, rng):
         path = c.path("llama_%s.safetensors" % kind)
         with open(path, "wb") as fh:
             fh.write(safetensors_bytes(tensors))
+        # An f32 layer's bf16 weights run on the bf16 GEMM where the CPU has
+        # one (AVX512_BF16 at full rate, AMX; ATTN_VERBOSE names it): each
+        # product's input is then rounded to bf16 too, and so is the reference's.
+        # (1e-5 holds while no heads' output lies within f32 noise of a bf16
+        # rounding boundary, as on these inputs.)
+        gemm = c.gemm_kernels(path, x32, rope)
+        on16 = kind == "bf16" and gemm.get("q", "").startswith("bf16:")
+        want = ("bf16:" if on16 else "f32:") if kind == "bf16" else "f32:"
+        c.report("%s_weights_f32_input_gemm_kernel" % kind,
+                 "" if gemm and all(g.startswith(want) for g in gemm.values()) else "verbose names %r" % gemm)
         ref32 = gqa_reference(x32.astype(np.float64), x32.astype(np.float64), x32.astype(np.float64), wide, H, Hkv, 1,
-                              rope=(0, 10000.0, 0, 0))
-        c.layer("%s_weights_f32_input" % kind, path, x32, ref32, rope, tol=1e-5)
-        c.layer("%s_weights_f32_input_incremental" % kind, path, x32, ref32, rope + ["--incremental"], tol=1e-5)
+                              rope=(0, 10000.0, 0, 0), bf16_products=on16)
+        suffix = "_on_" + gemm["q"].split("/")[0].replace(":", "_") if gemm else ""
+        c.layer("%s_weights_f32_input%s" % (kind, suffix), path, x32, ref32, rope, tol=1e-5)
+        c.layer("%s_weights_f32_input_incremental%s" % (kind, suffix), path, x32, ref32, rope + ["--incremental"],
+                tol=1e-5)
         ref64 = gqa_reference(x, x, x, wide, H, Hkv, 1, rope=(0, 10000.0, 0, 0))
         c.layer("%s_weights_f64_input" % kind, path, x, ref64, rope)
         with_sinks = dict(tensors)

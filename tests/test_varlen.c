@@ -461,6 +461,106 @@ static void test_backward_workspace(void) {
     free_batch(&bt, c.B);
 }
 
+/* A status and a message that says `text`. */
+static void check_status(attn_status got, const attn_error *err, attn_status want, const char *text, const char *name) {
+    check(got == want && strstr(err->message, text), name, "status %d (want %d): %s", (int)got, (int)want, err->message);
+}
+
+/* A 16-bit q and out (f16, bf16): bitwise the f32 call on q widened, its
+ * out rounded once (nearest even), lse the same; with masks, bf16 keys,
+ * and a workspace (the copies from its front: too small a one refused
+ * before anything is written); out in another dtype, lse 16-bit, the
+ * ragged backward and a plan refused with a 16-bit q. */
+static void test_half_q(attn_dtype h, const char *tag) {
+    vcase c = {"half", ATTN_F32, h == ATTN_F16 ? ATTN_BF16 : ATTN_F32, 4, 2, 40, 24, 7, 120, 0, ATTN_CAUSAL_BOTTOM_RIGHT,
+               0, 1, 0, 0, 0, 1, 0, 0, 0, 1};
+    batch bt;
+    make_batch(&bt, &c);
+    int64_t sq[3] = {bt.Tq, c.Hq, c.E}, so[3] = {bt.Tq, c.Hq, c.Ev}, sl[2] = {bt.Tq, c.Hq}, nq = bt.Tq * c.Hq * c.E;
+    attn_tensor q16 = zeros(h, 3, sq), q32 = zeros(ATTN_F32, 3, sq), out16 = zeros(h, 3, so), out32 = zeros(ATTN_F32, 3, so);
+    attn_tensor want16 = zeros(h, 3, so), lse16 = zeros(ATTN_F32, 2, sl), lse32 = zeros(ATTN_F32, 2, sl);
+    for (int64_t i = 0; i < nq; i++) { /* q's 16-bit values, and them widened */
+        int64_t t = i / (c.Hq * c.E), r = i % (c.Hq * c.E);
+        float x = ((float *)bt.q.data)[t * bt.q.strides[0] + r];
+        uint16_t b = h == ATTN_F16 ? attn_f32_to_f16(x) : attn_f32_to_bf16(x);
+        ((uint16_t *)q16.data)[i] = b, ((float *)q32.data)[i] = h == ATTN_F16 ? attn_f16_to_f32(b) : attn_bf16_to_f32(b);
+    }
+    attn_error err;
+    char name[96];
+    attn_status s32 = attn_sdpa_varlen(&out32, &lse32, &q32, &bt.k, &bt.v, bt.cu_q, bt.cu_k, c.B, bt.mask_ptr, &bt.o, &err);
+    attn_status s16 = attn_sdpa_varlen(&out16, &lse16, &q16, &bt.k, &bt.v, bt.cu_q, bt.cu_k, c.B, bt.mask_ptr, &bt.o, &err);
+    attn_tensor_convert(&want16, &out32, NULL);
+    snprintf(name, sizeof name, "varlen_%s_q_bitwise_f32_on_widened_q", tag);
+    check(!s32 && !s16 && !memcmp(out16.data, want16.data, bytes_of(&out16)) && !memcmp(lse16.data, lse32.data, bytes_of(&lse16)),
+          name, "status %d %d (%s); out or lse differ", (int)s32, (int)s16, err.message);
+    /* from a workspace: the f32 copies at its front */
+    attn_context ctx = attn_context_default();
+    attn_sdpa_options o = bt.o;
+    o.context = &ctx;
+    ctx.workspace = malloc(1 << 24), ctx.workspace_size = (size_t)(nq * 4); /* q's copy alone fits */
+    memset(out16.data, 0x55, bytes_of(&out16));
+    attn_status small = attn_sdpa_varlen(&out16, &lse16, &q16, &bt.k, &bt.v, bt.cu_q, bt.cu_k, c.B, bt.mask_ptr, &o, &err);
+    snprintf(name, sizeof name, "varlen_%s_q_workspace_too_small", tag);
+    check(small == ATTN_ERR_WORKSPACE && ((unsigned char *)out16.data)[0] == 0x55, name, "status %d: %s", (int)small, err.message);
+    ctx.workspace_size = 1 << 24;
+    attn_status sw = attn_sdpa_varlen(&out16, &lse16, &q16, &bt.k, &bt.v, bt.cu_q, bt.cu_k, c.B, bt.mask_ptr, &o, &err);
+    snprintf(name, sizeof name, "varlen_%s_q_workspace", tag);
+    check(!sw && !memcmp(out16.data, want16.data, bytes_of(&out16)), name, "status %d: %s", (int)sw, err.message);
+    /* refusals */
+    snprintf(name, sizeof name, "err_varlen_%s_q_f32_out", tag);
+    check_status(attn_sdpa_varlen(&out32, NULL, &q16, &bt.k, &bt.v, bt.cu_q, bt.cu_k, c.B, bt.mask_ptr, &bt.o, &err), &err,
+                 ATTN_ERR_DTYPE, "out is f32", name);
+    attn_tensor lse_h = zeros(h, 2, sl);
+    snprintf(name, sizeof name, "err_varlen_%s_q_16bit_lse", tag);
+    check_status(attn_sdpa_varlen(&out16, &lse_h, &q16, &bt.k, &bt.v, bt.cu_q, bt.cu_k, c.B, bt.mask_ptr, &bt.o, &err), &err,
+                 ATTN_ERR_DTYPE, "lse is", name);
+    attn_tensor dq = zeros(h, 3, sq);
+    snprintf(name, sizeof name, "err_varlen_backward_%s_q", tag);
+    check_status(attn_sdpa_varlen_backward(&dq, NULL, NULL, &out16, &q16, &bt.k, &bt.v, &out16, &lse16, bt.cu_q, bt.cu_k,
+                                           c.B, bt.mask_ptr, &bt.o, &err),
+                 &err, ATTN_ERR_DTYPE, "ragged backward takes f32 or f64 q", name);
+    /* planned: the plan's workspace holds the f32 copies; runs bitwise the unplanned call */
+    size_t pb = 0, wb = 0;
+    attn_sdpa_plan *plan = NULL;
+    attn_sdpa_plan_bytes(&pb, c.B, &err);
+    void *pmem = malloc(pb);
+    attn_status sp = attn_sdpa_varlen_plan_init(&plan, pmem, pb, &wb, &out16, &lse16, &q16, &bt.k, &bt.v, bt.cu_q, bt.cu_k,
+                                                c.B, bt.mask_ptr, &bt.o, &err);
+    void *work = malloc(wb + 1);
+    memset(out16.data, 0, bytes_of(&out16)), memset(lse16.data, 0, bytes_of(&lse16));
+    attn_status sr = sp ? sp : attn_sdpa_run(plan, &out16, &lse16, &q16, &bt.k, &bt.v, work, wb, &err);
+    snprintf(name, sizeof name, "varlen_plan_%s_q_bitwise_unplanned", tag);
+    check(!sr && !memcmp(out16.data, want16.data, bytes_of(&out16)) && !memcmp(lse16.data, lse32.data, bytes_of(&lse16)),
+          name, "status %d: %s", (int)sr, err.message);
+    snprintf(name, sizeof name, "err_varlen_plan_%s_q_workspace", tag);
+    check_status(sp ? sp : attn_sdpa_run(plan, &out16, &lse16, &q16, &bt.k, &bt.v, work, wb - 1, &err), &err,
+                 ATTN_ERR_WORKSPACE, "workspace", name);
+    snprintf(name, sizeof name, "err_varlen_plan_%s_q_run_with_f32_q", tag);
+    check_status(sp ? sp : attn_sdpa_run(plan, &out16, &lse16, &q32, &bt.k, &bt.v, work, wb, &err), &err, ATTN_ERR_PLAN,
+                 "q is f32", name);
+    /* a dense call on one sequence's views: planned, bitwise attn_sdpa's 16-bit call */
+    int b = 0;
+    while (b < c.B - 1 && (bt.cu_q[b + 1] == bt.cu_q[b] || bt.cu_k[b + 1] == bt.cu_k[b])) b++;
+    int64_t L = bt.cu_q[b + 1] - bt.cu_q[b], S = bt.cu_k[b + 1] - bt.cu_k[b], sd[3] = {c.Hq, L, c.Ev};
+    attn_tensor qv = view(&q16, bt.cu_q[b], L), kv = view(&bt.k, bt.cu_k[b], S), vv = view(&bt.v, bt.cu_k[b], S);
+    attn_tensor od[2] = {zeros(h, 3, sd), zeros(h, 3, sd)};
+    attn_sdpa_plan *dense = NULL;
+    size_t db = 0, dw = 0;
+    attn_sdpa_plan_bytes(&db, 0, &err);
+    void *dmem = malloc(db);
+    attn_status d0 = attn_sdpa(&od[0], NULL, NULL, &qv, &kv, &vv, &bt.o, &err);
+    attn_status d1 = d0 ? d0 : attn_sdpa_plan_init(&dense, dmem, db, &dw, &od[1], NULL, &qv, &kv, &vv, &bt.o, &err);
+    void *dwork = malloc(dw + 1);
+    attn_status d2 = d1 ? d1 : attn_sdpa_run(dense, &od[1], NULL, &qv, &kv, &vv, dwork, dw, &err);
+    snprintf(name, sizeof name, "dense_plan_%s_q_bitwise_unplanned", tag);
+    check(L > 0 && S > 0 && !d2 && !memcmp(od[0].data, od[1].data, bytes_of(&od[0])), name, "L %lld S %lld, status %d: %s",
+          (long long)L, (long long)S, (int)d2, err.message);
+    free(dmem), free(dwork), free(od[0].data), free(od[1].data);
+    free(pmem), free(work), free(dq.data), free(lse_h.data), free(ctx.workspace);
+    free(q16.data), free(q32.data), free(out16.data), free(out32.data), free(want16.data), free(lse16.data), free(lse32.data);
+    free_batch(&bt, c.B);
+}
+
 int main(void) {
     /* name, dtype, kv dtype, Hq, Hk, E, Ev, B, max_len, decode, causal, has_scale, alibi, sinks, rope, bf16,
      * strided, softcap, dropout, window, mask */
@@ -499,6 +599,8 @@ int main(void) {
     test_decode_batches();
     test_errors();
     test_workspace();
+    test_half_q(ATTN_BF16, "bf16");
+    test_half_q(ATTN_F16, "f16");
     test_backward_workspace();
     test_backward_one_job();
     attn_shutdown();

@@ -30,6 +30,19 @@ typedef struct attn_bf16_kernels {
     void (*to_bf16)(uint16_t *dst, const float *src, int64_t n);
     /* dst[i] = pair(bf16(even[i]), bf16(odd[i])). */
     void (*zip)(uint32_t *dst, const float *even, const float *odd, int64_t n);
+
+    /* The layer's products on bf16 pairs (kernels/gemm.c, attn_gemm_bf16),
+     * with this set's own register tile: c (gemm_mr × gemm_nr f32, row
+     * stride ldc) += a2 · b2 over k2 pairs, k2 a multiple of gemm_kp.
+     * b2[p · nr + j] is pair p of column j (rows 2p and 2p + 1 of b);
+     * a2 comes in blocks of gemm_kp pairs, a2[(p / kp) · mr · kp + i · kp +
+     * p % kp] pair p of row i: kp = 1 is one column of pairs after another
+     * (what a broadcast reads), kp = 16 an AMX tile of 16 rows × 16 pairs
+     * after another. Each c(i, j) is summed from zero, one pair after
+     * another (VDPBF16PS's order, attn_bf16_dot_pair; AMX: TDPBF16PS's
+     * order over 16 pairs at a time), then added to c with one rounding. */
+    void (*gemm)(float *c, int64_t ldc, const uint32_t *a2, const uint32_t *b2, int64_t k2);
+    int gemm_mr, gemm_nr, gemm_kp;
 } attn_bf16_kernels;
 
 /* The bf16 kernels for the active ISA (chosen in dispatch.c, best first):

@@ -14,6 +14,7 @@
 #include "kernels/rope.h"
 #include "sdpa/sdpa.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,27 +139,53 @@ attn_mat attn_mha_rows(const attn_tensor *x, int64_t n, int64_t rows) {
     return a;
 }
 
-/* c = a · b [+ bias]: an f32 layer's products summed in f32 (attn_sgemm),
- * an f64 layer's in double (attn_gemm, the exact path). */
-static bool product(const attn_mat *c, const attn_mat *a, const attn_mat *b, const float *packed, const attn_mat *bias,
-                    const attn_mha_call *m) {
+const attn_bf16_kernels *attn_mha_gemm16(attn_dtype layer, const attn_tensor *w) {
+    const attn_bf16_kernels *bk = layer == ATTN_F32 && w->dtype == ATTN_BF16 ? attn_bf16_active() : NULL;
+    return bk && bk->gemm ? bk : NULL;
+}
+
+/* c = a · b [+ bias], b the weight w read transposed: an f32 layer's
+ * products on bf16 pairs with f32 sums for a bf16 weight where a bf16 set
+ * has a GEMM (attn_gemm_bf16), else summed in f32 (attn_sgemm); an f64
+ * layer's in double (attn_gemm, the exact path). */
+static bool product(const attn_mat *c, const attn_mat *a, const attn_mat *b, const void *packed, const attn_mat *bias,
+                    const attn_tensor *w, const attn_mha_call *m) {
+    const attn_bf16_kernels *bk = attn_mha_gemm16(m->dt, w);
+    if (bk) return attn_gemm_bf16(c, a, b, packed, bias, false, m->threads, bk, m->gemm_scratch);
     if (m->dt == ATTN_F32) return attn_sgemm(c, a, b, packed, bias, false, m->threads, NULL, m->gemm_scratch);
     return attn_gemm(c, a, b, bias, false, m->threads, NULL, m->gemm_scratch);
+}
+
+void attn_mha_verbose_gemm(const char *call, const attn_mha_call *m) {
+    if (!attn_verbose_on()) return;
+    const attn_tensor *w[4] = {m->w[0], m->w[1], m->w[2], m->p.out_proj_weight};
+    const attn_ukernels *uk = attn_ukernels_active();
+    char names[4][64];
+    for (int t = 0; t < 4; t++) {
+        const attn_bf16_kernels *bk = attn_mha_gemm16(m->dt, w[t]);
+        if (bk) snprintf(names[t], sizeof names[t], "bf16:%s/%dx%d", bk->name, bk->gemm_mr, bk->gemm_nr);
+        else if (m->dt == ATTN_F32) snprintf(names[t], sizeof names[t], "f32:%s/%dx%d", uk->name, uk->sgemm_mr, uk->sgemm_nr);
+        else snprintf(names[t], sizeof names[t], "f64:%s/%dx%d", uk->name, uk->dgemm_mr, uk->dgemm_nr);
+    }
+    attn_verbose_gemm(call, names[0], names[1], names[2], names[3], m->threads, m->o.packed != NULL);
 }
 
 size_t attn_mha_gemm_scratch_bytes(const attn_mha_call *m, int64_t key_rows) {
     bool f32 = m->dt == ATTN_F32;
     int64_t F[4] = {m->Hq * m->D, m->Hkv * m->D, m->Hkv * m->D, m->E}, in[4] = {m->E, m->kdim, m->vdim, m->E};
     int64_t rows[4] = {m->N * m->L, m->N * key_rows, m->N * key_rows, m->N * m->L};
+    const attn_tensor *w[4] = {m->w[0], m->w[1], m->w[2], m->p.out_proj_weight};
     size_t most = 0;
     for (int t = 0; t < 4; t++) {
-        size_t b = attn_gemm_scratch_bytes(f32, rows[t], F[t], in[t], m->threads, NULL, m->packed[t] != NULL);
+        const attn_bf16_kernels *bk = attn_mha_gemm16(m->dt, w[t]);
+        size_t b = bk ? attn_gemm_bf16_scratch_bytes(rows[t], F[t], in[t], m->threads, bk, m->packed[t] != NULL)
+                      : attn_gemm_scratch_bytes(f32, rows[t], F[t], in[t], m->threads, NULL, m->packed[t] != NULL);
         most = b > most ? b : most;
     }
     return most;
 }
 
-bool attn_mha_project(char *dst, const attn_tensor *x, const attn_tensor *w, const float *packed, const attn_tensor *b,
+bool attn_mha_project(char *dst, const attn_tensor *x, const attn_tensor *w, const void *packed, const attn_tensor *b,
                       int64_t row0, int64_t F, int64_t rows_out, const attn_tensor *bias_kv, const attn_mha_call *m) {
     int64_t N = x->shape[0], rows = x->shape[1], in = x->shape[2], es = (int64_t)attn_dtype_size(m->dt);
     int64_t wes = (int64_t)attn_dtype_size(w->dtype), bes = b ? (int64_t)attn_dtype_size(b->dtype) : 0;
@@ -170,7 +197,7 @@ bool attn_mha_project(char *dst, const attn_tensor *x, const attn_tensor *w, con
     for (int64_t n = 0; rows > 0 && n < (whole ? 1 : N); n++) { /* sequences of no rows: no address formed */
         attn_mat a = attn_mha_rows(x, n, whole ? N * rows : rows);
         attn_mat c = {dst + n * rows_out * F * es, m->dt, a.rows, F, F, 1};
-        if (!product(&c, &a, &wt, packed, b ? &bias : NULL, m)) return false;
+        if (!product(&c, &a, &wt, packed, b ? &bias : NULL, w, m)) return false;
     }
     if (!bias_kv) return true;
     attn_mat bkv = {(char *)bias_kv->data, bias_kv->dtype, 1, F, 0, bias_kv->strides[2]};
@@ -251,11 +278,11 @@ bool attn_mha_project_out(const attn_tensor *out, const char *cat, const attn_mh
     attn_mat a = {(char *)cat, m->dt, m->N * m->L, m->E, m->E, 1};
     if (attn_mha_rows_even(out)) {
         attn_mat c = attn_mha_rows(out, 0, m->N * m->L);
-        return product(&c, &a, &wt, m->packed[3], b ? &bias : NULL, m);
+        return product(&c, &a, &wt, m->packed[3], b ? &bias : NULL, w, m);
     }
     char *tmp = m->out_scratch ? m->out_scratch : malloc(attn_dtype_size(m->dt) * (size_t)(m->N * m->L * m->E));
     attn_mat c = {tmp, m->dt, m->N * m->L, m->E, m->E, 1};
-    if (!tmp || !product(&c, &a, &wt, m->packed[3], b ? &bias : NULL, m)) {
+    if (!tmp || !product(&c, &a, &wt, m->packed[3], b ? &bias : NULL, w, m)) {
         if (!m->out_scratch) free(tmp);
         return false;
     }
@@ -485,6 +512,7 @@ static attn_status mha_run(size_t *measure, attn_tensor *out, attn_tensor *weigh
         goto done;
     }
     if ((st = attn_mha_project_qkv(q, k, v, &m, m.S2, true, err))) goto done;
+    attn_mha_verbose_gemm("mha", &m); /* before the attention's line: tests read that one last */
     if (m.masked) attn_mha_merge_masks(mask, &m);
     if ((st = attn_sdpa(&th, NULL, weights ? &tw : NULL, &tq, &tk, &tv, &so, err))) goto done;
     /* out_proj has its memory before it writes: a failure leaves out and weights untouched. */
@@ -586,6 +614,7 @@ static attn_status cached_run(size_t *measure, attn_tensor *out, const attn_tens
     }
     if ((st = attn_mha_project_qkv(q, k, v, &m, m.L, false, err))) goto done;
     if (mk.masked) attn_mha_merge_masks(mask, &mk);
+    attn_mha_verbose_gemm("mha_cached", &m);
     if ((st = attn_kv_cache_append(cache, &tk, &tv, err))) goto done;
     if ((st = attn_kv_cache_attend(&th, NULL, &tq, cache, &so, err))) {
         attn_kv_cache_truncate(cache, length, NULL); /* as it was */

@@ -5,6 +5,7 @@
 
 #include "base/base.h"
 #include "kernels/rope.h"
+#include "kernels/ukernel_bf16.h"
 
 /* One call, worked out. */
 typedef struct attn_mha_call {
@@ -34,9 +35,11 @@ typedef struct attn_mha_call {
     attn_causal sdpa_causal;
     bool causal_in_mask, masked;
     int64_t mask_n, mask_h;
-    /* The q, k, v and out weights packed for attn_sgemm (options->packed,
-     * checked against the parameters), or NULL: each product packs its own. */
-    const float *packed[4];
+    /* The q, k, v and out weights packed for their products (options->packed,
+     * checked against the parameters): attn_sgemm's floats, or bf16 pairs for
+     * a projection on the bf16 GEMM (attn_mha_gemm16); NULL: each product
+     * packs its own. */
+    const void *packed[4];
     /* Where the call's buffers come from: an arena over the caller's
      * workspace or malloc's; NULL: plain malloc, buffer by buffer. */
     attn_arena *arena;
@@ -55,10 +58,12 @@ struct attn_mha_weights {
     uint64_t magic;       /* ATTN_MHA_WEIGHTS_MAGIC once initialised */
     const char *isa;      /* the kernels they were packed for: their sgemm_nr */
     int nr;
+    const char *bf16;     /* the bf16 set whose gemm_nr, gemm_kp bf16 weights were paired for, or NULL */
+    const attn_bf16_kernels *gemm16[4]; /* per projection: its pairs' set, or NULL (f32 panels) */
     int64_t E, Hq, Hkv, kdim, vdim;
     attn_tensor source[4]; /* the q, k, v and out weights packed (in_proj_weight thrice) */
     int64_t row0[4];       /* each projection's first row in its source */
-    float *panels[4];      /* Wᵀ (in × F) packed by attn_sgemm_pack_b */
+    void *panels[4];       /* Wᵀ (in × F) packed by attn_sgemm_pack_b, or by attn_gemm_bf16_pack_b */
 };
 #define ATTN_MHA_WEIGHTS_MAGIC 0x6174746e6d686177ull /* "attnmhaw" */
 
@@ -81,6 +86,15 @@ attn_status attn_mha_out_of(const attn_mha_call *m, attn_error *err);
 attn_status attn_mha_check_params(attn_mha_call *m, attn_error *err);
 /* options->packed checked against m's parameters and dtype; m->packed set. */
 attn_status attn_mha_use_packed(attn_mha_call *m, attn_error *err);
+/* The bf16 kernels that compute a projection of an f32 layer whose weight
+ * is w: the active bf16 set, when w is bf16 and the set has a GEMM (AMX,
+ * AVX512_BF16 at the FMA's rate, or the portable emulation); NULL for f32
+ * sums (attn_sgemm) or an f64 layer's double sums. A function of the
+ * dtypes and the process's kernels, so packing and calls agree. */
+const attn_bf16_kernels *attn_mha_gemm16(attn_dtype layer, const attn_tensor *w);
+/* ATTN_VERBOSE: one line naming the kernel of each of the call's four
+ * products (call: "mha", "mha_cached", ...). */
+void attn_mha_verbose_gemm(const char *call, const attn_mha_call *m);
 /* Bytes of scratch the call's products need at most (attn_gemm_scratch_bytes
  * over the q, k, v and out products), key_rows keys projected. */
 size_t attn_mha_gemm_scratch_bytes(const attn_mha_call *m, int64_t key_rows);
@@ -119,7 +133,7 @@ attn_mat attn_mha_rows(const attn_tensor *x, int64_t n, int64_t rows);
  * + b, in f32 sums for an f32 layer and double sums for an f64 one; row
  * `rows` of each sequence is bias_kv when given. False when the product's
  * buffers cannot be allocated. */
-bool attn_mha_project(char *dst, const attn_tensor *x, const attn_tensor *w, const float *packed, const attn_tensor *b,
+bool attn_mha_project(char *dst, const attn_tensor *x, const attn_tensor *w, const void *packed, const attn_tensor *b,
                       int64_t row0, int64_t F, int64_t rows_out, const attn_tensor *bias_kv, const attn_mha_call *m);
 /* F1 and F2 of the forward (packed weights when m->packed, buffers from
  * m->arena when set): q (N, L, Hq·D), k and v (N, key_rows, Hkv·D)

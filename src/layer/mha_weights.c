@@ -1,6 +1,7 @@
 /* mha_weights.c -- an f32 layer's weights packed once (attn.h,
  * attn_mha_weights_init): each projection's Wᵀ laid out as attn_sgemm's
- * panels, in the caller's memory, so that no call repacks them. A call
+ * panels, or as the bf16 GEMM's pairs for a bf16 weight that runs on it
+ * (attn_mha_gemm16), in the caller's memory, so that no call repacks them. A call
  * given them (options->packed) checks that they were made from its own
  * parameters, for the kernels this process runs. */
 #include "layer/mha.h"
@@ -33,7 +34,8 @@ static attn_status read_params(attn_mha_call *m, int64_t *bytes, const attn_mha_
     projections(m, w, row0, F, in);
     int nr = attn_ukernels_active()->sgemm_nr;
     for (int t = 0; t < 4; t++) {
-        int64_t n = attn_sgemm_packed_floats(in[t], F[t], nr);
+        const attn_bf16_kernels *bk = attn_mha_gemm16(ATTN_F32, w[t]);
+        int64_t n = bk ? attn_gemm_bf16_packed_pairs(in[t], F[t], bk) : attn_sgemm_packed_floats(in[t], F[t], nr);
         if (n < 0 || n > (INT64_MAX - total) / 8) return attn_fail(err, ATTN_ERR_OVERFLOW, "the packed weights' size overflows");
         total += round_up(n * (int64_t)sizeof(float));
     }
@@ -77,8 +79,15 @@ attn_status attn_mha_weights_init(attn_mha_weights **weights, void *memory, size
         /* b(p, f) = W[row0 + f, p]: Wᵀ read where it lies, as the layer reads it */
         attn_mat wt = {(char *)w[t]->data + pw->row0[t] * w[t]->strides[0] * es, w[t]->dtype, in[t], F[t],
                        w[t]->strides[1], w[t]->strides[0]};
-        pw->panels[t] = (float *)(void *)next;
-        attn_sgemm_pack_b(pw->panels[t], &wt, pw->nr, attn_get_num_threads());
+        const attn_bf16_kernels *bk = attn_mha_gemm16(ATTN_F32, w[t]);
+        pw->panels[t] = next, pw->gemm16[t] = bk;
+        if (bk) {
+            pw->bf16 = bk->name;
+            attn_gemm_bf16_pack_b((uint32_t *)(void *)next, &wt, bk, attn_get_num_threads());
+            next += round_up(attn_gemm_bf16_packed_pairs(in[t], F[t], bk) * (int64_t)sizeof(uint32_t));
+            continue;
+        }
+        attn_sgemm_pack_b((float *)(void *)next, &wt, pw->nr, attn_get_num_threads());
         next += round_up(attn_sgemm_packed_floats(in[t], F[t], pw->nr) * (int64_t)sizeof(float));
     }
     pw->magic = ATTN_MHA_WEIGHTS_MAGIC;
@@ -112,6 +121,10 @@ attn_status attn_mha_use_packed(attn_mha_call *m, attn_error *err) {
     if (!ok)
         return attn_fail(err, ATTN_ERR_OPTION, "options->packed was made from other parameters (sizes or weight tensors "
                          "differ): prepare them again with attn_mha_weights_init");
+    for (int t = 0; t < 4; t++)
+        if (pw->gemm16[t] != attn_mha_gemm16(ATTN_F32, w[t]))
+            return attn_fail(err, ATTN_ERR_OPTION, "options->packed paired its bf16 weights for the %s kernels; this process "
+                             "runs %s", pw->bf16 ? pw->bf16 : "f32", attn_bf16_label());
     for (int t = 0; t < 4; t++) m->packed[t] = pw->panels[t];
     return ATTN_OK;
 }

@@ -14,20 +14,24 @@
 #include "sdpa/sdpa.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* A packed tensor: rank `rank`, of dtype dt (f64 over f64 pages, else
- * f32), shape (total, H[, cols]); an output (`written`) with no stride 0 in
- * a dimension of size > 1. */
+ * f32; q may also be f16 or bf16 over f32-computing pages, through f32
+ * copies in attn_sdpa_varlen_paged; out: q's; lse: f32 or f64), shape
+ * (total, H[, cols]); an output (`written`) with no stride 0 in a dimension
+ * of size > 1. */
 static attn_status check_packed(const attn_tensor *t, const char *name, attn_dtype dt, int rank, int64_t total,
                                 int64_t heads, int64_t cols, bool written, attn_error *err) {
     if (!t || !t->data) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL or has NULL data", name);
     if (t->rank != rank)
         return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; it must be %d: (total, heads%s)", name, t->rank, rank,
                          rank == 3 ? ", dim" : "");
-    if (t->dtype != dt)
-        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; attention over %s pages takes %s", name,
+    bool q16 = dt == ATTN_F32 && strcmp(name, "q") == 0 && (t->dtype == ATTN_F16 || t->dtype == ATTN_BF16);
+    if (t->dtype != dt && !q16)
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; attention over %s pages takes %s here%s", name,
                          attn_dtype_name(t->dtype), dt == ATTN_F64 ? "f64" : "f32, f16, bf16 or quantized",
-                         attn_dtype_name(dt));
+                         attn_dtype_name(dt), dt == ATTN_F64 ? "" : " (q f32, f16 or bf16; out q's dtype; lse f32)");
     if ((total >= 0 && t->shape[0] != total) || t->shape[0] < 0 || (heads >= 0 && t->shape[1] != heads) ||
         t->shape[1] < 1 || (rank == 3 && t->shape[2] != cols)) {
         char s[128];
@@ -84,7 +88,7 @@ attn_status attn_kv_paged_prepare(attn_sdpa_options *o, attn_paged_rows *k, attn
     if (Hq % w->heads)
         return attn_fail(err, ATTN_ERR_HEADS, "q has %lld heads, not a multiple of the pages' %lld", (long long)Hq,
                          (long long)w->heads);
-    if ((st = check_packed(out, "out", dt, 3, total, Hq, w->value_dim, true, err)) ||
+    if ((st = check_packed(out, "out", q->dtype, 3, total, Hq, w->value_dim, true, err)) ||
         (lse && (st = check_packed(lse, "lse", dt, 2, total, Hq, 0, true, err))))
         return st;
     if (n < 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "n is %lld; it must be 0 or more", (long long)n);

@@ -110,6 +110,12 @@ attn_status attn_sdpa_stream_run(const attn_slices *sl, const attn_sdpa_options 
  * (checked by the caller), its scratch from arena. */
 typedef struct attn_varlen_plan attn_varlen_plan;
 size_t attn_varlen_plan_bytes(int64_t batch);
+/* Every check attn_sdpa_varlen makes of its arguments (o read), a 16-bit
+ * q's included: a plan of a 16-bit q checks it so, then plans f32
+ * stand-ins (attn_varlen_plan_make takes f32 or f64 q). */
+attn_status attn_varlen_check(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_tensor *k,
+                              const attn_tensor *v, const int64_t *cu_q, const int64_t *cu_k, int64_t batch,
+                              const attn_tensor *const *masks, const attn_sdpa_options *o, attn_error *err);
 attn_status attn_varlen_plan_make(attn_varlen_plan **plan, void *memory, size_t *workspace_bytes, attn_tensor *out,
                                   attn_tensor *lse, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                   const int64_t *cu_q, const int64_t *cu_k, int64_t batch,
@@ -204,5 +210,9 @@ bool attn_verbose_on(void);
 double attn_now_ms(void);
 void attn_verbose_report(const char *call, const attn_run_info *info, const attn_slices *sl,
                          const attn_sdpa_options *o, double ms);
+/* The multi-head layer's line: the kernel of each of its four products
+ * ("bf16:avx512_bf16/12x32": sums, kernel set, register tile). */
+void attn_verbose_gemm(const char *call, const char *q, const char *k, const char *v, const char *out, int threads,
+                       bool packed);
 
 #endif /* ATTN_SDPA_H */

@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #define PLAN_MAGIC UINT64_C(0x6e616c7061647331) /* "1sdpaplan" read backwards */
 
@@ -28,7 +29,62 @@ struct attn_sdpa_plan {
     const attn_tensor *const *masks; /* ragged: the caller's masks[batch], or NULL */
     bool paged;               /* a paged batch's (attn_kv_paged_plan_init): run by attn_kv_paged_run */
     attn_kv_paged_view view;  /* paged: the view planned; its pages are each run's */
+    /* A 16-bit q and out (f16 or bf16): the plan is made on contiguous f32
+     * stand-ins (q and out above), which each run places at its
+     * workspace's front, q widened into one and the other rounded once
+     * into out after the kernels, as the unplanned calls do. */
+    bool half;
+    attn_tensor q16, out16;   /* half: the caller's layouts */
+    int64_t nq, no;           /* half: the stand-ins' elements */
 };
+
+static bool half_dtype(attn_dtype t) { return t == ATTN_F16 || t == ATTN_BF16; }
+
+/* The stand-ins of a 16-bit q and out for planning: contiguous f32 tensors
+ * of their shapes over malloc's memory (*mem, freed by the caller once the
+ * plan is made), so that the plan's checks see memory of their own. */
+static attn_status stand_ins(attn_sdpa_plan *pl, attn_tensor *q32, attn_tensor *out32, void **mem, const attn_tensor *q,
+                             const attn_tensor *out, attn_error *err) {
+    if (!out || !out->data) return attn_fail(err, ATTN_ERR_NULL, "out is NULL or has NULL data");
+    if (out->dtype != q->dtype)
+        return attn_fail(err, ATTN_ERR_DTYPE, "out is %s but q is %s; a 16-bit q gives out in its own dtype",
+                         attn_dtype_name(out->dtype), attn_dtype_name(q->dtype));
+    const attn_tensor *t[2] = {q, out};
+    int64_t n[2] = {1, 1};
+    for (int i = 0; i < 2; i++) {
+        if (t[i]->rank < 1 || t[i]->rank > ATTN_MAX_RANK)
+            return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d", i ? "out" : "q", t[i]->rank);
+        attn_status st = attn_check_extent(t[i], i ? "out" : "q", err);
+        if (st) return st;
+        for (int d = 0; d < t[i]->rank; d++)
+            if (t[i]->shape[d] < 0 || !attn_mul_i64(n[i], t[i]->shape[d], &n[i]) || n[i] > INT64_MAX / 8 - 64)
+                return attn_fail(err, ATTN_ERR_OVERFLOW, "the f32 copies of q and out overflow");
+    }
+    size_t bq = ((size_t)n[0] * 4 + 63) / 64 * 64;
+    if (!(*mem = malloc(bq + (size_t)n[1] * 4 + 4)))
+        return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the f32 stand-ins of q and out");
+    attn_tensor_init(q32, *mem, ATTN_F32, q->rank, q->shape, NULL, NULL);
+    attn_tensor_init(out32, (char *)*mem + bq, ATTN_F32, out->rank, out->shape, NULL, NULL);
+    pl->half = true, pl->q16 = *q, pl->out16 = *out, pl->nq = n[0], pl->no = n[1];
+    return ATTN_OK;
+}
+
+/* The workspace a half plan's run takes besides the kernels': the two
+ * stand-ins, each aligned, and the workspace's own alignment. */
+static size_t copies_bytes(const attn_sdpa_plan *pl) {
+    size_t a = ATTN_ARENA_ALIGN;
+    return ((size_t)pl->nq * 4 + a - 1) / a * a + ((size_t)pl->no * 4 + a - 1) / a * a + a;
+}
+
+/* A run's stand-ins from its arena (the workspace's front), q widened
+ * into one (exactly); false when the workspace cannot hold them. */
+static bool place_stand_ins(attn_sdpa_plan *pl, attn_arena *arena, const attn_tensor *q) {
+    pl->q.data = attn_arena_alloc(arena, (size_t)(pl->nq > 0 ? pl->nq : 1), 4);
+    pl->out.data = attn_arena_alloc(arena, (size_t)(pl->no > 0 ? pl->no : 1), 4);
+    if (!pl->q.data || !pl->out.data) return false;
+    if (pl->nq > 0) attn_tensor_convert(&pl->q, q, NULL);
+    return true;
+}
 
 /* The plan's header at the first 64-byte boundary of memory. */
 static attn_sdpa_plan *header_of(void *memory) {
@@ -82,15 +138,27 @@ attn_status attn_sdpa_plan_init(attn_sdpa_plan **plan, void *memory, size_t byte
     attn_status st = plan_start(&pl, &c, plan, memory, bytes, workspace_bytes, 0, options, err);
     if (st) return st;
     /* The plan of attn_sdpa, made on the plan's own copies of the tensors,
-     * so that a run only swaps their data. */
+     * so that a run only swaps their data (a 16-bit q's: on f32 stand-ins). */
     attn_slices sl;
-    if ((st = attn_plan_call(&sl, out, lse, NULL, false, q, k, v, &pl->o, c.num_threads, err))) return st;
+    attn_tensor q32, out32;
+    void *tmp = NULL;
+    if (q && q->data && half_dtype(q->dtype)) {
+        if ((st = stand_ins(pl, &q32, &out32, &tmp, q, out, err))) return st;
+        q = &q32, out = &out32;
+    }
+    if ((st = attn_plan_call(&sl, out, lse, NULL, false, q, k, v, &pl->o, c.num_threads, err))) {
+        free(tmp);
+        return st;
+    }
     keep(&pl->q, q), keep(&pl->k, k), keep(&pl->v, v), keep(&pl->out, out), keep(&pl->lse, lse);
     pl->has_lse = lse != NULL;
     pl->sl = sl;
     pl->sl.q = &pl->q, pl->sl.k = &pl->k, pl->sl.v = &pl->v, pl->sl.out = &pl->out;
     pl->sl.lse = lse ? &pl->lse : NULL;
-    if ((st = attn_sdpa_stream_measure(&pl->workspace, &pl->sl, &pl->o, err))) return st;
+    st = attn_sdpa_stream_measure(&pl->workspace, &pl->sl, &pl->o, err);
+    free(tmp);
+    if (st) return st;
+    if (pl->half) pl->workspace += copies_bytes(pl);
     pl->batch = -1;
     pl->magic = PLAN_MAGIC;
     *workspace_bytes = pl->workspace;
@@ -108,9 +176,19 @@ attn_status attn_sdpa_varlen_plan_init(attn_sdpa_plan **plan, void *memory, size
     if (batch < 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "batch is %lld; it must be >= 0", (long long)batch);
     attn_status st = plan_start(&pl, &c, plan, memory, bytes, workspace_bytes, batch, options, err);
     if (st) return st;
-    if ((st = attn_varlen_plan_make(&pl->varlen, pl + 1, &pl->workspace, out, lse, q, k, v, cu_seqlens_q,
-                                    cu_seqlens_k, batch, masks, &pl->o, c.num_threads, err)))
-        return st;
+    attn_tensor q32, out32;
+    void *tmp = NULL;
+    if (q && half_dtype(q->dtype)) { /* checked as the unplanned call checks it, then planned in f32 */
+        if ((st = attn_varlen_check(out, lse, q, k, v, cu_seqlens_q, cu_seqlens_k, batch, masks, &pl->o, err)) ||
+            (st = stand_ins(pl, &q32, &out32, &tmp, q, out, err)))
+            return st;
+        q = &q32, out = &out32;
+    }
+    st = attn_varlen_plan_make(&pl->varlen, pl + 1, &pl->workspace, out, lse, q, k, v, cu_seqlens_q, cu_seqlens_k, batch,
+                               masks, &pl->o, c.num_threads, err);
+    free(tmp);
+    if (st) return st;
+    if (pl->half) pl->workspace += copies_bytes(pl);
     keep(&pl->q, q), keep(&pl->k, k), keep(&pl->v, v), keep(&pl->out, out), keep(&pl->lse, lse);
     pl->has_lse = lse != NULL;
     pl->batch = batch;
@@ -151,8 +229,8 @@ attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *l
         return attn_fail(err, ATTN_ERR_PLAN, "the plan is a paged batch's (attn_kv_paged_plan_init): run it with "
                                              "attn_kv_paged_run");
     attn_status st;
-    if ((st = same_layout(q, &pl->q, "q", err)) || (st = same_layout(k, &pl->k, "k", err)) ||
-        (st = same_layout(v, &pl->v, "v", err)) || (st = same_layout(out, &pl->out, "out", err)))
+    if ((st = same_layout(q, pl->half ? &pl->q16 : &pl->q, "q", err)) || (st = same_layout(k, &pl->k, "k", err)) ||
+        (st = same_layout(v, &pl->v, "v", err)) || (st = same_layout(out, pl->half ? &pl->out16 : &pl->out, "out", err)))
         return st;
     if ((lse != NULL) != pl->has_lse)
         return attn_fail(err, ATTN_ERR_PLAN, "lse is %s but the plan was made %s one", lse ? "given" : "NULL",
@@ -174,15 +252,21 @@ attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *l
     pl->q.data = q->data, pl->k.data = k->data, pl->v.data = v->data, pl->out.data = out->data;
     pl->lse.data = lse ? lse->data : NULL;
     attn_arena arena = attn_arena_over(workspace, workspace_size);
-    if (pl->batch >= 0) return attn_varlen_plan_run(pl->varlen, &pl->out, lse ? &pl->lse : NULL, &pl->q, &pl->k, &pl->v,
-                                                    pl->batch, &pl->o, &arena, err);
-    pl->sl.arena = &arena;
-    bool verbose = attn_verbose_on();
-    double t0 = verbose ? attn_now_ms() : 0;
-    attn_run_info info;
-    st = attn_sdpa_stream_run(&pl->sl, &pl->o, &info, err);
-    pl->sl.arena = NULL; /* the arena was this call's */
-    if (verbose) attn_verbose_report("sdpa_run", &info, &pl->sl, &pl->o, attn_now_ms() - t0);
+    if (pl->half && !place_stand_ins(pl, &arena, q))
+        return attn_fail(err, ATTN_ERR_WORKSPACE, "the workspace cannot hold the f32 copies of q and out");
+    if (pl->batch >= 0) {
+        st = attn_varlen_plan_run(pl->varlen, &pl->out, lse ? &pl->lse : NULL, &pl->q, &pl->k, &pl->v, pl->batch, &pl->o,
+                                  &arena, err);
+    } else {
+        pl->sl.arena = &arena;
+        bool verbose = attn_verbose_on();
+        double t0 = verbose ? attn_now_ms() : 0;
+        attn_run_info info;
+        st = attn_sdpa_stream_run(&pl->sl, &pl->o, &info, err);
+        pl->sl.arena = NULL; /* the arena was this call's */
+        if (verbose) attn_verbose_report("sdpa_run", &info, &pl->sl, &pl->o, attn_now_ms() - t0);
+    }
+    if (!st && pl->half && pl->no > 0) attn_tensor_convert(out, &pl->out, NULL); /* the one rounding */
     return st;
 }
 
@@ -217,10 +301,19 @@ attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory, size_t 
     bool any;
     if ((st = attn_kv_paged_prepare(&o, attn_varlen_plan_k_rows(vp), attn_varlen_plan_v_rows(vp), &any, out, lse, q,
                                     cu_seqlens_q, &w, NULL, batch, options, err)) ||
-        (st = attn_options_read(&pl->o, &c, &o, err)) ||
-        (st = attn_varlen_plan_make_paged(vp, &pl->workspace, out, lse, q, cu_seqlens_q, batch, masks, &pl->o,
-                                          c.num_threads, err)))
+        (st = attn_options_read(&pl->o, &c, &o, err)))
         return st;
+    attn_tensor q32, out32;
+    void *tmp = NULL;
+    if (half_dtype(q->dtype)) { /* prepare checked the 16-bit q and out; planned on f32 stand-ins */
+        if ((st = stand_ins(pl, &q32, &out32, &tmp, q, out, err))) return st;
+        q = &q32, out = &out32;
+    }
+    st = attn_varlen_plan_make_paged(vp, &pl->workspace, out, lse, q, cu_seqlens_q, batch, masks, &pl->o, c.num_threads,
+                                     err);
+    free(tmp);
+    if (st) return st;
+    if (pl->half) pl->workspace += copies_bytes(pl);
     keep(&pl->q, q), keep(&pl->out, out), keep(&pl->lse, lse);
     pl->has_lse = lse != NULL;
     pl->varlen = vp, pl->batch = batch, pl->masks = masks;
@@ -239,7 +332,9 @@ attn_status attn_kv_paged_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tenso
     if (pl->magic != PLAN_MAGIC || !pl->paged)
         return attn_fail(err, ATTN_ERR_PLAN, "plan holds no paged batch's plan (attn_kv_paged_plan_init)");
     attn_status st;
-    if ((st = same_layout(q, &pl->q, "q", err)) || (st = same_layout(out, &pl->out, "out", err))) return st;
+    if ((st = same_layout(q, pl->half ? &pl->q16 : &pl->q, "q", err)) ||
+        (st = same_layout(out, pl->half ? &pl->out16 : &pl->out, "out", err)))
+        return st;
     if ((lse != NULL) != pl->has_lse)
         return attn_fail(err, ATTN_ERR_PLAN, "lse is %s but the plan was made %s one", lse ? "given" : "NULL",
                          pl->has_lse ? "with" : "without");
@@ -267,6 +362,10 @@ attn_status attn_kv_paged_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tenso
     pl->q.data = q->data, pl->out.data = out->data, pl->lse.data = lse ? lse->data : NULL;
     attn_varlen_plan_set_pages(pl->varlen, pl->batch, k_pages, v_pages);
     attn_arena arena = attn_arena_over(workspace, workspace_size);
-    return attn_varlen_plan_run(pl->varlen, &pl->out, lse ? &pl->lse : NULL, &pl->q, NULL, NULL, pl->batch, &pl->o,
-                                &arena, err);
+    if (pl->half && !place_stand_ins(pl, &arena, q))
+        return attn_fail(err, ATTN_ERR_WORKSPACE, "the workspace cannot hold the f32 copies of q and out");
+    st = attn_varlen_plan_run(pl->varlen, &pl->out, lse ? &pl->lse : NULL, &pl->q, NULL, NULL, pl->batch, &pl->o, &arena,
+                              err);
+    if (!st && pl->half && pl->no > 0) attn_tensor_convert(out, &pl->out, NULL); /* the one rounding */
+    return st;
 }

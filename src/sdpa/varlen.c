@@ -130,6 +130,11 @@ typedef struct batch_kv {
     const attn_paged_rows *k_pages, *v_pages;
 } batch_kv;
 
+/* A 16-bit q (f16 or bf16): its out is in its own dtype, its lse f32, and
+ * the batch runs through f32 copies (forward_half). */
+static bool half_q(const attn_tensor *q) { return q->dtype == ATTN_F16 || q->dtype == ATTN_BF16; }
+static attn_dtype lse_dtype(const attn_tensor *q) { return half_q(q) ? ATTN_F32 : q->dtype; }
+
 /* The options a ragged batch takes. */
 static attn_status check_batch_options(const attn_sdpa_options *o, attn_error *err) {
     if (o->mask)
@@ -152,13 +157,16 @@ static attn_status check_batch(const attn_tensor *q, const attn_tensor *k, const
                          (long long)v->shape[0]);
     /* What attn_sdpa's plan checks of every sequence, checked once for
      * the batch, so that a batch whose sequences are all empty obeys it too. */
-    if (q->dtype != ATTN_F32 && q->dtype != ATTN_F64)
-        return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; it must be f32 or f64", attn_dtype_name(q->dtype));
+    if (q->dtype != ATTN_F32 && q->dtype != ATTN_F64 && !half_q(q))
+        return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; it must be f32, f64, f16 or bf16", attn_dtype_name(q->dtype));
     const attn_tensor *kv[2] = {k, v};
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < 2; t++) { /* a 16-bit q computes as an f32 one: k and v as they would be with it */
         bool half = kv[t]->dtype == ATTN_F16 || kv[t]->dtype == ATTN_BF16 || attn_dtype_quantized(kv[t]->dtype);
-        if (kv[t]->dtype != q->dtype && !(half && q->dtype == ATTN_F32))
-            return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s but q is %s; it must be q's dtype (or f16, bf16 or quantized with f32 q)",
+        bool f32 = q->dtype == ATTN_F32 || half_q(q);
+        if (kv[t]->dtype != q->dtype && !((half || kv[t]->dtype == ATTN_F32) && f32) &&
+            !(half && q->dtype == ATTN_F32))
+            return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s but q is %s; it must be q's dtype (or f16, bf16 or quantized "
+                             "with f32 q; f32, f16, bf16 or quantized with a 16-bit q)",
                              t ? "v" : "k", attn_dtype_name(kv[t]->dtype), attn_dtype_name(q->dtype));
     }
     if (k->shape[2] != q->shape[2])
@@ -353,6 +361,38 @@ static attn_status varlen_forward(attn_tensor *out, attn_tensor *lse, const attn
     return st;
 }
 
+/* The batch with a 16-bit q and out (f16 or bf16, the same), checked: q
+ * widened (exactly) into an f32 copy, the batch run on it as for an f32 q
+ * (lse, f32, written as it is), and the f32 out rounded once, to nearest
+ * even, into out. The copies come from the front of the context's
+ * workspace (or malloc), the kernels' scratch after them: as attn_sdpa
+ * takes a 16-bit q. */
+static attn_status forward_half(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const batch_kv *kv,
+                                const int64_t *cu_q, int64_t batch, const attn_tensor *const *masks,
+                                const attn_sdpa_options *o, const attn_context *c, int64_t Ev, attn_error *err) {
+    int64_t sq[3] = {q->shape[0], q->shape[1], q->shape[2]}, so[3] = {q->shape[0], q->shape[1], Ev}, nq, no;
+    if (!attn_mul_i64(sq[0] * sq[1], sq[2], &nq) || !attn_mul_i64(so[0] * so[1], Ev, &no))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "the f32 copies of q and out overflow"); /* T·H fits: the extents were checked */
+    attn_arena arena = attn_arena_over(c->workspace, c->workspace_size);
+    attn_tensor q32, out32;
+    attn_tensor_init(&q32, NULL, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&out32, NULL, ATTN_F32, 3, so, NULL, NULL);
+    q32.data = attn_arena_alloc(&arena, (size_t)(nq > 0 ? nq : 1), sizeof(float));
+    out32.data = attn_arena_alloc(&arena, (size_t)(no > 0 ? no : 1), sizeof(float));
+    if (!q32.data || !out32.data) {
+        attn_arena_release(&arena);
+        return attn_fail(err, c->workspace ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY, "cannot %s the f32 copies of q and out",
+                         c->workspace ? "fit in the context's workspace" : "allocate");
+    }
+    attn_context rest = *c;
+    rest.workspace = arena.base ? arena.base + arena.used : NULL;
+    rest.workspace_size = arena.base ? arena.size - arena.used : 0;
+    if (nq > 0) attn_tensor_convert(&q32, q, NULL); /* exact */
+    attn_status st = varlen_forward(&out32, lse, &q32, kv, cu_q, batch, masks, o, &rest, Ev, err);
+    if (!st && no > 0) attn_tensor_convert(out, &out32, NULL); /* the one rounding */
+    attn_arena_release(&arena);
+    return st;
+}
+
 /* Outputs against the inputs every call reads, and each sequence's mask. */
 static attn_status check_outputs(attn_tensor *out, attn_tensor *lse, const attn_named *ins, int n_ins,
                                  const attn_tensor *const *masks, int64_t batch, attn_error *err) {
@@ -374,7 +414,7 @@ static attn_status check_varlen(attn_tensor *out, attn_tensor *lse, const attn_t
     if ((st = check_batch(q, k, v, cu_q, cu_k, batch, o, err))) return st;
     int64_t want_out[3] = {q->shape[0], q->shape[1], v->shape[2]};
     if ((st = check_packed_out(out, "out", 3, want_out, q->dtype, err)) ||
-        (lse && (st = check_packed_out(lse, "lse", 2, want_out, q->dtype, err))))
+        (lse && (st = check_packed_out(lse, "lse", 2, want_out, lse_dtype(q), err))))
         return st;
     /* The plans check each sequence's views again; this covers the rows of
      * sequences no plan sees. */
@@ -382,6 +422,12 @@ static attn_status check_varlen(attn_tensor *out, attn_tensor *lse, const attn_t
     if ((st = check_outputs(out, lse, ins, 5, masks, batch, err))) return st;
     if (o->sinks && (st = attn_check_per_head(o->sinks, "sinks", q->shape[1], err))) return st;
     return ATTN_OK;
+}
+
+attn_status attn_varlen_check(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_tensor *k,
+                              const attn_tensor *v, const int64_t *cu_q, const int64_t *cu_k, int64_t batch,
+                              const attn_tensor *const *masks, const attn_sdpa_options *o, attn_error *err) {
+    return check_varlen(out, lse, q, k, v, cu_q, cu_k, batch, masks, o, err);
 }
 
 attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_tensor *k,
@@ -393,6 +439,7 @@ attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const attn_tens
     attn_status st = attn_options_read(&o, &c, options, err);
     if (st || (st = check_varlen(out, lse, q, k, v, cu_seqlens_q, cu_seqlens_k, batch, masks, &o, err))) return st;
     batch_kv kv = {k, v, cu_seqlens_k, NULL, NULL};
+    if (half_q(q)) return forward_half(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, v->shape[2], err);
     return varlen_forward(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, v->shape[2], err);
 }
 
@@ -407,8 +454,8 @@ static attn_status check_paged(int64_t *Ev_out, attn_tensor *out, attn_tensor *l
         (st = attn_check_cu_seqlens(cu_seqlens_q, batch, q->shape[0], "cu_seqlens_q", err)))
         return st;
     if (batch > 0 && (!k_pages || !v_pages)) return attn_fail(err, ATTN_ERR_NULL, "k_pages or v_pages is NULL");
-    if (q->dtype != ATTN_F32 && q->dtype != ATTN_F64) /* f64 q over f64 pages: each sequence's plan checks */
-        return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; pages take f32 q (f64 q over f64 pages)",
+    if (q->dtype != ATTN_F32 && q->dtype != ATTN_F64 && !half_q(q)) /* f64 q over f64 pages: each plan checks */
+        return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; pages take an f32, f16 or bf16 q (f64 q over f64 pages)",
                          attn_dtype_name(q->dtype));
     /* Every sequence's pools checked, and alike: one head count and row
      * sizes, E of q's. */
@@ -430,7 +477,7 @@ static attn_status check_paged(int64_t *Ev_out, attn_tensor *out, attn_tensor *l
     }
     int64_t want_out[3] = {q->shape[0], q->shape[1], Ev};
     if ((st = check_packed_out(out, "out", 3, want_out, q->dtype, err)) ||
-        (lse && (st = check_packed_out(lse, "lse", 2, want_out, q->dtype, err))))
+        (lse && (st = check_packed_out(lse, "lse", 2, want_out, lse_dtype(q), err))))
         return st;
     const attn_named ins[3] = {{q, "q"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"}};
     if ((st = check_outputs(out, lse, ins, 3, masks, batch, err))) return st;
@@ -454,6 +501,7 @@ attn_status attn_sdpa_varlen_paged(attn_tensor *out, attn_tensor *lse, const att
     attn_status st = attn_options_read(&o, &c, options, err);
     if (st || (st = check_paged(&Ev, out, lse, q, cu_seqlens_q, batch, k_pages, v_pages, masks, &o, err))) return st;
     batch_kv kv = {NULL, NULL, NULL, k_pages, v_pages};
+    if (half_q(q)) return forward_half(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, Ev, err);
     return varlen_forward(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, Ev, err);
 }
 
@@ -466,6 +514,9 @@ attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_ten
     attn_context c;
     attn_status st = attn_options_read(&o, &c, options, err);
     if (st || (st = check_batch(q, k, v, cu_seqlens_q, cu_seqlens_k, batch, &o, err))) return st;
+    if (half_q(q))
+        return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; the ragged backward takes f32 or f64 q (attn_sdpa_backward "
+                         "takes a 16-bit one)", attn_dtype_name(q->dtype));
     int64_t want_out[3] = {q->shape[0], q->shape[1], v->shape[2]};
     const attn_tensor *like[3] = {q, k, v};
     attn_tensor *grad[3] = {dq, dk, dv};
@@ -614,6 +665,9 @@ attn_status attn_varlen_plan_make(attn_varlen_plan **plan, void *memory, size_t 
                                   attn_error *err) {
     attn_status st = check_varlen(out, lse, q, k, v, cu_q, cu_k, batch, masks, o, err);
     if (st) return st;
+    if (half_q(q))
+        return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; the sequences' plans take f32 or f64 q (a plan of a 16-bit "
+                         "one plans f32 copies)", attn_dtype_name(q->dtype));
     attn_varlen_plan *pl = attn_varlen_plan_layout(memory, batch);
     pl->k_rows = pl->v_rows = NULL, pl->Ev = v->shape[2]; /* packed keys: no row sources */
     memcpy(pl->cu_q, cu_q, sizeof(int64_t) * (size_t)(batch + 1));
@@ -639,6 +693,9 @@ attn_status attn_varlen_plan_make_paged(attn_varlen_plan *pl, size_t *workspace_
     attn_paged_rows *k_rows = pl->k_rows, *v_rows = pl->v_rows;
     attn_status st = check_paged(&Ev, out, lse, q, cu_q, batch, k_rows, v_rows, masks, o, err);
     if (st) return st;
+    if (half_q(q))
+        return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; the sequences' plans take an f32 q (a plan of a 16-bit one "
+                         "plans f32 copies)", attn_dtype_name(q->dtype));
     memcpy(pl->cu_q, cu_q, sizeof(int64_t) * (size_t)(batch + 1));
     for (int64_t b = 0; b <= batch; b++) pl->cu_k[b] = 0; /* (the keys are the pages') */
     pl->Ev = Ev;

@@ -20,6 +20,10 @@ void attn_verbose_report(const char *call, const attn_run_info *info, const attn
                          const attn_sdpa_options *o, double ms) {
     (void)call, (void)info, (void)sl, (void)o, (void)ms;
 }
+void attn_verbose_gemm(const char *call, const char *q, const char *k, const char *v, const char *out, int threads,
+                       bool packed) {
+    (void)call, (void)q, (void)k, (void)v, (void)out, (void)threads, (void)packed;
+}
 #else
 
 /* The process-wide setting: -1 until first read, then ATTN_VERBOSE's value
@@ -85,5 +89,11 @@ void attn_verbose_report(const char *call, const attn_run_info *info, const attn
             (long long)o->window, o->sinks ? "yes" : "no",
             !sl->has_rope ? "no" : sl->rope.layout == ATTN_ROPE_HALVES ? "halves" : "interleaved", sl->weights ? "yes" : "no", sl->lse ? "yes" : "no",
             (long long)info->fallbacks, (long long)info->items, ms);
+}
+
+void attn_verbose_gemm(const char *call, const char *q, const char *k, const char *v, const char *out, int threads,
+                       bool packed) {
+    fprintf(stderr, "attn: %s_projections gemm_q=%s gemm_k=%s gemm_v=%s gemm_out=%s threads=%d packed=%s\n", call, q, k, v,
+            out, threads, packed ? "yes" : "no");
 }
 #endif

@@ -42,6 +42,19 @@ static void pv_emulated(float *o, int64_t ldo, const uint32_t *p2, int64_t ldp, 
         }
 }
 
+/* The layer's GEMM on pairs: a 4 × 16 tile, each sum from zero pair by
+ * pair as VDPBF16PS adds, then added to c. */
+enum { GEMM_MR = 4, GEMM_NR = 16 };
+
+static void gemm_emulated(float *c, int64_t ldc, const uint32_t *a2, const uint32_t *b2, int64_t k2) {
+    for (int r = 0; r < GEMM_MR; r++)
+        for (int j = 0; j < GEMM_NR; j++) {
+            float acc = 0;
+            for (int64_t p = 0; p < k2; p++) acc = attn_bf16_dot_pair(acc, a2[p * GEMM_MR + r], b2[p * GEMM_NR + j]);
+            c[r * ldc + j] += acc;
+        }
+}
+
 static void to_bf16_portable(uint16_t *dst, const float *src, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = attn_f32_to_bf16(src[i]);
 }
@@ -60,4 +73,8 @@ const attn_bf16_kernels attn_bf16_emulated = {
     .pv = pv_emulated,
     .to_bf16 = to_bf16_portable,
     .zip = zip_portable,
+    .gemm = gemm_emulated,
+    .gemm_mr = GEMM_MR,
+    .gemm_nr = GEMM_NR,
+    .gemm_kp = 1,
 };

@@ -124,6 +124,46 @@ static void pv_amx(float *o, int64_t ldo, const uint32_t *p2, int64_t ldp, const
     if (nvec > 3) _tile_stored(3, o + 48, ldo * 4);
 }
 
+/* The layer's GEMM on pairs (attn_bf16_kernels.gemm): a 32 × 32 register
+ * tile in four accumulator tiles (tmm0: rows 0-15 by columns 0-15, tmm1:
+ * rows 0-15 by 16-31, tmm2 and tmm3 the rows 16-31), two A tiles (tmm4,
+ * tmm5: 16 rows by 16 pairs each) and two B tiles (tmm6, tmm7: 16 pair rows
+ * by 16 columns), so that each tile loaded meets two others: four loads
+ * for four TDPBF16PS. a2 comes packed in A tiles (gemm_kp = 16: 32 rows by
+ * 16 pairs, 64 bytes a row), b2 in rows of 32 pairs (128 bytes). */
+enum { GEMM_MR = 32, GEMM_NR = 32, GEMM_KP = 16 };
+
+static void gemm_amx(float *c, int64_t ldc, const uint32_t *a2, const uint32_t *b2, int64_t k2) {
+    tile_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+    _tile_loadconfig(&cfg);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int64_t p = 0; p < k2; p += GEMM_KP) {
+        const uint32_t *a = a2 + p * GEMM_MR, *b = b2 + p * GEMM_NR;
+        _tile_loadd(4, a, KP * 4);
+        _tile_loadd(5, a + 16 * KP, KP * 4);
+        _tile_loadd(6, b, GEMM_NR * 4);
+        _tile_loadd(7, b + 16, GEMM_NR * 4);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    /* The sums from zero, then added to c (one rounding each). */
+    float t[GEMM_MR * GEMM_NR];
+    _tile_stored(0, t, GEMM_NR * 4);
+    _tile_stored(1, t + 16, GEMM_NR * 4);
+    _tile_stored(2, t + 16 * GEMM_NR, GEMM_NR * 4);
+    _tile_stored(3, t + 16 * GEMM_NR + 16, GEMM_NR * 4);
+    for (int r = 0; r < GEMM_MR; r++)
+        for (int j = 0; j < GEMM_NR; j++) c[r * ldc + j] += t[r * GEMM_NR + j];
+}
+
 static void to_bf16_amx(uint16_t *dst, const float *src, int64_t n) { ATTN_AMX_HELPERS.to_bf16(dst, src, n); }
 static void zip_amx(uint32_t *dst, const float *even, const float *odd, int64_t n) {
     ATTN_AMX_HELPERS.zip(dst, even, odd, n);
@@ -138,5 +178,9 @@ const attn_bf16_kernels attn_bf16_amx = {
     .pv = pv_amx,
     .to_bf16 = to_bf16_amx,
     .zip = zip_amx,
+    .gemm = gemm_amx,
+    .gemm_mr = GEMM_MR,
+    .gemm_nr = GEMM_NR,
+    .gemm_kp = GEMM_KP,
 };
 #endif

@@ -67,6 +67,29 @@ static void pv_avx512bf16(float *o, int64_t ldo, const uint32_t *p2, int64_t ldp
     }
 }
 
+/* The layer's GEMM on pairs (attn_bf16_kernels.gemm): a 12 × 32 tile, the
+ * f32 sgemm's (sgemm_avx512.c), in 24 accumulators; each step broadcasts a
+ * pair of one row of a and meets two vectors of 16 pairs of b, so one
+ * VDPBF16PS does two multiply-adds per lane where VFMADD does one. */
+enum { GEMM_MR = 12, GEMM_NR = 32 };
+
+static void gemm_avx512bf16(float *c, int64_t ldc, const uint32_t *a2, const uint32_t *b2, int64_t k2) {
+    __m512 acc[GEMM_MR][2];
+    _Pragma("GCC unroll 12") for (int r = 0; r < GEMM_MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < k2; p++) {
+        __m512i b0 = _mm512_loadu_si512(b2 + p * GEMM_NR), b1 = _mm512_loadu_si512(b2 + p * GEMM_NR + 16);
+        _Pragma("GCC unroll 12") for (int r = 0; r < GEMM_MR; r++) {
+            __m512i a = _mm512_set1_epi32((int)a2[p * GEMM_MR + r]);
+            DP(acc[r][0], a, b0);
+            DP(acc[r][1], a, b1);
+        }
+    }
+    _Pragma("GCC unroll 12") for (int r = 0; r < GEMM_MR; r++) {
+        _mm512_storeu_ps(c + r * ldc, _mm512_add_ps(_mm512_loadu_ps(c + r * ldc), acc[r][0]));
+        _mm512_storeu_ps(c + r * ldc + 16, _mm512_add_ps(_mm512_loadu_ps(c + r * ldc + 16), acc[r][1]));
+    }
+}
+
 /* VCVTNE2PS2BF16 rounds to nearest even, as attn_f32_to_bf16 does. */
 static void to_bf16_avx512(uint16_t *dst, const float *src, int64_t n) {
     int64_t i = 0;
@@ -99,5 +122,9 @@ const attn_bf16_kernels attn_bf16_avx512 = {
     .pv = pv_avx512bf16,
     .to_bf16 = to_bf16_avx512,
     .zip = zip_avx512,
+    .gemm = gemm_avx512bf16,
+    .gemm_mr = GEMM_MR,
+    .gemm_nr = GEMM_NR,
+    .gemm_kp = 1,
 };
 #endif
