@@ -664,7 +664,7 @@ attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, in
                          "cannot allocate the exact kernel's scratch for the slices f32 cannot take");
     batch_pass(&b, workers, stat_items_of, stats_item);
     info->threads = batch_pass(&b, workers, items_of, bwd_item), info->threads_given = workers;
-    info->kernel = "flash_backward", info->isa = jobs[0].uk->name, info->bf16 = NULL;
+    info->kernel = "flash_backward", info->isa = jobs[0].uk->name, info->bf16 = NULL, info->key_dot = NULL;
     info->items = 0, info->fallbacks = 0;
     for (int64_t c = 0; c < n_calls; c++) info->items += jobs[c].gs->f.count, reduce(&jobs[c], exact_work, info);
     return ATTN_OK;
