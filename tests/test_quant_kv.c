@@ -789,9 +789,10 @@ static void test_widen(const char *isa) {
         int bad = 0;
         for (int r = 0; r < ROWS; r++) {
             for (size_t i = 0; i < row; i++) b[i] = (uint8_t)(uniform() * 256);
-            uk->widen_quant(got, b, N, FORMATS[f]);
-            attn_dequant_row(want, b, N, FORMATS[f]);
-            for (int i = 0; i < N; i++) bad += isnan(want[i]) ? !isnan(got[i]) : memcmp(&got[i], &want[i], 4) != 0;
+            int n = FORMATS[f] == ATTN_E4M3 || FORMATS[f] == ATTN_E5M2 ? N - r % 16 : N; /* fp8: any length */
+            uk->widen_quant(got, b, n, FORMATS[f]);
+            attn_dequant_row(want, b, n, FORMATS[f]);
+            for (int i = 0; i < n; i++) bad += isnan(want[i]) ? !isnan(got[i]) : memcmp(&got[i], &want[i], 4) != 0;
         }
         check(!bad, name, "%d of %d values differ", bad, N * ROWS);
         free(b);
