@@ -48,6 +48,12 @@ typedef struct attn_qdot_kernels {
      * |d_k| for q8, 8 · max |d_k| for q4), or -1 if a scale is not finite. */
     float (*dot)(float *s, int64_t lds, const attn_qrows *qq, int r0, int nq, const void *k, int64_t ld, int64_t n,
                  bool q4);
+    /* acc[i * Ev ..] += Σ_j p[i * ldp + j] · v[j] for i < nq <= ATTN_DECODE_MAX_ROWS,
+     * j < n, over quantized value rows (row stride ld bytes): each block's
+     * scale converted once, the values widened exactly: bitwise the f32
+     * set's axpy_rows_q. NULL: decode takes axpy_rows_q. */
+    void (*axpy)(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n, int64_t Ev,
+                 bool q4);
 } attn_qdot_kernels;
 
 /* The process's integer dot product set for the active f32 set, or NULL
