@@ -31,7 +31,7 @@ static inline __m512 e4m3_16(const uint8_t *p) {
     __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
     __m512i mag = _mm512_and_si512(x, _mm512_set1_epi32(0x7f));
     __m512 f = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_slli_epi32(mag, 20), _mm512_set1_epi32(120 << 23)));
-    f = _mm512_mask_mul_ps(f, _mm512_cmplt_epi32_mask(mag, _mm512_set1_epi32(8)), _mm512_cvtepi32_ps(mag),
+    f = _mm512_mask_mul_ps(f, _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(8), mag), _mm512_cvtepi32_ps(mag),
                            _mm512_set1_ps(0x1p-9f));
     f = _mm512_mask_mov_ps(f, _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7f)), _mm512_set1_ps(NAN));
     __m512i sign = _mm512_slli_epi32(_mm512_and_si512(x, _mm512_set1_epi32(0x80)), 24);
