@@ -30,7 +30,7 @@ struct ggml_init_params {
     void *mem_buffer;
     bool no_alloc;
 };
-enum { GGML_TYPE_F32 = 0, GGML_TYPE_F16 = 1 };
+enum { GGML_TYPE_F32 = 0, GGML_TYPE_F16 = 1, GGML_TYPE_Q4_0 = 2, GGML_TYPE_Q8_0 = 8 };
 
 typedef struct ggml_api {
     void *base, *cpu;
@@ -117,9 +117,13 @@ static void fill(float *x, int64_t n, unsigned seed) {
 }
 
 /* ggml's time for one shape, best of `reps`; also its output's largest
- * difference from attn's (a check that both computed the same thing). */
+ * difference from attn's (a check that both computed the same thing).
+ * Keys and values f16 (format ATTN_F16, from k and v), or q8/q4 rows
+ * (ATTN_Q8, ATTN_Q4: kq and vq, attn's rows, byte for byte ggml's
+ * block_q8_0 and block_q4_0). */
 static double time_ggml(const ggml_api *g, const cmp_shape *s, int threads, int reps, const float *q, const float *k,
-                        const float *v, const float *ref, double *diff) {
+                        const float *v, attn_dtype format, const void *kq, const void *vq, const float *ref,
+                        double *diff) {
     int64_t Lp = (s->L + 63) / 64 * 64;
     size_t bytes = (size_t)(4 * s->H * s->L * s->d + 2 * 2 * s->Hk * s->S * s->d + 4 * s->H * s->L * s->d +
                             2 * s->S * Lp) + ((size_t)64 << 20);
@@ -127,12 +131,18 @@ static double time_ggml(const ggml_api *g, const cmp_shape *s, int threads, int 
     void *ctx = g->init(ip);
     if (!ctx) return -1;
     void *tq = g->new_tensor_4d(ctx, GGML_TYPE_F32, s->d, s->L, s->H, 1);
-    void *tk = g->new_tensor_4d(ctx, GGML_TYPE_F16, s->d, s->S, s->Hk, 1);
-    void *tv = g->new_tensor_4d(ctx, GGML_TYPE_F16, s->d, s->S, s->Hk, 1);
+    int type = format == ATTN_Q8 ? GGML_TYPE_Q8_0 : format == ATTN_Q4 ? GGML_TYPE_Q4_0 : GGML_TYPE_F16;
+    void *tk = g->new_tensor_4d(ctx, type, s->d, s->S, s->Hk, 1);
+    void *tv = g->new_tensor_4d(ctx, type, s->d, s->S, s->Hk, 1);
     void *tm = s->causal ? g->new_tensor_4d(ctx, GGML_TYPE_F16, s->S, Lp, 1, 1) : NULL;
     memcpy(g->get_data(tq), q, sizeof(float) * (size_t)(s->H * s->L * s->d));
-    uint16_t *kh = g->get_data(tk), *vh = g->get_data(tv);
-    for (int64_t i = 0; i < s->Hk * s->S * s->d; i++) kh[i] = attn_f32_to_f16(k[i]), vh[i] = attn_f32_to_f16(v[i]);
+    if (type == GGML_TYPE_F16) {
+        uint16_t *kh = g->get_data(tk), *vh = g->get_data(tv);
+        for (int64_t i = 0; i < s->Hk * s->S * s->d; i++) kh[i] = attn_f32_to_f16(k[i]), vh[i] = attn_f32_to_f16(v[i]);
+    } else {
+        size_t rows = attn_quant_row_size(format, s->d) * (size_t)(s->Hk * s->S);
+        memcpy(g->get_data(tk), kq, rows), memcpy(g->get_data(tv), vq, rows);
+    }
     if (tm) { /* bottom-right = top-left here (L = S): 0 where key j <= query i, else -inf */
         uint16_t *m = g->get_data(tm);
         for (int64_t i = 0; i < Lp; i++)
@@ -186,6 +196,61 @@ static double time_attn(const cmp_shape *s, int reps, float *q, float *k, float 
     return best;
 }
 
+/* attn's time with q8 or q4 keys and values (rows kq, vq). */
+static double time_attn_quant(const cmp_shape *s, int reps, float *q, const void *kq, const void *vq, float *out,
+                              attn_dtype format) {
+    int64_t sq[3] = {s->H, s->L, s->d}, sk[3] = {s->Hk, s->S, s->d};
+    attn_tensor tq, tk, tv, to;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&tk, (void *)kq, format, 3, sk, NULL, NULL), attn_tensor_init(&tv, (void *)vq, format, 3, sk, NULL, NULL);
+    double best = INFINITY;
+    for (int r = 0; r < reps; r++) {
+        double t0 = now();
+        if (attn_sdpa(&to, NULL, NULL, &tq, &tk, &tv, NULL, NULL)) best = -1;
+        double t = now() - t0;
+        if (best >= 0 && t < best) best = t;
+    }
+    return best;
+}
+
+/* Decoding one token of the Llama-style layer from q8 and q4 keys and
+ * values: attn's q8/q4 against ggml's q8_0/q4_0, the same bytes. */
+static int quant_rows(const ggml_api *g, bool quick, bool json, int threads, int reps) {
+    int64_t contexts[2] = {4096, 32768};
+    int n = quick ? 1 : 2, bad = 0;
+    attn_dtype formats[2] = {ATTN_Q8, ATTN_Q4};
+    text_table *tab = json ? NULL : tab_new(5, "q8/q4 cache", "attn", "ggml", "attn/gg", "max diff");
+    for (int c = 0; c < n; c++)
+        for (int f = 0; f < 2; f++) {
+            cmp_shape s = {"layer H32/8 d128 L=1", 32, 8, 1, contexts[c], 128, false};
+            size_t nq = (size_t)(s.H * s.d), nk = (size_t)(s.Hk * s.S * s.d);
+            size_t rows = attn_quant_row_size(formats[f], s.d) * (size_t)(s.Hk * s.S);
+            float *q = malloc(4 * nq), *k = malloc(4 * nk), *v = malloc(4 * nk), *out = malloc(4 * nq);
+            void *kq = malloc(rows), *vq = malloc(rows);
+            if (!q || !k || !v || !out || !kq || !vq) return fprintf(stderr, "attn: error: out of memory\n"), 1;
+            fill(q, (int64_t)nq, 1), fill(k, (int64_t)nk, 2), fill(v, (int64_t)nk, 3);
+            int64_t sk[2] = {s.Hk * s.S, s.d};
+            attn_tensor tk, tv;
+            attn_tensor_init(&tk, k, ATTN_F32, 2, sk, NULL, NULL), attn_tensor_init(&tv, v, ATTN_F32, 2, sk, NULL, NULL);
+            bad |= attn_quantize(kq, rows, formats[f], &tk, NULL) || attn_quantize(vq, rows, formats[f], &tv, NULL);
+            double ta = time_attn_quant(&s, reps, q, kq, vq, out, formats[f]), diff = 0;
+            double tg = time_ggml(g, &s, threads, reps, q, k, v, formats[f], kq, vq, out, &diff);
+            bad |= ta <= 0 || tg <= 0 || diff > 1e-2;
+            char name[64];
+            snprintf(name, sizeof name, "%s S=%lld %s", s.name, (long long)s.S, formats[f] == ATTN_Q8 ? "q8_0" : "q4_0");
+            if (json)
+                printf("  {\"name\": \"%s\", \"attn_tokens_per_s\": %.4g, \"ggml_tokens_per_s\": %.4g, \"max_diff\": %.3g}%s\n",
+                       name, 1 / ta, 1 / tg, diff, c + 1 < n || f + 1 < 2 ? "," : "");
+            else {
+                tab_cell(tab, "%s", name), tab_cell(tab, "%.0f tok/s", 1 / ta), tab_cell(tab, "%.0f tok/s", 1 / tg);
+                tab_cell(tab, "%.2fx", tg / ta), tab_cell(tab, "%.2g", diff);
+            }
+            free(q), free(k), free(v), free(out), free(kq), free(vq);
+        }
+    if (tab) tab_print(tab);
+    return bad;
+}
+
 int ggml_compare(const char *dir, bool quick, bool json) {
     ggml_api g;
     char why[4200];
@@ -218,7 +283,7 @@ int ggml_compare(const char *dir, bool quick, bool json) {
         if (!q || !k || !v || !out) return fprintf(stderr, "attn: error: out of memory\n"), 1;
         fill(q, (int64_t)nq, 1), fill(k, (int64_t)nk, 2), fill(v, (int64_t)nk, 3);
         double t32 = time_attn(s, reps, q, k, v, out, false), t16 = time_attn(s, reps, q, k, v, out, true), diff = 0;
-        double tg = time_ggml(&g, s, threads, reps, q, k, v, out, &diff);
+        double tg = time_ggml(&g, s, threads, reps, q, k, v, ATTN_F16, NULL, NULL, out, &diff);
         double pairs = (double)s->L * (double)s->S * (s->causal ? 0.5 : 1.0), flops = 4.0 * (double)s->H * pairs * (double)s->d;
         char name[48];
         if (s->L > 1) snprintf(name, sizeof name, "%s=%lld", s->name, (long long)s->L);
@@ -242,8 +307,10 @@ int ggml_compare(const char *dir, bool quick, bool json) {
         }
         free(q), free(k), free(v), free(out);
     }
+    if (json) printf("],\n\"quantized_rows\": [\n");
+    else tab_print(tab), printf("\n");
+    bad |= quant_rows(&g, quick, json, threads, reps);
     if (json) printf("]}\n");
-    else tab_print(tab);
     if (bad) fprintf(stderr, "attn: error: --ggml: a run failed, or ggml's output differs from attn's by more than 1e-2\n");
     return bad;
 }

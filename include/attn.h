@@ -364,7 +364,33 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  * number.
  *
  * Inputs are f32, f16 or bf16 (each exactly an f32) or f64, first rounded
- * to f32 (to nearest even); the rules above then apply to the f32 value. */
+ * to f32 (to nearest even); the rules above then apply to the f32 value.
+ *
+ * How attention reads them. Values, and keys in the prefill (flash)
+ * kernel, are widened exactly and computed as f32 rows would be. Keys
+ * stored q8 or q4, in the decode kernel (L <= ATTN_DECODE_MAX_L query
+ * rows: attn_kv_cache_attend and attn_kv_pages_attend when generating, and
+ * any call of that shape), are scored by the integer dot product kernel
+ * where the CPU has one (AVX512-VNNI, or AVX2; ATTN_VERBOSE's line then
+ * says key_dot=int8_avx512vnni or key_dot=int8_avx2), as ggml scores them:
+ * each query row, times the scale, is rounded per block of 32 to int8
+ * codes c with its own f32 scale d_q = max |q| / 127 (c = q / d_q rounded
+ * to nearest even, clamped to ±127), and a key's score is the f32 sum over
+ * blocks of d_q · d_k · (the exact integer sum of c · code). The query's
+ * rounding is the only new error: each score s_j is off by at most
+ *     Δ_j = Σ_b (max_b |q| / 127) · (1/2 + 2^-10) · ||k_j,b||_1
+ * (b the blocks of 32, ||k_j,b||_1 the sum of |k| over key j's block as
+ * stored, q the scaled query) plus f32's rounding, within 2^-18 · Σ|q·k|.
+ * With Δ the largest over the keys a row sees, each output value is then
+ * within (e^(2Δ) - 1) · max_j |v_j| of attention on the unrounded query
+ * and lse within Δ (docs/accuracy.md derives it and gives measured
+ * errors, typically far below it). The results are no longer bitwise those
+ * of f32 keys holding the same values; contiguous caches, pages, dense
+ * tensors and a ragged batch's sequences share the kernel, so each
+ * (slice, split of the keys) gives the same bits whichever holds the rows.
+ * The portable C kernels (ATTN_ISA=c), and any process started with the
+ * environment variable ATTN_QDOT=widen, widen q8 and q4 keys instead:
+ * bitwise the f32 kernels on the widened rows. */
 
 /* Bytes one row of n values takes in `format` (ATTN_Q8, ATTN_Q4,
  * ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2), or 0 when format is not one of them,

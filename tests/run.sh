@@ -84,7 +84,7 @@ for isa in avx512 avx2 c; do
     suite "fast f32 path: exp, threads, f64 agreement, ATTN_ISA=$isa" env ATTN_ISA=$isa "$BUILD/tests/test_fast"
 done
 for isa in avx512 avx2 c; do
-    suite "quantized keys and values (q8, q4, e4m3, e5m2) read in place: bitwise the f32 kernels on the widened values, ATTN_ISA=$isa" \
+    suite "quantized keys and values (q8, q4, e4m3, e5m2) read in place: bitwise the f32 kernels on the widened values, or within the integer dot product kernel's bound, ATTN_ISA=$isa" \
         env ATTN_ISA=$isa "$BUILD/tests/test_quant_kv"
 done
 suite "quantized keys and values under ASan+UBSan" "$BUILD/asan/test_quant_kv"

@@ -391,6 +391,9 @@ typedef struct attn_run_info {
     const char *kernel, *isa, *bf16;
     int threads, threads_given;
     int64_t items, fallbacks;
+    /* decode: the integer dot product set that took the quantized keys'
+     * scores (qdot.h), or NULL (f32 products, widened keys). */
+    const char *key_dot;
 } attn_run_info;
 
 #endif /* ATTN_BASE_H */

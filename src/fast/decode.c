@@ -19,6 +19,7 @@
 #include "exact/exact.h"
 #include "fast/fast.h"
 #include "kernels/dropout.h"
+#include "kernels/qdot.h"
 #include "kernels/score.h"
 #include "kernels/ukernel.h"
 
@@ -46,12 +47,14 @@ static bool streams_quant(const attn_ukernels *uk, const attn_mat *m) {
 
 typedef struct decode_job {
     const attn_ukernels *uk;
+    const attn_qdot_kernels *qk; /* integer dot products for q8/q4 keys, or NULL */
     const attn_slices *sl;
     int64_t L, S, E, Ev, chunk, n_chunks;
     int64_t G, R;         /* query heads per item (sharing one KV head), rows G · L */
     float *partials;      /* per item: m (R), l (R), acc (R × Ev) */
     int64_t part_floats;
-    float *scratch;       /* per worker: q (R × E), s (R × chunk padded), a group of rows */
+    float *scratch;       /* per worker: q (R × E), s (R × chunk padded), a group of rows,
+                           * q quantized (R × E bytes, then R × E/32 scales and biases) */
     int64_t ws_floats;
     atomic_uchar *bad;    /* per group of G slices: take the exact kernel */
 } decode_job;
@@ -87,10 +90,16 @@ static void rows_values(const decode_job *j, float *acc, const float *s, int64_t
  * f32 rows: each key row read once, for all rows; in one call when the
  * rows are 16-bit the ISA streams, else widened a group of rows at a time.
  * Returns max |k| (-1: not finite). */
-static float span_scores(const decode_job *j, float *s, int64_t lds, const float *q, const attn_mat *m, int64_t k,
-                         float *tmp) {
+static float span_scores(const decode_job *j, float *s, int64_t lds, const float *q, const attn_qrows *qq,
+                         const attn_mat *m, int64_t k, float *tmp) {
     const attn_ukernels *uk = j->uk;
     float kmax = 0;
+    if (qq && (m->dtype == ATTN_Q8 || m->dtype == ATTN_Q4)) { /* the integer dot product kernel */
+        for (int64_t r0 = 0; r0 < j->R && kmax >= 0; r0 += ATTN_DECODE_MAX_ROWS)
+            kmax = attn_absmax_join(kmax, j->qk->dot(s + r0 * lds, lds, qq, (int)r0, row_block(j, r0), m->base, m->rs,
+                                                     k, m->dtype == ATTN_Q4));
+        return kmax;
+    }
     if (streams_16bit(uk, m)) {
         for (int64_t r0 = 0; r0 < j->R && kmax >= 0; r0 += ATTN_DECODE_MAX_ROWS)
             kmax = attn_absmax_join(kmax, uk->dot_rows16(s + r0 * lds, lds, q + r0 * j->E, row_block(j, r0),
@@ -157,9 +166,10 @@ static int64_t prefetch_step(prefetcher *f, attn_mat *m, int64_t j, int64_t k) {
 }
 
 /* The scores of the chunk's `last` keys from j0, span by span: f32 rows in
- * place, others through span_scores. */
-static float chunk_scores(const decode_job *j, float *s, int64_t lds, const float *q, const attn_problem *p,
-                          int64_t j0, int64_t last, float *tmp) {
+ * place, others through span_scores (qq: the queries quantized for the
+ * integer dot product kernel, or NULL). */
+static float chunk_scores(const decode_job *j, float *s, int64_t lds, const float *q, const attn_qrows *qq,
+                          const attn_problem *p, int64_t j0, int64_t last, float *tmp) {
     float kmax = 0;
     prefetcher f = prefetch_start(&p->k, j0, last);
     for (int64_t c = 0; c < last && kmax >= 0;) {
@@ -167,7 +177,7 @@ static float chunk_scores(const decode_job *j, float *s, int64_t lds, const floa
         int64_t k = prefetch_step(&f, &m, j0 + c, attn_rows_span(&p->k, j0 + c, last - c, &m));
         if (m.dtype == ATTN_F32 && m.cs == 1)
             kmax = attn_absmax_join(kmax, rows_scores(j, s + c, lds, q, (const float *)(const void *)m.base, m.rs, k));
-        else kmax = attn_absmax_join(kmax, span_scores(j, s + c, lds, q, &m, k, tmp));
+        else kmax = attn_absmax_join(kmax, span_scores(j, s + c, lds, q, qq, &m, k, tmp));
         c += k;
     }
     return kmax;
@@ -182,6 +192,12 @@ static void span_values(const decode_job *j, float *acc, const float *s, int64_t
         for (int64_t r0 = 0; r0 < j->R; r0 += ATTN_DECODE_MAX_ROWS)
             uk->axpy_rows16(acc + r0 * j->Ev, s + r0 * lds, lds, row_block(j, r0),
                             (const uint16_t *)(const void *)m->base, m->rs, k, j->Ev, m->dtype == ATTN_F16);
+        return;
+    }
+    if (streams_quant(uk, m) && j->qk && j->qk->axpy) { /* the same bits, fewer instructions */
+        for (int64_t r0 = 0; r0 < j->R; r0 += ATTN_DECODE_MAX_ROWS)
+            j->qk->axpy(acc + r0 * j->Ev, s + r0 * lds, lds, row_block(j, r0), m->base, m->rs, k, j->Ev,
+                        m->dtype == ATTN_Q4);
         return;
     }
     if (streams_quant(uk, m)) {
@@ -240,7 +256,16 @@ static void decode_item(void *ctx, int64_t item, int worker) {
         for (int64_t e = 0; e < E; e++) q[r * E + e] = (float)((double)row[e] * pt->scale);
         qmax = attn_absmax_join(qmax, uk->absmax(q + r * E, E));
     }
-    float kmax = chunk_scores(j, s, lds, q, &p[0], j0, last, tmp);
+    /* q8/q4 keys with an integer dot product set: the queries as int8
+     * blocks too (qdot.h), once for the chunk. */
+    attn_qrows qrows, *qq = NULL;
+    if (j->qk && qmax >= 0 && (p[0].k.dtype == ATTN_Q8 || p[0].k.dtype == ATTN_Q4)) {
+        int8_t *codes = (int8_t *)(tmp + GROUP * (E + Ev));
+        float *qd = (float *)(codes + R * E);
+        attn_qrows_quantize(&qrows, codes, qd, (int32_t *)(qd + R * E / ATTN_QBLOCK), q, R, E, p[0].k.dtype, j->qk);
+        qq = &qrows;
+    }
+    float kmax = chunk_scores(j, s, lds, q, qq, &p[0], j0, last, tmp);
     bool ok = attn_f32_scores_fit(qmax, kmax, E);
     int64_t last_pad = attn_round_up(last, uk->vl);
     for (int64_t t = 0; t < j->G && ok; t++) { /* each head's masks and variants on its L rows */
@@ -372,6 +397,7 @@ static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *er
     attn_problem first;
     attn_slice(sl, 0, &first);
     j->uk = attn_ukernels_active();
+    j->qk = attn_qdot_active();
     j->sl = sl;
     j->L = first.q.rows, j->S = first.k.rows, j->E = first.q.cols, j->Ev = first.v.cols;
     if (j->E > (1 << 24) || j->Ev > (1 << 24)) /* before the sizes below multiply them */
@@ -387,7 +413,8 @@ static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *er
     if (!attn_mul_i64(groups, j->n_chunks, &items) || !attn_mul_i64(items, j->part_floats, &floats) ||
         (uint64_t)floats > SIZE_MAX / 8)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "decode partials overflow");
-    j->ws_floats = attn_round_up(j->R * j->E + j->R * attn_round_up(j->chunk, ATTN_VL_MAX) + GROUP * (j->E + j->Ev), 16);
+    j->ws_floats = attn_round_up(j->R * j->E + j->R * attn_round_up(j->chunk, ATTN_VL_MAX) + GROUP * (j->E + j->Ev) +
+                                     j->R * j->E / 4 + 2 * j->R * (j->E / ATTN_QBLOCK + 1), 16);
     attn_arena *a = sl->arena;
     j->partials = attn_arena_alloc(a, (size_t)floats, sizeof(float));
     j->bad = attn_arena_alloc(a, (size_t)groups, sizeof *j->bad);
@@ -444,7 +471,12 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
     }
     decode_batch b = {jobs, first, n_calls};
     info->threads = attn_parallel_for(workers, items, batch_item, &b), info->threads_given = given;
-    info->kernel = "decode", info->isa = jobs[0].uk->name, info->bf16 = NULL;
+    info->kernel = "decode", info->isa = jobs[0].uk->name, info->bf16 = NULL, info->key_dot = NULL;
+    for (int64_t c = 0; c < n_calls && jobs[0].qk; c++) { /* quantized keys took the integer kernel */
+        attn_problem p0;
+        attn_slice(sls[c], 0, &p0);
+        if (p0.k.dtype == ATTN_Q8 || p0.k.dtype == ATTN_Q4) info->key_dot = jobs[0].qk->name;
+    }
     info->items = 0, info->fallbacks = 0;
     for (int64_t c = 0; c < n_calls; c++) {
         const decode_job *j = &jobs[c];

@@ -7,6 +7,7 @@
 #include "base/base.h"
 #include "kernels/ukernel.h"
 #include "kernels/ukernel_bf16.h"
+#include "kernels/qdot.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,10 @@ static bool cpu_avx512(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
+}
+static bool cpu_avx512vnni(void) {
+    __builtin_cpu_init();
+    return cpu_avx512() && __builtin_cpu_supports("avx512vnni");
 }
 static bool cpu_avx512bf16(void) {
     __builtin_cpu_init();
@@ -105,6 +110,30 @@ static const struct {
 };
 enum { N_BF16_SETS = sizeof BF16_SETS / sizeof BF16_SETS[0] };
 
+/* The integer dot product sets of quantized decode (qdot.h), each beside
+ * one f32 set, with what it needs of the CPU beyond that set. */
+static const struct {
+    const attn_qdot_kernels *qk;
+    bool (*cpu_has)(void);
+} QDOT_SETS[] = {
+#if defined(ATTN_HAVE_X86_KERNELS)
+    {&attn_qdot_avx512vnni, cpu_avx512vnni},
+    {&attn_qdot_avx2, NULL},
+#endif
+    {NULL, NULL},
+};
+
+static const attn_qdot_kernels *qdot_for(const char *isa) {
+#if !defined(__wasm__)
+    const char *env = getenv("ATTN_QDOT");
+    if (env && strcmp(env, "widen") == 0) return NULL;
+#endif
+    for (int i = 0; QDOT_SETS[i].qk; i++)
+        if (strcmp(isa, QDOT_SETS[i].qk->f32_set) == 0 && (!QDOT_SETS[i].cpu_has || QDOT_SETS[i].cpu_has()))
+            return QDOT_SETS[i].qk;
+    return NULL;
+}
+
 const attn_ukernels *attn_ukernels_by_name(const char *name) {
     for (int i = 0; name && i < N_F32_SETS; i++)
         if (strcmp(name, F32_SETS[i].uk->name) == 0) return !F32_SETS[i].cpu_has || F32_SETS[i].cpu_has() ? F32_SETS[i].uk : NULL;
@@ -153,6 +182,7 @@ static const attn_blocks *blocks_of(const attn_ukernels *uk) {
 /* WebAssembly runs one thread and only the portable kernels. */
 const attn_ukernels *attn_ukernels_active(void) { return &attn_ukernels_c; }
 const attn_bf16_kernels *attn_bf16_active(void) { return bf16_for("c"); }
+const attn_qdot_kernels *attn_qdot_active(void) { return qdot_for("c"); }
 const attn_bf16_kernels *attn_bf16_set_for_tests(const attn_bf16_kernels *bk) {
     (void)bk;
     return bf16_for("c");
@@ -172,6 +202,7 @@ const attn_blocks *attn_blocks_for(const char *core, const char *isa) {
  * pthread_once) and never changed. */
 static const attn_ukernels *active;
 static const attn_bf16_kernels *active_bf16;
+static const attn_qdot_kernels *active_qdot;
 static pthread_once_t active_once = PTHREAD_ONCE_INIT;
 
 static void choose(void) {
@@ -179,6 +210,7 @@ static void choose(void) {
     active = attn_ukernels_by_name(getenv("ATTN_ISA"));
     for (int i = 0; !active && i < N_F32_SETS; i++) active = attn_ukernels_by_name(F32_SETS[i].uk->name);
     active_bf16 = bf16_for(active->name);
+    active_qdot = qdot_for(active->name);
 #if defined(ATTN_HAVE_X86_KERNELS)
     if (amx_refused)
         bf16_passed_over = active_bf16 ? "avx512_bf16(amx_refused_by_linux)"
@@ -203,6 +235,11 @@ const attn_ukernels *attn_ukernels_active(void) {
 const attn_bf16_kernels *attn_bf16_active(void) {
     pthread_once(&active_once, choose);
     return active_bf16;
+}
+
+const attn_qdot_kernels *attn_qdot_active(void) {
+    pthread_once(&active_once, choose);
+    return active_qdot;
 }
 
 const attn_blocks *attn_blocks_active(void) {

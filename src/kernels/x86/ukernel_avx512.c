@@ -241,9 +241,12 @@ static inline __m512 quant_vec(const uint8_t *row, int64_t i, bool q4) {
     if (!q4) {
         c = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b + 2 + i % 32)));
     } else { /* value i in the low 4 bits of byte i, i + 16 in the high 4 */
+        /* The 16 values (code - 8) · d in a table, one exact product each,
+         * looked up by VPERMPS, which reads the low 4 bits of each lane's
+         * index: the low nibble as it lies, the high one shifted down. */
+        const __m512 codes = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
         c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b + 2)));
-        c = _mm512_sub_epi32(i % 32 ? _mm512_srli_epi32(c, 4) : _mm512_and_si512(c, _mm512_set1_epi32(15)),
-                             _mm512_set1_epi32(8));
+        return _mm512_permutexvar_ps(i % 32 ? _mm512_srli_epi32(c, 4) : c, _mm512_mul_ps(codes, d));
     }
     return _mm512_mul_ps(_mm512_cvtepi32_ps(c), d);
 }

@@ -3,12 +3,14 @@
  * vectors of 8 floats, times its f16 scale (plus q4_1's f16 minimum). Each
  * product of a small integer and an f16 scale is exact in f32, and q4_1's
  * sum is one rounding, so these are the floats of the portable reference
- * (base/quant.c), which widens the fp8 formats here too. */
+ * (base/quant.c). The fp8 formats are widened by bit manipulation,
+ * exactly too. */
 #ifdef ATTN_HAVE_X86_KERNELS
 #include "base/base.h"
 #include "kernels/ukernel.h"
 
 #include "kernels/x86/intrin.h"
+#include <math.h>
 #include <string.h>
 
 /* The block's f16 scale in every lane (vcvtph2ps: exact). */
@@ -20,6 +22,24 @@ static inline __m256 scale_of(const uint8_t *block) {
 
 /* 8 codes (int32) to floats times d, stored. */
 static inline void put8(float *dst, __m256i c, __m256 d) { _mm256_storeu_ps(dst, _mm256_mul_ps(_mm256_cvtepi32_ps(c), d)); }
+
+/* 8 fp8 bytes widened, exactly, as widen_quant_avx512.c does it (there:
+ * why), with blends for its masks. */
+static inline __m256 e4m3_8(const uint8_t *p) {
+    __m256i x = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p));
+    __m256i mag = _mm256_and_si256(x, _mm256_set1_epi32(0x7f));
+    __m256 f = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(mag, 20), _mm256_set1_epi32(120 << 23)));
+    __m256 sub = _mm256_mul_ps(_mm256_cvtepi32_ps(mag), _mm256_set1_ps(0x1p-9f));
+    f = _mm256_blendv_ps(f, sub, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(8), mag)));
+    f = _mm256_blendv_ps(f, _mm256_set1_ps(NAN), _mm256_castsi256_ps(_mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7f))));
+    __m256i sign = _mm256_slli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x80)), 24);
+    return _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(f), sign));
+}
+
+static inline __m256 e5m2_8(const uint8_t *p) {
+    __m128i h = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)p));
+    return _mm256_cvtph_ps(_mm_slli_epi16(h, 8));
+}
 
 void attn_widen_quant_avx2(float *dst, const void *src, int64_t n, attn_dtype format) {
     const uint8_t *b = src;
@@ -55,6 +75,12 @@ void attn_widen_quant_avx2(float *dst, const void *src, int64_t n, attn_dtype fo
                 _mm256_storeu_ps(dst + 16 + 8 * i, _mm256_add_ps(hi, m));
             }
         }
+        return;
+    }
+    if (format == ATTN_E4M3 || format == ATTN_E5M2) {
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, format == ATTN_E4M3 ? e4m3_8(b + i) : e5m2_8(b + i));
+        if (i < n) attn_dequant_row(dst + i, b + i, n - i, format);
         return;
     }
     attn_dequant_row(dst, src, n, format);

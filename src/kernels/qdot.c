@@ -1,0 +1,30 @@
+/* qdot.c -- the queries' side of the integer dot product kernel (qdot.h):
+ * each row quantized to int8 per block of 32, once per decode work item.
+ * Portable C, the same for every set, so that every set sees the same
+ * codes. */
+#include "base/base.h"
+#include "kernels/qdot.h"
+
+#include <math.h>
+
+void attn_qrows_quantize(attn_qrows *qq, int8_t *codes, float *d, int32_t *bias, const float *q, int64_t nq,
+                         int64_t E, attn_dtype format, const attn_qdot_kernels *qk) {
+    int64_t nb = E / ATTN_QBLOCK;
+    int32_t per_sum = format == ATTN_Q4 ? 1 : qk->q8_bias;
+    for (int64_t r = 0; r < nq * nb; r++) {
+        const float *x = q + r * ATTN_QBLOCK;
+        float a = 0;
+        for (int i = 0; i < ATTN_QBLOCK; i++) a = fabsf(x[i]) > a ? fabsf(x[i]) : a;
+        float dq = a / 127, inv = dq > 0 ? 1 / dq : 0;
+        int32_t sum = 0;
+        for (int i = 0; i < ATTN_QBLOCK; i++) {
+            float c = nearbyintf(x[i] * inv); /* the default rounding: to nearest, ties to even */
+            c = c > 127 ? 127 : c < -127 ? -127 : c;
+            codes[r * ATTN_QBLOCK + i] = (int8_t)c;
+            sum += (int32_t)c;
+        }
+        d[r] = dq;
+        bias[r] = -per_sum * sum;
+    }
+    qq->codes = codes, qq->d = d, qq->bias = bias, qq->E = E;
+}

@@ -1,0 +1,78 @@
+/* qdot.h -- the integer dot product kernel of decode: scores of a few query
+ * rows against keys stored q8 or q4 (attn.h, "Quantized storage"), computed
+ * as ggml computes them. Each query row is quantized once per work item to
+ * int8 per block of 32 (its own f32 scale, q8_0's rule); then per key and
+ * block one integer dot product of 32 int8 pairs (VPDPBUSD, or PMADDUBSW
+ * and PMADDWD on AVX2) and one f32 multiply-add by (query scale · key
+ * scale). Against widening the keys to f32 this skips the widening (the
+ * cost that made quantized decode issue-bound) at the price of the query's
+ * int8 rounding: attn.h states the bound, docs/accuracy.md derives it.
+ *
+ * A set of these runs beside one f32 set (its softmax and value kernels),
+ * chosen in dispatch.c as the bf16 sets are; the portable set has none, and
+ * there decode widens the keys and computes bitwise what the f32 kernels
+ * compute. */
+#ifndef ATTN_QDOT_H
+#define ATTN_QDOT_H
+
+#include "kernels/ukernel.h"
+
+/* nq query rows of E values (E a multiple of 32) quantized for the keys'
+ * format: each block of 32 as int8 codes c with an f32 scale d, the row
+ * ≈ d · c (attn_qrows_quantize). bias[i * nb + b] is a constant the set's
+ * kernel adds to each of its 8 int32 lanes of block b: it folds the offset
+ * of the unsigned key codes (VPDPBUSD multiplies unsigned by signed bytes)
+ * out of the dot product. */
+typedef struct attn_qrows {
+    const int8_t *codes;  /* nq × E */
+    const float *d;       /* nq × nb, nb = E / 32 */
+    const int32_t *bias;  /* nq × nb */
+    int64_t E;
+} attn_qrows;
+
+typedef struct attn_qdot_kernels {
+    const char *name; /* "int8_avx512vnni" or "int8_avx2" */
+    const char *f32_set; /* the f32 set it runs beside */
+    /* The lane bias per unit of a block's code sum Σc, for q8 keys: the
+     * VNNI kernel reads each key code k as the unsigned byte k + 128 and
+     * takes 128·Σc back (16·Σc in each of 8 lanes); the AVX2 kernel
+     * multiplies |k| by c·sign(k) and needs none. q4 codes are unsigned
+     * already (value = code - 8): Σc in each of 8 lanes for every set. */
+    int q8_bias;
+    /* s[i * lds + j] = the score of query row r0 + i (of qq) against key j
+     * (row stride ld bytes, q8 or q4 when q4) for i < nq <= ATTN_DECODE_MAX_ROWS,
+     * j < n: Σ_b d_q · d_k · (Σ over the block of c_q · c_k), in f32.
+     * A key's score is the same bits wherever it falls in a call, so any
+     * split of the keys into calls (pages, chunks) gives the same scores.
+     * Returns max |k| over the rows read (bounded by the scales: 128 · max
+     * |d_k| for q8, 8 · max |d_k| for q4), or -1 if a scale is not finite. */
+    float (*dot)(float *s, int64_t lds, const attn_qrows *qq, int r0, int nq, const void *k, int64_t ld, int64_t n,
+                 bool q4);
+    /* acc[i * Ev ..] += Σ_j p[i * ldp + j] · v[j] for i < nq <= ATTN_DECODE_MAX_ROWS,
+     * j < n, over quantized value rows (row stride ld bytes): each block's
+     * scale converted once, the values widened exactly: bitwise the f32
+     * set's axpy_rows_q. NULL: decode takes axpy_rows_q. */
+    void (*axpy)(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n, int64_t Ev,
+                 bool q4);
+} attn_qdot_kernels;
+
+/* The process's integer dot product set for the active f32 set, or NULL
+ * (the portable kernels; or a CPU without the instructions): decode then
+ * widens quantized keys. ATTN_QDOT=widen turns it off (the bitwise path),
+ * read once, for tests and measurement. */
+const attn_qdot_kernels *attn_qdot_active(void);
+
+/* Quantize nq rows of q (row stride E floats, every value finite) for keys
+ * of the given format (ATTN_Q8 or ATTN_Q4) and set qd: per block of 32,
+ * a = max |q|, d = a / 127 (f32), c = q · (1/d) rounded to nearest even,
+ * clamped to ±127 (d = 0: all c = 0). codes (nq × E), d and bias (nq × E/32
+ * each) are the caller's. */
+void attn_qrows_quantize(attn_qrows *qq, int8_t *codes, float *d, int32_t *bias, const float *q, int64_t nq,
+                         int64_t E, attn_dtype format, const attn_qdot_kernels *qk);
+
+#if defined(ATTN_HAVE_X86_KERNELS)
+extern const attn_qdot_kernels attn_qdot_avx512vnni;
+extern const attn_qdot_kernels attn_qdot_avx2;
+#endif
+
+#endif /* ATTN_QDOT_H */
