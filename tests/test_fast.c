@@ -1027,6 +1027,107 @@ static void test_decode_rows(const char *isa) {
     }
 }
 
+/* dot_rows sums its scores a group of keys at a time (decode_rows.h): a
+ * key's score must not depend on where a call starts or ends (a paged cache
+ * is read a page at a time, split-KV a chunk at a time), so 41 keys (two
+ * groups and a tail) scored in one call and in calls cut at 3, 5, 21 and 37
+ * give the same bits, for every row count and every kind the ISA streams:
+ * f32, f16 and bf16 (dot_rows16), q8 and q4 (dot_rows_q, which must also
+ * give the bits of dot_rows on the widened rows). A NaN in a key of a
+ * group or of the tail, and an infinite one, give -1 for every row count. */
+enum { DG_N = 41, DG_E = 64, DG_QROW = 68 }; /* q8: 2 blocks of 34 bytes; q4 uses 36 */
+
+static float dg_dot(const attn_ukernels *uk, int kind, float *s, int64_t lds, const float *q, int nq,
+                    const void *k, int64_t j0, int64_t n) {
+    const float *kf = k;
+    const uint16_t *k16 = k;
+    const uint8_t *kq = k;
+    switch (kind) {
+    case 0: return uk->dot_rows(s, lds, q, nq, kf + j0 * DG_E, DG_E, n, DG_E);
+    case 1:
+    case 2: return uk->dot_rows16(s, lds, q, nq, k16 + j0 * DG_E, DG_E, n, DG_E, kind == 1);
+    default: return uk->dot_rows_q(s, lds, q, nq, kq + j0 * DG_QROW, DG_QROW, n, DG_E, kind == 4);
+    }
+}
+
+static void test_decode_groups(const char *isa) {
+    char name[64];
+    const attn_ukernels *uk = kernels_or_skip(isa, name, sizeof name, "decode_rows_%s_any_split_same_bits", NULL);
+    if (!uk) return;
+    static const char *const KIND[5] = {"f32", "f16", "bf16", "q8", "q4"};
+    enum { R = ATTN_DECODE_MAX_ROWS, LDS = 48 };
+    static float q[R * DG_E], kf[DG_N * DG_E], wide[DG_N * DG_E], one[R * LDS], cut[R * LDS], ref[R * LDS];
+    static uint16_t k16[DG_N * DG_E];
+    static uint8_t kq[DG_N * DG_QROW];
+    static const int64_t CUTS[] = {0, 3, 5, 21, 37, DG_N};
+    for (int i = 0; i < R * DG_E; i++) q[i] = (float)(2 * uniform() - 1);
+    for (int kind = 0; kind < 5; kind++) {
+        if ((kind == 1 || kind == 2) && !uk->dot_rows16) continue;
+        if (kind >= 3 && !uk->dot_rows_q) continue;
+        int64_t block = kind == 4 ? 18 : 34;
+        const void *k = kind == 0 ? (const void *)kf : kind <= 2 ? (const void *)k16 : (const void *)kq;
+        for (int i = 0; i < DG_N * DG_E; i++) {
+            kf[i] = (float)(2 * uniform() - 1);
+            k16[i] = kind == 1 ? attn_f32_to_f16(kf[i]) : attn_f32_to_bf16(kf[i]);
+        }
+        for (size_t i = 0; i < sizeof kq; i++) kq[i] = (uint8_t)(uniform() * 256);
+        for (int j = 0; kind >= 3 && j < DG_N; j++)
+            for (int b = 0; b < DG_E / 32; b++) { /* finite f16 scales */
+                uint16_t h = attn_f32_to_f16((float)(uniform() * 0.1));
+                memcpy(kq + j * DG_QROW + b * block, &h, 2);
+            }
+        /* quantized rows are DG_QROW bytes apart whatever their format */
+        if (kind >= 3)
+            for (int j = 0; j < DG_N; j++) uk->widen_quant(wide + j * DG_E, kq + j * DG_QROW, DG_E, kind == 4 ? ATTN_Q4 : ATTN_Q8);
+        int diff = 0, bad_nan = 0, bad_max = 0;
+        for (int nq = 1; nq <= R; nq++) {
+            memset(one, 0, sizeof one), memset(cut, 0, sizeof cut);
+            float m1 = dg_dot(uk, kind, one, LDS, q, nq, k, 0, DG_N), m2 = 0;
+            for (size_t c = 0; c + 1 < sizeof CUTS / sizeof CUTS[0]; c++) {
+                float m = dg_dot(uk, kind, cut + CUTS[c], LDS, q, nq, k, CUTS[c], CUTS[c + 1] - CUTS[c]);
+                m2 = m > m2 ? m : m2;
+            }
+            diff += memcmp(one, cut, sizeof one) != 0;
+            bad_max += m1 != m2 || !(m1 > 0);
+            if (kind >= 3) { /* the bits of dot_rows on the widened rows */
+                memset(ref, 0, sizeof ref);
+                float m3 = uk->dot_rows(ref, LDS, q, nq, wide, DG_E, DG_N, DG_E);
+                diff += memcmp(one, ref, sizeof one) != 0 || m3 != m1;
+            }
+            /* not finite: key 20 lies in a group, key 39 in the tail */
+            for (int at = 0; at < 2; at++) {
+                int64_t j = at ? 39 : 20;
+                if (kind == 0) {
+                    float keep = kf[j * DG_E + 33];
+                    kf[j * DG_E + 33] = NAN;
+                    bad_nan += dg_dot(uk, kind, one, LDS, q, nq, k, 0, DG_N) != -1;
+                    kf[j * DG_E + 33] = -INFINITY;
+                    bad_nan += dg_dot(uk, kind, one, LDS, q, nq, k, 0, DG_N) != -1;
+                    kf[j * DG_E + 33] = keep;
+                } else if (kind <= 2) {
+                    uint16_t keep = k16[j * DG_E + 33];
+                    k16[j * DG_E + 33] = kind == 1 ? 0x7e00 : 0x7fc0;
+                    bad_nan += dg_dot(uk, kind, one, LDS, q, nq, k, 0, DG_N) != -1;
+                    k16[j * DG_E + 33] = kind == 1 ? 0xfc00 : 0xff80;
+                    bad_nan += dg_dot(uk, kind, one, LDS, q, nq, k, 0, DG_N) != -1;
+                    k16[j * DG_E + 33] = keep;
+                } else { /* a NaN scale makes its block NaN */
+                    uint8_t keep[2];
+                    memcpy(keep, kq + j * DG_QROW + block, 2);
+                    uint16_t h = 0x7e00;
+                    memcpy(kq + j * DG_QROW + block, &h, 2);
+                    bad_nan += dg_dot(uk, kind, one, LDS, q, nq, k, 0, DG_N) != -1;
+                    memcpy(kq + j * DG_QROW + block, keep, 2);
+                }
+            }
+        }
+        char full[96];
+        snprintf(full, sizeof full, "%s_%s", name, KIND[kind]);
+        check(!diff && !bad_nan && !bad_max, full, "%d row counts differ, %d non-finite keys missed, max |k| wrong %d times",
+              diff, bad_nan, bad_max);
+    }
+}
+
 
 /* widen16 against the library's scalar conversions, over all 65536 bit
  * patterns of f16 and of bf16, at every offset within a vector (NaNs only
@@ -1529,6 +1630,7 @@ int main(void) {
     test_qk(EMULATED);
     test_pvt(EMULATED);
     test_decode_rows(EMULATED);
+    test_decode_groups(EMULATED);
     test_widen16(EMULATED);
     test_transpose16(EMULATED);
     test_softcap(EMULATED);
@@ -1553,6 +1655,9 @@ int main(void) {
     test_decode_rows("c");
     test_decode_rows("avx2");
     test_decode_rows("avx512");
+    test_decode_groups("c");
+    test_decode_groups("avx2");
+    test_decode_groups("avx512");
     test_widen16("c");
     test_widen16("avx2");
     test_widen16("avx512");

@@ -10,10 +10,23 @@
  *   V_QUANT(row, i, q4)         values i .. i+VL-1 (i a multiple of VL) of a
  *                               quantized row (q8, or q4 when q4) widened
  *   V_FMA(a, b, c)              a·b + c, one rounding
- *   V_ABSMAX(big, x)            big = max(big, |x|)
+ *   V_ABSMAX2(a, b)             max(|a|, |b|) (NaN lanes: either)
  *   VBAD, V_BAD_NONE, V_BAD_ADD(bad, x), V_BAD_ANY(bad)
  *                               a record of NaN lanes seen
  *   V_HSUM(v), V_HMAX(v)        horizontal sum and maximum
+ *   V_FOLD(a, b), V_HSUM_GROUP(h, kb)
+ *                               the horizontal sums of VL accumulators at
+ *                               once: V_FOLD takes the first step of the
+ *                               sums of two (slots p and p + VL/2) into one
+ *                               vector, V_HSUM_GROUP the rest for the VL/2
+ *                               folded vectors h, lane t the sum of key t
+ *                               when keys went to slots as dot_rows_nq puts
+ *                               them in blocks of kb; each lane bitwise
+ *                               V_HSUM of its accumulator (the same adds)
+ *   DOT_KB(nq)                  keys dot_rows computes at once for nq rows
+ *                               (2 or 4: as many as the registers
+ *                               hold; 0: one at a time, each summed alone)
+ *   V_KEEP(v)                   v kept in a register (a compiler barrier)
  *   AXPY_CB(nq)                 column vectors per axpy block for nq rows:
  *                               as many as the registers hold
  *   DECODE_NQ                   the most query rows dot_rows holds in
@@ -21,7 +34,7 @@
  *                               a call of more rows (up to
  *                               ATTN_DECODE_MAX_ROWS) runs them in blocks
  *
- * Two things make these fast, and both are easy to lose:
+ * Three things make these fast, and all are easy to lose:
  * - Every accumulator lives in a register. The row count is a run-time
  *   argument, so a loop over it would keep arrays of accumulators on the
  *   stack, and each key row would store and reload every one of them. Here
@@ -30,6 +43,13 @@
  * - Whole vectors use plain loads; only a row's last, partial vector is
  *   masked. (A masked 512-bit load with a full mask is much slower than a
  *   plain one when streaming on some cores, Zen 5 among them.)
+ * - dot_rows sums its accumulators VL keys at a time. Summing a key's
+ *   vector alone takes about 8 instructions, more than its FMAs for d =
+ *   64; VL keys' vectors summed together by a transpose-and-add tree take
+ *   about 3 a score, in the same order, so the scores are bitwise those of
+ *   V_HSUM (a row count's work grows with the FMAs only: decode's cost per
+ *   query row). NaN keys show in the scores (q · NaN is NaN for any q),
+ *   checked once a group instead of once a key vector.
  * Keys and values may be f32 or 16-bit floats (kind 0: f32, 1: f16, 2:
  * bf16, a constant in each body), widened as they are loaded: a KV cache in
  * 16 bits is read once, at half the bytes; or quantized rows (kind 3: q8,
@@ -65,37 +85,101 @@ DECODE_INLINE const void *row_kv(const void *p, int64_t j, int64_t ld, const int
                        : (const void *)((const uint16_t *)p + j * ld);
 }
 
+/* big = max(big, |kv[t]|) for t < nk: the nk vectors' maximum first, so
+ * that big waits on one operation a step, not nk. */
+DECODE_INLINE void keys_absmax(V *big, const V *kv, const int nk) {
+    V m = nk == 1   ? kv[0]
+          : nk == 2 ? V_ABSMAX2(kv[0], kv[1])
+                    : V_ABSMAX2(V_ABSMAX2(kv[0], kv[1]), V_ABSMAX2(kv[2], kv[3]));
+    *big = V_ABSMAX2(*big, m);
+}
+
+/* acc[t][i] = the vector products of query row i and key row kr[t]
+ * (before their horizontal sums), for i < nq, t < nk <= 4: each vector of
+ * q loaded once for the nk keys. big gathers max |k|. */
+DECODE_INLINE void dot_keys(V acc[4][DECODE_NQ], const float *q, const void *const *kr, int64_t E, const int nq,
+                            const int nk, const int kind, V *big) {
+    int64_t full = E / VL * VL;
+#pragma GCC unroll 4
+    for (int t = 0; t < nk; t++)
+#pragma GCC unroll 8
+        for (int i = 0; i < nq; i++) acc[t][i] = V_ZERO();
+    for (int64_t e = 0; e < full; e += VL) {
+        V kv[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < nk; t++) {
+            kv[t] = load_kv(kr[t], e, kind);
+            V_KEEP(kv[t]);
+        }
+        keys_absmax(big, kv, nk);
+#pragma GCC unroll 8
+        for (int i = 0; i < nq; i++) {
+            V qv = V_LOAD(q + i * E + e);
+#pragma GCC unroll 4
+            for (int t = 0; t < nk; t++) acc[t][i] = V_FMA(qv, kv[t], acc[t][i]);
+        }
+    }
+    if (full < E) {
+        V kv[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < nk; t++) kv[t] = load_kvn(kr[t], full, E - full, kind);
+        keys_absmax(big, kv, nk);
+#pragma GCC unroll 8
+        for (int i = 0; i < nq; i++) {
+            V qv = V_LOADN(q + i * E + full, E - full);
+#pragma GCC unroll 4
+            for (int t = 0; t < nk; t++) acc[t][i] = V_FMA(qv, kv[t], acc[t][i]);
+        }
+    }
+}
+
 /* s[i * lds + j] = q[i * E ..] · k[j * ld ..] for i < nq, j < n; returns max
- * |k| over the rows read, or -1 if one is not finite. */
+ * |k| over the rows read, or -1 if one is not finite (or a score is NaN).
+ * Keys go VL at a time, in order, in blocks of kb = DOT_KB(nq) computed
+ * together; each pair of a block is folded as soon as it is done, and the
+ * group's sums are stored a vector at a time. Key kb·b + u of a group goes
+ * to slot b + {0, VL/2, VL/4, VL/4 + VL/2}[u] of the tree (V_HSUM_GROUP).
+ * (kb = 0: every key alone.)
+ * The last n % VL keys go one at a time, summed by V_HSUM to the same
+ * bits, so a key's score does not depend on where a call starts or ends. */
 DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const void *k, int64_t ld, int64_t n,
                                 int64_t E, const int nq, const int kind) {
+    const int kb = DOT_KB(nq), blocks = kb > 0 ? VL / kb : 0;
     V big = V_ZERO();
     VBAD bad = V_BAD_NONE;
-    int64_t full = E / VL * VL;
-    for (int64_t j = 0; j < n; j++) {
-        const void *kj = row_kv(k, j, ld, kind);
-        V acc[DECODE_NQ];
+    int64_t j = 0;
+    for (; kb > 0 && j + VL <= n; j += VL) {
+        V half[DECODE_NQ][VL / 2]; /* per row, the folded pairs of slots p and p + VL/2 */
+        for (int b = 0; b < blocks; b++) {
+            const void *kr[4];
+#pragma GCC unroll 4
+            for (int t = 0; t < kb; t++) kr[t] = row_kv(k, j + b * kb + t, ld, kind);
+            V acc[4][DECODE_NQ];
+            dot_keys(acc, q, kr, E, nq, kb, kind, &big);
 #pragma GCC unroll 8
-        for (int i = 0; i < nq; i++) acc[i] = V_ZERO();
-        for (int64_t e = 0; e < full; e += VL) {
-            V kv = load_kv(kj, e, kind);
-            V_ABSMAX(big, kv);
-            V_BAD_ADD(bad, kv);
-#pragma GCC unroll 8
-            for (int i = 0; i < nq; i++) acc[i] = V_FMA(V_LOAD(q + i * E + e), kv, acc[i]);
-        }
-        if (full < E) {
-            V kv = load_kvn(kj, full, E - full, kind);
-            V_ABSMAX(big, kv);
-            V_BAD_ADD(bad, kv);
-#pragma GCC unroll 8
-            for (int i = 0; i < nq; i++) acc[i] = V_FMA(V_LOADN(q + i * E + full, E - full), kv, acc[i]);
+            for (int i = 0; i < nq; i++) {
+                half[i][b] = V_FOLD(acc[0][i], acc[1][i]);
+                if (kb == 4) half[i][b + VL / 4] = V_FOLD(acc[2][i], acc[3][i]);
+            }
         }
 #pragma GCC unroll 8
-        for (int i = 0; i < nq; i++) s[i * lds + j] = V_HSUM(acc[i]);
+        for (int i = 0; i < nq; i++) {
+            V sums = V_HSUM_GROUP(half[i], kb);
+            V_STORE(s + i * lds + j, sums);
+            if (i == 0) V_BAD_ADD(bad, sums);
+        }
     }
-    float most = V_HMAX(big); /* inf shows here, NaN in bad */
-    return V_BAD_ANY(bad) || !(most <= FLT_MAX) ? -1.0f : most;
+    bool nan = false;
+    for (; j < n; j++) {
+        const void *kr[1] = {row_kv(k, j, ld, kind)};
+        V acc[4][DECODE_NQ];
+        dot_keys(acc, q, kr, E, nq, 1, kind, &big);
+#pragma GCC unroll 8
+        for (int i = 0; i < nq; i++) s[i * lds + j] = V_HSUM(acc[0][i]);
+        nan |= s[j] != s[j];
+    }
+    float most = V_HMAX(big); /* inf shows here, NaN in the scores */
+    return nan || V_BAD_ANY(bad) || !(most <= FLT_MAX) ? -1.0f : most;
 }
 
 /* acc[i * Ev + e0 ..] += sum over j < n of p[i * ldp + j] · v[j * ld + e0 ..]
@@ -113,7 +197,10 @@ DECODE_INLINE void axpy_block(float *acc, const float *p, int64_t ldp, const voi
         const void *vj = row_kv(v, j, ld, kind);
         V vv[8];
 #pragma GCC unroll 8
-        for (int t = 0; t < cb; t++) vv[t] = tail ? load_kvn(vj, e0, tail, kind) : load_kv(vj, e0 + t * VL, kind);
+        for (int t = 0; t < cb; t++) {
+            vv[t] = tail ? load_kvn(vj, e0, tail, kind) : load_kv(vj, e0 + t * VL, kind);
+            V_KEEP(vv[t]); /* loaded once, not once per row */
+        }
 #pragma GCC unroll 8
         for (int i = 0; i < nq; i++) {
             V w = V_SET1(p[i * ldp + j]);

@@ -230,6 +230,27 @@ static inline __m256 widen8_part(const uint16_t *h, int64_t n, bool f16) {
 static inline __m256i lanes_below(int64_t n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
+/* Lanes 0-3: a[l] + a[l + 4]; lanes 4-7: b[l] + b[l + 4] (hsum256's first step). */
+static inline __m256 fold256(__m256 a, __m256 b) {
+    return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+}
+
+/* The sums of 8 vectors, given as 4 folded pairs h[p] = fold256(slot p,
+ * slot p + 4), in hsum256's order: 64-bit halves of pairs p and p + 2,
+ * then neighbouring floats, which leaves in lane t the sum of slot
+ * {0,2,1,3,4,6,5,7}[t]; then the lanes are put in key order for blocks of
+ * kb keys (decode_rows.h, dot_rows_nq): lane t holds key t's sum. */
+static inline __m256 hsum256_group(const __m256 *h, int kb) {
+    static const int32_t by2[8] = {0, 4, 2, 6, 1, 5, 3, 7}, by4[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+    __m256 c[2];
+    for (int p = 0; p < 2; p++) {
+        __m256d x = _mm256_castps_pd(h[p]), y = _mm256_castps_pd(h[p + 2]);
+        c[p] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(x, y)), _mm256_castpd_ps(_mm256_unpackhi_pd(x, y)));
+    }
+    __m256 e = _mm256_add_ps(_mm256_shuffle_ps(c[0], c[1], 0x88), _mm256_shuffle_ps(c[0], c[1], 0xdd));
+    return _mm256_permutevar8x32_ps(e, _mm256_loadu_si256((const __m256i *)(const void *)(kb == 4 ? by4 : by2)));
+}
+
 #define V __m256
 /* Values i .. i+7 of a q8 or q4 row (i a multiple of 8: within one block of
  * 32), widened and times the block's f16 scale: exact. */
@@ -258,12 +279,18 @@ static inline __m256 quant_vec(const uint8_t *row, int64_t i, bool q4) {
 #define V_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define V_WIDEN(h, f16) widen8((h), f16)
 #define V_WIDENN(h, n, f16) widen8_part((h), n, f16)
-#define V_ABSMAX(big, x) (big = _mm256_max_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), big))
+#define V_ABSMAX2(a, b) _mm256_max_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), a), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), b))
 #define VBAD __m256
 #define V_BAD_NONE _mm256_setzero_ps()
 #define V_BAD_ADD(bad, x) (bad = _mm256_or_ps(bad, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)))
 #define V_BAD_ANY(bad) (_mm256_movemask_ps(bad) != 0)
 #define V_HSUM(v) hsum256(v)
+#define V_FOLD(a, b) fold256(a, b)
+/* Keys at once in dot_rows (16 registers; 1 row: a key at a time). */
+#define DOT_KB(nq) ((nq) == 1 ? 0 : (nq) == 2 ? 4 : 2)
+/* one load of a key vector for all its uses (GCC would fold it into each) */
+#define V_KEEP(x) __asm__("" : "+x"(x))
+#define V_HSUM_GROUP(h, kb) hsum256_group(h, kb)
 #define V_HMAX(v) hmax256(v)
 /* 16 ymm registers: rows × columns accumulators, the value vectors, the weights. */
 #define AXPY_CB(nq) ((nq) == 1 ? 8 : (nq) == 2 ? 4 : 2)

@@ -251,6 +251,43 @@ static inline __m512 quant_vec(const uint8_t *row, int64_t i, bool q4) {
     return _mm512_mul_ps(_mm512_cvtepi32_ps(c), d);
 }
 
+/* Horizontal sums by halves: lanes l and l + 8 first, then l and l + 4 of
+ * those, then l and l + 2, then the last two; hsum512_group makes the same
+ * sums for 16 vectors at once. */
+static inline float hsum512(__m512 v) {
+    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
+                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
+}
+
+/* Lanes 0-7: a[l] + a[l + 8]; lanes 8-15: b[l] + b[l + 8]. */
+static inline __m512 fold512(__m512 a, __m512 b) {
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xee));
+}
+
+/* The sums of 16 vectors, given as 8 folded pairs h[p] = fold512(slot p,
+ * slot p + 8): 128-bit quarters of pairs p and p + 4 (0x88 takes quarters
+ * 0 and 2, 0xdd 1 and 3), then 64-bit halves of p and p + 2, then
+ * neighbouring floats, which leaves in lane t the sum of slot
+ * {0,2,1,3,8,10,9,11,4,6,5,7,12,14,13,15}[t]; then the lanes are put in
+ * key order for blocks of kb keys (decode_rows.h, dot_rows_nq): lane t
+ * holds key t's sum. */
+static inline __m512 hsum512_group(const __m512 *h, int kb) {
+    static const int32_t by2[16] = {0, 4, 2, 6, 1, 5, 3, 7, 8, 12, 10, 14, 9, 13, 11, 15};
+    static const int32_t by4[16] = {0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15};
+    __m512 c[4], d[2];
+    for (int p = 0; p < 4; p++)
+        c[p] = _mm512_add_ps(_mm512_shuffle_f32x4(h[p], h[p + 4], 0x88), _mm512_shuffle_f32x4(h[p], h[p + 4], 0xdd));
+    for (int p = 0; p < 2; p++) {
+        __m512d x = _mm512_castps_pd(c[p]), y = _mm512_castps_pd(c[p + 2]);
+        d[p] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+    }
+    __m512 e = _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], 0x88), _mm512_shuffle_ps(d[0], d[1], 0xdd));
+    return _mm512_permutexvar_ps(_mm512_loadu_si512(kb == 4 ? by4 : by2), e);
+}
+
 #define V __m512
 #define V_QUANT(row, i, q4) quant_vec(row, i, q4)
 #define V_ZERO() _mm512_setzero_ps()
@@ -262,12 +299,22 @@ static inline __m512 quant_vec(const uint8_t *row, int64_t i, bool q4) {
 #define V_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define V_WIDEN(h, f16) widen16_vec(_mm256_loadu_si256((const __m256i *)(const void *)(h)), f16)
 #define V_WIDENN(h, n, f16) widen16_vec(_mm256_maskz_loadu_epi16(lanes_below(n), h), f16)
-#define V_ABSMAX(big, x) (big = _mm512_max_ps(_mm512_abs_ps(x), big))
+#define V_ABSMAX2(a, b) _mm512_range_ps(a, b, 0x0b) /* the larger magnitude, sign cleared */
 #define VBAD __mmask16
 #define V_BAD_NONE 0
 #define V_BAD_ADD(bad, x) (bad |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q))
 #define V_BAD_ANY(bad) ((bad) != 0)
-#define V_HSUM(v) _mm512_reduce_add_ps(v)
+#define V_HSUM(v) hsum512(v)
+#define V_FOLD(a, b) fold512(a, b)
+/* Keys at once in dot_rows: 4 (4 × nq accumulators, the keys, q) while the
+ * registers hold them; 1 row is memory-bound, fastest a key at a time. */
+#define DOT_KB(nq) ((nq) == 1 ? 0 : (nq) <= 5 ? 4 : 2)
+#ifdef ATTN_INTRINSICS_FROM_SIMDE
+#define V_KEEP(x) ((void)0)
+#else /* one load of a key vector for all its uses (GCC would fold it into each) */
+#define V_KEEP(x) __asm__("" : "+v"(x))
+#endif
+#define V_HSUM_GROUP(h, kb) hsum512_group(h, kb)
 #define V_HMAX(v) _mm512_reduce_max_ps(v)
 /* 32 zmm registers: rows × columns accumulators, the value vectors, the
  * weights; dot_rows takes all 8 rows of a decode item at once. */
