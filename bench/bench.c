@@ -1996,9 +1996,14 @@ int main(int argc, char **argv) {
         if (!backward_only) paged_rows(true);
         printf("  ],\n  \"layer\": [\n");
         if (!backward_only) mha_row(true);
-        printf("  ],\n  \"bf16_over_f32_d128\": %.3f, \"backward_bf16_over_f32_d128\": %.3f\n}\n",
-               results[first_memory - 1].gflops / results[first_targets + 2].gflops,
-               results[first_bwd_bf16].gflops / results[first_backward + 2].gflops);
+        /* A ratio of rows this run did not time (--backward times no forward
+         * row) is null: JSON has no NaN. */
+        double fwd = results[first_memory - 1].gflops / results[first_targets + 2].gflops;
+        double bwd = results[first_bwd_bf16].gflops / results[first_backward + 2].gflops;
+        char fs[32] = "null", bs[32] = "null";
+        if (isfinite(fwd) && fwd > 0) snprintf(fs, sizeof fs, "%.3f", fwd);
+        if (isfinite(bwd) && bwd > 0) snprintf(bs, sizeof bs, "%.3f", bwd);
+        printf("  ],\n  \"bf16_over_f32_d128\": %s, \"backward_bf16_over_f32_d128\": %s\n}\n", fs, bs);
         return 0;
     }
     cli_prose(stdout, 0, 2, "attn bench: %s, core %s, %s kernels, %d threads", cpu, tun.core, isa, n);

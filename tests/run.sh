@@ -153,6 +153,10 @@ bench_quick() {
         echo "ok bench_kv_rows" || echo "FAIL bench_kv_rows"
     "$BUILD/attn" bench --quick --varlen --json | $PY -c 'import json, sys; v = json.load(sys.stdin)["varlen"]; assert len(v) == 3 and v[0]["varlen_ms"] > 0 and v[0]["per_sequence_ms"] > 0 and v[1]["varlen_backward_ms"] > 0 and v[1]["per_sequence_backward_ms"] > 0 and v[1]["varlen_backward_of_per_sequence"] > 0 and v[2]["speedup_over_1_thread"] > 0' &&
         echo "ok bench_varlen_rows_forward_backward_balance" || echo "FAIL bench_varlen_rows_forward_backward_balance"
+    # --backward times no forward row: the ratio it cannot form is null, and
+    # the whole report is JSON (no NaN).
+    "$BUILD/attn" bench --quick --backward --json | $PY -c 'import json, sys; r = json.load(sys.stdin, parse_constant=lambda c: sys.exit("not JSON: " + c)); assert r["bf16_over_f32_d128"] is None and r["backward_bf16_over_f32_d128"] > 0' &&
+        echo "ok bench_backward_only_json" || echo "FAIL bench_backward_only_json"
 }
 suite "attn bench --quick (runs, is not timed)" bench_quick
 ggml_dir=node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
