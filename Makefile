@@ -256,10 +256,15 @@ WASM_CC    ?= clang
 WASM_FLAGS := --target=wasm32-wasi -mexec-model=reactor -std=c11 -D_POSIX_C_SOURCE=200809L \
               $(WARN) -O2 -Iinclude -Isrc
 WEB_LIB_SRC := $(filter-out src/io/npy.c src/kernels/x86/%,$(LIB_SRC))
+# wasm-ld gives the stack 64 KiB by default, placed after the data, where
+# an overflow silently overwrites malloc's state (training on the page,
+# whose backward pass nests planned calls, needed more). 1 MiB, placed
+# first: an overflow then runs below address 0 and traps where it happens.
+WASM_STACK  := -Wl,-z,stack-size=1048576 -Wl,--stack-first
 
 $(BUILD)/web/attn.wasm: web/attn_web.c $(WEB_LIB_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(WASM_CC) $(WASM_FLAGS) -o $@ web/attn_web.c $(WEB_LIB_SRC) -Wl,--strip-all -lm
+	$(WASM_CC) $(WASM_FLAGS) -o $@ web/attn_web.c $(WEB_LIB_SRC) -Wl,--strip-all $(WASM_STACK) -lm
 
 $(BUILD)/explainer.html: web/explainer.html web/explainer.css web/explainer.js web/explainer_kernel.js web/build.sh \
                          $(BUILD)/web/attn.wasm
