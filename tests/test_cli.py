@@ -260,8 +260,16 @@ def main():
     vq = rng.standard_normal((2, 40, 64)).astype(np.float32)
     qq = rng.standard_normal((4, 3, 64)).astype(np.float32)
     pkq, pvq, pqq = save("kq.npy", kq), save("vq.npy", vq), save("qq.npy", qq)
+    # q8 and q4 keys are scored by default with q rounded to int8 per block
+    # (attn.h, "How attention reads them"; its bound is checked in
+    # test_quant_kv): ATTN_QDOT=widen scores them on the widened values, so
+    # the f32 bound holds against the stored values.
     for fmt, code in (("q8", 6), ("q4", 7), ("q4_1", 10), ("e4m3", 8), ("e5m2", 9)):
-        r = attn("sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", fmt, "-o", "oq.npy")
+        os.environ["ATTN_QDOT"] = "widen"
+        try:
+            r = attn("sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", fmt, "-o", "oq.npy")
+        finally:
+            os.environ.pop("ATTN_QDOT", None)
         ks, vs = (ref_dequantize(ref_quantize(a.reshape(-1, 64), code), code, 64).reshape(2, 40, 64).astype(np.float64)
                   for a in (kq, vq))
         kk, vv = np.repeat(ks, 2, axis=0), np.repeat(vs, 2, axis=0)
@@ -271,6 +279,11 @@ def main():
         got = np.load(os.path.join(TMP, "oq.npy")) if r.returncode == 0 else None
         err = float(np.abs(got - ref).max() / np.abs(ref).max()) if got is not None else float("inf")
         report("kv_%s_out_as_numpy_on_stored_values" % fmt, err <= 2e-5, "error %.3g: %s" % (err, r.stderr))
+        if fmt in ("q8", "q4"):  # the default integer key scores: near the same result
+            r = attn("sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", fmt, "-o", "oq.npy")
+            got = np.load(os.path.join(TMP, "oq.npy")) if r.returncode == 0 else None
+            err = float(np.abs(got - ref).max() / np.abs(ref).max()) if got is not None else float("inf")
+            report("kv_%s_out_with_int8_query_rounding" % fmt, err <= 5e-2, "error %.3g: %s" % (err, r.stderr))
     expect_error("kv_q4_rows_of_40", ["sdpa", "-q", save("q40.npy", np.zeros((2, 3, 40), np.float32)), "-k",
                                       save("k40.npy", np.zeros((2, 5, 40), np.float32)), "-v", pv32, "--kv", "q4",
                                       "-o", "out.npy"], 1, r"--kv q4: -k .*k40\.npy has rows of 40 values")
