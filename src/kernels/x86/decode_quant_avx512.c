@@ -84,7 +84,8 @@ QV_INLINE void qaxpy_block(float *acc, const float *p, int64_t ldp, const uint8_
 QV_INLINE void qaxpy_nq(float *acc, const float *p, int64_t ldp, const uint8_t *v, int64_t ld, int64_t n, int64_t Ev,
                         const int NQ, const bool q4) {
     const int NB = NQ <= 2 ? 4 : 2;
-    int64_t group = 8192 / ld > 16 ? 8192 / ld : 16;
+    /* (ld may be 0, a broadcast row, or negative, rows read backwards) */
+    int64_t group = ld > 0 && 8192 / ld > 16 ? 8192 / ld : 16;
     for (int64_t j0 = 0; j0 < n; j0 += group) {
         int64_t nk = n - j0 < group ? n - j0 : group, e0 = 0;
         for (; e0 + 32 * NB <= Ev; e0 += 32 * NB) qaxpy_block(acc, p + j0, ldp, v + j0 * ld, ld, nk, Ev, e0, NQ, NB, q4);
