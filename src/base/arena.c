@@ -61,3 +61,13 @@ void attn_arena_release(attn_arena *a) {
 size_t attn_arena_needed(const attn_arena *a) {
     return a->used > SIZE_MAX - (ATTN_ARENA_ALIGN - 1) ? SIZE_MAX : a->used + (ATTN_ARENA_ALIGN - 1);
 }
+
+bool attn_arena_f32_like(attn_arena *a, attn_tensor *t32, const attn_tensor *t) {
+    int64_t n = 1;
+    if (t->rank < 1 || t->rank > ATTN_MAX_RANK) return false;
+    for (int d = 0; d < t->rank; d++)
+        if (t->shape[d] < 1 || !attn_mul_i64(n, t->shape[d], &n)) return false;
+    attn_tensor_init(t32, NULL, ATTN_F32, t->rank, t->shape, NULL, NULL);
+    t32->data = attn_arena_alloc(a, (size_t)n, sizeof(float));
+    return t32->data != NULL;
+}

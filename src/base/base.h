@@ -76,6 +76,9 @@ attn_status attn_check_no_overlap(const attn_named *outs, int n_outs, const attn
 enum { ATTN_QBLOCK = 32, ATTN_Q8_BLOCK_BYTES = 34, ATTN_Q4_BLOCK_BYTES = 18, ATTN_Q4_1_BLOCK_BYTES = 20 };
 /* d is one of ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2. */
 bool attn_dtype_quantized(attn_dtype d);
+/* d is a 16-bit float, ATTN_F16 or ATTN_BF16: as q, computed through f32
+ * copies (attn.h, "16-bit queries"). */
+bool attn_dtype_half(attn_dtype d);
 /* The bytes of one block of ATTN_QBLOCK values of a blocked format (q8, q4,
  * q4_1: rows a multiple of 32 values), or 0 for the others. */
 int64_t attn_quant_block_bytes(attn_dtype d);
@@ -297,6 +300,11 @@ attn_arena attn_arena_measuring(void);
  * the count overflows, memory or the workspace runs out, or the arena only
  * measures (then the bytes are counted all the same). */
 void *attn_arena_alloc(attn_arena *a, size_t count, size_t size);
+/* *t32 = a contiguous f32 tensor shaped like t (rank 1 to ATTN_MAX_RANK,
+ * every dimension >= 1), its data from the arena: the f32 copy of a 16-bit
+ * tensor. False when t's shape is not one, its size overflows, or the arena
+ * has no room (a measuring arena counts the bytes and gives false too). */
+bool attn_arena_f32_like(attn_arena *a, attn_tensor *t32, const attn_tensor *t);
 /* Frees malloc's blocks; the arena may then be used again. */
 void attn_arena_release(attn_arena *a);
 /* Bytes a workspace needs to hold what a measuring arena counted, whatever

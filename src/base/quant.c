@@ -24,6 +24,8 @@ bool attn_dtype_quantized(attn_dtype d) {
     return d == ATTN_Q8 || d == ATTN_Q4 || d == ATTN_Q4_1 || d == ATTN_E4M3 || d == ATTN_E5M2;
 }
 
+bool attn_dtype_half(attn_dtype d) { return d == ATTN_F16 || d == ATTN_BF16; }
+
 int64_t attn_quant_block_bytes(attn_dtype d) {
     return d == ATTN_Q8 ? ATTN_Q8_BLOCK_BYTES : d == ATTN_Q4 ? ATTN_Q4_BLOCK_BYTES : d == ATTN_Q4_1 ? ATTN_Q4_1_BLOCK_BYTES : 0;
 }

@@ -158,7 +158,7 @@ static attn_status check_grads(const attn_tensor *g[G_COUNT], const attn_tensor 
         if (!g[i]) continue;
         if (!p[i]) return attn_fail(err, ATTN_ERR_NULL, "a gradient for %s, which the layer does not have", GRAD_NAMES[i]);
         /* A 16-bit parameter's gradient is f32 or f64 (a master copy's), every other's its own dtype. */
-        bool half = p[i]->dtype == ATTN_F16 || p[i]->dtype == ATTN_BF16;
+        bool half = attn_dtype_half(p[i]->dtype);
         bool dtype_ok = half ? g[i]->dtype == ATTN_F32 || g[i]->dtype == ATTN_F64 : g[i]->dtype == p[i]->dtype;
         if (!g[i]->data || !dtype_ok || g[i]->rank != p[i]->rank ||
             memcmp(g[i]->shape, p[i]->shape, sizeof(int64_t) * (size_t)p[i]->rank))

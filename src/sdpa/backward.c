@@ -218,20 +218,6 @@ static attn_status backward(size_t *bytes, attn_tensor *const grad[4], const att
     return st;
 }
 
-static bool half_dtype(attn_dtype t) { return t == ATTN_F16 || t == ATTN_BF16; }
-
-/* *t32 = a contiguous f32 tensor shaped like t (rank 1 to ATTN_MAX_RANK,
- * dimensions >= 1, checked by the caller or here), from the arena; false
- * when its size overflows or the arena has no room. */
-static bool f32_like(attn_tensor *t32, const attn_tensor *t, attn_arena *a) {
-    int64_t n = 1;
-    if (t->rank < 1 || t->rank > ATTN_MAX_RANK) return false;
-    for (int d = 0; d < t->rank; d++)
-        if (t->shape[d] < 1 || !attn_mul_i64(n, t->shape[d], &n)) return false;
-    attn_tensor_init(t32, NULL, ATTN_F32, t->rank, t->shape, NULL, NULL);
-    t32->data = attn_arena_alloc(a, (size_t)n, sizeof(float));
-    return t32->data != NULL;
-}
 
 /* The backward pass of a 16-bit q (attn_sdpa's 16-bit forward): q, out and
  * dout (q's dtype) are widened into f32 copies, the f32 backward runs on
@@ -274,10 +260,10 @@ static attn_status backward_half(size_t *bytes, attn_tensor *const grad[4], cons
     attn_tensor wide[3], gw[4];
     attn_tensor *inner[4] = {NULL, NULL, NULL, grad[3]};
     bool ok = true;
-    for (int i = 0; i < 3; i++) ok = ok && f32_like(&wide[i], in[i], &arena);
+    for (int i = 0; i < 3; i++) ok = ok && attn_arena_f32_like(&arena, &wide[i], in[i]);
     for (int i = 0; i < 3 && ok; i++) {
         if (!grad[i]) continue;
-        if (half_dtype(grad[i]->dtype)) ok = f32_like(&gw[i], grad[i], &arena), inner[i] = &gw[i];
+        if (attn_dtype_half(grad[i]->dtype)) ok = attn_arena_f32_like(&arena, &gw[i], grad[i]), inner[i] = &gw[i];
         else inner[i] = grad[i];
     }
     if (!ok) {
@@ -308,7 +294,7 @@ static attn_status backward_call(size_t *bytes, attn_tensor *const grad[4], cons
                                  const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                  const attn_tensor *out, const attn_tensor *lse, const attn_sdpa_options *options,
                                  attn_error *err) {
-    if (q && q->data && half_dtype(q->dtype)) return backward_half(bytes, grad, dout, q, k, v, out, lse, options, err);
+    if (q && q->data && attn_dtype_half(q->dtype)) return backward_half(bytes, grad, dout, q, k, v, out, lse, options, err);
     return backward(bytes, grad, dout, q, k, v, out, lse, options, err);
 }
 

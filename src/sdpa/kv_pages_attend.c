@@ -27,7 +27,7 @@ static attn_status check_packed(const attn_tensor *t, const char *name, attn_dty
     if (t->rank != rank)
         return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; it must be %d: (total, heads%s)", name, t->rank, rank,
                          rank == 3 ? ", dim" : "");
-    bool q16 = dt == ATTN_F32 && strcmp(name, "q") == 0 && (t->dtype == ATTN_F16 || t->dtype == ATTN_BF16);
+    bool q16 = dt == ATTN_F32 && strcmp(name, "q") == 0 && attn_dtype_half(t->dtype);
     if (t->dtype != dt && !q16)
         return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; attention over %s pages takes %s here%s", name,
                          attn_dtype_name(t->dtype), dt == ATTN_F64 ? "f64" : "f32, f16, bf16 or quantized",

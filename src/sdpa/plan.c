@@ -37,7 +37,7 @@ static attn_status check_operand(const attn_tensor *t, const char *name, attn_dt
                          t->rank, ATTN_MAX_RANK);
     const char *tn = attn_dtype_name(t->dtype);
     /* 16-bit and quantized keys and values are widened to f32 in the kernels */
-    bool half = t->dtype == ATTN_F16 || t->dtype == ATTN_BF16 || attn_dtype_quantized(t->dtype);
+    bool half = attn_dtype_half(t->dtype) || attn_dtype_quantized(t->dtype);
     if (t->dtype != ATTN_F32 && t->dtype != ATTN_F64 && !(half && kv))
         return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be f32 or f64%s", name, tn,
                          kv ? " (or f16, bf16, q8, q4, e4m3 or e5m2 with f32 q)" : "");

@@ -120,20 +120,6 @@ static attn_status sdpa_run(kernel_kind kind, size_t *bytes, attn_tensor *out, a
     return st;
 }
 
-static bool half_dtype(attn_dtype t) { return t == ATTN_F16 || t == ATTN_BF16; }
-
-/* *t32 = a contiguous f32 tensor shaped like t (rank 1 to ATTN_MAX_RANK,
- * dimensions >= 1, checked by the caller or here), from the arena; false
- * when its size overflows or the arena has no room. */
-static bool f32_like(attn_tensor *t32, const attn_tensor *t, attn_arena *a) {
-    int64_t n = 1;
-    if (t->rank < 1 || t->rank > ATTN_MAX_RANK) return false;
-    for (int d = 0; d < t->rank; d++)
-        if (t->shape[d] < 1 || !attn_mul_i64(n, t->shape[d], &n)) return false;
-    attn_tensor_init(t32, NULL, ATTN_F32, t->rank, t->shape, NULL, NULL);
-    t32->data = attn_arena_alloc(a, (size_t)n, sizeof(float));
-    return t32->data != NULL;
-}
 
 /* attn_sdpa and attn_sdpa_reference with a 16-bit q and out (f16 or bf16,
  * the same): q is widened into f32 (exactly), the call runs in f32 as it
@@ -170,7 +156,7 @@ static attn_status sdpa_half(kernel_kind kind, size_t *bytes, attn_tensor *out, 
     if ((st = attn_check_no_overlap(outs, 2, ins, 6, err))) return st;
     attn_arena arena = attn_arena_over(bytes ? NULL : c.workspace, c.workspace_size);
     attn_tensor q32, out32;
-    if (!f32_like(&q32, q, &arena) || !f32_like(&out32, out, &arena)) {
+    if (!attn_arena_f32_like(&arena, &q32, q) || !attn_arena_f32_like(&arena, &out32, out)) {
         attn_arena_release(&arena);
         for (int i = 0; i < 2; i++)
             for (int d = 0; d < t[i]->rank; d++)
@@ -205,7 +191,7 @@ attn_status attn_sdpa_stream_run(const attn_slices *sl, const attn_sdpa_options 
 static attn_status sdpa_call(kernel_kind kind, size_t *bytes, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
                              const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                              const attn_sdpa_options *options, attn_error *err) {
-    if (q && q->data && half_dtype(q->dtype))
+    if (q && q->data && attn_dtype_half(q->dtype))
         return sdpa_half(kind, bytes, out, lse, weights, q, k, v, options, NULL, NULL, err);
     return sdpa_run(kind, bytes, out, lse, weights, q, k, v, options, NULL, NULL, err);
 }
@@ -289,7 +275,7 @@ attn_status attn_sdpa_paged_batch(attn_tensor *out, attn_tensor *lse, attn_tenso
     const attn_named outs[3] = {{out, "out"}, {lse, "lse"}, {weights, "weights"}};
     const attn_named ins[2] = {{&kpool, "k pages"}, {&vpool, "v pages"}};
     if (out && (st = attn_check_no_overlap(outs, 3, ins, 2, err))) return st;
-    if (q && q->data && half_dtype(q->dtype))
+    if (q && q->data && attn_dtype_half(q->dtype))
         return sdpa_half(KERNEL_STREAM, NULL, out, lse, weights, q, &k, &v, options, k_pages, v_pages, err);
     return sdpa_run(KERNEL_STREAM, NULL, out, lse, weights, q, &k, &v, options, k_pages, v_pages, err);
 }

@@ -38,7 +38,6 @@ struct attn_sdpa_plan {
     int64_t nq, no;           /* half: the stand-ins' elements */
 };
 
-static bool half_dtype(attn_dtype t) { return t == ATTN_F16 || t == ATTN_BF16; }
 
 /* The stand-ins of a 16-bit q and out for planning: contiguous f32 tensors
  * of their shapes over malloc's memory (*mem, freed by the caller once the
@@ -142,7 +141,7 @@ attn_status attn_sdpa_plan_init(attn_sdpa_plan **plan, void *memory, size_t byte
     attn_slices sl;
     attn_tensor q32, out32;
     void *tmp = NULL;
-    if (q && q->data && half_dtype(q->dtype)) {
+    if (q && q->data && attn_dtype_half(q->dtype)) {
         if ((st = stand_ins(pl, &q32, &out32, &tmp, q, out, err))) return st;
         q = &q32, out = &out32;
     }
@@ -178,7 +177,7 @@ attn_status attn_sdpa_varlen_plan_init(attn_sdpa_plan **plan, void *memory, size
     if (st) return st;
     attn_tensor q32, out32;
     void *tmp = NULL;
-    if (q && half_dtype(q->dtype)) { /* checked as the unplanned call checks it, then planned in f32 */
+    if (q && attn_dtype_half(q->dtype)) { /* checked as the unplanned call checks it, then planned in f32 */
         if ((st = attn_varlen_check(out, lse, q, k, v, cu_seqlens_q, cu_seqlens_k, batch, masks, &pl->o, err)) ||
             (st = stand_ins(pl, &q32, &out32, &tmp, q, out, err)))
             return st;
@@ -305,7 +304,7 @@ attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory, size_t 
         return st;
     attn_tensor q32, out32;
     void *tmp = NULL;
-    if (half_dtype(q->dtype)) { /* prepare checked the 16-bit q and out; planned on f32 stand-ins */
+    if (attn_dtype_half(q->dtype)) { /* prepare checked the 16-bit q and out; planned on f32 stand-ins */
         if ((st = stand_ins(pl, &q32, &out32, &tmp, q, out, err))) return st;
         q = &q32, out = &out32;
     }

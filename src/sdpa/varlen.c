@@ -132,8 +132,7 @@ typedef struct batch_kv {
 
 /* A 16-bit q (f16 or bf16): its out is in its own dtype, its lse f32, and
  * the batch runs through f32 copies (forward_half). */
-static bool half_q(const attn_tensor *q) { return q->dtype == ATTN_F16 || q->dtype == ATTN_BF16; }
-static attn_dtype lse_dtype(const attn_tensor *q) { return half_q(q) ? ATTN_F32 : q->dtype; }
+static attn_dtype lse_dtype(const attn_tensor *q) { return attn_dtype_half(q->dtype) ? ATTN_F32 : q->dtype; }
 
 /* The options a ragged batch takes. */
 static attn_status check_batch_options(const attn_sdpa_options *o, attn_error *err) {
@@ -157,12 +156,12 @@ static attn_status check_batch(const attn_tensor *q, const attn_tensor *k, const
                          (long long)v->shape[0]);
     /* What attn_sdpa's plan checks of every sequence, checked once for
      * the batch, so that a batch whose sequences are all empty obeys it too. */
-    if (q->dtype != ATTN_F32 && q->dtype != ATTN_F64 && !half_q(q))
+    if (q->dtype != ATTN_F32 && q->dtype != ATTN_F64 && !attn_dtype_half(q->dtype))
         return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; it must be f32, f64, f16 or bf16", attn_dtype_name(q->dtype));
     const attn_tensor *kv[2] = {k, v};
     for (int t = 0; t < 2; t++) { /* a 16-bit q computes as an f32 one: k and v as they would be with it */
-        bool half = kv[t]->dtype == ATTN_F16 || kv[t]->dtype == ATTN_BF16 || attn_dtype_quantized(kv[t]->dtype);
-        bool f32 = q->dtype == ATTN_F32 || half_q(q);
+        bool half = attn_dtype_half(kv[t]->dtype) || attn_dtype_quantized(kv[t]->dtype);
+        bool f32 = q->dtype == ATTN_F32 || attn_dtype_half(q->dtype);
         if (kv[t]->dtype != q->dtype && !((half || kv[t]->dtype == ATTN_F32) && f32) &&
             !(half && q->dtype == ATTN_F32))
             return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s but q is %s; it must be q's dtype (or f16, bf16 or quantized "
@@ -439,7 +438,8 @@ attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const attn_tens
     attn_status st = attn_options_read(&o, &c, options, err);
     if (st || (st = check_varlen(out, lse, q, k, v, cu_seqlens_q, cu_seqlens_k, batch, masks, &o, err))) return st;
     batch_kv kv = {k, v, cu_seqlens_k, NULL, NULL};
-    if (half_q(q)) return forward_half(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, v->shape[2], err);
+    if (attn_dtype_half(q->dtype))
+        return forward_half(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, v->shape[2], err);
     return varlen_forward(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, v->shape[2], err);
 }
 
@@ -454,7 +454,8 @@ static attn_status check_paged(int64_t *Ev_out, attn_tensor *out, attn_tensor *l
         (st = attn_check_cu_seqlens(cu_seqlens_q, batch, q->shape[0], "cu_seqlens_q", err)))
         return st;
     if (batch > 0 && (!k_pages || !v_pages)) return attn_fail(err, ATTN_ERR_NULL, "k_pages or v_pages is NULL");
-    if (q->dtype != ATTN_F32 && q->dtype != ATTN_F64 && !half_q(q)) /* f64 q over f64 pages: each plan checks */
+    /* f64 q over f64 pages: each sequence's plan checks */
+    if (q->dtype != ATTN_F32 && q->dtype != ATTN_F64 && !attn_dtype_half(q->dtype))
         return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; pages take an f32, f16 or bf16 q (f64 q over f64 pages)",
                          attn_dtype_name(q->dtype));
     /* Every sequence's pools checked, and alike: one head count and row
@@ -501,7 +502,7 @@ attn_status attn_sdpa_varlen_paged(attn_tensor *out, attn_tensor *lse, const att
     attn_status st = attn_options_read(&o, &c, options, err);
     if (st || (st = check_paged(&Ev, out, lse, q, cu_seqlens_q, batch, k_pages, v_pages, masks, &o, err))) return st;
     batch_kv kv = {NULL, NULL, NULL, k_pages, v_pages};
-    if (half_q(q)) return forward_half(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, Ev, err);
+    if (attn_dtype_half(q->dtype)) return forward_half(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, Ev, err);
     return varlen_forward(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, Ev, err);
 }
 
@@ -514,7 +515,7 @@ attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_ten
     attn_context c;
     attn_status st = attn_options_read(&o, &c, options, err);
     if (st || (st = check_batch(q, k, v, cu_seqlens_q, cu_seqlens_k, batch, &o, err))) return st;
-    if (half_q(q))
+    if (attn_dtype_half(q->dtype))
         return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; the ragged backward takes f32 or f64 q (attn_sdpa_backward "
                          "takes a 16-bit one)", attn_dtype_name(q->dtype));
     int64_t want_out[3] = {q->shape[0], q->shape[1], v->shape[2]};
@@ -665,7 +666,7 @@ attn_status attn_varlen_plan_make(attn_varlen_plan **plan, void *memory, size_t 
                                   attn_error *err) {
     attn_status st = check_varlen(out, lse, q, k, v, cu_q, cu_k, batch, masks, o, err);
     if (st) return st;
-    if (half_q(q))
+    if (attn_dtype_half(q->dtype))
         return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; the sequences' plans take f32 or f64 q (a plan of a 16-bit "
                          "one plans f32 copies)", attn_dtype_name(q->dtype));
     attn_varlen_plan *pl = attn_varlen_plan_layout(memory, batch);
@@ -693,7 +694,7 @@ attn_status attn_varlen_plan_make_paged(attn_varlen_plan *pl, size_t *workspace_
     attn_paged_rows *k_rows = pl->k_rows, *v_rows = pl->v_rows;
     attn_status st = check_paged(&Ev, out, lse, q, cu_q, batch, k_rows, v_rows, masks, o, err);
     if (st) return st;
-    if (half_q(q))
+    if (attn_dtype_half(q->dtype))
         return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; the sequences' plans take an f32 q (a plan of a 16-bit one "
                          "plans f32 copies)", attn_dtype_name(q->dtype));
     memcpy(pl->cu_q, cu_q, sizeof(int64_t) * (size_t)(batch + 1));
