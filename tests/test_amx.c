@@ -20,15 +20,8 @@
 
 extern const attn_bf16_kernels attn_bf16_amx_emulated;
 
-static uint64_t rng = 7;
-static double uniform(void) {
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (double)(rng >> 11) * 0x1.0p-53;
-}
-static float normal(void) {
-    double u = 1 - uniform(), v = uniform();
-    return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
-}
+#define TEST_RNG_SEED 7
+#include "rng.h"
 static uint16_t bf16_of(float f) {
     uint32_t x;
     memcpy(&x, &f, 4);

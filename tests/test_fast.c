@@ -44,15 +44,8 @@ const char *__tsan_default_options(void) { return "die_after_fork=0"; }
 #endif
 
 
-static uint64_t rng = 99;
-static double uniform(void) {
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (double)(rng >> 11) * 0x1.0p-53;
-}
-static float normal(void) {
-    double u = 1 - uniform(), v = uniform();
-    return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
-}
+#define TEST_RNG_SEED 99
+#include "rng.h"
 
 /* Distance in units in the last place between two floats of the same sign. */
 static double ulps(float got, float want) {

@@ -14,11 +14,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-static uint64_t rng = 7;
-static double uniform(void) {
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (double)(rng >> 11) * 0x1.0p-53;
-}
+#define TEST_RNG_SEED 7
+#include "rng.h"
 
 /* A rows × cols matrix of dtype dt filled with values in [-1, 1): row-major,
  * or column-major when transposed (so a's rows are strided). */

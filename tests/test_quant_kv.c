@@ -24,15 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t rng = 30;
-static double uniform(void) {
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (double)(rng >> 11) * 0x1.0p-53;
-}
-static float normal(void) {
-    double u = 1 - uniform(), v = uniform();
-    return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
-}
+#define TEST_RNG_SEED 30
+#include "rng.h"
 
 /* n rows of `cols` values: normal, or with every 16th channel 100 times
  * larger (heavy-tailed key channels). */

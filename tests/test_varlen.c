@@ -21,11 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static double uniform(void) {
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (double)(rng >> 11) * 0x1.0p-53;
-}
+#define TEST_RNG_SEED 0x9E3779B97F4A7C15ull
+#include "rng.h"
 static int64_t below(int64_t n) { return (int64_t)(uniform() * (double)n) % n; }
 
 /* A buffer of n random values of dtype (f32, f64, f16, bf16), or of bools. */
