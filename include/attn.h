@@ -216,15 +216,21 @@ typedef enum attn_dtype {
     ATTN_Q4 = 7,   /* 4-bit with an f16 scale per block of 32 (ggml's q4_0 layout) */
     ATTN_E4M3 = 8, /* fp8 E4M3 (OCP "FN": no infinities), one byte a value, no scale */
     ATTN_E5M2 = 9, /* fp8 E5M2 (OCP), one byte a value, no scale */
-    ATTN_Q4_1 = 10 /* 4-bit with an f16 scale and an f16 minimum per block of 32
-                    * (ggml's q4_1 layout; added in 0.4.0) */
+    ATTN_Q4_1 = 10, /* 4-bit with an f16 scale and an f16 minimum per block of 32
+                     * (ggml's q4_1 layout; added in 0.4.0) */
+    /* Key formats of the caches only (their key_dtype; see "Keys quantized
+     * per channel"): a group of 32 positions of one head, 4 or 2 bits a
+     * value with an f16 scale and minimum per channel (KIVI's keys). Not
+     * a tensor's dtype: attn_tensor_init refuses them. Added in 0.4.0. */
+    ATTN_Q4C = 11, /* 4-bit per channel over groups of 32 positions */
+    ATTN_Q2C = 12  /* 2-bit per channel over groups of 32 positions */
 } attn_dtype;
 
 /* Size in bytes of one element of `dtype`, or 0 for an unknown dtype and for
  * the quantized formats (attn_quant_row_size measures their rows). */
 ATTN_API size_t attn_dtype_size(attn_dtype dtype);
 /* Short name of `dtype`: "f32", "f64", "bool", "f16", "bf16", "q8", "q4",
- * "e4m3", "e5m2", "q4_1", or "unknown". */
+ * "e4m3", "e5m2", "q4_1", "q4c", "q2c", or "unknown". */
 ATTN_API const char *attn_dtype_name(attn_dtype dtype);
 /* Format a shape as NumPy prints it, "(2, 3)", "(3,)" or "()", into buf
  * (always terminated when size > 0, cut short if it does not fit; NULL buf
@@ -392,6 +398,65 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  * environment variable ATTN_QDOT=widen, widen q8 and q4 keys instead:
  * bitwise the f32 kernels on the widened rows. */
 
+/* Keys quantized per channel (ATTN_Q4C, ATTN_Q2C): KIVI's keys. Keys have
+ * channels whose magnitude is far above the others' (outlier channels, the
+ * same in every position), so a per-token block's scale is set by the
+ * outliers and the other channels get few levels; a scale per channel,
+ * taken over a group of positions, gives each channel its own range.
+ * A group is G = 32 consecutive positions (0-31, 32-63, ... of a sequence)
+ * of one head, n = E channels (n even for q4c, a multiple of 4 for q2c),
+ * 20n bytes (q4c; 0.625 bytes a value, as q4_1) or 12n bytes (q2c;
+ * 0.375), every multi-byte field little-endian:
+ *     bytes 0 .. 2n-1      d[c], channel c's scale, IEEE binary16 (>= 0)
+ *     bytes 2n .. 4n-1     m[c], channel c's minimum, IEEE binary16
+ *     bytes 4n ..          the codes, position t = 0 .. 31 after position
+ *                          t - 1, n·b/8 bytes each (b = 4 or 2 bits):
+ *                          q4c: code (t, c) in byte 4n + t·n/2 + c/2, the
+ *                          low 4 bits for even c, the high 4 for odd c;
+ *                          q2c: in byte 4n + t·n/4 + c/4, bits 2·(c%4) and
+ *                          2·(c%4)+1
+ *     value (t, c) = code · d[c] + m[c], code 0 .. 2^b - 1: code · d[c] is
+ *     exact in f32, so the value is one f32 rounding of the sum.
+ *   Quantizing channel c over the group's 32 values x_t: ATTN_Q4_1's rule
+ *   with 2^b - 1 steps for its 15: lo and hi = the smallest and largest
+ *   x_t; m = lo rounded to f16 to nearest even (±65504 where that rounds
+ *   to infinity); d = (hi - m) / (2^b - 1) (f32 subtraction and division)
+ *   rounded to f16 to nearest even, 65504 where that rounds to infinity,
+ *   0 where it is negative or zero; code = (x_t - m) / d (f32) rounded to
+ *   the nearest integer, ties to even, clamped to 0 .. 2^b - 1 (so values
+ *   past a saturated range clamp to its ends); d = 0 gives every code 0.
+ *   A NaN or infinity among a channel's 32 values makes that channel's d
+ *   and m NaN (0x7e00) and its codes 0: it reads back as NaN.
+ * attn_quantize and attn_dequantize take these formats over tensors whose
+ * last two dimensions are (positions, n), positions a multiple of 32: the
+ * groups of 32 positions one after another (see attn_quant_group_size).
+ *
+ * In a cache (desc.key_dtype = ATTN_Q4C or ATTN_Q2C; values stay per
+ * token, in desc.dtype), a sequence's positions 0 .. 32·floor(length/32)
+ * - 1 are groups, and the rest, the positions not yet forming a full
+ * group, the residual window (0 to 31 positions), are kept in f16 (rounded
+ * to nearest even; beyond f16's range ±infinity, as an f16 cache keeps
+ * them). Append writes each new key into the residual; when a group's
+ * 32nd position arrives, the group is quantized from its 32 f16 keys
+ * (so a sequence's bytes never depend on how its positions were split
+ * into appends) and the residual starts empty again. Truncating to a
+ * length inside a quantized group turns that group's kept positions back
+ * into residual rows: their dequantized values rounded to f16 (nearest
+ * even), from which the group is quantized again when it fills. Attention
+ * reads a group a block of rows at a time, dequantized into a buffer of
+ * the calling thread (32 KiB of thread-local memory, the library's one
+ * piece of per-thread state: a thread's buffer is reused by every call it
+ * makes), and the residual rows as f16 rows, in place: the result is
+ * bitwise attention over f32 keys holding the dequantized values. A cache
+ * with these keys needs key_dim <= 8192 and, for a pool, a page size that
+ * is a multiple of 32 (a contiguous cache: a capacity that is). */
+
+/* Bytes one group of 32 positions of n channels takes in ATTN_Q4C (20n)
+ * or ATTN_Q2C (12n), or 0 when format is not one of them, n < 1, n is not
+ * even (q4c) or a multiple of 4 (q2c), or the size does not fit. Added in
+ * 0.4.0. */
+ATTN_API size_t attn_quant_group_size(attn_dtype format, int64_t n);
+
 /* Bytes one row of n values takes in `format` (ATTN_Q8, ATTN_Q4,
  * ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2), or 0 when format is not one of them,
  * n < 1, n is not a multiple of 32 for q8, q4 and q4_1, or the size does
@@ -401,7 +466,11 @@ ATTN_API size_t attn_quant_row_size(attn_dtype format, int64_t n);
 /* Quantize src into dst, rows of attn_quant_row_size(format, n) bytes one
  * after another, where n is src's last dimension and the rows are src's
  * other indices in C order (src any rank from 1, any strides, f32, f64,
- * f16 or bf16). dst_size must be at least the rows' total. Errors:
+ * f16 or bf16). dst_size must be at least the rows' total. ATTN_Q4C and
+ * ATTN_Q2C: src of rank 2 or more, its last two dimensions (positions, n),
+ * positions a multiple of 32; groups of attn_quant_group_size(format, n)
+ * bytes one after another, the groups of each matrix in position order and
+ * the matrices in C order of the other indices. Errors:
  * ATTN_ERR_NULL, ATTN_ERR_RANK (rank 0), ATTN_ERR_DTYPE (format not
  * quantized, src not a float dtype), ATTN_ERR_SHAPE (n not accepted by the
  * format), ATTN_ERR_ARGUMENT (dst_size too small), ATTN_ERR_OVERFLOW,
@@ -1511,6 +1580,12 @@ typedef struct attn_kv_cache_desc {
                             value_dim multiples of 32), ATTN_E4M3, ATTN_E5M2 (see
                             "Quantized storage"; attention reads the rows in
                             place, with f32 queries) */
+    attn_dtype key_dtype; /* 0 (default): keys in dtype, as values. ATTN_Q4C or
+                            ATTN_Q2C: keys quantized per channel over groups of
+                            32 positions, with the last positions not yet
+                            forming a group kept in f16 (see "Keys quantized
+                            per channel"); values in dtype (not f64); capacity
+                            a multiple of 32. Added in 0.4.0. */
 } attn_kv_cache_desc;
 
 /* batch 1, heads 1, dtype f32, the sizes 0 (to be set): as a value,
@@ -1665,6 +1740,12 @@ typedef struct attn_kv_pages_desc {
                               · P count): each sequence's table has room for
                               max_length / P pages, rounded up; 0 (the
                               default): num_pages · P */
+    attn_dtype key_dtype;  /* 0 (default): keys in dtype, as values. ATTN_Q4C or
+                              ATTN_Q2C: keys quantized per channel over groups of
+                              32 positions, the last positions not yet forming a
+                              group kept in f16 per sequence (see "Keys quantized
+                              per channel"); values in dtype (not f64);
+                              page_size a multiple of 32. Added in 0.4.0. */
 } attn_kv_pages_desc;
 
 /* heads 1, dtype f32, page_size 16, max_length 0, the other sizes 0 (to be
@@ -1778,6 +1859,14 @@ typedef struct attn_kv_paged_view {
     const int32_t *page_table;    /* the tables, as above */
     int64_t table_stride;         /* entries per row without table_offsets */
     const int64_t *table_offsets; /* (num_sequences + 1,) or NULL */
+    attn_dtype key_dtype;         /* 0 (default): keys in dtype. ATTN_Q4C or ATTN_Q2C
+                                     (added in 0.4.0): k_pages hold (num_pages, Hk,
+                                     page_size / 32) groups of
+                                     attn_quant_group_size(key_dtype, E) bytes, and
+                                     sequence i's positions from 32·floor(lengths[i]
+                                     / 32) on are rows (i, h, 0 ..) of k_residual */
+    const void *k_residual;       /* with key_dtype: (num_sequences, Hk, 32, E) f16,
+                                     C order; else unused */
 } attn_kv_paged_view;
 
 /* dtype f32, heads 1, every other field 0 or NULL (to be set):

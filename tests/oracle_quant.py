@@ -28,7 +28,7 @@ import numpy as np
 
 MAX_RANK = 5
 F32, F64, F16, BF16 = 1, 2, 4, 5
-Q8, Q4, E4M3, E5M2, Q4_1 = 6, 7, 8, 9, 10
+Q8, Q4, E4M3, E5M2, Q4_1, Q4C, Q2C = 6, 7, 8, 9, 10, 11, 12
 FORMATS = {"q8": Q8, "q4": Q4, "q4_1": Q4_1, "e4m3": E4M3, "e5m2": E5M2}
 BLOCK_BYTES = {Q8: 34, Q4: 18, Q4_1: 20}
 ERR = {"NULL": 1, "RANK": 2, "SHAPE": 3, "DTYPE": 6, "STRIDE": 10, "ARGUMENT": 19}
@@ -129,6 +129,52 @@ def ref_q4_1(x):
     return out.reshape(x.shape[0], -1)
 
 
+def ref_group(x, fmt):
+    """q4c / q2c (attn.h, "Keys quantized per channel"): x (mats, L, n) f32,
+    L a multiple of 32 -> the groups' bytes, (mats * L / 32, group bytes).
+    Per channel over 32 positions: q4_1's rule with 2^b - 1 steps."""
+    bits = 4 if fmt == Q4C else 2
+    levels, per = (1 << bits) - 1, 8 // bits
+    mats, L, n = x.shape
+    g = x.reshape(-1, 32, n)                     # (groups, t, c)
+    finite = np.isfinite(g).all(axis=1)          # per (group, channel)
+    gg = np.where(finite[:, None, :], g, np.float32(0))
+    m = f16_scale(gg.min(axis=1))
+    mf = m.astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        s = (gg.max(axis=1) - mf) / np.float32(levels)
+        d = np.where(s > 0, f16_scale(np.where(s > 0, s, np.float32(0))), np.float16(0))
+        df = d.astype(np.float32)
+        y = (gg - mf[:, None, :]) / df[:, None, :]
+    q = np.clip(np.rint(np.nan_to_num(y, nan=0, posinf=1e9, neginf=-1e9)), 0, levels)
+    q = np.where((df == 0)[:, None, :], 0, q)
+    d, m = d.view(np.uint16).copy(), m.view(np.uint16).copy()
+    d[~finite], m[~finite] = 0x7e00, 0x7e00
+    q = np.where(finite[:, None, :], q, 0).astype(np.uint8)
+    # position t's codes: channel c in byte c // per, bits bits * (c % per)
+    packed = np.zeros((g.shape[0], 32, n // per), np.uint8)
+    for k in range(per):
+        packed |= q[:, :, k::per] << (bits * k)
+    out = np.concatenate([d.astype("<u2").view(np.uint8).reshape(len(g), -1),
+                          m.astype("<u2").view(np.uint8).reshape(len(g), -1),
+                          packed.reshape(len(g), -1)], axis=1)
+    return out
+
+
+def ref_group_dequantize(raw, fmt, n):
+    """Groups' bytes (groups, 20n or 12n) -> values (groups, 32, n) f32."""
+    bits = 4 if fmt == Q4C else 2
+    per = 8 // bits
+    d = raw[:, :2 * n].copy().view("<u2").view(np.float16).astype(np.float32)
+    m = raw[:, 2 * n:4 * n].copy().view("<u2").view(np.float16).astype(np.float32)
+    packed = raw[:, 4 * n:].reshape(len(raw), 32, n // per)
+    q = np.zeros((len(raw), 32, n), np.float32)
+    for k in range(per):
+        q[:, :, k::per] = (packed >> (bits * k)) & ((1 << bits) - 1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return q * d[:, None, :] + m[:, None, :]   # code * d exact: one f32 rounding
+
+
 def fp8_table(fmt):
     """The value of each code 0..255, from the bit layout in attn.h."""
     M, B = (3, 7) if fmt == E4M3 else (2, 15)
@@ -197,6 +243,8 @@ class Lib:
         self.lib = ctypes.CDLL(os.path.join(build, "libattn.so"))
         self.lib.attn_quant_row_size.restype = ctypes.c_size_t
         self.lib.attn_quant_row_size.argtypes = [ctypes.c_int, ctypes.c_int64]
+        self.lib.attn_quant_group_size.restype = ctypes.c_size_t
+        self.lib.attn_quant_group_size.argtypes = [ctypes.c_int, ctypes.c_int64]
         self.lib.attn_quantize.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
                                            ctypes.POINTER(Tensor), ctypes.POINTER(Error)]
         self.lib.attn_dequantize.argtypes = [ctypes.POINTER(Tensor), ctypes.c_void_p, ctypes.c_size_t,
@@ -204,6 +252,21 @@ class Lib:
 
     def row_size(self, fmt, n):
         return self.lib.attn_quant_row_size(fmt, n)
+
+    def group_size(self, fmt, n):
+        return self.lib.attn_quant_group_size(fmt, n)
+
+    def quantize_groups(self, src, dtype, fmt, size=None):
+        """(status, message, bytes (groups, group bytes)) of src (..., L, n)."""
+        n = src.shape[-1]
+        groups = src.size // n // 32
+        total = groups * self.group_size(fmt, n)
+        out = np.full(max(total, 1), 0xAA, dtype=np.uint8)
+        err = Error()
+        t = view(src, dtype)
+        st = self.lib.attn_quantize(out.ctypes.data, total if size is None else size, fmt, ctypes.byref(t),
+                                    ctypes.byref(err))
+        return st, err.message.decode(), out[:total].reshape(groups, -1) if groups else out[:0]
 
     def quantize(self, src, dtype, fmt, size=None, dst=None):
         """(status, message, bytes) of quantizing the array src viewed as dtype."""
@@ -423,7 +486,68 @@ def main():
     st, msg, _ = lib.quantize(np.zeros((2, 40), np.float32), F32, Q4_1, dst=dst)
     error("q4_1_row_not_a_multiple_of_32", "SHAPE", st, msg, (dst == 0xAA).all())
 
+    groups(lib, rng, report, error)
     sys.exit(1 if failed else 0)
+
+
+def groups(lib, rng, report, error):
+    """Keys per channel (q4c, q2c) bit for bit: every input as groups of 32
+    positions, from every float dtype and strided, read back, every code,
+    and the errors."""
+    report("group_sizes", None if [lib.group_size(f, 128) for f in (Q4C, Q2C)] == [2560, 1536]
+           and lib.group_size(Q4C, 3) == 0 and lib.group_size(Q2C, 6) == 0 and lib.group_size(Q4C, 0) == 0
+           and lib.group_size(Q8, 32) == 0 and lib.group_size(Q4C, 2 ** 62) == 0 else "wrong sizes")
+    for name, x in inputs(rng).items():
+        xs = np.resize(x, (2, 64, x.shape[1]))  # two matrices of 64 positions: two groups each
+        for fname, fmt in (("q4c", Q4C), ("q2c", Q2C)):
+            want = ref_group(xs, fmt)
+            st, msg, got = lib.quantize_groups(xs, F32, fmt)
+            report("%s_quantize_%s" % (fname, name), msg if st else
+                   (None if np.array_equal(got, want) else "bytes differ at %s" % (np.argwhere(got != want)[:3],)))
+            st, msg, back = lib.dequantize(want, fmt, xs.shape)
+            report("%s_dequantize_%s" % (fname, name), msg if st else
+                   same_floats(back, ref_group_dequantize(want, fmt, xs.shape[2])))
+    x = (rng.standard_normal((3, 32, 64)) * np.where(rng.random(64) < 0.1, 300, 1)).astype(np.float32)
+    for fname, fmt in (("q4c", Q4C), ("q2c", Q2C)):
+        want = ref_group(x, fmt)
+        # every byte pattern of the codes, with random finite f16 scales and minimums: read back as the layout says
+        raw = rng.integers(0, 256, (6, lib.group_size(fmt, 64)), dtype=np.uint8)
+        hdr = rng.standard_normal((6, 128)).astype(np.float16).view(np.uint8).reshape(6, 256)
+        raw[:, :256] = hdr
+        st, msg, back = lib.dequantize(raw, fmt, (6, 32, 64))
+        report("%s_every_code" % fname, msg if st else same_floats(back, ref_group_dequantize(raw, fmt, 64)))
+        for dt, npt in ((F16, np.float16), (F64, np.float64)):
+            xd = x.astype(npt)
+            st, msg, got = lib.quantize_groups(xd, dt, fmt)
+            report("%s_from_%s" % (fname, npt.__name__), msg if st else
+                   (None if np.array_equal(got, ref_group(xd.astype(np.float32), fmt)) else "bytes differ"))
+        xb = (x.view(np.uint32) >> 16).astype(np.uint16)
+        st, msg, got = lib.quantize_groups(xb, BF16, fmt)
+        report("%s_from_bf16" % fname, msg if st else
+               (None if np.array_equal(got, ref_group((xb.astype(np.uint32) << 16).view(np.float32), fmt)) else "bytes differ"))
+        xt = np.ascontiguousarray(x.transpose(2, 1, 0)).transpose(2, 1, 0)  # strided
+        st, msg, got = lib.quantize_groups(xt, F32, fmt)
+        report("%s_strided" % fname, msg if st else (None if np.array_equal(got, want) else "bytes differ"))
+        st, msg, back = lib.dequantize(want, fmt, x.shape, F16, np.float16)
+        report("%s_dequantize_to_f16" % fname, msg if st else
+               same_floats(back.astype(np.float32), ref_group_dequantize(want, fmt, 64).astype(np.float16).astype(np.float32)))
+    # errors: nothing written
+    dst = np.full(4096, 0xAA, np.uint8)
+    err = Error()
+    def q(arr, fmt, size=4096):
+        t = view(arr, F32)
+        st = lib.lib.attn_quantize(dst.ctypes.data, size, fmt, ctypes.byref(t), ctypes.byref(err))
+        return st, err.message.decode()
+    st, msg = q(np.zeros((40, 64), np.float32), Q4C)
+    error("q4c_positions_not_a_multiple_of_32", "SHAPE", st, msg, (dst == 0xAA).all())
+    st, msg = q(np.zeros((32, 63), np.float32), Q4C)
+    error("q4c_odd_channels", "SHAPE", st, msg, (dst == 0xAA).all())
+    st, msg = q(np.zeros((32, 66), np.float32), Q2C)
+    error("q2c_channels_not_a_multiple_of_4", "SHAPE", st, msg, (dst == 0xAA).all())
+    st, msg = q(np.zeros(64, np.float32), Q4C)
+    error("q4c_rank_1", "RANK", st, msg, (dst == 0xAA).all())
+    st, msg = q(np.zeros((32, 64), np.float32), Q4C, size=20 * 64 - 1)
+    error("q4c_dst_too_small", "ARGUMENT", st, msg, (dst == 0xAA).all())
 
 
 if __name__ == "__main__":

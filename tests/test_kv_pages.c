@@ -64,10 +64,17 @@ typedef struct model {
     float *k[MAX_SEQS], *v[MAX_SEQS]; /* (Hk, cap, E) and (Hk, cap, Ev): the stored values */
 } model;
 
+/* The key_dtype of the pools model_init makes: 0, or keys quantized per
+ * channel (q4c, q2c), which the copy then holds as the pool does: its last
+ * positions not yet forming a group of 32 rounded to f16, and each group
+ * that fills quantized from those and widened back (copy_append). */
+static attn_dtype model_keys;
+
 static void model_init(model *m, attn_dtype dt, int64_t P, int64_t pages, int64_t seqs, int64_t heads, int64_t E,
                        int64_t Ev, int64_t max_length) {
     memset(m, 0, sizeof *m);
     m->d = attn_kv_pages_desc_default();
+    m->d.key_dtype = model_keys;
     m->d.dtype = dt, m->d.page_size = P, m->d.num_pages = pages, m->d.max_sequences = seqs;
     m->d.heads = heads, m->d.key_dim = E, m->d.value_dim = Ev, m->d.max_length = max_length;
     attn_error err;
@@ -192,9 +199,37 @@ static float packed_at(const attn_tensor *t, int64_t r, int64_t h, int64_t c) {
     return ((const float *)t->data)[r * t->strides[0] + h * t->strides[1] + c * t->strides[2]];
 }
 
+/* Grouped keys: group g of sequence s's copy (32 positions of f16 values)
+ * quantized through attn_quantize and widened back through attn_dequantize
+ * (both checked bit for bit against NumPy by oracle_quant.py). */
+static void copy_quantize_group(model *m, int s, int64_t g) {
+    int64_t E = m->d.key_dim, shape[2] = {32, E};
+    unsigned char group[32 * 64 / 2 + 4 * 64];
+    for (int64_t h = 0; h < m->d.heads; h++) {
+        attn_tensor t;
+        attn_tensor_init(&t, m->k[s] + (h * m->cap[s] + g * 32) * E, ATTN_F32, 2, shape, NULL, NULL);
+        if (attn_quantize(group, sizeof group, m->d.key_dtype, &t, NULL) ||
+            attn_dequantize(&t, group, sizeof group, m->d.key_dtype, NULL))
+            printf("FAIL copy_quantize_group: E = %lld\n", (long long)E), n_failed++;
+    }
+}
+
+/* The test's copy of what truncate does: a cut inside a quantized group
+ * turns its kept positions back into f16 rows. */
+static void copy_truncate(model *m, int s, int64_t to) {
+    if (m->d.key_dtype && to % 32 && to / 32 < m->len[s] / 32)
+        for (int64_t h = 0; h < m->d.heads; h++)
+            for (int64_t i = to / 32 * 32 * m->d.key_dim; i < to * m->d.key_dim; i++) {
+                float *x = m->k[s] + h * m->cap[s] * m->d.key_dim + i;
+                *x = stored(*x, ATTN_F16);
+            }
+    m->len[s] = to;
+}
+
 /* The test's copy of what append does. */
 static void copy_append(model *m, const int64_t *seqs, int64_t n, const packed *p, const int64_t *cu) {
     int64_t H = m->d.heads, E = m->d.key_dim, Ev = m->d.value_dim;
+    attn_dtype kdt = m->d.key_dtype ? ATTN_F16 : m->d.dtype; /* grouped: the residual's f16 first */
     for (int64_t i = 0; i < n; i++) {
         int s = (int)seqs[i];
         int64_t add = cu[i + 1] - cu[i];
@@ -202,10 +237,11 @@ static void copy_append(model *m, const int64_t *seqs, int64_t n, const packed *
         for (int64_t r = 0; r < add; r++)
             for (int64_t h = 0; h < H; h++) {
                 for (int64_t c = 0; c < E; c++)
-                    m->k[s][(h * m->cap[s] + m->len[s] + r) * E + c] = stored(packed_at(&p->k, cu[i] + r, h, c), m->d.dtype);
+                    m->k[s][(h * m->cap[s] + m->len[s] + r) * E + c] = stored(packed_at(&p->k, cu[i] + r, h, c), kdt);
                 for (int64_t c = 0; c < Ev; c++)
                     m->v[s][(h * m->cap[s] + m->len[s] + r) * Ev + c] = stored(packed_at(&p->v, cu[i] + r, h, c), m->d.dtype);
             }
+        for (int64_t g = m->len[s] / 32; m->d.key_dtype && g < (m->len[s] + add) / 32; g++) copy_quantize_group(m, s, g);
         m->len[s] += add;
     }
 }
@@ -325,6 +361,7 @@ static int attend_matches(const model *m, const int64_t *seqs, int64_t n, int th
         if (!L) continue;
         attn_kv_cache_desc cd = attn_kv_cache_desc_default();
         cd.heads = H, cd.capacity = S, cd.key_dim = E, cd.value_dim = Ev, cd.dtype = m->d.dtype;
+        if (m->d.key_dtype) cd.dtype = ATTN_F32; /* keys per channel: against f32 rows of their values */
         size_t bytes;
         attn_kv_cache_bytes(&bytes, &cd, NULL);
         void *mem = malloc(bytes);
@@ -367,7 +404,7 @@ static void random_program(const char *name, attn_dtype dt, int64_t P, int64_t p
     model_init(&m, dt, P, pages, 6, 2, 8, 4, 0);
     char why[768] = "";
     int ok = 1;
-    int64_t ops[6] = {0}, fulls = 0, shared_appends = 0;
+    int64_t ops[6] = {0}, fulls = 0, shared_appends = 0, group_cuts = 0;
     /* At least `steps`, and on until the program has filled the pool,
      * appended to a shared last page, forked and attended. */
     int64_t step = 0;
@@ -431,8 +468,9 @@ static void random_program(const char *name, attn_dtype dt, int64_t P, int64_t p
         } else if (op <= 8) { /* truncate */
             int s = (int)live[rnd_below(nlive)];
             int64_t to = rnd_below(m.len[s] + 1);
+            group_cuts += to % 32 && to / 32 < m.len[s] / 32; /* into a quantized group (grouped keys) */
             if (attn_kv_pages_truncate(m.pool, s, to, &err)) ok = 0, snprintf(why, sizeof why, "truncate: %s", err.message);
-            else m.len[s] = to;
+            else copy_truncate(&m, s, to);
             ops[3]++;
         } else if (op == 9) { /* free */
             int s = (int)live[rnd_below(nlive)];
@@ -463,6 +501,8 @@ static void random_program(const char *name, attn_dtype dt, int64_t P, int64_t p
         ok = 0, snprintf(why, sizeof why, "%lld of %lld pages free after freeing everything",
                          (long long)attn_kv_pages_free_pages(m.pool), (long long)pages);
     /* A program that never filled the pool or never shared a page tested less than it says. */
+    if (ok && m.d.key_dtype && group_cuts == 0)
+        ok = 0, snprintf(why, sizeof why, "the program never truncated into a quantized group of keys");
     if (ok && (fulls == 0 || shared_appends == 0 || ops[1] == 0 || ops[5] == 0))
         ok = 0, snprintf(why, sizeof why, "the program never hit a full pool (%lld), a shared last page (%lld), a fork or an attend",
                          (long long)fulls, (long long)shared_appends);
@@ -1650,5 +1690,17 @@ int main(void) {
     test_long_decode(ATTN_BF16, 16, "long_forks_decode_kernel_equals_contiguous_bf16_page_16");
     test_caller_pages();
     test_desc();
+    /* Keys quantized per channel (KIVI): pages of 32 and 64 positions, every
+     * operation against the copy, attention bitwise the f32 kernels' on the
+     * dequantized keys. */
+    static const struct { attn_dtype keys, values; int64_t P, pages; const char *name; } GROUPED[] = {
+        {ATTN_Q4C, ATTN_F32, 32, 24, "random_program_q4c_keys_f32_values_page_32"},
+        {ATTN_Q2C, ATTN_F16, 64, 14, "random_program_q2c_keys_f16_values_page_64"},
+        {ATTN_Q4C, ATTN_BF16, 64, 14, "random_program_q4c_keys_bf16_values_page_64"}};
+    for (int t = 0; t < 3; t++) {
+        model_keys = GROUPED[t].keys;
+        random_program(GROUPED[t].name, GROUPED[t].values, GROUPED[t].P, GROUPED[t].pages, 400);
+    }
+    model_keys = 0;
     return n_failed ? 1 : 0;
 }

@@ -48,6 +48,9 @@ void attn_kv_paged_copy(attn_tensor *k, attn_tensor *v, const attn_kv_paged_view
  * offsets (data NULL for those it has none of), and their names. */
 void attn_kv_paged_regions(attn_tensor regions[5], const attn_kv_paged_view *w);
 extern const char *const attn_kv_paged_region_names[5];
+/* A checked view's residual keys (key_dtype q4c, q2c) as a 1-D tensor for
+ * the aliasing check; data NULL when it has none. */
+void attn_kv_paged_residual(attn_tensor *t, const attn_kv_paged_view *w);
 
 /* Whether the memory of tensors a and b shares a byte (overlap.c): exact
  * for views that interleave without touching (dq, dk, dv as slices of one
@@ -104,10 +107,17 @@ attn_status attn_quant_bytes(const attn_tensor *t, attn_tensor *bytes, const cha
 /* Bytes of one row of n values of dt: n times the element size, or the
  * quantized row's size; 0 when n < 1, n does not suit dt, or it overflows. */
 int64_t attn_row_bytes(attn_dtype dt, int64_t n);
+/* The minimum-and-scale rule of q4_1 and of the per-channel key groups
+ * (attn.h): n values x[0], x[stride], ... to codes 0 .. levels (15 or 3)
+ * with an f16 scale *dh and minimum *mh; non-finite input: both NaN, codes
+ * 0. quant.c. */
+void attn_quant_min_scale(uint8_t *codes, uint16_t *dh, uint16_t *mh, const float *x, int64_t n, int64_t stride,
+                          int levels);
+
 /* The unit of a strided view's offsets in bytes: the element size, or 1 for
  * quantized rows, whose row stride counts bytes (attn_mat). */
 static inline int64_t attn_stride_unit(attn_dtype dt) {
-    size_t s = attn_dtype_size(dt);
+    size_t s = attn_dtype_size(dt); /* 0 for quantized rows and key groups */
     return s ? (int64_t)s : 1;
 }
 

@@ -11,8 +11,12 @@
  *   alive       (max_sequences,) uint8: 1 for a live sequence
  *   lengths     (max_sequences,) int64: positions; 0 for a free id
  *   tables      (max_sequences, table_stride) int32: the page tables
+ *   residual    (max_sequences, Hk, 32, E) f16: with keys quantized per
+ *               channel (key_dtype q4c, q2c), each sequence's last
+ *               positions not yet forming a group of 32 (key_groups.c)
  *   K pages     (num_pages, Hk, P, E)  the pool's dtype (quantized: (num_pages, Hk, P)
- *   V pages     (num_pages, Hk, P, Ev)  rows of attn_quant_row_size bytes)
+ *   V pages     (num_pages, Hk, P, Ev)  rows of attn_quant_row_size bytes;
+ *                                       grouped keys: (num_pages, Hk, P/32) groups)
  * The tables and lengths are a block table indexed by sequence id, so the
  * pool is its own view (attn_kv_pages_view) and every reader of pages
  * reads a pool and a caller's pages through the same code.
@@ -33,8 +37,11 @@ struct attn_kv_pages {
     uint8_t *alive;
     int64_t *lengths;
     int32_t *tables;
+    uint16_t *kres; /* grouped keys: (max_sequences, Hk, 32, E) f16 */
     char *k, *v;
 };
+
+static bool grouped(const attn_kv_pages *p) { return p->d.key_dtype != 0; }
 
 enum { ALIGN = 64, MIN_PAGE = 16, MAX_PAGE = 256 };
 enum { ALIVE = 1, MARKED = 2 }; /* MARKED: named once already by the append being checked */
@@ -58,7 +65,7 @@ static int64_t pages_for(int64_t x, int64_t p) { return x / p + (x % p != 0); }
 /* Where each region of the pool's memory starts, from the aligned start. */
 typedef struct layout {
     int64_t table_stride;
-    int64_t refs, page_stack, id_stack, alive, lengths, tables, k, v, end;
+    int64_t refs, page_stack, id_stack, alive, lengths, tables, kres, k, v, end;
 } layout;
 
 /* *at = the region of `bytes` after `next`, aligned; false on overflow. */
@@ -75,6 +82,21 @@ static bool page_region_bytes(int64_t *bytes, int64_t pages, int64_t heads, int6
                               attn_dtype dt) {
     int64_t n, row = attn_row_bytes(dt, cols);
     return row && attn_mul_i64(pages, heads, &n) && attn_mul_i64(n, P, &n) && attn_mul_i64(n, row, bytes);
+}
+
+/* The bytes of the key pages: those of page_region_bytes, or of groups of
+ * 32 positions for keys quantized per channel (key_dtype). */
+static bool key_region_bytes(int64_t *bytes, int64_t pages, int64_t heads, int64_t P, int64_t cols, attn_dtype dt,
+                             attn_dtype key_dtype) {
+    int64_t n, group = attn_group_bytes(key_dtype, cols);
+    if (!key_dtype) return page_region_bytes(bytes, pages, heads, P, cols, dt);
+    return group && attn_mul_i64(pages, heads, &n) && attn_mul_i64(n, P / ATTN_KEY_GROUP, &n) &&
+           attn_mul_i64(n, group, bytes);
+}
+
+/* A sequence's residual rows, every head: (Hk, 32, E) f16 values. */
+static bool residual_values(int64_t *n, int64_t heads, int64_t cols) {
+    return attn_mul_i64(heads, ATTN_KEY_GROUP * cols, n) && *n <= INT64_MAX / 2;
 }
 
 /* What keys and values to append, and gathered ones, may be. */
@@ -117,19 +139,22 @@ static attn_status read_desc(attn_kv_pages_desc *d, layout *l, const attn_kv_pag
     if (d->max_length < 0)
         return attn_fail(err, ATTN_ERR_SHAPE, "desc->max_length is %lld; it must be 0 (num_pages · page_size) or more",
                          (long long)d->max_length);
-    if ((st = check_page_dtype(d->dtype, d->key_dim, d->value_dim, "desc", err))) return st;
+    if ((st = check_page_dtype(d->dtype, d->key_dim, d->value_dim, "desc", err)) ||
+        (st = attn_group_check(d->key_dtype, d->dtype, d->page_size, d->key_dim, "desc", "desc->page_size", err)))
+        return st;
     /* A sequence never holds a page twice, so no table needs more than
      * num_pages entries, whatever max_length says. */
     l->table_stride = d->max_length ? pages_for(d->max_length, d->page_size) : d->num_pages;
     if (l->table_stride > d->num_pages) l->table_stride = d->num_pages;
-    int64_t next = attn_round_up((int64_t)sizeof(attn_kv_pages), ALIGN), kb, vb, entries;
+    int64_t next = attn_round_up((int64_t)sizeof(attn_kv_pages), ALIGN), kb, vb, entries, res = 0;
     if (!attn_mul_i64(d->max_sequences, l->table_stride, &entries) ||
-        !page_region_bytes(&kb, d->num_pages, d->heads, d->page_size, d->key_dim, d->dtype) ||
+        (d->key_dtype && (!residual_values(&res, d->heads, d->key_dim) || !attn_mul_i64(res, d->max_sequences, &res))) ||
+        !key_region_bytes(&kb, d->num_pages, d->heads, d->page_size, d->key_dim, d->dtype, d->key_dtype) ||
         !page_region_bytes(&vb, d->num_pages, d->heads, d->page_size, d->value_dim, d->dtype) ||
         !region(&l->refs, &next, d->num_pages, 4) || !region(&l->page_stack, &next, d->num_pages, 4) ||
         !region(&l->id_stack, &next, d->max_sequences, 4) || !region(&l->alive, &next, d->max_sequences, 1) ||
         !region(&l->lengths, &next, d->max_sequences, 8) || !region(&l->tables, &next, entries, 4) ||
-        !region(&l->k, &next, kb, 1) || !region(&l->v, &next, vb, 1) || next > INT64_MAX - ALIGN)
+        !region(&l->kres, &next, res, 2) || !region(&l->k, &next, kb, 1) || !region(&l->v, &next, vb, 1) || next > INT64_MAX - ALIGN)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the pool's size overflows");
     l->end = next;
     return ATTN_OK;
@@ -167,6 +192,7 @@ attn_status attn_kv_pages_init(attn_kv_pages **pool, void *memory, size_t bytes,
     p->alive = (uint8_t *)(at + l.alive);
     p->lengths = (int64_t *)(void *)(at + l.lengths);
     p->tables = (int32_t *)(void *)(at + l.tables);
+    p->kres = p->d.key_dtype ? (uint16_t *)(void *)(at + l.kres) : NULL;
     p->k = at + l.k;
     p->v = at + l.v;
     /* Stacks filled so that page 0 and id 0 come first. */
@@ -194,6 +220,18 @@ static attn_status check_live(const attn_kv_pages *p, int64_t seq, const char *n
 }
 
 static int32_t *table_of(const attn_kv_pages *p, int64_t seq) { return p->tables + seq * p->table_stride; }
+
+/* Grouped keys: sequence seq's residual rows, (Hk, 32, E) f16, and their bytes. */
+static size_t residual_bytes(const attn_kv_pages *p) { return (size_t)(p->d.heads * ATTN_KEY_GROUP * p->d.key_dim) * 2; }
+static uint16_t *residual_of(const attn_kv_pages *p, int64_t seq) {
+    return p->kres + seq * p->d.heads * ATTN_KEY_GROUP * p->d.key_dim;
+}
+
+/* Grouped keys: head h's groups in page `page` (P / 32 of them). */
+static char *groups_of(const attn_kv_pages *p, int64_t page, int64_t h) {
+    int64_t per_page = p->d.page_size / ATTN_KEY_GROUP;
+    return p->k + (page * p->d.heads + h) * per_page * attn_group_bytes(p->d.key_dtype, p->d.key_dim);
+}
 
 static int32_t take_page(attn_kv_pages *p) {
     int32_t page = p->page_stack[--p->free_pages];
@@ -232,6 +270,8 @@ attn_status attn_kv_pages_fork(attn_kv_pages *pool, int64_t *child, int64_t pare
     int64_t n = pages_for(pool->lengths[parent], pool->d.page_size);
     for (int64_t i = 0; i < n; i++) to[i] = from[i], pool->refs[from[i]]++;
     pool->lengths[*child] = pool->lengths[parent];
+    if (grouped(pool)) /* the residual rows are the sequence's own: copied */
+        memcpy(residual_of(pool, *child), residual_of(pool, parent), residual_bytes(pool));
     return ATTN_OK;
 }
 
@@ -256,7 +296,17 @@ attn_status attn_kv_pages_truncate(attn_kv_pages *pool, int64_t seq, int64_t len
                          (long long)length, (long long)have, (long long)seq);
     /* A partly filled last page that stays is kept, shared or not: the rows
      * past the new end are never read, and an append copies a shared page
-     * before writing into it. */
+     * before writing into it. Grouped keys cut inside a quantized group:
+     * its kept positions become residual rows again (their dequantized
+     * values in f16); the group's bytes in the page are left as they are. */
+    const int64_t G = ATTN_KEY_GROUP, P = pool->d.page_size;
+    if (grouped(pool) && length % G && length / G < have / G) {
+        int32_t page = table_of(pool, seq)[length / P];
+        int64_t bytes = attn_group_bytes(pool->d.key_dtype, pool->d.key_dim), E = pool->d.key_dim;
+        for (int64_t h = 0; h < pool->d.heads; h++)
+            attn_group_unquantize(residual_of(pool, seq) + h * G * E, groups_of(pool, page, h) + length % P / G * bytes,
+                                  E, pool->d.key_dtype, length % G);
+    }
     release(pool, table_of(pool, seq), pages_for(length, pool->d.page_size), pages_for(have, pool->d.page_size));
     pool->lengths[seq] = length;
     return ATTN_OK;
@@ -404,12 +454,17 @@ static attn_status check_ids(attn_kv_pages *p, const int64_t *seqs, int64_t n, c
 static void copy_page_rows(attn_kv_pages *p, int32_t to, int32_t from, int64_t n) {
     const attn_kv_pages_desc *d = &p->d;
     attn_tensor dk, sk, dv, sv;
-    page_rows(&dk, p->k, d->dtype, d->heads, d->page_size, d->key_dim, to, 0, n);
-    page_rows(&sk, p->k, d->dtype, d->heads, d->page_size, d->key_dim, from, 0, n);
     page_rows(&dv, p->v, d->dtype, d->heads, d->page_size, d->value_dim, to, 0, n);
     page_rows(&sv, p->v, d->dtype, d->heads, d->page_size, d->value_dim, from, 0, n);
-    attn_copy_rows(&dk, &sk);
     attn_copy_rows(&dv, &sv);
+    if (grouped(p)) { /* the full groups of the n rows; the rest lies in the residual */
+        size_t bytes = (size_t)(n / ATTN_KEY_GROUP * attn_group_bytes(d->key_dtype, d->key_dim));
+        for (int64_t h = 0; h < d->heads; h++) memcpy(groups_of(p, to, h), groups_of(p, from, h), bytes);
+        return;
+    }
+    page_rows(&dk, p->k, d->dtype, d->heads, d->page_size, d->key_dim, to, 0, n);
+    page_rows(&sk, p->k, d->dtype, d->heads, d->page_size, d->key_dim, from, 0, n);
+    attn_copy_rows(&dk, &sk);
 }
 
 attn_status attn_kv_pages_append(attn_kv_pages *pool, const int64_t *seqs, int64_t n, const attn_tensor *k,
@@ -454,10 +509,20 @@ attn_status attn_kv_pages_append(attn_kv_pages *pool, const int64_t *seqs, int64
             if (row == 0) table[pos / P] = take_page(pool);
             int64_t from = cu_seqlens[i] + pos - len; /* the packed row of position pos */
             attn_tensor dk, dv, sk = narrow(k, 0, from, run, 0, 1), sv = narrow(v, 0, from, run, 0, 1);
-            page_rows(&dk, pool->k, d->dtype, d->heads, P, d->key_dim, table[pos / P], row, run);
             page_rows(&dv, pool->v, d->dtype, d->heads, P, d->value_dim, table[pos / P], row, run);
-            attn_copy_rows(&dk, &sk);
             attn_copy_rows(&dv, &sv);
+            if (grouped(pool)) {
+                for (int64_t h = 0; h < d->heads; h++) { /* head h's rows of sk (Hk, run, E) */
+                    attn_mat rows = {(char *)sk.data + h * sk.strides[0] * (int64_t)attn_dtype_size(sk.dtype),
+                                     sk.dtype, run, d->key_dim, sk.strides[1], sk.strides[2]};
+                    attn_group_append(groups_of(pool, table[pos / P], h),
+                                      residual_of(pool, s) + h * ATTN_KEY_GROUP * d->key_dim, &rows, row, run, d->key_dim,
+                                      d->key_dtype);
+                }
+            } else {
+                page_rows(&dk, pool->k, d->dtype, d->heads, P, d->key_dim, table[pos / P], row, run);
+                attn_copy_rows(&dk, &sk);
+            }
             pos += run;
         }
         pool->lengths[s] = len + add;
@@ -476,6 +541,7 @@ attn_status attn_kv_pages_view(attn_kv_paged_view *view, const attn_kv_pages *po
     o.k_pages = pool->k, o.v_pages = pool->v;
     o.num_sequences = d->max_sequences, o.lengths = pool->lengths;
     o.page_table = pool->tables, o.table_stride = pool->table_stride, o.table_offsets = NULL;
+    o.key_dtype = d->key_dtype, o.k_residual = pool->kres;
     return attn_versioned_write(view, &o, sizeof o, "view", "set view->struct_size = sizeof *view", err);
 }
 
@@ -499,15 +565,21 @@ static attn_status read_view(attn_kv_paged_view *w, const attn_kv_paged_view *in
     if (w->num_sequences < 0)
         return attn_fail(err, ATTN_ERR_SHAPE, "view->num_sequences is %lld; it must be 0 or more",
                          (long long)w->num_sequences);
-    if ((st = check_page_dtype(w->dtype, w->key_dim, w->value_dim, "view", err))) return st;
-    int64_t kb, vb;
-    if (!page_region_bytes(&kb, w->num_pages, w->heads, w->page_size, w->key_dim, w->dtype) ||
+    if ((st = check_page_dtype(w->dtype, w->key_dim, w->value_dim, "view", err)) ||
+        (st = attn_group_check(w->key_dtype, w->dtype, w->page_size, w->key_dim, "view", "view->page_size", err)))
+        return st;
+    int64_t kb, vb, res;
+    if (!key_region_bytes(&kb, w->num_pages, w->heads, w->page_size, w->key_dim, w->dtype, w->key_dtype) ||
+        (w->key_dtype && (!residual_values(&res, w->heads, w->key_dim) || !attn_mul_i64(res, w->num_sequences, &res))) ||
         !page_region_bytes(&vb, w->num_pages, w->heads, w->page_size, w->value_dim, w->dtype))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the view's pages' byte size overflows");
     if (!w->k_pages || !w->v_pages) return attn_fail(err, ATTN_ERR_NULL, "view->k_pages or view->v_pages is NULL");
     if (w->num_sequences == 0) return ATTN_OK;
     if (!w->lengths || !w->page_table)
         return attn_fail(err, ATTN_ERR_NULL, "view->lengths or view->page_table is NULL");
+    if (w->key_dtype && !w->k_residual)
+        return attn_fail(err, ATTN_ERR_NULL, "view->k_residual is NULL; %s keys keep their last positions there",
+                         attn_dtype_name(w->key_dtype));
     if (w->table_offsets && w->table_offsets[0] < 0)
         return attn_fail(err, ATTN_ERR_ARGUMENT, "view->table_offsets[0] is %lld; it must be 0 or more",
                          (long long)w->table_offsets[0]);
@@ -559,17 +631,24 @@ void attn_kv_paged_regions(attn_tensor regions[5], const attn_kv_paged_view *w) 
     bool q = attn_dtype_quantized(w->dtype);
     attn_dtype dt = q ? ATTN_BOOL : w->dtype;
     int64_t kn = w->num_pages * w->heads * w->page_size * (q ? attn_row_bytes(w->dtype, w->key_dim) : w->key_dim);
+    if (w->key_dtype) kn = w->num_pages * w->heads * (w->page_size / ATTN_KEY_GROUP) * attn_group_bytes(w->key_dtype, w->key_dim);
     int64_t vn = w->num_pages * w->heads * w->page_size * (q ? attn_row_bytes(w->dtype, w->value_dim) : w->value_dim);
     int64_t n = w->num_sequences, offsets = n + 1;
     int64_t entries = w->table_offsets ? w->table_offsets[n] : n * w->table_stride;
     memset(regions, 0, 5 * sizeof *regions);
-    attn_tensor_init(&regions[0], (void *)w->k_pages, dt, 1, &kn, NULL, NULL);
+    attn_tensor_init(&regions[0], (void *)w->k_pages, w->key_dtype ? ATTN_BOOL : dt, 1, &kn, NULL, NULL);
     attn_tensor_init(&regions[1], (void *)w->v_pages, dt, 1, &vn, NULL, NULL);
     if (n == 0) return;
     /* int64 and int32 arrays as the float types of their sizes: only their bytes count */
     attn_tensor_init(&regions[2], (void *)w->lengths, ATTN_F64, 1, &n, NULL, NULL);
     attn_tensor_init(&regions[3], (void *)w->page_table, ATTN_F32, 1, &entries, NULL, NULL);
     if (w->table_offsets) attn_tensor_init(&regions[4], (void *)w->table_offsets, ATTN_F64, 1, &offsets, NULL, NULL);
+}
+
+void attn_kv_paged_residual(attn_tensor *t, const attn_kv_paged_view *w) {
+    int64_t n = w->num_sequences * w->heads * ATTN_KEY_GROUP * w->key_dim; /* fit: the view was checked */
+    memset(t, 0, sizeof *t);
+    if (w->key_dtype && n > 0) attn_tensor_init(t, (void *)(uintptr_t)w->k_residual, ATTN_F16, 1, &n, NULL, NULL);
 }
 
 const char *const attn_kv_paged_region_names[5] = {"the key pages", "the value pages", "the view's lengths",
@@ -611,9 +690,12 @@ attn_status attn_kv_paged_gather(attn_tensor *k, attn_tensor *v, const attn_kv_p
     attn_tensor regions[5];
     attn_kv_paged_regions(regions, &w);
     const attn_named outs[2] = {{k, "k"}, {v, "v"}};
-    attn_named ins[5];
+    attn_named ins[6];
     for (int r = 0; r < 5; r++) ins[r] = (attn_named){regions[r].data ? &regions[r] : NULL, attn_kv_paged_region_names[r]};
-    if ((st = attn_check_no_overlap(outs, 2, ins, 5, err))) return st;
+    attn_tensor residual;
+    attn_kv_paged_residual(&residual, &w);
+    ins[5] = (attn_named){residual.data ? &residual : NULL, "the residual keys"};
+    if ((st = attn_check_no_overlap(outs, 2, ins, 6, err))) return st;
     attn_kv_paged_copy(k, v, &w, i);
     return ATTN_OK;
 }
@@ -625,11 +707,21 @@ void attn_kv_paged_copy(attn_tensor *k, attn_tensor *v, const attn_kv_paged_view
     for (int64_t pos = 0; pos < len; pos += P) {
         int64_t run = len - pos < P ? len - pos : P;
         attn_tensor sk, sv, dk = narrow(k, 1, pos, run, 0, 0), dv = narrow(v, 1, pos, run, 0, 0);
-        page_rows(&sk, w->k_pages, w->dtype, w->heads, P, w->key_dim, table[pos / P], 0, run);
         page_rows(&sv, w->v_pages, w->dtype, w->heads, P, w->value_dim, table[pos / P], 0, run);
-        attn_copy_rows(&dk, &sk);
         attn_copy_rows(&dv, &sv);
+        if (w->key_dtype) continue;
+        page_rows(&sk, w->k_pages, w->dtype, w->heads, P, w->key_dim, table[pos / P], 0, run);
+        attn_copy_rows(&dk, &sk);
     }
+    if (!w->key_dtype) return;
+    /* Keys quantized per channel: through their row source, span by span
+     * (a group's rows dequantized, the residual's f16 rows). */
+    const int64_t E = w->key_dim;
+    attn_paged_rows kp = {w->k_pages, w->key_dtype, w->num_pages, w->heads, P, E, table, pages_for(len, P), len,
+                          (const uint16_t *)w->k_residual + i * w->heads * ATTN_KEY_GROUP * E};
+    for (int64_t h = 0; h < w->heads; h++)
+        attn_grouped_gather(&kp, h, (char *)k->data + h * k->strides[0] * (int64_t)attn_dtype_size(k->dtype), k->dtype,
+                            k->strides[1], k->strides[2]);
 }
 
 attn_status attn_kv_pages_gather(attn_tensor *k, attn_tensor *v, const attn_kv_pages *pool, int64_t seq,

@@ -116,28 +116,34 @@ static void q4_block(uint8_t *b, const float *x) {
     }
 }
 
-/* q4_1: 16 levels from the block's minimum m up, d apart (attn.h). */
-static void q4_1_block(uint8_t *b, const float *x) {
+void attn_quant_min_scale(uint8_t *codes, uint16_t *dh, uint16_t *mh, const float *x, int64_t n, int64_t stride,
+                          int levels) {
     float lo = x[0], hi = x[0];
     bool finite = true;
-    for (int i = 0; i < ATTN_QBLOCK; i++) {
-        finite = finite && isfinite(x[i]);
-        lo = x[i] < lo ? x[i] : lo, hi = x[i] > hi ? x[i] : hi;
+    for (int64_t i = 0; i < n; i++) {
+        float y = x[i * stride];
+        finite = finite && isfinite(y);
+        lo = y < lo ? y : lo, hi = y > hi ? y : hi;
     }
     if (!finite) {
-        put16(b, 0x7e00), put16(b + 2, 0x7e00);
-        memset(b + 4, 0, ATTN_QBLOCK / 2);
+        *dh = *mh = 0x7e00;
+        memset(codes, 0, (size_t)n);
         return;
     }
-    uint16_t mh = scale_of(lo);
-    float m = attn_f16_to_f32(mh), s = (hi - m) / 15.0f;
-    uint16_t dh = s > 0 ? scale_of(s) : 0; /* m rounded above hi: every value is m */
-    float d = attn_f16_to_f32(dh);
+    *mh = scale_of(lo);
+    float m = attn_f16_to_f32(*mh), s = (hi - m) / (float)levels;
+    *dh = s > 0 ? scale_of(s) : 0; /* m rounded above hi: every value is m */
+    float d = attn_f16_to_f32(*dh);
+    for (int64_t i = 0; i < n; i++) codes[i] = (uint8_t)(d == 0 ? 0 : code_of(x[i * stride] - m, d, 0, levels));
+}
+
+/* q4_1: 16 levels from the block's minimum m up, d apart (attn.h). */
+static void q4_1_block(uint8_t *b, const float *x) {
+    uint8_t c[ATTN_QBLOCK];
+    uint16_t dh, mh;
+    attn_quant_min_scale(c, &dh, &mh, x, ATTN_QBLOCK, 1, 15);
     put16(b, dh), put16(b + 2, mh);
-    for (int i = 0; i < ATTN_QBLOCK / 2; i++) {
-        int32_t c0 = d == 0 ? 0 : code_of(x[i] - m, d, 0, 15), c1 = d == 0 ? 0 : code_of(x[i + 16] - m, d, 0, 15);
-        b[4 + i] = (uint8_t)(c0 | c1 << 4);
-    }
+    for (int i = 0; i < ATTN_QBLOCK / 2; i++) b[4 + i] = (uint8_t)(c[i] | c[i + 16] << 4);
 }
 
 /* An fp8 format: M mantissa bits, exponent bias B, the largest finite code
@@ -284,7 +290,7 @@ static attn_status check_call(const attn_tensor *t, const char *name, const void
                               attn_error *err) {
     if (!t || !t->data || !bytes) return attn_fail(err, ATTN_ERR_NULL, "the tensor, its data or the rows are NULL");
     if (!attn_dtype_quantized(format))
-        return attn_fail(err, ATTN_ERR_DTYPE, "format %s is not quantized (q8, q4, q4_1, e4m3 or e5m2)",
+        return attn_fail(err, ATTN_ERR_DTYPE, "format %s is not quantized (q8, q4, q4_1, e4m3, e5m2, q4c or q2c)",
                          attn_dtype_name(format));
     if (t->dtype != ATTN_F32 && t->dtype != ATTN_F64 && t->dtype != ATTN_F16 && t->dtype != ATTN_BF16)
         return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be f32, f64, f16 or bf16", name,
@@ -394,6 +400,7 @@ static attn_tensor rows_tensor(const attn_tensor *t, const void *bytes, attn_dty
 }
 
 attn_status attn_quantize(void *dst, size_t dst_size, attn_dtype format, const attn_tensor *src, attn_error *err) {
+    if (attn_dtype_grouped(format)) return attn_group_tensor(src, "src", dst, dst_size, format, true, err);
     int64_t rows, n;
     size_t row_size;
     attn_status st = check_call(src, "src", dst, dst_size, format, true, &rows, &n, &row_size, err);
@@ -404,6 +411,8 @@ attn_status attn_quantize(void *dst, size_t dst_size, attn_dtype format, const a
 }
 
 attn_status attn_dequantize(attn_tensor *dst, const void *src, size_t src_size, attn_dtype format, attn_error *err) {
+    if (attn_dtype_grouped(format))
+        return attn_group_tensor(dst, "dst", (void *)(uintptr_t)src, src_size, format, false, err);
     int64_t rows, n;
     size_t row_size;
     attn_status st = check_call(dst, "dst", src, src_size, format, false, &rows, &n, &row_size, err);

@@ -6,6 +6,7 @@
 attn_rows attn_rows_paged(const attn_paged_rows *pg, int64_t head) {
     attn_rows r;
     memset(&r, 0, sizeof r);
+    if (attn_dtype_grouped(pg->dtype)) return attn_rows_grouped(pg, head);
     int64_t unit = attn_stride_unit(pg->dtype);
     int64_t row = attn_dtype_quantized(pg->dtype) ? attn_row_bytes(pg->dtype, pg->cols) : pg->cols;
     r.kind = ATTN_ROWS_PAGED;
@@ -24,9 +25,11 @@ attn_status attn_paged_rows_check(const attn_paged_rows *pg, const char *name, a
     if (!pg) return attn_fail(err, ATTN_ERR_NULL, "%s: the pool is NULL", name);
     if (!pg->pages) return attn_fail(err, ATTN_ERR_NULL, "%s: the pages are NULL", name);
     if (pg->dtype != ATTN_F64 && pg->dtype != ATTN_F32 && pg->dtype != ATTN_F16 && pg->dtype != ATTN_BF16 &&
-        !attn_dtype_quantized(pg->dtype))
-        return attn_fail(err, ATTN_ERR_DTYPE, "%s are %s; pages hold f64, f32, f16, bf16, q8, q4, q4_1, e4m3 or e5m2",
+        !attn_dtype_quantized(pg->dtype) && !attn_dtype_grouped(pg->dtype))
+        return attn_fail(err, ATTN_ERR_DTYPE,
+                         "%s are %s; pages hold f64, f32, f16, bf16, q8, q4, q4_1, e4m3 or e5m2 (keys also q4c, q2c)",
                          name, attn_dtype_name(pg->dtype));
+    if (attn_dtype_grouped(pg->dtype)) return attn_grouped_rows_check(pg, name, err);
     if (pg->num_pages < 1 || pg->heads < 1 || pg->page_size < 1 || pg->cols < 1 || pg->n_pages < 0 ||
         pg->length < 0)
         return attn_fail(err, ATTN_ERR_SHAPE,
@@ -53,6 +56,7 @@ attn_status attn_paged_rows_check(const attn_paged_rows *pg, const char *name, a
 }
 
 int64_t attn_rows_span(const attn_rows *src, int64_t j, int64_t n, attn_mat *span) {
+    if (src->kind == ATTN_ROWS_GROUPED) return attn_grouped_span(src, j, n, span);
     if (src->kind == ATTN_ROWS_DENSE) {
         *span = src->dense;
         span->base += j * src->dense.rs * attn_stride_unit(src->dtype);

@@ -20,7 +20,12 @@
 
 typedef enum attn_rows_kind {
     ATTN_ROWS_DENSE, /* one strided matrix: attn_sdpa's k and v (attn_mat) */
-    ATTN_ROWS_PAGED  /* fixed-size pages through a page table (attn_paged_rows) */
+    ATTN_ROWS_PAGED, /* fixed-size pages through a page table (attn_paged_rows) */
+    ATTN_ROWS_GROUPED /* keys quantized per channel in groups of 32 positions, in pages,
+                       * and an f16 residual (attn_paged_rows of a grouped dtype;
+                       * key_groups.c): spans of f32 rows dequantized into the
+                       * thread's buffer, valid until its next grouped span, or of
+                       * the residual's f16 rows in place */
 } attn_rows_kind;
 
 /* A paged pool's keys or values, as the paged row source reads them:
@@ -32,13 +37,18 @@ typedef enum attn_rows_kind {
  *   table   the sequence's page table, n_pages int32 page indices;
  *   length  the sequence's positions, at most n_pages · P.
  * Position j is row j % P of page table[j / P]. Checked before any kernel
- * sees it (attn_paged_rows_check). */
+ * sees it (attn_paged_rows_check).
+ * Keys quantized per channel (dtype ATTN_Q4C or ATTN_Q2C, key_groups.c):
+ * pages [num_pages][Hk][P / 32] groups of attn_group_bytes each, position
+ * j < 32·floor(length / 32) in group (j % P) / 32 of page table[j / P], row
+ * j % 32 of it; the later ones rows of residual [Hk][32][cols] f16. */
 typedef struct attn_paged_rows {
     const void *pages;
     attn_dtype dtype;
     int64_t num_pages, heads, page_size, cols; /* num_pages, Hk, P, E or Ev */
     const int32_t *table;
     int64_t n_pages, length;
+    const uint16_t *residual; /* grouped keys only: the sequence's residual rows */
 } attn_paged_rows;
 
 /* The rows of one KV head: positions 0 .. rows-1, cols values each, of
@@ -57,17 +67,27 @@ typedef struct attn_rows {
     int64_t page_stride;  /* PAGED: units from one page to the next, Hk · P · row_step */
     const int32_t *table; /* PAGED: the page table */
     int64_t row_step;     /* PAGED: units from one row to the next: cols, or a quantized row's bytes
-                           * (the unit: attn_stride_unit) */
+                           * (the unit: attn_stride_unit); GROUPED: a group's bytes */
+    const uint16_t *residual; /* GROUPED: this head's residual rows (32, cols) f16 */
+    int64_t full;             /* GROUPED: the positions in full groups (the rest: residual) */
 } attn_rows;
 
 /* A dense source over m (its rows the positions). */
 static inline attn_rows attn_rows_dense(attn_mat m) {
-    attn_rows r = {ATTN_ROWS_DENSE, m.dtype, m.rows, m.cols, m, NULL, 0, 0, NULL, 0};
+    attn_rows r = {ATTN_ROWS_DENSE, m.dtype, m.rows, m.cols, m, NULL, 0, 0, NULL, 0, NULL, 0};
     return r;
 }
 
 /* The paged source of head `head` of pg (0 <= head < pg->heads; pg checked). */
 attn_rows attn_rows_paged(const attn_paged_rows *pg, int64_t head);
+
+/* The grouped source of head `head` of pg (a grouped dtype), its checks
+ * (those below for its layout, and the residual present) and its span: a
+ * group's rows up to the group's end, at most the thread buffer's, or the
+ * residual's rows (key_groups.c). */
+attn_rows attn_rows_grouped(const attn_paged_rows *pg, int64_t head);
+attn_status attn_grouped_rows_check(const attn_paged_rows *pg, const char *name, attn_error *err);
+int64_t attn_grouped_span(const attn_rows *src, int64_t j, int64_t n, attn_mat *span);
 
 /* pg is a pool and page table the paged source can read: pages present,
  * dtype f64, f32, f16, bf16 or quantized (then cols a multiple of 32 for q8 and
@@ -100,5 +120,44 @@ double attn_rows_get(const attn_rows *src, int64_t j, int64_t c);
 /* Row r of src as contiguous f32 (f32, f16 or bf16): in place when it is f32
  * with contiguous columns, else widened into buf (cols floats). */
 const float *attn_rows_row_f32(const attn_rows *src, int64_t r, float *buf);
+
+/* Keys quantized per channel over groups of ATTN_KEY_GROUP positions
+ * (ATTN_Q4C, ATTN_Q2C; attn.h "Keys quantized per channel"; key_groups.c). */
+enum { ATTN_KEY_GROUP = 32, ATTN_KEY_GROUP_MAX_COLS = 8192 };
+/* d is ATTN_Q4C or ATTN_Q2C. */
+bool attn_dtype_grouped(attn_dtype d);
+/* Bytes of one group of n channels (attn_quant_group_size), 0 if n does not suit d. */
+int64_t attn_group_bytes(attn_dtype d, int64_t n);
+/* Rows t0 .. t0+31 of m (a float dtype, any strides; m->cols channels)
+ * quantized into one group. */
+void attn_group_quant(void *group, const attn_mat *m, int64_t t0, attn_dtype format);
+/* Value (t, c) of a group of n channels. */
+float attn_group_get(const void *group, int64_t n, attn_dtype format, int64_t t, int64_t c);
+/* Rows t0 .. t0+k-1 of a group widened into dst (k rows of n floats). */
+void attn_group_rows(float *dst, const void *group, int64_t n, attn_dtype format, int64_t t0, int64_t k);
+/* Keys appended to one head's groups: rows (k of n values, f32, f16 or
+ * bf16, any strides) become positions r0 .. r0+k-1 counted from the start of
+ * `groups` (r0 from a group boundary of the page or cache), each written to
+ * the f16 residual (32 × n) at row position % 32, and every group that
+ * fills quantized from the residual into its place in groups. */
+void attn_group_append(void *groups, uint16_t *residual, const attn_mat *rows, int64_t r0, int64_t k, int64_t n,
+                       attn_dtype format);
+/* The first k rows of a group turned back into residual rows: their
+ * dequantized values rounded to f16 (truncating into the group). */
+void attn_group_unquantize(uint16_t *residual, const void *group, int64_t n, attn_dtype format, int64_t k);
+/* The `length` keys of head `head` of grouped pg widened into dst (a
+ * matrix of dtype dt, f64, f32, f16 or bf16, strides rs and cs in elements):
+ * what gathering a cache's keys copies out. */
+void attn_grouped_gather(const attn_paged_rows *pg, int64_t head, char *dst, attn_dtype dt, int64_t rs, int64_t cs);
+/* attn_quantize (quantize) and attn_dequantize of t with a grouped format,
+ * into or out of `bytes` (size bytes): every check, then the groups. */
+attn_status attn_group_tensor(const attn_tensor *t, const char *name, void *bytes, size_t size, attn_dtype format,
+                              bool quantize, attn_error *err);
+/* A cache's key storage checks for a key_dtype (0 or grouped): the page
+ * (or capacity) a multiple of 32, key_dim suiting the format and at most
+ * ATTN_KEY_GROUP_MAX_COLS, values not f64. `what` names the page field in
+ * messages ("desc->page_size"). */
+attn_status attn_group_check(attn_dtype key_dtype, attn_dtype dtype, int64_t page, int64_t key_dim, const char *name,
+                             const char *what, attn_error *err);
 
 #endif /* ATTN_ROWS_H */

@@ -27,8 +27,9 @@ void attn_format_shape(char *buf, size_t size, int rank, const int64_t *shape) {
 }
 
 const char *attn_dtype_name(attn_dtype dtype) {
-    static const char *const NAMES[] = {"unknown", "f32", "f64", "bool", "f16", "bf16", "q8", "q4", "e4m3", "e5m2", "q4_1"};
-    return (unsigned)dtype <= ATTN_Q4_1 ? NAMES[dtype] : "unknown";
+    static const char *const NAMES[] = {"unknown", "f32", "f64", "bool", "f16", "bf16", "q8", "q4",
+                                        "e4m3",    "e5m2", "q4_1", "q4c", "q2c"};
+    return (unsigned)dtype <= ATTN_Q2C ? NAMES[dtype] : "unknown";
 }
 
 size_t attn_dtype_size(attn_dtype dtype) {
@@ -43,6 +44,8 @@ size_t attn_dtype_size(attn_dtype dtype) {
     case ATTN_Q4_1:
     case ATTN_E4M3:
     case ATTN_E5M2: return 0; /* no whole bytes per element: attn_quant_row_size */
+    case ATTN_Q4C:
+    case ATTN_Q2C: return 0; /* groups of positions: attn_quant_group_size */
     }
     return 0;
 }
@@ -93,6 +96,9 @@ attn_status attn_tensor_init(attn_tensor *t, void *data, attn_dtype dtype, int r
         return attn_fail(err, ATTN_ERR_RANK, "rank %d is outside 0..%d", rank, ATTN_MAX_RANK);
     if (rank > 0 && !shape) return attn_fail(err, ATTN_ERR_NULL, "shape is NULL for rank %d", rank);
     if (attn_dtype_quantized(dtype)) return init_quantized(t, data, dtype, rank, shape, strides, err);
+    if (attn_dtype_grouped(dtype))
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is a cache's key format (groups of positions), not a tensor's dtype",
+                         attn_dtype_name(dtype));
     if (attn_dtype_size(dtype) == 0)
         return attn_fail(err, ATTN_ERR_DTYPE, "unknown dtype %d", (int)dtype);
     attn_tensor v = {0};

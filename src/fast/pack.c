@@ -142,6 +142,7 @@ void attn_pack_transposed(const attn_ukernels *uk, float *kt, int64_t ld, int64_
 }
 
 void attn_prefetch_kv(const attn_rows *src, int64_t r0, int64_t n) {
+    if (src->kind == ATTN_ROWS_GROUPED) return; /* a span would overwrite the thread's group rows in use */
     for (int64_t r = r0; r < r0 + n;) {
         attn_mat m;
         int64_t k = attn_rows_span(src, r, r0 + n - r, &m);

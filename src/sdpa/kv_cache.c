@@ -4,6 +4,9 @@
  * Layout: a header, then K as (B, Hk, capacity, E) and V as (B, Hk,
  * capacity, Ev), C order, in the cache's dtype. A quantized cache (q8, q4,
  * e4m3, e5m2) holds rows of attn_quant_row_size bytes in the same order.
+ * Keys quantized per channel (key_dtype q4c, q2c; base/key_groups.c): the
+ * residual rows (B, Hk, 32, E) f16 before K, and K as (B, Hk, capacity /
+ * 32) groups: each of the B·Hk heads is a page of `capacity` positions.
  *
  * The cache is a case of the paged cache (base/kv_pages.c), and attention
  * reads it through the same paged row source (base/rows.h), so that one
@@ -27,7 +30,19 @@ struct attn_kv_cache {
     attn_kv_cache_desc d;
     int64_t length;
     char *k, *v; /* (B, Hk, capacity, E) and (B, Hk, capacity, Ev) */
+    uint16_t *kres; /* grouped keys: (B, Hk, 32, E) f16, just before k; else NULL */
 };
+
+static bool grouped(const attn_kv_cache *c) { return c->d.key_dtype != 0; }
+
+/* Grouped keys: head (b, h)'s groups and residual rows. */
+static char *groups_of(const attn_kv_cache *c, int64_t b, int64_t h) {
+    const attn_kv_cache_desc *d = &c->d;
+    return c->k + (b * d->heads + h) * (d->capacity / ATTN_KEY_GROUP) * attn_group_bytes(d->key_dtype, d->key_dim);
+}
+static uint16_t *residual_of(const attn_kv_cache *c, int64_t b, int64_t h) {
+    return c->kres + (b * c->d.heads + h) * ATTN_KEY_GROUP * c->d.key_dim;
+}
 
 enum { ALIGN = 64 };
 
@@ -37,9 +52,10 @@ size_t attn_kv_cache_desc_init(attn_kv_cache_desc *desc, size_t struct_size) {
 }
 
 /* The caller's desc (read up to its struct_size) checked, and the bytes of
- * K and V. */
+ * K (the residual rows and the groups, for grouped keys) and V. */
 static attn_status read_desc(attn_kv_cache_desc *d, int64_t *kbytes, int64_t *vbytes,
                              const attn_kv_cache_desc *in, attn_error *err) {
+    int64_t res = 0;
     if (!in) return attn_fail(err, ATTN_ERR_NULL, "desc is NULL");
     *d = attn_kv_cache_desc_default();
     attn_status st = attn_versioned_read(d, sizeof *d, in, "desc", "start from attn_kv_cache_desc_default()", err);
@@ -54,9 +70,16 @@ static attn_status read_desc(attn_kv_cache_desc *d, int64_t *kbytes, int64_t *vb
     if (attn_quant_block_bytes(d->dtype) && (d->key_dim % 32 || d->value_dim % 32))
         return attn_fail(err, ATTN_ERR_SHAPE, "desc->key_dim %lld and value_dim %lld must be multiples of 32 for %s",
                          (long long)d->key_dim, (long long)d->value_dim, attn_dtype_name(d->dtype));
+    if ((st = attn_group_check(d->key_dtype, d->dtype, d->capacity, d->key_dim, "desc", "desc->capacity", err)))
+        return st;
     int64_t rows, kr = attn_row_bytes(d->dtype, d->key_dim), vr = attn_row_bytes(d->dtype, d->value_dim);
-    if (!kr || !vr || !attn_mul_i64(d->batch, d->heads, &rows) || !attn_mul_i64(rows, d->capacity, &rows) ||
-        !attn_mul_i64(rows, kr, kbytes) || !attn_mul_i64(rows, vr, vbytes) || *kbytes > INT64_MAX / 2 - 4 * ALIGN ||
+    if (d->key_dtype) /* a group's bytes per 32 positions, and 32 rows of f16 per head */
+        kr = attn_group_bytes(d->key_dtype, d->key_dim), res = 2 * ATTN_KEY_GROUP * d->key_dim;
+    if (!kr || !vr || !attn_mul_i64(d->batch, d->heads, &rows) ||
+        (d->key_dtype && !attn_mul_i64(rows, res, &res)) || !attn_mul_i64(rows, d->capacity, &rows) ||
+        !attn_mul_i64(d->key_dtype ? rows / ATTN_KEY_GROUP : rows, kr, kbytes) ||
+        !attn_add_i64(*kbytes, attn_round_up(res, ALIGN), kbytes) || res > INT64_MAX / 2 ||
+        !attn_mul_i64(rows, vr, vbytes) || *kbytes > INT64_MAX / 2 - 4 * ALIGN ||
         *vbytes > INT64_MAX / 2 - 4 * ALIGN)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the cache's size overflows");
     return ATTN_OK;
@@ -93,6 +116,11 @@ attn_status attn_kv_cache_init(attn_kv_cache **cache, void *memory, size_t bytes
     c->length = 0;
     c->k = (char *)at + round_up((int64_t)sizeof *c);
     c->v = c->k + round_up(kb);
+    c->kres = NULL;
+    if (grouped(c)) { /* the residual rows first, then the groups */
+        c->kres = (uint16_t *)(void *)c->k;
+        c->k += round_up(c->d.batch * c->d.heads * ATTN_KEY_GROUP * c->d.key_dim * 2);
+    }
     *cache = c;
     return ATTN_OK;
 }
@@ -117,6 +145,9 @@ static attn_status positions(attn_tensor *t, const attn_kv_cache *c, bool values
     int64_t cols = values ? d->value_dim : d->key_dim;
     attn_status st = check_rank(d, rank, err);
     if (st) return st;
+    if (!values && grouped(c))
+        return attn_fail(err, ATTN_ERR_DTYPE, "the cache's keys are %s groups, which no tensor describes: "
+                         "attn_kv_cache_gather copies them out", attn_dtype_name(d->key_dtype));
     /* a row's step: cols elements, or a quantized row's bytes */
     int64_t row = attn_dtype_quantized(d->dtype) ? attn_row_bytes(d->dtype, cols) : cols;
     int64_t shape[4] = {d->batch, d->heads, n, cols}, strides[4] = {d->heads * d->capacity * row, d->capacity * row, row, 1};
@@ -124,9 +155,31 @@ static attn_status positions(attn_tensor *t, const attn_kv_cache *c, bool values
     return attn_tensor_init(t, base, d->dtype, rank, shape + 4 - rank, strides + 4 - rank, err);
 }
 
+/* Grouped keys' memory, the residual rows and the groups, as bytes. */
+static void key_bytes(attn_tensor *k, const attn_kv_cache *c) {
+    int64_t n = c->v - (char *)c->kres;
+    attn_tensor_init(k, c->kres, ATTN_BOOL, 1, &n, NULL, NULL);
+}
+
 void attn_kv_cache_storage(attn_tensor *k, attn_tensor *v, const attn_kv_cache *cache) {
-    positions(k, cache, false, 0, cache->d.capacity, 4, NULL);
+    if (grouped(cache)) key_bytes(k, cache);
+    else positions(k, cache, false, 0, cache->d.capacity, 4, NULL);
     positions(v, cache, true, 0, cache->d.capacity, 4, NULL);
+}
+
+/* Grouped keys as the paged row source reads them: one page of `capacity`
+ * positions per head, the B·Hk heads side by side. */
+static attn_paged_rows key_rows(const attn_kv_cache *c, const int32_t *one_page) {
+    const attn_kv_cache_desc *d = &c->d;
+    attn_paged_rows k = {c->k, d->key_dtype ? d->key_dtype : d->dtype, 1, d->batch * d->heads, d->capacity, d->key_dim,
+                         one_page, 1, c->length, c->kres};
+    return k;
+}
+static const int32_t ONE_PAGE[1] = {0};
+
+/* The rank-`rank` (4, 3 or 2) index (b, h) of t: its element offset. */
+static int64_t head_offset(const attn_tensor *t, int64_t b, int64_t h) {
+    return t->rank == 4 ? b * t->strides[0] + h * t->strides[1] : t->rank == 3 ? h * t->strides[0] : 0;
 }
 
 attn_status attn_kv_cache_view(attn_tensor *k, attn_tensor *v, const attn_kv_cache *cache, int rank,
@@ -151,10 +204,36 @@ static attn_status check_out(const attn_tensor *t, const attn_tensor *like, cons
     return attn_check_extent(t, name, err);
 }
 
+/* attn_kv_cache_gather of a cache with grouped keys: the keys through
+ * their row source, head by head. */
+static attn_status gather_grouped(attn_tensor *k, attn_tensor *v, const attn_kv_cache *c, int rank, attn_error *err) {
+    const attn_kv_cache_desc *d = &c->d;
+    attn_tensor cv, like, kb;
+    attn_status st = positions(&cv, c, true, 0, c->length, rank, err);
+    if (st || (st = check_out(v, &cv, "v", err))) return st;
+    int64_t shape[4] = {d->batch, d->heads, c->length, d->key_dim};
+    like = cv;
+    memcpy(like.shape, shape + 4 - rank, sizeof(int64_t) * (size_t)rank);
+    if ((st = check_out(k, &like, "k", err))) return st;
+    key_bytes(&kb, c);
+    const attn_named outs[2] = {{k, "k"}, {v, "v"}};
+    const attn_named ins[2] = {{&kb, "the cache's keys"}, {&cv, "the cache's values"}};
+    if ((st = attn_check_no_overlap(outs, 2, ins, 2, err))) return st;
+    attn_copy_rows(v, &cv);
+    attn_paged_rows kp = key_rows(c, ONE_PAGE);
+    for (int64_t b = 0; b < d->batch; b++)
+        for (int64_t h = 0; h < d->heads; h++)
+            attn_grouped_gather(&kp, b * d->heads + h,
+                                (char *)k->data + head_offset(k, b, h) * (int64_t)attn_dtype_size(k->dtype), k->dtype,
+                                k->strides[rank - 2], k->strides[rank - 1]);
+    return ATTN_OK;
+}
+
 attn_status attn_kv_cache_gather(attn_tensor *k, attn_tensor *v, const attn_kv_cache *cache, attn_error *err) {
     if (!cache) return attn_fail(err, ATTN_ERR_NULL, "cache is NULL");
     attn_tensor ck, cv;
     int rank = k ? k->rank : 4;
+    if (grouped(cache)) return gather_grouped(k, v, cache, rank, err);
     attn_status st = positions(&ck, cache, false, 0, cache->length, rank, err);
     if (st || (st = positions(&cv, cache, true, 0, cache->length, rank, err)) ||
         (st = check_out(k, &ck, "k", err)) || (st = check_out(v, &cv, "v", err)))
@@ -164,6 +243,17 @@ attn_status attn_kv_cache_gather(attn_tensor *k, attn_tensor *v, const attn_kv_c
     if ((st = attn_check_no_overlap(outs, 2, ins, 2, err))) return st;
     attn_copy_rows(k, &ck), attn_copy_rows(v, &cv);
     return ATTN_OK;
+}
+
+/* Grouped keys appended at positions p0 .. of row b: each head's rows of k. */
+static void append_grouped(const attn_kv_cache *c, int64_t b, int64_t p0, const attn_tensor *k) {
+    const attn_kv_cache_desc *d = &c->d;
+    int r = k->rank;
+    for (int64_t h = 0; h < d->heads; h++) {
+        attn_mat rows = {(char *)k->data + head_offset(k, b, h) * (int64_t)attn_dtype_size(k->dtype), k->dtype,
+                         k->shape[r - 2], d->key_dim, k->strides[r - 2], k->strides[r - 1]};
+        attn_group_append(groups_of(c, b, h), residual_of(c, b, h), &rows, p0, rows.rows, d->key_dim, d->key_dtype);
+    }
 }
 
 /* k or v to append: the cache's shape with n positions, a dtype it takes. */
@@ -214,12 +304,19 @@ attn_status attn_kv_cache_append(attn_kv_cache *cache, const attn_tensor *k, con
         return attn_fail(err, ATTN_ERR_FULL, "the cache holds %lld positions and %lld are filled: %lld more do not fit",
                          (long long)cache->d.capacity, (long long)cache->length, (long long)n);
     attn_tensor dk, dv;
-    positions(&dk, cache, false, cache->length, n, k->rank, err);
+    if (grouped(cache)) key_bytes(&dk, cache);
+    else positions(&dk, cache, false, cache->length, n, k->rank, err);
     positions(&dv, cache, true, cache->length, n, v->rank, err);
     /* Both are written only after both are checked: nothing is appended on a failure. */
     const attn_named outs[2] = {{&dk, "the cache's keys"}, {&dv, "the cache's values"}};
     const attn_named ins[2] = {{k, "k"}, {v, "v"}};
-    if ((st = attn_check_no_overlap(outs, 2, ins, 2, err)) || (st = write_rows(&dk, &dv, k, v, err))) return st;
+    if ((st = attn_check_no_overlap(outs, 2, ins, 2, err))) return st;
+    if (grouped(cache)) {
+        attn_copy_rows(&dv, v);
+        for (int64_t b = 0; b < cache->d.batch; b++) append_grouped(cache, b, cache->length, k);
+    } else if ((st = write_rows(&dk, &dv, k, v, err))) {
+        return st;
+    }
     cache->length += n;
     return ATTN_OK;
 }
@@ -230,12 +327,22 @@ void attn_kv_cache_pages(attn_kv_paged_view *w, const attn_kv_cache *cache) {
     w->dtype = d->dtype, w->heads = d->heads, w->key_dim = d->key_dim, w->value_dim = d->value_dim;
     w->page_size = d->capacity, w->num_pages = d->batch;
     w->k_pages = cache->k, w->v_pages = cache->v;
+    w->key_dtype = d->key_dtype, w->k_residual = cache->kres;
 }
 
 attn_status attn_kv_cache_put(const attn_kv_cache *cache, int64_t row, int64_t p0, const attn_tensor *k,
                               const attn_tensor *v, attn_error *err) {
     attn_tensor dk, dv; /* row `row`'s positions p0 .. p0+n-1: (Hk, n, dim) */
     int64_t n = k->shape[1];
+    if (grouped(cache)) { /* k is (Hk, n, E): rank 3, as a row's own */
+        append_grouped(cache, row, p0, k);
+        positions(&dv, cache, true, p0, n, 4, NULL);
+        dv.data = (char *)dv.data + row * dv.strides[0] * attn_stride_unit(cache->d.dtype);
+        memmove(dv.shape, dv.shape + 1, 3 * sizeof(int64_t)), memmove(dv.strides, dv.strides + 1, 3 * sizeof(int64_t));
+        dv.rank = 3;
+        attn_copy_rows(&dv, v);
+        return ATTN_OK;
+    }
     positions(&dk, cache, false, p0, n, 4, NULL), positions(&dv, cache, true, p0, n, 4, NULL);
     attn_tensor *t[2] = {&dk, &dv};
     for (int i = 0; i < 2; i++) { /* drop B: row `row` of it */
@@ -251,6 +358,16 @@ attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length, attn_er
     if (length < 0 || length > cache->length)
         return attn_fail(err, ATTN_ERR_ARGUMENT, "length %lld is not between 0 and the %lld positions filled",
                          (long long)length, (long long)cache->length);
+    /* Grouped keys cut inside a quantized group: its kept positions become
+     * residual rows again, their dequantized values in f16. */
+    const attn_kv_cache_desc *d = &cache->d;
+    const int64_t G = ATTN_KEY_GROUP;
+    if (grouped(cache) && length % G && length / G < cache->length / G)
+        for (int64_t b = 0; b < d->batch; b++)
+            for (int64_t h = 0; h < d->heads; h++)
+                attn_group_unquantize(residual_of(cache, b, h),
+                                      groups_of(cache, b, h) + length / G * attn_group_bytes(d->key_dtype, d->key_dim),
+                                      d->key_dim, d->key_dtype, length % G);
     cache->length = length;
     return ATTN_OK;
 }
@@ -275,10 +392,14 @@ attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, const attn_
     /* The cache as one page of `capacity` positions holding every row's
      * heads: B sequences of one length, row b's Hk heads the pool's b·Hk ..
      * (rank 3 and 2: B = 1, one sequence). */
-    static const int32_t ONE_PAGE[1] = {0};
     const attn_kv_cache_desc *d = &cache->d;
-    attn_paged_rows k = {cache->k, d->dtype, 1, d->batch * d->heads, d->capacity, d->key_dim, ONE_PAGE, 1, cache->length};
-    attn_paged_rows v = k;
-    v.pages = cache->v, v.cols = d->value_dim;
+    attn_paged_rows k = key_rows(cache, ONE_PAGE), v = k;
+    v.pages = cache->v, v.dtype = d->dtype, v.cols = d->value_dim, v.residual = NULL;
+    if (grouped(cache)) { /* out and lse keep clear of the residual rows too */
+        attn_tensor kb;
+        key_bytes(&kb, cache);
+        const attn_named outs[2] = {{out, "out"}, {lse, "lse"}}, ins[1] = {{&kb, "the cache's keys"}};
+        if ((st = attn_check_no_overlap(outs, 2, ins, 1, err))) return st;
+    }
     return attn_sdpa_paged_batch(out, lse, NULL, q, &k, &v, d->batch, q->rank, &o, err);
 }

@@ -55,9 +55,11 @@ static void sequence_rows(attn_paged_rows *k, attn_paged_rows *v, const attn_kv_
     int64_t S = w->lengths[row];
     const int32_t *table = w->page_table + (w->table_offsets ? w->table_offsets[row] : row * w->table_stride);
     *k = (attn_paged_rows){w->k_pages, w->dtype, w->num_pages, w->heads, w->page_size, w->key_dim,
-                           table, (S + w->page_size - 1) / w->page_size, S};
+                           table, (S + w->page_size - 1) / w->page_size, S, NULL};
     *v = *k;
     v->pages = w->v_pages, v->cols = w->value_dim;
+    if (w->key_dtype) /* keys quantized per channel, the sequence's last positions in its residual rows */
+        k->dtype = w->key_dtype, k->residual = (const uint16_t *)w->k_residual + row * w->heads * 32 * w->key_dim;
 }
 
 /* Everything attention over the n sequences rows[0..n) (NULL: 0..n-1) of a
@@ -105,10 +107,13 @@ attn_status attn_kv_paged_prepare(attn_sdpa_options *o, attn_paged_rows *k, attn
     attn_tensor regions[5];
     attn_kv_paged_regions(regions, w);
     const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
-    attn_named ins[6] = {{q, "q"}};
+    attn_named ins[7] = {{q, "q"}};
     for (int r = 0; r < 5; r++)
         ins[r + 1] = (attn_named){regions[r].data ? &regions[r] : NULL, attn_kv_paged_region_names[r]};
-    if ((st = attn_check_no_overlap(outs, 2, ins, 6, err))) return st;
+    attn_tensor residual;
+    attn_kv_paged_residual(&residual, w);
+    ins[6] = (attn_named){residual.data ? &residual : NULL, "the residual keys"};
+    if ((st = attn_check_no_overlap(outs, 2, ins, 7, err))) return st;
     *any = false;
     for (int64_t i = 0; i < n; i++) {
         int64_t L = cu[i + 1] - cu[i], row = rows ? rows[i] : i;

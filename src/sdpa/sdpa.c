@@ -225,6 +225,11 @@ void attn_paged_rows_pool(attn_tensor *t, const attn_paged_rows *pg) {
     /* checked by attn_paged_rows_check; quantized rows as their bytes */
     bool q = attn_dtype_quantized(pg->dtype);
     int64_t row = q ? attn_row_bytes(pg->dtype, pg->cols) : pg->cols;
+    if (attn_dtype_grouped(pg->dtype)) { /* groups of 32 positions: the whole region's bytes */
+        int64_t n = pg->num_pages * pg->heads * (pg->page_size / ATTN_KEY_GROUP) * attn_group_bytes(pg->dtype, pg->cols);
+        attn_tensor_init(t, (void *)pg->pages, ATTN_BOOL, 1, &n, NULL, NULL);
+        return;
+    }
     if (pg->num_pages == 1 && pg->length > 0) { /* one page (a contiguous cache): the rows it holds, per head */
         int64_t shape[3] = {pg->heads, pg->length, row}, strides[3] = {pg->page_size * row, row, 1};
         attn_tensor_init(t, (void *)pg->pages, q ? ATTN_BOOL : pg->dtype, 3, shape, strides, NULL);
@@ -245,7 +250,8 @@ static void stand_ins(attn_tensor *k, attn_tensor *v, const attn_paged_rows *k_p
         int64_t shape[4] = {batch, pg[i]->heads / batch, pg[i]->length, pg[i]->cols}, zero[4] = {0, 0, 0, 1};
         /* Quantized rows stand in as f16, which the plan takes with f32 q as
          * it must take them: only the shapes are read. */
-        attn_tensor_init(t[i], (void *)pg[i]->pages, attn_dtype_quantized(pg[i]->dtype) ? ATTN_F16 : pg[i]->dtype, rank,
+        bool f16 = attn_dtype_quantized(pg[i]->dtype) || attn_dtype_grouped(pg[i]->dtype);
+        attn_tensor_init(t[i], (void *)pg[i]->pages, f16 ? ATTN_F16 : pg[i]->dtype, rank,
                          shape + 4 - rank, zero + 4 - rank, NULL);
     }
 }
@@ -260,7 +266,8 @@ attn_status attn_sdpa_paged_batch(attn_tensor *out, attn_tensor *lse, attn_tenso
     attn_status st;
     if ((st = attn_paged_rows_check(k_pages, "k pages", err)) || (st = attn_paged_rows_check(v_pages, "v pages", err)))
         return st;
-    if (k_pages->heads != v_pages->heads || k_pages->length != v_pages->length || k_pages->dtype != v_pages->dtype)
+    if (k_pages->heads != v_pages->heads || k_pages->length != v_pages->length ||
+        (k_pages->dtype != v_pages->dtype && !attn_dtype_grouped(k_pages->dtype)))
         return attn_fail(err, ATTN_ERR_SHAPE, "k pages (%lld heads, length %lld, %s) and v pages (%lld, %lld, %s) differ",
                          (long long)k_pages->heads, (long long)k_pages->length, attn_dtype_name(k_pages->dtype),
                          (long long)v_pages->heads, (long long)v_pages->length, attn_dtype_name(v_pages->dtype));

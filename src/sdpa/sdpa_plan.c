@@ -286,6 +286,9 @@ attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory, size_t 
     if (st) return st;
     attn_kv_paged_view w = attn_kv_paged_view_default();
     attn_versioned_read(&w, sizeof w, view, "view", "", NULL);
+    if (w.key_dtype) /* a run takes each layer's pages, not its residual rows */
+        return attn_fail(err, ATTN_ERR_DTYPE, "the view's keys are %s: a plan takes no keys quantized per channel "
+                         "(attn_kv_paged_attend reads them)", attn_dtype_name(w.key_dtype));
     const int64_t batch = w.num_sequences;
     size_t need;
     if ((st = attn_sdpa_plan_bytes(&need, batch, err))) return st;

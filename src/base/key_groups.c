@@ -1,0 +1,275 @@
+/* key_groups.c -- keys quantized per channel over groups of 32 positions
+ * (ATTN_Q4C, ATTN_Q2C; attn.h, "Keys quantized per channel"): the group
+ * format, the caches' residual window of f16 rows, and the row source that
+ * hands kernels a group's rows (rows.h, ATTN_ROWS_GROUPED).
+ *
+ * A group cannot be a strided matrix: a position's value needs its
+ * channel's scale and minimum, which lie at the group's start. So a span
+ * of a group is its rows dequantized into a buffer of the calling thread
+ * (GROUP_BUF floats, thread-local: no allocation, and threads never share
+ * it), as f32 rows that every kernel already reads; a span is valid until
+ * the thread asks for the next span of a grouped source, which every
+ * kernel does only once it is done with a span (prefetching never asks:
+ * attn_prefetch_kv skips grouped sources). The residual rows are f16 rows
+ * that lie in place. Kernels see f32 and f16 rows and nothing new, so the
+ * result is attention over the dequantized keys, bitwise. */
+#include "base/base.h"
+
+#include <string.h>
+
+enum { G = ATTN_KEY_GROUP, GROUP_BUF = ATTN_KEY_GROUP_MAX_COLS }; /* floats: one row of the widest keys */
+
+static _Thread_local float group_buf[GROUP_BUF];
+
+bool attn_dtype_grouped(attn_dtype d) { return d == ATTN_Q4C || d == ATTN_Q2C; }
+
+static int bits_of(attn_dtype d) { return d == ATTN_Q4C ? 4 : 2; }
+
+int64_t attn_group_bytes(attn_dtype d, int64_t n) {
+    int64_t bytes;
+    if (!attn_dtype_grouped(d) || n < 1 || n % (8 / bits_of(d))) return 0;
+    /* 4n of scales and minimums, 32 positions of n·b/8 bytes of codes */
+    return attn_mul_i64(n, 4 + G * bits_of(d) / 8, &bytes) ? bytes : 0;
+}
+
+size_t attn_quant_group_size(attn_dtype format, int64_t n) {
+    int64_t b = attn_group_bytes(format, n);
+    return (uint64_t)b <= SIZE_MAX ? (size_t)b : 0;
+}
+
+static void put16(uint8_t *p, uint16_t h) { p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8); }
+static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+/* A group of w channels from 32 contiguous f32 rows x (row stride w). */
+static void quant_chunk(uint8_t *b, const float *x, int64_t w, attn_dtype format) {
+    uint8_t *codes = b + 4 * w;
+    int bits = bits_of(format), per = 8 / bits;
+    int64_t row = w / per; /* a position's bytes of codes */
+    memset(codes, 0, (size_t)(G * row));
+    for (int64_t c = 0; c < w; c++) {
+        uint8_t code[G];
+        uint16_t dh, mh;
+        attn_quant_min_scale(code, &dh, &mh, x + c, G, w, (1 << bits) - 1);
+        put16(b + 2 * c, dh), put16(b + 2 * w + 2 * c, mh);
+        for (int t = 0; t < G; t++) codes[t * row + c / per] |= (uint8_t)(code[t] << (bits * (c % per)));
+    }
+}
+
+enum { CHUNK = 64 }; /* channels quantized at a time: the rule is per channel */
+
+void attn_group_quant(void *group, const attn_mat *m, int64_t t0, attn_dtype format) {
+    int64_t n = m->cols;
+    int per = 8 / bits_of(format);
+    uint8_t *b = group, part[G * CHUNK / 2 + 4 * CHUNK];
+    float x[G * CHUNK];
+    for (int64_t c0 = 0; c0 < n; c0 += CHUNK) {
+        int64_t w = n - c0 < CHUNK ? n - c0 : CHUNK; /* even (q4c), a multiple of 4 (q2c), as n */
+        for (int t = 0; t < G; t++)
+            for (int64_t c = 0; c < w; c++) x[t * w + c] = (float)attn_mat_get(m, t0 + t, c0 + c);
+        quant_chunk(part, x, w, format);
+        /* the chunk's fields moved to where a group of n channels has them */
+        memcpy(b + 2 * c0, part, (size_t)(2 * w));
+        memcpy(b + 2 * n + 2 * c0, part + 2 * w, (size_t)(2 * w));
+        for (int t = 0; t < G; t++)
+            memcpy(b + 4 * n + t * (n / per) + c0 / per, part + 4 * w + t * (w / per), (size_t)(w / per));
+    }
+}
+
+float attn_group_get(const void *group, int64_t n, attn_dtype format, int64_t t, int64_t c) {
+    const uint8_t *b = group;
+    int bits = bits_of(format), per = 8 / bits;
+    int code = b[4 * n + t * (n / per) + c / per] >> (bits * (c % per)) & ((1 << bits) - 1);
+    return (float)code * attn_f16_to_f32(get16(b + 2 * c)) + attn_f16_to_f32(get16(b + 2 * n + 2 * c));
+}
+
+void attn_group_rows(float *dst, const void *group, int64_t n, attn_dtype format, int64_t t0, int64_t k) {
+    const uint8_t *b = group;
+    int bits = bits_of(format), per = 8 / bits, mask = (1 << bits) - 1;
+    int64_t row = n / per;
+    for (int64_t t = 0; t < k; t++) {
+        const uint8_t *codes = b + 4 * n + (t0 + t) * row;
+        float *y = dst + t * n;
+        for (int64_t c = 0; c < n; c++) { /* code · d is exact: one rounding, fused or not */
+            int code = codes[c / per] >> (bits * (c % per)) & mask;
+            y[c] = (float)code * attn_f16_to_f32(get16(b + 2 * c)) + attn_f16_to_f32(get16(b + 2 * n + 2 * c));
+        }
+    }
+}
+
+void attn_group_append(void *groups, uint16_t *residual, const attn_mat *rows, int64_t r0, int64_t k, int64_t n,
+                       attn_dtype format) {
+    int64_t bytes = attn_group_bytes(format, n);
+    for (int64_t i = 0; i < k; i++) {
+        int64_t pos = r0 + i;
+        uint16_t *to = residual + pos % G * n;
+        for (int64_t c = 0; c < n; c++) to[c] = attn_f32_to_f16((float)attn_mat_get(rows, i, c));
+        if (pos % G == G - 1) {
+            attn_mat res = {(char *)residual, ATTN_F16, G, n, n, 1};
+            attn_group_quant((char *)groups + pos / G * bytes, &res, 0, format);
+        }
+    }
+}
+
+void attn_group_unquantize(uint16_t *residual, const void *group, int64_t n, attn_dtype format, int64_t k) {
+    float row[GROUP_BUF];
+    for (int64_t t = 0; t < k; t++) {
+        attn_group_rows(row, group, n, format, t, 1);
+        for (int64_t c = 0; c < n; c++) residual[t * n + c] = attn_f32_to_f16(row[c]);
+    }
+}
+
+attn_status attn_group_check(attn_dtype key_dtype, attn_dtype dtype, int64_t page, int64_t key_dim, const char *name,
+                             const char *what, attn_error *err) {
+    if (!key_dtype) return ATTN_OK;
+    if (!attn_dtype_grouped(key_dtype))
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s->key_dtype is %s; it must be 0 (keys in dtype), q4c or q2c", name,
+                         attn_dtype_name(key_dtype));
+    if (dtype == ATTN_F64)
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s->dtype is f64; %s keys take values of f32, f16, bf16 or quantized",
+                         name, attn_dtype_name(key_dtype));
+    if (page % G)
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s is %lld; %s keys are quantized in groups of %d positions, so it must "
+                         "be a multiple of %d", what, (long long)page, attn_dtype_name(key_dtype), G, G);
+    if (!attn_group_bytes(key_dtype, key_dim) || key_dim > GROUP_BUF)
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s->key_dim is %lld; %s keys need %s, at most %d", name,
+                         (long long)key_dim, attn_dtype_name(key_dtype),
+                         key_dtype == ATTN_Q4C ? "an even key_dim" : "a key_dim that is a multiple of 4", GROUP_BUF);
+    return ATTN_OK;
+}
+
+/* ---- the row source ------------------------------------------------------- */
+
+attn_rows attn_rows_grouped(const attn_paged_rows *pg, int64_t head) {
+    attn_rows r;
+    memset(&r, 0, sizeof r);
+    int64_t bytes = attn_group_bytes(pg->dtype, pg->cols), per_page = pg->page_size / G;
+    r.kind = ATTN_ROWS_GROUPED;
+    r.dtype = pg->dtype;
+    r.rows = pg->length;
+    r.cols = pg->cols;
+    r.page_size = pg->page_size;
+    r.row_step = bytes;
+    r.page_stride = pg->heads * per_page * bytes; /* checked by attn_grouped_rows_check */
+    r.head = (const char *)pg->pages + head * per_page * bytes;
+    r.table = pg->table;
+    r.residual = pg->residual + head * G * pg->cols;
+    r.full = pg->length - pg->length % G;
+    return r;
+}
+
+attn_status attn_grouped_rows_check(const attn_paged_rows *pg, const char *name, attn_error *err) {
+    if (pg->num_pages < 1 || pg->heads < 1 || pg->page_size < 1 || pg->cols < 1 || pg->n_pages < 0 || pg->length < 0)
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s: a size is below 1, or a count below 0", name);
+    if (pg->page_size % G || !attn_group_bytes(pg->dtype, pg->cols) || pg->cols > GROUP_BUF)
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s: pages of %lld positions and rows of %lld values do not take %s groups",
+                         name, (long long)pg->page_size, (long long)pg->cols, attn_dtype_name(pg->dtype));
+    int64_t n, bytes, cap;
+    if (!attn_mul_i64(pg->num_pages, pg->heads, &n) || !attn_mul_i64(n, pg->page_size / G, &n) ||
+        !attn_mul_i64(n, attn_group_bytes(pg->dtype, pg->cols), &bytes))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "%s: the pool's byte size overflows", name);
+    if (pg->length % G && !pg->residual) return attn_fail(err, ATTN_ERR_NULL, "%s: the residual rows are NULL", name);
+    if (pg->n_pages > 0 && !pg->table) return attn_fail(err, ATTN_ERR_NULL, "%s: the page table is NULL", name);
+    if (!attn_mul_i64(pg->n_pages, pg->page_size, &cap) || pg->length > cap)
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s: length %lld passes the table's %lld pages of %lld positions", name,
+                         (long long)pg->length, (long long)pg->n_pages, (long long)pg->page_size);
+    for (int64_t t = 0; t < pg->n_pages; t++)
+        if (pg->table[t] < 0 || pg->table[t] >= pg->num_pages)
+            return attn_fail(err, ATTN_ERR_OPTION, "%s: page table entry %lld is %d, outside the pool's %lld pages", name,
+                             (long long)t, (int)pg->table[t], (long long)pg->num_pages);
+    return ATTN_OK;
+}
+
+int64_t attn_grouped_span(const attn_rows *src, int64_t j, int64_t n, attn_mat *span) {
+    span->cols = src->cols, span->rs = src->cols, span->cs = 1;
+    if (j >= src->full) { /* the residual's rows, in place */
+        span->base = (char *)(uintptr_t)(src->residual + (j - src->full) * src->cols);
+        span->dtype = ATTN_F16;
+        return span->rows = n;
+    }
+    int64_t P = src->page_size, t = j % G, most = GROUP_BUF / src->cols;
+    int64_t k = G - t < n ? G - t : n;
+    if (k > most) k = most;
+    const char *group = src->head + src->table[j / P] * src->page_stride + (j % P) / G * src->row_step;
+    attn_group_rows(group_buf, group, src->cols, src->dtype, t, k);
+    span->base = (char *)group_buf;
+    span->dtype = ATTN_F32;
+    return span->rows = k;
+}
+
+void attn_grouped_gather(const attn_paged_rows *pg, int64_t head, char *dst, attn_dtype dt, int64_t rs, int64_t cs) {
+    attn_rows r = attn_rows_paged(pg, head);
+    for (int64_t j = 0; j < pg->length;) {
+        attn_mat m;
+        int64_t n = attn_rows_span(&r, j, pg->length - j, &m);
+        attn_tensor src = {m.base, m.dtype, 2, {n, pg->cols}, {m.rs, m.cs}};
+        attn_tensor out = {dst + j * rs * (int64_t)attn_dtype_size(dt), dt, 2, {n, pg->cols}, {rs, cs}};
+        attn_copy_rows(&out, &src);
+        j += n;
+    }
+}
+
+/* ---- attn_quantize and attn_dequantize over tensors ---------------------- */
+
+/* Element (i, c) of matrix m of t's leading indices (C order): its byte
+ * offset. */
+static int64_t offset_of(const attn_tensor *t, int64_t m, int64_t i, int64_t c) {
+    int64_t off = i * t->strides[t->rank - 2] + c * t->strides[t->rank - 1];
+    for (int d = t->rank - 3; d >= 0; d--) {
+        off += (m % t->shape[d]) * t->strides[d];
+        m /= t->shape[d];
+    }
+    return off * (int64_t)attn_dtype_size(t->dtype);
+}
+
+static void put_value(char *e, attn_dtype dt, float x) {
+    switch (dt) {
+    case ATTN_F64: { double y = x; memcpy(e, &y, 8); break; }
+    case ATTN_F32: memcpy(e, &x, 4); break;
+    case ATTN_F16: { uint16_t h = attn_f32_to_f16(x); memcpy(e, &h, 2); break; }
+    default: { uint16_t h = attn_f32_to_bf16(x); memcpy(e, &h, 2); break; }
+    }
+}
+
+attn_status attn_group_tensor(const attn_tensor *t, const char *name, void *bytes, size_t size, attn_dtype format,
+                              bool quantize, attn_error *err) {
+    if (!t || !t->data || !bytes) return attn_fail(err, ATTN_ERR_NULL, "the tensor, its data or the groups are NULL");
+    if (t->dtype != ATTN_F32 && t->dtype != ATTN_F64 && t->dtype != ATTN_F16 && t->dtype != ATTN_BF16)
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be f32, f64, f16 or bf16", name,
+                         attn_dtype_name(t->dtype));
+    if (t->rank < 2 || t->rank > ATTN_MAX_RANK)
+        return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; %s groups need rank 2 to %d: (..., positions, channels)",
+                         name, t->rank, attn_dtype_name(format), ATTN_MAX_RANK);
+    int64_t numel = attn_tensor_numel(t), L = t->shape[t->rank - 2], n = t->shape[t->rank - 1];
+    if (numel < 0) return attn_fail(err, ATTN_ERR_OVERFLOW, "%s's element count overflows", name);
+    int64_t group = attn_group_bytes(format, n);
+    if (L % G || !group || n > GROUP_BUF)
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s is (..., %lld, %lld); %s groups take positions in multiples of %d and "
+                         "%s channels, at most %d", name, (long long)L, (long long)n, attn_dtype_name(format), G,
+                         format == ATTN_Q4C ? "an even number of" : "a multiple of 4", GROUP_BUF);
+    int64_t mats = L ? numel / L / n : 0, groups = 0, total = 0;
+    if (!attn_mul_i64(mats, L / G, &groups) || !attn_mul_i64(groups, group, &total) || (uint64_t)total > SIZE_MAX)
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "the groups' byte size overflows");
+    if ((size_t)total > size)
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "%lld groups of %s take %lld bytes; %s holds %zu", (long long)groups,
+                         attn_dtype_name(format), (long long)total, quantize ? "dst" : "src", size);
+    attn_status st = attn_check_extent(t, name, err);
+    if (st) return st;
+    attn_tensor region = {bytes, ATTN_BOOL, 1, {total}, {1}};
+    const attn_named out[1] = {{quantize ? &region : t, "dst"}};
+    const attn_named in[1] = {{quantize ? t : &region, "src"}};
+    if ((st = attn_check_no_overlap(out, 1, in, 1, err))) return st;
+    char *g = bytes;
+    for (int64_t m = 0; m < mats; m++)
+        for (int64_t i0 = 0; i0 < L; i0 += G, g += group) {
+            if (quantize) {
+                attn_mat x = {(char *)t->data + offset_of(t, m, 0, 0), t->dtype, L, n, t->strides[t->rank - 2],
+                              t->strides[t->rank - 1]};
+                attn_group_quant(g, &x, i0, format);
+                continue;
+            }
+            for (int64_t i = 0; i < G; i++)
+                for (int64_t c = 0; c < n; c++)
+                    put_value((char *)t->data + offset_of(t, m, i0 + i, c), t->dtype, attn_group_get(g, n, format, i, c));
+        }
+    return ATTN_OK;
+}
