@@ -49,7 +49,7 @@ TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/
              $(BUILD)/tests/test_kv_pages $(BUILD)/asan/test_kv_pages $(BUILD)/tsan/test_kv_pages \
              $(BUILD)/tests/test_plan $(BUILD)/asan/test_plan $(BUILD)/tsan/test_plan \
              $(BUILD)/tests/test_quant_kv $(BUILD)/asan/test_quant_kv $(BUILD)/tsan/test_quant_kv \
-             $(BUILD)/asan/test_abi_0_2_static $(BUILD)/asan/test_abi_0_2_shared
+             $(BUILD)/asan/test_abi_0_2_static $(BUILD)/asan/test_abi_0_2_shared $(BUILD)/asan/test_abi_kv_desc
 
 # libattn-mpi (mpi/, include/attn_mpi.h), the attn-mpi command (cli/mpi/) and
 # their test are built when mpicc exists (Debian's libopenmpi-dev; `make test`
@@ -205,6 +205,11 @@ $(BUILD)/asan/test_abi_0_2_shared: $(ABI_DEPS) $(BUILD)/libattn.so
 	@mkdir -p $(BUILD)/asan/abi
 	ln -sf $(abspath $(BUILD))/libattn.so $(BUILD)/asan/abi/libattn.so.$(SOMAJOR)
 	$(CC) $(ABI_CFLAGS) -o $@ $< $(BUILD)/asan/abi/libattn.so.$(SOMAJOR) -Wl,-rpath,'$$ORIGIN/abi' $(LIBS)
+
+# A program that knows the KV caches' descriptions as they were before
+# key_dtype was added at their end, with today's library (ASan+UBSan).
+$(BUILD)/asan/test_abi_kv_desc: tests/abi/test_abi_kv_desc.c include/attn.h tests/check.h $(SAN_LIB_OBJ)
+	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -O1 -g $(SAN_FLAGS) -Iinclude -o $@ $< $(SAN_LIB_OBJ) $(LIBS)
 
 # The ring under ASan+UBSan too (library, libattn-mpi and test together).
 $(BUILD)/asan/obj/mpi/%.o: mpi/%.c mpi/ring.h include/attn_mpi.h include/attn.h

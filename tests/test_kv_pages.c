@@ -619,6 +619,223 @@ static void test_long_decode(attn_dtype dt, int64_t P, const char *name) {
     model_free(&m);
 }
 
+/* Keys quantized per channel (model_keys) through both kernels: a prompt of
+ * 1000 positions (31 groups and a residual of 8), forked, one more position
+ * each; then the decode kernel (one query per sequence) and the flash
+ * kernel (up to 300 queries each) against attn_kv_cache_attend on f32
+ * rows of the dequantized keys, bitwise, the kernel named by ATTN_VERBOSE. */
+static void test_grouped_kernels(attn_dtype keys, attn_dtype dt, int64_t P, const char *name) {
+    model m;
+    model_keys = keys;
+    model_init(&m, dt, P, 3 * 1024 / P + 3, 3, 2, 64, 32, 0);
+    model_keys = 0;
+    int64_t ids[3], cu[2] = {0, 1000};
+    attn_kv_pages_create(m.pool, &ids[0], NULL);
+    m.live[ids[0]] = 1;
+    packed p, one;
+    make_packed(&p, &m, cu[1], 1);
+    for (int64_t i = 0; i < cu[1] * 2 * 64; i++) /* heavy-tailed channels: a few 30 times the others */
+        p.kd[i] *= i % 64 == 5 || i % 64 == 17 ? 30.0f : 1.0f;
+    attn_error err;
+    attn_status st = attn_kv_pages_append(m.pool, &ids[0], 1, &p.k, &p.v, cu, &err);
+    copy_append(&m, &ids[0], 1, &p, cu);
+    for (int i = 1; i < 3 && !st; i++) {
+        st = attn_kv_pages_fork(m.pool, &ids[i], ids[0], &err);
+        copy_fork(&m, (int)ids[i], (int)ids[0]);
+    }
+    int64_t cu3[4] = {0, 1, 2, 3};
+    make_packed(&one, &m, 3, 0);
+    if (!st) st = attn_kv_pages_append(m.pool, ids, 3, &one.k, &one.v, cu3, &err);
+    copy_append(&m, ids, 3, &one, cu3);
+    char why[768] = "", decode[32] = "", flash[32] = "";
+    int ok = st == ATTN_OK;
+    if (ok) ok = attend_matches(&m, ids, 3, 3, 0, 1, decode, sizeof decode, why, sizeof why);
+    for (int t = 1; ok && t <= 2; t++) /* up to 300 queries per sequence, with RoPE, then masks */
+        ok = attend_matches(&m, ids, 3, t, t == 2 ? WITH_MASKS : WITH_ROPE, 300, flash, sizeof flash, why, sizeof why);
+    check(ok && strcmp(decode, "decode") == 0 && strcmp(flash, "flash") == 0, name, "%s (kernels %s, %s)",
+          st ? err.message : why, decode, flash);
+    free(p.kd), free(p.vd), free(one.kd), free(one.vd);
+    model_free(&m);
+}
+
+/* A contiguous cache of B = 2 rows with keys quantized per channel against
+ * a pool fed the same appends and truncations (its rows the pool's
+ * sequences 0 and 1; the pool checked against its copy by random_program):
+ * gathered keys and values bitwise equal after every step, and
+ * attn_kv_cache_attend bitwise attn_sdpa on the gathered f32 rows. Values
+ * q4_1 (Ev = 32), E = 64, capacity 160 (5 groups). */
+static void test_grouped_cache(attn_dtype keys, const char *name) {
+    enum { B = 2, H = 2, E = 64, EV = 32, CAP = 160 };
+    attn_kv_cache_desc cd = attn_kv_cache_desc_default();
+    cd.batch = B, cd.heads = H, cd.capacity = CAP, cd.key_dim = E, cd.value_dim = EV, cd.dtype = ATTN_Q4_1;
+    cd.key_dtype = keys;
+    attn_kv_pages_desc pd = attn_kv_pages_desc_default();
+    pd.heads = H, pd.key_dim = E, pd.value_dim = EV, pd.dtype = ATTN_Q4_1, pd.key_dtype = keys;
+    pd.page_size = 32, pd.num_pages = 2 * CAP / 32, pd.max_sequences = B;
+    size_t cb, pb;
+    attn_error err;
+    char why[768] = "";
+    int ok = !attn_kv_cache_bytes(&cb, &cd, &err) && !attn_kv_pages_bytes(&pb, &pd, &err);
+    if (!ok) snprintf(why, sizeof why, "sizes: %s", err.message);
+    void *cmem = calloc(1, ok ? cb : 1), *pmem = calloc(1, ok ? pb : 1);
+    attn_kv_cache *cache = NULL;
+    attn_kv_pages *pool = NULL;
+    int64_t ids[B];
+    if (ok && (attn_kv_cache_init(&cache, cmem, cb, &cd, &err) || attn_kv_pages_init(&pool, pmem, pb, &pd, &err) ||
+               attn_kv_pages_create(pool, &ids[0], &err) || attn_kv_pages_create(pool, &ids[1], &err)))
+        ok = 0, snprintf(why, sizeof why, "init: %s", err.message);
+    float *k = malloc(sizeof(float) * B * H * CAP * E), *v = malloc(sizeof(float) * B * H * CAP * EV);
+    float *gk = malloc(sizeof(float) * B * H * CAP * E), *gv = malloc(sizeof(float) * B * H * CAP * EV);
+    float *pk = malloc(sizeof(float) * H * CAP * E), *pv = malloc(sizeof(float) * H * CAP * EV);
+    int64_t cuts = 0, attends = 0;
+    for (int step = 0; ok && step < 60; step++) {
+        int64_t len = attn_kv_cache_length(cache);
+        if (rnd() % 4 == 0 && len > 0) { /* truncate, often into a quantized group */
+            int64_t to = rnd_below(len + 1);
+            cuts += to % 32 && to / 32 < len / 32;
+            if (attn_kv_cache_truncate(cache, to, &err) || attn_kv_pages_truncate(pool, ids[0], to, &err) ||
+                attn_kv_pages_truncate(pool, ids[1], to, &err))
+                ok = 0, snprintf(why, sizeof why, "step %d: truncate: %s", step, err.message);
+        } else { /* append n positions to both rows */
+            int64_t n = 1 + rnd_below(40);
+            if (n > CAP - len) n = CAP - len;
+            if (n == 0) continue;
+            for (int64_t i = 0; i < B * H * n * E; i++) k[i] = rnd_value() * (i % E == 3 ? 40.0f : 1.0f);
+            for (int64_t i = 0; i < B * H * n * EV; i++) v[i] = rnd_value();
+            int64_t ks[4] = {B, H, n, E}, vs[4] = {B, H, n, EV};
+            attn_tensor tk, tv;
+            attn_tensor_init(&tk, k, ATTN_F32, 4, ks, NULL, NULL), attn_tensor_init(&tv, v, ATTN_F32, 4, vs, NULL, NULL);
+            if (attn_kv_cache_append(cache, &tk, &tv, &err))
+                ok = 0, snprintf(why, sizeof why, "step %d: cache append: %s", step, err.message);
+            for (int b = 0; ok && b < B; b++) { /* row b as a packed (n, Hk, dim) tensor */
+                int64_t pks[3] = {n, H, E}, pkst[3] = {E, n * E, 1}, pvs[3] = {n, H, EV}, pvst[3] = {EV, n * EV, 1};
+                int64_t cu[2] = {0, n};
+                attn_tensor_init(&tk, k + b * H * n * E, ATTN_F32, 3, pks, pkst, NULL);
+                attn_tensor_init(&tv, v + b * H * n * EV, ATTN_F32, 3, pvs, pvst, NULL);
+                if (attn_kv_pages_append(pool, &ids[b], 1, &tk, &tv, cu, &err))
+                    ok = 0, snprintf(why, sizeof why, "step %d: pool append: %s", step, err.message);
+            }
+        }
+        len = attn_kv_cache_length(cache);
+        if (!ok || len == 0) continue;
+        int64_t gks[4] = {B, H, len, E}, gvs[4] = {B, H, len, EV};
+        attn_tensor tgk, tgv;
+        attn_tensor_init(&tgk, gk, ATTN_F32, 4, gks, NULL, NULL), attn_tensor_init(&tgv, gv, ATTN_F32, 4, gvs, NULL, NULL);
+        if (attn_kv_cache_gather(&tgk, &tgv, cache, &err)) {
+            ok = 0, snprintf(why, sizeof why, "step %d: gather: %s", step, err.message);
+            break;
+        }
+        for (int b = 0; ok && b < B; b++) {
+            int64_t pks[3] = {H, len, E}, pvs[3] = {H, len, EV};
+            attn_tensor tpk, tpv;
+            attn_tensor_init(&tpk, pk, ATTN_F32, 3, pks, NULL, NULL), attn_tensor_init(&tpv, pv, ATTN_F32, 3, pvs, NULL, NULL);
+            if (attn_kv_pages_gather(&tpk, &tpv, pool, ids[b], &err))
+                ok = 0, snprintf(why, sizeof why, "step %d: pool gather: %s", step, err.message);
+            else if (memcmp(pk, gk + b * H * len * E, sizeof(float) * (size_t)(H * len * E)) ||
+                     memcmp(pv, gv + b * H * len * EV, sizeof(float) * (size_t)(H * len * EV)))
+                ok = 0, snprintf(why, sizeof why, "step %d: row %d differs from the pool's sequence", step, b);
+        }
+        if (!ok || step % 3) continue;
+        /* attend: L = 1 or 5 queries (4 query heads), against attn_sdpa on the gathered rows */
+        int64_t L = step % 2 ? 1 : (len < 5 ? len : 5);
+        float q[B * 4 * 5 * E], o1[B * 4 * 5 * EV], o2[B * 4 * 5 * EV];
+        for (int64_t i = 0; i < B * 4 * L * E; i++) q[i] = rnd_value();
+        int64_t qs[4] = {B, 4, L, E}, os[4] = {B, 4, L, EV};
+        attn_tensor tq, t1, t2;
+        attn_tensor_init(&tq, q, ATTN_F32, 4, qs, NULL, NULL);
+        attn_tensor_init(&t1, o1, ATTN_F32, 4, os, NULL, NULL), attn_tensor_init(&t2, o2, ATTN_F32, 4, os, NULL, NULL);
+        attn_sdpa_options o = attn_sdpa_options_default();
+        o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        if (attn_kv_cache_attend(&t1, NULL, &tq, cache, &o, &err) || attn_sdpa(&t2, NULL, NULL, &tq, &tgk, &tgv, &o, &err))
+            ok = 0, snprintf(why, sizeof why, "step %d: attend: %s", step, err.message);
+        else if (memcmp(o1, o2, sizeof(float) * (size_t)(B * 4 * L * EV)))
+            ok = 0, snprintf(why, sizeof why, "step %d: attend (L = %lld, %lld positions) differs from attn_sdpa on the "
+                             "gathered rows", step, (long long)L, (long long)len);
+        attends++;
+    }
+    if (ok && (!cuts || !attends)) ok = 0, snprintf(why, sizeof why, "no truncation into a group (%lld) or no attend",
+                                                    (long long)cuts);
+    /* its keys have no tensor view */
+    attn_tensor vk, vv;
+    attn_status st = ok ? attn_kv_cache_view(&vk, &vv, cache, 4, &err) : ATTN_OK;
+    if (ok && st != ATTN_ERR_DTYPE) ok = 0, snprintf(why, sizeof why, "attn_kv_cache_view gave status %d", st);
+    check(ok, name, "%s", why);
+    free(k), free(v), free(gk), free(gv), free(pk), free(pv), free(cmem), free(pmem);
+}
+
+/* Every refusal of keys quantized per channel, each with its status. */
+static void test_grouped_errors(void) {
+    struct {
+        const char *name;
+        attn_dtype keys, dt;
+        int64_t P, E, pages;
+        attn_status want;
+    } CASES[] = {
+        {"q4c_page_size_16", ATTN_Q4C, ATTN_F32, 16, 64, 4, ATTN_ERR_SHAPE},
+        {"q4c_page_size_48", ATTN_Q4C, ATTN_F32, 48, 64, 4, ATTN_ERR_SHAPE},
+        {"q4c_odd_key_dim", ATTN_Q4C, ATTN_F32, 32, 63, 4, ATTN_ERR_SHAPE},
+        {"q2c_key_dim_not_a_multiple_of_4", ATTN_Q2C, ATTN_F32, 32, 66, 4, ATTN_ERR_SHAPE},
+        {"q4c_key_dim_past_8192", ATTN_Q4C, ATTN_F32, 32, 8194, 4, ATTN_ERR_SHAPE},
+        {"key_dtype_q8", ATTN_Q8, ATTN_F32, 32, 64, 4, ATTN_ERR_DTYPE},
+        {"key_dtype_f16", ATTN_F16, ATTN_F32, 32, 64, 4, ATTN_ERR_DTYPE},
+        {"q4c_keys_f64_values", ATTN_Q4C, ATTN_F64, 32, 64, 4, ATTN_ERR_DTYPE},
+        {"q4c_overflowing_pages", ATTN_Q4C, ATTN_F32, 256, 8192, INT32_MAX, ATTN_ERR_OVERFLOW},
+    };
+    for (size_t c = 0; c < sizeof CASES / sizeof *CASES; c++) {
+        attn_kv_pages_desc d = attn_kv_pages_desc_default();
+        bool huge = CASES[c].pages == INT32_MAX;
+        d.page_size = CASES[c].P, d.num_pages = CASES[c].pages, d.max_sequences = 2, d.heads = huge ? INT64_MAX / 4 : 2;
+        d.key_dim = CASES[c].E, d.value_dim = 32, d.dtype = CASES[c].dt, d.key_dtype = CASES[c].keys;
+        size_t bytes = 0;
+        attn_error err;
+        attn_status st = attn_kv_pages_bytes(&bytes, &d, &err);
+        char name[96];
+        snprintf(name, sizeof name, "pool_refused_%s", CASES[c].name);
+        check(st == CASES[c].want, name, "status %d, want %d: %s", st, CASES[c].want, st ? err.message : "accepted");
+        attn_kv_cache_desc cd = attn_kv_cache_desc_default();
+        cd.capacity = huge ? (INT64_MAX / 64) & ~(int64_t)31 : CASES[c].P;
+        cd.heads = 2, cd.key_dim = CASES[c].E, cd.value_dim = 32, cd.dtype = CASES[c].dt, cd.key_dtype = CASES[c].keys;
+        st = attn_kv_cache_bytes(&bytes, &cd, &err);
+        snprintf(name, sizeof name, "cache_refused_%s", CASES[c].name);
+        check(st == CASES[c].want, name, "status %d, want %d: %s", st, CASES[c].want, st ? err.message : "accepted");
+    }
+    /* a pool of q4c keys: its view, without residual rows, and its plan */
+    model m;
+    model_keys = ATTN_Q4C;
+    model_init(&m, ATTN_F32, 32, 4, 2, 1, 8, 4, 0);
+    model_keys = 0;
+    int64_t id, cu[2] = {0, 3};
+    packed p;
+    make_packed(&p, &m, 3, 0);
+    attn_error err;
+    attn_kv_pages_create(m.pool, &id, NULL);
+    attn_status st = attn_kv_pages_append(m.pool, &id, 1, &p.k, &p.v, cu, &err);
+    attn_kv_paged_view w = attn_kv_paged_view_default();
+    if (!st) st = attn_kv_pages_view(&w, m.pool, &err);
+    check(!st && w.key_dtype == ATTN_Q4C && w.k_residual && attn_kv_paged_check(&w, &err) == ATTN_OK,
+          "q4c_pool_view_names_its_keys_and_residual", "%s", st ? err.message : "wrong view");
+    w.k_residual = NULL;
+    st = attn_kv_paged_check(&w, &err);
+    check(st == ATTN_ERR_NULL, "q4c_view_without_residual_refused", "status %d", st);
+    attn_kv_pages_view(&w, m.pool, NULL);
+    float q[2 * 8], out[2 * 4];
+    int64_t qs[3] = {1, 2, 8}, os[3] = {1, 2, 4}, cq[3] = {0, 1, 1};
+    attn_tensor tq, to;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, qs, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, os, NULL, NULL);
+    memset(q, 0, sizeof q);
+    static char plan_mem[1 << 16];
+    attn_sdpa_plan *plan;
+    size_t ws;
+    st = attn_kv_paged_plan_init(&plan, plan_mem, sizeof plan_mem, &ws, &to, NULL, &tq, cq, &w, NULL, NULL, &err);
+    check(st == ATTN_ERR_DTYPE, "q4c_view_plan_refused", "status %d: %s", st, st ? err.message : "planned");
+    attn_tensor t;
+    int64_t shape[2] = {32, 8};
+    st = attn_tensor_init(&t, q, ATTN_Q4C, 2, shape, NULL, &err);
+    check(st == ATTN_ERR_DTYPE, "q4c_is_no_tensor_dtype", "status %d", st);
+    free(p.kd), free(p.vd);
+    model_free(&m);
+}
+
 /* Forked sequences that share their prompt's pages, each then given its
  * own new positions (one none), attended together in one call (one
  * sequence named twice), prefill (up to 9 queries each: the flash kernel)
@@ -1702,5 +1919,10 @@ int main(void) {
         random_program(GROUPED[t].name, GROUPED[t].values, GROUPED[t].P, GROUPED[t].pages, 400);
     }
     model_keys = 0;
+    test_grouped_kernels(ATTN_Q4C, ATTN_F32, 64, "q4c_keys_decode_and_flash_equal_f32_rows_of_their_values_page_64");
+    test_grouped_kernels(ATTN_Q2C, ATTN_F16, 128, "q2c_keys_decode_and_flash_equal_f32_rows_of_their_values_page_128");
+    test_grouped_errors();
+    test_grouped_cache(ATTN_Q4C, "contiguous_cache_q4c_keys_equals_pool_and_attn_sdpa_on_gathered_rows");
+    test_grouped_cache(ATTN_Q2C, "contiguous_cache_q2c_keys_equals_pool_and_attn_sdpa_on_gathered_rows");
     return n_failed ? 1 : 0;
 }

@@ -1,0 +1,119 @@
+/* test_abi_kv_desc.c -- a program that knows the KV caches' description
+ * structs as they were before key_dtype was added at their end (the
+ * structs below are copies of attn_kv_cache_desc, attn_kv_pages_desc and
+ * attn_kv_paged_view from that header), run with today's library under
+ * ASan+UBSan. Each struct lives in a heap block of exactly its old size, so
+ * a library that read or wrote past the caller's struct_size stops with a
+ * heap-buffer-overflow. The caches it builds must be what they were: f32
+ * keys, read back exactly, attended bitwise as attn_sdpa attends the same
+ * rows. */
+#include "attn.h"
+#include "../check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct old_cache_desc {
+    size_t struct_size;
+    int64_t batch, heads, capacity, key_dim, value_dim;
+    attn_dtype dtype;
+} old_cache_desc;
+
+typedef struct old_pages_desc {
+    size_t struct_size;
+    int64_t heads, key_dim, value_dim;
+    attn_dtype dtype;
+    int64_t page_size, num_pages, max_sequences, max_length;
+} old_pages_desc;
+
+typedef struct old_paged_view {
+    size_t struct_size;
+    attn_dtype dtype;
+    int64_t heads, key_dim, value_dim, page_size, num_pages;
+    const void *k_pages, *v_pages;
+    int64_t num_sequences;
+    const int64_t *lengths;
+    const int32_t *page_table;
+    int64_t table_stride;
+    const int64_t *table_offsets;
+} old_paged_view;
+
+enum { H = 2, S = 40, E = 8, EV = 4 };
+
+static float rnd(unsigned *s) { return (float)((*s = *s * 1103515245u + 12345u) >> 8 & 0xffff) / 32768.0f - 1.0f; }
+
+int main(void) {
+    unsigned seed = 7;
+    float k[H * S * E], v[H * S * EV], q[H * E], o1[H * EV], o2[H * EV];
+    float gk[H * S * E], gv[H * S * EV];
+    for (int i = 0; i < H * S * E; i++) k[i] = rnd(&seed);
+    for (int i = 0; i < H * S * EV; i++) v[i] = rnd(&seed);
+    for (int i = 0; i < H * E; i++) q[i] = rnd(&seed);
+    int64_t ks[3] = {H, S, E}, vs[3] = {H, S, EV}, qs[3] = {H, 1, E}, os[3] = {H, 1, EV};
+    attn_tensor tk, tv, tq, t1, t2, tgk, tgv;
+    attn_tensor_init(&tk, k, ATTN_F32, 3, ks, NULL, NULL), attn_tensor_init(&tv, v, ATTN_F32, 3, vs, NULL, NULL);
+    attn_tensor_init(&tq, q, ATTN_F32, 3, qs, NULL, NULL);
+    attn_tensor_init(&t1, o1, ATTN_F32, 3, os, NULL, NULL), attn_tensor_init(&t2, o2, ATTN_F32, 3, os, NULL, NULL);
+    attn_tensor_init(&tgk, gk, ATTN_F32, 3, ks, NULL, NULL), attn_tensor_init(&tgv, gv, ATTN_F32, 3, vs, NULL, NULL);
+    attn_error err;
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    if (attn_sdpa(&t2, NULL, NULL, &tq, &tk, &tv, &o, &err)) printf("FAIL attn_sdpa: %s\n", err.message), n_failed++;
+
+    /* the contiguous cache from the older desc */
+    old_cache_desc *cd = malloc(sizeof *cd);
+    memset(cd, 0, sizeof *cd);
+    cd->struct_size = sizeof *cd, cd->batch = 1, cd->heads = H, cd->capacity = S, cd->key_dim = E, cd->value_dim = EV;
+    cd->dtype = ATTN_F32;
+    size_t bytes = 0;
+    attn_kv_cache *cache = NULL;
+    attn_status st = attn_kv_cache_bytes(&bytes, (const attn_kv_cache_desc *)cd, &err);
+    void *mem = st ? NULL : malloc(bytes);
+    if (!st) st = attn_kv_cache_init(&cache, mem, bytes, (const attn_kv_cache_desc *)cd, &err);
+    if (!st) st = attn_kv_cache_append(cache, &tk, &tv, &err);
+    if (!st) st = attn_kv_cache_gather(&tgk, &tgv, cache, &err);
+    if (!st) st = attn_kv_cache_attend(&t1, NULL, &tq, cache, &o, &err);
+    check(!st && !memcmp(gk, k, sizeof k) && !memcmp(gv, v, sizeof v) && !memcmp(o1, o2, sizeof o1),
+          "cache_from_a_desc_without_key_dtype_holds_f32_keys", "%s", st ? err.message : "results differ");
+    free(mem), free(cd);
+
+    /* the paged pool from the older desc, and its view into an older view struct */
+    old_pages_desc *pd = malloc(sizeof *pd);
+    memset(pd, 0, sizeof *pd);
+    pd->struct_size = sizeof *pd, pd->heads = H, pd->key_dim = E, pd->value_dim = EV, pd->dtype = ATTN_F32;
+    pd->page_size = 16, pd->num_pages = 4, pd->max_sequences = 1;
+    attn_kv_pages *pool = NULL;
+    int64_t id = 0, cu[2] = {0, S}, cq[2] = {0, 1};
+    st = attn_kv_pages_bytes(&bytes, (const attn_kv_pages_desc *)pd, &err);
+    mem = st ? NULL : malloc(bytes);
+    float pk[S * H * E], pv[S * H * EV], pq[H * E], po[H * EV];
+    for (int h = 0; h < H; h++) /* packed (S, Hk, dim) and (1, Hq, E) */
+        for (int j = 0; j < S; j++) {
+            memcpy(pk + (j * H + h) * E, k + (h * S + j) * E, sizeof(float) * E);
+            memcpy(pv + (j * H + h) * EV, v + (h * S + j) * EV, sizeof(float) * EV);
+        }
+    memcpy(pq, q, sizeof pq);
+    int64_t pks[3] = {S, H, E}, pvs[3] = {S, H, EV}, pqs[3] = {1, H, E}, pos[3] = {1, H, EV};
+    attn_tensor tpk, tpv, tpq, tpo;
+    attn_tensor_init(&tpk, pk, ATTN_F32, 3, pks, NULL, NULL), attn_tensor_init(&tpv, pv, ATTN_F32, 3, pvs, NULL, NULL);
+    attn_tensor_init(&tpq, pq, ATTN_F32, 3, pqs, NULL, NULL), attn_tensor_init(&tpo, po, ATTN_F32, 3, pos, NULL, NULL);
+    if (!st) st = attn_kv_pages_init(&pool, mem, bytes, (const attn_kv_pages_desc *)pd, &err);
+    if (!st) st = attn_kv_pages_create(pool, &id, &err);
+    if (!st) st = attn_kv_pages_append(pool, &id, 1, &tpk, &tpv, cu, &err);
+    if (!st) st = attn_kv_pages_attend(&tpo, NULL, &tpq, cq, &id, 1, pool, NULL, &o, &err);
+    int same = 1;
+    for (int h = 0; h < H && !st; h++) same &= !memcmp(po + h * EV, o2 + h * EV, sizeof(float) * EV);
+    check(!st && same, "pool_from_a_desc_without_key_dtype_holds_f32_keys", "%s", st ? err.message : "results differ");
+    old_paged_view *w = malloc(sizeof *w);
+    memset(w, 0, sizeof *w);
+    w->struct_size = sizeof *w;
+    if (!st) st = attn_kv_pages_view((attn_kv_paged_view *)w, pool, &err);
+    if (!st) st = attn_kv_paged_attend(&tpo, NULL, &tpq, cq, (const attn_kv_paged_view *)w, NULL, &o, &err);
+    same = 1;
+    for (int h = 0; h < H && !st; h++) same &= !memcmp(po + h * EV, o2 + h * EV, sizeof(float) * EV);
+    check(!st && same && w->struct_size == sizeof *w && w->dtype == ATTN_F32, "older_view_written_and_read_to_its_size",
+          "%s", st ? err.message : "results differ");
+    free(w), free(mem), free(pd);
+    attn_shutdown();
+    return n_failed ? 1 : 0;
+}
