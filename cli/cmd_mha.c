@@ -39,7 +39,12 @@ static const char MHA_USAGE[] =
     "                         quantized, q8, q4, q4_1, e4m3 or e5m2 (as attn.h's\n"
     "                         \"Quantized storage\" lays them out; q8, q4 and q4_1\n"
     "                         need a head dimension that is a multiple of 32),\n"
-    "                         from float32 or float16 X\n"
+    "                         from float32 or float16 X; or q4c / q2c: keys\n"
+    "                         4-bit / 2-bit with a scale and minimum per channel\n"
+    "                         over each group of 32 positions, the last positions\n"
+    "                         not yet filling a group in float16 (KIVI), values\n"
+    "                         q4_1 (float16 when the head dimension is not a\n"
+    "                         multiple of 32)\n"
     "  -o, --out FILE         write the output (like X); without -o it is printed\n"
     "  -w, --weights-out FILE write the attention weights averaged over heads\n"
     "  -h, --help             show this help\n";
@@ -175,11 +180,11 @@ static int parse(int argc, char **argv, mha_args *a) {
         } else if (strcmp(arg, "--incremental") == 0) {
             a->incremental = true, i++;
         } else if (cli_option(argc, argv, &i, NULL, "--kv", &val, &code)) {
-            static const char *const FORMATS[5] = {"q8", "q4", "q4_1", "e4m3", "e5m2"};
-            static const attn_dtype CODES[5] = {ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2};
+            static const char *const FORMATS[7] = {"q8", "q4", "q4_1", "e4m3", "e5m2", "q4c", "q2c"};
+            static const attn_dtype CODES[7] = {ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2, ATTN_Q4C, ATTN_Q2C};
             int f = 0;
-            while (val && f < 5 && strcmp(val, FORMATS[f])) f++;
-            if (val && f == 5) code = cli_error(EXIT_USAGE, "--kv takes q8, q4, q4_1, e4m3 or e5m2, not '%s'", val);
+            while (val && f < 7 && strcmp(val, FORMATS[f])) f++;
+            if (val && f == 7) code = cli_error(EXIT_USAGE, "--kv takes q8, q4, q4_1, e4m3, e5m2, q4c or q2c, not '%s'", val);
             else if (val) a->kv = CODES[f];
         } else if (strcmp(arg, "--alibi") == 0) {
             a->alibi = true, i++;
@@ -257,6 +262,8 @@ static int run_incremental(attn_tensor *out, const attn_tensor *x, const attn_mh
     attn_kv_cache_desc d = attn_kv_cache_desc_default();
     d.batch = x->rank == 3 ? x->shape[0] : 1, d.heads = p->num_kv_heads ? p->num_kv_heads : p->num_heads;
     d.capacity = L, d.key_dim = d.value_dim = D, d.dtype = kv ? kv : x->dtype;
+    if (kv == ATTN_Q4C || kv == ATTN_Q2C) /* keys per channel in groups of 32 positions, values per token */
+        d.key_dtype = kv, d.dtype = D % 32 ? ATTN_F16 : ATTN_Q4_1, d.capacity = (L + 31) / 32 * 32;
     if (kv && x->dtype != ATTN_F32 && x->dtype != ATTN_F16)
         return cli_error(EXIT_DATA, "--kv %s needs float32 or float16 X (the cache quantizes the layer's own rows), not %s",
                          attn_dtype_name(kv), cli_dtype_name(x->dtype));

@@ -59,7 +59,14 @@ static const char SDPA_USAGE[] =
     "                         minimum per 32 values), e4m3 or e5m2 (fp8), or\n"
     "                         bf16; q8, q4 and q4_1 need a last dimension that is a\n"
     "                         multiple of 32; the kernels read the stored rows\n"
-    "                         (docs/accuracy.md: what each format costs)\n"
+    "                         (docs/accuracy.md: what each format costs);\n"
+    "                         or q4c / q2c: a KV cache as KIVI keeps one, keys\n"
+    "                         4-bit / 2-bit with a scale and minimum per channel\n"
+    "                         over each group of 32 positions, the last positions\n"
+    "                         not yet filling a group in float16, values q4_1\n"
+    "                         (float16 when their last dimension is not a multiple\n"
+    "                         of 32); q rank 2 to 4, no -w, no backward, no ragged\n"
+    "                         batch, no top-left causal mask\n"
     "      --threads N        threads for f32 attention (default: ATTN_NUM_THREADS,\n"
     "                         else every CPU); results do not depend on it\n"
     "\n"
@@ -242,11 +249,13 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
             *kv_store = ATTN_BF16;
             i++;
         } else if (cli_option(argc, argv, &i, NULL, "--kv", &val, &code)) {
-            static const char *const NAMES[6] = {"q8", "q4", "q4_1", "e4m3", "e5m2", "bf16"};
-            static const attn_dtype CODES[6] = {ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2, ATTN_BF16};
+            static const char *const NAMES[8] = {"q8", "q4", "q4_1", "e4m3", "e5m2", "bf16", "q4c", "q2c"};
+            static const attn_dtype CODES[8] = {ATTN_Q8,   ATTN_Q4,   ATTN_Q4_1, ATTN_E4M3,
+                                                ATTN_E5M2, ATTN_BF16, ATTN_Q4C,  ATTN_Q2C};
             int f = 0;
-            while (val && f < 6 && strcmp(val, NAMES[f])) f++;
-            if (!code && f == 6) code = cli_error(EXIT_USAGE, "--kv takes q8, q4, q4_1, e4m3, e5m2 or bf16, not '%s'", val);
+            while (val && f < 8 && strcmp(val, NAMES[f])) f++;
+            if (!code && f == 8)
+                code = cli_error(EXIT_USAGE, "--kv takes q8, q4, q4_1, e4m3, e5m2, bf16, q4c or q2c, not '%s'", val);
             else if (!code) *kv_store = CODES[f];
         } else if (strcmp(arg, "--causal") == 0 || strcmp(arg, "--causal=top-left") == 0) {
             opts->causal = ATTN_CAUSAL_TOP_LEFT;
@@ -403,6 +412,65 @@ static int run_varlen(input *in, cli_output *outs, const attn_sdpa_options *opts
     return code;
 }
 
+/* --kv q4c / q2c: k and v appended to a KV cache whose keys are quantized
+ * per channel over groups of 32 positions (values q4_1, or f16 when Ev is
+ * no multiple of 32), and q attended to it. */
+static int run_grouped(input *in, cli_output *outs, attn_sdpa_options *opts, attn_dtype keys) {
+    const char *name = attn_dtype_name(keys);
+    const attn_tensor *q = &in[0].t, *k = &in[1].t, *v = &in[2].t;
+    if (cu_path[0]) return cli_error(EXIT_USAGE, "--kv %s takes no ragged batch (--cu-seqlens-q)", name);
+    if (outs[OUT_WEIGHTS].path || any_gradient(outs) || in[4].path || outs[OUT_KEEP].path)
+        return cli_error(EXIT_USAGE, "--kv %s gives out and --lse only (no -w, backward or dropout mask)", name);
+    if (opts->causal == ATTN_CAUSAL_TOP_LEFT)
+        return cli_error(EXIT_USAGE, "--kv %s: a cache's queries are its last positions: use --causal=bottom-right", name);
+    if (q->rank < 2 || q->rank > 4 || k->rank != q->rank || v->rank != q->rank)
+        return cli_error(EXIT_DATA, "--kv %s: q, k and v must share one rank of 2 to 4, (B, H, positions, dim); they "
+                         "are %d, %d and %d", name, q->rank, k->rank, v->rank);
+    for (int i = 1; i < 3; i++)
+        if (in[i].t.dtype != ATTN_F32 && in[i].t.dtype != ATTN_F16)
+            return cli_error(EXIT_DATA, "--kv %s: %s %s is %s; it must be float32 or float16", name, in[i].flag,
+                             in[i].path, cli_dtype_name(in[i].t.dtype));
+    int r = q->rank;
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.batch = r == 4 ? k->shape[0] : 1, d.heads = r >= 3 ? k->shape[r - 3] : 1;
+    int64_t S = k->shape[r - 2];
+    d.capacity = S > 0 ? (S + 31) / 32 * 32 : 32, d.key_dim = k->shape[r - 1], d.value_dim = v->shape[r - 1];
+    d.dtype = d.value_dim % 32 ? ATTN_F16 : ATTN_Q4_1, d.key_dtype = keys;
+    attn_error err;
+    size_t bytes;
+    attn_kv_cache *cache = NULL;
+    void *mem = NULL;
+    int code = 0;
+    bool sized = !attn_kv_cache_bytes(&bytes, &d, &err);
+    if (!sized || !(mem = malloc(bytes)) || attn_kv_cache_init(&cache, mem, bytes, &d, &err) ||
+        attn_kv_cache_append(cache, k, v, &err)) {
+        free(mem);
+        char what[1024];
+        describe_inputs(what, sizeof what, in, 3);
+        return cli_error(EXIT_DATA, "--kv %s: %s [%s]", name, sized && !mem ? "out of memory for the cache" : err.message,
+                         what);
+    }
+    if (in[3].path) opts->mask = &in[3].t;
+    int64_t shape[4];
+    memcpy(shape, q->shape, sizeof(int64_t) * (size_t)r);
+    shape[r - 1] = d.value_dim;
+    attn_tensor out = {0}, lse = {0};
+    attn_tensor_init(&out, NULL, ATTN_F32, r, shape, NULL, NULL);
+    attn_tensor_init(&lse, NULL, ATTN_F32, r - 1, shape, NULL, NULL);
+    out.data = malloc((size_t)attn_tensor_numel(&out) * 4 + 4);
+    if (outs[OUT_LSE].path) lse.data = malloc((size_t)attn_tensor_numel(&lse) * 4 + 4);
+    if (!out.data || (outs[OUT_LSE].path && !lse.data)) code = cli_error(EXIT_DATA, "out of memory for the output");
+    else if (attn_kv_cache_attend(&out, outs[OUT_LSE].path ? &lse : NULL, q, cache, opts, &err))
+        code = cli_error(EXIT_DATA, "--kv %s: %s", name, err.message);
+    else if (outs[OUT_OUT].path) code = cli_output_write(&outs[OUT_OUT], &out);
+    if (!code && outs[OUT_LSE].path) code = cli_output_write(&outs[OUT_LSE], &lse);
+    if (!code) code = cli_outputs_commit(outs, N_OUTS);
+    else cli_outputs_abort(outs, N_OUTS);
+    if (!code && !outs[OUT_OUT].path) cli_print_tensor(stdout, &out);
+    free(out.data), free(lse.data), free(mem);
+    return code;
+}
+
 static int run(input *in, cli_output *outs, attn_sdpa_options *opts, attn_dtype kv_store, bool alibi) {
     int code;
     for (int i = 0; i < N_INPUTS; i++)
@@ -428,6 +496,7 @@ static int run(input *in, cli_output *outs, attn_sdpa_options *opts, attn_dtype 
         if (in[0].t.dtype != ATTN_F32)
             return cli_error(EXIT_DATA, "%s%s needs float32 q, but -q %s is %s", kv_store == ATTN_BF16 ? "--kv-bf16" : "--kv ",
                              kv_store == ATTN_BF16 ? "" : attn_dtype_name(kv_store), in[0].path, cli_dtype_name(in[0].t.dtype));
+        if (kv_store == ATTN_Q4C || kv_store == ATTN_Q2C) return run_grouped(in, outs, opts, kv_store);
         if ((code = to_stored(&in[1], kv_store)) || (code = to_stored(&in[2], kv_store))) return code;
     }
 

@@ -288,7 +288,36 @@ def main():
                                       save("k40.npy", np.zeros((2, 5, 40), np.float32)), "-v", pv32, "--kv", "q4",
                                       "-o", "out.npy"], 1, r"--kv q4: -k .*k40\.npy has rows of 40 values")
     expect_error("kv_unknown_format", ["sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", "q5", "-o", "out.npy"], 2,
-                 r"--kv takes q8, q4, q4_1, e4m3, e5m2 or bf16, not 'q5'")
+                 r"--kv takes q8, q4, q4_1, e4m3, e5m2, bf16, q4c or q2c, not 'q5'")
+    # --kv q4c / q2c: a cache with keys per channel over groups of 32 positions
+    # (the 40 keys: one group, quantized from their float16 values, and 8 in
+    # float16) and q4_1 values; out against NumPy's reference of the layouts,
+    # in float64, within the f32 bound; what it does not take is refused.
+    from oracle_quant import ref_group, ref_group_dequantize, Q4C, Q2C
+    for fmt, code in (("q4c", Q4C), ("q2c", Q2C)):
+        for causal in ([], ["--causal=bottom-right"]):
+            r = attn("sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", fmt, "-o", "oq.npy", *causal)
+            k16 = kq.astype(np.float16).astype(np.float32)
+            ks = np.concatenate([ref_group_dequantize(ref_group(k16[:, :32], code), code, 64), k16[:, 32:]], axis=1)
+            vs = ref_dequantize(ref_quantize(vq.reshape(-1, 64), 10), 10, 64).reshape(2, 40, 64)
+            kk, vv = np.repeat(ks.astype(np.float64), 2, axis=0), np.repeat(vs.astype(np.float64), 2, axis=0)
+            sc = qq.astype(np.float64) @ kk.transpose(0, 2, 1) / 8.0
+            if causal:
+                sc[:, np.arange(3)[:, None] + 37 < np.arange(40)[None, :]] = -np.inf
+            w = np.exp(sc - sc.max(-1, keepdims=True))
+            ref = (w / w.sum(-1, keepdims=True)) @ vv
+            got = np.load(os.path.join(TMP, "oq.npy")) if r.returncode == 0 else None
+            err = float(np.abs(got - ref).max() / np.abs(ref).max()) if got is not None else float("inf")
+            report("kv_%s%s_out_as_numpy_on_stored_values" % (fmt, "_causal" if causal else ""), err <= 2e-5,
+                   "error %.3g: %s" % (err, r.stderr))
+    expect_error("kv_q4c_top_left_refused", ["sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", "q4c", "--causal",
+                                             "-o", "out.npy"], 2, r"--kv q4c: a cache's queries are its last positions")
+    expect_error("kv_q4c_weights_refused", ["sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", "q4c", "-o", "out.npy",
+                                            "-w", "w.npy"], 2, r"--kv q4c gives out and --lse only",
+                 outputs=("out.npy", "w.npy"))
+    expect_error("kv_q2c_odd_channels", ["sdpa", "-q", save("q66.npy", np.zeros((2, 3, 66), np.float32)), "-k",
+                                         save("k66.npy", np.zeros((2, 5, 66), np.float32)), "-v", pv32, "--kv", "q2c",
+                                         "-o", "out.npy"], 1, r"--kv q2c: desc->key_dim is 66; q2c keys need")
     expect_error("kv_q8_backward_refused", ["sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", "q8", "-o", "out.npy",
                                             "--grad-out", save("doq.npy", np.ones((4, 3, 64), np.float32)),
                                             "--dq", "dq.npy"], 1, r"backward pass takes float keys",

@@ -221,6 +221,71 @@ def llama_layer(c, rng):
             ["--heads", "4", "--rope", "halves", "--causal", "--prefix", prefix])
 
 
+def grouped_keys_cache(c, rng):
+    """attn mha --incremental --kv q4c|q2c: the cache's keys per channel over
+    groups of 32 positions, token by token over L = 40 tokens. The reference
+    (float64) is the layer over what the cache holds when each token attends:
+    after token t's append the cache has t + 1 positions, those of the full
+    groups (0-31 once t >= 31) quantized by oracle_quant's reference of
+    attn.h's layout, the others in f16; values q4_1 per token. The keys are
+    exact in f16 (each k_proj row has one weight, a multiple of 2^-8 below
+    2^-6, so every key is a multiple of 2^-14 below 2^-3) and the values
+    exact in f32, so the library and the reference quantize the very same
+    floats and only the f32 arithmetic of the attention and out_proj is left:
+    within 1e-5. The layer with unquantized keys is checked to lie farther
+    away, so the groups are what is measured."""
+    from oracle_quant import Q4C, Q2C, ref_group, ref_group_dequantize
+    E, H, Hkv, D, N, L = 128, 4, 2, 32, 2, 40
+    state = {"q_proj_weight": rng.integers(-64, 65, (E, E)) / 16.0,
+             "k_proj_weight": np.zeros((Hkv * D, E)),
+             "v_proj_weight": rng.integers(-64, 65, (Hkv * D, E)) / 256.0,
+             "out_proj_weight": rng.integers(-64, 65, (E, E)) / 256.0}
+    state["k_proj_weight"][np.arange(Hkv * D), rng.integers(0, E, Hkv * D)] = rng.integers(-3, 4, Hkv * D) / 256.0
+    names = {"q_proj_weight": "q_proj.weight", "k_proj_weight": "k_proj.weight", "v_proj_weight": "v_proj.weight",
+             "out_proj_weight": "o_proj.weight"}
+    with open(c.path("groups.safetensors"), "wb") as fh:
+        fh.write(safetensors_bytes({names[k]: v.astype(np.float32) for k, v in state.items()}))
+
+    def heads(a, h):
+        return a.reshape(N, L, h, D).transpose(0, 2, 1, 3)
+
+    x = rng.integers(-128, 129, (N, L, E)) / 64.0
+    k = heads(x @ state["k_proj_weight"].T, Hkv)
+    assert np.array_equal(k.astype(np.float16).astype(np.float64), k)
+    v = heads(x @ state["v_proj_weight"].T, Hkv)
+    vh = ref_dequantize(ref_quantize(np.ascontiguousarray(v, np.float32).reshape(-1, D), 10), 10,
+                        D).astype(np.float64).reshape(v.shape)
+    q = heads(x @ state["q_proj_weight"].T, H)
+
+    def layer(keys_at, vv):
+        out = np.zeros((N, H, L, D))
+        vv = np.repeat(vv, H // Hkv, axis=1)
+        for t in range(L):
+            kk = np.repeat(keys_at(t), H // Hkv, axis=1)[:, :, :t + 1]
+            s = q[:, :, t:t + 1] @ kk.transpose(0, 1, 3, 2) / np.sqrt(D)
+            p = np.exp(s - s.max(-1, keepdims=True))
+            out[:, :, t:t + 1] = (p / p.sum(-1, keepdims=True)) @ vv[:, :, :t + 1]
+        return out.transpose(0, 2, 1, 3).reshape(N, L, E) @ state["out_proj_weight"].T
+
+    for name, fmt in (("q4c", Q4C), ("q2c", Q2C)):
+        raw = ref_group(np.ascontiguousarray(k[:, :, :32], np.float32).reshape(-1, 32, D), fmt)
+        gk = ref_group_dequantize(raw, fmt, D).reshape(N, Hkv, 32, D).astype(np.float64)
+
+        def held(t):  # the cache's keys when token t attends: the group once it is full
+            kk = k.copy()
+            if t + 1 >= 32:
+                kk[:, :, :32] = gk
+            return kk
+
+        ref = layer(held, vh)
+        apart = float(np.abs(layer(lambda t: k, vh) - ref).max()) / float(np.abs(ref).max())
+        if apart <= 1e-4:  # the keys' groups alone
+            c.report("grouped_keys_cache_%s" % name, "the groups' rounding moves the layer by only %.3g" % apart)
+            continue
+        c.layer("grouped_keys_cache_%s" % name, c.path("groups.safetensors"), x.astype(np.float32), ref,
+                ["--heads", "4", "--causal", "--incremental", "--kv", name], tol=1e-5)
+
+
 def quantized_cache(c, rng):
     """attn mha --incremental --kv FORMAT: the layer's KV cache holds its keys
     and values quantized. The reference is the layer written in NumPy/PyTorch
@@ -307,7 +372,7 @@ def quantized_cache(c, rng):
     base = ["--weights", c.path("quant.safetensors"), "--heads", "4"]
     for case, args, want in (
             ("unknown_format", ["-x", c.path("qx32.npy"), "--incremental", "--kv", "q3"],
-             "--kv takes q8, q4, q4_1, e4m3 or e5m2, not 'q3'"),
+             "--kv takes q8, q4, q4_1, e4m3, e5m2, q4c or q2c, not 'q3'"),
             ("without_incremental", ["-x", c.path("qx32.npy"), "--kv", "q8"], "give --incremental too"),
             ("f64_input", ["-x", c.path("qx64.npy"), "--incremental", "--kv", "q4"], "needs float32 or float16 X"),
             ("head_dim_not_32", ["-x", c.path("qx8.npy"), "--weights", c.path("quant_d8.safetensors"), "--heads", "4",
@@ -520,6 +585,7 @@ def main():
     llama_layer(c, rng)
     half_weights(c, rng)
     quantized_cache(c, rng)
+    grouped_keys_cache(c, rng)
     bad_files(c)
     rank_sweeps(c, rng)
     r = c.run(["-x", "x.npy"])
