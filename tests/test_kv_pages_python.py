@@ -405,5 +405,76 @@ try:
     check("paged_plan_refuses_other_q", False, "no error")
 except attn.PlanError as e:
     check("paged_plan_refuses_other_q", "q" in str(e))
+
+# Keys quantized per channel (key_dtype q4c / q2c, KIVI's keys) with q4_1
+# values: the keys as the NumPy reference of attn.h's layout holds them
+# (each group of 32 quantized from its f16 keys, the residual in f16), after
+# appends in pieces, a fork, a truncation into a group (its kept keys
+# become f16 of their dequantized values) and appends that refill it; attend
+# bitwise attn.sdpa on the gathered rows, and within the f32 bound of
+# PyTorch float64 on the reference's values.
+from oracle_quant import Q2C, Q4C, ref_group, ref_group_dequantize  # noqa: E402
+
+
+def held_keys(k16, code):
+    """Keys (H, n, E) f16-exact as a q4c/q2c pool holds them: full groups
+    quantized, the rest as they are."""
+    out = k16.copy()
+    full = k16.shape[1] // 32 * 32
+    if full:
+        raw = ref_group(np.ascontiguousarray(k16[:, :full]), code)
+        out[:, :full] = ref_group_dequantize(raw, code, k16.shape[2]).reshape(k16.shape[0], full, -1)
+    return out
+
+
+for name, code in (("q4c", Q4C), ("q2c", Q2C)):
+    gp = attn.KVPages(heads=2, key_dim=64, value_dim=32, num_pages=12, max_sequences=3, page_size=32, dtype="q4_1",
+                      key_dtype=name)
+    a = gp.create()
+    k1 = (rng.standard_normal((70, 2, 64)) * np.where(np.arange(64) % 16 == 3, 20, 1)).astype(np.float32)
+    v1 = rng.standard_normal((70, 2, 32)).astype(np.float32)
+    gp.append(a, k1[:7], v1[:7])
+    gp.append(a, k1[7:45], v1[7:45])
+    b = gp.fork(a)
+    gp.append(a, k1[45:], v1[45:])
+    k16 = k1.transpose(1, 0, 2).astype(np.float16).astype(np.float32)
+    wv = ref_dequantize(ref_quantize(v1.transpose(1, 0, 2).reshape(-1, 32), 10), 10, 32).reshape(2, 70, 32)
+    want_a = held_keys(k16, code)
+    ga, gva = gp.gather(a)
+    gb, _ = gp.gather(b)
+    check("kv_pages_python_%s_keys_as_numpy_reference" % name, np.array_equal(ga, want_a) and
+          np.array_equal(gva, wv) and np.array_equal(gb, held_keys(k16[:, :45], code)))
+    # b cut inside its quantized group 0, then refilled: the kept keys are f16 of their dequantized values
+    gp.truncate(b, 20)
+    kb = held_keys(k16[:, :45], code)[:, :20].astype(np.float16).astype(np.float32)
+    gbt, _ = gp.gather(b)
+    check("kv_pages_python_%s_truncate_into_a_group_keeps_f16_of_its_values" % name, np.array_equal(gbt, kb))
+    k2 = rng.standard_normal((15, 2, 64)).astype(np.float32)
+    gp.append(b, k2, v1[:15])
+    kb = held_keys(np.concatenate([kb, k2.transpose(1, 0, 2).astype(np.float16).astype(np.float32)], 1), code)
+    gbt, _ = gp.gather(b)
+    ga2, _ = gp.gather(a)
+    check("kv_pages_python_%s_refilled_group_quantized_again" % name, np.array_equal(gbt, kb) and
+          np.array_equal(ga2, want_a))
+    q1 = rng.standard_normal((3, 4, 64)).astype(np.float32)
+    out = gp.attend(a, q1)
+    same = attn.sdpa(q1.transpose(1, 0, 2), ga, gva, causal="bottom-right").transpose(1, 0, 2)
+    ref = torch_attend(q1, want_a, wv)
+    err = float(np.abs(out - ref).max() / np.abs(ref).max())
+    check("kv_pages_python_%s_attend_bitwise_sdpa_on_gathered" % name, np.array_equal(out, same))
+    check("kv_pages_python_%s_attend_vs_torch_float64" % name, err <= 2e-5, "error %.3g" % err)
+    try:
+        gp.plan([a], [1], num_heads=4)
+        check("kv_pages_python_%s_plan_refused" % name, False, "planned")
+    except attn.DtypeError:
+        check("kv_pages_python_%s_plan_refused" % name, True)
+for name, cls, args in (("q4c_page_size_16", attn.ShapeError, dict(page_size=16, key_dtype="q4c")),
+                        ("unknown_key_dtype", attn.OptionError, dict(page_size=32, key_dtype="q8")),
+                        ("q2c_key_dim_66", attn.ShapeError, dict(page_size=32, key_dtype="q2c", key_dim=66))):
+    try:
+        attn.KVPages(**{"heads": 1, "key_dim": 64, "num_pages": 2, "max_sequences": 1, **args})
+        check("kv_pages_python_%s_refused" % name, False, "accepted")
+    except cls as e:
+        check("kv_pages_python_%s_refused" % name, bool(str(e)))
 print("# kv pages from python: %d passed, %d failed" % (r.passed, r.failed))
 sys.exit(1 if r.failed else 0)

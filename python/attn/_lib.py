@@ -74,7 +74,8 @@ class MhaOptions(ctypes.Structure):
 class KVPagesDesc(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("heads", ctypes.c_int64), ("key_dim", ctypes.c_int64),
                 ("value_dim", ctypes.c_int64), ("dtype", ctypes.c_int), ("page_size", ctypes.c_int64),
-                ("num_pages", ctypes.c_int64), ("max_sequences", ctypes.c_int64), ("max_length", ctypes.c_int64)]
+                ("num_pages", ctypes.c_int64), ("max_sequences", ctypes.c_int64), ("max_length", ctypes.c_int64),
+                ("key_dtype", ctypes.c_int)]
 
 
 class KVPagedView(ctypes.Structure):
@@ -83,13 +84,14 @@ class KVPagedView(ctypes.Structure):
                 ("num_pages", ctypes.c_int64), ("k_pages", ctypes.c_void_p), ("v_pages", ctypes.c_void_p),
                 ("num_sequences", ctypes.c_int64), ("lengths", ctypes.POINTER(ctypes.c_int64)),
                 ("page_table", ctypes.POINTER(ctypes.c_int32)), ("table_stride", ctypes.c_int64),
-                ("table_offsets", ctypes.POINTER(ctypes.c_int64))]
+                ("table_offsets", ctypes.POINTER(ctypes.c_int64)), ("key_dtype", ctypes.c_int),
+                ("k_residual", ctypes.c_void_p)]
 
 
 class KVCacheDesc(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("batch", ctypes.c_int64), ("heads", ctypes.c_int64),
                 ("capacity", ctypes.c_int64), ("key_dim", ctypes.c_int64), ("value_dim", ctypes.c_int64),
-                ("dtype", ctypes.c_int)]
+                ("dtype", ctypes.c_int), ("key_dtype", ctypes.c_int)]
 
 
 class ToyExplainOptions(ctypes.Structure):

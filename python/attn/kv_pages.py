@@ -32,6 +32,9 @@ from ._lib import (BF16, F16, F32, F64, LIB, MHA_PARAMS, Error, KVCacheDesc, KVP
 # key_dim and value_dim multiples of 32.
 _STORAGE = {"float32": F32, np.dtype(np.float32): F32, "float16": F16, np.dtype(np.float16): F16, "bfloat16": BF16,
             "q8": 6, "q4": 7, "e4m3": 8, "e5m2": 9, "q4_1": 10}
+# Keys quantized per channel over groups of 32 positions (attn.h, "Keys
+# quantized per channel"; KIVI's keys): key_dtype, with values in dtype.
+_KEYS = {None: 0, "q4c": 11, "q2c": 12}
 
 
 def _i64s(values):
@@ -135,16 +138,21 @@ class KVPages:
     scale and a minimum per block of 32; these three need key_dim and
     value_dim multiples of 32), 'e4m3' or 'e5m2' (fp8); at most max_sequences
     sequences at once, each of at most max_length positions (0: the whole
-    pool)."""
+    pool). key_dtype 'q4c' or 'q2c' stores the keys apart, 4 or 2 bits with
+    a scale and a minimum per channel over each group of 32 positions, each
+    sequence's last positions not yet forming a group in float16 (KIVI; the
+    values stay in dtype; page_size a multiple of 32)."""
 
     def __init__(self, heads, key_dim, num_pages, max_sequences, value_dim=None, page_size=16, dtype="float32",
-                 max_length=0):
+                 max_length=0, key_dtype=None):
         if dtype not in _STORAGE:
             raise OptionError("dtype is %r: 'float32', 'float16', 'bfloat16', 'q8', 'q4', 'q4_1', 'e4m3' or 'e5m2'" % (dtype,), 9)
+        if key_dtype not in _KEYS:
+            raise OptionError("key_dtype is %r: None (keys in dtype), 'q4c' or 'q2c'" % (key_dtype,), 9)
         d = default(KVPagesDesc)
         d.heads, d.key_dim, d.value_dim = int(heads), int(key_dim), int(key_dim if value_dim is None else value_dim)
         d.dtype, d.page_size, d.num_pages = _STORAGE[dtype], int(page_size), int(num_pages)
-        d.max_sequences, d.max_length = int(max_sequences), int(max_length)
+        d.max_sequences, d.max_length, d.key_dtype = int(max_sequences), int(max_length), _KEYS[key_dtype]
         err, size = Error(), ctypes.c_size_t()
         raise_for(LIB.attn_kv_pages_bytes(ctypes.byref(size), ctypes.byref(d), ctypes.byref(err)), err)
         self.memory = np.zeros(size.value, np.uint8)  # the pool's bytes, for as long as the object lives
@@ -334,7 +342,8 @@ class PagedPlan:
         self.offsets[1:] = np.cumsum([len(t) for t in tables]) if tables else []
         self.table = np.concatenate(tables + [np.zeros(1, np.int32)]).astype(np.int32)
         w = default(KVPagedView)
-        for f in ("dtype", "heads", "key_dim", "value_dim", "page_size", "num_pages", "k_pages", "v_pages"):
+        for f in ("dtype", "heads", "key_dim", "value_dim", "page_size", "num_pages", "k_pages", "v_pages", "key_dtype",
+                  "k_residual"):
             setattr(w, f, getattr(pw, f))
         w.num_sequences = self.n
         w.lengths = self.lengths.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
