@@ -43,7 +43,16 @@ quantized cache equals this computation within 1e-5 (f32 arithmetic). Data:
 Metrics as above: out after out_proj (max and RMS, relative); lse and KL per
 query head and row (every causal row).
 
-Usage: quant_accuracy.py [BUILD_DIR] [--seed N] [--markdown] [--layer]
+Keys per channel (--keys, with or without --layer): key formats side by
+side with the values fixed (q4_1, or f16 to see the keys alone): per-token
+q4 and q4_1 keys against KIVI's per-channel q4c and q2c keys (a scale and a
+minimum per channel over each group of 32 positions), stored as a cache
+holds them (attn.h, "Keys quantized per channel"): keys rounded to f16, each
+full group of 32 positions quantized from those, and through the layer the
+positions not yet forming a group when a token attends (the residual
+window, the last (t + 1) mod 32 positions for token t) kept in f16.
+
+Usage: quant_accuracy.py [BUILD_DIR] [--seed N] [--markdown] [--layer] [--keys]
 """
 import ctypes
 import os
@@ -54,6 +63,11 @@ import numpy as np
 MAX_RANK = 5
 F32, F16, BF16 = 1, 4, 5
 FORMATS = [("f16", F16), ("bf16", BF16), ("q8", 6), ("e4m3", 8), ("e5m2", 9), ("q4", 7), ("q4_1", 10)]
+Q4C, Q2C = 11, 12
+# --keys: (name, key format, value format); the grouped key formats are stored as a cache holds them.
+KEY_ROWS = [("K q4, V q4_1", 7, 10), ("K q4_1, V q4_1", 10, 10), ("K q4c, V q4_1", Q4C, 10),
+            ("K q2c, V q4_1", Q2C, 10), ("K q4, V f16", 7, F16), ("K q4_1, V f16", 10, F16),
+            ("K q4c, V f16", Q4C, F16), ("K q2c, V f16", Q2C, F16)]
 
 
 class Tensor(ctypes.Structure):
@@ -78,6 +92,22 @@ class Lib:
         self.lib = ctypes.CDLL(os.path.join(build, "libattn.so"))
         self.lib.attn_quant_row_size.restype = ctypes.c_size_t
         self.lib.attn_quant_row_size.argtypes = [ctypes.c_int, ctypes.c_int64]
+        self.lib.attn_quant_group_size.restype = ctypes.c_size_t
+        self.lib.attn_quant_group_size.argtypes = [ctypes.c_int, ctypes.c_int64]
+
+    def grouped(self, x, fmt):
+        """Keys x (S, d) f32, S a multiple of 32, as a q4c / q2c cache holds
+        them: (every position in its group, widened; every position in f16)."""
+        x16 = x.astype(np.float16).astype(np.float32)
+        size = x.shape[0] // 32 * self.lib.attn_quant_group_size(fmt, x.shape[1])
+        raw = np.zeros(size, np.uint8)
+        err = Error()
+        assert self.lib.attn_quantize(raw.ctypes.data, ctypes.c_size_t(size), fmt, ctypes.byref(view(x16, F32)),
+                                      ctypes.byref(err)) == 0, err.message
+        back = np.zeros(x.shape, np.float32)
+        assert self.lib.attn_dequantize(ctypes.byref(view(back, F32)), raw.ctypes.data, ctypes.c_size_t(size), fmt,
+                                        ctypes.byref(err)) == 0, err.message
+        return back, x16
 
     def stored(self, x, fmt):
         """x (f32 rows) as the format stores them, read back as f32."""
@@ -123,12 +153,14 @@ def data(rng, kind, L=256, S=4096, d=128):
     return q, k, v
 
 
-def measure(lib, rng, kind):
+def measure(lib, rng, kind, keys=False):
     q, k, v = data(rng, kind)
     out, lse, p = attention(q, k, v)
     rows = []
-    for name, fmt in FORMATS:
-        oq, lq, pq = attention(q, lib.stored(k, fmt), lib.stored(v, fmt))
+    for name, kf, vf in KEY_ROWS if keys else [(n, f, f) for n, f in FORMATS]:
+        # a snapshot of 4,096 keys: every group full, no residual window
+        ks = lib.grouped(k, kf)[0] if kf in (Q4C, Q2C) else lib.stored(k, kf)
+        oq, lq, pq = attention(q, ks, lib.stored(v, vf))
         with np.errstate(divide="ignore", invalid="ignore"):
             kl = np.where(p > 0, p * (np.log(p) - np.log(np.maximum(pq, 1e-300))), 0).sum(axis=1)
         rows.append({"format": name, "data": kind,
@@ -163,7 +195,7 @@ def layer_data(rng, kind, L=2048, E=1024, H=8, Hkv=2, d=128):
     return x.astype(np.float32).astype(np.float64), w, H, Hkv, d
 
 
-def layer_measure(lib, rng, kind):
+def layer_measure(lib, rng, kind, keys=False):
     x, w, H, Hkv, d = layer_data(rng, kind)
     L = x.shape[0]
 
@@ -175,11 +207,16 @@ def layer_measure(lib, rng, kind):
     v = heads(x @ w["v"].T, Hkv).astype(np.float32)
     causal = np.tril(np.ones((L, L), bool))
 
-    def run(kk, vv):
+    # grouped keys: token t sees positions of full groups (j < 32 floor((t + 1) / 32)) quantized, the rest in f16
+    in_group = np.arange(L)[None, :] < (np.arange(L)[:, None] + 1) // 32 * 32
+
+    def run(kk, vv, k16=None):
         outs, lses, ps = [], [], []
         for h in range(H):
             g = h // (H // Hkv)
             s = q[h] @ kk[g].astype(np.float64).T / np.sqrt(d)
+            if k16 is not None:
+                s = np.where(in_group, s, q[h] @ k16[g].astype(np.float64).T / np.sqrt(d))
             s = np.where(causal, s, -np.inf)
             m = s.max(axis=1, keepdims=True)
             e = np.exp(s - m)
@@ -192,10 +229,15 @@ def layer_measure(lib, rng, kind):
 
     out, lse, p = run(k, v)
     rows = []
-    for name, fmt in FORMATS:
-        ks = np.stack([lib.stored(np.ascontiguousarray(k[g]), fmt) for g in range(Hkv)])
-        vs = np.stack([lib.stored(np.ascontiguousarray(v[g]), fmt) for g in range(Hkv)])
-        oq, lq, pq = run(ks, vs)
+    for name, kf, vf in KEY_ROWS if keys else [(n, f, f) for n, f in FORMATS]:
+        k16 = None
+        if kf in (Q4C, Q2C):
+            held = [lib.grouped(np.ascontiguousarray(k[g]), kf) for g in range(Hkv)]
+            ks, k16 = np.stack([a for a, _ in held]), np.stack([b for _, b in held])
+        else:
+            ks = np.stack([lib.stored(np.ascontiguousarray(k[g]), kf) for g in range(Hkv)])
+        vs = np.stack([lib.stored(np.ascontiguousarray(v[g]), vf) for g in range(Hkv)])
+        oq, lq, pq = run(ks, vs, k16)
         kl = []
         with np.errstate(divide="ignore", invalid="ignore"):
             for a, b in zip(p, pq):
@@ -219,16 +261,17 @@ def main():
     rng = np.random.default_rng(seed)
     rows = []
     for kind in ("normal", "peaked", "outliers"):
-        rows += (layer_measure if "--layer" in sys.argv else measure)(lib, rng, kind)
+        rows += (layer_measure if "--layer" in sys.argv else measure)(lib, rng, kind, "--keys" in sys.argv)
     if "--markdown" in sys.argv:
-        print("| data | format | out: max rel. error | out: RMS rel. error | lse: max abs. error | KL mean | KL max |")
+        print("| data | %s | out: max rel. error | out: RMS rel. error | lse: max abs. error | KL mean | KL max |" %
+              ("keys, values" if "--keys" in sys.argv else "format"))
         print("|---|---|---|---|---|---|---|")
         for r in rows:
             print("| %s | %s | %.2e | %.2e | %.2e | %.2e | %.2e |" % (r["data"], r["format"], r["out_max"], r["out_rms"],
                                                                   r["lse_max"], r["kl_mean"], r["kl_max"]))
     else:
         for r in rows:
-            print("%-9s %-5s out max %.2e rms %.2e  lse %.2e  KL mean %.2e max %.2e" % (
+            print("%-9s %-15s out max %.2e rms %.2e  lse %.2e  KL mean %.2e max %.2e" % (
                 r["data"], r["format"], r["out_max"], r["out_rms"], r["lse_max"], r["kl_mean"], r["kl_max"]))
 
 

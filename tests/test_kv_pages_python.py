@@ -468,6 +468,22 @@ for name, code in (("q4c", Q4C), ("q2c", Q2C)):
         check("kv_pages_python_%s_plan_refused" % name, False, "planned")
     except attn.DtypeError:
         check("kv_pages_python_%s_plan_refused" % name, True)
+# The layer's step over a contiguous cache with q4c keys (attn_mha_cached_batch writes each row
+# with the cache's own writer) bitwise the pool's step with the same keys (attn_mha_paged).
+E_, HQ_, D_ = 64, 2, 32
+lp = {"num_heads": HQ_, "num_kv_heads": 1}
+lp.update({n: (rng.standard_normal(sh) / 8).astype(np.float32) for n, sh in (
+    ("q_proj_weight", (E_, E_)), ("k_proj_weight", (D_, E_)), ("v_proj_weight", (D_, E_)), ("out_proj_weight", (E_, E_)))})
+kc = attn.KVCache(batch=2, heads=1, capacity=64, key_dim=D_, dtype="q4_1", key_dtype="q4c")
+kp = attn.KVPages(heads=1, key_dim=D_, num_pages=4, max_sequences=2, page_size=32, dtype="q4_1", key_dtype="q4c")
+sa, sb = kp.create(), kp.create()
+same = True
+for xs in ([rng.standard_normal((40, E_)), rng.standard_normal((3, E_))], [rng.standard_normal((1, E_))] * 2):
+    xs = [x.astype(np.float32) for x in xs]
+    oc = kc.mha_step([0, 1], xs, lp, rope={"base": 10000.0})
+    op = kp.mha_step([sa, sb], xs, lp, rope={"base": 10000.0})
+    same &= all(np.array_equal(a, b) for a, b in zip(oc, op))
+check("kv_cache_python_q4c_step_bitwise_pool_step", same and list(kc.lengths) == [41, 4])
 for name, cls, args in (("q4c_page_size_16", attn.ShapeError, dict(page_size=16, key_dtype="q4c")),
                         ("unknown_key_dtype", attn.OptionError, dict(page_size=32, key_dtype="q8")),
                         ("q2c_key_dim_66", attn.ShapeError, dict(page_size=32, key_dtype="q2c", key_dim=66))):

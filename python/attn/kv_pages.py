@@ -400,17 +400,21 @@ class KVCache:
     length (self.lengths, int64, kept here as FlashAttention-2's
     cache_seqlens), stored as float32, float16, 'bfloat16', a quantized
     format ('q8', 'q4', 'e4m3', 'e5m2'), or float64: then mha_step takes
-    and gives float64 (the parameters too), on the exact kernel."""
+    and gives float64 (the parameters too), on the exact kernel. key_dtype
+    'q4c' or 'q2c': keys per channel over groups of 32 positions, as
+    KVPages takes them (capacity a multiple of 32)."""
 
     _DTYPES = {**_STORAGE, "float64": F64, np.dtype(np.float64): F64}
 
-    def __init__(self, batch, heads, capacity, key_dim, value_dim=None, dtype="float32"):
+    def __init__(self, batch, heads, capacity, key_dim, value_dim=None, dtype="float32", key_dtype=None):
         if dtype not in self._DTYPES:
             raise OptionError("dtype is %r: 'float32', 'float16', 'bfloat16', 'float64' or quantized" % (dtype,), 9)
+        if key_dtype not in _KEYS:
+            raise OptionError("key_dtype is %r: None (keys in dtype), 'q4c' or 'q2c'" % (key_dtype,), 9)
         d = default(KVCacheDesc)
         d.batch, d.heads, d.capacity = int(batch), int(heads), int(capacity)
         d.key_dim, d.value_dim = int(key_dim), int(key_dim if value_dim is None else value_dim)
-        d.dtype = self._DTYPES[dtype]
+        d.dtype, d.key_dtype = self._DTYPES[dtype], _KEYS[key_dtype]
         err, size = Error(), ctypes.c_size_t()
         raise_for(LIB.attn_kv_cache_bytes(ctypes.byref(size), ctypes.byref(d), ctypes.byref(err)), err)
         self.memory = np.zeros(size.value, np.uint8)

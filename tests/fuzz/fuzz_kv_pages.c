@@ -1,6 +1,8 @@
 /* fuzz_kv_pages.c -- libFuzzer target: the paged KV cache (attn.h, "Paged
  * KV cache") driven by random programs. The input's first bytes describe a
- * pool (sizes small or at an edge of int64, dtype, page size); the rest is
+ * pool (sizes small or at an edge of int64, dtype, keys quantized per
+ * channel or not (key_dtype q4c, q2c, or one it must refuse), page size);
+ * the rest is
  * a list of operations on it: create, fork, free, truncate, append (to
  * random lists of ids, freed and unknown ones and repeats included, with
  * fuzzed offsets and row counts), gather, attend, and a caller's own view
@@ -115,6 +117,9 @@ static void fuzz_view(reader *r, attn_kv_pages_desc *d) {
     int64_t lengths[MAX_N], offsets[MAX_N + 1];
     attn_kv_paged_view w = attn_kv_paged_view_default();
     w.dtype = d->dtype, w.heads = d->heads, w.key_dim = d->key_dim, w.value_dim = d->value_dim;
+    /* Keys per channel: the view's residual rows, (num_sequences, Hk, 32, E) f16, ours when they fit. */
+    static uint16_t residual[MAX_N * 4 * 32 * 4];
+    w.key_dtype = d->key_dtype, w.k_residual = byte(r) == 2 ? NULL : residual;
     w.page_size = byte(r) % 8 + 1;
     w.num_pages = byte(r) % 4 + 1;
     if (byte(r) == 3) w.num_pages = pick_int(r);
@@ -138,6 +143,7 @@ static void fuzz_view(reader *r, attn_kv_pages_desc *d) {
     /* The pages the view's sizes describe must be ours too (or overflow). */
     __int128 kn = (__int128)w.num_pages * w.heads * w.page_size * w.key_dim;
     __int128 vn = (__int128)w.num_pages * w.heads * w.page_size * w.value_dim;
+    if (w.key_dtype && (__int128)w.num_sequences * w.heads * w.key_dim > 4 * 4 * MAX_N) return; /* not ours */
     if (w.num_pages > 0 && w.page_size > 0 && (kn > room || vn > room) && kn * 8 < INT64_MAX && vn * 8 < INT64_MAX) {
         w.num_pages = 1, w.page_size = 1;
         if (w.heads * w.key_dim > room || w.heads * w.value_dim > room) return; /* many heads: not ours */
@@ -176,6 +182,10 @@ static void fuzz_view(reader *r, attn_kv_pages_desc *d) {
     attn_status want = attn_kv_paged_attend(&ref, NULL, &q, cu, &w, NULL, NULL, &err);
     st = attn_kv_paged_plan_init(&plan, plan_memory, bytes, &ws, &out, NULL, &q, cu, &w, NULL, NULL, &err);
     CHECK(st == ATTN_OK || err.message[0]);
+    if (w.key_dtype) { /* keys per channel: attended, never planned */
+        CHECK(st == ATTN_ERR_DTYPE || (st && want));
+        return;
+    }
     CHECK((st == ATTN_OK) == (want == ATTN_OK));
     if (st || ws > sizeof kbuf) return;
     st = attn_kv_paged_run(plan, &out, NULL, &q, w.k_pages, w.v_pages, kbuf, sizeof kbuf, &err);
@@ -252,7 +262,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     reader r = {data, size};
     static const attn_dtype DTYPES[] = {ATTN_F32, ATTN_F16, ATTN_BF16, ATTN_F64};
     attn_kv_pages_desc d = attn_kv_pages_desc_default();
-    d.dtype = DTYPES[byte(&r) % 4];
+    uint8_t kind = byte(&r);
+    d.dtype = DTYPES[kind % 4];
+    /* the top codes: keys per channel (q4c, q2c), or a key_dtype to refuse (q8) */
+    d.key_dtype = kind >> 2 == 63 ? ATTN_Q4C : kind >> 2 == 62 ? ATTN_Q2C : kind >> 2 == 61 ? ATTN_Q8 : (attn_dtype)0;
     static const int64_t PAGES[] = {16, 17, 32, 255, 256};
     d.page_size = byte(&r) < 250 ? PAGES[byte(&r) % 5] : pick_int(&r);
     d.num_pages = byte(&r) < 240 ? byte(&r) % 8 + 1 : pick_int(&r);
