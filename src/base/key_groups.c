@@ -152,7 +152,7 @@ attn_rows attn_rows_grouped(const attn_paged_rows *pg, int64_t head) {
     r.page_stride = pg->heads * per_page * bytes; /* checked by attn_grouped_rows_check */
     r.head = (const char *)pg->pages + head * per_page * bytes;
     r.table = pg->table;
-    r.residual = pg->residual + head * G * pg->cols;
+    r.residual = pg->residual ? pg->residual + head * G * pg->cols : NULL; /* NULL: no residual row is read */
     r.full = pg->length - pg->length % G;
     return r;
 }

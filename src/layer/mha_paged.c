@@ -190,10 +190,15 @@ static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int6
     attn_named ins[ATTN_MHA_INPUTS];
     int64_t B = w.num_pages;
     attn_tensor_init(&lens, s->lengths, ATTN_F64, 1, &B, NULL, NULL); /* int64 as f64: only the bytes count */
-    const attn_named outs[4] = {{out, "out"}, {&regions[0], "the key pages"}, {&regions[1], "the value pages"},
-                                {!s->paged && s->lengths ? &lens : NULL, "lengths"}};
+    /* keys per channel: the residual rows, one set per sequence of a pool, per row of a cache */
+    attn_tensor res = {0};
+    int64_t nres = (s->paged ? w.num_sequences : w.num_pages) * w.heads * 32 * w.key_dim;
+    if (w.key_dtype && w.k_residual) attn_tensor_init(&res, (void *)(uintptr_t)w.k_residual, ATTN_F16, 1, &nres, NULL, NULL);
+    const attn_named outs[5] = {{out, "out"}, {&regions[0], "the key pages"}, {&regions[1], "the value pages"},
+                                {!s->paged && s->lengths ? &lens : NULL, "lengths"},
+                                {res.data ? &res : NULL, "the residual keys"}};
     attn_mha_inputs(ins, &m, x, NULL, NULL);
-    if ((st = attn_check_no_overlap(outs, 4, ins, ATTN_MHA_INPUTS, err))) return st;
+    if ((st = attn_check_no_overlap(outs, 5, ins, ATTN_MHA_INPUTS, err))) return st;
     if ((uint64_t)n > SIZE_MAX / sizeof(int64_t)) return attn_fail(err, ATTN_ERR_OVERFLOW, "%lld sequences overflow", (long long)n);
     int64_t *length = malloc((size_t)(n > 0 ? n : 1) * sizeof *length);
     if (!length) return attn_fail(err, ATTN_ERR_NO_MEMORY, "no memory for %lld sequences' lengths", (long long)n);
