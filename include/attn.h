@@ -1647,15 +1647,17 @@ ATTN_API attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, co
  * append, truncate or free): for attn_sdpa_backward, or to look inside.
  * A quantized cache's view is of quantized rows (strides in bytes, see
  * attn_tensor), which attn_sdpa reads but the backward pass does not:
- * attn_kv_cache_gather gives their values. Errors: ATTN_ERR_NULL,
- * ATTN_ERR_RANK. */
+ * attn_kv_cache_gather gives their values. Keys quantized per channel
+ * (key_dtype) have no view: ATTN_ERR_DTYPE, and attn_kv_cache_gather gives
+ * them. Errors: ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_DTYPE. */
 ATTN_API attn_status attn_kv_cache_view(attn_tensor *k, attn_tensor *v, const attn_kv_cache *cache, int rank,
                                         attn_error *err);
 
 /* The cached positions copied into caller memory: k and v of the shape
  * attn_kv_cache_view gives for k's rank (4, 3 or 2), any strides, f64, f32,
  * f16 or bf16, converted as attn_tensor_convert converts, a quantized
- * cache's rows widened as attn_dequantize widens them: for the backward
+ * cache's rows widened as attn_dequantize widens them (keys quantized per
+ * channel: a group's dequantized values, the residual's f16 keys): for the backward
  * pass and for inspection of any cache. k and v must not overlap each
  * other or the cache. Errors: ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_SHAPE,
  * ATTN_ERR_DTYPE, ATTN_ERR_STRIDE, ATTN_ERR_OVERFLOW. Added in 0.3.0. */
@@ -1666,7 +1668,9 @@ ATTN_API attn_status attn_kv_cache_gather(attn_tensor *k, attn_tensor *v, const 
 ATTN_API int64_t attn_kv_cache_length(const attn_kv_cache *cache);
 
 /* Forget all positions from `length` on (0 empties the cache), e.g. to
- * undo rejected draft tokens. Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT
+ * undo rejected draft tokens (keys quantized per channel cut inside a
+ * quantized group: its kept positions become f16 residual rows of their
+ * dequantized values). Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT
  * (length < 0 or more than are filled). */
 ATTN_API attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length, attn_error *err);
 
@@ -1699,7 +1703,12 @@ ATTN_API attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length
  * reads the quantized rows where they lie and widens them a row at a time
  * inside the kernels (never the whole sequence), and gather returns the
  * widened values. 32 values take 34 bytes in q8, 18 in q4 and 32 in fp8
- * (64 in f16). Quantized pools take f32 queries.
+ * (64 in f16). Quantized pools take f32 queries. With key_dtype ATTN_Q4C
+ * or ATTN_Q2C (see "Keys quantized per channel") the key pages hold
+ * (num_pages, Hk, P / 32) groups of attn_quant_group_size(key_dtype, E)
+ * bytes instead, and each sequence's last positions not yet forming a
+ * group lie in f16 in the pool's own memory (max_sequences · Hk · 32 · E ·
+ * 2 bytes, counted by attn_kv_pages_bytes).
  *
  *   attn_kv_pages_desc d = attn_kv_pages_desc_default();
  *   d.heads = 8, d.key_dim = d.value_dim = 128, d.dtype = ATTN_F16;
@@ -1778,7 +1787,9 @@ ATTN_API attn_status attn_kv_pages_init(attn_kv_pages **pool, void *memory, size
 ATTN_API attn_status attn_kv_pages_create(attn_kv_pages *pool, int64_t *seq, attn_error *err);
 
 /* A new sequence *child holding everything `parent` holds, by sharing its
- * pages (each page's reference count goes up; nothing is copied). Later
+ * pages (each page's reference count goes up; nothing is copied but, with
+ * keys quantized per channel, the parent's f16 residual rows, at most 31
+ * positions, which are each sequence's own). Later
  * appends and truncations of either leave the other as it is. Errors:
  * ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (parent unknown or freed), ATTN_ERR_FULL
  * (max_sequences are alive). */
@@ -1813,7 +1824,9 @@ ATTN_API attn_status attn_kv_pages_append(attn_kv_pages *pool, const int64_t *se
 
 /* Forget sequence seq's positions from `length` on (0 empties it), e.g.
  * rejected draft tokens: the pages past the new end are released; a
- * sibling sharing them keeps them. Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT
+ * sibling sharing them keeps them. Keys quantized per channel cut inside a
+ * quantized group: its kept positions become the sequence's f16 residual
+ * rows of their dequantized values (the page is not written). Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT
  * (seq unknown or freed; length < 0 or more than it holds). */
 ATTN_API attn_status attn_kv_pages_truncate(attn_kv_pages *pool, int64_t seq, int64_t length, attn_error *err);
 
@@ -1972,7 +1985,9 @@ ATTN_API attn_status attn_kv_paged_attend(attn_tensor *out, attn_tensor *lse, co
  * tensors), while the plan is used. For a pool: its view
  * (attn_kv_pages_view), with 0 queries for the ids not in the step.
  * Errors: those of attn_kv_paged_attend, and those of attn_sdpa_plan_init
- * (ATTN_ERR_WORKSPACE: bytes too small). Added in 0.4.0. */
+ * (ATTN_ERR_WORKSPACE: bytes too small); a view with keys quantized per
+ * channel (key_dtype) is ATTN_ERR_DTYPE (a run takes each layer's pages,
+ * not its residual rows). Added in 0.4.0. */
 ATTN_API attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory, size_t bytes,
                                              size_t *workspace_bytes, attn_tensor *out, attn_tensor *lse,
                                              const attn_tensor *q, const int64_t *cu_seqlens_q,
