@@ -10,7 +10,7 @@
  * overflow, offsets that run backwards; planned once and run, against the
  * unplanned call), and the layer's step over a
  * contiguous cache's rows (attn_mha_cached_batch: rows and lengths
- * anywhere).
+ * anywhere; its keys now and then quantized per channel).
  *
  * Beyond "no crash, no undefined behaviour" it checks, after every call:
  *   - a call that fails has a message, and left the pool's memory byte for
@@ -209,6 +209,7 @@ static void fuzz_cached_batch(reader *r, attn_dtype dt) {
     cd.capacity = byte(r) < 240 ? byte(r) % 12 + 1 : pick_int(r);
     cd.key_dim = cd.value_dim = byte(r) == 5 ? 3 : E / HQ;
     cd.dtype = dt;
+    if (byte(r) == 4) cd.key_dtype = ATTN_Q4C, cd.capacity = byte(r) & 1 ? 32 : cd.capacity; /* keys per channel */
     size_t bytes;
     attn_kv_cache *cache;
     if (attn_kv_cache_bytes(&bytes, &cd, NULL) || bytes > sizeof cache_memory ||
