@@ -82,16 +82,37 @@ float attn_group_get(const void *group, int64_t n, attn_dtype format, int64_t t,
     return (float)code * attn_f16_to_f32(get16(b + 2 * c)) + attn_f16_to_f32(get16(b + 2 * n + 2 * c));
 }
 
+/* 32 channels of one position widened: y = code · d + m. Blocks of a
+ * fixed size over restrict pointers, so that the compiler vectorizes them
+ * at -O2 (the same floats: one product, exact, and one sum each). */
+static void widen32_4(float *restrict y, const uint8_t *restrict codes, const float *restrict d,
+                      const float *restrict m) {
+    for (int i = 0; i < 16; i++) {
+        y[2 * i] = (float)(codes[i] & 15) * d[2 * i] + m[2 * i];
+        y[2 * i + 1] = (float)(codes[i] >> 4) * d[2 * i + 1] + m[2 * i + 1];
+    }
+}
+static void widen32_2(float *restrict y, const uint8_t *restrict codes, const float *restrict d,
+                      const float *restrict m) {
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 4; j++) y[4 * i + j] = (float)(codes[i] >> (2 * j) & 3) * d[4 * i + j] + m[4 * i + j];
+}
+
 void attn_group_rows(float *dst, const void *group, int64_t n, attn_dtype format, int64_t t0, int64_t k) {
     const uint8_t *b = group;
     int bits = bits_of(format), per = 8 / bits, mask = (1 << bits) - 1;
     int64_t row = n / per;
-    for (int64_t t = 0; t < k; t++) {
-        const uint8_t *codes = b + 4 * n + (t0 + t) * row;
-        float *y = dst + t * n;
-        for (int64_t c = 0; c < n; c++) { /* code · d is exact: one rounding, fused or not */
-            int code = codes[c / per] >> (bits * (c % per)) & mask;
-            y[c] = (float)code * attn_f16_to_f32(get16(b + 2 * c)) + attn_f16_to_f32(get16(b + 2 * n + 2 * c));
+    float d[CHUNK], m[CHUNK];
+    for (int64_t c0 = 0; c0 < n; c0 += CHUNK) { /* a chunk's scales and minimums widened once for its rows */
+        int64_t w = n - c0 < CHUNK ? n - c0 : CHUNK;
+        for (int64_t c = 0; c < w; c++)
+            d[c] = attn_f16_to_f32(get16(b + 2 * (c0 + c))), m[c] = attn_f16_to_f32(get16(b + 2 * n + 2 * (c0 + c)));
+        for (int64_t t = 0; t < k; t++) { /* code · d is exact: one rounding, fused or not */
+            const uint8_t *codes = b + 4 * n + (t0 + t) * row + c0 / per;
+            float *y = dst + t * n + c0;
+            int64_t c = 0;
+            for (; c + 32 <= w; c += 32) (bits == 4 ? widen32_4 : widen32_2)(y + c, codes + c / per, d + c, m + c);
+            for (; c < w; c++) y[c] = (float)(codes[c / per] >> (bits * (c % per)) & mask) * d[c] + m[c];
         }
     }
 }
