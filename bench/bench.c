@@ -66,8 +66,8 @@ static const char USAGE[] =
     "               of 100 to 8000 keys), pages of 16 and 256, timed in turns\n"
     "  --kv         decode from a KV cache of each storage only: one token of a\n"
     "               Llama-style layer (32/8 heads, d=128) at 32k positions in f16,\n"
-    "               q8, q4 and e4m3, and at 128k in f16, q8 and q4, each rate over\n"
-    "               f16's in the same run\n"
+    "               q8, q4, e4m3 and q4c keys per channel with q4_1 values, and at\n"
+    "               128k in f16, q8 and q4, each rate over f16's in the same run\n"
     "  --threads N  threads for attn and OpenBLAS (default: attn's default)\n"
     "  --ggml DIR   ggml's ggml_flash_attn_ext beside attn on the same shapes, from\n"
     "               a ggml build in DIR (libggml-base.so and a libggml-cpu*.so;\n"
@@ -1303,15 +1303,17 @@ static void run_cache(void *p) {
 
 /* One token of a Llama-style layer (32 query heads, 8 KV heads, d = 128)
  * attending to `context` cached positions stored as `dtype` (quantized
- * ones included): tokens per second, the bytes of K and V read per second
+ * ones included; keys per channel with `keys` q4c or q2c, else 0): tokens per second, the bytes of K and V read per second
  * against the triad, and the rate over f16's at the same context (f16: the
  * seconds of an f16 row of this run, 0 for none). One row: in JSON (tab
  * NULL) or as a row of tab. Returns its seconds. */
-static double kv_cache_row(int64_t context, attn_dtype dtype, double bandwidth, text_table *tab, bool last, double f16) {
+static double kv_cache_row(int64_t context, attn_dtype dtype, attn_dtype keys, double bandwidth, text_table *tab,
+                           bool last, double f16) {
     bool as_json = !tab;
     enum { HQ = 32, HK = 8, D = 128, CHUNK = 4096 };
     attn_kv_cache_desc d = attn_kv_cache_desc_default();
-    d.heads = HK, d.capacity = context + 1, d.key_dim = d.value_dim = D, d.dtype = dtype;
+    d.heads = HK, d.capacity = keys ? (context + 32) / 32 * 32 : context + 1, d.key_dim = d.value_dim = D, d.dtype = dtype;
+    d.key_dtype = keys;
     size_t bytes;
     attn_error err;
     attn_kv_cache_bytes(&bytes, &d, &err);
@@ -1332,9 +1334,13 @@ static double kv_cache_row(int64_t context, attn_dtype dtype, double bandwidth, 
     double seconds = best_time(run_cache, &c, quick ? 0.05 : 0.5);
     /* the bytes of a row as stored: the element size, or the quantized row's */
     size_t row = attn_dtype_size(dtype) ? attn_dtype_size(dtype) * D : attn_quant_row_size(dtype, D);
-    double read = 2.0 * (double)context * HK * (double)row;
+    /* keys per channel: a group's bytes per 32 positions (the context is whole groups) */
+    double key_row = keys ? (double)attn_quant_group_size(keys, D) / 32 : (double)row;
+    double read = (double)context * HK * (key_row + (double)row);
     char name[64];
-    snprintf(name, sizeof name, "H32/8 d128 context %lldk %s", (long long)context / 1024, attn_dtype_name(dtype));
+    snprintf(name, sizeof name, "H32/8 d128 context %lldk %s%s%s", (long long)context / 1024, keys ? "K " : "",
+             keys ? attn_dtype_name(keys) : "", keys ? " V " : "");
+    snprintf(name + strlen(name), sizeof name - strlen(name), "%s", attn_dtype_name(dtype));
     if (as_json) {
         printf("    {\"name\": \"%s\", \"seconds\": %.6g, \"tokens_per_s\": %.1f, \"gbps\": %.3g, \"pct_triad\": %.3g", name,
                seconds, 1 / seconds, read / seconds / 1e9, 100 * read / seconds / bandwidth);
@@ -1357,26 +1363,28 @@ static void kv_cache_rows(double bandwidth, bool as_json) {
     int n = quick ? 1 : 3;
     double f16[3] = {0};
     text_table *tab = as_json ? NULL : tab_new(6, "cache (one token)", "seconds", "rate", "read", "of triad", "rate");
-    for (int i = 0; i < n; i++) f16[i] = kv_cache_row(contexts[i], ATTN_F16, bandwidth, tab, false, 0);
-    if (!quick) kv_cache_row(32768, ATTN_F32, bandwidth, tab, false, f16[1]);
+    for (int i = 0; i < n; i++) f16[i] = kv_cache_row(contexts[i], ATTN_F16, 0, bandwidth, tab, false, 0);
+    if (!quick) kv_cache_row(32768, ATTN_F32, 0, bandwidth, tab, false, f16[1]);
     int at = quick ? 0 : 1;
-    kv_cache_row(contexts[at], ATTN_Q8, bandwidth, tab, false, f16[at]);
-    kv_cache_row(contexts[at], ATTN_Q4, bandwidth, tab, true, f16[at]);
+    kv_cache_row(contexts[at], ATTN_Q8, 0, bandwidth, tab, false, f16[at]);
+    kv_cache_row(contexts[at], ATTN_Q4, 0, bandwidth, tab, true, f16[at]);
     if (tab) tab_print(tab);
 }
 
 /* attn bench --kv: decode from a cache of each storage, f16 first, at 32k
  * positions (4k with --quick), and at 128k for f16, q8 and q4 (not with
- * --quick): the rates over f16's measured in the same run. */
+ * --quick): the rates over f16's measured in the same run. The last row at
+ * 32k (4k): keys per channel (q4c, KIVI's) with q4_1 values. */
 static void kv_storage_rows(double bandwidth, bool as_json) {
-    static const attn_dtype STORE[] = {ATTN_F16, ATTN_Q8, ATTN_Q4, ATTN_E4M3};
+    static const attn_dtype STORE[] = {ATTN_F16, ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_Q4_1};
+    static const attn_dtype KEYS[] = {0, 0, 0, 0, ATTN_Q4C};
     int64_t contexts[2] = {quick ? 4096 : 32768, 131072};
     text_table *tab = as_json ? NULL : tab_new(6, "cache (one token)", "seconds", "rate", "read", "of triad", "rate");
     for (int c = 0; c < (quick ? 1 : 2); c++) {
         double f16 = 0;
-        int n = c ? 3 : 4;
+        int n = c ? 3 : 5;
         for (int i = 0; i < n; i++) {
-            double s = kv_cache_row(contexts[c], STORE[i], bandwidth, tab, (quick || c) && i == n - 1, f16);
+            double s = kv_cache_row(contexts[c], STORE[i], KEYS[i], bandwidth, tab, (quick || c) && i == n - 1, f16);
             if (i == 0) f16 = s;
         }
     }

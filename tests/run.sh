@@ -150,7 +150,7 @@ bench_quick() {
         echo "ok bench_decode_only_rows" || echo "FAIL bench_decode_only_rows"
     "$BUILD/attn" bench --quick --paged --json | $PY -c 'import json, sys; v = json.load(sys.stdin)["paged_vs_contiguous"]; assert [(x["step"], x["page_size"]) for x in v] == [("prefill", 16), ("prefill", 256), ("decode", 16), ("decode", 256)] and all(x["contiguous_ms"] > 0 and x["paged_ms"] > 0 and x["paged_over_contiguous"] > 0 for x in v)' &&
         echo "ok bench_paged_rows" || echo "FAIL bench_paged_rows"
-    "$BUILD/attn" bench --quick --kv --json | $PY -c 'import json, sys; v = json.load(sys.stdin)["kv_cache_decode"]; assert [x["name"].split()[-1] for x in v] == ["f16", "q8", "q4", "e4m3"] and all(x["tokens_per_s"] > 0 for x in v) and all(x["over_f16"] > 0 for x in v[1:])' &&
+    "$BUILD/attn" bench --quick --kv --json | $PY -c 'import json, sys; v = json.load(sys.stdin)["kv_cache_decode"]; assert [x["name"].split()[-1] for x in v] == ["f16", "q8", "q4", "e4m3", "q4_1"] and "K q4c V q4_1" in v[-1]["name"] and all(x["tokens_per_s"] > 0 for x in v) and all(x["over_f16"] > 0 for x in v[1:])' &&
         echo "ok bench_kv_rows" || echo "FAIL bench_kv_rows"
     "$BUILD/attn" bench --quick --varlen --json | $PY -c 'import json, sys; v = json.load(sys.stdin)["varlen"]; assert len(v) == 3 and v[0]["varlen_ms"] > 0 and v[0]["per_sequence_ms"] > 0 and v[1]["varlen_backward_ms"] > 0 and v[1]["per_sequence_backward_ms"] > 0 and v[1]["varlen_backward_of_per_sequence"] > 0 and v[2]["speedup_over_1_thread"] > 0' &&
         echo "ok bench_varlen_rows_forward_backward_balance" || echo "FAIL bench_varlen_rows_forward_backward_balance"
