@@ -18,7 +18,16 @@
  * overflows int64, which the library must refuse); every fp8 row widened and
  * quantized again gives its own bytes back, NaN codes aside; a q8, q4 or
  * q4_1 row quantized from finite floats widens back within half a step of
- * its block (q4_1: plus its f16 minimum's and scale's rounding). */
+ * its block (q4_1: plus its f16 minimum's and scale's rounding).
+ *
+ * The same input, read again from its start, describes a float tensor of
+ * keys for the per-channel group formats (q4c, q2c: (..., positions,
+ * channels), attn_quantize and attn_dequantize): ranks 1 to 4, positions and
+ * channels small, off their multiples or at an edge, strides C order or
+ * fuzzed, a buffer one byte short or exact; a refusal has the status its
+ * cause calls for and writes nothing, and an accepted one widens back within
+ * half a step of its channel's scale (plus the f16 minimum's and scale's
+ * rounding). */
 #include "attn.h"
 
 #include <math.h>
@@ -66,7 +75,76 @@ static __int128 reach(const attn_tensor *t) {
     return end + (__int128)attn_quant_row_size(t->dtype, t->shape[last]);
 }
 
+/* Keys per channel over groups of 32 positions (q4c, q2c) from a fuzzed
+ * float tensor (see the top). */
+static void fuzz_groups(reader *r) {
+    attn_dtype fm = byte(r) & 1 ? ATTN_Q4C : ATTN_Q2C;
+    int rank = byte(r) % 4 + 1, levels = fm == ATTN_Q4C ? 15 : 3;
+    int64_t shape[4] = {byte(r) % 2 + 1, byte(r) % 2 + 1, 32, 8};
+    uint8_t b = byte(r);
+    shape[2] = b < 150 ? 32 * (b % 3 + 1) : b < 220 ? b % 70 : pick_int(r);
+    b = byte(r);
+    shape[3] = b < 150 ? 4 * (b % 8 + 1) : b < 220 ? b % 19 + 1 : pick_int(r);
+    int64_t *sh = shape + 4 - rank, strides[4];
+    /* C order, the last stride now and then 2 (a float tensor may be strided) */
+    int64_t step = byte(r) == 3 ? 2 : 1;
+    __int128 reach = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        strides[d] = step;
+        if (sh[d] <= 0) return;
+        reach += (__int128)(sh[d] - 1) * step;
+        step = (int64_t)((__int128)step * sh[d] < INT64_MAX ? step * sh[d] : INT64_MAX);
+    }
+    if (reach > FLOATS) return; /* not ours */
+    for (int64_t i = 0; i < (int64_t)reach; i++) {
+        uint32_t u = (uint32_t)byte(r) << 24 | (uint32_t)byte(r) << 16 | (uint32_t)byte(r) << 8 | byte(r);
+        float x;
+        memcpy(&x, &u, 4);
+        fbuf[i] = isfinite(x) ? x : byte(r) == 1 ? x : 0.0f; /* now and then a NaN or infinity */
+    }
+    attn_tensor t;
+    CHECK(attn_tensor_init(&t, fbuf, ATTN_F32, rank, sh, strides, NULL) == ATTN_OK);
+    int64_t L = rank >= 2 ? sh[rank - 2] : 0, n = sh[rank - 1], mats = 1;
+    for (int d = 0; d < rank - 2; d++) mats *= sh[d];
+    size_t group = attn_quant_group_size(fm, n), total = group * (size_t)(mats * (L / 32));
+    bool shape_ok = rank >= 2 && L % 32 == 0 && group && n <= 8192;
+    size_t offer = byte(r) == 5 && total ? total - 1 : total;
+    if (shape_ok && total > MEM) return;
+    memset(mem, 0xAA, MEM);
+    attn_error err;
+    attn_status st = attn_quantize(mem, shape_ok ? offer : MEM, fm, &t, &err);
+    CHECK(st == ATTN_OK || err.message[0]);
+    if (rank < 2) CHECK(st == ATTN_ERR_RANK);
+    else if (!shape_ok) CHECK(st == ATTN_ERR_SHAPE);
+    else if (offer < total) CHECK(st == ATTN_ERR_ARGUMENT);
+    else CHECK(st == ATTN_OK);
+    if (st) {
+        for (size_t i = 0; i < MEM; i++) CHECK(mem[i] == 0xAA);
+        return;
+    }
+    attn_tensor o;
+    CHECK(attn_tensor_init(&o, obuf, ATTN_F32, rank, sh, strides, NULL) == ATTN_OK);
+    CHECK(attn_dequantize(&o, mem, total, fm, &err) == ATTN_OK);
+    for (int64_t m = 0; m < mats; m++)
+        for (int64_t i = 0; i < L; i++)
+            for (int64_t c = 0; c < n; c++) {
+                int64_t at = ((m * L + i) * n + c) * strides[rank - 1];
+                const uint8_t *g = mem + (size_t)(m * (L / 32) + i / 32) * group;
+                float d = attn_f16_to_f32((uint16_t)(g[2 * c] | g[2 * c + 1] << 8));
+                float lo = attn_f16_to_f32((uint16_t)(g[2 * n + 2 * c] | g[2 * n + 2 * c + 1] << 8));
+                if (isnan(d)) { /* a NaN or infinity among the channel's 32 values: all NaN */
+                    CHECK(isnan(obuf[at]));
+                    continue;
+                }
+                if (d >= 65504.0f || d < 0x1p-14f || fabsf(lo) >= 65504.0f) continue; /* saturated, subnormal, d = 0 */
+                CHECK(fabsf(obuf[at] - fbuf[at]) <= d * 0.5f * (1 + 0x1p-10f) + (fabsf(lo) + levels * d) * 0x1p-10f +
+                                                      fabsf(fbuf[at]) * 0x1p-22f);
+            }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    reader gr = {data, size};
+    fuzz_groups(&gr);
     reader r = {data, size};
     attn_error err;
     attn_dtype fm = pick_format(&r);
