@@ -844,8 +844,117 @@ static void test_key_dot_set(void) {
           qk ? qk->name : "none", want[0] ? want : "none");
 }
 
+/* fp8 with one scale per head (attn.h): a cache given k_scale / v_scale
+ * attends bitwise as attn_sdpa does on its view (the stored codes) with
+ * the same scales as k_descale / v_descale, on the kernel the shape takes
+ * (decode, flash); its gather is code · s of the reference's codes of
+ * x / s. Under ASan, UBSan and TSan with the rest of this file. */
+static void test_descale(attn_dtype format) {
+    enum { HK = 2, HQ = 4, E = 64, N = 700 };
+    const char *fm = attn_dtype_name(format);
+    char name[96];
+    static const float KS[HK] = {0.375f, 6.0f}, VS[HK] = {2.5f, 0.0625f};
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.heads = HK, d.capacity = N + 40, d.key_dim = d.value_dim = E, d.dtype = format;
+    d.k_scale = KS, d.v_scale = VS;
+    size_t bytes;
+    attn_error err;
+    attn_kv_cache *cache;
+    void *mem = NULL;
+    snprintf(name, sizeof name, "%s_descale_cache_init", fm);
+    if (attn_kv_cache_bytes(&bytes, &d, &err) || !(mem = malloc(bytes)) ||
+        attn_kv_cache_init(&cache, mem, bytes, &d, &err)) {
+        check(0, name, "%s", err.message);
+        free(mem);
+        return;
+    }
+    float *kf = rows_of(HK * N, E, true), *vf = rows_of(HK * N, E, false);
+    int64_t shape[3] = {HK, N, E};
+    attn_tensor tk, tv;
+    attn_tensor_init(&tk, kf, ATTN_F32, 3, shape, NULL, NULL), attn_tensor_init(&tv, vf, ATTN_F32, 3, shape, NULL, NULL);
+    attn_status st = attn_kv_cache_append(cache, &tk, &tv, &err);
+    snprintf(name, sizeof name, "%s_descale_cache_append", fm);
+    check(!st, name, "%s", st ? err.message : "");
+    /* gather: code · s of the codes of x / s, each an f32 operation */
+    float *gk = malloc(sizeof(float) * HK * N * E), *gv = malloc(sizeof(float) * HK * N * E);
+    attn_tensor tgk, tgv;
+    attn_tensor_init(&tgk, gk, ATTN_F32, 3, shape, NULL, NULL), attn_tensor_init(&tgv, gv, ATTN_F32, 3, shape, NULL, NULL);
+    st = attn_kv_cache_gather(&tgk, &tgv, cache, &err);
+    int bad = 0;
+    for (int64_t r = 0; r < HK * N && !st; r++) {
+        float xk[E], xv[E], wk[E], wv[E];
+        uint8_t qk[E], qv[E];
+        for (int e = 0; e < E; e++) xk[e] = kf[r * E + e] / KS[r / N], xv[e] = vf[r * E + e] / VS[r / N];
+        attn_quant_row(qk, xk, E, format), attn_quant_row(qv, xv, E, format);
+        attn_dequant_row(wk, qk, E, format), attn_dequant_row(wv, qv, E, format);
+        for (int e = 0; e < E; e++) {
+            float a = wk[e] * KS[r / N], b = wv[e] * VS[r / N];
+            bad += memcmp(&a, &gk[r * E + e], 4) != 0 || memcmp(&b, &gv[r * E + e], 4) != 0;
+        }
+    }
+    snprintf(name, sizeof name, "%s_descale_cache_gather_code_times_scale", fm);
+    check(!st && !bad, name, "status %d, %d values differ", (int)st, bad);
+    attn_tensor vk, vv, kd, vd;
+    attn_kv_cache_view(&vk, &vv, cache, 3, &err);
+    int64_t hk = HK;
+    attn_tensor_init(&kd, (void *)KS, ATTN_F32, 1, &hk, NULL, NULL), attn_tensor_init(&vd, (void *)VS, ATTN_F32, 1, &hk, NULL, NULL);
+    const int64_t Ls[2] = {1, 40};
+    const char *want[2] = {"decode", "flash"};
+    for (int c = 0; c < 2; c++) {
+        int64_t L = Ls[c], qs[3] = {HQ, L, E};
+        float *q = rows_of(HQ * L, E, false), *o1 = calloc((size_t)(HQ * L * E), 4), *o2 = calloc((size_t)(HQ * L * E), 4);
+        float l1[HQ * 40], l2[HQ * 40];
+        int64_t ls[2] = {HQ, L};
+        attn_tensor tq, to1, to2, tl1, tl2;
+        attn_tensor_init(&tq, q, ATTN_F32, 3, qs, NULL, NULL);
+        attn_tensor_init(&to1, o1, ATTN_F32, 3, qs, NULL, NULL), attn_tensor_init(&to2, o2, ATTN_F32, 3, qs, NULL, NULL);
+        attn_tensor_init(&tl1, l1, ATTN_F32, 2, ls, NULL, NULL), attn_tensor_init(&tl2, l2, ATTN_F32, 2, ls, NULL, NULL);
+        char k1[32] = "", k2[32] = "", fb[32];
+        verbose_begin();
+        attn_status s1 = attn_kv_cache_attend(&to1, &tl1, &tq, cache, NULL, &err);
+        verbose_end(k1, sizeof k1, fb, sizeof fb);
+        attn_sdpa_options o = attn_sdpa_options_default();
+        o.causal = ATTN_CAUSAL_BOTTOM_RIGHT, o.k_descale = &kd, o.v_descale = &vd;
+        verbose_begin();
+        attn_status s2 = attn_sdpa(&to2, &tl2, NULL, &tq, &vk, &vv, &o, &err);
+        verbose_end(k2, sizeof k2, fb, sizeof fb);
+        snprintf(name, sizeof name, "%s_descale_cache_L%lld_bitwise_sdpa_descale", fm, (long long)L);
+        check(!s1 && !s2 && !memcmp(o1, o2, (size_t)(HQ * L * E) * 4) && !memcmp(l1, l2, (size_t)(HQ * L) * 4) &&
+                  !strcmp(k1, want[c]) && !strcmp(k2, want[c]),
+              name, "status %d %d, kernels %s %s (want %s)", (int)s1, (int)s2, k1, k2, want[c]);
+        /* a plan of that call runs it bitwise, reading the scales at the run */
+        size_t pbytes, ws;
+        attn_sdpa_plan *plan;
+        attn_sdpa_plan_bytes(&pbytes, 0, &err);
+        void *pmem = malloc(pbytes), *wmem = NULL;
+        attn_status s3 = attn_sdpa_plan_init(&plan, pmem, pbytes, &ws, &to2, &tl2, &tq, &vk, &vv, &o, &err);
+        memset(o2, 0, (size_t)(HQ * L * E) * 4);
+        if (!s3) s3 = (wmem = malloc(ws + 1)) ? attn_sdpa_run(plan, &to2, &tl2, &tq, &vk, &vv, wmem, ws, &err) : ATTN_ERR_NO_MEMORY;
+        snprintf(name, sizeof name, "%s_descale_plan_L%lld_bitwise", fm, (long long)L);
+        check(!s3 && !memcmp(o1, o2, (size_t)(HQ * L * E) * 4) && !memcmp(l1, l2, (size_t)(HQ * L) * 4), name,
+              "status %d %s", (int)s3, s3 ? err.message : "values differ");
+        free(pmem), free(wmem);
+        /* the scales change the result: attn_sdpa without them differs */
+        o.k_descale = o.v_descale = NULL;
+        attn_sdpa(&to2, NULL, NULL, &tq, &vk, &vv, &o, &err);
+        snprintf(name, sizeof name, "%s_descale_cache_L%lld_scales_matter", fm, (long long)L);
+        check(memcmp(o1, o2, (size_t)(HQ * L * E) * 4) != 0, name, "the same without scales");
+        free(q), free(o1), free(o2);
+    }
+    /* errors: a zero scale, a scale on q8 */
+    static const float ZERO[HK] = {1.0f, 0.0f};
+    d.k_scale = ZERO;
+    snprintf(name, sizeof name, "%s_descale_zero_scale", fm);
+    check(attn_kv_cache_bytes(&bytes, &d, &err) == ATTN_ERR_SCALE, name, "%s", err.message);
+    d.k_scale = KS, d.dtype = ATTN_Q8;
+    snprintf(name, sizeof name, "%s_descale_on_q8", fm);
+    check(attn_kv_cache_bytes(&bytes, &d, &err) == ATTN_ERR_DTYPE, name, "%s", err.message);
+    free(kf), free(vf), free(gk), free(gv), free(mem);
+}
+
 int main(void) {
     test_key_dot_set();
+    test_descale(ATTN_E4M3), test_descale(ATTN_E5M2);
     static const attn_dtype FORMATS[5] = {ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2};
     for (int f = 0; f < 5; f++) {
         attn_dtype fm = FORMATS[f];

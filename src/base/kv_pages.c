@@ -11,6 +11,7 @@
  *   alive       (max_sequences,) uint8: 1 for a live sequence
  *   lengths     (max_sequences,) int64: positions; 0 for a free id
  *   tables      (max_sequences, table_stride) int32: the page tables
+ *   scales      (2, Hk) f32: k's and v's per-head scales (an fp8 pool given them)
  *   K pages     (num_pages, Hk, P, E)  the pool's dtype (quantized: (num_pages, Hk, P)
  *   V pages     (num_pages, Hk, P, Ev)  rows of attn_quant_row_size bytes)
  * The tables and lengths are a block table indexed by sequence id, so the
@@ -34,6 +35,7 @@ struct attn_kv_pages {
     int64_t *lengths;
     int32_t *tables;
     char *k, *v;
+    float *k_scale, *v_scale; /* (Hk,) each: an fp8 pool's per-head scales, or NULL */
 };
 
 enum { ALIGN = 64, MIN_PAGE = 16, MAX_PAGE = 256 };
@@ -58,7 +60,7 @@ static int64_t pages_for(int64_t x, int64_t p) { return x / p + (x % p != 0); }
 /* Where each region of the pool's memory starts, from the aligned start. */
 typedef struct layout {
     int64_t table_stride;
-    int64_t refs, page_stack, id_stack, alive, lengths, tables, k, v, end;
+    int64_t refs, page_stack, id_stack, alive, lengths, tables, scales, k, v, end;
 } layout;
 
 /* *at = the region of `bytes` after `next`, aligned; false on overflow. */
@@ -117,7 +119,9 @@ static attn_status read_desc(attn_kv_pages_desc *d, layout *l, const attn_kv_pag
     if (d->max_length < 0)
         return attn_fail(err, ATTN_ERR_SHAPE, "desc->max_length is %lld; it must be 0 (num_pages · page_size) or more",
                          (long long)d->max_length);
-    if ((st = check_page_dtype(d->dtype, d->key_dim, d->value_dim, "desc", err))) return st;
+    if ((st = check_page_dtype(d->dtype, d->key_dim, d->value_dim, "desc", err)) ||
+        (st = attn_check_head_scales(d->k_scale, d->v_scale, d->heads, d->dtype, "desc", err)))
+        return st;
     /* A sequence never holds a page twice, so no table needs more than
      * num_pages entries, whatever max_length says. */
     l->table_stride = d->max_length ? pages_for(d->max_length, d->page_size) : d->num_pages;
@@ -129,6 +133,7 @@ static attn_status read_desc(attn_kv_pages_desc *d, layout *l, const attn_kv_pag
         !region(&l->refs, &next, d->num_pages, 4) || !region(&l->page_stack, &next, d->num_pages, 4) ||
         !region(&l->id_stack, &next, d->max_sequences, 4) || !region(&l->alive, &next, d->max_sequences, 1) ||
         !region(&l->lengths, &next, d->max_sequences, 8) || !region(&l->tables, &next, entries, 4) ||
+        !region(&l->scales, &next, d->k_scale || d->v_scale ? d->heads : 0, 8) ||
         !region(&l->k, &next, kb, 1) || !region(&l->v, &next, vb, 1) || next > INT64_MAX - ALIGN)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the pool's size overflows");
     l->end = next;
@@ -169,6 +174,13 @@ attn_status attn_kv_pages_init(attn_kv_pages **pool, void *memory, size_t bytes,
     p->tables = (int32_t *)(void *)(at + l.tables);
     p->k = at + l.k;
     p->v = at + l.v;
+    p->k_scale = p->v_scale = NULL;
+    if (p->d.k_scale || p->d.v_scale) { /* copied: the caller's arrays may go; a missing one is all 1 */
+        p->k_scale = (float *)(void *)(at + l.scales), p->v_scale = p->k_scale + p->d.heads;
+        for (int64_t h = 0; h < p->d.heads; h++)
+            p->k_scale[h] = p->d.k_scale ? p->d.k_scale[h] : 1.0f, p->v_scale[h] = p->d.v_scale ? p->d.v_scale[h] : 1.0f;
+    }
+    p->d.k_scale = p->k_scale, p->d.v_scale = p->v_scale;
     /* Stacks filled so that page 0 and id 0 come first. */
     p->free_pages = p->d.num_pages;
     for (int64_t i = 0; i < p->d.num_pages; i++) p->refs[i] = 0, p->page_stack[i] = (int32_t)(p->d.num_pages - 1 - i);
@@ -456,8 +468,8 @@ attn_status attn_kv_pages_append(attn_kv_pages *pool, const int64_t *seqs, int64
             attn_tensor dk, dv, sk = narrow(k, 0, from, run, 0, 1), sv = narrow(v, 0, from, run, 0, 1);
             page_rows(&dk, pool->k, d->dtype, d->heads, P, d->key_dim, table[pos / P], row, run);
             page_rows(&dv, pool->v, d->dtype, d->heads, P, d->value_dim, table[pos / P], row, run);
-            attn_copy_rows(&dk, &sk);
-            attn_copy_rows(&dv, &sv);
+            attn_copy_rows_scaled(&dk, &sk, pool->k_scale, d->heads);
+            attn_copy_rows_scaled(&dv, &sv, pool->v_scale, d->heads);
             pos += run;
         }
         pool->lengths[s] = len + add;
@@ -476,6 +488,7 @@ attn_status attn_kv_pages_view(attn_kv_paged_view *view, const attn_kv_pages *po
     o.k_pages = pool->k, o.v_pages = pool->v;
     o.num_sequences = d->max_sequences, o.lengths = pool->lengths;
     o.page_table = pool->tables, o.table_stride = pool->table_stride, o.table_offsets = NULL;
+    o.k_scale = pool->k_scale, o.v_scale = pool->v_scale;
     return attn_versioned_write(view, &o, sizeof o, "view", "set view->struct_size = sizeof *view", err);
 }
 
@@ -499,7 +512,9 @@ static attn_status read_view(attn_kv_paged_view *w, const attn_kv_paged_view *in
     if (w->num_sequences < 0)
         return attn_fail(err, ATTN_ERR_SHAPE, "view->num_sequences is %lld; it must be 0 or more",
                          (long long)w->num_sequences);
-    if ((st = check_page_dtype(w->dtype, w->key_dim, w->value_dim, "view", err))) return st;
+    if ((st = check_page_dtype(w->dtype, w->key_dim, w->value_dim, "view", err)) ||
+        (st = attn_check_head_scales(w->k_scale, w->v_scale, w->heads, w->dtype, "view", err)))
+        return st;
     int64_t kb, vb;
     if (!page_region_bytes(&kb, w->num_pages, w->heads, w->page_size, w->key_dim, w->dtype) ||
         !page_region_bytes(&vb, w->num_pages, w->heads, w->page_size, w->value_dim, w->dtype))
@@ -627,8 +642,8 @@ void attn_kv_paged_copy(attn_tensor *k, attn_tensor *v, const attn_kv_paged_view
         attn_tensor sk, sv, dk = narrow(k, 1, pos, run, 0, 0), dv = narrow(v, 1, pos, run, 0, 0);
         page_rows(&sk, w->k_pages, w->dtype, w->heads, P, w->key_dim, table[pos / P], 0, run);
         page_rows(&sv, w->v_pages, w->dtype, w->heads, P, w->value_dim, table[pos / P], 0, run);
-        attn_copy_rows(&dk, &sk);
-        attn_copy_rows(&dv, &sv);
+        attn_copy_rows_scaled(&dk, &sk, w->k_scale, w->heads);
+        attn_copy_rows_scaled(&dv, &sv, w->v_scale, w->heads);
     }
 }
 

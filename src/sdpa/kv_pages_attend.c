@@ -129,7 +129,8 @@ static attn_status attend(attn_tensor *out, attn_tensor *lse, const attn_tensor 
     attn_sdpa_options o;
     bool any;
     attn_status st = attn_kv_paged_prepare(&o, NULL, NULL, &any, out, lse, q, cu, w, rows, n, options, err);
-    if (st || !any) return st;
+    attn_tensor ks, vs; /* the pages' per-head fp8 scales, as the options' */
+    if (st || (st = attn_kv_scales_as_descale(&o, &ks, &vs, w->k_scale, w->v_scale, w->heads, err)) || !any) return st;
     /* (k_pages[i], v_pages[i]): sequence i's row sources, a few words each */
     if ((uint64_t)n > SIZE_MAX / (2 * sizeof(attn_paged_rows)))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the row sources of %lld sequences overflow", (long long)n);

@@ -141,6 +141,7 @@ attn_status attn_sdpa_plan_init(attn_sdpa_plan **plan, void *memory, size_t byte
     attn_slices sl;
     attn_tensor q32, out32;
     void *tmp = NULL;
+    if ((st = attn_check_descale_dtype(&pl->o, k ? k->dtype : ATTN_F32, v ? v->dtype : ATTN_F32, err))) return st;
     if (q && q->data && attn_dtype_half(q->dtype)) {
         if ((st = stand_ins(pl, &q32, &out32, &tmp, q, out, err))) return st;
         q = &q32, out = &out32;
@@ -287,6 +288,9 @@ attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory, size_t 
     attn_kv_paged_view w = attn_kv_paged_view_default();
     attn_versioned_read(&w, sizeof w, view, "view", "", NULL);
     const int64_t batch = w.num_sequences;
+    if (w.k_scale || w.v_scale)
+        return attn_fail(err, ATTN_ERR_OPTION, "the view has per-head fp8 scales (k_scale, v_scale), which a plan does "
+                         "not take: each run's pages would need their own; use attn_kv_paged_attend");
     size_t need;
     if ((st = attn_sdpa_plan_bytes(&need, batch, err))) return st;
     if (bytes < need)
