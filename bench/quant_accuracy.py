@@ -43,7 +43,14 @@ quantized cache equals this computation within 1e-5 (f32 arithmetic). Data:
 Metrics as above: out after out_proj (max and RMS, relative); lse and KL per
 query head and row (every causal row).
 
-Usage: quant_accuracy.py [BUILD_DIR] [--seed N] [--markdown] [--layer]
+The rotation (--hadamard): for q8, q4 and e4m3, each format's row again
+with its keys stored as a cache with `hadamard` set stores them: turned by
+the Walsh-Hadamard rotation (attn_hadamard, the library's own transform),
+quantized, widened and turned back (what gather returns and what attention
+computes with, since turning q alike leaves q.k unchanged); values as
+before. Rows are named "q8+H" and so on, beside the plain format's.
+
+Usage: quant_accuracy.py [BUILD_DIR] [--seed N] [--markdown] [--layer] [--hadamard]
 """
 import ctypes
 import os
@@ -78,6 +85,17 @@ class Lib:
         self.lib = ctypes.CDLL(os.path.join(build, "libattn.so"))
         self.lib.attn_quant_row_size.restype = ctypes.c_size_t
         self.lib.attn_quant_row_size.argtypes = [ctypes.c_int, ctypes.c_int64]
+
+    def turned(self, x):
+        """x (f32 rows of a power-of-two size) turned by the library's Walsh-Hadamard rotation."""
+        y = np.ascontiguousarray(x, np.float32).copy()
+        err = Error()
+        assert self.lib.attn_hadamard(ctypes.byref(view(y, F32)), ctypes.byref(err)) == 0, err.message
+        return y
+
+    def stored_keys(self, x, fmt, rotate):
+        """Keys as a cache stores and reads them: with `rotate`, turned, stored, read back, turned back."""
+        return self.turned(self.stored(self.turned(x), fmt)) if rotate else self.stored(x, fmt)
 
     def stored(self, x, fmt):
         """x (f32 rows) as the format stores them, read back as f32."""
@@ -123,12 +141,24 @@ def data(rng, kind, L=256, S=4096, d=128):
     return q, k, v
 
 
+ROTATED = [("q8+H", 6), ("q4+H", 7), ("e4m3+H", 8)]
+
+
+def formats():
+    """(name, format, rotate keys) for every row of the tables."""
+    rows = [(n, f, False) for n, f in FORMATS]
+    if "--hadamard" in sys.argv:  # each rotated format right after its plain row
+        plain = {f: n for n, f in FORMATS}
+        rows = [row for n, f in ROTATED for row in ((plain[f], f, False), (n, f, True))]
+    return rows
+
+
 def measure(lib, rng, kind):
     q, k, v = data(rng, kind)
     out, lse, p = attention(q, k, v)
     rows = []
-    for name, fmt in FORMATS:
-        oq, lq, pq = attention(q, lib.stored(k, fmt), lib.stored(v, fmt))
+    for name, fmt, rotate in formats():
+        oq, lq, pq = attention(q, lib.stored_keys(k, fmt, rotate), lib.stored(v, fmt))
         with np.errstate(divide="ignore", invalid="ignore"):
             kl = np.where(p > 0, p * (np.log(p) - np.log(np.maximum(pq, 1e-300))), 0).sum(axis=1)
         rows.append({"format": name, "data": kind,
@@ -192,8 +222,8 @@ def layer_measure(lib, rng, kind):
 
     out, lse, p = run(k, v)
     rows = []
-    for name, fmt in FORMATS:
-        ks = np.stack([lib.stored(np.ascontiguousarray(k[g]), fmt) for g in range(Hkv)])
+    for name, fmt, rotate in formats():
+        ks = np.stack([lib.stored_keys(np.ascontiguousarray(k[g]), fmt, rotate) for g in range(Hkv)])
         vs = np.stack([lib.stored(np.ascontiguousarray(v[g]), fmt) for g in range(Hkv)])
         oq, lq, pq = run(ks, vs)
         kl = []

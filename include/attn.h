@@ -443,6 +443,20 @@ ATTN_API attn_status attn_quantize(void *dst, size_t dst_size, attn_dtype format
 ATTN_API attn_status attn_dequantize(attn_tensor *dst, const void *src, size_t src_size, attn_dtype format,
                                      attn_error *err);
 
+/* The Walsh–Hadamard rotation (added in 0.4.0): each row of x (its last
+ * dimension, n values, n a power of two) replaced in place by H_n x /
+ * sqrt(n), H_n Sylvester's Hadamard matrix (H_1 = [1], H_2n = [[H_n, H_n],
+ * [H_n, -H_n]], scipy.linalg.hadamard's order), by the fast transform in
+ * O(n log n). H_n / sqrt(n) is orthonormal and symmetric, so a second call
+ * turns the rows back, and turning q and k alike leaves q·k unchanged: the
+ * rotation the caches apply with `hadamard` set (attn_kv_cache_desc). x is
+ * f32 or f64, any strides (no stride 0 in a dimension of size > 1); f32
+ * rows are computed in f64 and rounded once (nearest even). Errors:
+ * ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_DTYPE, ATTN_ERR_SHAPE (n not a
+ * power of two), ATTN_ERR_STRIDE, ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY (a
+ * row's f64 scratch, n doubles, is malloc'd). */
+ATTN_API attn_status attn_hadamard(attn_tensor *x, attn_error *err);
+
 /* Copy src into dst element by element, converting between the float
  * dtypes (f64, f32, f16, bf16) as above; both any strides, same shape.
  * dst may be src itself (the same view); otherwise they must not overlap.
@@ -1566,6 +1580,24 @@ typedef struct attn_kv_cache_desc {
      * ATTN_ERR_DTYPE. attn_kv_cache_view still views the stored codes. */
     const float *k_scale;
     const float *v_scale;
+    /* Added in 0.4.0. The Walsh–Hadamard rotation of the keys, which
+     * llama.cpp turns on for quantized K: 0 (the default) none, 1 on.
+     * Each key row x is stored as the format of H x (then divided by
+     * k_scale, if given), H = H_E / sqrt(E) as attn_hadamard applies it
+     * (H x rounded once to f32), and attention turns each query row by the
+     * same H (an f32 copy of q per call), so q·k is unchanged in exact
+     * arithmetic while an outlier channel's size is spread over all E
+     * channels before the format rounds it (what that buys:
+     * docs/accuracy.md). Values are not turned. attn_kv_cache_gather
+     * returns keys turned back (H of the widened row, rounded once);
+     * attn_kv_cache_view views the stored, turned rows. It needs a
+     * quantized dtype (ATTN_ERR_DTYPE) and key_dim a power of two up to
+     * 1024 (ATTN_ERR_SHAPE: other sizes are refused, not turned in
+     * blocks); attention then takes f32 q (ATTN_ERR_DTYPE) and no
+     * options->rope (ATTN_ERR_OPTION: RoPE's pairs do not survive the
+     * rotation; turn keys by RoPE before appending, as attn_mha_cached
+     * does). Another value: ATTN_ERR_OPTION. */
+    int hadamard;
 } attn_kv_cache_desc;
 
 /* batch 1, heads 1, dtype f32, the sizes 0 (to be set): as a value,
@@ -1732,6 +1764,12 @@ typedef struct attn_kv_pages_desc {
      * and the pool's view carries them. */
     const float *k_scale;
     const float *v_scale;
+    /* Added in 0.4.0. The Walsh–Hadamard rotation of the keys, as
+     * attn_kv_cache_desc's (0: none, 1: on; a quantized dtype, key_dim a
+     * power of two up to 1024). Appends store the format of H x, attend
+     * turns the queries, gather turns the keys back; the pool's view
+     * carries the flag, and its pages hold the turned rows. */
+    int hadamard;
 } attn_kv_pages_desc;
 
 /* heads 1, dtype f32, page_size 16, max_length 0, the other sizes 0 (to be
@@ -1854,6 +1892,12 @@ typedef struct attn_kv_paged_view {
      * them (ATTN_ERR_OPTION): each run's pages would need their own. */
     const float *k_scale;
     const float *v_scale;
+    /* Added in 0.4.0: 1 when the key pages hold rows turned by the
+     * Walsh–Hadamard rotation (attn_kv_pages_desc.hadamard; a quantized
+     * dtype, key_dim a power of two up to 1024), 0 (the default) when not.
+     * attn_kv_paged_attend then turns the queries, attn_kv_paged_gather
+     * turns the keys back; a plan refuses it (ATTN_ERR_OPTION). */
+    int hadamard;
 } attn_kv_paged_view;
 
 /* dtype f32, heads 1, every other field 0 or NULL (to be set):

@@ -952,9 +952,88 @@ static void test_descale(attn_dtype format) {
     free(kf), free(vf), free(gk), free(gv), free(mem);
 }
 
+/* The Hadamard rotation of keys (attn.h, attn_kv_cache_desc.hadamard): a
+ * cache with it attends bitwise as attn_sdpa does on its view (the stored,
+ * turned rows) with q turned by attn_hadamard, on the kernel the shape
+ * takes; gather is the widened rows turned back by attn_hadamard; values
+ * are stored as without it. Under the sanitizers with the rest. */
+static void test_hadamard(attn_dtype format) {
+    enum { HK = 2, HQ = 4, E = 64, N = 500 };
+    const char *fm = attn_dtype_name(format);
+    char name[96];
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.heads = HK, d.capacity = N + 40, d.key_dim = d.value_dim = E, d.dtype = format, d.hadamard = 1;
+    size_t bytes;
+    attn_error err;
+    attn_kv_cache *cache;
+    void *mem = NULL;
+    snprintf(name, sizeof name, "%s_hadamard_cache_init", fm);
+    if (attn_kv_cache_bytes(&bytes, &d, &err) || !(mem = malloc(bytes)) ||
+        attn_kv_cache_init(&cache, mem, bytes, &d, &err)) {
+        check(0, name, "%s", err.message);
+        free(mem);
+        return;
+    }
+    float *kf = rows_of(HK * N, E, true), *vf = rows_of(HK * N, E, false);
+    int64_t shape[3] = {HK, N, E};
+    attn_tensor tk, tv;
+    attn_tensor_init(&tk, kf, ATTN_F32, 3, shape, NULL, NULL), attn_tensor_init(&tv, vf, ATTN_F32, 3, shape, NULL, NULL);
+    attn_status st = attn_kv_cache_append(cache, &tk, &tv, &err);
+    /* gather against the reference: H k rounded, quantized, widened, turned back */
+    size_t nkv = (size_t)(HK * N * E);
+    float *gk = malloc(4 * nkv), *gv = malloc(4 * nkv), *wk = malloc(4 * nkv), *wv = malloc(4 * nkv);
+    memcpy(wk, kf, 4 * nkv);
+    attn_tensor twk, tgk, tgv;
+    attn_tensor_init(&twk, wk, ATTN_F32, 3, shape, NULL, NULL);
+    attn_hadamard(&twk, &err);
+    for (int64_t r = 0; r < HK * N; r++) {
+        uint8_t q[128];
+        attn_quant_row(q, wk + r * E, E, format), attn_dequant_row(wk + r * E, q, E, format);
+        attn_quant_row(q, vf + r * E, E, format), attn_dequant_row(wv + r * E, q, E, format);
+    }
+    attn_hadamard(&twk, &err);
+    attn_tensor_init(&tgk, gk, ATTN_F32, 3, shape, NULL, NULL), attn_tensor_init(&tgv, gv, ATTN_F32, 3, shape, NULL, NULL);
+    if (!st) st = attn_kv_cache_gather(&tgk, &tgv, cache, &err);
+    snprintf(name, sizeof name, "%s_hadamard_gather_turned_back", fm);
+    check(!st && !memcmp(gk, wk, 4 * nkv) && !memcmp(gv, wv, 4 * nkv), name, "status %d %s", (int)st,
+          st ? err.message : "values differ");
+    attn_tensor vk, vv;
+    attn_kv_cache_view(&vk, &vv, cache, 3, &err);
+    const int64_t Ls[2] = {1, 40};
+    const char *want[2] = {"decode", "flash"};
+    for (int c = 0; c < 2; c++) {
+        int64_t L = Ls[c], qs[3] = {HQ, L, E};
+        float *q = rows_of(HQ * L, E, false), *hq = malloc(sizeof(float) * (size_t)(HQ * L * E));
+        float *o1 = calloc((size_t)(HQ * L * E), 4), *o2 = calloc((size_t)(HQ * L * E), 4);
+        memcpy(hq, q, sizeof(float) * (size_t)(HQ * L * E));
+        attn_tensor tq, thq, to1, to2;
+        attn_tensor_init(&tq, q, ATTN_F32, 3, qs, NULL, NULL), attn_tensor_init(&thq, hq, ATTN_F32, 3, qs, NULL, NULL);
+        attn_tensor_init(&to1, o1, ATTN_F32, 3, qs, NULL, NULL), attn_tensor_init(&to2, o2, ATTN_F32, 3, qs, NULL, NULL);
+        attn_hadamard(&thq, &err);
+        char k1[32] = "", k2[32] = "", fb[32];
+        verbose_begin();
+        attn_status s1 = attn_kv_cache_attend(&to1, NULL, &tq, cache, NULL, &err);
+        verbose_end(k1, sizeof k1, fb, sizeof fb);
+        attn_sdpa_options o = attn_sdpa_options_default();
+        o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        verbose_begin();
+        attn_status s2 = attn_sdpa(&to2, NULL, NULL, &thq, &vk, &vv, &o, &err);
+        verbose_end(k2, sizeof k2, fb, sizeof fb);
+        snprintf(name, sizeof name, "%s_hadamard_attend_L%lld_bitwise_turned_q", fm, (long long)L);
+        check(!s1 && !s2 && !memcmp(o1, o2, (size_t)(HQ * L * E) * 4) && !strcmp(k1, want[c]), name,
+              "status %d %d, kernels %s %s (want %s)", (int)s1, (int)s2, k1, k2, want[c]);
+        free(q), free(hq), free(o1), free(o2);
+    }
+    d.key_dim = 96;
+    snprintf(name, sizeof name, "%s_hadamard_key_dim_96_refused", fm);
+    check(attn_kv_cache_bytes(&bytes, &d, &err) == ATTN_ERR_SHAPE, name, "%s", err.message);
+    free(kf), free(vf), free(gk), free(gv), free(wk), free(wv), free(mem);
+}
+
 int main(void) {
     test_key_dot_set();
     test_descale(ATTN_E4M3), test_descale(ATTN_E5M2);
+    test_hadamard(ATTN_Q8), test_hadamard(ATTN_Q4), test_hadamard(ATTN_E4M3);
     static const attn_dtype FORMATS[5] = {ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2};
     for (int f = 0; f < 5; f++) {
         attn_dtype fm = FORMATS[f];

@@ -76,7 +76,8 @@ class KVPagesDesc(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("heads", ctypes.c_int64), ("key_dim", ctypes.c_int64),
                 ("value_dim", ctypes.c_int64), ("dtype", ctypes.c_int), ("page_size", ctypes.c_int64),
                 ("num_pages", ctypes.c_int64), ("max_sequences", ctypes.c_int64), ("max_length", ctypes.c_int64),
-                ("k_scale", ctypes.POINTER(ctypes.c_float)), ("v_scale", ctypes.POINTER(ctypes.c_float))]
+                ("k_scale", ctypes.POINTER(ctypes.c_float)), ("v_scale", ctypes.POINTER(ctypes.c_float)),
+                ("hadamard", ctypes.c_int)]
 
 
 class KVPagedView(ctypes.Structure):
@@ -86,14 +87,15 @@ class KVPagedView(ctypes.Structure):
                 ("num_sequences", ctypes.c_int64), ("lengths", ctypes.POINTER(ctypes.c_int64)),
                 ("page_table", ctypes.POINTER(ctypes.c_int32)), ("table_stride", ctypes.c_int64),
                 ("table_offsets", ctypes.POINTER(ctypes.c_int64)),
-                ("k_scale", ctypes.POINTER(ctypes.c_float)), ("v_scale", ctypes.POINTER(ctypes.c_float))]
+                ("k_scale", ctypes.POINTER(ctypes.c_float)), ("v_scale", ctypes.POINTER(ctypes.c_float)),
+                ("hadamard", ctypes.c_int)]
 
 
 class KVCacheDesc(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("batch", ctypes.c_int64), ("heads", ctypes.c_int64),
                 ("capacity", ctypes.c_int64), ("key_dim", ctypes.c_int64), ("value_dim", ctypes.c_int64),
                 ("dtype", ctypes.c_int), ("k_scale", ctypes.POINTER(ctypes.c_float)),
-                ("v_scale", ctypes.POINTER(ctypes.c_float))]
+                ("v_scale", ctypes.POINTER(ctypes.c_float)), ("hadamard", ctypes.c_int)]
 
 
 class ToyExplainOptions(ctypes.Structure):

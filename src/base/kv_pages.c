@@ -120,7 +120,8 @@ static attn_status read_desc(attn_kv_pages_desc *d, layout *l, const attn_kv_pag
         return attn_fail(err, ATTN_ERR_SHAPE, "desc->max_length is %lld; it must be 0 (num_pages · page_size) or more",
                          (long long)d->max_length);
     if ((st = check_page_dtype(d->dtype, d->key_dim, d->value_dim, "desc", err)) ||
-        (st = attn_check_head_scales(d->k_scale, d->v_scale, d->heads, d->dtype, "desc", err)))
+        (st = attn_check_head_scales(d->k_scale, d->v_scale, d->heads, d->dtype, "desc", err)) ||
+        (st = attn_check_hadamard(d->hadamard, d->dtype, d->key_dim, "desc", err)))
         return st;
     /* A sequence never holds a page twice, so no table needs more than
      * num_pages entries, whatever max_length says. */
@@ -468,8 +469,8 @@ attn_status attn_kv_pages_append(attn_kv_pages *pool, const int64_t *seqs, int64
             attn_tensor dk, dv, sk = narrow(k, 0, from, run, 0, 1), sv = narrow(v, 0, from, run, 0, 1);
             page_rows(&dk, pool->k, d->dtype, d->heads, P, d->key_dim, table[pos / P], row, run);
             page_rows(&dv, pool->v, d->dtype, d->heads, P, d->value_dim, table[pos / P], row, run);
-            attn_copy_rows_scaled(&dk, &sk, pool->k_scale, d->heads);
-            attn_copy_rows_scaled(&dv, &sv, pool->v_scale, d->heads);
+            attn_copy_kv_rows(&dk, &sk, pool->k_scale, d->heads, d->hadamard);
+            attn_copy_kv_rows(&dv, &sv, pool->v_scale, d->heads, false);
             pos += run;
         }
         pool->lengths[s] = len + add;
@@ -488,7 +489,7 @@ attn_status attn_kv_pages_view(attn_kv_paged_view *view, const attn_kv_pages *po
     o.k_pages = pool->k, o.v_pages = pool->v;
     o.num_sequences = d->max_sequences, o.lengths = pool->lengths;
     o.page_table = pool->tables, o.table_stride = pool->table_stride, o.table_offsets = NULL;
-    o.k_scale = pool->k_scale, o.v_scale = pool->v_scale;
+    o.k_scale = pool->k_scale, o.v_scale = pool->v_scale, o.hadamard = d->hadamard;
     return attn_versioned_write(view, &o, sizeof o, "view", "set view->struct_size = sizeof *view", err);
 }
 
@@ -513,7 +514,8 @@ static attn_status read_view(attn_kv_paged_view *w, const attn_kv_paged_view *in
         return attn_fail(err, ATTN_ERR_SHAPE, "view->num_sequences is %lld; it must be 0 or more",
                          (long long)w->num_sequences);
     if ((st = check_page_dtype(w->dtype, w->key_dim, w->value_dim, "view", err)) ||
-        (st = attn_check_head_scales(w->k_scale, w->v_scale, w->heads, w->dtype, "view", err)))
+        (st = attn_check_head_scales(w->k_scale, w->v_scale, w->heads, w->dtype, "view", err)) ||
+        (st = attn_check_hadamard(w->hadamard, w->dtype, w->key_dim, "view", err)))
         return st;
     int64_t kb, vb;
     if (!page_region_bytes(&kb, w->num_pages, w->heads, w->page_size, w->key_dim, w->dtype) ||
@@ -642,8 +644,8 @@ void attn_kv_paged_copy(attn_tensor *k, attn_tensor *v, const attn_kv_paged_view
         attn_tensor sk, sv, dk = narrow(k, 1, pos, run, 0, 0), dv = narrow(v, 1, pos, run, 0, 0);
         page_rows(&sk, w->k_pages, w->dtype, w->heads, P, w->key_dim, table[pos / P], 0, run);
         page_rows(&sv, w->v_pages, w->dtype, w->heads, P, w->value_dim, table[pos / P], 0, run);
-        attn_copy_rows_scaled(&dk, &sk, w->k_scale, w->heads);
-        attn_copy_rows_scaled(&dv, &sv, w->v_scale, w->heads);
+        attn_copy_kv_rows(&dk, &sk, w->k_scale, w->heads, w->hadamard);
+        attn_copy_kv_rows(&dv, &sv, w->v_scale, w->heads, false);
     }
 }
 

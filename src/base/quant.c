@@ -354,9 +354,9 @@ attn_status attn_check_head_scales(const float *k_scale, const float *v_scale, i
     return ATTN_OK;
 }
 
-void attn_copy_rows(attn_tensor *dst, const attn_tensor *src) { attn_copy_rows_scaled(dst, src, NULL, 1); }
+void attn_copy_rows(attn_tensor *dst, const attn_tensor *src) { attn_copy_kv_rows(dst, src, NULL, 1, false); }
 
-void attn_copy_rows_scaled(attn_tensor *dst, const attn_tensor *src, const float *scale, int64_t heads) {
+void attn_copy_kv_rows(attn_tensor *dst, const attn_tensor *src, const float *scale, int64_t heads, bool rotate) {
     bool qs = attn_dtype_quantized(src->dtype), qd = attn_dtype_quantized(dst->dtype);
     if (!qs && !qd) {
         attn_tensor_convert(dst, src, NULL);
@@ -368,6 +368,8 @@ void attn_copy_rows_scaled(attn_tensor *dst, const attn_tensor *src, const float
     /* row r's head: the rows are (..., heads, positions, n) in C order */
     int64_t per_head = src->rank >= 2 && src->shape[src->rank - 2] > 0 ? src->shape[src->rank - 2] : 1;
     float buf[PIECE];
+    double work[PIECE]; /* the rotation's (a row of at most PIECE values: the caches check) */
+    rotate = rotate && qs != qd && n <= PIECE;
     int64_t ss = (int64_t)attn_dtype_size(src->dtype), ds = (int64_t)attn_dtype_size(dst->dtype);
     for (int64_t r = 0; r < rows; r++) {
         const char *in = (const char *)src->data + offset_of(src, r, 0) * (qs ? 1 : ss);
@@ -383,9 +385,11 @@ void attn_copy_rows_scaled(attn_tensor *dst, const attn_tensor *src, const float
                 attn_dequant_row(buf, in + bytes_before(src->dtype, c0), k, src->dtype);
                 if (scale) /* code · s, one f32 rounding */
                     for (int64_t c = 0; c < k; c++) buf[c] *= s;
+                if (rotate) attn_hadamard_f32(buf, n, work); /* turned back: H is its own inverse */
             } else {
                 attn_mat m = {(char *)in, src->dtype, 1, n, 0, src->strides[src->rank - 1]};
                 for (int64_t c = 0; c < k; c++) buf[c] = (float)attn_mat_get(&m, 0, c0 + c);
+                if (rotate) attn_hadamard_f32(buf, n, work); /* H x, rounded once, then scaled and quantized */
                 if (scale) /* x / s, one f32 rounding, then quantized */
                     for (int64_t c = 0; c < k; c++) buf[c] /= s;
             }

@@ -22,6 +22,7 @@
  * truncate, and the views and copies of the filled positions. */
 #include "sdpa/sdpa.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 struct attn_kv_cache {
@@ -56,7 +57,9 @@ static attn_status read_desc(attn_kv_cache_desc *d, int64_t *kbytes, int64_t *vb
     if (attn_quant_block_bytes(d->dtype) && (d->key_dim % 32 || d->value_dim % 32))
         return attn_fail(err, ATTN_ERR_SHAPE, "desc->key_dim %lld and value_dim %lld must be multiples of 32 for %s",
                          (long long)d->key_dim, (long long)d->value_dim, attn_dtype_name(d->dtype));
-    if ((st = attn_check_head_scales(d->k_scale, d->v_scale, d->heads, d->dtype, "desc", err))) return st;
+    if ((st = attn_check_head_scales(d->k_scale, d->v_scale, d->heads, d->dtype, "desc", err)) ||
+        (st = attn_check_hadamard(d->hadamard, d->dtype, d->key_dim, "desc", err)))
+        return st;
     if (d->heads > INT64_MAX / 64) return attn_fail(err, ATTN_ERR_OVERFLOW, "the cache's size overflows");
     int64_t rows, kr = attn_row_bytes(d->dtype, d->key_dim), vr = attn_row_bytes(d->dtype, d->value_dim);
     if (!kr || !vr || !attn_mul_i64(d->batch, d->heads, &rows) || !attn_mul_i64(rows, d->capacity, &rows) ||
@@ -179,8 +182,8 @@ attn_status attn_kv_cache_gather(attn_tensor *k, attn_tensor *v, const attn_kv_c
     const attn_named outs[2] = {{k, "k"}, {v, "v"}};
     const attn_named ins[2] = {{&ck, "the cache's keys"}, {&cv, "the cache's values"}};
     if ((st = attn_check_no_overlap(outs, 2, ins, 2, err))) return st;
-    attn_copy_rows_scaled(k, &ck, cache->k_scale, cache->d.heads);
-    attn_copy_rows_scaled(v, &cv, cache->v_scale, cache->d.heads);
+    attn_copy_kv_rows(k, &ck, cache->k_scale, cache->d.heads, cache->d.hadamard);
+    attn_copy_kv_rows(v, &cv, cache->v_scale, cache->d.heads, false);
     return ATTN_OK;
 }
 
@@ -217,7 +220,8 @@ static attn_status write_rows(const attn_kv_cache *c, attn_tensor *dk, attn_tens
                               const attn_tensor *v, attn_error *err) {
     attn_status st = ATTN_OK;
     if (attn_dtype_quantized(dk->dtype))
-        attn_copy_rows_scaled(dk, k, c->k_scale, c->d.heads), attn_copy_rows_scaled(dv, v, c->v_scale, c->d.heads);
+        attn_copy_kv_rows(dk, k, c->k_scale, c->d.heads, c->d.hadamard),
+            attn_copy_kv_rows(dv, v, c->v_scale, c->d.heads, false);
     else if (!(st = attn_tensor_convert(dk, k, err))) st = attn_tensor_convert(dv, v, err);
     return st;
 }
@@ -250,7 +254,7 @@ void attn_kv_cache_pages(attn_kv_paged_view *w, const attn_kv_cache *cache) {
     w->dtype = d->dtype, w->heads = d->heads, w->key_dim = d->key_dim, w->value_dim = d->value_dim;
     w->page_size = d->capacity, w->num_pages = d->batch;
     w->k_pages = cache->k, w->v_pages = cache->v;
-    w->k_scale = cache->k_scale, w->v_scale = cache->v_scale;
+    w->k_scale = cache->k_scale, w->v_scale = cache->v_scale, w->hadamard = cache->d.hadamard;
 }
 
 attn_status attn_kv_cache_put(const attn_kv_cache *cache, int64_t row, int64_t p0, const attn_tensor *k,
@@ -301,9 +305,14 @@ attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, const attn_
     attn_paged_rows k = {cache->k, d->dtype, 1, d->batch * d->heads, d->capacity, d->key_dim, ONE_PAGE, 1, cache->length};
     attn_paged_rows v = k;
     v.pages = cache->v, v.cols = d->value_dim;
-    attn_tensor ks, vs;
-    if ((st = attn_kv_scales_as_descale(&o, &ks, &vs, cache->k_scale, cache->v_scale, d->heads, err))) return st;
-    return attn_sdpa_paged_batch(out, lse, NULL, q, &k, &v, d->batch, q->rank, &o, err);
+    attn_tensor ks, vs, hq;
+    float *turned = NULL; /* the queries turned by the keys' rotation */
+    if ((st = attn_kv_scales_as_descale(&o, &ks, &vs, cache->k_scale, cache->v_scale, d->heads, err)) ||
+        (d->hadamard && (st = attn_hadamard_queries(&hq, &turned, q, &o, err))))
+        return st;
+    st = attn_sdpa_paged_batch(out, lse, NULL, turned ? &hq : q, &k, &v, d->batch, q->rank, &o, err);
+    free(turned);
+    return st;
 }
 
 attn_status attn_kv_scales_as_descale(attn_sdpa_options *o, attn_tensor *ks, attn_tensor *vs, const float *k_scale,
@@ -314,5 +323,33 @@ attn_status attn_kv_scales_as_descale(attn_sdpa_options *o, attn_tensor *ks, att
                          "per-head scales (its desc's k_scale, v_scale)");
     if (k_scale) attn_tensor_init(ks, (void *)(uintptr_t)k_scale, ATTN_F32, 1, &heads, NULL, NULL), o->k_descale = ks;
     if (v_scale) attn_tensor_init(vs, (void *)(uintptr_t)v_scale, ATTN_F32, 1, &heads, NULL, NULL), o->v_descale = vs;
+    return ATTN_OK;
+}
+
+attn_status attn_hadamard_queries(attn_tensor *hq, float **mem, const attn_tensor *q, const attn_sdpa_options *o,
+                                  attn_error *err) {
+    *mem = NULL;
+    if (!q->data) return ATTN_OK; /* the call's own check names it */
+    if (q->dtype != ATTN_F32)
+        return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; keys stored with the Hadamard rotation take f32 q (turned "
+                         "by the rotation too)", attn_dtype_name(q->dtype));
+    if (o->rope)
+        return attn_fail(err, ATTN_ERR_OPTION, "options->rope is set, but the keys are stored turned by the Hadamard "
+                         "rotation, which RoPE's pairs would not survive: turn keys by RoPE before appending them");
+    int64_t n = attn_tensor_numel(q);
+    if (n < 0 || q->rank < 1) return ATTN_OK; /* the call refuses it */
+    attn_status st = attn_check_extent(q, "q", err);
+    if (st) return st;
+    if ((uint64_t)n > SIZE_MAX / sizeof(float) - 1)
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "q's turned copy overflows");
+    float *m = malloc((size_t)(n ? n : 1) * sizeof(float));
+    if (!m) return attn_fail(err, ATTN_ERR_NO_MEMORY, "no memory for q's turned copy (%lld floats)", (long long)n);
+    attn_tensor_init(hq, m, ATTN_F32, q->rank, q->shape, NULL, NULL);
+    attn_tensor_convert(hq, q, NULL);
+    if (n && (st = attn_hadamard(hq, err))) { /* q's last dimension is E, a power of two: checked by the cache */
+        free(m);
+        return st;
+    }
+    *mem = m;
     return ATTN_OK;
 }

@@ -222,6 +222,14 @@ attn_status attn_kv_cache_put(const attn_kv_cache *cache, int64_t row, int64_t p
 attn_status attn_kv_scales_as_descale(attn_sdpa_options *o, attn_tensor *ks, attn_tensor *vs, const float *k_scale,
                                       const float *v_scale, int64_t heads, attn_error *err);
 
+/* The queries of attention over keys stored with the Hadamard rotation
+ * (kv_cache.c): *hq an f32 copy of q in C order with every row turned
+ * (attn_hadamard), its memory *mem (malloc; the caller frees it; NULL with
+ * nothing made when q has no data, which the call itself refuses). q must
+ * be f32 (ATTN_ERR_DTYPE) and o->rope unset (ATTN_ERR_OPTION). */
+attn_status attn_hadamard_queries(attn_tensor *hq, float **mem, const attn_tensor *q, const attn_sdpa_options *o,
+                                  attn_error *err);
+
 /* ATTN_VERBOSE (verbose.c): whether it is set (read once per process), a
  * monotonic clock in milliseconds, and the one line a call prints. */
 bool attn_verbose_on(void);

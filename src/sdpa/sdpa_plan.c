@@ -291,6 +291,9 @@ attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory, size_t 
     if (w.k_scale || w.v_scale)
         return attn_fail(err, ATTN_ERR_OPTION, "the view has per-head fp8 scales (k_scale, v_scale), which a plan does "
                          "not take: each run's pages would need their own; use attn_kv_paged_attend");
+    if (w.hadamard)
+        return attn_fail(err, ATTN_ERR_OPTION, "the view's keys are stored with the Hadamard rotation, which a plan does "
+                         "not take (its queries would need a turned copy at each run); use attn_kv_paged_attend");
     size_t need;
     if ((st = attn_sdpa_plan_bytes(&need, batch, err))) return st;
     if (bytes < need)
