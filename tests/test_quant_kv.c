@@ -20,6 +20,7 @@
 #include "../src/kernels/qdot.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1030,8 +1031,50 @@ static void test_hadamard(attn_dtype format) {
     free(kf), free(vf), free(gk), free(gv), free(wk), free(wv), free(mem);
 }
 
+/* The fields this release added at the ends of attn_sdpa_options and
+ * attn_kv_cache_desc, from a program whose header ends before them: its
+ * struct_size stops there, and whatever lies past it (here garbage: a bad
+ * descale, a NaN scale, hadamard 7) is never read. */
+static void test_older_structs(void) {
+    enum { HK = 1, E = 32, N = 40 };
+    union {
+        attn_sdpa_options o;
+        unsigned char bytes[sizeof(attn_sdpa_options)];
+    } u;
+    static float bad[1] = {-1.0f};
+    int64_t one = 1;
+    attn_tensor kd;
+    attn_tensor_init(&kd, bad, ATTN_F32, 1, &one, NULL, NULL);
+    u.o = attn_sdpa_options_default();
+    u.o.k_descale = &kd, u.o.v_descale = &kd;
+    u.o.struct_size = offsetof(attn_sdpa_options, k_descale);
+    float *kf = rows_of(N, E, false), *q = rows_of(1, E, false), o1[E], o2[E];
+    uint8_t codes[N * E];
+    for (int r = 0; r < N; r++) attn_quant_row(codes + r * E, kf + r * E, E, ATTN_E4M3);
+    int64_t ks[2] = {N, E}, qs[2] = {1, E};
+    attn_tensor tk, tq, to1, to2;
+    attn_error err;
+    attn_tensor_init(&tk, codes, ATTN_E4M3, 2, ks, NULL, NULL), attn_tensor_init(&tq, q, ATTN_F32, 2, qs, NULL, NULL);
+    attn_tensor_init(&to1, o1, ATTN_F32, 2, qs, NULL, NULL), attn_tensor_init(&to2, o2, ATTN_F32, 2, qs, NULL, NULL);
+    attn_status s1 = attn_sdpa(&to1, NULL, NULL, &tq, &tk, &tk, &u.o, &err), s2 = attn_sdpa(&to2, NULL, NULL, &tq, &tk, &tk, NULL, &err);
+    check(!s1 && !s2 && !memcmp(o1, o2, sizeof o1), "older_sdpa_options_read_no_descale", "status %d %d", (int)s1, (int)s2);
+    static const float NANS[HK] = {NAN};
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.heads = HK, d.capacity = N, d.key_dim = d.value_dim = E, d.dtype = ATTN_Q8;
+    d.k_scale = d.v_scale = NANS, d.hadamard = 7;
+    d.struct_size = offsetof(attn_kv_cache_desc, k_scale);
+    size_t b1, b2;
+    s1 = attn_kv_cache_bytes(&b1, &d, &err);
+    d.k_scale = d.v_scale = NULL, d.hadamard = 0, d.struct_size = sizeof d;
+    s2 = attn_kv_cache_bytes(&b2, &d, &err);
+    check(!s1 && !s2 && b1 == b2, "older_kv_cache_desc_reads_no_scales_no_rotation", "status %d %d, bytes %zu %zu",
+          (int)s1, (int)s2, b1, b2);
+    free(kf), free(q);
+}
+
 int main(void) {
     test_key_dot_set();
+    test_older_structs();
     test_descale(ATTN_E4M3), test_descale(ATTN_E5M2);
     test_hadamard(ATTN_Q8), test_hadamard(ATTN_Q4), test_hadamard(ATTN_E4M3);
     static const attn_dtype FORMATS[5] = {ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2};
