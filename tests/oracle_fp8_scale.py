@@ -11,7 +11,8 @@ descale_v through attn_sdpa_options, and the caches' k_scale / v_scale.
   heavy-tailed values, values past the saturation point and tiny ones.
 - Kernels: attention with the scale folded in (pool and cache attend,
   attn_sdpa and attn_sdpa_varlen with k_descale / v_descale, decode and
-  flash shapes, GQA) against PyTorch float64 attention on the values
+  flash shapes, GQA; the exact kernel with weights, attn_sdpa_reference and
+  an f16 q too) against PyTorch float64 attention on the values
   code * s, within attn_sdpa's f32 bound (attn.h, "Numerics":
   2e-5 * max|exact| + 4 * 2^-24 * max|s| * max|v|), and against the f32
   kernels run on the gathered values within twice that bound (both are
@@ -288,6 +289,30 @@ def test_varlen(fmt):
     check("varlen_descale_%s_bad_shape" % fmt, st == ERR_SHAPE and "k_descale" in msg, "%d %s" % (st, msg))
 
 
+def test_other_paths():
+    """The exact kernel (weights asked for), attn_sdpa_reference and a 16-bit q
+    (through f32 copies, rounded once): each folds the scales too."""
+    Hk, Hq, S, L, E = 2, 4, 30, 5, 32
+    ks, vs = np.array([0.5, 2.0], np.float32), np.array([3.0, 0.25], np.float32)
+    k, v = keys((Hk, S, E)), keys((Hk, S, E), heavy=False)
+    kc, vc = ref_codes(k, ks, E4M3), ref_codes(v, vs, E4M3)
+    kv, vv = ref_values(kc, ks, E4M3), ref_values(vc, vs, E4M3)
+    q = rng.standard_normal((Hq, L, E)).astype(np.float32) * 0.3
+    for name, fn, weights, qd in (("weights_exact_kernel", LIB.attn_sdpa, True, np.float32),
+                                  ("reference", LIB.attn_sdpa_reference, False, np.float32),
+                                  ("f16_q", LIB.attn_sdpa, False, np.float16)):
+        qq = q.astype(qd)
+        out, w = np.zeros((Hq, L, E), qd), np.zeros((Hq, L, S), np.float32)
+        st, msg = call(fn, ctypes.byref(f_tensor(out)), None, ctypes.byref(f_tensor(w)) if weights else None,
+                       ctypes.byref(f_tensor(qq)), ctypes.byref(fp8_tensor(kc, "e4m3")),
+                       ctypes.byref(fp8_tensor(vc, "e4m3")), ctypes.byref(options(f_tensor(ks), f_tensor(vs))))
+        q64 = qq.astype(np.float32)
+        exact = torch_attn(q64, kv, vv, causal_br=False)[0]
+        b = bound(exact, q64, kv, vv) + (2.0 ** -11 * np.abs(exact).max() if qd == np.float16 else 0)
+        check("sdpa_descale_%s_ok" % name, st == 0, msg)
+        within("sdpa_descale_%s_vs_torch_f64" % name, out, exact, b)
+
+
 # ---- the contiguous cache through ctypes ---------------------------------------
 
 def test_cache(fmt):
@@ -412,6 +437,7 @@ def main():
             test_dense(fmt, L)
         test_varlen(fmt)
         test_cache(fmt)
+    test_other_paths()
     test_errors()
     test_cli()
     print("%d passed, %d failed" % (r.passed, r.failed))
