@@ -307,8 +307,10 @@ attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, const attn_
     v.pages = cache->v, v.cols = d->value_dim;
     attn_tensor ks, vs, hq;
     float *turned = NULL; /* the queries turned by the keys' rotation */
+    const attn_named outs[2] = {{out, "out"}, {lse, "lse"}}, ins[1] = {{q, "q"}}; /* q itself, not its turned copy */
     if ((st = attn_kv_scales_as_descale(&o, &ks, &vs, cache->k_scale, cache->v_scale, d->heads, err)) ||
-        (d->hadamard && (st = attn_hadamard_queries(&hq, &turned, q, &o, err))))
+        (d->hadamard && ((st = attn_check_no_overlap(outs, 2, ins, 1, err)) ||
+                         (st = attn_hadamard_queries(&hq, &turned, q, &o, err)))))
         return st;
     st = attn_sdpa_paged_batch(out, lse, NULL, turned ? &hq : q, &k, &v, d->batch, q->rank, &o, err);
     free(turned);
