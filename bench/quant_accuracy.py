@@ -52,7 +52,14 @@ full group of 32 positions quantized from those, and through the layer the
 positions not yet forming a group when a token attends (the residual
 window, the last (t + 1) mod 32 positions for token t) kept in f16.
 
-Usage: quant_accuracy.py [BUILD_DIR] [--seed N] [--markdown] [--layer] [--keys]
+The rotation (--hadamard): for q8, q4 and e4m3, each format's row again
+with its keys stored as a cache with `hadamard` set stores them: turned by
+the Walsh-Hadamard rotation (attn_hadamard, the library's own transform),
+quantized, widened and turned back (what gather returns and what attention
+computes with, since turning q alike leaves q.k unchanged); values as
+before. Rows are named "q8+H" and so on, beside the plain format's.
+
+Usage: quant_accuracy.py [BUILD_DIR] [--seed N] [--markdown] [--layer] [--keys | --hadamard]
 """
 import ctypes
 import os
@@ -109,6 +116,17 @@ class Lib:
                                         ctypes.byref(err)) == 0, err.message
         return back, x16
 
+    def turned(self, x):
+        """x (f32 rows of a power-of-two size) turned by the library's Walsh-Hadamard rotation."""
+        y = np.ascontiguousarray(x, np.float32).copy()
+        err = Error()
+        assert self.lib.attn_hadamard(ctypes.byref(view(y, F32)), ctypes.byref(err)) == 0, err.message
+        return y
+
+    def stored_keys(self, x, fmt, rotate):
+        """Keys as a cache stores and reads them: with `rotate`, turned, stored, read back, turned back."""
+        return self.turned(self.stored(self.turned(x), fmt)) if rotate else self.stored(x, fmt)
+
     def stored(self, x, fmt):
         """x (f32 rows) as the format stores them, read back as f32."""
         err = Error()
@@ -153,13 +171,27 @@ def data(rng, kind, L=256, S=4096, d=128):
     return q, k, v
 
 
+ROTATED = [("q8+H", 6), ("q4+H", 7), ("e4m3+H", 8)]
+
+
+def formats(keys=False):
+    """(name, key format, value format, rotate keys) for every row of the tables."""
+    if keys:
+        return [(n, kf, vf, False) for n, kf, vf in KEY_ROWS]
+    rows = [(n, f, f, False) for n, f in FORMATS]
+    if "--hadamard" in sys.argv:  # each rotated format right after its plain row
+        plain = {f: n for n, f in FORMATS}
+        rows = [row for n, f in ROTATED for row in ((plain[f], f, f, False), (n, f, f, True))]
+    return rows
+
+
 def measure(lib, rng, kind, keys=False):
     q, k, v = data(rng, kind)
     out, lse, p = attention(q, k, v)
     rows = []
-    for name, kf, vf in KEY_ROWS if keys else [(n, f, f) for n, f in FORMATS]:
+    for name, kf, vf, rotate in formats(keys):
         # a snapshot of 4,096 keys: every group full, no residual window
-        ks = lib.grouped(k, kf)[0] if kf in (Q4C, Q2C) else lib.stored(k, kf)
+        ks = lib.grouped(k, kf)[0] if kf in (Q4C, Q2C) else lib.stored_keys(k, kf, rotate)
         oq, lq, pq = attention(q, ks, lib.stored(v, vf))
         with np.errstate(divide="ignore", invalid="ignore"):
             kl = np.where(p > 0, p * (np.log(p) - np.log(np.maximum(pq, 1e-300))), 0).sum(axis=1)
@@ -229,13 +261,13 @@ def layer_measure(lib, rng, kind, keys=False):
 
     out, lse, p = run(k, v)
     rows = []
-    for name, kf, vf in KEY_ROWS if keys else [(n, f, f) for n, f in FORMATS]:
+    for name, kf, vf, rotate in formats(keys):
         k16 = None
         if kf in (Q4C, Q2C):
             held = [lib.grouped(np.ascontiguousarray(k[g]), kf) for g in range(Hkv)]
             ks, k16 = np.stack([a for a, _ in held]), np.stack([b for _, b in held])
         else:
-            ks = np.stack([lib.stored(np.ascontiguousarray(k[g]), kf) for g in range(Hkv)])
+            ks = np.stack([lib.stored_keys(np.ascontiguousarray(k[g]), kf, rotate) for g in range(Hkv)])
         vs = np.stack([lib.stored(np.ascontiguousarray(v[g]), vf) for g in range(Hkv)])
         oq, lq, pq = run(ks, vs, k16)
         kl = []

@@ -1,6 +1,8 @@
 /* cmd_sdpa.c -- `attn sdpa`: scaled dot-product attention on .npy files. */
 #include "cli.h"
 
+#include <float.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,6 +69,11 @@ static const char SDPA_USAGE[] =
     "                         (float16 when their last dimension is not a multiple\n"
     "                         of 32); q rank 2 to 4, no -w, no backward, no ragged\n"
     "                         batch, no top-left causal mask\n"
+    "      --kv-scale S[,SV]  with --kv e4m3 or e5m2: one scale per head, as vLLM's\n"
+    "                         k_scale and v_scale (S for keys, SV for values; one\n"
+    "                         number: both), finite and > 0: k and v are stored as\n"
+    "                         fp8(x / S) and read as code * S, the scale folded into\n"
+    "                         the scores and the output (attn.h)\n"
     "      --threads N        threads for f32 attention (default: ATTN_NUM_THREADS,\n"
     "                         else every CPU); results do not depend on it\n"
     "\n"
@@ -90,6 +97,8 @@ static const char SDPA_USAGE[] =
 /* A ragged batch's offset files (--cu-seqlens-q, --cu-seqlens-k), NULL
  * for none. */
 static const char *cu_path[2];
+/* --kv-scale: the fp8 keys' and values' scale, one for every head; 0: none. */
+static double kv_scale[2];
 
 /* The input files: -q, -k, -v, -m, --grad-out, --alibi-slopes, --sinks. */
 enum { N_INPUTS = 7 };
@@ -141,13 +150,23 @@ static int check_dtypes(const input *in, int n) {
 
 /* Store k or v as `store`: bfloat16, or a quantized format, converted from
  * float32 or float16. */
-static int to_stored(input *in, attn_dtype store) {
+static int to_stored(input *in, attn_dtype store, double scale) {
     const char *flag = store == ATTN_BF16 ? "--kv-bf16" : "--kv";
     if (in->t.dtype != ATTN_F32 && in->t.dtype != ATTN_F16)
         return cli_error(EXIT_DATA, "%s: %s %s is %s; it must be float32 or float16", flag, in->flag, in->path,
                          cli_dtype_name(in->t.dtype));
     attn_tensor b;
     attn_error err;
+    if (scale > 0) { /* x / scale in f32 (one rounding), then quantized: as a cache with k_scale stores it */
+        attn_tensor_init(&b, NULL, ATTN_F32, in->t.rank, in->t.shape, NULL, NULL);
+        int64_t n = attn_tensor_numel(&b);
+        b.data = malloc((size_t)n * 4 + 4);
+        if (!b.data) return cli_error(EXIT_DATA, "out of memory scaling %s", in->path);
+        attn_tensor_convert(&b, &in->t, &err);
+        for (int64_t i = 0; i < n; i++) ((float *)b.data)[i] /= (float)scale;
+        attn_npy_free(&in->t);
+        in->t = b;
+    }
     if (store != ATTN_BF16) { /* quantized rows, in C order */
         int64_t cols = in->t.rank ? in->t.shape[in->t.rank - 1] : 1, rows = attn_tensor_numel(&in->t) / (cols ? cols : 1);
         size_t row = attn_quant_row_size(store, cols);
@@ -245,6 +264,14 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
             i++;
         } else if (strncmp(arg, "--compute", 9) == 0) {
             code = cli_error(EXIT_USAGE, "--compute takes =f32 or =bf16, not '%s'", arg);
+        } else if (cli_option(argc, argv, &i, NULL, "--kv-scale", &val, &code)) {
+            char first[64], *comma = val ? strchr(val, ',') : NULL;
+            size_t len = comma ? (size_t)(comma - val) : val ? strlen(val) : 0;
+            snprintf(first, sizeof first, "%.*s", (int)(len < sizeof first ? len : sizeof first - 1), val ? val : "");
+            if (val && (len >= sizeof first || !cli_parse_double(first, &kv_scale[0]) ||
+                        !cli_parse_double(comma ? comma + 1 : first, &kv_scale[1]) || !(kv_scale[0] > 0) ||
+                        !(kv_scale[1] > 0) || kv_scale[0] > FLT_MAX || kv_scale[1] > FLT_MAX))
+                code = cli_error(EXIT_USAGE, "--kv-scale %s is not one or two finite numbers above 0 (S or S,SV)", val);
         } else if (strcmp(arg, "--kv-bf16") == 0) {
             *kv_store = ATTN_BF16;
             i++;
@@ -292,6 +319,8 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
         return cli_error(EXIT_USAGE, "--window needs --causal (top-left or bottom-right)");
     if (!cu_path[0] != !cu_path[1])
         return cli_error(EXIT_USAGE, "a ragged batch needs both --cu-seqlens-q and --cu-seqlens-k");
+    if (kv_scale[0] > 0 && *kv_store != ATTN_E4M3 && *kv_store != ATTN_E5M2)
+        return cli_error(EXIT_USAGE, "--kv-scale needs --kv e4m3 or --kv e5m2 (per-head scales are for fp8)");
     if (cu_path[0]) {
         const char *refused = in[3].path ? "-m" : outs[OUT_WEIGHTS].path ? "-w" : outs[OUT_DMASK].path ? "--dmask"
                               : outs[OUT_DSINKS].path ? "--dsinks" : outs[OUT_KEEP].path ? "--dropout-mask" : NULL;
@@ -497,7 +526,15 @@ static int run(input *in, cli_output *outs, attn_sdpa_options *opts, attn_dtype 
             return cli_error(EXIT_DATA, "%s%s needs float32 q, but -q %s is %s", kv_store == ATTN_BF16 ? "--kv-bf16" : "--kv ",
                              kv_store == ATTN_BF16 ? "" : attn_dtype_name(kv_store), in[0].path, cli_dtype_name(in[0].t.dtype));
         if (kv_store == ATTN_Q4C || kv_store == ATTN_Q2C) return run_grouped(in, outs, opts, kv_store);
-        if ((code = to_stored(&in[1], kv_store)) || (code = to_stored(&in[2], kv_store))) return code;
+        if ((code = to_stored(&in[1], kv_store, kv_scale[0])) || (code = to_stored(&in[2], kv_store, kv_scale[1])))
+            return code;
+    }
+    /* one scale for every head: a (1,) tensor broadcasts to k's (..., Hk) */
+    int64_t one = 1;
+    attn_tensor kd, vd;
+    if (kv_scale[0] > 0) {
+        attn_tensor_init(&kd, &kv_scale[0], ATTN_F64, 1, &one, NULL, NULL), opts->k_descale = &kd;
+        attn_tensor_init(&vd, &kv_scale[1], ATTN_F64, 1, &one, NULL, NULL), opts->v_descale = &vd;
     }
 
     if (cu_path[0]) return run_varlen(in, outs, opts);
@@ -548,6 +585,7 @@ int cmd_sdpa(int argc, char **argv) {
     cli_output outs[N_OUTS];
     memset(outs, 0, sizeof outs);
     cu_path[0] = cu_path[1] = NULL;
+    kv_scale[0] = kv_scale[1] = 0;
     attn_sdpa_options opts = attn_sdpa_options_default();
     attn_dtype kv_store = (attn_dtype)0; /* 0: as given */
     bool alibi = false, has_rope = false;

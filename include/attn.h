@@ -363,6 +363,33 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  *   FlashAttention-3 use); NaN becomes NaN (0x7f, or 0x7e for E5M2, with
  *   its sign). Dequantizing is exact in f32 (and reads an E5M2 infinity
  *   as infinity).
+ * fp8 with one scale per head (added in 0.4.0; FlashAttention-3's
+ *   descale_k / descale_v, vLLM's k_scale / v_scale): the bytes are those
+ *   of ATTN_E4M3 or ATTN_E5M2, and a scale s > 0 (finite, an f32 or f64
+ *   number; one per KV head, per sequence and head for a batch) says code
+ *   c stands for the value c · s. Where attn quantizes with one (a cache or
+ *   pool given k_scale / v_scale), it stores fp8(x / s): x rounded to f32,
+ *   divided by s in f32 (one rounding, to nearest even), and that quotient
+ *   quantized as above, so x past 448 · s (57344 · s for E5M2) saturates to
+ *   ± the largest code. Gather reads back c · s, the exact value c times
+ *   the f32 scale rounded once to f32 (nearest even). Attention does not
+ *   widen to c · s: the scale is folded, keys' into the score scale and
+ *   values' into the output, so no row is ever rescaled:
+ *     score_ij = (q_i · c_j) · (scale · s_k)   scale · s_k formed in f64,
+ *                then used as the call's scale is (q times it, in f64,
+ *                rounded once to f32), so softcap, ALiBi, masks and sinks
+ *                see the same scores as with keys c · s_k;
+ *     out_i    = s_v · (attention over the codes of v), one more f32
+ *                rounding of each output value (to nearest even); lse and
+ *                the weights do not involve s_v.
+ *   In exact arithmetic that is attention on the values c · s; in f32 it
+ *   differs from attention run on the rows c · s rounded to f32 (what
+ *   gather gives) by the rounding of different products only: both are
+ *   within the f32 bound of attn_sdpa ("Numerics", the scores those of the
+ *   values c · s) of the exact result, and the folded one rounds a value
+ *   never (c · s itself is not formed), so it is not bitwise the f32
+ *   kernels on gathered rows (tests/test_quant_kv.c checks it within that
+ *   bound, and against PyTorch float64).
  *
  * Non-finite input to q8, q4 or q4_1: a NaN or infinity in a block makes
  * its d NaN (0x7e00; q4_1's m too) and every code 0 (q4: 8), so the whole
@@ -484,6 +511,20 @@ ATTN_API attn_status attn_quantize(void *dst, size_t dst_size, attn_dtype format
  * as attn_quantize's. */
 ATTN_API attn_status attn_dequantize(attn_tensor *dst, const void *src, size_t src_size, attn_dtype format,
                                      attn_error *err);
+
+/* The Walsh–Hadamard rotation (added in 0.4.0): each row of x (its last
+ * dimension, n values, n a power of two) replaced in place by H_n x /
+ * sqrt(n), H_n Sylvester's Hadamard matrix (H_1 = [1], H_2n = [[H_n, H_n],
+ * [H_n, -H_n]], scipy.linalg.hadamard's order), by the fast transform in
+ * O(n log n). H_n / sqrt(n) is orthonormal and symmetric, so a second call
+ * turns the rows back, and turning q and k alike leaves q·k unchanged: the
+ * rotation the caches apply with `hadamard` set (attn_kv_cache_desc). x is
+ * f32 or f64, any strides (no stride 0 in a dimension of size > 1); f32
+ * rows are computed in f64 and rounded once (nearest even). Errors:
+ * ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_DTYPE, ATTN_ERR_SHAPE (n not a
+ * power of two), ATTN_ERR_STRIDE, ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY (a
+ * row's f64 scratch, n doubles, is malloc'd). */
+ATTN_API attn_status attn_hadamard(attn_tensor *x, attn_error *err);
 
 /* Copy src into dst element by element, converting between the float
  * dtypes (f64, f32, f16, bf16) as above; both any strides, same shape.
@@ -761,6 +802,23 @@ typedef struct attn_sdpa_options {
      *     that lse instead of renormalising over the piece's keys).
      * Dropout is not taken with pieces (ATTN_ERR_OPTION). */
     int64_t query_start, key_start, total_queries, total_keys;
+    /* Per-head scales of fp8 keys and values (added in 0.4.0), as
+     * FlashAttention-3's descale_k / descale_v and vLLM's k_scale / v_scale
+     * take them: NULL (the default) for none, else an f32 or f64 tensor of
+     * finite values > 0 (ATTN_ERR_SCALE otherwise) whose shape broadcasts,
+     * aligned on the right, to k's (..., Hk) (its dimensions but the last
+     * two, each equal or 1): (Hk,) one per KV head, or (B, Hk) as
+     * FlashAttention-3's (batch, num_heads_k). attn_sdpa_varlen takes
+     * (batch, Hk) or (Hk,), row b for sequence b. k_descale needs k e4m3
+     * or e5m2, v_descale v e4m3 or e5m2 (ATTN_ERR_DTYPE otherwise): stored
+     * code c of head h then stands for the value c · descale[h]. How it is
+     * applied, and its rounding: "Quantized storage", fp8 with one scale per
+     * head. Read at each call (and at each run of a plan: the tensors must
+     * stay valid, as mask's). The caches keep their own (attn_kv_cache_desc
+     * and attn_kv_pages_desc: k_scale, v_scale): attending to one that has
+     * them with these set is ATTN_ERR_OPTION. */
+    const attn_tensor *k_descale;
+    const attn_tensor *v_descale;
 } attn_sdpa_options;
 
 /* The defaults: scale 1/sqrt(E), no causal mask, no mask, f32 arithmetic,
@@ -1113,7 +1171,8 @@ ATTN_API attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const 
  * holds pointers into itself: do not copy or move it) and is never freed
  * by the library; nothing needs releasing. A plan runs one call at a time
  * (attn_sdpa_run writes the layer's data pointers into it); two threads
- * run two plans. The options' own tensors (mask, alibi_slopes, sinks) and
+ * run two plans. The options' own tensors (mask, alibi_slopes, sinks, k_descale,
+ * v_descale) and
  * a ragged batch's masks (the array and its tensors) are read at every run, so they must stay valid, with the plan's
  * shapes, while the plan is used; the options struct itself is copied.
  * The context's num_threads is the plan's; its workspace is not used
@@ -1585,7 +1644,37 @@ typedef struct attn_kv_cache_desc {
                             32 positions, with the last positions not yet
                             forming a group kept in f16 (see "Keys quantized
                             per channel"); values in dtype (not f64); capacity
-                            a multiple of 32. Added in 0.4.0. */
+                            a multiple of 32; no k_scale and no hadamard below
+                            (ATTN_ERR_OPTION: they turn or scale keys stored
+                            in dtype). Added in 0.4.0. */
+    /* Added in 0.4.0. One scale per KV head for an e4m3 or e5m2 cache
+     * (vLLM's k_scale / v_scale): NULL (the default) for none, else `heads`
+     * floats, each finite and > 0 (ATTN_ERR_SCALE), copied into the cache
+     * at init (the caller's arrays may go). Head h's rows are stored as
+     * x / k_scale[h] quantized, attention reads code · k_scale[h], and
+     * attn_kv_cache_gather returns those values (see "Quantized storage",
+     * fp8 with one scale per head). Another dtype with a scale:
+     * ATTN_ERR_DTYPE. attn_kv_cache_view still views the stored codes. */
+    const float *k_scale;
+    const float *v_scale;
+    /* Added in 0.4.0. The Walsh–Hadamard rotation of the keys, which
+     * llama.cpp turns on for quantized K: 0 (the default) none, 1 on.
+     * Each key row x is stored as the format of H x (then divided by
+     * k_scale, if given), H = H_E / sqrt(E) as attn_hadamard applies it
+     * (H x rounded once to f32), and attention turns each query row by the
+     * same H (an f32 copy of q per call), so q·k is unchanged in exact
+     * arithmetic while an outlier channel's size is spread over all E
+     * channels before the format rounds it (what that buys:
+     * docs/accuracy.md). Values are not turned. attn_kv_cache_gather
+     * returns keys turned back (H of the widened row, rounded once);
+     * attn_kv_cache_view views the stored, turned rows. It needs a
+     * quantized dtype (ATTN_ERR_DTYPE) and key_dim a power of two up to
+     * 1024 (ATTN_ERR_SHAPE: other sizes are refused, not turned in
+     * blocks); attention then takes f32 q (ATTN_ERR_DTYPE) and no
+     * options->rope (ATTN_ERR_OPTION: RoPE's pairs do not survive the
+     * rotation; turn keys by RoPE before appending, as attn_mha_cached
+     * does). Another value: ATTN_ERR_OPTION. */
+    int hadamard;
 } attn_kv_cache_desc;
 
 /* batch 1, heads 1, dtype f32, the sizes 0 (to be set): as a value,
@@ -1596,8 +1685,10 @@ ATTN_VERSIONED_DEFAULT_(attn_kv_cache_desc)
 #define attn_kv_cache_desc_default attn_kv_cache_desc_default_inline
 
 /* The bytes attn_kv_cache_init needs for `desc` (any alignment of the
- * memory: the cache aligns itself inside it). Errors: ATTN_ERR_NULL,
- * ATTN_ERR_OPTION (struct_size), ATTN_ERR_SHAPE (a size < 1), ATTN_ERR_DTYPE,
+ * memory: the cache aligns itself inside it; per-head scales add 8 bytes a
+ * head). Errors: ATTN_ERR_NULL, ATTN_ERR_OPTION (struct_size),
+ * ATTN_ERR_SHAPE (a size < 1), ATTN_ERR_DTYPE (a scale on a dtype other
+ * than e4m3 and e5m2 too), ATTN_ERR_SCALE (a scale not finite or not > 0),
  * ATTN_ERR_OVERFLOW. */
 ATTN_API attn_status attn_kv_cache_bytes(size_t *bytes, const attn_kv_cache_desc *desc, attn_error *err);
 
@@ -1649,7 +1740,10 @@ ATTN_API attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, co
  * attn_tensor), which attn_sdpa reads but the backward pass does not:
  * attn_kv_cache_gather gives their values. Keys quantized per channel
  * (key_dtype) have no view: ATTN_ERR_DTYPE, and attn_kv_cache_gather gives
- * them. Errors: ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_DTYPE. */
+ * them. An fp8 cache with per-head scales views its codes: attn_sdpa on them
+ * with the desc's k_scale and v_scale as options' k_descale and v_descale is
+ * attn_kv_cache_attend, bitwise. Errors: ATTN_ERR_NULL, ATTN_ERR_RANK,
+ * ATTN_ERR_DTYPE. */
 ATTN_API attn_status attn_kv_cache_view(attn_tensor *k, attn_tensor *v, const attn_kv_cache *cache, int rank,
                                         attn_error *err);
 
@@ -1754,7 +1848,22 @@ typedef struct attn_kv_pages_desc {
                               32 positions, the last positions not yet forming a
                               group kept in f16 per sequence (see "Keys quantized
                               per channel"); values in dtype (not f64);
-                              page_size a multiple of 32. Added in 0.4.0. */
+                              page_size a multiple of 32; no k_scale and no
+                              hadamard below (ATTN_ERR_OPTION). Added in 0.4.0. */
+    /* Added in 0.4.0. One scale per KV head for an e4m3 or e5m2 pool, as
+     * attn_kv_cache_desc's (NULL: none; else `heads` finite floats > 0,
+     * copied into the pool's memory at init, which attn_kv_pages_bytes
+     * counts; another dtype with a scale: ATTN_ERR_DTYPE). Appends store
+     * x / k_scale[h] quantized, attention and gather read code · k_scale[h],
+     * and the pool's view carries them. */
+    const float *k_scale;
+    const float *v_scale;
+    /* Added in 0.4.0. The Walsh–Hadamard rotation of the keys, as
+     * attn_kv_cache_desc's (0: none, 1: on; a quantized dtype, key_dim a
+     * power of two up to 1024). Appends store the format of H x, attend
+     * turns the queries, gather turns the keys back; the pool's view
+     * carries the flag, and its pages hold the turned rows. */
+    int hadamard;
 } attn_kv_pages_desc;
 
 /* heads 1, dtype f32, page_size 16, max_length 0, the other sizes 0 (to be
@@ -1768,9 +1877,11 @@ ATTN_VERSIONED_DEFAULT_(attn_kv_pages_desc)
  * aligns itself inside them): the pages, num_pages · Hk · P · (E + Ev)
  * elements, and the bookkeeping: 8 bytes per page, and per sequence 13
  * bytes and an int32 per entry of its table (max_length / P entries,
- * rounded up, at most num_pages), each region 64-byte aligned. Errors: ATTN_ERR_NULL,
+ * rounded up, at most num_pages), 8 bytes per head with per-head scales,
+ * each region 64-byte aligned. Errors: ATTN_ERR_NULL,
  * ATTN_ERR_OPTION (struct_size), ATTN_ERR_SHAPE (a size out of its range
- * above), ATTN_ERR_DTYPE, ATTN_ERR_OVERFLOW. */
+ * above), ATTN_ERR_DTYPE (a scale on a dtype other than e4m3 and e5m2 too),
+ * ATTN_ERR_SCALE (a scale not finite or not > 0), ATTN_ERR_OVERFLOW. */
 ATTN_API attn_status attn_kv_pages_bytes(size_t *bytes, const attn_kv_pages_desc *desc, attn_error *err);
 
 /* An empty pool (every page free, no sequence) in `memory`, at least
@@ -1880,6 +1991,19 @@ typedef struct attn_kv_paged_view {
                                      / 32) on are rows (i, h, 0 ..) of k_residual */
     const void *k_residual;       /* with key_dtype: (num_sequences, Hk, 32, E) f16,
                                      C order; else unused */
+    /* Added in 0.4.0: e4m3 or e5m2 pages' scales, one per head (Hk floats,
+     * finite and > 0), or NULL (the default) for none: code c of head h
+     * stands for c · k_scale[h] (values: v_scale). A pool's view points
+     * at the pool's own. A plan (attn_kv_paged_plan_init) does not take
+     * them (ATTN_ERR_OPTION): each run's pages would need their own. */
+    const float *k_scale;
+    const float *v_scale;
+    /* Added in 0.4.0: 1 when the key pages hold rows turned by the
+     * Walsh–Hadamard rotation (attn_kv_pages_desc.hadamard; a quantized
+     * dtype, key_dim a power of two up to 1024), 0 (the default) when not.
+     * attn_kv_paged_attend then turns the queries, attn_kv_paged_gather
+     * turns the keys back; a plan refuses it (ATTN_ERR_OPTION). */
+    int hadamard;
 } attn_kv_paged_view;
 
 /* dtype f32, heads 1, every other field 0 or NULL (to be set):

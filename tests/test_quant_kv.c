@@ -20,6 +20,7 @@
 #include "../src/kernels/qdot.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -844,8 +845,238 @@ static void test_key_dot_set(void) {
           qk ? qk->name : "none", want[0] ? want : "none");
 }
 
+/* fp8 with one scale per head (attn.h): a cache given k_scale / v_scale
+ * attends bitwise as attn_sdpa does on its view (the stored codes) with
+ * the same scales as k_descale / v_descale, on the kernel the shape takes
+ * (decode, flash); its gather is code · s of the reference's codes of
+ * x / s. Under ASan, UBSan and TSan with the rest of this file. */
+static void test_descale(attn_dtype format) {
+    enum { HK = 2, HQ = 4, E = 64, N = 700 };
+    const char *fm = attn_dtype_name(format);
+    char name[96];
+    static const float KS[HK] = {0.375f, 6.0f}, VS[HK] = {2.5f, 0.0625f};
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.heads = HK, d.capacity = N + 40, d.key_dim = d.value_dim = E, d.dtype = format;
+    d.k_scale = KS, d.v_scale = VS;
+    size_t bytes;
+    attn_error err;
+    attn_kv_cache *cache;
+    void *mem = NULL;
+    snprintf(name, sizeof name, "%s_descale_cache_init", fm);
+    if (attn_kv_cache_bytes(&bytes, &d, &err) || !(mem = malloc(bytes)) ||
+        attn_kv_cache_init(&cache, mem, bytes, &d, &err)) {
+        check(0, name, "%s", err.message);
+        free(mem);
+        return;
+    }
+    float *kf = rows_of(HK * N, E, true), *vf = rows_of(HK * N, E, false);
+    int64_t shape[3] = {HK, N, E};
+    attn_tensor tk, tv;
+    attn_tensor_init(&tk, kf, ATTN_F32, 3, shape, NULL, NULL), attn_tensor_init(&tv, vf, ATTN_F32, 3, shape, NULL, NULL);
+    attn_status st = attn_kv_cache_append(cache, &tk, &tv, &err);
+    snprintf(name, sizeof name, "%s_descale_cache_append", fm);
+    check(!st, name, "%s", st ? err.message : "");
+    /* gather: code · s of the codes of x / s, each an f32 operation */
+    float *gk = malloc(sizeof(float) * HK * N * E), *gv = malloc(sizeof(float) * HK * N * E);
+    attn_tensor tgk, tgv;
+    attn_tensor_init(&tgk, gk, ATTN_F32, 3, shape, NULL, NULL), attn_tensor_init(&tgv, gv, ATTN_F32, 3, shape, NULL, NULL);
+    st = attn_kv_cache_gather(&tgk, &tgv, cache, &err);
+    int bad = 0;
+    for (int64_t r = 0; r < HK * N && !st; r++) {
+        float xk[E], xv[E], wk[E], wv[E];
+        uint8_t qk[E], qv[E];
+        for (int e = 0; e < E; e++) xk[e] = kf[r * E + e] / KS[r / N], xv[e] = vf[r * E + e] / VS[r / N];
+        attn_quant_row(qk, xk, E, format), attn_quant_row(qv, xv, E, format);
+        attn_dequant_row(wk, qk, E, format), attn_dequant_row(wv, qv, E, format);
+        for (int e = 0; e < E; e++) {
+            float a = wk[e] * KS[r / N], b = wv[e] * VS[r / N];
+            bad += memcmp(&a, &gk[r * E + e], 4) != 0 || memcmp(&b, &gv[r * E + e], 4) != 0;
+        }
+    }
+    snprintf(name, sizeof name, "%s_descale_cache_gather_code_times_scale", fm);
+    check(!st && !bad, name, "status %d, %d values differ", (int)st, bad);
+    attn_tensor vk, vv, kd, vd;
+    attn_kv_cache_view(&vk, &vv, cache, 3, &err);
+    int64_t hk = HK;
+    attn_tensor_init(&kd, (void *)KS, ATTN_F32, 1, &hk, NULL, NULL), attn_tensor_init(&vd, (void *)VS, ATTN_F32, 1, &hk, NULL, NULL);
+    const int64_t Ls[2] = {1, 40};
+    const char *want[2] = {"decode", "flash"};
+    for (int c = 0; c < 2; c++) {
+        int64_t L = Ls[c], qs[3] = {HQ, L, E};
+        float *q = rows_of(HQ * L, E, false), *o1 = calloc((size_t)(HQ * L * E), 4), *o2 = calloc((size_t)(HQ * L * E), 4);
+        float l1[HQ * 40], l2[HQ * 40];
+        int64_t ls[2] = {HQ, L};
+        attn_tensor tq, to1, to2, tl1, tl2;
+        attn_tensor_init(&tq, q, ATTN_F32, 3, qs, NULL, NULL);
+        attn_tensor_init(&to1, o1, ATTN_F32, 3, qs, NULL, NULL), attn_tensor_init(&to2, o2, ATTN_F32, 3, qs, NULL, NULL);
+        attn_tensor_init(&tl1, l1, ATTN_F32, 2, ls, NULL, NULL), attn_tensor_init(&tl2, l2, ATTN_F32, 2, ls, NULL, NULL);
+        char k1[32] = "", k2[32] = "", fb[32];
+        verbose_begin();
+        attn_status s1 = attn_kv_cache_attend(&to1, &tl1, &tq, cache, NULL, &err);
+        verbose_end(k1, sizeof k1, fb, sizeof fb);
+        attn_sdpa_options o = attn_sdpa_options_default();
+        o.causal = ATTN_CAUSAL_BOTTOM_RIGHT, o.k_descale = &kd, o.v_descale = &vd;
+        verbose_begin();
+        attn_status s2 = attn_sdpa(&to2, &tl2, NULL, &tq, &vk, &vv, &o, &err);
+        verbose_end(k2, sizeof k2, fb, sizeof fb);
+        snprintf(name, sizeof name, "%s_descale_cache_L%lld_bitwise_sdpa_descale", fm, (long long)L);
+        check(!s1 && !s2 && !memcmp(o1, o2, (size_t)(HQ * L * E) * 4) && !memcmp(l1, l2, (size_t)(HQ * L) * 4) &&
+                  !strcmp(k1, want[c]) && !strcmp(k2, want[c]),
+              name, "status %d %d, kernels %s %s (want %s)", (int)s1, (int)s2, k1, k2, want[c]);
+        /* a plan of that call runs it bitwise, reading the scales at the run */
+        size_t pbytes, ws;
+        attn_sdpa_plan *plan;
+        attn_sdpa_plan_bytes(&pbytes, 0, &err);
+        void *pmem = malloc(pbytes), *wmem = NULL;
+        attn_status s3 = attn_sdpa_plan_init(&plan, pmem, pbytes, &ws, &to2, &tl2, &tq, &vk, &vv, &o, &err);
+        memset(o2, 0, (size_t)(HQ * L * E) * 4);
+        if (!s3) s3 = (wmem = malloc(ws + 1)) ? attn_sdpa_run(plan, &to2, &tl2, &tq, &vk, &vv, wmem, ws, &err) : ATTN_ERR_NO_MEMORY;
+        snprintf(name, sizeof name, "%s_descale_plan_L%lld_bitwise", fm, (long long)L);
+        check(!s3 && !memcmp(o1, o2, (size_t)(HQ * L * E) * 4) && !memcmp(l1, l2, (size_t)(HQ * L) * 4), name,
+              "status %d %s", (int)s3, s3 ? err.message : "values differ");
+        free(pmem), free(wmem);
+        /* the scales change the result: attn_sdpa without them differs */
+        o.k_descale = o.v_descale = NULL;
+        attn_sdpa(&to2, NULL, NULL, &tq, &vk, &vv, &o, &err);
+        snprintf(name, sizeof name, "%s_descale_cache_L%lld_scales_matter", fm, (long long)L);
+        check(memcmp(o1, o2, (size_t)(HQ * L * E) * 4) != 0, name, "the same without scales");
+        free(q), free(o1), free(o2);
+    }
+    /* errors: a zero scale, a scale on q8 */
+    static const float ZERO[HK] = {1.0f, 0.0f};
+    d.k_scale = ZERO;
+    snprintf(name, sizeof name, "%s_descale_zero_scale", fm);
+    check(attn_kv_cache_bytes(&bytes, &d, &err) == ATTN_ERR_SCALE, name, "%s", err.message);
+    d.k_scale = KS, d.dtype = ATTN_Q8;
+    snprintf(name, sizeof name, "%s_descale_on_q8", fm);
+    check(attn_kv_cache_bytes(&bytes, &d, &err) == ATTN_ERR_DTYPE, name, "%s", err.message);
+    free(kf), free(vf), free(gk), free(gv), free(mem);
+}
+
+/* The Hadamard rotation of keys (attn.h, attn_kv_cache_desc.hadamard): a
+ * cache with it attends bitwise as attn_sdpa does on its view (the stored,
+ * turned rows) with q turned by attn_hadamard, on the kernel the shape
+ * takes; gather is the widened rows turned back by attn_hadamard; values
+ * are stored as without it. Under the sanitizers with the rest. */
+static void test_hadamard(attn_dtype format) {
+    enum { HK = 2, HQ = 4, E = 64, N = 500 };
+    const char *fm = attn_dtype_name(format);
+    char name[96];
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.heads = HK, d.capacity = N + 40, d.key_dim = d.value_dim = E, d.dtype = format, d.hadamard = 1;
+    size_t bytes;
+    attn_error err;
+    attn_kv_cache *cache;
+    void *mem = NULL;
+    snprintf(name, sizeof name, "%s_hadamard_cache_init", fm);
+    if (attn_kv_cache_bytes(&bytes, &d, &err) || !(mem = malloc(bytes)) ||
+        attn_kv_cache_init(&cache, mem, bytes, &d, &err)) {
+        check(0, name, "%s", err.message);
+        free(mem);
+        return;
+    }
+    float *kf = rows_of(HK * N, E, true), *vf = rows_of(HK * N, E, false);
+    int64_t shape[3] = {HK, N, E};
+    attn_tensor tk, tv;
+    attn_tensor_init(&tk, kf, ATTN_F32, 3, shape, NULL, NULL), attn_tensor_init(&tv, vf, ATTN_F32, 3, shape, NULL, NULL);
+    attn_status st = attn_kv_cache_append(cache, &tk, &tv, &err);
+    /* gather against the reference: H k rounded, quantized, widened, turned back */
+    size_t nkv = (size_t)(HK * N * E);
+    float *gk = malloc(4 * nkv), *gv = malloc(4 * nkv), *wk = malloc(4 * nkv), *wv = malloc(4 * nkv);
+    memcpy(wk, kf, 4 * nkv);
+    attn_tensor twk, tgk, tgv;
+    attn_tensor_init(&twk, wk, ATTN_F32, 3, shape, NULL, NULL);
+    attn_hadamard(&twk, &err);
+    for (int64_t r = 0; r < HK * N; r++) {
+        uint8_t q[128];
+        attn_quant_row(q, wk + r * E, E, format), attn_dequant_row(wk + r * E, q, E, format);
+        attn_quant_row(q, vf + r * E, E, format), attn_dequant_row(wv + r * E, q, E, format);
+    }
+    attn_hadamard(&twk, &err);
+    attn_tensor_init(&tgk, gk, ATTN_F32, 3, shape, NULL, NULL), attn_tensor_init(&tgv, gv, ATTN_F32, 3, shape, NULL, NULL);
+    if (!st) st = attn_kv_cache_gather(&tgk, &tgv, cache, &err);
+    snprintf(name, sizeof name, "%s_hadamard_gather_turned_back", fm);
+    check(!st && !memcmp(gk, wk, 4 * nkv) && !memcmp(gv, wv, 4 * nkv), name, "status %d %s", (int)st,
+          st ? err.message : "values differ");
+    attn_tensor vk, vv;
+    attn_kv_cache_view(&vk, &vv, cache, 3, &err);
+    const int64_t Ls[2] = {1, 40};
+    const char *want[2] = {"decode", "flash"};
+    for (int c = 0; c < 2; c++) {
+        int64_t L = Ls[c], qs[3] = {HQ, L, E};
+        float *q = rows_of(HQ * L, E, false), *hq = malloc(sizeof(float) * (size_t)(HQ * L * E));
+        float *o1 = calloc((size_t)(HQ * L * E), 4), *o2 = calloc((size_t)(HQ * L * E), 4);
+        memcpy(hq, q, sizeof(float) * (size_t)(HQ * L * E));
+        attn_tensor tq, thq, to1, to2;
+        attn_tensor_init(&tq, q, ATTN_F32, 3, qs, NULL, NULL), attn_tensor_init(&thq, hq, ATTN_F32, 3, qs, NULL, NULL);
+        attn_tensor_init(&to1, o1, ATTN_F32, 3, qs, NULL, NULL), attn_tensor_init(&to2, o2, ATTN_F32, 3, qs, NULL, NULL);
+        attn_hadamard(&thq, &err);
+        char k1[32] = "", k2[32] = "", fb[32];
+        verbose_begin();
+        attn_status s1 = attn_kv_cache_attend(&to1, NULL, &tq, cache, NULL, &err);
+        verbose_end(k1, sizeof k1, fb, sizeof fb);
+        attn_sdpa_options o = attn_sdpa_options_default();
+        o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        verbose_begin();
+        attn_status s2 = attn_sdpa(&to2, NULL, NULL, &thq, &vk, &vv, &o, &err);
+        verbose_end(k2, sizeof k2, fb, sizeof fb);
+        snprintf(name, sizeof name, "%s_hadamard_attend_L%lld_bitwise_turned_q", fm, (long long)L);
+        check(!s1 && !s2 && !memcmp(o1, o2, (size_t)(HQ * L * E) * 4) && !strcmp(k1, want[c]), name,
+              "status %d %d, kernels %s %s (want %s)", (int)s1, (int)s2, k1, k2, want[c]);
+        free(q), free(hq), free(o1), free(o2);
+    }
+    d.key_dim = 96;
+    snprintf(name, sizeof name, "%s_hadamard_key_dim_96_refused", fm);
+    check(attn_kv_cache_bytes(&bytes, &d, &err) == ATTN_ERR_SHAPE, name, "%s", err.message);
+    free(kf), free(vf), free(gk), free(gv), free(wk), free(wv), free(mem);
+}
+
+/* The fields this release added at the ends of attn_sdpa_options and
+ * attn_kv_cache_desc, from a program whose header ends before them: its
+ * struct_size stops there, and whatever lies past it (here garbage: a bad
+ * descale, a NaN scale, hadamard 7) is never read. */
+static void test_older_structs(void) {
+    enum { HK = 1, E = 32, N = 40 };
+    union {
+        attn_sdpa_options o;
+        unsigned char bytes[sizeof(attn_sdpa_options)];
+    } u;
+    static float bad[1] = {-1.0f};
+    int64_t one = 1;
+    attn_tensor kd;
+    attn_tensor_init(&kd, bad, ATTN_F32, 1, &one, NULL, NULL);
+    u.o = attn_sdpa_options_default();
+    u.o.k_descale = &kd, u.o.v_descale = &kd;
+    u.o.struct_size = offsetof(attn_sdpa_options, k_descale);
+    float *kf = rows_of(N, E, false), *q = rows_of(1, E, false), o1[E], o2[E];
+    uint8_t codes[N * E];
+    for (int r = 0; r < N; r++) attn_quant_row(codes + r * E, kf + r * E, E, ATTN_E4M3);
+    int64_t ks[2] = {N, E}, qs[2] = {1, E};
+    attn_tensor tk, tq, to1, to2;
+    attn_error err;
+    attn_tensor_init(&tk, codes, ATTN_E4M3, 2, ks, NULL, NULL), attn_tensor_init(&tq, q, ATTN_F32, 2, qs, NULL, NULL);
+    attn_tensor_init(&to1, o1, ATTN_F32, 2, qs, NULL, NULL), attn_tensor_init(&to2, o2, ATTN_F32, 2, qs, NULL, NULL);
+    attn_status s1 = attn_sdpa(&to1, NULL, NULL, &tq, &tk, &tk, &u.o, &err), s2 = attn_sdpa(&to2, NULL, NULL, &tq, &tk, &tk, NULL, &err);
+    check(!s1 && !s2 && !memcmp(o1, o2, sizeof o1), "older_sdpa_options_read_no_descale", "status %d %d", (int)s1, (int)s2);
+    static const float NANS[HK] = {NAN};
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.heads = HK, d.capacity = N, d.key_dim = d.value_dim = E, d.dtype = ATTN_Q8;
+    d.k_scale = d.v_scale = NANS, d.hadamard = 7;
+    d.struct_size = offsetof(attn_kv_cache_desc, k_scale);
+    size_t b1, b2;
+    s1 = attn_kv_cache_bytes(&b1, &d, &err);
+    d.k_scale = d.v_scale = NULL, d.hadamard = 0, d.struct_size = sizeof d;
+    s2 = attn_kv_cache_bytes(&b2, &d, &err);
+    check(!s1 && !s2 && b1 == b2, "older_kv_cache_desc_reads_no_scales_no_rotation", "status %d %d, bytes %zu %zu",
+          (int)s1, (int)s2, b1, b2);
+    free(kf), free(q);
+}
+
 int main(void) {
     test_key_dot_set();
+    test_older_structs();
+    test_descale(ATTN_E4M3), test_descale(ATTN_E5M2);
+    test_hadamard(ATTN_Q8), test_hadamard(ATTN_Q4), test_hadamard(ATTN_E4M3);
     static const attn_dtype FORMATS[5] = {ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2};
     for (int f = 0; f < 5; f++) {
         attn_dtype fm = FORMATS[f];

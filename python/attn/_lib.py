@@ -50,7 +50,8 @@ class SdpaOptions(ctypes.Structure):
                 ("dropout_seed", ctypes.c_uint64), ("softcap", ctypes.c_double), ("alibi_slopes", P),
                 ("window", ctypes.c_int64), ("sinks", P), ("rope", ctypes.POINTER(RopeOptions)),
                 ("query_start", ctypes.c_int64), ("key_start", ctypes.c_int64),
-                ("total_queries", ctypes.c_int64), ("total_keys", ctypes.c_int64)]
+                ("total_queries", ctypes.c_int64), ("total_keys", ctypes.c_int64),
+                ("k_descale", P), ("v_descale", P)]
 
 
 MHA_PARAMS = ("in_proj_weight", "in_proj_bias", "q_proj_weight", "k_proj_weight", "v_proj_weight", "q_proj_bias",
@@ -75,7 +76,9 @@ class KVPagesDesc(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("heads", ctypes.c_int64), ("key_dim", ctypes.c_int64),
                 ("value_dim", ctypes.c_int64), ("dtype", ctypes.c_int), ("page_size", ctypes.c_int64),
                 ("num_pages", ctypes.c_int64), ("max_sequences", ctypes.c_int64), ("max_length", ctypes.c_int64),
-                ("key_dtype", ctypes.c_int)]
+                ("key_dtype", ctypes.c_int),
+                ("k_scale", ctypes.POINTER(ctypes.c_float)), ("v_scale", ctypes.POINTER(ctypes.c_float)),
+                ("hadamard", ctypes.c_int)]
 
 
 class KVPagedView(ctypes.Structure):
@@ -85,13 +88,16 @@ class KVPagedView(ctypes.Structure):
                 ("num_sequences", ctypes.c_int64), ("lengths", ctypes.POINTER(ctypes.c_int64)),
                 ("page_table", ctypes.POINTER(ctypes.c_int32)), ("table_stride", ctypes.c_int64),
                 ("table_offsets", ctypes.POINTER(ctypes.c_int64)), ("key_dtype", ctypes.c_int),
-                ("k_residual", ctypes.c_void_p)]
+                ("k_residual", ctypes.c_void_p),
+                ("k_scale", ctypes.POINTER(ctypes.c_float)), ("v_scale", ctypes.POINTER(ctypes.c_float)),
+                ("hadamard", ctypes.c_int)]
 
 
 class KVCacheDesc(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("batch", ctypes.c_int64), ("heads", ctypes.c_int64),
                 ("capacity", ctypes.c_int64), ("key_dim", ctypes.c_int64), ("value_dim", ctypes.c_int64),
-                ("dtype", ctypes.c_int), ("key_dtype", ctypes.c_int)]
+                ("dtype", ctypes.c_int), ("key_dtype", ctypes.c_int), ("k_scale", ctypes.POINTER(ctypes.c_float)),
+                ("v_scale", ctypes.POINTER(ctypes.c_float)), ("hadamard", ctypes.c_int)]
 
 
 class ToyExplainOptions(ctypes.Structure):

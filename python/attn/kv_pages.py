@@ -141,10 +141,24 @@ class KVPages:
     pool). key_dtype 'q4c' or 'q2c' stores the keys apart, 4 or 2 bits with
     a scale and a minimum per channel over each group of 32 positions, each
     sequence's last positions not yet forming a group in float16 (KIVI; the
-    values stay in dtype; page_size a multiple of 32)."""
+    values stay in dtype; page_size a multiple of 32; no k_scale, no
+    hadamard).
+
+    k_scale, v_scale (fp8 only; None: none): one scale per head, a number
+    for every head or a sequence of `heads`, finite and > 0, as vLLM's
+    k_scale / v_scale: a key x of head h is stored as e4m3(x / k_scale[h])
+    (f32 division, then rounded to nearest even, saturating), and read as
+    code * k_scale[h] (gather) or with the scale folded into the scores
+    and the output (attend; attn.h, "fp8 with one scale per head").
+
+    hadamard=True (a quantized dtype, key_dim a power of two up to 1024):
+    keys are stored turned by the Walsh-Hadamard rotation (attn_hadamard),
+    which spreads outlier channels before the format rounds them; attend
+    turns the queries alike (q.k unchanged), gather turns keys back, as
+    llama.cpp does for quantized K. Attention then takes float32 q."""
 
     def __init__(self, heads, key_dim, num_pages, max_sequences, value_dim=None, page_size=16, dtype="float32",
-                 max_length=0, key_dtype=None):
+                 max_length=0, key_dtype=None, k_scale=None, v_scale=None, hadamard=False):
         if dtype not in _STORAGE:
             raise OptionError("dtype is %r: 'float32', 'float16', 'bfloat16', 'q8', 'q4', 'q4_1', 'e4m3' or 'e5m2'" % (dtype,), 9)
         if key_dtype not in _KEYS:
@@ -153,6 +167,19 @@ class KVPages:
         d.heads, d.key_dim, d.value_dim = int(heads), int(key_dim), int(key_dim if value_dim is None else value_dim)
         d.dtype, d.page_size, d.num_pages = _STORAGE[dtype], int(page_size), int(num_pages)
         d.max_sequences, d.max_length, d.key_dtype = int(max_sequences), int(max_length), _KEYS[key_dtype]
+        d.hadamard = 1 if hadamard else 0
+        scales = []  # kept alive until init has copied them
+        for name, given in (("k_scale", k_scale), ("v_scale", v_scale)):
+            if given is None:
+                continue
+            a = np.asarray(given, np.float64)
+            if a.ndim == 0:
+                a = np.full(max(d.heads, 0), float(a))
+            if a.shape != (d.heads,):
+                raise ValueError("%s has shape %s; it must be a number or (%d,), one per head" % (name, a.shape, d.heads))
+            a = np.ascontiguousarray(a, np.float32)
+            scales.append(a)
+            setattr(d, name, a.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
         err, size = Error(), ctypes.c_size_t()
         raise_for(LIB.attn_kv_pages_bytes(ctypes.byref(size), ctypes.byref(d), ctypes.byref(err)), err)
         self.memory = np.zeros(size.value, np.uint8)  # the pool's bytes, for as long as the object lives
@@ -343,7 +370,7 @@ class PagedPlan:
         self.table = np.concatenate(tables + [np.zeros(1, np.int32)]).astype(np.int32)
         w = default(KVPagedView)
         for f in ("dtype", "heads", "key_dim", "value_dim", "page_size", "num_pages", "k_pages", "v_pages", "key_dtype",
-                  "k_residual"):
+                  "k_residual", "k_scale", "v_scale", "hadamard"):  # the scales and the rotation too: a plan refuses them (attn.h)
             setattr(w, f, getattr(pw, f))
         w.num_sequences = self.n
         w.lengths = self.lengths.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))

@@ -99,6 +99,33 @@ float attn_quant_get(const void *row, attn_dtype format, int64_t c);
  * has its shape in values, its last stride 1, and its other strides in
  * bytes. Checked by the caller (shapes, extents, overlap). quant.c. */
 void attn_copy_rows(attn_tensor *dst, const attn_tensor *src);
+/* attn_copy_rows as a cache's keys or values are stored and gathered
+ * (attn.h, fp8 with one scale per head, and the caches' `hadamard`):
+ * where one side is quantized, row r of the (..., heads, positions, n)
+ * rows belongs to head r / positions % heads; quantizing takes x, turns it
+ * by the Hadamard rotation if `rotate` (attn_hadamard_f32), divides it by
+ * scale[head] (an f32 division; scale NULL: none) and quantizes; widening
+ * multiplies the codes by scale[head] (an f32 product) and turns the row
+ * back if `rotate`. rotate needs n <= 1024 (the caches check it). NULL and
+ * false: attn_copy_rows. */
+void attn_copy_kv_rows(attn_tensor *dst, const attn_tensor *src, const float *scale, int64_t heads, bool rotate);
+/* The Walsh–Hadamard rotation (hadamard.c; attn.h, attn_hadamard): x (n
+ * values, n a power of two) replaced by H_n x / sqrt(n), in place. _f64
+ * computes in f64; _f32 widens the row into work (n doubles), turns it and
+ * rounds it to f32 once. The same call turns a row back. */
+enum { ATTN_HADAMARD_MAX = 1024 }; /* the largest key_dim a cache turns (a row on the stack) */
+bool attn_power_of_two(int64_t n);
+void attn_hadamard_f64(double *x, int64_t n);
+void attn_hadamard_f32(float *x, int64_t n, double *work);
+/* A cache's, pool's or view's `hadamard` (desc `name`): 0, or 1 with a
+ * quantized dtype (ATTN_ERR_DTYPE) and key_dim a power of two up to
+ * ATTN_HADAMARD_MAX (ATTN_ERR_SHAPE); another value ATTN_ERR_OPTION. */
+attn_status attn_check_hadamard(int hadamard, attn_dtype dtype, int64_t key_dim, const char *name, attn_error *err);
+/* A cache's or pool's per-head scales (desc `name`'s k_scale, v_scale,
+ * each NULL or `heads` floats): only with e4m3 / e5m2 (ATTN_ERR_DTYPE),
+ * each finite and > 0 (ATTN_ERR_SCALE). quant.c. */
+attn_status attn_check_head_scales(const float *k_scale, const float *v_scale, int64_t heads, attn_dtype dtype,
+                                   const char *name, attn_error *err);
 /* A tensor of quantized rows (t->dtype quantized) as the bytes it covers:
  * a bool tensor of t's shape and strides but for the last dimension, the
  * row's bytes with stride 1. ATTN_ERR_RANK (rank 0), ATTN_ERR_SHAPE (a row
@@ -367,11 +394,22 @@ typedef struct attn_slices {
      * (a contiguous cache; attn_slice). k and v still give the shapes the
      * plan checked (S = the pool's length). */
     const attn_paged_rows *k_pages, *v_pages;
+    /* Per-head scales of fp8 keys and values (attn_sdpa_options.k_descale
+     * and v_descale; NULL: none) and their strides, in elements, over k's
+     * (B1, B2, Hk), 0 where they broadcast: attn_slice folds k's into the
+     * problem's scale, attn_descale_out multiplies each slice's out by v's
+     * once the kernels are done (attn.h, fp8 with one scale per head). */
+    const attn_tensor *k_descale, *v_descale;
+    int64_t kd_strides[3], vd_strides[3];
     int threads; /* for this call, the caller's included */
     attn_arena *arena; /* where the call's scratch comes from */
     int64_t count;
 } attn_slices;
 void attn_slice(const attn_slices *sl, int64_t index, attn_problem *p);
+/* Every slice's out times its v_descale (none: nothing done), one f32
+ * rounding each: what a call with fp8 values and per-head scales does
+ * after its kernels (sdpa.c, varlen.c). */
+void attn_descale_out(const attn_slices *sl);
 
 /* One slice of a backward pass: the forward's problem (q, k, v, out, lse,
  * mask, scale, causal) and the gradients' views. dout (L, Ev) is read; dq

@@ -158,6 +158,14 @@ attn_status attn_group_check(attn_dtype key_dtype, attn_dtype dtype, int64_t pag
     return ATTN_OK;
 }
 
+attn_status attn_group_check_plain(attn_dtype key_dtype, const float *k_scale, int hadamard, const char *name,
+                                   attn_error *err) {
+    if (!key_dtype || (!k_scale && !hadamard)) return ATTN_OK;
+    return attn_fail(err, ATTN_ERR_OPTION, "%s->key_dtype is %s and %s->%s is set; keys quantized per channel take no "
+                     "per-head scale and no Hadamard rotation", name, attn_dtype_name(key_dtype), name,
+                     k_scale ? "k_scale" : "hadamard");
+}
+
 /* ---- the row source ------------------------------------------------------- */
 
 attn_rows attn_rows_grouped(const attn_paged_rows *pg, int64_t head) {

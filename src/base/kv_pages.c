@@ -14,6 +14,7 @@
  *   residual    (max_sequences, Hk, 32, E) f16: with keys quantized per
  *               channel (key_dtype q4c, q2c), each sequence's last
  *               positions not yet forming a group of 32 (key_groups.c)
+ *   scales      (2, Hk) f32: k's and v's per-head scales (an fp8 pool given them)
  *   K pages     (num_pages, Hk, P, E)  the pool's dtype (quantized: (num_pages, Hk, P)
  *   V pages     (num_pages, Hk, P, Ev)  rows of attn_quant_row_size bytes;
  *                                       grouped keys: (num_pages, Hk, P/32) groups)
@@ -39,6 +40,7 @@ struct attn_kv_pages {
     int32_t *tables;
     uint16_t *kres; /* grouped keys: (max_sequences, Hk, 32, E) f16 */
     char *k, *v;
+    float *k_scale, *v_scale; /* (Hk,) each: an fp8 pool's per-head scales, or NULL */
 };
 
 static bool grouped(const attn_kv_pages *p) { return p->d.key_dtype != 0; }
@@ -65,7 +67,7 @@ static int64_t pages_for(int64_t x, int64_t p) { return x / p + (x % p != 0); }
 /* Where each region of the pool's memory starts, from the aligned start. */
 typedef struct layout {
     int64_t table_stride;
-    int64_t refs, page_stack, id_stack, alive, lengths, tables, kres, k, v, end;
+    int64_t refs, page_stack, id_stack, alive, lengths, tables, kres, scales, k, v, end;
 } layout;
 
 /* *at = the region of `bytes` after `next`, aligned; false on overflow. */
@@ -140,7 +142,10 @@ static attn_status read_desc(attn_kv_pages_desc *d, layout *l, const attn_kv_pag
         return attn_fail(err, ATTN_ERR_SHAPE, "desc->max_length is %lld; it must be 0 (num_pages · page_size) or more",
                          (long long)d->max_length);
     if ((st = check_page_dtype(d->dtype, d->key_dim, d->value_dim, "desc", err)) ||
-        (st = attn_group_check(d->key_dtype, d->dtype, d->page_size, d->key_dim, "desc", "desc->page_size", err)))
+        (st = attn_group_check(d->key_dtype, d->dtype, d->page_size, d->key_dim, "desc", "desc->page_size", err)) ||
+        (st = attn_group_check_plain(d->key_dtype, d->k_scale, d->hadamard, "desc", err)) ||
+        (st = attn_check_head_scales(d->k_scale, d->v_scale, d->heads, d->dtype, "desc", err)) ||
+        (st = attn_check_hadamard(d->hadamard, d->dtype, d->key_dim, "desc", err)))
         return st;
     /* A sequence never holds a page twice, so no table needs more than
      * num_pages entries, whatever max_length says. */
@@ -154,7 +159,8 @@ static attn_status read_desc(attn_kv_pages_desc *d, layout *l, const attn_kv_pag
         !region(&l->refs, &next, d->num_pages, 4) || !region(&l->page_stack, &next, d->num_pages, 4) ||
         !region(&l->id_stack, &next, d->max_sequences, 4) || !region(&l->alive, &next, d->max_sequences, 1) ||
         !region(&l->lengths, &next, d->max_sequences, 8) || !region(&l->tables, &next, entries, 4) ||
-        !region(&l->kres, &next, res, 2) || !region(&l->k, &next, kb, 1) || !region(&l->v, &next, vb, 1) || next > INT64_MAX - ALIGN)
+        !region(&l->kres, &next, res, 2) || !region(&l->scales, &next, d->k_scale || d->v_scale ? d->heads : 0, 8) ||
+        !region(&l->k, &next, kb, 1) || !region(&l->v, &next, vb, 1) || next > INT64_MAX - ALIGN)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the pool's size overflows");
     l->end = next;
     return ATTN_OK;
@@ -195,6 +201,13 @@ attn_status attn_kv_pages_init(attn_kv_pages **pool, void *memory, size_t bytes,
     p->kres = p->d.key_dtype ? (uint16_t *)(void *)(at + l.kres) : NULL;
     p->k = at + l.k;
     p->v = at + l.v;
+    p->k_scale = p->v_scale = NULL;
+    if (p->d.k_scale || p->d.v_scale) { /* copied: the caller's arrays may go; a missing one is all 1 */
+        p->k_scale = (float *)(void *)(at + l.scales), p->v_scale = p->k_scale + p->d.heads;
+        for (int64_t h = 0; h < p->d.heads; h++)
+            p->k_scale[h] = p->d.k_scale ? p->d.k_scale[h] : 1.0f, p->v_scale[h] = p->d.v_scale ? p->d.v_scale[h] : 1.0f;
+    }
+    p->d.k_scale = p->k_scale, p->d.v_scale = p->v_scale;
     /* Stacks filled so that page 0 and id 0 come first. */
     p->free_pages = p->d.num_pages;
     for (int64_t i = 0; i < p->d.num_pages; i++) p->refs[i] = 0, p->page_stack[i] = (int32_t)(p->d.num_pages - 1 - i);
@@ -510,7 +523,7 @@ attn_status attn_kv_pages_append(attn_kv_pages *pool, const int64_t *seqs, int64
             int64_t from = cu_seqlens[i] + pos - len; /* the packed row of position pos */
             attn_tensor dk, dv, sk = narrow(k, 0, from, run, 0, 1), sv = narrow(v, 0, from, run, 0, 1);
             page_rows(&dv, pool->v, d->dtype, d->heads, P, d->value_dim, table[pos / P], row, run);
-            attn_copy_rows(&dv, &sv);
+            attn_copy_kv_rows(&dv, &sv, pool->v_scale, d->heads, false);
             if (grouped(pool)) {
                 for (int64_t h = 0; h < d->heads; h++) { /* head h's rows of sk (Hk, run, E) */
                     attn_mat rows = {(char *)sk.data + h * sk.strides[0] * (int64_t)attn_dtype_size(sk.dtype),
@@ -521,7 +534,7 @@ attn_status attn_kv_pages_append(attn_kv_pages *pool, const int64_t *seqs, int64
                 }
             } else {
                 page_rows(&dk, pool->k, d->dtype, d->heads, P, d->key_dim, table[pos / P], row, run);
-                attn_copy_rows(&dk, &sk);
+                attn_copy_kv_rows(&dk, &sk, pool->k_scale, d->heads, d->hadamard);
             }
             pos += run;
         }
@@ -542,6 +555,7 @@ attn_status attn_kv_pages_view(attn_kv_paged_view *view, const attn_kv_pages *po
     o.num_sequences = d->max_sequences, o.lengths = pool->lengths;
     o.page_table = pool->tables, o.table_stride = pool->table_stride, o.table_offsets = NULL;
     o.key_dtype = d->key_dtype, o.k_residual = pool->kres;
+    o.k_scale = pool->k_scale, o.v_scale = pool->v_scale, o.hadamard = d->hadamard;
     return attn_versioned_write(view, &o, sizeof o, "view", "set view->struct_size = sizeof *view", err);
 }
 
@@ -566,7 +580,10 @@ static attn_status read_view(attn_kv_paged_view *w, const attn_kv_paged_view *in
         return attn_fail(err, ATTN_ERR_SHAPE, "view->num_sequences is %lld; it must be 0 or more",
                          (long long)w->num_sequences);
     if ((st = check_page_dtype(w->dtype, w->key_dim, w->value_dim, "view", err)) ||
-        (st = attn_group_check(w->key_dtype, w->dtype, w->page_size, w->key_dim, "view", "view->page_size", err)))
+        (st = attn_group_check(w->key_dtype, w->dtype, w->page_size, w->key_dim, "view", "view->page_size", err)) ||
+        (st = attn_group_check_plain(w->key_dtype, w->k_scale, w->hadamard, "view", err)) ||
+        (st = attn_check_head_scales(w->k_scale, w->v_scale, w->heads, w->dtype, "view", err)) ||
+        (st = attn_check_hadamard(w->hadamard, w->dtype, w->key_dim, "view", err)))
         return st;
     int64_t kb, vb, res;
     if (!key_region_bytes(&kb, w->num_pages, w->heads, w->page_size, w->key_dim, w->dtype, w->key_dtype) ||
@@ -708,10 +725,10 @@ void attn_kv_paged_copy(attn_tensor *k, attn_tensor *v, const attn_kv_paged_view
         int64_t run = len - pos < P ? len - pos : P;
         attn_tensor sk, sv, dk = narrow(k, 1, pos, run, 0, 0), dv = narrow(v, 1, pos, run, 0, 0);
         page_rows(&sv, w->v_pages, w->dtype, w->heads, P, w->value_dim, table[pos / P], 0, run);
-        attn_copy_rows(&dv, &sv);
+        attn_copy_kv_rows(&dv, &sv, w->v_scale, w->heads, false);
         if (w->key_dtype) continue;
         page_rows(&sk, w->k_pages, w->dtype, w->heads, P, w->key_dim, table[pos / P], 0, run);
-        attn_copy_rows(&dk, &sk);
+        attn_copy_kv_rows(&dk, &sk, w->k_scale, w->heads, w->hadamard);
     }
     if (!w->key_dtype) return;
     /* Keys quantized per channel: through their row source, span by span

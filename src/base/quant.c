@@ -344,7 +344,25 @@ static size_t bytes_before(attn_dtype format, int64_t c0) {
     return (size_t)(block ? c0 / ATTN_QBLOCK * block : c0);
 }
 
-void attn_copy_rows(attn_tensor *dst, const attn_tensor *src) {
+attn_status attn_check_head_scales(const float *k_scale, const float *v_scale, int64_t heads, attn_dtype dtype,
+                                   const char *name, attn_error *err) {
+    const float *s[2] = {k_scale, v_scale};
+    for (int i = 0; i < 2; i++) {
+        if (!s[i]) continue;
+        if (dtype != ATTN_E4M3 && dtype != ATTN_E5M2)
+            return attn_fail(err, ATTN_ERR_DTYPE, "%s->%s is set but the dtype is %s; per-head scales are for e4m3 and "
+                             "e5m2", name, i ? "v_scale" : "k_scale", attn_dtype_name(dtype));
+        for (int64_t h = 0; h < heads; h++)
+            if (!(s[i][h] > 0 && s[i][h] < INFINITY))
+                return attn_fail(err, ATTN_ERR_SCALE, "%s->%s[%lld] is %g; every scale must be finite and > 0", name,
+                                 i ? "v_scale" : "k_scale", (long long)h, (double)s[i][h]);
+    }
+    return ATTN_OK;
+}
+
+void attn_copy_rows(attn_tensor *dst, const attn_tensor *src) { attn_copy_kv_rows(dst, src, NULL, 1, false); }
+
+void attn_copy_kv_rows(attn_tensor *dst, const attn_tensor *src, const float *scale, int64_t heads, bool rotate) {
     bool qs = attn_dtype_quantized(src->dtype), qd = attn_dtype_quantized(dst->dtype);
     if (!qs && !qd) {
         attn_tensor_convert(dst, src, NULL);
@@ -353,7 +371,11 @@ void attn_copy_rows(attn_tensor *dst, const attn_tensor *src) {
     int64_t n = src->shape[src->rank - 1], rows = attn_tensor_numel(src);
     if (n == 0 || rows == 0) return;
     rows /= n;
+    /* row r's head: the rows are (..., heads, positions, n) in C order */
+    int64_t per_head = src->rank >= 2 && src->shape[src->rank - 2] > 0 ? src->shape[src->rank - 2] : 1;
     float buf[PIECE];
+    double work[PIECE]; /* the rotation's (a row of at most PIECE values: the caches check) */
+    rotate = rotate && qs != qd && n <= PIECE;
     int64_t ss = (int64_t)attn_dtype_size(src->dtype), ds = (int64_t)attn_dtype_size(dst->dtype);
     for (int64_t r = 0; r < rows; r++) {
         const char *in = (const char *)src->data + offset_of(src, r, 0) * (qs ? 1 : ss);
@@ -362,13 +384,20 @@ void attn_copy_rows(attn_tensor *dst, const attn_tensor *src) {
             memmove(out, in, (size_t)attn_row_bytes(src->dtype, n));
             continue;
         }
+        float s = scale ? scale[r / per_head % heads] : 1.0f;
         for (int64_t c0 = 0; c0 < n; c0 += PIECE) {
             int64_t k = n - c0 < PIECE ? n - c0 : PIECE;
             if (qs) {
                 attn_dequant_row(buf, in + bytes_before(src->dtype, c0), k, src->dtype);
+                if (scale) /* code · s, one f32 rounding */
+                    for (int64_t c = 0; c < k; c++) buf[c] *= s;
+                if (rotate) attn_hadamard_f32(buf, n, work); /* turned back: H is its own inverse */
             } else {
                 attn_mat m = {(char *)in, src->dtype, 1, n, 0, src->strides[src->rank - 1]};
                 for (int64_t c = 0; c < k; c++) buf[c] = (float)attn_mat_get(&m, 0, c0 + c);
+                if (rotate) attn_hadamard_f32(buf, n, work); /* H x, rounded once, then scaled and quantized */
+                if (scale) /* x / s, one f32 rounding, then quantized */
+                    for (int64_t c = 0; c < k; c++) buf[c] /= s;
             }
             if (qd) {
                 attn_quant_row(out + bytes_before(dst->dtype, c0), buf, k, dst->dtype);

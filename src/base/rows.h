@@ -159,5 +159,10 @@ attn_status attn_group_tensor(const attn_tensor *t, const char *name, void *byte
  * messages ("desc->page_size"). */
 attn_status attn_group_check(attn_dtype key_dtype, attn_dtype dtype, int64_t page, int64_t key_dim, const char *name,
                              const char *what, attn_error *err);
+/* Keys quantized per channel are neither scaled per head nor turned by the
+ * Hadamard rotation (both act on keys stored in dtype): with a key_dtype,
+ * k_scale must be NULL and hadamard 0 (ATTN_ERR_OPTION). */
+attn_status attn_group_check_plain(attn_dtype key_dtype, const float *k_scale, int hadamard, const char *name,
+                                   attn_error *err);
 
 #endif /* ATTN_ROWS_H */

@@ -40,6 +40,13 @@ static int64_t pool_head(const attn_canon *ck, const int64_t ikv[3]) {
     return (b0 * ck->shape[1] + b1) * ck->shape[2] + ikv[2];
 }
 
+/* The per-head scale of KV slice ikv (b0, b1, hk) in a descale tensor t
+ * (f32 or f64) with strides st over (B1, B2, Hk). */
+static double descale_at(const attn_tensor *t, const int64_t st[3], const int64_t ikv[3]) {
+    int64_t off = ikv[0] * st[0] + ikv[1] * st[1] + ikv[2] * st[2];
+    return t->dtype == ATTN_F64 ? ((const double *)t->data)[off] : (double)((const float *)t->data)[off];
+}
+
 void attn_slice(const attn_slices *sl, int64_t index, attn_problem *p) {
     int64_t iq[3], ikv[3];
     slice_index(sl, index, iq, ikv);
@@ -54,6 +61,27 @@ void attn_slice(const attn_slices *sl, int64_t index, attn_problem *p) {
     if (sl->lse) p->lse = mat_of(sl->lse, &sl->cl, iq);
     if (sl->alibi) p->alibi = true, p->alibi_slope = per_head(sl->alibi, iq[2]);
     if (sl->sinks) p->has_sink = true, p->sink = per_head(sl->sinks, iq[2]);
+    /* fp8 keys' scale folded into the score scale, in f64 (attn.h) */
+    if (sl->k_descale) p->scale *= descale_at(sl->k_descale, sl->kd_strides, ikv);
+}
+
+void attn_descale_out(const attn_slices *sl) {
+    if (!sl->v_descale) return;
+    for (int64_t i = 0; i < sl->count; i++) {
+        int64_t iq[3], ikv[3];
+        slice_index(sl, i, iq, ikv);
+        double s = descale_at(sl->v_descale, sl->vd_strides, ikv);
+        attn_mat o = mat_of(sl->out, &sl->co, iq);
+        for (int64_t r = 0; r < o.rows; r++)
+            for (int64_t c = 0; c < o.cols; c++) {
+                int64_t off = r * o.rs + c * o.cs;
+                if (o.dtype == ATTN_F64) ((double *)(void *)o.base)[off] *= s;
+                else { /* f32: one rounding of the product (exact in f64) */
+                    float *x = (float *)(void *)o.base + off;
+                    *x = (float)((double)*x * s);
+                }
+            }
+    }
 }
 
 void attn_grad_slice(const attn_grad_slices *gs, int64_t index, attn_grad_problem *p) {

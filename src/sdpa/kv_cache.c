@@ -1,7 +1,8 @@
 /* kv_cache.c -- the KV cache (attn.h): keys and values of every position so
  * far, in the caller's memory, and attention of new queries to them.
  *
- * Layout: a header, then K as (B, Hk, capacity, E) and V as (B, Hk,
+ * Layout: a header, the per-head scales (2 · Hk floats, k's then v's, for
+ * an fp8 cache given them), then K as (B, Hk, capacity, E) and V as (B, Hk,
  * capacity, Ev), C order, in the cache's dtype. A quantized cache (q8, q4,
  * e4m3, e5m2) holds rows of attn_quant_row_size bytes in the same order.
  * Keys quantized per channel (key_dtype q4c, q2c; base/key_groups.c): the
@@ -24,13 +25,15 @@
  * truncate, and the views and copies of the filled positions. */
 #include "sdpa/sdpa.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 struct attn_kv_cache {
-    attn_kv_cache_desc d;
+    attn_kv_cache_desc d; /* k_scale, v_scale: the cache's own copies below */
     int64_t length;
     char *k, *v; /* (B, Hk, capacity, E) and (B, Hk, capacity, Ev) */
     uint16_t *kres; /* grouped keys: (B, Hk, 32, E) f16, just before k; else NULL */
+    float *k_scale, *v_scale; /* (Hk,) each, fp8 with per-head scales; else NULL */
 };
 
 static bool grouped(const attn_kv_cache *c) { return c->d.key_dtype != 0; }
@@ -70,8 +73,12 @@ static attn_status read_desc(attn_kv_cache_desc *d, int64_t *kbytes, int64_t *vb
     if (attn_quant_block_bytes(d->dtype) && (d->key_dim % 32 || d->value_dim % 32))
         return attn_fail(err, ATTN_ERR_SHAPE, "desc->key_dim %lld and value_dim %lld must be multiples of 32 for %s",
                          (long long)d->key_dim, (long long)d->value_dim, attn_dtype_name(d->dtype));
-    if ((st = attn_group_check(d->key_dtype, d->dtype, d->capacity, d->key_dim, "desc", "desc->capacity", err)))
+    if ((st = attn_group_check(d->key_dtype, d->dtype, d->capacity, d->key_dim, "desc", "desc->capacity", err)) ||
+        (st = attn_group_check_plain(d->key_dtype, d->k_scale, d->hadamard, "desc", err)) ||
+        (st = attn_check_head_scales(d->k_scale, d->v_scale, d->heads, d->dtype, "desc", err)) ||
+        (st = attn_check_hadamard(d->hadamard, d->dtype, d->key_dim, "desc", err)))
         return st;
+    if (d->heads > INT64_MAX / 64) return attn_fail(err, ATTN_ERR_OVERFLOW, "the cache's size overflows");
     int64_t rows, kr = attn_row_bytes(d->dtype, d->key_dim), vr = attn_row_bytes(d->dtype, d->value_dim);
     if (d->key_dtype) /* a group's bytes per 32 positions, and 32 rows of f16 per head */
         kr = attn_group_bytes(d->key_dtype, d->key_dim), res = 2 * ATTN_KEY_GROUP * d->key_dim;
@@ -87,14 +94,19 @@ static attn_status read_desc(attn_kv_cache_desc *d, int64_t *kbytes, int64_t *vb
 
 static int64_t round_up(int64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
 
+/* The bytes the per-head scales take (0 without them); d checked. */
+static int64_t scales_bytes(const attn_kv_cache_desc *d) {
+    return d->k_scale || d->v_scale ? round_up(2 * d->heads * (int64_t)sizeof(float)) : 0;
+}
+
 attn_status attn_kv_cache_bytes(size_t *bytes, const attn_kv_cache_desc *desc, attn_error *err) {
     if (!bytes) return attn_fail(err, ATTN_ERR_NULL, "bytes is NULL");
     attn_kv_cache_desc d;
     int64_t kb, vb;
     attn_status st = read_desc(&d, &kb, &vb, desc, err);
     if (st) return st;
-    uint64_t total = (uint64_t)ALIGN + (uint64_t)round_up((int64_t)sizeof(attn_kv_cache)) + (uint64_t)round_up(kb) +
-                     (uint64_t)round_up(vb);
+    uint64_t total = (uint64_t)ALIGN + (uint64_t)round_up((int64_t)sizeof(attn_kv_cache)) + (uint64_t)scales_bytes(&d) +
+                     (uint64_t)round_up(kb) + (uint64_t)round_up(vb);
     if (total > SIZE_MAX) return attn_fail(err, ATTN_ERR_OVERFLOW, "the cache's size overflows size_t");
     *bytes = (size_t)total;
     return ATTN_OK;
@@ -114,7 +126,15 @@ attn_status attn_kv_cache_init(attn_kv_cache **cache, void *memory, size_t bytes
     int64_t kb, vb;
     read_desc(&c->d, &kb, &vb, desc, err);
     c->length = 0;
-    c->k = (char *)at + round_up((int64_t)sizeof *c);
+    char *scales = (char *)at + round_up((int64_t)sizeof *c);
+    c->k_scale = c->v_scale = NULL;
+    if (c->d.k_scale || c->d.v_scale) { /* copied: the caller's arrays may go; a missing one is all 1 */
+        c->k_scale = (float *)(void *)scales, c->v_scale = c->k_scale + c->d.heads;
+        for (int64_t h = 0; h < c->d.heads; h++)
+            c->k_scale[h] = c->d.k_scale ? c->d.k_scale[h] : 1.0f, c->v_scale[h] = c->d.v_scale ? c->d.v_scale[h] : 1.0f;
+    }
+    c->d.k_scale = c->k_scale, c->d.v_scale = c->v_scale;
+    c->k = scales + scales_bytes(&c->d);
     c->v = c->k + round_up(kb);
     c->kres = NULL;
     if (grouped(c)) { /* the residual rows first, then the groups */
@@ -241,7 +261,8 @@ attn_status attn_kv_cache_gather(attn_tensor *k, attn_tensor *v, const attn_kv_c
     const attn_named outs[2] = {{k, "k"}, {v, "v"}};
     const attn_named ins[2] = {{&ck, "the cache's keys"}, {&cv, "the cache's values"}};
     if ((st = attn_check_no_overlap(outs, 2, ins, 2, err))) return st;
-    attn_copy_rows(k, &ck), attn_copy_rows(v, &cv);
+    attn_copy_kv_rows(k, &ck, cache->k_scale, cache->d.heads, cache->d.hadamard);
+    attn_copy_kv_rows(v, &cv, cache->v_scale, cache->d.heads, false);
     return ATTN_OK;
 }
 
@@ -283,11 +304,14 @@ static attn_status check_new(const attn_tensor *t, const char *name, const attn_
 }
 
 /* k and v written to the cache's positions dk and dv (shaped alike, all
- * checked): converted to its dtype, or each row quantized by itself. */
-static attn_status write_rows(attn_tensor *dk, attn_tensor *dv, const attn_tensor *k, const attn_tensor *v,
-                              attn_error *err) {
+ * checked): converted to its dtype, or each row quantized by itself (by
+ * its head's scale, if the cache has them). */
+static attn_status write_rows(const attn_kv_cache *c, attn_tensor *dk, attn_tensor *dv, const attn_tensor *k,
+                              const attn_tensor *v, attn_error *err) {
     attn_status st = ATTN_OK;
-    if (attn_dtype_quantized(dk->dtype)) attn_copy_rows(dk, k), attn_copy_rows(dv, v);
+    if (attn_dtype_quantized(dk->dtype))
+        attn_copy_kv_rows(dk, k, c->k_scale, c->d.heads, c->d.hadamard),
+            attn_copy_kv_rows(dv, v, c->v_scale, c->d.heads, false);
     else if (!(st = attn_tensor_convert(dk, k, err))) st = attn_tensor_convert(dv, v, err);
     return st;
 }
@@ -312,9 +336,9 @@ attn_status attn_kv_cache_append(attn_kv_cache *cache, const attn_tensor *k, con
     const attn_named ins[2] = {{k, "k"}, {v, "v"}};
     if ((st = attn_check_no_overlap(outs, 2, ins, 2, err))) return st;
     if (grouped(cache)) {
-        attn_copy_rows(&dv, v);
+        attn_copy_kv_rows(&dv, v, cache->v_scale, cache->d.heads, false);
         for (int64_t b = 0; b < cache->d.batch; b++) append_grouped(cache, b, cache->length, k);
-    } else if ((st = write_rows(&dk, &dv, k, v, err))) {
+    } else if ((st = write_rows(cache, &dk, &dv, k, v, err))) {
         return st;
     }
     cache->length += n;
@@ -328,6 +352,7 @@ void attn_kv_cache_pages(attn_kv_paged_view *w, const attn_kv_cache *cache) {
     w->page_size = d->capacity, w->num_pages = d->batch;
     w->k_pages = cache->k, w->v_pages = cache->v;
     w->key_dtype = d->key_dtype, w->k_residual = cache->kres;
+    w->k_scale = cache->k_scale, w->v_scale = cache->v_scale, w->hadamard = cache->d.hadamard;
 }
 
 attn_status attn_kv_cache_put(const attn_kv_cache *cache, int64_t row, int64_t p0, const attn_tensor *k,
@@ -350,7 +375,7 @@ attn_status attn_kv_cache_put(const attn_kv_cache *cache, int64_t row, int64_t p
         memmove(t[i]->shape, t[i]->shape + 1, 3 * sizeof(int64_t)), memmove(t[i]->strides, t[i]->strides + 1, 3 * sizeof(int64_t));
         t[i]->rank = 3;
     }
-    return write_rows(&dk, &dv, k, v, err);
+    return write_rows(cache, &dk, &dv, k, v, err);
 }
 
 attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length, attn_error *err) {
@@ -401,5 +426,53 @@ attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, const attn_
         const attn_named outs[2] = {{out, "out"}, {lse, "lse"}}, ins[1] = {{&kb, "the cache's keys"}};
         if ((st = attn_check_no_overlap(outs, 2, ins, 1, err))) return st;
     }
-    return attn_sdpa_paged_batch(out, lse, NULL, q, &k, &v, d->batch, q->rank, &o, err);
+    attn_tensor ks, vs, hq;
+    float *turned = NULL; /* the queries turned by the keys' rotation */
+    const attn_named outs[2] = {{out, "out"}, {lse, "lse"}}, ins[1] = {{q, "q"}}; /* q itself, not its turned copy */
+    if ((st = attn_kv_scales_as_descale(&o, &ks, &vs, cache->k_scale, cache->v_scale, d->heads, err)) ||
+        (d->hadamard && ((st = attn_check_no_overlap(outs, 2, ins, 1, err)) ||
+                         (st = attn_hadamard_queries(&hq, &turned, q, &o, err)))))
+        return st;
+    st = attn_sdpa_paged_batch(out, lse, NULL, turned ? &hq : q, &k, &v, d->batch, q->rank, &o, err);
+    free(turned);
+    return st;
+}
+
+attn_status attn_kv_scales_as_descale(attn_sdpa_options *o, attn_tensor *ks, attn_tensor *vs, const float *k_scale,
+                                      const float *v_scale, int64_t heads, attn_error *err) {
+    if (!k_scale && !v_scale) return ATTN_OK;
+    if (o->k_descale || o->v_descale)
+        return attn_fail(err, ATTN_ERR_OPTION, "options->k_descale or v_descale is set, but the cache keeps its own "
+                         "per-head scales (its desc's k_scale, v_scale)");
+    if (k_scale) attn_tensor_init(ks, (void *)(uintptr_t)k_scale, ATTN_F32, 1, &heads, NULL, NULL), o->k_descale = ks;
+    if (v_scale) attn_tensor_init(vs, (void *)(uintptr_t)v_scale, ATTN_F32, 1, &heads, NULL, NULL), o->v_descale = vs;
+    return ATTN_OK;
+}
+
+attn_status attn_hadamard_queries(attn_tensor *hq, float **mem, const attn_tensor *q, const attn_sdpa_options *o,
+                                  attn_error *err) {
+    *mem = NULL;
+    if (!q->data) return ATTN_OK; /* the call's own check names it */
+    if (q->dtype != ATTN_F32)
+        return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; keys stored with the Hadamard rotation take f32 q (turned "
+                         "by the rotation too)", attn_dtype_name(q->dtype));
+    if (o->rope)
+        return attn_fail(err, ATTN_ERR_OPTION, "options->rope is set, but the keys are stored turned by the Hadamard "
+                         "rotation, which RoPE's pairs would not survive: turn keys by RoPE before appending them");
+    int64_t n = attn_tensor_numel(q);
+    if (n < 0 || q->rank < 1) return ATTN_OK; /* the call refuses it */
+    attn_status st = attn_check_extent(q, "q", err);
+    if (st) return st;
+    if ((uint64_t)n > SIZE_MAX / sizeof(float) - 1)
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "q's turned copy overflows");
+    float *m = malloc((size_t)(n ? n : 1) * sizeof(float));
+    if (!m) return attn_fail(err, ATTN_ERR_NO_MEMORY, "no memory for q's turned copy (%lld floats)", (long long)n);
+    attn_tensor_init(hq, m, ATTN_F32, q->rank, q->shape, NULL, NULL);
+    attn_tensor_convert(hq, q, NULL);
+    if (n && (st = attn_hadamard(hq, err))) { /* q's last dimension is E, a power of two: checked by the cache */
+        free(m);
+        return st;
+    }
+    *mem = m;
+    return ATTN_OK;
 }

@@ -134,15 +134,27 @@ static attn_status attend(attn_tensor *out, attn_tensor *lse, const attn_tensor 
     attn_sdpa_options o;
     bool any;
     attn_status st = attn_kv_paged_prepare(&o, NULL, NULL, &any, out, lse, q, cu, w, rows, n, options, err);
-    if (st || !any) return st;
+    attn_tensor ks, vs, hq; /* the pages' per-head fp8 scales, as the options'; q turned by the keys' rotation */
+    float *turned = NULL;
+    if (st || (st = attn_kv_scales_as_descale(&o, &ks, &vs, w->k_scale, w->v_scale, w->heads, err)) ||
+        (w->hadamard && (st = attn_hadamard_queries(&hq, &turned, q, &o, err))) || !any) {
+        free(turned);
+        return st;
+    }
+    if (turned) q = &hq;
     /* (k_pages[i], v_pages[i]): sequence i's row sources, a few words each */
-    if ((uint64_t)n > SIZE_MAX / (2 * sizeof(attn_paged_rows)))
+    if ((uint64_t)n > SIZE_MAX / (2 * sizeof(attn_paged_rows))) {
+        free(turned);
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the row sources of %lld sequences overflow", (long long)n);
+    }
     attn_paged_rows *k_pages = malloc(2 * (size_t)n * sizeof *k_pages), *v_pages = k_pages + n;
-    if (!k_pages) return attn_fail(err, ATTN_ERR_NO_MEMORY, "no memory for the row sources of %lld sequences", (long long)n);
+    if (!k_pages) {
+        free(turned);
+        return attn_fail(err, ATTN_ERR_NO_MEMORY, "no memory for the row sources of %lld sequences", (long long)n);
+    }
     for (int64_t i = 0; i < n; i++) sequence_rows(&k_pages[i], &v_pages[i], w, rows ? rows[i] : i);
     st = attn_sdpa_varlen_paged(out, lse, q, cu, n, k_pages, v_pages, masks, &o, err);
-    free(k_pages);
+    free(k_pages), free(turned);
     return st;
 }
 

@@ -73,6 +73,48 @@ attn_status attn_check_per_head(const attn_tensor *t, const char *name, int64_t 
     return ATTN_OK;
 }
 
+attn_status attn_check_descale(const attn_tensor *t, const char *name, const int64_t kv[3], int64_t st[3],
+                               attn_error *err) {
+    if (!t->data) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
+    if (t->dtype != ATTN_F32 && t->dtype != ATTN_F64)
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be f32 or f64", name, attn_dtype_name(t->dtype));
+    char s[128];
+    attn_format_shape(s, sizeof s, t->rank, t->shape);
+    if (t->rank < 1 || t->rank > 3)
+        return attn_fail(err, ATTN_ERR_RANK, "%s has shape %s; it must be (Hk,), (B, Hk) or (B1, B2, Hk)", name, s);
+    attn_status e = attn_check_extent(t, name, err);
+    if (e) return e;
+    int64_t strides[3] = {0, 0, 0}, n = 1;
+    for (int d = 0; d < t->rank; d++) {
+        int64_t want = kv[3 - t->rank + d], have = t->shape[d];
+        if (have != want && have != 1)
+            return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s; it must broadcast to the keys' (%lld, %lld, %lld), "
+                             "one scale per KV head", name, s, (long long)kv[0], (long long)kv[1], (long long)kv[2]);
+        strides[3 - t->rank + d] = have == 1 ? 0 : t->strides[d];
+        n *= have; /* at most kv's product: no overflow */
+    }
+    for (int64_t i = 0; i < n; i++) { /* every value it holds, in C order */
+        int64_t off = 0, r = i;
+        for (int d = t->rank - 1; d >= 0; d--) off += r % t->shape[d] * t->strides[d], r /= t->shape[d];
+        double x = t->dtype == ATTN_F64 ? ((const double *)t->data)[off] : ((const float *)t->data)[off];
+        if (!(x > 0 && x < INFINITY))
+            return attn_fail(err, ATTN_ERR_SCALE, "%s holds %g; every scale must be finite and > 0", name, x);
+    }
+    if (st) memcpy(st, strides, sizeof strides);
+    return ATTN_OK;
+}
+
+attn_status attn_check_descale_dtype(const attn_sdpa_options *o, attn_dtype k, attn_dtype v, attn_error *err) {
+    const attn_tensor *t[2] = {o->k_descale, o->v_descale};
+    attn_dtype dt[2] = {k, v};
+    for (int i = 0; i < 2; i++)
+        if (t[i] && dt[i] != ATTN_E4M3 && dt[i] != ATTN_E5M2)
+            return attn_fail(err, ATTN_ERR_DTYPE, "options->%s is set but %s is %s; per-head scales are for e4m3 "
+                             "and e5m2 %s", i ? "v_descale" : "k_descale", i ? "v" : "k", attn_dtype_name(dt[i]),
+                             i ? "values" : "keys");
+    return ATTN_OK;
+}
+
 /* An output must have exactly the expected shape, and no dimension of size > 1
  * may have stride 0 (results would overwrite each other). */
 static attn_status check_output(const attn_tensor *t, const char *name, const int64_t *expect,
@@ -223,6 +265,8 @@ static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *
     if (o->mask && (st = check_mask(o->mask, q->dtype, pl->rank, pl->weights, err))) return st;
     if (o->alibi_slopes && (st = attn_check_per_head(o->alibi_slopes, "alibi_slopes", Hq, err))) return st;
     if (o->sinks && (st = attn_check_per_head(o->sinks, "sinks", Hq, err))) return st;
+    if (o->k_descale && (st = attn_check_descale(o->k_descale, "k_descale", pl->k.shape, NULL, err))) return st;
+    if (o->v_descale && (st = attn_check_descale(o->v_descale, "v_descale", pl->v.shape, NULL, err))) return st;
     attn_rope_options ro;
     int64_t rd;
     if (o->rope && (st = attn_rope_read_options(&ro, &rd, o->rope, pl->q.shape[4], err))) return st;
@@ -342,9 +386,9 @@ attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, 
     }
     if (lse && (st = check_lse(lse, &pl, q->dtype, err))) return st;
     const attn_named outs[3] = {{out, out_name}, {lse, "lse"}, {weights, "weights"}};
-    const attn_named ins[6] = {{q, "q"}, {k, "k"}, {v, "v"}, {o->mask, "mask"}, {o->alibi_slopes, "alibi_slopes"},
-                               {o->sinks, "sinks"}};
-    if ((st = attn_check_no_overlap(outs, 3, ins, 6, err))) return st;
+    const attn_named ins[8] = {{q, "q"}, {k, "k"}, {v, "v"}, {o->mask, "mask"}, {o->alibi_slopes, "alibi_slopes"},
+                               {o->sinks, "sinks"}, {o->k_descale, "k_descale"}, {o->v_descale, "v_descale"}};
+    if ((st = attn_check_no_overlap(outs, 3, ins, 8, err))) return st;
     int64_t L = pl.q.shape[3], E = pl.q.shape[4], S = pl.k.shape[3];
     memset(sl, 0, sizeof *sl);
     sl->q = q, sl->k = k, sl->v = v, sl->out = out, sl->weights = weights, sl->mask = o->mask;
@@ -368,6 +412,9 @@ attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, 
     sl->base.softmax_from_lse = o->total_keys != 0;
     sl->alibi = o->alibi_slopes;
     sl->sinks = o->sinks;
+    sl->k_descale = o->k_descale, sl->v_descale = o->v_descale; /* checked in make_plan */
+    if (o->k_descale) attn_check_descale(o->k_descale, "", pl.k.shape, sl->kd_strides, NULL);
+    if (o->v_descale) attn_check_descale(o->v_descale, "", pl.v.shape, sl->vd_strides, NULL);
     if (o->rope) { /* checked in make_plan */
         sl->has_rope = true;
         attn_rope_read_options(&sl->rope, &sl->rope_dim, o->rope, E, NULL);

@@ -46,9 +46,12 @@ static attn_status run_kernel(kernel_kind kind, const attn_slices *call, const a
 
     /* f32 attention without weights takes the fast kernels: split over the
      * keys where the cost model (decode.c) says so, else tiled. */
-    if (kind == KERNEL_STREAM && sl->q->dtype == ATTN_F32 && !sl->weights)
-        return attn_decode_chunk_of(sl) > 0 ? attn_decode_run(sl, info, err)
-                                            : attn_flash_run(sl, o->compute == ATTN_COMPUTE_BF16, info, err);
+    if (kind == KERNEL_STREAM && sl->q->dtype == ATTN_F32 && !sl->weights) {
+        st = attn_decode_chunk_of(sl) > 0 ? attn_decode_run(sl, info, err)
+                                          : attn_flash_run(sl, o->compute == ATTN_COMPUTE_BF16, info, err);
+        if (!st && !sl->arena->measure) attn_descale_out(sl);
+        return st;
+    }
 
     /* Scratch memory, sized by the kernel, overflow-checked. */
     int64_t words = kind == KERNEL_STREAM ? attn_stream_work_size(E, Ev)
@@ -68,6 +71,7 @@ static attn_status run_kernel(kernel_kind kind, const attn_slices *call, const a
         else if (kind == KERNEL_REFERENCE) attn_reference_kernel(&p, work);
         else attn_scores_kernel(&p, work);
     }
+    if (kind != KERNEL_SCORES) attn_descale_out(sl);
     return ATTN_OK;
 }
 
@@ -95,6 +99,9 @@ static attn_status sdpa_run(kernel_kind kind, size_t *bytes, attn_tensor *out, a
     attn_context c;
     attn_status st = attn_options_read(&o, &c, options, err);
     if (st) return st;
+    if ((st = attn_check_descale_dtype(&o, k_pages ? k_pages->dtype : k ? k->dtype : ATTN_F32,
+                                       v_pages ? v_pages->dtype : v ? v->dtype : ATTN_F32, err)))
+        return st;
     attn_slices sl;
     st = attn_plan_call(&sl, out, lse, weights, kind == KERNEL_SCORES, q, k, v, &o, c.num_threads, err);
     if (st) return st;

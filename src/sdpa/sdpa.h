@@ -35,6 +35,17 @@ attn_canon attn_canonical(const attn_tensor *t);
  * f32 or f64 tensor of Hq finite values (plan.c). */
 attn_status attn_check_per_head(const attn_tensor *t, const char *name, int64_t Hq, attn_error *err);
 
+/* A per-head scale of fp8 keys or values (attn_sdpa_options.k_descale,
+ * v_descale), `name` in messages (plan.c): f32 or f64, rank 1 to 3, its
+ * shape broadcasting on the right to kv = the keys' (B1, B2, Hk), every
+ * value finite and > 0 (ATTN_ERR_SCALE); st (NULL: not wanted) gets its
+ * strides over (B1, B2, Hk), 0 where it broadcasts. */
+attn_status attn_check_descale(const attn_tensor *t, const char *name, const int64_t kv[3], int64_t st[3],
+                               attn_error *err);
+/* The scales are set only for e4m3 / e5m2 keys (k) and values (v):
+ * ATTN_ERR_DTYPE otherwise (plan.c). */
+attn_status attn_check_descale_dtype(const attn_sdpa_options *o, attn_dtype k, attn_dtype v, attn_error *err);
+
 /* Offsets of a ragged batch (varlen.c): cu[0 .. batch], starting at 0,
  * never decreasing, ending at `total`, the packed tensor's rows; `name` in
  * the messages. ATTN_ERR_ARGUMENT (batch < 0, or an offset out of rule),
@@ -203,6 +214,21 @@ void attn_kv_cache_pages(attn_kv_paged_view *w, const attn_kv_cache *cache);
  * all of it checked by the caller. Fails only on a conversion's error. */
 attn_status attn_kv_cache_put(const attn_kv_cache *cache, int64_t row, int64_t p0, const attn_tensor *k,
                               const attn_tensor *v, attn_error *err);
+
+/* A cache's or pool's per-head fp8 scales (each NULL or Hk floats) as the
+ * options' k_descale and v_descale (kv_cache.c): *ks and *vs, (Hk,) f32
+ * tensors over them, which must outlive the call. Options that set their
+ * own: ATTN_ERR_OPTION. */
+attn_status attn_kv_scales_as_descale(attn_sdpa_options *o, attn_tensor *ks, attn_tensor *vs, const float *k_scale,
+                                      const float *v_scale, int64_t heads, attn_error *err);
+
+/* The queries of attention over keys stored with the Hadamard rotation
+ * (kv_cache.c): *hq an f32 copy of q in C order with every row turned
+ * (attn_hadamard), its memory *mem (malloc; the caller frees it; NULL with
+ * nothing made when q has no data, which the call itself refuses). q must
+ * be f32 (ATTN_ERR_DTYPE) and o->rope unset (ATTN_ERR_OPTION). */
+attn_status attn_hadamard_queries(attn_tensor *hq, float **mem, const attn_tensor *q, const attn_sdpa_options *o,
+                                  attn_error *err);
 
 /* ATTN_VERBOSE (verbose.c): whether it is set (read once per process), a
  * monotonic clock in milliseconds, and the one line a call prints. */

@@ -141,6 +141,7 @@ attn_status attn_sdpa_plan_init(attn_sdpa_plan **plan, void *memory, size_t byte
     attn_slices sl;
     attn_tensor q32, out32;
     void *tmp = NULL;
+    if ((st = attn_check_descale_dtype(&pl->o, k ? k->dtype : ATTN_F32, v ? v->dtype : ATTN_F32, err))) return st;
     if (q && q->data && attn_dtype_half(q->dtype)) {
         if ((st = stand_ins(pl, &q32, &out32, &tmp, q, out, err))) return st;
         q = &q32, out = &out32;
@@ -290,6 +291,12 @@ attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory, size_t 
         return attn_fail(err, ATTN_ERR_DTYPE, "the view's keys are %s: a plan takes no keys quantized per channel "
                          "(attn_kv_paged_attend reads them)", attn_dtype_name(w.key_dtype));
     const int64_t batch = w.num_sequences;
+    if (w.k_scale || w.v_scale)
+        return attn_fail(err, ATTN_ERR_OPTION, "the view has per-head fp8 scales (k_scale, v_scale), which a plan does "
+                         "not take: each run's pages would need their own; use attn_kv_paged_attend");
+    if (w.hadamard)
+        return attn_fail(err, ATTN_ERR_OPTION, "the view's keys are stored with the Hadamard rotation, which a plan does "
+                         "not take (its queries would need a turned copy at each run); use attn_kv_paged_attend");
     size_t need;
     if ((st = attn_sdpa_plan_bytes(&need, batch, err))) return st;
     if (bytes < need)

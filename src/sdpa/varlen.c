@@ -32,6 +32,7 @@ enum { SEQ_NONE, SEQ_EMPTY, SEQ_FLASH, SEQ_DECODE, SEQ_EXACT };
 typedef struct seq {
     attn_slices sl;
     attn_tensor q, k, v, out, lse;
+    attn_tensor kd, vd; /* its row of the per-head fp8 scales (options k_descale, v_descale) */
     attn_rope_plan rope;
     int route; /* SEQ_NONE: no queries; SEQ_EMPTY: queries but no keys (out 0) */
 } seq;
@@ -143,6 +144,33 @@ static attn_status check_batch_options(const attn_sdpa_options *o, attn_error *e
     return ATTN_OK;
 }
 
+/* A ragged batch's per-head fp8 scales: for e4m3 / e5m2 keys (values),
+ * (batch, Hk) or (Hk,), every value finite and > 0. */
+static attn_status check_batch_descale(const attn_sdpa_options *o, attn_dtype kdt, attn_dtype vdt, int64_t batch,
+                                       int64_t Hk, attn_error *err) {
+    attn_status st = attn_check_descale_dtype(o, kdt, vdt, err);
+    const attn_tensor *t[2] = {o->k_descale, o->v_descale};
+    const int64_t kv[3] = {1, batch, Hk};
+    for (int i = 0; i < 2 && !st; i++) {
+        if (!t[i]) continue;
+        const char *name = i ? "v_descale" : "k_descale";
+        if (t[i]->rank > 2 || (t[i]->rank == 2 && t[i]->shape[0] != batch))
+            return attn_fail(err, ATTN_ERR_SHAPE, "%s has rank %d; a ragged batch takes (batch, Hk) = (%lld, %lld) or "
+                             "(Hk,)", name, t[i]->rank, (long long)batch, (long long)Hk);
+        st = attn_check_descale(t[i], name, kv, NULL, err);
+    }
+    return st;
+}
+
+/* Sequence b's row of a checked ragged batch's scale t ((batch, Hk) or
+ * (Hk,)), as the (Hk,) tensor its plan takes. */
+static void descale_row(attn_tensor *dst, const attn_tensor *t, int64_t b) {
+    *dst = *t;
+    if (t->rank == 1) return;
+    dst->data = (char *)t->data + b * t->strides[0] * (int64_t)attn_dtype_size(t->dtype);
+    dst->rank = 1, dst->shape[0] = t->shape[1], dst->strides[0] = t->strides[1];
+}
+
 /* What the whole batch must satisfy before any sequence is planned: q, k,
  * v packed alike, the offsets, options a ragged batch takes. */
 static attn_status check_batch(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
@@ -212,6 +240,8 @@ static attn_status plan_batch(seq *seqs, const attn_slices **flash, int64_t *n_f
         seq_view(&s->out, out, cu_q[b], L);
         if (lse) seq_view(&s->lse, lse, cu_q[b], L), s->lse.rank = 2;
         attn_sdpa_options ob = seq_options(o, masks, b);
+        if (o->k_descale) descale_row(&s->kd, o->k_descale, b), ob.k_descale = &s->kd;
+        if (o->v_descale) descale_row(&s->vd, o->v_descale, b), ob.v_descale = &s->vd;
         attn_status st = attn_plan_call(&s->sl, &s->out, lse ? &s->lse : NULL, NULL, false, &s->q, &s->k, &s->v, &ob,
                                         threads, err);
         if (st) return in_sequence(st, b, err);
@@ -271,6 +301,8 @@ static attn_status run_batch(seq *seqs, const attn_slices **flash, int64_t n_fla
             info->items += s->sl.count;
         }
     }
+    for (int64_t b = 0; b < batch && !arena->measure; b++) /* fp8 values' per-head scales */
+        if (seqs[b].route >= SEQ_FLASH) attn_descale_out(&seqs[b].sl);
     return ATTN_OK;
 }
 
@@ -420,7 +452,7 @@ static attn_status check_varlen(attn_tensor *out, attn_tensor *lse, const attn_t
     const attn_named ins[5] = {{q, "q"}, {k, "k"}, {v, "v"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"}};
     if ((st = check_outputs(out, lse, ins, 5, masks, batch, err))) return st;
     if (o->sinks && (st = attn_check_per_head(o->sinks, "sinks", q->shape[1], err))) return st;
-    return ATTN_OK;
+    return check_batch_descale(o, k->dtype, v->dtype, batch, k->shape[1], err);
 }
 
 attn_status attn_varlen_check(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_tensor *k,
@@ -489,6 +521,8 @@ static attn_status check_paged(int64_t *Ev_out, attn_tensor *out, attn_tensor *l
         if ((st = check_outputs(out, lse, pin, 2, NULL, 0, err))) return in_sequence(st, b, err);
     }
     if (o->sinks && (st = attn_check_per_head(o->sinks, "sinks", q->shape[1], err))) return st;
+    if (batch > 0 && (st = check_batch_descale(o, k_pages[0].dtype, v_pages[0].dtype, batch, k_pages[0].heads, err)))
+        return st;
     *Ev_out = Ev;
     return ATTN_OK;
 }

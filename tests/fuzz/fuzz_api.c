@@ -188,7 +188,7 @@ typedef struct call_options {
     attn_sdpa_options o;
     attn_context c;
     attn_rope_options rope;
-    attn_tensor mask, slopes, sinks;
+    attn_tensor mask, slopes, sinks, descale[2];
 } call_options;
 
 static void options(reader *r, call_options *co, attn_dtype dt, int64_t Hq, int64_t L, int64_t S) {
@@ -230,6 +230,14 @@ static void options(reader *r, call_options *co, attn_dtype dt, int64_t Hq, int6
     uint8_t more = byte(r);
     if (more & 1) o->dropout_p = pick_double(r), o->dropout_seed = raw64(r);
     if (more & 2) o->compute = (attn_compute)(byte(r) % 3);
+    for (int i = 0; i < 2; i++) /* fp8's per-head scales: any small shape, f32 or f64, any values */
+        if (more & (4 << i)) {
+            uint8_t d = byte(r);
+            int64_t ds[3] = {d & 3, (d >> 2) & 3, (d >> 4) & 3};
+            if (!tensor(r, &co->descale[i], d & 64 ? ATTN_F64 : ATTN_F32, 1 + (d >> 6) % 3, ds)) continue;
+            if (i) o->v_descale = &co->descale[i];
+            else o->k_descale = &co->descale[i];
+        }
 }
 
 /* q (B, Hq, L, E), k and v (B, Hk, S, E / Ev), each dimension fuzzed. */

@@ -23,6 +23,7 @@
  * the description's sizes overflow, which the library must refuse. */
 #include "attn.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -125,6 +126,7 @@ static void fuzz_view(reader *r, attn_kv_pages_desc *d) {
     if (byte(r) == 3) w.num_pages = pick_int(r);
     if (byte(r) == 3) w.page_size = pick_int(r);
     w.k_pages = byte(r) == 1 ? NULL : kp, w.v_pages = vp;
+    if (byte(r) == 7) w.hadamard = (int)(byte(r) % 3); /* refused for these dtypes, or a bad flag */
     w.num_sequences = byte(r) % MAX_N;
     for (int i = 0; i < TABLE; i++) table[i] = byte(r) < 200 ? byte(r) % 5 : (int32_t)pick_int(r);
     for (int64_t i = 0; i < w.num_sequences; i++) lengths[i] = byte(r) < 220 ? byte(r) % 24 : pick_int(r);
@@ -274,6 +276,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     d.heads = byte(&r) < 240 ? byte(&r) % 2 + 1 : pick_int(&r);
     d.key_dim = byte(&r) % 4 + 1, d.value_dim = byte(&r) % 4 + 1;
     d.max_length = byte(&r) < 200 ? 0 : pick_int(&r);
+    /* now and then the Hadamard rotation and per-head scales, which these
+     * float dtypes must refuse (or a bad flag, or bad scales) */
+    static const float SCALES[2] = {0.5f, NAN};
+    if (byte(&r) == 7) d.hadamard = (int)(byte(&r) % 3);
+    if (byte(&r) == 8) d.k_scale = SCALES + byte(&r) % 2;
     attn_error err;
     attn_status st = attn_kv_pages_bytes(&pool_bytes, &d, &err);
     CHECK(st == ATTN_OK || err.message[0]);

@@ -255,11 +255,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (int64_t i = 0; i < qn; i++) qbuf[i] = (float)(byte(&r) % 17) - 8.0f;
         attn_tensor_init(&q, qbuf, ATTN_F32, t.rank, qshape, NULL, NULL);
         attn_tensor_init(&out, obuf, ATTN_F32, t.rank, qshape, NULL, NULL);
-        st = attn_sdpa(&out, NULL, NULL, &q, &t, &t, NULL, &err);
+        /* fp8's per-head scales (k_descale, v_descale) now and then: a small
+         * shape from the input, values from it (0, negative, NaN, inf among them) */
+        static float scales[64];
+        static const float PICK[8] = {1.0f, 0.5f, 3.0f, 0.0f, -1.0f, NAN, INFINITY, 1e-30f};
+        attn_tensor sc;
+        attn_sdpa_options o = attn_sdpa_options_default();
+        uint8_t sb = byte(&r);
+        if (sb & 3) {
+            int64_t ss[3] = {byte(&r) % 4, byte(&r) % 4, byte(&r) % 4};
+            for (int i = 0; i < 64; i++) scales[i] = PICK[byte(&r) % 8];
+            attn_tensor_init(&sc, scales, ATTN_F32, 1 + sb / 4 % 3, ss, NULL, NULL);
+            if (sb & 1) o.k_descale = &sc;
+            if (sb & 2) o.v_descale = &sc;
+        }
+        st = attn_sdpa(&out, NULL, NULL, &q, &t, &t, &o, &err);
         CHECK(st == ATTN_OK || err.message[0]);
         if (t.rank == 3) { /* a ragged batch of one sequence: (S, H, E) packed */
             int64_t cu_q[2] = {0, q.shape[0]}, cu_k[2] = {0, t.shape[0]};
-            st = attn_sdpa_varlen(&out, NULL, &q, &t, &t, cu_q, cu_k, 1, NULL, NULL, &err);
+            st = attn_sdpa_varlen(&out, NULL, &q, &t, &t, cu_q, cu_k, 1, NULL, &o, &err);
             CHECK(st == ATTN_OK || err.message[0]);
         }
     }

@@ -104,6 +104,10 @@ def main():
         "explain_kernel": ["explain", "--kernel", "--step", "online", "--block", "3", "--workers=4", "--ranks", "2",
                            "--json", "the", "cat"],
         "explain_kernel_refused": ["explain", "--kernel", "--causal", "--block=9", "--step", "tokens"],
+        "sdpa_kv_scale": ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--kv", "e4m3", "--kv-scale", "0.5,2"],
+        "sdpa_kv_scale_one": ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--kv=e5m2", "--kv-scale=3"],
+        "sdpa_kv_scale_bad": ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--kv-scale",
+                              "1," + "9" * 80, "--kv", "q8"],
     }
     for n, a in named.items():
         write("args", n, "\0".join(a))
