@@ -344,6 +344,53 @@ static void test_fallback(void) {
     free(q), free(k), free(v), free(o), free(ref), free(mask);
 }
 
+/* The decode kernel merges a group's partials in the work item that
+ * finishes its last chunk; a slice whose merged output is not finite (its
+ * f32 sum of values overflowed) is redone alone by the exact kernel, the
+ * other slices keep theirs, for any thread count. A slice of one chunk
+ * (its partial copied to the output) writes a subnormal output as 0, as
+ * every kernel does (attn_f32_of). */
+static void test_decode_merge(void) {
+    static const int64_t S_OF[2] = {100, 3000}; /* one chunk, and several */
+    for (int c = 0; c < 2; c++) {
+        problem pr = {1, S_OF[c], 16, 20, 3, 3, ATTN_CAUSAL_NONE, 0, 0, 0};
+        size_t nq = 3 * 16, nk = 3 * (size_t)pr.S * 16, nv = 3 * (size_t)pr.S * 20, no = 3 * 20;
+        float *q = random_floats(nq), *k = random_floats(nk), *v = random_floats(nv), *o = malloc(4 * no),
+              *on = malloc(4 * no);
+        double *ref = malloc(8 * no);
+        for (size_t i = 0; i < nq; i++) q[i] = 0; /* every weight 1: slice 1's sum of values overflows */
+        for (size_t i = (size_t)pr.S * 20; i < 2 * (size_t)pr.S * 20; i++) v[i] = 3e38f * (i % 2 ? 1.0f : 0.9f);
+        char kernel[32], fallback[32], name[96];
+        verbose_begin();
+        attn_status st = run_f32(o, &pr, q, k, v, NULL, 1, NULL);
+        verbose_end(kernel, sizeof kernel, fallback, sizeof fallback);
+        bool same = true;
+        for (int t = 2; t <= 3; t++) {
+            memset(on, 0xff, 4 * no);
+            same &= run_f32(on, &pr, q, k, v, NULL, t, NULL) == ATTN_OK && memcmp(o, on, 4 * no) == 0;
+        }
+        st = st ? st : run_f64(ref, &pr, q, k, v, NULL);
+        double err = 0;
+        for (size_t i = 0; i < no; i++) err = isfinite(o[i]) ? fmax(err, fabs(o[i] - ref[i]) / fmax(1, fabs(ref[i]))) : INFINITY;
+        snprintf(name, sizeof name, "decode_merge_overflow_redone_alone_S%lld", (long long)pr.S);
+        check(st == ATTN_OK && strcmp(kernel, "decode") == 0 && strcmp(fallback, "1/3") == 0 && err < 1e-5 && same,
+              name, "status %d, kernel %s, fallback %s, relative error %g, threads 1-3 %s", (int)st, kernel, fallback,
+              err, same ? "bitwise identical" : "differ");
+        /* values far below f32's smallest normal: every output would be subnormal */
+        for (size_t i = 0; i < nv; i++) v[i] = 1e-39f;
+        for (size_t i = 0; i < nq; i++) q[i] = (float)normal();
+        verbose_begin();
+        st = run_f32(o, &pr, q, k, v, NULL, 2, NULL);
+        verbose_end(kernel, sizeof kernel, fallback, sizeof fallback);
+        bool zero = st == ATTN_OK;
+        for (size_t i = 0; i < no; i++) zero &= o[i] == 0;
+        snprintf(name, sizeof name, "decode_merge_subnormal_output_is_zero_S%lld", (long long)pr.S);
+        check(zero && strcmp(kernel, "decode") == 0, name, "status %d, kernel %s, out[0] %g", (int)st, kernel,
+              (double)o[0]);
+        free(q), free(k), free(v), free(o), free(on), free(ref);
+    }
+}
+
 /* A NaN key sends to the exact kernel only the work items that read it: the
  * rows whose window holds it come out NaN, every other row matches f64, and
  * items whose keys all lie past it stay on the fast path. */
@@ -1722,6 +1769,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) test_problem(&shapes[i]);
     test_decode_splits();
     test_fallback();
+    test_decode_merge();
     test_paged();
     test_bf16_emulation();
     test_concurrent_callers();
