@@ -577,49 +577,68 @@ static double median(double *x, int n) {
 
 /* The cost of one small call (L = 1, S = 100, H = 16, d = 64, f32), with a
  * plan (attn_sdpa_run, its workspace given) and without (attn_sdpa), timed
- * in turns: blocks of calls of each, every other block in the opposite
- * order, and the median of every call's time. Both run the same kernels on
+ * in turns: blocks of calls of each, in an order that rotates from block to
+ * block, and the median of every call's time. Both run the same kernels on
  * the same slices, so their difference is what the unplanned call spends
- * on checking, planning and its scratch memory. */
+ * on checking, planning and its scratch memory.
+ * What the planned call spends is split into overhead and compute by a
+ * third way in the same turns, the planned call at S = 200: time grows
+ * with the keys read, so the line through S = 100 and S = 200 meets S = 0
+ * at the fixed cost of a call (checks, waking the threads, per head the
+ * queries' scaling, the merge and the output), and the rest of the S = 100
+ * call is the keys' and values' work (16 · 100 · 64 · 2 multiply-adds and
+ * 800 KiB read, from the caches here). */
 static void call_overhead(bool as_json) {
-    enum { H = 16, L = 1, S = 100, D = 64, BLOCK = 50 };
-    int blocks = quick ? 4 : 60, n = blocks * BLOCK;
-    float *q = random_floats(H * L * D, 7), *k = random_floats(H * S * D, 8), *v = random_floats(H * S * D, 9);
+    enum { H = 16, L = 1, S = 100, D = 64, BLOCK = 50, WAYS = 3 };
+    int blocks = quick ? 6 : 60, n = blocks * BLOCK;
+    float *q = random_floats(H * L * D, 7), *k = random_floats(H * 2 * S * D, 8), *v = random_floats(H * 2 * S * D, 9);
     float *out = calloc(H * L * D, sizeof(float));
-    int64_t sq[3] = {H, L, D}, skv[3] = {H, S, D};
-    attn_tensor tq, tk, tv, to;
-    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&tk, k, ATTN_F32, 3, skv, NULL, NULL);
-    attn_tensor_init(&tv, v, ATTN_F32, 3, skv, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, sq, NULL, NULL);
+    int64_t sq[3] = {H, L, D}, skv[2][3] = {{H, S, D}, {H, 2 * S, D}};
+    attn_tensor tq, tk[2], tv[2], to;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, sq, NULL, NULL);
+    for (int i = 0; i < 2; i++)
+        attn_tensor_init(&tk[i], k, ATTN_F32, 3, skv[i], NULL, NULL), attn_tensor_init(&tv[i], v, ATTN_F32, 3, skv[i], NULL, NULL);
     attn_error err;
-    size_t bytes, ws;
-    attn_sdpa_plan *plan;
-    void *memory = NULL, *work = NULL;
+    size_t bytes, ws[2] = {0, 0};
+    attn_sdpa_plan *plan[2];
+    void *memory[2] = {NULL, NULL}, *work[2] = {NULL, NULL};
     attn_status st = attn_sdpa_plan_bytes(&bytes, 0, &err);
-    if (!st) memory = malloc(bytes);
-    if (!st) st = attn_sdpa_plan_init(&plan, memory, bytes, &ws, &to, NULL, &tq, &tk, &tv, NULL, &err);
-    if (!st) work = malloc(ws);
-    double *t[2] = {malloc(sizeof(double) * (size_t)n), malloc(sizeof(double) * (size_t)n)};
+    for (int i = 0; i < 2 && !st; i++) {
+        if (!(memory[i] = malloc(bytes))) fprintf(stderr, "attn: error: out of memory\n"), exit(1);
+        st = attn_sdpa_plan_init(&plan[i], memory[i], bytes, &ws[i], &to, NULL, &tq, &tk[i], &tv[i], NULL, &err);
+        if (!st && !(work[i] = malloc(ws[i]))) fprintf(stderr, "attn: error: out of memory\n"), exit(1);
+    }
+    double *t[WAYS];
+    for (int w = 0; w < WAYS; w++) t[w] = malloc(sizeof(double) * (size_t)n);
     for (int b = 0; !st && b < blocks; b++)
-        for (int turn = 0; turn < 2; turn++) {
-            int planned = b % 2 ? 1 - turn : turn;
+        for (int turn = 0; turn < WAYS; turn++) {
+            int way = (b + turn) % WAYS; /* 0 unplanned, 1 planned, 2 planned at 2S */
             for (int i = 0; !st && i < BLOCK; i++) {
                 double t0 = now();
-                st = planned ? attn_sdpa_run(plan, &to, NULL, &tq, &tk, &tv, work, ws, &err)
-                             : attn_sdpa(&to, NULL, NULL, &tq, &tk, &tv, NULL, &err);
-                t[planned][b * BLOCK + i] = now() - t0;
+                st = way == 0 ? attn_sdpa(&to, NULL, NULL, &tq, &tk[0], &tv[0], NULL, &err)
+                              : attn_sdpa_run(plan[way - 1], &to, NULL, &tq, &tk[way - 1], &tv[way - 1], work[way - 1],
+                                              ws[way - 1], &err);
+                t[way][b * BLOCK + i] = now() - t0;
             }
         }
     if (st) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
-    double plain = 1e6 * median(t[0], n), with_plan = 1e6 * median(t[1], n);
+    double plain = 1e6 * median(t[0], n), with_plan = 1e6 * median(t[1], n), twice = 1e6 * median(t[2], n);
+    double fixed = 2 * with_plan - twice, work_us = with_plan - fixed, kib = 2.0 * H * S * D * sizeof(float) / 1024;
     if (as_json)
         printf("    {\"H\": %d, \"L\": %d, \"S\": %d, \"d\": %d, \"unplanned_us\": %.2f, \"planned_us\": %.2f, "
-               "\"saved_us\": %.2f, \"calls\": %d, \"workspace_bytes\": %zu}\n",
-               H, L, S, D, plain, with_plan, plain - with_plan, n, ws);
+               "\"saved_us\": %.2f, \"planned_2S_us\": %.2f, \"fixed_us\": %.2f, \"keys_us\": %.2f, \"calls\": %d, "
+               "\"workspace_bytes\": %zu}\n",
+               H, L, S, D, plain, with_plan, plain - with_plan, twice, fixed, work_us, n, ws[0]);
     else
         cli_prose(stdout, 0, 2, "one call H%d L=%d S=%d d%d f32: attn_sdpa %.1f us, attn_sdpa_run from a plan %.1f us "
-               "(%.1f us saved); medians of %d calls each, in turns; the plan's workspace %zu bytes",
-               H, L, S, D, plain, with_plan, plain - with_plan, n, ws);
-    free(t[0]), free(t[1]), free(memory), free(work), free(q), free(k), free(v), free(out);
+               "(%.1f us saved); medians of %d calls each, in turns; the plan's workspace %zu bytes. Of the planned "
+               "call, %.1f us is overhead, the fixed cost of a call (the line through it and S=%d, %.1f us, at S=0), "
+               "and %.1f us the work on its keys and values (%.0f KiB read, %.1f GB/s)",
+               H, L, S, D, plain, with_plan, plain - with_plan, n, ws[0], fixed, 2 * S, twice, work_us, kib,
+               work_us > 0 ? kib * 1024 / (work_us * 1e3) : 0.0);
+    for (int w = 0; w < WAYS; w++) free(t[w]);
+    for (int i = 0; i < 2; i++) free(memory[i]), free(work[i]);
+    free(q), free(k), free(v), free(out);
 }
 
 /* The same for one decode step of a ragged batch: 16 sequences of one query
