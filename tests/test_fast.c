@@ -391,6 +391,61 @@ static void test_decode_merge(void) {
     }
 }
 
+/* Keys and values packed (S, Hk, E), their KV heads' rows side by side in
+ * memory: the decode kernel's items each read every head's rows of a
+ * stretch of positions together (the verbose line says side_by_side=2),
+ * and give bitwise what the same values stored head by head (Hk, S, E)
+ * give, where an item reads one head; for 1, 2 and 3 threads. */
+static void test_decode_side_by_side(void) {
+    enum { HQ = 8, HK = 2, E = 64 };
+    static const int64_t LS[3][2] = {{1, 5003}, {3, 4100}, {2, 700}};
+    for (int c = 0; c < 3; c++) {
+        int64_t L = LS[c][0], S = LS[c][1];
+        float *q = random_floats((size_t)(HQ * L * E)), *kp = random_floats((size_t)(S * HK * E)),
+              *vp = random_floats((size_t)(S * HK * E)), *kh = malloc(sizeof(float) * (size_t)(S * HK * E)),
+              *vh = malloc(sizeof(float) * (size_t)(S * HK * E));
+        for (int64_t j = 0; j < S; j++) /* the same values head by head */
+            for (int64_t h = 0; h < HK; h++)
+                for (int64_t e = 0; e < E; e++)
+                    kh[(h * S + j) * E + e] = kp[(j * HK + h) * E + e], vh[(h * S + j) * E + e] = vp[(j * HK + h) * E + e];
+        float *out[2][3];
+        int64_t sq[3] = {HQ, L, E}, skv[3] = {HK, S, E}, packed[3] = {E, HK * E, 1};
+        attn_tensor tq, tk, tv, to;
+        attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL);
+        attn_sdpa_options o = attn_sdpa_options_default();
+        o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        bool ok = true, side[2] = {false, false}, decode = true;
+        for (int way = 0; way < 2; way++) /* 0: packed, 1: head by head */
+            for (int t = 0; t < 3; t++) {
+                out[way][t] = malloc(sizeof(float) * (size_t)(HQ * L * E));
+                memset(out[way][t], 0xff, sizeof(float) * (size_t)(HQ * L * E));
+                attn_tensor_init(&tk, way ? kh : kp, ATTN_F32, 3, skv, way ? NULL : packed, NULL);
+                attn_tensor_init(&tv, way ? vh : vp, ATTN_F32, 3, skv, way ? NULL : packed, NULL);
+                attn_tensor_init(&to, out[way][t], ATTN_F32, 3, sq, NULL, NULL);
+                attn_set_num_threads(t + 1);
+                char kernel[32];
+                verbose_begin();
+                ok &= attn_sdpa(&to, NULL, NULL, &tq, &tk, &tv, &o, NULL) == ATTN_OK;
+                verbose_end(kernel, sizeof kernel, NULL, 0);
+                decode &= strcmp(kernel, "decode") == 0;
+                if (t == 1) side[way] = strstr(verbose_last_line, " side_by_side=2 ") != NULL;
+            }
+        attn_set_num_threads(0);
+        bool same = true;
+        for (int t = 0; t < 3; t++)
+            same &= !memcmp(out[0][t], out[1][0], sizeof(float) * (size_t)(HQ * L * E)) &&
+                    !memcmp(out[1][t], out[1][0], sizeof(float) * (size_t)(HQ * L * E));
+        char name[96];
+        snprintf(name, sizeof name, "decode_side_by_side_heads_bitwise_head_by_head_L%lld_S%lld", (long long)L, (long long)S);
+        check(ok && decode && side[0] && !side[1] && same, name,
+              "calls %s, kernel decode %s, side_by_side=2 packed %s and head by head %s, outputs %s", ok ? "ok" : "failed",
+              decode ? "yes" : "no", side[0] ? "yes" : "no", side[1] ? "yes" : "no", same ? "the same" : "differ");
+        for (int way = 0; way < 2; way++)
+            for (int t = 0; t < 3; t++) free(out[way][t]);
+        free(q), free(kp), free(vp), free(kh), free(vh);
+    }
+}
+
 /* A NaN key sends to the exact kernel only the work items that read it: the
  * rows whose window holds it come out NaN, every other row matches f64, and
  * items whose keys all lie past it stay on the fast path. */
@@ -1770,6 +1825,7 @@ int main(void) {
     test_decode_splits();
     test_fallback();
     test_decode_merge();
+    test_decode_side_by_side();
     test_paged();
     test_bf16_emulation();
     test_concurrent_callers();
