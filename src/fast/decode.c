@@ -343,7 +343,7 @@ static bool partial_softmax(const decode_job *j, partial *pt, int64_t j0) {
  * own). Every key and value row is computed alike in either order (the
  * microkernels' results do not depend on where a call starts), so the
  * partials are the same bits. */
-enum { MAX_GROUPS = 16, ITEM_HEADS = 32 }; /* groups, and query heads, an item at most */
+enum { MAX_GROUPS = 16, ITEM_HEADS = 32, SCORES_BYTES = 256 << 10 }; /* an item's groups, query heads and scores at most */
 static void decode_partials(const decode_job *j, int64_t g0, int64_t ng, int64_t chunk, const attn_problem *p,
                             int worker) {
     int64_t R = j->R, E = j->E, lds = attn_round_up(j->chunk, ATTN_VL_MAX), S = p[0].k.rows;
@@ -532,10 +532,14 @@ static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *er
         (uint64_t)floats > SIZE_MAX / 8)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "decode partials overflow");
     /* Groups an item: as many as keep twice the threads busy on this call
-     * alone, where the KV heads lie side by side (the result is the same
-     * bits for any number). */
+     * alone, where the KV heads lie side by side, and whose scores (R ×
+     * chunk floats each) stay within a quarter of a 1 MiB L2 (the result
+     * is the same bits for any number). */
     j->ng = 1;
-    for (int64_t ng = 2; side_by_side(sl, &first) && ng <= groups && ng <= MAX_GROUPS && ng * j->G <= ITEM_HEADS; ng++)
+    int64_t scores = j->R * attn_round_up(j->chunk, ATTN_VL_MAX) * (int64_t)sizeof(float);
+    for (int64_t ng = 2; side_by_side(sl, &first) && ng <= groups && ng <= MAX_GROUPS && ng * j->G <= ITEM_HEADS &&
+                         ng * scores <= SCORES_BYTES;
+         ng++)
         if (groups % ng == 0 && groups / ng * j->n_chunks >= 2 * (int64_t)sl->threads) j->ng = ng;
     if (j->ng > 1) { /* keys of about 4 KiB of the side-by-side rows, from 8 to 64 */
         int64_t bytes = sl->ck.strides[3] * (int64_t)sizeof(float);
