@@ -414,8 +414,12 @@ static void decode_item(void *ctx, int64_t item, int worker) {
     decode_partials(j, g0, j->ng, chunk, p, worker);
     attn_part_row *parts = j->parts + worker * j->parts_each;
     for (int64_t g = g0; g < g0 + j->ng; g++) {
-        /* acq_rel: the other chunks' partials (and a bad flag they set) are seen by the last one */
-        if (atomic_fetch_add_explicit(&j->done[g], 1, memory_order_acq_rel) + 1 < j->n_chunks || atomic_load(&j->bad[g]))
+        /* acq_rel: the other chunks' partials (and a bad flag they set) are
+         * seen by the last one; a group of one chunk has no other (and its
+         * counter, sharing a cache line with other threads' groups', is left
+         * alone) */
+        if ((j->n_chunks > 1 && atomic_fetch_add_explicit(&j->done[g], 1, memory_order_acq_rel) + 1 < j->n_chunks) ||
+            atomic_load(&j->bad[g]))
             continue;
         for (int64_t t = 0; t < j->G; t++)
             if (!merge(j, g * j->G + t, &p[(g - g0) * j->G + t], parts, j->zero)) atomic_store(&j->redo[g * j->G + t], 1);
@@ -541,9 +545,16 @@ static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *er
                          ng * scores <= SCORES_BYTES;
          ng++)
         if (groups % ng == 0 && groups / ng * j->n_chunks >= 2 * (int64_t)sl->threads) j->ng = ng;
-    if (j->ng > 1) { /* keys of about 4 KiB of the side-by-side rows, from 8 to 64 */
+    /* A stretch: the positions of about 4 KiB of the side-by-side rows (8
+     * to 64); where 8 positions take more (many heads, their rows 4 KiB
+     * apart or more), 16, a whole vector of keys per microkernel call.
+     * Measured (one thread's CPU, in turns): 64 sequences of Hk 2, d 64
+     * (512 bytes a position) took 92-122 ms in stretches of 8 and 130-148
+     * in 16; 16 sequences of 100 keys, Hk 16 (4 KiB a position), were
+     * fastest in 16 (two threads). */
+    if (j->ng > 1) {
         int64_t bytes = sl->ck.strides[3] * (int64_t)sizeof(float);
-        j->stretch = 4096 / bytes < 8 ? 8 : 4096 / bytes > 64 ? 64 : 4096 / bytes;
+        j->stretch = 4096 / bytes < 8 ? 16 : 4096 / bytes > 64 ? 64 : 4096 / bytes;
     }
     j->ws_floats = attn_round_up(j->ng * (j->R * j->E + j->R * attn_round_up(j->chunk, ATTN_VL_MAX)) +
                                      GROUP * (j->E + j->Ev) + j->R * j->E / 4 + 2 * j->R * (j->E / ATTN_QBLOCK + 1), 16);
@@ -589,8 +600,10 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
     int given = sls[0]->threads < items ? sls[0]->threads : (int)items;
     int workers = attn_workers_for(given, madds);
     float *scratch = attn_arena_alloc(a, (size_t)ws, sizeof(float) * (size_t)(workers > 0 ? workers : 1));
-    /* per worker, the parts of one merge: the chunks and a sink */
-    attn_part_row *parts = attn_arena_alloc(a, (size_t)(max_chunks + 1) * (size_t)(workers > 0 ? workers : 1), sizeof *parts);
+    /* per worker, the parts of one merge: the chunks and a sink, in whole
+     * cache lines (4 parts of 32 bytes: two threads never write one line) */
+    int64_t parts_each = attn_round_up(max_chunks + 1, 4);
+    attn_part_row *parts = attn_arena_alloc(a, (size_t)parts_each * (size_t)(workers > 0 ? workers : 1), sizeof *parts);
     float *zero = attn_arena_alloc(a, (size_t)max_ev, sizeof(float));
     /* The exact kernel's scratch, for slices that fall back to it: taken
      * now, so that running out of memory never leaves an output half done. */
@@ -601,7 +614,7 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
                          "cannot allocate the decode path's scratch");
     memset(zero, 0, sizeof(float) * (size_t)max_ev);
     for (int64_t c = 0; c < n_calls; c++) {
-        jobs[c].scratch = scratch, jobs[c].ws_floats = ws, jobs[c].parts = parts, jobs[c].parts_each = max_chunks + 1;
+        jobs[c].scratch = scratch, jobs[c].ws_floats = ws, jobs[c].parts = parts, jobs[c].parts_each = parts_each;
         jobs[c].zero = zero;
         for (int64_t g = 0; g < sls[c]->count / jobs[c].G; g++) atomic_init(&jobs[c].bad[g], 0), atomic_init(&jobs[c].done[g], 0);
         for (int64_t s = 0; s < sls[c]->count; s++) atomic_init(&jobs[c].redo[s], 0);
