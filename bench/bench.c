@@ -55,10 +55,12 @@ static const char USAGE[] =
     "               per sequence), timed in turns; and one 8000-token sequence\n"
     "               among 100 of 50: all threads against one\n"
     "  --decode     decode only: L=1 at S = 256..4096 and L = 1..8 at S = 4096 (H=8,\n"
-    "               d=64), each time over its neighbour's; and one step of 64\n"
-    "               sequences of 100..32000 keys (attn_sdpa_varlen) against the triad\n"
+    "               d=64), each time over its neighbour's timed in turns, with keys\n"
+    "               and values read from memory and from the caches; and one step of\n"
+    "               64 sequences of 100..32000 keys (attn_sdpa_varlen) against the triad\n"
     "  --overhead   one small call (L=1, S=100, H=16, d=64) with a plan (attn_sdpa_run)\n"
-    "               and without (attn_sdpa), and a decode step of 16 such sequences\n"
+    "               and without (attn_sdpa), the planned one split into its fixed cost\n"
+    "               and its keys' work; and a decode step of 16 such sequences\n"
     "               (attn_sdpa_varlen): medians of many calls, in turns\n"
     "  --paged      the paged KV cache against contiguous keys and values only:\n"
     "               attn_kv_pages_attend against attn_sdpa_varlen on the same batch,\n"
@@ -577,49 +579,68 @@ static double median(double *x, int n) {
 
 /* The cost of one small call (L = 1, S = 100, H = 16, d = 64, f32), with a
  * plan (attn_sdpa_run, its workspace given) and without (attn_sdpa), timed
- * in turns: blocks of calls of each, every other block in the opposite
- * order, and the median of every call's time. Both run the same kernels on
+ * in turns: blocks of calls of each, in an order that rotates from block to
+ * block, and the median of every call's time. Both run the same kernels on
  * the same slices, so their difference is what the unplanned call spends
- * on checking, planning and its scratch memory. */
+ * on checking, planning and its scratch memory.
+ * What the planned call spends is split into overhead and compute by a
+ * third way in the same turns, the planned call at S = 200: time grows
+ * with the keys read, so the line through S = 100 and S = 200 meets S = 0
+ * at the fixed cost of a call (checks, waking the threads, per head the
+ * queries' scaling, the merge and the output), and the rest of the S = 100
+ * call is the keys' and values' work (16 · 100 · 64 · 2 multiply-adds and
+ * 800 KiB read, from the caches here). */
 static void call_overhead(bool as_json) {
-    enum { H = 16, L = 1, S = 100, D = 64, BLOCK = 50 };
-    int blocks = quick ? 4 : 60, n = blocks * BLOCK;
-    float *q = random_floats(H * L * D, 7), *k = random_floats(H * S * D, 8), *v = random_floats(H * S * D, 9);
+    enum { H = 16, L = 1, S = 100, D = 64, BLOCK = 50, WAYS = 3 };
+    int blocks = quick ? 6 : 60, n = blocks * BLOCK;
+    float *q = random_floats(H * L * D, 7), *k = random_floats(H * 2 * S * D, 8), *v = random_floats(H * 2 * S * D, 9);
     float *out = calloc(H * L * D, sizeof(float));
-    int64_t sq[3] = {H, L, D}, skv[3] = {H, S, D};
-    attn_tensor tq, tk, tv, to;
-    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&tk, k, ATTN_F32, 3, skv, NULL, NULL);
-    attn_tensor_init(&tv, v, ATTN_F32, 3, skv, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, sq, NULL, NULL);
+    int64_t sq[3] = {H, L, D}, skv[2][3] = {{H, S, D}, {H, 2 * S, D}};
+    attn_tensor tq, tk[2], tv[2], to;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, sq, NULL, NULL);
+    for (int i = 0; i < 2; i++)
+        attn_tensor_init(&tk[i], k, ATTN_F32, 3, skv[i], NULL, NULL), attn_tensor_init(&tv[i], v, ATTN_F32, 3, skv[i], NULL, NULL);
     attn_error err;
-    size_t bytes, ws;
-    attn_sdpa_plan *plan;
-    void *memory = NULL, *work = NULL;
+    size_t bytes, ws[2] = {0, 0};
+    attn_sdpa_plan *plan[2];
+    void *memory[2] = {NULL, NULL}, *work[2] = {NULL, NULL};
     attn_status st = attn_sdpa_plan_bytes(&bytes, 0, &err);
-    if (!st) memory = malloc(bytes);
-    if (!st) st = attn_sdpa_plan_init(&plan, memory, bytes, &ws, &to, NULL, &tq, &tk, &tv, NULL, &err);
-    if (!st) work = malloc(ws);
-    double *t[2] = {malloc(sizeof(double) * (size_t)n), malloc(sizeof(double) * (size_t)n)};
+    for (int i = 0; i < 2 && !st; i++) {
+        if (!(memory[i] = malloc(bytes))) fprintf(stderr, "attn: error: out of memory\n"), exit(1);
+        st = attn_sdpa_plan_init(&plan[i], memory[i], bytes, &ws[i], &to, NULL, &tq, &tk[i], &tv[i], NULL, &err);
+        if (!st && !(work[i] = malloc(ws[i]))) fprintf(stderr, "attn: error: out of memory\n"), exit(1);
+    }
+    double *t[WAYS];
+    for (int w = 0; w < WAYS; w++) t[w] = malloc(sizeof(double) * (size_t)n);
     for (int b = 0; !st && b < blocks; b++)
-        for (int turn = 0; turn < 2; turn++) {
-            int planned = b % 2 ? 1 - turn : turn;
+        for (int turn = 0; turn < WAYS; turn++) {
+            int way = (b + turn) % WAYS; /* 0 unplanned, 1 planned, 2 planned at 2S */
             for (int i = 0; !st && i < BLOCK; i++) {
                 double t0 = now();
-                st = planned ? attn_sdpa_run(plan, &to, NULL, &tq, &tk, &tv, work, ws, &err)
-                             : attn_sdpa(&to, NULL, NULL, &tq, &tk, &tv, NULL, &err);
-                t[planned][b * BLOCK + i] = now() - t0;
+                st = way == 0 ? attn_sdpa(&to, NULL, NULL, &tq, &tk[0], &tv[0], NULL, &err)
+                              : attn_sdpa_run(plan[way - 1], &to, NULL, &tq, &tk[way - 1], &tv[way - 1], work[way - 1],
+                                              ws[way - 1], &err);
+                t[way][b * BLOCK + i] = now() - t0;
             }
         }
     if (st) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
-    double plain = 1e6 * median(t[0], n), with_plan = 1e6 * median(t[1], n);
+    double plain = 1e6 * median(t[0], n), with_plan = 1e6 * median(t[1], n), twice = 1e6 * median(t[2], n);
+    double fixed = 2 * with_plan - twice, work_us = with_plan - fixed, kib = 2.0 * H * S * D * sizeof(float) / 1024;
     if (as_json)
         printf("    {\"H\": %d, \"L\": %d, \"S\": %d, \"d\": %d, \"unplanned_us\": %.2f, \"planned_us\": %.2f, "
-               "\"saved_us\": %.2f, \"calls\": %d, \"workspace_bytes\": %zu}\n",
-               H, L, S, D, plain, with_plan, plain - with_plan, n, ws);
+               "\"saved_us\": %.2f, \"planned_2S_us\": %.2f, \"fixed_us\": %.2f, \"keys_us\": %.2f, \"calls\": %d, "
+               "\"workspace_bytes\": %zu}\n",
+               H, L, S, D, plain, with_plan, plain - with_plan, twice, fixed, work_us, n, ws[0]);
     else
         cli_prose(stdout, 0, 2, "one call H%d L=%d S=%d d%d f32: attn_sdpa %.1f us, attn_sdpa_run from a plan %.1f us "
-               "(%.1f us saved); medians of %d calls each, in turns; the plan's workspace %zu bytes",
-               H, L, S, D, plain, with_plan, plain - with_plan, n, ws);
-    free(t[0]), free(t[1]), free(memory), free(work), free(q), free(k), free(v), free(out);
+               "(%.1f us saved); medians of %d calls each, in turns; the plan's workspace %zu bytes. Of the planned "
+               "call, %.1f us is overhead, the fixed cost of a call (the line through it and S=%d, %.1f us, at S=0), "
+               "and %.1f us the work on its keys and values (%.0f KiB read, %.1f GB/s)",
+               H, L, S, D, plain, with_plan, plain - with_plan, n, ws[0], fixed, 2 * S, twice, work_us, kib,
+               work_us > 0 ? kib * 1024 / (work_us * 1e3) : 0.0);
+    for (int w = 0; w < WAYS; w++) free(t[w]);
+    for (int i = 0; i < 2; i++) free(memory[i]), free(work[i]);
+    free(q), free(k), free(v), free(out);
 }
 
 /* The same for one decode step of a ragged batch: 16 sequences of one query
@@ -961,61 +982,119 @@ static void varlen_balance(bool as_json) {
 
 /* ---- decode at every length ------------------------------------------------------ */
 
-/* One decode call of H = 8 heads, d = 64: L queries against S keys. */
-static double decode_time(int64_t L, int64_t S) {
-    enum { H = 8, D = 64 };
+/* One decode call of H = 8 heads, d = 64: L queries against S keys, f32,
+ * bottom-right causal, over `copies` sets of keys and values taken in turn
+ * (next_copy), so that with enough of them every call reads its keys and
+ * values from memory, as a model's layers each read their own cache, and
+ * with one, from the caches once the first call has read them. */
+enum { SWEEP_H = 8, SWEEP_D = 64 };
+typedef struct sweep_row {
+    int64_t L, S;
     call c;
-    memset(&c, 0, sizeof c);
-    int64_t sq[3] = {H, L, D}, sk[3] = {H, S, D};
-    float *q = random_floats((size_t)(H * L * D), 11), *k = random_floats((size_t)(H * S * D), 12);
-    float *v = random_floats((size_t)(H * S * D), 13), *out = calloc((size_t)(H * L * D), sizeof(float));
-    attn_tensor_init(&c.q, q, ATTN_F32, 3, sq, NULL, NULL);
-    attn_tensor_init(&c.k, k, ATTN_F32, 3, sk, NULL, NULL);
-    attn_tensor_init(&c.v, v, ATTN_F32, 3, sk, NULL, NULL);
-    attn_tensor_init(&c.out, out, ATTN_F32, 3, sq, NULL, NULL);
-    c.o = attn_sdpa_options_default();
-    c.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
-    double t = best_time(run_attn, &c, quick ? 0.02 : 0.2);
-    free(q), free(k), free(v), free(out);
-    return t;
+    float *q, *out;
+    const float *k, *v; /* copies · H · S · d floats each */
+    int copies, next_copy;
+} sweep_row;
+
+static void sweep_row_init(sweep_row *r, int64_t L, int64_t S, const float *k, const float *v, int copies) {
+    memset(r, 0, sizeof *r);
+    r->L = L, r->S = S, r->k = k, r->v = v, r->copies = copies;
+    r->q = random_floats((size_t)(SWEEP_H * L * SWEEP_D), 11);
+    r->out = calloc((size_t)(SWEEP_H * L * SWEEP_D), sizeof(float));
+    int64_t sq[3] = {SWEEP_H, L, SWEEP_D};
+    attn_tensor_init(&r->c.q, r->q, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&r->c.out, r->out, ATTN_F32, 3, sq, NULL, NULL);
+    r->c.o = attn_sdpa_options_default();
+    r->c.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
 }
+
+/* The time of one call on the row's next copy. */
+static double sweep_call(sweep_row *r) {
+    int64_t sk[3] = {SWEEP_H, r->S, SWEEP_D};
+    size_t off = (size_t)r->next_copy * (size_t)(SWEEP_H * r->S * SWEEP_D);
+    attn_tensor_init(&r->c.k, (void *)(r->k + off), ATTN_F32, 3, sk, NULL, NULL);
+    attn_tensor_init(&r->c.v, (void *)(r->v + off), ATTN_F32, 3, sk, NULL, NULL);
+    r->next_copy = (r->next_copy + 1) % r->copies;
+    double t0 = now();
+    run_attn(&r->c);
+    return now() - t0;
+}
+
+/* Rows a and b timed in turns, one call each a round, every other round b
+ * first: *ta and *tb the median times, the median of the rounds' b / a
+ * returned. */
+static double sweep_pair(sweep_row *a, sweep_row *b, double *ta, double *tb) {
+    enum { MAX_ROUNDS = 301 };
+    double t[2][MAX_ROUNDS], ratio[MAX_ROUNDS], budget = quick ? 0.02 : 0.25, spent = 0;
+    sweep_call(a), sweep_call(b); /* warm: threads started, the one copy of a cached row read */
+    int n = 0;
+    while (n < MAX_ROUNDS && (n < 11 || spent < budget)) {
+        for (int turn = 0; turn < 2; turn++) {
+            int w = n % 2 ? 1 - turn : turn;
+            t[w][n] = sweep_call(w ? b : a);
+            spent += t[w][n];
+        }
+        ratio[n] = t[1][n] / t[0][n];
+        n++;
+    }
+    *ta = median(t[0], n), *tb = median(t[1], n);
+    return median(ratio, n);
+}
+
+static void sweep_row_free(sweep_row *r) { free(r->q), free(r->out); }
 
 /* The kernel choice is a cost model, not a threshold: time must grow
  * smoothly with S and L. S steps of at most 1.25x from 256 to 4096 (2047
  * and 2048 both, where a fixed chunk once switched kernels), then L = 1..8
- * at S = 4096; each row with its time over its neighbour's. */
+ * at S = 4096; each row's time over its neighbour's, the two timed in
+ * turns. Twice: reading keys and values from memory (a set of them for
+ * every call, from 128 MiB of copies, as a model's layers read their
+ * caches), and from the caches (one set, read again and again: a step
+ * there may be where the set stops fitting in L2 or this host's share of
+ * L3, not the kernel). The largest steps are taken from memory. */
 static void decode_sweep(bool as_json) {
     static const int64_t SIZES[] = {256, 320, 384, 448, 512, 640, 768, 896, 1024, 1280, 1536,
                                     1792, 2047, 2048, 2560, 3072, 3584, 4096};
-    int n = quick ? 4 : (int)(sizeof SIZES / sizeof SIZES[0]);
-    double prev = 0, worst = 0;
-    text_table *tab = as_json ? NULL : tab_new(3, "decode (f32)", "time", "over the row above");
+    enum { POOL = 16 << 20 }; /* floats of keys, and as many of values: 64 MiB each */
+    int n_s = quick ? 4 : (int)(sizeof SIZES / sizeof SIZES[0]), n = n_s + 8;
+    float *k = random_floats(POOL, 12), *v = random_floats(POOL, 13);
+    double worst[2] = {0, 0}, worst_l[2] = {0, 0};
+    text_table *tab = as_json ? NULL : tab_new(5, "decode H8 d64 f32", "from memory", "step", "in cache", "step");
+    sweep_row prev[2];
     for (int i = 0; i < n; i++) {
-        double t = decode_time(1, SIZES[i]), r = prev > 0 ? t / prev : 1;
-        worst = r > worst ? r : worst;
-        if (as_json)
-            printf("    {\"L\": 1, \"S\": %lld, \"us\": %.2f, \"over_previous\": %.3f},\n", (long long)SIZES[i], 1e6 * t, r);
-        else {
-            tab_cell(tab, "decode H8 d64 L=1 S=%lld", (long long)SIZES[i]), tab_cell(tab, "%.2f us", 1e6 * t);
-            tab_cell(tab, "%.2fx", r);
+        int64_t L = i < n_s ? 1 : i - n_s + 1, S = i < n_s ? SIZES[i] : 4096;
+        int64_t set = SWEEP_H * S * SWEEP_D;
+        sweep_row row[2];
+        sweep_row_init(&row[0], L, S, k, v, (int)(POOL / set)), sweep_row_init(&row[1], L, S, k, v, 1);
+        double t[2], r[2] = {1, 1};
+        for (int m = 0; m < 2; m++) {
+            double t_prev;
+            if (i == 0 || i == n_s) t[m] = (sweep_call(&row[m]), sweep_pair(&row[m], &row[m], &t_prev, &t[m]), t[m]);
+            else r[m] = sweep_pair(&prev[m], &row[m], &t_prev, &t[m]);
+            double *w = i < n_s ? &worst[m] : &worst_l[m];
+            *w = r[m] > *w ? r[m] : *w;
         }
-        prev = t;
-    }
-    prev = 0;
-    double worst_l = 0;
-    for (int64_t L = 1; L <= 8; L++) {
-        double t = decode_time(L, 4096), r = prev > 0 ? t / prev : 1;
-        worst_l = r > worst_l ? r : worst_l;
         if (as_json)
-            printf("    {\"L\": %lld, \"S\": 4096, \"us\": %.2f, \"over_previous\": %.3f},\n", (long long)L, 1e6 * t, r);
+            printf("    {\"L\": %lld, \"S\": %lld, \"memory_us\": %.2f, \"over_previous\": %.3f, \"cache_us\": %.2f, "
+                   "\"cache_over_previous\": %.3f},\n",
+                   (long long)L, (long long)S, 1e6 * t[0], r[0], 1e6 * t[1], r[1]);
         else {
-            tab_cell(tab, "decode H8 d64 L=%lld S=4096", (long long)L), tab_cell(tab, "%.2f us", 1e6 * t);
-            tab_cell(tab, "%.2fx", r);
+            tab_cell(tab, "L=%lld S=%lld", (long long)L, (long long)S);
+            tab_cell(tab, "%.2f us", 1e6 * t[0]), tab_cell(tab, "%.2fx", r[0]);
+            tab_cell(tab, "%.2f us", 1e6 * t[1]), tab_cell(tab, "%.2fx", r[1]);
         }
-        prev = t;
+        if (i > 0) sweep_row_free(&prev[0]), sweep_row_free(&prev[1]);
+        prev[0] = row[0], prev[1] = row[1];
     }
-    if (as_json) printf("    {\"worst_step_S\": %.3f, \"worst_step_L\": %.3f}\n", worst, worst_l);
-    else tab_print(tab), cli_prose(stdout, 0, 2, "largest step between neighbours: %.2fx over S, %.2fx over L", worst, worst_l);
+    sweep_row_free(&prev[0]), sweep_row_free(&prev[1]);
+    free(k), free(v);
+    if (as_json)
+        printf("    {\"worst_step_S\": %.3f, \"worst_step_L\": %.3f, \"cache_worst_step_S\": %.3f, "
+               "\"cache_worst_step_L\": %.3f}\n", worst[0], worst_l[0], worst[1], worst_l[1]);
+    else
+        tab_print(tab), cli_prose(stdout, 0, 2, "largest step between neighbours (median of the rounds' ratios, each "
+                                  "pair timed in turns): from memory %.2fx over S, %.2fx over L; in cache %.2fx over "
+                                  "S, %.2fx over L", worst[0], worst_l[0], worst[1], worst_l[1]);
 }
 
 /* One decode step of a batch of 64 sequences with contexts drawn from 100

@@ -2279,7 +2279,10 @@ ATTN_API attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err);
  *   compute=f32 weights=no fallback=0/16 ms=1.234
  * (on one line): the call (sdpa, sdpa_reference, scores, sdpa_backward),
  * the kernel that ran (exact, reference, scores, flash, decode or
- * flash_backward), the microkernels' ISA, the threads (threads=R/T: R
+ * flash_backward; decode may add key_dot=, the integer dot products that
+ * took quantized keys, and side_by_side=N when its work items each read
+ * the rows of N KV heads that lie side by side in memory, as in keys
+ * packed (tokens, Hk, E), together), the microkernels' ISA, the threads (threads=R/T: R
  * threads ran the call's work items of the T it was given, the context's
  * or the process-wide number, at most one per item; R is 1 when another
  * call held the thread pool, for the call then runs on its caller's

@@ -148,7 +148,7 @@ bench_quick() {
         echo "ok bench_quick_json_complete" || echo "FAIL bench_quick_json_complete"
     "$BUILD/attn" bench --quick --variants --json | $PY -c 'import json, sys; v = json.load(sys.stdin)["score_variants_in_turns"]; assert [x["variant"] for x in v] == ["plain", "softcap 30", "ALiBi", "sinks", "causal", "causal window L/4"] and all(x["gflops"] > 0 and x["of_reference"] > 0 for x in v)' &&
         echo "ok bench_variants_only_rows" || echo "FAIL bench_variants_only_rows"
-    "$BUILD/attn" bench --quick --decode --json | $PY -c 'import json, sys; r = json.load(sys.stdin); d = [x for x in r["decode_sweep"] if "us" in x]; b = r["batched_decode"]; assert len(d) == 12 and all(x["us"] > 0 and x["over_previous"] > 0 for x in d) and len(b) == 1 and b[0]["sequences"] == 64 and b[0]["gbps"] > 0' &&
+    "$BUILD/attn" bench --quick --decode --json | $PY -c 'import json, sys; r = json.load(sys.stdin); d = [x for x in r["decode_sweep"] if "memory_us" in x]; b = r["batched_decode"]; assert len(d) == 12 and all(x["memory_us"] > 0 and x["cache_us"] > 0 and x["over_previous"] > 0 and x["cache_over_previous"] > 0 for x in d) and len(b) == 1 and b[0]["sequences"] == 64 and b[0]["gbps"] > 0' &&
         echo "ok bench_decode_only_rows" || echo "FAIL bench_decode_only_rows"
     "$BUILD/attn" bench --quick --paged --json | $PY -c 'import json, sys; v = json.load(sys.stdin)["paged_vs_contiguous"]; assert [(x["step"], x["page_size"]) for x in v] == [("prefill", 16), ("prefill", 256), ("decode", 16), ("decode", 256)] and all(x["contiguous_ms"] > 0 and x["paged_ms"] > 0 and x["paged_over_contiguous"] > 0 for x in v)' &&
         echo "ok bench_paged_rows" || echo "FAIL bench_paged_rows"

@@ -344,6 +344,108 @@ static void test_fallback(void) {
     free(q), free(k), free(v), free(o), free(ref), free(mask);
 }
 
+/* The decode kernel merges a group's partials in the work item that
+ * finishes its last chunk; a slice whose merged output is not finite (its
+ * f32 sum of values overflowed) is redone alone by the exact kernel, the
+ * other slices keep theirs, for any thread count. A slice of one chunk
+ * (its partial copied to the output) writes a subnormal output as 0, as
+ * every kernel does (attn_f32_of). */
+static void test_decode_merge(void) {
+    static const int64_t S_OF[2] = {100, 3000}; /* one chunk, and several */
+    for (int c = 0; c < 2; c++) {
+        problem pr = {1, S_OF[c], 16, 20, 3, 3, ATTN_CAUSAL_NONE, 0, 0, 0};
+        size_t nq = 3 * 16, nk = 3 * (size_t)pr.S * 16, nv = 3 * (size_t)pr.S * 20, no = 3 * 20;
+        float *q = random_floats(nq), *k = random_floats(nk), *v = random_floats(nv), *o = malloc(4 * no),
+              *on = malloc(4 * no);
+        double *ref = malloc(8 * no);
+        for (size_t i = 0; i < nq; i++) q[i] = 0; /* every weight 1: slice 1's sum of values overflows */
+        for (size_t i = (size_t)pr.S * 20; i < 2 * (size_t)pr.S * 20; i++) v[i] = 3e38f * (i % 2 ? 1.0f : 0.9f);
+        char kernel[32], fallback[32], name[96];
+        verbose_begin();
+        attn_status st = run_f32(o, &pr, q, k, v, NULL, 1, NULL);
+        verbose_end(kernel, sizeof kernel, fallback, sizeof fallback);
+        bool same = true;
+        for (int t = 2; t <= 3; t++) {
+            memset(on, 0xff, 4 * no);
+            same &= run_f32(on, &pr, q, k, v, NULL, t, NULL) == ATTN_OK && memcmp(o, on, 4 * no) == 0;
+        }
+        st = st ? st : run_f64(ref, &pr, q, k, v, NULL);
+        double err = 0;
+        for (size_t i = 0; i < no; i++) err = isfinite(o[i]) ? fmax(err, fabs(o[i] - ref[i]) / fmax(1, fabs(ref[i]))) : INFINITY;
+        snprintf(name, sizeof name, "decode_merge_overflow_redone_alone_S%lld", (long long)pr.S);
+        check(st == ATTN_OK && strcmp(kernel, "decode") == 0 && strcmp(fallback, "1/3") == 0 && err < 1e-5 && same,
+              name, "status %d, kernel %s, fallback %s, relative error %g, threads 1-3 %s", (int)st, kernel, fallback,
+              err, same ? "bitwise identical" : "differ");
+        /* values far below f32's smallest normal: every output would be subnormal */
+        for (size_t i = 0; i < nv; i++) v[i] = 1e-39f;
+        for (size_t i = 0; i < nq; i++) q[i] = (float)normal();
+        verbose_begin();
+        st = run_f32(o, &pr, q, k, v, NULL, 2, NULL);
+        verbose_end(kernel, sizeof kernel, fallback, sizeof fallback);
+        bool zero = st == ATTN_OK;
+        for (size_t i = 0; i < no; i++) zero &= o[i] == 0;
+        snprintf(name, sizeof name, "decode_merge_subnormal_output_is_zero_S%lld", (long long)pr.S);
+        check(zero && strcmp(kernel, "decode") == 0, name, "status %d, kernel %s, out[0] %g", (int)st, kernel,
+              (double)o[0]);
+        free(q), free(k), free(v), free(o), free(on), free(ref);
+    }
+}
+
+/* Keys and values packed (S, Hk, E), their KV heads' rows side by side in
+ * memory: the decode kernel's items each read every head's rows of a
+ * stretch of positions together (the verbose line says side_by_side=2),
+ * and give bitwise what the same values stored head by head (Hk, S, E)
+ * give, where an item reads one head; for 1, 2 and 3 threads. */
+static void test_decode_side_by_side(void) {
+    enum { HQ = 8, HK = 2, E = 64 };
+    static const int64_t LS[3][2] = {{1, 5003}, {3, 4100}, {2, 700}};
+    for (int c = 0; c < 3; c++) {
+        int64_t L = LS[c][0], S = LS[c][1];
+        float *q = random_floats((size_t)(HQ * L * E)), *kp = random_floats((size_t)(S * HK * E)),
+              *vp = random_floats((size_t)(S * HK * E)), *kh = malloc(sizeof(float) * (size_t)(S * HK * E)),
+              *vh = malloc(sizeof(float) * (size_t)(S * HK * E));
+        for (int64_t j = 0; j < S; j++) /* the same values head by head */
+            for (int64_t h = 0; h < HK; h++)
+                for (int64_t e = 0; e < E; e++)
+                    kh[(h * S + j) * E + e] = kp[(j * HK + h) * E + e], vh[(h * S + j) * E + e] = vp[(j * HK + h) * E + e];
+        float *out[2][3];
+        int64_t sq[3] = {HQ, L, E}, skv[3] = {HK, S, E}, packed[3] = {E, HK * E, 1};
+        attn_tensor tq, tk, tv, to;
+        attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL);
+        attn_sdpa_options o = attn_sdpa_options_default();
+        o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        bool ok = true, side[2] = {false, false}, decode = true;
+        for (int way = 0; way < 2; way++) /* 0: packed, 1: head by head */
+            for (int t = 0; t < 3; t++) {
+                out[way][t] = malloc(sizeof(float) * (size_t)(HQ * L * E));
+                memset(out[way][t], 0xff, sizeof(float) * (size_t)(HQ * L * E));
+                attn_tensor_init(&tk, way ? kh : kp, ATTN_F32, 3, skv, way ? NULL : packed, NULL);
+                attn_tensor_init(&tv, way ? vh : vp, ATTN_F32, 3, skv, way ? NULL : packed, NULL);
+                attn_tensor_init(&to, out[way][t], ATTN_F32, 3, sq, NULL, NULL);
+                attn_set_num_threads(t + 1);
+                char kernel[32];
+                verbose_begin();
+                ok &= attn_sdpa(&to, NULL, NULL, &tq, &tk, &tv, &o, NULL) == ATTN_OK;
+                verbose_end(kernel, sizeof kernel, NULL, 0);
+                decode &= strcmp(kernel, "decode") == 0;
+                if (t == 1) side[way] = strstr(verbose_last_line, " side_by_side=2 ") != NULL;
+            }
+        attn_set_num_threads(0);
+        bool same = true;
+        for (int t = 0; t < 3; t++)
+            same &= !memcmp(out[0][t], out[1][0], sizeof(float) * (size_t)(HQ * L * E)) &&
+                    !memcmp(out[1][t], out[1][0], sizeof(float) * (size_t)(HQ * L * E));
+        char name[96];
+        snprintf(name, sizeof name, "decode_side_by_side_heads_bitwise_head_by_head_L%lld_S%lld", (long long)L, (long long)S);
+        check(ok && decode && side[0] && !side[1] && same, name,
+              "calls %s, kernel decode %s, side_by_side=2 packed %s and head by head %s, outputs %s", ok ? "ok" : "failed",
+              decode ? "yes" : "no", side[0] ? "yes" : "no", side[1] ? "yes" : "no", same ? "the same" : "differ");
+        for (int way = 0; way < 2; way++)
+            for (int t = 0; t < 3; t++) free(out[way][t]);
+        free(q), free(kp), free(vp), free(kh), free(vh);
+    }
+}
+
 /* A NaN key sends to the exact kernel only the work items that read it: the
  * rows whose window holds it come out NaN, every other row matches f64, and
  * items whose keys all lie past it stay on the fast path. */
@@ -1722,6 +1824,8 @@ int main(void) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) test_problem(&shapes[i]);
     test_decode_splits();
     test_fallback();
+    test_decode_merge();
+    test_decode_side_by_side();
     test_paged();
     test_bf16_emulation();
     test_concurrent_callers();

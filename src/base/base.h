@@ -450,6 +450,10 @@ typedef struct attn_run_info {
     /* decode: the integer dot product set that took the quantized keys'
      * scores (qdot.h), or NULL (f32 products, widened keys). */
     const char *key_dot;
+    /* decode: the most KV heads one work item read together, their rows
+     * side by side in memory (decode.c, decode_partials); 1: a head an
+     * item. Set by the decode kernel only (read where kernel is "decode"). */
+    int side_by_side;
 } attn_run_info;
 
 #endif /* ATTN_BASE_H */

@@ -50,13 +50,19 @@ typedef struct decode_job {
     const attn_qdot_kernels *qk; /* integer dot products for q8/q4 keys, or NULL */
     const attn_slices *sl;
     int64_t L, S, E, Ev, chunk, n_chunks;
-    int64_t G, R;         /* query heads per item (sharing one KV head), rows G · L */
+    int64_t G, R;         /* query heads per group (sharing one KV head), rows G · L */
+    int64_t ng, stretch;  /* groups per item, and keys a stretch when several (decode_partials) */
     float *partials;      /* per item: m (R), l (R), acc (R × Ev) */
     int64_t part_floats;
     float *scratch;       /* per worker: q (R × E), s (R × chunk padded), a group of rows,
                            * q quantized (R × E bytes, then R × E/32 scales and biases) */
     int64_t ws_floats;
     atomic_uchar *bad;    /* per group of G slices: take the exact kernel */
+    atomic_int *done;     /* per group: its chunks computed so far; the last one merges the group */
+    atomic_uchar *redo;   /* per slice: its merge found an output not finite (the exact kernel redoes it) */
+    attn_part_row *parts; /* per worker: the parts of a merge (the chunks, a sink), parts_each apart */
+    int64_t parts_each;   /* the most chunks of any job of the batch, + 1 */
+    const float *zero;    /* Ev zeros: a sink's part */
 } decode_job;
 
 /* The rows of the microkernel block that starts at row r0 of an item. */
@@ -226,47 +232,78 @@ static void chunk_values(const decode_job *j, float *acc, const float *s, int64_
         c += k;
     }
 }
-/* One work item: the G query heads of group g (slices g·G .., which share
- * one KV head) against one chunk of keys, as R = G · L rows. */
-static void decode_item(void *ctx, int64_t item, int worker) {
-    decode_job *j = ctx;
+/* One group's partial in the making: the G query heads of group g
+ * (slices g·G .., which share one KV head; their problems p[0 .. G))
+ * against one chunk of keys, as R = G · L rows. */
+typedef struct partial {
+    const attn_problem *p;
+    int64_t g;
+    float *m, *l, *acc; /* the partial: m (R), l (R), acc (R × Ev) */
+    float *q, *s;       /* scratch: the queries scaled (R × E), the scores (R × lds) */
+    attn_qrows qrows, *qq;
+    float qmax, kmax;
+    int64_t last; /* the keys its rows may see */
+} partial;
+
+/* The partial's start: m = -inf, l = 0, acc = 0, and when its rows see
+ * keys of the chunk from j0 (n of them), its queries scaled (and quantized
+ * for an integer dot product). Returns whether there is anything to
+ * compute. */
+static bool partial_begin(const decode_job *j, partial *pt, int64_t g, const attn_problem *p, int64_t j0, int64_t n,
+                          float *q, float *s, float *tmp) {
     const attn_ukernels *uk = j->uk;
-    int64_t g = item / j->n_chunks, chunk = item % j->n_chunks;
-    attn_problem p[ATTN_DECODE_MAX_L]; /* the heads' problems; p[0]'s keys and values are all of theirs */
-    for (int64_t t = 0; t < j->G; t++) attn_slice(j->sl, g * j->G + t, &p[t]);
-    float *part = j->partials + item * j->part_floats;
-    int64_t L = j->L, R = j->R, E = j->E, Ev = j->Ev, lds = attn_round_up(j->chunk, ATTN_VL_MAX);
-    float *m = part, *l = part + R, *acc = part + 2 * R;
-    float *q = j->scratch + worker * j->ws_floats, *s = q + R * E, *tmp = s + R * lds; /* tmp: GROUP rows */
-    int64_t S = p[0].k.rows, j0 = chunk * j->chunk, n = S - j0 < j->chunk ? S - j0 : j->chunk;
-    for (int64_t r = 0; r < R; r++) m[r] = -INFINITY, l[r] = 0;
-    memset(acc, 0, sizeof(float) * (size_t)(R * Ev));
+    int64_t L = j->L, R = j->R, E = j->E, Ev = j->Ev;
+    float *part = j->partials + (g * j->n_chunks + j0 / j->chunk) * j->part_floats;
+    *pt = (partial){p, g, part, part + R, part + 2 * R, q, s, {0}, NULL, 0, 0, 0};
+    for (int64_t r = 0; r < R; r++) pt->m[r] = -INFINITY, pt->l[r] = 0;
+    memset(pt->acc, 0, sizeof(float) * (size_t)(R * Ev));
 
     /* Keys this chunk's rows may see (all of them without a causal mask). */
-    int64_t last = attn_keys_seen(&p[0], L - 1, j0, n);
+    pt->last = attn_keys_seen(&p[0], L - 1, j0, n);
     /* Nothing to see: keys past the causal limit, or all before the window. */
-    if (last == 0 || j0 + last <= attn_first_key(&p[0], 0) || atomic_load(&j->bad[g])) return;
+    if (pt->last == 0 || j0 + pt->last <= attn_first_key(&p[0], 0) || atomic_load(&j->bad[g])) return false;
 
     /* The queries times the scale, each product rounded once from double
      * (as flash.c packs them): scores come out in natural units. */
-    float qmax = 0;
-    for (int64_t r = 0; r < R && qmax >= 0; r++) {
-        const attn_problem *pt = &p[r / L];
-        const float *row = attn_row_f32_fast(uk, &pt->q, r % L, tmp);
-        for (int64_t e = 0; e < E; e++) q[r * E + e] = (float)((double)row[e] * pt->scale);
-        qmax = attn_absmax_join(qmax, uk->absmax(q + r * E, E));
+    for (int64_t r = 0; r < R && pt->qmax >= 0; r++) {
+        const attn_problem *pr = &p[r / L];
+        const float *row = attn_row_f32_fast(uk, &pr->q, r % L, tmp);
+        /* A scale that is an f32 (1/8 for E = 64): the f32 product is the
+         * exact product rounded once, as the double one is (attn_pack_scaled) */
+        if ((double)(float)pr->scale == pr->scale) uk->scale(q + r * E, row, E, (float)pr->scale);
+        else
+            for (int64_t e = 0; e < E; e++) q[r * E + e] = (float)((double)row[e] * pr->scale);
+        pt->qmax = attn_absmax_join(pt->qmax, uk->absmax(q + r * E, E));
     }
     /* q8/q4 keys with an integer dot product set: the queries as int8
      * blocks too (qdot.h), once for the chunk. */
-    attn_qrows qrows, *qq = NULL;
-    if (j->qk && qmax >= 0 && (p[0].k.dtype == ATTN_Q8 || p[0].k.dtype == ATTN_Q4)) {
+    if (j->qk && pt->qmax >= 0 && (p[0].k.dtype == ATTN_Q8 || p[0].k.dtype == ATTN_Q4)) {
         int8_t *codes = (int8_t *)(tmp + GROUP * (E + Ev));
         float *qd = (float *)(codes + R * E);
-        attn_qrows_quantize(&qrows, codes, qd, (int32_t *)(qd + R * E / ATTN_QBLOCK), q, R, E, p[0].k.dtype, j->qk);
-        qq = &qrows;
+        attn_qrows_quantize(&pt->qrows, codes, qd, (int32_t *)(qd + R * E / ATTN_QBLOCK), q, R, E, p[0].k.dtype,
+                            j->qk);
+        pt->qq = &pt->qrows;
     }
-    float kmax = chunk_scores(j, s, lds, q, qq, &p[0], j0, last, tmp);
-    bool ok = attn_f32_scores_fit(qmax, kmax, E);
+    return true;
+}
+
+/* The scores of the partial's keys j0 + c .. j0 + c + k - 1 (kmax: their
+ * max |k|, joined). */
+static void partial_scores(const decode_job *j, partial *pt, int64_t j0, int64_t c, int64_t k, float *tmp) {
+    int64_t lds = attn_round_up(j->chunk, ATTN_VL_MAX);
+    if (pt->kmax >= 0)
+        pt->kmax = attn_absmax_join(pt->kmax, chunk_scores(j, pt->s + c, lds, pt->q, pt->qq, &pt->p[0], j0 + c, k, tmp));
+}
+
+/* The scores' masks, variants and softmax: s becomes the weights, m and l
+ * the rows' maxima and sums. Returns false when f32 cannot hold the scores
+ * (the group is marked for the exact kernel). */
+static bool partial_softmax(const decode_job *j, partial *pt, int64_t j0) {
+    const attn_ukernels *uk = j->uk;
+    const attn_problem *p = pt->p;
+    int64_t L = j->L, R = j->R, lds = attn_round_up(j->chunk, ATTN_VL_MAX), S = p[0].k.rows, last = pt->last;
+    float *s = pt->s;
+    bool ok = attn_f32_scores_fit(pt->qmax, pt->kmax, j->E);
     int64_t last_pad = attn_round_up(last, uk->vl);
     for (int64_t t = 0; t < j->G && ok; t++) { /* each head's masks and variants on its L rows */
         attn_score_block sb = {s + t * L * lds, false, lds};
@@ -274,8 +311,8 @@ static void decode_item(void *ctx, int64_t item, int worker) {
              attn_score_epilogue(uk, sb, &p[t], 0, L, j0, last, last_pad, p[t].causal, NULL, NULL);
     }
     if (!ok) {
-        atomic_store(&j->bad[g], 1);
-        return;
+        atomic_store(&j->bad[pt->g], 1);
+        return false;
     }
     for (int64_t r = 0; r < R; r++) {
         float *row = s + r * lds;
@@ -284,15 +321,55 @@ static void decode_item(void *ctx, int64_t item, int worker) {
             memset(row, 0, sizeof(float) * (size_t)last_pad);
             continue;
         }
-        m[r] = mx;
-        l[r] = uk->exp_sum(row, last_pad, mx);
+        pt->m[r] = mx;
+        pt->l[r] = uk->exp_sum(row, last_pad, mx);
         attn_score_block sb = {s + (r - r % L) * lds, false, lds};
         attn_dropout_row(sb, r % L, &p[r / L], r % L, j0, last); /* after l: it sums the weights undropped */
     }
-    chunk_values(j, acc, s, lds, &p[0], j0, last, tmp);
-    /* The partial's output, acc / l, for attn_merge_row. */
-    for (int64_t r = 0; r < R; r++)
-        if (l[r] > 0) uk->divide(acc + r * Ev, acc + r * Ev, Ev, l[r]);
+    return true;
+}
+
+/* The partials of groups g0 .. g0 + ng - 1 (their problems p[0 .. ng·G))
+ * against one chunk of keys. One group (ng = 1) streams the chunk's keys,
+ * then its values, each in one pass. Several groups whose KV heads lie
+ * side by side in memory (keys packed (tokens, Hk, E)) go j->stretch keys
+ * at a time (the positions of about 4 KiB of memory), each group's rows of
+ * the stretch in turn, so that together they read that memory at once.
+ * Read by separate items, each reading its head's rows and skipping the
+ * others', the same bytes came at about half the rate: a batch of 64
+ * sequences (Hq 8, Hk 2, d 64, f32) took 155-179 ms of one thread's CPU
+ * time with one group an item, 120-165 ms with stretches of 64 keys and
+ * 100-108 ms with 8 (4 KiB; 90 ms with each head's rows one run of their
+ * own). Every key and value row is computed alike in either order (the
+ * microkernels' results do not depend on where a call starts), so the
+ * partials are the same bits. */
+enum { MAX_GROUPS = 16, ITEM_HEADS = 32, SCORES_BYTES = 256 << 10 }; /* an item's groups, query heads and scores at most */
+static void decode_partials(const decode_job *j, int64_t g0, int64_t ng, int64_t chunk, const attn_problem *p,
+                            int worker) {
+    int64_t R = j->R, E = j->E, lds = attn_round_up(j->chunk, ATTN_VL_MAX), S = p[0].k.rows;
+    int64_t j0 = chunk * j->chunk, n = S - j0 < j->chunk ? S - j0 : j->chunk, most = 0;
+    float *scratch = j->scratch + worker * j->ws_floats, *tmp = scratch + ng * (R * E + R * lds); /* tmp: GROUP rows */
+    partial pt[MAX_GROUPS];
+    bool live[MAX_GROUPS];
+    for (int64_t t = 0; t < ng; t++) {
+        float *q = scratch + t * (R * E + R * lds);
+        live[t] = partial_begin(j, &pt[t], g0 + t, p + t * j->G, j0, n, q, q + R * E, tmp);
+        if (live[t] && pt[t].last > most) most = pt[t].last;
+    }
+    int64_t step = ng == 1 ? most : j->stretch;
+    for (int64_t c = 0; c < most; c += step)
+        for (int64_t t = 0; t < ng; t++)
+            if (live[t] && c < pt[t].last) partial_scores(j, &pt[t], j0, c, pt[t].last - c < step ? pt[t].last - c : step, tmp);
+    for (int64_t t = 0; t < ng; t++) live[t] = live[t] && partial_softmax(j, &pt[t], j0);
+    for (int64_t c = 0; c < most; c += step)
+        for (int64_t t = 0; t < ng; t++)
+            if (live[t] && c < pt[t].last)
+                chunk_values(j, pt[t].acc, pt[t].s + c, lds, &pt[t].p[0], j0 + c,
+                             pt[t].last - c < step ? pt[t].last - c : step, tmp);
+    /* The partials' outputs, acc / l, for attn_merge_row. */
+    for (int64_t t = 0; t < ng; t++)
+        for (int64_t r = 0; live[t] && r < R; r++)
+            if (pt[t].l[r] > 0) j->uk->divide(pt[t].acc + r * j->Ev, pt[t].acc + r * j->Ev, j->Ev, pt[t].l[r]);
 }
 
 /* out rows of one slice from its chunks' partials (attn_merge_row, in chunk
@@ -317,6 +394,36 @@ static bool merge(const decode_job *j, int64_t slice, const attn_problem *p, att
         if (p->lse.base) attn_mat_set(&p->lse, i, 0, lse);
     }
     return true;
+}
+
+/* One work item: chunk `chunk` of group g's keys. Items go chunk by chunk,
+ * every group's item of a chunk before the next chunk's: where a cache
+ * keeps its KV heads side by side (packed (tokens, Hk, E), or a page's
+ * heads), the threads then read the same stretch of memory together, each
+ * its head's rows of it, instead of each skipping over the others' rows
+ * (a batch of 64 sequences of packed keys took 0.85x the time so).
+ * The item that finishes a group's last chunk merges the group's slices,
+ * on its own thread, while their partials are still in its cache: the
+ * merge reads the partials in chunk order, so its bits do not depend on
+ * which item it follows. */
+static void decode_item(void *ctx, int64_t item, int worker) {
+    decode_job *j = ctx;
+    int64_t blocks = j->sl->count / j->G / j->ng, g0 = item % blocks * j->ng, chunk = item / blocks;
+    attn_problem p[ITEM_HEADS]; /* the heads' problems, group by group; a group's p[0] has its keys and values */
+    for (int64_t t = 0; t < j->ng * j->G; t++) attn_slice(j->sl, g0 * j->G + t, &p[t]);
+    decode_partials(j, g0, j->ng, chunk, p, worker);
+    attn_part_row *parts = j->parts + worker * j->parts_each;
+    for (int64_t g = g0; g < g0 + j->ng; g++) {
+        /* acq_rel: the other chunks' partials (and a bad flag they set) are
+         * seen by the last one; a group of one chunk has no other (and its
+         * counter, sharing a cache line with other threads' groups', is left
+         * alone) */
+        if ((j->n_chunks > 1 && atomic_fetch_add_explicit(&j->done[g], 1, memory_order_acq_rel) + 1 < j->n_chunks) ||
+            atomic_load(&j->bad[g]))
+            continue;
+        for (int64_t t = 0; t < j->G; t++)
+            if (!merge(j, g * j->G + t, &p[(g - g0) * j->G + t], parts, j->zero)) atomic_store(&j->redo[g * j->G + t], 1);
+    }
 }
 
 /* ---- the cost model: which kernel, how many splits ----------------------
@@ -390,6 +497,21 @@ static void batch_item(void *ctx, int64_t item, int worker) {
     decode_item(&b->jobs[lo], item - b->first[lo], worker);
 }
 
+/* Whether the call's KV heads lie side by side in memory: keys and values
+ * f32 rows of contiguous columns, read in place, and a head's rows not one
+ * run of their own (packed (tokens, Hk, E): one head's rows of 256 bytes
+ * 512 apart for two heads of d = 64). Then an item takes several groups
+ * (decode_partials). p: the call's first slice. */
+static bool side_by_side(const attn_slices *sl, const attn_problem *p) {
+    const attn_canon *c[2] = {&sl->ck, &sl->cv};
+    if (sl->k_pages || p->k.dtype != ATTN_F32 || p->v.dtype != ATTN_F32) return false;
+    for (int i = 0; i < 2; i++) {
+        int64_t head = c[i]->strides[2], row = c[i]->strides[3];
+        if (c[i]->strides[4] != 1 || c[i]->shape[2] < 2 || head < 0 || row < 0 || head >= row * c[i]->shape[3]) return false;
+    }
+    return true;
+}
+
 /* Job j for the call sl: its shape, split and sizes; its memory from the
  * arena (scratch apart: shared by all jobs of a batch). */
 static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *err) {
@@ -413,12 +535,35 @@ static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *er
     if (!attn_mul_i64(groups, j->n_chunks, &items) || !attn_mul_i64(items, j->part_floats, &floats) ||
         (uint64_t)floats > SIZE_MAX / 8)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "decode partials overflow");
-    j->ws_floats = attn_round_up(j->R * j->E + j->R * attn_round_up(j->chunk, ATTN_VL_MAX) + GROUP * (j->E + j->Ev) +
-                                     j->R * j->E / 4 + 2 * j->R * (j->E / ATTN_QBLOCK + 1), 16);
+    /* Groups an item: as many as keep twice the threads busy on this call
+     * alone, where the KV heads lie side by side, and whose scores (R ×
+     * chunk floats each) stay within a quarter of a 1 MiB L2 (the result
+     * is the same bits for any number). */
+    j->ng = 1;
+    int64_t scores = j->R * attn_round_up(j->chunk, ATTN_VL_MAX) * (int64_t)sizeof(float);
+    for (int64_t ng = 2; side_by_side(sl, &first) && ng <= groups && ng <= MAX_GROUPS && ng * j->G <= ITEM_HEADS &&
+                         ng * scores <= SCORES_BYTES;
+         ng++)
+        if (groups % ng == 0 && groups / ng * j->n_chunks >= 2 * (int64_t)sl->threads) j->ng = ng;
+    /* A stretch: the positions of about 4 KiB of the side-by-side rows (8
+     * to 64); where 8 positions take more (many heads, their rows 4 KiB
+     * apart or more), 16, a whole vector of keys per microkernel call.
+     * Measured (one thread's CPU, in turns): 64 sequences of Hk 2, d 64
+     * (512 bytes a position) took 92-122 ms in stretches of 8 and 130-148
+     * in 16; 16 sequences of 100 keys, Hk 16 (4 KiB a position), were
+     * fastest in 16 (two threads). */
+    if (j->ng > 1) {
+        int64_t bytes = sl->ck.strides[3] * (int64_t)sizeof(float);
+        j->stretch = 4096 / bytes < 8 ? 16 : 4096 / bytes > 64 ? 64 : 4096 / bytes;
+    }
+    j->ws_floats = attn_round_up(j->ng * (j->R * j->E + j->R * attn_round_up(j->chunk, ATTN_VL_MAX)) +
+                                     GROUP * (j->E + j->Ev) + j->R * j->E / 4 + 2 * j->R * (j->E / ATTN_QBLOCK + 1), 16);
     attn_arena *a = sl->arena;
     j->partials = attn_arena_alloc(a, (size_t)floats, sizeof(float));
     j->bad = attn_arena_alloc(a, (size_t)groups, sizeof *j->bad);
-    if (!a->measure && (!j->partials || !j->bad))
+    j->done = attn_arena_alloc(a, (size_t)groups, sizeof *j->done);
+    j->redo = attn_arena_alloc(a, (size_t)sl->count, sizeof *j->redo);
+    if (!a->measure && (!j->partials || !j->bad || !j->done || !j->redo))
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY, "cannot allocate the decode path's partials");
     return ATTN_OK;
 }
@@ -441,7 +586,7 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
         if (st) return st;
         int64_t words = attn_stream_work_size(j->E, j->Ev);
         if (first) first[c] = items;
-        if (!attn_add_i64(items, sls[c]->count / j->G * j->n_chunks, &items) || words < 0)
+        if (!attn_add_i64(items, sls[c]->count / j->G / j->ng * j->n_chunks, &items) || words < 0)
             return attn_fail(err, ATTN_ERR_OVERFLOW, "decode work items overflow");
         madds += (double)sls[c]->count * (double)j->L * (double)j->S * (double)(j->E + j->Ev);
         if (j->ws_floats > ws) ws = j->ws_floats;
@@ -455,7 +600,10 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
     int given = sls[0]->threads < items ? sls[0]->threads : (int)items;
     int workers = attn_workers_for(given, madds);
     float *scratch = attn_arena_alloc(a, (size_t)ws, sizeof(float) * (size_t)(workers > 0 ? workers : 1));
-    attn_part_row *parts = attn_arena_alloc(a, (size_t)max_chunks + 1, sizeof *parts); /* + a sink */
+    /* per worker, the parts of one merge: the chunks and a sink, in whole
+     * cache lines (4 parts of 32 bytes: two threads never write one line) */
+    int64_t parts_each = attn_round_up(max_chunks + 1, 4);
+    attn_part_row *parts = attn_arena_alloc(a, (size_t)parts_each * (size_t)(workers > 0 ? workers : 1), sizeof *parts);
     float *zero = attn_arena_alloc(a, (size_t)max_ev, sizeof(float));
     /* The exact kernel's scratch, for slices that fall back to it: taken
      * now, so that running out of memory never leaves an output half done. */
@@ -466,12 +614,19 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
                          "cannot allocate the decode path's scratch");
     memset(zero, 0, sizeof(float) * (size_t)max_ev);
     for (int64_t c = 0; c < n_calls; c++) {
-        jobs[c].scratch = scratch, jobs[c].ws_floats = ws;
-        for (int64_t g = 0; g < sls[c]->count / jobs[c].G; g++) atomic_init(&jobs[c].bad[g], 0);
+        jobs[c].scratch = scratch, jobs[c].ws_floats = ws, jobs[c].parts = parts, jobs[c].parts_each = parts_each;
+        jobs[c].zero = zero;
+        for (int64_t g = 0; g < sls[c]->count / jobs[c].G; g++) atomic_init(&jobs[c].bad[g], 0), atomic_init(&jobs[c].done[g], 0);
+        for (int64_t s = 0; s < sls[c]->count; s++) atomic_init(&jobs[c].redo[s], 0);
     }
     decode_batch b = {jobs, first, n_calls};
     info->threads = attn_parallel_for(workers, items, batch_item, &b), info->threads_given = given;
     info->kernel = "decode", info->isa = jobs[0].uk->name, info->bf16 = NULL, info->key_dot = NULL;
+    info->side_by_side = 1;
+    for (int64_t c = 0; c < n_calls; c++) { /* KV heads an item read: its groups' query heads over a KV head's */
+        int64_t kv = jobs[c].ng * jobs[c].G / (sls[c]->co.shape[2] / sls[c]->ck.shape[2]);
+        if (kv > info->side_by_side) info->side_by_side = (int)kv;
+    }
     for (int64_t c = 0; c < n_calls && jobs[0].qk; c++) { /* quantized keys took the integer kernel */
         attn_problem p0;
         attn_slice(sls[c], 0, &p0);
@@ -481,10 +636,10 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
     for (int64_t c = 0; c < n_calls; c++) {
         const decode_job *j = &jobs[c];
         info->items += sls[c]->count;
-        for (int64_t s = 0; s < sls[c]->count; s++) {
+        for (int64_t s = 0; s < sls[c]->count; s++) { /* the slices merged already, but those that need the exact kernel */
+            if (!atomic_load(&j->bad[s / j->G]) && !atomic_load(&j->redo[s])) continue;
             attn_problem p;
             attn_slice(sls[c], s, &p);
-            if (!atomic_load(&j->bad[s / j->G]) && merge(j, s, &p, parts, zero)) continue;
             info->fallbacks++;
             attn_exact_rows(&p, 0, j->L, work); /* the exact f64 kernel for this slice */
         }

@@ -4,6 +4,8 @@
  * devices). */
 #include "fast/fast.h"
 
+#include <string.h>
+
 static double get(const void *row, attn_dtype dtype, int64_t off) {
     return dtype == ATTN_F32 ? (double)((const float *)row)[off] : ((const double *)row)[off];
 }
@@ -32,6 +34,25 @@ static bool copies(const void *out, int64_t os, attn_dtype dtype, const attn_par
     return o_hi < d_lo || d_hi < o_lo;
 }
 
+/* Whether every x[0 .. n) is zero or normal (neither subnormal, nor
+ * infinite, nor NaN), when attn_f32_of leaves it as it is. Looked at as
+ * bits 16 at a time, which compiles to a few vector integer operations: a
+ * float compare and branch an element cost one decode call of L = 1, S =
+ * 100, H = 16 about a sixth of its time. */
+static bool all_normal(const float *x, int64_t n) {
+    uint32_t odd = 0;
+    for (int64_t e0 = 0; e0 < n; e0 += 16) {
+        uint32_t u[16] = {0};
+        if (n - e0 >= 16) memcpy(u, x + e0, sizeof u); /* a constant size: a few vector moves */
+        else memcpy(u, x + e0, sizeof(float) * (size_t)(n - e0));
+        for (int t = 0; t < 16; t++) {
+            uint32_t a = u[t] & 0x7fffffffu; /* |x| */
+            odd |= (uint32_t)(a - 1u < 0x007fffffu) | (uint32_t)(a >= 0x7f800000u);
+        }
+    }
+    return odd == 0;
+}
+
 bool attn_merge_row(void *out, int64_t os, double *lse, attn_dtype dtype, const attn_part_row *parts,
                     int n, int64_t Ev) {
     enum { CHUNK = 64 }; /* output elements summed at a time, in double */
@@ -48,6 +69,11 @@ bool attn_merge_row(void *out, int64_t os, double *lse, attn_dtype dtype, const 
     bool finite = true;
     if (copies(out, os, dtype, parts, n, Ev)) { /* the row of the one part, as the sum below gives it */
         const float *o = parts[0].out;
+        if (os == 1 && parts[0].stride == 1 && all_normal(o, Ev)) { /* each element written as it is */
+            memmove(out, o, sizeof(float) * (size_t)Ev);
+            *lse = attn_lse(m, parts[0].l);
+            return true;
+        }
         for (int64_t e = 0; e < Ev; e++) {
             float x = attn_f32_of((double)o[e * parts[0].stride]);
             ((float *)out)[e * os] = x;

@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <stdatomic.h>
@@ -77,12 +78,15 @@ void attn_verbose_report(const char *call, const attn_run_info *info, const attn
     describe(sk, sizeof sk, sl->k_pages && sl->k ? &kd : sl->k);
     describe(sv, sizeof sv, sl->v_pages && sl->v ? &vd : sl->v);
     describe(sm, sizeof sm, o->mask);
+    char side[32] = ""; /* decode: KV heads an item read side by side, when more than one */
+    if (strcmp(info->kernel, "decode") == 0 && info->side_by_side > 1)
+        snprintf(side, sizeof side, " side_by_side=%d", info->side_by_side);
     /* One fprintf: stdio locks the stream, so lines of concurrent calls do
      * not interleave. */
     fprintf(stderr,
-            "attn: %s kernel=%s%s%s isa=%s threads=%d/%d q=%s k=%s v=%s mask=%s causal=%s compute=%s%s"
+            "attn: %s kernel=%s%s%s%s isa=%s threads=%d/%d q=%s k=%s v=%s mask=%s causal=%s compute=%s%s"
             "%s dropout=%g softcap=%g alibi=%s window=%lld sinks=%s rope=%s weights=%s lse=%s fallback=%lld/%lld ms=%.3f\n",
-            call, info->kernel, info->key_dot ? " key_dot=" : "", info->key_dot ? info->key_dot : "", info->isa, info->threads, info->threads_given, sq, sk, sv, sm,
+            call, info->kernel, info->key_dot ? " key_dot=" : "", info->key_dot ? info->key_dot : "", side, info->isa, info->threads, info->threads_given, sq, sk, sv, sm,
             (unsigned)o->causal <= 2 ? CAUSAL[o->causal] : "?",
             o->compute == ATTN_COMPUTE_BF16 ? "bf16" : "f32", info->bf16 ? " bf16_kernels=" : "",
             info->bf16 ? info->bf16 : "", o->dropout_p, o->softcap, o->alibi_slopes ? "yes" : "no",
