@@ -855,6 +855,9 @@ int main(void) {
             {1, 5000, 128, 128, 8, 2, 256, fm, ATTN_CAUSAL_NONE, 1, 0, "decode"},
             {4, 4100, 64, 64, 4, 2, 16, fm, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, "decode"},
             {3, 2100, 96, 32, 2, 1, 100, fm, ATTN_CAUSAL_NONE, 1, 0, "decode"},
+            /* head sizes past one pass of the integer kernel's tiles (keys: 8
+             * blocks; values: 32), each ending in a part of a quad of blocks */
+            {2, 600, 320, 1056, 4, 1, 16, fm, ATTN_CAUSAL_NONE, 1, 0, "decode"},
             {20, 90, 32, 32, 2, 1, 16, fm, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 1, "exact"},
         };
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);
