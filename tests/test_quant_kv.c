@@ -19,6 +19,9 @@
 #include "../src/kernels/ukernel.h"
 #include "../src/kernels/qdot.h"
 
+#if defined(__x86_64__) && defined(ATTN_HAVE_X86_KERNELS)
+#include <cpuid.h>
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -828,8 +831,9 @@ static void test_errors(void) {
 }
 
 /* The integer kernel is the one this ISA and CPU call for: AVX512-VNNI's
- * beside the AVX-512 kernels, the AVX2 one beside AVX2's, none for the
- * portable kernels or with ATTN_QDOT=widen. */
+ * beside the AVX-512 kernels, AVX-VNNI's beside AVX2's where the CPU has
+ * it (else the AVX2 one), none for the portable kernels or with
+ * ATTN_QDOT=widen. */
 static void test_key_dot_set(void) {
     const char *isa = attn_isa(), *env = getenv("ATTN_QDOT");
     const attn_qdot_kernels *qk = attn_qdot_active();
@@ -837,7 +841,11 @@ static void test_key_dot_set(void) {
 #if defined(__x86_64__) && defined(ATTN_HAVE_X86_KERNELS)
     __builtin_cpu_init();
     if (!strcmp(isa, "avx512") && __builtin_cpu_supports("avx512vnni")) want = "int8_avx512vnni";
-    if (!strcmp(isa, "avx2")) want = "int8_avx2";
+    if (!strcmp(isa, "avx2")) {
+        unsigned a = 0, b, c, d;
+        if (__get_cpuid_max(0, NULL) >= 7) __cpuid_count(7, 1, a, b, c, d);
+        want = a >> 4 & 1 ? "int8_avxvnni" : "int8_avx2"; /* AVX-VNNI: CPUID 7.1 EAX bit 4 */
+    }
 #endif
     if (env && !strcmp(env, "widen")) want = "";
     check(!strcmp(qk ? qk->name : "", want), "key_dot_set_for_isa", "isa %s: set %s, want %s", isa,

@@ -32,7 +32,7 @@ typedef struct attn_qrows {
 } attn_qrows;
 
 typedef struct attn_qdot_kernels {
-    const char *name; /* "int8_avx512vnni" or "int8_avx2" */
+    const char *name; /* "int8_avx512vnni", "int8_avxvnni" or "int8_avx2" */
     const char *f32_set; /* the f32 set it runs beside */
     /* The lane bias per unit of a block's code sum Σc, for q8 keys: the
      * VNNI kernel reads each key code k as the unsigned byte k + 128 and
@@ -76,6 +76,7 @@ void attn_qrows_quantize(attn_qrows *qq, int8_t *codes, float *d, int32_t *bias,
 
 #if defined(ATTN_HAVE_X86_KERNELS)
 extern const attn_qdot_kernels attn_qdot_avx512vnni;
+extern const attn_qdot_kernels attn_qdot_avxvnni;
 extern const attn_qdot_kernels attn_qdot_avx2;
 #endif
 

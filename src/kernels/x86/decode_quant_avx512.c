@@ -22,7 +22,13 @@
  * key with the query row. Per row and tile of 4 keys that is 8 VPDPBUSD, one
  * conversion and two multiplies by d_k and d_q, where a vector per block
  * and key needed a conversion, a multiply-add and a reduction. */
+/* (The tests' SIMDe build leaves inlining to the compiler: forced, its
+ * portable intrinsics take minutes to compile.) */
+#if defined(ATTN_INTRINSICS_FROM_SIMDE)
+#define QDOT_INLINE static inline
+#else
 #define QDOT_INLINE static inline __attribute__((always_inline))
+#endif
 enum { QR = 4,  /* query rows per pass over the keys */
        QG = 2 }; /* quads of blocks per pass (E <= 256 in one) */
 
@@ -238,7 +244,11 @@ static float qdot_rows(float *s, int64_t lds, const attn_qrows *qq, int r0, int 
  * the multiply of every widened code by d, the FMA units' other work, is
  * gone. (w rounds once more than the f32 kernel's exact code · d, so the
  * sum is no longer bitwise the widened rows': within f32's bound.) */
+#if defined(ATTN_INTRINSICS_FROM_SIMDE)
+#define QV_INLINE static inline
+#else
 #define QV_INLINE static inline __attribute__((always_inline))
+#endif
 enum { QV_W = 4096,  /* floats of weights w on the stack: a group of keys' */
        QV_QUADS = 8 }; /* quads of blocks (256 values) at most per group */
 
@@ -251,7 +261,7 @@ QV_INLINE void qaxpy_weights(float *w, const float *p, int64_t ldp, const uint8_
     for (int64_t j = 0; j < n; j += 4) {
         int NK = n - j < 4 ? (int)(n - j) : 4;
         __mmask8 keys = (__mmask8)((1u << NK) - 1);
-        __m512 pw[4]; /* p_ij in lanes 4b + j, every b */
+        __m512 pw[4] = {_mm512_setzero_ps()}; /* p_ij in lanes 4b + j, every b (rows past NQ: unused) */
 #pragma GCC unroll 4
         for (int i = 0; i < NQ; i++) pw[i] = _mm512_broadcast_f32x4(_mm_maskz_loadu_ps(keys, p + i * ldp + j));
         for (int64_t g = 0; g < nq4; g++) {
@@ -286,7 +296,7 @@ QV_INLINE void block_codes(__m512 *lo, __m512 *hi, const uint8_t *blk, const boo
 QV_INLINE void qaxpy_block(float *acc, const float *w, const uint8_t *v, int64_t ld, int64_t n, int64_t Ev,
                            int64_t b, int64_t b0, int64_t nq4, const int NQ, const int NB, const bool q4,
                            const uint8_t *next, int64_t npf) {
-    __m512 a[4][8];
+    __m512 a[4][8] = {{_mm512_setzero_ps()}}, c[8] = {_mm512_setzero_ps()}; /* (rows, blocks past NQ, NB: unused) */
 #pragma GCC unroll 4
     for (int i = 0; i < NQ; i++)
 #pragma GCC unroll 8
@@ -294,7 +304,6 @@ QV_INLINE void qaxpy_block(float *acc, const float *w, const uint8_t *v, int64_t
     for (int64_t j = 0; j < n; j++) {
         if (j < npf)
             for (int64_t o = 0; o < ld; o += 64) _mm_prefetch((const char *)(next + j * ld + o), _MM_HINT_T0);
-        __m512 c[8];
 #pragma GCC unroll 4
         for (int u = 0; u < NB; u++) block_codes(&c[2 * u], &c[2 * u + 1], v + j * ld + (b + u) * (q4 ? 18 : 34), q4);
         const float *wj = w + j / 4 * nq4 * 64 + j % 4;
