@@ -77,13 +77,15 @@ ISA_FLAGS_widen_quant_avx2   := -mavx2 -mf16c
 ISA_FLAGS_widen_quant_avx512 := -mavx512f -mavx512bw -mavx512vl
 ISA_FLAGS_decode_quant_avx2   := -mavx2 -mfma -mf16c
 ISA_FLAGS_decode_quant_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mfma -mf16c
+ISA_FLAGS_decode_quant_avxvnni := -mavx2 -mfma -mf16c -mavxvnni
 ISA_FLAGS_ukernel_amx    := -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mfma -mamx-tile -mamx-bf16
 ISA_FLAGS_dgemm_avx2     := -mavx2 -mfma
 ISA_FLAGS_dgemm_avx512   := -mavx512f -mfma
 ISA_FLAGS_sgemm_avx2     := -mavx2 -mfma
 ISA_FLAGS_sgemm_avx512   := -mavx512f -mfma
 
-# The AVX-512 and AVX512_BF16 kernel files compiled a second time, against
+# The AVX-512, AVX512_BF16 and integer dot product (AVX512-VNNI, AVX-VNNI)
+# kernel files compiled a second time, against
 # SIMDe's portable implementations of the intrinsics (Debian's libsimde-dev,
 # found by its header; `make test` installs it) and without -mavx512f, so
 # that test_fast_simde runs their code on any CPU. tests/simde/ holds the
@@ -93,7 +95,8 @@ HAVE_SIMDE  := $(wildcard /usr/include/simde/x86/avx512.h)
 # in a build without AVX-512, which crosses no ABI (GCC's note ignores pragmas).
 SIMDE_FLAGS := -Itests/simde -include tests/simde/intrin_simde.h -Wno-psabi
 SIMDE_OBJ   := $(BUILD)/simde/ukernel_avx512.o $(BUILD)/simde/ukernel_avx512bf16.o \
-               $(BUILD)/simde/widen_quant_avx512.o
+               $(BUILD)/simde/widen_quant_avx512.o $(BUILD)/simde/decode_quant_avx512.o \
+               $(BUILD)/simde/decode_quant_avxvnni.o
 $(BUILD)/simde/%.o: src/kernels/x86/%.c $(HEADERS) tests/simde/intrin_simde.h tests/simde/simde_extra.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(SIMDE_FLAGS) -c $< -o $@

@@ -13,8 +13,12 @@
 #include "../src/sdpa/sdpa.h"
 #include "../src/kernels/ukernel.h"
 #include "../src/kernels/ukernel_bf16.h"
+#include "../src/kernels/qdot.h"
 #include "../src/fast/fast.h"
 
+#if defined(ATTN_HAVE_X86_KERNELS)
+#include <cpuid.h>
+#endif
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
@@ -69,6 +73,7 @@ static double ulps(float got, float want) {
  * them by the names "avx512-simde" and "avx512_bf16-simde". */
 extern const attn_ukernels attn_ukernels_avx512_simde;
 extern const attn_bf16_kernels attn_bf16_avx512_simde;
+extern const attn_qdot_kernels attn_qdot_avx512vnni_simde, attn_qdot_avxvnni_simde;
 #endif
 
 /* The kernel set of that name: the library's (NULL when this CPU lacks it),
@@ -1688,6 +1693,119 @@ static void test_simde_matches_native(void) {
 }
 #endif
 
+#if defined(ATTN_TEST_SIMDE)
+/* The integer dot product kernels of decode (qdot.h) through SIMDe: the
+ * AVX512-VNNI kernel and the AVX-VNNI one (which this CPU may lack), on q8
+ * and q4 keys with E of 1 to 10 blocks (passes of the tiles, quads of
+ * blocks in part), 1 to 8 query rows, key counts not a multiple of 4, and
+ * a row stride wider than the row. Their scores must be, bit for bit:
+ *   - the arithmetic the kernels document, written here in plain C: per key
+ *     and block the exact integer dot product, times d_k, times d_q; the
+ *     blocks 4g + b summed over the quads g of a pass (2 quads) in that
+ *     order, then (b0 + b2) + (b1 + b3), and the passes added in order;
+ *   - each other's (the same tiles in 512-bit and 256-bit vectors), and the
+ *     native kernels' where this CPU has them;
+ * and the AVX512-VNNI values (axpy) the native ones' bit for bit. */
+static float qdot_reference(const attn_qrows *qq, int r, const uint8_t *key, bool q4) {
+    int64_t nb = qq->E / 32, quads = (nb + 3) / 4;
+    float s = 0;
+    for (int64_t g0 = 0; g0 < quads; g0 += 2) {
+        float S[4] = {0, 0, 0, 0};
+        for (int64_t g = g0; g < g0 + 2 && g < quads; g++)
+            for (int b = 0; b < 4; b++) {
+                int64_t bl = 4 * g + b;
+                float y = 0;
+                if (bl < nb) {
+                    const uint8_t *blk = key + bl * (q4 ? 18 : 34);
+                    uint16_t h;
+                    memcpy(&h, blk, 2);
+                    int32_t dot = 0;
+                    for (int i = 0; i < 32; i++) {
+                        int v = q4 ? (blk[2 + i % 16] >> (i < 16 ? 0 : 4) & 15) - 8 : (int8_t)blk[2 + i];
+                        dot += v * qq->codes[(r * nb + bl) * 32 + i];
+                    }
+                    y = (float)dot * attn_f16_to_f32(h) * qq->d[r * nb + bl];
+                }
+                S[b] = g == g0 ? y : S[b] + y;
+            }
+        float part = (S[0] + S[2]) + (S[1] + S[3]);
+        s = g0 == 0 ? part : s + part;
+    }
+    return s;
+}
+
+static void test_qdot_simde(void) {
+    const attn_qdot_kernels *em[2] = {&attn_qdot_avx512vnni_simde, &attn_qdot_avxvnni_simde};
+    const attn_qdot_kernels *hw[2] = {NULL, NULL};
+#if defined(ATTN_HAVE_X86_KERNELS)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512vnni"))
+        hw[0] = &attn_qdot_avx512vnni;
+    unsigned ea = 0, eb, ec, ed;
+    if (__get_cpuid_max(0, NULL) >= 7) __cpuid_count(7, 1, ea, eb, ec, ed);
+    if (__builtin_cpu_supports("avx2") && (ea >> 4 & 1)) hw[1] = &attn_qdot_avxvnni;
+#endif
+    if (!hw[0]) skip("qdot_avx512vnni_native_bitwise_simde", "this CPU lacks AVX512-VNNI: nothing native to compare with");
+    if (!hw[1]) skip("qdot_avxvnni_native_bitwise_simde", "this CPU lacks AVX-VNNI (CPUID 7.1 EAX bit 4): nothing native to compare with");
+    enum { N = 37, MAXE = 320, ROWS = 8 };
+    static const int64_t ES[] = {32, 64, 96, 128, 288, 320};
+    static float q[ROWS * MAXE], d[2][ROWS * MAXE / 32], s[4][ROWS * N], p[ROWS * N], o[3][ROWS * MAXE];
+    static int8_t codes[2][ROWS * MAXE];
+    static int32_t bias[2][ROWS * MAXE / 32];
+    static uint8_t keys[N * (MAXE / 32 * 34 + 6)];
+    int ref_diff = 0, pair_diff = 0, native_diff[2] = {0, 0}, axpy_diff = 0, cases = 0;
+    for (size_t e = 0; e < sizeof ES / sizeof ES[0]; e++)
+        for (int q4 = 0; q4 < 2; q4++)
+            for (int wide = 0; wide < 2; wide++) {
+                int64_t E = ES[e], nb = E / 32, row = nb * (q4 ? 18 : 34), ld = row + 6 * wide;
+                for (size_t i = 0; i < sizeof keys; i++) keys[i] = (uint8_t)(uniform() * 256);
+                for (int j = 0; j < N; j++)
+                    for (int64_t bl = 0; bl < nb; bl++) { /* finite f16 scales, subnormal ones among them */
+                        uint16_t h = (uint16_t)((uniform() < 0.5 ? 0x8000 : 0) | (int)(uniform() * 0x7bff));
+                        memcpy(keys + j * ld + bl * (q4 ? 18 : 34), &h, 2);
+                    }
+                for (int i = 0; i < ROWS * E; i++) q[i] = normal() * (i % 7 == 3 ? 30.0f : 1.0f);
+                attn_qrows qq[2];
+                for (int k = 0; k < 2; k++)
+                    attn_qrows_quantize(&qq[k], codes[k], d[k], bias[k], q, ROWS, E, q4 ? ATTN_Q4 : ATTN_Q8, em[k]);
+                static const int NQS[] = {1, 3, 4, 6, 8};
+                for (size_t iq = 0; iq < sizeof NQS / sizeof NQS[0]; iq++) {
+                    int nq = NQS[iq];
+                    float kmax[4];
+                    for (int k = 0; k < 2; k++) kmax[k] = em[k]->dot(s[k], N, &qq[k], ROWS - nq, nq, keys, ld, N, q4);
+                    for (int k = 0; k < 2; k++)
+                        if (hw[k]) {
+                            kmax[2 + k] = hw[k]->dot(s[2 + k], N, &qq[k], ROWS - nq, nq, keys, ld, N, q4);
+                            native_diff[k] += kmax[2 + k] != kmax[k] || memcmp(s[2 + k], s[k], sizeof(float) * (size_t)(nq * N));
+                        }
+                    pair_diff += kmax[0] != kmax[1] || memcmp(s[0], s[1], sizeof(float) * (size_t)(nq * N));
+                    for (int i = 0; i < nq; i++)
+                        for (int j = 0; j < N; j++) {
+                            float want = qdot_reference(&qq[0], ROWS - nq + i, keys + j * ld, q4);
+                            ref_diff += memcmp(&want, &s[0][i * N + j], sizeof want) != 0;
+                        }
+                    cases++;
+                }
+                /* values: the weights, the rows read as values (Ev = E) */
+                for (int i = 0; i < ROWS * N; i++) p[i] = (float)uniform();
+                for (int i = 0; i < ROWS * MAXE; i++) o[0][i] = o[1][i] = normal();
+                for (int nq = 1; nq <= ROWS && hw[0]; nq += 3) {
+                    em[0]->axpy(o[0], p, N, nq, keys, ld, N, E, q4), hw[0]->axpy(o[1], p, N, nq, keys, ld, N, E, q4);
+                    axpy_diff += memcmp(o[0], o[1], sizeof(float) * (size_t)(nq * E)) != 0;
+                }
+            }
+    check(!ref_diff, "qdot_avx512vnni_simde_is_the_documented_arithmetic", "%d of the scores (%d calls) differ from the reference",
+          ref_diff, cases);
+    check(!pair_diff, "qdot_avxvnni_simde_bitwise_avx512vnni_simde", "%d of %d calls differ", pair_diff, cases);
+    if (hw[0]) {
+        check(!native_diff[0], "qdot_avx512vnni_native_bitwise_simde", "%d of %d calls differ", native_diff[0], cases);
+        check(!axpy_diff, "qdot_avx512vnni_values_native_bitwise_simde", "%d calls differ", axpy_diff);
+    }
+    if (hw[1]) check(!native_diff[1], "qdot_avxvnni_native_bitwise_simde", "%d of %d calls differ", native_diff[1], cases);
+}
+#endif
+
 /* compute = bf16 is never slower than f32: a bf16 set registered as worth
  * running only at the FMA's rate is passed over on a half-rate core (the
  * decision is the set's property, not the CPU's name), AMX's and the
@@ -1719,7 +1837,8 @@ int main(void) {
     /* The kernel tests on the SIMDe builds of the AVX-512 kernel files: on
      * any CPU, AVX-512 or not, the code of the kernels runs without one
      * AVX-512 instruction. */
-    printf("# kernel sets through SIMDe (portable intrinsics, no AVX-512 instruction): avx512, avx512_bf16\n");
+    printf("# kernel sets through SIMDe (portable intrinsics, no AVX-512 or VNNI instruction): avx512, avx512_bf16, "
+           "int8_avx512vnni, int8_avxvnni\n");
     static const char *const EMULATED = "avx512-simde";
     test_exp2(EMULATED);
     test_qk(EMULATED);
@@ -1734,6 +1853,7 @@ int main(void) {
     test_alibi(EMULATED);
     test_bf16_kernels(&attn_bf16_avx512_simde, "bf16_emulation_matches_avx512_bf16-simde");
     test_simde_matches_native();
+    test_qdot_simde();
     return n_failed ? 1 : 0;
 #endif
     say_native_sets();

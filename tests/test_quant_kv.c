@@ -19,6 +19,9 @@
 #include "../src/kernels/ukernel.h"
 #include "../src/kernels/qdot.h"
 
+#if defined(__x86_64__) && defined(ATTN_HAVE_X86_KERNELS)
+#include <cpuid.h>
+#endif
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -829,8 +832,9 @@ static void test_errors(void) {
 }
 
 /* The integer kernel is the one this ISA and CPU call for: AVX512-VNNI's
- * beside the AVX-512 kernels, the AVX2 one beside AVX2's, none for the
- * portable kernels or with ATTN_QDOT=widen. */
+ * beside the AVX-512 kernels, AVX-VNNI's beside AVX2's where the CPU has
+ * it (else the AVX2 one), none for the portable kernels or with
+ * ATTN_QDOT=widen. */
 static void test_key_dot_set(void) {
     const char *isa = attn_isa(), *env = getenv("ATTN_QDOT");
     const attn_qdot_kernels *qk = attn_qdot_active();
@@ -838,7 +842,11 @@ static void test_key_dot_set(void) {
 #if defined(__x86_64__) && defined(ATTN_HAVE_X86_KERNELS)
     __builtin_cpu_init();
     if (!strcmp(isa, "avx512") && __builtin_cpu_supports("avx512vnni")) want = "int8_avx512vnni";
-    if (!strcmp(isa, "avx2")) want = "int8_avx2";
+    if (!strcmp(isa, "avx2")) {
+        unsigned a = 0, b, c, d;
+        if (__get_cpuid_max(0, NULL) >= 7) __cpuid_count(7, 1, a, b, c, d);
+        want = a >> 4 & 1 ? "int8_avxvnni" : "int8_avx2"; /* AVX-VNNI: CPUID 7.1 EAX bit 4 */
+    }
 #endif
     if (env && !strcmp(env, "widen")) want = "";
     check(!strcmp(qk ? qk->name : "", want), "key_dot_set_for_isa", "isa %s: set %s, want %s", isa,
@@ -1086,6 +1094,9 @@ int main(void) {
             {1, 5000, 128, 128, 8, 2, 256, fm, ATTN_CAUSAL_NONE, 1, 0, "decode"},
             {4, 4100, 64, 64, 4, 2, 16, fm, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, "decode"},
             {3, 2100, 96, 32, 2, 1, 100, fm, ATTN_CAUSAL_NONE, 1, 0, "decode"},
+            /* head sizes past one pass of the integer kernel's tiles (keys: 8
+             * blocks; values: 32), each ending in a part of a quad of blocks */
+            {2, 600, 320, 1056, 4, 1, 16, fm, ATTN_CAUSAL_NONE, 1, 0, "decode"},
             {20, 90, 32, 32, 2, 1, 16, fm, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 1, "exact"},
         };
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);

@@ -200,7 +200,7 @@ static void span_values(const decode_job *j, float *acc, const float *s, int64_t
                             (const uint16_t *)(const void *)m->base, m->rs, k, j->Ev, m->dtype == ATTN_F16);
         return;
     }
-    if (streams_quant(uk, m) && j->qk && j->qk->axpy) { /* the same bits, fewer instructions */
+    if (streams_quant(uk, m) && j->qk && j->qk->axpy) { /* the integer set's own, within f32's bound */
         for (int64_t r0 = 0; r0 < j->R; r0 += ATTN_DECODE_MAX_ROWS)
             j->qk->axpy(acc + r0 * j->Ev, s + r0 * lds, lds, row_block(j, r0), m->base, m->rs, k, j->Ev,
                         m->dtype == ATTN_Q4);

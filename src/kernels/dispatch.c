@@ -34,6 +34,14 @@ static bool cpu_avx512vnni(void) {
     __builtin_cpu_init();
     return cpu_avx512() && __builtin_cpu_supports("avx512vnni");
 }
+/* AVX-VNNI, VPDPBUSD in its VEX encoding (CPUID leaf 7 subleaf 1, EAX bit
+ * 4), beside AVX2. */
+static bool cpu_avxvnni(void) {
+    unsigned a, b, c, d;
+    if (!cpu_avx2() || __get_cpuid_max(0, NULL) < 7) return false;
+    __cpuid_count(7, 1, a, b, c, d);
+    return a >> 4 & 1;
+}
 static bool cpu_avx512bf16(void) {
     __builtin_cpu_init();
     return cpu_avx512() && __builtin_cpu_supports("avx512bf16");
@@ -118,6 +126,7 @@ static const struct {
 } QDOT_SETS[] = {
 #if defined(ATTN_HAVE_X86_KERNELS)
     {&attn_qdot_avx512vnni, cpu_avx512vnni},
+    {&attn_qdot_avxvnni, cpu_avxvnni},
     {&attn_qdot_avx2, NULL},
 #endif
     {NULL, NULL},

@@ -10,7 +10,7 @@
 void attn_qrows_quantize(attn_qrows *qq, int8_t *codes, float *d, int32_t *bias, const float *q, int64_t nq,
                          int64_t E, attn_dtype format, const attn_qdot_kernels *qk) {
     int64_t nb = E / ATTN_QBLOCK;
-    int32_t per_sum = format == ATTN_Q4 ? 1 : qk->q8_bias;
+    int32_t per_sum = format == ATTN_Q4 ? qk->q4_bias : qk->q8_bias;
     for (int64_t r = 0; r < nq * nb; r++) {
         const float *x = q + r * ATTN_QBLOCK;
         float a = 0;

@@ -20,9 +20,10 @@
 /* nq query rows of E values (E a multiple of 32) quantized for the keys'
  * format: each block of 32 as int8 codes c with an f32 scale d, the row
  * ≈ d · c (attn_qrows_quantize). bias[i * nb + b] is a constant the set's
- * kernel adds to each of its 8 int32 lanes of block b: it folds the offset
- * of the unsigned key codes (VPDPBUSD multiplies unsigned by signed bytes)
- * out of the dot product. */
+ * kernel adds to each int32 lane it sums block b in (one lane in the
+ * AVX512-VNNI kernel, 8 in the AVX2 one): it folds the offset of the
+ * unsigned key codes (VPDPBUSD multiplies unsigned by signed bytes) out of
+ * the dot product. */
 typedef struct attn_qrows {
     const int8_t *codes;  /* nq × E */
     const float *d;       /* nq × nb, nb = E / 32 */
@@ -31,14 +32,14 @@ typedef struct attn_qrows {
 } attn_qrows;
 
 typedef struct attn_qdot_kernels {
-    const char *name; /* "int8_avx512vnni" or "int8_avx2" */
+    const char *name; /* "int8_avx512vnni", "int8_avxvnni" or "int8_avx2" */
     const char *f32_set; /* the f32 set it runs beside */
     /* The lane bias per unit of a block's code sum Σc, for q8 keys: the
      * VNNI kernel reads each key code k as the unsigned byte k + 128 and
-     * takes 128·Σc back (16·Σc in each of 8 lanes); the AVX2 kernel
-     * multiplies |k| by c·sign(k) and needs none. q4 codes are unsigned
-     * already (value = code - 8): Σc in each of 8 lanes for every set. */
+     * takes 128·Σc back (in the one lane of the block's sum); the AVX2
+     * kernel multiplies |k| by c·sign(k) and needs none. */
     int q8_bias;
+    int q4_bias; /* the same for q4 keys (value = code - 8): 8·Σc in one lane (VNNI), Σc in each of 8 (AVX2) */
     /* s[i * lds + j] = the score of query row r0 + i (of qq) against key j
      * (row stride ld bytes, q8 or q4 when q4) for i < nq <= ATTN_DECODE_MAX_ROWS,
      * j < n: Σ_b d_q · d_k · (Σ over the block of c_q · c_k), in f32.
@@ -49,9 +50,12 @@ typedef struct attn_qdot_kernels {
     float (*dot)(float *s, int64_t lds, const attn_qrows *qq, int r0, int nq, const void *k, int64_t ld, int64_t n,
                  bool q4);
     /* acc[i * Ev ..] += Σ_j p[i * ldp + j] · v[j] for i < nq <= ATTN_DECODE_MAX_ROWS,
-     * j < n, over quantized value rows (row stride ld bytes): each block's
-     * scale converted once, the values widened exactly: bitwise the f32
-     * set's axpy_rows_q. NULL: decode takes axpy_rows_q. */
+     * j < n, over quantized value rows (row stride ld bytes), in f32: the
+     * AVX512-VNNI set multiplies each weight by the block scales first
+     * (p · d, then one FMA by each code), one rounding more than the f32
+     * set's axpy_rows_q (code · d exact, then the FMA), within f32's bound.
+     * A key's terms do not depend on its neighbours. NULL: decode takes
+     * axpy_rows_q. */
     void (*axpy)(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n, int64_t Ev,
                  bool q4);
 } attn_qdot_kernels;
@@ -72,6 +76,7 @@ void attn_qrows_quantize(attn_qrows *qq, int8_t *codes, float *d, int32_t *bias,
 
 #if defined(ATTN_HAVE_X86_KERNELS)
 extern const attn_qdot_kernels attn_qdot_avx512vnni;
+extern const attn_qdot_kernels attn_qdot_avxvnni;
 extern const attn_qdot_kernels attn_qdot_avx2;
 #endif
 

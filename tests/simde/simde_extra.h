@@ -206,4 +206,73 @@ static inline simde__m512 attn_sx_fmadd_ps(simde__m512 a, simde__m512 b, simde__
 }
 #undef _mm512_fmadd_ps
 #define _mm512_fmadd_ps(a, b, c) attn_sx_fmadd_ps(a, b, c)
+/* ---- for the integer dot product kernels (decode_quant_avx512.c,
+ * decode_quant_avxvnni.c) ---- */
+#define __mmask32 simde__mmask32
+static inline simde__m512i _mm512_zextsi256_si512(simde__m256i a) {
+    unsigned char x[64] = {0};
+    memcpy(x, &a, sizeof a);
+    simde__m512i v;
+    memcpy(&v, x, sizeof v);
+    return v;
+}
+static inline simde__m512i _mm512_maskz_loadu_epi32(simde__mmask16 k, const void *p) {
+    int32_t x[16] = {0};
+    for (int i = 0; i < 16; i++)
+        if (k >> i & 1) memcpy(&x[i], (const char *)p + 4 * i, 4);
+    return attn_sx_epi32(x);
+}
+static inline simde__m512i _mm512_maskz_loadu_epi16(simde__mmask32 k, const void *p) {
+    uint16_t x[32] = {0};
+    for (int i = 0; i < 32; i++)
+        if (k >> i & 1) memcpy(&x[i], (const char *)p + 2 * i, 2);
+    simde__m512i v;
+    memcpy(&v, x, sizeof v);
+    return v;
+}
+static inline simde__m128 _mm_maskz_loadu_ps(simde__mmask8 k, const void *p) {
+    float x[4] = {0};
+    for (int i = 0; i < 4; i++)
+        if (k >> i & 1) memcpy(&x[i], (const char *)p + 4 * i, 4);
+    simde__m128 v;
+    memcpy(&v, x, sizeof v);
+    return v;
+}
+static inline void _mm_mask_storeu_ps(void *p, simde__mmask8 k, simde__m128 a) {
+    float x[4];
+    memcpy(x, &a, sizeof x);
+    for (int i = 0; i < 4; i++)
+        if (k >> i & 1) memcpy((char *)p + 4 * i, &x[i], 4);
+}
+static inline uint32_t _mm512_reduce_max_epu32(simde__m512i a) {
+    uint32_t x[16], m = 0;
+    memcpy(x, &a, sizeof x);
+    for (int i = 0; i < 16; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+/* IEEE half to float, exactly, as _mm512_cvtph_ps above. */
+static inline float _cvtsh_ss(unsigned short h) {
+    simde__m256i a;
+    uint16_t x[16] = {h};
+    memcpy(&a, x, sizeof a);
+    float y[16];
+    simde__m512 f = _mm512_cvtph_ps(a);
+    memcpy(y, &f, sizeof y);
+    return y[0];
+}
+static inline simde__m256 _mm256_cvtph_ps(simde__m128i a) {
+    uint16_t x[16] = {0};
+    memcpy(x, &a, sizeof a);
+    simde__m256i w;
+    memcpy(&w, x, sizeof w);
+    simde__m512 f = _mm512_cvtph_ps(w);
+    simde__m256 v;
+    memcpy(&v, &f, sizeof v);
+    return v;
+}
+/* AVX-VNNI's VPDPBUSD (VEX) computes what AVX512-VNNI's 256-bit form does:
+ * per int32 lane, src plus the 4 products of a's unsigned bytes and b's
+ * signed ones, wrapping. */
+#define _mm256_dpbusd_avx_epi32(src, a, b) simde_mm256_dpbusd_epi32(src, a, b)
+
 #endif

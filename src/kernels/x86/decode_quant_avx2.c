@@ -41,6 +41,7 @@ const attn_qdot_kernels attn_qdot_avx2 = {
     .name = "int8_avx2",
     .f32_set = "avx2",
     .q8_bias = 0,
+    .q4_bias = 1,
     .dot = qdot_rows,
     .axpy = NULL, /* the f32 set's axpy_rows_q */
 };

@@ -1,96 +1,359 @@
 /* decode_quant_avx512.c -- the integer dot product kernel (qdot.h) with
- * AVX512-VNNI's VPDPBUSD on 256-bit vectors: 32 unsigned × signed byte
- * products summed in fours into 8 int32 lanes, one instruction. q8 key codes
- * k are read as the unsigned bytes k + 128 (k XOR 0x80), and the query
- * row's bias takes 128 · Σ c_q back; q4 codes are unsigned as stored. */
+ * AVX512-VNNI's VPDPBUSD: 64 unsigned × signed byte products summed in
+ * fours into 16 int32 lanes, one instruction. q8 key codes k are read as
+ * the unsigned bytes k + 128 (k XOR 0x80), and the query row's bias takes
+ * 128 · Σ c_q back; q4 codes are unsigned as stored (bias 8 · Σ c_q).
+ * And the values of q8/q4 rows for decode, with the block scales folded
+ * into the weights. */
 #ifdef ATTN_HAVE_X86_KERNELS
 #include "base/base.h"
 #include "kernels/qdot.h"
 
 #include "kernels/x86/intrin.h"
 
-typedef __m256i kcodes;
+#include <string.h>
 
-static inline __m256i kc_q8(const uint8_t *blk) {
-    return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 2)), _mm256_set1_epi8(-128));
+/* ---- keys: a tile of 4 keys × a quad of 4 blocks in the 16 int32 lanes
+ * of one vector, lane 4·b + j for block b of key j. The key codes are
+ * transposed once per tile (shared by every query row), so that VPDPBUSD's
+ * lane sums stay inside one block: 8 of them (dword t = 0..7 of each
+ * block, against the query's dword t of that block broadcast to the 4 keys'
+ * lanes) leave each lane the exact integer dot product of one block of one
+ * key with the query row. Per row and tile of 4 keys that is 8 VPDPBUSD, one
+ * conversion and two multiplies by d_k and d_q, where a vector per block
+ * and key needed a conversion, a multiply-add and a reduction. */
+/* (The tests' SIMDe build leaves inlining to the compiler: forced, its
+ * portable intrinsics take minutes to compile.) */
+#if defined(ATTN_INTRINSICS_FROM_SIMDE)
+#define QDOT_INLINE static inline
+#else
+#define QDOT_INLINE static inline __attribute__((always_inline))
+#endif
+enum { QR = 4,  /* query rows per pass over the keys */
+       QG = 2 }; /* quads of blocks per pass (E <= 256 in one) */
+
+/* A query row as the tiles take it, for quads g < QG of one pass. */
+typedef struct qrow_tab {
+    __m512i q[QG][8]; /* lanes 4b + j: dword t of block b of the quad, for every j */
+    __m512i bias[QG]; /* lanes 4b + j: the block's bias (zero past the row's blocks) */
+    __m512 d[QG];     /* lanes 4b + j: the block's d_q (zero past the row's blocks) */
+} qrow_tab;
+
+/* The tables of row r, quads g0 .. g0 + ng - 1 (nb blocks in the row). */
+static void qrow_table(qrow_tab *tb, const attn_qrows *qq, int64_t r, int64_t g0, int ng, int64_t nb) {
+    const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    for (int g = 0; g < ng; g++) {
+        int64_t b0 = (g0 + g) * 4, nbk = nb - b0 < 4 ? nb - b0 : 4;
+        const int8_t *c = qq->codes + (r * nb + b0) * 32;
+        __mmask16 m01 = nbk >= 2 ? 0xffff : 0x00ff, m23 = nbk >= 4 ? 0xffff : nbk == 3 ? 0x00ff : 0;
+        __m512i c01 = _mm512_maskz_loadu_epi32(m01, c), c23 = _mm512_maskz_loadu_epi32(m23, c + 64);
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; t++) {
+            __m512i idx = _mm512_add_epi32(_mm512_setr_epi32(0, 0, 0, 0, 8, 8, 8, 8, 16, 16, 16, 16, 24, 24, 24, 24),
+                                           _mm512_set1_epi32(t));
+            tb->q[g][t] = _mm512_permutex2var_epi32(c01, idx, c23);
+        }
+        __mmask16 mb = (__mmask16)((1u << nbk) - 1);
+        tb->bias[g] = _mm512_permutexvar_epi32(spread, _mm512_maskz_loadu_epi32(mb, qq->bias + r * nb + b0));
+        tb->d[g] = _mm512_permutexvar_ps(spread, _mm512_maskz_loadu_ps(mb, qq->d + r * nb + b0));
+    }
 }
 
-/* Value i (i < 16) in the low 4 bits of byte i, value i + 16 in the high 4. */
-static inline __m256i kc_q4(const uint8_t *blk) {
-    __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(blk + 2));
-    __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(c), _mm_srli_epi16(c, 4), 1);
-    return _mm256_and_si256(both, _mm256_set1_epi8(15));
+/* X[j][h] (blocks 2h, 2h+1 of key j, 8 dwords each) into K[t] (lanes 4b + j:
+ * dword t of block b of key j): within 128-bit lanes a 4 × 4 transpose of
+ * the keys' dwords, then across them. */
+QDOT_INLINE void transpose_keys(__m512i K[8], __m512i X[4][2]) {
+    __m512i V[2][4];
+#pragma GCC unroll 8
+    for (int h = 0; h < 2; h++) {
+        __m512i u0 = _mm512_unpacklo_epi32(X[0][h], X[1][h]), u1 = _mm512_unpackhi_epi32(X[0][h], X[1][h]);
+        __m512i u2 = _mm512_unpacklo_epi32(X[2][h], X[3][h]), u3 = _mm512_unpackhi_epi32(X[2][h], X[3][h]);
+        V[h][0] = _mm512_unpacklo_epi64(u0, u2), V[h][1] = _mm512_unpackhi_epi64(u0, u2);
+        V[h][2] = _mm512_unpacklo_epi64(u1, u3), V[h][3] = _mm512_unpackhi_epi64(u1, u3);
+    }
+    /* V[h][m]'s 128-bit lanes: (block 2h, dword m), (2h, 4 + m), (2h + 1, m), (2h + 1, 4 + m) */
+#pragma GCC unroll 8
+    for (int m = 0; m < 4; m++) {
+        K[m] = _mm512_shuffle_i32x4(V[0][m], V[1][m], _MM_SHUFFLE(2, 0, 2, 0));
+        K[4 + m] = _mm512_shuffle_i32x4(V[0][m], V[1][m], _MM_SHUFFLE(3, 1, 3, 1));
+    }
 }
 
-#define KC_Q8(blk) kc_q8(blk)
-#define KC_Q4(blk) kc_q4(blk)
-#define IDOT(bias, kc, q) _mm256_dpbusd_epi32(bias, kc, q)
-#include "kernels/x86/decode_quant.h"
+/* 32 codes of a q8 block as unsigned bytes (k + 128), or zeros. */
+QDOT_INLINE __m256i q8_codes(const uint8_t *blk, bool have) {
+    return have ? _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 2)), _mm256_set1_epi8(-128))
+                : _mm256_setzero_si256();
+}
 
-/* ---- values: acc += p · v over q8/q4 rows, a block (two vectors) at a
- * time, its scale converted once for both (the shared decode_rows.h
- * widens a vector at a time, and converts the scale for each). The same
- * products (code · d, exact) in the same order as the f32 kernel on the
- * widened rows: bitwise its result. */
+/* K[t] of the tile's NK keys at k (row stride ld) for the quad of blocks
+ * from b0 (nbk of them). */
+QDOT_INLINE void tile_keys_q8(__m512i K[8], const uint8_t *k, int64_t ld, int NK, int64_t b0, int nbk) {
+    __m512i X[4][2];
+#pragma GCC unroll 8
+    for (int j = 0; j < 4; j++) {
+        const uint8_t *blk = k + j * ld + b0 * 34;
+        bool have = j < NK;
+        X[j][0] = _mm512_inserti64x4(_mm512_castsi256_si512(q8_codes(blk, have)), q8_codes(blk + 34, have && nbk > 1), 1);
+        X[j][1] = _mm512_inserti64x4(_mm512_castsi256_si512(q8_codes(blk + 68, have && nbk > 2)),
+                                     q8_codes(blk + 102, have && nbk > 3), 1);
+    }
+    transpose_keys(K, X);
+}
+
+/* q4: value i (i < 16) in the low 4 bits of byte i, i + 16 in the high 4:
+ * the block's 16 bytes, dword m, are values 4m .. 4m+3 in their low halves
+ * and 16 + 4m .. in the high: the query's dwords m and 4 + m. */
+QDOT_INLINE void tile_keys_q4(__m512i K[8], const uint8_t *k, int64_t ld, int NK, int64_t b0, int nbk) {
+    __m512i X[4];
+#pragma GCC unroll 8
+    for (int j = 0; j < 4; j++) {
+        const uint8_t *blk = k + j * ld + b0 * 18;
+        __m512i x = _mm512_setzero_si512();
+        if (j < NK) {
+            x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)(blk + 2)));
+            if (nbk > 1) x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(blk + 20)), 1);
+            if (nbk > 2) x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(blk + 38)), 2);
+            if (nbk > 3) x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(blk + 56)), 3);
+        }
+        X[j] = x;
+    }
+    __m512i u0 = _mm512_unpacklo_epi32(X[0], X[1]), u1 = _mm512_unpackhi_epi32(X[0], X[1]);
+    __m512i u2 = _mm512_unpacklo_epi32(X[2], X[3]), u3 = _mm512_unpackhi_epi32(X[2], X[3]);
+    __m512i T[4] = {_mm512_unpacklo_epi64(u0, u2), _mm512_unpackhi_epi64(u0, u2), _mm512_unpacklo_epi64(u1, u3),
+                    _mm512_unpackhi_epi64(u1, u3)};
+    const __m512i low = _mm512_set1_epi8(15);
+#pragma GCC unroll 8
+    for (int m = 0; m < 4; m++) {
+        K[m] = _mm512_and_si512(T[m], low);
+        K[4 + m] = _mm512_and_si512(_mm512_srli_epi32(T[m], 4), low);
+    }
+}
+
+/* The tile's d_k (lanes 4b + j) as f32, zero outside the NK keys and nbk
+ * blocks of the quad at k (row stride ld, blocks of bs bytes): each key's
+ * f16 scales picked from the quad's first 128 bytes by one word permute
+ * (masked loads: nothing past the quad is read); *hm gathers their bits
+ * without the sign (16 lanes of u16). */
+QDOT_INLINE __m512 tile_scales(const uint8_t *k, int64_t ld, int NK, int nbk, const bool q4, __m256i *hm) {
+    const int ws = q4 ? 9 : 17; /* a block's bytes in 16-bit words */
+    const __m512i idx = _mm512_zextsi256_si512(_mm256_setr_epi16(0, 0, 0, 0, ws, ws, ws, ws, 2 * ws, 2 * ws, 2 * ws,
+                                                                 2 * ws, 3 * ws, 3 * ws, 3 * ws, 3 * ws));
+    uint64_t need = 0; /* the words of the nbk scales, in a 128-byte window */
+#pragma GCC unroll 4
+    for (int b = 0; b < nbk; b++) need |= 1ull << (ws * b);
+    __m512i w = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int j = 0; j < NK; j++) {
+        const uint8_t *r = k + j * ld;
+        __m512i lo, hi = _mm512_setzero_si512();
+        if (nbk == 4) { /* the window lies inside the quad's 136 or 72 bytes */
+            lo = _mm512_loadu_si512(r);
+            if (!q4) hi = _mm512_loadu_si512(r + 64);
+        } else {
+            lo = _mm512_maskz_loadu_epi16((__mmask32)need, r);
+            if (!q4) hi = _mm512_maskz_loadu_epi16((__mmask32)(need >> 32), r + 64);
+        }
+        __mmask32 lanes = (__mmask32)(((1u << (4 * nbk)) - 1) & (0x1111u << j));
+        w = _mm512_or_si512(w, _mm512_maskz_permutex2var_epi16(lanes, lo, idx, hi));
+    }
+    __m256i h = _mm512_castsi512_si256(w);
+    *hm = _mm256_max_epu16(*hm, _mm256_and_si256(h, _mm256_set1_epi16(0x7fff)));
+    return _mm512_cvtph_ps(h);
+}
+
+/* Scores of the tile's NK keys for rows i < NQ of tb, quads g < ng of one
+ * pass: stored into s[i * lds + j] (first pass) or added to it. */
+QDOT_INLINE void qdot_tile(float *s, int64_t lds, const qrow_tab *tb, const uint8_t *k, int64_t ld, 
+                           int NK, int64_t g0, int ng, int64_t nb, const int NQ, const bool q4, const bool full, bool first,
+                           __m256i *hm) {
+    __m512 S[QR];
+#pragma GCC unroll 4
+    for (int i = 0; i < QR; i++) S[i] = _mm512_setzero_ps();
+    for (int g = 0; g < ng; g++) {
+        int64_t b0 = (g0 + g) * 4;
+        int nbk = full || nb - b0 >= 4 ? 4 : (int)(nb - b0);
+        __m512i K[8];
+        if (q4) tile_keys_q4(K, k, ld, NK, b0, nbk);
+        else tile_keys_q8(K, k, ld, NK, b0, nbk);
+        __m512 dk = tile_scales(k + b0 * (q4 ? 18 : 34), ld, NK, nbk, q4, hm);
+#pragma GCC unroll 4
+        for (int i = 0; i < NQ; i++) {
+            __m512i acc = tb[i].bias[g];
+#pragma GCC unroll 8
+            for (int t = 0; t < 8; t++) acc = _mm512_dpbusd_epi32(acc, K[t], tb[i].q[g][t]);
+            __m512 y = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(acc), dk), tb[i].d[g]);
+            S[i] = g ? _mm512_add_ps(S[i], y) : y;
+        }
+    }
+    __mmask8 m = (__mmask8)((1u << NK) - 1);
+#pragma GCC unroll 4
+    for (int i = 0; i < NQ; i++) { /* (b0 + b2) + (b1 + b3), each key on its own */
+        __m512 h = _mm512_add_ps(S[i], _mm512_shuffle_f32x4(S[i], S[i], _MM_SHUFFLE(1, 0, 3, 2)));
+        __m128 sum = _mm_add_ps(_mm512_castps512_ps128(h), _mm512_extractf32x4_ps(h, 1));
+        float *to = s + i * lds;
+        if (!first) sum = _mm_add_ps(_mm_maskz_loadu_ps(m, to), sum);
+        _mm_mask_storeu_ps(to, m, sum);
+    }
+}
+
+QDOT_INLINE void qdot_pass(float *s, int64_t lds, const qrow_tab *tb, const uint8_t *k, int64_t ld, 
+                           int64_t n, int64_t g0, int ng, int64_t nb, const int NQ, const bool q4, __m256i *hm) {
+    int64_t j = 0;
+    if (nb % 4 == 0)
+        for (; j + 4 <= n; j += 4) qdot_tile(s + j, lds, tb, k + j * ld, ld, 4, g0, ng, nb, NQ, q4, true, g0 == 0, hm);
+    for (; j + 4 <= n; j += 4) qdot_tile(s + j, lds, tb, k + j * ld, ld, 4, g0, ng, nb, NQ, q4, false, g0 == 0, hm);
+    if (j < n) qdot_tile(s + j, lds, tb, k + j * ld, ld, (int)(n - j), g0, ng, nb, NQ, q4, false, g0 == 0, hm);
+}
+
+static float qdot_rows(float *s, int64_t lds, const attn_qrows *qq, int r0, int nq, const void *kv, int64_t ld,
+                       int64_t n, bool q4) {
+    const uint8_t *k = kv;
+    int64_t nb = qq->E / 32, quads = (nb + 3) / 4;
+    __m256i hm = _mm256_setzero_si256();
+    qrow_tab tb[QR];
+    for (int i = 0; i < nq; i += QR) { /* more rows: the keys again, from L1 */
+        int rows = nq - i < QR ? nq - i : QR;
+        for (int64_t g0 = 0; g0 < quads; g0 += QG) {
+            int ng = quads - g0 < QG ? (int)(quads - g0) : QG;
+            for (int r = 0; r < rows; r++) qrow_table(&tb[r], qq, r0 + i + r, g0, ng, nb);
+            float *si = s + i * lds;
+#define QDOT_PASS(NQ)                                                                     \
+    do {                                                                                  \
+        if (q4) qdot_pass(si, lds, tb, k, ld, n, g0, ng, nb, NQ, true, &hm);         \
+        else qdot_pass(si, lds, tb, k, ld, n, g0, ng, nb, NQ, false, &hm);           \
+    } while (0)
+            switch (rows) {
+            case 1: QDOT_PASS(1); break;
+            case 2: QDOT_PASS(2); break;
+            case 3: QDOT_PASS(3); break;
+            default: QDOT_PASS(4); break;
+            }
+#undef QDOT_PASS
+        }
+    }
+    unsigned top = (unsigned)_mm512_reduce_max_epu32(_mm512_cvtepu16_epi32(hm));
+    if (top >= 0x7c00u) return -1.0f; /* an infinite or NaN scale */
+    return _cvtsh_ss((unsigned short)top) * (q4 ? 8.0f : 128.0f);
+}
+
+/* ---- values: acc[i] += Σ_j p_ij · v_j over q8/q4 rows, where block b of
+ * v_j is d_jb times its codes. The weights take the scales first: w_ijb =
+ * p_ij · d_jb, one vector multiply per row for a tile of 4 keys (the scales
+ * picked as the keys' tiles pick them), so that per key, row and 16 values
+ * a single FMA of the widened codes by w (broadcast from memory) remains:
+ * the multiply of every widened code by d, the FMA units' other work, is
+ * gone. (w rounds once more than the f32 kernel's exact code · d, so the
+ * sum is no longer bitwise the widened rows': within f32's bound.) */
+#if defined(ATTN_INTRINSICS_FROM_SIMDE)
+#define QV_INLINE static inline
+#else
 #define QV_INLINE static inline __attribute__((always_inline))
+#endif
+enum { QV_W = 4096,  /* floats of weights w on the stack: a group of keys' */
+       QV_QUADS = 8 }; /* quads of blocks (256 values) at most per group */
 
-/* Values e .. e+31 (one block, e a multiple of 32) of a q8 or q4 row. */
-QV_INLINE void block_values(__m512 *lo, __m512 *hi, const uint8_t *row, int64_t e, const bool q4) {
-    const uint8_t *b = row + e / 32 * (q4 ? 18 : 34);
-    uint16_t h;
-    memcpy(&h, b, 2);
-    __m512 d = _mm512_cvtph_ps(_mm256_set1_epi16((short)h));
+/* w for rows i < NQ, keys j < n of v (row stride ld), quads g < nq4 of
+ * blocks from block b0 (nb - b0 blocks left in the row): p_ij · d_jb at
+ * w[((j/4 · nq4 + g) · 4 + i) · 16 + 4b + j%4]. */
+QV_INLINE void qaxpy_weights(float *w, const float *p, int64_t ldp, const uint8_t *v, int64_t ld, int64_t n,
+                             int64_t b0, int64_t nb, int64_t nq4, const int NQ, const bool q4) {
+    __m256i hm = _mm256_setzero_si256(); /* unused: a scale not finite reaches acc as NaN or ±inf */
+    for (int64_t j = 0; j < n; j += 4) {
+        int NK = n - j < 4 ? (int)(n - j) : 4;
+        __mmask8 keys = (__mmask8)((1u << NK) - 1);
+        __m512 pw[4] = {_mm512_setzero_ps()}; /* p_ij in lanes 4b + j, every b (rows past NQ: unused) */
+#pragma GCC unroll 4
+        for (int i = 0; i < NQ; i++) pw[i] = _mm512_broadcast_f32x4(_mm_maskz_loadu_ps(keys, p + i * ldp + j));
+        for (int64_t g = 0; g < nq4; g++) {
+            int64_t b = b0 + 4 * g;
+            int nbk = nb - b < 4 ? (int)(nb - b) : 4;
+            __m512 dk = tile_scales(v + j * ld + b * (q4 ? 18 : 34), ld, NK, nbk, q4, &hm);
+            float *to = w + (j / 4 * nq4 + g) * 64;
+#pragma GCC unroll 4
+            for (int i = 0; i < NQ; i++) _mm512_storeu_ps(to + 16 * i, _mm512_mul_ps(pw[i], dk));
+        }
+    }
+}
+
+/* The codes of the block at blk as f32 (q8: the int8 codes; q4: code - 8). */
+QV_INLINE void block_codes(__m512 *lo, __m512 *hi, const uint8_t *blk, const bool q4) {
     if (!q4) {
-        *lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b + 2)))), d);
-        *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b + 18)))), d);
+        *lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(blk + 2))));
+        *hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(blk + 18))));
         return;
     }
-    /* (code - 8) · d for the 16 codes, looked up by the low 4 bits of each lane */
-    const __m512 codes = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
-    __m512 table = _mm512_mul_ps(codes, d);
-    __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b + 2)));
+    /* value i (i < 16) in the low 4 bits of byte i, i + 16 in the high 4: looked up by each lane's low 4 bits */
+    const __m512 table = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+    __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(blk + 2)));
     *lo = _mm512_permutexvar_ps(c, table);
     *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(c, 4), table);
 }
 
-/* Rows i < NQ, columns e0 .. e0 + 32·NB - 1, keys j < n. */
-QV_INLINE void qaxpy_block(float *acc, const float *p, int64_t ldp, const uint8_t *v, int64_t ld, int64_t n,
-                           int64_t Ev, int64_t e0, const int NQ, const int NB, const bool q4) {
-    __m512 a[4][8];
+/* Rows i < NQ, the NB blocks from block b (columns 32b ..), keys j < n, their
+ * weights w as qaxpy_weights laid them out from block b0 (nq4 quads); with
+ * each key, the bytes [j · ld, (j + 1) · ld) of next fetched into L1
+ * (npf rows of it). */
+QV_INLINE void qaxpy_block(float *acc, const float *w, const uint8_t *v, int64_t ld, int64_t n, int64_t Ev,
+                           int64_t b, int64_t b0, int64_t nq4, const int NQ, const int NB, const bool q4,
+                           const uint8_t *next, int64_t npf) {
+    __m512 a[4][8] = {{_mm512_setzero_ps()}}, c[8] = {_mm512_setzero_ps()}; /* (rows, blocks past NQ, NB: unused) */
 #pragma GCC unroll 4
     for (int i = 0; i < NQ; i++)
 #pragma GCC unroll 8
-        for (int t = 0; t < 2 * NB; t++) a[i][t] = _mm512_loadu_ps(acc + i * Ev + e0 + 16 * t);
+        for (int t = 0; t < 2 * NB; t++) a[i][t] = _mm512_loadu_ps(acc + i * Ev + 32 * b + 16 * t);
     for (int64_t j = 0; j < n; j++) {
-        __m512 vv[8];
+        if (j < npf)
+            for (int64_t o = 0; o < ld; o += 64) _mm_prefetch((const char *)(next + j * ld + o), _MM_HINT_T0);
 #pragma GCC unroll 4
-        for (int b = 0; b < NB; b++) block_values(&vv[2 * b], &vv[2 * b + 1], v + j * ld, e0 + 32 * b, q4);
+        for (int u = 0; u < NB; u++) block_codes(&c[2 * u], &c[2 * u + 1], v + j * ld + (b + u) * (q4 ? 18 : 34), q4);
+        const float *wj = w + j / 4 * nq4 * 64 + j % 4;
 #pragma GCC unroll 4
-        for (int i = 0; i < NQ; i++) {
-            __m512 w = _mm512_set1_ps(p[i * ldp + j]);
-#pragma GCC unroll 8
-            for (int t = 0; t < 2 * NB; t++) a[i][t] = _mm512_fmadd_ps(w, vv[t], a[i][t]);
-        }
+        for (int i = 0; i < NQ; i++)
+#pragma GCC unroll 4
+            for (int u = 0; u < NB; u++) {
+                int64_t bb = b + u - b0; /* the block within the group's quads */
+                const float *wu = wj + (bb / 4 * 4 + i) * 16 + bb % 4 * 4, *again = wu;
+                /* Each FMA loads w itself, as an embedded broadcast ({1to16}): a
+                 * broadcast into a register shared by the two costs the FMA units
+                 * a cycle each on Zen 4. The empty asm keeps the compiler from
+                 * merging the two loads into one. */
+                __asm__("" : "+r"(again));
+                a[i][2 * u] = _mm512_fmadd_ps(c[2 * u], _mm512_set1_ps(*wu), a[i][2 * u]);
+                a[i][2 * u + 1] = _mm512_fmadd_ps(c[2 * u + 1], _mm512_set1_ps(*again), a[i][2 * u + 1]);
+            }
     }
 #pragma GCC unroll 4
     for (int i = 0; i < NQ; i++)
 #pragma GCC unroll 8
-        for (int t = 0; t < 2 * NB; t++) _mm512_storeu_ps(acc + i * Ev + e0 + 16 * t, a[i][t]);
+        for (int t = 0; t < 2 * NB; t++) _mm512_storeu_ps(acc + i * Ev + 32 * b + 16 * t, a[i][t]);
 }
 
-/* All Ev columns for NQ rows: keys in groups whose rows stay in L1 while
- * the column blocks pass over them (NB blocks of 32 at a time: 4 for up to
- * 2 rows, 2 for 3-4; 32 registers). */
+/* All Ev columns for NQ rows: up to QV_QUADS quads of blocks at a time,
+ * keys in groups whose rows stay in L1 and whose weights fit QV_W, the
+ * column blocks passing over them NB at a time (4 for up to 2 rows, 2 for
+ * 3-4: 32 registers). */
 QV_INLINE void qaxpy_nq(float *acc, const float *p, int64_t ldp, const uint8_t *v, int64_t ld, int64_t n, int64_t Ev,
                         const int NQ, const bool q4) {
     const int NB = NQ <= 2 ? 4 : 2;
-    /* (ld may be 0, a broadcast row, or negative, rows read backwards) */
-    int64_t group = ld > 0 && 8192 / ld > 16 ? 8192 / ld : 16;
-    for (int64_t j0 = 0; j0 < n; j0 += group) {
-        int64_t nk = n - j0 < group ? n - j0 : group, e0 = 0;
-        for (; e0 + 32 * NB <= Ev; e0 += 32 * NB) qaxpy_block(acc, p + j0, ldp, v + j0 * ld, ld, nk, Ev, e0, NQ, NB, q4);
-        if (NB > 2 && e0 + 64 <= Ev) qaxpy_block(acc, p + j0, ldp, v + j0 * ld, ld, nk, Ev, e0, NQ, 2, q4), e0 += 64;
-        if (e0 < Ev) qaxpy_block(acc, p + j0, ldp, v + j0 * ld, ld, nk, Ev, e0, NQ, 1, q4);
+    float w[QV_W];
+    int64_t nb = Ev / 32;
+    for (int64_t b0 = 0; b0 < nb; b0 += 4 * QV_QUADS) {
+        int64_t nq4 = (nb - b0 + 3) / 4 < QV_QUADS ? (nb - b0 + 3) / 4 : QV_QUADS, bend = b0 + 4 * nq4 < nb ? b0 + 4 * nq4 : nb;
+        /* keys: rows in L1 (ld may be 0, a broadcast row, or negative, rows read backwards), w on the stack */
+        int64_t group = ld > 0 && 8192 / ld > 16 ? 8192 / ld : 16, fit = QV_W / (nq4 * 64) * 4;
+        group = group < fit ? group : fit;
+        for (int64_t j0 = 0; j0 < n; j0 += group) {
+            int64_t nk = n - j0 < group ? n - j0 : group, b = b0;
+            /* The weights' pass reads the group's rows first, with little to compute
+             * meanwhile: the first column pass fetches the next group's rows ahead
+             * (a row's bytes with each key; dense rows only). */
+            const uint8_t *rows = v + j0 * ld, *next = rows + nk * ld;
+            int64_t npf = ld == nb * (q4 ? 18 : 34) ? (n - j0 - nk < nk ? n - j0 - nk : nk) : 0;
+            qaxpy_weights(w, p + j0, ldp, rows, ld, nk, b0, nb, nq4, NQ, q4);
+            for (; b + NB <= bend; b += NB, npf = 0) qaxpy_block(acc, w, rows, ld, nk, Ev, b, b0, nq4, NQ, NB, q4, next, npf);
+            if (NB > 2 && b + 2 <= bend) qaxpy_block(acc, w, rows, ld, nk, Ev, b, b0, nq4, NQ, 2, q4, next, npf), b += 2, npf = 0;
+            if (b < bend) qaxpy_block(acc, w, rows, ld, nk, Ev, b, b0, nq4, NQ, 1, q4, next, npf);
+        }
     }
 }
 
@@ -115,7 +378,8 @@ static void qaxpy_rows(float *acc, const float *p, int64_t ldp, int nq, const vo
 const attn_qdot_kernels attn_qdot_avx512vnni = {
     .name = "int8_avx512vnni",
     .f32_set = "avx512",
-    .q8_bias = 16,
+    .q8_bias = 128,
+    .q4_bias = 8,
     .dot = qdot_rows,
     .axpy = qaxpy_rows,
 };
