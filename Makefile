@@ -93,7 +93,11 @@ ISA_FLAGS_sgemm_avx512   := -mavx512f -mfma
 HAVE_SIMDE  := $(wildcard /usr/include/simde/x86/avx512.h)
 # -Wno-psabi: simde_extra.h's static functions pass 512-bit vectors by value
 # in a build without AVX-512, which crosses no ABI (GCC's note ignores pragmas).
-SIMDE_FLAGS := -Itests/simde -include tests/simde/intrin_simde.h -Wno-psabi
+# -O1: at -O2 GCC takes about 5 minutes on the integer kernel's file through
+# SIMDe's portable vectors (1 minute at -O1); the results are the same (C11
+# without -ffast-math: no contraction, no reassociation), and these objects
+# are for checking, not for timing.
+SIMDE_FLAGS := -Itests/simde -include tests/simde/intrin_simde.h -Wno-psabi -O1
 SIMDE_OBJ   := $(BUILD)/simde/ukernel_avx512.o $(BUILD)/simde/ukernel_avx512bf16.o \
                $(BUILD)/simde/widen_quant_avx512.o $(BUILD)/simde/decode_quant_avx512.o \
                $(BUILD)/simde/decode_quant_avxvnni.o
