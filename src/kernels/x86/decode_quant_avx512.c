@@ -196,45 +196,7 @@ QDOT_INLINE void qdot_tile(float *s, int64_t lds, const qrow_tab *tb, const uint
     }
 }
 
-QDOT_INLINE void qdot_pass(float *s, int64_t lds, const qrow_tab *tb, const uint8_t *k, int64_t ld, 
-                           int64_t n, int64_t g0, int ng, int64_t nb, const int NQ, const bool q4, __m256i *hm) {
-    int64_t j = 0;
-    if (nb % 4 == 0)
-        for (; j + 4 <= n; j += 4) qdot_tile(s + j, lds, tb, k + j * ld, ld, 4, g0, ng, nb, NQ, q4, true, g0 == 0, hm);
-    for (; j + 4 <= n; j += 4) qdot_tile(s + j, lds, tb, k + j * ld, ld, 4, g0, ng, nb, NQ, q4, false, g0 == 0, hm);
-    if (j < n) qdot_tile(s + j, lds, tb, k + j * ld, ld, (int)(n - j), g0, ng, nb, NQ, q4, false, g0 == 0, hm);
-}
-
-static float qdot_rows(float *s, int64_t lds, const attn_qrows *qq, int r0, int nq, const void *kv, int64_t ld,
-                       int64_t n, bool q4) {
-    const uint8_t *k = kv;
-    int64_t nb = qq->E / 32, quads = (nb + 3) / 4;
-    __m256i hm = _mm256_setzero_si256();
-    qrow_tab tb[QR];
-    for (int i = 0; i < nq; i += QR) { /* more rows: the keys again, from L1 */
-        int rows = nq - i < QR ? nq - i : QR;
-        for (int64_t g0 = 0; g0 < quads; g0 += QG) {
-            int ng = quads - g0 < QG ? (int)(quads - g0) : QG;
-            for (int r = 0; r < rows; r++) qrow_table(&tb[r], qq, r0 + i + r, g0, ng, nb);
-            float *si = s + i * lds;
-#define QDOT_PASS(NQ)                                                                     \
-    do {                                                                                  \
-        if (q4) qdot_pass(si, lds, tb, k, ld, n, g0, ng, nb, NQ, true, &hm);         \
-        else qdot_pass(si, lds, tb, k, ld, n, g0, ng, nb, NQ, false, &hm);           \
-    } while (0)
-            switch (rows) {
-            case 1: QDOT_PASS(1); break;
-            case 2: QDOT_PASS(2); break;
-            case 3: QDOT_PASS(3); break;
-            default: QDOT_PASS(4); break;
-            }
-#undef QDOT_PASS
-        }
-    }
-    unsigned top = (unsigned)_mm512_reduce_max_epu32(_mm512_cvtepu16_epi32(hm));
-    if (top >= 0x7c00u) return -1.0f; /* an infinite or NaN scale */
-    return _cvtsh_ss((unsigned short)top) * (q4 ? 8.0f : 128.0f);
-}
+#include "kernels/x86/decode_quant_tiles.h"
 
 /* ---- values: acc[i] += Σ_j p_ij · v_j over q8/q4 rows, where block b of
  * v_j is d_jb times its codes. The weights take the scales first: w_ijb =
