@@ -799,6 +799,30 @@ static void test_grouped_errors(void) {
         snprintf(name, sizeof name, "cache_refused_%s", CASES[c].name);
         check(st == CASES[c].want, name, "status %d, want %d: %s", st, CASES[c].want, st ? err.message : "accepted");
     }
+    /* keys per channel take no per-head key scale and no rotation: both act
+     * on keys stored in dtype (q4_1 values here, which the rotation takes) */
+    const float scales[2] = {0.5f, 2.0f};
+    for (int c = 0; c < 2; c++) {
+        attn_kv_pages_desc d = attn_kv_pages_desc_default();
+        d.page_size = 32, d.num_pages = 4, d.max_sequences = 2, d.heads = 2, d.key_dim = 64, d.value_dim = 32;
+        d.dtype = c ? ATTN_Q4_1 : ATTN_E4M3, d.key_dtype = ATTN_Q4C;
+        if (c) d.hadamard = 1;
+        else d.k_scale = scales;
+        size_t bytes = 0;
+        attn_error err;
+        attn_status st = attn_kv_pages_bytes(&bytes, &d, &err);
+        check(st == ATTN_ERR_OPTION && strstr(err.message, c ? "hadamard" : "k_scale"),
+              c ? "pool_refused_q4c_keys_hadamard" : "pool_refused_q4c_keys_k_scale", "status %d: %s", st,
+              st ? err.message : "accepted");
+        attn_kv_cache_desc cd = attn_kv_cache_desc_default();
+        cd.capacity = 32, cd.heads = 2, cd.key_dim = 64, cd.value_dim = 32, cd.dtype = d.dtype, cd.key_dtype = ATTN_Q4C;
+        if (c) cd.hadamard = 1;
+        else cd.k_scale = scales;
+        st = attn_kv_cache_bytes(&bytes, &cd, &err);
+        check(st == ATTN_ERR_OPTION && strstr(err.message, c ? "hadamard" : "k_scale"),
+              c ? "cache_refused_q4c_keys_hadamard" : "cache_refused_q4c_keys_k_scale", "status %d: %s", st,
+              st ? err.message : "accepted");
+    }
     /* a pool of q4c keys: its view, without residual rows, and its plan */
     model m;
     model_keys = ATTN_Q4C;
