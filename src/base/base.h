@@ -17,6 +17,19 @@
  * Returns `status`, so callers can write `return attn_fail(err, ATTN_ERR_X, ...)`. */
 #define attn_fail attn_error_set
 
+/* An f32's bits and back (the 16-bit and 8-bit float formats are written
+ * on them, half.c and quant.c). */
+static inline uint32_t attn_f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static inline float attn_f32_from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
 /* x rounded up to a multiple of m (x >= 0, m >= 1; no overflow check). */
 static inline int64_t attn_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 

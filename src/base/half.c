@@ -4,22 +4,10 @@
 
 #include <string.h>
 
-static uint32_t bits_of(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static float float_of(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-float attn_bf16_to_f32(uint16_t b) { return float_of((uint32_t)b << 16); }
+float attn_bf16_to_f32(uint16_t b) { return attn_f32_from_bits((uint32_t)b << 16); }
 
 uint16_t attn_f32_to_bf16(float f) {
-    uint32_t u = bits_of(f);
+    uint32_t u = attn_f32_bits(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
     /* Round to nearest, ties to even, on the 16 bits dropped. */
     u += 0x7fffu + ((u >> 16) & 1);
@@ -28,22 +16,22 @@ uint16_t attn_f32_to_bf16(float f) {
 
 float attn_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-    if (exp == 0x1f) return float_of(sign | 0x7f800000u | (man << 13)); /* inf, NaN */
+    if (exp == 0x1f) return attn_f32_from_bits(sign | 0x7f800000u | (man << 13)); /* inf, NaN */
     if (exp == 0) { /* zero or subnormal: man * 2^-24, exact in f32 */
         float v = (float)man * 0x1p-24f;
         return sign ? -v : v;
     }
-    return float_of(sign | ((exp + 112) << 23) | (man << 13));
+    return attn_f32_from_bits(sign | ((exp + 112) << 23) | (man << 13));
 }
 
 uint16_t attn_f32_to_f16(float f) {
-    uint32_t u = bits_of(f), sign = (u >> 16) & 0x8000, a = u & 0x7fffffffu;
+    uint32_t u = attn_f32_bits(f), sign = (u >> 16) & 0x8000, a = u & 0x7fffffffu;
     if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00 | ((a >> 13) & 0x3ff)); /* NaN */
     if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* rounds past 65504: inf */
     if (a < 0x38800000u) { /* below 2^-14: a subnormal f16 (or 0) */
         /* f16 subnormals are multiples of 2^-24: round |f| * 2^24 to an integer,
          * ties to even; the product is exact in f32 below 2^-14 * 2^24. */
-        float scaled = float_of(a) * 0x1p24f;
+        float scaled = attn_f32_from_bits(a) * 0x1p24f;
         uint32_t m = (uint32_t)scaled;
         float rest = scaled - (float)m;
         if (rest > 0.5f || (rest == 0.5f && (m & 1))) m++;

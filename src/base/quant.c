@@ -8,18 +8,6 @@
 
 #include <string.h>
 
-static uint32_t bits_of(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static float float_of(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 bool attn_dtype_quantized(attn_dtype d) {
     return d == ATTN_Q8 || d == ATTN_Q4 || d == ATTN_Q4_1 || d == ATTN_E4M3 || d == ATTN_E5M2;
 }
@@ -156,10 +144,10 @@ typedef struct fp8_format {
 static const fp8_format E4M3 = {3, 7, 0x7e, 0x7f}, E5M2 = {2, 15, 0x7b, 0x7e};
 
 static uint8_t fp8_of(float x, const fp8_format *f) {
-    uint32_t u = bits_of(x), sign = (u >> 24) & 0x80, a = u & 0x7fffffffu, code;
+    uint32_t u = attn_f32_bits(x), sign = (u >> 24) & 0x80, a = u & 0x7fffffffu, code;
     if (a > 0x7f800000u) return (uint8_t)(sign | f->nan_code);
     if (a == 0x7f800000u) return (uint8_t)(sign | f->max_code); /* satfinite */
-    float v = float_of(a);
+    float v = attn_f32_from_bits(a);
     if (v < ldexpf(1.0f, 1 - f->B)) {
         /* Below the smallest normal: multiples of 2^(1-B-M). The scaled value
          * is exact (a power of two) and below 2^M; rounding up to 2^M gives
@@ -177,13 +165,13 @@ static uint8_t fp8_of(float x, const fp8_format *f) {
 static float fp8_value(uint8_t c, const fp8_format *f, bool e4m3) {
     uint32_t sign = (uint32_t)(c & 0x80) << 24, e = (c & 0x7fu) >> f->M, m = c & ((1u << f->M) - 1);
     uint32_t top = (1u << (7 - f->M)) - 1; /* the largest exponent field */
-    if (e4m3 && (c & 0x7f) == 0x7f) return float_of(sign | 0x7fc00000u);
-    if (!e4m3 && e == top) return float_of(sign | 0x7f800000u | (m ? 0x400000u : 0));
+    if (e4m3 && (c & 0x7f) == 0x7f) return attn_f32_from_bits(sign | 0x7fc00000u);
+    if (!e4m3 && e == top) return attn_f32_from_bits(sign | 0x7f800000u | (m ? 0x400000u : 0));
     if (e == 0) { /* m · 2^(1-B-M), exact */
         float v = ldexpf((float)m, 1 - f->B - f->M);
         return sign ? -v : v;
     }
-    return float_of(sign | (e - (uint32_t)f->B + 127) << 23 | m << (23 - f->M));
+    return attn_f32_from_bits(sign | (e - (uint32_t)f->B + 127) << 23 | m << (23 - f->M));
 }
 
 void attn_quant_row(void *dst, const float *x, int64_t n, attn_dtype format) {
