@@ -67,7 +67,10 @@ import sys
 
 import numpy as np
 
-MAX_RANK = 5
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from attn._core import view  # noqa: E402  (an attn_tensor over an array, its dtype code given)
+from attn._lib import Error  # noqa: E402
+
 F32, F16, BF16 = 1, 4, 5
 FORMATS = [("f16", F16), ("bf16", BF16), ("q8", 6), ("e4m3", 8), ("e5m2", 9), ("q4", 7), ("q4_1", 10)]
 Q4C, Q2C = 11, 12
@@ -75,23 +78,6 @@ Q4C, Q2C = 11, 12
 KEY_ROWS = [("K q4, V q4_1", 7, 10), ("K q4_1, V q4_1", 10, 10), ("K q4c, V q4_1", Q4C, 10),
             ("K q2c, V q4_1", Q2C, 10), ("K q4, V f16", 7, F16), ("K q4_1, V f16", 10, F16),
             ("K q4c, V f16", Q4C, F16), ("K q2c, V f16", Q2C, F16)]
-
-
-class Tensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int),
-                ("shape", ctypes.c_int64 * MAX_RANK), ("strides", ctypes.c_int64 * MAX_RANK)]
-
-
-class Error(ctypes.Structure):
-    _fields_ = [("status", ctypes.c_int), ("message", ctypes.c_char * 512)]
-
-
-def view(a, dtype):
-    t = Tensor()
-    t.data, t.dtype, t.rank = a.ctypes.data, dtype, a.ndim
-    for i in range(a.ndim):
-        t.shape[i], t.strides[i] = a.shape[i], a.strides[i] // a.itemsize
-    return t
 
 
 class Lib:

@@ -32,7 +32,9 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from oracle_rope import Error, Tensor  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+from attn._core import view as tensor  # noqa: E402  (16-bit values as uint16 bits, with their dtype code)
+from attn._lib import Context, Error, Tensor  # noqa: E402
 from torch_attention import Reporter, causal_allowed, oracle_args  # noqa: E402
 
 F32, F16, BF16, BOOL = 1, 4, 5, 3
@@ -40,27 +42,10 @@ U16 = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11}
 TORCH = {"bf16": torch.bfloat16, "f16": torch.float16}
 
 
-class Context(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("num_threads", ctypes.c_int), ("workspace", ctypes.c_void_p),
-                ("workspace_size", ctypes.c_size_t)]
-
-
 class Options(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("has_scale", ctypes.c_int), ("scale", ctypes.c_double),
                 ("causal", ctypes.c_int), ("mask", ctypes.POINTER(Tensor)), ("compute", ctypes.c_int),
                 ("context", ctypes.POINTER(Context))]  # the rest stays at its defaults (struct_size says so)
-
-
-def tensor(a, dtype):
-    """An attn_tensor over the numpy array a (uint16 bits for 16-bit types)."""
-    t = Tensor()
-    t.data = a.ctypes.data
-    t.dtype = dtype
-    t.rank = a.ndim
-    for i in range(a.ndim):
-        t.shape[i] = a.shape[i]
-        t.strides[i] = a.strides[i] // a.itemsize
-    return t
 
 
 def bits(x, kind):

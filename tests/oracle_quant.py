@@ -26,32 +26,16 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from attn._core import view  # noqa: E402  (an attn_tensor over an array: raw bits with their dtype code)
+from attn._lib import Error, Tensor  # noqa: E402
+
 MAX_RANK = 5
 F32, F64, F16, BF16 = 1, 2, 4, 5
 Q8, Q4, E4M3, E5M2, Q4_1, Q4C, Q2C = 6, 7, 8, 9, 10, 11, 12
 FORMATS = {"q8": Q8, "q4": Q4, "q4_1": Q4_1, "e4m3": E4M3, "e5m2": E5M2}
 BLOCK_BYTES = {Q8: 34, Q4: 18, Q4_1: 20}
 ERR = {"NULL": 1, "RANK": 2, "SHAPE": 3, "DTYPE": 6, "STRIDE": 10, "ARGUMENT": 19}
-
-
-class Tensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int),
-                ("shape", ctypes.c_int64 * MAX_RANK), ("strides", ctypes.c_int64 * MAX_RANK)]
-
-
-class Error(ctypes.Structure):
-    _fields_ = [("status", ctypes.c_int), ("message", ctypes.c_char * 512)]
-
-
-def view(a, dtype):
-    t = Tensor()
-    t.data = a.ctypes.data
-    t.dtype = dtype
-    t.rank = a.ndim
-    for i in range(a.ndim):
-        t.shape[i] = a.shape[i]
-        t.strides[i] = a.strides[i] // a.itemsize
-    return t
 
 
 # --- the reference, from attn.h -------------------------------------------

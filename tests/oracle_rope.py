@@ -28,35 +28,11 @@ import torch
 
 from torch_attention import Reporter, oracle_args
 
-MAX_RANK = 5
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from attn._core import view  # noqa: E402  (an attn_tensor over an f32 or f64 array)
+from attn._lib import Error, RopeOptions, Tensor  # noqa: E402
+
 F32, F64 = 1, 2
-
-
-class Tensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int),
-                ("shape", ctypes.c_int64 * MAX_RANK), ("strides", ctypes.c_int64 * MAX_RANK)]
-
-
-class RopeOptions(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("layout", ctypes.c_int), ("base", ctypes.c_double),
-                ("rotary_dim", ctypes.c_int64), ("position_offset", ctypes.c_int64),
-                ("linear_scaling", ctypes.c_double)]
-
-
-class Error(ctypes.Structure):
-    _fields_ = [("status", ctypes.c_int), ("message", ctypes.c_char * 512)]
-
-
-def view(a):
-    """An attn_tensor over the numpy array a (strides in elements)."""
-    t = Tensor()
-    t.data = a.ctypes.data
-    t.dtype = F64 if a.dtype == np.float64 else F32
-    t.rank = a.ndim
-    for i in range(a.ndim):
-        t.shape[i] = a.shape[i]
-        t.strides[i] = a.strides[i] // a.itemsize
-    return t
 
 
 def reference(x, layout, base, rotary_dim, offset, scaling):

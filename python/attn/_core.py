@@ -100,10 +100,12 @@ def _data(a):
     return ctypes.c_void_p.from_address(id(a) + _DATA_OFFSET).value or 0
 
 
-def view(a):
+def view(a, dtype=None):
     """An attn_tensor over the NumPy array a, its strides passed through (in
-    elements; negative and zero strides too). Nothing is copied."""
-    code = _DTYPES.get(a.dtype)
+    elements; negative and zero strides too). Nothing is copied. dtype: the
+    attn dtype code of elements held as raw bits (bf16 as uint16, quantized
+    rows as uint8); None takes it from a's NumPy dtype."""
+    code = _DTYPES.get(a.dtype) if dtype is None else dtype
     if code is None and not a.dtype.isnative:
         raise DtypeError("a byte-swapped array (%s): convert it to native order first, a.astype(a.dtype.newbyteorder('='))"
                          % a.dtype.str, 6)
