@@ -69,7 +69,8 @@ static const char USAGE[] =
     "  --kv         decode from a KV cache of each storage only: one token of a\n"
     "               Llama-style layer (32/8 heads, d=128) at 32k positions in f16,\n"
     "               q8, q4, e4m3 and q4c keys per channel with q4_1 values, and at\n"
-    "               128k in f16, q8 and q4, each rate over f16's in the same run\n"
+    "               128k in f16, q8 and q4, timed in turns: each rate over f16's is\n"
+    "               the median of the rounds' ratios, with their range\n"
     "  --threads N  threads for attn and OpenBLAS (default: attn's default)\n"
     "  --ggml DIR   ggml's ggml_flash_attn_ext beside attn on the same shapes, from\n"
     "               a ggml build in DIR (libggml-base.so and a libggml-cpu*.so;\n"
@@ -1381,57 +1382,84 @@ static void run_cache(void *p) {
 }
 
 /* One token of a Llama-style layer (32 query heads, 8 KV heads, d = 128)
- * attending to `context` cached positions stored as `dtype` (quantized
- * ones included; keys per channel with `keys` q4c or q2c, else 0): tokens per second, the bytes of K and V read per second
- * against the triad, and the rate over f16's at the same context (f16: the
- * seconds of an f16 row of this run, 0 for none). One row: in JSON (tab
- * NULL) or as a row of tab. Returns its seconds. */
-static double kv_cache_row(int64_t context, attn_dtype dtype, attn_dtype keys, double bandwidth, text_table *tab,
-                           bool last, double f16) {
-    bool as_json = !tab;
+ * attending to `context` cached positions stored as `dtype` (quantized ones
+ * included; keys per channel with `keys` q4c or q2c, else 0): the cache
+ * filled with random keys and values, the call ready to run, and the bytes
+ * of K and V one call reads. */
+typedef struct kv_row {
+    cache_call c;
+    void *memory;
+    int64_t context;
+    attn_dtype dtype, keys;
+    double read;
+} kv_row;
+
+static void kv_row_init(kv_row *r, int64_t context, attn_dtype dtype, attn_dtype keys) {
     enum { HQ = 32, HK = 8, D = 128, CHUNK = 4096 };
     attn_kv_cache_desc d = attn_kv_cache_desc_default();
     d.heads = HK, d.capacity = keys ? (context + 32) / 32 * 32 : context + 1, d.key_dim = d.value_dim = D, d.dtype = dtype;
     d.key_dtype = keys;
-    size_t bytes;
+    size_t bytes = 0;
     attn_error err;
-    attn_kv_cache_bytes(&bytes, &d, &err);
-    void *memory = malloc(bytes);
-    cache_call c = {NULL, {0}, {0}, attn_sdpa_options_default()};
-    if (!memory || attn_kv_cache_init(&c.cache, memory, bytes, &d, &err)) fprintf(stderr, "attn: error: no memory for the cache\n"), exit(1);
+    memset(r, 0, sizeof *r);
+    r->context = context, r->dtype = dtype, r->keys = keys, r->c.o = attn_sdpa_options_default();
+    if (attn_kv_cache_bytes(&bytes, &d, &err) || !(r->memory = malloc(bytes)) ||
+        attn_kv_cache_init(&r->c.cache, r->memory, bytes, &d, &err))
+        fprintf(stderr, "attn: error: no memory for the cache\n"), exit(1);
     int64_t sk[3] = {HK, CHUNK, D}, sq[3] = {HQ, 1, D};
     float *kv = random_floats((size_t)(HK * CHUNK * D), 7);
     attn_tensor t;
     attn_tensor_init(&t, kv, ATTN_F32, 3, sk, NULL, NULL);
     for (int64_t p0 = 0; p0 < context; p0 += CHUNK) { /* fill it, CHUNK positions at a time */
         t.shape[1] = context - p0 < CHUNK ? context - p0 : CHUNK;
-        attn_kv_cache_append(c.cache, &t, &t, &err);
+        if (attn_kv_cache_append(r->c.cache, &t, &t, &err)) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
     }
-    attn_tensor_init(&c.q, random_floats(HQ * D, 8), ATTN_F32, 3, sq, NULL, NULL);
-    attn_tensor_init(&c.out, calloc(HQ * D, sizeof(float)), ATTN_F32, 3, sq, NULL, NULL);
-    c.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
-    double seconds = best_time(run_cache, &c, quick ? 0.05 : 0.5);
+    free(kv);
+    attn_tensor_init(&r->c.q, random_floats(HQ * D, 8), ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&r->c.out, calloc(HQ * D, sizeof(float)), ATTN_F32, 3, sq, NULL, NULL);
+    r->c.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
     /* the bytes of a row as stored: the element size, or the quantized row's */
     size_t row = attn_dtype_size(dtype) ? attn_dtype_size(dtype) * D : attn_quant_row_size(dtype, D);
     /* keys per channel: a group's bytes per 32 positions (the context is whole groups) */
     double key_row = keys ? (double)attn_quant_group_size(keys, D) / 32 : (double)row;
-    double read = (double)context * HK * (key_row + (double)row);
+    r->read = (double)context * HK * (key_row + (double)row);
+}
+
+static void kv_row_free(kv_row *r) { free(r->memory), free(r->c.q.data), free(r->c.out.data); }
+
+/* One row of the table (tab) or of JSON (tab NULL): the call's best seconds,
+ * and its rate over f16's (over: 0 for none, with the range of the rounds'
+ * ratios when `rounds` > 0). */
+static void kv_row_print(const kv_row *r, double seconds, double bandwidth, text_table *tab, bool last, double over,
+                         double lo, double hi, int rounds) {
     char name[64];
-    snprintf(name, sizeof name, "H32/8 d128 context %lldk %s%s%s", (long long)context / 1024, keys ? "K " : "",
-             keys ? attn_dtype_name(keys) : "", keys ? " V " : "");
-    snprintf(name + strlen(name), sizeof name - strlen(name), "%s", attn_dtype_name(dtype));
-    if (as_json) {
+    snprintf(name, sizeof name, "H32/8 d128 context %lldk %s%s%s", (long long)r->context / 1024, r->keys ? "K " : "",
+             r->keys ? attn_dtype_name(r->keys) : "", r->keys ? " V " : "");
+    snprintf(name + strlen(name), sizeof name - strlen(name), "%s", attn_dtype_name(r->dtype));
+    if (!tab) {
         printf("    {\"name\": \"%s\", \"seconds\": %.6g, \"tokens_per_s\": %.1f, \"gbps\": %.3g, \"pct_triad\": %.3g", name,
-               seconds, 1 / seconds, read / seconds / 1e9, 100 * read / seconds / bandwidth);
-        if (f16 > 0) printf(", \"over_f16\": %.3f", f16 / seconds);
+               seconds, 1 / seconds, r->read / seconds / 1e9, 100 * r->read / seconds / bandwidth);
+        if (over > 0) printf(", \"over_f16\": %.3f", over);
+        if (over > 0 && rounds) printf(", \"over_f16_range\": [%.3f, %.3f], \"rounds\": %d", lo, hi, rounds);
         printf("}%s\n", last ? "" : ",");
     } else {
-        tab_cell(tab, "%s", name), tab_cell(tab, "%.5f", seconds), tab_cell(tab, "%.0f tok/s", 1 / seconds);
-        tab_cell(tab, "%.1f GB/s", read / seconds / 1e9), tab_cell(tab, "%.1f%% of triad", 100 * read / seconds / bandwidth);
-        if (f16 > 0) tab_cell(tab, "%.2fx f16", f16 / seconds);
+        tab_cell(tab, "%s", name + strlen("H32/8 d128 context ")), tab_cell(tab, "%.5f", seconds);
+        tab_cell(tab, "%.0f tok/s", 1 / seconds);
+        tab_cell(tab, "%.1f GB/s", r->read / seconds / 1e9), tab_cell(tab, "%.1f%% of triad", 100 * r->read / seconds / bandwidth);
+        if (over > 0 && rounds) tab_cell(tab, "%.2fx (%.2f-%.2f)", over, lo, hi);
+        else if (over > 0) tab_cell(tab, "%.2fx f16", over);
         else tab_cell(tab, "-");
     }
-    free(memory), free(kv), free(c.q.data), free(c.out.data);
+}
+
+/* One row timed alone (best of repeated calls): its seconds. */
+static double kv_cache_row(int64_t context, attn_dtype dtype, attn_dtype keys, double bandwidth, text_table *tab,
+                           bool last, double f16) {
+    kv_row r;
+    kv_row_init(&r, context, dtype, keys);
+    double seconds = best_time(run_cache, &r.c, quick ? 0.05 : 0.5);
+    kv_row_print(&r, seconds, bandwidth, tab, last, f16 > 0 ? f16 / seconds : 0, 0, 0, 0);
+    kv_row_free(&r);
     return seconds;
 }
 
@@ -1441,7 +1469,7 @@ static void kv_cache_rows(double bandwidth, bool as_json) {
     int64_t contexts[] = {4096, 32768, 131072};
     int n = quick ? 1 : 3;
     double f16[3] = {0};
-    text_table *tab = as_json ? NULL : tab_new(6, "cache (one token)", "seconds", "rate", "read", "of triad", "rate");
+    text_table *tab = as_json ? NULL : tab_new(6, "H32/8 d128 cache", "seconds", "rate", "read", "of triad", "rate");
     for (int i = 0; i < n; i++) f16[i] = kv_cache_row(contexts[i], ATTN_F16, 0, bandwidth, tab, false, 0);
     if (!quick) kv_cache_row(32768, ATTN_F32, 0, bandwidth, tab, false, f16[1]);
     int at = quick ? 0 : 1;
@@ -1450,22 +1478,44 @@ static void kv_cache_rows(double bandwidth, bool as_json) {
     if (tab) tab_print(tab);
 }
 
-/* attn bench --kv: decode from a cache of each storage, f16 first, at 32k
- * positions (4k with --quick), and at 128k for f16, q8 and q4 (not with
- * --quick): the rates over f16's measured in the same run. The last row at
- * 32k (4k): keys per channel (q4c, KIVI's) with q4_1 values. */
+/* attn bench --kv: decode from a cache of each storage at 32k positions
+ * (4k with --quick), and at 128k for f16, q8 and q4 (not with --quick); the
+ * last row at 32k (4k) has keys per channel (q4c, KIVI's) with q4_1 values.
+ * The storages of a context are timed in turns: every round runs one call
+ * of each, in an order that turns round from round to round, and a row's
+ * rate over f16 is the median of the rounds' ratios (with their range), so
+ * that a host that slows for a while slows both sides of a ratio. Each
+ * call reads its own cache, which the calls between evict from L3, as each
+ * layer of a model reads its own. */
 static void kv_storage_rows(double bandwidth, bool as_json) {
-    static const attn_dtype STORE[] = {ATTN_F16, ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_Q4_1};
-    static const attn_dtype KEYS[] = {0, 0, 0, 0, ATTN_Q4C};
+    enum { N = 5, MAX_ROUNDS = 21 };
+    static const attn_dtype STORE[N] = {ATTN_F16, ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_Q4_1};
+    static const attn_dtype KEYS[N] = {0, 0, 0, 0, ATTN_Q4C};
     int64_t contexts[2] = {quick ? 4096 : 32768, 131072};
-    text_table *tab = as_json ? NULL : tab_new(6, "cache (one token)", "seconds", "rate", "read", "of triad", "rate");
+    int rounds = quick ? 3 : MAX_ROUNDS;
+    text_table *tab = as_json ? NULL : tab_new(6, "H32/8 d128 cache", "seconds", "rate", "read", "of triad",
+                                               "over f16 (range)");
     for (int c = 0; c < (quick ? 1 : 2); c++) {
-        double f16 = 0;
-        int n = c ? 3 : 5;
+        int n = c ? 3 : N;
+        kv_row r[N];
+        double t[N][MAX_ROUNDS], best[N];
+        for (int i = 0; i < n; i++) kv_row_init(&r[i], contexts[c], STORE[i], KEYS[i]), best[i] = 1e30, run_cache(&r[i].c);
+        for (int k = 0; k < rounds; k++)
+            for (int turn = 0; turn < n; turn++) {
+                int i = (turn + k) % n; /* each storage in each place of the order in turn */
+                double t0 = now();
+                run_cache(&r[i].c);
+                t[i][k] = now() - t0;
+                best[i] = t[i][k] < best[i] ? t[i][k] : best[i];
+            }
         for (int i = 0; i < n; i++) {
-            double s = kv_cache_row(contexts[c], STORE[i], KEYS[i], bandwidth, tab, (quick || c) && i == n - 1, f16);
-            if (i == 0) f16 = s;
+            double ratio[MAX_ROUNDS];
+            for (int k = 0; k < rounds; k++) ratio[k] = t[0][k] / t[i][k];
+            double mid = i ? median(ratio, rounds) : 0; /* median sorts: lo and hi after it */
+            kv_row_print(&r[i], best[i], bandwidth, tab, (quick || c) && i == n - 1, mid, ratio[0], ratio[rounds - 1],
+                         rounds);
         }
+        for (int i = 0; i < n; i++) kv_row_free(&r[i]);
     }
     if (tab) tab_print(tab);
 }
