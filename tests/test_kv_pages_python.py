@@ -463,11 +463,12 @@ for name, code in (("q4c", Q4C), ("q2c", Q2C)):
     err = float(np.abs(out - ref).max() / np.abs(ref).max())
     check("kv_pages_python_%s_attend_bitwise_sdpa_on_gathered" % name, np.array_equal(out, same))
     check("kv_pages_python_%s_attend_vs_torch_float64" % name, err <= 2e-5, "error %.3g" % err)
-    try:
-        gp.plan([a], [1], num_heads=4)
-        check("kv_pages_python_%s_plan_refused" % name, False, "planned")
-    except attn.DtypeError:
-        check("kv_pages_python_%s_plan_refused" % name, True)
+    # a plan of both sequences, named out of id order: its run (q reordered by id) bitwise attend
+    q3 = rng.standard_normal((3, 4, 64)).astype(np.float32)
+    want3, want3_lse = gp.attend([b, a], q3, cu_seqlens_q=[0, 2, 3], return_lse=True)
+    got3, got3_lse = gp.plan([b, a], [2, 1], num_heads=4, return_lse=True).run(q3)
+    check("kv_pages_python_%s_plan_bitwise_attend" % name, np.array_equal(got3, want3) and
+          np.array_equal(got3_lse, want3_lse))
 # The layer's step over a contiguous cache with q4c keys (attn_mha_cached_batch writes each row
 # with the cache's own writer) bitwise the pool's step with the same keys (attn_mha_paged).
 E_, HQ_, D_ = 64, 2, 32
