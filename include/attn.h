@@ -1662,7 +1662,11 @@ typedef struct attn_kv_cache_desc {
      * Each key row x is stored as the format of H x (then divided by
      * k_scale, if given), H = H_E / sqrt(E) as attn_hadamard applies it
      * (H x rounded once to f32), and attention turns each query row by the
-     * same H (an f32 copy of q per call), so q·k is unchanged in exact
+     * same H (an f32 copy of q per call, from the front of the context's
+     * workspace when one is given: 4 bytes per element of q rounded up to
+     * 64, and 63 more, before what attn_sdpa_workspace_size gives for the
+     * cache's view; attn_mha_cached_workspace_size counts it, and a paged
+     * plan's workspace_bytes; without a workspace, malloc), so q·k is unchanged in exact
      * arithmetic while an outlier channel's size is spread over all E
      * channels before the format rounds it (what that buys:
      * docs/accuracy.md). Values are not turned. attn_kv_cache_gather
