@@ -45,6 +45,11 @@ static const char MHA_USAGE[] =
     "                         not yet filling a group in float16 (KIVI), values\n"
     "                         q4_1 (float16 when the head dimension is not a\n"
     "                         multiple of 32)\n"
+    "      --hadamard         with --kv q8, q4, q4_1, e4m3 or e5m2: the cache stores\n"
+    "                         the keys turned by the Walsh-Hadamard rotation and\n"
+    "                         turns each query alike (q.k kept, an outlier channel\n"
+    "                         spread before rounding); a head dimension that is a\n"
+    "                         power of two up to 1024\n"
     "  -o, --out FILE         write the output (like X); without -o it is printed\n"
     "  -w, --weights-out FILE write the attention weights averaged over heads\n"
     "  -h, --help             show this help\n";
@@ -146,7 +151,7 @@ typedef struct mha_args {
     attn_causal causal;
     attn_rope_options rope;
     bool has_rope;
-    bool incremental, alibi;
+    bool incremental, alibi, hadamard;
     attn_dtype kv; /* the cache's dtype with --kv, else 0: X's */
     double softcap;
     long window;
@@ -186,6 +191,8 @@ static int parse(int argc, char **argv, mha_args *a) {
             while (val && f < 7 && strcmp(val, FORMATS[f])) f++;
             if (val && f == 7) code = cli_error(EXIT_USAGE, "--kv takes q8, q4, q4_1, e4m3, e5m2, q4c or q2c, not '%s'", val);
             else if (val) a->kv = CODES[f];
+        } else if (strcmp(arg, "--hadamard") == 0) {
+            a->hadamard = true, i++;
         } else if (strcmp(arg, "--alibi") == 0) {
             a->alibi = true, i++;
         } else if (cli_option(argc, argv, &i, NULL, "--softcap", &val, &code)) {
@@ -208,6 +215,12 @@ static int parse(int argc, char **argv, mha_args *a) {
     if (a->kv && !a->incremental)
         return cli_error(EXIT_USAGE, "--kv %s stores the KV cache of --incremental: give --incremental too",
                          attn_dtype_name(a->kv));
+    if (a->hadamard && !a->kv)
+        return cli_error(EXIT_USAGE, "--hadamard turns the keys of a quantized KV cache: give --incremental --kv q8, q4, "
+                         "q4_1, e4m3 or e5m2 too");
+    if (a->hadamard && (a->kv == ATTN_Q4C || a->kv == ATTN_Q2C))
+        return cli_error(EXIT_USAGE, "--hadamard is for keys stored per token; --kv %s keys (per channel) take no "
+                         "rotation", attn_dtype_name(a->kv));
     return cli_rope_check(&a->rope, a->has_rope);
 }
 
@@ -257,7 +270,7 @@ static int layer_params(attn_mha_params *p, weights *w, const mha_args *a, const
 /* Token by token through a KV cache of X's dtype, or of `kv` (a quantized
  * format, or 0): out row t from X row t. */
 static int run_incremental(attn_tensor *out, const attn_tensor *x, const attn_mha_params *p,
-                           const attn_mha_options *o, attn_dtype kv) {
+                           const attn_mha_options *o, attn_dtype kv, bool hadamard) {
     int64_t L = x->shape[x->rank - 2], D = p->embed_dim / p->num_heads;
     attn_kv_cache_desc d = attn_kv_cache_desc_default();
     d.batch = x->rank == 3 ? x->shape[0] : 1, d.heads = p->num_kv_heads ? p->num_kv_heads : p->num_heads;
@@ -270,6 +283,10 @@ static int run_incremental(attn_tensor *out, const attn_tensor *x, const attn_mh
     if ((kv == ATTN_Q8 || kv == ATTN_Q4 || kv == ATTN_Q4_1) && D % 32)
         return cli_error(EXIT_DATA, "--kv %s needs a head dimension that is a multiple of 32, but E / heads = %lld",
                          attn_dtype_name(kv), (long long)D);
+    if (hadamard && (D > 1024 || (D & (D - 1))))
+        return cli_error(EXIT_DATA, "--hadamard needs a head dimension that is a power of two up to 1024, but E / heads "
+                         "= %lld", (long long)D);
+    d.hadamard = hadamard;
     size_t bytes;
     attn_error err;
     attn_kv_cache *cache = NULL;
@@ -353,7 +370,7 @@ static int run(const mha_args *a) {
         }
         cli_output outs[2] = {{.path = a->out}, {.path = a->wout}};
         if (!out.data || (a->wout && !wt.data)) code = cli_error(EXIT_DATA, "out of memory for the output");
-        else if (a->incremental) code = run_incremental(&out, &x, &p, &o, a->kv);
+        else if (a->incremental) code = run_incremental(&out, &x, &p, &o, a->kv, a->hadamard);
         else if (attn_mha(&out, a->wout ? &wt : NULL, &x, &k, &v, &p, &o, &err)) code = cli_error(EXIT_DATA, "%s", err.message);
         bool writes = cli_stop == CLI_RUN; /* the fuzzers stop once the files are checked and the layer ran */
         if (!code && writes && a->out) code = cli_output_write(&outs[0], &out);

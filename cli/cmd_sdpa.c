@@ -74,6 +74,11 @@ static const char SDPA_USAGE[] =
     "                         number: both), finite and > 0: k and v are stored as\n"
     "                         fp8(x / S) and read as code * S, the scale folded into\n"
     "                         the scores and the output (attn.h)\n"
+    "      --hadamard         with --kv q8, q4, q4_1, e4m3 or e5m2: store the keys\n"
+    "                         turned by the Walsh-Hadamard rotation (as llama.cpp\n"
+    "                         does for quantized K) and turn q alike, so q.k is kept\n"
+    "                         while an outlier channel is spread before rounding;\n"
+    "                         k's last dimension a power of two up to 1024; no --rope\n"
     "      --threads N        threads for f32 attention (default: ATTN_NUM_THREADS,\n"
     "                         else every CPU); results do not depend on it\n"
     "\n"
@@ -99,6 +104,8 @@ static const char SDPA_USAGE[] =
 static const char *cu_path[2];
 /* --kv-scale: the fp8 keys' and values' scale, one for every head; 0: none. */
 static double kv_scale[2];
+/* --hadamard: the keys stored turned by the Walsh-Hadamard rotation, q turned alike. */
+static bool kv_hadamard;
 
 /* The input files: -q, -k, -v, -m, --grad-out, --alibi-slopes, --sinks. */
 enum { N_INPUTS = 7 };
@@ -193,6 +200,28 @@ static int to_stored(input *in, attn_dtype store, double scale) {
     return 0;
 }
 
+/* --hadamard: q (float32) or k turned in place by the Walsh-Hadamard
+ * rotation, each row of its last dimension (k widened to float32 first),
+ * as a cache with the rotation stores keys and turns queries. */
+static int turned(input *in) {
+    int64_t n = in->t.rank ? in->t.shape[in->t.rank - 1] : 1;
+    if (n < 1 || n > 1024 || (n & (n - 1)))
+        return cli_error(EXIT_DATA, "--hadamard needs a last dimension that is a power of two up to 1024, but %s %s has "
+                         "%lld", in->flag, in->path, (long long)n);
+    attn_error err;
+    if (in->t.dtype != ATTN_F32) { /* float16 k: widened (exactly) */
+        attn_tensor b;
+        attn_tensor_init(&b, NULL, ATTN_F32, in->t.rank, in->t.shape, NULL, NULL);
+        if (!(b.data = malloc((size_t)attn_tensor_numel(&b) * 4 + 4)))
+            return cli_error(EXIT_DATA, "out of memory turning %s", in->path);
+        attn_tensor_convert(&b, &in->t, &err);
+        attn_npy_free(&in->t);
+        in->t = b;
+    }
+    if (attn_hadamard(&in->t, &err)) return cli_error(EXIT_DATA, "--hadamard: %s %s: %s", in->flag, in->path, err.message);
+    return 0;
+}
+
 /* The outputs: -o, -w, --lse, then the gradients. */
 enum { OUT_OUT, OUT_WEIGHTS, OUT_LSE, OUT_DQ, OUT_DK, OUT_DV, OUT_DMASK, OUT_KEEP, OUT_DSINKS, N_OUTS };
 static const char *const OUT_FLAGS[N_OUTS] = {"-o", "-w", "--lse", "--dq", "--dk", "--dv", "--dmask",
@@ -272,6 +301,9 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
                         !cli_parse_double(comma ? comma + 1 : first, &kv_scale[1]) || !(kv_scale[0] > 0) ||
                         !(kv_scale[1] > 0) || kv_scale[0] > FLT_MAX || kv_scale[1] > FLT_MAX))
                 code = cli_error(EXIT_USAGE, "--kv-scale %s is not one or two finite numbers above 0 (S or S,SV)", val);
+        } else if (strcmp(arg, "--hadamard") == 0) {
+            kv_hadamard = true;
+            i++;
         } else if (strcmp(arg, "--kv-bf16") == 0) {
             *kv_store = ATTN_BF16;
             i++;
@@ -321,6 +353,14 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
         return cli_error(EXIT_USAGE, "a ragged batch needs both --cu-seqlens-q and --cu-seqlens-k");
     if (kv_scale[0] > 0 && *kv_store != ATTN_E4M3 && *kv_store != ATTN_E5M2)
         return cli_error(EXIT_USAGE, "--kv-scale needs --kv e4m3 or --kv e5m2 (per-head scales are for fp8)");
+    if (kv_hadamard && (!*kv_store || *kv_store == ATTN_BF16))
+        return cli_error(EXIT_USAGE, "--hadamard turns quantized keys: give --kv q8, q4, q4_1, e4m3 or e5m2 too");
+    if (kv_hadamard && (*kv_store == ATTN_Q4C || *kv_store == ATTN_Q2C))
+        return cli_error(EXIT_USAGE, "--hadamard is for keys stored per token; --kv %s keys (per channel) take no "
+                         "rotation", attn_dtype_name(*kv_store));
+    if (kv_hadamard && *has_rope)
+        return cli_error(EXIT_USAGE, "--hadamard takes no --rope: RoPE's pairs do not survive the rotation (turn k and "
+                         "q by RoPE first)");
     if (cu_path[0]) {
         const char *refused = in[3].path ? "-m" : outs[OUT_WEIGHTS].path ? "-w" : outs[OUT_DMASK].path ? "--dmask"
                               : outs[OUT_DSINKS].path ? "--dsinks" : outs[OUT_KEEP].path ? "--dropout-mask" : NULL;
@@ -526,6 +566,7 @@ static int run(input *in, cli_output *outs, attn_sdpa_options *opts, attn_dtype 
             return cli_error(EXIT_DATA, "%s%s needs float32 q, but -q %s is %s", kv_store == ATTN_BF16 ? "--kv-bf16" : "--kv ",
                              kv_store == ATTN_BF16 ? "" : attn_dtype_name(kv_store), in[0].path, cli_dtype_name(in[0].t.dtype));
         if (kv_store == ATTN_Q4C || kv_store == ATTN_Q2C) return run_grouped(in, outs, opts, kv_store);
+        if (kv_hadamard && ((code = turned(&in[1])) || (code = turned(&in[0])))) return code;
         if ((code = to_stored(&in[1], kv_store, kv_scale[0])) || (code = to_stored(&in[2], kv_store, kv_scale[1])))
             return code;
     }
@@ -586,6 +627,7 @@ int cmd_sdpa(int argc, char **argv) {
     memset(outs, 0, sizeof outs);
     cu_path[0] = cu_path[1] = NULL;
     kv_scale[0] = kv_scale[1] = 0;
+    kv_hadamard = false;
     attn_sdpa_options opts = attn_sdpa_options_default();
     attn_dtype kv_store = (attn_dtype)0; /* 0: as given */
     bool alibi = false, has_rope = false;

@@ -1662,7 +1662,11 @@ typedef struct attn_kv_cache_desc {
      * Each key row x is stored as the format of H x (then divided by
      * k_scale, if given), H = H_E / sqrt(E) as attn_hadamard applies it
      * (H x rounded once to f32), and attention turns each query row by the
-     * same H (an f32 copy of q per call), so q·k is unchanged in exact
+     * same H (an f32 copy of q per call, from the front of the context's
+     * workspace when one is given: 4 bytes per element of q rounded up to
+     * 64, and 63 more, before what attn_sdpa_workspace_size gives for the
+     * cache's view; attn_mha_cached_workspace_size counts it, and a paged
+     * plan's workspace_bytes; without a workspace, malloc), so q·k is unchanged in exact
      * arithmetic while an outlier channel's size is spread over all E
      * channels before the format rounds it (what that buys:
      * docs/accuracy.md). Values are not turned. attn_kv_cache_gather
@@ -1994,15 +1998,15 @@ typedef struct attn_kv_paged_view {
     /* Added in 0.4.0: e4m3 or e5m2 pages' scales, one per head (Hk floats,
      * finite and > 0), or NULL (the default) for none: code c of head h
      * stands for c · k_scale[h] (values: v_scale). A pool's view points
-     * at the pool's own. A plan (attn_kv_paged_plan_init) does not take
-     * them (ATTN_ERR_OPTION): each run's pages would need their own. */
+     * at the pool's own. A plan (attn_kv_paged_plan_init) takes them as
+     * its view's; attn_kv_paged_run_view gives each layer's its own. */
     const float *k_scale;
     const float *v_scale;
     /* Added in 0.4.0: 1 when the key pages hold rows turned by the
      * Walsh–Hadamard rotation (attn_kv_pages_desc.hadamard; a quantized
      * dtype, key_dim a power of two up to 1024), 0 (the default) when not.
-     * attn_kv_paged_attend then turns the queries, attn_kv_paged_gather
-     * turns the keys back; a plan refuses it (ATTN_ERR_OPTION). */
+     * attn_kv_paged_attend (and a plan's run) then turns the queries,
+     * attn_kv_paged_gather turns the keys back. */
     int hadamard;
 } attn_kv_paged_view;
 
@@ -2108,10 +2112,15 @@ ATTN_API attn_status attn_kv_paged_attend(attn_tensor *out, attn_tensor *lse, co
  * must stay valid and unchanged, as must masks (the array and its
  * tensors), while the plan is used. For a pool: its view
  * (attn_kv_pages_view), with 0 queries for the ids not in the step.
- * Errors: those of attn_kv_paged_attend, and those of attn_sdpa_plan_init
- * (ATTN_ERR_WORKSPACE: bytes too small); a view with keys quantized per
- * channel (key_dtype) is ATTN_ERR_DTYPE (a run takes each layer's pages,
- * not its residual rows). Added in 0.4.0. */
+ * Every view attn_kv_paged_attend takes is planned: keys quantized per
+ * channel (key_dtype, with their residual rows), per-head fp8 scales
+ * (k_scale, v_scale) and keys stored with the Hadamard rotation (each run
+ * then turns q into the front of its workspace, which *workspace_bytes
+ * counts: 4 bytes per element of q, rounded up to 64, and 63 more; q must
+ * be f32). Residual rows and scales belong to a layer as its pages do: a
+ * layer other than the planned view's runs through attn_kv_paged_run_view,
+ * with its own. Errors: those of attn_kv_paged_attend, and those of
+ * attn_sdpa_plan_init (ATTN_ERR_WORKSPACE: bytes too small). Added in 0.4.0. */
 ATTN_API attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory, size_t bytes,
                                              size_t *workspace_bytes, attn_tensor *out, attn_tensor *lse,
                                              const attn_tensor *q, const int64_t *cu_seqlens_q,
@@ -2127,10 +2136,27 @@ ATTN_API attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory
  * plan: attn_sdpa_run takes the others, and refuses this one),
  * ATTN_ERR_WORKSPACE, ATTN_ERR_STRIDE (out or lse overlapping q, the pages,
  * the view's lengths or tables, a mask), and any error of the kernels.
- * Nothing is written unless the checks pass. */
+ * A planned view with residual rows (key_dtype) or per-head scales runs
+ * only its own pages here (other pages: ATTN_ERR_PLAN; use
+ * attn_kv_paged_run_view). Nothing is written unless the checks pass. */
 ATTN_API attn_status attn_kv_paged_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                                        const void *k_pages, const void *v_pages, void *workspace,
                                        size_t workspace_size, attn_error *err);
+
+/* Run one layer from a paged plan given that layer's whole view: its
+ * pages, page tables, residual rows (key_dtype) and per-head scales are
+ * this run's (a pool per layer: each pool's attn_kv_pages_view). The view
+ * is checked as attn_kv_paged_check checks it, and must be laid out as the
+ * planned one: the same dtype, key_dtype, heads, key_dim, value_dim,
+ * page_size, num_pages, num_sequences, hadamard, scales given or not, and
+ * every sequence's length (ATTN_ERR_PLAN naming what differs). out and lse
+ * get what attn_kv_paged_attend gives over `layer`, bitwise, with no
+ * allocation. Errors: those of attn_kv_paged_run, of attn_kv_paged_check,
+ * and ATTN_ERR_STRIDE for out or lse overlapping the layer's residual rows
+ * or scales. Added in 0.4.0. */
+ATTN_API attn_status attn_kv_paged_run_view(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *lse,
+                                            const attn_tensor *q, const attn_kv_paged_view *layer, void *workspace,
+                                            size_t workspace_size, attn_error *err);
 
 /* The attention layer's step (attn_mha_cached) for n sequences of a pool
  * at once, each of its own length and position: x packed (total, E), f32

@@ -281,6 +281,47 @@ static void test_paged_plan_run(void) {
     __real_free(mem), __real_free(work);
 }
 
+/* The same over a pool of q8 keys stored with the Hadamard rotation and
+ * q8 values: the run turns q into its workspace, with no allocator. */
+static void test_paged_plan_run_rotated(void) {
+    enum { E = 32, HK = 2 };
+    attn_kv_pages_desc d = attn_kv_pages_desc_default();
+    d.heads = HK, d.key_dim = d.value_dim = E, d.dtype = ATTN_Q8, d.page_size = 16, d.num_pages = 8, d.max_sequences = 2;
+    d.hadamard = 1;
+    attn_error err;
+    size_t pool_bytes = 0, bytes = 0, need = 0;
+    attn_status st = attn_kv_pages_bytes(&pool_bytes, &d, &err);
+    void *pool_mem = __real_malloc(pool_bytes ? pool_bytes : 1);
+    attn_kv_pages *pool = NULL;
+    int64_t ids[2], cu_k[3] = {0, 40, 53}, cu[3] = {0, 1, 4};
+    attn_tensor k = tensor(ATTN_F32, 53, HK, E), v = tensor(ATTN_F32, 53, HK, E);
+    attn_tensor q = tensor(ATTN_F32, 4, 4, E), out = tensor(ATTN_F32, 4, 4, E), ref = tensor(ATTN_F32, 4, 4, E);
+    if (!st) st = attn_kv_pages_init(&pool, pool_mem, pool_bytes, &d, &err);
+    if (!st) st = attn_kv_pages_create(pool, &ids[0], &err);
+    if (!st) st = attn_kv_pages_create(pool, &ids[1], &err);
+    if (!st) st = attn_kv_pages_append(pool, ids, 2, &k, &v, cu_k, &err);
+    attn_kv_paged_view w;
+    w.struct_size = sizeof w;
+    if (!st) st = attn_kv_pages_view(&w, pool, &err);
+    if (!st) st = attn_kv_paged_attend(&ref, NULL, &q, cu, &w, NULL, NULL, &err);
+    if (!st) st = attn_sdpa_plan_bytes(&bytes, w.num_sequences, &err);
+    unsigned char *mem = __real_malloc(bytes ? bytes : 1), *work = NULL;
+    attn_sdpa_plan *plan = NULL;
+    if (!st) st = attn_kv_paged_plan_init(&plan, mem, bytes, &need, &out, NULL, &q, cu, &w, NULL, NULL, &err);
+    if (!st) work = __real_malloc(need ? need : 1);
+    if (!st) {
+        n_allocs = 0, fail_all = 1;
+        st = attn_kv_paged_run(plan, &out, NULL, &q, w.k_pages, w.v_pages, work, need, &err);
+        fail_all = 0;
+    }
+    check(st == ATTN_OK && n_allocs == 0 && !memcmp(out.data, ref.data, 4 * 4 * E * 4),
+          "planned_paged_batch_rotated_keys_runs_no_allocator", "status %d (%s), %ld allocations", (int)st,
+          st ? err.message : "", n_allocs);
+    attn_tensor *all[] = {&k, &v, &q, &out, &ref};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) __real_free(all[i]->data);
+    __real_free(mem), __real_free(work), __real_free(pool_mem);
+}
+
 /* RoPE for the subjects that follow (NULL: none): its table is one more
  * allocation, taken from the arena, so a workspace must hold it too. */
 static const attn_rope_options *subject_rope;
@@ -516,8 +557,10 @@ static attn_status run_decode(void *ctx, attn_error *err) {
     return attn_mha_cached(&c->out, &c->x, c->cache, &c->p, &c->o, err);
 }
 
-static void test_decode_step(void) {
-    enum { E = 64, H = 4, HKV = 2, D = E / H, STEPS = 5 };
+static void test_decode_step(const char *tag, attn_dtype dt, int hadamard, int64_t E) {
+    enum { H = 4, HKV = 2, STEPS = 5, EMAX = 128 };
+    const int64_t D = E / H;
+    char name[128];
     decode_case c;
     memset(&c, 0, sizeof c);
     int64_t sx[2] = {1, E}, sq[2] = {E, E}, sk[2] = {HKV * D, E};
@@ -534,7 +577,7 @@ static void test_decode_step(void) {
     ctx.num_threads = 2;
     c.o.rope = &rope, c.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT, c.o.context = &ctx;
     attn_kv_cache_desc d = attn_kv_cache_desc_default();
-    d.heads = HKV, d.capacity = STEPS, d.key_dim = d.value_dim = D, d.dtype = ATTN_F32;
+    d.heads = HKV, d.capacity = STEPS, d.key_dim = d.value_dim = D, d.dtype = dt, d.hadamard = hadamard;
     size_t cache_bytes = 0, wbytes = 0, ws = 0;
     attn_error err;
     attn_kv_cache *plain;
@@ -548,7 +591,7 @@ static void test_decode_step(void) {
     attn_mha_weights *packed = NULL;
     ok = ok && attn_mha_weights_init(&packed, wmem, wbytes, &c.p, &err) == ATTN_OK;
     c.o.packed = packed;
-    float out[E], want[E];
+    float out[EMAX], want[EMAX];
     attn_tensor o1, o2, xt;
     attn_tensor_init(&o1, out, ATTN_F32, 2, sx, NULL, NULL), attn_tensor_init(&o2, want, ATTN_F32, 2, sx, NULL, NULL);
     /* the workspace for the last step, the largest (the attention reads the most keys) */
@@ -570,9 +613,10 @@ static void test_decode_step(void) {
         ok = attn_mha_cached(&o1, &xt, c.cache, &c.p, &c.o, &err) == ATTN_OK;
         most = n_allocs > most ? n_allocs : most;
         ok = ok && attn_mha_cached(&o2, &xt, plain, &c.p, &plain_o, &err) == ATTN_OK;
-        same &= memcmp(out, want, sizeof out) == 0;
+        same &= memcmp(out, want, (size_t)E * sizeof *out) == 0;
     }
-    check(ok && most == 0 && same, "decode_step_packed_with_workspace_allocates_nothing",
+    snprintf(name, sizeof name, "decode_step%s_packed_with_workspace_allocates_nothing", tag);
+    check(ok && most == 0 && same, name,
           "%s; at most %ld allocations in a step; packed and plain steps %s", ok ? "calls ok" : err.message, most,
           same ? "agree" : "differ");
     /* too small a workspace (half): the workspace error, the cache as it was */
@@ -580,13 +624,15 @@ static void test_decode_step(void) {
     int64_t length = attn_kv_cache_length(c.cache);
     attn_kv_cache_truncate(c.cache, STEPS - 1, NULL);
     attn_status st = attn_mha_cached(&o1, &xt, c.cache, &c.p, &c.o, &err);
-    check(st == ATTN_ERR_WORKSPACE && attn_kv_cache_length(c.cache) == STEPS - 1, "decode_step_workspace_too_small",
+    snprintf(name, sizeof name, "decode_step%s_workspace_too_small", tag);
+    check(st == ATTN_ERR_WORKSPACE && attn_kv_cache_length(c.cache) == STEPS - 1, name,
           "status %d (%s), cache length %lld (was %lld)", (int)st, err.message, (long long)attn_kv_cache_length(c.cache),
           (long long)length);
     __real_free(ctx.workspace);
     /* without a workspace: every allocation failing in turn */
     c.o.context = NULL, c.x = xt, c.out = o1;
-    subject s = {"mha_cached_f32_packed", run_decode, &c, {out}, {sizeof out}, NULL};
+    snprintf(name, sizeof name, "mha_cached%s_f32_packed", tag);
+    subject s = {name, run_decode, &c, {out}, {(size_t)E * sizeof *out}, NULL};
     test_subject(&s);
     for (int t = 0; t < 4; t++) __real_free(c.w[t].data);
     __real_free(x.data), __real_free(wmem), __real_free(c.cache_mem), __real_free(plain_mem);
@@ -677,6 +723,7 @@ int main(void) {
                  ATTN_CAUSAL_NONE, 2);
     test_varlen_plan_run();
     test_paged_plan_run();
+    test_paged_plan_run_rotated();
     backward_subject(ATTN_F64);
     backward_subject(ATTN_F32);
     varlen_backward_subject(ATTN_F64);
@@ -691,7 +738,9 @@ int main(void) {
     backward_subject(ATTN_F32);
     subject_rope = NULL;
     for (int b = 0; b < 2; b++) mha_subject(ATTN_F64, b), mha_subject(ATTN_F32, b);
-    test_decode_step();
+    test_decode_step("", ATTN_F32, 0, 64);
+    /* keys stored with the Hadamard rotation: q's turned copy comes from the workspace too */
+    test_decode_step("_q8_hadamard", ATTN_Q8, 1, 128);
     subject additive = {"additive_scores", run_additive, NULL, {add_out}, {sizeof add_out}, NULL};
     test_subject(&additive);
     subject softmax = {"softmax_rows", run_softmax_rows, NULL, {NULL}, {0}, NULL};

@@ -322,6 +322,53 @@ def main():
                                             "--grad-out", save("doq.npy", np.ones((4, 3, 64), np.float32)),
                                             "--dq", "dq.npy"], 1, r"backward pass takes float keys",
                  outputs=("out.npy", "dq.npy"))
+    # --hadamard: keys stored as the format of H k (H Sylvester's Hadamard
+    # matrix / sqrt(E), H k rounded once to float32; with --kv-scale then
+    # divided by S in float32) and q turned alike; out against NumPy float64
+    # attention of H q over the stored keys, within the f32 bound (ATTN_QDOT
+    # =widen, as above), and unlike the run without the rotation.
+    hm = np.ones((1, 1))
+    while hm.shape[0] < 64:
+        hm = np.block([[hm, hm], [hm, -hm]])
+    hm /= 8.0
+    for fmt, code, scale in (("q8", 6, None), ("q4", 7, None), ("e4m3", 8, None), ("e4m3", 8, (0.5, 2.0))):
+        extra = ["--kv-scale", "%g,%g" % scale] if scale else []
+        os.environ["ATTN_QDOT"] = "widen"
+        try:
+            r = attn("sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", fmt, "--hadamard", "-o", "oh.npy", *extra)
+            r0 = attn("sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", fmt, "-o", "o0.npy", *extra)
+        finally:
+            os.environ.pop("ATTN_QDOT", None)
+        ks_in = (kq.astype(np.float64) @ hm).astype(np.float32)  # H is symmetric: each row turned
+        vs_in = vq
+        sk, sv = scale if scale else (1.0, 1.0)
+        if scale:
+            ks_in, vs_in = ks_in / np.float32(sk), vq / np.float32(sv)
+        ks, vs = (ref_dequantize(ref_quantize(a.reshape(-1, 64), code), code, 64).reshape(2, 40, 64).astype(np.float64)
+                  for a in (ks_in, vs_in))
+        kk, vv = np.repeat(ks * sk, 2, axis=0), np.repeat(vs * sv, 2, axis=0)
+        hq = (qq.astype(np.float64) @ hm).astype(np.float32).astype(np.float64)
+        sc = hq @ kk.transpose(0, 2, 1) / 8.0
+        w = np.exp(sc - sc.max(-1, keepdims=True))
+        ref = (w / w.sum(-1, keepdims=True)) @ vv
+        got = np.load(os.path.join(TMP, "oh.npy")) if r.returncode == 0 else None
+        plain = np.load(os.path.join(TMP, "o0.npy")) if r0.returncode == 0 else None
+        err = float(np.abs(got - ref).max() / np.abs(ref).max()) if got is not None else float("inf")
+        tag = fmt + ("_kv_scale" if scale else "")
+        report("kv_%s_hadamard_out_as_numpy_on_turned_stored_keys" % tag, err <= 2e-5 and plain is not None and
+               not np.array_equal(got, plain), "error %.3g: %s" % (err, r.stderr))
+    expect_error("hadamard_without_kv", ["sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--hadamard", "-o", "out.npy"], 2,
+                 r"--hadamard turns quantized keys: give --kv q8, q4, q4_1, e4m3 or e5m2 too")
+    expect_error("hadamard_kv_bf16", ["sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv-bf16", "--hadamard", "-o",
+                                      "out.npy"], 2, r"--hadamard turns quantized keys")
+    expect_error("hadamard_kv_q4c", ["sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", "q4c", "--hadamard", "-o",
+                                     "out.npy"], 2, r"--hadamard is for keys stored per token; --kv q4c keys")
+    expect_error("hadamard_with_rope", ["sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", "q8", "--hadamard", "--rope",
+                                        "halves", "-o", "out.npy"], 2, r"--hadamard takes no --rope")
+    expect_error("hadamard_head_dim_96", ["sdpa", "-q", save("q96.npy", np.zeros((2, 3, 96), np.float32)), "-k",
+                                          save("k96.npy", np.zeros((2, 5, 96), np.float32)), "-v", pv32, "--kv", "q8",
+                                          "--hadamard", "-o", "out.npy"], 1,
+                 r"--hadamard needs a last dimension that is a power of two up to 1024, but -k .*k96\.npy has 96")
 
     # The backward pass: its usage and data errors, with no output file left behind.
     pdo = save("do32.npy", rng.standard_normal((2, 3, 3)).astype(np.float32))

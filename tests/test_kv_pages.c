@@ -850,8 +850,17 @@ static void test_grouped_errors(void) {
     static char plan_mem[1 << 16];
     attn_sdpa_plan *plan;
     size_t ws;
+    for (int i = 0; i < 2 * 8; i++) q[i] = (float)(i % 5) - 2.0f;
+    float ref[2 * 4];
+    attn_tensor tr = to;
+    tr.data = ref;
+    static char work[1 << 16];
     st = attn_kv_paged_plan_init(&plan, plan_mem, sizeof plan_mem, &ws, &to, NULL, &tq, cq, &w, NULL, NULL, &err);
-    check(st == ATTN_ERR_DTYPE, "q4c_view_plan_refused", "status %d: %s", st, st ? err.message : "planned");
+    if (!st && ws > sizeof work) st = ATTN_ERR_WORKSPACE, snprintf(err.message, sizeof err.message, "%zu bytes", ws);
+    if (!st) st = attn_kv_paged_run(plan, &to, NULL, &tq, w.k_pages, w.v_pages, work, ws, &err);
+    if (!st) st = attn_kv_paged_attend(&tr, NULL, &tq, cq, &w, NULL, NULL, &err);
+    check(!st && !memcmp(out, ref, sizeof out), "q4c_view_planned_bitwise_attend", "status %d: %s", st,
+          st ? err.message : "out differs");
     attn_tensor t;
     int64_t shape[2] = {32, 8};
     st = attn_tensor_init(&t, q, ATTN_Q4C, 2, shape, NULL, &err);

@@ -463,11 +463,32 @@ for name, code in (("q4c", Q4C), ("q2c", Q2C)):
     err = float(np.abs(out - ref).max() / np.abs(ref).max())
     check("kv_pages_python_%s_attend_bitwise_sdpa_on_gathered" % name, np.array_equal(out, same))
     check("kv_pages_python_%s_attend_vs_torch_float64" % name, err <= 2e-5, "error %.3g" % err)
-    try:
-        gp.plan([a], [1], num_heads=4)
-        check("kv_pages_python_%s_plan_refused" % name, False, "planned")
-    except attn.DtypeError:
-        check("kv_pages_python_%s_plan_refused" % name, True)
+    # a plan of both sequences, named out of id order: its run (q reordered by id) bitwise attend
+    q3 = rng.standard_normal((3, 4, 64)).astype(np.float32)
+    want3, want3_lse = gp.attend([b, a], q3, cu_seqlens_q=[0, 2, 3], return_lse=True)
+    got3, got3_lse = gp.plan([b, a], [2, 1], num_heads=4, return_lse=True).run(q3)
+    check("kv_pages_python_%s_plan_bitwise_attend" % name, np.array_equal(got3, want3) and
+          np.array_equal(got3_lse, want3_lse))
+# A plan over a q4c pool run on another layer's pool kept in step (its own
+# residual rows): bitwise that pool's attend; a sequence named twice refused.
+layers = []
+for _ in range(2):
+    lp_ = attn.KVPages(heads=2, key_dim=64, value_dim=32, num_pages=12, max_sequences=3, page_size=32, dtype="q4_1",
+                       key_dtype="q4c")
+    la, lb = lp_.create(), lp_.create()
+    for s_, n_ in ((la, 45), (lb, 20)):
+        lp_.append(s_, rng.standard_normal((n_, 2, 64)).astype(np.float32),
+                   rng.standard_normal((n_, 2, 32)).astype(np.float32))
+    layers.append(lp_)
+ql = rng.standard_normal((3, 4, 64)).astype(np.float32)
+lplan = layers[0].plan([lb, la], [2, 1], num_heads=4)
+check("kv_pages_python_q4c_plan_runs_each_layers_pool",
+      all(np.array_equal(lplan.run(ql, pool=p_), p_.attend([lb, la], ql, cu_seqlens_q=[0, 2, 3])) for p_ in layers))
+try:
+    layers[0].plan([la, la], [1, 1], num_heads=4)
+    check("kv_pages_python_q4c_plan_refuses_a_sequence_twice", False, "planned")
+except ValueError:
+    check("kv_pages_python_q4c_plan_refuses_a_sequence_twice", True)
 # The layer's step over a contiguous cache with q4c keys (attn_mha_cached_batch writes each row
 # with the cache's own writer) bitwise the pool's step with the same keys (attn_mha_paged).
 E_, HQ_, D_ = 64, 2, 32

@@ -317,20 +317,31 @@ def quantized_cache(c, rng):
         raw = ref_quantize(np.ascontiguousarray(a, np.float32).reshape(-1, D), fmt)
         return ref_dequantize(raw, fmt, D).astype(np.float64).reshape(a.shape), raw
 
-    for name, fmt in FORMATS.items():
+    # Sylvester's Hadamard matrix / sqrt(D): --hadamard's rotation (symmetric)
+    hm = np.ones((1, 1))
+    while hm.shape[0] < D:
+        hm = np.block([[hm, hm], [hm, -hm]])
+    hm /= np.sqrt(D)
+
+    def one(name, fmt, turn):
+        tag = "quantized_cache_%s%s" % (name, "_hadamard" if turn else "")
         for draw in range(20):
             x = rng.integers(-128, 129, (N, L, E)) / 64.0
             k = rope_reference(heads(x @ state["k_proj_weight"].T, Hkv), *rope, 1.0).numpy()
+            if turn:  # the cache stores H k, rounded once to f32, then its format
+                k = (k.astype(np.float32).astype(np.float64) @ hm).astype(np.float32).astype(np.float64)
             delta = 1e-6 * np.abs(k).max(axis=-1, keepdims=True)
             _, raw = held(k, fmt)
             if all(np.array_equal(held(k + s * delta, fmt)[1], raw) for s in (-1, 1)):
                 break
         else:
-            c.report("quantized_cache_%s" % name, "no draw of X kept its keys clear of the rounding boundaries")
-            continue
+            c.report(tag, "no draw of X kept its keys clear of the rounding boundaries")
+            return
         kh, _ = held(k, fmt)
         vh, _ = held(heads(x @ state["v_proj_weight"].T, Hkv), fmt)
         q = rope_reference(heads(x @ state["q_proj_weight"].T, H), *rope, 1.0).numpy()
+        if turn:  # attention turns each query alike (in f32), so q.k is kept
+            q = (q.astype(np.float32).astype(np.float64) @ hm).astype(np.float32).astype(np.float64)
 
         def layer(kk, vv):
             kk, vv = np.repeat(kk, H // Hkv, axis=1), np.repeat(vv, H // Hkv, axis=1)
@@ -344,9 +355,10 @@ def quantized_cache(c, rng):
         exact = layer(k, heads(x @ state["v_proj_weight"].T, Hkv))
         apart = float(np.abs(exact - ref).max()) / float(np.abs(ref).max())
         if apart <= 1e-4:
-            c.report("quantized_cache_%s" % name, "the %s cache's rounding moves the layer by only %.3g" % (name, apart))
-            continue
+            c.report(tag, "the %s cache's rounding moves the layer by only %.3g" % (name, apart))
+            return
         args = ["--heads", "4", "--rope", "halves", "--causal", "--incremental", "--kv", name]
+        args += ["--hadamard"] if turn else []
         # q8 and q4 keys are scored by default with the query rounded to int8
         # per block (attn.h, "How attention reads them"): its own bound is
         # checked against f64 in test_quant_kv. Here ATTN_QDOT=widen scores
@@ -356,19 +368,27 @@ def quantized_cache(c, rng):
         if integer_keys:
             os.environ["ATTN_QDOT"] = "widen"
         try:
-            c.layer("quantized_cache_%s" % name, c.path("quant.safetensors"), x.astype(np.float32), ref, args,
+            c.layer(tag, c.path("quant.safetensors"), x.astype(np.float32), ref, args,
                     tol=1e-5)
         finally:
             os.environ.pop("ATTN_QDOT", None)
         if integer_keys:
-            c.layer("quantized_cache_%s_int8_query_rounding" % name, c.path("quant.safetensors"),
+            c.layer(tag + "_int8_query_rounding", c.path("quant.safetensors"),
                     x.astype(np.float32), ref, args, tol=5e-2)
+
+    for name, fmt in FORMATS.items():
+        one(name, fmt, False)
+    for name in ("q8", "q4", "e4m3"):  # keys stored turned by the Walsh-Hadamard rotation
+        one(name, FORMATS[name], True)
     # Bad input: one line, a non-zero exit, no output.
     np.save(c.path("qx64.npy"), rng.standard_normal((3, E)))
     np.save(c.path("qx32.npy"), rng.standard_normal((3, E)).astype(np.float32))
     np.save(c.path("qx8.npy"), rng.standard_normal((3, 32)).astype(np.float32))
     with open(c.path("quant_d8.safetensors"), "wb") as fh:  # 4 heads of 8
         fh.write(safetensors_bytes({"in_proj_weight": np.ones((96, 32), np.float32)}))
+    np.save(c.path("qx96.npy"), rng.standard_normal((3, 192)).astype(np.float32))
+    with open(c.path("quant_d96.safetensors"), "wb") as fh:  # 2 heads of 96
+        fh.write(safetensors_bytes({"in_proj_weight": np.ones((576, 192), np.float32)}))
     base = ["--weights", c.path("quant.safetensors"), "--heads", "4"]
     for case, args, want in (
             ("unknown_format", ["-x", c.path("qx32.npy"), "--incremental", "--kv", "q3"],
@@ -377,7 +397,15 @@ def quantized_cache(c, rng):
             ("f64_input", ["-x", c.path("qx64.npy"), "--incremental", "--kv", "q4"], "needs float32 or float16 X"),
             ("head_dim_not_32", ["-x", c.path("qx8.npy"), "--weights", c.path("quant_d8.safetensors"), "--heads", "4",
                                  "--incremental", "--kv", "q8"], "multiple of 32, but E / heads = 8"),
-            ("missing_value", ["-x", c.path("qx32.npy"), "--incremental", "--kv"], "--kv")):
+            ("missing_value", ["-x", c.path("qx32.npy"), "--incremental", "--kv"], "--kv"),
+            ("hadamard_without_kv", ["-x", c.path("qx32.npy"), "--incremental", "--hadamard"],
+             "--hadamard turns the keys of a quantized KV cache: give --incremental --kv"),
+            ("hadamard_keys_per_channel", ["-x", c.path("qx32.npy"), "--incremental", "--kv", "q4c", "--hadamard"],
+             "--hadamard is for keys stored per token; --kv q4c keys"),
+            ("hadamard_head_dim_not_power_of_two", ["-x", c.path("qx96.npy"), "--weights",
+                                                    c.path("quant_d96.safetensors"), "--heads", "2", "--incremental",
+                                                    "--kv", "q8", "--hadamard"],
+             "--hadamard needs a head dimension that is a power of two up to 1024, but E / heads = 96")):
         out = c.path("qbad_out.npy")
         if os.path.exists(out):
             os.remove(out)

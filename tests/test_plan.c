@@ -382,6 +382,182 @@ static void paged_case(attn_dtype dt, const variant *var, int threads, int maske
     free(memory), free(work), free(q.data), free(out.data), free(lse.data), free(kp.data), free(vp.data);
 }
 
+/* A quantized pool's step planned once and run for three layers, each
+ * layer its own pool (the same sequences and lengths, other keys, values,
+ * residual rows and per-head scales): layer 0 through attn_kv_paged_run on
+ * the planned view's own pages, every layer through attn_kv_paged_run_view
+ * on its pool's view, each bitwise attn_kv_pages_attend on that pool, with
+ * the workspace exactly the plan's (it holds q's turned copy with the
+ * rotation). Then attn_kv_paged_run with another layer's pages is refused
+ * when the view has residual rows or scales. Sequences: 37 positions
+ * (5 in the residual rows), a fork of it cut to 33 and grown to 40, an
+ * empty one, 300 and 5, with 1, 2, 0, 20 and 5 queries. */
+typedef struct quant_feature {
+    const char *name;
+    attn_dtype dtype, key_dtype;
+    int scales, hadamard;
+} quant_feature;
+
+static const quant_feature QUANT_FEATURES[] = {
+    {"q4c_keys", ATTN_Q8, ATTN_Q4C, 0, 0},
+    {"q2c_keys_e4m3_v_scale", ATTN_E4M3, ATTN_Q2C, 2, 0},
+    {"e4m3_scales", ATTN_E4M3, 0, 1, 0},
+    {"q8_hadamard", ATTN_Q8, 0, 0, 1},
+    {"q4_hadamard", ATTN_Q4, 0, 0, 1},
+    {"e5m2_scales_hadamard", ATTN_E5M2, 0, 1, 1},
+};
+
+static void quant_paged_case(const quant_feature *f, const variant *var, int threads) {
+    enum { NS = 5, P = 32, NP = 40, HQ = 4, HK = 2, E = 32, EV = 32, LAYERS_Q = 3 };
+    char name[160];
+    snprintf(name, sizeof name, "paged_%s_%s_threads%d", f->name, var->name, threads);
+    if (var->causal == ATTN_CAUSAL_TOP_LEFT) return; /* paged queries are the last positions: refused */
+    const int refused = var->rope && f->hadamard; /* RoPE's pairs do not survive the rotation: refused, as unplanned */
+    static const int64_t LQ[NS] = {1, 2, 0, 20, 5};
+    float ks[LAYERS_Q][HK], vs[LAYERS_Q][HK];
+    attn_kv_pages *pools[LAYERS_Q] = {NULL};
+    void *pool_mem[LAYERS_Q] = {NULL};
+    attn_error err;
+    attn_status st = ATTN_OK;
+    char why[640] = "";
+    for (int l = 0; l < LAYERS_Q && !st; l++) {
+        attn_kv_pages_desc d = attn_kv_pages_desc_default();
+        d.heads = HK, d.key_dim = E, d.value_dim = EV, d.dtype = f->dtype, d.key_dtype = f->key_dtype;
+        d.page_size = P, d.num_pages = NP, d.max_sequences = NS, d.hadamard = f->hadamard;
+        for (int h = 0; h < HK; h++) ks[l][h] = 0.5f + 0.25f * (float)(l + h), vs[l][h] = 2.0f - 0.5f * (float)h + (float)l;
+        if (f->scales == 1) d.k_scale = ks[l];
+        if (f->scales) d.v_scale = vs[l];
+        size_t bytes;
+        int64_t id[NS];
+        if ((st = attn_kv_pages_bytes(&bytes, &d, &err)) || !(pool_mem[l] = malloc(bytes)) ||
+            (st = attn_kv_pages_init(&pools[l], pool_mem[l], bytes, &d, &err)))
+            break;
+        for (int i = 0; i < NS && !st; i++) st = attn_kv_pages_create(pools[l], &id[i], &err);
+        /* sequence 0: 37 positions; 1 its fork, cut to 33 and grown to 40; 3: 300; 4: 5 */
+        int64_t seqs[3] = {0, 3, 4}, cu[4] = {0, 37, 337, 342};
+        int64_t sk[3] = {cu[3], HK, E}, sv[3] = {cu[3], HK, EV}, s7k[3] = {7, HK, E}, s7v[3] = {7, HK, EV}, cu7[2] = {0, 7};
+        attn_tensor k = make(ATTN_F32, 3, sk), v = make(ATTN_F32, 3, sv), k7 = make(ATTN_F32, 3, s7k),
+                    v7 = make(ATTN_F32, 3, s7v);
+        int64_t child;
+        if (!st) st = attn_kv_pages_append(pools[l], seqs, 3, &k, &v, cu, &err);
+        if (!st) st = attn_kv_pages_free(pools[l], 1, &err);
+        if (!st) st = attn_kv_pages_fork(pools[l], &child, 0, &err);
+        if (!st && child != 1) st = ATTN_ERR_ARGUMENT, snprintf(err.message, sizeof err.message, "the fork is %lld", (long long)child);
+        if (!st) st = attn_kv_pages_truncate(pools[l], 1, 33, &err);
+        if (!st) st = attn_kv_pages_append(pools[l], &child, 1, &k7, &v7, cu7, &err);
+        free(k.data), free(v.data), free(k7.data), free(v7.data);
+    }
+    if (st) snprintf(why, sizeof why, "the pools: %s", err.message);
+    option_set os;
+    set_options(&os, var, HQ, threads);
+    int64_t cu[NS + 1] = {0};
+    for (int b = 0; b < NS; b++) cu[b + 1] = cu[b] + LQ[b];
+    int64_t sq[3] = {cu[NS], HQ, E}, so[3] = {cu[NS], HQ, EV}, sl[2] = {cu[NS], HQ}, seqs[NS] = {0, 1, 2, 3, 4};
+    attn_tensor q = make(ATTN_F32, 3, sq), out = make(ATTN_F32, 3, so), lse = make(ATTN_F32, 2, sl);
+    attn_tensor *lp = var->lse ? &lse : NULL;
+    attn_kv_paged_view w[LAYERS_Q];
+    for (int l = 0; l < LAYERS_Q && !st; l++) w[l].struct_size = sizeof w[l], st = attn_kv_pages_view(&w[l], pools[l], &err);
+    size_t bytes = 0, ws = 0;
+    void *memory = NULL, *work = NULL;
+    attn_sdpa_plan *plan = NULL;
+    if (!st) st = attn_sdpa_plan_bytes(&bytes, NS, &err);
+    if (!st) memory = malloc(bytes);
+    if (!st) st = attn_kv_paged_plan_init(&plan, memory, bytes, &ws, &out, lp, &q, cu, &w[0], NULL, &os.o, &err);
+    if (refused) {
+        attn_status unplanned = attn_kv_pages_attend(&out, lp, &q, cu, seqs, NS, pools[0], NULL, &os.o, NULL);
+        check(st == ATTN_ERR_OPTION && unplanned == ATTN_ERR_OPTION, name, "plan status %d (%s), unplanned %d", st,
+              err.message, unplanned);
+        st = ATTN_ERR_OPTION;
+    }
+    if (!st) work = malloc(ws ? ws : 1);
+    int ok = !st;
+    if (st && !why[0]) snprintf(why, sizeof why, "plan: %s", err.message);
+    for (int run = 0; ok && run <= LAYERS_Q; run++) {
+        int l = run == LAYERS_Q ? 0 : run; /* the last run: layer 0 by attn_kv_paged_run */
+        attn_tensor lq = like(&q), o1 = like(&out), l1 = like(&lse), o2 = like(&out), l2 = like(&lse);
+        st = attn_kv_pages_attend(&o1, var->lse ? &l1 : NULL, &lq, cu, seqs, NS, pools[l], NULL, &os.o, &err);
+        if (st) ok = 0, snprintf(why, sizeof why, "attn_kv_pages_attend, layer %d: %s", l, err.message);
+        verbose_begin();
+        if (ok && run == LAYERS_Q)
+            st = attn_kv_paged_run(plan, &o2, var->lse ? &l2 : NULL, &lq, w[0].k_pages, w[0].v_pages, work, ws, &err);
+        else if (ok)
+            st = attn_kv_paged_run_view(plan, &o2, var->lse ? &l2 : NULL, &lq, &w[l], work, ws, &err);
+        verbose_end(kernel_seen, sizeof kernel_seen, NULL, 0);
+        if (ok && st) ok = 0, snprintf(why, sizeof why, "run %d: %s", run, err.message);
+        if (ok && strncmp(verbose_last_line, "attn: sdpa_run paged ", 21))
+            ok = 0, snprintf(why, sizeof why, "run %d: the line is not the planned paged run's: %.400s", run,
+                             verbose_last_line);
+        if (ok && !same_bits(&o1, &o2)) ok = 0, snprintf(why, sizeof why, "run %d: out differs", run);
+        if (ok && var->lse && !same_bits(&l1, &l2)) ok = 0, snprintf(why, sizeof why, "run %d: lse differs", run);
+        /* the unplanned view call agrees too (the same rows as the pool's) */
+        if (ok && (st = attn_kv_paged_attend(&o2, var->lse ? &l2 : NULL, &lq, cu, &w[l], NULL, &os.o, &err)))
+            ok = 0, snprintf(why, sizeof why, "attn_kv_paged_attend, layer %d: %s", l, err.message);
+        if (ok && !same_bits(&o1, &o2)) ok = 0, snprintf(why, sizeof why, "layer %d: the view's attend differs", l);
+        free(lq.data), free(o1.data), free(l1.data), free(o2.data), free(l2.data);
+    }
+    if (ok && (f->key_dtype || f->scales)) {
+        st = attn_kv_paged_run(plan, &out, lp, &q, w[1].k_pages, w[1].v_pages, work, ws, &err);
+        if (st != ATTN_ERR_PLAN) ok = 0, snprintf(why, sizeof why, "another layer's pages without its view: status %d", st);
+    }
+    if (ok && ws > 0) { /* the workspace is what the plan said, no less */
+        st = attn_kv_paged_run_view(plan, &out, lp, &q, &w[0], work, ws - 1, &err);
+        if (st != ATTN_ERR_WORKSPACE) ok = 0, snprintf(why, sizeof why, "a workspace 1 byte short: status %d", st);
+    }
+    if (!refused) check(ok, name, "%s", why);
+    for (int l = 0; l < LAYERS_Q; l++) free(pool_mem[l]);
+    free(memory), free(work), free(q.data), free(out.data), free(lse.data);
+}
+
+/* What a run over another layer's view must share with the plan's. */
+static void quant_paged_refusals(void) {
+    attn_kv_pages_desc d = attn_kv_pages_desc_default();
+    float ks[1] = {1.5f};
+    d.key_dim = d.value_dim = 32, d.dtype = ATTN_E4M3, d.page_size = 32, d.num_pages = 4, d.max_sequences = 2;
+    d.k_scale = ks, d.hadamard = 1;
+    attn_error err;
+    size_t bytes, ws = 0;
+    attn_status st = attn_kv_pages_bytes(&bytes, &d, &err);
+    void *pm = malloc(bytes), *memory = NULL, *work = NULL;
+    attn_kv_pages *pool = NULL;
+    int64_t id, cu[3] = {0, 1, 1}, sk[3] = {3, 1, 32}, cuk[2] = {0, 3}, sq[3] = {1, 1, 32}, sl[2] = {1, 1};
+    attn_tensor k = make(ATTN_F32, 3, sk), q = make(ATTN_F32, 3, sq), out = make(ATTN_F32, 3, sq), lse = make(ATTN_F32, 2, sl);
+    if (!st) st = attn_kv_pages_init(&pool, pm, bytes, &d, &err);
+    if (!st) st = attn_kv_pages_create(pool, &id, &err);
+    if (!st) st = attn_kv_pages_append(pool, &id, 1, &k, &k, cuk, &err);
+    attn_kv_paged_view w;
+    w.struct_size = sizeof w;
+    if (!st) st = attn_kv_pages_view(&w, pool, &err);
+    attn_sdpa_plan *plan = NULL;
+    if (!st) st = attn_sdpa_plan_bytes(&bytes, w.num_sequences, &err);
+    if (!st) memory = malloc(bytes);
+    if (!st) st = attn_kv_paged_plan_init(&plan, memory, bytes, &ws, &out, &lse, &q, cu, &w, NULL, NULL, &err);
+    check(!st, "paged_plan_of_e4m3_scales_hadamard", "status %d: %s", st, err.message);
+    work = malloc(ws + 1);
+    int64_t len[2] = {4, 0};
+    struct {
+        const char *name;
+        attn_kv_paged_view w;
+        attn_status want;
+    } r[5];
+    for (int i = 0; i < 5; i++) r[i].w = w;
+    r[0].name = "paged_run_view_refuses_other_lengths", r[0].w.lengths = len, r[0].want = ATTN_ERR_PLAN;
+    r[1].name = "paged_run_view_refuses_no_scales", r[1].w.k_scale = NULL, r[1].want = ATTN_ERR_PLAN;
+    r[2].name = "paged_run_view_refuses_no_rotation", r[2].w.hadamard = 0, r[2].want = ATTN_ERR_PLAN;
+    r[3].name = "paged_run_view_refuses_other_dtype", r[3].w.dtype = ATTN_E5M2, r[3].want = ATTN_ERR_PLAN;
+    r[4].name = "paged_run_view_refuses_a_bad_view", r[4].w.k_pages = NULL, r[4].want = ATTN_ERR_NULL;
+    memset(out.data, 0x5a, 32 * 4);
+    for (int i = 0; i < 5 && plan; i++) {
+        st = attn_kv_paged_run_view(plan, &out, &lse, &q, &r[i].w, work, ws + 1, &err);
+        check(st == r[i].want && ((unsigned char *)out.data)[0] == 0x5a, r[i].name, "status %d (want %d): %s", st,
+              r[i].want, err.message);
+    }
+    attn_tensor on_scale = lse;
+    on_scale.data = (void *)(uintptr_t)w.k_scale; /* the pool's copy of the scales */
+    st = plan ? attn_kv_paged_run_view(plan, &out, &on_scale, &q, &w, work, ws + 1, &err) : ATTN_ERR_PLAN;
+    check(st == ATTN_ERR_STRIDE, "paged_run_view_refuses_lse_on_the_scales", "status %d: %s", st, err.message);
+    free(pm), free(memory), free(work), free(k.data), free(q.data), free(out.data), free(lse.data);
+}
+
 /* A paged plan's refusals: each returns its code and leaves out untouched. */
 static void paged_refusals(void) {
     enum { P = 16, NP = 4, HK = 1, E = 8 };
@@ -474,12 +650,15 @@ int main(void) {
             varlen_case("mixed", ATTN_F64, 6, lq, lk, 2, 1, 8, 8, var, threads, 1);
             paged_case(ATTN_F32, var, threads, vi % 2);
             if (threads != 2) paged_case(ATTN_F16, var, threads, !(vi % 2));
+            for (size_t f = 0; threads != 2 && f < sizeof QUANT_FEATURES / sizeof *QUANT_FEATURES; f++)
+                quant_paged_case(&QUANT_FEATURES[f], var, threads);
         }
     }
     check(seen_flash && seen_decode && seen_exact, "planned_runs_reach_every_kernel", "flash %d, decode %d, exact %d",
           seen_flash, seen_decode, seen_exact);
     refusals();
     paged_refusals();
+    quant_paged_refusals();
     empty_varlen_plan();
     printf("%d failed\n", n_failed);
     return n_failed != 0;

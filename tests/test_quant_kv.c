@@ -1031,6 +1031,27 @@ static void test_hadamard(attn_dtype format) {
         snprintf(name, sizeof name, "%s_hadamard_attend_L%lld_bitwise_turned_q", fm, (long long)L);
         check(!s1 && !s2 && !memcmp(o1, o2, (size_t)(HQ * L * E) * 4) && !strcmp(k1, want[c]), name,
               "status %d %d, kernels %s %s (want %s)", (int)s1, (int)s2, k1, k2, want[c]);
+        /* from a caller's workspace: attn_sdpa's on the view and q's turned
+         * copy (attn.h: 4 bytes an element rounded up to 64, and 63 more);
+         * 64 bytes short of that refused, out untouched */
+        size_t ws = 0, turned = ((size_t)(HQ * L * E) * 4 + 63) / 64 * 64 + 63;
+        attn_status s3 = attn_sdpa_workspace_size(&ws, &to2, NULL, NULL, &thq, &vk, &vv, &o, &err);
+        void *work = malloc(ws + turned);
+        attn_context ctx = attn_context_default();
+        ctx.workspace = work, ctx.workspace_size = ws + turned;
+        attn_sdpa_options wo = attn_sdpa_options_default();
+        wo.context = &ctx, wo.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        memset(o2, 0, (size_t)(HQ * L * E) * 4);
+        if (!s3) s3 = attn_kv_cache_attend(&to2, NULL, &tq, cache, &wo, &err);
+        snprintf(name, sizeof name, "%s_hadamard_attend_L%lld_from_a_workspace", fm, (long long)L);
+        check(!s3 && !memcmp(o1, o2, (size_t)(HQ * L * E) * 4), name, "status %d %s", (int)s3,
+              s3 ? err.message : "out differs");
+        ctx.workspace_size = ws + turned - 64;
+        memset(o2, 0x5a, (size_t)(HQ * L * E) * 4);
+        s3 = attn_kv_cache_attend(&to2, NULL, &tq, cache, &wo, &err);
+        snprintf(name, sizeof name, "%s_hadamard_attend_L%lld_workspace_short_of_the_turned_q", fm, (long long)L);
+        check(s3 == ATTN_ERR_WORKSPACE && ((unsigned char *)o2)[0] == 0x5a, name, "status %d", (int)s3);
+        free(work);
         free(q), free(hq), free(o1), free(o2);
     }
     d.key_dim = 96;

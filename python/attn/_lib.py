@@ -198,7 +198,8 @@ def _declare(lib):
                        ("attn_sdpa_run", [vp, P, P, P, P, P, vp, ctypes.c_size_t, pe]),
                        ("attn_kv_paged_plan_init", [vpp, vp, ctypes.c_size_t, psz, P, P, P, pi64, pv,
                                                     ctypes.POINTER(P), pso, pe]),
-                       ("attn_kv_paged_run", [vp, P, P, P, vp, vp, vp, ctypes.c_size_t, pe])):
+                       ("attn_kv_paged_run", [vp, P, P, P, vp, vp, vp, ctypes.c_size_t, pe]),
+                       ("attn_kv_paged_run_view", [vp, P, P, P, pv, vp, ctypes.c_size_t, pe])):
         getattr(lib, name).restype, getattr(lib, name).argtypes = st, args
     lib.attn_kv_pages_free_pages.restype, lib.attn_kv_pages_free_pages.argtypes = i64, [vp]
     lib.attn_kv_pages_page_refs.restype, lib.attn_kv_pages_page_refs.argtypes = i64, [vp, i64]

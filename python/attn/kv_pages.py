@@ -346,8 +346,10 @@ class KVPages:
         taken now; append nothing to them while the plan is used. Returns a
         PagedPlan: plan.run(q) is attend(seqs, q, cu_seqlens_q) with q
         packed (total, num_heads, key_dim), bitwise, allocating nothing;
-        plan.run(q, pool=other) reads another pool's pages under these
-        tables (a layer's pool kept in step with this one)."""
+        plan.run(q, pool=other) reads another pool's pages, residual rows
+        and scales under these tables (a layer's pool kept in step with
+        this one). A pool of keys per channel (key_dtype) takes each
+        sequence once."""
         return PagedPlan(self, list(seqs), [int(n) for n in q_lengths], int(num_heads), masks, causal, scale,
                          return_lse)
 
@@ -363,15 +365,40 @@ class PagedPlan:
             raise OptionError("causal is %r: 'bottom-right' or False" % (causal,), 9)
         self.pool, self.n = pool, len(seqs)
         pw = pool._view()
-        self.lengths = np.array([pool.length(s) for s in seqs] or [0], np.int64)
-        tables = [pool.pages(s) for s in seqs]
+        w = default(KVPagedView)
+        for f in ("dtype", "heads", "key_dim", "value_dim", "page_size", "num_pages", "k_pages", "v_pages", "key_dtype",
+                  "k_residual", "k_scale", "v_scale", "hadamard"):
+            setattr(w, f, getattr(pw, f))
+        # Keys per channel keep each sequence's last positions in residual
+        # rows indexed by its id: the view is then the pool's sequences by
+        # id (0 .. max(seqs)), the step's queries reordered into id order
+        # at each run (others get none); else the step's sequences in order.
+        self.by_id = bool(pw.key_dtype)
+        if self.by_id:
+            if len(set(seqs)) != len(seqs):
+                raise ValueError("a plan of keys per channel takes each sequence once")
+            ids = max(seqs) + 1 if seqs else 0
+            lengths_by_id = [pool.length(s) if s in seqs else 0 for s in range(ids)]
+            seqs_by_id, order = list(range(ids)), sorted(range(self.n), key=lambda i: seqs[i])
+            counts = dict(zip(seqs, q_lengths))
+            starts = np.cumsum([0] + [int(n) for n in q_lengths])
+            # q rows in id order: row r of the planned q is row self.rows[r] of the caller's
+            self.rows = np.concatenate([np.arange(starts[i], starts[i + 1]) for i in order] +
+                                       [np.zeros(0, np.int64)]).astype(np.int64)
+            self.back = np.argsort(self.rows, kind="stable")
+            if masks is not None:
+                by = dict(zip(seqs, masks))
+                masks = [by.get(s) for s in seqs_by_id]
+            seqs, q_lengths = seqs_by_id, [counts.get(s, 0) for s in seqs_by_id]
+            self.lengths = np.array(lengths_by_id or [0], np.int64)
+            tables = [pool.pages(s) if l else np.zeros(0, np.int32) for s, l in zip(seqs, lengths_by_id)]
+        else:
+            self.lengths = np.array([pool.length(s) for s in seqs] or [0], np.int64)
+            tables = [pool.pages(s) for s in seqs]
+        self.n = len(seqs)
         self.offsets = np.zeros(self.n + 1, np.int64)
         self.offsets[1:] = np.cumsum([len(t) for t in tables]) if tables else []
         self.table = np.concatenate(tables + [np.zeros(1, np.int32)]).astype(np.int32)
-        w = default(KVPagedView)
-        for f in ("dtype", "heads", "key_dim", "value_dim", "page_size", "num_pages", "k_pages", "v_pages", "key_dtype",
-                  "k_residual", "k_scale", "v_scale", "hadamard"):  # the scales and the rotation too: a plan refuses them (attn.h)
-            setattr(w, f, getattr(pw, f))
         w.num_sequences = self.n
         w.lengths = self.lengths.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
         w.page_table = self.table.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
@@ -414,10 +441,20 @@ class PagedPlan:
         q = _float_array(q, "q", np.float32)
         out = np.empty(self.out_shape, np.float32)
         lse = np.empty(self.out_shape[:2], np.float32) if self.return_lse else None
-        pw, err = pool._view(), Error()
-        raise_for(LIB.attn_kv_paged_run(self._plan, _view(out), _view(lse) if lse is not None else None, _view(q),
-                                        pw.k_pages, pw.v_pages, self.workspace.ctypes.data, self.workspace.size,
-                                        err), err)
+        if self.by_id:
+            if q.shape != self.q_shape:
+                raise ValueError("q has shape %s; the plan's is %s" % (q.shape, self.q_shape))
+            q = np.ascontiguousarray(q[self.rows])
+        # This layer's view: its pool's pages, residual rows and scales,
+        # under the plan's tables (the pools are kept in step)
+        pw, err, w = pool._view(), Error(), KVPagedView.from_buffer_copy(self.view)
+        for f in ("k_pages", "v_pages", "k_residual", "k_scale", "v_scale"):
+            setattr(w, f, getattr(pw, f))
+        raise_for(LIB.attn_kv_paged_run_view(self._plan, _view(out), _view(lse) if lse is not None else None, _view(q),
+                                             ctypes.byref(w), self.workspace.ctypes.data, self.workspace.size, err), err)
+        if self.by_id:
+            out = out[self.back]
+            lse = lse[self.back] if lse is not None else None
         return (out, lse) if self.return_lse else out
 
 

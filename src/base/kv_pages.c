@@ -207,6 +207,7 @@ attn_status attn_kv_pages_init(attn_kv_pages **pool, void *memory, size_t bytes,
         for (int64_t h = 0; h < p->d.heads; h++)
             p->k_scale[h] = p->d.k_scale ? p->d.k_scale[h] : 1.0f, p->v_scale[h] = p->d.v_scale ? p->d.v_scale[h] : 1.0f;
     }
+    if (p->d.key_dtype) p->k_scale = NULL; /* keys quantized per channel: values' scales only */
     p->d.k_scale = p->k_scale, p->d.v_scale = p->v_scale;
     /* Stacks filled so that page 0 and id 0 come first. */
     p->free_pages = p->d.num_pages;

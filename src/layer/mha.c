@@ -607,9 +607,14 @@ static attn_status cached_run(size_t *measure, attn_tensor *out, const attn_tens
     if (measure) { /* the attention over the cache's first length + L positions, as attn_kv_cache_attend reads them */
         int64_t n = length + m.L < ck.shape[2] ? length + m.L : ck.shape[2];
         ck.shape[2] = cv.shape[2] = n > 0 ? n : 1;
-        size_t attention;
-        if (!(st = attn_sdpa_workspace_size(&attention, &th, NULL, NULL, &tq, &ck, &cv, &so, err)))
-            *measure = attn_arena_needed(&arena) + attention;
+        size_t attention, turned; /* the attention's scratch, after q's turned copy with the keys' rotation */
+        if (!(st = attn_sdpa_workspace_size(&attention, &th, NULL, NULL, &tq, &ck, &cv, &so, err)) &&
+            !(st = attn_kv_cache_query_bytes(&turned, cache, &tq, &so, err))) {
+            size_t layer = attn_arena_needed(&arena);
+            if (attention > SIZE_MAX - layer || turned > SIZE_MAX - layer - attention)
+                st = attn_fail(err, ATTN_ERR_OVERFLOW, "the step's workspace size overflows");
+            else *measure = layer + turned + attention;
+        }
         goto done;
     }
     if ((st = attn_mha_project_qkv(q, k, v, &m, m.L, false, err))) goto done;

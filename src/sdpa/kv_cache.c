@@ -133,6 +133,7 @@ attn_status attn_kv_cache_init(attn_kv_cache **cache, void *memory, size_t bytes
         for (int64_t h = 0; h < c->d.heads; h++)
             c->k_scale[h] = c->d.k_scale ? c->d.k_scale[h] : 1.0f, c->v_scale[h] = c->d.v_scale ? c->d.v_scale[h] : 1.0f;
     }
+    if (c->d.key_dtype) c->k_scale = NULL; /* keys quantized per channel: values' scales only */
     c->d.k_scale = c->k_scale, c->d.v_scale = c->v_scale;
     c->k = scales + scales_bytes(&c->d);
     c->v = c->k + round_up(kb);
@@ -426,15 +427,16 @@ attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, const attn_
         const attn_named outs[2] = {{out, "out"}, {lse, "lse"}}, ins[1] = {{&kb, "the cache's keys"}};
         if ((st = attn_check_no_overlap(outs, 2, ins, 1, err))) return st;
     }
-    attn_tensor ks, vs, hq;
-    float *turned = NULL; /* the queries turned by the keys' rotation */
+    attn_tensor ks, vs, hq; /* hq: the queries turned by the keys' rotation */
+    attn_arena arena = attn_arena_over(NULL, 0); /* hq's memory: the workspace's front, or malloc */
+    attn_context rest;
+    memset(&hq, 0, sizeof hq);
     const attn_named outs[2] = {{out, "out"}, {lse, "lse"}}, ins[1] = {{q, "q"}}; /* q itself, not its turned copy */
-    if ((st = attn_kv_scales_as_descale(&o, &ks, &vs, cache->k_scale, cache->v_scale, d->heads, err)) ||
-        (d->hadamard && ((st = attn_check_no_overlap(outs, 2, ins, 1, err)) ||
-                         (st = attn_hadamard_queries(&hq, &turned, q, &o, err)))))
-        return st;
-    st = attn_sdpa_paged_batch(out, lse, NULL, turned ? &hq : q, &k, &v, d->batch, q->rank, &o, err);
-    free(turned);
+    if (!(st = attn_kv_scales_as_descale(&o, &ks, &vs, cache->k_scale, cache->v_scale, d->heads, err)) &&
+        !(d->hadamard && ((st = attn_check_no_overlap(outs, 2, ins, 1, err)) ||
+                          (st = attn_hadamard_queries_call(&hq, &arena, &rest, &o, q, err)))))
+        st = attn_sdpa_paged_batch(out, lse, NULL, hq.data ? &hq : q, &k, &v, d->batch, q->rank, &o, err);
+    attn_arena_release(&arena);
     return st;
 }
 
@@ -449,10 +451,10 @@ attn_status attn_kv_scales_as_descale(attn_sdpa_options *o, attn_tensor *ks, att
     return ATTN_OK;
 }
 
-attn_status attn_hadamard_queries(attn_tensor *hq, float **mem, const attn_tensor *q, const attn_sdpa_options *o,
+attn_status attn_hadamard_queries(attn_tensor *hq, attn_arena *arena, const attn_tensor *q, const attn_sdpa_options *o,
                                   attn_error *err) {
-    *mem = NULL;
-    if (!q->data) return ATTN_OK; /* the call's own check names it */
+    memset(hq, 0, sizeof *hq);
+    if (!q->data && !arena->measure) return ATTN_OK; /* the call's own check names it */
     if (q->dtype != ATTN_F32)
         return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; keys stored with the Hadamard rotation take f32 q (turned "
                          "by the rotation too)", attn_dtype_name(q->dtype));
@@ -465,14 +467,46 @@ attn_status attn_hadamard_queries(attn_tensor *hq, float **mem, const attn_tenso
     if (st) return st;
     if ((uint64_t)n > SIZE_MAX / sizeof(float) - 1)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "q's turned copy overflows");
-    float *m = malloc((size_t)(n ? n : 1) * sizeof(float));
-    if (!m) return attn_fail(err, ATTN_ERR_NO_MEMORY, "no memory for q's turned copy (%lld floats)", (long long)n);
-    attn_tensor_init(hq, m, ATTN_F32, q->rank, q->shape, NULL, NULL);
+    attn_tensor_init(hq, NULL, ATTN_F32, q->rank, q->shape, NULL, NULL);
+    hq->data = attn_arena_alloc(arena, (size_t)(n ? n : 1), sizeof(float));
+    if (arena->measure) return ATTN_OK;
+    if (!hq->data)
+        return attn_fail(err, arena->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY, "%s q's turned copy (%lld floats)",
+                         arena->base ? "the workspace has no room left for" : "no memory for", (long long)n);
     attn_tensor_convert(hq, q, NULL);
-    if (n && (st = attn_hadamard(hq, err))) { /* q's last dimension is E, a power of two: checked by the cache */
-        free(m);
-        return st;
-    }
-    *mem = m;
+    /* q's last dimension is E, a power of two up to ATTN_HADAMARD_MAX:
+     * checked by the cache; each row turned in place, its f64 scratch on
+     * the stack (attn_hadamard would allocate it) */
+    const int64_t E = q->shape[q->rank - 1];
+    double work[ATTN_HADAMARD_MAX];
+    if (E > ATTN_HADAMARD_MAX || !attn_power_of_two(E))
+        return attn_fail(err, ATTN_ERR_SHAPE, "q's rows have %lld values; keys stored with the Hadamard rotation "
+                         "have a power of two up to %d (their key_dim)", (long long)E, ATTN_HADAMARD_MAX);
+    for (int64_t r = 0; E > 0 && r < n / E; r++) attn_hadamard_f32((float *)hq->data + r * E, E, work);
     return ATTN_OK;
+}
+
+attn_status attn_hadamard_queries_call(attn_tensor *hq, attn_arena *arena, attn_context *rest, attn_sdpa_options *o,
+                                       const attn_tensor *q, attn_error *err) {
+    attn_sdpa_options read;
+    attn_context c;
+    attn_status st = attn_options_read(&read, &c, o, err);
+    *arena = attn_arena_over(st ? NULL : c.workspace, st ? 0 : c.workspace_size);
+    if (st || (st = attn_hadamard_queries(hq, arena, q, o, err))) return st;
+    *rest = c;
+    rest->workspace = arena->base ? arena->base + arena->used : NULL;
+    rest->workspace_size = arena->base ? arena->size - arena->used : 0;
+    o->context = rest;
+    return ATTN_OK;
+}
+
+attn_status attn_kv_cache_query_bytes(size_t *bytes, const attn_kv_cache *cache, const attn_tensor *q,
+                                      const attn_sdpa_options *o, attn_error *err) {
+    *bytes = 0;
+    if (!cache->d.hadamard) return ATTN_OK;
+    attn_arena m = attn_arena_measuring();
+    attn_tensor hq;
+    attn_status st = attn_hadamard_queries(&hq, &m, q, o, err);
+    if (!st) *bytes = attn_arena_needed(&m);
+    return st;
 }

@@ -48,11 +48,7 @@ static attn_status check_packed(const attn_tensor *t, const char *name, attn_dty
     return attn_check_extent(t, name, err);
 }
 
-/* Sequence `row` of a checked view w as the paged row sources of its keys
- * (*k) and values (*v): its table's first ceil(length / P) entries, which
- * attn_kv_paged_check has checked. */
-static void sequence_rows(attn_paged_rows *k, attn_paged_rows *v, const attn_kv_paged_view *w, int64_t row) {
-    int64_t S = w->lengths[row];
+void attn_kv_paged_rows(attn_paged_rows *k, attn_paged_rows *v, const attn_kv_paged_view *w, int64_t row, int64_t S) {
     const int32_t *table = w->page_table + (w->table_offsets ? w->table_offsets[row] : row * w->table_stride);
     *k = (attn_paged_rows){w->k_pages, w->dtype, w->num_pages, w->heads, w->page_size, w->key_dim,
                            table, (S + w->page_size - 1) / w->page_size, S, NULL};
@@ -60,6 +56,12 @@ static void sequence_rows(attn_paged_rows *k, attn_paged_rows *v, const attn_kv_
     v->pages = w->v_pages, v->cols = w->value_dim;
     if (w->key_dtype) /* keys quantized per channel, the sequence's last positions in its residual rows */
         k->dtype = w->key_dtype, k->residual = (const uint16_t *)w->k_residual + row * w->heads * 32 * w->key_dim;
+}
+
+/* Sequence `row` of a checked view w as the paged row sources of its keys
+ * (*k) and values (*v), of its length. */
+static void sequence_rows(attn_paged_rows *k, attn_paged_rows *v, const attn_kv_paged_view *w, int64_t row) {
+    attn_kv_paged_rows(k, v, w, row, w->lengths[row]);
 }
 
 /* Everything attention over the n sequences rows[0..n) (NULL: 0..n-1) of a
@@ -135,26 +137,28 @@ static attn_status attend(attn_tensor *out, attn_tensor *lse, const attn_tensor 
     bool any;
     attn_status st = attn_kv_paged_prepare(&o, NULL, NULL, &any, out, lse, q, cu, w, rows, n, options, err);
     attn_tensor ks, vs, hq; /* the pages' per-head fp8 scales, as the options'; q turned by the keys' rotation */
-    float *turned = NULL;
+    attn_arena arena = attn_arena_over(NULL, 0); /* hq's memory: the workspace's front, or malloc */
+    attn_context rest;
+    attn_paged_rows *k_pages = NULL; /* (k_pages[i], v_pages[i]): sequence i's row sources, a few words each */
+    memset(&hq, 0, sizeof hq);
     if (st || (st = attn_kv_scales_as_descale(&o, &ks, &vs, w->k_scale, w->v_scale, w->heads, err)) ||
-        (w->hadamard && (st = attn_hadamard_queries(&hq, &turned, q, &o, err))) || !any) {
-        free(turned);
-        return st;
-    }
-    if (turned) q = &hq;
-    /* (k_pages[i], v_pages[i]): sequence i's row sources, a few words each */
+        (w->hadamard && (st = attn_hadamard_queries_call(&hq, &arena, &rest, &o, q, err))) || !any)
+        goto done;
+    if (hq.data) q = &hq;
     if ((uint64_t)n > SIZE_MAX / (2 * sizeof(attn_paged_rows))) {
-        free(turned);
-        return attn_fail(err, ATTN_ERR_OVERFLOW, "the row sources of %lld sequences overflow", (long long)n);
+        st = attn_fail(err, ATTN_ERR_OVERFLOW, "the row sources of %lld sequences overflow", (long long)n);
+        goto done;
     }
-    attn_paged_rows *k_pages = malloc(2 * (size_t)n * sizeof *k_pages), *v_pages = k_pages + n;
-    if (!k_pages) {
-        free(turned);
-        return attn_fail(err, ATTN_ERR_NO_MEMORY, "no memory for the row sources of %lld sequences", (long long)n);
+    if (!(k_pages = malloc(2 * (size_t)n * sizeof *k_pages))) {
+        st = attn_fail(err, ATTN_ERR_NO_MEMORY, "no memory for the row sources of %lld sequences", (long long)n);
+        goto done;
     }
+    attn_paged_rows *v_pages = k_pages + n;
     for (int64_t i = 0; i < n; i++) sequence_rows(&k_pages[i], &v_pages[i], w, rows ? rows[i] : i);
     st = attn_sdpa_varlen_paged(out, lse, q, cu, n, k_pages, v_pages, masks, &o, err);
-    free(k_pages), free(turned);
+done:
+    free(k_pages);
+    attn_arena_release(&arena);
     return st;
 }
 

@@ -136,15 +136,23 @@ attn_status attn_varlen_plan_make(attn_varlen_plan **plan, void *memory, size_t 
  * lays the plan out in memory (the sequences' row sources at
  * plan->k_rows[batch] and ->v_rows[batch], which the caller fills); then
  * attn_varlen_plan_make_paged checks the call as attn_sdpa_varlen_paged
- * does and plans it; a run sets the layer's pages first
- * (attn_varlen_plan_set_pages) and then is attn_varlen_plan_run's (k and v
- * unused). */
+ * does and plans it; a run first points the row sources at the layer's
+ * memory (attn_kv_paged_rows over them, the planned lengths kept) and its
+ * per-head fp8 scales (attn_varlen_plan_set_scales: each sequence's copy
+ * of the planned options' k_descale, v_descale over k_scale, v_scale,
+ * NULL where none was planned), and then is attn_varlen_plan_run's (k and
+ * v unused). */
 attn_varlen_plan *attn_varlen_plan_layout(void *memory, int64_t batch);
 attn_status attn_varlen_plan_make_paged(attn_varlen_plan *plan, size_t *workspace_bytes, attn_tensor *out,
                                         attn_tensor *lse, const attn_tensor *q, const int64_t *cu_q, int64_t batch,
                                         const attn_tensor *const *masks, const attn_sdpa_options *o, int threads,
                                         attn_error *err);
-void attn_varlen_plan_set_pages(attn_varlen_plan *plan, int64_t batch, const void *k_pages, const void *v_pages);
+void attn_varlen_plan_set_scales(attn_varlen_plan *plan, int64_t batch, const float *k_scale, const float *v_scale);
+/* Sequence `row` of a checked view w, of S positions (its length, or the
+ * length a plan kept), as the paged row sources of its keys (*k) and
+ * values (*v): its page table's first ceil(S / P) entries, its residual
+ * rows with keys quantized per channel (kv_pages_attend.c). */
+void attn_kv_paged_rows(attn_paged_rows *k, attn_paged_rows *v, const attn_kv_paged_view *w, int64_t row, int64_t S);
 /* The row sources a paged plan fills: plan->k_rows and plan->v_rows. */
 attn_paged_rows *attn_varlen_plan_k_rows(attn_varlen_plan *plan);
 attn_paged_rows *attn_varlen_plan_v_rows(attn_varlen_plan *plan);
@@ -224,11 +232,26 @@ attn_status attn_kv_scales_as_descale(attn_sdpa_options *o, attn_tensor *ks, att
 
 /* The queries of attention over keys stored with the Hadamard rotation
  * (kv_cache.c): *hq an f32 copy of q in C order with every row turned
- * (attn_hadamard), its memory *mem (malloc; the caller frees it; NULL with
- * nothing made when q has no data, which the call itself refuses). q must
- * be f32 (ATTN_ERR_DTYPE) and o->rope unset (ATTN_ERR_OPTION). */
-attn_status attn_hadamard_queries(attn_tensor *hq, float **mem, const attn_tensor *q, const attn_sdpa_options *o,
+ * (attn_hadamard), its memory from `arena` (the caller's workspace, or
+ * malloc's blocks, which the caller releases); a measuring arena only
+ * counts its bytes (hq->data NULL, its shape set). q must be f32
+ * (ATTN_ERR_DTYPE) and o->rope unset (ATTN_ERR_OPTION); a full workspace
+ * is ATTN_ERR_WORKSPACE. q without data: nothing made (hq all zero), for
+ * the call itself to refuse. */
+attn_status attn_hadamard_queries(attn_tensor *hq, attn_arena *arena, const attn_tensor *q, const attn_sdpa_options *o,
                                   attn_error *err);
+/* The same for an unplanned call: q's turned copy from the front of the
+ * context of options *o (its workspace, or malloc through *arena: the
+ * caller releases *arena after the call, also when this fails), and
+ * o->context pointed at *rest, that context with the workspace after the
+ * copy, for the kernels' own scratch. */
+/* The workspace attn_kv_cache_attend takes for q (its options o) besides
+ * attn_sdpa's on the cache's view: q's turned copy with the Hadamard
+ * rotation (its alignment included), else 0. q's data may be NULL. */
+attn_status attn_kv_cache_query_bytes(size_t *bytes, const attn_kv_cache *cache, const attn_tensor *q,
+                                      const attn_sdpa_options *o, attn_error *err);
+attn_status attn_hadamard_queries_call(attn_tensor *hq, attn_arena *arena, attn_context *rest, attn_sdpa_options *o,
+                                       const attn_tensor *q, attn_error *err);
 
 /* ATTN_VERBOSE (verbose.c): whether it is set (read once per process), a
  * monotonic clock in milliseconds, and the one line a call prints. */

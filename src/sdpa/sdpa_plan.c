@@ -29,6 +29,14 @@ struct attn_sdpa_plan {
     const attn_tensor *const *masks; /* ragged: the caller's masks[batch], or NULL */
     bool paged;               /* a paged batch's (attn_kv_paged_plan_init): run by attn_kv_paged_run */
     attn_kv_paged_view view;  /* paged: the view planned; its pages are each run's */
+    attn_tensor ks, vs;       /* paged: the view's per-head fp8 scales as the options' k_descale and
+                                 v_descale (the sequences' plans copy them; a run points them at its own) */
+    /* Paged, keys stored with the Hadamard rotation: the plan is made on a
+     * contiguous f32 stand-in for q's turned copy (q above), which each run
+     * makes at its workspace's front (attn_hadamard_queries), as the
+     * unplanned call makes it; qin the caller's q layout. */
+    bool hadamard;
+    attn_tensor qin;
     /* A 16-bit q and out (f16 or bf16): the plan is made on contiguous f32
      * stand-ins (q and out above), which each run places at its
      * workspace's front, q widened into one and the other rounded once
@@ -287,16 +295,7 @@ attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory, size_t 
     if (st) return st;
     attn_kv_paged_view w = attn_kv_paged_view_default();
     attn_versioned_read(&w, sizeof w, view, "view", "", NULL);
-    if (w.key_dtype) /* a run takes each layer's pages, not its residual rows */
-        return attn_fail(err, ATTN_ERR_DTYPE, "the view's keys are %s: a plan takes no keys quantized per channel "
-                         "(attn_kv_paged_attend reads them)", attn_dtype_name(w.key_dtype));
     const int64_t batch = w.num_sequences;
-    if (w.k_scale || w.v_scale)
-        return attn_fail(err, ATTN_ERR_OPTION, "the view has per-head fp8 scales (k_scale, v_scale), which a plan does "
-                         "not take: each run's pages would need their own; use attn_kv_paged_attend");
-    if (w.hadamard)
-        return attn_fail(err, ATTN_ERR_OPTION, "the view's keys are stored with the Hadamard rotation, which a plan does "
-                         "not take (its queries would need a turned copy at each run); use attn_kv_paged_attend");
     size_t need;
     if ((st = attn_sdpa_plan_bytes(&need, batch, err))) return st;
     if (bytes < need)
@@ -308,13 +307,24 @@ attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory, size_t 
     attn_sdpa_options o;
     attn_context c;
     bool any;
+    /* attn_kv_paged_attend's steps: the view's checks and row sources, its
+     * per-head scales as the options' (over the plan's own tensors), q's
+     * turned copy measured */
+    attn_arena turned = attn_arena_measuring();
     if ((st = attn_kv_paged_prepare(&o, attn_varlen_plan_k_rows(vp), attn_varlen_plan_v_rows(vp), &any, out, lse, q,
                                     cu_seqlens_q, &w, NULL, batch, options, err)) ||
+        (st = attn_kv_scales_as_descale(&o, &pl->ks, &pl->vs, w.k_scale, w.v_scale, w.heads, err)) ||
+        (w.hadamard && (st = attn_hadamard_queries(&pl->q, &turned, q, &o, err))) ||
         (st = attn_options_read(&pl->o, &c, &o, err)))
         return st;
     attn_tensor q32, out32;
     void *tmp = NULL;
-    if (attn_dtype_half(q->dtype)) { /* prepare checked the 16-bit q and out; planned on f32 stand-ins */
+    if (w.hadamard) { /* planned on a stand-in of the turned copy */
+        if (!(tmp = malloc(turned.used)))
+            return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the stand-in of q's turned copy");
+        pl->hadamard = true, pl->qin = *q;
+        pl->q.data = tmp, q = &pl->q;
+    } else if (attn_dtype_half(q->dtype)) { /* prepare checked the 16-bit q and out; planned on f32 stand-ins */
         if ((st = stand_ins(pl, &q32, &out32, &tmp, q, out, err))) return st;
         q = &q32, out = &out32;
     }
@@ -323,6 +333,7 @@ attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory, size_t 
     free(tmp);
     if (st) return st;
     if (pl->half) pl->workspace += copies_bytes(pl);
+    if (pl->hadamard) pl->workspace += attn_arena_needed(&turned);
     keep(&pl->q, q), keep(&pl->out, out), keep(&pl->lse, lse);
     pl->has_lse = lse != NULL;
     pl->varlen = vp, pl->batch = batch, pl->masks = masks;
@@ -333,48 +344,111 @@ attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory, size_t 
     return ATTN_OK;
 }
 
-attn_status attn_kv_paged_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
-                              const void *k_pages, const void *v_pages, void *workspace, size_t workspace_size,
-                              attn_error *err) {
-    if (!plan) return attn_fail(err, ATTN_ERR_NULL, "plan is NULL");
-    attn_sdpa_plan *pl = plan;
-    if (pl->magic != PLAN_MAGIC || !pl->paged)
-        return attn_fail(err, ATTN_ERR_PLAN, "plan holds no paged batch's plan (attn_kv_paged_plan_init)");
+/* A paged plan run over view w, the planned one or one of a layer laid out
+ * alike (checked by the caller, as is everything but the layouts here). */
+static attn_status run_paged(attn_sdpa_plan *pl, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                             const attn_kv_paged_view *w, void *workspace, size_t workspace_size, attn_error *err) {
     attn_status st;
-    if ((st = same_layout(q, pl->half ? &pl->q16 : &pl->q, "q", err)) ||
+    if ((st = same_layout(q, pl->half ? &pl->q16 : pl->hadamard ? &pl->qin : &pl->q, "q", err)) ||
         (st = same_layout(out, pl->half ? &pl->out16 : &pl->out, "out", err)))
         return st;
     if ((lse != NULL) != pl->has_lse)
         return attn_fail(err, ATTN_ERR_PLAN, "lse is %s but the plan was made %s one", lse ? "given" : "NULL",
                          pl->has_lse ? "with" : "without");
     if (lse && (st = same_layout(lse, &pl->lse, "lse", err))) return st;
-    if (!k_pages || !v_pages) return attn_fail(err, ATTN_ERR_NULL, "k_pages or v_pages is NULL");
     if (!workspace) return attn_fail(err, ATTN_ERR_NULL, "workspace is NULL (the plan needs %zu bytes)", pl->workspace);
     if (workspace_size < pl->workspace)
         return attn_fail(err, ATTN_ERR_WORKSPACE, "the workspace has %zu bytes but the plan needs %zu", workspace_size,
                          pl->workspace);
     /* The layouts are the plan's, so only the data can alias: the outputs
-     * against q, this layer's pages, the view's tables and the options'. */
-    attn_kv_paged_view w = pl->view;
-    w.k_pages = k_pages, w.v_pages = v_pages;
-    attn_tensor regions[5];
-    attn_kv_paged_regions(regions, &w);
+     * against q, this layer's pages, residual rows and scales, the view's
+     * tables and the options'. */
+    attn_tensor regions[5], residual, scales[2];
+    attn_kv_paged_regions(regions, w);
+    attn_kv_paged_residual(&residual, w);
+    const float *sc[2] = {w->k_scale, w->v_scale};
+    for (int i = 0; i < 2; i++)
+        attn_tensor_init(&scales[i], (void *)(uintptr_t)sc[i], ATTN_F32, 1, &w->heads, NULL, NULL);
     const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
-    attn_named ins[9] = {{q, "q"}, {pl->o.alibi_slopes, "alibi_slopes"}, {pl->o.sinks, "sinks"}};
+    attn_named ins[11] = {{q, "q"}, {pl->o.alibi_slopes, "alibi_slopes"}, {pl->o.sinks, "sinks"}};
     for (int r = 0; r < 5; r++) ins[3 + r] = (attn_named){regions[r].data ? &regions[r] : NULL, attn_kv_paged_region_names[r]};
-    ins[8] = (attn_named){NULL, ""};
-    if ((st = attn_check_no_overlap(outs, 2, ins, 9, err))) return st;
+    ins[8] = (attn_named){residual.data ? &residual : NULL, "the residual keys"};
+    ins[9] = (attn_named){sc[0] ? &scales[0] : NULL, "k_scale"}, ins[10] = (attn_named){sc[1] ? &scales[1] : NULL, "v_scale"};
+    if ((st = attn_check_no_overlap(outs, 2, ins, 11, err))) return st;
     for (int64_t b = 0; pl->masks && b < pl->batch; b++) {
         const attn_named mask = {pl->masks[b], "a sequence's mask"};
         if ((st = attn_check_no_overlap(outs, 2, &mask, 1, err))) return st;
     }
     pl->q.data = q->data, pl->out.data = out->data, pl->lse.data = lse ? lse->data : NULL;
-    attn_varlen_plan_set_pages(pl->varlen, pl->batch, k_pages, v_pages);
+    attn_paged_rows *k_rows = attn_varlen_plan_k_rows(pl->varlen), *v_rows = attn_varlen_plan_v_rows(pl->varlen);
+    for (int64_t b = 0; b < pl->batch; b++) attn_kv_paged_rows(&k_rows[b], &v_rows[b], w, b, k_rows[b].length);
+    attn_varlen_plan_set_scales(pl->varlen, pl->batch, w->k_scale, w->v_scale);
     attn_arena arena = attn_arena_over(workspace, workspace_size);
     if (pl->half && !place_stand_ins(pl, &arena, q))
         return attn_fail(err, ATTN_ERR_WORKSPACE, "the workspace cannot hold the f32 copies of q and out");
+    attn_tensor hq;
+    if (pl->hadamard) { /* q turned into the workspace's front, as attn_kv_paged_attend turns it */
+        if ((st = attn_hadamard_queries(&hq, &arena, q, &pl->o, err))) return st;
+        pl->q.data = hq.data;
+    }
     st = attn_varlen_plan_run(pl->varlen, &pl->out, lse ? &pl->lse : NULL, &pl->q, NULL, NULL, pl->batch, &pl->o, &arena,
                               err);
     if (!st && pl->half && pl->no > 0) attn_tensor_convert(out, &pl->out, NULL); /* the one rounding */
     return st;
+}
+
+/* The plan of a paged batch, or ATTN_ERR_PLAN. */
+static attn_status paged_plan(attn_sdpa_plan *pl, attn_error *err) {
+    if (!pl) return attn_fail(err, ATTN_ERR_NULL, "plan is NULL");
+    if (pl->magic != PLAN_MAGIC || !pl->paged)
+        return attn_fail(err, ATTN_ERR_PLAN, "plan holds no paged batch's plan (attn_kv_paged_plan_init)");
+    return ATTN_OK;
+}
+
+attn_status attn_kv_paged_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                              const void *k_pages, const void *v_pages, void *workspace, size_t workspace_size,
+                              attn_error *err) {
+    attn_status st = paged_plan(plan, err);
+    if (st) return st;
+    if (!k_pages || !v_pages) return attn_fail(err, ATTN_ERR_NULL, "k_pages or v_pages is NULL");
+    attn_kv_paged_view w = plan->view;
+    /* Residual rows and per-head scales are a layer's own, as its pages are */
+    if ((w.key_dtype || w.k_scale || w.v_scale) && (k_pages != w.k_pages || v_pages != w.v_pages))
+        return attn_fail(err, ATTN_ERR_PLAN, "the planned view has %s, which belong to its own pages: run another "
+                         "layer's pages with attn_kv_paged_run_view and that layer's view",
+                         w.key_dtype ? "residual keys (keys quantized per channel)" : "per-head fp8 scales");
+    w.k_pages = k_pages, w.v_pages = v_pages;
+    return run_paged(plan, out, lse, q, &w, workspace, workspace_size, err);
+}
+
+attn_status attn_kv_paged_run_view(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                                   const attn_kv_paged_view *layer, void *workspace, size_t workspace_size,
+                                   attn_error *err) {
+    attn_status st = paged_plan(plan, err);
+    if (st || (st = attn_kv_paged_check(layer, err))) return st;
+    attn_kv_paged_view w = attn_kv_paged_view_default();
+    attn_versioned_read(&w, sizeof w, layer, "layer", "", NULL);
+    const attn_kv_paged_view *p = &plan->view;
+    /* Laid out as planned: the sizes and formats, the sequences and their lengths */
+    const int64_t got[7] = {w.heads, w.key_dim, w.value_dim, w.page_size, w.num_pages, w.num_sequences, w.hadamard},
+                  want[7] = {p->heads, p->key_dim, p->value_dim, p->page_size, p->num_pages, p->num_sequences, p->hadamard};
+    static const char *const NAMES[7] = {"heads", "key_dim", "value_dim", "page_size", "num_pages", "num_sequences",
+                                         "hadamard"};
+    for (int i = 0; i < 7; i++)
+        if (got[i] != want[i])
+            return attn_fail(err, ATTN_ERR_PLAN, "layer->%s is %lld but the plan's view had %lld", NAMES[i],
+                             (long long)got[i], (long long)want[i]);
+    if (w.dtype != p->dtype || w.key_dtype != p->key_dtype)
+        return attn_fail(err, ATTN_ERR_PLAN, "the layer's pages are %s (keys %s) but the plan's were %s (keys %s)",
+                         attn_dtype_name(w.dtype), attn_dtype_name(w.key_dtype ? w.key_dtype : w.dtype),
+                         attn_dtype_name(p->dtype), attn_dtype_name(p->key_dtype ? p->key_dtype : p->dtype));
+    if (!w.k_scale != !p->k_scale || !w.v_scale != !p->v_scale)
+        return attn_fail(err, ATTN_ERR_PLAN, "the layer's view %s per-head scales (k_scale, v_scale) as the plan's "
+                         "did not", w.k_scale || w.v_scale ? "has" : "lacks");
+    const attn_paged_rows *k_rows = attn_varlen_plan_k_rows(plan->varlen);
+    for (int64_t b = 0; b < w.num_sequences; b++)
+        if (w.lengths[b] != k_rows[b].length)
+            return attn_fail(err, ATTN_ERR_PLAN, "layer->lengths[%lld] is %lld but the plan's was %lld", (long long)b,
+                             (long long)w.lengths[b], (long long)k_rows[b].length);
+    return run_paged(plan, out, lse, q, &w, workspace, workspace_size, err);
 }

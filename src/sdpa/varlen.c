@@ -749,8 +749,11 @@ attn_status attn_varlen_plan_make_paged(attn_varlen_plan *pl, size_t *workspace_
 attn_paged_rows *attn_varlen_plan_k_rows(attn_varlen_plan *pl) { return pl->k_rows; }
 attn_paged_rows *attn_varlen_plan_v_rows(attn_varlen_plan *pl) { return pl->v_rows; }
 
-void attn_varlen_plan_set_pages(attn_varlen_plan *pl, int64_t batch, const void *k_pages, const void *v_pages) {
-    for (int64_t b = 0; b < batch; b++) pl->k_rows[b].pages = k_pages, pl->v_rows[b].pages = v_pages;
+void attn_varlen_plan_set_scales(attn_varlen_plan *pl, int64_t batch, const float *k_scale, const float *v_scale) {
+    for (int64_t b = 0; b < batch; b++) { /* descale_row's (Hk,) copies: rank 1, so the array itself */
+        if (pl->seqs[b].kd.data) pl->seqs[b].kd.data = (void *)(uintptr_t)k_scale;
+        if (pl->seqs[b].vd.data) pl->seqs[b].vd.data = (void *)(uintptr_t)v_scale;
+    }
 }
 
 attn_status attn_varlen_plan_run(attn_varlen_plan *pl, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,

@@ -108,6 +108,9 @@ def main():
         "sdpa_kv_scale_one": ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--kv=e5m2", "--kv-scale=3"],
         "sdpa_kv_scale_bad": ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--kv-scale",
                               "1," + "9" * 80, "--kv", "q8"],
+        "sdpa_kv_hadamard": ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--kv", "e4m3", "--hadamard",
+                             "--kv-scale", "0.5"],
+        "sdpa_hadamard_refused": ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--hadamard", "--rope", "halves"],
     }
     for n, a in named.items():
         write("args", n, "\0".join(a))
@@ -142,6 +145,8 @@ def mha_seeds(mark):
         "mha_incremental": ["mha", "-x", "x.npy", "--weights", "w", "--heads", "2", "--incremental", "--causal"],
         "mha_incremental_kv_q4_1": ["mha", "-x", "x.npy", "--weights", "w", "--heads", "2", "--incremental",
                                     "--kv", "q4_1"],
+        "mha_incremental_kv_hadamard": ["mha", "-x", "x.npy", "--weights", "w", "--heads", "2", "--incremental",
+                                        "--kv", "q8", "--hadamard"],
         "mha_help": ["mha", "--help"],
     }
     for n, a in args.items():
