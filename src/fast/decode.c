@@ -178,15 +178,15 @@ static bool reads_groups(const decode_job *j, const attn_rows *src) {
     return src->kind == ATTN_ROWS_GROUPED && j->qk && j->qk->groups && j->E % ATTN_QBLOCK == 0;
 }
 
-/* Scores s (R × lds) of k positions of one group of keys quantized per
- * channel, from its row t, read where they lie. Returns a bound on |k|
- * (-1: not finite). */
-static float group_scores(const decode_job *j, float *s, int64_t lds, const float *q, const void *group, int64_t t,
-                          int64_t k, attn_dtype dtype) {
+/* Scores s (R × lds) of n positions of keys quantized per channel, from
+ * row t of the groups at `groups` (stride bytes apart), read where they
+ * lie. Returns a bound on |k| (-1: not finite). */
+static float group_scores(const decode_job *j, float *s, int64_t lds, const float *q, const void *groups,
+                          int64_t stride, int64_t t, int64_t n, attn_dtype dtype) {
     float kmax = 0;
     for (int64_t r0 = 0; r0 < j->R && kmax >= 0; r0 += ATTN_DECODE_MAX_ROWS)
-        kmax = attn_absmax_join(kmax, j->qk->groups->dot(s + r0 * lds, lds, q + r0 * j->E, row_block(j, r0), group,
-                                                         j->E, t, k, dtype == ATTN_Q2C));
+        kmax = attn_absmax_join(kmax, j->qk->groups->dot(s + r0 * lds, lds, q + r0 * j->E, row_block(j, r0), groups,
+                                                         stride, j->E, t, n, dtype == ATTN_Q2C));
     return kmax;
 }
 
@@ -201,11 +201,12 @@ static float chunk_scores(const decode_job *j, float *s, int64_t lds, const floa
     prefetcher f = prefetch_start(&p->k, j0, last);
     for (int64_t c = 0; c < last && kmax >= 0;) {
         attn_mat m;
-        if (groups && j0 + c < p->k.full) { /* a group's rows, up to its end or the chunk's */
-            int64_t t;
-            const void *group = attn_grouped_at(&p->k, j0 + c, &t);
-            int64_t k = ATTN_KEY_GROUP - t < last - c ? ATTN_KEY_GROUP - t : last - c;
-            kmax = attn_absmax_join(kmax, group_scores(j, s + c, lds, q, group, t, k, p->k.dtype));
+        if (groups && j0 + c < p->k.full) { /* the groups' rows up to the page's end, the chunk's or the groups' */
+            int64_t t, at = j0 + c, P = p->k.page_size, k = last - c;
+            const void *group = attn_grouped_at(&p->k, at, &t);
+            if (k > P - at % P) k = P - at % P;
+            if (k > p->k.full - at) k = p->k.full - at;
+            kmax = attn_absmax_join(kmax, group_scores(j, s + c, lds, q, group, p->k.row_step, t, k, p->k.dtype));
             c += k;
             continue;
         }

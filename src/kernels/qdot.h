@@ -32,23 +32,24 @@ typedef struct attn_qrows {
 } attn_qrows;
 
 /* Scores against keys quantized per channel (ATTN_Q4C, ATTN_Q2C; attn.h,
- * "Keys quantized per channel"), read from a group where it lies:
+ * "Keys quantized per channel"), read from the groups where they lie:
  * s[i * lds + j] = the score of query row i (q + i·E, f32, finite) against
- * position t0 + j of the group at `group` (E channels, E a multiple of 32;
- * q2: ATTN_Q2C, else ATTN_Q4C) for i < nq <= ATTN_DECODE_MAX_ROWS, j < k <=
- * 32 - t0:
+ * position t0 + j of `groups` (position t in the group at groups + (t/32) ·
+ * stride bytes, its row t % 32; E channels, E a multiple of 32; q2:
+ * ATTN_Q2C, else ATTN_Q4C) for i < nq <= ATTN_DECODE_MAX_ROWS, j < n:
  *     Σ_b d_b · (Σ over block b of c'_c · n_c) + Σ_c q_c m_c
  * where q' = q ∘ s (the group's scales, f32 products) is rounded per block
  * of 32 channels to int8 codes c' with scale d_b by attn_qrows_quantize's
  * rule, n are the position's codes and m the minimums; the integer sums are
  * exact, the rest f32 in the order decode_groups_avx512.c documents (the
- * tests check it bit for bit against a C model of it). Returns a bound on
- * |k| over the group (max_c of |m_c| and |m_c + (2^b - 1)·s_c|), or -1 when
- * a scale or minimum is not finite. */
+ * tests check it bit for bit against a C model of it). A position's score
+ * does not depend on where a call starts or ends. Returns a bound on |k|
+ * over the groups (max_c |m_c| + (2^b - 1) · max_c s_c), or -1 when a scale
+ * or minimum is not finite. */
 typedef struct attn_qdot_groups {
     const char *name; /* ATTN_VERBOSE's key_dot= for these keys */
-    float (*dot)(float *s, int64_t lds, const float *q, int nq, const void *group, int64_t E, int64_t t0, int64_t k,
-                 bool q2);
+    float (*dot)(float *s, int64_t lds, const float *q, int nq, const void *groups, int64_t stride, int64_t E,
+                 int64_t t0, int64_t n, bool q2);
 } attn_qdot_groups;
 
 typedef struct attn_qdot_kernels {
