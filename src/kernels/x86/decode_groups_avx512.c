@@ -120,10 +120,10 @@ QG_INLINE void grow_quad(grow_tab *tb, int g, const __m512 q[8], const __m512 s[
     /* per 128-bit lane b: vectors 4h .. 4h + 3's lanes 4b .. 4b + 3 as bytes, in order */
     __m512i P0 = _mm512_packs_epi16(_mm512_packs_epi32(c[0], c[1]), _mm512_packs_epi32(c[2], c[3]));
     __m512i P1 = _mm512_packs_epi16(_mm512_packs_epi32(c[4], c[5]), _mm512_packs_epi32(c[6], c[7]));
-    tb->q[g][0] = _mm512_shuffle_epi32(P0, (_MM_PERM_ENUM)0x00), tb->q[g][1] = _mm512_shuffle_epi32(P0, (_MM_PERM_ENUM)0x55);
-    tb->q[g][2] = _mm512_shuffle_epi32(P0, (_MM_PERM_ENUM)0xaa), tb->q[g][3] = _mm512_shuffle_epi32(P0, (_MM_PERM_ENUM)0xff);
-    tb->q[g][4] = _mm512_shuffle_epi32(P1, (_MM_PERM_ENUM)0x00), tb->q[g][5] = _mm512_shuffle_epi32(P1, (_MM_PERM_ENUM)0x55);
-    tb->q[g][6] = _mm512_shuffle_epi32(P1, (_MM_PERM_ENUM)0xaa), tb->q[g][7] = _mm512_shuffle_epi32(P1, (_MM_PERM_ENUM)0xff);
+    tb->q[g][0] = _mm512_shuffle_epi32(P0, 0x00), tb->q[g][1] = _mm512_shuffle_epi32(P0, 0x55);
+    tb->q[g][2] = _mm512_shuffle_epi32(P0, 0xaa), tb->q[g][3] = _mm512_shuffle_epi32(P0, 0xff);
+    tb->q[g][4] = _mm512_shuffle_epi32(P1, 0x00), tb->q[g][5] = _mm512_shuffle_epi32(P1, 0x55);
+    tb->q[g][6] = _mm512_shuffle_epi32(P1, 0xaa), tb->q[g][7] = _mm512_shuffle_epi32(P1, 0xff);
     tb->d[g] = d;
 }
 
@@ -259,8 +259,8 @@ QG_INLINE void group_pass(float *s, int64_t lds, const float *q, const __m512 (*
         float off[QR];
 #pragma GCC unroll 4
         for (int i = 0; i < NQ; i++) off[i] = last ? row_offset(q + i * E, sh + E, E) : 0;
-        for (; p < end; p += 16) {
-            int k = end - p < 16 ? (int)(end - p) : 16;
+        for (int k; p < end; p += k) { /* strips of 16 positions, the last one of the group shorter */
+            k = end - p < 16 ? (int)(end - p) : 16;
             group_strip(s + (p - t0), lds, tb, grp + 4 * E + p % 32 * row, row, k, g0 * 4, ng, nbk, NQ, q2, first,
                         last, off);
         }
