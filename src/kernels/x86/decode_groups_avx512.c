@@ -242,11 +242,18 @@ QG_INLINE void quad_halves_f32(__m512 x[4][2], const float *q, int nbk) {
  * then strips of 16 positions within the group. */
 QG_INLINE void group_pass(float *s, int64_t lds, const float *q, const __m512 (*qt)[QG][8], const uint8_t *groups,
                           int64_t stride, int64_t E, int64_t t0, int64_t n, int64_t g0, int ng, const int *nbk,
-                          const quad_order *o, const int NQ, const bool q2, bool first, bool last) {
+                          const quad_order *o, const int NQ, const bool q2, bool first, bool last, __m512i *ms,
+                          __m512i *mm) {
     int64_t row = q2 ? E / 4 : E / 2;
+    const __m512i magnitude = _mm512_set1_epi16(0x7fff);
     for (int64_t p = t0; p < t0 + n;) {
         const uint8_t *grp = groups + p / 32 * stride;
         const uint16_t *sh = (const uint16_t *)(const void *)grp;
+        if (first) /* the group's largest f16 magnitudes of s and m, as it is first read */
+            for (int64_t c = 0; c < E; c += 32) { /* E is a multiple of 32 */
+                *ms = _mm512_max_epu16(*ms, _mm512_and_si512(_mm512_loadu_si512(sh + c), magnitude));
+                *mm = _mm512_max_epu16(*mm, _mm512_and_si512(_mm512_loadu_si512(sh + E + c), magnitude));
+            }
         int64_t end = (p / 32 + 1) * 32 < t0 + n ? (p / 32 + 1) * 32 : t0 + n;
         grow_tab tb[QR];
         for (int g = 0; g < ng; g++) {
@@ -272,25 +279,7 @@ static float group_rows(float *s, int64_t lds, const float *q, int nq, const voi
                         int64_t t0, int64_t n, bool q2) {
     const uint8_t *g8 = groups;
     int64_t nb = E / 32, quads = (nb + 3) / 4;
-    /* A bound on |k| over the groups: max |m| + (2^b - 1) · max s, from the
-     * largest f16 magnitudes (their bits without the sign, in order as
-     * integers); one of 0x7c00 or more (an infinity or NaN): -1 */
-    const __m512i magnitude = _mm512_set1_epi16(0x7fff);
-    __m512i ms = _mm512_setzero_si512(), mm = _mm512_setzero_si512();
-    for (int64_t gi = t0 / 32; gi <= (t0 + n - 1) / 32; gi++) {
-        const uint16_t *sh = (const uint16_t *)(const void *)(g8 + gi * stride), *mh = sh + E;
-        for (int64_t c = 0; c < E; c += 32) { /* E is a multiple of 32 */
-            ms = _mm512_max_epu16(ms, _mm512_and_si512(_mm512_loadu_si512(sh + c), magnitude));
-            mm = _mm512_max_epu16(mm, _mm512_and_si512(_mm512_loadu_si512(mh + c), magnitude));
-        }
-    }
-    uint16_t lanes[2][32], top[2] = {0, 0};
-    _mm512_storeu_si512(lanes[0], ms), _mm512_storeu_si512(lanes[1], mm);
-    for (int i = 0; i < 32; i++)
-        for (int f = 0; f < 2; f++) top[f] = lanes[f][i] > top[f] ? lanes[f][i] : top[f];
-    if (top[0] >= 0x7c00u || top[1] >= 0x7c00u) return -1.0f;
-    float kmax = _cvtsh_ss(top[1]) + (q2 ? 3.0f : 15.0f) * _cvtsh_ss(top[0]);
-
+    __m512i ms = _mm512_setzero_si512(), mm = _mm512_setzero_si512(); /* group_pass's bound on |k| */
     quad_order o;
     quad_order_of(&o, q2);
     __m512 qt[QR][QG][8]; /* the rows' q in the tables' order, one pass */
@@ -308,10 +297,14 @@ static float group_rows(float *s, int64_t lds, const float *q, int nq, const voi
                 }
             const float *qi = q + i * E;
             float *si = s + i * lds;
-#define GROUP_PASS(NQ)                                                                                           \
-    do {                                                                                                         \
-        if (q2) group_pass(si, lds, qi, (const __m512(*)[QG][8])qt, g8, stride, E, t0, n, g0, ng, nbk, &o, NQ, true, first, last); \
-        else group_pass(si, lds, qi, (const __m512(*)[QG][8])qt, g8, stride, E, t0, n, g0, ng, nbk, &o, NQ, false, first, last); \
+#define GROUP_PASS(NQ)                                                                                         \
+    do {                                                                                                       \
+        if (q2)                                                                                                \
+            group_pass(si, lds, qi, (const __m512(*)[QG][8])qt, g8, stride, E, t0, n, g0, ng, nbk, &o, NQ, true,  \
+                       first, last, &ms, &mm);                                                                 \
+        else                                                                                                   \
+            group_pass(si, lds, qi, (const __m512(*)[QG][8])qt, g8, stride, E, t0, n, g0, ng, nbk, &o, NQ, false, \
+                       first, last, &ms, &mm);                                                                 \
     } while (0)
             switch (rows) {
             case 1: GROUP_PASS(1); break;
@@ -322,7 +315,16 @@ static float group_rows(float *s, int64_t lds, const float *q, int nq, const voi
 #undef GROUP_PASS
         }
     }
-    return kmax;
+    /* A bound on |k| over the groups: max |m| + (2^b - 1) · max s, from the
+     * largest f16 magnitudes (their bits without the sign, in order as
+     * integers); one of 0x7c00 or more (an infinity or NaN): -1, the scores
+     * computed from it unused */
+    uint16_t lanes[2][32], top[2] = {0, 0};
+    _mm512_storeu_si512(lanes[0], ms), _mm512_storeu_si512(lanes[1], mm);
+    for (int i = 0; i < 32; i++)
+        for (int f = 0; f < 2; f++) top[f] = lanes[f][i] > top[f] ? lanes[f][i] : top[f];
+    if (top[0] >= 0x7c00u || top[1] >= 0x7c00u) return -1.0f;
+    return _cvtsh_ss(top[1]) + (q2 ? 3.0f : 15.0f) * _cvtsh_ss(top[0]);
 }
 
 const attn_qdot_groups attn_qdot_groups_avx512vnni = {
