@@ -476,7 +476,26 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  * makes), and the residual rows as f16 rows, in place: the result is
  * bitwise attention over f32 keys holding the dequantized values. A cache
  * with these keys needs key_dim <= 8192 and, for a pool, a page size that
- * is a multiple of 32 (a contiguous cache: a capacity that is). */
+ * is a multiple of 32 (a contiguous cache: a capacity that is).
+ * Except in the decode kernel (L <= ATTN_DECODE_MAX_L query rows) on a CPU
+ * with AVX512-VNNI, for key_dim a multiple of 32: there the groups are
+ * scored where they lie by integer dot products (ATTN_VERBOSE's line says
+ * key_dot=int8_groups_avx512vnni). A key is k_c = s_c · n_c + m_c, so
+ *     q · k = Σ_c (q_c s_c) n_c + Σ_c q_c m_c;
+ * per group and query row (q times the scale), q' = q ∘ s (f32 products)
+ * is rounded per block of 32 channels to int8 codes c with d = max |q'| /
+ * 127 (c = q' / d to nearest even, as q8/q4 keys round q, above), each
+ * block's Σ c · n is exact, and Σ q m is an f32 sum. The rounding of q' is
+ * the only new error: a score off by at most
+ *     Δ_j = Σ_b (max_b |q'| / 127) · (1/2 + 2^-10) · Σ_(c in b) n_jc
+ * plus f32's rounding, within (E/16 + 8) · 2^-24 · Σ_c |q_c| (s_c n_jc +
+ * |m_c|) (the residual's f16 rows: the f32 kernels' bound); each output
+ * value is then within (e^(2Δ) - 1) · max_j |v_j| of attention on the
+ * dequantized keys and lse within Δ, Δ the largest over the keys a row
+ * sees (docs/accuracy.md). Contiguous caches and pools share the kernel
+ * and give the same bits, for any number of threads. Other CPUs, key_dim
+ * not a multiple of 32, and a process started with ATTN_QDOT=widen take
+ * the bitwise path above. */
 
 /* Bytes one group of 32 positions of n channels takes in ATTN_Q4C (20n)
  * or ATTN_Q2C (12n), or 0 when format is not one of them, n < 1, n is not
@@ -2306,7 +2325,8 @@ ATTN_API attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err);
  * (on one line): the call (sdpa, sdpa_reference, scores, sdpa_backward),
  * the kernel that ran (exact, reference, scores, flash, decode or
  * flash_backward; decode may add key_dot=, the integer dot products that
- * took quantized keys, and side_by_side=N when its work items each read
+ * took quantized keys (int8_avx512vnni, int8_avxvnni or int8_avx2 for q8
+ * and q4 keys; int8_groups_avx512vnni for keys quantized per channel), and side_by_side=N when its work items each read
  * the rows of N KV heads that lie side by side in memory, as in keys
  * packed (tokens, Hk, E), together), the microkernels' ISA, the threads (threads=R/T: R
  * threads ran the call's work items of the T it was given, the context's

@@ -74,6 +74,7 @@ static double ulps(float got, float want) {
 extern const attn_ukernels attn_ukernels_avx512_simde;
 extern const attn_bf16_kernels attn_bf16_avx512_simde;
 extern const attn_qdot_kernels attn_qdot_avx512vnni_simde, attn_qdot_avxvnni_simde;
+extern const attn_qdot_groups attn_qdot_groups_avx512vnni_simde;
 #endif
 
 /* The kernel set of that name: the library's (NULL when this CPU lacks it),
@@ -1806,6 +1807,113 @@ static void test_qdot_simde(void) {
 }
 #endif
 
+#if defined(ATTN_TEST_SIMDE)
+/* The integer kernel for keys quantized per channel (qdot.h,
+ * attn_qdot_groups; decode_groups_avx512.c) through SIMDe, on q4c and q2c
+ * groups of random codes, finite f16 scales (subnormal ones among them) and
+ * minimums of either sign, E of 1 to 10 blocks (a pass of 8 blocks and a
+ * part of one, quads in part), 1 to 8 query rows, spans that start inside a
+ * group and cross groups, groups further apart than their bytes. Its scores
+ * must be, bit for bit:
+ *   - the arithmetic qdot.h documents, written here in plain C: q' = q · s
+ *     (f32), per block d = max |q'| / 127, c = q' · (1/d) to nearest even,
+ *     y_b = (exact Σ c · code) · d; per pass of 8 blocks the quads' y summed
+ *     per place b % 4, then (b0 + b2) + (b1 + b3); the passes added in
+ *     order; then + Σ q m (16 lanes of FMAs, lanes l + (l + 8), then 4
+ *     apart, then (0 + 2) + (1 + 3));
+ *   - the native kernel's where this CPU has AVX512-VNNI;
+ * and the bound on |k| both return the same. */
+static float groups_reference(const float *q, const uint8_t *grp, int64_t E, int64_t t, bool q2) {
+    int bits = q2 ? 2 : 4, per = 8 / bits;
+    int64_t nb = E / 32;
+    float sc[320], mc[320], qp[320], d[10];
+    int8_t c[320];
+    for (int64_t e = 0; e < E; e++) {
+        uint16_t hs, hm;
+        memcpy(&hs, grp + 2 * e, 2), memcpy(&hm, grp + 2 * E + 2 * e, 2);
+        sc[e] = attn_f16_to_f32(hs), mc[e] = attn_f16_to_f32(hm), qp[e] = q[e] * sc[e];
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        float a = 0;
+        for (int i = 0; i < 32; i++) a = fabsf(qp[32 * b + i]) > a ? fabsf(qp[32 * b + i]) : a;
+        float dq = a / 127, inv = dq > 0 ? 1 / dq : 0;
+        d[b] = dq;
+        for (int i = 0; i < 32; i++) c[32 * b + i] = (int8_t)nearbyintf(qp[32 * b + i] * inv);
+    }
+    float score = 0;
+    for (int64_t p0 = 0; p0 < nb; p0 += 8) {
+        float S[4] = {0, 0, 0, 0};
+        for (int64_t b = p0; b < p0 + 8 && b < nb; b++) {
+            int32_t dot = 0;
+            for (int i = 0; i < 32; i++) {
+                int64_t ch = 32 * b + i;
+                dot += c[ch] * (grp[4 * E + t * (E / per) + ch / per] >> (bits * (ch % per)) & ((1 << bits) - 1));
+            }
+            float y = (float)dot * d[b];
+            S[b % 4] = b < p0 + 4 ? y : S[b % 4] + y;
+        }
+        float part = (S[0] + S[2]) + (S[1] + S[3]);
+        score = p0 == 0 ? part : score + part;
+    }
+    float acc[16] = {0}, h[8], u[4];
+    for (int64_t e = 0; e < E; e++) acc[e % 16] = fmaf(q[e], mc[e], acc[e % 16]);
+    for (int l = 0; l < 8; l++) h[l] = acc[l] + acc[l + 8];
+    for (int l = 0; l < 4; l++) u[l] = h[l] + h[l + 4];
+    return score + ((u[0] + u[2]) + (u[1] + u[3]));
+}
+
+static void test_groups_simde(void) {
+    const attn_qdot_groups *em = &attn_qdot_groups_avx512vnni_simde, *hw = NULL;
+#if defined(ATTN_HAVE_X86_KERNELS)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512vnni"))
+        hw = &attn_qdot_groups_avx512vnni;
+#endif
+    if (!hw) skip("qdot_groups_avx512vnni_native_bitwise_simde", "this CPU lacks AVX512-VNNI: nothing native to compare with");
+    enum { MAXE = 320, ROWS = 8, NG = 3, LDS = 100 };
+    static const int64_t ES[] = {32, 64, 96, 128, 160, 288, 320};
+    static float q[ROWS * MAXE], s[2][ROWS * LDS];
+    static uint8_t groups[NG * (20 * MAXE + 64)];
+    int ref_diff = 0, native_diff = 0, cases = 0;
+    for (size_t e = 0; e < sizeof ES / sizeof ES[0]; e++)
+        for (int q2 = 0; q2 < 2; q2++) {
+            int64_t E = ES[e], gb = (int64_t)attn_quant_group_size(q2 ? ATTN_Q2C : ATTN_Q4C, E), stride = gb + 64;
+            for (size_t i = 0; i < sizeof groups; i++) groups[i] = (uint8_t)(uniform() * 256);
+            for (int g = 0; g < NG; g++)
+                for (int64_t c = 0; c < E; c++) { /* scales >= 0, subnormal ones among them; minimums of either sign */
+                    uint16_t hs = (uint16_t)(uniform() < 0.1 ? uniform() * 0x400 : uniform() * 0x5000);
+                    uint16_t hm = (uint16_t)((uniform() < 0.5 ? 0x8000 : 0) | (int)(uniform() * 0x5800));
+                    memcpy(groups + g * stride + 2 * c, &hs, 2), memcpy(groups + g * stride + 2 * E + 2 * c, &hm, 2);
+                }
+            for (int i = 0; i < ROWS * E; i++) q[i] = normal() * (i % 7 == 3 ? 30.0f : 1.0f);
+            static const int NQS[] = {1, 3, 4, 6, 8};
+            static const int64_t SPANS[][2] = {{0, 32}, {5, 3}, {13, 70}, {31, 1}, {0, 96}};
+            for (size_t iq = 0; iq < sizeof NQS / sizeof NQS[0]; iq++)
+                for (size_t sp = 0; sp < sizeof SPANS / sizeof SPANS[0]; sp++) {
+                    int nq = NQS[iq];
+                    int64_t t0 = SPANS[sp][0], n = SPANS[sp][1];
+                    float k0 = em->dot(s[0], LDS, q, nq, groups, stride, E, t0, n, q2);
+                    for (int i = 0; i < nq; i++)
+                        for (int64_t j = 0; j < n; j++) {
+                            int64_t t = t0 + j;
+                            float want = groups_reference(q + i * E, groups + t / 32 * stride, E, t % 32, q2);
+                            ref_diff += memcmp(&want, &s[0][i * LDS + j], sizeof want) != 0;
+                        }
+                    if (hw) {
+                        float k1 = hw->dot(s[1], LDS, q, nq, groups, stride, E, t0, n, q2);
+                        for (int i = 0; i < nq; i++)
+                            native_diff += k0 != k1 || memcmp(s[0] + i * LDS, s[1] + i * LDS, sizeof(float) * (size_t)n);
+                    }
+                    cases++;
+                }
+        }
+    check(!ref_diff, "qdot_groups_avx512vnni_simde_is_the_documented_arithmetic",
+          "%d of the scores (%d calls) differ from the reference", ref_diff, cases);
+    if (hw) check(!native_diff, "qdot_groups_avx512vnni_native_bitwise_simde", "%d rows of %d calls differ", native_diff, cases);
+}
+#endif
+
 /* compute = bf16 is never slower than f32: a bf16 set registered as worth
  * running only at the FMA's rate is passed over on a half-rate core (the
  * decision is the set's property, not the CPU's name), AMX's and the
@@ -1838,7 +1946,7 @@ int main(void) {
      * any CPU, AVX-512 or not, the code of the kernels runs without one
      * AVX-512 instruction. */
     printf("# kernel sets through SIMDe (portable intrinsics, no AVX-512 or VNNI instruction): avx512, avx512_bf16, "
-           "int8_avx512vnni, int8_avxvnni\n");
+           "int8_avx512vnni, int8_avxvnni, int8_groups_avx512vnni\n");
     static const char *const EMULATED = "avx512-simde";
     test_exp2(EMULATED);
     test_qk(EMULATED);
@@ -1854,6 +1962,7 @@ int main(void) {
     test_bf16_kernels(&attn_bf16_avx512_simde, "bf16_emulation_matches_avx512_bf16-simde");
     test_simde_matches_native();
     test_qdot_simde();
+    test_groups_simde();
     return n_failed ? 1 : 0;
 #endif
     say_native_sets();

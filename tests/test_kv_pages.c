@@ -24,6 +24,10 @@
  *     named twice, bad shapes, dtypes and pointers, overflowing sizes, page
  *     tables that point outside the pool, each leaving the pool's memory
  *     byte for byte as it was.
+ * Keys quantized per channel (q4c, q2c) are checked here bitwise against
+ * f32 rows of their values, which is what decode computes with ATTN_QDOT=widen:
+ * main sets it, for the whole process (read once). Their integer dot
+ * product kernel is tested within its bound in test_quant_kv.
  * Built plain, under ASan+UBSan and under ThreadSanitizer. */
 #include <stdbool.h>
 #include <stdint.h>
@@ -1902,6 +1906,7 @@ static void test_half_q(attn_dtype h, attn_dtype pool_dt, const char *tag) {
 }
 
 int main(void) {
+    setenv("ATTN_QDOT", "widen", 1); /* before any call: the widening path, bitwise f32 rows (see the top) */
     static const struct { attn_dtype dt; const char *name; } DTYPES[] = {
         {ATTN_F32, "f32"}, {ATTN_F16, "f16"}, {ATTN_BF16, "bf16"}};
     for (int t = 0; t < 3; t++)

@@ -282,8 +282,20 @@ def grouped_keys_cache(c, rng):
         if apart <= 1e-4:  # the keys' groups alone
             c.report("grouped_keys_cache_%s" % name, "the groups' rounding moves the layer by only %.3g" % apart)
             continue
-        c.layer("grouped_keys_cache_%s" % name, c.path("groups.safetensors"), x.astype(np.float32), ref,
-                ["--heads", "4", "--causal", "--incremental", "--kv", name], tol=1e-5)
+        # Decode scores the groups by integer dot products where the CPU has
+        # them (the query times the scales rounded to int8 per block; its
+        # bound is checked against f64 in test_quant_kv). ATTN_QDOT=widen
+        # scores them on the dequantized f32 values, so only the cache's
+        # rounding is measured; then the default run, near the same result.
+        args = ["--heads", "4", "--causal", "--incremental", "--kv", name]
+        os.environ["ATTN_QDOT"] = "widen"
+        try:
+            c.layer("grouped_keys_cache_%s" % name, c.path("groups.safetensors"), x.astype(np.float32), ref, args,
+                    tol=1e-5)
+        finally:
+            os.environ.pop("ATTN_QDOT", None)
+        c.layer("grouped_keys_cache_%s_int8_query_rounding" % name, c.path("groups.safetensors"), x.astype(np.float32),
+                ref, args, tol=5e-2)
 
 
 def quantized_cache(c, rng):

@@ -766,6 +766,286 @@ static void test_cache(attn_dtype format) {
     free(kf), free(vf), free(gk), free(gv), free(wk), free(wv), free(mem);
 }
 
+/* ---- keys quantized per channel (q4c, q2c) in decode --------------------
+ * Decode scores a group's positions with integer dot products where the
+ * set has a kernel for them (qdot.h, attn_qdot_groups; E a multiple of 32):
+ * per group and query row q' = q·scale ∘ s is rounded to int8 per block of
+ * 32 and the codes n meet it exactly, plus Σ q m in f32. Checked, for q4c
+ * and q2c, a contiguous cache and a pool, GQA (8 query heads on 2), L = 1
+ * and 3, lengths that leave residual (f16) rows, 1 and 3 threads:
+ *   - the verbose line's key_dot= names the kernel ("" where the set has
+ *     none: the groups are widened, ATTN_QDOT=widen or ATTN_ISA=c);
+ *   - within attn.h's bound of the f64 reference on the dequantized keys:
+ *     each score off by at most
+ *       Δ_j = Σ_b (max_b |q'| / 127)(1/2 + 2^-10) Σ_{c in b} n_jc
+ *             + (E/16 + 8) 2^-24 Σ_c |q_c| (s_c n_jc + |m_c|)
+ *     (residual rows: f32's 2^-18 Σ |q k|), out within (e^(2Δ) - 1) max |v|,
+ *     lse within Δ (and 1e-5 of f32 on top);
+ *   - tightly: against the f64 reference on q' rounded as documented
+ *     (written here from that text), within the f32 part alone;
+ *   - within the same bound of the f32 kernels on the gathered
+ *     (dequantized) keys: attn_sdpa on them, in this process;
+ *   - bitwise the same with 1 and 3 threads;
+ *   - no slice sent to the exact kernel (the line's fallback=0/...).
+ * Where no kernel runs (key_dot ""), the call must be bitwise attn_sdpa on
+ * the gathered keys instead. */
+
+/* The group bytes of keys (HK, S, E) f32 as a cache holds them: rounded to
+ * f16, quantized by attn_quantize, full groups only. */
+static uint8_t *groups_of(const float *k, int64_t HK, int64_t S, int64_t E, attn_dtype format, size_t *gb) {
+    int64_t full = S / 32 * 32;
+    *gb = attn_quant_group_size(format, E);
+    uint16_t *h = malloc(2 * (size_t)(HK * full * E + 1));
+    for (int64_t hk = 0; hk < HK; hk++)
+        for (int64_t i = 0; i < full * E; i++) h[hk * full * E + i] = attn_f32_to_f16(k[hk * S * E + i]);
+    size_t size = *gb * (size_t)(HK * full / 32) + 1;
+    uint8_t *g = malloc(size);
+    int64_t shape[3] = {HK, full, E};
+    attn_tensor t;
+    attn_tensor_init(&t, h, ATTN_F16, 3, shape, NULL, NULL);
+    if (full && attn_quantize(g, size, format, &t, NULL)) memset(g, 0, size);
+    free(h);
+    return g;
+}
+
+/* Channel c of position t of a group: code, scale, minimum (attn.h's layout). */
+static int group_code(const uint8_t *g, int64_t E, attn_dtype format, int64_t t, int64_t c) {
+    int bits = format == ATTN_Q4C ? 4 : 2, per = 8 / bits;
+    return g[4 * E + t * (E / per) + c / per] >> (bits * (c % per)) & ((1 << bits) - 1);
+}
+static float group_field(const uint8_t *g, int64_t c) { return attn_f16_to_f32((uint16_t)(g[2 * c] | g[2 * c + 1] << 8)); }
+
+/* The errors of one query row's out (Ev, stride 1) and lse against
+ * attention over the f64 scores s (n) of the values v (row stride ldv),
+ * each over its tolerance (out: (e^(2Δ) - 1 + 1e-5) max |v|, lse: Δ +
+ * 1e-5 (1 + |lse|)), joined into *worst. */
+static void softmax_within(double *worst, const double *s, int64_t n, double delta, const float *v, int64_t ldv,
+                           int64_t Ev, const float *out, float lse) {
+    double m = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < n; j++) m = fmax(m, s[j]);
+    for (int64_t j = 0; j < n; j++) sum += exp(s[j] - m);
+    for (int64_t e = 0; e < Ev; e++) {
+        double ref = 0, vmax = 0;
+        for (int64_t j = 0; j < n; j++) ref += exp(s[j] - m) * v[j * ldv + e], vmax = fmax(vmax, fabs(v[j * ldv + e]));
+        ref /= sum;
+        *worst = fmax(*worst, fabs(out[e] - ref) / ((expm1(2 * delta) + 1e-5) * vmax + 1e-30));
+    }
+    double ref_lse = m + log(sum);
+    *worst = fmax(*worst, fabs(lse - ref_lse) / (delta + 1e-5 * (1 + fabs(ref_lse))));
+    if (isnan(out[0]) || isnan(lse)) *worst = INFINITY;
+}
+
+/* One query row q (E, unscaled) against the S keys of one KV head: the
+ * full groups' bytes g (gb each) and the keys as gathered (k, S × E, the
+ * residual's among them), values v (S × Ev). Raises *bound, *tight and
+ * *vs_f32 (out32, lse32: the f32 kernels on the gathered keys). */
+static void group_row(double *bound, double *tight, double *vs_f32, const float *q, const uint8_t *g, size_t gb,
+                      const float *k, const float *v, int64_t S, int64_t E, int64_t Ev, attn_dtype format,
+                      const float *out, float lse, const float *out32, float lse32) {
+    double scale = 1 / sqrt((double)E), gamma = ((double)E / 16 + 8) * 0x1p-24;
+    int64_t full = S / 32 * 32;
+    float *qs = malloc(sizeof(float) * (size_t)E), *qp = malloc(sizeof(float) * (size_t)E);
+    double *qhat = malloc(sizeof(double) * (size_t)E), *s[2];
+    s[0] = malloc(sizeof(double) * (size_t)S), s[1] = malloc(sizeof(double) * (size_t)S);
+    for (int64_t e = 0; e < E; e++) qs[e] = (float)((double)q[e] * scale);
+    double delta = 0, f32 = 0;
+    for (int64_t j0 = 0; j0 < S; j0 += 32) {
+        const uint8_t *grp = g + j0 / 32 * gb;
+        bool grouped = j0 < full;
+        if (grouped) { /* q' = qs ∘ s, rounded as attn.h says */
+            for (int64_t e = 0; e < E; e++) qp[e] = qs[e] * group_field(grp, e);
+            round_query(qhat, qp, E);
+        }
+        for (int64_t j = j0; j < j0 + 32 && j < S; j++) {
+            const float *kj = k + j * E;
+            double dot = 0, hat = 0, quant = 0, absdot = 0;
+            for (int64_t e = 0; e < E; e++) dot += (double)q[e] * scale * kj[e];
+            if (grouped) {
+                for (int64_t b = 0; b < E; b += 32) {
+                    double a = 0, n1 = 0;
+                    for (int i = 0; i < 32; i++) a = fmax(a, fabs(qp[b + i])), n1 += group_code(grp, E, format, j - j0, b + i);
+                    quant += a / 127 * (0.5 + 0x1p-10) * n1;
+                }
+                for (int64_t e = 0; e < E; e++) {
+                    int n = group_code(grp, E, format, j - j0, e);
+                    double sc = group_field(grp, e), mc = group_field(grp, E + e);
+                    hat += qhat[e] * n + (double)qs[e] * mc;
+                    absdot += fabs((double)qs[e]) * (sc * n + fabs(mc));
+                }
+                absdot *= gamma;
+            } else {
+                for (int64_t e = 0; e < E; e++) hat += (double)qs[e] * kj[e], absdot += fabs((double)qs[e] * kj[e]);
+                absdot *= 0x1p-18;
+            }
+            s[0][j] = dot, s[1][j] = hat;
+            delta = fmax(delta, quant + absdot), f32 = fmax(f32, absdot);
+        }
+    }
+    softmax_within(bound, s[0], S, delta, v, Ev, Ev, out, lse);
+    softmax_within(tight, s[1], S, f32, v, Ev, Ev, out, lse);
+    /* against the f32 kernels on the gathered keys: both within their bounds of s[0] */
+    for (int64_t e = 0; e < Ev; e++) {
+        double vmax = 0;
+        for (int64_t j = 0; j < S; j++) vmax = fmax(vmax, fabs(v[j * Ev + e]));
+        *vs_f32 = fmax(*vs_f32, fabs(out[e] - out32[e]) / ((expm1(2 * delta) + 2e-5) * vmax + 1e-30));
+    }
+    *vs_f32 = fmax(*vs_f32, fabs(lse - lse32) / (delta + 2e-5 * (1 + fabs(lse32))));
+    if (isnan(out[0]) || isnan(lse)) *vs_f32 = INFINITY;
+    free(qs), free(qp), free(qhat), free(s[0]), free(s[1]);
+}
+
+static const char *group_key_dot_expected(int64_t E) {
+    const attn_qdot_kernels *qk = attn_qdot_active();
+    return qk && qk->groups && E % 32 == 0 ? qk->groups->name : "";
+}
+
+/* One case: a contiguous cache (paged 0) or a pool of pages of 64 with keys
+ * in `format`, f32 values (Ev 64), S positions appended in two pieces, L
+ * queries per sequence (no mask). */
+static void test_groups(attn_dtype format, int paged, int64_t E, int64_t S, int64_t L) {
+    enum { HK = 2, HQ = 8, EV = 64 };
+    char name[128];
+    const char *fm = attn_dtype_name(format);
+    snprintf(name, sizeof name, "%s_keys_%s_E%lld_S%lld_L%lld_decode", fm, paged ? "pool" : "cache", (long long)E,
+             (long long)S, (long long)L);
+    attn_error err;
+    size_t bytes = 0;
+    void *mem = NULL;
+    attn_kv_cache *cache = NULL;
+    attn_kv_pages *pool = NULL;
+    int64_t seq = 0;
+    attn_status st;
+    if (paged) {
+        attn_kv_pages_desc d = attn_kv_pages_desc_default();
+        d.heads = HK, d.key_dim = E, d.value_dim = EV, d.dtype = ATTN_F32, d.key_dtype = format, d.page_size = 64;
+        d.num_pages = S / 64 + 2, d.max_sequences = 2;
+        st = attn_kv_pages_bytes(&bytes, &d, &err);
+        if (!st) mem = malloc(bytes), st = attn_kv_pages_init(&pool, mem, bytes, &d, &err);
+        if (!st) st = attn_kv_pages_create(pool, &seq, &err);
+    } else {
+        attn_kv_cache_desc d = attn_kv_cache_desc_default();
+        d.batch = 1, d.heads = HK, d.capacity = (S + 31) / 32 * 32, d.key_dim = E, d.value_dim = EV, d.dtype = ATTN_F32;
+        d.key_dtype = format;
+        st = attn_kv_cache_bytes(&bytes, &d, &err);
+        if (!st) mem = malloc(bytes), st = attn_kv_cache_init(&cache, mem, bytes, &d, &err);
+    }
+    /* keys (HK, S, E) with heavy-tailed channels, values (HK, S, EV) */
+    float *k = rows_of(HK * S, E, true), *v = rows_of(HK * S, EV, false);
+    int64_t cut = S / 3 | 1; /* two appends, the first ending inside a group */
+    for (int piece = 0; piece < 2 && !st; piece++) {
+        int64_t from = piece ? cut : 0, n = piece ? S - cut : cut;
+        attn_tensor tk, tv;
+        if (paged) { /* (n, Hk, dim) of the (Hk, S, dim) rows */
+            int64_t ks[3] = {n, HK, E}, kst[3] = {E, S * E, 1}, vs[3] = {n, HK, EV}, vst[3] = {EV, S * EV, 1};
+            int64_t cu[2] = {0, n};
+            attn_tensor_init(&tk, k + from * E, ATTN_F32, 3, ks, kst, NULL);
+            attn_tensor_init(&tv, v + from * EV, ATTN_F32, 3, vs, vst, NULL);
+            st = attn_kv_pages_append(pool, &seq, 1, &tk, &tv, cu, &err);
+        } else {
+            int64_t ks[4] = {1, HK, n, E}, kst[4] = {HK * S * E, S * E, E, 1};
+            int64_t vs[4] = {1, HK, n, EV}, vst[4] = {HK * S * EV, S * EV, EV, 1};
+            attn_tensor_init(&tk, k + from * E, ATTN_F32, 4, ks, kst, NULL);
+            attn_tensor_init(&tv, v + from * EV, ATTN_F32, 4, vs, vst, NULL);
+            st = attn_kv_cache_append(cache, &tk, &tv, &err);
+        }
+    }
+    /* gathered keys and values (HK, S, dim); the groups as this test makes them */
+    float *gk = calloc((size_t)(HK * S * E), 4), *gv = calloc((size_t)(HK * S * EV), 4);
+    if (!st) {
+        attn_tensor tk, tv;
+        if (paged) {
+            int64_t ks[3] = {HK, S, E}, vs[3] = {HK, S, EV};
+            attn_tensor_init(&tk, gk, ATTN_F32, 3, ks, NULL, NULL), attn_tensor_init(&tv, gv, ATTN_F32, 3, vs, NULL, NULL);
+            st = attn_kv_pages_gather(&tk, &tv, pool, seq, &err);
+        } else {
+            int64_t ks[4] = {1, HK, S, E}, vs[4] = {1, HK, S, EV};
+            attn_tensor_init(&tk, gk, ATTN_F32, 4, ks, NULL, NULL), attn_tensor_init(&tv, gv, ATTN_F32, 4, vs, NULL, NULL);
+            st = attn_kv_cache_gather(&tk, &tv, cache, &err);
+        }
+    }
+    size_t gb;
+    uint8_t *g = groups_of(k, HK, S, E, format, &gb);
+    int64_t full = S / 32 * 32, per_head = full / 32;
+    bool held = !st; /* the groups' values are the gathered keys, the residual f16 of the keys */
+    for (int64_t hk = 0; hk < HK && held; hk++)
+        for (int64_t j = 0; j < S; j++)
+            for (int64_t e = 0; e < E; e++) {
+                const uint8_t *grp = g + (hk * per_head + j / 32) * gb;
+                float want = j < full ? (float)group_code(grp, E, format, j % 32, e) * group_field(grp, e) +
+                                            group_field(grp, E + e)
+                                      : attn_f16_to_f32(attn_f32_to_f16(k[(hk * S + j) * E + e]));
+                held = held && !memcmp(&want, &gk[(hk * S + j) * E + e], 4);
+            }
+    /* attend: L queries (HQ heads) with 1 and 3 threads; attn_sdpa on the gathered rows */
+    size_t no = (size_t)(HQ * L * EV);
+    float *q = rows_of(HQ * L, E, false), *o[3] = {calloc(no, 4), calloc(no, 4), calloc(no, 4)};
+    float *l[3] = {calloc((size_t)(HQ * L), 4), calloc((size_t)(HQ * L), 4), calloc((size_t)(HQ * L), 4)};
+    attn_sdpa_options opt = attn_sdpa_options_default();
+    char kernel[32] = "", kdot[32] = "", line[1024] = "", fb[2][32] = {"", ""};
+    int threads_before = attn_get_num_threads();
+    for (int t = 0; t < 3 && !st; t++) {
+        attn_tensor tq, to, tl;
+        if (t < 2) { /* (L, HQ, E) rows of the pool's call, (1, HQ, L, E) of the cache's: the same floats */
+            attn_set_num_threads(t ? 3 : 1);
+            if (paged) {
+                int64_t qs[3] = {L, HQ, E}, qst[3] = {E, L * E, 1}, os[3] = {L, HQ, EV}, ost[3] = {EV, L * EV, 1};
+                int64_t ls[2] = {L, HQ}, lst[2] = {1, L}, cu[2] = {0, L};
+                attn_tensor_init(&tq, q, ATTN_F32, 3, qs, qst, NULL);
+                attn_tensor_init(&to, o[t], ATTN_F32, 3, os, ost, NULL);
+                attn_tensor_init(&tl, l[t], ATTN_F32, 2, ls, lst, NULL);
+                verbose_begin();
+                st = attn_kv_pages_attend(&to, &tl, &tq, cu, &seq, 1, pool, NULL, &opt, &err);
+            } else {
+                int64_t qs[4] = {1, HQ, L, E}, os[4] = {1, HQ, L, EV}, ls[3] = {1, HQ, L};
+                attn_tensor_init(&tq, q, ATTN_F32, 4, qs, NULL, NULL);
+                attn_tensor_init(&to, o[t], ATTN_F32, 4, os, NULL, NULL);
+                attn_tensor_init(&tl, l[t], ATTN_F32, 3, ls, NULL, NULL);
+                verbose_begin();
+                st = attn_kv_cache_attend(&to, &tl, &tq, cache, &opt, &err);
+            }
+            verbose_end(kernel, sizeof kernel, fb[t], sizeof fb[t]);
+            key_dot_shown(kdot, sizeof kdot);
+            memcpy(line, verbose_last_line, sizeof line);
+        } else { /* the f32 kernels on the gathered keys */
+            int64_t qs[3] = {HQ, L, E}, ks[3] = {HK, S, E}, vs[3] = {HK, S, EV}, os[3] = {HQ, L, EV}, ls[2] = {HQ, L};
+            attn_tensor tk, tv;
+            attn_tensor_init(&tq, q, ATTN_F32, 3, qs, NULL, NULL);
+            attn_tensor_init(&tk, gk, ATTN_F32, 3, ks, NULL, NULL), attn_tensor_init(&tv, gv, ATTN_F32, 3, vs, NULL, NULL);
+            attn_tensor_init(&to, o[2], ATTN_F32, 3, os, NULL, NULL);
+            attn_tensor_init(&tl, l[2], ATTN_F32, 2, ls, NULL, NULL);
+            st = attn_sdpa(&to, &tl, NULL, &tq, &tk, &tv, &opt, &err);
+        }
+    }
+    attn_set_num_threads(threads_before);
+    const char *kd_want = group_key_dot_expected(E);
+    bool threads_same = !memcmp(o[0], o[1], no * 4) && !memcmp(l[0], l[1], (size_t)(HQ * L) * 4);
+    /* the decode kernel on every slice: none went to the exact one */
+    bool line_ok = !strcmp(kernel, "decode") && !strcmp(kdot, kd_want) && !strncmp(fb[0], "0/", 2) &&
+                   !strncmp(fb[1], "0/", 2);
+    if (kd_want[0]) {
+        double bound = 0, tight = 0, vs32 = 0;
+        for (int64_t h = 0; h < HQ && !st; h++)
+            for (int64_t i = 0; i < L; i++) {
+                int64_t hk = h / (HQ / HK), r = h * L + i;
+                group_row(&bound, &tight, &vs32, q + r * E, g + hk * per_head * gb, gb, gk + hk * S * E, gv + hk * S * EV,
+                          S, E, EV, format, o[1] + r * EV, l[1][r], o[2] + r * EV, l[2][r]);
+            }
+        strcat(name, "_key_dot_within_bound_of_f64_and_f32_on_dequantized_keys");
+        check(!st && held && line_ok && threads_same && bound <= 1 && tight <= 1 && vs32 <= 1, name,
+              "status %d (%s), groups as documented %d, threads bitwise %d, error/bound %.3g, error/f32 part %.3g, "
+              "vs f32 kernels/bound %.3g, line: %s", (int)st, st ? err.message : "", (int)held, (int)threads_same, bound,
+              tight, vs32, line);
+    } else {
+        bool same = !memcmp(o[1], o[2], no * 4) && !memcmp(l[1], l[2], (size_t)(HQ * L) * 4);
+        strcat(name, "_widened_bitwise_f32_on_dequantized_keys");
+        check(!st && held && line_ok && threads_same && same, name,
+              "status %d (%s), groups as documented %d, threads bitwise %d, same %d, line: %s", (int)st,
+              st ? err.message : "", (int)held, (int)threads_same, (int)same, line);
+    }
+    free(k), free(v), free(gk), free(gv), free(g), free(q), free(mem);
+    for (int t = 0; t < 3; t++) free(o[t]), free(l[t]);
+}
+
 /* Each ISA's widening of quantized rows against the reference
  * (attn_dequant_row), bit for bit, NaN as NaN: random bytes, so scales of
  * every f16 (subnormal, huge, infinite, NaN) and every code. */
@@ -1128,6 +1408,15 @@ int main(void) {
         test_dense(fm, 40, 300, "flash");
     }
     test_dense_errors();
+    static const attn_dtype GROUPED[2] = {ATTN_Q4C, ATTN_Q2C};
+    for (int f = 0; f < 2; f++) /* residual rows present (S % 32), partial quads and two passes of blocks, E not of 32 */
+        for (int paged = 0; paged < 2; paged++) {
+            test_groups(GROUPED[f], paged, 128, 331, 1);
+            test_groups(GROUPED[f], paged, 64, 1000, 3);
+            test_groups(GROUPED[f], paged, 96, 97, 2);
+            test_groups(GROUPED[f], paged, 320, 200, 1);
+            test_groups(GROUPED[f], paged, 40, 77, 1);
+        }
     test_widen("avx512"), test_widen("avx2"), test_widen("c");
     test_errors();
     return n_failed ? 1 : 0;

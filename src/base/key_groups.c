@@ -215,14 +215,20 @@ int64_t attn_grouped_span(const attn_rows *src, int64_t j, int64_t n, attn_mat *
         span->dtype = ATTN_F16;
         return span->rows = n;
     }
-    int64_t P = src->page_size, t = j % G, most = GROUP_BUF / src->cols;
+    int64_t t, most = GROUP_BUF / src->cols;
+    const void *group = attn_grouped_at(src, j, &t);
     int64_t k = G - t < n ? G - t : n;
     if (k > most) k = most;
-    const char *group = src->head + src->table[j / P] * src->page_stride + (j % P) / G * src->row_step;
     attn_group_rows(group_buf, group, src->cols, src->dtype, t, k);
     span->base = (char *)group_buf;
     span->dtype = ATTN_F32;
     return span->rows = k;
+}
+
+const void *attn_grouped_at(const attn_rows *src, int64_t j, int64_t *t) {
+    int64_t P = src->page_size;
+    *t = j % G;
+    return src->head + src->table[j / P] * src->page_stride + (j % P) / G * src->row_step;
 }
 
 void attn_grouped_gather(const attn_paged_rows *pg, int64_t head, char *dst, attn_dtype dt, int64_t rs, int64_t cs) {

@@ -88,6 +88,10 @@ attn_rows attn_rows_paged(const attn_paged_rows *pg, int64_t head);
 attn_rows attn_rows_grouped(const attn_paged_rows *pg, int64_t head);
 attn_status attn_grouped_rows_check(const attn_paged_rows *pg, const char *name, attn_error *err);
 int64_t attn_grouped_span(const attn_rows *src, int64_t j, int64_t n, attn_mat *span);
+/* The group of grouped src that holds position j < src->full, where it
+ * lies (its bytes), and j's row in it (*t): what a kernel that reads groups
+ * directly takes instead of a span. */
+const void *attn_grouped_at(const attn_rows *src, int64_t j, int64_t *t);
 
 /* pg is a pool and page table the paged source can read: pages present,
  * dtype f64, f32, f16, bf16 or quantized (then cols a multiple of 32 for q8 and

@@ -171,15 +171,45 @@ static int64_t prefetch_step(prefetcher *f, attn_mat *m, int64_t j, int64_t k) {
     return k;
 }
 
+/* Whether the job's keys quantized per channel (src) are scored by the
+ * integer set's kernel for them (qdot.h, attn_qdot_groups): with such a
+ * set, for E in blocks of 32. Else their groups are widened to f32 rows. */
+static bool reads_groups(const decode_job *j, const attn_rows *src) {
+    return src->kind == ATTN_ROWS_GROUPED && j->qk && j->qk->groups && j->E % ATTN_QBLOCK == 0;
+}
+
+/* Scores s (R × lds) of n positions of keys quantized per channel, from
+ * row t of the groups at `groups` (stride bytes apart), read where they
+ * lie. Returns a bound on |k| (-1: not finite). */
+static float group_scores(const decode_job *j, float *s, int64_t lds, const float *q, const void *groups,
+                          int64_t stride, int64_t t, int64_t n, attn_dtype dtype) {
+    float kmax = 0;
+    for (int64_t r0 = 0; r0 < j->R && kmax >= 0; r0 += ATTN_DECODE_MAX_ROWS)
+        kmax = attn_absmax_join(kmax, j->qk->groups->dot(s + r0 * lds, lds, q + r0 * j->E, row_block(j, r0), groups,
+                                                         stride, j->E, t, n, dtype == ATTN_Q2C));
+    return kmax;
+}
+
 /* The scores of the chunk's `last` keys from j0, span by span: f32 rows in
- * place, others through span_scores (qq: the queries quantized for the
- * integer dot product kernel, or NULL). */
+ * place, groups of keys quantized per channel through group_scores where
+ * the integer set reads them, others through span_scores (qq: the queries
+ * quantized for the integer dot product kernel, or NULL). */
 static float chunk_scores(const decode_job *j, float *s, int64_t lds, const float *q, const attn_qrows *qq,
                           const attn_problem *p, int64_t j0, int64_t last, float *tmp) {
     float kmax = 0;
+    bool groups = reads_groups(j, &p->k);
     prefetcher f = prefetch_start(&p->k, j0, last);
     for (int64_t c = 0; c < last && kmax >= 0;) {
         attn_mat m;
+        if (groups && j0 + c < p->k.full) { /* the groups' rows up to the page's end, the chunk's or the groups' */
+            int64_t t, at = j0 + c, P = p->k.page_size, k = last - c;
+            const void *group = attn_grouped_at(&p->k, at, &t);
+            if (k > P - at % P) k = P - at % P;
+            if (k > p->k.full - at) k = p->k.full - at;
+            kmax = attn_absmax_join(kmax, group_scores(j, s + c, lds, q, group, p->k.row_step, t, k, p->k.dtype));
+            c += k;
+            continue;
+        }
         int64_t k = prefetch_step(&f, &m, j0 + c, attn_rows_span(&p->k, j0 + c, last - c, &m));
         if (m.dtype == ATTN_F32 && m.cs == 1)
             kmax = attn_absmax_join(kmax, rows_scores(j, s + c, lds, q, (const float *)(const void *)m.base, m.rs, k));
@@ -631,6 +661,7 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
         attn_problem p0;
         attn_slice(sls[c], 0, &p0);
         if (p0.k.dtype == ATTN_Q8 || p0.k.dtype == ATTN_Q4) info->key_dot = jobs[0].qk->name;
+        if (reads_groups(&jobs[c], &p0.k) && p0.k.full > 0) info->key_dot = jobs[0].qk->groups->name;
     }
     info->items = 0, info->fallbacks = 0;
     for (int64_t c = 0; c < n_calls; c++) {

@@ -31,6 +31,27 @@ typedef struct attn_qrows {
     int64_t E;
 } attn_qrows;
 
+/* Scores against keys quantized per channel (ATTN_Q4C, ATTN_Q2C; attn.h,
+ * "Keys quantized per channel"), read from the groups where they lie:
+ * s[i * lds + j] = the score of query row i (q + i·E, f32, finite) against
+ * position t0 + j of `groups` (position t in the group at groups + (t/32) ·
+ * stride bytes, its row t % 32; E channels, E a multiple of 32; q2:
+ * ATTN_Q2C, else ATTN_Q4C) for i < nq <= ATTN_DECODE_MAX_ROWS, j < n:
+ *     Σ_b d_b · (Σ over block b of c'_c · n_c) + Σ_c q_c m_c
+ * where q' = q ∘ s (the group's scales, f32 products) is rounded per block
+ * of 32 channels to int8 codes c' with scale d_b by attn_qrows_quantize's
+ * rule, n are the position's codes and m the minimums; the integer sums are
+ * exact, the rest f32 in the order decode_groups_avx512.c documents (the
+ * tests check it bit for bit against a C model of it). A position's score
+ * does not depend on where a call starts or ends. Returns a bound on |k|
+ * over the groups (max_c |m_c| + (2^b - 1) · max_c s_c), or -1 when a scale
+ * or minimum is not finite. */
+typedef struct attn_qdot_groups {
+    const char *name; /* ATTN_VERBOSE's key_dot= for these keys */
+    float (*dot)(float *s, int64_t lds, const float *q, int nq, const void *groups, int64_t stride, int64_t E,
+                 int64_t t0, int64_t n, bool q2);
+} attn_qdot_groups;
+
 typedef struct attn_qdot_kernels {
     const char *name; /* "int8_avx512vnni", "int8_avxvnni" or "int8_avx2" */
     const char *f32_set; /* the f32 set it runs beside */
@@ -58,6 +79,9 @@ typedef struct attn_qdot_kernels {
      * axpy_rows_q. */
     void (*axpy)(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n, int64_t Ev,
                  bool q4);
+    /* Keys quantized per channel, or NULL: decode then widens their groups
+     * to f32 rows (key_groups.c), bitwise the f32 kernels on those rows. */
+    const attn_qdot_groups *groups;
 } attn_qdot_kernels;
 
 /* The process's integer dot product set for the active f32 set, or NULL
@@ -78,6 +102,7 @@ void attn_qrows_quantize(attn_qrows *qq, int8_t *codes, float *d, int32_t *bias,
 extern const attn_qdot_kernels attn_qdot_avx512vnni;
 extern const attn_qdot_kernels attn_qdot_avxvnni;
 extern const attn_qdot_kernels attn_qdot_avx2;
+extern const attn_qdot_groups attn_qdot_groups_avx512vnni;
 #endif
 
 #endif /* ATTN_QDOT_H */

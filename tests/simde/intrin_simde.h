@@ -17,4 +17,5 @@
 #define attn_widen_quant_avx512 attn_widen_quant_avx512_simde
 #define attn_qdot_avx512vnni attn_qdot_avx512vnni_simde
 #define attn_qdot_avxvnni attn_qdot_avxvnni_simde
+#define attn_qdot_groups_avx512vnni attn_qdot_groups_avx512vnni_simde
 #endif

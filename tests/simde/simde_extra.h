@@ -270,6 +270,45 @@ static inline simde__m256 _mm256_cvtph_ps(simde__m128i a) {
     memcpy(&v, &f, sizeof v);
     return v;
 }
+/* VPERMILPS: per 128-bit lane, lane i of the result is a's lane of that
+ * 128-bit lane picked by imm's bits 2i, 2i + 1 */
+static inline simde__m512 attn_sx_permute_ps(simde__m512 a, int imm) {
+    float x[16], y[16];
+    memcpy(x, &a, sizeof x);
+    for (int i = 0; i < 16; i++) y[i] = x[i / 4 * 4 + (imm >> (2 * (i % 4)) & 3)];
+    return attn_sx_ps(y);
+}
+#define _mm512_permute_ps(a, imm) attn_sx_permute_ps(a, imm)
+/* VCVTPS2DQ: rounded as MXCSR says (to nearest even by default), as the
+ * instruction; NaN and values out of int32's range give INT32_MIN */
+static inline simde__m512i _mm512_cvtps_epi32(simde__m512 a) {
+    float x[16];
+    int32_t y[16];
+    memcpy(x, &a, sizeof x);
+    for (int i = 0; i < 16; i++) {
+        float r = nearbyintf(x[i]);
+        y[i] = r >= -2147483648.0f && r < 2147483648.0f ? (int32_t)r : INT32_MIN;
+    }
+    return attn_sx_epi32(y);
+}
+/* VPSHUFD: per 128-bit lane, dword i of the result is a's dword of that
+ * lane picked by imm's bits 2i, 2i + 1 */
+static inline simde__m512i attn_sx_shuffle_epi32(simde__m512i a, int imm) {
+    int32_t x[16], y[16];
+    memcpy(x, &a, sizeof x);
+    for (int i = 0; i < 16; i++) y[i] = x[i / 4 * 4 + (imm >> (2 * (i % 4)) & 3)];
+    return attn_sx_epi32(y);
+}
+#define _mm512_shuffle_epi32(a, imm) attn_sx_shuffle_epi32(a, (int)(imm))
+/* zero-masked load of 8 dwords: lanes outside k are 0 and are not read */
+static inline simde__m256i _mm256_maskz_loadu_epi32(simde__mmask8 k, const void *p) {
+    int32_t x[8] = {0};
+    for (int i = 0; i < 8; i++)
+        if (k >> i & 1) memcpy(&x[i], (const char *)p + 4 * i, 4);
+    simde__m256i v;
+    memcpy(&v, x, sizeof v);
+    return v;
+}
 /* AVX-VNNI's VPDPBUSD (VEX) computes what AVX512-VNNI's 256-bit form does:
  * per int32 lane, src plus the 4 products of a's unsigned bytes and b's
  * signed ones, wrapping. */

@@ -344,5 +344,6 @@ const attn_qdot_kernels attn_qdot_avx512vnni = {
     .q4_bias = 8,
     .dot = qdot_rows,
     .axpy = qaxpy_rows,
+    .groups = &attn_qdot_groups_avx512vnni,
 };
 #endif
