@@ -50,14 +50,17 @@ typedef struct attn_qdot_kernels {
     float (*dot)(float *s, int64_t lds, const attn_qrows *qq, int r0, int nq, const void *k, int64_t ld, int64_t n,
                  bool q4);
     /* acc[i * Ev ..] += Σ_j p[i * ldp + j] · v[j] for i < nq <= ATTN_DECODE_MAX_ROWS,
-     * j < n, over quantized value rows (row stride ld bytes), in f32: the
-     * AVX512-VNNI set multiplies each weight by the block scales first
-     * (p · d, then one FMA by each code), one rounding more than the f32
-     * set's axpy_rows_q (code · d exact, then the FMA), within f32's bound.
-     * A key's terms do not depend on its neighbours. NULL: decode takes
-     * axpy_rows_q. */
+     * j < n, over quantized value rows (row stride ld bytes), accumulated
+     * in f32. value_dot "f32_avx512": each weight times the block scales
+     * first (p · d, then one FMA by each code), one rounding more than the
+     * f32 set's axpy_rows_q (code · d exact, then the FMA), within f32's
+     * bound; a key's terms do not depend on its neighbours. value_dot
+     * "bf16_avx512bf16": p · d rounded to bf16 (relative 2^-8), two keys a
+     * VDPBF16PS, paired from the call's first key (attn.h states the
+     * bound). NULL: decode takes axpy_rows_q. */
     void (*axpy)(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n, int64_t Ev,
                  bool q4);
+    const char *value_dot; /* axpy's arithmetic, as the verbose line names it (NULL with axpy) */
 } attn_qdot_kernels;
 
 /* The process's integer dot product set for the active f32 set, or NULL
@@ -75,7 +78,7 @@ void attn_qrows_quantize(attn_qrows *qq, int8_t *codes, float *d, int32_t *bias,
                          int64_t E, attn_dtype format, const attn_qdot_kernels *qk);
 
 #if defined(ATTN_HAVE_X86_KERNELS)
-extern const attn_qdot_kernels attn_qdot_avx512vnni;
+extern const attn_qdot_kernels attn_qdot_avx512vnni, attn_qdot_avx512vnni_bf16;
 extern const attn_qdot_kernels attn_qdot_avxvnni;
 extern const attn_qdot_kernels attn_qdot_avx2;
 #endif
