@@ -886,6 +886,23 @@ static void test_key_dot_set(void) {
     if (env && !strcmp(env, "widen")) want = "";
     check(!strcmp(qk ? qk->name : "", want), "key_dot_set_for_isa", "isa %s: set %s, want %s", isa,
           qk ? qk->name : "none", want[0] ? want : "none");
+    /* Its values: bf16 pairs where VDPBF16PS runs at the FMA's rate (AMD's
+     * cores with AVX512-BF16) unless ATTN_QDOT=f32_values, else f32 FMAs;
+     * the AVX2 sets leave them to the f32 set's kernels. */
+    const char *vwant = "";
+#if defined(__x86_64__) && defined(ATTN_HAVE_X86_KERNELS)
+    if (!strcmp(want, "int8_avx512vnni")) {
+        unsigned a, b, c, d;
+        char vendor[13] = "";
+        if (__get_cpuid(0, &a, &b, &c, &d)) memcpy(vendor, &b, 4), memcpy(vendor + 4, &d, 4), memcpy(vendor + 8, &c, 4);
+        bool amd = !strcmp(vendor, "AuthenticAMD") || !strcmp(vendor, "HygonGenuine");
+        vwant = __builtin_cpu_supports("avx512bf16") && amd && !(env && !strcmp(env, "f32_values")) ? "bf16_avx512bf16"
+                                                                                                    : "f32_avx512";
+    }
+#endif
+    const char *vgot = qk && qk->axpy ? qk->value_dot : "";
+    check(!strcmp(vgot, vwant), "value_dot_set_for_isa", "isa %s: values %s, want %s", isa, vgot[0] ? vgot : "none",
+          vwant[0] ? vwant : "none");
 }
 
 /* fp8 with one scale per head (attn.h): a cache given k_scale / v_scale

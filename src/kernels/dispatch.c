@@ -143,9 +143,15 @@ static const attn_qdot_kernels *qdot_for(const char *isa) {
 #if !defined(__wasm__)
     const char *env = getenv("ATTN_QDOT");
     if (env && strcmp(env, "widen") == 0) return NULL;
+    /* ATTN_QDOT=f32_values: the integer keys with values in f32 FMAs (to
+     * measure the bf16 pairs against them) */
+    bool f32_values = env && strcmp(env, "f32_values") == 0;
+#else
+    bool f32_values = false;
 #endif
     for (int i = 0; QDOT_SETS[i].qk; i++)
-        if (strcmp(isa, QDOT_SETS[i].qk->f32_set) == 0 && (!QDOT_SETS[i].cpu_has || QDOT_SETS[i].cpu_has()))
+        if (strcmp(isa, QDOT_SETS[i].qk->f32_set) == 0 && (!QDOT_SETS[i].cpu_has || QDOT_SETS[i].cpu_has()) &&
+            !(f32_values && QDOT_SETS[i].qk->value_dot && strncmp(QDOT_SETS[i].qk->value_dot, "bf16", 4) == 0))
             return QDOT_SETS[i].qk;
     return NULL;
 }

@@ -66,7 +66,9 @@ typedef struct attn_qdot_kernels {
 /* The process's integer dot product set for the active f32 set, or NULL
  * (the portable kernels; or a CPU without the instructions): decode then
  * widens quantized keys. ATTN_QDOT=widen turns it off (the bitwise path),
- * read once, for tests and measurement. */
+ * ATTN_QDOT=f32_values passes over a set whose values are bf16 pairs (the
+ * f32 FMA values beside the same integer keys); read once, for tests and
+ * measurement. */
 const attn_qdot_kernels *attn_qdot_active(void);
 
 /* Quantize nq rows of q (row stride E floats, every value finite) for keys
