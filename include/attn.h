@@ -421,9 +421,27 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  * of f32 keys holding the same values; contiguous caches, pages, dense
  * tensors and a ragged batch's sequences share the kernel, so each
  * (slice, split of the keys) gives the same bits whichever holds the rows.
+ * Values stored q8 or q4 take the same kernel's value path in decode.
+ * Where VDPBF16PS runs at the FMA's rate (AVX512-BF16 on AMD's cores;
+ * ATTN_VERBOSE's line says value_dot=bf16_avx512bf16), each weight p_j
+ * (the softmax numerator) times the block's scale d_j is rounded once to
+ * bfloat16 (nearest even, a subnormal product as zero) and multiplied
+ * exactly by the codes, two keys (j, j + 1 from the call's first) summed
+ * per f32 addition pair. Each value column's sum Σ_j p_j · v_j over the n
+ * keys of one kernel call is then off by at most
+ *     2^-8 · (1 + 2^-14) · Σ_j |p_j · v_j|  +  (n + 2) · 2^-23 · Σ_j |p_j · v_j|
+ *     + (n + 2) · 2^-110
+ * (the weights' rounding, f32's accumulation, flushed subnormals), so an
+ * output value is within about 2^-8 of the average Σ p|v| / Σ p: a
+ * relative 0.4% of the weights, below q8's own rounding of each value
+ * (half a step, max |v| / 254 of its block). Otherwise (AVX512-VNNI
+ * alone: value_dot=f32_avx512) p_j · d_j is an f32 product and each code
+ * one FMA, within f32's bound. Pages of an odd number of positions pair
+ * the keys differently from a contiguous cache, so their results may
+ * differ in the last bits; even-sized pages give the same bits.
  * The portable C kernels (ATTN_ISA=c), and any process started with the
- * environment variable ATTN_QDOT=widen, widen q8 and q4 keys instead:
- * bitwise the f32 kernels on the widened rows. */
+ * environment variable ATTN_QDOT=widen, widen q8 and q4 keys and values
+ * instead: bitwise the f32 kernels on the widened rows. */
 
 /* Keys quantized per channel (ATTN_Q4C, ATTN_Q2C): KIVI's keys. Keys have
  * channels whose magnitude is far above the others' (outlier channels, the
@@ -2326,7 +2344,9 @@ ATTN_API attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err);
  * the kernel that ran (exact, reference, scores, flash, decode or
  * flash_backward; decode may add key_dot=, the integer dot products that
  * took quantized keys (int8_avx512vnni, int8_avxvnni or int8_avx2 for q8
- * and q4 keys; int8_groups_avx512vnni for keys quantized per channel), and side_by_side=N when its work items each read
+ * and q4 keys; int8_groups_avx512vnni for keys quantized per channel),
+ * value_dot=, how it accumulated quantized values (bf16_avx512bf16 or
+ * f32_avx512, see "Quantized storage"), and side_by_side=N when its work items each read
  * the rows of N KV heads that lie side by side in memory, as in keys
  * packed (tokens, Hk, E), together), the microkernels' ISA, the threads (threads=R/T: R
  * threads ran the call's work items of the T it was given, the context's

@@ -90,6 +90,8 @@ for isa in avx512 avx2 c; do
     suite "quantized keys and values (q8, q4, e4m3, e5m2) read in place: bitwise the f32 kernels on the widened values, or within the integer dot product kernel's bound, ATTN_ISA=$isa" \
         env ATTN_ISA=$isa "$BUILD/tests/test_quant_kv"
 done
+suite "quantized keys and values with the integer keys' f32 FMA values (ATTN_QDOT=f32_values) instead of bf16 pairs, ATTN_ISA=avx512" \
+    env ATTN_ISA=avx512 ATTN_QDOT=f32_values "$BUILD/tests/test_quant_kv"
 suite "quantized keys and values under ASan+UBSan" "$BUILD/asan/test_quant_kv"
 suite "quantized keys and values under ThreadSanitizer" "$BUILD/tsan/test_quant_kv"
 # The AVX-512 and AVX512_BF16 kernel files built again against SIMDe's

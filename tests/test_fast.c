@@ -73,7 +73,7 @@ static double ulps(float got, float want) {
  * them by the names "avx512-simde" and "avx512_bf16-simde". */
 extern const attn_ukernels attn_ukernels_avx512_simde;
 extern const attn_bf16_kernels attn_bf16_avx512_simde;
-extern const attn_qdot_kernels attn_qdot_avx512vnni_simde, attn_qdot_avxvnni_simde;
+extern const attn_qdot_kernels attn_qdot_avx512vnni_simde, attn_qdot_avxvnni_simde, attn_qdot_avx512vnni_bf16_simde;
 extern const attn_qdot_groups attn_qdot_groups_avx512vnni_simde;
 #endif
 
@@ -1706,7 +1706,16 @@ static void test_simde_matches_native(void) {
  *     order, then (b0 + b2) + (b1 + b3), and the passes added in order;
  *   - each other's (the same tiles in 512-bit and 256-bit vectors), and the
  *     native kernels' where this CPU has them;
- * and the AVX512-VNNI values (axpy) the native ones' bit for bit. */
+ * and the AVX512-VNNI values (axpy), f32 and bf16 pairs, the native ones'
+ * bit for bit; the bf16 pairs' also within the bound attn.h states of the
+ * f64 sum of the widened rows. */
+/* attn.h's bound on the bf16 pairs' values (value_dot=bf16_avx512bf16) for
+ * one column of one call of n keys from zero, mag = Σ_j |p_j · v_j|: the
+ * weights' rounding to bf16, f32's accumulation and flushed subnormals. */
+static double bf16_value_bound(double mag, int64_t n) {
+    return 0x1p-8 * (1 + 0x1p-14) * mag + (double)(n + 2) * 0x1p-23 * mag + (double)(n + 2) * 0x1p-110;
+}
+
 static float qdot_reference(const attn_qrows *qq, int r, const uint8_t *key, bool q4) {
     int64_t nb = qq->E / 32, quads = (nb + 3) / 4;
     float s = 0;
@@ -1737,17 +1746,19 @@ static float qdot_reference(const attn_qrows *qq, int r, const uint8_t *key, boo
 
 static void test_qdot_simde(void) {
     const attn_qdot_kernels *em[2] = {&attn_qdot_avx512vnni_simde, &attn_qdot_avxvnni_simde};
-    const attn_qdot_kernels *hw[2] = {NULL, NULL};
+    const attn_qdot_kernels *hw[2] = {NULL, NULL}, *hw_bf16 = NULL;
 #if defined(ATTN_HAVE_X86_KERNELS)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx512vnni"))
         hw[0] = &attn_qdot_avx512vnni;
+    if (hw[0] && __builtin_cpu_supports("avx512bf16")) hw_bf16 = &attn_qdot_avx512vnni_bf16;
     unsigned ea = 0, eb, ec, ed;
     if (__get_cpuid_max(0, NULL) >= 7) __cpuid_count(7, 1, ea, eb, ec, ed);
     if (__builtin_cpu_supports("avx2") && (ea >> 4 & 1)) hw[1] = &attn_qdot_avxvnni;
 #endif
     if (!hw[0]) skip("qdot_avx512vnni_native_bitwise_simde", "this CPU lacks AVX512-VNNI: nothing native to compare with");
+    if (!hw_bf16) skip("qdot_avx512vnni_bf16_values_native_bitwise_simde", "this CPU lacks AVX512-BF16: nothing native to compare with");
     if (!hw[1]) skip("qdot_avxvnni_native_bitwise_simde", "this CPU lacks AVX-VNNI (CPUID 7.1 EAX bit 4): nothing native to compare with");
     enum { N = 37, MAXE = 320, ROWS = 8 };
     static const int64_t ES[] = {32, 64, 96, 128, 288, 320};
@@ -1755,7 +1766,8 @@ static void test_qdot_simde(void) {
     static int8_t codes[2][ROWS * MAXE];
     static int32_t bias[2][ROWS * MAXE / 32];
     static uint8_t keys[N * (MAXE / 32 * 34 + 6)];
-    int ref_diff = 0, pair_diff = 0, native_diff[2] = {0, 0}, axpy_diff = 0, cases = 0;
+    int ref_diff = 0, pair_diff = 0, native_diff[2] = {0, 0}, axpy_diff = 0, bf16_diff = 0, bf16_calls = 0, cases = 0;
+    double bf16_worst = 0; /* the bf16 pairs' error / attn.h's bound */
     for (size_t e = 0; e < sizeof ES / sizeof ES[0]; e++)
         for (int q4 = 0; q4 < 2; q4++)
             for (int wide = 0; wide < 2; wide++) {
@@ -1795,6 +1807,33 @@ static void test_qdot_simde(void) {
                     em[0]->axpy(o[0], p, N, nq, keys, ld, N, E, q4), hw[0]->axpy(o[1], p, N, nq, keys, ld, N, E, q4);
                     axpy_diff += memcmp(o[0], o[1], sizeof(float) * (size_t)(nq * E)) != 0;
                 }
+                /* bf16 pairs, from zero (so that the bound is of this call alone), every key count to N
+                 * (a lone last key), against the f64 sum of the widened rows */
+                for (int nq = 1; nq <= ROWS; nq += 3)
+                    for (int n = 1; n <= N; n += (n < 6 ? 1 : 9)) {
+                        memset(o[0], 0, sizeof o[0]), memset(o[1], 0, sizeof o[1]);
+                        attn_qdot_avx512vnni_bf16_simde.axpy(o[0], p, N, nq, keys, ld, n, E, q4);
+                        if (hw_bf16) {
+                            hw_bf16->axpy(o[1], p, N, nq, keys, ld, n, E, q4);
+                            bf16_diff += memcmp(o[0], o[1], sizeof(float) * (size_t)(nq * E)) != 0;
+                        }
+                        for (int i = 0; i < nq; i++)
+                            for (int64_t c = 0; c < E; c++) {
+                                double want = 0, mag = 0;
+                                for (int j = 0; j < n; j++) {
+                                    const uint8_t *blk = keys + j * ld + c / 32 * (q4 ? 18 : 34);
+                                    uint16_t h;
+                                    memcpy(&h, blk, 2);
+                                    int code = q4 ? (blk[2 + c % 16] >> (c % 32 < 16 ? 0 : 4) & 15) - 8 : (int8_t)blk[2 + c % 32];
+                                    double w = (double)p[i * N + j] * attn_f16_to_f32(h);
+                                    want += w * code, mag += fabs(w * code);
+                                }
+                                double bound = bf16_value_bound(mag, n);
+                                double err = fabs(o[0][i * E + c] - want);
+                                bf16_worst = fmax(bf16_worst, bound > 0 ? err / bound : err > 0 ? INFINITY : 0);
+                            }
+                        bf16_calls++;
+                    }
             }
     check(!ref_diff, "qdot_avx512vnni_simde_is_the_documented_arithmetic", "%d of the scores (%d calls) differ from the reference",
           ref_diff, cases);
@@ -1804,6 +1843,9 @@ static void test_qdot_simde(void) {
         check(!axpy_diff, "qdot_avx512vnni_values_native_bitwise_simde", "%d calls differ", axpy_diff);
     }
     if (hw[1]) check(!native_diff[1], "qdot_avxvnni_native_bitwise_simde", "%d of %d calls differ", native_diff[1], cases);
+    if (hw_bf16) check(!bf16_diff, "qdot_avx512vnni_bf16_values_native_bitwise_simde", "%d of %d calls differ", bf16_diff, bf16_calls);
+    check(bf16_worst <= 1, "qdot_avx512vnni_bf16_values_within_bound", "error %.3g of attn.h's bound (%d calls)", bf16_worst,
+          bf16_calls);
 }
 #endif
 

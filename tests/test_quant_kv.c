@@ -63,6 +63,27 @@ static const char *key_dot_expected(attn_dtype format) {
 
 static void key_dot_shown(char *dst, size_t size) { word_after(dst, size, verbose_last_line, " key_dot="); }
 
+/* How decode accumulates q8/q4 values, as the verbose line's value_dot=
+ * word names it: the integer set's own (qdot.h), "" where the f32 set's
+ * widened values are (no integer set). */
+static const char *value_dot_expected(attn_dtype format) {
+    const attn_qdot_kernels *qk = attn_qdot_active();
+    return qk && qk->axpy && (format == ATTN_Q8 || format == ATTN_Q4) ? qk->value_dot : "";
+}
+
+static void value_dot_shown(char *dst, size_t size) { word_after(dst, size, verbose_last_line, " value_dot="); }
+
+/* key_dot_row's vbf16 for values of this format. */
+static attn_dtype bf16_values(attn_dtype format) {
+    return !strcmp(value_dot_expected(format), "bf16_avx512bf16") ? format : ATTN_F32;
+}
+
+/* attn.h's bound on the values through bf16 pairs (value_dot=bf16_avx512bf16)
+ * for one column, n keys: mag = Σ_j |p_j · v_j|. */
+static double bf16_value_bound(double mag, int64_t n) {
+    return 0x1p-8 * (1 + 0x1p-14) * mag + (double)(n + 2) * 0x1p-23 * mag + (double)(n + 2) * 0x1p-110;
+}
+
 /* A query row (scaled) rounded as attn.h says: per block of 32, d = max|x| /
  * 127 in f32, c = x · (1/d) rounded to nearest even, clamped to ±127. */
 static void round_query(double *qhat, const float *x, int64_t E) {
@@ -78,11 +99,15 @@ static void round_query(double *qhat, const float *x, int64_t E) {
 }
 
 /* One query row q (E) against n widened key and value rows (row strides ldk,
- * ldv): out (Ev values, stride os) and lse as the integer kernel gave them.
+ * ldv): out (Ev values, stride os) and lse as the integer kernel gave them;
+ * vbf16 (ATTN_Q8 or ATTN_Q4, else 0): the values went through bf16 pairs,
+ * whose bound (bf16_value_bound) is added, scaled by e^(2Δ) since the
+ * kernel's weights p / l are within that factor of the reference's.
  * Raises *bound to the largest error / attn.h's bound, and *tight to the
  * largest error / f32's error against the reference on the rounded query. */
 static void key_dot_row(double *bound, double *tight, const float *q, const float *k, int64_t ldk, const float *v,
-                        int64_t ldv, int64_t n, int64_t E, int64_t Ev, const float *out, int64_t os, float lse) {
+                        int64_t ldv, int64_t n, int64_t E, int64_t Ev, const float *out, int64_t os, float lse,
+                        attn_dtype vbf16) {
     double scale = 1 / sqrt((double)E);
     float *qs = malloc(sizeof(float) * (size_t)E);
     double *qhat = malloc(sizeof(double) * (size_t)E), *s[2];
@@ -108,10 +133,15 @@ static void key_dot_row(double *bound, double *tight, const float *q, const floa
         for (int64_t j = 0; j < n; j++) m = fmax(m, s[r][j]);
         for (int64_t j = 0; j < n; j++) sum += exp(s[r][j] - m);
         for (int64_t e = 0; e < Ev; e++) {
-            double ref = 0, vmax = 0;
-            for (int64_t j = 0; j < n; j++) ref += exp(s[r][j] - m) * v[j * ldv + e], vmax = fmax(vmax, fabs(v[j * ldv + e]));
+            double ref = 0, vmax = 0, mag = 0;
+            for (int64_t j = 0; j < n; j++) {
+                double pj = exp(s[r][j] - m);
+                ref += pj * v[j * ldv + e], vmax = fmax(vmax, fabs(v[j * ldv + e])), mag += pj * fabs(v[j * ldv + e]);
+            }
             ref /= sum;
             double tol = (expm1(2 * dl) + 1e-5) * vmax + 1e-30;
+            if (vbf16 == ATTN_Q8 || vbf16 == ATTN_Q4)
+                tol += exp(2 * dl) * bf16_value_bound(mag, n) / sum;
             worst = fmax(worst, fabs(out[e * os] - ref) / tol);
         }
         double ref_lse = m + log(sum);
@@ -197,7 +227,7 @@ static void test_case(const qcase *c) {
     o.causal = c->causal;
     attn_status st[2];
     attn_error err[2];
-    char kernel[2][32], dtype[2][32], isa[2][32], kdot[2][32];
+    char kernel[2][32], dtype[2][32], isa[2][32], kdot[2][32], vdot[2][32];
     for (int t = 0; t < 2; t++) {
         attn_tensor_init(&to[t], out[t], ATTN_F32, 3, so, NULL, NULL);
         attn_tensor_init(&tl[t], lse[t], ATTN_F32, 2, sl, NULL, NULL);
@@ -210,6 +240,7 @@ static void test_case(const qcase *c) {
         k_dtype(dtype[t], sizeof dtype[t]);
         word_after(isa[t], sizeof isa[t], verbose_last_line, " isa=");
         key_dot_shown(kdot[t], sizeof kdot[t]);
+        value_dot_shown(vdot[t], sizeof vdot[t]);
         attn_set_num_threads(0);
     }
     const char *kd_want = strcmp(c->kernel, "decode") == 0 ? key_dot_expected(c->format) : "";
@@ -231,14 +262,16 @@ static void test_case(const qcase *c) {
                 int64_t hk = h / (c->Hq / c->Hk), n = c->causal == ATTN_CAUSAL_BOTTOM_RIGHT ? c->S - c->L + l + 1 : c->S;
                 key_dot_row(&bound, &tight, q + (h * c->L + l) * c->E, kd + hk * c->S * c->E, c->E,
                             vd + hk * c->S * c->Ev, c->Ev, n, c->E, c->Ev, out[1] + (h * c->L + l) * c->Ev, 1,
-                            lse[1][h * c->L + l]);
+                            lse[1][h * c->L + l], bf16_values(c->format));
             }
         char kname[220];
         snprintf(kname, sizeof kname, "%s_key_dot_within_bound_paged_bitwise_dense", name);
-        check(!s3 && !strcmp(kernel[1], "decode") && !strcmp(kdot[1], kd_want) && !kdot[0][0] && bound <= 1 &&
-                  tight <= 1 && !memcmp(o3, out[1], no * 4) && !memcmp(l3, lse[1], nl * 4),
-              kname, "status %d, kernel %s key_dot %s (want %s), error/bound %.3g, error/f32 bound %.3g, dense %s", (int)s3,
-              kernel[1], kdot[1], kd_want, bound, tight, memcmp(o3, out[1], no * 4) ? "differs" : "same");
+        check(!s3 && !strcmp(kernel[1], "decode") && !strcmp(kdot[1], kd_want) && !kdot[0][0] &&
+                  !strcmp(vdot[1], value_dot_expected(c->format)) && !vdot[0][0] && bound <= 1 && tight <= 1 &&
+                  !memcmp(o3, out[1], no * 4) && !memcmp(l3, lse[1], nl * 4),
+              kname, "status %d, kernel %s key_dot %s (want %s) value_dot %s (want %s), error/bound %.3g, error/f32 bound %.3g, dense %s",
+              (int)s3, kernel[1], kdot[1], kd_want, vdot[1], value_dot_expected(c->format), bound, tight,
+              memcmp(o3, out[1], no * 4) ? "differs" : "same");
         free(o3), free(l3);
     } else
         check(strcmp(kernel[0], c->kernel) == 0 && strcmp(kernel[1], c->kernel) == 0 && !kdot[1][0] &&
@@ -432,7 +465,7 @@ static void test_pool(attn_dtype format) {
             for (int64_t h = 0; h < HQ; h++)
                 key_dot_row(&bound, &tight, q + (s2 * HQ + h) * E, got[s2][0] + h / (HQ / HK) * len[s2] * E, E,
                             got[s2][1] + h / (HQ / HK) * len[s2] * E, E, len[s2], E, E, out + (s2 * HQ + h) * E, 1,
-                            lse[s2 * HQ + h]);
+                            lse[s2 * HQ + h], bf16_values(format));
         snprintf(name, sizeof name, "%s_pool_attend_key_dot_within_bound", fm);
         check(same && line_ok && bound <= 1 && tight <= 1, name,
               "status %d (%s), error/bound %.3g, error/f32 bound %.3g, line: %s", (int)st, st ? err.message : "", bound,
@@ -528,7 +561,8 @@ static void test_dense(attn_dtype format, int64_t L, int64_t S, const char *kern
                 for (int64_t l = 0; l < L; l++) {
                     int64_t r = (b * HQ + h) * L + l, hk = h / (HQ / HK);
                     key_dot_row(&bound, &tight, q + r * E, kd + (b * S * HK + hk) * E, HK * E, vd + (b * S * HK + hk) * E,
-                                HK * E, S - L + l + 1, E, E, out[1] + r * E, 1, lse[1][r]);
+                                HK * E, S - L + l + 1, E, E, out[1] + r * E, 1, lse[1][r],
+                                bf16_values(format));
                 }
         snprintf(name, sizeof name, "%s_sdpa_dense_tensors_decode_L%lld_S%lld_key_dot_within_bound", fm, (long long)L,
                  (long long)S);
@@ -569,7 +603,8 @@ static void test_dense(attn_dtype format, int64_t L, int64_t S, const char *kern
                 for (int64_t h = 0; h < HQ; h++) { /* packed (B·L, Hq, E) */
                     int64_t r = (b * L + l) * HQ + h, hk = h / (HQ / HK);
                     key_dot_row(&bound, &tight, q + r * E, kd + (b * S * HK + hk) * E, HK * E, vd + (b * S * HK + hk) * E,
-                                HK * E, S - L + l + 1, E, E, out[1] + r * E, 1, lse[1][r]);
+                                HK * E, S - L + l + 1, E, E, out[1] + r * E, 1, lse[1][r],
+                                bf16_values(format));
                 }
         check(bound <= 1 && tight <= 1, name, "error/bound %.3g, error/f32 bound %.3g", bound, tight);
     } else check(!memcmp(out[0], out[1], no * 4) && !memcmp(lse[0], lse[1], nl * 4), name, "differs");
@@ -720,7 +755,7 @@ static void test_cache(attn_dtype format) {
         attn_status s0 = attn_kv_cache_gather(&tak, &tav, cache, &err);
         attn_sdpa_options opt = attn_sdpa_options_default();
         opt.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
-        char kernel[2][32], dtype[32] = "", kdot[32] = "";
+        char kernel[2][32], dtype[32] = "", kdot[32] = "", vdot[32] = "";
         attn_status s1 = s0, s2 = s0;
         for (int t = 0; t < 2 && !s0; t++) {
             attn_tensor_init(&to[t], o[t], ATTN_F32, 4, sq, NULL, NULL);
@@ -729,7 +764,7 @@ static void test_cache(attn_dtype format) {
             attn_status x = t ? attn_kv_cache_attend(&to[t], &tl[t], &tq, cache, &opt, &err)
                               : attn_sdpa(&to[t], &tl[t], NULL, &tq, &tak, &tav, &opt, &err);
             verbose_end(kernel[t], sizeof kernel[t], NULL, 0);
-            if (t) k_dtype(dtype, sizeof dtype), key_dot_shown(kdot, sizeof kdot), s2 = x;
+            if (t) k_dtype(dtype, sizeof dtype), key_dot_shown(kdot, sizeof kdot), value_dot_shown(vdot, sizeof vdot), s2 = x;
             else s1 = x;
         }
         const char *kd_want = c == 0 ? key_dot_expected(format) : "";
@@ -738,13 +773,13 @@ static void test_cache(attn_dtype format) {
             for (int64_t r = 0; r < B * HQ && !s0; r++) {
                 int64_t kv = r / HQ * HK + r % HQ / (HQ / HK);
                 key_dot_row(&bound, &tight, q + r * E, ak + kv * S * E, E, av + kv * S * E, E, S, E, E, o[1] + r * E, 1,
-                            l[1][r]);
+                            l[1][r], bf16_values(format));
             }
             snprintf(name, sizeof name, "%s_cache_attend_decode_L1_key_dot_within_bound", fm);
-            check(!s0 && !s1 && !s2 && !strcmp(kernel[1], "decode") && !strcmp(kdot, kd_want) && bound <= 1 &&
-                      tight <= 1 && !strcmp(dtype, fm),
-                  name, "status %d %d %d, kernel %s key_dot %s, error/bound %.3g, error/f32 bound %.3g", (int)s0,
-                  (int)s1, (int)s2, kernel[1], kdot, bound, tight);
+            check(!s0 && !s1 && !s2 && !strcmp(kernel[1], "decode") && !strcmp(kdot, kd_want) &&
+                      !strcmp(vdot, value_dot_expected(format)) && bound <= 1 && tight <= 1 && !strcmp(dtype, fm),
+                  name, "status %d %d %d, kernel %s key_dot %s value_dot %s (want %s), error/bound %.3g, error/f32 bound %.3g",
+                  (int)s0, (int)s1, (int)s2, kernel[1], kdot, vdot, value_dot_expected(format), bound, tight);
         } else {
         snprintf(name, sizeof name, "%s_cache_attend_%s_L%lld_bitwise_sdpa_on_gathered", fm, want[c], (long long)L);
         check(!kdot[0] && !s0 && !s1 && !s2 && !memcmp(o[0], o[1], no * 4) && !memcmp(l[0], l[1], (size_t)(B * HQ * L) * 4) &&
@@ -1131,6 +1166,23 @@ static void test_key_dot_set(void) {
     if (env && !strcmp(env, "widen")) want = "";
     check(!strcmp(qk ? qk->name : "", want), "key_dot_set_for_isa", "isa %s: set %s, want %s", isa,
           qk ? qk->name : "none", want[0] ? want : "none");
+    /* Its values: bf16 pairs where VDPBF16PS runs at the FMA's rate (AMD's
+     * cores with AVX512-BF16) unless ATTN_QDOT=f32_values, else f32 FMAs;
+     * the AVX2 sets leave them to the f32 set's kernels. */
+    const char *vwant = "";
+#if defined(__x86_64__) && defined(ATTN_HAVE_X86_KERNELS)
+    if (!strcmp(want, "int8_avx512vnni")) {
+        unsigned a, b, c, d;
+        char vendor[13] = "";
+        if (__get_cpuid(0, &a, &b, &c, &d)) memcpy(vendor, &b, 4), memcpy(vendor + 4, &d, 4), memcpy(vendor + 8, &c, 4);
+        bool amd = !strcmp(vendor, "AuthenticAMD") || !strcmp(vendor, "HygonGenuine");
+        vwant = __builtin_cpu_supports("avx512bf16") && amd && !(env && !strcmp(env, "f32_values")) ? "bf16_avx512bf16"
+                                                                                                    : "f32_avx512";
+    }
+#endif
+    const char *vgot = qk && qk->axpy ? qk->value_dot : "";
+    check(!strcmp(vgot, vwant), "value_dot_set_for_isa", "isa %s: values %s, want %s", isa, vgot[0] ? vgot : "none",
+          vwant[0] ? vwant : "none");
 }
 
 /* fp8 with one scale per head (attn.h): a cache given k_scale / v_scale

@@ -467,6 +467,9 @@ typedef struct attn_run_info {
      * side by side in memory (decode.c, decode_partials); 1: a head an
      * item. Set by the decode kernel only (read where kernel is "decode"). */
     int side_by_side;
+    /* decode: how q8/q4 values were accumulated (the integer set's
+     * value_dot, qdot.h), or NULL (the f32 set's widened values). */
+    const char *value_dot;
 } attn_run_info;
 
 #endif /* ATTN_BASE_H */

@@ -651,7 +651,7 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
     }
     decode_batch b = {jobs, first, n_calls};
     info->threads = attn_parallel_for(workers, items, batch_item, &b), info->threads_given = given;
-    info->kernel = "decode", info->isa = jobs[0].uk->name, info->bf16 = NULL, info->key_dot = NULL;
+    info->kernel = "decode", info->isa = jobs[0].uk->name, info->bf16 = NULL, info->key_dot = NULL, info->value_dot = NULL;
     info->side_by_side = 1;
     for (int64_t c = 0; c < n_calls; c++) { /* KV heads an item read: its groups' query heads over a KV head's */
         int64_t kv = jobs[c].ng * jobs[c].G / (sls[c]->co.shape[2] / sls[c]->ck.shape[2]);
@@ -662,6 +662,8 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
         attn_slice(sls[c], 0, &p0);
         if (p0.k.dtype == ATTN_Q8 || p0.k.dtype == ATTN_Q4) info->key_dot = jobs[0].qk->name;
         if (reads_groups(&jobs[c], &p0.k) && p0.k.full > 0) info->key_dot = jobs[0].qk->groups->name;
+        if ((p0.v.dtype == ATTN_Q8 || p0.v.dtype == ATTN_Q4) && jobs[0].qk->axpy && jobs[0].uk->dot_rows_q)
+            info->value_dot = jobs[0].qk->value_dot; /* span_values' integer-set branch */
     }
     info->items = 0, info->fallbacks = 0;
     for (int64_t c = 0; c < n_calls; c++) {

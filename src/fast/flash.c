@@ -486,7 +486,7 @@ attn_status attn_flash_run_calls(const attn_slices *const *sls, int64_t n_calls,
     j.calls = calls, j.n_calls = n_calls;
     j.v_direct = !j.bk && j.Ev == j.Evp;
     info->threads = attn_parallel_for(workers, items, flash_item, &j), info->threads_given = given;
-    info->kernel = "flash", info->isa = j.uk->name, info->key_dot = NULL, info->side_by_side = 1;
+    info->kernel = "flash", info->isa = j.uk->name, info->key_dot = NULL, info->value_dot = NULL, info->side_by_side = 1;
     info->bf16 = bf16 ? attn_bf16_label() : NULL; /* "f32...": the f32 kernels computed the mode */
     info->items = items, info->fallbacks = (int64_t)atomic_load(&j.fallbacks);
     return ATTN_OK;

@@ -805,7 +805,7 @@ attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, in
     info->threads = batch_pass(&b, workers, items_of, bwd_item), info->threads_given = workers;
     info->kernel = "flash_backward", info->isa = jobs[0].uk->name;
     info->bf16 = gss[0]->bf16 ? attn_bf16_label() : NULL; /* "f32...": the f32 kernels computed the mode */
-    info->key_dot = NULL, info->side_by_side = 1;
+    info->key_dot = NULL, info->value_dot = NULL, info->side_by_side = 1;
     info->items = 0, info->fallbacks = 0;
     for (int64_t c = 0; c < n_calls; c++) info->items += jobs[c].gs->f.count, reduce(&jobs[c], exact_work, info);
     return ATTN_OK;

@@ -118,6 +118,12 @@ static const struct {
 };
 enum { N_BF16_SETS = sizeof BF16_SETS / sizeof BF16_SETS[0] };
 
+/* Values through VDPBF16PS (decode_quant_avx512.c): 16 of them per key
+ * and 4 rows where f32 takes 32 FMAs, so they pay only where VDPBF16PS
+ * issues at the FMA's rate (measured on Zen 4, docs/performance.md); at
+ * half rate they would cost what the FMAs do, plus the codes' widening. */
+static bool cpu_avx512vnni_bf16(void) { return cpu_avx512vnni() && cpu_avx512bf16() && cpu_dpbf16_full_rate(); }
+
 /* The integer dot product sets of quantized decode (qdot.h), each beside
  * one f32 set, with what it needs of the CPU beyond that set. */
 static const struct {
@@ -125,6 +131,7 @@ static const struct {
     bool (*cpu_has)(void);
 } QDOT_SETS[] = {
 #if defined(ATTN_HAVE_X86_KERNELS)
+    {&attn_qdot_avx512vnni_bf16, cpu_avx512vnni_bf16},
     {&attn_qdot_avx512vnni, cpu_avx512vnni},
     {&attn_qdot_avxvnni, cpu_avxvnni},
     {&attn_qdot_avx2, NULL},
@@ -136,9 +143,15 @@ static const attn_qdot_kernels *qdot_for(const char *isa) {
 #if !defined(__wasm__)
     const char *env = getenv("ATTN_QDOT");
     if (env && strcmp(env, "widen") == 0) return NULL;
+    /* ATTN_QDOT=f32_values: the integer keys with values in f32 FMAs (to
+     * measure the bf16 pairs against them) */
+    bool f32_values = env && strcmp(env, "f32_values") == 0;
+#else
+    bool f32_values = false;
 #endif
     for (int i = 0; QDOT_SETS[i].qk; i++)
-        if (strcmp(isa, QDOT_SETS[i].qk->f32_set) == 0 && (!QDOT_SETS[i].cpu_has || QDOT_SETS[i].cpu_has()))
+        if (strcmp(isa, QDOT_SETS[i].qk->f32_set) == 0 && (!QDOT_SETS[i].cpu_has || QDOT_SETS[i].cpu_has()) &&
+            !(f32_values && QDOT_SETS[i].qk->value_dot && strncmp(QDOT_SETS[i].qk->value_dot, "bf16", 4) == 0))
             return QDOT_SETS[i].qk;
     return NULL;
 }

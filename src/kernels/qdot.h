@@ -71,23 +71,28 @@ typedef struct attn_qdot_kernels {
     float (*dot)(float *s, int64_t lds, const attn_qrows *qq, int r0, int nq, const void *k, int64_t ld, int64_t n,
                  bool q4);
     /* acc[i * Ev ..] += Σ_j p[i * ldp + j] · v[j] for i < nq <= ATTN_DECODE_MAX_ROWS,
-     * j < n, over quantized value rows (row stride ld bytes), in f32: the
-     * AVX512-VNNI set multiplies each weight by the block scales first
-     * (p · d, then one FMA by each code), one rounding more than the f32
-     * set's axpy_rows_q (code · d exact, then the FMA), within f32's bound.
-     * A key's terms do not depend on its neighbours. NULL: decode takes
-     * axpy_rows_q. */
+     * j < n, over quantized value rows (row stride ld bytes), accumulated
+     * in f32. value_dot "f32_avx512": each weight times the block scales
+     * first (p · d, then one FMA by each code), one rounding more than the
+     * f32 set's axpy_rows_q (code · d exact, then the FMA), within f32's
+     * bound; a key's terms do not depend on its neighbours. value_dot
+     * "bf16_avx512bf16": p · d rounded to bf16 (relative 2^-8), two keys a
+     * VDPBF16PS, paired from the call's first key (attn.h states the
+     * bound). NULL: decode takes axpy_rows_q. */
     void (*axpy)(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n, int64_t Ev,
                  bool q4);
     /* Keys quantized per channel, or NULL: decode then widens their groups
      * to f32 rows (key_groups.c), bitwise the f32 kernels on those rows. */
     const attn_qdot_groups *groups;
+    const char *value_dot; /* axpy's arithmetic, as the verbose line names it (NULL with axpy) */
 } attn_qdot_kernels;
 
 /* The process's integer dot product set for the active f32 set, or NULL
  * (the portable kernels; or a CPU without the instructions): decode then
  * widens quantized keys. ATTN_QDOT=widen turns it off (the bitwise path),
- * read once, for tests and measurement. */
+ * ATTN_QDOT=f32_values passes over a set whose values are bf16 pairs (the
+ * f32 FMA values beside the same integer keys); read once, for tests and
+ * measurement. */
 const attn_qdot_kernels *attn_qdot_active(void);
 
 /* Quantize nq rows of q (row stride E floats, every value finite) for keys
@@ -99,7 +104,7 @@ void attn_qrows_quantize(attn_qrows *qq, int8_t *codes, float *d, int32_t *bias,
                          int64_t E, attn_dtype format, const attn_qdot_kernels *qk);
 
 #if defined(ATTN_HAVE_X86_KERNELS)
-extern const attn_qdot_kernels attn_qdot_avx512vnni;
+extern const attn_qdot_kernels attn_qdot_avx512vnni, attn_qdot_avx512vnni_bf16;
 extern const attn_qdot_kernels attn_qdot_avxvnni;
 extern const attn_qdot_kernels attn_qdot_avx2;
 extern const attn_qdot_groups attn_qdot_groups_avx512vnni;

@@ -41,7 +41,7 @@ static attn_status run_kernel(kernel_kind kind, const attn_slices *call, const a
     if (st) return st;
     int64_t E = sl->cq.shape[4], S = sl->ck.shape[3], Ev = sl->cv.shape[4];
     static const char *const KERNEL[] = {"exact", "reference", "scores"};
-    info->kernel = KERNEL[kind], info->isa = "-", info->bf16 = NULL, info->key_dot = NULL, info->threads = info->threads_given = 1;
+    info->kernel = KERNEL[kind], info->isa = "-", info->bf16 = NULL, info->key_dot = NULL, info->value_dot = NULL, info->threads = info->threads_given = 1;
     info->side_by_side = 1;
     info->items = sl->count, info->fallbacks = 0;
 

@@ -84,9 +84,10 @@ void attn_verbose_report(const char *call, const attn_run_info *info, const attn
     /* One fprintf: stdio locks the stream, so lines of concurrent calls do
      * not interleave. */
     fprintf(stderr,
-            "attn: %s kernel=%s%s%s%s isa=%s threads=%d/%d q=%s k=%s v=%s mask=%s causal=%s compute=%s%s"
+            "attn: %s kernel=%s%s%s%s%s%s isa=%s threads=%d/%d q=%s k=%s v=%s mask=%s causal=%s compute=%s%s"
             "%s dropout=%g softcap=%g alibi=%s window=%lld sinks=%s rope=%s weights=%s lse=%s fallback=%lld/%lld ms=%.3f\n",
-            call, info->kernel, info->key_dot ? " key_dot=" : "", info->key_dot ? info->key_dot : "", side, info->isa, info->threads, info->threads_given, sq, sk, sv, sm,
+            call, info->kernel, info->key_dot ? " key_dot=" : "", info->key_dot ? info->key_dot : "",
+            info->value_dot ? " value_dot=" : "", info->value_dot ? info->value_dot : "", side, info->isa, info->threads, info->threads_given, sq, sk, sv, sm,
             (unsigned)o->causal <= 2 ? CAUSAL[o->causal] : "?",
             o->compute == ATTN_COMPUTE_BF16 ? "bf16" : "f32", info->bf16 ? " bf16_kernels=" : "",
             info->bf16 ? info->bf16 : "", o->dropout_p, o->softcap, o->alibi_slopes ? "yes" : "no",

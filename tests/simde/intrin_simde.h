@@ -16,6 +16,7 @@
 #define attn_bf16_avx512 attn_bf16_avx512_simde
 #define attn_widen_quant_avx512 attn_widen_quant_avx512_simde
 #define attn_qdot_avx512vnni attn_qdot_avx512vnni_simde
+#define attn_qdot_avx512vnni_bf16 attn_qdot_avx512vnni_bf16_simde
 #define attn_qdot_avxvnni attn_qdot_avxvnni_simde
 #define attn_qdot_groups_avx512vnni attn_qdot_groups_avx512vnni_simde
 #endif

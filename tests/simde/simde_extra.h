@@ -60,6 +60,7 @@ static inline void _mm512_mask_storeu_ps(void *p, simde__mmask16 k, simde__m512 
 }
 /* a macro: the predicate must stay a constant for SIMDe's compare */
 #define _mm512_mask_cmp_ps_mask(k, a, b, imm) ((simde__mmask16)((k) & simde_mm512_cmp_ps_mask(a, b, imm)))
+#define _mm_cmpeq_epi8_mask(a, b) ((simde__mmask16)~simde_mm_cmpneq_epi8_mask(a, b))
 
 /* conversions */
 static inline simde__m512 _mm512_cvtepi32_ps(simde__m512i a) {

@@ -337,6 +337,176 @@ static void qaxpy_rows(float *acc, const float *p, int64_t ldp, int nq, const vo
     }
 }
 
+/* ---- values through AVX512-BF16's VDPBF16PS: two keys a product. Per
+ * 32-bit lane, the codes of one column of two keys j, j + 1 as bf16 (exact:
+ * q8 codes and q4 codes have at most 8 significant bits), and the pair's
+ * weights w_jb = p_j · d_jb rounded once to bf16 (VCVTNEPS2BF16), broadcast;
+ * each VDPBF16PS adds w_j1 · v_j1 and then w_j · v_j (exact products, two
+ * f32 roundings) to 16 columns: 32 multiply-adds an instruction where an
+ * FMA does 16, so that per key, 4 rows and 128 values 16 instructions take
+ * the FMAs' 32. The weights' rounding (relative 2^-8 each) is the price:
+ * attn.h states the bound. q4 codes c (0..15) become the bf16 of c - 8 by
+ * one word permute from a table each (VPERMW; the magic number 0x4300 | c,
+ * 128 + c, was as fast but left 136 · Σ w to take back, whose rounding
+ * depended on how the keys were grouped); q8 codes are widened to f32,
+ * whose top 16 bits are then the code's bf16. */
+enum { QB_W = 2048 }; /* dwords of weight pairs on the stack: a group of keys' */
+
+/* The bf16 pairs of weights for rows i < NQ, keys j < n of v (row stride
+ * ld), quads g < nq4 of blocks from b0: (p_ij · d_jb | p_i,j+1 · d_j+1,b <<
+ * 16) for even j at w[((j/4 · nq4 + g) · 4 + i) · 8 + 2b + j%4/2] (a missing
+ * key's weight 0). */
+QV_INLINE void qbf_weights(uint32_t *w, const float *p, int64_t ldp, const uint8_t *v, int64_t ld,
+                           int64_t n, int64_t b0, int64_t nb, int64_t nq4, const int NQ, const bool q4) {
+    __m256i hm = _mm256_setzero_si256(); /* unused: a scale not finite reaches acc as NaN or ±inf */
+    for (int64_t j = 0; j < n; j += 4) {
+        int NK = n - j < 4 ? (int)(n - j) : 4;
+        __mmask8 keys = (__mmask8)((1u << NK) - 1);
+        __m512 pw[4] = {_mm512_setzero_ps()}; /* p_ij in lanes 4b + j, every b (rows past NQ: unused) */
+#pragma GCC unroll 4
+        for (int i = 0; i < NQ; i++) pw[i] = _mm512_broadcast_f32x4(_mm_maskz_loadu_ps(keys, p + i * ldp + j));
+        for (int64_t g = 0; g < nq4; g++) {
+            int64_t b = b0 + 4 * g;
+            int nbk = nb - b < 4 ? (int)(nb - b) : 4;
+            __m512 dk = tile_scales(v + j * ld + b * (q4 ? 18 : 34), ld, NK, nbk, q4, &hm);
+            uint32_t *to = w + (j / 4 * nq4 + g) * 32;
+#pragma GCC unroll 4
+            for (int i = 0; i < NQ; i++) {
+                __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(pw[i], dk));
+                _mm256_storeu_si256((__m256i *)(void *)(to + 8 * i), h);
+            }
+        }
+    }
+}
+
+/* The codes of a block of keys j (at r0) and j + 1 (at r1) as bf16 pairs:
+ * lo columns 0..15 of the block, hi 16..31, key j in each lane's low half
+ * (q4: c - 8, looked up by each word's low 4 bits). */
+QV_INLINE void pair_codes(__m512i *lo, __m512i *hi, const uint8_t *r0, const uint8_t *r1, const bool q4) {
+    if (q4) {
+        __m512i a = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(r0 + 2)));
+        __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(r1 + 2)));
+        __m512i z = _mm512_or_si512(a, _mm512_slli_epi32(b, 16)); /* byte i of each key in each half */
+        /* the bf16 of (k & 15) - 8 at word k < 32 (VPERMW reads 5 bits of each index) */
+        static const uint16_t bf16_of[32] = {0xc100, 0xc0e0, 0xc0c0, 0xc0a0, 0xc080, 0xc040, 0xc000, 0xbf80,
+                                             0x0000, 0x3f80, 0x4000, 0x4040, 0x4080, 0x40a0, 0x40c0, 0x40e0,
+                                             0xc100, 0xc0e0, 0xc0c0, 0xc0a0, 0xc080, 0xc040, 0xc000, 0xbf80,
+                                             0x0000, 0x3f80, 0x4000, 0x4040, 0x4080, 0x40a0, 0x40c0, 0x40e0};
+        const __m512i table = _mm512_loadu_si512(bf16_of);
+        *lo = _mm512_permutexvar_epi16(z, table);
+        *hi = _mm512_permutexvar_epi16(_mm512_srli_epi16(z, 4), table);
+        return;
+    }
+    const __m512i top = _mm512_set1_epi32((int)0xffff0000u);
+    __m512i *out[2] = {lo, hi};
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        __m512 a = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(r0 + 2 + 16 * h))));
+        __m512 b = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(r1 + 2 + 16 * h))));
+        /* a >> 16 | (b & top): each f32's low 16 bits are zero */
+        *out[h] = _mm512_ternarylogic_epi32(_mm512_srli_epi32(_mm512_castps_si512(a), 16), _mm512_castps_si512(b), top,
+                                            0xf8);
+    }
+}
+
+/* acc + the products of the bf16 pairs x with the pair of weights at w,
+ * which VDPBF16PS loads itself as an embedded broadcast ({1to16}): GCC
+ * would broadcast it into a register first, a cycle of the vector units
+ * each (it folds the broadcast of an FMA, not of VDPBF16PS). */
+QV_INLINE __m512 dp_pair(__m512 acc, __m512i x, const uint32_t *w) {
+#if defined(ATTN_INTRINSICS_FROM_SIMDE)
+    return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)_mm512_set1_epi32((int)*w));
+#else
+    __asm__("vdpbf16ps %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(x), "m"(*w));
+    return acc;
+#endif
+}
+
+/* Rows i < NQ, the NB blocks from block b, keys j < n in pairs (a lone last
+ * key paired with itself under a zero weight), weights w as qbf_weights
+ * laid them out from block b0; with each pair, its bytes of next fetched
+ * into L1 (npf rows of it). */
+QV_INLINE void qbf_block(float *acc, const uint32_t *w, const uint8_t *v, int64_t ld, int64_t n,
+                         int64_t Ev, int64_t b, int64_t b0, int64_t nq4, const int NQ, const int NB, const bool q4,
+                         const uint8_t *next, int64_t npf) {
+    __m512 a[4][8] = {{_mm512_setzero_ps()}}; /* (rows, blocks past NQ, NB: unused) */
+#pragma GCC unroll 4
+    for (int i = 0; i < NQ; i++)
+#pragma GCC unroll 4
+        for (int u = 0; u < NB; u++) {
+            a[i][2 * u] = _mm512_loadu_ps(acc + i * Ev + 32 * (b + u));
+            a[i][2 * u + 1] = _mm512_loadu_ps(acc + i * Ev + 32 * (b + u) + 16);
+        }
+    int64_t woff[4] = {0}; /* block b + u's pairs of weights in a tile's */
+#pragma GCC unroll 4
+    for (int u = 0; u < NB; u++) woff[u] = (b + u - b0) / 4 * 32 + 2 * ((b + u - b0) % 4);
+    for (uint64_t j = 0; j < (uint64_t)n; j += 2) {
+        if ((int64_t)j < npf)
+            for (int64_t o = 0; o < ((int64_t)j + 1 < n ? 2 : 1) * ld; o += 64)
+                _mm_prefetch((const char *)(next + (int64_t)j * ld + o), _MM_HINT_T0);
+        const uint8_t *r0 = v + (int64_t)j * ld, *r1 = (int64_t)j + 1 < n ? r0 + ld : r0;
+        const uint32_t *wt = w + (j >> 2) * (uint64_t)nq4 * 32 + (j >> 1 & 1);
+#pragma GCC unroll 4
+        for (int u = 0; u < NB; u++) {
+            __m512i lo, hi;
+            int64_t off = (b + u) * (q4 ? 18 : 34);
+            pair_codes(&lo, &hi, r0 + off, r1 + off, q4);
+#pragma GCC unroll 4
+            for (int i = 0; i < NQ; i++) {
+                const uint32_t *wu = wt + woff[u] + 8 * i;
+                a[i][2 * u] = dp_pair(a[i][2 * u], lo, wu);
+                a[i][2 * u + 1] = dp_pair(a[i][2 * u + 1], hi, wu);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < NQ; i++)
+#pragma GCC unroll 8
+        for (int t = 0; t < 2 * NB; t++) _mm512_storeu_ps(acc + i * Ev + 32 * b + 16 * t, a[i][t]);
+}
+
+/* All Ev columns for NQ rows, as qaxpy_nq passes over them (groups of an
+ * even count of keys). */
+QV_INLINE void qbf_nq(float *acc, const float *p, int64_t ldp, const uint8_t *v, int64_t ld, int64_t n, int64_t Ev,
+                      const int NQ, const bool q4) {
+    const int NB = NQ <= 2 ? 4 : 2;
+    uint32_t w[QB_W];
+    int64_t nb = Ev / 32;
+    for (int64_t b0 = 0; b0 < nb; b0 += 4 * QV_QUADS) {
+        int64_t nq4 = (nb - b0 + 3) / 4 < QV_QUADS ? (nb - b0 + 3) / 4 : QV_QUADS, bend = b0 + 4 * nq4 < nb ? b0 + 4 * nq4 : nb;
+        int64_t group = ld > 0 && 8192 / ld > 16 ? 8192 / ld / 4 * 4 : 16, fit = QB_W / (nq4 * 32) * 4;
+        group = group < fit ? group : fit;
+        for (int64_t j0 = 0; j0 < n; j0 += group) {
+            int64_t nk = n - j0 < group ? n - j0 : group, b = b0;
+            const uint8_t *rows = v + j0 * ld, *next = rows + nk * ld;
+            int64_t npf = ld == nb * (q4 ? 18 : 34) ? (n - j0 - nk < nk ? n - j0 - nk : nk) : 0;
+            qbf_weights(w, p + j0, ldp, rows, ld, nk, b0, nb, nq4, NQ, q4);
+            for (; b + NB <= bend; b += NB, npf = 0) qbf_block(acc, w, rows, ld, nk, Ev, b, b0, nq4, NQ, NB, q4, next, npf);
+            if (NB > 2 && b + 2 <= bend) qbf_block(acc, w, rows, ld, nk, Ev, b, b0, nq4, NQ, 2, q4, next, npf), b += 2, npf = 0;
+            if (b < bend) qbf_block(acc, w, rows, ld, nk, Ev, b, b0, nq4, NQ, 1, q4, next, npf);
+        }
+    }
+}
+
+#define QBF_ROWS(NQ)                                                                               \
+    do {                                                                                           \
+        if (q4) qbf_nq(acc + i * Ev, p + i * ldp, ldp, v, ld, n, Ev, NQ, true);                     \
+        else qbf_nq(acc + i * Ev, p + i * ldp, ldp, v, ld, n, Ev, NQ, false);                       \
+    } while (0)
+
+static void qbf_rows(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n, int64_t Ev,
+                     bool q4) {
+    for (int i = 0; i < nq; i += 4) {
+        switch (nq - i) {
+        case 1: QBF_ROWS(1); break;
+        case 2: QBF_ROWS(2); break;
+        case 3: QBF_ROWS(3); break;
+        default: QBF_ROWS(4); break;
+        }
+    }
+}
+
+/* Keys as above; values with f32 FMAs (AVX512-VNNI without AVX512-BF16). */
 const attn_qdot_kernels attn_qdot_avx512vnni = {
     .name = "int8_avx512vnni",
     .f32_set = "avx512",
@@ -345,5 +515,18 @@ const attn_qdot_kernels attn_qdot_avx512vnni = {
     .dot = qdot_rows,
     .axpy = qaxpy_rows,
     .groups = &attn_qdot_groups_avx512vnni,
+    .value_dot = "f32_avx512",
+};
+
+/* The same keys; values through VDPBF16PS (the CPU has AVX512-BF16 too). */
+const attn_qdot_kernels attn_qdot_avx512vnni_bf16 = {
+    .name = "int8_avx512vnni",
+    .f32_set = "avx512",
+    .q8_bias = 128,
+    .q4_bias = 8,
+    .dot = qdot_rows,
+    .axpy = qbf_rows,
+    .groups = &attn_qdot_groups_avx512vnni,
+    .value_dot = "bf16_avx512bf16",
 };
 #endif

@@ -22,21 +22,23 @@ static inline __m512 scale_of(const uint8_t *block) {
 }
 
 /* 16 fp8 bytes widened, exactly, whatever MXCSR says (no subnormal f32
- * is ever an operand). E4M3: a normal code's magnitude bits, shifted to
- * f32's exponent and mantissa, are the float once the exponent's bias
- * 120 = 127 - 7 is added; a subnormal one (exponent 0) is m · 2^-9, from an
- * integer conversion; S.1111.111 is NaN; then the sign. E5M2 is the top
- * byte of an IEEE half: vcvtph2ps widens it, infinities, NaN and
+ * is ever an operand). E4M3 S.EEEE.MMM as the half S.0EEEE.MMM0000000 (the
+ * byte sign-extended to 16 bits and shifted left by 7, bit 14 cleared)
+ * is 2^-8 times its value, subnormals included (a half subnormal's
+ * mantissa M is M · 2^-24: here 128m · 2^-24 = m · 2^-9 · 2^-8); vcvtph2ps
+ * widens it and a multiply by 2^8 is exact; S.1111.111, which that reads
+ * as ±480, is NaN (0x7fc00000 with the sign). Half-width integer work and
+ * one conversion, where the 32-bit lanes took a dozen operations. E5M2 is
+ * the top byte of an IEEE half: vcvtph2ps widens it, infinities, NaN and
  * subnormals included. */
 static inline __m512 e4m3_16(const uint8_t *p) {
-    __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
-    __m512i mag = _mm512_and_si512(x, _mm512_set1_epi32(0x7f));
-    __m512 f = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_slli_epi32(mag, 20), _mm512_set1_epi32(120 << 23)));
-    f = _mm512_mask_mul_ps(f, _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(8), mag), _mm512_cvtepi32_ps(mag),
-                           _mm512_set1_ps(0x1p-9f));
-    f = _mm512_mask_mov_ps(f, _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7f)), _mm512_set1_ps(NAN));
-    __m512i sign = _mm512_slli_epi32(_mm512_and_si512(x, _mm512_set1_epi32(0x80)), 24);
-    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(f), sign));
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(x), 7), _mm256_set1_epi16((short)0xbfff));
+    __m512 f = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
+    __mmask16 nan = _mm_cmpeq_epi8_mask(_mm_or_si128(x, _mm_set1_epi8((char)0x80)), _mm_set1_epi8(-1));
+    /* (f & sign) | quiet NaN in the NaN lanes */
+    return _mm512_castsi512_ps(_mm512_mask_ternarylogic_epi32(_mm512_castps_si512(f), nan, _mm512_set1_epi32((int)0x80000000u),
+                                                              _mm512_set1_epi32(0x7fc00000), 0xea));
 }
 
 static inline __m512 e5m2_16(const uint8_t *p) {
