@@ -454,6 +454,10 @@ typedef struct attn_run_info {
      * side by side in memory (decode.c, decode_partials); 1: a head an
      * item. Set by the decode kernel only (read where kernel is "decode"). */
     int side_by_side;
+    /* decode: the most pages of a paged cache that one microkernel call
+     * read (rows in a list: decode.c, chunk_scores); 0: no call took a
+     * list. Read where kernel is "decode". */
+    int pages_per_call;
 } attn_run_info;
 
 #endif /* ATTN_BASE_H */
