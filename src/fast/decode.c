@@ -30,9 +30,10 @@
 /* Keys or values not stored as contiguous f32 rows (16-bit the ISA does not
  * stream, or strided) are widened GROUP rows at a time into scratch, so
  * that each microkernel call covers a group, not a row. f32 rows are read
- * where they lie, span by span (a page at a time in a paged cache): the
- * microkernels treat every row alike wherever a call starts, so the
- * results are the same bits however the rows are split into calls. */
+ * where they lie, span by span, or in a paged cache several pages a call
+ * through a list of row pointers (chunk_scores): the microkernels treat
+ * every row alike wherever a call starts, so the results are the same
+ * bits however the rows are split into calls. */
 enum { GROUP = 32 };
 
 /* Whether the ISA's kernels read m's 16-bit rows where they lie. */
