@@ -1230,6 +1230,77 @@ static void test_decode_groups(const char *isa) {
 }
 
 
+/* The list microkernels (dot_rows_list, axpy_rows_list: row j wherever
+ * list[j] points, several pages of a paged cache in one call) give the bits
+ * of dot_rows and axpy_rows (dot_rows16, axpy_rows16) on the same rows
+ * stored one after another: 41 rows of d = 64 and of d = 72 (a partial last
+ * vector), placed in reverse order in memory and read through a list, in
+ * one call and in calls cut at 3, 5, 21 and 37, for every row count and
+ * f32, f16 and bf16; a NaN key gives -1. */
+static void test_decode_lists(const char *isa) {
+    char name[64];
+    const attn_ukernels *uk = kernels_or_skip(isa, name, sizeof name, "decode_rows_list_%s_same_bits_as_dot_axpy_rows", NULL);
+    if (!uk) return;
+    if (!uk->dot_rows_list || !uk->axpy_rows_list) {
+        check(0, name, "the %s set has no list microkernels", isa);
+        return;
+    }
+    enum { R = ATTN_DECODE_MAX_ROWS, N = DG_N, EMAX = 72, LDS = 48 };
+    static const attn_dtype DT[3] = {ATTN_F32, ATTN_F16, ATTN_BF16};
+    static const int64_t CUTS[] = {0, 3, 5, 21, 37, N};
+    static float q[R * EMAX], p[R * LDS], kf[N * EMAX], far_f[N * EMAX], s1[R * LDS], s2[R * LDS];
+    static float a1[R * EMAX], a2[R * EMAX];
+    static uint16_t k16[N * EMAX], far16[N * EMAX];
+    const void *list[N];
+    int diff = 0, bad_nan = 0;
+    for (int i = 0; i < R * EMAX; i++) q[i] = (float)(2 * uniform() - 1);
+    for (int i = 0; i < R * LDS; i++) p[i] = (float)uniform();
+    for (int t = 0; t < 3; t++)
+        for (int64_t E = 64; E <= EMAX; E += 8) {
+            if (t > 0 && !uk->dot_rows16) continue;
+            for (int i = 0; i < N * E; i++) {
+                kf[i] = (float)(2 * uniform() - 1);
+                k16[i] = t == 1 ? attn_f32_to_f16(kf[i]) : attn_f32_to_bf16(kf[i]);
+            }
+            for (int64_t j = 0; j < N; j++) { /* row j at N-1-j: every row in another place */
+                memcpy(far_f + (N - 1 - j) * E, kf + j * E, sizeof(float) * (size_t)E);
+                memcpy(far16 + (N - 1 - j) * E, k16 + j * E, sizeof(uint16_t) * (size_t)E);
+                list[j] = t ? (const void *)(far16 + (N - 1 - j) * E) : (const void *)(far_f + (N - 1 - j) * E);
+            }
+            for (int nq = 1; nq <= R; nq++) {
+                memset(s1, 0, sizeof s1), memset(s2, 0, sizeof s2);
+                float m1 = t ? uk->dot_rows16(s1, LDS, q, nq, k16, E, N, E, t == 1) : uk->dot_rows(s1, LDS, q, nq, kf, E, N, E), m2 = 0;
+                for (size_t c = 0; c + 1 < sizeof CUTS / sizeof CUTS[0]; c++) {
+                    float m = uk->dot_rows_list(s2 + CUTS[c], LDS, q, nq, list + CUTS[c], CUTS[c + 1] - CUTS[c], E, DT[t]);
+                    m2 = m > m2 ? m : m2;
+                }
+                diff += memcmp(s1, s2, sizeof s1) != 0 || m1 != m2;
+                memset(s2, 0, sizeof s2);
+                diff += uk->dot_rows_list(s2, LDS, q, nq, list, N, E, DT[t]) != m1 || memcmp(s1, s2, sizeof s1) != 0;
+                /* the values: acc += p · rows, in one call against cut calls */
+                for (int i = 0; i < R * EMAX; i++) a1[i] = a2[i] = (float)i / 7;
+                if (t) uk->axpy_rows16(a1, p, LDS, nq, k16, E, N, E, t == 1);
+                else uk->axpy_rows(a1, p, LDS, nq, kf, E, N, E);
+                for (size_t c = 0; c + 1 < sizeof CUTS / sizeof CUTS[0]; c++)
+                    uk->axpy_rows_list(a2, p + CUTS[c], LDS, nq, list + CUTS[c], CUTS[c + 1] - CUTS[c], E, DT[t]);
+                diff += memcmp(a1, a2, sizeof a1) != 0;
+                for (int i = 0; i < R * EMAX; i++) a2[i] = (float)i / 7;
+                uk->axpy_rows_list(a2, p, LDS, nq, list, N, E, DT[t]);
+                diff += memcmp(a1, a2, sizeof a1) != 0;
+                /* a NaN in key 20 (a group) and in key 39 (the tail) */
+                for (int at = 0; at < 2; at++) {
+                    int64_t j = at ? 39 : 20, x = (N - 1 - j) * E + 33;
+                    float keep = far_f[x];
+                    uint16_t keep16 = far16[x];
+                    far_f[x] = NAN, far16[x] = t == 1 ? 0x7e00 : 0x7fc0;
+                    bad_nan += uk->dot_rows_list(s2, LDS, q, nq, list, N, E, DT[t]) != -1;
+                    far_f[x] = keep, far16[x] = keep16;
+                }
+            }
+        }
+    check(!diff && !bad_nan, name, "%d calls differ from dot_rows/axpy_rows, %d NaN keys missed", diff, bad_nan);
+}
+
 /* widen16 against the library's scalar conversions, over all 65536 bit
  * patterns of f16 and of bf16, at every offset within a vector (NaNs only
  * need to stay NaN: F16C quiets signaling ones). */
@@ -1995,6 +2066,7 @@ int main(void) {
     test_pvt(EMULATED);
     test_decode_rows(EMULATED);
     test_decode_groups(EMULATED);
+    test_decode_lists(EMULATED);
     test_widen16(EMULATED);
     test_transpose16(EMULATED);
     test_softcap(EMULATED);
@@ -2024,6 +2096,8 @@ int main(void) {
     test_decode_groups("c");
     test_decode_groups("avx2");
     test_decode_groups("avx512");
+    test_decode_lists("avx2");
+    test_decode_lists("avx512");
     test_widen16("c");
     test_widen16("avx2");
     test_widen16("avx512");

@@ -470,6 +470,10 @@ typedef struct attn_run_info {
     /* decode: how q8/q4 values were accumulated (the integer set's
      * value_dot, qdot.h), or NULL (the f32 set's widened values). */
     const char *value_dot;
+    /* decode: the most pages of a paged cache that one microkernel call
+     * read (rows in a list: decode.c, chunk_scores); 0: no call took a
+     * list. Read where kernel is "decode". */
+    int pages_per_call;
 } attn_run_info;
 
 #endif /* ATTN_BASE_H */

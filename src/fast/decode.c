@@ -30,9 +30,10 @@
 /* Keys or values not stored as contiguous f32 rows (16-bit the ISA does not
  * stream, or strided) are widened GROUP rows at a time into scratch, so
  * that each microkernel call covers a group, not a row. f32 rows are read
- * where they lie, span by span (a page at a time in a paged cache): the
- * microkernels treat every row alike wherever a call starts, so the
- * results are the same bits however the rows are split into calls. */
+ * where they lie, span by span, or in a paged cache several pages a call
+ * through a list of row pointers (chunk_scores): the microkernels treat
+ * every row alike wherever a call starts, so the results are the same
+ * bits however the rows are split into calls. */
 enum { GROUP = 32 };
 
 /* Whether the ISA's kernels read m's 16-bit rows where they lie. */
@@ -63,6 +64,7 @@ typedef struct decode_job {
     attn_part_row *parts; /* per worker: the parts of a merge (the chunks, a sink), parts_each apart */
     int64_t parts_each;   /* the most chunks of any job of the batch, + 1 */
     const float *zero;    /* Ev zeros: a sink's part */
+    atomic_int *pages_per_call; /* the most pages one list microkernel call read (verbose), shared by a batch's jobs */
 } decode_job;
 
 /* The rows of the microkernel block that starts at row r0 of an item. */
@@ -128,47 +130,65 @@ static float span_scores(const decode_job *j, float *s, int64_t lds, const float
     return kmax;
 }
 
-/* Paged keys and values are fetched by hand, a step ahead of the
- * microkernels, at every page's start. The hardware prefetcher finds a
- * stream only after a few misses in each 4 KiB page of memory, and it
- * never follows a jump to the next page of the cache: on its own it reads
- * pages of 16 positions (one head's rows of d = 64 in f32 are one run of
- * 4 KiB) at about 40% of the bandwidth of one long run, and pages of 256
- * at about 85% (docs/performance.md). So the first PREFETCH_STEP bytes of
- * each page are prefetched while the last step of the page before is
- * computed (a longer page is computed in two calls, its front and its last
- * step); the rest of a long page is left to the hardware, which has found
- * the stream by then. Dense rows are left to it too: prefetching those by
- * hand was slower. */
-enum { PREFETCH_STEP = 4096, PREFETCH_MIN_ROWS = 16 };
+/* Paged keys and values are fetched by hand, ahead of the microkernels,
+ * at every page's start. The hardware prefetcher finds a stream only after
+ * a few misses in each 4 KiB page of memory, and it never follows a jump
+ * to the next page of the cache: on its own it reads pages of 16 positions
+ * (one head's rows of d = 64 in f32 are one run of 4 KiB) at about 40% of
+ * the bandwidth of one long run, and pages of 256 at about 85%
+ * (docs/performance.md). So the first PREFETCH_STEP bytes of each page
+ * (all of a short page) are prefetched PREFETCH_AHEAD bytes or more before
+ * the microkernels reach them; the rest of a long page is left to the
+ * hardware, which has found the stream by then. Dense rows are left to it
+ * too: prefetching those by hand was slower.
+ * The keys are computed a segment at a time: the rows up to the point
+ * where the next page's start is due to be prefetched, and at least
+ * SEGMENT_BYTES of rows, whose page starts are prefetched together (pages
+ * of 16 positions, d = 64, f32: 2 pages a segment; of 256: a segment from
+ * a little before one page's end to a little before the next's). Where the
+ * ISA has the microkernels over a list of rows (f32, f16, bf16), a
+ * segment's rows go to one call whatever the pages they lie in (LIST_ROWS
+ * at most), else a span (a page) a call. Measured on Zen 4 (one thread,
+ * 16 sequences of 100..8,000 keys, Hk 4, d 64): segments of 8 KiB with
+ * page starts 4 KiB ahead took 0.7-0.9x the time of segments of 16 KiB
+ * with 8 KiB ahead (bursts of 256 prefetches stall the core), and no more
+ * than segments of 4 KiB (0.9-1.0x). */
+enum { PREFETCH_STEP = 4096, PREFETCH_AHEAD = 4096, SEGMENT_BYTES = 8192, LIST_ROWS = 256 };
 
 typedef struct prefetcher {
     const attn_rows *src;
-    int64_t step; /* rows a step; 0: left to the hardware */
-    int64_t next; /* the first row not prefetched yet */
-    int64_t end;  /* the chunk's end */
+    int64_t window; /* rows prefetched at a page's start; 0: all left to the hardware */
+    int64_t ahead;  /* rows between a page start's prefetch and its computation, at least */
+    int64_t least;  /* rows a segment, at least */
+    int64_t next;   /* the first page start not prefetched yet */
+    int64_t end;    /* the chunk's end */
 } prefetcher;
 
 /* The prefetcher of src's n rows from j0. */
 static prefetcher prefetch_start(const attn_rows *src, int64_t j0, int64_t n) {
-    prefetcher f = {src, 0, j0, j0 + n};
-    int64_t row = src->cols * (int64_t)attn_dtype_size(src->dtype);
-    if (src->kind == ATTN_ROWS_DENSE || row < 1) return f;
-    f.step = PREFETCH_STEP / row > PREFETCH_MIN_ROWS ? PREFETCH_STEP / row : PREFETCH_MIN_ROWS;
-    f.next = j0 + f.step; /* the first step's rows: read by the microkernel at once */
+    prefetcher f = {src, 0, 0, n, j0 + n, j0 + n};
+    int64_t row = attn_row_bytes(src->dtype, src->cols), P = src->page_size;
+    if (src->kind != ATTN_ROWS_PAGED || row < 1) return f;
+    f.window = PREFETCH_STEP / row > 1 ? PREFETCH_STEP / row : 1;
+    if (f.window > P) f.window = P;
+    f.ahead = PREFETCH_AHEAD / row > 1 ? PREFETCH_AHEAD / row : 1;
+    f.least = SEGMENT_BYTES / row > 1 ? SEGMENT_BYTES / row : 1;
+    f.next = j0 - j0 % P + P; /* the rows of j0's own page are read at once */
     return f;
 }
 
-/* The span m of k rows at j (to its page's end, or the chunk's): its front
- * when it is longer than a step (m cut to it), else all of it, with the
- * step after it prefetched. Returns the rows to compute now. */
-static int64_t prefetch_step(prefetcher *f, attn_mat *m, int64_t j, int64_t k) {
-    if (!f->step) return k;
-    if (k > f->step) return m->rows = k - f->step;
-    int64_t to = j + k + f->step < f->end ? j + k + f->step : f->end, from = f->next > j + k ? f->next : j + k;
-    if (from < to) attn_prefetch_kv(f->src, from, to - from);
-    if (to > f->next) f->next = to;
-    return k;
+/* The end of the segment from row j: f->least rows on (to the chunk's
+ * end), or further, to f->ahead rows before the next page start not
+ * prefetched yet; the page starts up to f->ahead rows past j + f->least
+ * are prefetched now (each between f->ahead and f->ahead + f->least rows
+ * before it is computed). */
+static int64_t prefetch_segment(prefetcher *f, int64_t j) {
+    if (!f->window) return f->end;
+    int64_t e = j + f->least > f->next - f->ahead ? j + f->least : f->next - f->ahead;
+    if (e > f->end) e = f->end;
+    for (; f->next < f->end && f->next <= j + f->least + f->ahead; f->next += f->src->page_size)
+        attn_prefetch_kv(f->src, f->next, f->end - f->next < f->window ? f->end - f->next : f->window);
+    return e;
 }
 
 /* Whether the job's keys quantized per channel (src) are scored by the
@@ -190,32 +210,77 @@ static float group_scores(const decode_job *j, float *s, int64_t lds, const floa
     return kmax;
 }
 
-/* The scores of the chunk's `last` keys from j0, span by span: f32 rows in
- * place, groups of keys quantized per channel through group_scores where
- * the integer set reads them, others through span_scores (qq: the queries
- * quantized for the integer dot product kernel, or NULL). */
+/* Whether the ISA's list microkernels take src's rows: paged f32, f16 or
+ * bf16 rows of contiguous columns. */
+static bool lists_rows(const attn_ukernels *uk, const attn_rows *src) {
+    return src->kind == ATTN_ROWS_PAGED && uk->dot_rows_list && uk->axpy_rows_list &&
+           (src->dtype == ATTN_F32 || src->dtype == ATTN_F16 || src->dtype == ATTN_BF16);
+}
+
+/* list[i] = the row of position j + i of src, for i < n <= LIST_ROWS;
+ * *pages: the pages (spans) they lie in. */
+static void list_rows(const void **list, const attn_rows *src, int64_t j, int64_t n, int *pages) {
+    int64_t unit = attn_stride_unit(src->dtype);
+    *pages = 0;
+    for (int64_t i = 0; i < n; (*pages)++) {
+        attn_mat m;
+        int64_t k = attn_rows_span(src, j + i, n - i, &m);
+        for (int64_t r = 0; r < k; r++) list[i + r] = m.base + r * m.rs * unit;
+        i += k;
+    }
+}
+
+/* The most pages one microkernel call read, kept in the job (verbose). */
+static void note_pages(const decode_job *j, int pages) {
+    int was = atomic_load_explicit(j->pages_per_call, memory_order_relaxed);
+    while (pages > was && !atomic_compare_exchange_weak_explicit(j->pages_per_call, &was, pages, memory_order_relaxed,
+                                                                 memory_order_relaxed)) {
+    }
+}
+
+/* The scores of the chunk's `last` keys from j0, segment by segment: in
+ * lists of rows, or span by span: f32 rows in place, groups of keys
+ * quantized per channel through group_scores where the integer set reads
+ * them, others through span_scores (qq: the queries quantized for the
+ * integer dot product kernel, or NULL). */
 static float chunk_scores(const decode_job *j, float *s, int64_t lds, const float *q, const attn_qrows *qq,
-                          const attn_problem *p, int64_t j0, int64_t last, float *tmp) {
+                          const attn_problem *p, int64_t j0, int64_t last, float *tmp, const void **list) {
     float kmax = 0;
-    bool groups = reads_groups(j, &p->k);
+    int most = 0;
+    bool lists = lists_rows(j->uk, &p->k), groups = reads_groups(j, &p->k);
     prefetcher f = prefetch_start(&p->k, j0, last);
     for (int64_t c = 0; c < last && kmax >= 0;) {
-        attn_mat m;
-        if (groups && j0 + c < p->k.full) { /* the groups' rows up to the page's end, the chunk's or the groups' */
-            int64_t t, at = j0 + c, P = p->k.page_size, k = last - c;
-            const void *group = attn_grouped_at(&p->k, at, &t);
-            if (k > P - at % P) k = P - at % P;
-            if (k > p->k.full - at) k = p->k.full - at;
-            kmax = attn_absmax_join(kmax, group_scores(j, s + c, lds, q, group, p->k.row_step, t, k, p->k.dtype));
+        int64_t e = prefetch_segment(&f, j0 + c) - j0;
+        while (c < e && kmax >= 0) {
+            if (groups && j0 + c < p->k.full) { /* the groups' rows up to the page's end, the segment's or the groups' */
+                int64_t t, at = j0 + c, P = p->k.page_size, k = e - c;
+                const void *group = attn_grouped_at(&p->k, at, &t);
+                if (k > P - at % P) k = P - at % P;
+                if (k > p->k.full - at) k = p->k.full - at;
+                kmax = attn_absmax_join(kmax, group_scores(j, s + c, lds, q, group, p->k.row_step, t, k, p->k.dtype));
+                c += k;
+                continue;
+            }
+            if (lists) {
+                int64_t n = e - c < LIST_ROWS ? e - c : LIST_ROWS;
+                int pages;
+                list_rows(list, &p->k, j0 + c, n, &pages);
+                most = pages > most ? pages : most;
+                for (int64_t r0 = 0; r0 < j->R && kmax >= 0; r0 += ATTN_DECODE_MAX_ROWS)
+                    kmax = attn_absmax_join(kmax, j->uk->dot_rows_list(s + r0 * lds + c, lds, q + r0 * j->E,
+                                                                       row_block(j, r0), list, n, j->E, p->k.dtype));
+                c += n;
+                continue;
+            }
+            attn_mat m;
+            int64_t k = attn_rows_span(&p->k, j0 + c, e - c, &m);
+            if (m.dtype == ATTN_F32 && m.cs == 1)
+                kmax = attn_absmax_join(kmax, rows_scores(j, s + c, lds, q, (const float *)(const void *)m.base, m.rs, k));
+            else kmax = attn_absmax_join(kmax, span_scores(j, s + c, lds, q, qq, &m, k, tmp));
             c += k;
-            continue;
         }
-        int64_t k = prefetch_step(&f, &m, j0 + c, attn_rows_span(&p->k, j0 + c, last - c, &m));
-        if (m.dtype == ATTN_F32 && m.cs == 1)
-            kmax = attn_absmax_join(kmax, rows_scores(j, s + c, lds, q, (const float *)(const void *)m.base, m.rs, k));
-        else kmax = attn_absmax_join(kmax, span_scores(j, s + c, lds, q, qq, &m, k, tmp));
-        c += k;
     }
+    if (most > 0) note_pages(j, most);
     return kmax;
 }
 
@@ -250,16 +315,32 @@ static void span_values(const decode_job *j, float *acc, const float *s, int64_t
     }
 }
 
-/* acc += the weights · the chunk's `last` values from j0, span by span. */
+/* acc += the weights · the chunk's `last` values from j0, segment by
+ * segment as chunk_scores goes. */
 static void chunk_values(const decode_job *j, float *acc, const float *s, int64_t lds, const attn_problem *p,
-                         int64_t j0, int64_t last, float *tmp) {
+                         int64_t j0, int64_t last, float *tmp, const void **list) {
+    bool lists = lists_rows(j->uk, &p->v);
     prefetcher f = prefetch_start(&p->v, j0, last);
     for (int64_t c = 0; c < last;) {
-        attn_mat m;
-        int64_t k = prefetch_step(&f, &m, j0 + c, attn_rows_span(&p->v, j0 + c, last - c, &m));
-        if (m.dtype == ATTN_F32 && m.cs == 1) rows_values(j, acc, s + c, lds, (const float *)(const void *)m.base, m.rs, k);
-        else span_values(j, acc, s + c, lds, &m, k, tmp);
-        c += k;
+        int64_t e = prefetch_segment(&f, j0 + c) - j0;
+        while (c < e) {
+            if (lists) {
+                int64_t n = e - c < LIST_ROWS ? e - c : LIST_ROWS;
+                int pages;
+                list_rows(list, &p->v, j0 + c, n, &pages);
+                for (int64_t r0 = 0; r0 < j->R; r0 += ATTN_DECODE_MAX_ROWS)
+                    j->uk->axpy_rows_list(acc + r0 * j->Ev, s + r0 * lds + c, lds, row_block(j, r0), list, n, j->Ev,
+                                          p->v.dtype);
+                c += n;
+                continue;
+            }
+            attn_mat m;
+            int64_t k = attn_rows_span(&p->v, j0 + c, e - c, &m);
+            if (m.dtype == ATTN_F32 && m.cs == 1)
+                rows_values(j, acc, s + c, lds, (const float *)(const void *)m.base, m.rs, k);
+            else span_values(j, acc, s + c, lds, &m, k, tmp);
+            c += k;
+        }
     }
 }
 /* One group's partial in the making: the G query heads of group g
@@ -319,10 +400,11 @@ static bool partial_begin(const decode_job *j, partial *pt, int64_t g, const att
 
 /* The scores of the partial's keys j0 + c .. j0 + c + k - 1 (kmax: their
  * max |k|, joined). */
-static void partial_scores(const decode_job *j, partial *pt, int64_t j0, int64_t c, int64_t k, float *tmp) {
+static void partial_scores(const decode_job *j, partial *pt, int64_t j0, int64_t c, int64_t k, float *tmp,
+                           const void **list) {
     int64_t lds = attn_round_up(j->chunk, ATTN_VL_MAX);
     if (pt->kmax >= 0)
-        pt->kmax = attn_absmax_join(pt->kmax, chunk_scores(j, pt->s + c, lds, pt->q, pt->qq, &pt->p[0], j0 + c, k, tmp));
+        pt->kmax = attn_absmax_join(pt->kmax, chunk_scores(j, pt->s + c, lds, pt->q, pt->qq, &pt->p[0], j0 + c, k, tmp, list));
 }
 
 /* The scores' masks, variants and softmax: s becomes the weights, m and l
@@ -379,6 +461,7 @@ static void decode_partials(const decode_job *j, int64_t g0, int64_t ng, int64_t
     int64_t R = j->R, E = j->E, lds = attn_round_up(j->chunk, ATTN_VL_MAX), S = p[0].k.rows;
     int64_t j0 = chunk * j->chunk, n = S - j0 < j->chunk ? S - j0 : j->chunk, most = 0;
     float *scratch = j->scratch + worker * j->ws_floats, *tmp = scratch + ng * (R * E + R * lds); /* tmp: GROUP rows */
+    const void **list = (const void **)(void *)(scratch + j->ws_floats - 2 * LIST_ROWS); /* the scratch's last floats */
     partial pt[MAX_GROUPS];
     bool live[MAX_GROUPS];
     for (int64_t t = 0; t < ng; t++) {
@@ -389,13 +472,13 @@ static void decode_partials(const decode_job *j, int64_t g0, int64_t ng, int64_t
     int64_t step = ng == 1 ? most : j->stretch;
     for (int64_t c = 0; c < most; c += step)
         for (int64_t t = 0; t < ng; t++)
-            if (live[t] && c < pt[t].last) partial_scores(j, &pt[t], j0, c, pt[t].last - c < step ? pt[t].last - c : step, tmp);
+            if (live[t] && c < pt[t].last) partial_scores(j, &pt[t], j0, c, pt[t].last - c < step ? pt[t].last - c : step, tmp, list);
     for (int64_t t = 0; t < ng; t++) live[t] = live[t] && partial_softmax(j, &pt[t], j0);
     for (int64_t c = 0; c < most; c += step)
         for (int64_t t = 0; t < ng; t++)
             if (live[t] && c < pt[t].last)
                 chunk_values(j, pt[t].acc, pt[t].s + c, lds, &pt[t].p[0], j0 + c,
-                             pt[t].last - c < step ? pt[t].last - c : step, tmp);
+                             pt[t].last - c < step ? pt[t].last - c : step, tmp, list);
     /* The partials' outputs, acc / l, for attn_merge_row. */
     for (int64_t t = 0; t < ng; t++)
         for (int64_t r = 0; live[t] && r < R; r++)
@@ -587,7 +670,8 @@ static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *er
         j->stretch = 4096 / bytes < 8 ? 16 : 4096 / bytes > 64 ? 64 : 4096 / bytes;
     }
     j->ws_floats = attn_round_up(j->ng * (j->R * j->E + j->R * attn_round_up(j->chunk, ATTN_VL_MAX)) +
-                                     GROUP * (j->E + j->Ev) + j->R * j->E / 4 + 2 * j->R * (j->E / ATTN_QBLOCK + 1), 16);
+                                     GROUP * (j->E + j->Ev) + j->R * j->E / 4 + 2 * j->R * (j->E / ATTN_QBLOCK + 1), 16) +
+                  2 * LIST_ROWS; /* last: a list of rows' pointers (chunk_scores), two floats each */
     attn_arena *a = sl->arena;
     j->partials = attn_arena_alloc(a, (size_t)floats, sizeof(float));
     j->bad = attn_arena_alloc(a, (size_t)groups, sizeof *j->bad);
@@ -635,24 +719,26 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
     int64_t parts_each = attn_round_up(max_chunks + 1, 4);
     attn_part_row *parts = attn_arena_alloc(a, (size_t)parts_each * (size_t)(workers > 0 ? workers : 1), sizeof *parts);
     float *zero = attn_arena_alloc(a, (size_t)max_ev, sizeof(float));
+    atomic_int *pages = attn_arena_alloc(a, 1, sizeof *pages);
     /* The exact kernel's scratch, for slices that fall back to it: taken
      * now, so that running out of memory never leaves an output half done. */
     double *work = work_words > 0 ? attn_arena_alloc(a, (size_t)work_words, sizeof(double)) : NULL;
     if (a->measure) return ATTN_OK;
-    if (!scratch || !parts || !zero || !work)
+    if (!scratch || !parts || !zero || !pages || !work)
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the decode path's scratch");
     memset(zero, 0, sizeof(float) * (size_t)max_ev);
+    atomic_init(pages, 0);
     for (int64_t c = 0; c < n_calls; c++) {
         jobs[c].scratch = scratch, jobs[c].ws_floats = ws, jobs[c].parts = parts, jobs[c].parts_each = parts_each;
-        jobs[c].zero = zero;
+        jobs[c].zero = zero, jobs[c].pages_per_call = pages;
         for (int64_t g = 0; g < sls[c]->count / jobs[c].G; g++) atomic_init(&jobs[c].bad[g], 0), atomic_init(&jobs[c].done[g], 0);
         for (int64_t s = 0; s < sls[c]->count; s++) atomic_init(&jobs[c].redo[s], 0);
     }
     decode_batch b = {jobs, first, n_calls};
     info->threads = attn_parallel_for(workers, items, batch_item, &b), info->threads_given = given;
     info->kernel = "decode", info->isa = jobs[0].uk->name, info->bf16 = NULL, info->key_dot = NULL, info->value_dot = NULL;
-    info->side_by_side = 1;
+    info->side_by_side = 1, info->pages_per_call = atomic_load(pages);
     for (int64_t c = 0; c < n_calls; c++) { /* KV heads an item read: its groups' query heads over a KV head's */
         int64_t kv = jobs[c].ng * jobs[c].G / (sls[c]->co.shape[2] / sls[c]->ck.shape[2]);
         if (kv > info->side_by_side) info->side_by_side = (int)kv;

@@ -107,6 +107,16 @@ typedef struct attn_ukernels {
                         int64_t E, bool q4);
     void (*axpy_rows_q)(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
                         int64_t Ev, bool q4);
+    /* dot_rows and axpy_rows (dot_rows16, axpy_rows16) with row j of the keys
+     * or values at k[j] (v[j]) wherever it lies: rows of dtype f32, f16 or
+     * bf16 in several pages of a paged cache read in one call, the
+     * accumulators kept in registers across the pages. Bitwise the same as
+     * calls over the rows page by page. NULL for the portable kernels:
+     * decode calls dot_rows and axpy_rows a page at a time. */
+    float (*dot_rows_list)(float *s, int64_t lds, const float *q, int nq, const void *const *k, int64_t n, int64_t E,
+                           attn_dtype dtype);
+    void (*axpy_rows_list)(float *acc, const float *p, int64_t ldp, int nq, const void *const *v, int64_t n,
+                           int64_t Ev, attn_dtype dtype);
 
     /* dst[i] = src[i] for i < n (any n), src IEEE half (f16) or bfloat16:
      * widening is exact, so every ISA gives the same floats. */

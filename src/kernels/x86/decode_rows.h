@@ -85,6 +85,17 @@ DECODE_INLINE const void *row_kv(const void *p, int64_t j, int64_t ld, const int
                        : (const void *)((const uint16_t *)p + j * ld);
 }
 
+/* Row j of a source of rows: of a strided matrix at p (row stride ld), or,
+ * when `list`, the j-th of the row pointers at p (rows anywhere: the pages
+ * of a paged cache, several in one call); and the source from row j on. */
+DECODE_INLINE const void *src_row(const void *p, int64_t j, int64_t ld, const int kind, const bool list) {
+    return list ? ((const void *const *)p)[j] : row_kv(p, j, ld, kind);
+}
+
+DECODE_INLINE const void *src_from(const void *p, int64_t j, int64_t ld, const int kind, const bool list) {
+    return list ? (const void *)((const void *const *)p + j) : row_kv(p, j, ld, kind);
+}
+
 /* big = max(big, |kv[t]|) for t < nk: the nk vectors' maximum first, so
  * that big waits on one operation a step, not nk. */
 DECODE_INLINE void keys_absmax(V *big, const V *kv, const int nk) {
@@ -143,7 +154,7 @@ DECODE_INLINE void dot_keys(V acc[4][DECODE_NQ], const float *q, const void *con
  * The last n % VL keys go one at a time, summed by V_HSUM to the same
  * bits, so a key's score does not depend on where a call starts or ends. */
 DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const void *k, int64_t ld, int64_t n,
-                                int64_t E, const int nq, const int kind) {
+                                int64_t E, const int nq, const int kind, const bool list) {
     const int kb = DOT_KB(nq), blocks = kb > 0 ? VL / kb : 0;
     V big = V_ZERO();
     VBAD bad = V_BAD_NONE;
@@ -153,7 +164,7 @@ DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const voi
         for (int b = 0; b < blocks; b++) {
             const void *kr[4];
 #pragma GCC unroll 4
-            for (int t = 0; t < kb; t++) kr[t] = row_kv(k, j + b * kb + t, ld, kind);
+            for (int t = 0; t < kb; t++) kr[t] = src_row(k, j + b * kb + t, ld, kind, list);
             V acc[4][DECODE_NQ];
             dot_keys(acc, q, kr, E, nq, kb, kind, &big);
 #pragma GCC unroll 8
@@ -171,7 +182,7 @@ DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const voi
     }
     bool nan = false;
     for (; j < n; j++) {
-        const void *kr[1] = {row_kv(k, j, ld, kind)};
+        const void *kr[1] = {src_row(k, j, ld, kind, list)};
         V acc[4][DECODE_NQ];
         dot_keys(acc, q, kr, E, nq, 1, kind, &big);
 #pragma GCC unroll 8
@@ -186,7 +197,8 @@ DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const voi
  * for i < nq, over cb vectors of columns (tail > 0: one vector holding the
  * last tail < VL columns). */
 DECODE_INLINE void axpy_block(float *acc, const float *p, int64_t ldp, const void *v, int64_t ld, int64_t n,
-                              int64_t Ev, int64_t e0, const int nq, const int cb, int tail, const int kind) {
+                              int64_t Ev, int64_t e0, const int nq, const int cb, int tail, const int kind,
+                              const bool list) {
     V a[4][8];
 #pragma GCC unroll 8
     for (int i = 0; i < nq; i++)
@@ -194,7 +206,7 @@ DECODE_INLINE void axpy_block(float *acc, const float *p, int64_t ldp, const voi
         for (int t = 0; t < cb; t++)
             a[i][t] = tail ? V_LOADN(acc + i * Ev + e0, tail) : V_LOAD(acc + i * Ev + e0 + t * VL);
     for (int64_t j = 0; j < n; j++) {
-        const void *vj = row_kv(v, j, ld, kind);
+        const void *vj = src_row(v, j, ld, kind, list);
         V vv[8];
 #pragma GCC unroll 8
         for (int t = 0; t < cb; t++) {
@@ -221,123 +233,148 @@ DECODE_INLINE void axpy_block(float *acc, const float *p, int64_t ldp, const voi
  * value rows stay in L1 while the column blocks pass over them, so v is read
  * from memory once whatever the number of column blocks. */
 DECODE_INLINE void axpy_rows_nq(float *acc, const float *p, int64_t ldp, const void *v, int64_t ld, int64_t n,
-                                int64_t Ev, const int nq, const int kind) {
+                                int64_t Ev, const int nq, const int kind, const bool list) {
     const int cb = AXPY_CB(nq);
     int64_t group = Ev <= cb * VL ? n : 16384 / (4 * Ev) > 16 ? 16384 / (4 * Ev) : 16;
     for (int64_t j0 = 0; j0 < n; j0 += group) {
         int64_t nk = n - j0 < group ? n - j0 : group, e0 = 0;
         const float *pj = p + j0;
-        const void *vj = row_kv(v, j0, ld, kind);
-        for (; e0 + cb * VL <= Ev; e0 += cb * VL) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, cb, 0, kind);
+        const void *vj = src_from(v, j0, ld, kind, list);
+        for (; e0 + cb * VL <= Ev; e0 += cb * VL) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, cb, 0, kind, list);
         /* Fewer than cb whole vectors left: at most one block each of 4, 2, 1. */
-        if (cb > 4 && e0 + 4 * VL <= Ev) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, 4, 0, kind), e0 += 4 * VL;
-        if (cb > 2 && e0 + 2 * VL <= Ev) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, 2, 0, kind), e0 += 2 * VL;
-        if (cb > 1 && e0 + VL <= Ev) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, 1, 0, kind), e0 += VL;
-        if (e0 < Ev) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, 1, (int)(Ev - e0), kind);
+        if (cb > 4 && e0 + 4 * VL <= Ev) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, 4, 0, kind, list), e0 += 4 * VL;
+        if (cb > 2 && e0 + 2 * VL <= Ev) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, 2, 0, kind, list), e0 += 2 * VL;
+        if (cb > 1 && e0 + VL <= Ev) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, 1, 0, kind, list), e0 += VL;
+        if (e0 < Ev) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, 1, (int)(Ev - e0), kind, list);
     }
 }
 
 /* The bodies for every row count (and kind): dot_rows up to DECODE_NQ
  * rows at once, axpy_rows up to 4. (axpy_rows' weights are broadcast once
  * per row and column block, so more rows in fewer column blocks save it
- * nothing; dot_rows loads each key once for all its rows.) */
-#define ROWS_1_3(CALL, kind)                                                                       \
-    case 1: CALL(1, kind);                                                                         \
-    case 2: CALL(2, kind);                                                                         \
-    case 3: CALL(3, kind);
+ * nothing; dot_rows loads each key once for all its rows.) `list`: rows
+ * given as a list of pointers (f32 and 16-bit kinds only). */
+#define ROWS_1_3(CALL, kind, list)                                                                 \
+    case 1: CALL(1, kind, list);                                                                   \
+    case 2: CALL(2, kind, list);                                                                   \
+    case 3: CALL(3, kind, list);
 #if DECODE_NQ > 4
-#define ROWS_4_7(CALL, kind)                                                                       \
-    case 4: CALL(4, kind);                                                                         \
-    case 5: CALL(5, kind);                                                                         \
-    case 6: CALL(6, kind);                                                                         \
-    case 7: CALL(7, kind);
+#define ROWS_4_7(CALL, kind, list)                                                                 \
+    case 4: CALL(4, kind, list);                                                                   \
+    case 5: CALL(5, kind, list);                                                                   \
+    case 6: CALL(6, kind, list);                                                                   \
+    case 7: CALL(7, kind, list);
 #else
-#define ROWS_4_7(CALL, kind)
+#define ROWS_4_7(CALL, kind, list)
 #endif
-#define DOT_SWITCH(kind)                                                                           \
+#define DOT_SWITCH(kind, list)                                                                     \
     switch (nq) {                                                                                  \
-        ROWS_1_3(DOT_CALL, kind)                                                                   \
-        ROWS_4_7(DOT_CALL, kind)                                                                   \
-    default: DOT_CALL(DECODE_NQ, kind);                                                            \
+        ROWS_1_3(DOT_CALL, kind, list)                                                             \
+        ROWS_4_7(DOT_CALL, kind, list)                                                             \
+    default: DOT_CALL(DECODE_NQ, kind, list);                                                      \
     }
-#define AXPY_SWITCH(kind)                                                                          \
+#define AXPY_SWITCH(kind, list)                                                                    \
     switch (nq) {                                                                                  \
-        ROWS_1_3(AXPY_CALL, kind)                                                                  \
-    default: AXPY_CALL(4, kind);                                                                   \
+        ROWS_1_3(AXPY_CALL, kind, list)                                                            \
+    default: AXPY_CALL(4, kind, list);                                                             \
     }
-#define DOT_CALL(NQ, kind) return dot_rows_nq(s, lds, q, k, ld, n, E, NQ, kind)
-#define AXPY_CALL(NQ, kind)                                                                        \
+#define DOT_CALL(NQ, kind, list) return dot_rows_nq(s, lds, q, k, ld, n, E, NQ, kind, list)
+#define AXPY_CALL(NQ, kind, list)                                                                  \
     do {                                                                                           \
-        axpy_rows_nq(acc, p, ldp, v, ld, n, Ev, NQ, kind);                                         \
+        axpy_rows_nq(acc, p, ldp, v, ld, n, Ev, NQ, kind, list);                                   \
         return;                                                                                    \
     } while (0)
 
-/* nq <= DECODE_NQ rows (axpy: 4); kind 0 f32, 1 f16, 2 bf16, 3 q8, 4 q4. */
+/* nq <= DECODE_NQ rows (axpy: 4); kind 0 f32, 1 f16, 2 bf16, 3 q8, 4 q4;
+ * list: k (v) a list of row pointers, kind 0 to 2. */
 static float dot_block(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
-                       int64_t E, int kind) {
-    if (kind == 1) DOT_SWITCH(1)
-    if (kind == 2) DOT_SWITCH(2)
-    if (kind == 3) DOT_SWITCH(3)
-    if (kind == 4) DOT_SWITCH(4)
-    DOT_SWITCH(0)
+                       int64_t E, int kind, bool list) {
+    if (list) {
+        if (kind == 1) DOT_SWITCH(1, true)
+        if (kind == 2) DOT_SWITCH(2, true)
+        DOT_SWITCH(0, true)
+    }
+    if (kind == 1) DOT_SWITCH(1, false)
+    if (kind == 2) DOT_SWITCH(2, false)
+    if (kind == 3) DOT_SWITCH(3, false)
+    if (kind == 4) DOT_SWITCH(4, false)
+    DOT_SWITCH(0, false)
 }
 
 static void axpy_block_rows(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
-                            int64_t Ev, int kind) {
-    if (kind == 1) AXPY_SWITCH(1)
-    if (kind == 2) AXPY_SWITCH(2)
-    if (kind == 3) AXPY_SWITCH(3)
-    if (kind == 4) AXPY_SWITCH(4)
-    AXPY_SWITCH(0)
+                            int64_t Ev, int kind, bool list) {
+    if (list) {
+        if (kind == 1) AXPY_SWITCH(1, true)
+        if (kind == 2) AXPY_SWITCH(2, true)
+        AXPY_SWITCH(0, true)
+    }
+    if (kind == 1) AXPY_SWITCH(1, false)
+    if (kind == 2) AXPY_SWITCH(2, false)
+    if (kind == 3) AXPY_SWITCH(3, false)
+    if (kind == 4) AXPY_SWITCH(4, false)
+    AXPY_SWITCH(0, false)
 }
 
 /* Up to ATTN_DECODE_MAX_ROWS rows, DECODE_NQ at a time (axpy: 4), the keys
  * or values read again from L1 for a second block. */
 static float dot_any(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n, int64_t E,
-                     int kind) {
+                     int kind, bool list) {
     float most = 0;
     for (int r0 = 0; r0 < nq && most >= 0; r0 += DECODE_NQ) {
         float b = dot_block(s + r0 * lds, lds, q + r0 * E, nq - r0 < DECODE_NQ ? nq - r0 : DECODE_NQ, k, ld, n, E,
-                            kind);
+                            kind, list);
         most = b < 0 ? -1.0f : b > most ? b : most;
     }
     return most;
 }
 
 static void axpy_any(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
-                     int64_t Ev, int kind) {
+                     int64_t Ev, int kind, bool list) {
     for (int r0 = 0; r0 < nq; r0 += 4)
-        axpy_block_rows(acc + r0 * Ev, p + r0 * ldp, ldp, nq - r0 < 4 ? nq - r0 : 4, v, ld, n, Ev, kind);
+        axpy_block_rows(acc + r0 * Ev, p + r0 * ldp, ldp, nq - r0 < 4 ? nq - r0 : 4, v, ld, n, Ev, kind, list);
 }
 
 static float dot_rows(float *s, int64_t lds, const float *q, int nq, const float *k, int64_t ld, int64_t n,
                       int64_t E) {
-    return dot_any(s, lds, q, nq, k, ld, n, E, 0);
+    return dot_any(s, lds, q, nq, k, ld, n, E, 0, false);
 }
 
 static float dot_rows16(float *s, int64_t lds, const float *q, int nq, const uint16_t *k, int64_t ld, int64_t n,
                         int64_t E, bool f16) {
-    return dot_any(s, lds, q, nq, k, ld, n, E, f16 ? 1 : 2);
+    return dot_any(s, lds, q, nq, k, ld, n, E, f16 ? 1 : 2, false);
 }
 
 static void axpy_rows(float *acc, const float *p, int64_t ldp, int nq, const float *v, int64_t ld, int64_t n,
                       int64_t Ev) {
-    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, 0);
+    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, 0, false);
 }
 
 static void axpy_rows16(float *acc, const float *p, int64_t ldp, int nq, const uint16_t *v, int64_t ld, int64_t n,
                         int64_t Ev, bool f16) {
-    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, f16 ? 1 : 2);
+    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, f16 ? 1 : 2, false);
 }
 
 static float dot_rows_q(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
                         int64_t E, bool q4) {
-    return dot_any(s, lds, q, nq, k, ld, n, E, q4 ? 4 : 3);
+    return dot_any(s, lds, q, nq, k, ld, n, E, q4 ? 4 : 3, false);
 }
 
 static void axpy_rows_q(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
                         int64_t Ev, bool q4) {
-    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, q4 ? 4 : 3);
+    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, q4 ? 4 : 3, false);
+}
+
+/* Rows anywhere, one pointer each (f32, f16 or bf16; ukernel.h). */
+static int list_kind(attn_dtype dtype) { return dtype == ATTN_F16 ? 1 : dtype == ATTN_BF16 ? 2 : 0; }
+
+static float dot_rows_list(float *s, int64_t lds, const float *q, int nq, const void *const *k, int64_t n, int64_t E,
+                           attn_dtype dtype) {
+    return dot_any(s, lds, q, nq, k, 0, n, E, list_kind(dtype), true);
+}
+
+static void axpy_rows_list(float *acc, const float *p, int64_t ldp, int nq, const void *const *v, int64_t n,
+                           int64_t Ev, attn_dtype dtype) {
+    axpy_any(acc, p, ldp, nq, v, 0, n, Ev, list_kind(dtype), true);
 }
 
 #endif /* ATTN_DECODE_ROWS_H */

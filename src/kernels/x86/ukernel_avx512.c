@@ -306,9 +306,13 @@ static inline __m512 hsum512_group(const __m512 *h, int kb) {
 #define V_BAD_ANY(bad) ((bad) != 0)
 #define V_HSUM(v) hsum512(v)
 #define V_FOLD(a, b) fold512(a, b)
-/* Keys at once in dot_rows: 4 (4 × nq accumulators, the keys, q) while the
- * registers hold them; 1 row is memory-bound, fastest a key at a time. */
-#define DOT_KB(nq) ((nq) == 1 ? 0 : (nq) <= 5 ? 4 : 2)
+/* Keys at once in dot_rows: one, for every row count. Four keys at once
+ * (their sums by the shuffle tree) took 0.9x the time of one at a time with
+ * the keys in L2 or L3, but 1.5-2x with them streamed from memory (3 to 8
+ * query rows, Zen 4; docs/performance.md): the four rows' vectors loaded
+ * in turn defeat the prefetchers, and a decode step's keys come from
+ * memory. (The same bits either way.) */
+#define DOT_KB(nq) 0
 #ifdef ATTN_INTRINSICS_FROM_SIMDE
 #define V_KEEP(x) ((void)0)
 #else /* one load of a key vector for all its uses (GCC would fold it into each) */
@@ -403,6 +407,8 @@ const attn_ukernels attn_ukernels_avx512 = {
     .widen_quant = attn_widen_quant_avx512,
     .dot_rows_q = dot_rows_q,
     .axpy_rows_q = axpy_rows_q,
+    .dot_rows_list = dot_rows_list,
+    .axpy_rows_list = axpy_rows_list,
     .softcap = softcap_avx512,
     .alibi = alibi_avx512,
     .exp2 = exp2_avx512,
