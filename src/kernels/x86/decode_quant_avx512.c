@@ -4,7 +4,10 @@
  * the unsigned bytes k + 128 (k XOR 0x80), and the query row's bias takes
  * 128 · Σ c_q back; q4 codes are unsigned as stored (bias 8 · Σ c_q).
  * And the values of q8/q4 rows for decode, with the block scales folded
- * into the weights. */
+ * into the weights: in f32 FMAs (attn_qdot_avx512vnni) or, where the CPU
+ * has AVX512-BF16 too, two keys a VDPBF16PS (attn_qdot_avx512vnni_bf16;
+ * this file is compiled with -mavx512bf16, and dispatch.c runs that set's
+ * code only on such CPUs). */
 #ifdef ATTN_HAVE_X86_KERNELS
 #include "base/base.h"
 #include "kernels/qdot.h"
