@@ -436,9 +436,10 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  * relative 0.4% of the weights, below q8's own rounding of each value
  * (half a step, max |v| / 254 of its block). Otherwise (AVX512-VNNI
  * alone: value_dot=f32_avx512) p_j · d_j is an f32 product and each code
- * one FMA, within f32's bound. Pages of an odd number of positions pair
- * the keys differently from a contiguous cache, so their results may
- * differ in the last bits; even-sized pages give the same bits.
+ * one FMA, within f32's bound. The pairs are the same however the rows
+ * are stored: a page of an odd number of positions pairs its last key with
+ * the next page's first, so a paged cache gives the bits of a contiguous
+ * one.
  * The portable C kernels (ATTN_ISA=c), and any process started with the
  * environment variable ATTN_QDOT=widen, widen q8 and q4 keys and values
  * instead: bitwise the f32 kernels on the widened rows. */

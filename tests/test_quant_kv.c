@@ -348,6 +348,73 @@ static void test_varlen(attn_dtype format) {
     free(kp), free(vp), free(table), free(q), free(out), free(lse), free(one), free(one_lse);
 }
 
+/* Pages of an odd number of positions (17) against one contiguous cache of
+ * the same rows: attention bitwise equal, for one query and for three
+ * (bottom-right causal, GQA), with 1 and 3 threads. Where the integer set
+ * pairs two keys' values per instruction (value_dot bf16), a page's last
+ * key pairs with the next page's first, as it does in the contiguous
+ * cache (decode.c, pair_across). */
+static void test_odd_pages(attn_dtype format) {
+    enum { HK = 2, HQ = 4, E = 64, N = 151, P = 17 };
+    char name[96];
+    const char *fm = attn_dtype_name(format);
+    attn_kv_pages_desc pd = attn_kv_pages_desc_default();
+    pd.heads = HK, pd.key_dim = E, pd.value_dim = E, pd.dtype = format, pd.page_size = P;
+    pd.num_pages = (N + P - 1) / P, pd.max_sequences = 1;
+    attn_kv_cache_desc cd = attn_kv_cache_desc_default();
+    cd.heads = HK, cd.key_dim = E, cd.value_dim = E, cd.dtype = format, cd.capacity = N;
+    size_t pbytes = 0, cbytes = 0;
+    attn_error err = {0};
+    attn_kv_pages *pool = NULL;
+    attn_kv_cache *cache = NULL;
+    void *pmem = NULL, *cmem = NULL;
+    float *kf = rows_of(N * HK, E, true), *vf = rows_of(N * HK, E, false); /* (N, Hk, E) */
+    int64_t seq = 0, sh[3] = {N, HK, E}, cu[2] = {0, N}, shc[3] = {HK, N, E}, stc[3] = {E, HK * E, 1};
+    attn_tensor tk, tv, ck, cv;
+    attn_tensor_init(&tk, kf, ATTN_F32, 3, sh, NULL, NULL), attn_tensor_init(&tv, vf, ATTN_F32, 3, sh, NULL, NULL);
+    attn_tensor_init(&ck, kf, ATTN_F32, 3, shc, stc, NULL), attn_tensor_init(&cv, vf, ATTN_F32, 3, shc, stc, NULL);
+    attn_status st = attn_kv_pages_bytes(&pbytes, &pd, &err);
+    if (!st) st = attn_kv_cache_bytes(&cbytes, &cd, &err);
+    if (!st && (!(pmem = malloc(pbytes)) || !(cmem = malloc(cbytes)))) st = ATTN_ERR_NO_MEMORY;
+    if (!st) st = attn_kv_pages_init(&pool, pmem, pbytes, &pd, &err);
+    if (!st) st = attn_kv_cache_init(&cache, cmem, cbytes, &cd, &err);
+    if (!st) st = attn_kv_pages_create(pool, &seq, &err);
+    if (!st) st = attn_kv_pages_append(pool, &seq, 1, &tk, &tv, cu, &err);
+    if (!st) st = attn_kv_cache_append(cache, &ck, &cv, &err);
+    for (int64_t L = 1; L <= 3 && !st; L += 2)
+        for (int threads = 1; threads <= 3; threads += 2) {
+            float *q = rows_of(L * HQ, E, false), *o[2], *l[2];
+            int64_t sqp[3] = {L, HQ, E}, sqc[3] = {HQ, L, E}, stq[3] = {E, HQ * E, 1}, slp[2] = {L, HQ}, slc[2] = {HQ, L},
+                    stl[2] = {1, HQ}, cu_q[2] = {0, L};
+            attn_tensor pq, po, pl, cq, co, cl;
+            for (int w = 0; w < 2; w++) o[w] = calloc((size_t)(L * HQ * E), 4), l[w] = calloc((size_t)(L * HQ), 4);
+            attn_tensor_init(&pq, q, ATTN_F32, 3, sqp, NULL, NULL), attn_tensor_init(&po, o[0], ATTN_F32, 3, sqp, NULL, NULL);
+            attn_tensor_init(&pl, l[0], ATTN_F32, 2, slp, NULL, NULL);
+            attn_tensor_init(&cq, q, ATTN_F32, 3, sqc, stq, NULL), attn_tensor_init(&co, o[1], ATTN_F32, 3, sqc, stq, NULL);
+            attn_tensor_init(&cl, l[1], ATTN_F32, 2, slc, stl, NULL);
+            attn_sdpa_options op = attn_sdpa_options_default();
+            op.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+            attn_set_num_threads(threads);
+            char kernel[32], vdot[32];
+            verbose_begin();
+            attn_status s0 = attn_kv_pages_attend(&po, &pl, &pq, cu_q, &seq, 1, pool, NULL, &op, &err);
+            verbose_end(kernel, sizeof kernel, NULL, 0);
+            value_dot_shown(vdot, sizeof vdot);
+            attn_status s1 = attn_kv_cache_attend(&co, &cl, &cq, cache, &op, &err);
+            attn_set_num_threads(0);
+            snprintf(name, sizeof name, "%s_odd_pages_bitwise_contiguous_cache_L%lld_threads%d", fm, (long long)L, threads);
+            check(!s0 && !s1 && !strcmp(kernel, "decode") && !strcmp(vdot, value_dot_expected(format)) &&
+                      !memcmp(o[0], o[1], sizeof(float) * (size_t)(L * HQ * E)) &&
+                      !memcmp(l[0], l[1], sizeof(float) * (size_t)(L * HQ)),
+                  name, "status %d/%d, kernel %s, value_dot %s (want %s), out %s", (int)s0, (int)s1, kernel, vdot,
+                  value_dot_expected(format), memcmp(o[0], o[1], sizeof(float) * (size_t)(L * HQ * E)) ? "differs" : "same");
+            free(q);
+            for (int w = 0; w < 2; w++) free(o[w]), free(l[w]);
+        }
+    if (st) check(0, "odd_pages_setup", "%s: %s", fm, err.message);
+    free(kf), free(vf), free(pmem), free(cmem);
+}
+
 /* A paged KV cache of quantized rows (attn_kv_pages with dtype q8, q4, e4m3
  * or e5m2): append quantizes each row as attn_quantize does (in pieces of
  * any size, through a fork's copy on write), gather gives the widened rows,
@@ -1455,6 +1522,7 @@ int main(void) {
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);
         test_varlen(fm);
         test_pool(fm);
+        test_odd_pages(fm);
         test_cache(fm);
         test_dense(fm, 1, 3000, "decode");
         test_dense(fm, 40, 300, "flash");

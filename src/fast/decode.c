@@ -315,8 +315,33 @@ static void span_values(const decode_job *j, float *acc, const float *s, int64_t
     }
 }
 
+/* Whether the integer set's value kernel takes m's rows: it may pair keys
+ * (j, j + 1) from a call's first key (value_dot bf16, qdot.h), so a span
+ * of such rows must not end between the two keys of a pair. */
+static bool pairs_values(const decode_job *j, const attn_mat *m) {
+    return streams_quant(j->uk, m) && j->qk && j->qk->axpy;
+}
+
+/* acc += the weights s (R × lds) · the values of positions at and at + 1,
+ * which lie in two spans (pages): their quantized rows copied side by side
+ * into tmp, so that they are one pair of one call, as in a contiguous
+ * cache. */
+static void pair_across(const decode_job *j, float *acc, const float *s, int64_t lds, const attn_rows *src,
+                        int64_t at, float *tmp) {
+    attn_mat a, b;
+    attn_rows_span(src, at, 1, &a), attn_rows_span(src, at + 1, 1, &b);
+    size_t bytes = attn_quant_row_size(a.dtype, a.cols);
+    char *two = (char *)tmp;
+    memcpy(two, a.base, bytes), memcpy(two + bytes, b.base, bytes);
+    a.base = two, a.rs = (int64_t)bytes, a.rows = 2;
+    span_values(j, acc, s, lds, &a, 2, NULL);
+}
+
 /* acc += the weights · the chunk's `last` values from j0, segment by
- * segment as chunk_scores goes. */
+ * segment as chunk_scores goes. A span of quantized rows that ends inside
+ * a pair of the integer value kernel (an odd page) leaves its last key to
+ * pair_across with the next span's first: the same pairs, and the same
+ * bits, as one contiguous span. */
 static void chunk_values(const decode_job *j, float *acc, const float *s, int64_t lds, const attn_problem *p,
                          int64_t j0, int64_t last, float *tmp, const void **list) {
     bool lists = lists_rows(j->uk, &p->v);
@@ -336,6 +361,12 @@ static void chunk_values(const decode_job *j, float *acc, const float *s, int64_
             }
             attn_mat m;
             int64_t k = attn_rows_span(&p->v, j0 + c, e - c, &m);
+            if (k % 2 && c + k < last && pairs_values(j, &m)) { /* the span ends inside a pair */
+                if (k > 1) span_values(j, acc, s + c, lds, &m, k - 1, tmp);
+                pair_across(j, acc, s + c + k - 1, lds, &p->v, j0 + c + k - 1, tmp);
+                c += k + 1;
+                continue;
+            }
             if (m.dtype == ATTN_F32 && m.cs == 1)
                 rows_values(j, acc, s + c, lds, (const float *)(const void *)m.base, m.rs, k);
             else span_values(j, acc, s + c, lds, &m, k, tmp);
@@ -667,7 +698,7 @@ static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *er
      * fastest in 16 (two threads). */
     if (j->ng > 1) {
         int64_t bytes = sl->ck.strides[3] * (int64_t)sizeof(float);
-        j->stretch = 4096 / bytes < 8 ? 16 : 4096 / bytes > 64 ? 64 : 4096 / bytes;
+        j->stretch = 4096 / bytes < 8 ? 16 : 4096 / bytes > 64 ? 64 : 4096 / bytes / 2 * 2; /* even: the value pairs */
     }
     j->ws_floats = attn_round_up(j->ng * (j->R * j->E + j->R * attn_round_up(j->chunk, ATTN_VL_MAX)) +
                                      GROUP * (j->E + j->Ev) + j->R * j->E / 4 + 2 * j->R * (j->E / ATTN_QBLOCK + 1), 16) +
