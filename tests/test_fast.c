@@ -1929,8 +1929,8 @@ static void test_qdot_simde(void) {
  * group and cross groups, groups further apart than their bytes. Its scores
  * must be, bit for bit:
  *   - the arithmetic qdot.h documents, written here in plain C: q' = q · s
- *     (f32), per block d = max |q'| / 127, c = q' · (1/d) to nearest even,
- *     y_b = (exact Σ c · code) · d; per pass of 8 blocks the quads' y summed
+ *     (f32) rounded per block by attn_qrows_quantize (qdot.c: d = max |q'| /
+ *     127, c = q' · (1/d) to nearest even), y_b = (exact Σ c · code) · d; per pass of 8 blocks the quads' y summed
  *     per place b % 4, then (b0 + b2) + (b1 + b3); the passes added in
  *     order; then + Σ q m (16 lanes of FMAs, lanes l + (l + 8), then 4
  *     apart, then (0 + 2) + (1 + 3));
@@ -1939,20 +1939,16 @@ static void test_qdot_simde(void) {
 static float groups_reference(const float *q, const uint8_t *grp, int64_t E, int64_t t, bool q2) {
     int bits = q2 ? 2 : 4, per = 8 / bits;
     int64_t nb = E / 32;
-    float sc[320], mc[320], qp[320], d[10];
+    float sc[320], mc[320], qp[320] = {0}, d[10];
     int8_t c[320];
+    int32_t bias[10];
     for (int64_t e = 0; e < E; e++) {
         uint16_t hs, hm;
         memcpy(&hs, grp + 2 * e, 2), memcpy(&hm, grp + 2 * E + 2 * e, 2);
         sc[e] = attn_f16_to_f32(hs), mc[e] = attn_f16_to_f32(hm), qp[e] = q[e] * sc[e];
     }
-    for (int64_t b = 0; b < nb; b++) {
-        float a = 0;
-        for (int i = 0; i < 32; i++) a = fabsf(qp[32 * b + i]) > a ? fabsf(qp[32 * b + i]) : a;
-        float dq = a / 127, inv = dq > 0 ? 1 / dq : 0;
-        d[b] = dq;
-        for (int i = 0; i < 32; i++) c[32 * b + i] = (int8_t)nearbyintf(qp[32 * b + i] * inv);
-    }
+    attn_qrows qq; /* q' rounded by the library's own rule for queries (the bias unused) */
+    attn_qrows_quantize(&qq, c, d, bias, qp, 1, E, ATTN_Q8, &attn_qdot_avx512vnni_simde);
     float score = 0;
     for (int64_t p0 = 0; p0 < nb; p0 += 8) {
         float S[4] = {0, 0, 0, 0};

@@ -12,7 +12,10 @@
  * kernel does only once it is done with a span (prefetching never asks:
  * attn_prefetch_kv skips grouped sources). The residual rows are f16 rows
  * that lie in place. Kernels see f32 and f16 rows and nothing new, so the
- * result is attention over the dequantized keys, bitwise. */
+ * result is attention over the dequantized keys, bitwise. The one kernel
+ * that reads groups where they lie (decode's integer dot products,
+ * kernels/qdot.h's attn_qdot_groups) asks attn_grouped_at for them
+ * instead of a span. */
 #include "base/base.h"
 
 #include <string.h>

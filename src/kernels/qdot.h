@@ -8,6 +8,10 @@
  * cost that made quantized decode issue-bound) at the price of the query's
  * int8 rounding: attn.h states the bound, docs/accuracy.md derives it.
  *
+ * Keys quantized per channel (q4c, q2c) take the same instruction the
+ * other way round (attn_qdot_groups below): the query times the group's
+ * channel scales is rounded per group, the codes are the unsigned bytes.
+ *
  * A set of these runs beside one f32 set (its softmax and value kernels),
  * chosen in dispatch.c as the bf16 sets are; the portable set has none, and
  * there decode widens the keys and computes bitwise what the f32 kernels

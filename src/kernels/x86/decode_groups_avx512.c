@@ -15,9 +15,11 @@
  * The codes of one position lie packed along the channels (two or four a
  * byte); VPDPBUSD sums 4 byte products into a lane. Masking the nibbles
  * (or bit pairs) of a dword gives 4 codes of channels 2 (or 4) apart, so
- * the query's codes are taken in that order instead: its f32 values are
- * permuted within each block (a table below) before they are rounded,
- * which changes no code (the rule is per value but for the block's max).
+ * the query's codes are taken in that order instead: its f32 values (and
+ * the scales) are gathered into the tables' order (below) before they are
+ * rounded, which changes no code (the rule is per value but for the
+ * block's max, which is exact in any order): bitwise attn_qrows_quantize's
+ * codes of q' (test_fast_simde checks it against that function).
  * Keys then go as the q4 kernel's do (decode_quant_avx512.c): a tile of 4
  * positions × a quad of 4 blocks, transposed once per tile for every query
  * row, lane 4b + j holding block b of position j, 8 VPDPBUSD per row and
