@@ -122,7 +122,9 @@ enum { N_BF16_SETS = sizeof BF16_SETS / sizeof BF16_SETS[0] };
  * and 4 rows where f32 takes 32 FMAs, so they pay only where VDPBF16PS
  * issues at the FMA's rate (measured on Zen 4, docs/performance.md); at
  * half rate they would cost what the FMAs do, plus the codes' widening. */
+#if defined(ATTN_HAVE_X86_KERNELS)
 static bool cpu_avx512vnni_bf16(void) { return cpu_avx512vnni() && cpu_avx512bf16() && cpu_dpbf16_full_rate(); }
+#endif
 
 /* The integer dot product sets of quantized decode (qdot.h), each beside
  * one f32 set, with what it needs of the CPU beyond that set. */
