@@ -292,11 +292,17 @@ def main():
     # --kv q4c / q2c: a cache with keys per channel over groups of 32 positions
     # (the 40 keys: one group, quantized from their float16 values, and 8 in
     # float16) and q4_1 values; out against NumPy's reference of the layouts,
-    # in float64, within the f32 bound; what it does not take is refused.
+    # in float64, within the f32 bound with the keys widened (ATTN_QDOT=widen),
+    # and near it with the default integer scores of the groups (their bound
+    # is checked in test_quant_kv); what it does not take is refused.
     from oracle_quant import ref_group, ref_group_dequantize, Q4C, Q2C
     for fmt, code in (("q4c", Q4C), ("q2c", Q2C)):
         for causal in ([], ["--causal=bottom-right"]):
-            r = attn("sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", fmt, "-o", "oq.npy", *causal)
+            os.environ["ATTN_QDOT"] = "widen"
+            try:
+                r = attn("sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", fmt, "-o", "oq.npy", *causal)
+            finally:
+                os.environ.pop("ATTN_QDOT", None)
             k16 = kq.astype(np.float16).astype(np.float32)
             ks = np.concatenate([ref_group_dequantize(ref_group(k16[:, :32], code), code, 64), k16[:, 32:]], axis=1)
             vs = ref_dequantize(ref_quantize(vq.reshape(-1, 64), 10), 10, 64).reshape(2, 40, 64)
@@ -309,6 +315,11 @@ def main():
             got = np.load(os.path.join(TMP, "oq.npy")) if r.returncode == 0 else None
             err = float(np.abs(got - ref).max() / np.abs(ref).max()) if got is not None else float("inf")
             report("kv_%s%s_out_as_numpy_on_stored_values" % (fmt, "_causal" if causal else ""), err <= 2e-5,
+                   "error %.3g: %s" % (err, r.stderr))
+            r = attn("sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", fmt, "-o", "oq.npy", *causal)
+            got = np.load(os.path.join(TMP, "oq.npy")) if r.returncode == 0 else None
+            err = float(np.abs(got - ref).max() / np.abs(ref).max()) if got is not None else float("inf")
+            report("kv_%s%s_out_with_int8_query_rounding" % (fmt, "_causal" if causal else ""), err <= 5e-2,
                    "error %.3g: %s" % (err, r.stderr))
     expect_error("kv_q4c_top_left_refused", ["sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", "q4c", "--causal",
                                              "-o", "out.npy"], 2, r"--kv q4c: a cache's queries are its last positions")
