@@ -78,6 +78,7 @@ ISA_FLAGS_widen_quant_avx512 := -mavx512f -mavx512bw -mavx512vl
 ISA_FLAGS_decode_quant_avx2   := -mavx2 -mfma -mf16c
 ISA_FLAGS_decode_quant_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx512bf16 -mfma -mf16c
 ISA_FLAGS_decode_quant_avxvnni := -mavx2 -mfma -mf16c -mavxvnni
+ISA_FLAGS_decode_groups_avx2   := -mavx2 -mfma -mf16c
 ISA_FLAGS_decode_groups_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mfma -mf16c
 ISA_FLAGS_ukernel_amx    := -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mfma -mamx-tile -mamx-bf16
 ISA_FLAGS_dgemm_avx2     := -mavx2 -mfma

@@ -497,9 +497,10 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  * with these keys needs key_dim <= 8192 and, for a pool, a page size that
  * is a multiple of 32 (a contiguous cache: a capacity that is).
  * Except in the decode kernel (L <= ATTN_DECODE_MAX_L query rows) on a CPU
- * with AVX512-VNNI, for key_dim a multiple of 32: there the groups are
- * scored where they lie by integer dot products (ATTN_VERBOSE's line says
- * key_dot=int8_groups_avx512vnni). A key is k_c = s_c · n_c + m_c, so
+ * with AVX512-VNNI or AVX2, for key_dim a multiple of 32: there the groups
+ * are scored where they lie by integer dot products (ATTN_VERBOSE's line
+ * says key_dot=int8_groups_avx512vnni, or int8_groups_avx2; both give the
+ * same bits). A key is k_c = s_c · n_c + m_c, so
  *     q · k = Σ_c (q_c s_c) n_c + Σ_c q_c m_c;
  * per group and query row (q times the scale), q' = q ∘ s (f32 products)
  * is rounded per block of 32 channels to int8 codes c with d = max |q'| /
@@ -2348,7 +2349,8 @@ ATTN_API attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err);
  * the kernel that ran (exact, reference, scores, flash, decode or
  * flash_backward; decode may add key_dot=, the integer dot products that
  * took quantized keys (int8_avx512vnni, int8_avxvnni or int8_avx2 for q8
- * and q4 keys; int8_groups_avx512vnni for keys quantized per channel),
+ * and q4 keys; int8_groups_avx512vnni or int8_groups_avx2 for keys
+ * quantized per channel),
  * value_dot=, how it accumulated quantized values (bf16_avx512bf16 or
  * f32_avx512, see "Quantized storage"), and side_by_side=N when its work items each read
  * the rows of N KV heads that lie side by side in memory, as in keys

@@ -1920,21 +1920,23 @@ static void test_qdot_simde(void) {
 }
 #endif
 
-#if defined(ATTN_TEST_SIMDE)
-/* The integer kernel for keys quantized per channel (qdot.h,
- * attn_qdot_groups; decode_groups_avx512.c) through SIMDe, on q4c and q2c
- * groups of random codes, finite f16 scales (subnormal ones among them) and
- * minimums of either sign, E of 1 to 10 blocks (a pass of 8 blocks and a
- * part of one, quads in part), 1 to 8 query rows, spans that start inside a
- * group and cross groups, groups further apart than their bytes. Its scores
- * must be, bit for bit:
+#if defined(ATTN_HAVE_X86_KERNELS)
+/* The integer kernels for keys quantized per channel (qdot.h,
+ * attn_qdot_groups: decode_groups_avx512.c, and decode_groups_avx2.c, which
+ * promises the same bits), on q4c and q2c groups of random codes, finite
+ * f16 scales (subnormal ones among them) and minimums of either sign, E of
+ * 1 to 10 blocks (a pass of 8 blocks and a part of one, quads in part), 1
+ * to 8 query rows, spans that start inside a group and cross groups, groups
+ * further apart than their bytes. Their scores must be, bit for bit:
  *   - the arithmetic qdot.h documents, written here in plain C: q' = q · s
  *     (f32) rounded per block by attn_qrows_quantize (qdot.c: d = max |q'| /
  *     127, c = q' · (1/d) to nearest even), y_b = (exact Σ c · code) · d; per pass of 8 blocks the quads' y summed
  *     per place b % 4, then (b0 + b2) + (b1 + b3); the passes added in
  *     order; then + Σ q m (16 lanes of FMAs, lanes l + (l + 8), then 4
  *     apart, then (0 + 2) + (1 + 3));
- *   - the native kernel's where this CPU has AVX512-VNNI;
+ *   - the other kernel's (the SIMDe build against the native AVX512-VNNI
+ *     kernel; the native build: the AVX2 kernel against it, where this CPU
+ *     has AVX512-VNNI);
  * and the bound on |k| both return the same. */
 static float groups_reference(const float *q, const uint8_t *grp, int64_t E, int64_t t, bool q2) {
     int bits = q2 ? 2 : 4, per = 8 / bits;
@@ -1948,7 +1950,7 @@ static float groups_reference(const float *q, const uint8_t *grp, int64_t E, int
         sc[e] = attn_f16_to_f32(hs), mc[e] = attn_f16_to_f32(hm), qp[e] = q[e] * sc[e];
     }
     attn_qrows qq; /* q' rounded by the library's own rule for queries (the bias unused) */
-    attn_qrows_quantize(&qq, c, d, bias, qp, 1, E, ATTN_Q8, &attn_qdot_avx512vnni_simde);
+    attn_qrows_quantize(&qq, c, d, bias, qp, 1, E, ATTN_Q8, &attn_qdot_avx2);
     float score = 0;
     for (int64_t p0 = 0; p0 < nb; p0 += 8) {
         float S[4] = {0, 0, 0, 0};
@@ -1971,15 +1973,10 @@ static float groups_reference(const float *q, const uint8_t *grp, int64_t E, int
     return score + ((u[0] + u[2]) + (u[1] + u[3]));
 }
 
-static void test_groups_simde(void) {
-    const attn_qdot_groups *em = &attn_qdot_groups_avx512vnni_simde, *hw = NULL;
-#if defined(ATTN_HAVE_X86_KERNELS)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512vnni"))
-        hw = &attn_qdot_groups_avx512vnni;
-#endif
-    if (!hw) skip("qdot_groups_avx512vnni_native_bitwise_simde", "this CPU lacks AVX512-VNNI: nothing native to compare with");
+/* `em` against the reference, and against `hw` where it is not NULL; the
+ * checks named ref_name and pair_name. */
+static void groups_cases(const attn_qdot_groups *em, const attn_qdot_groups *hw, const char *ref_name,
+                         const char *pair_name) {
     enum { MAXE = 320, ROWS = 8, NG = 3, LDS = 100 };
     static const int64_t ES[] = {32, 64, 96, 128, 160, 288, 320};
     static float q[ROWS * MAXE], s[2][ROWS * LDS];
@@ -1997,7 +1994,7 @@ static void test_groups_simde(void) {
                 }
             for (int i = 0; i < ROWS * E; i++) q[i] = normal() * (i % 7 == 3 ? 30.0f : 1.0f);
             static const int NQS[] = {1, 3, 4, 6, 8};
-            static const int64_t SPANS[][2] = {{0, 32}, {5, 3}, {13, 70}, {31, 1}, {0, 96}};
+            static const int64_t SPANS[][2] = {{0, 32}, {5, 3}, {13, 70}, {31, 1}, {0, 96}, {9, 0}};
             for (size_t iq = 0; iq < sizeof NQS / sizeof NQS[0]; iq++)
                 for (size_t sp = 0; sp < sizeof SPANS / sizeof SPANS[0]; sp++) {
                     int nq = NQS[iq];
@@ -2017,9 +2014,37 @@ static void test_groups_simde(void) {
                     cases++;
                 }
         }
-    check(!ref_diff, "qdot_groups_avx512vnni_simde_is_the_documented_arithmetic",
-          "%d of the scores (%d calls) differ from the reference", ref_diff, cases);
-    if (hw) check(!native_diff, "qdot_groups_avx512vnni_native_bitwise_simde", "%d rows of %d calls differ", native_diff, cases);
+    check(!ref_diff, ref_name, "%d of the scores (%d calls) differ from the reference", ref_diff, cases);
+    if (hw) check(!native_diff, pair_name, "%d rows of %d calls differ", native_diff, cases);
+}
+
+/* The native kernel for AVX512-VNNI, or NULL after saying skip for `name`. */
+static const attn_qdot_groups *groups_avx512vnni_or_skip(const char *name) {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512vnni"))
+        return &attn_qdot_groups_avx512vnni;
+    skip(name, "this CPU lacks AVX512-VNNI: nothing native to compare with");
+    return NULL;
+}
+#endif
+
+#if defined(ATTN_TEST_SIMDE)
+static void test_groups_simde(void) {
+    const char *pair = "qdot_groups_avx512vnni_native_bitwise_simde";
+    groups_cases(&attn_qdot_groups_avx512vnni_simde, groups_avx512vnni_or_skip(pair),
+                 "qdot_groups_avx512vnni_simde_is_the_documented_arithmetic", pair);
+}
+#elif defined(ATTN_HAVE_X86_KERNELS)
+/* decode_groups_avx2.c, natively (every x86 CPU the library's AVX2 set
+ * runs on), against the reference and the AVX512-VNNI kernel. */
+static void test_groups_avx2(void) {
+    const char *ref = "qdot_groups_avx2_is_the_documented_arithmetic", *pair = "qdot_groups_avx2_bitwise_avx512vnni";
+    if (!attn_ukernels_by_name("avx2")) {
+        skip(ref, "this CPU lacks AVX2"), skip(pair, "this CPU lacks AVX2");
+        return;
+    }
+    groups_cases(&attn_qdot_groups_avx2, groups_avx512vnni_or_skip(pair), ref, pair);
 }
 #endif
 
@@ -2077,6 +2102,9 @@ int main(void) {
 #endif
     say_native_sets();
     test_bf16_choice();
+#if defined(ATTN_HAVE_X86_KERNELS)
+    test_groups_avx2();
+#endif
     test_exp2("c");
     test_exp2("avx2");
     test_exp2("avx512");

@@ -8,9 +8,11 @@
  * cost that made quantized decode issue-bound) at the price of the query's
  * int8 rounding: attn.h states the bound, docs/accuracy.md derives it.
  *
- * Keys quantized per channel (q4c, q2c) take the same instruction the
+ * Keys quantized per channel (q4c, q2c) take the same instructions the
  * other way round (attn_qdot_groups below): the query times the group's
  * channel scales is rounded per group, the codes are the unsigned bytes.
+ * Its two kernels (AVX512-VNNI; AVX2, also beside AVX-VNNI) give the same
+ * bits.
  *
  * A set of these runs beside one f32 set (its softmax and value kernels),
  * chosen in dispatch.c as the bf16 sets are; the portable set has none, and
@@ -111,7 +113,7 @@ void attn_qrows_quantize(attn_qrows *qq, int8_t *codes, float *d, int32_t *bias,
 extern const attn_qdot_kernels attn_qdot_avx512vnni, attn_qdot_avx512vnni_bf16;
 extern const attn_qdot_kernels attn_qdot_avxvnni;
 extern const attn_qdot_kernels attn_qdot_avx2;
-extern const attn_qdot_groups attn_qdot_groups_avx512vnni;
+extern const attn_qdot_groups attn_qdot_groups_avx512vnni, attn_qdot_groups_avx2;
 #endif
 
 #endif /* ATTN_QDOT_H */

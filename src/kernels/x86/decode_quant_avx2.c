@@ -44,5 +44,6 @@ const attn_qdot_kernels attn_qdot_avx2 = {
     .q4_bias = 1,
     .dot = qdot_rows,
     .axpy = NULL, /* the f32 set's axpy_rows_q */
+    .groups = &attn_qdot_groups_avx2,
 };
 #endif

@@ -177,5 +177,6 @@ const attn_qdot_kernels attn_qdot_avxvnni = {
     .q4_bias = 8,
     .dot = qdot_rows,
     .axpy = NULL, /* the f32 set's axpy_rows_q */
+    .groups = &attn_qdot_groups_avx2, /* VEX VNNI would save the pairs' VPMADDWD only */
 };
 #endif
