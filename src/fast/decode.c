@@ -157,6 +157,7 @@ enum { PREFETCH_STEP = 4096, PREFETCH_AHEAD = 4096, SEGMENT_BYTES = 8192, LIST_R
 
 typedef struct prefetcher {
     const attn_rows *src;
+    int64_t unit;   /* attn_stride_unit of its dtype */
     int64_t window; /* rows prefetched at a page's start; 0: all left to the hardware */
     int64_t ahead;  /* rows between a page start's prefetch and its computation, at least */
     int64_t least;  /* rows a segment, at least */
@@ -166,9 +167,11 @@ typedef struct prefetcher {
 
 /* The prefetcher of src's n rows from j0. */
 static prefetcher prefetch_start(const attn_rows *src, int64_t j0, int64_t n) {
-    prefetcher f = {src, 0, 0, n, j0 + n, j0 + n};
+    prefetcher f = {src, 0, 0, 0, n, j0 + n, j0 + n};
+    if (src->kind != ATTN_ROWS_PAGED) return f;
     int64_t row = attn_row_bytes(src->dtype, src->cols), P = src->page_size;
-    if (src->kind != ATTN_ROWS_PAGED || row < 1) return f;
+    if (row < 1) return f;
+    f.unit = attn_stride_unit(src->dtype);
     f.window = PREFETCH_STEP / row > 1 ? PREFETCH_STEP / row : 1;
     if (f.window > P) f.window = P;
     f.ahead = PREFETCH_AHEAD / row > 1 ? PREFETCH_AHEAD / row : 1;
@@ -186,8 +189,10 @@ static int64_t prefetch_segment(prefetcher *f, int64_t j) {
     if (!f->window) return f->end;
     int64_t e = j + f->least > f->next - f->ahead ? j + f->least : f->next - f->ahead;
     if (e > f->end) e = f->end;
-    for (; f->next < f->end && f->next <= j + f->least + f->ahead; f->next += f->src->page_size)
-        attn_prefetch_kv(f->src, f->next, f->end - f->next < f->window ? f->end - f->next : f->window);
+    for (; f->next < f->end && f->next <= j + f->least + f->ahead; f->next += f->src->page_size) {
+        int64_t rows = f->end - f->next < f->window ? f->end - f->next : f->window; /* one run in the page */
+        attn_prefetch_bytes(attn_paged_row(f->src, f->next, f->unit), rows * f->src->row_step * f->unit);
+    }
     return e;
 }
 
@@ -220,12 +225,12 @@ static bool lists_rows(const attn_ukernels *uk, const attn_rows *src) {
 /* list[i] = the row of position j + i of src, for i < n <= LIST_ROWS;
  * *pages: the pages (spans) they lie in. */
 static void list_rows(const void **list, const attn_rows *src, int64_t j, int64_t n, int *pages) {
-    int64_t unit = attn_stride_unit(src->dtype);
+    int64_t unit = attn_stride_unit(src->dtype), step = src->row_step * unit, P = src->page_size;
     *pages = 0;
     for (int64_t i = 0; i < n; (*pages)++) {
-        attn_mat m;
-        int64_t k = attn_rows_span(src, j + i, n - i, &m);
-        for (int64_t r = 0; r < k; r++) list[i + r] = m.base + r * m.rs * unit;
+        const char *row = attn_paged_row(src, j + i, unit);
+        int64_t k = P - (j + i) % P < n - i ? P - (j + i) % P : n - i; /* to the page's end */
+        for (int64_t r = 0; r < k; r++) list[i + r] = row + r * step;
         i += k;
     }
 }
