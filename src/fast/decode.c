@@ -144,16 +144,19 @@ static float span_scores(const decode_job *j, float *s, int64_t lds, const float
  * The keys are computed a segment at a time: the rows up to the point
  * where the next page's start is due to be prefetched, and at least
  * SEGMENT_BYTES of rows, whose page starts are prefetched together (pages
- * of 16 positions, d = 64, f32: 2 pages a segment; of 256: a segment from
+ * of 16 positions, d = 64, f32: a page a segment; of 256: a segment from
  * a little before one page's end to a little before the next's). Where the
  * ISA has the microkernels over a list of rows (f32, f16, bf16), a
  * segment's rows go to one call whatever the pages they lie in (LIST_ROWS
  * at most), else a span (a page) a call. Measured on Zen 4 (one thread,
- * 16 sequences of 100..8,000 keys, Hk 4, d 64): segments of 8 KiB with
- * page starts 4 KiB ahead took 0.7-0.9x the time of segments of 16 KiB
- * with 8 KiB ahead (bursts of 256 prefetches stall the core), and no more
- * than segments of 4 KiB (0.9-1.0x). */
-enum { PREFETCH_STEP = 4096, PREFETCH_AHEAD = 4096, SEGMENT_BYTES = 8192, LIST_ROWS = 256 };
+ * 16 sequences of 100..8,000 keys, Hk 4, d 64, pages of 16): segments of
+ * 4 KiB with page starts 4 KiB ahead took 0.90-0.95x the time of segments
+ * of 8 KiB, which took 0.7-0.9x that of 16 KiB with 8 KiB ahead: a burst of
+ * prefetches stalls the core while its miss buffers are full, so the
+ * smallest burst that still covers a page start wins once the per-segment
+ * bookkeeping is cheap (pages of 256: no difference; 2 KiB segments: no
+ * better). */
+enum { PREFETCH_STEP = 4096, PREFETCH_AHEAD = 4096, SEGMENT_BYTES = 4096, LIST_ROWS = 256 };
 
 typedef struct prefetcher {
     const attn_rows *src;
