@@ -596,8 +596,8 @@ static void test_all_sharers_append(attn_dtype dt, int64_t P, const char *name) 
  * Where the ISA has the list microkernels (AVX2, AVX-512), one call of
  * them reads the rows of several pages (pages_per_call >= 2 on the verbose
  * line): every page of 16 positions is 1 KiB of one head's keys here, so
- * a call takes 16 of them; pages of 256 are read from a little before one
- * page's end into the next. */
+ * a call of 4 KiB of rows or more takes 4 of them or more; pages of 256
+ * are read from a little before one page's end into the next. */
 static void test_long_decode(attn_dtype dt, int64_t P, const char *name) {
     model m;
     model_init(&m, dt, P, 3 * 256 * 12 / P, 3, 2, 16, 8, 0);

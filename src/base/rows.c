@@ -4,20 +4,21 @@
 
 
 attn_rows attn_rows_paged(const attn_paged_rows *pg, int64_t head) {
-    attn_rows r;
-    memset(&r, 0, sizeof r);
     if (attn_dtype_grouped(pg->dtype)) return attn_rows_grouped(pg, head);
     int64_t unit = attn_stride_unit(pg->dtype);
     int64_t row = attn_dtype_quantized(pg->dtype) ? attn_row_bytes(pg->dtype, pg->cols) : pg->cols;
-    r.kind = ATTN_ROWS_PAGED;
-    r.dtype = pg->dtype;
-    r.rows = pg->length;
-    r.cols = pg->cols;
-    r.page_size = pg->page_size;
-    r.row_step = row;
-    r.page_stride = pg->heads * pg->page_size * row; /* checked by attn_paged_rows_check */
-    r.head = (const char *)pg->pages + head * pg->page_size * row * unit;
-    r.table = pg->table;
+    /* built in one initializer, the rest zero: a memset and then the fields
+     * stalled the copy out on the memset's stores (every decode item asks
+     * for its heads' sources) */
+    attn_rows r = {.kind = ATTN_ROWS_PAGED,
+                   .dtype = pg->dtype,
+                   .rows = pg->length,
+                   .cols = pg->cols,
+                   .head = (const char *)pg->pages + head * pg->page_size * row * unit,
+                   .page_size = pg->page_size,
+                   .page_stride = pg->heads * pg->page_size * row, /* checked by attn_paged_rows_check */
+                   .table = pg->table,
+                   .row_step = row};
     return r;
 }
 
@@ -65,8 +66,7 @@ int64_t attn_rows_span(const attn_rows *src, int64_t j, int64_t n, attn_mat *spa
     }
     /* PAGED: to the end of position j's page. */
     int64_t P = src->page_size, r = j % P, k = P - r < n ? P - r : n;
-    int64_t page = src->table[j / P];
-    span->base = (char *)src->head + (page * src->page_stride + r * src->row_step) * attn_stride_unit(src->dtype);
+    span->base = (char *)attn_paged_row(src, j, attn_stride_unit(src->dtype));
     span->dtype = src->dtype;
     span->rows = k;
     span->cols = src->cols;

@@ -108,6 +108,16 @@ attn_status attn_paged_rows_check(const attn_paged_rows *pg, const char *name, a
  * its rows 0 .. k-1. The one function every storage answers. */
 int64_t attn_rows_span(const attn_rows *src, int64_t j, int64_t n, attn_mat *span);
 
+/* Where position j's row of paged src starts (j < src->rows; unit:
+ * attn_stride_unit(src->dtype)): row j % P of page table[j / P]. The rows
+ * of one page follow each other src->row_step units apart. What
+ * attn_rows_span answers for a paged source, inline for the decode kernel's
+ * lists of rows and prefetches, which ask it for every page. */
+static inline const char *attn_paged_row(const attn_rows *src, int64_t j, int64_t unit) {
+    int64_t P = src->page_size;
+    return src->head + (src->table[j / P] * src->page_stride + j % P * src->row_step) * unit;
+}
+
 /* Whether rows j .. j+n-1 lie in one span (then *span holds them): a
  * kernel that reads a block in place asks this first. */
 static inline bool attn_rows_one_span(const attn_rows *src, int64_t j, int64_t n, attn_mat *span) {

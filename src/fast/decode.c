@@ -144,19 +144,23 @@ static float span_scores(const decode_job *j, float *s, int64_t lds, const float
  * The keys are computed a segment at a time: the rows up to the point
  * where the next page's start is due to be prefetched, and at least
  * SEGMENT_BYTES of rows, whose page starts are prefetched together (pages
- * of 16 positions, d = 64, f32: 2 pages a segment; of 256: a segment from
+ * of 16 positions, d = 64, f32: a page a segment; of 256: a segment from
  * a little before one page's end to a little before the next's). Where the
  * ISA has the microkernels over a list of rows (f32, f16, bf16), a
  * segment's rows go to one call whatever the pages they lie in (LIST_ROWS
  * at most), else a span (a page) a call. Measured on Zen 4 (one thread,
- * 16 sequences of 100..8,000 keys, Hk 4, d 64): segments of 8 KiB with
- * page starts 4 KiB ahead took 0.7-0.9x the time of segments of 16 KiB
- * with 8 KiB ahead (bursts of 256 prefetches stall the core), and no more
- * than segments of 4 KiB (0.9-1.0x). */
-enum { PREFETCH_STEP = 4096, PREFETCH_AHEAD = 4096, SEGMENT_BYTES = 8192, LIST_ROWS = 256 };
+ * 16 sequences of 100..8,000 keys, Hk 4, d 64, pages of 16): segments of
+ * 4 KiB with page starts 4 KiB ahead took 0.90-0.95x the time of segments
+ * of 8 KiB, which took 0.7-0.9x that of 16 KiB with 8 KiB ahead: a burst of
+ * prefetches stalls the core while its miss buffers are full, so the
+ * smallest burst that still covers a page start wins once the per-segment
+ * bookkeeping is cheap (pages of 256: no difference; 2 KiB segments: no
+ * better). */
+enum { PREFETCH_STEP = 4096, PREFETCH_AHEAD = 4096, SEGMENT_BYTES = 4096, LIST_ROWS = 256 };
 
 typedef struct prefetcher {
     const attn_rows *src;
+    int64_t unit;   /* attn_stride_unit of its dtype */
     int64_t window; /* rows prefetched at a page's start; 0: all left to the hardware */
     int64_t ahead;  /* rows between a page start's prefetch and its computation, at least */
     int64_t least;  /* rows a segment, at least */
@@ -166,9 +170,11 @@ typedef struct prefetcher {
 
 /* The prefetcher of src's n rows from j0. */
 static prefetcher prefetch_start(const attn_rows *src, int64_t j0, int64_t n) {
-    prefetcher f = {src, 0, 0, n, j0 + n, j0 + n};
+    prefetcher f = {src, 0, 0, 0, n, j0 + n, j0 + n};
+    if (src->kind != ATTN_ROWS_PAGED) return f;
     int64_t row = attn_row_bytes(src->dtype, src->cols), P = src->page_size;
-    if (src->kind != ATTN_ROWS_PAGED || row < 1) return f;
+    if (row < 1) return f;
+    f.unit = attn_stride_unit(src->dtype);
     f.window = PREFETCH_STEP / row > 1 ? PREFETCH_STEP / row : 1;
     if (f.window > P) f.window = P;
     f.ahead = PREFETCH_AHEAD / row > 1 ? PREFETCH_AHEAD / row : 1;
@@ -186,8 +192,10 @@ static int64_t prefetch_segment(prefetcher *f, int64_t j) {
     if (!f->window) return f->end;
     int64_t e = j + f->least > f->next - f->ahead ? j + f->least : f->next - f->ahead;
     if (e > f->end) e = f->end;
-    for (; f->next < f->end && f->next <= j + f->least + f->ahead; f->next += f->src->page_size)
-        attn_prefetch_kv(f->src, f->next, f->end - f->next < f->window ? f->end - f->next : f->window);
+    for (; f->next < f->end && f->next <= j + f->least + f->ahead; f->next += f->src->page_size) {
+        int64_t rows = f->end - f->next < f->window ? f->end - f->next : f->window; /* one run in the page */
+        attn_prefetch_bytes(attn_paged_row(f->src, f->next, f->unit), rows * f->src->row_step * f->unit);
+    }
     return e;
 }
 
@@ -220,12 +228,12 @@ static bool lists_rows(const attn_ukernels *uk, const attn_rows *src) {
 /* list[i] = the row of position j + i of src, for i < n <= LIST_ROWS;
  * *pages: the pages (spans) they lie in. */
 static void list_rows(const void **list, const attn_rows *src, int64_t j, int64_t n, int *pages) {
-    int64_t unit = attn_stride_unit(src->dtype);
+    int64_t unit = attn_stride_unit(src->dtype), step = src->row_step * unit, P = src->page_size;
     *pages = 0;
     for (int64_t i = 0; i < n; (*pages)++) {
-        attn_mat m;
-        int64_t k = attn_rows_span(src, j + i, n - i, &m);
-        for (int64_t r = 0; r < k; r++) list[i + r] = m.base + r * m.rs * unit;
+        const char *row = attn_paged_row(src, j + i, unit);
+        int64_t k = P - (j + i) % P < n - i ? P - (j + i) % P : n - i; /* to the page's end */
+        for (int64_t r = 0; r < k; r++) list[i + r] = row + r * step;
         i += k;
     }
 }

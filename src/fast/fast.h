@@ -83,6 +83,11 @@ void attn_pack_transposed(const struct attn_ukernels *uk, float *kt, int64_t ld,
  * not wait on memory. */
 void attn_prefetch_rows(const attn_mat *m, int64_t r0, int64_t n);
 void attn_prefetch_kv(const attn_rows *src, int64_t r0, int64_t n);
+/* Ask for the cache lines of bytes from p to be brought into L2, for
+ * reading (what the two above do for each run of contiguous bytes). */
+static inline void attn_prefetch_bytes(const char *p, int64_t bytes) {
+    for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, 0, 2);
+}
 /* Row r of m as contiguous f32: in place for f32 with contiguous columns,
  * else widened into buf (m->cols floats) by the ISA's widen16 where the
  * row's 16-bit floats are contiguous. */

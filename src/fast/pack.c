@@ -155,7 +155,6 @@ void attn_prefetch_rows(const attn_mat *m, int64_t r0, int64_t n) {
     if (m->cs != 1) return; /* rows of strided elements: left to the hardware */
     int64_t unit = attn_stride_unit(m->dtype), bytes = attn_row_bytes(m->dtype, m->cols);
     for (int64_t r = r0; r < r0 + n; r++) {
-        const char *row = m->base + r * m->rs * unit;
-        for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, 2); /* to L2, for reading */
+        attn_prefetch_bytes(m->base + r * m->rs * unit, bytes);
     }
 }
