@@ -442,7 +442,7 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  * one.
  * With ATTN_QDOT=int8_values in the environment (AVX512-VNNI; the verbose
  * line says value_dot=int8_avx512vnni; not the default: on Zen 4 it was
- * slower than the bf16 pairs for q4 and within 10% for q8, and it adds
+ * 10% slower than the bf16 pairs for q4 and 10% faster for q8, and it adds
  * more error on flat weights, docs/performance.md and docs/accuracy.md)
  * the values are integer dot products too: per query row, group of 16
  * positions (0-15, 16-31, ... of the sequence, however the rows are paged)

@@ -135,9 +135,10 @@ static const struct {
 #if defined(ATTN_HAVE_X86_KERNELS)
     {&attn_qdot_avx512vnni_bf16, cpu_avx512vnni_bf16},
     {&attn_qdot_avx512vnni, cpu_avx512vnni},
-    /* values by VPDPBUSD: not the default, measured slower than the bf16
-     * pairs for q4 and within 10% for q8 on Zen 4 (docs/performance.md);
-     * ATTN_QDOT=int8_values takes it */
+    /* values by VPDPBUSD: not the default, measured 10% slower than the
+     * bf16 pairs for q4 and 10% faster for q8 on Zen 4, and more error on
+     * flat weights (docs/performance.md, accuracy.md); ATTN_QDOT=int8_values
+     * takes it */
     {&attn_qdot_avx512vnni_int8, cpu_avx512vnni},
     {&attn_qdot_avxvnni, cpu_avxvnni},
     {&attn_qdot_avx2, NULL},

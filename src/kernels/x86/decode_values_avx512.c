@@ -73,17 +73,17 @@ QDOT_INLINE __m512 lane4_max(__m512 x) {
 
 /* Sum over each 128-bit lane's 4 lanes, in all 4. */
 QDOT_INLINE __m512i lane4_sum(__m512i x) {
-    x = _mm512_add_epi32(x, _mm512_shuffle_epi32(x, (_MM_PERM_ENUM)_MM_SHUFFLE(1, 0, 3, 2)));
-    return _mm512_add_epi32(x, _mm512_shuffle_epi32(x, (_MM_PERM_ENUM)_MM_SHUFFLE(2, 3, 0, 1)));
+    x = _mm512_add_epi32(x, _mm512_shuffle_epi32(x, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm512_add_epi32(x, _mm512_shuffle_epi32(x, _MM_SHUFFLE(2, 3, 0, 1)));
 }
 
 /* Dword t of each 128-bit lane of x, in all 4 of the lane. */
 QDOT_INLINE __m512i lane4_dword(__m512i x, int t) {
     switch (t) {
-    case 0: return _mm512_shuffle_epi32(x, (_MM_PERM_ENUM)0x00);
-    case 1: return _mm512_shuffle_epi32(x, (_MM_PERM_ENUM)0x55);
-    case 2: return _mm512_shuffle_epi32(x, (_MM_PERM_ENUM)0xaa);
-    default: return _mm512_shuffle_epi32(x, (_MM_PERM_ENUM)0xff);
+    case 0: return _mm512_shuffle_epi32(x, 0x00);
+    case 1: return _mm512_shuffle_epi32(x, 0x55);
+    case 2: return _mm512_shuffle_epi32(x, 0xaa);
+    default: return _mm512_shuffle_epi32(x, 0xff);
     }
 }
 
@@ -113,7 +113,8 @@ QDOT_INLINE void qi_weights(qi_group *gr, const float *p, int64_t ldp, const uin
             int NK = whole || nk - 4 * t >= 4 ? 4 : (int)(nk - 4 * t);
             dk[t] = tile_scales(v + 4 * t * ld + b * (q4 ? 18 : 34), ld, NK, nbk, q4, &hm);
         }
-        bool finite = _mm256_cmpge_epu16_mask(hm, _mm256_set1_epi16(0x7c00)) == 0;
+        /* (|d| as f16 bits, at most 0x7fff: 0x7c00 and up not finite) */
+        bool finite = _mm256_movemask_epi8(_mm256_cmpgt_epi16(hm, _mm256_set1_epi16(0x7bff))) == 0;
 #pragma GCC unroll 4
         for (int i = 0; i < NQ; i++) { /* w, its largest |w| per block, σ and 1/σ, w' */
             __m512 w[QI_KEYS / 4] = {_mm512_setzero_ps()}, a = _mm512_setzero_ps();
