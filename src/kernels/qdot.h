@@ -82,7 +82,10 @@ typedef struct attn_qdot_kernels {
      * bound; a key's terms do not depend on its neighbours. value_dot
      * "bf16_avx512bf16": p · d rounded to bf16 (relative 2^-8), two keys a
      * VDPBF16PS, paired from the call's first key (attn.h states the
-     * bound). NULL: decode takes axpy_rows_q. */
+     * bound). value_dot "int8_avx512vnni": per row, group of 16 keys from
+     * the call's first and block, p · d rounded to int8 with one f32 scale,
+     * exact integer sums by VPDPBUSD, one FMA per group (attn.h states the
+     * arithmetic and its bound). NULL: decode takes axpy_rows_q. */
     void (*axpy)(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n, int64_t Ev,
                  bool q4);
     /* Keys quantized per channel, or NULL: decode then widens their groups
@@ -99,9 +102,10 @@ typedef struct attn_qdot_kernels {
 
 /* The process's integer dot product set for the active f32 set, or NULL
  * (the portable kernels; or a CPU without the instructions): decode then
- * widens quantized keys. ATTN_QDOT=widen turns it off (the bitwise path),
- * ATTN_QDOT=f32_values passes over a set whose values are bf16 pairs (the
- * f32 FMA values beside the same integer keys); read once, for tests and
+ * widens quantized keys. ATTN_QDOT=widen turns it off (the bitwise path);
+ * ATTN_QDOT=f32_values, bf16_values or int8_values takes the first set of
+ * the ISA whose values are computed so (value_dot), beside the same
+ * integer keys (the default set where none is); read once, for tests and
  * measurement. */
 const attn_qdot_kernels *attn_qdot_active(void);
 
