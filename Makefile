@@ -79,6 +79,7 @@ ISA_FLAGS_decode_quant_avx2   := -mavx2 -mfma -mf16c
 ISA_FLAGS_decode_quant_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx512bf16 -mfma -mf16c
 ISA_FLAGS_decode_quant_avxvnni := -mavx2 -mfma -mf16c -mavxvnni
 ISA_FLAGS_decode_groups_avx2   := -mavx2 -mfma -mf16c
+ISA_FLAGS_decode_values_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mfma -mf16c
 ISA_FLAGS_decode_groups_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mfma -mf16c
 ISA_FLAGS_ukernel_amx    := -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mfma -mamx-tile -mamx-bf16
 ISA_FLAGS_dgemm_avx2     := -mavx2 -mfma
@@ -102,7 +103,8 @@ HAVE_SIMDE  := $(wildcard /usr/include/simde/x86/avx512.h)
 SIMDE_FLAGS := -Itests/simde -include tests/simde/intrin_simde.h -Wno-psabi -O1
 SIMDE_OBJ   := $(BUILD)/simde/ukernel_avx512.o $(BUILD)/simde/ukernel_avx512bf16.o \
                $(BUILD)/simde/widen_quant_avx512.o $(BUILD)/simde/decode_quant_avx512.o \
-               $(BUILD)/simde/decode_quant_avxvnni.o $(BUILD)/simde/decode_groups_avx512.o
+               $(BUILD)/simde/decode_quant_avxvnni.o $(BUILD)/simde/decode_groups_avx512.o \
+               $(BUILD)/simde/decode_values_avx512.o
 $(BUILD)/simde/%.o: src/kernels/x86/%.c $(HEADERS) tests/simde/intrin_simde.h tests/simde/simde_extra.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(SIMDE_FLAGS) -c $< -o $@

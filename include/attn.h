@@ -440,6 +440,26 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  * are stored: a page of an odd number of positions pairs its last key with
  * the next page's first, so a paged cache gives the bits of a contiguous
  * one.
+ * With ATTN_QDOT=int8_values in the environment (AVX512-VNNI; the verbose
+ * line says value_dot=int8_avx512vnni; not the default: on Zen 4 it was
+ * 10% slower than the bf16 pairs for q4 and 10% faster for q8, and it adds
+ * more error on flat weights, docs/performance.md and docs/accuracy.md)
+ * the values are integer dot products too: per query row, group of 16
+ * positions (0-15, 16-31, ... of the sequence, however the rows are paged)
+ * and block b of 32 columns, w_j = p_j · d_j (f32), a = max_j |w_j|,
+ * σ = a · (1/127) and r = 127 / a in f32 (both 0 when a < 2^-100), w'_j =
+ * w_j · r rounded to the nearest integer (ties to even; |w'_j| <= 127), and
+ * each column adds σ times the exact integer Σ_j w'_j · c_j (c the code:
+ * q8's int8, q4's nibble - 8) by one f32 fused multiply-add per group. A
+ * column's sum Σ_j p_j · v_j over a call of n keys is then off by at most
+ *     Σ_groups (1 + 2^-14) · (σ_g / 2) · Σ_{j in g} |c_j|
+ *     + (n + 2) · 2^-23 · Σ_j |p_j · v_j|  +  n · 2^-93
+ * with σ_g = max_{j in g} |p_j · d_j| / 127: each weight is off by at most
+ * half a step of its group's largest, so unlike the bf16 pairs the error is
+ * not relative to each weight: small weights beside a large one in a group
+ * lose most (docs/accuracy.md measures it). A scale not finite makes the
+ * group's sums NaN, and decode redoes the slice with the exact kernel, as
+ * for any output not finite.
  * The portable C kernels (ATTN_ISA=c), and any process started with the
  * environment variable ATTN_QDOT=widen, widen q8 and q4 keys and values
  * instead: bitwise the f32 kernels on the widened rows. */
@@ -2351,8 +2371,8 @@ ATTN_API attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err);
  * took quantized keys (int8_avx512vnni, int8_avxvnni or int8_avx2 for q8
  * and q4 keys; int8_groups_avx512vnni or int8_groups_avx2 for keys
  * quantized per channel),
- * value_dot=, how it accumulated quantized values (bf16_avx512bf16 or
- * f32_avx512, see "Quantized storage"), and side_by_side=N when its work items each read
+ * value_dot=, how it accumulated quantized values (bf16_avx512bf16,
+ * f32_avx512 or int8_avx512vnni, see "Quantized storage"), and side_by_side=N when its work items each read
  * the rows of N KV heads that lie side by side in memory, as in keys
  * packed (tokens, Hk, E), together), the microkernels' ISA, the threads (threads=R/T: R
  * threads ran the call's work items of the T it was given, the context's

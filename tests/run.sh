@@ -92,6 +92,8 @@ for isa in avx512 avx2 c; do
 done
 suite "quantized keys and values with the integer keys' f32 FMA values (ATTN_QDOT=f32_values) instead of bf16 pairs, ATTN_ISA=avx512" \
     env ATTN_ISA=avx512 ATTN_QDOT=f32_values "$BUILD/tests/test_quant_kv"
+suite "quantized keys and values with the values by integer dot products (ATTN_QDOT=int8_values: VPDPBUSD, weights rounded to int8 per 16 keys), within attn.h's bound, ATTN_ISA=avx512" \
+    env ATTN_ISA=avx512 ATTN_QDOT=int8_values "$BUILD/tests/test_quant_kv"
 suite "quantized keys and values under ASan+UBSan" "$BUILD/asan/test_quant_kv"
 suite "quantized keys and values under ThreadSanitizer" "$BUILD/tsan/test_quant_kv"
 # The AVX-512 and AVX512_BF16 kernel files built again against SIMDe's

@@ -73,7 +73,8 @@ static double ulps(float got, float want) {
  * them by the names "avx512-simde" and "avx512_bf16-simde". */
 extern const attn_ukernels attn_ukernels_avx512_simde;
 extern const attn_bf16_kernels attn_bf16_avx512_simde;
-extern const attn_qdot_kernels attn_qdot_avx512vnni_simde, attn_qdot_avxvnni_simde, attn_qdot_avx512vnni_bf16_simde;
+extern const attn_qdot_kernels attn_qdot_avx512vnni_simde, attn_qdot_avxvnni_simde, attn_qdot_avx512vnni_bf16_simde,
+    attn_qdot_avx512vnni_int8_simde;
 extern const attn_qdot_groups attn_qdot_groups_avx512vnni_simde;
 #endif
 
@@ -1920,6 +1921,137 @@ static void test_qdot_simde(void) {
 }
 #endif
 
+#if defined(ATTN_TEST_SIMDE)
+/* The values by integer dot products (value_dot=int8_avx512vnni,
+ * decode_values_avx512.c) through SIMDe, on q8 and q4 rows of random codes
+ * and finite f16 scales of both signs (subnormal ones among them), E of 1
+ * to 10 blocks, 1 to 8 rows, 1 to 37 keys (groups of 16 and a part), a row
+ * stride wider than the row. Each call must be, bit for bit:
+ *   - the arithmetic attn.h documents, written here in plain C: per row,
+ *     group of 16 keys from the call's first and block, w = p · d (f32),
+ *     a = max |w|, σ = a · (1/127)f and r = 127 / a (both 0 for a < 2^-100),
+ *     w' = w · r rounded to nearest even (within ±127), the exact integer
+ *     Σ w' · code, and acc = fma(σ, that sum, acc);
+ *   - the native kernel's, where this CPU has AVX512-VNNI;
+ * and within attn.h's bound of the f64 sum Σ p · d · code. */
+static void qvalues_int8_reference(float *acc, const float *p, int64_t ldp, int nq, const uint8_t *v, int64_t ld,
+                                   int64_t n, int64_t Ev, bool q4) {
+    int64_t nb = Ev / 32, bs = q4 ? 18 : 34;
+    for (int i = 0; i < nq; i++)
+        for (int64_t j0 = 0; j0 < n; j0 += 16) {
+            int64_t nk = n - j0 < 16 ? n - j0 : 16;
+            for (int64_t b = 0; b < nb; b++) {
+                float w[16], a = 0;
+                for (int64_t j = 0; j < nk; j++) {
+                    uint16_t h;
+                    memcpy(&h, v + (j0 + j) * ld + b * bs, 2);
+                    w[j] = p[i * ldp + j0 + j] * attn_f16_to_f32(h);
+                    a = fabsf(w[j]) > a ? fabsf(w[j]) : a;
+                }
+                float sg = 0, r = 0;
+                if (a >= 0x1p-100f) sg = a * (1.0f / 127), r = 127 / a;
+                int32_t wq[16];
+                for (int64_t j = 0; j < nk; j++) {
+                    float c = nearbyintf(w[j] * r);
+                    wq[j] = (int32_t)(c > 127 ? 127 : c < -127 ? -127 : c);
+                }
+                for (int c = 0; c < 32; c++) {
+                    int32_t sum = 0;
+                    for (int64_t j = 0; j < nk; j++) {
+                        const uint8_t *blk = v + (j0 + j) * ld + b * bs + 2;
+                        int code = q4 ? (blk[c % 16] >> (c < 16 ? 0 : 4) & 15) - 8 : (int8_t)blk[c];
+                        sum += wq[j] * code;
+                    }
+                    float *o = acc + i * Ev + 32 * b + c;
+                    *o = fmaf(sg, (float)sum, *o);
+                }
+            }
+        }
+}
+
+/* attn.h's bound on one column c of one call from zero (value_dot=int8):
+ * per group of 16 keys, (1 + 2^-14) σ/2 · Σ |code| with σ = max |p · d| /
+ * 127, plus (n + 2) · 2^-23 · Σ |p · d · code| and n · 2^-93. */
+static double int8_value_bound(const float *p, const uint8_t *v, int64_t ld, int64_t n, int64_t c, bool q4) {
+    double bound = 0, mag = 0;
+    for (int64_t j0 = 0; j0 < n; j0 += 16) {
+        double a = 0, codes = 0;
+        for (int64_t j = j0; j < n && j < j0 + 16; j++) {
+            const uint8_t *blk = v + j * ld + c / 32 * (q4 ? 18 : 34);
+            uint16_t h;
+            memcpy(&h, blk, 2);
+            int code = q4 ? (blk[2 + c % 16] >> (c % 32 < 16 ? 0 : 4) & 15) - 8 : (int8_t)blk[2 + c % 32];
+            double w = (double)p[j] * attn_f16_to_f32(h);
+            a = fmax(a, fabs(w)), codes += abs(code), mag += fabs(w * code);
+        }
+        bound += (1 + 0x1p-14) / 2 * (a / 127) * codes;
+    }
+    return bound + (double)(n + 2) * 0x1p-23 * mag + (double)n * 0x1p-93;
+}
+
+static void test_qvalues_int8_simde(void) {
+    const attn_qdot_kernels *em = &attn_qdot_avx512vnni_int8_simde, *hw = NULL;
+#if defined(ATTN_HAVE_X86_KERNELS)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512vnni"))
+        hw = &attn_qdot_avx512vnni_int8;
+#endif
+    if (!hw) skip("qvalues_int8_avx512vnni_native_bitwise_simde", "this CPU lacks AVX512-VNNI: nothing native to compare with");
+    enum { N = 37, MAXE = 320, ROWS = 8 };
+    static const int64_t ES[] = {32, 64, 96, 128, 288, 320};
+    static float p[ROWS * N], o[3][ROWS * MAXE];
+    static uint8_t keys[N * (MAXE / 32 * 34 + 6)];
+    int ref_diff = 0, native_diff = 0, calls = 0;
+    double worst = 0; /* error / attn.h's bound */
+    for (size_t e = 0; e < sizeof ES / sizeof ES[0]; e++)
+        for (int q4 = 0; q4 < 2; q4++)
+            for (int wide = 0; wide < 2; wide++) {
+                int64_t E = ES[e], nb = E / 32, ld = nb * (q4 ? 18 : 34) + 6 * wide;
+                for (size_t i = 0; i < sizeof keys; i++) keys[i] = (uint8_t)(uniform() * 256);
+                for (int j = 0; j < N; j++)
+                    for (int64_t bl = 0; bl < nb; bl++) { /* finite f16 scales of both signs, subnormal ones among them */
+                        uint16_t h = (uint16_t)((uniform() < 0.5 ? 0x8000 : 0) | (int)(uniform() * 0x7bff));
+                        memcpy(keys + j * ld + bl * (q4 ? 18 : 34), &h, 2);
+                    }
+                for (int i = 0; i < ROWS * N; i++) p[i] = uniform() < 0.3 ? (float)(uniform() * 1e-3) : (float)uniform();
+                for (int nq = 1; nq <= ROWS; nq += 3)
+                    for (int n = 1; n <= N; n += (n < 6 ? 1 : 5)) {
+                        for (int i = 0; i < ROWS * MAXE; i++) o[0][i] = o[1][i] = o[2][i] = (float)normal();
+                        em->axpy(o[0], p, N, nq, keys, ld, n, E, q4);
+                        qvalues_int8_reference(o[1], p, N, nq, keys, ld, n, E, q4);
+                        ref_diff += memcmp(o[0], o[1], sizeof(float) * (size_t)(nq * E)) != 0;
+                        if (hw) {
+                            hw->axpy(o[2], p, N, nq, keys, ld, n, E, q4);
+                            native_diff += memcmp(o[0], o[2], sizeof(float) * (size_t)(nq * E)) != 0;
+                        }
+                        /* the bound: from zero, against the f64 sum */
+                        memset(o[0], 0, sizeof o[0]);
+                        em->axpy(o[0], p, N, nq, keys, ld, n, E, q4);
+                        for (int i = 0; i < nq; i++)
+                            for (int64_t c = 0; c < E; c++) {
+                                double want = 0;
+                                for (int j = 0; j < n; j++) {
+                                    const uint8_t *blk = keys + j * ld + c / 32 * (q4 ? 18 : 34);
+                                    uint16_t h;
+                                    memcpy(&h, blk, 2);
+                                    int code = q4 ? (blk[2 + c % 16] >> (c % 32 < 16 ? 0 : 4) & 15) - 8 : (int8_t)blk[2 + c % 32];
+                                    want += (double)p[i * N + j] * attn_f16_to_f32(h) * code;
+                                }
+                                double bound = int8_value_bound(p + i * N, keys, ld, n, c, q4);
+                                double err = fabs(o[0][i * E + c] - want);
+                                worst = fmax(worst, bound > 0 ? err / bound : err > 0 ? INFINITY : 0);
+                            }
+                        calls++;
+                    }
+            }
+    check(!ref_diff, "qvalues_int8_avx512vnni_simde_is_the_documented_arithmetic", "%d of %d calls differ from the reference",
+          ref_diff, calls);
+    if (hw) check(!native_diff, "qvalues_int8_avx512vnni_native_bitwise_simde", "%d of %d calls differ", native_diff, calls);
+    check(worst <= 1, "qvalues_int8_avx512vnni_within_bound", "error %.3g of attn.h's bound (%d calls)", worst, calls);
+}
+#endif
+
 #if defined(ATTN_HAVE_X86_KERNELS)
 /* The integer kernels for keys quantized per channel (qdot.h,
  * attn_qdot_groups: decode_groups_avx512.c, and decode_groups_avx2.c, which
@@ -2097,6 +2229,7 @@ int main(void) {
     test_bf16_kernels(&attn_bf16_avx512_simde, "bf16_emulation_matches_avx512_bf16-simde");
     test_simde_matches_native();
     test_qdot_simde();
+    test_qvalues_int8_simde();
     test_groups_simde();
     return n_failed ? 1 : 0;
 #endif

@@ -73,15 +73,40 @@ static const char *value_dot_expected(attn_dtype format) {
 
 static void value_dot_shown(char *dst, size_t size) { word_after(dst, size, verbose_last_line, " value_dot="); }
 
-/* key_dot_row's vbf16 for values of this format. */
+/* key_dot_row's vbf16 for values of this format: the format where the
+ * integer set's values round the weights (bf16 pairs or int8), else f32. */
 static attn_dtype bf16_values(attn_dtype format) {
-    return !strcmp(value_dot_expected(format), "bf16_avx512bf16") ? format : ATTN_F32;
+    const char *vd = value_dot_expected(format);
+    return !strcmp(vd, "bf16_avx512bf16") || !strcmp(vd, "int8_avx512vnni") ? format : ATTN_F32;
 }
 
 /* attn.h's bound on the values through bf16 pairs (value_dot=bf16_avx512bf16)
  * for one column, n keys: mag = Σ_j |p_j · v_j|. */
 static double bf16_value_bound(double mag, int64_t n) {
     return 0x1p-8 * (1 + 0x1p-14) * mag + (double)(n + 2) * 0x1p-23 * mag + (double)(n + 2) * 0x1p-110;
+}
+
+/* attn.h's bound on the values by integer dot products
+ * (value_dot=int8_avx512vnni) for column e of n value rows v (stride ldv,
+ * widened from `format` made by attn_quantize, so that a block's |d| is its
+ * largest |v| over the largest code, 127 or 8), weights p (n): per group of
+ * 16 positions, σ = max |p_j · d_j| / 127 times Σ |code| halved, plus f32's
+ * accumulation and flushed groups. */
+static double int8_value_bound(const double *p, const float *v, int64_t ldv, int64_t n, int64_t e, attn_dtype format) {
+    double cmax = format == ATTN_Q4 ? 8 : 127, bound = 0, mag = 0;
+    for (int64_t g = 0; g < n; g += 16) {
+        double a = 0, codes = 0;
+        for (int64_t j = g; j < n && j < g + 16; j++) {
+            const float *blk = v + j * ldv + e / 32 * 32;
+            double top = 0;
+            for (int i = 0; i < 32; i++) top = fmax(top, fabs(blk[i]));
+            double d = top / cmax;
+            a = fmax(a, p[j] * d), mag += p[j] * fabs(v[j * ldv + e]);
+            codes += d > 0 ? fabs(v[j * ldv + e]) / d : 0;
+        }
+        bound += (1 + 0x1p-14) / 2 * (a / 127) * codes;
+    }
+    return bound + (double)(n + 2) * 0x1p-23 * mag + (double)n * 0x1p-93;
 }
 
 /* A query row (scaled) rounded as attn.h says: per block of 32, d = max|x| /
@@ -132,18 +157,23 @@ static void key_dot_row(double *bound, double *tight, const float *q, const floa
         double m = -INFINITY, sum = 0, dl = r ? f32 : delta, worst = 0;
         for (int64_t j = 0; j < n; j++) m = fmax(m, s[r][j]);
         for (int64_t j = 0; j < n; j++) sum += exp(s[r][j] - m);
+        bool int8 = (vbf16 == ATTN_Q8 || vbf16 == ATTN_Q4) && !strcmp(value_dot_expected(vbf16), "int8_avx512vnni");
+        double *p = malloc(sizeof(double) * (size_t)n);
+        for (int64_t j = 0; j < n; j++) p[j] = exp(s[r][j] - m);
         for (int64_t e = 0; e < Ev; e++) {
             double ref = 0, vmax = 0, mag = 0;
             for (int64_t j = 0; j < n; j++) {
-                double pj = exp(s[r][j] - m);
+                double pj = p[j];
                 ref += pj * v[j * ldv + e], vmax = fmax(vmax, fabs(v[j * ldv + e])), mag += pj * fabs(v[j * ldv + e]);
             }
             ref /= sum;
             double tol = (expm1(2 * dl) + 1e-5) * vmax + 1e-30;
-            if (vbf16 == ATTN_Q8 || vbf16 == ATTN_Q4)
+            if (int8) tol += exp(2 * dl) * int8_value_bound(p, v, ldv, n, e, vbf16) / sum;
+            else if (vbf16 == ATTN_Q8 || vbf16 == ATTN_Q4)
                 tol += exp(2 * dl) * bf16_value_bound(mag, n) / sum;
             worst = fmax(worst, fabs(out[e * os] - ref) / tol);
         }
+        free(p);
         double ref_lse = m + log(sum);
         worst = fmax(worst, fabs(lse - ref_lse) / (dl + 1e-5 * (1 + fabs(ref_lse))));
         if (isnan(out[0]) || isnan(lse)) worst = INFINITY;
@@ -348,14 +378,14 @@ static void test_varlen(attn_dtype format) {
     free(kp), free(vp), free(table), free(q), free(out), free(lse), free(one), free(one_lse);
 }
 
-/* Pages of an odd number of positions (17) against one contiguous cache of
- * the same rows: attention bitwise equal, for one query and for three
- * (bottom-right causal, GQA), with 1 and 3 threads. Where the integer set
- * pairs two keys' values per instruction (value_dot bf16), a page's last
- * key pairs with the next page's first, as it does in the contiguous
- * cache (decode.c, pair_across). */
-static void test_odd_pages(attn_dtype format) {
-    enum { HK = 2, HQ = 4, E = 64, N = 151, P = 17 };
+/* Pages of an odd number of positions (17), of 16 and of 24 against one
+ * contiguous cache of the same rows: attention bitwise equal, for one query
+ * and for three (bottom-right causal, GQA), with 1 and 3 threads. Where the
+ * integer set's values take keys in groups (value_dot bf16: pairs; int8:
+ * 16 keys a weight scale), a group that crosses pages is copied side by
+ * side, as it lies in the contiguous cache (decode.c, group_across). */
+static void test_odd_pages(attn_dtype format, int64_t P) {
+    enum { HK = 2, HQ = 4, E = 64, N = 151 };
     char name[96];
     const char *fm = attn_dtype_name(format);
     attn_kv_pages_desc pd = attn_kv_pages_desc_default();
@@ -402,7 +432,8 @@ static void test_odd_pages(attn_dtype format) {
             value_dot_shown(vdot, sizeof vdot);
             attn_status s1 = attn_kv_cache_attend(&co, &cl, &cq, cache, &op, &err);
             attn_set_num_threads(0);
-            snprintf(name, sizeof name, "%s_odd_pages_bitwise_contiguous_cache_L%lld_threads%d", fm, (long long)L, threads);
+            if (P == 17) snprintf(name, sizeof name, "%s_odd_pages_bitwise_contiguous_cache_L%lld_threads%d", fm, (long long)L, threads);
+            else snprintf(name, sizeof name, "%s_pages%lld_bitwise_contiguous_cache_L%lld_threads%d", fm, (long long)P, (long long)L, threads);
             check(!s0 && !s1 && !strcmp(kernel, "decode") && !strcmp(vdot, value_dot_expected(format)) &&
                       !memcmp(o[0], o[1], sizeof(float) * (size_t)(L * HQ * E)) &&
                       !memcmp(l[0], l[1], sizeof(float) * (size_t)(L * HQ)),
@@ -1235,6 +1266,7 @@ static void test_key_dot_set(void) {
           qk ? qk->name : "none", want[0] ? want : "none");
     /* Its values: bf16 pairs where VDPBF16PS runs at the FMA's rate (AMD's
      * cores with AVX512-BF16) unless ATTN_QDOT=f32_values, else f32 FMAs;
+     * by VPDPBUSD with ATTN_QDOT=int8_values;
      * the AVX2 sets leave them to the f32 set's kernels. */
     const char *vwant = "";
 #if defined(__x86_64__) && defined(ATTN_HAVE_X86_KERNELS)
@@ -1245,6 +1277,7 @@ static void test_key_dot_set(void) {
         bool amd = !strcmp(vendor, "AuthenticAMD") || !strcmp(vendor, "HygonGenuine");
         vwant = __builtin_cpu_supports("avx512bf16") && amd && !(env && !strcmp(env, "f32_values")) ? "bf16_avx512bf16"
                                                                                                     : "f32_avx512";
+        if (env && !strcmp(env, "int8_values")) vwant = "int8_avx512vnni"; /* VPDPBUSD, on request only */
     }
 #endif
     const char *vgot = qk && qk->axpy ? qk->value_dot : "";
@@ -1522,7 +1555,7 @@ int main(void) {
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);
         test_varlen(fm);
         test_pool(fm);
-        test_odd_pages(fm);
+        test_odd_pages(fm, 17), test_odd_pages(fm, 16), test_odd_pages(fm, 24);
         test_cache(fm);
         test_dense(fm, 1, 3000, "decode");
         test_dense(fm, 40, 300, "flash");

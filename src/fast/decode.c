@@ -323,33 +323,38 @@ static void span_values(const decode_job *j, float *acc, const float *s, int64_t
     }
 }
 
-/* Whether the integer set's value kernel takes m's rows: it may pair keys
- * (j, j + 1) from a call's first key (value_dot bf16, qdot.h), so a span
- * of such rows must not end between the two keys of a pair. */
-static bool pairs_values(const decode_job *j, const attn_mat *m) {
-    return streams_quant(j->uk, m) && j->qk && j->qk->axpy;
+/* The keys a group of the integer set's value kernel when it takes m's
+ * rows, else 0: it takes a call's keys in groups from its first (qdot.h,
+ * value_group: the bf16 pairs, the integer values' weight scales), so a
+ * span of such rows must not end inside a group. */
+static int64_t value_group(const decode_job *j, const attn_mat *m) {
+    return streams_quant(j->uk, m) && j->qk && j->qk->axpy ? j->qk->value_group : 0;
 }
 
-/* acc += the weights s (R × lds) · the values of positions at and at + 1,
- * which lie in two spans (pages): their quantized rows copied side by side
- * into tmp, so that they are one pair of one call, as in a contiguous
- * cache. */
-static void pair_across(const decode_job *j, float *acc, const float *s, int64_t lds, const attn_rows *src,
-                        int64_t at, float *tmp) {
+/* acc += the weights s (R × lds) · the values of the n positions from at,
+ * which lie in several spans (pages): their quantized rows copied side by
+ * side into tmp, so that they are one group of one call, as in a
+ * contiguous cache. */
+static void group_across(const decode_job *j, float *acc, const float *s, int64_t lds, const attn_rows *src,
+                         int64_t at, int64_t n, float *tmp) {
     attn_mat a, b;
-    attn_rows_span(src, at, 1, &a), attn_rows_span(src, at + 1, 1, &b);
+    attn_rows_span(src, at, 1, &a);
     size_t bytes = attn_quant_row_size(a.dtype, a.cols);
-    char *two = (char *)tmp;
-    memcpy(two, a.base, bytes), memcpy(two + bytes, b.base, bytes);
-    a.base = two, a.rs = (int64_t)bytes, a.rows = 2;
-    span_values(j, acc, s, lds, &a, 2, NULL);
+    char *rows = (char *)tmp;
+    for (int64_t i = 0; i < n;) {
+        int64_t k = attn_rows_span(src, at + i, n - i, &b);
+        for (int64_t r = 0; r < k; r++, i++) memcpy(rows + i * bytes, b.base + r * b.rs * attn_stride_unit(b.dtype), bytes);
+    }
+    a.base = rows, a.rs = (int64_t)bytes, a.rows = n;
+    span_values(j, acc, s, lds, &a, n, NULL);
 }
 
 /* acc += the weights · the chunk's `last` values from j0, segment by
  * segment as chunk_scores goes. A span of quantized rows that ends inside
- * a pair of the integer value kernel (an odd page) leaves its last key to
- * pair_across with the next span's first: the same pairs, and the same
- * bits, as one contiguous span. */
+ * a group of the integer value kernel (an odd page, a page shorter than a
+ * group) leaves that group to group_across: the same groups, and the same
+ * bits, as one contiguous span. (Chunks start on multiples of 16
+ * positions, of every value_group.) */
 static void chunk_values(const decode_job *j, float *acc, const float *s, int64_t lds, const attn_problem *p,
                          int64_t j0, int64_t last, float *tmp, const void **list) {
     bool lists = lists_rows(j->uk, &p->v);
@@ -368,11 +373,12 @@ static void chunk_values(const decode_job *j, float *acc, const float *s, int64_
                 continue;
             }
             attn_mat m;
-            int64_t k = attn_rows_span(&p->v, j0 + c, e - c, &m);
-            if (k % 2 && c + k < last && pairs_values(j, &m)) { /* the span ends inside a pair */
-                if (k > 1) span_values(j, acc, s + c, lds, &m, k - 1, tmp);
-                pair_across(j, acc, s + c + k - 1, lds, &p->v, j0 + c + k - 1, tmp);
-                c += k + 1;
+            int64_t k = attn_rows_span(&p->v, j0 + c, e - c, &m), vg = value_group(j, &m);
+            if (vg > 1 && k % vg && c + k < last) { /* the span ends inside a group */
+                int64_t whole = k - k % vg, n = last - c - whole < vg ? last - c - whole : vg;
+                if (whole) span_values(j, acc, s + c, lds, &m, whole, tmp);
+                group_across(j, acc, s + c + whole, lds, &p->v, j0 + c + whole, n, tmp);
+                c += whole + n;
                 continue;
             }
             if (m.dtype == ATTN_F32 && m.cs == 1)

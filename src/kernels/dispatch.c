@@ -135,6 +135,11 @@ static const struct {
 #if defined(ATTN_HAVE_X86_KERNELS)
     {&attn_qdot_avx512vnni_bf16, cpu_avx512vnni_bf16},
     {&attn_qdot_avx512vnni, cpu_avx512vnni},
+    /* values by VPDPBUSD: not the default, measured 10% slower than the
+     * bf16 pairs for q4 and 10% faster for q8 on Zen 4, and more error on
+     * flat weights (docs/performance.md, accuracy.md); ATTN_QDOT=int8_values
+     * takes it */
+    {&attn_qdot_avx512vnni_int8, cpu_avx512vnni},
     {&attn_qdot_avxvnni, cpu_avxvnni},
     {&attn_qdot_avx2, NULL},
 #endif
@@ -142,20 +147,23 @@ static const struct {
 };
 
 static const attn_qdot_kernels *qdot_for(const char *isa) {
+    /* ATTN_QDOT=f32_values, bf16_values or int8_values: the first set of
+     * this ISA the CPU has whose values are computed so (to measure the
+     * value paths against each other; the default where none is) */
+    const char *values = NULL;
 #if !defined(__wasm__)
     const char *env = getenv("ATTN_QDOT");
     if (env && strcmp(env, "widen") == 0) return NULL;
-    /* ATTN_QDOT=f32_values: the integer keys with values in f32 FMAs (to
-     * measure the bf16 pairs against them) */
-    bool f32_values = env && strcmp(env, "f32_values") == 0;
-#else
-    bool f32_values = false;
+    if (env && (!strcmp(env, "f32_values") || !strcmp(env, "bf16_values") || !strcmp(env, "int8_values"))) values = env;
 #endif
-    for (int i = 0; QDOT_SETS[i].qk; i++)
-        if (strcmp(isa, QDOT_SETS[i].qk->f32_set) == 0 && (!QDOT_SETS[i].cpu_has || QDOT_SETS[i].cpu_has()) &&
-            !(f32_values && QDOT_SETS[i].qk->value_dot && strncmp(QDOT_SETS[i].qk->value_dot, "bf16", 4) == 0))
-            return QDOT_SETS[i].qk;
-    return NULL;
+    const attn_qdot_kernels *first = NULL;
+    for (int i = 0; QDOT_SETS[i].qk; i++) {
+        const attn_qdot_kernels *qk = QDOT_SETS[i].qk;
+        if (strcmp(isa, qk->f32_set) != 0 || (QDOT_SETS[i].cpu_has && !QDOT_SETS[i].cpu_has())) continue;
+        if (!first) first = qk;
+        if (!values || (qk->value_dot && strncmp(qk->value_dot, values, 4) == 0)) return qk;
+    }
+    return first;
 }
 
 const attn_ukernels *attn_ukernels_by_name(const char *name) {

@@ -84,20 +84,30 @@ typedef struct attn_qdot_kernels {
      * bound; a key's terms do not depend on its neighbours. value_dot
      * "bf16_avx512bf16": p · d rounded to bf16 (relative 2^-8), two keys a
      * VDPBF16PS, paired from the call's first key (attn.h states the
-     * bound). NULL: decode takes axpy_rows_q. */
+     * bound). value_dot "int8_avx512vnni": per row, group of 16 keys from
+     * the call's first and block, p · d rounded to int8 with one f32 scale,
+     * exact integer sums by VPDPBUSD, one FMA per group (attn.h states the
+     * arithmetic and its bound). NULL: decode takes axpy_rows_q. */
     void (*axpy)(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n, int64_t Ev,
                  bool q4);
     /* Keys quantized per channel, or NULL: decode then widens their groups
      * to f32 rows (key_groups.c), bitwise the f32 kernels on those rows. */
     const attn_qdot_groups *groups;
     const char *value_dot; /* axpy's arithmetic, as the verbose line names it (NULL with axpy) */
+    /* axpy takes the keys of a call in groups of this many from its first
+     * (2: the bf16 pairs; 16: the integer values' weight scales; 1: each
+     * key alone): decode starts each call on a multiple of it from the
+     * chunk's first key, and copies a group that crosses pages side by
+     * side, so that a paged cache gives a contiguous one's bits. */
+    int value_group;
 } attn_qdot_kernels;
 
 /* The process's integer dot product set for the active f32 set, or NULL
  * (the portable kernels; or a CPU without the instructions): decode then
- * widens quantized keys. ATTN_QDOT=widen turns it off (the bitwise path),
- * ATTN_QDOT=f32_values passes over a set whose values are bf16 pairs (the
- * f32 FMA values beside the same integer keys); read once, for tests and
+ * widens quantized keys. ATTN_QDOT=widen turns it off (the bitwise path);
+ * ATTN_QDOT=f32_values, bf16_values or int8_values takes the first set of
+ * the ISA whose values are computed so (value_dot), beside the same
+ * integer keys (the default set where none is); read once, for tests and
  * measurement. */
 const attn_qdot_kernels *attn_qdot_active(void);
 
@@ -110,7 +120,11 @@ void attn_qrows_quantize(attn_qrows *qq, int8_t *codes, float *d, int32_t *bias,
                          int64_t E, attn_dtype format, const attn_qdot_kernels *qk);
 
 #if defined(ATTN_HAVE_X86_KERNELS)
-extern const attn_qdot_kernels attn_qdot_avx512vnni, attn_qdot_avx512vnni_bf16;
+extern const attn_qdot_kernels attn_qdot_avx512vnni, attn_qdot_avx512vnni_bf16, attn_qdot_avx512vnni_int8;
+/* qdot.h's axpy by VPDPBUSD (value_dot "int8_avx512vnni"; the arithmetic
+ * is documented in decode_values_avx512.c and attn.h). */
+void attn_qvalues_int8_avx512vnni(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld,
+                                  int64_t n, int64_t Ev, bool q4);
 extern const attn_qdot_kernels attn_qdot_avxvnni;
 extern const attn_qdot_kernels attn_qdot_avx2;
 extern const attn_qdot_groups attn_qdot_groups_avx512vnni, attn_qdot_groups_avx2;

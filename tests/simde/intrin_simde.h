@@ -17,6 +17,8 @@
 #define attn_widen_quant_avx512 attn_widen_quant_avx512_simde
 #define attn_qdot_avx512vnni attn_qdot_avx512vnni_simde
 #define attn_qdot_avx512vnni_bf16 attn_qdot_avx512vnni_bf16_simde
+#define attn_qdot_avx512vnni_int8 attn_qdot_avx512vnni_int8_simde
+#define attn_qvalues_int8_avx512vnni attn_qvalues_int8_avx512vnni_simde
 #define attn_qdot_avxvnni attn_qdot_avxvnni_simde
 #define attn_qdot_groups_avx512vnni attn_qdot_groups_avx512vnni_simde
 #endif

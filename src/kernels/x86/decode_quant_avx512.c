@@ -132,37 +132,7 @@ QDOT_INLINE void tile_keys_q4(__m512i K[8], const uint8_t *k, int64_t ld, int NK
     }
 }
 
-/* The tile's d_k (lanes 4b + j) as f32, zero outside the NK keys and nbk
- * blocks of the quad at k (row stride ld, blocks of bs bytes): each key's
- * f16 scales picked from the quad's first 128 bytes by one word permute
- * (masked loads: nothing past the quad is read); *hm gathers their bits
- * without the sign (16 lanes of u16). */
-QDOT_INLINE __m512 tile_scales(const uint8_t *k, int64_t ld, int NK, int nbk, const bool q4, __m256i *hm) {
-    const int ws = q4 ? 9 : 17; /* a block's bytes in 16-bit words */
-    const __m512i idx = _mm512_zextsi256_si512(_mm256_setr_epi16(0, 0, 0, 0, ws, ws, ws, ws, 2 * ws, 2 * ws, 2 * ws,
-                                                                 2 * ws, 3 * ws, 3 * ws, 3 * ws, 3 * ws));
-    uint64_t need = 0; /* the words of the nbk scales, in a 128-byte window */
-#pragma GCC unroll 4
-    for (int b = 0; b < nbk; b++) need |= 1ull << (ws * b);
-    __m512i w = _mm512_setzero_si512();
-#pragma GCC unroll 4
-    for (int j = 0; j < NK; j++) {
-        const uint8_t *r = k + j * ld;
-        __m512i lo, hi = _mm512_setzero_si512();
-        if (nbk == 4) { /* the window lies inside the quad's 136 or 72 bytes */
-            lo = _mm512_loadu_si512(r);
-            if (!q4) hi = _mm512_loadu_si512(r + 64);
-        } else {
-            lo = _mm512_maskz_loadu_epi16((__mmask32)need, r);
-            if (!q4) hi = _mm512_maskz_loadu_epi16((__mmask32)(need >> 32), r + 64);
-        }
-        __mmask32 lanes = (__mmask32)(((1u << (4 * nbk)) - 1) & (0x1111u << j));
-        w = _mm512_or_si512(w, _mm512_maskz_permutex2var_epi16(lanes, lo, idx, hi));
-    }
-    __m256i h = _mm512_castsi512_si256(w);
-    *hm = _mm256_max_epu16(*hm, _mm256_and_si256(h, _mm256_set1_epi16(0x7fff)));
-    return _mm512_cvtph_ps(h);
-}
+#include "kernels/x86/quant_scales.h"
 
 /* Scores of the tile's NK keys for rows i < NQ of tb, quads g < ng of one
  * pass: stored into s[i * lds + j] (first pass) or added to it. */
@@ -519,6 +489,7 @@ const attn_qdot_kernels attn_qdot_avx512vnni = {
     .axpy = qaxpy_rows,
     .groups = &attn_qdot_groups_avx512vnni,
     .value_dot = "f32_avx512",
+    .value_group = 1,
 };
 
 /* The same keys; values through VDPBF16PS (the CPU has AVX512-BF16 too). */
@@ -531,5 +502,19 @@ const attn_qdot_kernels attn_qdot_avx512vnni_bf16 = {
     .axpy = qbf_rows,
     .groups = &attn_qdot_groups_avx512vnni,
     .value_dot = "bf16_avx512bf16",
+    .value_group = 2,
+};
+
+/* The same keys; values by integer dot products too (decode_values_avx512.c). */
+const attn_qdot_kernels attn_qdot_avx512vnni_int8 = {
+    .name = "int8_avx512vnni",
+    .f32_set = "avx512",
+    .q8_bias = 128,
+    .q4_bias = 8,
+    .dot = qdot_rows,
+    .axpy = attn_qvalues_int8_avx512vnni,
+    .groups = &attn_qdot_groups_avx512vnni,
+    .value_dot = "int8_avx512vnni",
+    .value_group = 16,
 };
 #endif
