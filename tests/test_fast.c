@@ -2167,7 +2167,9 @@ static void test_groups_simde(void) {
     groups_cases(&attn_qdot_groups_avx512vnni_simde, groups_avx512vnni_or_skip(pair),
                  "qdot_groups_avx512vnni_simde_is_the_documented_arithmetic", pair);
 }
-#elif defined(ATTN_HAVE_X86_KERNELS)
+#endif
+
+#if defined(ATTN_HAVE_X86_KERNELS)
 /* decode_groups_avx2.c, natively (every x86 CPU the library's AVX2 set
  * runs on), against the reference and the AVX512-VNNI kernel. */
 static void test_groups_avx2(void) {
