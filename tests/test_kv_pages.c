@@ -672,11 +672,11 @@ static void test_long_decode(attn_dtype dt, int64_t P, const char *name) {
  * each; then the decode kernel (one query per sequence) and the flash
  * kernel (up to 300 queries each) against attn_kv_cache_attend on f32
  * rows of the dequantized keys, bitwise, the kernel named by ATTN_VERBOSE. */
-static void test_grouped_kernels(attn_dtype keys, attn_dtype dt, int64_t P, const char *name) {
+static void test_grouped_kernels(attn_dtype keys, attn_dtype dt, int64_t P, int64_t R, const char *name) {
     model m;
-    model_keys = keys;
+    model_keys = keys, model_residual = R;
     model_init(&m, dt, P, 3 * 1024 / P + 3, 3, 2, 64, 32, 0);
-    model_keys = 0;
+    model_keys = 0, model_residual = 0;
     int64_t ids[3], cu[2] = {0, 1000};
     attn_kv_pages_create(m.pool, &ids[0], NULL);
     m.live[ids[0]] = 1;
@@ -2044,8 +2044,12 @@ int main(void) {
         random_program(GROUPED[t].name, GROUPED[t].values, GROUPED[t].P, GROUPED[t].pages, 400);
     }
     model_keys = 0;
-    test_grouped_kernels(ATTN_Q4C, ATTN_F32, 64, "q4c_keys_decode_and_flash_equal_f32_rows_of_their_values_page_64");
-    test_grouped_kernels(ATTN_Q2C, ATTN_F16, 128, "q2c_keys_decode_and_flash_equal_f32_rows_of_their_values_page_128");
+    test_grouped_kernels(ATTN_Q4C, ATTN_F32, 64, 0, "q4c_keys_decode_and_flash_equal_f32_rows_of_their_values_page_64");
+    test_grouped_kernels(ATTN_Q2C, ATTN_F16, 128, 0, "q2c_keys_decode_and_flash_equal_f32_rows_of_their_values_page_128");
+    test_grouped_kernels(ATTN_Q4C, ATTN_F32, 64, 128,
+                         "q4c_keys_residual_128_decode_and_flash_equal_f32_rows_of_their_values_page_64");
+    test_grouped_kernels(ATTN_Q2C, ATTN_F16, 128, 64,
+                         "q2c_keys_residual_64_decode_and_flash_equal_f32_rows_of_their_values_page_128");
     test_grouped_errors();
     test_grouped_cache(ATTN_Q4C, 0, "contiguous_cache_q4c_keys_equals_pool_and_attn_sdpa_on_gathered_rows");
     test_grouped_cache(ATTN_Q2C, 0, "contiguous_cache_q2c_keys_equals_pool_and_attn_sdpa_on_gathered_rows");
