@@ -529,17 +529,7 @@ for name, code in (("q4c", Q4C), ("q2c", Q2C)):
 # cut back across it and refilled: gathered keys as the reference, a
 # untouched by b (b's groups go into its own copies of shared pages), attend
 # bitwise attn.sdpa on them (widened) or within the integer kernel's bound.
-def window_full(n, R):
-    return max(0, n // 32 * 32 - R)
-
-
-def held_window(rows16, code, R):
-    out = rows16.copy()
-    full = window_full(rows16.shape[1], R)
-    if full:
-        raw = ref_group(np.ascontiguousarray(rows16[:, :full]), code)
-        out[:, :full] = ref_group_dequantize(raw, code, rows16.shape[2]).reshape(rows16.shape[0], full, -1)
-    return out
+from oracle_quant import ref_cache_keys as held_window, ref_window_full as window_full  # noqa: E402
 
 
 for R, name, code in ((64, "q4c", Q4C), (128, "q2c", Q2C)):
