@@ -1693,7 +1693,8 @@ typedef struct attn_kv_cache_desc {
     attn_dtype key_dtype; /* 0 (default): keys in dtype, as values. ATTN_Q4C or
                             ATTN_Q2C: keys quantized per channel over groups of
                             32 positions, with the last positions not yet
-                            forming a group kept in f16 (see "Keys quantized
+                            forming a group (and `residual` before them) kept
+                            in f16 (see "Keys quantized
                             per channel"); values in dtype (not f64); capacity
                             a multiple of 32; no k_scale and no hadamard below
                             (ATTN_ERR_OPTION: they turn or scale keys stored
@@ -1910,7 +1911,8 @@ typedef struct attn_kv_pages_desc {
     attn_dtype key_dtype;  /* 0 (default): keys in dtype, as values. ATTN_Q4C or
                               ATTN_Q2C: keys quantized per channel over groups of
                               32 positions, the last positions not yet forming a
-                              group kept in f16 per sequence (see "Keys quantized
+                              group (and `residual` before them) kept in f16 per
+                              sequence (see "Keys quantized
                               per channel"); values in dtype (not f64);
                               page_size a multiple of 32; no k_scale and no
                               hadamard below (ATTN_ERR_OPTION). Added in 0.4.0. */
