@@ -580,6 +580,23 @@ for R, name, code in ((64, "q4c", Q4C), (128, "q2c", Q2C)):
         worst = grouped_key_dot_worst(q1, raw, want_a, wv, code, out, ref)
         check("kv_pages_python_%s_attend_within_key_dot_bound_of_torch_float64" % tag, worst <= 1,
               "error/bound %.3g" % worst)
+    # a plan of both sequences (the view carries the window) bitwise attend
+    q3 = rng.standard_normal((3, 4, 64)).astype(np.float32)
+    want3 = wp.attend([b, a], q3, cu_seqlens_q=[0, 2, 3])
+    check("kv_pages_python_%s_plan_bitwise_attend" % tag,
+          np.array_equal(wp.plan([b, a], [2, 1], num_heads=4).run(q3), want3))
+    # a pool of the same sequences with another window: the plan refuses it
+    other = attn.KVPages(heads=2, key_dim=64, value_dim=32, num_pages=40, max_sequences=3, page_size=32,
+                         dtype="q4_1", key_dtype=name, residual=R - 32)
+    oa = other.create()
+    other.append(oa, k1, v1)
+    ob = other.fork(oa)
+    other.truncate(ob, 250)
+    try:
+        wp.plan([a], [1], num_heads=4).run(q1[:1], pool=other)
+        check("kv_pages_python_%s_plan_refuses_another_window" % tag, False, "ran")
+    except attn.PlanError as e:
+        check("kv_pages_python_%s_plan_refuses_another_window" % tag, "residual" in str(e), str(e))
 for name, args in (("residual_48", dict(residual=48)), ("residual_past_1024", dict(residual=1056)),
                    ("residual_without_key_dtype", dict(residual=64, key_dtype=None))):
     try:

@@ -451,8 +451,8 @@ class PagedPlan:
         # This layer's view: its pool's pages, residual rows and scales,
         # under the plan's tables (the pools are kept in step)
         pw, err, w = pool._view(), Error(), KVPagedView.from_buffer_copy(self.view)
-        for f in ("k_pages", "v_pages", "k_residual", "k_scale", "v_scale"):
-            setattr(w, f, getattr(pw, f))
+        for f in ("k_pages", "v_pages", "k_residual", "k_scale", "v_scale", "residual"):
+            setattr(w, f, getattr(pw, f))  # a pool of another window: refused (attn_kv_paged_run_view)
         raise_for(LIB.attn_kv_paged_run_view(self._plan, _view(out), _view(lse) if lse is not None else None, _view(q),
                                              ctypes.byref(w), self.workspace.ctypes.data, self.workspace.size, err), err)
         if self.by_id:
