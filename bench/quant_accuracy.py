@@ -51,6 +51,10 @@ holds them (attn.h, "Keys quantized per channel"): keys rounded to f16, each
 full group of 32 positions quantized from those, and through the layer the
 positions not yet forming a group when a token attends (the residual
 window, the last (t + 1) mod 32 positions for token t) kept in f16.
+With --residual R (and --layer), each per-channel row comes twice: as above
+(R = 0), and with a cache's residual window of R (desc.residual, KIVI's R =
+128): token t then sees positions j < max(0, 32 floor((t + 1) / 32) - R)
+quantized and every later one in f16 (rows named "q4c R=128" and so on).
 
 The rotation (--hadamard): for q8, q4 and e4m3, each format's row again
 with its keys stored as a cache with `hadamard` set stores them: turned by
@@ -59,7 +63,7 @@ quantized, widened and turned back (what gather returns and what attention
 computes with, since turning q alike leaves q.k unchanged); values as
 before. Rows are named "q8+H" and so on, beside the plain format's.
 
-Usage: quant_accuracy.py [BUILD_DIR] [--seed N] [--markdown] [--layer] [--keys | --hadamard]
+Usage: quant_accuracy.py [BUILD_DIR] [--seed N] [--markdown] [--layer] [--keys [--residual R] | --hadamard]
 """
 import ctypes
 import os
@@ -225,16 +229,17 @@ def layer_measure(lib, rng, kind, keys=False):
     v = heads(x @ w["v"].T, Hkv).astype(np.float32)
     causal = np.tril(np.ones((L, L), bool))
 
-    # grouped keys: token t sees positions of full groups (j < 32 floor((t + 1) / 32)) quantized, the rest in f16
-    in_group = np.arange(L)[None, :] < (np.arange(L)[:, None] + 1) // 32 * 32
+    # grouped keys with a window of R: token t sees positions j < 32 floor((t + 1) / 32) - R quantized, the rest in f16
+    def in_group(R):
+        return np.arange(L)[None, :] < (np.arange(L)[:, None] + 1) // 32 * 32 - R
 
-    def run(kk, vv, k16=None):
+    def run(kk, vv, k16=None, R=0):
         outs, lses, ps = [], [], []
         for h in range(H):
             g = h // (H // Hkv)
             s = q[h] @ kk[g].astype(np.float64).T / np.sqrt(d)
             if k16 is not None:
-                s = np.where(in_group, s, q[h] @ k16[g].astype(np.float64).T / np.sqrt(d))
+                s = np.where(in_group(R), s, q[h] @ k16[g].astype(np.float64).T / np.sqrt(d))
             s = np.where(causal, s, -np.inf)
             m = s.max(axis=1, keepdims=True)
             e = np.exp(s - m)
@@ -247,7 +252,13 @@ def layer_measure(lib, rng, kind, keys=False):
 
     out, lse, p = run(k, v)
     rows = []
+    window = int(sys.argv[sys.argv.index("--residual") + 1]) if "--residual" in sys.argv else 0
+    table = []
     for name, kf, vf, rotate in formats(keys):
+        table.append((name, kf, vf, rotate, 0))
+        if window and kf in (Q4C, Q2C):
+            table.append((name.replace("K q", "K q", 1).replace(",", " R=%d," % window, 1), kf, vf, rotate, window))
+    for name, kf, vf, rotate, R in table:
         k16 = None
         if kf in (Q4C, Q2C):
             held = [lib.grouped(np.ascontiguousarray(k[g]), kf) for g in range(Hkv)]
@@ -255,7 +266,7 @@ def layer_measure(lib, rng, kind, keys=False):
         else:
             ks = np.stack([lib.stored_keys(np.ascontiguousarray(k[g]), kf, rotate) for g in range(Hkv)])
         vs = np.stack([lib.stored(np.ascontiguousarray(v[g]), vf) for g in range(Hkv)])
-        oq, lq, pq = run(ks, vs, k16)
+        oq, lq, pq = run(ks, vs, k16, R)
         kl = []
         with np.errstate(divide="ignore", invalid="ignore"):
             for a, b in zip(p, pq):
@@ -275,6 +286,8 @@ def main():
     seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 30
     if "--seed" in sys.argv:
         args = [a for a in args if a != str(seed)]
+    if "--residual" in sys.argv:
+        args = [a for a in args if a != sys.argv[sys.argv.index("--residual") + 1]]
     lib = Lib(build)
     rng = np.random.default_rng(seed)
     rows = []

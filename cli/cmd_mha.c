@@ -45,6 +45,10 @@ static const char MHA_USAGE[] =
     "                         not yet filling a group in float16 (KIVI), values\n"
     "                         q4_1 (float16 when the head dimension is not a\n"
     "                         multiple of 32)\n"
+    "      --kv-residual R    with --kv q4c or q2c: keep the R positions before the\n"
+    "                         group being filled in float16 too (KIVI's residual\n"
+    "                         window, 128 in its paper): 0 (default) or a multiple\n"
+    "                         of 32 up to 1024\n"
     "      --hadamard         with --kv q8, q4, q4_1, e4m3 or e5m2: the cache stores\n"
     "                         the keys turned by the Walsh-Hadamard rotation and\n"
     "                         turns each query alike (q.k kept, an outlier channel\n"
@@ -153,6 +157,7 @@ typedef struct mha_args {
     bool has_rope;
     bool incremental, alibi, hadamard;
     attn_dtype kv; /* the cache's dtype with --kv, else 0: X's */
+    long residual; /* --kv-residual R, or -1 when not given */
     double softcap;
     long window;
 } mha_args;
@@ -161,6 +166,7 @@ static int parse(int argc, char **argv, mha_args *a) {
     int code = 0;
     memset(a, 0, sizeof *a);
     a->rope = attn_rope_options_default();
+    a->residual = -1;
     for (int i = 1; i < argc && !code;) {
         const char *val = NULL, *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -193,6 +199,10 @@ static int parse(int argc, char **argv, mha_args *a) {
             else if (val) a->kv = CODES[f];
         } else if (strcmp(arg, "--hadamard") == 0) {
             a->hadamard = true, i++;
+        } else if (cli_option(argc, argv, &i, NULL, "--kv-residual", &val, &code)) {
+            if (val && (!cli_parse_int(val, 0, ATTN_KEY_RESIDUAL_MAX, &a->residual) || a->residual % 32))
+                code = cli_error(EXIT_USAGE, "--kv-residual %s is not 0 or a multiple of 32 up to %d", val,
+                                 ATTN_KEY_RESIDUAL_MAX);
         } else if (strcmp(arg, "--alibi") == 0) {
             a->alibi = true, i++;
         } else if (cli_option(argc, argv, &i, NULL, "--softcap", &val, &code)) {
@@ -218,6 +228,9 @@ static int parse(int argc, char **argv, mha_args *a) {
     if (a->hadamard && !a->kv)
         return cli_error(EXIT_USAGE, "--hadamard turns the keys of a quantized KV cache: give --incremental --kv q8, q4, "
                          "q4_1, e4m3 or e5m2 too");
+    if (a->residual >= 0 && a->kv != ATTN_Q4C && a->kv != ATTN_Q2C)
+        return cli_error(EXIT_USAGE, "--kv-residual keeps recent keys of a per-channel cache in float16: give "
+                         "--incremental --kv q4c or q2c too");
     if (a->hadamard && (a->kv == ATTN_Q4C || a->kv == ATTN_Q2C))
         return cli_error(EXIT_USAGE, "--hadamard is for keys stored per token; --kv %s keys (per channel) take no "
                          "rotation", attn_dtype_name(a->kv));
@@ -270,13 +283,14 @@ static int layer_params(attn_mha_params *p, weights *w, const mha_args *a, const
 /* Token by token through a KV cache of X's dtype, or of `kv` (a quantized
  * format, or 0): out row t from X row t. */
 static int run_incremental(attn_tensor *out, const attn_tensor *x, const attn_mha_params *p,
-                           const attn_mha_options *o, attn_dtype kv, bool hadamard) {
+                           const attn_mha_options *o, attn_dtype kv, bool hadamard, int64_t residual) {
     int64_t L = x->shape[x->rank - 2], D = p->embed_dim / p->num_heads;
     attn_kv_cache_desc d = attn_kv_cache_desc_default();
     d.batch = x->rank == 3 ? x->shape[0] : 1, d.heads = p->num_kv_heads ? p->num_kv_heads : p->num_heads;
     d.capacity = L, d.key_dim = d.value_dim = D, d.dtype = kv ? kv : x->dtype;
     if (kv == ATTN_Q4C || kv == ATTN_Q2C) /* keys per channel in groups of 32 positions, values per token */
-        d.key_dtype = kv, d.dtype = D % 32 ? ATTN_F16 : ATTN_Q4_1, d.capacity = (L + 31) / 32 * 32;
+        d.key_dtype = kv, d.dtype = D % 32 ? ATTN_F16 : ATTN_Q4_1, d.capacity = (L + 31) / 32 * 32,
+        d.residual = residual > 0 ? residual : 0;
     if (kv && x->dtype != ATTN_F32 && x->dtype != ATTN_F16)
         return cli_error(EXIT_DATA, "--kv %s needs float32 or float16 X (the cache quantizes the layer's own rows), not %s",
                          attn_dtype_name(kv), cli_dtype_name(x->dtype));
@@ -370,7 +384,7 @@ static int run(const mha_args *a) {
         }
         cli_output outs[2] = {{.path = a->out}, {.path = a->wout}};
         if (!out.data || (a->wout && !wt.data)) code = cli_error(EXIT_DATA, "out of memory for the output");
-        else if (a->incremental) code = run_incremental(&out, &x, &p, &o, a->kv, a->hadamard);
+        else if (a->incremental) code = run_incremental(&out, &x, &p, &o, a->kv, a->hadamard, a->residual);
         else if (attn_mha(&out, a->wout ? &wt : NULL, &x, &k, &v, &p, &o, &err)) code = cli_error(EXIT_DATA, "%s", err.message);
         bool writes = cli_stop == CLI_RUN; /* the fuzzers stop once the files are checked and the layer ran */
         if (!code && writes && a->out) code = cli_output_write(&outs[0], &out);

@@ -69,6 +69,10 @@ static const char SDPA_USAGE[] =
     "                         (float16 when their last dimension is not a multiple\n"
     "                         of 32); q rank 2 to 4, no -w, no backward, no ragged\n"
     "                         batch, no top-left causal mask\n"
+    "      --kv-residual R    with --kv q4c or q2c: keep the R positions before the\n"
+    "                         group being filled in float16 too (KIVI's residual\n"
+    "                         window, 128 in its paper): 0 (default) or a multiple\n"
+    "                         of 32 up to 1024\n"
     "      --kv-scale S[,SV]  with --kv e4m3 or e5m2: one scale per head, as vLLM's\n"
     "                         k_scale and v_scale (S for keys, SV for values; one\n"
     "                         number: both), finite and > 0: k and v are stored as\n"
@@ -106,6 +110,8 @@ static const char *cu_path[2];
 static double kv_scale[2];
 /* --hadamard: the keys stored turned by the Walsh-Hadamard rotation, q turned alike. */
 static bool kv_hadamard;
+/* --kv-residual: with --kv q4c / q2c, the recent positions kept in f16 (desc.residual). */
+static long kv_residual = -1;
 
 /* The input files: -q, -k, -v, -m, --grad-out, --alibi-slopes, --sinks. */
 enum { N_INPUTS = 7 };
@@ -304,6 +310,10 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
         } else if (strcmp(arg, "--hadamard") == 0) {
             kv_hadamard = true;
             i++;
+        } else if (cli_option(argc, argv, &i, NULL, "--kv-residual", &val, &code)) {
+            if (val && (!cli_parse_int(val, 0, ATTN_KEY_RESIDUAL_MAX, &kv_residual) || kv_residual % 32))
+                code = cli_error(EXIT_USAGE, "--kv-residual %s is not 0 or a multiple of 32 up to %d", val,
+                                 ATTN_KEY_RESIDUAL_MAX);
         } else if (strcmp(arg, "--kv-bf16") == 0) {
             *kv_store = ATTN_BF16;
             i++;
@@ -355,6 +365,9 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
         return cli_error(EXIT_USAGE, "--kv-scale needs --kv e4m3 or --kv e5m2 (per-head scales are for fp8)");
     if (kv_hadamard && (!*kv_store || *kv_store == ATTN_BF16))
         return cli_error(EXIT_USAGE, "--hadamard turns quantized keys: give --kv q8, q4, q4_1, e4m3 or e5m2 too");
+    if (kv_residual >= 0 && *kv_store != ATTN_Q4C && *kv_store != ATTN_Q2C)
+        return cli_error(EXIT_USAGE, "--kv-residual keeps recent keys of a per-channel cache in float16: give --kv q4c "
+                         "or --kv q2c too");
     if (kv_hadamard && (*kv_store == ATTN_Q4C || *kv_store == ATTN_Q2C))
         return cli_error(EXIT_USAGE, "--hadamard is for keys stored per token; --kv %s keys (per channel) take no "
                          "rotation", attn_dtype_name(*kv_store));
@@ -504,7 +517,7 @@ static int run_grouped(input *in, cli_output *outs, attn_sdpa_options *opts, att
     d.batch = r == 4 ? k->shape[0] : 1, d.heads = r >= 3 ? k->shape[r - 3] : 1;
     int64_t S = k->shape[r - 2];
     d.capacity = S > 0 ? (S + 31) / 32 * 32 : 32, d.key_dim = k->shape[r - 1], d.value_dim = v->shape[r - 1];
-    d.dtype = d.value_dim % 32 ? ATTN_F16 : ATTN_Q4_1, d.key_dtype = keys;
+    d.dtype = d.value_dim % 32 ? ATTN_F16 : ATTN_Q4_1, d.key_dtype = keys, d.residual = kv_residual > 0 ? kv_residual : 0;
     attn_error err;
     size_t bytes;
     attn_kv_cache *cache = NULL;
@@ -628,6 +641,7 @@ int cmd_sdpa(int argc, char **argv) {
     cu_path[0] = cu_path[1] = NULL;
     kv_scale[0] = kv_scale[1] = 0;
     kv_hadamard = false;
+    kv_residual = -1;
     attn_sdpa_options opts = attn_sdpa_options_default();
     attn_dtype kv_store = (attn_dtype)0; /* 0: as given */
     bool alibi = false, has_rope = false;

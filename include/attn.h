@@ -498,17 +498,26 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  * groups of 32 positions one after another (see attn_quant_group_size).
  *
  * In a cache (desc.key_dtype = ATTN_Q4C or ATTN_Q2C; values stay per
- * token, in desc.dtype), a sequence's positions 0 .. 32·floor(length/32)
- * - 1 are groups, and the rest, the positions not yet forming a full
- * group, the residual window (0 to 31 positions), are kept in f16 (rounded
+ * token, in desc.dtype) with a residual window of R positions
+ * (desc.residual: 0, the default, or a multiple of 32 up to
+ * ATTN_KEY_RESIDUAL_MAX; KIVI keeps R = 128), a sequence of n positions
+ * holds positions 0 .. full - 1 in groups, where
+ *     full = max(0, 32·floor(n / 32) - R)
+ * (the groups wholly before n - R, rounded down to a group boundary), and
+ * the rest, positions full .. n - 1, the residual rows (the group being
+ * filled and the R positions before it: at most R + 31), in f16 (rounded
  * to nearest even; beyond f16's range ±infinity, as an f16 cache keeps
- * them). Append writes each new key into the residual; when a group's
- * 32nd position arrives, the group is quantized from its 32 f16 keys
+ * them). Each head of each sequence has R + 32 residual rows of E f16
+ * values (2E bytes each, C order); position p >= full is row p - full.
+ * Append writes each new key into its row; when that fills the R + 32
+ * rows (n reaches a multiple of 32 past R), the first 32 rows, the group
+ * leaving the window, are quantized into their group from their f16 keys
  * (so a sequence's bytes never depend on how its positions were split
- * into appends) and the residual starts empty again. Truncating to a
- * length inside a quantized group turns that group's kept positions back
- * into residual rows: their dequantized values rounded to f16 (nearest
- * even), from which the group is quantized again when it fills. Attention
+ * into appends) and the other R rows move 32 rows to the front. R = 0 is
+ * a window of the group being filled only. Truncating to a length m
+ * whose full is below the old one turns the groups between back into
+ * residual rows: their dequantized values rounded to f16 (nearest even),
+ * from which they are quantized again when they leave the window. Attention
  * reads a group a block of rows at a time, dequantized into a buffer of
  * the calling thread (32 KiB of thread-local memory, the library's one
  * piece of per-thread state: a thread's buffer is reused by every call it
@@ -536,6 +545,10 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  * and give the same bits, for any number of threads. Other CPUs, key_dim
  * not a multiple of 32, and a process started with ATTN_QDOT=widen take
  * the bitwise path above. */
+
+/* The longest residual window a cache of keys quantized per channel
+ * keeps in f16 (desc.residual, a multiple of 32). Added in 0.4.0. */
+#define ATTN_KEY_RESIDUAL_MAX 1024
 
 /* Bytes one group of 32 positions of n channels takes in ATTN_Q4C (20n)
  * or ATTN_Q2C (12n), or 0 when format is not one of them, n < 1, n is not
@@ -1701,7 +1714,8 @@ typedef struct attn_kv_cache_desc {
     attn_dtype key_dtype; /* 0 (default): keys in dtype, as values. ATTN_Q4C or
                             ATTN_Q2C: keys quantized per channel over groups of
                             32 positions, with the last positions not yet
-                            forming a group kept in f16 (see "Keys quantized
+                            forming a group (and `residual` before them) kept
+                            in f16 (see "Keys quantized
                             per channel"); values in dtype (not f64); capacity
                             a multiple of 32; no k_scale and no hadamard below
                             (ATTN_ERR_OPTION: they turn or scale keys stored
@@ -1738,6 +1752,14 @@ typedef struct attn_kv_cache_desc {
      * rotation; turn keys by RoPE before appending, as attn_mha_cached
      * does). Another value: ATTN_ERR_OPTION. */
     int hadamard;
+    /* Added in 0.4.0. With key_dtype: R, the most recent positions kept in
+     * f16 besides the group being filled (KIVI's residual window; 128 in
+     * its paper), 0 (the default: the group being filled only) or a
+     * multiple of 32 up to ATTN_KEY_RESIDUAL_MAX; the residual rows then
+     * take B · Hk · (R + 32) · E · 2 bytes, counted by attn_kv_cache_bytes
+     * (see "Keys quantized per channel"). Another value, or R > 0 without
+     * key_dtype: ATTN_ERR_OPTION. */
+    int64_t residual;
 } attn_kv_cache_desc;
 
 /* batch 1, heads 1, dtype f32, the sizes 0 (to be set): as a value,
@@ -1863,9 +1885,10 @@ ATTN_API attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length
  * (64 in f16). Quantized pools take f32 queries. With key_dtype ATTN_Q4C
  * or ATTN_Q2C (see "Keys quantized per channel") the key pages hold
  * (num_pages, Hk, P / 32) groups of attn_quant_group_size(key_dtype, E)
- * bytes instead, and each sequence's last positions not yet forming a
- * group lie in f16 in the pool's own memory (max_sequences · Hk · 32 · E ·
- * 2 bytes, counted by attn_kv_pages_bytes).
+ * bytes instead, and each sequence's last positions (the group being
+ * filled and desc.residual before it) lie in f16 in the pool's own memory
+ * (max_sequences · Hk · (residual + 32) · E · 2 bytes, counted by
+ * attn_kv_pages_bytes).
  *
  *   attn_kv_pages_desc d = attn_kv_pages_desc_default();
  *   d.heads = 8, d.key_dim = d.value_dim = 128, d.dtype = ATTN_F16;
@@ -1909,7 +1932,8 @@ typedef struct attn_kv_pages_desc {
     attn_dtype key_dtype;  /* 0 (default): keys in dtype, as values. ATTN_Q4C or
                               ATTN_Q2C: keys quantized per channel over groups of
                               32 positions, the last positions not yet forming a
-                              group kept in f16 per sequence (see "Keys quantized
+                              group (and `residual` before them) kept in f16 per
+                              sequence (see "Keys quantized
                               per channel"); values in dtype (not f64);
                               page_size a multiple of 32; no k_scale and no
                               hadamard below (ATTN_ERR_OPTION). Added in 0.4.0. */
@@ -1927,6 +1951,15 @@ typedef struct attn_kv_pages_desc {
      * turns the queries, gather turns the keys back; the pool's view
      * carries the flag, and its pages hold the turned rows. */
     int hadamard;
+    /* Added in 0.4.0. With key_dtype: R, the recent positions kept in f16
+     * besides the group being filled, as attn_kv_cache_desc's (0 or a
+     * multiple of 32 up to ATTN_KEY_RESIDUAL_MAX; ATTN_ERR_OPTION else):
+     * each sequence's residual rows take Hk · (R + 32) · E · 2 bytes of the
+     * pool's memory. A group leaving the window is quantized into its page;
+     * a page another sequence holds too (after a fork) is first copied, so
+     * an append may take a page for each shared page a group leaves into
+     * (counted before anything is written: ATTN_ERR_FULL). */
+    int64_t residual;
 } attn_kv_pages_desc;
 
 /* heads 1, dtype f32, page_size 16, max_length 0, the other sizes 0 (to be
@@ -1962,8 +1995,10 @@ ATTN_API attn_status attn_kv_pages_create(attn_kv_pages *pool, int64_t *seq, att
 
 /* A new sequence *child holding everything `parent` holds, by sharing its
  * pages (each page's reference count goes up; nothing is copied but, with
- * keys quantized per channel, the parent's f16 residual rows, at most 31
- * positions, which are each sequence's own). Later
+ * keys quantized per channel, the parent's f16 residual rows, at most
+ * desc.residual + 31 positions, which are each sequence's own; a group the
+ * child or the parent quantizes later into a page both hold goes into its
+ * own copy of that page). Later
  * appends and truncations of either leave the other as it is. Errors:
  * ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (parent unknown or freed), ATTN_ERR_FULL
  * (max_sequences are alive). */
@@ -1998,9 +2033,10 @@ ATTN_API attn_status attn_kv_pages_append(attn_kv_pages *pool, const int64_t *se
 
 /* Forget sequence seq's positions from `length` on (0 empties it), e.g.
  * rejected draft tokens: the pages past the new end are released; a
- * sibling sharing them keeps them. Keys quantized per channel cut inside a
- * quantized group: its kept positions become the sequence's f16 residual
- * rows of their dequantized values (the page is not written). Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT
+ * sibling sharing them keeps them. Keys quantized per channel: the groups
+ * the shorter sequence keeps in its residual window (see "Keys quantized
+ * per channel") become its f16 residual rows of their dequantized values
+ * (the pages are not written). Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT
  * (seq unknown or freed; length < 0 or more than it holds). */
 ATTN_API attn_status attn_kv_pages_truncate(attn_kv_pages *pool, int64_t seq, int64_t length, attn_error *err);
 
@@ -2051,9 +2087,10 @@ typedef struct attn_kv_paged_view {
                                      page_size / 32) groups of
                                      attn_quant_group_size(key_dtype, E) bytes, and
                                      sequence i's positions from 32·floor(lengths[i]
-                                     / 32) on are rows (i, h, 0 ..) of k_residual */
-    const void *k_residual;       /* with key_dtype: (num_sequences, Hk, 32, E) f16,
-                                     C order; else unused */
+                                     / 32) - residual (at least 0) on are rows (i,
+                                     h, 0 ..) of k_residual */
+    const void *k_residual;       /* with key_dtype: (num_sequences, Hk, residual +
+                                     32, E) f16, C order; else unused */
     /* Added in 0.4.0: e4m3 or e5m2 pages' scales, one per head (Hk floats,
      * finite and > 0), or NULL (the default) for none: code c of head h
      * stands for c · k_scale[h] (values: v_scale). A pool's view points
@@ -2067,6 +2104,12 @@ typedef struct attn_kv_paged_view {
      * attn_kv_paged_attend (and a plan's run) then turns the queries,
      * attn_kv_paged_gather turns the keys back. */
     int hadamard;
+    /* Added in 0.4.0: with key_dtype, R, the residual window (0 or a
+     * multiple of 32 up to ATTN_KEY_RESIDUAL_MAX; ATTN_ERR_OPTION else):
+     * k_residual is then (num_sequences, Hk, R + 32, E) f16, and sequence
+     * i's positions from full = max(0, 32·floor(lengths[i] / 32) - R) on
+     * are its rows (i, h, p - full). A pool's view carries its own. */
+    int64_t residual;
 } attn_kv_paged_view;
 
 /* dtype f32, heads 1, every other field 0 or NULL (to be set):

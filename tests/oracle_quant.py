@@ -159,6 +159,25 @@ def ref_group_dequantize(raw, fmt, n):
         return q * d[:, None, :] + m[:, None, :]   # code * d exact: one f32 rounding
 
 
+def ref_window_full(n, R):
+    """Positions in quantized groups of a cache of n positions whose keys
+    are quantized per channel with a residual window of R (attn.h, "Keys
+    quantized per channel"): max(0, 32 floor(n / 32) - R)."""
+    return max(0, n // 32 * 32 - R)
+
+
+def ref_cache_keys(rows16, fmt, R=0):
+    """Keys (H, n, E) as such a cache holds them, from rows16, the f16 value
+    each position had in the window when its group left it: positions before
+    ref_window_full(n, R) through their groups, the rest as they are."""
+    out = np.array(rows16, np.float32)
+    full = ref_window_full(out.shape[1], R)
+    if full:
+        raw = ref_group(np.ascontiguousarray(out[:, :full]), fmt)
+        out[:, :full] = ref_group_dequantize(raw, fmt, out.shape[2]).reshape(out.shape[0], full, -1)
+    return out
+
+
 def fp8_table(fmt):
     """The value of each code 0..255, from the bit layout in attn.h."""
     M, B = (3, 7) if fmt == E4M3 else (2, 15)

@@ -321,6 +321,53 @@ def main():
             err = float(np.abs(got - ref).max() / np.abs(ref).max()) if got is not None else float("inf")
             report("kv_%s%s_out_with_int8_query_rounding" % (fmt, "_causal" if causal else ""), err <= 5e-2,
                    "error %.3g: %s" % (err, r.stderr))
+    # --kv-residual R: the R positions before the group being filled stay in
+    # float16 too (KIVI's window). 160 keys with R = 64: positions 0-95 in
+    # three quantized groups, 96-159 in float16; R = 128: one group.
+    # (Plain normal keys: with heavy-tailed channels the int8 rounding of q
+    # times the scales is coarser, within the bound test_quant_kv checks.)
+    kw = rng.standard_normal((2, 160, 64)).astype(np.float32)
+    vw = rng.standard_normal((2, 160, 64)).astype(np.float32)
+    pkw, pvw = save("kw.npy", kw), save("vw.npy", vw)
+    for fmt, code, R in (("q4c", Q4C, 64), ("q2c", Q2C, 128)):
+        full = 160 // 32 * 32 - R
+        k16 = kw.astype(np.float16).astype(np.float32)
+        ks = np.concatenate([ref_group_dequantize(ref_group(k16[:, :full], code), code, 64).reshape(2, full, 64),
+                             k16[:, full:]], axis=1)
+        vs = ref_dequantize(ref_quantize(vw.reshape(-1, 64), 10), 10, 64).reshape(2, 160, 64)
+        kk, vv = np.repeat(ks.astype(np.float64), 2, axis=0), np.repeat(vs.astype(np.float64), 2, axis=0)
+        sc = qq.astype(np.float64) @ kk.transpose(0, 2, 1) / 8.0
+        sc[:, np.arange(3)[:, None] + 157 < np.arange(160)[None, :]] = -np.inf
+        w = np.exp(sc - sc.max(-1, keepdims=True))
+        ref = (w / w.sum(-1, keepdims=True)) @ vv
+        args = ["sdpa", "-q", pqq, "-k", pkw, "-v", pvw, "--kv", fmt, "--kv-residual", str(R), "-o", "oq.npy",
+                "--causal=bottom-right"]
+        os.environ["ATTN_QDOT"] = "widen"
+        try:
+            r = attn(*args)
+        finally:
+            os.environ.pop("ATTN_QDOT", None)
+        got = np.load(os.path.join(TMP, "oq.npy")) if r.returncode == 0 else None
+        err = float(np.abs(got - ref).max() / np.abs(ref).max()) if got is not None else float("inf")
+        report("kv_%s_residual_%d_out_as_numpy_on_stored_values" % (fmt, R), err <= 2e-5, "error %.3g: %s" %
+               (err, r.stderr))
+        r = attn(*args)
+        got = np.load(os.path.join(TMP, "oq.npy")) if r.returncode == 0 else None
+        err = float(np.abs(got - ref).max() / np.abs(ref).max()) if got is not None else float("inf")
+        report("kv_%s_residual_%d_out_with_int8_query_rounding" % (fmt, R), err <= 5e-2, "error %.3g: %s" %
+               (err, r.stderr))
+    for case, extra, pattern in (
+            ("not_multiple_of_32", ["--kv", "q4c", "--kv-residual", "48"],
+             r"--kv-residual 48 is not 0 or a multiple of 32 up to 1024"),
+            ("too_large", ["--kv", "q4c", "--kv-residual", "2048"],
+             r"--kv-residual 2048 is not 0 or a multiple of 32 up to 1024"),
+            ("negative", ["--kv", "q2c", "--kv-residual=-32"], r"--kv-residual -32 is not 0 or a multiple of 32"),
+            ("without_per_channel_keys", ["--kv", "q8", "--kv-residual", "64"],
+             r"--kv-residual keeps recent keys of a per-channel cache in float16: give --kv q4c or --kv q2c"),
+            ("without_kv", ["--kv-residual", "64"], r"--kv-residual keeps recent keys"),
+            ("missing_value", ["--kv", "q4c", "--kv-residual"], r"--kv-residual")):
+        expect_error("kv_residual_" + case, ["sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "-o", "out.npy"] + extra, 2,
+                     pattern)
     expect_error("kv_q4c_top_left_refused", ["sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", "q4c", "--causal",
                                              "-o", "out.npy"], 2, r"--kv q4c: a cache's queries are its last positions")
     expect_error("kv_q4c_weights_refused", ["sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", "q4c", "-o", "out.npy",

@@ -1525,7 +1525,7 @@ static void test_paged_case(const paged_case *c) {
                 put_as(vp, ((page * c->Hk + h) * c->P + r) * c->Ev + e, c->dtype, x);
             }
         }
-    attn_paged_rows kpg = {kp, c->dtype, pool, c->Hk, c->P, c->E, table, n_pages, c->S, NULL};
+    attn_paged_rows kpg = {kp, c->dtype, pool, c->Hk, c->P, c->E, table, n_pages, c->S, NULL, 0};
     attn_paged_rows vpg = {vp, c->dtype, pool, c->Hk, c->P, c->Ev, table, n_pages, c->S, NULL};
     int64_t sq[3] = {c->Hq, c->L, c->E}, sk[3] = {c->Hk, c->S, c->E}, sv[3] = {c->Hk, c->S, c->Ev},
             so[3] = {c->Hq, c->L, c->Ev}, sl[2] = {c->Hq, c->L}, sw[3] = {c->Hq, c->L, c->S}, sh[1] = {c->Hq};

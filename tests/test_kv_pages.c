@@ -73,12 +73,27 @@ typedef struct model {
  * positions not yet forming a group of 32 rounded to f16, and each group
  * that fills quantized from those and widened back (copy_append). */
 static attn_dtype model_keys;
+/* Their residual window (desc.residual): the R positions before the group
+ * being filled stay in f16 too, and a group is quantized as it leaves. */
+static int64_t model_residual;
+
+/* Positions in quantized groups at `length` with window R (attn.h, "Keys
+ * quantized per channel"): max(0, 32·floor(length / 32) - R). */
+static int64_t grouped_full(int64_t length, int64_t R) {
+    int64_t full = length / 32 * 32 - R;
+    return full > 0 ? full : 0;
+}
+/* Whether truncating from `len` to `to` turns quantized positions back into f16 rows. */
+static int takes_back(int64_t len, int64_t to, int64_t R) {
+    int64_t was = grouped_full(len, R);
+    return grouped_full(to, R) < (was < to ? was : to);
+}
 
 static void model_init(model *m, attn_dtype dt, int64_t P, int64_t pages, int64_t seqs, int64_t heads, int64_t E,
                        int64_t Ev, int64_t max_length) {
     memset(m, 0, sizeof *m);
     m->d = attn_kv_pages_desc_default();
-    m->d.key_dtype = model_keys;
+    m->d.key_dtype = model_keys, m->d.residual = model_residual;
     m->d.dtype = dt, m->d.page_size = P, m->d.num_pages = pages, m->d.max_sequences = seqs;
     m->d.heads = heads, m->d.key_dim = E, m->d.value_dim = Ev, m->d.max_length = max_length;
     attn_error err;
@@ -218,12 +233,13 @@ static void copy_quantize_group(model *m, int s, int64_t g) {
     }
 }
 
-/* The test's copy of what truncate does: a cut inside a quantized group
- * turns its kept positions back into f16 rows. */
+/* The test's copy of what truncate does: the quantized positions the
+ * shorter window takes back become f16 rows. */
 static void copy_truncate(model *m, int s, int64_t to) {
-    if (m->d.key_dtype && to % 32 && to / 32 < m->len[s] / 32)
+    int64_t R = m->d.residual, was = grouped_full(m->len[s], R), end = was < to ? was : to;
+    if (m->d.key_dtype && takes_back(m->len[s], to, R))
         for (int64_t h = 0; h < m->d.heads; h++)
-            for (int64_t i = to / 32 * 32 * m->d.key_dim; i < to * m->d.key_dim; i++) {
+            for (int64_t i = grouped_full(to, R) * m->d.key_dim; i < end * m->d.key_dim; i++) {
                 float *x = m->k[s] + h * m->cap[s] * m->d.key_dim + i;
                 *x = stored(*x, ATTN_F16);
             }
@@ -245,7 +261,9 @@ static void copy_append(model *m, const int64_t *seqs, int64_t n, const packed *
                 for (int64_t c = 0; c < Ev; c++)
                     m->v[s][(h * m->cap[s] + m->len[s] + r) * Ev + c] = stored(packed_at(&p->v, cu[i] + r, h, c), m->d.dtype);
             }
-        for (int64_t g = m->len[s] / 32; m->d.key_dtype && g < (m->len[s] + add) / 32; g++) copy_quantize_group(m, s, g);
+        int64_t R = m->d.residual; /* the groups that leave the window */
+        for (int64_t g = grouped_full(m->len[s], R) / 32; m->d.key_dtype && g < grouped_full(m->len[s] + add, R) / 32; g++)
+            copy_quantize_group(m, s, g);
         m->len[s] += add;
     }
 }
@@ -268,18 +286,32 @@ static void copy_fork(model *m, int child, int parent) {
  * last page that is still shared when its sequence's turn comes (the
  * appends simulated in order on a copy of the reference counts: a sequence
  * that copies lets go of the page). */
-static int64_t pages_wanted(const model *m, const int64_t *seqs, int64_t n, const int64_t *cu) {
-    int64_t P = m->d.page_size, want = 0;
+/* The pages an append takes: new pages, a shared last page copied, and
+ * with a residual window each shared page a group leaves into, copied
+ * (each copy leaves the page to the other holders). *bound gets what the
+ * pool counts before writing, which takes every such page as still shared
+ * (attn.h: the append may take fewer); the pool refuses past it. */
+static int64_t pages_wanted(const model *m, const int64_t *seqs, int64_t n, const int64_t *cu, int64_t *bound,
+                            int64_t *window_copies) {
+    int64_t P = m->d.page_size, R = m->d.residual, want = 0;
     int64_t *refs = malloc((size_t)m->d.num_pages * sizeof *refs);
     for (int64_t p = 0; p < m->d.num_pages; p++) refs[p] = attn_kv_pages_page_refs(m->pool, p);
+    *bound = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t len = m->len[seqs[i]], add = cu[i + 1] - cu[i];
         if (!add) continue;
+        const int32_t *t;
+        attn_kv_pages_sequence(m->pool, seqs[i], NULL, &t, NULL);
         want += (len + add + P - 1) / P - (len + P - 1) / P;
-        if (len % P) {
-            const int32_t *t;
-            attn_kv_pages_sequence(m->pool, seqs[i], NULL, &t, NULL);
-            if (refs[t[len / P]] > 1) want++, refs[t[len / P]]--;
+        *bound += (len + add + P - 1) / P - (len + P - 1) / P;
+        if (len % P && refs[t[len / P]] > 1) want++, (*bound)++, refs[t[len / P]]--;
+        for (int64_t pos = grouped_full(len, R), last = -1; m->d.key_dtype && R && pos < grouped_full(len + add, R);
+             pos += 32) {
+            int64_t e = pos / P;
+            if (e == last || e >= (len + P - 1) / P || (len % P && e == len / P)) continue;
+            last = e;
+            *bound += attn_kv_pages_page_refs(m->pool, t[e]) > 1;
+            if (refs[t[e]] > 1) want++, (*window_copies)++, refs[t[e]]--;
         }
     }
     free(refs);
@@ -408,7 +440,7 @@ static void random_program(const char *name, attn_dtype dt, int64_t P, int64_t p
     model_init(&m, dt, P, pages, 6, 2, 8, 4, 0);
     char why[768] = "";
     int ok = 1;
-    int64_t ops[6] = {0}, fulls = 0, shared_appends = 0, group_cuts = 0;
+    int64_t ops[6] = {0}, fulls = 0, shared_appends = 0, group_cuts = 0, window_copies = 0;
     /* At least `steps`, and on until the program has filled the pool,
      * appended to a shared last page, forked and attended. */
     int64_t step = 0;
@@ -444,7 +476,8 @@ static void random_program(const char *name, attn_dtype dt, int64_t P, int64_t p
             for (int64_t i = 0; i < n; i++) cu[i + 1] = cu[i] + (rnd() & 3 ? rnd_below(P + 3) : rnd_below(2 * P + 5));
             packed p;
             make_packed(&p, &m, cu[n], (int)(rnd() & 1));
-            int64_t want = pages_wanted(&m, seqs, n, cu), before = attn_kv_pages_free_pages(m.pool);
+            int64_t bound, copies = 0, want = pages_wanted(&m, seqs, n, cu, &bound, &copies);
+            int64_t before = attn_kv_pages_free_pages(m.pool);
             for (int64_t i = 0; i < n; i++) {
                 const int32_t *t;
                 attn_kv_pages_sequence(m.pool, seqs[i], NULL, &t, NULL);
@@ -454,15 +487,16 @@ static void random_program(const char *name, attn_dtype dt, int64_t P, int64_t p
             void *snap = malloc(m.bytes);
             memcpy(snap, m.memory, m.bytes);
             attn_status st = attn_kv_pages_append(m.pool, seqs, n, &p.k, &p.v, cu, &err);
-            if (want > before) {
+            if (bound > before) {
                 ok = st == ATTN_ERR_FULL && memcmp(snap, m.memory, m.bytes) == 0;
                 snprintf(why, sizeof why, "append of %lld pages with %lld free: status %d, or the pool changed",
-                         (long long)want, (long long)before, st);
+                         (long long)bound, (long long)before, st);
                 fulls++;
             } else if (st) {
                 ok = 0, snprintf(why, sizeof why, "append: %s", err.message);
             } else {
                 copy_append(&m, seqs, n, &p, cu);
+                window_copies += copies;
                 if (before - attn_kv_pages_free_pages(m.pool) != want)
                     ok = 0, snprintf(why, sizeof why, "append took %lld pages, %lld expected",
                                      (long long)(before - attn_kv_pages_free_pages(m.pool)), (long long)want);
@@ -472,7 +506,7 @@ static void random_program(const char *name, attn_dtype dt, int64_t P, int64_t p
         } else if (op <= 8) { /* truncate */
             int s = (int)live[rnd_below(nlive)];
             int64_t to = rnd_below(m.len[s] + 1);
-            group_cuts += to % 32 && to / 32 < m.len[s] / 32; /* into a quantized group (grouped keys) */
+            group_cuts += takes_back(m.len[s], to, m.d.residual); /* quantized positions back to f16 (grouped keys) */
             if (attn_kv_pages_truncate(m.pool, s, to, &err)) ok = 0, snprintf(why, sizeof why, "truncate: %s", err.message);
             else copy_truncate(&m, s, to);
             ops[3]++;
@@ -507,6 +541,8 @@ static void random_program(const char *name, attn_dtype dt, int64_t P, int64_t p
     /* A program that never filled the pool or never shared a page tested less than it says. */
     if (ok && m.d.key_dtype && group_cuts == 0)
         ok = 0, snprintf(why, sizeof why, "the program never truncated into a quantized group of keys");
+    if (ok && m.d.residual && window_copies == 0)
+        ok = 0, snprintf(why, sizeof why, "no group ever left the window into a shared page");
     if (ok && (fulls == 0 || shared_appends == 0 || ops[1] == 0 || ops[5] == 0))
         ok = 0, snprintf(why, sizeof why, "the program never hit a full pool (%lld), a shared last page (%lld), a fork or an attend",
                          (long long)fulls, (long long)shared_appends);
@@ -636,11 +672,11 @@ static void test_long_decode(attn_dtype dt, int64_t P, const char *name) {
  * each; then the decode kernel (one query per sequence) and the flash
  * kernel (up to 300 queries each) against attn_kv_cache_attend on f32
  * rows of the dequantized keys, bitwise, the kernel named by ATTN_VERBOSE. */
-static void test_grouped_kernels(attn_dtype keys, attn_dtype dt, int64_t P, const char *name) {
+static void test_grouped_kernels(attn_dtype keys, attn_dtype dt, int64_t P, int64_t R, const char *name) {
     model m;
-    model_keys = keys;
+    model_keys = keys, model_residual = R;
     model_init(&m, dt, P, 3 * 1024 / P + 3, 3, 2, 64, 32, 0);
-    model_keys = 0;
+    model_keys = 0, model_residual = 0;
     int64_t ids[3], cu[2] = {0, 1000};
     attn_kv_pages_create(m.pool, &ids[0], NULL);
     m.live[ids[0]] = 1;
@@ -676,13 +712,14 @@ static void test_grouped_kernels(attn_dtype keys, attn_dtype dt, int64_t P, cons
  * gathered keys and values bitwise equal after every step, and
  * attn_kv_cache_attend bitwise attn_sdpa on the gathered f32 rows. Values
  * q4_1 (Ev = 32), E = 64, capacity 160 (5 groups). */
-static void test_grouped_cache(attn_dtype keys, const char *name) {
-    enum { B = 2, H = 2, E = 64, EV = 32, CAP = 160 };
+static void test_grouped_cache(attn_dtype keys, int64_t R, const char *name) {
+    enum { B = 2, H = 2, E = 64, EV = 32 };
+    const int64_t CAP = 160 + 2 * R; /* past the window, groups in it and before it */
     attn_kv_cache_desc cd = attn_kv_cache_desc_default();
     cd.batch = B, cd.heads = H, cd.capacity = CAP, cd.key_dim = E, cd.value_dim = EV, cd.dtype = ATTN_Q4_1;
-    cd.key_dtype = keys;
+    cd.key_dtype = keys, cd.residual = R;
     attn_kv_pages_desc pd = attn_kv_pages_desc_default();
-    pd.heads = H, pd.key_dim = E, pd.value_dim = EV, pd.dtype = ATTN_Q4_1, pd.key_dtype = keys;
+    pd.heads = H, pd.key_dim = E, pd.value_dim = EV, pd.dtype = ATTN_Q4_1, pd.key_dtype = keys, pd.residual = R;
     pd.page_size = 32, pd.num_pages = 2 * CAP / 32, pd.max_sequences = B;
     size_t cb, pb;
     attn_error err;
@@ -704,12 +741,12 @@ static void test_grouped_cache(attn_dtype keys, const char *name) {
         int64_t len = attn_kv_cache_length(cache);
         if (rnd() % 4 == 0 && len > 0) { /* truncate, often into a quantized group */
             int64_t to = rnd_below(len + 1);
-            cuts += to % 32 && to / 32 < len / 32;
+            cuts += takes_back(len, to, R);
             if (attn_kv_cache_truncate(cache, to, &err) || attn_kv_pages_truncate(pool, ids[0], to, &err) ||
                 attn_kv_pages_truncate(pool, ids[1], to, &err))
                 ok = 0, snprintf(why, sizeof why, "step %d: truncate: %s", step, err.message);
         } else { /* append n positions to both rows */
-            int64_t n = 1 + rnd_below(40);
+            int64_t n = 1 + rnd_below(40 + R / 2);
             if (n > CAP - len) n = CAP - len;
             if (n == 0) continue;
             for (int64_t i = 0; i < B * H * n * E; i++) k[i] = rnd_value() * (i % E == 3 ? 40.0f : 1.0f);
@@ -773,6 +810,48 @@ static void test_grouped_cache(attn_dtype keys, const char *name) {
     if (ok && st != ATTN_ERR_DTYPE) ok = 0, snprintf(why, sizeof why, "attn_kv_cache_view gave status %d", st);
     check(ok, name, "%s", why);
     free(k), free(v), free(gk), free(gv), free(pk), free(pv), free(cmem), free(pmem);
+}
+
+/* Every refusal of a residual window, by the pool, the cache and a view:
+ * not a multiple of 32, negative, past ATTN_KEY_RESIDUAL_MAX, or without
+ * keys quantized per channel. */
+static void test_residual_errors(void) {
+    static const struct { const char *name; attn_dtype keys; int64_t R; } CASES[] = {
+        {"residual_48_refused", ATTN_Q4C, 48},
+        {"residual_negative_refused", ATTN_Q2C, -32},
+        {"residual_past_max_refused", ATTN_Q4C, ATTN_KEY_RESIDUAL_MAX + 32},
+        {"residual_without_key_dtype_refused", 0, 64}};
+    for (int c = 0; c < 4; c++) {
+        attn_kv_pages_desc d = attn_kv_pages_desc_default();
+        d.heads = 2, d.key_dim = 64, d.value_dim = 32, d.page_size = 32, d.num_pages = 4, d.max_sequences = 2;
+        d.key_dtype = CASES[c].keys, d.residual = CASES[c].R;
+        attn_kv_cache_desc cd = attn_kv_cache_desc_default();
+        cd.heads = 2, cd.key_dim = 64, cd.value_dim = 32, cd.capacity = 64, cd.key_dtype = CASES[c].keys;
+        cd.residual = CASES[c].R;
+        attn_kv_paged_view w = attn_kv_paged_view_default();
+        w.heads = 2, w.key_dim = 64, w.value_dim = 32, w.page_size = 32, w.num_pages = 4, w.k_pages = w.v_pages = &d;
+        w.key_dtype = CASES[c].keys, w.residual = CASES[c].R;
+        size_t bytes;
+        attn_error e1, e2, e3;
+        attn_status s1 = attn_kv_pages_bytes(&bytes, &d, &e1), s2 = attn_kv_cache_bytes(&bytes, &cd, &e2);
+        attn_status s3 = attn_kv_paged_check(&w, &e3);
+        check(s1 == ATTN_ERR_OPTION && s2 == ATTN_ERR_OPTION && s3 == ATTN_ERR_OPTION && strstr(e1.message, "residual") &&
+                  strstr(e2.message, "residual") && strstr(e3.message, "residual"),
+              CASES[c].name, "pool %d (%s), cache %d (%s), view %d (%s)", s1, s1 ? e1.message : "", s2,
+              s2 ? e2.message : "", s3, s3 ? e3.message : "");
+    }
+    /* the largest window is taken, and counted: (R + 32) rows of E f16 per head and sequence */
+    attn_kv_pages_desc d = attn_kv_pages_desc_default();
+    d.heads = 2, d.key_dim = 64, d.value_dim = 32, d.page_size = 32, d.num_pages = 4, d.max_sequences = 3;
+    d.key_dtype = ATTN_Q2C;
+    size_t b0 = 0, b1 = 0;
+    attn_error err;
+    attn_status st = attn_kv_pages_bytes(&b0, &d, &err);
+    d.residual = ATTN_KEY_RESIDUAL_MAX;
+    if (!st) st = attn_kv_pages_bytes(&b1, &d, &err);
+    check(!st && b1 - b0 >= (size_t)(3 * 2 * ATTN_KEY_RESIDUAL_MAX * 64 * 2) &&
+              b1 - b0 < (size_t)(3 * 2 * ATTN_KEY_RESIDUAL_MAX * 64 * 2 + 128),
+          "residual_max_counted_by_pool_bytes", "status %d, %zu then %zu bytes", st, b0, b1);
 }
 
 /* Every refusal of keys quantized per channel, each with its status. */
@@ -1965,10 +2044,27 @@ int main(void) {
         random_program(GROUPED[t].name, GROUPED[t].values, GROUPED[t].P, GROUPED[t].pages, 400);
     }
     model_keys = 0;
-    test_grouped_kernels(ATTN_Q4C, ATTN_F32, 64, "q4c_keys_decode_and_flash_equal_f32_rows_of_their_values_page_64");
-    test_grouped_kernels(ATTN_Q2C, ATTN_F16, 128, "q2c_keys_decode_and_flash_equal_f32_rows_of_their_values_page_128");
+    test_grouped_kernels(ATTN_Q4C, ATTN_F32, 64, 0, "q4c_keys_decode_and_flash_equal_f32_rows_of_their_values_page_64");
+    test_grouped_kernels(ATTN_Q2C, ATTN_F16, 128, 0, "q2c_keys_decode_and_flash_equal_f32_rows_of_their_values_page_128");
+    test_grouped_kernels(ATTN_Q4C, ATTN_F32, 64, 128,
+                         "q4c_keys_residual_128_decode_and_flash_equal_f32_rows_of_their_values_page_64");
+    test_grouped_kernels(ATTN_Q2C, ATTN_F16, 128, 64,
+                         "q2c_keys_residual_64_decode_and_flash_equal_f32_rows_of_their_values_page_128");
     test_grouped_errors();
-    test_grouped_cache(ATTN_Q4C, "contiguous_cache_q4c_keys_equals_pool_and_attn_sdpa_on_gathered_rows");
-    test_grouped_cache(ATTN_Q2C, "contiguous_cache_q2c_keys_equals_pool_and_attn_sdpa_on_gathered_rows");
+    test_grouped_cache(ATTN_Q4C, 0, "contiguous_cache_q4c_keys_equals_pool_and_attn_sdpa_on_gathered_rows");
+    test_grouped_cache(ATTN_Q2C, 0, "contiguous_cache_q2c_keys_equals_pool_and_attn_sdpa_on_gathered_rows");
+    /* KIVI's residual window: R recent positions in f16 besides the group being filled */
+    test_grouped_cache(ATTN_Q4C, 64, "contiguous_cache_q4c_keys_residual_64_equals_pool_and_attn_sdpa_on_gathered_rows");
+    test_grouped_cache(ATTN_Q2C, 128, "contiguous_cache_q2c_keys_residual_128_equals_pool_and_attn_sdpa_on_gathered_rows");
+    static const struct { attn_dtype keys, values; int64_t P, pages, R; const char *name; } WINDOWS[] = {
+        {ATTN_Q4C, ATTN_F32, 32, 40, 64, "random_program_q4c_keys_residual_64_page_32"},
+        {ATTN_Q2C, ATTN_F16, 64, 24, 128, "random_program_q2c_keys_residual_128_page_64"},
+        {ATTN_Q4C, ATTN_BF16, 256, 12, 128, "random_program_q4c_keys_residual_128_page_256"}};
+    for (int t = 0; t < 3; t++) {
+        model_keys = WINDOWS[t].keys, model_residual = WINDOWS[t].R;
+        random_program(WINDOWS[t].name, WINDOWS[t].values, WINDOWS[t].P, WINDOWS[t].pages, 400);
+    }
+    model_keys = 0, model_residual = 0;
+    test_residual_errors();
     return n_failed ? 1 : 0;
 }

@@ -521,6 +521,90 @@ for name, code in (("q4c", Q4C), ("q2c", Q2C)):
     got3, got3_lse = gp.plan([b, a], [2, 1], num_heads=4, return_lse=True).run(q3)
     check("kv_pages_python_%s_plan_bitwise_attend" % name, np.array_equal(got3, want3) and
           np.array_equal(got3_lse, want3_lse))
+# KIVI's residual window (residual=R): positions j < 32 floor(n / 32) - R in
+# groups, the later ones in f16. rows16 is what the window held of each
+# position in f16 (the groups are quantized from it as they leave); a
+# truncation that takes groups back turns their kept positions into f16 of
+# their dequantized values. A fork, both sides growing past the window, b
+# cut back across it and refilled: gathered keys as the reference, a
+# untouched by b (b's groups go into its own copies of shared pages), attend
+# bitwise attn.sdpa on them (widened) or within the integer kernel's bound.
+from oracle_quant import ref_cache_keys as held_window, ref_window_full as window_full  # noqa: E402
+
+
+for R, name, code in ((64, "q4c", Q4C), (128, "q2c", Q2C)):
+    tag = "%s_residual_%d" % (name, R)
+    wp = attn.KVPages(heads=2, key_dim=64, value_dim=32, num_pages=40, max_sequences=3, page_size=32, dtype="q4_1",
+                      key_dtype=name, residual=R)
+    a = wp.create()
+    n1 = 300
+    k1 = (rng.standard_normal((n1, 2, 64)) * np.where(np.arange(64) % 16 == 3, 20, 1)).astype(np.float32)
+    v1 = rng.standard_normal((n1, 2, 32)).astype(np.float32)
+    wp.append(a, k1[:7], v1[:7])
+    wp.append(a, k1[7:200], v1[7:200])
+    b = wp.fork(a)
+    wp.append(a, k1[200:], v1[200:])
+    rows_a = k1.transpose(1, 0, 2).astype(np.float16).astype(np.float32)
+    ga, gva = wp.gather(a)
+    gb, _ = wp.gather(b)
+    check("kv_pages_python_%s_keys_as_numpy_reference" % tag, np.array_equal(ga, held_window(rows_a, code, R)) and
+          np.array_equal(gb, held_window(rows_a[:, :200], code, R)))
+    # b cut back across the window: the groups between full(100) and full(200) become f16 rows again
+    rows_b = rows_a[:, :100].copy()
+    back = held_window(rows_a[:, :200], code, R)[:, :100].astype(np.float16).astype(np.float32)
+    lo, hi = window_full(100, R), min(window_full(200, R), 100)
+    rows_b[:, lo:hi] = back[:, lo:hi]
+    wp.truncate(b, 100)
+    gbt, _ = wp.gather(b)
+    check("kv_pages_python_%s_truncate_across_the_window" % tag, hi > lo and
+          np.array_equal(gbt, held_window(rows_b, code, R)))
+    k2 = rng.standard_normal((150, 2, 64)).astype(np.float32)
+    wp.append(b, k2, v1[:150])
+    rows_b = np.concatenate([rows_b, k2.transpose(1, 0, 2).astype(np.float16).astype(np.float32)], 1)
+    gbt, _ = wp.gather(b)
+    ga2, _ = wp.gather(a)
+    check("kv_pages_python_%s_refilled_past_the_window_parent_untouched" % tag,
+          np.array_equal(gbt, held_window(rows_b, code, R)) and np.array_equal(ga2, ga))
+    q1 = rng.standard_normal((3, 4, 64)).astype(np.float32)
+    out = wp.attend(a, q1)
+    wv = ref_dequantize(ref_quantize(v1.transpose(1, 0, 2).reshape(-1, 32), 10), 10, 32).reshape(2, n1, 32)
+    want_a = held_window(rows_a, code, R)
+    ref = torch_attend(q1, want_a, wv)
+    if os.environ.get("ATTN_QDOT") == "widen":
+        same = attn.sdpa(q1.transpose(1, 0, 2), ga, gva, causal="bottom-right").transpose(1, 0, 2)
+        err = float(np.abs(out - ref).max() / np.abs(ref).max())
+        check("kv_pages_python_%s_attend_bitwise_sdpa_on_gathered" % tag, np.array_equal(out, same))
+        check("kv_pages_python_%s_attend_vs_torch_float64" % tag, err <= 2e-5, "error %.3g" % err)
+    else:
+        raw = ref_group(np.ascontiguousarray(rows_a[:, :window_full(n1, R)]), code)
+        worst = grouped_key_dot_worst(q1, raw, want_a, wv, code, out, ref)
+        check("kv_pages_python_%s_attend_within_key_dot_bound_of_torch_float64" % tag, worst <= 1,
+              "error/bound %.3g" % worst)
+    # a plan of both sequences (the view carries the window) bitwise attend
+    q3 = rng.standard_normal((3, 4, 64)).astype(np.float32)
+    want3 = wp.attend([b, a], q3, cu_seqlens_q=[0, 2, 3])
+    check("kv_pages_python_%s_plan_bitwise_attend" % tag,
+          np.array_equal(wp.plan([b, a], [2, 1], num_heads=4).run(q3), want3))
+    # a pool of the same sequences with another window: the plan refuses it
+    other = attn.KVPages(heads=2, key_dim=64, value_dim=32, num_pages=40, max_sequences=3, page_size=32,
+                         dtype="q4_1", key_dtype=name, residual=R - 32)
+    oa = other.create()
+    other.append(oa, k1, v1)
+    ob = other.fork(oa)
+    other.truncate(ob, 250)
+    try:
+        wp.plan([a], [1], num_heads=4).run(q1[:1], pool=other)
+        check("kv_pages_python_%s_plan_refuses_another_window" % tag, False, "ran")
+    except attn.PlanError as e:
+        check("kv_pages_python_%s_plan_refuses_another_window" % tag, "residual" in str(e), str(e))
+for name, args in (("residual_48", dict(residual=48)), ("residual_past_1024", dict(residual=1056)),
+                   ("residual_without_key_dtype", dict(residual=64, key_dtype=None))):
+    try:
+        attn.KVPages(**{"heads": 1, "key_dim": 64, "num_pages": 2, "max_sequences": 1, "page_size": 32,
+                        "key_dtype": "q4c", **args})
+        check("kv_pages_python_%s_refused" % name, False, "accepted")
+    except attn.OptionError as e:
+        check("kv_pages_python_%s_refused" % name, "residual" in str(e), str(e))
 # A plan over a q4c pool run on another layer's pool kept in step (its own
 # residual rows): bitwise that pool's attend; a sequence named twice refused.
 layers = []
@@ -547,16 +631,19 @@ E_, HQ_, D_ = 64, 2, 32
 lp = {"num_heads": HQ_, "num_kv_heads": 1}
 lp.update({n: (rng.standard_normal(sh) / 8).astype(np.float32) for n, sh in (
     ("q_proj_weight", (E_, E_)), ("k_proj_weight", (D_, E_)), ("v_proj_weight", (D_, E_)), ("out_proj_weight", (E_, E_)))})
-kc = attn.KVCache(batch=2, heads=1, capacity=64, key_dim=D_, dtype="q4_1", key_dtype="q4c")
-kp = attn.KVPages(heads=1, key_dim=D_, num_pages=4, max_sequences=2, page_size=32, dtype="q4_1", key_dtype="q4c")
-sa, sb = kp.create(), kp.create()
-same = True
-for xs in ([rng.standard_normal((40, E_)), rng.standard_normal((3, E_))], [rng.standard_normal((1, E_))] * 2):
-    xs = [x.astype(np.float32) for x in xs]
-    oc = kc.mha_step([0, 1], xs, lp, rope={"base": 10000.0})
-    op = kp.mha_step([sa, sb], xs, lp, rope={"base": 10000.0})
-    same &= all(np.array_equal(a, b) for a, b in zip(oc, op))
-check("kv_cache_python_q4c_step_bitwise_pool_step", same and list(kc.lengths) == [41, 4])
+for R, n0 in ((0, 40), (64, 130)):  # with a residual window of 64 too: 130 positions, one group left it
+    kc = attn.KVCache(batch=2, heads=1, capacity=160, key_dim=D_, dtype="q4_1", key_dtype="q4c", residual=R)
+    kp = attn.KVPages(heads=1, key_dim=D_, num_pages=10, max_sequences=2, page_size=32, dtype="q4_1", key_dtype="q4c",
+                      residual=R)
+    sa, sb = kp.create(), kp.create()
+    same = True
+    for xs in ([rng.standard_normal((n0, E_)), rng.standard_normal((3, E_))], [rng.standard_normal((1, E_))] * 2):
+        xs = [x.astype(np.float32) for x in xs]
+        oc = kc.mha_step([0, 1], xs, lp, rope={"base": 10000.0})
+        op = kp.mha_step([sa, sb], xs, lp, rope={"base": 10000.0})
+        same &= all(np.array_equal(a, b) for a, b in zip(oc, op))
+    check("kv_cache_python_q4c%s_step_bitwise_pool_step" % ("_residual_%d" % R if R else ""),
+          same and list(kc.lengths) == [n0 + 1, 4])
 for name, cls, args in (("q4c_page_size_16", attn.ShapeError, dict(page_size=16, key_dtype="q4c")),
                         ("unknown_key_dtype", attn.OptionError, dict(page_size=32, key_dtype="q8")),
                         ("q2c_key_dim_66", attn.ShapeError, dict(page_size=32, key_dtype="q2c", key_dim=66))):

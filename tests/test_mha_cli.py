@@ -221,13 +221,14 @@ def llama_layer(c, rng):
             ["--heads", "4", "--rope", "halves", "--causal", "--prefix", prefix])
 
 
-def grouped_keys_cache(c, rng):
-    """attn mha --incremental --kv q4c|q2c: the cache's keys per channel over
-    groups of 32 positions, token by token over L = 40 tokens. The reference
-    (float64) is the layer over what the cache holds when each token attends:
-    after token t's append the cache has t + 1 positions, those of the full
-    groups (0-31 once t >= 31) quantized by oracle_quant's reference of
-    attn.h's layout, the others in f16; values q4_1 per token. The keys are
+def grouped_keys_cache(c, rng, R=0, L=40):
+    """attn mha --incremental --kv q4c|q2c [--kv-residual R]: the cache's keys
+    per channel over groups of 32 positions, token by token over L tokens.
+    The reference (float64) is the layer over what the cache holds when each
+    token attends: after token t's append the cache has t + 1 positions,
+    those of the groups before the residual window (j < 32 floor((t + 1) /
+    32) - R) quantized by oracle_quant's reference of attn.h's layout, the
+    others in f16; values q4_1 per token. The keys are
     exact in f16 (each k_proj row has one weight, a multiple of 2^-8 below
     2^-6, so every key is a multiple of 2^-14 below 2^-3) and the values
     exact in f32, so the library and the reference quantize the very same
@@ -235,7 +236,8 @@ def grouped_keys_cache(c, rng):
     within 1e-5. The layer with unquantized keys is checked to lie farther
     away, so the groups are what is measured."""
     from oracle_quant import Q4C, Q2C, ref_group, ref_group_dequantize
-    E, H, Hkv, D, N, L = 128, 4, 2, 32, 2, 40
+    E, H, Hkv, D, N = 128, 4, 2, 32, 2
+    tag = "" if R == 0 else "_residual_%d" % R
     state = {"q_proj_weight": rng.integers(-64, 65, (E, E)) / 16.0,
              "k_proj_weight": np.zeros((Hkv * D, E)),
              "v_proj_weight": rng.integers(-64, 65, (Hkv * D, E)) / 256.0,
@@ -268,34 +270,35 @@ def grouped_keys_cache(c, rng):
         return out.transpose(0, 2, 1, 3).reshape(N, L, E) @ state["out_proj_weight"].T
 
     for name, fmt in (("q4c", Q4C), ("q2c", Q2C)):
-        raw = ref_group(np.ascontiguousarray(k[:, :, :32], np.float32).reshape(-1, 32, D), fmt)
-        gk = ref_group_dequantize(raw, fmt, D).reshape(N, Hkv, 32, D).astype(np.float64)
+        G = L // 32 * 32  # every full group, each quantized the same whenever it leaves the window
+        raw = ref_group(np.ascontiguousarray(k[:, :, :G], np.float32).reshape(-1, G, D), fmt)
+        gk = ref_group_dequantize(raw, fmt, D).reshape(N, Hkv, G, D).astype(np.float64)
 
-        def held(t):  # the cache's keys when token t attends: the group once it is full
+        def held(t):  # the cache's keys when token t attends: the groups that left the window
             kk = k.copy()
-            if t + 1 >= 32:
-                kk[:, :, :32] = gk
+            full = max(0, (t + 1) // 32 * 32 - R)
+            kk[:, :, :full] = gk[:, :, :full]
             return kk
 
         ref = layer(held, vh)
         apart = float(np.abs(layer(lambda t: k, vh) - ref).max()) / float(np.abs(ref).max())
         if apart <= 1e-4:  # the keys' groups alone
-            c.report("grouped_keys_cache_%s" % name, "the groups' rounding moves the layer by only %.3g" % apart)
+            c.report("grouped_keys_cache_%s%s" % (name, tag), "the groups' rounding moves the layer by only %.3g" % apart)
             continue
         # Decode scores the groups by integer dot products where the CPU has
         # them (the query times the scales rounded to int8 per block; its
         # bound is checked against f64 in test_quant_kv). ATTN_QDOT=widen
         # scores them on the dequantized f32 values, so only the cache's
         # rounding is measured; then the default run, near the same result.
-        args = ["--heads", "4", "--causal", "--incremental", "--kv", name]
+        args = ["--heads", "4", "--causal", "--incremental", "--kv", name] + (["--kv-residual", str(R)] if R else [])
         os.environ["ATTN_QDOT"] = "widen"
         try:
-            c.layer("grouped_keys_cache_%s" % name, c.path("groups.safetensors"), x.astype(np.float32), ref, args,
-                    tol=1e-5)
+            c.layer("grouped_keys_cache_%s%s" % (name, tag), c.path("groups.safetensors"), x.astype(np.float32), ref,
+                    args, tol=1e-5)
         finally:
             os.environ.pop("ATTN_QDOT", None)
-        c.layer("grouped_keys_cache_%s_int8_query_rounding" % name, c.path("groups.safetensors"), x.astype(np.float32),
-                ref, args, tol=5e-2)
+        c.layer("grouped_keys_cache_%s%s_int8_query_rounding" % (name, tag), c.path("groups.safetensors"),
+                x.astype(np.float32), ref, args, tol=5e-2)
 
 
 def quantized_cache(c, rng):
@@ -414,6 +417,15 @@ def quantized_cache(c, rng):
              "--hadamard turns the keys of a quantized KV cache: give --incremental --kv"),
             ("hadamard_keys_per_channel", ["-x", c.path("qx32.npy"), "--incremental", "--kv", "q4c", "--hadamard"],
              "--hadamard is for keys stored per token; --kv q4c keys"),
+            ("residual_not_multiple_of_32", ["-x", c.path("qx32.npy"), "--incremental", "--kv", "q4c", "--kv-residual",
+                                             "48"], "--kv-residual 48 is not 0 or a multiple of 32 up to 1024"),
+            ("residual_too_large", ["-x", c.path("qx32.npy"), "--incremental", "--kv", "q2c", "--kv-residual", "1056"],
+             "--kv-residual 1056 is not 0 or a multiple of 32 up to 1024"),
+            ("residual_without_per_channel_keys", ["-x", c.path("qx32.npy"), "--incremental", "--kv", "q8",
+                                                   "--kv-residual", "64"],
+             "--kv-residual keeps recent keys of a per-channel cache in float16: give --incremental --kv q4c or q2c"),
+            ("residual_missing_value", ["-x", c.path("qx32.npy"), "--incremental", "--kv", "q4c", "--kv-residual"],
+             "--kv-residual"),
             ("hadamard_head_dim_not_power_of_two", ["-x", c.path("qx96.npy"), "--weights",
                                                     c.path("quant_d96.safetensors"), "--heads", "2", "--incremental",
                                                     "--kv", "q8", "--hadamard"],
@@ -626,6 +638,8 @@ def main():
     half_weights(c, rng)
     quantized_cache(c, rng)
     grouped_keys_cache(c, rng)
+    grouped_keys_cache(c, rng, R=64, L=200)  # KIVI's residual window: groups quantized as they leave it
+    grouped_keys_cache(c, rng, R=128, L=200)
     bad_files(c)
     rank_sweeps(c, rng)
     r = c.run(["-x", "x.npy"])

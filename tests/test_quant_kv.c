@@ -242,8 +242,8 @@ static void test_case(const qcase *c) {
             memcpy(kp + at * kr, kq + (h * c->S + j) * kr, (size_t)kr);
             memcpy(vp + at * vr, vq + (h * c->S + j) * vr, (size_t)vr);
         }
-    attn_paged_rows kpg = {kp, c->format, pool, c->Hk, c->P, c->E, table, n_pages, c->S, NULL};
-    attn_paged_rows vpg = {vp, c->format, pool, c->Hk, c->P, c->Ev, table, n_pages, c->S, NULL};
+    attn_paged_rows kpg = {kp, c->format, pool, c->Hk, c->P, c->E, table, n_pages, c->S, NULL, 0};
+    attn_paged_rows vpg = {vp, c->format, pool, c->Hk, c->P, c->Ev, table, n_pages, c->S, NULL, 0};
     int64_t sq[3] = {c->Hq, c->L, c->E}, sk[3] = {c->Hk, c->S, c->E}, sv[3] = {c->Hk, c->S, c->Ev},
             so[3] = {c->Hq, c->L, c->Ev}, sl[2] = {c->Hq, c->L}, sw[3] = {c->Hq, c->L, c->S};
     size_t no = (size_t)(c->Hq * c->L * c->Ev), nl = (size_t)(c->Hq * c->L), nw = (size_t)(c->Hq * c->L * c->S);
@@ -335,8 +335,8 @@ static void test_varlen(attn_dtype format) {
     for (int64_t t = 0; t < pages_total; t++) table[t] = (int32_t)((t * 7 + 3) % pages_total); /* 7 is prime to the count */
     attn_paged_rows kpg[B], vpg[B];
     for (int b = 0, first = 0; b < B; first += (int)n_pages[b], b++) {
-        kpg[b] = (attn_paged_rows){kp, format, pages_total, HK, P, E, table + first, n_pages[b], Lk[b], NULL};
-        vpg[b] = (attn_paged_rows){vp, format, pages_total, HK, P, E, table + first, n_pages[b], Lk[b], NULL};
+        kpg[b] = (attn_paged_rows){kp, format, pages_total, HK, P, E, table + first, n_pages[b], Lk[b], NULL, 0};
+        vpg[b] = (attn_paged_rows){vp, format, pages_total, HK, P, E, table + first, n_pages[b], Lk[b], NULL, 0};
     }
     int64_t T = cu_q[B];
     float *q = rows_of(T * HQ, E, false), *out = calloc((size_t)(T * HQ * E), 4), *lse = calloc((size_t)(T * HQ), 4);
@@ -973,10 +973,9 @@ static void softmax_within(double *worst, const double *s, int64_t n, double del
  * residual's among them), values v (S × Ev). Raises *bound, *tight and
  * *vs_f32 (out32, lse32: the f32 kernels on the gathered keys). */
 static void group_row(double *bound, double *tight, double *vs_f32, const float *q, const uint8_t *g, size_t gb,
-                      const float *k, const float *v, int64_t S, int64_t E, int64_t Ev, attn_dtype format,
-                      const float *out, float lse, const float *out32, float lse32) {
+                      const float *k, const float *v, int64_t S, int64_t full, int64_t E, int64_t Ev,
+                      attn_dtype format, const float *out, float lse, const float *out32, float lse32) {
     double scale = 1 / sqrt((double)E), gamma = ((double)E / 16 + 8) * 0x1p-24;
-    int64_t full = S / 32 * 32;
     float *qs = malloc(sizeof(float) * (size_t)E), *qp = malloc(sizeof(float) * (size_t)E);
     double *qhat = malloc(sizeof(double) * (size_t)E), *s[2];
     s[0] = malloc(sizeof(double) * (size_t)S), s[1] = malloc(sizeof(double) * (size_t)S);
@@ -1033,14 +1032,14 @@ static const char *group_key_dot_expected(int64_t E) {
 }
 
 /* One case: a contiguous cache (paged 0) or a pool of pages of 64 with keys
- * in `format`, f32 values (Ev 64), S positions appended in two pieces, L
- * queries per sequence (no mask). */
-static void test_groups(attn_dtype format, int paged, int64_t E, int64_t S, int64_t L) {
+ * in `format` and a residual window of R, f32 values (Ev 64), S positions
+ * appended in two pieces, L queries per sequence (no mask). */
+static void test_groups(attn_dtype format, int paged, int64_t E, int64_t S, int64_t L, int64_t R) {
     enum { HK = 2, HQ = 8, EV = 64 };
     char name[128];
     const char *fm = attn_dtype_name(format);
-    snprintf(name, sizeof name, "%s_keys_%s_E%lld_S%lld_L%lld_decode", fm, paged ? "pool" : "cache", (long long)E,
-             (long long)S, (long long)L);
+    snprintf(name, sizeof name, "%s_keys_%s_E%lld_S%lld_L%lld%s%.0lld_decode", fm, paged ? "pool" : "cache",
+             (long long)E, (long long)S, (long long)L, R ? "_R" : "", (long long)R);
     attn_error err;
     size_t bytes = 0;
     void *mem = NULL;
@@ -1051,6 +1050,7 @@ static void test_groups(attn_dtype format, int paged, int64_t E, int64_t S, int6
     if (paged) {
         attn_kv_pages_desc d = attn_kv_pages_desc_default();
         d.heads = HK, d.key_dim = E, d.value_dim = EV, d.dtype = ATTN_F32, d.key_dtype = format, d.page_size = 64;
+        d.residual = R;
         d.num_pages = S / 64 + 2, d.max_sequences = 2;
         st = attn_kv_pages_bytes(&bytes, &d, &err);
         if (!st) mem = malloc(bytes), st = attn_kv_pages_init(&pool, mem, bytes, &d, &err);
@@ -1058,7 +1058,7 @@ static void test_groups(attn_dtype format, int paged, int64_t E, int64_t S, int6
     } else {
         attn_kv_cache_desc d = attn_kv_cache_desc_default();
         d.batch = 1, d.heads = HK, d.capacity = (S + 31) / 32 * 32, d.key_dim = E, d.value_dim = EV, d.dtype = ATTN_F32;
-        d.key_dtype = format;
+        d.key_dtype = format, d.residual = R;
         st = attn_kv_cache_bytes(&bytes, &d, &err);
         if (!st) mem = malloc(bytes), st = attn_kv_cache_init(&cache, mem, bytes, &d, &err);
     }
@@ -1098,7 +1098,7 @@ static void test_groups(attn_dtype format, int paged, int64_t E, int64_t S, int6
     }
     size_t gb;
     uint8_t *g = groups_of(k, HK, S, E, format, &gb);
-    int64_t full = S / 32 * 32, per_head = full / 32;
+    int64_t full = S / 32 * 32 - R > 0 ? S / 32 * 32 - R : 0, per_head = S / 32; /* groups before the window */
     bool held = !st; /* the groups' values are the gathered keys, the residual f16 of the keys */
     for (int64_t hk = 0; hk < HK && held; hk++)
         for (int64_t j = 0; j < S; j++)
@@ -1161,7 +1161,7 @@ static void test_groups(attn_dtype format, int paged, int64_t E, int64_t S, int6
             for (int64_t i = 0; i < L; i++) {
                 int64_t hk = h / (HQ / HK), r = h * L + i;
                 group_row(&bound, &tight, &vs32, q + r * E, g + hk * per_head * gb, gb, gk + hk * S * E, gv + hk * S * EV,
-                          S, E, EV, format, o[1] + r * EV, l[1][r], o[2] + r * EV, l[2][r]);
+                          S, full, E, EV, format, o[1] + r * EV, l[1][r], o[2] + r * EV, l[2][r]);
             }
         strcat(name, "_key_dot_within_bound_of_f64_and_f32_on_dequantized_keys");
         check(!st && held && line_ok && threads_same && bound <= 1 && tight <= 1 && vs32 <= 1, name,
@@ -1219,7 +1219,7 @@ static void test_errors(void) {
     attn_tensor_init(&tq, q, ATTN_F32, 3, s3, NULL, NULL);
     attn_tensor_init(&to, out, ATTN_F32, 3, s3, NULL, NULL);
     attn_error err;
-    attn_paged_rows pg = {pages, ATTN_Q8, 2, 1, 16, 32, table, 2, 20, NULL};
+    attn_paged_rows pg = {pages, ATTN_Q8, 2, 1, 16, 32, table, 2, 20, NULL, 0};
     attn_paged_rows bad = pg;
     bad.cols = 40;
     attn_tensor_init(&tq, q, ATTN_F32, 3, s40, NULL, NULL);
@@ -1564,11 +1564,15 @@ int main(void) {
     static const attn_dtype GROUPED[2] = {ATTN_Q4C, ATTN_Q2C};
     for (int f = 0; f < 2; f++) /* residual rows present (S % 32), partial quads and two passes of blocks, E not of 32 */
         for (int paged = 0; paged < 2; paged++) {
-            test_groups(GROUPED[f], paged, 128, 331, 1);
-            test_groups(GROUPED[f], paged, 64, 1000, 3);
-            test_groups(GROUPED[f], paged, 96, 97, 2);
-            test_groups(GROUPED[f], paged, 320, 200, 1);
-            test_groups(GROUPED[f], paged, 40, 77, 1);
+            test_groups(GROUPED[f], paged, 128, 331, 1, 0);
+            test_groups(GROUPED[f], paged, 64, 1000, 3, 0);
+            test_groups(GROUPED[f], paged, 96, 97, 2, 0);
+            test_groups(GROUPED[f], paged, 320, 200, 1, 0);
+            test_groups(GROUPED[f], paged, 40, 77, 1, 0);
+            /* KIVI's window: the last R positions before the group being filled in f16 too */
+            test_groups(GROUPED[f], paged, 128, 331, 1, 128);
+            test_groups(GROUPED[f], paged, 64, 1000, 3, 64);
+            test_groups(GROUPED[f], paged, 96, 97, 2, 64); /* one group before the window */
         }
     test_widen("avx512"), test_widen("avx2"), test_widen("c");
     test_errors();

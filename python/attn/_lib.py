@@ -78,7 +78,7 @@ class KVPagesDesc(ctypes.Structure):
                 ("num_pages", ctypes.c_int64), ("max_sequences", ctypes.c_int64), ("max_length", ctypes.c_int64),
                 ("key_dtype", ctypes.c_int),
                 ("k_scale", ctypes.POINTER(ctypes.c_float)), ("v_scale", ctypes.POINTER(ctypes.c_float)),
-                ("hadamard", ctypes.c_int)]
+                ("hadamard", ctypes.c_int), ("residual", ctypes.c_int64)]
 
 
 class KVPagedView(ctypes.Structure):
@@ -90,14 +90,14 @@ class KVPagedView(ctypes.Structure):
                 ("table_offsets", ctypes.POINTER(ctypes.c_int64)), ("key_dtype", ctypes.c_int),
                 ("k_residual", ctypes.c_void_p),
                 ("k_scale", ctypes.POINTER(ctypes.c_float)), ("v_scale", ctypes.POINTER(ctypes.c_float)),
-                ("hadamard", ctypes.c_int)]
+                ("hadamard", ctypes.c_int), ("residual", ctypes.c_int64)]
 
 
 class KVCacheDesc(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("batch", ctypes.c_int64), ("heads", ctypes.c_int64),
                 ("capacity", ctypes.c_int64), ("key_dim", ctypes.c_int64), ("value_dim", ctypes.c_int64),
                 ("dtype", ctypes.c_int), ("key_dtype", ctypes.c_int), ("k_scale", ctypes.POINTER(ctypes.c_float)),
-                ("v_scale", ctypes.POINTER(ctypes.c_float)), ("hadamard", ctypes.c_int)]
+                ("v_scale", ctypes.POINTER(ctypes.c_float)), ("hadamard", ctypes.c_int), ("residual", ctypes.c_int64)]
 
 
 class ToyExplainOptions(ctypes.Structure):

@@ -142,7 +142,10 @@ class KVPages:
     a scale and a minimum per channel over each group of 32 positions, each
     sequence's last positions not yet forming a group in float16 (KIVI; the
     values stay in dtype; page_size a multiple of 32; no k_scale, no
-    hadamard).
+    hadamard). residual=R (with key_dtype; 0 or a multiple of 32 up to
+    1024, KIVI's 128) keeps the R positions before the group being filled
+    in float16 too: a group is quantized as it leaves that window
+    (attn.h, "Keys quantized per channel").
 
     k_scale, v_scale (fp8 only; None: none): one scale per head, a number
     for every head or a sequence of `heads`, finite and > 0, as vLLM's
@@ -158,7 +161,7 @@ class KVPages:
     llama.cpp does for quantized K. Attention then takes float32 q."""
 
     def __init__(self, heads, key_dim, num_pages, max_sequences, value_dim=None, page_size=16, dtype="float32",
-                 max_length=0, key_dtype=None, k_scale=None, v_scale=None, hadamard=False):
+                 max_length=0, key_dtype=None, k_scale=None, v_scale=None, hadamard=False, residual=0):
         if dtype not in _STORAGE:
             raise OptionError("dtype is %r: 'float32', 'float16', 'bfloat16', 'q8', 'q4', 'q4_1', 'e4m3' or 'e5m2'" % (dtype,), 9)
         if key_dtype not in _KEYS:
@@ -167,7 +170,7 @@ class KVPages:
         d.heads, d.key_dim, d.value_dim = int(heads), int(key_dim), int(key_dim if value_dim is None else value_dim)
         d.dtype, d.page_size, d.num_pages = _STORAGE[dtype], int(page_size), int(num_pages)
         d.max_sequences, d.max_length, d.key_dtype = int(max_sequences), int(max_length), _KEYS[key_dtype]
-        d.hadamard = 1 if hadamard else 0
+        d.hadamard, d.residual = 1 if hadamard else 0, int(residual)
         scales = []  # kept alive until init has copied them
         for name, given in (("k_scale", k_scale), ("v_scale", v_scale)):
             if given is None:
@@ -367,7 +370,7 @@ class PagedPlan:
         pw = pool._view()
         w = default(KVPagedView)
         for f in ("dtype", "heads", "key_dim", "value_dim", "page_size", "num_pages", "k_pages", "v_pages", "key_dtype",
-                  "k_residual", "k_scale", "v_scale", "hadamard"):
+                  "k_residual", "k_scale", "v_scale", "hadamard", "residual"):
             setattr(w, f, getattr(pw, f))
         # Keys per channel keep each sequence's last positions in residual
         # rows indexed by its id: the view is then the pool's sequences by
@@ -448,8 +451,8 @@ class PagedPlan:
         # This layer's view: its pool's pages, residual rows and scales,
         # under the plan's tables (the pools are kept in step)
         pw, err, w = pool._view(), Error(), KVPagedView.from_buffer_copy(self.view)
-        for f in ("k_pages", "v_pages", "k_residual", "k_scale", "v_scale"):
-            setattr(w, f, getattr(pw, f))
+        for f in ("k_pages", "v_pages", "k_residual", "k_scale", "v_scale", "residual"):
+            setattr(w, f, getattr(pw, f))  # a pool of another window: refused (attn_kv_paged_run_view)
         raise_for(LIB.attn_kv_paged_run_view(self._plan, _view(out), _view(lse) if lse is not None else None, _view(q),
                                              ctypes.byref(w), self.workspace.ctypes.data, self.workspace.size, err), err)
         if self.by_id:
@@ -466,11 +469,12 @@ class KVCache:
     format ('q8', 'q4', 'e4m3', 'e5m2'), or float64: then mha_step takes
     and gives float64 (the parameters too), on the exact kernel. key_dtype
     'q4c' or 'q2c': keys per channel over groups of 32 positions, as
-    KVPages takes them (capacity a multiple of 32)."""
+    KVPages takes them (capacity a multiple of 32), with a residual window
+    of `residual` positions in float16 as KVPages keeps it."""
 
     _DTYPES = {**_STORAGE, "float64": F64, np.dtype(np.float64): F64}
 
-    def __init__(self, batch, heads, capacity, key_dim, value_dim=None, dtype="float32", key_dtype=None):
+    def __init__(self, batch, heads, capacity, key_dim, value_dim=None, dtype="float32", key_dtype=None, residual=0):
         if dtype not in self._DTYPES:
             raise OptionError("dtype is %r: 'float32', 'float16', 'bfloat16', 'float64' or quantized" % (dtype,), 9)
         if key_dtype not in _KEYS:
@@ -478,7 +482,7 @@ class KVCache:
         d = default(KVCacheDesc)
         d.batch, d.heads, d.capacity = int(batch), int(heads), int(capacity)
         d.key_dim, d.value_dim = int(key_dim), int(key_dim if value_dim is None else value_dim)
-        d.dtype, d.key_dtype = self._DTYPES[dtype], _KEYS[key_dtype]
+        d.dtype, d.key_dtype, d.residual = self._DTYPES[dtype], _KEYS[key_dtype], int(residual)
         err, size = Error(), ctypes.c_size_t()
         raise_for(LIB.attn_kv_cache_bytes(ctypes.byref(size), ctypes.byref(d), ctypes.byref(err)), err)
         self.memory = np.zeros(size.value, np.uint8)

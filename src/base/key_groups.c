@@ -1,6 +1,8 @@
 /* key_groups.c -- keys quantized per channel over groups of 32 positions
  * (ATTN_Q4C, ATTN_Q2C; attn.h, "Keys quantized per channel"): the group
- * format, the caches' residual window of f16 rows, and the row source that
+ * format, the caches' residual window of f16 rows (the last R positions
+ * besides the group being filled; its rows shift by a group as one is
+ * quantized), and the row source that
  * hands kernels a group's rows (rows.h, ATTN_ROWS_GROUPED).
  *
  * A group cannot be a strided matrix: a position's value needs its
@@ -120,18 +122,28 @@ void attn_group_rows(float *dst, const void *group, int64_t n, attn_dtype format
     }
 }
 
-void attn_group_append(void *groups, uint16_t *residual, const attn_mat *rows, int64_t r0, int64_t k, int64_t n,
-                       attn_dtype format) {
-    int64_t bytes = attn_group_bytes(format, n);
-    for (int64_t i = 0; i < k; i++) {
-        int64_t pos = r0 + i;
-        uint16_t *to = residual + pos % G * n;
-        for (int64_t c = 0; c < n; c++) to[c] = attn_f32_to_f16((float)attn_mat_get(rows, i, c));
-        if (pos % G == G - 1) {
-            attn_mat res = {(char *)residual, ATTN_F16, G, n, n, 1};
-            attn_group_quant((char *)groups + pos / G * bytes, &res, 0, format);
-        }
-    }
+int64_t attn_group_full(int64_t length, int64_t R) {
+    int64_t full = length / G * G - R;
+    return full > 0 ? full : 0;
+}
+
+bool attn_group_push(uint16_t *window, int64_t R, const attn_mat *rows, int64_t i, int64_t len, int64_t n) {
+    int64_t at = len - attn_group_full(len, R);
+    uint16_t *to = window + at * n;
+    for (int64_t c = 0; c < n; c++) to[c] = attn_f32_to_f16((float)attn_mat_get(rows, i, c));
+    return at == R + G - 1;
+}
+
+void attn_group_retire(void *group, uint16_t *window, int64_t R, int64_t n, attn_dtype format) {
+    attn_mat first = {(char *)window, ATTN_F16, G, n, n, 1};
+    attn_group_quant(group, &first, 0, format); /* from the f16 rows: bytes that do not depend on the appends' split */
+    memmove(window, window + G * n, (size_t)(R * n) * sizeof *window);
+}
+
+void attn_group_cut(uint16_t *window, int64_t R, int64_t n, int64_t have, int64_t length) {
+    int64_t was = attn_group_full(have, R), now = attn_group_full(length, R);
+    if (now < was && length > was) /* positions was .. length - 1 stay, now further from the window's front */
+        memmove(window + (was - now) * n, window, (size_t)((length - was) * n) * sizeof *window);
 }
 
 void attn_group_unquantize(uint16_t *residual, const void *group, int64_t n, attn_dtype format, int64_t k) {
@@ -169,6 +181,17 @@ attn_status attn_group_check_plain(attn_dtype key_dtype, const float *k_scale, i
                      k_scale ? "k_scale" : "hadamard");
 }
 
+attn_status attn_group_check_residual(attn_dtype key_dtype, int64_t residual, const char *name, attn_error *err) {
+    if (residual == 0) return ATTN_OK;
+    if (!key_dtype)
+        return attn_fail(err, ATTN_ERR_OPTION, "%s->residual is %lld but %s->key_dtype is 0; only keys quantized per "
+                         "channel (q4c, q2c) keep a residual window", name, (long long)residual, name);
+    if (residual < 0 || residual % G || residual > ATTN_KEY_RESIDUAL_MAX)
+        return attn_fail(err, ATTN_ERR_OPTION, "%s->residual is %lld; it must be 0 or a multiple of %d up to %d "
+                         "(the recent positions kept in f16)", name, (long long)residual, G, ATTN_KEY_RESIDUAL_MAX);
+    return ATTN_OK;
+}
+
 /* ---- the row source ------------------------------------------------------- */
 
 attn_rows attn_rows_grouped(const attn_paged_rows *pg, int64_t head) {
@@ -184,8 +207,8 @@ attn_rows attn_rows_grouped(const attn_paged_rows *pg, int64_t head) {
     r.page_stride = pg->heads * per_page * bytes; /* checked by attn_grouped_rows_check */
     r.head = (const char *)pg->pages + head * per_page * bytes;
     r.table = pg->table;
-    r.residual = pg->residual ? pg->residual + head * G * pg->cols : NULL; /* NULL: no residual row is read */
-    r.full = pg->length - pg->length % G;
+    r.residual = pg->residual ? pg->residual + head * (pg->window + G) * pg->cols : NULL; /* NULL: none is read */
+    r.full = attn_group_full(pg->length, pg->window);
     return r;
 }
 
@@ -199,7 +222,10 @@ attn_status attn_grouped_rows_check(const attn_paged_rows *pg, const char *name,
     if (!attn_mul_i64(pg->num_pages, pg->heads, &n) || !attn_mul_i64(n, pg->page_size / G, &n) ||
         !attn_mul_i64(n, attn_group_bytes(pg->dtype, pg->cols), &bytes))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "%s: the pool's byte size overflows", name);
-    if (pg->length % G && !pg->residual) return attn_fail(err, ATTN_ERR_NULL, "%s: the residual rows are NULL", name);
+    if (pg->window < 0 || pg->window % G || pg->window > ATTN_KEY_RESIDUAL_MAX)
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s: a residual window of %lld positions", name, (long long)pg->window);
+    if (attn_group_full(pg->length, pg->window) < pg->length && !pg->residual)
+        return attn_fail(err, ATTN_ERR_NULL, "%s: the residual rows are NULL", name);
     if (pg->n_pages > 0 && !pg->table) return attn_fail(err, ATTN_ERR_NULL, "%s: the page table is NULL", name);
     if (!attn_mul_i64(pg->n_pages, pg->page_size, &cap) || pg->length > cap)
         return attn_fail(err, ATTN_ERR_SHAPE, "%s: length %lld passes the table's %lld pages of %lld positions", name,

@@ -11,9 +11,11 @@
  *   alive       (max_sequences,) uint8: 1 for a live sequence
  *   lengths     (max_sequences,) int64: positions; 0 for a free id
  *   tables      (max_sequences, table_stride) int32: the page tables
- *   residual    (max_sequences, Hk, 32, E) f16: with keys quantized per
- *               channel (key_dtype q4c, q2c), each sequence's last
- *               positions not yet forming a group of 32 (key_groups.c)
+ *   residual    (max_sequences, Hk, R + 32, E) f16: with keys quantized per
+ *               channel (key_dtype q4c, q2c), each sequence's residual
+ *               window, its last positions not in a quantized group: the
+ *               one being filled and the R = desc.residual before it
+ *               (key_groups.c)
  *   scales      (2, Hk) f32: k's and v's per-head scales (an fp8 pool given them)
  *   K pages     (num_pages, Hk, P, E)  the pool's dtype (quantized: (num_pages, Hk, P)
  *   V pages     (num_pages, Hk, P, Ev)  rows of attn_quant_row_size bytes;
@@ -38,7 +40,7 @@ struct attn_kv_pages {
     uint8_t *alive;
     int64_t *lengths;
     int32_t *tables;
-    uint16_t *kres; /* grouped keys: (max_sequences, Hk, 32, E) f16 */
+    uint16_t *kres; /* grouped keys: (max_sequences, Hk, R + 32, E) f16 */
     char *k, *v;
     float *k_scale, *v_scale; /* (Hk,) each: an fp8 pool's per-head scales, or NULL */
 };
@@ -96,9 +98,9 @@ static bool key_region_bytes(int64_t *bytes, int64_t pages, int64_t heads, int64
            attn_mul_i64(n, group, bytes);
 }
 
-/* A sequence's residual rows, every head: (Hk, 32, E) f16 values. */
-static bool residual_values(int64_t *n, int64_t heads, int64_t cols) {
-    return attn_mul_i64(heads, ATTN_KEY_GROUP * cols, n) && *n <= INT64_MAX / 2;
+/* A sequence's residual rows, every head: (Hk, R + 32, E) f16 values. */
+static bool residual_values(int64_t *n, int64_t heads, int64_t R, int64_t cols) {
+    return attn_mul_i64(heads, (R + ATTN_KEY_GROUP) * cols, n) && *n <= INT64_MAX / 2;
 }
 
 /* What keys and values to append, and gathered ones, may be. */
@@ -144,6 +146,7 @@ static attn_status read_desc(attn_kv_pages_desc *d, layout *l, const attn_kv_pag
     if ((st = check_page_dtype(d->dtype, d->key_dim, d->value_dim, "desc", err)) ||
         (st = attn_group_check(d->key_dtype, d->dtype, d->page_size, d->key_dim, "desc", "desc->page_size", err)) ||
         (st = attn_group_check_plain(d->key_dtype, d->k_scale, d->hadamard, "desc", err)) ||
+        (st = attn_group_check_residual(d->key_dtype, d->residual, "desc", err)) ||
         (st = attn_check_head_scales(d->k_scale, d->v_scale, d->heads, d->dtype, "desc", err)) ||
         (st = attn_check_hadamard(d->hadamard, d->dtype, d->key_dim, "desc", err)))
         return st;
@@ -153,7 +156,8 @@ static attn_status read_desc(attn_kv_pages_desc *d, layout *l, const attn_kv_pag
     if (l->table_stride > d->num_pages) l->table_stride = d->num_pages;
     int64_t next = attn_round_up((int64_t)sizeof(attn_kv_pages), ALIGN), kb, vb, entries, res = 0;
     if (!attn_mul_i64(d->max_sequences, l->table_stride, &entries) ||
-        (d->key_dtype && (!residual_values(&res, d->heads, d->key_dim) || !attn_mul_i64(res, d->max_sequences, &res))) ||
+        (d->key_dtype && (!residual_values(&res, d->heads, d->residual, d->key_dim) ||
+                          !attn_mul_i64(res, d->max_sequences, &res))) ||
         !key_region_bytes(&kb, d->num_pages, d->heads, d->page_size, d->key_dim, d->dtype, d->key_dtype) ||
         !page_region_bytes(&vb, d->num_pages, d->heads, d->page_size, d->value_dim, d->dtype) ||
         !region(&l->refs, &next, d->num_pages, 4) || !region(&l->page_stack, &next, d->num_pages, 4) ||
@@ -235,16 +239,22 @@ static attn_status check_live(const attn_kv_pages *p, int64_t seq, const char *n
 
 static int32_t *table_of(const attn_kv_pages *p, int64_t seq) { return p->tables + seq * p->table_stride; }
 
-/* Grouped keys: sequence seq's residual rows, (Hk, 32, E) f16, and their bytes. */
-static size_t residual_bytes(const attn_kv_pages *p) { return (size_t)(p->d.heads * ATTN_KEY_GROUP * p->d.key_dim) * 2; }
+/* Grouped keys: sequence seq's residual rows, (Hk, R + 32, E) f16, and their bytes. */
+static int64_t window_rows(const attn_kv_pages *p) { return p->d.residual + ATTN_KEY_GROUP; }
+static size_t residual_bytes(const attn_kv_pages *p) { return (size_t)(p->d.heads * window_rows(p) * p->d.key_dim) * 2; }
 static uint16_t *residual_of(const attn_kv_pages *p, int64_t seq) {
-    return p->kres + seq * p->d.heads * ATTN_KEY_GROUP * p->d.key_dim;
+    return p->kres + seq * p->d.heads * window_rows(p) * p->d.key_dim;
 }
 
 /* Grouped keys: head h's groups in page `page` (P / 32 of them). */
 static char *groups_of(const attn_kv_pages *p, int64_t page, int64_t h) {
     int64_t per_page = p->d.page_size / ATTN_KEY_GROUP;
     return p->k + (page * p->d.heads + h) * per_page * attn_group_bytes(p->d.key_dtype, p->d.key_dim);
+}
+/* Grouped keys: head h's group of position pos (a multiple of 32) of a sequence with `table`. */
+static char *group_at(const attn_kv_pages *p, const int32_t *table, int64_t h, int64_t pos) {
+    int64_t P = p->d.page_size;
+    return groups_of(p, table[pos / P], h) + pos % P / ATTN_KEY_GROUP * attn_group_bytes(p->d.key_dtype, p->d.key_dim);
 }
 
 static int32_t take_page(attn_kv_pages *p) {
@@ -310,17 +320,19 @@ attn_status attn_kv_pages_truncate(attn_kv_pages *pool, int64_t seq, int64_t len
                          (long long)length, (long long)have, (long long)seq);
     /* A partly filled last page that stays is kept, shared or not: the rows
      * past the new end are never read, and an append copies a shared page
-     * before writing into it. Grouped keys cut inside a quantized group:
-     * its kept positions become residual rows again (their dequantized
-     * values in f16); the group's bytes in the page are left as they are. */
-    const int64_t G = ATTN_KEY_GROUP, P = pool->d.page_size;
-    if (grouped(pool) && length % G && length / G < have / G) {
-        int32_t page = table_of(pool, seq)[length / P];
-        int64_t bytes = attn_group_bytes(pool->d.key_dtype, pool->d.key_dim), E = pool->d.key_dim;
-        for (int64_t h = 0; h < pool->d.heads; h++)
-            attn_group_unquantize(residual_of(pool, seq) + h * G * E, groups_of(pool, page, h) + length % P / G * bytes,
-                                  E, pool->d.key_dtype, length % G);
-    }
+     * before writing into it. Grouped keys: the groups the shorter window
+     * takes back become residual rows again (their dequantized values in
+     * f16); their bytes in the pages are left as they are. */
+    const int64_t G = ATTN_KEY_GROUP, R = pool->d.residual, E = pool->d.key_dim;
+    const int64_t now = attn_group_full(length, R), was = attn_group_full(have, R), to = was < length ? was : length;
+    if (grouped(pool) && now < was)
+        for (int64_t h = 0; h < pool->d.heads; h++) {
+            uint16_t *window = residual_of(pool, seq) + h * window_rows(pool) * E;
+            attn_group_cut(window, R, E, have, length);
+            for (int64_t p = now; p < to; p += G)
+                attn_group_unquantize(window + (p - now) * E, group_at(pool, table_of(pool, seq), h, p), E,
+                                      pool->d.key_dtype, to - p < G ? to - p : G);
+        }
     release(pool, table_of(pool, seq), pages_for(length, pool->d.page_size), pages_for(have, pool->d.page_size));
     pool->lengths[seq] = length;
     return ATTN_OK;
@@ -422,6 +434,24 @@ static bool must_copy(const attn_kv_pages *p, const int64_t *seqs, const int64_t
     return holders > 1;
 }
 
+/* Grouped keys with a residual window: the pages sequence s, growing from
+ * len to now positions, copies because a group leaving its window goes into
+ * a page it shares, other than its partly filled last page (must_copy's).
+ * At most: a holder that copies a page earlier in the same call leaves
+ * the page to the others, so the append may use fewer. */
+static int64_t window_copies(const attn_kv_pages *p, int64_t s, int64_t len, int64_t now) {
+    const int64_t P = p->d.page_size, R = p->d.residual;
+    if (!grouped(p) || R == 0) return 0; /* R = 0: groups fill only the last page, or new ones */
+    int64_t copies = 0, last = -1;
+    for (int64_t pos = attn_group_full(len, R); pos < attn_group_full(now, R); pos += ATTN_KEY_GROUP) {
+        int64_t e = pos / P;
+        if (e == last || e >= pages_for(len, P) || (len % P && e == len / P)) continue;
+        last = e;
+        copies += p->refs[table_of(p, s)[e]] > 1;
+    }
+    return copies;
+}
+
 /* The pages the append needs, counted after its ids are checked. */
 static attn_status pages_needed(const attn_kv_pages *p, const int64_t *seqs, int64_t n, const int64_t *cu,
                                 attn_error *err) {
@@ -437,6 +467,7 @@ static attn_status pages_needed(const attn_kv_pages *p, const int64_t *seqs, int
                              (long long)(p->d.max_length ? p->d.max_length : max_length));
         need += pages_for(now, P) - pages_for(len, P);
         need += len % P && must_copy(p, seqs, cu, i);
+        need += window_copies(p, s, len, now);
     }
     if (need > p->free_pages)
         return attn_fail(err, ATTN_ERR_FULL, "the append needs %lld pages and the pool has %lld free", (long long)need,
@@ -479,6 +510,34 @@ static void copy_page_rows(attn_kv_pages *p, int32_t to, int32_t from, int64_t n
     page_rows(&dk, p->k, d->dtype, d->heads, d->page_size, d->key_dim, to, 0, n);
     page_rows(&sk, p->k, d->dtype, d->heads, d->page_size, d->key_dim, from, 0, n);
     attn_copy_rows(&dk, &sk);
+}
+
+/* Grouped keys: positions pos .. pos + run - 1 of sequence s, sk (Hk, run,
+ * E), into each head's window; a group leaving the window is quantized into
+ * its page, which s first makes its own when another sequence holds it. */
+static void append_grouped(attn_kv_pages *pool, int64_t s, const attn_tensor *sk, int64_t pos, int64_t run) {
+    const attn_kv_pages_desc *d = &pool->d;
+    const int64_t E = d->key_dim, R = d->residual, P = d->page_size;
+    int32_t *table = table_of(pool, s);
+    for (int64_t i = 0; i < run; i++) {
+        bool full = false;
+        for (int64_t h = 0; h < d->heads; h++) { /* head h's rows of sk */
+            attn_mat rows = {(char *)sk->data + h * sk->strides[0] * (int64_t)attn_dtype_size(sk->dtype), sk->dtype,
+                             run, E, sk->strides[1], sk->strides[2]};
+            full = attn_group_push(residual_of(pool, s) + h * window_rows(pool) * E, R, &rows, i, pos + i, E);
+        }
+        if (!full) continue;
+        int64_t at = attn_group_full(pos + i, R); /* the group leaving the window */
+        if (pool->refs[table[at / P]] > 1) { /* copy on write (window_copies counted it) */
+            int32_t own = take_page(pool);
+            copy_page_rows(pool, own, table[at / P], P);
+            pool->refs[table[at / P]]--;
+            table[at / P] = own;
+        }
+        for (int64_t h = 0; h < d->heads; h++)
+            attn_group_retire(group_at(pool, table, h, at), residual_of(pool, s) + h * window_rows(pool) * E, R, E,
+                              d->key_dtype);
+    }
 }
 
 attn_status attn_kv_pages_append(attn_kv_pages *pool, const int64_t *seqs, int64_t n, const attn_tensor *k,
@@ -526,13 +585,7 @@ attn_status attn_kv_pages_append(attn_kv_pages *pool, const int64_t *seqs, int64
             page_rows(&dv, pool->v, d->dtype, d->heads, P, d->value_dim, table[pos / P], row, run);
             attn_copy_kv_rows(&dv, &sv, pool->v_scale, d->heads, false);
             if (grouped(pool)) {
-                for (int64_t h = 0; h < d->heads; h++) { /* head h's rows of sk (Hk, run, E) */
-                    attn_mat rows = {(char *)sk.data + h * sk.strides[0] * (int64_t)attn_dtype_size(sk.dtype),
-                                     sk.dtype, run, d->key_dim, sk.strides[1], sk.strides[2]};
-                    attn_group_append(groups_of(pool, table[pos / P], h),
-                                      residual_of(pool, s) + h * ATTN_KEY_GROUP * d->key_dim, &rows, row, run, d->key_dim,
-                                      d->key_dtype);
-                }
+                append_grouped(pool, s, &sk, pos, run);
             } else {
                 page_rows(&dk, pool->k, d->dtype, d->heads, P, d->key_dim, table[pos / P], row, run);
                 attn_copy_kv_rows(&dk, &sk, pool->k_scale, d->heads, d->hadamard);
@@ -555,7 +608,7 @@ attn_status attn_kv_pages_view(attn_kv_paged_view *view, const attn_kv_pages *po
     o.k_pages = pool->k, o.v_pages = pool->v;
     o.num_sequences = d->max_sequences, o.lengths = pool->lengths;
     o.page_table = pool->tables, o.table_stride = pool->table_stride, o.table_offsets = NULL;
-    o.key_dtype = d->key_dtype, o.k_residual = pool->kres;
+    o.key_dtype = d->key_dtype, o.k_residual = pool->kres, o.residual = d->residual;
     o.k_scale = pool->k_scale, o.v_scale = pool->v_scale, o.hadamard = d->hadamard;
     return attn_versioned_write(view, &o, sizeof o, "view", "set view->struct_size = sizeof *view", err);
 }
@@ -583,12 +636,14 @@ static attn_status read_view(attn_kv_paged_view *w, const attn_kv_paged_view *in
     if ((st = check_page_dtype(w->dtype, w->key_dim, w->value_dim, "view", err)) ||
         (st = attn_group_check(w->key_dtype, w->dtype, w->page_size, w->key_dim, "view", "view->page_size", err)) ||
         (st = attn_group_check_plain(w->key_dtype, w->k_scale, w->hadamard, "view", err)) ||
+        (st = attn_group_check_residual(w->key_dtype, w->residual, "view", err)) ||
         (st = attn_check_head_scales(w->k_scale, w->v_scale, w->heads, w->dtype, "view", err)) ||
         (st = attn_check_hadamard(w->hadamard, w->dtype, w->key_dim, "view", err)))
         return st;
     int64_t kb, vb, res;
     if (!key_region_bytes(&kb, w->num_pages, w->heads, w->page_size, w->key_dim, w->dtype, w->key_dtype) ||
-        (w->key_dtype && (!residual_values(&res, w->heads, w->key_dim) || !attn_mul_i64(res, w->num_sequences, &res))) ||
+        (w->key_dtype && (!residual_values(&res, w->heads, w->residual, w->key_dim) ||
+                          !attn_mul_i64(res, w->num_sequences, &res))) ||
         !page_region_bytes(&vb, w->num_pages, w->heads, w->page_size, w->value_dim, w->dtype))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the view's pages' byte size overflows");
     if (!w->k_pages || !w->v_pages) return attn_fail(err, ATTN_ERR_NULL, "view->k_pages or view->v_pages is NULL");
@@ -664,7 +719,7 @@ void attn_kv_paged_regions(attn_tensor regions[5], const attn_kv_paged_view *w) 
 }
 
 void attn_kv_paged_residual(attn_tensor *t, const attn_kv_paged_view *w) {
-    int64_t n = w->num_sequences * w->heads * ATTN_KEY_GROUP * w->key_dim; /* fit: the view was checked */
+    int64_t n = w->num_sequences * w->heads * (w->residual + ATTN_KEY_GROUP) * w->key_dim; /* fit: the view was checked */
     memset(t, 0, sizeof *t);
     if (w->key_dtype && n > 0) attn_tensor_init(t, (void *)(uintptr_t)w->k_residual, ATTN_F16, 1, &n, NULL, NULL);
 }
@@ -736,7 +791,8 @@ void attn_kv_paged_copy(attn_tensor *k, attn_tensor *v, const attn_kv_paged_view
      * (a group's rows dequantized, the residual's f16 rows). */
     const int64_t E = w->key_dim;
     attn_paged_rows kp = {w->k_pages, w->key_dtype, w->num_pages, w->heads, P, E, table, pages_for(len, P), len,
-                          (const uint16_t *)w->k_residual + i * w->heads * ATTN_KEY_GROUP * E};
+                          (const uint16_t *)w->k_residual + i * w->heads * (w->residual + ATTN_KEY_GROUP) * E,
+                          w->residual};
     for (int64_t h = 0; h < w->heads; h++)
         attn_grouped_gather(&kp, h, (char *)k->data + h * k->strides[0] * (int64_t)attn_dtype_size(k->dtype), k->dtype,
                             k->strides[1], k->strides[2]);

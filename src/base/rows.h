@@ -40,8 +40,9 @@ typedef enum attn_rows_kind {
  * sees it (attn_paged_rows_check).
  * Keys quantized per channel (dtype ATTN_Q4C or ATTN_Q2C, key_groups.c):
  * pages [num_pages][Hk][P / 32] groups of attn_group_bytes each, position
- * j < 32·floor(length / 32) in group (j % P) / 32 of page table[j / P], row
- * j % 32 of it; the later ones rows of residual [Hk][32][cols] f16. */
+ * j < full = attn_group_full(length, window) in group (j % P) / 32 of page
+ * table[j / P], row j % 32 of it; the later ones rows j - full of residual
+ * [Hk][window + 32][cols] f16. */
 typedef struct attn_paged_rows {
     const void *pages;
     attn_dtype dtype;
@@ -49,6 +50,8 @@ typedef struct attn_paged_rows {
     const int32_t *table;
     int64_t n_pages, length;
     const uint16_t *residual; /* grouped keys only: the sequence's residual rows */
+    int64_t window;           /* grouped keys only: R, the recent positions kept in f16
+                               * besides the group being filled (0, 32, ...) */
 } attn_paged_rows;
 
 /* The rows of one KV head: positions 0 .. rows-1, cols values each, of
@@ -68,7 +71,7 @@ typedef struct attn_rows {
     const int32_t *table; /* PAGED: the page table */
     int64_t row_step;     /* PAGED: units from one row to the next: cols, or a quantized row's bytes
                            * (the unit: attn_stride_unit); GROUPED: a group's bytes */
-    const uint16_t *residual; /* GROUPED: this head's residual rows (32, cols) f16 */
+    const uint16_t *residual; /* GROUPED: this head's residual rows (R + 32, cols) f16 */
     int64_t full;             /* GROUPED: the positions in full groups (the rest: residual) */
 } attn_rows;
 
@@ -149,15 +152,29 @@ void attn_group_quant(void *group, const attn_mat *m, int64_t t0, attn_dtype for
 float attn_group_get(const void *group, int64_t n, attn_dtype format, int64_t t, int64_t c);
 /* Rows t0 .. t0+k-1 of a group widened into dst (k rows of n floats). */
 void attn_group_rows(float *dst, const void *group, int64_t n, attn_dtype format, int64_t t0, int64_t k);
-/* Keys appended to one head's groups: rows (k of n values, f32, f16 or
- * bf16, any strides) become positions r0 .. r0+k-1 counted from the start of
- * `groups` (r0 from a group boundary of the page or cache), each written to
- * the f16 residual (32 × n) at row position % 32, and every group that
- * fills quantized from the residual into its place in groups. */
-void attn_group_append(void *groups, uint16_t *residual, const attn_mat *rows, int64_t r0, int64_t k, int64_t n,
-                       attn_dtype format);
+/* The largest residual window a cache takes (attn.h,
+ * ATTN_KEY_RESIDUAL_MAX), and the positions in quantized groups of a
+ * sequence of `length` with window R: 32·floor(length / 32) - R, at least 0.
+ * The rest, positions full .. length - 1 (at most R + 31 of them), are the
+ * residual rows 0, 1, ... of the head's (R + 32, n) f16 window. */
+int64_t attn_group_full(int64_t length, int64_t R);
+/* Row i of rows (n values, f32, f16 or bf16, any strides) appended as
+ * position len to one head's window of R: written in f16 at row len -
+ * attn_group_full(len, R). True when that filled the window's R + 32 rows:
+ * the caller then retires its first group (attn_group_retire) into the
+ * group of position attn_group_full(len, R). */
+bool attn_group_push(uint16_t *window, int64_t R, const attn_mat *rows, int64_t i, int64_t len, int64_t n);
+/* A full window's first 32 rows quantized into `group`, and its other R
+ * rows moved to the front. */
+void attn_group_retire(void *group, uint16_t *window, int64_t R, int64_t n, attn_dtype format);
+/* Truncating a head's window of R from `have` positions to `length`: the
+ * residual rows kept moved to where the shorter sequence has them. The
+ * caller then turns the positions attn_group_full(length, R) ..
+ * min(attn_group_full(have, R), length) - 1 back into rows 0, 1, ...
+ * from their groups (attn_group_unquantize). */
+void attn_group_cut(uint16_t *window, int64_t R, int64_t n, int64_t have, int64_t length);
 /* The first k rows of a group turned back into residual rows: their
- * dequantized values rounded to f16 (truncating into the group). */
+ * dequantized values rounded to f16 (truncating into or before the group). */
 void attn_group_unquantize(uint16_t *residual, const void *group, int64_t n, attn_dtype format, int64_t k);
 /* The `length` keys of head `head` of grouped pg widened into dst (a
  * matrix of dtype dt, f64, f32, f16 or bf16, strides rs and cs in elements):
@@ -178,5 +195,8 @@ attn_status attn_group_check(attn_dtype key_dtype, attn_dtype dtype, int64_t pag
  * k_scale must be NULL and hadamard 0 (ATTN_ERR_OPTION). */
 attn_status attn_group_check_plain(attn_dtype key_dtype, const float *k_scale, int hadamard, const char *name,
                                    attn_error *err);
+/* A residual window R: 0, or with a key_dtype a multiple of 32 up to
+ * ATTN_KEY_RESIDUAL_MAX (ATTN_ERR_OPTION otherwise, naming name->residual). */
+attn_status attn_group_check_residual(attn_dtype key_dtype, int64_t residual, const char *name, attn_error *err);
 
 #endif /* ATTN_ROWS_H */

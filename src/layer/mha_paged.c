@@ -192,7 +192,7 @@ static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int6
     attn_tensor_init(&lens, s->lengths, ATTN_F64, 1, &B, NULL, NULL); /* int64 as f64: only the bytes count */
     /* keys per channel: the residual rows, one set per sequence of a pool, per row of a cache */
     attn_tensor res = {0};
-    int64_t nres = (s->paged ? w.num_sequences : w.num_pages) * w.heads * 32 * w.key_dim;
+    int64_t nres = (s->paged ? w.num_sequences : w.num_pages) * w.heads * (w.residual + 32) * w.key_dim;
     if (w.key_dtype && w.k_residual) attn_tensor_init(&res, (void *)(uintptr_t)w.k_residual, ATTN_F16, 1, &nres, NULL, NULL);
     const attn_named outs[5] = {{out, "out"}, {&regions[0], "the key pages"}, {&regions[1], "the value pages"},
                                 {!s->paged && s->lengths ? &lens : NULL, "lengths"},

@@ -6,8 +6,9 @@
  * capacity, Ev), C order, in the cache's dtype. A quantized cache (q8, q4,
  * e4m3, e5m2) holds rows of attn_quant_row_size bytes in the same order.
  * Keys quantized per channel (key_dtype q4c, q2c; base/key_groups.c): the
- * residual rows (B, Hk, 32, E) f16 before K, and K as (B, Hk, capacity /
- * 32) groups: each of the B·Hk heads is a page of `capacity` positions.
+ * residual rows (B, Hk, R + 32, E) f16 before K (R = desc.residual), and K
+ * as (B, Hk, capacity / 32) groups: each of the B·Hk heads is a page of
+ * `capacity` positions.
  *
  * The cache is a case of the paged cache (base/kv_pages.c), and attention
  * reads it through the same paged row source (base/rows.h), so that one
@@ -32,7 +33,7 @@ struct attn_kv_cache {
     attn_kv_cache_desc d; /* k_scale, v_scale: the cache's own copies below */
     int64_t length;
     char *k, *v; /* (B, Hk, capacity, E) and (B, Hk, capacity, Ev) */
-    uint16_t *kres; /* grouped keys: (B, Hk, 32, E) f16, just before k; else NULL */
+    uint16_t *kres; /* grouped keys: (B, Hk, R + 32, E) f16, just before k; else NULL */
     float *k_scale, *v_scale; /* (Hk,) each, fp8 with per-head scales; else NULL */
 };
 
@@ -44,7 +45,11 @@ static char *groups_of(const attn_kv_cache *c, int64_t b, int64_t h) {
     return c->k + (b * d->heads + h) * (d->capacity / ATTN_KEY_GROUP) * attn_group_bytes(d->key_dtype, d->key_dim);
 }
 static uint16_t *residual_of(const attn_kv_cache *c, int64_t b, int64_t h) {
-    return c->kres + (b * c->d.heads + h) * ATTN_KEY_GROUP * c->d.key_dim;
+    return c->kres + (b * c->d.heads + h) * (c->d.residual + ATTN_KEY_GROUP) * c->d.key_dim;
+}
+/* Grouped keys: head (b, h)'s group g. */
+static char *group_of(const attn_kv_cache *c, int64_t b, int64_t h, int64_t g) {
+    return groups_of(c, b, h) + g * attn_group_bytes(c->d.key_dtype, c->d.key_dim);
 }
 
 enum { ALIGN = 64 };
@@ -75,13 +80,14 @@ static attn_status read_desc(attn_kv_cache_desc *d, int64_t *kbytes, int64_t *vb
                          (long long)d->key_dim, (long long)d->value_dim, attn_dtype_name(d->dtype));
     if ((st = attn_group_check(d->key_dtype, d->dtype, d->capacity, d->key_dim, "desc", "desc->capacity", err)) ||
         (st = attn_group_check_plain(d->key_dtype, d->k_scale, d->hadamard, "desc", err)) ||
+        (st = attn_group_check_residual(d->key_dtype, d->residual, "desc", err)) ||
         (st = attn_check_head_scales(d->k_scale, d->v_scale, d->heads, d->dtype, "desc", err)) ||
         (st = attn_check_hadamard(d->hadamard, d->dtype, d->key_dim, "desc", err)))
         return st;
     if (d->heads > INT64_MAX / 64) return attn_fail(err, ATTN_ERR_OVERFLOW, "the cache's size overflows");
     int64_t rows, kr = attn_row_bytes(d->dtype, d->key_dim), vr = attn_row_bytes(d->dtype, d->value_dim);
-    if (d->key_dtype) /* a group's bytes per 32 positions, and 32 rows of f16 per head */
-        kr = attn_group_bytes(d->key_dtype, d->key_dim), res = 2 * ATTN_KEY_GROUP * d->key_dim;
+    if (d->key_dtype) /* a group's bytes per 32 positions, and R + 32 rows of f16 per head (E <= 8192) */
+        kr = attn_group_bytes(d->key_dtype, d->key_dim), res = 2 * (d->residual + ATTN_KEY_GROUP) * d->key_dim;
     if (!kr || !vr || !attn_mul_i64(d->batch, d->heads, &rows) ||
         (d->key_dtype && !attn_mul_i64(rows, res, &res)) || !attn_mul_i64(rows, d->capacity, &rows) ||
         !attn_mul_i64(d->key_dtype ? rows / ATTN_KEY_GROUP : rows, kr, kbytes) ||
@@ -140,7 +146,7 @@ attn_status attn_kv_cache_init(attn_kv_cache **cache, void *memory, size_t bytes
     c->kres = NULL;
     if (grouped(c)) { /* the residual rows first, then the groups */
         c->kres = (uint16_t *)(void *)c->k;
-        c->k += round_up(c->d.batch * c->d.heads * ATTN_KEY_GROUP * c->d.key_dim * 2);
+        c->k += round_up(c->d.batch * c->d.heads * (c->d.residual + ATTN_KEY_GROUP) * c->d.key_dim * 2);
     }
     *cache = c;
     return ATTN_OK;
@@ -193,7 +199,7 @@ void attn_kv_cache_storage(attn_tensor *k, attn_tensor *v, const attn_kv_cache *
 static attn_paged_rows key_rows(const attn_kv_cache *c, const int32_t *one_page) {
     const attn_kv_cache_desc *d = &c->d;
     attn_paged_rows k = {c->k, d->key_dtype ? d->key_dtype : d->dtype, 1, d->batch * d->heads, d->capacity, d->key_dim,
-                         one_page, 1, c->length, c->kres};
+                         one_page, 1, c->length, c->kres, d->residual};
     return k;
 }
 static const int32_t ONE_PAGE[1] = {0};
@@ -267,14 +273,19 @@ attn_status attn_kv_cache_gather(attn_tensor *k, attn_tensor *v, const attn_kv_c
     return ATTN_OK;
 }
 
-/* Grouped keys appended at positions p0 .. of row b: each head's rows of k. */
+/* Grouped keys appended at positions p0 .. of row b: each head's rows of k
+ * into its window, and each group that leaves the window quantized. */
 static void append_grouped(const attn_kv_cache *c, int64_t b, int64_t p0, const attn_tensor *k) {
     const attn_kv_cache_desc *d = &c->d;
     int r = k->rank;
     for (int64_t h = 0; h < d->heads; h++) {
         attn_mat rows = {(char *)k->data + head_offset(k, b, h) * (int64_t)attn_dtype_size(k->dtype), k->dtype,
                          k->shape[r - 2], d->key_dim, k->strides[r - 2], k->strides[r - 1]};
-        attn_group_append(groups_of(c, b, h), residual_of(c, b, h), &rows, p0, rows.rows, d->key_dim, d->key_dtype);
+        uint16_t *window = residual_of(c, b, h);
+        for (int64_t i = 0; i < rows.rows; i++)
+            if (attn_group_push(window, d->residual, &rows, i, p0 + i, d->key_dim))
+                attn_group_retire(group_of(c, b, h, attn_group_full(p0 + i, d->residual) / ATTN_KEY_GROUP), window,
+                                  d->residual, d->key_dim, d->key_dtype);
     }
 }
 
@@ -352,7 +363,7 @@ void attn_kv_cache_pages(attn_kv_paged_view *w, const attn_kv_cache *cache) {
     w->dtype = d->dtype, w->heads = d->heads, w->key_dim = d->key_dim, w->value_dim = d->value_dim;
     w->page_size = d->capacity, w->num_pages = d->batch;
     w->k_pages = cache->k, w->v_pages = cache->v;
-    w->key_dtype = d->key_dtype, w->k_residual = cache->kres;
+    w->key_dtype = d->key_dtype, w->k_residual = cache->kres, w->residual = d->residual;
     w->k_scale = cache->k_scale, w->v_scale = cache->v_scale, w->hadamard = cache->d.hadamard;
 }
 
@@ -384,16 +395,20 @@ attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length, attn_er
     if (length < 0 || length > cache->length)
         return attn_fail(err, ATTN_ERR_ARGUMENT, "length %lld is not between 0 and the %lld positions filled",
                          (long long)length, (long long)cache->length);
-    /* Grouped keys cut inside a quantized group: its kept positions become
+    /* Grouped keys: the groups the shorter window takes back become
      * residual rows again, their dequantized values in f16. */
     const attn_kv_cache_desc *d = &cache->d;
-    const int64_t G = ATTN_KEY_GROUP;
-    if (grouped(cache) && length % G && length / G < cache->length / G)
+    const int64_t G = ATTN_KEY_GROUP, R = d->residual, now = attn_group_full(length, R);
+    const int64_t was = attn_group_full(cache->length, R), to = was < length ? was : length;
+    if (grouped(cache) && now < was)
         for (int64_t b = 0; b < d->batch; b++)
-            for (int64_t h = 0; h < d->heads; h++)
-                attn_group_unquantize(residual_of(cache, b, h),
-                                      groups_of(cache, b, h) + length / G * attn_group_bytes(d->key_dtype, d->key_dim),
-                                      d->key_dim, d->key_dtype, length % G);
+            for (int64_t h = 0; h < d->heads; h++) {
+                uint16_t *window = residual_of(cache, b, h);
+                attn_group_cut(window, R, d->key_dim, cache->length, length);
+                for (int64_t p = now; p < to; p += G)
+                    attn_group_unquantize(window + (p - now) * d->key_dim, group_of(cache, b, h, p / G), d->key_dim,
+                                          d->key_dtype, to - p < G ? to - p : G);
+            }
     cache->length = length;
     return ATTN_OK;
 }

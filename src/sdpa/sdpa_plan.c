@@ -430,11 +430,13 @@ attn_status attn_kv_paged_run_view(attn_sdpa_plan *plan, attn_tensor *out, attn_
     attn_versioned_read(&w, sizeof w, layer, "layer", "", NULL);
     const attn_kv_paged_view *p = &plan->view;
     /* Laid out as planned: the sizes and formats, the sequences and their lengths */
-    const int64_t got[7] = {w.heads, w.key_dim, w.value_dim, w.page_size, w.num_pages, w.num_sequences, w.hadamard},
-                  want[7] = {p->heads, p->key_dim, p->value_dim, p->page_size, p->num_pages, p->num_sequences, p->hadamard};
-    static const char *const NAMES[7] = {"heads", "key_dim", "value_dim", "page_size", "num_pages", "num_sequences",
-                                         "hadamard"};
-    for (int i = 0; i < 7; i++)
+    const int64_t got[8] = {w.heads, w.key_dim, w.value_dim, w.page_size, w.num_pages, w.num_sequences, w.hadamard,
+                            w.residual},
+                  want[8] = {p->heads, p->key_dim, p->value_dim, p->page_size, p->num_pages, p->num_sequences,
+                             p->hadamard, p->residual};
+    static const char *const NAMES[8] = {"heads", "key_dim", "value_dim", "page_size", "num_pages", "num_sequences",
+                                         "hadamard", "residual"};
+    for (int i = 0; i < 8; i++)
         if (got[i] != want[i])
             return attn_fail(err, ATTN_ERR_PLAN, "layer->%s is %lld but the plan's view had %lld", NAMES[i],
                              (long long)got[i], (long long)want[i]);

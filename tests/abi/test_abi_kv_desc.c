@@ -1,7 +1,8 @@
 /* test_abi_kv_desc.c -- a program that knows the KV caches' description
- * structs as they were before key_dtype was added at their end (the
- * structs below are copies of attn_kv_cache_desc, attn_kv_pages_desc and
- * attn_kv_paged_view from that header), run with today's library under
+ * structs as they were before key_dtype was added at their end, and as they
+ * were before residual was (the structs below are copies of
+ * attn_kv_cache_desc, attn_kv_pages_desc and attn_kv_paged_view from those
+ * headers), run with today's library under
  * ASan+UBSan. Each struct lives in a heap block of exactly its old size, so
  * a library that read or wrote past the caller's struct_size stops with a
  * heap-buffer-overflow. The caches it builds must be what they were: f32
@@ -38,7 +39,93 @@ typedef struct old_paged_view {
     const int64_t *table_offsets;
 } old_paged_view;
 
+/* as they were with key_dtype, scales and hadamard, before residual */
+typedef struct keyed_cache_desc {
+    size_t struct_size;
+    int64_t batch, heads, capacity, key_dim, value_dim;
+    attn_dtype dtype, key_dtype;
+    const float *k_scale, *v_scale;
+    int hadamard;
+} keyed_cache_desc;
+
+typedef struct keyed_pages_desc {
+    size_t struct_size;
+    int64_t heads, key_dim, value_dim;
+    attn_dtype dtype;
+    int64_t page_size, num_pages, max_sequences, max_length;
+    attn_dtype key_dtype;
+    const float *k_scale, *v_scale;
+    int hadamard;
+} keyed_pages_desc;
+
+typedef struct keyed_paged_view {
+    size_t struct_size;
+    attn_dtype dtype;
+    int64_t heads, key_dim, value_dim, page_size, num_pages;
+    const void *k_pages, *v_pages;
+    int64_t num_sequences;
+    const int64_t *lengths;
+    const int32_t *page_table;
+    int64_t table_stride;
+    const int64_t *table_offsets;
+    attn_dtype key_dtype;
+    const void *k_residual;
+    const float *k_scale, *v_scale;
+    int hadamard;
+} keyed_paged_view;
+
 enum { H = 2, S = 40, E = 8, EV = 4 };
+
+/* q4c keys from the descs before residual: the window of the group being
+ * filled only, positions 32 .. 39 in f16; the pool's view written into the
+ * older view, attended, and the cache gathered as the pool is. */
+static void keys_before_residual(const attn_tensor *tk, const attn_tensor *tv, const attn_tensor *tpk,
+                                 const attn_tensor *tpv, const attn_tensor *tpq) {
+    attn_error err;
+    keyed_pages_desc *pd = malloc(sizeof *pd);
+    memset(pd, 0, sizeof *pd);
+    pd->struct_size = sizeof *pd, pd->heads = H, pd->key_dim = E, pd->value_dim = EV, pd->dtype = ATTN_F32;
+    pd->page_size = 32, pd->num_pages = 4, pd->max_sequences = 1, pd->key_dtype = ATTN_Q4C;
+    keyed_cache_desc *cd = malloc(sizeof *cd);
+    memset(cd, 0, sizeof *cd);
+    cd->struct_size = sizeof *cd, cd->batch = 1, cd->heads = H, cd->capacity = 64, cd->key_dim = E, cd->value_dim = EV;
+    cd->dtype = ATTN_F32, cd->key_dtype = ATTN_Q4C;
+    size_t pb = 0, cb = 0;
+    attn_kv_pages *pool = NULL;
+    attn_kv_cache *cache = NULL;
+    int64_t id = 0, cu[2] = {0, S}, cq[2] = {0, 1};
+    attn_status st = attn_kv_pages_bytes(&pb, (const attn_kv_pages_desc *)pd, &err);
+    if (!st) st = attn_kv_cache_bytes(&cb, (const attn_kv_cache_desc *)cd, &err);
+    void *pmem = st ? NULL : malloc(pb), *cmem = st ? NULL : malloc(cb);
+    if (!st) st = attn_kv_pages_init(&pool, pmem, pb, (const attn_kv_pages_desc *)pd, &err);
+    if (!st) st = attn_kv_pages_create(pool, &id, &err);
+    if (!st) st = attn_kv_pages_append(pool, &id, 1, tpk, tpv, cu, &err);
+    if (!st) st = attn_kv_cache_init(&cache, cmem, cb, (const attn_kv_cache_desc *)cd, &err);
+    if (!st) st = attn_kv_cache_append(cache, tk, tv, &err);
+    float gk[H * S * E], gv[H * S * EV], ck[H * S * E], cv[H * S * EV], o1[H * EV], o2[H * EV];
+    int64_t ks[3] = {H, S, E}, vs[3] = {H, S, EV}, os[3] = {1, H, EV};
+    attn_tensor tgk, tgv, tck, tcv, t1, t2;
+    attn_tensor_init(&tgk, gk, ATTN_F32, 3, ks, NULL, NULL), attn_tensor_init(&tgv, gv, ATTN_F32, 3, vs, NULL, NULL);
+    attn_tensor_init(&tck, ck, ATTN_F32, 3, ks, NULL, NULL), attn_tensor_init(&tcv, cv, ATTN_F32, 3, vs, NULL, NULL);
+    attn_tensor_init(&t1, o1, ATTN_F32, 3, os, NULL, NULL), attn_tensor_init(&t2, o2, ATTN_F32, 3, os, NULL, NULL);
+    if (!st) st = attn_kv_pages_gather(&tgk, &tgv, pool, id, &err);
+    if (!st) st = attn_kv_cache_gather(&tck, &tcv, cache, &err);
+    /* positions 32 .. 39 are the window's f16 rows, 0 .. 31 a quantized group: not all f16 values */
+    int window_f16 = 1;
+    for (int i = 32 * E; i < S * E && !st; i++) window_f16 &= gk[i] == attn_f16_to_f32(attn_f32_to_f16(gk[i]));
+    check(!st && !memcmp(gk, ck, sizeof gk) && window_f16, "q4c_pool_and_cache_from_descs_before_residual",
+          "%s", st ? err.message : "the cache's keys differ from the pool's, or the window is not f16");
+    keyed_paged_view *w = malloc(sizeof *w);
+    memset(w, 0, sizeof *w);
+    w->struct_size = sizeof *w;
+    attn_sdpa_options o = attn_sdpa_options_default();
+    if (!st) st = attn_kv_pages_view((attn_kv_paged_view *)w, pool, &err);
+    if (!st) st = attn_kv_paged_attend(&t1, NULL, tpq, cq, (const attn_kv_paged_view *)w, NULL, &o, &err);
+    if (!st) st = attn_kv_pages_attend(&t2, NULL, tpq, cq, &id, 1, pool, NULL, &o, &err);
+    check(!st && w->struct_size == sizeof *w && w->key_dtype == ATTN_Q4C && w->k_residual && !memcmp(o1, o2, sizeof o1),
+          "q4c_view_before_residual_written_and_read_to_its_size", "%s", st ? err.message : "results differ");
+    free(w), free(pmem), free(cmem), free(pd), free(cd);
+}
 
 static float rnd(unsigned *s) { return (float)((*s = *s * 1103515245u + 12345u) >> 8 & 0xffff) / 32768.0f - 1.0f; }
 
@@ -114,6 +201,7 @@ int main(void) {
     check(!st && same && w->struct_size == sizeof *w && w->dtype == ATTN_F32, "older_view_written_and_read_to_its_size",
           "%s", st ? err.message : "results differ");
     free(w), free(mem), free(pd);
+    keys_before_residual(&tk, &tv, &tpk, &tpv, &tpq);
     attn_shutdown();
     return n_failed ? 1 : 0;
 }

@@ -118,9 +118,9 @@ static void fuzz_view(reader *r, attn_kv_pages_desc *d) {
     int64_t lengths[MAX_N], offsets[MAX_N + 1];
     attn_kv_paged_view w = attn_kv_paged_view_default();
     w.dtype = d->dtype, w.heads = d->heads, w.key_dim = d->key_dim, w.value_dim = d->value_dim;
-    /* Keys per channel: the view's residual rows, (num_sequences, Hk, 32, E) f16, ours when they fit. */
-    static uint16_t residual[MAX_N * 4 * 32 * 4];
-    w.key_dtype = d->key_dtype, w.k_residual = byte(r) == 2 ? NULL : residual;
+    /* Keys per channel: the view's residual rows, (num_sequences, Hk, R + 32, E) f16, ours when they fit. */
+    static uint16_t residual[MAX_N * 4 * (64 + 32) * 4];
+    w.key_dtype = d->key_dtype, w.k_residual = byte(r) == 2 ? NULL : residual, w.residual = d->residual;
     w.page_size = byte(r) % 8 + 1;
     w.num_pages = byte(r) % 4 + 1;
     if (byte(r) == 3) w.num_pages = pick_int(r);
@@ -146,6 +146,7 @@ static void fuzz_view(reader *r, attn_kv_pages_desc *d) {
     __int128 kn = (__int128)w.num_pages * w.heads * w.page_size * w.key_dim;
     __int128 vn = (__int128)w.num_pages * w.heads * w.page_size * w.value_dim;
     if (w.key_dtype && (__int128)w.num_sequences * w.heads * w.key_dim > 4 * 4 * MAX_N) return; /* not ours */
+    if (w.key_dtype && w.residual > 64) return; /* a window longer than our rows hold */
     if (w.num_pages > 0 && w.page_size > 0 && (kn > room || vn > room) && kn * 8 < INT64_MAX && vn * 8 < INT64_MAX) {
         w.num_pages = 1, w.page_size = 1;
         if (w.heads * w.key_dim > room || w.heads * w.value_dim > room) return; /* many heads: not ours */
@@ -281,6 +282,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const float SCALES[2] = {0.5f, NAN};
     if (byte(&r) == 7) d.hadamard = (int)(byte(&r) % 3);
     if (byte(&r) == 8) d.k_scale = SCALES + byte(&r) % 2;
+    /* keys per channel: now and then a residual window (32, 64), or one to refuse */
+    static const int64_t WINDOWS[4] = {32, 64, 48, -32};
+    if (d.key_dtype && byte(&r) == 9) d.residual = WINDOWS[byte(&r) % 4];
     attn_error err;
     attn_status st = attn_kv_pages_bytes(&pool_bytes, &d, &err);
     CHECK(st == ATTN_OK || err.message[0]);

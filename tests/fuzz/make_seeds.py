@@ -111,6 +111,11 @@ def main():
         "sdpa_kv_hadamard": ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--kv", "e4m3", "--hadamard",
                              "--kv-scale", "0.5"],
         "sdpa_hadamard_refused": ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--hadamard", "--rope", "halves"],
+        "sdpa_kv_residual": ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--kv", "q4c", "--kv-residual", "128",
+                             "--causal=bottom-right"],
+        "sdpa_kv_residual_bad": ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--kv=q2c", "--kv-residual=48"],
+        "sdpa_kv_residual_refused": ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--kv", "q8",
+                                     "--kv-residual", "64"],
     }
     for n, a in named.items():
         write("args", n, "\0".join(a))
@@ -147,6 +152,10 @@ def mha_seeds(mark):
                                     "--kv", "q4_1"],
         "mha_incremental_kv_hadamard": ["mha", "-x", "x.npy", "--weights", "w", "--heads", "2", "--incremental",
                                         "--kv", "q8", "--hadamard"],
+        "mha_incremental_kv_residual": ["mha", "-x", "x.npy", "--weights", "w", "--heads", "2", "--incremental",
+                                        "--kv", "q2c", "--kv-residual", "64"],
+        "mha_kv_residual_too_large": ["mha", "-x", "x.npy", "--weights", "w", "--heads", "2", "--incremental",
+                                      "--kv", "q4c", "--kv-residual=99999999999999999999"],
         "mha_help": ["mha", "--help"],
     }
     for n, a in args.items():
@@ -230,6 +239,11 @@ def kv_pages_seeds():
           bytes([3, 0, 1, 5]) + append([1], [4]) + free0 + gather0)
     write("kv_pages", "same_sequence_twice", pool() + create + create + append([1, 1], [2, 2]))
     write("kv_pages", "caller_view", pool(0, 0, 2, 2, 1, 2, 2) + view)
+    # q4c keys with a residual window of 64 (after the pool: no rotation, no scale, the window's byte 9 and
+    # which, all the bytes offered): appends past the window, a fork, both grow, attend, gather
+    window = pool(252, 2, 8, 3, 1, 3, 3) + bytes([0, 9, 1, 0])
+    write("kv_pages", "q4c_residual_64_fork_past_window",
+          window + create + append([0], [34, 34, 34, 34], 32) + fork0 + append([0, 1], [34, 34], 32) + attend + gather0)
 
 
 if __name__ == "__main__":
