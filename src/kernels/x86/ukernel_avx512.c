@@ -251,6 +251,20 @@ static inline __m512 quant_vec(const uint8_t *row, int64_t i, bool q4) {
     return _mm512_mul_ps(_mm512_cvtepi32_ps(c), d);
 }
 
+/* 16 fp8 bytes (decode_rows.h, kinds 5 to 7) read as halves and widened
+ * by vcvtph2ps, exact whatever MXCSR says: e5m2 is a half's top byte;
+ * e4m3 the byte sign-extended, shifted left by 7, bit 14 cleared (2^-8
+ * times its value), and for values (kind 6) bit 14 set again where the
+ * rest is S.1111.111 (NaN): that half + 0x80 carries into bit 14 there
+ * and nowhere else. */
+static inline __m512 fp8_vec(__m128i b, int kind) {
+    if (kind == 7) return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(b), 8));
+    __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7), _mm256_set1_epi16((short)0xbfff));
+    if (kind == 6) /* h | ((h + 0x80) & 0x4000) */
+        h = _mm256_ternarylogic_epi32(h, _mm256_add_epi16(h, _mm256_set1_epi16(0x80)), _mm256_set1_epi16(0x4000), 0xf8);
+    return _mm512_cvtph_ps(h);
+}
+
 /* Horizontal sums by halves: lanes l and l + 8 first, then l and l + 4 of
  * those, then l and l + 2, then the last two; hsum512_group makes the same
  * sums for 16 vectors at once. */
@@ -290,6 +304,8 @@ static inline __m512 hsum512_group(const __m512 *h, int kb) {
 
 #define V __m512
 #define V_QUANT(row, i, q4) quant_vec(row, i, q4)
+#define V_FP8(b, kind) fp8_vec(_mm_loadu_si128((const __m128i *)(const void *)(b)), kind)
+#define V_FP8N(b, n, kind) fp8_vec(_mm_maskz_loadu_epi8(lanes_below(n), b), kind)
 #define V_ZERO() _mm512_setzero_ps()
 #define V_SET1(x) _mm512_set1_ps(x)
 #define V_LOAD(p) _mm512_loadu_ps(p)
@@ -407,6 +423,8 @@ const attn_ukernels attn_ukernels_avx512 = {
     .widen_quant = attn_widen_quant_avx512,
     .dot_rows_q = dot_rows_q,
     .axpy_rows_q = axpy_rows_q,
+    .dot_rows_fp8 = dot_rows_fp8,
+    .axpy_rows_fp8 = axpy_rows_fp8,
     .dot_rows_list = dot_rows_list,
     .axpy_rows_list = axpy_rows_list,
     .softcap = softcap_avx512,
