@@ -29,6 +29,8 @@
  *   DOT_KB(nq)                  keys dot_rows computes at once for nq rows
  *                               (2 or 4: as many as the registers
  *                               hold; 0: one at a time, each summed alone)
+ *   DOT_KB_FP8(nq)              the same for fp8 keys (kinds 5 and 7), if
+ *                               it differs (else DOT_KB)
  *   V_KEEP(v)                   v kept in a register (a compiler barrier)
  *   AXPY_CB(nq)                 column vectors per axpy block for nq rows:
  *                               as many as the registers hold
@@ -73,8 +75,8 @@
  *     widened rows. S.1111.111 (NaN) reads as ±480 · 2^-8: as keys (kind
  *     5) it is found by max |k| > 448 · 2^-8, which dot_rows gathers
  *     anyway, and reported as a key not finite; as values (kind 6) its
- *     lanes are made NaN (bit 14 set: the half's exponent all ones), two
- *     integer operations a vector, so that NaN reaches the outputs as the
+ *     lanes are made NaN (bit 14 set: the half's exponent all ones), one
+ *     more integer operation a vector, so that NaN reaches the outputs as the
  *     f32 kernel's would. */
 #ifndef ATTN_DECODE_ROWS_H
 #define ATTN_DECODE_ROWS_H
@@ -82,6 +84,10 @@
 #include <float.h>
 
 #define DECODE_INLINE static inline __attribute__((always_inline))
+
+#ifndef DOT_KB_FP8
+#define DOT_KB_FP8(nq) DOT_KB(nq)
+#endif
 
 /* Element i.. of a row of keys or values of the given kind, as f32. */
 DECODE_INLINE V load_kv(const void *p, int64_t i, const int kind) {
@@ -178,7 +184,7 @@ DECODE_INLINE void dot_keys(V acc[4][DECODE_NQ], const float *q, const void *con
  * bits, so a key's score does not depend on where a call starts or ends. */
 DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const void *k, int64_t ld, int64_t n,
                                 int64_t E, const int nq, const int kind, const bool list) {
-    const int kb = DOT_KB(nq), blocks = kb > 0 ? VL / kb : 0;
+    const int kb = kind >= 5 ? DOT_KB_FP8(nq) : DOT_KB(nq), blocks = kb > 0 ? VL / kb : 0;
     V big = V_ZERO();
     VBAD bad = V_BAD_NONE;
     int64_t j = 0;

@@ -274,9 +274,10 @@ static inline __m256 quant_vec(const uint8_t *row, int64_t i, bool q4) {
  * halves, as ukernel_avx512.c's fp8_vec does (there: why). */
 static inline __m256 fp8_vec(__m128i b, int kind) {
     if (kind == 7) return _mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(), b)); /* byte << 8 */
-    __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b), 7), _mm_set1_epi16((short)0xbfff));
-    if (kind == 6) h = _mm_or_si128(h, _mm_and_si128(_mm_add_epi16(h, _mm_set1_epi16(0x80)), _mm_set1_epi16(0x4000)));
-    return _mm256_cvtph_ps(h);
+    __m128i t = _mm_slli_epi16(_mm_cvtepi8_epi16(b), 7);
+    if (kind == 6) /* t ^ ((t + 0x80) & 0x4000) */
+        return _mm256_cvtph_ps(_mm_xor_si128(t, _mm_and_si128(_mm_add_epi16(t, _mm_set1_epi16(0x80)), _mm_set1_epi16(0x4000))));
+    return _mm256_cvtph_ps(_mm_and_si128(t, _mm_set1_epi16((short)0xbfff)));
 }
 
 static inline __m128i fp8_part(const uint8_t *b, int64_t n) {
