@@ -68,9 +68,10 @@ static const char USAGE[] =
     "               of 100 to 8000 keys), pages of 16 and 256, timed in turns\n"
     "  --kv         decode from a KV cache of each storage only: one token of a\n"
     "               Llama-style layer (32/8 heads, d=128) at 32k positions in f16,\n"
-    "               q8, q4, e4m3 and q4c keys per channel with q4_1 values, and at\n"
-    "               128k in f16, q8 and q4, timed in turns: each rate over f16's is\n"
-    "               the median of the rounds' ratios, with their range\n"
+    "               q8, q4, e4m3, e5m2 and q4c keys per channel with q4_1 values,\n"
+    "               and at 128k in f16, q8, q4, e4m3 and e5m2, timed in turns: each\n"
+    "               rate over f16's is the median of the rounds' ratios, with\n"
+    "               their range\n"
     "  --threads N  threads for attn and OpenBLAS (default: attn's default)\n"
     "  --ggml DIR   ggml's ggml_flash_attn_ext beside attn on the same shapes, from\n"
     "               a ggml build in DIR (libggml-base.so and a libggml-cpu*.so;\n"
@@ -1479,7 +1480,8 @@ static void kv_cache_rows(double bandwidth, bool as_json) {
 }
 
 /* attn bench --kv: decode from a cache of each storage at 32k positions
- * (4k with --quick), and at 128k for f16, q8 and q4 (not with --quick); the
+ * (4k with --quick), and at 128k for f16, q8, q4, e4m3 and e5m2 (not with
+ * --quick); the
  * last row at 32k (4k) has keys per channel (q4c, KIVI's) with q4_1 values.
  * The storages of a context are timed in turns: every round runs one call
  * of each, in an order that turns round from round to round, and a row's
@@ -1488,15 +1490,15 @@ static void kv_cache_rows(double bandwidth, bool as_json) {
  * call reads its own cache, which the calls between evict from L3, as each
  * layer of a model reads its own. */
 static void kv_storage_rows(double bandwidth, bool as_json) {
-    enum { N = 5, MAX_ROUNDS = 21 };
-    static const attn_dtype STORE[N] = {ATTN_F16, ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_Q4_1};
-    static const attn_dtype KEYS[N] = {0, 0, 0, 0, ATTN_Q4C};
+    enum { N = 6, MAX_ROUNDS = 21 };
+    static const attn_dtype STORE[N] = {ATTN_F16, ATTN_Q8, ATTN_Q4, ATTN_E4M3, ATTN_E5M2, ATTN_Q4_1};
+    static const attn_dtype KEYS[N] = {0, 0, 0, 0, 0, ATTN_Q4C};
     int64_t contexts[2] = {quick ? 4096 : 32768, 131072};
     int rounds = quick ? 3 : MAX_ROUNDS;
     text_table *tab = as_json ? NULL : tab_new(6, "H32/8 d128 cache", "seconds", "rate", "read", "of triad",
                                                "over f16 (range)");
     for (int c = 0; c < (quick ? 1 : 2); c++) {
-        int n = c ? 3 : N;
+        int n = c ? N - 1 : N; /* 128k: all but keys per channel */
         kv_row r[N];
         double t[N][MAX_ROUNDS], best[N];
         for (int i = 0; i < n; i++) kv_row_init(&r[i], contexts[c], STORE[i], KEYS[i]), best[i] = 1e30, run_cache(&r[i].c);

@@ -2415,9 +2415,14 @@ ATTN_API attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err);
  * and q4 keys; int8_groups_avx512vnni or int8_groups_avx2 for keys
  * quantized per channel),
  * value_dot=, how it accumulated quantized values (bf16_avx512bf16,
- * f32_avx512 or int8_avx512vnni, see "Quantized storage"), and side_by_side=N when its work items each read
+ * f32_avx512 or int8_avx512vnni, see "Quantized storage"), side_by_side=N when its work items each read
  * the rows of N KV heads that lie side by side in memory, as in keys
- * packed (tokens, Hk, E), together), the microkernels' ISA, the threads (threads=R/T: R
+ * packed (tokens, Hk, E), together, and rows=in_place when its
+ * microkernels read every key and value row where it lies (f32, f16,
+ * bf16, q8, q4, e4m3, e5m2 on the AVX2 and AVX-512 kernels), rows=widened
+ * when some were first widened to f32 a group of rows at a time (the
+ * portable kernels' 16-bit and quantized rows, q4_1, strided columns)),
+ * the microkernels' ISA, the threads (threads=R/T: R
  * threads ran the call's work items of the T it was given, the context's
  * or the process-wide number, at most one per item; R is 1 when another
  * call held the thread pool, for the call then runs on its caller's

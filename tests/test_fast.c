@@ -1231,6 +1231,95 @@ static void test_decode_groups(const char *isa) {
 }
 
 
+/* The fp8 row kinds (dot_rows_fp8, axpy_rows_fp8: e4m3 and e5m2 bytes read
+ * in place as halves, e4m3 as 2^-8 times its value), for every row count
+ * and widths that end on, before and after a vector, rows DF_LD bytes apart:
+ *   - scores bitwise dot_rows on the rows widened by widen_quant (q times
+ *     2^8 for e4m3), the same max |k|, and the same bits for calls cut at
+ *     3, 5, 21 and 37 keys; keys of every finite code (subnormals, the
+ *     largest);
+ *   - values of every code bitwise axpy_rows on the widened rows (p times
+ *     2^8 for e4m3), NaN codes giving NaN where axpy_rows gives NaN;
+ *   - a NaN code (every one: e4m3's two, e5m2's six) or an e5m2 infinity in
+ *     a key, in a whole vector and in the last one: -1.
+ * The portable set has no fp8 kinds (decode widens its rows): skipped. */
+enum { DF_N = 41, DF_MAXW = 129, DF_LD = DF_MAXW + 5, DF_LDS = 48 };
+
+static void test_decode_fp8(const char *isa) {
+    char name[64];
+    const attn_ukernels *uk = kernels_or_skip(isa, name, sizeof name, "decode_rows_%s_fp8_in_place", NULL);
+    if (!uk) return;
+    if (!uk->dot_rows_fp8 || !uk->axpy_rows_fp8) {
+        skip(name, "the %s set has no fp8 row kernels: decode widens fp8 rows with widen_quant", isa);
+        return;
+    }
+    static const int widths[] = {1, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 128, 129};
+    static const int64_t CUTS[] = {0, 3, 5, 21, 37, DF_N};
+    enum { R = ATTN_DECODE_MAX_ROWS };
+    static uint8_t kb[DF_N * DF_LD], vb[DF_N * DF_LD];
+    static float kw[DF_N * DF_LD], vw[DF_N * DF_LD], q[R * DF_MAXW], q8[R * DF_MAXW], p[R * DF_LDS], p8[R * DF_LDS];
+    static float s1[R * DF_LDS], s2[R * DF_LDS], a1[R * DF_MAXW + 1], a2[R * DF_MAXW + 1];
+    static const attn_dtype FMT[2] = {ATTN_E4M3, ATTN_E5M2};
+    for (int f = 0; f < 2; f++) {
+        attn_dtype fm = FMT[f];
+        bool e4m3 = fm == ATTN_E4M3;
+        float scale = e4m3 ? 256.0f : 1.0f;
+        uint8_t finite[256];
+        int nf = 0;
+        for (int c = 0; c < 256; c++) {
+            uint8_t b = (uint8_t)c;
+            float x;
+            attn_dequant_row(&x, &b, 1, fm);
+            if (isfinite(x)) finite[nf++] = b;
+        }
+        for (int i = 0; i < DF_N * DF_LD; i++) kb[i] = finite[(int)(uniform() * nf) % nf], vb[i] = (uint8_t)(uniform() * 256);
+        for (int j = 0; j < DF_N; j++)
+            attn_dequant_row(kw + j * DF_LD, kb + j * DF_LD, DF_LD, fm), attn_dequant_row(vw + j * DF_LD, vb + j * DF_LD, DF_LD, fm);
+        /* q small enough that the largest keys' scores stay far from overflow */
+        for (int i = 0; i < R * DF_MAXW; i++) q[i] = (float)(2 * uniform() - 1) * 1e-3f, q8[i] = q[i] * scale;
+        for (int i = 0; i < R * DF_LDS; i++) p[i] = (float)uniform(), p8[i] = p[i] * scale;
+        int bad_dot = 0, bad_max = 0, bad_cut = 0, bad_axpy = 0, bad_nan = 0;
+        for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++)
+            for (int nq = 1; nq <= R; nq++) {
+                int E = widths[w];
+                memset(s1, 0, sizeof s1), memset(s2, 0, sizeof s2);
+                float m1 = uk->dot_rows(s1, DF_LDS, q, nq, kw, DF_LD, DF_N, E);
+                float m2 = uk->dot_rows_fp8(s2, DF_LDS, q8, nq, kb, DF_LD, DF_N, E, fm);
+                bad_dot += memcmp(s1, s2, sizeof s1) != 0;
+                bad_max += m1 != m2 || !(m1 > 0);
+                memset(s2, 0, sizeof s2);
+                for (size_t c = 0; c + 1 < sizeof CUTS / sizeof CUTS[0]; c++)
+                    uk->dot_rows_fp8(s2 + CUTS[c], DF_LDS, q8, nq, kb + CUTS[c] * DF_LD, DF_LD, CUTS[c + 1] - CUTS[c], E, fm);
+                bad_cut += memcmp(s1, s2, sizeof s1) != 0;
+                for (int i = 0; i <= nq * E; i++) a1[i] = a2[i] = (float)i / 7;
+                uk->axpy_rows(a1, p, DF_LDS, nq, vw, DF_LD, DF_N, E);
+                uk->axpy_rows_fp8(a2, p8, DF_LDS, nq, vb, DF_LD, DF_N, E, fm);
+                for (int i = 0; i <= nq * E; i++) /* NaN where the widened rows give NaN; else the same bits */
+                    bad_axpy += isnan(a1[i]) ? !isnan(a2[i]) : memcmp(&a1[i], &a2[i], 4) != 0;
+            }
+        /* every NaN code (and e5m2's infinities) in key 20 (a whole vector)
+         * and key 39 (the last partial one of E = 17), any row count */
+        for (int c = 0; c < 256; c++) {
+            uint8_t b = (uint8_t)c;
+            float x;
+            attn_dequant_row(&x, &b, 1, fm);
+            if (isfinite(x)) continue;
+            for (int at = 0; at < 2; at++) {
+                int64_t j = at ? 39 : 20, e = at ? 16 : 3;
+                uint8_t keep = kb[j * DF_LD + e];
+                kb[j * DF_LD + e] = b;
+                bad_nan += uk->dot_rows_fp8(s2, DF_LDS, q8, 1 + c % R, kb, DF_LD, DF_N, 17, fm) != -1;
+                kb[j * DF_LD + e] = keep;
+            }
+        }
+        char full[96];
+        snprintf(full, sizeof full, "%s_%s", name, attn_dtype_name(fm));
+        check(!bad_dot && !bad_max && !bad_cut && !bad_axpy && !bad_nan, full,
+              "scores differ from dot_rows %d times, max |k| %d, cut calls %d, values %d, NaN/inf keys missed %d",
+              bad_dot, bad_max, bad_cut, bad_axpy, bad_nan);
+    }
+}
+
 /* The list microkernels (dot_rows_list, axpy_rows_list: row j wherever
  * list[j] points, several pages of a paged cache in one call) give the bits
  * of dot_rows and axpy_rows (dot_rows16, axpy_rows16) on the same rows
@@ -1761,6 +1850,22 @@ static void test_simde_matches_native(void) {
     static float w41[300 * 64], w42[300 * 64];
     hw->widen_quant(w41, qr, 300 * 64, ATTN_Q4_1), em->widen_quant(w42, qr, 300 * 64, ATTN_Q4_1);
     diff += memcmp(w41, w42, sizeof w41) != 0;
+    /* fp8 rows (e4m3, e5m2) of 64 bytes, 300 of them, read in place by both:
+     * keys of finite codes (bit 6 cleared: no exponent field all ones),
+     * values of every byte (NaN codes NaN in both). */
+    static uint8_t f8[300 * 64];
+    for (size_t i = 0; i < sizeof f8; i++) f8[i] = qr[i] & 0xbf;
+    for (int f = 0; f < 2; f++) {
+        attn_dtype fm = f ? ATTN_E5M2 : ATTN_E4M3;
+        for (int nq = 1; nq <= ATTN_DECODE_MAX_ROWS; nq += 3) {
+            e1 = hw->dot_rows_fp8(r1, 300, q, nq > 4 ? 4 : nq, f8, 64, 300, 64, fm);
+            e2 = em->dot_rows_fp8(r2, 300, q, nq > 4 ? 4 : nq, f8, 64, 300, 64, fm);
+            diff += (e1 != e2) + (memcmp(r1, r2, sizeof r1) != 0);
+        }
+        for (int i = 0; i < ATTN_MR_MAX * LD; i++) o1[i] = o2[i] = normal();
+        hw->axpy_rows_fp8(o1, p, K, 3, qr, 64, 300, 64, fm), em->axpy_rows_fp8(o2, p, K, 3, qr, 64, 300, 64, fm);
+        for (int i = 0; i < ATTN_MR_MAX * LD; i++) diff += isnan(o1[i]) != isnan(o2[i]) || (!isnan(o1[i]) && o1[i] != o2[i]);
+    }
     check(!diff, "avx512_simde_bitwise_native", "%d of the kernels' results differ from the native ones", diff);
     free(x), free(a), free(b), free(c), free(d);
 }
@@ -2222,6 +2327,7 @@ int main(void) {
     test_decode_rows(EMULATED);
     test_decode_groups(EMULATED);
     test_decode_lists(EMULATED);
+    test_decode_fp8(EMULATED);
     test_widen16(EMULATED);
     test_transpose16(EMULATED);
     test_softcap(EMULATED);
@@ -2257,6 +2363,9 @@ int main(void) {
     test_decode_groups("avx512");
     test_decode_lists("avx2");
     test_decode_lists("avx512");
+    test_decode_fp8("c");
+    test_decode_fp8("avx2");
+    test_decode_fp8("avx512");
     test_widen16("c");
     test_widen16("avx2");
     test_widen16("avx512");

@@ -314,6 +314,164 @@ static void test_case(const qcase *c) {
     for (int t = 0; t < 2; t++) free(out[t]), free(lse[t]), free(w[t]);
 }
 
+/* ---- fp8 rows read in place by decode (decode_rows.h) -------------------
+ * Decode's microkernels read e4m3 and e5m2 bytes where they lie, as IEEE
+ * halves (e4m3 as 2^-8 times its value, the 2^8 folded into q and the
+ * weights), on every set that has dot_rows_fp8; the portable set widens
+ * them into scratch first. The verbose line says which (rows=in_place or
+ * rows=widened), and either way the result is bitwise the f32 kernels on
+ * the rows widened first: */
+
+/* The verbose line's rows= word decode shows for fp8 keys and values. */
+static const char *fp8_rows_expected(void) { return attn_ukernels_active()->dot_rows_fp8 ? "in_place" : "widened"; }
+
+/* a and b hold the same floats (NaN as any NaN). */
+static bool same_floats(const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], 4) != 0 && !(isnan(a[i]) && isnan(b[i]))) return false;
+    return true;
+}
+
+enum { F8_HQ = 4, F8_E = 100, F8_EV = 72, F8_S = 700, F8_LMAX = 3 }; /* one KV head; E, Ev end inside a vector */
+
+/* One decode call of L query rows q (Hq, L, E) against S keys and values:
+ * dtype f32 (k, v floats), or fp8 bytes as dense tensors (P = 0) or
+ * through a shuffled page table of pages of P positions; ks, vs: the fp8
+ * per-head scales (k_descale, v_descale), or 0; scale: the call's scale, or
+ * 0 for the default. words: kernel=, rows=, fallback= of its verbose line. */
+static attn_status fp8_call(float *out, float *lse, char words[3][32], const float *q, int64_t L, const void *k,
+                            const void *v, attn_dtype dtype, int64_t P, float ks, float vs, double scale,
+                            attn_error *err) {
+    int64_t sq[3] = {F8_HQ, L, F8_E}, so[3] = {F8_HQ, L, F8_EV}, sl[2] = {F8_HQ, L}, sk[3] = {1, F8_S, F8_E},
+            sv[3] = {1, F8_S, F8_EV}, one = 1;
+    attn_tensor tq, tk, tv, to, tl, tks, tvs;
+    attn_tensor_init(&tq, (void *)q, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, so, NULL, NULL), attn_tensor_init(&tl, lse, ATTN_F32, 2, sl, NULL, NULL);
+    attn_tensor_init(&tk, (void *)k, dtype, 3, sk, NULL, NULL), attn_tensor_init(&tv, (void *)v, dtype, 3, sv, NULL, NULL);
+    attn_tensor_init(&tks, &ks, ATTN_F32, 1, &one, NULL, NULL), attn_tensor_init(&tvs, &vs, ATTN_F32, 1, &one, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    if (scale != 0) o.has_scale = 1, o.scale = scale;
+    if (ks > 0) o.k_descale = &tks;
+    if (vs > 0) o.v_descale = &tvs;
+    int64_t n_pages = P ? (F8_S + P - 1) / P : 0, pool = 2 * n_pages + 1;
+    if (pool % 7 == 0) pool++; /* the table's stride 7 visits every page */
+    uint8_t *kp = P ? calloc((size_t)(pool * P), F8_E) : NULL, *vp = P ? calloc((size_t)(pool * P), F8_EV) : NULL;
+    int32_t *table = P ? malloc(sizeof(int32_t) * (size_t)n_pages) : NULL;
+    for (int64_t t = 0; t < n_pages; t++) {
+        table[t] = (int32_t)((t * 7 + 3) % pool);
+        for (int64_t r = 0; r < P && t * P + r < F8_S; r++) {
+            memcpy(kp + (table[t] * P + r) * F8_E, (const uint8_t *)k + (t * P + r) * F8_E, F8_E);
+            memcpy(vp + (table[t] * P + r) * F8_EV, (const uint8_t *)v + (t * P + r) * F8_EV, F8_EV);
+        }
+    }
+    attn_paged_rows kpg = {kp, dtype, pool, 1, P, F8_E, table, n_pages, F8_S, NULL};
+    attn_paged_rows vpg = {vp, dtype, pool, 1, P, F8_EV, table, n_pages, F8_S, NULL};
+    verbose_begin();
+    attn_status st = P ? attn_sdpa_paged(&to, &tl, NULL, &tq, &kpg, &vpg, &o, err)
+                       : attn_sdpa(&to, &tl, NULL, &tq, &tk, &tv, &o, err);
+    verbose_end(words[0], 32, words[2], 32);
+    word_after(words[1], 32, verbose_last_line, " rows=");
+    free(kp), free(vp), free(table);
+    return st;
+}
+
+/*   - keys of every size a code holds (subnormals, the smallest and the
+ *     largest, in whole vectors and in the last partial one) and values of
+ *     every finite code; 1 and 3 query rows, 1 and 2 threads;
+ *   - the same rows paged, pages of 16, 17 and 256: bitwise the dense call;
+ *   - per-head scales (k_descale, v_descale): bitwise the f32 call with the
+ *     scale times s_k (in f64) and the output times s_v (one rounding);
+ *   - a NaN code (and e5m2's infinities) in one key or one value, in a
+ *     whole vector and in the last partial one: both calls give the slices
+ *     to the exact kernel (the same fallback= count, not 0) and agree. */
+static void test_fp8_in_place(attn_dtype format) {
+    const char *fm = attn_dtype_name(format);
+    bool e4m3 = format == ATTN_E4M3;
+    uint8_t finite[256];
+    int nf = 0;
+    for (int c = 0; c < 256; c++) {
+        uint8_t b = (uint8_t)c;
+        float x;
+        attn_dequant_row(&x, &b, 1, format);
+        if (isfinite(x)) finite[nf++] = b;
+    }
+    uint8_t *kq = malloc(F8_S * F8_E), *vq = malloc(F8_S * F8_EV);
+    float *kd = malloc(sizeof(float) * F8_S * F8_E), *vd = malloc(sizeof(float) * F8_S * F8_EV);
+    /* keys below 8 in size (exponent fields up to 9 for e4m3, 17 for e5m2),
+     * subnormals among them; row 5 and row 690 (a group's and the tail's)
+     * the smallest and largest codes, in lanes 0, 1 and the last two */
+    int top = e4m3 ? 0x50 : 0x48;
+    for (int i = 0; i < F8_S * F8_E; i++) kq[i] = (uint8_t)((uniform() < 0.5 ? 0x80 : 0) | (int)(uniform() * top));
+    for (int i = 0; i < F8_S * F8_EV; i++) vq[i] = finite[(int)(uniform() * nf) % nf];
+    uint8_t big = e4m3 ? 0x7e : 0x7b;
+    for (int r = 5; r < F8_S; r += 685)
+        kq[r * F8_E] = big, kq[r * F8_E + 1] = 0x01, kq[r * F8_E + F8_E - 2] = 0x81, kq[r * F8_E + F8_E - 1] = 0x80 | big;
+    float *q = rows_of(F8_HQ * F8_LMAX, F8_E, false);
+    for (int r = 0; r < F8_HQ * F8_LMAX; r++) q[r * F8_E] *= 1e-3f, q[r * F8_E + F8_E - 1] *= 1e-3f; /* the largest keys' lanes */
+    size_t no = F8_HQ * F8_LMAX * F8_EV;
+    float *out[2] = {calloc(no, 4), calloc(no, 4)}, lse[2][F8_HQ * F8_LMAX];
+    char w[2][3][32], name[128];
+    attn_error err;
+    /* edits: none; a NaN key lane 3 / the last lane; a NaN value; e5m2: inf key, inf value */
+    enum { EDITS = 7 };
+    static const char *const EDIT[EDITS] = {"finite", "nan_key_whole_vector", "nan_key_last_vector", "nan_value",
+                                            "nan_value_last_vector", "inf_key", "inf_value"};
+    for (int ed = 0; ed < EDITS; ed++) {
+        if (ed >= 5 && e4m3) continue; /* e4m3 has no infinity */
+        uint8_t nan = e4m3 ? 0x7f : 0x7e, inf = 0x7c, *at = NULL, keep = 0;
+        switch (ed) {
+        case 1: at = &kq[400 * F8_E + 3], keep = *at, *at = 0x80 | nan; break;
+        case 2: at = &kq[699 * F8_E + F8_E - 1], keep = *at, *at = nan; break;
+        case 3: at = &vq[17 * F8_EV + 5], keep = *at, *at = nan; break;
+        case 4: at = &vq[698 * F8_EV + F8_EV - 1], keep = *at, *at = 0x80 | nan; break;
+        case 5: at = &kq[300 * F8_E + 50], keep = *at, *at = 0x80 | inf; break;
+        case 6: at = &vq[300 * F8_EV + 70], keep = *at, *at = inf; break;
+        default: break;
+        }
+        for (int r = 0; r < F8_S; r++)
+            attn_dequant_row(kd + r * F8_E, kq + r * F8_E, F8_E, format),
+                attn_dequant_row(vd + r * F8_EV, vq + r * F8_EV, F8_EV, format);
+        for (int64_t L = 1; L <= F8_LMAX; L += 2)
+            for (int threads = 1; threads <= 2; threads++) {
+                attn_set_num_threads(threads);
+                attn_status s0 = fp8_call(out[0], lse[0], w[0], q, L, kd, vd, ATTN_F32, 0, 0, 0, 0, &err);
+                static const int64_t PAGES[4] = {0, 16, 17, 256};
+                for (int pg = 0; pg < 4; pg++) {
+                    memset(out[1], 0, no * 4);
+                    attn_status s1 = fp8_call(out[1], lse[1], w[1], q, L, kq, vq, format, PAGES[pg], 0, 0, 0, &err);
+                    size_t n = (size_t)(F8_HQ * L);
+                    bool same = same_floats(out[0], out[1], n * F8_EV) && same_floats(lse[0], lse[1], n);
+                    bool fb_ok = !strcmp(w[0][2], w[1][2]) && (ed == 0) == !strncmp(w[1][2], "0/", 2);
+                    snprintf(name, sizeof name, "%s_decode_rows_%s_%s_L%lld_threads%d_%s%lld_bitwise_f32", fm, fp8_rows_expected(),
+                             EDIT[ed], (long long)L, threads, pg ? "pages" : "dense", (long long)PAGES[pg]);
+                    check(!s0 && !s1 && same && fb_ok && !strcmp(w[0][0], "decode") && !strcmp(w[1][0], "decode") &&
+                              !strcmp(w[0][1], "in_place") && !strcmp(w[1][1], fp8_rows_expected()),
+                          name, "status %d %d, kernels %s %s, rows=%s %s (want in_place %s), fallback %s %s, %s", (int)s0,
+                          (int)s1, w[0][0], w[1][0], w[0][1], w[1][1], fp8_rows_expected(), w[0][2], w[1][2],
+                          same ? "same" : "differs");
+                }
+                if (ed == 0) { /* per-head scales: the f32 call with scale · s_k, then out · s_v */
+                    const float KS = 0.375f, VS = 2.5f;
+                    attn_status s1 = fp8_call(out[1], lse[1], w[1], q, L, kq, vq, format, 0, KS, VS, 0, &err);
+                    attn_status s2 = fp8_call(out[0], lse[0], w[0], q, L, kd, vd, ATTN_F32, 0, 0, 0,
+                                              1 / sqrt((double)F8_E) * (double)KS, &err);
+                    size_t n = (size_t)(F8_HQ * L);
+                    for (size_t i = 0; i < n * F8_EV; i++) out[0][i] = (float)((double)out[0][i] * VS);
+                    snprintf(name, sizeof name, "%s_decode_rows_%s_scales_L%lld_threads%d_bitwise_f32_scaled", fm,
+                             fp8_rows_expected(), (long long)L, threads);
+                    check(!s1 && !s2 && same_floats(out[0], out[1], n * F8_EV) && same_floats(lse[0], lse[1], n) &&
+                              !strcmp(w[1][0], "decode") && !strcmp(w[1][1], fp8_rows_expected()),
+                          name, "status %d %d, kernel %s rows=%s, out %s, lse %s", (int)s1, (int)s2, w[1][0], w[1][1],
+                          same_floats(out[0], out[1], n * F8_EV) ? "same" : "differs",
+                          same_floats(lse[0], lse[1], n) ? "same" : "differs");
+                }
+                attn_set_num_threads(0);
+            }
+        if (at) *at = keep;
+    }
+    free(kq), free(vq), free(kd), free(vd), free(q), free(out[0]), free(out[1]);
+}
+
 /* A batch of sequences over one quantized pool (attn_sdpa_varlen_paged):
  * each sequence bitwise attn_sdpa_paged's on it alone. */
 static void test_varlen(attn_dtype format) {
@@ -1537,6 +1695,7 @@ int main(void) {
     test_key_dot_set();
     test_older_structs();
     test_descale(ATTN_E4M3), test_descale(ATTN_E5M2);
+    test_fp8_in_place(ATTN_E4M3), test_fp8_in_place(ATTN_E5M2);
     test_hadamard(ATTN_Q8), test_hadamard(ATTN_Q4), test_hadamard(ATTN_E4M3);
     static const attn_dtype FORMATS[5] = {ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2};
     for (int f = 0; f < 5; f++) {

@@ -474,6 +474,12 @@ typedef struct attn_run_info {
      * read (rows in a list: decode.c, chunk_scores); 0: no call took a
      * list. Read where kernel is "decode". */
     int pages_per_call;
+    /* decode: "in_place" when the microkernels read every key and value
+     * row where it lies (f32, f16, bf16, q8, q4, e4m3, e5m2 on a set that
+     * streams them), "widened" when some were widened a group of rows at a
+     * time into scratch first (the portable kernels' 16-bit and quantized
+     * rows, q4_1, strided columns); NULL for other kernels. */
+    const char *rows;
 } attn_run_info;
 
 #endif /* ATTN_BASE_H */

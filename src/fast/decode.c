@@ -23,6 +23,7 @@
 #include "kernels/score.h"
 #include "kernels/ukernel.h"
 
+#include <float.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,19 @@ static bool streams_16bit(const attn_ukernels *uk, const attn_mat *m) {
 /* Whether the ISA's kernels read m's quantized rows where they lie. */
 static bool streams_quant(const attn_ukernels *uk, const attn_mat *m) {
     return (m->dtype == ATTN_Q8 || m->dtype == ATTN_Q4) && uk->dot_rows_q;
+}
+
+/* Whether the ISA's kernels read m's fp8 rows where they lie. e4m3 rows
+ * are read as 2^-8 times their values (decode_rows.h): their queries are
+ * given times 2^8 (partial_begin), their weights too (partial_softmax). */
+static bool streams_fp8(const attn_ukernels *uk, const attn_mat *m) {
+    return (m->dtype == ATTN_E4M3 || m->dtype == ATTN_E5M2) && uk->dot_rows_fp8;
+}
+
+/* Whether rows of dtype d (a source of keys or values) are e4m3 read in
+ * place: every span of a source has its dtype. */
+static bool e4m3_in_place(const attn_ukernels *uk, attn_dtype d) {
+    return d == ATTN_E4M3 && uk->dot_rows_fp8;
 }
 
 typedef struct decode_job {
@@ -119,6 +133,12 @@ static float span_scores(const decode_job *j, float *s, int64_t lds, const float
         for (int64_t r0 = 0; r0 < j->R && kmax >= 0; r0 += ATTN_DECODE_MAX_ROWS)
             kmax = attn_absmax_join(kmax, uk->dot_rows_q(s + r0 * lds, lds, q + r0 * j->E, row_block(j, r0), m->base,
                                                          m->rs, k, j->E, m->dtype == ATTN_Q4));
+        return kmax;
+    }
+    if (streams_fp8(uk, m)) { /* q times 2^8 for e4m3 (partial_begin) */
+        for (int64_t r0 = 0; r0 < j->R && kmax >= 0; r0 += ATTN_DECODE_MAX_ROWS)
+            kmax = attn_absmax_join(kmax, uk->dot_rows_fp8(s + r0 * lds, lds, q + r0 * j->E, row_block(j, r0), m->base,
+                                                           m->rs, k, j->E, m->dtype));
         return kmax;
     }
     attn_rows span = attn_rows_dense(*m);
@@ -315,6 +335,12 @@ static void span_values(const decode_job *j, float *acc, const float *s, int64_t
                             m->dtype == ATTN_Q4);
         return;
     }
+    if (streams_fp8(uk, m)) { /* weights times 2^8 for e4m3 (partial_softmax) */
+        for (int64_t r0 = 0; r0 < j->R; r0 += ATTN_DECODE_MAX_ROWS)
+            uk->axpy_rows_fp8(acc + r0 * j->Ev, s + r0 * lds, lds, row_block(j, r0), m->base, m->rs, k, j->Ev,
+                              m->dtype);
+        return;
+    }
     attn_rows span = attn_rows_dense(*m);
     for (int64_t c0 = 0; c0 < k; c0 += GROUP) {
         int64_t nc = k - c0 < GROUP ? k - c0 : GROUP, ld;
@@ -440,6 +466,16 @@ static bool partial_begin(const decode_job *j, partial *pt, int64_t g, const att
                             j->qk);
         pt->qq = &pt->qrows;
     }
+    /* e4m3 keys read in place are 2^-8 times their values: q times 2^8,
+     * exact (qmax stays q's own). A lane past FLT_MAX / 2^8 is held at
+     * ±FLT_MAX: its scores fit f32 only against keys all zero
+     * (attn_f32_scores_fit; e4m3's least nonzero is 2^-9), whose products
+     * stay ±0 as q's own give, and no inf · 0 makes a NaN. */
+    if (pt->qmax >= 0 && e4m3_in_place(uk, p[0].k.dtype)) {
+        uk->scale(q, q, R * E, 256.0f);
+        for (int64_t i = 0; pt->qmax > FLT_MAX / 256 && i < R * E; i++)
+            q[i] = q[i] > FLT_MAX ? FLT_MAX : q[i] < -FLT_MAX ? -FLT_MAX : q[i];
+    }
     return true;
 }
 
@@ -482,6 +518,10 @@ static bool partial_softmax(const decode_job *j, partial *pt, int64_t j0) {
         pt->l[r] = uk->exp_sum(row, last_pad, mx);
         attn_score_block sb = {s + (r - r % L) * lds, false, lds};
         attn_dropout_row(sb, r % L, &p[r / L], r % L, j0, last); /* after l: it sums the weights undropped */
+        /* e4m3 values read in place are 2^-8 times theirs: the weights
+         * times 2^8, exact (each is 0 or a normal number at most 1 / (1 -
+         * dropout_p), far from overflow) */
+        if (e4m3_in_place(uk, p[0].v.dtype)) uk->scale(row, row, last_pad, 256.0f);
     }
     return true;
 }
@@ -727,6 +767,18 @@ static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *er
     return ATTN_OK;
 }
 
+/* Whether the microkernels read src's rows where they lie, as the span
+ * branches above choose (keys: the integer set's q8/q4 scores too), or
+ * widen some into scratch first: the verbose line's rows=. */
+static bool rows_in_place(const decode_job *j, const attn_rows *src, bool keys) {
+    if (src->kind == ATTN_ROWS_GROUPED) return reads_groups(j, src);
+    attn_mat m;
+    if (src->rows < 1 || attn_rows_span(src, 0, 1, &m) < 1) return true;
+    bool quant = m.dtype == ATTN_Q8 || m.dtype == ATTN_Q4;
+    return (m.dtype == ATTN_F32 && m.cs == 1) || streams_16bit(j->uk, &m) || streams_quant(j->uk, &m) ||
+           (keys && quant && j->qk) || streams_fp8(j->uk, &m);
+}
+
 attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls, attn_run_info *info,
                                   attn_error *err) {
     attn_arena *a = sls[0]->arena;
@@ -783,7 +835,12 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
     decode_batch b = {jobs, first, n_calls};
     info->threads = attn_parallel_for(workers, items, batch_item, &b), info->threads_given = given;
     info->kernel = "decode", info->isa = jobs[0].uk->name, info->bf16 = NULL, info->key_dot = NULL, info->value_dot = NULL;
-    info->side_by_side = 1, info->pages_per_call = atomic_load(pages);
+    info->side_by_side = 1, info->pages_per_call = atomic_load(pages), info->rows = "in_place";
+    for (int64_t c = 0; c < n_calls; c++) { /* any call's keys or values widened first */
+        attn_problem p0;
+        attn_slice(sls[c], 0, &p0);
+        if (!rows_in_place(&jobs[c], &p0.k, true) || !rows_in_place(&jobs[c], &p0.v, false)) info->rows = "widened";
+    }
     for (int64_t c = 0; c < n_calls; c++) { /* KV heads an item read: its groups' query heads over a KV head's */
         int64_t kv = jobs[c].ng * jobs[c].G / (sls[c]->co.shape[2] / sls[c]->ck.shape[2]);
         if (kv > info->side_by_side) info->side_by_side = (int)kv;

@@ -107,6 +107,20 @@ typedef struct attn_ukernels {
                         int64_t E, bool q4);
     void (*axpy_rows_q)(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
                         int64_t Ev, bool q4);
+    /* The same with fp8 rows (format ATTN_E4M3 or ATTN_E5M2, any E; ld in
+     * bytes), read where they lie as IEEE halves, one byte a value
+     * (x86/decode_rows.h says how). e5m2 reads as its value; e4m3 as 2^-8
+     * times its value, so for e4m3 the caller gives q (p) times 2^8, exact
+     * where it does not overflow: then each is bitwise dot_rows / axpy_rows
+     * on the rows widened by widen_quant, with q (p) as they were.
+     * dot_rows_fp8 returns max |k| in the keys' own units, or -1 if a key is
+     * NaN or infinite (an e4m3 NaN code included); axpy_rows_fp8 reads NaN
+     * codes as NaN. NULL for the portable kernels: decode widens a group of
+     * rows with widen_quant. */
+    float (*dot_rows_fp8)(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
+                          int64_t E, attn_dtype format);
+    void (*axpy_rows_fp8)(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
+                          int64_t Ev, attn_dtype format);
     /* dot_rows and axpy_rows (dot_rows16, axpy_rows16) with row j of the keys
      * or values at k[j] (v[j]) wherever it lies: rows of dtype f32, f16 or
      * bf16 in several pages of a paged cache read in one call, the

@@ -9,6 +9,9 @@
  *                               IEEE half (f16) or bfloat16, widened
  *   V_QUANT(row, i, q4)         values i .. i+VL-1 (i a multiple of VL) of a
  *                               quantized row (q8, or q4 when q4) widened
+ *   V_FP8(b, kind), V_FP8N(b, n, kind)
+ *                               VL (or n < VL) fp8 bytes at b read as IEEE
+ *                               halves and widened (kinds 5 to 7 below)
  *   V_FMA(a, b, c)              a·b + c, one rounding
  *   V_ABSMAX2(a, b)             max(|a|, |b|) (NaN lanes: either)
  *   VBAD, V_BAD_NONE, V_BAD_ADD(bad, x), V_BAD_ANY(bad)
@@ -26,6 +29,8 @@
  *   DOT_KB(nq)                  keys dot_rows computes at once for nq rows
  *                               (2 or 4: as many as the registers
  *                               hold; 0: one at a time, each summed alone)
+ *   DOT_KB_FP8(nq)              the same for fp8 keys (kinds 5 and 7), if
+ *                               it differs (else DOT_KB)
  *   V_KEEP(v)                   v kept in a register (a compiler barrier)
  *   AXPY_CB(nq)                 column vectors per axpy block for nq rows:
  *                               as many as the registers hold
@@ -55,7 +60,24 @@
  * 16 bits is read once, at half the bytes; or quantized rows (kind 3: q8,
  * 4: q4; attn.h, "Quantized storage"), widened in registers a vector at a
  * time, their row stride ld in bytes. Widening is exact, so every kind
- * computes on the very floats the f32 kernel would be given. */
+ * computes on the very floats the f32 kernel would be given.
+ * fp8 rows (attn.h, "Quantized storage"; any length, ld in bytes) are read
+ * in place as 16-bit floats, one byte a value:
+ *   kind 7, e5m2: the byte is the top byte of an IEEE half (byte << 8),
+ *     widened exactly, infinities, NaN and subnormals included;
+ *   kinds 5 and 6, e4m3: S.EEEE.MMM read as the half S.0EEEE.MMM0000000
+ *     (the byte sign-extended to 16 bits, shifted left by 7, bit 14
+ *     cleared), which is 2^-8 times its value, subnormals included (a
+ *     half subnormal M is M · 2^-24: 128m · 2^-24 = m · 2^-9 · 2^-8). The
+ *     caller folds the 2^8 into q (keys) or the weights (values), exact
+ *     since it is a power of two, and each product q · (2^-8 k) is then
+ *     the product q · k itself: the same bits as the f32 kernel on the
+ *     widened rows. S.1111.111 (NaN) reads as ±480 · 2^-8: as keys (kind
+ *     5) it is found by max |k| > 448 · 2^-8, which dot_rows gathers
+ *     anyway, and reported as a key not finite; as values (kind 6) its
+ *     lanes are made NaN (bit 14 set: the half's exponent all ones), one
+ *     more integer operation a vector, so that NaN reaches the outputs as the
+ *     f32 kernel's would. */
 #ifndef ATTN_DECODE_ROWS_H
 #define ATTN_DECODE_ROWS_H
 
@@ -63,16 +85,23 @@
 
 #define DECODE_INLINE static inline __attribute__((always_inline))
 
+#ifndef DOT_KB_FP8
+#define DOT_KB_FP8(nq) DOT_KB(nq)
+#endif
+
 /* Element i.. of a row of keys or values of the given kind, as f32. */
 DECODE_INLINE V load_kv(const void *p, int64_t i, const int kind) {
     if (kind == 0) return V_LOAD((const float *)p + i);
+    if (kind >= 5) return V_FP8((const uint8_t *)p + i, kind);
     if (kind >= 3) return V_QUANT((const uint8_t *)p, i, kind == 4);
     return V_WIDEN((const uint16_t *)p + i, kind == 1);
 }
 
-/* (Quantized rows hold a multiple of 32 values: never a partial vector.) */
+/* (Quantized rows hold a multiple of 32 values: never a partial vector;
+ * fp8 rows any number.) */
 DECODE_INLINE V load_kvn(const void *p, int64_t i, int64_t n, const int kind) {
     if (kind == 0) return V_LOADN((const float *)p + i, n);
+    if (kind >= 5) return V_FP8N((const uint8_t *)p + i, n, kind);
     if (kind >= 3) return V_QUANT((const uint8_t *)p, i, kind == 4);
     return V_WIDENN((const uint16_t *)p + i, n, kind == 1);
 }
@@ -155,7 +184,7 @@ DECODE_INLINE void dot_keys(V acc[4][DECODE_NQ], const float *q, const void *con
  * bits, so a key's score does not depend on where a call starts or ends. */
 DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const void *k, int64_t ld, int64_t n,
                                 int64_t E, const int nq, const int kind, const bool list) {
-    const int kb = DOT_KB(nq), blocks = kb > 0 ? VL / kb : 0;
+    const int kb = kind >= 5 ? DOT_KB_FP8(nq) : DOT_KB(nq), blocks = kb > 0 ? VL / kb : 0;
     V big = V_ZERO();
     VBAD bad = V_BAD_NONE;
     int64_t j = 0;
@@ -190,6 +219,9 @@ DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const voi
         nan |= s[j] != s[j];
     }
     float most = V_HMAX(big); /* inf shows here, NaN in the scores */
+    /* e4m3 keys, read as 2^-8 times their values: a NaN code reads past
+     * 448 · 2^-8; max |k| in the keys' own units */
+    if (kind == 5) return nan || V_BAD_ANY(bad) || !(most <= 448.0f / 256) ? -1.0f : most * 256;
     return nan || V_BAD_ANY(bad) || !(most <= FLT_MAX) ? -1.0f : most;
 }
 
@@ -285,8 +317,9 @@ DECODE_INLINE void axpy_rows_nq(float *acc, const float *p, int64_t ldp, const v
         return;                                                                                    \
     } while (0)
 
-/* nq <= DECODE_NQ rows (axpy: 4); kind 0 f32, 1 f16, 2 bf16, 3 q8, 4 q4;
- * list: k (v) a list of row pointers, kind 0 to 2. */
+/* nq <= DECODE_NQ rows (axpy: 4); kind 0 f32, 1 f16, 2 bf16, 3 q8, 4 q4,
+ * 5 e4m3 keys, 6 e4m3 values, 7 e5m2; list: k (v) a list of row pointers,
+ * kind 0 to 2. */
 static float dot_block(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
                        int64_t E, int kind, bool list) {
     if (list) {
@@ -298,6 +331,8 @@ static float dot_block(float *s, int64_t lds, const float *q, int nq, const void
     if (kind == 2) DOT_SWITCH(2, false)
     if (kind == 3) DOT_SWITCH(3, false)
     if (kind == 4) DOT_SWITCH(4, false)
+    if (kind == 5) DOT_SWITCH(5, false)
+    if (kind == 7) DOT_SWITCH(7, false)
     DOT_SWITCH(0, false)
 }
 
@@ -312,6 +347,8 @@ static void axpy_block_rows(float *acc, const float *p, int64_t ldp, int nq, con
     if (kind == 2) AXPY_SWITCH(2, false)
     if (kind == 3) AXPY_SWITCH(3, false)
     if (kind == 4) AXPY_SWITCH(4, false)
+    if (kind == 6) AXPY_SWITCH(6, false)
+    if (kind == 7) AXPY_SWITCH(7, false)
     AXPY_SWITCH(0, false)
 }
 
@@ -362,6 +399,19 @@ static float dot_rows_q(float *s, int64_t lds, const float *q, int nq, const voi
 static void axpy_rows_q(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
                         int64_t Ev, bool q4) {
     axpy_any(acc, p, ldp, nq, v, ld, n, Ev, q4 ? 4 : 3, false);
+}
+
+/* fp8 rows in place (ukernel.h): e4m3 read as 2^-8 times its values, for
+ * q (p) given times 2^8; keys' NaN codes found by max |k|, values' made
+ * NaN. */
+static float dot_rows_fp8(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
+                          int64_t E, attn_dtype format) {
+    return dot_any(s, lds, q, nq, k, ld, n, E, format == ATTN_E4M3 ? 5 : 7, false);
+}
+
+static void axpy_rows_fp8(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
+                          int64_t Ev, attn_dtype format) {
+    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, format == ATTN_E4M3 ? 6 : 7, false);
 }
 
 /* Rows anywhere, one pointer each (f32, f16 or bf16; ukernel.h). */

@@ -270,6 +270,23 @@ static inline __m256 quant_vec(const uint8_t *row, int64_t i, bool q4) {
     return _mm256_mul_ps(_mm256_cvtepi32_ps(c), d);
 }
 #define V_QUANT(row, i, q4) quant_vec(row, i, q4)
+/* 8 fp8 bytes (the low half of b; decode_rows.h, kinds 5 to 7) read as
+ * halves, as ukernel_avx512.c's fp8_vec does (there: why). */
+static inline __m256 fp8_vec(__m128i b, int kind) {
+    if (kind == 7) return _mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(), b)); /* byte << 8 */
+    __m128i t = _mm_slli_epi16(_mm_cvtepi8_epi16(b), 7);
+    if (kind == 6) /* t ^ ((t + 0x80) & 0x4000) */
+        return _mm256_cvtph_ps(_mm_xor_si128(t, _mm_and_si128(_mm_add_epi16(t, _mm_set1_epi16(0x80)), _mm_set1_epi16(0x4000))));
+    return _mm256_cvtph_ps(_mm_and_si128(t, _mm_set1_epi16((short)0xbfff)));
+}
+
+static inline __m128i fp8_part(const uint8_t *b, int64_t n) {
+    uint8_t part[16] = {0}; /* AVX2 has no masked byte load */
+    memcpy(part, b, (size_t)n);
+    return _mm_loadu_si128((const __m128i *)(const void *)part);
+}
+#define V_FP8(b, kind) fp8_vec(_mm_loadl_epi64((const __m128i *)(const void *)(b)), kind)
+#define V_FP8N(b, n, kind) fp8_vec(fp8_part(b, n), kind)
 #define V_ZERO() _mm256_setzero_ps()
 #define V_SET1(x) _mm256_set1_ps(x)
 #define V_LOAD(p) _mm256_loadu_ps(p)
@@ -441,6 +458,8 @@ const attn_ukernels attn_ukernels_avx2 = {
     .widen_quant = attn_widen_quant_avx2,
     .dot_rows_q = dot_rows_q,
     .axpy_rows_q = axpy_rows_q,
+    .dot_rows_fp8 = dot_rows_fp8,
+    .axpy_rows_fp8 = axpy_rows_fp8,
     .dot_rows_list = dot_rows_list,
     .axpy_rows_list = axpy_rows_list,
     .softcap = softcap_avx2,

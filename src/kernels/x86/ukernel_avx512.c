@@ -251,6 +251,23 @@ static inline __m512 quant_vec(const uint8_t *row, int64_t i, bool q4) {
     return _mm512_mul_ps(_mm512_cvtepi32_ps(c), d);
 }
 
+/* 16 fp8 bytes (decode_rows.h, kinds 5 to 7) read as halves and widened
+ * by vcvtph2ps, exact whatever MXCSR says: e5m2 is a half's top byte;
+ * e4m3 the byte sign-extended and shifted left by 7 (t: bits 15 and 14
+ * the sign S, 13-7 the code's EEEE.MMM), bit 14 then cleared (2^-8 times
+ * its value). For values (kind 6) bit 14 is instead t's bit 14 xor that
+ * of t + 0x80, which differ only where EEEE.MMM is all ones and the add
+ * carries into bit 14: clear for every code but NaN, set there (the
+ * half's exponent all ones: NaN), in one vpternlogd. */
+static inline __m512 fp8_vec(__m128i b, int kind) {
+    if (kind == 7) return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(b), 8));
+    __m256i t = _mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7);
+    if (kind == 6) /* t ^ ((t + 0x80) & 0x4000) */
+        return _mm512_cvtph_ps(_mm256_ternarylogic_epi32(t, _mm256_add_epi16(t, _mm256_set1_epi16(0x80)),
+                                                         _mm256_set1_epi16(0x4000), 0x78));
+    return _mm512_cvtph_ps(_mm256_and_si256(t, _mm256_set1_epi16((short)0xbfff)));
+}
+
 /* Horizontal sums by halves: lanes l and l + 8 first, then l and l + 4 of
  * those, then l and l + 2, then the last two; hsum512_group makes the same
  * sums for 16 vectors at once. */
@@ -290,6 +307,8 @@ static inline __m512 hsum512_group(const __m512 *h, int kb) {
 
 #define V __m512
 #define V_QUANT(row, i, q4) quant_vec(row, i, q4)
+#define V_FP8(b, kind) fp8_vec(_mm_loadu_si128((const __m128i *)(const void *)(b)), kind)
+#define V_FP8N(b, n, kind) fp8_vec(_mm_maskz_loadu_epi8(lanes_below(n), b), kind)
 #define V_ZERO() _mm512_setzero_ps()
 #define V_SET1(x) _mm512_set1_ps(x)
 #define V_LOAD(p) _mm512_loadu_ps(p)
@@ -313,6 +332,11 @@ static inline __m512 hsum512_group(const __m512 *h, int kb) {
  * in turn defeat the prefetchers, and a decode step's keys come from
  * memory. (The same bits either way.) */
 #define DOT_KB(nq) 0
+/* fp8 keys, half the bytes of f16 rows (128 for d = 128), go four at a
+ * time (two for more than 4 rows, whose accumulators fill the registers):
+ * their sums by the shuffle tree cost less than one hsum per key and row,
+ * and no slower from memory (docs/performance.md). */
+#define DOT_KB_FP8(nq) ((nq) <= 4 ? 4 : 2)
 #ifdef ATTN_INTRINSICS_FROM_SIMDE
 #define V_KEEP(x) ((void)0)
 #else /* one load of a key vector for all its uses (GCC would fold it into each) */
@@ -407,6 +431,8 @@ const attn_ukernels attn_ukernels_avx512 = {
     .widen_quant = attn_widen_quant_avx512,
     .dot_rows_q = dot_rows_q,
     .axpy_rows_q = axpy_rows_q,
+    .dot_rows_fp8 = dot_rows_fp8,
+    .axpy_rows_fp8 = axpy_rows_fp8,
     .dot_rows_list = dot_rows_list,
     .axpy_rows_list = axpy_rows_list,
     .softcap = softcap_avx512,
