@@ -364,8 +364,8 @@ static attn_status fp8_call(float *out, float *lse, char words[3][32], const flo
             memcpy(vp + (table[t] * P + r) * F8_EV, (const uint8_t *)v + (t * P + r) * F8_EV, F8_EV);
         }
     }
-    attn_paged_rows kpg = {kp, dtype, pool, 1, P, F8_E, table, n_pages, F8_S, NULL};
-    attn_paged_rows vpg = {vp, dtype, pool, 1, P, F8_EV, table, n_pages, F8_S, NULL};
+    attn_paged_rows kpg = {kp, dtype, pool, 1, P, F8_E, table, n_pages, F8_S, NULL, 0};
+    attn_paged_rows vpg = {vp, dtype, pool, 1, P, F8_EV, table, n_pages, F8_S, NULL, 0};
     verbose_begin();
     attn_status st = P ? attn_sdpa_paged(&to, &tl, NULL, &tq, &kpg, &vpg, &o, err)
                        : attn_sdpa(&to, &tl, NULL, &tq, &tk, &tv, &o, err);
