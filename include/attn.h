@@ -525,9 +525,10 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  * bitwise attention over f32 keys holding the dequantized values. A cache
  * with these keys needs key_dim <= 8192 and, for a pool, a page size that
  * is a multiple of 32 (a contiguous cache: a capacity that is).
- * Except in the decode kernel (L <= ATTN_DECODE_MAX_L query rows) on a CPU
- * with AVX512-VNNI or AVX2, for key_dim a multiple of 32: there the groups
- * are scored where they lie by integer dot products (ATTN_VERBOSE's line
+ * Except in the decode kernel (L <= ATTN_DECODE_MAX_L query rows) on the
+ * AVX-512 kernels of a CPU with AVX512-VNNI, or the AVX2 kernels (a CPU
+ * with AVX-512 but not VNNI takes the AVX-512 kernels and widens), for
+ * key_dim a multiple of 32: there the groups are scored where they lie by integer dot products (ATTN_VERBOSE's line
  * says key_dot=int8_groups_avx512vnni, or int8_groups_avx2; both give the
  * same bits). A key is k_c = s_c · n_c + m_c, so
  *     q · k = Σ_c (q_c s_c) n_c + Σ_c q_c m_c;
@@ -2131,7 +2132,10 @@ ATTN_API attn_status attn_kv_paged_check(const attn_kv_paged_view *view, attn_er
  * attn_get_tuning): its pages, and its sequences as the rows of a block
  * table indexed by sequence id (num_sequences = max_sequences; a free id
  * has length 0), valid until the next call that changes the pool.
- * Errors: ATTN_ERR_NULL, ATTN_ERR_OPTION (struct_size). */
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_OPTION (struct_size; or a view struct from
+ * an older attn.h that ends before a field this pool uses, key_dtype,
+ * k_residual, k_scale, v_scale, hadamard or residual: read back with that
+ * field's default, it would describe other keys). */
 ATTN_API attn_status attn_kv_pages_view(attn_kv_paged_view *view, const attn_kv_pages *pool, attn_error *err);
 
 /* Copy sequence i's keys and values out of the pages: k (Hk, length, E)
@@ -2253,8 +2257,9 @@ ATTN_API attn_status attn_kv_paged_run(attn_sdpa_plan *plan, attn_tensor *out, a
  * this run's (a pool per layer: each pool's attn_kv_pages_view). The view
  * is checked as attn_kv_paged_check checks it, and must be laid out as the
  * planned one: the same dtype, key_dtype, heads, key_dim, value_dim,
- * page_size, num_pages, num_sequences, hadamard, scales given or not, and
- * every sequence's length (ATTN_ERR_PLAN naming what differs). out and lse
+ * page_size, num_pages, num_sequences, hadamard, residual (the window),
+ * scales given or not, and every sequence's length (ATTN_ERR_PLAN naming
+ * what differs). out and lse
  * get what attn_kv_paged_attend gives over `layer`, bitwise, with no
  * allocation. Errors: those of attn_kv_paged_run, of attn_kv_paged_check,
  * and ATTN_ERR_STRIDE for out or lse overlapping the layer's residual rows
@@ -2419,9 +2424,11 @@ ATTN_API attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err);
  * the rows of N KV heads that lie side by side in memory, as in keys
  * packed (tokens, Hk, E), together, and rows=in_place when its
  * microkernels read every key and value row where it lies (f32, f16,
- * bf16, q8, q4, e4m3, e5m2 on the AVX2 and AVX-512 kernels), rows=widened
- * when some were first widened to f32 a group of rows at a time (the
- * portable kernels' 16-bit and quantized rows, q4_1, strided columns)),
+ * bf16, q8, q4, e4m3, e5m2 on the AVX2 and AVX-512 kernels; q4c and q2c
+ * groups where key_dot= names their integer kernel, and their window's f16
+ * rows), rows=widened when some were first widened to f32 a group of rows
+ * at a time (the portable kernels' 16-bit and quantized rows, q4_1,
+ * strided columns, groups without their integer kernel)),
  * the microkernels' ISA, the threads (threads=R/T: R
  * threads ran the call's work items of the T it was given, the context's
  * or the process-wide number, at most one per item; R is 1 when another

@@ -29,6 +29,7 @@
  * bytes as they were. Nothing here allocates. */
 #include "base/base.h"
 
+#include <stddef.h>
 #include <string.h>
 
 struct attn_kv_pages {
@@ -610,6 +611,25 @@ attn_status attn_kv_pages_view(attn_kv_paged_view *view, const attn_kv_pages *po
     o.page_table = pool->tables, o.table_stride = pool->table_stride, o.table_offsets = NULL;
     o.key_dtype = d->key_dtype, o.k_residual = pool->kres, o.residual = d->residual;
     o.k_scale = pool->k_scale, o.v_scale = pool->v_scale, o.hadamard = d->hadamard;
+    /* A view struct from an older attn.h ends before some fields; read back,
+     * those take their defaults. Where this pool uses one (its keys' format,
+     * residual rows and window, scales, the rotation), such a view would
+     * describe other keys: refused instead. */
+    const attn_kv_paged_view def = attn_kv_paged_view_default();
+    const struct { size_t end; bool used; const char *name; } later[] = {
+        {offsetof(attn_kv_paged_view, key_dtype) + sizeof o.key_dtype, o.key_dtype != def.key_dtype, "key_dtype"},
+        {offsetof(attn_kv_paged_view, k_residual) + sizeof o.k_residual, o.k_residual != def.k_residual, "k_residual"},
+        {offsetof(attn_kv_paged_view, k_scale) + sizeof o.k_scale, o.k_scale != def.k_scale, "k_scale"},
+        {offsetof(attn_kv_paged_view, v_scale) + sizeof o.v_scale, o.v_scale != def.v_scale, "v_scale"},
+        {offsetof(attn_kv_paged_view, hadamard) + sizeof o.hadamard, o.hadamard != def.hadamard, "hadamard"},
+        {offsetof(attn_kv_paged_view, residual) + sizeof o.residual, o.residual != def.residual, "residual"},
+    };
+    for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
+        if (later[i].used && view->struct_size >= sizeof(size_t) && view->struct_size < later[i].end)
+            return attn_fail(err, ATTN_ERR_OPTION,
+                             "view->struct_size is %zu, too small for the pool's %s: a view from an older attn.h "
+                             "cannot describe this pool's keys",
+                             view->struct_size, later[i].name);
     return attn_versioned_write(view, &o, sizeof o, "view", "set view->struct_size = sizeof *view", err);
 }
 

@@ -771,8 +771,11 @@ static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *er
  * branches above choose (keys: the integer set's q8/q4 scores too), or
  * widen some into scratch first: the verbose line's rows=. */
 static bool rows_in_place(const decode_job *j, const attn_rows *src, bool keys) {
-    if (src->kind == ATTN_ROWS_GROUPED) return reads_groups(j, src);
     attn_mat m;
+    if (src->kind == ATTN_ROWS_GROUPED) { /* quantized groups, then the window's f16 rows */
+        if (src->full > 0 && !reads_groups(j, src)) return false;
+        return src->full >= src->rows || attn_rows_span(src, src->full, 1, &m) < 1 || streams_16bit(j->uk, &m);
+    }
     if (src->rows < 1 || attn_rows_span(src, 0, 1, &m) < 1) return true;
     bool quant = m.dtype == ATTN_Q8 || m.dtype == ATTN_Q4;
     return (m.dtype == ATTN_F32 && m.cs == 1) || streams_16bit(j->uk, &m) || streams_quant(j->uk, &m) ||

@@ -125,6 +125,29 @@ static void keys_before_residual(const attn_tensor *tk, const attn_tensor *tv, c
     check(!st && w->struct_size == sizeof *w && w->key_dtype == ATTN_Q4C && w->k_residual && !memcmp(o1, o2, sizeof o1),
           "q4c_view_before_residual_written_and_read_to_its_size", "%s", st ? err.message : "results differ");
     free(w), free(pmem), free(cmem), free(pd), free(cd);
+
+    /* a pool with a window (this header's desc) seen through the view from
+     * before residual: read back, the window would be 0, so it is refused */
+    attn_kv_pages_desc nd = attn_kv_pages_desc_default();
+    nd.heads = H, nd.key_dim = E, nd.value_dim = EV, nd.dtype = ATTN_F32, nd.page_size = 32, nd.num_pages = 4;
+    nd.max_sequences = 1, nd.key_dtype = ATTN_Q4C, nd.residual = 32;
+    pool = NULL, pmem = NULL, id = 0;
+    st = attn_kv_pages_bytes(&pb, &nd, &err);
+    if (!st) pmem = malloc(pb);
+    if (!st) st = attn_kv_pages_init(&pool, pmem, pb, &nd, &err);
+    if (!st) st = attn_kv_pages_create(pool, &id, &err);
+    if (!st) st = attn_kv_pages_append(pool, &id, 1, tpk, tpv, cu, &err);
+    w = malloc(sizeof *w);
+    memset(w, 0xab, sizeof *w);
+    w->struct_size = sizeof *w;
+    attn_status refused = st ? st : attn_kv_pages_view((attn_kv_paged_view *)w, pool, &err);
+    check(!st && refused == ATTN_ERR_OPTION && strstr(err.message, "residual") && w->struct_size == sizeof *w &&
+              w->heads == (int64_t)0xabababababababab,
+          "view_before_residual_of_a_pool_with_a_window_refused", "status %d, %s", (int)refused, err.message);
+    attn_kv_paged_view nw = attn_kv_paged_view_default();
+    if (!st) st = attn_kv_pages_view(&nw, pool, &err);
+    check(!st && nw.residual == 32, "view_of_this_header_carries_the_window", "%s", st ? err.message : "residual not 32");
+    free(w), free(pmem);
 }
 
 static float rnd(unsigned *s) { return (float)((*s = *s * 1103515245u + 12345u) >> 8 & 0xffff) / 32768.0f - 1.0f; }
