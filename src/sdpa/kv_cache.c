@@ -52,7 +52,11 @@ static char *group_of(const attn_kv_cache *c, int64_t b, int64_t h, int64_t g) {
     return groups_of(c, b, h) + g * attn_group_bytes(c->d.key_dtype, c->d.key_dim);
 }
 
-enum { ALIGN = 64 };
+/* ALIGN: where each part starts. HEADER: the header's room, the same
+ * wherever the library runs (64-bit pointers or WebAssembly's 32-bit ones),
+ * so that a cache's size depends on its description only. */
+enum { ALIGN = 64, HEADER = 256 };
+_Static_assert(sizeof(attn_kv_cache) <= HEADER, "the cache's header outgrew its room");
 
 size_t attn_kv_cache_desc_init(attn_kv_cache_desc *desc, size_t struct_size) {
     static const attn_kv_cache_desc DEFAULTS = {.struct_size = sizeof DEFAULTS, .batch = 1, .heads = 1, .dtype = ATTN_F32};
@@ -111,7 +115,7 @@ attn_status attn_kv_cache_bytes(size_t *bytes, const attn_kv_cache_desc *desc, a
     int64_t kb, vb;
     attn_status st = read_desc(&d, &kb, &vb, desc, err);
     if (st) return st;
-    uint64_t total = (uint64_t)ALIGN + (uint64_t)round_up((int64_t)sizeof(attn_kv_cache)) + (uint64_t)scales_bytes(&d) +
+    uint64_t total = (uint64_t)ALIGN + (uint64_t)HEADER + (uint64_t)scales_bytes(&d) +
                      (uint64_t)round_up(kb) + (uint64_t)round_up(vb);
     if (total > SIZE_MAX) return attn_fail(err, ATTN_ERR_OVERFLOW, "the cache's size overflows size_t");
     *bytes = (size_t)total;
@@ -132,7 +136,7 @@ attn_status attn_kv_cache_init(attn_kv_cache **cache, void *memory, size_t bytes
     int64_t kb, vb;
     read_desc(&c->d, &kb, &vb, desc, err);
     c->length = 0;
-    char *scales = (char *)at + round_up((int64_t)sizeof *c);
+    char *scales = (char *)at + HEADER;
     c->k_scale = c->v_scale = NULL;
     if (c->d.k_scale || c->d.v_scale) { /* copied: the caller's arrays may go; a missing one is all 1 */
         c->k_scale = (float *)(void *)scales, c->v_scale = c->k_scale + c->d.heads;
