@@ -31,11 +31,7 @@
 
 #include <string.h>
 
-#if defined(ATTN_INTRINSICS_FROM_SIMDE)
-#define QG_INLINE static inline
-#else
-#define QG_INLINE static inline __attribute__((always_inline))
-#endif
+#define QG_INLINE ATTN_KERNEL_INLINE
 
 enum { QR = 4,  /* query rows per pass over the keys */
        PB = 8,  /* blocks of 32 channels per pass (decode_groups_avx512.c's 2 quads) */

@@ -32,11 +32,7 @@
 
 #include <string.h>
 
-#if defined(ATTN_INTRINSICS_FROM_SIMDE)
-#define QG_INLINE static inline
-#else
-#define QG_INLINE static inline __attribute__((always_inline))
-#endif
+#define QG_INLINE ATTN_KERNEL_INLINE
 enum { QR = 4,  /* query rows per pass over the keys */
        QG = 2 }; /* quads of blocks (128 channels) per pass */
 

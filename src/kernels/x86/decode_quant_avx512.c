@@ -25,13 +25,7 @@
  * key with the query row. Per row and tile of 4 keys that is 8 VPDPBUSD, one
  * conversion and two multiplies by d_k and d_q, where a vector per block
  * and key needed a conversion, a multiply-add and a reduction. */
-/* (The tests' SIMDe build leaves inlining to the compiler: forced, its
- * portable intrinsics take minutes to compile.) */
-#if defined(ATTN_INTRINSICS_FROM_SIMDE)
-#define QDOT_INLINE static inline
-#else
-#define QDOT_INLINE static inline __attribute__((always_inline))
-#endif
+#define QDOT_INLINE ATTN_KERNEL_INLINE
 enum { QR = 4,  /* query rows per pass over the keys */
        QG = 2 }; /* quads of blocks per pass (E <= 256 in one) */
 
@@ -179,11 +173,7 @@ QDOT_INLINE void qdot_tile(float *s, int64_t lds, const qrow_tab *tb, const uint
  * the multiply of every widened code by d, the FMA units' other work, is
  * gone. (w rounds once more than the f32 kernel's exact code · d, so the
  * sum is no longer bitwise the widened rows': within f32's bound.) */
-#if defined(ATTN_INTRINSICS_FROM_SIMDE)
-#define QV_INLINE static inline
-#else
-#define QV_INLINE static inline __attribute__((always_inline))
-#endif
+#define QV_INLINE ATTN_KERNEL_INLINE
 enum { QV_W = 4096,  /* floats of weights w on the stack: a group of keys' */
        QV_QUADS = 8 }; /* quads of blocks (256 values) at most per group */
 

@@ -21,11 +21,7 @@
 
 /* (The tests' SIMDe build leaves inlining to the compiler: forced, its
  * portable intrinsics take minutes to compile.) */
-#if defined(ATTN_INTRINSICS_FROM_SIMDE)
-#define QDOT_INLINE static inline
-#else
-#define QDOT_INLINE static inline __attribute__((always_inline))
-#endif
+#define QDOT_INLINE ATTN_KERNEL_INLINE
 enum { QR = 4,  /* query rows per pass over the keys */
        QG = 2 }; /* quads of blocks per pass (E <= 256 in one) */
 

@@ -39,11 +39,7 @@
 
 #include "kernels/x86/intrin.h"
 
-#if defined(ATTN_INTRINSICS_FROM_SIMDE)
-#define QDOT_INLINE static inline
-#else
-#define QDOT_INLINE static inline __attribute__((always_inline))
-#endif
+#define QDOT_INLINE ATTN_KERNEL_INLINE
 
 #include "kernels/x86/quant_scales.h"
 

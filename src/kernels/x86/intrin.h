@@ -9,4 +9,13 @@
 #if !defined(ATTN_INTRINSICS_FROM_SIMDE)
 #include <immintrin.h>
 #endif
+
+/* A kernel's small helpers, inlined by force so that their vectors stay in
+ * registers; the SIMDe build leaves it to the compiler (forced, its portable
+ * intrinsics take minutes to compile). */
+#if defined(ATTN_INTRINSICS_FROM_SIMDE)
+#define ATTN_KERNEL_INLINE static inline
+#else
+#define ATTN_KERNEL_INLINE static inline __attribute__((always_inline))
+#endif
 #endif
