@@ -71,3 +71,17 @@ bool attn_arena_f32_like(attn_arena *a, attn_tensor *t32, const attn_tensor *t) 
     t32->data = attn_arena_alloc(a, (size_t)n, sizeof(float));
     return t32->data != NULL;
 }
+
+attn_context attn_arena_rest(const attn_arena *a, const attn_context *c) {
+    attn_context rest = *c;
+    rest.workspace = a->base ? a->base + a->used : NULL;
+    rest.workspace_size = a->base ? a->size - a->used : 0;
+    return rest;
+}
+
+attn_status attn_arena_fail(attn_arena *a, const char *what, const char *sizer, attn_error *err) {
+    bool workspace = a->base != NULL;
+    attn_arena_release(a);
+    if (workspace) return attn_fail(err, ATTN_ERR_WORKSPACE, "cannot fit %s in the context's workspace (%s)", what, sizer);
+    return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate %s", what);
+}

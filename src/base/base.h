@@ -360,6 +360,15 @@ void attn_arena_release(attn_arena *a);
 /* Bytes a workspace needs to hold what a measuring arena counted, whatever
  * its alignment. */
 size_t attn_arena_needed(const attn_arena *a);
+/* The context a call hands on after taking copies from the front of c's
+ * workspace through a: c itself, with the rest of the workspace (none where
+ * a is malloc's). The callee's scratch then comes after the copies. */
+attn_context attn_arena_rest(const attn_arena *a, const attn_context *c);
+/* Releases a and reports that it could not hold `what` (for example "the
+ * f32 copies of q and out"): ATTN_ERR_WORKSPACE over a caller's workspace,
+ * naming `sizer`, the function that says how much it needs; else
+ * ATTN_ERR_NO_MEMORY. */
+attn_status attn_arena_fail(attn_arena *a, const char *what, const char *sizer, attn_error *err);
 
 /* Run fn(ctx, item, worker) for item = 0..n_items-1 on up to n_workers
  * threads (the caller is worker 0; worker < n_workers). Items are handed out

@@ -267,17 +267,16 @@ static attn_status backward_half(size_t *bytes, attn_tensor *const grad[4], cons
         else inner[i] = grad[i];
     }
     if (!ok) {
-        attn_arena_release(&arena);
         for (int i = 0; i < 3; i++)
             for (int d = 0; d < in[i]->rank; d++)
-                if (in[i]->shape[d] < 1) return attn_fail(err, ATTN_ERR_SHAPE, "%s has a dimension below 1", IN[i]);
-        return attn_fail(err, arena.base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY, "cannot %s the f32 copies of q, "
-                         "out, dout and the 16-bit gradients (attn_sdpa_backward_workspace_size)",
-                         arena.base ? "fit in the context's workspace" : "allocate");
+                if (in[i]->shape[d] < 1) {
+                    attn_arena_release(&arena);
+                    return attn_fail(err, ATTN_ERR_SHAPE, "%s has a dimension below 1", IN[i]);
+                }
+        return attn_arena_fail(&arena, "the f32 copies of q, out, dout and the 16-bit gradients",
+                               "attn_sdpa_backward_workspace_size", err);
     }
-    attn_context rest = c;
-    rest.workspace = arena.base ? arena.base + arena.used : NULL;
-    rest.workspace_size = arena.base ? arena.size - arena.used : 0;
+    attn_context rest = attn_arena_rest(&arena, &c);
     o.context = &rest;
     for (int i = 0; i < 3 && !bytes; i++) attn_tensor_convert(&wide[i], in[i], NULL); /* exact */
     size_t need = 0;

@@ -165,17 +165,15 @@ static attn_status sdpa_half(kernel_kind kind, size_t *bytes, attn_tensor *out, 
     attn_arena arena = attn_arena_over(bytes ? NULL : c.workspace, c.workspace_size);
     attn_tensor q32, out32;
     if (!attn_arena_f32_like(&arena, &q32, q) || !attn_arena_f32_like(&arena, &out32, out)) {
-        attn_arena_release(&arena);
         for (int i = 0; i < 2; i++)
             for (int d = 0; d < t[i]->rank; d++)
-                if (t[i]->shape[d] < 1) return attn_fail(err, ATTN_ERR_SHAPE, "%s has a dimension below 1", i ? "out" : "q");
-        return attn_fail(err, arena.base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
-                         "cannot %s the f32 copies of q and out (attn_sdpa_workspace_size)",
-                         arena.base ? "fit in the context's workspace" : "allocate");
+                if (t[i]->shape[d] < 1) {
+                    attn_arena_release(&arena);
+                    return attn_fail(err, ATTN_ERR_SHAPE, "%s has a dimension below 1", i ? "out" : "q");
+                }
+        return attn_arena_fail(&arena, "the f32 copies of q and out", "attn_sdpa_workspace_size", err);
     }
-    attn_context rest = c;
-    rest.workspace = arena.base ? arena.base + arena.used : NULL;
-    rest.workspace_size = arena.base ? arena.size - arena.used : 0;
+    attn_context rest = attn_arena_rest(&arena, &c);
     o.context = &rest;
     if (!bytes) attn_tensor_convert(&q32, q, NULL); /* exact */
     size_t inner = 0;

@@ -410,14 +410,10 @@ static attn_status forward_half(attn_tensor *out, attn_tensor *lse, const attn_t
     attn_tensor_init(&q32, NULL, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&out32, NULL, ATTN_F32, 3, so, NULL, NULL);
     q32.data = attn_arena_alloc(&arena, (size_t)(nq > 0 ? nq : 1), sizeof(float));
     out32.data = attn_arena_alloc(&arena, (size_t)(no > 0 ? no : 1), sizeof(float));
-    if (!q32.data || !out32.data) {
-        attn_arena_release(&arena);
-        return attn_fail(err, c->workspace ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY, "cannot %s the f32 copies of q and out",
-                         c->workspace ? "fit in the context's workspace" : "allocate");
-    }
-    attn_context rest = *c;
-    rest.workspace = arena.base ? arena.base + arena.used : NULL;
-    rest.workspace_size = arena.base ? arena.size - arena.used : 0;
+    if (!q32.data || !out32.data)
+        return attn_arena_fail(&arena, "the f32 copies of q and out",
+                               "attn_sdpa_varlen_plan_init's workspace_bytes", err);
+    attn_context rest = attn_arena_rest(&arena, c);
     if (nq > 0) attn_tensor_convert(&q32, q, NULL); /* exact */
     attn_status st = varlen_forward(&out32, lse, &q32, kv, cu_q, batch, masks, o, &rest, Ev, err);
     if (!st && no > 0) attn_tensor_convert(out, &out32, NULL); /* the one rounding */
