@@ -466,21 +466,19 @@ attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *
     return (st = check_masks(m, err)) ? st : attn_mha_use_packed(m, err);
 }
 
-/* One call's arguments: attn_mha's, or attn_mha_cached's (query is x,
- * and cache is set). */
+/* One attn_mha call's arguments. */
 typedef struct mha_args {
     attn_tensor *out, *weights;
     const attn_tensor *query, *key, *value;
-    struct attn_kv_cache *cache;
     const attn_mha_params *params;
     const attn_mha_options *options;
 } mha_args;
 
-typedef attn_status (*mha_runner)(size_t *measure, const mha_args *a, attn_error *err);
+static attn_status mha_run(size_t *measure, const mha_args *a, attn_error *err);
 
-/* A call without a workspace of the caller's: its scratch, measured by
- * `run`, comes from malloc as one block, given to `run` as the context's
- * workspace (options: the call's, as read; context: its context, as read).
+/* A call without a workspace of the caller's: its scratch, measured, comes
+ * from malloc as one block, given to the call as the context's workspace
+ * (options: the call's, as read; context: its context, as read).
  * Allocated a buffer at a time, the pieces went back to the system when
  * the call freed them (glibc trims the heap's top past twice its largest
  * freed mapping), and each of their pages was faulted in again by the next
@@ -488,10 +486,10 @@ typedef attn_status (*mha_runner)(size_t *measure, const mha_args *a, attn_error
  * layer at E = 1024, L = 512 (10 MiB) took 40 ms, against 18 ms in a
  * workspace. A block of the call's size the allocator keeps for the next
  * call (glibc: up to its 32 MiB mapping threshold). */
-static attn_status in_one_block(mha_runner run, const mha_args *a, const attn_mha_options *options,
-                                attn_context context, attn_error *err) {
+static attn_status in_one_block(const mha_args *a, const attn_mha_options *options, attn_context context,
+                                attn_error *err) {
     size_t bytes;
-    attn_status st = run(&bytes, a, err);
+    attn_status st = mha_run(&bytes, a, err);
     if (st) return st;
     void *block = malloc(bytes);
     if (!block) return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's %zu bytes of scratch", bytes);
@@ -499,7 +497,7 @@ static attn_status in_one_block(mha_runner run, const mha_args *a, const attn_mh
     context.workspace = block, context.workspace_size = bytes, o.context = &context;
     mha_args b = *a;
     b.options = &o;
-    st = run(NULL, &b, err);
+    st = mha_run(NULL, &b, err);
     free(block);
     return st;
 }
@@ -523,7 +521,7 @@ static attn_status mha_run(size_t *measure, const mha_args *a, attn_error *err) 
     attn_tensor out_view;
     if ((st = attn_mha_plan(&m, &out_view, out, query, key, value, err)) || (weights && (st = check_weights(weights, &m, err))))
         return st;
-    if (!measure && !m.context.workspace) return in_one_block(mha_run, a, &m.o, m.context, err);
+    if (!measure && !m.context.workspace) return in_one_block(a, &m.o, m.context, err);
     attn_named ins[ATTN_MHA_INPUTS];
     const attn_named outs[2] = {{out, "out"}, {weights, "weights"}};
     attn_mha_inputs(ins, &m, query, key, value);
@@ -575,7 +573,7 @@ done:
 attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *query, const attn_tensor *key,
                      const attn_tensor *value, const attn_mha_params *params, const attn_mha_options *options,
                      attn_error *err) {
-    const mha_args a = {out, weights, query, key, value, NULL, params, options};
+    const mha_args a = {out, weights, query, key, value, params, options};
     return mha_run(NULL, &a, err);
 }
 
@@ -583,19 +581,15 @@ attn_status attn_mha_workspace_size(size_t *bytes, attn_tensor *out, attn_tensor
                                     const attn_tensor *key, const attn_tensor *value, const attn_mha_params *params,
                                     const attn_mha_options *options, attn_error *err) {
     if (!bytes) return attn_fail(err, ATTN_ERR_NULL, "bytes is NULL");
-    const mha_args a = {out, weights, query, key, value, NULL, params, options};
+    const mha_args a = {out, weights, query, key, value, params, options};
     return mha_run(bytes, &a, err);
 }
 
 /* attn_mha_cached, or with `measure` its workspace, as mha_run. The
  * attention is measured over the cache's keys and values as they will be
  * after the append. */
-static attn_status cached_run(size_t *measure, const mha_args *a, attn_error *err) {
-    attn_tensor *out = a->out;
-    const attn_tensor *x = a->query;
-    struct attn_kv_cache *cache = a->cache;
-    const attn_mha_params *params = a->params;
-    const attn_mha_options *options = a->options;
+static attn_status cached_run(size_t *measure, attn_tensor *out, const attn_tensor *x, struct attn_kv_cache *cache,
+                              const attn_mha_params *params, const attn_mha_options *options, attn_error *err) {
     attn_mha_call m;
     memset(&m, 0, sizeof m);
     m.p = attn_mha_params_default(), m.o = attn_mha_options_default();
@@ -607,14 +601,12 @@ static attn_status cached_run(size_t *measure, const mha_args *a, attn_error *er
         return attn_fail(err, ATTN_ERR_OPTION, "attn_mha_cached takes no bias_k/bias_v or add_zero_attn (their keys "
                                                "have no position in a cache)");
     if ((st = attn_kv_cache_check_causal(m.o.causal, err))) return st;
-    const attn_mha_options given = m.o; /* as read, before the masks and rope are set aside below */
     /* The masks cover the cache's keys after the append, length + L of
      * them: planned apart (below), not as x's own L keys. */
     const attn_tensor *am = m.o.attn_mask, *kpm = m.o.key_padding_mask;
     m.o.attn_mask = m.o.key_padding_mask = NULL;
     attn_tensor out_view;
     if ((st = attn_mha_plan(&m, &out_view, out, x, x, x, err))) return st;
-    if (!measure && !m.context.workspace) return in_one_block(cached_run, a, &given, m.context, err);
     /* The cache is written too: out, x and the parameters (read after the
      * append, by out_proj) keep clear of its memory. */
     attn_tensor ck, cv;
@@ -689,14 +681,12 @@ done:
 
 attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_kv_cache *cache,
                             const attn_mha_params *params, const attn_mha_options *options, attn_error *err) {
-    const mha_args a = {out, NULL, x, x, x, cache, params, options};
-    return cached_run(NULL, &a, err);
+    return cached_run(NULL, out, x, cache, params, options, err);
 }
 
 attn_status attn_mha_cached_workspace_size(size_t *bytes, attn_tensor *out, const attn_tensor *x,
                                            struct attn_kv_cache *cache, const attn_mha_params *params,
                                            const attn_mha_options *options, attn_error *err) {
     if (!bytes) return attn_fail(err, ATTN_ERR_NULL, "bytes is NULL");
-    const mha_args a = {out, NULL, x, x, x, cache, params, options};
-    return cached_run(bytes, &a, err);
+    return cached_run(bytes, out, x, cache, params, options, err);
 }
