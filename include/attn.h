@@ -1560,7 +1560,8 @@ ATTN_VERSIONED_DEFAULT_(attn_mha_options)
  * (sums, kernel set, register tile; f32:avx512/12x32 for f32 sums). Where PyTorch gives NaN
  * (a query whose every key is masked) the output row is out_proj's bias (the
  * attention is 0), as attn_sdpa gives. Memory, from the context's workspace
- * when one is given (attn_mha_workspace_size), else from malloc: the
+ * when one is given (attn_mha_workspace_size), else from malloc in one block
+ * of that size (which the allocator can keep for the next call): the
  * projected q, k, v and the heads' output, the products' packing blocks,
  * O(N·(L + S')·E); with key_padding_mask or attn_mask, or a causal mask
  * with appended keys, the masks merged into one additive mask of

@@ -1422,6 +1422,10 @@ static void test_key_dot_set(void) {
     if (env && !strcmp(env, "widen")) want = "";
     check(!strcmp(qk ? qk->name : "", want), "key_dot_set_for_isa", "isa %s: set %s, want %s", isa,
           qk ? qk->name : "none", want[0] ? want : "none");
+    /* Which integer kernels this run's attends used, natively: on a CPU with
+     * AVX-VNNI, ATTN_ISA=avx2 runs int8_avxvnni itself, not only through SIMDe. */
+    if (qk) printf("# isa %s: integer key kernels %s, run natively\n", isa, qk->name);
+    else printf("# isa %s: no integer key kernels (keys widened to f32)\n", isa);
     /* Its values: bf16 pairs where VDPBF16PS runs at the FMA's rate (AMD's
      * cores with AVX512-BF16) unless ATTN_QDOT=f32_values, else f32 FMAs;
      * by VPDPBUSD with ATTN_QDOT=int8_values;

@@ -358,7 +358,13 @@ bool attn_mha_buffers(char **q, char **k, char **v, char **heads, attn_mha_call 
     m->gemm_scratch = scratch ? attn_arena_alloc(a, scratch, 1) : NULL;
     m->out_scratch = attn_mha_rows_even(out_view) ? NULL : attn_arena_alloc(a, (size_t)(m->N * m->L * m->E), es);
     bool ok = *q && *k && *v && *heads && (m->gemm_scratch || !scratch) && (m->out_scratch || attn_mha_rows_even(out_view));
-    if (ok) memset(*k, 0, (size_t)nk * es), memset(*v, 0, (size_t)nk * es); /* add_zero_attn's row */
+    /* add_zero_attn's row, and bias_k's (written over): the rows past a
+     * sequence's S projected ones. Zeroing all of k and v touched 2·nk
+     * elements the products then wrote again. */
+    for (int64_t n = 0; ok && n < m->N && key_rows > m->S; n++) {
+        size_t row = (size_t)(m->Hkv * m->D) * es, at = (size_t)(n * key_rows + m->S) * row;
+        memset(*k + at, 0, (size_t)(key_rows - m->S) * row), memset(*v + at, 0, (size_t)(key_rows - m->S) * row);
+    }
     if (!ok || !m->o.rope || m->rope_in_attention) return ok;
     attn_rope_options o;
     int64_t rd;
@@ -460,13 +466,51 @@ attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *
     return (st = check_masks(m, err)) ? st : attn_mha_use_packed(m, err);
 }
 
+/* One attn_mha call's arguments. */
+typedef struct mha_args {
+    attn_tensor *out, *weights;
+    const attn_tensor *query, *key, *value;
+    const attn_mha_params *params;
+    const attn_mha_options *options;
+} mha_args;
+
+static attn_status mha_run(size_t *measure, const mha_args *a, attn_error *err);
+
+/* A call without a workspace of the caller's: its scratch, measured, comes
+ * from malloc as one block, given to the call as the context's workspace
+ * (options: the call's, as read; context: its context, as read).
+ * Allocated a buffer at a time, the pieces went back to the system when
+ * the call freed them (glibc trims the heap's top past twice its largest
+ * freed mapping), and each of their pages was faulted in again by the next
+ * call: 2.8 ms a MiB in the Zen 5 VM of docs/performance.md, where the f32
+ * layer at E = 1024, L = 512 (10 MiB) took 40 ms, against 18 ms in a
+ * workspace. A block of the call's size the allocator keeps for the next
+ * call (glibc: up to its 32 MiB mapping threshold). */
+static attn_status in_one_block(const mha_args *a, const attn_mha_options *options, attn_context context,
+                                attn_error *err) {
+    size_t bytes;
+    attn_status st = mha_run(&bytes, a, err);
+    if (st) return st;
+    void *block = malloc(bytes);
+    if (!block) return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's %zu bytes of scratch", bytes);
+    attn_mha_options o = *options;
+    context.workspace = block, context.workspace_size = bytes, o.context = &context;
+    mha_args b = *a;
+    b.options = &o;
+    st = mha_run(NULL, &b, err);
+    free(block);
+    return st;
+}
+
 /* attn_mha, or with `measure` its workspace: the layer's buffers come
  * from an arena over the context's workspace (or malloc's), the attention
  * takes what they leave. Measuring allocates the buffers (from malloc) to
  * ask attn_sdpa_workspace_size about them, and computes nothing. */
-static attn_status mha_run(size_t *measure, attn_tensor *out, attn_tensor *weights, const attn_tensor *query,
-                           const attn_tensor *key, const attn_tensor *value, const attn_mha_params *params,
-                           const attn_mha_options *options, attn_error *err) {
+static attn_status mha_run(size_t *measure, const mha_args *a, attn_error *err) {
+    attn_tensor *out = a->out, *weights = a->weights;
+    const attn_tensor *query = a->query, *key = a->key, *value = a->value;
+    const attn_mha_params *params = a->params;
+    const attn_mha_options *options = a->options;
     attn_mha_call m;
     memset(&m, 0, sizeof m);
     m.p = attn_mha_params_default(), m.o = attn_mha_options_default();
@@ -477,6 +521,7 @@ static attn_status mha_run(size_t *measure, attn_tensor *out, attn_tensor *weigh
     attn_tensor out_view;
     if ((st = attn_mha_plan(&m, &out_view, out, query, key, value, err)) || (weights && (st = check_weights(weights, &m, err))))
         return st;
+    if (!measure && !m.context.workspace) return in_one_block(a, &m.o, m.context, err);
     attn_named ins[ATTN_MHA_INPUTS];
     const attn_named outs[2] = {{out, "out"}, {weights, "weights"}};
     attn_mha_inputs(ins, &m, query, key, value);
@@ -528,14 +573,16 @@ done:
 attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *query, const attn_tensor *key,
                      const attn_tensor *value, const attn_mha_params *params, const attn_mha_options *options,
                      attn_error *err) {
-    return mha_run(NULL, out, weights, query, key, value, params, options, err);
+    const mha_args a = {out, weights, query, key, value, params, options};
+    return mha_run(NULL, &a, err);
 }
 
 attn_status attn_mha_workspace_size(size_t *bytes, attn_tensor *out, attn_tensor *weights, const attn_tensor *query,
                                     const attn_tensor *key, const attn_tensor *value, const attn_mha_params *params,
                                     const attn_mha_options *options, attn_error *err) {
     if (!bytes) return attn_fail(err, ATTN_ERR_NULL, "bytes is NULL");
-    return mha_run(bytes, out, weights, query, key, value, params, options, err);
+    const mha_args a = {out, weights, query, key, value, params, options};
+    return mha_run(bytes, &a, err);
 }
 
 /* attn_mha_cached, or with `measure` its workspace, as mha_run. The
