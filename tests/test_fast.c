@@ -1795,6 +1795,24 @@ static void test_paged(void) {
 }
 
 #if defined(ATTN_TEST_SIMDE)
+/* The quantized rows at qr (300 rows of 64 values, row bytes apart, format
+ * q8, q4 or q4_1) read in place by both sets, as keys for 1, 4 and 7 query
+ * rows (q: 4 rows of 77 floats) and as values for 3 (weights p, 300 a
+ * row; accumulators of 80 floats a row): the results that differ. */
+static int simde_quant_rows_differ(const attn_ukernels *hw, const attn_ukernels *em, const float *q, const float *p,
+                                   const uint8_t *qr, int64_t row, attn_dtype format) {
+    static float r1[4 * 300], r2[4 * 300], o1[ATTN_MR_MAX * 80], o2[ATTN_MR_MAX * 80];
+    int diff = 0;
+    for (int nq = 1; nq <= ATTN_DECODE_MAX_ROWS; nq += 3) {
+        float e1 = hw->dot_rows_q(r1, 300, q, nq > 4 ? 4 : nq, qr, row, 300, 64, format);
+        float e2 = em->dot_rows_q(r2, 300, q, nq > 4 ? 4 : nq, qr, row, 300, 64, format);
+        diff += (e1 != e2) + (memcmp(r1, r2, sizeof r1) != 0);
+    }
+    for (int i = 0; i < ATTN_MR_MAX * 80; i++) o1[i] = o2[i] = normal();
+    hw->axpy_rows_q(o1, p, 300, 3, qr, row, 300, 64, format), em->axpy_rows_q(o2, p, 300, 3, qr, row, 300, 64, format);
+    return diff + (memcmp(o1, o2, sizeof o1) != 0);
+}
+
 /* On a CPU that has AVX-512, the SIMDe build must give the native kernels'
  * floats bit for bit: the same code, the same roundings (simde_extra.h
  * makes SIMDe's FMA, scalef and sums round as the instructions do). */
@@ -1847,14 +1865,7 @@ static void test_simde_matches_native(void) {
         float w1[300 * 64], w2[300 * 64];
         hw->widen_quant(w1, qr, 300 * 64, q4 ? ATTN_Q4 : ATTN_Q8), em->widen_quant(w2, qr, 300 * 64, q4 ? ATTN_Q4 : ATTN_Q8);
         diff += memcmp(w1, w2, sizeof w1) != 0;
-        for (int nq = 1; nq <= ATTN_DECODE_MAX_ROWS; nq += 3) {
-            e1 = hw->dot_rows_q(r1, 300, q, nq > 4 ? 4 : nq, qr, row, 300, 64, q4 ? ATTN_Q4 : ATTN_Q8),
-            e2 = em->dot_rows_q(r2, 300, q, nq > 4 ? 4 : nq, qr, row, 300, 64, q4 ? ATTN_Q4 : ATTN_Q8);
-            diff += (e1 != e2) + (memcmp(r1, r2, sizeof r1) != 0);
-        }
-        for (int i = 0; i < ATTN_MR_MAX * LD; i++) o1[i] = o2[i] = normal();
-        hw->axpy_rows_q(o1, p, K, 3, qr, row, 300, 64, q4 ? ATTN_Q4 : ATTN_Q8), em->axpy_rows_q(o2, p, K, 3, qr, row, 300, 64, q4 ? ATTN_Q4 : ATTN_Q8);
-        diff += memcmp(o1, o2, sizeof o1) != 0;
+        diff += simde_quant_rows_differ(hw, em, q, p, qr, row, q4 ? ATTN_Q4 : ATTN_Q8);
     }
     /* q4_1 rows (blocks of 20 bytes: f16 scale, f16 minimum, codes), widened by both. */
     for (int bl = 0; bl < 300 * 2; bl++)
@@ -1865,15 +1876,7 @@ static void test_simde_matches_native(void) {
     static float w41[300 * 64], w42[300 * 64];
     hw->widen_quant(w41, qr, 300 * 64, ATTN_Q4_1), em->widen_quant(w42, qr, 300 * 64, ATTN_Q4_1);
     diff += memcmp(w41, w42, sizeof w41) != 0;
-    /* and read in place (rows of 40 bytes), as keys and as values */
-    for (int nq = 1; nq <= ATTN_DECODE_MAX_ROWS; nq += 3) {
-        e1 = hw->dot_rows_q(r1, 300, q, nq > 4 ? 4 : nq, qr, 40, 300, 64, ATTN_Q4_1);
-        e2 = em->dot_rows_q(r2, 300, q, nq > 4 ? 4 : nq, qr, 40, 300, 64, ATTN_Q4_1);
-        diff += (e1 != e2) + (memcmp(r1, r2, sizeof r1) != 0);
-    }
-    for (int i = 0; i < ATTN_MR_MAX * LD; i++) o1[i] = o2[i] = normal();
-    hw->axpy_rows_q(o1, p, K, 3, qr, 40, 300, 64, ATTN_Q4_1), em->axpy_rows_q(o2, p, K, 3, qr, 40, 300, 64, ATTN_Q4_1);
-    diff += memcmp(o1, o2, sizeof o1) != 0;
+    diff += simde_quant_rows_differ(hw, em, q, p, qr, 40, ATTN_Q4_1); /* read in place: rows of 40 bytes */
     /* fp8 rows (e4m3, e5m2) of 64 bytes, 300 of them, read in place by both:
      * keys of finite codes (bit 6 cleared: no exponent field all ones),
      * values of every byte (NaN codes NaN in both). */
