@@ -2425,11 +2425,11 @@ ATTN_API attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err);
  * the rows of N KV heads that lie side by side in memory, as in keys
  * packed (tokens, Hk, E), together, and rows=in_place when its
  * microkernels read every key and value row where it lies (f32, f16,
- * bf16, q8, q4, e4m3, e5m2 on the AVX2 and AVX-512 kernels; q4c and q2c
- * groups where key_dot= names their integer kernel, and their window's f16
- * rows), rows=widened when some were first widened to f32 a group of rows
- * at a time (the portable kernels' 16-bit and quantized rows, q4_1,
- * strided columns, groups without their integer kernel)),
+ * bf16, q8, q4, q4_1, e4m3, e5m2 on the AVX2 and AVX-512 kernels; q4c and
+ * q2c groups where key_dot= names their integer kernel, and their window's
+ * f16 rows), rows=widened when some were first widened to f32 a group of
+ * rows at a time (the portable kernels' 16-bit and quantized rows, strided
+ * columns, groups without their integer kernel)),
  * the microkernels' ISA, the threads (threads=R/T: R
  * threads ran the call's work items of the T it was given, the context's
  * or the process-wide number, at most one per item; R is 1 when another

@@ -1134,10 +1134,14 @@ static void test_decode_rows(const char *isa) {
  * is read a page at a time, split-KV a chunk at a time), so 41 keys (two
  * groups and a tail) scored in one call and in calls cut at 3, 5, 21 and 37
  * give the same bits, for every row count and every kind the ISA streams:
- * f32, f16 and bf16 (dot_rows16), q8 and q4 (dot_rows_q, which must also
- * give the bits of dot_rows on the widened rows). A NaN in a key of a
- * group or of the tail, and an infinite one, give -1 for every row count. */
-enum { DG_N = 41, DG_E = 64, DG_QROW = 68 }; /* q8: 2 blocks of 34 bytes; q4 uses 36 */
+ * f32, f16 and bf16 (dot_rows16), q8, q4 and q4_1 (dot_rows_q, which must
+ * also give the bits of dot_rows on the widened rows; and axpy_rows_q those
+ * of axpy_rows on them). A NaN in a key of a group or of the tail, and an
+ * infinite one, give -1 for every row count. */
+enum { DG_N = 41, DG_E = 64, DG_QROW = 68 }; /* q8: 2 blocks of 34 bytes; q4 uses 36, q4_1 40 */
+
+/* The quantized format of the test's kind 3, 4 or 5. */
+static attn_dtype dg_format(int kind) { return kind == 3 ? ATTN_Q8 : kind == 4 ? ATTN_Q4 : ATTN_Q4_1; }
 
 static float dg_dot(const attn_ukernels *uk, int kind, float *s, int64_t lds, const float *q, int nq,
                     const void *k, int64_t j0, int64_t n) {
@@ -1148,7 +1152,7 @@ static float dg_dot(const attn_ukernels *uk, int kind, float *s, int64_t lds, co
     case 0: return uk->dot_rows(s, lds, q, nq, kf + j0 * DG_E, DG_E, n, DG_E);
     case 1:
     case 2: return uk->dot_rows16(s, lds, q, nq, k16 + j0 * DG_E, DG_E, n, DG_E, kind == 1);
-    default: return uk->dot_rows_q(s, lds, q, nq, kq + j0 * DG_QROW, DG_QROW, n, DG_E, kind == 4);
+    default: return uk->dot_rows_q(s, lds, q, nq, kq + j0 * DG_QROW, DG_QROW, n, DG_E, dg_format(kind));
     }
 }
 
@@ -1156,17 +1160,17 @@ static void test_decode_groups(const char *isa) {
     char name[64];
     const attn_ukernels *uk = kernels_or_skip(isa, name, sizeof name, "decode_rows_%s_any_split_same_bits", NULL);
     if (!uk) return;
-    static const char *const KIND[5] = {"f32", "f16", "bf16", "q8", "q4"};
+    static const char *const KIND[6] = {"f32", "f16", "bf16", "q8", "q4", "q4_1"};
     enum { R = ATTN_DECODE_MAX_ROWS, LDS = 48 };
     static float q[R * DG_E], kf[DG_N * DG_E], wide[DG_N * DG_E], one[R * LDS], cut[R * LDS], ref[R * LDS];
     static uint16_t k16[DG_N * DG_E];
     static uint8_t kq[DG_N * DG_QROW];
     static const int64_t CUTS[] = {0, 3, 5, 21, 37, DG_N};
     for (int i = 0; i < R * DG_E; i++) q[i] = (float)(2 * uniform() - 1);
-    for (int kind = 0; kind < 5; kind++) {
+    for (int kind = 0; kind < 6; kind++) {
         if ((kind == 1 || kind == 2) && !uk->dot_rows16) continue;
         if (kind >= 3 && !uk->dot_rows_q) continue;
-        int64_t block = kind == 4 ? 18 : 34;
+        int64_t block = (int64_t)attn_quant_row_size(kind >= 3 ? dg_format(kind) : ATTN_Q8, 32);
         const void *k = kind == 0 ? (const void *)kf : kind <= 2 ? (const void *)k16 : (const void *)kq;
         for (int i = 0; i < DG_N * DG_E; i++) {
             kf[i] = (float)(2 * uniform() - 1);
@@ -1174,14 +1178,25 @@ static void test_decode_groups(const char *isa) {
         }
         for (size_t i = 0; i < sizeof kq; i++) kq[i] = (uint8_t)(uniform() * 256);
         for (int j = 0; kind >= 3 && j < DG_N; j++)
-            for (int b = 0; b < DG_E / 32; b++) { /* finite f16 scales */
-                uint16_t h = attn_f32_to_f16((float)(uniform() * 0.1));
+            for (int b = 0; b < DG_E / 32; b++) { /* finite f16 scales (and q4_1's minimums) */
+                uint16_t h = attn_f32_to_f16((float)(uniform() * 0.1)), m = attn_f32_to_f16((float)(uniform() - 0.5));
                 memcpy(kq + j * DG_QROW + b * block, &h, 2);
+                if (kind == 5) memcpy(kq + j * DG_QROW + b * block + 2, &m, 2);
             }
         /* quantized rows are DG_QROW bytes apart whatever their format */
         if (kind >= 3)
-            for (int j = 0; j < DG_N; j++) uk->widen_quant(wide + j * DG_E, kq + j * DG_QROW, DG_E, kind == 4 ? ATTN_Q4 : ATTN_Q8);
+            for (int j = 0; j < DG_N; j++) uk->widen_quant(wide + j * DG_E, kq + j * DG_QROW, DG_E, dg_format(kind));
         int diff = 0, bad_nan = 0, bad_max = 0;
+        if (kind >= 3) { /* values: axpy_rows_q the bits of axpy_rows on the widened rows */
+            static float pw[ATTN_DECODE_MAX_ROWS * DG_N], a1[ATTN_DECODE_MAX_ROWS * DG_E], a2[ATTN_DECODE_MAX_ROWS * DG_E];
+            for (int i = 0; i < R * DG_N; i++) pw[i] = (float)uniform();
+            for (int nq = 1; nq <= R; nq++) {
+                for (int i = 0; i < R * DG_E; i++) a1[i] = a2[i] = (float)(2 * uniform() - 1);
+                uk->axpy_rows_q(a1, pw, DG_N, nq, kq, DG_QROW, DG_N, DG_E, dg_format(kind));
+                uk->axpy_rows(a2, pw, DG_N, nq, wide, DG_E, DG_N, DG_E);
+                diff += memcmp(a1, a2, sizeof a1) != 0;
+            }
+        }
         for (int nq = 1; nq <= R; nq++) {
             memset(one, 0, sizeof one), memset(cut, 0, sizeof cut);
             float m1 = dg_dot(uk, kind, one, LDS, q, nq, k, 0, DG_N), m2 = 0;
@@ -1780,6 +1795,24 @@ static void test_paged(void) {
 }
 
 #if defined(ATTN_TEST_SIMDE)
+/* The quantized rows at qr (300 rows of 64 values, row bytes apart, format
+ * q8, q4 or q4_1) read in place by both sets, as keys for 1, 4 and 7 query
+ * rows (q: 4 rows of 77 floats) and as values for 3 (weights p, 300 a
+ * row; accumulators of 80 floats a row): the results that differ. */
+static int simde_quant_rows_differ(const attn_ukernels *hw, const attn_ukernels *em, const float *q, const float *p,
+                                   const uint8_t *qr, int64_t row, attn_dtype format) {
+    static float r1[4 * 300], r2[4 * 300], o1[ATTN_MR_MAX * 80], o2[ATTN_MR_MAX * 80];
+    int diff = 0;
+    for (int nq = 1; nq <= ATTN_DECODE_MAX_ROWS; nq += 3) {
+        float e1 = hw->dot_rows_q(r1, 300, q, nq > 4 ? 4 : nq, qr, row, 300, 64, format);
+        float e2 = em->dot_rows_q(r2, 300, q, nq > 4 ? 4 : nq, qr, row, 300, 64, format);
+        diff += (e1 != e2) + (memcmp(r1, r2, sizeof r1) != 0);
+    }
+    for (int i = 0; i < ATTN_MR_MAX * 80; i++) o1[i] = o2[i] = normal();
+    hw->axpy_rows_q(o1, p, 300, 3, qr, row, 300, 64, format), em->axpy_rows_q(o2, p, 300, 3, qr, row, 300, 64, format);
+    return diff + (memcmp(o1, o2, sizeof o1) != 0);
+}
+
 /* On a CPU that has AVX-512, the SIMDe build must give the native kernels'
  * floats bit for bit: the same code, the same roundings (simde_extra.h
  * makes SIMDe's FMA, scalef and sums round as the instructions do). */
@@ -1832,14 +1865,7 @@ static void test_simde_matches_native(void) {
         float w1[300 * 64], w2[300 * 64];
         hw->widen_quant(w1, qr, 300 * 64, q4 ? ATTN_Q4 : ATTN_Q8), em->widen_quant(w2, qr, 300 * 64, q4 ? ATTN_Q4 : ATTN_Q8);
         diff += memcmp(w1, w2, sizeof w1) != 0;
-        for (int nq = 1; nq <= ATTN_DECODE_MAX_ROWS; nq += 3) {
-            e1 = hw->dot_rows_q(r1, 300, q, nq > 4 ? 4 : nq, qr, row, 300, 64, q4),
-            e2 = em->dot_rows_q(r2, 300, q, nq > 4 ? 4 : nq, qr, row, 300, 64, q4);
-            diff += (e1 != e2) + (memcmp(r1, r2, sizeof r1) != 0);
-        }
-        for (int i = 0; i < ATTN_MR_MAX * LD; i++) o1[i] = o2[i] = normal();
-        hw->axpy_rows_q(o1, p, K, 3, qr, row, 300, 64, q4), em->axpy_rows_q(o2, p, K, 3, qr, row, 300, 64, q4);
-        diff += memcmp(o1, o2, sizeof o1) != 0;
+        diff += simde_quant_rows_differ(hw, em, q, p, qr, row, q4 ? ATTN_Q4 : ATTN_Q8);
     }
     /* q4_1 rows (blocks of 20 bytes: f16 scale, f16 minimum, codes), widened by both. */
     for (int bl = 0; bl < 300 * 2; bl++)
@@ -1850,6 +1876,7 @@ static void test_simde_matches_native(void) {
     static float w41[300 * 64], w42[300 * 64];
     hw->widen_quant(w41, qr, 300 * 64, ATTN_Q4_1), em->widen_quant(w42, qr, 300 * 64, ATTN_Q4_1);
     diff += memcmp(w41, w42, sizeof w41) != 0;
+    diff += simde_quant_rows_differ(hw, em, q, p, qr, 40, ATTN_Q4_1); /* read in place: rows of 40 bytes */
     /* fp8 rows (e4m3, e5m2) of 64 bytes, 300 of them, read in place by both:
      * keys of finite codes (bit 6 cleared: no exponent field all ones),
      * values of every byte (NaN codes NaN in both). */

@@ -472,6 +472,46 @@ static void test_fp8_in_place(attn_dtype format) {
     free(kq), free(vq), free(kd), free(vd), free(q), free(out[0]), free(out[1]);
 }
 
+/* q4_1 keys and values read in place by decode too (decode_rows.h's q4_1
+ * kind, dot_rows_q and axpy_rows_q): the verbose line says rows=in_place
+ * on every set that has dot_rows_q (widened on the portable set), and the
+ * result is bitwise the f32 call on the widened rows, 1 and 2 threads. */
+static void test_q4_1_in_place(void) {
+    enum { HQ = 4, S = 300, E = 64 };
+    const char *want = attn_ukernels_active()->dot_rows_q ? "in_place" : "widened";
+    float *k = rows_of(S, E, false), *v = rows_of(S, E, false), *q = rows_of(HQ, E, false), *kb, *vb;
+    uint8_t *kq, *vq;
+    quantize_rows(&kq, &kb, k, S, E, ATTN_Q4_1), quantize_rows(&vq, &vb, v, S, E, ATTN_Q4_1);
+    int64_t sq[3] = {HQ, 1, E}, skv[3] = {1, S, E};
+    float out[2][HQ * E], lse[2][HQ];
+    char kernel[2][32], rows[2][32], fallback[32], name[96];
+    for (int threads = 1; threads <= 2; threads++) {
+        attn_set_num_threads(threads);
+        attn_status st[2];
+        for (int quant = 0; quant < 2; quant++) {
+            attn_tensor tq, tk, tv, to, tl;
+            int64_t sl[2] = {HQ, 1};
+            attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&to, out[quant], ATTN_F32, 3, sq, NULL, NULL);
+            attn_tensor_init(&tl, lse[quant], ATTN_F32, 2, sl, NULL, NULL);
+            attn_tensor_init(&tk, quant ? (void *)kq : kb, quant ? ATTN_Q4_1 : ATTN_F32, 3, skv, NULL, NULL);
+            attn_tensor_init(&tv, quant ? (void *)vq : vb, quant ? ATTN_Q4_1 : ATTN_F32, 3, skv, NULL, NULL);
+            attn_sdpa_options o = attn_sdpa_options_default();
+            attn_error err;
+            verbose_begin();
+            st[quant] = attn_sdpa(&to, &tl, NULL, &tq, &tk, &tv, &o, &err);
+            verbose_end(kernel[quant], 32, fallback, sizeof fallback);
+            word_after(rows[quant], 32, verbose_last_line, " rows=");
+        }
+        attn_set_num_threads(0);
+        snprintf(name, sizeof name, "q4_1_decode_rows_%s_threads%d_bitwise_f32", want, threads);
+        check(!st[0] && !st[1] && !memcmp(out[0], out[1], sizeof out[0]) && !memcmp(lse[0], lse[1], sizeof lse[0]) &&
+                  !strcmp(kernel[1], "decode") && !strcmp(rows[1], want),
+              name, "status %d %d, kernel %s rows=%s (want decode %s), out %s", (int)st[0], (int)st[1], kernel[1],
+              rows[1], want, memcmp(out[0], out[1], sizeof out[0]) ? "differs" : "same");
+    }
+    free(k), free(v), free(q), free(kb), free(vb), free(kq), free(vq);
+}
+
 /* A batch of sequences over one quantized pool (attn_sdpa_varlen_paged):
  * each sequence bitwise attn_sdpa_paged's on it alone. */
 static void test_varlen(attn_dtype format) {
@@ -1700,6 +1740,7 @@ int main(void) {
     test_older_structs();
     test_descale(ATTN_E4M3), test_descale(ATTN_E5M2);
     test_fp8_in_place(ATTN_E4M3), test_fp8_in_place(ATTN_E5M2);
+    test_q4_1_in_place();
     test_hadamard(ATTN_Q8), test_hadamard(ATTN_Q4), test_hadamard(ATTN_E4M3);
     static const attn_dtype FORMATS[5] = {ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2};
     for (int f = 0; f < 5; f++) {

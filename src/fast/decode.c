@@ -42,9 +42,11 @@ static bool streams_16bit(const attn_ukernels *uk, const attn_mat *m) {
     return (m->dtype == ATTN_F16 || m->dtype == ATTN_BF16) && m->cs == 1 && uk->dot_rows16;
 }
 
-/* Whether the ISA's kernels read m's quantized rows where they lie. */
+/* Whether the ISA's kernels read m's quantized rows where they lie (q8,
+ * q4, q4_1: widened in registers, bitwise the f32 kernels on the widened
+ * rows). */
 static bool streams_quant(const attn_ukernels *uk, const attn_mat *m) {
-    return (m->dtype == ATTN_Q8 || m->dtype == ATTN_Q4) && uk->dot_rows_q;
+    return (m->dtype == ATTN_Q8 || m->dtype == ATTN_Q4 || m->dtype == ATTN_Q4_1) && uk->dot_rows_q;
 }
 
 /* Whether the ISA's kernels read m's fp8 rows where they lie. e4m3 rows
@@ -80,6 +82,12 @@ typedef struct decode_job {
     const float *zero;    /* Ev zeros: a sink's part */
     atomic_int *pages_per_call; /* the most pages one list microkernel call read (verbose), shared by a batch's jobs */
 } decode_job;
+
+/* Whether m's values go to the integer set's value kernel (qdot.h: q8 and
+ * q4 rows, read where they lie; q4_1 has none and takes axpy_rows_q). */
+static bool integer_values(const decode_job *j, const attn_mat *m) {
+    return (m->dtype == ATTN_Q8 || m->dtype == ATTN_Q4) && streams_quant(j->uk, m) && j->qk && j->qk->axpy;
+}
 
 /* The rows of the microkernel block that starts at row r0 of an item. */
 static int row_block(const decode_job *j, int64_t r0) {
@@ -132,7 +140,7 @@ static float span_scores(const decode_job *j, float *s, int64_t lds, const float
     if (streams_quant(uk, m)) {
         for (int64_t r0 = 0; r0 < j->R && kmax >= 0; r0 += ATTN_DECODE_MAX_ROWS)
             kmax = attn_absmax_join(kmax, uk->dot_rows_q(s + r0 * lds, lds, q + r0 * j->E, row_block(j, r0), m->base,
-                                                         m->rs, k, j->E, m->dtype == ATTN_Q4));
+                                                         m->rs, k, j->E, m->dtype));
         return kmax;
     }
     if (streams_fp8(uk, m)) { /* q times 2^8 for e4m3 (partial_begin) */
@@ -323,7 +331,7 @@ static void span_values(const decode_job *j, float *acc, const float *s, int64_t
                             (const uint16_t *)(const void *)m->base, m->rs, k, j->Ev, m->dtype == ATTN_F16);
         return;
     }
-    if (streams_quant(uk, m) && j->qk && j->qk->axpy) { /* the integer set's own, within f32's bound */
+    if (integer_values(j, m)) { /* the integer set's own, within f32's bound */
         for (int64_t r0 = 0; r0 < j->R; r0 += ATTN_DECODE_MAX_ROWS)
             j->qk->axpy(acc + r0 * j->Ev, s + r0 * lds, lds, row_block(j, r0), m->base, m->rs, k, j->Ev,
                         m->dtype == ATTN_Q4);
@@ -332,7 +340,7 @@ static void span_values(const decode_job *j, float *acc, const float *s, int64_t
     if (streams_quant(uk, m)) {
         for (int64_t r0 = 0; r0 < j->R; r0 += ATTN_DECODE_MAX_ROWS)
             uk->axpy_rows_q(acc + r0 * j->Ev, s + r0 * lds, lds, row_block(j, r0), m->base, m->rs, k, j->Ev,
-                            m->dtype == ATTN_Q4);
+                            m->dtype);
         return;
     }
     if (streams_fp8(uk, m)) { /* weights times 2^8 for e4m3 (partial_softmax) */
@@ -354,7 +362,7 @@ static void span_values(const decode_job *j, float *acc, const float *s, int64_t
  * value_group: the bf16 pairs, the integer values' weight scales), so a
  * span of such rows must not end inside a group. */
 static int64_t value_group(const decode_job *j, const attn_mat *m) {
-    return streams_quant(j->uk, m) && j->qk && j->qk->axpy ? j->qk->value_group : 0;
+    return integer_values(j, m) ? j->qk->value_group : 0;
 }
 
 /* acc += the weights s (R × lds) · the values of the n positions from at,

@@ -99,14 +99,14 @@ typedef struct attn_ukernels {
                         int64_t n, int64_t E, bool f16);
     void (*axpy_rows16)(float *acc, const float *p, int64_t ldp, int nq, const uint16_t *v, int64_t ld,
                         int64_t n, int64_t Ev, bool f16);
-    /* The same with quantized rows (q8, or q4 when q4; ld in bytes),
-     * widened in registers: bitwise dot_rows / axpy_rows on the widened
-     * rows. NULL for the portable kernels: decode widens a group of rows
-     * with widen_quant. */
+    /* The same with quantized rows (format ATTN_Q8, ATTN_Q4 or ATTN_Q4_1;
+     * ld in bytes), widened in registers: bitwise dot_rows / axpy_rows on
+     * the rows widen_quant widens. NULL for the portable kernels: decode
+     * widens a group of rows with widen_quant. */
     float (*dot_rows_q)(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
-                        int64_t E, bool q4);
+                        int64_t E, attn_dtype format);
     void (*axpy_rows_q)(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
-                        int64_t Ev, bool q4);
+                        int64_t Ev, attn_dtype format);
     /* The same with fp8 rows (format ATTN_E4M3 or ATTN_E5M2, any E; ld in
      * bytes), read where they lie as IEEE halves, one byte a value
      * (x86/decode_rows.h says how). e5m2 reads as its value; e4m3 as 2^-8

@@ -7,8 +7,9 @@
  *   V_LOADN(p, n), V_STOREN(p, v, n)   the first n < VL lanes (rest zero)
  *   V_WIDEN(h, f16), V_WIDENN(h, n, f16)  VL (or n < VL) 16-bit floats at h,
  *                               IEEE half (f16) or bfloat16, widened
- *   V_QUANT(row, i, q4)         values i .. i+VL-1 (i a multiple of VL) of a
- *                               quantized row (q8, or q4 when q4) widened
+ *   V_QUANT(row, i, format)     values i .. i+VL-1 (i a multiple of VL) of a
+ *                               quantized row (ATTN_Q8, ATTN_Q4 or
+ *                               ATTN_Q4_1) widened as widen_quant widens them
  *   V_FP8(b, kind), V_FP8N(b, n, kind)
  *                               VL (or n < VL) fp8 bytes at b read as IEEE
  *                               halves and widened (kinds 5 to 7 below)
@@ -58,9 +59,10 @@
  * Keys and values may be f32 or 16-bit floats (kind 0: f32, 1: f16, 2:
  * bf16, a constant in each body), widened as they are loaded: a KV cache in
  * 16 bits is read once, at half the bytes; or quantized rows (kind 3: q8,
- * 4: q4; attn.h, "Quantized storage"), widened in registers a vector at a
- * time, their row stride ld in bytes. Widening is exact, so every kind
- * computes on the very floats the f32 kernel would be given.
+ * 4: q4, 8: q4_1; attn.h, "Quantized storage"), widened in registers a
+ * vector at a time, their row stride ld in bytes. Widening is exact (q4_1's
+ * c · d + m rounds once, as widen_quant rounds it), so every kind computes
+ * on the very floats the f32 kernel would be given.
  * fp8 rows (attn.h, "Quantized storage"; any length, ld in bytes) are read
  * in place as 16-bit floats, one byte a value:
  *   kind 7, e5m2: the byte is the top byte of an IEEE half (byte << 8),
@@ -89,11 +91,16 @@
 #define DOT_KB_FP8(nq) DOT_KB(nq)
 #endif
 
+/* The quantized format of kind 3, 4 or 8; 0 for the other kinds. */
+DECODE_INLINE attn_dtype quant_kind(const int kind) {
+    return kind == 3 ? ATTN_Q8 : kind == 4 ? ATTN_Q4 : kind == 8 ? ATTN_Q4_1 : (attn_dtype)0;
+}
+
 /* Element i.. of a row of keys or values of the given kind, as f32. */
 DECODE_INLINE V load_kv(const void *p, int64_t i, const int kind) {
     if (kind == 0) return V_LOAD((const float *)p + i);
+    if (quant_kind(kind)) return V_QUANT((const uint8_t *)p, i, quant_kind(kind));
     if (kind >= 5) return V_FP8((const uint8_t *)p + i, kind);
-    if (kind >= 3) return V_QUANT((const uint8_t *)p, i, kind == 4);
     return V_WIDEN((const uint16_t *)p + i, kind == 1);
 }
 
@@ -101,8 +108,8 @@ DECODE_INLINE V load_kv(const void *p, int64_t i, const int kind) {
  * fp8 rows any number.) */
 DECODE_INLINE V load_kvn(const void *p, int64_t i, int64_t n, const int kind) {
     if (kind == 0) return V_LOADN((const float *)p + i, n);
+    if (quant_kind(kind)) return V_QUANT((const uint8_t *)p, i, quant_kind(kind));
     if (kind >= 5) return V_FP8N((const uint8_t *)p + i, n, kind);
-    if (kind >= 3) return V_QUANT((const uint8_t *)p, i, kind == 4);
     return V_WIDENN((const uint16_t *)p + i, n, kind == 1);
 }
 
@@ -184,7 +191,7 @@ DECODE_INLINE void dot_keys(V acc[4][DECODE_NQ], const float *q, const void *con
  * bits, so a key's score does not depend on where a call starts or ends. */
 DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const void *k, int64_t ld, int64_t n,
                                 int64_t E, const int nq, const int kind, const bool list) {
-    const int kb = kind >= 5 ? DOT_KB_FP8(nq) : DOT_KB(nq), blocks = kb > 0 ? VL / kb : 0;
+    const int kb = kind >= 5 && kind <= 7 ? DOT_KB_FP8(nq) : DOT_KB(nq), blocks = kb > 0 ? VL / kb : 0;
     V big = V_ZERO();
     VBAD bad = V_BAD_NONE;
     int64_t j = 0;
@@ -318,7 +325,7 @@ DECODE_INLINE void axpy_rows_nq(float *acc, const float *p, int64_t ldp, const v
     } while (0)
 
 /* nq <= DECODE_NQ rows (axpy: 4); kind 0 f32, 1 f16, 2 bf16, 3 q8, 4 q4,
- * 5 e4m3 keys, 6 e4m3 values, 7 e5m2; list: k (v) a list of row pointers,
+ * 5 e4m3 keys, 6 e4m3 values, 7 e5m2, 8 q4_1; list: k (v) a list of row pointers,
  * kind 0 to 2. */
 static float dot_block(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
                        int64_t E, int kind, bool list) {
@@ -333,6 +340,7 @@ static float dot_block(float *s, int64_t lds, const float *q, int nq, const void
     if (kind == 4) DOT_SWITCH(4, false)
     if (kind == 5) DOT_SWITCH(5, false)
     if (kind == 7) DOT_SWITCH(7, false)
+    if (kind == 8) DOT_SWITCH(8, false)
     DOT_SWITCH(0, false)
 }
 
@@ -349,6 +357,7 @@ static void axpy_block_rows(float *acc, const float *p, int64_t ldp, int nq, con
     if (kind == 4) AXPY_SWITCH(4, false)
     if (kind == 6) AXPY_SWITCH(6, false)
     if (kind == 7) AXPY_SWITCH(7, false)
+    if (kind == 8) AXPY_SWITCH(8, false)
     AXPY_SWITCH(0, false)
 }
 
@@ -391,14 +400,17 @@ static void axpy_rows16(float *acc, const float *p, int64_t ldp, int nq, const u
     axpy_any(acc, p, ldp, nq, v, ld, n, Ev, f16 ? 1 : 2, false);
 }
 
+/* The kind of quantized rows of a format (ukernel.h: q8, q4 or q4_1). */
+static int kind_of_quant(attn_dtype format) { return format == ATTN_Q4 ? 4 : format == ATTN_Q4_1 ? 8 : 3; }
+
 static float dot_rows_q(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
-                        int64_t E, bool q4) {
-    return dot_any(s, lds, q, nq, k, ld, n, E, q4 ? 4 : 3, false);
+                        int64_t E, attn_dtype format) {
+    return dot_any(s, lds, q, nq, k, ld, n, E, kind_of_quant(format), false);
 }
 
 static void axpy_rows_q(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
-                        int64_t Ev, bool q4) {
-    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, q4 ? 4 : 3, false);
+                        int64_t Ev, attn_dtype format) {
+    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, kind_of_quant(format), false);
 }
 
 /* fp8 rows in place (ukernel.h): e4m3 read as 2^-8 times its values, for

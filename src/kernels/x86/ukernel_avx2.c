@@ -252,24 +252,26 @@ static inline __m256 hsum256_group(const __m256 *h, int kb) {
 }
 
 #define V __m256
-/* Values i .. i+7 of a q8 or q4 row (i a multiple of 8: within one block of
- * 32), widened and times the block's f16 scale: exact. */
-static inline __m256 quant_vec(const uint8_t *row, int64_t i, bool q4) {
-    const uint8_t *b = row + i / 32 * (q4 ? 18 : 34);
+/* Values i .. i+7 of a q8, q4 or q4_1 row (i a multiple of 8: within one
+ * block of 32), widened as widen_quant_avx2.c widens them: code · d exact
+ * (q4_1: then + m, one rounding). */
+static inline __m256 quant_vec(const uint8_t *row, int64_t i, attn_dtype format) {
+    int64_t bytes = format == ATTN_Q8 ? 34 : format == ATTN_Q4 ? 18 : 20; /* q4_1: d, m, then the codes */
+    const uint8_t *b = row + i / 32 * bytes;
     uint16_t h;
     memcpy(&h, b, 2);
     __m256 d = _mm256_cvtph_ps(_mm_set1_epi16((short)h));
-    __m256i c;
-    if (!q4) {
-        c = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + 2 + i % 32)));
-    } else { /* value j < 16 in the low 4 bits of byte j, j + 16 in the high 4 */
-        c = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + 2 + i % 16)));
-        c = _mm256_sub_epi32(i % 32 >= 16 ? _mm256_srli_epi32(c, 4) : _mm256_and_si256(c, _mm256_set1_epi32(15)),
-                             _mm256_set1_epi32(8));
-    }
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(c), d);
+    if (format == ATTN_Q8)
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + 2 + i % 32)))), d);
+    /* value j < 16 in the low 4 bits of byte j, j + 16 in the high 4 */
+    const uint8_t *codes = b + (format == ATTN_Q4_1 ? 4 : 2);
+    __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(codes + i % 16)));
+    c = i % 32 >= 16 ? _mm256_srli_epi32(c, 4) : _mm256_and_si256(c, _mm256_set1_epi32(15));
+    if (format == ATTN_Q4) return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(c, _mm256_set1_epi32(8))), d);
+    memcpy(&h, b + 2, 2);
+    return _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(c), d), _mm256_cvtph_ps(_mm_set1_epi16((short)h)));
 }
-#define V_QUANT(row, i, q4) quant_vec(row, i, q4)
+#define V_QUANT(row, i, format) quant_vec(row, i, format)
 /* 8 fp8 bytes (the low half of b; decode_rows.h, kinds 5 to 7) read as
  * halves, as ukernel_avx512.c's fp8_vec does (there: why). */
 static inline __m256 fp8_vec(__m128i b, int kind) {

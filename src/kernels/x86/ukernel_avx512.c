@@ -230,25 +230,33 @@ static inline __m512 widen16_vec(__m256i h, bool f16) {
     return f16 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* Values i .. i+15 of a q8 or q4 row (i a multiple of 16: within one block
- * of 32), widened and times the block's f16 scale: exact. */
-static inline __m512 quant_vec(const uint8_t *row, int64_t i, bool q4) {
-    const uint8_t *b = row + i / 32 * (q4 ? 18 : 34);
+/* Values i .. i+15 of a q8, q4 or q4_1 row (i a multiple of 16: within
+ * one block of 32), widened as widen_quant_avx512.c widens them: code · d
+ * exact (q4_1: then + m, one rounding). */
+static inline __m512 quant_vec(const uint8_t *row, int64_t i, attn_dtype format) {
+    int64_t bytes = format == ATTN_Q8 ? 34 : format == ATTN_Q4 ? 18 : 20; /* q4_1: d, m, then the codes */
+    const uint8_t *b = row + i / 32 * bytes;
     uint16_t h;
     memcpy(&h, b, 2);
     __m512 d = _mm512_cvtph_ps(_mm256_set1_epi16((short)h));
-    __m512i c;
-    if (!q4) {
-        c = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b + 2 + i % 32)));
-    } else { /* value i in the low 4 bits of byte i, i + 16 in the high 4 */
-        /* The 16 values (code - 8) · d in a table, one exact product each,
-         * looked up by VPERMPS, which reads the low 4 bits of each lane's
-         * index: the low nibble as it lies, the high one shifted down. */
-        const __m512 codes = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
-        c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b + 2)));
-        return _mm512_permutexvar_ps(i % 32 ? _mm512_srli_epi32(c, 4) : c, _mm512_mul_ps(codes, d));
+    if (format == ATTN_Q8)
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b + 2 + i % 32)))), d);
+    /* q4 and q4_1: value i in the low 4 bits of byte i, i + 16 in the high
+     * 4. The 16 values (code - 8) · d, or code · d + m, in a table, each
+     * rounded as widening rounds it, looked up by VPERMPS, which reads the
+     * low 4 bits of each lane's index: the low nibble as it lies, the high
+     * one shifted down. */
+    const __m512 codes = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512 table;
+    if (format == ATTN_Q4) {
+        table = _mm512_mul_ps(_mm512_sub_ps(codes, _mm512_set1_ps(8)), d);
+    } else {
+        memcpy(&h, b + 2, 2);
+        table = _mm512_add_ps(_mm512_mul_ps(codes, d), _mm512_cvtph_ps(_mm256_set1_epi16((short)h)));
+        b += 2;
     }
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(c), d);
+    __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b + 2)));
+    return _mm512_permutexvar_ps(i % 32 ? _mm512_srli_epi32(c, 4) : c, table);
 }
 
 /* 16 fp8 bytes (decode_rows.h, kinds 5 to 7) read as halves and widened
@@ -306,7 +314,7 @@ static inline __m512 hsum512_group(const __m512 *h, int kb) {
 }
 
 #define V __m512
-#define V_QUANT(row, i, q4) quant_vec(row, i, q4)
+#define V_QUANT(row, i, format) quant_vec(row, i, format)
 #define V_FP8(b, kind) fp8_vec(_mm_loadu_si128((const __m128i *)(const void *)(b)), kind)
 #define V_FP8N(b, n, kind) fp8_vec(_mm_maskz_loadu_epi8(lanes_below(n), b), kind)
 #define V_ZERO() _mm512_setzero_ps()
