@@ -183,7 +183,7 @@ enum { PREFETCH_STEP = 4096, PREFETCH_AHEAD = 4096, SEGMENT_BYTES = 4096 };
  * of queued at each page start, where they held the core while its miss
  * buffers were full. Zen 5, 16 sequences of 100..8,000 keys, Hk 4, d 64,
  * f32, pages of 16, paged over contiguous: on one thread 1.6-1.8x with the
- * page starts' bursts, 1.2-1.3x a row at a time; on two, with the pages on
+ * page starts' bursts, 1.1-1.3x a row at a time; on two, with the pages on
  * 4 KiB boundaries, 1.04-1.12x for 8 KiB ahead against 1.18x for 4 KiB
  * and 1.4-1.5x for 2 KiB (docs/performance.md). */
 enum { LIST_ROWS = 256, LIST_AHEAD_BYTES = 8192, LIST_AHEAD_MAX = 64 };
