@@ -1976,7 +1976,9 @@ ATTN_VERSIONED_DEFAULT_(attn_kv_pages_desc)
  * elements, and the bookkeeping: 8 bytes per page, and per sequence 13
  * bytes and an int32 per entry of its table (max_length / P entries,
  * rounded up, at most num_pages), 8 bytes per head with per-head scales,
- * each region 64-byte aligned. Errors: ATTN_ERR_NULL,
+ * each region 64-byte aligned, and 8 KiB more so that the key pages and
+ * the value pages each start on a 4 KiB boundary of memory (where the
+ * hardware prefetcher starts its streams). Errors: ATTN_ERR_NULL,
  * ATTN_ERR_OPTION (struct_size), ATTN_ERR_SHAPE (a size out of its range
  * above), ATTN_ERR_DTYPE (a scale on a dtype other than e4m3 and e5m2 too),
  * ATTN_ERR_SCALE (a scale not finite or not > 0), ATTN_ERR_OVERFLOW. */

@@ -1922,6 +1922,41 @@ static void test_desc(void) {
     free(mem);
 }
 
+/* The key pages and the value pages start on a 4 KiB boundary of memory
+ * (where the hardware prefetcher starts a stream; kv_pages.c, MEM_PAGE),
+ * wherever in a page of memory the caller's bytes start (offsets 0, 8, 64,
+ * 2112 and 4095), and stay inside the attn_kv_pages_bytes given: a pool in
+ * an allocation of exactly that many bytes has its value pages written to
+ * their last byte (ASan sees a write past the allocation). */
+static void test_pages_aligned(void) {
+    static const size_t OFFSETS[] = {0, 8, 64, 2112, 4095};
+    attn_kv_pages_desc d = attn_kv_pages_desc_default();
+    d.heads = 2, d.key_dim = 64, d.value_dim = 32, d.page_size = 16, d.num_pages = 3, d.max_sequences = 2;
+    size_t bytes = 0;
+    attn_error err;
+    attn_status st = attn_kv_pages_bytes(&bytes, &d, &err);
+    int bad = st != ATTN_OK;
+    for (size_t c = 0; !st && c < sizeof OFFSETS / sizeof *OFFSETS; c++) {
+        char *raw = malloc(bytes + 8192), *mem = (char *)(((uintptr_t)raw + 4095) / 4096 * 4096) + OFFSETS[c];
+        char *copy = malloc(bytes); /* mem's bytes exactly: one past them is the allocation's end */
+        attn_kv_pages *pool = NULL;
+        attn_kv_paged_view w = attn_kv_paged_view_default();
+        if (!raw || !copy || attn_kv_pages_init(&pool, copy, bytes, &d, &err) || attn_kv_pages_view(&w, pool, &err) ||
+            attn_kv_pages_init(&pool, mem, bytes, &d, &err)) {
+            bad++, free(raw), free(copy);
+            continue;
+        }
+        const char *k = w.k_pages, *v = w.v_pages;
+        size_t vbytes = (size_t)(d.num_pages * d.heads * d.page_size * d.value_dim) * sizeof(float);
+        bad += (uintptr_t)k % 4096 != 0 || (uintptr_t)v % 4096 != 0 || v + vbytes > copy + bytes || k < copy;
+        memset((char *)v, 0x5a, vbytes); /* the value pages' last byte within the pool's */
+        attn_kv_pages_view(&w, pool, &err);
+        bad += (uintptr_t)w.k_pages % 4096 != 0 || (uintptr_t)w.v_pages % 4096 != 0;
+        free(raw), free(copy);
+    }
+    check(!bad, "pool_pages_on_4k_boundaries_within_its_bytes", "status %d, %d offsets wrong", st, bad);
+}
+
 /* A 16-bit q and out (f16, bf16) against a pool (bf16 or f32 rows): the
  * pool's attend and the view's are bitwise the f32 call on q widened, its
  * out rounded once (nearest even), lse the same; a paged plan refuses a
@@ -2032,6 +2067,7 @@ int main(void) {
     test_long_decode(ATTN_BF16, 16, "long_forks_decode_kernel_equals_contiguous_bf16_page_16");
     test_caller_pages();
     test_desc();
+    test_pages_aligned();
     /* Keys quantized per channel (KIVI): pages of 32 and 64 positions, every
      * operation against the copy, attention bitwise the f32 kernels' on the
      * dequantized keys. */

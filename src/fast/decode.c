@@ -173,10 +173,8 @@ static float span_scores(const decode_job *j, float *s, int64_t lds, const float
  * where the next page's start is due to be prefetched, and at least
  * SEGMENT_BYTES of rows, whose page starts are prefetched together (pages
  * of 16 positions, d = 64, f32: a page a segment; of 256: a segment from
- * a little before one page's end to a little before the next's). Where the
- * ISA has the microkernels over a list of rows (f32, f16, bf16), a
- * segment's rows go to one call whatever the pages they lie in (LIST_ROWS
- * at most), else a span (a page) a call. Measured on Zen 4 (one thread,
+ * a little before one page's end to a little before the next's), a span
+ * (a page) a call. Measured on Zen 4 (one thread,
  * 16 sequences of 100..8,000 keys, Hk 4, d 64, pages of 16): segments of
  * 4 KiB with page starts 4 KiB ahead took 0.90-0.95x the time of segments
  * of 8 KiB, which took 0.7-0.9x that of 16 KiB with 8 KiB ahead: a burst of
@@ -184,7 +182,19 @@ static float span_scores(const decode_job *j, float *s, int64_t lds, const float
  * smallest burst that still covers a page start wins once the per-segment
  * bookkeeping is cheap (pages of 256: no difference; 2 KiB segments: no
  * better). */
-enum { PREFETCH_STEP = 4096, PREFETCH_AHEAD = 4096, SEGMENT_BYTES = 4096, LIST_ROWS = 256 };
+enum { PREFETCH_STEP = 4096, PREFETCH_AHEAD = 4096, SEGMENT_BYTES = 4096 };
+
+/* Where the ISA has the list microkernels, paged rows take none of the
+ * above: a chunk's rows go LIST_ROWS to a call, and the call asks for the
+ * row about LIST_AHEAD_BYTES after the one it computes, a row at a time
+ * (ukernel.h), so the prefetches are spread over the computation instead
+ * of queued at each page start, where they held the core while its miss
+ * buffers were full. Zen 5, 16 sequences of 100..8,000 keys, Hk 4, d 64,
+ * f32, pages of 16, paged over contiguous: on one thread 1.6-1.8x with the
+ * page starts' bursts, 1.1-1.3x a row at a time; on two, with the pages on
+ * 4 KiB boundaries, 1.04-1.12x for 8 KiB ahead against 1.18x for 4 KiB
+ * and 1.4-1.5x for 2 KiB (docs/performance.md). */
+enum { LIST_ROWS = 256, LIST_AHEAD_BYTES = 8192, LIST_AHEAD_MAX = 64 };
 
 typedef struct prefetcher {
     const attn_rows *src;
@@ -253,17 +263,31 @@ static bool lists_rows(const attn_ukernels *uk, const attn_rows *src) {
            (src->dtype == ATTN_F32 || src->dtype == ATTN_F16 || src->dtype == ATTN_BF16);
 }
 
-/* list[i] = the row of position j + i of src, for i < n <= LIST_ROWS;
- * *pages: the pages (spans) they lie in. */
-static void list_rows(const void **list, const attn_rows *src, int64_t j, int64_t n, int *pages) {
+/* The rows a list call asks for ahead of the one it computes
+ * (ukernel.h): about LIST_AHEAD_BYTES of them. */
+static int64_t list_ahead(const attn_rows *src) {
+    int64_t row = attn_row_bytes(src->dtype, src->cols), a = row > 0 ? LIST_AHEAD_BYTES / row : 1;
+    return a < 1 ? 1 : a > LIST_AHEAD_MAX ? LIST_AHEAD_MAX : a;
+}
+
+/* list[i] = the row of position j + i of src, for i < n + ahead (n <=
+ * LIST_ROWS, ahead <= LIST_AHEAD_MAX): the n rows a list call computes
+ * and the ahead rows after them that it asks for; those at or past end
+ * (the chunk's end: the next chunk's rows are another item's) are end -
+ * 1's row again. Returns the pages (spans) the n rows lie in. */
+static int list_rows(const void **list, const attn_rows *src, int64_t j, int64_t n, int64_t ahead, int64_t end) {
     int64_t unit = attn_stride_unit(src->dtype), step = src->row_step * unit, P = src->page_size;
-    *pages = 0;
-    for (int64_t i = 0; i < n; (*pages)++) {
+    int64_t m = end - j < n + ahead ? end - j : n + ahead;
+    int pages = 0;
+    for (int64_t i = 0; i < m;) {
         const char *row = attn_paged_row(src, j + i, unit);
-        int64_t k = P - (j + i) % P < n - i ? P - (j + i) % P : n - i; /* to the page's end */
+        int64_t k = P - (j + i) % P < m - i ? P - (j + i) % P : m - i; /* to the page's end */
         for (int64_t r = 0; r < k; r++) list[i + r] = row + r * step;
+        pages += i < n;
         i += k;
     }
+    for (int64_t i = m; i < n + ahead; i++) list[i] = list[m - 1];
+    return pages;
 }
 
 /* The most pages one microkernel call read, kept in the job (verbose). */
@@ -285,6 +309,8 @@ static float chunk_scores(const decode_job *j, float *s, int64_t lds, const floa
     int most = 0;
     bool lists = lists_rows(j->uk, &p->k), groups = reads_groups(j, &p->k);
     prefetcher f = prefetch_start(&p->k, j0, last);
+    int64_t ahead = lists ? list_ahead(&p->k) : 0;
+    if (lists) f.window = 0; /* the list kernels ask for their rows themselves */
     for (int64_t c = 0; c < last && kmax >= 0;) {
         int64_t e = prefetch_segment(&f, j0 + c) - j0;
         while (c < e && kmax >= 0) {
@@ -299,12 +325,12 @@ static float chunk_scores(const decode_job *j, float *s, int64_t lds, const floa
             }
             if (lists) {
                 int64_t n = e - c < LIST_ROWS ? e - c : LIST_ROWS;
-                int pages;
-                list_rows(list, &p->k, j0 + c, n, &pages);
+                int pages = list_rows(list, &p->k, j0 + c, n, ahead, j0 + last);
                 most = pages > most ? pages : most;
                 for (int64_t r0 = 0; r0 < j->R && kmax >= 0; r0 += ATTN_DECODE_MAX_ROWS)
                     kmax = attn_absmax_join(kmax, j->uk->dot_rows_list(s + r0 * lds + c, lds, q + r0 * j->E,
-                                                                       row_block(j, r0), list, n, j->E, p->k.dtype));
+                                                                       row_block(j, r0), list, n, ahead, j->E,
+                                                                       p->k.dtype));
                 c += n;
                 continue;
             }
@@ -393,16 +419,17 @@ static void chunk_values(const decode_job *j, float *acc, const float *s, int64_
                          int64_t j0, int64_t last, float *tmp, const void **list) {
     bool lists = lists_rows(j->uk, &p->v);
     prefetcher f = prefetch_start(&p->v, j0, last);
+    int64_t ahead = lists ? list_ahead(&p->v) : 0;
+    if (lists) f.window = 0;
     for (int64_t c = 0; c < last;) {
         int64_t e = prefetch_segment(&f, j0 + c) - j0;
         while (c < e) {
             if (lists) {
                 int64_t n = e - c < LIST_ROWS ? e - c : LIST_ROWS;
-                int pages;
-                list_rows(list, &p->v, j0 + c, n, &pages);
+                list_rows(list, &p->v, j0 + c, n, ahead, j0 + last);
                 for (int64_t r0 = 0; r0 < j->R; r0 += ATTN_DECODE_MAX_ROWS)
-                    j->uk->axpy_rows_list(acc + r0 * j->Ev, s + r0 * lds + c, lds, row_block(j, r0), list, n, j->Ev,
-                                          p->v.dtype);
+                    j->uk->axpy_rows_list(acc + r0 * j->Ev, s + r0 * lds + c, lds, row_block(j, r0), list, n, ahead,
+                                          j->Ev, p->v.dtype);
                 c += n;
                 continue;
             }
@@ -554,7 +581,7 @@ static void decode_partials(const decode_job *j, int64_t g0, int64_t ng, int64_t
     int64_t R = j->R, E = j->E, lds = attn_round_up(j->chunk, ATTN_VL_MAX), S = p[0].k.rows;
     int64_t j0 = chunk * j->chunk, n = S - j0 < j->chunk ? S - j0 : j->chunk, most = 0;
     float *scratch = j->scratch + worker * j->ws_floats, *tmp = scratch + ng * (R * E + R * lds); /* tmp: GROUP rows */
-    const void **list = (const void **)(void *)(scratch + j->ws_floats - 2 * LIST_ROWS); /* the scratch's last floats */
+    const void **list = (const void **)(void *)(scratch + j->ws_floats - 2 * (LIST_ROWS + LIST_AHEAD_MAX)); /* the scratch's last floats */
     partial pt[MAX_GROUPS];
     bool live[MAX_GROUPS];
     for (int64_t t = 0; t < ng; t++) {
@@ -764,7 +791,7 @@ static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *er
     }
     j->ws_floats = attn_round_up(j->ng * (j->R * j->E + j->R * attn_round_up(j->chunk, ATTN_VL_MAX)) +
                                      GROUP * (j->E + j->Ev) + j->R * j->E / 4 + 2 * j->R * (j->E / ATTN_QBLOCK + 1), 16) +
-                  2 * LIST_ROWS; /* last: a list of rows' pointers (chunk_scores), two floats each */
+                  2 * (LIST_ROWS + LIST_AHEAD_MAX); /* last: a list of rows' pointers (chunk_scores), two floats each */
     attn_arena *a = sl->arena;
     j->partials = attn_arena_alloc(a, (size_t)floats, sizeof(float));
     j->bad = attn_arena_alloc(a, (size_t)groups, sizeof *j->bad);

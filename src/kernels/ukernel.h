@@ -125,12 +125,17 @@ typedef struct attn_ukernels {
      * or values at k[j] (v[j]) wherever it lies: rows of dtype f32, f16 or
      * bf16 in several pages of a paged cache read in one call, the
      * accumulators kept in registers across the pages. Bitwise the same as
-     * calls over the rows page by page. NULL for the portable kernels:
-     * decode calls dot_rows and axpy_rows a page at a time. */
-    float (*dot_rows_list)(float *s, int64_t lds, const float *q, int nq, const void *const *k, int64_t n, int64_t E,
-                           attn_dtype dtype);
+     * calls over the rows page by page. The list holds n + ahead row
+     * pointers: while row j is computed, row k[j + ahead] (v[j + ahead]) is
+     * asked for, a cache line at a time (prefetched, never read: rows past
+     * the ones to compute may be any rows of the cache), so that rows in
+     * pages the hardware prefetcher does not follow arrive in time; ahead 0:
+     * none. NULL for the portable kernels: decode calls dot_rows and
+     * axpy_rows a page at a time. */
+    float (*dot_rows_list)(float *s, int64_t lds, const float *q, int nq, const void *const *k, int64_t n,
+                           int64_t ahead, int64_t E, attn_dtype dtype);
     void (*axpy_rows_list)(float *acc, const float *p, int64_t ldp, int nq, const void *const *v, int64_t n,
-                           int64_t Ev, attn_dtype dtype);
+                           int64_t ahead, int64_t Ev, attn_dtype dtype);
 
     /* dst[i] = src[i] for i < n (any n), src IEEE half (f16) or bfloat16:
      * widening is exact, so every ISA gives the same floats. */

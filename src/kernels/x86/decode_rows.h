@@ -132,6 +132,23 @@ DECODE_INLINE const void *src_from(const void *p, int64_t j, int64_t ld, const i
     return list ? (const void *)((const void *const *)p + j) : row_kv(p, j, ld, kind);
 }
 
+/* A list's row j + ahead asked for, every cache line of its E values (f32
+ * or 16-bit), while row j is computed: the list kernels' prefetch
+ * (ukernel.h). A list's rows lie in pages of a cache, whose starts the
+ * hardware prefetcher does not find; asked for a row at a time, as the rows
+ * before them are computed, the prefetches never queue up behind each
+ * other as a page start's did when asked for all at once. Into L1
+ * (prefetcht0): on Zen 5 paged decode took 1.11-1.16x contiguous's time so
+ * with pages of 16, 1.20-1.25x with prefetcht1 (into L2); pages of 256 the
+ * same either way (docs/performance.md). */
+#define ROW_PREFETCH_HINT 3
+DECODE_INLINE void prefetch_ahead(const void *p, int64_t j, int64_t ahead, int64_t E, const int kind, const bool list) {
+    if (!list || !ahead) return;
+    const char *row = ((const char *const *)p)[j + ahead];
+    uintptr_t at = (uintptr_t)row & ~(uintptr_t)63, end = (uintptr_t)row + (uintptr_t)(E * (kind == 0 ? 4 : 2));
+    for (; at < end; at += 64) __builtin_prefetch((const char *)at, 0, ROW_PREFETCH_HINT);
+}
+
 /* big = max(big, |kv[t]|) for t < nk: the nk vectors' maximum first, so
  * that big waits on one operation a step, not nk. */
 DECODE_INLINE void keys_absmax(V *big, const V *kv, const int nk) {
@@ -190,7 +207,7 @@ DECODE_INLINE void dot_keys(V acc[4][DECODE_NQ], const float *q, const void *con
  * The last n % VL keys go one at a time, summed by V_HSUM to the same
  * bits, so a key's score does not depend on where a call starts or ends. */
 DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const void *k, int64_t ld, int64_t n,
-                                int64_t E, const int nq, const int kind, const bool list) {
+                                int64_t E, const int nq, const int kind, const bool list, int64_t ahead) {
     const int kb = kind >= 5 && kind <= 7 ? DOT_KB_FP8(nq) : DOT_KB(nq), blocks = kb > 0 ? VL / kb : 0;
     V big = V_ZERO();
     VBAD bad = V_BAD_NONE;
@@ -200,7 +217,10 @@ DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const voi
         for (int b = 0; b < blocks; b++) {
             const void *kr[4];
 #pragma GCC unroll 4
-            for (int t = 0; t < kb; t++) kr[t] = src_row(k, j + b * kb + t, ld, kind, list);
+            for (int t = 0; t < kb; t++) {
+                kr[t] = src_row(k, j + b * kb + t, ld, kind, list);
+                prefetch_ahead(k, j + b * kb + t, ahead, E, kind, list);
+            }
             V acc[4][DECODE_NQ];
             dot_keys(acc, q, kr, E, nq, kb, kind, &big);
 #pragma GCC unroll 8
@@ -219,6 +239,7 @@ DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const voi
     bool nan = false;
     for (; j < n; j++) {
         const void *kr[1] = {src_row(k, j, ld, kind, list)};
+        prefetch_ahead(k, j, ahead, E, kind, list);
         V acc[4][DECODE_NQ];
         dot_keys(acc, q, kr, E, nq, 1, kind, &big);
 #pragma GCC unroll 8
@@ -237,7 +258,7 @@ DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const voi
  * last tail < VL columns). */
 DECODE_INLINE void axpy_block(float *acc, const float *p, int64_t ldp, const void *v, int64_t ld, int64_t n,
                               int64_t Ev, int64_t e0, const int nq, const int cb, int tail, const int kind,
-                              const bool list) {
+                              const bool list, int64_t ahead) {
     V a[4][8];
 #pragma GCC unroll 8
     for (int i = 0; i < nq; i++)
@@ -246,6 +267,7 @@ DECODE_INLINE void axpy_block(float *acc, const float *p, int64_t ldp, const voi
             a[i][t] = tail ? V_LOADN(acc + i * Ev + e0, tail) : V_LOAD(acc + i * Ev + e0 + t * VL);
     for (int64_t j = 0; j < n; j++) {
         const void *vj = src_row(v, j, ld, kind, list);
+        prefetch_ahead(v, j, ahead, Ev, kind, list);
         V vv[8];
 #pragma GCC unroll 8
         for (int t = 0; t < cb; t++) {
@@ -272,19 +294,22 @@ DECODE_INLINE void axpy_block(float *acc, const float *p, int64_t ldp, const voi
  * value rows stay in L1 while the column blocks pass over them, so v is read
  * from memory once whatever the number of column blocks. */
 DECODE_INLINE void axpy_rows_nq(float *acc, const float *p, int64_t ldp, const void *v, int64_t ld, int64_t n,
-                                int64_t Ev, const int nq, const int kind, const bool list) {
+                                int64_t Ev, const int nq, const int kind, const bool list, int64_t ahead) {
     const int cb = AXPY_CB(nq);
     int64_t group = Ev <= cb * VL ? n : 16384 / (4 * Ev) > 16 ? 16384 / (4 * Ev) : 16;
     for (int64_t j0 = 0; j0 < n; j0 += group) {
         int64_t nk = n - j0 < group ? n - j0 : group, e0 = 0;
         const float *pj = p + j0;
         const void *vj = src_from(v, j0, ld, kind, list);
-        for (; e0 + cb * VL <= Ev; e0 += cb * VL) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, cb, 0, kind, list);
+        /* the rows ahead asked for in the first column block only */
+#define AXPY_BLOCK(cbk, tail) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, cbk, tail, kind, list, e0 ? 0 : ahead)
+        for (; e0 + cb * VL <= Ev; e0 += cb * VL) AXPY_BLOCK(cb, 0);
         /* Fewer than cb whole vectors left: at most one block each of 4, 2, 1. */
-        if (cb > 4 && e0 + 4 * VL <= Ev) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, 4, 0, kind, list), e0 += 4 * VL;
-        if (cb > 2 && e0 + 2 * VL <= Ev) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, 2, 0, kind, list), e0 += 2 * VL;
-        if (cb > 1 && e0 + VL <= Ev) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, 1, 0, kind, list), e0 += VL;
-        if (e0 < Ev) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, 1, (int)(Ev - e0), kind, list);
+        if (cb > 4 && e0 + 4 * VL <= Ev) AXPY_BLOCK(4, 0), e0 += 4 * VL;
+        if (cb > 2 && e0 + 2 * VL <= Ev) AXPY_BLOCK(2, 0), e0 += 2 * VL;
+        if (cb > 1 && e0 + VL <= Ev) AXPY_BLOCK(1, 0), e0 += VL;
+        if (e0 < Ev) AXPY_BLOCK(1, (int)(Ev - e0));
+#undef AXPY_BLOCK
     }
 }
 
@@ -317,10 +342,10 @@ DECODE_INLINE void axpy_rows_nq(float *acc, const float *p, int64_t ldp, const v
         ROWS_1_3(AXPY_CALL, kind, list)                                                            \
     default: AXPY_CALL(4, kind, list);                                                             \
     }
-#define DOT_CALL(NQ, kind, list) return dot_rows_nq(s, lds, q, k, ld, n, E, NQ, kind, list)
+#define DOT_CALL(NQ, kind, list) return dot_rows_nq(s, lds, q, k, ld, n, E, NQ, kind, list, ahead)
 #define AXPY_CALL(NQ, kind, list)                                                                  \
     do {                                                                                           \
-        axpy_rows_nq(acc, p, ldp, v, ld, n, Ev, NQ, kind, list);                                   \
+        axpy_rows_nq(acc, p, ldp, v, ld, n, Ev, NQ, kind, list, ahead);                            \
         return;                                                                                    \
     } while (0)
 
@@ -328,7 +353,7 @@ DECODE_INLINE void axpy_rows_nq(float *acc, const float *p, int64_t ldp, const v
  * 5 e4m3 keys, 6 e4m3 values, 7 e5m2, 8 q4_1; list: k (v) a list of row pointers,
  * kind 0 to 2. */
 static float dot_block(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
-                       int64_t E, int kind, bool list) {
+                       int64_t E, int kind, bool list, int64_t ahead) {
     if (list) {
         if (kind == 1) DOT_SWITCH(1, true)
         if (kind == 2) DOT_SWITCH(2, true)
@@ -345,7 +370,7 @@ static float dot_block(float *s, int64_t lds, const float *q, int nq, const void
 }
 
 static void axpy_block_rows(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
-                            int64_t Ev, int kind, bool list) {
+                            int64_t Ev, int kind, bool list, int64_t ahead) {
     if (list) {
         if (kind == 1) AXPY_SWITCH(1, true)
         if (kind == 2) AXPY_SWITCH(2, true)
@@ -364,40 +389,41 @@ static void axpy_block_rows(float *acc, const float *p, int64_t ldp, int nq, con
 /* Up to ATTN_DECODE_MAX_ROWS rows, DECODE_NQ at a time (axpy: 4), the keys
  * or values read again from L1 for a second block. */
 static float dot_any(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n, int64_t E,
-                     int kind, bool list) {
+                     int kind, bool list, int64_t ahead) {
     float most = 0;
-    for (int r0 = 0; r0 < nq && most >= 0; r0 += DECODE_NQ) {
+    for (int r0 = 0; r0 < nq && most >= 0; r0 += DECODE_NQ) { /* the rows ahead asked for in the first block */
         float b = dot_block(s + r0 * lds, lds, q + r0 * E, nq - r0 < DECODE_NQ ? nq - r0 : DECODE_NQ, k, ld, n, E,
-                            kind, list);
+                            kind, list, r0 ? 0 : ahead);
         most = b < 0 ? -1.0f : b > most ? b : most;
     }
     return most;
 }
 
 static void axpy_any(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
-                     int64_t Ev, int kind, bool list) {
+                     int64_t Ev, int kind, bool list, int64_t ahead) {
     for (int r0 = 0; r0 < nq; r0 += 4)
-        axpy_block_rows(acc + r0 * Ev, p + r0 * ldp, ldp, nq - r0 < 4 ? nq - r0 : 4, v, ld, n, Ev, kind, list);
+        axpy_block_rows(acc + r0 * Ev, p + r0 * ldp, ldp, nq - r0 < 4 ? nq - r0 : 4, v, ld, n, Ev, kind, list,
+                        r0 ? 0 : ahead);
 }
 
 static float dot_rows(float *s, int64_t lds, const float *q, int nq, const float *k, int64_t ld, int64_t n,
                       int64_t E) {
-    return dot_any(s, lds, q, nq, k, ld, n, E, 0, false);
+    return dot_any(s, lds, q, nq, k, ld, n, E, 0, false, 0);
 }
 
 static float dot_rows16(float *s, int64_t lds, const float *q, int nq, const uint16_t *k, int64_t ld, int64_t n,
                         int64_t E, bool f16) {
-    return dot_any(s, lds, q, nq, k, ld, n, E, f16 ? 1 : 2, false);
+    return dot_any(s, lds, q, nq, k, ld, n, E, f16 ? 1 : 2, false, 0);
 }
 
 static void axpy_rows(float *acc, const float *p, int64_t ldp, int nq, const float *v, int64_t ld, int64_t n,
                       int64_t Ev) {
-    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, 0, false);
+    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, 0, false, 0);
 }
 
 static void axpy_rows16(float *acc, const float *p, int64_t ldp, int nq, const uint16_t *v, int64_t ld, int64_t n,
                         int64_t Ev, bool f16) {
-    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, f16 ? 1 : 2, false);
+    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, f16 ? 1 : 2, false, 0);
 }
 
 /* The kind of quantized rows of a format (ukernel.h: q8, q4 or q4_1). */
@@ -405,12 +431,12 @@ static int kind_of_quant(attn_dtype format) { return format == ATTN_Q4 ? 4 : for
 
 static float dot_rows_q(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
                         int64_t E, attn_dtype format) {
-    return dot_any(s, lds, q, nq, k, ld, n, E, kind_of_quant(format), false);
+    return dot_any(s, lds, q, nq, k, ld, n, E, kind_of_quant(format), false, 0);
 }
 
 static void axpy_rows_q(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
                         int64_t Ev, attn_dtype format) {
-    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, kind_of_quant(format), false);
+    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, kind_of_quant(format), false, 0);
 }
 
 /* fp8 rows in place (ukernel.h): e4m3 read as 2^-8 times its values, for
@@ -418,25 +444,25 @@ static void axpy_rows_q(float *acc, const float *p, int64_t ldp, int nq, const v
  * NaN. */
 static float dot_rows_fp8(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
                           int64_t E, attn_dtype format) {
-    return dot_any(s, lds, q, nq, k, ld, n, E, format == ATTN_E4M3 ? 5 : 7, false);
+    return dot_any(s, lds, q, nq, k, ld, n, E, format == ATTN_E4M3 ? 5 : 7, false, 0);
 }
 
 static void axpy_rows_fp8(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
                           int64_t Ev, attn_dtype format) {
-    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, format == ATTN_E4M3 ? 6 : 7, false);
+    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, format == ATTN_E4M3 ? 6 : 7, false, 0);
 }
 
 /* Rows anywhere, one pointer each (f32, f16 or bf16; ukernel.h). */
 static int list_kind(attn_dtype dtype) { return dtype == ATTN_F16 ? 1 : dtype == ATTN_BF16 ? 2 : 0; }
 
-static float dot_rows_list(float *s, int64_t lds, const float *q, int nq, const void *const *k, int64_t n, int64_t E,
-                           attn_dtype dtype) {
-    return dot_any(s, lds, q, nq, k, 0, n, E, list_kind(dtype), true);
+static float dot_rows_list(float *s, int64_t lds, const float *q, int nq, const void *const *k, int64_t n,
+                           int64_t ahead, int64_t E, attn_dtype dtype) {
+    return dot_any(s, lds, q, nq, k, 0, n, E, list_kind(dtype), true, ahead);
 }
 
 static void axpy_rows_list(float *acc, const float *p, int64_t ldp, int nq, const void *const *v, int64_t n,
-                           int64_t Ev, attn_dtype dtype) {
-    axpy_any(acc, p, ldp, nq, v, 0, n, Ev, list_kind(dtype), true);
+                           int64_t ahead, int64_t Ev, attn_dtype dtype) {
+    axpy_any(acc, p, ldp, nq, v, 0, n, Ev, list_kind(dtype), true, ahead);
 }
 
 #endif /* ATTN_DECODE_ROWS_H */
