@@ -565,11 +565,11 @@ static bool partial_softmax(const decode_job *j, partial *pt, int64_t j0) {
  * against one chunk of keys. One group (ng = 1) streams the chunk's keys,
  * then its values, each in one pass. Several groups whose KV heads lie
  * side by side in memory (keys packed (tokens, Hk, E)) go j->stretch keys
- * at a time (the positions of about 4 KiB of memory), each group's rows of
+ * at a time (the positions of about 16 KiB of memory), each group's rows of
  * the stretch in turn, so that together they read that memory at once.
  * Read by separate items, each reading its head's rows and skipping the
  * others', the same bytes came at about half the rate: a batch of 64
- * sequences (Hq 8, Hk 2, d 64, f32) took 155-179 ms of one thread's CPU
+ * sequences (Hq 8, Hk 2, d 64, f32) took, on Zen 4, 155-179 ms of one thread's CPU
  * time with one group an item, 120-165 ms with stretches of 64 keys and
  * 100-108 ms with 8 (4 KiB; 90 ms with each head's rows one run of their
  * own). Every key and value row is computed alike in either order (the
@@ -778,16 +778,23 @@ static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *er
                          ng * scores <= SCORES_BYTES;
          ng++)
         if (groups % ng == 0 && groups / ng * j->n_chunks >= 2 * (int64_t)sl->threads) j->ng = ng;
-    /* A stretch: the positions of about 4 KiB of the side-by-side rows (8
-     * to 64); where 8 positions take more (many heads, their rows 4 KiB
-     * apart or more), 16, a whole vector of keys per microkernel call.
-     * Measured (one thread's CPU, in turns): 64 sequences of Hk 2, d 64
-     * (512 bytes a position) took 92-122 ms in stretches of 8 and 130-148
-     * in 16; 16 sequences of 100 keys, Hk 16 (4 KiB a position), were
-     * fastest in 16 (two threads). */
+    /* A stretch: the positions of about 16 KiB of the side-by-side rows
+     * (16 to 64, even: the value pairs); where 16 positions take more
+     * (many heads, their rows 1 KiB apart or more), 16, a whole vector of
+     * keys per microkernel call. Each call's fixed cost (its accumulators
+     * loaded and stored, the span looked up) is paid per stretch and
+     * group, so longer stretches cost less, as long as the other groups'
+     * halves of a stretch are still in L1 when their turn comes.
+     * Measured on Zen 5 (quiet, two threads, medians of 5 calls, in
+     * turns): 64 sequences of Hk 2, d 64 (512 bytes a position) took
+     * 50-56 ms in stretches of 8, 44-61 in 16, 45-51 in 32, 46-51 in 64,
+     * 44-64 in 128 (one thread: 115 ms in 8, 99 in 32); the same bits in
+     * each. (On Zen 4, one thread's CPU time, 8 had beaten 16: 92-122 ms
+     * against 130-148; 16 sequences of 100 keys, Hk 16, 4 KiB a position,
+     * were fastest in 16.) */
     if (j->ng > 1) {
         int64_t bytes = sl->ck.strides[3] * (int64_t)sizeof(float);
-        j->stretch = 4096 / bytes < 8 ? 16 : 4096 / bytes > 64 ? 64 : 4096 / bytes / 2 * 2; /* even: the value pairs */
+        j->stretch = 16384 / bytes < 16 ? 16 : 16384 / bytes > 64 ? 64 : 16384 / bytes / 2 * 2;
     }
     j->ws_floats = attn_round_up(j->ng * (j->R * j->E + j->R * attn_round_up(j->chunk, ATTN_VL_MAX)) +
                                      GROUP * (j->E + j->Ev) + j->R * j->E / 4 + 2 * j->R * (j->E / ATTN_QBLOCK + 1), 16) +
