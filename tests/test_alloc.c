@@ -557,7 +557,7 @@ static attn_status run_decode(void *ctx, attn_error *err) {
     return attn_mha_cached(&c->out, &c->x, c->cache, &c->p, &c->o, err);
 }
 
-static void test_decode_step(const char *tag, attn_dtype dt, int hadamard, int64_t E) {
+static void test_decode_step(const char *tag, attn_dtype dt, attn_dtype key_dtype, int hadamard, int64_t E) {
     enum { H = 4, HKV = 2, STEPS = 5, EMAX = 128 };
     const int64_t D = E / H;
     char name[128];
@@ -577,7 +577,9 @@ static void test_decode_step(const char *tag, attn_dtype dt, int hadamard, int64
     ctx.num_threads = 2;
     c.o.rope = &rope, c.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT, c.o.context = &ctx;
     attn_kv_cache_desc d = attn_kv_cache_desc_default();
-    d.heads = HKV, d.capacity = STEPS, d.key_dim = d.value_dim = D, d.dtype = dt, d.hadamard = hadamard;
+    d.heads = HKV, d.capacity = key_dtype ? 32 : STEPS; /* keys per channel: groups of 32 positions */
+    d.key_dim = d.value_dim = D, d.dtype = dt, d.key_dtype = key_dtype;
+    d.hadamard = hadamard;
     size_t cache_bytes = 0, wbytes = 0, ws = 0;
     attn_error err;
     attn_kv_cache *plain;
@@ -738,9 +740,10 @@ int main(void) {
     backward_subject(ATTN_F32);
     subject_rope = NULL;
     for (int b = 0; b < 2; b++) mha_subject(ATTN_F64, b), mha_subject(ATTN_F32, b);
-    test_decode_step("", ATTN_F32, 0, 64);
+    test_decode_step("", ATTN_F32, 0, 0, 64);
     /* keys stored with the Hadamard rotation: q's turned copy comes from the workspace too */
-    test_decode_step("_q8_hadamard", ATTN_Q8, 1, 128);
+    test_decode_step("_q8_hadamard", ATTN_Q8, 0, 1, 128);
+    test_decode_step("_q4c_keys", ATTN_Q4_1, ATTN_Q4C, 0, 128); /* keys per channel: measured as attended */
     subject additive = {"additive_scores", run_additive, NULL, {add_out}, {sizeof add_out}, NULL};
     test_subject(&additive);
     subject softmax = {"softmax_rows", run_softmax_rows, NULL, {NULL}, {0}, NULL};

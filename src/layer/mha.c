@@ -652,15 +652,12 @@ static attn_status cached_run(size_t *measure, attn_tensor *out, const attn_tens
     if ((st = attn_mha_sdpa_options(&so, &m, m.o.causal, mk.masked ? &tm : NULL, err))) goto done;
     so.context = &rest;
     if (measure) { /* the attention over the cache's first length + L positions, as attn_kv_cache_attend reads them */
-        int64_t n = length + m.L < ck.shape[2] ? length + m.L : ck.shape[2];
-        ck.shape[2] = cv.shape[2] = n > 0 ? n : 1;
-        size_t attention, turned; /* the attention's scratch, after q's turned copy with the keys' rotation */
-        if (!(st = attn_sdpa_workspace_size(&attention, &th, NULL, NULL, &tq, &ck, &cv, &so, err)) &&
-            !(st = attn_kv_cache_query_bytes(&turned, cache, &tq, &so, err))) {
+        size_t attention; /* q's turned copy with the keys' rotation, and the attention's scratch */
+        if (!(st = attn_kv_cache_attend_bytes(&attention, &th, &tq, cache, length + m.L, &so, err))) {
             size_t layer = attn_arena_needed(&arena);
-            if (attention > SIZE_MAX - layer || turned > SIZE_MAX - layer - attention)
+            if (attention > SIZE_MAX - layer)
                 st = attn_fail(err, ATTN_ERR_OVERFLOW, "the step's workspace size overflows");
-            else *measure = layer + turned + attention;
+            else *measure = layer + attention;
         }
         goto done;
     }

@@ -424,10 +424,24 @@ attn_status attn_kv_cache_check_causal(attn_causal causal, attn_error *err) {
     return ATTN_OK;
 }
 
-attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_kv_cache *cache,
-                                 const attn_sdpa_options *options, attn_error *err) {
-    if (!cache || !q) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", cache ? "q" : "cache");
-    if (cache->length == 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "the cache is empty: append keys and values first");
+/* The workspace attend takes for q (its options o) besides the attention's:
+ * q's turned copy with the Hadamard rotation (its alignment included), else
+ * 0. q's data may be NULL. */
+static attn_status query_bytes(size_t *bytes, const attn_kv_cache *cache, const attn_tensor *q,
+                               const attn_sdpa_options *o, attn_error *err) {
+    *bytes = 0;
+    if (!cache->d.hadamard) return ATTN_OK;
+    attn_arena m = attn_arena_measuring();
+    attn_tensor hq;
+    attn_status st = attn_hadamard_queries(&hq, &m, q, o, err);
+    if (!st) *bytes = attn_arena_needed(&m);
+    return st;
+}
+
+/* attn_kv_cache_attend over the cache's first `length` positions, or with
+ * `bytes` its workspace (attn_kv_cache_attend_bytes). */
+static attn_status attend(size_t *bytes, int64_t length, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                          const attn_kv_cache *cache, const attn_sdpa_options *options, attn_error *err) {
     attn_sdpa_options o = attn_sdpa_options_default();
     attn_status st;
     o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
@@ -439,6 +453,7 @@ attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, const attn_
      * (rank 3 and 2: B = 1, one sequence). */
     const attn_kv_cache_desc *d = &cache->d;
     attn_paged_rows k = key_rows(cache, ONE_PAGE), v = k;
+    k.length = v.length = length;
     v.pages = cache->v, v.dtype = d->dtype, v.cols = d->value_dim, v.residual = NULL;
     if (grouped(cache)) { /* out and lse keep clear of the residual rows too */
         attn_tensor kb;
@@ -447,6 +462,16 @@ attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, const attn_
         if ((st = attn_check_no_overlap(outs, 2, ins, 1, err))) return st;
     }
     attn_tensor ks, vs, hq; /* hq: the queries turned by the keys' rotation */
+    if (bytes) { /* q's turned copy comes first, the attention's scratch after it */
+        size_t turned = 0, attention = 0;
+        if ((st = attn_kv_scales_as_descale(&o, &ks, &vs, cache->k_scale, cache->v_scale, d->heads, err)) ||
+            (st = query_bytes(&turned, cache, q, &o, err)) ||
+            (st = attn_sdpa_paged_batch(&attention, out, NULL, NULL, q, &k, &v, d->batch, q->rank, &o, err)))
+            return st;
+        if (attention > SIZE_MAX - turned) return attn_fail(err, ATTN_ERR_OVERFLOW, "the workspace's size overflows");
+        *bytes = turned + attention;
+        return ATTN_OK;
+    }
     attn_arena arena = attn_arena_over(NULL, 0); /* hq's memory: the workspace's front, or malloc */
     attn_context rest;
     memset(&hq, 0, sizeof hq);
@@ -454,9 +479,23 @@ attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, const attn_
     if (!(st = attn_kv_scales_as_descale(&o, &ks, &vs, cache->k_scale, cache->v_scale, d->heads, err)) &&
         !(d->hadamard && ((st = attn_check_no_overlap(outs, 2, ins, 1, err)) ||
                           (st = attn_hadamard_queries_call(&hq, &arena, &rest, &o, q, err)))))
-        st = attn_sdpa_paged_batch(out, lse, NULL, hq.data ? &hq : q, &k, &v, d->batch, q->rank, &o, err);
+        st = attn_sdpa_paged_batch(NULL, out, lse, NULL, hq.data ? &hq : q, &k, &v, d->batch, q->rank, &o, err);
     attn_arena_release(&arena);
     return st;
+}
+
+attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_kv_cache *cache,
+                                 const attn_sdpa_options *options, attn_error *err) {
+    if (!cache || !q) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", cache ? "q" : "cache");
+    if (cache->length == 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "the cache is empty: append keys and values first");
+    return attend(NULL, cache->length, out, lse, q, cache, options, err);
+}
+
+attn_status attn_kv_cache_attend_bytes(size_t *bytes, attn_tensor *out, const attn_tensor *q,
+                                       const attn_kv_cache *cache, int64_t length, const attn_sdpa_options *o,
+                                       attn_error *err) {
+    length = length < cache->d.capacity ? length : cache->d.capacity;
+    return attend(bytes, length > 0 ? length : 1, out, NULL, q, cache, o, err);
 }
 
 attn_status attn_kv_scales_as_descale(attn_sdpa_options *o, attn_tensor *ks, attn_tensor *vs, const float *k_scale,
@@ -512,20 +551,8 @@ attn_status attn_hadamard_queries_call(attn_tensor *hq, attn_arena *arena, attn_
     attn_status st = attn_options_read(&read, &c, o, err);
     *arena = attn_arena_over(st ? NULL : c.workspace, st ? 0 : c.workspace_size);
     if (st || (st = attn_hadamard_queries(hq, arena, q, o, err))) return st;
-    *rest = c;
-    rest->workspace = arena->base ? arena->base + arena->used : NULL;
-    rest->workspace_size = arena->base ? arena->size - arena->used : 0;
+    *rest = attn_arena_rest(arena, &c);
     o->context = rest;
     return ATTN_OK;
 }
 
-attn_status attn_kv_cache_query_bytes(size_t *bytes, const attn_kv_cache *cache, const attn_tensor *q,
-                                      const attn_sdpa_options *o, attn_error *err) {
-    *bytes = 0;
-    if (!cache->d.hadamard) return ATTN_OK;
-    attn_arena m = attn_arena_measuring();
-    attn_tensor hq;
-    attn_status st = attn_hadamard_queries(&hq, &m, q, o, err);
-    if (!st) *bytes = attn_arena_needed(&m);
-    return st;
-}

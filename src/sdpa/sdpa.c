@@ -266,8 +266,8 @@ void attn_paged_rows_shapes(attn_tensor *k, attn_tensor *v, const attn_paged_row
     stand_ins(k, v, k_pages, v_pages, 1, 3);
 }
 
-attn_status attn_sdpa_paged_batch(attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,
-                                  const attn_paged_rows *k_pages, const attn_paged_rows *v_pages, int64_t batch,
+attn_status attn_sdpa_paged_batch(size_t *bytes, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
+                                  const attn_tensor *q, const attn_paged_rows *k_pages, const attn_paged_rows *v_pages, int64_t batch,
                                   int rank, const attn_sdpa_options *options, attn_error *err) {
     attn_status st;
     if ((st = attn_paged_rows_check(k_pages, "k pages", err)) || (st = attn_paged_rows_check(v_pages, "v pages", err)))
@@ -289,12 +289,12 @@ attn_status attn_sdpa_paged_batch(attn_tensor *out, attn_tensor *lse, attn_tenso
     const attn_named ins[2] = {{&kpool, "k pages"}, {&vpool, "v pages"}};
     if (out && (st = attn_check_no_overlap(outs, 3, ins, 2, err))) return st;
     if (q && q->data && attn_dtype_half(q->dtype))
-        return sdpa_half(KERNEL_STREAM, NULL, out, lse, weights, q, &k, &v, options, k_pages, v_pages, err);
-    return sdpa_run(KERNEL_STREAM, NULL, out, lse, weights, q, &k, &v, options, k_pages, v_pages, err);
+        return sdpa_half(KERNEL_STREAM, bytes, out, lse, weights, q, &k, &v, options, k_pages, v_pages, err);
+    return sdpa_run(KERNEL_STREAM, bytes, out, lse, weights, q, &k, &v, options, k_pages, v_pages, err);
 }
 
 attn_status attn_sdpa_paged(attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,
                             const attn_paged_rows *k_pages, const attn_paged_rows *v_pages,
                             const attn_sdpa_options *options, attn_error *err) {
-    return attn_sdpa_paged_batch(out, lse, weights, q, k_pages, v_pages, 1, 3, options, err);
+    return attn_sdpa_paged_batch(NULL, out, lse, weights, q, k_pages, v_pages, 1, 3, options, err);
 }

@@ -76,8 +76,9 @@ attn_status attn_sdpa_paged(attn_tensor *out, attn_tensor *lse, attn_tensor *wei
  * the results are bitwise attn_sdpa's on the same rows stored densely as
  * (batch, Hk, S, E). ATTN_VERBOSE prints an "sdpa_paged" line. Errors:
  * attn_sdpa_paged's, and ATTN_ERR_SHAPE when batch does not divide the
- * pool's heads or rank does not fit. */
-attn_status attn_sdpa_paged_batch(attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,
+ * pool's heads or rank does not fit. With `bytes`, computes nothing and
+ * sets *bytes to the workspace the call takes, as attn_sdpa_workspace_size. */
+attn_status attn_sdpa_paged_batch(size_t *bytes, attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,
                                   const attn_paged_rows *k_pages, const attn_paged_rows *v_pages, int64_t batch,
                                   int rank, const attn_sdpa_options *options, attn_error *err);
 
@@ -245,11 +246,14 @@ attn_status attn_hadamard_queries(attn_tensor *hq, attn_arena *arena, const attn
  * caller releases *arena after the call, also when this fails), and
  * o->context pointed at *rest, that context with the workspace after the
  * copy, for the kernels' own scratch. */
-/* The workspace attn_kv_cache_attend takes for q (its options o) besides
- * attn_sdpa's on the cache's view: q's turned copy with the Hadamard
- * rotation (its alignment included), else 0. q's data may be NULL. */
-attn_status attn_kv_cache_query_bytes(size_t *bytes, const attn_kv_cache *cache, const attn_tensor *q,
-                                      const attn_sdpa_options *o, attn_error *err);
+/* The workspace attn_kv_cache_attend(out, NULL, q, cache, o) takes once the
+ * cache holds `length` positions (at most its capacity; the step that
+ * appends them measures before it appends): q's turned copy and the
+ * attention's scratch, measured by the code that attends, whatever the
+ * cache's formats (keys per channel included). */
+attn_status attn_kv_cache_attend_bytes(size_t *bytes, attn_tensor *out, const attn_tensor *q,
+                                       const attn_kv_cache *cache, int64_t length, const attn_sdpa_options *o,
+                                       attn_error *err);
 attn_status attn_hadamard_queries_call(attn_tensor *hq, attn_arena *arena, attn_context *rest, attn_sdpa_options *o,
                                        const attn_tensor *q, attn_error *err);
 
