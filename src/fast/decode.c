@@ -195,6 +195,9 @@ enum { PREFETCH_STEP = 4096, PREFETCH_AHEAD = 4096, SEGMENT_BYTES = 4096 };
  * 4 KiB boundaries, 1.04-1.12x for 8 KiB ahead against 1.18x for 4 KiB
  * and 1.4-1.5x for 2 KiB (docs/performance.md). */
 enum { LIST_ROWS = 256, LIST_AHEAD_BYTES = 8192, LIST_AHEAD_MAX = 64 };
+/* A list of rows' pointers (chunk_scores, chunk_values): the scratch's
+ * last floats, two a pointer. */
+enum { LIST_FLOATS = 2 * (LIST_ROWS + LIST_AHEAD_MAX) };
 
 typedef struct prefetcher {
     const attn_rows *src;
@@ -581,7 +584,7 @@ static void decode_partials(const decode_job *j, int64_t g0, int64_t ng, int64_t
     int64_t R = j->R, E = j->E, lds = attn_round_up(j->chunk, ATTN_VL_MAX), S = p[0].k.rows;
     int64_t j0 = chunk * j->chunk, n = S - j0 < j->chunk ? S - j0 : j->chunk, most = 0;
     float *scratch = j->scratch + worker * j->ws_floats, *tmp = scratch + ng * (R * E + R * lds); /* tmp: GROUP rows */
-    const void **list = (const void **)(void *)(scratch + j->ws_floats - 2 * (LIST_ROWS + LIST_AHEAD_MAX)); /* the scratch's last floats */
+    const void **list = (const void **)(void *)(scratch + j->ws_floats - LIST_FLOATS); /* rows' pointers */
     partial pt[MAX_GROUPS];
     bool live[MAX_GROUPS];
     for (int64_t t = 0; t < ng; t++) {
@@ -798,7 +801,7 @@ static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *er
     }
     j->ws_floats = attn_round_up(j->ng * (j->R * j->E + j->R * attn_round_up(j->chunk, ATTN_VL_MAX)) +
                                      GROUP * (j->E + j->Ev) + j->R * j->E / 4 + 2 * j->R * (j->E / ATTN_QBLOCK + 1), 16) +
-                  2 * (LIST_ROWS + LIST_AHEAD_MAX); /* last: a list of rows' pointers (chunk_scores), two floats each */
+                  LIST_FLOATS; /* last: a list of rows' pointers */
     attn_arena *a = sl->arena;
     j->partials = attn_arena_alloc(a, (size_t)floats, sizeof(float));
     j->bad = attn_arena_alloc(a, (size_t)groups, sizeof *j->bad);
