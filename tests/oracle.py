@@ -13,11 +13,11 @@ import math
 import os
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import torch
 
+from scratch import scratch_dir
 from torch_attention import broadcast_heads, causal_allowed
 
 TOL = {np.float64: 1e-12, np.float32: 2e-5}
@@ -134,7 +134,7 @@ class Runner:
     def __init__(self, build, isa):
         self.attn = os.path.join(build, "attn")
         self.strided = os.path.join(build, "tests", "sdpa_strided")
-        self.tmp = tempfile.mkdtemp(prefix="attn_oracle_")
+        self.tmp = scratch_dir("attn_oracle_")
         self.isa = isa  # the ATTN_ISA this run forces, or None
         self.failed = 0
         self.kernels = {}  # kernel name -> cases it passed

@@ -47,11 +47,11 @@ import math
 import os
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import torch
 
+from scratch import scratch_dir
 from oracle_rope import reference as rope_reference
 from torch_attention import Reporter, broadcast_heads, causal_allowed, oracle_args
 
@@ -187,7 +187,7 @@ class Oracle(Reporter):
     def __init__(self, build):
         super().__init__()
         self.attn = os.path.join(build, "attn")
-        self.dir = tempfile.mkdtemp(prefix="attn-bwd-")
+        self.dir = scratch_dir("attn-bwd-")
 
     def path(self, n):
         return os.path.join(self.dir, n + ".npy")

@@ -15,11 +15,11 @@ Usage: oracle_varlen.py BUILD_DIR [--seed N]. Prints "ok NAME" / "FAIL NAME: why
 """
 import os
 import subprocess
-import tempfile
 
 import numpy as np
 import torch
 
+from scratch import scratch_dir
 from torch_attention import Reporter, oracle_args
 
 TOL = 1e-12
@@ -73,7 +73,7 @@ def main():
     build, rng = oracle_args(29)
     attn = os.path.join(build, "attn")
     rep = Reporter()
-    tmp = tempfile.mkdtemp(prefix="attn_varlen_")
+    tmp = scratch_dir("attn_varlen_")
     path = lambda n: os.path.join(tmp, n + ".npy")
     cases = [("plain", 0, 4, 4), ("top_left_gqa", 1, 4, 2), ("bottom_right_mqa", 2, 4, 1)]
     cases += [("random%d" % i, int(rng.integers(3)), 2 * int(rng.integers(1, 4)), 2) for i in range(6)]

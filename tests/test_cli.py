@@ -9,15 +9,15 @@ import re
 import struct
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
+from scratch import scratch_dir
 from clicheck import RANKS, at_rank, rank_case_problems, run_expecting_error
 
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 ATTN = os.path.abspath(os.path.join(BUILD, "attn"))
-TMP = tempfile.mkdtemp(prefix="attn_cli_")
+TMP = scratch_dir("attn_cli_")
 failed = 0
 
 

@@ -12,17 +12,17 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import xml.etree.ElementTree as ET
 
 import numpy as np
 
+from scratch import scratch_dir
 from clicheck import run_expecting_error
 
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 ATTN = os.path.abspath(os.environ.get("ATTN_BIN") or os.path.join(BUILD, "attn"))
 API = os.path.abspath(os.path.join(BUILD, "tests", "explain_api"))
-TMP = tempfile.mkdtemp(prefix="attn_explain_")
+TMP = scratch_dir("attn_explain_")
 failed = 0
 DEFAULT = "the cat sat on the mat"
 

@@ -16,11 +16,11 @@ import os
 import re
 import struct
 import subprocess
-import tempfile
 
 import numpy as np
 import torch
 
+from scratch import scratch_dir
 from clicheck import RANKS, at_rank, rank_case_problems
 from oracle_mha import gqa_reference
 from oracle_quant import FORMATS, ref_dequantize, ref_quantize
@@ -68,7 +68,7 @@ class Check(Reporter):
     def __init__(self, build):
         super().__init__()
         self.attn = os.path.join(build, "attn")
-        self.dir = tempfile.mkdtemp(prefix="attn-mha-")
+        self.dir = scratch_dir("attn-mha-")
 
     def path(self, name):
         return os.path.join(self.dir, name)

@@ -13,12 +13,12 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scratch import scratch_dir  # noqa: E402
 from clicheck import RANKS, at_rank, rank_case_problems  # noqa: E402
 from oracle import reference  # noqa: E402
 from torch_attention import Reporter  # noqa: E402
@@ -29,7 +29,7 @@ class Check(Reporter):
         super().__init__()
         self.attn = os.path.join(build, "attn")
         self.mpi = os.path.abspath(os.path.join(build, "attn-mpi"))  # absolute: the ranks may run elsewhere
-        self.dir = tempfile.mkdtemp(prefix="attn-mpi-")
+        self.dir = scratch_dir("attn-mpi-")
         self.mpirun = ["mpirun", "-q", "--oversubscribe"] + (["--allow-run-as-root"] if os.getuid() == 0 else [])
 
     def path(self, name):

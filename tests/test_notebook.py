@@ -12,10 +12,10 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from scratch import scratch_dir  # noqa: E402
 from torch_attention import Reporter  # noqa: E402
 
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
@@ -26,7 +26,7 @@ committed = json.load(open(NOTEBOOK))
 code = [c for c in committed["cells"] if c["cell_type"] == "code"]
 r.report("committed_without_outputs", "" if all(not c.get("outputs") and c.get("execution_count") is None
                                                 for c in code) else "a code cell has outputs")
-out = os.path.join(tempfile.mkdtemp(prefix="attn-nb-"), "run.ipynb")
+out = os.path.join(scratch_dir("attn-nb-"), "run.ipynb")
 env = dict({k: v for k, v in os.environ.items() if k != "MPLBACKEND"}, ATTN_LIBRARY=os.path.join(BUILD, "libattn.so"),
            PYDEVD_DISABLE_FILE_VALIDATION="1")
 run = subprocess.run(["jupyter-nbconvert", "--to", "notebook", "--execute", "--ExecutePreprocessor.timeout=300",

@@ -43,6 +43,7 @@ sys.path.insert(0, HERE)
 import attn  # noqa: E402
 import attn.teach  # noqa: E402
 import attn.torch as at  # noqa: E402
+from scratch import scratch_dir  # noqa: E402
 from oracle import reference  # noqa: E402
 from torch_attention import Reporter, broadcast_heads, causal_allowed  # noqa: E402
 
@@ -515,7 +516,7 @@ def fork_call(i=0):
 
 def os_fork_result(timeout=60):
     """fork_call() in a child of os.fork, through a file; (result, why not)."""
-    path = os.path.join(tempfile.mkdtemp(prefix="attn-fork-"), "out.npy")
+    path = os.path.join(scratch_dir("attn-fork-"), "out.npy")
     sys.stdout.flush()
     pid = os.fork()
     if pid == 0:  # the child: an alarm ends it if it hangs
@@ -620,7 +621,7 @@ def import_in(env, where):
                                    **env))
 
 
-tmp = tempfile.mkdtemp(prefix="attn-py-")
+tmp = scratch_dir("attn-py-")
 site = os.path.join(tmp, "site")
 pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--target", site,
                       os.path.join(HERE, "..", "python")], capture_output=True, text=True)
