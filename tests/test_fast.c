@@ -11,6 +11,7 @@
 #include "check.h"
 #include "../src/base/base.h"
 #include "../src/sdpa/sdpa.h"
+#include "../src/kernels/exp2.h"
 #include "../src/kernels/ukernel.h"
 #include "../src/kernels/ukernel_bf16.h"
 #include "../src/kernels/qdot.h"
@@ -540,7 +541,37 @@ static void test_bf16_kernels(const attn_bf16_kernels *hw, const char *name) {
           name, "the emulation differs from the instruction (qk, pv, to_bf16 or the %dx%d gemm)", mr, nr);
 }
 
+/* The bf16 mode's exp pass (bk->exp_sum, degree 3): each weight within
+ * ATTN_EXP2_POLY3's 1.02e-4 relative (plus 4 · 2^-24 for its evaluation in
+ * f32, as tests/exp2_poly5.py checks) of 2^x in f64, x the exponent as the
+ * pass forms it in f32, (s - m) · log2 e; exactly 0 for x below -64 and for
+ * -inf; the sum within 256 · 2^-24 of the weights' sum. */
+static void test_bf16_exp_sum(const attn_bf16_kernels *bk, const char *name) {
+    enum { N = 256 };
+    float s[N], y[N], m = -INFINITY;
+    for (int i = 0; i < N; i++) {
+        s[i] = i % 17 == 0 ? -INFINITY : i % 7 == 0 ? normal() * 40.0f : normal() * 6.0f;
+        m = s[i] > m ? s[i] : m;
+    }
+    memcpy(y, s, sizeof y);
+    float sum = bk->exp_sum(y, N, m);
+    double worst = 0, total = 0;
+    int wrong = 0;
+    for (int i = 0; i < N; i++) {
+        float x = (s[i] - m) * ATTN_LOG2E;
+        double want = x < ATTN_EXP2_LO ? 0.0 : exp2((double)x);
+        double err = want == 0 ? (y[i] != 0) : fabs(y[i] - want) / want;
+        wrong += !(err <= 1.02e-4 + 4 * 0x1p-24);
+        worst = err > worst ? err : worst;
+        total += y[i];
+    }
+    check(!wrong && fabs(sum - total) <= N * 0x1p-24 * total, name,
+          "%d weights off by more than 1.02e-4 relative (worst %.3g), or the sum %.9g of %.9g", wrong, worst,
+          (double)sum, total);
+}
+
 static void test_bf16_emulation(void) {
+    test_bf16_exp_sum(&attn_bf16_emulated, "bf16_exp_sum_within_degree3_bound_emulated");
 #if defined(ATTN_HAVE_X86_KERNELS)
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx512bf16") || !attn_ukernels_by_name("avx512")) {
@@ -548,6 +579,7 @@ static void test_bf16_emulation(void) {
         return;
     }
     test_bf16_kernels(&attn_bf16_avx512, "bf16_emulation_matches_avx512_bf16");
+    test_bf16_exp_sum(&attn_bf16_avx512, "bf16_exp_sum_within_degree3_bound_avx512_bf16");
 #else
     skip("bf16_emulation_matches_avx512_bf16", "not x86");
 #endif
@@ -2370,6 +2402,7 @@ int main(void) {
     test_scale_divide(EMULATED);
     test_alibi(EMULATED);
     test_bf16_kernels(&attn_bf16_avx512_simde, "bf16_emulation_matches_avx512_bf16-simde");
+    test_bf16_exp_sum(&attn_bf16_avx512_simde, "bf16_exp_sum_within_degree3_bound_avx512_bf16-simde");
     test_simde_matches_native();
     test_qdot_simde();
     test_qvalues_int8_simde();

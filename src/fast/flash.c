@@ -174,7 +174,8 @@ static void tile_step(const flash_job *j, const workspace *w, const attn_problem
         }
         /* 2^0 is 1 exactly: no call when the row's maximum stayed (most blocks after the first). */
         float alpha = m_old == -INFINITY ? 0.0f : m_old == m_new ? 1.0f : attn_exp2f((m_old - m_new) * ATTN_LOG2E);
-        float sum = uk->exp_sum(srow, tc_pad, m_new);
+        /* The bf16 mode's own exp pass: its weights are rounded to bf16 next. */
+        float sum = (bk ? bk->exp_sum : uk->exp_sum)(srow, tc_pad, m_new);
         w->l[r0 + r] = w->l[r0 + r] * alpha + sum;
         w->m[r0 + r] = m_new;
         if (r < rows) attn_dropout_row(sb, r, p, i0 + r0 + r, j0, tc); /* after l: it sums the weights undropped */

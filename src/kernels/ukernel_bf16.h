@@ -26,6 +26,13 @@ typedef struct attn_bf16_kernels {
      * · v2 (K2 × nvec*vl pairs, stride ldv): pairs run along the keys. */
     void (*pv)(float *o, int64_t ldo, const uint32_t *p2, int64_t ldp, const uint32_t *v2,
                int64_t ldv, int64_t K2, int nvec);
+    /* The softmax's exp pass of the mode, as attn_ukernels.exp_sum (same
+     * arguments, the same exact 0 below 2^-64, a sum in a fixed order) for
+     * x[i] <= m, at the mode's accuracy: 2^f by ATTN_EXP2_POLY3 (within
+     * 1.02e-4 relative, kernels/exp2.h), where the f32 kernels take degree 6.
+     * Its weights are rounded to bf16 for P·V anyway; this pass is half the
+     * softmax's time and the softmax a fifth of the mode's at d = 64. */
+    float (*exp_sum)(float *x, int64_t n, float m);
     /* dst[i] = bf16(src[i]), round to nearest even; n even. */
     void (*to_bf16)(uint16_t *dst, const float *src, int64_t n);
     /* dst[i] = pair(bf16(even[i]), bf16(odd[i])). */
@@ -67,6 +74,10 @@ extern const attn_bf16_kernels attn_bf16_emulated;
 extern const attn_bf16_kernels attn_bf16_avx512;
 extern const attn_bf16_kernels attn_bf16_amx;
 #endif
+
+/* The mode's exp pass in portable C (exp_sum, degree 3; ukernel_c.c), the
+ * emulation's. */
+float attn_exp_sum_bf16_portable(float *x, int64_t n, float m);
 
 /* One VDPBF16PS lane: acc + a.hi·b.hi, then + a.lo·b.lo, each step rounded
  * to nearest even, subnormal inputs and results flushed to zero. */

@@ -71,6 +71,7 @@ const attn_bf16_kernels attn_bf16_emulated = {
     .mr = MR,
     .qk = qk_emulated,
     .pv = pv_emulated,
+    .exp_sum = attn_exp_sum_bf16_portable,
     .to_bf16 = to_bf16_portable,
     .zip = zip_portable,
     .gemm = gemm_emulated,

@@ -6,6 +6,7 @@
 
 #if defined(ATTN_HAVE_X86_KERNELS)
 #include "kernels/x86/intrin.h"
+#include "kernels/x86/exp2_avx512.h"
 
 enum { MR = 6, VL = 16, NV = 4 };
 
@@ -90,6 +91,9 @@ static void gemm_avx512bf16(float *c, int64_t ldc, const uint32_t *a2, const uin
     }
 }
 
+/* The mode's exp pass: degree 3 (ukernel_bf16.h). */
+static float exp_sum_avx512bf16(float *x, int64_t n, float m) { return attn_exp_sum_512(x, n, m, 3); }
+
 /* VCVTNE2PS2BF16 rounds to nearest even, as attn_f32_to_bf16 does. */
 static void to_bf16_avx512(uint16_t *dst, const float *src, int64_t n) {
     int64_t i = 0;
@@ -120,6 +124,7 @@ const attn_bf16_kernels attn_bf16_avx512 = {
     .needs_full_rate = true,
     .qk = qk_avx512bf16,
     .pv = pv_avx512bf16,
+    .exp_sum = exp_sum_avx512bf16,
     .to_bf16 = to_bf16_avx512,
     .zip = zip_avx512,
     .gemm = gemm_avx512bf16,
