@@ -524,7 +524,8 @@ def every_buffer(o, rng):
 def bf16_cases(o, rng):
     """The bf16 compute mode's backward (forward and backward with --compute=bf16):
     GQA with broadcast batches, both causal alignments, odd E with Ev != E, a float
-    mask (dmask left out, so the fused kernel runs), a sliding window, d = 128."""
+    mask (dmask left out, so the fused kernel runs), a sliding window, d = 128,
+    dropout (the forward scales its weights in f32 before they go to bf16)."""
     def t(*shape):
         return rng.standard_normal(shape).astype(np.float32)
     o.case("bf16_gqa_bottom_right", t(2, 4, 100, 64), t(2, 2, 150, 64), t(2, 2, 150, 48), t(2, 4, 100, 48),
@@ -538,6 +539,8 @@ def bf16_cases(o, rng):
            want=("dq", "dk", "dv"), variants={"window": 30}, bf16=True)
     o.case("bf16_d128", t(1, 70, 128), t(1, 200, 128), t(1, 200, 128), t(1, 70, 128), want=("dq", "dk", "dv"),
            bf16=True)
+    o.case("bf16_dropout_gqa", t(2, 4, 90, 64), t(2, 2, 200, 64), t(2, 2, 200, 32), t(2, 4, 90, 32), causal=2,
+           want=("dq", "dk", "dv"), dropout=0.3, seed=17, bf16=True)
 
 
 def forced_isa_missing(o):

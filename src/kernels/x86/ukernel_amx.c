@@ -164,7 +164,7 @@ static void gemm_amx(float *c, int64_t ldc, const uint32_t *a2, const uint32_t *
         for (int j = 0; j < GEMM_NR; j++) c[r * ldc + j] += t[r * GEMM_NR + j];
 }
 
-static float exp_sum_amx(float *x, int64_t n, float m) { return ATTN_AMX_HELPERS.exp_sum(x, n, m); }
+static float exp_sum_amx(uint16_t *p, float *x, int64_t n, float m) { return ATTN_AMX_HELPERS.exp_sum(p, x, n, m); }
 static void to_bf16_amx(uint16_t *dst, const float *src, int64_t n) { ATTN_AMX_HELPERS.to_bf16(dst, src, n); }
 static void zip_amx(uint32_t *dst, const float *even, const float *odd, int64_t n) {
     ATTN_AMX_HELPERS.zip(dst, even, odd, n);
