@@ -723,7 +723,11 @@ typedef enum attn_causal {
  *                      with AVX512_BF16's VDPBF16PS where the core issues it
  *                      at its FMA's rate (AMD's Zen 4 and Zen 5: about twice
  *                      f32's speed), with errors of a few 1e-3 relative (see
- *                      docs/performance.md). Elsewhere it is never slower than
+ *                      docs/performance.md). Its softmax's 2^x is a degree-3
+ *                      polynomial, within 1.02e-4 relative (the weights are
+ *                      rounded to bf16, 2^-9, for P·V anyway): each row's
+ *                      sum of weights, so out, within 1.02e-4 relative more,
+ *                      lse within 1.02e-4 more. Elsewhere it is never slower than
  *                      f32: a CPU without those instructions, or whose
  *                      VDPBF16PS is half rate (Intel's without AMX), computes
  *                      in f32 instead (faster there, and more exact); the
@@ -1120,12 +1124,13 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  * AVX512_BF16, the emulation, or f32 where those would be slower; the
  * verbose line's bf16_kernels=), the softmax's gradient in f32: every
  * factor rounded to bf16 once, within (6u + e^x - 1)·max g_abs of the
- * exact gradient, u = 2^-9, x = 4.2·u·s_abs, s_abs the largest
+ * exact gradient, u = 2^-9, x = 4.2·u·s_abs + 1.1e-4, s_abs the largest
  * scale·Σ|q_e||k_e| of a row and key, g_abs as above: the two roundings of
  * each product's operands (P and dout, dS and q or k, dout and v) 6u in all;
  * the backward's scores and a bf16 forward's lse each off by up to 2u·s_abs
- * (0.2u·s_abs more for f32's sums at E <= 4096), which moves each weight by
- * a factor within e^(±x). The exact
+ * (0.2u·s_abs more for f32's sums at E <= 4096; the forward's lse 1.02e-4
+ * more for its 2^x, see ATTN_COMPUTE_BF16, within the 1.1e-4 added to x),
+ * which moves each weight by a factor within e^(±x). The exact
  * kernel's slices (and dmask) are computed in f64 as in f32 mode. Scratch comes from the context's
  * workspace when one is given (attn_sdpa_backward_workspace_size).
  * 16-bit queries (attn_sdpa's, added in 0.4.0): with q f16 or bf16, dout

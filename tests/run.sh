@@ -67,7 +67,7 @@ for isa in "" avx512 c; do
     suite "score variants (soft-cap, ALiBi, window) vs PyTorch, forward and backward${isa:+, ATTN_ISA=$isa}" \
         env ${isa:+ATTN_ISA=$isa} $PY tests/oracle_variants.py "$BUILD"
 done
-suite "soft-capping's degree-5 2^f: fitted again, the header's coefficients minimax and within bound" $PY tests/exp2_poly5.py
+suite "soft-capping's degree-5 and the bf16 mode's degree-3 2^f: fitted again, the header's coefficients minimax and within bound" $PY tests/exp2_poly5.py
 suite "RoPE (attn_rope, attn_rope_backward through ctypes) vs PyTorch" $PY tests/oracle_rope.py "$BUILD"
 suite "quantized formats (attn_quantize, attn_dequantize: q8, q4, e4m3, e5m2) bit for bit vs NumPy from attn.h's layout" $PY tests/oracle_quant.py "$BUILD"
 suite "fp8 with one scale per head (descale options, caches' k_scale/v_scale, attn sdpa --kv-scale) vs NumPy and PyTorch float64" $PY tests/oracle_fp8_scale.py "$BUILD"

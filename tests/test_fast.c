@@ -11,6 +11,7 @@
 #include "check.h"
 #include "../src/base/base.h"
 #include "../src/sdpa/sdpa.h"
+#include "../src/kernels/exp2.h"
 #include "../src/kernels/ukernel.h"
 #include "../src/kernels/ukernel_bf16.h"
 #include "../src/kernels/qdot.h"
@@ -511,6 +512,21 @@ static void test_bf16_kernels(const attn_bf16_kernels *hw, const char *name) {
     for (int i = 0; i < K2 * 64; i++) a[0] = normal(), a[1] = normal(), em->zip(&v2[i], &a[0], &a[1], 1);
     hw->qk(s1, 64, q2, E2, kt2, 64, E2);
     em->qk(s2, 64, q2, E2, kt2, 64, E2);
+    /* qk_max where the set has it: qk's scores bitwise, and each row's
+     * largest joined to what row_max held (below it, or above it: kept). */
+    static float s3[ATTN_MR_MAX * 64];
+    float rm[ATTN_MR_MAX], rm0[ATTN_MR_MAX];
+    bool max_ok = true;
+    for (int r = 0; r < ATTN_MR_MAX; r++) rm[r] = rm0[r] = r % 3 == 2 ? 1e30f : r % 3 ? -INFINITY : -1e30f;
+    if (hw->qk_max) {
+        hw->qk_max(s3, 64, q2, E2, kt2, 64, E2, rm);
+        max_ok = memcmp(s1, s3, sizeof(float) * (size_t)hw->mr * 64) == 0;
+        for (int r = 0; r < hw->mr; r++) {
+            float want = rm0[r];
+            for (int c = 0; c < 64; c++) want = s1[r * 64 + c] > want ? s1[r * 64 + c] : want;
+            max_ok &= rm[r] == want;
+        }
+    }
     for (int i = 0; i < ATTN_MR_MAX * 64; i++) o1[i] = o2[i] = normal();
     hw->pv(o1, 64, p2, K2, v2, 64, K2, 4);
     em->pv(o2, 64, p2, K2, v2, 64, K2, 4);
@@ -536,11 +552,46 @@ static void test_bf16_kernels(const attn_bf16_kernels *hw, const char *name) {
             g2[i * 64 + j] += acc;
         }
     check(memcmp(s1, s2, sizeof s1) == 0 && memcmp(o1, o2, sizeof o1) == 0 && memcmp(h1, h2, sizeof h1) == 0 &&
-              gemm_ok && memcmp(g1, g2, sizeof g1) == 0,
-          name, "the emulation differs from the instruction (qk, pv, to_bf16 or the %dx%d gemm)", mr, nr);
+              gemm_ok && memcmp(g1, g2, sizeof g1) == 0 && max_ok,
+          name, "the emulation differs from the instruction (qk, pv, to_bf16 or the %dx%d gemm), or qk_max "
+          "from qk (%s)", mr, nr, max_ok ? "same" : "differs");
+}
+
+/* The bf16 mode's exp pass (bk->exp_sum, degree 3): each weight within
+ * ATTN_EXP2_POLY3's 1.02e-4 relative (plus 4 · 2^-24 for its evaluation in
+ * f32, as tests/exp2_poly5.py checks) of 2^x in f64, x the exponent as the
+ * pass forms it in f32, (s - m) · log2 e; exactly 0 for x below -64 and for
+ * -inf; the sum within 256 · 2^-24 of the weights' sum. With the weights
+ * sent to bf16 instead: bitwise to_bf16 of them, and the same sum. */
+static void test_bf16_exp_sum(const attn_bf16_kernels *bk, const char *name) {
+    enum { N = 256 };
+    float s[N], y[N], scratch[N], m = -INFINITY;
+    uint16_t got16[N], want16[N];
+    for (int i = 0; i < N; i++) {
+        s[i] = i % 17 == 0 ? -INFINITY : i % 7 == 0 ? normal() * 40.0f : normal() * 6.0f;
+        m = s[i] > m ? s[i] : m;
+    }
+    memcpy(y, s, sizeof y), memcpy(scratch, s, sizeof scratch);
+    float sum = bk->exp_sum(NULL, y, N, m), sum16 = bk->exp_sum(got16, scratch, N, m);
+    bk->to_bf16(want16, y, N);
+    double worst = 0, total = 0;
+    int wrong = 0;
+    for (int i = 0; i < N; i++) {
+        float x = (s[i] - m) * ATTN_LOG2E;
+        double want = x < ATTN_EXP2_LO ? 0.0 : exp2((double)x);
+        double err = want == 0 ? (y[i] != 0) : fabs(y[i] - want) / want;
+        wrong += !(err <= 1.02e-4 + 4 * 0x1p-24);
+        worst = err > worst ? err : worst;
+        total += y[i];
+    }
+    check(!wrong && fabs(sum - total) <= N * 0x1p-24 * total && sum16 == sum && !memcmp(got16, want16, sizeof got16),
+          name, "%d weights off by more than 1.02e-4 relative (worst %.3g), or the sum %.9g of %.9g, or to bf16: "
+          "sum %.9g, bf16 weights %s to_bf16's", wrong, worst, (double)sum, total, (double)sum16,
+          memcmp(got16, want16, sizeof got16) ? "not" : "as");
 }
 
 static void test_bf16_emulation(void) {
+    test_bf16_exp_sum(&attn_bf16_emulated, "bf16_exp_sum_within_degree3_bound_emulated");
 #if defined(ATTN_HAVE_X86_KERNELS)
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx512bf16") || !attn_ukernels_by_name("avx512")) {
@@ -548,6 +599,7 @@ static void test_bf16_emulation(void) {
         return;
     }
     test_bf16_kernels(&attn_bf16_avx512, "bf16_emulation_matches_avx512_bf16");
+    test_bf16_exp_sum(&attn_bf16_avx512, "bf16_exp_sum_within_degree3_bound_avx512_bf16");
 #else
     skip("bf16_emulation_matches_avx512_bf16", "not x86");
 #endif
@@ -2370,6 +2422,7 @@ int main(void) {
     test_scale_divide(EMULATED);
     test_alibi(EMULATED);
     test_bf16_kernels(&attn_bf16_avx512_simde, "bf16_emulation_matches_avx512_bf16-simde");
+    test_bf16_exp_sum(&attn_bf16_avx512_simde, "bf16_exp_sum_within_degree3_bound_avx512_bf16-simde");
     test_simde_matches_native();
     test_qdot_simde();
     test_qvalues_int8_simde();

@@ -75,7 +75,7 @@ typedef struct flash_job {
     atomic_llong fallbacks; /* items the exact kernel computed */
     double *exact_work;  /* per worker: scratch of the exact kernel */
     int64_t exact_words;
-    bool v_direct;       /* values may be read in place (f32 rows of whole vectors), not packed */
+    bool v_direct;       /* values may be read in place (f32 rows of whole vectors), not packed (bf16: not copied before their pairs) */
     const attn_bf16_kernels *bk; /* the bf16 compute mode's kernels, or NULL */
     int64_t mr, vl, nrv; /* the register tile of the kernels in use: rows, vector length, width */
     int64_t kg;          /* a tile's keys start and end on a multiple of kg: a vector (a whole strip in bf16) */
@@ -156,25 +156,36 @@ static void tile_step(const flash_job *j, const workspace *w, const attn_problem
      * columns a kernel computes past them are never read (they exist: kt
      * rows are padded, see pack_block). */
     int64_t E = j->E, Evp = j->Evp, nrv = j->nrv, tc_pad = attn_round_up(tc, j->kg), nv = nrv / j->vl;
+    /* Where the epilogue would only take the rows' maxima, the bf16 kernel
+     * takes them from its accumulators (all mr rows) and the epilogue is skipped. */
+    float row_max[ATTN_MR_MAX];
+    bool max_in_qk = bk && bk->qk_max && attn_score_epilogue_only_max(p, cut, tc, tc_pad);
+    for (int64_t r = 0; max_in_qk && r < j->mr; r++) row_max[r] = -INFINITY;
     for (int64_t c0 = 0; c0 < tc_pad; c0 += nrv) {
         int nvec = (int)((tc_pad - c0) / j->vl < nv ? (tc_pad - c0) / j->vl : nv);
-        if (bk) bk->qk(w->s + c0, lds, w->q2 + r0 * j->E2, j->E2, w->kt2 + c_lo + c0, ldk, j->E2);
+        if (max_in_qk) bk->qk_max(w->s + c0, lds, w->q2 + r0 * j->E2, j->E2, w->kt2 + c_lo + c0, ldk, j->E2, row_max);
+        else if (bk) bk->qk(w->s + c0, lds, w->q2 + r0 * j->E2, j->E2, w->kt2 + c_lo + c0, ldk, j->E2);
         else uk->qk(w->s + c0, lds, w->q + r0 * E, E, w->kt + c_lo + c0, ldk, E, nvec);
     }
     attn_score_block sb = {w->s, false, lds};
-    float row_max[ATTN_MR_MAX];
-    if (!attn_score_epilogue(uk, sb, p, i0 + r0, rows, j0, tc, tc_pad, cut, NULL, row_max)) *bad = true;
+    if (!max_in_qk && !attn_score_epilogue(uk, sb, p, i0 + r0, rows, j0, tc, tc_pad, cut, NULL, row_max)) *bad = true;
+    /* The bf16 mode's weights go straight to bf16 pairs along the keys,
+     * unless dropout must scale them first (in f32, then to_bf16). */
+    bool pairs_now = bk && p->dropout_p <= 0;
     for (int64_t r = 0; r < j->mr; r++) {
         /* Rows past `rows` (a tile's padding) had no epilogue. */
-        float *srow = w->s + r * lds, mx = r < rows ? row_max[r] : uk->max(srow, tc_pad);
+        float *srow = w->s + r * lds, mx = r < rows || max_in_qk ? row_max[r] : uk->max(srow, tc_pad);
+        uint16_t *prow = bk ? (uint16_t *)(void *)(w->p2 + r * (lds / 2)) : NULL;
         float m_old = w->m[r0 + r], m_new = mx > m_old ? mx : m_old;
         if (m_new == -INFINITY) { /* nothing allowed yet: P = 0 */
             memset(srow, 0, sizeof(float) * (size_t)tc_pad);
+            if (pairs_now) memset(prow, 0, sizeof(uint16_t) * (size_t)tc_pad);
             continue;
         }
         /* 2^0 is 1 exactly: no call when the row's maximum stayed (most blocks after the first). */
         float alpha = m_old == -INFINITY ? 0.0f : m_old == m_new ? 1.0f : attn_exp2f((m_old - m_new) * ATTN_LOG2E);
-        float sum = uk->exp_sum(srow, tc_pad, m_new);
+        /* The bf16 mode's own exp pass: its weights are rounded to bf16 next. */
+        float sum = bk ? bk->exp_sum(pairs_now ? prow : NULL, srow, tc_pad, m_new) : uk->exp_sum(srow, tc_pad, m_new);
         w->l[r0 + r] = w->l[r0 + r] * alpha + sum;
         w->m[r0 + r] = m_new;
         if (r < rows) attn_dropout_row(sb, r, p, i0 + r0 + r, j0, tc); /* after l: it sums the weights undropped */
@@ -182,7 +193,7 @@ static void tile_step(const flash_job *j, const workspace *w, const attn_problem
          * 0 · inf of an earlier block, which 0 · NaN keeps): nothing to scale. */
         if (alpha != 1.0f && m_old != -INFINITY) uk->scale(w->o + (r0 + r) * Evp, w->o + (r0 + r) * Evp, Evp, alpha);
     }
-    if (bk) /* probabilities as bf16 pairs along the keys */
+    if (bk && !pairs_now) /* probabilities as bf16 pairs along the keys, after dropout */
         for (int64_t r = 0; r < j->mr; r++)
             bk->to_bf16((uint16_t *)(void *)(w->p2 + r * (lds / 2)), w->s + r * lds, tc_pad);
     /* f32 P·V goes key by key, so it skips the keys before the tile's first
@@ -223,8 +234,8 @@ static const float *pack_block(const flash_job *j, const workspace *w, const att
         for (int64_t e2 = 0; e2 < j->E2; e2++)
             j->bk->zip(w->kt2 + e2 * ldk, w->kt + 2 * e2 * ldk, 2 * e2 + 1 < j->E ? w->kt + (2 * e2 + 1) * ldk : w->zero,
                        nc_pad);
-        for (int64_t k2 = 0; k2 < nc_pad / 2; k2++)
-            j->bk->zip(w->v2 + k2 * Evp, w->v + 2 * k2 * Evp, w->v + (2 * k2 + 1) * Evp, Evp);
+        for (int64_t k2 = 0; k2 < nc_pad / 2; k2++) /* from the rows in place when they are (no copy first) */
+            j->bk->zip(w->v2 + k2 * Evp, vb + 2 * k2 * *ldv, vb + (2 * k2 + 1) * *ldv, Evp);
     }
     return vb;
 }
@@ -484,7 +495,7 @@ attn_status attn_flash_run_calls(const attn_slices *const *sls, int64_t n_calls,
     }
     for (int64_t c = 0, n = 0; c < n_calls; n += calls[c].sl->count * calls[c].n_qblocks, c++) calls[c].first = n;
     j.calls = calls, j.n_calls = n_calls;
-    j.v_direct = !j.bk && j.Ev == j.Evp;
+    j.v_direct = j.Ev == j.Evp; /* in the bf16 mode, zipped into pairs from where they lie */
     info->threads = attn_parallel_for(workers, items, flash_item, &j), info->threads_given = given;
     info->kernel = "flash", info->isa = j.uk->name, info->key_dot = NULL, info->value_dot = NULL, info->side_by_side = 1;
     info->bf16 = bf16 ? attn_bf16_label() : NULL; /* "f32...": the f32 kernels computed the mode */

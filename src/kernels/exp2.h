@@ -47,4 +47,14 @@
               f, K(6.931469776e-1f)),                                                          \
          f, K(1.0f))
 
+/* 2^f for f in [-1/2, 1/2] to a relative 1.02e-4 (about 2^-13.3): the
+ * minimax polynomial of degree 3 with 1 as its constant term (fitted and
+ * checked by tests/exp2_poly5.py, as POLY5). For the bf16 compute mode's
+ * softmax only (ukernel_bf16.h, exp_sum): its weights are rounded to bf16,
+ * within 2^-9 relative, before P·V, so the polynomial's error is a twentieth
+ * of that rounding; the rows' sums l (and lse) take it whole, within
+ * 1.02e-4 relative (attn.h states it with the mode). */
+#define ATTN_EXP2_POLY3(MADD, K, f)                                                            \
+    MADD(MADD(MADD(K(5.500868998e-2f), f, K(2.422106314e-1f)), f, K(6.932829170e-1f)), f, K(1.0f))
+
 #endif /* ATTN_KERNELS_EXP2_H */

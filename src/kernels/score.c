@@ -88,6 +88,10 @@ static bool mask_row(const attn_ukernels *uk, attn_score_block s, const attn_mat
     return ok;
 }
 
+bool attn_score_epilogue_only_max(const attn_problem *p, bool causal_block, int64_t nc, int64_t nc_pad) {
+    return !(p->softcap > 0) && !p->alibi && !p->mask.base && !causal_block && nc == nc_pad;
+}
+
 bool attn_score_epilogue(const attn_ukernels *uk, attn_score_block s, const attn_problem *p,
                          int64_t i0, int64_t rows, int64_t j0, int64_t nc, int64_t nc_pad,
                          bool causal_block, const attn_score_block *dcap, float *row_max) {

@@ -30,6 +30,10 @@ typedef struct attn_score_block {
  * tanh²(s / cap) for the backward pass. row_max (NULL when not wanted; f32
  * blocks with nc_pad a whole number of vectors) receives each row's largest
  * score, as uk->max gives it, for the online softmax. */
+/* Whether attn_score_epilogue would change none of the scores of a block
+ * (no cap, bias or mask, no causal limit or window through it, no padding)
+ * and only give the rows' maxima, which a kernel may then take itself. */
+bool attn_score_epilogue_only_max(const attn_problem *p, bool causal_block, int64_t nc, int64_t nc_pad);
 bool attn_score_epilogue(const struct attn_ukernels *uk, attn_score_block s, const attn_problem *p,
                          int64_t i0, int64_t rows, int64_t j0, int64_t nc, int64_t nc_pad,
                          bool causal_block, const attn_score_block *dcap, float *row_max);

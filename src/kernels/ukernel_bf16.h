@@ -22,10 +22,27 @@ typedef struct attn_bf16_kernels {
      * kt2 (E2 × nr pairs, stride ldk): pairs run along E. */
     void (*qk)(float *s, int64_t lds, const uint32_t *q2, int64_t ldq, const uint32_t *kt2,
                int64_t ldk, int64_t E2);
+    /* qk, and each row's largest score joins row_max[r] (r < mr: the larger
+     * of the two), taken while the scores are in registers: the softmax
+     * then need not read them again for it. NULL where a set has none. */
+    void (*qk_max)(float *s, int64_t lds, const uint32_t *q2, int64_t ldq, const uint32_t *kt2,
+                   int64_t ldk, int64_t E2, float *row_max);
     /* o (mr × nvec*vl, stride ldo) += p2 (mr × K2 pairs, stride ldp)
      * · v2 (K2 × nvec*vl pairs, stride ldv): pairs run along the keys. */
     void (*pv)(float *o, int64_t ldo, const uint32_t *p2, int64_t ldp, const uint32_t *v2,
                int64_t ldv, int64_t K2, int nvec);
+    /* The softmax's exp pass of the mode, as attn_ukernels.exp_sum (the
+     * weights x[i] = e^(x[i] - m) for x[i] <= m, the same exact 0 below
+     * 2^-64, their sum in a fixed order, n a multiple of 32) at the mode's
+     * accuracy: 2^f by ATTN_EXP2_POLY3 (within 1.02e-4 relative,
+     * kernels/exp2.h), where the f32 kernels take degree 6. Its weights are
+     * rounded to bf16 for P·V anyway; this pass was half the softmax's time,
+     * and the softmax a fifth of the mode's, at d = 64. p NULL: the weights
+     * go back into x (for dropout, which scales them before to_bf16); else
+     * they go to p as bf16, rounded as to_bf16 rounds (so bitwise to_bf16
+     * after the pass), and x is left as scratch: one pass over the row, not
+     * two. The sum is the same either way. */
+    float (*exp_sum)(uint16_t *p, float *x, int64_t n, float m);
     /* dst[i] = bf16(src[i]), round to nearest even; n even. */
     void (*to_bf16)(uint16_t *dst, const float *src, int64_t n);
     /* dst[i] = pair(bf16(even[i]), bf16(odd[i])). */
@@ -67,6 +84,10 @@ extern const attn_bf16_kernels attn_bf16_emulated;
 extern const attn_bf16_kernels attn_bf16_avx512;
 extern const attn_bf16_kernels attn_bf16_amx;
 #endif
+
+/* The mode's exp pass in portable C (exp_sum with p NULL, degree 3;
+ * ukernel_c.c), the emulation's. */
+float attn_exp_sum_bf16_portable(float *x, int64_t n, float m);
 
 /* One VDPBF16PS lane: acc + a.hi·b.hi, then + a.lo·b.lo, each step rounded
  * to nearest even, subnormal inputs and results flushed to zero. */

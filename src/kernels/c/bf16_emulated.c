@@ -59,6 +59,12 @@ static void to_bf16_portable(uint16_t *dst, const float *src, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = attn_f32_to_bf16(src[i]);
 }
 
+static float exp_sum_emulated(uint16_t *p, float *x, int64_t n, float m) {
+    float sum = attn_exp_sum_bf16_portable(x, n, m);
+    if (p) to_bf16_portable(p, x, n);
+    return sum;
+}
+
 static void zip_portable(uint32_t *dst, const float *even, const float *odd, int64_t n) {
     for (int64_t i = 0; i < n; i++)
         dst[i] = attn_f32_to_bf16(even[i]) | (uint32_t)attn_f32_to_bf16(odd[i]) << 16;
@@ -71,6 +77,7 @@ const attn_bf16_kernels attn_bf16_emulated = {
     .mr = MR,
     .qk = qk_emulated,
     .pv = pv_emulated,
+    .exp_sum = exp_sum_emulated,
     .to_bf16 = to_bf16_portable,
     .zip = zip_portable,
     .gemm = gemm_emulated,

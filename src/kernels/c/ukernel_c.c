@@ -3,6 +3,7 @@
 #include "base/base.h"
 #include "kernels/exp2.h"
 #include "kernels/ukernel.h"
+#include "kernels/ukernel_bf16.h"
 
 #include <math.h>
 #include <string.h>
@@ -16,7 +17,9 @@ static float pow2i(int n) { /* 2^n for -126 <= n <= 127 */
     return f;
 }
 
-float attn_exp2f(float x) {
+/* attn_exp2f with the polynomial of that degree: 6 (ATTN_EXP2_POLY), or 3
+ * (ATTN_EXP2_POLY3, the bf16 mode's; kernels/exp2.h). */
+static inline float exp2_of(float x, int degree) {
     if (x != x) return x;
     /* Below LO the result is exactly 0, never a subnormal (exp2.h). The
      * arithmetic below runs on the clamped x all the same: a compiler may
@@ -27,7 +30,7 @@ float attn_exp2f(float x) {
     float n = floorf(x + 0.5f), f = x - n;
 #define MADD(a, b, c) ((a) * (b) + (c))
 #define K(c) (c)
-    float p = ATTN_EXP2_POLY(MADD, K, f);
+    float p = degree == 3 ? ATTN_EXP2_POLY3(MADD, K, f) : ATTN_EXP2_POLY(MADD, K, f);
 #undef MADD
 #undef K
     /* 2^n in two halves, each a normal power of two (n reaches 129, which
@@ -36,6 +39,8 @@ float attn_exp2f(float x) {
     float y = p * pow2i(n1) * pow2i(n2);
     return cut ? 0.0f : y;
 }
+
+float attn_exp2f(float x) { return exp2_of(x, 6); }
 
 static void qk_c(float *s, int64_t lds, const float *q, int64_t ldq, const float *kt, int64_t ldk,
                  int64_t E, int nvec) {
@@ -71,17 +76,21 @@ static void pvt_c(float *o, int64_t ldo, const float *p, int64_t ldp, const floa
     pv_strided(o, ldo, p, 1, ldp, v, ldv, keys, nvec);
 }
 
-static float exp_sum_c(float *x, int64_t n, float m) {
+static float exp_sum_of(float *x, int64_t n, float m, int degree) {
     float lane[VL] = {0};
     for (int64_t i = 0; i < n; i += VL)
         for (int j = 0; j < VL; j++) {
-            x[i + j] = attn_exp2f((x[i + j] - m) * ATTN_LOG2E);
+            x[i + j] = exp2_of((x[i + j] - m) * ATTN_LOG2E, degree);
             lane[j] += x[i + j];
         }
     float sum = 0;
     for (int j = 0; j < VL; j++) sum += lane[j];
     return sum;
 }
+
+static float exp_sum_c(float *x, int64_t n, float m) { return exp_sum_of(x, n, m, 6); }
+
+float attn_exp_sum_bf16_portable(float *x, int64_t n, float m) { return exp_sum_of(x, n, m, 3); }
 
 static void scale_c(float *y, const float *x, int64_t n, float a) {
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * a;

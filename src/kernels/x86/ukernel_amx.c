@@ -41,7 +41,7 @@ static void configure(void) {
     _tile_loadconfig(&c);
 }
 
-/* The helpers for the bf16 conversions: the AVX512_BF16 set's, which every
+/* The helpers for the bf16 conversions and the exp pass: the AVX512_BF16 set's, which every
  * AMX CPU has (the tests' emulated build may name the portable ones). */
 #if !defined(ATTN_AMX_HELPERS)
 #define ATTN_AMX_HELPERS attn_bf16_avx512
@@ -164,6 +164,7 @@ static void gemm_amx(float *c, int64_t ldc, const uint32_t *a2, const uint32_t *
         for (int j = 0; j < GEMM_NR; j++) c[r * ldc + j] += t[r * GEMM_NR + j];
 }
 
+static float exp_sum_amx(uint16_t *p, float *x, int64_t n, float m) { return ATTN_AMX_HELPERS.exp_sum(p, x, n, m); }
 static void to_bf16_amx(uint16_t *dst, const float *src, int64_t n) { ATTN_AMX_HELPERS.to_bf16(dst, src, n); }
 static void zip_amx(uint32_t *dst, const float *even, const float *odd, int64_t n) {
     ATTN_AMX_HELPERS.zip(dst, even, odd, n);
@@ -176,6 +177,7 @@ const attn_bf16_kernels attn_bf16_amx = {
     .mr = MR,
     .qk = qk_amx,
     .pv = pv_amx,
+    .exp_sum = exp_sum_amx,
     .to_bf16 = to_bf16_amx,
     .zip = zip_amx,
     .gemm = gemm_amx,

@@ -6,6 +6,7 @@
 
 #if defined(ATTN_HAVE_X86_KERNELS)
 #include "kernels/x86/intrin.h"
+#include "kernels/x86/exp2_avx512.h"
 #include <math.h>
 #include <string.h>
 
@@ -93,30 +94,10 @@ PV_KERNEL(pvt_avx512, 4, PV_COL)
 PV_DISPATCH(pv_avx512)
 PV_DISPATCH(pvt_avx512)
 
-/* 2^x, the algorithm of attn_exp2f (kernels/exp2.h): lanes below
- * ATTN_EXP2_LO (-inf included, NaN not) are 0, zeroed by the mask of the
- * scaling, whose other lanes see only the clamped x, so that nothing
- * underflows. Clamping with max/min keeps NaN (the second operand is
- * returned when either is NaN); vscalefps applies 2^n with one rounding. */
-static inline __m512 exp2_512(__m512 x) {
-    __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(ATTN_EXP2_LO), _CMP_NLT_UQ);
-    x = _mm512_max_ps(_mm512_set1_ps(ATTN_EXP2_LO), x);
-    x = _mm512_min_ps(_mm512_set1_ps(ATTN_EXP2_HI), x);
-    __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_sub_ps(x, n);
-    __m512 p = ATTN_EXP2_POLY(_mm512_fmadd_ps, _mm512_set1_ps, f);
-    return _mm512_maskz_scalef_ps(keep, p, n);
-}
+/* 2^x and the exp pass at f32's accuracy (exp2_avx512.h). */
+static inline __m512 exp2_512(__m512 x) { return attn_exp2_512(x, 6); }
 
-static float exp_sum_avx512(float *x, int64_t n, float m) {
-    __m512 sum = _mm512_setzero_ps(), mv = _mm512_set1_ps(m), log2e = _mm512_set1_ps(ATTN_LOG2E);
-    for (int64_t i = 0; i < n; i += VL) {
-        __m512 y = exp2_512(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv), log2e));
-        _mm512_storeu_ps(x + i, y);
-        sum = _mm512_add_ps(sum, y);
-    }
-    return _mm512_reduce_add_ps(sum);
-}
+static float exp_sum_avx512(float *x, int64_t n, float m) { return attn_exp_sum_512(x, n, m, 6); }
 
 static void scale_avx512(float *y, const float *x, int64_t n, float a) {
     __m512 av = _mm512_set1_ps(a);

@@ -6,13 +6,16 @@
 
 #if defined(ATTN_HAVE_X86_KERNELS)
 #include "kernels/x86/intrin.h"
+#include "kernels/x86/exp2_avx512.h"
 
 enum { MR = 6, VL = 16, NV = 4 };
 
 #define DP(acc, a, b) acc = _mm512_dpbf16_ps(acc, (__m512bh)(a), (__m512bh)(b))
 
-static void qk_avx512bf16(float *s, int64_t lds, const uint32_t *q2, int64_t ldq, const uint32_t *kt2,
-                          int64_t ldk, int64_t E2) {
+/* s = q2 · kt2 (attn_bf16_kernels.qk); row_max not NULL: each row's largest
+ * score joins row_max[r] (qk_max), taken from the accumulators. */
+ATTN_KERNEL_INLINE void qk_tile(float *s, int64_t lds, const uint32_t *q2, int64_t ldq, const uint32_t *kt2,
+                                int64_t ldk, int64_t E2, float *row_max) {
     __m512 c[MR][NV];
     _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++)
         _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) c[r][v] = _mm512_setzero_ps();
@@ -30,6 +33,21 @@ static void qk_avx512bf16(float *s, int64_t lds, const uint32_t *q2, int64_t ldq
     }
     _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++)
         _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) _mm512_storeu_ps(s + r * lds + 16 * v, c[r][v]);
+    if (row_max)
+        _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {
+            float m = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(c[r][0], c[r][1]), _mm512_max_ps(c[r][2], c[r][3])));
+            row_max[r] = m > row_max[r] ? m : row_max[r];
+        }
+}
+
+static void qk_avx512bf16(float *s, int64_t lds, const uint32_t *q2, int64_t ldq, const uint32_t *kt2,
+                          int64_t ldk, int64_t E2) {
+    qk_tile(s, lds, q2, ldq, kt2, ldk, E2, NULL);
+}
+
+static void qk_max_avx512bf16(float *s, int64_t lds, const uint32_t *q2, int64_t ldq, const uint32_t *kt2,
+                              int64_t ldk, int64_t E2, float *row_max) {
+    qk_tile(s, lds, q2, ldq, kt2, ldk, E2, row_max);
 }
 
 #define PV_KERNEL(NVEC)                                                                           \
@@ -90,6 +108,21 @@ static void gemm_avx512bf16(float *c, int64_t ldc, const uint32_t *a2, const uin
     }
 }
 
+/* The mode's exp pass: degree 3 (ukernel_bf16.h); to p, two vectors of
+ * weights make one of bf16 (VCVTNE2PS2BF16, to_bf16's rounding), summed in
+ * the order attn_exp_sum_512 sums them. */
+static float exp_sum_avx512bf16(uint16_t *p, float *x, int64_t n, float m) {
+    if (!p) return attn_exp_sum_512(x, n, m, 3);
+    __m512 sum = _mm512_setzero_ps(), mv = _mm512_set1_ps(m), log2e = _mm512_set1_ps(ATTN_LOG2E);
+    for (int64_t i = 0; i < n; i += 32) {
+        __m512 y0 = attn_exp2_512(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv), log2e), 3);
+        __m512 y1 = attn_exp2_512(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), mv), log2e), 3);
+        _mm512_storeu_si512(p + i, (__m512i)_mm512_cvtne2ps_pbh(y1, y0));
+        sum = _mm512_add_ps(_mm512_add_ps(sum, y0), y1);
+    }
+    return _mm512_reduce_add_ps(sum);
+}
+
 /* VCVTNE2PS2BF16 rounds to nearest even, as attn_f32_to_bf16 does. */
 static void to_bf16_avx512(uint16_t *dst, const float *src, int64_t n) {
     int64_t i = 0;
@@ -119,7 +152,9 @@ const attn_bf16_kernels attn_bf16_avx512 = {
     .mr = MR,
     .needs_full_rate = true,
     .qk = qk_avx512bf16,
+    .qk_max = qk_max_avx512bf16,
     .pv = pv_avx512bf16,
+    .exp_sum = exp_sum_avx512bf16,
     .to_bf16 = to_bf16_avx512,
     .zip = zip_avx512,
     .gemm = gemm_avx512bf16,
