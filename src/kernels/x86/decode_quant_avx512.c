@@ -385,10 +385,34 @@ QV_INLINE __m512 dp_pair(__m512 acc, __m512i x, const uint32_t *w) {
 #endif
 }
 
+/* One pair of keys (rows r0, r1 at the block's first byte) into the rows'
+ * accumulators a[i][2u], a[i][2u + 1] of the NB blocks: the pair's weights
+ * of block u, row i at wp + 2u + 8i (qbf_weights' layout). */
+QV_INLINE void qbf_pair(__m512 a[4][8], const uint32_t *wp, const uint8_t *r0, const uint8_t *r1, const int NQ,
+                        const int NB, const bool q4) {
+#pragma GCC unroll 4
+    for (int u = 0; u < NB; u++) {
+        __m512i lo, hi;
+        pair_codes(&lo, &hi, r0 + u * (q4 ? 18 : 34), r1 + u * (q4 ? 18 : 34), q4);
+#pragma GCC unroll 4
+        for (int i = 0; i < NQ; i++) {
+            a[i][2 * u] = dp_pair(a[i][2 * u], lo, wp + 2 * u + 8 * i);
+            a[i][2 * u + 1] = dp_pair(a[i][2 * u + 1], hi, wp + 2 * u + 8 * i);
+        }
+    }
+}
+
 /* Rows i < NQ, the NB blocks from block b, keys j < n in pairs (a lone last
  * key paired with itself under a zero weight), weights w as qbf_weights
  * laid them out from block b0; with each pair, its bytes of next fetched
- * into L1 (npf rows of it). */
+ * into L1 (npf rows of it). The NB blocks lie in one quad (b - b0 is a
+ * multiple of NB, NB a power of 2), so that their weights are a constant
+ * offset apart. Whole tiles of 4 keys go first, two pairs an iteration:
+ * every load is then the tile's weights or rows at a constant offset,
+ * where the pair-at-a-time loop spent as many scalar instructions
+ * computing addresses as vector ones computing (on Zen 5 the front end,
+ * not the VDPBF16PS, limited it). The order of the products into each
+ * accumulator is the pairs' order either way: the same bits. */
 QV_INLINE void qbf_block(float *acc, const uint32_t *w, const uint8_t *v, int64_t ld, int64_t n,
                          int64_t Ev, int64_t b, int64_t b0, int64_t nq4, const int NQ, const int NB, const bool q4,
                          const uint8_t *next, int64_t npf) {
@@ -400,27 +424,20 @@ QV_INLINE void qbf_block(float *acc, const uint32_t *w, const uint8_t *v, int64_
             a[i][2 * u] = _mm512_loadu_ps(acc + i * Ev + 32 * (b + u));
             a[i][2 * u + 1] = _mm512_loadu_ps(acc + i * Ev + 32 * (b + u) + 16);
         }
-    int64_t woff[4] = {0}; /* block b + u's pairs of weights in a tile's */
-#pragma GCC unroll 4
-    for (int u = 0; u < NB; u++) woff[u] = (b + u - b0) / 4 * 32 + 2 * ((b + u - b0) % 4);
-    for (uint64_t j = 0; j < (uint64_t)n; j += 2) {
-        if ((int64_t)j < npf)
-            for (int64_t o = 0; o < ((int64_t)j + 1 < n ? 2 : 1) * ld; o += 64)
-                _mm_prefetch((const char *)(next + (int64_t)j * ld + o), _MM_HINT_T0);
-        const uint8_t *r0 = v + (int64_t)j * ld, *r1 = (int64_t)j + 1 < n ? r0 + ld : r0;
-        const uint32_t *wt = w + (j >> 2) * (uint64_t)nq4 * 32 + (j >> 1 & 1);
-#pragma GCC unroll 4
-        for (int u = 0; u < NB; u++) {
-            __m512i lo, hi;
-            int64_t off = (b + u) * (q4 ? 18 : 34);
-            pair_codes(&lo, &hi, r0 + off, r1 + off, q4);
-#pragma GCC unroll 4
-            for (int i = 0; i < NQ; i++) {
-                const uint32_t *wu = wt + woff[u] + 8 * i;
-                a[i][2 * u] = dp_pair(a[i][2 * u], lo, wu);
-                a[i][2 * u + 1] = dp_pair(a[i][2 * u + 1], hi, wu);
-            }
-        }
+    const uint32_t *wt = w + (b - b0) / 4 * 32 + 2 * ((b - b0) % 4); /* block b's pairs of weights in tile 0 */
+    const uint8_t *r = v + b * (q4 ? 18 : 34);                        /* block b of key 0 */
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4, r += 4 * ld, wt += nq4 * 32) {
+        if (j < npf)
+            for (int64_t o = 0; o < 4 * ld; o += 64) _mm_prefetch((const char *)(next + j * ld + o), _MM_HINT_T0);
+        qbf_pair(a, wt, r, r + ld, NQ, NB, q4);
+        qbf_pair(a, wt + 1, r + 2 * ld, r + 3 * ld, NQ, NB, q4);
+    }
+    for (; j < n; j += 2, r += 2 * ld) { /* the last 1-3 keys */
+        if (j < npf)
+            for (int64_t o = 0; o < (j + 1 < n ? 2 : 1) * ld; o += 64)
+                _mm_prefetch((const char *)(next + j * ld + o), _MM_HINT_T0);
+        qbf_pair(a, wt + (j >> 1 & 1), r, j + 1 < n ? r + ld : r, NQ, NB, q4);
     }
 #pragma GCC unroll 4
     for (int i = 0; i < NQ; i++)
