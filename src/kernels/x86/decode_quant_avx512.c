@@ -327,11 +327,14 @@ QV_INLINE void qbf_weights(uint32_t *w, const float *p, int64_t ldp, const uint8
         __mmask8 keys = (__mmask8)((1u << NK) - 1);
         __m512 pw[4] = {_mm512_setzero_ps()}; /* p_ij in lanes 4b + j, every b (rows past NQ: unused) */
 #pragma GCC unroll 4
-        for (int i = 0; i < NQ; i++) pw[i] = _mm512_broadcast_f32x4(_mm_maskz_loadu_ps(keys, p + i * ldp + j));
+        for (int i = 0; i < NQ; i++)
+            pw[i] = _mm512_broadcast_f32x4(NK == 4 ? _mm_loadu_ps(p + i * ldp + j) : _mm_maskz_loadu_ps(keys, p + i * ldp + j));
         for (int64_t g = 0; g < nq4; g++) {
             int64_t b = b0 + 4 * g;
             int nbk = nb - b < 4 ? (int)(nb - b) : 4;
-            __m512 dk = tile_scales(v + j * ld + b * (q4 ? 18 : 34), ld, NK, nbk, q4, &hm);
+            const uint8_t *at = v + j * ld + b * (q4 ? 18 : 34);
+            /* a whole tile (most of them) with the counts as constants: its masks folded away */
+            __m512 dk = NK == 4 && nbk == 4 ? tile_scales(at, ld, 4, 4, q4, &hm) : tile_scales(at, ld, NK, nbk, q4, &hm);
             uint32_t *to = w + (j / 4 * nq4 + g) * 32;
 #pragma GCC unroll 4
             for (int i = 0; i < NQ; i++) {
