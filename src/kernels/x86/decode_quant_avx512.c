@@ -27,7 +27,8 @@
  * and key needed a conversion, a multiply-add and a reduction. */
 #define QDOT_INLINE ATTN_KERNEL_INLINE
 enum { QR = 4,  /* query rows per pass over the keys */
-       QG = 2 }; /* quads of blocks per pass (E <= 256 in one) */
+       QG = 2,  /* quads of blocks per pass (E <= 256 in one) */
+       QT = 2 }; /* whole tiles of 4 keys a step (qdot_tile's NT) */
 
 /* A query row as the tiles take it, for quads g < QG of one pass. */
 typedef struct qrow_tab {
@@ -128,39 +129,54 @@ QDOT_INLINE void tile_keys_q4(__m512i K[8], const uint8_t *k, int64_t ld, int NK
 
 #include "kernels/x86/quant_scales.h"
 
-/* Scores of the tile's NK keys for rows i < NQ of tb, quads g < ng of one
- * pass: stored into s[i * lds + j] (first pass) or added to it. */
-QDOT_INLINE void qdot_tile(float *s, int64_t lds, const qrow_tab *tb, const uint8_t *k, int64_t ld, 
+/* Scores of NT tiles of NK keys each (NT = 2: two whole tiles, 8 keys
+ * from k) for rows i < NQ of tb, quads g < ng of one pass: stored into
+ * s[i * lds + j] (first pass) or added to it. With two tiles each row's
+ * query dwords, loaded once, serve both: on Zen 5 the loads (two a cycle),
+ * not the VPDPBUSD, bound one tile (per row 8 query vectors, the bias and
+ * d_q for 4 keys). Each tile's arithmetic is the same either way. */
+QDOT_INLINE void qdot_tile(float *s, int64_t lds, const qrow_tab *tb, const uint8_t *k, int64_t ld,
                            int NK, int64_t g0, int ng, int64_t nb, const int NQ, const bool q4, const bool full, bool first,
-                           __m256i *hm) {
-    __m512 S[QR];
+                           __m256i *hm, const int NT) {
+    __m512 S[QR][2];
 #pragma GCC unroll 4
-    for (int i = 0; i < QR; i++) S[i] = _mm512_setzero_ps();
+    for (int i = 0; i < QR; i++) S[i][0] = S[i][1] = _mm512_setzero_ps();
     for (int g = 0; g < ng; g++) {
         int64_t b0 = (g0 + g) * 4;
         int nbk = full || nb - b0 >= 4 ? 4 : (int)(nb - b0);
-        __m512i K[8];
-        if (q4) tile_keys_q4(K, k, ld, NK, b0, nbk);
-        else tile_keys_q8(K, k, ld, NK, b0, nbk);
-        __m512 dk = tile_scales(k + b0 * (q4 ? 18 : 34), ld, NK, nbk, q4, hm);
+        __m512i K[2][8];
+        __m512 dk[2];
+#pragma GCC unroll 2
+        for (int u = 0; u < NT; u++) {
+            if (q4) tile_keys_q4(K[u], k + 4 * u * ld, ld, NK, b0, nbk);
+            else tile_keys_q8(K[u], k + 4 * u * ld, ld, NK, b0, nbk);
+            dk[u] = tile_scales(k + 4 * u * ld + b0 * (q4 ? 18 : 34), ld, NK, nbk, q4, hm);
+        }
 #pragma GCC unroll 4
         for (int i = 0; i < NQ; i++) {
-            __m512i acc = tb[i].bias[g];
+            __m512i acc[2] = {tb[i].bias[g], tb[i].bias[g]};
 #pragma GCC unroll 8
-            for (int t = 0; t < 8; t++) acc = _mm512_dpbusd_epi32(acc, K[t], tb[i].q[g][t]);
-            __m512 y = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(acc), dk), tb[i].d[g]);
-            S[i] = g ? _mm512_add_ps(S[i], y) : y;
+            for (int t = 0; t < 8; t++)
+#pragma GCC unroll 2
+                for (int u = 0; u < NT; u++) acc[u] = _mm512_dpbusd_epi32(acc[u], K[u][t], tb[i].q[g][t]);
+#pragma GCC unroll 2
+            for (int u = 0; u < NT; u++) {
+                __m512 y = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(acc[u]), dk[u]), tb[i].d[g]);
+                S[i][u] = g ? _mm512_add_ps(S[i][u], y) : y;
+            }
         }
     }
     __mmask8 m = (__mmask8)((1u << NK) - 1);
 #pragma GCC unroll 4
-    for (int i = 0; i < NQ; i++) { /* (b0 + b2) + (b1 + b3), each key on its own */
-        __m512 h = _mm512_add_ps(S[i], _mm512_shuffle_f32x4(S[i], S[i], _MM_SHUFFLE(1, 0, 3, 2)));
-        __m128 sum = _mm_add_ps(_mm512_castps512_ps128(h), _mm512_extractf32x4_ps(h, 1));
-        float *to = s + i * lds;
-        if (!first) sum = _mm_add_ps(_mm_maskz_loadu_ps(m, to), sum);
-        _mm_mask_storeu_ps(to, m, sum);
-    }
+    for (int i = 0; i < NQ; i++) /* (b0 + b2) + (b1 + b3), each key on its own */
+#pragma GCC unroll 2
+        for (int u = 0; u < NT; u++) {
+            __m512 h = _mm512_add_ps(S[i][u], _mm512_shuffle_f32x4(S[i][u], S[i][u], _MM_SHUFFLE(1, 0, 3, 2)));
+            __m128 sum = _mm_add_ps(_mm512_castps512_ps128(h), _mm512_extractf32x4_ps(h, 1));
+            float *to = s + i * lds + 4 * u;
+            if (!first) sum = _mm_add_ps(_mm_maskz_loadu_ps(m, to), sum);
+            _mm_mask_storeu_ps(to, m, sum);
+        }
 }
 
 #include "kernels/x86/decode_quant_tiles.h"
