@@ -18,7 +18,11 @@ void attn_qrows_quantize(attn_qrows *qq, int8_t *codes, float *d, int32_t *bias,
         float dq = a / 127, inv = dq > 0 ? 1 / dq : 0;
         int32_t sum = 0;
         for (int i = 0; i < ATTN_QBLOCK; i++) {
-            float c = nearbyintf(x[i] * inv); /* the default rounding: to nearest, ties to even */
+            /* to nearest, ties to even (the default rounding), as nearbyintf
+             * rounds but without its call: |x · inv| <= 127 · (1 + 2^-23),
+             * so adding 1.5 · 2^23 leaves the integer part in the low bits
+             * of the significand, and taking it away again is exact */
+            float c = (x[i] * inv + 0x1.8p23f) - 0x1.8p23f;
             c = c > 127 ? 127 : c < -127 ? -127 : c;
             codes[r * ATTN_QBLOCK + i] = (int8_t)c;
             sum += (int32_t)c;

@@ -27,7 +27,8 @@
  * and key needed a conversion, a multiply-add and a reduction. */
 #define QDOT_INLINE ATTN_KERNEL_INLINE
 enum { QR = 4,  /* query rows per pass over the keys */
-       QG = 2 }; /* quads of blocks per pass (E <= 256 in one) */
+       QG = 2,  /* quads of blocks per pass (E <= 256 in one) */
+       QT = 2 }; /* whole tiles of 4 keys a step (qdot_tile's NT) */
 
 /* A query row as the tiles take it, for quads g < QG of one pass. */
 typedef struct qrow_tab {
@@ -128,39 +129,54 @@ QDOT_INLINE void tile_keys_q4(__m512i K[8], const uint8_t *k, int64_t ld, int NK
 
 #include "kernels/x86/quant_scales.h"
 
-/* Scores of the tile's NK keys for rows i < NQ of tb, quads g < ng of one
- * pass: stored into s[i * lds + j] (first pass) or added to it. */
-QDOT_INLINE void qdot_tile(float *s, int64_t lds, const qrow_tab *tb, const uint8_t *k, int64_t ld, 
+/* Scores of NT tiles of NK keys each (NT = 2: two whole tiles, 8 keys
+ * from k) for rows i < NQ of tb, quads g < ng of one pass: stored into
+ * s[i * lds + j] (first pass) or added to it. With two tiles each row's
+ * query dwords, loaded once, serve both: on Zen 5 the loads (two a cycle),
+ * not the VPDPBUSD, bound one tile (per row 8 query vectors, the bias and
+ * d_q for 4 keys). Each tile's arithmetic is the same either way. */
+QDOT_INLINE void qdot_tile(float *s, int64_t lds, const qrow_tab *tb, const uint8_t *k, int64_t ld,
                            int NK, int64_t g0, int ng, int64_t nb, const int NQ, const bool q4, const bool full, bool first,
-                           __m256i *hm) {
-    __m512 S[QR];
+                           __m256i *hm, const int NT) {
+    __m512 S[QR][2];
 #pragma GCC unroll 4
-    for (int i = 0; i < QR; i++) S[i] = _mm512_setzero_ps();
+    for (int i = 0; i < QR; i++) S[i][0] = S[i][1] = _mm512_setzero_ps();
     for (int g = 0; g < ng; g++) {
         int64_t b0 = (g0 + g) * 4;
         int nbk = full || nb - b0 >= 4 ? 4 : (int)(nb - b0);
-        __m512i K[8];
-        if (q4) tile_keys_q4(K, k, ld, NK, b0, nbk);
-        else tile_keys_q8(K, k, ld, NK, b0, nbk);
-        __m512 dk = tile_scales(k + b0 * (q4 ? 18 : 34), ld, NK, nbk, q4, hm);
+        __m512i K[2][8];
+        __m512 dk[2];
+#pragma GCC unroll 2
+        for (int u = 0; u < NT; u++) {
+            if (q4) tile_keys_q4(K[u], k + 4 * u * ld, ld, NK, b0, nbk);
+            else tile_keys_q8(K[u], k + 4 * u * ld, ld, NK, b0, nbk);
+            dk[u] = tile_scales(k + 4 * u * ld + b0 * (q4 ? 18 : 34), ld, NK, nbk, q4, hm);
+        }
 #pragma GCC unroll 4
         for (int i = 0; i < NQ; i++) {
-            __m512i acc = tb[i].bias[g];
+            __m512i acc[2] = {tb[i].bias[g], tb[i].bias[g]};
 #pragma GCC unroll 8
-            for (int t = 0; t < 8; t++) acc = _mm512_dpbusd_epi32(acc, K[t], tb[i].q[g][t]);
-            __m512 y = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(acc), dk), tb[i].d[g]);
-            S[i] = g ? _mm512_add_ps(S[i], y) : y;
+            for (int t = 0; t < 8; t++)
+#pragma GCC unroll 2
+                for (int u = 0; u < NT; u++) acc[u] = _mm512_dpbusd_epi32(acc[u], K[u][t], tb[i].q[g][t]);
+#pragma GCC unroll 2
+            for (int u = 0; u < NT; u++) {
+                __m512 y = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(acc[u]), dk[u]), tb[i].d[g]);
+                S[i][u] = g ? _mm512_add_ps(S[i][u], y) : y;
+            }
         }
     }
     __mmask8 m = (__mmask8)((1u << NK) - 1);
 #pragma GCC unroll 4
-    for (int i = 0; i < NQ; i++) { /* (b0 + b2) + (b1 + b3), each key on its own */
-        __m512 h = _mm512_add_ps(S[i], _mm512_shuffle_f32x4(S[i], S[i], _MM_SHUFFLE(1, 0, 3, 2)));
-        __m128 sum = _mm_add_ps(_mm512_castps512_ps128(h), _mm512_extractf32x4_ps(h, 1));
-        float *to = s + i * lds;
-        if (!first) sum = _mm_add_ps(_mm_maskz_loadu_ps(m, to), sum);
-        _mm_mask_storeu_ps(to, m, sum);
-    }
+    for (int i = 0; i < NQ; i++) /* (b0 + b2) + (b1 + b3), each key on its own */
+#pragma GCC unroll 2
+        for (int u = 0; u < NT; u++) {
+            __m512 h = _mm512_add_ps(S[i][u], _mm512_shuffle_f32x4(S[i][u], S[i][u], _MM_SHUFFLE(1, 0, 3, 2)));
+            __m128 sum = _mm_add_ps(_mm512_castps512_ps128(h), _mm512_extractf32x4_ps(h, 1));
+            float *to = s + i * lds + 4 * u;
+            if (!first) sum = _mm_add_ps(_mm_maskz_loadu_ps(m, to), sum);
+            _mm_mask_storeu_ps(to, m, sum);
+        }
 }
 
 #include "kernels/x86/decode_quant_tiles.h"
@@ -327,11 +343,14 @@ QV_INLINE void qbf_weights(uint32_t *w, const float *p, int64_t ldp, const uint8
         __mmask8 keys = (__mmask8)((1u << NK) - 1);
         __m512 pw[4] = {_mm512_setzero_ps()}; /* p_ij in lanes 4b + j, every b (rows past NQ: unused) */
 #pragma GCC unroll 4
-        for (int i = 0; i < NQ; i++) pw[i] = _mm512_broadcast_f32x4(_mm_maskz_loadu_ps(keys, p + i * ldp + j));
+        for (int i = 0; i < NQ; i++)
+            pw[i] = _mm512_broadcast_f32x4(NK == 4 ? _mm_loadu_ps(p + i * ldp + j) : _mm_maskz_loadu_ps(keys, p + i * ldp + j));
         for (int64_t g = 0; g < nq4; g++) {
             int64_t b = b0 + 4 * g;
             int nbk = nb - b < 4 ? (int)(nb - b) : 4;
-            __m512 dk = tile_scales(v + j * ld + b * (q4 ? 18 : 34), ld, NK, nbk, q4, &hm);
+            const uint8_t *at = v + j * ld + b * (q4 ? 18 : 34);
+            /* a whole tile (most of them) with the counts as constants: its masks folded away */
+            __m512 dk = NK == 4 && nbk == 4 ? tile_scales(at, ld, 4, 4, q4, &hm) : tile_scales(at, ld, NK, nbk, q4, &hm);
             uint32_t *to = w + (j / 4 * nq4 + g) * 32;
 #pragma GCC unroll 4
             for (int i = 0; i < NQ; i++) {
@@ -385,10 +404,34 @@ QV_INLINE __m512 dp_pair(__m512 acc, __m512i x, const uint32_t *w) {
 #endif
 }
 
+/* One pair of keys (rows r0, r1 at the block's first byte) into the rows'
+ * accumulators a[i][2u], a[i][2u + 1] of the NB blocks: the pair's weights
+ * of block u, row i at wp + 2u + 8i (qbf_weights' layout). */
+QV_INLINE void qbf_pair(__m512 a[4][8], const uint32_t *wp, const uint8_t *r0, const uint8_t *r1, const int NQ,
+                        const int NB, const bool q4) {
+#pragma GCC unroll 4
+    for (int u = 0; u < NB; u++) {
+        __m512i lo, hi;
+        pair_codes(&lo, &hi, r0 + u * (q4 ? 18 : 34), r1 + u * (q4 ? 18 : 34), q4);
+#pragma GCC unroll 4
+        for (int i = 0; i < NQ; i++) {
+            a[i][2 * u] = dp_pair(a[i][2 * u], lo, wp + 2 * u + 8 * i);
+            a[i][2 * u + 1] = dp_pair(a[i][2 * u + 1], hi, wp + 2 * u + 8 * i);
+        }
+    }
+}
+
 /* Rows i < NQ, the NB blocks from block b, keys j < n in pairs (a lone last
  * key paired with itself under a zero weight), weights w as qbf_weights
  * laid them out from block b0; with each pair, its bytes of next fetched
- * into L1 (npf rows of it). */
+ * into L1 (npf rows of it). The NB blocks lie in one quad (b - b0 is a
+ * multiple of NB, NB a power of 2), so that their weights are a constant
+ * offset apart. Whole tiles of 4 keys go first, two pairs an iteration:
+ * every load is then the tile's weights or rows at a constant offset,
+ * where the pair-at-a-time loop spent as many scalar instructions
+ * computing addresses as vector ones computing (on Zen 5 the front end,
+ * not the VDPBF16PS, limited it). The order of the products into each
+ * accumulator is the pairs' order either way: the same bits. */
 QV_INLINE void qbf_block(float *acc, const uint32_t *w, const uint8_t *v, int64_t ld, int64_t n,
                          int64_t Ev, int64_t b, int64_t b0, int64_t nq4, const int NQ, const int NB, const bool q4,
                          const uint8_t *next, int64_t npf) {
@@ -400,27 +443,20 @@ QV_INLINE void qbf_block(float *acc, const uint32_t *w, const uint8_t *v, int64_
             a[i][2 * u] = _mm512_loadu_ps(acc + i * Ev + 32 * (b + u));
             a[i][2 * u + 1] = _mm512_loadu_ps(acc + i * Ev + 32 * (b + u) + 16);
         }
-    int64_t woff[4] = {0}; /* block b + u's pairs of weights in a tile's */
-#pragma GCC unroll 4
-    for (int u = 0; u < NB; u++) woff[u] = (b + u - b0) / 4 * 32 + 2 * ((b + u - b0) % 4);
-    for (uint64_t j = 0; j < (uint64_t)n; j += 2) {
-        if ((int64_t)j < npf)
-            for (int64_t o = 0; o < ((int64_t)j + 1 < n ? 2 : 1) * ld; o += 64)
-                _mm_prefetch((const char *)(next + (int64_t)j * ld + o), _MM_HINT_T0);
-        const uint8_t *r0 = v + (int64_t)j * ld, *r1 = (int64_t)j + 1 < n ? r0 + ld : r0;
-        const uint32_t *wt = w + (j >> 2) * (uint64_t)nq4 * 32 + (j >> 1 & 1);
-#pragma GCC unroll 4
-        for (int u = 0; u < NB; u++) {
-            __m512i lo, hi;
-            int64_t off = (b + u) * (q4 ? 18 : 34);
-            pair_codes(&lo, &hi, r0 + off, r1 + off, q4);
-#pragma GCC unroll 4
-            for (int i = 0; i < NQ; i++) {
-                const uint32_t *wu = wt + woff[u] + 8 * i;
-                a[i][2 * u] = dp_pair(a[i][2 * u], lo, wu);
-                a[i][2 * u + 1] = dp_pair(a[i][2 * u + 1], hi, wu);
-            }
-        }
+    const uint32_t *wt = w + (b - b0) / 4 * 32 + 2 * ((b - b0) % 4); /* block b's pairs of weights in tile 0 */
+    const uint8_t *r = v + b * (q4 ? 18 : 34);                        /* block b of key 0 */
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4, r += 4 * ld, wt += nq4 * 32) {
+        if (j < npf)
+            for (int64_t o = 0; o < 4 * ld; o += 64) _mm_prefetch((const char *)(next + j * ld + o), _MM_HINT_T0);
+        qbf_pair(a, wt, r, r + ld, NQ, NB, q4);
+        qbf_pair(a, wt + 1, r + 2 * ld, r + 3 * ld, NQ, NB, q4);
+    }
+    for (; j < n; j += 2, r += 2 * ld) { /* the last 1-3 keys */
+        if (j < npf)
+            for (int64_t o = 0; o < (j + 1 < n ? 2 : 1) * ld; o += 64)
+                _mm_prefetch((const char *)(next + j * ld + o), _MM_HINT_T0);
+        qbf_pair(a, wt + (j >> 1 & 1), r, j + 1 < n ? r + ld : r, NQ, NB, q4);
     }
 #pragma GCC unroll 4
     for (int i = 0; i < NQ; i++)

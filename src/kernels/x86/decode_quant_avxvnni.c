@@ -23,7 +23,8 @@
  * portable intrinsics take minutes to compile.) */
 #define QDOT_INLINE ATTN_KERNEL_INLINE
 enum { QR = 4,  /* query rows per pass over the keys */
-       QG = 2 }; /* quads of blocks per pass (E <= 256 in one) */
+       QG = 2,  /* quads of blocks per pass (E <= 256 in one) */
+       QT = 1 }; /* tiles a step: 16 ymm registers hold one tile's keys */
 
 /* A query row as the tiles take it: half h of a quad is its blocks 2h and
  * 2h + 1, lane 4b + j for block b of the two and key j. */
@@ -129,9 +130,12 @@ QDOT_INLINE void tile_scales(__m256 dk[2], const uint8_t *k, int64_t ld, int NK,
 }
 
 /* Scores of the tile's NK keys for rows i < NQ of tb, quads g < ng of one
- * pass: stored into s[i * lds + j] (first pass) or added to it. */
+ * pass: stored into s[i * lds + j] (first pass) or added to it (NT: one
+ * tile, QT). */
 QDOT_INLINE void qdot_tile(float *s, int64_t lds, const qrow_tab *tb, const uint8_t *k, int64_t ld, int NK, int64_t g0,
-                           int ng, int64_t nb, const int NQ, const bool q4, const bool full, bool first, __m256i *hm) {
+                           int ng, int64_t nb, const int NQ, const bool q4, const bool full, bool first, __m256i *hm,
+                           const int NT) {
+    (void)NT;
     __m256 S[QR][2];
 #pragma GCC unroll 4
     for (int i = 0; i < QR; i++) S[i][0] = S[i][1] = _mm256_setzero_ps();

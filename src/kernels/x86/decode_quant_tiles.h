@@ -2,10 +2,12 @@
  * dot product kernels (decode_quant_avx512.c on 512-bit vectors,
  * decode_quant_avxvnni.c on two 256-bit halves), written once. The
  * including file defines, for its ISA:
- *   QDOT_INLINE, QR (query rows per pass), QG (quads of blocks per pass)
+ *   QDOT_INLINE, QR (query rows per pass), QG (quads of blocks per pass),
+ *   QT (whole tiles a step)
  *   qrow_tab, qrow_table(tb, qq, r, g0, ng, nb)   a query row as tiles take it
- *   qdot_tile(s, lds, tb, k, ld, NK, g0, ng, nb, NQ, q4, whole, first, hm)
- *                       the scores of NQ rows against NK <= 4 keys, quads
+ *   qdot_tile(s, lds, tb, k, ld, NK, g0, ng, nb, NQ, q4, whole, first, hm, NT)
+ *                       the scores of NQ rows against NT tiles (NT > 1:
+ *                       whole ones) of NK <= 4 keys each, quads
  *                       g0 .. g0 + ng - 1, added to s unless `first`
  * hm gathers the largest |d_k| as f16 bits in 16 lanes (0x7c00 and up: not
  * finite). */
@@ -15,10 +17,13 @@
 QDOT_INLINE void qdot_pass(float *s, int64_t lds, const qrow_tab *tb, const uint8_t *k, int64_t ld, int64_t n,
                            int64_t g0, int ng, int64_t nb, const int NQ, const bool q4, __m256i *hm) {
     int64_t j = 0;
-    if (nb % 4 == 0)
-        for (; j + 4 <= n; j += 4) qdot_tile(s + j, lds, tb, k + j * ld, ld, 4, g0, ng, nb, NQ, q4, true, g0 == 0, hm);
-    for (; j + 4 <= n; j += 4) qdot_tile(s + j, lds, tb, k + j * ld, ld, 4, g0, ng, nb, NQ, q4, false, g0 == 0, hm);
-    if (j < n) qdot_tile(s + j, lds, tb, k + j * ld, ld, (int)(n - j), g0, ng, nb, NQ, q4, false, g0 == 0, hm);
+    if (nb % 4 == 0) {
+        for (; j + 4 * QT <= n; j += 4 * QT)
+            qdot_tile(s + j, lds, tb, k + j * ld, ld, 4, g0, ng, nb, NQ, q4, true, g0 == 0, hm, QT);
+        for (; j + 4 <= n; j += 4) qdot_tile(s + j, lds, tb, k + j * ld, ld, 4, g0, ng, nb, NQ, q4, true, g0 == 0, hm, 1);
+    }
+    for (; j + 4 <= n; j += 4) qdot_tile(s + j, lds, tb, k + j * ld, ld, 4, g0, ng, nb, NQ, q4, false, g0 == 0, hm, 1);
+    if (j < n) qdot_tile(s + j, lds, tb, k + j * ld, ld, (int)(n - j), g0, ng, nb, NQ, q4, false, g0 == 0, hm, 1);
 }
 
 /* qdot.h's dot: rows r0 .. r0 + nq - 1 against n keys at kv (rows ld bytes

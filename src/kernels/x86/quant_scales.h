@@ -30,7 +30,9 @@ QDOT_INLINE __m512 tile_scales(const uint8_t *k, int64_t ld, int NK, int nbk, co
             if (!q4) hi = _mm512_maskz_loadu_epi16((__mmask32)(need >> 32), r + 64);
         }
         __mmask32 lanes = (__mmask32)(((1u << (4 * nbk)) - 1) & (0x1111u << j));
-        w = _mm512_or_si512(w, _mm512_maskz_permutex2var_epi16(lanes, lo, idx, hi));
+        /* q4's scales lie in the first 64 bytes: one source (VPERMW) */
+        w = _mm512_or_si512(w, q4 ? _mm512_maskz_permutexvar_epi16(lanes, idx, lo)
+                                  : _mm512_maskz_permutex2var_epi16(lanes, lo, idx, hi));
     }
     __m256i h = _mm512_castsi512_si256(w);
     *hm = _mm256_max_epu16(*hm, _mm256_and_si256(h, _mm256_set1_epi16(0x7fff)));
