@@ -453,6 +453,12 @@ typedef struct attn_grad_slices {
     /* dq, dk, dv, dmask: the view is the caller's output itself, which no two
      * slices share (no broadcast, no GQA): kernels write it, never add. */
     bool direct[4];
+    /* dk, dv (indices 1, 2; 0 and 3 stay false): the view is the caller's
+     * output, which only the slices of a GQA group share (consecutive
+     * slices, no broadcast dimension, no RoPE to turn dk back): the fused
+     * kernel sums the group's partials in f64 and rounds once into it,
+     * with no accumulator shaped like k (flash_backward.c, reduce). */
+    bool grouped[4];
     /* The bf16 compute mode: the fused kernel's products on bf16 pairs. */
     bool bf16;
 } attn_grad_slices;

@@ -100,8 +100,9 @@ const float *attn_rows_f32(const struct attn_ukernels *uk, const attn_rows *src,
 
 /* The fused f32 backward pass (flash_backward.c) over all slices of one
  * call: writes each slice's dq, dk and dv into gs's views, straight into
- * the caller's output where gs->direct says so, else adding into f64
- * accumulators in slice order; slices it cannot take go to the exact
+ * the caller's output where gs->direct says so, summed group by group in
+ * f64 and rounded once into it where gs->grouped says so, else adding into
+ * f64 accumulators in slice order; slices it cannot take go to the exact
  * kernel. All scratch comes from gs->f.arena, taken before anything is
  * written. Fills *info. Returns ATTN_OK, ATTN_ERR_OVERFLOW,
  * ATTN_ERR_NO_MEMORY or ATTN_ERR_WORKSPACE. */

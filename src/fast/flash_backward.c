@@ -601,35 +601,66 @@ static void slice_check(void *ctx, int64_t slice, int worker) {
     atomic_store(&j->route[slice], !ok ? ROUTE_EXACT : stats ? ROUTE_STATS : ROUTE_FUSED);
 }
 
+/* The slices of a GQA group that share gradient t's rows (t = 1: dk, 2:
+ * dv): consecutive, as slice_index numbers heads fastest. */
+static int64_t group_of(const bwd_job *j, int t) {
+    const attn_canon *kv = t == 1 ? &j->gs->f.ck : &j->gs->f.cv;
+    return j->gs->f.co.shape[2] / kv->shape[2];
+}
+
 /* Add the items' partials into the f64 gradients, slice by slice and chunk by
  * chunk in order; a slice the f32 kernel could not take goes to the exact
- * kernel here, in the same order. */
-static void reduce(const bwd_job *j, double *exact_work, attn_run_info *info) {
+ * kernel here, in the same order. A grouped dk or dv (attn_grad_slices) is
+ * summed in `sums` (S × Ep doubles for dK, then S × Evp for dV: one group's
+ * rows), zeroed at the group's first slice and rounded once into the
+ * caller's output after its last: the very additions an accumulator shaped
+ * like k would get, and the rounding attn_tensor_convert would give it,
+ * without that accumulator's memory (new pages to fault in on every call:
+ * 22 MB for attn bench --varlen's backward) or its pass to convert it. */
+static void reduce(const bwd_job *j, double *exact_work, double *sums, attn_run_info *info) {
+    const bool *direct = j->gs->direct, *grouped = j->gs->grouped;
+    const int64_t ld[3] = {j->Ep, j->Ep, j->Evp}, cols[3] = {j->E, j->E, j->Ev};
     for (int64_t s = 0; s < j->gs->f.count; s++) {
         attn_grad_problem g;
         attn_grad_slice(j->gs, s, &g);
-        const bool *direct = j->gs->direct;
+        attn_mat *view[3] = {&g.dq, &g.dk, &g.dv}, out[3];
+        double *sum[3] = {NULL, sums, sums + j->S * j->Ep};
+        for (int t = 1; t < 3; t++) { /* a grouped gradient: the slice adds into its group's sums */
+            if (!grouped[t]) continue;
+            out[t] = *view[t];
+            *view[t] = (attn_mat){(char *)sum[t], ATTN_F64, j->S, cols[t], ld[t], 1};
+            if (s % group_of(j, t) == 0) memset(sum[t], 0, sizeof(double) * (size_t)(j->S * ld[t]));
+        }
         if (atomic_load(&j->route[s]) == ROUTE_EXACT) {
             info->fallbacks++;
-            const attn_mat *m[3] = {&g.dq, &g.dk, &g.dv};
             for (int t = 0; t < 3; t++) /* the exact kernel adds: start the written views from 0 */
-                for (int64_t r = 0; direct[t] && r < m[t]->rows; r++)
-                    for (int64_t e = 0; e < m[t]->cols; e++) attn_mat_set(m[t], r, e, 0.0);
+                for (int64_t r = 0; direct[t] && r < view[t]->rows; r++)
+                    for (int64_t e = 0; e < view[t]->cols; e++) attn_mat_set(view[t], r, e, 0.0);
             attn_backward_kernel(&g, exact_work);
-            continue;
-        }
-        for (int64_t i = 0; g.dq.base && !j->own_dq && i < j->L; i++)
-            for (int64_t e = 0; e < j->E; e++) {
-                double x = direct[0] ? 0.0 : attn_mat_get(&g.dq, i, e);
-                for (int64_t c = 0; c < j->n_chunks; c++)
-                    x += j->part.dq[((s * j->n_chunks + c) * j->Lp + i) * j->Ep + e];
-                attn_mat_set(&g.dq, i, e, x);
+        } else {
+            for (int64_t i = 0; g.dq.base && !j->own_dq && i < j->L; i++)
+                for (int64_t e = 0; e < j->E; e++) {
+                    double x = direct[0] ? 0.0 : attn_mat_get(&g.dq, i, e);
+                    for (int64_t c = 0; c < j->n_chunks; c++)
+                        x += j->part.dq[((s * j->n_chunks + c) * j->Lp + i) * j->Ep + e];
+                    attn_mat_set(&g.dq, i, e, x);
+                }
+            for (int64_t r = 0; r < j->S; r++) {
+                for (int64_t e = 0; g.dk.base && !direct[1] && e < j->E; e++)
+                    attn_mat_set(&g.dk, r, e, attn_mat_get(&g.dk, r, e) + j->part.dk[(s * j->S + r) * j->Ep + e]);
+                for (int64_t e = 0; g.dv.base && !direct[2] && e < j->Ev; e++)
+                    attn_mat_set(&g.dv, r, e, attn_mat_get(&g.dv, r, e) + j->part.dv[(s * j->S + r) * j->Evp + e]);
             }
-        for (int64_t r = 0; r < j->S; r++) {
-            for (int64_t e = 0; g.dk.base && !direct[1] && e < j->E; e++)
-                attn_mat_set(&g.dk, r, e, attn_mat_get(&g.dk, r, e) + j->part.dk[(s * j->S + r) * j->Ep + e]);
-            for (int64_t e = 0; g.dv.base && !direct[2] && e < j->Ev; e++)
-                attn_mat_set(&g.dv, r, e, attn_mat_get(&g.dv, r, e) + j->part.dv[(s * j->S + r) * j->Evp + e]);
+        }
+        for (int t = 1; t < 3; t++) { /* the group's last slice: its sums rounded once into the output */
+            if (!grouped[t] || s % group_of(j, t) != group_of(j, t) - 1) continue;
+            for (int64_t r = 0; r < j->S; r++)
+                for (int64_t e = 0; e < cols[t]; e++) {
+                    double x = sum[t][r * ld[t] + e];
+                    char *at = out[t].base + (r * out[t].rs + e * out[t].cs) * (int64_t)attn_dtype_size(out[t].dtype);
+                    if (out[t].dtype == ATTN_F32) ((float *)(void *)at)[0] = (float)x; /* as attn_tensor_convert */
+                    else ((double *)(void *)at)[0] = x;
+                }
         }
     }
 }
@@ -747,6 +778,7 @@ attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, in
     workers = workers < 1 ? 1 : workers;
     char *scratch = attn_arena_alloc(a, ws_bytes, (size_t)workers);
     bool ok = scratch != NULL;
+    int64_t sum_doubles = 0; /* reduce's sums of a group (below) */
     for (int64_t c = 0; c < n_calls; c++) {
         bwd_job *j = jobs ? &jobs[c] : scratch_jobs;
         const attn_grad_slices *gs = gss[c];
@@ -759,7 +791,13 @@ attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, in
         j->part.dv = want_dv ? attn_arena_alloc(a, (size_t)(gs->f.count * j->S * j->Evp), sizeof(float)) : NULL;
         j->route = attn_arena_alloc(a, (size_t)gs->f.count, sizeof *j->route);
         ok &= (j->own_dq || j->part.dq) && (!want_dk || j->part.dk) && (!want_dv || j->part.dv) && j->route;
+        int64_t n = gs->grouped[1] || gs->grouped[2] ? j->S * (j->Ep + j->Evp) : 0;
+        sum_doubles = n > sum_doubles ? n : sum_doubles;
     }
+    /* One group's sums for a grouped dk and dv (reduce), the largest any
+     * call needs: the calls are reduced one after another. */
+    double *sums = sum_doubles ? attn_arena_alloc(a, (size_t)sum_doubles, sizeof(double)) : NULL;
+    ok &= !sum_doubles || sums;
     double *exact_work = NULL;
     if (a->measure) { /* a workspace must hold the exact kernel's scratch and the statistics too, in case */
         attn_arena_alloc(a, (size_t)max_exact, sizeof(double));
@@ -807,6 +845,6 @@ attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, in
     info->bf16 = gss[0]->bf16 ? attn_bf16_label() : NULL; /* "f32...": the f32 kernels computed the mode */
     info->key_dot = NULL, info->value_dot = NULL, info->side_by_side = 1;
     info->items = 0, info->fallbacks = 0;
-    for (int64_t c = 0; c < n_calls; c++) info->items += jobs[c].gs->f.count, reduce(&jobs[c], exact_work, info);
+    for (int64_t c = 0; c < n_calls; c++) info->items += jobs[c].gs->f.count, reduce(&jobs[c], exact_work, sums, info);
     return ATTN_OK;
 }

@@ -84,16 +84,20 @@ static bool fast_applies(const grads *g, const attn_grad_slices *gs) {
 
 /* Which gradients the fused kernel writes straight into the caller's
  * output: those no two slices share (no broadcast batch dimension, and for
- * dk and dv no GQA group). The others are summed in f64 first. */
+ * dk and dv no GQA group); and which it sums group by group into it: dk
+ * and dv that only a GQA group shares (grouped; dk not with RoPE, which
+ * turns it back in f64). The others are summed in an f64 accumulator
+ * first. */
 static void choose_direct(attn_grad_slices *gs, const grads *g) {
     const attn_canon *in[3] = {&gs->f.cq, &gs->f.ck, &gs->f.cv}, *out = &gs->f.co;
     bool fast = fast_applies(g, gs);
     for (int i = 0; i < 3; i++) {
-        bool shared = i > 0 && in[i]->shape[2] != out->shape[2]; /* a GQA group */
-        for (int d = 0; d < 3; d++) shared |= in[i]->shape[d] == 1 && out->shape[d] > 1;
-        gs->direct[i] = fast && g->out[i] && !shared;
+        bool gqa = i > 0 && in[i]->shape[2] != out->shape[2], broadcast = false;
+        for (int d = 0; d < 3; d++) broadcast |= in[i]->shape[d] == 1 && out->shape[d] > 1;
+        gs->direct[i] = fast && g->out[i] && !gqa && !broadcast;
+        gs->grouped[i] = fast && g->out[i] && gqa && !broadcast && !(i == 1 && gs->f.has_rope);
     }
-    gs->direct[3] = false;
+    gs->direct[3] = gs->grouped[3] = false;
 }
 
 /* Take the accumulators and the exact kernel's scratch from the arena; with
@@ -107,7 +111,7 @@ static attn_status take_memory(grads *g, double **work, const attn_grad_slices *
     *work = fast ? NULL : attn_arena_alloc(sl->arena, (size_t)words, sizeof(double));
     bool ok = fast || *work != NULL;
     for (int i = 0; i < 4; i++) {
-        if (!g->out[i] || gs->direct[i]) continue;
+        if (!g->out[i] || gs->direct[i] || gs->grouped[i]) continue;
         g->acc[i].data = attn_arena_alloc(sl->arena, (size_t)attn_tensor_numel(&g->acc[i]), sizeof(double));
         ok &= g->acc[i].data != NULL;
     }
@@ -124,7 +128,7 @@ static void bind_views(attn_grad_slices *gs, grads *g) {
     attn_canon *canon[4] = {&gs->cdq, &gs->cdk, &gs->cdv, &gs->cdm};
     for (int i = 0; i < 4; i++) {
         if (!g->out[i]) continue;
-        *dst[i] = gs->direct[i] ? g->out[i] : &g->acc[i];
+        *dst[i] = gs->direct[i] || gs->grouped[i] ? g->out[i] : &g->acc[i];
         *canon[i] = attn_canonical(*dst[i]);
     }
 }
@@ -160,7 +164,7 @@ attn_status attn_backward_take(attn_backward_call *c, attn_arena *arena, attn_er
     attn_status st;
     if ((st = take_memory(&c->g, &c->work, &c->gs, err)) || (st = attn_rope_prepare(&c->gs.f, &c->rope, err))) return st;
     for (int i = 0; i < 4 && !arena->measure; i++)
-        if (c->g.out[i] && !c->gs.direct[i])
+        if (c->g.out[i] && !c->gs.direct[i] && !c->gs.grouped[i])
             memset(c->g.acc[i].data, 0, sizeof(double) * (size_t)attn_tensor_numel(&c->g.acc[i]));
     return ATTN_OK;
 }
@@ -179,7 +183,7 @@ void attn_backward_finish(attn_backward_call *c) {
     for (int i = 0; i < 2 && b->rope; i++)
         if (g->out[i]) attn_rope_apply_tensor(gs->direct[i] ? g->out[i] : &g->acc[i], b->rope, i ? b->rope_k0 : b->rope_q0, -1);
     for (int i = 0; i < 4; i++)
-        if (g->out[i] && !gs->direct[i]) attn_tensor_convert(g->out[i], &g->acc[i], NULL); /* cannot fail */
+        if (g->out[i] && !gs->direct[i] && !gs->grouped[i]) attn_tensor_convert(g->out[i], &g->acc[i], NULL); /* cannot fail */
 }
 
 /* Plan and check the call; with `bytes`, only measure its scratch, else run
