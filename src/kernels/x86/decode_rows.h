@@ -253,18 +253,37 @@ DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const voi
     return nan || V_BAD_ANY(bad) || !(most <= FLT_MAX) ? -1.0f : most;
 }
 
+/* The accumulators a[i][t] of rows i < nq, columns e0 + t·VL .. (cb
+ * vectors; tail > 0: one vector of the last tail < VL columns), loaded
+ * from acc (rows Ev apart) and stored back. */
+DECODE_INLINE void accs_load(V a[DECODE_NQ][8], const float *acc, int64_t Ev, int64_t e0, const int nq, const int cb,
+                             int tail) {
+#pragma GCC unroll 8
+    for (int i = 0; i < nq; i++)
+#pragma GCC unroll 8
+        for (int t = 0; t < cb; t++)
+            a[i][t] = tail ? V_LOADN(acc + i * Ev + e0, tail) : V_LOAD(acc + i * Ev + e0 + t * VL);
+}
+
+DECODE_INLINE void accs_store(float *acc, V a[DECODE_NQ][8], int64_t Ev, int64_t e0, const int nq, const int cb,
+                              int tail) {
+#pragma GCC unroll 8
+    for (int i = 0; i < nq; i++)
+#pragma GCC unroll 8
+        for (int t = 0; t < cb; t++) {
+            if (tail) V_STOREN(acc + i * Ev + e0, a[i][t], tail);
+            else V_STORE(acc + i * Ev + e0 + t * VL, a[i][t]);
+        }
+}
+
 /* acc[i * Ev + e0 ..] += sum over j < n of p[i * ldp + j] · v[j * ld + e0 ..]
  * for i < nq, over cb vectors of columns (tail > 0: one vector holding the
  * last tail < VL columns). */
 DECODE_INLINE void axpy_block(float *acc, const float *p, int64_t ldp, const void *v, int64_t ld, int64_t n,
                               int64_t Ev, int64_t e0, const int nq, const int cb, int tail, const int kind,
                               const bool list, int64_t ahead) {
-    V a[4][8];
-#pragma GCC unroll 8
-    for (int i = 0; i < nq; i++)
-#pragma GCC unroll 8
-        for (int t = 0; t < cb; t++)
-            a[i][t] = tail ? V_LOADN(acc + i * Ev + e0, tail) : V_LOAD(acc + i * Ev + e0 + t * VL);
+    V a[DECODE_NQ][8];
+    accs_load(a, acc, Ev, e0, nq, cb, tail);
     for (int64_t j = 0; j < n; j++) {
         const void *vj = src_row(v, j, ld, kind, list);
         prefetch_ahead(v, j, ahead, Ev, kind, list);
@@ -281,14 +300,20 @@ DECODE_INLINE void axpy_block(float *acc, const float *p, int64_t ldp, const voi
             for (int t = 0; t < cb; t++) a[i][t] = V_FMA(w, vv[t], a[i][t]);
         }
     }
-#pragma GCC unroll 8
-    for (int i = 0; i < nq; i++)
-#pragma GCC unroll 8
-        for (int t = 0; t < cb; t++) {
-            if (tail) V_STOREN(acc + i * Ev + e0, a[i][t], tail);
-            else V_STORE(acc + i * Ev + e0 + t * VL, a[i][t]);
-        }
+    accs_store(acc, a, Ev, e0, nq, cb, tail);
 }
+
+/* Ev columns from e0 by BLOCK(vectors, tail): blocks of cb vectors; with
+ * fewer than cb whole vectors left, at most one block each of 4, 2, 1;
+ * then the last Ev % VL columns. */
+#define COLUMN_BLOCKS(BLOCK)                                                                       \
+    do {                                                                                           \
+        for (; e0 + cb * VL <= Ev; e0 += cb * VL) BLOCK(cb, 0);                                    \
+        if (cb > 4 && e0 + 4 * VL <= Ev) BLOCK(4, 0), e0 += 4 * VL;                                \
+        if (cb > 2 && e0 + 2 * VL <= Ev) BLOCK(2, 0), e0 += 2 * VL;                                \
+        if (cb > 1 && e0 + VL <= Ev) BLOCK(1, 0), e0 += VL;                                        \
+        if (e0 < Ev) BLOCK(1, (int)(Ev - e0));                                                     \
+    } while (0)
 
 /* All Ev columns for nq rows. Keys go in groups small enough that a group's
  * value rows stay in L1 while the column blocks pass over them, so v is read
@@ -303,12 +328,7 @@ DECODE_INLINE void axpy_rows_nq(float *acc, const float *p, int64_t ldp, const v
         const void *vj = src_from(v, j0, ld, kind, list);
         /* the rows ahead asked for in the first column block only */
 #define AXPY_BLOCK(cbk, tail) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, cbk, tail, kind, list, e0 ? 0 : ahead)
-        for (; e0 + cb * VL <= Ev; e0 += cb * VL) AXPY_BLOCK(cb, 0);
-        /* Fewer than cb whole vectors left: at most one block each of 4, 2, 1. */
-        if (cb > 4 && e0 + 4 * VL <= Ev) AXPY_BLOCK(4, 0), e0 += 4 * VL;
-        if (cb > 2 && e0 + 2 * VL <= Ev) AXPY_BLOCK(2, 0), e0 += 2 * VL;
-        if (cb > 1 && e0 + VL <= Ev) AXPY_BLOCK(1, 0), e0 += VL;
-        if (e0 < Ev) AXPY_BLOCK(1, (int)(Ev - e0));
+        COLUMN_BLOCKS(AXPY_BLOCK);
 #undef AXPY_BLOCK
     }
 }
@@ -529,11 +549,7 @@ DECODE_INLINE void axpy_heads_block(float *acc, const float *p, int64_t ldp, con
                                     int tail, int64_t ahead) {
     const int nh = nq / per;
     V a[DECODE_NQ][8];
-#pragma GCC unroll 8
-    for (int i = 0; i < nq; i++)
-#pragma GCC unroll 8
-        for (int t = 0; t < cb; t++)
-            a[i][t] = tail ? V_LOADN(acc + i * Ev + e0, tail) : V_LOAD(acc + i * Ev + e0 + t * VL);
+    accs_load(a, acc, Ev, e0, nq, cb, tail);
     for (int64_t j = 0; j < n; j++) {
         const float *vj = v + j * ld + e0;
         if (ahead) { /* every line of position j + ahead's heads (a prefetch past the rows never faults) */
@@ -556,13 +572,7 @@ DECODE_INLINE void axpy_heads_block(float *acc, const float *p, int64_t ldp, con
             }
         }
     }
-#pragma GCC unroll 8
-    for (int i = 0; i < nq; i++)
-#pragma GCC unroll 8
-        for (int t = 0; t < cb; t++) {
-            if (tail) V_STOREN(acc + i * Ev + e0, a[i][t], tail);
-            else V_STORE(acc + i * Ev + e0 + t * VL, a[i][t]);
-        }
+    accs_store(acc, a, Ev, e0, nq, cb, tail);
 }
 
 /* Column vectors a block for nq rows of side-by-side heads: as axpy_rows
@@ -588,11 +598,7 @@ DECODE_INLINE void axpy_heads_nq(float *acc, const float *p, int64_t ldp, const 
         int64_t nk = n - j0 < group ? n - j0 : group, e0 = 0;
         const float *pj = p + j0, *vj = v + j0 * ld;
 #define HEADS_BLOCK(cbk, tail) axpy_heads_block(acc, pj, ldp, vj, ld, hs, nk, Ev, e0, nq, per, cbk, tail, e0 ? 0 : ahead)
-        for (; e0 + cb * VL <= Ev; e0 += cb * VL) HEADS_BLOCK(cb, 0);
-        if (cb > 4 && e0 + 4 * VL <= Ev) HEADS_BLOCK(4, 0), e0 += 4 * VL;
-        if (cb > 2 && e0 + 2 * VL <= Ev) HEADS_BLOCK(2, 0), e0 += 2 * VL;
-        if (cb > 1 && e0 + VL <= Ev) HEADS_BLOCK(1, 0), e0 += VL;
-        if (e0 < Ev) HEADS_BLOCK(1, (int)(Ev - e0));
+        COLUMN_BLOCKS(HEADS_BLOCK);
 #undef HEADS_BLOCK
     }
 }
