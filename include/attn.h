@@ -2430,7 +2430,9 @@ ATTN_API attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err);
  * value_dot=, how it accumulated quantized values (bf16_avx512bf16,
  * f32_avx512 or int8_avx512vnni, see "Quantized storage"), side_by_side=N when its work items each read
  * the rows of N KV heads that lie side by side in memory, as in keys
- * packed (tokens, Hk, E), together, and rows=in_place when its
+ * packed (tokens, Hk, E), together, heads_per_call=N when its
+ * microkernels read N such heads' rows of each position at once (f32 keys
+ * and values on the AVX2 and AVX-512 kernels), and rows=in_place when its
  * microkernels read every key and value row where it lies (f32, f16,
  * bf16, q8, q4, q4_1, e4m3, e5m2 on the AVX2 and AVX-512 kernels; q4c and
  * q2c groups where key_dot= names their integer kernel, and their window's

@@ -402,6 +402,9 @@ static void test_decode_merge(void) {
 /* Keys and values packed (S, Hk, E), their KV heads' rows side by side in
  * memory: the decode kernel's items each read every head's rows of a
  * stretch of positions together (the verbose line says side_by_side=2),
+ * at L = 1 (a head's rows R = 4) both heads' rows of each position in one
+ * microkernel call where the kernels have one (heads_per_call=2; at L =
+ * 2 and 3, R = 8 and 6, a head's rows a call),
  * and give bitwise what the same values stored head by head (Hk, S, E)
  * give, where an item reads one head; for 1, 2 and 3 threads. */
 static void test_decode_side_by_side(void) {
@@ -422,7 +425,7 @@ static void test_decode_side_by_side(void) {
         attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL);
         attn_sdpa_options o = attn_sdpa_options_default();
         o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
-        bool ok = true, side[2] = {false, false}, decode = true;
+        bool ok = true, side[2] = {false, false}, decode = true, heads = true;
         for (int way = 0; way < 2; way++) /* 0: packed, 1: head by head */
             for (int t = 0; t < 3; t++) {
                 out[way][t] = malloc(sizeof(float) * (size_t)(HQ * L * E));
@@ -437,6 +440,8 @@ static void test_decode_side_by_side(void) {
                 verbose_end(kernel, sizeof kernel, NULL, 0);
                 decode &= strcmp(kernel, "decode") == 0;
                 if (t == 1) side[way] = strstr(verbose_last_line, " side_by_side=2 ") != NULL;
+                if (t == 1 && way == 0) heads &= (strstr(verbose_last_line, " heads_per_call=2 ") != NULL) ==
+                                                 (L == 1 && attn_ukernels_active()->dot_rows_heads);
             }
         attn_set_num_threads(0);
         bool same = true;
@@ -445,9 +450,10 @@ static void test_decode_side_by_side(void) {
                     !memcmp(out[1][t], out[1][0], sizeof(float) * (size_t)(HQ * L * E));
         char name[96];
         snprintf(name, sizeof name, "decode_side_by_side_heads_bitwise_head_by_head_L%lld_S%lld", (long long)L, (long long)S);
-        check(ok && decode && side[0] && !side[1] && same, name,
-              "calls %s, kernel decode %s, side_by_side=2 packed %s and head by head %s, outputs %s", ok ? "ok" : "failed",
-              decode ? "yes" : "no", side[0] ? "yes" : "no", side[1] ? "yes" : "no", same ? "the same" : "differ");
+        check(ok && decode && side[0] && !side[1] && heads && same, name,
+              "calls %s, kernel decode %s, side_by_side=2 packed %s and head by head %s, heads_per_call=2 %s, outputs %s",
+              ok ? "ok" : "failed", decode ? "yes" : "no", side[0] ? "yes" : "no", side[1] ? "yes" : "no",
+              heads ? "as expected" : "not as expected", same ? "the same" : "differ");
         for (int way = 0; way < 2; way++)
             for (int t = 0; t < 3; t++) free(out[way][t]);
         free(q), free(kp), free(vp), free(kh), free(vh);
@@ -1466,6 +1472,70 @@ static void test_decode_lists(const char *isa) {
     check(!diff && !bad_nan, name, "%d calls differ from dot_rows/axpy_rows, %d NaN keys missed", diff, bad_nan);
 }
 
+/* The side-by-side microkernels (dot_rows_heads, axpy_rows_heads: KV heads
+ * packed (tokens, Hk, E), query row i against head i / per) give the bits
+ * of dot_rows and axpy_rows called head by head: 41 positions of up to 8
+ * heads of d = 64 and of d = 72 (a partial last vector), every head's rows
+ * 1, 2 or 4 and every row count of whole heads, in one call and in calls
+ * cut at 3, 5, 21 and 37; each head's max |k| is its own, and a NaN key
+ * in one head gives -1 for that head alone. */
+static void test_decode_heads(const char *isa) {
+    char name[64];
+    const attn_ukernels *uk = kernels_or_skip(isa, name, sizeof name, "decode_rows_heads_%s_same_bits_as_dot_axpy_rows", NULL);
+    if (!uk) return;
+    if (!uk->dot_rows_heads || !uk->axpy_rows_heads) {
+        check(0, name, "the %s set has no side-by-side microkernels", isa);
+        return;
+    }
+    enum { R = ATTN_DECODE_MAX_ROWS, N = DG_N, EMAX = 72, LDS = 48, LD = R * EMAX + 8 };
+    static const int64_t CUTS[] = {0, 3, 5, 21, 37, N};
+    static float q[R * EMAX], p[R * LDS], k[N * LD], s1[R * LDS], s2[R * LDS], a1[R * EMAX], a2[R * EMAX];
+    int diff = 0, bad_max = 0, bad_nan = 0;
+    for (int i = 0; i < R * EMAX; i++) q[i] = (float)(2 * uniform() - 1);
+    for (int i = 0; i < R * LDS; i++) p[i] = (float)uniform();
+    for (int i = 0; i < N * LD; i++) k[i] = (float)(2 * uniform() - 1);
+    for (int64_t E = 64; E <= EMAX; E += 8)
+        for (int per = 1; per <= 4; per *= 2)
+            for (int nq = per; nq <= R; nq += per) {
+                int nh = nq / per;
+                float m1[R], m2[R], mc[R];
+                memset(s1, 0, sizeof s1), memset(s2, 0, sizeof s2);
+                for (int h = 0; h < nh; h++) /* head h: its rows of q and s, its keys E floats on in each position */
+                    m1[h] = uk->dot_rows(s1 + h * per * LDS, LDS, q + h * per * E, per, k + h * E, LD, N, E);
+                uk->dot_rows_heads(s2, LDS, q, nq, per, k, LD, E, N, E, m2);
+                diff += memcmp(s1, s2, sizeof s1) != 0;
+                for (int h = 0; h < nh; h++) bad_max += m1[h] != m2[h];
+                memset(s2, 0, sizeof s2);
+                for (size_t c = 0; c + 1 < sizeof CUTS / sizeof CUTS[0]; c++) {
+                    uk->dot_rows_heads(s2 + CUTS[c], LDS, q, nq, per, k + CUTS[c] * LD, LD, E, CUTS[c + 1] - CUTS[c], E, mc);
+                    for (int h = 0; h < nh; h++) bad_max += mc[h] > m1[h];
+                }
+                diff += memcmp(s1, s2, sizeof s1) != 0;
+                /* the values: acc += p · rows, head by head against side by side, in one call and cut */
+                for (int i = 0; i < R * EMAX; i++) a1[i] = a2[i] = (float)i / 7;
+                for (int h = 0; h < nh; h++)
+                    uk->axpy_rows(a1 + h * per * E, p + h * per * LDS, LDS, per, k + h * E, LD, N, E);
+                uk->axpy_rows_heads(a2, p, LDS, nq, per, k, LD, E, N, E);
+                diff += memcmp(a1, a2, sizeof a1) != 0;
+                for (int i = 0; i < R * EMAX; i++) a2[i] = (float)i / 7;
+                for (size_t c = 0; c + 1 < sizeof CUTS / sizeof CUTS[0]; c++)
+                    uk->axpy_rows_heads(a2, p + CUTS[c], LDS, nq, per, k + CUTS[c] * LD, LD, E, CUTS[c + 1] - CUTS[c], E);
+                diff += memcmp(a1, a2, sizeof a1) != 0;
+                /* a NaN in the last head's key 20, then key 39 */
+                for (int at = 0; at < 2; at++) {
+                    int64_t x = (at ? 39 : 20) * LD + (nh - 1) * E + 33;
+                    float keep = k[x];
+                    k[x] = NAN;
+                    uk->dot_rows_heads(s2, LDS, q, nq, per, k, LD, E, N, E, m2);
+                    bad_nan += m2[nh - 1] != -1;
+                    for (int h = 0; h + 1 < nh; h++) bad_nan += m2[h] != m1[h];
+                    k[x] = keep;
+                }
+            }
+    check(!diff && !bad_max && !bad_nan, name, "%d calls differ from dot_rows/axpy_rows, max |k| %d, NaN keys %d", diff,
+          bad_max, bad_nan);
+}
+
 /* widen16 against the library's scalar conversions, over all 65536 bit
  * patterns of f16 and of bf16, at every offset within a vector (NaNs only
  * need to stay NaN: F16C quiets signaling ones). */
@@ -2414,6 +2484,7 @@ int main(void) {
     test_decode_rows(EMULATED);
     test_decode_groups(EMULATED);
     test_decode_lists(EMULATED);
+    test_decode_heads(EMULATED);
     test_decode_fp8(EMULATED);
     test_widen16(EMULATED);
     test_transpose16(EMULATED);
@@ -2451,6 +2522,8 @@ int main(void) {
     test_decode_groups("avx512");
     test_decode_lists("avx2");
     test_decode_lists("avx512");
+    test_decode_heads("avx2");
+    test_decode_heads("avx512");
     test_decode_fp8("c");
     test_decode_fp8("avx2");
     test_decode_fp8("avx512");

@@ -489,6 +489,10 @@ typedef struct attn_run_info {
      * read (rows in a list: decode.c, chunk_scores); 0: no call took a
      * list. Read where kernel is "decode". */
     int pages_per_call;
+    /* decode: the most KV heads one microkernel call read, position by
+     * position, where they lie side by side (decode.c, heads_scores); 0:
+     * every call read one head's rows. Read where kernel is "decode". */
+    int heads_per_call;
     /* decode: "in_place" when the microkernels read every key and value
      * row where it lies (f32, f16, bf16, q8, q4, e4m3, e5m2 on a set that
      * streams them), "widened" when some were widened a group of rows at a

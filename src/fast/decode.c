@@ -81,6 +81,7 @@ typedef struct decode_job {
     int64_t parts_each;   /* the most chunks of any job of the batch, + 1 */
     const float *zero;    /* Ev zeros: a sink's part */
     atomic_int *pages_per_call; /* the most pages one list microkernel call read (verbose), shared by a batch's jobs */
+    atomic_int *heads_per_call; /* the most KV heads one side-by-side call read (verbose), shared so too */
 } decode_job;
 
 /* Whether m's values go to the integer set's value kernel (qdot.h: q8 and
@@ -293,11 +294,11 @@ static int list_rows(const void **list, const attn_rows *src, int64_t j, int64_t
     return pages;
 }
 
-/* The most pages one microkernel call read, kept in the job (verbose). */
-static void note_pages(const decode_job *j, int pages) {
-    int was = atomic_load_explicit(j->pages_per_call, memory_order_relaxed);
-    while (pages > was && !atomic_compare_exchange_weak_explicit(j->pages_per_call, &was, pages, memory_order_relaxed,
-                                                                 memory_order_relaxed)) {
+/* *most = max(*most, n): the most pages (KV heads) one microkernel call
+ * read, kept for the verbose line. */
+static void note_most(atomic_int *most, int n) {
+    int was = atomic_load_explicit(most, memory_order_relaxed);
+    while (n > was && !atomic_compare_exchange_weak_explicit(most, &was, n, memory_order_relaxed, memory_order_relaxed)) {
     }
 }
 
@@ -345,7 +346,7 @@ static float chunk_scores(const decode_job *j, float *s, int64_t lds, const floa
             c += k;
         }
     }
-    if (most > 0) note_pages(j, most);
+    if (most > 0) note_most(j->pages_per_call, most);
     return kmax;
 }
 
@@ -579,29 +580,100 @@ static bool partial_softmax(const decode_job *j, partial *pt, int64_t j0) {
  * microkernels' results do not depend on where a call starts), so the
  * partials are the same bits. */
 enum { MAX_GROUPS = 16, ITEM_HEADS = 32, SCORES_BYTES = 256 << 10 }; /* an item's groups, query heads and scores at most */
+
+/* Whether the item's ng live groups (their problems p[t · G]) take the
+ * side-by-side kernels (ukernel.h, dot_rows_heads): keys and values dense
+ * f32 rows of one row stride, group t's head t head strides (*hk, *hv
+ * floats) from group 0's, every group seeing the same keys, and a head's
+ * rows R 1, 2 or 4. Else each group's rows go by calls of their own. */
+static bool reads_heads(const decode_job *j, const partial *pt, const bool *live, int64_t ng, int64_t *hk,
+                        int64_t *hv) {
+    if (ng < 2 || !j->uk->dot_rows_heads || (j->R != 1 && j->R != 2 && j->R != 4)) return false;
+    const attn_rows *k0 = &pt[0].p[0].k, *v0 = &pt[0].p[0].v;
+    if (k0->kind != ATTN_ROWS_DENSE || v0->kind != ATTN_ROWS_DENSE || k0->dense.dtype != ATTN_F32 ||
+        v0->dense.dtype != ATTN_F32 || k0->dense.cs != 1 || v0->dense.cs != 1)
+        return false;
+    *hk = (pt[1].p[0].k.dense.base - k0->dense.base) / (int64_t)sizeof(float);
+    *hv = (pt[1].p[0].v.dense.base - v0->dense.base) / (int64_t)sizeof(float);
+    for (int64_t t = 0; t < ng; t++) {
+        const attn_rows *k = &pt[t].p[0].k, *v = &pt[t].p[0].v;
+        if (!live[t] || pt[t].last != pt[0].last || k->kind != ATTN_ROWS_DENSE || v->kind != ATTN_ROWS_DENSE ||
+            k->dense.rs != k0->dense.rs || v->dense.rs != v0->dense.rs || k->dense.cs != 1 || v->dense.cs != 1 ||
+            k->dense.dtype != ATTN_F32 || v->dense.dtype != ATTN_F32 ||
+            k->dense.base != k0->dense.base + t * *hk * (int64_t)sizeof(float) ||
+            v->dense.base != v0->dense.base + t * *hv * (int64_t)sizeof(float))
+            return false;
+    }
+    return true;
+}
+
+/* The scores of the ng groups' keys j0 + c .. j0 + c + n - 1 through the
+ * side-by-side kernel, as many groups a call as its rows take (their
+ * scores pt[t].s follow each other, R × lds each; so do their queries). */
+static void heads_scores(const decode_job *j, partial *pt, int64_t ng, int64_t hk, int64_t j0, int64_t c, int64_t n) {
+    int64_t R = j->R, lds = attn_round_up(j->chunk, ATTN_VL_MAX), each = ATTN_DECODE_MAX_ROWS / R; /* groups a call */
+    const attn_mat *k = &pt[0].p[0].k.dense;
+    for (int64_t t0 = 0; t0 < ng; t0 += each) {
+        int64_t nb = ng - t0 < each ? ng - t0 : each;
+        float kmax[ATTN_DECODE_MAX_ROWS];
+        j->uk->dot_rows_heads(pt[t0].s + c, lds, pt[t0].q, (int)(nb * R), (int)R,
+                              (const float *)(const void *)k->base + t0 * hk + (j0 + c) * k->rs, k->rs, hk, n, j->E,
+                              kmax);
+        for (int64_t t = 0; t < nb; t++) pt[t0 + t].kmax = attn_absmax_join(pt[t0 + t].kmax, kmax[t]);
+        note_most(j->heads_per_call, (int)nb);
+    }
+}
+
+/* acc (the ng groups' R × Ev rows, one after another) += their weights ·
+ * the values j0 + c .. j0 + c + n - 1, side by side. */
+static void heads_values(const decode_job *j, float *acc, const partial *pt, int64_t ng, int64_t hv, int64_t j0,
+                         int64_t c, int64_t n) {
+    int64_t R = j->R, lds = attn_round_up(j->chunk, ATTN_VL_MAX), each = ATTN_DECODE_MAX_ROWS / R; /* groups a call */
+    const attn_mat *v = &pt[0].p[0].v.dense;
+    for (int64_t t0 = 0; t0 < ng; t0 += each) {
+        int64_t nb = ng - t0 < each ? ng - t0 : each;
+        j->uk->axpy_rows_heads(acc + t0 * R * j->Ev, pt[t0].s + c, lds, (int)(nb * R), (int)R,
+                               (const float *)(const void *)v->base + t0 * hv + (j0 + c) * v->rs, v->rs, hv, n, j->Ev);
+    }
+}
+
 static void decode_partials(const decode_job *j, int64_t g0, int64_t ng, int64_t chunk, const attn_problem *p,
                             int worker) {
     int64_t R = j->R, E = j->E, lds = attn_round_up(j->chunk, ATTN_VL_MAX), S = p[0].k.rows;
     int64_t j0 = chunk * j->chunk, n = S - j0 < j->chunk ? S - j0 : j->chunk, most = 0;
-    float *scratch = j->scratch + worker * j->ws_floats, *tmp = scratch + ng * (R * E + R * lds); /* tmp: GROUP rows */
+    /* scratch: the groups' queries (ng × R × E), their scores (ng × R ×
+     * lds), their sums side by side (ng × R × Ev), then tmp: GROUP rows */
+    float *scratch = j->scratch + worker * j->ws_floats, *sums = scratch + ng * (R * E + R * lds);
+    float *tmp = sums + ng * R * j->Ev;
     const void **list = (const void **)(void *)(scratch + j->ws_floats - LIST_FLOATS); /* rows' pointers */
     partial pt[MAX_GROUPS];
     bool live[MAX_GROUPS];
     for (int64_t t = 0; t < ng; t++) {
-        float *q = scratch + t * (R * E + R * lds);
-        live[t] = partial_begin(j, &pt[t], g0 + t, p + t * j->G, j0, n, q, q + R * E, tmp);
+        live[t] = partial_begin(j, &pt[t], g0 + t, p + t * j->G, j0, n, scratch + t * R * E,
+                                scratch + ng * R * E + t * R * lds, tmp);
         if (live[t] && pt[t].last > most) most = pt[t].last;
     }
-    int64_t step = ng == 1 ? most : j->stretch;
-    for (int64_t c = 0; c < most; c += step)
+    int64_t hk, hv;
+    if (reads_heads(j, pt, live, ng, &hk, &hv)) { /* all groups' rows of a position at once */
+        int64_t step = ng * R <= ATTN_DECODE_MAX_ROWS ? most : j->stretch;
+        for (int64_t c = 0; c < most; c += step) heads_scores(j, pt, ng, hk, j0, c, most - c < step ? most - c : step);
+        for (int64_t t = 0; t < ng; t++) live[t] = partial_softmax(j, &pt[t], j0);
+        memset(sums, 0, sizeof(float) * (size_t)(ng * R * j->Ev));
+        for (int64_t c = 0; c < most; c += step) heads_values(j, sums, pt, ng, hv, j0, c, most - c < step ? most - c : step);
         for (int64_t t = 0; t < ng; t++)
-            if (live[t] && c < pt[t].last) partial_scores(j, &pt[t], j0, c, pt[t].last - c < step ? pt[t].last - c : step, tmp, list);
-    for (int64_t t = 0; t < ng; t++) live[t] = live[t] && partial_softmax(j, &pt[t], j0);
-    for (int64_t c = 0; c < most; c += step)
-        for (int64_t t = 0; t < ng; t++)
-            if (live[t] && c < pt[t].last)
-                chunk_values(j, pt[t].acc, pt[t].s + c, lds, &pt[t].p[0], j0 + c,
-                             pt[t].last - c < step ? pt[t].last - c : step, tmp, list);
+            if (live[t]) memcpy(pt[t].acc, sums + t * R * j->Ev, sizeof(float) * (size_t)(R * j->Ev));
+    } else {
+        int64_t step = ng == 1 ? most : j->stretch;
+        for (int64_t c = 0; c < most; c += step)
+            for (int64_t t = 0; t < ng; t++)
+                if (live[t] && c < pt[t].last) partial_scores(j, &pt[t], j0, c, pt[t].last - c < step ? pt[t].last - c : step, tmp, list);
+        for (int64_t t = 0; t < ng; t++) live[t] = live[t] && partial_softmax(j, &pt[t], j0);
+        for (int64_t c = 0; c < most; c += step)
+            for (int64_t t = 0; t < ng; t++)
+                if (live[t] && c < pt[t].last)
+                    chunk_values(j, pt[t].acc, pt[t].s + c, lds, &pt[t].p[0], j0 + c,
+                                 pt[t].last - c < step ? pt[t].last - c : step, tmp, list);
+    }
     /* The partials' outputs, acc / l, for attn_merge_row. */
     for (int64_t t = 0; t < ng; t++)
         for (int64_t r = 0; live[t] && r < R; r++)
@@ -799,7 +871,7 @@ static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *er
         int64_t bytes = sl->ck.strides[3] * (int64_t)sizeof(float);
         j->stretch = 16384 / bytes < 16 ? 16 : 16384 / bytes > 64 ? 64 : 16384 / bytes / 2 * 2;
     }
-    j->ws_floats = attn_round_up(j->ng * (j->R * j->E + j->R * attn_round_up(j->chunk, ATTN_VL_MAX)) +
+    j->ws_floats = attn_round_up(j->ng * (j->R * j->E + j->R * attn_round_up(j->chunk, ATTN_VL_MAX) + j->R * j->Ev) +
                                      GROUP * (j->E + j->Ev) + j->R * j->E / 4 + 2 * j->R * (j->E / ATTN_QBLOCK + 1), 16) +
                   LIST_FLOATS; /* last: a list of rows' pointers */
     attn_arena *a = sl->arena;
@@ -864,7 +936,7 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
     int64_t parts_each = attn_round_up(max_chunks + 1, 4);
     attn_part_row *parts = attn_arena_alloc(a, (size_t)parts_each * (size_t)(workers > 0 ? workers : 1), sizeof *parts);
     float *zero = attn_arena_alloc(a, (size_t)max_ev, sizeof(float));
-    atomic_int *pages = attn_arena_alloc(a, 1, sizeof *pages);
+    atomic_int *pages = attn_arena_alloc(a, 2, sizeof *pages); /* pages, then heads, per call */
     /* The exact kernel's scratch, for slices that fall back to it: taken
      * now, so that running out of memory never leaves an output half done. */
     double *work = work_words > 0 ? attn_arena_alloc(a, (size_t)work_words, sizeof(double)) : NULL;
@@ -873,17 +945,18 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the decode path's scratch");
     memset(zero, 0, sizeof(float) * (size_t)max_ev);
-    atomic_init(pages, 0);
+    atomic_init(&pages[0], 0), atomic_init(&pages[1], 0);
     for (int64_t c = 0; c < n_calls; c++) {
         jobs[c].scratch = scratch, jobs[c].ws_floats = ws, jobs[c].parts = parts, jobs[c].parts_each = parts_each;
-        jobs[c].zero = zero, jobs[c].pages_per_call = pages;
+        jobs[c].zero = zero, jobs[c].pages_per_call = &pages[0], jobs[c].heads_per_call = &pages[1];
         for (int64_t g = 0; g < sls[c]->count / jobs[c].G; g++) atomic_init(&jobs[c].bad[g], 0), atomic_init(&jobs[c].done[g], 0);
         for (int64_t s = 0; s < sls[c]->count; s++) atomic_init(&jobs[c].redo[s], 0);
     }
     decode_batch b = {jobs, first, n_calls};
     info->threads = attn_parallel_for(workers, items, batch_item, &b), info->threads_given = given;
     info->kernel = "decode", info->isa = jobs[0].uk->name, info->bf16 = NULL, info->key_dot = NULL, info->value_dot = NULL;
-    info->side_by_side = 1, info->pages_per_call = atomic_load(pages), info->rows = "in_place";
+    info->side_by_side = 1, info->pages_per_call = atomic_load(&pages[0]),
+    info->heads_per_call = atomic_load(&pages[1]), info->rows = "in_place";
     for (int64_t c = 0; c < n_calls; c++) { /* any call's keys or values widened first */
         attn_problem p0;
         attn_slice(sls[c], 0, &p0);

@@ -137,6 +137,18 @@ typedef struct attn_ukernels {
     void (*axpy_rows_list)(float *acc, const float *p, int64_t ldp, int nq, const void *const *v, int64_t n,
                            int64_t ahead, int64_t Ev, attn_dtype dtype);
 
+    /* dot_rows and axpy_rows over the KV heads of packed (tokens, Hk, E)
+     * f32 rows, read side by side: query row i (p's row i, acc's row i)
+     * takes head i / per, whose row j is k[j * ld + (i / per) * hs ..]
+     * (v[..]); per (a head's rows) 1, 2 or 4, nq <= ATTN_DECODE_MAX_ROWS a
+     * multiple of it. kmax[h] = max |k| over head h's rows, or -1 if one is
+     * not finite. Bitwise dot_rows and axpy_rows called head by head. NULL
+     * for the portable kernels: decode calls those head by head. */
+    void (*dot_rows_heads)(float *s, int64_t lds, const float *q, int nq, int per, const float *k, int64_t ld,
+                           int64_t hs, int64_t n, int64_t E, float *kmax);
+    void (*axpy_rows_heads)(float *acc, const float *p, int64_t ldp, int nq, int per, const float *v, int64_t ld,
+                            int64_t hs, int64_t n, int64_t Ev);
+
     /* dst[i] = src[i] for i < n (any n), src IEEE half (f16) or bfloat16:
      * widening is exact, so every ISA gives the same floats. */
     void (*widen16)(float *dst, const uint16_t *src, int64_t n, bool f16);

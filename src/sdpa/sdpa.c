@@ -42,7 +42,7 @@ static attn_status run_kernel(kernel_kind kind, const attn_slices *call, const a
     int64_t E = sl->cq.shape[4], S = sl->ck.shape[3], Ev = sl->cv.shape[4];
     static const char *const KERNEL[] = {"exact", "reference", "scores"};
     info->kernel = KERNEL[kind], info->isa = "-", info->bf16 = NULL, info->key_dot = NULL, info->value_dot = NULL, info->threads = info->threads_given = 1;
-    info->side_by_side = 1, info->pages_per_call = 0, info->rows = NULL;
+    info->side_by_side = 1, info->pages_per_call = 0, info->heads_per_call = 0, info->rows = NULL;
     info->items = sl->count, info->fallbacks = 0;
 
     /* f32 attention without weights takes the fast kernels: split over the

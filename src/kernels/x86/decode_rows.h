@@ -253,18 +253,37 @@ DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const voi
     return nan || V_BAD_ANY(bad) || !(most <= FLT_MAX) ? -1.0f : most;
 }
 
+/* The accumulators a[i][t] of rows i < nq, columns e0 + t·VL .. (cb
+ * vectors; tail > 0: one vector of the last tail < VL columns), loaded
+ * from acc (rows Ev apart) and stored back. */
+DECODE_INLINE void accs_load(V a[DECODE_NQ][8], const float *acc, int64_t Ev, int64_t e0, const int nq, const int cb,
+                             int tail) {
+#pragma GCC unroll 8
+    for (int i = 0; i < nq; i++)
+#pragma GCC unroll 8
+        for (int t = 0; t < cb; t++)
+            a[i][t] = tail ? V_LOADN(acc + i * Ev + e0, tail) : V_LOAD(acc + i * Ev + e0 + t * VL);
+}
+
+DECODE_INLINE void accs_store(float *acc, V a[DECODE_NQ][8], int64_t Ev, int64_t e0, const int nq, const int cb,
+                              int tail) {
+#pragma GCC unroll 8
+    for (int i = 0; i < nq; i++)
+#pragma GCC unroll 8
+        for (int t = 0; t < cb; t++) {
+            if (tail) V_STOREN(acc + i * Ev + e0, a[i][t], tail);
+            else V_STORE(acc + i * Ev + e0 + t * VL, a[i][t]);
+        }
+}
+
 /* acc[i * Ev + e0 ..] += sum over j < n of p[i * ldp + j] · v[j * ld + e0 ..]
  * for i < nq, over cb vectors of columns (tail > 0: one vector holding the
  * last tail < VL columns). */
 DECODE_INLINE void axpy_block(float *acc, const float *p, int64_t ldp, const void *v, int64_t ld, int64_t n,
                               int64_t Ev, int64_t e0, const int nq, const int cb, int tail, const int kind,
                               const bool list, int64_t ahead) {
-    V a[4][8];
-#pragma GCC unroll 8
-    for (int i = 0; i < nq; i++)
-#pragma GCC unroll 8
-        for (int t = 0; t < cb; t++)
-            a[i][t] = tail ? V_LOADN(acc + i * Ev + e0, tail) : V_LOAD(acc + i * Ev + e0 + t * VL);
+    V a[DECODE_NQ][8];
+    accs_load(a, acc, Ev, e0, nq, cb, tail);
     for (int64_t j = 0; j < n; j++) {
         const void *vj = src_row(v, j, ld, kind, list);
         prefetch_ahead(v, j, ahead, Ev, kind, list);
@@ -281,14 +300,20 @@ DECODE_INLINE void axpy_block(float *acc, const float *p, int64_t ldp, const voi
             for (int t = 0; t < cb; t++) a[i][t] = V_FMA(w, vv[t], a[i][t]);
         }
     }
-#pragma GCC unroll 8
-    for (int i = 0; i < nq; i++)
-#pragma GCC unroll 8
-        for (int t = 0; t < cb; t++) {
-            if (tail) V_STOREN(acc + i * Ev + e0, a[i][t], tail);
-            else V_STORE(acc + i * Ev + e0 + t * VL, a[i][t]);
-        }
+    accs_store(acc, a, Ev, e0, nq, cb, tail);
 }
+
+/* Ev columns from e0 by BLOCK(vectors, tail): blocks of cb vectors; with
+ * fewer than cb whole vectors left, at most one block each of 4, 2, 1;
+ * then the last Ev % VL columns. */
+#define COLUMN_BLOCKS(BLOCK)                                                                       \
+    do {                                                                                           \
+        for (; e0 + cb * VL <= Ev; e0 += cb * VL) BLOCK(cb, 0);                                    \
+        if (cb > 4 && e0 + 4 * VL <= Ev) BLOCK(4, 0), e0 += 4 * VL;                                \
+        if (cb > 2 && e0 + 2 * VL <= Ev) BLOCK(2, 0), e0 += 2 * VL;                                \
+        if (cb > 1 && e0 + VL <= Ev) BLOCK(1, 0), e0 += VL;                                        \
+        if (e0 < Ev) BLOCK(1, (int)(Ev - e0));                                                     \
+    } while (0)
 
 /* All Ev columns for nq rows. Keys go in groups small enough that a group's
  * value rows stay in L1 while the column blocks pass over them, so v is read
@@ -303,12 +328,7 @@ DECODE_INLINE void axpy_rows_nq(float *acc, const float *p, int64_t ldp, const v
         const void *vj = src_from(v, j0, ld, kind, list);
         /* the rows ahead asked for in the first column block only */
 #define AXPY_BLOCK(cbk, tail) axpy_block(acc, pj, ldp, vj, ld, nk, Ev, e0, nq, cbk, tail, kind, list, e0 ? 0 : ahead)
-        for (; e0 + cb * VL <= Ev; e0 += cb * VL) AXPY_BLOCK(cb, 0);
-        /* Fewer than cb whole vectors left: at most one block each of 4, 2, 1. */
-        if (cb > 4 && e0 + 4 * VL <= Ev) AXPY_BLOCK(4, 0), e0 += 4 * VL;
-        if (cb > 2 && e0 + 2 * VL <= Ev) AXPY_BLOCK(2, 0), e0 += 2 * VL;
-        if (cb > 1 && e0 + VL <= Ev) AXPY_BLOCK(1, 0), e0 += VL;
-        if (e0 < Ev) AXPY_BLOCK(1, (int)(Ev - e0));
+        COLUMN_BLOCKS(AXPY_BLOCK);
 #undef AXPY_BLOCK
     }
 }
@@ -463,6 +483,198 @@ static float dot_rows_list(float *s, int64_t lds, const float *q, int nq, const 
 static void axpy_rows_list(float *acc, const float *p, int64_t ldp, int nq, const void *const *v, int64_t n,
                            int64_t ahead, int64_t Ev, attn_dtype dtype) {
     axpy_any(acc, p, ldp, nq, v, 0, n, Ev, list_kind(dtype), true, ahead);
+}
+
+/* ---- KV heads side by side (ukernel.h: dot_rows_heads, axpy_rows_heads) ----
+ * Keys or values packed (tokens, Hk, E), as a ragged batch's packed K and
+ * V are: a position's heads lie side by side, hs floats apart, and the
+ * next position's ld floats on. Query row i of a call reads head i / per
+ * (per: one head's rows, its GQA group's query heads times L), so one call
+ * computes every head's rows and reads each position's heads together:
+ * one forward stream of memory, as one head of a head-major cache is. Each
+ * head's rows read by calls of its own, a stretch at a time, left the other
+ * heads' lines between them and read at about half the rate
+ * (docs/performance.md). A score is summed as dot_rows_nq sums it (one key
+ * at a time, V_HSUM: the same bits as its blocks of keys) and a weighted sum
+ * as axpy_block adds it, so the results are those of the per-head calls. */
+DECODE_INLINE void dot_heads_nq(float *s, int64_t lds, const float *q, const float *k, int64_t ld, int64_t hs,
+                                int64_t n, int64_t E, const int nq, const int per, float *kmax) {
+    const int nh = nq / per;
+    int64_t full = E / VL * VL;
+    V big[DECODE_NQ]; /* per head: max |k| */
+    bool nan[DECODE_NQ];
+#pragma GCC unroll 8
+    for (int h = 0; h < nh; h++) big[h] = V_ZERO(), nan[h] = false;
+    for (int64_t j = 0; j < n; j++) {
+        const float *kj = k + j * ld;
+        V acc[DECODE_NQ];
+#pragma GCC unroll 8
+        for (int i = 0; i < nq; i++) acc[i] = V_ZERO();
+        for (int64_t e = 0; e < full; e += VL)
+#pragma GCC unroll 8
+            for (int h = 0; h < nh; h++) {
+                V kv = V_LOAD(kj + h * hs + e);
+                V_KEEP(kv);
+                big[h] = V_ABSMAX2(big[h], kv);
+#pragma GCC unroll 8
+                for (int r = 0; r < per; r++)
+                    acc[h * per + r] = V_FMA(V_LOAD(q + (h * per + r) * E + e), kv, acc[h * per + r]);
+            }
+        if (full < E)
+#pragma GCC unroll 8
+            for (int h = 0; h < nh; h++) {
+                V kv = V_LOADN(kj + h * hs + full, E - full);
+                big[h] = V_ABSMAX2(big[h], kv);
+#pragma GCC unroll 8
+                for (int r = 0; r < per; r++)
+                    acc[h * per + r] = V_FMA(V_LOADN(q + (h * per + r) * E + full, E - full), kv, acc[h * per + r]);
+            }
+#pragma GCC unroll 8
+        for (int i = 0; i < nq; i++) s[i * lds + j] = V_HSUM(acc[i]);
+#pragma GCC unroll 8
+        for (int h = 0; h < nh; h++) nan[h] |= s[h * per * lds + j] != s[h * per * lds + j];
+    }
+#pragma GCC unroll 8
+    for (int h = 0; h < nh; h++) {
+        float most = V_HMAX(big[h]); /* inf shows here, NaN in the scores */
+        kmax[h] = nan[h] || !(most <= FLT_MAX) ? -1.0f : most;
+    }
+}
+
+/* acc[i * Ev + e0 ..] += sum over j < n of p[i * ldp + j] · head i / per's
+ * v[j * ld + (i / per) · hs + e0 ..], over cb vectors of columns (tail > 0:
+ * one vector of the last tail < VL columns), as axpy_block adds them. */
+DECODE_INLINE void axpy_heads_block(float *acc, const float *p, int64_t ldp, const float *v, int64_t ld, int64_t hs,
+                                    int64_t n, int64_t Ev, int64_t e0, const int nq, const int per, const int cb,
+                                    int tail, int64_t ahead) {
+    const int nh = nq / per;
+    V a[DECODE_NQ][8];
+    accs_load(a, acc, Ev, e0, nq, cb, tail);
+    for (int64_t j = 0; j < n; j++) {
+        const float *vj = v + j * ld + e0;
+        if (ahead) { /* every line of position j + ahead's heads (a prefetch past the rows never faults) */
+            const char *at = (const char *)(v + (j + ahead) * ld), *end = at + 4 * ((nh - 1) * hs + Ev);
+            for (at = (const char *)((uintptr_t)at & ~(uintptr_t)63); at < end; at += 64) __builtin_prefetch(at, 0, 3);
+        }
+#pragma GCC unroll 8
+        for (int h = 0; h < nh; h++) {
+            V vv[8];
+#pragma GCC unroll 8
+            for (int t = 0; t < cb; t++) {
+                vv[t] = tail ? V_LOADN(vj + h * hs, tail) : V_LOAD(vj + h * hs + t * VL);
+                V_KEEP(vv[t]);
+            }
+#pragma GCC unroll 8
+            for (int r = 0; r < per; r++) {
+                V w = V_SET1(p[(h * per + r) * ldp + j]);
+#pragma GCC unroll 8
+                for (int t = 0; t < cb; t++) a[h * per + r][t] = V_FMA(w, vv[t], a[h * per + r][t]);
+            }
+        }
+    }
+    accs_store(acc, a, Ev, e0, nq, cb, tail);
+}
+
+/* Column vectors a block for nq rows of side-by-side heads: as axpy_rows
+ * for up to 4 rows, 2 for more (8 rows × 2 accumulators in 32 registers). */
+#define AXPY_HEADS_CB(nq) ((nq) <= 4 ? AXPY_CB(nq) : 2)
+
+/* The first column block asks for every line of the position about
+ * HEADS_AHEAD_BYTES on (prefetcht0): with fewer columns a block than Ev,
+ * it reads only some lines of each position, the later blocks the rest
+ * from L1, and the memory stream it makes has gaps the hardware
+ * prefetcher does not fill. Zen 5, 64 sequences of 100..32,000 keys, Hq
+ * 8, Hk 2, d 64 (two column blocks of 32): 29 ms with 8 KiB or 2 KiB
+ * ahead against 37 ms without (docs/performance.md). */
+enum { HEADS_AHEAD_BYTES = 8192 };
+/* All Ev columns for nq rows, the positions in groups whose rows of all
+ * heads stay in L1 while the column blocks pass over them. */
+DECODE_INLINE void axpy_heads_nq(float *acc, const float *p, int64_t ldp, const float *v, int64_t ld, int64_t hs,
+                                 int64_t n, int64_t Ev, const int nq, const int per) {
+    const int cb = AXPY_HEADS_CB(nq);
+    int64_t bytes = 4 * Ev * (nq / per), group = Ev <= cb * VL ? n : 16384 / bytes > 16 ? 16384 / bytes : 16;
+    int64_t ahead = Ev <= cb * VL || ld < 1 ? 0 : HEADS_AHEAD_BYTES / (4 * ld) > 1 ? HEADS_AHEAD_BYTES / (4 * ld) : 1;
+    for (int64_t j0 = 0; j0 < n; j0 += group) {
+        int64_t nk = n - j0 < group ? n - j0 : group, e0 = 0;
+        const float *pj = p + j0, *vj = v + j0 * ld;
+#define HEADS_BLOCK(cbk, tail) axpy_heads_block(acc, pj, ldp, vj, ld, hs, nk, Ev, e0, nq, per, cbk, tail, e0 ? 0 : ahead)
+        COLUMN_BLOCKS(HEADS_BLOCK);
+#undef HEADS_BLOCK
+    }
+}
+
+/* The bodies for every (rows, rows a head): a head's rows 1, 2 or 4, and
+ * the rows a block whole heads, up to DECODE_NQ. */
+#if DECODE_NQ > 4
+#define HEADS_5_8(CALL)                                                                            \
+    case 6: CALL(6, 2);                                                                            \
+    case 8: CALL(8, 2);
+#define HEADS_PER1_5_8(CALL)                                                                       \
+    case 5: CALL(5, 1);                                                                            \
+    case 6: CALL(6, 1);                                                                            \
+    case 7: CALL(7, 1);                                                                            \
+    case 8: CALL(8, 1);
+#define HEADS_PER4_8(CALL) case 8: CALL(8, 4);
+#else
+#define HEADS_5_8(CALL)
+#define HEADS_PER1_5_8(CALL)
+#define HEADS_PER4_8(CALL)
+#endif
+#define HEADS_SWITCH(CALL)                                                                         \
+    if (per == 4) switch (nq) {                                                                    \
+        case 4: CALL(4, 4);                                                                        \
+        HEADS_PER4_8(CALL)                                                                         \
+        default: return;                                                                           \
+        }                                                                                          \
+    if (per == 2) switch (nq) {                                                                    \
+        case 2: CALL(2, 2);                                                                        \
+        case 4: CALL(4, 2);                                                                        \
+        HEADS_5_8(CALL)                                                                            \
+        default: return;                                                                           \
+        }                                                                                          \
+    switch (nq) {                                                                                  \
+    case 1: CALL(1, 1);                                                                            \
+    case 2: CALL(2, 1);                                                                            \
+    case 3: CALL(3, 1);                                                                            \
+    case 4: CALL(4, 1);                                                                            \
+        HEADS_PER1_5_8(CALL)                                                                       \
+    default: return;                                                                               \
+    }
+#define DOT_HEADS_CALL(NQ, PER)                                                                    \
+    do {                                                                                           \
+        dot_heads_nq(s, lds, q, k, ld, hs, n, E, NQ, PER, kmax);                                   \
+        return;                                                                                    \
+    } while (0)
+#define AXPY_HEADS_CALL(NQ, PER)                                                                   \
+    do {                                                                                           \
+        axpy_heads_nq(acc, p, ldp, v, ld, hs, n, Ev, NQ, PER);                                     \
+        return;                                                                                    \
+    } while (0)
+
+static void dot_heads_block(float *s, int64_t lds, const float *q, int nq, int per, const float *k, int64_t ld,
+                            int64_t hs, int64_t n, int64_t E, float *kmax) {
+    HEADS_SWITCH(DOT_HEADS_CALL)
+}
+
+static void axpy_heads_rows(float *acc, const float *p, int64_t ldp, int nq, int per, const float *v, int64_t ld,
+                            int64_t hs, int64_t n, int64_t Ev) {
+    HEADS_SWITCH(AXPY_HEADS_CALL)
+}
+
+/* Up to ATTN_DECODE_MAX_ROWS rows in blocks of whole heads, DECODE_NQ rows
+ * at most (per 1, 2 or 4 divides it). */
+static void dot_rows_heads(float *s, int64_t lds, const float *q, int nq, int per, const float *k, int64_t ld,
+                           int64_t hs, int64_t n, int64_t E, float *kmax) {
+    for (int r0 = 0; r0 < nq; r0 += DECODE_NQ)
+        dot_heads_block(s + r0 * lds, lds, q + r0 * E, nq - r0 < DECODE_NQ ? nq - r0 : DECODE_NQ, per,
+                        k + r0 / per * hs, ld, hs, n, E, kmax + r0 / per);
+}
+
+static void axpy_rows_heads(float *acc, const float *p, int64_t ldp, int nq, int per, const float *v, int64_t ld,
+                            int64_t hs, int64_t n, int64_t Ev) {
+    for (int r0 = 0; r0 < nq; r0 += DECODE_NQ)
+        axpy_heads_rows(acc + r0 * Ev, p + r0 * ldp, ldp, nq - r0 < DECODE_NQ ? nq - r0 : DECODE_NQ, per,
+                        v + r0 / per * hs, ld, hs, n, Ev);
 }
 
 #endif /* ATTN_DECODE_ROWS_H */
