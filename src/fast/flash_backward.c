@@ -624,7 +624,7 @@ static void reduce(const bwd_job *j, double *exact_work, double *sums, attn_run_
         attn_grad_problem g;
         attn_grad_slice(j->gs, s, &g);
         attn_mat *view[3] = {&g.dq, &g.dk, &g.dv}, out[3];
-        double *sum[3] = {NULL, sums, sums + j->S * j->Ep};
+        double *sum[3] = {NULL, sums, sums ? sums + j->S * j->Ep : NULL}; /* no sums: no group */
         for (int t = 1; t < 3; t++) { /* a grouped gradient: the slice adds into its group's sums */
             if (!grouped[t]) continue;
             out[t] = *view[t];
