@@ -458,6 +458,48 @@ static void test_backward_workspace(void) {
     free_batch(&bt, c.B);
 }
 
+/* The ragged backward's scratch is that of the sequences in flight, not of
+ * the whole batch: sixteen equal sequences (GQA, so dk and dv have partial
+ * sums per query head) fit in a workspace of twice what attn_sdpa_backward
+ * needs for one of them, and give the bits of the call without one. */
+static void test_backward_scratch_of_largest(void) {
+    enum { NB = 16, N = 200, HQ = 4, HK = 2, E = 32 };
+    int64_t cu[NB + 1];
+    for (int b = 0; b <= NB; b++) cu[b] = (int64_t)b * N;
+    const int64_t T = cu[NB];
+    attn_tensor q, k, v, dout;
+    packed(&q, ATTN_F32, T, HQ, E, 0), packed(&k, ATTN_F32, T, HK, E, 0), packed(&v, ATTN_F32, T, HK, E, 0);
+    packed(&dout, ATTN_F32, T, HQ, E, 0);
+    int64_t so[3] = {T, HQ, E}, sl[2] = {T, HQ}, sk[3] = {T, HK, E};
+    attn_tensor out = zeros(ATTN_F32, 3, so), lse = zeros(ATTN_F32, 2, sl);
+    attn_tensor g0[3] = {zeros(ATTN_F32, 3, so), zeros(ATTN_F32, 3, sk), zeros(ATTN_F32, 3, sk)};
+    attn_tensor g1[3] = {zeros(ATTN_F32, 3, so), zeros(ATTN_F32, 3, sk), zeros(ATTN_F32, 3, sk)};
+    attn_context ctx = attn_context_default();
+    ctx.num_threads = 2;
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_TOP_LEFT, o.context = &ctx;
+    attn_error err;
+    attn_status st = attn_sdpa_varlen(&out, &lse, &q, &k, &v, cu, cu, NB, NULL, &o, &err);
+    if (!st) st = attn_sdpa_varlen_backward(&g0[0], &g0[1], &g0[2], &dout, &q, &k, &v, &out, &lse, cu, cu, NB, NULL, &o,
+                                            &err);
+    size_t one = 0; /* one sequence's backward alone */
+    attn_tensor sq = view(&q, 0, N), sk_ = view(&k, 0, N), sv = view(&v, 0, N), s_out = view(&out, 0, N);
+    attn_tensor s_lse = view(&lse, 0, N), s_do = view(&dout, 0, N);
+    attn_tensor sg[3] = {view(&g1[0], 0, N), view(&g1[1], 0, N), view(&g1[2], 0, N)};
+    if (!st) st = attn_sdpa_backward_workspace_size(&one, &sg[0], &sg[1], &sg[2], NULL, &s_do, &sq, &sk_, &sv, &s_out,
+                                                    &s_lse, &o, &err);
+    ctx.workspace_size = 2 * one;
+    ctx.workspace = malloc(ctx.workspace_size ? ctx.workspace_size : 1);
+    if (!st) st = attn_sdpa_varlen_backward(&g1[0], &g1[1], &g1[2], &dout, &q, &k, &v, &out, &lse, cu, cu, NB, NULL, &o,
+                                            &err);
+    int same = !st;
+    for (int t = 0; t < 3 && same; t++) same = !memcmp(g0[t].data, g1[t].data, bytes_of(&g0[t]));
+    check(same, "varlen_backward_scratch_of_the_largest_sequence", "status %d (%s), gradients %s, one sequence's "
+          "workspace %zu bytes", (int)st, st ? err.message : "", same ? "same" : "differ", one);
+    free(ctx.workspace), free(q.data), free(k.data), free(v.data), free(dout.data), free(out.data), free(lse.data);
+    for (int t = 0; t < 3; t++) free(g0[t].data), free(g1[t].data);
+}
+
 /* A status and a message that says `text`. */
 static void check_status(attn_status got, const attn_error *err, attn_status want, const char *text, const char *name) {
     check(got == want && strstr(err->message, text), name, "status %d (want %d): %s", (int)got, (int)want, err->message);
@@ -600,6 +642,7 @@ int main(void) {
     test_half_q(ATTN_F16, "f16");
     test_backward_workspace();
     test_backward_one_job();
+    test_backward_scratch_of_largest();
     attn_shutdown();
     return n_failed ? 1 : 0;
 }
