@@ -360,6 +360,26 @@ static void test_workspace(void) {
     free_batch(&bt, c.B);
 }
 
+/* A packed GQA batch of T rows: f32 q and dout (T, hq, e), k and v (T, hk,
+ * e), and out and lse (T, hq) zeroed for the forward to write. */
+typedef struct gqa_batch {
+    attn_tensor q, k, v, dout, out, lse;
+    int64_t so[3], sk[3]; /* the shapes of q's and k's gradients */
+} gqa_batch;
+
+static void gqa_batch_make(gqa_batch *g, int64_t T, int64_t hq, int64_t hk, int64_t e) {
+    packed(&g->q, ATTN_F32, T, hq, e, 0), packed(&g->k, ATTN_F32, T, hk, e, 0), packed(&g->v, ATTN_F32, T, hk, e, 0);
+    packed(&g->dout, ATTN_F32, T, hq, e, 0);
+    int64_t sl[2] = {T, hq};
+    g->so[0] = T, g->so[1] = hq, g->so[2] = e, g->sk[0] = T, g->sk[1] = hk, g->sk[2] = e;
+    g->out = zeros(ATTN_F32, 3, g->so), g->lse = zeros(ATTN_F32, 2, sl);
+}
+
+/* Zeroed dq, dk and dv for b. */
+static void gqa_grads(attn_tensor g[3], const gqa_batch *b) {
+    g[0] = zeros(ATTN_F32, 3, b->so), g[1] = zeros(ATTN_F32, 3, b->sk), g[2] = zeros(ATTN_F32, 3, b->sk);
+}
+
 /* The backward of one long sequence beside a hundred short ones (causal,
  * GQA): bitwise attn_sdpa_backward on each sequence alone at 1, 2 and 3
  * threads, and one job: a single verbose line for the call, the fused
@@ -370,12 +390,11 @@ static void test_backward_one_job(void) {
     cu[0] = 0;
     for (int b = 0; b < NB; b++) cu[b + 1] = cu[b] + (b == 0 ? LONG : SHORT);
     const int64_t T = cu[NB];
-    attn_tensor q, k, v, dout;
-    packed(&q, ATTN_F32, T, HQ, E, 0), packed(&k, ATTN_F32, T, HK, E, 0), packed(&v, ATTN_F32, T, HK, E, 0);
-    packed(&dout, ATTN_F32, T, HQ, E, 0);
-    int64_t so[3] = {T, HQ, E}, sl[2] = {T, HQ}, sk[3] = {T, HK, E};
-    attn_tensor out = zeros(ATTN_F32, 3, so), lse = zeros(ATTN_F32, 2, sl);
-    attn_tensor ref[3] = {zeros(ATTN_F32, 3, so), zeros(ATTN_F32, 3, sk), zeros(ATTN_F32, 3, sk)};
+    gqa_batch gb;
+    gqa_batch_make(&gb, T, HQ, HK, E);
+    attn_tensor q = gb.q, k = gb.k, v = gb.v, dout = gb.dout, out = gb.out, lse = gb.lse;
+    attn_tensor ref[3];
+    gqa_grads(ref, &gb);
     attn_sdpa_options o = attn_sdpa_options_default();
     o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
     attn_error err;
@@ -391,7 +410,8 @@ static void test_backward_one_job(void) {
     }
     check(ok, "varlen_backward_long_beside_short_reference", "%s", ok ? "" : err.message);
     for (int threads = 1; ok && threads <= 3; threads++) {
-        attn_tensor g[3] = {zeros(ATTN_F32, 3, so), zeros(ATTN_F32, 3, sk), zeros(ATTN_F32, 3, sk)};
+        attn_tensor g[3];
+        gqa_grads(g, &gb);
         attn_context ctx = attn_context_default();
         ctx.num_threads = threads;
         attn_sdpa_options ot = o;
@@ -456,6 +476,46 @@ static void test_backward_workspace(void) {
     free(ctx.workspace), free(out.data), free(lse.data), free(dout.data);
     for (int t = 0; t < 3; t++) free(g0[t].data), free(g1[t].data);
     free_batch(&bt, c.B);
+}
+
+/* The ragged backward's scratch is that of the sequences in flight, not of
+ * the whole batch: sixteen equal sequences (GQA, so dk and dv have partial
+ * sums per query head) fit in a workspace of twice what attn_sdpa_backward
+ * needs for one of them, and give the bits of the call without one. */
+static void test_backward_scratch_of_largest(void) {
+    enum { NB = 16, N = 200, HQ = 4, HK = 2, E = 32 };
+    int64_t cu[NB + 1];
+    for (int b = 0; b <= NB; b++) cu[b] = (int64_t)b * N;
+    const int64_t T = cu[NB];
+    gqa_batch gb;
+    gqa_batch_make(&gb, T, HQ, HK, E);
+    attn_tensor q = gb.q, k = gb.k, v = gb.v, dout = gb.dout, out = gb.out, lse = gb.lse;
+    attn_tensor g0[3], g1[3];
+    gqa_grads(g0, &gb), gqa_grads(g1, &gb);
+    attn_context ctx = attn_context_default();
+    ctx.num_threads = 2;
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_TOP_LEFT, o.context = &ctx;
+    attn_error err;
+    attn_status st = attn_sdpa_varlen(&out, &lse, &q, &k, &v, cu, cu, NB, NULL, &o, &err);
+    if (!st) st = attn_sdpa_varlen_backward(&g0[0], &g0[1], &g0[2], &dout, &q, &k, &v, &out, &lse, cu, cu, NB, NULL, &o,
+                                            &err);
+    size_t one = 0; /* one sequence's backward alone */
+    attn_tensor sq = view(&q, 0, N), sk_ = view(&k, 0, N), sv = view(&v, 0, N), s_out = view(&out, 0, N);
+    attn_tensor s_lse = view(&lse, 0, N), s_do = view(&dout, 0, N);
+    attn_tensor sg[3] = {view(&g1[0], 0, N), view(&g1[1], 0, N), view(&g1[2], 0, N)};
+    if (!st) st = attn_sdpa_backward_workspace_size(&one, &sg[0], &sg[1], &sg[2], NULL, &s_do, &sq, &sk_, &sv, &s_out,
+                                                    &s_lse, &o, &err);
+    ctx.workspace_size = 2 * one;
+    ctx.workspace = malloc(ctx.workspace_size ? ctx.workspace_size : 1);
+    if (!st) st = attn_sdpa_varlen_backward(&g1[0], &g1[1], &g1[2], &dout, &q, &k, &v, &out, &lse, cu, cu, NB, NULL, &o,
+                                            &err);
+    int same = !st;
+    for (int t = 0; t < 3 && same; t++) same = !memcmp(g0[t].data, g1[t].data, bytes_of(&g0[t]));
+    check(same, "varlen_backward_scratch_of_the_largest_sequence", "status %d (%s), gradients %s, one sequence's "
+          "workspace %zu bytes", (int)st, st ? err.message : "", same ? "same" : "differ", one);
+    free(ctx.workspace), free(q.data), free(k.data), free(v.data), free(dout.data), free(out.data), free(lse.data);
+    for (int t = 0; t < 3; t++) free(g0[t].data), free(g1[t].data);
 }
 
 /* A status and a message that says `text`. */
@@ -600,6 +660,7 @@ int main(void) {
     test_half_q(ATTN_F16, "f16");
     test_backward_workspace();
     test_backward_one_job();
+    test_backward_scratch_of_largest();
     attn_shutdown();
     return n_failed ? 1 : 0;
 }

@@ -740,6 +740,40 @@ static int64_t items_of(const bwd_job *j) { return j->gs->f.count * j->n_chunks;
 /* What an item of j costs, about: its query rows times the keys of a chunk. */
 static double item_cost(const bwd_job *j) { return (double)j->L * (double)j->chunk * (double)(j->E + j->Ev); }
 
+/* The floats of j's partial sums: dQ per item (none when own_dq), dK and
+ * dV per slice for the gradients slices share (store_key_block). */
+static void partial_floats(const bwd_job *j, int64_t floats[3]) {
+    const attn_grad_slices *gs = j->gs;
+    int64_t count = gs->f.count;
+    floats[0] = j->own_dq ? 0 : count * j->n_chunks * j->Lp * j->Ep;
+    floats[1] = gs->dk && !gs->direct[1] ? count * j->S * j->Ep : 0;
+    floats[2] = gs->dv && !gs->direct[2] ? count * j->S * j->Evp : 0;
+}
+
+/* The bytes of j's partial sums, each on a 64-byte boundary; false when
+ * the size overflows (partial_floats' products are checked by the caller). */
+static bool partial_bytes(const bwd_job *j, int64_t *bytes) {
+    int64_t floats[3], b;
+    *bytes = 0;
+    partial_floats(j, floats);
+    for (int t = 0; t < 3; t++)
+        if (!attn_mul_i64(floats[t], (int64_t)sizeof(float), &b) || !attn_add_i64(b, 63, &b) ||
+            !attn_add_i64(*bytes, b / 64 * 64, bytes))
+            return false;
+    return true;
+}
+
+/* j's partial sums carved out of `at` (partial_bytes of it). */
+static void bind_partials(bwd_job *j, char *at) {
+    int64_t floats[3];
+    float **part[3] = {&j->part.dq, &j->part.dk, &j->part.dv};
+    partial_floats(j, floats);
+    for (int t = 0; t < 3; t++) {
+        *part[t] = floats[t] ? (float *)(void *)at : NULL;
+        if (floats[t]) at += (floats[t] * (int64_t)sizeof(float) + 63) / 64 * 64;
+    }
+}
+
 attn_status attn_flash_backward_run(const attn_grad_slices *gs, attn_run_info *info, attn_error *err) {
     return attn_flash_backward_run_calls(&gs, 1, info, err);
 }
@@ -754,22 +788,24 @@ attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, in
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the backward jobs of %lld calls", (long long)n_calls);
     bwd_job scratch_jobs[1]; /* measuring: jobs of one call at a time */
-    /* Every call's job planned alone, and the sizes of its partials. */
-    int64_t items = 0, max_exact = 0;
+    /* Every call's job planned alone, and the sizes of its partials: the
+     * largest call's are the most any wave (below) holds. */
+    int64_t items = 0, max_exact = 0, max_part = 0;
     size_t ws_bytes = 0;
     for (int64_t c = 0; c < n_calls; c++) {
         bwd_job *j = jobs ? &jobs[c] : scratch_jobs;
         const attn_grad_slices *gs = gss[c];
         memset(j, 0, sizeof *j);
-        int64_t n, dq_floats, dk_floats, dv_floats, stat_rows;
+        int64_t n, dq_floats, dk_floats, dv_floats, stat_rows, part;
         if (!plan_job(j, gs) || !attn_mul_i64(gs->f.count, j->n_chunks, &n) || !attn_add_i64(items, n, &items) ||
             !attn_mul_i64(n, j->Lp * j->Ep, &dq_floats) || !attn_mul_i64(gs->f.count, j->S * j->Ep, &dk_floats) ||
             !attn_mul_i64(gs->f.count, j->S * j->Evp, &dv_floats) || !attn_mul_i64(gs->f.count, j->L, &stat_rows) ||
-            !attn_mul_i64(gs->f.count, j->n_rblocks, &n))
+            !attn_mul_i64(gs->f.count, j->n_rblocks, &n) || !partial_bytes(j, &part))
             return attn_fail(err, ATTN_ERR_OVERFLOW, "the backward pass's partial sums overflow");
         int64_t exact_words = attn_backward_work_size(j->S, j->E, j->Ev);
         if (exact_words < 0) return attn_fail(err, ATTN_ERR_OVERFLOW, "the backward pass's scratch size overflows");
         max_exact = exact_words > max_exact ? exact_words : max_exact;
+        max_part = part > max_part ? part : max_part;
         size_t w = (workspace_floats(j) * sizeof(float) + 63) / 64 * 64;
         ws_bytes = w > ws_bytes ? w : ws_bytes;
     }
@@ -777,20 +813,22 @@ attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, in
     int workers = gss[0]->f.threads < items ? gss[0]->f.threads : (int)items;
     workers = workers < 1 ? 1 : workers;
     char *scratch = attn_arena_alloc(a, ws_bytes, (size_t)workers);
-    bool ok = scratch != NULL;
+    /* The partial sums of the calls in flight (one wave, below): never more
+     * than the largest call's, whatever the number of calls. Sized by the
+     * sum of every call's, a ragged batch held 43 MB for attn bench
+     * --varlen's backward, new pages on every call (a fault costs 6.7 us
+     * in a VM), where one attn_sdpa_backward per sequence held its own
+     * sequence's and malloc reused it. */
+    char *parts = max_part ? attn_arena_alloc(a, (size_t)max_part, 1) : NULL;
+    bool ok = scratch != NULL && (!max_part || parts);
     int64_t sum_doubles = 0; /* reduce's sums of a group (below) */
     for (int64_t c = 0; c < n_calls; c++) {
         bwd_job *j = jobs ? &jobs[c] : scratch_jobs;
         const attn_grad_slices *gs = gss[c];
         if (!jobs) plan_job(j, gs); /* measuring without jobs: planned again, the same */
-        /* Partials of dk and dv only for gradients that slices share. */
-        bool want_dk = gs->dk && !gs->direct[1], want_dv = gs->dv && !gs->direct[2];
         j->scratch = scratch, j->ws_bytes = ws_bytes;
-        j->part.dq = j->own_dq ? NULL : attn_arena_alloc(a, (size_t)(gs->f.count * j->n_chunks * j->Lp * j->Ep), sizeof(float));
-        j->part.dk = want_dk ? attn_arena_alloc(a, (size_t)(gs->f.count * j->S * j->Ep), sizeof(float)) : NULL;
-        j->part.dv = want_dv ? attn_arena_alloc(a, (size_t)(gs->f.count * j->S * j->Evp), sizeof(float)) : NULL;
         j->route = attn_arena_alloc(a, (size_t)gs->f.count, sizeof *j->route);
-        ok &= (j->own_dq || j->part.dq) && (!want_dk || j->part.dk) && (!want_dv || j->part.dv) && j->route;
+        ok &= j->route != NULL;
         int64_t n = gs->grouped[1] || gs->grouped[2] ? j->S * (j->Ep + j->Evp) : 0;
         sum_doubles = n > sum_doubles ? n : sum_doubles;
     }
@@ -839,12 +877,24 @@ attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, in
     if (any_exact && !(exact_work = attn_arena_alloc(a, (size_t)max_exact, sizeof(double))))
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the exact kernel's scratch for the slices f32 cannot take");
-    batch_pass(&b, workers, stat_items_of, stats_item);
-    info->threads = batch_pass(&b, workers, items_of, bwd_item), info->threads_given = workers;
+    /* Waves: consecutive calls whose partials fit in `parts` together run
+     * as one job (their items handed out together, so short calls still
+     * share the threads), then are reduced, and the next wave reuses the
+     * memory. The waves depend on the shapes alone, and each call's items
+     * and sums are its own: the same bits as one job of every call. */
+    info->threads = 1, info->threads_given = workers, info->items = 0, info->fallbacks = 0;
+    for (int64_t c0 = 0, c1; c0 < n_calls; c0 = c1) {
+        int64_t used = 0, part;
+        for (c1 = c0; c1 < n_calls && partial_bytes(&jobs[c1], &part) && (c1 == c0 || used + part <= max_part); c1++)
+            bind_partials(&jobs[c1], parts ? parts + used : NULL), used += part;
+        bwd_batch wave = {jobs + c0, c1 - c0, first, NULL};
+        batch_pass(&wave, workers, stat_items_of, stats_item);
+        int ran = batch_pass(&wave, workers, items_of, bwd_item);
+        info->threads = ran > info->threads ? ran : info->threads;
+        for (int64_t c = c0; c < c1; c++) info->items += jobs[c].gs->f.count, reduce(&jobs[c], exact_work, sums, info);
+    }
     info->kernel = "flash_backward", info->isa = jobs[0].uk->name;
     info->bf16 = gss[0]->bf16 ? attn_bf16_label() : NULL; /* "f32...": the f32 kernels computed the mode */
     info->key_dot = NULL, info->value_dot = NULL, info->side_by_side = 1;
-    info->items = 0, info->fallbacks = 0;
-    for (int64_t c = 0; c < n_calls; c++) info->items += jobs[c].gs->f.count, reduce(&jobs[c], exact_work, sums, info);
     return ATTN_OK;
 }
