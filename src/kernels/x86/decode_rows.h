@@ -497,6 +497,30 @@ static void axpy_rows_list(float *acc, const float *p, int64_t ldp, int nq, cons
  * (docs/performance.md). A score is summed as dot_rows_nq sums it (one key
  * at a time, V_HSUM: the same bits as its blocks of keys) and a weighted sum
  * as axpy_block adds it, so the results are those of the per-head calls. */
+/* Both heads kernels ask for every line of the position about
+ * HEADS_AHEAD_BYTES on (prefetcht0). The values' first column block reads
+ * only some lines of each position when it holds fewer columns than Ev
+ * (the later blocks read the rest from L1), and the memory stream it makes
+ * has gaps the hardware prefetcher does not fill: Zen 5, 64 sequences of
+ * 100..32,000 keys, Hq 8, Hk 2, d 64 (two column blocks of 32), 29 ms with
+ * 8 KiB or 2 KiB ahead against 37 ms without. The keys are read whole, in
+ * order, and still gained: the same batch 28.8-31.4 ms without, 25.2-28.3
+ * with 8 KiB ahead, 25.6-26.5 with 16 KiB, 27.3-29.5 with 4 KiB (quiet,
+ * medians of 5 calls, in turns; docs/performance.md). */
+enum { HEADS_AHEAD_BYTES = 8192 };
+
+/* Positions ahead for rows ld floats apart (0: ld unknown). */
+DECODE_INLINE int64_t heads_ahead(int64_t ld) {
+    return ld < 1 ? 0 : HEADS_AHEAD_BYTES / (4 * ld) > 1 ? HEADS_AHEAD_BYTES / (4 * ld) : 1;
+}
+
+/* Every line of the nh heads (hs floats apart, cols each) of the position
+ * at row (a prefetch past the rows never faults). */
+DECODE_INLINE void prefetch_heads(const float *row, int nh, int64_t hs, int64_t cols) {
+    const char *at = (const char *)row, *end = at + 4 * ((nh - 1) * hs + cols);
+    for (at = (const char *)((uintptr_t)at & ~(uintptr_t)63); at < end; at += 64) __builtin_prefetch(at, 0, 3);
+}
+
 DECODE_INLINE void dot_heads_nq(float *s, int64_t lds, const float *q, const float *k, int64_t ld, int64_t hs,
                                 int64_t n, int64_t E, const int nq, const int per, float *kmax) {
     const int nh = nq / per;
@@ -505,8 +529,10 @@ DECODE_INLINE void dot_heads_nq(float *s, int64_t lds, const float *q, const flo
     bool nan[DECODE_NQ];
 #pragma GCC unroll 8
     for (int h = 0; h < nh; h++) big[h] = V_ZERO(), nan[h] = false;
+    int64_t ahead = heads_ahead(ld);
     for (int64_t j = 0; j < n; j++) {
         const float *kj = k + j * ld;
+        if (ahead) prefetch_heads(k + (j + ahead) * ld, nh, hs, E);
         V acc[DECODE_NQ];
 #pragma GCC unroll 8
         for (int i = 0; i < nq; i++) acc[i] = V_ZERO();
@@ -552,10 +578,7 @@ DECODE_INLINE void axpy_heads_block(float *acc, const float *p, int64_t ldp, con
     accs_load(a, acc, Ev, e0, nq, cb, tail);
     for (int64_t j = 0; j < n; j++) {
         const float *vj = v + j * ld + e0;
-        if (ahead) { /* every line of position j + ahead's heads (a prefetch past the rows never faults) */
-            const char *at = (const char *)(v + (j + ahead) * ld), *end = at + 4 * ((nh - 1) * hs + Ev);
-            for (at = (const char *)((uintptr_t)at & ~(uintptr_t)63); at < end; at += 64) __builtin_prefetch(at, 0, 3);
-        }
+        if (ahead) prefetch_heads(v + (j + ahead) * ld, nh, hs, Ev);
 #pragma GCC unroll 8
         for (int h = 0; h < nh; h++) {
             V vv[8];
@@ -579,21 +602,13 @@ DECODE_INLINE void axpy_heads_block(float *acc, const float *p, int64_t ldp, con
  * for up to 4 rows, 2 for more (8 rows × 2 accumulators in 32 registers). */
 #define AXPY_HEADS_CB(nq) ((nq) <= 4 ? AXPY_CB(nq) : 2)
 
-/* The first column block asks for every line of the position about
- * HEADS_AHEAD_BYTES on (prefetcht0): with fewer columns a block than Ev,
- * it reads only some lines of each position, the later blocks the rest
- * from L1, and the memory stream it makes has gaps the hardware
- * prefetcher does not fill. Zen 5, 64 sequences of 100..32,000 keys, Hq
- * 8, Hk 2, d 64 (two column blocks of 32): 29 ms with 8 KiB or 2 KiB
- * ahead against 37 ms without (docs/performance.md). */
-enum { HEADS_AHEAD_BYTES = 8192 };
 /* All Ev columns for nq rows, the positions in groups whose rows of all
  * heads stay in L1 while the column blocks pass over them. */
 DECODE_INLINE void axpy_heads_nq(float *acc, const float *p, int64_t ldp, const float *v, int64_t ld, int64_t hs,
                                  int64_t n, int64_t Ev, const int nq, const int per) {
     const int cb = AXPY_HEADS_CB(nq);
     int64_t bytes = 4 * Ev * (nq / per), group = Ev <= cb * VL ? n : 16384 / bytes > 16 ? 16384 / bytes : 16;
-    int64_t ahead = Ev <= cb * VL || ld < 1 ? 0 : HEADS_AHEAD_BYTES / (4 * ld) > 1 ? HEADS_AHEAD_BYTES / (4 * ld) : 1;
+    int64_t ahead = Ev <= cb * VL ? 0 : heads_ahead(ld); /* one column block: the hardware streams it */
     for (int64_t j0 = 0; j0 < n; j0 += group) {
         int64_t nk = n - j0 < group ? n - j0 : group, e0 = 0;
         const float *pj = p + j0, *vj = v + j0 * ld;
