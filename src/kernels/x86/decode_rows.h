@@ -133,7 +133,8 @@ DECODE_INLINE const void *src_from(const void *p, int64_t j, int64_t ld, const i
 }
 
 /* A list's row j + ahead asked for, every cache line of its E values (f32
- * or 16-bit), while row j is computed: the list kernels' prefetch
+ * or 16-bit), while row j is computed (and fp8 rows ld apart, below,
+ * the same way): the list kernels' prefetch
  * (ukernel.h). A list's rows lie in pages of a cache, whose starts the
  * hardware prefetcher does not find; asked for a row at a time, as the rows
  * before them are computed, the prefetches never queue up behind each
@@ -142,10 +143,14 @@ DECODE_INLINE const void *src_from(const void *p, int64_t j, int64_t ld, const i
  * with pages of 16, 1.20-1.25x with prefetcht1 (into L2); pages of 256 the
  * same either way (docs/performance.md). */
 #define ROW_PREFETCH_HINT 3
-DECODE_INLINE void prefetch_ahead(const void *p, int64_t j, int64_t ahead, int64_t E, const int kind, const bool list) {
-    if (!list || !ahead) return;
-    const char *row = ((const char *const *)p)[j + ahead];
-    uintptr_t at = (uintptr_t)row & ~(uintptr_t)63, end = (uintptr_t)row + (uintptr_t)(E * (kind == 0 ? 4 : 2));
+DECODE_INLINE void prefetch_ahead(const void *p, int64_t j, int64_t ld, int64_t ahead, int64_t E, const int kind,
+                                  const bool list) {
+    if (!ahead) return;
+    /* rows ld apart: the address as an integer (a prefetch past the rows never faults) */
+    uintptr_t row = list ? (uintptr_t)((const char *const *)p)[j + ahead]
+                         : (uintptr_t)p + (uintptr_t)((j + ahead) * ld * (kind == 0 ? 4 : kind >= 3 ? 1 : 2));
+    int64_t bytes = E * (kind == 0 ? 4 : kind >= 5 && kind <= 7 ? 1 : 2); /* f32, fp8 or 16-bit rows */
+    uintptr_t at = row & ~(uintptr_t)63, end = row + (uintptr_t)bytes;
     for (; at < end; at += 64) __builtin_prefetch((const char *)at, 0, ROW_PREFETCH_HINT);
 }
 
@@ -219,7 +224,7 @@ DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const voi
 #pragma GCC unroll 4
             for (int t = 0; t < kb; t++) {
                 kr[t] = src_row(k, j + b * kb + t, ld, kind, list);
-                prefetch_ahead(k, j + b * kb + t, ahead, E, kind, list);
+                prefetch_ahead(k, j + b * kb + t, ld, ahead, E, kind, list);
             }
             V acc[4][DECODE_NQ];
             dot_keys(acc, q, kr, E, nq, kb, kind, &big);
@@ -239,7 +244,7 @@ DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const voi
     bool nan = false;
     for (; j < n; j++) {
         const void *kr[1] = {src_row(k, j, ld, kind, list)};
-        prefetch_ahead(k, j, ahead, E, kind, list);
+        prefetch_ahead(k, j, ld, ahead, E, kind, list);
         V acc[4][DECODE_NQ];
         dot_keys(acc, q, kr, E, nq, 1, kind, &big);
 #pragma GCC unroll 8
@@ -286,7 +291,7 @@ DECODE_INLINE void axpy_block(float *acc, const float *p, int64_t ldp, const voi
     accs_load(a, acc, Ev, e0, nq, cb, tail);
     for (int64_t j = 0; j < n; j++) {
         const void *vj = src_row(v, j, ld, kind, list);
-        prefetch_ahead(v, j, ahead, Ev, kind, list);
+        prefetch_ahead(v, j, ld, ahead, Ev, kind, list);
         V vv[8];
 #pragma GCC unroll 8
         for (int t = 0; t < cb; t++) {
@@ -459,17 +464,23 @@ static void axpy_rows_q(float *acc, const float *p, int64_t ldp, int nq, const v
     axpy_any(acc, p, ldp, nq, v, ld, n, Ev, kind_of_quant(format), false, 0);
 }
 
+/* fp8 rows are asked for FP8_AHEAD rows ahead of the one computed, as the
+ * list kernels ask for theirs: the hardware prefetcher alone left e4m3's
+ * decode waiting on memory (one thread, 32k positions, H32/8, d 128: 20.3-21.4
+ * ns a position and KV head without, 19.5 with 8 rows ahead, 18.9-19.0 with
+ * 32; docs/performance.md). */
+enum { FP8_AHEAD = 32 };
 /* fp8 rows in place (ukernel.h): e4m3 read as 2^-8 times its values, for
  * q (p) given times 2^8; keys' NaN codes found by max |k|, values' made
  * NaN. */
 static float dot_rows_fp8(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
                           int64_t E, attn_dtype format) {
-    return dot_any(s, lds, q, nq, k, ld, n, E, format == ATTN_E4M3 ? 5 : 7, false, 0);
+    return dot_any(s, lds, q, nq, k, ld, n, E, format == ATTN_E4M3 ? 5 : 7, false, FP8_AHEAD);
 }
 
 static void axpy_rows_fp8(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
                           int64_t Ev, attn_dtype format) {
-    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, format == ATTN_E4M3 ? 6 : 7, false, 0);
+    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, format == ATTN_E4M3 ? 6 : 7, false, FP8_AHEAD);
 }
 
 /* Rows anywhere, one pointer each (f32, f16 or bf16; ukernel.h). */
