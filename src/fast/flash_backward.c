@@ -885,8 +885,11 @@ attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, in
     info->threads = 1, info->threads_given = workers, info->items = 0, info->fallbacks = 0;
     for (int64_t c0 = 0, c1; c0 < n_calls; c0 = c1) {
         int64_t used = 0, part;
-        for (c1 = c0; c1 < n_calls && partial_bytes(&jobs[c1], &part) && (c1 == c0 || used + part <= max_part); c1++)
+        for (c1 = c0; c1 < n_calls; c1++) { /* a wave holds at least one call: max_part is the largest */
+            (void)partial_bytes(&jobs[c1], &part); /* checked when measuring, above */
+            if (c1 > c0 && used + part > max_part) break;
             bind_partials(&jobs[c1], parts ? parts + used : NULL), used += part;
+        }
         bwd_batch wave = {jobs + c0, c1 - c0, first, NULL};
         batch_pass(&wave, workers, stat_items_of, stats_item);
         int ran = batch_pass(&wave, workers, items_of, bwd_item);
