@@ -101,6 +101,11 @@ typedef struct bwd_job {
      * of in per-item partials summed afterwards. The same floats: reduce
      * would add the one partial to 0 in f64 and round it back. */
     bool own_dq;
+    /* Slices per item: 1, or a GQA group's query heads (plan_job's
+     * group_heads), whose dK and dV an item then sums itself, a key block at
+     * a time (store_key_block), instead of leaving each head's in partials
+     * of S rows for reduce(). */
+    int64_t heads;
     attn_grad_partials part;
     int64_t n_rblocks;            /* blocks of br query rows per slice: stats_item's items */
     char *scratch; /* one workspace per worker */
@@ -111,14 +116,15 @@ typedef struct bwd_job {
 
 /* One worker's scratch, carved out of job->scratch. */
 typedef struct workspace {
-    float *D, *lse, *shift;    /* the slice's rows, Lp each: P = exp((S - shift) - lse) */
+    double *sums;              /* heads > 1: a key block's dK and dV summed over the group, kr × Ep, kr × Evp */
+    float *D, *lse, *shift;    /* the slice's rows, Lp each: P = exp((S - shift) - lse) (heads × Lp: head_rows) */
     float *q, *dout;           /* a query block: brp × Ep (times the scale), brp × Evp */
     float *kt, *k, *vt;        /* a key block: E × ldk, kr × Ep, Ev × ldk */
     float *dk, *dv;            /* its gradients: kr × Ep, kr × Evp */
     float *s, *dp;             /* a query block: brp × ldk (P, then dP and dS) */
     float *dc;                 /* a query block's cap derivatives, brp × ldk (capped only) */
     float *tmp;                /* one row, for widening 16-bit floats */
-    float *dq;                 /* own_dq: the item's dQ, Lp × Ep */
+    float *dq;                 /* own_dq: the item's dQ, Lp × Ep (heads × Lp × Ep: head_rows) */
     /* bf16 mode only (bf16_rows, bf16_row_pairs): pairs along E for S and
      * dP, along the query rows for dV and dK, along the keys for dQ. */
     uint32_t *q2, *do2;        /* a query block: brp × E2, brp × Ev2 (pairs along E) */
@@ -144,20 +150,25 @@ static size_t bf16_words(const bwd_job *j) {
                     brp / 2 * ldk + kr * ldt_of(j) + brp * (ldk / 2) + ldk + j->Ep + j->Evp + 16);
 }
 
+/* The doubles of a group's key block sums (0 for items of one slice). */
+static int64_t sums_doubles(const bwd_job *j) { return j->heads > 1 ? kr_of(j) * (j->Ep + j->Evp) : 0; }
+
 static size_t workspace_floats(const bwd_job *j) {
     int64_t ldk = ldk_of(j), kr = kr_of(j), brp = attn_round_up(j->br, 16);
-    return (size_t)(3 * j->Lp + brp * (j->Ep + j->Evp) + (j->E + j->Ev) * ldk + kr * (2 * j->Ep + j->Evp) +
-                    (j->capped ? 3 : 2) * brp * ldk + attn_round_up(j->E + j->Ev + 16, 16) +
-                    (j->own_dq ? j->Lp * j->Ep : 0)) + bf16_words(j);
+    return (size_t)(2 * sums_doubles(j) + 3 * j->heads * j->Lp + brp * (j->Ep + j->Evp) + (j->E + j->Ev) * ldk +
+                    kr * (2 * j->Ep + j->Evp) + (j->capped ? 3 : 2) * brp * ldk +
+                    attn_round_up(j->E + j->Ev + 16, 16) + (j->own_dq ? j->heads * j->Lp * j->Ep : 0)) +
+           bf16_words(j);
 }
 
 static workspace workspace_of(const bwd_job *j, int worker) {
     int64_t ldk = ldk_of(j), kr = kr_of(j), brp = attn_round_up(j->br, 16);
     workspace w;
-    w.D = (float *)(void *)(j->scratch + (size_t)worker * j->ws_bytes);
-    w.lse = w.D + j->Lp;
-    w.shift = w.lse + j->Lp;
-    w.q = w.shift + j->Lp;
+    w.sums = (double *)(void *)(j->scratch + (size_t)worker * j->ws_bytes);
+    w.D = (float *)(void *)(w.sums + sums_doubles(j)); /* kr is a multiple of 16: still on 64 bytes */
+    w.lse = w.D + j->heads * j->Lp;
+    w.shift = w.lse + j->heads * j->Lp;
+    w.q = w.shift + j->heads * j->Lp;
     w.dout = w.q + brp * j->Ep;
     w.kt = w.dout + brp * j->Evp;
     w.k = w.kt + j->E * ldk;
@@ -169,7 +180,7 @@ static workspace workspace_of(const bwd_job *j, int worker) {
     w.dc = w.dp + brp * ldk;
     w.tmp = w.dc + (j->capped ? brp * ldk : 0);
     w.dq = w.tmp + attn_round_up(j->E + j->Ev + 16, 16); /* own_dq only: Lp × Ep, on a 64-byte boundary */
-    w.q2 = (uint32_t *)(void *)(w.dq + (j->own_dq ? j->Lp * j->Ep : 0));
+    w.q2 = (uint32_t *)(void *)(w.dq + (j->own_dq ? j->heads * j->Lp * j->Ep : 0));
     int64_t E2 = e2_of(j->E), Ev2 = e2_of(j->Ev);
     w.do2 = w.q2 + brp * E2;
     w.qr2 = w.do2 + brp * Ev2;
@@ -182,6 +193,15 @@ static workspace workspace_of(const bwd_job *j, int worker) {
     w.ds2 = w.pt2 + kr * ldt_of(j);
     w.zero = (float *)(void *)(w.ds2 + brp * (ldk / 2));
     return w;
+}
+
+/* w with the rows of the item's h-th head: its D, lse and shift, and its
+ * dQ (the worker's own_dq rows, or the item's partial of that slice). */
+static workspace head_rows(const bwd_job *j, const workspace *w, int64_t slice, int64_t chunk, int64_t h) {
+    workspace wh = *w;
+    wh.D += h * j->Lp, wh.lse += h * j->Lp, wh.shift += h * j->Lp;
+    wh.dq = j->own_dq ? w->dq + h * j->Lp * j->Ep : j->part.dq + (slice * j->n_chunks + chunk) * j->Lp * j->Ep;
+    return wh;
 }
 
 /* c (rows × cols, MR rows at a time, stride ldc) += a (rows × inner, stride
@@ -499,61 +519,105 @@ static void stats_item(void *ctx, int64_t item, int worker) {
     for (int64_t r = 0; r < nb; r++) st[2 * r + 1] = st[2 * r + 1] > 0 ? log(st[2 * r + 1]) : -INFINITY;
 }
 
+/* The slices of a GQA group that share gradient t's rows (t = 1: dk, 2:
+ * dv): consecutive, as slice_index numbers heads fastest. */
+static int64_t group_of(const bwd_job *j, int t) {
+    const attn_canon *kv = t == 1 ? &j->gs->f.ck : &j->gs->f.cv;
+    return j->gs->f.co.shape[2] / kv->shape[2];
+}
+
+/* A group's sums (rows × cols, stride ld) rounded once into rows r0.. of
+ * the caller's output, as attn_tensor_convert rounds. */
+static void round_group_rows(const attn_mat *out, const double *sum, int64_t ld, int64_t r0, int64_t rows,
+                             int64_t cols) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t e = 0; e < cols; e++) {
+            double x = sum[r * ld + e];
+            char *at = out->base + ((r0 + r) * out->rs + e * out->cs) * (int64_t)attn_dtype_size(out->dtype);
+            if (out->dtype == ATTN_F32) ((float *)(void *)at)[0] = (float)x;
+            else ((double *)(void *)at)[0] = x;
+        }
+}
+
 /* A key block's dK and dV rows j0..j0+nc-1: into the caller's output when it
- * is written directly, else into the slice's partials. */
+ * is written directly; in an item of a whole group (heads > 1), added in
+ * f64 into the block's group sums, zeroed at the group's first slice and
+ * rounded once into the output after its last (the additions and the
+ * rounding reduce() gives a slice's partials, in the same order); else
+ * into the slice's partials. */
 static void store_key_block(const bwd_job *j, const workspace *w, const attn_grad_problem *g, int64_t slice,
                             int64_t j0, int64_t nc) {
     const attn_mat *out[2] = {&g->dk, &g->dv};
     const float *src[2] = {w->dk, w->dv};
     float *part[2] = {j->part.dk, j->part.dv};
     int64_t cols[2] = {j->E, j->Ev}, ld[2] = {j->Ep, j->Evp};
+    double *sum[2] = {w->sums, w->sums + kr_of(j) * j->Ep};
     for (int t = 0; t < 2; t++) {
         if (j->gs->direct[1 + t]) {
             for (int64_t r = 0; r < nc; r++)
                 for (int64_t e = 0; e < cols[t]; e++) attn_mat_set(out[t], j0 + r, e, src[t][r * ld[t] + e]);
+        } else if (j->heads > 1 && j->gs->grouped[1 + t]) {
+            int64_t G = group_of(j, 1 + t);
+            if (slice % G == 0) memset(sum[t], 0, sizeof(double) * (size_t)(nc * ld[t]));
+            for (int64_t r = 0; r < nc; r++)
+                for (int64_t e = 0; e < cols[t]; e++) sum[t][r * ld[t] + e] += (double)src[t][r * ld[t] + e];
+            if (slice % G == G - 1) round_group_rows(out[t], sum[t], ld[t], j0, nc, cols[t]);
         } else if (part[t]) {
             memcpy(part[t] + (slice * j->S + j0) * ld[t], src[t], sizeof(float) * (size_t)(nc * ld[t]));
         }
     }
 }
 
+/* One item: chunk c of the keys of j->heads consecutive slices, key blocks
+ * outer and the slices inner (so that a group's sums are of one block), each
+ * slice's dQ in its own rows. */
 static void bwd_item(void *ctx, int64_t item, int worker) {
     bwd_job *j = ctx;
-    int64_t slice = item / j->n_chunks, c = item % j->n_chunks;
-    if (atomic_load(&j->route[slice]) == ROUTE_EXACT) return;
+    int64_t s0 = item / j->n_chunks * j->heads, c = item % j->n_chunks;
+    if (atomic_load(&j->route[s0]) == ROUTE_EXACT) return; /* heads 1: items of a group see no exact slice */
     attn_grad_problem g;
-    attn_grad_slice(j->gs, slice, &g);
     workspace w = workspace_of(j, worker);
     if (j->bk) memset(w.zero, 0, sizeof(float) * (size_t)(ldk_of(j) + j->Ep + j->Evp));
-    float *dq = j->own_dq ? w.dq : j->part.dq + item * j->Lp * j->Ep;
-    memset(dq, 0, sizeof(float) * (size_t)(j->Lp * j->Ep));
-    row_statistics(j, &w, &g, slice);
+    for (int64_t h = 0; h < j->heads; h++) {
+        workspace wh = head_rows(j, &w, s0 + h, c, h);
+        attn_grad_slice(j->gs, s0 + h, &g);
+        memset(wh.dq, 0, sizeof(float) * (size_t)(j->Lp * j->Ep));
+        row_statistics(j, &wh, &g, s0 + h);
+    }
     int64_t k0 = c * j->chunk, k1 = k0 + j->chunk < j->S ? k0 + j->chunk : j->S;
     int64_t kr = kr_of(j);
     for (int64_t j0 = k0; j0 < k1; j0 += j->bc) {
         int64_t nc = k1 - j0 < j->bc ? k1 - j0 : j->bc, nc_pad = attn_round_up(nc, j->nr);
-        /* The first query row that sees key j0 (none: the block is skipped). */
-        int64_t first = 0;
-        while (first < j->L && attn_keys_seen(&g.f, first, j0, nc) == 0) first++;
-        memset(w.dk, 0, sizeof(float) * (size_t)(kr * j->Ep));
-        memset(w.dv, 0, sizeof(float) * (size_t)(kr * j->Evp));
-        if (first == j->L) { /* no query sees these keys: their gradients are 0 */
-            store_key_block(j, &w, &g, slice, j0, nc);
-            continue;
+        for (int64_t h = 0; h < j->heads; h++) {
+            workspace wh = head_rows(j, &w, s0 + h, c, h);
+            attn_grad_slice(j->gs, s0 + h, &g);
+            /* The first query row that sees key j0 (none: the block is skipped). */
+            int64_t first = 0;
+            while (first < j->L && attn_keys_seen(&g.f, first, j0, nc) == 0) first++;
+            memset(w.dk, 0, sizeof(float) * (size_t)(kr * j->Ep));
+            memset(w.dv, 0, sizeof(float) * (size_t)(kr * j->Evp));
+            if (first == j->L) { /* no query sees these keys: their gradients are 0 */
+                store_key_block(j, &wh, &g, s0 + h, j0, nc);
+                continue;
+            }
+            pack_keys(j, &wh, &g, j0, nc, nc_pad, true);
+            /* ... and past the last whose sliding window still reaches them. */
+            int64_t iend = j->L;
+            while (iend > first && attn_first_key(&g.f, iend - 1) >= j0 + nc) iend--;
+            for (int64_t i0 = first / j->mr * j->mr; i0 < iend; i0 += j->br) {
+                int64_t nb = iend - i0 < j->br ? iend - i0 : j->br;
+                block_step(j, &wh, &g, wh.dq, i0, nb, j0, nc, nc_pad);
+            }
+            scale_rows(w.dk, j->Ep, nc, j->E, g.f.scale); /* dK = scale · dSᵀ Q */
+            store_key_block(j, &wh, &g, s0 + h, j0, nc);
         }
-        pack_keys(j, &w, &g, j0, nc, nc_pad, true);
-        /* ... and past the last whose sliding window still reaches them. */
-        int64_t iend = j->L;
-        while (iend > first && attn_first_key(&g.f, iend - 1) >= j0 + nc) iend--;
-        for (int64_t i0 = first / j->mr * j->mr; i0 < iend; i0 += j->br) {
-            int64_t nb = iend - i0 < j->br ? iend - i0 : j->br;
-            block_step(j, &w, &g, dq, i0, nb, j0, nc, nc_pad);
-        }
-        scale_rows(w.dk, j->Ep, nc, j->E, g.f.scale); /* dK = scale · dSᵀ Q */
-        store_key_block(j, &w, &g, slice, j0, nc);
     }
-    for (int64_t i = 0; j->own_dq && g.dq.base && i < j->L; i++)
-        for (int64_t e = 0; e < j->E; e++) attn_mat_set(&g.dq, i, e, dq[i * j->Ep + e]);
+    for (int64_t h = 0; j->own_dq && h < j->heads; h++) {
+        workspace wh = head_rows(j, &w, s0 + h, c, h);
+        attn_grad_slice(j->gs, s0 + h, &g);
+        for (int64_t i = 0; g.dq.base && i < j->L; i++)
+            for (int64_t e = 0; e < j->E; e++) attn_mat_set(&g.dq, i, e, wh.dq[i * j->Ep + e]);
+    }
 }
 
 /* Per slice, once: its route (see the file's comment). */
@@ -601,13 +665,6 @@ static void slice_check(void *ctx, int64_t slice, int worker) {
     atomic_store(&j->route[slice], !ok ? ROUTE_EXACT : stats ? ROUTE_STATS : ROUTE_FUSED);
 }
 
-/* The slices of a GQA group that share gradient t's rows (t = 1: dk, 2:
- * dv): consecutive, as slice_index numbers heads fastest. */
-static int64_t group_of(const bwd_job *j, int t) {
-    const attn_canon *kv = t == 1 ? &j->gs->f.ck : &j->gs->f.cv;
-    return j->gs->f.co.shape[2] / kv->shape[2];
-}
-
 /* Add the items' partials into the f64 gradients, slice by slice and chunk by
  * chunk in order; a slice the f32 kernel could not take goes to the exact
  * kernel here, in the same order. A grouped dk or dv (attn_grad_slices) is
@@ -618,7 +675,9 @@ static int64_t group_of(const bwd_job *j, int t) {
  * without that accumulator's memory (new pages to fault in on every call:
  * 22 MB for attn bench --varlen's backward) or its pass to convert it. */
 static void reduce(const bwd_job *j, double *exact_work, double *sums, attn_run_info *info) {
-    const bool *direct = j->gs->direct, *grouped = j->gs->grouped;
+    const bool *direct = j->gs->direct;
+    /* Items of a whole group (heads > 1) have summed and written its dk and dv. */
+    const bool grouped[3] = {false, j->heads == 1 && j->gs->grouped[1], j->heads == 1 && j->gs->grouped[2]};
     const int64_t ld[3] = {j->Ep, j->Ep, j->Evp}, cols[3] = {j->E, j->E, j->Ev};
     for (int64_t s = 0; s < j->gs->f.count; s++) {
         attn_grad_problem g;
@@ -646,23 +705,38 @@ static void reduce(const bwd_job *j, double *exact_work, double *sums, attn_run_
                     attn_mat_set(&g.dq, i, e, x);
                 }
             for (int64_t r = 0; r < j->S; r++) {
-                for (int64_t e = 0; g.dk.base && !direct[1] && e < j->E; e++)
+                for (int64_t e = 0; j->part.dk && e < j->E; e++)
                     attn_mat_set(&g.dk, r, e, attn_mat_get(&g.dk, r, e) + j->part.dk[(s * j->S + r) * j->Ep + e]);
-                for (int64_t e = 0; g.dv.base && !direct[2] && e < j->Ev; e++)
+                for (int64_t e = 0; j->part.dv && e < j->Ev; e++)
                     attn_mat_set(&g.dv, r, e, attn_mat_get(&g.dv, r, e) + j->part.dv[(s * j->S + r) * j->Evp + e]);
             }
         }
-        for (int t = 1; t < 3; t++) { /* the group's last slice: its sums rounded once into the output */
-            if (!grouped[t] || s % group_of(j, t) != group_of(j, t) - 1) continue;
-            for (int64_t r = 0; r < j->S; r++)
-                for (int64_t e = 0; e < cols[t]; e++) {
-                    double x = sum[t][r * ld[t] + e];
-                    char *at = out[t].base + (r * out[t].rs + e * out[t].cs) * (int64_t)attn_dtype_size(out[t].dtype);
-                    if (out[t].dtype == ATTN_F32) ((float *)(void *)at)[0] = (float)x; /* as attn_tensor_convert */
-                    else ((double *)(void *)at)[0] = x;
-                }
-        }
+        for (int t = 1; t < 3; t++) /* the group's last slice: its sums rounded once into the output */
+            if (grouped[t] && s % group_of(j, t) == group_of(j, t) - 1) round_group_rows(&out[t], sum[t], ld[t], 0, j->S, cols[t]);
     }
+}
+
+/* The slices an item of j can take (bwd_item): a GQA group's query heads
+ * (the least multiple of dk's and dv's groups) when every dK and dV asked
+ * for is written directly or summed group by group, so that an item sums
+ * its group's key blocks itself and no slice keeps partials of S rows
+ * (24.6 MB for the longest sequence of attn bench --varlen's backward, new
+ * pages on every call); else 1. */
+static int64_t group_heads(const bwd_job *j) {
+    const attn_grad_slices *gs = j->gs;
+    const attn_tensor *want[3] = {NULL, gs->dk, gs->dv};
+    int64_t heads = 1;
+    for (int t = 1; t < 3; t++) {
+        if (want[t] && !gs->direct[t] && !gs->grouped[t]) return 1; /* partials summed in reduce() */
+        if (!gs->grouped[t]) continue;
+        int64_t G = group_of(j, t), a = heads, b = G;
+        while (b) { /* heads = lcm(heads, G); both divide Hq */
+            int64_t r = a % b;
+            a = b, b = r;
+        }
+        heads = heads / a * G;
+    }
+    return heads;
 }
 
 /* Shapes, blocks and chunks of one call; false when a size overflows. */
@@ -698,6 +772,9 @@ static bool plan_job(bwd_job *j, const attn_grad_slices *gs) {
     j->n_chunks = (j->S + j->chunk - 1) / j->chunk;
     j->n_rblocks = (j->L + j->br - 1) / j->br;
     j->own_dq = j->n_chunks == 1 && (!gs->dq || gs->direct[0]);
+    /* The chunks stay those of items of one slice: a slice's sums are the
+     * same whichever item computes them (bitwise, for any thread count). */
+    j->heads = group_heads(j);
     return true;
 }
 
@@ -736,9 +813,11 @@ static int batch_pass(bwd_batch *b, int workers, int64_t (*count)(const bwd_job 
 
 static int64_t slices_of(const bwd_job *j) { return j->gs->f.count; }
 static int64_t stat_items_of(const bwd_job *j) { return j->stats ? j->gs->f.count * j->n_rblocks : 0; }
-static int64_t items_of(const bwd_job *j) { return j->gs->f.count * j->n_chunks; }
-/* What an item of j costs, about: its query rows times the keys of a chunk. */
-static double item_cost(const bwd_job *j) { return (double)j->L * (double)j->chunk * (double)(j->E + j->Ev); }
+static int64_t items_of(const bwd_job *j) { return j->gs->f.count / j->heads * j->n_chunks; }
+/* What an item of j costs, about: its query rows times the keys of a chunk, times its slices. */
+static double item_cost(const bwd_job *j) {
+    return (double)j->L * (double)j->chunk * (double)(j->E + j->Ev) * (double)j->heads;
+}
 
 /* The floats of j's partial sums: dQ per item (none when own_dq), dK and
  * dV per slice for the gradients slices share (store_key_block). */
@@ -746,8 +825,8 @@ static void partial_floats(const bwd_job *j, int64_t floats[3]) {
     const attn_grad_slices *gs = j->gs;
     int64_t count = gs->f.count;
     floats[0] = j->own_dq ? 0 : count * j->n_chunks * j->Lp * j->Ep;
-    floats[1] = gs->dk && !gs->direct[1] ? count * j->S * j->Ep : 0;
-    floats[2] = gs->dv && !gs->direct[2] ? count * j->S * j->Evp : 0;
+    floats[1] = gs->dk && !gs->direct[1] && j->heads == 1 ? count * j->S * j->Ep : 0;
+    floats[2] = gs->dv && !gs->direct[2] && j->heads == 1 ? count * j->S * j->Evp : 0;
 }
 
 /* The bytes of j's partial sums, each on a 64-byte boundary; false when
@@ -761,6 +840,12 @@ static bool partial_bytes(const bwd_job *j, int64_t *bytes) {
             !attn_add_i64(*bytes, b / 64 * 64, bytes))
             return false;
     return true;
+}
+
+/* The doubles of reduce()'s sums of one group's dk and dv rows, which items
+ * of one slice need for a grouped dk or dv. */
+static int64_t reduce_sums(const bwd_job *j) {
+    return j->heads == 1 && (j->gs->grouped[1] || j->gs->grouped[2]) ? j->S * (j->Ep + j->Evp) : 0;
 }
 
 /* j's partial sums carved out of `at` (partial_bytes of it). */
@@ -800,7 +885,13 @@ attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, in
         if (!plan_job(j, gs) || !attn_mul_i64(gs->f.count, j->n_chunks, &n) || !attn_add_i64(items, n, &items) ||
             !attn_mul_i64(n, j->Lp * j->Ep, &dq_floats) || !attn_mul_i64(gs->f.count, j->S * j->Ep, &dk_floats) ||
             !attn_mul_i64(gs->f.count, j->S * j->Evp, &dv_floats) || !attn_mul_i64(gs->f.count, j->L, &stat_rows) ||
-            !attn_mul_i64(gs->f.count, j->n_rblocks, &n) || !partial_bytes(j, &part))
+            !attn_mul_i64(gs->f.count, j->n_rblocks, &n))
+            return attn_fail(err, ATTN_ERR_OVERFLOW, "the backward pass's partial sums overflow");
+        /* The partials of items of one slice, which a call of group items
+         * falls back to (below); its workspace (heads > 1) is the larger. */
+        bwd_job one_slice = *j;
+        one_slice.heads = 1;
+        if (!partial_bytes(&one_slice, &part))
             return attn_fail(err, ATTN_ERR_OVERFLOW, "the backward pass's partial sums overflow");
         int64_t exact_words = attn_backward_work_size(j->S, j->E, j->Ev);
         if (exact_words < 0) return attn_fail(err, ATTN_ERR_OVERFLOW, "the backward pass's scratch size overflows");
@@ -813,15 +904,8 @@ attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, in
     int workers = gss[0]->f.threads < items ? gss[0]->f.threads : (int)items;
     workers = workers < 1 ? 1 : workers;
     char *scratch = attn_arena_alloc(a, ws_bytes, (size_t)workers);
-    /* The partial sums of the calls in flight (one wave, below): never more
-     * than the largest call's, whatever the number of calls. Sized by the
-     * sum of every call's, a ragged batch held 43 MB for attn bench
-     * --varlen's backward, new pages on every call (a fault costs 6.7 us
-     * in a VM), where one attn_sdpa_backward per sequence held its own
-     * sequence's and malloc reused it. */
-    char *parts = max_part ? attn_arena_alloc(a, (size_t)max_part, 1) : NULL;
-    bool ok = scratch != NULL && (!max_part || parts);
-    int64_t sum_doubles = 0; /* reduce's sums of a group (below) */
+    bool ok = scratch != NULL;
+    int64_t sum_doubles = 0; /* reduce's sums of a group (below), for items of one slice */
     for (int64_t c = 0; c < n_calls; c++) {
         bwd_job *j = jobs ? &jobs[c] : scratch_jobs;
         const attn_grad_slices *gs = gss[c];
@@ -829,32 +913,20 @@ attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, in
         j->scratch = scratch, j->ws_bytes = ws_bytes;
         j->route = attn_arena_alloc(a, (size_t)gs->f.count, sizeof *j->route);
         ok &= j->route != NULL;
-        int64_t n = gs->grouped[1] || gs->grouped[2] ? j->S * (j->Ep + j->Evp) : 0;
+        int64_t n = gs->grouped[1] || gs->grouped[2] ? j->S * (j->Ep + j->Evp) : 0; /* items of one slice */
         sum_doubles = n > sum_doubles ? n : sum_doubles;
     }
-    /* One group's sums for a grouped dk and dv (reduce), the largest any
-     * call needs: the calls are reduced one after another. */
-    double *sums = sum_doubles ? attn_arena_alloc(a, (size_t)sum_doubles, sizeof(double)) : NULL;
-    ok &= !sum_doubles || sums;
     double *exact_work = NULL;
-    if (a->measure) { /* a workspace must hold the exact kernel's scratch and the statistics too, in case */
+    if (a->measure) { /* a workspace must hold the partials, the exact kernel's scratch and the statistics too, in case */
+        if (max_part) attn_arena_alloc(a, (size_t)max_part, 1);
+        if (sum_doubles) attn_arena_alloc(a, (size_t)sum_doubles, sizeof(double));
         attn_arena_alloc(a, (size_t)max_exact, sizeof(double));
         for (int64_t c = 0; c < n_calls; c++) attn_arena_alloc(a, (size_t)(gss[c]->f.count * gss[c]->f.cq.shape[3]), 2 * sizeof(double));
         return ATTN_OK;
     }
     if (!ok)
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
-                         "cannot allocate the backward pass's partial sums");
-    /* The calls in the order their items are handed out: those of the
-     * costliest items first, so that no thread is left alone with a long
-     * call at the end (insertion sort, stable: the order depends on the
-     * shapes alone, and results on neither: each call's items and sums are
-     * its own). */
-    for (int64_t c = 1; c < n_calls; c++)
-        for (int64_t d = c; d > 0 && item_cost(&jobs[d]) > item_cost(&jobs[d - 1]); d--) {
-            bwd_job t = jobs[d];
-            jobs[d] = jobs[d - 1], jobs[d - 1] = t;
-        }
+                         "cannot allocate the backward pass's scratch");
     bwd_batch b = {jobs, n_calls, first, NULL};
     for (int64_t c = 0; c < n_calls; c++)
         for (int64_t s = 0; s < jobs[c].gs->f.count; s++) atomic_init(&jobs[c].route[s], ROUTE_FUSED);
@@ -877,11 +949,49 @@ attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, in
     if (any_exact && !(exact_work = attn_arena_alloc(a, (size_t)max_exact, sizeof(double))))
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the exact kernel's scratch for the slices f32 cannot take");
+    /* Items of a whole group where they are enough to share (twice the
+     * threads: a call of fewer keeps the balance of items of one slice, and
+     * the same bits) and no slice goes to the exact kernel (it adds into
+     * the group's sums in reduce(), in their order). */
+    max_part = 0, sum_doubles = 0;
+    for (int64_t c = 0; c < n_calls; c++) {
+        bwd_job *j = &jobs[c];
+        for (int64_t s = 0; j->heads > 1 && s < j->gs->f.count; s++)
+            if (atomic_load(&j->route[s]) == ROUTE_EXACT) j->heads = 1;
+        if (items_of(j) < 2 * (int64_t)workers) j->heads = 1;
+        int64_t part;
+        (void)partial_bytes(j, &part); /* checked when measuring, above */
+        max_part = part > max_part ? part : max_part;
+        sum_doubles = reduce_sums(j) > sum_doubles ? reduce_sums(j) : sum_doubles;
+    }
+    /* The calls in the order their items are handed out: those of the
+     * costliest items first, so that no thread is left alone with a long
+     * call at the end (insertion sort, stable: the order depends on the
+     * shapes and items, and results on neither: each call's items and sums are
+     * its own). */
+    for (int64_t c = 1; c < n_calls; c++)
+        for (int64_t d = c; d > 0 && item_cost(&jobs[d]) > item_cost(&jobs[d - 1]); d--) {
+            bwd_job t = jobs[d];
+            jobs[d] = jobs[d - 1], jobs[d - 1] = t;
+        }
+    /* The partial sums of the calls in flight (one wave, below): never more
+     * than the largest call's, whatever the number of calls. Sized by the
+     * sum of every call's, a ragged batch held 43 MB for attn bench
+     * --varlen's backward, new pages on every call (a fault costs 6.7 us
+     * in a VM), where one attn_sdpa_backward per sequence held its own
+     * sequence's and malloc reused it. */
+    char *parts = max_part ? attn_arena_alloc(a, (size_t)max_part, 1) : NULL;
+    /* One group's sums for a grouped dk and dv (reduce), the largest any
+     * call needs: the calls are reduced one after another. */
+    double *sums = sum_doubles ? attn_arena_alloc(a, (size_t)sum_doubles, sizeof(double)) : NULL;
+    if ((max_part && !parts) || (sum_doubles && !sums))
+        return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
+                         "cannot allocate the backward pass's partial sums");
     /* Waves: consecutive calls whose partials fit in `parts` together run
      * as one job (their items handed out together, so short calls still
      * share the threads), then are reduced, and the next wave reuses the
-     * memory. The waves depend on the shapes alone, and each call's items
-     * and sums are its own: the same bits as one job of every call. */
+     * memory. Each call's items and sums are its own, whatever the waves
+     * and whoever computes them: the same bits as one job of every call. */
     info->threads = 1, info->threads_given = workers, info->items = 0, info->fallbacks = 0;
     for (int64_t c0 = 0, c1; c0 < n_calls; c0 = c1) {
         int64_t used = 0, part;
