@@ -439,6 +439,49 @@ static void test_backward_one_job(void) {
     for (int t = 0; t < 3; t++) free(ref[t].data);
 }
 
+/* Items of a whole GQA group: with one thread, an item takes a group's
+ * four query heads and sums their dK and dV itself (heads_per_item=4 on the
+ * verbose line); with eight, a call's few group items could not be shared,
+ * so its items take a head each and leave partials (no heads_per_item). The
+ * same additions in the same order: bitwise the same gradients, at 1, 2 and
+ * 8 threads. */
+static void test_backward_group_items(void) {
+    enum { NB = 2, N = 512, HQ = 8, HK = 2, E = 32 };
+    int64_t cu[NB + 1];
+    for (int b = 0; b <= NB; b++) cu[b] = (int64_t)b * N;
+    gqa_batch gb;
+    gqa_batch_make(&gb, cu[NB], HQ, HK, E);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_TOP_LEFT;
+    attn_error err;
+    attn_status st = attn_sdpa_varlen(&gb.out, &gb.lse, &gb.q, &gb.k, &gb.v, cu, cu, NB, NULL, &o, &err);
+    static const int THREADS[3] = {1, 2, 8};
+    attn_tensor g[3][3];
+    int grouped[3] = {0, 0, 0};
+    for (int i = 0; i < 3; i++) {
+        gqa_grads(g[i], &gb);
+        attn_context ctx = attn_context_default();
+        ctx.num_threads = THREADS[i];
+        attn_sdpa_options ot = o;
+        ot.context = &ctx;
+        char kernel[32];
+        verbose_begin();
+        if (!st) st = attn_sdpa_varlen_backward(&g[i][0], &g[i][1], &g[i][2], &gb.dout, &gb.q, &gb.k, &gb.v, &gb.out,
+                                                &gb.lse, cu, cu, NB, NULL, &ot, &err);
+        verbose_end(kernel, sizeof kernel, NULL, 0);
+        grouped[i] = strcmp(kernel, "flash_backward") == 0 && strstr(verbose_last_line, " heads_per_item=4 ") != NULL;
+    }
+    int same = !st;
+    for (int i = 1; i < 3; i++)
+        for (int t = 0; t < 3 && same; t++) same = !memcmp(g[0][t].data, g[i][t].data, bytes_of(&g[0][t]));
+    check(same && grouped[0] && !grouped[2], "varlen_backward_group_items_bitwise_items_of_one_head",
+          "status %d (%s), gradients %s, heads_per_item=4 at 1 thread %s, at 8 %s", (int)st, st ? err.message : "",
+          same ? "same" : "differ", grouped[0] ? "yes" : "no", grouped[2] ? "yes" : "no");
+    free(gb.q.data), free(gb.k.data), free(gb.v.data), free(gb.dout.data), free(gb.out.data), free(gb.lse.data);
+    for (int i = 0; i < 3; i++)
+        for (int t = 0; t < 3; t++) free(g[i][t].data);
+}
+
 /* The backward's workspace: too small refuses before any gradient is
  * written; large enough gives the gradients of the call without one. */
 static void test_backward_workspace(void) {
@@ -660,6 +703,7 @@ int main(void) {
     test_half_q(ATTN_F16, "f16");
     test_backward_workspace();
     test_backward_one_job();
+    test_backward_group_items();
     test_backward_scratch_of_largest();
     attn_shutdown();
     return n_failed ? 1 : 0;

@@ -499,6 +499,11 @@ typedef struct attn_run_info {
      * time into scratch first (the portable kernels' 16-bit and quantized
      * rows, q4_1, strided columns); NULL for other kernels. */
     const char *rows;
+    /* flash_backward: the most query heads one work item took together,
+     * summing their dK and dV itself (a GQA group: flash_backward.c,
+     * group_heads); 1: a head an item. Read where kernel is
+     * "flash_backward". */
+    int heads_per_item;
 } attn_run_info;
 
 #endif /* ATTN_BASE_H */

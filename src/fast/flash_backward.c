@@ -903,6 +903,16 @@ attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, in
     /* One workspace per worker, the largest any call's items take. */
     int workers = gss[0]->f.threads < items ? gss[0]->f.threads : (int)items;
     workers = workers < 1 ? 1 : workers;
+    /* A call's items take a whole group's heads only where they are enough
+     * to share: twice the threads (a call of fewer keeps the balance of
+     * items of one slice, and the same bits). Measuring, both kinds count:
+     * the workspace of group items, the partials of the others (below). */
+    for (int64_t c = 0; jobs && !a->measure && c < n_calls; c++)
+        if (items_of(&jobs[c]) < 2 * (int64_t)workers) jobs[c].heads = 1;
+    for (int64_t c = 0; jobs && !a->measure && c < n_calls; c++) {
+        size_t w = (workspace_floats(&jobs[c]) * sizeof(float) + 63) / 64 * 64;
+        ws_bytes = c == 0 || w > ws_bytes ? w : ws_bytes;
+    }
     char *scratch = attn_arena_alloc(a, ws_bytes, (size_t)workers);
     bool ok = scratch != NULL;
     int64_t sum_doubles = 0; /* reduce's sums of a group (below), for items of one slice */
@@ -949,16 +959,13 @@ attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, in
     if (any_exact && !(exact_work = attn_arena_alloc(a, (size_t)max_exact, sizeof(double))))
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the exact kernel's scratch for the slices f32 cannot take");
-    /* Items of a whole group where they are enough to share (twice the
-     * threads: a call of fewer keeps the balance of items of one slice, and
-     * the same bits) and no slice goes to the exact kernel (it adds into
-     * the group's sums in reduce(), in their order). */
+    /* Items of a whole group (above) only where no slice goes to the exact
+     * kernel: it adds into the group's sums in reduce(), in their order. */
     max_part = 0, sum_doubles = 0;
     for (int64_t c = 0; c < n_calls; c++) {
         bwd_job *j = &jobs[c];
         for (int64_t s = 0; j->heads > 1 && s < j->gs->f.count; s++)
             if (atomic_load(&j->route[s]) == ROUTE_EXACT) j->heads = 1;
-        if (items_of(j) < 2 * (int64_t)workers) j->heads = 1;
         int64_t part;
         (void)partial_bytes(j, &part); /* checked when measuring, above */
         max_part = part > max_part ? part : max_part;
@@ -993,6 +1000,9 @@ attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, in
      * memory. Each call's items and sums are its own, whatever the waves
      * and whoever computes them: the same bits as one job of every call. */
     info->threads = 1, info->threads_given = workers, info->items = 0, info->fallbacks = 0;
+    info->heads_per_item = 1;
+    for (int64_t c = 0; c < n_calls; c++)
+        info->heads_per_item = jobs[c].heads > info->heads_per_item ? (int)jobs[c].heads : info->heads_per_item;
     for (int64_t c0 = 0, c1; c0 < n_calls; c0 = c1) {
         int64_t used = 0, part;
         for (c1 = c0; c1 < n_calls; c1++) { /* a wave holds at least one call: max_part is the largest */

@@ -87,15 +87,18 @@ void attn_verbose_report(const char *call, const attn_run_info *info, const attn
     char heads[32] = ""; /* decode: the most side-by-side KV heads one microkernel call read */
     if (strcmp(info->kernel, "decode") == 0 && info->heads_per_call > 0)
         snprintf(heads, sizeof heads, " heads_per_call=%d", info->heads_per_call);
+    char group[32] = ""; /* the backward: query heads an item took together, when more than one */
+    if (strcmp(info->kernel, "flash_backward") == 0 && info->heads_per_item > 1)
+        snprintf(group, sizeof group, " heads_per_item=%d", info->heads_per_item);
     char rows[32] = ""; /* decode: key and value rows read in place, or some widened first */
     if (strcmp(info->kernel, "decode") == 0 && info->rows) snprintf(rows, sizeof rows, " rows=%s", info->rows);
     /* One fprintf: stdio locks the stream, so lines of concurrent calls do
      * not interleave. */
     fprintf(stderr,
-            "attn: %s kernel=%s%s%s%s%s%s%s%s%s isa=%s threads=%d/%d q=%s k=%s v=%s mask=%s causal=%s compute=%s%s"
+            "attn: %s kernel=%s%s%s%s%s%s%s%s%s%s isa=%s threads=%d/%d q=%s k=%s v=%s mask=%s causal=%s compute=%s%s"
             "%s dropout=%g softcap=%g alibi=%s window=%lld sinks=%s rope=%s weights=%s lse=%s fallback=%lld/%lld ms=%.3f\n",
             call, info->kernel, info->key_dot ? " key_dot=" : "", info->key_dot ? info->key_dot : "",
-            info->value_dot ? " value_dot=" : "", info->value_dot ? info->value_dot : "", side, heads, pages, rows, info->isa, info->threads, info->threads_given, sq, sk, sv, sm,
+            info->value_dot ? " value_dot=" : "", info->value_dot ? info->value_dot : "", side, heads, pages, rows, group, info->isa, info->threads, info->threads_given, sq, sk, sv, sm,
             (unsigned)o->causal <= 2 ? CAUSAL[o->causal] : "?",
             o->compute == ATTN_COMPUTE_BF16 ? "bf16" : "f32", info->bf16 ? " bf16_kernels=" : "",
             info->bf16 ? info->bf16 : "", o->dropout_p, o->softcap, o->alibi_slopes ? "yes" : "no",
