@@ -756,8 +756,9 @@ static void decode_item(void *ctx, int64_t item, int worker) {
  *     one of 160, so the time followed the item count more than the keys,
  *     and each added chunk, the chunks falling back to the minimum, made
  *     a step of 1.3x for 1.14-1.2x the keys (H 8, S 320 -> 384, 448 ->
- *     512); chunks of 256 keys or more keep each step near the keys'
- *     (docs/performance.md, "decode steps below 2,048 keys");
+ *     512); with 256, fewer and longer items below 2,048 keys, the first
+ *     split at 512 (docs/performance.md, "decode's chunks of at least
+ *     256 keys": the largest step is no smaller, 1.28-1.31x);
  *   - between these, as many as it takes for DECODE_ITEMS items over all
  *     groups, so that up to 16 cores have work at every S: a fixed count,
  *     not the thread count, so that the split (and with it every bit of
