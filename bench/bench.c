@@ -1217,7 +1217,9 @@ static void run_paged(void *p) {
 
 /* A large buffer of the paged rows (the pool, the contiguous keys and
  * values) on a 2 MiB boundary, both ways alike so that only the hint
- * differs, and with `huge` marked for transparent huge pages before
+ * differs (malloc's 16 bytes past a page boundary had put each 256-byte
+ * contiguous row across five cache lines, the pool's rows across four,
+ * flattering the pages), and with `huge` marked for transparent huge pages before
  * anything touches it. Where THP is "madvise" (this Zen 5 VM, and the
  * default of several distributions), a buffer of tens of MB otherwise lies
  * in 4 KiB pages: a TLB entry for every 16 positions of a head's f32 rows
