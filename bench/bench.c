@@ -1219,8 +1219,8 @@ static void run_paged(void *p) {
  * values) on a 2 MiB boundary, both ways alike so that only the hint
  * differs (malloc's 16 bytes past a page boundary had put each 256-byte
  * contiguous row across five cache lines, the pool's rows across four,
- * flattering the pages), and with `huge` marked for transparent huge pages before
- * anything touches it. Where THP is "madvise" (this Zen 5 VM, and the
+ * flattering the pages), and with `huge` marked for transparent huge
+ * pages before anything touches it. Where THP is "madvise" (this Zen 5 VM, and the
  * default of several distributions), a buffer of tens of MB otherwise lies
  * in 4 KiB pages: a TLB entry for every 16 positions of a head's f32 rows
  * at d = 64, paged or not. */
