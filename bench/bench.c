@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 #if defined(__linux__)
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #endif
 
@@ -412,15 +413,16 @@ typedef struct result {
     double seconds, gflops, pct_peak, gbps, pct_bw, rss_mib, extra_mib, vs_reference, vs_openblas;
 } result;
 
-static float *random_floats(size_t n, unsigned seed) {
-    float *p = malloc(n * sizeof(float));
+static float *fill_floats(float *p, size_t n, unsigned seed) {
     uint32_t x = seed * 2654435761u + 1;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; p && i < n; i++) {
         x ^= x << 13, x ^= x >> 17, x ^= x << 5;
         p[i] = (float)(x >> 8) / 16777216.0f - 0.5f;
     }
     return p;
 }
+
+static float *random_floats(size_t n, unsigned seed) { return fill_floats(malloc(n * sizeof(float)), n, seed); }
 
 /* x rounded to nearest-even in a 16-bit format: IEEE half (F16C) or
  * bfloat16 (the top half of the f32, rounded). */
@@ -1213,9 +1215,44 @@ static void run_paged(void *p) {
     if (st) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
 }
 
-/* One row: `decode` or prefill, pages of P; the two ways timed in turns,
- * the median over the rounds of each round's paged time over contiguous. */
-static void paged_row(bool decode, int64_t P, bool as_json, bool last) {
+/* A large buffer of the paged rows (the pool, the contiguous keys and
+ * values) on a 2 MiB boundary, both ways alike so that only the hint
+ * differs (malloc's 16 bytes past a page boundary had put each 256-byte
+ * contiguous row across five cache lines, the pool's rows across four,
+ * flattering the pages), and with `huge` marked for transparent huge
+ * pages before anything touches it. Where THP is "madvise" (this Zen 5 VM, and the
+ * default of several distributions), a buffer of tens of MB otherwise lies
+ * in 4 KiB pages: a TLB entry for every 16 positions of a head's f32 rows
+ * at d = 64, paged or not. */
+enum { HUGE_PAGE = 2 << 20 };
+static void *paged_alloc(size_t bytes, bool huge) {
+    void *p = NULL;
+    bytes = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    if (posix_memalign(&p, HUGE_PAGE, bytes)) return NULL;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (huge) madvise(p, bytes, MADV_HUGEPAGE); /* a hint: refused, the row runs on 4 KiB pages and says so */
+#else
+    (void)huge;
+#endif
+    return p;
+}
+
+/* The process's anonymous memory in transparent huge pages, MiB (-1 where
+ * the system does not say): what the hint above was granted. */
+static double huge_mib(void) {
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    char line[256];
+    double kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "AnonHugePages: %lf kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb < 0 ? -1 : kb / 1024;
+}
+
+/* One row: `decode` or prefill, pages of P, the buffers on huge pages or
+ * not; the two ways timed in turns, the median over the rounds of each
+ * round's paged time over contiguous. */
+static void paged_row(bool decode, int64_t P, bool huge, bool as_json, bool last) {
     enum { H = 16, HK = 4, D = 64, MAX_ROUNDS = 15 };
     static const int64_t PREFILL[4] = {100, 700, 1500, 3000};
     int64_t B = decode ? 16 : 4, len[16], cu_k[17] = {0}, cu_q[17] = {0};
@@ -1228,7 +1265,9 @@ static void paged_row(bool decode, int64_t P, bool as_json, bool last) {
     }
     int64_t T = cu_k[B], Tq = cu_q[B], pages = 0;
     for (int64_t b = 0; b < B; b++) pages += (len[b] + P - 1) / P;
-    float *k = random_floats((size_t)(T * HK * D), 7), *v = random_floats((size_t)(T * HK * D), 8);
+    size_t kv_bytes = sizeof(float) * (size_t)(T * HK * D);
+    float *k = fill_floats(paged_alloc(kv_bytes, huge), (size_t)(T * HK * D), 7),
+          *v = fill_floats(paged_alloc(kv_bytes, huge), (size_t)(T * HK * D), 8);
     float *q = random_floats((size_t)(Tq * H * D), 9), *out = calloc((size_t)(Tq * H * D), sizeof(float));
     /* k and v head-major, [Hk][T][D] (a head's keys one run of memory, as
      * in attn_kv_cache and in a page), seen packed as (T, Hk, D) */
@@ -1243,7 +1282,8 @@ static void paged_row(bool decode, int64_t P, bool as_json, bool last) {
     attn_tensor_init(&tv, v, ATTN_F32, 3, sk, skt, NULL);
     void *mem = NULL;
     int64_t ids[16];
-    if (attn_kv_pages_bytes(&bytes, &d, &err) || !(mem = malloc(bytes)) ||
+    if (!k || !v) fprintf(stderr, "attn: error: no memory for the keys and values\n"), exit(1);
+    if (attn_kv_pages_bytes(&bytes, &d, &err) || !(mem = paged_alloc(bytes, huge)) ||
         attn_kv_pages_init(&pool, mem, bytes, &d, &err))
         fprintf(stderr, "attn: error: the pool: %s\n", mem ? err.message : "no memory"), exit(1);
     for (int64_t b = 0; b < B; b++)
@@ -1274,22 +1314,27 @@ static void paged_row(bool decode, int64_t P, bool as_json, bool last) {
             best[w] = t[w][i] < best[w] ? t[w][i] : best[w];
         }
     for (int i = 0; i < rounds; i++) ratio[i] = t[1][i] / t[0][i];
-    double med = median(ratio, rounds);
+    double med = median(ratio, rounds), in_huge = huge_mib();
     if (as_json)
-        printf("    {\"step\": \"%s\", \"page_size\": %lld, \"sequences\": %lld, \"keys\": %lld, \"heads\": [%d, %d], "
-               "\"d\": %d, \"contiguous_ms\": %.3f, \"paged_ms\": %.3f, \"paged_over_contiguous\": %.3f, \"rounds\": %d}%s\n",
-               decode ? "decode" : "prefill", (long long)P, (long long)B, (long long)T, H, HK, D, 1e3 * best[0],
-               1e3 * best[1], med, rounds, last ? "" : ",");
+        printf("    {\"step\": \"%s\", \"page_size\": %lld, \"huge_pages\": %s, \"huge_mib\": %.0f, \"sequences\": %lld, "
+               "\"keys\": %lld, \"heads\": [%d, %d], \"d\": %d, \"contiguous_ms\": %.3f, \"paged_ms\": %.3f, "
+               "\"paged_over_contiguous\": %.3f, \"rounds\": %d}%s\n",
+               decode ? "decode" : "prefill", (long long)P, huge ? "true" : "false", in_huge, (long long)B, (long long)T, H,
+               HK, D, 1e3 * best[0], 1e3 * best[1], med, rounds, last ? "" : ",");
     else
-        cli_prose(stdout, 0, 2, "%s, %lld sequences, %lld keys, pages of %lld: contiguous %.3f ms, paged %.3f ms; "
-                  "paged takes %.3fx (median of %d rounds)",
-               decode ? "decode" : "prefill", (long long)B, (long long)T, (long long)P, 1e3 * best[0], 1e3 * best[1],
-               med, rounds);
+        cli_prose(stdout, 0, 2, "%s, %lld sequences, %lld keys, pages of %lld%s: contiguous %.3f ms, paged %.3f ms; "
+                  "paged takes %.3fx (median of %d rounds)%s",
+               decode ? "decode" : "prefill", (long long)B, (long long)T, (long long)P,
+               huge ? ", huge pages asked for" : "", 1e3 * best[0], 1e3 * best[1], med, rounds,
+               !huge ? "" : in_huge < 0 ? "; granted: unknown" : in_huge < 1 ? "; none granted" : "");
     free(k), free(v), free(q), free(out), free(mem);
 }
 
+/* Prefill and decode on 4 KiB pages, then decode again with the pool and
+ * the contiguous keys and values asked onto transparent huge pages
+ * (madvise), the advice docs/performance.md measures. */
 static void paged_rows(bool as_json) {
-    for (int i = 0; i < 4; i++) paged_row(i >= 2, i % 2 ? 256 : 16, as_json, i == 3);
+    for (int i = 0; i < 6; i++) paged_row(i >= 2, i % 2 ? 256 : 16, i >= 4, as_json, i == 5);
 }
 
 /* ---- the backward pass ------------------------------------------------------------ */

@@ -744,14 +744,21 @@ static void decode_item(void *ctx, int64_t item, int worker) {
  *     rows most of its arithmetic is padding;
  *   decode: one item per (group of heads sharing a KV head, chunk of keys),
  *     every row of the group computed from one read of each key, plus per
- *     chunk a fixed cost (scaling R queries, merging R partial rows of Ev)
- *     worth about DECODE_MIN_CHUNK / 64 keys.
+ *     chunk a fixed cost (scaling R queries, merging R partial rows of Ev,
+ *     and, from memory, a fresh stream of keys and of values to start).
  * So for L <= ATTN_DECODE_MAX_L decode costs no more than flash at any S,
  * and wins whenever there are fewer slices than cores; above that, flash's
  * register-blocked products (many rows per key loaded) win. The chunks:
  *   - at most the core's decode_chunk keys (cores.c), so the scores (R x
  *     chunk floats) stay in L1/L2;
- *   - at least DECODE_MIN_CHUNK keys, so the fixed cost stays under ~2%;
+ *   - at least DECODE_MIN_CHUNK keys (or the whole of a shorter S): on
+ *     Zen 5, keys from memory, an item of 128 keys cost about as much as
+ *     one of 160, so the time followed the item count more than the keys,
+ *     and each added chunk, the chunks falling back to the minimum, made
+ *     a step of 1.3x for 1.14-1.2x the keys (H 8, S 320 -> 384, 448 ->
+ *     512); with 256, fewer and longer items below 2,048 keys, the first
+ *     split at 512 (docs/performance.md, "decode's chunks of at least
+ *     256 keys": the largest step is no smaller, 1.28-1.31x);
  *   - between these, as many as it takes for DECODE_ITEMS items over all
  *     groups, so that up to 16 cores have work at every S: a fixed count,
  *     not the thread count, so that the split (and with it every bit of
@@ -759,7 +766,7 @@ static void decode_item(void *ctx, int64_t item, int worker) {
  *   - all of one size (rounded up to a vector), the last one shorter.
  * A ragged batch plans each sequence with this same function, so that a
  * sequence gets the split it would get alone. */
-enum { DECODE_MIN_CHUNK = 128, DECODE_ITEMS = 32 };
+enum { DECODE_MIN_CHUNK = 256, DECODE_ITEMS = 32 };
 
 /* The rows of one work item: G query heads sharing a KV head (GQA) times
  * L rows, as many heads as fit ATTN_DECODE_MAX_L rows and divide the group. */
