@@ -404,6 +404,21 @@ QV_INLINE __m512 dp_pair(__m512 acc, __m512i x, const uint32_t *w) {
 #endif
 }
 
+/* The pair of weights at w in every lane, loaded once (VPBROADCASTD from
+ * memory, the load unit's alone) for the two VDPBF16PS of a block's low
+ * and high columns: an embedded broadcast in each cost a load each, and
+ * the loads (two a cycle), not the products, bound the q4 loop: one core,
+ * 2,048 keys in L2, q4 values 4.1 -> 3.7-3.8 ns a key, q8 5.3 -> 4.9-5.2. */
+QV_INLINE __m512i pair_weights(const uint32_t *w) {
+#if defined(ATTN_INTRINSICS_FROM_SIMDE)
+    return _mm512_set1_epi32((int)*w);
+#else
+    __m512i x;
+    __asm__("vpbroadcastd %1, %0" : "=v"(x) : "m"(*w));
+    return x;
+#endif
+}
+
 /* One pair of keys (rows r0, r1 at the block's first byte) into the rows'
  * accumulators a[i][2u], a[i][2u + 1] of the NB blocks: the pair's weights
  * of block u, row i at wp + 2u + 8i (qbf_weights' layout). */
@@ -415,8 +430,9 @@ QV_INLINE void qbf_pair(__m512 a[4][8], const uint32_t *wp, const uint8_t *r0, c
         pair_codes(&lo, &hi, r0 + u * (q4 ? 18 : 34), r1 + u * (q4 ? 18 : 34), q4);
 #pragma GCC unroll 4
         for (int i = 0; i < NQ; i++) {
-            a[i][2 * u] = dp_pair(a[i][2 * u], lo, wp + 2 * u + 8 * i);
-            a[i][2 * u + 1] = dp_pair(a[i][2 * u + 1], hi, wp + 2 * u + 8 * i);
+            __m512i wv = pair_weights(wp + 2 * u + 8 * i);
+            a[i][2 * u] = _mm512_dpbf16_ps(a[i][2 * u], (__m512bh)lo, (__m512bh)wv);
+            a[i][2 * u + 1] = _mm512_dpbf16_ps(a[i][2 * u + 1], (__m512bh)hi, (__m512bh)wv);
         }
     }
 }
