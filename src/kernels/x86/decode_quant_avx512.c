@@ -391,19 +391,6 @@ QV_INLINE void pair_codes(__m512i *lo, __m512i *hi, const uint8_t *r0, const uin
     }
 }
 
-/* acc + the products of the bf16 pairs x with the pair of weights at w,
- * which VDPBF16PS loads itself as an embedded broadcast ({1to16}): GCC
- * would broadcast it into a register first, a cycle of the vector units
- * each (it folds the broadcast of an FMA, not of VDPBF16PS). */
-QV_INLINE __m512 dp_pair(__m512 acc, __m512i x, const uint32_t *w) {
-#if defined(ATTN_INTRINSICS_FROM_SIMDE)
-    return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)_mm512_set1_epi32((int)*w));
-#else
-    __asm__("vdpbf16ps %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(x), "m"(*w));
-    return acc;
-#endif
-}
-
 /* The pair of weights at w in every lane, loaded once (VPBROADCASTD from
  * memory, the load unit's alone) for the two VDPBF16PS of a block's low
  * and high columns: an embedded broadcast in each cost a load each, and
