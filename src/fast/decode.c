@@ -69,8 +69,11 @@ typedef struct decode_job {
     int64_t L, S, E, Ev, chunk, n_chunks;
     int64_t G, R;         /* query heads per group (sharing one KV head), rows G · L */
     int64_t ng, stretch;  /* groups per item, and keys a stretch when several (decode_partials) */
-    float *partials;      /* per item: m (R), l (R), acc (R × Ev) */
-    int64_t part_floats;
+    int64_t part_floats;  /* one item's partial: m (R), l (R), acc (R × Ev) */
+    int64_t slot_floats;  /* all its items' partials: groups × n_chunks partials */
+    struct partial_pool *pool; /* where its partials lie while it runs */
+    atomic_int slot;      /* its slot of the pool, or -1 before its first item */
+    atomic_llong left;    /* its items not finished yet; the last one gives the slot back */
     float *scratch;       /* per worker: q (R × E), s (R × chunk padded), a group of rows,
                            * q quantized (R × E bytes, then R × E/32 scales and biases) */
     int64_t ws_floats;
@@ -470,11 +473,11 @@ typedef struct partial {
  * keys of the chunk from j0 (n of them), its queries scaled (and quantized
  * for an integer dot product). Returns whether there is anything to
  * compute. */
-static bool partial_begin(const decode_job *j, partial *pt, int64_t g, const attn_problem *p, int64_t j0, int64_t n,
-                          float *q, float *s, float *tmp) {
+static bool partial_begin(const decode_job *j, partial *pt, float *partials, int64_t g, const attn_problem *p,
+                          int64_t j0, int64_t n, float *q, float *s, float *tmp) {
     const attn_ukernels *uk = j->uk;
     int64_t L = j->L, R = j->R, E = j->E, Ev = j->Ev;
-    float *part = j->partials + (g * j->n_chunks + j0 / j->chunk) * j->part_floats;
+    float *part = partials + (g * j->n_chunks + j0 / j->chunk) * j->part_floats;
     *pt = (partial){p, g, part, part + R, part + 2 * R, q, s, {0}, NULL, 0, 0, 0};
     for (int64_t r = 0; r < R; r++) pt->m[r] = -INFINITY, pt->l[r] = 0;
     memset(pt->acc, 0, sizeof(float) * (size_t)(R * Ev));
@@ -637,8 +640,8 @@ static void heads_values(const decode_job *j, float *acc, const partial *pt, int
     }
 }
 
-static void decode_partials(const decode_job *j, int64_t g0, int64_t ng, int64_t chunk, const attn_problem *p,
-                            int worker) {
+static void decode_partials(const decode_job *j, float *partials, int64_t g0, int64_t ng, int64_t chunk,
+                            const attn_problem *p, int worker) {
     int64_t R = j->R, E = j->E, lds = attn_round_up(j->chunk, ATTN_VL_MAX), S = p[0].k.rows;
     int64_t j0 = chunk * j->chunk, n = S - j0 < j->chunk ? S - j0 : j->chunk, most = 0;
     /* scratch: the groups' queries (ng × R × E), their scores (ng × R ×
@@ -649,7 +652,7 @@ static void decode_partials(const decode_job *j, int64_t g0, int64_t ng, int64_t
     partial pt[MAX_GROUPS];
     bool live[MAX_GROUPS];
     for (int64_t t = 0; t < ng; t++) {
-        live[t] = partial_begin(j, &pt[t], g0 + t, p + t * j->G, j0, n, scratch + t * R * E,
+        live[t] = partial_begin(j, &pt[t], partials, g0 + t, p + t * j->G, j0, n, scratch + t * R * E,
                                 scratch + ng * R * E + t * R * lds, tmp);
         if (live[t] && pt[t].last > most) most = pt[t].last;
     }
@@ -684,12 +687,12 @@ static void decode_partials(const decode_job *j, int64_t g0, int64_t ng, int64_t
  * order), and the slice's sink as one more part with no value (zero: Ev
  * zeros). Returns false when an output is not finite (f32 overflowed, or a
  * value was NaN): the exact kernel then redoes the slice. */
-static bool merge(const decode_job *j, int64_t slice, const attn_problem *p, attn_part_row *parts,
-                  const float *zero) {
+static bool merge(const decode_job *j, const float *partials, int64_t slice, const attn_problem *p,
+                  attn_part_row *parts, const float *zero) {
     int64_t g = slice / j->G, r0 = slice % j->G * j->L; /* its rows in its group's partials */
     for (int64_t i = 0; i < j->L; i++) {
         for (int64_t c = 0; c < j->n_chunks; c++) {
-            const float *part = j->partials + (g * j->n_chunks + c) * j->part_floats;
+            const float *part = partials + (g * j->n_chunks + c) * j->part_floats;
             parts[c].m = part[r0 + i], parts[c].l = part[j->R + r0 + i];
             parts[c].out = part + 2 * j->R + (r0 + i) * j->Ev;
             parts[c].stride = 1;
@@ -702,6 +705,68 @@ static bool merge(const decode_job *j, int64_t slice, const attn_problem *p, att
         if (p->lse.base) attn_mat_set(&p->lse, i, 0, lse);
     }
     return true;
+}
+
+/* ---- the partials of the calls in flight ---------------------------------
+ *
+ * A batch's items are claimed in order (attn_parallel_for's counter), call
+ * after call, so the only calls with partials alive at a moment are the
+ * one its items are being claimed from and those of the items running: at
+ * most workers + 1 calls. Their partials lie in a pool of slots, each the
+ * size of the largest call's, not in a block per call of the batch (64
+ * sequences of up to 32,000 keys: 2 MiB, which malloc gave back to the
+ * system at the end of every varlen call, so that the next call faulted
+ * it in again; docs/performance.md). A call's first item to start takes a
+ * slot; the item that finishes its last gives it back. Two items of one
+ * call may start together: each takes a slot, one installs its own as the
+ * call's and the other gives its spare back. So besides the slots of those
+ * workers + 1 calls, at most workers - 1 spares are held at once, and
+ * 2 · workers + 1 slots always leave one free. Where a partial lies does
+ * not change its bits. */
+typedef struct partial_pool {
+    float *slots;       /* count × floats */
+    int64_t floats;     /* a slot: the largest call's partials (decode_job's slot_floats) */
+    atomic_uchar *busy; /* per slot: held by a call, or a spare about to be given back */
+    int count;
+} partial_pool;
+
+/* Takes a free slot of the pool. Some slot is always free (above), so a
+ * pass finds none only when another item took that one first, or while a
+ * spare is being given back (which waits for nothing): it looks again. */
+static int pool_take(partial_pool *pool) {
+    for (;;)
+        for (int s = 0; s < pool->count; s++) {
+            unsigned char was = 0; /* acquire: the slot's last call's merges read it before it was given back */
+            if (!atomic_load_explicit(&pool->busy[s], memory_order_relaxed) &&
+                atomic_compare_exchange_strong_explicit(&pool->busy[s], &was, 1, memory_order_acquire,
+                                                        memory_order_relaxed))
+                return s;
+        }
+}
+
+/* Gives slot s back: release, after everything read from or written to it. */
+static void pool_give(partial_pool *pool, int s) { atomic_store_explicit(&pool->busy[s], 0, memory_order_release); }
+
+/* The partials of job j's items: its slot, which its first item to start
+ * takes from the pool. */
+static float *job_partials(decode_job *j) {
+    int slot = atomic_load_explicit(&j->slot, memory_order_acquire);
+    if (slot < 0) {
+        int mine = pool_take(j->pool);
+        slot = -1;
+        if (atomic_compare_exchange_strong_explicit(&j->slot, &slot, mine, memory_order_acq_rel, memory_order_acquire))
+            slot = mine;
+        else pool_give(j->pool, mine); /* another item installed one first: slot is that one */
+    }
+    return j->pool->slots + slot * j->pool->floats;
+}
+
+/* One of job j's items is finished, its merges included: the last gives
+ * the job's slot back. acq_rel: every item's reads and writes of the slot
+ * come before the last one's release of it. */
+static void job_item_done(decode_job *j) {
+    if (atomic_fetch_sub_explicit(&j->left, 1, memory_order_acq_rel) == 1)
+        pool_give(j->pool, atomic_load_explicit(&j->slot, memory_order_relaxed));
 }
 
 /* One work item: chunk `chunk` of group g's keys. Items go chunk by chunk,
@@ -719,7 +784,8 @@ static void decode_item(void *ctx, int64_t item, int worker) {
     int64_t blocks = j->sl->count / j->G / j->ng, g0 = item % blocks * j->ng, chunk = item / blocks;
     attn_problem p[ITEM_HEADS]; /* the heads' problems, group by group; a group's p[0] has its keys and values */
     for (int64_t t = 0; t < j->ng * j->G; t++) attn_slice(j->sl, g0 * j->G + t, &p[t]);
-    decode_partials(j, g0, j->ng, chunk, p, worker);
+    float *partials = job_partials(j);
+    decode_partials(j, partials, g0, j->ng, chunk, p, worker);
     attn_part_row *parts = j->parts + worker * j->parts_each;
     for (int64_t g = g0; g < g0 + j->ng; g++) {
         /* acq_rel: the other chunks' partials (and a bad flag they set) are
@@ -730,8 +796,10 @@ static void decode_item(void *ctx, int64_t item, int worker) {
             atomic_load(&j->bad[g]))
             continue;
         for (int64_t t = 0; t < j->G; t++)
-            if (!merge(j, g * j->G + t, &p[(g - g0) * j->G + t], parts, j->zero)) atomic_store(&j->redo[g * j->G + t], 1);
+            if (!merge(j, partials, g * j->G + t, &p[(g - g0) * j->G + t], parts, j->zero))
+                atomic_store(&j->redo[g * j->G + t], 1);
     }
+    job_item_done(j);
 }
 
 /* ---- the cost model: which kernel, how many splits ----------------------
@@ -827,8 +895,8 @@ static bool side_by_side(const attn_slices *sl, const attn_problem *p) {
     return true;
 }
 
-/* Job j for the call sl: its shape, split and sizes; its memory from the
- * arena (scratch apart: shared by all jobs of a batch). */
+/* Job j for the call sl: its shape, split and sizes (its memory is the
+ * batch's: attn_decode_run_calls). */
 static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *err) {
     memset(j, 0, sizeof *j);
     attn_problem first;
@@ -846,9 +914,9 @@ static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *er
     j->G = heads_per_item(j->L, sl->co.shape[2] / sl->ck.shape[2]);
     j->R = j->G * j->L;
     j->part_floats = 2 * j->R + j->R * j->Ev;
-    int64_t items, floats, groups = sl->count / j->G;
-    if (!attn_mul_i64(groups, j->n_chunks, &items) || !attn_mul_i64(items, j->part_floats, &floats) ||
-        (uint64_t)floats > SIZE_MAX / 8)
+    int64_t items, groups = sl->count / j->G;
+    if (!attn_mul_i64(groups, j->n_chunks, &items) || !attn_mul_i64(items, j->part_floats, &j->slot_floats) ||
+        (uint64_t)j->slot_floats > SIZE_MAX / 8)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "decode partials overflow");
     /* Groups an item: as many as keep twice the threads busy on this call
      * alone, where the KV heads lie side by side, and whose scores (R ×
@@ -881,13 +949,6 @@ static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *er
     j->ws_floats = attn_round_up(j->ng * (j->R * j->E + j->R * attn_round_up(j->chunk, ATTN_VL_MAX) + j->R * j->Ev) +
                                      GROUP * (j->E + j->Ev) + j->R * j->E / 4 + 2 * j->R * (j->E / ATTN_QBLOCK + 1), 16) +
                   LIST_FLOATS; /* last: a list of rows' pointers */
-    attn_arena *a = sl->arena;
-    j->partials = attn_arena_alloc(a, (size_t)floats, sizeof(float));
-    j->bad = attn_arena_alloc(a, (size_t)groups, sizeof *j->bad);
-    j->done = attn_arena_alloc(a, (size_t)groups, sizeof *j->done);
-    j->redo = attn_arena_alloc(a, (size_t)sl->count, sizeof *j->redo);
-    if (!a->measure && (!j->partials || !j->bad || !j->done || !j->redo))
-        return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY, "cannot allocate the decode path's partials");
     return ATTN_OK;
 }
 
@@ -916,16 +977,19 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
                          "cannot allocate the plans of %lld decode calls", (long long)n_calls);
     /* Every call's items, one after another; scratch for the widest.
      * (Measuring, each job is planned in `one` only for its sizes.) */
-    int64_t ws = 0, max_chunks = 0, max_ev = 0, work_words = 0, items = 0;
+    int64_t ws = 0, max_chunks = 0, max_ev = 0, work_words = 0, items = 0, slot_floats = 0, groups = 0, slices = 0;
     double madds = 0; /* multiply-adds, for attn_workers_for */
     for (int64_t c = 0; c < n_calls; c++) {
         decode_job *j = jobs ? &jobs[c] : &one;
         attn_status st = plan_job(j, sls[c], err);
         if (st) return st;
-        int64_t words = attn_stream_work_size(j->E, j->Ev);
+        int64_t words = attn_stream_work_size(j->E, j->Ev), mine = sls[c]->count / j->G / j->ng * j->n_chunks;
         if (first) first[c] = items;
-        if (!attn_add_i64(items, sls[c]->count / j->G / j->ng * j->n_chunks, &items) || words < 0)
+        if (jobs) atomic_init(&j->slot, -1), atomic_init(&j->left, mine);
+        if (!attn_add_i64(items, mine, &items) || !attn_add_i64(groups, sls[c]->count / j->G, &groups) ||
+            !attn_add_i64(slices, sls[c]->count, &slices) || words < 0)
             return attn_fail(err, ATTN_ERR_OVERFLOW, "decode work items overflow");
+        if (j->slot_floats > slot_floats) slot_floats = j->slot_floats;
         madds += (double)sls[c]->count * (double)j->L * (double)j->S * (double)(j->E + j->Ev);
         if (j->ws_floats > ws) ws = j->ws_floats;
         if (j->n_chunks > max_chunks) max_chunks = j->n_chunks;
@@ -937,6 +1001,14 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
      * (attn_workers_for); the verbose line still says how many were given. */
     int given = sls[0]->threads < items ? sls[0]->threads : (int)items;
     int workers = attn_workers_for(given, madds);
+    /* The partials of the calls in flight (partial_pool), and per group
+     * (of every call) whether it takes the exact kernel and its chunks
+     * done, per slice whether its merge asks the exact kernel to redo it. */
+    partial_pool pool = {NULL, slot_floats, NULL, (int)(n_calls < 2 * workers + 1 ? n_calls : 2 * workers + 1)};
+    pool.slots = attn_arena_alloc(a, (size_t)pool.count, sizeof(float) * (size_t)slot_floats);
+    pool.busy = attn_arena_alloc(a, (size_t)pool.count, sizeof *pool.busy);
+    atomic_uchar *bad = attn_arena_alloc(a, (size_t)groups, sizeof *bad), *redo = attn_arena_alloc(a, (size_t)slices, sizeof *redo);
+    atomic_int *done = attn_arena_alloc(a, (size_t)groups, sizeof *done);
     float *scratch = attn_arena_alloc(a, (size_t)ws, sizeof(float) * (size_t)(workers > 0 ? workers : 1));
     /* per worker, the parts of one merge: the chunks and a sink, in whole
      * cache lines (4 parts of 32 bytes: two threads never write one line) */
@@ -948,16 +1020,18 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
      * now, so that running out of memory never leaves an output half done. */
     double *work = work_words > 0 ? attn_arena_alloc(a, (size_t)work_words, sizeof(double)) : NULL;
     if (a->measure) return ATTN_OK;
-    if (!scratch || !parts || !zero || !pages || !work)
+    if (!pool.slots || !pool.busy || !bad || !redo || !done || !scratch || !parts || !zero || !pages || !work)
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the decode path's scratch");
     memset(zero, 0, sizeof(float) * (size_t)max_ev);
     atomic_init(&pages[0], 0), atomic_init(&pages[1], 0);
-    for (int64_t c = 0; c < n_calls; c++) {
+    for (int s = 0; s < pool.count; s++) atomic_init(&pool.busy[s], 0);
+    for (int64_t g = 0; g < groups; g++) atomic_init(&bad[g], 0), atomic_init(&done[g], 0);
+    for (int64_t s = 0; s < slices; s++) atomic_init(&redo[s], 0);
+    for (int64_t c = 0, g = 0, s = 0; c < n_calls; g += sls[c]->count / jobs[c].G, s += sls[c]->count, c++) {
         jobs[c].scratch = scratch, jobs[c].ws_floats = ws, jobs[c].parts = parts, jobs[c].parts_each = parts_each;
         jobs[c].zero = zero, jobs[c].pages_per_call = &pages[0], jobs[c].heads_per_call = &pages[1];
-        for (int64_t g = 0; g < sls[c]->count / jobs[c].G; g++) atomic_init(&jobs[c].bad[g], 0), atomic_init(&jobs[c].done[g], 0);
-        for (int64_t s = 0; s < sls[c]->count; s++) atomic_init(&jobs[c].redo[s], 0);
+        jobs[c].pool = &pool, jobs[c].bad = bad + g, jobs[c].done = done + g, jobs[c].redo = redo + s;
     }
     decode_batch b = {jobs, first, n_calls};
     info->threads = attn_parallel_for(workers, items, batch_item, &b), info->threads_given = given;
