@@ -72,7 +72,7 @@ typedef struct decode_job {
     int64_t part_floats;  /* one item's partial: m (R), l (R), acc (R × Ev) */
     int64_t slot_floats;  /* all its items' partials: groups × n_chunks partials */
     struct partial_pool *pool; /* where its partials lie while it runs */
-    atomic_int slot;      /* its slot of the pool, or -1 before its first item */
+    atomic_llong slot;    /* its slot of the pool: -1 before its first item, NO_SLOT where none was free */
     atomic_llong left;    /* its items not finished yet; the last one gives the slot back */
     float *scratch;       /* per worker: q (R × E), s (R × chunk padded), a group of rows,
                            * q quantized (R × E bytes, then R × E/32 scales and biases) */
@@ -709,64 +709,94 @@ static bool merge(const decode_job *j, const float *partials, int64_t slice, con
 
 /* ---- the partials of the calls in flight ---------------------------------
  *
- * A batch's items are claimed in order (attn_parallel_for's counter), call
- * after call, so the only calls with partials alive at a moment are the
- * one its items are being claimed from and those of the items running: at
- * most workers + 1 calls. Their partials lie in a pool of slots, each the
- * size of the largest call's, not in a block per call of the batch (64
- * sequences of up to 32,000 keys: 2 MiB, which malloc gave back to the
- * system at the end of every varlen call, so that the next call faulted
- * it in again; docs/performance.md). A call's first item to start takes a
- * slot; the item that finishes its last gives it back. Two items of one
- * call may start together: each takes a slot, one installs its own as the
- * call's and the other gives its spare back. So besides the slots of those
- * workers + 1 calls, at most workers - 1 spares are held at once, and
- * 2 · workers + 1 slots always leave one free. Where a partial lies does
- * not change its bits. */
+ * A call's items write their partials into one block, the call's slot, and
+ * the item that finishes a group's last chunk merges them from it. A batch
+ * of many calls (attn_sdpa_varlen: 64 sequences of up to 32,000 keys, 2 MiB
+ * of partials) does not need a block per call: it needs one for each call
+ * whose items are running or half claimed. Blocks per call were malloc'd
+ * whole and given back to the system at the end of every varlen call, so
+ * that the next call faulted them in again (docs/performance.md). So when
+ * a batch has more calls than the bound below, its calls share a pool of
+ * that many slots, each the size of the largest call's partials: a call's
+ * first item to start takes a slot, the item that finishes its last gives
+ * it back. Where a partial lies does not change its bits.
+ *
+ * The bound: 2·w + 1 slots, w the workers given to attn_parallel_for.
+ *   - At most w threads run the batch's items at once, one item each:
+ *     attn_parallel_for's workers have the indices 0..w-1, the calling
+ *     thread being worker 0, not one more (a caller that finds the pool
+ *     busy runs every item alone, as worker 0).
+ *   - Slots held by a call (installed in decode_job's slot, not given back
+ *     yet): such a call has an item claimed and unfinished, or all its
+ *     claimed items finished while some are not claimed yet. Items are
+ *     claimed in order (attn_parallel_for's counter) and a call's items are
+ *     consecutive, so only the call the counter stands in can be of the
+ *     second kind. At most w + 1 calls, then; and a call holds one slot at
+ *     most (it is installed once, by compare-and-swap from -1, and given back
+ *     by its last item, after which none of its items runs).
+ *   - Spares: two items of one call may start together; each takes a slot,
+ *     one installs its own and the other gives its spare back at once. A
+ *     thread holds one spare at most, and none while it takes a slot.
+ *   So when a thread takes a slot, the others hold at most (w + 1) + (w - 1)
+ *   = 2·w, and one of 2·w + 1 is free: the free-slot mask it reads (one
+ *   atomic word, all slots at one moment) is never empty. A take never
+ *   waits for another item: it retries only when another thread changed the
+ *   mask between its read and its compare-and-swap, which is progress. Were
+ *   the bound ever wrong, the call would not wait either: it takes no slot
+ *   and its slices go to the exact kernel (job_partials).
+ * One word holds 64 slots (workers <= 31); with more workers, or at most
+ * 2·w + 1 calls, every call has a slot of its own, taken by nothing. */
+enum { POOL_MAX = 64, NO_SLOT = -2 };
+
 typedef struct partial_pool {
     float *slots;       /* count × floats */
     int64_t floats;     /* a slot: the largest call's partials (decode_job's slot_floats) */
-    atomic_uchar *busy; /* per slot: held by a call, or a spare about to be given back */
+    atomic_ullong free; /* bit s: slot s is free (shared pools only) */
     int count;
+    bool shared;        /* fewer slots than calls: taken and given back; else call c's is slot c */
 } partial_pool;
 
-/* Takes a free slot of the pool. Some slot is always free (above), so a
- * pass finds none only when another item took that one first, or while a
- * spare is being given back (which waits for nothing): it looks again. */
-static int pool_take(partial_pool *pool) {
-    for (;;)
-        for (int s = 0; s < pool->count; s++) {
-            unsigned char was = 0; /* acquire: the slot's last call's merges read it before it was given back */
-            if (!atomic_load_explicit(&pool->busy[s], memory_order_relaxed) &&
-                atomic_compare_exchange_strong_explicit(&pool->busy[s], &was, 1, memory_order_acquire,
-                                                        memory_order_relaxed))
-                return s;
-        }
+/* Takes a free slot of a shared pool, or returns NO_SLOT where none is
+ * (which the bound above rules out). acquire: the slot's last call's
+ * merges read it before it was given back. */
+static int64_t pool_take(partial_pool *pool) {
+    unsigned long long m = atomic_load_explicit(&pool->free, memory_order_relaxed);
+    while (m) {
+        int s = __builtin_ctzll(m);
+        if (atomic_compare_exchange_weak_explicit(&pool->free, &m, m & ~(1ull << s), memory_order_acquire,
+                                                  memory_order_relaxed))
+            return s;
+    }
+    return NO_SLOT;
 }
 
 /* Gives slot s back: release, after everything read from or written to it. */
-static void pool_give(partial_pool *pool, int s) { atomic_store_explicit(&pool->busy[s], 0, memory_order_release); }
+static void pool_give(partial_pool *pool, int64_t s) {
+    atomic_fetch_or_explicit(&pool->free, 1ull << s, memory_order_release);
+}
 
-/* The partials of job j's items: its slot, which its first item to start
- * takes from the pool. */
+/* The partials of job j's items, its slot (which its first item to start
+ * takes from a shared pool), or NULL where it has none: its items then
+ * compute nothing and its slices take the exact kernel. */
 static float *job_partials(decode_job *j) {
-    int slot = atomic_load_explicit(&j->slot, memory_order_acquire);
-    if (slot < 0) {
-        int mine = pool_take(j->pool);
-        slot = -1;
+    long long slot = atomic_load_explicit(&j->slot, memory_order_acquire);
+    if (slot == -1) {
+        int64_t mine = pool_take(j->pool);
         if (atomic_compare_exchange_strong_explicit(&j->slot, &slot, mine, memory_order_acq_rel, memory_order_acquire))
             slot = mine;
-        else pool_give(j->pool, mine); /* another item installed one first: slot is that one */
+        else if (mine >= 0) pool_give(j->pool, mine); /* another item installed one first: slot is that one */
     }
-    return j->pool->slots + slot * j->pool->floats;
+    return slot >= 0 ? j->pool->slots + slot * j->pool->floats : NULL;
 }
 
 /* One of job j's items is finished, its merges included: the last gives
- * the job's slot back. acq_rel: every item's reads and writes of the slot
- * come before the last one's release of it. */
+ * the job's slot back to a shared pool. acq_rel: every item's reads and
+ * writes of the slot come before the last one's release of it. */
 static void job_item_done(decode_job *j) {
-    if (atomic_fetch_sub_explicit(&j->left, 1, memory_order_acq_rel) == 1)
-        pool_give(j->pool, atomic_load_explicit(&j->slot, memory_order_relaxed));
+    if (atomic_fetch_sub_explicit(&j->left, 1, memory_order_acq_rel) == 1 && j->pool->shared) {
+        int64_t slot = atomic_load_explicit(&j->slot, memory_order_relaxed);
+        if (slot >= 0) pool_give(j->pool, slot);
+    }
 }
 
 /* One work item: chunk `chunk` of group g's keys. Items go chunk by chunk,
@@ -785,6 +815,11 @@ static void decode_item(void *ctx, int64_t item, int worker) {
     attn_problem p[ITEM_HEADS]; /* the heads' problems, group by group; a group's p[0] has its keys and values */
     for (int64_t t = 0; t < j->ng * j->G; t++) attn_slice(j->sl, g0 * j->G + t, &p[t]);
     float *partials = job_partials(j);
+    if (!partials) { /* no slot (job_partials): the exact kernel takes its groups */
+        for (int64_t g = g0; g < g0 + j->ng; g++) atomic_store(&j->bad[g], 1);
+        job_item_done(j);
+        return;
+    }
     decode_partials(j, partials, g0, j->ng, chunk, p, worker);
     attn_part_row *parts = j->parts + worker * j->parts_each;
     for (int64_t g = g0; g < g0 + j->ng; g++) {
@@ -985,7 +1020,7 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
         if (st) return st;
         int64_t words = attn_stream_work_size(j->E, j->Ev), mine = sls[c]->count / j->G / j->ng * j->n_chunks;
         if (first) first[c] = items;
-        if (jobs) atomic_init(&j->slot, -1), atomic_init(&j->left, mine);
+        if (jobs) atomic_init(&j->left, mine);
         if (!attn_add_i64(items, mine, &items) || !attn_add_i64(groups, sls[c]->count / j->G, &groups) ||
             !attn_add_i64(slices, sls[c]->count, &slices) || words < 0)
             return attn_fail(err, ATTN_ERR_OVERFLOW, "decode work items overflow");
@@ -1004,9 +1039,10 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
     /* The partials of the calls in flight (partial_pool), and per group
      * (of every call) whether it takes the exact kernel and its chunks
      * done, per slice whether its merge asks the exact kernel to redo it. */
-    partial_pool pool = {NULL, slot_floats, NULL, (int)(n_calls < 2 * workers + 1 ? n_calls : 2 * workers + 1)};
-    pool.slots = attn_arena_alloc(a, (size_t)pool.count, sizeof(float) * (size_t)slot_floats);
-    pool.busy = attn_arena_alloc(a, (size_t)pool.count, sizeof *pool.busy);
+    int64_t bound = 2 * (int64_t)(workers > 0 ? workers : 1) + 1;
+    partial_pool pool = {NULL, slot_floats, 0, 0, n_calls > bound && bound <= POOL_MAX};
+    pool.count = pool.shared ? (int)bound : 0;
+    pool.slots = attn_arena_alloc(a, pool.shared ? (size_t)bound : (size_t)n_calls, sizeof(float) * (size_t)slot_floats);
     atomic_uchar *bad = attn_arena_alloc(a, (size_t)groups, sizeof *bad), *redo = attn_arena_alloc(a, (size_t)slices, sizeof *redo);
     atomic_int *done = attn_arena_alloc(a, (size_t)groups, sizeof *done);
     float *scratch = attn_arena_alloc(a, (size_t)ws, sizeof(float) * (size_t)(workers > 0 ? workers : 1));
@@ -1020,18 +1056,19 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
      * now, so that running out of memory never leaves an output half done. */
     double *work = work_words > 0 ? attn_arena_alloc(a, (size_t)work_words, sizeof(double)) : NULL;
     if (a->measure) return ATTN_OK;
-    if (!pool.slots || !pool.busy || !bad || !redo || !done || !scratch || !parts || !zero || !pages || !work)
+    if (!pool.slots || !bad || !redo || !done || !scratch || !parts || !zero || !pages || !work)
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the decode path's scratch");
     memset(zero, 0, sizeof(float) * (size_t)max_ev);
     atomic_init(&pages[0], 0), atomic_init(&pages[1], 0);
-    for (int s = 0; s < pool.count; s++) atomic_init(&pool.busy[s], 0);
+    atomic_init(&pool.free, pool.shared ? ~0ull >> (POOL_MAX - pool.count) : 0);
     for (int64_t g = 0; g < groups; g++) atomic_init(&bad[g], 0), atomic_init(&done[g], 0);
     for (int64_t s = 0; s < slices; s++) atomic_init(&redo[s], 0);
     for (int64_t c = 0, g = 0, s = 0; c < n_calls; g += sls[c]->count / jobs[c].G, s += sls[c]->count, c++) {
         jobs[c].scratch = scratch, jobs[c].ws_floats = ws, jobs[c].parts = parts, jobs[c].parts_each = parts_each;
         jobs[c].zero = zero, jobs[c].pages_per_call = &pages[0], jobs[c].heads_per_call = &pages[1];
         jobs[c].pool = &pool, jobs[c].bad = bad + g, jobs[c].done = done + g, jobs[c].redo = redo + s;
+        atomic_init(&jobs[c].slot, pool.shared ? -1 : c);
     }
     decode_batch b = {jobs, first, n_calls};
     info->threads = attn_parallel_for(workers, items, batch_item, &b), info->threads_given = given;
