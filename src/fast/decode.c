@@ -1045,18 +1045,25 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
     pool.slots = attn_arena_alloc(a, pool.shared ? (size_t)bound : (size_t)n_calls, sizeof(float) * (size_t)slot_floats);
     atomic_uchar *bad = attn_arena_alloc(a, (size_t)groups, sizeof *bad), *redo = attn_arena_alloc(a, (size_t)slices, sizeof *redo);
     atomic_int *done = attn_arena_alloc(a, (size_t)groups, sizeof *done);
-    float *scratch = attn_arena_alloc(a, (size_t)ws, sizeof(float) * (size_t)(workers > 0 ? workers : 1));
+    /* Per worker, an item's scratch (ws floats); once the items are done,
+     * the exact kernel's for the slices that fall back to it (work_words
+     * doubles). The two are never in use at once, so one block holds
+     * either: taken now, so that running out of memory never leaves an
+     * output half done, and not 90 KB more a call (d = 64) for a kernel
+     * that seldom runs. */
+    int64_t worker_floats, work_floats;
+    if (!attn_mul_i64(ws, workers > 0 ? workers : 1, &worker_floats) || !attn_mul_i64(work_words, 2, &work_floats))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "the decode path's scratch size overflows");
+    float *scratch = attn_arena_alloc(a, (size_t)(worker_floats > work_floats ? worker_floats : work_floats), sizeof(float));
+    double *work = (double *)(void *)scratch; /* after the items */
     /* per worker, the parts of one merge: the chunks and a sink, in whole
      * cache lines (4 parts of 32 bytes: two threads never write one line) */
     int64_t parts_each = attn_round_up(max_chunks + 1, 4);
     attn_part_row *parts = attn_arena_alloc(a, (size_t)parts_each * (size_t)(workers > 0 ? workers : 1), sizeof *parts);
     float *zero = attn_arena_alloc(a, (size_t)max_ev, sizeof(float));
     atomic_int *pages = attn_arena_alloc(a, 2, sizeof *pages); /* pages, then heads, per call */
-    /* The exact kernel's scratch, for slices that fall back to it: taken
-     * now, so that running out of memory never leaves an output half done. */
-    double *work = work_words > 0 ? attn_arena_alloc(a, (size_t)work_words, sizeof(double)) : NULL;
     if (a->measure) return ATTN_OK;
-    if (!pool.slots || !bad || !redo || !done || !scratch || !parts || !zero || !pages || !work)
+    if (!pool.slots || !bad || !redo || !done || !scratch || !parts || !zero || !pages)
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the decode path's scratch");
     memset(zero, 0, sizeof(float) * (size_t)max_ev);
