@@ -69,8 +69,11 @@ typedef struct decode_job {
     int64_t L, S, E, Ev, chunk, n_chunks;
     int64_t G, R;         /* query heads per group (sharing one KV head), rows G · L */
     int64_t ng, stretch;  /* groups per item, and keys a stretch when several (decode_partials) */
-    float *partials;      /* per item: m (R), l (R), acc (R × Ev) */
-    int64_t part_floats;
+    int64_t part_floats;  /* one item's partial: m (R), l (R), acc (R × Ev) */
+    int64_t slot_floats;  /* all its items' partials: groups × n_chunks partials */
+    struct partial_pool *pool; /* where its partials lie while it runs */
+    atomic_llong slot;    /* its slot of the pool: -1 before its first item, NO_SLOT where none was free */
+    atomic_llong left;    /* its items not finished yet; the last one gives the slot back */
     float *scratch;       /* per worker: q (R × E), s (R × chunk padded), a group of rows,
                            * q quantized (R × E bytes, then R × E/32 scales and biases) */
     int64_t ws_floats;
@@ -470,11 +473,11 @@ typedef struct partial {
  * keys of the chunk from j0 (n of them), its queries scaled (and quantized
  * for an integer dot product). Returns whether there is anything to
  * compute. */
-static bool partial_begin(const decode_job *j, partial *pt, int64_t g, const attn_problem *p, int64_t j0, int64_t n,
-                          float *q, float *s, float *tmp) {
+static bool partial_begin(const decode_job *j, partial *pt, float *partials, int64_t g, const attn_problem *p,
+                          int64_t j0, int64_t n, float *q, float *s, float *tmp) {
     const attn_ukernels *uk = j->uk;
     int64_t L = j->L, R = j->R, E = j->E, Ev = j->Ev;
-    float *part = j->partials + (g * j->n_chunks + j0 / j->chunk) * j->part_floats;
+    float *part = partials + (g * j->n_chunks + j0 / j->chunk) * j->part_floats;
     *pt = (partial){p, g, part, part + R, part + 2 * R, q, s, {0}, NULL, 0, 0, 0};
     for (int64_t r = 0; r < R; r++) pt->m[r] = -INFINITY, pt->l[r] = 0;
     memset(pt->acc, 0, sizeof(float) * (size_t)(R * Ev));
@@ -637,8 +640,8 @@ static void heads_values(const decode_job *j, float *acc, const partial *pt, int
     }
 }
 
-static void decode_partials(const decode_job *j, int64_t g0, int64_t ng, int64_t chunk, const attn_problem *p,
-                            int worker) {
+static void decode_partials(const decode_job *j, float *partials, int64_t g0, int64_t ng, int64_t chunk,
+                            const attn_problem *p, int worker) {
     int64_t R = j->R, E = j->E, lds = attn_round_up(j->chunk, ATTN_VL_MAX), S = p[0].k.rows;
     int64_t j0 = chunk * j->chunk, n = S - j0 < j->chunk ? S - j0 : j->chunk, most = 0;
     /* scratch: the groups' queries (ng × R × E), their scores (ng × R ×
@@ -649,7 +652,7 @@ static void decode_partials(const decode_job *j, int64_t g0, int64_t ng, int64_t
     partial pt[MAX_GROUPS];
     bool live[MAX_GROUPS];
     for (int64_t t = 0; t < ng; t++) {
-        live[t] = partial_begin(j, &pt[t], g0 + t, p + t * j->G, j0, n, scratch + t * R * E,
+        live[t] = partial_begin(j, &pt[t], partials, g0 + t, p + t * j->G, j0, n, scratch + t * R * E,
                                 scratch + ng * R * E + t * R * lds, tmp);
         if (live[t] && pt[t].last > most) most = pt[t].last;
     }
@@ -684,12 +687,12 @@ static void decode_partials(const decode_job *j, int64_t g0, int64_t ng, int64_t
  * order), and the slice's sink as one more part with no value (zero: Ev
  * zeros). Returns false when an output is not finite (f32 overflowed, or a
  * value was NaN): the exact kernel then redoes the slice. */
-static bool merge(const decode_job *j, int64_t slice, const attn_problem *p, attn_part_row *parts,
-                  const float *zero) {
+static bool merge(const decode_job *j, const float *partials, int64_t slice, const attn_problem *p,
+                  attn_part_row *parts, const float *zero) {
     int64_t g = slice / j->G, r0 = slice % j->G * j->L; /* its rows in its group's partials */
     for (int64_t i = 0; i < j->L; i++) {
         for (int64_t c = 0; c < j->n_chunks; c++) {
-            const float *part = j->partials + (g * j->n_chunks + c) * j->part_floats;
+            const float *part = partials + (g * j->n_chunks + c) * j->part_floats;
             parts[c].m = part[r0 + i], parts[c].l = part[j->R + r0 + i];
             parts[c].out = part + 2 * j->R + (r0 + i) * j->Ev;
             parts[c].stride = 1;
@@ -702,6 +705,98 @@ static bool merge(const decode_job *j, int64_t slice, const attn_problem *p, att
         if (p->lse.base) attn_mat_set(&p->lse, i, 0, lse);
     }
     return true;
+}
+
+/* ---- the partials of the calls in flight ---------------------------------
+ *
+ * A call's items write their partials into one block, the call's slot, and
+ * the item that finishes a group's last chunk merges them from it. A batch
+ * of many calls (attn_sdpa_varlen: 64 sequences of up to 32,000 keys, 2 MiB
+ * of partials) does not need a block per call: it needs one for each call
+ * whose items are running or half claimed. Blocks per call were malloc'd
+ * whole and given back to the system at the end of every varlen call, so
+ * that the next call faulted them in again (docs/performance.md). So when
+ * a batch has more calls than the bound below, its calls share a pool of
+ * that many slots, each the size of the largest call's partials: a call's
+ * first item to start takes a slot, the item that finishes its last gives
+ * it back. Where a partial lies does not change its bits.
+ *
+ * The bound: 2·w + 1 slots, w the workers given to attn_parallel_for.
+ *   - At most w threads run the batch's items at once, one item each:
+ *     attn_parallel_for's workers have the indices 0..w-1, the calling
+ *     thread being worker 0, not one more (a caller that finds the pool
+ *     busy runs every item alone, as worker 0).
+ *   - Slots held by a call (installed in decode_job's slot, not given back
+ *     yet): such a call has an item claimed and unfinished, or all its
+ *     claimed items finished while some are not claimed yet. Items are
+ *     claimed in order (attn_parallel_for's counter) and a call's items are
+ *     consecutive, so only the call the counter stands in can be of the
+ *     second kind. At most w + 1 calls, then; and a call holds one slot at
+ *     most (it is installed once, by compare-and-swap from -1, and given back
+ *     by its last item, after which none of its items runs).
+ *   - Spares: two items of one call may start together; each takes a slot,
+ *     one installs its own and the other gives its spare back at once. A
+ *     thread holds one spare at most, and none while it takes a slot.
+ *   So when a thread takes a slot, the others hold at most (w + 1) + (w - 1)
+ *   = 2·w, and one of 2·w + 1 is free: the free-slot mask it reads (one
+ *   atomic word, all slots at one moment) is never empty. A take never
+ *   waits for another item: it retries only when another thread changed the
+ *   mask between its read and its compare-and-swap, which is progress. Were
+ *   the bound ever wrong, the call would not wait either: it takes no slot
+ *   and its slices go to the exact kernel (job_partials).
+ * One word holds 64 slots (workers <= 31); with more workers, or at most
+ * 2·w + 1 calls, every call has a slot of its own, taken by nothing. */
+enum { POOL_MAX = 64, NO_SLOT = -2 };
+
+typedef struct partial_pool {
+    float *slots;       /* count × floats */
+    int64_t floats;     /* a slot: the largest call's partials (decode_job's slot_floats) */
+    atomic_ullong free; /* bit s: slot s is free (shared pools only) */
+    int count;
+    bool shared;        /* fewer slots than calls: taken and given back; else call c's is slot c */
+} partial_pool;
+
+/* Takes a free slot of a shared pool, or returns NO_SLOT where none is
+ * (which the bound above rules out). acquire: the slot's last call's
+ * merges read it before it was given back. */
+static int64_t pool_take(partial_pool *pool) {
+    unsigned long long m = atomic_load_explicit(&pool->free, memory_order_relaxed);
+    while (m) {
+        int s = __builtin_ctzll(m);
+        if (atomic_compare_exchange_weak_explicit(&pool->free, &m, m & ~(1ull << s), memory_order_acquire,
+                                                  memory_order_relaxed))
+            return s;
+    }
+    return NO_SLOT;
+}
+
+/* Gives slot s back: release, after everything read from or written to it. */
+static void pool_give(partial_pool *pool, int64_t s) {
+    atomic_fetch_or_explicit(&pool->free, 1ull << s, memory_order_release);
+}
+
+/* The partials of job j's items, its slot (which its first item to start
+ * takes from a shared pool), or NULL where it has none: its items then
+ * compute nothing and its slices take the exact kernel. */
+static float *job_partials(decode_job *j) {
+    long long slot = atomic_load_explicit(&j->slot, memory_order_acquire);
+    if (slot == -1) {
+        int64_t mine = pool_take(j->pool);
+        if (atomic_compare_exchange_strong_explicit(&j->slot, &slot, mine, memory_order_acq_rel, memory_order_acquire))
+            slot = mine;
+        else if (mine >= 0) pool_give(j->pool, mine); /* another item installed one first: slot is that one */
+    }
+    return slot >= 0 ? j->pool->slots + slot * j->pool->floats : NULL;
+}
+
+/* One of job j's items is finished, its merges included: the last gives
+ * the job's slot back to a shared pool. acq_rel: every item's reads and
+ * writes of the slot come before the last one's release of it. */
+static void job_item_done(decode_job *j) {
+    if (atomic_fetch_sub_explicit(&j->left, 1, memory_order_acq_rel) == 1 && j->pool->shared) {
+        int64_t slot = atomic_load_explicit(&j->slot, memory_order_relaxed);
+        if (slot >= 0) pool_give(j->pool, slot);
+    }
 }
 
 /* One work item: chunk `chunk` of group g's keys. Items go chunk by chunk,
@@ -719,7 +814,13 @@ static void decode_item(void *ctx, int64_t item, int worker) {
     int64_t blocks = j->sl->count / j->G / j->ng, g0 = item % blocks * j->ng, chunk = item / blocks;
     attn_problem p[ITEM_HEADS]; /* the heads' problems, group by group; a group's p[0] has its keys and values */
     for (int64_t t = 0; t < j->ng * j->G; t++) attn_slice(j->sl, g0 * j->G + t, &p[t]);
-    decode_partials(j, g0, j->ng, chunk, p, worker);
+    float *partials = job_partials(j);
+    if (!partials) { /* no slot (job_partials): the exact kernel takes its groups */
+        for (int64_t g = g0; g < g0 + j->ng; g++) atomic_store(&j->bad[g], 1);
+        job_item_done(j);
+        return;
+    }
+    decode_partials(j, partials, g0, j->ng, chunk, p, worker);
     attn_part_row *parts = j->parts + worker * j->parts_each;
     for (int64_t g = g0; g < g0 + j->ng; g++) {
         /* acq_rel: the other chunks' partials (and a bad flag they set) are
@@ -730,8 +831,10 @@ static void decode_item(void *ctx, int64_t item, int worker) {
             atomic_load(&j->bad[g]))
             continue;
         for (int64_t t = 0; t < j->G; t++)
-            if (!merge(j, g * j->G + t, &p[(g - g0) * j->G + t], parts, j->zero)) atomic_store(&j->redo[g * j->G + t], 1);
+            if (!merge(j, partials, g * j->G + t, &p[(g - g0) * j->G + t], parts, j->zero))
+                atomic_store(&j->redo[g * j->G + t], 1);
     }
+    job_item_done(j);
 }
 
 /* ---- the cost model: which kernel, how many splits ----------------------
@@ -827,8 +930,8 @@ static bool side_by_side(const attn_slices *sl, const attn_problem *p) {
     return true;
 }
 
-/* Job j for the call sl: its shape, split and sizes; its memory from the
- * arena (scratch apart: shared by all jobs of a batch). */
+/* Job j for the call sl: its shape, split and sizes (its memory is the
+ * batch's: attn_decode_run_calls). */
 static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *err) {
     memset(j, 0, sizeof *j);
     attn_problem first;
@@ -846,9 +949,9 @@ static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *er
     j->G = heads_per_item(j->L, sl->co.shape[2] / sl->ck.shape[2]);
     j->R = j->G * j->L;
     j->part_floats = 2 * j->R + j->R * j->Ev;
-    int64_t items, floats, groups = sl->count / j->G;
-    if (!attn_mul_i64(groups, j->n_chunks, &items) || !attn_mul_i64(items, j->part_floats, &floats) ||
-        (uint64_t)floats > SIZE_MAX / 8)
+    int64_t items, groups = sl->count / j->G;
+    if (!attn_mul_i64(groups, j->n_chunks, &items) || !attn_mul_i64(items, j->part_floats, &j->slot_floats) ||
+        (uint64_t)j->slot_floats > SIZE_MAX / 8)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "decode partials overflow");
     /* Groups an item: as many as keep twice the threads busy on this call
      * alone, where the KV heads lie side by side, and whose scores (R ×
@@ -881,13 +984,6 @@ static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *er
     j->ws_floats = attn_round_up(j->ng * (j->R * j->E + j->R * attn_round_up(j->chunk, ATTN_VL_MAX) + j->R * j->Ev) +
                                      GROUP * (j->E + j->Ev) + j->R * j->E / 4 + 2 * j->R * (j->E / ATTN_QBLOCK + 1), 16) +
                   LIST_FLOATS; /* last: a list of rows' pointers */
-    attn_arena *a = sl->arena;
-    j->partials = attn_arena_alloc(a, (size_t)floats, sizeof(float));
-    j->bad = attn_arena_alloc(a, (size_t)groups, sizeof *j->bad);
-    j->done = attn_arena_alloc(a, (size_t)groups, sizeof *j->done);
-    j->redo = attn_arena_alloc(a, (size_t)sl->count, sizeof *j->redo);
-    if (!a->measure && (!j->partials || !j->bad || !j->done || !j->redo))
-        return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY, "cannot allocate the decode path's partials");
     return ATTN_OK;
 }
 
@@ -916,16 +1012,19 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
                          "cannot allocate the plans of %lld decode calls", (long long)n_calls);
     /* Every call's items, one after another; scratch for the widest.
      * (Measuring, each job is planned in `one` only for its sizes.) */
-    int64_t ws = 0, max_chunks = 0, max_ev = 0, work_words = 0, items = 0;
+    int64_t ws = 0, max_chunks = 0, max_ev = 0, work_words = 0, items = 0, slot_floats = 0, groups = 0, slices = 0;
     double madds = 0; /* multiply-adds, for attn_workers_for */
     for (int64_t c = 0; c < n_calls; c++) {
         decode_job *j = jobs ? &jobs[c] : &one;
         attn_status st = plan_job(j, sls[c], err);
         if (st) return st;
-        int64_t words = attn_stream_work_size(j->E, j->Ev);
+        int64_t words = attn_stream_work_size(j->E, j->Ev), mine = sls[c]->count / j->G / j->ng * j->n_chunks;
         if (first) first[c] = items;
-        if (!attn_add_i64(items, sls[c]->count / j->G / j->ng * j->n_chunks, &items) || words < 0)
+        if (jobs) atomic_init(&j->left, mine);
+        if (!attn_add_i64(items, mine, &items) || !attn_add_i64(groups, sls[c]->count / j->G, &groups) ||
+            !attn_add_i64(slices, sls[c]->count, &slices) || words < 0)
             return attn_fail(err, ATTN_ERR_OVERFLOW, "decode work items overflow");
+        if (j->slot_floats > slot_floats) slot_floats = j->slot_floats;
         madds += (double)sls[c]->count * (double)j->L * (double)j->S * (double)(j->E + j->Ev);
         if (j->ws_floats > ws) ws = j->ws_floats;
         if (j->n_chunks > max_chunks) max_chunks = j->n_chunks;
@@ -937,27 +1036,46 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
      * (attn_workers_for); the verbose line still says how many were given. */
     int given = sls[0]->threads < items ? sls[0]->threads : (int)items;
     int workers = attn_workers_for(given, madds);
-    float *scratch = attn_arena_alloc(a, (size_t)ws, sizeof(float) * (size_t)(workers > 0 ? workers : 1));
+    /* The partials of the calls in flight (partial_pool), and per group
+     * (of every call) whether it takes the exact kernel and its chunks
+     * done, per slice whether its merge asks the exact kernel to redo it. */
+    int64_t bound = 2 * (int64_t)(workers > 0 ? workers : 1) + 1;
+    partial_pool pool = {NULL, slot_floats, 0, 0, n_calls > bound && bound <= POOL_MAX};
+    pool.count = pool.shared ? (int)bound : 0;
+    pool.slots = attn_arena_alloc(a, pool.shared ? (size_t)bound : (size_t)n_calls, sizeof(float) * (size_t)slot_floats);
+    atomic_uchar *bad = attn_arena_alloc(a, (size_t)groups, sizeof *bad), *redo = attn_arena_alloc(a, (size_t)slices, sizeof *redo);
+    atomic_int *done = attn_arena_alloc(a, (size_t)groups, sizeof *done);
+    /* Per worker, an item's scratch (ws floats); once the items are done,
+     * the exact kernel's for the slices that fall back to it (work_words
+     * doubles). The two are never in use at once, so one block holds
+     * either: taken now, so that running out of memory never leaves an
+     * output half done, and not 90 KB more a call (d = 64) for a kernel
+     * that seldom runs. */
+    int64_t worker_floats, work_floats;
+    if (!attn_mul_i64(ws, workers > 0 ? workers : 1, &worker_floats) || !attn_mul_i64(work_words, 2, &work_floats))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "the decode path's scratch size overflows");
+    float *scratch = attn_arena_alloc(a, (size_t)(worker_floats > work_floats ? worker_floats : work_floats), sizeof(float));
+    double *work = (double *)(void *)scratch; /* after the items */
     /* per worker, the parts of one merge: the chunks and a sink, in whole
      * cache lines (4 parts of 32 bytes: two threads never write one line) */
     int64_t parts_each = attn_round_up(max_chunks + 1, 4);
     attn_part_row *parts = attn_arena_alloc(a, (size_t)parts_each * (size_t)(workers > 0 ? workers : 1), sizeof *parts);
     float *zero = attn_arena_alloc(a, (size_t)max_ev, sizeof(float));
     atomic_int *pages = attn_arena_alloc(a, 2, sizeof *pages); /* pages, then heads, per call */
-    /* The exact kernel's scratch, for slices that fall back to it: taken
-     * now, so that running out of memory never leaves an output half done. */
-    double *work = work_words > 0 ? attn_arena_alloc(a, (size_t)work_words, sizeof(double)) : NULL;
     if (a->measure) return ATTN_OK;
-    if (!scratch || !parts || !zero || !pages || !work)
+    if (!pool.slots || !bad || !redo || !done || !scratch || !parts || !zero || !pages)
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the decode path's scratch");
     memset(zero, 0, sizeof(float) * (size_t)max_ev);
     atomic_init(&pages[0], 0), atomic_init(&pages[1], 0);
-    for (int64_t c = 0; c < n_calls; c++) {
+    atomic_init(&pool.free, pool.shared ? ~0ull >> (POOL_MAX - pool.count) : 0);
+    for (int64_t g = 0; g < groups; g++) atomic_init(&bad[g], 0), atomic_init(&done[g], 0);
+    for (int64_t s = 0; s < slices; s++) atomic_init(&redo[s], 0);
+    for (int64_t c = 0, g = 0, s = 0; c < n_calls; g += sls[c]->count / jobs[c].G, s += sls[c]->count, c++) {
         jobs[c].scratch = scratch, jobs[c].ws_floats = ws, jobs[c].parts = parts, jobs[c].parts_each = parts_each;
         jobs[c].zero = zero, jobs[c].pages_per_call = &pages[0], jobs[c].heads_per_call = &pages[1];
-        for (int64_t g = 0; g < sls[c]->count / jobs[c].G; g++) atomic_init(&jobs[c].bad[g], 0), atomic_init(&jobs[c].done[g], 0);
-        for (int64_t s = 0; s < sls[c]->count; s++) atomic_init(&jobs[c].redo[s], 0);
+        jobs[c].pool = &pool, jobs[c].bad = bad + g, jobs[c].done = done + g, jobs[c].redo = redo + s;
+        atomic_init(&jobs[c].slot, pool.shared ? -1 : c);
     }
     decode_batch b = {jobs, first, n_calls};
     info->threads = attn_parallel_for(workers, items, batch_item, &b), info->threads_given = given;
