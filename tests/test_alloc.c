@@ -502,6 +502,37 @@ static attn_status run_mha(void *ctx, attn_error *err) {
     return attn_mha_backward(&c->dx, NULL, NULL, &g, &c->dout, &c->x, &c->x, &c->x, &c->p, &c->o, err);
 }
 
+/* attn_mha_workspace_size calls no allocator (the layer's buffers are
+ * only counted), so a call without a workspace allocates one block, its
+ * measured workspace; in that workspace the call allocates nothing and
+ * gives the same bits. */
+static void measure_mha(mha_case *c, const char *name) {
+    attn_error err;
+    size_t ws = 0, bytes = (size_t)attn_tensor_numel(&c->out) * attn_dtype_size(c->out.dtype);
+    n_allocs = 0;
+    attn_status st = attn_mha_workspace_size(&ws, &c->out, &c->weights, &c->x, &c->x, &c->x, &c->p, &c->o, &err);
+    long measuring = n_allocs;
+    n_allocs = 0;
+    if (!st) st = run_mha(c, &err);
+    long call = n_allocs;
+    unsigned char *want = __real_malloc(bytes), *mem = __real_malloc(ws ? ws : 1);
+    memcpy(want, c->out.data, bytes);
+    memset(c->out.data, 0, bytes);
+    attn_context ctx = attn_context_default();
+    ctx.workspace = mem, ctx.workspace_size = ws, c->o.context = &ctx;
+    n_allocs = 0;
+    if (!st) st = run_mha(c, &err);
+    long in_workspace = n_allocs;
+    c->o.context = NULL;
+    bool same = memcmp(want, c->out.data, bytes) == 0;
+    char full[160];
+    snprintf(full, sizeof full, "%s_measures_its_workspace_without_allocating", name);
+    check(!st && measuring == 0 && call == 1 && in_workspace == 0 && same, full,
+          "%s; measuring made %ld allocations, the call %ld (want 1), the call in the workspace %ld; outputs %s",
+          st ? err.message : "calls ok", measuring, call, in_workspace, same ? "agree" : "differ");
+    __real_free(want), __real_free(mem);
+}
+
 static void mha_subject(attn_dtype dt, bool backward) {
     mha_case c;
     memset(&c, 0, sizeof c);
@@ -530,6 +561,7 @@ static void mha_subject(attn_dtype dt, bool backward) {
     for (int o = 0; o < 3 && outs[o]; o++)
         s.outputs[o] = outs[o]->data, s.output_bytes[o] = (size_t)attn_tensor_numel(outs[o]) * attn_dtype_size(dt);
     test_subject(&s);
+    if (!backward) measure_mha(&c, s.name);
     attn_tensor *all[] = {&c.x, &c.out, &c.weights, &c.kpm, &c.win, &c.bin, &c.wout, &c.bout, &c.bk, &c.bv,
                           &c.dout, &c.dx, &c.dwin, &c.dwout, &c.dbk};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) __real_free(all[i]->data);
@@ -601,7 +633,10 @@ static void test_decode_step(const char *tag, attn_dtype dt, attn_dtype key_dtyp
         attn_tensor_init(&xt, (float *)x.data + t * E, ATTN_F32, 2, sx, NULL, NULL);
         ok = attn_mha_cached(&o1, &xt, c.cache, &c.p, &c.o, &err) == ATTN_OK;
     }
+    n_allocs = 0;
     ok = ok && attn_mha_cached_workspace_size(&ws, &o1, &xt, c.cache, &c.p, &c.o, &err) == ATTN_OK;
+    snprintf(name, sizeof name, "decode_step%s_measures_its_workspace_without_allocating", tag);
+    check(ok && n_allocs == 0, name, "%s; measuring made %ld allocations", ok ? "ok" : err.message, n_allocs);
     ctx.workspace = __real_malloc(ws ? ws : 1), ctx.workspace_size = ws;
     attn_kv_cache_truncate(c.cache, 0, NULL);
     long most = 0;

@@ -441,12 +441,14 @@ static void test_backward_one_job(void) {
 
 /* Items of a whole GQA group: with one thread, an item takes a group's
  * four query heads and sums their dK and dV itself (heads_per_item=4 on the
- * verbose line); with eight, a call's few group items could not be shared,
- * so its items take a head each and leave partials (no heads_per_item). The
- * same additions in the same order: bitwise the same gradients, at 1, 2 and
- * 8 threads. */
+ * verbose line, every slice grouped); with three, the two calls' eight
+ * group items (two chunks of 256 keys each) would leave one thread two of
+ * them end to end, so one call gives a group back to items of one head,
+ * with partials (grouped_slices below 16); with eight, each thread takes
+ * one group item. The same additions in the same order: bitwise the same
+ * gradients at 1, 2, 3, 4 and 8 threads. */
 static void test_backward_group_items(void) {
-    enum { NB = 2, N = 512, HQ = 8, HK = 2, E = 32 };
+    enum { NB = 2, N = 512, HQ = 8, HK = 2, E = 32, RUNS = 5 };
     int64_t cu[NB + 1];
     for (int b = 0; b <= NB; b++) cu[b] = (int64_t)b * N;
     gqa_batch gb;
@@ -455,10 +457,10 @@ static void test_backward_group_items(void) {
     o.causal = ATTN_CAUSAL_TOP_LEFT;
     attn_error err;
     attn_status st = attn_sdpa_varlen(&gb.out, &gb.lse, &gb.q, &gb.k, &gb.v, cu, cu, NB, NULL, &o, &err);
-    static const int THREADS[3] = {1, 2, 8};
-    attn_tensor g[3][3];
-    int grouped[3] = {0, 0, 0};
-    for (int i = 0; i < 3; i++) {
+    static const int THREADS[RUNS] = {1, 2, 3, 4, 8};
+    attn_tensor g[RUNS][3];
+    long long grouped[RUNS], slices[RUNS];
+    for (int i = 0; i < RUNS; i++) {
         gqa_grads(g[i], &gb);
         attn_context ctx = attn_context_default();
         ctx.num_threads = THREADS[i];
@@ -469,16 +471,20 @@ static void test_backward_group_items(void) {
         if (!st) st = attn_sdpa_varlen_backward(&g[i][0], &g[i][1], &g[i][2], &gb.dout, &gb.q, &gb.k, &gb.v, &gb.out,
                                                 &gb.lse, cu, cu, NB, NULL, &ot, &err);
         verbose_end(kernel, sizeof kernel, NULL, 0);
-        grouped[i] = strcmp(kernel, "flash_backward") == 0 && strstr(verbose_last_line, " heads_per_item=4 ") != NULL;
+        const char *at = strstr(verbose_last_line, " heads_per_item=4 grouped_slices=");
+        grouped[i] = 0, slices[i] = 0;
+        if (strcmp(kernel, "flash_backward") == 0 && at) sscanf(at, " heads_per_item=4 grouped_slices=%lld/%lld", &grouped[i], &slices[i]);
     }
     int same = !st;
-    for (int i = 1; i < 3; i++)
+    for (int i = 1; i < RUNS; i++)
         for (int t = 0; t < 3 && same; t++) same = !memcmp(g[0][t].data, g[i][t].data, bytes_of(&g[0][t]));
-    check(same && grouped[0] && !grouped[2], "varlen_backward_group_items_bitwise_items_of_one_head",
-          "status %d (%s), gradients %s, heads_per_item=4 at 1 thread %s, at 8 %s", (int)st, st ? err.message : "",
-          same ? "same" : "differ", grouped[0] ? "yes" : "no", grouped[2] ? "yes" : "no");
+    enum { ALL = NB * HQ };
+    check(same && grouped[0] == ALL && grouped[2] > 0 && grouped[2] < ALL && grouped[4] == ALL && slices[2] == ALL,
+          "varlen_backward_group_items_bitwise_mixed_with_items_of_one_head",
+          "status %d (%s), gradients %s, slices in group items: %lld of %d at 1 thread, %lld at 3, %lld at 8", (int)st,
+          st ? err.message : "", same ? "same" : "differ", grouped[0], ALL, grouped[2], grouped[4]);
     free(gb.q.data), free(gb.k.data), free(gb.v.data), free(gb.dout.data), free(gb.out.data), free(gb.lse.data);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < RUNS; i++)
         for (int t = 0; t < 3; t++) free(g[i][t].data);
 }
 

@@ -504,6 +504,9 @@ typedef struct attn_run_info {
      * group_heads); 1: a head an item. Read where kernel is
      * "flash_backward". */
     int heads_per_item;
+    /* flash_backward: the slices (of `items`) that items of a whole group
+     * took; the others were items of one head (choose_groups). */
+    int64_t grouped_slices;
 } attn_run_info;
 
 #endif /* ATTN_BASE_H */

@@ -106,6 +106,10 @@ typedef struct bwd_job {
      * a time (store_key_block), instead of leaving each head's in partials
      * of S rows for reduce(). */
     int64_t heads;
+    /* heads > 1: the first slices (whole groups) that items of a group
+     * take; the others, up to the call's count, are items of one slice with
+     * partials (choose_groups: as few as keep the threads' work balanced). */
+    int64_t grouped_slices;
     attn_grad_partials part;
     int64_t n_rblocks;            /* blocks of br query rows per slice: stats_item's items */
     char *scratch; /* one workspace per worker */
@@ -539,8 +543,11 @@ static void round_group_rows(const attn_mat *out, const double *sum, int64_t ld,
         }
 }
 
+/* The slices j's items of a whole group take (grouped_slices, 0 without). */
+static int64_t grouped_of(const bwd_job *j) { return j->heads > 1 ? j->grouped_slices : 0; }
+
 /* A key block's dK and dV rows j0..j0+nc-1: into the caller's output when it
- * is written directly; in an item of a whole group (heads > 1), added in
+ * is written directly; in an item of a whole group (grouped_of), added in
  * f64 into the block's group sums, zeroed at the group's first slice and
  * rounded once into the output after its last (the additions and the
  * rounding reduce() gives a slice's partials, in the same order); else
@@ -556,29 +563,32 @@ static void store_key_block(const bwd_job *j, const workspace *w, const attn_gra
         if (j->gs->direct[1 + t]) {
             for (int64_t r = 0; r < nc; r++)
                 for (int64_t e = 0; e < cols[t]; e++) attn_mat_set(out[t], j0 + r, e, src[t][r * ld[t] + e]);
-        } else if (j->heads > 1 && j->gs->grouped[1 + t]) {
+        } else if (slice < grouped_of(j) && j->gs->grouped[1 + t]) {
             int64_t G = group_of(j, 1 + t);
             if (slice % G == 0) memset(sum[t], 0, sizeof(double) * (size_t)(nc * ld[t]));
             for (int64_t r = 0; r < nc; r++)
                 for (int64_t e = 0; e < cols[t]; e++) sum[t][r * ld[t] + e] += (double)src[t][r * ld[t] + e];
             if (slice % G == G - 1) round_group_rows(out[t], sum[t], ld[t], j0, nc, cols[t]);
         } else if (part[t]) {
-            memcpy(part[t] + (slice * j->S + j0) * ld[t], src[t], sizeof(float) * (size_t)(nc * ld[t]));
+            memcpy(part[t] + ((slice - grouped_of(j)) * j->S + j0) * ld[t], src[t], sizeof(float) * (size_t)(nc * ld[t]));
         }
     }
 }
 
-/* One item: chunk c of the keys of j->heads consecutive slices, key blocks
+/* One item: chunk c of the keys of j->heads consecutive slices (the
+ * grouped_of(j) first slices) or of one slice (the others), key blocks
  * outer and the slices inner (so that a group's sums are of one block), each
  * slice's dQ in its own rows. */
 static void bwd_item(void *ctx, int64_t item, int worker) {
     bwd_job *j = ctx;
-    int64_t s0 = item / j->n_chunks * j->heads, c = item % j->n_chunks;
-    if (atomic_load(&j->route[s0]) == ROUTE_EXACT) return; /* heads 1: items of a group see no exact slice */
+    int64_t group_items = grouped_of(j) / j->heads * j->n_chunks, one = item - group_items;
+    int64_t nh = one < 0 ? j->heads : 1, s0 = one < 0 ? item / j->n_chunks * j->heads : grouped_of(j) + one / j->n_chunks;
+    int64_t c = (one < 0 ? item : one) % j->n_chunks;
+    if (atomic_load(&j->route[s0]) == ROUTE_EXACT) return; /* items of a group see no exact slice */
     attn_grad_problem g;
     workspace w = workspace_of(j, worker);
     if (j->bk) memset(w.zero, 0, sizeof(float) * (size_t)(ldk_of(j) + j->Ep + j->Evp));
-    for (int64_t h = 0; h < j->heads; h++) {
+    for (int64_t h = 0; h < nh; h++) {
         workspace wh = head_rows(j, &w, s0 + h, c, h);
         attn_grad_slice(j->gs, s0 + h, &g);
         memset(wh.dq, 0, sizeof(float) * (size_t)(j->Lp * j->Ep));
@@ -588,7 +598,7 @@ static void bwd_item(void *ctx, int64_t item, int worker) {
     int64_t kr = kr_of(j);
     for (int64_t j0 = k0; j0 < k1; j0 += j->bc) {
         int64_t nc = k1 - j0 < j->bc ? k1 - j0 : j->bc, nc_pad = attn_round_up(nc, j->nr);
-        for (int64_t h = 0; h < j->heads; h++) {
+        for (int64_t h = 0; h < nh; h++) {
             workspace wh = head_rows(j, &w, s0 + h, c, h);
             attn_grad_slice(j->gs, s0 + h, &g);
             /* The first query row that sees key j0 (none: the block is skipped). */
@@ -612,7 +622,7 @@ static void bwd_item(void *ctx, int64_t item, int worker) {
             store_key_block(j, &wh, &g, s0 + h, j0, nc);
         }
     }
-    for (int64_t h = 0; j->own_dq && h < j->heads; h++) {
+    for (int64_t h = 0; j->own_dq && h < nh; h++) {
         workspace wh = head_rows(j, &w, s0 + h, c, h);
         attn_grad_slice(j->gs, s0 + h, &g);
         for (int64_t i = 0; g.dq.base && i < j->L; i++)
@@ -676,10 +686,12 @@ static void slice_check(void *ctx, int64_t slice, int worker) {
  * 22 MB for attn bench --varlen's backward) or its pass to convert it. */
 static void reduce(const bwd_job *j, double *exact_work, double *sums, attn_run_info *info) {
     const bool *direct = j->gs->direct;
-    /* Items of a whole group (heads > 1) have summed and written its dk and dv. */
-    const bool grouped[3] = {false, j->heads == 1 && j->gs->grouped[1], j->heads == 1 && j->gs->grouped[2]};
     const int64_t ld[3] = {j->Ep, j->Ep, j->Evp}, cols[3] = {j->E, j->E, j->Ev};
     for (int64_t s = 0; s < j->gs->f.count; s++) {
+        /* Items of a whole group (the first grouped_of(j) slices) have summed
+         * and written its dk and dv; the other slices left partials. */
+        bool parts = s >= grouped_of(j);
+        const bool grouped[3] = {false, parts && j->gs->grouped[1], parts && j->gs->grouped[2]};
         attn_grad_problem g;
         attn_grad_slice(j->gs, s, &g);
         attn_mat *view[3] = {&g.dq, &g.dk, &g.dv}, out[3];
@@ -704,11 +716,12 @@ static void reduce(const bwd_job *j, double *exact_work, double *sums, attn_run_
                         x += j->part.dq[((s * j->n_chunks + c) * j->Lp + i) * j->Ep + e];
                     attn_mat_set(&g.dq, i, e, x);
                 }
-            for (int64_t r = 0; r < j->S; r++) {
+            int64_t p = s - grouped_of(j); /* the slice's partials */
+            for (int64_t r = 0; parts && r < j->S; r++) {
                 for (int64_t e = 0; j->part.dk && e < j->E; e++)
-                    attn_mat_set(&g.dk, r, e, attn_mat_get(&g.dk, r, e) + j->part.dk[(s * j->S + r) * j->Ep + e]);
+                    attn_mat_set(&g.dk, r, e, attn_mat_get(&g.dk, r, e) + j->part.dk[(p * j->S + r) * j->Ep + e]);
                 for (int64_t e = 0; j->part.dv && e < j->Ev; e++)
-                    attn_mat_set(&g.dv, r, e, attn_mat_get(&g.dv, r, e) + j->part.dv[(s * j->S + r) * j->Evp + e]);
+                    attn_mat_set(&g.dv, r, e, attn_mat_get(&g.dv, r, e) + j->part.dv[(p * j->S + r) * j->Evp + e]);
             }
         }
         for (int t = 1; t < 3; t++) /* the group's last slice: its sums rounded once into the output */
@@ -775,6 +788,7 @@ static bool plan_job(bwd_job *j, const attn_grad_slices *gs) {
     /* The chunks stay those of items of one slice: a slice's sums are the
      * same whichever item computes them (bitwise, for any thread count). */
     j->heads = group_heads(j);
+    j->grouped_slices = j->heads > 1 ? gs->f.count : 0;
     return true;
 }
 
@@ -813,20 +827,23 @@ static int batch_pass(bwd_batch *b, int workers, int64_t (*count)(const bwd_job 
 
 static int64_t slices_of(const bwd_job *j) { return j->gs->f.count; }
 static int64_t stat_items_of(const bwd_job *j) { return j->stats ? j->gs->f.count * j->n_rblocks : 0; }
-static int64_t items_of(const bwd_job *j) { return j->gs->f.count / j->heads * j->n_chunks; }
+static int64_t items_of(const bwd_job *j) {
+    return (grouped_of(j) / j->heads + j->gs->f.count - grouped_of(j)) * j->n_chunks;
+}
 /* What an item of j costs, about: its query rows times the keys of a chunk, times its slices. */
 static double item_cost(const bwd_job *j) {
     return (double)j->L * (double)j->chunk * (double)(j->E + j->Ev) * (double)j->heads;
 }
 
 /* The floats of j's partial sums: dQ per item (none when own_dq), dK and
- * dV per slice for the gradients slices share (store_key_block). */
+ * dV per slice for the gradients slices share (store_key_block), but for
+ * the slices of items of a whole group. */
 static void partial_floats(const bwd_job *j, int64_t floats[3]) {
     const attn_grad_slices *gs = j->gs;
-    int64_t count = gs->f.count;
+    int64_t count = gs->f.count, ones = count - grouped_of(j);
     floats[0] = j->own_dq ? 0 : count * j->n_chunks * j->Lp * j->Ep;
-    floats[1] = gs->dk && !gs->direct[1] && j->heads == 1 ? count * j->S * j->Ep : 0;
-    floats[2] = gs->dv && !gs->direct[2] && j->heads == 1 ? count * j->S * j->Evp : 0;
+    floats[1] = gs->dk && !gs->direct[1] ? ones * j->S * j->Ep : 0;
+    floats[2] = gs->dv && !gs->direct[2] ? ones * j->S * j->Evp : 0;
 }
 
 /* The bytes of j's partial sums, each on a 64-byte boundary; false when
@@ -845,7 +862,108 @@ static bool partial_bytes(const bwd_job *j, int64_t *bytes) {
 /* The doubles of reduce()'s sums of one group's dk and dv rows, which items
  * of one slice need for a grouped dk or dv. */
 static int64_t reduce_sums(const bwd_job *j) {
-    return j->heads == 1 && (j->gs->grouped[1] || j->gs->grouped[2]) ? j->S * (j->Ep + j->Evp) : 0;
+    return grouped_of(j) < j->gs->f.count && (j->gs->grouped[1] || j->gs->grouped[2]) ? j->S * (j->Ep + j->Evp) : 0;
+}
+
+/* The calls in the order their items are handed out: those of the
+ * costliest items first, so that no thread is left alone with a long call
+ * at the end (insertion sort, stable: the order depends on the shapes and
+ * items, and results on neither: each call's items and sums are its own). */
+static void sort_jobs(bwd_job *jobs, int64_t n) {
+    for (int64_t c = 1; c < n; c++)
+        for (int64_t d = c; d > 0 && item_cost(&jobs[d]) > item_cost(&jobs[d - 1]); d--) {
+            bwd_job t = jobs[d];
+            jobs[d] = jobs[d - 1], jobs[d - 1] = t;
+        }
+}
+
+/* How long a pass over the jobs' items takes on `workers` threads, in
+ * item_cost's units, about: attn_parallel_for hands the items out in order
+ * (the jobs' order, a job's group items before its items of one slice) to
+ * whichever thread comes free first. */
+static double pass_time(const bwd_job *jobs, int64_t n, int workers) {
+    enum { MOST = 256 }; /* the thread pool's most (threads.c) */
+    double free_at[MOST] = {0}, end = 0;
+    int w = workers < 1 ? 1 : workers > MOST ? MOST : workers;
+    for (int64_t c = 0; c < n; c++) {
+        const bwd_job *j = &jobs[c];
+        int64_t groups = grouped_of(j) / j->heads * j->n_chunks, ones = items_of(j) - groups;
+        double cost[2] = {item_cost(j), item_cost(j) / (double)j->heads};
+        for (int k = 0; k < 2; k++)
+            for (int64_t i = 0; i < (k ? ones : groups); i++) {
+                int first = 0;
+                for (int t = 1; t < w; t++) first = free_at[t] < free_at[first] ? t : first;
+                free_at[first] += cost[k];
+                end = free_at[first] > end ? free_at[first] : end;
+            }
+    }
+    return end;
+}
+
+/* The scratch a pass of these jobs takes, about: a workspace per worker,
+ * the largest call's partials (a wave holds them) and reduce's sums; flat:
+ * were every call's items of one slice. */
+static double scratch_bytes(const bwd_job *jobs, int64_t n, int workers, bool flat) {
+    double ws = 0, part = 0, sums = 0;
+    for (int64_t c = 0; c < n; c++) {
+        bwd_job j = jobs[c];
+        if (flat) j.heads = 1;
+        int64_t p = 0;
+        (void)partial_bytes(&j, &p); /* checked when measuring */
+        double w = (double)workspace_floats(&j) * sizeof(float), r = (double)reduce_sums(&j) * sizeof(double);
+        ws = w > ws ? w : ws, part = (double)p > part ? (double)p : part, sums = r > sums ? r : sums;
+    }
+    return ws * workers + part + sums;
+}
+
+/* How many of each call's slices items of a whole group take (jobs in the
+ * order of sort_jobs). Group items need no partials of S rows, but are
+ * heads times coarser: a call of Hq 16 over Hk 4 and one chunk has 4, and
+ * on 3 threads its pass would run two of them end to end (the bench's
+ * 3,000-token sequence). Items of one slice promise a pass within Graham's
+ * bound, the work over the threads plus their costliest item; so the
+ * costliest calls give a group at a time back to items of one slice (with
+ * partials for that group alone) until the pass (pass_time) is within that
+ * bound, and no further: each group given back costs its S rows of
+ * partials. The gradients are the same bits either way (store_key_block,
+ * reduce). Short of the bound (no group left, or STEPS given back: each
+ * step simulates the pass again, and the long poles go first), the
+ * shortest pass seen is kept, the fewest given back of equals. A call left
+ * with no group items takes items of one slice (heads 1), with their
+ * smaller workspace. */
+static void choose_groups(bwd_job *jobs, int64_t n, int workers) {
+    enum { STEPS = 64 };
+    bwd_job *given[STEPS];
+    double work = 0, one = 0; /* the pass's work, and its costliest item of one slice */
+    bool any = false;
+    for (int64_t c = 0; c < n; c++) any |= grouped_of(&jobs[c]) > 0;
+    if (!any) return;
+    for (int64_t c = 0; c < n; c++) {
+        double item = item_cost(&jobs[c]) / (double)jobs[c].heads;
+        work += item * (double)(jobs[c].gs->f.count * jobs[c].n_chunks);
+        one = item > one ? item : one;
+    }
+    double bound = work / (double)(workers < 1 ? 1 : workers) + one, best = pass_time(jobs, n, workers);
+    int steps = 0, keep = 0;
+    for (double t = best; t > bound && steps < STEPS;) {
+        /* The call of the costliest group items that has some, the last of
+         * equals: its items of one slice then come after theirs. */
+        bwd_job *most = NULL;
+        for (int64_t c = 0; c < n; c++)
+            if (grouped_of(&jobs[c]) > 0 && (!most || item_cost(&jobs[c]) >= item_cost(most))) most = &jobs[c];
+        if (!most) break;
+        most->grouped_slices -= most->heads, given[steps++] = most;
+        t = pass_time(jobs, n, workers); /* sums of whole numbers: exact below 2^53 */
+        if (t < best) best = t, keep = steps;
+    }
+    for (; steps > keep; steps--) given[steps - 1]->grouped_slices += given[steps - 1]->heads;
+    /* Group items' workspaces are larger (each head's rows): where the
+     * threads are many and the calls' groups few, those and the partials
+     * of the groups given back can outweigh the partials of every slice.
+     * Then every call takes items of one slice, as balanced. */
+    bool flat = scratch_bytes(jobs, n, workers, true) < scratch_bytes(jobs, n, workers, false);
+    for (int64_t c = 0; c < n; c++)
+        if (flat || grouped_of(&jobs[c]) == 0) jobs[c].heads = 1;
 }
 
 /* j's partial sums carved out of `at` (partial_bytes of it). */
@@ -903,12 +1021,11 @@ attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, in
     /* One workspace per worker, the largest any call's items take. */
     int workers = gss[0]->f.threads < items ? gss[0]->f.threads : (int)items;
     workers = workers < 1 ? 1 : workers;
-    /* A call's items take a whole group's heads only where they are enough
-     * to share: twice the threads (a call of fewer keeps the balance of
-     * items of one slice, and the same bits). Measuring, both kinds count:
-     * the workspace of group items, the partials of the others (below). */
-    for (int64_t c = 0; jobs && !a->measure && c < n_calls; c++)
-        if (items_of(&jobs[c]) < 2 * (int64_t)workers) jobs[c].heads = 1;
+    /* A call's slices go to items of a whole group only as far as the
+     * threads' work stays balanced (choose_groups). Measuring, both kinds
+     * count: the workspace of group items, the partials of the others
+     * (below). From here on jobs[c] need not be gss[c]'s. */
+    if (jobs && !a->measure) sort_jobs(jobs, n_calls), choose_groups(jobs, n_calls, workers);
     for (int64_t c = 0; jobs && !a->measure && c < n_calls; c++) {
         size_t w = (workspace_floats(&jobs[c]) * sizeof(float) + 63) / 64 * 64;
         ws_bytes = c == 0 || w > ws_bytes ? w : ws_bytes;
@@ -918,8 +1035,8 @@ attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, in
     int64_t sum_doubles = 0; /* reduce's sums of a group (below), for items of one slice */
     for (int64_t c = 0; c < n_calls; c++) {
         bwd_job *j = jobs ? &jobs[c] : scratch_jobs;
-        const attn_grad_slices *gs = gss[c];
-        if (!jobs) plan_job(j, gs); /* measuring without jobs: planned again, the same */
+        if (!jobs) plan_job(j, gss[c]); /* measuring without jobs: planned again, the same */
+        const attn_grad_slices *gs = j->gs;
         j->scratch = scratch, j->ws_bytes = ws_bytes;
         j->route = attn_arena_alloc(a, (size_t)gs->f.count, sizeof *j->route);
         ok &= j->route != NULL;
@@ -971,16 +1088,7 @@ attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, in
         max_part = part > max_part ? part : max_part;
         sum_doubles = reduce_sums(j) > sum_doubles ? reduce_sums(j) : sum_doubles;
     }
-    /* The calls in the order their items are handed out: those of the
-     * costliest items first, so that no thread is left alone with a long
-     * call at the end (insertion sort, stable: the order depends on the
-     * shapes and items, and results on neither: each call's items and sums are
-     * its own). */
-    for (int64_t c = 1; c < n_calls; c++)
-        for (int64_t d = c; d > 0 && item_cost(&jobs[d]) > item_cost(&jobs[d - 1]); d--) {
-            bwd_job t = jobs[d];
-            jobs[d] = jobs[d - 1], jobs[d - 1] = t;
-        }
+    sort_jobs(jobs, n_calls); /* again: a call that lost its group items (heads 1) costs less an item */
     /* The partial sums of the calls in flight (one wave, below): never more
      * than the largest call's, whatever the number of calls. Sized by the
      * sum of every call's, a ragged batch held 43 MB for attn bench
@@ -1000,9 +1108,11 @@ attn_status attn_flash_backward_run_calls(const attn_grad_slices *const *gss, in
      * memory. Each call's items and sums are its own, whatever the waves
      * and whoever computes them: the same bits as one job of every call. */
     info->threads = 1, info->threads_given = workers, info->items = 0, info->fallbacks = 0;
-    info->heads_per_item = 1;
-    for (int64_t c = 0; c < n_calls; c++)
+    info->heads_per_item = 1, info->grouped_slices = 0;
+    for (int64_t c = 0; c < n_calls; c++) {
         info->heads_per_item = jobs[c].heads > info->heads_per_item ? (int)jobs[c].heads : info->heads_per_item;
+        info->grouped_slices += grouped_of(&jobs[c]);
+    }
     for (int64_t c0 = 0, c1; c0 < n_calls; c0 = c1) {
         int64_t used = 0, part;
         for (c1 = c0; c1 < n_calls; c1++) { /* a wave holds at least one call: max_part is the largest */

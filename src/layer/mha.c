@@ -14,6 +14,7 @@
 #include "kernels/rope.h"
 #include "sdpa/sdpa.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -358,10 +359,11 @@ bool attn_mha_buffers(char **q, char **k, char **v, char **heads, attn_mha_call 
     m->gemm_scratch = scratch ? attn_arena_alloc(a, scratch, 1) : NULL;
     m->out_scratch = attn_mha_rows_even(out_view) ? NULL : attn_arena_alloc(a, (size_t)(m->N * m->L * m->E), es);
     bool ok = *q && *k && *v && *heads && (m->gemm_scratch || !scratch) && (m->out_scratch || attn_mha_rows_even(out_view));
+    if (a->measure) ok = true; /* counted, nothing to zero; RoPE's tables counted below */
     /* add_zero_attn's row, and bias_k's (written over): the rows past a
      * sequence's S projected ones. Zeroing all of k and v touched 2·nk
      * elements the products then wrote again. */
-    for (int64_t n = 0; ok && n < m->N && key_rows > m->S; n++) {
+    for (int64_t n = 0; ok && !a->measure && n < m->N && key_rows > m->S; n++) {
         size_t row = (size_t)(m->Hkv * m->D) * es, at = (size_t)(n * key_rows + m->S) * row;
         memset(*k + at, 0, (size_t)(key_rows - m->S) * row), memset(*v + at, 0, (size_t)(key_rows - m->S) * row);
     }
@@ -372,11 +374,12 @@ bool attn_mha_buffers(char **q, char **k, char **v, char **heads, attn_mha_call 
     for (int i = 0; i < 2; i++) { /* the table attn_rope would make for these rows */
         int64_t rows = i ? key_rows : m->L, steps = rows < 256 ? (rows > 0 ? rows : 1) : 256;
         double *mem = attn_arena_alloc(a, (size_t)(attn_rope_plan_doubles(rd, steps) + 1), sizeof(double));
+        if (a->measure) continue;
         if (!mem) return false;
         attn_rope_plan_init(&m->rope_plan[i], &o, rd, steps, mem);
     }
     m->rope_p0 = o.position_offset;
-    m->rope_ready = true;
+    m->rope_ready = !a->measure;
     return true;
 }
 
@@ -503,9 +506,10 @@ static attn_status in_one_block(const mha_args *a, const attn_mha_options *optio
 }
 
 /* attn_mha, or with `measure` its workspace: the layer's buffers come
- * from an arena over the context's workspace (or malloc's), the attention
- * takes what they leave. Measuring allocates the buffers (from malloc) to
- * ask attn_sdpa_workspace_size about them, and computes nothing. */
+ * from an arena over the context's workspace, the attention takes what
+ * they leave. Measuring counts the buffers on a measuring arena and asks
+ * attn_sdpa_shape_bytes about their layouts: it computes nothing and
+ * allocates nothing (a call without a workspace measures first). */
 static attn_status mha_run(size_t *measure, const mha_args *a, attn_error *err) {
     attn_tensor *out = a->out, *weights = a->weights;
     const attn_tensor *query = a->query, *key = a->key, *value = a->value;
@@ -529,7 +533,7 @@ static attn_status mha_run(size_t *measure, const mha_args *a, attn_error *err) 
 
     /* Scratch: q, k, v and the heads' output (as cat: (N, L, E)), the
      * products', the merged mask and the per-head weights when asked for. */
-    attn_arena arena = attn_arena_over(measure ? NULL : m.context.workspace, m.context.workspace_size);
+    attn_arena arena = measure ? attn_arena_measuring() : attn_arena_over(m.context.workspace, m.context.workspace_size);
     m.arena = &arena;
     size_t es = attn_dtype_size(m.dt);
     int64_t nmask = m.masked ? m.mask_n * m.mask_h * m.L * m.S2 : 0, nw = weights ? m.N * m.Hq * m.L * m.S2 : 0;
@@ -537,7 +541,7 @@ static attn_status mha_run(size_t *measure, const mha_args *a, attn_error *err) 
     bool ok = attn_mha_buffers(&q, &k, &v, &heads, &m, &out_view, m.S2);
     char *mask = ok && m.masked ? attn_arena_alloc(&arena, (size_t)nmask, es) : NULL;
     char *per_head = ok && weights ? attn_arena_alloc(&arena, (size_t)nw, es) : NULL;
-    if (!ok || (m.masked && !mask) || (weights && !per_head)) {
+    if (!ok || (!measure && ((m.masked && !mask) || (weights && !per_head)))) {
         st = attn_mha_out_of(&m, err);
         goto done;
     }
@@ -552,8 +556,11 @@ static attn_status mha_run(size_t *measure, const mha_args *a, attn_error *err) 
     so.context = &rest;
     if (measure) {
         size_t attention;
-        if (!(st = attn_sdpa_workspace_size(&attention, &th, NULL, weights ? &tw : NULL, &tq, &tk, &tv, &so, err)))
-            *measure = attn_arena_needed(&arena) + attention;
+        size_t layer = attn_arena_needed(&arena);
+        if (!(st = attn_sdpa_shape_bytes(&attention, &th, weights ? &tw : NULL, &tq, &tk, &tv, &so, err))) {
+            if (attention > SIZE_MAX - layer) st = attn_fail(err, ATTN_ERR_OVERFLOW, "the layer's workspace size overflows");
+            else *measure = layer + attention;
+        }
         goto done;
     }
     if ((st = attn_mha_project_qkv(q, k, v, &m, m.S2, true, err))) goto done;
@@ -635,11 +642,11 @@ static attn_status cached_run(size_t *measure, attn_tensor *out, const attn_tens
         if ((st = attn_versioned_read(&r, sizeof r, m.o.rope, "options->rope", "start from attn_rope_options_default()", err))) return st;
         r.position_offset += length, m.o.rope = &r;
     }
-    attn_arena arena = attn_arena_over(measure ? NULL : m.context.workspace, m.context.workspace_size);
+    attn_arena arena = measure ? attn_arena_measuring() : attn_arena_over(m.context.workspace, m.context.workspace_size);
     m.arena = &arena;
     char *q, *k, *v, *heads, *mask = NULL;
     if (!attn_mha_buffers(&q, &k, &v, &heads, &m, &out_view, m.L) ||
-        (mk.masked && !(mask = attn_arena_alloc(&arena, (size_t)nmask, attn_dtype_size(m.dt))))) {
+        (mk.masked && !(mask = attn_arena_alloc(&arena, (size_t)nmask, attn_dtype_size(m.dt))) && !measure)) {
         st = attn_mha_out_of(&m, err);
         goto done;
     }

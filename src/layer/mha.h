@@ -71,7 +71,8 @@ struct attn_mha_weights {
  * (N, key_rows, Hkv·D; zeroed), the heads' output (N, L, E), the
  * products' scratch, out_proj's when out's rows are not evenly spaced, and
  * RoPE's tables when q and k are turned after projecting. False when the
- * arena cannot give them. */
+ * arena cannot give them. A measuring arena counts them all (the pointers
+ * NULL) and gives true: a layer measures its workspace allocating nothing. */
 bool attn_mha_buffers(char **q, char **k, char **v, char **heads, attn_mha_call *m, const attn_tensor *out_view,
                       int64_t key_rows);
 /* The attention's context for a call whose buffers came from m->arena: the

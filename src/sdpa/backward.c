@@ -201,7 +201,7 @@ static attn_status backward(size_t *bytes, attn_tensor *const grad[4], const att
     const attn_grad_slices *gs = &call.gs;
     bool fused = attn_backward_fused(&call);
     attn_arena measure = attn_arena_measuring(), arena = attn_arena_over(c.workspace, c.workspace_size);
-    attn_run_info info = {"exact", "-", NULL, 1, 1, call.gs.f.count, 0, NULL, 1, NULL, 0, 0, NULL, 1};
+    attn_run_info info = {"exact", "-", NULL, 1, 1, call.gs.f.count, 0, NULL, 1, NULL, 0, 0, NULL, 1, 0};
     if ((st = attn_backward_take(&call, &measure, err)) || (fused && (st = attn_flash_backward_run(gs, &info, err))))
         return st;
     size_t need = attn_arena_needed(&measure);

@@ -27,11 +27,12 @@ attn_canon attn_canonical(const attn_tensor *t) {
 
 /* Checks shared by q, k, v, out and weights: present, rank 2..5, dimensions
  * >= 1, a float dtype equal to q's, offsets that fit. */
-/* kv: t is k or v, which may be f16 or bf16 when q is f32. */
-static attn_status check_operand(const attn_tensor *t, const char *name, attn_dtype dtype, bool kv,
+/* kv: t is k or v, which may be f16 or bf16 when q is f32. shapes: NULL
+ * data stands for a tensor of that layout not yet allocated (measuring). */
+static attn_status check_operand(const attn_tensor *t, const char *name, attn_dtype dtype, bool kv, bool shapes,
                                  attn_error *err) {
     if (!t) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", name);
-    if (!t->data) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
+    if (!t->data && !shapes) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
     if (t->rank < 2 || t->rank > ATTN_MAX_RANK)
         return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; attention takes ranks 2 to %d", name,
                          t->rank, ATTN_MAX_RANK);
@@ -140,8 +141,8 @@ static attn_status check_output(const attn_tensor *t, const char *name, const in
 /* The mask is bool or q's dtype, and broadcasts to `target` (B1, B2, Hq, L, S)
  * without adding dimensions beyond the output's rank. */
 static attn_status check_mask(const attn_tensor *m, attn_dtype dtype, int out_rank,
-                              const int64_t *target, attn_error *err) {
-    if (!m->data) return attn_fail(err, ATTN_ERR_NULL, "mask has NULL data");
+                              const int64_t *target, bool shapes, attn_error *err) {
+    if (!m->data && !shapes) return attn_fail(err, ATTN_ERR_NULL, "mask has NULL data");
     if (m->dtype != ATTN_BOOL && m->dtype != dtype)
         return attn_fail(err, ATTN_ERR_MASK, "mask must be bool or %s like q",
                          dtype == ATTN_F32 ? "f32" : "f64");
@@ -206,13 +207,14 @@ static attn_status check_options(const attn_sdpa_options *o, attn_dtype q_dtype,
     return ATTN_OK;
 }
 
+/* shapes: q, k, v and the mask may have NULL data (check_operand). */
 static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *k,
-                             const attn_tensor *v, const attn_sdpa_options *o, attn_error *err) {
+                             const attn_tensor *v, const attn_sdpa_options *o, bool shapes, attn_error *err) {
     attn_status st;
     if (!q) return attn_fail(err, ATTN_ERR_NULL, "q is NULL");
-    if ((st = check_operand(q, "q", q->dtype == ATTN_F64 ? ATTN_F64 : ATTN_F32, false, err))) return st;
-    if ((st = check_operand(k, "k", q->dtype, true, err))) return st;
-    if ((st = check_operand(v, "v", q->dtype, true, err))) return st;
+    if ((st = check_operand(q, "q", q->dtype == ATTN_F64 ? ATTN_F64 : ATTN_F32, false, shapes, err))) return st;
+    if ((st = check_operand(k, "k", q->dtype, true, shapes, err))) return st;
+    if ((st = check_operand(v, "v", q->dtype, true, shapes, err))) return st;
     if ((st = check_options(o, q->dtype, err))) return st;
 
     pl->q = attn_canonical(q);
@@ -262,7 +264,7 @@ static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *
     pl->weights[4] = S;
     pl->rank = q->rank > k->rank ? q->rank : k->rank;
     pl->rank = pl->rank > v->rank ? pl->rank : v->rank;
-    if (o->mask && (st = check_mask(o->mask, q->dtype, pl->rank, pl->weights, err))) return st;
+    if (o->mask && (st = check_mask(o->mask, q->dtype, pl->rank, pl->weights, shapes, err))) return st;
     if (o->alibi_slopes && (st = attn_check_per_head(o->alibi_slopes, "alibi_slopes", Hq, err))) return st;
     if (o->sinks && (st = attn_check_per_head(o->sinks, "sinks", Hq, err))) return st;
     if (o->k_descale && (st = attn_check_descale(o->k_descale, "k_descale", pl->k.shape, NULL, err))) return st;
@@ -290,7 +292,7 @@ attn_status attn_sdpa_shapes(int *rank, int64_t out_shape[ATTN_MAX_RANK],
     attn_status st = attn_options_read(&o, &c, options, err);
     if (st) return st;
     plan pl;
-    st = make_plan(&pl, q, k, v, &o, err);
+    st = make_plan(&pl, q, k, v, &o, false, err);
     if (st) return st;
     for (int d = 0; d < pl.rank; d++) {
         if (out_shape) out_shape[d] = pl.out[CANON - pl.rank + d];
@@ -360,16 +362,16 @@ attn_status attn_rope_prepare(attn_slices *sl, attn_rope_plan *rp, attn_error *e
     return ATTN_OK;
 }
 
-attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
-                           bool scores, const attn_tensor *q, const attn_tensor *k,
-                           const attn_tensor *v, const attn_sdpa_options *o, int threads,
-                           attn_error *err) {
+/* attn_plan_call, or with `shapes` attn_plan_shapes. */
+static attn_status plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, attn_tensor *weights, bool scores,
+                             const attn_tensor *q, const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *o,
+                             int threads, bool shapes, attn_error *err) {
     plan pl;
-    attn_status st = make_plan(&pl, q, k, v, o, err);
+    attn_status st = make_plan(&pl, q, k, v, o, shapes, err);
     if (st) return st;
     /* For attn_scores, `out` receives the scores, shaped like the weights. */
     const char *out_name = scores ? "scores" : "out";
-    if ((st = check_operand(out, out_name, q->dtype, false, err))) return st;
+    if ((st = check_operand(out, out_name, q->dtype, false, shapes, err))) return st;
     if (out->rank != pl.rank)
         return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d but the result has rank %d",
                          out_name, out->rank, pl.rank);
@@ -378,7 +380,7 @@ attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, 
     if (weights) {
         if (o->compute == ATTN_COMPUTE_BF16)
             return attn_fail(err, ATTN_ERR_OPTION, "bf16 compute does not write weights");
-        if ((st = check_operand(weights, "weights", q->dtype, false, err))) return st;
+        if ((st = check_operand(weights, "weights", q->dtype, false, shapes, err))) return st;
         if (weights->rank != pl.rank)
             return attn_fail(err, ATTN_ERR_RANK, "weights has rank %d but the result has rank %d",
                              weights->rank, pl.rank);
@@ -424,4 +426,17 @@ attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, 
     sl->count = pl.out[0] * pl.out[1] * pl.out[2]; /* <= out's element count: no overflow */
     sl->threads = threads;
     return ATTN_OK;
+}
+
+attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
+                           bool scores, const attn_tensor *q, const attn_tensor *k,
+                           const attn_tensor *v, const attn_sdpa_options *o, int threads,
+                           attn_error *err) {
+    return plan_call(sl, out, lse, weights, scores, q, k, v, o, threads, false, err);
+}
+
+attn_status attn_plan_shapes(attn_slices *sl, attn_tensor *out, attn_tensor *weights, const attn_tensor *q,
+                             const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *o, int threads,
+                             attn_error *err) {
+    return plan_call(sl, out, NULL, weights, false, q, k, v, o, threads, true, err);
 }

@@ -91,8 +91,9 @@ static attn_status measure(size_t *bytes, kernel_kind kind, attn_slices *sl, con
 
 /* Plan the call; with `bytes`, only measure its scratch, else run it.
  * k_pages and v_pages (NULL: none): keys and values from a paged pool, k
- * and v then standing in for their shapes (attn_sdpa_paged). */
-static attn_status sdpa_run(kernel_kind kind, size_t *bytes, attn_tensor *out, attn_tensor *lse,
+ * and v then standing in for their shapes (attn_sdpa_paged). shapes (with
+ * bytes): planned from shapes alone (attn_plan_shapes). */
+static attn_status sdpa_run(kernel_kind kind, size_t *bytes, bool shapes, attn_tensor *out, attn_tensor *lse,
                             attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,
                             const attn_tensor *v, const attn_sdpa_options *options,
                             const attn_paged_rows *k_pages, const attn_paged_rows *v_pages, attn_error *err) {
@@ -104,7 +105,8 @@ static attn_status sdpa_run(kernel_kind kind, size_t *bytes, attn_tensor *out, a
                                        v_pages ? v_pages->dtype : v ? v->dtype : ATTN_F32, err)))
         return st;
     attn_slices sl;
-    st = attn_plan_call(&sl, out, lse, weights, kind == KERNEL_SCORES, q, k, v, &o, c.num_threads, err);
+    st = shapes ? attn_plan_shapes(&sl, out, weights, q, k, v, &o, c.num_threads, err)
+                : attn_plan_call(&sl, out, lse, weights, kind == KERNEL_SCORES, q, k, v, &o, c.num_threads, err);
     if (st) return st;
     sl.k_pages = k_pages, sl.v_pages = v_pages;
     if (bytes) return measure(bytes, kind, &sl, &o, err);
@@ -177,7 +179,7 @@ static attn_status sdpa_half(kernel_kind kind, size_t *bytes, attn_tensor *out, 
     o.context = &rest;
     if (!bytes) attn_tensor_convert(&q32, q, NULL); /* exact */
     size_t inner = 0;
-    st = sdpa_run(kind, bytes ? &inner : NULL, &out32, lse, NULL, &q32, k, v, &o, k_pages, v_pages, err);
+    st = sdpa_run(kind, bytes ? &inner : NULL, false, &out32, lse, NULL, &q32, k, v, &o, k_pages, v_pages, err);
     if (!st && bytes) *bytes = attn_arena_needed(&arena) + inner;
     if (!st && !bytes) attn_tensor_convert(out, &out32, NULL); /* the one rounding */
     attn_arena_release(&arena);
@@ -199,7 +201,7 @@ static attn_status sdpa_call(kernel_kind kind, size_t *bytes, attn_tensor *out, 
                              const attn_sdpa_options *options, attn_error *err) {
     if (q && q->data && attn_dtype_half(q->dtype))
         return sdpa_half(kind, bytes, out, lse, weights, q, k, v, options, NULL, NULL, err);
-    return sdpa_run(kind, bytes, out, lse, weights, q, k, v, options, NULL, NULL, err);
+    return sdpa_run(kind, bytes, false, out, lse, weights, q, k, v, options, NULL, NULL, err);
 }
 
 attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
@@ -207,6 +209,12 @@ attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, attn_tenso
                                      const attn_sdpa_options *options, attn_error *err) {
     if (!bytes) return attn_fail(err, ATTN_ERR_NULL, "bytes is NULL");
     return sdpa_call(KERNEL_STREAM, bytes, out, lse, weights, q, k, v, options, err);
+}
+
+attn_status attn_sdpa_shape_bytes(size_t *bytes, attn_tensor *out, attn_tensor *weights, const attn_tensor *q,
+                                  const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *options,
+                                  attn_error *err) {
+    return sdpa_run(KERNEL_STREAM, bytes, true, out, NULL, weights, q, k, v, options, NULL, NULL, err);
 }
 
 attn_status attn_sdpa(attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,
@@ -224,7 +232,7 @@ attn_status attn_sdpa_reference(attn_tensor *out, attn_tensor *lse, attn_tensor 
 attn_status attn_scores(attn_tensor *scores, const attn_tensor *q, const attn_tensor *k,
                         const attn_sdpa_options *options, attn_error *err) {
     /* k stands in for v: the plan needs one, and k's shape is always valid. */
-    return sdpa_run(KERNEL_SCORES, NULL, scores, NULL, NULL, q, k, k, options, NULL, NULL, err);
+    return sdpa_run(KERNEL_SCORES, NULL, false, scores, NULL, NULL, q, k, k, options, NULL, NULL, err);
 }
 
 void attn_paged_rows_pool(attn_tensor *t, const attn_paged_rows *pg) {
@@ -290,7 +298,7 @@ attn_status attn_sdpa_paged_batch(size_t *bytes, attn_tensor *out, attn_tensor *
     if (out && (st = attn_check_no_overlap(outs, 3, ins, 2, err))) return st;
     if (q && q->data && attn_dtype_half(q->dtype))
         return sdpa_half(KERNEL_STREAM, bytes, out, lse, weights, q, &k, &v, options, k_pages, v_pages, err);
-    return sdpa_run(KERNEL_STREAM, bytes, out, lse, weights, q, &k, &v, options, k_pages, v_pages, err);
+    return sdpa_run(KERNEL_STREAM, bytes, bytes != NULL, out, lse, weights, q, &k, &v, options, k_pages, v_pages, err);
 }
 
 attn_status attn_sdpa_paged(attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,

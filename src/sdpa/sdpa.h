@@ -20,6 +20,12 @@ attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, 
                            bool scores, const attn_tensor *q, const attn_tensor *k,
                            const attn_tensor *v, const attn_sdpa_options *o, int threads,
                            attn_error *err);
+/* attn_plan_call (no lse, not the scores) from shapes alone: out, weights,
+ * q, k, v and the mask may have NULL data, standing for buffers of that
+ * layout a caller has yet to allocate; such a plan is only measured. */
+attn_status attn_plan_shapes(attn_slices *sl, attn_tensor *out, attn_tensor *weights, const attn_tensor *q,
+                             const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *o, int threads,
+                             attn_error *err);
 
 /* The call's RoPE plan (plan.c), with its memory from sl's arena (measured
  * like any scratch): sets sl->base.rope to rp unless the arena only
@@ -77,7 +83,9 @@ attn_status attn_sdpa_paged(attn_tensor *out, attn_tensor *lse, attn_tensor *wei
  * (batch, Hk, S, E). ATTN_VERBOSE prints an "sdpa_paged" line. Errors:
  * attn_sdpa_paged's, and ATTN_ERR_SHAPE when batch does not divide the
  * pool's heads or rank does not fit. With `bytes`, computes nothing and
- * sets *bytes to the workspace the call takes, as attn_sdpa_workspace_size. */
+ * sets *bytes to the workspace the call takes, as attn_sdpa_workspace_size,
+ * from shapes alone: out and an f32 or f64 q may have NULL data (a layer
+ * measuring its step before it has the buffers, attn_plan_shapes). */
 attn_status attn_sdpa_paged_batch(size_t *bytes, attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,
                                   const attn_paged_rows *k_pages, const attn_paged_rows *v_pages, int64_t batch,
                                   int rank, const attn_sdpa_options *options, attn_error *err);
@@ -105,6 +113,14 @@ void attn_paged_rows_shapes(attn_tensor *k, attn_tensor *v, const attn_paged_row
 attn_status attn_sdpa_varlen_paged(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const int64_t *cu_seqlens_q,
                                    int64_t batch, const attn_paged_rows *k_pages, const attn_paged_rows *v_pages,
                                    const attn_tensor *const *masks, const attn_sdpa_options *options, attn_error *err);
+
+/* attn_sdpa_workspace_size (no lse) from shapes alone (attn_plan_shapes):
+ * out, weights, q, k, v and options->mask may have NULL data, buffers of
+ * those layouts that the caller (a layer, measuring its workspace) has not
+ * allocated; q f32 or f64. The kernels only measure, so nothing is read. */
+attn_status attn_sdpa_shape_bytes(size_t *bytes, attn_tensor *out, attn_tensor *weights, const attn_tensor *q,
+                                  const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *options,
+                                  attn_error *err);
 
 /* attn_sdpa's kernels on a planned call (sdpa.c), as attn_sdpa runs them:
  * measure the bytes of scratch they take (nothing run), or run them with

@@ -266,7 +266,7 @@ static attn_status run_batch(seq *seqs, const attn_slices **flash, int64_t n_fla
         if (seqs[b].route >= SEQ_FLASH && (st = attn_rope_prepare(&seqs[b].sl, &seqs[b].rope, err)))
             return in_sequence(st, b, err);
     }
-    *info = (attn_run_info){"none", "-", NULL, 1, 1, 0, 0, NULL, 1, NULL, 0, 0, NULL, 1};
+    *info = (attn_run_info){"none", "-", NULL, 1, 1, 0, 0, NULL, 1, NULL, 0, 0, NULL, 1, 0};
     if (n_flash > 0 && (st = attn_flash_run_calls(flash, n_flash, o->compute == ATTN_COMPUTE_BF16, info, err))) return st;
     /* The decode sequences as one job: their splits (each the one it gets
      * alone) scheduled together, so that many short contexts and a few long
@@ -607,7 +607,7 @@ attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_ten
         else if (attn_backward_fused(&s->call))
             fused[n_fused++] = &s->call.gs;
     }
-    attn_run_info info = {"exact", "-", NULL, 1, 1, 0, 0, NULL, 1, NULL, 0, 0, NULL, 1};
+    attn_run_info info = {"exact", "-", NULL, 1, 1, 0, 0, NULL, 1, NULL, 0, 0, NULL, 1, 0};
     if (!st && c.workspace) { /* too small a workspace fails before anything is written */
         attn_arena m = attn_arena_measuring();
         for (int64_t b = 0; b < batch && !st; b++)

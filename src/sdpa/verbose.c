@@ -87,9 +87,10 @@ void attn_verbose_report(const char *call, const attn_run_info *info, const attn
     char heads[32] = ""; /* decode: the most side-by-side KV heads one microkernel call read */
     if (strcmp(info->kernel, "decode") == 0 && info->heads_per_call > 0)
         snprintf(heads, sizeof heads, " heads_per_call=%d", info->heads_per_call);
-    char group[32] = ""; /* the backward: query heads an item took together, when more than one */
+    char group[80] = ""; /* the backward: query heads an item took together, when more than one, and in how many slices */
     if (strcmp(info->kernel, "flash_backward") == 0 && info->heads_per_item > 1)
-        snprintf(group, sizeof group, " heads_per_item=%d", info->heads_per_item);
+        snprintf(group, sizeof group, " heads_per_item=%d grouped_slices=%lld/%lld", info->heads_per_item,
+                 (long long)info->grouped_slices, (long long)info->items);
     char rows[32] = ""; /* decode: key and value rows read in place, or some widened first */
     if (strcmp(info->kernel, "decode") == 0 && info->rows) snprintf(rows, sizeof rows, " rows=%s", info->rows);
     /* One fprintf: stdio locks the stream, so lines of concurrent calls do
