@@ -698,7 +698,7 @@ static bool merge(const decode_job *j, int64_t slice, const attn_problem *p, att
         if (p->has_sink) parts[n++] = (attn_part_row){p->sink, 1.0, zero, 1};
         double lse;
         char *orow = p->out.base + i * p->out.rs * (int64_t)sizeof(float);
-        if (!attn_merge_row(orow, p->out.cs, &lse, ATTN_F32, parts, n, j->Ev)) return false;
+        if (!attn_merge_row(orow, p->out.cs, p->lse.base ? &lse : NULL, ATTN_F32, parts, n, j->Ev)) return false;
         if (p->lse.base) attn_mat_set(&p->lse, i, 0, lse);
     }
     return true;
