@@ -277,17 +277,17 @@ static void test_problem(const problem *pr) {
 /* Inputs the f32 kernel hands to the exact kernel keep attn.h's semantics. */
 /* The decode cost model's splits for every L and S it takes: chunks of a
  * vector's multiple, at most the core's decode_chunk, covering the keys;
- * at least 256 keys (DECODE_MIN_CHUNK) or the whole of a shorter S, so
+ * at least 512 keys (DECODE_MIN_CHUNK) or the whole of a shorter S, so
  * that no item is all fixed cost; enough items for 16 cores (32: chunks
  * of S · slices / 32 keys, rounded up to a vector) unless that takes
- * chunks under 256 keys (then under 2 · 256); and nothing past
+ * chunks under 512 keys (then under 2 · 512); and nothing past
  * ATTN_DECODE_MAX_L rows. */
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t round16(int64_t a) { return (a + 15) / 16 * 16; }
 
 static void test_decode_splits(void) {
-    enum { MIN_CHUNK = 256 };
+    enum { MIN_CHUNK = 512 };
     int64_t most = attn_blocks_active()->decode_chunk, bad = 0, first_bad[4] = {0};
     for (int64_t L = 1; L <= ATTN_DECODE_MAX_L + 1; L++)
         for (int64_t slices = 1; slices <= 32; slices *= 4)
@@ -412,12 +412,12 @@ static void test_decode_merge(void) {
  * 2 and 3, R = 8 and 6, a head's rows a call),
  * and give bitwise what the same values stored head by head (Hk, S, E)
  * give, where an item reads one head; for 1, 2 and 3 threads. Each S is
- * long enough for an item of both groups: chunks of at least 256 keys,
+ * long enough for an item of both groups: chunks of at least 512 keys,
  * and the call's items (one per chunk when both groups share them) at
- * least twice the two threads (L = 2, S = 1,100: 4 chunks of 288). */
+ * least twice the two threads (L = 2, S = 2,100: 4 chunks of 528). */
 static void test_decode_side_by_side(void) {
     enum { HQ = 8, HK = 2, E = 64 };
-    static const int64_t LS[3][2] = {{1, 5003}, {3, 4100}, {2, 1100}};
+    static const int64_t LS[3][2] = {{1, 5003}, {3, 4100}, {2, 2100}};
     for (int c = 0; c < 3; c++) {
         int64_t L = LS[c][0], S = LS[c][1];
         float *q = random_floats((size_t)(HQ * L * E)), *kp = random_floats((size_t)(S * HK * E)),

@@ -701,7 +701,7 @@ static bool merge(const decode_job *j, const float *partials, int64_t slice, con
         if (p->has_sink) parts[n++] = (attn_part_row){p->sink, 1.0, zero, 1};
         double lse;
         char *orow = p->out.base + i * p->out.rs * (int64_t)sizeof(float);
-        if (!attn_merge_row(orow, p->out.cs, &lse, ATTN_F32, parts, n, j->Ev)) return false;
+        if (!attn_merge_row(orow, p->out.cs, p->lse.base ? &lse : NULL, ATTN_F32, parts, n, j->Ev)) return false;
         if (p->lse.base) attn_mat_set(&p->lse, i, 0, lse);
     }
     return true;
@@ -859,17 +859,25 @@ static void decode_item(void *ctx, int64_t item, int worker) {
  *     one of 160, so the time followed the item count more than the keys,
  *     and each added chunk, the chunks falling back to the minimum, made
  *     a step of 1.3x for 1.14-1.2x the keys (H 8, S 320 -> 384, 448 ->
- *     512); with 256, fewer and longer items below 2,048 keys, the first
- *     split at 512 (docs/performance.md, "decode's chunks of at least
- *     256 keys": the largest step is no smaller, 1.28-1.31x);
+ *     512); with 256 the first split came at 512 and still cost 1.28x
+ *     for 1.14x the keys: an item's fixed cost (its queries scaled, its
+ *     softmax's passes, its partial divided and merged, two streams
+ *     started) was about 8% of an item of 256 keys on one thread in
+ *     cache. Chunks of at least 512 halve that share: the first split at
+ *     1,024, the largest step over S 1.23x (docs/performance.md, "the
+ *     decode sweep's steps with chunks of at least 512 keys"). With 8
+ *     heads, S from 2,048 up gets the split it had;
  *   - between these, as many as it takes for DECODE_ITEMS items over all
- *     groups, so that up to 16 cores have work at every S: a fixed count,
+ *     groups, so that up to 16 cores have work wherever the keys of all
+ *     groups make 32 chunks of the minimum (fewer items below: the price
+ *     of the minimum on many cores, where short calls take less of a
+ *     core's time than its wake-up anyway): a fixed count,
  *     not the thread count, so that the split (and with it every bit of
  *     the result) is the same whatever the number of threads;
  *   - all of one size (rounded up to a vector), the last one shorter.
  * A ragged batch plans each sequence with this same function, so that a
  * sequence gets the split it would get alone. */
-enum { DECODE_MIN_CHUNK = 256, DECODE_ITEMS = 32 };
+enum { DECODE_MIN_CHUNK = 512, DECODE_ITEMS = 32 };
 
 /* The rows of one work item: G query heads sharing a KV head (GQA) times
  * L rows, as many heads as fit ATTN_DECODE_MAX_L rows and divide the group. */

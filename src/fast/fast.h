@@ -130,7 +130,8 @@ typedef struct attn_part_row {
  *   lse = log(sum_i l_i exp(m_i)),  out = sum_i l_i exp(m_i - lse) · out_i,
  * summed in double and written to out (Ev values of dtype f32 or f64, at
  * stride os); every part's row shares that dtype. The parts are read before
- * out is written, so out may be one of them. Sets *lse; returns whether
+ * out is written, so out may be one of them. Sets *lse (lse NULL: its
+ * log is not computed, a split-KV decode call asked for none); returns whether
  * every output is finite. The one merge: split-KV decode and
  * attn_sdpa_merge both use it. */
 bool attn_merge_row(void *out, int64_t os, double *lse, attn_dtype dtype, const attn_part_row *parts,
