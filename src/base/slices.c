@@ -6,7 +6,9 @@
 static attn_mat mat_of(const attn_tensor *t, const attn_canon *c, const int64_t *idx) {
     attn_mat m;
     int64_t off = idx[0] * c->strides[0] + idx[1] * c->strides[1] + idx[2] * c->strides[2];
-    m.base = (char *)t->data + off * attn_stride_unit(t->dtype); /* quantized rows: strides in bytes */
+    /* A tensor without data stands for a buffer not allocated yet (a measuring
+     * pass sizes from shapes alone): its views have no base either. */
+    m.base = t->data ? (char *)t->data + off * attn_stride_unit(t->dtype) : NULL; /* quantized rows: strides in bytes */
     m.dtype = t->dtype;
     m.rows = c->shape[3];
     m.cols = c->shape[4];
