@@ -979,7 +979,10 @@ static void choose_groups(bwd_job *jobs, int64_t n, int workers) {
     /* Group items' workspaces are larger (each head's rows): where the
      * threads are many and the calls' groups few, those and the partials
      * of the groups given back can outweigh the partials of every slice.
-     * Then every call takes items of one slice, as balanced. */
+     * Then every call takes items of one slice, as balanced. A pass holds
+     * the largest call's partials, so once balance has given back all of
+     * that call's groups (attn bench --varlen at 8 threads: the
+     * 3,000-token call's 4), a mix only adds group workspaces to them. */
     bool flat = scratch_bytes(jobs, n, workers, true) < scratch_bytes(jobs, n, workers, false);
     for (int64_t c = 0; c < n; c++)
         if (flat || grouped_of(&jobs[c]) == 0) jobs[c].heads = 1;
