@@ -1047,7 +1047,20 @@ ATTN_API attn_status attn_sdpa_dropout_mask(attn_tensor *keep, const attn_tensor
  * of the same shape. (attn_sdpa_reference and attn_scores, the checking
  * functions, draw from a given workspace too; when it is too small, their
  * ATTN_ERR_WORKSPACE message says how much they need.) Errors: those of
- * attn_sdpa but ATTN_ERR_NO_MEMORY and ATTN_ERR_WORKSPACE. */
+ * attn_sdpa but ATTN_ERR_NO_MEMORY and ATTN_ERR_WORKSPACE.
+ *
+ * Measuring without buffers (since 0.4.0), one rule for every measuring
+ * function (attn_sdpa_workspace_size, attn_sdpa_backward_workspace_size,
+ * attn_mha_workspace_size, attn_mha_cached_workspace_size): a measuring
+ * call reads no element, so any tensor it is given, input, output, mask or
+ * parameter, may have NULL data, standing for a buffer of that layout not
+ * yet allocated, and *bytes is what the same layouts with data take. Only
+ * the tensors whose values are checked must have data: the options'
+ * alibi_slopes, sinks, k_descale and v_descale. A call that runs reads or
+ * writes every tensor it is given, so NULL data there fails with
+ * ATTN_ERR_NULL, "<name> has NULL data", before anything is written.
+ * (A plan, attn_sdpa_plan_init and its kind, is made from tensors with
+ * data: it checks the buffers' overlaps as the call would.) */
 ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, attn_tensor *lse,
                                               attn_tensor *weights, const attn_tensor *q,
                                               const attn_tensor *k, const attn_tensor *v,
@@ -1155,7 +1168,7 @@ ATTN_API attn_status attn_sdpa_backward(attn_tensor *dq, attn_tensor *dk, attn_t
                                         const attn_sdpa_options *options, attn_error *err);
 
 /* The bytes of workspace attn_sdpa_backward with these arguments needs (see
- * attn_sdpa_workspace_size). */
+ * attn_sdpa_workspace_size; tensors may have NULL data, as there). */
 ATTN_API attn_status attn_sdpa_backward_workspace_size(size_t *bytes, attn_tensor *dq, attn_tensor *dk,
                                                        attn_tensor *dv, attn_tensor *dmask,
                                                        const attn_tensor *dout, const attn_tensor *q,
@@ -1635,10 +1648,11 @@ ATTN_API attn_status attn_mha_weights_init(attn_mha_weights **weights, void *mem
 /* How many bytes of workspace (options->context's workspace) the call
  * attn_mha(out, weights, query, key, value, params, options) needs, in
  * *bytes; the arguments are checked as attn_mha checks them and nothing is
- * computed (the layer's buffers are allocated and freed to measure the
- * attention's share). With a workspace of that size the call takes all
- * its memory from it and calls no allocator. Errors: those of attn_mha but
- * ATTN_ERR_WORKSPACE. */
+ * computed and nothing allocated; out, weights, query, key, value, the
+ * masks and the parameters' tensors may have NULL data (measuring without
+ * buffers, attn_sdpa_workspace_size). With a workspace of that size the
+ * call takes all its memory from it and calls no allocator. Errors: those
+ * of attn_mha but ATTN_ERR_WORKSPACE. */
 ATTN_API attn_status attn_mha_workspace_size(size_t *bytes, attn_tensor *out, attn_tensor *weights,
                                              const attn_tensor *query, const attn_tensor *key,
                                              const attn_tensor *value, const attn_mha_params *params,
@@ -1648,7 +1662,8 @@ struct attn_kv_cache;
 
 /* The same for attn_mha_cached(out, x, cache, params, options) on the
  * cache as it is now (the attention measured over the positions it will
- * hold after the call's append). A decode step with a workspace and packed
+ * hold after the call's append); out and x may have NULL data, as for
+ * attn_mha_workspace_size. A decode step with a workspace and packed
  * weights (options->packed) calls no allocator. */
 ATTN_API attn_status attn_mha_cached_workspace_size(size_t *bytes, attn_tensor *out, const attn_tensor *x,
                                                     struct attn_kv_cache *cache, const attn_mha_params *params,

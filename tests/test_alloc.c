@@ -637,6 +637,21 @@ static void test_decode_step(const char *tag, attn_dtype dt, attn_dtype key_dtyp
     ok = ok && attn_mha_cached_workspace_size(&ws, &o1, &xt, c.cache, &c.p, &c.o, &err) == ATTN_OK;
     snprintf(name, sizeof name, "decode_step%s_measures_its_workspace_without_allocating", tag);
     check(ok && n_allocs == 0, name, "%s; measuring made %ld allocations", ok ? "ok" : err.message, n_allocs);
+    /* Measuring takes layouts (attn.h, attn_sdpa_workspace_size): x and out
+     * without buffers give the same bytes; the step itself refuses them. */
+    attn_tensor xn = xt, on = o1;
+    xn.data = on.data = NULL;
+    size_t ws_layouts = 0;
+    attn_status st = attn_mha_cached_workspace_size(&ws_layouts, &on, &xn, c.cache, &c.p, &c.o, &err);
+    snprintf(name, sizeof name, "decode_step%s_measures_null_data_same_bytes", tag);
+    check(ok && st == ATTN_OK && ws_layouts == ws, name, "status %d (%s); %zu bytes without data, %zu with", (int)st,
+          st ? err.message : "", ws_layouts, ws);
+    int64_t before = attn_kv_cache_length(c.cache);
+    st = attn_mha_cached(&o1, &xn, c.cache, &c.p, &c.o, &err);
+    snprintf(name, sizeof name, "decode_step%s_running_null_data_rejected", tag);
+    check(st == ATTN_ERR_NULL && strstr(err.message, "has NULL data") && attn_kv_cache_length(c.cache) == before, name,
+          "status %d (%s), cache length %lld (was %lld)", (int)st, st ? err.message : "",
+          (long long)attn_kv_cache_length(c.cache), (long long)before);
     ctx.workspace = __real_malloc(ws ? ws : 1), ctx.workspace_size = ws;
     attn_kv_cache_truncate(c.cache, 0, NULL);
     long most = 0;
@@ -660,7 +675,7 @@ static void test_decode_step(const char *tag, attn_dtype dt, attn_dtype key_dtyp
     ctx.workspace_size = ws / 2;
     int64_t length = attn_kv_cache_length(c.cache);
     attn_kv_cache_truncate(c.cache, STEPS - 1, NULL);
-    attn_status st = attn_mha_cached(&o1, &xt, c.cache, &c.p, &c.o, &err);
+    st = attn_mha_cached(&o1, &xt, c.cache, &c.p, &c.o, &err);
     snprintf(name, sizeof name, "decode_step%s_workspace_too_small", tag);
     check(st == ATTN_ERR_WORKSPACE && attn_kv_cache_length(c.cache) == STEPS - 1, name,
           "status %d (%s), cache length %lld (was %lld)", (int)st, err.message, (long long)attn_kv_cache_length(c.cache),

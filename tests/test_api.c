@@ -2478,6 +2478,116 @@ static void test_tuning(void) {
     check_status(attn_get_tuning(&t, &err), &err, ATTN_ERR_OPTION, "struct_size", "tuning_struct_too_large");
 }
 
+/* ---- measuring without buffers (attn.h, attn_sdpa_workspace_size) ---------- */
+
+/* t's layout without its buffer, as a measuring call may be given it. */
+static attn_tensor no_data(const attn_tensor *t) {
+    attn_tensor u = *t;
+    u.data = NULL;
+    return u;
+}
+
+/* Every *_workspace_size call takes tensors with NULL data (buffers not yet
+ * allocated) and gives the bytes the same layouts with data take; every
+ * call that runs rejects NULL data with ATTN_ERR_NULL, "<name> has NULL
+ * data". One rule (attn_check_data) for attention, its backward pass (f32
+ * and 16-bit q) and the layer. */
+static void test_measuring_without_data(void) {
+    attn_error err;
+    enum { H = 2, L = 5, S = 70, E = 16 };
+    int64_t sq[3] = {H, L, E}, sk[3] = {H, S, E}, sl[2] = {H, L}, sm[2] = {L, S}, sw[3] = {H, L, S};
+    attn_tensor q = make(ATTN_F32, 3, sq), k = make(ATTN_F32, 3, sk), v = make(ATTN_F32, 3, sk);
+    attn_tensor out = make(ATTN_F32, 3, sq), lse = make(ATTN_F32, 2, sl), mask = make(ATTN_F32, 2, sm);
+    attn_tensor w = make(ATTN_F32, 3, sw), dout = make(ATTN_F32, 3, sq);
+    attn_tensor dq = make(ATTN_F32, 3, sq), dk = make(ATTN_F32, 3, sk), dv = make(ATTN_F32, 3, sk);
+    attn_tensor nq = no_data(&q), nk = no_data(&k), nv = no_data(&v), nout = no_data(&out), nlse = no_data(&lse);
+    attn_tensor nmask = no_data(&mask), nw = no_data(&w), ndout = no_data(&dout);
+    attn_tensor ndq = no_data(&dq), ndk = no_data(&dk), ndv = no_data(&dv);
+    attn_sdpa_options o = attn_sdpa_options_default(), on = o;
+    o.causal = on.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    o.mask = &mask, on.mask = &nmask;
+    size_t with = 0, without = 1;
+    for (int weights = 0; weights < 2; weights++) { /* the flash kernel's scratch, and the exact kernel's */
+        attn_status a = attn_sdpa_workspace_size(&with, &out, &lse, weights ? &w : NULL, &q, &k, &v, &o, &err);
+        attn_status b = attn_sdpa_workspace_size(&without, &nout, &nlse, weights ? &nw : NULL, &nq, &nk, &nv, &on, &err);
+        check(a == ATTN_OK && b == ATTN_OK && with > 0 && with == without,
+              weights ? "measuring_null_data_sdpa_weights_same_bytes" : "measuring_null_data_sdpa_same_bytes",
+              "status %d, %d (%s); %zu bytes with data, %zu without", (int)a, (int)b, b ? err.message : "", with, without);
+    }
+    check_status(attn_sdpa(&nout, &lse, NULL, &q, &k, &v, &o, &err), &err, ATTN_ERR_NULL, "out has NULL data",
+                 "running_null_data_out_rejected");
+    check_status(attn_sdpa(&out, &nlse, NULL, &q, &k, &v, &o, &err), &err, ATTN_ERR_NULL, "lse has NULL data",
+                 "running_null_data_lse_rejected");
+    check_status(attn_sdpa(&out, &lse, NULL, &q, &nk, &v, &o, &err), &err, ATTN_ERR_NULL, "k has NULL data",
+                 "running_null_data_k_rejected");
+    check_status(attn_sdpa(&out, &lse, NULL, &q, &k, &v, &on, &err), &err, ATTN_ERR_NULL, "mask has NULL data",
+                 "running_null_data_mask_rejected");
+
+    /* The backward pass: every gradient, dout, and the forward's tensors. */
+    attn_status a = attn_sdpa_backward_workspace_size(&with, &dq, &dk, &dv, NULL, &dout, &q, &k, &v, &out, &lse, &o, &err);
+    attn_status b = attn_sdpa_backward_workspace_size(&without, &ndq, &ndk, &ndv, NULL, &ndout, &nq, &nk, &nv, &nout,
+                                                      &nlse, &on, &err);
+    check(a == ATTN_OK && b == ATTN_OK && with > 0 && with == without, "measuring_null_data_backward_same_bytes",
+          "status %d, %d (%s); %zu bytes with data, %zu without", (int)a, (int)b, b ? err.message : "", with, without);
+    check_status(attn_sdpa_backward(&ndq, &dk, &dv, NULL, &dout, &q, &k, &v, &out, &lse, &o, &err), &err, ATTN_ERR_NULL,
+                 "dq has NULL data", "running_null_data_backward_dq_rejected");
+    check_status(attn_sdpa_backward(&dq, &dk, &dv, NULL, &ndout, &q, &k, &v, &out, &lse, &o, &err), &err,
+                 ATTN_ERR_NULL, "dout has NULL data", "running_null_data_backward_dout_rejected");
+
+    /* 16-bit q, out, dout and dq: the f32 copies are counted, not made. */
+    attn_tensor q16, out16, dout16, dq16;
+    uint16_t *h = calloc((size_t)(4 * H * L * E), sizeof *h);
+    for (int i = 0; i < 4 * H * L * E; i++) h[i] = (uint16_t)(0x3c00 + (rng_next() & 0x3ff)); /* f16 in [1, 2) */
+    attn_tensor_init(&q16, h, ATTN_F16, 3, sq, NULL, NULL), attn_tensor_init(&out16, h + H * L * E, ATTN_F16, 3, sq, NULL, NULL);
+    attn_tensor_init(&dout16, h + 2 * H * L * E, ATTN_F16, 3, sq, NULL, NULL);
+    attn_tensor_init(&dq16, h + 3 * H * L * E, ATTN_F16, 3, sq, NULL, NULL);
+    attn_tensor nq16 = no_data(&q16), nout16 = no_data(&out16), ndout16 = no_data(&dout16), ndq16 = no_data(&dq16);
+    a = attn_sdpa_workspace_size(&with, &out16, &lse, NULL, &q16, &k, &v, &o, &err);
+    b = attn_sdpa_workspace_size(&without, &nout16, &nlse, NULL, &nq16, &nk, &nv, &on, &err);
+    check(a == ATTN_OK && b == ATTN_OK && with > 0 && with == without, "measuring_null_data_sdpa_f16_same_bytes",
+          "status %d, %d (%s); %zu bytes with data, %zu without", (int)a, (int)b, b ? err.message : "", with, without);
+    check_status(attn_sdpa(&out16, &lse, NULL, &nq16, &k, &v, &o, &err), &err, ATTN_ERR_NULL, "q has NULL data",
+                 "running_null_data_f16_q_rejected");
+    a = attn_sdpa_backward_workspace_size(&with, &dq16, &dk, &dv, NULL, &dout16, &q16, &k, &v, &out16, &lse, &o, &err);
+    b = attn_sdpa_backward_workspace_size(&without, &ndq16, &ndk, &ndv, NULL, &ndout16, &nq16, &nk, &nv, &nout16, &nlse,
+                                          &on, &err);
+    check(a == ATTN_OK && b == ATTN_OK && with > 0 && with == without, "measuring_null_data_backward_f16_same_bytes",
+          "status %d, %d (%s); %zu bytes with data, %zu without", (int)a, (int)b, b ? err.message : "", with, without);
+    check_status(attn_sdpa_backward(&ndq16, &dk, &dv, NULL, &dout16, &q16, &k, &v, &out16, &lse, &o, &err), &err,
+                 ATTN_ERR_NULL, "dq has NULL data", "running_null_data_backward_f16_dq_rejected");
+
+    /* The layer: its inputs, outputs, masks and parameters. */
+    enum { N = 2, ME = 8, MS = 7 };
+    int64_t sx[3] = {N, L, ME}, skv[3] = {N, MS, ME}, sin[2] = {3 * ME, ME}, sout[2] = {ME, ME}, skpm[2] = {N, MS};
+    int64_t sweights[3] = {N, L, MS};
+    attn_tensor x = make(ATTN_F32, 3, sx), kv = make(ATTN_F32, 3, skv), y = make(ATTN_F32, 3, sx);
+    attn_tensor win = make(ATTN_F32, 2, sin), wout = make(ATTN_F32, 2, sout), kpm = make(ATTN_BOOL, 2, skpm);
+    attn_tensor aw = make(ATTN_F32, 3, sweights);
+    attn_tensor nx = no_data(&x), nkv = no_data(&kv), ny = no_data(&y), nwin = no_data(&win), nwout = no_data(&wout);
+    attn_tensor nkpm = no_data(&kpm), naw = no_data(&aw);
+    attn_mha_params p = attn_mha_params_default(), pn = p;
+    p.embed_dim = pn.embed_dim = ME, p.num_heads = pn.num_heads = 2;
+    p.in_proj_weight = &win, p.out_proj_weight = &wout, pn.in_proj_weight = &nwin, pn.out_proj_weight = &nwout;
+    attn_mha_options mo = attn_mha_options_default(), mon = mo;
+    mo.batch_first = mon.batch_first = 1;
+    mo.key_padding_mask = &kpm, mon.key_padding_mask = &nkpm;
+    a = attn_mha_workspace_size(&with, &y, &aw, &x, &kv, &kv, &p, &mo, &err);
+    b = attn_mha_workspace_size(&without, &ny, &naw, &nx, &nkv, &nkv, &pn, &mon, &err);
+    check(a == ATTN_OK && b == ATTN_OK && with > 0 && with == without, "measuring_null_data_mha_same_bytes",
+          "status %d, %d (%s); %zu bytes with data, %zu without", (int)a, (int)b, b ? err.message : "", with, without);
+    check_status(attn_mha(&y, &aw, &nx, &kv, &kv, &p, &mo, &err), &err, ATTN_ERR_NULL, "query has NULL data",
+                 "running_null_data_mha_query_rejected");
+    check_status(attn_mha(&y, &naw, &x, &kv, &kv, &p, &mo, &err), &err, ATTN_ERR_NULL, "weights has NULL data",
+                 "running_null_data_mha_weights_rejected");
+    check_status(attn_mha(&y, &aw, &x, &kv, &kv, &pn, &mo, &err), &err, ATTN_ERR_NULL, "in_proj_weight has NULL data",
+                 "running_null_data_mha_parameter_rejected");
+    check_status(attn_mha(&y, &aw, &x, &kv, &kv, &p, &mon, &err), &err, ATTN_ERR_NULL, "key_padding_mask has NULL data",
+                 "running_null_data_mha_mask_rejected");
+    attn_tensor *all[] = {&q, &k, &v, &out, &lse, &mask, &w, &dout, &dq, &dk, &dv, &x, &kv, &y, &win, &wout, &kpm, &aw};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+    free(h);
+}
+
 int main(void) {
     test_basics();
     test_tuning();
@@ -2507,6 +2617,7 @@ int main(void) {
     /* last: they draw from the random stream the tests above were tuned on */
     test_mha_packed();
     test_mha_half_weights();
+    test_measuring_without_data();
     /* Every error code is reached by some test above. */
     int missing = -1;
     for (int c = 0; c < ATTN_STATUS_COUNT; c++) /* ATTN_ERR_COMM: libattn-mpi's, tested by tests/test_mpi.c */

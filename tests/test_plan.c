@@ -265,6 +265,20 @@ static void refusals(void) {
           err.message);
     st = attn_sdpa_run(plan, &out, &lse, &q, &k, &v, work, ws, &err);
     check(st == ATTN_ERR_PLAN, "run_after_failed_init", "status %d: %s", st, err.message);
+    /* A plan is made from buffers (attn.h: only measuring takes layouts
+     * without data): NULL data is refused by name, for a 16-bit q too. */
+    attn_tensor nq = q, nout = out, q16, out16;
+    nq.data = nout.data = NULL;
+    attn_tensor_init(&q16, NULL, ATTN_F16, 3, sq, NULL, NULL), attn_tensor_init(&out16, out.data, ATTN_F16, 3, sq, NULL, NULL);
+    st = attn_sdpa_plan_init(&plan2, memory, bytes, &ws, &out, NULL, &nq, &k, &v, NULL, &err);
+    check(st == ATTN_ERR_NULL && strstr(err.message, "q has NULL data"), "plan_init_q_null_data_refused", "status %d: %s",
+          st, err.message);
+    st = attn_sdpa_plan_init(&plan2, memory, bytes, &ws, &nout, NULL, &q, &k, &v, NULL, &err);
+    check(st == ATTN_ERR_NULL && strstr(err.message, "out has NULL data"), "plan_init_out_null_data_refused",
+          "status %d: %s", st, err.message);
+    st = attn_sdpa_plan_init(&plan2, memory, bytes, &ws, &out16, NULL, &q16, &k, &v, NULL, &err);
+    check(st == ATTN_ERR_NULL && strstr(err.message, "q has NULL data"), "plan_init_f16_q_null_data_refused",
+          "status %d: %s", st, err.message);
     check(attn_sdpa_plan_bytes(&bytes, -1, &err) == ATTN_ERR_ARGUMENT, "plan_bytes_negative_batch", "%s", err.message);
     check(attn_sdpa_plan_bytes(&bytes, INT64_MAX, &err) == ATTN_ERR_OVERFLOW, "plan_bytes_overflow", "%s", err.message);
     /* A ragged plan: the packed tensors must keep their rows. */

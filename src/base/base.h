@@ -41,6 +41,13 @@ bool attn_add_i64(int64_t a, int64_t b, int64_t *out);
  * in elements and in bytes (ATTN_ERR_OVERFLOW naming `name` otherwise). */
 attn_status attn_check_extent(const attn_tensor *t, const char *name, attn_error *err);
 
+/* The one rule for a tensor's data (include/attn.h, "Measuring without
+ * buffers"): a call that runs reads or writes the elements, so NULL data
+ * fails with ATTN_ERR_NULL, "<name> has NULL data"; a measuring call (the
+ * *_workspace_size functions, and what they call) reads none, so NULL data
+ * stands for a buffer of that layout not yet allocated, and passes. */
+attn_status attn_check_data(const attn_tensor *t, const char *name, bool measuring, attn_error *err);
+
 /* An output struct that begins with struct_size (attn_tuning) filled from
  * ours (`size` bytes): its first struct_size bytes only, struct_size kept;
  * ATTN_ERR_OPTION as attn_versioned_read (attn.h) refuses a struct_size.
@@ -353,7 +360,8 @@ void *attn_arena_alloc(attn_arena *a, size_t count, size_t size);
 /* *t32 = a contiguous f32 tensor shaped like t (rank 1 to ATTN_MAX_RANK,
  * every dimension >= 1), its data from the arena: the f32 copy of a 16-bit
  * tensor. False when t's shape is not one, its size overflows, or the arena
- * has no room (a measuring arena counts the bytes and gives false too). */
+ * has no room; a measuring arena counts the bytes and gives true, with
+ * t32's data NULL (a measuring call's buffer, attn_check_data). */
 bool attn_arena_f32_like(attn_arena *a, attn_tensor *t32, const attn_tensor *t);
 /* Frees malloc's blocks; the arena may then be used again. */
 void attn_arena_release(attn_arena *a);

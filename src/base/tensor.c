@@ -141,6 +141,11 @@ void attn_pack_rows(double *dst, const attn_mat *m, int64_t r0, int64_t n) {
     }
 }
 
+attn_status attn_check_data(const attn_tensor *t, const char *name, bool measuring, attn_error *err) {
+    if (t->data || measuring) return ATTN_OK;
+    return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
+}
+
 attn_status attn_check_extent(const attn_tensor *t, const char *name, attn_error *err) {
     int64_t extent = 0, term, bytes;
     if (attn_dtype_quantized(t->dtype)) { /* its rows' bytes */

@@ -873,7 +873,12 @@ static void decode_item(void *ctx, int64_t item, int worker) {
  *     of the minimum on many cores, where short calls take less of a
  *     core's time than its wake-up anyway): a fixed count,
  *     not the thread count, so that the split (and with it every bit of
- *     the result) is the same whatever the number of threads;
+ *     the result) is the same whatever the number of threads. For the
+ *     same reason the minimum may not shrink when the items are fewer
+ *     than the threads (attn.h: the kernel and the key splits never come
+ *     from the thread count; tests/test_fast.c checks decode's bits at
+ *     1, 2, 3 and 7 threads): a lower minimum would have to hold on
+ *     every machine (docs/design.md, "One call");
  *   - all of one size (rounded up to a vector), the last one shorter.
  * A ragged batch plans each sequence with this same function, so that a
  * sequence gets the split it would get alone. */

@@ -877,10 +877,28 @@ static void sort_jobs(bwd_job *jobs, int64_t n) {
         }
 }
 
+/* The earliest free thread takes an item of cost t: its free time, the
+ * root of the binary min-heap free_at[0 .. w), moves t later and sifts
+ * down. Returns that thread's new free time. */
+static double heap_add_to_min(double *free_at, int w, double t) {
+    double x = free_at[0] + t;
+    int i = 0;
+    for (int c = 1; c < w; i = c, c = 2 * c + 1) {
+        if (c + 1 < w && free_at[c + 1] < free_at[c]) c++;
+        if (free_at[c] >= x) break;
+        free_at[i] = free_at[c];
+    }
+    free_at[i] = x;
+    return x;
+}
+
 /* How long a pass over the jobs' items takes on `workers` threads, in
  * item_cost's units, about: attn_parallel_for hands the items out in order
  * (the jobs' order, a job's group items before its items of one slice) to
- * whichever thread comes free first. */
+ * whichever thread comes free first. The threads' free times are a heap:
+ * O(items · log workers) a pass. Which of two equally free threads takes an
+ * item does not change the times that follow (the same values, held by
+ * other threads), so the result is the linear scan's, exactly. */
 static double pass_time(const bwd_job *jobs, int64_t n, int workers) {
     enum { MOST = 256 }; /* the thread pool's most (threads.c) */
     double free_at[MOST] = {0}, end = 0;
@@ -891,10 +909,8 @@ static double pass_time(const bwd_job *jobs, int64_t n, int workers) {
         double cost[2] = {item_cost(j), item_cost(j) / (double)j->heads};
         for (int k = 0; k < 2; k++)
             for (int64_t i = 0; i < (k ? ones : groups); i++) {
-                int first = 0;
-                for (int t = 1; t < w; t++) first = free_at[t] < free_at[first] ? t : first;
-                free_at[first] += cost[k];
-                end = free_at[first] > end ? free_at[first] : end;
+                double t = heap_add_to_min(free_at, w, cost[k]);
+                end = t > end ? t : end;
             }
     }
     return end;
@@ -930,7 +946,10 @@ static double scratch_bytes(const bwd_job *jobs, int64_t n, int workers, bool fl
  * step simulates the pass again, and the long poles go first), the
  * shortest pass seen is kept, the fewest given back of equals. A call left
  * with no group items takes items of one slice (heads 1), with their
- * smaller workspace. */
+ * smaller workspace. Cost: at most STEPS + 1 simulated passes, each
+ * O(items · log threads) (pass_time's heap), plus O(calls) a step to find
+ * the costliest call; against the pass itself, whose every item is a
+ * chunk's products, a few comparisons an item. */
 static void choose_groups(bwd_job *jobs, int64_t n, int workers) {
     enum { STEPS = 64 };
     bwd_job *given[STEPS];
@@ -960,7 +979,10 @@ static void choose_groups(bwd_job *jobs, int64_t n, int workers) {
     /* Group items' workspaces are larger (each head's rows): where the
      * threads are many and the calls' groups few, those and the partials
      * of the groups given back can outweigh the partials of every slice.
-     * Then every call takes items of one slice, as balanced. */
+     * Then every call takes items of one slice, as balanced. A pass holds
+     * the largest call's partials, so once balance has given back all of
+     * that call's groups (attn bench --varlen at 8 threads: the
+     * 3,000-token call's 4), a mix only adds group workspaces to them. */
     bool flat = scratch_bytes(jobs, n, workers, true) < scratch_bytes(jobs, n, workers, false);
     for (int64_t c = 0; c < n; c++)
         if (flat || grouped_of(&jobs[c]) == 0) jobs[c].heads = 1;

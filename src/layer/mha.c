@@ -32,7 +32,9 @@ size_t attn_mha_options_init(attn_mha_options *options, size_t struct_size) {
 /* x (L, N, F), (N, L, F) with batch_first, or (L, F), seen as (N, L, F). */
 attn_status attn_mha_as_batch(attn_tensor *out, const attn_tensor *x, const char *name, const attn_mha_call *m, int64_t features,
                             attn_error *err) {
-    if (!x || !x->data) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL or has NULL data", name);
+    if (!x) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", name);
+    attn_status st = attn_check_data(x, name, m->measuring, err);
+    if (st) return st;
     if (x->rank != (m->batched ? 3 : 2))
         return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; the query's rank (%d) is needed", name, x->rank,
                          m->batched ? 3 : 2);
@@ -57,7 +59,8 @@ attn_status attn_mha_as_batch(attn_tensor *out, const attn_tensor *x, const char
  * exactly this shape (rank 1 or 2). */
 static attn_status check_param(const attn_tensor *t, const char *name, const attn_mha_call *m, int rank, int64_t d0, int64_t d1,
                                attn_error *err) {
-    if (!t->data) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
+    attn_status st = attn_check_data(t, name, m->measuring, err);
+    if (st) return st;
     if (t->dtype != m->dt && t->dtype != ATTN_F32 && t->dtype != ATTN_F16 && t->dtype != ATTN_BF16)
         return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; the inputs are %s (parameters are f32, f16, bf16 or the inputs' dtype)",
                          name, attn_dtype_name(t->dtype), attn_dtype_name(m->dt));
@@ -222,8 +225,12 @@ static double mask_term(const attn_tensor *t, const attn_mha_call *m, int64_t n,
 
 static attn_status check_masks(const attn_mha_call *m, attn_error *err) {
     const attn_tensor *am = m->o.attn_mask, *kpm = m->o.key_padding_mask;
+    attn_status st;
+    if ((am && (st = attn_check_data(am, "attn_mask", m->measuring, err))) ||
+        (kpm && (st = attn_check_data(kpm, "key_padding_mask", m->measuring, err))))
+        return st;
     if (am) {
-        bool ok = am->data && (am->dtype == ATTN_BOOL || am->dtype == m->dt) &&
+        bool ok = (am->dtype == ATTN_BOOL || am->dtype == m->dt) &&
                   ((am->rank == 2 && am->shape[0] == m->L && am->shape[1] == m->S) ||
                    (am->rank == 3 && am->shape[0] == m->N * m->Hq && am->shape[1] == m->L && am->shape[2] == m->S));
         if (!ok)
@@ -231,14 +238,14 @@ static attn_status check_masks(const attn_mha_call *m, attn_error *err) {
                              attn_dtype_name(m->dt), (long long)m->L, (long long)m->S);
     }
     if (kpm) {
-        bool ok = kpm->data && (kpm->dtype == ATTN_BOOL || kpm->dtype == m->dt) &&
+        bool ok = (kpm->dtype == ATTN_BOOL || kpm->dtype == m->dt) &&
                   (m->batched ? kpm->rank == 2 && kpm->shape[0] == m->N && kpm->shape[1] == m->S
                               : kpm->rank == 1 && kpm->shape[0] == m->S);
         if (!ok)
             return attn_fail(err, ATTN_ERR_MASK, "key_padding_mask must be bool or %s, shaped %s", attn_dtype_name(m->dt),
                              m->batched ? "(N, S)" : "(S,)");
     }
-    attn_status st = am ? attn_check_extent(am, "attn_mask", err) : ATTN_OK;
+    st = am ? attn_check_extent(am, "attn_mask", err) : ATTN_OK;
     return st || !kpm ? st : attn_check_extent(kpm, "key_padding_mask", err);
 }
 
@@ -303,7 +310,9 @@ static attn_status check_weights(const attn_tensor *w, const attn_mha_call *m, a
     int64_t full[4] = {m->N, m->Hq, m->L, m->S2}, mean[3] = {m->N, m->L, m->S2};
     const int64_t *shape = (avg ? mean : full) + !m->batched;
     int rank = (avg ? 3 : 4) - !m->batched;
-    if (!w->data || w->dtype != m->dt || w->rank != rank || memcmp(w->shape, shape, sizeof(int64_t) * (size_t)rank)) {
+    attn_status st = attn_check_data(w, "weights", m->measuring, err);
+    if (st) return st;
+    if (w->dtype != m->dt || w->rank != rank || memcmp(w->shape, shape, sizeof(int64_t) * (size_t)rank)) {
         char want[128];
         attn_format_shape(want, sizeof want, rank, shape);
         return attn_fail(err, ATTN_ERR_SHAPE, "weights must be %s shaped %s%s = %s", attn_dtype_name(m->dt),
@@ -425,7 +434,8 @@ attn_status attn_mha_sdpa_options(attn_sdpa_options *so, const attn_mha_call *m,
 attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *out, const attn_tensor *query,
                         const attn_tensor *key, const attn_tensor *value, attn_error *err) {
     attn_status st;
-    if (!query || !query->data) return attn_fail(err, ATTN_ERR_NULL, "query is NULL or has NULL data");
+    if (!query) return attn_fail(err, ATTN_ERR_NULL, "query is NULL");
+    if ((st = attn_check_data(query, "query", m->measuring, err))) return st;
     if (query->dtype != ATTN_F32 && query->dtype != ATTN_F64)
         return attn_fail(err, ATTN_ERR_DTYPE, "query is %s; it must be f32 or f64", attn_dtype_name(query->dtype));
     if (query->rank != 2 && query->rank != 3)
@@ -523,6 +533,7 @@ static attn_status mha_run(size_t *measure, const mha_args *a, attn_error *err) 
     if (st || (st = attn_versioned_read(&m.o, sizeof m.o, options, "options", "start from attn_mha_options_default()", err))) return st;
     if (!out) return attn_fail(err, ATTN_ERR_NULL, "out is NULL");
     attn_tensor out_view;
+    m.measuring = measure != NULL;
     if ((st = attn_mha_plan(&m, &out_view, out, query, key, value, err)) || (weights && (st = check_weights(weights, &m, err))))
         return st;
     if (!measure && !m.context.workspace) return in_one_block(a, &m.o, m.context, err);
@@ -613,6 +624,7 @@ static attn_status cached_run(size_t *measure, attn_tensor *out, const attn_tens
     const attn_tensor *am = m.o.attn_mask, *kpm = m.o.key_padding_mask;
     m.o.attn_mask = m.o.key_padding_mask = NULL;
     attn_tensor out_view;
+    m.measuring = measure != NULL;
     if ((st = attn_mha_plan(&m, &out_view, out, x, x, x, err))) return st;
     /* The cache is written too: out, x and the parameters (read after the
      * append, by out_proj) keep clear of its memory. */

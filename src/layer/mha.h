@@ -20,6 +20,7 @@ typedef struct attn_mha_call {
     const attn_tensor *sinks;            /* params->sinks or options->attention->sinks, or NULL */
     const attn_tensor *alibi;            /* options->attention->alibi_slopes, or NULL */
     int threads;                         /* for the projections: the call's context, or the process's count */
+    bool measuring;                      /* a *_workspace_size call: tensors may have NULL data (attn_check_data) */
     /* options->rope is applied inside the attention (attn_sdpa_options.rope:
      * no turned copy of q or k) when its positions are the layer's, row r at
      * position_offset + r for queries and keys alike: L = S, or top-left

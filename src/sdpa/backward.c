@@ -27,8 +27,9 @@
 /* A tensor `name` shaped exactly like `like`, of dtype `dtype`, with offsets
  * that fit; an output also has no stride 0 in a dimension of size > 1. */
 static attn_status check_like(const attn_tensor *t, const char *name, const attn_tensor *like,
-                              const char *like_name, attn_dtype dtype, bool output, attn_error *err) {
-    if (!t->data) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
+                              const char *like_name, attn_dtype dtype, bool output, bool measuring, attn_error *err) {
+    attn_status st = attn_check_data(t, name, measuring, err);
+    if (st) return st;
     if (t->dtype != dtype)
         return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be %s like q", name, attn_dtype_name(t->dtype),
                          attn_dtype_name(dtype));
@@ -50,13 +51,13 @@ typedef attn_backward_grads grads;
 
 static attn_status check_grads(grads *g, const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k,
                                const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse,
-                               const attn_sdpa_options *o, attn_error *err) {
+                               const attn_sdpa_options *o, bool measuring, attn_error *err) {
     static const char *const NAME[4] = {"dq", "dk", "dv", "dmask"};
     const attn_tensor *like[4] = {q, k, v, o->mask};
     static const char *const LIKE[4] = {"q", "k", "v", "mask"};
     attn_status st;
     if (!dout) return attn_fail(err, ATTN_ERR_NULL, "dout is NULL");
-    if ((st = check_like(dout, "dout", out, "out", q->dtype, false, err))) return st;
+    if ((st = check_like(dout, "dout", out, "out", q->dtype, false, measuring, err))) return st;
     if (!g->out[0] && !g->out[1] && !g->out[2] && !g->out[3])
         return attn_fail(err, ATTN_ERR_NULL, "dq, dk, dv and dmask are all NULL; ask for one gradient at least");
     if (g->out[3] && (!o->mask || o->mask->dtype == ATTN_BOOL))
@@ -64,7 +65,7 @@ static attn_status check_grads(grads *g, const attn_tensor *dout, const attn_ten
                          o->mask ? ", but the mask is bool" : "");
     for (int i = 0; i < 4; i++) {
         if (!g->out[i]) continue;
-        if ((st = check_like(g->out[i], NAME[i], like[i], LIKE[i], q->dtype, true, err))) return st;
+        if ((st = check_like(g->out[i], NAME[i], like[i], LIKE[i], q->dtype, true, measuring, err))) return st;
         attn_tensor_init(&g->acc[i], NULL, ATTN_F64, like[i]->rank, like[i]->shape, NULL, NULL);
     }
     /* The inputs are read while gradients are written (the fused kernel
@@ -136,7 +137,7 @@ static void bind_views(attn_grad_slices *gs, grads *g) {
 attn_status attn_backward_plan(attn_backward_call *c, attn_tensor *const grad[4], const attn_tensor *dout,
                                const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                const attn_tensor *out, const attn_tensor *lse, const attn_sdpa_options *o, int threads,
-                               attn_error *err) {
+                               bool measuring, attn_error *err) {
     memset(c, 0, sizeof *c);
     for (int i = 0; i < 4; i++) c->g.out[i] = grad[i];
     if (!out) return attn_fail(err, ATTN_ERR_NULL, "out (the forward's output) is NULL");
@@ -147,8 +148,9 @@ attn_status attn_backward_plan(attn_backward_call *c, attn_tensor *const grad[4]
                          attn_dtype_name(k && attn_dtype_quantized(k->dtype) ? k->dtype : v->dtype));
     attn_status st;
     /* The forward's plan, with out and lse as they were written. */
-    if ((st = attn_plan_call(&c->gs.f, (attn_tensor *)out, (attn_tensor *)lse, NULL, false, q, k, v, o, threads, err)) ||
-        (st = check_grads(&c->g, dout, q, k, v, out, lse, o, err)))
+    if ((st = measuring ? attn_plan_shapes(&c->gs.f, (attn_tensor *)out, (attn_tensor *)lse, NULL, q, k, v, o, threads, err)
+                        : attn_plan_call(&c->gs.f, (attn_tensor *)out, (attn_tensor *)lse, NULL, false, q, k, v, o, threads, err)) ||
+        (st = check_grads(&c->g, dout, q, k, v, out, lse, o, measuring, err)))
         return st;
     c->gs.dout = dout, c->gs.cdo = attn_canonical(dout);
     c->gs.bf16 = o->compute == ATTN_COMPUTE_BF16;
@@ -197,7 +199,7 @@ static attn_status backward(size_t *bytes, attn_tensor *const grad[4], const att
     attn_status st = attn_options_read(&o, &c, options, err);
     if (st) return st;
     attn_backward_call call;
-    if ((st = attn_backward_plan(&call, grad, dout, q, k, v, out, lse, &o, c.num_threads, err))) return st;
+    if ((st = attn_backward_plan(&call, grad, dout, q, k, v, out, lse, &o, c.num_threads, bytes != NULL, err))) return st;
     const attn_grad_slices *gs = &call.gs;
     bool fused = attn_backward_fused(&call);
     attn_arena measure = attn_arena_measuring(), arena = attn_arena_over(c.workspace, c.workspace_size);
@@ -240,7 +242,8 @@ static attn_status backward_half(size_t *bytes, attn_tensor *const grad[4], cons
     const attn_tensor *in[3] = {dout, out, q}, *like[4] = {q, k, v, o.mask};
     static const char *const IN[3] = {"dout", "out", "q"}, *const NAME[4] = {"dq", "dk", "dv", "dmask"};
     for (int i = 0; i < 3; i++) {
-        if (!in[i] || !in[i]->data) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL or has NULL data", IN[i]);
+        if (!in[i]) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", IN[i]);
+        if ((st = attn_check_data(in[i], IN[i], bytes != NULL, err))) return st;
         if (in[i]->dtype != q->dtype)
             return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; with a %s q it must be %s too", IN[i],
                              attn_dtype_name(in[i]->dtype), attn_dtype_name(q->dtype), attn_dtype_name(q->dtype));
@@ -248,11 +251,11 @@ static attn_status backward_half(size_t *bytes, attn_tensor *const grad[4], cons
             return st ? st : attn_fail(err, ATTN_ERR_RANK, "%s has rank %d", IN[i], in[i]->rank);
     }
     for (int i = 0; i < 4; i++)
-        if (grad[i] && (!grad[i]->data || grad[i]->rank < 1 || grad[i]->rank > ATTN_MAX_RANK))
-            return attn_fail(err, grad[i]->data ? ATTN_ERR_RANK : ATTN_ERR_NULL, "%s %s", NAME[i],
-                             grad[i]->data ? "has a rank attention does not take" : "has NULL data");
+        if (grad[i] && ((st = attn_check_data(grad[i], NAME[i], bytes != NULL, err)) ||
+                        grad[i]->rank < 1 || grad[i]->rank > ATTN_MAX_RANK))
+            return st ? st : attn_fail(err, ATTN_ERR_RANK, "%s has a rank attention does not take", NAME[i]);
     for (int i = 0; i < 4; i++) /* each gradient in its tensor's dtype, f32 for a mask */
-        if (grad[i] && like[i] && grad[i]->data && grad[i]->dtype != (i == 3 ? ATTN_F32 : like[i]->dtype))
+        if (grad[i] && like[i] && grad[i]->dtype != (i == 3 ? ATTN_F32 : like[i]->dtype))
             return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be %s like %s", NAME[i],
                              attn_dtype_name(grad[i]->dtype), attn_dtype_name(i == 3 ? ATTN_F32 : like[i]->dtype),
                              i == 3 ? "the mask" : i ? (i == 1 ? "k" : "v") : "q");
@@ -260,7 +263,7 @@ static attn_status backward_half(size_t *bytes, attn_tensor *const grad[4], cons
     const attn_named ins[9] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"},
                                {o.mask, "mask"}, {o.alibi_slopes, "alibi_slopes"}, {o.sinks, "sinks"}};
     if ((st = attn_check_no_overlap(outs, 4, ins, 9, err))) return st;
-    attn_arena arena = attn_arena_over(bytes ? NULL : c.workspace, c.workspace_size);
+    attn_arena arena = bytes ? attn_arena_measuring() : attn_arena_over(c.workspace, c.workspace_size);
     attn_tensor wide[3], gw[4];
     attn_tensor *inner[4] = {NULL, NULL, NULL, grad[3]};
     bool ok = true;
@@ -297,7 +300,7 @@ static attn_status backward_call(size_t *bytes, attn_tensor *const grad[4], cons
                                  const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                  const attn_tensor *out, const attn_tensor *lse, const attn_sdpa_options *options,
                                  attn_error *err) {
-    if (q && q->data && attn_dtype_half(q->dtype)) return backward_half(bytes, grad, dout, q, k, v, out, lse, options, err);
+    if (q && attn_dtype_half(q->dtype)) return backward_half(bytes, grad, dout, q, k, v, out, lse, options, err);
     return backward(bytes, grad, dout, q, k, v, out, lse, options, err);
 }
 

@@ -32,7 +32,8 @@ attn_canon attn_canonical(const attn_tensor *t) {
 static attn_status check_operand(const attn_tensor *t, const char *name, attn_dtype dtype, bool kv, bool shapes,
                                  attn_error *err) {
     if (!t) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", name);
-    if (!t->data && !shapes) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
+    attn_status st = attn_check_data(t, name, shapes, err);
+    if (st) return st;
     if (t->rank < 2 || t->rank > ATTN_MAX_RANK)
         return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; attention takes ranks 2 to %d", name,
                          t->rank, ATTN_MAX_RANK);
@@ -142,7 +143,8 @@ static attn_status check_output(const attn_tensor *t, const char *name, const in
  * without adding dimensions beyond the output's rank. */
 static attn_status check_mask(const attn_tensor *m, attn_dtype dtype, int out_rank,
                               const int64_t *target, bool shapes, attn_error *err) {
-    if (!m->data && !shapes) return attn_fail(err, ATTN_ERR_NULL, "mask has NULL data");
+    attn_status st = attn_check_data(m, "mask", shapes, err);
+    if (st) return st;
     if (m->dtype != ATTN_BOOL && m->dtype != dtype)
         return attn_fail(err, ATTN_ERR_MASK, "mask must be bool or %s like q",
                          dtype == ATTN_F32 ? "f32" : "f64");
@@ -324,8 +326,9 @@ attn_status attn_options_read(attn_sdpa_options *o, attn_context *context,
 
 /* lse must be out's shape without its last dimension, q's dtype, and
  * writable (no stride 0 in a dimension of size > 1). */
-static attn_status check_lse(const attn_tensor *lse, const plan *pl, attn_dtype dtype, attn_error *err) {
-    if (!lse->data) return attn_fail(err, ATTN_ERR_NULL, "lse has NULL data");
+static attn_status check_lse(const attn_tensor *lse, const plan *pl, attn_dtype dtype, bool shapes, attn_error *err) {
+    attn_status st = attn_check_data(lse, "lse", shapes, err);
+    if (st) return st;
     if (lse->dtype != dtype)
         return attn_fail(err, ATTN_ERR_DTYPE, "lse is %s but q is %s; they must match",
                          attn_dtype_name(lse->dtype), attn_dtype_name(dtype));
@@ -336,7 +339,7 @@ static attn_status check_lse(const attn_tensor *lse, const plan *pl, attn_dtype 
     memcpy(want, pl->out, sizeof want);
     memmove(want + 1, want, sizeof(int64_t) * (CANON - 1)); /* drop Ev: (1, B1, B2, Hq, L) */
     want[0] = 1;
-    attn_status st = check_output(lse, "lse", want, err);
+    st = check_output(lse, "lse", want, err);
     return st ? st : attn_check_extent(lse, "lse", err);
 }
 
@@ -386,7 +389,7 @@ static attn_status plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse
                              weights->rank, pl.rank);
         if ((st = check_output(weights, "weights", pl.weights, err))) return st;
     }
-    if (lse && (st = check_lse(lse, &pl, q->dtype, err))) return st;
+    if (lse && (st = check_lse(lse, &pl, q->dtype, shapes, err))) return st;
     const attn_named outs[3] = {{out, out_name}, {lse, "lse"}, {weights, "weights"}};
     const attn_named ins[8] = {{q, "q"}, {k, "k"}, {v, "v"}, {o->mask, "mask"}, {o->alibi_slopes, "alibi_slopes"},
                                {o->sinks, "sinks"}, {o->k_descale, "k_descale"}, {o->v_descale, "v_descale"}};
@@ -435,8 +438,8 @@ attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, 
     return plan_call(sl, out, lse, weights, scores, q, k, v, o, threads, false, err);
 }
 
-attn_status attn_plan_shapes(attn_slices *sl, attn_tensor *out, attn_tensor *weights, const attn_tensor *q,
-                             const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *o, int threads,
-                             attn_error *err) {
-    return plan_call(sl, out, NULL, weights, false, q, k, v, o, threads, true, err);
+attn_status attn_plan_shapes(attn_slices *sl, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
+                             const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                             const attn_sdpa_options *o, int threads, attn_error *err) {
+    return plan_call(sl, out, lse, weights, false, q, k, v, o, threads, true, err);
 }

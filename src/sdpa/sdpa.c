@@ -89,11 +89,11 @@ static attn_status measure(size_t *bytes, kernel_kind kind, attn_slices *sl, con
     return st;
 }
 
-/* Plan the call; with `bytes`, only measure its scratch, else run it.
+/* Plan the call; with `bytes`, only measure its scratch (planned from
+ * shapes alone, NULL data allowed: attn_plan_shapes), else run it.
  * k_pages and v_pages (NULL: none): keys and values from a paged pool, k
- * and v then standing in for their shapes (attn_sdpa_paged). shapes (with
- * bytes): planned from shapes alone (attn_plan_shapes). */
-static attn_status sdpa_run(kernel_kind kind, size_t *bytes, bool shapes, attn_tensor *out, attn_tensor *lse,
+ * and v then standing in for their shapes (attn_sdpa_paged). */
+static attn_status sdpa_run(kernel_kind kind, size_t *bytes, attn_tensor *out, attn_tensor *lse,
                             attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,
                             const attn_tensor *v, const attn_sdpa_options *options,
                             const attn_paged_rows *k_pages, const attn_paged_rows *v_pages, attn_error *err) {
@@ -105,8 +105,8 @@ static attn_status sdpa_run(kernel_kind kind, size_t *bytes, bool shapes, attn_t
                                        v_pages ? v_pages->dtype : v ? v->dtype : ATTN_F32, err)))
         return st;
     attn_slices sl;
-    st = shapes ? attn_plan_shapes(&sl, out, weights, q, k, v, &o, c.num_threads, err)
-                : attn_plan_call(&sl, out, lse, weights, kind == KERNEL_SCORES, q, k, v, &o, c.num_threads, err);
+    st = bytes ? attn_plan_shapes(&sl, out, lse, weights, q, k, v, &o, c.num_threads, err)
+               : attn_plan_call(&sl, out, lse, weights, kind == KERNEL_SCORES, q, k, v, &o, c.num_threads, err);
     if (st) return st;
     sl.k_pages = k_pages, sl.v_pages = v_pages;
     if (bytes) return measure(bytes, kind, &sl, &o, err);
@@ -137,12 +137,16 @@ static attn_status sdpa_run(kernel_kind kind, size_t *bytes, bool shapes, attn_t
  * they are), and its f32 out is rounded once, to nearest even, into out.
  * The f32 copies of q and out come from the workspace (or malloc), the
  * call's own scratch after them. With `bytes`, the workspace is measured:
- * the copies are allocated (from malloc) to measure the call on them. */
+ * the copies are counted on a measuring arena and the call measured on
+ * their layouts (q and out may have NULL data, attn_check_data). */
 static attn_status sdpa_half(kernel_kind kind, size_t *bytes, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
                              const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                              const attn_sdpa_options *options, const attn_paged_rows *k_pages,
                              const attn_paged_rows *v_pages, attn_error *err) {
-    if (!out || !out->data) return attn_fail(err, ATTN_ERR_NULL, "out is NULL or has NULL data");
+    if (!out) return attn_fail(err, ATTN_ERR_NULL, "out is NULL");
+    attn_status st;
+    if ((st = attn_check_data(q, "q", bytes != NULL, err)) || (st = attn_check_data(out, "out", bytes != NULL, err)))
+        return st;
     if (out->dtype != q->dtype)
         return attn_fail(err, ATTN_ERR_DTYPE, "out is %s but q is %s; a 16-bit q gives out in its own dtype",
                          attn_dtype_name(out->dtype), attn_dtype_name(q->dtype));
@@ -151,7 +155,7 @@ static attn_status sdpa_half(kernel_kind kind, size_t *bytes, attn_tensor *out, 
                          "widen q to f32 to have them");
     attn_sdpa_options o;
     attn_context c;
-    attn_status st = attn_options_read(&o, &c, options, err);
+    st = attn_options_read(&o, &c, options, err);
     const attn_tensor *t[2] = {q, out};
     for (int i = 0; i < 2 && !st; i++)
         if (t[i]->rank < 2 || t[i]->rank > ATTN_MAX_RANK)
@@ -164,7 +168,7 @@ static attn_status sdpa_half(kernel_kind kind, size_t *bytes, attn_tensor *out, 
     const attn_named ins[6] = {{q, "q"}, {k, "k"}, {v, "v"}, {o.mask, "mask"}, {o.alibi_slopes, "alibi_slopes"},
                                {o.sinks, "sinks"}};
     if ((st = attn_check_no_overlap(outs, 2, ins, 6, err))) return st;
-    attn_arena arena = attn_arena_over(bytes ? NULL : c.workspace, c.workspace_size);
+    attn_arena arena = bytes ? attn_arena_measuring() : attn_arena_over(c.workspace, c.workspace_size);
     attn_tensor q32, out32;
     if (!attn_arena_f32_like(&arena, &q32, q) || !attn_arena_f32_like(&arena, &out32, out)) {
         for (int i = 0; i < 2; i++)
@@ -179,7 +183,7 @@ static attn_status sdpa_half(kernel_kind kind, size_t *bytes, attn_tensor *out, 
     o.context = &rest;
     if (!bytes) attn_tensor_convert(&q32, q, NULL); /* exact */
     size_t inner = 0;
-    st = sdpa_run(kind, bytes ? &inner : NULL, false, &out32, lse, NULL, &q32, k, v, &o, k_pages, v_pages, err);
+    st = sdpa_run(kind, bytes ? &inner : NULL, &out32, lse, NULL, &q32, k, v, &o, k_pages, v_pages, err);
     if (!st && bytes) *bytes = attn_arena_needed(&arena) + inner;
     if (!st && !bytes) attn_tensor_convert(out, &out32, NULL); /* the one rounding */
     attn_arena_release(&arena);
@@ -199,9 +203,9 @@ attn_status attn_sdpa_stream_run(const attn_slices *sl, const attn_sdpa_options 
 static attn_status sdpa_call(kernel_kind kind, size_t *bytes, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
                              const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                              const attn_sdpa_options *options, attn_error *err) {
-    if (q && q->data && attn_dtype_half(q->dtype))
+    if (q && attn_dtype_half(q->dtype))
         return sdpa_half(kind, bytes, out, lse, weights, q, k, v, options, NULL, NULL, err);
-    return sdpa_run(kind, bytes, false, out, lse, weights, q, k, v, options, NULL, NULL, err);
+    return sdpa_run(kind, bytes, out, lse, weights, q, k, v, options, NULL, NULL, err);
 }
 
 attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
@@ -214,7 +218,7 @@ attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, attn_tenso
 attn_status attn_sdpa_shape_bytes(size_t *bytes, attn_tensor *out, attn_tensor *weights, const attn_tensor *q,
                                   const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *options,
                                   attn_error *err) {
-    return sdpa_run(KERNEL_STREAM, bytes, true, out, NULL, weights, q, k, v, options, NULL, NULL, err);
+    return sdpa_run(KERNEL_STREAM, bytes, out, NULL, weights, q, k, v, options, NULL, NULL, err);
 }
 
 attn_status attn_sdpa(attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,
@@ -232,7 +236,7 @@ attn_status attn_sdpa_reference(attn_tensor *out, attn_tensor *lse, attn_tensor 
 attn_status attn_scores(attn_tensor *scores, const attn_tensor *q, const attn_tensor *k,
                         const attn_sdpa_options *options, attn_error *err) {
     /* k stands in for v: the plan needs one, and k's shape is always valid. */
-    return sdpa_run(KERNEL_SCORES, NULL, false, scores, NULL, NULL, q, k, k, options, NULL, NULL, err);
+    return sdpa_run(KERNEL_SCORES, NULL, scores, NULL, NULL, q, k, k, options, NULL, NULL, err);
 }
 
 void attn_paged_rows_pool(attn_tensor *t, const attn_paged_rows *pg) {
@@ -296,9 +300,9 @@ attn_status attn_sdpa_paged_batch(size_t *bytes, attn_tensor *out, attn_tensor *
     const attn_named outs[3] = {{out, "out"}, {lse, "lse"}, {weights, "weights"}};
     const attn_named ins[2] = {{&kpool, "k pages"}, {&vpool, "v pages"}};
     if (out && (st = attn_check_no_overlap(outs, 3, ins, 2, err))) return st;
-    if (q && q->data && attn_dtype_half(q->dtype))
+    if (q && attn_dtype_half(q->dtype))
         return sdpa_half(KERNEL_STREAM, bytes, out, lse, weights, q, &k, &v, options, k_pages, v_pages, err);
-    return sdpa_run(KERNEL_STREAM, bytes, bytes != NULL, out, lse, weights, q, &k, &v, options, k_pages, v_pages, err);
+    return sdpa_run(KERNEL_STREAM, bytes, out, lse, weights, q, &k, &v, options, k_pages, v_pages, err);
 }
 
 attn_status attn_sdpa_paged(attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,

@@ -20,12 +20,13 @@ attn_status attn_plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse, 
                            bool scores, const attn_tensor *q, const attn_tensor *k,
                            const attn_tensor *v, const attn_sdpa_options *o, int threads,
                            attn_error *err);
-/* attn_plan_call (no lse, not the scores) from shapes alone: out, weights,
- * q, k, v and the mask may have NULL data, standing for buffers of that
- * layout a caller has yet to allocate; such a plan is only measured. */
-attn_status attn_plan_shapes(attn_slices *sl, attn_tensor *out, attn_tensor *weights, const attn_tensor *q,
-                             const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *o, int threads,
-                             attn_error *err);
+/* attn_plan_call (not the scores) for a measuring call: out, lse,
+ * weights, q, k, v and the mask may have NULL data, standing for buffers of
+ * that layout a caller has yet to allocate (attn_check_data); such a plan
+ * is only measured. */
+attn_status attn_plan_shapes(attn_slices *sl, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
+                             const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                             const attn_sdpa_options *o, int threads, attn_error *err);
 
 /* The call's RoPE plan (plan.c), with its memory from sl's arena (measured
  * like any scratch): sets sl->base.rope to rp unless the arena only
@@ -190,6 +191,7 @@ attn_status attn_varlen_plan_run(attn_varlen_plan *plan, attn_tensor *out, attn_
  *   attn_backward_plan   every check (the forward's plan, dout, the
  *                        gradients grad[4] = dq, dk, dv, dmask, each NULL
  *                        if not wanted), o as attn_options_read gives it;
+ *                        measuring: NULL data allowed (attn_check_data);
  *   attn_backward_take   its scratch from `arena` (a measuring arena only
  *                        counts it): accumulators (zeroed), the exact
  *                        kernel's scratch, RoPE's tables;
@@ -211,7 +213,7 @@ typedef struct attn_backward_call {
 attn_status attn_backward_plan(attn_backward_call *c, attn_tensor *const grad[4], const attn_tensor *dout,
                                const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                const attn_tensor *out, const attn_tensor *lse, const attn_sdpa_options *o, int threads,
-                               attn_error *err);
+                               bool measuring, attn_error *err);
 bool attn_backward_fused(const attn_backward_call *c);
 attn_status attn_backward_take(attn_backward_call *c, attn_arena *arena, attn_error *err);
 void attn_backward_finish(attn_backward_call *c);

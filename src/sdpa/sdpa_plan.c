@@ -52,7 +52,9 @@ struct attn_sdpa_plan {
  * plan is made), so that the plan's checks see memory of their own. */
 static attn_status stand_ins(attn_sdpa_plan *pl, attn_tensor *q32, attn_tensor *out32, void **mem, const attn_tensor *q,
                              const attn_tensor *out, attn_error *err) {
-    if (!out || !out->data) return attn_fail(err, ATTN_ERR_NULL, "out is NULL or has NULL data");
+    if (!out) return attn_fail(err, ATTN_ERR_NULL, "out is NULL");
+    attn_status st; /* a plan is made from buffers (attn.h, measuring without buffers) */
+    if ((st = attn_check_data(q, "q", false, err)) || (st = attn_check_data(out, "out", false, err))) return st;
     if (out->dtype != q->dtype)
         return attn_fail(err, ATTN_ERR_DTYPE, "out is %s but q is %s; a 16-bit q gives out in its own dtype",
                          attn_dtype_name(out->dtype), attn_dtype_name(q->dtype));
@@ -61,7 +63,7 @@ static attn_status stand_ins(attn_sdpa_plan *pl, attn_tensor *q32, attn_tensor *
     for (int i = 0; i < 2; i++) {
         if (t[i]->rank < 1 || t[i]->rank > ATTN_MAX_RANK)
             return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d", i ? "out" : "q", t[i]->rank);
-        attn_status st = attn_check_extent(t[i], i ? "out" : "q", err);
+        st = attn_check_extent(t[i], i ? "out" : "q", err);
         if (st) return st;
         for (int d = 0; d < t[i]->rank; d++)
             if (t[i]->shape[d] < 0 || !attn_mul_i64(n[i], t[i]->shape[d], &n[i]) || n[i] > INT64_MAX / 8 - 64)
@@ -150,7 +152,7 @@ attn_status attn_sdpa_plan_init(attn_sdpa_plan **plan, void *memory, size_t byte
     attn_tensor q32, out32;
     void *tmp = NULL;
     if ((st = attn_check_descale_dtype(&pl->o, k ? k->dtype : ATTN_F32, v ? v->dtype : ATTN_F32, err))) return st;
-    if (q && q->data && attn_dtype_half(q->dtype)) {
+    if (q && attn_dtype_half(q->dtype)) {
         if ((st = stand_ins(pl, &q32, &out32, &tmp, q, out, err))) return st;
         q = &q32, out = &out32;
     }

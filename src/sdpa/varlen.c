@@ -602,7 +602,7 @@ attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_ten
         for (int t = 0; t < 3; t++)
             if (grad[t]) seq_view(&s->grad[t], grad[t], r0[t], n[t]), g[t] = &s->grad[t];
         attn_sdpa_options ob = seq_options(&o, masks, b);
-        if ((st = attn_backward_plan(&s->call, g, &s->dout, &s->q, &s->k, &s->v, &s->out, &s->lse, &ob, c.num_threads, err)))
+        if ((st = attn_backward_plan(&s->call, g, &s->dout, &s->q, &s->k, &s->v, &s->out, &s->lse, &ob, c.num_threads, false, err)))
             st = in_sequence(st, b, err);
         else if (attn_backward_fused(&s->call))
             fused[n_fused++] = &s->call.gs;
