@@ -283,10 +283,11 @@ static int64_t list_ahead(const attn_rows *src) {
  * (the chunk's end: the next chunk's rows are another item's) are end -
  * 1's row again. Returns the pages (spans) the n rows lie in.
  * The pages are walked in table order from j's, one division a list, not
- * one a page (attn_paged_row): with pages of 16 the 64-bit divisions and
- * the stores behind them were 5-6% of paged decode's samples, and in
- * cache the paged call took 1.05-1.08x the contiguous one's time with
- * them, 0.98-1.01x without (docs/performance.md). */
+ * two a page (attn_paged_row): with pages of 16 those 64-bit divisions and
+ * the stores behind them were 5-6% of paged decode's samples (one thread),
+ * and with the keys and values in cache the paged call took 2-7% less
+ * time so (Zen 5; from memory the difference is inside the noise;
+ * docs/performance.md). */
 static int list_rows(const void **list, const attn_rows *src, int64_t j, int64_t n, int64_t ahead, int64_t end) {
     int64_t unit = attn_stride_unit(src->dtype), step = src->row_step * unit, P = src->page_size;
     int64_t m = end - j < n + ahead ? end - j : n + ahead, r = j % P, page_bytes = src->page_stride * unit;
