@@ -1610,7 +1610,8 @@ ATTN_API attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn
  * RoPE, masks, attention), then differentiated with attn_sdpa_backward and
  * the transposed products, all sums in double. f64 agrees with PyTorch's
  * autograd to ~1e-12. Errors: those of attn_mha, ATTN_ERR_SHAPE or
- * ATTN_ERR_DTYPE for a gradient that does not match its parameter, and
+ * ATTN_ERR_DTYPE for a gradient that does not match its parameter,
+ * ATTN_ERR_NULL for one (or dout) with NULL data, and
  * ATTN_ERR_STRIDE (see above); nothing is written unless every check
  * passed. */
 ATTN_API attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tensor *dvalue,

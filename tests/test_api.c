@@ -2583,7 +2583,18 @@ static void test_measuring_without_data(void) {
                  "running_null_data_mha_parameter_rejected");
     check_status(attn_mha(&y, &aw, &x, &kv, &kv, &p, &mon, &err), &err, ATTN_ERR_NULL, "key_padding_mask has NULL data",
                  "running_null_data_mha_mask_rejected");
-    attn_tensor *all[] = {&q, &k, &v, &out, &lse, &mask, &w, &dout, &dq, &dk, &dv, &x, &kv, &y, &win, &wout, &kpm, &aw};
+    /* The layer's backward pass: a parameter's gradient and dout by name. */
+    attn_mha_params gp = attn_mha_params_default();
+    attn_tensor ngwin = no_data(&win);
+    gp.in_proj_weight = &ngwin;
+    check_status(attn_mha_backward(NULL, NULL, NULL, &gp, &y, &x, &kv, &kv, &p, &mo, &err), &err, ATTN_ERR_NULL,
+                 "the gradient of in_proj_weight has NULL data", "running_null_data_mha_backward_grad_rejected");
+    attn_tensor dx = make(ATTN_F32, 3, sx);
+    check_status(attn_mha_backward(&dx, NULL, NULL, NULL, &ny, &x, &kv, &kv, &p, &mo, &err), &err, ATTN_ERR_NULL,
+                 "dout has NULL data", "running_null_data_mha_backward_dout_rejected");
+    check_status(attn_mha_backward(&dx, NULL, NULL, NULL, &y, &x, &kv, &kv, &p, &mo, &err), &err, ATTN_OK, "",
+                 "running_mha_backward_with_data_accepted");
+    attn_tensor *all[] = {&q, &k, &v, &out, &lse, &mask, &w, &dout, &dq, &dk, &dv, &x, &kv, &y, &win, &wout, &kpm, &aw, &dx};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
     free(h);
 }

@@ -17,6 +17,7 @@
 #include "layer/mha.h"
 #include "kernels/gemm.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,15 +158,18 @@ static attn_status check_grads(const attn_tensor *g[G_COUNT], const attn_tensor 
     for (int i = 0; i < G_COUNT; i++) {
         if (!g[i]) continue;
         if (!p[i]) return attn_fail(err, ATTN_ERR_NULL, "a gradient for %s, which the layer does not have", GRAD_NAMES[i]);
+        char name[64]; /* written to: NULL data is ATTN_ERR_NULL, as every running call says it */
+        snprintf(name, sizeof name, "the gradient of %s", GRAD_NAMES[i]);
+        attn_status st = attn_check_data(g[i], name, false, err);
+        if (st) return st;
         /* A 16-bit parameter's gradient is f32 or f64 (a master copy's), every other's its own dtype. */
         bool half = attn_dtype_half(p[i]->dtype);
         bool dtype_ok = half ? g[i]->dtype == ATTN_F32 || g[i]->dtype == ATTN_F64 : g[i]->dtype == p[i]->dtype;
-        if (!g[i]->data || !dtype_ok || g[i]->rank != p[i]->rank ||
+        if (!dtype_ok || g[i]->rank != p[i]->rank ||
             memcmp(g[i]->shape, p[i]->shape, sizeof(int64_t) * (size_t)p[i]->rank))
             return attn_fail(err, ATTN_ERR_SHAPE, "the gradient of %s must have its shape and dtype (f32 or f64 for a "
                              "16-bit parameter)", GRAD_NAMES[i]);
-        attn_status st = attn_check_extent(g[i], GRAD_NAMES[i], err);
-        if (st) return st;
+        if ((st = attn_check_extent(g[i], GRAD_NAMES[i], err))) return st;
     }
     return ATTN_OK;
 }
@@ -269,8 +273,10 @@ attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tenso
     if (st || (st = attn_versioned_read(&m.o, sizeof m.o, options, "options", "start from attn_mha_options_default()", err)) ||
         (st = attn_versioned_read(&gp, sizeof gp, grads, "grads", "start from attn_mha_params_default()", err)))
         return st;
-    attn_tensor dout_view;
-    if ((st = attn_mha_plan(&m, &dout_view, (attn_tensor *)dout, query, key, value, err))) return st;
+    attn_tensor dout_view; /* dout by its own name: attn_mha_plan would call it out */
+    if ((st = attn_check_data(dout, "dout", false, err)) ||
+        (st = attn_mha_plan(&m, &dout_view, (attn_tensor *)dout, query, key, value, err)))
+        return st;
     const attn_tensor *g[G_COUNT], *like[G_COUNT];
     grad_list(g, &gp, gp.sinks), grad_list(like, &m.p, m.sinks);
     attn_tensor *const dxs[3] = {dquery, dkey, dvalue};
