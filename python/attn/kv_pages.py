@@ -18,10 +18,11 @@ attn.KVCache is a contiguous cache of `batch` rows, each a sequence at its
 own length (cache.lengths), for the same layer step (attn_mha_cached_batch).
 
 The pool lives in one NumPy buffer owned by the object (pool.memory); the
-library never allocates for it. A pool of 2 MiB or more on Linux lies on 2 MiB
-boundaries of an anonymous mapping advised for transparent huge pages
-(_pool_memory), as attn.h's "Paged KV cache" advises callers. Every call that fails raises the library's error (FullError,
-ArgumentError, ...) and leaves the pool as it was."""
+library never allocates for it. A pool of 2 MiB or more on Linux starts on a
+2 MiB boundary of an anonymous mapping advised for transparent huge pages
+(_pool_memory), as attn.h advises at attn_kv_pages_init. Every call that
+fails raises the library's error (FullError, ArgumentError, ...) and leaves
+the pool as it was."""
 import ctypes
 import mmap
 import sys
