@@ -158,9 +158,7 @@ def _pool_memory(size):
     start = -whole.ctypes.data % HUGE_PAGE
     try:
         mapping.madvise(advice, start, span - start)  # start: a multiple of 4 KiB, as madvise needs
-    except OSError:  # a kernel built without THP refuses the advice
-        del whole
-        mapping.close()
+    except OSError:  # a kernel built without THP refuses the advice (the mapping goes with `whole`)
         return np.zeros(size, np.uint8)
     return whole[start:start + size]
 
