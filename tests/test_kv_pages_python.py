@@ -20,9 +20,14 @@
   refused with the lengths kept;
 - a paged plan (KVPages.plan, attn_kv_paged_plan_init / _run): its runs
   bitwise attend() on the planned pool and on another pool kept in step
-  (same page tables, other values), a q of another shape a PlanError.
+  (same page tables, other values), a q of another shape a PlanError;
+- a pool of 2 MiB or more (Linux): its memory starts on a 2 MiB boundary and
+  its mapping carries MADV_HUGEPAGE (VmFlags "hg" in /proc/self/smaps), and
+  it stores and attends as the small pools do; skip where the platform has
+  no MADV_HUGEPAGE or no transparent huge pages.
 
 Usage: test_kv_pages_python.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why"."""
+import mmap
 import os
 import sys
 
@@ -652,5 +657,49 @@ for name, cls, args in (("q4c_page_size_16", attn.ShapeError, dict(page_size=16,
         check("kv_pages_python_%s_refused" % name, False, "accepted")
     except cls as e:
         check("kv_pages_python_%s_refused" % name, bool(str(e)))
+def vm_flags(addr):
+    """The VmFlags of the mapping holding addr, from /proc/self/smaps (None: not found)."""
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split(None, 1)[0]
+            if "-" in head and not head.endswith(":"):  # a mapping's first line: "lo-hi perms ..."
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= addr < hi
+            elif inside and head == "VmFlags:":
+                return line.split()[1:]
+    return None
+
+
+# A pool of 2 MiB or more on huge pages (_pool_memory): 4 MiB of f32 pages.
+if not sys.platform.startswith("linux"):
+    print("skip kv_pages_python_huge_pages: not Linux (no MADV_HUGEPAGE, no /proc/self/smaps)")
+elif not hasattr(mmap, "MADV_HUGEPAGE"):
+    print("skip kv_pages_python_huge_pages: this Python's mmap has no MADV_HUGEPAGE")
+elif not os.path.isdir("/sys/kernel/mm/transparent_hugepage"):
+    print("skip kv_pages_python_huge_pages: this kernel has no transparent huge pages")
+else:
+    big = attn.KVPages(heads=2, key_dim=64, num_pages=256, max_sequences=2)
+    addr = big.memory.ctypes.data
+    check("kv_pages_python_huge_pages_pool_over_2_mib", big.memory.nbytes >= 2 << 20, str(big.memory.nbytes))
+    check("kv_pages_python_huge_pages_2_mib_aligned", addr % (2 << 20) == 0, "address %#x" % addr)
+    flags = vm_flags(addr)
+    check("kv_pages_python_huge_pages_advised", flags is not None and "hg" in flags, "VmFlags %s" % flags)
+    ba = big.create()
+    kb = rng.standard_normal((300, 2, 64)).astype(np.float32)
+    vb = rng.standard_normal((300, 2, 64)).astype(np.float32)
+    big.append(ba, kb, vb)
+    bb = big.fork(ba)
+    big.append(bb, kb[:5], vb[:5])
+    gk, gv = big.gather(bb)
+    qb = rng.standard_normal((2, 4, 64)).astype(np.float32)
+    sk = np.concatenate([kb, kb[:5]]).transpose(1, 0, 2)
+    check("kv_pages_python_huge_pages_pool_stores",
+          np.array_equal(gk, sk) and np.array_equal(gv, np.concatenate([vb, vb[:5]]).transpose(1, 0, 2)))
+    ref = torch_attend(qb, gk, gv)
+    rel = float(np.abs(big.attend(bb, qb) - ref).max() / np.abs(ref).max())
+    check("kv_pages_python_huge_pages_pool_attends", rel <= 2e-5, "relative error %g" % rel)
+    small = attn.KVPages(heads=1, key_dim=8, num_pages=4, max_sequences=1)
+    check("kv_pages_python_small_pool_plain_numpy", small.memory.base is None)
 print("# kv pages from python: %d passed, %d failed" % (r.passed, r.failed))
 sys.exit(1 if r.failed else 0)
