@@ -20,9 +20,10 @@ own length (cache.lengths), for the same layer step (attn_mha_cached_batch).
 The pool lives in one NumPy buffer owned by the object (pool.memory); the
 library never allocates for it. A pool of 2 MiB or more on Linux starts on a
 2 MiB boundary of an anonymous mapping advised for transparent huge pages
-(_memory.kv_zeros), as attn.h advises at attn_kv_pages_init. Every call
-that fails raises the library's error (FullError, ArgumentError, ...) and
-leaves the pool as it was."""
+(_memory.kv_zeros), as attn.h advises at attn_kv_pages_init; a KVCache of
+2 MiB or more (cache.memory) alike. Every call that fails raises the
+library's error (FullError, ArgumentError, ...) and leaves the pool as it
+was."""
 import ctypes
 
 import numpy as np
@@ -489,7 +490,7 @@ class KVCache:
         d.dtype, d.key_dtype, d.residual = self._DTYPES[dtype], _KEYS[key_dtype], int(residual)
         err, size = Error(), ctypes.c_size_t()
         raise_for(LIB.attn_kv_cache_bytes(ctypes.byref(size), ctypes.byref(d), ctypes.byref(err)), err)
-        self.memory = np.zeros(size.value, np.uint8)
+        self.memory = kv_zeros(size.value)  # (bytes,): the rows, on huge pages from 2 MiB on as the pool's
         cache = ctypes.c_void_p()
         raise_for(LIB.attn_kv_cache_init(ctypes.byref(cache), self.memory.ctypes.data, size.value, ctypes.byref(d),
                                          ctypes.byref(err)), err)
