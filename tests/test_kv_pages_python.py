@@ -23,8 +23,10 @@
   (same page tables, other values), a q of another shape a PlanError;
 - a pool of 2 MiB or more (Linux): its memory starts on a 2 MiB boundary and
   its mapping carries MADV_HUGEPAGE (VmFlags "hg" in /proc/self/smaps), and
-  it stores and attends as the small pools do; skip where the platform has
-  no MADV_HUGEPAGE or no transparent huge pages.
+  it stores and attends as the small pools do; a KVCache of 2 MiB or more
+  alike, its steps bitwise a small cache's and within the f32 bound of the
+  float64 layer; skip where the platform has no MADV_HUGEPAGE or no
+  transparent huge pages.
 
 Usage: test_kv_pages_python.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why"."""
 import mmap
@@ -671,13 +673,17 @@ def vm_flags(addr):
     return None
 
 
-# A pool of 2 MiB or more on huge pages (_pool_memory): 4 MiB of f32 pages.
+# A pool of 2 MiB or more on huge pages (_memory.kv_zeros): 4 MiB of f32 pages.
 if not sys.platform.startswith("linux"):
-    print("skip kv_pages_python_huge_pages: not Linux (no MADV_HUGEPAGE, no /proc/self/smaps)")
+    no_huge_pages = "not Linux (no MADV_HUGEPAGE, no /proc/self/smaps)"
 elif not hasattr(mmap, "MADV_HUGEPAGE"):
-    print("skip kv_pages_python_huge_pages: this Python's mmap has no MADV_HUGEPAGE")
+    no_huge_pages = "this Python's mmap has no MADV_HUGEPAGE"
 elif not os.path.isdir("/sys/kernel/mm/transparent_hugepage"):
-    print("skip kv_pages_python_huge_pages: this kernel has no transparent huge pages")
+    no_huge_pages = "this kernel has no transparent huge pages"
+else:
+    no_huge_pages = None
+if no_huge_pages:
+    print("skip kv_pages_python_huge_pages: " + no_huge_pages)
 else:
     big = attn.KVPages(heads=2, key_dim=64, num_pages=256, max_sequences=2)
     addr = big.memory.ctypes.data
@@ -701,5 +707,34 @@ else:
     check("kv_pages_python_huge_pages_pool_attends", rel <= 2e-5, "relative error %g" % rel)
     small = attn.KVPages(heads=1, key_dim=8, num_pages=4, max_sequences=1)
     check("kv_pages_python_small_pool_plain_numpy", small.memory.base is None)
+
+# A contiguous cache of 2 MiB or more on huge pages too: 2 rows of 20000
+# positions (2.5 MiB of f32 keys and values); its steps bitwise a small
+# cache's on the same rows, and the float64 layer's within the f32 bound.
+if no_huge_pages:
+    print("skip kv_cache_python_huge_pages: " + no_huge_pages)
+else:
+    bigc, smallc = attn.KVCache(2, HK, 20000, D), attn.KVCache(2, HK, 40, D)
+    addr = bigc.memory.ctypes.data
+    check("kv_cache_python_huge_pages_cache_over_2_mib", bigc.memory.nbytes >= 2 << 20, str(bigc.memory.nbytes))
+    check("kv_cache_python_huge_pages_2_mib_aligned", addr % (2 << 20) == 0, "address %#x" % addr)
+    flags = vm_flags(addr)
+    check("kv_cache_python_huge_pages_advised", flags is not None and "hg" in flags, "VmFlags %s" % flags)
+    check("kv_cache_python_huge_pages_zeroed_uint8", bigc.memory.dtype == np.uint8 and not bigc.memory[-4096:].any())
+    hc = [np.zeros((0, E), np.float32), np.zeros((0, E), np.float32)]
+    worst, same = 0.0, True
+    for la, lb in steps:
+        xa, xb = rng.standard_normal((la, E)).astype(np.float32), rng.standard_normal((lb, E)).astype(np.float32)
+        ba, bb = bigc.mha_step([1, 0], [xa, xb], layer)
+        sa, sb = smallc.mha_step([1, 0], [xa, xb], layer)
+        same &= np.array_equal(ba, sa) and np.array_equal(bb, sb)
+        for i, x, o in ((1, xa, ba), (0, xb, bb)):
+            ref = layer_reference(hc[i], x)
+            worst = max(worst, float(np.abs(o - ref).max() / max(np.abs(ref).max(), 1e-30)))
+            hc[i] = np.concatenate([hc[i], x])
+    check("kv_cache_python_huge_pages_steps_equal_small_cache", same and list(bigc.lengths) == [14, 11],
+          "lengths %s" % list(bigc.lengths))
+    check("kv_cache_python_huge_pages_vs_float64_layer", worst <= 2e-5, "error %.3g" % worst)
+    check("kv_cache_python_small_cache_plain_numpy", smallc.memory.base is None)
 print("# kv pages from python: %d passed, %d failed" % (r.passed, r.failed))
 sys.exit(1 if r.failed else 0)

@@ -20,18 +20,18 @@ own length (cache.lengths), for the same layer step (attn_mha_cached_batch).
 The pool lives in one NumPy buffer owned by the object (pool.memory); the
 library never allocates for it. A pool of 2 MiB or more on Linux starts on a
 2 MiB boundary of an anonymous mapping advised for transparent huge pages
-(_pool_memory), as attn.h advises at attn_kv_pages_init. Every call that
-fails raises the library's error (FullError, ArgumentError, ...) and leaves
-the pool as it was."""
+(_memory.kv_zeros), as attn.h advises at attn_kv_pages_init; a KVCache of
+2 MiB or more (cache.memory) alike. Every call that fails raises the
+library's error (FullError, ArgumentError, ...) and leaves the pool as it
+was."""
 import ctypes
-import mmap
-import sys
 
 import numpy as np
 
 from ._core import CAUSAL, DtypeError, OptionError, _float_array, _options, _varlen_masks, raise_for, view
 from ._lib import (BF16, F16, F32, F64, LIB, MHA_PARAMS, Error, KVCacheDesc, KVPagedView, KVPagesDesc, MhaOptions,
                    MhaParams, RopeOptions, default)
+from ._memory import kv_zeros
 
 # The quantized formats (attn.h, "Quantized storage"): q8, q4 and q4_1 need
 # key_dim and value_dim multiples of 32.
@@ -135,34 +135,6 @@ def _unpacked(out, cu, lists):
     return [out[cu[i]:cu[i + 1]] for i in range(len(cu) - 1)] if lists else out
 
 
-HUGE_PAGE = 2 << 20  # bytes of a transparent huge page on x86-64 and most arm64 Linux
-
-
-def _pool_memory(size):
-    """size bytes of zeros (uint8) for a pool. On Linux, from 2 MiB on: a
-    view of an anonymous mapping (zeroed by the kernel), starting on a 2 MiB
-    boundary and advised with MADV_HUGEPAGE before anything touches it, so
-    that the pool lies in huge pages where THP is "madvise" (as on several
-    distributions): pages of 16 f32 rows at d 64 are 4 KiB each, one TLB
-    entry apiece on small pages. The array's base keeps the mapping alive.
-    Where mmap, madvise or THP is missing: np.zeros, as before."""
-    advice = getattr(mmap, "MADV_HUGEPAGE", None)
-    if size < HUGE_PAGE or advice is None or not sys.platform.startswith("linux"):
-        return np.zeros(size, np.uint8)
-    span = -(-size // HUGE_PAGE) * HUGE_PAGE + HUGE_PAGE  # room to start on a 2 MiB boundary (mmap gives 4 KiB ones)
-    try:
-        mapping = mmap.mmap(-1, span, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    except (OSError, ValueError, OverflowError):
-        return np.zeros(size, np.uint8)
-    whole = np.frombuffer(mapping, np.uint8)  # (span,), writable; whole.base is the mapping
-    start = -whole.ctypes.data % HUGE_PAGE
-    try:
-        mapping.madvise(advice, start, span - start)  # start: a multiple of 4 KiB, as madvise needs
-    except OSError:  # a kernel built without THP refuses the advice (the mapping goes with `whole`)
-        return np.zeros(size, np.uint8)
-    return whole[start:start + size]
-
-
 class KVPages:
     """A pool of num_pages pages of page_size positions (16 to 256) for
     `heads` key/value heads of key_dim and value_dim (default key_dim),
@@ -218,7 +190,7 @@ class KVPages:
             setattr(d, name, a.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
         err, size = Error(), ctypes.c_size_t()
         raise_for(LIB.attn_kv_pages_bytes(ctypes.byref(size), ctypes.byref(d), ctypes.byref(err)), err)
-        self.memory = _pool_memory(size.value)  # (bytes,): the pool, for as long as the object lives
+        self.memory = kv_zeros(size.value)  # (bytes,): the pool, for as long as the object lives
         pool = ctypes.c_void_p()
         raise_for(LIB.attn_kv_pages_init(ctypes.byref(pool), self.memory.ctypes.data, size.value, ctypes.byref(d),
                                          ctypes.byref(err)), err)
@@ -518,7 +490,7 @@ class KVCache:
         d.dtype, d.key_dtype, d.residual = self._DTYPES[dtype], _KEYS[key_dtype], int(residual)
         err, size = Error(), ctypes.c_size_t()
         raise_for(LIB.attn_kv_cache_bytes(ctypes.byref(size), ctypes.byref(d), ctypes.byref(err)), err)
-        self.memory = np.zeros(size.value, np.uint8)
+        self.memory = kv_zeros(size.value)  # (bytes,): the rows, on huge pages from 2 MiB on as the pool's
         cache = ctypes.c_void_p()
         raise_for(LIB.attn_kv_cache_init(ctypes.byref(cache), self.memory.ctypes.data, size.value, ctypes.byref(d),
                                          ctypes.byref(err)), err)
