@@ -2019,15 +2019,15 @@ ATTN_API attn_status attn_kv_pages_bytes(size_t *bytes, const attn_kv_pages_desc
  * (where THP is "always" the advice is the default; where it is "madvise",
  * as on several distributions, memory from malloc lies on 4 KiB pages).
  * On 4 KiB pages every page of memory takes a TLB entry of its own, and a
- * pool page of 16 f32 rows at E 64 is one 4 KiB page: decode walks a TLB
- * entry per page of positions. Measured on Zen 5 with THP "madvise" (2
- * threads, 16 sequences, 56,743 keys, Hk 4, E 64, 58 MB of keys;
- * docs/performance.md), paged decode over the same rows contiguous: 1.07x
- * to 1.24x on 4 KiB pages across runs; 1.21x and 1.18x (pages of 16 and
- * 256) on 4 KiB pages against 1.05x and 1.01x on huge pages in one run,
- * though medians of 5 to 8 runs on huge pages read 1.07x to 1.16x. Huge
- * pages took 5-10% off both sides' times. Pages a caller keeps itself
- * (attn_kv_paged_view) are best placed alike. */
+ * pool page of 16 f32 rows at E 64 is one 4 KiB page. Measured on Zen 5
+ * with THP "madvise" (2 threads, 16 sequences, 56,743 keys, Hk 4, E 64,
+ * 58 MB of keys; docs/performance.md): huge pages took 5-10% off the
+ * decode's time, paged and contiguous alike. Paged decode over the same
+ * rows contiguous read 1.07x to 1.24x on 4 KiB pages across runs, and
+ * 1.07x to 1.16x (medians of 5 to 8 runs) on huge pages: what is left of
+ * that gap is not the TLB but the pool's KV heads lying side by side in
+ * each page. Pages a caller keeps itself (attn_kv_paged_view) are best
+ * placed alike. */
 ATTN_API attn_status attn_kv_pages_init(attn_kv_pages **pool, void *memory, size_t bytes,
                                         const attn_kv_pages_desc *desc, attn_error *err);
 
