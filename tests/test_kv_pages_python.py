@@ -27,6 +27,10 @@
   alike, its steps bitwise a small cache's and within the f32 bound of the
   float64 layer; skip where the platform has no MADV_HUGEPAGE or no
   transparent huge pages.
+- the ways back to plain NumPy memory (mmap failing, the advice refused,
+  no MADV_HUGEPAGE, not Linux), forced through stand-in modules: exactly
+  the bytes asked, zeroed, writable, and a pool on them storing and
+  attending bitwise attn.sdpa.
 
 Usage: test_kv_pages_python.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why"."""
 import mmap
@@ -736,5 +740,74 @@ else:
           "lengths %s" % list(bigc.lengths))
     check("kv_cache_python_huge_pages_vs_float64_layer", worst <= 2e-5, "error %.3g" % worst)
     check("kv_cache_python_small_cache_plain_numpy", smallc.memory.base is None)
+
+# kv_zeros's ways back to plain NumPy, forced by stand-ins for the mmap and
+# sys modules it reads: no mapping (mmap raises), advice refused (a kernel
+# without THP: madvise raises), no MADV_HUGEPAGE, not Linux. Each gives
+# exactly size zeroed, writable bytes of its own (np.zeros: no base), and a
+# pool built on them stores and attends bitwise as one on huge pages does.
+from attn import _memory  # noqa: E402
+
+
+class FakeMmap:
+    """The mmap module's names kv_zeros uses, each replaceable."""
+    MAP_PRIVATE, MAP_ANONYMOUS = mmap.MAP_PRIVATE, mmap.MAP_ANONYMOUS
+    MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", 14)
+
+    def __init__(self, mapper):
+        self.mmap = mapper
+
+
+def no_mapping(*args, **kwargs):
+    raise OSError(12, "Cannot allocate memory")
+
+
+class Mapping(mmap.mmap):
+    """A real anonymous mapping whose madvise is refused (EINVAL)."""
+    def madvise(self, *args):
+        raise OSError(22, "Invalid argument")
+
+
+class NoAdvice:
+    MAP_PRIVATE, MAP_ANONYMOUS = mmap.MAP_PRIVATE, mmap.MAP_ANONYMOUS
+    mmap = mmap.mmap
+
+
+class NotLinux:
+    platform = "darwin"
+
+
+fallbacks = (("mmap_fails", "mmap", FakeMmap(no_mapping)),
+             ("madvise_refused", "mmap", FakeMmap(Mapping)),
+             ("no_madv_hugepage", "mmap", NoAdvice),
+             ("not_linux", "sys", NotLinux))
+size = (3 << 20) + 4096 + 7  # over 2 MiB and no multiple of a page: every way should take it
+for name, attr, stand_in in fallbacks:
+    real = getattr(_memory, attr)
+    setattr(_memory, attr, stand_in)
+    try:
+        m = _memory.kv_zeros(size)
+        fb = attn.KVPages(heads=2, key_dim=64, num_pages=256, max_sequences=1)
+    finally:
+        setattr(_memory, attr, real)
+    ok = (m.dtype == np.uint8 and m.shape == (size,) and m.base is None and m.flags.writeable
+          and not m.any())
+    m[-1] = 1  # its own bytes: writable to the last
+    check("kv_zeros_fallback_%s_plain_zeros" % name, ok and fb.memory.base is None,
+          "dtype %s shape %s base %r" % (m.dtype, m.shape, type(m.base)))
+    fa = fb.create()
+    kf = rng.standard_normal((40, 2, 64)).astype(np.float32)
+    vf = rng.standard_normal((40, 2, 64)).astype(np.float32)
+    fb.append(fa, kf, vf)
+    gk, gv = fb.gather(fa)
+    qf = rng.standard_normal((2, 4, 64)).astype(np.float32)
+    want = attn.sdpa(qf.transpose(1, 0, 2), gk, gv, causal="bottom-right").transpose(1, 0, 2)
+    check("kv_zeros_fallback_%s_pool_attends" % name,
+          np.array_equal(gk, kf.transpose(1, 0, 2)) and np.array_equal(gv, vf.transpose(1, 0, 2))
+          and np.array_equal(fb.attend(fa, qf), want))
+if not no_huge_pages:  # the way that takes: odd sizes too start on a 2 MiB boundary and end where asked
+    m = _memory.kv_zeros(size)
+    check("kv_zeros_odd_size_aligned", m.shape == (size,) and m.ctypes.data % (2 << 20) == 0
+          and m.base is not None and not m.any())
 print("# kv pages from python: %d passed, %d failed" % (r.passed, r.failed))
 sys.exit(1 if r.failed else 0)
