@@ -646,6 +646,45 @@ static void empty_varlen_plan(void) {
     free(memory), free(work), free(q.data), free(out.data), free(lse.data);
 }
 
+/* A 16-bit q without query rows (every sequence of the step without
+ * queries): the run takes its empty f32 stand-ins from the workspace, one
+ * element each at least, and the plan's workspace_bytes must count them.
+ * Run with exactly workspace_bytes, from a misaligned start. */
+static void empty_half_plans(void) {
+    static const attn_dtype HALF[2] = {ATTN_F16, ATTN_BF16};
+    int64_t s0[3] = {0, 2, 8}, l0[2] = {0, 2}, sk[3] = {9, 1, 8}, cu_q[3] = {0, 0, 0}, cu_k[3] = {0, 4, 9};
+    attn_tensor k = make(ATTN_F32, 3, sk), v = make(ATTN_F32, 3, sk), lse = make(ATTN_F32, 2, l0);
+    for (int h = 0; h < 2; h++) {
+        attn_tensor q = make(HALF[h], 3, s0), out = make(HALF[h], 3, s0);
+        attn_error err;
+        size_t bytes = 0, ws = 0;
+        attn_sdpa_plan *plan = NULL;
+        attn_status st = attn_sdpa_plan_bytes(&bytes, 2, &err);
+        char *memory = malloc(bytes), *work = NULL;
+        if (!st) st = attn_sdpa_varlen_plan_init(&plan, memory, bytes, &ws, &out, &lse, &q, &k, &v, cu_q, cu_k, 2, NULL,
+                                                 NULL, &err);
+        if (!st && (work = malloc(ws + 1))) st = attn_sdpa_run(plan, &out, &lse, &q, &k, &v, work + 1, ws, &err);
+        check(!st, h ? "varlen_plan_bf16_q_no_rows_fits_its_workspace" : "varlen_plan_f16_q_no_rows_fits_its_workspace",
+              "status %d: %s", (int)st, err.message);
+        free(work), work = NULL;
+        /* The same step over a paged view: one sequence of 9 positions, 0 queries. */
+        float *pages = calloc(2 * 16 * 8, sizeof(float));
+        int64_t len[1] = {9}, cu[2] = {0, 0};
+        int32_t table[1] = {1};
+        attn_kv_paged_view w = attn_kv_paged_view_default();
+        w.heads = 1, w.key_dim = w.value_dim = 8, w.page_size = 16, w.num_pages = 2;
+        w.k_pages = w.v_pages = pages, w.num_sequences = 1, w.lengths = len, w.page_table = table, w.table_stride = 1;
+        st = attn_sdpa_plan_bytes(&bytes, 1, &err);
+        if (!st) st = attn_kv_paged_plan_init(&plan, memory, bytes, &ws, &out, &lse, &q, cu, &w, NULL, NULL, &err);
+        if (!st && (work = malloc(ws + 1)))
+            st = attn_kv_paged_run(plan, &out, &lse, &q, pages, pages, work + 1, ws, &err);
+        check(!st, h ? "paged_plan_bf16_q_no_rows_fits_its_workspace" : "paged_plan_f16_q_no_rows_fits_its_workspace",
+              "status %d: %s", (int)st, err.message);
+        free(work), free(pages), free(memory), free(q.data), free(out.data);
+    }
+    free(k.data), free(v.data), free(lse.data);
+}
+
 int main(void) {
     for (int threads = 1; threads <= 3; threads++) {
         for (int vi = 0; vi < N_VARIANTS; vi++) {
@@ -674,6 +713,7 @@ int main(void) {
     paged_refusals();
     quant_paged_refusals();
     empty_varlen_plan();
+    empty_half_plans();
     printf("%d failed\n", n_failed);
     return n_failed != 0;
 }

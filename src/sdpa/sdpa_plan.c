@@ -79,10 +79,12 @@ static attn_status stand_ins(attn_sdpa_plan *pl, attn_tensor *q32, attn_tensor *
 }
 
 /* The workspace a half plan's run takes besides the kernels': the two
- * stand-ins, each aligned, and the workspace's own alignment. */
+ * stand-ins, each aligned, and the workspace's own alignment. An empty
+ * stand-in (a batch without query rows) still takes one element, as
+ * place_stand_ins asks the arena for it. */
 static size_t copies_bytes(const attn_sdpa_plan *pl) {
-    size_t a = ATTN_ARENA_ALIGN;
-    return ((size_t)pl->nq * 4 + a - 1) / a * a + ((size_t)pl->no * 4 + a - 1) / a * a + a;
+    size_t a = ATTN_ARENA_ALIGN, nq = (size_t)(pl->nq > 0 ? pl->nq : 1), no = (size_t)(pl->no > 0 ? pl->no : 1);
+    return (nq * 4 + a - 1) / a * a + (no * 4 + a - 1) / a * a + a;
 }
 
 /* A run's stand-ins from its arena (the workspace's front), q widened
