@@ -2027,6 +2027,32 @@ static void test_half_q(attn_dtype h, attn_dtype pool_dt, const char *tag) {
     model_free(&m);
 }
 
+/* A step where no sequence has queries: out and lse without rows take any
+ * strides, 0 too (NumPy's empty arrays have strides 0), over a view and a
+ * pool; an out with rows and stride 0 is still refused. */
+static void test_no_queries_stride_0(void) {
+    float pages[2 * 16 * 8] = {0}, q[16] = {0}, out[16], lse[4];
+    int64_t len[2] = {9, 0}, cu[3] = {0, 0, 0}, s0[3] = {0, 2, 8}, l0[2] = {0, 2}, zs[3] = {0, 0, 0};
+    int32_t table[2] = {1, 0};
+    for (int i = 0; i < 16; i++) out[i] = -7;
+    attn_kv_paged_view w = attn_kv_paged_view_default();
+    w.heads = 1, w.key_dim = w.value_dim = 8, w.page_size = 16, w.num_pages = 2;
+    w.k_pages = w.v_pages = pages, w.num_sequences = 2, w.lengths = len, w.page_table = table, w.table_stride = 1;
+    attn_tensor tq, to, tl;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, s0, zs, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, s0, zs, NULL);
+    attn_tensor_init(&tl, lse, ATTN_F32, 2, l0, zs, NULL);
+    attn_error err;
+    attn_status st = attn_kv_paged_attend(&to, &tl, &tq, cu, &w, NULL, NULL, &err);
+    check(st == ATTN_OK && out[0] == -7, "paged_no_queries_outputs_of_stride_0", "status %d: %s", (int)st, err.message);
+    int64_t s1[3] = {1, 2, 8}, cu1[3] = {0, 1, 1};
+    attn_tensor q1, o1;
+    attn_tensor_init(&q1, q, ATTN_F32, 3, s1, NULL, NULL), attn_tensor_init(&o1, out, ATTN_F32, 3, s1, NULL, NULL);
+    o1.strides[1] = 0;
+    st = attn_kv_paged_attend(&o1, NULL, &q1, cu1, &w, NULL, NULL, &err);
+    check(st == ATTN_ERR_STRIDE && out[0] == -7, "paged_error_out_with_rows_of_stride_0", "status %d: %s", (int)st,
+          err.message);
+}
+
 int main(void) {
     setenv("ATTN_QDOT", "widen", 1); /* before any call: the widening path, bitwise f32 rows (see the top) */
     static const struct { attn_dtype dt; const char *name; } DTYPES[] = {
@@ -2068,6 +2094,7 @@ int main(void) {
     test_caller_pages();
     test_desc();
     test_pages_aligned();
+    test_no_queries_stride_0();
     /* Keys quantized per channel (KIVI): pages of 32 and 64 positions, every
      * operation against the copy, attention bitwise the f32 kernels' on the
      * dequantized keys. */

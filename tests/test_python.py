@@ -265,6 +265,20 @@ try:
 except attn.MaskError:
     got = ""
 check("sdpa_varlen_refuses_integer_mask", not got, got)
+# A step where no sequence has queries, or none has keys: NumPy's empty
+# arrays have strides 0, and an output without rows is taken with them.
+try:
+    e_q, e_k = np.zeros((0, Hq, E), np.float32), np.zeros((0, Hk, E), np.float32)
+    o0, l0 = attn.sdpa_varlen(e_q, vk, vv, [0] * (B + 1), ck, return_lse=True)
+    g0 = attn.sdpa_varlen_backward(np.zeros((0, Hq, Ev), np.float32), e_q, vk, vv, o0, l0, [0] * (B + 1), ck)
+    q1, d1 = f((3, Hq, E)).astype(np.float32), f((3, Hq, Ev)).astype(np.float32)
+    o1, l1 = attn.sdpa_varlen(q1, e_k, e_k[..., :Ev], [0, 3], [0, 0], return_lse=True)
+    g1 = attn.sdpa_varlen_backward(d1, q1, e_k, e_k[..., :Ev], o1, l1, [0, 3], [0, 0])
+    got = "" if (o0.shape == (0, Hq, Ev) and np.all(g0[1] == 0) and np.all(o1 == 0) and np.all(g1[0] == 0)
+                 and g1[1].shape == (0, Hk, E)) else "wrong results"
+except attn.AttnError as e:
+    got = "raised %s: %s" % (type(e).__name__, e)
+check("sdpa_varlen_empty_packed_arrays", not got, got)
 
 # An integer mask is refused, as PyTorch refuses it: converted to float it
 # would be a bias of 0 and 1 on the scores, not a mask. Every integer dtype,

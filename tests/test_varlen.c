@@ -332,6 +332,39 @@ static void test_errors(void) {
     attn_tensor_init(&e, NULL, ATTN_F32, 3, s0, NULL, NULL);
     st = attn_sdpa_varlen(&e, NULL, &e, &e, &e, zero, zero, 0, NULL, NULL, &err);
     check(st == ATTN_OK, "varlen_empty_batch", "status %d: %s", (int)st, err.message);
+    /* Outputs without rows take any strides, 0 too (NumPy's empty arrays
+     * have strides 0): no sequence has queries (out, lse, dq), or none has
+     * keys (dk, dv). One with rows and stride 0 is still refused. */
+    int64_t s0q[3] = {0, 2, 4}, s0l[2] = {0, 2}, zs[3] = {0, 0, 0}, cu0[3] = {0, 0, 0}, cu6[3] = {0, 2, 6};
+    float lse0[1] = {-7};
+    attn_tensor eq, eo, el, ek, g0[3], grow;
+    attn_tensor_init(&eq, q, ATTN_F32, 3, s0q, zs, NULL), attn_tensor_init(&eo, out, ATTN_F32, 3, s0q, zs, NULL);
+    attn_tensor_init(&el, lse0, ATTN_F32, 2, s0l, zs, NULL);
+    attn_tensor_init(&ek, q, ATTN_F32, 3, s0q, zs, NULL), ek.shape[1] = 1;
+    st = attn_sdpa_varlen(&eo, &el, &eq, &tq, &tq, cu0, cu6, 2, NULL, NULL, &err);
+    check(st == ATTN_OK && out[0] == -7, "varlen_no_queries_outputs_of_stride_0", "status %d: %s", (int)st, err.message);
+    float dk[24], dv[24];
+    for (int i = 0; i < 24; i++) dk[i] = dv[i] = -7;
+    g0[0] = eq, g0[1] = to, g0[2] = to;
+    g0[1].data = dk, g0[2].data = dv;
+    st = attn_sdpa_varlen_backward(&g0[0], &g0[1], &g0[2], &eo, &eq, &tq, &tq, &eo, &el, cu0, cu6, 2, NULL, NULL, &err);
+    check(st == ATTN_OK && dk[0] == 0 && dv[23] == 0, "varlen_backward_no_queries_dq_of_stride_0", "status %d: %s",
+          (int)st, err.message);
+    float lse6[12], dq6[48], dout6[48], out6[48];
+    for (int i = 0; i < 48; i++) dout6[i] = (float)i / 48, dq6[i] = out6[i] = -7;
+    int64_t sl6[2] = {6, 2}, s6[3] = {6, 2, 4}, s6k[3] = {0, 1, 4};
+    attn_tensor q6, o6, l6, d6, dq6t, ekk;
+    attn_tensor_init(&q6, dout6, ATTN_F32, 3, s6, NULL, NULL), attn_tensor_init(&o6, out6, ATTN_F32, 3, s6, NULL, NULL);
+    attn_tensor_init(&l6, lse6, ATTN_F32, 2, sl6, NULL, NULL), attn_tensor_init(&dq6t, dq6, ATTN_F32, 3, s6, NULL, NULL);
+    attn_tensor_init(&ekk, q, ATTN_F32, 3, s6k, zs, NULL);
+    d6 = q6;
+    st = attn_sdpa_varlen(&o6, &l6, &q6, &ekk, &ekk, cu6, cu0, 2, NULL, NULL, &err);
+    if (!st) st = attn_sdpa_varlen_backward(&dq6t, &ek, &ek, &d6, &q6, &ekk, &ekk, &o6, &l6, cu6, cu0, 2, NULL, NULL, &err);
+    check(st == ATTN_OK && dq6[0] == 0 && out6[47] == 0, "varlen_backward_no_keys_dk_dv_of_stride_0", "status %d: %s",
+          (int)st, err.message);
+    grow = to, grow.strides[0] = 0;
+    st = attn_sdpa_varlen(&grow, NULL, &tq, &tq, &tq, cu, cu, 3, NULL, NULL, &err);
+    check(st == ATTN_ERR_STRIDE, "varlen_error_out_with_rows_of_stride_0", "status %d: %s", (int)st, err.message);
 }
 
 /* With a workspace: the same bits, and one too small fails before writing. */

@@ -20,7 +20,8 @@
  * f32; q may also be f16 or bf16 over f32-computing pages, through f32
  * copies in attn_sdpa_varlen_paged; out: q's; lse: f32 or f64), shape
  * (total, H[, cols]); an output (`written`) with no stride 0 in a dimension
- * of size > 1. */
+ * of size > 1 unless it has no rows (nothing is written to it; NumPy gives
+ * an empty array strides of 0). */
 static attn_status check_packed(const attn_tensor *t, const char *name, attn_dtype dt, int rank, int64_t total,
                                 int64_t heads, int64_t cols, bool written, attn_error *err) {
     if (!t || !t->data) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL or has NULL data", name);
@@ -40,7 +41,7 @@ static attn_status check_packed(const attn_tensor *t, const char *name, attn_dty
                          (long long)(total >= 0 ? total : t->shape[0]), (long long)(heads >= 0 ? heads : t->shape[1]),
                          rank == 3 ? ", " : "", rank == 3 ? (long long)cols : 0LL);
     }
-    if (written)
+    if (written && t->shape[0] > 0)
         for (int d = 0; d < rank; d++)
             if (t->shape[d] > 1 && t->strides[d] == 0)
                 return attn_fail(err, ATTN_ERR_STRIDE, "%s has stride 0 in dimension %d of size %lld", name, d,

@@ -99,7 +99,8 @@ static attn_status check_packed(const attn_tensor *t, const char *name, attn_err
 }
 
 /* An output of exactly `want`'s first `rank` dimensions, q's dtype, and no
- * stride 0 in a dimension of size > 1. */
+ * stride 0 in a dimension of size > 1 unless it has no rows (nothing is
+ * written to it; NumPy gives an empty array strides of 0). */
 static attn_status check_packed_out(const attn_tensor *t, const char *name, int rank, const int64_t *want,
                                     attn_dtype dtype, attn_error *err) {
     if (!t) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", name);
@@ -114,7 +115,7 @@ static attn_status check_packed_out(const attn_tensor *t, const char *name, int 
             attn_format_shape(exp, sizeof exp, rank, want);
             return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s but it must be %s", name, got, exp);
         }
-    for (int d = 0; d < rank; d++)
+    for (int d = 0; d < rank && t->shape[0] > 0; d++)
         if (t->shape[d] > 1 && t->strides[d] == 0)
             return attn_fail(err, ATTN_ERR_STRIDE, "%s has stride 0 in dimension %d of size %lld", name, d,
                              (long long)t->shape[d]);
