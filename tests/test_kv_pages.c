@@ -2027,6 +2027,84 @@ static void test_half_q(attn_dtype h, attn_dtype pool_dt, const char *tag) {
     model_free(&m);
 }
 
+/* One step of the layer over sequence 1 of a pool or row 1 of a cache:
+ * rows x0 .. x0 + L - 1 of a fixed input, masks as given. */
+static attn_status grouped_step(float *out, attn_kv_pages *pool, int64_t seq, attn_kv_cache *cache, int64_t *lengths,
+                                int64_t x0, int64_t L, const attn_tensor *const *masks, const layer *l, attn_error *err) {
+    static float x[128 * LE];
+    for (int64_t i = 0; i < L * LE; i++) x[i] = (float)((x0 * LE + i) * 37 % 101 - 50) / 50;
+    int64_t xs[2] = {L, LE}, cu[2] = {0, L}, row = 1;
+    attn_tensor tx, to;
+    attn_tensor_init(&tx, x, ATTN_F32, 2, xs, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 2, xs, NULL, NULL);
+    if (pool) return attn_mha_paged(&to, &tx, cu, &seq, 1, pool, masks, &l->p, NULL, err);
+    return attn_mha_cached_batch(&to, &tx, cu, &row, 1, cache, lengths, masks, &l->p, NULL, err);
+}
+
+/* A step that fails after its append (a mask of another width) leaves keys
+ * quantized per channel as they were: the group the append quantized out
+ * of the f16 residual rows, or the window it moved, is put back. The pool's
+ * keys gather the same, and the next step of pool or cache gives bitwise
+ * what it gives without the failed one. */
+static void test_failed_step_keeps_grouped_keys(void) {
+    static const struct { attn_dtype keys; int64_t R, L0; } CASES[] = {
+        {ATTN_Q4C, 0, 31}, {ATTN_Q2C, 32, 63}, {ATTN_Q4C, 32, 95}};
+    layer l;
+    layer_init(&l, 0);
+    float bad[3] = {0};
+    int64_t bs[1] = {3};
+    attn_tensor tbad;
+    attn_tensor_init(&tbad, bad, ATTN_F32, 1, bs, NULL, NULL);
+    const attn_tensor *masks[1] = {&tbad};
+    for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++)
+        for (int paged = 0; paged < 2; paged++) {
+            float outs[2][3 * LE], one[LE], keys[2][2][LHK * 128 * LD];
+            int ok = 1;
+            for (int fail = 0; fail < 2; fail++) {
+                attn_error err;
+                attn_kv_pages *pool = NULL;
+                attn_kv_cache *cache = NULL;
+                int64_t seq = 0, lengths[2] = {0, 0};
+                size_t bytes;
+                void *mem;
+                if (paged) {
+                    attn_kv_pages_desc d = attn_kv_pages_desc_default();
+                    d.heads = LHK, d.key_dim = d.value_dim = LD, d.page_size = 32, d.num_pages = 16;
+                    d.max_sequences = 2, d.key_dtype = CASES[c].keys, d.residual = CASES[c].R;
+                    attn_kv_pages_bytes(&bytes, &d, NULL);
+                    attn_kv_pages_init(&pool, mem = calloc(1, bytes), bytes, &d, NULL);
+                    attn_kv_pages_create(pool, &seq, NULL), attn_kv_pages_create(pool, &seq, NULL);
+                } else {
+                    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+                    d.batch = 2, d.heads = LHK, d.capacity = 128, d.key_dim = d.value_dim = LD;
+                    d.key_dtype = CASES[c].keys, d.residual = CASES[c].R;
+                    attn_kv_cache_bytes(&bytes, &d, NULL);
+                    attn_kv_cache_init(&cache, mem = calloc(1, bytes), bytes, &d, NULL);
+                }
+                static float first[128 * LE];
+                ok &= grouped_step(first, pool, seq, cache, lengths, 0, CASES[c].L0, NULL, &l, &err) == ATTN_OK;
+                int64_t gs[3] = {LHK, CASES[c].L0, LD};
+                attn_tensor gk, gv;
+                attn_tensor_init(&gk, keys[0][fail], ATTN_F32, 3, gs, NULL, NULL);
+                attn_tensor_init(&gv, keys[1][fail], ATTN_F32, 3, gs, NULL, NULL);
+                if (fail) {
+                    ok &= grouped_step(one, pool, seq, cache, lengths, 500, 1, masks, &l, &err) == ATTN_ERR_MASK;
+                    ok &= lengths[1] == (paged ? 0 : CASES[c].L0);
+                }
+                if (pool) ok &= attn_kv_pages_gather(&gk, &gv, pool, seq, &err) == ATTN_OK;
+                ok &= grouped_step(outs[fail], pool, seq, cache, lengths, 700, 3, NULL, &l, &err) == ATTN_OK;
+                free(mem);
+            }
+            size_t kb = (size_t)(LHK * CASES[c].L0 * LD) * sizeof(float);
+            bool same_keys = !paged || !memcmp(keys[0][0], keys[0][1], kb);
+            char name[96];
+            snprintf(name, sizeof name, "%s_failed_step_keeps_%s_keys_residual_%lld", paged ? "mha_paged" : "mha_cached_batch",
+                     attn_dtype_name(CASES[c].keys), (long long)CASES[c].R);
+            check(ok && same_keys && !memcmp(outs[0], outs[1], sizeof outs[0]), name, "calls %s, keys %s, next step %s",
+                  ok ? "as expected" : "not as expected", same_keys ? "kept" : "changed",
+                  memcmp(outs[0], outs[1], sizeof outs[0]) ? "differs" : "the same");
+        }
+}
+
 /* A step where no sequence has queries: out and lse without rows take any
  * strides, 0 too (NumPy's empty arrays have strides 0), over a view and a
  * pool; an out with rows and stride 0 is still refused. */
@@ -2095,6 +2173,7 @@ int main(void) {
     test_desc();
     test_pages_aligned();
     test_no_queries_stride_0();
+    test_failed_step_keeps_grouped_keys();
     /* Keys quantized per channel (KIVI): pages of 32 and 64 positions, every
      * operation against the copy, attention bitwise the f32 kernels' on the
      * dequantized keys. */

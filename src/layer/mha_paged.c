@@ -232,6 +232,17 @@ static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int6
     int64_t qs[3] = {T, m.Hq, m.D}, ks[3] = {T, m.Hkv, m.D};
     attn_tensor_init(&tq, q, m.dt, 3, qs, NULL, NULL), attn_tensor_init(&th, heads, m.dt, 3, qs, NULL, NULL);
     attn_tensor_init(&tk, k, m.dt, 3, ks, NULL, NULL), attn_tensor_init(&tv, v, m.dt, 3, ks, NULL, NULL);
+    /* Keys per channel: each sequence's residual rows as they are, put back
+     * if the step fails after the append. Undoing the append alone does not
+     * restore them: a group it quantized comes back from a pool's truncation
+     * as its dequantized values, and a cache's window has moved on. */
+    int64_t per = w.key_dtype ? w.heads * (w.residual + 32) * w.key_dim : 0; /* f16 values a sequence's rows take */
+    uint16_t *saved = NULL;
+    if (!st && per > 0 && !(saved = malloc((size_t)(n > 0 ? n : 1) * (size_t)per * 2)))
+        st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot keep %lld sequences' residual keys", (long long)n);
+    for (int64_t i = 0; !st && saved && i < n; i++)
+        memcpy(saved + i * per, (const uint16_t *)w.k_residual + (s->paged ? s->seqs[i] : s->rows[i]) * per,
+               (size_t)per * 2);
     /* One store for every sequence: everything was checked (a full pool, a
      * sequence named twice, a full row) before it writes. */
     if (!st && (st = store_append(s, &w, &tk, &tv, cu_seqlens, n, length, err))) goto done;
@@ -258,10 +269,13 @@ static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int6
         /* A failure after the store leaves the sequences as they were: a
          * pool's truncated back, a cache's lengths not yet written. */
         for (int64_t i = 0; st && s->paged && i < n; i++) attn_kv_pages_truncate(s->pool, s->seqs[i], length[i], NULL);
+        for (int64_t i = 0; st && saved && i < n; i++)
+            memcpy((uint16_t *)(uintptr_t)w.k_residual + (s->paged ? s->seqs[i] : s->rows[i]) * per, saved + i * per,
+                   (size_t)per * 2);
     }
     for (int64_t i = 0; !st && !s->paged && i < n; i++) s->lengths[s->rows[i]] = length[i] + cu_seqlens[i + 1] - cu_seqlens[i];
 done:
-    free(length), free(q), free(k), free(v), free(heads), free(proj);
+    free(length), free(q), free(k), free(v), free(heads), free(proj), free(saved);
     return st;
 }
 
