@@ -839,6 +839,28 @@ static void test_half(void) {
                  "sdpa_bf16_k_with_f64_q");
     check_status(attn_sdpa(&to, NULL, NULL, &tq16, &tk, &tv, NULL, &err), &err, ATTN_ERR_DTYPE, "q is f16",
                  "sdpa_f16_q_rejected");
+    /* f64 k or v beside a 16-bit q: the message names q's dtype, not that
+     * of the f32 copy the call computes on ("q is f32" misled). */
+    uint16_t qb[6] = {0}, ob[6], gb[6];
+    attn_tensor tqb, tob, tdq, tk64, tv64;
+    attn_tensor_init(&tqb, qb, ATTN_BF16, 2, sq, NULL, NULL);
+    attn_tensor_init(&tob, ob, ATTN_BF16, 2, so, NULL, NULL);
+    attn_tensor_init(&tdq, gb, ATTN_BF16, 2, sq, NULL, NULL);
+    attn_tensor_init(&tk64, q64, ATTN_F64, 2, sq, NULL, NULL);
+    attn_tensor_init(&tv64, o64, ATTN_F64, 2, sq, NULL, NULL);
+    check_status(attn_sdpa(&tob, NULL, NULL, &tqb, &tk64, &tv, NULL, &err), &err, ATTN_ERR_DTYPE,
+                 "k is f64 but q is bf16", "sdpa_bf16_q_f64_k_named");
+    check_status(attn_sdpa(&tob, NULL, NULL, &tqb, &tk, &tv64, NULL, &err), &err, ATTN_ERR_DTYPE,
+                 "v is f64 but q is bf16", "sdpa_bf16_q_f64_v_named");
+    size_t bytes = 0;
+    check_status(attn_sdpa_workspace_size(&bytes, &tob, NULL, NULL, &tqb, &tk64, &tv, NULL, &err), &err, ATTN_ERR_DTYPE,
+                 "k is f64 but q is bf16", "sdpa_workspace_bf16_q_f64_k_named");
+    float lse[2] = {0};
+    int64_t sl[1] = {2};
+    attn_tensor tl;
+    attn_tensor_init(&tl, lse, ATTN_F32, 1, sl, NULL, NULL);
+    check_status(attn_sdpa_backward(&tdq, NULL, NULL, NULL, &tob, &tqb, &tk64, &tv, &tob, &tl, NULL, &err), &err,
+                 ATTN_ERR_DTYPE, "k is f64 but q is bf16", "sdpa_backward_bf16_q_f64_k_named");
 }
 
 /* ---- merging partial results ------------------------------------------- */

@@ -259,6 +259,7 @@ static attn_status backward_half(size_t *bytes, attn_tensor *const grad[4], cons
             return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be %s like %s", NAME[i],
                              attn_dtype_name(grad[i]->dtype), attn_dtype_name(i == 3 ? ATTN_F32 : like[i]->dtype),
                              i == 3 ? "the mask" : i ? (i == 1 ? "k" : "v") : "q");
+    if ((st = attn_check_half_kv(q, k, v, err))) return st;
     const attn_named outs[4] = {{grad[0], "dq"}, {grad[1], "dk"}, {grad[2], "dv"}, {grad[3], "dmask"}};
     const attn_named ins[9] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"},
                                {o.mask, "mask"}, {o.alibi_slopes, "alibi_slopes"}, {o.sinks, "sinks"}};

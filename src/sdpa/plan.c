@@ -56,6 +56,18 @@ static attn_status check_operand(const attn_tensor *t, const char *name, attn_dt
     return attn_check_extent(t, name, err);
 }
 
+attn_status attn_check_half_kv(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v, attn_error *err) {
+    const attn_tensor *kv[2] = {k, v};
+    for (int t = 0; t < 2; t++) {
+        if (!kv[t]) continue;
+        attn_dtype d = kv[t]->dtype;
+        if (d != ATTN_F32 && !attn_dtype_half(d) && !attn_dtype_quantized(d))
+            return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s but q is %s; with a 16-bit q, k and v are f32, f16, bf16 or "
+                             "quantized", t ? "v" : "k", attn_dtype_name(d), attn_dtype_name(q->dtype));
+    }
+    return ATTN_OK;
+}
+
 /* One value per query head (ALiBi's slopes, the sinks): a 1-D f32 or f64
  * tensor of Hq finite values. */
 attn_status attn_check_per_head(const attn_tensor *t, const char *name, int64_t Hq, attn_error *err) {

@@ -153,6 +153,7 @@ static attn_status sdpa_half(kernel_kind kind, size_t *bytes, attn_tensor *out, 
     if (weights)
         return attn_fail(err, ATTN_ERR_DTYPE, "the weights are not given for a 16-bit q (PyTorch's SDPA returns none); "
                          "widen q to f32 to have them");
+    if ((st = attn_check_half_kv(q, k, v, err))) return st;
     attn_sdpa_options o;
     attn_context c;
     st = attn_options_read(&o, &c, options, err);

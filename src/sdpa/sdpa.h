@@ -52,6 +52,11 @@ attn_status attn_check_descale(const attn_tensor *t, const char *name, const int
 /* The scales are set only for e4m3 / e5m2 keys (k) and values (v):
  * ATTN_ERR_DTYPE otherwise (plan.c). */
 attn_status attn_check_descale_dtype(const attn_sdpa_options *o, attn_dtype k, attn_dtype v, attn_error *err);
+/* k and v beside a 16-bit q (attn_sdpa's and attn_sdpa_backward's, which
+ * run the f32 call on f32 copies of q): f32, f16, bf16 or quantized,
+ * ATTN_ERR_DTYPE naming q's own dtype otherwise (the f32 call would name
+ * its copy, "q is f32"); NULL is left to the call's checks (plan.c). */
+attn_status attn_check_half_kv(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v, attn_error *err);
 
 /* Offsets of a ragged batch (varlen.c): cu[0 .. batch], starting at 0,
  * never decreasing, ending at `total`, the packed tensor's rows; `name` in
