@@ -350,6 +350,25 @@ static void test_dropout(void) {
     o.dropout_p = 0.5;
     check_status(attn_sdpa_dropout_mask(&o1, &q, &k, &k, &o, &err), &err, ATTN_ERR_DTYPE, "keep is f32",
                  "dropout_mask_needs_bool");
+    /* A 16-bit q, which attn_sdpa takes with dropout: attn_sdpa_shapes and
+     * the mask check it as attn_sdpa does (the f32 call on a copy), so the
+     * mask is the f32 q's of its shape; f64 keys are named beside it. */
+    uint16_t *qh = calloc(4 * 256 * 32, 2), *kh = calloc(4 * 512 * 32, 2);
+    attn_tensor q16, k16, keep16 = make(ATTN_BOOL, 3, sw);
+    attn_tensor_init(&q16, qh, ATTN_BF16, 3, sq, NULL, NULL);
+    attn_tensor_init(&k16, kh, ATTN_BF16, 3, sk, NULL, NULL);
+    int rank16 = 0;
+    int64_t os16[ATTN_MAX_RANK] = {0};
+    o.dropout_p = 0.3, o.dropout_seed = 42;
+    st = attn_sdpa_shapes(&rank16, os16, NULL, &q16, &k16, &k16, &o, &err);
+    if (!st) st = attn_sdpa_dropout_mask(&keep16, &q16, &k16, &k16, &o, &err);
+    check(st == ATTN_OK && rank16 == 3 && os16[0] == 4 && os16[1] == 256 && os16[2] == 32 &&
+              !memcmp(keep16.data, keep.data, (size_t)n),
+          "dropout_mask_of_a_16_bit_q", "status %d (%s), rank %d, out (%lld, %lld, %lld)", (int)st,
+          st ? err.message : "", rank16, (long long)os16[0], (long long)os16[1], (long long)os16[2]);
+    check_status(attn_sdpa_shapes(NULL, NULL, NULL, &q16, &k64, &k16, &o, &err), &err, ATTN_ERR_DTYPE,
+                 "k is f64 but q is bf16", "sdpa_shapes_16_bit_q_f64_k_named");
+    free(qh), free(kh), free(keep16.data);
     attn_tensor *all[] = {&q, &k, &keep, &qd, &kd, &q64, &k64, &o1, &o2, &l1, &d1, &d2, &ld, &e1, &e2, &g1, &g2};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
 }

@@ -297,6 +297,22 @@ static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *
     return ATTN_OK;
 }
 
+/* What attn_sdpa checks of a 16-bit q before it runs the f32 call on a copy
+ * (sdpa.c, sdpa_half): its data, rank and extent, and k and v beside it;
+ * then *q32 is a contiguous f32 stand-in of its shape over its data (never
+ * read), on which the f32 call's checks run as they run on the copy. */
+static attn_status half_stand_in(attn_tensor *q32, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                 attn_error *err) {
+    attn_status st;
+    if ((st = attn_check_data(q, "q", false, err))) return st;
+    if (q->rank < 2 || q->rank > ATTN_MAX_RANK)
+        return attn_fail(err, ATTN_ERR_RANK, "q has rank %d; attention takes ranks 2 to %d", q->rank, ATTN_MAX_RANK);
+    if ((st = attn_check_extent(q, "q", err)) || (st = attn_check_half_kv(q, k, v, err)) ||
+        (st = attn_tensor_init(q32, q->data, ATTN_F32, q->rank, q->shape, NULL, err)))
+        return st;
+    return attn_check_extent(q32, "q's f32 copy", err);
+}
+
 attn_status attn_sdpa_shapes(int *rank, int64_t out_shape[ATTN_MAX_RANK],
                              int64_t weights_shape[ATTN_MAX_RANK], const attn_tensor *q,
                              const attn_tensor *k, const attn_tensor *v,
@@ -305,8 +321,10 @@ attn_status attn_sdpa_shapes(int *rank, int64_t out_shape[ATTN_MAX_RANK],
     attn_context c;
     attn_status st = attn_options_read(&o, &c, options, err);
     if (st) return st;
+    attn_tensor q32; /* a 16-bit q is checked as attn_sdpa checks it: on an f32 stand-in */
+    if (q && attn_dtype_half(q->dtype) && (st = half_stand_in(&q32, q, k, v, err))) return st;
     plan pl;
-    st = make_plan(&pl, q, k, v, &o, false, err);
+    st = make_plan(&pl, q && attn_dtype_half(q->dtype) ? &q32 : q, k, v, &o, false, err);
     if (st) return st;
     for (int d = 0; d < pl.rank; d++) {
         if (out_shape) out_shape[d] = pl.out[CANON - pl.rank + d];
