@@ -39,7 +39,7 @@ static const char MHA_USAGE[] =
     "                         quantized, q8, q4, q4_1, e4m3 or e5m2 (as attn.h's\n"
     "                         \"Quantized storage\" lays them out; q8, q4 and q4_1\n"
     "                         need a head dimension that is a multiple of 32),\n"
-    "                         from float32 or float16 X; or q4c / q2c: keys\n"
+    "                         from float32 X; or q4c / q2c: keys\n"
     "                         4-bit / 2-bit with a scale and minimum per channel\n"
     "                         over each group of 32 positions, the last positions\n"
     "                         not yet filling a group in float16 (KIVI), values\n"
@@ -291,8 +291,8 @@ static int run_incremental(attn_tensor *out, const attn_tensor *x, const attn_mh
     if (kv == ATTN_Q4C || kv == ATTN_Q2C) /* keys per channel in groups of 32 positions, values per token */
         d.key_dtype = kv, d.dtype = D % 32 ? ATTN_F16 : ATTN_Q4_1, d.capacity = (L + 31) / 32 * 32,
         d.residual = residual > 0 ? residual : 0;
-    if (kv && x->dtype != ATTN_F32 && x->dtype != ATTN_F16)
-        return cli_error(EXIT_DATA, "--kv %s needs float32 or float16 X (the cache quantizes the layer's own rows), not %s",
+    if (kv && x->dtype != ATTN_F32) /* the layer takes f32 or f64 X (attn_mha); the quantized cache, f32 rows */
+        return cli_error(EXIT_DATA, "--kv %s needs float32 X (the cache quantizes the layer's own rows), not %s",
                          attn_dtype_name(kv), cli_dtype_name(x->dtype));
     if ((kv == ATTN_Q8 || kv == ATTN_Q4 || kv == ATTN_Q4_1) && D % 32)
         return cli_error(EXIT_DATA, "--kv %s needs a head dimension that is a multiple of 32, but E / heads = %lld",

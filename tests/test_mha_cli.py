@@ -398,6 +398,7 @@ def quantized_cache(c, rng):
     # Bad input: one line, a non-zero exit, no output.
     np.save(c.path("qx64.npy"), rng.standard_normal((3, E)))
     np.save(c.path("qx32.npy"), rng.standard_normal((3, E)).astype(np.float32))
+    np.save(c.path("qx16.npy"), rng.standard_normal((3, E)).astype(np.float16))  # the layer takes f32 or f64 X
     np.save(c.path("qx8.npy"), rng.standard_normal((3, 32)).astype(np.float32))
     with open(c.path("quant_d8.safetensors"), "wb") as fh:  # 4 heads of 8
         fh.write(safetensors_bytes({"in_proj_weight": np.ones((96, 32), np.float32)}))
@@ -409,7 +410,9 @@ def quantized_cache(c, rng):
             ("unknown_format", ["-x", c.path("qx32.npy"), "--incremental", "--kv", "q3"],
              "--kv takes q8, q4, q4_1, e4m3, e5m2, q4c or q2c, not 'q3'"),
             ("without_incremental", ["-x", c.path("qx32.npy"), "--kv", "q8"], "give --incremental too"),
-            ("f64_input", ["-x", c.path("qx64.npy"), "--incremental", "--kv", "q4"], "needs float32 or float16 X"),
+            ("f64_input", ["-x", c.path("qx64.npy"), "--incremental", "--kv", "q4"], "needs float32 X"),
+            ("f16_input", ["-x", c.path("qx16.npy"), "--incremental", "--kv", "q8"],
+             "needs float32 X (the cache quantizes the layer's own rows), not float16"),
             ("head_dim_not_32", ["-x", c.path("qx8.npy"), "--weights", c.path("quant_d8.safetensors"), "--heads", "4",
                                  "--incremental", "--kv", "q8"], "multiple of 32, but E / heads = 8"),
             ("missing_value", ["-x", c.path("qx32.npy"), "--incremental", "--kv"], "--kv"),
