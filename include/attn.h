@@ -738,7 +738,8 @@ typedef enum attn_causal {
  *                      f32(vdpbf16ps_half_rate_here),
  *                      avx512_bf16(amx_refused_by_linux)). The tiles and
  *                      VDPBF16PS sum in different orders: results differ in
- *                      the last bits, within the same bound. f32 q only; not
+ *                      the last bits, within the same bound. An f32 or 16-bit
+ *                      q (a 16-bit q runs on its f32 copy), not f64; not
  *                      with weights. attn_sdpa_backward computes its
  *                      products the same way (see there). The
  *                      decode path (L <= 8) is memory-bound and
@@ -1130,8 +1131,8 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  * doubles per query row of the call when some row's lse exceeds 256; the
  * exact kernel O(S·(E + Ev)) (the fused one takes that too, but only when a
  * slice needs the exact kernel). A workspace must hold all of them, in case.
- * Nothing of size L×S unless dmask is. The bf16 compute mode (f32 q only,
- * as in attn_sdpa) runs the fused kernel's five products (S = q kᵀ again,
+ * Nothing of size L×S unless dmask is. The bf16 compute mode (f32 or 16-bit
+ * q, as in attn_sdpa) runs the fused kernel's five products (S = q kᵀ again,
  * dP = dout vᵀ, dv += Pᵀ dout, dk += dSᵀ q, dq += dS k) on bf16 pairs
  * with f32 sums, on the kernels attn_sdpa's mode names (AMX tiles,
  * AVX512_BF16, the emulation, or f32 where those would be slower; the

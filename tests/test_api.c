@@ -204,7 +204,7 @@ static void test_sdpa_errors(void) {
     check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_OPTION, "compute mode 5",
                  "err_option_compute");
     o.compute = ATTN_COMPUTE_BF16;
-    check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_OPTION, "bf16 compute needs f32 q",
+    check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_OPTION, "bf16 compute needs an f32 or 16-bit q; q is f64",
                  "err_option_bf16_f64");
     o = attn_sdpa_options_default();
 

@@ -165,7 +165,7 @@ static void test_errors(void) {
     bf.compute = ATTN_COMPUTE_BF16;
     check_status(attn_sdpa_backward(&p.g[0], NULL, NULL, NULL, &p.dout, &p.q, &p.k, &p.v, &p.out,
                                     &p.lse, &bf, &err),
-                 &err, ATTN_ERR_OPTION, "bf16 compute needs f32 q", "backward_bf16_compute_f64_rejected");
+                 &err, ATTN_ERR_OPTION, "bf16 compute needs an f32 or 16-bit q; q is f64", "backward_bf16_compute_f64_rejected");
     check_status(attn_sdpa_backward(&g32, NULL, NULL, NULL, &d32, &q32, &k32, &k32, &o32, &l32, &bf, &err), &err,
                  ATTN_OK, "", "backward_bf16_compute_f32_runs");
     free(q32.data), free(k32.data), free(o32.data), free(l32.data), free(d32.data), free(g32.data);
