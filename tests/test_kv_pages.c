@@ -629,10 +629,8 @@ static void test_all_sharers_append(attn_dtype dt, int64_t P, const char *name) 
  * threads, against attn_sdpa on each sequence's copy, (Hk, S, E) f32 rows
  * one head after another: dense rows, a KV head a microkernel call, where
  * attn_kv_cache_attend (attend_matches) reads a contiguous cache as pages
- * too. Bitwise, outputs and lse. *heads gets the heads_per_call= word of
- * the pool's verbose line. */
-static int paged_matches_dense(const model *m, const int64_t *seqs, int64_t n, int threads, char *heads, size_t hsize,
-                               char *why, size_t size) {
+ * too. Bitwise, outputs and lse. */
+static int paged_matches_dense(const model *m, const int64_t *seqs, int64_t n, int threads, char *why, size_t size) {
     int64_t H = m->d.heads, Hq = H * 2, E = m->d.key_dim, Ev = m->d.value_dim, cu[MAX_SEQS + 1];
     uint64_t saved = rng_state; /* the later tests' random stream left as it was */
     for (int64_t i = 0; i <= n; i++) cu[i] = i;
@@ -649,11 +647,7 @@ static int paged_matches_dense(const model *m, const int64_t *seqs, int64_t n, i
     attn_sdpa_options o = attn_sdpa_options_default();
     o.causal = ATTN_CAUSAL_BOTTOM_RIGHT, o.context = &c, o.softcap = 20;
     attn_error err;
-    verbose_begin();
     attn_status st = attn_kv_pages_attend(&to, &tl, &tq, cu, seqs, n, m->pool, NULL, &o, &err);
-    char kernel[32];
-    verbose_end(kernel, sizeof kernel, NULL, 0);
-    word_after(heads, hsize, verbose_last_line, " heads_per_call=");
     int ok = st == ATTN_OK && Hq <= 64;
     if (st) snprintf(why, size, "attn_kv_pages_attend: %s", err.message);
     for (int64_t i = 0; i < n && ok; i++) {
@@ -689,13 +683,11 @@ static int paged_matches_dense(const model *m, const int64_t *seqs, int64_t n, i
  * them reads the rows of several pages (pages_per_call >= 2 on the verbose
  * line): every page of 16 positions is 1 KiB of one head's keys here, so
  * a call of 4 KiB of rows or more takes 4 of them or more; pages of 256
- * are read from a little before one page's end into the next. On 2
- * threads (the masked call) an item takes every KV head's group of its
- * chunk (side_by_side on the verbose line): the heads list microkernels
- * read a page's heads together (heads_per_call), bitwise attn_sdpa on
- * dense rows, a head a call (H KV heads of E and Ev columns: 4 heads of
- * 40 and 24 put two blocks of rows in a call on AVX2 and a vector's tail
- * in every row). */
+ * are read from a little before one page's end into the next. Then, on
+ * 2 threads, the pool against attn_sdpa on dense rows, bitwise
+ * (paged_matches_dense: attn_kv_cache_attend reads its cache as pages
+ * too); H KV heads of E and Ev columns (4 heads of 40 and 24: a vector's
+ * tail in every row, pages of 24 crossed inside a call). */
 static void test_long_decode(attn_dtype dt, int64_t P, int64_t H, int64_t E, int64_t Ev, const char *name) {
     model m;
     model_init(&m, dt, P, 3 * 256 * 12 / P, 3, H, E, Ev, 0);
@@ -716,20 +708,16 @@ static void test_long_decode(attn_dtype dt, int64_t P, int64_t H, int64_t E, int
     make_packed(&one, &m, 3, 0);
     if (!st) st = attn_kv_pages_append(m.pool, ids, 3, &one.k, &one.v, cu3, &err);
     copy_append(&m, ids, 3, &one, cu3);
-    char why[768] = "", kernel[32] = "", masked[32] = "", pages[16] = "", side[16] = "";
+    char why[768] = "", kernel[32] = "", masked[32] = "", pages[16] = "";
     int ok = st == ATTN_OK;
     if (ok) ok = attend_matches(&m, ids, 3, 3, 0, 1, kernel, sizeof kernel, why, sizeof why);
     word_after(pages, sizeof pages, verbose_last_line, " pages_per_call=");
     if (ok) ok = attend_matches(&m, ids, 3, 2, WITH_MASKS, 1, masked, sizeof masked, why, sizeof why);
-    word_after(side, sizeof side, verbose_last_line, " side_by_side=");
     /* The list microkernels are the AVX2 and AVX-512 sets' (isa= on the line) */
     bool lists = strstr(verbose_last_line, " isa=avx2 ") || strstr(verbose_last_line, " isa=avx512 ");
-    char heads[16] = "";
-    if (ok) ok = paged_matches_dense(&m, ids, 3, 2, heads, sizeof heads, why, sizeof why);
-    check(ok && strcmp(kernel, "decode") == 0 && strcmp(masked, "decode") == 0 &&
-              (!lists || (atoi(pages) >= 2 && atoi(side) >= 2 && atoi(heads) >= 2)),
-          name, "%s (kernels %s, %s with masks; pages_per_call=%s, side_by_side=%s, heads_per_call=%s)",
-          st ? err.message : why, kernel, masked, pages, side, heads);
+    if (ok) ok = paged_matches_dense(&m, ids, 3, 2, why, sizeof why);
+    check(ok && strcmp(kernel, "decode") == 0 && strcmp(masked, "decode") == 0 && (!lists || atoi(pages) >= 2), name,
+          "%s (kernels %s, %s with masks; pages_per_call=%s)", st ? err.message : why, kernel, masked, pages);
     free(p.kd), free(p.vd), free(one.kd), free(one.vd);
     model_free(&m);
 }

@@ -591,116 +591,59 @@ static bool partial_softmax(const decode_job *j, partial *pt, int64_t j0) {
  * partials are the same bits. */
 enum { MAX_GROUPS = 16, ITEM_HEADS = 32, SCORES_BYTES = 256 << 10 }; /* an item's groups, query heads and scores at most */
 
-/* Whether rows a and b are one pool's heads d elements apart: the same
- * pages, table and rows, b's head d elements after a's. */
-static bool pool_heads(const attn_rows *a, const attn_rows *b, int64_t d) {
-    return b->kind == ATTN_ROWS_PAGED && b->dtype == a->dtype && b->rows == a->rows && b->cols == a->cols &&
-           b->table == a->table && b->page_size == a->page_size && b->page_stride == a->page_stride &&
-           b->row_step == a->row_step && b->head == a->head + d * attn_stride_unit(a->dtype);
-}
-
-/* Whether dense rows a and b are f32 rows of one row stride, b's base d
- * floats after a's. */
-static bool dense_heads(const attn_rows *a, const attn_rows *b, int64_t d) {
-    return b->kind == ATTN_ROWS_DENSE && b->dense.dtype == ATTN_F32 && b->dense.cs == 1 && b->dense.rs == a->dense.rs &&
-           b->dense.base == a->dense.base + d * (int64_t)sizeof(float);
-}
-
 /* Whether the item's ng live groups (their problems p[t · G]) take the
- * side-by-side kernels (ukernel.h, dot_rows_heads), every group seeing the
- * same keys and a head's rows R 1, 2 or 4: keys and values dense f32 rows
- * of one row stride, or paged rows of one pool the list kernels take
- * (dot_rows_heads_list: a page's heads); group t's head t head strides
- * (*hk, *hv elements) from group 0's. Else each group's rows go by calls
- * of their own. */
+ * side-by-side kernels (ukernel.h, dot_rows_heads): keys and values dense
+ * f32 rows of one row stride, group t's head t head strides (*hk, *hv
+ * floats) from group 0's, every group seeing the same keys, and a head's
+ * rows R 1, 2 or 4. Else each group's rows go by calls of their own. */
 static bool reads_heads(const decode_job *j, const partial *pt, const bool *live, int64_t ng, int64_t *hk,
                         int64_t *hv) {
     if (ng < 2 || !j->uk->dot_rows_heads || (j->R != 1 && j->R != 2 && j->R != 4)) return false;
     const attn_rows *k0 = &pt[0].p[0].k, *v0 = &pt[0].p[0].v;
-    bool paged = k0->kind == ATTN_ROWS_PAGED && v0->kind == ATTN_ROWS_PAGED;
-    if (paged) {
-        if (!j->uk->dot_rows_heads_list || !lists_rows(j->uk, k0) || !lists_rows(j->uk, v0)) return false;
-        *hk = (pt[1].p[0].k.head - k0->head) / attn_stride_unit(k0->dtype);
-        *hv = (pt[1].p[0].v.head - v0->head) / attn_stride_unit(v0->dtype);
-    } else {
-        if (k0->kind != ATTN_ROWS_DENSE || v0->kind != ATTN_ROWS_DENSE || k0->dense.dtype != ATTN_F32 ||
-            v0->dense.dtype != ATTN_F32 || k0->dense.cs != 1 || v0->dense.cs != 1)
-            return false;
-        *hk = (pt[1].p[0].k.dense.base - k0->dense.base) / (int64_t)sizeof(float);
-        *hv = (pt[1].p[0].v.dense.base - v0->dense.base) / (int64_t)sizeof(float);
-    }
+    if (k0->kind != ATTN_ROWS_DENSE || v0->kind != ATTN_ROWS_DENSE || k0->dense.dtype != ATTN_F32 ||
+        v0->dense.dtype != ATTN_F32 || k0->dense.cs != 1 || v0->dense.cs != 1)
+        return false;
+    *hk = (pt[1].p[0].k.dense.base - k0->dense.base) / (int64_t)sizeof(float);
+    *hv = (pt[1].p[0].v.dense.base - v0->dense.base) / (int64_t)sizeof(float);
     for (int64_t t = 0; t < ng; t++) {
         const attn_rows *k = &pt[t].p[0].k, *v = &pt[t].p[0].v;
-        if (!live[t] || pt[t].last != pt[0].last ||
-            !(paged ? pool_heads(k0, k, t * *hk) && pool_heads(v0, v, t * *hv)
-                    : dense_heads(k0, k, t * *hk) && dense_heads(v0, v, t * *hv)))
+        if (!live[t] || pt[t].last != pt[0].last || k->kind != ATTN_ROWS_DENSE || v->kind != ATTN_ROWS_DENSE ||
+            k->dense.rs != k0->dense.rs || v->dense.rs != v0->dense.rs || k->dense.cs != 1 || v->dense.cs != 1 ||
+            k->dense.dtype != ATTN_F32 || v->dense.dtype != ATTN_F32 ||
+            k->dense.base != k0->dense.base + t * *hk * (int64_t)sizeof(float) ||
+            v->dense.base != v0->dense.base + t * *hv * (int64_t)sizeof(float))
             return false;
     }
     return true;
 }
 
-/* Positions a heads list call asks for ahead of the one it computes: about
- * HEADS_LIST_AHEAD_BYTES of the ng heads' rows (at most LIST_AHEAD_MAX). */
-enum { HEADS_LIST_AHEAD_BYTES = 8192 };
-static int64_t heads_list_ahead(const attn_rows *src, int64_t ng) {
-    int64_t row = attn_row_bytes(src->dtype, src->cols) * ng, a = row > 0 ? HEADS_LIST_AHEAD_BYTES / row : 1;
-    return a < 1 ? 1 : a > LIST_AHEAD_MAX ? LIST_AHEAD_MAX : a;
-}
-
 /* The scores of the ng groups' keys j0 + c .. j0 + c + n - 1 through the
  * side-by-side kernel, as many groups a call as its rows take (their
- * scores pt[t].s follow each other, R × lds each; so do their queries).
- * Paged keys go LIST_ROWS positions a list, head 0's rows (the list's
- * rows past the item's `most` repeat its last). */
-static void heads_scores(const decode_job *j, partial *pt, int64_t ng, int64_t hk, int64_t j0, int64_t c, int64_t n,
-                         int64_t most, const void **list) {
+ * scores pt[t].s follow each other, R × lds each; so do their queries). */
+static void heads_scores(const decode_job *j, partial *pt, int64_t ng, int64_t hk, int64_t j0, int64_t c, int64_t n) {
     int64_t R = j->R, lds = attn_round_up(j->chunk, ATTN_VL_MAX), each = ATTN_DECODE_MAX_ROWS / R; /* groups a call */
-    const attn_rows *src = &pt[0].p[0].k;
-    bool paged = src->kind == ATTN_ROWS_PAGED;
-    int64_t ahead = paged ? heads_list_ahead(src, ng) : 0;
-    int64_t piece = paged ? LIST_ROWS : n; /* positions a call */
-    for (int64_t c0 = c; c0 < c + n; c0 += piece) {
-        int64_t m = c + n - c0 < piece ? c + n - c0 : piece;
-        if (paged) note_most(j->pages_per_call, list_rows(list, src, j0 + c0, m, ahead, j0 + most));
-        for (int64_t t0 = 0; t0 < ng; t0 += each) {
-            int64_t nb = ng - t0 < each ? ng - t0 : each;
-            float kmax[ATTN_DECODE_MAX_ROWS];
-            if (paged)
-                j->uk->dot_rows_heads_list(pt[t0].s + c0, lds, pt[t0].q, (int)(nb * R), (int)R, list, t0, hk, m, ahead,
-                                           j->E, src->dtype, kmax);
-            else
-                j->uk->dot_rows_heads(pt[t0].s + c0, lds, pt[t0].q, (int)(nb * R), (int)R,
-                                      (const float *)(const void *)src->dense.base + t0 * hk + (j0 + c0) * src->dense.rs,
-                                      src->dense.rs, hk, m, j->E, kmax);
-            for (int64_t t = 0; t < nb; t++) pt[t0 + t].kmax = attn_absmax_join(pt[t0 + t].kmax, kmax[t]);
-            note_most(j->heads_per_call, (int)nb);
-        }
+    const attn_mat *k = &pt[0].p[0].k.dense;
+    for (int64_t t0 = 0; t0 < ng; t0 += each) {
+        int64_t nb = ng - t0 < each ? ng - t0 : each;
+        float kmax[ATTN_DECODE_MAX_ROWS];
+        j->uk->dot_rows_heads(pt[t0].s + c, lds, pt[t0].q, (int)(nb * R), (int)R,
+                              (const float *)(const void *)k->base + t0 * hk + (j0 + c) * k->rs, k->rs, hk, n, j->E,
+                              kmax);
+        for (int64_t t = 0; t < nb; t++) pt[t0 + t].kmax = attn_absmax_join(pt[t0 + t].kmax, kmax[t]);
+        note_most(j->heads_per_call, (int)nb);
     }
 }
 
 /* acc (the ng groups' R × Ev rows, one after another) += their weights ·
- * the values j0 + c .. j0 + c + n - 1, side by side (paged: in lists, as
- * heads_scores goes). */
+ * the values j0 + c .. j0 + c + n - 1, side by side. */
 static void heads_values(const decode_job *j, float *acc, const partial *pt, int64_t ng, int64_t hv, int64_t j0,
-                         int64_t c, int64_t n, int64_t most, const void **list) {
+                         int64_t c, int64_t n) {
     int64_t R = j->R, lds = attn_round_up(j->chunk, ATTN_VL_MAX), each = ATTN_DECODE_MAX_ROWS / R; /* groups a call */
-    const attn_rows *src = &pt[0].p[0].v;
-    bool paged = src->kind == ATTN_ROWS_PAGED;
-    int64_t ahead = paged ? heads_list_ahead(src, ng) : 0;
-    int64_t piece = paged ? LIST_ROWS : n; /* positions a call */
-    for (int64_t c0 = c; c0 < c + n; c0 += piece) {
-        int64_t m = c + n - c0 < piece ? c + n - c0 : piece;
-        if (paged) list_rows(list, src, j0 + c0, m, ahead, j0 + most);
-        for (int64_t t0 = 0; t0 < ng; t0 += each) {
-            int64_t nb = ng - t0 < each ? ng - t0 : each;
-            if (paged)
-                j->uk->axpy_rows_heads_list(acc + t0 * R * j->Ev, pt[t0].s + c0, lds, (int)(nb * R), (int)R, list, t0,
-                                            hv, m, ahead, j->Ev, src->dtype);
-            else
-                j->uk->axpy_rows_heads(acc + t0 * R * j->Ev, pt[t0].s + c0, lds, (int)(nb * R), (int)R,
-                                       (const float *)(const void *)src->dense.base + t0 * hv + (j0 + c0) * src->dense.rs,
-                                       src->dense.rs, hv, m, j->Ev);
-        }
+    const attn_mat *v = &pt[0].p[0].v.dense;
+    for (int64_t t0 = 0; t0 < ng; t0 += each) {
+        int64_t nb = ng - t0 < each ? ng - t0 : each;
+        j->uk->axpy_rows_heads(acc + t0 * R * j->Ev, pt[t0].s + c, lds, (int)(nb * R), (int)R,
+                               (const float *)(const void *)v->base + t0 * hv + (j0 + c) * v->rs, v->rs, hv, n, j->Ev);
     }
 }
 
@@ -723,12 +666,10 @@ static void decode_partials(const decode_job *j, float *partials, int64_t g0, in
     int64_t hk, hv;
     if (reads_heads(j, pt, live, ng, &hk, &hv)) { /* all groups' rows of a position at once */
         int64_t step = ng * R <= ATTN_DECODE_MAX_ROWS ? most : j->stretch;
-        for (int64_t c = 0; c < most; c += step)
-            heads_scores(j, pt, ng, hk, j0, c, most - c < step ? most - c : step, most, list);
+        for (int64_t c = 0; c < most; c += step) heads_scores(j, pt, ng, hk, j0, c, most - c < step ? most - c : step);
         for (int64_t t = 0; t < ng; t++) live[t] = partial_softmax(j, &pt[t], j0);
         memset(sums, 0, sizeof(float) * (size_t)(ng * R * j->Ev));
-        for (int64_t c = 0; c < most; c += step)
-            heads_values(j, sums, pt, ng, hv, j0, c, most - c < step ? most - c : step, most, list);
+        for (int64_t c = 0; c < most; c += step) heads_values(j, sums, pt, ng, hv, j0, c, most - c < step ? most - c : step);
         for (int64_t t = 0; t < ng; t++)
             if (live[t]) memcpy(pt[t].acc, sums + t * R * j->Ev, sizeof(float) * (size_t)(R * j->Ev));
     } else {
@@ -997,16 +938,11 @@ static void batch_item(void *ctx, int64_t item, int worker) {
 /* Whether the call's KV heads lie side by side in memory: keys and values
  * f32 rows of contiguous columns, read in place, and a head's rows not one
  * run of their own (packed (tokens, Hk, E): one head's rows of 256 bytes
- * 512 apart for two heads of d = 64); or a paged pool's rows that the
- * heads list kernels read (a page holds every head's rows of its
- * positions), for items of R 1, 2 or 4 rows. Then an item takes several
- * groups (decode_partials). p: the call's first slice. */
-static bool side_by_side(const decode_job *j, const attn_slices *sl, const attn_problem *p) {
+ * 512 apart for two heads of d = 64). Then an item takes several groups
+ * (decode_partials). p: the call's first slice. */
+static bool side_by_side(const attn_slices *sl, const attn_problem *p) {
     const attn_canon *c[2] = {&sl->ck, &sl->cv};
-    if (sl->k_pages)
-        return sl->v_pages && sl->k_pages->heads > 1 && j->uk->dot_rows_heads_list && lists_rows(j->uk, &p->k) &&
-               lists_rows(j->uk, &p->v) && (j->R == 1 || j->R == 2 || j->R == 4);
-    if (p->k.dtype != ATTN_F32 || p->v.dtype != ATTN_F32) return false;
+    if (sl->k_pages || p->k.dtype != ATTN_F32 || p->v.dtype != ATTN_F32) return false;
     for (int i = 0; i < 2; i++) {
         int64_t head = c[i]->strides[2], row = c[i]->strides[3];
         if (c[i]->strides[4] != 1 || c[i]->shape[2] < 2 || head < 0 || row < 0 || head >= row * c[i]->shape[3]) return false;
@@ -1043,7 +979,7 @@ static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *er
      * is the same bits for any number). */
     j->ng = 1;
     int64_t scores = j->R * attn_round_up(j->chunk, ATTN_VL_MAX) * (int64_t)sizeof(float);
-    for (int64_t ng = 2; side_by_side(j, sl, &first) && ng <= groups && ng <= MAX_GROUPS && ng * j->G <= ITEM_HEADS &&
+    for (int64_t ng = 2; side_by_side(sl, &first) && ng <= groups && ng <= MAX_GROUPS && ng * j->G <= ITEM_HEADS &&
                          ng * scores <= SCORES_BYTES;
          ng++)
         if (groups % ng == 0 && groups / ng * j->n_chunks >= 2 * (int64_t)sl->threads) j->ng = ng;
@@ -1061,9 +997,8 @@ static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *er
      * each. (On Zen 4, one thread's CPU time, 8 had beaten 16: 92-122 ms
      * against 130-148; 16 sequences of 100 keys, Hk 16, 4 KiB a position,
      * were fastest in 16.) */
-    if (j->ng > 1) { /* a position of all heads: packed, or in a page */
-        int64_t bytes = sl->k_pages ? sl->k_pages->heads * attn_row_bytes(first.k.dtype, first.k.cols)
-                                    : sl->ck.strides[3] * (int64_t)sizeof(float);
+    if (j->ng > 1) {
+        int64_t bytes = sl->ck.strides[3] * (int64_t)sizeof(float);
         j->stretch = 16384 / bytes < 16 ? 16 : 16384 / bytes > 64 ? 64 : 16384 / bytes / 2 * 2;
     }
     j->ws_floats = attn_round_up(j->ng * (j->R * j->E + j->R * attn_round_up(j->chunk, ATTN_VL_MAX) + j->R * j->Ev) +

@@ -148,20 +148,6 @@ typedef struct attn_ukernels {
                            int64_t hs, int64_t n, int64_t E, float *kmax);
     void (*axpy_rows_heads)(float *acc, const float *p, int64_t ldp, int nq, int per, const float *v, int64_t ld,
                             int64_t hs, int64_t n, int64_t Ev);
-    /* The same over a paged pool's KV heads, side by side in each page
-     * ([num_pages][Hk][P][E]): row j of head 0 at k[j] (v[j]), a list of
-     * n + ahead row pointers as dot_rows_list takes, of dtype f32, f16 or
-     * bf16; query row i reads head h0 + i / per, whose row j lies (h0 + i /
-     * per) · hs elements after head 0's (hs = P · E, the same in every
-     * page). While position j is computed, the call's heads of position
-     * j + ahead are asked for, as dot_rows_list asks for its rows. Bitwise
-     * dot_rows_list and axpy_rows_list called head by head. NULL for the
-     * portable kernels. */
-    void (*dot_rows_heads_list)(float *s, int64_t lds, const float *q, int nq, int per, const void *const *k,
-                                int64_t h0, int64_t hs, int64_t n, int64_t ahead, int64_t E, attn_dtype dtype,
-                                float *kmax);
-    void (*axpy_rows_heads_list)(float *acc, const float *p, int64_t ldp, int nq, int per, const void *const *v,
-                                 int64_t h0, int64_t hs, int64_t n, int64_t ahead, int64_t Ev, attn_dtype dtype);
 
     /* dst[i] = src[i] for i < n (any n), src IEEE half (f16) or bfloat16:
      * widening is exact, so every ISA gives the same floats. */

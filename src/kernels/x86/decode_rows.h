@@ -496,25 +496,18 @@ static void axpy_rows_list(float *acc, const float *p, int64_t ldp, int nq, cons
     axpy_any(acc, p, ldp, nq, v, 0, n, Ev, list_kind(dtype), true, ahead);
 }
 
-/* ---- KV heads side by side (ukernel.h: dot_rows_heads, axpy_rows_heads,
- * dot_rows_heads_list, axpy_rows_heads_list) ----
+/* ---- KV heads side by side (ukernel.h: dot_rows_heads, axpy_rows_heads) ----
  * Keys or values packed (tokens, Hk, E), as a ragged batch's packed K and
  * V are: a position's heads lie side by side, hs floats apart, and the
  * next position's ld floats on. Query row i of a call reads head i / per
  * (per: one head's rows, its GQA group's query heads times L), so one call
  * computes every head's rows and reads each position's heads together:
  * one forward stream of memory, as one head of a head-major cache is. Each
- * head's rows read by calls of their own, a stretch at a time, left the other
+ * head's rows read by calls of its own, a stretch at a time, left the other
  * heads' lines between them and read at about half the rate
  * (docs/performance.md). A score is summed as dot_rows_nq sums it (one key
  * at a time, V_HSUM: the same bits as its blocks of keys) and a weighted sum
- * as axpy_block adds it, so the results are those of the per-head calls.
- * The list versions read a paged pool's pages ([num_pages][Hk][P][E]): the
- * rows of head 0 from a list of row pointers (list_rows in decode.c), head
- * h's row h · hs = h · P · E elements on in the same page, of f32, f16 or
- * bf16 (kinds 0 to 2) as the list kernels read them; one call's heads read
- * a page's quarters (halves) together instead of one head's quarter an
- * item (docs/performance.md). */
+ * as axpy_block adds it, so the results are those of the per-head calls. */
 /* Both heads kernels ask for every line of the position about
  * HEADS_AHEAD_BYTES on (prefetcht0). The values' first column block reads
  * only some lines of each position when it holds fewer columns than Ev
@@ -524,8 +517,7 @@ static void axpy_rows_list(float *acc, const float *p, int64_t ldp, int nq, cons
  * 8 KiB or 2 KiB ahead against 37 ms without. The keys are read whole, in
  * order, and still gained: the same batch 28.8-31.4 ms without, 25.2-28.3
  * with 8 KiB ahead, 25.6-26.5 with 16 KiB, 27.3-29.5 with 4 KiB (quiet,
- * medians of 5 calls, in turns; docs/performance.md). The list versions
- * take their distance from the caller, as the list kernels do. */
+ * medians of 5 calls, in turns; docs/performance.md). */
 enum { HEADS_AHEAD_BYTES = 8192 };
 
 /* Positions ahead for rows ld floats apart (0: ld unknown). */
@@ -533,51 +525,32 @@ DECODE_INLINE int64_t heads_ahead(int64_t ld) {
     return ld < 1 ? 0 : HEADS_AHEAD_BYTES / (4 * ld) > 1 ? HEADS_AHEAD_BYTES / (4 * ld) : 1;
 }
 
-/* Element i of rows of kind 0 to 2 at p. */
-DECODE_INLINE const void *kv_at(const void *p, int64_t i, const int kind) { return row_kv(p, i, 1, kind); }
-
-/* Every line of the nh heads (hs elements apart, cols each) of the
- * position at row: one run when they lie side by side (dense f32), a run
- * per head in a list's page (a prefetch past the rows never faults). */
-DECODE_INLINE void prefetch_heads(const void *row, int nh, int64_t hs, int64_t cols, const int kind, const bool list) {
-    const int64_t elt = kind == 0 ? 4 : 2;
-    if (!list) {
-        const char *at = (const char *)row, *end = at + elt * ((nh - 1) * hs + cols);
-        for (at = (const char *)((uintptr_t)at & ~(uintptr_t)63); at < end; at += 64) __builtin_prefetch(at, 0, 3);
-        return;
-    }
-#pragma GCC unroll 8
-    for (int h = 0; h < nh; h++) {
-        const char *at = (const char *)row + elt * h * hs, *end = at + elt * cols;
-        for (at = (const char *)((uintptr_t)at & ~(uintptr_t)63); at < end; at += 64) __builtin_prefetch(at, 0, 3);
-    }
+/* Every line of the nh heads (hs floats apart, cols each) of the position
+ * at row (a prefetch past the rows never faults). */
+DECODE_INLINE void prefetch_heads(const float *row, int nh, int64_t hs, int64_t cols) {
+    const char *at = (const char *)row, *end = at + 4 * ((nh - 1) * hs + cols);
+    for (at = (const char *)((uintptr_t)at & ~(uintptr_t)63); at < end; at += 64) __builtin_prefetch(at, 0, 3);
 }
 
-/* Row j of head `off / hs` (off elements from head 0's row): rows ld apart
- * at k, or the j-th of the row pointers at k. */
-DECODE_INLINE const void *heads_row(const void *k, int64_t j, int64_t ld, int64_t off, const int kind, const bool list) {
-    return kv_at(src_row(k, j, ld, kind, list), off, kind);
-}
-
-DECODE_INLINE void dot_heads_nq(float *s, int64_t lds, const float *q, const void *k, int64_t ld, int64_t off,
-                                int64_t hs, int64_t n, int64_t E, int64_t ahead, const int nq, const int per,
-                                const int kind, const bool list, float *kmax) {
+DECODE_INLINE void dot_heads_nq(float *s, int64_t lds, const float *q, const float *k, int64_t ld, int64_t hs,
+                                int64_t n, int64_t E, const int nq, const int per, float *kmax) {
     const int nh = nq / per;
     int64_t full = E / VL * VL;
     V big[DECODE_NQ]; /* per head: max |k| */
     bool nan[DECODE_NQ];
 #pragma GCC unroll 8
     for (int h = 0; h < nh; h++) big[h] = V_ZERO(), nan[h] = false;
+    int64_t ahead = heads_ahead(ld);
     for (int64_t j = 0; j < n; j++) {
-        const void *kj = heads_row(k, j, ld, off, kind, list);
-        if (ahead) prefetch_heads(heads_row(k, j + ahead, ld, off, kind, list), nh, hs, E, kind, list);
+        const float *kj = k + j * ld;
+        if (ahead) prefetch_heads(k + (j + ahead) * ld, nh, hs, E);
         V acc[DECODE_NQ];
 #pragma GCC unroll 8
         for (int i = 0; i < nq; i++) acc[i] = V_ZERO();
         for (int64_t e = 0; e < full; e += VL)
 #pragma GCC unroll 8
             for (int h = 0; h < nh; h++) {
-                V kv = load_kv(kj, h * hs + e, kind);
+                V kv = V_LOAD(kj + h * hs + e);
                 V_KEEP(kv);
                 big[h] = V_ABSMAX2(big[h], kv);
 #pragma GCC unroll 8
@@ -587,7 +560,7 @@ DECODE_INLINE void dot_heads_nq(float *s, int64_t lds, const float *q, const voi
         if (full < E)
 #pragma GCC unroll 8
             for (int h = 0; h < nh; h++) {
-                V kv = load_kvn(kj, h * hs + full, E - full, kind);
+                V kv = V_LOADN(kj + h * hs + full, E - full);
                 big[h] = V_ABSMAX2(big[h], kv);
 #pragma GCC unroll 8
                 for (int r = 0; r < per; r++)
@@ -606,23 +579,23 @@ DECODE_INLINE void dot_heads_nq(float *s, int64_t lds, const float *q, const voi
 }
 
 /* acc[i * Ev + e0 ..] += sum over j < n of p[i * ldp + j] · head i / per's
- * row j from column e0, over cb vectors of columns (tail > 0: one vector
- * of the last tail < VL columns), as axpy_block adds them. */
-DECODE_INLINE void axpy_heads_block(float *acc, const float *p, int64_t ldp, const void *v, int64_t ld, int64_t off,
-                                    int64_t hs, int64_t n, int64_t Ev, int64_t e0, const int nq, const int per,
-                                    const int cb, int tail, int64_t ahead, const int kind, const bool list) {
+ * v[j * ld + (i / per) · hs + e0 ..], over cb vectors of columns (tail > 0:
+ * one vector of the last tail < VL columns), as axpy_block adds them. */
+DECODE_INLINE void axpy_heads_block(float *acc, const float *p, int64_t ldp, const float *v, int64_t ld, int64_t hs,
+                                    int64_t n, int64_t Ev, int64_t e0, const int nq, const int per, const int cb,
+                                    int tail, int64_t ahead) {
     const int nh = nq / per;
     V a[DECODE_NQ][8];
     accs_load(a, acc, Ev, e0, nq, cb, tail);
     for (int64_t j = 0; j < n; j++) {
-        const void *vj = heads_row(v, j, ld, off, kind, list);
-        if (ahead) prefetch_heads(heads_row(v, j + ahead, ld, off, kind, list), nh, hs, Ev, kind, list);
+        const float *vj = v + j * ld + e0;
+        if (ahead) prefetch_heads(v + (j + ahead) * ld, nh, hs, Ev);
 #pragma GCC unroll 8
         for (int h = 0; h < nh; h++) {
             V vv[8];
 #pragma GCC unroll 8
             for (int t = 0; t < cb; t++) {
-                vv[t] = tail ? load_kvn(vj, h * hs + e0, tail, kind) : load_kv(vj, h * hs + e0 + t * VL, kind);
+                vv[t] = tail ? V_LOADN(vj + h * hs, tail) : V_LOAD(vj + h * hs + t * VL);
                 V_KEEP(vv[t]);
             }
 #pragma GCC unroll 8
@@ -641,130 +614,93 @@ DECODE_INLINE void axpy_heads_block(float *acc, const float *p, int64_t ldp, con
 #define AXPY_HEADS_CB(nq) ((nq) <= 4 ? AXPY_CB(nq) : 2)
 
 /* All Ev columns for nq rows, the positions in groups whose rows of all
- * heads stay in L1 while the column blocks pass over them; the rows ahead
- * asked for in the first column block only. */
-DECODE_INLINE void axpy_heads_nq(float *acc, const float *p, int64_t ldp, const void *v, int64_t ld, int64_t off,
-                                 int64_t hs, int64_t n, int64_t Ev, int64_t ahead, const int nq, const int per,
-                                 const int kind, const bool list) {
+ * heads stay in L1 while the column blocks pass over them. */
+DECODE_INLINE void axpy_heads_nq(float *acc, const float *p, int64_t ldp, const float *v, int64_t ld, int64_t hs,
+                                 int64_t n, int64_t Ev, const int nq, const int per) {
     const int cb = AXPY_HEADS_CB(nq);
-    int64_t bytes = (kind == 0 ? 4 : 2) * Ev * (nq / per), group = Ev <= cb * VL ? n : 16384 / bytes > 16 ? 16384 / bytes : 16;
-    if (!list && Ev <= cb * VL) ahead = 0; /* dense, one column block: the hardware streams it */
+    int64_t bytes = 4 * Ev * (nq / per), group = Ev <= cb * VL ? n : 16384 / bytes > 16 ? 16384 / bytes : 16;
+    int64_t ahead = Ev <= cb * VL ? 0 : heads_ahead(ld); /* one column block: the hardware streams it */
     for (int64_t j0 = 0; j0 < n; j0 += group) {
         int64_t nk = n - j0 < group ? n - j0 : group, e0 = 0;
-        const float *pj = p + j0;
-        const void *vj = src_from(v, j0, ld, kind, list);
-#define HEADS_BLOCK(cbk, tail)                                                                     \
-    axpy_heads_block(acc, pj, ldp, vj, ld, off, hs, nk, Ev, e0, nq, per, cbk, tail, e0 ? 0 : ahead, kind, list)
+        const float *pj = p + j0, *vj = v + j0 * ld;
+#define HEADS_BLOCK(cbk, tail) axpy_heads_block(acc, pj, ldp, vj, ld, hs, nk, Ev, e0, nq, per, cbk, tail, e0 ? 0 : ahead)
         COLUMN_BLOCKS(HEADS_BLOCK);
 #undef HEADS_BLOCK
     }
 }
 
 /* The bodies for every (rows, rows a head): a head's rows 1, 2 or 4, and
- * the rows a block whole heads, up to DECODE_NQ; each kind and source. */
+ * the rows a block whole heads, up to DECODE_NQ. */
 #if DECODE_NQ > 4
-#define HEADS_5_8(CALL, kind, list)                                                                \
-    case 6: CALL(6, 2, kind, list);                                                                \
-    case 8: CALL(8, 2, kind, list);
-#define HEADS_PER1_5_8(CALL, kind, list)                                                           \
-    case 5: CALL(5, 1, kind, list);                                                                \
-    case 6: CALL(6, 1, kind, list);                                                                \
-    case 7: CALL(7, 1, kind, list);                                                                \
-    case 8: CALL(8, 1, kind, list);
-#define HEADS_PER4_8(CALL, kind, list) case 8: CALL(8, 4, kind, list);
+#define HEADS_5_8(CALL)                                                                            \
+    case 6: CALL(6, 2);                                                                            \
+    case 8: CALL(8, 2);
+#define HEADS_PER1_5_8(CALL)                                                                       \
+    case 5: CALL(5, 1);                                                                            \
+    case 6: CALL(6, 1);                                                                            \
+    case 7: CALL(7, 1);                                                                            \
+    case 8: CALL(8, 1);
+#define HEADS_PER4_8(CALL) case 8: CALL(8, 4);
 #else
-#define HEADS_5_8(CALL, kind, list)
-#define HEADS_PER1_5_8(CALL, kind, list)
-#define HEADS_PER4_8(CALL, kind, list)
+#define HEADS_5_8(CALL)
+#define HEADS_PER1_5_8(CALL)
+#define HEADS_PER4_8(CALL)
 #endif
-#define HEADS_SWITCH(CALL, kind, list)                                                             \
-    do {                                                                                           \
-        if (per == 4) switch (nq) {                                                                \
-            case 4: CALL(4, 4, kind, list);                                                        \
-            HEADS_PER4_8(CALL, kind, list)                                                         \
-            default: return;                                                                       \
-            }                                                                                      \
-        if (per == 2) switch (nq) {                                                                \
-            case 2: CALL(2, 2, kind, list);                                                        \
-            case 4: CALL(4, 2, kind, list);                                                        \
-            HEADS_5_8(CALL, kind, list)                                                            \
-            default: return;                                                                       \
-            }                                                                                      \
-        switch (nq) {                                                                              \
-        case 1: CALL(1, 1, kind, list);                                                            \
-        case 2: CALL(2, 1, kind, list);                                                            \
-        case 3: CALL(3, 1, kind, list);                                                            \
-        case 4: CALL(4, 1, kind, list);                                                            \
-            HEADS_PER1_5_8(CALL, kind, list)                                                       \
+#define HEADS_SWITCH(CALL)                                                                         \
+    if (per == 4) switch (nq) {                                                                    \
+        case 4: CALL(4, 4);                                                                        \
+        HEADS_PER4_8(CALL)                                                                         \
         default: return;                                                                           \
         }                                                                                          \
-    } while (0)
-/* Dense rows f32 only; a list's rows f32, f16 or bf16. */
-#define HEADS_KINDS(CALL)                                                                          \
+    if (per == 2) switch (nq) {                                                                    \
+        case 2: CALL(2, 2);                                                                        \
+        case 4: CALL(4, 2);                                                                        \
+        HEADS_5_8(CALL)                                                                            \
+        default: return;                                                                           \
+        }                                                                                          \
+    switch (nq) {                                                                                  \
+    case 1: CALL(1, 1);                                                                            \
+    case 2: CALL(2, 1);                                                                            \
+    case 3: CALL(3, 1);                                                                            \
+    case 4: CALL(4, 1);                                                                            \
+        HEADS_PER1_5_8(CALL)                                                                       \
+    default: return;                                                                               \
+    }
+#define DOT_HEADS_CALL(NQ, PER)                                                                    \
     do {                                                                                           \
-        if (!list) HEADS_SWITCH(CALL, 0, false);                                                   \
-        if (kind == 1) HEADS_SWITCH(CALL, 1, true);                                                \
-        if (kind == 2) HEADS_SWITCH(CALL, 2, true);                                                \
-        HEADS_SWITCH(CALL, 0, true);                                                               \
-    } while (0)
-#define DOT_HEADS_CALL(NQ, PER, kind, list)                                                        \
-    do {                                                                                           \
-        dot_heads_nq(s, lds, q, k, ld, off, hs, n, E, ahead, NQ, PER, kind, list, kmax);           \
+        dot_heads_nq(s, lds, q, k, ld, hs, n, E, NQ, PER, kmax);                                   \
         return;                                                                                    \
     } while (0)
-#define AXPY_HEADS_CALL(NQ, PER, kind, list)                                                       \
+#define AXPY_HEADS_CALL(NQ, PER)                                                                   \
     do {                                                                                           \
-        axpy_heads_nq(acc, p, ldp, v, ld, off, hs, n, Ev, ahead, NQ, PER, kind, list);             \
+        axpy_heads_nq(acc, p, ldp, v, ld, hs, n, Ev, NQ, PER);                                     \
         return;                                                                                    \
     } while (0)
 
-static void dot_heads_block(float *s, int64_t lds, const float *q, int nq, int per, const void *k, int64_t ld,
-                            int64_t off, int64_t hs, int64_t n, int64_t E, int64_t ahead, int kind, bool list,
-                            float *kmax) {
-    HEADS_KINDS(DOT_HEADS_CALL);
+static void dot_heads_block(float *s, int64_t lds, const float *q, int nq, int per, const float *k, int64_t ld,
+                            int64_t hs, int64_t n, int64_t E, float *kmax) {
+    HEADS_SWITCH(DOT_HEADS_CALL)
 }
 
-static void axpy_heads_rows(float *acc, const float *p, int64_t ldp, int nq, int per, const void *v, int64_t ld,
-                            int64_t off, int64_t hs, int64_t n, int64_t Ev, int64_t ahead, int kind, bool list) {
-    HEADS_KINDS(AXPY_HEADS_CALL);
+static void axpy_heads_rows(float *acc, const float *p, int64_t ldp, int nq, int per, const float *v, int64_t ld,
+                            int64_t hs, int64_t n, int64_t Ev) {
+    HEADS_SWITCH(AXPY_HEADS_CALL)
 }
 
 /* Up to ATTN_DECODE_MAX_ROWS rows in blocks of whole heads, DECODE_NQ rows
- * at most (per 1, 2 or 4 divides it); head h0 + i / per for row i. */
-static void dot_heads_any(float *s, int64_t lds, const float *q, int nq, int per, const void *k, int64_t ld,
-                          int64_t h0, int64_t hs, int64_t n, int64_t E, int64_t ahead, int kind, bool list,
-                          float *kmax) {
-    for (int r0 = 0; r0 < nq; r0 += DECODE_NQ)
-        dot_heads_block(s + r0 * lds, lds, q + r0 * E, nq - r0 < DECODE_NQ ? nq - r0 : DECODE_NQ, per, k, ld,
-                        (h0 + r0 / per) * hs, hs, n, E, ahead, kind, list, kmax + r0 / per);
-}
-
-static void axpy_heads_any(float *acc, const float *p, int64_t ldp, int nq, int per, const void *v, int64_t ld,
-                           int64_t h0, int64_t hs, int64_t n, int64_t Ev, int64_t ahead, int kind, bool list) {
-    for (int r0 = 0; r0 < nq; r0 += DECODE_NQ)
-        axpy_heads_rows(acc + r0 * Ev, p + r0 * ldp, ldp, nq - r0 < DECODE_NQ ? nq - r0 : DECODE_NQ, per, v, ld,
-                        (h0 + r0 / per) * hs, hs, n, Ev, ahead, kind, list);
-}
-
+ * at most (per 1, 2 or 4 divides it). */
 static void dot_rows_heads(float *s, int64_t lds, const float *q, int nq, int per, const float *k, int64_t ld,
                            int64_t hs, int64_t n, int64_t E, float *kmax) {
-    dot_heads_any(s, lds, q, nq, per, k, ld, 0, hs, n, E, heads_ahead(ld), 0, false, kmax);
+    for (int r0 = 0; r0 < nq; r0 += DECODE_NQ)
+        dot_heads_block(s + r0 * lds, lds, q + r0 * E, nq - r0 < DECODE_NQ ? nq - r0 : DECODE_NQ, per,
+                        k + r0 / per * hs, ld, hs, n, E, kmax + r0 / per);
 }
 
 static void axpy_rows_heads(float *acc, const float *p, int64_t ldp, int nq, int per, const float *v, int64_t ld,
                             int64_t hs, int64_t n, int64_t Ev) {
-    axpy_heads_any(acc, p, ldp, nq, per, v, ld, 0, hs, n, Ev, heads_ahead(ld), 0, false);
-}
-
-static void dot_rows_heads_list(float *s, int64_t lds, const float *q, int nq, int per, const void *const *k,
-                                int64_t h0, int64_t hs, int64_t n, int64_t ahead, int64_t E, attn_dtype dtype,
-                                float *kmax) {
-    dot_heads_any(s, lds, q, nq, per, k, 0, h0, hs, n, E, ahead, list_kind(dtype), true, kmax);
-}
-
-static void axpy_rows_heads_list(float *acc, const float *p, int64_t ldp, int nq, int per, const void *const *v,
-                                 int64_t h0, int64_t hs, int64_t n, int64_t ahead, int64_t Ev, attn_dtype dtype) {
-    axpy_heads_any(acc, p, ldp, nq, per, v, 0, h0, hs, n, Ev, ahead, list_kind(dtype), true);
+    for (int r0 = 0; r0 < nq; r0 += DECODE_NQ)
+        axpy_heads_rows(acc + r0 * Ev, p + r0 * ldp, ldp, nq - r0 < DECODE_NQ ? nq - r0 : DECODE_NQ, per,
+                        v + r0 / per * hs, ld, hs, n, Ev);
 }
 
 #endif /* ATTN_DECODE_ROWS_H */
