@@ -625,6 +625,56 @@ static void test_all_sharers_append(attn_dtype dt, int64_t P, const char *name) 
     model_free(&m);
 }
 
+/* One query for each of n sequences through the pool on `threads`
+ * threads, against attn_sdpa on each sequence's copy, (Hk, S, E) f32 rows
+ * one head after another: dense rows, a KV head a microkernel call, where
+ * attn_kv_cache_attend (attend_matches) reads a contiguous cache as pages
+ * too. Bitwise, outputs and lse. */
+static int paged_matches_dense(const model *m, const int64_t *seqs, int64_t n, int threads, char *why, size_t size) {
+    int64_t H = m->d.heads, Hq = H * 2, E = m->d.key_dim, Ev = m->d.value_dim, cu[MAX_SEQS + 1];
+    uint64_t saved = rng_state; /* the later tests' random stream left as it was */
+    for (int64_t i = 0; i <= n; i++) cu[i] = i;
+    float *q = malloc((size_t)(n * Hq * E) * 4), *out = calloc((size_t)(n * Hq * Ev), 4);
+    float *lse = calloc((size_t)(n * Hq), 4), *o1 = malloc((size_t)(Hq * Ev) * 4), l1[64];
+    for (int64_t i = 0; i < n * Hq * E; i++) q[i] = rnd_value();
+    int64_t qs[3] = {n, Hq, E}, os[3] = {n, Hq, Ev}, ls[2] = {n, Hq};
+    attn_tensor tq, to, tl;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, qs, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, os, NULL, NULL);
+    attn_tensor_init(&tl, lse, ATTN_F32, 2, ls, NULL, NULL);
+    attn_context c = attn_context_default();
+    c.num_threads = threads;
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT, o.context = &c, o.softcap = 20;
+    attn_error err;
+    attn_status st = attn_kv_pages_attend(&to, &tl, &tq, cu, seqs, n, m->pool, NULL, &o, &err);
+    int ok = st == ATTN_OK && Hq <= 64;
+    if (st) snprintf(why, size, "attn_kv_pages_attend: %s", err.message);
+    for (int64_t i = 0; i < n && ok; i++) {
+        int s = (int)seqs[i];
+        int64_t S = m->len[s], ks[3] = {H, S, E}, vs[3] = {H, S, Ev}, kst[3] = {m->cap[s] * E, E, 1},
+                vst[3] = {m->cap[s] * Ev, Ev, 1}, qis[3] = {Hq, 1, E}, ois[3] = {Hq, 1, Ev}, lis[2] = {Hq, 1};
+        attn_tensor tk, tv, qi, oi, li;
+        attn_tensor_init(&tk, m->k[s], ATTN_F32, 3, ks, kst, NULL);
+        attn_tensor_init(&tv, m->v[s], ATTN_F32, 3, vs, vst, NULL);
+        attn_tensor_init(&qi, q + i * Hq * E, ATTN_F32, 3, qis, NULL, NULL);
+        attn_tensor_init(&oi, o1, ATTN_F32, 3, ois, NULL, NULL);
+        attn_tensor_init(&li, l1, ATTN_F32, 2, lis, NULL, NULL);
+        if ((st = attn_sdpa(&oi, &li, NULL, &qi, &tk, &tv, &o, &err))) {
+            snprintf(why, size, "attn_sdpa: %s", err.message);
+            ok = 0;
+        }
+        for (int64_t h = 0; h < Hq && ok; h++)
+            if (memcmp(o1 + h * Ev, out + (i * Hq + h) * Ev, (size_t)Ev * 4) || memcmp(l1 + h, lse + i * Hq + h, 4)) {
+                snprintf(why, size, "sequence %d, head %lld differs from attn_sdpa on dense rows", s, (long long)h);
+                ok = 0;
+            }
+    }
+    free(q), free(out), free(lse), free(o1);
+    rng_state = saved;
+    return ok;
+}
+
 /* Long sequences: a prompt of 2100 positions over pages of 256 or 16, forked,
  * each fork given its own next token, then one query each, in one call:
  * the split-KV decode kernel runs (L = 1, many chunks; checked on the
@@ -633,10 +683,14 @@ static void test_all_sharers_append(attn_dtype dt, int64_t P, const char *name) 
  * them reads the rows of several pages (pages_per_call >= 2 on the verbose
  * line): every page of 16 positions is 1 KiB of one head's keys here, so
  * a call of 4 KiB of rows or more takes 4 of them or more; pages of 256
- * are read from a little before one page's end into the next. */
-static void test_long_decode(attn_dtype dt, int64_t P, const char *name) {
+ * are read from a little before one page's end into the next. Then, on
+ * 2 threads, the pool against attn_sdpa on dense rows, bitwise
+ * (paged_matches_dense: attn_kv_cache_attend reads its cache as pages
+ * too); H KV heads of E and Ev columns (4 heads of 40 and 24: a vector's
+ * tail in every row, pages of 24 crossed inside a call). */
+static void test_long_decode(attn_dtype dt, int64_t P, int64_t H, int64_t E, int64_t Ev, const char *name) {
     model m;
-    model_init(&m, dt, P, 3 * 256 * 12 / P, 3, 2, 16, 8, 0);
+    model_init(&m, dt, P, 3 * 256 * 12 / P, 3, H, E, Ev, 0);
     int64_t ids[3], cu[2] = {0, 2100};
     attn_kv_pages_create(m.pool, &ids[0], NULL);
     m.live[ids[0]] = 1;
@@ -661,6 +715,7 @@ static void test_long_decode(attn_dtype dt, int64_t P, const char *name) {
     if (ok) ok = attend_matches(&m, ids, 3, 2, WITH_MASKS, 1, masked, sizeof masked, why, sizeof why);
     /* The list microkernels are the AVX2 and AVX-512 sets' (isa= on the line) */
     bool lists = strstr(verbose_last_line, " isa=avx2 ") || strstr(verbose_last_line, " isa=avx512 ");
+    if (ok) ok = paged_matches_dense(&m, ids, 3, 2, why, sizeof why);
     check(ok && strcmp(kernel, "decode") == 0 && strcmp(masked, "decode") == 0 && (!lists || atoi(pages) >= 2), name,
           "%s (kernels %s, %s with masks; pages_per_call=%s)", st ? err.message : why, kernel, masked, pages);
     free(p.kd), free(p.vd), free(one.kd), free(one.vd);
@@ -2164,11 +2219,16 @@ int main(void) {
     test_mha_cached_batch(ATTN_E4M3, "e4m3"); /* the cache's own writer quantizes each row */
     test_mha_cached_batch_errors();
     test_mha_batch_f64();
-    test_long_decode(ATTN_F32, 256, "long_forks_decode_kernel_equals_contiguous_f32_page_256");
-    test_long_decode(ATTN_F16, 256, "long_forks_decode_kernel_equals_contiguous_f16_page_256");
-    test_long_decode(ATTN_F32, 16, "long_forks_decode_kernel_equals_contiguous_f32_page_16");
-    test_long_decode(ATTN_F16, 16, "long_forks_decode_kernel_equals_contiguous_f16_page_16");
-    test_long_decode(ATTN_BF16, 16, "long_forks_decode_kernel_equals_contiguous_bf16_page_16");
+    test_long_decode(ATTN_F32, 256, 2, 16, 8, "long_forks_decode_kernel_equals_contiguous_f32_page_256");
+    test_long_decode(ATTN_F16, 256, 2, 16, 8, "long_forks_decode_kernel_equals_contiguous_f16_page_256");
+    test_long_decode(ATTN_F32, 16, 2, 16, 8, "long_forks_decode_kernel_equals_contiguous_f32_page_16");
+    test_long_decode(ATTN_F16, 16, 2, 16, 8, "long_forks_decode_kernel_equals_contiguous_f16_page_16");
+    test_long_decode(ATTN_BF16, 16, 2, 16, 8, "long_forks_decode_kernel_equals_contiguous_bf16_page_16");
+    uint64_t saved = rng_state; /* the cases of 4 heads leave the later tests' random stream as it was */
+    test_long_decode(ATTN_F32, 16, 4, 40, 24, "long_forks_decode_kernel_equals_contiguous_f32_page_16_4_heads_tails");
+    test_long_decode(ATTN_BF16, 256, 4, 40, 24, "long_forks_decode_kernel_equals_contiguous_bf16_page_256_4_heads_tails");
+    test_long_decode(ATTN_F16, 24, 4, 40, 24, "long_forks_decode_kernel_equals_contiguous_f16_page_24_4_heads_tails");
+    rng_state = saved;
     test_caller_pages();
     test_desc();
     test_pages_aligned();
