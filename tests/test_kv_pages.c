@@ -322,6 +322,16 @@ static int64_t pages_wanted(const model *m, const int64_t *seqs, int64_t n, cons
  * (bool (L, S) or f32 (Hq, L, S), random), dropout. */
 enum { WITH_ROPE = 1, WITH_MASKS = 2, WITH_DROPOUT = 4 };
 
+/* Packed f32 queries of `rows` positions and their answers: q (rows, Hq,
+ * E), out (rows, Hq, Ev), lse (rows, Hq), each contiguous. */
+static void packed_queries(attn_tensor *tq, attn_tensor *to, attn_tensor *tl, float *q, float *out, float *lse,
+                           int64_t rows, int64_t Hq, int64_t E, int64_t Ev) {
+    int64_t qs[3] = {rows, Hq, E}, os[3] = {rows, Hq, Ev}, ls[2] = {rows, Hq};
+    attn_tensor_init(tq, q, ATTN_F32, 3, qs, NULL, NULL);
+    attn_tensor_init(to, out, ATTN_F32, 3, os, NULL, NULL);
+    attn_tensor_init(tl, lse, ATTN_F32, 2, ls, NULL, NULL);
+}
+
 /* Queries for n sequences, attended through the pool in one call, against
  * attn_kv_cache_attend on a contiguous cache of each sequence alone (with
  * sequence i's mask and dropout seed + i), bitwise. The call must be one
@@ -341,11 +351,8 @@ static int attend_matches(const model *m, const int64_t *seqs, int64_t n, int th
     float *q = malloc((size_t)(total * Hq * E + 1) * 4), *out = calloc((size_t)(total * Hq * Ev + 1), 4);
     float *lse = calloc((size_t)(total * Hq + 1), 4);
     for (int64_t i = 0; i < total * Hq * E; i++) q[i] = rnd_value();
-    int64_t qs[3] = {total, Hq, E}, os[3] = {total, Hq, Ev}, ls[2] = {total, Hq};
     attn_tensor tq, to, tl;
-    attn_tensor_init(&tq, q, ATTN_F32, 3, qs, NULL, NULL);
-    attn_tensor_init(&to, out, ATTN_F32, 3, os, NULL, NULL);
-    attn_tensor_init(&tl, lse, ATTN_F32, 2, ls, NULL, NULL);
+    packed_queries(&tq, &to, &tl, q, out, lse, total, Hq, E, Ev);
     /* masks[i]: even i bool (L, S), keeping 3 keys in 4; odd i additive
      * f32 (Hq, L, S) in [-2, 2), with a -inf here and there */
     attn_tensor mt[MAX_SEQS];
@@ -637,11 +644,8 @@ static int paged_matches_dense(const model *m, const int64_t *seqs, int64_t n, i
     float *q = malloc((size_t)(n * Hq * E) * 4), *out = calloc((size_t)(n * Hq * Ev), 4);
     float *lse = calloc((size_t)(n * Hq), 4), *o1 = malloc((size_t)(Hq * Ev) * 4), l1[64];
     for (int64_t i = 0; i < n * Hq * E; i++) q[i] = rnd_value();
-    int64_t qs[3] = {n, Hq, E}, os[3] = {n, Hq, Ev}, ls[2] = {n, Hq};
     attn_tensor tq, to, tl;
-    attn_tensor_init(&tq, q, ATTN_F32, 3, qs, NULL, NULL);
-    attn_tensor_init(&to, out, ATTN_F32, 3, os, NULL, NULL);
-    attn_tensor_init(&tl, lse, ATTN_F32, 2, ls, NULL, NULL);
+    packed_queries(&tq, &to, &tl, q, out, lse, n, Hq, E, Ev);
     attn_context c = attn_context_default();
     c.num_threads = threads;
     attn_sdpa_options o = attn_sdpa_options_default();
