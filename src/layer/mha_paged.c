@@ -238,6 +238,8 @@ static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int6
      * as its dequantized values, and a cache's window has moved on. */
     int64_t per = w.key_dtype ? w.heads * (w.residual + 32) * w.key_dim : 0; /* f16 values a sequence's rows take */
     uint16_t *saved = NULL;
+    if (!st && per > 0 && (uint64_t)(n > 0 ? n : 1) > SIZE_MAX / 2 / (uint64_t)per)
+        st = attn_fail(err, ATTN_ERR_OVERFLOW, "%lld sequences' residual keys overflow", (long long)n);
     if (!st && per > 0 && !(saved = malloc((size_t)(n > 0 ? n : 1) * (size_t)per * 2)))
         st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot keep %lld sequences' residual keys", (long long)n);
     for (int64_t i = 0; !st && saved && i < n; i++)
