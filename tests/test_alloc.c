@@ -458,7 +458,10 @@ static void reset_lengths(void *ctx) {
     c->lengths[0] = 0, c->lengths[1] = 0, c->lengths[2] = 4;
 }
 
-static void cached_batch_subject(void) {
+/* keys: 0 for f32 rows; ATTN_Q4C for keys per channel (values f16, a
+ * residual of 32 f16 positions), whose failed steps also put the residual
+ * keys back, from a copy the step allocates. */
+static void cached_batch_subject(attn_dtype keys) {
     static cached_batch_case c;
     for (int i = 0; i < 3 * CBE * CBE; i++) c.w[i] = (float)uniform() - 0.5f;
     for (int i = 0; i < CBE * CBE; i++) c.ow[i] = (float)uniform() - 0.5f;
@@ -470,14 +473,19 @@ static void cached_batch_subject(void) {
     c.p.embed_dim = CBE, c.p.num_heads = 2, c.p.in_proj_weight = &c.tw, c.p.out_proj_weight = &c.tow;
     attn_kv_cache_desc d = attn_kv_cache_desc_default();
     d.batch = 3, d.heads = 2, d.capacity = 16, d.key_dim = d.value_dim = CBE / 2;
+    if (keys) d.key_dtype = keys, d.dtype = ATTN_F16, d.capacity = 64, d.residual = 32;
     size_t bytes;
     attn_kv_cache_bytes(&bytes, &d, NULL);
     c.memory = __real_malloc(bytes);
     memset(c.memory, 0, bytes);
-    attn_kv_cache_init(&c.cache, c.memory, bytes, &d, NULL);
+    if (attn_kv_cache_init(&c.cache, c.memory, bytes, &d, NULL)) {
+        check(false, "mha_cached_batch_cache_init", "keys %s", attn_dtype_name(keys));
+        __real_free(c.memory);
+        return;
+    }
     c.rows[0] = 2, c.rows[1] = 0, c.cu[0] = 0, c.cu[1] = 5, c.cu[2] = 9;
     reset_lengths(&c);
-    subject s = {"mha_cached_batch", run_cached_batch, &c, {c.out}, {sizeof c.out}, reset_lengths};
+    subject s = {keys ? "mha_cached_batch_q4c_keys" : "mha_cached_batch", run_cached_batch, &c, {c.out}, {sizeof c.out}, reset_lengths};
     test_subject(&s);
     __real_free(c.memory);
 }
@@ -780,7 +788,8 @@ int main(void) {
     backward_subject(ATTN_F32);
     varlen_backward_subject(ATTN_F64);
     varlen_backward_subject(ATTN_F32);
-    cached_batch_subject();
+    cached_batch_subject(0);
+    cached_batch_subject(ATTN_Q4C);
     attn_rope_options rope = attn_rope_options_default();
     subject_rope = &rope;
     sdpa_subject("sdpa_f32_flash_rope", ATTN_F32, ATTN_F32, 4, 100, 130, 16, 0, 0, 1, ATTN_COMPUTE_F32,
