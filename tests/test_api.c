@@ -780,6 +780,74 @@ static void test_scaling(void) {
 
 /* ---- 16-bit floats ------------------------------------------------------ */
 
+/* Element i of a tensor of f32, f16 or bf16 values, widened exactly. */
+static float value_of(const void *p, attn_dtype dt, int64_t i) {
+    if (dt == ATTN_F32) return ((const float *)p)[i];
+    uint16_t h = ((const uint16_t *)p)[i];
+    return dt == ATTN_F16 ? attn_f16_to_f32(h) : attn_bf16_to_f32(h);
+}
+
+/* The bits attn_tensor_convert must write for x into dt (one conversion;
+ * into f32, a signaling NaN made quiet, as through double). */
+static uint32_t bits_into(float x, attn_dtype dt) {
+    if (dt == ATTN_F16) return attn_f32_to_f16(x);
+    if (dt == ATTN_BF16) return attn_f32_to_bf16(x);
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return (u & 0x7fffffffu) > 0x7f800000u ? u | 0x400000u : u;
+}
+
+static uint32_t bits_at(const void *p, attn_dtype dt, int64_t i) {
+    if (dt == ATTN_F32) return ((const uint32_t *)p)[i];
+    return ((const uint16_t *)p)[i];
+}
+
+/* attn_tensor_convert between f32, f16 and bf16, rows of contiguous values
+ * (converted a row at a time, in pieces of 1,024) and strided ones (a
+ * value at a time): every element as the single-value conversions give
+ * it, for values of every kind (random bit patterns: NaN payloads,
+ * infinities, subnormals, ties), rows longer than a piece, a padded
+ * leading stride, and in place. */
+static void test_convert_rows(void) {
+    enum { A = 3, B = 2, C = 1500, PAD = 1503 };
+    static const attn_dtype DT[3] = {ATTN_F32, ATTN_F16, ATTN_BF16};
+    uint32_t *in = malloc(sizeof(uint32_t) * A * B * PAD), *out = malloc(sizeof(uint32_t) * A * B * PAD);
+    uint32_t x = 2463534242u;
+    for (int64_t i = 0; i < A * B * PAD; i++) x ^= x << 13, x ^= x >> 17, x ^= x << 5, in[i] = x;
+    int bad = 0, cases = 0;
+    for (int si = 0; si < 3; si++)
+        for (int di = 0; di < 3; di++)
+            for (int strided = 0; strided < 2; strided++) {
+                /* (A, B, C) with rows PAD apart; strided: every other value of (A, B, C / 2) */
+                int64_t c = strided ? C / 2 : C, shape[3] = {A, B, c};
+                int64_t st[3] = {B * PAD, PAD, strided ? 2 : 1};
+                attn_tensor s, d;
+                attn_error err;
+                memset(out, 0xa5, sizeof(uint32_t) * A * B * PAD);
+                attn_tensor_init(&s, in, DT[si], 3, shape, st, NULL);
+                attn_tensor_init(&d, out, DT[di], 3, shape, st, NULL);
+                if (attn_tensor_convert(&d, &s, &err)) bad++;
+                for (int64_t a = 0; a < A; a++)
+                    for (int64_t b = 0; b < B; b++)
+                        for (int64_t k = 0; k < c; k++) {
+                            int64_t off = a * st[0] + b * st[1] + k * st[2];
+                            bad += bits_at(out, DT[di], off) != bits_into(value_of(in, DT[si], off), DT[di]);
+                        }
+                cases++;
+            }
+    check(!bad, "convert_rows_match_values", "%d of %d conversions wrote other bits", bad, cases);
+    /* In place (dst is src, the very view): 16-bit NaNs quieted, the rest kept. */
+    uint16_t h[C], want[C];
+    for (int i = 0; i < C; i++) h[i] = (uint16_t)(in[i] >> 7), want[i] = attn_f32_to_f16(attn_f16_to_f32(h[i]));
+    int64_t sh[1] = {C};
+    attn_tensor t;
+    attn_error err;
+    attn_tensor_init(&t, h, ATTN_F16, 1, sh, NULL, NULL);
+    check(attn_tensor_convert(&t, &t, &err) == ATTN_OK && memcmp(h, want, sizeof h) == 0, "convert_rows_in_place",
+          "an f16 row converted in place is not what the values give");
+    free(in), free(out);
+}
+
 static void test_half(void) {
     int f16_ok = 1, bf16_ok = 1;
     for (uint32_t h = 0; h < 65536; h++) {
@@ -819,6 +887,7 @@ static void test_half(void) {
     attn_tensor_init(&th, half, ATTN_F16, 2, other, NULL, NULL);
     check_status(attn_tensor_convert(&th, &ts, &err), &err, ATTN_ERR_SHAPE, "same shape", "convert_shape");
     check_status(attn_tensor_convert(NULL, &ts, &err), &err, ATTN_ERR_NULL, "NULL", "convert_null");
+    test_convert_rows();
 
     /* f16/bf16 k and v go with f32 q only; q itself must be f32 or f64. */
     int64_t sq[2] = {2, 3}, so[2] = {2, 3};

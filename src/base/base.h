@@ -110,6 +110,11 @@ int64_t attn_quant_block_bytes(attn_dtype d);
  * widening of rows must match bit for bit. */
 void attn_quant_row(void *dst, const float *x, int64_t n, attn_dtype format);
 void attn_dequant_row(float *dst, const void *src, int64_t n, attn_dtype format);
+/* Rows of n contiguous values to and from IEEE half (f16) or bfloat16,
+ * as attn_f32_to_f16 / attn_f32_to_bf16 and back, value by value (half.c;
+ * the 16-bit side any alignment). */
+void attn_f32_to_half_row(void *dst, const float *src, int64_t n, bool f16);
+void attn_half_to_f32_row(float *dst, const void *src, int64_t n, bool f16);
 /* Value c of a quantized row, widened. */
 float attn_quant_get(const void *row, attn_dtype format, int64_t c);
 /* src copied into dst (the same shape, rank >= 1), converting: as
