@@ -46,13 +46,34 @@ static uint32_t round_even(float y) {
     return t + (rest > 0.5f || (rest == 0.5f && (t & 1)));
 }
 
-/* x / d rounded to nearest even and clamped to lo .. hi (d finite, != 0). */
-static int32_t code_of(float x, float d, int32_t lo, int32_t hi) {
-    float y = x / d;
-    if (!(y < (float)hi + 1)) return hi; /* also keeps the conversion below 2^23 */
-    if (!(y > (float)lo - 1)) return lo;
-    int32_t c = y < 0 ? -(int32_t)round_even(-y) : (int32_t)round_even(y);
-    return c < lo ? lo : c > hi ? hi : c;
+/* Not inlined where it is called with constant bounds: GCC then threads
+ * the clamps into branches again. */
+#if defined(__GNUC__)
+#define QUANT_NOINLINE __attribute__((noinline))
+#else
+#define QUANT_NOINLINE
+#endif
+
+/* c[i] = (x[i · stride] - m) / d rounded to nearest even and clamped to
+ * lo .. hi, for i < n (d finite, != 0). The quotient is clamped first,
+ * which gives the same code (one past hi rounds to hi or beyond) and keeps
+ * it below 2^23 for the conversion; the rounding is round_even's, whatever
+ * the caller's rounding mode. No branch on the data: on random rows the
+ * branches of a rounding went the wrong way about every other value, and
+ * quantizing took most of a cache's append. */
+static QUANT_NOINLINE void block_codes(int32_t *restrict c, const float *restrict x, int64_t n, int64_t stride, float m,
+                                       float d, float lo, float hi) {
+    for (int64_t i = 0; i < n; i++) {
+        float y = (x[i * stride] - m) / d; /* x - 0 is x, -0 included */
+        y = y < lo ? lo : y;
+        y = y > hi ? hi : y;
+        uint32_t neg = attn_f32_bits(y) >> 31;
+        float a = fabsf(y), rest;
+        int32_t t = (int32_t)a; /* truncated */
+        rest = a - (float)t;    /* exact */
+        t += (rest > 0.5f) | ((rest == 0.5f) & (t & 1));
+        c[i] = (t ^ -(int32_t)neg) + (int32_t)neg; /* -t where y < 0 */
+    }
 }
 
 /* The f16 scale of a block: s rounded to f16, ±65504 where that overflows. */
@@ -65,14 +86,23 @@ static uint16_t scale_of(float s) {
 static void put16(uint8_t *p, uint16_t h) { p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8); }
 static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
-static void q8_block(uint8_t *b, const float *x) {
+/* Whether x[0 .. 31] are all finite, and the largest |x[i]|: no branch
+ * on the data. */
+static bool block_absmax(const float *x, float *amax) {
     float a = 0;
-    bool finite = true;
+    int bad = 0;
     for (int i = 0; i < ATTN_QBLOCK; i++) {
-        finite = finite && isfinite(x[i]);
-        a = fabsf(x[i]) > a ? fabsf(x[i]) : a;
+        float f = fabsf(x[i]);
+        bad |= !(f <= FLT_MAX); /* inf or NaN */
+        a = f > a ? f : a;
     }
-    if (!finite) {
+    *amax = a;
+    return !bad;
+}
+
+static void q8_block(uint8_t *b, const float *x) {
+    float a;
+    if (!block_absmax(x, &a)) {
         put16(b, 0x7e00);
         memset(b + 2, 0, ATTN_QBLOCK);
         return;
@@ -80,28 +110,33 @@ static void q8_block(uint8_t *b, const float *x) {
     uint16_t h = scale_of(a / 127.0f);
     float d = attn_f16_to_f32(h);
     put16(b, h);
-    for (int i = 0; i < ATTN_QBLOCK; i++) b[2 + i] = (uint8_t)(int8_t)(d == 0 ? 0 : code_of(x[i], d, -127, 127));
+    if (d == 0) {
+        memset(b + 2, 0, ATTN_QBLOCK);
+        return;
+    }
+    int32_t c[ATTN_QBLOCK];
+    block_codes(c, x, ATTN_QBLOCK, 1, 0.0f, d, -127.0f, 127.0f);
+    for (int i = 0; i < ATTN_QBLOCK; i++) b[2 + i] = (uint8_t)(int8_t)c[i];
 }
 
 static void q4_block(uint8_t *b, const float *x) {
-    float m = x[0];
-    bool finite = true;
-    for (int i = 0; i < ATTN_QBLOCK; i++) {
-        finite = finite && isfinite(x[i]);
-        if (fabsf(x[i]) > fabsf(m)) m = x[i]; /* the first of equals, -0 included */
-    }
-    if (!finite) {
+    float m = x[0], a;
+    if (!block_absmax(x, &a)) {
         put16(b, 0x7e00);
         memset(b + 2, 0x88, ATTN_QBLOCK / 2);
         return;
     }
+    for (int i = 0; fabsf(m) < a; i++) m = x[i]; /* the first of the largest |x[i]|, -0 included */
     uint16_t h = scale_of(m / -8.0f);
     float d = attn_f16_to_f32(h);
     put16(b, h);
-    for (int i = 0; i < ATTN_QBLOCK / 2; i++) {
-        int32_t lo = d == 0 ? 0 : code_of(x[i], d, -8, 7), hi = d == 0 ? 0 : code_of(x[i + 16], d, -8, 7);
-        b[2 + i] = (uint8_t)((lo + 8) | (hi + 8) << 4);
+    if (d == 0) {
+        memset(b + 2, 0x88, ATTN_QBLOCK / 2);
+        return;
     }
+    int32_t c[ATTN_QBLOCK];
+    block_codes(c, x, ATTN_QBLOCK, 1, 0.0f, d, -8.0f, 7.0f);
+    for (int i = 0; i < ATTN_QBLOCK / 2; i++) b[2 + i] = (uint8_t)((c[i] + 8) | (c[i + 16] + 8) << 4);
 }
 
 void attn_quant_min_scale(uint8_t *codes, uint16_t *dh, uint16_t *mh, const float *x, int64_t n, int64_t stride,
@@ -110,7 +145,7 @@ void attn_quant_min_scale(uint8_t *codes, uint16_t *dh, uint16_t *mh, const floa
     bool finite = true;
     for (int64_t i = 0; i < n; i++) {
         float y = x[i * stride];
-        finite = finite && isfinite(y);
+        finite &= fabsf(y) <= FLT_MAX; /* no branch on the data */
         lo = y < lo ? y : lo, hi = y > hi ? y : hi;
     }
     if (!finite) {
@@ -122,7 +157,14 @@ void attn_quant_min_scale(uint8_t *codes, uint16_t *dh, uint16_t *mh, const floa
     float m = attn_f16_to_f32(*mh), s = (hi - m) / (float)levels;
     *dh = s > 0 ? scale_of(s) : 0; /* m rounded above hi: every value is m */
     float d = attn_f16_to_f32(*dh);
-    for (int64_t i = 0; i < n; i++) codes[i] = (uint8_t)(d == 0 ? 0 : code_of(x[i * stride] - m, d, 0, levels));
+    if (d == 0) memset(codes, 0, (size_t)n);
+    else
+        for (int64_t i0 = 0; i0 < n; i0 += ATTN_QBLOCK) { /* in blocks of codes */
+            int32_t c[ATTN_QBLOCK];
+            int64_t k = n - i0 < ATTN_QBLOCK ? n - i0 : ATTN_QBLOCK;
+            block_codes(c, x + i0 * stride, k, stride, m, d, 0.0f, (float)levels);
+            for (int64_t i = 0; i < k; i++) codes[i0 + i] = (uint8_t)c[i];
+        }
 }
 
 /* q4_1: 16 levels from the block's minimum m up, d apart (attn.h). */
@@ -139,20 +181,23 @@ static void q4_1_block(uint8_t *b, const float *x) {
 typedef struct fp8_format {
     int M, B;
     uint32_t max_code, nan_code;
+    float least_normal; /* 2^(1-B) */
+    float unit, per_unit; /* 2^(1-B-M), the subnormals' step, and 1 / unit */
 } fp8_format;
 
-static const fp8_format E4M3 = {3, 7, 0x7e, 0x7f}, E5M2 = {2, 15, 0x7b, 0x7e};
+static const fp8_format E4M3 = {3, 7, 0x7e, 0x7f, 0x1p-6f, 0x1p-9f, 0x1p9f},
+                        E5M2 = {2, 15, 0x7b, 0x7e, 0x1p-14f, 0x1p-16f, 0x1p16f};
 
 static uint8_t fp8_of(float x, const fp8_format *f) {
     uint32_t u = attn_f32_bits(x), sign = (u >> 24) & 0x80, a = u & 0x7fffffffu, code;
     if (a > 0x7f800000u) return (uint8_t)(sign | f->nan_code);
     if (a == 0x7f800000u) return (uint8_t)(sign | f->max_code); /* satfinite */
     float v = attn_f32_from_bits(a);
-    if (v < ldexpf(1.0f, 1 - f->B)) {
+    if (v < f->least_normal) {
         /* Below the smallest normal: multiples of 2^(1-B-M). The scaled value
          * is exact (a power of two) and below 2^M; rounding up to 2^M gives
          * the code of the smallest normal, as it should. */
-        code = round_even(v * ldexpf(1.0f, f->B - 1 + f->M));
+        code = round_even(v * f->per_unit);
     } else {
         /* Round f32's mantissa to M bits (ties to even, a carry moving into
          * the exponent), then rebias the exponent from 127 to B. */
@@ -168,7 +213,7 @@ static float fp8_value(uint8_t c, const fp8_format *f, bool e4m3) {
     if (e4m3 && (c & 0x7f) == 0x7f) return attn_f32_from_bits(sign | 0x7fc00000u);
     if (!e4m3 && e == top) return attn_f32_from_bits(sign | 0x7f800000u | (m ? 0x400000u : 0));
     if (e == 0) { /* m · 2^(1-B-M), exact */
-        float v = ldexpf((float)m, 1 - f->B - f->M);
+        float v = (float)m * f->unit;
         return sign ? -v : v;
     }
     return attn_f32_from_bits(sign | (e - (uint32_t)f->B + 127) << 23 | m << (23 - f->M));
@@ -365,6 +410,7 @@ void attn_copy_kv_rows(attn_tensor *dst, const attn_tensor *src, const float *sc
     double work[PIECE]; /* the rotation's (a row of at most PIECE values: the caches check) */
     rotate = rotate && qs != qd && n <= PIECE;
     int64_t ss = (int64_t)attn_dtype_size(src->dtype), ds = (int64_t)attn_dtype_size(dst->dtype);
+    int64_t scs = src->strides[src->rank - 1], dcs = dst->strides[dst->rank - 1];
     for (int64_t r = 0; r < rows; r++) {
         const char *in = (const char *)src->data + offset_of(src, r, 0) * (qs ? 1 : ss);
         char *out = (char *)dst->data + offset_of(dst, r, 0) * (qd ? 1 : ds);
@@ -375,29 +421,45 @@ void attn_copy_kv_rows(attn_tensor *dst, const attn_tensor *src, const float *sc
         float s = scale ? scale[r / per_head % heads] : 1.0f;
         for (int64_t c0 = 0; c0 < n; c0 += PIECE) {
             int64_t k = n - c0 < PIECE ? n - c0 : PIECE;
+            const float *x = buf; /* the piece's values as f32 */
             if (qs) {
                 attn_dequant_row(buf, in + bytes_before(src->dtype, c0), k, src->dtype);
                 if (scale) /* code · s, one f32 rounding */
                     for (int64_t c = 0; c < k; c++) buf[c] *= s;
                 if (rotate) attn_hadamard_f32(buf, n, work); /* turned back: H is its own inverse */
             } else {
-                attn_mat m = {(char *)in, src->dtype, 1, n, 0, src->strides[src->rank - 1]};
-                for (int64_t c = 0; c < k; c++) buf[c] = (float)attn_mat_get(&m, 0, c0 + c);
+                /* Contiguous f32, f16 and bf16 values a row at a time (an
+                 * append of f32 rows is read in place); others value by value. */
+                if (src->dtype == ATTN_F32 && scs == 1 && !rotate && !scale) x = (const float *)(const void *)in + c0;
+                else if (src->dtype == ATTN_F32 && scs == 1) memcpy(buf, (const float *)(const void *)in + c0, sizeof(float) * (size_t)k);
+                else if (attn_dtype_half(src->dtype) && scs == 1) attn_half_to_f32_row(buf, in + 2 * c0, k, src->dtype == ATTN_F16);
+                else {
+                    attn_mat m = {(char *)in, src->dtype, 1, n, 0, scs};
+                    for (int64_t c = 0; c < k; c++) buf[c] = (float)attn_mat_get(&m, 0, c0 + c);
+                }
                 if (rotate) attn_hadamard_f32(buf, n, work); /* H x, rounded once, then scaled and quantized */
                 if (scale) /* x / s, one f32 rounding, then quantized */
                     for (int64_t c = 0; c < k; c++) buf[c] /= s;
             }
             if (qd) {
-                attn_quant_row(out + bytes_before(dst->dtype, c0), buf, k, dst->dtype);
+                attn_quant_row(out + bytes_before(dst->dtype, c0), x, k, dst->dtype);
+                continue;
+            }
+            if (dcs == 1 && dst->dtype == ATTN_F32) {
+                memcpy(out + c0 * ds, x, sizeof(float) * (size_t)k);
+                continue;
+            }
+            if (dcs == 1 && attn_dtype_half(dst->dtype)) {
+                attn_f32_to_half_row(out + c0 * ds, x, k, dst->dtype == ATTN_F16);
                 continue;
             }
             for (int64_t c = 0; c < k; c++) {
-                char *e = out + (c0 + c) * dst->strides[dst->rank - 1] * ds;
+                char *e = out + (c0 + c) * dcs * ds;
                 switch (dst->dtype) {
-                case ATTN_F64: { double x = buf[c]; memcpy(e, &x, 8); break; }
-                case ATTN_F32: memcpy(e, &buf[c], 4); break;
-                case ATTN_F16: { uint16_t h = attn_f32_to_f16(buf[c]); memcpy(e, &h, 2); break; }
-                default: { uint16_t h = attn_f32_to_bf16(buf[c]); memcpy(e, &h, 2); break; }
+                case ATTN_F64: { double y = x[c]; memcpy(e, &y, 8); break; }
+                case ATTN_F32: memcpy(e, &x[c], 4); break;
+                case ATTN_F16: { uint16_t h = attn_f32_to_f16(x[c]); memcpy(e, &h, 2); break; }
+                default: { uint16_t h = attn_f32_to_bf16(x[c]); memcpy(e, &h, 2); break; }
                 }
             }
         }
