@@ -348,6 +348,37 @@ for name, want, words, call in dtype_cases:
     except Exception as e:  # noqa: BLE001 -- the class is what is checked
         got, said = type(e).__name__, str(e)
     check("dtype_%s_raises_%s" % (name, want), got == want and words in said, "%s: %s" % (got, said))
+# Arguments that are not what the call takes: refused, not read otherwise.
+# want= skipped a misspelt name (its gradient silently None); ctypes
+# wrapped set_num_threads(2**32) to 0 (every CPU) and int() made 1.5 one
+# thread; attn.torch read a NumPy query's .dim() (AttributeError).
+so, sl = attn.sdpa(q, k, v, return_lse=True)
+tk_, tv_ = torch.from_numpy(k), torch.from_numpy(v)
+argument_cases = [
+    ("backward_want_misspelt", "ArgumentError", "want names 'dK'",
+     lambda: attn.sdpa_backward(so, q, k, v, so, sl, want=("dq", "dK"))),
+    ("varlen_backward_want_misspelt", "ArgumentError", "want names 'dkk'",
+     lambda: attn.sdpa_varlen_backward(so[0][:, None], q[0][:, None], k[0][:, None], v[0][:, None], so[0][:, None],
+                                       sl[0][:, None], [0, 5], [0, 6], want=["dkk"])),
+    ("threads_past_int", "ArgumentError", "outside", lambda: attn.set_num_threads(2 ** 32)),
+    ("threads_float", "TypeError", "must be an integer", lambda: attn.set_num_threads(1.5)),
+    ("torch_numpy_query", "TypeError", "query must be a torch.Tensor",
+     lambda: at.scaled_dot_product_attention(q, tk_, tv_)),
+    ("torch_list_value", "TypeError", "value must be a torch.Tensor",
+     lambda: at.scaled_dot_product_attention(torch.from_numpy(q), tk_, v.tolist())),
+]
+threads_before = attn.get_num_threads()
+for name, want, words, call in argument_cases:
+    try:
+        call()
+        got, said = "no error", ""
+    except Exception as e:  # noqa: BLE001 -- the class is what is checked
+        got, said = type(e).__name__, str(e)
+    check("argument_%s_raises_%s" % (name, want), got == want and words in said, "%s: %s" % (got, said))
+check("refused_threads_leave_the_count", attn.get_num_threads() == threads_before, "%d threads, %d before"
+      % (attn.get_num_threads(), threads_before))
+one = attn.sdpa_backward(so, q, k, v, so, sl, want="dk")
+check("backward_want_one_name", one[0] is None and one[2] is None and one[1].shape == k.shape)
 got = attn.sdpa(q.tolist(), k.tolist(), v.tolist())
 check("lists_are_float64_arrays", got.dtype == np.float64 and np.array_equal(got, attn.sdpa(q, k, v)))
 

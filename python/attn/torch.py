@@ -178,8 +178,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     bfloat16), passed to the library by data pointer, computed in float32
     and rounded once: the output and each gradient come back in their
     tensor's dtype."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, torch.Tensor):  # as torch says it (query.dim() below raised AttributeError)
+            raise TypeError("scaled_dot_product_attention(): %s must be a torch.Tensor, not %s" % (name, type(t).__name__))
     _check_gqa(query, key, value, enable_gqa)
-    if isinstance(query, torch.Tensor) and query.dtype in _HALF:
+    if query.dtype in _HALF:
         return _SDPA16.apply(query, key, value, attn_mask, float(dropout_p), is_causal, scale)
     return _SDPA.apply(query, key, value, attn_mask, float(dropout_p), is_causal, scale)
 
