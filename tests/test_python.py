@@ -13,6 +13,8 @@
   read-only out= refused (the flag, bytes, a read-only mmap); byte-swapped
   inputs converted;
 - every attn_status as its exception class, and the calls that raise them;
+  arguments not taken (a misspelt want= name, a thread count past int or
+  not an integer, a NumPy array given to attn.torch) refused by class;
 - attn.torch: gradcheck in float64 (causal, GQA, a float mask's gradient),
   MultiheadAttention against torch.nn.MultiheadAttention loaded from its
   state_dict (outputs, weights, and every gradient by name), a model trained;
