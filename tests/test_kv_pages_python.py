@@ -11,7 +11,11 @@
   sequence on 1, 2 and 3 threads: attn.sdpa's rows, bitwise, and PyTorch
   float64's within the f32 bound;
 - its errors as exception classes (FullError, ArgumentError, ShapeError,
-  DtypeError), each leaving the pool's bytes as they were;
+  DtypeError), each leaving the pool's bytes as they were; ids, lengths,
+  offsets and sizes past int64 (ArgumentError) or not integers (TypeError),
+  never wrapped to sequence 0; parts of other heads said as the library
+  says it; dtype=np.float16 as NumPy spells it; KVCache.lengths assigned
+  copied into its own int64 array (or refused), steps of no sequence;
 - the layer's step: KVPages.mha_step (attn_mha_paged) against a float64
   NumPy layer (GQA, prompts then decodes), a float64 KVCache's step against
   it within 1e-12 (float64 end to end), KVCache.mha_step
@@ -304,6 +308,56 @@ before = pool.memory.tobytes()
 refused("kv_pages_python_freed_sequence", attn.ArgumentError, lambda: pool.attend(b, np.ones((1, 1, 4), np.float32)))
 check("kv_pages_python_pages_and_length", pool.length(a) == 20 and list(pool.pages(a)) == [0, 1] and
       pool.page_refs(0) == 1 and pool.free_pages == 0, "%s %s" % (pool.length(a), pool.pages(a)))
+
+# Integer arguments are taken as Python indexes them: ctypes wrapped 2**64
+# to 0 (length(2**64) read sequence 0, free(2**64) would free it) and
+# int() made 1.5 sequence 1 and "1" too. Each is refused now, the pool's
+# bytes unchanged: a non-integer a TypeError, past int64 an ArgumentError.
+pool.append(a, two, two)
+before = pool.memory.tobytes()
+for label, call in (("length_2_pow_64", lambda: pool.length(2 ** 64)),
+                    ("free_2_pow_64", lambda: pool.free(2 ** 64)),
+                    ("fork_2_pow_64", lambda: pool.fork(2 ** 64)),
+                    ("truncate_to_2_pow_64_plus_1", lambda: pool.truncate(a, 2 ** 64 + 1)),
+                    ("page_refs_2_pow_64", lambda: pool.page_refs(2 ** 64)),
+                    ("append_ids_2_pow_64", lambda: pool.append([2 ** 64], [two], [two])),
+                    ("attend_ids_2_pow_64", lambda: pool.attend([2 ** 64], [np.ones((1, 1, 4), np.float32)]))):
+    refused("kv_pages_python_int64_overflow_" + label, attn.ArgumentError, call)
+for label, call in (("length_float", lambda: pool.length(float(a))), ("gather_str", lambda: pool.gather(str(a))),
+                    ("truncate_float", lambda: pool.truncate(a, 1.5)),
+                    ("append_float_offsets", lambda: pool.append([a], np.ones((2, 1, 4), np.float32),
+                                                                 np.ones((2, 1, 4), np.float32), cu_seqlens=[0, 1.5])),
+                    ("pool_float_heads", lambda: attn.KVPages(heads=1.5, key_dim=4, num_pages=2, max_sequences=2))):
+    refused("kv_pages_python_not_an_integer_" + label, TypeError, call)
+check("kv_pages_python_numpy_integer_ids", pool.length(np.int64(a)) == pool.length(a) == 22)
+# Packed parts of different heads, or a 0-d one, said as the library says
+# it (NumPy's concatenate spoke of its own axes).
+refused("kv_pages_python_parts_of_other_heads", attn.ShapeError,
+        lambda: pool.attend([a, a], [np.ones((1, 1, 4), np.float32), np.ones((1, 2, 4), np.float32)]))
+refused("kv_pages_python_scalar_part", attn.RankError, lambda: pool.append(a, 1.0, 1.0))
+# dtype as NumPy spells it: np.float16 (the type) was refused, only
+# np.dtype(np.float16) taken; None is not float64.
+for label, dt, want in (("np_float16_type", np.float16, np.float16), ("np_float32_type", np.float32, np.float32),
+                        ("dtype_object", np.dtype("float16"), np.float16)):
+    try:
+        p16 = attn.KVPages(heads=1, key_dim=4, num_pages=2, max_sequences=1, dtype=dt)
+        s16 = p16.create()
+        x16 = np.array([[[1.0, 2.0, 3.0, 1 / 3]]], np.float32)
+        p16.append(s16, x16, x16)
+        got = p16.gather(s16)[0][0, 0, 3]
+        why = "" if got == np.float32(want(1 / 3)) else "stored %r" % got
+    except attn.AttnError as e:
+        why = "raised %s: %s" % (type(e).__name__, e)
+    check("kv_pages_python_storage_dtype_" + label, not why, why)
+for label, make in (("pages_none", lambda: attn.KVPages(heads=1, key_dim=4, num_pages=2, max_sequences=1, dtype=None)),
+                    ("cache_none", lambda: attn.KVCache(1, 1, 4, 4, dtype=None))):
+    try:
+        make()
+        why = "no error"
+    except attn.OptionError:
+        why = ""
+    check("kv_pages_python_storage_dtype_refused_" + label, not why, why)
+
 # ---- the layer's step (KVPages.mha_step, KVCache.mha_step) and a paged plan ----
 E, HQ, HK, D = 16, 4, 2, 4
 layer = {"num_heads": HQ, "num_kv_heads": HK,
@@ -375,6 +429,39 @@ try:
 except attn.DtypeError as e:
     check("mha_step_float64_x_float32_cache_refused", list(c32.lengths) == [0, 0],
           str(e))
+
+# cache.lengths is read and grown by pointer: an array of another dtype,
+# length or strides put in its place was read past its end (int32: the
+# second row's length was the bytes after it). Assigning copies into the
+# cache's own int64 array now, or refuses; a step then reads the values given.
+x1 = rng.standard_normal((1, E)).astype(np.float32)
+c32.mha_step([0, 1], [x1, x1], layer)
+want_step = c32.mha_step([1], [x1], layer)[0]
+own = c32.lengths
+for label, value in (("int32", np.array([1, 1], np.int32)), ("list", [1, 1]),
+                     ("strided", np.array([1, 9, 1, 9], np.int64)[::2])):
+    c32.lengths = value
+    got = c32.mha_step([1], [x1], layer)[0]
+    check("kv_cache_lengths_assigned_%s" % label, c32.lengths is own and list(c32.lengths) == [1, 2] and
+          np.array_equal(got, want_step), "lengths %s" % c32.lengths)
+for label, value in (("short", np.array([1], np.int64)), ("float", [1.0, 1.0]), ("2d", [[1, 1]])):
+    try:
+        c32.lengths = value
+        why = "no error"
+    except ValueError:
+        why = "" if list(c32.lengths) == [1, 2] else "lengths changed to %s" % c32.lengths
+    check("kv_cache_lengths_refused_%s" % label, not why, why)
+# Rows as integers (2**64 wrapped to row 0, 0.5 was row 0); a step of no rows is empty.
+for label, row, cls in (("2_pow_64", 2 ** 64, attn.ArgumentError), ("float", 0.5, TypeError)):
+    try:
+        c32.mha_step([row], [x1], layer)
+        why = "no error"
+    except cls:
+        why = "" if list(c32.lengths) == [1, 2] else "lengths changed to %s" % c32.lengths
+    check("kv_cache_row_refused_%s" % label, not why, why)
+check("kv_cache_step_of_no_rows", c32.mha_step([], [], layer) == [] and list(c32.lengths) == [1, 2])
+pe = attn.KVPages(heads=HK, key_dim=D, num_pages=2, max_sequences=1)
+check("kv_pages_step_of_no_sequences", pe.mha_step([], [], layer) == [] and pe.free_pages == 2)
 
 # RoPE and a mask per sequence, packed, on 1 and 3 threads: the cache's rows bitwise the pool's
 for threads in (1, 3):
