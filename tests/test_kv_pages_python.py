@@ -335,6 +335,21 @@ check("kv_pages_python_numpy_integer_ids", pool.length(np.int64(a)) == pool.leng
 refused("kv_pages_python_parts_of_other_heads", attn.ShapeError,
         lambda: pool.attend([a, a], [np.ones((1, 1, 4), np.float32), np.ones((1, 2, 4), np.float32)]))
 refused("kv_pages_python_scalar_part", attn.RankError, lambda: pool.append(a, 1.0, 1.0))
+# One sequence named by an int with packed arrays and their offsets: the
+# arrays were wrapped in a list as if unpacked (a rank-4 RankError); a 0-d
+# NumPy array as the id was iterated (TypeError).
+p1 = attn.KVPages(heads=1, key_dim=4, num_pages=4, max_sequences=1)
+s1 = p1.create()
+k1, v1, q1 = (rng.standard_normal((n, 1, 4)).astype(np.float32) for n in (5, 5, 2))
+try:
+    p1.append(s1, k1[:3], v1[:3], cu_seqlens=[0, 3])
+    p1.append(np.array(s1), k1[3:], v1[3:])
+    packed = p1.attend(s1, q1, cu_seqlens_q=[0, 2])
+    why = "" if (p1.length(s1) == 5 and np.array_equal(packed, p1.attend(s1, q1)) and
+                 np.array_equal(p1.attend(np.array(s1), q1), packed)) else "other results"
+except (attn.AttnError, TypeError) as e:
+    why = "raised %s: %s" % (type(e).__name__, e)
+check("kv_pages_python_one_sequence_packed_and_0d_id", not why, why)
 # dtype as NumPy spells it: np.float16 (the type) was refused, only
 # np.dtype(np.float16) taken; None is not float64.
 for label, dt, want in (("np_float16_type", np.float16, np.float16), ("np_float32_type", np.float32, np.float32),

@@ -261,8 +261,10 @@ class KVPages:
         dim) arrays with cu_seqlens (len(seqs) + 1 offsets). float32 or
         float16, any strides. One call for all of them: all appended, or
         none (FullError)."""
-        if np.isscalar(seqs):
-            seqs, k, v = [seqs], [k], [v]
+        if np.ndim(seqs) == 0:  # one sequence (an int, a NumPy integer or a 0-d array)
+            seqs = [seqs]
+            if cu_seqlens is None:  # packed k and v with their offsets stay as they are
+                k, v = [k], [v]
         seqs = list(seqs)
         if cu_seqlens is None:
             if len(k) != len(seqs) or len(v) != len(seqs):
@@ -316,9 +318,11 @@ class KVPages:
         sequence (None: none), each a mask as sdpa takes it for (Hq, L_i,
         length_i), applied with the causal mode. Each is exactly what
         attention over that sequence alone gives."""
-        one = np.isscalar(seqs)
+        one = np.ndim(seqs) == 0  # one sequence (an int, a NumPy integer or a 0-d array)
         if one:
-            seqs, q = [seqs], [q]
+            seqs = [seqs]
+            if cu_seqlens_q is None:  # a packed q with its offsets stays as it is
+                q = [q]
         seqs = list(seqs)
         packed = cu_seqlens_q is not None
         if packed:
