@@ -24,7 +24,8 @@
   refused with the lengths kept;
 - a paged plan (KVPages.plan, attn_kv_paged_plan_init / _run): its runs
   bitwise attend() on the planned pool and on another pool kept in step
-  (same page tables, other values), a q of another shape a PlanError;
+  (same page tables, other values), a q of another shape a PlanError, a
+  pool of keys stored otherwise (key_dtype, hadamard) a DtypeError;
 - a pool of 2 MiB or more (Linux): its memory starts on a 2 MiB boundary and
   its mapping carries MADV_HUGEPAGE (VmFlags "hg" in /proc/self/smaps), and
   it stores and attends as the small pools do; a KVCache of 2 MiB or more
@@ -738,6 +739,29 @@ try:
     check("kv_pages_python_q4c_plan_refuses_a_sequence_twice", False, "planned")
 except ValueError:
     check("kv_pages_python_q4c_plan_refuses_a_sequence_twice", True)
+# A plan run on a pool whose keys are stored otherwise (key_dtype, the
+# Hadamard rotation) than its own pool's: the run reads the pages in the
+# plan's format, so f32 rows over q4c groups gave NaN and q8 keys turned by
+# Hadamard read unturned gave other scores, silently. Refused (DtypeError).
+kx, vx = (rng.standard_normal((70, 2, 64)).astype(np.float32) for _ in range(2))
+qx = rng.standard_normal((1, 4, 64)).astype(np.float32)
+formats = {}
+for label, kw in (("f32", {}), ("q4c", {"key_dtype": "q4c"}), ("q8", {"dtype": "q8"}),
+                  ("q8_hadamard", {"dtype": "q8", "hadamard": True})):
+    fp_ = attn.KVPages(heads=2, key_dim=64, num_pages=8, max_sequences=1, page_size=32, **kw)
+    fs_ = fp_.create()
+    fp_.append(fs_, kx, vx)
+    formats[label] = (fp_, fs_)
+for planned, other in (("f32", "q4c"), ("q4c", "f32"), ("q8", "q8_hadamard"), ("q8_hadamard", "q8")):
+    fp_, fs_ = formats[planned]
+    try:
+        got = fp_.plan([fs_], [1], num_heads=4).run(qx, pool=formats[other][0])
+        why = "ran: %s" % ("NaN" if np.isnan(got).any() else "max diff %.3g from its own attend"
+                           % np.abs(got - formats[other][0].attend(formats[other][1], qx)).max())
+    except attn.AttnError as e:
+        why = "" if isinstance(e, attn.DtypeError) and "differs from the plan's pool's" in str(e) else \
+            "%s: %s" % (type(e).__name__, e)
+    check("kv_pages_python_%s_plan_refuses_a_%s_pool" % (planned, other), not why, why)
 # The layer's step over a contiguous cache with q4c keys (attn_mha_cached_batch writes each row
 # with the cache's own writer) bitwise the pool's step with the same keys (attn_mha_paged).
 E_, HQ_, D_ = 64, 2, 32

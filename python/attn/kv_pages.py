@@ -489,6 +489,14 @@ class PagedPlan:
                 raise ValueError("the pool's %s is %s; the plan's is %s" % (f, getattr(pool, f), getattr(self.pool, f)))
         if pool._desc.dtype != self.pool._desc.dtype:
             raise DtypeError("the pool stores another dtype than the plan's", 6)
+        # The run takes the pages from `pool` but their format from the plan's
+        # view: keys of another key_dtype were read as the plan's (f32 rows
+        # over q4c groups: NaN, and reads past the key pages), keys turned
+        # by another Hadamard setting gave other scores, both silently.
+        for f, what in (("key_dtype", "keys' format (key_dtype)"), ("hadamard", "Hadamard rotation of the keys")):
+            if getattr(pool._desc, f) != getattr(self.pool._desc, f):
+                raise DtypeError("the pool's %s differs from the plan's pool's: %s against %s"
+                                 % (what, getattr(pool._desc, f), getattr(self.pool._desc, f)), 6)
         q = _float_array(q, "q", np.float32)
         out = np.empty(self.out_shape, np.float32)
         lse = np.empty(self.out_shape[:2], np.float32) if self.return_lse else None
