@@ -16,6 +16,7 @@
   never wrapped to sequence 0; parts of other heads said as the library
   says it; dtype=np.float16 as NumPy spells it; KVCache.lengths assigned
   copied into its own int64 array (or refused), steps of no sequence;
+  a step's causal=True, a misspelt parameter or RoPE field refused;
 - the layer's step: KVPages.mha_step (attn_mha_paged) against a float64
   NumPy layer (GQA, prompts then decodes), a float64 KVCache's step against
   it within 1e-12 (float64 end to end), KVCache.mha_step
@@ -478,6 +479,30 @@ for label, row, cls in (("2_pow_64", 2 ** 64, attn.ArgumentError), ("float", 0.5
 check("kv_cache_step_of_no_rows", c32.mha_step([], [], layer) == [] and list(c32.lengths) == [1, 2])
 pe = attn.KVPages(heads=HK, key_dim=D, num_pages=2, max_sequences=1)
 check("kv_pages_step_of_no_sequences", pe.mha_step([], [], layer) == [] and pe.free_pages == 2)
+# The step's settings as given or refused: causal=True was a step without
+# a causal mask, a misspelt parameter ("out_proj_bais", a state_dict's
+# "out_proj.weight") or RoPE field ("bse") was left out, silently. The
+# cache and the pool unchanged.
+pe_s = pe.create()
+for label, kw, cls in (("causal_true", {"causal": True}, attn.OptionError),
+                       ("causal_top_left", {"causal": "top-left"}, attn.OptionError),
+                       ("misspelt_parameter", {"params": dict(layer, out_proj_bais=layer["out_proj_weight"][0])},
+                        attn.ArgumentError),
+                       ("state_dict_name", {"params": dict(layer, **{"out_proj.weight": layer["out_proj_weight"]})},
+                        attn.ArgumentError),
+                       ("no_num_heads", {"params": {k_: v_ for k_, v_ in layer.items() if k_ != "num_heads"}},
+                        attn.ArgumentError),
+                       ("misspelt_rope_field", {"rope": {"bse": 500.0}}, attn.OptionError)):
+    for where, step in (("cache", lambda params, **o: c32.mha_step([1], [x1], params, **o)),
+                        ("pages", lambda params, **o: pe.mha_step([pe_s], [x1], params, **o))):
+        try:
+            step(**dict({"params": layer}, **kw))
+            why = "no error"
+        except cls:
+            why = "" if list(c32.lengths) == [1, 2] and pe.length(pe_s) == 0 else "the step changed the lengths"
+        except Exception as e:  # noqa: BLE001 - another class is the failure reported
+            why = "%s: %s" % (type(e).__name__, e)
+        check("mha_step_%s_refuses_%s" % (where, label), not why, why)
 
 # RoPE and a mask per sequence, packed, on 1 and 3 threads: the cache's rows bitwise the pool's
 for threads in (1, 3):

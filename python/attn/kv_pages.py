@@ -28,7 +28,7 @@ import ctypes
 
 import numpy as np
 
-from ._core import (CAUSAL, DtypeError, OptionError, RankError, ShapeError, _float_array, _index, _options,
+from ._core import (CAUSAL, ArgumentError, DtypeError, OptionError, RankError, ShapeError, _float_array, _index, _options,
                     _varlen_masks, raise_for, view)
 from ._lib import (BF16, F16, F32, F64, LIB, MHA_PARAMS, Error, KVCacheDesc, KVPagedView, KVPagesDesc, MhaOptions,
                    MhaParams, RopeOptions, default)
@@ -113,6 +113,12 @@ def _layer(params, embed_dim, rope, causal, scale, keep, dtype=np.float32):
     attn_rope_options fields (base, position_offset, rotary_dim, ...);
     causal 'bottom-right' or False. keep holds what the structs point to.
     float64 (dtype) turns every parameter into float64, for an f64 store."""
+    # A name the struct has not was skipped: "out_proj_bais", or a state_dict's
+    # "out_proj.weight", left that parameter out of the layer, silently.
+    unknown = sorted(set(params) - set(MHA_PARAMS) - {"num_heads", "num_kv_heads"})
+    if unknown or "num_heads" not in params:
+        raise ArgumentError("params %s: it takes num_heads, num_kv_heads and %s" % (
+            "names %s" % ", ".join(map(repr, unknown)) if unknown else "lacks num_heads", ", ".join(MHA_PARAMS)), 19)
     p = default(MhaParams)
     p.embed_dim, p.num_heads = _index(embed_dim, "embed_dim"), _index(params["num_heads"], "num_heads")
     p.num_kv_heads = _index(params.get("num_kv_heads", 0) or 0, "num_kv_heads")
@@ -127,10 +133,13 @@ def _layer(params, embed_dim, rope, causal, scale, keep, dtype=np.float32):
     if causal not in CAUSAL:
         raise OptionError("causal is %r: 'bottom-right' or False" % (causal,), 9)
     o = default(MhaOptions)
-    o.causal = 2 if causal == "bottom-right" else 0
+    o.causal = CAUSAL[causal]  # True or 'top-left' (was 0: no mask, silently) the library refuses for a cache
     if rope is not None:
         r = default(RopeOptions)
+        fields = [f for f, _ in RopeOptions._fields_ if f != "struct_size"]
         for k, value in dict(rope).items():
+            if k not in fields:  # a ctypes struct takes any attribute: "bse" was kept aside, the default base used
+                raise OptionError("rope has %r; its fields are %s" % (k, ", ".join(fields)), 9)
             setattr(r, k, value)
         keep.append(r)
         o.rope = ctypes.pointer(r)
