@@ -17,7 +17,9 @@
   not an integer, a NumPy array given to attn.torch) refused by class;
 - attn.torch: gradcheck in float64 (causal, GQA, a float mask's gradient),
   MultiheadAttention against torch.nn.MultiheadAttention loaded from its
-  state_dict (outputs, weights, and every gradient by name), a model trained;
+  state_dict (outputs, weights, and every gradient by name), a module of
+  float16 parameters beside float32 inputs (its gradients float16), a model
+  trained;
 - attn.teach: explain() equal to `attn explain --json`, its HTML, scaling()
   equal to `attn scaling --json`;
 - fork after the thread pool has started: a child of os.fork, of
@@ -528,6 +530,32 @@ def mha_case(name, **kw):
 mha_case("packed")
 mha_case("separate_kdim_vdim_batch_first", kdim=6, vdim=3, batch_first=True)
 mha_case("bias_kv_zero_attn_no_bias", bias=False, add_bias_kv=True, add_zero_attn=True)
+
+# A module .half()'d beside float32 inputs (float16 parameters, which the
+# library reads): forward and backward. The backward gave float16 gradient
+# arrays, which the library refuses (ShapeError); each comes back float16
+# now, within one float16 rounding of float64 autograd on the same values.
+ref16 = torch.nn.MultiheadAttention(16, 4, dtype=D)
+mine16 = at.MultiheadAttention(16, 4)
+mine16.load_state_dict({n: t.float() for n, t in ref16.state_dict().items()})
+mine16.half()
+with torch.no_grad():
+    for t in ref16.parameters():
+        t.copy_(t.half().double())  # the float16 values the module holds
+x64 = torch.randn(5, 3, 16, dtype=D, requires_grad=True)
+x32 = x64.detach().float().requires_grad_()
+try:
+    (a, _), (b, _) = ref16(x64, x64, x64), mine16(x32, x32, x32)
+    a.sum().backward(), b.sum().backward()
+    named = dict(mine16.named_parameters())
+    worst = max(rel(named[n].grad.double(), p.grad) for n, p in ref16.named_parameters())
+    dtypes = {str(named[n].grad.dtype) for n, _ in ref16.named_parameters()}
+    why = "" if (dtypes == {"torch.float16"} and rel(b.detach(), a.detach()) <= 1e-6 and
+                 rel(x32.grad, x64.grad) <= 1e-6 and worst <= 2 ** -11) else \
+        "dtypes %s, out %.3g, dx %.3g, dparams %.3g" % (dtypes, rel(b.detach(), a.detach()), rel(x32.grad, x64.grad), worst)
+except attn.AttnError as e:
+    why = "%s: %s" % (type(e).__name__, e)
+check("mha_float16_parameters_float32_inputs_backward", not why, why)
 
 # A small model trains with attn.torch's attention: learn a teacher head's
 # query and key projections from its outputs.

@@ -261,7 +261,12 @@ class _MHA(torch.autograd.Function):
         keep, arrays = [], _param_arrays(mod, tensors)
         p = _mha_params(mod, arrays, keep)
         o = _mha_options(mod, _np(kpm, "key_padding_mask"), _np(attn_mask, "attn_mask"), average, keep, dropout_p, seed)
-        grads = {n: torch.zeros_like(t) for n, t in tensors.items() if t is not None}
+        # A 16-bit parameter's gradient is accumulated in the inputs' dtype (the
+        # library takes no 16-bit gradient: it refused float16 ones, so that a
+        # module .half()'d beside float32 inputs ran forward but not backward),
+        # then rounded once to the parameter's dtype below.
+        wide = {torch.float16: query.dtype}
+        grads = {n: torch.zeros_like(t, dtype=wide.get(t.dtype, t.dtype)) for n, t in tensors.items() if t is not None}
         garrays = _param_arrays(mod, grads)
         g = _mha_params(mod, garrays, keep)
         xs = [_np(t, n) for t, n in ((query, "query"), (key, "key"), (value, "value"))]
@@ -271,7 +276,7 @@ class _MHA(torch.autograd.Function):
         _core.raise_for(LIB.attn_mha_backward(*[ctypes.byref(t) for t in views[:3]], ctypes.byref(g),
                                               *[ctypes.byref(t) for t in views[3:]], ctypes.byref(p), ctypes.byref(o),
                                               ctypes.byref(err)), err)
-        pgrads = [grads.get(n) if tensors.get(n) is not None else None for n in mod._param_names]
+        pgrads = [grads[n].to(tensors[n].dtype) if tensors.get(n) is not None else None for n in mod._param_names]
         return (None, *[torch.from_numpy(d) for d in dxs], None, None, None, None, None, *pgrads)
 
 
