@@ -17,6 +17,7 @@
   says it; dtype=np.float16 as NumPy spells it; KVCache.lengths assigned
   copied into its own int64 array (or refused), steps of no sequence;
   a step's causal=True, a misspelt parameter or RoPE field refused;
+  four Python threads each on its own pool, every attend bitwise attn.sdpa;
 - the layer's step: KVPages.mha_step (attn_mha_paged) against a float64
   NumPy layer (GQA, prompts then decodes), a float64 KVCache's step against
   it within 1e-12 (float64 end to end), KVCache.mha_step
@@ -42,6 +43,7 @@ Usage: test_kv_pages_python.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why".""
 import mmap
 import os
 import sys
+import threading
 
 import numpy as np
 import torch
@@ -374,6 +376,34 @@ for label, make in (("pages_none", lambda: attn.KVPages(heads=1, key_dim=4, num_
     except attn.OptionError:
         why = ""
     check("kv_pages_python_storage_dtype_refused_" + label, not why, why)
+
+# Python threads at once, each on its own pool (ctypes lets go of the GIL
+# during each call): every attend bitwise attn.sdpa on the rows appended,
+# every pool's pages all free again at the end.
+def pool_worker(seed, results):
+    wr = np.random.default_rng(seed)
+    wp = attn.KVPages(heads=2, key_dim=32, num_pages=32, max_sequences=4)
+    ok = True
+    for _ in range(20):
+        ws = wp.create()
+        n = int(wr.integers(1, 100))
+        wk, wv = (wr.standard_normal((n, 2, 32)).astype(np.float32) for _ in range(2))
+        wp.append(ws, wk, wv)
+        wq = wr.standard_normal((3, 4, 32)).astype(np.float32)
+        want = attn.sdpa(wq.transpose(1, 0, 2), wk.transpose(1, 0, 2), wv.transpose(1, 0, 2),
+                         causal="bottom-right").transpose(1, 0, 2)
+        ok &= np.array_equal(wp.attend(ws, wq), want)
+        wp.free(ws)
+    results[seed] = ok and wp.free_pages == 32
+
+
+thread_results = {}
+workers = [threading.Thread(target=pool_worker, args=(seed, thread_results)) for seed in range(4)]
+for w_ in workers:
+    w_.start()
+for w_ in workers:
+    w_.join()
+check("kv_pages_python_threads_on_separate_pools", thread_results == {i: True for i in range(4)}, str(thread_results))
 
 # ---- the layer's step (KVPages.mha_step, KVCache.mha_step) and a paged plan ----
 E, HQ, HK, D = 16, 4, 2, 4

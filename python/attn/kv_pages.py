@@ -23,7 +23,13 @@ library never allocates for it. A pool of 2 MiB or more on Linux starts on a
 (_memory.kv_zeros), as attn.h advises at attn_kv_pages_init; a KVCache of
 2 MiB or more (cache.memory) alike. Every call that fails raises the
 library's error (FullError, ArgumentError, ...) and leaves the pool as it
-was."""
+was.
+
+Threads: each call lets go of the GIL while the library runs. Separate
+pools (caches) are independent; one pool may be read (attend, gather,
+length, pages) from several threads at once, but a call that changes it
+(create, fork, append, truncate, free, mha_step) must not run beside any
+other call on it: the pool is not locked (attn.h, "Paged KV cache")."""
 import ctypes
 
 import numpy as np
