@@ -27,7 +27,8 @@
 - a paged plan (KVPages.plan, attn_kv_paged_plan_init / _run): its runs
   bitwise attend() on the planned pool and on another pool kept in step
   (same page tables, other values), a q of another shape a PlanError, a
-  pool of keys stored otherwise (key_dtype, hadamard) a DtypeError;
+  pool of keys stored otherwise (key_dtype, hadamard) a DtypeError, a q4c
+  plan's run on a pool of fewer sequences than its ids refused;
 - a pool of 2 MiB or more (Linux): its memory starts on a 2 MiB boundary and
   its mapping carries MADV_HUGEPAGE (VmFlags "hg" in /proc/self/smaps), and
   it stores and attends as the small pools do; a KVCache of 2 MiB or more
@@ -817,6 +818,19 @@ for planned, other in (("f32", "q4c"), ("q4c", "f32"), ("q8", "q8_hadamard"), ("
         why = "" if isinstance(e, attn.DtypeError) and "differs from the plan's pool's" in str(e) else \
             "%s: %s" % (type(e).__name__, e)
     check("kv_pages_python_%s_plan_refuses_a_%s_pool" % (planned, other), not why, why)
+# A q4c plan names sequences by id, and reads id i's residual rows at row i
+# of the pool given: a pool of fewer sequences was read past its residual
+# rows (NaN here; past its memory for a large id). Refused.
+big_ids = attn.KVPages(heads=2, key_dim=64, num_pages=8, max_sequences=8, page_size=32, key_dtype="q4c")
+last = [big_ids.create() for _ in range(8)][-1]
+big_ids.append(last, kx, vx)
+small_ids, _ = formats["q4c"]  # one sequence, the same rows, page size and pages
+try:
+    got = big_ids.plan([last], [1], num_heads=4).run(qx, pool=small_ids)
+    why = "ran: %s" % ("NaN" if np.isnan(got).any() else "a result")
+except ValueError as e:
+    why = "" if "holds 1 sequences" in str(e) else "%s: %s" % (type(e).__name__, e)
+check("kv_pages_python_q4c_plan_refuses_a_pool_of_fewer_sequences", not why, why)
 # The layer's step over a contiguous cache with q4c keys (attn_mha_cached_batch writes each row
 # with the cache's own writer) bitwise the pool's step with the same keys (attn_mha_paged).
 E_, HQ_, D_ = 64, 2, 32

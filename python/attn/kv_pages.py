@@ -512,6 +512,13 @@ class PagedPlan:
             if getattr(pool._desc, f) != getattr(self.pool._desc, f):
                 raise DtypeError("the pool's %s differs from the plan's pool's: %s against %s"
                                  % (what, getattr(pool._desc, f), getattr(self.pool._desc, f)), 6)
+        # Keys per channel: the view's row i is sequence id i, its residual
+        # rows read at row i of the pool's residual region, which holds
+        # max_sequences rows: a smaller pool was read past it (NaN, or past
+        # the pool's memory for a large id).
+        if self.by_id and pool.max_sequences < self.n:
+            raise ValueError("the pool holds %d sequences; the plan names sequence %d"
+                             % (pool.max_sequences, self.n - 1))
         q = _float_array(q, "q", np.float32)
         out = np.empty(self.out_shape, np.float32)
         lse = np.empty(self.out_shape[:2], np.float32) if self.return_lse else None
