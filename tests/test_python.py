@@ -18,8 +18,8 @@
 - attn.torch: gradcheck in float64 (causal, GQA, a float mask's gradient),
   MultiheadAttention against torch.nn.MultiheadAttention loaded from its
   state_dict (outputs, weights, and every gradient by name), a module of
-  float16 parameters beside float32 inputs (its gradients float16), a model
-  trained;
+  float16 parameters beside float32 inputs (its gradients float16), a float
+  attn_mask's gradient asked of it refused, a model trained;
 - attn.teach: explain() equal to `attn explain --json`, its HTML, scaling()
   equal to `attn scaling --json`;
 - fork after the thread pool has started: a child of os.fork, of
@@ -556,6 +556,20 @@ try:
 except attn.AttnError as e:
     why = "%s: %s" % (type(e).__name__, e)
 check("mha_float16_parameters_float32_inputs_backward", not why, why)
+# A float attn_mask that needs a gradient (a learned bias, which torch's
+# module trains): attn_mha_backward has none, and the backward gave None
+# silently. It raises now; the same mask detached trains the rest.
+mm = at.MultiheadAttention(16, 4, dtype=D)
+xm = torch.randn(5, 3, 16, dtype=D, requires_grad=True)
+bias = torch.randn(5, 5, dtype=D, requires_grad=True)
+try:
+    mm(xm, xm, xm, attn_mask=bias)[0].sum().backward()
+    why = "no error; the mask's gradient is %s" % (bias.grad,)
+except RuntimeError as e:
+    why = "" if "no gradient for a float attn_mask" in str(e) else str(e)
+xm.grad = None
+mm(xm, xm, xm, attn_mask=bias.detach())[0].sum().backward()
+check("mha_float_mask_gradient_refused_not_dropped", not why and xm.grad is not None, why)
 
 # A small model trains with attn.torch's attention: learn a teacher head's
 # query and key projections from its outputs.

@@ -256,6 +256,14 @@ class _MHA(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, dout, _dweights):
         mod, (kpm, attn_mask, average, dropout_p, seed) = ctx.mod, ctx.settings
+        # attn_mha_backward has no mask gradient: a float mask that needs one
+        # (a learned bias passed as attn_mask, which torch's module trains)
+        # got None, silently. Said instead, before any work.
+        for name, needed in (("key_padding_mask", ctx.needs_input_grad[4]), ("attn_mask", ctx.needs_input_grad[5])):
+            if needed:
+                raise RuntimeError("attn.torch.MultiheadAttention computes no gradient for a float %s (attn_mha_backward "
+                                   "has none): detach it, or add it through attn.torch.scaled_dot_product_attention, "
+                                   "whose attn_mask has one" % name)
         query, key, value, *params = ctx.saved_tensors
         tensors = dict(zip(mod._param_names, params))
         keep, arrays = [], _param_arrays(mod, tensors)
@@ -286,7 +294,8 @@ class MultiheadAttention(torch.nn.Module):
     key_padding_mask=None, need_weights=True, attn_mask=None,
     average_attn_weights=True). Differences: a query whose every key is masked
     gives out_proj's bias (PyTorch: NaN), and the returned weights carry no
-    gradient."""
+    gradient, nor does a float attn_mask or key_padding_mask (a backward
+    that needs one raises RuntimeError)."""
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
                  kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
