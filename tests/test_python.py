@@ -16,6 +16,7 @@
   arguments not taken (a misspelt want= name, a thread count past int or
   not an integer, a NumPy array given to attn.torch) refused by class;
 - attn.torch: gradcheck in float64 (causal, GQA, a float mask's gradient),
+  dimensions of size 0 as torch gives them (empty, or zeros without keys),
   MultiheadAttention against torch.nn.MultiheadAttention loaded from its
   state_dict (outputs, weights, and every gradient by name), a module of
   float16 parameters beside float32 inputs (its gradients float16), a float
@@ -447,6 +448,36 @@ try:
 except at._core.HeadsError as e:
     said = str(e)
 check("torch_enable_gqa_heads_must_divide", said != "no error", said)
+# A dimension of size 0, as torch takes it: an empty batch, no heads, no
+# queries, no value features give an empty output, no keys (S = 0) zeros
+# (softmax over no key times no value), E = 0 the mean of v (every score 0);
+# each gradient has its input's shape. The library takes no size 0, and the
+# call raised ShapeError.
+for label, shapes, kw, dt in (("batch", ((0, 2, 3, 4), (0, 2, 5, 4), (0, 2, 5, 6)), {}, D),
+                              ("heads_gqa", ((2, 0, 3, 4), (2, 0, 5, 4), (2, 0, 5, 6)), {"enable_gqa": True}, D),
+                              ("queries", ((2, 2, 0, 4), (2, 2, 5, 4), (2, 2, 5, 6)), {}, D),
+                              ("keys_causal", ((2, 2, 3, 4), (2, 2, 0, 4), (2, 2, 0, 6)), {"is_causal": True}, D),
+                              ("keys_mask", ((2, 2, 3, 4), (2, 2, 0, 4), (2, 2, 0, 6)),
+                               {"attn_mask": torch.zeros(3, 0, dtype=D)}, D),
+                              ("value_features", ((2, 2, 3, 4), (2, 2, 5, 4), (2, 2, 5, 0)), {}, D),
+                              ("queries_float16", ((2, 2, 0, 4), (2, 2, 5, 4), (2, 2, 5, 6)), {}, torch.float16),
+                              ("keys_bfloat16", ((2, 2, 3, 4), (2, 2, 0, 4), (2, 2, 0, 6)), {}, torch.bfloat16),
+                              ("batch_float32", ((0, 4, 3, 4), (0, 2, 5, 4), (0, 2, 5, 6)), {"enable_gqa": True},
+                               torch.float32)):
+    zq, zk, zv = (torch.randn(*sh, dtype=dt, requires_grad=True) for sh in shapes)
+    try:
+        zo = at.scaled_dot_product_attention(zq, zk, zv, **kw)
+        zo.sum().backward()
+        why = "" if (zo.shape == shapes[0][:-1] + shapes[2][-1:] and zo.dtype == dt and not zo.detach().any() and
+                     all(t.grad is not None and t.grad.shape == t.shape and not t.grad.any() for t in (zq, zk, zv))) \
+            else "out %s %s, grads %s" % (tuple(zo.shape), zo.dtype, [None if t.grad is None else tuple(t.grad.shape)
+                                                                      for t in (zq, zk, zv)])
+    except (attn.AttnError, RuntimeError) as e:
+        why = "%s: %s" % (type(e).__name__, e)
+    check("torch_size_0_%s" % label, not why, why)
+zv = torch.randn(1, 1, 5, 3, dtype=D)
+zo = at.scaled_dot_product_attention(torch.zeros(1, 1, 2, 0, dtype=D), torch.zeros(1, 1, 5, 0, dtype=D), zv)
+check("torch_size_0_key_features_mean_of_v", torch.allclose(zo, zv.mean(-2, keepdim=True).expand(1, 1, 2, 3)))
 bm = torch.rand(9, 9) < 0.7
 bm[:, 0] = True
 check("gradcheck_bool_mask", torch.autograd.gradcheck(

@@ -151,6 +151,35 @@ class _SDPA(torch.autograd.Function):
         return grads[0], grads[1], grads[2], dmask, None, None, None
 
 
+def _empty_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale):
+    """Attention over inputs with a dimension of size 0, which the library
+    refuses (attn.h: every dimension >= 1) and torch takes (an empty batch,
+    no queries, no keys): torch's own math on them, so the result is empty,
+    or zeros where there are queries but no key (S = 0: softmax over no key
+    times no value), a row no key may reach 0 as the library gives it, and
+    autograd gives gradients of the inputs' shapes. Costs nothing: some
+    dimension is 0."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not t.is_floating_point():
+            raise _core.DtypeError("%s is %s: float32, float64, float16 or bfloat16" % (name, t.dtype), 6)
+    wide = torch.promote_types(query.dtype, torch.float32)  # CPU matmul of 16-bit types: not in every torch
+    q, k, v = (t.to(wide) for t in (query, key, value))
+    if q.dim() >= 3 and k.dim() >= 3 and 0 < k.shape[-3] < q.shape[-3] and q.shape[-3] % k.shape[-3] == 0:
+        k, v = (t.repeat_interleave(q.shape[-3] // k.shape[-3], -3) for t in (k, v))  # GQA, as the library groups
+    s = q @ k.transpose(-2, -1)  # E = 0: zeros, as torch's scaled q and k give (no 0 * inf)
+    if q.shape[-1]:
+        s = s * (scale if scale is not None else q.shape[-1] ** -0.5)
+    L, S = s.shape[-2], s.shape[-1]
+    if is_causal:
+        s = s.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), float("-inf"))
+    if attn_mask is not None:
+        s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else s + attn_mask.to(wide)
+    w = torch.softmax(s, -1).masked_fill(torch.isneginf(s).all(-1, keepdim=True), 0.0)
+    if dropout_p:
+        w = torch.dropout(w, float(dropout_p), True)
+    return (w @ v).to(query.dtype)
+
+
 def _check_gqa(query, key, value, enable_gqa):
     """torch 2.5's rule: key and value have query's number of heads (dimension
     -3), or 1 (broadcast), unless enable_gqa, when Hk need only divide Hq
@@ -172,7 +201,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     any divisor of Hq (grouped-query attention; a HeadsError otherwise, where
     torch raises its own error); attn_mask bool (True takes part) or additive
     float (an integer mask is a MaskError, as PyTorch refuses it);
-    is_causal is top-left. Differentiable in query, key, value and a float
+    is_causal is top-left; a dimension of size 0 (an empty batch, no
+    queries, no keys), which the library takes nowhere, goes through torch's
+    own math, as torch gives it. Differentiable in query, key, value and a float
     attn_mask; float64 and float32 (key and value may be float16), and
     float16 and bfloat16 queries (keys and values float32, float16 or
     bfloat16), passed to the library by data pointer, computed in float32
@@ -182,6 +213,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if not isinstance(t, torch.Tensor):  # as torch says it (query.dim() below raised AttributeError)
             raise TypeError("scaled_dot_product_attention(): %s must be a torch.Tensor, not %s" % (name, type(t).__name__))
     _check_gqa(query, key, value, enable_gqa)
+    if 0 in query.shape or 0 in key.shape or 0 in value.shape:
+        return _empty_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale)
     if query.dtype in _HALF:
         return _SDPA16.apply(query, key, value, attn_mask, float(dropout_p), is_causal, scale)
     return _SDPA.apply(query, key, value, attn_mask, float(dropout_p), is_causal, scale)
