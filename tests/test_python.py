@@ -583,7 +583,8 @@ try:
     dtypes = {str(named[n].grad.dtype) for n, _ in ref16.named_parameters()}
     why = "" if (dtypes == {"torch.float16"} and rel(b.detach(), a.detach()) <= 1e-6 and
                  rel(x32.grad, x64.grad) <= 1e-6 and worst <= 2 ** -11) else \
-        "dtypes %s, out %.3g, dx %.3g, dparams %.3g" % (dtypes, rel(b.detach(), a.detach()), rel(x32.grad, x64.grad), worst)
+        "dtypes %s, out %.3g, dx %.3g, dparams %.3g" % (dtypes, rel(b.detach(), a.detach()), rel(x32.grad, x64.grad),
+                                                       worst)
 except attn.AttnError as e:
     why = "%s: %s" % (type(e).__name__, e)
 check("mha_float16_parameters_float32_inputs_backward", not why, why)

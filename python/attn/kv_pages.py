@@ -34,8 +34,8 @@ import ctypes
 
 import numpy as np
 
-from ._core import (CAUSAL, ArgumentError, DtypeError, OptionError, RankError, ShapeError, _float_array, _index, _options,
-                    _varlen_masks, raise_for, view)
+from ._core import (CAUSAL, ArgumentError, DtypeError, OptionError, RankError, ShapeError, _float_array, _index,
+                    _options, _varlen_masks, raise_for, view)
 from ._lib import (BF16, F16, F32, F64, LIB, MHA_PARAMS, Error, KVCacheDesc, KVPagedView, KVPagesDesc, MhaOptions,
                    MhaParams, RopeOptions, default)
 from ._memory import kv_zeros

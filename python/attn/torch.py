@@ -211,7 +211,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     tensor's dtype."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, torch.Tensor):  # as torch says it (query.dim() below raised AttributeError)
-            raise TypeError("scaled_dot_product_attention(): %s must be a torch.Tensor, not %s" % (name, type(t).__name__))
+            raise TypeError("scaled_dot_product_attention(): %s must be a torch.Tensor, not %s"
+                            % (name, type(t).__name__))
     _check_gqa(query, key, value, enable_gqa)
     if 0 in query.shape or 0 in key.shape or 0 in value.shape:
         return _empty_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale)
@@ -294,9 +295,9 @@ class _MHA(torch.autograd.Function):
         # got None, silently. Said instead, before any work.
         for name, needed in (("key_padding_mask", ctx.needs_input_grad[4]), ("attn_mask", ctx.needs_input_grad[5])):
             if needed:
-                raise RuntimeError("attn.torch.MultiheadAttention computes no gradient for a float %s (attn_mha_backward "
-                                   "has none): detach it, or add it through attn.torch.scaled_dot_product_attention, "
-                                   "whose attn_mask has one" % name)
+                raise RuntimeError("attn.torch.MultiheadAttention computes no gradient for a float %s "
+                                   "(attn_mha_backward has none): detach it, or add it through "
+                                   "attn.torch.scaled_dot_product_attention, whose attn_mask has one" % name)
         query, key, value, *params = ctx.saved_tensors
         tensors = dict(zip(mod._param_names, params))
         keep, arrays = [], _param_arrays(mod, tensors)
