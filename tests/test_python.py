@@ -17,6 +17,7 @@
   not an integer, a NumPy array given to attn.torch) refused by class;
 - attn.torch: gradcheck in float64 (causal, GQA, a float mask's gradient),
   dimensions of size 0 as torch gives them (empty, or zeros without keys),
+  a second derivative (create_graph=True, then backward again) refused,
   MultiheadAttention against torch.nn.MultiheadAttention loaded from its
   state_dict (outputs, weights, and every gradient by name), a module of
   float16 parameters beside float32 inputs (its gradients float16), a float
@@ -478,6 +479,22 @@ for label, shapes, kw, dt in (("batch", ((0, 2, 3, 4), (0, 2, 5, 4), (0, 2, 5, 6
 zv = torch.randn(1, 1, 5, 3, dtype=D)
 zo = at.scaled_dot_product_attention(torch.zeros(1, 1, 2, 0, dtype=D), torch.zeros(1, 1, 5, 0, dtype=D), zv)
 check("torch_size_0_key_features_mean_of_v", torch.allclose(zo, zv.mean(-2, keepdim=True).expand(1, 1, 2, 3)))
+# A gradient taken with create_graph=True and differentiated again (a
+# gradient penalty): the library has no second derivative, and the
+# gradient came back as a constant when dout needed none (out.sum()), so
+# the penalty's share of q.grad was 0, silently. It raises now; the first
+# gradient itself is still there, with create_graph=True too.
+for label, fn in (("sdpa", lambda a: at.scaled_dot_product_attention(a, k.detach(), v.detach(), enable_gqa=True)),
+                  ("mha", lambda a: mha(a, a, a)[0])):
+    gx = (q if label == "sdpa" else tx).detach().clone().requires_grad_()
+    g1, = torch.autograd.grad(fn(gx).sum(), gx, create_graph=True)
+    g0, = torch.autograd.grad(fn(gx).sum(), gx)
+    try:
+        (fn(gx).pow(2).sum() + (g1.norm() - 1) ** 2).backward()
+        why = "no error: the penalty's gradient was dropped"
+    except RuntimeError as e:
+        why = "" if "differentiable once" in str(e) else str(e)
+    check("torch_second_derivative_refused_%s" % label, not why and torch.equal(g1.detach(), g0), why)
 bm = torch.rand(9, 9) < 0.7
 bm[:, 0] = True
 check("gradcheck_bool_mask", torch.autograd.gradcheck(

@@ -7,10 +7,10 @@ state_dict) whose forward is attn_mha and backward attn_mha_backward. Both
 compute in the tensors' own memory (no copies but for dtype conversions),
 and their gradients are exact (gradcheck passes in float64)."""
 import ctypes
+import functools
 
 import numpy as np
 import torch
-from torch.autograd.function import once_differentiable
 
 from . import _core
 from ._lib import BF16, BOOL, F16, F32, F64, LIB, MAX_RANK, MHA_PARAMS, Error, MhaOptions, MhaParams, SdpaOptions, Tensor, \
@@ -49,6 +49,42 @@ def _like(a, t):
 def _seed(dropout_p):
     """Dropout's seed from PyTorch's generator, so torch.manual_seed repeats it."""
     return int(torch.randint(0, 2 ** 62, (1,)).item()) if dropout_p else None
+
+
+class _NoSecondDerivative(torch.autograd.Function):
+    """Stands between a backward's gradients and what they were computed
+    from when autograd records a graph of the backward (create_graph=True):
+    differentiating through it raises, as the library has no second
+    derivative."""
+    @staticmethod
+    def forward(ctx, *grads):
+        return tuple(g.clone() for g in grads)
+
+    @staticmethod
+    def backward(ctx, *_):
+        raise RuntimeError("attn.torch's attention is differentiable once (the library has no second derivative): "
+                           "a gradient taken with create_graph=True cannot be differentiated again through it")
+
+
+def _differentiable_once(backward):
+    """torch's once_differentiable, counting the saved inputs too. torch's
+    looks only at the incoming gradient: with create_graph=True and a dout
+    that needs none (out.sum()), the gradients came back as constants, and
+    what was differentiated through them (a gradient penalty, a
+    Hessian-vector product) got 0 from this function, silently. Now, when a
+    graph is recorded and any input needs a gradient, the gradients carry a
+    node that raises if a second derivative reaches it."""
+    @functools.wraps(backward)
+    def run(ctx, *grad_outputs):
+        with torch.no_grad():
+            grads = backward(ctx, *grad_outputs)
+        if not torch.is_grad_enabled() or not any(isinstance(t, torch.Tensor) and t.requires_grad
+                                                  for t in list(grad_outputs) + list(ctx.saved_tensors)):
+            return grads
+        tensors = [g.detach().requires_grad_() for g in grads if isinstance(g, torch.Tensor)]
+        marked = iter(_NoSecondDerivative.apply(*tensors)) if tensors else iter(())
+        return tuple(next(marked) if isinstance(g, torch.Tensor) else g for g in grads)
+    return run
 
 
 _CODES = {torch.float32: F32, torch.float64: F64, torch.float16: F16, torch.bfloat16: BF16, torch.bool: BOOL}
@@ -97,7 +133,7 @@ class _SDPA16(torch.autograd.Function):
         return out
 
     @staticmethod
-    @once_differentiable
+    @_differentiable_once
     def backward(ctx, dout):
         q, k, v, out, lse, mask = ctx.saved_tensors
         causal, scale, dropout_p, seed = ctx.settings
@@ -133,7 +169,7 @@ class _SDPA(torch.autograd.Function):
         return out_t.to(q.dtype)
 
     @staticmethod
-    @once_differentiable
+    @_differentiable_once
     def backward(ctx, dout):
         q, k, v, out, lse, mask = ctx.saved_tensors
         causal, scale, dropout_p, seed = ctx.settings
@@ -287,7 +323,7 @@ class _MHA(torch.autograd.Function):
         return torch.from_numpy(out), w_t
 
     @staticmethod
-    @once_differentiable
+    @_differentiable_once
     def backward(ctx, dout, _dweights):
         mod, (kpm, attn_mask, average, dropout_p, seed) = ctx.mod, ctx.settings
         # attn_mha_backward has no mask gradient: a float mask that needs one
