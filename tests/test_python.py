@@ -495,6 +495,12 @@ for label, fn in (("sdpa", lambda a: at.scaled_dot_product_attention(a, k.detach
     except RuntimeError as e:
         why = "" if "differentiable once" in str(e) else str(e)
     check("torch_second_derivative_refused_%s" % label, not why and torch.equal(g1.detach(), g0), why)
+    try:  # by torch.autograd.grad too, which must reach the refusing node through the inputs
+        torch.autograd.grad(torch.autograd.grad(fn(gx).sum(), gx, create_graph=True)[0].sum(), gx)
+        why = "no error"
+    except RuntimeError as e:
+        why = "" if "differentiable once" in str(e) else str(e)
+    check("torch_second_derivative_refused_by_autograd_grad_%s" % label, not why, why)
 bm = torch.rand(9, 9) < 0.7
 bm[:, 0] = True
 check("gradcheck_bool_mask", torch.autograd.gradcheck(

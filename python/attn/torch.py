@@ -57,8 +57,8 @@ class _NoSecondDerivative(torch.autograd.Function):
     differentiating through it raises, as the library has no second
     derivative."""
     @staticmethod
-    def forward(ctx, *grads):
-        return tuple(g.clone() for g in grads)
+    def forward(ctx, n, *tensors):  # the n gradients, then what they came from (only linked, not read)
+        return tuple(g.clone() for g in tensors[:n])
 
     @staticmethod
     def backward(ctx, *_):
@@ -78,11 +78,16 @@ def _differentiable_once(backward):
     def run(ctx, *grad_outputs):
         with torch.no_grad():
             grads = backward(ctx, *grad_outputs)
-        if not torch.is_grad_enabled() or not any(isinstance(t, torch.Tensor) and t.requires_grad
-                                                  for t in list(grad_outputs) + list(ctx.saved_tensors)):
+        if not torch.is_grad_enabled():
             return grads
-        tensors = [g.detach().requires_grad_() for g in grads if isinstance(g, torch.Tensor)]
-        marked = iter(_NoSecondDerivative.apply(*tensors)) if tensors else iter(())
+        sources = [t for t in list(grad_outputs) + list(ctx.saved_tensors)
+                   if isinstance(t, torch.Tensor) and t.requires_grad]
+        tensors = [g.detach() for g in grads if isinstance(g, torch.Tensor)]
+        if not sources or not tensors:
+            return grads
+        # linked to the inputs, so that torch.autograd.grad reaches the node
+        # and raises (not "appears to not have been used in the graph")
+        marked = iter(_NoSecondDerivative.apply(len(tensors), *tensors, *sources))
         return tuple(next(marked) if isinstance(g, torch.Tensor) else g for g in grads)
     return run
 
