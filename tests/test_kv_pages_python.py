@@ -355,6 +355,15 @@ try:
 except (attn.AttnError, TypeError) as e:
     why = "raised %s: %s" % (type(e).__name__, e)
 check("kv_pages_python_one_sequence_packed_and_0d_id", not why, why)
+# One sequence's mask given alone, not in a list: its rows were counted as
+# masks ("masks has 2 entries for 1 sequences").
+m1 = rng.random((2, 5)) < 0.7  # (L, S): two rows
+m1[..., 4] = True
+try:
+    why = "" if np.array_equal(p1.attend(s1, q1, masks=m1), p1.attend([s1], [q1], masks=[m1])[0]) else "other results"
+except attn.AttnError as e:
+    why = "raised %s: %s" % (type(e).__name__, e)
+check("kv_pages_python_one_sequence_mask_alone", not why, why)
 # dtype as NumPy spells it: np.float16 (the type) was refused, only
 # np.dtype(np.float16) taken; None is not float64.
 for label, dt, want in (("np_float16_type", np.float16, np.float16), ("np_float32_type", np.float32, np.float32),

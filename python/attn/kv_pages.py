@@ -331,13 +331,16 @@ class KVPages:
         outputs (L_i, Hq, value_dim) in the same form as q (with
         return_lse, (out, lse), lse (L_i, Hq)). masks: None, or one per
         sequence (None: none), each a mask as sdpa takes it for (Hq, L_i,
-        length_i), applied with the causal mode. Each is exactly what
+        length_i), applied with the causal mode; for one sequence (an int),
+        its mask alone too. Each is exactly what
         attention over that sequence alone gives."""
         one = np.ndim(seqs) == 0  # one sequence (an int, a NumPy integer or a 0-d array)
         if one:
             seqs = [seqs]
             if cu_seqlens_q is None:  # a packed q with its offsets stays as it is
                 q = [q]
+            if masks is not None and not isinstance(masks, (list, tuple)):
+                masks = [masks]  # that sequence's mask (its rows were counted as masks: "2 entries for 1")
         seqs = list(seqs)
         packed = cu_seqlens_q is not None
         if packed:
