@@ -11,7 +11,13 @@
   sequence on 1, 2 and 3 threads: attn.sdpa's rows, bitwise, and PyTorch
   float64's within the f32 bound;
 - its errors as exception classes (FullError, ArgumentError, ShapeError,
-  DtypeError), each leaving the pool's bytes as they were;
+  DtypeError), each leaving the pool's bytes as they were; ids, lengths,
+  offsets and sizes past int64 (ArgumentError) or not integers (TypeError),
+  never wrapped to sequence 0; parts of other heads said as the library
+  says it; dtype=np.float16 as NumPy spells it; KVCache.lengths assigned
+  copied into its own int64 array (or refused), steps of no sequence;
+  a step's causal=True, a misspelt parameter or RoPE field refused;
+  four Python threads each on its own pool, every attend bitwise attn.sdpa;
 - the layer's step: KVPages.mha_step (attn_mha_paged) against a float64
   NumPy layer (GQA, prompts then decodes), a float64 KVCache's step against
   it within 1e-12 (float64 end to end), KVCache.mha_step
@@ -20,7 +26,9 @@
   refused with the lengths kept;
 - a paged plan (KVPages.plan, attn_kv_paged_plan_init / _run): its runs
   bitwise attend() on the planned pool and on another pool kept in step
-  (same page tables, other values), a q of another shape a PlanError;
+  (same page tables, other values), a q of another shape a PlanError, a
+  pool of keys stored otherwise (key_dtype, hadamard) a DtypeError, a q4c
+  plan's run on a pool of fewer sequences than its ids refused;
 - a pool of 2 MiB or more (Linux): its memory starts on a 2 MiB boundary and
   its mapping carries MADV_HUGEPAGE (VmFlags "hg" in /proc/self/smaps), and
   it stores and attends as the small pools do; a KVCache of 2 MiB or more
@@ -36,6 +44,7 @@ Usage: test_kv_pages_python.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why".""
 import mmap
 import os
 import sys
+import threading
 
 import numpy as np
 import torch
@@ -304,6 +313,108 @@ before = pool.memory.tobytes()
 refused("kv_pages_python_freed_sequence", attn.ArgumentError, lambda: pool.attend(b, np.ones((1, 1, 4), np.float32)))
 check("kv_pages_python_pages_and_length", pool.length(a) == 20 and list(pool.pages(a)) == [0, 1] and
       pool.page_refs(0) == 1 and pool.free_pages == 0, "%s %s" % (pool.length(a), pool.pages(a)))
+
+# Integer arguments are taken as Python indexes them: ctypes wrapped 2**64
+# to 0 (length(2**64) read sequence 0, free(2**64) would free it) and
+# int() made 1.5 sequence 1 and "1" too. Each is refused now, the pool's
+# bytes unchanged: a non-integer a TypeError, past int64 an ArgumentError.
+pool.append(a, two, two)
+before = pool.memory.tobytes()
+for label, call in (("length_2_pow_64", lambda: pool.length(2 ** 64)),
+                    ("free_2_pow_64", lambda: pool.free(2 ** 64)),
+                    ("fork_2_pow_64", lambda: pool.fork(2 ** 64)),
+                    ("truncate_to_2_pow_64_plus_1", lambda: pool.truncate(a, 2 ** 64 + 1)),
+                    ("page_refs_2_pow_64", lambda: pool.page_refs(2 ** 64)),
+                    ("append_ids_2_pow_64", lambda: pool.append([2 ** 64], [two], [two])),
+                    ("attend_ids_2_pow_64", lambda: pool.attend([2 ** 64], [np.ones((1, 1, 4), np.float32)]))):
+    refused("kv_pages_python_int64_overflow_" + label, attn.ArgumentError, call)
+for label, call in (("length_float", lambda: pool.length(float(a))), ("gather_str", lambda: pool.gather(str(a))),
+                    ("truncate_float", lambda: pool.truncate(a, 1.5)),
+                    ("append_float_offsets", lambda: pool.append([a], np.ones((2, 1, 4), np.float32),
+                                                                 np.ones((2, 1, 4), np.float32), cu_seqlens=[0, 1.5])),
+                    ("pool_float_heads", lambda: attn.KVPages(heads=1.5, key_dim=4, num_pages=2, max_sequences=2))):
+    refused("kv_pages_python_not_an_integer_" + label, TypeError, call)
+check("kv_pages_python_numpy_integer_ids", pool.length(np.int64(a)) == pool.length(a) == 22)
+# Packed parts of different heads, or a 0-d one, said as the library says
+# it (NumPy's concatenate spoke of its own axes).
+refused("kv_pages_python_parts_of_other_heads", attn.ShapeError,
+        lambda: pool.attend([a, a], [np.ones((1, 1, 4), np.float32), np.ones((1, 2, 4), np.float32)]))
+refused("kv_pages_python_scalar_part", attn.RankError, lambda: pool.append(a, 1.0, 1.0))
+# One sequence named by an int with packed arrays and their offsets: the
+# arrays were wrapped in a list as if unpacked (a rank-4 RankError); a 0-d
+# NumPy array as the id was iterated (TypeError).
+p1 = attn.KVPages(heads=1, key_dim=4, num_pages=4, max_sequences=1)
+s1 = p1.create()
+k1, v1, q1 = (rng.standard_normal((n, 1, 4)).astype(np.float32) for n in (5, 5, 2))
+try:
+    p1.append(s1, k1[:3], v1[:3], cu_seqlens=[0, 3])
+    p1.append(np.array(s1), k1[3:], v1[3:])
+    packed = p1.attend(s1, q1, cu_seqlens_q=[0, 2])
+    why = "" if (p1.length(s1) == 5 and np.array_equal(packed, p1.attend(s1, q1)) and
+                 np.array_equal(p1.attend(np.array(s1), q1), packed)) else "other results"
+except (attn.AttnError, TypeError) as e:
+    why = "raised %s: %s" % (type(e).__name__, e)
+check("kv_pages_python_one_sequence_packed_and_0d_id", not why, why)
+# One sequence's mask given alone, not in a list: its rows were counted as
+# masks ("masks has 2 entries for 1 sequences").
+m1 = rng.random((2, 5)) < 0.7  # (L, S): two rows
+m1[..., 4] = True
+try:
+    why = "" if np.array_equal(p1.attend(s1, q1, masks=m1), p1.attend([s1], [q1], masks=[m1])[0]) else "other results"
+except attn.AttnError as e:
+    why = "raised %s: %s" % (type(e).__name__, e)
+check("kv_pages_python_one_sequence_mask_alone", not why, why)
+# dtype as NumPy spells it: np.float16 (the type) was refused, only
+# np.dtype(np.float16) taken; None is not float64.
+for label, dt, want in (("np_float16_type", np.float16, np.float16), ("np_float32_type", np.float32, np.float32),
+                        ("dtype_object", np.dtype("float16"), np.float16)):
+    try:
+        p16 = attn.KVPages(heads=1, key_dim=4, num_pages=2, max_sequences=1, dtype=dt)
+        s16 = p16.create()
+        x16 = np.array([[[1.0, 2.0, 3.0, 1 / 3]]], np.float32)
+        p16.append(s16, x16, x16)
+        got = p16.gather(s16)[0][0, 0, 3]
+        why = "" if got == np.float32(want(1 / 3)) else "stored %r" % got
+    except attn.AttnError as e:
+        why = "raised %s: %s" % (type(e).__name__, e)
+    check("kv_pages_python_storage_dtype_" + label, not why, why)
+for label, make in (("pages_none", lambda: attn.KVPages(heads=1, key_dim=4, num_pages=2, max_sequences=1, dtype=None)),
+                    ("cache_none", lambda: attn.KVCache(1, 1, 4, 4, dtype=None))):
+    try:
+        make()
+        why = "no error"
+    except attn.OptionError:
+        why = ""
+    check("kv_pages_python_storage_dtype_refused_" + label, not why, why)
+
+# Python threads at once, each on its own pool (ctypes lets go of the GIL
+# during each call): every attend bitwise attn.sdpa on the rows appended,
+# every pool's pages all free again at the end.
+def pool_worker(seed, results):
+    wr = np.random.default_rng(seed)
+    wp = attn.KVPages(heads=2, key_dim=32, num_pages=32, max_sequences=4)
+    ok = True
+    for _ in range(20):
+        ws = wp.create()
+        n = int(wr.integers(1, 100))
+        wk, wv = (wr.standard_normal((n, 2, 32)).astype(np.float32) for _ in range(2))
+        wp.append(ws, wk, wv)
+        wq = wr.standard_normal((3, 4, 32)).astype(np.float32)
+        want = attn.sdpa(wq.transpose(1, 0, 2), wk.transpose(1, 0, 2), wv.transpose(1, 0, 2),
+                         causal="bottom-right").transpose(1, 0, 2)
+        ok &= np.array_equal(wp.attend(ws, wq), want)
+        wp.free(ws)
+    results[seed] = ok and wp.free_pages == 32
+
+
+thread_results = {}
+workers = [threading.Thread(target=pool_worker, args=(seed, thread_results)) for seed in range(4)]
+for w_ in workers:
+    w_.start()
+for w_ in workers:
+    w_.join()
+check("kv_pages_python_threads_on_separate_pools", thread_results == {i: True for i in range(4)}, str(thread_results))
+
 # ---- the layer's step (KVPages.mha_step, KVCache.mha_step) and a paged plan ----
 E, HQ, HK, D = 16, 4, 2, 4
 layer = {"num_heads": HQ, "num_kv_heads": HK,
@@ -375,6 +486,63 @@ try:
 except attn.DtypeError as e:
     check("mha_step_float64_x_float32_cache_refused", list(c32.lengths) == [0, 0],
           str(e))
+
+# cache.lengths is read and grown by pointer: an array of another dtype,
+# length or strides put in its place was read past its end (int32: the
+# second row's length was the bytes after it). Assigning copies into the
+# cache's own int64 array now, or refuses; a step then reads the values given.
+x1 = rng.standard_normal((1, E)).astype(np.float32)
+c32.mha_step([0, 1], [x1, x1], layer)
+want_step = c32.mha_step([1], [x1], layer)[0]
+own = c32.lengths
+for label, value in (("int32", np.array([1, 1], np.int32)), ("list", [1, 1]),
+                     ("strided", np.array([1, 9, 1, 9], np.int64)[::2])):
+    c32.lengths = value
+    got = c32.mha_step([1], [x1], layer)[0]
+    check("kv_cache_lengths_assigned_%s" % label, c32.lengths is own and list(c32.lengths) == [1, 2] and
+          np.array_equal(got, want_step), "lengths %s" % c32.lengths)
+for label, value in (("short", np.array([1], np.int64)), ("float", [1.0, 1.0]), ("2d", [[1, 1]])):
+    try:
+        c32.lengths = value
+        why = "no error"
+    except ValueError:
+        why = "" if list(c32.lengths) == [1, 2] else "lengths changed to %s" % c32.lengths
+    check("kv_cache_lengths_refused_%s" % label, not why, why)
+# Rows as integers (2**64 wrapped to row 0, 0.5 was row 0); a step of no rows is empty.
+for label, row, cls in (("2_pow_64", 2 ** 64, attn.ArgumentError), ("float", 0.5, TypeError)):
+    try:
+        c32.mha_step([row], [x1], layer)
+        why = "no error"
+    except cls:
+        why = "" if list(c32.lengths) == [1, 2] else "lengths changed to %s" % c32.lengths
+    check("kv_cache_row_refused_%s" % label, not why, why)
+check("kv_cache_step_of_no_rows", c32.mha_step([], [], layer) == [] and list(c32.lengths) == [1, 2])
+pe = attn.KVPages(heads=HK, key_dim=D, num_pages=2, max_sequences=1)
+check("kv_pages_step_of_no_sequences", pe.mha_step([], [], layer) == [] and pe.free_pages == 2)
+# The step's settings as given or refused: causal=True was a step without
+# a causal mask, a misspelt parameter ("out_proj_bais", a state_dict's
+# "out_proj.weight") or RoPE field ("bse") was left out, silently. The
+# cache and the pool unchanged.
+pe_s = pe.create()
+for label, kw, cls in (("causal_true", {"causal": True}, attn.OptionError),
+                       ("causal_top_left", {"causal": "top-left"}, attn.OptionError),
+                       ("misspelt_parameter", {"params": dict(layer, out_proj_bais=layer["out_proj_weight"][0])},
+                        attn.ArgumentError),
+                       ("state_dict_name", {"params": dict(layer, **{"out_proj.weight": layer["out_proj_weight"]})},
+                        attn.ArgumentError),
+                       ("no_num_heads", {"params": {k_: v_ for k_, v_ in layer.items() if k_ != "num_heads"}},
+                        attn.ArgumentError),
+                       ("misspelt_rope_field", {"rope": {"bse": 500.0}}, attn.OptionError)):
+    for where, step in (("cache", lambda params, **o: c32.mha_step([1], [x1], params, **o)),
+                        ("pages", lambda params, **o: pe.mha_step([pe_s], [x1], params, **o))):
+        try:
+            step(**dict({"params": layer}, **kw))
+            why = "no error"
+        except cls:
+            why = "" if list(c32.lengths) == [1, 2] and pe.length(pe_s) == 0 else "the step changed the lengths"
+        except Exception as e:  # noqa: BLE001 - another class is the failure reported
+            why = "%s: %s" % (type(e).__name__, e)
+        check("mha_step_%s_refuses_%s" % (where, label), not why, why)
 
 # RoPE and a mask per sequence, packed, on 1 and 3 threads: the cache's rows bitwise the pool's
 for threads in (1, 3):
@@ -636,6 +804,42 @@ try:
     check("kv_pages_python_q4c_plan_refuses_a_sequence_twice", False, "planned")
 except ValueError:
     check("kv_pages_python_q4c_plan_refuses_a_sequence_twice", True)
+# A plan run on a pool whose keys are stored otherwise (key_dtype, the
+# Hadamard rotation) than its own pool's: the run reads the pages in the
+# plan's format, so f32 rows over q4c groups gave NaN and q8 keys turned by
+# Hadamard read unturned gave other scores, silently. Refused (DtypeError).
+kx, vx = (rng.standard_normal((70, 2, 64)).astype(np.float32) for _ in range(2))
+qx = rng.standard_normal((1, 4, 64)).astype(np.float32)
+formats = {}
+for label, kw in (("f32", {}), ("q4c", {"key_dtype": "q4c"}), ("q8", {"dtype": "q8"}),
+                  ("q8_hadamard", {"dtype": "q8", "hadamard": True})):
+    fp_ = attn.KVPages(heads=2, key_dim=64, num_pages=8, max_sequences=1, page_size=32, **kw)
+    fs_ = fp_.create()
+    fp_.append(fs_, kx, vx)
+    formats[label] = (fp_, fs_)
+for planned, other in (("f32", "q4c"), ("q4c", "f32"), ("q8", "q8_hadamard"), ("q8_hadamard", "q8")):
+    fp_, fs_ = formats[planned]
+    try:
+        got = fp_.plan([fs_], [1], num_heads=4).run(qx, pool=formats[other][0])
+        why = "ran: %s" % ("NaN" if np.isnan(got).any() else "max diff %.3g from its own attend"
+                           % np.abs(got - formats[other][0].attend(formats[other][1], qx)).max())
+    except attn.AttnError as e:
+        why = "" if isinstance(e, attn.DtypeError) and "differs from the plan's pool's" in str(e) else \
+            "%s: %s" % (type(e).__name__, e)
+    check("kv_pages_python_%s_plan_refuses_a_%s_pool" % (planned, other), not why, why)
+# A q4c plan names sequences by id, and reads id i's residual rows at row i
+# of the pool given: a pool of fewer sequences was read past its residual
+# rows (NaN here; past its memory for a large id). Refused.
+big_ids = attn.KVPages(heads=2, key_dim=64, num_pages=8, max_sequences=8, page_size=32, key_dtype="q4c")
+last = [big_ids.create() for _ in range(8)][-1]
+big_ids.append(last, kx, vx)
+small_ids, _ = formats["q4c"]  # one sequence, the same rows, page size and pages
+try:
+    got = big_ids.plan([last], [1], num_heads=4).run(qx, pool=small_ids)
+    why = "ran: %s" % ("NaN" if np.isnan(got).any() else "a result")
+except ValueError as e:
+    why = "" if "holds 1 sequences" in str(e) else "%s: %s" % (type(e).__name__, e)
+check("kv_pages_python_q4c_plan_refuses_a_pool_of_fewer_sequences", not why, why)
 # The layer's step over a contiguous cache with q4c keys (attn_mha_cached_batch writes each row
 # with the cache's own writer) bitwise the pool's step with the same keys (attn_mha_paged).
 E_, HQ_, D_ = 64, 2, 32

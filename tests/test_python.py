@@ -13,9 +13,15 @@
   read-only out= refused (the flag, bytes, a read-only mmap); byte-swapped
   inputs converted;
 - every attn_status as its exception class, and the calls that raise them;
+  arguments not taken (a misspelt want= name, a thread count past int or
+  not an integer, a NumPy array given to attn.torch) refused by class;
 - attn.torch: gradcheck in float64 (causal, GQA, a float mask's gradient),
+  dimensions of size 0 as torch gives them (empty, or zeros without keys),
+  a second derivative (create_graph=True, then backward again) refused,
   MultiheadAttention against torch.nn.MultiheadAttention loaded from its
-  state_dict (outputs, weights, and every gradient by name), a model trained;
+  state_dict (outputs, weights, and every gradient by name), a module of
+  float16 parameters beside float32 inputs (its gradients float16), a float
+  attn_mask's gradient asked of it refused, a model trained;
 - attn.teach: explain() equal to `attn explain --json`, its HTML, scaling()
   equal to `attn scaling --json`;
 - fork after the thread pool has started: a child of os.fork, of
@@ -348,6 +354,37 @@ for name, want, words, call in dtype_cases:
     except Exception as e:  # noqa: BLE001 -- the class is what is checked
         got, said = type(e).__name__, str(e)
     check("dtype_%s_raises_%s" % (name, want), got == want and words in said, "%s: %s" % (got, said))
+# Arguments that are not what the call takes: refused, not read otherwise.
+# want= skipped a misspelt name (its gradient silently None); ctypes
+# wrapped set_num_threads(2**32) to 0 (every CPU) and int() made 1.5 one
+# thread; attn.torch read a NumPy query's .dim() (AttributeError).
+so, sl = attn.sdpa(q, k, v, return_lse=True)
+tk_, tv_ = torch.from_numpy(k), torch.from_numpy(v)
+argument_cases = [
+    ("backward_want_misspelt", "ArgumentError", "want names 'dK'",
+     lambda: attn.sdpa_backward(so, q, k, v, so, sl, want=("dq", "dK"))),
+    ("varlen_backward_want_misspelt", "ArgumentError", "want names 'dkk'",
+     lambda: attn.sdpa_varlen_backward(so[0][:, None], q[0][:, None], k[0][:, None], v[0][:, None], so[0][:, None],
+                                       sl[0][:, None], [0, 5], [0, 6], want=["dkk"])),
+    ("threads_past_int", "ArgumentError", "outside", lambda: attn.set_num_threads(2 ** 32)),
+    ("threads_float", "TypeError", "must be an integer", lambda: attn.set_num_threads(1.5)),
+    ("torch_numpy_query", "TypeError", "query must be a torch.Tensor",
+     lambda: at.scaled_dot_product_attention(q, tk_, tv_)),
+    ("torch_list_value", "TypeError", "value must be a torch.Tensor",
+     lambda: at.scaled_dot_product_attention(torch.from_numpy(q), tk_, v.tolist())),
+]
+threads_before = attn.get_num_threads()
+for name, want, words, call in argument_cases:
+    try:
+        call()
+        got, said = "no error", ""
+    except Exception as e:  # noqa: BLE001 -- the class is what is checked
+        got, said = type(e).__name__, str(e)
+    check("argument_%s_raises_%s" % (name, want), got == want and words in said, "%s: %s" % (got, said))
+check("refused_threads_leave_the_count", attn.get_num_threads() == threads_before, "%d threads, %d before"
+      % (attn.get_num_threads(), threads_before))
+one = attn.sdpa_backward(so, q, k, v, so, sl, want="dk")
+check("backward_want_one_name", one[0] is None and one[2] is None and one[1].shape == k.shape)
 got = attn.sdpa(q.tolist(), k.tolist(), v.tolist())
 check("lists_are_float64_arrays", got.dtype == np.float64 and np.array_equal(got, attn.sdpa(q, k, v)))
 
@@ -412,6 +449,58 @@ try:
 except at._core.HeadsError as e:
     said = str(e)
 check("torch_enable_gqa_heads_must_divide", said != "no error", said)
+# A dimension of size 0, as torch takes it: an empty batch, no heads, no
+# queries, no value features give an empty output, no keys (S = 0) zeros
+# (softmax over no key times no value), E = 0 the mean of v (every score 0);
+# each gradient has its input's shape. The library takes no size 0, and the
+# call raised ShapeError.
+for label, shapes, kw, dt in (("batch", ((0, 2, 3, 4), (0, 2, 5, 4), (0, 2, 5, 6)), {}, D),
+                              ("heads_gqa", ((2, 0, 3, 4), (2, 0, 5, 4), (2, 0, 5, 6)), {"enable_gqa": True}, D),
+                              ("queries", ((2, 2, 0, 4), (2, 2, 5, 4), (2, 2, 5, 6)), {}, D),
+                              ("keys_causal", ((2, 2, 3, 4), (2, 2, 0, 4), (2, 2, 0, 6)), {"is_causal": True}, D),
+                              ("keys_mask", ((2, 2, 3, 4), (2, 2, 0, 4), (2, 2, 0, 6)),
+                               {"attn_mask": torch.zeros(3, 0, dtype=D)}, D),
+                              ("value_features", ((2, 2, 3, 4), (2, 2, 5, 4), (2, 2, 5, 0)), {}, D),
+                              ("queries_float16", ((2, 2, 0, 4), (2, 2, 5, 4), (2, 2, 5, 6)), {}, torch.float16),
+                              ("keys_bfloat16", ((2, 2, 3, 4), (2, 2, 0, 4), (2, 2, 0, 6)), {}, torch.bfloat16),
+                              ("batch_float32", ((0, 4, 3, 4), (0, 2, 5, 4), (0, 2, 5, 6)), {"enable_gqa": True},
+                               torch.float32)):
+    zq, zk, zv = (torch.randn(*sh, dtype=dt, requires_grad=True) for sh in shapes)
+    try:
+        zo = at.scaled_dot_product_attention(zq, zk, zv, **kw)
+        zo.sum().backward()
+        why = "" if (zo.shape == shapes[0][:-1] + shapes[2][-1:] and zo.dtype == dt and not zo.detach().any() and
+                     all(t.grad is not None and t.grad.shape == t.shape and not t.grad.any() for t in (zq, zk, zv))) \
+            else "out %s %s, grads %s" % (tuple(zo.shape), zo.dtype, [None if t.grad is None else tuple(t.grad.shape)
+                                                                      for t in (zq, zk, zv)])
+    except (attn.AttnError, RuntimeError) as e:
+        why = "%s: %s" % (type(e).__name__, e)
+    check("torch_size_0_%s" % label, not why, why)
+zv = torch.randn(1, 1, 5, 3, dtype=D)
+zo = at.scaled_dot_product_attention(torch.zeros(1, 1, 2, 0, dtype=D), torch.zeros(1, 1, 5, 0, dtype=D), zv)
+check("torch_size_0_key_features_mean_of_v", torch.allclose(zo, zv.mean(-2, keepdim=True).expand(1, 1, 2, 3)))
+# A gradient taken with create_graph=True and differentiated again (a
+# gradient penalty): the library has no second derivative, and the
+# gradient came back as a constant when dout needed none (out.sum()), so
+# the penalty's share of q.grad was 0, silently. It raises now; the first
+# gradient itself is still there, with create_graph=True too.
+for label, fn in (("sdpa", lambda a: at.scaled_dot_product_attention(a, k.detach(), v.detach(), enable_gqa=True)),
+                  ("mha", lambda a: mha(a, a, a)[0])):
+    gx = (q if label == "sdpa" else tx).detach().clone().requires_grad_()
+    g1, = torch.autograd.grad(fn(gx).sum(), gx, create_graph=True)
+    g0, = torch.autograd.grad(fn(gx).sum(), gx)
+    try:
+        (fn(gx).pow(2).sum() + (g1.norm() - 1) ** 2).backward()
+        why = "no error: the penalty's gradient was dropped"
+    except RuntimeError as e:
+        why = "" if "differentiable once" in str(e) else str(e)
+    check("torch_second_derivative_refused_%s" % label, not why and torch.equal(g1.detach(), g0), why)
+    try:  # by torch.autograd.grad too, which must reach the refusing node through the inputs
+        torch.autograd.grad(torch.autograd.grad(fn(gx).sum(), gx, create_graph=True)[0].sum(), gx)
+        why = "no error"
+    except RuntimeError as e:
+        why = "" if "differentiable once" in str(e) else str(e)
+    check("torch_second_derivative_refused_by_autograd_grad_%s" % label, not why, why)
 bm = torch.rand(9, 9) < 0.7
 bm[:, 0] = True
 check("gradcheck_bool_mask", torch.autograd.gradcheck(
@@ -495,6 +584,47 @@ def mha_case(name, **kw):
 mha_case("packed")
 mha_case("separate_kdim_vdim_batch_first", kdim=6, vdim=3, batch_first=True)
 mha_case("bias_kv_zero_attn_no_bias", bias=False, add_bias_kv=True, add_zero_attn=True)
+
+# A module .half()'d beside float32 inputs (float16 parameters, which the
+# library reads): forward and backward. The backward gave float16 gradient
+# arrays, which the library refuses (ShapeError); each comes back float16
+# now, within one float16 rounding of float64 autograd on the same values.
+ref16 = torch.nn.MultiheadAttention(16, 4, dtype=D)
+mine16 = at.MultiheadAttention(16, 4)
+mine16.load_state_dict({n: t.float() for n, t in ref16.state_dict().items()})
+mine16.half()
+with torch.no_grad():
+    for t in ref16.parameters():
+        t.copy_(t.half().double())  # the float16 values the module holds
+x64 = torch.randn(5, 3, 16, dtype=D, requires_grad=True)
+x32 = x64.detach().float().requires_grad_()
+try:
+    (a, _), (b, _) = ref16(x64, x64, x64), mine16(x32, x32, x32)
+    a.sum().backward(), b.sum().backward()
+    named = dict(mine16.named_parameters())
+    worst = max(rel(named[n].grad.double(), p.grad) for n, p in ref16.named_parameters())
+    dtypes = {str(named[n].grad.dtype) for n, _ in ref16.named_parameters()}
+    why = "" if (dtypes == {"torch.float16"} and rel(b.detach(), a.detach()) <= 1e-6 and
+                 rel(x32.grad, x64.grad) <= 1e-6 and worst <= 2 ** -11) else \
+        "dtypes %s, out %.3g, dx %.3g, dparams %.3g" % (dtypes, rel(b.detach(), a.detach()), rel(x32.grad, x64.grad),
+                                                       worst)
+except attn.AttnError as e:
+    why = "%s: %s" % (type(e).__name__, e)
+check("mha_float16_parameters_float32_inputs_backward", not why, why)
+# A float attn_mask that needs a gradient (a learned bias, which torch's
+# module trains): attn_mha_backward has none, and the backward gave None
+# silently. It raises now; the same mask detached trains the rest.
+mm = at.MultiheadAttention(16, 4, dtype=D)
+xm = torch.randn(5, 3, 16, dtype=D, requires_grad=True)
+bias = torch.randn(5, 5, dtype=D, requires_grad=True)
+try:
+    mm(xm, xm, xm, attn_mask=bias)[0].sum().backward()
+    why = "no error; the mask's gradient is %s" % (bias.grad,)
+except RuntimeError as e:
+    why = "" if "no gradient for a float attn_mask" in str(e) else str(e)
+xm.grad = None
+mm(xm, xm, xm, attn_mask=bias.detach())[0].sum().backward()
+check("mha_float_mask_gradient_refused_not_dropped", not why and xm.grad is not None, why)
 
 # A small model trains with attn.torch's attention: learn a teacher head's
 # query and key projections from its outputs.

@@ -1,6 +1,7 @@
 """_core.py -- libattn's attention on NumPy arrays: views without copies,
 the options, and the library's errors as Python exceptions."""
 import ctypes
+import operator
 import os
 import struct
 
@@ -251,12 +252,24 @@ def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout
     return (result,) + extra if extra else result
 
 
+def _want(want):
+    """The gradients asked for: names among dq, dk, dv (one name alone may be
+    a string). A name outside them is refused: "dK" or "dkk" was skipped,
+    its gradient silently None."""
+    names = (want,) if isinstance(want, str) else tuple(want)
+    bad = [n for n in names if n not in ("dq", "dk", "dv")]
+    if bad:
+        raise ArgumentError("want names %s; it takes 'dq', 'dk' and 'dv'" % ", ".join(map(repr, bad)), 19)
+    return names
+
+
 def sdpa_backward(dout, q, k, v, out, lse, mask=None, causal=False, scale=None, dropout_p=0.0, seed=None,
                   want=("dq", "dk", "dv"), want_dmask=False):
     """The gradients of sdpa given dout = dLoss/dout and that call's out and lse
     (return_lse=True), with the same mask, causal, scale and dropout (the same
     seed). Returns (dq, dk, dv), each None when not in `want`, and dmask last
     with want_dmask (a float mask's gradient)."""
+    want = _want(want)
     q = _float_array(q, "q")
     k, v = _float_array(k, "k", q.dtype, kv=True), _float_array(v, "v", q.dtype, kv=True)
     dout, out, lse = (_float_array(a, n, q.dtype) for a, n in ((dout, "dout"), (out, "out"), (lse, "lse")))
@@ -274,6 +287,20 @@ def sdpa_backward(dout, q, k, v, out, lse, mask=None, causal=False, scale=None, 
     raise_for(LIB.attn_sdpa_backward(*[ctypes.byref(t) if t is not None else None for t in views],
                                      *[ctypes.byref(t) for t in ins], ctypes.byref(o), ctypes.byref(err)), err)
     return tuple(grads) + ((dmask,) if want_dmask else ())
+
+
+def _index(x, name, low=-2 ** 63, high=2 ** 63 - 1):
+    """x as a Python int, as Python's own indexing takes one (ints, NumPy
+    integers; not floats, strings or None: TypeError), checked to lie in
+    low .. high (ArgumentError): ctypes would wrap 2**64 to 0 silently,
+    and so act on sequence 0, row 0 or one thread."""
+    try:
+        i = operator.index(x)
+    except TypeError:
+        raise TypeError("%s must be an integer, not %s" % (name, type(x).__name__)) from None
+    if not low <= i <= high:
+        raise ArgumentError("%s is %d, outside %d .. %d" % (name, i, low, high), 19)
+    return i
 
 
 def _offsets(cu, name):
@@ -335,6 +362,7 @@ def sdpa_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, ma
     """The gradients of sdpa_varlen given dout = dLoss/dout and that call's out
     and lse (return_lse=True), with the same offsets, masks, causal, scale and
     dropout (the same seed): (dq, dk, dv), each None when not in `want`."""
+    want = _want(want)
     q = _float_array(q, "q")
     k, v = _float_array(k, "k", q.dtype, kv=True), _float_array(v, "v", q.dtype, kv=True)
     dout, out, lse = (_float_array(a, n, q.dtype) for a, n in ((dout, "dout"), (out, "out"), (lse, "lse")))
@@ -377,7 +405,7 @@ def merge(outs, lses):
 
 def set_num_threads(n):
     """Threads for the f32 kernels (0: every CPU); results do not depend on it."""
-    LIB.attn_set_num_threads(int(n))
+    LIB.attn_set_num_threads(_index(n, "set_num_threads's n", -2 ** 31, 2 ** 31 - 1))
 
 
 def get_num_threads():

@@ -23,12 +23,19 @@ library never allocates for it. A pool of 2 MiB or more on Linux starts on a
 (_memory.kv_zeros), as attn.h advises at attn_kv_pages_init; a KVCache of
 2 MiB or more (cache.memory) alike. Every call that fails raises the
 library's error (FullError, ArgumentError, ...) and leaves the pool as it
-was."""
+was.
+
+Threads: each call lets go of the GIL while the library runs. Separate
+pools (caches) are independent; one pool may be read (attend, gather,
+length, pages) from several threads at once, but a call that changes it
+(create, fork, append, truncate, free, mha_step) must not run beside any
+other call on it: the pool is not locked (attn.h, "Paged KV cache")."""
 import ctypes
 
 import numpy as np
 
-from ._core import CAUSAL, DtypeError, OptionError, _float_array, _options, _varlen_masks, raise_for, view
+from ._core import (CAUSAL, ArgumentError, DtypeError, OptionError, RankError, ShapeError, _float_array, _index,
+                    _options, _varlen_masks, raise_for, view)
 from ._lib import (BF16, F16, F32, F64, LIB, MHA_PARAMS, Error, KVCacheDesc, KVPagedView, KVPagesDesc, MhaOptions,
                    MhaParams, RopeOptions, default)
 from ._memory import kv_zeros
@@ -37,14 +44,30 @@ from ._memory import kv_zeros
 # key_dim and value_dim multiples of 32.
 _STORAGE = {"float32": F32, np.dtype(np.float32): F32, "float16": F16, np.dtype(np.float16): F16, "bfloat16": BF16,
             "q8": 6, "q4": 7, "e4m3": 8, "e5m2": 9, "q4_1": 10}
+
+
+def _storage(dtype):
+    """dtype as _STORAGE keys it: a name as it is, anything else NumPy
+    reads as a dtype (np.float16, the type, hashes unlike np.dtype(np.float16),
+    and so missed the table) as that dtype; None stays None (np.dtype(None)
+    is float64)."""
+    if dtype is None or isinstance(dtype, str):
+        return dtype
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        return dtype
+
+
 # Keys quantized per channel over groups of 32 positions (attn.h, "Keys
 # quantized per channel"; KIVI's keys): key_dtype, with values in dtype.
 _KEYS = {None: 0, "q4c": 11, "q2c": 12}
 
 
-def _i64s(values):
-    """A ctypes int64 array of values (kept alive by the caller)."""
-    values = [int(x) for x in values]
+def _i64s(values, name):
+    """A ctypes int64 array of values (kept alive by the caller), each an
+    integer in int64's range (_index), as a C array cannot say otherwise."""
+    values = [_index(x, "%s[%d]" % (name, i)) for i, x in enumerate(values)]
     return (ctypes.c_int64 * max(len(values), 1))(*values)
 
 
@@ -59,6 +82,18 @@ def _view(a):
     return t
 
 
+def _check_parts(arrays, name):
+    """Arrays to be packed one after another: each (n_i, H, dim), the same
+    H and dim, said as the library says it of a packed array (NumPy's
+    concatenate would say it of its own axes, or of a 0-d array)."""
+    for i, a in enumerate(arrays):
+        if a.ndim != 3:
+            raise RankError("%s[%d] has rank %d; it must be 3: (positions, heads, dim)" % (name, i, a.ndim), 2)
+        if a.shape[1:] != arrays[0].shape[1:]:
+            raise ShapeError("%s[%d] has shape %s but %s[0] has %s: each is (positions, heads, dim), the same heads "
+                             "and dim" % (name, i, a.shape, name, arrays[0].shape), 3)
+
+
 def _packed(parts, name):
     """A list of (n_i, H, dim) arrays packed into one (total, H, dim) array,
     and the n + 1 offsets."""
@@ -68,9 +103,10 @@ def _packed(parts, name):
             raise DtypeError("%s[%d] is float64; a pool takes float32 or float16" % (name, i), 6)
     if not arrays:
         return np.zeros((0, 1, 1), np.float32), [0]
+    _check_parts(arrays, name)
     cu = [0]
     for a in arrays:
-        cu.append(cu[-1] + (a.shape[0] if a.ndim else 0))
+        cu.append(cu[-1] + a.shape[0])
     dt = np.float16 if all(a.dtype == np.float16 for a in arrays) else np.float32
     return np.concatenate([np.asarray(a, dt) for a in arrays]), cu
 
@@ -83,9 +119,15 @@ def _layer(params, embed_dim, rope, causal, scale, keep, dtype=np.float32):
     attn_rope_options fields (base, position_offset, rotary_dim, ...);
     causal 'bottom-right' or False. keep holds what the structs point to.
     float64 (dtype) turns every parameter into float64, for an f64 store."""
+    # A name the struct has not was skipped: "out_proj_bais", or a state_dict's
+    # "out_proj.weight", left that parameter out of the layer, silently.
+    unknown = sorted(set(params) - set(MHA_PARAMS) - {"num_heads", "num_kv_heads"})
+    if unknown or "num_heads" not in params:
+        raise ArgumentError("params %s: it takes num_heads, num_kv_heads and %s" % (
+            "names %s" % ", ".join(map(repr, unknown)) if unknown else "lacks num_heads", ", ".join(MHA_PARAMS)), 19)
     p = default(MhaParams)
-    p.embed_dim, p.num_heads = int(embed_dim), int(params["num_heads"])
-    p.num_kv_heads = int(params.get("num_kv_heads", 0) or 0)
+    p.embed_dim, p.num_heads = _index(embed_dim, "embed_dim"), _index(params["num_heads"], "num_heads")
+    p.num_kv_heads = _index(params.get("num_kv_heads", 0) or 0, "num_kv_heads")
     for name in MHA_PARAMS:
         if params.get(name) is not None:
             a = _float_array(params[name], name, np.float32)
@@ -97,10 +139,13 @@ def _layer(params, embed_dim, rope, causal, scale, keep, dtype=np.float32):
     if causal not in CAUSAL:
         raise OptionError("causal is %r: 'bottom-right' or False" % (causal,), 9)
     o = default(MhaOptions)
-    o.causal = 2 if causal == "bottom-right" else 0
+    o.causal = CAUSAL[causal]  # True or 'top-left' (was 0: no mask, silently) the library refuses for a cache
     if rope is not None:
         r = default(RopeOptions)
+        fields = [f for f, _ in RopeOptions._fields_ if f != "struct_size"]
         for k, value in dict(rope).items():
+            if k not in fields:  # a ctypes struct takes any attribute: "bse" was kept aside, the default base used
+                raise OptionError("rope has %r; its fields are %s" % (k, ", ".join(fields)), 9)
             setattr(r, k, value)
         keep.append(r)
         o.rope = ctypes.pointer(r)
@@ -167,15 +212,18 @@ class KVPages:
 
     def __init__(self, heads, key_dim, num_pages, max_sequences, value_dim=None, page_size=16, dtype="float32",
                  max_length=0, key_dtype=None, k_scale=None, v_scale=None, hadamard=False, residual=0):
-        if dtype not in _STORAGE:
+        if _storage(dtype) not in _STORAGE:
             raise OptionError("dtype is %r: 'float32', 'float16', 'bfloat16', 'q8', 'q4', 'q4_1', 'e4m3' or 'e5m2'" % (dtype,), 9)
+        dtype = _storage(dtype)
         if key_dtype not in _KEYS:
             raise OptionError("key_dtype is %r: None (keys in dtype), 'q4c' or 'q2c'" % (key_dtype,), 9)
         d = default(KVPagesDesc)
-        d.heads, d.key_dim, d.value_dim = int(heads), int(key_dim), int(key_dim if value_dim is None else value_dim)
-        d.dtype, d.page_size, d.num_pages = _STORAGE[dtype], int(page_size), int(num_pages)
-        d.max_sequences, d.max_length, d.key_dtype = int(max_sequences), int(max_length), _KEYS[key_dtype]
-        d.hadamard, d.residual = 1 if hadamard else 0, int(residual)
+        d.heads, d.key_dim = _index(heads, "heads"), _index(key_dim, "key_dim")
+        d.value_dim = _index(key_dim if value_dim is None else value_dim, "value_dim")
+        d.dtype, d.page_size = _STORAGE[dtype], _index(page_size, "page_size")
+        d.num_pages = _index(num_pages, "num_pages")
+        d.max_sequences, d.max_length = _index(max_sequences, "max_sequences"), _index(max_length, "max_length")
+        d.key_dtype, d.hadamard, d.residual = _KEYS[key_dtype], 1 if hadamard else 0, _index(residual, "residual")
         scales = []  # kept alive until init has copied them
         for name, given in (("k_scale", k_scale), ("v_scale", v_scale)):
             if given is None:
@@ -211,15 +259,15 @@ class KVPages:
     def fork(self, parent):
         """A new sequence holding everything `parent` holds, sharing its pages; returns its id."""
         seq = ctypes.c_int64()
-        self._call(LIB.attn_kv_pages_fork, ctypes.byref(seq), int(parent))
+        self._call(LIB.attn_kv_pages_fork, ctypes.byref(seq), _index(parent, "parent"))
         return seq.value
 
     def free(self, seq):
-        self._call(LIB.attn_kv_pages_free, int(seq))
+        self._call(LIB.attn_kv_pages_free, _index(seq, "seq"))
 
     def truncate(self, seq, length):
         """Forget seq's positions from `length` on (e.g. rejected draft tokens)."""
-        self._call(LIB.attn_kv_pages_truncate, int(seq), int(length))
+        self._call(LIB.attn_kv_pages_truncate, _index(seq, "seq"), _index(length, "length"))
 
     def append(self, seqs, k, v, cu_seqlens=None):
         """Append new positions: for one sequence (an int), k (n, heads,
@@ -228,8 +276,10 @@ class KVPages:
         dim) arrays with cu_seqlens (len(seqs) + 1 offsets). float32 or
         float16, any strides. One call for all of them: all appended, or
         none (FullError)."""
-        if np.isscalar(seqs):
-            seqs, k, v = [seqs], [k], [v]
+        if np.ndim(seqs) == 0:  # one sequence (an int, a NumPy integer or a 0-d array)
+            seqs = [seqs]
+            if cu_seqlens is None:  # packed k and v with their offsets stay as they are
+                k, v = [k], [v]
         seqs = list(seqs)
         if cu_seqlens is None:
             if len(k) != len(seqs) or len(v) != len(seqs):
@@ -237,18 +287,18 @@ class KVPages:
             (k, cu), (v, _) = _packed(k, "k"), _packed(v, "v")
         else:
             k, v, cu = _float_array(k, "k", np.float32, kv=True), _float_array(v, "v", np.float32, kv=True), cu_seqlens
-        ids, offsets, kv_, vv = _i64s(seqs), _i64s(cu), _view(k), _view(v)
+        ids, offsets, kv_, vv = _i64s(seqs, "seqs"), _i64s(cu, "cu_seqlens"), _view(k), _view(v)
         self._call(LIB.attn_kv_pages_append, ids, len(seqs), ctypes.byref(kv_), ctypes.byref(vv), offsets)
 
     def length(self, seq):
         n = ctypes.c_int64()
-        self._call(LIB.attn_kv_pages_sequence, int(seq), ctypes.byref(n), None)
+        self._call(LIB.attn_kv_pages_sequence, _index(seq, "seq"), ctypes.byref(n), None)
         return n.value
 
     def pages(self, seq):
         """seq's page table: the indices of its pages, in order (a copy)."""
         n, table = ctypes.c_int64(), ctypes.POINTER(ctypes.c_int32)()
-        self._call(LIB.attn_kv_pages_sequence, int(seq), ctypes.byref(n), ctypes.byref(table))
+        self._call(LIB.attn_kv_pages_sequence, _index(seq, "seq"), ctypes.byref(n), ctypes.byref(table))
         count = -(-n.value // self.page_size)
         return np.ctypeslib.as_array(table, (count,)).copy() if count else np.zeros(0, np.int32)
 
@@ -258,7 +308,7 @@ class KVPages:
 
     def page_refs(self, page):
         """How many sequences hold page `page` (0: free)."""
-        return LIB.attn_kv_pages_page_refs(self._pool, int(page))
+        return LIB.attn_kv_pages_page_refs(self._pool, _index(page, "page"))
 
     def gather(self, seq):
         """seq's keys and values, copied out of the pages: float32 arrays
@@ -269,7 +319,7 @@ class KVPages:
         v = np.empty((self.heads, n, self.value_dim), np.float32)
         kv_, vv = _view(k), _view(v)
         err = Error()
-        raise_for(LIB.attn_kv_pages_gather(kv_, vv, self._pool, int(seq), err), err)
+        raise_for(LIB.attn_kv_pages_gather(kv_, vv, self._pool, _index(seq, "seq"), err), err)
         return k, v
 
     def attend(self, seqs, q, cu_seqlens_q=None, masks=None, causal="bottom-right", scale=None, return_lse=False):
@@ -281,11 +331,16 @@ class KVPages:
         outputs (L_i, Hq, value_dim) in the same form as q (with
         return_lse, (out, lse), lse (L_i, Hq)). masks: None, or one per
         sequence (None: none), each a mask as sdpa takes it for (Hq, L_i,
-        length_i), applied with the causal mode. Each is exactly what
+        length_i), applied with the causal mode; for one sequence (an int),
+        its mask alone too. Each is exactly what
         attention over that sequence alone gives."""
-        one = np.isscalar(seqs)
+        one = np.ndim(seqs) == 0  # one sequence (an int, a NumPy integer or a 0-d array)
         if one:
-            seqs, q = [seqs], [q]
+            seqs = [seqs]
+            if cu_seqlens_q is None:  # a packed q with its offsets stays as it is
+                q = [q]
+            if masks is not None and not isinstance(masks, (list, tuple)):
+                masks = [masks]  # that sequence's mask (its rows were counted as masks: "2 entries for 1")
         seqs = list(seqs)
         packed = cu_seqlens_q is not None
         if packed:
@@ -294,9 +349,10 @@ class KVPages:
             if len(q) != len(seqs):
                 raise ValueError("attend needs one q per sequence (or a packed q and cu_seqlens_q)")
             parts = [_float_array(a, "q[%d]" % i, np.float32) for i, a in enumerate(q)]
+            _check_parts(parts, "q")
             cu = [0]
             for a in parts:
-                cu.append(cu[-1] + (a.shape[0] if a.ndim else 0))
+                cu.append(cu[-1] + a.shape[0])
             q = np.concatenate(parts) if parts else np.zeros((0, self.heads, self.key_dim), np.float32)
         if causal not in CAUSAL:
             raise OptionError("causal is %r: 'bottom-right' or False" % (causal,), 9)
@@ -306,7 +362,7 @@ class KVPages:
         lse = np.empty(out.shape[:2], q.dtype) if return_lse else None
         qv, ov = _view(q), _view(out)
         lv = _view(lse) if lse is not None else None
-        ids, offsets, err = _i64s(seqs), _i64s(cu), Error()
+        ids, offsets, err = _i64s(seqs, "seqs"), _i64s(cu, "cu_seqlens_q"), Error()
         arrays, mviews, mptrs = _varlen_masks(masks, len(seqs), q.dtype)  # (kept alive for the call)
         raise_for(LIB.attn_kv_pages_attend(ov, lv, qv, offsets, ids, len(seqs), self._pool, mptrs, ctypes.byref(o),
                                            err), err)
@@ -330,11 +386,13 @@ class KVPages:
         form. Each sequence's rows are bitwise what the step gives it
         alone."""
         seqs = list(seqs)
+        if cu_seqlens is None and not seqs and not len(x):
+            return []  # a step with no sequence changes nothing (NumPy cannot concatenate no rows of unknown width)
         xa, cu, lists = _packed_rows(x, cu_seqlens, len(seqs), "mha_step")
         keep = []
         p, o = _layer(params, xa.shape[1], rope, causal, scale, keep)
         out = np.empty(xa.shape, np.float32)
-        ov, xv, ids, offsets, err = _view(out), _view(xa), _i64s(seqs), _i64s(cu), Error()
+        ov, xv, ids, offsets, err = _view(out), _view(xa), _i64s(seqs, "seqs"), _i64s(cu, "cu_seqlens"), Error()
         arrays, mviews, mptrs = _varlen_masks(masks, len(seqs), np.float32)
         raise_for(LIB.attn_mha_paged(ov, xv, offsets, ids, len(seqs), self._pool, mptrs, ctypes.byref(p),
                                      ctypes.byref(o), err), err)
@@ -358,8 +416,9 @@ class KVPages:
         and scales under these tables (a layer's pool kept in step with
         this one). A pool of keys per channel (key_dtype) takes each
         sequence once."""
-        return PagedPlan(self, list(seqs), [int(n) for n in q_lengths], int(num_heads), masks, causal, scale,
-                         return_lse)
+        seqs = [_index(x, "seqs[%d]" % i) for i, x in enumerate(seqs)]
+        q_lengths = [_index(n, "q_lengths[%d]" % i) for i, n in enumerate(q_lengths)]
+        return PagedPlan(self, seqs, q_lengths, _index(num_heads, "num_heads"), masks, causal, scale, return_lse)
 
 
 class PagedPlan:
@@ -385,6 +444,8 @@ class PagedPlan:
         if self.by_id:
             if len(set(seqs)) != len(seqs):
                 raise ValueError("a plan of keys per channel takes each sequence once")
+            for s in seqs:  # an unknown id raises here, before range() below spans up to it
+                pool.length(s)
             ids = max(seqs) + 1 if seqs else 0
             lengths_by_id = [pool.length(s) if s in seqs else 0 for s in range(ids)]
             seqs_by_id, order = list(range(ids)), sorted(range(self.n), key=lambda i: seqs[i])
@@ -426,7 +487,7 @@ class PagedPlan:
         q = np.zeros(self.q_shape, np.float32)
         out = np.empty(self.out_shape, np.float32)
         lse = np.empty(self.out_shape[:2], np.float32) if return_lse else None
-        self._offsets = _i64s(self.cu)
+        self._offsets = _i64s(self.cu, "q_lengths' offsets")
         plan = ctypes.c_void_p()
         raise_for(LIB.attn_kv_paged_plan_init(ctypes.byref(plan), self.memory.ctypes.data, size.value,
                                               ctypes.byref(ws), _view(out), _view(lse) if lse is not None else None,
@@ -446,6 +507,21 @@ class PagedPlan:
                 raise ValueError("the pool's %s is %s; the plan's is %s" % (f, getattr(pool, f), getattr(self.pool, f)))
         if pool._desc.dtype != self.pool._desc.dtype:
             raise DtypeError("the pool stores another dtype than the plan's", 6)
+        # The run takes the pages from `pool` but their format from the plan's
+        # view: keys of another key_dtype were read as the plan's (f32 rows
+        # over q4c groups: NaN, and reads past the key pages), keys turned
+        # by another Hadamard setting gave other scores, both silently.
+        for f, what in (("key_dtype", "keys' format (key_dtype)"), ("hadamard", "Hadamard rotation of the keys")):
+            if getattr(pool._desc, f) != getattr(self.pool._desc, f):
+                raise DtypeError("the pool's %s differs from the plan's pool's: %s against %s"
+                                 % (what, getattr(pool._desc, f), getattr(self.pool._desc, f)), 6)
+        # Keys per channel: the view's row i is sequence id i, its residual
+        # rows read at row i of the pool's residual region, which holds
+        # max_sequences rows: a smaller pool was read past it (NaN, or past
+        # the pool's memory for a large id).
+        if self.by_id and pool.max_sequences < self.n:
+            raise ValueError("the pool holds %d sequences; the plan names sequence %d"
+                             % (pool.max_sequences, self.n - 1))
         q = _float_array(q, "q", np.float32)
         out = np.empty(self.out_shape, np.float32)
         lse = np.empty(self.out_shape[:2], np.float32) if self.return_lse else None
@@ -480,14 +556,16 @@ class KVCache:
     _DTYPES = {**_STORAGE, "float64": F64, np.dtype(np.float64): F64}
 
     def __init__(self, batch, heads, capacity, key_dim, value_dim=None, dtype="float32", key_dtype=None, residual=0):
-        if dtype not in self._DTYPES:
+        if _storage(dtype) not in self._DTYPES:
             raise OptionError("dtype is %r: 'float32', 'float16', 'bfloat16', 'float64' or quantized" % (dtype,), 9)
+        dtype = _storage(dtype)
         if key_dtype not in _KEYS:
             raise OptionError("key_dtype is %r: None (keys in dtype), 'q4c' or 'q2c'" % (key_dtype,), 9)
         d = default(KVCacheDesc)
-        d.batch, d.heads, d.capacity = int(batch), int(heads), int(capacity)
-        d.key_dim, d.value_dim = int(key_dim), int(key_dim if value_dim is None else value_dim)
-        d.dtype, d.key_dtype, d.residual = self._DTYPES[dtype], _KEYS[key_dtype], int(residual)
+        d.batch, d.heads, d.capacity = _index(batch, "batch"), _index(heads, "heads"), _index(capacity, "capacity")
+        d.key_dim = _index(key_dim, "key_dim")
+        d.value_dim = _index(key_dim if value_dim is None else value_dim, "value_dim")
+        d.dtype, d.key_dtype, d.residual = self._DTYPES[dtype], _KEYS[key_dtype], _index(residual, "residual")
         err, size = Error(), ctypes.c_size_t()
         raise_for(LIB.attn_kv_cache_bytes(ctypes.byref(size), ctypes.byref(d), ctypes.byref(err)), err)
         self.memory = kv_zeros(size.value)  # (bytes,): the rows, on huge pages from 2 MiB on as the pool's
@@ -495,8 +573,25 @@ class KVCache:
         raise_for(LIB.attn_kv_cache_init(ctypes.byref(cache), self.memory.ctypes.data, size.value, ctypes.byref(d),
                                          ctypes.byref(err)), err)
         self._cache, self._desc = cache, d
-        self.lengths = np.zeros(d.batch, np.int64)
+        self._lengths = np.zeros(d.batch, np.int64)  # (batch,): what the library reads and grows, by pointer
         self.batch, self.heads, self.capacity = d.batch, d.heads, d.capacity
+
+    @property
+    def lengths(self):
+        """Each row's length, int64 (batch,): the array the steps read and
+        grow. Set in place (cache.lengths[r] = n), or assign any sequence
+        of `batch` integers, which is copied in: the library reads and
+        writes this one array by pointer, so it stays int64, C-contiguous,
+        writeable and of length batch (an int32 or shorter array put in
+        its place was read past its end)."""
+        return self._lengths
+
+    @lengths.setter
+    def lengths(self, values):
+        a = np.asarray(values)
+        if a.shape != (self.batch,) or (a.size and a.dtype.kind not in "iu"):
+            raise ValueError("lengths must be %d integers, one per row, not %s %s" % (self.batch, a.dtype, a.shape))
+        self._lengths[...] = a
 
     def mha_step(self, rows, x, params, cu_seqlens=None, masks=None, causal="bottom-right", rope=None, scale=None):
         """The attention layer's step (attn_mha_cached_batch) for the
@@ -504,15 +599,17 @@ class KVCache:
         (self.lengths[row], which grows by its new positions): x and the
         other arguments as KVPages.mha_step takes them. Each sequence's rows
         are bitwise what the step gives it alone."""
-        rows = [int(r) for r in rows]
+        rows = [_index(r, "rows[%d]" % i) for i, r in enumerate(rows)]
         dt = np.float64 if self._desc.dtype == F64 else np.float32
+        if cu_seqlens is None and not rows and not len(x):
+            return []  # a step with no row changes nothing, as KVPages.mha_step
         xa, cu, lists = _packed_rows(x, cu_seqlens, len(rows), "mha_step", dt)
         keep = []
         p, o = _layer(params, xa.shape[1], rope, causal, scale, keep, dt)
         out = np.empty(xa.shape, dt)
-        ov, xv, ids, offsets, err = _view(out), _view(xa), _i64s(rows), _i64s(cu), Error()
+        ov, xv, ids, offsets, err = _view(out), _view(xa), _i64s(rows, "rows"), _i64s(cu, "cu_seqlens"), Error()
         arrays, mviews, mptrs = _varlen_masks(masks, len(rows), dt)
-        lengths = self.lengths.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+        lengths = self._lengths.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
         raise_for(LIB.attn_mha_cached_batch(ov, xv, offsets, ids, len(rows), self._cache, lengths, mptrs,
                                             ctypes.byref(p), ctypes.byref(o), err), err)
         return _unpacked(out, cu, lists)

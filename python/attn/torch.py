@@ -7,10 +7,10 @@ state_dict) whose forward is attn_mha and backward attn_mha_backward. Both
 compute in the tensors' own memory (no copies but for dtype conversions),
 and their gradients are exact (gradcheck passes in float64)."""
 import ctypes
+import functools
 
 import numpy as np
 import torch
-from torch.autograd.function import once_differentiable
 
 from . import _core
 from ._lib import BF16, BOOL, F16, F32, F64, LIB, MAX_RANK, MHA_PARAMS, Error, MhaOptions, MhaParams, SdpaOptions, Tensor, \
@@ -49,6 +49,47 @@ def _like(a, t):
 def _seed(dropout_p):
     """Dropout's seed from PyTorch's generator, so torch.manual_seed repeats it."""
     return int(torch.randint(0, 2 ** 62, (1,)).item()) if dropout_p else None
+
+
+class _NoSecondDerivative(torch.autograd.Function):
+    """Stands between a backward's gradients and what they were computed
+    from when autograd records a graph of the backward (create_graph=True):
+    differentiating through it raises, as the library has no second
+    derivative."""
+    @staticmethod
+    def forward(ctx, n, *tensors):  # the n gradients, then what they came from (only linked, not read)
+        return tuple(g.clone() for g in tensors[:n])
+
+    @staticmethod
+    def backward(ctx, *_):
+        raise RuntimeError("attn.torch's attention is differentiable once (the library has no second derivative): "
+                           "a gradient taken with create_graph=True cannot be differentiated again through it")
+
+
+def _differentiable_once(backward):
+    """torch's once_differentiable, counting the saved inputs too. torch's
+    looks only at the incoming gradient: with create_graph=True and a dout
+    that needs none (out.sum()), the gradients came back as constants, and
+    what was differentiated through them (a gradient penalty, a
+    Hessian-vector product) got 0 from this function, silently. Now, when a
+    graph is recorded and any input needs a gradient, the gradients carry a
+    node that raises if a second derivative reaches it."""
+    @functools.wraps(backward)
+    def run(ctx, *grad_outputs):
+        with torch.no_grad():
+            grads = backward(ctx, *grad_outputs)
+        if not torch.is_grad_enabled():
+            return grads
+        sources = [t for t in list(grad_outputs) + list(ctx.saved_tensors)
+                   if isinstance(t, torch.Tensor) and t.requires_grad]
+        tensors = [g.detach() for g in grads if isinstance(g, torch.Tensor)]
+        if not sources or not tensors:
+            return grads
+        # linked to the inputs, so that torch.autograd.grad reaches the node
+        # and raises (not "appears to not have been used in the graph")
+        marked = iter(_NoSecondDerivative.apply(len(tensors), *tensors, *sources))
+        return tuple(next(marked) if isinstance(g, torch.Tensor) else g for g in grads)
+    return run
 
 
 _CODES = {torch.float32: F32, torch.float64: F64, torch.float16: F16, torch.bfloat16: BF16, torch.bool: BOOL}
@@ -97,7 +138,7 @@ class _SDPA16(torch.autograd.Function):
         return out
 
     @staticmethod
-    @once_differentiable
+    @_differentiable_once
     def backward(ctx, dout):
         q, k, v, out, lse, mask = ctx.saved_tensors
         causal, scale, dropout_p, seed = ctx.settings
@@ -133,7 +174,7 @@ class _SDPA(torch.autograd.Function):
         return out_t.to(q.dtype)
 
     @staticmethod
-    @once_differentiable
+    @_differentiable_once
     def backward(ctx, dout):
         q, k, v, out, lse, mask = ctx.saved_tensors
         causal, scale, dropout_p, seed = ctx.settings
@@ -149,6 +190,35 @@ class _SDPA(torch.autograd.Function):
                  for g, n, t in zip(res[:3], ("dq", "dk", "dv"), (q, k, v))]
         dmask = _like(res[3], mask) if want_dmask else None
         return grads[0], grads[1], grads[2], dmask, None, None, None
+
+
+def _empty_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale):
+    """Attention over inputs with a dimension of size 0, which the library
+    refuses (attn.h: every dimension >= 1) and torch takes (an empty batch,
+    no queries, no keys): torch's own math on them, so the result is empty,
+    or zeros where there are queries but no key (S = 0: softmax over no key
+    times no value), a row no key may reach 0 as the library gives it, and
+    autograd gives gradients of the inputs' shapes. Costs nothing: some
+    dimension is 0."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not t.is_floating_point():
+            raise _core.DtypeError("%s is %s: float32, float64, float16 or bfloat16" % (name, t.dtype), 6)
+    wide = torch.promote_types(query.dtype, torch.float32)  # CPU matmul of 16-bit types: not in every torch
+    q, k, v = (t.to(wide) for t in (query, key, value))
+    if q.dim() >= 3 and k.dim() >= 3 and 0 < k.shape[-3] < q.shape[-3] and q.shape[-3] % k.shape[-3] == 0:
+        k, v = (t.repeat_interleave(q.shape[-3] // k.shape[-3], -3) for t in (k, v))  # GQA, as the library groups
+    s = q @ k.transpose(-2, -1)  # E = 0: zeros, as torch's scaled q and k give (no 0 * inf)
+    if q.shape[-1]:
+        s = s * (scale if scale is not None else q.shape[-1] ** -0.5)
+    L, S = s.shape[-2], s.shape[-1]
+    if is_causal:
+        s = s.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), float("-inf"))
+    if attn_mask is not None:
+        s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else s + attn_mask.to(wide)
+    w = torch.softmax(s, -1).masked_fill(torch.isneginf(s).all(-1, keepdim=True), 0.0)
+    if dropout_p:
+        w = torch.dropout(w, float(dropout_p), True)
+    return (w @ v).to(query.dtype)
 
 
 def _check_gqa(query, key, value, enable_gqa):
@@ -172,14 +242,22 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     any divisor of Hq (grouped-query attention; a HeadsError otherwise, where
     torch raises its own error); attn_mask bool (True takes part) or additive
     float (an integer mask is a MaskError, as PyTorch refuses it);
-    is_causal is top-left. Differentiable in query, key, value and a float
+    is_causal is top-left; a dimension of size 0 (an empty batch, no
+    queries, no keys), which the library takes nowhere, goes through torch's
+    own math, as torch gives it. Differentiable in query, key, value and a float
     attn_mask; float64 and float32 (key and value may be float16), and
     float16 and bfloat16 queries (keys and values float32, float16 or
     bfloat16), passed to the library by data pointer, computed in float32
     and rounded once: the output and each gradient come back in their
     tensor's dtype."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, torch.Tensor):  # as torch says it (query.dim() below raised AttributeError)
+            raise TypeError("scaled_dot_product_attention(): %s must be a torch.Tensor, not %s"
+                            % (name, type(t).__name__))
     _check_gqa(query, key, value, enable_gqa)
-    if isinstance(query, torch.Tensor) and query.dtype in _HALF:
+    if 0 in query.shape or 0 in key.shape or 0 in value.shape:
+        return _empty_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale)
+    if query.dtype in _HALF:
         return _SDPA16.apply(query, key, value, attn_mask, float(dropout_p), is_causal, scale)
     return _SDPA.apply(query, key, value, attn_mask, float(dropout_p), is_causal, scale)
 
@@ -250,15 +328,28 @@ class _MHA(torch.autograd.Function):
         return torch.from_numpy(out), w_t
 
     @staticmethod
-    @once_differentiable
+    @_differentiable_once
     def backward(ctx, dout, _dweights):
         mod, (kpm, attn_mask, average, dropout_p, seed) = ctx.mod, ctx.settings
+        # attn_mha_backward has no mask gradient: a float mask that needs one
+        # (a learned bias passed as attn_mask, which torch's module trains)
+        # got None, silently. Said instead, before any work.
+        for name, needed in (("key_padding_mask", ctx.needs_input_grad[4]), ("attn_mask", ctx.needs_input_grad[5])):
+            if needed:
+                raise RuntimeError("attn.torch.MultiheadAttention computes no gradient for a float %s "
+                                   "(attn_mha_backward has none): detach it, or add it through "
+                                   "attn.torch.scaled_dot_product_attention, whose attn_mask has one" % name)
         query, key, value, *params = ctx.saved_tensors
         tensors = dict(zip(mod._param_names, params))
         keep, arrays = [], _param_arrays(mod, tensors)
         p = _mha_params(mod, arrays, keep)
         o = _mha_options(mod, _np(kpm, "key_padding_mask"), _np(attn_mask, "attn_mask"), average, keep, dropout_p, seed)
-        grads = {n: torch.zeros_like(t) for n, t in tensors.items() if t is not None}
+        # A 16-bit parameter's gradient is accumulated in the inputs' dtype (the
+        # library takes no 16-bit gradient: it refused float16 ones, so that a
+        # module .half()'d beside float32 inputs ran forward but not backward),
+        # then rounded once to the parameter's dtype below.
+        wide = {torch.float16: query.dtype}
+        grads = {n: torch.zeros_like(t, dtype=wide.get(t.dtype, t.dtype)) for n, t in tensors.items() if t is not None}
         garrays = _param_arrays(mod, grads)
         g = _mha_params(mod, garrays, keep)
         xs = [_np(t, n) for t, n in ((query, "query"), (key, "key"), (value, "value"))]
@@ -268,7 +359,7 @@ class _MHA(torch.autograd.Function):
         _core.raise_for(LIB.attn_mha_backward(*[ctypes.byref(t) for t in views[:3]], ctypes.byref(g),
                                               *[ctypes.byref(t) for t in views[3:]], ctypes.byref(p), ctypes.byref(o),
                                               ctypes.byref(err)), err)
-        pgrads = [grads.get(n) if tensors.get(n) is not None else None for n in mod._param_names]
+        pgrads = [grads[n].to(tensors[n].dtype) if tensors.get(n) is not None else None for n in mod._param_names]
         return (None, *[torch.from_numpy(d) for d in dxs], None, None, None, None, None, *pgrads)
 
 
@@ -278,7 +369,8 @@ class MultiheadAttention(torch.nn.Module):
     key_padding_mask=None, need_weights=True, attn_mask=None,
     average_attn_weights=True). Differences: a query whose every key is masked
     gives out_proj's bias (PyTorch: NaN), and the returned weights carry no
-    gradient."""
+    gradient, nor does a float attn_mask or key_padding_mask (a backward
+    that needs one raises RuntimeError)."""
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
                  kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
