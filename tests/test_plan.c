@@ -685,6 +685,34 @@ static void empty_half_plans(void) {
     free(k.data), free(v.data), free(lse.data);
 }
 
+/* ATTN_VERBOSE names a 16-bit call's own q (q=bf16(...)), not the f32 copy
+ * the kernels ran on, for attn_sdpa and for a planned run. */
+static void verbose_names_half_q(void) {
+    int64_t s[3] = {2, 5, 8};
+    attn_tensor q = make(ATTN_BF16, 3, s), k = make(ATTN_F32, 3, s), v = make(ATTN_F32, 3, s), out = make(ATTN_BF16, 3, s);
+    attn_error err;
+    char kernel[32];
+    verbose_begin();
+    attn_status st = attn_sdpa(&out, NULL, NULL, &q, &k, &v, NULL, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    check(!st && strstr(verbose_last_line, " q=bf16(2,5,8) ") != NULL, "verbose_sdpa_names_bf16_q", "status %d: %s",
+          (int)st, verbose_last_line);
+    size_t bytes = 0, ws = 0;
+    attn_sdpa_plan *plan = NULL;
+    char *memory = NULL, *work = NULL;
+    st = attn_sdpa_plan_bytes(&bytes, 1, &err);
+    if (!st && !(memory = malloc(bytes))) st = ATTN_ERR_NO_MEMORY;
+    if (!st) st = attn_sdpa_plan_init(&plan, memory, bytes, &ws, &out, NULL, &q, &k, &v, NULL, &err);
+    if (!st && !(work = malloc(ws + 1))) st = ATTN_ERR_NO_MEMORY;
+    verbose_last_line[0] = 0;
+    verbose_begin();
+    if (!st) st = attn_sdpa_run(plan, &out, NULL, &q, &k, &v, work, ws, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    check(!st && strstr(verbose_last_line, " q=bf16(2,5,8) ") != NULL, "verbose_plan_run_names_bf16_q",
+          "status %d: %s", (int)st, verbose_last_line);
+    free(work), free(memory), free(q.data), free(k.data), free(v.data), free(out.data);
+}
+
 int main(void) {
     for (int threads = 1; threads <= 3; threads++) {
         for (int vi = 0; vi < N_VARIANTS; vi++) {
@@ -714,6 +742,7 @@ int main(void) {
     quant_paged_refusals();
     empty_varlen_plan();
     empty_half_plans();
+    verbose_names_half_q();
     printf("%d failed\n", n_failed);
     return n_failed != 0;
 }

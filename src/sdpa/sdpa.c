@@ -92,11 +92,14 @@ static attn_status measure(size_t *bytes, kernel_kind kind, attn_slices *sl, con
 /* Plan the call; with `bytes`, only measure its scratch (planned from
  * shapes alone, NULL data allowed: attn_plan_shapes), else run it.
  * k_pages and v_pages (NULL: none): keys and values from a paged pool, k
- * and v then standing in for their shapes (attn_sdpa_paged). */
+ * and v then standing in for their shapes (attn_sdpa_paged). shown_q (NULL:
+ * q) is the q the ATTN_VERBOSE line names: a 16-bit call's own, where q is
+ * its f32 copy. */
 static attn_status sdpa_run(kernel_kind kind, size_t *bytes, attn_tensor *out, attn_tensor *lse,
                             attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,
                             const attn_tensor *v, const attn_sdpa_options *options,
-                            const attn_paged_rows *k_pages, const attn_paged_rows *v_pages, attn_error *err) {
+                            const attn_paged_rows *k_pages, const attn_paged_rows *v_pages,
+                            const attn_tensor *shown_q, attn_error *err) {
     attn_sdpa_options o;
     attn_context c;
     attn_status st = attn_options_read(&o, &c, options, err);
@@ -126,7 +129,11 @@ static attn_status sdpa_run(kernel_kind kind, size_t *bytes, attn_tensor *out, a
     attn_run_info info;
     st = run_kernel(kind, &sl, &o, &info, err);
     attn_arena_release(&arena);
-    if (verbose) attn_verbose_report(k_pages ? "sdpa_paged" : CALL[kind], &info, &sl, &o, attn_now_ms() - t0);
+    if (verbose) {
+        attn_slices shown = sl;
+        if (shown_q) shown.q = shown_q;
+        attn_verbose_report(k_pages ? "sdpa_paged" : CALL[kind], &info, &shown, &o, attn_now_ms() - t0);
+    }
     return st;
 }
 
@@ -184,7 +191,7 @@ static attn_status sdpa_half(kernel_kind kind, size_t *bytes, attn_tensor *out, 
     o.context = &rest;
     if (!bytes) attn_tensor_convert(&q32, q, NULL); /* exact */
     size_t inner = 0;
-    st = sdpa_run(kind, bytes ? &inner : NULL, &out32, lse, NULL, &q32, k, v, &o, k_pages, v_pages, err);
+    st = sdpa_run(kind, bytes ? &inner : NULL, &out32, lse, NULL, &q32, k, v, &o, k_pages, v_pages, q, err);
     if (!st && bytes) *bytes = attn_arena_needed(&arena) + inner;
     if (!st && !bytes) attn_tensor_convert(out, &out32, NULL); /* the one rounding */
     attn_arena_release(&arena);
@@ -206,7 +213,7 @@ static attn_status sdpa_call(kernel_kind kind, size_t *bytes, attn_tensor *out, 
                              const attn_sdpa_options *options, attn_error *err) {
     if (q && attn_dtype_half(q->dtype))
         return sdpa_half(kind, bytes, out, lse, weights, q, k, v, options, NULL, NULL, err);
-    return sdpa_run(kind, bytes, out, lse, weights, q, k, v, options, NULL, NULL, err);
+    return sdpa_run(kind, bytes, out, lse, weights, q, k, v, options, NULL, NULL, NULL, err);
 }
 
 attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
@@ -219,7 +226,7 @@ attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, attn_tenso
 attn_status attn_sdpa_shape_bytes(size_t *bytes, attn_tensor *out, attn_tensor *weights, const attn_tensor *q,
                                   const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *options,
                                   attn_error *err) {
-    return sdpa_run(KERNEL_STREAM, bytes, out, NULL, weights, q, k, v, options, NULL, NULL, err);
+    return sdpa_run(KERNEL_STREAM, bytes, out, NULL, weights, q, k, v, options, NULL, NULL, NULL, err);
 }
 
 attn_status attn_sdpa(attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,
@@ -237,7 +244,7 @@ attn_status attn_sdpa_reference(attn_tensor *out, attn_tensor *lse, attn_tensor 
 attn_status attn_scores(attn_tensor *scores, const attn_tensor *q, const attn_tensor *k,
                         const attn_sdpa_options *options, attn_error *err) {
     /* k stands in for v: the plan needs one, and k's shape is always valid. */
-    return sdpa_run(KERNEL_SCORES, NULL, scores, NULL, NULL, q, k, k, options, NULL, NULL, err);
+    return sdpa_run(KERNEL_SCORES, NULL, scores, NULL, NULL, q, k, k, options, NULL, NULL, NULL, err);
 }
 
 void attn_paged_rows_pool(attn_tensor *t, const attn_paged_rows *pg) {
@@ -303,7 +310,7 @@ attn_status attn_sdpa_paged_batch(size_t *bytes, attn_tensor *out, attn_tensor *
     if (out && (st = attn_check_no_overlap(outs, 3, ins, 2, err))) return st;
     if (q && attn_dtype_half(q->dtype))
         return sdpa_half(KERNEL_STREAM, bytes, out, lse, weights, q, &k, &v, options, k_pages, v_pages, err);
-    return sdpa_run(KERNEL_STREAM, bytes, out, lse, weights, q, &k, &v, options, k_pages, v_pages, err);
+    return sdpa_run(KERNEL_STREAM, bytes, out, lse, weights, q, &k, &v, options, k_pages, v_pages, NULL, err);
 }
 
 attn_status attn_sdpa_paged(attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,

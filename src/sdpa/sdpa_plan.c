@@ -276,7 +276,11 @@ attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *l
         attn_run_info info;
         st = attn_sdpa_stream_run(&pl->sl, &pl->o, &info, err);
         pl->sl.arena = NULL; /* the arena was this call's */
-        if (verbose) attn_verbose_report("sdpa_run", &info, &pl->sl, &pl->o, attn_now_ms() - t0);
+        if (verbose) { /* a 16-bit plan's line names its caller's q, not the f32 copy */
+            attn_slices shown = pl->sl;
+            if (pl->half) shown.q = &pl->q16;
+            attn_verbose_report("sdpa_run", &info, &shown, &pl->o, attn_now_ms() - t0);
+        }
     }
     if (!st && pl->half && pl->no > 0) attn_tensor_convert(out, &pl->out, NULL); /* the one rounding */
     return st;
