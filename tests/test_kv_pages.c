@@ -2304,6 +2304,9 @@ int main(void) {
     test_mha_cached_batch(ATTN_E4M3, "e4m3"); /* the cache's own writer quantizes each row */
     test_mha_cached_batch_errors();
     test_grouped_keys_batch(ATTN_F32, NULL, "f32");
+    static const float VS[LHK] = {0.0625f, 5.0f};
+    test_grouped_keys_batch(ATTN_E4M3, VS, "e4m3_scaled");
+    test_grouped_keys_batch(ATTN_E5M2, VS, "e5m2_scaled");
     test_mha_batch_f64();
     test_long_decode(ATTN_F32, 256, 2, 16, 8, "long_forks_decode_kernel_equals_contiguous_f32_page_256");
     test_long_decode(ATTN_F16, 256, 2, 16, 8, "long_forks_decode_kernel_equals_contiguous_f16_page_256");
