@@ -194,6 +194,14 @@ def main():
     rc = attn("sdpa", "-q", "q_c.npy", "-k", "q_c.npy", "-v", "q_c.npy", "-o", "oc.npy")
     report("file_fortran_read", rf.returncode == 0 and rc.returncode == 0 and
            np.array_equal(np.load(os.path.join(TMP, "of.npy")), np.load(os.path.join(TMP, "oc.npy"))), rf.stderr)
+    # A control byte in the header: a NUL ended the C string, so that
+    # '<f4\0' (a dtype NumPy refuses) was read as '<f4'; an escape would
+    # reach the terminal in the error message.
+    for label, header, offset in (("nul", good.replace("<f4", "<f4\0"), 24),
+                                  ("escape", good.replace("'descr'", "'descr\x1b[2J'"), 17)):
+        expect_error("file_header_control_byte_" + label, with_q(raw_npy("ctl.npy", header, data)), 1,
+                     r"ctl\.npy: header has the control byte 0x%02x at offset %d" % (ord(header[offset - 10]), offset),
+                     outs)
     expect_error("file_big_endian", with_q(raw_npy("be.npy", good.replace("<f4", ">f4"), data)), 1,
                  r"be\.npy: big-endian", outs)
     expect_error("file_int64", with_q(raw_npy("i8.npy", good.replace("<f4", "<i8"), data * 2)), 1,
