@@ -2,6 +2,7 @@
 #define _XOPEN_SOURCE 700 /* realpath, to follow a symbolic link to the file it names */
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -10,13 +11,27 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* text into out (4 * strlen(text) + 1 bytes at least), each control byte
+ * escaped as \n, \t or \xNN: the line stays one line, and no escape
+ * sequence in an argument, a file name or a word reaches the terminal. */
+static void escape_controls(char *out, const char *text) {
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        if (*p == '\n') *out++ = '\\', *out++ = 'n';
+        else if (*p == '\t') *out++ = '\\', *out++ = 't';
+        else if (*p < 0x20 || *p == 0x7f) out += sprintf(out, "\\x%02x", *p);
+        else *out++ = (char)*p;
+    }
+    *out = '\0';
+}
+
 int cli_error(int code, const char *fmt, ...) {
+    char msg[8192], line[4 * sizeof msg]; /* a path of PATH_MAX bytes fits */
     va_list ap;
-    fputs("attn: error: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    if (vsnprintf(msg, sizeof msg, fmt, ap) < 0) snprintf(msg, sizeof msg, "%s", fmt); /* a longer one is cut */
     va_end(ap);
-    fputc('\n', stderr);
+    escape_controls(line, msg);
+    fprintf(stderr, "attn: error: %s\n", line);
     return code;
 }
 
@@ -41,17 +56,29 @@ bool cli_option(int argc, char **argv, int *i, const char *short_name, const cha
     return true;
 }
 
+/* strtod, strtol and strtoull skip leading white space, and strtoull takes
+ * a minus sign (" -1" wraps to 2^64 - 1): a number must start at its first
+ * character, as it must end at its last. */
+static bool starts_number(const char *text) {
+    return text[0] != '\0' && !isspace((unsigned char)text[0]);
+}
+
 bool cli_parse_double(const char *text, double *out) {
     char *end;
+    if (!starts_number(text)) return false;
     errno = 0;
     double x = strtod(text, &end);
-    if (end == text || *end != '\0' || errno == ERANGE || !isfinite(x)) return false;
+    /* ERANGE is also underflow ("1e-400", the subnormal "4.9e-324"): a
+     * finite number, rounded to one of the smallest doubles, as Python's
+     * float() takes it; only overflow (±HUGE_VAL) is refused. */
+    if (end == text || *end != '\0' || (errno == ERANGE && fabs(x) > 1) || !isfinite(x)) return false;
     *out = x;
     return true;
 }
 
 bool cli_parse_int(const char *text, long min, long max, long *out) {
     char *end;
+    if (!starts_number(text)) return false;
     errno = 0;
     long v = strtol(text, &end, 10);
     if (end == text || *end || errno || v < min || v > max) return false;
@@ -61,11 +88,36 @@ bool cli_parse_int(const char *text, long min, long max, long *out) {
 
 bool cli_parse_seed(const char *text, uint64_t *out) {
     char *end;
+    if (!starts_number(text) || text[0] == '-') return false;
     errno = 0;
     unsigned long long s = strtoull(text, &end, 10);
-    if (end == text || *end || errno || text[0] == '-') return false;
+    if (end == text || *end || errno) return false;
     *out = s;
     return true;
+}
+
+/* Whether a and b are one existing regular file, or both directories and
+ * the same one (st_dev, st_ino). Devices are left out: stdout and stderr on
+ * one terminal are one device, and writing to both is no mistake. */
+static bool same_inode(const char *a, const char *b, bool dirs) {
+    struct stat x, y;
+    if (stat(a, &x) != 0 || stat(b, &y) != 0) return false;
+    bool kind = dirs ? S_ISDIR(x.st_mode) && S_ISDIR(y.st_mode) : S_ISREG(x.st_mode) && S_ISREG(y.st_mode);
+    return kind && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+bool cli_same_file(const char *a, const char *b) {
+    if (strcmp(a, b) == 0 || same_inode(a, b, false)) return true;
+    /* Not there yet (or not a regular file): the same name in the same
+     * directory, however the directory is spelled. */
+    const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+    const char *na = sa ? sa + 1 : a, *nb = sb ? sb + 1 : b;
+    if (!*na || strcmp(na, nb) != 0) return false;
+    char da[4096], db[4096]; /* the directories, with their last '/' ("/" for the root) */
+    int la = snprintf(da, sizeof da, "%.*s", sa ? (int)(sa - a) + 1 : 1, sa ? a : ".");
+    int lb = snprintf(db, sizeof db, "%.*s", sb ? (int)(sb - b) + 1 : 1, sb ? b : ".");
+    if (la < 0 || lb < 0 || (size_t)la >= sizeof da || (size_t)lb >= sizeof db) return false;
+    return same_inode(da, db, true);
 }
 
 const char *cli_shape(char *buf, size_t size, const attn_tensor *t) {

@@ -550,6 +550,16 @@ def bad_files(c):
     c.layer_runs("metadata_with_escaped_backslash_is_text", safetensors_bytes(
         layer, header_extra={"__metadata__": {"format": "pt\\u0000", "note": "\u00e9"}}))
     c.bad("error_missing_file", b"", "8-byte header length")
+    # -o and -w: one file by two spellings is refused (the weights would
+    # have been renamed onto the output).
+    p = c.path("good.safetensors")
+    with open(p, "wb") as f:
+        f.write(safetensors_bytes(layer))
+    np.save(c.path("x.npy"), np.zeros((3, 8)))
+    r = c.run(["-x", c.path("x.npy"), "--weights", p, "--heads", "2", "-o", c.path("o.npy"), "-w",
+               os.path.join(c.dir, ".", "o.npy")])
+    c.report("error_out_and_weights_out_one_file", "" if r.returncode == 2 and not os.path.exists(c.path("o.npy")) and
+             r.stderr.startswith("attn: error: -o and -w name the same file") else "rc %d, %r" % (r.returncode, r.stderr))
 
 
 def rank_sweeps(c, rng):
