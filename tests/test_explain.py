@@ -764,6 +764,16 @@ def test_errors():
         r = run("explain", f"the {far} sat")
         report(f"far_word_{far}_lists_vocabulary_without_guess", r.returncode == 1 and f"unknown word '{far}'" in r.stderr and
                "did you mean" not in r.stderr and "chased" in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr)
+    # A long unknown word is shown to 40 bytes, cut where a character
+    # starts: the 40th byte here is the first of an 'é', which was cut in
+    # two, and the message was no longer UTF-8.
+    r = subprocess.run([ATTN, "explain", "the a" + "é" * 30], capture_output=True, cwd=TMP)
+    try:
+        err = r.stderr.decode("utf-8")
+    except UnicodeDecodeError:
+        err = None
+    report("unknown_long_word_cut_at_a_character", r.returncode == 1 and err is not None and
+           "unknown word 'a" + "é" * 19 + "'" in err, repr(r.stderr[:120]))
     for near, want in (("dgo", "dog"), ("chasd", "chased"), ("Gardn", "garden")):
         r = run("explain", f"the {near}")
         report(f"near_word_{near}_suggests_{want}", r.returncode == 1 and f"did you mean '{want}'" in r.stderr, r.stderr)
