@@ -322,6 +322,12 @@ def test_text_output():
     report("colour_never_when_piped", esc not in run("explain").stdout, "escape codes in piped output")
     report("colour_always", esc in run("explain", "--color=always").stdout, "no escape codes")
     report("colour_no_color_env", esc not in run("explain", "--color=auto", env={"NO_COLOR": "1"}).stdout, "")
+    # Values past 10^7 (your embeddings may hold 1e300) print in exponent
+    # form: each cell was 300 digits of %.3f, and the table fell apart.
+    np.save(os.path.join(TMP, "huge.npy"), np.full((3, 4), 1e300))
+    r = run("explain", "--embeddings", "huge.npy", "--mode", "dot", "--step", "x", env={"COLUMNS": "80"})
+    report("explain_huge_values_in_exponent_form", r.returncode == 0 and r.stdout.count("1.00e+300") == 12 and
+           max(len(l) for l in r.stdout.splitlines()) <= 80, r.stdout[-400:] + r.stderr)
     r = run("explain", "--help")
     report("explain_help", r.returncode == 0 and "--embeddings" in r.stdout, r.stderr)
 
