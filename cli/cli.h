@@ -79,13 +79,16 @@ void cli_print_tensor(FILE *f, const attn_tensor *t);
  * removes them. A failed run therefore never leaves a partial file, nor
  * some outputs new and others not. Exceptions, written in place as a shell
  * redirection would be: a character or block device, a FIFO, a socket and
- * the stream paths (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/...). A
- * symbolic link is followed: its target is replaced, the link stays. */
+ * the stream paths (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/...); their
+ * bytes wait in a temporary under TMPDIR (else /tmp) and are written
+ * through at the commit, before any rename, so that a run that fails
+ * writes nothing to them either. A symbolic link is followed: its target
+ * is replaced, the link stays. */
 typedef struct cli_output {
     const char *path;    /* as given */
     char tmp[4096];      /* the temporary, while written is set */
     bool written;        /* tmp exists and is ours to rename or remove */
-    bool direct;         /* path is a device, FIFO or stream: written in place */
+    bool direct;         /* path is a device, FIFO or stream: written in place at the commit */
     bool moved, kept;    /* during a commit: renamed into place; old target kept */
     char target[4096];   /* the file that the rename replaces */
 } cli_output;
@@ -98,8 +101,10 @@ int cli_output_write(cli_output *out, const attn_tensor *t);
 FILE *cli_output_open(cli_output *out);
 int cli_output_close(cli_output *out, FILE *f);
 /* Rename every written output into place, or none: every target is checked
- * before the first rename, and if a later rename still fails the earlier
- * ones are undone (each target gets back what it held, or is removed).
+ * before the first rename, the direct outputs are written through (a
+ * failure there stops the commit before any rename), and if a later rename
+ * still fails the earlier ones are undone (each target gets back what it
+ * held, or is removed).
  * 0, or the errno of the failure with *failed its index; the temporaries are
  * gone either way. cli_outputs_commit prints that failure and returns the
  * exit code. */

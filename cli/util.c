@@ -200,14 +200,32 @@ static int make_temporary(cli_output *out) {
     return fd;
 }
 
+/* A direct output's bytes wait in a temporary of the system's (TMPDIR, else
+ * /tmp) until the commit: a run that fails after this output was made then
+ * writes nothing to the stream (a result on stdout, a FIFO or a device
+ * while the error says the run failed). Its descriptor, or -1 (after
+ * printing the error). */
+static int make_held(cli_output *out) {
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir) dir = "/tmp";
+    int n = snprintf(out->tmp, sizeof out->tmp, "%s/attn.held.%s", dir, "XX" "XX" "XX"); /* a mkstemp template */
+    if (n < 0 || (size_t)n >= sizeof out->tmp) {
+        cli_error(EXIT_USAGE, "TMPDIR %s is too long", dir);
+        return -1;
+    }
+    int fd = mkstemp(out->tmp);
+    if (fd < 0) {
+        cli_error(EXIT_DATA, "cannot hold the output for %s in %s: %s", out->path, dir, strerror(errno));
+        return -1;
+    }
+    out->written = true; /* from now on, abort removes it */
+    return fd;
+}
+
 int cli_output_write(cli_output *out, const attn_tensor *t) {
     attn_error err;
     if (resolve(out)) return EXIT_DATA;
-    if (out->direct) {
-        if (attn_npy_write(out->path, t, &err) != ATTN_OK) return cli_error(EXIT_DATA, "%s", err.message);
-        return 0;
-    }
-    int fd = make_temporary(out);
+    int fd = out->direct ? make_held(out) : make_temporary(out);
     if (fd < 0) return EXIT_DATA;
     close(fd);
     if (attn_npy_write(out->tmp, t, &err) != ATTN_OK) {
@@ -219,12 +237,7 @@ int cli_output_write(cli_output *out, const attn_tensor *t) {
 
 FILE *cli_output_open(cli_output *out) {
     if (resolve(out)) return NULL;
-    if (out->direct) {
-        FILE *f = fopen(out->path, "w");
-        if (!f) cli_error(EXIT_DATA, "cannot write %s: %s", out->path, strerror(errno));
-        return f;
-    }
-    int fd = make_temporary(out);
+    int fd = out->direct ? make_held(out) : make_temporary(out);
     if (fd < 0) return NULL;
     FILE *f = fdopen(fd, "w");
     if (!f) {
@@ -253,6 +266,30 @@ int cli_output_close(cli_output *out, FILE *f) {
  * while the renames run: a hard link, so nothing is copied. */
 static void kept_name(char *buf, size_t size, const cli_output *out) { snprintf(buf, size, "%s.old", out->tmp); }
 
+/* A direct output's held bytes written through to its path, as a shell
+ * redirection would write them. 0 or an errno. */
+static int deliver(const cli_output *out) {
+    errno = 0;
+    FILE *src = fopen(out->tmp, "rb");
+    if (!src) return errno ? errno : EIO;
+    FILE *dst = fopen(out->path, "wb");
+    if (!dst) {
+        int e = errno ? errno : EIO;
+        fclose(src);
+        return e;
+    }
+    char buf[65536];
+    size_t got;
+    int e = 0;
+    while (!e && (got = fread(buf, 1, sizeof buf, src)) > 0)
+        if (fwrite(buf, 1, got, dst) != got) e = errno ? errno : EIO;
+    if (!e && ferror(src)) e = EIO;
+    errno = 0; /* fclose's errno: a full device shows only when the buffer goes out */
+    if (fclose(dst) != 0 && !e) e = errno ? errno : EIO;
+    fclose(src);
+    return e;
+}
+
 int cli_outputs_move(cli_output *outs, int n, int *failed) {
     char kept[sizeof outs->tmp + 8];
     struct stat st;
@@ -260,11 +297,23 @@ int cli_outputs_move(cli_output *outs, int n, int *failed) {
     /* Every destination first: a directory in the way fails the run before
      * anything has moved. */
     for (int i = 0; i < n; i++)
-        if (outs[i].written && lstat(outs[i].target, &st) == 0 && S_ISDIR(st.st_mode)) {
+        if (outs[i].written && !outs[i].direct && lstat(outs[i].target, &st) == 0 && S_ISDIR(st.st_mode)) {
             *failed = i;
             cli_outputs_abort(outs, n);
             return EISDIR;
         }
+    /* The streams next: a full device or a closed pipe fails the run before
+     * any file is replaced (what a stream took cannot be taken back). */
+    for (int i = 0; i < n; i++) {
+        if (!outs[i].written || !outs[i].direct) continue;
+        int e = deliver(&outs[i]);
+        remove(outs[i].tmp), outs[i].written = false;
+        if (e) {
+            *failed = i;
+            cli_outputs_abort(outs, n);
+            return e;
+        }
+    }
     for (int i = 0; i < n; i++) {
         outs[i].moved = outs[i].kept = false;
         if (!outs[i].written) continue;
@@ -308,7 +357,8 @@ int cli_outputs_commit(cli_output *outs, int n) {
             return cli_error(EXIT_DATA, "cannot rename into %s: %s; %s now holds this run's output, and what it held is in %s",
                              outs[failed].path, strerror(e), outs[i].path, kept);
         }
-    return cli_error(EXIT_DATA, "cannot rename into %s: %s", outs[failed].path, strerror(e));
+    return cli_error(EXIT_DATA, "cannot %s %s: %s", outs[failed].direct ? "write" : "rename into", outs[failed].path,
+                     strerror(e));
 }
 
 void cli_outputs_abort(cli_output *outs, int n) {

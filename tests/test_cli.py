@@ -28,7 +28,9 @@ def report(name, ok, why=""):
 
 
 def attn(*args):
-    return subprocess.run([ATTN, *args], capture_output=True, text=True, cwd=TMP)
+    # errors="replace": a run that wrongly prints a .npy on stdout fails its
+    # check, not the whole suite on decoding
+    return subprocess.run([ATTN, *args], capture_output=True, text=True, errors="replace", cwd=TMP)
 
 
 def save(name, a):
@@ -282,6 +284,13 @@ def main():
                                  "-o", "out.npy"], 1, r"mixed dtypes: -k .*k64\.npy is float64 but -q .* is float32")
     expect_error("dtype_bool", ["sdpa", "-q", save("qb.npy", np.ones((2, 3, 4), bool)), "-k", pk32, "-v", pv32,
                                 "-o", "out.npy"], 1, r"qb\.npy has dtype bool")
+    # A stream output (stdout, a FIFO, a device) is written at the commit,
+    # with the files: a run that fails after making it printed a whole .npy
+    # on stdout beside its error.
+    for label, extra in (("weights_dir_missing", ["-w", "no/such/dir/w.npy"]),
+                         ("backward_fails", ["--grad-out", pq32, "--dq", "dq.npy"])):
+        expect_error("stdout_output_not_written_when_%s" % label, ["sdpa", "-q", pq32, "-k", pk32, "-v", pv32, "-o",
+                                                                  "/dev/stdout"] + extra, 1, r".", outputs=("dq.npy",))
     expect_error("output_dir_missing", ["sdpa", "-q", pq32, "-k", pk32, "-v", pv32, "-o", "no/such/dir/o.npy"],
                  1, r"cannot create no/such/dir/o\.npy: No such file", outputs=())
 
