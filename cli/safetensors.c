@@ -144,6 +144,8 @@ static int metadata(const cJSON *e, char *msg, size_t n) {
 int st_parse(st_file *f, const unsigned char *bytes, size_t size, char *msg, size_t n) {
     memset(f, 0, sizeof *f);
     if (size < 8) return snprintf(msg, n, "a safetensors file starts with an 8-byte header length; this one has %zu bytes", size), 1;
+    if (memcmp(bytes, "\x93NUMPY", 6) == 0) /* read as a length, its magic is some 10^14 bytes */
+        return snprintf(msg, n, "this is a .npy file, not safetensors (a directory of NAME.npy files is read as one)"), 1;
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | bytes[i];
     if (hlen > size - 8)

@@ -555,6 +555,9 @@ def bad_files(c):
     # belong to no tensor (the format allows no holes: no polyglot files), a
     # header that is not UTF-8, and an empty tensor whose other dimensions
     # overflow (it had a tensor of rank 0 made for it, and its copy leaked).
+    with open(c.path("w.npy"), "wb") as f:
+        np.save(f, w)
+    c.bad("error_npy_given_as_safetensors", open(c.path("w.npy"), "rb").read(), "this is a .npy file, not safetensors")
     c.bad("error_text_after_header", safetensors_bytes(layer, edit=lambda t: t + b" {}"), "text after its JSON object")
     c.layer_runs("header_padded_with_spaces", safetensors_bytes(layer, edit=lambda t: t + b"     "))
     c.bad("error_bytes_after_last_tensor", safetensors_bytes(layer) + bytes(8),
