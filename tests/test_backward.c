@@ -3,7 +3,9 @@
  *     gradient element, on small cases (an oracle independent of PyTorch);
  *   - the errors, each with its status and message, and nothing written;
  *   - the caller's workspace;
- *   - the calls that take the most scratch buffers at once.
+ *   - the calls that take the most scratch buffers at once;
+ *   - an output with stride 0 in a dimension of size > 1, refused by every
+ *     gradient (and by the layer's forward) before anything is written.
  * Prints "ok NAME" or "FAIL NAME: why". */
 #include "check.h"
 
@@ -666,6 +668,62 @@ static void test_many_buffers_mha(void) {
     for (int i = 0; i < 4; i++) free(w32[i].data), free(w64[i].data);
 }
 
+/* An output viewed with stride 0 over a dimension of size > 1 (a broadcast
+ * buffer, torch's expand) would take several results into one element, the
+ * last one winning: attn_mha_backward wrote only the last batch's dquery
+ * and the last row's gradient of a weight, attn_sdpa_sinks_backward the
+ * last head's dsinks, attn_rope_backward and attn_mha the last row. Each is
+ * ATTN_ERR_STRIDE now, as attn_sdpa_backward's dq is, with nothing written;
+ * dout, an input, may still have stride 0 (torch's ones for a sum). */
+static void test_stride_0_outputs(void) {
+    enum { N = 2, L = 3, E = 4, H = 2 };
+    int64_t sx[3] = {N, L, E}, sw[2] = {3 * E, E}, swo[2] = {E, E}, ss[1] = {H};
+    attn_tensor x = make(ATTN_F64, 3, sx), dout = make(ATTN_F64, 3, sx), w = make(ATTN_F64, 2, sw);
+    attn_tensor wo = make(ATTN_F64, 2, swo), dx = make(ATTN_F64, 3, sx), dwo = make(ATTN_F64, 2, swo);
+    attn_mha_params p = attn_mha_params_default(), grads = attn_mha_params_default();
+    p.embed_dim = E, p.num_heads = H, p.in_proj_weight = &w, p.out_proj_weight = &wo;
+    attn_mha_options o = attn_mha_options_default();
+    o.batch_first = 1;
+    attn_error err;
+    memset(dx.data, 0x5a, sizeof(double) * N * L * E), memset(dwo.data, 0x5a, sizeof(double) * E * E);
+    attn_tensor dx0 = dx, dwo0 = dwo, ones = dout;
+    dx0.strides[0] = 0, dwo0.strides[0] = 0, ones.strides[0] = ones.strides[1] = ones.strides[2] = 0;
+    check_status(attn_mha_backward(&dx0, NULL, NULL, NULL, &dout, &x, &x, &x, &p, &o, &err), &err, ATTN_ERR_STRIDE,
+                 "dquery has stride 0 in dimension 0 of size 2", "mha_backward_dquery_stride_0_rejected");
+    grads.out_proj_weight = &dwo0;
+    check_status(attn_mha_backward(&dx, NULL, NULL, &grads, &dout, &x, &x, &x, &p, &o, &err), &err, ATTN_ERR_STRIDE,
+                 "the gradient of out_proj_weight has stride 0 in dimension 0 of size 4",
+                 "mha_backward_weight_gradient_stride_0_rejected");
+    unsigned char *b = dx.data, *c = dwo.data;
+    check(b[0] == 0x5a && b[N * L * E * 8 - 1] == 0x5a && c[0] == 0x5a && c[E * E * 8 - 1] == 0x5a,
+          "mha_backward_stride_0_writes_nothing", "a gradient was written");
+    grads.out_proj_weight = &dwo;
+    check_status(attn_mha_backward(&dx, NULL, NULL, &grads, &ones, &x, &x, &x, &p, &o, &err), &err, ATTN_OK, "",
+                 "mha_backward_dout_of_stride_0_taken");
+    attn_tensor out0 = dx;
+    out0.strides[1] = 0;
+    check_status(attn_mha(&out0, NULL, &x, &x, &x, &p, &o, &err), &err, ATTN_ERR_STRIDE,
+                 "out has stride 0 in dimension 1 of size 3", "mha_out_stride_0_rejected");
+    /* dsinks (H,) of attention with sinks, from dout, out and lse (N, H, L, ...) */
+    int64_t s4[4] = {N, H, L, E}, sl[3] = {N, H, L};
+    attn_tensor q = make(ATTN_F64, 4, s4), out = make(ATTN_F64, 4, s4), lse = make(ATTN_F64, 3, sl);
+    attn_tensor d4 = make(ATTN_F64, 4, s4), sinks = make(ATTN_F64, 1, ss), ds = make(ATTN_F64, 1, ss);
+    attn_sdpa_options so = attn_sdpa_options_default();
+    so.sinks = &sinks;
+    attn_status st = attn_sdpa(&out, &lse, NULL, &q, &q, &q, &so, &err);
+    attn_tensor ds0 = ds;
+    ds0.strides[0] = 0;
+    check_status(st ? st : attn_sdpa_sinks_backward(&ds0, &d4, &out, &lse, &so, &err), &err, ATTN_ERR_STRIDE,
+                 "dsinks has stride 0 in dimension 0 of size 2", "sinks_backward_dsinks_stride_0_rejected");
+    attn_rope_options rope = attn_rope_options_default();
+    attn_tensor dq0 = d4;
+    dq0.strides[2] = 0;
+    check_status(attn_rope_backward(&dq0, &q, &rope, &err), &err, ATTN_ERR_STRIDE, "has stride 0 in dimension 2 of size 3",
+                 "rope_backward_dx_stride_0_rejected");
+    attn_tensor *all[] = {&x, &dout, &w, &wo, &dx, &dwo, &q, &out, &lse, &d4, &sinks, &ds};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+}
+
 int main(void) {
     rng_state = 99;
     test_pieces();
@@ -673,6 +731,7 @@ int main(void) {
     test_finite_differences();
     test_fused();
     test_errors();
+    test_stride_0_outputs();
     test_workspace();
     test_many_buffers_sdpa();
     test_many_buffers_mha();

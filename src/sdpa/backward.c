@@ -40,10 +40,7 @@ static attn_status check_like(const attn_tensor *t, const char *name, const attn
         return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s but %s has shape %s; they must match", name, got,
                          like_name, want);
     }
-    for (int d = 0; output && d < t->rank; d++)
-        if (t->shape[d] > 1 && t->strides[d] == 0)
-            return attn_fail(err, ATTN_ERR_STRIDE, "%s has stride 0 in dimension %d of size %lld", name, d,
-                             (long long)t->shape[d]);
+    if (output && (st = attn_check_writable(t, name, err))) return st;
     return attn_check_extent(t, name, err);
 }
 

@@ -115,10 +115,8 @@ static attn_status check_packed_out(const attn_tensor *t, const char *name, int 
             attn_format_shape(exp, sizeof exp, rank, want);
             return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s but it must be %s", name, got, exp);
         }
-    for (int d = 0; d < rank && t->shape[0] > 0; d++)
-        if (t->shape[d] > 1 && t->strides[d] == 0)
-            return attn_fail(err, ATTN_ERR_STRIDE, "%s has stride 0 in dimension %d of size %lld", name, d,
-                             (long long)t->shape[d]);
+    attn_status st = t->shape[0] > 0 ? attn_check_writable(t, name, err) : ATTN_OK; /* rows of none: nothing written */
+    if (st) return st;
     if (!t->data && t->shape[0] > 0) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
     return attn_check_extent(t, name, err);
 }
