@@ -1092,6 +1092,11 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  *   - a key that the causal limit, a bool mask or -inf in a float mask
  *     excludes has zero gradient everywhere; a row in which no key takes
  *     part has zero gradients, never NaN;
+ *   - a row with +inf scores (a +inf mask value, f64 products that
+ *     overflow), whose weight the forward shares equally among its +inf
+ *     keys (the softmax's limit), has that limit differentiated as it
+ *     stands: each +inf key's score gradient is w·(dP - D) as for equal
+ *     finite scores, every other key's 0, all finite (PyTorch gives NaN);
  *   - the scale is the forward's (default 1/sqrt(E)), any finite value.
  *
  * Kernels and numerics:

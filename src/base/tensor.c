@@ -147,7 +147,7 @@ attn_status attn_check_data(const attn_tensor *t, const char *name, bool measuri
 }
 
 attn_status attn_check_writable(const attn_tensor *t, const char *name, attn_error *err) {
-    for (int d = 0; d < t->rank; d++)
+    for (int d = 0; d < t->rank && attn_tensor_numel(t) != 0; d++)
         if (t->shape[d] > 1 && t->strides[d] == 0)
             return attn_fail(err, ATTN_ERR_STRIDE, "%s has stride 0 in dimension %d of size %lld", name, d,
                              (long long)t->shape[d]);

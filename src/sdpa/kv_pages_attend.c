@@ -41,7 +41,7 @@ static attn_status check_packed(const attn_tensor *t, const char *name, attn_dty
                          (long long)(total >= 0 ? total : t->shape[0]), (long long)(heads >= 0 ? heads : t->shape[1]),
                          rank == 3 ? ", " : "", rank == 3 ? (long long)cols : 0LL);
     }
-    attn_status st = written && t->shape[0] > 0 ? attn_check_writable(t, name, err) : ATTN_OK;
+    attn_status st = written ? attn_check_writable(t, name, err) : ATTN_OK;
     return st ? st : attn_check_extent(t, name, err);
 }
 

@@ -115,7 +115,7 @@ static attn_status check_packed_out(const attn_tensor *t, const char *name, int 
             attn_format_shape(exp, sizeof exp, rank, want);
             return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s but it must be %s", name, got, exp);
         }
-    attn_status st = t->shape[0] > 0 ? attn_check_writable(t, name, err) : ATTN_OK; /* rows of none: nothing written */
+    attn_status st = attn_check_writable(t, name, err);
     if (st) return st;
     if (!t->data && t->shape[0] > 0) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
     return attn_check_extent(t, name, err);
