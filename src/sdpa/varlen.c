@@ -417,7 +417,8 @@ static attn_status forward_half(attn_tensor *out, attn_tensor *lse, const attn_t
                                "attn_sdpa_varlen_plan_init's workspace_bytes", err);
     attn_context rest = attn_arena_rest(&arena, c);
     if (nq > 0) attn_tensor_convert(&q32, q, NULL); /* exact */
-    attn_status st = varlen_forward(&out32, lse, &q32, kv, cu_q, batch, masks, o, &rest, Ev, arena.used, err);
+    size_t front = c->workspace_size - rest.workspace_size; /* the copies and the alignment before them */
+    attn_status st = varlen_forward(&out32, lse, &q32, kv, cu_q, batch, masks, o, &rest, Ev, front, err);
     if (!st && no > 0) attn_tensor_convert(out, &out32, NULL); /* the one rounding */
     attn_arena_release(&arena);
     return st;
