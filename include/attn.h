@@ -52,7 +52,11 @@
  *     data, dtype, shape and strides), for attn_rope, attn_rope_backward,
  *     attn_tensor_convert and attn_sdpa_merge; and one tensor for several
  *     of attn_mha_backward's input gradients, which then receives their
- *     sum. Inputs may share memory freely.
+ *     sum. Nor may an output share memory with itself through a stride 0
+ *     in a dimension of size > 1 (several results for one element: a
+ *     broadcast view, torch's expand), ATTN_ERR_STRIDE too, as PyTorch
+ *     refuses such an out=. Inputs may share memory freely, and have
+ *     stride 0 (dout = ones broadcast, for a sum's gradient).
  *
  * Build: C11. Link with -lattn -lm (or use `pkg-config --cflags --libs attn`).
  */
@@ -919,7 +923,8 @@ ATTN_VERSIONED_DEFAULT_(attn_sdpa_options)
  * from the forward's out and lse (..., Hq, L, Ev) and (..., Hq, L) and
  * dLoss/dout, all of one dtype (f32 or f64); dsinks in that dtype. Errors:
  * ATTN_ERR_NULL (options->sinks included), ATTN_ERR_RANK, ATTN_ERR_SHAPE,
- * ATTN_ERR_DTYPE, ATTN_ERR_STRIDE (dsinks overlapping a tensor it reads). */
+ * ATTN_ERR_DTYPE, ATTN_ERR_STRIDE (dsinks overlapping a tensor it reads,
+ * or with stride 0). */
 ATTN_API attn_status attn_sdpa_sinks_backward(attn_tensor *dsinks, const attn_tensor *dout, const attn_tensor *out,
                                               const attn_tensor *lse, const attn_sdpa_options *options,
                                               attn_error *err);
@@ -1093,6 +1098,11 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  *   - a key that the causal limit, a bool mask or -inf in a float mask
  *     excludes has zero gradient everywhere; a row in which no key takes
  *     part has zero gradients, never NaN;
+ *   - a row with +inf scores (a +inf mask value, f64 products that
+ *     overflow), whose weight the forward shares equally among its +inf
+ *     keys (the softmax's limit), has that limit differentiated as it
+ *     stands: each +inf key's score gradient is w·(dP - D) as for equal
+ *     finite scores, every other key's 0, all finite (PyTorch gives NaN);
  *   - the scale is the forward's (default 1/sqrt(E)), any finite value.
  *
  * Kernels and numerics:
@@ -1598,7 +1608,7 @@ ATTN_VERSIONED_DEFAULT_(attn_mha_options)
  * ATTN_ERR_SHAPE, ATTN_ERR_DTYPE, ATTN_ERR_HEADS, ATTN_ERR_MASK,
  * ATTN_ERR_OPTION, ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY, ATTN_ERR_WORKSPACE,
  * ATTN_ERR_STRIDE (out or weights overlapping each other, an input, a
- * parameter or a mask). */
+ * parameter or a mask, or with stride 0 in a dimension of size > 1). */
 ATTN_API attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn_tensor *query,
                               const attn_tensor *key, const attn_tensor *value, const attn_mha_params *params,
                               const attn_mha_options *options, attn_error *err);
@@ -1609,7 +1619,8 @@ ATTN_API attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn
  * gradients too (the very same view) and it receives the sum, dquery +
  * dkey + dvalue, as autograd sums x.grad; likewise for two of them. Any
  * other sharing of memory between gradients, or with dout, an input, a
- * parameter or a mask, is ATTN_ERR_STRIDE. Then the parameters' gradients:
+ * parameter or a mask, is ATTN_ERR_STRIDE, and so is a gradient with
+ * stride 0 in a dimension of size > 1. Then the parameters' gradients:
  * each non-NULL tensor of `grads` (an attn_mha_params used as a list of
  * outputs) receives the gradient of the parameter of the same name, shaped
  * like it, in its dtype (f32 or f64 for a 16-bit parameter: the gradient of

@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from oracle_rope import Error, RopeOptions, Tensor, view
+from attn._lib import SdpaOptions  # noqa: E402  (oracle_rope put python/ on the path)
 from oracle_rope import reference as rope_reference
 from oracle_backward import variant_scores
 from torch_attention import Reporter, causal_allowed, oracle_args
@@ -84,7 +85,8 @@ class Oracle(Reporter):
         self.lib = ctypes.CDLL(os.path.join(build, "libattn.so"))
         # X_default() is a macro of attn.h over the exported X_init(&x, sizeof x)
         # ("Versioned structs"): the same here, at these ctypes structs' sizes.
-        for name, cls in (("attn_mha_params", Params), ("attn_mha_options", Options), ("attn_rope_options", RopeOptions)):
+        for name, cls in (("attn_mha_params", Params), ("attn_mha_options", Options), ("attn_rope_options", RopeOptions),
+                          ("attn_sdpa_options", SdpaOptions)):
             setattr(self.lib, name + "_default", defaults_of(self.lib, name, cls))
         self.keep = []  # arrays and tensors the structs point to, alive during a call
 
@@ -131,8 +133,9 @@ class Oracle(Reporter):
         return st, err.message.decode(), out, w
 
     def run_backward(self, dout, query, key, value, state, heads, kv_heads=0, kdim=0, vdim=0, batch_first=False,
-                     zero_attn=False, kpm=None, attn_mask=None, causal=0, rope=None):
-        """attn_mha_backward: (status, message, {name: gradient}) for the inputs and every parameter."""
+                     zero_attn=False, kpm=None, attn_mask=None, causal=0, rope=None, variants=None):
+        """attn_mha_backward: (status, message, {name: gradient}) for the inputs and every parameter.
+        variants: the attention's score variants (softcap, slopes, window), as options->attention."""
         self.keep = []
         p = self.lib.attn_mha_params_default()
         p.embed_dim, p.num_heads, p.num_kv_heads, p.kdim, p.vdim = query.shape[-1], heads, kv_heads, kdim, vdim
@@ -150,6 +153,13 @@ class Oracle(Reporter):
             r.layout, r.base, r.rotary_dim, r.position_offset = rope
             self.keep.append(r)
             o.rope = ctypes.pointer(r)
+        if variants:
+            a = self.lib.attn_sdpa_options_default()
+            a.softcap, a.window = variants.get("softcap", 0.0), variants.get("window", 0)
+            if variants.get("slopes") is not None:
+                a.alibi_slopes = self.tensor(np.asarray(variants["slopes"], np.float64))
+            self.keep.append(a)
+            o.attention = ctypes.addressof(a)
         for n, a in (("query", query), ("key", key), ("value", value)):
             grads[n] = np.zeros_like(a)
         err = Error()
@@ -292,13 +302,16 @@ def f32_case(o, rng, name, H, Hkv, causal, E=256, L=40, S=40, N=2):
 
 
 def backward_case(o, rng, name, E=16, H=4, L=5, S=7, N=3, kdim=None, vdim=None, bias=True, bias_kv=False,
-                  zero_attn=False, batch_first=False, kpm=None, attn_mask=None, causal=0):
-    """attn_mha_backward against autograd through the module: every input and parameter."""
+                  zero_attn=False, batch_first=False, kpm=None, attn_mask=None, causal=0, unbatched=False):
+    """attn_mha_backward against autograd through the module: every input and parameter.
+    unbatched: inputs (L, E), (S, kdim), (S, vdim) without N."""
     torch.manual_seed(int(rng.integers(1 << 30)))
     mha = torch.nn.MultiheadAttention(E, H, bias=bias, add_bias_kv=bias_kv, add_zero_attn=zero_attn, kdim=kdim,
                                       vdim=vdim, batch_first=batch_first, dtype=torch.float64)
     kd, vd = kdim or E, vdim or E
     shape = (lambda n, f: (N, n, f)) if batch_first else (lambda n, f: (n, N, f))
+    if unbatched:
+        shape = lambda n, f: (n, f)  # noqa: E731
     x = [torch.tensor(rng.standard_normal(shape(n, f)), requires_grad=True) for n, f in ((L, E), (S, kd), (S, vd))]
     tk = lambda a: None if a is None else torch.from_numpy(a)  # noqa: E731
     out = mha(*x, key_padding_mask=tk(kpm), attn_mask=tk(torch_attn_mask(attn_mask, causal, L, S)),
@@ -492,8 +505,9 @@ def cached_masks_case(o, rng, name, H, Hkv, E, steps, rope, N=2, capacity=16):
     o.report(name, why)
 
 
-def gqa_backward_case(o, rng, name, H, Hkv, rope, E=16, L=6, S=6, N=2, sinks=False):
-    """GQA (and RoPE, and the sinks) gradients against autograd through gqa_reference_t."""
+def gqa_backward_case(o, rng, name, H, Hkv, rope, E=16, L=6, S=6, N=2, sinks=False, variants=None, causal=2):
+    """GQA (and RoPE, the sinks, the attention's score variants) gradients against autograd
+    through gqa_reference_t."""
     f = rng.standard_normal
     state = gqa_state(f, E, E // H, Hkv)
     if sinks:
@@ -501,14 +515,45 @@ def gqa_backward_case(o, rng, name, H, Hkv, rope, E=16, L=6, S=6, N=2, sinks=Fal
     q, k, v = f((N, L, E)), f((N, S, E)), f((N, S, E))
     leaves = {n: torch.tensor(a, requires_grad=True) for n, a in state.items()}
     xs = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
-    out = gqa_reference_t(xs, leaves, H, Hkv, 2, rope)
+    out = gqa_reference_t(xs, leaves, H, Hkv, causal, rope, variants)
     dout = f(out.shape)
     out.backward(torch.from_numpy(dout))
-    st, msg, got = o.run_backward(dout, q, k, v, state, H, kv_heads=Hkv, batch_first=True, causal=2, rope=rope)
+    st, msg, got = o.run_backward(dout, q, k, v, state, H, kv_heads=Hkv, batch_first=True, causal=causal, rope=rope,
+                                  variants=variants)
     if st:
         return o.report(name, "attn_mha_backward failed: " + msg)
     ref = dict({n: t.grad for n, t in leaves.items()}, query=xs[0].grad, key=xs[1].grad, value=xs[2].grad)
     o.report(name, compare_grads(o, got, ref))
+
+
+def fully_padded_backward_case(o, rng, name, E=8, H=2, L=4, S=5, N=3):
+    """attn_mha_backward with a key_padding_mask that pads one sequence entirely:
+    PyTorch's module gives that sequence NaN (forward and gradients), attn gives
+    its rows out_proj's bias, so no gradient reaches its query, key and value,
+    and out_proj's bias takes its dout. Reference: autograd through the module
+    on the other sequences, with that dout added to out_proj.bias's gradient."""
+    torch.manual_seed(int(rng.integers(1 << 30)))
+    mha = torch.nn.MultiheadAttention(E, H, batch_first=True, dtype=torch.float64)
+    f = rng.standard_normal
+    xs = [f((N, n, E)) for n in (L, S, S)]
+    kpm = rng.random((N, S)) < 0.3
+    kpm[:, 0] = False
+    kpm[1] = True
+    dout = f((N, L, E))
+    live = [b for b in range(N) if b != 1]
+    x = [torch.tensor(a[live], requires_grad=True) for a in xs]
+    mha(*x, key_padding_mask=torch.from_numpy(kpm[live]), need_weights=False)[0].backward(torch.from_numpy(dout[live]))
+    state = module_state(mha, np.float64)
+    named = dict(mha.named_parameters())
+    ref = {"out_proj_weight": named["out_proj.weight"].grad, "in_proj_weight": named["in_proj_weight"].grad,
+           "in_proj_bias": named["in_proj_bias"].grad,
+           "out_proj_bias": named["out_proj.bias"].grad + torch.from_numpy(dout[1].sum(0))}
+    for n, t in zip(("query", "key", "value"), x):
+        g = torch.zeros(xs[0 if n == "query" else 1].shape, dtype=torch.float64)
+        g[live] = t.grad
+        ref[n] = g
+    st, msg, got = o.run_backward(dout, *xs, state, H, batch_first=True, kpm=kpm)
+    o.report(name, "attn_mha_backward failed: " + msg if st else compare_grads(o, got, ref))
 
 
 def compare_grads(o, got, ref):
@@ -678,6 +723,16 @@ def main():
     gqa_case(o, rng, "sinks_rope_inside_attention", 4, 1, 2, E=16, L=7, S=7, rope=(0, 10000.0, 0, 0), sinks=True)
     gqa_backward_case(o, rng, "backward_sinks_gqa", 4, 2, None, sinks=True)
     gqa_backward_case(o, rng, "backward_sinks_rope", 2, 1, (1, 10000.0, 0, 2), sinks=True)
+    # The attention's own score variants (options->attention) through the layer's backward,
+    # unbatched input with the appended keys and both masks, and a sequence padded entirely.
+    gqa_backward_case(o, rng, "backward_gqa_softcap_alibi_window", 4, 2, None, L=7, S=9, causal=2,
+                      variants={"softcap": 3.0, "slopes": rng.random(4), "window": 4})
+    gqa_backward_case(o, rng, "backward_mqa_alibi_no_causal", 4, 1, None, L=9, S=5, causal=0,
+                      variants={"slopes": rng.random(4)})
+    backward_case(o, rng, "backward_unbatched_bias_kv_zero_attn_masks", unbatched=True, bias_kv=True, zero_attn=True,
+                  kpm=kpm[0], attn_mask=rng.standard_normal((4, L, S)))
+    backward_case(o, rng, "backward_unbatched_kdim_vdim", unbatched=True, kdim=3, vdim=11, L=1, S=4)
+    fully_padded_backward_case(o, rng, "backward_fully_padded_sequence_bias_only")
     # A query whose every key is masked: NaN in PyTorch, out_proj's bias here.
     torch.manual_seed(7)
     mha = torch.nn.MultiheadAttention(8, 2, dtype=torch.float64)

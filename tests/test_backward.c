@@ -3,7 +3,9 @@
  *     gradient element, on small cases (an oracle independent of PyTorch);
  *   - the errors, each with its status and message, and nothing written;
  *   - the caller's workspace;
- *   - the calls that take the most scratch buffers at once.
+ *   - the calls that take the most scratch buffers at once;
+ *   - an output with stride 0 in a dimension of size > 1, refused by every
+ *     gradient (and by the layer's forward) before anything is written.
  * Prints "ok NAME" or "FAIL NAME: why". */
 #include "check.h"
 
@@ -666,6 +668,181 @@ static void test_many_buffers_mha(void) {
     for (int i = 0; i < 4; i++) free(w32[i].data), free(w64[i].data);
 }
 
+/* An output viewed with stride 0 over a dimension of size > 1 (a broadcast
+ * buffer, torch's expand) would take several results into one element, the
+ * last one winning: attn_mha_backward wrote only the last batch's dquery
+ * and the last row's gradient of a weight, attn_sdpa_sinks_backward the
+ * last head's dsinks, attn_rope_backward and attn_mha the last row. Each is
+ * ATTN_ERR_STRIDE now, as attn_sdpa_backward's dq is, with nothing written;
+ * dout, an input, may still have stride 0 (torch's ones for a sum). */
+static void test_stride_0_outputs(void) {
+    enum { N = 2, L = 3, E = 4, H = 2 };
+    int64_t sx[3] = {N, L, E}, sw[2] = {3 * E, E}, swo[2] = {E, E}, ss[1] = {H};
+    attn_tensor x = make(ATTN_F64, 3, sx), dout = make(ATTN_F64, 3, sx), w = make(ATTN_F64, 2, sw);
+    attn_tensor wo = make(ATTN_F64, 2, swo), dx = make(ATTN_F64, 3, sx), dwo = make(ATTN_F64, 2, swo);
+    attn_mha_params p = attn_mha_params_default(), grads = attn_mha_params_default();
+    p.embed_dim = E, p.num_heads = H, p.in_proj_weight = &w, p.out_proj_weight = &wo;
+    attn_mha_options o = attn_mha_options_default();
+    o.batch_first = 1;
+    attn_error err;
+    memset(dx.data, 0x5a, sizeof(double) * N * L * E), memset(dwo.data, 0x5a, sizeof(double) * E * E);
+    attn_tensor dx0 = dx, dwo0 = dwo, ones = dout;
+    dx0.strides[0] = 0, dwo0.strides[0] = 0, ones.strides[0] = ones.strides[1] = ones.strides[2] = 0;
+    check_status(attn_mha_backward(&dx0, NULL, NULL, NULL, &dout, &x, &x, &x, &p, &o, &err), &err, ATTN_ERR_STRIDE,
+                 "dquery has stride 0 in dimension 0 of size 2", "mha_backward_dquery_stride_0_rejected");
+    grads.out_proj_weight = &dwo0;
+    check_status(attn_mha_backward(&dx, NULL, NULL, &grads, &dout, &x, &x, &x, &p, &o, &err), &err, ATTN_ERR_STRIDE,
+                 "the gradient of out_proj_weight has stride 0 in dimension 0 of size 4",
+                 "mha_backward_weight_gradient_stride_0_rejected");
+    unsigned char *b = dx.data, *c = dwo.data;
+    check(b[0] == 0x5a && b[N * L * E * 8 - 1] == 0x5a && c[0] == 0x5a && c[E * E * 8 - 1] == 0x5a,
+          "mha_backward_stride_0_writes_nothing", "a gradient was written");
+    grads.out_proj_weight = &dwo;
+    check_status(attn_mha_backward(&dx, NULL, NULL, &grads, &ones, &x, &x, &x, &p, &o, &err), &err, ATTN_OK, "",
+                 "mha_backward_dout_of_stride_0_taken");
+    attn_tensor out0 = dx;
+    out0.strides[1] = 0;
+    check_status(attn_mha(&out0, NULL, &x, &x, &x, &p, &o, &err), &err, ATTN_ERR_STRIDE,
+                 "out has stride 0 in dimension 1 of size 3", "mha_out_stride_0_rejected");
+    /* dsinks (H,) of attention with sinks, from dout, out and lse (N, H, L, ...) */
+    int64_t s4[4] = {N, H, L, E}, sl[3] = {N, H, L};
+    attn_tensor q = make(ATTN_F64, 4, s4), out = make(ATTN_F64, 4, s4), lse = make(ATTN_F64, 3, sl);
+    attn_tensor d4 = make(ATTN_F64, 4, s4), sinks = make(ATTN_F64, 1, ss), ds = make(ATTN_F64, 1, ss);
+    attn_sdpa_options so = attn_sdpa_options_default();
+    so.sinks = &sinks;
+    attn_status st = attn_sdpa(&out, &lse, NULL, &q, &q, &q, &so, &err);
+    attn_tensor ds0 = ds;
+    ds0.strides[0] = 0;
+    check_status(st ? st : attn_sdpa_sinks_backward(&ds0, &d4, &out, &lse, &so, &err), &err, ATTN_ERR_STRIDE,
+                 "dsinks has stride 0 in dimension 0 of size 2", "sinks_backward_dsinks_stride_0_rejected");
+    attn_rope_options rope = attn_rope_options_default();
+    attn_tensor dq0 = d4;
+    dq0.strides[2] = 0;
+    check_status(attn_rope_backward(&dq0, &q, &rope, &err), &err, ATTN_ERR_STRIDE, "has stride 0 in dimension 2 of size 3",
+                 "rope_backward_dx_stride_0_rejected");
+    attn_tensor *all[] = {&x, &dout, &w, &wo, &dx, &dwo, &q, &out, &lse, &d4, &sinks, &ds};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+}
+
+/* Scores of +inf (a +inf mask value): the forward shares the row's weight
+ * equally among its +inf keys (the softmax's limit), and the backward
+ * differentiates that limit as it stands, as attn.h says: each +inf key's
+ * score gradient w·(dP - D) as for equal finite scores, every other key's
+ * 0, finite everywhere (PyTorch gives NaN). Row 0 has two +inf keys, row 1
+ * none, row 2 all three; f64 on the exact kernel, f32 with dmask (exact)
+ * and without (the fused kernel, which hands such a slice to the exact
+ * one). */
+/* Element i of a C-order f32 or f64 tensor, read and written as double. */
+static double el(const attn_tensor *t, int64_t i) {
+    return t->dtype == ATTN_F64 ? ((const double *)t->data)[i] : ((const float *)t->data)[i];
+}
+static void set_el(attn_tensor *t, int64_t i, double x) {
+    if (t->dtype == ATTN_F64) ((double *)t->data)[i] = x;
+    else ((float *)t->data)[i] = (float)x;
+}
+
+static void test_infinite_scores(void) {
+    enum { L = 3, S = 3, E = 2 };
+    int64_t sq[2] = {L, E}, sm[2] = {L, S};
+    for (int f32 = 0; f32 < 2; f32++)
+        for (int with_dmask = 0; with_dmask < 2; with_dmask++) {
+            attn_dtype dt = f32 ? ATTN_F32 : ATTN_F64;
+            attn_tensor q = make(dt, 2, sq), k = make(dt, 2, sq), v = make(dt, 2, sq), mask = make(dt, 2, sm);
+            attn_tensor out = make(dt, 2, sq), lse = make(dt, 1, sq), dout = make(dt, 2, sq);
+            attn_tensor dq = make(dt, 2, sq), dk = make(dt, 2, sq), dv = make(dt, 2, sq), dm = make(dt, 2, sm);
+            for (int j = 0; j < S; j++) set_el(&mask, 2 * S + j, INFINITY);
+            set_el(&mask, 0, INFINITY), set_el(&mask, 2, INFINITY);
+            attn_sdpa_options o = attn_sdpa_options_default();
+            o.mask = &mask;
+            attn_error err;
+            attn_status st = attn_sdpa(&out, &lse, NULL, &q, &k, &v, &o, &err);
+            if (!st) st = attn_sdpa_backward(&dq, &dk, &dv, with_dmask ? &dm : NULL, &dout, &q, &k, &v, &out, &lse, &o, &err);
+            /* the limit, in double: w, dP = dout vᵀ, D = Σ w dP, dS = w (dP - D) */
+            double w[L][S] = {{0.5, 0, 0.5}, {0}, {1.0 / 3, 1.0 / 3, 1.0 / 3}}, ds[L][S], worst = 0, scale = 1 / sqrt(2.0);
+            double s1[S], m1 = -INFINITY, l1 = 0;
+            for (int j = 0; j < S; j++) {
+                s1[j] = (el(&q, 1 * E + 0) * el(&k, j * E + 0) + el(&q, 1 * E + 1) * el(&k, j * E + 1)) * scale +
+                        el(&mask, 1 * S + j);
+                m1 = s1[j] > m1 ? s1[j] : m1;
+            }
+            for (int j = 0; j < S; j++) l1 += exp(s1[j] - m1);
+            for (int j = 0; j < S; j++) w[1][j] = exp(s1[j] - m1) / l1;
+            for (int i = 0; i < L; i++) {
+                double dp[S], D = 0;
+                for (int j = 0; j < S; j++) {
+                    dp[j] = el(&dout, i * E + 0) * el(&v, j * E + 0) + el(&dout, i * E + 1) * el(&v, j * E + 1);
+                    D += w[i][j] * dp[j];
+                }
+                for (int j = 0; j < S; j++) ds[i][j] = w[i][j] * (dp[j] - D);
+            }
+            for (int i = 0; i < L; i++)
+                for (int e = 0; e < E; e++) {
+                    double gq = 0, gk = 0, gv = 0;
+                    for (int j = 0; j < S; j++) {
+                        gq += scale * ds[i][j] * el(&k, j * E + e);
+                        gk += scale * ds[j][i] * el(&q, j * E + e); /* i as the key */
+                        gv += w[j][i] * el(&dout, j * E + e);
+                    }
+                    double d[3] = {el(&dq, i * E + e) - gq, el(&dk, i * E + e) - gk, el(&dv, i * E + e) - gv};
+                    for (int t = 0; t < 3; t++) worst = fabs(d[t]) > worst || isnan(d[t]) ? fabs(d[t]) : worst;
+                }
+            for (int i = 0; i < L && with_dmask; i++)
+                for (int j = 0; j < S; j++) {
+                    double d = el(&dm, i * S + j) - ds[i][j];
+                    worst = fabs(d) > worst || isnan(d) ? fabs(d) : worst;
+                }
+            char name[96];
+            snprintf(name, sizeof name, "backward_plus_inf_scores_the_limit_%s%s", f32 ? "f32" : "f64",
+                     with_dmask ? "_dmask" : "");
+            check(st == ATTN_OK && worst <= (f32 ? 1e-6 : 1e-14), name, "status %d (%s), worst difference %.3g",
+                  (int)st, st ? err.message : "", worst);
+            attn_tensor *all[] = {&q, &k, &v, &mask, &out, &lse, &dout, &dq, &dk, &dv, &dm};
+            for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+        }
+}
+
+/* A 16-bit q's forward and backward run the f32 call on copies placed at
+ * the workspace's front: a workspace short of the measured size was
+ * refused with the f32 call's figures for what was left after the copies
+ * ("has 69071 bytes but this call needs 214975" for a workspace of
+ * 145919). Both now give the whole call's, as an f32 q's do: the caller's
+ * size and the measured one; and the measured size is taken. */
+static void test_half_workspace_message(void) {
+    int64_t sq[4] = {2, 2, 40, 16}, sk[4] = {2, 1, 60, 16}, sl[3] = {2, 2, 40};
+    attn_tensor q = make(ATTN_F16, 4, sq), k = make(ATTN_F16, 4, sk), out = make(ATTN_F16, 4, sq);
+    attn_tensor dout = make(ATTN_F16, 4, sq), lse = make(ATTN_F32, 3, sl);
+    attn_tensor dq = make(ATTN_F16, 4, sq), dk = make(ATTN_F16, 4, sk), dv = make(ATTN_F16, 4, sk);
+    for (int64_t i = 0; i < 2 * 2 * 40 * 16; i++) /* make() sets bytes, not values, of 16-bit tensors */
+        ((uint16_t *)q.data)[i] = attn_f32_to_f16((float)(i % 7) / 8 - 0.4f),
+        ((uint16_t *)dout.data)[i] = attn_f32_to_f16((float)(i % 5) / 8 - 0.2f);
+    for (int64_t i = 0; i < 2 * 60 * 16; i++) ((uint16_t *)k.data)[i] = attn_f32_to_f16((float)(i % 11) / 16 - 0.3f);
+    attn_context c = attn_context_default();
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT, o.context = &c;
+    attn_error err;
+    size_t fwd = 0, bwd = 0;
+    attn_status st = attn_sdpa_workspace_size(&fwd, &out, &lse, NULL, &q, &k, &k, &o, &err);
+    if (!st) st = attn_sdpa_backward_workspace_size(&bwd, &dq, &dk, &dv, NULL, &dout, &q, &k, &k, &out, &lse, &o, &err);
+    size_t most = fwd > bwd ? fwd : bwd;
+    char *mem = malloc(most), want[160];
+    c.workspace = mem, c.workspace_size = fwd - 1;
+    snprintf(want, sizeof want, "has %zu bytes but this call needs %zu (attn_sdpa_workspace_size)", fwd - 1, fwd);
+    check_status(st ? st : attn_sdpa(&out, &lse, NULL, &q, &k, &k, &o, &err), &err, ATTN_ERR_WORKSPACE, want,
+                 "half_q_forward_workspace_short_names_the_whole_call");
+    c.workspace_size = fwd;
+    check_status(attn_sdpa(&out, &lse, NULL, &q, &k, &k, &o, &err), &err, ATTN_OK, "", "half_q_forward_measured_workspace_fits");
+    c.workspace_size = bwd - 1;
+    snprintf(want, sizeof want, "has %zu bytes but this call needs %zu (attn_sdpa_backward_workspace_size)", bwd - 1, bwd);
+    check_status(attn_sdpa_backward(&dq, &dk, &dv, NULL, &dout, &q, &k, &k, &out, &lse, &o, &err), &err,
+                 ATTN_ERR_WORKSPACE, want, "half_q_backward_workspace_short_names_the_whole_call");
+    c.workspace_size = bwd;
+    check_status(attn_sdpa_backward(&dq, &dk, &dv, NULL, &dout, &q, &k, &k, &out, &lse, &o, &err), &err, ATTN_OK, "",
+                 "half_q_backward_measured_workspace_fits");
+    attn_tensor *all[] = {&q, &k, &out, &dout, &lse, &dq, &dk, &dv};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+    free(mem);
+}
+
 int main(void) {
     rng_state = 99;
     test_pieces();
@@ -673,7 +850,10 @@ int main(void) {
     test_finite_differences();
     test_fused();
     test_errors();
+    test_stride_0_outputs();
+    test_infinite_scores();
     test_workspace();
+    test_half_workspace_message();
     test_many_buffers_sdpa();
     test_many_buffers_mha();
     return n_failed ? 1 : 0;

@@ -641,6 +641,20 @@ static void test_half_q(attn_dtype h, const char *tag) {
     attn_status small = attn_sdpa_varlen(&out16, &lse16, &q16, &bt.k, &bt.v, bt.cu_q, bt.cu_k, c.B, bt.mask_ptr, &o, &err);
     snprintf(name, sizeof name, "varlen_%s_q_workspace_too_small", tag);
     check(small == ATTN_ERR_WORKSPACE && ((unsigned char *)out16.data)[0] == 0x55, name, "status %d: %s", (int)small, err.message);
+    /* the copies fit, the plans and kernels' scratch do not: the message names the caller's size (not what the
+     * copies left) and a need that fits */
+    ctx.workspace_size = (size_t)(nq * 4 + bt.Tq * c.Hq * c.Ev * 4) + 32768;
+    small = attn_sdpa_varlen(&out16, &lse16, &q16, &bt.k, &bt.v, bt.cu_q, bt.cu_k, c.B, bt.mask_ptr, &o, &err);
+    size_t has = 0, needs = 0;
+    int parsed = sscanf(err.message, "the context's workspace has %zu bytes but this call needs %zu", &has, &needs);
+    size_t given = ctx.workspace_size;
+    ctx.workspace_size = needs;
+    attn_status fits = parsed == 2 ? attn_sdpa_varlen(&out16, &lse16, &q16, &bt.k, &bt.v, bt.cu_q, bt.cu_k, c.B,
+                                                      bt.mask_ptr, &o, &err) : ATTN_ERR_ARGUMENT;
+    snprintf(name, sizeof name, "varlen_%s_q_workspace_short_names_the_whole_call", tag);
+    check(small == ATTN_ERR_WORKSPACE && parsed == 2 && has == given && fits == ATTN_OK, name,
+          "status %d, has %zu of %zu given, needs %zu, which gives status %d: %s", (int)small, has, given, needs,
+          (int)fits, err.message);
     ctx.workspace_size = 1 << 24;
     attn_status sw = attn_sdpa_varlen(&out16, &lse16, &q16, &bt.k, &bt.v, bt.cu_q, bt.cu_k, c.B, bt.mask_ptr, &o, &err);
     snprintf(name, sizeof name, "varlen_%s_q_workspace", tag);

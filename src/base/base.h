@@ -41,6 +41,15 @@ bool attn_add_i64(int64_t a, int64_t b, int64_t *out);
  * in elements and in bytes (ATTN_ERR_OVERFLOW naming `name` otherwise). */
 attn_status attn_check_extent(const attn_tensor *t, const char *name, attn_error *err);
 
+/* An output is written element by element: a dimension of size > 1 with
+ * stride 0 would write several results into one element, the last one
+ * winning (ATTN_ERR_STRIDE, "<name> has stride 0 in dimension d of size
+ * n"). An empty output is not written and passes, whatever its strides
+ * (NumPy gives empty arrays stride 0). Inputs may have stride 0
+ * (attn_tensor); PyTorch refuses such an output likewise ("some elements
+ * of the written-to tensor refer to a single memory location"). */
+attn_status attn_check_writable(const attn_tensor *t, const char *name, attn_error *err);
+
 /* The one rule for a tensor's data (include/attn.h, "Measuring without
  * buffers"): a call that runs reads or writes the elements, so NULL data
  * fails with ATTN_ERR_NULL, "<name> has NULL data"; a measuring call (the

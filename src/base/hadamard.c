@@ -48,10 +48,7 @@ attn_status attn_hadamard(attn_tensor *x, attn_error *err) {
     attn_status st = attn_check_extent(x, "x", err);
     if (st) return st;
     /* each row is read whole before it is written: it may not overlap another */
-    for (int d = 0; d < x->rank; d++)
-        if (x->shape[d] > 1 && x->strides[d] == 0)
-            return attn_fail(err, ATTN_ERR_STRIDE, "x has stride 0 in dimension %d of size %lld", d,
-                             (long long)x->shape[d]);
+    if ((st = attn_check_writable(x, "x", err))) return st;
     if (numel == 0) return ATTN_OK;
     if ((uint64_t)n > SIZE_MAX / sizeof(double)) return attn_fail(err, ATTN_ERR_OVERFLOW, "a row's scratch overflows");
     double *w = malloc((size_t)n * sizeof(double));

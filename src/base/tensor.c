@@ -146,6 +146,14 @@ attn_status attn_check_data(const attn_tensor *t, const char *name, bool measuri
     return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
 }
 
+attn_status attn_check_writable(const attn_tensor *t, const char *name, attn_error *err) {
+    for (int d = 0; d < t->rank && attn_tensor_numel(t) != 0; d++)
+        if (t->shape[d] > 1 && t->strides[d] == 0)
+            return attn_fail(err, ATTN_ERR_STRIDE, "%s has stride 0 in dimension %d of size %lld", name, d,
+                             (long long)t->shape[d]);
+    return ATTN_OK;
+}
+
 attn_status attn_check_extent(const attn_tensor *t, const char *name, attn_error *err) {
     int64_t extent = 0, term, bytes;
     if (attn_dtype_quantized(t->dtype)) { /* its rows' bytes */

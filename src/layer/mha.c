@@ -319,7 +319,7 @@ static attn_status check_weights(const attn_tensor *w, const attn_mha_call *m, a
                          m->batched ? (avg ? "(N, L, S')" : "(N, Hq, L, S')") : (avg ? "(L, S')" : "(Hq, L, S')"),
                          avg ? ", averaged over the heads" : "", want);
     }
-    return attn_check_extent(w, "weights", err);
+    return (st = attn_check_writable(w, "weights", err)) ? st : attn_check_extent(w, "weights", err);
 }
 
 /* The caller's weights from the per-head weights (N, Hq, L, S2): copied, or
@@ -534,7 +534,8 @@ static attn_status mha_run(size_t *measure, const mha_args *a, attn_error *err) 
     if (!out) return attn_fail(err, ATTN_ERR_NULL, "out is NULL");
     attn_tensor out_view;
     m.measuring = measure != NULL;
-    if ((st = attn_mha_plan(&m, &out_view, out, query, key, value, err)) || (weights && (st = check_weights(weights, &m, err))))
+    if ((st = attn_mha_plan(&m, &out_view, out, query, key, value, err)) || (st = attn_check_writable(out, "out", err)) ||
+        (weights && (st = check_weights(weights, &m, err))))
         return st;
     if (!measure && !m.context.workspace) return in_one_block(a, &m.o, m.context, err);
     attn_named ins[ATTN_MHA_INPUTS];
@@ -625,7 +626,7 @@ static attn_status cached_run(size_t *measure, attn_tensor *out, const attn_tens
     m.o.attn_mask = m.o.key_padding_mask = NULL;
     attn_tensor out_view;
     m.measuring = measure != NULL;
-    if ((st = attn_mha_plan(&m, &out_view, out, x, x, x, err))) return st;
+    if ((st = attn_mha_plan(&m, &out_view, out, x, x, x, err)) || (st = attn_check_writable(out, "out", err))) return st;
     /* The cache is written too: out, x and the parameters (read after the
      * append, by out_proj) keep clear of its memory. */
     attn_tensor ck, cv;

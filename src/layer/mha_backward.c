@@ -161,7 +161,7 @@ static attn_status check_grads(const attn_tensor *g[G_COUNT], const attn_tensor 
         char name[64]; /* written to: NULL data is ATTN_ERR_NULL, as every running call says it */
         snprintf(name, sizeof name, "the gradient of %s", GRAD_NAMES[i]);
         attn_status st = attn_check_data(g[i], name, false, err);
-        if (st) return st;
+        if (st || (st = attn_check_writable(g[i], name, err))) return st;
         /* A 16-bit parameter's gradient is f32 or f64 (a master copy's), every other's its own dtype. */
         bool half = attn_dtype_half(p[i]->dtype);
         bool dtype_ok = half ? g[i]->dtype == ATTN_F32 || g[i]->dtype == ATTN_F64 : g[i]->dtype == p[i]->dtype;
@@ -187,7 +187,7 @@ static attn_status check_input_grads(int into[3], attn_tensor *const dxs[3], con
         if (!dxs[t]) continue;
         attn_tensor v;
         attn_status st = attn_mha_as_batch(&v, dxs[t], INPUT_GRADS[t], m, in[t], err);
-        if (st) return st;
+        if (st || (st = attn_check_writable(dxs[t], INPUT_GRADS[t], err))) return st;
         if (v.shape[0] != m->N || v.shape[1] != rows[t])
             return attn_fail(err, ATTN_ERR_SHAPE, "%s must have its input's shape", INPUT_GRADS[t]);
         for (int u = t - 1; u >= 0; u--)

@@ -181,7 +181,8 @@ static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int6
         return attn_fail(err, ATTN_ERR_DTYPE, "x is %s; %s takes f32, or f64 over f64 keys and values",
                          attn_dtype_name(x->dtype), s->name);
     attn_tensor out_view;
-    if ((st = attn_mha_plan(&m, &out_view, out, x, x, x, err))) return st; /* x as one unbatched (total, E) sequence */
+    /* x as one unbatched (total, E) sequence */
+    if ((st = attn_mha_plan(&m, &out_view, out, x, x, x, err)) || (st = attn_check_writable(out, "out", err))) return st;
     const int64_t T = m.L;
     if ((st = attn_check_cu_seqlens(cu_seqlens, n, T, "cu_seqlens", err))) return st;
     attn_kv_paged_view w;

@@ -22,7 +22,7 @@ static attn_status check_pair(const attn_tensor *out, const attn_tensor *x, attn
     if (out->dtype != x->dtype || out->rank != x->rank || memcmp(out->shape, x->shape, sizeof(int64_t) * (size_t)x->rank))
         return attn_fail(err, ATTN_ERR_SHAPE, "out must have x's shape and dtype");
     attn_status st = attn_check_extent(x, "x", err);
-    if (st || (st = attn_check_extent(out, "out", err))) return st;
+    if (st || (st = attn_check_extent(out, "out", err)) || (st = attn_check_writable(out, "out", err))) return st;
     /* In place is out = x, the very view; any other sharing would turn
      * elements that are still to be read. */
     const attn_named o[1] = {{out, "out"}}, in[1] = {{attn_same_view(out, x) ? NULL : x, "x"}};

@@ -40,10 +40,7 @@ static attn_status check_like(const attn_tensor *t, const char *name, const attn
         return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s but %s has shape %s; they must match", name, got,
                          like_name, want);
     }
-    for (int d = 0; output && d < t->rank; d++)
-        if (t->shape[d] > 1 && t->strides[d] == 0)
-            return attn_fail(err, ATTN_ERR_STRIDE, "%s has stride 0 in dimension %d of size %lld", name, d,
-                             (long long)t->shape[d]);
+    if (output && (st = attn_check_writable(t, name, err))) return st;
     return attn_check_extent(t, name, err);
 }
 
@@ -264,6 +261,13 @@ static attn_status backward_half(size_t *bytes, attn_tensor *const grad[4], cons
     const attn_named ins[9] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"},
                                {o.mask, "mask"}, {o.alibi_slopes, "alibi_slopes"}, {o.sinks, "sinks"}};
     if ((st = attn_check_no_overlap(outs, 4, ins, 9, err))) return st;
+    if (!bytes && c.workspace) { /* the whole call's figure, as for an f32 q, not the f32 call's share of it */
+        size_t need = 0;
+        if ((st = backward_half(&need, grad, dout, q, k, v, out, lse, options, err))) return st;
+        if (need > c.workspace_size)
+            return attn_fail(err, ATTN_ERR_WORKSPACE, "the context's workspace has %zu bytes but this call needs %zu "
+                             "(attn_sdpa_backward_workspace_size)", c.workspace_size, need);
+    }
     attn_arena arena = bytes ? attn_arena_measuring() : attn_arena_over(c.workspace, c.workspace_size);
     attn_tensor wide[3], gw[4];
     attn_tensor *inner[4] = {NULL, NULL, NULL, grad[3]};

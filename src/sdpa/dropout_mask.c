@@ -17,11 +17,8 @@ static attn_status check_keep(const attn_tensor *keep, int rank, const int64_t *
         attn_format_shape(want, sizeof want, rank, shape);
         return attn_fail(err, ATTN_ERR_SHAPE, "keep has shape %s but the weights have shape %s", got, want);
     }
-    for (int d = 0; d < rank; d++)
-        if (keep->shape[d] > 1 && keep->strides[d] == 0)
-            return attn_fail(err, ATTN_ERR_STRIDE, "keep has stride 0 in dimension %d of size %lld", d,
-                             (long long)keep->shape[d]);
-    return attn_check_extent(keep, "keep", err);
+    attn_status st = attn_check_writable(keep, "keep", err);
+    return st ? st : attn_check_extent(keep, "keep", err);
 }
 
 attn_status attn_sdpa_dropout_mask(attn_tensor *keep, const attn_tensor *q, const attn_tensor *k,

@@ -41,12 +41,8 @@ static attn_status check_packed(const attn_tensor *t, const char *name, attn_dty
                          (long long)(total >= 0 ? total : t->shape[0]), (long long)(heads >= 0 ? heads : t->shape[1]),
                          rank == 3 ? ", " : "", rank == 3 ? (long long)cols : 0LL);
     }
-    if (written && t->shape[0] > 0)
-        for (int d = 0; d < rank; d++)
-            if (t->shape[d] > 1 && t->strides[d] == 0)
-                return attn_fail(err, ATTN_ERR_STRIDE, "%s has stride 0 in dimension %d of size %lld", name, d,
-                                 (long long)t->shape[d]);
-    return attn_check_extent(t, name, err);
+    attn_status st = written ? attn_check_writable(t, name, err) : ATTN_OK;
+    return st ? st : attn_check_extent(t, name, err);
 }
 
 void attn_kv_paged_rows(attn_paged_rows *k, attn_paged_rows *v, const attn_kv_paged_view *w, int64_t row, int64_t S) {

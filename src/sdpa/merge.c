@@ -31,15 +31,6 @@ static attn_status check_part(const attn_tensor *t, const char *name, int i, att
     return attn_check_extent(t, label, err);
 }
 
-/* Outputs are written: no stride 0 in a dimension of size > 1. */
-static attn_status check_writable(const attn_tensor *t, const char *name, attn_error *err) {
-    for (int d = 0; d < t->rank; d++)
-        if (t->shape[d] > 1 && t->strides[d] == 0)
-            return attn_fail(err, ATTN_ERR_STRIDE, "%s has stride 0 in dimension %d of size %lld", name, d,
-                             (long long)t->shape[d]);
-    return ATTN_OK;
-}
-
 /* out and lse own their memory, except that each may be one of the parts'
  * very views (outs[i], lses[j]): a row is written after every part's row
  * was read, element by element in place. */
@@ -98,7 +89,7 @@ attn_status attn_sdpa_merge(attn_tensor *out, attn_tensor *lse, const attn_tenso
     attn_status st;
     if ((st = check_part(out, "out", -1, out->dtype, rank, out->shape, err)) ||
         (st = check_part(lse, "lse", -1, out->dtype, rank - 1, out->shape, err)) ||
-        (st = check_writable(out, "out", err)) || (st = check_writable(lse, "lse", err)))
+        (st = attn_check_writable(out, "out", err)) || (st = attn_check_writable(lse, "lse", err)))
         return st;
     for (int i = 0; i < n; i++)
         if ((st = check_part(outs[i], "outs", i, out->dtype, rank, out->shape, err)) ||

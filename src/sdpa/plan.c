@@ -143,12 +143,7 @@ static attn_status check_output(const attn_tensor *t, const char *name, const in
                              name, got, exp);
         }
     }
-    for (int d = 0; d < t->rank; d++)
-        if (t->shape[d] > 1 && t->strides[d] == 0)
-            return attn_fail(err, ATTN_ERR_STRIDE,
-                             "%s has stride 0 in dimension %d of size %lld", name, d,
-                             (long long)t->shape[d]);
-    return ATTN_OK;
+    return attn_check_writable(t, name, err);
 }
 
 /* The mask is bool or q's dtype, and broadcasts to `target` (B1, B2, Hq, L, S)

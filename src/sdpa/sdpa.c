@@ -176,6 +176,13 @@ static attn_status sdpa_half(kernel_kind kind, size_t *bytes, attn_tensor *out, 
     const attn_named ins[6] = {{q, "q"}, {k, "k"}, {v, "v"}, {o.mask, "mask"}, {o.alibi_slopes, "alibi_slopes"},
                                {o.sinks, "sinks"}};
     if ((st = attn_check_no_overlap(outs, 2, ins, 6, err))) return st;
+    if (!bytes && c.workspace) { /* the whole call's figure, as for an f32 q, not the f32 call's share of it */
+        size_t need = 0;
+        if ((st = sdpa_half(kind, &need, out, lse, weights, q, k, v, options, k_pages, v_pages, err))) return st;
+        if (need > c.workspace_size)
+            return attn_fail(err, ATTN_ERR_WORKSPACE, "the context's workspace has %zu bytes but this call needs %zu "
+                             "(attn_sdpa_workspace_size)", c.workspace_size, need);
+    }
     attn_arena arena = bytes ? attn_arena_measuring() : attn_arena_over(c.workspace, c.workspace_size);
     attn_tensor q32, out32;
     if (!attn_arena_f32_like(&arena, &q32, q) || !attn_arena_f32_like(&arena, &out32, out)) {

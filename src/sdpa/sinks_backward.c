@@ -43,7 +43,7 @@ static attn_status check(const attn_tensor *dsinks, const attn_tensor *dout, con
     static const char *const NAMES[4] = {"dsinks", "dout", "out", "lse"};
     for (int i = 0; i < 4; i++)
         if ((st = attn_check_extent(all[i], NAMES[i], err))) return st;
-    return ATTN_OK;
+    return attn_check_writable(dsinks, "dsinks", err);
 }
 
 attn_status attn_sdpa_sinks_backward(attn_tensor *dsinks, const attn_tensor *dout, const attn_tensor *out,

@@ -115,10 +115,8 @@ static attn_status check_packed_out(const attn_tensor *t, const char *name, int 
             attn_format_shape(exp, sizeof exp, rank, want);
             return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s but it must be %s", name, got, exp);
         }
-    for (int d = 0; d < rank && t->shape[0] > 0; d++)
-        if (t->shape[d] > 1 && t->strides[d] == 0)
-            return attn_fail(err, ATTN_ERR_STRIDE, "%s has stride 0 in dimension %d of size %lld", name, d,
-                             (long long)t->shape[d]);
+    attn_status st = attn_check_writable(t, name, err);
+    if (st) return st;
     if (!t->data && t->shape[0] > 0) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
     return attn_check_extent(t, name, err);
 }
@@ -355,10 +353,13 @@ static void report(const char *call, const seq *seqs, int64_t batch, const attn_
 
 /* The batch planned and run, its inputs checked: the plans from the arena
  * (a workspace's front), a measuring pass first with a workspace, then the
- * kernels, then the rows of sequences without keys. */
+ * kernels, then the rows of sequences without keys. `front`: bytes of the
+ * caller's workspace taken before c's (a 16-bit q's copies), counted in a
+ * too small workspace's message, so that it names the caller's figures. */
 static attn_status varlen_forward(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const batch_kv *kv,
                                   const int64_t *cu_q, int64_t batch, const attn_tensor *const *masks,
-                                  const attn_sdpa_options *o, const attn_context *c, int64_t Ev, attn_error *err) {
+                                  const attn_sdpa_options *o, const attn_context *c, int64_t Ev, size_t front,
+                                  attn_error *err) {
     attn_status st;
     attn_arena arena = attn_arena_over(c->workspace, c->workspace_size);
     size_t n = batch > 0 ? (size_t)batch : 1;
@@ -381,8 +382,8 @@ static attn_status varlen_forward(attn_tensor *out, attn_tensor *lse, const attn
         st = run_batch(seqs, flash, n_flash, decode, n_decode, batch, q->shape[2], Ev, o, &m, &info, err);
         size_t need = arena.used + attn_arena_needed(&m);
         if (!st && need > c->workspace_size)
-            st = attn_fail(err, ATTN_ERR_WORKSPACE,
-                           "the context's workspace has %zu bytes but this call needs %zu", c->workspace_size, need);
+            st = attn_fail(err, ATTN_ERR_WORKSPACE, "the context's workspace has %zu bytes but this call needs %zu",
+                           front + c->workspace_size, front + need);
     }
     bool verbose = attn_verbose_on();
     double t0 = verbose ? attn_now_ms() : 0;
@@ -416,7 +417,8 @@ static attn_status forward_half(attn_tensor *out, attn_tensor *lse, const attn_t
                                "attn_sdpa_varlen_plan_init's workspace_bytes", err);
     attn_context rest = attn_arena_rest(&arena, c);
     if (nq > 0) attn_tensor_convert(&q32, q, NULL); /* exact */
-    attn_status st = varlen_forward(&out32, lse, &q32, kv, cu_q, batch, masks, o, &rest, Ev, err);
+    size_t front = c->workspace_size - rest.workspace_size; /* the copies and the alignment before them */
+    attn_status st = varlen_forward(&out32, lse, &q32, kv, cu_q, batch, masks, o, &rest, Ev, front, err);
     if (!st && no > 0) attn_tensor_convert(out, &out32, NULL); /* the one rounding */
     attn_arena_release(&arena);
     return st;
@@ -470,7 +472,7 @@ attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const attn_tens
     batch_kv kv = {k, v, cu_seqlens_k, NULL, NULL};
     if (attn_dtype_half(q->dtype))
         return forward_half(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, v->shape[2], err);
-    return varlen_forward(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, v->shape[2], err);
+    return varlen_forward(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, v->shape[2], 0, err);
 }
 
 /* Everything of attn_sdpa_varlen_paged's arguments checked (o as
@@ -535,7 +537,7 @@ attn_status attn_sdpa_varlen_paged(attn_tensor *out, attn_tensor *lse, const att
     if (st || (st = check_paged(&Ev, out, lse, q, cu_seqlens_q, batch, k_pages, v_pages, masks, &o, err))) return st;
     batch_kv kv = {NULL, NULL, NULL, k_pages, v_pages};
     if (attn_dtype_half(q->dtype)) return forward_half(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, Ev, err);
-    return varlen_forward(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, Ev, err);
+    return varlen_forward(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, Ev, 0, err);
 }
 
 attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, const attn_tensor *dout,
