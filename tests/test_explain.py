@@ -845,6 +845,9 @@ def test_errors():
     expect_error("train_unknown_word", ["train", "--steps", "2", "the cta sat"], 1, r"'cta'.*cat")
     expect_error("train_svg_missing_dir", ["train", "--steps", "2", "--svg", "no/dir/x.svg"], 1,
                  r"cannot create no/dir/x\.svg")
+    r = run("scaling", "--queries", "1", "--keys", "1", "--dims", "4", "--no-train")
+    report("scaling_one_query_one_key_singular", r.returncode == 0 and
+           "1 random query, each against its own 1 random key (seed 0)" in flat(r.stdout), r.stdout[:200])
     expect_error("scaling_bad_dims", ["scaling", "--dims", "16,abc"], 2, r"--dims: 'abc'")
     expect_error("scaling_zero_queries", ["scaling", "--queries", "0"], 2, r"--queries 0")
     expect_error("scaling_keys_with_variance", ["scaling", "--variance", "--keys", "3"], 2, r"pairs")
