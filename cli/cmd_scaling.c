@@ -213,8 +213,9 @@ static void print_table(const args *a, const attn_scaling_row *rows) {
                   "errors (± s.e.) of sqrt(d), and another generator or seed gives other digits.");
         return;
     }
-    cli_prose(stdout, 0, 0, "Why divide by sqrt(d): %d random queries, each against its own %d random keys (seed %llu)",
-              a->queries, a->keys, (unsigned long long)a->seed);
+    cli_prose(stdout, 0, 0, "Why divide by sqrt(d): %d random %s, each against its own %d random %s (seed %llu)",
+              a->queries, a->queries == 1 ? "query" : "queries", a->keys, a->keys == 1 ? "key" : "keys",
+              (unsigned long long)a->seed);
     printf("\n");
     static const char *const HEAD[2 * 12] = {
         "", "spread", "", "", "top", "top", "top", "grad mean", "grad mean", "grad med", "grad med", "",

@@ -41,6 +41,10 @@ typedef struct args {
 static int parse_args(int argc, char **argv, args *a) {
     int code = 0;
     const char *dk = NULL, *steps = NULL, *batch = NULL, *lr = NULL, *seed = NULL;
+    char words[512]; /* the words given, joined by spaces: what to quote (cut at 511 bytes) */
+    size_t used = 0;
+    int nwords = 0;
+    words[0] = '\0';
     for (int i = 1; i < argc && !code;) {
         const char *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -58,13 +62,15 @@ static int parse_args(int argc, char **argv, args *a) {
             i++;
         } else if (arg[0] == '-' && arg[1]) {
             code = cli_error(EXIT_USAGE, "unknown argument '%s' (see attn train --help)", arg);
-        } else if (a->sentence) {
-            code = cli_error(EXIT_USAGE, "one sentence only; quote it: attn train \"%s %s\"", a->sentence, arg);
-        } else {
-            a->sentence = arg, i++;
+        } else { /* a word: the sentence, or one more word for the error to quote whole */
+            if (!a->sentence) a->sentence = arg;
+            if (used < sizeof words)
+                used += (size_t)snprintf(words + used, sizeof words - used, "%s%s", nwords ? " " : "", arg);
+            nwords++, i++;
         }
     }
     if (code) return code;
+    if (nwords > 1) return cli_error(EXIT_USAGE, "one sentence only; quote it: attn train \"%s\"", words);
     long v;
     if (dk && !cli_parse_int(dk, 1, 1024, &v)) return cli_error(EXIT_USAGE, "--dk %s is not a whole number from 1 to 1024", dk);
     if (dk) a->o.d_k = (int)v;
@@ -227,7 +233,7 @@ static int run(const args *a, const attn_toy_token *tokens, int n) {
         const double *w[3] = {wq, wk, wv};
         print_json(a, loss, gq, w, &learned_ex, words, n);
     } else if (!code) {
-        printf("attn train: one head learns to find each verb's subject\n");
+        cli_prose(stdout, 0, 3, "attn train: one head learns to find each verb's subject");
         cli_prose(stdout, 0, 0, "d_k = %d, scores %s, %d steps of %d sentences, Adam (learning rate %g), seed %llu",
                   dk, a->o.no_scale ? "not scaled" : "/ sqrt(d_k)", steps, a->o.batch, a->o.learning_rate,
                   (unsigned long long)a->o.seed);
@@ -237,9 +243,16 @@ static int run(const args *a, const attn_toy_token *tokens, int n) {
         int used = snprintf(first_loss, sizeof first_loss, "loss %8.4f ", loss[0]) +
                    snprintf(last_loss, sizeof last_loss, " %.4g  (log scale)", loss[steps - 1]);
         int room = cli_width(stdout) - used;
-        printf("%s", first_loss);
-        sparkline(loss, steps, room < 60 ? (room < 10 ? 10 : room) : 60);
-        printf("%s\n", last_loss);
+        if (room >= 10) {
+            printf("%s", first_loss);
+            sparkline(loss, steps, room < 60 ? room : 60);
+            printf("%s\n", last_loss);
+        } else { /* a narrow terminal: the numbers, then the curve on a line of its own */
+            cli_prose(stdout, 0, 3, "loss %.4f to %.4g (log scale)", loss[0], loss[steps - 1]);
+            printf("   ");
+            sparkline(loss, steps, cli_width(stdout) - 3 < 60 ? cli_width(stdout) - 3 : 60);
+            printf("\n");
+        }
         int k = steps < 10 ? steps : 10;
         double first[10];
         memcpy(first, gq, sizeof(double) * (size_t)k);

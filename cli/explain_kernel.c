@@ -108,7 +108,7 @@ static void print_online(const attn_kernel_walk *k, char **words) {
     static const int WIDTH[6] = {6, 10, 8, 8, 8, 8};
     table(&c, HEAD, WIDTH);
     for (int b = 0; b < k->nb; b++)
-        printf("   after keys %d-%d: O = %s\n", b * k->block + 1,
+        cli_prose(stdout, 3, 5, "after keys %d-%d: O = %s", b * k->block + 1,
                b * k->block + k->block < k->n ? b * k->block + k->block : k->n,
                tuple(buf, sizeof buf, k->run_out + (size_t)b * dv, dv));
     const double *last = k->run_out + (size_t)(k->nb - 1) * dv;

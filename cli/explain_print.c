@@ -97,8 +97,11 @@ void explain_summary(const explain_model *m, const attn_explain *ex, bool causal
         int col = 3 + w + 3;
         if (nearly_uniform(row, nk, causal, i)) { /* the long form when it fits */
             double share = 100.0 / (causal ? i + 1 : nk);
+            char each[32]; /* "17% each (±5)": the short form, under the word when even it does not fit */
+            snprintf(each, sizeof each, "%.0f%% each (±5)", share);
             if (col + 52 <= width) printf("  nearly uniform: every word it sees gets %.0f%% (±5)\n", share);
-            else printf("  nearly uniform: %.0f%% each (±5)\n", share);
+            else if (col + 18 + cli_display_width(each) <= width) printf("  nearly uniform: %s\n", each);
+            else printf("  nearly uniform:\n%*s%s\n", col + 2, "", each);
             continue;
         }
         for (int k = 0; k < 3 && k < nk; k++) {
@@ -164,7 +167,7 @@ static void print_inputs(const explain_args *a, const explain_model *m, const at
         printf("\ntokens  (%d)\n", n);
         cli_prose(stdout, 3, 3, "%s", join(line, sizeof line, m->tokens, NULL, n));
         if (m->src_tokens) { /* cross-attention: the words that are read */
-            printf("source tokens  (%d): keys and values come from these\n", m->n_src);
+            cli_prose(stdout, 0, 3, "source tokens  (%d): keys and values come from these", m->n_src);
             cli_prose(stdout, 3, 3, "%s", join(line, sizeof line, m->src_tokens, NULL, m->n_src));
         }
         if (m->ids) /* the lookup: each word's id is its row of the embedding table */
@@ -298,7 +301,8 @@ void explain_print_text(const explain_args *a, const explain_model *m, const att
         explain_matrix(ex->output, n, ex->d_v, m->tokens, m->v_cols, CLI_DIVERGING, false, colour);
     }
     if (show(a, "summary")) {
-        printf("\nwho attends to whom (the top three weights of each word)\n");
+        printf("\n");
+        cli_prose(stdout, 0, 3, "who attends to whom (the top three weights of each word)");
         explain_summary(m, ex, a->causal);
     }
     if (!a->step) print_closing(a);

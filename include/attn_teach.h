@@ -85,8 +85,11 @@ typedef struct attn_toy_token {
 } attn_toy_token;
 
 /* Split `sentence` into words and look each up. Words are runs of letters,
- * digits, apostrophes and non-ASCII bytes; everything else (spaces,
- * punctuation) separates them; case is ignored. Fills tokens[0..*n_tokens).
+ * digits and non-ASCII bytes, with an apostrophe (' or U+2019) inside a word
+ * kept in it; everything else separates them: spaces, punctuation, quotes
+ * around a word, and pasted text's Unicode spaces (no-break, U+2000 to U+200B,
+ * U+202F, U+3000, a byte-order mark), curly quotes, guillemets, en and em
+ * dashes and "…". Case is ignored. Fills tokens[0..*n_tokens).
  * Errors: ATTN_ERR_NULL; ATTN_ERR_ARGUMENT (max_tokens < 1); ATTN_ERR_TOKEN
  * for no words, more than max_tokens words, or an unknown word, whose message
  * names it, suggests the closest known word and lists the vocabulary. For an

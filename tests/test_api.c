@@ -704,6 +704,25 @@ static void test_toy(void) {
     check_status(attn_toy_tokenize(tok, 8, &n, "The cat, SAT.", &err), &err, ATTN_OK, "", "toy_tokenize");
     check(n == 3 && tok[0].id == attn_toy_word_id("the", 3) && tok[2].start == 9 && tok[2].length == 3,
           "toy_tokens", "n %d, start %d", n, tok[2].start);
+    /* Quotes around a word, and the no-break spaces, curly quotes, dashes and
+     * ellipsis of pasted text, separate words like ASCII punctuation: "'the'"
+     * was once the unknown word 'the' with its quotes, and "cat<NBSP>sat" one
+     * unknown word. An apostrophe inside a word stays in it. */
+    static const char *const PASTED[] = {"'the' 'cat' sat", "\xe2\x80\x9cthe cat\xe2\x80\x9d sat",
+                                         "the\xc2\xa0" "cat\xe2\x80\x94sat\xe2\x80\xa6",
+                                         "\xef\xbb\xbf\xe2\x80\x98the\xe2\x80\x99 cat\xe2\x80\xafsat"};
+    for (size_t i = 0; i < sizeof PASTED / sizeof *PASTED; i++) {
+        n = -1;
+        attn_status st = attn_toy_tokenize(tok, 8, &n, PASTED[i], &err);
+        check(st == ATTN_OK && n == 3 && tok[0].id == attn_toy_word_id("the", 3) &&
+                  tok[1].id == attn_toy_word_id("cat", 3) && tok[2].id == attn_toy_word_id("sat", 3),
+              "toy_tokenize_pasted_punctuation", "case %zu: status %d, n %d: %s", i, (int)st, n,
+              st ? err.message : "");
+    }
+    check_status(attn_toy_tokenize(tok, 8, &n, "the cat's mat", &err), &err, ATTN_ERR_TOKEN, "unknown word 'cat's'",
+                 "toy_tokenize_apostrophe_inside_word");
+    check_status(attn_toy_tokenize(tok, 8, &n, "the cat\xe2\x80\x99s mat", &err), &err, ATTN_ERR_TOKEN,
+                 "unknown word 'cat\xe2\x80\x99s'", "toy_tokenize_curly_apostrophe_inside_word");
     check(attn_toy_vocab_size() >= 30 && attn_toy_word(-1) == NULL && attn_toy_feature(8) == NULL,
           "toy_vocab", "size %d", attn_toy_vocab_size());
     const char *need[] = {"the", "a", "cat", "dog", "mat", "sat", "on", "ran", "chased", "ball", "park",

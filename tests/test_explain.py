@@ -749,6 +749,33 @@ def test_terminal_width():
                        f"text: {broken[:8]}")
 
 
+# The teaching commands at 40 columns (a phone's terminal, a split pane): the
+# summary's heading and its "nearly uniform" rows, cross-attention's source
+# line, the online softmax's states and `attn train`'s heading and loss curve
+# once ran past the edge there, while 60 and 80 fit.
+NARROW_COMMANDS = [
+    ("explain",), ("explain", "--mode", "average"), ("explain", "--heads", "3", "my dog chased a ball in the park"),
+    ("explain", "--positions", "rope", "the quick brown fox jumped over the lazy dog"),
+    ("explain", "--source", "my dog chased a ball in the park", "the cat sat"), ("explain", "--kernel"),
+    ("train", "--steps", "50"),
+]
+
+
+def test_terminal_width_40():
+    """The teaching commands fit 40 columns too: no line wider, no word broken."""
+    for args in NARROW_COMMANDS:
+        wide = words_of(run(*args, env={"COLUMNS": "10000"}).stdout)
+        r = run(*args, env={"COLUMNS": "40"})
+        long = [l for l in r.stdout.splitlines() if len(l) > 40]
+        broken = sorted(words_of(r.stdout) - wide)
+        report("fits_columns_40_" + "_".join(a.strip("-") for a in args[:3]).replace(" ", "_"),
+               r.returncode == 0 and not long and not broken and r.stdout.strip(),
+               f"exit {r.returncode}; {len(long)} lines wider than 40, e.g. {long[:1]}; broken: {broken[:8]}")
+    r = run("explain", "--mode", "average", env={"COLUMNS": "40"})
+    report("fits_columns_40_nearly_uniform_keeps_its_share", flat(r.stdout).count("nearly uniform: 17% each (±5)") == 6,
+           r.stdout[-400:])
+
+
 def test_modes_own_words():
     """Each mode introduces itself and ends with its own formula; only qkv scales."""
     for mode, formula in (("dot", "softmax(X X^T) X"), ("average", "(1/n) sum_j x_j")):
@@ -828,9 +855,15 @@ def test_errors():
     expect_error("train_bad_lr", ["train", "--lr", "0"], 2, r"--lr 0 is not a number in \(0, 10\]")
     expect_error("train_bad_seed", ["train", "--seed", "x"], 2, r"--seed x")
     expect_error("train_two_sentences", ["train", "the", "cat"], 2, r"one sentence only")
+    # The quoted suggestion holds every word given, not only the first two.
+    expect_error("train_words_quoted_whole", ["train", "the", "cat", "--steps", "2", "sat", "on"], 2,
+                 r'quote it: attn train "the cat sat on"$')
     expect_error("train_unknown_word", ["train", "--steps", "2", "the cta sat"], 1, r"'cta'.*cat")
     expect_error("train_svg_missing_dir", ["train", "--steps", "2", "--svg", "no/dir/x.svg"], 1,
                  r"cannot create no/dir/x\.svg")
+    r = run("scaling", "--queries", "1", "--keys", "1", "--dims", "4", "--no-train")
+    report("scaling_one_query_one_key_singular", r.returncode == 0 and
+           "1 random query, each against its own 1 random key (seed 0)" in flat(r.stdout), r.stdout[:200])
     expect_error("scaling_bad_dims", ["scaling", "--dims", "16,abc"], 2, r"--dims: 'abc'")
     expect_error("scaling_zero_queries", ["scaling", "--queries", "0"], 2, r"--queries 0")
     expect_error("scaling_keys_with_variance", ["scaling", "--variance", "--keys", "3"], 2, r"pairs")
@@ -1025,6 +1058,7 @@ def main():
     test_modes_own_words()
     test_width()
     test_terminal_width()
+    test_terminal_width_40()
     test_tied_and_lookup()
     test_cost()
     test_scale_by_d_model()

@@ -111,12 +111,53 @@ const char *attn_toy_suggest(const char *text, size_t len) {
     return best && close_enough(best_d, len) ? best : NULL;
 }
 
-/* Word characters: letters, digits, apostrophes and any non-ASCII byte (so a
- * UTF-8 word stays one unknown word). Everything else separates words. */
-static bool word_char(char c) {
-    unsigned char u = (unsigned char)c;
-    return (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') ||
-           u == '\'' || u >= 0x80;
+/* The spaces, quotes, dashes and ellipsis that text pasted from a web page or
+ * a word processor brings, in UTF-8: no-break and other Unicode spaces, a
+ * byte-order mark, guillemets, curly quotes (U+2019 also as an apostrophe),
+ * en and em dashes, "…". Each separates words, as ASCII punctuation does. */
+static const char *const UNICODE_SEPARATORS[] = {
+    "\xc2\xa0", "\xc2\xab", "\xc2\xbb",                                          /* NBSP « » */
+    "\xe2\x80\x80", "\xe2\x80\x81", "\xe2\x80\x82", "\xe2\x80\x83", "\xe2\x80\x84", "\xe2\x80\x85", /* U+2000.. */
+    "\xe2\x80\x86", "\xe2\x80\x87", "\xe2\x80\x88", "\xe2\x80\x89", "\xe2\x80\x8a", "\xe2\x80\x8b", /* ..U+200B */
+    "\xe2\x80\x93", "\xe2\x80\x94",                                               /* – — */
+    "\xe2\x80\x98", "\xe2\x80\x99", "\xe2\x80\x9c", "\xe2\x80\x9d", "\xe2\x80\x9e", /* ‘ ’ “ ” „ */
+    "\xe2\x80\xa6", "\xe2\x80\xaf", "\xe3\x80\x80", "\xef\xbb\xbf",                  /* … U+202F U+3000 BOM */
+};
+
+/* The bytes of the separator at p (0 at a word character, and at the end).
+ * Word characters are letters, digits and any other non-ASCII byte (so a
+ * UTF-8 word stays one unknown word); apostrophes count here as separators,
+ * and word() lets one through between two word characters. */
+static int separator_len(const char *p) {
+    unsigned char u = (unsigned char)*p;
+    if (!u) return 0;
+    if (u < 0x80)
+        return (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') ? 0 : 1;
+    for (size_t i = 0; i < sizeof UNICODE_SEPARATORS / sizeof *UNICODE_SEPARATORS; i++) {
+        size_t n = strlen(UNICODE_SEPARATORS[i]);
+        if (strncmp(p, UNICODE_SEPARATORS[i], n) == 0) return (int)n;
+    }
+    return 0;
+}
+
+/* The end of the word that starts at p: an apostrophe (' or U+2019) belongs to
+ * it only between word characters ("don't"), so quotes around a word ('cat',
+ * ‘cat’) are not part of it. */
+static const char *word_end(const char *p) {
+    for (;;) {
+        int s = separator_len(p);
+        if (!*p) return p;
+        if (!s) {
+            p++;
+            continue;
+        }
+        bool apostrophe = *p == '\'' || strncmp(p, "\xe2\x80\x99", 3) == 0;
+        if (apostrophe && p[s] && !separator_len(p + s)) {
+            p += s;
+            continue;
+        }
+        return p;
+    }
 }
 
 attn_status attn_toy_tokenize(attn_toy_token *tokens, int max_tokens, int *n_tokens,
@@ -134,12 +175,13 @@ attn_status attn_toy_tokenize(attn_toy_token *tokens, int max_tokens, int *n_tok
     int n = 0;
     *n_tokens = 0;
     for (const char *p = sentence; *p;) {
-        if (!word_char(*p)) {
-            p++;
+        int sep = separator_len(p);
+        if (sep) {
+            p += sep;
             continue;
         }
         const char *start = p;
-        while (*p && word_char(*p)) p++;
+        p = word_end(p);
         size_t len = (size_t)(p - start);
         if (n == max_tokens)
             return attn_fail(err, ATTN_ERR_TOKEN, "the sentence has more than %d words",
