@@ -322,7 +322,9 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  *   Quantizing: m = the x_i of largest |x_i| (the first of equals), sign
  *   kept; d = m / -8 (an f32 division) rounded to f16 to nearest even,
  *   ±65504 where that rounds to infinity; code = x_i / d rounded to the
- *   nearest integer, ties to even, clamped to -8 .. 7, plus 8. So m itself
+ *   nearest integer, ties to even, clamped to -8 .. 7, plus 8; d = ±0 (a
+ *   block of zeros, or an m whose m / -8 rounds to zero in f16; -0, bytes
+ *   00 80, where m is +0 or positive) gives every code 8. So m itself
  *   is -8 · d and the other side reaches 7 · d (ggml's q4_0 rule and
  *   layout; ggml rounds by adding 8.5 and truncating, so ties differ).
  *   No minimum is stored (ATTN_Q4_1 stores one); a block is symmetric
@@ -336,11 +338,14 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  *     value = code · d + m, code the 4-bit number 0 .. 15: code · d is
  *     exact in f32, so the value is one f32 rounding of the sum (the same
  *     with or without a fused multiply-add).
- *   Quantizing: lo and hi = the smallest and largest x_i; m = lo rounded
- *   to f16 to nearest even (±65504 where that rounds to infinity);
+ *   Quantizing: lo and hi = the smallest and largest x_i (the first of
+ *   equals: of 0 and -0, the one that comes first, so m's sign bit may be
+ *   set; it reads back the same); m = lo rounded to f16 to nearest even
+ *   (±65504 where that rounds to infinity);
  *   d = (hi - m) / 15 (f32 subtraction and division) rounded to f16 to
- *   nearest even, 65504 where that rounds to infinity, and 0 where it is
- *   negative or zero (m rounded above hi); code = (x_i - m) / d (f32
+ *   nearest even, 65504 where that rounds to infinity, and 0 (+0, bytes
+ *   00 00) where it is negative or zero (m rounded above hi) or rounds to
+ *   zero in f16; code = (x_i - m) / d (f32
  *   subtraction and division) rounded to the nearest integer, ties to
  *   even, clamped to 0 .. 15; d = 0 gives every code 0. The 16 levels
  *   span the block's own range, so a block whose values lie on one side
@@ -485,8 +490,9 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  *     exact in f32, so the value is one f32 rounding of the sum.
  *   Quantizing channel c over the group's 32 values x_t: ATTN_Q4_1's rule
  *   with 2^b - 1 steps for its 15: lo and hi = the smallest and largest
- *   x_t; m = lo rounded to f16 to nearest even (±65504 where that rounds
- *   to infinity); d = (hi - m) / (2^b - 1) (f32 subtraction and division)
+ *   x_t (the first of equals, t in order, as for q4_1); m = lo rounded to
+ *   f16 to nearest even (±65504 where that rounds to infinity); d = (hi -
+ *   m) / (2^b - 1) (f32 subtraction and division)
  *   rounded to f16 to nearest even, 65504 where that rounds to infinity,
  *   0 where it is negative or zero; code = (x_t - m) / d (f32) rounded to
  *   the nearest integer, ties to even, clamped to 0 .. 2^b - 1 (so values

@@ -94,10 +94,11 @@ def ref_q4_1(x):
     b = x.reshape(-1, 32)
     finite = np.isfinite(b).all(axis=1)
     bb = np.where(finite[:, None], b, np.float32(0))
-    m = f16_scale(bb.min(axis=1))
+    rows = np.arange(len(bb))  # lo and hi: the first of equals (of 0 and -0, the first: m's sign bit)
+    m = f16_scale(bb[rows, np.argmin(bb, axis=1)])
     mf = m.astype(np.float32)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        s = (bb.max(axis=1) - mf) / np.float32(15)
+        s = (bb[rows, np.argmax(bb, axis=1)] - mf) / np.float32(15)
         d = np.where(s > 0, f16_scale(np.where(s > 0, s, np.float32(0))), np.float16(0))
         df = d.astype(np.float32)
         y = (bb - mf[:, None]) / df[:, None]
@@ -123,10 +124,11 @@ def ref_group(x, fmt):
     g = x.reshape(-1, 32, n)                     # (groups, t, c)
     finite = np.isfinite(g).all(axis=1)          # per (group, channel)
     gg = np.where(finite[:, None, :], g, np.float32(0))
-    m = f16_scale(gg.min(axis=1))
+    first = lambda i: np.take_along_axis(gg, i[:, None, :], axis=1)[:, 0, :]  # the first of equals over t
+    m = f16_scale(first(np.argmin(gg, axis=1)))
     mf = m.astype(np.float32)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        s = (gg.max(axis=1) - mf) / np.float32(levels)
+        s = (first(np.argmax(gg, axis=1)) - mf) / np.float32(levels)
         d = np.where(s > 0, f16_scale(np.where(s > 0, s, np.float32(0))), np.float16(0))
         df = d.astype(np.float32)
         y = (gg - mf[:, None, :]) / df[:, None, :]
@@ -313,6 +315,15 @@ def inputs(rng):
     out["outlier_channels"] = (rng.standard_normal((64, n)) * chan).astype(np.float32)
     out["zeros"] = np.zeros((4, n), np.float32)
     out["negative_zeros"] = -np.zeros((2, n), np.float32)
+    # 0 and -0 mixed: which comes first decides q4_1's (and q4c's) m sign
+    # bit; q4's d of a zero block is -0 (attn.h). Tiny values whose f16
+    # minimum rounds to -0 too.
+    sz = np.zeros((4, n), np.float32)
+    sz[0, ::3] = -0.0
+    sz[1, 1::3] = -0.0
+    sz[2, 0:64:2] = np.float32(-1e-9)
+    sz[3, 5] = np.float32(1e-9)
+    out["signed_zeros"] = sz
     big = rng.standard_normal((16, n)).astype(np.float32)
     big[0] *= 1e7      # q8/q4 scale near and past f16's range
     big[1] *= 1e38     # near f32's

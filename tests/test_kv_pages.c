@@ -1527,6 +1527,87 @@ static void test_mha_batch_f64(void) {
 
 /* Every refusal of attn_mha_cached_batch before anything is written: the
  * cache's memory and the lengths byte for byte as they were. */
+/* Caches whose keys are quantized per channel (q4c) through
+ * attn_mha_cached_batch: sequences in rows 2 and 0 of a batch of CB rows
+ * (19 and 7 positions, then one each) give each sequence bitwise what
+ * attn_mha_cached gives it alone in a cache of one row. The batch once
+ * read sequence i's residual keys at row i, not at its row rows[i]. With
+ * values e4m3 and per-head v_scale (attn.h allows the pair: values' scales
+ * only), the values are stored and read as a plain e4m3 cache with the
+ * same v_scale does: gather gives code · s bitwise the plain cache's. Both
+ * the gather and the batch's per-row writer once ignored the scale (gather
+ * gave the codes; the writer stored x, not x / s). */
+static void test_grouped_keys_batch(attn_dtype values, const float *vs, const char *tag) {
+    enum { N = 40 };
+    char name[128], why[768] = "";
+    attn_error err;
+    attn_kv_cache *one[2] = {NULL, NULL}, *plain = NULL, *batch = NULL;
+    attn_kv_cache_desc cd = attn_kv_cache_desc_default();
+    cd.heads = LHK, cd.capacity = 64, cd.key_dim = cd.value_dim = LD, cd.dtype = values, cd.v_scale = vs;
+    size_t pb, gb, bb;
+    attn_kv_cache_bytes(&pb, &cd, NULL);
+    void *pmem = calloc(1, pb), *gmem[2];
+    attn_kv_cache_init(&plain, pmem, pb, &cd, NULL);
+    cd.key_dtype = ATTN_Q4C;
+    attn_status st = attn_kv_cache_bytes(&gb, &cd, &err);
+    for (int i = 0; i < 2; i++) {
+        gmem[i] = calloc(1, gb);
+        if (!st) st = attn_kv_cache_init(&one[i], gmem[i], gb, &cd, &err);
+    }
+    cd.batch = CB;
+    attn_kv_cache_bytes(&bb, &cd, NULL);
+    void *bmem = calloc(1, bb);
+    if (!st) st = attn_kv_cache_init(&batch, bmem, bb, &cd, &err);
+    /* gather: the values as the plain cache holds them */
+    float k[LHK * N * LD], v[LHK * N * LD], gk[LHK * N * LD], gv[LHK * N * LD], pk[LHK * N * LD], pv[LHK * N * LD];
+    for (int i = 0; i < LHK * N * LD; i++) k[i] = rnd_value(), v[i] = rnd_value();
+    int64_t s[3] = {LHK, N, LD};
+    attn_tensor tk, tv, tgk, tgv, tpk, tpv;
+    attn_tensor_init(&tk, k, ATTN_F32, 3, s, NULL, NULL), attn_tensor_init(&tv, v, ATTN_F32, 3, s, NULL, NULL);
+    attn_tensor_init(&tgk, gk, ATTN_F32, 3, s, NULL, NULL), attn_tensor_init(&tgv, gv, ATTN_F32, 3, s, NULL, NULL);
+    attn_tensor_init(&tpk, pk, ATTN_F32, 3, s, NULL, NULL), attn_tensor_init(&tpv, pv, ATTN_F32, 3, s, NULL, NULL);
+    if (!st && !(st = attn_kv_cache_append(one[0], &tk, &tv, &err)) && !(st = attn_kv_cache_append(plain, &tk, &tv, &err)) &&
+        !(st = attn_kv_cache_gather(&tgk, &tgv, one[0], &err)))
+        st = attn_kv_cache_gather(&tpk, &tpv, plain, &err);
+    snprintf(name, sizeof name, "grouped_keys_%s_values_gather_as_plain_cache", tag);
+    check(!st && !memcmp(gv, pv, sizeof gv), name, "%s",
+          st ? err.message : "the values differ from a plain cache's of the same dtype and scales");
+    attn_kv_cache_truncate(one[0], 0, NULL);
+    /* the layer: each sequence alone (append) against its row of the batch (the row writer) */
+    layer l;
+    layer_init(&l, 0);
+    attn_mha_options mo = attn_mha_options_default();
+    mo.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    static const int64_t CU[2][3] = {{0, 19, 26}, {0, 1, 2}}, ROWS[2] = {2, 0};
+    int64_t lengths[CB] = {0, 0, 0, 0};
+    int ok = !st;
+    for (int step = 0; step < 2 && ok; step++) {
+        int64_t T = CU[step][2], xs[2] = {T, LE};
+        float x[26 * LE], out[26 * LE], want[26 * LE];
+        for (int64_t i = 0; i < T * LE; i++) x[i] = rnd_value();
+        attn_tensor tx, to;
+        attn_tensor_init(&tx, x, ATTN_F32, 2, xs, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 2, xs, NULL, NULL);
+        if (attn_mha_cached_batch(&to, &tx, CU[step], ROWS, 2, batch, lengths, NULL, &l.p, &mo, &err)) {
+            ok = 0, snprintf(why, sizeof why, "step %d: attn_mha_cached_batch: %s", step, err.message);
+            break;
+        }
+        for (int i = 0; i < 2 && ok; i++) {
+            int64_t L = CU[step][i + 1] - CU[step][i], ls[2] = {L, LE};
+            attn_tensor xi, wi;
+            attn_tensor_init(&xi, x + CU[step][i] * LE, ATTN_F32, 2, ls, NULL, NULL);
+            attn_tensor_init(&wi, want, ATTN_F32, 2, ls, NULL, NULL);
+            if (attn_mha_cached(&wi, &xi, one[i], &l.p, &mo, &err))
+                ok = 0, snprintf(why, sizeof why, "step %d: attn_mha_cached: %s", step, err.message);
+            else if (memcmp(want, out + CU[step][i] * LE, (size_t)(L * LE) * 4))
+                ok = 0, snprintf(why, sizeof why, "step %d: sequence %d (row %lld) differs from attn_mha_cached", step, i,
+                                 (long long)ROWS[i]);
+        }
+    }
+    snprintf(name, sizeof name, "grouped_keys_%s_values_mha_cached_batch_equals_mha_cached", tag);
+    check(ok, name, "%s", st ? err.message : why);
+    free(pmem), free(gmem[0]), free(gmem[1]), free(bmem);
+}
+
 static void test_mha_cached_batch_errors(void) {
     layer l;
     layer_init(&l, 0);
@@ -2222,6 +2303,10 @@ int main(void) {
     for (int t = 0; t < 3; t++) test_mha_cached_batch(DTYPES[t].dt, DTYPES[t].name);
     test_mha_cached_batch(ATTN_E4M3, "e4m3"); /* the cache's own writer quantizes each row */
     test_mha_cached_batch_errors();
+    test_grouped_keys_batch(ATTN_F32, NULL, "f32");
+    static const float VS[LHK] = {0.0625f, 5.0f};
+    test_grouped_keys_batch(ATTN_E4M3, VS, "e4m3_scaled");
+    test_grouped_keys_batch(ATTN_E5M2, VS, "e5m2_scaled");
     test_mha_batch_f64();
     test_long_decode(ATTN_F32, 256, 2, 16, 8, "long_forks_decode_kernel_equals_contiguous_f32_page_256");
     test_long_decode(ATTN_F16, 256, 2, 16, 8, "long_forks_decode_kernel_equals_contiguous_f16_page_256");

@@ -141,16 +141,19 @@ static attn_status store_attend(attn_tensor *heads, const attn_tensor *tq, const
                                 const int64_t *cu, int64_t n, const int64_t *length, const attn_tensor *const *masks,
                                 const attn_sdpa_options *so, attn_error *err) {
     if (s->paged) return attn_kv_pages_attend(heads, NULL, tq, cu, s->seqs, n, s->pool, masks, so, err);
-    /* sequence i: its row as its one page, its length after the append */
-    size_t count = (size_t)(n > 0 ? n : 1);
-    int64_t *lengths = malloc(count * sizeof *lengths);
-    int32_t *table = malloc(count * sizeof *table);
+    /* The view's sequences are the cache's B rows, row b its page b (a row
+     * not named: length 0), and sequence i is row rows[i]: so keys quantized
+     * per channel read row rows[i]'s residual rows, which lie at its index. */
+    const int64_t B = w->num_pages;
+    int64_t *lengths = malloc((size_t)B * sizeof *lengths);
+    int32_t *table = malloc((size_t)B * sizeof *table);
     attn_status st = ATTN_OK;
-    if (!lengths || !table) st = attn_fail(err, ATTN_ERR_NO_MEMORY, "no memory for %lld sequences' tables", (long long)n);
-    for (int64_t i = 0; i < n && !st; i++) lengths[i] = length[i] + cu[i + 1] - cu[i], table[i] = (int32_t)s->rows[i];
+    if (!lengths || !table) st = attn_fail(err, ATTN_ERR_NO_MEMORY, "no memory for %lld rows' tables", (long long)B);
+    for (int64_t b = 0; b < B && !st; b++) lengths[b] = 0, table[b] = (int32_t)b;
+    for (int64_t i = 0; i < n && !st; i++) lengths[s->rows[i]] = length[i] + cu[i + 1] - cu[i];
     if (!st) {
-        w->num_sequences = n, w->lengths = lengths, w->page_table = table, w->table_stride = 1;
-        st = attn_kv_paged_attend(heads, NULL, tq, cu, w, masks, so, err);
+        w->num_sequences = B, w->lengths = lengths, w->page_table = table, w->table_stride = 1;
+        st = attn_kv_paged_attend_rows(heads, NULL, tq, cu, w, s->rows, n, masks, so, err);
     }
     free(lengths), free(table);
     return st;

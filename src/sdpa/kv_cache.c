@@ -250,7 +250,7 @@ static attn_status gather_grouped(attn_tensor *k, attn_tensor *v, const attn_kv_
     const attn_named outs[2] = {{k, "k"}, {v, "v"}};
     const attn_named ins[2] = {{&kb, "the cache's keys"}, {&cv, "the cache's values"}};
     if ((st = attn_check_no_overlap(outs, 2, ins, 2, err))) return st;
-    attn_copy_rows(v, &cv);
+    attn_copy_kv_rows(v, &cv, c->v_scale, d->heads, false); /* code · s where values have scales */
     attn_paged_rows kp = key_rows(c, ONE_PAGE);
     for (int64_t b = 0; b < d->batch; b++)
         for (int64_t h = 0; h < d->heads; h++)
@@ -381,7 +381,7 @@ attn_status attn_kv_cache_put(const attn_kv_cache *cache, int64_t row, int64_t p
         dv.data = (char *)dv.data + row * dv.strides[0] * attn_stride_unit(cache->d.dtype);
         memmove(dv.shape, dv.shape + 1, 3 * sizeof(int64_t)), memmove(dv.strides, dv.strides + 1, 3 * sizeof(int64_t));
         dv.rank = 3;
-        attn_copy_rows(&dv, v);
+        attn_copy_kv_rows(&dv, v, cache->v_scale, cache->d.heads, false); /* x / s, as append stores it */
         return ATTN_OK;
     }
     positions(&dk, cache, false, p0, n, 4, NULL), positions(&dv, cache, true, p0, n, 4, NULL);

@@ -174,6 +174,14 @@ attn_status attn_kv_paged_attend(attn_tensor *out, attn_tensor *lse, const attn_
     return attend(out, lse, q, cu_seqlens_q, &w, NULL, w.num_sequences, masks, options, err);
 }
 
+attn_status attn_kv_paged_attend_rows(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const int64_t *cu,
+                                      const attn_kv_paged_view *w, const int64_t *rows, int64_t n,
+                                      const attn_tensor *const *masks, const attn_sdpa_options *options,
+                                      attn_error *err) {
+    attn_status st = attn_kv_paged_check(w, err);
+    return st ? st : attend(out, lse, q, cu, w, rows, n, masks, options, err);
+}
+
 attn_status attn_kv_pages_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const int64_t *cu_seqlens_q,
                                  const int64_t *seqs, int64_t n, const attn_kv_pages *pool,
                                  const attn_tensor *const *masks, const attn_sdpa_options *options, attn_error *err) {
