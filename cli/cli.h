@@ -15,7 +15,9 @@ enum { EXIT_DATA = 1, EXIT_USAGE = 2 };
  * growing lengths, measured. */
 int cli_explain_cost(void);
 
-/* Print "attn: error: <message>" on one line to stderr; return `code`. */
+/* Print "attn: error: <message>" on one line to stderr; return `code`.
+ * Control bytes in the message (a newline or an escape in a quoted
+ * argument or file name) are printed escaped, as \n, \t or \xNN. */
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
@@ -28,7 +30,6 @@ int cli_error(int code, const char *fmt, ...);
 bool cli_option(int argc, char **argv, int *i, const char *short_name, const char *long_name,
                 const char **value, int *code);
 
-/* Parse a finite double; false if the text is not entirely one. */
 /* The RoPE flags both attention commands take: --rope halves|interleaved,
  * --rope-base B, --rope-dim N and --rope-offset P. True when argv[*i] was
  * one of them (then *i moves past it, and *code is set on a bad value);
@@ -44,10 +45,20 @@ int cli_rope_check(const attn_rope_options *r, bool given);
     "      --rope-base B      RoPE's base (default 10000)\n"                                 \
     "      --rope-dim N       rotate only the first N elements of each head (even)\n"        \
     "      --rope-offset P    the first key's position (default 0)\n"
+/* Parse a finite double; false if the text is not entirely one (white
+ * space before or after it included; an underflow is taken, rounded). */
 bool cli_parse_double(const char *text, double *out);
-/* A whole number in [min, max] (false otherwise); a non-negative 64-bit seed. */
+/* A whole number in [min, max] (false otherwise); a non-negative 64-bit seed.
+ * Likewise the whole text, with no white space. */
 bool cli_parse_int(const char *text, long min, long max, long *out);
 bool cli_parse_seed(const char *text, uint64_t *out);
+
+/* Whether two output paths name one file: the same text, one existing
+ * regular file by two names ("o.npy" and "./o.npy", a hard or a symbolic
+ * link), or one name in one directory spelled two ways ("d/o.npy" and
+ * "d/../d/o.npy"). Two outputs written to one file would leave only the
+ * last one there, under the first one's name. */
+bool cli_same_file(const char *a, const char *b);
 
 /* Format a tensor's shape as "(2, 3)". */
 const char *cli_shape(char *buf, size_t size, const attn_tensor *t);
@@ -68,13 +79,16 @@ void cli_print_tensor(FILE *f, const attn_tensor *t);
  * removes them. A failed run therefore never leaves a partial file, nor
  * some outputs new and others not. Exceptions, written in place as a shell
  * redirection would be: a character or block device, a FIFO, a socket and
- * the stream paths (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/...). A
- * symbolic link is followed: its target is replaced, the link stays. */
+ * the stream paths (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/...); their
+ * bytes wait in a temporary under TMPDIR (else /tmp) and are written
+ * through at the commit, before any rename, so that a run that fails
+ * writes nothing to them either. A symbolic link is followed: its target
+ * is replaced, the link stays. */
 typedef struct cli_output {
     const char *path;    /* as given */
     char tmp[4096];      /* the temporary, while written is set */
     bool written;        /* tmp exists and is ours to rename or remove */
-    bool direct;         /* path is a device, FIFO or stream: written in place */
+    bool direct;         /* path is a device, FIFO or stream: written in place at the commit */
     bool moved, kept;    /* during a commit: renamed into place; old target kept */
     char target[4096];   /* the file that the rename replaces */
 } cli_output;
@@ -87,8 +101,10 @@ int cli_output_write(cli_output *out, const attn_tensor *t);
 FILE *cli_output_open(cli_output *out);
 int cli_output_close(cli_output *out, FILE *f);
 /* Rename every written output into place, or none: every target is checked
- * before the first rename, and if a later rename still fails the earlier
- * ones are undone (each target gets back what it held, or is removed).
+ * before the first rename, the direct outputs are written through (a
+ * failure there stops the commit before any rename), and if a later rename
+ * still fails the earlier ones are undone (each target gets back what it
+ * held, or is removed).
  * 0, or the errno of the failure with *failed its index; the temporaries are
  * gone either way. cli_outputs_commit prints that failure and returns the
  * exit code. */

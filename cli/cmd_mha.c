@@ -217,7 +217,7 @@ static int parse(int argc, char **argv, mha_args *a) {
     }
     if (code) return code;
     if (!a->x || !a->weights || !a->heads) return cli_error(EXIT_USAGE, "attn mha needs -x, --weights and --heads (see --help)");
-    if (a->out && a->wout && strcmp(a->out, a->wout) == 0) return cli_error(EXIT_USAGE, "-o and -w name the same file");
+    if (a->out && a->wout && cli_same_file(a->out, a->wout)) return cli_error(EXIT_USAGE, "-o and -w name the same file");
     if (a->window && a->causal == ATTN_CAUSAL_NONE && !a->incremental)
         return cli_error(EXIT_USAGE, "--window needs --causal (top-left or bottom-right)");
     if (a->incremental && (a->key || a->value || a->wout))

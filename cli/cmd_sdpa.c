@@ -288,9 +288,8 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
                 code = cli_error(EXIT_USAGE, "--scale %s is not a finite number", val);
             opts->has_scale = 1;
         } else if (cli_option(argc, argv, &i, NULL, "--threads", &val, &code)) {
-            char *end;
-            long n = val ? strtol(val, &end, 10) : 0;
-            if (val && (end == val || *end || n < 1 || n > 256))
+            long n = 0;
+            if (val && !cli_parse_int(val, 1, 256, &n))
                 code = cli_error(EXIT_USAGE, "--threads %s is not a whole number from 1 to 256", val);
             else if (val)
                 attn_set_num_threads((int)n);
@@ -346,7 +345,7 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
                              i == 0 ? "Q.npy" : i == 1 ? "K.npy" : "V.npy");
     for (int a = 0; a < N_OUTS; a++)
         for (int b = a + 1; b < N_OUTS; b++)
-            if (outs[a].path && outs[b].path && strcmp(outs[a].path, outs[b].path) == 0)
+            if (outs[a].path && outs[b].path && cli_same_file(outs[a].path, outs[b].path))
                 return cli_error(EXIT_USAGE, "%s and %s name the same file %s", OUT_FLAGS[a], OUT_FLAGS[b],
                                  outs[a].path);
     if (in[4].path && !any_gradient(outs))

@@ -21,6 +21,15 @@ static void print_cell_text(FILE *f, const char *s, int width) {
     fprintf(f, "%*s%.*s", width - w, "", (int)bytes, s ? s : "");
 }
 
+/* x right-aligned in w columns with three decimals; where that takes more
+ * than 11 columns (|x| of 10^7 and up, as --embeddings may give), in
+ * exponent form ("1.00e+300"), not hundreds of digits that break the table. */
+static void print_number(FILE *f, double x, int w) {
+    char buf[16];
+    if (snprintf(buf, sizeof buf, "%.3f", x) > 11) snprintf(buf, sizeof buf, "%.2e", x);
+    fprintf(f, "%*s", w, buf);
+}
+
 /* A background for t in [-1, 1]: white at 0, shading to red for positive
  * and to blue for negative values (the sequential palette only ever sees
  * t >= 0), in as many colours as the terminal has. */
@@ -86,12 +95,12 @@ static void print_block(FILE *f, const cli_matrix *m, cli_colours colours, int r
             else if (colours) set_background(f, range > 0 ? x / range : 0, colours);
             if (isinf(x)) fprintf(f, "%*s", cw, x < 0 ? "-inf" : "inf");
             else if (masked) print_cell_text(f, "·", cw);
-            else fprintf(f, "%*.3f", cw, x == 0 ? 0.0 : x);
+            else print_number(f, x == 0 ? 0.0 : x, cw);
             if (colours) fputs("\x1b[0m", f);
         }
         double sum = 0;
         for (int j = 0; sums && j < m->cols; j++) sum += m->data[i * m->cols + j];
-        if (sums) fprintf(f, " %*.3f", cw, sum);
+        if (sums) fputc(' ', f), print_number(f, sum, cw);
         fputc('\n', f);
     }
 }

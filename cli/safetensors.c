@@ -72,12 +72,17 @@ static int entry(st_file *f, range *r, const cJSON *e, const unsigned char *data
     if (en - b != bytes)
         return snprintf(msg, n, "tensor '%s' has %llu bytes of data but its shape needs %llu", name,
                         (unsigned long long)(en - b), (unsigned long long)bytes), 1;
+    /* An empty shape's other dimensions still make its strides: (0, 2^53,
+     * 2^53) has no bytes, but no tensor can describe it. */
+    attn_tensor view;
+    if (attn_tensor_init(&view, NULL, TYPES[t], rank, dims, NULL, NULL))
+        return snprintf(msg, n, "tensor '%s' has a shape whose element count overflows 64 bits", name), 1;
     st_tensor *st = &f->tensors[f->count];
-    st->name = strdup(name);
+    char *copied = strdup(name);
     void *copy = malloc(bytes ? bytes : 1);
-    if (!st->name || !copy) return free(copy), snprintf(msg, n, "out of memory reading tensor '%s'", name), 1;
+    if (!copied || !copy) return free(copied), free(copy), snprintf(msg, n, "out of memory reading tensor '%s'", name), 1;
     memcpy(copy, data + b, bytes);
-    attn_tensor_init(&st->t, copy, TYPES[t], rank, dims, NULL, NULL);
+    st->name = copied, st->t = view, st->t.data = copy;
     f->count++;
     *r = (range){b, en, st->name};
     return 0;
@@ -103,6 +108,28 @@ static long long first_nul(const unsigned char *text, size_t len) {
     return -1;
 }
 
+/* The offset of the first byte of text[0..len) that is not UTF-8, or -1.
+ * JSON is UTF-8 (RFC 8259) and so is the format's header; cJSON takes any
+ * bytes, so that a name could hold what no other reader accepts (and the
+ * error messages would print it). Overlong forms, surrogates and code
+ * points past U+10FFFF are not UTF-8 either. */
+static long long first_non_utf8(const unsigned char *text, size_t len) {
+    static const uint32_t SMALLEST[5] = {0, 0, 0x80, 0x800, 0x10000}; /* by sequence length */
+    for (size_t i = 0; i < len;) {
+        unsigned char c = text[i];
+        size_t k = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+        if (!k || k > len - i) return (long long)i;
+        uint32_t cp = k == 1 ? c : c & (0x7fu >> k);
+        for (size_t j = 1; j < k; j++) {
+            if ((text[i + j] & 0xc0) != 0x80) return (long long)i;
+            cp = cp << 6 | (text[i + j] & 0x3fu);
+        }
+        if (cp < SMALLEST[k] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return (long long)i;
+        i += k;
+    }
+    return -1;
+}
+
 /* __metadata__: an object of strings, and nothing else (the format's rule). */
 static int metadata(const cJSON *e, char *msg, size_t n) {
     if (!cJSON_IsObject(e)) return snprintf(msg, n, "__metadata__ must be an object of strings"), 1;
@@ -117,6 +144,8 @@ static int metadata(const cJSON *e, char *msg, size_t n) {
 int st_parse(st_file *f, const unsigned char *bytes, size_t size, char *msg, size_t n) {
     memset(f, 0, sizeof *f);
     if (size < 8) return snprintf(msg, n, "a safetensors file starts with an 8-byte header length; this one has %zu bytes", size), 1;
+    if (memcmp(bytes, "\x93NUMPY", 6) == 0) /* read as a length, its magic is some 10^14 bytes */
+        return snprintf(msg, n, "this is a .npy file, not safetensors (a directory of NAME.npy files is read as one)"), 1;
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | bytes[i];
     if (hlen > size - 8)
@@ -125,8 +154,18 @@ int st_parse(st_file *f, const unsigned char *bytes, size_t size, char *msg, siz
     if (nul >= 0)
         return snprintf(msg, n, "the header has a NUL character at byte %lld: tensor names and metadata cannot hold one",
                         nul + 8), 1;
-    cJSON *root = cJSON_ParseWithLength((const char *)bytes + 8, (size_t)hlen);
+    long long bad = first_non_utf8(bytes + 8, (size_t)hlen);
+    if (bad >= 0) return snprintf(msg, n, "the header is not UTF-8: byte %lld (0x%02x) starts no character", bad + 8,
+                                  bytes[8 + bad]), 1;
+    const char *text = (const char *)bytes + 8, *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, (size_t)hlen, &end, 0);
     if (!cJSON_IsObject(root)) return cJSON_Delete(root), snprintf(msg, n, "the header is not a JSON object"), 1;
+    /* After the object only white space, the padding writers add: cJSON
+     * stops at the object's end, and would take "{...} garbage" whole. */
+    for (const char *p = end; p < text + hlen; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
+            return cJSON_Delete(root), snprintf(msg, n, "the header has text after its JSON object, at byte %lld",
+                                                (long long)(p - text) + 8), 1;
     int entries = cJSON_GetArraySize(root);
     f->tensors = calloc((size_t)entries + 1, sizeof *f->tensors);
     range *ranges = calloc((size_t)entries + 1, sizeof *ranges);
@@ -142,15 +181,22 @@ int st_parse(st_file *f, const unsigned char *bytes, size_t size, char *msg, siz
         } else if (st_find(f, e->string)) rc = (snprintf(msg, n, "tensor '%s' appears twice", e->string), 1);
         else rc = entry(f, &ranges[f->count], e, bytes + 8 + hlen, size - 8 - hlen, msg, n);
     }
-    if (!rc && f->count > 1) { /* no two tensors share a byte */
+    if (!rc) { /* the tensors tile the data: no two share a byte, and no byte is left over */
+        uint64_t data_size = size - 8 - hlen, reached = 0; /* the tensors so far cover data[0, reached) */
         qsort(ranges, (size_t)f->count, sizeof *ranges, by_begin);
         int last = -1; /* the non-empty range reaching furthest so far */
         for (int i = 0; i < f->count && !rc; i++) {
             if (ranges[i].end == ranges[i].begin) continue;
             if (last >= 0 && ranges[i].begin < ranges[last].end)
                 rc = (snprintf(msg, n, "tensors '%s' and '%s' overlap", ranges[last].name, ranges[i].name), 1);
-            if (last < 0 || ranges[i].end > ranges[last].end) last = i;
+            else if (ranges[i].begin > reached) /* the format forbids holes: a file must be no polyglot */
+                rc = (snprintf(msg, n, "bytes %llu to %llu of the data belong to no tensor; the format allows no holes",
+                               (unsigned long long)reached, (unsigned long long)ranges[i].begin - 1), 1);
+            if (last < 0 || ranges[i].end > ranges[last].end) last = i, reached = ranges[i].end;
         }
+        if (!rc && reached < data_size)
+            rc = (snprintf(msg, n, "the data's last %llu bytes belong to no tensor; the format allows no holes",
+                           (unsigned long long)(data_size - reached)), 1);
     }
     free(ranges);
     cJSON_Delete(root);

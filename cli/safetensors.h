@@ -20,12 +20,15 @@ typedef struct st_file {
 } st_file;
 
 /* Parse the `size` bytes of a whole file. Every tensor is checked: a known
- * dtype (F64, F32, F16, BF16), a shape of at most ATTN_MAX_RANK dimensions,
- * a byte range inside the data that matches the shape, and no overlap with
- * another tensor; the header has no NUL character (raw or \u0000: a C
- * string would end there, and the name read would not be the file's), and
- * __metadata__, if present, is one object of strings. Returns 0, or 1 with
- * the reason in msg (f is then empty). */
+ * dtype (F64, F32, F16, BF16), a shape of at most ATTN_MAX_RANK dimensions
+ * whose element count fits in 64 bits, a byte range inside the data that
+ * matches the shape, and no overlap with another tensor; together the
+ * tensors cover every byte of the data (the format allows no holes). The
+ * header is UTF-8, one JSON object and only white space after it, has no
+ * NUL character (raw or \u0000: a C string would end there, and the name
+ * read would not be the file's), and __metadata__, if present, is one
+ * object of strings. Returns 0, or 1 with the reason in msg (f is then
+ * empty). */
 int st_parse(st_file *f, const unsigned char *bytes, size_t size, char *msg, size_t msg_size);
 
 /* The tensor named `name`, or NULL. */

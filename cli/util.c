@@ -2,6 +2,7 @@
 #define _XOPEN_SOURCE 700 /* realpath, to follow a symbolic link to the file it names */
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -10,13 +11,27 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* text into out (4 * strlen(text) + 1 bytes at least), each control byte
+ * escaped as \n, \t or \xNN: the line stays one line, and no escape
+ * sequence in an argument, a file name or a word reaches the terminal. */
+static void escape_controls(char *out, const char *text) {
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        if (*p == '\n') *out++ = '\\', *out++ = 'n';
+        else if (*p == '\t') *out++ = '\\', *out++ = 't';
+        else if (*p < 0x20 || *p == 0x7f) out += sprintf(out, "\\x%02x", *p);
+        else *out++ = (char)*p;
+    }
+    *out = '\0';
+}
+
 int cli_error(int code, const char *fmt, ...) {
+    char msg[8192], line[4 * sizeof msg]; /* a path of PATH_MAX bytes fits */
     va_list ap;
-    fputs("attn: error: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    if (vsnprintf(msg, sizeof msg, fmt, ap) < 0) snprintf(msg, sizeof msg, "%s", fmt); /* a longer one is cut */
     va_end(ap);
-    fputc('\n', stderr);
+    escape_controls(line, msg);
+    fprintf(stderr, "attn: error: %s\n", line);
     return code;
 }
 
@@ -41,17 +56,29 @@ bool cli_option(int argc, char **argv, int *i, const char *short_name, const cha
     return true;
 }
 
+/* strtod, strtol and strtoull skip leading white space, and strtoull takes
+ * a minus sign (" -1" wraps to 2^64 - 1): a number must start at its first
+ * character, as it must end at its last. */
+static bool starts_number(const char *text) {
+    return text[0] != '\0' && !isspace((unsigned char)text[0]);
+}
+
 bool cli_parse_double(const char *text, double *out) {
     char *end;
+    if (!starts_number(text)) return false;
     errno = 0;
     double x = strtod(text, &end);
-    if (end == text || *end != '\0' || errno == ERANGE || !isfinite(x)) return false;
+    /* ERANGE is also underflow ("1e-400", the subnormal "4.9e-324"): a
+     * finite number, rounded to one of the smallest doubles, as Python's
+     * float() takes it; only overflow (±HUGE_VAL) is refused. */
+    if (end == text || *end != '\0' || (errno == ERANGE && fabs(x) > 1) || !isfinite(x)) return false;
     *out = x;
     return true;
 }
 
 bool cli_parse_int(const char *text, long min, long max, long *out) {
     char *end;
+    if (!starts_number(text)) return false;
     errno = 0;
     long v = strtol(text, &end, 10);
     if (end == text || *end || errno || v < min || v > max) return false;
@@ -61,11 +88,36 @@ bool cli_parse_int(const char *text, long min, long max, long *out) {
 
 bool cli_parse_seed(const char *text, uint64_t *out) {
     char *end;
+    if (!starts_number(text) || text[0] == '-') return false;
     errno = 0;
     unsigned long long s = strtoull(text, &end, 10);
-    if (end == text || *end || errno || text[0] == '-') return false;
+    if (end == text || *end || errno) return false;
     *out = s;
     return true;
+}
+
+/* Whether a and b are one existing regular file, or both directories and
+ * the same one (st_dev, st_ino). Devices are left out: stdout and stderr on
+ * one terminal are one device, and writing to both is no mistake. */
+static bool same_inode(const char *a, const char *b, bool dirs) {
+    struct stat x, y;
+    if (stat(a, &x) != 0 || stat(b, &y) != 0) return false;
+    bool kind = dirs ? S_ISDIR(x.st_mode) && S_ISDIR(y.st_mode) : S_ISREG(x.st_mode) && S_ISREG(y.st_mode);
+    return kind && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+bool cli_same_file(const char *a, const char *b) {
+    if (strcmp(a, b) == 0 || same_inode(a, b, false)) return true;
+    /* Not there yet (or not a regular file): the same name in the same
+     * directory, however the directory is spelled. */
+    const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+    const char *na = sa ? sa + 1 : a, *nb = sb ? sb + 1 : b;
+    if (!*na || strcmp(na, nb) != 0) return false;
+    char da[4096], db[4096]; /* the directories, with their last '/' ("/" for the root) */
+    int la = snprintf(da, sizeof da, "%.*s", sa ? (int)(sa - a) + 1 : 1, sa ? a : ".");
+    int lb = snprintf(db, sizeof db, "%.*s", sb ? (int)(sb - b) + 1 : 1, sb ? b : ".");
+    if (la < 0 || lb < 0 || (size_t)la >= sizeof da || (size_t)lb >= sizeof db) return false;
+    return same_inode(da, db, true);
 }
 
 const char *cli_shape(char *buf, size_t size, const attn_tensor *t) {
@@ -148,14 +200,32 @@ static int make_temporary(cli_output *out) {
     return fd;
 }
 
+/* A direct output's bytes wait in a temporary of the system's (TMPDIR, else
+ * /tmp) until the commit: a run that fails after this output was made then
+ * writes nothing to the stream (a result on stdout, a FIFO or a device
+ * while the error says the run failed). Its descriptor, or -1 (after
+ * printing the error). */
+static int make_held(cli_output *out) {
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir) dir = "/tmp";
+    int n = snprintf(out->tmp, sizeof out->tmp, "%s/attn.held.%s", dir, "XX" "XX" "XX"); /* a mkstemp template */
+    if (n < 0 || (size_t)n >= sizeof out->tmp) {
+        cli_error(EXIT_USAGE, "TMPDIR %s is too long", dir);
+        return -1;
+    }
+    int fd = mkstemp(out->tmp);
+    if (fd < 0) {
+        cli_error(EXIT_DATA, "cannot hold the output for %s in %s: %s", out->path, dir, strerror(errno));
+        return -1;
+    }
+    out->written = true; /* from now on, abort removes it */
+    return fd;
+}
+
 int cli_output_write(cli_output *out, const attn_tensor *t) {
     attn_error err;
     if (resolve(out)) return EXIT_DATA;
-    if (out->direct) {
-        if (attn_npy_write(out->path, t, &err) != ATTN_OK) return cli_error(EXIT_DATA, "%s", err.message);
-        return 0;
-    }
-    int fd = make_temporary(out);
+    int fd = out->direct ? make_held(out) : make_temporary(out);
     if (fd < 0) return EXIT_DATA;
     close(fd);
     if (attn_npy_write(out->tmp, t, &err) != ATTN_OK) {
@@ -167,12 +237,7 @@ int cli_output_write(cli_output *out, const attn_tensor *t) {
 
 FILE *cli_output_open(cli_output *out) {
     if (resolve(out)) return NULL;
-    if (out->direct) {
-        FILE *f = fopen(out->path, "w");
-        if (!f) cli_error(EXIT_DATA, "cannot write %s: %s", out->path, strerror(errno));
-        return f;
-    }
-    int fd = make_temporary(out);
+    int fd = out->direct ? make_held(out) : make_temporary(out);
     if (fd < 0) return NULL;
     FILE *f = fdopen(fd, "w");
     if (!f) {
@@ -201,6 +266,30 @@ int cli_output_close(cli_output *out, FILE *f) {
  * while the renames run: a hard link, so nothing is copied. */
 static void kept_name(char *buf, size_t size, const cli_output *out) { snprintf(buf, size, "%s.old", out->tmp); }
 
+/* A direct output's held bytes written through to its path, as a shell
+ * redirection would write them. 0 or an errno. */
+static int deliver(const cli_output *out) {
+    errno = 0;
+    FILE *src = fopen(out->tmp, "rb");
+    if (!src) return errno ? errno : EIO;
+    FILE *dst = fopen(out->path, "wb");
+    if (!dst) {
+        int e = errno ? errno : EIO;
+        fclose(src);
+        return e;
+    }
+    char buf[65536];
+    size_t got;
+    int e = 0;
+    while (!e && (got = fread(buf, 1, sizeof buf, src)) > 0)
+        if (fwrite(buf, 1, got, dst) != got) e = errno ? errno : EIO;
+    if (!e && ferror(src)) e = EIO;
+    errno = 0; /* fclose's errno: a full device shows only when the buffer goes out */
+    if (fclose(dst) != 0 && !e) e = errno ? errno : EIO;
+    fclose(src);
+    return e;
+}
+
 int cli_outputs_move(cli_output *outs, int n, int *failed) {
     char kept[sizeof outs->tmp + 8];
     struct stat st;
@@ -208,11 +297,23 @@ int cli_outputs_move(cli_output *outs, int n, int *failed) {
     /* Every destination first: a directory in the way fails the run before
      * anything has moved. */
     for (int i = 0; i < n; i++)
-        if (outs[i].written && lstat(outs[i].target, &st) == 0 && S_ISDIR(st.st_mode)) {
+        if (outs[i].written && !outs[i].direct && lstat(outs[i].target, &st) == 0 && S_ISDIR(st.st_mode)) {
             *failed = i;
             cli_outputs_abort(outs, n);
             return EISDIR;
         }
+    /* The streams next: a full device or a closed pipe fails the run before
+     * any file is replaced (what a stream took cannot be taken back). */
+    for (int i = 0; i < n; i++) {
+        if (!outs[i].written || !outs[i].direct) continue;
+        int e = deliver(&outs[i]);
+        remove(outs[i].tmp), outs[i].written = false;
+        if (e) {
+            *failed = i;
+            cli_outputs_abort(outs, n);
+            return e;
+        }
+    }
     for (int i = 0; i < n; i++) {
         outs[i].moved = outs[i].kept = false;
         if (!outs[i].written) continue;
@@ -256,7 +357,8 @@ int cli_outputs_commit(cli_output *outs, int n) {
             return cli_error(EXIT_DATA, "cannot rename into %s: %s; %s now holds this run's output, and what it held is in %s",
                              outs[failed].path, strerror(e), outs[i].path, kept);
         }
-    return cli_error(EXIT_DATA, "cannot rename into %s: %s", outs[failed].path, strerror(e));
+    return cli_error(EXIT_DATA, "cannot %s %s: %s", outs[failed].direct ? "write" : "rename into", outs[failed].path,
+                     strerror(e));
 }
 
 void cli_outputs_abort(cli_output *outs, int n) {

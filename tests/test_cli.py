@@ -28,7 +28,9 @@ def report(name, ok, why=""):
 
 
 def attn(*args):
-    return subprocess.run([ATTN, *args], capture_output=True, text=True, cwd=TMP)
+    # errors="replace": a run that wrongly prints a .npy on stdout fails its
+    # check, not the whole suite on decoding
+    return subprocess.run([ATTN, *args], capture_output=True, text=True, errors="replace", cwd=TMP)
 
 
 def save(name, a):
@@ -149,6 +151,40 @@ def main():
     expect_error("usage_scale_text", base + ["--scale", "big"], 2, r"--scale big is not a finite")
     expect_error("usage_causal_mode", base + ["--causal=sideways"], 2, r"top-left or bottom-right")
     expect_error("usage_same_outputs", base + ["-w", "out.npy"], 2, r"same file")
+    # One file by two spellings: both outputs would be renamed onto it, and
+    # out.npy would hold the weights. Also through a directory's other name
+    # and a symbolic link to an existing output.
+    expect_error("usage_same_outputs_dot_slash", base + ["-w", "./out.npy"], 2, r"-o and -w name the same file")
+    os.makedirs(os.path.join(TMP, "sub"), exist_ok=True)
+    expect_error("usage_same_outputs_dot_dot", base + ["--lse", "sub/../out.npy"], 2, r"-o and --lse name the same file")
+    np.save(os.path.join(TMP, "held.npy"), np.arange(3.0))
+    if os.path.lexists(os.path.join(TMP, "alias.npy")):
+        os.remove(os.path.join(TMP, "alias.npy"))
+    os.symlink("held.npy", os.path.join(TMP, "alias.npy"))
+    problems = run_expecting_error(attn, TMP, base[:-2] + ["-o", "held.npy", "-w", "alias.npy"], 2,
+                                   r"-o and -w name the same file", ())
+    report("usage_same_outputs_symlink", not problems and
+           np.array_equal(np.load(os.path.join(TMP, "held.npy")), np.arange(3.0)), "; ".join(problems))
+    # A number is the whole argument: strtoull read " -1" as 2^64 - 1, and
+    # strtol and strtod skip white space before a number (not after it).
+    for flag, value in (("--seed", " -1"), ("--seed", " 5"), ("--threads", " 4"), ("--scale", " 1"),
+                        ("--dropout", "\t0.5"), ("--softcap", "\n3")):
+        extra = ["--dropout", "0.5"] if flag == "--seed" else []
+        shown = value.replace("\t", "\\t").replace("\n", "\\n")  # the one line shows control bytes escaped
+        expect_error("usage_leading_space_%s_%s" % (flag.lstrip("-"), value.strip().lstrip("-")),
+                     base + extra + [flag, value], 2, re.escape(flag + " " + shown) + " is not")
+    # Whatever an argument holds, the error is one line, and no escape
+    # sequence reaches the terminal: a newline or an ESC shows as \n, \x1b.
+    expect_error("usage_error_is_one_line", base + ["--bogus\nattn: error: \x1b[2Jforged"], 2,
+                 re.escape(r"unknown argument '--bogus\nattn: error: \x1b[2Jforged'"))
+    # An underflow is a finite number, rounded (Python's float('1e-400') is
+    # 0.0): the scores vanish and each output row is v's mean over the keys.
+    for tiny in ("1e-400", "4.9e-324"):
+        r = attn(*base, "--scale", tiny)
+        got = np.load(os.path.join(TMP, "out.npy")) if r.returncode == 0 else None
+        report("scale_underflow_%s_is_zero" % tiny, got is not None and
+               np.allclose(got, np.broadcast_to(v32.astype(np.float64).mean(1, keepdims=True), (2, 3, 3)), atol=1e-6),
+               r.stderr)
 
     # ---- a ragged batch (--cu-seqlens-q/-k): bad offsets, one line each --------
     qp = save("vq.npy", rng.standard_normal((8, 2, 4)).astype(np.float32))
@@ -194,6 +230,14 @@ def main():
     rc = attn("sdpa", "-q", "q_c.npy", "-k", "q_c.npy", "-v", "q_c.npy", "-o", "oc.npy")
     report("file_fortran_read", rf.returncode == 0 and rc.returncode == 0 and
            np.array_equal(np.load(os.path.join(TMP, "of.npy")), np.load(os.path.join(TMP, "oc.npy"))), rf.stderr)
+    # A control byte in the header: a NUL ended the C string, so that
+    # '<f4\0' (a dtype NumPy refuses) was read as '<f4'; an escape would
+    # reach the terminal in the error message.
+    for label, header, offset in (("nul", good.replace("<f4", "<f4\0"), 24),
+                                  ("escape", good.replace("'descr'", "'descr\x1b[2J'"), 17)):
+        expect_error("file_header_control_byte_" + label, with_q(raw_npy("ctl.npy", header, data)), 1,
+                     r"ctl\.npy: header has the control byte 0x%02x at offset %d" % (ord(header[offset - 10]), offset),
+                     outs)
     expect_error("file_big_endian", with_q(raw_npy("be.npy", good.replace("<f4", ">f4"), data)), 1,
                  r"be\.npy: big-endian", outs)
     expect_error("file_int64", with_q(raw_npy("i8.npy", good.replace("<f4", "<i8"), data * 2)), 1,
@@ -240,6 +284,13 @@ def main():
                                  "-o", "out.npy"], 1, r"mixed dtypes: -k .*k64\.npy is float64 but -q .* is float32")
     expect_error("dtype_bool", ["sdpa", "-q", save("qb.npy", np.ones((2, 3, 4), bool)), "-k", pk32, "-v", pv32,
                                 "-o", "out.npy"], 1, r"qb\.npy has dtype bool")
+    # A stream output (stdout, a FIFO, a device) is written at the commit,
+    # with the files: a run that fails after making it printed a whole .npy
+    # on stdout beside its error.
+    for label, extra in (("weights_dir_missing", ["-w", "no/such/dir/w.npy"]),
+                         ("backward_fails", ["--grad-out", pq32, "--dq", "dq.npy"])):
+        expect_error("stdout_output_not_written_when_%s" % label, ["sdpa", "-q", pq32, "-k", pk32, "-v", pv32, "-o",
+                                                                  "/dev/stdout"] + extra, 1, r".", outputs=("dq.npy",))
     expect_error("output_dir_missing", ["sdpa", "-q", pq32, "-k", pk32, "-v", pv32, "-o", "no/such/dir/o.npy"],
                  1, r"cannot create no/such/dir/o\.npy: No such file", outputs=())
 

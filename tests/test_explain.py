@@ -322,6 +322,12 @@ def test_text_output():
     report("colour_never_when_piped", esc not in run("explain").stdout, "escape codes in piped output")
     report("colour_always", esc in run("explain", "--color=always").stdout, "no escape codes")
     report("colour_no_color_env", esc not in run("explain", "--color=auto", env={"NO_COLOR": "1"}).stdout, "")
+    # Values past 10^7 (your embeddings may hold 1e300) print in exponent
+    # form: each cell was 300 digits of %.3f, and the table fell apart.
+    np.save(os.path.join(TMP, "huge.npy"), np.full((3, 4), 1e300))
+    r = run("explain", "--embeddings", "huge.npy", "--mode", "dot", "--step", "x", env={"COLUMNS": "80"})
+    report("explain_huge_values_in_exponent_form", r.returncode == 0 and r.stdout.count("1.00e+300") == 12 and
+           max(len(l) for l in r.stdout.splitlines()) <= 80, r.stdout[-400:] + r.stderr)
     r = run("explain", "--help")
     report("explain_help", r.returncode == 0 and "--embeddings" in r.stdout, r.stderr)
 
@@ -764,6 +770,16 @@ def test_errors():
         r = run("explain", f"the {far} sat")
         report(f"far_word_{far}_lists_vocabulary_without_guess", r.returncode == 1 and f"unknown word '{far}'" in r.stderr and
                "did you mean" not in r.stderr and "chased" in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr)
+    # A long unknown word is shown to 40 bytes, cut where a character
+    # starts: the 40th byte here is the first of an 'é', which was cut in
+    # two, and the message was no longer UTF-8.
+    r = subprocess.run([ATTN, "explain", "the a" + "é" * 30], capture_output=True, cwd=TMP)
+    try:
+        err = r.stderr.decode("utf-8")
+    except UnicodeDecodeError:
+        err = None
+    report("unknown_long_word_cut_at_a_character", r.returncode == 1 and err is not None and
+           "unknown word 'a" + "é" * 19 + "'" in err, repr(r.stderr[:120]))
     for near, want in (("dgo", "dog"), ("chasd", "chased"), ("Gardn", "garden")):
         r = run("explain", f"the {near}")
         report(f"near_word_{near}_suggests_{want}", r.returncode == 1 and f"did you mean '{want}'" in r.stderr, r.stderr)

@@ -550,6 +550,37 @@ def bad_files(c):
     c.layer_runs("metadata_with_escaped_backslash_is_text", safetensors_bytes(
         layer, header_extra={"__metadata__": {"format": "pt\\u0000", "note": "\u00e9"}}))
     c.bad("error_missing_file", b"", "8-byte header length")
+    # What the format also forbids, each once read as a good layer: text after
+    # the header's JSON object (white space pads it), bytes of the data that
+    # belong to no tensor (the format allows no holes: no polyglot files), a
+    # header that is not UTF-8, and an empty tensor whose other dimensions
+    # overflow (it had a tensor of rank 0 made for it, and its copy leaked).
+    with open(c.path("w.npy"), "wb") as f:
+        np.save(f, w)
+    c.bad("error_npy_given_as_safetensors", open(c.path("w.npy"), "rb").read(), "this is a .npy file, not safetensors")
+    c.bad("error_text_after_header", safetensors_bytes(layer, edit=lambda t: t + b" {}"), "text after its JSON object")
+    c.layer_runs("header_padded_with_spaces", safetensors_bytes(layer, edit=lambda t: t + b"     "))
+    c.bad("error_bytes_after_last_tensor", safetensors_bytes(layer) + bytes(8),
+          "the data's last 8 bytes belong to no tensor")
+    c.bad("error_hole_between_tensors", safetensors_bytes(
+        layer, edit=lambda t: t.replace(b"[1536, 2048]", b"[1544, 2056]")) + bytes(8),
+        "bytes 1536 to 1543 of the data belong to no tensor")
+    c.bad("error_header_not_utf8", safetensors_bytes(layer, header_extra={"__metadata__": {"note": "x"}},
+                                                     edit=lambda t: t.replace(b'"x"', b'"\xff"')), "not UTF-8")
+    c.bad("error_header_overlong_utf8", safetensors_bytes(layer, header_extra={"__metadata__": {"note": "x"}},
+                                                          edit=lambda t: t.replace(b'"x"', b'"\xc0\xaf"')), "not UTF-8")
+    c.bad("error_empty_shape_overflows", safetensors_bytes(layer, header_extra={
+        "z": {"dtype": "F32", "shape": [0, 2 ** 53, 2 ** 53], "data_offsets": [0, 0]}}), "element count overflows")
+    # -o and -w: one file by two spellings is refused (the weights would
+    # have been renamed onto the output).
+    p = c.path("good.safetensors")
+    with open(p, "wb") as f:
+        f.write(safetensors_bytes(layer))
+    np.save(c.path("x.npy"), np.zeros((3, 8)))
+    r = c.run(["-x", c.path("x.npy"), "--weights", p, "--heads", "2", "-o", c.path("o.npy"), "-w",
+               os.path.join(c.dir, ".", "o.npy")])
+    c.report("error_out_and_weights_out_one_file", "" if r.returncode == 2 and not os.path.exists(c.path("o.npy")) and
+             r.stderr.startswith("attn: error: -o and -w name the same file") else "rc %d, %r" % (r.returncode, r.stderr))
 
 
 def rank_sweeps(c, rng):

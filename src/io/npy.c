@@ -220,6 +220,15 @@ static attn_status parse_layout(npy_layout *h, const unsigned char *buf, size_t 
         return attn_fail(err, ATTN_ERR_NPY_HEADER,
                          "header does not end in a newline: its length field (%zu) is wrong",
                          header_len);
+    /* A control byte has no place in the header's text: a NUL would end a
+     * C string early ('<f4\0junk' read as '<f4', a dtype NumPy refuses), and
+     * an escape sequence would reach the terminal in an error message. */
+    for (size_t i = 0; i < header_len; i++) {
+        unsigned char ch = (unsigned char)text[i];
+        if ((ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') || ch == 0x7f)
+            return attn_fail(err, ATTN_ERR_NPY_HEADER, "header has the control byte 0x%02x at offset %zu", ch,
+                             prefix + i);
+    }
     attn_status st = parse_dict(h, text, header_len, err);
     if (st) return st;
 

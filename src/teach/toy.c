@@ -156,11 +156,15 @@ attn_status attn_toy_tokenize(attn_toy_token *tokens, int max_tokens, int *n_tok
                 used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", id ? " " : "",
                                          VOCAB[id].text);
             const char *close = attn_toy_suggest(start, len);
+            /* At most 40 bytes of the word, cut where a character starts:
+             * the message stays UTF-8 when the word is. */
+            int shown = (int)(len > 40 ? 40 : len);
+            while (shown < (int)len && shown > 0 && ((unsigned char)start[shown] & 0xc0) == 0x80) shown--;
             if (close)
                 return attn_fail(err, ATTN_ERR_TOKEN, "unknown word '%.*s' (did you mean '%s'?); known words: %s",
-                                 (int)(len > 40 ? 40 : len), start, close, known);
+                                 shown, start, close, known);
             return attn_fail(err, ATTN_ERR_TOKEN, "unknown word '%.*s'; the toy model knows only these words: %s",
-                             (int)(len > 40 ? 40 : len), start, known);
+                             shown, start, known);
         }
         n++;
     }

@@ -65,6 +65,8 @@ def main():
     write("npy", "v3.npy", npy(arrays["f64_4d"], (3, 0)))
     write("npy", "fortran.npy", npy(np.asfortranarray(arrays["f32_2x3"])))
     write("npy", "big_endian.npy", npy(arrays["f32_2x3"].astype(">f4")))
+    nul = npy(arrays["f32_2x3"]).replace(b"'<f4'", b"'<f4\0'", 1)  # a NUL in the descr, a padding space less
+    write("npy", "nul_in_descr.npy", nul[:nul.index(b"\n") - 1] + nul[nul.index(b"\n"):])
 
     for i, s in enumerate(["the cat sat on the mat", "The quick brown fox jumped over the lazy dog.",
                            "my dog chased a ball in the park", "  cat,dog;   ball ", "Cat's MAT",
@@ -213,8 +215,16 @@ def mha_seeds(mark):
         "metadata_nested": json.dumps({"a": t, "__metadata__": {"format": {"pt": [1, None, True]}}}).encode(),
         "metadata_array": json.dumps({"a": t, "__metadata__": ["format", "pt"]}).encode(),
         "metadata_twice": json.dumps({"a": t, "__metadata__": {}}).encode()[:-1] + b', "__metadata__": {}}',
+        "text_after_header": json.dumps({"a": t}).encode() + b" {}",
+        "spaces_after_header": json.dumps({"a": t}).encode() + b"       ",
+        "not_utf8": json.dumps({"a": t, "__metadata__": {"x": "\u00e9"}}).encode().replace(b"\\u00e9", b"\xc3"),
+        "empty_shape_overflows": json.dumps({"a": t, "z": {"dtype": "F32", "shape": [0, 2 ** 53, 2 ** 53],
+                                                           "data_offsets": [48, 48]}}).encode(),
+        "hole_before": json.dumps({"a": dict(t, data_offsets=[8, 56])}).encode(),
     }.items():
-        write("safetensors", name, safetensors_raw(header, data))
+        write("safetensors", name, safetensors_raw(header, data + (b"\0" * 8 if name == "hole_before" else b"")))
+    write("safetensors", "bytes_after_data", safetensors_raw(json.dumps({"a": t}).encode(), data + b"\0" * 8))
+    write("safetensors", "npy_file", npy(np.zeros((2, 3))))
     kv_pages_seeds()
 
 
