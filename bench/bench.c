@@ -66,7 +66,8 @@ static const char USAGE[] =
     "  --paged      the paged KV cache against contiguous keys and values only:\n"
     "               attn_kv_pages_attend against attn_sdpa_varlen on the same batch,\n"
     "               prefill (lengths 100, 700, 1500, 3000) and decode (16 sequences\n"
-    "               of 100 to 8000 keys), pages of 16 and 256, timed in turns\n"
+    "               of 100 to 8000 keys), pages of 16 and 256, and pools whose heads\n"
+    "               lie apart (head_major), timed in turns\n"
     "  --kv         decode from a KV cache of each storage only: one token of a\n"
     "               Llama-style layer (32/8 heads, d=128) at 32k positions in f16,\n"
     "               q8, q4, e4m3, e5m2 and q4c keys per channel with q4_1 values,\n"
@@ -1252,7 +1253,7 @@ static double huge_mib(void) {
 /* One row: `decode` or prefill, pages of P, the buffers on huge pages or
  * not; the two ways timed in turns, the median over the rounds of each
  * round's paged time over contiguous. */
-static void paged_row(bool decode, int64_t P, bool huge, bool as_json, bool last) {
+static void paged_row(bool decode, int64_t P, bool huge, bool head_major, bool as_json, bool last) {
     enum { H = 16, HK = 4, D = 64, MAX_ROUNDS = 15 };
     static const int64_t PREFILL[4] = {100, 700, 1500, 3000};
     int64_t B = decode ? 16 : 4, len[16], cu_k[17] = {0}, cu_q[17] = {0};
@@ -1274,6 +1275,7 @@ static void paged_row(bool decode, int64_t P, bool huge, bool as_json, bool last
     int64_t sk[3] = {T, HK, D}, skt[3] = {D, T * D, 1}, sq[3] = {Tq, H, D};
     attn_kv_pages_desc d = attn_kv_pages_desc_default();
     d.heads = HK, d.key_dim = d.value_dim = D, d.page_size = P, d.num_pages = pages, d.max_sequences = B;
+    d.head_major = head_major;
     size_t bytes = 0;
     attn_kv_pages *pool = NULL;
     attn_error err;
@@ -1316,25 +1318,30 @@ static void paged_row(bool decode, int64_t P, bool huge, bool as_json, bool last
     for (int i = 0; i < rounds; i++) ratio[i] = t[1][i] / t[0][i];
     double med = median(ratio, rounds), in_huge = huge_mib();
     if (as_json)
-        printf("    {\"step\": \"%s\", \"page_size\": %lld, \"huge_pages\": %s, \"huge_mib\": %.0f, \"sequences\": %lld, "
+        printf("    {\"step\": \"%s\", \"page_size\": %lld, \"head_major\": %s, \"huge_pages\": %s, \"huge_mib\": %.0f, \"sequences\": %lld, "
                "\"keys\": %lld, \"heads\": [%d, %d], \"d\": %d, \"contiguous_ms\": %.3f, \"paged_ms\": %.3f, "
                "\"paged_over_contiguous\": %.3f, \"rounds\": %d}%s\n",
-               decode ? "decode" : "prefill", (long long)P, huge ? "true" : "false", in_huge, (long long)B, (long long)T, H,
+               decode ? "decode" : "prefill", (long long)P, head_major ? "true" : "false", huge ? "true" : "false", in_huge,
+               (long long)B, (long long)T, H,
                HK, D, 1e3 * best[0], 1e3 * best[1], med, rounds, last ? "" : ",");
     else
-        cli_prose(stdout, 0, 2, "%s, %lld sequences, %lld keys, pages of %lld%s: contiguous %.3f ms, paged %.3f ms; "
+        cli_prose(stdout, 0, 2, "%s, %lld sequences, %lld keys, pages of %lld%s%s: contiguous %.3f ms, paged %.3f ms; "
                   "paged takes %.3fx (median of %d rounds)%s",
                decode ? "decode" : "prefill", (long long)B, (long long)T, (long long)P,
-               huge ? ", huge pages asked for" : "", 1e3 * best[0], 1e3 * best[1], med, rounds,
+               head_major ? ", head-major" : "", huge ? ", huge pages asked for" : "", 1e3 * best[0], 1e3 * best[1], med,
+               rounds,
                !huge ? "" : in_huge < 0 ? "; granted: unknown" : in_huge < 1 ? "; none granted" : "");
     free(k), free(v), free(q), free(out), free(mem);
 }
 
 /* Prefill and decode on 4 KiB pages, then decode again with the pool and
  * the contiguous keys and values asked onto transparent huge pages
- * (madvise), the advice docs/performance.md measures. */
+ * (madvise), the advice docs/performance.md measures; then prefill and
+ * decode from head-major pools (attn_kv_pages_desc.head_major), whose
+ * heads' pages lie apart. */
 static void paged_rows(bool as_json) {
-    for (int i = 0; i < 6; i++) paged_row(i >= 2, i % 2 ? 256 : 16, i >= 4, as_json, i == 5);
+    for (int i = 0; i < 10; i++)
+        paged_row(i % 6 >= 2, i % 2 ? 256 : 16, i >= 4 && i < 6, i >= 6, as_json, i == 9);
 }
 
 /* ---- the backward pass ------------------------------------------------------------ */

@@ -2002,6 +2002,15 @@ typedef struct attn_kv_pages_desc {
      * an append may take a page for each shared page a group leaves into
      * (counted before anything is written: ATTN_ERR_FULL). */
     int64_t residual;
+    /* Added in 0.4.0. Where a page's KV heads lie: 0 (the default) side by
+     * side in each page, the pages (num_pages, Hk, P, E), as vLLM lays out
+     * its blocks; 1 head-major, (Hk, num_pages, P, E) (keys per channel:
+     * (Hk, num_pages, P / 32) groups), so that one head's pages are apart
+     * from the other heads' and, handed out in order, one run of memory.
+     * Decode from memory reads a head's rows at about contiguous speed
+     * head-major, and about 10% slower with the heads side by side
+     * (docs/performance.md). The pool's view says which. */
+    int head_major;
 } attn_kv_pages_desc;
 
 /* heads 1, dtype f32, page_size 16, max_length 0, the other sizes 0 (to be
@@ -2172,6 +2181,11 @@ typedef struct attn_kv_paged_view {
      * i's positions from full = max(0, 32·floor(lengths[i] / 32) - R) on
      * are its rows (i, h, p - full). A pool's view carries its own. */
     int64_t residual;
+    /* Added in 0.4.0: 0 (the default) for pages (num_pages, Hk, P, E) as
+     * above, 1 for head-major pages (Hk, num_pages, P, E) (and Ev; keys per
+     * channel: (Hk, num_pages, P / 32) groups), attn_kv_pages_desc's
+     * head_major. A pool's view carries its own. */
+    int head_major;
 } attn_kv_paged_view;
 
 /* dtype f32, heads 1, every other field 0 or NULL (to be set):
@@ -2195,7 +2209,7 @@ ATTN_API attn_status attn_kv_paged_check(const attn_kv_paged_view *view, attn_er
  * has length 0), valid until the next call that changes the pool.
  * Errors: ATTN_ERR_NULL, ATTN_ERR_OPTION (struct_size; or a view struct from
  * an older attn.h that ends before a field this pool uses, key_dtype,
- * k_residual, k_scale, v_scale, hadamard or residual: read back with that
+ * k_residual, k_scale, v_scale, hadamard, residual or head_major: read back with that
  * field's default, it would describe other keys). */
 ATTN_API attn_status attn_kv_pages_view(attn_kv_paged_view *view, const attn_kv_pages *pool, attn_error *err);
 

@@ -73,6 +73,7 @@ typedef struct model {
  * positions not yet forming a group of 32 rounded to f16, and each group
  * that fills quantized from those and widened back (copy_append). */
 static attn_dtype model_keys;
+static int model_head_major; /* the pools of model_init: head-major pages (attn_kv_pages_desc.head_major) */
 /* Their residual window (desc.residual): the R positions before the group
  * being filled stay in f16 too, and a group is quantized as it leaves. */
 static int64_t model_residual;
@@ -93,7 +94,7 @@ static void model_init(model *m, attn_dtype dt, int64_t P, int64_t pages, int64_
                        int64_t Ev, int64_t max_length) {
     memset(m, 0, sizeof *m);
     m->d = attn_kv_pages_desc_default();
-    m->d.key_dtype = model_keys, m->d.residual = model_residual;
+    m->d.key_dtype = model_keys, m->d.residual = model_residual, m->d.head_major = model_head_major;
     m->d.dtype = dt, m->d.page_size = P, m->d.num_pages = pages, m->d.max_sequences = seqs;
     m->d.heads = heads, m->d.key_dim = E, m->d.value_dim = Ev, m->d.max_length = max_length;
     attn_error err;
@@ -2271,6 +2272,92 @@ static void test_no_queries_stride_0(void) {
           err.message);
 }
 
+/* A head-major pool (attn_kv_pages_desc.head_major): its view says so, and
+ * an older view struct that cannot is refused; attending through the view
+ * is bitwise the pool's own attend; each sequence's pages give back what
+ * was appended; and the flag is checked. (The random programs above run
+ * head-major pools against contiguous copies too.) */
+static void test_head_major_view(void) {
+    enum { H = 2, E = 8, B = 3, HQ = 4 };
+    attn_kv_pages_desc d = attn_kv_pages_desc_default();
+    d.heads = H, d.key_dim = d.value_dim = E, d.page_size = 16, d.num_pages = 12, d.max_sequences = B, d.head_major = 1;
+    size_t bytes = 0;
+    attn_error err;
+    attn_kv_pages *pool = NULL;
+    attn_status st = attn_kv_pages_bytes(&bytes, &d, &err);
+    void *mem = calloc(1, bytes);
+    if (!st) st = attn_kv_pages_init(&pool, mem, bytes, &d, &err);
+    int64_t ids[B], len[B] = {37, 5, 50}, cu[B + 1] = {0, 37, 42, 92}, T = 92;
+    for (int b = 0; b < B && !st; b++) st = attn_kv_pages_create(pool, &ids[b], &err);
+    float *k = malloc(sizeof(float) * T * H * E), *v = malloc(sizeof(float) * T * H * E);
+    for (int64_t i = 0; i < T * H * E; i++) k[i] = rnd_value(), v[i] = rnd_value();
+    int64_t sk[3] = {T, H, E};
+    attn_tensor tk, tv;
+    attn_tensor_init(&tk, k, ATTN_F32, 3, sk, NULL, NULL), attn_tensor_init(&tv, v, ATTN_F32, 3, sk, NULL, NULL);
+    if (!st) st = attn_kv_pages_append(pool, ids, B, &tk, &tv, cu, &err);
+    attn_kv_paged_view w;
+    w.struct_size = sizeof w;
+    if (!st) st = attn_kv_pages_view(&w, pool, &err);
+    check(!st && w.head_major == 1, "head_major_pool_view_says_so", "status %d (%s), head_major %d", (int)st,
+          err.message, st ? -1 : w.head_major);
+    /* each sequence's rows back, exactly (f32 pages) */
+    int back = 1;
+    for (int b = 0; b < B && !st; b++) {
+        float *gk = malloc(sizeof(float) * H * len[b] * E), *gv = malloc(sizeof(float) * H * len[b] * E);
+        int64_t sg[3] = {H, len[b], E};
+        attn_tensor ok_, ov_;
+        attn_tensor_init(&ok_, gk, ATTN_F32, 3, sg, NULL, NULL), attn_tensor_init(&ov_, gv, ATTN_F32, 3, sg, NULL, NULL);
+        st = attn_kv_paged_gather(&ok_, &ov_, &w, ids[b], &err);
+        for (int64_t h = 0; h < H && !st; h++)
+            for (int64_t t = 0; t < len[b]; t++)
+                back &= !memcmp(gk + (h * len[b] + t) * E, k + ((cu[b] + t) * H + h) * E, sizeof(float) * E) &&
+                        !memcmp(gv + (h * len[b] + t) * E, v + ((cu[b] + t) * H + h) * E, sizeof(float) * E);
+        free(gk), free(gv);
+    }
+    check(!st && back, "head_major_pages_gather_what_was_appended", "status %d (%s)", (int)st, err.message);
+    /* the bytes where attn.h says: row t of head h of sequence b at ((h · num_pages + page) · P + t % P) · E */
+    int laid = !st;
+    for (int b = 0; b < B && laid; b++) {
+        const int32_t *table = w.page_table + ids[b] * w.table_stride;
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t t = 0; t < len[b]; t++) {
+                int64_t at = ((h * w.num_pages + table[t / 16]) * 16 + t % 16) * E;
+                laid &= !memcmp((const float *)w.k_pages + at, k + ((cu[b] + t) * H + h) * E, sizeof(float) * E) &&
+                        !memcmp((const float *)w.v_pages + at, v + ((cu[b] + t) * H + h) * E, sizeof(float) * E);
+            }
+    }
+    check(laid, "head_major_rows_lie_where_attn_h_says", "a row is not at ((h * num_pages + page) * P + t) * E");
+    /* one query per sequence: the pool's attend and the view's, bitwise */
+    float *q = malloc(sizeof(float) * B * HQ * E), *o1 = calloc(B * HQ * E, sizeof(float)),
+          *o2 = calloc(B * HQ * E, sizeof(float));
+    for (int64_t i = 0; i < B * HQ * E; i++) q[i] = rnd_value();
+    int64_t sq[3] = {B, HQ, E}, cq[B + 1] = {0, 1, 2, 3};
+    attn_tensor tq, t1, t2;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&t1, o1, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&t2, o2, ATTN_F32, 3, sq, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    if (!st) st = attn_kv_pages_attend(&t1, NULL, &tq, cq, ids, B, pool, NULL, &o, &err);
+    if (!st) st = attn_kv_paged_attend(&t2, NULL, &tq, cq, &w, NULL, &o, &err);
+    check(!st && !memcmp(o1, o2, sizeof(float) * B * HQ * E), "head_major_view_attend_equals_pool_attend",
+          "status %d (%s)", (int)st, err.message);
+    /* a view struct from before head_major cannot describe this pool */
+    attn_kv_paged_view old;
+    old.struct_size = offsetof(attn_kv_paged_view, head_major);
+    st = attn_kv_pages_view(&old, pool, &err);
+    check(st == ATTN_ERR_OPTION && strstr(err.message, "head_major"), "head_major_pool_refuses_older_view_struct",
+          "status %d: %s", (int)st, err.message);
+    d.head_major = 2;
+    st = attn_kv_pages_bytes(&bytes, &d, &err);
+    check(st == ATTN_ERR_OPTION && strstr(err.message, "head_major"), "head_major_2_refused", "status %d: %s",
+          (int)st, err.message);
+    w.head_major = 2;
+    st = attn_kv_paged_check(&w, &err);
+    check(st == ATTN_ERR_OPTION && strstr(err.message, "head_major"), "view_head_major_2_refused", "status %d: %s",
+          (int)st, err.message);
+    free(q), free(o1), free(o2), free(k), free(v), free(mem);
+}
+
 int main(void) {
     setenv("ATTN_QDOT", "widen", 1); /* before any call: the widening path, bitwise f32 rows (see the top) */
     static const struct { attn_dtype dt; const char *name; } DTYPES[] = {
@@ -2357,5 +2444,13 @@ int main(void) {
     }
     model_keys = 0, model_residual = 0;
     test_residual_errors();
+    /* Head-major pools: the same random programs, each against its contiguous copies. */
+    model_head_major = 1;
+    random_program("random_program_head_major_f32_page_16", ATTN_F32, 16, 24, 400);
+    random_program("random_program_head_major_bf16_page_256", ATTN_BF16, 256, 5, 160);
+    model_keys = ATTN_Q4C, model_residual = 64;
+    random_program("random_program_head_major_q4c_keys_residual_64_page_32", ATTN_F32, 32, 40, 400);
+    model_keys = 0, model_residual = 0, model_head_major = 0;
+    test_head_major_view();
     return n_failed ? 1 : 0;
 }

@@ -218,8 +218,8 @@ attn_rows attn_rows_grouped(const attn_paged_rows *pg, int64_t head) {
     r.cols = pg->cols;
     r.page_size = pg->page_size;
     r.row_step = bytes;
-    r.page_stride = pg->heads * per_page * bytes; /* checked by attn_grouped_rows_check */
-    r.head = (const char *)pg->pages + head * per_page * bytes;
+    r.page_stride = attn_paged_page_step(pg) * per_page * bytes; /* checked by attn_grouped_rows_check */
+    r.head = (const char *)pg->pages + attn_paged_head_at(pg, head) * per_page * bytes;
     r.table = pg->table;
     r.residual = pg->residual ? pg->residual + head * (pg->window + G) * pg->cols : NULL; /* NULL: none is read */
     r.full = attn_group_full(pg->length, pg->window);

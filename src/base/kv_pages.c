@@ -94,6 +94,12 @@ static bool region(int64_t *at, int64_t *next, int64_t count, int64_t size) {
 }
 
 /* The bytes of one page region (all num_pages of K, or of V): false on overflow. */
+static attn_status check_head_major(int head_major, const char *name, attn_error *err) {
+    if (head_major == 0 || head_major == 1) return ATTN_OK;
+    return attn_fail(err, ATTN_ERR_OPTION, "%s->head_major is %d; it must be 0 (a page's heads side by side) or 1 "
+                     "(each head's pages together)", name, head_major);
+}
+
 static bool page_region_bytes(int64_t *bytes, int64_t pages, int64_t heads, int64_t P, int64_t cols,
                               attn_dtype dt) {
     int64_t n, row = attn_row_bytes(dt, cols);
@@ -160,7 +166,8 @@ static attn_status read_desc(attn_kv_pages_desc *d, layout *l, const attn_kv_pag
         (st = attn_group_check_plain(d->key_dtype, d->k_scale, d->hadamard, "desc", err)) ||
         (st = attn_group_check_residual(d->key_dtype, d->residual, "desc", err)) ||
         (st = attn_check_head_scales(d->k_scale, d->v_scale, d->heads, d->dtype, "desc", err)) ||
-        (st = attn_check_hadamard(d->hadamard, d->dtype, d->key_dim, "desc", err)))
+        (st = attn_check_hadamard(d->hadamard, d->dtype, d->key_dim, "desc", err)) ||
+        (st = check_head_major(d->head_major, "desc", err)))
         return st;
     /* A sequence never holds a page twice, so no table needs more than
      * num_pages entries, whatever max_length says. */
@@ -262,7 +269,8 @@ static uint16_t *residual_of(const attn_kv_pages *p, int64_t seq) {
 /* Grouped keys: head h's groups in page `page` (P / 32 of them). */
 static char *groups_of(const attn_kv_pages *p, int64_t page, int64_t h) {
     int64_t per_page = p->d.page_size / ATTN_KEY_GROUP;
-    return p->k + (page * p->d.heads + h) * per_page * attn_group_bytes(p->d.key_dtype, p->d.key_dim);
+    int64_t part = p->d.head_major ? h * p->d.num_pages + page : page * p->d.heads + h; /* head h's part of the page */
+    return p->k + part * per_page * attn_group_bytes(p->d.key_dtype, p->d.key_dim);
 }
 /* Grouped keys: head h's group of position pos (a multiple of 32) of a sequence with `table`. */
 static char *group_at(const attn_kv_pages *p, const int32_t *table, int64_t h, int64_t pos) {
@@ -369,15 +377,30 @@ int64_t attn_kv_pages_page_refs(const attn_kv_pages *pool, int64_t page) {
 
 /* ---- rows of pages as tensors --------------------------------------------- */
 
+/* Where pages lie in a region: Hk heads of P rows a page, num_pages pages,
+ * head-major or a page's heads side by side (attn_kv_pages_desc.head_major). */
+typedef struct page_layout {
+    int64_t heads, P, num_pages;
+    bool head_major;
+} page_layout;
+
 /* Rows r0 .. r0 + n - 1 of `page`, every head, as a (Hk, n, cols) tensor over
  * the page region at base: what a copy into or out of one page reads or
  * writes. The caller has checked that the page region's bytes fit. */
-static void page_rows(attn_tensor *t, const void *base, attn_dtype dt, int64_t heads, int64_t P, int64_t cols,
-                      int64_t page, int64_t r0, int64_t n) {
+static void page_rows(attn_tensor *t, const void *base, attn_dtype dt, page_layout g, int64_t cols, int64_t page,
+                      int64_t r0, int64_t n) {
     /* a row's step: cols elements, or a quantized row's bytes (attn_copy_rows' convention) */
     int64_t row = attn_dtype_quantized(dt) ? attn_row_bytes(dt, cols) : cols;
-    char *at = (char *)base + ((page * heads * P + r0) * row) * attn_stride_unit(dt);
-    *t = (attn_tensor){at, dt, 3, {heads, n, cols}, {P * row, row, 1}};
+    int64_t first = g.head_major ? page : page * g.heads, apart = g.head_major ? g.num_pages : 1; /* in heads' parts */
+    char *at = (char *)base + ((first * g.P + r0) * row) * attn_stride_unit(dt);
+    *t = (attn_tensor){at, dt, 3, {g.heads, n, cols}, {apart * g.P * row, row, 1}};
+}
+
+static page_layout pool_layout(const attn_kv_pages *p) {
+    return (page_layout){p->d.heads, p->d.page_size, p->d.num_pages, p->d.head_major != 0};
+}
+static page_layout view_layout(const attn_kv_paged_view *w) {
+    return (page_layout){w->heads, w->page_size, w->num_pages, w->head_major != 0};
 }
 
 
@@ -512,16 +535,16 @@ static attn_status check_ids(attn_kv_pages *p, const int64_t *seqs, int64_t n, c
 static void copy_page_rows(attn_kv_pages *p, int32_t to, int32_t from, int64_t n) {
     const attn_kv_pages_desc *d = &p->d;
     attn_tensor dk, sk, dv, sv;
-    page_rows(&dv, p->v, d->dtype, d->heads, d->page_size, d->value_dim, to, 0, n);
-    page_rows(&sv, p->v, d->dtype, d->heads, d->page_size, d->value_dim, from, 0, n);
+    page_rows(&dv, p->v, d->dtype, pool_layout(p), d->value_dim, to, 0, n);
+    page_rows(&sv, p->v, d->dtype, pool_layout(p), d->value_dim, from, 0, n);
     attn_copy_rows(&dv, &sv);
     if (grouped(p)) { /* the full groups of the n rows; the rest lies in the residual */
         size_t bytes = (size_t)(n / ATTN_KEY_GROUP * attn_group_bytes(d->key_dtype, d->key_dim));
         for (int64_t h = 0; h < d->heads; h++) memcpy(groups_of(p, to, h), groups_of(p, from, h), bytes);
         return;
     }
-    page_rows(&dk, p->k, d->dtype, d->heads, d->page_size, d->key_dim, to, 0, n);
-    page_rows(&sk, p->k, d->dtype, d->heads, d->page_size, d->key_dim, from, 0, n);
+    page_rows(&dk, p->k, d->dtype, pool_layout(p), d->key_dim, to, 0, n);
+    page_rows(&sk, p->k, d->dtype, pool_layout(p), d->key_dim, from, 0, n);
     attn_copy_rows(&dk, &sk);
 }
 
@@ -595,12 +618,12 @@ attn_status attn_kv_pages_append(attn_kv_pages *pool, const int64_t *seqs, int64
             if (row == 0) table[pos / P] = take_page(pool);
             int64_t from = cu_seqlens[i] + pos - len; /* the packed row of position pos */
             attn_tensor dk, dv, sk = narrow(k, 0, from, run, 0, 1), sv = narrow(v, 0, from, run, 0, 1);
-            page_rows(&dv, pool->v, d->dtype, d->heads, P, d->value_dim, table[pos / P], row, run);
+            page_rows(&dv, pool->v, d->dtype, pool_layout(pool), d->value_dim, table[pos / P], row, run);
             attn_copy_kv_rows(&dv, &sv, pool->v_scale, d->heads, false);
             if (grouped(pool)) {
                 append_grouped(pool, s, &sk, pos, run);
             } else {
-                page_rows(&dk, pool->k, d->dtype, d->heads, P, d->key_dim, table[pos / P], row, run);
+                page_rows(&dk, pool->k, d->dtype, pool_layout(pool), d->key_dim, table[pos / P], row, run);
                 attn_copy_kv_rows(&dk, &sk, pool->k_scale, d->heads, d->hadamard);
             }
             pos += run;
@@ -622,7 +645,7 @@ attn_status attn_kv_pages_view(attn_kv_paged_view *view, const attn_kv_pages *po
     o.num_sequences = d->max_sequences, o.lengths = pool->lengths;
     o.page_table = pool->tables, o.table_stride = pool->table_stride, o.table_offsets = NULL;
     o.key_dtype = d->key_dtype, o.k_residual = pool->kres, o.residual = d->residual;
-    o.k_scale = pool->k_scale, o.v_scale = pool->v_scale, o.hadamard = d->hadamard;
+    o.k_scale = pool->k_scale, o.v_scale = pool->v_scale, o.hadamard = d->hadamard, o.head_major = d->head_major;
     /* A view struct from an older attn.h ends before some fields; read back,
      * those take their defaults. Where this pool uses one (its keys' format,
      * residual rows and window, scales, the rotation), such a view would
@@ -635,6 +658,7 @@ attn_status attn_kv_pages_view(attn_kv_paged_view *view, const attn_kv_pages *po
         {offsetof(attn_kv_paged_view, v_scale) + sizeof o.v_scale, o.v_scale != def.v_scale, "v_scale"},
         {offsetof(attn_kv_paged_view, hadamard) + sizeof o.hadamard, o.hadamard != def.hadamard, "hadamard"},
         {offsetof(attn_kv_paged_view, residual) + sizeof o.residual, o.residual != def.residual, "residual"},
+        {offsetof(attn_kv_paged_view, head_major) + sizeof o.head_major, o.head_major != def.head_major, "head_major"},
     };
     for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
         if (later[i].used && view->struct_size >= sizeof(size_t) && view->struct_size < later[i].end)
@@ -670,7 +694,8 @@ static attn_status read_view(attn_kv_paged_view *w, const attn_kv_paged_view *in
         (st = attn_group_check_plain(w->key_dtype, w->k_scale, w->hadamard, "view", err)) ||
         (st = attn_group_check_residual(w->key_dtype, w->residual, "view", err)) ||
         (st = attn_check_head_scales(w->k_scale, w->v_scale, w->heads, w->dtype, "view", err)) ||
-        (st = attn_check_hadamard(w->hadamard, w->dtype, w->key_dim, "view", err)))
+        (st = attn_check_hadamard(w->hadamard, w->dtype, w->key_dim, "view", err)) ||
+        (st = check_head_major(w->head_major, "view", err)))
         return st;
     int64_t kb, vb, res;
     if (!key_region_bytes(&kb, w->num_pages, w->heads, w->page_size, w->key_dim, w->dtype, w->key_dtype) ||
@@ -812,10 +837,10 @@ void attn_kv_paged_copy(attn_tensor *k, attn_tensor *v, const attn_kv_paged_view
     for (int64_t pos = 0; pos < len; pos += P) {
         int64_t run = len - pos < P ? len - pos : P;
         attn_tensor sk, sv, dk = narrow(k, 1, pos, run, 0, 0), dv = narrow(v, 1, pos, run, 0, 0);
-        page_rows(&sv, w->v_pages, w->dtype, w->heads, P, w->value_dim, table[pos / P], 0, run);
+        page_rows(&sv, w->v_pages, w->dtype, view_layout(w), w->value_dim, table[pos / P], 0, run);
         attn_copy_kv_rows(&dv, &sv, w->v_scale, w->heads, false);
         if (w->key_dtype) continue;
-        page_rows(&sk, w->k_pages, w->dtype, w->heads, P, w->key_dim, table[pos / P], 0, run);
+        page_rows(&sk, w->k_pages, w->dtype, view_layout(w), w->key_dim, table[pos / P], 0, run);
         attn_copy_kv_rows(&dk, &sk, w->k_scale, w->heads, w->hadamard);
     }
     if (!w->key_dtype) return;
@@ -824,7 +849,7 @@ void attn_kv_paged_copy(attn_tensor *k, attn_tensor *v, const attn_kv_paged_view
     const int64_t E = w->key_dim;
     attn_paged_rows kp = {w->k_pages, w->key_dtype, w->num_pages, w->heads, P, E, table, pages_for(len, P), len,
                           (const uint16_t *)w->k_residual + i * w->heads * (w->residual + ATTN_KEY_GROUP) * E,
-                          w->residual};
+                          w->residual, w->head_major != 0};
     for (int64_t h = 0; h < w->heads; h++)
         attn_grouped_gather(&kp, h, (char *)k->data + h * k->strides[0] * (int64_t)attn_dtype_size(k->dtype), k->dtype,
                             k->strides[1], k->strides[2]);

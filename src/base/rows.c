@@ -14,9 +14,9 @@ attn_rows attn_rows_paged(const attn_paged_rows *pg, int64_t head) {
                    .dtype = pg->dtype,
                    .rows = pg->length,
                    .cols = pg->cols,
-                   .head = (const char *)pg->pages + head * pg->page_size * row * unit,
+                   .head = (const char *)pg->pages + attn_paged_head_at(pg, head) * pg->page_size * row * unit,
                    .page_size = pg->page_size,
-                   .page_stride = pg->heads * pg->page_size * row, /* checked by attn_paged_rows_check */
+                   .page_stride = attn_paged_page_step(pg) * pg->page_size * row, /* checked by attn_paged_rows_check */
                    .table = pg->table,
                    .row_step = row};
     return r;

@@ -52,7 +52,16 @@ typedef struct attn_paged_rows {
     const uint16_t *residual; /* grouped keys only: the sequence's residual rows */
     int64_t window;           /* grouped keys only: R, the recent positions kept in f16
                                * besides the group being filled (0, 32, ...) */
+    bool head_major;          /* pages (Hk, num_pages, P, cols), not (num_pages, Hk, P, cols) */
 } attn_paged_rows;
+
+/* Where head h's part of page 0 lies, and the step from a page to the
+ * next, in units of one head's part of a page (P rows, or P / 32 groups):
+ * the pool's two layouts (attn_kv_pages_desc.head_major). */
+static inline int64_t attn_paged_head_at(const attn_paged_rows *pg, int64_t h) {
+    return pg->head_major ? h * pg->num_pages : h;
+}
+static inline int64_t attn_paged_page_step(const attn_paged_rows *pg) { return pg->head_major ? 1 : pg->heads; }
 
 /* The rows of one KV head: positions 0 .. rows-1, cols values each, of
  * dtype (f32, f64, f16, bf16, or a quantized format, whose spans are

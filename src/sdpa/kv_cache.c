@@ -203,7 +203,7 @@ void attn_kv_cache_storage(attn_tensor *k, attn_tensor *v, const attn_kv_cache *
 static attn_paged_rows key_rows(const attn_kv_cache *c, const int32_t *one_page) {
     const attn_kv_cache_desc *d = &c->d;
     attn_paged_rows k = {c->k, d->key_dtype ? d->key_dtype : d->dtype, 1, d->batch * d->heads, d->capacity, d->key_dim,
-                         one_page, 1, c->length, c->kres, d->residual};
+                         one_page, 1, c->length, c->kres, d->residual, false};
     return k;
 }
 static const int32_t ONE_PAGE[1] = {0};

@@ -48,7 +48,7 @@ static attn_status check_packed(const attn_tensor *t, const char *name, attn_dty
 void attn_kv_paged_rows(attn_paged_rows *k, attn_paged_rows *v, const attn_kv_paged_view *w, int64_t row, int64_t S) {
     const int32_t *table = w->page_table + (w->table_offsets ? w->table_offsets[row] : row * w->table_stride);
     *k = (attn_paged_rows){w->k_pages, w->dtype, w->num_pages, w->heads, w->page_size, w->key_dim,
-                           table, (S + w->page_size - 1) / w->page_size, S, NULL, 0};
+                           table, (S + w->page_size - 1) / w->page_size, S, NULL, 0, w->head_major != 0};
     *v = *k;
     v->pages = w->v_pages, v->cols = w->value_dim;
     if (w->key_dtype) /* keys quantized per channel, the sequence's last positions in its residual rows */
