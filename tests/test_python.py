@@ -347,13 +347,21 @@ dtype_cases = [
     ("out_shape", "ShapeError", "out has shape (2, 5, 3)", lambda: attn.sdpa(q, k, v, out=np.zeros((2, 5, 3)))),
     ("out_not_an_array", "TypeError", "out must be a NumPy array", lambda: attn.sdpa(q, k, v, out=[0.0] * 40)),
 ]
-for name, want, words, call in dtype_cases:
-    try:
-        call()
-        got, said = "no error", ""
-    except Exception as e:  # noqa: BLE001 -- the class is what is checked
-        got, said = type(e).__name__, str(e)
-    check("dtype_%s_raises_%s" % (name, want), got == want and words in said, "%s: %s" % (got, said))
+
+
+def check_raises(prefix, cases):
+    """Each (name, exception class name, words of its message, call) case
+    must raise that class with those words."""
+    for name, want, words, call in cases:
+        try:
+            call()
+            got, said = "no error", ""
+        except Exception as e:  # noqa: BLE001 -- the class is what is checked
+            got, said = type(e).__name__, str(e)
+        check("%s_%s_raises_%s" % (prefix, name, want), got == want and words in said, "%s: %s" % (got, said))
+
+
+check_raises("dtype", dtype_cases)
 # Arguments that are not what the call takes: refused, not read otherwise.
 # want= skipped a misspelt name (its gradient silently None); ctypes
 # wrapped set_num_threads(2**32) to 0 (every CPU) and int() made 1.5 one
@@ -374,13 +382,7 @@ argument_cases = [
      lambda: at.scaled_dot_product_attention(torch.from_numpy(q), tk_, v.tolist())),
 ]
 threads_before = attn.get_num_threads()
-for name, want, words, call in argument_cases:
-    try:
-        call()
-        got, said = "no error", ""
-    except Exception as e:  # noqa: BLE001 -- the class is what is checked
-        got, said = type(e).__name__, str(e)
-    check("argument_%s_raises_%s" % (name, want), got == want and words in said, "%s: %s" % (got, said))
+check_raises("argument", argument_cases)
 check("refused_threads_leave_the_count", attn.get_num_threads() == threads_before, "%d threads, %d before"
       % (attn.get_num_threads(), threads_before))
 one = attn.sdpa_backward(so, q, k, v, so, sl, want="dk")
