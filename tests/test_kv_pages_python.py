@@ -242,6 +242,16 @@ check("kv_pages_python_packed_equals_lists",
       np.array_equal(np.concatenate(outs), packed_out) and np.array_equal(np.concatenate(lses), packed_lse))
 check("kv_pages_python_lse_as_sdpa", all(np.array_equal(o, w[0].transpose(1, 0, 2)) and
                                          np.array_equal(l, w[1].T) for o, l, w in zip(outs, lses, want)))
+# A head-major pool (each head's pages apart) holds and attends the same
+# rows: gather and attend bitwise the default pool's, its view says so.
+ph = attn.KVPages(heads=2, key_dim=8, value_dim=4, num_pages=8, max_sequences=4, page_size=16, head_major=True)
+[ph.create(), ph.create()]
+ph.append(ids, ks, vs)
+houts, hlses = ph.attend(ids, qs, return_lse=True)
+check("kv_pages_python_head_major_equals_default",
+      all(np.array_equal(pa.gather(s)[0], ph.gather(s)[0]) and np.array_equal(pa.gather(s)[1], ph.gather(s)[1])
+          for s in ids) and all(np.array_equal(a, b) for a, b in zip(outs + lses, houts + hlses)) and
+      ph._view().head_major == 1 and pa._view().head_major == 0)
 
 # Forks sharing a prompt's pages, each with its own new positions, attended
 # in one call with a mask per sequence (bool, additive float, none), on 1, 2

@@ -78,7 +78,7 @@ class KVPagesDesc(ctypes.Structure):
                 ("num_pages", ctypes.c_int64), ("max_sequences", ctypes.c_int64), ("max_length", ctypes.c_int64),
                 ("key_dtype", ctypes.c_int),
                 ("k_scale", ctypes.POINTER(ctypes.c_float)), ("v_scale", ctypes.POINTER(ctypes.c_float)),
-                ("hadamard", ctypes.c_int), ("residual", ctypes.c_int64)]
+                ("hadamard", ctypes.c_int), ("residual", ctypes.c_int64), ("head_major", ctypes.c_int)]
 
 
 class KVPagedView(ctypes.Structure):
@@ -90,7 +90,7 @@ class KVPagedView(ctypes.Structure):
                 ("table_offsets", ctypes.POINTER(ctypes.c_int64)), ("key_dtype", ctypes.c_int),
                 ("k_residual", ctypes.c_void_p),
                 ("k_scale", ctypes.POINTER(ctypes.c_float)), ("v_scale", ctypes.POINTER(ctypes.c_float)),
-                ("hadamard", ctypes.c_int), ("residual", ctypes.c_int64)]
+                ("hadamard", ctypes.c_int), ("residual", ctypes.c_int64), ("head_major", ctypes.c_int)]
 
 
 class KVCacheDesc(ctypes.Structure):

@@ -208,10 +208,16 @@ class KVPages:
     keys are stored turned by the Walsh-Hadamard rotation (attn_hadamard),
     which spreads outlier channels before the format rounds them; attend
     turns the queries alike (q.k unchanged), gather turns keys back, as
-    llama.cpp does for quantized K. Attention then takes float32 q."""
+    llama.cpp does for quantized K. Attention then takes float32 q.
+
+    head_major=True lays the pages out (heads, num_pages, page_size, dim),
+    each KV head's pages apart from the others' (attn_kv_pages_desc's
+    head_major), where the default keeps a page's heads side by side;
+    decode then reads one head's rows as one run. Results are the same."""
 
     def __init__(self, heads, key_dim, num_pages, max_sequences, value_dim=None, page_size=16, dtype="float32",
-                 max_length=0, key_dtype=None, k_scale=None, v_scale=None, hadamard=False, residual=0):
+                 max_length=0, key_dtype=None, k_scale=None, v_scale=None, hadamard=False, residual=0,
+                 head_major=False):
         if _storage(dtype) not in _STORAGE:
             raise OptionError("dtype is %r: 'float32', 'float16', 'bfloat16', 'q8', 'q4', 'q4_1', 'e4m3' or 'e5m2'" % (dtype,), 9)
         dtype = _storage(dtype)
@@ -224,6 +230,7 @@ class KVPages:
         d.num_pages = _index(num_pages, "num_pages")
         d.max_sequences, d.max_length = _index(max_sequences, "max_sequences"), _index(max_length, "max_length")
         d.key_dtype, d.hadamard, d.residual = _KEYS[key_dtype], 1 if hadamard else 0, _index(residual, "residual")
+        d.head_major = 1 if head_major else 0
         scales = []  # kept alive until init has copied them
         for name, given in (("k_scale", k_scale), ("v_scale", v_scale)):
             if given is None:
@@ -434,7 +441,7 @@ class PagedPlan:
         pw = pool._view()
         w = default(KVPagedView)
         for f in ("dtype", "heads", "key_dim", "value_dim", "page_size", "num_pages", "k_pages", "v_pages", "key_dtype",
-                  "k_residual", "k_scale", "v_scale", "hadamard", "residual"):
+                  "k_residual", "k_scale", "v_scale", "hadamard", "residual", "head_major"):
             setattr(w, f, getattr(pw, f))
         # Keys per channel keep each sequence's last positions in residual
         # rows indexed by its id: the view is then the pool's sequences by
@@ -511,7 +518,8 @@ class PagedPlan:
         # view: keys of another key_dtype were read as the plan's (f32 rows
         # over q4c groups: NaN, and reads past the key pages), keys turned
         # by another Hadamard setting gave other scores, both silently.
-        for f, what in (("key_dtype", "keys' format (key_dtype)"), ("hadamard", "Hadamard rotation of the keys")):
+        for f, what in (("key_dtype", "keys' format (key_dtype)"), ("hadamard", "Hadamard rotation of the keys"),
+                        ("head_major", "page layout (head_major)")):
             if getattr(pool._desc, f) != getattr(self.pool._desc, f):
                 raise DtypeError("the pool's %s differs from the plan's pool's: %s against %s"
                                  % (what, getattr(pool._desc, f), getattr(self.pool._desc, f)), 6)
