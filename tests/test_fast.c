@@ -1767,8 +1767,8 @@ static void test_paged_case(const paged_case *c) {
                 put_as(vp, ((page * c->Hk + h) * c->P + r) * c->Ev + e, c->dtype, x);
             }
         }
-    attn_paged_rows kpg = {kp, c->dtype, pool, c->Hk, c->P, c->E, table, n_pages, c->S, NULL, 0};
-    attn_paged_rows vpg = {vp, c->dtype, pool, c->Hk, c->P, c->Ev, table, n_pages, c->S, NULL, 0};
+    attn_paged_rows kpg = {kp, c->dtype, pool, c->Hk, c->P, c->E, table, n_pages, c->S, NULL, 0, false};
+    attn_paged_rows vpg = {vp, c->dtype, pool, c->Hk, c->P, c->Ev, table, n_pages, c->S, NULL, 0, false};
     int64_t sq[3] = {c->Hq, c->L, c->E}, sk[3] = {c->Hk, c->S, c->E}, sv[3] = {c->Hk, c->S, c->Ev},
             so[3] = {c->Hq, c->L, c->Ev}, sl[2] = {c->Hq, c->L}, sw[3] = {c->Hq, c->L, c->S}, sh[1] = {c->Hq};
     size_t no = (size_t)(c->Hq * c->L * c->Ev), nl = (size_t)(c->Hq * c->L), nw = (size_t)(c->Hq * c->L * c->S);
@@ -1814,7 +1814,7 @@ static void test_paged_case(const paged_case *c) {
 static void test_paged_errors(void) {
     float pages[2 * 1 * 16 * 4] = {0}, q[4] = {0}, out[4];
     int32_t table[2] = {0, 2};
-    attn_paged_rows pg = {pages, ATTN_F32, 2, 1, 16, 4, table, 2, 20, NULL, 0};
+    attn_paged_rows pg = {pages, ATTN_F32, 2, 1, 16, 4, table, 2, 20, NULL, 0, false};
     int64_t sq[3] = {1, 1, 4};
     attn_tensor tq, to;
     attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL);
@@ -1867,7 +1867,7 @@ static void test_varlen_paged(attn_dtype dtype, int64_t P) {
                     put_as(kd, dense, dtype, kf[dense]), put_as(kp, paged, dtype, kf[dense]);
                     put_as(vd, dense, dtype, vf[dense]), put_as(vp, paged, dtype, vf[dense]);
                 }
-        kpg[b] = (attn_paged_rows){kp, dtype, pool, HK, P, E, table, n_pages[b], Lk[b], NULL, 0};
+        kpg[b] = (attn_paged_rows){kp, dtype, pool, HK, P, E, table, n_pages[b], Lk[b], NULL, 0, false};
         vpg[b] = kpg[b], vpg[b].pages = vp;
     }
     int64_t sq[3] = {Tq, HQ, E}, sk[3] = {Tk, HK, E}, sl[2] = {Tq, HQ};

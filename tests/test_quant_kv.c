@@ -242,8 +242,8 @@ static void test_case(const qcase *c) {
             memcpy(kp + at * kr, kq + (h * c->S + j) * kr, (size_t)kr);
             memcpy(vp + at * vr, vq + (h * c->S + j) * vr, (size_t)vr);
         }
-    attn_paged_rows kpg = {kp, c->format, pool, c->Hk, c->P, c->E, table, n_pages, c->S, NULL, 0};
-    attn_paged_rows vpg = {vp, c->format, pool, c->Hk, c->P, c->Ev, table, n_pages, c->S, NULL, 0};
+    attn_paged_rows kpg = {kp, c->format, pool, c->Hk, c->P, c->E, table, n_pages, c->S, NULL, 0, false};
+    attn_paged_rows vpg = {vp, c->format, pool, c->Hk, c->P, c->Ev, table, n_pages, c->S, NULL, 0, false};
     int64_t sq[3] = {c->Hq, c->L, c->E}, sk[3] = {c->Hk, c->S, c->E}, sv[3] = {c->Hk, c->S, c->Ev},
             so[3] = {c->Hq, c->L, c->Ev}, sl[2] = {c->Hq, c->L}, sw[3] = {c->Hq, c->L, c->S};
     size_t no = (size_t)(c->Hq * c->L * c->Ev), nl = (size_t)(c->Hq * c->L), nw = (size_t)(c->Hq * c->L * c->S);
@@ -364,8 +364,8 @@ static attn_status fp8_call(float *out, float *lse, char words[3][32], const flo
             memcpy(vp + (table[t] * P + r) * F8_EV, (const uint8_t *)v + (t * P + r) * F8_EV, F8_EV);
         }
     }
-    attn_paged_rows kpg = {kp, dtype, pool, 1, P, F8_E, table, n_pages, F8_S, NULL, 0};
-    attn_paged_rows vpg = {vp, dtype, pool, 1, P, F8_EV, table, n_pages, F8_S, NULL, 0};
+    attn_paged_rows kpg = {kp, dtype, pool, 1, P, F8_E, table, n_pages, F8_S, NULL, 0, false};
+    attn_paged_rows vpg = {vp, dtype, pool, 1, P, F8_EV, table, n_pages, F8_S, NULL, 0, false};
     verbose_begin();
     attn_status st = P ? attn_sdpa_paged(&to, &tl, NULL, &tq, &kpg, &vpg, &o, err)
                        : attn_sdpa(&to, &tl, NULL, &tq, &tk, &tv, &o, err);
@@ -533,8 +533,8 @@ static void test_varlen(attn_dtype format) {
     for (int64_t t = 0; t < pages_total; t++) table[t] = (int32_t)((t * 7 + 3) % pages_total); /* 7 is prime to the count */
     attn_paged_rows kpg[B], vpg[B];
     for (int b = 0, first = 0; b < B; first += (int)n_pages[b], b++) {
-        kpg[b] = (attn_paged_rows){kp, format, pages_total, HK, P, E, table + first, n_pages[b], Lk[b], NULL, 0};
-        vpg[b] = (attn_paged_rows){vp, format, pages_total, HK, P, E, table + first, n_pages[b], Lk[b], NULL, 0};
+        kpg[b] = (attn_paged_rows){kp, format, pages_total, HK, P, E, table + first, n_pages[b], Lk[b], NULL, 0, false};
+        vpg[b] = (attn_paged_rows){vp, format, pages_total, HK, P, E, table + first, n_pages[b], Lk[b], NULL, 0, false};
     }
     int64_t T = cu_q[B];
     float *q = rows_of(T * HQ, E, false), *out = calloc((size_t)(T * HQ * E), 4), *lse = calloc((size_t)(T * HQ), 4);
@@ -1417,7 +1417,7 @@ static void test_errors(void) {
     attn_tensor_init(&tq, q, ATTN_F32, 3, s3, NULL, NULL);
     attn_tensor_init(&to, out, ATTN_F32, 3, s3, NULL, NULL);
     attn_error err;
-    attn_paged_rows pg = {pages, ATTN_Q8, 2, 1, 16, 32, table, 2, 20, NULL, 0};
+    attn_paged_rows pg = {pages, ATTN_Q8, 2, 1, 16, 32, table, 2, 20, NULL, 0, false};
     attn_paged_rows bad = pg;
     bad.cols = 40;
     attn_tensor_init(&tq, q, ATTN_F32, 3, s40, NULL, NULL);

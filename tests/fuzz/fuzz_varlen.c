@@ -107,7 +107,7 @@ static void paged(reader *r, int batch) {
     size_t pool = (size_t)(PAGES * HK * P * E);
     float *kp = malloc(sizeof(float) * pool), *vp = malloc(sizeof(float) * pool), q[HK * 3 * E], out[HK * 3 * E];
     fill(kp, pool), fill(vp, pool), fill(q, HK * 3 * E);
-    attn_paged_rows kpg = {kp, ATTN_F32, PAGES, HK, P, E, table, n_pages, length, NULL, 0};
+    attn_paged_rows kpg = {kp, ATTN_F32, PAGES, HK, P, E, table, n_pages, length, NULL, 0, false};
     attn_paged_rows vpg = kpg;
     vpg.pages = vp;
     int64_t sq[3] = {HK, 3, E};
