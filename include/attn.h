@@ -1914,6 +1914,7 @@ ATTN_API attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length
  * the pages directly (attn_kv_paged_view):
  *   K pages  (num_pages, Hk, P, E)   C order, the pool's dtype
  *   V pages  (num_pages, Hk, P, Ev)  C order, a separate region
+ * or, with desc.head_major, (Hk, num_pages, P, E) and (Hk, num_pages, P, Ev).
  *   a page table: int32 page indices, one per P positions.
  * A pool of a quantized format (ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2; see
  * "Quantized storage") holds (num_pages, Hk, P) rows of
@@ -2146,8 +2147,8 @@ typedef struct attn_kv_paged_view {
     int64_t value_dim;    /* Ev >= 1 */
     int64_t page_size;    /* P >= 1 */
     int64_t num_pages;    /* >= 1 */
-    const void *k_pages;  /* (num_pages, Hk, P, E), C order */
-    const void *v_pages;  /* (num_pages, Hk, P, Ev), C order */
+    const void *k_pages;  /* (num_pages, Hk, P, E), C order (head_major: (Hk, num_pages, P, E)) */
+    const void *v_pages;  /* (num_pages, Hk, P, Ev), C order (head_major: (Hk, num_pages, P, Ev)) */
     int64_t num_sequences;        /* >= 0 */
     const int64_t *lengths;       /* (num_sequences,) positions, >= 0 */
     const int32_t *page_table;    /* the tables, as above */
@@ -2334,7 +2335,8 @@ ATTN_API attn_status attn_kv_paged_run(attn_sdpa_plan *plan, attn_tensor *out, a
  * planned one: the same dtype, key_dtype, heads, key_dim, value_dim,
  * page_size, num_pages, num_sequences, hadamard, residual (the window),
  * scales given or not, and every sequence's length (ATTN_ERR_PLAN naming
- * what differs). out and lse
+ * what differs; head_major may differ, the rows being read through this
+ * view). out and lse
  * get what attn_kv_paged_attend gives over `layer`, bitwise, with no
  * allocation. Errors: those of attn_kv_paged_run, of attn_kv_paged_check,
  * and ATTN_ERR_STRIDE for out or lse overlapping the layer's residual rows

@@ -20,6 +20,7 @@
  *   K pages     (num_pages, Hk, P, E)  the pool's dtype (quantized: (num_pages, Hk, P)
  *   V pages     (num_pages, Hk, P, Ev)  rows of attn_quant_row_size bytes;
  *                                       grouped keys: (num_pages, Hk, P/32) groups)
+ *               (head_major: Hk first, (Hk, num_pages, P, ...), in both regions)
  *   (K and V pages each from a 4 KiB boundary of memory, MEM_PAGE)
  * The tables and lengths are a block table indexed by sequence id, so the
  * pool is its own view (attn_kv_pages_view) and every reader of pages
@@ -93,13 +94,14 @@ static bool region(int64_t *at, int64_t *next, int64_t count, int64_t size) {
     return true;
 }
 
-/* The bytes of one page region (all num_pages of K, or of V): false on overflow. */
+/* desc->head_major or view->head_major: 0 or 1. */
 static attn_status check_head_major(int head_major, const char *name, attn_error *err) {
     if (head_major == 0 || head_major == 1) return ATTN_OK;
     return attn_fail(err, ATTN_ERR_OPTION, "%s->head_major is %d; it must be 0 (a page's heads side by side) or 1 "
                      "(each head's pages together)", name, head_major);
 }
 
+/* The bytes of one page region (all num_pages of K, or of V): false on overflow. */
 static bool page_region_bytes(int64_t *bytes, int64_t pages, int64_t heads, int64_t P, int64_t cols,
                               attn_dtype dt) {
     int64_t n, row = attn_row_bytes(dt, cols);

@@ -76,7 +76,7 @@ typedef struct attn_rows {
     attn_mat dense;       /* DENSE: position j is row j of this matrix */
     const char *head;     /* PAGED: page 0's row 0 of this head */
     int64_t page_size;    /* PAGED: P */
-    int64_t page_stride;  /* PAGED: units from one page to the next, Hk · P · row_step */
+    int64_t page_stride;  /* PAGED: units from one page to the next, Hk · P · row_step (head-major pages: P · row_step) */
     const int32_t *table; /* PAGED: the page table */
     int64_t row_step;     /* PAGED: units from one row to the next: cols, or a quantized row's bytes
                            * (the unit: attn_stride_unit); GROUPED: a group's bytes */

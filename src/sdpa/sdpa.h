@@ -179,10 +179,6 @@ void attn_kv_paged_rows(attn_paged_rows *k, attn_paged_rows *v, const attn_kv_pa
 /* The row sources a paged plan fills: plan->k_rows and plan->v_rows. */
 attn_paged_rows *attn_varlen_plan_k_rows(attn_varlen_plan *plan);
 attn_paged_rows *attn_varlen_plan_v_rows(attn_varlen_plan *plan);
-/* Paged attention's own checks (kv_pages_attend.c) for the n sequences
- * rows[0..n) (NULL: all) of a checked view w: *o the options read
- * (bottom-right by default); k[i], v[i] (NULL: not wanted) sequence i's row
- * sources; *any whether some sequence has queries. */
 /* attn_kv_paged_attend over the n sequences rows[0..n) of the view w (a
  * library-made view: struct_size its own), sequence i with q's rows
  * cu[i] .. cu[i+1] - 1 and masks[i]. Each sequence keeps its own index in
@@ -192,6 +188,10 @@ attn_status attn_kv_paged_attend_rows(attn_tensor *out, attn_tensor *lse, const 
                                       const attn_kv_paged_view *w, const int64_t *rows, int64_t n,
                                       const attn_tensor *const *masks, const attn_sdpa_options *options,
                                       attn_error *err);
+/* Paged attention's own checks (kv_pages_attend.c) for the n sequences
+ * rows[0..n) (NULL: all) of a checked view w: *o the options read
+ * (bottom-right by default); k[i], v[i] (NULL: not wanted) sequence i's row
+ * sources; *any whether some sequence has queries. */
 attn_status attn_kv_paged_prepare(attn_sdpa_options *o, attn_paged_rows *k, attn_paged_rows *v, bool *any,
                                   attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const int64_t *cu,
                                   const attn_kv_paged_view *w, const int64_t *rows, int64_t n,
