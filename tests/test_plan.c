@@ -686,7 +686,8 @@ static void empty_half_plans(void) {
 }
 
 /* ATTN_VERBOSE names a 16-bit call's own q (q=bf16(...)), not the f32 copy
- * the kernels ran on, for attn_sdpa and for a planned run. */
+ * the kernels ran on: attn_sdpa, its planned run, its backward, a ragged
+ * batch and its planned run. */
 static void verbose_names_half_q(void) {
     int64_t s[3] = {2, 5, 8};
     attn_tensor q = make(ATTN_BF16, 3, s), k = make(ATTN_F32, 3, s), v = make(ATTN_F32, 3, s), out = make(ATTN_BF16, 3, s);
@@ -710,7 +711,40 @@ static void verbose_names_half_q(void) {
     verbose_end(kernel, sizeof kernel, NULL, 0);
     check(!st && strstr(verbose_last_line, " q=bf16(2,5,8) ") != NULL, "verbose_plan_run_names_bf16_q",
           "status %d: %s", (int)st, verbose_last_line);
+    /* the backward of that call: q, out and dout bf16, lse f32 */
+    int64_t sl[2] = {2, 5};
+    attn_tensor lse = make(ATTN_F32, 2, sl), dout = make(ATTN_BF16, 3, s), dq = make(ATTN_BF16, 3, s);
+    attn_tensor dk = make(ATTN_F32, 3, s), dv = make(ATTN_F32, 3, s);
+    st = attn_sdpa(&out, &lse, NULL, &q, &k, &v, NULL, &err);
+    verbose_last_line[0] = 0;
+    verbose_begin();
+    if (!st) st = attn_sdpa_backward(&dq, &dk, &dv, NULL, &dout, &q, &k, &v, &out, &lse, NULL, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    check(!st && strstr(verbose_last_line, " q=bf16(2,5,8) ") != NULL, "verbose_backward_names_bf16_q",
+          "status %d: %s", (int)st, verbose_last_line);
+    /* a ragged batch of q's 2 rows as (T = 2, H = 5, E = 8) packed: unplanned, then planned */
+    int64_t cu[3] = {0, 1, 2}, sp[3] = {2, 5, 8};
+    attn_tensor qp = q, kp = k, vp = v, op = out;
+    qp.shape[0] = kp.shape[0] = vp.shape[0] = op.shape[0] = sp[0];
+    verbose_last_line[0] = 0;
+    verbose_begin();
+    st = attn_sdpa_varlen(&op, NULL, &qp, &kp, &vp, cu, cu, 2, NULL, NULL, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    check(!st && strstr(verbose_last_line, " q=bf16(2,5,8) ") != NULL, "verbose_varlen_names_bf16_q",
+          "status %d: %s", (int)st, verbose_last_line);
+    free(work), free(memory), work = NULL, memory = NULL;
+    st = attn_sdpa_plan_bytes(&bytes, 2, &err);
+    if (!st && !(memory = malloc(bytes))) st = ATTN_ERR_NO_MEMORY;
+    if (!st) st = attn_sdpa_varlen_plan_init(&plan, memory, bytes, &ws, &op, NULL, &qp, &kp, &vp, cu, cu, 2, NULL, NULL, &err);
+    if (!st && !(work = malloc(ws + 1))) st = ATTN_ERR_NO_MEMORY;
+    verbose_last_line[0] = 0;
+    verbose_begin();
+    if (!st) st = attn_sdpa_run(plan, &op, NULL, &qp, &kp, &vp, work, ws, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    check(!st && strstr(verbose_last_line, " q=bf16(2,5,8) ") != NULL, "verbose_varlen_plan_run_names_bf16_q",
+          "status %d: %s", (int)st, verbose_last_line);
     free(work), free(memory), free(q.data), free(k.data), free(v.data), free(out.data);
+    free(lse.data), free(dout.data), free(dq.data), free(dk.data), free(dv.data);
 }
 
 int main(void) {

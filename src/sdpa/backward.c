@@ -187,10 +187,13 @@ void attn_backward_finish(attn_backward_call *c) {
 
 /* Plan and check the call; with `bytes`, only measure its scratch, else run
  * it: its memory taken (accumulators zeroed), the fused kernel or the exact
- * one on every slice, then the gradients written out. */
+ * one on every slice, then the gradients written out. shown_q (NULL: q):
+ * the q the ATTN_VERBOSE line names, a 16-bit call's own where q is its f32
+ * copy. */
 static attn_status backward(size_t *bytes, attn_tensor *const grad[4], const attn_tensor *dout, const attn_tensor *q,
                             const attn_tensor *k, const attn_tensor *v, const attn_tensor *out,
-                            const attn_tensor *lse, const attn_sdpa_options *options, attn_error *err) {
+                            const attn_tensor *lse, const attn_sdpa_options *options, const attn_tensor *shown_q,
+                            attn_error *err) {
     attn_sdpa_options o;
     attn_context c;
     attn_status st = attn_options_read(&o, &c, options, err);
@@ -217,7 +220,11 @@ static attn_status backward(size_t *bytes, attn_tensor *const grad[4], const att
     if (!(st = attn_backward_take(&call, &arena, err)) && !(fused && (st = attn_flash_backward_run(gs, &info, err))))
         attn_backward_finish(&call);
     attn_arena_release(&arena);
-    if (verbose) attn_verbose_report("sdpa_backward", &info, &call.gs.f, &o, attn_now_ms() - t0);
+    if (verbose) {
+        attn_slices shown = call.gs.f;
+        if (shown_q) shown.q = shown_q;
+        attn_verbose_report("sdpa_backward", &info, &shown, &o, attn_now_ms() - t0);
+    }
     return st;
 }
 
@@ -292,7 +299,7 @@ static attn_status backward_half(size_t *bytes, attn_tensor *const grad[4], cons
     o.context = &rest;
     for (int i = 0; i < 3 && !bytes; i++) attn_tensor_convert(&wide[i], in[i], NULL); /* exact */
     size_t need = 0;
-    st = backward(bytes ? &need : NULL, inner, &wide[0], &wide[2], k, v, &wide[1], lse, &o, err);
+    st = backward(bytes ? &need : NULL, inner, &wide[0], &wide[2], k, v, &wide[1], lse, &o, q, err);
     if (!st && bytes) *bytes = attn_arena_needed(&arena) + need;
     for (int i = 0; i < 3 && !st && !bytes; i++)
         if (grad[i] && inner[i] != grad[i]) attn_tensor_convert(grad[i], &gw[i], NULL); /* the one rounding */
@@ -306,7 +313,7 @@ static attn_status backward_call(size_t *bytes, attn_tensor *const grad[4], cons
                                  const attn_tensor *out, const attn_tensor *lse, const attn_sdpa_options *options,
                                  attn_error *err) {
     if (q && attn_dtype_half(q->dtype)) return backward_half(bytes, grad, dout, q, k, v, out, lse, options, err);
-    return backward(bytes, grad, dout, q, k, v, out, lse, options, err);
+    return backward(bytes, grad, dout, q, k, v, out, lse, options, NULL, err);
 }
 
 attn_status attn_sdpa_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, attn_tensor *dmask,

@@ -198,7 +198,7 @@ attn_status attn_kv_paged_prepare(attn_sdpa_options *o, attn_paged_rows *k, attn
                                   const attn_sdpa_options *options, attn_error *err);
 attn_status attn_varlen_plan_run(attn_varlen_plan *plan, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                                  const attn_tensor *k, const attn_tensor *v, int64_t batch, const attn_sdpa_options *o,
-                                 attn_arena *arena, attn_error *err);
+                                 attn_arena *arena, const attn_tensor *shown_q, attn_error *err);
 
 /* One backward call (backward.c), in the steps attn_sdpa_backward takes,
  * so that a ragged batch (varlen.c) runs its sequences' kernels as one job:

@@ -268,7 +268,7 @@ attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *l
         return attn_fail(err, ATTN_ERR_WORKSPACE, "the workspace cannot hold the f32 copies of q and out");
     if (pl->batch >= 0) {
         st = attn_varlen_plan_run(pl->varlen, &pl->out, lse ? &pl->lse : NULL, &pl->q, &pl->k, &pl->v, pl->batch, &pl->o,
-                                  &arena, err);
+                                  &arena, pl->half ? q : NULL, err);
     } else {
         pl->sl.arena = &arena;
         bool verbose = attn_verbose_on();
@@ -278,7 +278,7 @@ attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *l
         pl->sl.arena = NULL; /* the arena was this call's */
         if (verbose) { /* a 16-bit plan's line names its caller's q, not the f32 copy */
             attn_slices shown = pl->sl;
-            if (pl->half) shown.q = &pl->q16;
+            if (pl->half) shown.q = q;
             attn_verbose_report("sdpa_run", &info, &shown, &pl->o, attn_now_ms() - t0);
         }
     }
@@ -400,7 +400,7 @@ static attn_status run_paged(attn_sdpa_plan *pl, attn_tensor *out, attn_tensor *
         pl->q.data = hq.data;
     }
     st = attn_varlen_plan_run(pl->varlen, &pl->out, lse ? &pl->lse : NULL, &pl->q, NULL, NULL, pl->batch, &pl->o, &arena,
-                              err);
+                              pl->half ? q : NULL, err);
     if (!st && pl->half && pl->no > 0) attn_tensor_convert(out, &pl->out, NULL); /* the one rounding */
     return st;
 }

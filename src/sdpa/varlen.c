@@ -355,11 +355,13 @@ static void report(const char *call, const seq *seqs, int64_t batch, const attn_
  * (a workspace's front), a measuring pass first with a workspace, then the
  * kernels, then the rows of sequences without keys. `front`: bytes of the
  * caller's workspace taken before c's (a 16-bit q's copies), counted in a
- * too small workspace's message, so that it names the caller's figures. */
+ * too small workspace's message, so that it names the caller's figures.
+ * shown_q (NULL: q): the q the ATTN_VERBOSE line names, a 16-bit call's
+ * own where q is its f32 copy. */
 static attn_status varlen_forward(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const batch_kv *kv,
                                   const int64_t *cu_q, int64_t batch, const attn_tensor *const *masks,
                                   const attn_sdpa_options *o, const attn_context *c, int64_t Ev, size_t front,
-                                  attn_error *err) {
+                                  const attn_tensor *shown_q, attn_error *err) {
     attn_status st;
     attn_arena arena = attn_arena_over(c->workspace, c->workspace_size);
     size_t n = batch > 0 ? (size_t)batch : 1;
@@ -390,7 +392,8 @@ static attn_status varlen_forward(attn_tensor *out, attn_tensor *lse, const attn
     if (!st) st = run_batch(seqs, flash, n_flash, decode, n_decode, batch, q->shape[2], Ev, o, &arena, &info, err);
     if (!st) write_empty(seqs, out, lse, cu_q, batch, o);
     if (!st && verbose)
-        report(kv->k_pages ? "sdpa_varlen_paged" : "sdpa_varlen", seqs, batch, lse, q, kv->k, kv->v, o, &info, t0);
+        report(kv->k_pages ? "sdpa_varlen_paged" : "sdpa_varlen", seqs, batch, lse, shown_q ? shown_q : q, kv->k, kv->v, o,
+               &info, t0);
     attn_arena_release(&arena);
     return st;
 }
@@ -418,7 +421,7 @@ static attn_status forward_half(attn_tensor *out, attn_tensor *lse, const attn_t
     attn_context rest = attn_arena_rest(&arena, c);
     if (nq > 0) attn_tensor_convert(&q32, q, NULL); /* exact */
     size_t front = c->workspace_size - rest.workspace_size; /* the copies and the alignment before them */
-    attn_status st = varlen_forward(&out32, lse, &q32, kv, cu_q, batch, masks, o, &rest, Ev, front, err);
+    attn_status st = varlen_forward(&out32, lse, &q32, kv, cu_q, batch, masks, o, &rest, Ev, front, q, err);
     if (!st && no > 0) attn_tensor_convert(out, &out32, NULL); /* the one rounding */
     attn_arena_release(&arena);
     return st;
@@ -472,7 +475,7 @@ attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const attn_tens
     batch_kv kv = {k, v, cu_seqlens_k, NULL, NULL};
     if (attn_dtype_half(q->dtype))
         return forward_half(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, v->shape[2], err);
-    return varlen_forward(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, v->shape[2], 0, err);
+    return varlen_forward(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, v->shape[2], 0, NULL, err);
 }
 
 /* Everything of attn_sdpa_varlen_paged's arguments checked (o as
@@ -537,7 +540,7 @@ attn_status attn_sdpa_varlen_paged(attn_tensor *out, attn_tensor *lse, const att
     if (st || (st = check_paged(&Ev, out, lse, q, cu_seqlens_q, batch, k_pages, v_pages, masks, &o, err))) return st;
     batch_kv kv = {NULL, NULL, NULL, k_pages, v_pages};
     if (attn_dtype_half(q->dtype)) return forward_half(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, Ev, err);
-    return varlen_forward(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, Ev, 0, err);
+    return varlen_forward(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, Ev, 0, NULL, err);
 }
 
 attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, const attn_tensor *dout,
@@ -758,7 +761,7 @@ void attn_varlen_plan_set_scales(attn_varlen_plan *pl, int64_t batch, const floa
 
 attn_status attn_varlen_plan_run(attn_varlen_plan *pl, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                                  const attn_tensor *k, const attn_tensor *v, int64_t batch, const attn_sdpa_options *o,
-                                 attn_arena *arena, attn_error *err) {
+                                 attn_arena *arena, const attn_tensor *shown_q, attn_error *err) {
     const int64_t *cu_q = pl->cu_q, *cu_k = pl->cu_k;
     for (int64_t b = 0; b < batch; b++) { /* the views of plan_batch, over these tensors */
         seq *s = &pl->seqs[b];
@@ -775,6 +778,8 @@ attn_status attn_varlen_plan_run(attn_varlen_plan *pl, attn_tensor *out, attn_te
     attn_status st = run_batch(pl->seqs, pl->flash, pl->n_flash, pl->decode, pl->n_decode, batch, q->shape[2],
                                pl->Ev, o, arena, &info, err);
     if (!st) write_empty(pl->seqs, out, lse, cu_q, batch, o);
-    if (!st && verbose) report(pl->k_rows ? "sdpa_run paged" : "sdpa_run varlen", pl->seqs, batch, lse, q, k, v, o, &info, t0);
+    if (!st && verbose)
+        report(pl->k_rows ? "sdpa_run paged" : "sdpa_run varlen", pl->seqs, batch, lse, shown_q ? shown_q : q, k, v, o,
+               &info, t0);
     return st;
 }
