@@ -231,6 +231,11 @@ static inline const float *attn_row_f32(const attn_mat *m, int64_t r, float *buf
     return buf;
 }
 
+/* Values c0 .. c0 + w - 1 of row i of m (f32, f16, bf16 or f64) as f32 in
+ * x: a row at a time where they are contiguous, else value by value
+ * (half.c). */
+void attn_mat_piece_f32(float *x, const attn_mat *m, int64_t i, int64_t c0, int64_t w);
+
 /* Where kernels read keys and values (dense or paged): rows.h. */
 #include "base/rows.h"
 

@@ -165,3 +165,11 @@ void attn_half_to_f32_row(float *dst, const void *src, int64_t n, bool f16) {
         dst[i] = f16 ? f16_to_f32(h) : bf16_to_f32(h);
     }
 }
+
+void attn_mat_piece_f32(float *x, const attn_mat *m, int64_t i, int64_t c0, int64_t w) {
+    const char *at = m->base + (i * m->rs + c0 * m->cs) * (int64_t)attn_dtype_size(m->dtype);
+    if (m->cs == 1 && m->dtype == ATTN_F32) memcpy(x, at, sizeof(float) * (size_t)w);
+    else if (m->cs == 1 && attn_dtype_half(m->dtype)) attn_half_to_f32_row(x, at, w, m->dtype == ATTN_F16);
+    else
+        for (int64_t c = 0; c < w; c++) x[c] = (float)attn_mat_get(m, i, c0 + c);
+}

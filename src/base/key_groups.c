@@ -60,16 +60,6 @@ static void quant_chunk(uint8_t *b, const float *x, int64_t w, attn_dtype format
     }
 }
 
-/* Values c0 .. c0 + w - 1 of row i of m (f32, f16, bf16 or f64) as f32:
- * a row at a time where they are contiguous, else value by value. */
-static void row_piece(float *x, const attn_mat *m, int64_t i, int64_t c0, int64_t w) {
-    const char *at = m->base + (i * m->rs + c0 * m->cs) * (int64_t)attn_dtype_size(m->dtype);
-    if (m->cs == 1 && m->dtype == ATTN_F32) memcpy(x, at, sizeof(float) * (size_t)w);
-    else if (m->cs == 1 && attn_dtype_half(m->dtype)) attn_half_to_f32_row(x, at, w, m->dtype == ATTN_F16);
-    else
-        for (int64_t c = 0; c < w; c++) x[c] = (float)attn_mat_get(m, i, c0 + c);
-}
-
 enum { CHUNK = 64 }; /* channels quantized at a time: the rule is per channel */
 
 void attn_group_quant(void *group, const attn_mat *m, int64_t t0, attn_dtype format) {
@@ -79,7 +69,7 @@ void attn_group_quant(void *group, const attn_mat *m, int64_t t0, attn_dtype for
     float x[G * CHUNK];
     for (int64_t c0 = 0; c0 < n; c0 += CHUNK) {
         int64_t w = n - c0 < CHUNK ? n - c0 : CHUNK; /* even (q4c), a multiple of 4 (q2c), as n */
-        for (int t = 0; t < G; t++) row_piece(x + t * w, m, t0 + t, c0, w);
+        for (int t = 0; t < G; t++) attn_mat_piece_f32(x + t * w, m, t0 + t, c0, w);
         quant_chunk(part, x, w, format);
         /* the chunk's fields moved to where a group of n channels has them */
         memcpy(b + 2 * c0, part, (size_t)(2 * w));
@@ -142,7 +132,7 @@ bool attn_group_push(uint16_t *window, int64_t R, const attn_mat *rows, int64_t 
     float x[CHUNK];
     for (int64_t c0 = 0; c0 < n; c0 += CHUNK) {
         int64_t w = n - c0 < CHUNK ? n - c0 : CHUNK;
-        row_piece(x, rows, i, c0, w);
+        attn_mat_piece_f32(x, rows, i, c0, w);
         attn_f32_to_half_row(to + c0, x, w, true);
     }
     return at == R + G - 1;

@@ -428,15 +428,10 @@ void attn_copy_kv_rows(attn_tensor *dst, const attn_tensor *src, const float *sc
                     for (int64_t c = 0; c < k; c++) buf[c] *= s;
                 if (rotate) attn_hadamard_f32(buf, n, work); /* turned back: H is its own inverse */
             } else {
-                /* Contiguous f32, f16 and bf16 values a row at a time (an
-                 * append of f32 rows is read in place); others value by value. */
+                /* An append of f32 rows is read in place; other rows into buf. */
+                attn_mat m = {(char *)in, src->dtype, 1, n, 0, scs};
                 if (src->dtype == ATTN_F32 && scs == 1 && !rotate && !scale) x = (const float *)(const void *)in + c0;
-                else if (src->dtype == ATTN_F32 && scs == 1) memcpy(buf, (const float *)(const void *)in + c0, sizeof(float) * (size_t)k);
-                else if (attn_dtype_half(src->dtype) && scs == 1) attn_half_to_f32_row(buf, in + 2 * c0, k, src->dtype == ATTN_F16);
-                else {
-                    attn_mat m = {(char *)in, src->dtype, 1, n, 0, scs};
-                    for (int64_t c = 0; c < k; c++) buf[c] = (float)attn_mat_get(&m, 0, c0 + c);
-                }
+                else attn_mat_piece_f32(buf, &m, 0, c0, k);
                 if (rotate) attn_hadamard_f32(buf, n, work); /* H x, rounded once, then scaled and quantized */
                 if (scale) /* x / s, one f32 rounding, then quantized */
                     for (int64_t c = 0; c < k; c++) buf[c] /= s;
