@@ -1340,8 +1340,12 @@ static void paged_row(bool decode, int64_t P, bool huge, bool head_major, bool a
  * decode from head-major pools (attn_kv_pages_desc.head_major), whose
  * heads' pages lie apart. */
 static void paged_rows(bool as_json) {
-    for (int i = 0; i < 10; i++)
-        paged_row(i % 6 >= 2, i % 2 ? 256 : 16, i >= 4 && i < 6, i >= 6, as_json, i == 9);
+    static const struct { bool decode; int64_t P; bool huge, head_major; } ROWS[] = {
+        {false, 16, false, false}, {false, 256, false, false}, {true, 16, false, false}, {true, 256, false, false},
+        {true, 16, true, false},   {true, 256, true, false},   {false, 16, false, true},  {false, 256, false, true},
+        {true, 16, false, true},   {true, 256, false, true}};
+    enum { N = sizeof ROWS / sizeof ROWS[0] };
+    for (int i = 0; i < N; i++) paged_row(ROWS[i].decode, ROWS[i].P, ROWS[i].huge, ROWS[i].head_major, as_json, i == N - 1);
 }
 
 /* ---- the backward pass ------------------------------------------------------------ */
