@@ -268,11 +268,27 @@ static uint16_t *residual_of(const attn_kv_pages *p, int64_t seq) {
     return p->kres + seq * p->d.heads * window_rows(p) * p->d.key_dim;
 }
 
+/* Where pages lie in a region: Hk heads of P rows a page, num_pages pages,
+ * head-major or a page's heads side by side (attn_kv_pages_desc.head_major). */
+typedef struct page_layout {
+    int64_t heads, P, num_pages;
+    bool head_major;
+} page_layout;
+
+/* Which part of the region, counted in one head's parts of a page, is
+ * head h's part of page `page`. */
+static int64_t part_of(page_layout g, int64_t page, int64_t h) {
+    return g.head_major ? h * g.num_pages + page : page * g.heads + h;
+}
+
+static page_layout pool_layout(const attn_kv_pages *p) {
+    return (page_layout){p->d.heads, p->d.page_size, p->d.num_pages, p->d.head_major != 0};
+}
+
 /* Grouped keys: head h's groups in page `page` (P / 32 of them). */
 static char *groups_of(const attn_kv_pages *p, int64_t page, int64_t h) {
     int64_t per_page = p->d.page_size / ATTN_KEY_GROUP;
-    int64_t part = p->d.head_major ? h * p->d.num_pages + page : page * p->d.heads + h; /* head h's part of the page */
-    return p->k + part * per_page * attn_group_bytes(p->d.key_dtype, p->d.key_dim);
+    return p->k + part_of(pool_layout(p), page, h) * per_page * attn_group_bytes(p->d.key_dtype, p->d.key_dim);
 }
 /* Grouped keys: head h's group of position pos (a multiple of 32) of a sequence with `table`. */
 static char *group_at(const attn_kv_pages *p, const int32_t *table, int64_t h, int64_t pos) {
@@ -379,13 +395,6 @@ int64_t attn_kv_pages_page_refs(const attn_kv_pages *pool, int64_t page) {
 
 /* ---- rows of pages as tensors --------------------------------------------- */
 
-/* Where pages lie in a region: Hk heads of P rows a page, num_pages pages,
- * head-major or a page's heads side by side (attn_kv_pages_desc.head_major). */
-typedef struct page_layout {
-    int64_t heads, P, num_pages;
-    bool head_major;
-} page_layout;
-
 /* Rows r0 .. r0 + n - 1 of `page`, every head, as a (Hk, n, cols) tensor over
  * the page region at base: what a copy into or out of one page reads or
  * writes. The caller has checked that the page region's bytes fit. */
@@ -393,14 +402,11 @@ static void page_rows(attn_tensor *t, const void *base, attn_dtype dt, page_layo
                       int64_t r0, int64_t n) {
     /* a row's step: cols elements, or a quantized row's bytes (attn_copy_rows' convention) */
     int64_t row = attn_dtype_quantized(dt) ? attn_row_bytes(dt, cols) : cols;
-    int64_t first = g.head_major ? page : page * g.heads, apart = g.head_major ? g.num_pages : 1; /* in heads' parts */
+    int64_t first = part_of(g, page, 0), apart = part_of(g, page, 1) - first; /* in heads' parts */
     char *at = (char *)base + ((first * g.P + r0) * row) * attn_stride_unit(dt);
     *t = (attn_tensor){at, dt, 3, {g.heads, n, cols}, {apart * g.P * row, row, 1}};
 }
 
-static page_layout pool_layout(const attn_kv_pages *p) {
-    return (page_layout){p->d.heads, p->d.page_size, p->d.num_pages, p->d.head_major != 0};
-}
 static page_layout view_layout(const attn_kv_paged_view *w) {
     return (page_layout){w->heads, w->page_size, w->num_pages, w->head_major != 0};
 }
