@@ -629,6 +629,92 @@ static void paged_refusals(void) {
         free(lse.data);
 }
 
+/* fp8 keys and values descaled by the options (k_descale, v_descale) rather
+ * than by a pool's own scales. A paged plan over a pool without scales
+ * runs them bitwise as attn_kv_paged_attend does, at 1 to 3 threads (a
+ * run once replaced the options' scales by the view's, none: a NULL
+ * read); and every kind of run refuses an out over a descale tensor, as
+ * the unplanned calls do, writing nothing. */
+static void descaled_plans(void) {
+    enum { HK = 2, HQ = 4, E = 32, NS = 2 };
+    attn_kv_pages_desc d = attn_kv_pages_desc_default();
+    d.heads = HK, d.key_dim = d.value_dim = E, d.dtype = ATTN_E4M3, d.page_size = 16, d.num_pages = 8;
+    d.max_sequences = NS;
+    attn_error err;
+    size_t bytes, ws = 0;
+    attn_status st = attn_kv_pages_bytes(&bytes, &d, &err);
+    void *pm = st ? NULL : malloc(bytes), *memory = NULL, *work = NULL;
+    attn_kv_pages *pool = NULL;
+    int64_t ids[NS], cuk[NS + 1] = {0, 20, 53}, cu[NS + 1] = {0, 1, 3}, sk[3] = {53, HK, E}, sq[3] = {3, HQ, E};
+    int64_t hk = HK;
+    attn_tensor k = make(ATTN_F32, 3, sk), v = make(ATTN_F32, 3, sk), q = make(ATTN_F32, 3, sq);
+    attn_tensor out = make(ATTN_F32, 3, sq), o1 = make(ATTN_F32, 3, sq), ks, vs;
+    float kd[HK] = {0.5f, 1.75f}, vd[HK] = {2.0f, 0.25f};
+    attn_tensor_init(&ks, kd, ATTN_F32, 1, &hk, NULL, NULL), attn_tensor_init(&vs, vd, ATTN_F32, 1, &hk, NULL, NULL);
+    if (!st) st = attn_kv_pages_init(&pool, pm, bytes, &d, &err);
+    for (int i = 0; i < NS && !st; i++) st = attn_kv_pages_create(pool, &ids[i], &err);
+    if (!st) st = attn_kv_pages_append(pool, ids, NS, &k, &v, cuk, &err);
+    attn_kv_paged_view w = attn_kv_paged_view_default();
+    if (!st) st = attn_kv_pages_view(&w, pool, &err);
+    attn_sdpa_plan *plan = NULL;
+    char name[96];
+    for (int threads = 1; threads <= 3; threads++) {
+        attn_context c = attn_context_default();
+        c.num_threads = threads;
+        attn_sdpa_options o = attn_sdpa_options_default();
+        o.context = &c, o.k_descale = &ks, o.v_descale = &vs;
+        attn_status s1 = st, s2 = st;
+        if (!s1) s1 = attn_sdpa_plan_bytes(&bytes, w.num_sequences, &err);
+        if (!s1) free(memory), memory = malloc(bytes);
+        if (!s1) s1 = attn_kv_paged_plan_init(&plan, memory, bytes, &ws, &out, NULL, &q, cu, &w, NULL, &o, &err);
+        if (!s1) free(work), work = malloc(ws ? ws : 1);
+        if (!s1) s1 = attn_kv_paged_run(plan, &out, NULL, &q, w.k_pages, w.v_pages, work, ws, &err);
+        if (!s1) s2 = attn_kv_paged_attend(&o1, NULL, &q, cu, &w, NULL, &o, &err);
+        snprintf(name, sizeof name, "paged_plan_options_descale_threads%d", threads);
+        check(!s1 && !s2 && same_bits(&out, &o1), name, "run %d, attend %d: %s", (int)s1, (int)s2,
+              s1 || s2 ? err.message : "out differs");
+    }
+    /* out over the options' descale tensors: every run refuses it */
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.k_descale = &ks, o.v_descale = &vs;
+    float over[HQ * E * 3];
+    attn_tensor on = out;
+    on.data = over;
+    memset(over, 0x5a, sizeof over);
+    ks.data = over; /* the scales now lie in out's memory */
+    over[0] = over[1] = 1.0f;
+    st = plan ? attn_kv_paged_run(plan, &on, NULL, &q, w.k_pages, w.v_pages, work, ws, &err) : ATTN_ERR_PLAN;
+    check(st == ATTN_ERR_STRIDE && ((unsigned char *)over)[8] == 0x5a, "paged_run_refuses_out_over_k_descale",
+          "status %d: %s", (int)st, err.message);
+    ks.data = kd;
+    /* a dense plan of the same fp8 rows, seen as (Hk, S, E), and a ragged one */
+    attn_tensor kv[2], q2, o2;
+    int64_t sq2[3] = {HQ, 1, E};
+    attn_tensor_init(&q2, q.data, ATTN_F32, 3, sq2, NULL, NULL), attn_tensor_init(&o2, out.data, ATTN_F32, 3, sq2, NULL, NULL);
+    if (!attn_kv_pages_view(&w, pool, &err)) {
+        for (int i = 0; i < 2; i++) { /* sequence 0's first page: rows (h, j) at page 0 */
+            int64_t shape[3] = {HK, 16, E}, strides[3] = {16 * E, E, 1};
+            attn_tensor_init(&kv[i], (void *)(uintptr_t)(i ? w.v_pages : w.k_pages), ATTN_E4M3, 3, shape, strides, NULL);
+        }
+    }
+    attn_sdpa_plan *dense = NULL;
+    attn_sdpa_plan_bytes(&bytes, 0, NULL);
+    void *dm = malloc(bytes);
+    st = attn_sdpa_plan_init(&dense, dm, bytes, &ws, &o2, NULL, &q2, &kv[0], &kv[1], &o, &err);
+    free(work), work = malloc(ws ? ws : 1);
+    attn_tensor on2 = o2;
+    on2.data = over;
+    memset(over, 0x5a, sizeof over);
+    vs.data = over + 4;
+    over[4] = over[5] = 1.0f;
+    if (!st) st = attn_sdpa_run(dense, &on2, NULL, &q2, &kv[0], &kv[1], work, ws, &err);
+    check(st == ATTN_ERR_STRIDE && ((unsigned char *)over)[0] == 0x5a, "sdpa_run_refuses_out_over_v_descale",
+          "status %d: %s", (int)st, err.message);
+    vs.data = vd;
+    free(dm), free(memory), free(work), free(pm), free(k.data), free(v.data), free(q.data), free(out.data),
+        free(o1.data);
+}
+
 /* A ragged batch of no sequences planned in exactly the bytes
  * attn_sdpa_plan_bytes gives for batch 0 (ASan sees any write past them),
  * and run. */
@@ -774,6 +860,7 @@ int main(void) {
     refusals();
     paged_refusals();
     quant_paged_refusals();
+    descaled_plans();
     empty_varlen_plan();
     empty_half_plans();
     verbose_names_half_q();

@@ -162,8 +162,9 @@ attn_status attn_varlen_plan_make(attn_varlen_plan **plan, void *memory, size_t 
  * does and plans it; a run first points the row sources at the layer's
  * memory (attn_kv_paged_rows over them, the planned lengths kept) and its
  * per-head fp8 scales (attn_varlen_plan_set_scales: each sequence's copy
- * of the planned options' k_descale, v_descale over k_scale, v_scale,
- * NULL where none was planned), and then is attn_varlen_plan_run's (k and
+ * of the planned options' k_descale, v_descale over k_scale, v_scale;
+ * a NULL k_scale or v_scale leaves the options' own descale as planned),
+ * and then is attn_varlen_plan_run's (k and
  * v unused). */
 attn_varlen_plan *attn_varlen_plan_layout(void *memory, int64_t batch);
 attn_status attn_varlen_plan_make_paged(attn_varlen_plan *plan, size_t *workspace_bytes, attn_tensor *out,

@@ -254,9 +254,9 @@ attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *l
                          pl->workspace);
     /* The layouts are the plan's, so only the data can alias. */
     const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
-    const attn_named ins[6] = {{q, "q"}, {k, "k"}, {v, "v"}, {pl->o.mask, "mask"}, {pl->o.alibi_slopes, "alibi_slopes"},
-                               {pl->o.sinks, "sinks"}};
-    if ((st = attn_check_no_overlap(outs, 2, ins, 6, err))) return st;
+    const attn_named ins[8] = {{q, "q"}, {k, "k"}, {v, "v"}, {pl->o.mask, "mask"}, {pl->o.alibi_slopes, "alibi_slopes"},
+                               {pl->o.sinks, "sinks"}, {pl->o.k_descale, "k_descale"}, {pl->o.v_descale, "v_descale"}};
+    if ((st = attn_check_no_overlap(outs, 2, ins, 8, err))) return st;
     for (int64_t b = 0; pl->masks && b < pl->batch; b++) {
         const attn_named mask = {pl->masks[b], "a sequence's mask"};
         if ((st = attn_check_no_overlap(outs, 2, &mask, 1, err))) return st;
@@ -378,11 +378,14 @@ static attn_status run_paged(attn_sdpa_plan *pl, attn_tensor *out, attn_tensor *
     for (int i = 0; i < 2; i++)
         attn_tensor_init(&scales[i], (void *)(uintptr_t)sc[i], ATTN_F32, 1, &w->heads, NULL, NULL);
     const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
-    attn_named ins[11] = {{q, "q"}, {pl->o.alibi_slopes, "alibi_slopes"}, {pl->o.sinks, "sinks"}};
+    attn_named ins[13] = {{q, "q"}, {pl->o.alibi_slopes, "alibi_slopes"}, {pl->o.sinks, "sinks"}};
     for (int r = 0; r < 5; r++) ins[3 + r] = (attn_named){regions[r].data ? &regions[r] : NULL, attn_kv_paged_region_names[r]};
     ins[8] = (attn_named){residual.data ? &residual : NULL, "the residual keys"};
     ins[9] = (attn_named){sc[0] ? &scales[0] : NULL, "k_scale"}, ins[10] = (attn_named){sc[1] ? &scales[1] : NULL, "v_scale"};
-    if ((st = attn_check_no_overlap(outs, 2, ins, 11, err))) return st;
+    /* a view without scales: the options' own descale tensors, if any (with scales, pl->o's are the planned view's) */
+    ins[11] = (attn_named){sc[0] ? NULL : pl->o.k_descale, "k_descale"};
+    ins[12] = (attn_named){sc[1] ? NULL : pl->o.v_descale, "v_descale"};
+    if ((st = attn_check_no_overlap(outs, 2, ins, 13, err))) return st;
     for (int64_t b = 0; pl->masks && b < pl->batch; b++) {
         const attn_named mask = {pl->masks[b], "a sequence's mask"};
         if ((st = attn_check_no_overlap(outs, 2, &mask, 1, err))) return st;

@@ -753,9 +753,11 @@ attn_paged_rows *attn_varlen_plan_k_rows(attn_varlen_plan *pl) { return pl->k_ro
 attn_paged_rows *attn_varlen_plan_v_rows(attn_varlen_plan *pl) { return pl->v_rows; }
 
 void attn_varlen_plan_set_scales(attn_varlen_plan *pl, int64_t batch, const float *k_scale, const float *v_scale) {
-    for (int64_t b = 0; b < batch; b++) { /* descale_row's (Hk,) copies: rank 1, so the array itself */
-        if (pl->seqs[b].kd.data) pl->seqs[b].kd.data = (void *)(uintptr_t)k_scale;
-        if (pl->seqs[b].vd.data) pl->seqs[b].vd.data = (void *)(uintptr_t)v_scale;
+    /* descale_row's (Hk,) copies: rank 1, so the array itself. A view
+     * without scales keeps the options' descale rows. */
+    for (int64_t b = 0; b < batch; b++) {
+        if (k_scale && pl->seqs[b].kd.data) pl->seqs[b].kd.data = (void *)(uintptr_t)k_scale;
+        if (v_scale && pl->seqs[b].vd.data) pl->seqs[b].vd.data = (void *)(uintptr_t)v_scale;
     }
 }
 
