@@ -1487,7 +1487,7 @@ ATTN_API attn_status attn_rope_backward(attn_tensor *dx, const attn_tensor *dout
  * f32 gives, bitwise. sinks are in the input's dtype. */
 typedef struct attn_mha_params {
     size_t struct_size;    /* set by attn_mha_params_default() (see "Versioned structs") */
-    int64_t embed_dim;     /* E */
+    int64_t embed_dim;     /* E, 1 to 2^24 */
     int64_t num_heads;     /* Hq; E must be a multiple of it */
     int64_t num_kv_heads;  /* Hkv; 0: num_heads. num_heads must be a multiple of it */
     int64_t kdim, vdim;    /* key and value input sizes; 0: E */

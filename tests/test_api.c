@@ -1905,6 +1905,14 @@ static void test_mha(void) {
     p.num_heads = 3;
     check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_HEADS, "not a multiple of num_heads",
                  "err_mha_heads");
+    /* a size out of range is named with its value, not called "not positive" */
+    p.num_heads = H, p.embed_dim = (int64_t)1 << 40;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_SHAPE,
+                 "embed_dim is 1099511627776; it must be 1 to 16777216", "err_mha_embed_dim_too_large");
+    p.embed_dim = E, p.kdim = -2;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_SHAPE, "kdim is -2",
+                 "err_mha_kdim_negative");
+    p.kdim = 0;
     p.num_heads = H, p.in_proj_weight = NULL;
     check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_NULL, "give in_proj_weight",
                  "err_mha_no_projection");

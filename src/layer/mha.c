@@ -77,8 +77,15 @@ attn_status attn_mha_check_params(attn_mha_call *m, attn_error *err) {
     const attn_mha_params *p = &m->p;
     m->E = p->embed_dim, m->Hq = p->num_heads, m->Hkv = p->num_kv_heads ? p->num_kv_heads : p->num_heads;
     m->kdim = p->kdim ? p->kdim : m->E, m->vdim = p->vdim ? p->vdim : m->E;
-    if (m->E < 1 || m->Hq < 1 || m->Hkv < 1 || m->kdim < 1 || m->vdim < 1 || m->E > ((int64_t)1 << 24))
-        return attn_fail(err, ATTN_ERR_SHAPE, "embed_dim, num_heads, num_kv_heads, kdim and vdim must be positive");
+    if (m->E < 1 || m->E > ((int64_t)1 << 24))
+        return attn_fail(err, ATTN_ERR_SHAPE, "embed_dim is %lld; it must be 1 to %lld", (long long)m->E,
+                         (long long)1 << 24);
+    const int64_t sizes[4] = {p->num_heads, p->num_kv_heads, p->kdim, p->vdim}, least[4] = {1, 0, 0, 0};
+    static const char *const SIZES[4] = {"num_heads", "num_kv_heads", "kdim", "vdim"};
+    for (int i = 0; i < 4; i++) /* the last three: 0 for their defaults */
+        if (sizes[i] < least[i])
+            return attn_fail(err, ATTN_ERR_SHAPE, "%s is %lld; it must be %s", SIZES[i], (long long)sizes[i],
+                             least[i] ? "at least 1" : "0 (the default) or more");
     if (m->E % m->Hq) return attn_fail(err, ATTN_ERR_HEADS, "embed_dim %lld is not a multiple of num_heads %lld", (long long)m->E, (long long)m->Hq);
     if (m->Hq % m->Hkv) return attn_fail(err, ATTN_ERR_HEADS, "num_heads %lld is not a multiple of num_kv_heads %lld", (long long)m->Hq, (long long)m->Hkv);
     m->D = m->E / m->Hq;
