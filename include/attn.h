@@ -2433,8 +2433,9 @@ ATTN_API attn_status attn_mha_cached_batch(attn_tensor *out, const attn_tensor *
  * creates on first use. Results are bitwise identical for any thread count:
  * work is split into items whose results do not depend on who runs them.
  * n >= 1 sets the number of threads (the caller included; at most 256);
- * n <= 0 restores the default: ATTN_NUM_THREADS from the environment, else
- * the number of online CPUs (counted once, at the first call that needs it). */
+ * n <= 0 restores the default: ATTN_NUM_THREADS from the environment (a
+ * whole number >= 1, 256 if larger; other text is ignored), else the
+ * number of online CPUs (counted once, at the first call that needs it). */
 ATTN_API void attn_set_num_threads(int n);
 /* The number of threads the next call will use. */
 ATTN_API int attn_get_num_threads(void);

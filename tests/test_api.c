@@ -2717,7 +2717,33 @@ static void test_measuring_without_data(void) {
     free(h);
 }
 
+/* ATTN_NUM_THREADS is a whole number of threads: at most 256 however large
+ * (atoi wrapped 4294967297 to 1, and reading past int is undefined), and
+ * text that is no number ("3x", "") the default, the CPUs online. */
+static void test_num_threads_env(void) {
+    const char *saved = getenv("ATTN_NUM_THREADS");
+    char keep[64] = "";
+    if (saved) snprintf(keep, sizeof keep, "%s", saved);
+    attn_set_num_threads(0);
+    unsetenv("ATTN_NUM_THREADS");
+    const int cpus = attn_get_num_threads();
+    static const struct { const char *env; int want; } CASES[] = {
+        {"3", 3}, {"256", 256}, {"1000", 256}, {"4294967297", 256}, {"99999999999999999999", 256},
+        {"3x", 0}, {"", 0}, {"-1", 0}, {"0", 0}, {"abc", 0},
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        setenv("ATTN_NUM_THREADS", CASES[i].env, 1);
+        int got = attn_get_num_threads(), want = CASES[i].want ? CASES[i].want : cpus;
+        char name[96];
+        snprintf(name, sizeof name, "num_threads_env_%zu", i);
+        check(got == want, name, "ATTN_NUM_THREADS=\"%s\" gives %d threads; want %d", CASES[i].env, got, want);
+    }
+    if (saved) setenv("ATTN_NUM_THREADS", keep, 1);
+    else unsetenv("ATTN_NUM_THREADS");
+}
+
 int main(void) {
+    test_num_threads_env();
     test_basics();
     test_tuning();
     test_additive();

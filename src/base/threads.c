@@ -25,6 +25,7 @@ int attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx
     return n_items > 0;
 }
 #else
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <unistd.h>
@@ -181,13 +182,27 @@ static int online_cpus(void) {
     return n;
 }
 
+/* ATTN_NUM_THREADS as a whole number >= 1, at most MAX_THREADS however
+ * large (atoi's overflow is undefined, and glibc's wrapped 2^32 + 1 to 1);
+ * 0 when unset or not such a number ("3x", "", "-1"). */
+static int env_threads(void) {
+    const char *env = getenv("ATTN_NUM_THREADS");
+    if (!env) return 0;
+    char *end;
+    int saved = errno; /* the caller's, kept */
+    errno = 0;
+    long n = strtol(env, &end, 10);
+    bool range = errno == ERANGE;
+    errno = saved;
+    if (end == env || *end || n < 1) return 0;
+    return range || n > MAX_THREADS ? MAX_THREADS : (int)n;
+}
+
 int attn_get_num_threads(void) {
     int n = atomic_load(&requested);
     if (n > 0) return n;
-    const char *env = getenv("ATTN_NUM_THREADS");
-    n = env ? atoi(env) : 0;
-    if (n <= 0) n = online_cpus();
-    return n > MAX_THREADS ? MAX_THREADS : n;
+    n = env_threads();
+    return n > 0 ? n : online_cpus();
 }
 
 /* Make sure the pool has at least `want` workers besides the caller. */
