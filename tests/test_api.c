@@ -709,7 +709,7 @@ static void test_toy(void) {
      * was once the unknown word 'the' with its quotes, and "cat<NBSP>sat" one
      * unknown word. An apostrophe inside a word stays in it. */
     static const char *const PASTED[] = {"'the' 'cat' sat", "\xe2\x80\x9cthe cat\xe2\x80\x9d sat",
-                                         "the\xc2\xa0" "cat\xe2\x80\x94sat\xe2\x80\xa6",
+                                         ("the\xc2\xa0" "cat\xe2\x80\x94sat\xe2\x80\xa6"),
                                          "\xef\xbb\xbf\xe2\x80\x98the\xe2\x80\x99 cat\xe2\x80\xafsat"};
     for (size_t i = 0; i < sizeof PASTED / sizeof *PASTED; i++) {
         n = -1;
