@@ -150,6 +150,9 @@ static bool stream_path(const char *path) {
 static int resolve(cli_output *out) {
     struct stat st;
     out->direct = false;
+    /* -o "" (an unset shell variable) names no file: the temporary would be
+     * made as "..tmp.XXXXXX" and the rename would fail with ENOENT. */
+    if (!out->path[0]) return cli_error(EXIT_USAGE, "an output file name is empty");
     if (stream_path(out->path)) {
         out->direct = true;
         return 0;

@@ -165,6 +165,12 @@ def main():
                                    r"-o and -w name the same file", ())
     report("usage_same_outputs_symlink", not problems and
            np.array_equal(np.load(os.path.join(TMP, "held.npy")), np.arange(3.0)), "; ".join(problems))
+    # An empty output name (an unset shell variable, -o "$OUT"): said so, no
+    # "cannot rename into :", and no temporary left behind.
+    expect_error("output_path_empty", base[:-2] + ["-o", ""], 1, r"an output file name is empty")
+    expect_error("output_path_empty_weights", base + ["-w", ""], 1, r"an output file name is empty")
+    expect_error("output_path_empty_svg", ["scaling", "--no-train", "--dims", "4", "--svg", ""], 1,
+                 r"an output file name is empty")
     # A number is the whole argument: strtoull read " -1" as 2^64 - 1, and
     # strtol and strtod skip white space before a number (not after it).
     for flag, value in (("--seed", " -1"), ("--seed", " 5"), ("--threads", " 4"), ("--scale", " 1"),
