@@ -1043,6 +1043,18 @@ function unknownText(word, suggestion) {
     : `"${word}" is not in the toy vocabulary, which knows: ${vocab().words.join(' ')}.`;
 }
 
+// The error of a source sentence (web_explain's "the source: ..."), said as
+// the sentence's own: its unknown word, and one suggestion.
+function sourceErrorText(source, r) {
+  if (r.start < 0) return `${r.error.replace(/^the source: the sentence/, 'The source sentence')}.`;
+  return `The source sentence: ${unknownText(wordAt(source, r), r.suggestion)}`;
+}
+
+// The unknown word of an error r in text (its start and length count bytes of UTF-8).
+function wordAt(text, r) {
+  return new TextDecoder().decode(new TextEncoder().encode(text).subarray(r.start, r.start + r.length));
+}
+
 // The nearest sentence the toy knows: each unknown word replaced by its
 // closest known word, or dropped when none is close.
 function nearestSentence(sentence) {
@@ -1096,8 +1108,8 @@ function update(typing = false) {
     document.getElementById('shuffle-note').textContent = '';
     const input = document.getElementById('sentence');
     if (r.error) {
-      if (r.start === -1 && /^the source/.test(r.error)) {
-        setError('error', `${r.error.replace(/^the source/, 'The source sentence')}.${r.suggestion ? ` Did you mean "${r.suggestion}"?` : ''}`);
+      if (/^the source/.test(r.error)) {
+        setError('error', sourceErrorText(state.source, r));
         if (state.result) document.body.dataset.stale = '1';
         return;
       }
@@ -1494,20 +1506,34 @@ function showState() {
   document.querySelector(`input[name=head][value=${state.head}]`).checked = true;
 }
 
-// A link whose sentence has an unknown word opens on the nearest sentence the
-// toy knows, with the error that says what was replaced.
+// A link the toy cannot take opens on what it can, drawn, with the error that
+// says what was replaced: a sentence with an unknown word on the nearest
+// sentence the toy knows; one with no words or too many on the default; a bad
+// source sentence on the link's sentence alone (self-attention). Clearing the
+// box writes such a link (#s=), so a reload opens one.
 function openLink() {
   const r = explain(state);
-  if (!r.error || r.start < 0) return;
-  const bytes = new TextEncoder().encode(state.sentence);
-  const word = new TextDecoder().decode(bytes.subarray(r.start, r.start + r.length));
-  const nearest = nearestSentence(state.sentence);
-  const asked = state.sentence;
-  state.sentence = nearest;
+  if (!r.error) return;
+  let text;
+  if (/^the source/.test(r.error)) {
+    text = (r.start >= 0 ? `The link's source sentence "${state.source}": ${unknownText(wordAt(state.source, r), r.suggestion)}`
+      : `The link's source sentence ${r.error.replace(/^the source: the sentence /, '')}.`) +
+      ' Showing the sentence on itself (self-attention).';
+    state.source = '';
+  } else {
+    const asked = state.sentence;
+    const nearest = nearestSentence(state.sentence);
+    state.sentence = nearest;
+    if (r.start >= 0) {
+      text = `The link's sentence "${asked}" has a word the toy does not know: ${unknownText(wordAt(asked, r), r.suggestion)} ` +
+        `Showing the nearest sentence it knows: "${nearest}".`;
+    } else {
+      text = `The link's sentence ${r.error.replace(/^the sentence /, '')}. Showing "${nearest}".`;
+    }
+  }
   showState();
   update();
-  setError('link', `The link's sentence "${asked}" has a word the toy does not know: ${unknownText(word, r.suggestion)} ` +
-    `Showing the nearest sentence it knows: "${nearest}".`);
+  setError('link', text);
   document.getElementById('error').dataset.kind = 'error';
 }
 

@@ -662,6 +662,23 @@ async function main() {
     document.querySelectorAll('svg.heatmap[data-name="Q"] g.cell').length]);
   report('link_with_unknown_word_opens_nearest', /cta/.test(link[0]) && /nearest/.test(link[0]) && link[1] === 'the cat sat on the' &&
     link[2] === 20, JSON.stringify(link));
+  // A link the toy cannot take at all (no words, more than 64, a bad source sentence: clearing the box
+  // writes #s= into the address, so a reload opens one): the default sentence or the link's own without
+  // its source, drawn, and an error that says what was replaced, with one suggestion.
+  for (const [name, frag, drawn, why] of [
+    ['empty', '#s=', 'the cat sat on the mat', /^The link's sentence has no words\. Showing "the cat sat on the mat"/],
+    ['too_long', '#s=' + 'the+cat+'.repeat(33) + 'sat', 'the cat sat on the mat', /^The link's sentence has more than 64 words\./],
+    ['bad_source', '#s=the+cat+sat&src=the+cta', 'the cat sat', /^The link's source sentence "the cta": "cta" is not in the toy vocabulary\. Did you mean "cat"\? Showing/]]) {
+    const fresh = await context.newPage();
+    watch(fresh);
+    await fresh.goto(PAGE + frag);
+    await fresh.waitForFunction(() => document.body.dataset.ready === '1', null, { timeout: 20000 });
+    const got = await fresh.evaluate(() => [document.getElementById('error').textContent, document.body.dataset.sentence,
+      document.querySelectorAll('svg.heatmap[data-name="Q"] g.cell').length, document.getElementById('source').value]);
+    report(`link_${name}_opens_a_drawn_sentence`, why.test(got[0]) && (got[0].match(/Did you mean/g) || []).length <= 1 &&
+      got[1] === drawn && got[2] === 4 * drawn.split(' ').length && got[3] === '', JSON.stringify(got));
+    await fresh.close();
+  }
   await linked.goto(PAGE + '#s=the+dog+chased+a+ball&causal=1');
   await linked.reload();
   await settled(linked);
@@ -811,6 +828,12 @@ async function main() {
   const kLabels = await page.$$eval('svg.heatmap[data-name="K"] text.row-label', (ls) => ls.map((l) => l.textContent));
   report('cross_attention_on_the_page', close(crossShown.weights, crossWant.weights) && crossShown.weights[0].length === 5 &&
     kLabels.length === 5 && kLabels.includes('chased'), `${crossShown.weights[0].length} keys; ${kLabels}`);
+  // A typed source sentence with an unknown word: the same message as the sentence's, said once.
+  await page.fill('#source', 'my dgo chased a ball');
+  await page.waitForFunction(() => /dgo/.test(document.getElementById('error').textContent));
+  const srcError = await page.textContent('#error');
+  report('source_unknown_word_message', /^The source sentence: "dgo" is not in the toy vocabulary\. Did you mean "dog"\?/.test(srcError) &&
+    srcError.match(/Did you mean/g).length === 1 && !/known words/.test(srcError), srcError);
   await page.fill('#source', '');
   await page.waitForFunction(() => !/src=/.test(location.hash));
 
