@@ -1296,8 +1296,11 @@ function lossCurve(loss, upto) {
 function trainHead() {
   const checkpoints = [1, 10, 30, 100, 300, 1000];
   const button = document.getElementById('train');
+  if (!state.result) return;
   button.disabled = true;
-  const sentence = state.sentence;
+  // The sentence drawn, which the box's text is not while it holds an
+  // unknown word ("the matrices below are still those of ...").
+  const sentence = state.result.tokens.join(' ');
   const final = train(sentence, 1000);
   if (final.error) {
     document.getElementById('train-status').textContent = final.error;

@@ -909,6 +909,17 @@ async function main() {
   const same = (a, b) => a.length === b.length && a.every((x, i) => Array.isArray(x) ? same(x, b[i]) : Math.abs(x - b[i]) < 1e-12);
   report('train_on_the_page_equals_attn_train', same(trained.loss, tw.loss) && same(trained.weights.flat(), tw.weights) &&
     trained.weights[2][1] > 0.5, `sat -> cat ${trained.weights[2][1]}`);
+  // Train while the box holds a word the toy does not know: it trains on the sentence drawn, as the
+  // figures say ("still those of ..."), not on the box's text, which failed with the library's message.
+  await page.fill('#sentence', 'the cat sat on the mta');
+  await page.waitForFunction(() => document.body.dataset.stale === '1');
+  await page.evaluate(() => { delete document.body.dataset.trained; window.attnTrained = null; });
+  await page.click('#train');
+  await page.waitForFunction(() => document.body.dataset.trained === '1000' || /unknown word/.test(document.getElementById('train-status').textContent),
+    null, { timeout: 60000 });
+  const staleTrain = await page.evaluate(() => [document.getElementById('train-status').textContent, window.attnTrained && window.attnTrained.tokens.join(' ')]);
+  report('train_with_a_bad_word_in_the_box_trains_the_drawn_sentence', /^step 1000/.test(staleTrain[0]) &&
+    staleTrain[1] === 'the cat sat on the mat', JSON.stringify(staleTrain));
 
   // Cell text contrast at least 4.5:1, in light and in dark mode.
   const contrastCheck = async (p) => p.evaluate(() => {
