@@ -32,9 +32,11 @@ function readString(ptr) {
   return new TextDecoder().decode(mem.subarray(ptr, end));
 }
 
-// A string in the library's memory (free it with lib.web_free).
+// A string in the library's memory (free it with lib.web_free). A NUL in the
+// text (a link's %00) becomes a space, the separator it is to the tokenizer:
+// the C string would end there, and the words after it would silently go.
 function cString(text) {
-  const bytes = new TextEncoder().encode(text + '\0');
+  const bytes = new TextEncoder().encode(text.replace(/\0/g, ' ') + '\0');
   const ptr = lib.web_alloc(bytes.length);
   new Uint8Array(lib.memory.buffer).set(bytes, ptr);
   return ptr;

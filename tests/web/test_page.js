@@ -668,7 +668,9 @@ async function main() {
   for (const [name, frag, drawn, why] of [
     ['empty', '#s=', 'the cat sat on the mat', /^The link's sentence has no words\. Showing "the cat sat on the mat"/],
     ['too_long', '#s=' + 'the+cat+'.repeat(33) + 'sat', 'the cat sat on the mat', /^The link's sentence has more than 64 words\./],
-    ['bad_source', '#s=the+cat+sat&src=the+cta', 'the cat sat', /^The link's source sentence "the cta": "cta" is not in the toy vocabulary\. Did you mean "cat"\? Showing/]]) {
+    ['bad_source', '#s=the+cat+sat&src=the+cta', 'the cat sat', /^The link's source sentence "the cta": "cta" is not in the toy vocabulary\. Did you mean "cat"\? Showing/],
+    // A NUL separates words as any other control character: the C string must not end there ("the" alone).
+    ['nul', '#s=the%00cat%00sat', 'the cat sat', /^$/]]) {
     const fresh = await context.newPage();
     watch(fresh);
     await fresh.goto(PAGE + frag);
