@@ -1517,25 +1517,28 @@ function showState() {
 // source sentence on the link's sentence alone (self-attention). Clearing the
 // box writes such a link (#s=), so a reload opens one.
 function openLink() {
-  const r = explain(state);
-  if (!r.error) return;
-  let text;
-  if (/^the source/.test(r.error)) {
-    text = (r.start >= 0 ? `The link's source sentence "${state.source}": ${unknownText(wordAt(state.source, r), r.suggestion)}`
-      : `The link's source sentence ${r.error.replace(/^the source: the sentence /, '')}.`) +
-      ' Showing the sentence on itself (self-attention).';
-    state.source = '';
-  } else {
-    const asked = state.sentence;
-    const nearest = nearestSentence(state.sentence);
-    state.sentence = nearest;
-    if (r.start >= 0) {
-      text = `The link's sentence "${asked}" has a word the toy does not know: ${unknownText(wordAt(asked, r), r.suggestion)} ` +
-        `Showing the nearest sentence it knows: "${nearest}".`;
+  // The sentence is checked before the source: a link bad in both takes two turns.
+  const texts = [];
+  for (let turn = 0; turn < 2; turn++) {
+    const r = explain(state);
+    if (!r.error) break;
+    if (/^the source/.test(r.error)) {
+      texts.push((r.start >= 0 ? `The link's source sentence "${state.source}": ${unknownText(wordAt(state.source, r), r.suggestion)}`
+        : `The link's source sentence ${r.error.replace(/^the source: the sentence /, '')}.`) +
+        ' Showing the sentence on itself (self-attention).');
+      state.source = '';
     } else {
-      text = `The link's sentence ${r.error.replace(/^the sentence /, '')}. Showing "${nearest}".`;
+      const asked = state.sentence;
+      const nearest = nearestSentence(state.sentence);
+      state.sentence = nearest;
+      texts.push(r.start >= 0
+        ? `The link's sentence "${asked}" has a word the toy does not know: ${unknownText(wordAt(asked, r), r.suggestion)} ` +
+          `Showing the nearest sentence it knows: "${nearest}".`
+        : `The link's sentence ${r.error.replace(/^the sentence /, '')}. Showing "${nearest}".`);
     }
   }
+  if (!texts.length) return;
+  const text = texts.join(' ');
   showState();
   update();
   setError('link', text);

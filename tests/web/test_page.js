@@ -670,7 +670,9 @@ async function main() {
     ['too_long', '#s=' + 'the+cat+'.repeat(33) + 'sat', 'the cat sat on the mat', /^The link's sentence has more than 64 words\./],
     ['bad_source', '#s=the+cat+sat&src=the+cta', 'the cat sat', /^The link's source sentence "the cta": "cta" is not in the toy vocabulary\. Did you mean "cat"\? Showing/],
     // A NUL separates words as any other control character: the C string must not end there ("the" alone).
-    ['nul', '#s=the%00cat%00sat', 'the cat sat', /^$/]]) {
+    ['nul', '#s=the%00cat%00sat', 'the cat sat', /^$/],
+    ['bad_sentence_and_source', '#s=&src=the+dgo', 'the cat sat on the mat',
+      /^The link's sentence has no words\. Showing "the cat sat on the mat"\. The link's source sentence "the dgo": "dgo" is not/]]) {
     const fresh = await context.newPage();
     watch(fresh);
     await fresh.goto(PAGE + frag);
