@@ -1041,6 +1041,9 @@ function markWord(sentence, result) {
 }
 
 function unknownText(word, suggestion) {
+  // At most 40 characters of it, as the command quotes: a pasted run of letters would fill the screen.
+  const chars = [...word];
+  if (chars.length > 40) word = chars.slice(0, 40).join('') + '…';
   return suggestion ? `"${word}" is not in the toy vocabulary. Did you mean "${suggestion}"?`
     : `"${word}" is not in the toy vocabulary, which knows: ${vocab().words.join(' ')}.`;
 }

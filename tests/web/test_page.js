@@ -494,6 +494,12 @@ async function main() {
   await page.waitForFunction(() => /Elephant/.test(document.getElementById('error').textContent));
   const far = await page.textContent('#error');
   report('far_word_lists_vocabulary', !/Did you mean/.test(far) && far.includes('chased') && far.includes('garden'), far);
+  // A pasted run of 5000 letters: the message quotes its first 40, as the command's does, not all of it.
+  await page.fill('#sentence', 'the ' + 'x'.repeat(5000) + ' sat');
+  await page.waitForFunction(() => /xxxx/.test(document.getElementById('error').textContent));
+  const longWord = await page.textContent('#error');
+  report('long_unknown_word_quoted_short', longWord.includes(`"${'x'.repeat(40)}…"`) && longWord.length < 600,
+    `${longWord.length} characters: ${longWord.slice(0, 80)}`);
   await setSentence(page, 'the cat sat');
   report('good_sentence_clears_stale', (await page.getAttribute('body', 'data-stale')) === null &&
     (await page.textContent('#error')) === '');
