@@ -111,6 +111,9 @@ int cli_output_close(cli_output *out, FILE *f);
 int cli_outputs_move(cli_output *outs, int n, int *failed);
 int cli_outputs_commit(cli_output *outs, int n);
 void cli_outputs_abort(cli_output *outs, int n);
+/* SIGINT, SIGTERM and SIGHUP (unless ignored) remove every temporary that
+ * exists, then end the command by the same signal (main, once). */
+void cli_remove_temporaries_on_signal(void);
 
 /* The end of main: flush and close stdout. A failed write (ENOSPC, EPIPE
  * with SIGPIPE ignored, EBADF) turns a successful `code` into one error

@@ -10,5 +10,6 @@ int main(int argc, char **argv) {
      * behind; ignored, the write fails with EFBIG, the error is reported
      * and the temporary removed. */
     signal(SIGXFSZ, SIG_IGN);
+    cli_remove_temporaries_on_signal();
     return cli_close_stdout(cli_main(argc, argv));
 }

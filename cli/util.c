@@ -5,7 +5,9 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -150,6 +152,9 @@ static bool stream_path(const char *path) {
 static int resolve(cli_output *out) {
     struct stat st;
     out->direct = false;
+    /* -o "" (an unset shell variable) names no file: the temporary would be
+     * made as "..tmp.XXXXXX" and the rename would fail with ENOENT. */
+    if (!out->path[0]) return cli_error(EXIT_USAGE, "an output file name is empty");
     if (stream_path(out->path)) {
         out->direct = true;
         return 0;
@@ -170,6 +175,49 @@ static int resolve(cli_output *out) {
         out->direct = !S_ISREG(st.st_mode);
     }
     return 0;
+}
+
+/* The temporaries that exist now, by name, for the signal handler below:
+ * Ctrl-C or a SIGTERM while the backward pass ran, after -o's temporary was
+ * written, left .out.npy.tmp.XXXXXX behind, as large as the output. A name
+ * still listed after its file was renamed or removed is harmless: the
+ * handler's unlink then finds nothing. */
+enum { MAX_LIVE = 16 };
+static char live_names[MAX_LIVE][sizeof ((cli_output *)0)->tmp];
+static volatile sig_atomic_t live[MAX_LIVE];
+
+static void track(const char *tmp, bool on) {
+    for (int i = 0; i < MAX_LIVE; i++) {
+        if (on && !live[i]) {
+            snprintf(live_names[i], sizeof live_names[i], "%s", tmp);
+            atomic_signal_fence(memory_order_seq_cst); /* the name is whole before the handler may read it */
+            live[i] = 1;
+            return;
+        }
+        if (!on && live[i] && strcmp(live_names[i], tmp) == 0) {
+            live[i] = 0;
+            return;
+        }
+    }
+}
+
+static void remove_temporaries(int sig) {
+    for (int i = 0; i < MAX_LIVE; i++)
+        if (live[i]) unlink(live_names[i]);
+    raise(sig); /* SA_RESETHAND made it fatal again: it ends the command as it would have */
+}
+
+void cli_remove_temporaries_on_signal(void) {
+    static const int SIGNALS[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof SIGNALS / sizeof *SIGNALS; i++) {
+        struct sigaction old, sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = remove_temporaries;
+        sa.sa_flags = SA_RESETHAND;
+        sigemptyset(&sa.sa_mask);
+        /* An ignored signal stays ignored (nohup, a background job's SIGINT). */
+        if (sigaction(SIGNALS[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(SIGNALS[i], &sa, NULL);
+    }
 }
 
 /* Create a fresh temporary beside out->target; returns its descriptor or -1
@@ -197,6 +245,7 @@ static int make_temporary(cli_output *out) {
     umask(mask);
     fchmod(fd, stat(out->target, &old) == 0 ? old.st_mode & 07777 : 0666 & ~mask);
     out->written = true; /* from now on, abort removes it */
+    track(out->tmp, true);
     return fd;
 }
 
@@ -219,6 +268,7 @@ static int make_held(cli_output *out) {
         return -1;
     }
     out->written = true; /* from now on, abort removes it */
+    track(out->tmp, true);
     return fd;
 }
 
@@ -307,7 +357,7 @@ int cli_outputs_move(cli_output *outs, int n, int *failed) {
     for (int i = 0; i < n; i++) {
         if (!outs[i].written || !outs[i].direct) continue;
         int e = deliver(&outs[i]);
-        remove(outs[i].tmp), outs[i].written = false;
+        remove(outs[i].tmp), outs[i].written = false, track(outs[i].tmp, false);
         if (e) {
             *failed = i;
             cli_outputs_abort(outs, n);
@@ -325,7 +375,7 @@ int cli_outputs_move(cli_output *outs, int n, int *failed) {
     int e = 0;
     for (int i = 0; i < n && !e; i++) {
         if (!outs[i].written) continue;
-        if (rename(outs[i].tmp, outs[i].target) == 0) outs[i].written = false, outs[i].moved = true;
+        if (rename(outs[i].tmp, outs[i].target) == 0) outs[i].written = false, outs[i].moved = true, track(outs[i].tmp, false);
         else e = errno, *failed = i;
     }
     /* On failure, undo the renames already made: each target gets back what
@@ -366,6 +416,7 @@ void cli_outputs_abort(cli_output *outs, int n) {
         if (outs[i].written) {
             remove(outs[i].tmp);
             outs[i].written = false;
+            track(outs[i].tmp, false);
         }
 }
 

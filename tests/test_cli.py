@@ -6,9 +6,11 @@ Usage: test_cli.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why".
 """
 import os
 import re
+import signal
 import struct
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -165,6 +167,12 @@ def main():
                                    r"-o and -w name the same file", ())
     report("usage_same_outputs_symlink", not problems and
            np.array_equal(np.load(os.path.join(TMP, "held.npy")), np.arange(3.0)), "; ".join(problems))
+    # An empty output name (an unset shell variable, -o "$OUT"): said so, no
+    # "cannot rename into :", and no temporary left behind.
+    expect_error("output_path_empty", base[:-2] + ["-o", ""], 1, r"an output file name is empty")
+    expect_error("output_path_empty_weights", base + ["-w", ""], 1, r"an output file name is empty")
+    expect_error("output_path_empty_svg", ["scaling", "--no-train", "--dims", "4", "--svg", ""], 1,
+                 r"an output file name is empty")
     # A number is the whole argument: strtoull read " -1" as 2^64 - 1, and
     # strtol and strtod skip white space before a number (not after it).
     for flag, value in (("--seed", " -1"), ("--seed", " 5"), ("--threads", " 4"), ("--scale", " 1"),
@@ -517,7 +525,39 @@ def main():
     np.save(keep, np.arange(3.0))
     attn("sdpa", "-q", pq32, "-k", save("k5.npy", np.zeros((2, 5, 5), np.float32)), "-v", pv32, "-o", keep)
     report("failed_run_keeps_old_output", np.array_equal(np.load(keep), np.arange(3.0)), "changed")
+    interrupted_runs(rng)
     return 1 if failed else 0
+
+
+def interrupted_runs(rng):
+    """Ctrl-C or a SIGTERM while the backward pass runs, after -o's
+    temporary was written: the command dies of the signal, as before, and
+    leaves no .out.npy.tmp.XXXXXX behind (it left one as large as the output)."""
+    d = os.path.join(TMP, "interrupted")
+    os.makedirs(d, exist_ok=True)
+    for name in ("q", "g"):
+        np.save(os.path.join(d, name + ".npy"), rng.standard_normal((8, 2048, 64)).astype(np.float32))
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        for f in os.listdir(d):
+            if f not in ("q.npy", "g.npy"):
+                os.remove(os.path.join(d, f))
+        p = subprocess.Popen([ATTN, "sdpa", "-q", "q.npy", "-k", "q.npy", "-v", "q.npy", "--grad-out", "g.npy",
+                              "-o", "out.npy", "--dq", "dq.npy", "--threads", "1"], cwd=d,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))  # not ignored, as in a background job
+        deadline, seen = time.monotonic() + 60, False
+        while not seen and p.poll() is None and time.monotonic() < deadline:
+            seen = any(f.startswith(".out.npy.tmp.") for f in os.listdir(d))
+            time.sleep(0.01)
+        if not seen or p.poll() is not None:
+            p.kill(), p.wait()
+            print(f"skip interrupted_{sig.name}_leaves_no_temporary: the run ended before its temporary was seen",
+                  flush=True)
+            continue
+        p.send_signal(sig)
+        rc = p.wait()
+        left = sorted(set(os.listdir(d)) - {"q.npy", "g.npy"})
+        report(f"interrupted_{sig.name}_leaves_no_temporary", rc == -sig and not left, f"exit {rc}, left {left}")
 
 
 def rank_sweep(command, inputs, args_for, accepted, names, outputs, rng):

@@ -57,7 +57,9 @@ static const char *error_json(const char *message, int start, int length, const 
  * source: NULL or "" for self-attention, else the sentence keys and values
  * come from (cross-attention); scale_by_d_model: divide by sqrt(d_model), the
  * slip. On a bad sentence: {"error", "start",
- * "length", "suggestion"}; an error in the source says so, with start -1. */
+ * "length", "suggestion"}, start and length the unknown word's bytes (else
+ * -1 and 0); an error in the source starts "the source: ", and its start and
+ * length are in the source. */
 WEB_EXPORT("web_explain")
 const char *web_explain(const char *sentence, int head, int causal, int no_scale, int mode, int positions, int tied,
                         const char *source, int scale_by_d_model) {
@@ -76,7 +78,8 @@ const char *web_explain(const char *sentence, int head, int causal, int no_scale
         bool unknown = strstr(err.message, "unknown word") != NULL;
         char msg[ATTN_ERROR_MESSAGE_SIZE];
         snprintf(msg, sizeof msg, "the source: %s", err.message);
-        return error_json(msg, -1, 0, unknown ? attn_toy_suggest(source + stok[ns].start, (size_t)stok[ns].length) : NULL);
+        return error_json(msg, unknown ? stok[ns].start : -1, unknown ? stok[ns].length : 0,
+                          unknown ? attn_toy_suggest(source + stok[ns].start, (size_t)stok[ns].length) : NULL);
     }
     attn_toy_explain_options o = attn_toy_explain_options_default();
     o.head = head == 2 ? ATTN_TOY_WHERE : head ? ATTN_TOY_RANDOM : ATTN_TOY_WIRED;

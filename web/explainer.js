@@ -32,9 +32,11 @@ function readString(ptr) {
   return new TextDecoder().decode(mem.subarray(ptr, end));
 }
 
-// A string in the library's memory (free it with lib.web_free).
+// A string in the library's memory (free it with lib.web_free). A NUL in the
+// text (a link's %00) becomes a space, the separator it is to the tokenizer:
+// the C string would end there, and the words after it would silently go.
 function cString(text) {
-  const bytes = new TextEncoder().encode(text + '\0');
+  const bytes = new TextEncoder().encode(text.replace(/\0/g, ' ') + '\0');
   const ptr = lib.web_alloc(bytes.length);
   new Uint8Array(lib.memory.buffer).set(bytes, ptr);
   return ptr;
@@ -1039,8 +1041,23 @@ function markWord(sentence, result) {
 }
 
 function unknownText(word, suggestion) {
+  // At most 40 characters of it, as the command quotes: a pasted run of letters would fill the screen.
+  const chars = [...word];
+  if (chars.length > 40) word = chars.slice(0, 40).join('') + '…';
   return suggestion ? `"${word}" is not in the toy vocabulary. Did you mean "${suggestion}"?`
     : `"${word}" is not in the toy vocabulary, which knows: ${vocab().words.join(' ')}.`;
+}
+
+// The error of a source sentence (web_explain's "the source: ..."), said as
+// the sentence's own: its unknown word, and one suggestion.
+function sourceErrorText(source, r) {
+  if (r.start < 0) return `${r.error.replace(/^the source: the sentence/, 'The source sentence')}.`;
+  return `The source sentence: ${unknownText(wordAt(source, r), r.suggestion)}`;
+}
+
+// The unknown word of an error r in text (its start and length count bytes of UTF-8).
+function wordAt(text, r) {
+  return new TextDecoder().decode(new TextEncoder().encode(text).subarray(r.start, r.start + r.length));
 }
 
 // The nearest sentence the toy knows: each unknown word replaced by its
@@ -1096,8 +1113,8 @@ function update(typing = false) {
     document.getElementById('shuffle-note').textContent = '';
     const input = document.getElementById('sentence');
     if (r.error) {
-      if (r.start === -1 && /^the source/.test(r.error)) {
-        setError('error', `${r.error.replace(/^the source/, 'The source sentence')}.${r.suggestion ? ` Did you mean "${r.suggestion}"?` : ''}`);
+      if (/^the source/.test(r.error)) {
+        setError('error', sourceErrorText(state.source, r));
         if (state.result) document.body.dataset.stale = '1';
         return;
       }
@@ -1284,8 +1301,11 @@ function lossCurve(loss, upto) {
 function trainHead() {
   const checkpoints = [1, 10, 30, 100, 300, 1000];
   const button = document.getElementById('train');
+  if (!state.result) return;
   button.disabled = true;
-  const sentence = state.sentence;
+  // The sentence drawn, which the box's text is not while it holds an
+  // unknown word ("the matrices below are still those of ...").
+  const sentence = state.result.tokens.join(' ');
   const final = train(sentence, 1000);
   if (final.error) {
     document.getElementById('train-status').textContent = final.error;
@@ -1494,20 +1514,37 @@ function showState() {
   document.querySelector(`input[name=head][value=${state.head}]`).checked = true;
 }
 
-// A link whose sentence has an unknown word opens on the nearest sentence the
-// toy knows, with the error that says what was replaced.
+// A link the toy cannot take opens on what it can, drawn, with the error that
+// says what was replaced: a sentence with an unknown word on the nearest
+// sentence the toy knows; one with no words or too many on the default; a bad
+// source sentence on the link's sentence alone (self-attention). Clearing the
+// box writes such a link (#s=), so a reload opens one.
 function openLink() {
-  const r = explain(state);
-  if (!r.error || r.start < 0) return;
-  const bytes = new TextEncoder().encode(state.sentence);
-  const word = new TextDecoder().decode(bytes.subarray(r.start, r.start + r.length));
-  const nearest = nearestSentence(state.sentence);
-  const asked = state.sentence;
-  state.sentence = nearest;
+  // The sentence is checked before the source: a link bad in both takes two turns.
+  const texts = [];
+  for (let turn = 0; turn < 2; turn++) {
+    const r = explain(state);
+    if (!r.error) break;
+    if (/^the source/.test(r.error)) {
+      texts.push((r.start >= 0 ? `The link's source sentence "${state.source}": ${unknownText(wordAt(state.source, r), r.suggestion)}`
+        : `The link's source sentence ${r.error.replace(/^the source: the sentence /, '')}.`) +
+        ' Showing the sentence on itself (self-attention).');
+      state.source = '';
+    } else {
+      const asked = state.sentence;
+      const nearest = nearestSentence(state.sentence);
+      state.sentence = nearest;
+      texts.push(r.start >= 0
+        ? `The link's sentence "${asked}" has a word the toy does not know: ${unknownText(wordAt(asked, r), r.suggestion)} ` +
+          `Showing the nearest sentence it knows: "${nearest}".`
+        : `The link's sentence ${r.error.replace(/^the sentence /, '')}. Showing "${nearest}".`);
+    }
+  }
+  if (!texts.length) return;
+  const text = texts.join(' ');
   showState();
   update();
-  setError('link', `The link's sentence "${asked}" has a word the toy does not know: ${unknownText(word, r.suggestion)} ` +
-    `Showing the nearest sentence it knows: "${nearest}".`);
+  setError('link', text);
   document.getElementById('error').dataset.kind = 'error';
 }
 

@@ -494,6 +494,12 @@ async function main() {
   await page.waitForFunction(() => /Elephant/.test(document.getElementById('error').textContent));
   const far = await page.textContent('#error');
   report('far_word_lists_vocabulary', !/Did you mean/.test(far) && far.includes('chased') && far.includes('garden'), far);
+  // A pasted run of 5000 letters: the message quotes its first 40, as the command's does, not all of it.
+  await page.fill('#sentence', 'the ' + 'x'.repeat(5000) + ' sat');
+  await page.waitForFunction(() => /xxxx/.test(document.getElementById('error').textContent));
+  const longWord = await page.textContent('#error');
+  report('long_unknown_word_quoted_short', longWord.includes(`"${'x'.repeat(40)}…"`) && longWord.length < 600,
+    `${longWord.length} characters: ${longWord.slice(0, 80)}`);
   await setSentence(page, 'the cat sat');
   report('good_sentence_clears_stale', (await page.getAttribute('body', 'data-stale')) === null &&
     (await page.textContent('#error')) === '');
@@ -662,6 +668,27 @@ async function main() {
     document.querySelectorAll('svg.heatmap[data-name="Q"] g.cell').length]);
   report('link_with_unknown_word_opens_nearest', /cta/.test(link[0]) && /nearest/.test(link[0]) && link[1] === 'the cat sat on the' &&
     link[2] === 20, JSON.stringify(link));
+  // A link the toy cannot take at all (no words, more than 64, a bad source sentence: clearing the box
+  // writes #s= into the address, so a reload opens one): the default sentence or the link's own without
+  // its source, drawn, and an error that says what was replaced, with one suggestion.
+  for (const [name, frag, drawn, why] of [
+    ['empty', '#s=', 'the cat sat on the mat', /^The link's sentence has no words\. Showing "the cat sat on the mat"/],
+    ['too_long', '#s=' + 'the+cat+'.repeat(33) + 'sat', 'the cat sat on the mat', /^The link's sentence has more than 64 words\./],
+    ['bad_source', '#s=the+cat+sat&src=the+cta', 'the cat sat', /^The link's source sentence "the cta": "cta" is not in the toy vocabulary\. Did you mean "cat"\? Showing/],
+    // A NUL separates words as any other control character: the C string must not end there ("the" alone).
+    ['nul', '#s=the%00cat%00sat', 'the cat sat', /^$/],
+    ['bad_sentence_and_source', '#s=&src=the+dgo', 'the cat sat on the mat',
+      /^The link's sentence has no words\. Showing "the cat sat on the mat"\. The link's source sentence "the dgo": "dgo" is not/]]) {
+    const fresh = await context.newPage();
+    watch(fresh);
+    await fresh.goto(PAGE + frag);
+    await fresh.waitForFunction(() => document.body.dataset.ready === '1', null, { timeout: 20000 });
+    const got = await fresh.evaluate(() => [document.getElementById('error').textContent, document.body.dataset.sentence,
+      document.querySelectorAll('svg.heatmap[data-name="Q"] g.cell').length, document.getElementById('source').value]);
+    report(`link_${name}_opens_a_drawn_sentence`, why.test(got[0]) && (got[0].match(/Did you mean/g) || []).length <= 1 &&
+      got[1] === drawn && got[2] === 4 * drawn.split(' ').length && got[3] === '', JSON.stringify(got));
+    await fresh.close();
+  }
   await linked.goto(PAGE + '#s=the+dog+chased+a+ball&causal=1');
   await linked.reload();
   await settled(linked);
@@ -811,6 +838,12 @@ async function main() {
   const kLabels = await page.$$eval('svg.heatmap[data-name="K"] text.row-label', (ls) => ls.map((l) => l.textContent));
   report('cross_attention_on_the_page', close(crossShown.weights, crossWant.weights) && crossShown.weights[0].length === 5 &&
     kLabels.length === 5 && kLabels.includes('chased'), `${crossShown.weights[0].length} keys; ${kLabels}`);
+  // A typed source sentence with an unknown word: the same message as the sentence's, said once.
+  await page.fill('#source', 'my dgo chased a ball');
+  await page.waitForFunction(() => /dgo/.test(document.getElementById('error').textContent));
+  const srcError = await page.textContent('#error');
+  report('source_unknown_word_message', /^The source sentence: "dgo" is not in the toy vocabulary\. Did you mean "dog"\?/.test(srcError) &&
+    srcError.match(/Did you mean/g).length === 1 && !/known words/.test(srcError), srcError);
   await page.fill('#source', '');
   await page.waitForFunction(() => !/src=/.test(location.hash));
 
@@ -886,6 +919,17 @@ async function main() {
   const same = (a, b) => a.length === b.length && a.every((x, i) => Array.isArray(x) ? same(x, b[i]) : Math.abs(x - b[i]) < 1e-12);
   report('train_on_the_page_equals_attn_train', same(trained.loss, tw.loss) && same(trained.weights.flat(), tw.weights) &&
     trained.weights[2][1] > 0.5, `sat -> cat ${trained.weights[2][1]}`);
+  // Train while the box holds a word the toy does not know: it trains on the sentence drawn, as the
+  // figures say ("still those of ..."), not on the box's text, which failed with the library's message.
+  await page.fill('#sentence', 'the cat sat on the mta');
+  await page.waitForFunction(() => document.body.dataset.stale === '1');
+  await page.evaluate(() => { delete document.body.dataset.trained; window.attnTrained = null; });
+  await page.click('#train');
+  await page.waitForFunction(() => document.body.dataset.trained === '1000' || /unknown word/.test(document.getElementById('train-status').textContent),
+    null, { timeout: 60000 });
+  const staleTrain = await page.evaluate(() => [document.getElementById('train-status').textContent, window.attnTrained && window.attnTrained.tokens.join(' ')]);
+  report('train_with_a_bad_word_in_the_box_trains_the_drawn_sentence', /^step 1000/.test(staleTrain[0]) &&
+    staleTrain[1] === 'the cat sat on the mat', JSON.stringify(staleTrain));
 
   // Cell text contrast at least 4.5:1, in light and in dark mode.
   const contrastCheck = async (p) => p.evaluate(() => {
