@@ -164,6 +164,15 @@ def main():
     with open(c.path("garbage.npy"), "wb") as fh:
         fh.write(b"not a numpy file")
     c.bad("error_not_npy", 2, ["-q", c.path("garbage.npy"), "-k", k, "-v", v], "not a .npy file")
+    # An empty dimension: the library's words, not MPI-IO's abort on an
+    # empty subarray; a directory: one line, not MPI-IO's read error too;
+    # a mask whose rows are not q's: said so, not "too few for the ranks".
+    c.save(q_e0=f((2, 37, 0)), k_e0=f((2, 37, 0)), q_b0=f((0, 37, 16)), m_rows3=rng.random((3, 37)) < 0.5)
+    for name, a in (("E", ["-q", c.path("q_e0.npy"), "-k", c.path("k_e0.npy"), "-v", v]),
+                    ("batch", ["-q", c.path("q_b0.npy"), "-k", k, "-v", v])):
+        c.bad("error_empty_dimension_" + name, 2, a, "every dimension must be at least 1")
+    c.bad("error_q_is_a_directory", 2, ["-q", c.dir, "-k", k, "-v", v], "is not a regular file")
+    c.bad("error_mask_rows_not_q", 2, ["-q", q, "-k", k, "-v", v, "-m", c.path("m_rows3.npy")], "37 queries (or 1)")
     c.bad("error_usage_layout", 2, ["-q", q, "-k", k, "-v", v, "--layout", "diagonal"], "--layout takes")
     c.bad("error_usage_missing_v", 2, ["-q", q, "-k", k], "missing")
     for dt in ("int8", "uint64"):  # an integer mask: refused with a hint at bool, never a 0/1 bias
