@@ -230,6 +230,18 @@ def main():
         for np_, odd in ((2, 1), (3, 0)):
             said = want[odd == 0] if isinstance(want, tuple) else want  # rank 0's words when it is the odd one
             c.differ("ranks_differ_%s_np%d" % (what, np_), np_, odd, args, odd_args, said, odd_files or {})
+    # A relative -o from each rank's own directory names another file on
+    # each: one error within the timeout (MPI-IO's collective open waited
+    # for ever), and no output in either directory.
+    t0 = time.time()
+    rel_o = rel[:6] + ["-o", "bad_out_rel.npy"]
+    r = c.run_ranks(2, 1, rel_o, rel_o, {})
+    wrapper = c.path("rank_args.sh")
+    left = [f for d in (wrapper + ".dir", wrapper + ".dir.1") for f in os.listdir(d) if f.startswith("bad_out")]
+    lines = r.stderr.strip().splitlines() if r else []
+    ok = r is not None and r.returncode != 0 and len(lines) == 1 and "every rank must see the same file" in lines[0]
+    c.report("ranks_see_other_output_directories", "" if ok and not left else "%s after %.1f s, files %s"
+             % (r and (r.returncode, r.stderr[-400:]), time.time() - t0, left))
     # Alike copies in the ranks' own directories: the result of the same
     # files given by one path.
     rel_out = rel[:6] + ["-o", p("alike.npy"), "-m", "m.npy"]

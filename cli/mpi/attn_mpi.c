@@ -211,6 +211,22 @@ static void print_stats(const attn_mpi_stats *s) {
     }
 }
 
+/* The temporary tmp created by rank 0 alone, then looked for by every
+ * rank: ranks that see other directories (a relative path run from other
+ * working directories, a directory not shared between nodes) would each
+ * open a file of their own, and MPI-IO's collective open of them waits
+ * for ever. 0, or 1 with msg on every rank (rank 0 then removes tmp). */
+static int same_output(const char *path, const char *tmp, char *msg, size_t n) {
+    FILE *fp = rank_ == 0 ? fopen(tmp, "wb") : NULL;
+    int why = errno;
+    if (fp) fclose(fp);
+    if (agree(rank_ == 0 && !fp && snprintf(msg, n, "cannot create %s: %s", tmp, strerror(why)) > 0, msg, n)) return 1;
+    struct stat sb;
+    int seen = stat(tmp, &sb) == 0;
+    return agree(!seen && snprintf(msg, n, "rank %d cannot see %s, which rank 0 created for %s: every rank must see the same "
+                                  "file (a directory they share; an absolute path)", rank_, tmp, path) > 0, msg, n) != 0;
+}
+
 /* Write out (and lse) into temporaries beside their paths, then rename
  * them into place on rank 0 once every rank has written: both or neither
  * (cli_outputs_move). */
@@ -230,8 +246,9 @@ static int write_outputs(const mpi_args *a, const attn_tensor *out, const attn_t
         memcpy(whole, ts[i]->shape, sizeof whole);
         int dim = i == 0 ? ts[i]->rank - 2 : ts[i]->rank - 1;
         whole[dim] = L;
-        code = agree(npy_mpi_write(outs[i].tmp, ts[i], whole, dim, &sh, MPI_COMM_WORLD, rank_, msg, n), msg, n);
         outs[i].written = rank_ == 0; /* rank 0 renames or removes what all wrote */
+        code = same_output(outs[i].path, outs[i].tmp, msg, n);
+        if (!code) code = agree(npy_mpi_write(outs[i].tmp, ts[i], whole, dim, &sh, MPI_COMM_WORLD, rank_, msg, n), msg, n);
     }
     if (rank_ == 0 && !code) {
         int failed, e = cli_outputs_move(outs, 2, &failed);
