@@ -270,6 +270,15 @@ def main():
                 names[flag], ("sweep_out.npy",))]
         c.report("ranks_0_to_6_%s" % flag.lstrip("-"), "; ".join(problems))
 
+    # attn-mpi bench's own arguments: a bad value is a usage error naming
+    # it, not another layout or a length of 0 (atoll's reading of "abc").
+    for name, a, want in (("layout", ["--layout", "diagonal"], "--layout takes zigzag or contiguous"),
+                          ("seq_text", ["--seq", "abc"], "--seq takes"), ("seq_short", ["--seq", "3"], "--seq takes")):
+        r = subprocess.run(c.mpirun + ["-np", "2", c.mpi, "bench", "--quick"] + a, capture_output=True, text=True, timeout=60)
+        lines = r.stderr.strip().splitlines()
+        c.report("bench_error_" + name, "" if r.returncode == 2 and len(lines) == 1 and lines[0].startswith("attn: error: ")
+                 and want in lines[0] else "rc %d, stderr %r" % (r.returncode, r.stderr[-300:]))
+
     # --stats: one line per rank, from rank 0, each rank's waiting within its time.
     r = c.run_mpi(3, ["-q", q, "-k", k, "-v", v, "-o", c.path("stats.npy"), "--stats"])
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("rank ")]
