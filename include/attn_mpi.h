@@ -145,7 +145,7 @@ typedef struct attn_mpi_value {
  * the same on every rank" for ATTN_MPI_DIGEST). No answer within
  * timeout_s (above 0, below ATTN_MPI_TIMEOUT_MAX) is ATTN_ERR_COMM. It allocates nothing (64 values per
  * all-reduce), so that no rank fails alone while the others wait for it.
- * Errors: ATTN_ERR_NULL (values with n > 0),
+ * Errors: ATTN_ERR_NULL (values with n > 0, or comm MPI_COMM_NULL),
  * ATTN_ERR_OPTION (timeout_s), ATTN_ERR_ARGUMENT (the ranks pass different
  * n), ATTN_ERR_COMM (also when MPI is not initialized). comm's own error
  * handler applies to MPI's errors. */
@@ -181,7 +181,8 @@ ATTN_API int64_t attn_mpi_digest(const void *bytes, size_t n);
  * every rank.
  *
  * Errors: those of attn_sdpa, agreed across ranks; the disagreements
- * above; ATTN_ERR_SHAPE for a shard of the wrong size; ATTN_ERR_COMM. On
+ * above; ATTN_ERR_SHAPE for a shard of the wrong size; ATTN_ERR_NULL for
+ * comm MPI_COMM_NULL (on this rank alone); ATTN_ERR_COMM. On
  * an error out and lse may hold partial results. */
 ATTN_API attn_status attn_mpi_sdpa(MPI_Comm comm, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                                    const attn_tensor *k, const attn_tensor *v, const attn_mpi_options *options,

@@ -110,6 +110,7 @@ attn_status attn_mpi_same(MPI_Comm comm, const attn_mpi_value *values, int n, do
     int initialized = 0;
     if (MPI_Initialized(&initialized) != MPI_SUCCESS || !initialized)
         return ring_fail(err, ATTN_ERR_COMM, "MPI is not initialized: call MPI_Init first");
+    if (comm == MPI_COMM_NULL) return ring_fail(err, ATTN_ERR_NULL, "comm is MPI_COMM_NULL");
     if (n < 0 || (n > 0 && !values)) return ring_fail(err, ATTN_ERR_NULL, "values is NULL or n (%d) negative", n);
     if (!(timeout_s > 0 && timeout_s < ATTN_MPI_TIMEOUT_MAX))
         return ring_fail(err, ATTN_ERR_OPTION, "timeout_s is %g; it must be above 0 and below %g", timeout_s,
@@ -156,6 +157,8 @@ attn_status ring_open(ring *R, MPI_Comm comm, const attn_mpi_options *options, a
     int initialized = 0;
     if (MPI_Initialized(&initialized) != MPI_SUCCESS || !initialized)
         return ring_fail(err, ATTN_ERR_COMM, "MPI is not initialized: call MPI_Init first");
+    if (comm == MPI_COMM_NULL) /* MPI would raise it on MPI_COMM_WORLD, whose handler aborts */
+        return ring_fail(err, ATTN_ERR_NULL, "comm is MPI_COMM_NULL");
     R->stats.total_s = MPI_Wtime(); /* from here: every wait below is inside the call's time */
     MPI_Request req;
     int rc = MPI_Comm_idup(comm, &R->comm, &req);

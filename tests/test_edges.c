@@ -253,6 +253,48 @@ static void test_bad_rank_message(void) {
     check(strcmp(buf, "(rank -1)") == 0, "format_shape_negative_rank", "got %s", buf);
 }
 
+/* A decoding step's RoPE positions follow what the cache holds: a
+ * position_offset near INT64_MAX over a cache of 3 positions is refused as
+ * the caller's value, not added to the length first (a signed overflow,
+ * which UBSan reports), and the cache keeps its length. */
+static void test_mha_cached_rope_offset_at_int64_max(void) {
+    enum { E = 4 };
+    double w[E * E], x[3 * E], out[3 * E];
+    fill(w, ATTN_F64, E * E, 5), fill(x, ATTN_F64, 3 * E, 6);
+    int64_t ws[2] = {E, E}, xs[2] = {3, E}, x1[2] = {1, E};
+    attn_tensor tw, tx, to, tx1, to1;
+    attn_tensor_init(&tw, w, ATTN_F64, 2, ws, NULL, NULL);
+    attn_tensor_init(&tx, x, ATTN_F64, 2, xs, NULL, NULL), attn_tensor_init(&to, out, ATTN_F64, 2, xs, NULL, NULL);
+    attn_tensor_init(&tx1, x, ATTN_F64, 2, x1, NULL, NULL), attn_tensor_init(&to1, out, ATTN_F64, 2, x1, NULL, NULL);
+    attn_mha_params p = attn_mha_params_default();
+    p.embed_dim = E, p.num_heads = 2;
+    p.q_proj_weight = p.k_proj_weight = p.v_proj_weight = p.out_proj_weight = &tw;
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.heads = 2, d.capacity = 8, d.key_dim = d.value_dim = E / 2, d.dtype = ATTN_F64;
+    attn_error err;
+    size_t bytes = 0;
+    attn_kv_cache *cache = NULL;
+    void *mem = attn_kv_cache_bytes(&bytes, &d, &err) ? NULL : malloc(bytes);
+    if (!mem || attn_kv_cache_init(&cache, mem, bytes, &d, &err)) {
+        check(0, "mha_cached_rope_offset_INT64_MAX_refused", "no cache: %s", err.message);
+        free(mem);
+        return;
+    }
+    attn_rope_options rope = attn_rope_options_default();
+    attn_mha_options o = attn_mha_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT, o.rope = &rope;
+    attn_status st = attn_mha_cached(&to, &tx, cache, &p, &o, &err); /* 3 positions held */
+    rope.position_offset = INT64_MAX - 1;
+    if (!st) st = attn_mha_cached(&to1, &tx1, cache, &p, &o, &err);
+    check(st == ATTN_ERR_OPTION && strstr(err.message, "position_offset is 9223372036854775806") &&
+          attn_kv_cache_length(cache) == 3, "mha_cached_rope_offset_INT64_MAX_refused", "status %d: %s", st, err.message);
+    int64_t cu[2] = {0, 1}, row = 0, length = 3;
+    st = attn_mha_cached_batch(&to1, &tx1, cu, &row, 1, cache, &length, NULL, &p, &o, &err);
+    check(st == ATTN_ERR_OPTION && strstr(err.message, "position_offset is 9223372036854775806") && length == 3,
+          "mha_cached_batch_rope_offset_INT64_MAX_refused", "status %d: %s", st, err.message);
+    free(mem);
+}
+
 int main(void) {
     attn_set_num_threads(2);
     test_huge_windows();
@@ -261,5 +303,6 @@ int main(void) {
     test_pieces_at_int64_max();
     test_bad_rank_message();
     test_mha_empty_sequences();
+    test_mha_cached_rope_offset_at_int64_max();
     return n_failed ? 1 : 0;
 }

@@ -155,6 +155,18 @@ static void errors(void) {
                                           &q2, &out, &lse2, &mo, &err);
     snprintf(why, sizeof why, "status %d: %s", (int)st, err.message);
     mcheck(st == ATTN_ERR_STRIDE && strstr(err.message, "dq and dout overlap"), "err_dq_on_dout_every_rank", why);
+    /* MPI_COMM_NULL, a communicator that is none: an error, not MPI's
+     * abort through MPI_COMM_WORLD's handler. */
+    st = attn_mpi_sdpa(MPI_COMM_NULL, &out, &lse2, &q2, &q2, &q2, &mo, &err);
+    snprintf(why, sizeof why, "status %d: %s", (int)st, err.message);
+    mcheck(st == ATTN_ERR_NULL && strstr(err.message, "MPI_COMM_NULL"), "err_comm_null_forward", why);
+    st = attn_mpi_sdpa_backward(MPI_COMM_NULL, &dq, NULL, NULL, &out, &q2, &q2, &q2, &out, &lse2, &mo, &err);
+    snprintf(why, sizeof why, "status %d: %s", (int)st, err.message);
+    mcheck(st == ATTN_ERR_NULL && strstr(err.message, "MPI_COMM_NULL"), "err_comm_null_backward", why);
+    attn_mpi_value one = {"a count", ATTN_MPI_INTEGER, 0, 1, 0};
+    st = attn_mpi_same(MPI_COMM_NULL, &one, 1, 10, &err);
+    snprintf(why, sizeof why, "status %d: %s", (int)st, err.message);
+    mcheck(st == ATTN_ERR_NULL && strstr(err.message, "MPI_COMM_NULL"), "err_comm_null_same", why);
     free(q.data), free(out.data), free(q2.data), free(lse2.data), free(dq.data);
 }
 

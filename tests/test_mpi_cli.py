@@ -164,6 +164,15 @@ def main():
     with open(c.path("garbage.npy"), "wb") as fh:
         fh.write(b"not a numpy file")
     c.bad("error_not_npy", 2, ["-q", c.path("garbage.npy"), "-k", k, "-v", v], "not a .npy file")
+    # An empty dimension: the library's words, not MPI-IO's abort on an
+    # empty subarray; a directory: one line, not MPI-IO's read error too;
+    # a mask whose rows are not q's: said so, not "too few for the ranks".
+    c.save(q_e0=f((2, 37, 0)), k_e0=f((2, 37, 0)), q_b0=f((0, 37, 16)), m_rows3=rng.random((3, 37)) < 0.5)
+    for name, a in (("E", ["-q", c.path("q_e0.npy"), "-k", c.path("k_e0.npy"), "-v", v]),
+                    ("batch", ["-q", c.path("q_b0.npy"), "-k", k, "-v", v])):
+        c.bad("error_empty_dimension_" + name, 2, a, "every dimension must be at least 1")
+    c.bad("error_q_is_a_directory", 2, ["-q", c.dir, "-k", k, "-v", v], "is not a regular file")
+    c.bad("error_mask_rows_not_q", 2, ["-q", q, "-k", k, "-v", v, "-m", c.path("m_rows3.npy")], "37 queries (or 1)")
     c.bad("error_usage_layout", 2, ["-q", q, "-k", k, "-v", v, "--layout", "diagonal"], "--layout takes")
     c.bad("error_usage_missing_v", 2, ["-q", q, "-k", k], "missing")
     for dt in ("int8", "uint64"):  # an integer mask: refused with a hint at bool, never a 0/1 bias
@@ -221,6 +230,18 @@ def main():
         for np_, odd in ((2, 1), (3, 0)):
             said = want[odd == 0] if isinstance(want, tuple) else want  # rank 0's words when it is the odd one
             c.differ("ranks_differ_%s_np%d" % (what, np_), np_, odd, args, odd_args, said, odd_files or {})
+    # A relative -o from each rank's own directory names another file on
+    # each: one error within the timeout (MPI-IO's collective open waited
+    # for ever), and no output in either directory.
+    t0 = time.time()
+    rel_o = rel[:6] + ["-o", "bad_out_rel.npy"]
+    r = c.run_ranks(2, 1, rel_o, rel_o, {})
+    wrapper = c.path("rank_args.sh")
+    left = [f for d in (wrapper + ".dir", wrapper + ".dir.1") for f in os.listdir(d) if f.startswith("bad_out")]
+    lines = r.stderr.strip().splitlines() if r else []
+    ok = r is not None and r.returncode != 0 and len(lines) == 1 and "every rank must see the same file" in lines[0]
+    c.report("ranks_see_other_output_directories", "" if ok and not left else "%s after %.1f s, files %s"
+             % (r and (r.returncode, r.stderr[-400:]), time.time() - t0, left))
     # Alike copies in the ranks' own directories: the result of the same
     # files given by one path.
     rel_out = rel[:6] + ["-o", p("alike.npy"), "-m", "m.npy"]
@@ -248,6 +269,15 @@ def main():
                 lambda *a: c.run_mpi(2, list(a)), c.dir, args + ["-o", c.path("sweep_out.npy")], rank in accepted[flag],
                 names[flag], ("sweep_out.npy",))]
         c.report("ranks_0_to_6_%s" % flag.lstrip("-"), "; ".join(problems))
+
+    # attn-mpi bench's own arguments: a bad value is a usage error naming
+    # it, not another layout or a length of 0 (atoll's reading of "abc").
+    for name, a, want in (("layout", ["--layout", "diagonal"], "--layout takes zigzag or contiguous"),
+                          ("seq_text", ["--seq", "abc"], "--seq takes"), ("seq_short", ["--seq", "3"], "--seq takes")):
+        r = subprocess.run(c.mpirun + ["-np", "2", c.mpi, "bench", "--quick"] + a, capture_output=True, text=True, timeout=60)
+        lines = r.stderr.strip().splitlines()
+        c.report("bench_error_" + name, "" if r.returncode == 2 and len(lines) == 1 and lines[0].startswith("attn: error: ")
+                 and want in lines[0] else "rc %d, stderr %r" % (r.returncode, r.stderr[-300:]))
 
     # --stats: one line per rank, from rank 0, each rank's waiting within its time.
     r = c.run_mpi(3, ["-q", q, "-k", k, "-v", v, "-o", c.path("stats.npy"), "--stats"])

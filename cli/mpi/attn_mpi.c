@@ -97,11 +97,16 @@ static int same_file(const char *opt, const char *path, double timeout, char *ms
     int why = errno, ranks = 0;
     struct stat sb;
     int here = fp && fstat(fileno(fp), &sb) == 0;
-    size_t got = here ? fread(head, 1, HEAD_BYTES, fp) : 0;
+    int odd = here && !S_ISREG(sb.st_mode); /* a directory: MPI-IO's read would print its own error too */
+    size_t got = here && !odd ? fread(head, 1, HEAD_BYTES, fp) : 0;
     if (fp) fclose(fp);
-    MPI_Allreduce(&here, &ranks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    int mine[2] = {here, odd}, sums[2] = {0, 0};
+    MPI_Allreduce(mine, sums, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    ranks = sums[0];
     int code = 0;
-    if (ranks > 0 && ranks < size_) {
+    if (sums[1] > 0) {
+        code = agree(odd && snprintf(msg, n, "%s %s: %s is not a regular file", opt, path, path) > 0, msg, n);
+    } else if (ranks > 0 && ranks < size_) {
         code = agree(!here && snprintf(msg, n, "cannot open %s on this rank (it is there on %d of %d): %s", path, ranks,
                                        size_, head ? strerror(why) : "out of memory") > 0, msg, n);
     } else if (ranks == size_) {
@@ -140,10 +145,19 @@ static int read_inputs(const mpi_args *a, attn_tensor t[4], int64_t *L, char *ms
         int r = f.info.rank;
         if (!code && i < 3 && r < 2)
             code = snprintf(msg, n, "%s has rank %d; attention needs (..., L, E)", paths[i], r) > 0;
+        for (int d = 0; !code && d < r; d++) /* MPI-IO takes no empty subarray: said as attn sdpa says it */
+            if (f.info.shape[d] < 1) {
+                char s[128];
+                attn_format_shape(s, sizeof s, r, f.info.shape);
+                code = snprintf(msg, n, "%s has shape %s; every dimension must be at least 1", paths[i], s) > 0;
+            }
         if (!code) {
             int64_t len = r >= 2 ? f.info.shape[r - 2] : 1;
             if (i == 0) *L = len;
             bool rows = i < 3 || (r >= 2 && len > 1); /* a mask with one row is every rank's */
+            if (i == 3 && rows && len != *L) /* else sharded as if it were q, and said to be too short for the ranks */
+                code = snprintf(msg, n, "%s has %lld rows; a mask's rows are q's %lld queries (or 1)", paths[i],
+                                (long long)len, (long long)*L) > 0;
             attn_mpi_shard sh;
             attn_error err;
             if (rows && attn_mpi_shard_of(&sh, len, rank_, size_, a->layout, &err)) code = snprintf(msg, n, "%s", err.message) > 0;
@@ -197,6 +211,22 @@ static void print_stats(const attn_mpi_stats *s) {
     }
 }
 
+/* The temporary tmp created by rank 0 alone, then looked for by every
+ * rank: ranks that see other directories (a relative path run from other
+ * working directories, a directory not shared between nodes) would each
+ * open a file of their own, and MPI-IO's collective open of them waits
+ * for ever. 0, or 1 with msg on every rank (rank 0 then removes tmp). */
+static int same_output(const char *path, const char *tmp, char *msg, size_t n) {
+    FILE *fp = rank_ == 0 ? fopen(tmp, "wb") : NULL;
+    int why = errno;
+    if (fp) fclose(fp);
+    if (agree(rank_ == 0 && !fp && snprintf(msg, n, "cannot create %s: %s", tmp, strerror(why)) > 0, msg, n)) return 1;
+    struct stat sb;
+    int seen = stat(tmp, &sb) == 0;
+    return agree(!seen && snprintf(msg, n, "rank %d cannot see %s, which rank 0 created for %s: every rank must see the same "
+                                  "file (a directory they share; an absolute path)", rank_, tmp, path) > 0, msg, n) != 0;
+}
+
 /* Write out (and lse) into temporaries beside their paths, then rename
  * them into place on rank 0 once every rank has written: both or neither
  * (cli_outputs_move). */
@@ -216,8 +246,9 @@ static int write_outputs(const mpi_args *a, const attn_tensor *out, const attn_t
         memcpy(whole, ts[i]->shape, sizeof whole);
         int dim = i == 0 ? ts[i]->rank - 2 : ts[i]->rank - 1;
         whole[dim] = L;
-        code = agree(npy_mpi_write(outs[i].tmp, ts[i], whole, dim, &sh, MPI_COMM_WORLD, rank_, msg, n), msg, n);
         outs[i].written = rank_ == 0; /* rank 0 renames or removes what all wrote */
+        code = same_output(outs[i].path, outs[i].tmp, msg, n);
+        if (!code) code = agree(npy_mpi_write(outs[i].tmp, ts[i], whole, dim, &sh, MPI_COMM_WORLD, rank_, msg, n), msg, n);
     }
     if (rank_ == 0 && !code) {
         int failed, e = cli_outputs_move(outs, 2, &failed);

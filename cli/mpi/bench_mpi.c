@@ -10,6 +10,7 @@
  * the imbalance of the ranks' computing (the slowest rank over the mean). */
 #define _GNU_SOURCE /* sched_getaffinity */
 #include "bench_mpi.h"
+#include "cli.h"
 #include "text.h"
 
 #include <sched.h>
@@ -183,18 +184,23 @@ int mpi_bench(int argc, char **argv, int rank, int size) {
     int64_t seqs[2] = {4096, 8192}, nseq = 2;
     attn_mpi_layout layout = ATTN_MPI_ZIGZAG;
     int reps = 3;
+    long seq;
     for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--quick") == 0) seqs[0] = 256 * size, nseq = 1, reps = 1;
-        else if (strcmp(argv[i], "--seq") == 0 && i + 1 < argc) seqs[0] = atoll(argv[++i]), nseq = 1;
-        else if (strcmp(argv[i], "--layout") == 0 && i + 1 < argc) layout = strcmp(argv[++i], "contiguous") == 0 ? ATTN_MPI_CONTIGUOUS : ATTN_MPI_ZIGZAG;
-        else {
+        if (strcmp(argv[i], "--quick") == 0) {
+            seqs[0] = 256 * size, nseq = 1, reps = 1;
+        } else if (strcmp(argv[i], "--seq") == 0 && i + 1 < argc) { /* the ranks' other errors print on rank 0 alone */
+            if (!cli_parse_int(argv[++i], 2L * size, INT32_MAX, &seq))
+                return cli_error(EXIT_USAGE, "--seq takes a whole number from twice the ranks (%d) to %d, not '%s'",
+                                 2 * size, INT32_MAX, argv[i]);
+            seqs[0] = seq, nseq = 1;
+        } else if (strcmp(argv[i], "--layout") == 0 && i + 1 < argc) {
+            if (strcmp(argv[++i], "zigzag") && strcmp(argv[i], "contiguous"))
+                return cli_error(EXIT_USAGE, "--layout takes zigzag or contiguous, not '%s'", argv[i]);
+            layout = strcmp(argv[i], "contiguous") == 0 ? ATTN_MPI_CONTIGUOUS : ATTN_MPI_ZIGZAG;
+        } else {
             if (rank == 0) cli_print_usage(strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? stderr : stdout, BENCH_USAGE);
             return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? 2 : 0;
         }
-    }
-    if (seqs[0] < 2 * size) {
-        if (rank == 0) fprintf(stderr, "attn: error: --seq must be at least twice the ranks (%d)\n", 2 * size);
-        return 2;
     }
     int node_ranks, per_rank = threads_per_rank(&node_ranks);
     cpu_set_t mask;

@@ -660,7 +660,7 @@ static attn_status cached_run(size_t *measure, attn_tensor *out, const attn_tens
     if (m.o.rope) { /* the new positions follow the cached ones */
         r = attn_rope_options_default();
         if ((st = attn_versioned_read(&r, sizeof r, m.o.rope, "options->rope", "start from attn_rope_options_default()", err))) return st;
-        r.position_offset += length, m.o.rope = &r;
+        r.position_offset = attn_mha_rope_after(r.position_offset, length), m.o.rope = &r;
     }
     attn_arena arena = measure ? attn_arena_measuring() : attn_arena_over(m.context.workspace, m.context.workspace_size);
     m.arena = &arena;

@@ -110,6 +110,13 @@ attn_status attn_mha_sdpa_options(attn_sdpa_options *so, const attn_mha_call *m,
 /* x (L, N, F), (N, L, F) with batch_first, or (L, F), seen as (N, L, F). */
 attn_status attn_mha_as_batch(attn_tensor *out, const attn_tensor *x, const char *name, const attn_mha_call *m,
                               int64_t features, attn_error *err);
+/* RoPE's position_offset for rows after the `held` positions a cache holds:
+ * the caller's offset moved on past them, or left as it is when it is
+ * outside attn_rope's range (0 to 2^53) already, so that the check reports
+ * the caller's value rather than a sum that overflowed int64. */
+static inline int64_t attn_mha_rope_after(int64_t offset, int64_t held) {
+    return offset >= 0 && offset <= ((int64_t)1 << 53) ? offset + held : offset;
+}
 /* Every check of one call and its sizes, with out seen as (N, L, E). */
 attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *out, const attn_tensor *query,
                           const attn_tensor *key, const attn_tensor *value, attn_error *err);

@@ -227,7 +227,7 @@ static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int6
         if (L == 0) continue;
         attn_mha_call sc = sequence_call(&m, r0, L);
         attn_rope_options ri = r;
-        ri.position_offset += length[i]; /* sequence i's new positions follow its own */
+        ri.position_offset = attn_mha_rope_after(r.position_offset, length[i]); /* after sequence i's own */
         if (m.o.rope) sc.o.rope = &ri;
         st = attn_mha_project_qkv(q + r0 * m.Hq * m.D * (int64_t)es, k + r0 * m.Hkv * m.D * (int64_t)es,
                                   v + r0 * m.Hkv * m.D * (int64_t)es, &sc, L, false, err);
