@@ -173,6 +173,19 @@ def main():
         c.bad("error_empty_dimension_" + name, 2, a, "every dimension must be at least 1")
     c.bad("error_q_is_a_directory", 2, ["-q", c.dir, "-k", k, "-v", v], "is not a regular file")
     c.bad("error_mask_rows_not_q", 2, ["-q", q, "-k", k, "-v", v, "-m", c.path("m_rows3.npy")], "37 queries (or 1)")
+    # A rank's part of a file over 2^31 - 1 elements, which MPI-IO counts in
+    # an int: one error naming the file, before its memory is taken, not a
+    # read cut short. q is a sparse file (8 GiB never read), one rank's one
+    # part (contiguous layout).
+    with open(c.path("q_huge.npy"), "wb") as fh:
+        np.lib.format.write_array_header_1_0(fh, {"descr": "<f4", "fortran_order": False, "shape": (1, 2, 1 << 30, 1)})
+        fh.truncate(fh.tell() + 4 * (1 << 31))
+    c.bad("error_part_over_int_count", 1, ["-q", c.path("q_huge.npy"), "-k", k, "-v", v, "--layout", "contiguous"],
+          "q_huge.npy: a rank's part is over 2^31 - 1 elements")
+    os.remove(c.path("q_huge.npy"))
+    # A float16 q: the words of attn sdpa, not the ring's refusal of an f32 out.
+    c.save(q_f16=f((2, 37, 16)).astype(np.float16))
+    c.bad("error_q_float16", 2, ["-q", c.path("q_f16.npy"), "-k", k, "-v", v], "q must be float32 or float64")
     c.bad("error_usage_layout", 2, ["-q", q, "-k", k, "-v", v, "--layout", "diagonal"], "--layout takes")
     c.bad("error_usage_missing_v", 2, ["-q", q, "-k", k], "missing")
     for dt in ("int8", "uint64"):  # an integer mask: refused with a hint at bool, never a 0/1 bias

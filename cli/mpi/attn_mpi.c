@@ -145,6 +145,9 @@ static int read_inputs(const mpi_args *a, attn_tensor t[4], int64_t *L, char *ms
         int r = f.info.rank;
         if (!code && i < 3 && r < 2)
             code = snprintf(msg, n, "%s has rank %d; attention needs (..., L, E)", paths[i], r) > 0;
+        if (!code && i == 0 && f.info.dtype != ATTN_F32 && f.info.dtype != ATTN_F64) /* as attn sdpa says it */
+            code = snprintf(msg, n, "-q %s has dtype %s; q must be float32 or float64", paths[i],
+                            cli_dtype_name(f.info.dtype)) > 0;
         for (int d = 0; !code && d < r; d++) /* MPI-IO takes no empty subarray: said as attn sdpa says it */
             if (f.info.shape[d] < 1) {
                 char s[128];

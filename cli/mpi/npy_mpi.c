@@ -48,20 +48,32 @@ void npy_mpi_close(npy_mpi *f) {
     if (f->fh != MPI_FILE_NULL) MPI_File_close(&f->fh);
 }
 
+/* Whether a part of this shape is more elements than MPI-IO counts (an
+ * int), said in msg. */
+static int too_many(int rank, const int64_t *shape, const char *path, char *msg, size_t n) {
+    int64_t count = 1;
+    for (int d = 0; d < rank && count <= INT32_MAX; d++) count *= shape[d];
+    return count > INT32_MAX &&
+           snprintf(msg, n, "%s: a rank's part is over 2^31 - 1 elements, too many for MPI-IO: use more ranks", path) > 0;
+}
+
 /* A subarray of a (rank, shape) array in the file's order: rows [start,
  * start + len) along dim (all of it for dim < 0). 0, or 1 with msg. */
 static int subarray(MPI_Datatype *type, MPI_Datatype elem, int rank, const int64_t *shape, bool fortran, int dim,
-                    int64_t start, int64_t len, char *msg, size_t n) {
+                    int64_t start, int64_t len, const char *path, char *msg, size_t n) {
     int sizes[ATTN_MAX_RANK], subs[ATTN_MAX_RANK], starts[ATTN_MAX_RANK];
     for (int d = 0; d < rank; d++) {
-        if (shape[d] > INT32_MAX) return snprintf(msg, n, "dimension %d (%lld) is too long for MPI-IO", d, (long long)shape[d]), 1;
+        if (shape[d] > INT32_MAX) return snprintf(msg, n, "%s: dimension %d (%lld) is too long for MPI-IO", path, d, (long long)shape[d]), 1;
         sizes[d] = (int)shape[d], subs[d] = d == dim ? (int)len : sizes[d], starts[d] = d == dim ? (int)start : 0;
     }
+    int64_t part[ATTN_MAX_RANK];
+    for (int d = 0; d < rank; d++) part[d] = subs[d];
+    if (too_many(rank, part, path, msg, n)) return 1;
     if (rank == 0) { /* a scalar: one element */
         MPI_Type_contiguous(1, elem, type);
     } else if (MPI_Type_create_subarray(rank, sizes, subs, starts, fortran ? MPI_ORDER_FORTRAN : MPI_ORDER_C, elem, type) !=
                MPI_SUCCESS) {
-        return snprintf(msg, n, "cannot describe the rows to MPI-IO"), 1;
+        return snprintf(msg, n, "%s: cannot describe the rows to MPI-IO", path), 1;
     }
     MPI_Type_commit(type);
     return 0;
@@ -75,7 +87,7 @@ static int read_part(npy_mpi *f, attn_tensor *dst, int dim, int64_t start, int64
     MPI_Datatype elem, type = MPI_DATATYPE_NULL;
     MPI_Type_contiguous((int)es, MPI_BYTE, &elem);
     MPI_Type_commit(&elem);
-    int bad = subarray(&type, elem, h->rank, h->shape, h->fortran_order, dim, start, len, msg, n);
+    int bad = subarray(&type, elem, h->rank, h->shape, h->fortran_order, dim, start, len, f->path, msg, n);
     int64_t count = attn_tensor_numel(dst);
     char *buf = h->fortran_order ? malloc((size_t)count * es + 1) : dst->data;
     if (!bad && !buf) bad = 1, snprintf(msg, n, "out of memory");
@@ -108,6 +120,12 @@ int npy_mpi_read(npy_mpi *f, attn_tensor *out, int dim, const attn_mpi_shard *sh
     int64_t shape[ATTN_MAX_RANK];
     memcpy(shape, h->shape, sizeof shape);
     if (sh) shape[dim] = sh->rows;
+    for (int i = 0; sh && i < sh->count; i++) { /* each segment a read: refused before the rows' memory is taken */
+        int64_t part[ATTN_MAX_RANK];
+        memcpy(part, shape, sizeof part), part[dim] = sh->length[i];
+        if (too_many(h->rank, part, f->path, msg, n)) return 1;
+    }
+    if (!sh && too_many(h->rank, shape, f->path, msg, n)) return 1;
     memset(out, 0, sizeof *out);
     attn_tensor_init(out, NULL, h->dtype, h->rank, shape, NULL, NULL);
     out->data = malloc((size_t)attn_tensor_numel(out) * attn_dtype_size(h->dtype) + 1);
@@ -157,7 +175,7 @@ int npy_mpi_write(const char *path, const attn_tensor *local, const int64_t *who
     int64_t row = 0;
     for (int i = 0; i < sh->count && !bad; row += sh->length[i], i++) {
         MPI_Datatype type;
-        if ((bad = subarray(&type, elem, local->rank, whole_shape, false, dim, sh->start[i], sh->length[i], msg, n))) break;
+        if ((bad = subarray(&type, elem, local->rank, whole_shape, false, dim, sh->start[i], sh->length[i], path, msg, n))) break;
         attn_tensor view = *local, block;
         view.shape[dim] = sh->length[i];
         view.data = (char *)local->data + row * local->strides[dim] * (int64_t)es;
