@@ -365,6 +365,36 @@ static void test_errors(void) {
     grow = to, grow.strides[0] = 0;
     st = attn_sdpa_varlen(&grow, NULL, &tq, &tq, &tq, cu, cu, 3, NULL, NULL, &err);
     check(st == ATTN_ERR_STRIDE, "varlen_error_out_with_rows_of_stride_0", "status %d: %s", (int)st, err.message);
+    /* out overlapping the (batch, Hk) k_descale away from each sequence's
+     * own row: sequence 1's out is row 0's scale, which sequence 0 reads. */
+    float ob[3] = {0, 1, 1};
+    unsigned char k8[8] = {0x30, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37};
+    int64_t s8o[3] = {2, 1, 1}, s8k[3] = {2, 1, 4}, s8v[3] = {2, 1, 1}, s8d[2] = {2, 1}, s8ds[2] = {1, 1}, cu8[3] = {0, 1, 2};
+    attn_tensor q8, o8, k8t, v8, d8;
+    attn_tensor_init(&q8, q, ATTN_F32, 3, s8k, NULL, NULL), attn_tensor_init(&o8, ob, ATTN_F32, 3, s8o, NULL, NULL);
+    attn_tensor_init(&k8t, k8, ATTN_E4M3, 3, s8k, NULL, NULL), attn_tensor_init(&v8, dout6, ATTN_F32, 3, s8v, NULL, NULL);
+    attn_tensor_init(&d8, ob + 1, ATTN_F32, 2, s8d, s8ds, NULL);
+    o = attn_sdpa_options_default();
+    o.k_descale = &d8;
+    st = attn_sdpa_varlen(&o8, NULL, &q8, &k8t, &v8, cu8, cu8, 2, NULL, &o, &err);
+    check(st == ATTN_ERR_STRIDE && ob[0] == 0 && ob[1] == 1, "varlen_error_out_over_another_sequences_descale",
+          "status %d: %s", (int)st, err.message);
+    /* and a plan's run whose out lies over the scales the plan reads */
+    float ob2[2] = {0, 0};
+    unsigned char plan_mem[8192];
+    size_t plan_bytes = 0, ws_bytes = 0;
+    attn_sdpa_plan *plan = NULL;
+    attn_tensor o8b = o8;
+    o8b.data = ob2;
+    st = attn_sdpa_plan_bytes(&plan_bytes, 2, &err);
+    if (!st && plan_bytes <= sizeof plan_mem)
+        st = attn_sdpa_varlen_plan_init(&plan, plan_mem, plan_bytes, &ws_bytes, &o8b, NULL, &q8, &k8t, &v8, cu8, cu8, 2,
+                                        NULL, &o, &err);
+    void *ws = malloc(ws_bytes ? ws_bytes : 1);
+    if (!st && plan) st = attn_sdpa_run(plan, &o8, NULL, &q8, &k8t, &v8, ws, ws_bytes, &err);
+    check(st == ATTN_ERR_STRIDE && ob[0] == 0 && ob[1] == 1, "varlen_plan_run_error_out_over_descale", "status %d: %s",
+          (int)st, err.message);
+    free(ws);
 }
 
 /* With a workspace: the same bits, and one too small fails before writing. */

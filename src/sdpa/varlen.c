@@ -452,8 +452,10 @@ static attn_status check_varlen(attn_tensor *out, attn_tensor *lse, const attn_t
         return st;
     /* The plans check each sequence's views again; this covers the rows of
      * sequences no plan sees. */
-    const attn_named ins[5] = {{q, "q"}, {k, "k"}, {v, "v"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"}};
-    if ((st = check_outputs(out, lse, ins, 5, masks, batch, err))) return st;
+    /* The scales too: a sequence's plan sees only its own row of them. */
+    const attn_named ins[7] = {{q, "q"}, {k, "k"}, {v, "v"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"},
+                               {o->k_descale, "k_descale"}, {o->v_descale, "v_descale"}};
+    if ((st = check_outputs(out, lse, ins, 7, masks, batch, err))) return st;
     if (o->sinks && (st = attn_check_per_head(o->sinks, "sinks", q->shape[1], err))) return st;
     return check_batch_descale(o, k->dtype, v->dtype, batch, k->shape[1], err);
 }
@@ -515,8 +517,9 @@ static attn_status check_paged(int64_t *Ev_out, attn_tensor *out, attn_tensor *l
     if ((st = check_packed_out(out, "out", 3, want_out, q->dtype, err)) ||
         (lse && (st = check_packed_out(lse, "lse", 2, want_out, lse_dtype(q), err))))
         return st;
-    const attn_named ins[3] = {{q, "q"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"}};
-    if ((st = check_outputs(out, lse, ins, 3, masks, batch, err))) return st;
+    const attn_named ins[5] = {{q, "q"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"},
+                               {o->k_descale, "k_descale"}, {o->v_descale, "v_descale"}};
+    if ((st = check_outputs(out, lse, ins, 5, masks, batch, err))) return st;
     for (int64_t b = 0; b < batch; b++) { /* and the pools' memory */
         attn_tensor pools[2];
         attn_paged_rows_pool(&pools[0], &k_pages[b]), attn_paged_rows_pool(&pools[1], &v_pages[b]);
