@@ -397,6 +397,39 @@ static void test_errors(void) {
     free(ws);
 }
 
+/* dout broadcast from one value (stride 0 everywhere, as autograd hands
+ * the gradient of a sum): an input, taken as attn_sdpa_backward takes it,
+ * each sequence's gradients bitwise its call's on its views. */
+static void test_backward_broadcast_dout(void) {
+    enum { T = 7, H = 2, E = 4 };
+    float q[T * H * E], k[T * H * E], v[T * H * E], out[T * H * E], lse[T * H], one[1] = {1};
+    for (int i = 0; i < T * H * E; i++) q[i] = (float)i / 56, k[i] = (float)(i % 5) / 5, v[i] = (float)(i % 7) / 7;
+    int64_t s[3] = {T, H, E}, sl[2] = {T, H}, zs[3] = {0, 0, 0}, cu[3] = {0, 3, 7};
+    attn_tensor tq, tk, tv, to, tl, td;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, s, NULL, NULL), attn_tensor_init(&tk, k, ATTN_F32, 3, s, NULL, NULL);
+    attn_tensor_init(&tv, v, ATTN_F32, 3, s, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, s, NULL, NULL);
+    attn_tensor_init(&tl, lse, ATTN_F32, 2, sl, NULL, NULL), attn_tensor_init(&td, one, ATTN_F32, 3, s, zs, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_error err;
+    attn_tensor want[3], got[3];
+    for (int t = 0; t < 3; t++) want[t] = zeros(ATTN_F32, 3, s), got[t] = zeros(ATTN_F32, 3, s);
+    attn_status st = attn_sdpa_varlen(&to, &tl, &tq, &tk, &tv, cu, cu, 2, NULL, &o, &err);
+    for (int b = 0; !st && b < 2; b++) {
+        int64_t n = cu[b + 1] - cu[b];
+        attn_tensor a = view(&tq, cu[b], n), kk = view(&tk, cu[b], n), vv = view(&tv, cu[b], n), oo = view(&to, cu[b], n);
+        attn_tensor ll = view(&tl, cu[b], n), dd = view(&td, cu[b], n);
+        attn_tensor g0 = view(&want[0], cu[b], n), g1 = view(&want[1], cu[b], n), g2 = view(&want[2], cu[b], n);
+        st = attn_sdpa_backward(&g0, &g1, &g2, NULL, &dd, &a, &kk, &vv, &oo, &ll, &o, &err);
+    }
+    if (!st) st = attn_sdpa_varlen_backward(&got[0], &got[1], &got[2], &td, &tq, &tk, &tv, &to, &tl, cu, cu, 2, NULL, &o, &err);
+    int same = 1;
+    for (int t = 0; t < 3; t++) same &= !memcmp(got[t].data, want[t].data, bytes_of(&got[t]));
+    check(st == ATTN_OK && same, "varlen_backward_broadcast_dout", "status %d: %s%s", (int)st, st ? err.message : "",
+          same ? "" : "; gradients differ from attn_sdpa_backward's");
+    for (int t = 0; t < 3; t++) free(want[t].data), free(got[t].data);
+}
+
 /* With a workspace: the same bits, and one too small fails before writing. */
 static void test_workspace(void) {
     vcase c = {"ws", ATTN_F32, ATTN_F32, 2, 1, 32, 32, 5, 90, 0, ATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0};
@@ -788,6 +821,7 @@ int main(void) {
     test_backward_one_job();
     test_backward_group_items();
     test_backward_scratch_of_largest();
+    test_backward_broadcast_dout();
     attn_shutdown();
     return n_failed ? 1 : 0;
 }
