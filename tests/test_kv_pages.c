@@ -1715,6 +1715,27 @@ static void test_out_over_descale(void) {
     attn_status st = attn_kv_paged_attend(&to, NULL, &tq, cu, &w, NULL, &o, &err);
     check(st == ATTN_ERR_STRIDE && out[0] == 0 && out[7] == 1, "paged_error_out_over_another_sequences_descale",
           "status %d: %s", (int)st, st ? err.message : "");
+    /* A plan of the same batch run on another out: the caller's scales
+     * (the view has none) as the unplanned call reads them, bitwise; then a
+     * run whose out lies over them is refused. */
+    float other[8], want[8];
+    unsigned char plan_mem[8192];
+    size_t plan_bytes = 0, ws_bytes = 0;
+    attn_sdpa_plan *plan = NULL;
+    attn_tensor to2 = to, tw = to;
+    to2.data = other, tw.data = want;
+    st = attn_kv_paged_attend(&tw, NULL, &tq, cu, &w, NULL, &o, &err);
+    if (!st) st = attn_sdpa_plan_bytes(&plan_bytes, 2, &err);
+    if (!st && plan_bytes > sizeof plan_mem) st = ATTN_ERR_WORKSPACE;
+    if (!st) st = attn_kv_paged_plan_init(&plan, plan_mem, plan_bytes, &ws_bytes, &to2, NULL, &tq, cu, &w, NULL, &o, &err);
+    void *ws = malloc(ws_bytes ? ws_bytes : 1);
+    if (!st) st = attn_kv_paged_run(plan, &to2, NULL, &tq, kp, vp, ws, ws_bytes, &err);
+    check(st == ATTN_OK && !memcmp(other, want, sizeof want), "paged_plan_run_caller_descale_bitwise", "status %d: %s",
+          (int)st, st ? err.message : "");
+    if (!st) st = attn_kv_paged_run(plan, &to, NULL, &tq, kp, vp, ws, ws_bytes, &err);
+    check(st == ATTN_ERR_STRIDE && out[0] == 0 && out[7] == 1, "paged_plan_run_error_out_over_descale",
+          "status %d: %s", (int)st, st ? err.message : "");
+    free(ws);
 }
 
 static void test_caller_pages(void) {
