@@ -1694,6 +1694,50 @@ static void test_mha_cached_batch_errors(void) {
 
 /* ---- pages the caller manages ---- */
 
+/* A caller's e4m3 view with a (batch, Hk) k_descale in the options: an
+ * out lying over another sequence's row of the scales (which that
+ * sequence reads) is refused before anything is written. */
+static void test_out_over_descale(void) {
+    unsigned char kp[2 * 16 * 4], vp[2 * 16 * 4];
+    for (int i = 0; i < 2 * 16 * 4; i++) kp[i] = (unsigned char)(0x30 + i % 7), vp[i] = (unsigned char)(0x31 + i % 5);
+    int32_t table[2] = {0, 1};
+    int64_t lengths[2] = {3, 3}, sq[3] = {2, 1, 4}, sd[2] = {2, 1}, sds[2] = {1, 1}, cu[3] = {0, 1, 2};
+    attn_kv_paged_view w = attn_kv_paged_view_default();
+    w.dtype = ATTN_E4M3, w.key_dim = w.value_dim = 4, w.page_size = 16, w.num_pages = 2;
+    w.k_pages = kp, w.v_pages = vp, w.num_sequences = 2, w.lengths = lengths, w.page_table = table, w.table_stride = 1;
+    float q[8] = {.1f, .2f, .3f, .4f, .5f, .6f, .7f, .8f}, out[9] = {0, 0, 0, 0, 1, 1, 1, 1, 1};
+    attn_tensor tq, to, td; /* out (2, 1, 4): row 1 is out[4 .. 7]; the scales' rows are out[7] and out[8] */
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&td, out + 7, ATTN_F32, 2, sd, sds, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.k_descale = &td;
+    attn_error err;
+    attn_status st = attn_kv_paged_attend(&to, NULL, &tq, cu, &w, NULL, &o, &err);
+    check(st == ATTN_ERR_STRIDE && out[0] == 0 && out[7] == 1, "paged_error_out_over_another_sequences_descale",
+          "status %d: %s", (int)st, st ? err.message : "");
+    /* A plan of the same batch run on another out: the caller's scales
+     * (the view has none) as the unplanned call reads them, bitwise; then a
+     * run whose out lies over them is refused. */
+    float other[8], want[8];
+    unsigned char plan_mem[8192];
+    size_t plan_bytes = 0, ws_bytes = 0;
+    attn_sdpa_plan *plan = NULL;
+    attn_tensor to2 = to, tw = to;
+    to2.data = other, tw.data = want;
+    st = attn_kv_paged_attend(&tw, NULL, &tq, cu, &w, NULL, &o, &err);
+    if (!st) st = attn_sdpa_plan_bytes(&plan_bytes, 2, &err);
+    if (!st && plan_bytes > sizeof plan_mem) st = ATTN_ERR_WORKSPACE;
+    if (!st) st = attn_kv_paged_plan_init(&plan, plan_mem, plan_bytes, &ws_bytes, &to2, NULL, &tq, cu, &w, NULL, &o, &err);
+    void *ws = malloc(ws_bytes ? ws_bytes : 1);
+    if (!st) st = attn_kv_paged_run(plan, &to2, NULL, &tq, kp, vp, ws, ws_bytes, &err);
+    check(st == ATTN_OK && !memcmp(other, want, sizeof want), "paged_plan_run_caller_descale_bitwise", "status %d: %s",
+          (int)st, st ? err.message : "");
+    if (!st) st = attn_kv_paged_run(plan, &to, NULL, &tq, kp, vp, ws, ws_bytes, &err);
+    check(st == ATTN_ERR_STRIDE && out[0] == 0 && out[7] == 1, "paged_plan_run_error_out_over_descale",
+          "status %d: %s", (int)st, st ? err.message : "");
+    free(ws);
+}
+
 static void test_caller_pages(void) {
     /* 5 pages of P = 4 (a view takes any page size) in a shuffled order, 2
      * sequences of 7 and 9 positions, as a block table and as indptr. */
@@ -2406,6 +2450,7 @@ int main(void) {
     test_long_decode(ATTN_F16, 24, 4, 40, 24, "long_forks_decode_kernel_equals_contiguous_f16_page_24_4_heads_tails");
     rng_state = saved;
     test_caller_pages();
+    test_out_over_descale();
     test_desc();
     test_pages_aligned();
     test_no_queries_stride_0();

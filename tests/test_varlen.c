@@ -365,6 +365,69 @@ static void test_errors(void) {
     grow = to, grow.strides[0] = 0;
     st = attn_sdpa_varlen(&grow, NULL, &tq, &tq, &tq, cu, cu, 3, NULL, NULL, &err);
     check(st == ATTN_ERR_STRIDE, "varlen_error_out_with_rows_of_stride_0", "status %d: %s", (int)st, err.message);
+    /* out overlapping the (batch, Hk) k_descale away from each sequence's
+     * own row: sequence 1's out is row 0's scale, which sequence 0 reads. */
+    float ob[3] = {0, 1, 1};
+    unsigned char k8[8] = {0x30, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37};
+    int64_t s8o[3] = {2, 1, 1}, s8k[3] = {2, 1, 4}, s8v[3] = {2, 1, 1}, s8d[2] = {2, 1}, s8ds[2] = {1, 1}, cu8[3] = {0, 1, 2};
+    attn_tensor q8, o8, k8t, v8, d8;
+    attn_tensor_init(&q8, q, ATTN_F32, 3, s8k, NULL, NULL), attn_tensor_init(&o8, ob, ATTN_F32, 3, s8o, NULL, NULL);
+    attn_tensor_init(&k8t, k8, ATTN_E4M3, 3, s8k, NULL, NULL), attn_tensor_init(&v8, dout6, ATTN_F32, 3, s8v, NULL, NULL);
+    attn_tensor_init(&d8, ob + 1, ATTN_F32, 2, s8d, s8ds, NULL);
+    o = attn_sdpa_options_default();
+    o.k_descale = &d8;
+    st = attn_sdpa_varlen(&o8, NULL, &q8, &k8t, &v8, cu8, cu8, 2, NULL, &o, &err);
+    check(st == ATTN_ERR_STRIDE && ob[0] == 0 && ob[1] == 1, "varlen_error_out_over_another_sequences_descale",
+          "status %d: %s", (int)st, err.message);
+    /* and a plan's run whose out lies over the scales the plan reads */
+    float ob2[2] = {0, 0};
+    unsigned char plan_mem[8192];
+    size_t plan_bytes = 0, ws_bytes = 0;
+    attn_sdpa_plan *plan = NULL;
+    attn_tensor o8b = o8;
+    o8b.data = ob2;
+    st = attn_sdpa_plan_bytes(&plan_bytes, 2, &err);
+    if (!st && plan_bytes <= sizeof plan_mem)
+        st = attn_sdpa_varlen_plan_init(&plan, plan_mem, plan_bytes, &ws_bytes, &o8b, NULL, &q8, &k8t, &v8, cu8, cu8, 2,
+                                        NULL, &o, &err);
+    void *ws = malloc(ws_bytes ? ws_bytes : 1);
+    if (!st && plan) st = attn_sdpa_run(plan, &o8, NULL, &q8, &k8t, &v8, ws, ws_bytes, &err);
+    check(st == ATTN_ERR_STRIDE && ob[0] == 0 && ob[1] == 1, "varlen_plan_run_error_out_over_descale", "status %d: %s",
+          (int)st, err.message);
+    free(ws);
+}
+
+/* dout broadcast from one value (stride 0 everywhere, as autograd hands
+ * the gradient of a sum): an input, taken as attn_sdpa_backward takes it,
+ * each sequence's gradients bitwise its call's on its views. */
+static void test_backward_broadcast_dout(void) {
+    enum { T = 7, H = 2, E = 4 };
+    float q[T * H * E], k[T * H * E], v[T * H * E], out[T * H * E], lse[T * H], one[1] = {1};
+    for (int i = 0; i < T * H * E; i++) q[i] = (float)i / 56, k[i] = (float)(i % 5) / 5, v[i] = (float)(i % 7) / 7;
+    int64_t s[3] = {T, H, E}, sl[2] = {T, H}, zs[3] = {0, 0, 0}, cu[3] = {0, 3, 7};
+    attn_tensor tq, tk, tv, to, tl, td;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, s, NULL, NULL), attn_tensor_init(&tk, k, ATTN_F32, 3, s, NULL, NULL);
+    attn_tensor_init(&tv, v, ATTN_F32, 3, s, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, s, NULL, NULL);
+    attn_tensor_init(&tl, lse, ATTN_F32, 2, sl, NULL, NULL), attn_tensor_init(&td, one, ATTN_F32, 3, s, zs, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_error err;
+    attn_tensor want[3], got[3];
+    for (int t = 0; t < 3; t++) want[t] = zeros(ATTN_F32, 3, s), got[t] = zeros(ATTN_F32, 3, s);
+    attn_status st = attn_sdpa_varlen(&to, &tl, &tq, &tk, &tv, cu, cu, 2, NULL, &o, &err);
+    for (int b = 0; !st && b < 2; b++) {
+        int64_t n = cu[b + 1] - cu[b];
+        attn_tensor a = view(&tq, cu[b], n), kk = view(&tk, cu[b], n), vv = view(&tv, cu[b], n), oo = view(&to, cu[b], n);
+        attn_tensor ll = view(&tl, cu[b], n), dd = view(&td, cu[b], n);
+        attn_tensor g0 = view(&want[0], cu[b], n), g1 = view(&want[1], cu[b], n), g2 = view(&want[2], cu[b], n);
+        st = attn_sdpa_backward(&g0, &g1, &g2, NULL, &dd, &a, &kk, &vv, &oo, &ll, &o, &err);
+    }
+    if (!st) st = attn_sdpa_varlen_backward(&got[0], &got[1], &got[2], &td, &tq, &tk, &tv, &to, &tl, cu, cu, 2, NULL, &o, &err);
+    int same = 1;
+    for (int t = 0; t < 3; t++) same &= !memcmp(got[t].data, want[t].data, bytes_of(&got[t]));
+    check(st == ATTN_OK && same, "varlen_backward_broadcast_dout", "status %d: %s%s", (int)st, st ? err.message : "",
+          same ? "" : "; gradients differ from attn_sdpa_backward's");
+    for (int t = 0; t < 3; t++) free(want[t].data), free(got[t].data);
 }
 
 /* With a workspace: the same bits, and one too small fails before writing. */
@@ -758,6 +821,7 @@ int main(void) {
     test_backward_one_job();
     test_backward_group_items();
     test_backward_scratch_of_largest();
+    test_backward_broadcast_dout();
     attn_shutdown();
     return n_failed ? 1 : 0;
 }

@@ -100,9 +100,11 @@ static attn_status check_packed(const attn_tensor *t, const char *name, attn_err
 
 /* An output of exactly `want`'s first `rank` dimensions, q's dtype, and no
  * stride 0 in a dimension of size > 1 unless it has no rows (nothing is
- * written to it; NumPy gives an empty array strides of 0). */
+ * written to it; NumPy gives an empty array strides of 0). `written` false:
+ * a tensor the backward reads (out, lse, dout), shaped like an output but
+ * taking any strides, 0 too, as attn_sdpa_backward takes them. */
 static attn_status check_packed_out(const attn_tensor *t, const char *name, int rank, const int64_t *want,
-                                    attn_dtype dtype, attn_error *err) {
+                                    attn_dtype dtype, bool written, attn_error *err) {
     if (!t) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", name);
     if (t->rank != rank) return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; it must be %d", name, t->rank, rank);
     if (t->dtype != dtype)
@@ -115,7 +117,7 @@ static attn_status check_packed_out(const attn_tensor *t, const char *name, int 
             attn_format_shape(exp, sizeof exp, rank, want);
             return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s but it must be %s", name, got, exp);
         }
-    attn_status st = attn_check_writable(t, name, err);
+    attn_status st = written ? attn_check_writable(t, name, err) : ATTN_OK;
     if (st) return st;
     if (!t->data && t->shape[0] > 0) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
     return attn_check_extent(t, name, err);
@@ -447,13 +449,15 @@ static attn_status check_varlen(attn_tensor *out, attn_tensor *lse, const attn_t
     attn_status st;
     if ((st = check_batch(q, k, v, cu_q, cu_k, batch, o, err))) return st;
     int64_t want_out[3] = {q->shape[0], q->shape[1], v->shape[2]};
-    if ((st = check_packed_out(out, "out", 3, want_out, q->dtype, err)) ||
-        (lse && (st = check_packed_out(lse, "lse", 2, want_out, lse_dtype(q), err))))
+    if ((st = check_packed_out(out, "out", 3, want_out, q->dtype, true, err)) ||
+        (lse && (st = check_packed_out(lse, "lse", 2, want_out, lse_dtype(q), true, err))))
         return st;
     /* The plans check each sequence's views again; this covers the rows of
      * sequences no plan sees. */
-    const attn_named ins[5] = {{q, "q"}, {k, "k"}, {v, "v"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"}};
-    if ((st = check_outputs(out, lse, ins, 5, masks, batch, err))) return st;
+    /* The scales too: a sequence's plan sees only its own row of them. */
+    const attn_named ins[7] = {{q, "q"}, {k, "k"}, {v, "v"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"},
+                               {o->k_descale, "k_descale"}, {o->v_descale, "v_descale"}};
+    if ((st = check_outputs(out, lse, ins, 7, masks, batch, err))) return st;
     if (o->sinks && (st = attn_check_per_head(o->sinks, "sinks", q->shape[1], err))) return st;
     return check_batch_descale(o, k->dtype, v->dtype, batch, k->shape[1], err);
 }
@@ -512,11 +516,12 @@ static attn_status check_paged(int64_t *Ev_out, attn_tensor *out, attn_tensor *l
         Ev = vp->cols;
     }
     int64_t want_out[3] = {q->shape[0], q->shape[1], Ev};
-    if ((st = check_packed_out(out, "out", 3, want_out, q->dtype, err)) ||
-        (lse && (st = check_packed_out(lse, "lse", 2, want_out, lse_dtype(q), err))))
+    if ((st = check_packed_out(out, "out", 3, want_out, q->dtype, true, err)) ||
+        (lse && (st = check_packed_out(lse, "lse", 2, want_out, lse_dtype(q), true, err))))
         return st;
-    const attn_named ins[3] = {{q, "q"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"}};
-    if ((st = check_outputs(out, lse, ins, 3, masks, batch, err))) return st;
+    const attn_named ins[5] = {{q, "q"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"},
+                               {o->k_descale, "k_descale"}, {o->v_descale, "v_descale"}};
+    if ((st = check_outputs(out, lse, ins, 5, masks, batch, err))) return st;
     for (int64_t b = 0; b < batch; b++) { /* and the pools' memory */
         attn_tensor pools[2];
         attn_paged_rows_pool(&pools[0], &k_pages[b]), attn_paged_rows_pool(&pools[1], &v_pages[b]);
@@ -564,12 +569,12 @@ attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_ten
     if (!dq && !dk && !dv) return attn_fail(err, ATTN_ERR_NULL, "dq, dk and dv are all NULL; ask for one gradient at least");
     /* out, lse and dout as the forward wrote them (checked like outputs:
      * the same shapes, q's dtype), the gradients shaped like their inputs. */
-    if ((st = check_packed_out((attn_tensor *)out, "out", 3, want_out, q->dtype, err)) ||
-        (st = check_packed_out((attn_tensor *)lse, "lse", 2, want_out, q->dtype, err)) ||
-        (st = check_packed_out((attn_tensor *)dout, "dout", 3, want_out, q->dtype, err)))
+    if ((st = check_packed_out(out, "out", 3, want_out, q->dtype, false, err)) ||
+        (st = check_packed_out(lse, "lse", 2, want_out, q->dtype, false, err)) ||
+        (st = check_packed_out(dout, "dout", 3, want_out, q->dtype, false, err)))
         return st;
     for (int t = 0; t < 3; t++)
-        if (grad[t] && (st = check_packed_out(grad[t], NAME[t], 3, like[t]->shape, q->dtype, err))) return st;
+        if (grad[t] && (st = check_packed_out(grad[t], NAME[t], 3, like[t]->shape, q->dtype, true, err))) return st;
     const attn_named outs[3] = {{dq, "dq"}, {dk, "dk"}, {dv, "dv"}};
     const attn_named ins[8] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"},
                                {o.alibi_slopes, "alibi_slopes"}, {o.sinks, "sinks"}};
