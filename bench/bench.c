@@ -988,22 +988,30 @@ static void varlen_balance(bool as_json) {
 /* ---- decode at every length ------------------------------------------------------ */
 
 /* One decode call of H = 8 heads, d = 64: L queries against S keys, f32,
- * bottom-right causal, over `copies` sets of keys and values taken in turn
- * (next_copy), so that with enough of them every call reads its keys and
- * values from memory, as a model's layers each read their own cache, and
- * with one, from the caches once the first call has read them. */
-enum { SWEEP_H = 8, SWEEP_D = 64 };
+ * bottom-right causal. A row read from memory takes its keys and values
+ * from the pool at a cursor that every such row shares and each call moves
+ * past what it read, as a model's layers each read their own cache: no call
+ * reads what one of the last several calls read, whichever row made them.
+ * (Each row once kept its own place in the pool: two rows timed in turns
+ * could then read the same copy one after the other, the second partly
+ * from the L3 the first had filled, and the pair's ratio moved with where
+ * their places happened to lie.) A row read from the caches reads the
+ * pool's start, the same keys every call. */
+enum { SWEEP_H = 8, SWEEP_D = 64, SWEEP_POOL = 16 << 20 /* floats of keys, and as many of values: 64 MiB each */ };
 typedef struct sweep_row {
     int64_t L, S;
     call c;
     float *q, *out;
-    const float *k, *v; /* copies · H · S · d floats each */
-    int copies, next_copy;
+    const float *k, *v; /* the pool: SWEEP_POOL floats each */
+    bool from_memory;
 } sweep_row;
 
-static void sweep_row_init(sweep_row *r, int64_t L, int64_t S, const float *k, const float *v, int copies) {
+/* Where the next call from memory reads the pool, in floats. */
+static size_t sweep_cursor;
+
+static void sweep_row_init(sweep_row *r, int64_t L, int64_t S, const float *k, const float *v, bool from_memory) {
     memset(r, 0, sizeof *r);
-    r->L = L, r->S = S, r->k = k, r->v = v, r->copies = copies;
+    r->L = L, r->S = S, r->k = k, r->v = v, r->from_memory = from_memory;
     r->q = random_floats((size_t)(SWEEP_H * L * SWEEP_D), 11);
     r->out = calloc((size_t)(SWEEP_H * L * SWEEP_D), sizeof(float));
     int64_t sq[3] = {SWEEP_H, L, SWEEP_D};
@@ -1013,13 +1021,17 @@ static void sweep_row_init(sweep_row *r, int64_t L, int64_t S, const float *k, c
     r->c.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
 }
 
-/* The time of one call on the row's next copy. */
+/* The time of one call, on the keys at the cursor (from memory) or at the
+ * pool's start (in cache). */
 static double sweep_call(sweep_row *r) {
     int64_t sk[3] = {SWEEP_H, r->S, SWEEP_D};
-    size_t off = (size_t)r->next_copy * (size_t)(SWEEP_H * r->S * SWEEP_D);
+    size_t set = (size_t)(SWEEP_H * r->S * SWEEP_D), off = 0;
+    if (r->from_memory) {
+        if (sweep_cursor + set > SWEEP_POOL) sweep_cursor = 0;
+        off = sweep_cursor, sweep_cursor += set;
+    }
     attn_tensor_init(&r->c.k, (void *)(r->k + off), ATTN_F32, 3, sk, NULL, NULL);
     attn_tensor_init(&r->c.v, (void *)(r->v + off), ATTN_F32, 3, sk, NULL, NULL);
-    r->next_copy = (r->next_copy + 1) % r->copies;
     double t0 = now();
     run_attn(&r->c);
     return now() - t0;
@@ -1053,7 +1065,7 @@ static void sweep_row_free(sweep_row *r) { free(r->q), free(r->out); }
  * and 2048 both, where a fixed chunk once switched kernels), then L = 1..8
  * at S = 4096; each row's time over its neighbour's, the two timed in
  * turns. Twice: reading keys and values from memory (a set of them for
- * every call, from 128 MiB of copies, as a model's layers read their
+ * every call, fresh from a pool of 128 MiB, as a model's layers read their
  * caches), and from the caches (one set, read again and again: a step
  * there may be where the set stops fitting in L2 or this host's share of
  * L3, not the kernel). The largest steps are taken from memory.
@@ -1070,10 +1082,9 @@ enum { SWEEP_PASSES = 3 };
 static void decode_sweep(bool as_json) {
     static const int64_t SIZES[] = {256, 320, 384, 448, 512, 640, 768, 896, 1024, 1280, 1536,
                                     1792, 2047, 2048, 2560, 3072, 3584, 4096};
-    enum { POOL = 16 << 20, /* floats of keys, and as many of values: 64 MiB each */
-           N_S = sizeof SIZES / sizeof SIZES[0], N = N_S + 8 };
+    enum { N_S = sizeof SIZES / sizeof SIZES[0], N = N_S + 8 };
     int n_s = quick ? 4 : N_S, n = n_s + 8, passes = quick ? 1 : SWEEP_PASSES;
-    float *k = random_floats(POOL, 12), *v = random_floats(POOL, 13);
+    float *k = random_floats(SWEEP_POOL, 12), *v = random_floats(SWEEP_POOL, 13);
     /* [pass][row][from memory, in cache]: a row's time, and its time over
      * the previous row's (1 for the first of S and of L) */
     static double t[SWEEP_PASSES][N][2], r[SWEEP_PASSES][N][2];
@@ -1081,9 +1092,8 @@ static void decode_sweep(bool as_json) {
         sweep_row prev[2];
         for (int i = 0; i < n; i++) {
             int64_t L = i < n_s ? 1 : i - n_s + 1, S = i < n_s ? SIZES[i] : 4096;
-            int64_t set = SWEEP_H * S * SWEEP_D;
             sweep_row row[2];
-            sweep_row_init(&row[0], L, S, k, v, (int)(POOL / set)), sweep_row_init(&row[1], L, S, k, v, 1);
+            sweep_row_init(&row[0], L, S, k, v, true), sweep_row_init(&row[1], L, S, k, v, false);
             for (int m = 0; m < 2; m++) {
                 double t_prev;
                 r[p][i][m] = 1;
