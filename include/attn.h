@@ -610,7 +610,8 @@ ATTN_API attn_status attn_dequantize(attn_tensor *dst, const void *src, size_t s
 ATTN_API attn_status attn_hadamard(attn_tensor *x, attn_error *err);
 
 /* Copy src into dst element by element, converting between the float
- * dtypes (f64, f32, f16, bf16) as above; both any strides, same shape.
+ * dtypes (f64, f32, f16, bf16) as above (f64 into f16 or bf16 rounded
+ * once, to nearest even); both any strides, same shape.
  * dst may be src itself (the same view); otherwise they must not overlap.
  * Errors: ATTN_ERR_NULL, ATTN_ERR_SHAPE, ATTN_ERR_DTYPE (bool or unknown),
  * ATTN_ERR_OVERFLOW, ATTN_ERR_STRIDE. */
@@ -1000,13 +1001,18 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  *     kernel), never from the thread count; results of different kernels
  *     or splits may differ in the last bits, each within the bound below.
  *     Their error against the exact result is
- *       max|out - exact| <= 2e-5 · max|exact| + 4 · 2^-24 · max|s| · max|v|
- *     where s are the scores q·k·scale: f32 rounds a score by up to
+ *       max|out - exact| <= 2e-5 · max|P·|v|| + 4 · 2^-24 · max|s| · max|v|
+ *     where s are the scores q·k·scale and P·|v| the exact attention on
+ *     |v| (each row's weighted mean of |v|; max|exact| when no column of v
+ *     changes sign): f32 rounds a score by up to
  *     2^-24·|s|; scaling the queries, subtracting the row maximum and
  *     scaling by log2 e add as much again, and scores that move by at most d
  *     move the output by at most 2·d·max|v|. The first term covers the
- *     rounding of the sums (tested up to S = 9000). PyTorch's own float32
- *     has the same 2^-24·|s| term.
+ *     rounding of the sums (tested up to S = 32768); each rounding is
+ *     relative to a partial sum of p_j·v_j, bounded by the sum of
+ *     p_j·|v_j|, not by the result: values that cancel (out small beside the
+ *     |v| it averages) are off by 2e-5 of that mean, not of out. PyTorch's
+ *     own float32 has the same 2^-24·|s| term.
  *   - Any finite mask value is a finite score, -FLT_MAX included (Hugging
  *     Face pads with torch.finfo(torch.float32).min): scores stay in natural
  *     units, and only their differences from the row maximum are scaled.

@@ -9,10 +9,10 @@ attn computes in f32 (q widened exactly, f32 sums and softmax) and rounds its
 f32 output once to the 16-bit type, so with u16 the type's unit roundoff
 (2^-8 for bf16, 2^-11 for f16) each output element is within
 
-    u16 |ref| + (1 + u16) (2e-5 max|ref| + 4 * 2^-24 max|score| max|v|)
+    u16 |ref| + (1 + u16) (2e-5 max|P |v|| + 4 * 2^-24 max|score| max|v|)
 
-of the reference: one rounding of the value, plus the f32 call's bound on the
-same inputs (tests/oracle.py's). lse is f32 and held to the f32 bound. The
+of the reference (P |v| the attention on |v|): one rounding of the value, plus
+the f32 call's bound on the same inputs (attn.h's). lse is f32 and held to the f32 bound. The
 cases run every kernel the f32 path has (flash tiles, the split-key decode
 path for 1-4 query rows, the exact kernel through attn_sdpa_reference), GQA,
 causal masks in both alignments, bool and f32 masks; and the workspace path
@@ -83,7 +83,8 @@ class Check(Reporter):
 
 
 def reference(q, k, v, mask, causal):
-    """PyTorch float64 attention (GQA by repeating heads): out, lse, max|score|."""
+    """PyTorch float64 attention (GQA by repeating heads): out, lse, max|score|,
+    and the attention of |v| (the weighted mean of |v| each output averages)."""
     q, k, v = (torch.from_numpy(a) for a in (q, k, v))
     g = q.shape[-3] // k.shape[-3]
     k, v = k.repeat_interleave(g, -3), v.repeat_interleave(g, -3)
@@ -94,14 +95,15 @@ def reference(q, k, v, mask, causal):
         s = s.masked_fill(~m, float("-inf")) if m.dtype == torch.bool else s + m
     if causal:
         s = s.masked_fill(~causal_allowed(s.shape[-2], s.shape[-1], causal), float("-inf"))
-    return (s.softmax(-1) @ v).numpy(), torch.logsumexp(s, -1).numpy(), big
+    return (s.softmax(-1) @ v).numpy(), torch.logsumexp(s, -1).numpy(), big, (s.softmax(-1) @ v.abs()).numpy()
 
 
-def case(c, rng, name, kind, B, H, Hk, L, S, E, Ev, causal=0, mask=None, kv32=False, fn="attn_sdpa", workspace=False):
+def case(c, rng, name, kind, B, H, Hk, L, S, E, Ev, causal=0, mask=None, kv32=False, fn="attn_sdpa", workspace=False,
+         queries=torch.randn, values=torch.randn):
     torch.manual_seed(int(rng.integers(1 << 30)))
-    qb, q64 = bits(torch.randn(B, H, L, E), kind)
+    qb, q64 = bits(queries(B, H, L, E), kind)
     kb, k64 = bits(torch.randn(B, Hk, S, E), kind)
-    vb, v64 = bits(torch.randn(B, Hk, S, Ev), kind)
+    vb, v64 = bits(values(B, Hk, S, Ev), kind)
     dt = F16 if kind == "f16" else BF16
     if kv32:  # k and v in f32 (the values the 16-bit ones hold) beside a 16-bit q
         k_arr, v_arr, kdt = k64.astype(np.float32), v64.astype(np.float32), F32
@@ -117,10 +119,10 @@ def case(c, rng, name, kind, B, H, Hk, L, S, E, Ev, causal=0, mask=None, kv32=Fa
     st, msg = c.call(fn, to, tl, tq, tk, tv, c.options(causal, mt))
     if st:
         return c.report(name, "%s failed: %s" % (fn, msg))
-    ref, ref_lse, big = reference(q64, k64, v64, None if mask is None else mask.astype(np.float64) if mask.dtype != np.bool_ else mask, causal)
+    ref, ref_lse, big, mag = reference(q64, k64, v64, None if mask is None else mask.astype(np.float64) if mask.dtype != np.bool_ else mask, causal)
     got = widen(out, kind)
     u = U16[kind]
-    f32 = 2e-5 * float(np.abs(ref).max()) + 4 * 2.0 ** -24 * big * float(np.abs(v64).max())
+    f32 = 2e-5 * float(mag.max()) + 4 * 2.0 ** -24 * big * float(np.abs(v64).max())
     worst = float(np.max(np.abs(got - ref) / (u * np.abs(ref) + (1 + u) * f32)))
     lse_err = float(np.max(np.abs(lse - ref_lse) / (2e-5 * np.maximum(1, np.abs(ref_lse)) + 4 * 2.0 ** -24 * big)))
     why = "" if worst <= 1 and lse_err <= 1 else "error %.3g of the bound, lse %.3g of its bound" % (worst, lse_err)
@@ -241,6 +243,18 @@ def errors(c):
     c.report("error_weights_with_16_bit_q", "" if st == 6 and "weights" in msg else "%d %s" % (st, msg))
 
 
+def cancelling(kind):
+    """Values (.., S, Ev) whose attention (under near-uniform weights) nearly cancels: S/2 magnitudes from 1e-2 to near the
+    type's top (65504 for f16), then the same negated. The rounding of the f32 sums scales
+    with the |v| averaged, not with the small result: 2e-5 max|exact| was 10-50 times short."""
+    top = 6e4 if kind == "f16" else 1e6
+
+    def values(B, H, S, Ev):
+        a = torch.exp(torch.rand(B, H, S // 2, Ev) * np.log(top / 1e-2)) * 1e-2
+        return torch.cat([a, -a], -2)
+    return values
+
+
 def main():
     build, rng = oracle_args(20261203)
     c = Check(build)
@@ -253,6 +267,8 @@ def main():
         case(c, rng, "%s_float_mask_f32" % kind, kind, 1, 2, 2, 9, 33, 8, 8,
              mask=rng.standard_normal((9, 33)).astype(np.float32))
         case(c, rng, "%s_q_with_f32_kv" % kind, kind, 1, 4, 2, 50, 70, 32, 32, kv32=True)
+        case(c, rng, "%s_values_that_cancel" % kind, kind, 1, 2, 1, 64, 4096, 16, 16,
+             queries=lambda *shape: 1e-3 * torch.randn(*shape), values=cancelling(kind))
         case(c, rng, "%s_reference_kernel" % kind, kind, 1, 2, 2, 7, 11, 8, 8, causal=2, fn="attn_sdpa_reference")
     for kind in ("bf16", "f16"):
         backward_case(c, rng, "%s_backward_fused_gqa_causal" % kind, kind, 2, 4, 2, 70, 90, 32, 32, causal=2, workspace=True)

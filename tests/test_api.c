@@ -907,6 +907,21 @@ static void test_half(void) {
     check_status(attn_tensor_convert(&th, &ts, &err), &err, ATTN_ERR_SHAPE, "same shape", "convert_shape");
     check_status(attn_tensor_convert(NULL, &ts, &err), &err, ATTN_ERR_NULL, "NULL", "convert_null");
     test_convert_rows();
+    /* f64 into f16 and bf16 rounds once, to nearest even: rounding first to
+     * f32 turned values just past a 16-bit tie into the tie (then to even),
+     * and 65519.99 (below 65520, the midpoint past 65504) into inf. */
+    double wide[7] = {1 + 0x1p-11 + 0x1p-40, -(1 + 0x1p-11 + 0x1p-40), 65519.99999999, 0x1p-25 + 0x1p-60,
+                      1 + 0x1p-8 + 0x1p-30, 1e300, -0x1p-200};
+    uint16_t h16[7], b16[7];
+    int64_t sw[1] = {7};
+    attn_tensor tw, t16, tb16;
+    attn_tensor_init(&tw, wide, ATTN_F64, 1, sw, NULL, NULL);
+    attn_tensor_init(&t16, h16, ATTN_F16, 1, sw, NULL, NULL);
+    attn_tensor_init(&tb16, b16, ATTN_BF16, 1, sw, NULL, NULL);
+    attn_tensor_convert(&t16, &tw, NULL), attn_tensor_convert(&tb16, &tw, NULL);
+    check(h16[0] == 0x3c01 && h16[1] == 0xbc01 && h16[2] == 0x7bff && h16[3] == 0x0001 && h16[5] == 0x7c00 &&
+              h16[6] == 0x8000 && b16[4] == 0x3f81 && b16[0] == 0x3f80 && b16[5] == 0x7f80 && b16[6] == 0x8000,
+          "convert_f64_rounds_once", "f16 %04x %04x %04x %04x, bf16 %04x", h16[0], h16[1], h16[2], h16[3], b16[4]);
 
     /* f16/bf16 k and v go with f32 q only; q itself must be f32 or f64. */
     int64_t sq[2] = {2, 3}, so[2] = {2, 3};

@@ -571,6 +571,41 @@ static void test_bf16_kernels(const attn_bf16_kernels *hw, const char *name) {
           "from qk (%s)", mr, nr, max_ok ? "same" : "differs");
 }
 
+/* One VDPBF16PS lane at the edges of f32's range: hw->pv over one pair
+ * (o += p·v, o the accumulator) against attn_bf16_dot_pair, for pairs and
+ * accumulators of every kind (subnormal, near FLT_MIN, huge, inf, NaN).
+ * The instruction is two FMAs: a product below FLT_MIN still moves a
+ * larger accumulator, and one past FLT_MAX is no inf beside an inf. */
+static void test_bf16_dot_pair_edges(const attn_bf16_kernels *hw, const char *name) {
+    enum { LANES = ATTN_MR_MAX * 64 };
+    static uint32_t p2[ATTN_MR_MAX], v2[64];
+    static float o1[LANES], o2[LANES];
+    uint32_t x = 88172645u;
+    int wrong = 0, nvec = 64 / hw->vl;
+    for (int trial = 0; trial < 4000; trial++) {
+        uint32_t h[2 * (ATTN_MR_MAX + 64)];
+        for (int i = 0; i < 2 * (ATTN_MR_MAX + 64); i++) { /* bf16 bits: a third tiny, some inf or NaN */
+            x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+            h[i] = x % 3 == 0 ? (x >> 16) & 0x80ff : x % 17 == 0 ? ((x >> 16) | 0x7f80) & 0xff81 : x >> 16;
+        }
+        for (int r = 0; r < ATTN_MR_MAX; r++) p2[r] = h[2 * r] << 16 | h[2 * r + 1];
+        for (int c = 0; c < 64; c++) v2[c] = h[2 * ATTN_MR_MAX + 2 * c] << 16 | h[2 * ATTN_MR_MAX + 2 * c + 1];
+        for (int i = 0; i < LANES; i++) { /* accumulators: subnormal, near FLT_MIN, any */
+            x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+            uint32_t u = trial % 3 == 0 ? x & 0x807fffffu : trial % 3 == 1 ? (x & 0x80ffffffu) | 0x00800000u : x;
+            memcpy(&o1[i], &u, 4);
+            o2[i] = o1[i];
+        }
+        hw->pv(o1, 64, p2, 1, v2, 64, 1, nvec);
+        for (int r = 0; r < hw->mr; r++)
+            for (int c = 0; c < 64; c++) {
+                float want = attn_bf16_dot_pair(o2[r * 64 + c], p2[r], v2[c]), got = o1[r * 64 + c];
+                wrong += !(isnan(want) && isnan(got)) && memcmp(&want, &got, 4) != 0;
+            }
+    }
+    check(!wrong, name, "%d lanes of %d differ from attn_bf16_dot_pair", wrong, 4000 * hw->mr * 64);
+}
+
 /* The bf16 mode's exp pass (bk->exp_sum, degree 3): each weight within
  * ATTN_EXP2_POLY3's 1.02e-4 relative (plus 4 · 2^-24 for its evaluation in
  * f32, as tests/exp2_poly5.py checks) of 2^x in f64, x the exponent as the
@@ -613,6 +648,7 @@ static void test_bf16_emulation(void) {
         return;
     }
     test_bf16_kernels(&attn_bf16_avx512, "bf16_emulation_matches_avx512_bf16");
+    test_bf16_dot_pair_edges(&attn_bf16_avx512, "bf16_dot_pair_edges_match_avx512_bf16");
     test_bf16_exp_sum(&attn_bf16_avx512, "bf16_exp_sum_within_degree3_bound_avx512_bf16");
 #else
     skip("bf16_emulation_matches_avx512_bf16", "not x86");
@@ -2501,6 +2537,7 @@ int main(void) {
     test_scale_divide(EMULATED);
     test_alibi(EMULATED);
     test_bf16_kernels(&attn_bf16_avx512_simde, "bf16_emulation_matches_avx512_bf16-simde");
+    test_bf16_dot_pair_edges(&attn_bf16_avx512_simde, "bf16_dot_pair_edges_match_avx512_bf16-simde");
     test_bf16_exp_sum(&attn_bf16_avx512_simde, "bf16_exp_sum_within_degree3_bound_avx512_bf16-simde");
     test_simde_matches_native();
     test_qdot_simde();

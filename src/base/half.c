@@ -50,6 +50,20 @@ uint16_t attn_f32_to_bf16(float f) { return f32_to_bf16(f); }
 float attn_f16_to_f32(uint16_t h) { return f16_to_f32(h); }
 uint16_t attn_f32_to_f16(float f) { return f32_to_f16(f); }
 
+/* x rounded to f32 toward zero, its last bit set when that was inexact
+ * ("round to odd"): rounding this to f16 or bf16 (nearest even) is x
+ * rounded once, as f32 keeps 2+ bits more than either (Boldo and
+ * Melquiond, 2008). Through (float)x, nearest even twice, a value just
+ * past a 16-bit tie became the tie, and 65519.99 became inf. */
+static float f32_round_odd(double x) {
+    float f = (float)x;
+    if (isnan(x)) return f;
+    uint32_t u = attn_f32_bits(f);
+    if (fabs((double)f) > fabs(x)) u--; /* rounded away from zero (inf too): step back */
+    if ((double)attn_f32_from_bits(u) != x) u |= 1;
+    return attn_f32_from_bits(u);
+}
+
 /* dst = x (n f32 values, dst any alignment) with each signaling NaN made
  * quiet (its bit 22 set), as the value-by-value path's round trip through
  * double makes it. */
@@ -122,8 +136,8 @@ attn_status attn_tensor_convert(attn_tensor *dst, const attn_tensor *src, attn_e
         switch (dst->dtype) {
         case ATTN_F64: memcpy(d, &x, 8); break;
         case ATTN_F32: { float f = (float)x; memcpy(d, &f, 4); break; }
-        case ATTN_F16: { uint16_t h = attn_f32_to_f16((float)x); memcpy(d, &h, 2); break; }
-        default: { uint16_t b = attn_f32_to_bf16((float)x); memcpy(d, &b, 2); break; }
+        case ATTN_F16: { uint16_t h = attn_f32_to_f16(f32_round_odd(x)); memcpy(d, &h, 2); break; }
+        default: { uint16_t b = attn_f32_to_bf16(f32_round_odd(x)); memcpy(d, &b, 2); break; }
         }
         /* The next element, odometer style. The offsets step only within
          * the extents checked above (never one past a dimension's end, which

@@ -89,8 +89,9 @@ extern const attn_bf16_kernels attn_bf16_amx;
  * ukernel_c.c), the emulation's. */
 float attn_exp_sum_bf16_portable(float *x, int64_t n, float m);
 
-/* One VDPBF16PS lane: acc + a.hi·b.hi, then + a.lo·b.lo, each step rounded
- * to nearest even, subnormal inputs and results flushed to zero. */
+/* One VDPBF16PS lane: fma(a.hi, b.hi, acc), then fma(a.lo, b.lo, that),
+ * each rounded once to nearest even, subnormal inputs (acc too) and
+ * results flushed to zero. */
 float attn_bf16_dot_pair(float acc, uint32_t a, uint32_t b);
 
 #endif /* ATTN_UKERNEL_BF16_H */

@@ -149,9 +149,10 @@ static inline simde__m256bh _mm512_cvtneps_pbh(simde__m512 a) {
     memcpy(&v, h, sizeof v);
     return v;
 }
-/* VDPBF16PS, lane i: t = src + a[2i+1]·b[2i+1], then t + a[2i]·b[2i]; each
- * step rounded to nearest even, denormal inputs and results as zero (DAZ,
- * FTZ). The products of two bf16 are exact in f32 (bar the flush). */
+/* VDPBF16PS, lane i: t = fma(a[2i+1], b[2i+1], src), then fma(a[2i], b[2i], t);
+ * each step rounded once to nearest even, denormal inputs and results as
+ * zero (DAZ, FTZ): a product below FLT_MIN or past FLT_MAX enters unrounded,
+ * as Zen 5's instruction computes it (tests/test_fast.c). */
 static inline float attn_sx_flush(float x) { return fabsf(x) < 0x1p-126f ? 0.0f * x : x; }
 static inline float attn_sx_bf16_f32(uint16_t h) {
     uint32_t x = (uint32_t)h << 16;
@@ -164,8 +165,8 @@ static inline simde__m512 attn_sx_dpbf16_ps(simde__m512 src, simde__m512bh a, si
     uint16_t ha[32], hb[32];
     memcpy(acc, &src, sizeof acc), memcpy(ha, &a, sizeof ha), memcpy(hb, &b, sizeof hb);
     for (int i = 0; i < 16; i++) {
-        float t = attn_sx_flush(attn_sx_flush(acc[i]) + attn_sx_flush(attn_sx_bf16_f32(ha[2 * i + 1]) * attn_sx_bf16_f32(hb[2 * i + 1])));
-        acc[i] = attn_sx_flush(t + attn_sx_flush(attn_sx_bf16_f32(ha[2 * i]) * attn_sx_bf16_f32(hb[2 * i])));
+        float t = attn_sx_flush(fmaf(attn_sx_bf16_f32(ha[2 * i + 1]), attn_sx_bf16_f32(hb[2 * i + 1]), attn_sx_flush(acc[i])));
+        acc[i] = attn_sx_flush(fmaf(attn_sx_bf16_f32(ha[2 * i]), attn_sx_bf16_f32(hb[2 * i]), t));
     }
     return attn_sx_ps(acc);
 }

@@ -17,9 +17,13 @@ static float bf16_daz(uint16_t h) {
 static float ftz(float x) { return fabsf(x) < FLT_MIN ? 0.0f * x : x; }
 
 float attn_bf16_dot_pair(float acc, uint32_t a, uint32_t b) {
-    /* The product of two bf16 is exact in f32; each addition rounds once. */
-    acc = ftz(acc + ftz(bf16_daz((uint16_t)(a >> 16)) * bf16_daz((uint16_t)(b >> 16))));
-    return ftz(acc + ftz(bf16_daz((uint16_t)a) * bf16_daz((uint16_t)b)));
+    /* Two FMAs, each rounded once, as Zen 4/5's VDPBF16PS computes (bitwise,
+     * tests/test_fast.c): the product of two bf16 is exact in f32 only
+     * within f32's normal range, and one below FLT_MIN or past FLT_MAX
+     * enters the sum unrounded (a separate multiply flushed or overflowed
+     * it). The accumulator is read as zero when subnormal, as the inputs. */
+    acc = ftz(fmaf(bf16_daz((uint16_t)(a >> 16)), bf16_daz((uint16_t)(b >> 16)), ftz(acc)));
+    return ftz(fmaf(bf16_daz((uint16_t)a), bf16_daz((uint16_t)b), acc));
 }
 
 static void qk_emulated(float *s, int64_t lds, const uint32_t *q2, int64_t ldq, const uint32_t *kt2,
