@@ -73,7 +73,7 @@ static void test_huge_windows(void) {
                 o.window = WINDOWS[w];
                 memset(p.od, 0, out_bytes(&p));
                 attn_status ws = attn_sdpa(&p.out, &p.lse, NULL, &p.q, &p.k, &p.v, &o, &err);
-                check(ws == ATTN_OK && memcmp(p.od, want, out_bytes(&p)) == 0, name,
+                check(ws == ATTN_OK && memcmp(p.od, want, out_bytes(&p)) == 0, name, "%s",
                       ws ? err.message : "output differs from the call without a window");
             }
             if (st) check(0, "window_reference_call", "%s", err.message);
