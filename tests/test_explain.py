@@ -829,6 +829,12 @@ def test_errors():
     expect_error("bad_mode", ["explain", "--mode", "magic"], 2, r"--mode takes average, dot or qkv")
     expect_error("bad_color", ["explain", "--color", "sometimes"], 2, r"--color takes auto, always or never")
     expect_error("bad_option", ["explain", "--frobnicate"], 2, r"unknown option '--frobnicate'")
+    # --vocab and --cost print a table of their own: anything else given with
+    # them would be silently dropped (a typo, a --json never honoured).
+    expect_error("vocab_with_unknown_option", ["explain", "--vocab", "--frobnicate"], 2, r"--vocab takes no other")
+    expect_error("vocab_with_json", ["explain", "--vocab", "--json"], 2, r"--vocab takes no other")
+    expect_error("vocab_with_sentence", ["explain", "--vocab", "the", "cat"], 2, r"--vocab takes no other")
+    expect_error("cost_with_json", ["explain", "--json", "--cost"], 2, r"--cost takes no other")
     np.save(os.path.join(TMP, "w84.npy"), np.ones((8, 4)))
     np.save(os.path.join(TMP, "w85.npy"), np.ones((8, 5)))
     np.save(os.path.join(TMP, "w34.npy"), np.ones((3, 4)))
