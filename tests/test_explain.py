@@ -356,6 +356,22 @@ def test_scaling():
     med = row.get("grad_median_scaled", 0) / max(row.get("grad_median_raw", 1), 1e-300)
     report("scaling_6_keys_d1024", abs(row.get("top_raw", 0) - 0.97) < 0.01 and 6 < ratio < 14 and med > 100,
            f"top {row.get('top_raw')}, mean ratio {ratio:.2f}, median ratio {med:.3g}")
+    # A saturated softmax's gradient, to the digits printed: with 2 keys the
+    # Jacobian's norm is 2 p1 p2, about 2 exp(-|s1 - s2|), far below 1e-16 at
+    # d = 16384, where expanding the norm's square cancelled to 0.
+    d, n = 16384, 3
+    u = splitmix64_uniforms(5, n * 3 * d)
+    normals = []
+    for u1, u2 in zip(u[0::2], u[1::2]):
+        radius, angle = math.sqrt(-2 * math.log(1 - u1)), 6.283185307179586 * u2
+        normals += [radius * math.cos(angle), radius * math.sin(angle)]
+    v = np.array(normals).reshape(n, 3, d)  # per query: q, then its 2 keys
+    gap = np.abs(np.einsum("ne,nke->nk", v[:, 0], v[:, 1:]) @ np.array([1.0, -1.0]))
+    want = np.median(2 * np.exp(-gap) / (1 + np.exp(-gap)) ** 2)
+    r = run("scaling", "--json", "--dims", str(d), "--queries", str(n), "--keys", "2", "--seed", "5", "--no-train")
+    got = json.loads(r.stdout)["rows"][0]["grad_median_raw"] if r.returncode == 0 else 0
+    report("scaling_saturated_gradient_not_cancelled", 0 < want < 1e-20 and abs(got - want) <= 1e-6 * want,
+           f"printed {got:.3g}, NumPy {want:.3g}")
     # The stated standard error matches the spread of the std across seeds.
     stds, ses = {8: [], 512: []}, {}
     for seed in range(24):
