@@ -113,6 +113,86 @@ def test_train():
     report("train_svg_loss_curve", ok, str(r))
 
 
+def test_train_matches_autograd():
+    """attn train's losses and |dLoss/dW_Q| are those of its stated task, rebuilt
+    here with PyTorch's autograd and Adam: every word's output against the last
+    noun's features up to it, averaged over the batch's words."""
+    try:
+        import torch
+    except ImportError:
+        print("skip train_matches_autograd: no torch")
+        return
+    vocab = ("the a my cat dog fox bird mat ball hat box park garden sat ran chased jumped saw slept on in over "
+             "under with quick brown lazy big small red").split()
+    emb = dict(zip(vocab, explain_json(" ".join(vocab))["X"]))
+
+    def raw(rng):  # splitmix64, as src/teach/rng.h; rng is {"s": state}
+        mask = (1 << 64) - 1
+        rng["s"] = (rng["s"] + 0x9E3779B97F4A7C15) & mask
+        z = rng["s"]
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        return z ^ (z >> 31)
+
+    def uniform(rng):
+        return (raw(rng) >> 11) * 2.0 ** -53
+
+    def normals(rng, n):  # Box-Muller in pairs, cos first; n even here
+        out = []
+        while len(out) < n:
+            u1, u2 = 1 - uniform(rng), uniform(rng)
+            radius, angle = math.sqrt(-2 * math.log(u1)), 6.283185307179586 * u2
+            out += [radius * math.cos(angle), radius * math.sin(angle)]
+        return out
+
+    def pick(rng, words):
+        return words[raw(rng) % len(words)]
+
+    def sentence(rng):  # DET ADJ* NOUN VERB [PREP DET ADJ* NOUN], as src/teach/train.c
+        adj, det = "quick brown lazy big small red".split(), ["the", "a", "my"]
+        words = [pick(rng, det)] + [pick(rng, adj) for _ in range(raw(rng) % 3)]
+        words += [pick(rng, vocab[3:13]), pick(rng, vocab[13:19])]
+        if uniform(rng) < 0.7:
+            words += [pick(rng, vocab[19:24]), pick(rng, det)]
+            words += [pick(rng, adj) for _ in range(raw(rng) % 3)] + [pick(rng, vocab[3:13])]
+        return words
+
+    dk, steps, batch, seed = 3, 4, 5, 77
+    r = run("train", "--json", "--dk", str(dk), "--steps", str(steps), "--batch", str(batch), "--seed", str(seed))
+    d = json.loads(r.stdout) if r.returncode == 0 else {"loss": [], "grad_wq": []}
+    init, data = {"s": seed}, {"s": seed ^ 0x5EED5EED5EED}
+    w0 = torch.tensor(normals(init, 16 * dk + 32), dtype=torch.float64)
+    w = [w0[:8 * dk].reshape(8, dk).clone().requires_grad_(), w0[8 * dk:16 * dk].reshape(8, dk).clone().requires_grad_(),
+         w0[16 * dk:].reshape(8, 4).clone().requires_grad_()]
+    adam = torch.optim.Adam(w, lr=0.1, betas=(0.9, 0.999), eps=1e-8)
+    losses, grads = [], []
+    for _ in range(steps):
+        sentences = [sentence(data) for _ in range(batch)]
+        count, loss = sum(map(len, sentences)), 0
+        adam.zero_grad()
+        for words in sentences:
+            x = torch.tensor([emb[t] for t in words], dtype=torch.float64)
+            n = len(words)
+            scores = (x @ w[0]) @ (x @ w[1]).T / math.sqrt(dk)
+            scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), -math.inf)
+            out = torch.softmax(scores, 1) @ (x @ w[2])
+            target, noun = torch.zeros(n, 4, dtype=torch.float64), -1
+            for i in range(n):
+                noun = i if x[i, 0] == 1 else noun
+                if noun >= 0:
+                    target[i] = x[noun, [0, 2, 3, 4]]
+            loss = loss + ((out - target) ** 2).sum() / count
+        loss.backward()
+        losses.append(loss.item()), grads.append(w[0].grad.norm().item())
+        adam.step()
+    h = flat(run("train", "--help").stdout)
+    report("train_help_states_the_loss_trained", "every word's output must equal the features" in h and
+           "averaged over the batch's words" in h and "each verb's output" not in h, h[:600])
+    report("train_matches_autograd", len(d["loss"]) == steps and
+           np.allclose(d["loss"], losses, rtol=1e-12, atol=0) and np.allclose(d["grad_wq"], grads, rtol=1e-12, atol=0),
+           f"attn {d['loss']} {d['grad_wq']}; torch {losses} {grads}")
+
+
 def splitmix64_uniforms(seed, n):
     """The library's portable generator, written again here as an oracle."""
     mask, out, state = (1 << 64) - 1, [], seed
@@ -402,6 +482,7 @@ def test_scaling():
     report("scaling_training_columns", sorted(rows) == [4, 64, 256] and rows[4][0] < 0.01 and rows[4][1] < 0.01
            and all(rows[d][0] > 0.2 and rows[d][0] > 2 * rows[d][1] for d in (64, 256)), training)
     test_train()
+    test_train_matches_autograd()
     svg = os.path.join(TMP, "scaling.svg")
     r = run("scaling", "--queries", "200", "--svg", svg, "--no-train")
     try:
