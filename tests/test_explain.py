@@ -970,6 +970,9 @@ def test_errors():
     expect_error("scaling_bad_dims", ["scaling", "--dims", "16,abc"], 2, r"--dims: 'abc'")
     expect_error("scaling_zero_queries", ["scaling", "--queries", "0"], 2, r"--queries 0")
     expect_error("scaling_keys_with_variance", ["scaling", "--variance", "--keys", "3"], 2, r"pairs")
+    # One pair has no spread: its std printed 0.00 and was said to be near sqrt(d).
+    expect_error("scaling_variance_one_pair", ["scaling", "--variance", "--queries", "1"], 2,
+                 r"--variance needs at least 2 pairs")
     expect_error("scaling_bad_seed", ["scaling", "--seed", "-4"], 2, r"--seed -4")
     expect_error("scaling_svg_missing_dir", ["scaling", "--queries", "10", "--svg", "no/dir/x.svg"], 1,
                  r"cannot create no/dir/x\.svg")
