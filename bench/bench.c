@@ -12,6 +12,7 @@
 #include <cblas.h>
 #include <cpuid.h>
 #include <immintrin.h>
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -1968,10 +1969,22 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--overhead") == 0) overhead_only = true;
         else if (strcmp(argv[i], "--paged") == 0) paged_only = true;
         else if (strcmp(argv[i], "--kv") == 0) kv_only = true;
-        else if (strcmp(argv[i], "--ggml") == 0 && i + 1 < argc) ggml_dir = argv[++i];
-        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0)
-            threads = atoi(argv[++i]);
-        else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+        else if ((strcmp(argv[i], "--ggml") == 0 || strcmp(argv[i], "--threads") == 0) && i + 1 == argc) {
+            fprintf(stderr, "attn: error: %s needs a value\n", argv[i]);
+            return 2;
+        } else if (strcmp(argv[i], "--ggml") == 0) ggml_dir = argv[++i];
+        else if (strcmp(argv[i], "--threads") == 0) {
+            /* The whole text, digits only: atoi took "5x" as 5 and overflowed. */
+            const char *v = argv[++i];
+            char *end;
+            errno = 0;
+            long t = v[0] >= '0' && v[0] <= '9' ? strtol(v, &end, 10) : 0;
+            if (t < 1 || t > 256 || errno || *end) {
+                fprintf(stderr, "attn: error: --threads '%s' is not a whole number from 1 to 256\n", v);
+                return 2;
+            }
+            threads = (int)t;
+        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             cli_print_usage(stdout, USAGE);
             return 0;
         } else {

@@ -186,6 +186,10 @@ static int parse_args(int argc, char **argv, explain_args *a) {
             cli_print_usage(stdout, EXPLAIN_USAGE);
             explain_print_vocabulary_words();
             return -1;
+        } else if ((strcmp(arg, "--vocab") == 0 || strcmp(arg, "--cost") == 0) && argc != 2) {
+            /* Each prints a table of its own: a sentence, --json or a typo
+             * given with it would be dropped without a word. */
+            code = cli_error(EXIT_USAGE, "%s takes no other arguments", arg);
         } else if (strcmp(arg, "--vocab") == 0) {
             explain_print_vocabulary();
             return -1;

@@ -14,7 +14,7 @@ static const char MHA_USAGE[] =
     "Runs one multi-head attention layer (torch.nn.MultiheadAttention's forward,\n"
     "or a Llama-style attention block) on X, (L, E) or batch-first (N, L, E).\n"
     "\n"
-    "  -x FILE                the query input\n"
+    "  -x, --input FILE       the query input\n"
     "      --key FILE         the key input of cross-attention (default: X)\n"
     "      --value FILE       the value input (default: the key input)\n"
     "      --weights PATH     a .safetensors file (F32, F16, BF16 or the input's F64), or a\n"

@@ -99,6 +99,8 @@ static int parse_args(int argc, char **argv, args *a) {
                              1 << 24);
         a->queries = (int)v;
     }
+    if (a->variance && a->queries < 2) /* a std over one pair is 0, not an estimate of sqrt(d) */
+        return cli_error(EXIT_USAGE, "--variance needs at least 2 pairs for a spread, not --queries %d", a->queries);
     if (seed && !cli_parse_seed(seed, &a->seed))
         return cli_error(EXIT_USAGE, "--seed %s is not a non-negative whole number", seed);
     const char *list = dims ? dims : a->variance ? "8,512" : "16,64,256,1024";

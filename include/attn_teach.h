@@ -403,12 +403,13 @@ ATTN_API attn_status attn_kernel_walk_json(char *buf, size_t size, size_t *lengt
 
 /* The task: sentences from the toy grammar, "DET [ADJ] NOUN VERB [PREP DET
  * [ADJ] NOUN]" (subjects of every kind: animals, things, places), attended
- * with a causal mask; each verb's output must equal its subject's features
- * noun, animal, thing and place (so d_v = 4). The verb alone says nothing of
+ * with a causal mask; every word's output must equal the features noun,
+ * animal, thing and place (so d_v = 4) of the last noun it sees (zeros
+ * before the first), so a verb's are its subject's. The verb alone says nothing of
  * its subject, and the subject is the only noun it can see, so the head must
  * learn to find it: W_V to carry the features, W_Q and W_K to make a verb's
  * query meet a noun's key. The loss is the squared error summed over the
- * four features, averaged over the batch's sentences (one verb each). */
+ * four features, averaged over the batch's words. */
 #define ATTN_TRAIN_D_V 4
 
 typedef struct attn_train_options {

@@ -167,6 +167,27 @@ bench_quick() {
         echo "ok bench_backward_only_json" || echo "FAIL bench_backward_only_json"
 }
 suite "attn bench --quick (runs, is not timed)" bench_quick
+bench_arguments() {
+    # A bad --threads is named as such, exit 2, one line, nothing on stdout,
+    # before --help or any timing: "5x" is not 5, and 0 is not "unknown".
+    for value in 0 -1 5x " 4" 99999999999 ""; do
+        text=$("$BUILD/attn" bench --threads "$value" --help 2>"$BUILD/bench_err")
+        code=$? err=$(cat "$BUILD/bench_err")
+        if [ $code -eq 2 ] && [ -z "$text" ] && [ "$(echo "$err" | wc -l)" -eq 1 ] &&
+            echo "$err" | grep -qF "attn: error: --threads '$value' is not a whole number from 1 to 256"; then
+            echo "ok bench_threads_refused_'$value'"
+        else
+            echo "FAIL bench_threads_refused_'$value': exit $code, stdout ${#text} bytes, stderr: $err"
+        fi
+    done
+    err=$("$BUILD/attn" bench --threads 2>&1 >/dev/null)
+    [ $? -eq 2 ] && [ "$err" = "attn: error: --threads needs a value" ] &&
+        echo "ok bench_threads_needs_value" || echo "FAIL bench_threads_needs_value: $err"
+    err=$("$BUILD/attn" bench --ggml 2>&1 >/dev/null)
+    [ $? -eq 2 ] && [ "$err" = "attn: error: --ggml needs a value" ] &&
+        echo "ok bench_ggml_needs_value" || echo "FAIL bench_ggml_needs_value: $err"
+}
+suite "attn bench: its arguments (nothing timed)" bench_arguments
 ggml_dir=node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
 bench_ggml() {
     # Not timed either: attn bench --ggml loads a ggml build (llama.cpp's

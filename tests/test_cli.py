@@ -138,6 +138,10 @@ def main():
     report("help", r.returncode == 0 and "sdpa" in r.stdout and "usage" in r.stdout, r.stderr)
     r = attn("sdpa", "--help")
     report("sdpa_help", r.returncode == 0 and "--causal" in r.stdout and "example" in r.stdout, r.stderr)
+    # Every option mha takes is in its help: -x's long name too.
+    r = attn("mha", "--help")
+    report("mha_help_names_input", r.returncode == 0 and re.search(r"^\s+-x, --input FILE\s", r.stdout, re.M),
+           r.stdout[:400])
     r = attn("--version")
     report("version", r.returncode == 0 and re.match(r"attn \d+\.\d+\.\d+", r.stdout), r.stdout)
     r = attn()

@@ -113,6 +113,86 @@ def test_train():
     report("train_svg_loss_curve", ok, str(r))
 
 
+def test_train_matches_autograd():
+    """attn train's losses and |dLoss/dW_Q| are those of its stated task, rebuilt
+    here with PyTorch's autograd and Adam: every word's output against the last
+    noun's features up to it, averaged over the batch's words."""
+    try:
+        import torch
+    except ImportError:
+        print("skip train_matches_autograd: no torch")
+        return
+    vocab = ("the a my cat dog fox bird mat ball hat box park garden sat ran chased jumped saw slept on in over "
+             "under with quick brown lazy big small red").split()
+    emb = dict(zip(vocab, explain_json(" ".join(vocab))["X"]))
+
+    def raw(rng):  # splitmix64, as src/teach/rng.h; rng is {"s": state}
+        mask = (1 << 64) - 1
+        rng["s"] = (rng["s"] + 0x9E3779B97F4A7C15) & mask
+        z = rng["s"]
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        return z ^ (z >> 31)
+
+    def uniform(rng):
+        return (raw(rng) >> 11) * 2.0 ** -53
+
+    def normals(rng, n):  # Box-Muller in pairs, cos first; n even here
+        out = []
+        while len(out) < n:
+            u1, u2 = 1 - uniform(rng), uniform(rng)
+            radius, angle = math.sqrt(-2 * math.log(u1)), 6.283185307179586 * u2
+            out += [radius * math.cos(angle), radius * math.sin(angle)]
+        return out
+
+    def pick(rng, words):
+        return words[raw(rng) % len(words)]
+
+    def sentence(rng):  # DET ADJ* NOUN VERB [PREP DET ADJ* NOUN], as src/teach/train.c
+        adj, det = "quick brown lazy big small red".split(), ["the", "a", "my"]
+        words = [pick(rng, det)] + [pick(rng, adj) for _ in range(raw(rng) % 3)]
+        words += [pick(rng, vocab[3:13]), pick(rng, vocab[13:19])]
+        if uniform(rng) < 0.7:
+            words += [pick(rng, vocab[19:24]), pick(rng, det)]
+            words += [pick(rng, adj) for _ in range(raw(rng) % 3)] + [pick(rng, vocab[3:13])]
+        return words
+
+    dk, steps, batch, seed = 3, 4, 5, 77
+    r = run("train", "--json", "--dk", str(dk), "--steps", str(steps), "--batch", str(batch), "--seed", str(seed))
+    d = json.loads(r.stdout) if r.returncode == 0 else {"loss": [], "grad_wq": []}
+    init, data = {"s": seed}, {"s": seed ^ 0x5EED5EED5EED}
+    w0 = torch.tensor(normals(init, 16 * dk + 32), dtype=torch.float64)
+    w = [w0[:8 * dk].reshape(8, dk).clone().requires_grad_(), w0[8 * dk:16 * dk].reshape(8, dk).clone().requires_grad_(),
+         w0[16 * dk:].reshape(8, 4).clone().requires_grad_()]
+    adam = torch.optim.Adam(w, lr=0.1, betas=(0.9, 0.999), eps=1e-8)
+    losses, grads = [], []
+    for _ in range(steps):
+        sentences = [sentence(data) for _ in range(batch)]
+        count, loss = sum(map(len, sentences)), 0
+        adam.zero_grad()
+        for words in sentences:
+            x = torch.tensor([emb[t] for t in words], dtype=torch.float64)
+            n = len(words)
+            scores = (x @ w[0]) @ (x @ w[1]).T / math.sqrt(dk)
+            scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), -math.inf)
+            out = torch.softmax(scores, 1) @ (x @ w[2])
+            target, noun = torch.zeros(n, 4, dtype=torch.float64), -1
+            for i in range(n):
+                noun = i if x[i, 0] == 1 else noun
+                if noun >= 0:
+                    target[i] = x[noun, [0, 2, 3, 4]]
+            loss = loss + ((out - target) ** 2).sum() / count
+        loss.backward()
+        losses.append(loss.item()), grads.append(w[0].grad.norm().item())
+        adam.step()
+    h = flat(run("train", "--help").stdout)
+    report("train_help_states_the_loss_trained", "every word's output must equal the features" in h and
+           "averaged over the batch's words" in h and "each verb's output" not in h, h[:600])
+    report("train_matches_autograd", len(d["loss"]) == steps and
+           np.allclose(d["loss"], losses, rtol=1e-12, atol=0) and np.allclose(d["grad_wq"], grads, rtol=1e-12, atol=0),
+           f"attn {d['loss']} {d['grad_wq']}; torch {losses} {grads}")
+
+
 def splitmix64_uniforms(seed, n):
     """The library's portable generator, written again here as an oracle."""
     mask, out, state = (1 << 64) - 1, [], seed
@@ -356,6 +436,22 @@ def test_scaling():
     med = row.get("grad_median_scaled", 0) / max(row.get("grad_median_raw", 1), 1e-300)
     report("scaling_6_keys_d1024", abs(row.get("top_raw", 0) - 0.97) < 0.01 and 6 < ratio < 14 and med > 100,
            f"top {row.get('top_raw')}, mean ratio {ratio:.2f}, median ratio {med:.3g}")
+    # A saturated softmax's gradient, to the digits printed: with 2 keys the
+    # Jacobian's norm is 2 p1 p2, about 2 exp(-|s1 - s2|), far below 1e-16 at
+    # d = 16384, where expanding the norm's square cancelled to 0.
+    d, n = 16384, 3
+    u = splitmix64_uniforms(5, n * 3 * d)
+    normals = []
+    for u1, u2 in zip(u[0::2], u[1::2]):
+        radius, angle = math.sqrt(-2 * math.log(1 - u1)), 6.283185307179586 * u2
+        normals += [radius * math.cos(angle), radius * math.sin(angle)]
+    v = np.array(normals).reshape(n, 3, d)  # per query: q, then its 2 keys
+    gap = np.abs(np.einsum("ne,nke->nk", v[:, 0], v[:, 1:]) @ np.array([1.0, -1.0]))
+    want = np.median(2 * np.exp(-gap) / (1 + np.exp(-gap)) ** 2)
+    r = run("scaling", "--json", "--dims", str(d), "--queries", str(n), "--keys", "2", "--seed", "5", "--no-train")
+    got = json.loads(r.stdout)["rows"][0]["grad_median_raw"] if r.returncode == 0 else 0
+    report("scaling_saturated_gradient_not_cancelled", 0 < want < 1e-20 and abs(got - want) <= 1e-6 * want,
+           f"printed {got:.3g}, NumPy {want:.3g}")
     # The stated standard error matches the spread of the std across seeds.
     stds, ses = {8: [], 512: []}, {}
     for seed in range(24):
@@ -386,6 +482,7 @@ def test_scaling():
     report("scaling_training_columns", sorted(rows) == [4, 64, 256] and rows[4][0] < 0.01 and rows[4][1] < 0.01
            and all(rows[d][0] > 0.2 and rows[d][0] > 2 * rows[d][1] for d in (64, 256)), training)
     test_train()
+    test_train_matches_autograd()
     svg = os.path.join(TMP, "scaling.svg")
     r = run("scaling", "--queries", "200", "--svg", svg, "--no-train")
     try:
@@ -829,6 +926,12 @@ def test_errors():
     expect_error("bad_mode", ["explain", "--mode", "magic"], 2, r"--mode takes average, dot or qkv")
     expect_error("bad_color", ["explain", "--color", "sometimes"], 2, r"--color takes auto, always or never")
     expect_error("bad_option", ["explain", "--frobnicate"], 2, r"unknown option '--frobnicate'")
+    # --vocab and --cost print a table of their own: anything else given with
+    # them would be silently dropped (a typo, a --json never honoured).
+    expect_error("vocab_with_unknown_option", ["explain", "--vocab", "--frobnicate"], 2, r"--vocab takes no other")
+    expect_error("vocab_with_json", ["explain", "--vocab", "--json"], 2, r"--vocab takes no other")
+    expect_error("vocab_with_sentence", ["explain", "--vocab", "the", "cat"], 2, r"--vocab takes no other")
+    expect_error("cost_with_json", ["explain", "--json", "--cost"], 2, r"--cost takes no other")
     np.save(os.path.join(TMP, "w84.npy"), np.ones((8, 4)))
     np.save(os.path.join(TMP, "w85.npy"), np.ones((8, 5)))
     np.save(os.path.join(TMP, "w34.npy"), np.ones((3, 4)))
@@ -867,6 +970,9 @@ def test_errors():
     expect_error("scaling_bad_dims", ["scaling", "--dims", "16,abc"], 2, r"--dims: 'abc'")
     expect_error("scaling_zero_queries", ["scaling", "--queries", "0"], 2, r"--queries 0")
     expect_error("scaling_keys_with_variance", ["scaling", "--variance", "--keys", "3"], 2, r"pairs")
+    # One pair has no spread: its std printed 0.00 and was said to be near sqrt(d).
+    expect_error("scaling_variance_one_pair", ["scaling", "--variance", "--queries", "1"], 2,
+                 r"--variance needs at least 2 pairs")
     expect_error("scaling_bad_seed", ["scaling", "--seed", "-4"], 2, r"--seed -4")
     expect_error("scaling_svg_missing_dir", ["scaling", "--queries", "10", "--svg", "no/dir/x.svg"], 1,
                  r"cannot create no/dir/x\.svg")

@@ -23,12 +23,21 @@ static double median(double *v, int n) {
 
 /* ||diag(p) - p pᵀ||_F for one softmax row p: the size of the softmax's
  * Jacobian, i.e. how much the weights can still move when scores move.
- * Expanding the square: sum p_i^2 - 2 sum p_i^3 + (sum p_i^2)^2. */
+ * Its square is sum_i p_i^2 ((1 - p_i)^2 + sum_{j != i} p_j^2). Expanded
+ * into power sums it cancels to 0 once the softmax saturates (p_m near 1),
+ * the very case measured, so the largest weight m's terms take 1 - p_m and
+ * the other squares from r1 and r2, sums of the other weights: every term
+ * is then a sum of non-negative numbers. */
 static double jacobian_norm(const double *p, int n) {
-    double s2 = 0, s3 = 0;
-    for (int i = 0; i < n; i++) s2 += p[i] * p[i], s3 += p[i] * p[i] * p[i];
-    double f = s2 - 2 * s3 + s2 * s2;
-    return f > 0 ? sqrt(f) : 0.0;
+    int m = 0;
+    for (int i = 1; i < n; i++) m = p[i] > p[m] ? i : m;
+    double r1 = 0, r2 = 0; /* sum and sum of squares of the weights other than p_m */
+    for (int i = 0; i < n; i++)
+        if (i != m) r1 += p[i], r2 += p[i] * p[i];
+    double f = p[m] * p[m] * (r1 * r1 + r2);
+    for (int i = 0; i < n; i++)
+        if (i != m) f += p[i] * p[i] * ((1 - p[i]) * (1 - p[i]) + p[m] * p[m] + (r2 - p[i] * p[i]));
+    return sqrt(f);
 }
 
 /* weights (c, 1, keys) = softmax(scale * scores) for c rows of scores, through

@@ -1,8 +1,8 @@
 /* train.c -- one head of the toy model learns from data (attn_teach.h).
  *
  * The task: sentences from the toy grammar, attended with a causal mask;
- * each verb's output must equal its subject's features (noun, animal,
- * thing, place). The verb's own features say nothing about its subject, and
+ * every word's output must equal the last noun's features up to it (noun,
+ * animal, thing, place): a verb's, its subject's. The verb's own features say nothing about its subject, and
  * the subject is the only noun before the verb, so the head must learn to
  * look for it: W_V to carry those features, W_Q and W_K to make a verb's
  * query meet a noun's key.
@@ -10,8 +10,8 @@
  * One step, for each sentence of the batch:
  *   Q = X W_Q,  K = X W_K,  V = X W_V           (here)
  *   out, lse = attn_sdpa(Q, K, V, causal)        (the library's forward)
- *   loss    += |out[verb] - target|² / batch
- *   dout[verb] = 2 (out[verb] - target) / batch
+ *   loss    += |out[i] - target[i]|² / words   (every word i; words: the batch's)
+ *   dout[i]  = 2 (out[i] - target[i]) / words
  *   dQ, dK, dV = attn_sdpa_backward(dout, ...)   (the library's backward)
  *   dW_Q += Xᵀ dQ,  dW_K += Xᵀ dK,  dW_V += Xᵀ dV (from Q = X W_Q, ...)
  * then Adam updates W_Q, W_K, W_V. All in f64, deterministic for a seed. */
