@@ -1335,13 +1335,17 @@ static void paged_row(bool decode, int64_t P, bool huge, bool head_major, bool a
                decode ? "decode" : "prefill", (long long)P, head_major ? "true" : "false", huge ? "true" : "false", in_huge,
                (long long)B, (long long)T, H,
                HK, D, 1e3 * best[0], 1e3 * best[1], med, rounds, last ? "" : ",");
-    else
+    else {
+        /* what was granted as a number, in words that are the same whatever it is */
+        char granted[64] = "";
+        if (huge && in_huge < 0) snprintf(granted, sizeof granted, "; MiB in huge pages unknown");
+        else if (huge) snprintf(granted, sizeof granted, "; %.0f MiB in huge pages", in_huge);
         cli_prose(stdout, 0, 2, "%s, %lld sequences, %lld keys, pages of %lld%s%s: contiguous %.3f ms, paged %.3f ms; "
                   "paged takes %.3fx (median of %d rounds)%s",
                decode ? "decode" : "prefill", (long long)B, (long long)T, (long long)P,
                head_major ? ", head-major" : "", huge ? ", huge pages asked for" : "", 1e3 * best[0], 1e3 * best[1], med,
-               rounds,
-               !huge ? "" : in_huge < 0 ? "; granted: unknown" : in_huge < 1 ? "; none granted" : "");
+               rounds, granted);
+    }
     free(k), free(v), free(q), free(out), free(mem);
 }
 
