@@ -33,7 +33,7 @@
 
 static const char USAGE[] =
     "usage: attn bench [--quick] [--json] [--backward] [--layer] [--variants] [--varlen] [--decode]"
-    " [--overhead] [--paged] [--kv] [--threads N]\n"
+    " [--overhead] [--paged] [--kv] [--threads N] [--ggml DIR] [--mpi]\n"
     "\n"
     "Measures this machine's FMA peak (per ISA, 1 and N threads) and triad\n"
     "bandwidth, then times f32 attention for H=8, d=64 and 128, L=S from 512 to\n"
