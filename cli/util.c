@@ -153,7 +153,8 @@ static int resolve(cli_output *out) {
     struct stat st;
     out->direct = false;
     /* -o "" (an unset shell variable) names no file: the temporary would be
-     * made as "..tmp.XXXXXX" and the rename would fail with ENOENT. */
+     * ".", ".tmp." and mkstemp's six random characters, and the rename into
+     * "" would fail with ENOENT. */
     if (!out->path[0]) return cli_error(EXIT_USAGE, "an output file name is empty");
     if (stream_path(out->path)) {
         out->direct = true;
@@ -179,7 +180,7 @@ static int resolve(cli_output *out) {
 
 /* The temporaries that exist now, by name, for the signal handler below:
  * Ctrl-C or a SIGTERM while the backward pass ran, after -o's temporary was
- * written, left .out.npy.tmp.XXXXXX behind, as large as the output. A name
+ * written, left .out.npy.tmp.<six random characters> behind, as large as the output. A name
  * still listed after its file was renamed or removed is harmless: the
  * handler's unlink then finds nothing. */
 enum { MAX_LIVE = 16 };

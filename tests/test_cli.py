@@ -536,7 +536,7 @@ def main():
 def interrupted_runs(rng):
     """Ctrl-C or a SIGTERM while the backward pass runs, after -o's
     temporary was written: the command dies of the signal, as before, and
-    leaves no .out.npy.tmp.XXXXXX behind (it left one as large as the output)."""
+    leaves no .out.npy.tmp.<six random characters> behind (it left one as large as the output)."""
     d = os.path.join(TMP, "interrupted")
     os.makedirs(d, exist_ok=True)
     for name in ("q", "g"):
