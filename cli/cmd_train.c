@@ -139,21 +139,41 @@ static void print_weights(const attn_explain *learned, const attn_explain *wired
     cli_print_table(stdout, &t);
 }
 
-/* For each verb of the sentence, where each head looks most. */
+/* The words to which row i of head h gives its largest weight, into text:
+ * one label, or several joined by "and" when they tie (a repeated word has
+ * the same key wherever it stands, the head no positions: cat₁ and cat₂ get
+ * the same weight once the row sees both). Returns the weight; *ties, how
+ * many words have it. */
+static double most(char *text, size_t size, int *ties, const attn_explain *h, char *const *words, int n, int i) {
+    const double *row = h->weights + i * n;
+    double best = row[0];
+    for (int j = 1; j < n; j++) best = row[j] > best ? row[j] : best;
+    *ties = 0;
+    for (int j = 0; j < n; j++) *ties += row[j] == best;
+    size_t used = 0;
+    text[0] = '\0';
+    for (int j = 0, k = 0; j < n && used < size; j++)
+        if (row[j] == best)
+            used += (size_t)snprintf(text + used, size - used, "%s%s", k == 0 ? "" : k == *ties - 1 ? " and " : ", ",
+                                     words[j]), k++;
+    return best;
+}
+
+/* For each verb of the sentence, where each head looks most. words are the
+ * table's labels (a repeated word numbered, the₁ and the₂), so that a verb
+ * and what it looks at name positions of the sentence. */
 static void print_verdicts(const attn_explain *learned, const attn_explain *wired, const attn_toy_token *t,
-                           const char *const *words, int n) {
+                           char *const *words, int n) {
     for (int i = 0; i < n; i++) {
         double x[ATTN_TOY_D_MODEL];
         attn_toy_embed(x, &t[i], 1, NULL);
         if (x[1] != 1) continue; /* feature 1: verb */
-        int best[2] = {0, 0};
-        const attn_explain *h[2] = {learned, wired};
-        for (int k = 0; k < 2; k++)
-            for (int j = 0; j < n; j++)
-                if (h[k]->weights[i * n + j] > h[k]->weights[i * n + best[k]]) best[k] = j;
-        cli_prose(stdout, 0, 3, "%s attends most to %s (%.2f) in the learned head, to %s (%.2f) in the hand-wired one",
-                  words[i], words[best[0]], learned->weights[i * n + best[0]], words[best[1]],
-                  wired->weights[i * n + best[1]]);
+        char at[2][ATTN_TOY_MAX_TOKENS * 32]; /* labels of at most 9 bytes past a word of the toy's vocabulary */
+        int ties[2];
+        double w[2] = {most(at[0], sizeof at[0], &ties[0], learned, words, n, i),
+                       most(at[1], sizeof at[1], &ties[1], wired, words, n, i)};
+        cli_prose(stdout, 0, 3, "%s attends most to %s (%.2f%s) in the learned head, to %s (%.2f%s) in the hand-wired one",
+                  words[i], at[0], w[0], ties[0] > 1 ? " each" : "", at[1], w[1], ties[1] > 1 ? " each" : "");
     }
 }
 
@@ -269,11 +289,16 @@ static int run(const args *a, const attn_toy_token *tokens, int n) {
         cli_prose(stdout, 0, 3, "attention weights on \"%s\" (causal), the learned head and the hand-wired one",
                   a->sentence ? a->sentence : "the cat sat on the mat");
         char *labels[ATTN_TOY_MAX_TOKENS];
-        for (int i = 0; i < n; i++) labels[i] = cli_word_label(words, n, i);
-        print_weights(&learned_ex, &wired_ex, labels, n);
+        bool labelled = true;
+        for (int i = 0; i < n; i++) labelled &= (labels[i] = cli_word_label(words, n, i)) != NULL;
+        if (labelled) {
+            print_weights(&learned_ex, &wired_ex, labels, n);
+            printf("\n");
+            print_verdicts(&learned_ex, &wired_ex, tokens, labels, n);
+        } else {
+            code = cli_error(EXIT_DATA, "out of memory");
+        }
         for (int i = 0; i < n; i++) free(labels[i]);
-        printf("\n");
-        print_verdicts(&learned_ex, &wired_ex, tokens, words, n);
     }
     attn_explain_free(&learned_ex), attn_explain_free(&wired_ex);
     free(mem);

@@ -98,6 +98,17 @@ def test_train():
     r = run("train", "my big dog chased a small red ball")
     report("train_other_sentence_chased_to_dog", r.returncode == 0 and
            re.search(r"^chased attends most to dog \(0\.9\d\) in the learned head", r.stdout, re.M), r.stdout)
+    # A repeated word: each verdict names positions as the table labels them
+    # (ran₁, cat₁), not the bare word, which said "ran attends most to cat"
+    # twice; and words tied for the most weight are all named (a repeated word
+    # has one key wherever it stands: ran₂ weighs cat₁ and cat₂ alike), where
+    # the first of them was named alone.
+    r = run("train", "--steps", "300", "the cat ran the cat ran")
+    verdicts = re.findall(r"\S+ attends most to .*? hand-wired one", flat(r.stdout))
+    report("train_verdicts_name_repeated_words_by_position", r.returncode == 0 and verdicts == [
+        "ran₁ attends most to cat₁ (0.90) in the learned head, to cat₁ (0.64) in the hand-wired one",
+        "ran₂ attends most to cat₁ and cat₂ (0.45 each) in the learned head, to cat₁ and cat₂ (0.32 each) in the "
+        "hand-wired one"], r.stdout + r.stderr)
     r = run("train", "--dk", "16", "--no-scale", "--steps", "50", "--batch", "4", "--json")
     d = json.loads(r.stdout) if r.returncode == 0 else {}
     report("train_dk16_no_scale_runs", d.get("d_k") == 16 and d.get("scaled") is False and len(d.get("w_k", [])) == 128,
