@@ -478,6 +478,20 @@ for label, shapes, kw, dt in (("batch", ((0, 2, 3, 4), (0, 2, 5, 4), (0, 2, 5, 6
     except (attn.AttnError, RuntimeError) as e:
         why = "%s: %s" % (type(e).__name__, e)
     check("torch_size_0_%s" % label, not why, why)
+# dropout_p outside [0, 1) is the library's OptionError whatever the shapes:
+# an input of size 0 went through torch's dropout, which took p = 1 (and
+# raised RuntimeError for NaN) where the same call on data refused it.
+for label, p_ in (("1", 1.0), ("nan", float("nan")), ("negative", -0.25)):
+    said = {}
+    for shape_label, zq in (("data", torch.randn(2, 3, 4, dtype=D)), ("size_0", torch.randn(2, 0, 4, dtype=D))):
+        try:
+            at.scaled_dot_product_attention(zq, torch.randn(2, 5, 4, dtype=D), torch.randn(2, 5, 4, dtype=D),
+                                            dropout_p=p_)
+            said[shape_label] = "no error"
+        except Exception as e:  # noqa: BLE001 -- which error is what is checked
+            said[shape_label] = "%s: %s" % (type(e).__name__, e)
+    want = "OptionError: dropout_p is %s; it must be at least 0 and below 1" % ("%g" % p_)
+    check("torch_dropout_p_%s_refused_for_every_shape" % label, said == {"data": want, "size_0": want}, str(said))
 zv = torch.randn(1, 1, 5, 3, dtype=D)
 zo = at.scaled_dot_product_attention(torch.zeros(1, 1, 2, 0, dtype=D), torch.zeros(1, 1, 5, 0, dtype=D), zv)
 check("torch_size_0_key_features_mean_of_v", torch.allclose(zo, zv.mean(-2, keepdim=True).expand(1, 1, 2, 3)))
