@@ -318,19 +318,22 @@ static void test_dropout(void) {
     attn_tensor o1 = make(ATTN_F32, 3, sq), o2 = make(ATTN_F32, 3, sq), l1 = make(ATTN_F32, 2, sl);
     attn_tensor d1 = make(ATTN_F32, 3, sd), d2 = make(ATTN_F32, 3, sd), ld = make(ATTN_F32, 2, sl2);
     attn_tensor e1 = make(ATTN_F64, 3, sq), e2 = make(ATTN_F64, 3, sq), g1 = make(ATTN_F32, 3, sq),
-                g2 = make(ATTN_F32, 3, sq);
+                g2 = make(ATTN_F32, 3, sq), le = make(ATTN_F64, 2, sl), h1 = make(ATTN_F64, 3, sq),
+                h2 = make(ATTN_F64, 3, sq);
     attn_sdpa_options plain = attn_sdpa_options_default(), zero = plain;
     zero.dropout_seed = 1234;
     st = attn_sdpa(&o1, &l1, NULL, &q, &k, &k, &plain, &err) | attn_sdpa(&o2, NULL, NULL, &q, &k, &k, &zero, &err) |
          attn_sdpa(&d1, &ld, NULL, &qd, &kd, &kd, &plain, &err) |
          attn_sdpa(&d2, NULL, NULL, &qd, &kd, &kd, &zero, &err) |
-         attn_sdpa(&e1, NULL, NULL, &q64, &k64, &k64, &plain, &err) |
+         attn_sdpa(&e1, &le, NULL, &q64, &k64, &k64, &plain, &err) |
          attn_sdpa(&e2, NULL, NULL, &q64, &k64, &k64, &zero, &err);
     int same = !memcmp(o1.data, o2.data, 4 * 4 * 256 * 32) && !memcmp(d1.data, d2.data, 4 * 2 * 2 * 32) &&
                !memcmp(e1.data, e2.data, 8 * 4 * 256 * 32);
     st |= attn_sdpa_backward(&g1, NULL, NULL, NULL, &o1, &q, &k, &k, &o1, &l1, &plain, &err) |
-          attn_sdpa_backward(&g2, NULL, NULL, NULL, &o1, &q, &k, &k, &o1, &l1, &zero, &err);
-    same &= !memcmp(g1.data, g2.data, 4 * 4 * 256 * 32);
+          attn_sdpa_backward(&g2, NULL, NULL, NULL, &o1, &q, &k, &k, &o1, &l1, &zero, &err) |
+          attn_sdpa_backward(&h1, NULL, NULL, NULL, &e1, &q64, &k64, &k64, &e1, &le, &plain, &err) | /* exact */
+          attn_sdpa_backward(&h2, NULL, NULL, NULL, &e1, &q64, &k64, &k64, &e1, &le, &zero, &err);
+    same &= !memcmp(g1.data, g2.data, 4 * 4 * 256 * 32) && !memcmp(h1.data, h2.data, 8 * 4 * 256 * 32);
     check(st == ATTN_OK && same, "dropout_p0_bitwise_no_dropout", "status %d (%s), same %d", (int)st,
           st ? err.message : "", same);
 
@@ -371,7 +374,8 @@ static void test_dropout(void) {
     check_status(attn_sdpa_shapes(NULL, NULL, NULL, &q16, &k64, &k16, &o, &err), &err, ATTN_ERR_DTYPE,
                  "k is f64 but q is bf16", "sdpa_shapes_16_bit_q_f64_k_named");
     free(qh), free(kh), free(keep16.data);
-    attn_tensor *all[] = {&q, &k, &keep, &qd, &kd, &q64, &k64, &o1, &o2, &l1, &d1, &d2, &ld, &e1, &e2, &g1, &g2};
+    attn_tensor *all[] = {&q, &k, &keep, &qd, &kd, &q64, &k64, &o1, &o2, &l1, &d1, &d2, &ld, &e1, &e2, &g1, &g2,
+                          &le, &h1, &h2};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
 }
 
