@@ -15,6 +15,9 @@ with the module's own state_dict tensors. GQA and causal masks, which the
 module has not, are checked against the same computation written in PyTorch
 (F.linear, repeat_interleave, softmax). A row whose every key is masked is
 NaN in PyTorch and out_proj's bias in attn: both sides are checked.
+Dropout (options->attention's) against the same layer in PyTorch with
+attn_sdpa_dropout_mask's mask over the heads, forward, weights and backward,
+and attn_mha_cached's steps with the mask over each step's own queries.
 
 Tolerances: f64 1e-12 · max |ref|. f32 (projections summed in f32, f32
 attention): the module's small cases 1e-5 · max |ref|, and the GQA layers at
@@ -102,8 +105,9 @@ class Oracle(Reporter):
         return ctypes.pointer(t)
 
     def run(self, query, key, value, state, heads, kv_heads=0, kdim=0, vdim=0, batch_first=False, zero_attn=False,
-            kpm=None, attn_mask=None, causal=0, want_weights=False, average=True, rope=None):
-        """attn_mha on numpy inputs and a dict of parameter arrays: (status, message, out, weights)."""
+            kpm=None, attn_mask=None, causal=0, want_weights=False, average=True, rope=None, attention=None):
+        """attn_mha on numpy inputs and a dict of parameter arrays: (status, message, out, weights).
+        attention: an attn_sdpa_options for options->attention, or None."""
         self.keep = []
         p = self.lib.attn_mha_params_default()
         p.embed_dim, p.num_heads, p.num_kv_heads, p.kdim, p.vdim = query.shape[-1], heads, kv_heads, kdim, vdim
@@ -117,6 +121,9 @@ class Oracle(Reporter):
             r.layout, r.base, r.rotary_dim, r.position_offset = rope
             self.keep.append(r)
             o.rope = ctypes.pointer(r)
+        if attention is not None:
+            self.keep.append(attention)
+            o.attention = ctypes.addressof(attention)
         out = np.zeros(query.shape, query.dtype)
         w = None
         if want_weights:
@@ -133,7 +140,7 @@ class Oracle(Reporter):
         return st, err.message.decode(), out, w
 
     def run_backward(self, dout, query, key, value, state, heads, kv_heads=0, kdim=0, vdim=0, batch_first=False,
-                     zero_attn=False, kpm=None, attn_mask=None, causal=0, rope=None, variants=None):
+                     zero_attn=False, kpm=None, attn_mask=None, causal=0, rope=None, variants=None, attention=None):
         """attn_mha_backward: (status, message, {name: gradient}) for the inputs and every parameter.
         variants: the attention's score variants (softcap, slopes, window), as options->attention."""
         self.keep = []
@@ -160,6 +167,9 @@ class Oracle(Reporter):
                 a.alibi_slopes = self.tensor(np.asarray(variants["slopes"], np.float64))
             self.keep.append(a)
             o.attention = ctypes.addressof(a)
+        if attention is not None:
+            self.keep.append(attention)
+            o.attention = ctypes.addressof(attention)
         for n, a in (("query", query), ("key", key), ("value", value)):
             grads[n] = np.zeros_like(a)
         err = Error()
@@ -570,13 +580,15 @@ def compare_grads(o, got, ref):
     return ""
 
 
-def gqa_reference_t(xs, t, H, Hkv, causal, rope, variants=None, bf16_products=False):
+def gqa_reference_t(xs, t, H, Hkv, causal, rope, variants=None, bf16_products=False, keep=None, dropout=0.0):
     """GQA multi-head attention written in PyTorch on torch tensors (autograd
     flows through it): separate projections, RoPE on each head's rows at
     positions offset + row, repeat_interleave of the KV heads, the score
     variants from their definitions, softmax, out_proj. Inputs (N, L, E).
     bf16_products: each projection's input rounded to bfloat16 first (nearest
-    even), as an f32 layer's bf16 GEMM rounds it (the weights being bf16)."""
+    even), as an f32 layer's bf16 GEMM rounds it (the weights being bf16).
+    keep: a dropout mask (N, H, L, S), the weights times keep / (1 - dropout),
+    as PyTorch's dropout on them."""
     q, k, v = xs
     N, L, E = q.shape
     S, D = k.shape[1], E // H
@@ -598,8 +610,129 @@ def gqa_reference_t(xs, t, H, Hkv, causal, rope, variants=None, bf16_products=Fa
         p = torch.softmax(torch.cat([s, sink], -1), -1)[..., :S]
     else:
         p = torch.softmax(s, -1)
+    if keep is not None:
+        p = p * torch.from_numpy(keep) / (1 - dropout)
     out = (p @ V).transpose(1, 2).reshape(N, L, E)
     return F.linear(r(out), t["out_proj_weight"], t.get("out_proj_bias"))
+
+
+def dropout_keep(o, N, H, L, Hkv, S, p, seed):
+    """attn_sdpa_dropout_mask for attention of q (N, H, L, ·) over k (N, Hkv,
+    S, ·): the mask attn.h says the layer's dropout uses (slice n·H + h, row
+    l, column s of the keys, appended ones included)."""
+    q, k = np.zeros((N, H, L, 1)), np.zeros((N, Hkv, S, 1))
+    keep = np.zeros((N, H, L, S), np.bool_)
+    kt = view(keep)
+    kt.dtype = BOOL
+    a = o.lib.attn_sdpa_options_default()
+    a.dropout_p, a.dropout_seed = p, seed
+    err = Error()
+    st = o.lib.attn_sdpa_dropout_mask(ctypes.byref(kt), ctypes.byref(view(q)), ctypes.byref(view(k)),
+                                      ctypes.byref(view(k)), ctypes.byref(a), ctypes.byref(err))
+    assert st == 0, err.message.decode()
+    return keep
+
+
+def dropout_options(o, p, seed):
+    a = o.lib.attn_sdpa_options_default()
+    a.dropout_p, a.dropout_seed = p, seed
+    return a
+
+
+def mha_dropout_case(o, rng, name, H, Hkv, causal, E=16, L=5, S=7, N=2, p=0.3, seed=2026):
+    """attn_mha and attn_mha_backward with options->attention's dropout, f64,
+    against the layer written in PyTorch whose weights are multiplied by
+    attn_sdpa_dropout_mask's keep over the heads (N, H, L, S) and divided by
+    1 - p (PyTorch's dropout): the output, the per-head weights (0 exactly
+    where dropped, the softmax's times 1/(1 - p) where kept) and every
+    gradient."""
+    f = rng.standard_normal
+    state = gqa_state(f, E, E // H, Hkv)
+    q, k, v = f((N, L, E)), f((N, S, E)), f((N, S, E))
+    keep = dropout_keep(o, N, H, L, Hkv, S, p, seed)
+    leaves = {n: torch.tensor(a, requires_grad=True) for n, a in state.items()}
+    xs = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
+    ref = gqa_reference_t(xs, leaves, H, Hkv, causal, None, keep=keep, dropout=p)
+    plain = gqa_reference_t(xs, leaves, H, Hkv, causal, None).detach().numpy()
+    dout = f(ref.shape)
+    ref.backward(torch.from_numpy(dout))
+    st, msg, out, w = o.run(q, k, v, state, H, kv_heads=Hkv, batch_first=True, causal=causal, want_weights=True,
+                            average=False, attention=dropout_options(o, p, seed))
+    if st:
+        return o.report(name, "attn_mha failed: " + msg)
+    allowed = causal_allowed(L, S, causal).numpy()
+    why = o.compare("out", out, ref.detach().numpy(), 1e-12) or \
+        ("weights: nonzero where the mask drops" if (w[~keep] != 0).any() else "") or \
+        ("weights: zero where kept and allowed" if (w[keep & allowed] <= 0).any() else "") or \
+        ("the dropout changed nothing" if np.abs(out - plain).max() < 1e-3 else "")
+    if why:
+        return o.report(name, why)
+    st, msg, got = o.run_backward(dout, q, k, v, state, H, kv_heads=Hkv, batch_first=True, causal=causal,
+                                  attention=dropout_options(o, p, seed))
+    if st:
+        return o.report(name, "attn_mha_backward failed: " + msg)
+    grads = dict({n: t.grad for n, t in leaves.items()}, query=xs[0].grad, key=xs[1].grad, value=xs[2].grad)
+    o.report(name, compare_grads(o, got, grads))
+
+
+def mha_cached_dropout_case(o, rng, name, H, Hkv, E=16, N=2, steps=(3, 1, 2), p=0.3, seed=77):
+    """attn_mha_cached with dropout, f64, step after step: each step is the
+    layer in PyTorch over the sequence so far (bottom-right causal) with the
+    mask attn.h gives it, attn_sdpa_dropout_mask over the step's own L
+    queries (rows 0 .. L-1) and the S keys cached, slice n·H + h. So with one
+    seed, step after step, a query at row 0 keeps the same keys (asserted:
+    the masks of the first two single-query steps agree where both reach),
+    and a new seed per step gives a new mask."""
+    lib = o.lib
+    D = E // H
+    f = rng.standard_normal
+    state = gqa_state(f, E, D, Hkv)
+    t = {n: torch.from_numpy(a) for n, a in state.items()}
+    d = defaults_of(lib, "attn_kv_cache_desc", KvCacheDesc)()
+    d.batch, d.heads, d.capacity, d.key_dim, d.value_dim = N, Hkv, 16, D, D
+    d.dtype = view(np.zeros(1)).dtype  # f64
+    err, size = Error(), ctypes.c_size_t()
+    lib.attn_kv_cache_bytes(ctypes.byref(size), ctypes.byref(d), ctypes.byref(err))
+    memory = ctypes.create_string_buffer(size.value)
+    cache = ctypes.c_void_p()
+    lib.attn_kv_cache_init(ctypes.byref(cache), memory, size, ctypes.byref(d), ctypes.byref(err))
+    hist, masks = np.zeros((N, 0, E)), []
+    for step, L in enumerate(steps):
+        S = hist.shape[1] + L
+        x = f((N, L, E))
+        o.keep = []
+        prm = lib.attn_mha_params_default()
+        prm.embed_dim, prm.num_heads, prm.num_kv_heads = E, H, Hkv
+        for n, a in state.items():
+            setattr(prm, n, o.tensor(a))
+        opts = lib.attn_mha_options_default()
+        opts.batch_first, opts.causal = 1, 2
+        a = dropout_options(o, p, seed)
+        opts.attention = ctypes.addressof(a)
+        out = np.zeros_like(x)
+        if lib.attn_mha_cached(ctypes.byref(view(out)), ctypes.byref(view(x)), cache, ctypes.byref(prm),
+                               ctypes.byref(opts), ctypes.byref(err)):
+            return o.report(name, "step %d: attn_mha_cached: %s" % (step, err.message.decode()))
+        full = np.concatenate([hist, x], 1)
+        keep = dropout_keep(o, N, H, L, Hkv, S, p, seed)
+        masks.append(keep)
+        Q = F.linear(torch.from_numpy(x), t["q_proj_weight"], t["q_proj_bias"]).reshape(N, L, H, D).transpose(1, 2)
+        K = F.linear(torch.from_numpy(full), t["k_proj_weight"], t["k_proj_bias"]).reshape(N, S, Hkv, D).transpose(1, 2)
+        V = F.linear(torch.from_numpy(full), t["v_proj_weight"], t["v_proj_bias"]).reshape(N, S, Hkv, D).transpose(1, 2)
+        K, V = K.repeat_interleave(H // Hkv, 1), V.repeat_interleave(H // Hkv, 1)
+        sc = (Q @ K.transpose(-2, -1) / math.sqrt(D)).masked_fill(~causal_allowed(L, S, 2), float("-inf"))
+        w = torch.softmax(sc, -1) * torch.from_numpy(keep) / (1 - p)
+        ref = F.linear((w @ V).transpose(1, 2).reshape(N, L, E), t["out_proj_weight"], t["out_proj_bias"]).numpy()
+        why = o.compare("step %d" % step, out, ref, 1e-12)
+        if why:
+            return o.report(name, why)
+        hist = full
+    one = [m for m, L in zip(masks, steps) if L == 1]
+    other = dropout_keep(o, N, H, 1, Hkv, 8, p, seed + 1)
+    why = "" if len(one) < 2 or np.array_equal(one[0][..., :1, :], one[1][..., :1, :one[0].shape[-1]]) else \
+        "two single-query steps with one seed: row 0's masks differ"
+    o.report(name, why or ("a new seed gave the same mask" if np.array_equal(other, dropout_keep(o, N, H, 1, Hkv, 8, p, seed))
+                           else ""))
 
 
 def main():
@@ -733,6 +866,12 @@ def main():
                   kpm=kpm[0], attn_mask=rng.standard_normal((4, L, S)))
     backward_case(o, rng, "backward_unbatched_kdim_vdim", unbatched=True, kdim=3, vdim=11, L=1, S=4)
     fully_padded_backward_case(o, rng, "backward_fully_padded_sequence_bias_only")
+    # Dropout (options->attention's): the layer's mask is attn_sdpa_dropout_mask's over the
+    # heads, forward, weights and backward; a cached step's over its own queries.
+    for H, Hkv, causal in ((4, 4, 0), (4, 2, 2), (4, 1, 1)):
+        mha_dropout_case(o, rng, "mha_dropout_%d_over_%d_causal%d_against_pytorch_with_attn_mask" % (H, Hkv, causal),
+                         H, Hkv, causal)
+    mha_cached_dropout_case(o, rng, "mha_cached_dropout_rows_of_the_step_gqa", 4, 2, steps=(3, 1, 1, 2))
     # A query whose every key is masked: NaN in PyTorch, out_proj's bias here.
     torch.manual_seed(7)
     mha = torch.nn.MultiheadAttention(8, 2, dtype=torch.float64)
