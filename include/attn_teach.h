@@ -147,6 +147,18 @@ typedef enum attn_explain_positions {
     ATTN_EXPLAIN_ROPE = 2
 } attn_explain_positions;
 
+/* The explainer's three structs below have no struct_size, and 0.3.0
+ * appended fields to each (marked "added in 0.3.0"): a binary built against
+ * 0.2's header holds smaller ones. The functions that take them are
+ * therefore exported under new names, attn_explain_run_0_3,
+ * attn_explain_free_0_3 and attn_explain_json_0_3, which these macros put
+ * behind the documented names; the names without the suffix stay exported
+ * for binaries built against 0.2 and take 0.2's structs, every field added
+ * since then at its default (src/abi/abi_0_2.c). */
+#define attn_explain_run attn_explain_run_0_3
+#define attn_explain_free attn_explain_free_0_3
+#define attn_explain_json attn_explain_json_0_3
+
 /* What to explain. Matrices are f64, C order. */
 typedef struct attn_explain_input {
     int n_tokens, d_model;     /* X is (n_tokens, d_model) */
