@@ -74,7 +74,12 @@ ATTN_API int attn_toy_word_id(const char *text, size_t len);
 /* The known word closest to the len-byte word at text (edit distance with
  * swaps, ignoring case), or NULL when none is close: within one edit for a
  * word of up to four letters, two for a longer one, and fewer edits than the
- * word has letters ("cta" gives "cat"; "and" and "Elephant" give NULL). */
+ * word has letters ("cta" gives "cat"; "and" and "Elephant" give NULL).
+ * NULL is new in 0.3.0: 0.2's never returned it, so this one is exported as
+ * attn_toy_suggest_0_3, behind a macro of the documented name, and the name
+ * without the suffix keeps 0.2's answer (the nearest word however far) for
+ * binaries built against 0.2. */
+#define attn_toy_suggest attn_toy_suggest_0_3
 ATTN_API const char *attn_toy_suggest(const char *text, size_t len);
 
 /* One word of a sentence: its vocabulary id and where it is in the text. */

@@ -735,6 +735,12 @@ static void test_toy(void) {
                  "unknown word 'zebra'", "toy_unknown_word");
     check(n == 2 && tok[2].id == -1 && tok[2].start == 8 && tok[2].length == 5, "toy_unknown_position",
           "n %d start %d", n, tok[2].start);
+    /* The message's guess is today's attn_toy_suggest's (none for a far
+     * word), not 0.2's, which toy.c also defines under the plain name. */
+    check_status(attn_toy_tokenize(tok, 8, &n, "the Elephant sat", &err), &err, ATTN_ERR_TOKEN,
+                 "unknown word 'Elephant'; the toy model knows only these words", "toy_far_word_no_guess");
+    check_status(attn_toy_tokenize(tok, 8, &n, "the cta sat", &err), &err, ATTN_ERR_TOKEN,
+                 "unknown word 'cta' (did you mean 'cat'?)", "toy_close_word_guessed");
     check_status(attn_toy_tokenize(tok, 8, &n, " ... ", &err), &err, ATTN_ERR_TOKEN, "no words",
                  "toy_empty");
     check_status(attn_toy_tokenize(tok, 2, &n, "the cat sat", &err), &err, ATTN_ERR_TOKEN,

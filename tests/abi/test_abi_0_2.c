@@ -372,6 +372,17 @@ static void test_explain(void) {
           (void *)ge.ex.Q, clobbered);
 }
 
+/* 0.2's attn_toy_suggest is "Never NULL": a word far from every known one
+ * still gets the nearest (0.3's returns NULL for it). */
+static void test_suggest(void) {
+    const char *far = attn_toy_suggest("Elephant", 8), *close = attn_toy_suggest("cta", 3),
+               *none = attn_toy_suggest(NULL, 0);
+    check(far && close && !strcmp(close, "cat") && none && attn_toy_word_id(far, strlen(far)) >= 0 &&
+              attn_toy_word_id(none, strlen(none)) == 0,
+          "toy_suggest_never_null", "Elephant -> %s, cta -> %s, NULL -> %s", far ? far : "NULL",
+          close ? close : "NULL", none ? none : "NULL");
+}
+
 int main(void) {
     printf("# built against attn.h %s, running with libattn %s\n", ATTN_VERSION_STRING, attn_version());
     test_defaults();
@@ -379,6 +390,7 @@ int main(void) {
     test_tuning();
     test_train();
     test_explain();
+    test_suggest();
     attn_shutdown();
     return n_failed ? 1 : 0;
 }
