@@ -651,6 +651,14 @@ static void test_npy(void) {
                  "npy_header_file_size");
     check_status(attn_npy_format_header(head, 40, &head_len, ATTN_F32, 2, view.shape, &err), &err, ATTN_ERR_ARGUMENT,
                  "needs", "npy_format_header_small");
+    /* Only headers the reader takes back: no negative dimension, no byte
+     * count past int64 (2^31 · 2^31 · 4 f32 bytes). */
+    int64_t negative[2] = {4, -3}, huge[3] = {INT64_C(1) << 31, INT64_C(1) << 31, 4};
+    check_status(attn_npy_format_header(head, sizeof head, &head_len, ATTN_F32, 2, negative, &err), &err,
+                 ATTN_ERR_SHAPE, "shape[1] is -3; a dimension must be >= 0", "npy_format_header_negative_dimension");
+    check_status(attn_npy_format_header(head, sizeof head, &head_len, ATTN_F32, 3, huge, &err), &err,
+                 ATTN_ERR_OVERFLOW, "shape (2147483648, 2147483648, 4) is too large: its byte count overflows",
+                 "npy_format_header_overflow");
     attn_npy_free(&back);
     attn_npy_free(&back); /* twice is fine */
     check(back.data == NULL, "npy_free_zeroes", "data not cleared");
