@@ -22,7 +22,9 @@
  *     the thread pool and its default size (attn_set_num_threads,
  *     ATTN_NUM_THREADS; one call can ask for another through attn_context),
  *     the microkernels' ISA and the block sizes derived from the CPU's
- *     caches (chosen once; ATTN_ISA), the bf16 compute mode's kernels
+ *     caches (chosen once; ATTN_ISA), how quantized keys and values are
+ *     dotted (chosen with them; ATTN_QDOT, see "Quantized storage"), the
+ *     bf16 compute mode's kernels
  *     (chosen with them: on a CPU with AMX the library asks Linux once per
  *     process for the tile state, arch_prctl(ARCH_REQ_XCOMP_PERM,
  *     XFEATURE_XTILEDATA), which then holds for the whole process, every
