@@ -22,7 +22,9 @@
  *     the thread pool and its default size (attn_set_num_threads,
  *     ATTN_NUM_THREADS; one call can ask for another through attn_context),
  *     the microkernels' ISA and the block sizes derived from the CPU's
- *     caches (chosen once; ATTN_ISA), the bf16 compute mode's kernels
+ *     caches (chosen once; ATTN_ISA), how quantized keys and values are
+ *     dotted (chosen with them; ATTN_QDOT, see "Quantized storage"), the
+ *     bf16 compute mode's kernels
  *     (chosen with them: on a CPU with AMX the library asks Linux once per
  *     process for the tile state, arch_prctl(ARCH_REQ_XCOMP_PERM,
  *     XFEATURE_XTILEDATA), which then holds for the whole process, every
@@ -2591,7 +2593,9 @@ ATTN_API attn_status attn_npy_header(attn_npy_info *info, const void *bytes, siz
  * (format 1.0, data 64-byte aligned), into buf (ATTN_NPY_HEADER_MAX bytes
  * always suffice); *length is its size, where the data starts. Errors:
  * ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_DTYPE, ATTN_ERR_ARGUMENT (buf too
- * small). */
+ * small), ATTN_ERR_SHAPE (a dimension < 0), ATTN_ERR_OVERFLOW (the data's
+ * byte count does not fit in int64 or size_t): the header written is
+ * always one attn_npy_header reads back. */
 #define ATTN_NPY_HEADER_MAX 512
 ATTN_API attn_status attn_npy_format_header(void *buf, size_t size, size_t *length, attn_dtype dtype, int rank,
                                            const int64_t *shape, attn_error *err);

@@ -74,7 +74,12 @@ ATTN_API int attn_toy_word_id(const char *text, size_t len);
 /* The known word closest to the len-byte word at text (edit distance with
  * swaps, ignoring case), or NULL when none is close: within one edit for a
  * word of up to four letters, two for a longer one, and fewer edits than the
- * word has letters ("cta" gives "cat"; "and" and "Elephant" give NULL). */
+ * word has letters ("cta" gives "cat"; "and" and "Elephant" give NULL).
+ * NULL is new in 0.3.0: 0.2's never returned it, so this one is exported as
+ * attn_toy_suggest_0_3, behind a macro of the documented name, and the name
+ * without the suffix keeps 0.2's answer (the nearest word however far) for
+ * binaries built against 0.2. */
+#define attn_toy_suggest attn_toy_suggest_0_3
 ATTN_API const char *attn_toy_suggest(const char *text, size_t len);
 
 /* One word of a sentence: its vocabulary id and where it is in the text. */
@@ -146,6 +151,18 @@ typedef enum attn_explain_positions {
     ATTN_EXPLAIN_SINUSOIDAL = 1,
     ATTN_EXPLAIN_ROPE = 2
 } attn_explain_positions;
+
+/* The explainer's three structs below have no struct_size, and 0.3.0
+ * appended fields to each (marked "added in 0.3.0"): a binary built against
+ * 0.2's header holds smaller ones. The functions that take them are
+ * therefore exported under new names, attn_explain_run_0_3,
+ * attn_explain_free_0_3 and attn_explain_json_0_3, which these macros put
+ * behind the documented names; the names without the suffix stay exported
+ * for binaries built against 0.2 and take 0.2's structs, every field added
+ * since then at its default (src/abi/abi_0_2.c). */
+#define attn_explain_run attn_explain_run_0_3
+#define attn_explain_free attn_explain_free_0_3
+#define attn_explain_json attn_explain_json_0_3
 
 /* What to explain. Matrices are f64, C order. */
 typedef struct attn_explain_input {

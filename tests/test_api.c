@@ -651,6 +651,14 @@ static void test_npy(void) {
                  "npy_header_file_size");
     check_status(attn_npy_format_header(head, 40, &head_len, ATTN_F32, 2, view.shape, &err), &err, ATTN_ERR_ARGUMENT,
                  "needs", "npy_format_header_small");
+    /* Only headers the reader takes back: no negative dimension, no byte
+     * count past int64 (2^31 · 2^31 · 4 f32 bytes). */
+    int64_t negative[2] = {4, -3}, huge[3] = {INT64_C(1) << 31, INT64_C(1) << 31, 4};
+    check_status(attn_npy_format_header(head, sizeof head, &head_len, ATTN_F32, 2, negative, &err), &err,
+                 ATTN_ERR_SHAPE, "shape[1] is -3; a dimension must be >= 0", "npy_format_header_negative_dimension");
+    check_status(attn_npy_format_header(head, sizeof head, &head_len, ATTN_F32, 3, huge, &err), &err,
+                 ATTN_ERR_OVERFLOW, "shape (2147483648, 2147483648, 4) is too large: its byte count overflows",
+                 "npy_format_header_overflow");
     attn_npy_free(&back);
     attn_npy_free(&back); /* twice is fine */
     check(back.data == NULL, "npy_free_zeroes", "data not cleared");
@@ -735,6 +743,12 @@ static void test_toy(void) {
                  "unknown word 'zebra'", "toy_unknown_word");
     check(n == 2 && tok[2].id == -1 && tok[2].start == 8 && tok[2].length == 5, "toy_unknown_position",
           "n %d start %d", n, tok[2].start);
+    /* The message's guess is today's attn_toy_suggest's (none for a far
+     * word), not 0.2's, which toy.c also defines under the plain name. */
+    check_status(attn_toy_tokenize(tok, 8, &n, "the Elephant sat", &err), &err, ATTN_ERR_TOKEN,
+                 "unknown word 'Elephant'; the toy model knows only these words", "toy_far_word_no_guess");
+    check_status(attn_toy_tokenize(tok, 8, &n, "the cta sat", &err), &err, ATTN_ERR_TOKEN,
+                 "unknown word 'cta' (did you mean 'cat'?)", "toy_close_word_guessed");
     check_status(attn_toy_tokenize(tok, 8, &n, " ... ", &err), &err, ATTN_ERR_TOKEN, "no words",
                  "toy_empty");
     check_status(attn_toy_tokenize(tok, 2, &n, "the cat sat", &err), &err, ATTN_ERR_TOKEN,

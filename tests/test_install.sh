@@ -23,6 +23,66 @@ want="attn $(sed -n 's/^#define ATTN_VERSION_STRING "\(.*\)"/\1/p' include/attn.
 if [ "$got" = "$want" ]; then echo "ok outside_program_runs"; else echo "FAIL outside_program_runs: got '$got', want '$want'"; fi
 LD_LIBRARY_PATH="$prefix/lib" ldd "$prefix/hello" | grep -q "$prefix/lib/libattn.so" && echo "ok links_shared_library" ||
     echo "FAIL links_shared_library: $(ldd "$prefix/hello" | grep attn)"
+# An embedder's other compilers and dialects: the header and both example
+# programs with gcc and clang at -std=c99 and -std=c11 (-pedantic), and as
+# C++ with g++ and clang++ (the extern "C" guards: a call that links).
+want_teach="3 tokens: the cat sat"
+for cc in gcc clang g++ clang++; do
+    if ! command -v "$cc" >/dev/null; then echo "skip outside_program_$cc: $cc is not installed"; continue; fi
+    case $cc in *++) stds="c++11 c++17" lang="-x c++" ;; *) stds="c99 c11" lang="" ;; esac
+    for std in $stds; do
+        name="outside_program_${cc}_$std"
+        # shellcheck disable=SC2086 # $lang and $flags are word lists
+        if $cc $lang -std="$std" -pedantic -Wall -Wextra -Werror tests/install/hello.c -x none $flags \
+            -o "$prefix/hello_$std" 2>"$prefix.log" &&
+            $cc $lang -std="$std" -pedantic -Wall -Wextra -Werror tests/install/hello_teach.c -x none $flags \
+                -o "$prefix/teach_$std" 2>>"$prefix.log" &&
+            [ "$(LD_LIBRARY_PATH="$prefix/lib" "$prefix/hello_$std")" = "$want" ] &&
+            [ "$(LD_LIBRARY_PATH="$prefix/lib" "$prefix/teach_$std")" = "$want_teach" ]; then
+            echo "ok $name"
+        else
+            echo "FAIL $name: $(head -n 3 "$prefix.log" | tr '\n' ' ')"
+        fi
+    done
+done
+# Static linking through attn.pc's Libs.private (-lm -pthread): a program
+# with no shared libattn, and no shared library at all.
+static_libs=$(pkg-config --static --libs attn)
+# shellcheck disable=SC2086
+if ${CC:-cc} -std=c11 tests/install/hello.c $(pkg-config --cflags attn) -static $static_libs -o "$prefix/hello_static" \
+    2>"$prefix.log" && [ "$("$prefix/hello_static")" = "$want" ] && ! readelf -d "$prefix/hello_static" | grep -q NEEDED; then
+    echo "ok static_link_with_pkg_config"
+elif grep -q "cannot find -lc\b\|cannot find -lm\b" "$prefix.log"; then
+    echo "skip static_link_with_pkg_config: no static C library (libc6-dev's libc.a)"
+else
+    echo "FAIL static_link_with_pkg_config: '$static_libs': $(head -n 3 "$prefix.log" | tr '\n' ' ')"
+fi
+# The shared library: its soname, the version it is installed as, and
+# nothing exported but attn_*; and the library never prints except in
+# verbose mode (fprintf), never exits and never aborts (assert included).
+lib="$prefix/lib/libattn.so"
+soname=$(readelf -d "$lib" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+version=$(sed -n 's/^#define ATTN_VERSION_STRING "\(.*\)"/\1/p' include/attn.h)
+[ "$soname" = "libattn.so.0" ] && [ "$(readlink "$prefix/lib/libattn.so.0")" = "libattn.so.$version" ] &&
+    [ -f "$prefix/lib/libattn.so.$version" ] && echo "ok soname_and_version" ||
+    echo "FAIL soname_and_version: soname '$soname', libattn.so.0 -> '$(readlink "$prefix/lib/libattn.so.0")'"
+others=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^attn_' | tr '\n' ' ')
+[ -z "$others" ] && echo "ok exports_only_attn_symbols" || echo "FAIL exports_only_attn_symbols: $others"
+banned=$(nm -D --undefined-only "$lib" | awk '{print $2}' | sed 's/@.*//' |
+    grep -xE 'exit|_exit|_Exit|quick_exit|abort|__assert_fail|printf|vprintf|puts|putchar|perror|fputs|fputc|putc' |
+    tr '\n' ' ')
+[ -z "$banned" ] && echo "ok never_prints_exits_or_aborts" || echo "FAIL never_prints_exits_or_aborts: $banned"
+# DESTDIR stages the same tree under another root, attn.pc naming PREFIX.
+stage="$prefix/stage"
+if make -s --no-print-directory BUILD="$BUILD" DESTDIR="$stage" PREFIX=/opt/attn install >"$prefix.log" 2>&1 &&
+    [ -f "$stage/opt/attn/include/attn.h" ] && [ -f "$stage/opt/attn/include/attn_teach.h" ] &&
+    [ -f "$stage/opt/attn/lib/libattn.a" ] && [ -L "$stage/opt/attn/lib/libattn.so" ] &&
+    [ -x "$stage/opt/attn/bin/attn" ] && grep -qx 'prefix=/opt/attn' "$stage/opt/attn/lib/pkgconfig/attn.pc" &&
+    grep -qx 'Libs.private: -lm -pthread' "$stage/opt/attn/lib/pkgconfig/attn.pc"; then
+    echo "ok destdir_install"
+else
+    echo "FAIL destdir_install: $(tail -n 3 "$prefix.log" | tr '\n' ' ')"
+fi
 # The teaching header, installed beside attn.h, builds against the same library.
 if ${CC:-cc} -std=c11 -Wall -Wextra -Werror tests/install/hello_teach.c $flags -o "$prefix/hello_teach" 2>"$prefix.log" &&
     [ "$(LD_LIBRARY_PATH="$prefix/lib" "$prefix/hello_teach")" = "3 tokens: the cat sat" ]; then

@@ -15,6 +15,7 @@
 #include "check.h"
 #include "tensors.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -833,6 +834,82 @@ static void verbose_names_half_q(void) {
     free(lse.data), free(dout.data), free(dq.data), free(dk.data), free(dv.data);
 }
 
+/* Several caller threads at once, each running its own plan (attn.h: "two
+ * threads run two plans") over the one thread pool they share: every run
+ * gives the bits the unplanned call gave before the threads started. The
+ * plans differ in kernel (flash, decode against a long context, exact f64)
+ * and in variant (rope, alibi and sinks: the options' tensors are read at
+ * every run). build/tsan/test_plan reports any race between the runs. */
+enum { PLAN_THREADS = 3, PLAN_RUNS = 4 };
+
+typedef struct plan_thread {
+    attn_sdpa_plan *plan;
+    void *memory, *work;
+    size_t ws;
+    option_set os;
+    attn_tensor q, k, v, out, lse, want_out, want_lse;
+    int ok;
+    char why[640];
+} plan_thread;
+
+static void *run_plan_thread(void *arg) {
+    plan_thread *t = arg;
+    for (int run = 0; run < PLAN_RUNS && t->ok; run++) {
+        memset(t->out.data, 0, bytes_of(&t->out)), memset(t->lse.data, 0, bytes_of(&t->lse));
+        attn_error err;
+        attn_status st = attn_sdpa_run(t->plan, &t->out, &t->lse, &t->q, &t->k, &t->v, t->work, t->ws, &err);
+        if (st) t->ok = 0, snprintf(t->why, sizeof t->why, "run %d: %s", run, err.message);
+        else if (!same_bits(&t->out, &t->want_out) || !same_bits(&t->lse, &t->want_lse))
+            t->ok = 0, snprintf(t->why, sizeof t->why, "run %d: bits differ from attn_sdpa's", run);
+    }
+    return NULL;
+}
+
+static void concurrent_plans(void) {
+    static const struct {
+        attn_dtype dt;
+        int64_t Hq, Hk, L, S, E;
+        int variant;
+    } CASES[PLAN_THREADS] = {{ATTN_F32, 4, 2, 37, 53, 16, 5}, {ATTN_F32, 8, 2, 2, 2100, 32, 4}, {ATTN_F64, 2, 1, 9, 13, 8, 1}};
+    plan_thread *t = calloc(PLAN_THREADS, sizeof *t);
+    int ready = t != NULL;
+    for (int i = 0; ready && i < PLAN_THREADS; i++) {
+        plan_thread *p = &t[i];
+        set_options(&p->os, &VARIANTS[CASES[i].variant], CASES[i].Hq, 2);
+        int64_t sq[3] = {CASES[i].Hq, CASES[i].L, CASES[i].E}, sk[3] = {CASES[i].Hk, CASES[i].S, CASES[i].E},
+                sl[2] = {CASES[i].Hq, CASES[i].L};
+        p->q = make(CASES[i].dt, 3, sq), p->k = make(CASES[i].dt, 3, sk), p->v = make(CASES[i].dt, 3, sk);
+        p->out = like(&p->q), p->lse = make(CASES[i].dt, 2, sl), p->want_out = like(&p->q), p->want_lse = like(&p->lse);
+        size_t bytes = 0;
+        attn_error err;
+        attn_status st = attn_sdpa_plan_bytes(&bytes, 0, &err);
+        if (!st) p->memory = malloc(bytes);
+        if (!st)
+            st = attn_sdpa_plan_init(&p->plan, p->memory, bytes, &p->ws, &p->out, &p->lse, &p->q, &p->k, &p->v,
+                                     &p->os.o, &err);
+        if (!st) p->work = malloc(p->ws ? p->ws : 1);
+        if (!st) st = attn_sdpa(&p->want_out, &p->want_lse, NULL, &p->q, &p->k, &p->v, &p->os.o, &err);
+        p->ok = !st;
+        if (st) snprintf(p->why, sizeof p->why, "case %d: %s", i, err.message), ready = 0;
+    }
+    pthread_t th[PLAN_THREADS];
+    int started = 0;
+    for (; ready && started < PLAN_THREADS; started++)
+        if (pthread_create(&th[started], NULL, run_plan_thread, &t[started])) break;
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    int ok = ready && started == PLAN_THREADS, bad = -1;
+    for (int i = 0; t && i < PLAN_THREADS; i++)
+        if (!t[i].ok && bad < 0) bad = i, ok = 0;
+    check(ok, "concurrent_plans_on_caller_threads", "thread %d: %s (%d of %d threads started)", bad,
+          bad >= 0 ? t[bad].why : "", started, PLAN_THREADS);
+    for (int i = 0; t && i < PLAN_THREADS; i++) {
+        attn_tensor *all[7] = {&t[i].q, &t[i].k, &t[i].v, &t[i].out, &t[i].lse, &t[i].want_out, &t[i].want_lse};
+        for (int j = 0; j < 7; j++) free(all[j]->data);
+        free(t[i].memory), free(t[i].work);
+    }
+    free(t);
+}
+
 int main(void) {
     for (int threads = 1; threads <= 3; threads++) {
         for (int vi = 0; vi < N_VARIANTS; vi++) {
@@ -864,6 +941,7 @@ int main(void) {
     empty_varlen_plan();
     empty_half_plans();
     verbose_names_half_q();
+    concurrent_plans();
     printf("%d failed\n", n_failed);
     return n_failed != 0;
 }

@@ -192,6 +192,27 @@ static attn_status parse_dict(npy_layout *h, const char *text, size_t len, attn_
 
 /* Parse the prefix and header in buf[0..avail) of a file of file_size bytes.
  * avail may be less than file_size (the data need not be in buf). */
+/* The data's byte count for a shape of elements of es bytes: every
+ * dimension >= 0 (the reader takes digits only), the count within int64 and
+ * size_t. Reader and writer both check here, so that every header
+ * attn_npy_format_header writes is one attn_npy_header reads back. */
+static attn_status data_bytes(int64_t *bytes, int rank, const int64_t *shape, int64_t es, attn_error *err) {
+    attn_tensor view = {0};
+    view.rank = rank;
+    if (rank > 0) memcpy(view.shape, shape, (size_t)rank * sizeof *shape);
+    for (int d = 0; d < rank; d++)
+        if (shape[d] < 0)
+            return attn_fail(err, ATTN_ERR_SHAPE, "shape[%d] is %lld; a dimension must be >= 0", d,
+                             (long long)shape[d]);
+    int64_t numel = attn_tensor_numel(&view);
+    if (numel < 0 || !attn_mul_i64(numel, es, bytes) || (uint64_t)*bytes > SIZE_MAX) {
+        char text[160];
+        attn_format_shape(text, sizeof text, rank, shape);
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "shape %s is too large: its byte count overflows", text);
+    }
+    return ATTN_OK;
+}
+
 static attn_status parse_layout(npy_layout *h, const unsigned char *buf, size_t avail,
                                 size_t file_size, attn_error *err) {
     bool ints = h->ints; /* the one setting a caller gives */
@@ -232,20 +253,13 @@ static attn_status parse_layout(npy_layout *h, const unsigned char *buf, size_t 
     attn_status st = parse_dict(h, text, header_len, err);
     if (st) return st;
 
-    attn_tensor view = {0};
-    view.rank = h->rank;
-    memcpy(view.shape, h->shape, sizeof h->shape);
-    int64_t numel = attn_tensor_numel(&view), bytes;
-    char shape[160];
-    attn_format_shape(shape, sizeof shape, h->rank, h->shape);
-    int64_t es = h->ints ? h->int_bytes : (int64_t)attn_dtype_size(h->dtype);
-    if (numel < 0 || !attn_mul_i64(numel, es, &bytes) ||
-        (uint64_t)bytes > SIZE_MAX)
-        return attn_fail(err, ATTN_ERR_OVERFLOW, "shape %s is too large: its byte count overflows",
-                         shape);
+    int64_t es = h->ints ? h->int_bytes : (int64_t)attn_dtype_size(h->dtype), bytes;
+    if ((st = data_bytes(&bytes, h->rank, h->shape, es, err))) return st;
     h->data_offset = prefix + header_len;
     h->data_bytes = (size_t)bytes;
     size_t have = file_size - h->data_offset;
+    char shape[160];
+    attn_format_shape(shape, sizeof shape, h->rank, h->shape);
     if (have < h->data_bytes)
         return attn_fail(err, ATTN_ERR_NPY_TRUNCATED,
                          "data is truncated: shape %s needs %zu bytes but the file has %zu", shape,
@@ -452,6 +466,9 @@ attn_status attn_npy_format_header(void *buf, size_t size, size_t *length, attn_
                         : dtype == ATTN_F16 ? "<f2" : dtype == ATTN_BOOL ? "|b1" : NULL;
     if (dtype == ATTN_BF16) return attn_fail(err, ATTN_ERR_DTYPE, ".npy has no bfloat16 dtype; convert to f32 first");
     if (!descr) return attn_fail(err, ATTN_ERR_DTYPE, "unknown dtype %d", (int)dtype);
+    int64_t bytes;
+    attn_status st = data_bytes(&bytes, rank, shape, (int64_t)attn_dtype_size(dtype), err);
+    if (st) return st;
     char dims[200], text[300];
     attn_format_shape(dims, sizeof dims, rank, shape);
     int n = snprintf(text, sizeof text, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, dims);

@@ -6,6 +6,7 @@
 #include "teach/disjoint.h"
 #include "teach/rng.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -101,14 +102,22 @@ static int edit_distance(const char *a, size_t la, const char *b) {
  * misspelling of it). */
 static bool close_enough(int d, size_t len) { return d <= (len <= 4 ? 1 : 2) && (size_t)d < len; }
 
-const char *attn_toy_suggest(const char *text, size_t len) {
-    const char *best = NULL;
-    int best_d = 1 << 30;
+/* The known word nearest the len-byte word at text, and its distance in
+ * *dist (the first word and INT_MAX for NULL text). */
+static const char *nearest(const char *text, size_t len, int *dist) {
+    const char *best = VOCAB[0].text;
+    *dist = INT_MAX;
     for (int id = 0; text && id < VOCAB_SIZE; id++) {
         int d = edit_distance(text, len, VOCAB[id].text);
-        if (d < best_d) best_d = d, best = VOCAB[id].text;
+        if (d < *dist) *dist = d, best = VOCAB[id].text;
     }
-    return best && close_enough(best_d, len) ? best : NULL;
+    return best;
+}
+
+const char *attn_toy_suggest(const char *text, size_t len) {
+    int d;
+    const char *best = nearest(text, len, &d);
+    return text && close_enough(d, len) ? best : NULL;
 }
 
 /* The spaces, quotes, dashes and ellipsis that text pasted from a web page or
@@ -326,4 +335,17 @@ attn_status attn_toy_weights(double *w_q, double *w_k, double *w_v, attn_toy_hea
     else if (head == ATTN_TOY_ORDER) order_weights(w_q, w_k, w_v);
     else return attn_fail(err, ATTN_ERR_ARGUMENT, "head %d is not an attn_toy_head", (int)head);
     return ATTN_OK;
+}
+
+/* Release 0.2's attn_toy_suggest, for binaries built against 0.2, which
+ * promised "never NULL" and may pass the word on unchecked: the nearest
+ * word however far (the first for NULL text). Today's header calls
+ * attn_toy_suggest_0_3 above (see attn_teach.h; the other 0.2 functions
+ * are in src/abi/abi_0_2.c). Last in the file: past the #undef, the name
+ * is 0.2's function, which the tokenizer's message must not call. */
+#undef attn_toy_suggest
+ATTN_API const char *attn_toy_suggest(const char *text, size_t len);
+const char *attn_toy_suggest(const char *text, size_t len) {
+    int d;
+    return nearest(text, len, &d);
 }

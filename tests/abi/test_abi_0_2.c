@@ -289,12 +289,108 @@ static void test_train(void) {
           st ? err.message : "", loss[0], loss[19]);
 }
 
+/* The explainer with 0.2's structs: attn_explain_input (64 bytes in 0.2),
+ * attn_explain (80) and attn_explain_labels (32) have no struct_size, and
+ * 0.3 appended fields to all three. Each sits here in front of bytes the
+ * library must neither read (garbage where 0.3 keeps X_source, a pointer)
+ * nor write (where 0.3 keeps P and n_keys): the 0xa5 fill shows a write,
+ * a read of it as X_source an ASan report or a cross-attention's wrong
+ * numbers. The head is the wired one on "the cat sat", checked against
+ * attention written out above. */
+static void test_explain(void) {
+    attn_toy_token tok[3];
+    int n = 0;
+    attn_error err;
+    attn_status st = attn_toy_tokenize(tok, 3, &n, "the cat sat", &err);
+    double x[3 * ATTN_TOY_D_MODEL], wq[ATTN_TOY_D_MODEL * ATTN_TOY_D_K], wk[ATTN_TOY_D_MODEL * ATTN_TOY_D_K],
+        wv[ATTN_TOY_D_MODEL * ATTN_TOY_D_K];
+    if (!st) st = attn_toy_embed(x, tok, n, &err);
+    if (!st) st = attn_toy_weights(wq, wk, wv, ATTN_TOY_WIRED, &err);
+    check(!st && n == 3, "explain_inputs", "status %d (%s)", (int)st, st ? err.message : "");
+    if (st) return;
+    struct {
+        attn_explain_input in;
+        unsigned char after[32];
+    } gi;
+    struct {
+        attn_explain ex;
+        unsigned char after[32];
+    } ge;
+    struct {
+        attn_explain_labels labels;
+        unsigned char after[32];
+    } gl;
+    memset(&gi, 0xa5, sizeof gi), memset(&ge, 0xa5, sizeof ge), memset(&gl, 0xa5, sizeof gl);
+    gi.in = (attn_explain_input){3, ATTN_TOY_D_MODEL, ATTN_TOY_D_K, ATTN_TOY_D_K, x, wq, wk, wv, ATTN_EXPLAIN_QKV, 1, 0};
+    st = attn_explain_run(&ge.ex, &gi.in, &err);
+    int clobbered = 0;
+    for (size_t i = 0; i < sizeof ge.after; i++) clobbered += ge.after[i] != 0xa5;
+    check(!st && !clobbered && ge.ex.n == 3 && ge.ex.d_k == ATTN_TOY_D_K, "explain_run_0_2_structs",
+          "status %d (%s), %d bytes past the 0.2 attn_explain written", (int)st, st ? err.message : "", clobbered);
+    if (st) return;
+    /* Q, K, V from the projections; then the causal attention of them. */
+    double q[3 * ATTN_TOY_D_K], k[3 * ATTN_TOY_D_K], want[3 * ATTN_TOY_D_K], P[3 * 3];
+    for (int i = 0; i < 3; i++)
+        for (int c = 0; c < ATTN_TOY_D_K; c++) {
+            double a = 0, b = 0;
+            for (int d = 0; d < ATTN_TOY_D_MODEL; d++)
+                a += x[i * ATTN_TOY_D_MODEL + d] * wq[d * ATTN_TOY_D_K + c],
+                    b += x[i * ATTN_TOY_D_MODEL + d] * wk[d * ATTN_TOY_D_K + c];
+            q[i * ATTN_TOY_D_K + c] = a, k[i * ATTN_TOY_D_K + c] = b;
+        }
+    double diff = 0;
+    for (int i = 0; i < 3; i++) {
+        double m = -INFINITY, sum = 0;
+        for (int j = 0; j <= i; j++) {
+            double s = 0;
+            for (int c = 0; c < ATTN_TOY_D_K; c++) s += q[i * ATTN_TOY_D_K + c] * k[j * ATTN_TOY_D_K + c];
+            P[i * 3 + j] = s / sqrt(ATTN_TOY_D_K);
+            if (P[i * 3 + j] > m) m = P[i * 3 + j];
+        }
+        for (int j = 0; j <= i; j++) sum += P[i * 3 + j] = exp(P[i * 3 + j] - m);
+        for (int c = 0; c < ATTN_TOY_D_K; c++) {
+            double o = 0;
+            for (int j = 0; j <= i; j++) o += P[i * 3 + j] / sum * ge.ex.V[j * ATTN_TOY_D_K + c];
+            want[i * ATTN_TOY_D_K + c] = o;
+        }
+    }
+    diff = max_abs_diff(ge.ex.output, want, 3 * ATTN_TOY_D_K);
+    check(diff < 1e-12 && fabs(ge.ex.scale - 1 / sqrt(ATTN_TOY_D_K)) < 1e-15, "explain_run_0_2_values",
+          "max diff %g, scale %g", diff, ge.ex.scale);
+    /* The JSON, with 0.2's labels: no key of 0.3's cross-attention. */
+    gl.labels = (attn_explain_labels){NULL, NULL, NULL, "wired"};
+    char buf[1 << 15];
+    size_t len = 0;
+    st = attn_explain_json(buf, sizeof buf, &len, &ge.ex, &gi.in, &gl.labels, &err);
+    check(!st && len < sizeof buf && strstr(buf, "\"head\": \"wired\"") && !strstr(buf, "source_tokens") &&
+              strstr(buf, "\"X_source\": null"),
+          "explain_json_0_2_structs", "status %d (%s), length %zu", (int)st, st ? err.message : "", len);
+    attn_explain_free(&ge.ex);
+    clobbered = 0;
+    for (size_t i = 0; i < sizeof ge.after; i++) clobbered += ge.after[i] != 0xa5;
+    check(!ge.ex.Q && !ge.ex.output && !clobbered, "explain_free_0_2_struct", "Q %p, %d bytes past it written",
+          (void *)ge.ex.Q, clobbered);
+}
+
+/* 0.2's attn_toy_suggest is "Never NULL": a word far from every known one
+ * still gets the nearest (0.3's returns NULL for it). */
+static void test_suggest(void) {
+    const char *far = attn_toy_suggest("Elephant", 8), *close = attn_toy_suggest("cta", 3),
+               *none = attn_toy_suggest(NULL, 0);
+    check(far && close && !strcmp(close, "cat") && none && attn_toy_word_id(far, strlen(far)) >= 0 &&
+              attn_toy_word_id(none, strlen(none)) == 0,
+          "toy_suggest_never_null", "Elephant -> %s, cta -> %s, NULL -> %s", far ? far : "NULL",
+          close ? close : "NULL", none ? none : "NULL");
+}
+
 int main(void) {
     printf("# built against attn.h %s, running with libattn %s\n", ATTN_VERSION_STRING, attn_version());
     test_defaults();
     test_sdpa();
     test_tuning();
     test_train();
+    test_explain();
+    test_suggest();
     attn_shutdown();
     return n_failed ? 1 : 0;
 }
