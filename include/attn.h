@@ -1766,7 +1766,10 @@ typedef struct attn_kv_cache_desc {
                             per channel"); values in dtype (not f64); capacity
                             a multiple of 32; no k_scale and no hadamard below
                             (ATTN_ERR_OPTION: they turn or scale keys stored
-                            in dtype). Added in 0.4.0. */
+                            in dtype). Added in 0.4.0, in what was 0.3.0's
+                            tail padding: a desc whose struct_size ends
+                            before k_scale (0.3.0's) is not read here, its
+                            keys are in dtype. */
     /* Added in 0.4.0. One scale per KV head for an e4m3 or e5m2 cache
      * (vLLM's k_scale / v_scale): NULL (the default) for none, else `heads`
      * floats, each finite and > 0 (ATTN_ERR_SCALE), copied into the cache

@@ -26,6 +26,7 @@
  * truncate, and the views and copies of the filled positions. */
 #include "sdpa/sdpa.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +73,14 @@ static attn_status read_desc(attn_kv_cache_desc *d, int64_t *kbytes, int64_t *vb
     *d = attn_kv_cache_desc_default();
     attn_status st = attn_versioned_read(d, sizeof *d, in, "desc", "start from attn_kv_cache_desc_default()", err);
     if (st) return st;
+    /* 0.3.0's desc ended with dtype, and its sizeof rounds up to 8: the 4
+     * bytes where key_dtype now lies were that struct's tail padding,
+     * which a caller never sets (neither a designated initializer nor an
+     * assignment need zero it). A struct that ends before k_scale is such
+     * a desc: its keys are in dtype, whatever those bytes hold. */
+    size_t given;
+    memcpy(&given, &in->struct_size, sizeof given);
+    if (given <= offsetof(attn_kv_cache_desc, k_scale)) d->key_dtype = 0;
     const int64_t dims[5] = {d->batch, d->heads, d->capacity, d->key_dim, d->value_dim};
     static const char *const NAMES[5] = {"batch", "heads", "capacity", "key_dim", "value_dim"};
     for (int i = 0; i < 5; i++)
