@@ -1861,6 +1861,16 @@ ATTN_API attn_status attn_kv_cache_append(attn_kv_cache *cache, const attn_tenso
  * the B rows are one batch of one plan, as attn_sdpa runs a batch, so the
  * result is bitwise attn_sdpa's on attn_kv_cache_view's tensors (tested on
  * every kernel and storage); ATTN_VERBOSE prints an "sdpa_paged" line.
+ * The context's workspace must hold what attn_sdpa_workspace_size gives
+ * for out, lse, q and options with k and v the cache's filled positions
+ * (attn_kv_cache_view's tensors); keys quantized per channel (key_dtype),
+ * which have no view, take what it gives with f16 k (B, Hk, length, E)
+ * and v (B, Hk, length, Ev) (rank 3 or 2 as q's; NULL data) standing for
+ * them, whatever desc.dtype and desc.residual are: their groups are
+ * dequantized into the calling thread's own buffer, never the workspace
+ * (see "Keys quantized per channel"). With desc.hadamard, q's turned copy
+ * comes first (see attn_kv_cache_desc). A smaller workspace is
+ * ATTN_ERR_WORKSPACE, nothing written.
  * Errors: those of attn_sdpa (out or lse overlapping the cache's filled
  * positions: ATTN_ERR_STRIDE, "out and k pages overlap"), and
  * ATTN_ERR_ARGUMENT for an empty cache. */

@@ -1735,6 +1735,64 @@ static void test_older_structs(void) {
     free(kf), free(q);
 }
 
+/* The workspace of attn_kv_cache_attend over keys quantized per channel,
+ * which have no view: attn_sdpa_workspace_size with f16 k and v of the
+ * cache's filled shapes (NULL data) standing for them, as attn.h says.
+ * A workspace of exactly that size, in a heap block of that size (ASan
+ * stops a run past it), gives the bits the call gives without one; one
+ * byte fewer is ATTN_ERR_WORKSPACE with out untouched. Decode (L 1) and
+ * flash (L 40), values f32, bf16 and q8, with and without a window, 1 and
+ * 2 threads. */
+static void test_groups_workspace(attn_dtype key_dtype, attn_dtype dtype, int64_t R, int64_t L, int threads) {
+    enum { B = 2, HK = 2, HQ = 4, E = 64, EV = 32, CAP = 256, S = 200 };
+    attn_error err;
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.batch = B, d.heads = HK, d.capacity = CAP, d.key_dim = E, d.value_dim = EV, d.dtype = dtype;
+    d.key_dtype = key_dtype, d.residual = R;
+    size_t bytes = 0, ws = 0;
+    attn_kv_cache *cache = NULL;
+    void *mem = NULL;
+    float *k = malloc(sizeof(float) * B * HK * S * E), *v = malloc(sizeof(float) * B * HK * S * EV);
+    float *q = malloc(sizeof(float) * B * HQ * L * E), *o1 = malloc(sizeof(float) * B * HQ * L * EV);
+    float *o2 = malloc(sizeof(float) * B * HQ * L * EV);
+    for (int64_t i = 0; i < B * HK * S * E; i++) k[i] = normal() * (i % E == 5 ? 30.0f : 1.0f);
+    for (int64_t i = 0; i < B * HK * S * EV; i++) v[i] = normal();
+    for (int64_t i = 0; i < B * HQ * L * E; i++) q[i] = normal();
+    attn_tensor tk, tv, tq, t1, t2, sk, sv;
+    int64_t ks[4] = {B, HK, S, E}, vs[4] = {B, HK, S, EV}, qs[4] = {B, HQ, L, E}, os[4] = {B, HQ, L, EV};
+    attn_tensor_init(&tk, k, ATTN_F32, 4, ks, NULL, NULL), attn_tensor_init(&tv, v, ATTN_F32, 4, vs, NULL, NULL);
+    attn_tensor_init(&tq, q, ATTN_F32, 4, qs, NULL, NULL);
+    attn_tensor_init(&t1, o1, ATTN_F32, 4, os, NULL, NULL), attn_tensor_init(&t2, o2, ATTN_F32, 4, os, NULL, NULL);
+    attn_tensor_init(&sk, NULL, ATTN_F16, 4, ks, NULL, NULL), attn_tensor_init(&sv, NULL, ATTN_F16, 4, vs, NULL, NULL);
+    attn_context c = attn_context_default();
+    c.num_threads = threads;
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT, o.context = &c;
+    attn_status st = attn_kv_cache_bytes(&bytes, &d, &err);
+    if (!st) mem = malloc(bytes);
+    if (!st) st = attn_kv_cache_init(&cache, mem, bytes, &d, &err);
+    if (!st) st = attn_kv_cache_append(cache, &tk, &tv, &err);
+    if (!st) st = attn_kv_cache_attend(&t1, NULL, &tq, cache, &o, &err); /* no workspace: malloc */
+    if (!st) st = attn_sdpa_workspace_size(&ws, &t2, NULL, NULL, &tq, &sk, &sv, &o, &err);
+    void *w = !st ? malloc(ws) : NULL;
+    c.workspace = w, c.workspace_size = ws;
+    memset(o2, 0x5a, sizeof(float) * B * HQ * L * EV);
+    if (!st) st = attn_kv_cache_attend(&t2, NULL, &tq, cache, &o, &err);
+    int same = !st && !memcmp(o1, o2, sizeof(float) * B * HQ * L * EV);
+    memset(o2, 0x5a, sizeof(float) * B * HQ * L * EV);
+    c.workspace_size = ws - 1;
+    attn_status small = st ? st : attn_kv_cache_attend(&t2, NULL, &tq, cache, &o, &err);
+    int untouched = 1;
+    for (int64_t i = 0; i < B * HQ * L * EV; i++) untouched &= ((uint32_t *)(void *)o2)[i] == 0x5a5a5a5au;
+    char name[128];
+    snprintf(name, sizeof name, "%s_cache_%s_values_r%lld_l%lld_t%d_workspace_measured_with_f16_stand_ins",
+             attn_dtype_name(key_dtype), attn_dtype_name(dtype), (long long)R, (long long)L, threads);
+    check(!st && same && small == ATTN_ERR_WORKSPACE && untouched, name,
+          "status %d, %s; same %d, one byte fewer: status %d, out untouched %d", (int)st, st ? err.message : "",
+          same, (int)small, untouched);
+    free(w), free(mem), free(k), free(v), free(q), free(o1), free(o2);
+}
+
 int main(void) {
     test_key_dot_set();
     test_older_structs();
@@ -1778,6 +1836,12 @@ int main(void) {
             test_groups(GROUPED[f], paged, 64, 1000, 3, 64);
             test_groups(GROUPED[f], paged, 96, 97, 2, 64); /* one group before the window */
         }
+    for (int f = 0; f < 2; f++) {
+        test_groups_workspace(GROUPED[f], ATTN_F32, 0, 1, 1);
+        test_groups_workspace(GROUPED[f], ATTN_BF16, 64, 1, 2);
+        test_groups_workspace(GROUPED[f], ATTN_Q8, 32, 40, 2);
+        test_groups_workspace(GROUPED[f], ATTN_F32, 128, 40, 1);
+    }
     test_widen("avx512"), test_widen("avx2"), test_widen("c");
     test_errors();
     return n_failed ? 1 : 0;
