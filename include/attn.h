@@ -1717,7 +1717,14 @@ ATTN_API attn_status attn_mha_cached_workspace_size(size_t *bytes, attn_tensor *
  * bias_k/bias_v and add_zero_attn are not taken here (ATTN_ERR_OPTION: the
  * keys they add have no position in a cache). out, x, the masks and the
  * parameters must not overlap the cache's memory, which the call writes. Errors: those of attn_mha and
- * attn_kv_cache_append (ATTN_ERR_FULL: nothing is appended). */
+ * attn_kv_cache_append (ATTN_ERR_FULL: nothing is appended). A step that
+ * fails after its append (the attention: too small a workspace, no
+ * memory; out_proj) leaves the cache as it was, its length and its keys:
+ * with keys quantized per channel the residual rows (B · Hk · (R + 32) · E
+ * f16 values) are kept first, in the workspace (which
+ * attn_mha_cached_workspace_size counts) or malloc's memory, since a
+ * group the append quantized would come back from a truncation only as
+ * its dequantized values. */
 ATTN_API attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_kv_cache *cache,
                                      const attn_mha_params *params, const attn_mha_options *options,
                                      attn_error *err);

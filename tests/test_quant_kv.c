@@ -1793,6 +1793,80 @@ static void test_groups_workspace(attn_dtype key_dtype, attn_dtype dtype, int64_
     free(w), free(mem), free(k), free(v), free(q), free(o1), free(o2);
 }
 
+/* attn_mha_cached's step that fails after its append, here for a
+ * workspace that holds the layer's buffers but not the attention's
+ * scratch, leaves the cache as it was. With keys quantized per channel
+ * and the cache one position short of a group leaving the window (pre + 1
+ * a multiple of 32 past R), the append quantizes that group; truncating
+ * back alone returned its positions to the window as their dequantized
+ * values (q2c: keys off by up to 1.1). After the failed step the cache's
+ * length and gathered keys and values are bitwise what they were, and the
+ * same step run again with room gives the bits a cache that never failed
+ * gives. */
+static void test_mha_cached_failed_step(attn_dtype key_dtype, int64_t R, int64_t pre) {
+    enum { EM = 128, HQ = 4, HK = 2, D = 32, CAP = 256 };
+    attn_error err;
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.heads = HK, d.capacity = CAP, d.key_dim = D, d.value_dim = D, d.key_dtype = key_dtype, d.residual = R;
+    size_t bytes = 0, ws = 0, attention = 0;
+    attn_kv_cache *c[2] = {NULL, NULL};
+    void *mem[2] = {NULL, NULL};
+    float *w = rows_of(EM + 2 * HK * D + EM, EM, false), *x = rows_of(pre + 1, EM, false);
+    for (int64_t i = 0; i < (EM + 2 * HK * D + EM) * EM; i++) w[i] *= 0.1f;
+    attn_tensor wq, wk, wv, wo, tx, to;
+    int64_t sq[2] = {EM, EM}, sk[2] = {HK * D, EM};
+    attn_tensor_init(&wq, w, ATTN_F32, 2, sq, NULL, NULL);
+    attn_tensor_init(&wk, w + EM * EM, ATTN_F32, 2, sk, NULL, NULL);
+    attn_tensor_init(&wv, w + EM * EM + HK * D * EM, ATTN_F32, 2, sk, NULL, NULL);
+    attn_tensor_init(&wo, w + EM * EM + 2 * HK * D * EM, ATTN_F32, 2, sq, NULL, NULL);
+    attn_mha_params p = attn_mha_params_default();
+    p.embed_dim = EM, p.num_heads = HQ, p.num_kv_heads = HK;
+    p.q_proj_weight = &wq, p.k_proj_weight = &wk, p.v_proj_weight = &wv, p.out_proj_weight = &wo;
+    attn_context ctx = attn_context_default();
+    attn_mha_options mo = attn_mha_options_default();
+    mo.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    float *out = malloc(sizeof(float) * (size_t)(pre + 1) * EM), o[2][EM];
+    attn_status st = attn_kv_cache_bytes(&bytes, &d, &err);
+    for (int i = 0; i < 2 && !st; i++) { /* both caches hold the first pre positions */
+        int64_t xs[2] = {pre, EM};
+        mem[i] = malloc(bytes);
+        attn_tensor_init(&tx, x, ATTN_F32, 2, xs, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 2, xs, NULL, NULL);
+        if (!(st = attn_kv_cache_init(&c[i], mem[i], bytes, &d, &err))) st = attn_mha_cached(&to, &tx, c[i], &p, &mo, &err);
+    }
+    int64_t xs[2] = {1, EM}, gs[3] = {HK, pre, D}, hs[3] = {HQ, 1, D}, ks[3] = {HK, pre + 1, D};
+    attn_tensor_init(&tx, x + pre * EM, ATTN_F32, 2, xs, NULL, NULL);
+    float *before = malloc(sizeof(float) * 2 * HK * pre * D), *after = malloc(sizeof(float) * 2 * HK * pre * D);
+    attn_tensor kb, vb, ka, va, th, tq, fk, fv;
+    attn_tensor_init(&kb, before, ATTN_F32, 3, gs, NULL, NULL), attn_tensor_init(&vb, before + HK * pre * D, ATTN_F32, 3, gs, NULL, NULL);
+    attn_tensor_init(&ka, after, ATTN_F32, 3, gs, NULL, NULL), attn_tensor_init(&va, after + HK * pre * D, ATTN_F32, 3, gs, NULL, NULL);
+    if (!st) st = attn_kv_cache_gather(&kb, &vb, c[0], &err);
+    /* the layer's need and the attention's alone (f16 stand-ins for the grouped keys, as attn.h says) */
+    mo.context = &ctx;
+    attn_tensor_init(&to, o[0], ATTN_F32, 2, xs, NULL, NULL);
+    attn_tensor_init(&th, NULL, ATTN_F32, 3, hs, NULL, NULL), attn_tensor_init(&tq, NULL, ATTN_F32, 3, hs, NULL, NULL);
+    attn_tensor_init(&fk, NULL, ATTN_F16, 3, ks, NULL, NULL), attn_tensor_init(&fv, NULL, ATTN_F16, 3, ks, NULL, NULL);
+    attn_sdpa_options so = attn_sdpa_options_default();
+    so.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    if (!st) st = attn_mha_cached_workspace_size(&ws, &to, &tx, c[0], &p, &mo, &err);
+    if (!st) st = attn_sdpa_workspace_size(&attention, &th, NULL, NULL, &tq, &fk, &fv, &so, &err);
+    void *wsp = st ? NULL : malloc(ws);
+    ctx.workspace = wsp, ctx.workspace_size = ws - attention / 2;
+    attn_status failed = st ? st : attn_mha_cached(&to, &tx, c[0], &p, &mo, &err);
+    if (!st) st = attn_kv_cache_gather(&ka, &va, c[0], &err);
+    int kept = !st && attn_kv_cache_length(c[0]) == pre && !memcmp(before, after, sizeof(float) * 2 * HK * pre * D);
+    ctx.workspace_size = ws; /* again with room, and on the cache that never failed */
+    if (!st) st = attn_mha_cached(&to, &tx, c[0], &p, &mo, &err);
+    attn_tensor_init(&to, o[1], ATTN_F32, 2, xs, NULL, NULL);
+    if (!st) st = attn_mha_cached(&to, &tx, c[1], &p, &mo, &err);
+    char name[128];
+    snprintf(name, sizeof name, "%s_r%lld_at%lld_mha_cached_step_failing_after_its_append_leaves_the_cache_as_it_was",
+             key_dtype ? attn_dtype_name(key_dtype) : "f32", (long long)R, (long long)pre);
+    check(!st && failed == ATTN_ERR_WORKSPACE && kept && !memcmp(o[0], o[1], sizeof o[0]), name,
+          "status %d %s; the failed step: status %d, cache kept %d; outputs %s", (int)st, st ? err.message : "",
+          (int)failed, kept, memcmp(o[0], o[1], sizeof o[0]) ? "differ" : "same");
+    free(w), free(x), free(out), free(before), free(after), free(wsp), free(mem[0]), free(mem[1]);
+}
+
 int main(void) {
     test_key_dot_set();
     test_older_structs();
@@ -1841,7 +1915,11 @@ int main(void) {
         test_groups_workspace(GROUPED[f], ATTN_BF16, 64, 1, 2);
         test_groups_workspace(GROUPED[f], ATTN_Q8, 32, 40, 2);
         test_groups_workspace(GROUPED[f], ATTN_F32, 128, 40, 1);
+        test_mha_cached_failed_step(GROUPED[f], 0, 63);  /* the group 32 .. 63 leaves the window */
+        test_mha_cached_failed_step(GROUPED[f], 32, 95); /* with R = 32, the group 32 .. 63 */
+        test_mha_cached_failed_step(GROUPED[f], 0, 40);  /* no group leaves */
     }
+    test_mha_cached_failed_step(0, 0, 63); /* f32 keys */
     test_widen("avx512"), test_widen("avx2"), test_widen("c");
     test_errors();
     return n_failed ? 1 : 0;

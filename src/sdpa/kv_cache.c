@@ -403,6 +403,16 @@ attn_status attn_kv_cache_put(const attn_kv_cache *cache, int64_t row, int64_t p
     return write_rows(cache, &dk, &dv, k, v, err);
 }
 
+int64_t attn_kv_cache_window_values(const attn_kv_cache *cache) {
+    const attn_kv_cache_desc *d = &cache->d; /* fits: attn_kv_cache_bytes counted these rows */
+    return grouped(cache) ? d->batch * d->heads * (d->residual + ATTN_KEY_GROUP) * d->key_dim : 0;
+}
+
+void attn_kv_cache_window_copy(attn_kv_cache *cache, uint16_t *saved, bool restore) {
+    size_t bytes = (size_t)attn_kv_cache_window_values(cache) * sizeof(uint16_t);
+    if (bytes) memcpy(restore ? cache->kres : saved, restore ? saved : cache->kres, bytes);
+}
+
 attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length, attn_error *err) {
     if (!cache) return attn_fail(err, ATTN_ERR_NULL, "cache is NULL");
     if (length < 0 || length > cache->length)
