@@ -416,8 +416,9 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  * where the CPU has one (AVX512-VNNI, or AVX2; ATTN_VERBOSE's line then
  * says key_dot=int8_avx512vnni or key_dot=int8_avx2), as ggml scores them:
  * each query row, times the scale, is rounded per block of 32 to int8
- * codes c with its own f32 scale d_q = max |q| / 127 (c = q / d_q rounded
- * to nearest even, clamped to ±127), and a key's score is the f32 sum over
+ * codes c with its own f32 scale d_q = max |q| / 127 (c = q · (1/d_q),
+ * the reciprocal rounded to f32, rounded to nearest even, clamped to
+ * ±127: where q / d_q is a tie, c may be the code past it), and a key's score is the f32 sum over
  * blocks of d_q · d_k · (the exact integer sum of c · code). The query's
  * rounding is the only new error: each score s_j is off by at most
  *     Δ_j = Σ_b (max_b |q| / 127) · (1/2 + 2^-10) · ||k_j,b||_1
@@ -544,7 +545,7 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  *     q · k = Σ_c (q_c s_c) n_c + Σ_c q_c m_c;
  * per group and query row (q times the scale), q' = q ∘ s (f32 products)
  * is rounded per block of 32 channels to int8 codes c with d = max |q'| /
- * 127 (c = q' / d to nearest even, as q8/q4 keys round q, above), each
+ * 127 (c = q' · (1/d) to nearest even, as q8/q4 keys round q, above), each
  * block's Σ c · n is exact, and Σ q m is an f32 sum. The rounding of q' is
  * the only new error: a score off by at most
  *     Δ_j = Σ_b (max_b |q'| / 127) · (1/2 + 2^-10) · Σ_(c in b) n_jc

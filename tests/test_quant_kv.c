@@ -1793,6 +1793,42 @@ static void test_groups_workspace(attn_dtype key_dtype, attn_dtype dtype, int64_
     free(w), free(mem), free(k), free(v), free(q), free(o1), free(o2);
 }
 
+/* The rule attn.h states for a query's int8 codes in decode's integer
+ * dot products: d = max |q| / 127 and c = q · (1/d), the reciprocal
+ * rounded to f32, to nearest even. Where q / d lies exactly halfway the
+ * two differ: max |q| = 127 · 7 · 2^-8 gives d = 7 · 2^-8 exactly, and for
+ * q = 6.5 · d = 0.177734375, q / d is the tie 6.5 (code 6, to even) while
+ * q · fl(1/d) lies just above it (code 7). One q8 key, 1 at channel 1 and
+ * 0 elsewhere, with scale 1 gives lse = the score = d · 7 = 49 · 2^-8
+ * exactly (with q / d's code, 42 · 2^-8; f32 keys: 0.177734375). */
+static void test_query_code_rule(void) {
+    enum { E = 32 };
+    const char *want = key_dot_expected(ATTN_Q8);
+    if (!want[0]) {
+        skip("q8_decode_query_codes_are_q_times_reciprocal_of_d", "no integer dot product kernel here (keys widened)");
+        return;
+    }
+    float q[E] = {0}, out[E], lse = 0;
+    q[0] = 127.0f * 7.0f / 256.0f, q[1] = 6.5f * 7.0f / 256.0f;
+    uint8_t row[34] = {0x00, 0x3c}; /* d = 1.0 in f16, codes 0 ... */
+    row[2 + 1] = 1;                 /* ... but channel 1's, 1 */
+    int64_t sq[3] = {1, 1, E}, sl[2] = {1, 1}, rs[3] = {34, 34, 1};
+    attn_tensor tq, tk, to, tl;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&tk, row, ATTN_Q8, 3, sq, rs, NULL), attn_tensor_init(&tl, &lse, ATTN_F32, 2, sl, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.has_scale = 1, o.scale = 1.0;
+    attn_error err;
+    char kernel[32], kdot[32] = "";
+    verbose_begin();
+    attn_status st = attn_sdpa(&to, &tl, NULL, &tq, &tk, &tk, &o, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    key_dot_shown(kdot, sizeof kdot);
+    check(!st && !strcmp(kernel, "decode") && !strcmp(kdot, want) && lse == 49.0f / 256.0f && out[1] == 1.0f,
+          "q8_decode_query_codes_are_q_times_reciprocal_of_d", "status %d %s, kernel %s key_dot %s, lse %.9g (want %.9g)",
+          (int)st, st ? err.message : "", kernel, kdot, (double)lse, 49.0 / 256.0);
+}
+
 /* attn_mha_cached's step that fails after its append, here for a
  * workspace that holds the layer's buffers but not the attention's
  * scratch, leaves the cache as it was. With keys quantized per channel
@@ -1869,6 +1905,7 @@ static void test_mha_cached_failed_step(attn_dtype key_dtype, int64_t R, int64_t
 
 int main(void) {
     test_key_dot_set();
+    test_query_code_rule();
     test_older_structs();
     test_descale(ATTN_E4M3), test_descale(ATTN_E5M2);
     test_fp8_in_place(ATTN_E4M3), test_fp8_in_place(ATTN_E5M2);
