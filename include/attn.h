@@ -2322,7 +2322,12 @@ ATTN_API attn_status attn_kv_paged_attend(attn_tensor *out, attn_tensor *lse, co
  * on the view with those pages. The view's lengths are copied into the
  * plan; its page table (and table_offsets) is read at every run, so it
  * must stay valid and unchanged, as must masks (the array and its
- * tensors), while the plan is used. For a pool: its view
+ * tensors), while the plan is used. A run reads the planned positions
+ * where the plan found them: a page's rows stay put when its sequence
+ * grows, but residual rows (keys quantized per channel) move as groups
+ * leave or rejoin the window, so after such a sequence grows or is
+ * truncated a plan made before reads other keys, without an error: plan
+ * again (as each decode step does, its lengths being new). For a pool: its view
  * (attn_kv_pages_view), with 0 queries for the ids not in the step.
  * Every view attn_kv_paged_attend takes is planned: keys quantized per
  * channel (key_dtype, with their residual rows), per-head fp8 scales
