@@ -418,8 +418,9 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  * where the CPU has one (AVX512-VNNI, or AVX2; ATTN_VERBOSE's line then
  * says key_dot=int8_avx512vnni or key_dot=int8_avx2), as ggml scores them:
  * each query row, times the scale, is rounded per block of 32 to int8
- * codes c with its own f32 scale d_q = max |q| / 127 (c = q / d_q rounded
- * to nearest even, clamped to ±127), and a key's score is the f32 sum over
+ * codes c with its own f32 scale d_q = max |q| / 127 (c = q · (1/d_q),
+ * the reciprocal rounded to f32, rounded to nearest even, clamped to
+ * ±127: where q / d_q is a tie, c may be the code past it), and a key's score is the f32 sum over
  * blocks of d_q · d_k · (the exact integer sum of c · code). The query's
  * rounding is the only new error: each score s_j is off by at most
  *     Δ_j = Σ_b (max_b |q| / 127) · (1/2 + 2^-10) · ||k_j,b||_1
@@ -546,7 +547,7 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  *     q · k = Σ_c (q_c s_c) n_c + Σ_c q_c m_c;
  * per group and query row (q times the scale), q' = q ∘ s (f32 products)
  * is rounded per block of 32 channels to int8 codes c with d = max |q'| /
- * 127 (c = q' / d to nearest even, as q8/q4 keys round q, above), each
+ * 127 (c = q' · (1/d) to nearest even, as q8/q4 keys round q, above), each
  * block's Σ c · n is exact, and Σ q m is an f32 sum. The rounding of q' is
  * the only new error: a score off by at most
  *     Δ_j = Σ_b (max_b |q'| / 127) · (1/2 + 2^-10) · Σ_(c in b) n_jc
@@ -1730,7 +1731,14 @@ ATTN_API attn_status attn_mha_cached_workspace_size(size_t *bytes, attn_tensor *
  * bias_k/bias_v and add_zero_attn are not taken here (ATTN_ERR_OPTION: the
  * keys they add have no position in a cache). out, x, the masks and the
  * parameters must not overlap the cache's memory, which the call writes. Errors: those of attn_mha and
- * attn_kv_cache_append (ATTN_ERR_FULL: nothing is appended). */
+ * attn_kv_cache_append (ATTN_ERR_FULL: nothing is appended). A step that
+ * fails after its append (the attention: too small a workspace, no
+ * memory; out_proj) leaves the cache as it was, its length and its keys:
+ * with keys quantized per channel the residual rows (B · Hk · (R + 32) · E
+ * f16 values) are kept first, in the workspace (which
+ * attn_mha_cached_workspace_size counts) or malloc's memory, since a
+ * group the append quantized would come back from a truncation only as
+ * its dequantized values. */
 ATTN_API attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_kv_cache *cache,
                                      const attn_mha_params *params, const attn_mha_options *options,
                                      attn_error *err);
@@ -1779,7 +1787,10 @@ typedef struct attn_kv_cache_desc {
                             per channel"); values in dtype (not f64); capacity
                             a multiple of 32; no k_scale and no hadamard below
                             (ATTN_ERR_OPTION: they turn or scale keys stored
-                            in dtype). Added in 0.4.0. */
+                            in dtype). Added in 0.4.0, in what was 0.3.0's
+                            tail padding: a desc whose struct_size ends
+                            before k_scale (0.3.0's) is not read here, its
+                            keys are in dtype. */
     /* Added in 0.4.0. One scale per KV head for an e4m3 or e5m2 cache
      * (vLLM's k_scale / v_scale): NULL (the default) for none, else `heads`
      * floats, each finite and > 0 (ATTN_ERR_SCALE), copied into the cache
@@ -1871,6 +1882,16 @@ ATTN_API attn_status attn_kv_cache_append(attn_kv_cache *cache, const attn_tenso
  * the B rows are one batch of one plan, as attn_sdpa runs a batch, so the
  * result is bitwise attn_sdpa's on attn_kv_cache_view's tensors (tested on
  * every kernel and storage); ATTN_VERBOSE prints an "sdpa_paged" line.
+ * The context's workspace must hold what attn_sdpa_workspace_size gives
+ * for out, lse, q and options with k and v the cache's filled positions
+ * (attn_kv_cache_view's tensors); keys quantized per channel (key_dtype),
+ * which have no view, take what it gives with f16 k (B, Hk, length, E)
+ * and v (B, Hk, length, Ev) (rank 3 or 2 as q's; NULL data) standing for
+ * them, whatever desc.dtype and desc.residual are: their groups are
+ * dequantized into the calling thread's own buffer, never the workspace
+ * (see "Keys quantized per channel"). With desc.hadamard, q's turned copy
+ * comes first (see attn_kv_cache_desc). A smaller workspace is
+ * ATTN_ERR_WORKSPACE, nothing written.
  * Errors: those of attn_sdpa (out or lse overlapping the cache's filled
  * positions: ATTN_ERR_STRIDE, "out and k pages overlap"), and
  * ATTN_ERR_ARGUMENT for an empty cache. */
@@ -2314,7 +2335,12 @@ ATTN_API attn_status attn_kv_paged_attend(attn_tensor *out, attn_tensor *lse, co
  * on the view with those pages. The view's lengths are copied into the
  * plan; its page table (and table_offsets) is read at every run, so it
  * must stay valid and unchanged, as must masks (the array and its
- * tensors), while the plan is used. For a pool: its view
+ * tensors), while the plan is used. A run reads the planned positions
+ * where the plan found them: a page's rows stay put when its sequence
+ * grows, but residual rows (keys quantized per channel) move as groups
+ * leave or rejoin the window, so after such a sequence grows or is
+ * truncated a plan made before reads other keys, without an error: plan
+ * again (as each decode step does, its lengths being new). For a pool: its view
  * (attn_kv_pages_view), with 0 queries for the ids not in the step.
  * Every view attn_kv_paged_attend takes is planned: keys quantized per
  * channel (key_dtype, with their residual rows), per-head fp8 scales

@@ -2402,6 +2402,58 @@ static void test_head_major_view(void) {
     free(q), free(o1), free(o2), free(k), free(v), free(mem);
 }
 
+/* A paged plan run after its sequence grew (attn.h, attn_kv_paged_plan_init):
+ * f32 pages' rows stay put, so the run gives, bitwise, what it gave
+ * before the append; q4c keys' residual rows move when a group leaves the
+ * window (63 positions, 40 more), so the old plan reads other keys, and a
+ * plan made again gives attn_kv_pages_attend's bits. */
+static void test_plan_after_growth(attn_dtype key_dtype) {
+    enum { E = 32, P = 32 };
+    attn_error err;
+    attn_kv_pages_desc d = attn_kv_pages_desc_default();
+    d.key_dim = d.value_dim = E, d.page_size = P, d.num_pages = 8, d.max_sequences = 1, d.key_dtype = key_dtype;
+    size_t pb = 0, bytes = 0, wsb = 0, wsb2 = 0;
+    attn_kv_pages *pool = NULL;
+    attn_sdpa_plan *plan = NULL, *again = NULL;
+    int64_t id = 0, cu[2] = {0, 63}, cq[2] = {0, 1}, ks[3] = {63, 1, E}, ks2[3] = {40, 1, E}, qs[3] = {1, 1, E};
+    static float k[103 * E], v[103 * E];
+    float q[E], o[4][E];
+    for (int i = 0; i < 103 * E; i++) k[i] = rnd_value(), v[i] = rnd_value();
+    for (int i = 0; i < E; i++) q[i] = rnd_value();
+    attn_tensor tk, tv, tq, to[4];
+    attn_tensor_init(&tk, k, ATTN_F32, 3, ks, NULL, NULL), attn_tensor_init(&tv, v, ATTN_F32, 3, ks, NULL, NULL);
+    attn_tensor_init(&tq, q, ATTN_F32, 3, qs, NULL, NULL);
+    for (int i = 0; i < 4; i++) attn_tensor_init(&to[i], o[i], ATTN_F32, 3, qs, NULL, NULL);
+    attn_kv_paged_view w = attn_kv_paged_view_default();
+    attn_status st = attn_kv_pages_bytes(&pb, &d, &err);
+    void *pm = st ? NULL : malloc(pb), *mem = NULL, *mem2 = NULL, *ws = NULL;
+    if (!st) st = attn_kv_pages_init(&pool, pm, pb, &d, &err);
+    if (!st) st = attn_kv_pages_create(pool, &id, &err);
+    if (!st) st = attn_kv_pages_append(pool, &id, 1, &tk, &tv, cu, &err);
+    if (!st) st = attn_kv_pages_view(&w, pool, &err);
+    if (!st) st = attn_sdpa_plan_bytes(&bytes, 1, &err);
+    if (!st) mem = malloc(bytes), mem2 = malloc(bytes);
+    if (!st) st = attn_kv_paged_plan_init(&plan, mem, bytes, &wsb, &to[0], NULL, &tq, cq, &w, NULL, NULL, &err);
+    if (!st) ws = malloc(wsb);
+    if (!st) st = attn_kv_paged_run(plan, &to[0], NULL, &tq, w.k_pages, w.v_pages, ws, wsb, &err);
+    attn_tensor_init(&tk, k + 63 * E, ATTN_F32, 3, ks2, NULL, NULL), attn_tensor_init(&tv, v + 63 * E, ATTN_F32, 3, ks2, NULL, NULL);
+    cu[1] = 40;
+    if (!st) st = attn_kv_pages_append(pool, &id, 1, &tk, &tv, cu, &err); /* 103: the group 32 .. 63 leaves the window */
+    if (!st) st = attn_kv_paged_run(plan, &to[1], NULL, &tq, w.k_pages, w.v_pages, ws, wsb, &err);
+    if (!st) st = attn_kv_pages_view(&w, pool, &err);
+    if (!st) st = attn_kv_paged_plan_init(&again, mem2, bytes, &wsb2, &to[2], NULL, &tq, cq, &w, NULL, NULL, &err);
+    if (!st && wsb2 > wsb) free(ws), ws = malloc(wsb2);
+    if (!st) st = attn_kv_paged_run(again, &to[2], NULL, &tq, w.k_pages, w.v_pages, ws, wsb2, &err);
+    if (!st) st = attn_kv_pages_attend(&to[3], NULL, &tq, cq, &id, 1, pool, NULL, NULL, &err);
+    int kept = !memcmp(o[0], o[1], sizeof o[0]), replanned = !memcmp(o[2], o[3], sizeof o[2]);
+    char name[96];
+    snprintf(name, sizeof name, "paged_plan_run_after_growth_%s", key_dtype ? "q4c_reads_moved_window_plan_again" :
+                                                                              "f32_reads_planned_positions");
+    check(!st && (key_dtype ? !kept : kept) && replanned, name, "status %d %s; old plan's run %s before, new plan %s attend",
+          (int)st, st ? err.message : "", kept ? "as" : "unlike", replanned ? "as" : "unlike");
+    free(ws), free(mem), free(mem2), free(pm);
+}
+
 int main(void) {
     setenv("ATTN_QDOT", "widen", 1); /* before any call: the widening path, bitwise f32 rows (see the top) */
     static const struct { attn_dtype dt; const char *name; } DTYPES[] = {
@@ -2497,5 +2549,6 @@ int main(void) {
     random_program("random_program_head_major_q4c_keys_residual_64_page_32", ATTN_F32, 32, 40, 400);
     model_keys = 0, model_residual = 0, model_head_major = 0;
     test_head_major_view();
+    test_plan_after_growth(0), test_plan_after_growth(ATTN_Q4C);
     return n_failed ? 1 : 0;
 }

@@ -1735,8 +1735,177 @@ static void test_older_structs(void) {
     free(kf), free(q);
 }
 
+/* The workspace of attn_kv_cache_attend over keys quantized per channel,
+ * which have no view: attn_sdpa_workspace_size with f16 k and v of the
+ * cache's filled shapes (NULL data) standing for them, as attn.h says.
+ * A workspace of exactly that size, in a heap block of that size (ASan
+ * stops a run past it), gives the bits the call gives without one; one
+ * byte fewer is ATTN_ERR_WORKSPACE with out untouched. Decode (L 1) and
+ * flash (L 40), values f32, bf16 and q8, with and without a window, 1 and
+ * 2 threads. */
+static void test_groups_workspace(attn_dtype key_dtype, attn_dtype dtype, int64_t R, int64_t L, int threads) {
+    enum { B = 2, HK = 2, HQ = 4, E = 64, EV = 32, CAP = 256, S = 200 };
+    attn_error err;
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.batch = B, d.heads = HK, d.capacity = CAP, d.key_dim = E, d.value_dim = EV, d.dtype = dtype;
+    d.key_dtype = key_dtype, d.residual = R;
+    size_t bytes = 0, ws = 0;
+    attn_kv_cache *cache = NULL;
+    void *mem = NULL;
+    float *k = malloc(sizeof(float) * B * HK * S * E), *v = malloc(sizeof(float) * B * HK * S * EV);
+    float *q = malloc(sizeof(float) * B * HQ * L * E), *o1 = malloc(sizeof(float) * B * HQ * L * EV);
+    float *o2 = malloc(sizeof(float) * B * HQ * L * EV);
+    for (int64_t i = 0; i < B * HK * S * E; i++) k[i] = normal() * (i % E == 5 ? 30.0f : 1.0f);
+    for (int64_t i = 0; i < B * HK * S * EV; i++) v[i] = normal();
+    for (int64_t i = 0; i < B * HQ * L * E; i++) q[i] = normal();
+    attn_tensor tk, tv, tq, t1, t2, sk, sv;
+    int64_t ks[4] = {B, HK, S, E}, vs[4] = {B, HK, S, EV}, qs[4] = {B, HQ, L, E}, os[4] = {B, HQ, L, EV};
+    attn_tensor_init(&tk, k, ATTN_F32, 4, ks, NULL, NULL), attn_tensor_init(&tv, v, ATTN_F32, 4, vs, NULL, NULL);
+    attn_tensor_init(&tq, q, ATTN_F32, 4, qs, NULL, NULL);
+    attn_tensor_init(&t1, o1, ATTN_F32, 4, os, NULL, NULL), attn_tensor_init(&t2, o2, ATTN_F32, 4, os, NULL, NULL);
+    attn_tensor_init(&sk, NULL, ATTN_F16, 4, ks, NULL, NULL), attn_tensor_init(&sv, NULL, ATTN_F16, 4, vs, NULL, NULL);
+    attn_context c = attn_context_default();
+    c.num_threads = threads;
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT, o.context = &c;
+    attn_status st = attn_kv_cache_bytes(&bytes, &d, &err);
+    if (!st) mem = malloc(bytes);
+    if (!st) st = attn_kv_cache_init(&cache, mem, bytes, &d, &err);
+    if (!st) st = attn_kv_cache_append(cache, &tk, &tv, &err);
+    if (!st) st = attn_kv_cache_attend(&t1, NULL, &tq, cache, &o, &err); /* no workspace: malloc */
+    if (!st) st = attn_sdpa_workspace_size(&ws, &t2, NULL, NULL, &tq, &sk, &sv, &o, &err);
+    void *w = !st ? malloc(ws) : NULL;
+    c.workspace = w, c.workspace_size = ws;
+    memset(o2, 0x5a, sizeof(float) * B * HQ * L * EV);
+    if (!st) st = attn_kv_cache_attend(&t2, NULL, &tq, cache, &o, &err);
+    int same = !st && !memcmp(o1, o2, sizeof(float) * B * HQ * L * EV);
+    memset(o2, 0x5a, sizeof(float) * B * HQ * L * EV);
+    c.workspace_size = ws - 1;
+    attn_status small = st ? st : attn_kv_cache_attend(&t2, NULL, &tq, cache, &o, &err);
+    int untouched = 1;
+    for (int64_t i = 0; i < B * HQ * L * EV; i++) untouched &= ((uint32_t *)(void *)o2)[i] == 0x5a5a5a5au;
+    char name[128];
+    snprintf(name, sizeof name, "%s_cache_%s_values_r%lld_l%lld_t%d_workspace_measured_with_f16_stand_ins",
+             attn_dtype_name(key_dtype), attn_dtype_name(dtype), (long long)R, (long long)L, threads);
+    check(!st && same && small == ATTN_ERR_WORKSPACE && untouched, name,
+          "status %d, %s; same %d, one byte fewer: status %d, out untouched %d", (int)st, st ? err.message : "",
+          same, (int)small, untouched);
+    free(w), free(mem), free(k), free(v), free(q), free(o1), free(o2);
+}
+
+/* The rule attn.h states for a query's int8 codes in decode's integer
+ * dot products: d = max |q| / 127 and c = q · (1/d), the reciprocal
+ * rounded to f32, to nearest even. Where q / d lies exactly halfway the
+ * two differ: max |q| = 127 · 7 · 2^-8 gives d = 7 · 2^-8 exactly, and for
+ * q = 6.5 · d = 0.177734375, q / d is the tie 6.5 (code 6, to even) while
+ * q · fl(1/d) lies just above it (code 7). One q8 key, 1 at channel 1 and
+ * 0 elsewhere, with scale 1 gives lse = the score = d · 7 = 49 · 2^-8
+ * exactly (with q / d's code, 42 · 2^-8; f32 keys: 0.177734375). */
+static void test_query_code_rule(void) {
+    enum { E = 32 };
+    const char *want = key_dot_expected(ATTN_Q8);
+    if (!want[0]) {
+        skip("q8_decode_query_codes_are_q_times_reciprocal_of_d", "no integer dot product kernel here (keys widened)");
+        return;
+    }
+    float q[E] = {0}, out[E], lse = 0;
+    q[0] = 127.0f * 7.0f / 256.0f, q[1] = 6.5f * 7.0f / 256.0f;
+    uint8_t row[34] = {0x00, 0x3c}; /* d = 1.0 in f16, codes 0 ... */
+    row[2 + 1] = 1;                 /* ... but channel 1's, 1 */
+    int64_t sq[3] = {1, 1, E}, sl[2] = {1, 1}, rs[3] = {34, 34, 1};
+    attn_tensor tq, tk, to, tl;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&tk, row, ATTN_Q8, 3, sq, rs, NULL), attn_tensor_init(&tl, &lse, ATTN_F32, 2, sl, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.has_scale = 1, o.scale = 1.0;
+    attn_error err;
+    char kernel[32], kdot[32] = "";
+    verbose_begin();
+    attn_status st = attn_sdpa(&to, &tl, NULL, &tq, &tk, &tk, &o, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    key_dot_shown(kdot, sizeof kdot);
+    check(!st && !strcmp(kernel, "decode") && !strcmp(kdot, want) && lse == 49.0f / 256.0f && out[1] == 1.0f,
+          "q8_decode_query_codes_are_q_times_reciprocal_of_d", "status %d %s, kernel %s key_dot %s, lse %.9g (want %.9g)",
+          (int)st, st ? err.message : "", kernel, kdot, (double)lse, 49.0 / 256.0);
+}
+
+/* attn_mha_cached's step that fails after its append, here for a
+ * workspace that holds the layer's buffers but not the attention's
+ * scratch, leaves the cache as it was. With keys quantized per channel
+ * and the cache one position short of a group leaving the window (pre + 1
+ * a multiple of 32 past R), the append quantizes that group; truncating
+ * back alone returned its positions to the window as their dequantized
+ * values (q2c: keys off by up to 1.1). After the failed step the cache's
+ * length and gathered keys and values are bitwise what they were, and the
+ * same step run again with room gives the bits a cache that never failed
+ * gives. */
+static void test_mha_cached_failed_step(attn_dtype key_dtype, int64_t R, int64_t pre) {
+    enum { EM = 128, HQ = 4, HK = 2, D = 32, CAP = 256 };
+    attn_error err;
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.heads = HK, d.capacity = CAP, d.key_dim = D, d.value_dim = D, d.key_dtype = key_dtype, d.residual = R;
+    size_t bytes = 0, ws = 0, attention = 0;
+    attn_kv_cache *c[2] = {NULL, NULL};
+    void *mem[2] = {NULL, NULL};
+    float *w = rows_of(EM + 2 * HK * D + EM, EM, false), *x = rows_of(pre + 1, EM, false);
+    for (int64_t i = 0; i < (EM + 2 * HK * D + EM) * EM; i++) w[i] *= 0.1f;
+    attn_tensor wq, wk, wv, wo, tx, to;
+    int64_t sq[2] = {EM, EM}, sk[2] = {HK * D, EM};
+    attn_tensor_init(&wq, w, ATTN_F32, 2, sq, NULL, NULL);
+    attn_tensor_init(&wk, w + EM * EM, ATTN_F32, 2, sk, NULL, NULL);
+    attn_tensor_init(&wv, w + EM * EM + HK * D * EM, ATTN_F32, 2, sk, NULL, NULL);
+    attn_tensor_init(&wo, w + EM * EM + 2 * HK * D * EM, ATTN_F32, 2, sq, NULL, NULL);
+    attn_mha_params p = attn_mha_params_default();
+    p.embed_dim = EM, p.num_heads = HQ, p.num_kv_heads = HK;
+    p.q_proj_weight = &wq, p.k_proj_weight = &wk, p.v_proj_weight = &wv, p.out_proj_weight = &wo;
+    attn_context ctx = attn_context_default();
+    attn_mha_options mo = attn_mha_options_default();
+    mo.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    float *out = malloc(sizeof(float) * (size_t)(pre + 1) * EM), o[2][EM];
+    attn_status st = attn_kv_cache_bytes(&bytes, &d, &err);
+    for (int i = 0; i < 2 && !st; i++) { /* both caches hold the first pre positions */
+        int64_t xs[2] = {pre, EM};
+        mem[i] = malloc(bytes);
+        attn_tensor_init(&tx, x, ATTN_F32, 2, xs, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 2, xs, NULL, NULL);
+        if (!(st = attn_kv_cache_init(&c[i], mem[i], bytes, &d, &err))) st = attn_mha_cached(&to, &tx, c[i], &p, &mo, &err);
+    }
+    int64_t xs[2] = {1, EM}, gs[3] = {HK, pre, D}, hs[3] = {HQ, 1, D}, ks[3] = {HK, pre + 1, D};
+    attn_tensor_init(&tx, x + pre * EM, ATTN_F32, 2, xs, NULL, NULL);
+    float *before = malloc(sizeof(float) * 2 * HK * pre * D), *after = malloc(sizeof(float) * 2 * HK * pre * D);
+    attn_tensor kb, vb, ka, va, th, tq, fk, fv;
+    attn_tensor_init(&kb, before, ATTN_F32, 3, gs, NULL, NULL), attn_tensor_init(&vb, before + HK * pre * D, ATTN_F32, 3, gs, NULL, NULL);
+    attn_tensor_init(&ka, after, ATTN_F32, 3, gs, NULL, NULL), attn_tensor_init(&va, after + HK * pre * D, ATTN_F32, 3, gs, NULL, NULL);
+    if (!st) st = attn_kv_cache_gather(&kb, &vb, c[0], &err);
+    /* the layer's need and the attention's alone (f16 stand-ins for the grouped keys, as attn.h says) */
+    mo.context = &ctx;
+    attn_tensor_init(&to, o[0], ATTN_F32, 2, xs, NULL, NULL);
+    attn_tensor_init(&th, NULL, ATTN_F32, 3, hs, NULL, NULL), attn_tensor_init(&tq, NULL, ATTN_F32, 3, hs, NULL, NULL);
+    attn_tensor_init(&fk, NULL, ATTN_F16, 3, ks, NULL, NULL), attn_tensor_init(&fv, NULL, ATTN_F16, 3, ks, NULL, NULL);
+    attn_sdpa_options so = attn_sdpa_options_default();
+    so.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    if (!st) st = attn_mha_cached_workspace_size(&ws, &to, &tx, c[0], &p, &mo, &err);
+    if (!st) st = attn_sdpa_workspace_size(&attention, &th, NULL, NULL, &tq, &fk, &fv, &so, &err);
+    void *wsp = st ? NULL : malloc(ws);
+    ctx.workspace = wsp, ctx.workspace_size = ws - attention / 2;
+    attn_status failed = st ? st : attn_mha_cached(&to, &tx, c[0], &p, &mo, &err);
+    if (!st) st = attn_kv_cache_gather(&ka, &va, c[0], &err);
+    int kept = !st && attn_kv_cache_length(c[0]) == pre && !memcmp(before, after, sizeof(float) * 2 * HK * pre * D);
+    ctx.workspace_size = ws; /* again with room, and on the cache that never failed */
+    if (!st) st = attn_mha_cached(&to, &tx, c[0], &p, &mo, &err);
+    attn_tensor_init(&to, o[1], ATTN_F32, 2, xs, NULL, NULL);
+    if (!st) st = attn_mha_cached(&to, &tx, c[1], &p, &mo, &err);
+    char name[128];
+    snprintf(name, sizeof name, "%s_r%lld_at%lld_mha_cached_step_failing_after_its_append_leaves_the_cache_as_it_was",
+             key_dtype ? attn_dtype_name(key_dtype) : "f32", (long long)R, (long long)pre);
+    check(!st && failed == ATTN_ERR_WORKSPACE && kept && !memcmp(o[0], o[1], sizeof o[0]), name,
+          "status %d %s; the failed step: status %d, cache kept %d; outputs %s", (int)st, st ? err.message : "",
+          (int)failed, kept, memcmp(o[0], o[1], sizeof o[0]) ? "differ" : "same");
+    free(w), free(x), free(out), free(before), free(after), free(wsp), free(mem[0]), free(mem[1]);
+}
+
 int main(void) {
     test_key_dot_set();
+    test_query_code_rule();
     test_older_structs();
     test_descale(ATTN_E4M3), test_descale(ATTN_E5M2);
     test_fp8_in_place(ATTN_E4M3), test_fp8_in_place(ATTN_E5M2);
@@ -1778,6 +1947,16 @@ int main(void) {
             test_groups(GROUPED[f], paged, 64, 1000, 3, 64);
             test_groups(GROUPED[f], paged, 96, 97, 2, 64); /* one group before the window */
         }
+    for (int f = 0; f < 2; f++) {
+        test_groups_workspace(GROUPED[f], ATTN_F32, 0, 1, 1);
+        test_groups_workspace(GROUPED[f], ATTN_BF16, 64, 1, 2);
+        test_groups_workspace(GROUPED[f], ATTN_Q8, 32, 40, 2);
+        test_groups_workspace(GROUPED[f], ATTN_F32, 128, 40, 1);
+        test_mha_cached_failed_step(GROUPED[f], 0, 63);  /* the group 32 .. 63 leaves the window */
+        test_mha_cached_failed_step(GROUPED[f], 32, 95); /* with R = 32, the group 32 .. 63 */
+        test_mha_cached_failed_step(GROUPED[f], 0, 40);  /* no group leaves */
+    }
+    test_mha_cached_failed_step(0, 0, 63); /* f32 keys */
     test_widen("avx512"), test_widen("avx2"), test_widen("c");
     test_errors();
     return n_failed ? 1 : 0;

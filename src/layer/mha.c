@@ -665,8 +665,13 @@ static attn_status cached_run(size_t *measure, attn_tensor *out, const attn_tens
     attn_arena arena = measure ? attn_arena_measuring() : attn_arena_over(m.context.workspace, m.context.workspace_size);
     m.arena = &arena;
     char *q, *k, *v, *heads, *mask = NULL;
+    /* saved: keys quantized per channel, the residual rows as they are
+     * before the append, put back if the step fails after it */
+    const int64_t window = attn_kv_cache_window_values(cache);
+    uint16_t *saved = NULL;
     if (!attn_mha_buffers(&q, &k, &v, &heads, &m, &out_view, m.L) ||
-        (mk.masked && !(mask = attn_arena_alloc(&arena, (size_t)nmask, attn_dtype_size(m.dt))) && !measure)) {
+        (mk.masked && !(mask = attn_arena_alloc(&arena, (size_t)nmask, attn_dtype_size(m.dt))) && !measure) ||
+        (window && !(saved = attn_arena_alloc(&arena, (size_t)window, sizeof *saved)) && !measure)) {
         st = attn_mha_out_of(&m, err);
         goto done;
     }
@@ -691,13 +696,14 @@ static attn_status cached_run(size_t *measure, attn_tensor *out, const attn_tens
     if ((st = attn_mha_project_qkv(q, k, v, &m, m.L, false, err))) goto done;
     if (mk.masked) attn_mha_merge_masks(mask, &mk);
     attn_mha_verbose_gemm("mha_cached", &m);
+    if (saved) attn_kv_cache_window_copy(cache, saved, false);
     if ((st = attn_kv_cache_append(cache, &tk, &tv, err))) goto done;
-    if ((st = attn_kv_cache_attend(&th, NULL, &tq, cache, &so, err))) {
-        attn_kv_cache_truncate(cache, length, NULL); /* as it was */
-        goto done;
-    }
-    if (!attn_mha_project_out(&out_view, heads, &m))
+    if (!(st = attn_kv_cache_attend(&th, NULL, &tq, cache, &so, err)) && !attn_mha_project_out(&out_view, heads, &m))
         st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
+    if (st) { /* the cache as it was: its length, and a window a group left by the append */
+        attn_kv_cache_truncate(cache, length, NULL);
+        if (saved) attn_kv_cache_window_copy(cache, saved, true);
+    }
 done:
     attn_arena_release(&arena);
     return st;

@@ -26,6 +26,7 @@
  * truncate, and the views and copies of the filled positions. */
 #include "sdpa/sdpa.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +73,14 @@ static attn_status read_desc(attn_kv_cache_desc *d, int64_t *kbytes, int64_t *vb
     *d = attn_kv_cache_desc_default();
     attn_status st = attn_versioned_read(d, sizeof *d, in, "desc", "start from attn_kv_cache_desc_default()", err);
     if (st) return st;
+    /* 0.3.0's desc ended with dtype, and its sizeof rounds up to 8: the 4
+     * bytes where key_dtype now lies were that struct's tail padding,
+     * which a caller never sets (neither a designated initializer nor an
+     * assignment need zero it). A struct that ends before k_scale is such
+     * a desc: its keys are in dtype, whatever those bytes hold. */
+    size_t given;
+    memcpy(&given, &in->struct_size, sizeof given);
+    if (given <= offsetof(attn_kv_cache_desc, k_scale)) d->key_dtype = 0;
     const int64_t dims[5] = {d->batch, d->heads, d->capacity, d->key_dim, d->value_dim};
     static const char *const NAMES[5] = {"batch", "heads", "capacity", "key_dim", "value_dim"};
     for (int i = 0; i < 5; i++)
@@ -392,6 +401,16 @@ attn_status attn_kv_cache_put(const attn_kv_cache *cache, int64_t row, int64_t p
         t[i]->rank = 3;
     }
     return write_rows(cache, &dk, &dv, k, v, err);
+}
+
+int64_t attn_kv_cache_window_values(const attn_kv_cache *cache) {
+    const attn_kv_cache_desc *d = &cache->d; /* fits: attn_kv_cache_bytes counted these rows */
+    return grouped(cache) ? d->batch * d->heads * (d->residual + ATTN_KEY_GROUP) * d->key_dim : 0;
+}
+
+void attn_kv_cache_window_copy(attn_kv_cache *cache, uint16_t *saved, bool restore) {
+    size_t bytes = (size_t)attn_kv_cache_window_values(cache) * sizeof(uint16_t);
+    if (bytes) memcpy(restore ? cache->kres : saved, restore ? saved : cache->kres, bytes);
 }
 
 attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length, attn_error *err) {

@@ -250,6 +250,16 @@ void attn_kv_cache_storage(attn_tensor *k, attn_tensor *v, const attn_kv_cache *
  * its one-entry page table); what attn_mha_cached_batch attends through. */
 void attn_kv_cache_pages(attn_kv_paged_view *w, const attn_kv_cache *cache);
 
+/* Keys quantized per channel: the f16 values of every row's residual rows,
+ * B · Hk · (R + 32) · E of them (0 for other keys), and a copy of them
+ * out of the cache into `saved` (restore false) or back (restore true).
+ * An append that moves a group out of the window quantizes it, and
+ * truncating back brings its dequantized values, not the f16 keys: a step
+ * that must leave the cache as it was when it fails after its append
+ * (attn_mha_cached) keeps the rows first and puts them back (kv_cache.c). */
+int64_t attn_kv_cache_window_values(const attn_kv_cache *cache);
+void attn_kv_cache_window_copy(attn_kv_cache *cache, uint16_t *saved, bool restore);
+
 /* k (Hk, n, E) and v (Hk, n, Ev), any float dtype the cache takes, written
  * to row `row`'s positions p0 .. p0+n-1 as attn_kv_cache_append writes
  * them (converted, or quantized row by row), the cache's length untouched:

@@ -11,6 +11,7 @@
 #include "attn.h"
 #include "../check.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -150,6 +151,47 @@ static void keys_before_residual(const attn_tensor *tk, const attn_tensor *tv, c
     free(w), free(pmem);
 }
 
+/* The older cache desc ends with dtype, and its size rounds up to 8: its
+ * last 4 bytes are padding, where today's desc has key_dtype. A caller
+ * sets the fields, never the padding: here it holds 0xab bytes, and then
+ * ATTN_Q4C's value, as stack garbage might. Either way the cache is the
+ * f32 cache the caller described: the same bytes as with zero padding,
+ * its keys read back exactly, attended bitwise as attn_sdpa attends. */
+static void garbage_in_the_padding(const attn_tensor *tk, const attn_tensor *tv, const attn_tensor *tq,
+                                   const float *want, size_t bytes_zeroed) {
+    const size_t pad = offsetof(old_cache_desc, dtype) + sizeof(attn_dtype);
+    const attn_dtype q4c = ATTN_Q4C;
+    for (int round = 0; round < 2; round++) {
+        attn_error err;
+        old_cache_desc *cd = malloc(sizeof *cd);
+        memset(cd, 0xab, sizeof *cd);
+        if (round == 1) memcpy((char *)cd + pad, &q4c, sizeof q4c);
+        cd->struct_size = sizeof *cd, cd->batch = 1, cd->heads = H, cd->capacity = S, cd->key_dim = E;
+        cd->value_dim = EV, cd->dtype = ATTN_F32;
+        float gk[H * S * E], gv[H * S * EV], o1[H * EV];
+        int64_t ks[3] = {H, S, E}, vs[3] = {H, S, EV}, os[3] = {H, 1, EV};
+        attn_tensor tgk, tgv, t1;
+        attn_tensor_init(&tgk, gk, ATTN_F32, 3, ks, NULL, NULL), attn_tensor_init(&tgv, gv, ATTN_F32, 3, vs, NULL, NULL);
+        attn_tensor_init(&t1, o1, ATTN_F32, 3, os, NULL, NULL);
+        attn_sdpa_options o = attn_sdpa_options_default();
+        o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        size_t bytes = 0;
+        attn_kv_cache *cache = NULL;
+        attn_status st = attn_kv_cache_bytes(&bytes, (const attn_kv_cache_desc *)cd, &err);
+        void *mem = st ? NULL : malloc(bytes);
+        if (!st) st = attn_kv_cache_init(&cache, mem, bytes, (const attn_kv_cache_desc *)cd, &err);
+        if (!st) st = attn_kv_cache_append(cache, tk, tv, &err);
+        if (!st) st = attn_kv_cache_gather(&tgk, &tgv, cache, &err);
+        if (!st) st = attn_kv_cache_attend(&t1, NULL, tq, cache, &o, &err);
+        check(!st && bytes == bytes_zeroed && !memcmp(gk, tk->data, sizeof gk) && !memcmp(gv, tv->data, sizeof gv) &&
+                  !memcmp(o1, want, sizeof o1),
+              round ? "cache_desc_without_key_dtype_q4c_in_its_padding_holds_f32_keys"
+                    : "cache_desc_without_key_dtype_garbage_in_its_padding_holds_f32_keys",
+              "%s", st ? err.message : "bytes or results differ");
+        free(mem), free(cd);
+    }
+}
+
 static float rnd(unsigned *s) { return (float)((*s = *s * 1103515245u + 12345u) >> 8 & 0xffff) / 32768.0f - 1.0f; }
 
 int main(void) {
@@ -175,9 +217,10 @@ int main(void) {
     memset(cd, 0, sizeof *cd);
     cd->struct_size = sizeof *cd, cd->batch = 1, cd->heads = H, cd->capacity = S, cd->key_dim = E, cd->value_dim = EV;
     cd->dtype = ATTN_F32;
-    size_t bytes = 0;
+    size_t bytes = 0, bytes_zeroed = 0;
     attn_kv_cache *cache = NULL;
     attn_status st = attn_kv_cache_bytes(&bytes, (const attn_kv_cache_desc *)cd, &err);
+    bytes_zeroed = bytes;
     void *mem = st ? NULL : malloc(bytes);
     if (!st) st = attn_kv_cache_init(&cache, mem, bytes, (const attn_kv_cache_desc *)cd, &err);
     if (!st) st = attn_kv_cache_append(cache, &tk, &tv, &err);
@@ -186,6 +229,7 @@ int main(void) {
     check(!st && !memcmp(gk, k, sizeof k) && !memcmp(gv, v, sizeof v) && !memcmp(o1, o2, sizeof o1),
           "cache_from_a_desc_without_key_dtype_holds_f32_keys", "%s", st ? err.message : "results differ");
     free(mem), free(cd);
+    garbage_in_the_padding(&tk, &tv, &tq, o2, bytes_zeroed);
 
     /* the paged pool from the older desc, and its view into an older view struct */
     old_pages_desc *pd = malloc(sizeof *pd);

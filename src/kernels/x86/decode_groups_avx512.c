@@ -7,7 +7,7 @@
  *     Σ_c q_c k_c = Σ_c (q_c s_c) n_c + Σ_c q_c m_c.
  * Per group and query row, q' = q ∘ s (f32 products) is rounded to int8 per
  * block of 32 channels by q8_0's rule (qdot.h's attn_qrows_quantize: d =
- * max |q'| / 127, c = q' / d to nearest even), the codes n are already
+ * max |q'| / 127, c = q' · (1/d) to nearest even), the codes n are already
  * unsigned bytes (VPDPBUSD's unsigned side, no bias), and the constant
  * Σ q_c m_c is computed once per group and row in f32. Per key and block
  * that leaves one exact integer dot product and one multiply by d.
