@@ -47,7 +47,7 @@ static const char SDPA_USAGE[] =
     "      --dropout P        drop each weight with probability P (0 <= P < 1) and\n"
     "                         scale the others by 1/(1-P); the backward pass uses\n"
     "                         the same mask\n"
-    "      --seed N           the mask's seed (default 0)\n"
+    "      --seed N           the mask's seed (default 0; needs --dropout)\n"
     "      --dropout-mask FILE  write the mask (bool, shaped like the weights)\n"
     "\n"
     "      --compute=bf16     bf16 products with f32 accumulation (float32 q, no -w):\n"
@@ -242,6 +242,7 @@ static bool any_gradient(const cli_output *outs) {
 static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_sdpa_options *opts, attn_dtype *kv_store,
                       bool *alibi, attn_rope_options *rope, bool *has_rope) {
     int code = 0;
+    bool dropout = false, seed = false; /* --seed without --dropout would seed nothing: refused below */
     for (int i = 1; i < argc && !code;) {
         const char *val = NULL, *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -267,9 +268,11 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
                    cli_option(argc, argv, &i, NULL, "--cu-seqlens-k", &cu_path[1], &code) ||
                    cli_rope_option(argc, argv, &i, rope, has_rope, &code)) {
         } else if (cli_option(argc, argv, &i, NULL, "--dropout", &val, &code)) {
+            dropout = true;
             if (val && (!cli_parse_double(val, &opts->dropout_p) || opts->dropout_p < 0 || opts->dropout_p >= 1))
                 code = cli_error(EXIT_USAGE, "--dropout %s is not a number from 0 to below 1", val);
         } else if (cli_option(argc, argv, &i, NULL, "--seed", &val, &code)) {
+            seed = true;
             if (val && !cli_parse_seed(val, &opts->dropout_seed))
                 code = cli_error(EXIT_USAGE, "--seed %s is not a non-negative whole number", val);
         } else if (cli_option(argc, argv, &i, NULL, "--softcap", &val, &code)) {
@@ -356,6 +359,7 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
         return cli_error(EXIT_USAGE, "--dmask needs a float mask (-m FILE)");
     if (*alibi && in[5].path) return cli_error(EXIT_USAGE, "give --alibi or --alibi-slopes FILE, not both");
     if (outs[OUT_DSINKS].path && !in[6].path) return cli_error(EXIT_USAGE, "--dsinks needs --sinks FILE");
+    if (seed && !dropout) return cli_error(EXIT_USAGE, "--seed seeds the dropout mask: give --dropout P too");
     if (opts->window && opts->causal == ATTN_CAUSAL_NONE)
         return cli_error(EXIT_USAGE, "--window needs --causal (top-left or bottom-right)");
     if (!cu_path[0] != !cu_path[1])

@@ -517,6 +517,9 @@ def main():
     # Dropout: its flags' errors, and the mask written out, bool and shaped like the weights.
     expect_error("dropout_one", base + ["--dropout", "1"], 2, r"--dropout 1 is not a number from 0 to below 1")
     expect_error("dropout_seed_negative", base + ["--dropout", "0.5", "--seed", "-1"], 2, r"--seed -1")
+    # --seed alone seeded nothing and was ignored: refused, as other options needing another are.
+    expect_error("seed_without_dropout", base + ["--seed", "9"], 2,
+                 r"^attn: error: --seed seeds the dropout mask: give --dropout P too$")
     r = attn(*(base + ["--dropout", "0.25", "--seed", "9", "--dropout-mask", "keep.npy"]))
     keep = np.load(os.path.join(TMP, "keep.npy")) if r.returncode == 0 else np.zeros(0)
     report("dropout_mask_written", keep.dtype == np.bool_ and keep.shape == (2, 3, 5) and 0 < keep.mean() < 1,
