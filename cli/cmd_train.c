@@ -240,9 +240,10 @@ static int run(const args *a, const attn_toy_token *tokens, int n) {
                   dk, a->o.no_scale ? "not scaled" : "/ sqrt(d_k)", steps, a->o.batch, a->o.learning_rate,
                   (unsigned long long)a->o.seed);
         printf("\n");
-        /* "loss  first ▇▆...▁ last  (log scale)": the curve takes what the line has left, up to 60. */
+        /* "loss first ▇▆...▁ last  (log scale)": the curve takes what the line has left, up to 60.
+         * Both losses in one format, so that one step's loss reads the same at both ends. */
         char first_loss[32], last_loss[32];
-        int used = snprintf(first_loss, sizeof first_loss, "loss %8.4f ", loss[0]) +
+        int used = snprintf(first_loss, sizeof first_loss, "loss %.4g ", loss[0]) +
                    snprintf(last_loss, sizeof last_loss, " %.4g  (log scale)", loss[steps - 1]);
         int room = cli_width(stdout) - used;
         if (room >= 10) {
@@ -250,7 +251,7 @@ static int run(const args *a, const attn_toy_token *tokens, int n) {
             sparkline(loss, steps, room < 60 ? room : 60);
             printf("%s\n", last_loss);
         } else { /* a narrow terminal: the numbers, then the curve on a line of its own */
-            cli_prose(stdout, 0, 3, "loss %.4f to %.4g (log scale)", loss[0], loss[steps - 1]);
+            cli_prose(stdout, 0, 3, "loss %.4g to %.4g (log scale)", loss[0], loss[steps - 1]);
             printf("   ");
             sparkline(loss, steps, cli_width(stdout) - 3 < 60 ? cli_width(stdout) - 3 : 60);
             printf("\n");

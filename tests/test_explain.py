@@ -111,6 +111,20 @@ def test_train():
     except (OSError, ET.ParseError) as e:
         ok, r = False, e
     report("train_svg_loss_curve", ok, str(r))
+    test_train_one_step()
+
+
+def test_train_one_step():
+    """`attn train --steps 1 --batch 1`: one loss, printed the same at both ends of
+    the curve (it was "2.2063 ... 2.206")."""
+    j = run("train", "--steps", "1", "--batch", "1", "--json")
+    first = "%.4g" % json.loads(j.stdout)["loss"][0] if j.returncode == 0 else "?"
+    for cols in ("80", "30"):  # the curve on the loss line, and a narrow terminal's line of its own
+        r = run("train", "--steps", "1", "--batch", "1", env={"COLUMNS": cols})
+        text = flat(r.stdout)
+        same = (f"loss {first} " in text and f" {first} (log scale)" in text if cols == "80"
+                else f"loss {first} to {first} (log scale)" in text)
+        report(f"train_one_step_loss_printed_alike_{cols}_columns", r.returncode == 0 and same, r.stdout[:400] + r.stderr)
 
 
 def test_train_matches_autograd():
