@@ -116,7 +116,8 @@ def test_train():
 
 def test_train_one_step():
     """`attn train --steps 1 --batch 1`: one loss, printed the same at both ends of
-    the curve (it was "2.2063 ... 2.206")."""
+    the curve (it was "2.2063 ... 2.206"), in the singular ("1 steps", "over the
+    first 1 steps" before)."""
     j = run("train", "--steps", "1", "--batch", "1", "--json")
     first = "%.4g" % json.loads(j.stdout)["loss"][0] if j.returncode == 0 else "?"
     for cols in ("80", "30"):  # the curve on the loss line, and a narrow terminal's line of its own
@@ -125,6 +126,8 @@ def test_train_one_step():
         same = (f"loss {first} " in text and f" {first} (log scale)" in text if cols == "80"
                 else f"loss {first} to {first} (log scale)" in text)
         report(f"train_one_step_loss_printed_alike_{cols}_columns", r.returncode == 0 and same, r.stdout[:400] + r.stderr)
+        report(f"train_one_step_singular_{cols}_columns", "1 step of 1 sentence, Adam" in text and
+               "over the first step:" in text and "1 steps" not in text and "1 sentences" not in text, text[:600])
 
 
 def test_train_matches_autograd():
