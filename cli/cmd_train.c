@@ -266,7 +266,8 @@ static int run(const args *a, const attn_toy_token *tokens, int n) {
             }
         char over[32] = "the first step"; /* one step: no "first 1 steps" */
         if (k > 1) snprintf(over, sizeof over, "the first %d steps", k);
-        cli_prose(stdout, 0, 3, "gradient reaching W_Q, median |dLoss/dW_Q| over %s: %.4g", over,
+        /* gq holds attn_train_head's Frobenius norms of dLoss/dW_Q: labelled as such, not |.| */
+        cli_prose(stdout, 0, 3, "gradient reaching W_Q, median ||dLoss/dW_Q||_F over %s: %.4g", over,
                   k % 2 ? first[k / 2] : (first[k / 2 - 1] + first[k / 2]) / 2);
         printf("\n");
         cli_prose(stdout, 0, 3, "attention weights on \"%s\" (causal), the learned head and the hand-wired one",
