@@ -341,7 +341,9 @@ class KVPages:
         sequence (None: none), each a mask as sdpa takes it for (Hq, L_i,
         length_i), applied with the causal mode; for one sequence (an int),
         its mask alone too. dropout_p with seed (None: a fresh one), as
-        attn.sdpa_varlen takes them: sequence i's dropout seed is seed + i.
+        attn.sdpa_varlen takes them: sequence i's dropout seed is seed + i,
+        its mask's rows this call's queries (0 .. L_i-1, as attn.h counts
+        them per call: a fresh mask each decode step needs a seed per step).
         Each is exactly what attention over that sequence alone gives."""
         one = np.ndim(seqs) == 0  # one sequence (an int, a NumPy integer or a 0-d array)
         if one:
