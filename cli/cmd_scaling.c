@@ -184,8 +184,8 @@ static void print_training(const args *a, const training *t) {
     print_cells(5, rows, WIDTH, GROUP, HEAD, (const char (*)[CELL])text);
     printf("\n");
     cli_prose(stdout, 0, 5, "final loss: the mean over the last 10 steps (0 is perfect).");
-    cli_prose(stdout, 0, 5, "grad W_Q: the median of |dLoss/dW_Q| over the first 10 steps, the signal that "
-              "learning starts from.");
+    cli_prose(stdout, 0, 5, "grad W_Q: the median of ||dLoss/dW_Q||_F (Frobenius norm) over the first 10 steps, the "
+              "signal that learning starts from.");
 }
 
 static void print_table(const args *a, const attn_scaling_row *rows) {

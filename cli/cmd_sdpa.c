@@ -27,13 +27,13 @@ static const char SDPA_USAGE[] =
     "      --window N         sliding window (needs --causal): query i sees only\n"
     "                         the N keys ending at its diagonal (Mistral)\n"
     CLI_ROPE_HELP
-    "      --sinks FILE       attention sinks, shape (Hq,): one logit per head in every\n"
-    "                         row's softmax denominator, with no value\n"
+    "      --sinks FILE       attention sinks, shape (Hq,): one logit per head in\n"
+    "                         every row's softmax denominator, with no value\n"
     "  -o, --out FILE         write the output (..., Hq, L, Ev) to FILE; without -o\n"
     "                         it is printed\n"
     "  -w, --weights FILE     also write the attention weights (..., Hq, L, S)\n"
-    "      --lse FILE         also write each row's log-sum-exp of the scaled,\n"
-    "                         masked scores (..., Hq, L); -inf where no key takes part\n"
+    "      --lse FILE         also write each row's log-sum-exp of the scaled, masked\n"
+    "                         scores (..., Hq, L); -inf where no key takes part\n"
     "\n"
     "Gradients (the backward pass, after the forward):\n"
     "      --grad-out FILE    dLoss/dout, shaped like the output\n"
@@ -47,7 +47,7 @@ static const char SDPA_USAGE[] =
     "      --dropout P        drop each weight with probability P (0 <= P < 1) and\n"
     "                         scale the others by 1/(1-P); the backward pass uses\n"
     "                         the same mask\n"
-    "      --seed N           the mask's seed (default 0)\n"
+    "      --seed N           the mask's seed (default 0; needs --dropout)\n"
     "      --dropout-mask FILE  write the mask (bool, shaped like the weights)\n"
     "\n"
     "      --compute=bf16     bf16 products with f32 accumulation (float32 q, no -w):\n"
@@ -90,10 +90,10 @@ static const char SDPA_USAGE[] =
     "      --cu-seqlens-q FILE  int64 (or int32) offsets, B+1 of them: sequence b is\n"
     "                         rows cu[b] .. cu[b+1]-1 of q, which is (Tq, Hq, E)\n"
     "      --cu-seqlens-k FILE  the same for k (Tk, Hk, E) and v (Tk, Hk, Ev); out\n"
-    "                         is (Tq, Hq, Ev), --lse (Tq, Hq). Each sequence gets what\n"
-    "                         attn sdpa gives it alone (sequence b's dropout seed is\n"
-    "                         --seed + b); not with -m, -w, --dmask, --dsinks or\n"
-    "                         --dropout-mask\n"
+    "                         is (Tq, Hq, Ev), --lse (Tq, Hq). Each sequence gets\n"
+    "                         what attn sdpa gives it alone (sequence b's dropout\n"
+    "                         seed is --seed + b); not with -m, -w, --dmask, --dsinks\n"
+    "                         or --dropout-mask\n"
     "  -h, --help             show this help\n"
     "\n"
     "Inputs are all float32 or all float64, except that k and v may be float16\n"
@@ -242,6 +242,7 @@ static bool any_gradient(const cli_output *outs) {
 static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_sdpa_options *opts, attn_dtype *kv_store,
                       bool *alibi, attn_rope_options *rope, bool *has_rope) {
     int code = 0;
+    bool dropout = false, seed = false; /* --seed without --dropout would seed nothing: refused below */
     for (int i = 1; i < argc && !code;) {
         const char *val = NULL, *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -267,9 +268,11 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
                    cli_option(argc, argv, &i, NULL, "--cu-seqlens-k", &cu_path[1], &code) ||
                    cli_rope_option(argc, argv, &i, rope, has_rope, &code)) {
         } else if (cli_option(argc, argv, &i, NULL, "--dropout", &val, &code)) {
+            dropout = true;
             if (val && (!cli_parse_double(val, &opts->dropout_p) || opts->dropout_p < 0 || opts->dropout_p >= 1))
                 code = cli_error(EXIT_USAGE, "--dropout %s is not a number from 0 to below 1", val);
         } else if (cli_option(argc, argv, &i, NULL, "--seed", &val, &code)) {
+            seed = true;
             if (val && !cli_parse_seed(val, &opts->dropout_seed))
                 code = cli_error(EXIT_USAGE, "--seed %s is not a non-negative whole number", val);
         } else if (cli_option(argc, argv, &i, NULL, "--softcap", &val, &code)) {
@@ -356,6 +359,7 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
         return cli_error(EXIT_USAGE, "--dmask needs a float mask (-m FILE)");
     if (*alibi && in[5].path) return cli_error(EXIT_USAGE, "give --alibi or --alibi-slopes FILE, not both");
     if (outs[OUT_DSINKS].path && !in[6].path) return cli_error(EXIT_USAGE, "--dsinks needs --sinks FILE");
+    if (seed && !dropout) return cli_error(EXIT_USAGE, "--seed seeds the dropout mask: give --dropout P too");
     if (opts->window && opts->causal == ATTN_CAUSAL_NONE)
         return cli_error(EXIT_USAGE, "--window needs --causal (top-left or bottom-right)");
     if (!cu_path[0] != !cu_path[1])

@@ -256,13 +256,14 @@ static int run(const args *a, const attn_toy_token *tokens, int n) {
         print_json(a, loss, gq, w, &learned_ex, words, n);
     } else if (!code) {
         cli_prose(stdout, 0, 3, "attn train: one head learns to find each verb's subject");
-        cli_prose(stdout, 0, 0, "d_k = %d, scores %s, %d steps of %d sentences, Adam (learning rate %g), seed %llu",
-                  dk, a->o.no_scale ? "not scaled" : "/ sqrt(d_k)", steps, a->o.batch, a->o.learning_rate,
-                  (unsigned long long)a->o.seed);
+        cli_prose(stdout, 0, 0, "d_k = %d, scores %s, %d step%s of %d sentence%s, Adam (learning rate %g), seed %llu",
+                  dk, a->o.no_scale ? "not scaled" : "/ sqrt(d_k)", steps, steps == 1 ? "" : "s", a->o.batch,
+                  a->o.batch == 1 ? "" : "s", a->o.learning_rate, (unsigned long long)a->o.seed);
         printf("\n");
-        /* "loss  first ▇▆...▁ last  (log scale)": the curve takes what the line has left, up to 60. */
+        /* "loss first ▇▆...▁ last  (log scale)": the curve takes what the line has left, up to 60.
+         * Both losses in one format, so that one step's loss reads the same at both ends. */
         char first_loss[32], last_loss[32];
-        int used = snprintf(first_loss, sizeof first_loss, "loss %8.4f ", loss[0]) +
+        int used = snprintf(first_loss, sizeof first_loss, "loss %.4g ", loss[0]) +
                    snprintf(last_loss, sizeof last_loss, " %.4g  (log scale)", loss[steps - 1]);
         int room = cli_width(stdout) - used;
         if (room >= 10) {
@@ -270,7 +271,7 @@ static int run(const args *a, const attn_toy_token *tokens, int n) {
             sparkline(loss, steps, room < 60 ? room : 60);
             printf("%s\n", last_loss);
         } else { /* a narrow terminal: the numbers, then the curve on a line of its own */
-            cli_prose(stdout, 0, 3, "loss %.4f to %.4g (log scale)", loss[0], loss[steps - 1]);
+            cli_prose(stdout, 0, 3, "loss %.4g to %.4g (log scale)", loss[0], loss[steps - 1]);
             printf("   ");
             sparkline(loss, steps, cli_width(stdout) - 3 < 60 ? cli_width(stdout) - 3 : 60);
             printf("\n");
@@ -283,7 +284,10 @@ static int run(const args *a, const attn_toy_token *tokens, int n) {
                 double t = first[j];
                 first[j] = first[j - 1], first[j - 1] = t;
             }
-        cli_prose(stdout, 0, 3, "gradient reaching W_Q, median |dLoss/dW_Q| over the first %d steps: %.4g", k,
+        char over[32] = "the first step"; /* one step: no "first 1 steps" */
+        if (k > 1) snprintf(over, sizeof over, "the first %d steps", k);
+        /* gq holds attn_train_head's Frobenius norms of dLoss/dW_Q: labelled as such, not |.| */
+        cli_prose(stdout, 0, 3, "gradient reaching W_Q, median ||dLoss/dW_Q||_F over %s: %.4g", over,
                   k % 2 ? first[k / 2] : (first[k / 2 - 1] + first[k / 2]) / 2);
         printf("\n");
         cli_prose(stdout, 0, 3, "attention weights on \"%s\" (causal), the learned head and the hand-wired one",

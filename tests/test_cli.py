@@ -59,8 +59,47 @@ def expect_error(name, args, code, pattern, outputs=("out.npy",)):
     report(name, not problems, "; ".join(problems))
 
 
+# Every --help text as written in the source, and the 80 columns its lines keep:
+# cli_width's width for a pipe or a file, which cli_print_usage fills. A line
+# past it (82 to 86 in sdpa's, mha's, explain's, attn-mpi's and the bench's
+# helps, 159 in the bench's usage line) read otherwise than the rest.
+HELP_WIDTH = 80
+HELP_SOURCES = ("cli/dispatch.c", "cli/cmd_sdpa.c", "cli/cmd_mha.c", "cli/cmd_explain.c", "cli/cmd_scaling.c",
+                "cli/cmd_train.c", "cli/mpi/args_mpi.c", "cli/mpi/bench_mpi.c", "bench/bench.c")
+C_LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def c_string(code):
+    """The string that C's adjacent literals in `code` make (escapes read, UTF-8 kept)."""
+    return "".join(m.encode().decode("unicode_escape").encode("latin-1").decode() for m in C_LITERAL.findall(code))
+
+
+def help_texts(root):
+    """(where, text) for each *USAGE[] array of HELP_SOURCES, its CLI_*_HELP macros (cli.h) expanded."""
+    with open(os.path.join(root, "cli", "cli.h")) as f:
+        macros = {m[1]: c_string(m[2]) for m in re.finditer(r"#define (CLI_\w+_HELP)((?:.*\\\n)*.*)", f.read())}
+    for path in HELP_SOURCES:
+        with open(os.path.join(root, path)) as f:
+            src = f.read()
+        for m in re.finditer(r"const char (\w*USAGE)\[\] =(.*?);\n", src, re.S):
+            parts = re.split(r"\b(CLI_\w+_HELP)\b", m[2])
+            yield f"{path} {m[1]}", "".join(macros[x] if i % 2 else c_string(x) for i, x in enumerate(parts))
+
+
+def help_width():
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    texts = dict(help_texts(root))
+    long = [f"{where}: {len(line)} columns: {line.strip()[:40]!r}" for where, text in texts.items()
+            for line in text.split("\n") if len(line) > HELP_WIDTH]
+    found = {w.split()[0] for w in texts}
+    missing = sorted(set(HELP_SOURCES) - found)
+    report("help_texts_keep_80_columns", not missing and not long,
+           (f"no help found in {missing}; " if missing else "") + "; ".join(long[:6]))
+
+
 def main():
     rng = np.random.default_rng(7)
+    help_width()
 
     # ---- the seeds' worked examples ----------------------------------------
     # Seed 002, step 1: q = k = v = X, no scaling; the "journey" context row.
@@ -517,6 +556,9 @@ def main():
     # Dropout: its flags' errors, and the mask written out, bool and shaped like the weights.
     expect_error("dropout_one", base + ["--dropout", "1"], 2, r"--dropout 1 is not a number from 0 to below 1")
     expect_error("dropout_seed_negative", base + ["--dropout", "0.5", "--seed", "-1"], 2, r"--seed -1")
+    # --seed alone seeded nothing and was ignored: refused, as other options needing another are.
+    expect_error("seed_without_dropout", base + ["--seed", "9"], 2,
+                 r"^attn: error: --seed seeds the dropout mask: give --dropout P too$")
     r = attn(*(base + ["--dropout", "0.25", "--seed", "9", "--dropout-mask", "keep.npy"]))
     keep = np.load(os.path.join(TMP, "keep.npy")) if r.returncode == 0 else np.zeros(0)
     report("dropout_mask_written", keep.dtype == np.bool_ and keep.shape == (2, 3, 5) and 0 < keep.mean() < 1,

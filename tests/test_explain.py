@@ -122,6 +122,29 @@ def test_train():
     except (OSError, ET.ParseError) as e:
         ok, r = False, e
     report("train_svg_loss_curve", ok, str(r))
+    test_train_one_step()
+
+
+def test_train_one_step():
+    """`attn train --steps 1 --batch 1`: one loss, printed the same at both ends of
+    the curve (it was "2.2063 ... 2.206"), in the singular ("1 steps", "over the
+    first 1 steps" before), the gradient named as the Frobenius norm it is."""
+    j = run("train", "--steps", "1", "--batch", "1", "--json")
+    first = "%.4g" % json.loads(j.stdout)["loss"][0] if j.returncode == 0 else "?"
+    for cols in ("80", "30"):  # the curve on the loss line, and a narrow terminal's line of its own
+        r = run("train", "--steps", "1", "--batch", "1", env={"COLUMNS": cols})
+        text = flat(r.stdout)
+        same = (f"loss {first} " in text and f" {first} (log scale)" in text if cols == "80"
+                else f"loss {first} to {first} (log scale)" in text)
+        report(f"train_one_step_loss_printed_alike_{cols}_columns", r.returncode == 0 and same, r.stdout[:400] + r.stderr)
+        report(f"train_one_step_singular_{cols}_columns", "1 step of 1 sentence, Adam" in text and
+               "over the first step:" in text and "1 steps" not in text and "1 sentences" not in text, text[:600])
+    r = run("train", "--steps", "20")
+    report("train_gradient_named_frobenius_norm", "median ||dLoss/dW_Q||_F over the first 10 steps:"
+           in flat(r.stdout) and "|dLoss/dW_Q| " not in r.stdout, r.stdout[:600])
+    r = run("scaling", "--queries", "100", "--dims", "4")  # its training legend, the same gradient
+    report("scaling_gradient_named_frobenius_norm", "grad W_Q: the median of ||dLoss/dW_Q||_F (Frobenius norm) over "
+           "the first 10 steps" in flat(r.stdout) and "|dLoss/dW_Q| " not in r.stdout, r.stdout[-600:] + r.stderr)
 
 
 def test_train_matches_autograd():

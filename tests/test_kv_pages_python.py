@@ -242,6 +242,21 @@ check("kv_pages_python_packed_equals_lists",
       np.array_equal(np.concatenate(outs), packed_out) and np.array_equal(np.concatenate(lses), packed_lse))
 check("kv_pages_python_lse_as_sdpa", all(np.array_equal(o, w[0].transpose(1, 0, 2)) and
                                          np.array_equal(l, w[1].T) for o, l, w in zip(outs, lses, want)))
+# Dropout, as the C call takes it (attend had no dropout_p): sequence i with
+# seed + i, bitwise attn.sdpa with that seed on its gathered rows; a p outside
+# [0, 1) is the C API's OptionError.
+douts = pa.attend(ids, qs, dropout_p=0.25, seed=41)
+dwant = [attn.sdpa(q.transpose(1, 0, 2), *pa.gather(s), causal="bottom-right", dropout_p=0.25,
+                   seed=41 + i).transpose(1, 0, 2) for i, (s, q) in enumerate(zip(ids, qs))]
+check("kv_pages_python_attend_dropout_bitwise_sdpa_seed_plus_i",
+      all(np.array_equal(o, w) for o, w in zip(douts, dwant)) and not np.array_equal(douts[1], outs[1]),
+      str([float(np.abs(o - w).max()) for o, w in zip(douts, dwant)]))
+for bad in (1.0, -0.1, float("nan")):
+    try:
+        pa.attend(ids, qs, dropout_p=bad, seed=1)
+        check("kv_pages_python_attend_dropout_%r_refused" % bad, False, "no error")
+    except attn.OptionError as e:
+        check("kv_pages_python_attend_dropout_%r_refused" % bad, "dropout_p" in str(e), str(e))
 # A head-major pool (each head's pages apart) holds and attends the same
 # rows: gather and attend bitwise the default pool's, its view says so.
 ph = attn.KVPages(heads=2, key_dim=8, value_dim=4, num_pages=8, max_sequences=4, page_size=16, head_major=True)

@@ -418,6 +418,33 @@ for dt in (np.float32, np.float64):
                                   attn.sdpa_varlen(q1, k1, v1, cq, ck, masks=masks, causal=causal)):
                 plan_ok, why = False, "varlen %s %s layer %d differs" % (np.dtype(dt).name, causal, layer)
 check("plan_runs_equal_unplanned_calls", plan_ok, why)
+# Dropout in a plan (Plan took none, though attn_sdpa_plan_init does): every
+# run bitwise the unplanned call with the same dropout_p and seed; seed None
+# draws one, kept in plan.seed; a p outside [0, 1) is the C API's OptionError.
+drop_ok, why = True, ""
+q0, k0, v0 = f((2, 4, 9, 16)).astype(np.float32), f((2, 2, 40, 16)).astype(np.float32), f((2, 2, 40, 16)).astype(np.float32)
+for seed in (7, None):
+    dplan = attn.Plan(q0, k0, v0, causal="bottom-right", return_lse=True, dropout_p=0.3, seed=seed)
+    for layer in range(2):
+        q1, k1, v1 = f(q0.shape).astype(np.float32), f(k0.shape).astype(np.float32), f(k0.shape).astype(np.float32)
+        got, got_l = dplan.run(q1, k1, v1)
+        want, want_l = attn.sdpa(q1, k1, v1, causal="bottom-right", return_lse=True, dropout_p=0.3, seed=dplan.seed)
+        if seed is not None and dplan.seed != seed or not (np.array_equal(got, want) and np.array_equal(got_l, want_l)) \
+                or np.array_equal(got, attn.sdpa(q1, k1, v1, causal="bottom-right")):
+            drop_ok, why = False, "dense seed %s layer %d differs" % (seed, layer)
+cq, ck = [0, 1, 1, 13], [0, 30, 35, 47]
+vq, vk = f((13, 4, 8)).astype(np.float32), f((47, 2, 8)).astype(np.float32)
+vplan = attn.Plan(vq, vk, vk, cu_seqlens_q=cq, cu_seqlens_k=ck, causal="bottom-right", dropout_p=0.5, seed=3)
+if not np.array_equal(vplan.run(vq, vk, vk), attn.sdpa_varlen(vq, vk, vk, cq, ck, causal="bottom-right",
+                                                              dropout_p=0.5, seed=3)):
+    drop_ok, why = False, "varlen differs"
+check("plan_dropout_runs_equal_unplanned_calls", drop_ok and attn.Plan(q0, k0, v0).seed is None, why)
+for bad in (1.0, -0.5, float("nan")):
+    try:
+        attn.Plan(q0, k0, v0, dropout_p=bad, seed=1)
+        check("plan_dropout_%r_refused" % bad, False, "no error")
+    except attn.OptionError as e:
+        check("plan_dropout_%r_refused" % bad, "dropout_p" in str(e), str(e))
 try:
     plan.run(f((2, 4, 10, 16)), f(shape_kv), f(shape_kv))
     check("plan_refuses_other_shapes", False, "no error")

@@ -5,8 +5,10 @@
 #include <string.h>
 
 const char MPI_USAGE[] =
-    "usage: mpirun -np N attn-mpi sdpa -q Q.npy -k K.npy -v V.npy -o OUT.npy [options]\n"
-    "       mpirun -np N attn-mpi bench [--quick] [--seq L] (see attn-mpi bench --help)\n"
+    "usage: mpirun -np N attn-mpi sdpa -q Q.npy -k K.npy -v V.npy -o OUT.npy\n"
+    "         [options]\n"
+    "       mpirun -np N attn-mpi bench [--quick] [--seq L]\n"
+    "         (see attn-mpi bench --help)\n"
     "\n"
     "attn sdpa's attention, with the sequence split across the ranks: each rank\n"
     "reads its shard of q, k and v, the key/value shards travel around the ring,\n"
@@ -16,7 +18,8 @@ const char MPI_USAGE[] =
     "  -q, --query FILE       queries, (..., Hq, L, E)\n"
     "  -k, --key FILE         keys, (..., Hk, S, E)\n"
     "  -v, --value FILE       values, (..., Hk, S, Ev)\n"
-    "  -m, --mask FILE        bool or additive float mask, broadcastable to (..., Hq, L, S)\n"
+    "  -m, --mask FILE        bool or additive float mask, broadcastable to\n"
+    "                         (..., Hq, L, S)\n"
     "      --causal[=MODE]    causal mask, top-left (default) or bottom-right\n"
     "      --scale S          score scale (default 1/sqrt(E))\n"
     "      --layout L         zigzag (default: every rank gets an early and a late\n"

@@ -23,7 +23,8 @@
 #include <unistd.h>
 
 static const char BENCH_USAGE[] =
-    "usage: mpirun -np N attn-mpi bench [--quick] [--seq L] [--layout zigzag|contiguous]\n"
+    "usage: mpirun -np N attn-mpi bench [--quick] [--seq L]\n"
+    "         [--layout zigzag|contiguous]\n"
     "       (or mpirun -np N attn bench --mpi ...)\n"
     "\n"
     "Ring attention (f32, 8 heads of 64, one batch) at sequence lengths 4096 and\n"

@@ -329,7 +329,8 @@ class KVPages:
         raise_for(LIB.attn_kv_pages_gather(kv_, vv, self._pool, _index(seq, "seq"), err), err)
         return k, v
 
-    def attend(self, seqs, q, cu_seqlens_q=None, masks=None, causal="bottom-right", scale=None, return_lse=False):
+    def attend(self, seqs, q, cu_seqlens_q=None, masks=None, causal="bottom-right", scale=None, return_lse=False,
+               dropout_p=0.0, seed=None):
         """Attention of new queries of several sequences in one call: q a
         list of float32 (L_i, Hq, key_dim) arrays, one per sequence (or one
         array for one sequence, an int), or a packed (total, Hq, key_dim)
@@ -339,8 +340,11 @@ class KVPages:
         return_lse, (out, lse), lse (L_i, Hq)). masks: None, or one per
         sequence (None: none), each a mask as sdpa takes it for (Hq, L_i,
         length_i), applied with the causal mode; for one sequence (an int),
-        its mask alone too. Each is exactly what
-        attention over that sequence alone gives."""
+        its mask alone too. dropout_p with seed (None: a fresh one), as
+        attn.sdpa_varlen takes them: sequence i's dropout seed is seed + i,
+        its mask's rows this call's queries (0 .. L_i-1, as attn.h counts
+        them per call: a fresh mask each decode step needs a seed per step).
+        Each is exactly what attention over that sequence alone gives."""
         one = np.ndim(seqs) == 0  # one sequence (an int, a NumPy integer or a 0-d array)
         if one:
             seqs = [seqs]
@@ -363,7 +367,7 @@ class KVPages:
             q = np.concatenate(parts) if parts else np.zeros((0, self.heads, self.key_dim), np.float32)
         if causal not in CAUSAL:
             raise OptionError("causal is %r: 'bottom-right' or False" % (causal,), 9)
-        o = _options(causal, scale, None, 0.0, None)
+        o = _options(causal, scale, None, dropout_p, seed)
         Hq = q.shape[1] if q.ndim == 3 else 1
         out = np.empty((q.shape[0] if q.ndim else 0, Hq, self.value_dim), q.dtype)
         lse = np.empty(out.shape[:2], q.dtype) if return_lse else None

@@ -19,14 +19,16 @@ from ._lib import LIB, Error
 
 
 class Plan:
-    """attn.sdpa(q, k, v, mask, causal, scale, return_lse) planned, or with
-    cu_seqlens_q and cu_seqlens_k, attn.sdpa_varlen(q, k, v, cu_seqlens_q,
-    cu_seqlens_k, masks, causal, scale, return_lse). q, k and v give the
-    shapes, dtypes and strides every run must have (their values are not
-    used)."""
+    """attn.sdpa(q, k, v, mask, causal, scale, return_lse, dropout_p, seed)
+    planned, or with cu_seqlens_q and cu_seqlens_k, attn.sdpa_varlen(q, k, v,
+    cu_seqlens_q, cu_seqlens_k, masks, causal, scale, return_lse, dropout_p,
+    seed). q, k and v give the shapes, dtypes and strides every run must have
+    (their values are not used). The plan keeps its options, dropout's seed
+    among them (None: a fresh one, then in plan.seed): every run drops the
+    weights the unplanned call with that seed drops."""
 
     def __init__(self, q, k, v, mask=None, causal=False, scale=None, return_lse=False, cu_seqlens_q=None,
-                 cu_seqlens_k=None, masks=None):
+                 cu_seqlens_k=None, masks=None, dropout_p=0.0, seed=None):
         q = _float_array(q, "q")
         k, v = _float_array(k, "k", q.dtype, kv=True), _float_array(v, "v", q.dtype, kv=True)
         self.varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
@@ -40,14 +42,15 @@ class Plan:
                                     % (self.cq.size, self.ck.size), 19)
             batch = self.cq.size - 1
             self.masks = _varlen_masks(masks, batch, q.dtype)  # read at every run: kept
-            self.options = _options(causal, scale, None, 0.0, None)
+            self.options = _options(causal, scale, None, dropout_p, seed)
             shape = (q.shape[0], q.shape[1], v.shape[2])
         else:
             batch = 0
             self.mask = _mask(mask, q.dtype)  # (array, view): read at every run
-            self.options = _options(causal, scale, self.mask[1], 0.0, None)
+            self.options = _options(causal, scale, self.mask[1], dropout_p, seed)
             shape = _out_shape(q, k, v)
         self.out_shape, self.dtype, self.return_lse = shape, q.dtype, return_lse
+        self.seed = self.options.dropout_seed if dropout_p else None  # a seed drawn here, to repeat a run
         raise_for(LIB.attn_sdpa_plan_bytes(ctypes.byref(size), batch, err), err)
         self.memory = np.zeros(size.value, np.uint8)
         out = np.empty(shape, q.dtype)
