@@ -112,15 +112,16 @@ static int find_prefix(char *prefix, size_t size, const st_file *st) {
 static int load_weights(weights *w, const char *path, const char *prefix_opt) {
     struct stat sb;
     memset(w, 0, sizeof *w);
+    int code = cli_input_path("--weights", path);
+    if (code) return code;
     if (stat(path, &sb) != 0) return cli_error(EXIT_DATA, "--weights %s: no such file or directory", path);
     if (S_ISDIR(sb.st_mode)) { /* NAME.npy for each name */
         for (int p = 0; p < N_PARAMS; p++)
             for (int a = 0; a < 2 && NAMES[p][a] && !w->found[p]; a++) {
                 char file[4096];
                 snprintf(file, sizeof file, "%s/%s%s.npy", path, prefix_opt ? prefix_opt : "", NAMES[p][a]);
-                attn_error err;
                 if (stat(file, &sb) != 0) continue;
-                if (attn_npy_read(&w->npy[p], file, &err)) return cli_error(EXIT_DATA, "%s: %s", file, err.message);
+                if ((code = cli_read_npy(&w->npy[p], "--weights", file))) return code;
                 w->found[p] = &w->npy[p];
             }
         return 0;
@@ -349,9 +350,7 @@ static int run(const mha_args *a) {
      * and the weights' shape has room for three. */
     for (int i = 0; i < 3 && !code; i++) {
         char shape[128];
-        if (attn_npy_read(in[i], paths[i], &err))
-            code = cli_error(EXIT_DATA, "%s %s: %s", FLAGS[i], paths[i], err.message);
-        else if (in[i]->rank != 2 && in[i]->rank != 3)
+        if (!(code = cli_read_npy(in[i], FLAGS[i], paths[i])) && in[i]->rank != 2 && in[i]->rank != 3)
             code = cli_error(EXIT_DATA, "%s %s has shape %s: attn mha takes (L, E), or batch-first (N, L, E)",
                              FLAGS[i], paths[i], cli_shape(shape, sizeof shape, in[i]));
     }

@@ -227,6 +227,12 @@ def main():
     good = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 4), }\n"
     data = q32.tobytes()
     expect_error("file_missing", with_q("nope.npy"), 1, r"-q nope\.npy: cannot open nope\.npy", outs)
+    # An empty file name (an unset shell variable, -q "$Q") is said to be
+    # empty: it was "-q : cannot open : No such file or directory".
+    expect_error("file_name_empty_q", with_q(""), 1, r"^attn: error: -q: the input file name is empty$", outs)
+    expect_error("file_name_empty_mask", base + ["-m", ""], 1, r"^attn: error: -m: the input file name is empty$")
+    expect_error("file_name_empty_cu_seqlens", ragged + ["--cu-seqlens-q", "", "--cu-seqlens-k", ck], 1,
+                 r"^attn: error: --cu-seqlens-q: the input file name is empty$")
     bad = os.path.join(TMP, "text.npy")
     with open(bad, "w") as f:
         f.write("hello, world\n")

@@ -107,6 +107,21 @@ class Check(Reporter):
         r = self.run(["-x", self.path("x.npy"), "--weights", p, "-o", self.path("good_out.npy")] + list(args))
         self.report(name, "" if r.returncode == 0 else "rc %d, stderr %r" % (r.returncode, r.stderr))
 
+    def bad_args(self, name, args, want, code=1, timeout=None):
+        """attn mha with `args` fails with `code`, one 'attn: error:' line
+        holding `want`, and no -o file (bad_out.npy)."""
+        out = self.path("bad_out.npy")
+        if os.path.exists(out):
+            os.remove(out)
+        try:
+            r = subprocess.run([self.attn, "mha"] + list(args) + ["-o", out], capture_output=True, text=True,
+                               timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return self.report(name, "still running after %g s" % timeout)
+        lines = r.stderr.strip().splitlines()
+        ok = r.returncode == code and len(lines) == 1 and lines[0].startswith("attn: error: ") and want in lines[0]
+        self.report(name, "" if ok and not os.path.exists(out) else "rc %d, stderr %r" % (r.returncode, r.stderr))
+
     def bad(self, name, data, want, args=("--heads", "2")):
         p = self.path("bad.safetensors")
         with open(p, "wb") as f:
@@ -583,6 +598,23 @@ def bad_files(c):
              r.stderr.startswith("attn: error: -o and -w name the same file") else "rc %d, %r" % (r.returncode, r.stderr))
 
 
+def bad_paths(c):
+    """Input paths that name no readable file: one error line each."""
+    layer = {"in_proj_weight": np.ones((24, 8)), "out_proj.weight": np.ones((8, 8))}
+    p = c.path("paths.safetensors")
+    with open(p, "wb") as f:
+        f.write(safetensors_bytes(layer))
+    x = c.path("x_paths.npy")
+    np.save(x, np.zeros((3, 8)))
+    # An empty name (an unset shell variable) is said to be empty: it was
+    # "-x : cannot open : ..." and "--weights : no such file or directory".
+    c.bad_args("error_x_name_empty", ["-x", "", "--weights", p, "--heads", "2"], "-x: the input file name is empty")
+    c.bad_args("error_key_name_empty", ["-x", x, "--key", "", "--weights", p, "--heads", "2"],
+               "--key: the input file name is empty")
+    c.bad_args("error_weights_name_empty", ["-x", x, "--weights", "", "--heads", "2"],
+               "--weights: the input file name is empty")
+
+
 def rank_sweeps(c, rng):
     """-x, --key, --value and every weight of three layers (PyTorch's packed
     one with bias_k/bias_v, a Llama-style block with biases, GQA and sinks,
@@ -675,6 +707,7 @@ def main():
     grouped_keys_cache(c, rng, R=64, L=200)  # KIVI's residual window: groups quantized as they leave it
     grouped_keys_cache(c, rng, R=128, L=200)
     bad_files(c)
+    bad_paths(c)
     rank_sweeps(c, rng)
     r = c.run(["-x", "x.npy"])
     c.report("error_usage", "" if r.returncode == 2 and "needs -x, --weights and --heads" in r.stderr else r.stderr)
