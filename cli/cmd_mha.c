@@ -4,9 +4,12 @@
 #include "cli.h"
 #include "safetensors.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const char MHA_USAGE[] =
     "usage: attn mha -x X.npy --weights DIR|FILE.safetensors --heads N [options]\n"
@@ -75,18 +78,37 @@ typedef struct weights {
     attn_tensor sinks;                  /* a 16-bit checkpoint's sinks widened to the input's dtype */
 } weights;
 
-/* The whole file at path, read into memory (NULL with *size 0 on failure). */
-static unsigned char *read_file(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    unsigned char *buf = NULL;
-    long n = -1;
-    *size = 0;
-    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n)
-        *size = (size_t)n;
-    else free(buf), buf = NULL;
-    if (f) fclose(f);
-    return buf;
+/* The whole of the regular file at path, into *bytes (malloc'd) and *size:
+ * 0, or EXIT_DATA after printing why. Opened without blocking, and refused
+ * unless a regular file: fopen of a FIFO waited for a writer that may never
+ * come, and a device has no size to read. */
+static int read_file(const char *path, unsigned char **bytes, size_t *size) {
+    struct stat sb;
+    *bytes = NULL, *size = 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return cli_error(EXIT_DATA, "--weights %s: cannot open it: %s", path, strerror(errno));
+    int e = fstat(fd, &sb) == 0 ? 0 : errno;
+    if (e || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return e ? cli_error(EXIT_DATA, "--weights %s: cannot stat it: %s", path, strerror(e))
+                 : cli_error(EXIT_DATA, "--weights %s is neither a regular file nor a directory", path);
+    }
+    size_t n = (size_t)sb.st_size, got = 0;
+    unsigned char *buf = malloc(n + 1);
+    ssize_t r = 1;
+    while (buf && got < n && (r = read(fd, buf + got, n - got)) != 0)
+        if (r > 0) got += (size_t)r;
+        else if (errno != EINTR) break;
+    e = r < 0 ? errno : 0;
+    close(fd);
+    if (buf && got == n) {
+        *bytes = buf, *size = n;
+        return 0;
+    }
+    free(buf);
+    return !buf ? cli_error(EXIT_DATA, "--weights %s: out of memory for its %zu bytes", path, n)
+           : e  ? cli_error(EXIT_DATA, "--weights %s: cannot read it: %s", path, strerror(e))
+                : cli_error(EXIT_DATA, "--weights %s changed while being read", path);
 }
 
 /* The prefix of the checkpoint's attention names: what comes before the
@@ -127,8 +149,8 @@ static int load_weights(weights *w, const char *path, const char *prefix_opt) {
         return 0;
     }
     size_t size;
-    unsigned char *bytes = read_file(path, &size);
-    if (!bytes) return cli_error(EXIT_DATA, "--weights %s: cannot read it", path);
+    unsigned char *bytes;
+    if ((code = read_file(path, &bytes, &size))) return code;
     char msg[512], prefix[1024];
     int rc = st_parse(&w->st, bytes, size, msg, sizeof msg);
     free(bytes);

@@ -2533,7 +2533,8 @@ ATTN_API void attn_set_verbose(int on);
 
 /* Read a NumPy .npy file (format versions 1.0, 2.0 and 3.0), C order,
  * little-endian, dtype '<f4', '<f8', '<f2' (ATTN_F16) or '|b1', rank
- * 0..ATTN_MAX_RANK.
+ * 0..ATTN_MAX_RANK. path must name a regular file: a FIFO, a device or a
+ * directory is ATTN_ERR_IO at once (a FIFO is not waited on for a writer).
  * On success *out is a C-contiguous tensor whose data the library allocated;
  * release it with attn_npy_free. On failure *out is zeroed.
  * Errors: ATTN_ERR_NULL, ATTN_ERR_IO, ATTN_ERR_NPY_HEADER,

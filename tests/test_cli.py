@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from scratch import scratch_dir
-from clicheck import RANKS, at_rank, rank_case_problems, run_expecting_error
+from clicheck import RANKS, at_rank, error_problems, rank_case_problems, run_expecting_error
 
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 ATTN = os.path.abspath(os.path.join(BUILD, "attn"))
@@ -233,6 +233,17 @@ def main():
     expect_error("file_name_empty_mask", base + ["-m", ""], 1, r"^attn: error: -m: the input file name is empty$")
     expect_error("file_name_empty_cu_seqlens", ragged + ["--cu-seqlens-q", "", "--cu-seqlens-k", ck], 1,
                  r"^attn: error: --cu-seqlens-q: the input file name is empty$")
+    # A FIFO that no one writes: fopen waited for a writer forever; it is
+    # refused at once, as any file that is not a regular one.
+    fifo = os.path.join(TMP, "fifo.npy")
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    try:
+        problems = error_problems(subprocess.run([ATTN, *with_q(fifo)], capture_output=True, text=True, cwd=TMP,
+                                                 timeout=30), 1, r"-q .*fifo\.npy: .*fifo\.npy is not a regular file")
+    except subprocess.TimeoutExpired:
+        problems = ["still waiting for a writer after 30 s"]
+    report("file_fifo_refused_without_waiting", not problems, "; ".join(problems))
     bad = os.path.join(TMP, "text.npy")
     with open(bad, "w") as f:
         f.write("hello, world\n")

@@ -613,6 +613,19 @@ def bad_paths(c):
                "--key: the input file name is empty")
     c.bad_args("error_weights_name_empty", ["-x", x, "--weights", "", "--heads", "2"],
                "--weights: the input file name is empty")
+    # A FIFO that no one writes, as --weights or as a weight in a directory:
+    # fopen waited for a writer forever; it is refused at once.
+    fifo = c.path("fifo.safetensors")
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    c.bad_args("error_weights_fifo", ["-x", x, "--weights", fifo, "--heads", "2"],
+               "fifo.safetensors is neither a regular file nor a directory", timeout=30)
+    d = c.path("fifo_dir")
+    os.makedirs(d, exist_ok=True)
+    if not os.path.exists(os.path.join(d, "in_proj_weight.npy")):
+        os.mkfifo(os.path.join(d, "in_proj_weight.npy"))
+    c.bad_args("error_weights_dir_fifo", ["-x", x, "--weights", d, "--heads", "2"],
+               "in_proj_weight.npy is not a regular file", timeout=30)
 
 
 def rank_sweeps(c, rng):

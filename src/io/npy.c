@@ -10,6 +10,7 @@
 #include "base/base.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,14 +320,22 @@ static attn_status io_error(attn_error *err, const char *what, const char *path)
 static attn_status open_npy(FILE **f, unsigned char **head, size_t *got, npy_layout *h, const char *path,
                             attn_error *err) {
     *f = NULL, *head = NULL, *got = 0;
+    /* Opened without blocking and refused unless a regular file: fopen of
+     * a FIFO waits for a writer, which may never come. */
     errno = 0;
-    FILE *file = fopen(path, "rb");
-    if (!file) return io_error(err, "cannot open", path);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return io_error(err, "cannot open", path);
     struct stat sb;
-    if (fstat(fileno(file), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         attn_status st = errno ? io_error(err, "cannot stat", path)
                                : attn_fail(err, ATTN_ERR_IO, "%s is not a regular file", path);
-        fclose(file);
+        close(fd);
+        return st;
+    }
+    FILE *file = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
+    if (!file) {
+        attn_status st = io_error(err, "cannot open", path);
+        close(fd);
         return st;
     }
     size_t file_size = (size_t)sb.st_size, head_size = NPY_MAX_HEADER + 12;
