@@ -153,6 +153,12 @@ def main():
     expect_error("usage_missing_q", ["sdpa", "-k", pk32, "-v", pv32, "-o", "out.npy"], 2, r"missing -q")
     expect_error("usage_unknown_option", base + ["--bogus"], 2, r"unknown argument '--bogus'")
     expect_error("usage_missing_value", ["sdpa", "-q", pq32, "-k", pk32, "-v"], 2, r"-v needs a value")
+    # attn bench hands its arguments to attn-bench: the 255th and after were
+    # dropped, and the run went on without them.
+    expect_error("usage_bench_too_many_arguments", ["bench"] + ["--quick"] * 255, 2,
+                 r"attn bench takes at most 254 arguments")
+    expect_error("usage_bench_mpi_too_many_arguments", ["bench", "--mpi"] + ["--quick"] * 254, 2,
+                 r"attn bench takes at most 254 arguments")
     expect_error("usage_scale_nan", base + ["--scale", "nan"], 2, r"--scale nan is not a finite number")
     expect_error("usage_scale_text", base + ["--scale", "big"], 2, r"--scale big is not a finite")
     expect_error("usage_causal_mode", base + ["--causal=sideways"], 2, r"top-left or bottom-right")
