@@ -136,7 +136,7 @@ static int load_weights(weights *w, const char *path, const char *prefix_opt) {
     memset(w, 0, sizeof *w);
     int code = cli_input_path("--weights", path);
     if (code) return code;
-    if (stat(path, &sb) != 0) return cli_error(EXIT_DATA, "--weights %s: no such file or directory", path);
+    if (stat(path, &sb) != 0) return cli_error(EXIT_DATA, "--weights %s: %s", path, strerror(errno));
     if (S_ISDIR(sb.st_mode)) { /* NAME.npy for each name */
         for (int p = 0; p < N_PARAMS; p++)
             for (int a = 0; a < 2 && NAMES[p][a] && !w->found[p]; a++) {

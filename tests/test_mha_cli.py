@@ -613,6 +613,16 @@ def bad_paths(c):
                "--key: the input file name is empty")
     c.bad_args("error_weights_name_empty", ["-x", x, "--weights", "", "--heads", "2"],
                "--weights: the input file name is empty")
+    # Why a path cannot be used is said as the system says it: every failure
+    # was "no such file or directory", also a path through a file or a loop
+    # of symbolic links.
+    c.bad_args("error_weights_not_a_directory", ["-x", x, "--weights", x + "/w.safetensors", "--heads", "2"],
+               "x_paths.npy/w.safetensors: Not a directory")
+    for a, b in (("loop_a", "loop_b"), ("loop_b", "loop_a")):
+        if not os.path.lexists(c.path(a)):
+            os.symlink(b, c.path(a))
+    c.bad_args("error_weights_symlink_loop", ["-x", x, "--weights", c.path("loop_a"), "--heads", "2"],
+               "loop_a: Too many levels of symbolic links")
     # A FIFO that no one writes, as --weights or as a weight in a directory:
     # fopen waited for a writer forever; it is refused at once.
     fifo = c.path("fifo.safetensors")
