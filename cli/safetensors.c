@@ -34,9 +34,10 @@ typedef struct range {
     const char *name;
 } range;
 
+/* By begin, then end: an empty range sorts before the one it starts. */
 static int by_begin(const void *a, const void *b) {
-    uint64_t x = ((const range *)a)->begin, y = ((const range *)b)->begin;
-    return x < y ? -1 : x > y;
+    const range *x = a, *y = b;
+    return x->begin != y->begin ? (x->begin < y->begin ? -1 : 1) : x->end < y->end ? -1 : x->end > y->end;
 }
 
 /* One header entry into f->tensors[f->count] (the data range checked against
@@ -181,18 +182,24 @@ int st_parse(st_file *f, const unsigned char *bytes, size_t size, char *msg, siz
         } else if (st_find(f, e->string)) rc = (snprintf(msg, n, "tensor '%s' appears twice", e->string), 1);
         else rc = entry(f, &ranges[f->count], e, bytes + 8 + hlen, size - 8 - hlen, msg, n);
     }
-    if (!rc) { /* the tensors tile the data: no two share a byte, and no byte is left over */
+    if (!rc) { /* the tensors tile the data: each starts where the one before it ends, and the last ends the data */
         uint64_t data_size = size - 8 - hlen, reached = 0; /* the tensors so far cover data[0, reached) */
         qsort(ranges, (size_t)f->count, sizeof *ranges, by_begin);
-        int last = -1; /* the non-empty range reaching furthest so far */
+        const char *prev = NULL; /* the tensor that ends at reached */
         for (int i = 0; i < f->count && !rc; i++) {
-            if (ranges[i].end == ranges[i].begin) continue;
-            if (last >= 0 && ranges[i].begin < ranges[last].end)
-                rc = (snprintf(msg, n, "tensors '%s' and '%s' overlap", ranges[last].name, ranges[i].name), 1);
-            else if (ranges[i].begin > reached) /* the format forbids holes: a file must be no polyglot */
+            const range *r = &ranges[i];
+            /* An empty tensor too: the format's own reader refuses one
+             * whose offset lies inside another tensor's bytes. */
+            if (r->begin < reached && r->begin == r->end)
+                rc = (snprintf(msg, n, "tensor '%s' is empty but its offset %llu lies inside tensor '%s'; an empty "
+                               "tensor sits where one tensor ends and the next begins", r->name,
+                               (unsigned long long)r->begin, prev), 1);
+            else if (r->begin < reached)
+                rc = (snprintf(msg, n, "tensors '%s' and '%s' overlap", prev, r->name), 1);
+            else if (r->begin > reached) /* the format forbids holes: a file must be no polyglot */
                 rc = (snprintf(msg, n, "bytes %llu to %llu of the data belong to no tensor; the format allows no holes",
-                               (unsigned long long)reached, (unsigned long long)ranges[i].begin - 1), 1);
-            if (last < 0 || ranges[i].end > ranges[last].end) last = i, reached = ranges[i].end;
+                               (unsigned long long)reached, (unsigned long long)r->begin - 1), 1);
+            reached = r->end, prev = r->name;
         }
         if (!rc && reached < data_size)
             rc = (snprintf(msg, n, "the data's last %llu bytes belong to no tensor; the format allows no holes",

@@ -580,6 +580,14 @@ def bad_files(c):
     c.bad("error_hole_between_tensors", safetensors_bytes(
         layer, edit=lambda t: t.replace(b"[1536, 2048]", b"[1544, 2056]")) + bytes(8),
         "bytes 1536 to 1543 of the data belong to no tensor")
+    # An empty tensor sits where one tensor ends and the next begins (as the
+    # format's own reader checks): inside another's bytes it was taken.
+    for at in (0, 1536, 2048):
+        c.layer_runs("empty_tensor_at_boundary_%d" % at, safetensors_bytes(layer, header_extra={
+            "e": {"dtype": "F64", "shape": [0, 4], "data_offsets": [at, at]}}))
+    c.bad("error_empty_tensor_inside_another", safetensors_bytes(layer, header_extra={
+        "e": {"dtype": "F64", "shape": [0], "data_offsets": [8, 8]}}),
+        "tensor 'e' is empty but its offset 8 lies inside tensor 'in_proj_weight'")
     c.bad("error_header_not_utf8", safetensors_bytes(layer, header_extra={"__metadata__": {"note": "x"}},
                                                      edit=lambda t: t.replace(b'"x"', b'"\xff"')), "not UTF-8")
     c.bad("error_header_overlong_utf8", safetensors_bytes(layer, header_extra={"__metadata__": {"note": "x"}},
