@@ -161,7 +161,11 @@ static int load_weights(weights *w, const char *path, const char *prefix_opt) {
         for (int a = 0; a < 2 && NAMES[p][a] && !w->found[p]; a++) {
             char name[2048];
             snprintf(name, sizeof name, "%s%s", prefix, NAMES[p][a]);
-            w->found[p] = st_find(&w->st, name);
+            const st_tensor *t = st_find(&w->st, name);
+            if (t && !t->loaded)
+                return cli_error(EXIT_DATA, "--weights %s: tensor '%s' has dtype %s; attn reads F64, F32, F16 and BF16",
+                                 path, name, t->dtype);
+            w->found[p] = t ? &t->t : NULL;
         }
     return 0;
 }

@@ -535,7 +535,11 @@ def bad_files(c):
         "a": {"dtype": "F64", "shape": [6, 2], "data_offsets": [0, 96]},
         "b": {"dtype": "F64", "shape": [2, 2], "data_offsets": [64, 96]}}), "overlap")
     c.bad("error_dtype", safetensors_bytes({"a": w}, header_override={
-        "a": {"dtype": "I64", "shape": [6, 2], "data_offsets": [0, 96]}}), "dtype I64")
+        "in_proj_weight": {"dtype": "I64", "shape": [6, 2], "data_offsets": [0, 96]}}),
+        "tensor 'in_proj_weight' has dtype I64; attn reads F64, F32, F16 and BF16")
+    c.bad("error_dtype_not_in_format", safetensors_bytes({"a": w}, header_override={
+        "a": {"dtype": "Q4_K", "shape": [6, 2], "data_offsets": [0, 96]}}),
+        "tensor 'a' has dtype Q4_K, which the safetensors format does not have")
     c.bad("error_negative_dimension", safetensors_bytes({"a": w}, header_override={
         "a": {"dtype": "F64", "shape": [-6, 2], "data_offsets": [0, 96]}}), "not a whole number")
     c.bad("error_no_projection", good.replace(b"in_proj_weight", b"zz_proj_weight"), "neither in_proj_weight")
@@ -588,6 +592,22 @@ def bad_files(c):
     c.bad("error_empty_tensor_inside_another", safetensors_bytes(layer, header_extra={
         "e": {"dtype": "F64", "shape": [0], "data_offsets": [8, 8]}}),
         "tensor 'e' is empty but its offset 8 lies inside tensor 'in_proj_weight'")
+    # Tensors of the format's other dtypes beside the layer (a checkpoint's
+    # int64 position_ids, a bool mask, fp8 scales, 4-bit codes): checked as
+    # any tensor is, not read; each refused the whole file.
+    extra = {"position_ids": ("I64", [1, 5], 40), "mask": ("BOOL", [3, 3], 9), "scale": ("F8_E4M3", [4], 4),
+             "codes": ("F4", [2, 3], 3), "rank6": ("I8", [1, 1, 1, 1, 1, 2], 2)}
+    def with_extra(t, extra=extra):
+        h, end = json.loads(t), 2048
+        for name, (dt, shape, n) in extra.items():
+            h[name] = {"dtype": dt, "shape": shape, "data_offsets": [end, end + n]}
+            end += n
+        return json.dumps(h).encode()
+    c.layer_runs("other_dtypes_beside_the_layer_not_read", safetensors_bytes(layer, edit=with_extra) + bytes(58))
+    c.bad("error_other_dtype_bytes_do_not_match", safetensors_bytes(
+        layer, edit=lambda t: with_extra(t, {"ids": ("I32", [3], 8)})) + bytes(8), "'ids' has 8 bytes of data but")
+    c.bad("error_sub_byte_dtype_not_whole_bytes", safetensors_bytes(
+        layer, edit=lambda t: with_extra(t, {"codes": ("F6_E2M3", [3], 3)})) + bytes(3), "not a whole number of bytes")
     c.bad("error_header_not_utf8", safetensors_bytes(layer, header_extra={"__metadata__": {"note": "x"}},
                                                      edit=lambda t: t.replace(b'"x"', b'"\xff"')), "not UTF-8")
     c.bad("error_header_overlong_utf8", safetensors_bytes(layer, header_extra={"__metadata__": {"note": "x"}},
