@@ -64,6 +64,18 @@ static int entry(st_file *f, range *r, const cJSON *e, const unsigned char *data
     const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
     if (!cJSON_IsObject(e) || !cJSON_IsString(dt) || !cJSON_IsArray(shape) || !cJSON_IsArray(off))
         return snprintf(msg, n, "tensor '%s' needs a dtype string, a shape array and a data_offsets array", name), 1;
+    /* Each field once: cJSON finds the first of two "dtype"s, where the
+     * format's reader refuses the entry (one file, two readings). */
+    static const char *const FIELDS[3] = {"dtype", "shape", "data_offsets"};
+    const cJSON *field;
+    bool seen[3] = {false, false, false};
+    cJSON_ArrayForEach(field, e) {
+        for (int k = 0; k < 3; k++) {
+            if (strcmp(field->string, FIELDS[k]) != 0) continue;
+            if (seen[k]) return snprintf(msg, n, "tensor '%s' gives its %s twice", name, FIELDS[k]), 1;
+            seen[k] = true;
+        }
+    }
     size_t t = 0;
     while (t < sizeof DTYPES / sizeof *DTYPES && strcmp(dt->valuestring, DTYPES[t].name) != 0) t++;
     if (t == sizeof DTYPES / sizeof *DTYPES)

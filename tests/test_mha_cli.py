@@ -608,6 +608,10 @@ def bad_files(c):
         layer, edit=lambda t: with_extra(t, {"ids": ("I32", [3], 8)})) + bytes(8), "'ids' has 8 bytes of data but")
     c.bad("error_sub_byte_dtype_not_whole_bytes", safetensors_bytes(
         layer, edit=lambda t: with_extra(t, {"codes": ("F6_E2M3", [3], 3)})) + bytes(3), "not a whole number of bytes")
+    for field, value in (("dtype", b'"F32"'), ("shape", b"[2048]"), ("data_offsets", b"[0, 1536]")):
+        c.bad("error_tensor_gives_%s_twice" % field, safetensors_bytes(layer, edit=lambda t, f=field, v=value: t.replace(
+            b'"in_proj_weight": {', b'"in_proj_weight": {"%s": %s, ' % (f.encode(), v), 1)),
+            "tensor 'in_proj_weight' gives its %s twice" % field)
     c.bad("error_header_not_utf8", safetensors_bytes(layer, header_extra={"__metadata__": {"note": "x"}},
                                                      edit=lambda t: t.replace(b'"x"', b'"\xff"')), "not UTF-8")
     c.bad("error_header_overlong_utf8", safetensors_bytes(layer, header_extra={"__metadata__": {"note": "x"}},
