@@ -141,8 +141,14 @@ static int load_weights(weights *w, const char *path, const char *prefix_opt) {
         for (int p = 0; p < N_PARAMS; p++)
             for (int a = 0; a < 2 && NAMES[p][a] && !w->found[p]; a++) {
                 char file[4096];
-                snprintf(file, sizeof file, "%s/%s%s.npy", path, prefix_opt ? prefix_opt : "", NAMES[p][a]);
-                if (stat(file, &sb) != 0) continue;
+                int len = snprintf(file, sizeof file, "%s/%s%s.npy", path, prefix_opt ? prefix_opt : "", NAMES[p][a]);
+                if (len < 0 || (size_t)len >= sizeof file)
+                    return cli_error(EXIT_DATA, "--weights %s: the path of %s%s.npy in it is too long", path,
+                                     prefix_opt ? prefix_opt : "", NAMES[p][a]);
+                /* Absent only when no such name is there: a dangling link or
+                 * an unreadable file was taken for an absent optional bias,
+                 * and the layer ran without it. */
+                if (lstat(file, &sb) != 0 && errno == ENOENT) continue;
                 if ((code = cli_read_npy(&w->npy[p], "--weights", file))) return code;
                 w->found[p] = &w->npy[p];
             }

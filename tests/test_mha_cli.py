@@ -655,6 +655,19 @@ def bad_paths(c):
             os.symlink(b, c.path(a))
     c.bad_args("error_weights_symlink_loop", ["-x", x, "--weights", c.path("loop_a"), "--heads", "2"],
                "loop_a: Too many levels of symbolic links")
+    # In a directory of weights, an optional weight whose name is there but
+    # cannot be read (a dangling link) was taken as absent, and the layer ran
+    # without it.
+    d = c.path("dangling_dir")
+    os.makedirs(d, exist_ok=True)
+    np.save(os.path.join(d, "in_proj_weight.npy"), np.ones((24, 8)))
+    np.save(os.path.join(d, "out_proj.weight.npy"), np.ones((8, 8)))
+    if not os.path.lexists(os.path.join(d, "in_proj_bias.npy")):
+        os.symlink("no_such_bias.npy", os.path.join(d, "in_proj_bias.npy"))
+    c.bad_args("error_weights_dir_dangling_bias", ["-x", x, "--weights", d, "--heads", "2"],
+               "in_proj_bias.npy: cannot open")
+    c.bad_args("error_weights_dir_path_too_long", ["-x", x, "--weights", d, "--heads", "2", "--prefix", "p" * 5000],
+               "is too long")
     # A FIFO that no one writes, as --weights or as a weight in a directory:
     # fopen waited for a writer forever; it is refused at once.
     fifo = c.path("fifo.safetensors")
