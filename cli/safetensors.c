@@ -192,6 +192,10 @@ int st_parse(st_file *f, const unsigned char *bytes, size_t size, char *msg, siz
     long long bad = first_non_utf8(bytes + 8, (size_t)hlen);
     if (bad >= 0) return snprintf(msg, n, "the header is not UTF-8: byte %lld (0x%02x) starts no character", bad + 8,
                                   bytes[8 + bad]), 1;
+    /* cJSON skips a byte-order mark (RFC 8259 lets a parser ignore one);
+     * the format's reader (serde_json) refuses the header. */
+    if (hlen >= 3 && memcmp(bytes + 8, "\xef\xbb\xbf", 3) == 0)
+        return snprintf(msg, n, "the header starts with a UTF-8 byte-order mark, which the format's own reader refuses"), 1;
     const char *text = (const char *)bytes + 8, *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, (size_t)hlen, &end, 0);
     if (!cJSON_IsObject(root)) return cJSON_Delete(root), snprintf(msg, n, "the header is not a JSON object"), 1;

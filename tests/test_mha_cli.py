@@ -612,6 +612,8 @@ def bad_files(c):
         c.bad("error_tensor_gives_%s_twice" % field, safetensors_bytes(layer, edit=lambda t, f=field, v=value: t.replace(
             b'"in_proj_weight": {', b'"in_proj_weight": {"%s": %s, ' % (f.encode(), v), 1)),
             "tensor 'in_proj_weight' gives its %s twice" % field)
+    c.bad("error_header_byte_order_mark", safetensors_bytes(layer, edit=lambda t: b"\xef\xbb\xbf" + t),
+          "the header starts with a UTF-8 byte-order mark")
     c.bad("error_header_not_utf8", safetensors_bytes(layer, header_extra={"__metadata__": {"note": "x"}},
                                                      edit=lambda t: t.replace(b'"x"', b'"\xff"')), "not UTF-8")
     c.bad("error_header_overlong_utf8", safetensors_bytes(layer, header_extra={"__metadata__": {"note": "x"}},
