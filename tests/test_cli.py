@@ -273,8 +273,24 @@ def main():
         expect_error("file_header_control_byte_" + label, with_q(raw_npy("ctl.npy", header, data)), 1,
                      r"ctl\.npy: header has the control byte 0x%02x at offset %d" % (ord(header[offset - 10]), offset),
                      outs)
-    expect_error("file_big_endian", with_q(raw_npy("be.npy", good.replace("<f4", ">f4"), data)), 1,
-                 r"be\.npy: big-endian", outs)
+    # Big-endian data (x.astype('>f4'), as NumPy saves data from a big-endian
+    # source) is read as NumPy reads it: the same output as little-endian.
+    # It was refused ("save as little-endian").
+    for name, a in (("q_be.npy", q32.astype(">f4")), ("k_be.npy", k32.astype(">f2")), ("v_be.npy", v32.astype(">f4"))):
+        np.save(os.path.join(TMP, name), a)
+    np.save(os.path.join(TMP, "k_le16.npy"), k32.astype("<f2"))
+    rb = attn("sdpa", "-q", "q_be.npy", "-k", "k_be.npy", "-v", "v_be.npy", "-o", "obe.npy")
+    rl = attn("sdpa", "-q", pq32, "-k", "k_le16.npy", "-v", pv32, "-o", "ole.npy")
+    report("file_big_endian_read_as_numpy_reads_it", rb.returncode == 0 and rl.returncode == 0 and
+           np.array_equal(np.load(os.path.join(TMP, "obe.npy")), np.load(os.path.join(TMP, "ole.npy"))),
+           rb.stderr + rl.stderr)
+    ragged_be = ["sdpa", "-q", qp, "-k", kp, "-v", kp, "--causal=bottom-right"]
+    rb = attn(*ragged_be, "-o", "out_be.npy", "--cu-seqlens-q", save("cq_be.npy", np.array([0, 3, 3, 8], ">i8")),
+              "--cu-seqlens-k", save("ck_be.npy", np.array([0, 5, 9, 9], ">i4")))
+    rl = attn(*ragged_be, "-o", "out_le.npy", "--cu-seqlens-q", cq, "--cu-seqlens-k", ck)
+    report("file_big_endian_offsets_read", rb.returncode == 0 and rl.returncode == 0 and
+           np.array_equal(np.load(os.path.join(TMP, "out_be.npy")), np.load(os.path.join(TMP, "out_le.npy"))),
+           rb.stderr + rl.stderr)
     expect_error("file_int64", with_q(raw_npy("i8.npy", good.replace("<f4", "<i8"), data * 2)), 1,
                  r"i8\.npy: integer arrays \('<i8'\) are not supported; save floats", outs)
     expect_error("file_object", with_q(raw_npy("obj.npy", good.replace("<f4", "|O"), data * 2)), 1,
