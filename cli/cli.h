@@ -60,6 +60,16 @@ bool cli_parse_seed(const char *text, uint64_t *out);
  * last one there, under the first one's name. */
 bool cli_same_file(const char *a, const char *b);
 
+/* Read the .npy file that option `flag` names into *t (freed with
+ * attn_npy_free; zeroed on failure), or into the int64 offsets *values
+ * (freed with free). 0, or EXIT_DATA after printing "FLAG PATH: problem".
+ * An empty path (an unset shell variable, -q "$Q") is said to be empty:
+ * opening "" said "-q : cannot open : No such file or directory". */
+int cli_read_npy(attn_tensor *t, const char *flag, const char *path);
+int cli_read_npy_i64(int64_t **values, int64_t *count, const char *flag, const char *path);
+/* 0, or EXIT_DATA after printing that input option `flag`'s path is empty. */
+int cli_input_path(const char *flag, const char *path);
+
 /* Format a tensor's shape as "(2, 3)". */
 const char *cli_shape(char *buf, size_t size, const attn_tensor *t);
 

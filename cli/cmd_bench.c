@@ -18,12 +18,18 @@ int cmd_bench(int argc, char **argv, const char *self) {
     if (snprintf(path, sizeof path, "%.*s%s", dir, self, program) >= (int)sizeof path)
         return cli_error(EXIT_USAGE, "the path of attn is too long");
     if (!slash) strcpy(path, program); /* found on PATH, like attn itself */
+    /* The program, "bench" for attn-mpi, the arguments but --mpi, NULL: an
+     * argument past what args holds is refused, never dropped (the 256th
+     * and after were, and the run went on without them). */
     char *args[256];
-    int n = 0;
+    int n = 0, max = (int)(sizeof args / sizeof *args) - 1;
     args[n++] = path;
     if (mpi) args[n++] = (char *)"bench";
-    for (int i = 1; i < argc && n < 255; i++)
-        if (strcmp(argv[i], "--mpi") != 0) args[n++] = argv[i];
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--mpi") == 0) continue;
+        if (n == max) return cli_error(EXIT_USAGE, "attn bench takes at most %d arguments", max - 1);
+        args[n++] = argv[i];
+    }
     args[n] = NULL;
     fflush(stdout);
     if (slash) execv(path, args);

@@ -265,8 +265,8 @@ static int parse_args(int argc, char **argv, explain_args *a) {
 static int load_matrix(const char *flag, const char *path, int *rows, int *cols, double **out) {
     attn_tensor t;
     attn_error err;
-    if (attn_npy_read(&t, path, &err)) return cli_error(EXIT_DATA, "%s %s: %s", flag, path, err.message);
-    int code = 0;
+    int code = cli_read_npy(&t, flag, path);
+    if (code) return code;
     char shape[64];
     if (t.rank != 2 || t.dtype == ATTN_BOOL || t.shape[0] < 1 || t.shape[1] < 1 ||
         t.shape[0] > 4096 || t.shape[1] > 4096) {

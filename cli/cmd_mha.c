@@ -4,9 +4,12 @@
 #include "cli.h"
 #include "safetensors.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const char MHA_USAGE[] =
     "usage: attn mha -x X.npy --weights DIR|FILE.safetensors --heads N [options]\n"
@@ -76,18 +79,37 @@ typedef struct weights {
     attn_tensor sinks;                  /* a 16-bit checkpoint's sinks widened to the input's dtype */
 } weights;
 
-/* The whole file at path, read into memory (NULL with *size 0 on failure). */
-static unsigned char *read_file(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    unsigned char *buf = NULL;
-    long n = -1;
-    *size = 0;
-    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n)
-        *size = (size_t)n;
-    else free(buf), buf = NULL;
-    if (f) fclose(f);
-    return buf;
+/* The whole of the regular file at path, into *bytes (malloc'd) and *size:
+ * 0, or EXIT_DATA after printing why. Opened without blocking, and refused
+ * unless a regular file: fopen of a FIFO waited for a writer that may never
+ * come, and a device has no size to read. */
+static int read_file(const char *path, unsigned char **bytes, size_t *size) {
+    struct stat sb;
+    *bytes = NULL, *size = 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return cli_error(EXIT_DATA, "--weights %s: cannot open it: %s", path, strerror(errno));
+    int e = fstat(fd, &sb) == 0 ? 0 : errno;
+    if (e || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return e ? cli_error(EXIT_DATA, "--weights %s: cannot stat it: %s", path, strerror(e))
+                 : cli_error(EXIT_DATA, "--weights %s is neither a regular file nor a directory", path);
+    }
+    size_t n = (size_t)sb.st_size, got = 0;
+    unsigned char *buf = malloc(n + 1);
+    ssize_t r = 1;
+    while (buf && got < n && (r = read(fd, buf + got, n - got)) != 0)
+        if (r > 0) got += (size_t)r;
+        else if (errno != EINTR) break;
+    e = r < 0 ? errno : 0;
+    close(fd);
+    if (buf && got == n) {
+        *bytes = buf, *size = n;
+        return 0;
+    }
+    free(buf);
+    return !buf ? cli_error(EXIT_DATA, "--weights %s: out of memory for its %zu bytes", path, n)
+           : e  ? cli_error(EXIT_DATA, "--weights %s: cannot read it: %s", path, strerror(e))
+                : cli_error(EXIT_DATA, "--weights %s changed while being read", path);
 }
 
 /* The prefix of the checkpoint's attention names: what comes before the
@@ -113,22 +135,29 @@ static int find_prefix(char *prefix, size_t size, const st_file *st) {
 static int load_weights(weights *w, const char *path, const char *prefix_opt) {
     struct stat sb;
     memset(w, 0, sizeof *w);
-    if (stat(path, &sb) != 0) return cli_error(EXIT_DATA, "--weights %s: no such file or directory", path);
+    int code = cli_input_path("--weights", path);
+    if (code) return code;
+    if (stat(path, &sb) != 0) return cli_error(EXIT_DATA, "--weights %s: %s", path, strerror(errno));
     if (S_ISDIR(sb.st_mode)) { /* NAME.npy for each name */
         for (int p = 0; p < N_PARAMS; p++)
             for (int a = 0; a < 2 && NAMES[p][a] && !w->found[p]; a++) {
                 char file[4096];
-                snprintf(file, sizeof file, "%s/%s%s.npy", path, prefix_opt ? prefix_opt : "", NAMES[p][a]);
-                attn_error err;
-                if (stat(file, &sb) != 0) continue;
-                if (attn_npy_read(&w->npy[p], file, &err)) return cli_error(EXIT_DATA, "%s: %s", file, err.message);
+                int len = snprintf(file, sizeof file, "%s/%s%s.npy", path, prefix_opt ? prefix_opt : "", NAMES[p][a]);
+                if (len < 0 || (size_t)len >= sizeof file)
+                    return cli_error(EXIT_DATA, "--weights %s: the path of %s%s.npy in it is too long", path,
+                                     prefix_opt ? prefix_opt : "", NAMES[p][a]);
+                /* Absent only when no such name is there: a dangling link or
+                 * an unreadable file was taken for an absent optional bias,
+                 * and the layer ran without it. */
+                if (lstat(file, &sb) != 0 && errno == ENOENT) continue;
+                if ((code = cli_read_npy(&w->npy[p], "--weights", file))) return code;
                 w->found[p] = &w->npy[p];
             }
         return 0;
     }
     size_t size;
-    unsigned char *bytes = read_file(path, &size);
-    if (!bytes) return cli_error(EXIT_DATA, "--weights %s: cannot read it", path);
+    unsigned char *bytes;
+    if ((code = read_file(path, &bytes, &size))) return code;
     char msg[512], prefix[1024];
     int rc = st_parse(&w->st, bytes, size, msg, sizeof msg);
     free(bytes);
@@ -139,7 +168,11 @@ static int load_weights(weights *w, const char *path, const char *prefix_opt) {
         for (int a = 0; a < 2 && NAMES[p][a] && !w->found[p]; a++) {
             char name[2048];
             snprintf(name, sizeof name, "%s%s", prefix, NAMES[p][a]);
-            w->found[p] = st_find(&w->st, name);
+            const st_tensor *t = st_find(&w->st, name);
+            if (t && !t->loaded)
+                return cli_error(EXIT_DATA, "--weights %s: tensor '%s' has dtype %s; attn reads F64, F32, F16 and BF16",
+                                 path, name, t->dtype);
+            w->found[p] = t ? &t->t : NULL;
         }
     return 0;
 }
@@ -350,9 +383,7 @@ static int run(const mha_args *a) {
      * and the weights' shape has room for three. */
     for (int i = 0; i < 3 && !code; i++) {
         char shape[128];
-        if (attn_npy_read(in[i], paths[i], &err))
-            code = cli_error(EXIT_DATA, "%s %s: %s", FLAGS[i], paths[i], err.message);
-        else if (in[i]->rank != 2 && in[i]->rank != 3)
+        if (!(code = cli_read_npy(in[i], FLAGS[i], paths[i])) && in[i]->rank != 2 && in[i]->rank != 3)
             code = cli_error(EXIT_DATA, "%s %s has shape %s: attn mha takes (L, E), or batch-first (N, L, E)",
                              FLAGS[i], paths[i], cli_shape(shape, sizeof shape, in[i]));
     }

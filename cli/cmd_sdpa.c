@@ -122,13 +122,6 @@ typedef struct input {
     attn_tensor t;
 } input;
 
-static int read_input(input *in) {
-    attn_error err;
-    if (attn_npy_read(&in->t, in->path, &err) != ATTN_OK)
-        return cli_error(EXIT_DATA, "%s %s: %s", in->flag, in->path, err.message);
-    return 0;
-}
-
 /* "q=q.npy (2, 3, 8), k=k.npy (2, 5, 8), ..." for error messages. */
 static void describe_inputs(char *buf, size_t size, const input *in, int n) {
     size_t used = 0;
@@ -447,9 +440,7 @@ static int run_varlen(input *in, cli_output *outs, const attn_sdpa_options *opts
     static const char *const FLAG[2] = {"--cu-seqlens-q", "--cu-seqlens-k"};
     int code = 0;
     for (int i = 0; i < 2 && !code; i++)
-        if (attn_npy_read_i64(&cu[i], &n[i], cu_path[i], &err))
-            code = cli_error(EXIT_DATA, "%s %s: %s", FLAG[i], cu_path[i], err.message);
-        else if (n[i] < 1)
+        if (!(code = cli_read_npy_i64(&cu[i], &n[i], FLAG[i], cu_path[i])) && n[i] < 1)
             code = cli_error(EXIT_DATA, "%s %s holds no offset; a batch of B sequences has B+1", FLAG[i], cu_path[i]);
     if (!code && n[0] != n[1])
         code = cli_error(EXIT_DATA, "%s has %lld offsets but %s has %lld; both have one per sequence and one more",
@@ -559,7 +550,7 @@ static int run_grouped(input *in, cli_output *outs, attn_sdpa_options *opts, att
 static int run(input *in, cli_output *outs, attn_sdpa_options *opts, attn_dtype kv_store, bool alibi) {
     int code;
     for (int i = 0; i < N_INPUTS; i++)
-        if (in[i].path && (code = read_input(&in[i]))) return code;
+        if (in[i].path && (code = cli_read_npy(&in[i].t, in[i].flag, in[i].path))) return code;
     if ((code = check_dtypes(in, 5))) return code;
     /* ALiBi: the paper's slopes for q's heads, or the caller's (any float dtype). */
     double slopes[4096];

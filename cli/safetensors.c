@@ -11,9 +11,9 @@ void st_free(st_file *f) {
     if (f) free(f->tensors), f->tensors = NULL, f->count = 0;
 }
 
-const attn_tensor *st_find(const st_file *f, const char *name) {
+const st_tensor *st_find(const st_file *f, const char *name) {
     for (int i = 0; i < f->count; i++)
-        if (strcmp(f->tensors[i].name, name) == 0) return &f->tensors[i].t;
+        if (strcmp(f->tensors[i].name, name) == 0) return &f->tensors[i];
     return NULL;
 }
 
@@ -34,10 +34,26 @@ typedef struct range {
     const char *name;
 } range;
 
+/* By begin, then end: an empty range sorts before the one it starts. */
 static int by_begin(const void *a, const void *b) {
-    uint64_t x = ((const range *)a)->begin, y = ((const range *)b)->begin;
-    return x < y ? -1 : x > y;
+    const range *x = a, *y = b;
+    return x->begin != y->begin ? (x->begin < y->begin ? -1 : 1) : x->end < y->end ? -1 : x->end > y->end;
 }
+
+/* The format's dtypes, with their bits per element; attn reads the first
+ * four. A tensor of another is checked like any (its bytes match its
+ * shape and tile the data) but not read: a checkpoint's int64 position_ids
+ * or bool masks beside the attention weights refused the whole file. */
+typedef struct st_dtype {
+    const char *name;
+    unsigned bits;
+    attn_dtype type; /* 0: not read */
+} st_dtype;
+static const st_dtype DTYPES[] = {
+    {"F64", 64, ATTN_F64}, {"F32", 32, ATTN_F32}, {"F16", 16, ATTN_F16}, {"BF16", 16, ATTN_BF16},
+    {"BOOL", 8, 0}, {"U8", 8, 0}, {"I8", 8, 0}, {"F8_E5M2", 8, 0}, {"F8_E4M3", 8, 0}, {"F8_E8M0", 8, 0},
+    {"I16", 16, 0}, {"U16", 16, 0}, {"I32", 32, 0}, {"U32", 32, 0}, {"I64", 64, 0}, {"U64", 64, 0},
+    {"C64", 64, 0}, {"F4", 4, 0}, {"F6_E2M3", 6, 0}, {"F6_E3M2", 6, 0}};
 
 /* One header entry into f->tensors[f->count] (the data range checked against
  * the shape and the data's size). */
@@ -48,19 +64,33 @@ static int entry(st_file *f, range *r, const cJSON *e, const unsigned char *data
     const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
     if (!cJSON_IsObject(e) || !cJSON_IsString(dt) || !cJSON_IsArray(shape) || !cJSON_IsArray(off))
         return snprintf(msg, n, "tensor '%s' needs a dtype string, a shape array and a data_offsets array", name), 1;
-    static const char *const NAMES[4] = {"F64", "F32", "F16", "BF16"};
-    static const attn_dtype TYPES[4] = {ATTN_F64, ATTN_F32, ATTN_F16, ATTN_BF16};
-    int t = 0;
-    while (t < 4 && strcmp(dt->valuestring, NAMES[t]) != 0) t++;
-    if (t == 4) return snprintf(msg, n, "tensor '%s' has dtype %s; attn reads F64, F32, F16 and BF16", name, dt->valuestring), 1;
+    /* Each field once: cJSON finds the first of two "dtype"s, where the
+     * format's reader refuses the entry (one file, two readings). */
+    static const char *const FIELDS[3] = {"dtype", "shape", "data_offsets"};
+    const cJSON *field;
+    bool seen[3] = {false, false, false};
+    cJSON_ArrayForEach(field, e) {
+        for (int k = 0; k < 3; k++) {
+            if (strcmp(field->string, FIELDS[k]) != 0) continue;
+            if (seen[k]) return snprintf(msg, n, "tensor '%s' gives its %s twice", name, FIELDS[k]), 1;
+            seen[k] = true;
+        }
+    }
+    size_t t = 0;
+    while (t < sizeof DTYPES / sizeof *DTYPES && strcmp(dt->valuestring, DTYPES[t].name) != 0) t++;
+    if (t == sizeof DTYPES / sizeof *DTYPES)
+        return snprintf(msg, n, "tensor '%s' has dtype %s, which the safetensors format does not have", name,
+                        dt->valuestring), 1;
+    const st_dtype *type = &DTYPES[t];
     int rank = cJSON_GetArraySize(shape);
-    if (rank > ATTN_MAX_RANK) return snprintf(msg, n, "tensor '%s' has %d dimensions; at most %d", name, rank, ATTN_MAX_RANK), 1;
+    if (type->type && rank > ATTN_MAX_RANK)
+        return snprintf(msg, n, "tensor '%s' has %d dimensions; at most %d", name, rank, ATTN_MAX_RANK), 1;
     int64_t dims[ATTN_MAX_RANK];
     uint64_t count = 1, d, b, en;
     for (int i = 0; i < rank; i++) {
         if (!whole(cJSON_GetArrayItem(shape, i), &d))
             return snprintf(msg, n, "tensor '%s' has a dimension that is not a whole number", name), 1;
-        dims[i] = (int64_t)d;
+        if (i < ATTN_MAX_RANK) dims[i] = (int64_t)d;
         if (d && count > UINT64_MAX / 8 / d) return snprintf(msg, n, "tensor '%s' is too large", name), 1;
         count *= d;
     }
@@ -68,21 +98,26 @@ static int entry(st_file *f, range *r, const cJSON *e, const unsigned char *data
         b > en || en > data_size)
         return snprintf(msg, n, "tensor '%s' has data_offsets outside the %llu bytes of data", name,
                         (unsigned long long)data_size), 1;
-    uint64_t bytes = count * attn_dtype_size(TYPES[t]);
+    /* count * bits / 8 without overflow (count * 8 fits): whole bytes only */
+    uint64_t bytes = count / 8 * type->bits + count % 8 * type->bits / 8;
+    if (count % 8 * type->bits % 8)
+        return snprintf(msg, n, "tensor '%s' has %llu elements of %u bits: not a whole number of bytes", name,
+                        (unsigned long long)count, type->bits), 1;
     if (en - b != bytes)
         return snprintf(msg, n, "tensor '%s' has %llu bytes of data but its shape needs %llu", name,
                         (unsigned long long)(en - b), (unsigned long long)bytes), 1;
     /* An empty shape's other dimensions still make its strides: (0, 2^53,
      * 2^53) has no bytes, but no tensor can describe it. */
-    attn_tensor view;
-    if (attn_tensor_init(&view, NULL, TYPES[t], rank, dims, NULL, NULL))
+    attn_tensor view = {0};
+    if (type->type && attn_tensor_init(&view, NULL, type->type, rank, dims, NULL, NULL))
         return snprintf(msg, n, "tensor '%s' has a shape whose element count overflows 64 bits", name), 1;
     st_tensor *st = &f->tensors[f->count];
     char *copied = strdup(name);
-    void *copy = malloc(bytes ? bytes : 1);
-    if (!copied || !copy) return free(copied), free(copy), snprintf(msg, n, "out of memory reading tensor '%s'", name), 1;
-    memcpy(copy, data + b, bytes);
-    st->name = copied, st->t = view, st->t.data = copy;
+    void *copy = type->type ? malloc(bytes ? bytes : 1) : NULL;
+    if (!copied || (type->type && !copy))
+        return free(copied), free(copy), snprintf(msg, n, "out of memory reading tensor '%s'", name), 1;
+    if (copy) memcpy(copy, data + b, bytes);
+    st->name = copied, st->dtype = type->name, st->loaded = type->type != 0, st->t = view, st->t.data = copy;
     f->count++;
     *r = (range){b, en, st->name};
     return 0;
@@ -157,6 +192,10 @@ int st_parse(st_file *f, const unsigned char *bytes, size_t size, char *msg, siz
     long long bad = first_non_utf8(bytes + 8, (size_t)hlen);
     if (bad >= 0) return snprintf(msg, n, "the header is not UTF-8: byte %lld (0x%02x) starts no character", bad + 8,
                                   bytes[8 + bad]), 1;
+    /* cJSON skips a byte-order mark (RFC 8259 lets a parser ignore one);
+     * the format's reader (serde_json) refuses the header. */
+    if (hlen >= 3 && memcmp(bytes + 8, "\xef\xbb\xbf", 3) == 0)
+        return snprintf(msg, n, "the header starts with a UTF-8 byte-order mark, which the format's own reader refuses"), 1;
     const char *text = (const char *)bytes + 8, *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, (size_t)hlen, &end, 0);
     if (!cJSON_IsObject(root)) return cJSON_Delete(root), snprintf(msg, n, "the header is not a JSON object"), 1;
@@ -181,18 +220,24 @@ int st_parse(st_file *f, const unsigned char *bytes, size_t size, char *msg, siz
         } else if (st_find(f, e->string)) rc = (snprintf(msg, n, "tensor '%s' appears twice", e->string), 1);
         else rc = entry(f, &ranges[f->count], e, bytes + 8 + hlen, size - 8 - hlen, msg, n);
     }
-    if (!rc) { /* the tensors tile the data: no two share a byte, and no byte is left over */
+    if (!rc) { /* the tensors tile the data: each starts where the one before it ends, and the last ends the data */
         uint64_t data_size = size - 8 - hlen, reached = 0; /* the tensors so far cover data[0, reached) */
         qsort(ranges, (size_t)f->count, sizeof *ranges, by_begin);
-        int last = -1; /* the non-empty range reaching furthest so far */
+        const char *prev = NULL; /* the tensor that ends at reached */
         for (int i = 0; i < f->count && !rc; i++) {
-            if (ranges[i].end == ranges[i].begin) continue;
-            if (last >= 0 && ranges[i].begin < ranges[last].end)
-                rc = (snprintf(msg, n, "tensors '%s' and '%s' overlap", ranges[last].name, ranges[i].name), 1);
-            else if (ranges[i].begin > reached) /* the format forbids holes: a file must be no polyglot */
+            const range *r = &ranges[i];
+            /* An empty tensor too: the format's own reader refuses one
+             * whose offset lies inside another tensor's bytes. */
+            if (r->begin < reached && r->begin == r->end)
+                rc = (snprintf(msg, n, "tensor '%s' is empty but its offset %llu lies inside tensor '%s'; an empty "
+                               "tensor sits where one tensor ends and the next begins", r->name,
+                               (unsigned long long)r->begin, prev), 1);
+            else if (r->begin < reached)
+                rc = (snprintf(msg, n, "tensors '%s' and '%s' overlap", prev, r->name), 1);
+            else if (r->begin > reached) /* the format forbids holes: a file must be no polyglot */
                 rc = (snprintf(msg, n, "bytes %llu to %llu of the data belong to no tensor; the format allows no holes",
-                               (unsigned long long)reached, (unsigned long long)ranges[i].begin - 1), 1);
-            if (last < 0 || ranges[i].end > ranges[last].end) last = i, reached = ranges[i].end;
+                               (unsigned long long)reached, (unsigned long long)r->begin - 1), 1);
+            reached = r->end, prev = r->name;
         }
         if (!rc && reached < data_size)
             rc = (snprintf(msg, n, "the data's last %llu bytes belong to no tensor; the format allows no holes",

@@ -7,11 +7,14 @@
 
 #include "attn.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct st_tensor {
     char *name;
-    attn_tensor t; /* its data copied out of the file, aligned, owned here */
+    const char *dtype; /* the file's dtype name: "F32", "I64", ... */
+    bool loaded;       /* dtype F64, F32, F16 or BF16: t holds it */
+    attn_tensor t;     /* its data copied out of the file, aligned, owned here; zero when not loaded */
 } st_tensor;
 
 typedef struct st_file {
@@ -19,11 +22,14 @@ typedef struct st_file {
     int count;
 } st_file;
 
-/* Parse the `size` bytes of a whole file. Every tensor is checked: a known
- * dtype (F64, F32, F16, BF16), a shape of at most ATTN_MAX_RANK dimensions
- * whose element count fits in 64 bits, a byte range inside the data that
- * matches the shape, and no overlap with another tensor; together the
- * tensors cover every byte of the data (the format allows no holes). The
+/* Parse the `size` bytes of a whole file. Every tensor is checked: one of
+ * the format's dtypes, a byte range inside the data that matches the shape
+ * (whole bytes), and no overlap with another tensor; together the tensors
+ * cover every byte of the data (the format allows no holes), an empty one
+ * where one ends and the next begins. A tensor of dtype F64, F32, F16 or
+ * BF16 is loaded (copied out), and has at most ATTN_MAX_RANK dimensions
+ * whose element count fits in 64 bits; one of another dtype is only named
+ * (its dtype kept), so that what a caller does not use does not stop it. The
  * header is UTF-8, one JSON object and only white space after it, has no
  * NUL character (raw or \u0000: a C string would end there, and the name
  * read would not be the file's), and __metadata__, if present, is one
@@ -31,8 +37,8 @@ typedef struct st_file {
  * empty). */
 int st_parse(st_file *f, const unsigned char *bytes, size_t size, char *msg, size_t msg_size);
 
-/* The tensor named `name`, or NULL. */
-const attn_tensor *st_find(const st_file *f, const char *name);
+/* The tensor named `name` (loaded or not), or NULL. */
+const st_tensor *st_find(const st_file *f, const char *name);
 
 void st_free(st_file *f);
 

@@ -122,6 +122,27 @@ bool cli_same_file(const char *a, const char *b) {
     return same_inode(da, db, true);
 }
 
+int cli_input_path(const char *flag, const char *path) {
+    return path[0] ? 0 : cli_error(EXIT_DATA, "%s: the input file name is empty", flag);
+}
+
+int cli_read_npy(attn_tensor *t, const char *flag, const char *path) {
+    attn_error err;
+    memset(t, 0, sizeof *t);
+    int code = cli_input_path(flag, path);
+    if (!code && attn_npy_read(t, path, &err) != ATTN_OK) code = cli_error(EXIT_DATA, "%s %s: %s", flag, path, err.message);
+    return code;
+}
+
+int cli_read_npy_i64(int64_t **values, int64_t *count, const char *flag, const char *path) {
+    attn_error err;
+    *values = NULL, *count = 0;
+    int code = cli_input_path(flag, path);
+    if (!code && attn_npy_read_i64(values, count, path, &err) != ATTN_OK)
+        code = cli_error(EXIT_DATA, "%s %s: %s", flag, path, err.message);
+    return code;
+}
+
 const char *cli_shape(char *buf, size_t size, const attn_tensor *t) {
     attn_format_shape(buf, size, t->rank, t->shape);
     return buf;

@@ -142,8 +142,8 @@ typedef enum attn_status {
      * dictionary, or a header length that lies about the header's size. */
     ATTN_ERR_NPY_HEADER = 14,
     /* A .npy file is well formed but uses something this library does not
-     * read: Fortran order, big-endian data, a dtype other than <f4, <f8, <f2, |b1,
-     * object or structured arrays, or an unknown format version. */
+     * read: a dtype other than <f4, <f8, <f2 (or big-endian >f4, >f8, >f2) and
+     * |b1, object or structured arrays, or an unknown format version. */
     ATTN_ERR_NPY_UNSUPPORTED = 15,
     /* A .npy file holds fewer data bytes than its shape needs. */
     ATTN_ERR_NPY_TRUNCATED = 16,
@@ -2570,9 +2570,11 @@ ATTN_API void attn_set_verbose(int on);
 /* .npy files                                                               */
 /* ------------------------------------------------------------------------ */
 
-/* Read a NumPy .npy file (format versions 1.0, 2.0 and 3.0), C order,
- * little-endian, dtype '<f4', '<f8', '<f2' (ATTN_F16) or '|b1', rank
- * 0..ATTN_MAX_RANK.
+/* Read a NumPy .npy file (format versions 1.0, 2.0 and 3.0), C or Fortran
+ * order, dtype '<f4', '<f8', '<f2' (ATTN_F16) or '|b1' (big-endian
+ * '>f4', '>f8', '>f2' too, its bytes put in the host's order), rank
+ * 0..ATTN_MAX_RANK. path must name a regular file: a FIFO, a device or a
+ * directory is ATTN_ERR_IO at once (a FIFO is not waited on for a writer).
  * On success *out is a C-contiguous tensor whose data the library allocated;
  * release it with attn_npy_free. On failure *out is zeroed.
  * Errors: ATTN_ERR_NULL, ATTN_ERR_IO, ATTN_ERR_NPY_HEADER,
@@ -2586,7 +2588,7 @@ ATTN_API attn_status attn_npy_read(attn_tensor *out, const char *path, attn_erro
 ATTN_API attn_status attn_npy_parse(attn_tensor *out, const void *bytes, size_t size,
                                     attn_error *err);
 
-/* Read a 1-D .npy file of integers, int64 or int32 ('<i8', '<i4'; offsets
+/* Read a 1-D .npy file of integers, int64 or int32 ('<i8', '<i4', or '>i8', '>i4'; offsets
  * such as attn_sdpa_varlen's cu_seqlens) into *values (malloc'd, *count of
  * them, widened to int64; the caller frees it with free()). The file is
  * checked as attn_npy_read checks one. Errors: those of attn_npy_read, and
@@ -2604,7 +2606,9 @@ ATTN_API void attn_npy_free(attn_tensor *t);
  * checks but the data itself, which starts at data_offset and is
  * data_bytes long, C order unless fortran_order. Errors: those of
  * attn_npy_read but ATTN_ERR_IO and ATTN_ERR_NO_MEMORY, and
- * ATTN_ERR_ARGUMENT when file_size < size. */
+ * ATTN_ERR_ARGUMENT when file_size < size; big-endian data, which
+ * attn_npy_read reads, is ATTN_ERR_NPY_UNSUPPORTED here (the bytes in
+ * place are not in the host's order). */
 typedef struct attn_npy_info {
     attn_dtype dtype;
     int rank;

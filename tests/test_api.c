@@ -582,8 +582,31 @@ static void test_npy(void) {
         check(!wrong, "npy_fortran_read_in_c_order", "status %d, %d wrong", (int)st, wrong);
         attn_npy_free(&t);
     }
-    check_npy("npy_big_endian", 1, "{'descr': '>f8', 'fortran_order': False, 'shape': (2,), }\n", 16,
-              ATTN_ERR_NPY_UNSUPPORTED, "big-endian");
+    { /* Big-endian data ('>f8', '>f2', NumPy's x.astype('>f8')) is read, its bytes in the host's order;
+       * attn_npy_header, which lays the bytes out in place, refuses it. */
+        const char *be8 = "{'descr': '>f8', 'fortran_order': True, 'shape': (2, 2), }\n";
+        n = npy_image(buf, 1, be8, 32);
+        for (int i = 0; i < 4; i++) { /* 1.5 + i, most significant byte first, axis 0 fastest */
+            uint64_t bits;
+            double x = 1.5 + i;
+            memcpy(&bits, &x, 8);
+            for (int b = 0; b < 8; b++) buf[n - 32 + 8 * i + b] = (unsigned char)(bits >> (56 - 8 * b));
+        }
+        attn_status st = attn_npy_parse(&t, buf, n, &err);
+        const double *d = st ? NULL : t.data;
+        check(!st && d[0] == 1.5 && d[1] == 3.5 && d[2] == 2.5 && d[3] == 4.5, "npy_big_endian_f8_read",
+              "status %d: %s", (int)st, err.message);
+        attn_npy_free(&t);
+        attn_npy_info info;
+        check_status(attn_npy_header(&info, buf, n, n, &err), &err, ATTN_ERR_NPY_UNSUPPORTED, "big-endian",
+                     "npy_big_endian_header_refused");
+        const char *be2 = "{'descr': '>f2', 'fortran_order': False, 'shape': (1,), }\n";
+        n = npy_image(buf, 1, be2, 2);
+        buf[n - 2] = 0x3e, buf[n - 1] = 0x00; /* 1.5 in binary16 */
+        st = attn_npy_parse(&t, buf, n, &err);
+        check(!st && ((const uint16_t *)t.data)[0] == 0x3e00, "npy_big_endian_f2_read", "status %d", (int)st);
+        attn_npy_free(&t);
+    }
     check_npy("npy_int64", 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }\n", 16,
               ATTN_ERR_NPY_UNSUPPORTED, "integer arrays ('<i8')");
     check_npy("npy_object", 1, "{'descr': '|O', 'fortran_order': False, 'shape': (2,), }\n", 16,

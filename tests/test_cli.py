@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from scratch import scratch_dir
-from clicheck import RANKS, at_rank, rank_case_problems, run_expecting_error
+from clicheck import RANKS, at_rank, error_problems, rank_case_problems, run_expecting_error
 
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 ATTN = os.path.abspath(os.path.join(BUILD, "attn"))
@@ -192,6 +192,12 @@ def main():
     expect_error("usage_missing_q", ["sdpa", "-k", pk32, "-v", pv32, "-o", "out.npy"], 2, r"missing -q")
     expect_error("usage_unknown_option", base + ["--bogus"], 2, r"unknown argument '--bogus'")
     expect_error("usage_missing_value", ["sdpa", "-q", pq32, "-k", pk32, "-v"], 2, r"-v needs a value")
+    # attn bench hands its arguments to attn-bench: the 255th and after were
+    # dropped, and the run went on without them.
+    expect_error("usage_bench_too_many_arguments", ["bench"] + ["--quick"] * 255, 2,
+                 r"attn bench takes at most 254 arguments")
+    expect_error("usage_bench_mpi_too_many_arguments", ["bench", "--mpi"] + ["--quick"] * 254, 2,
+                 r"attn bench takes at most 254 arguments")
     expect_error("usage_scale_nan", base + ["--scale", "nan"], 2, r"--scale nan is not a finite number")
     expect_error("usage_scale_text", base + ["--scale", "big"], 2, r"--scale big is not a finite")
     expect_error("usage_causal_mode", base + ["--causal=sideways"], 2, r"top-left or bottom-right")
@@ -266,6 +272,23 @@ def main():
     good = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 4), }\n"
     data = q32.tobytes()
     expect_error("file_missing", with_q("nope.npy"), 1, r"-q nope\.npy: cannot open nope\.npy", outs)
+    # An empty file name (an unset shell variable, -q "$Q") is said to be
+    # empty: it was "-q : cannot open : No such file or directory".
+    expect_error("file_name_empty_q", with_q(""), 1, r"^attn: error: -q: the input file name is empty$", outs)
+    expect_error("file_name_empty_mask", base + ["-m", ""], 1, r"^attn: error: -m: the input file name is empty$")
+    expect_error("file_name_empty_cu_seqlens", ragged + ["--cu-seqlens-q", "", "--cu-seqlens-k", ck], 1,
+                 r"^attn: error: --cu-seqlens-q: the input file name is empty$")
+    # A FIFO that no one writes: fopen waited for a writer forever; it is
+    # refused at once, as any file that is not a regular one.
+    fifo = os.path.join(TMP, "fifo.npy")
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    try:
+        problems = error_problems(subprocess.run([ATTN, *with_q(fifo)], capture_output=True, text=True, cwd=TMP,
+                                                 timeout=30), 1, r"-q .*fifo\.npy: .*fifo\.npy is not a regular file")
+    except subprocess.TimeoutExpired:
+        problems = ["still waiting for a writer after 30 s"]
+    report("file_fifo_refused_without_waiting", not problems, "; ".join(problems))
     bad = os.path.join(TMP, "text.npy")
     with open(bad, "w") as f:
         f.write("hello, world\n")
@@ -289,8 +312,24 @@ def main():
         expect_error("file_header_control_byte_" + label, with_q(raw_npy("ctl.npy", header, data)), 1,
                      r"ctl\.npy: header has the control byte 0x%02x at offset %d" % (ord(header[offset - 10]), offset),
                      outs)
-    expect_error("file_big_endian", with_q(raw_npy("be.npy", good.replace("<f4", ">f4"), data)), 1,
-                 r"be\.npy: big-endian", outs)
+    # Big-endian data (x.astype('>f4'), as NumPy saves data from a big-endian
+    # source) is read as NumPy reads it: the same output as little-endian.
+    # It was refused ("save as little-endian").
+    for name, a in (("q_be.npy", q32.astype(">f4")), ("k_be.npy", k32.astype(">f2")), ("v_be.npy", v32.astype(">f4"))):
+        np.save(os.path.join(TMP, name), a)
+    np.save(os.path.join(TMP, "k_le16.npy"), k32.astype("<f2"))
+    rb = attn("sdpa", "-q", "q_be.npy", "-k", "k_be.npy", "-v", "v_be.npy", "-o", "obe.npy")
+    rl = attn("sdpa", "-q", pq32, "-k", "k_le16.npy", "-v", pv32, "-o", "ole.npy")
+    report("file_big_endian_read_as_numpy_reads_it", rb.returncode == 0 and rl.returncode == 0 and
+           np.array_equal(np.load(os.path.join(TMP, "obe.npy")), np.load(os.path.join(TMP, "ole.npy"))),
+           rb.stderr + rl.stderr)
+    ragged_be = ["sdpa", "-q", qp, "-k", kp, "-v", kp, "--causal=bottom-right"]
+    rb = attn(*ragged_be, "-o", "out_be.npy", "--cu-seqlens-q", save("cq_be.npy", np.array([0, 3, 3, 8], ">i8")),
+              "--cu-seqlens-k", save("ck_be.npy", np.array([0, 5, 9, 9], ">i4")))
+    rl = attn(*ragged_be, "-o", "out_le.npy", "--cu-seqlens-q", cq, "--cu-seqlens-k", ck)
+    report("file_big_endian_offsets_read", rb.returncode == 0 and rl.returncode == 0 and
+           np.array_equal(np.load(os.path.join(TMP, "out_be.npy")), np.load(os.path.join(TMP, "out_le.npy"))),
+           rb.stderr + rl.stderr)
     expect_error("file_int64", with_q(raw_npy("i8.npy", good.replace("<f4", "<i8"), data * 2)), 1,
                  r"i8\.npy: integer arrays \('<i8'\) are not supported; save floats", outs)
     expect_error("file_object", with_q(raw_npy("obj.npy", good.replace("<f4", "|O"), data * 2)), 1,

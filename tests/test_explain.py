@@ -983,6 +983,9 @@ def test_errors():
                  r"d_model = 3, but the toy's weights need 8")
     expect_error("embeddings_not_2d", ["explain", "--embeddings", "e1d.npy"], 1, r"need a 2-D float array")
     expect_error("embeddings_missing", ["explain", "--embeddings", "nope.npy"], 1, r"cannot open nope\.npy")
+    expect_error("embeddings_name_empty", ["explain", "--embeddings", ""], 1, r"--embeddings: the input file name is empty$")
+    expect_error("wq_name_empty", ["explain", "--wq", "", "--wk", "w84.npy", "--wv", "w84.npy"], 1,
+                 r"--wq: the input file name is empty$")
     expect_error("w_rows_mismatch", ["explain", "--wq", "w34.npy", "--wk", "w84.npy", "--wv", "w84.npy"], 1,
                  r"--wq w34\.npy has 3 rows but X has d_model = 8")
     expect_error("wq_wk_cols", ["explain", "--wq", "w84.npy", "--wk", "w85.npy", "--wv", "w84.npy"], 1,

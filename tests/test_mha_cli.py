@@ -107,6 +107,21 @@ class Check(Reporter):
         r = self.run(["-x", self.path("x.npy"), "--weights", p, "-o", self.path("good_out.npy")] + list(args))
         self.report(name, "" if r.returncode == 0 else "rc %d, stderr %r" % (r.returncode, r.stderr))
 
+    def bad_args(self, name, args, want, code=1, timeout=None):
+        """attn mha with `args` fails with `code`, one 'attn: error:' line
+        holding `want`, and no -o file (bad_out.npy)."""
+        out = self.path("bad_out.npy")
+        if os.path.exists(out):
+            os.remove(out)
+        try:
+            r = subprocess.run([self.attn, "mha"] + list(args) + ["-o", out], capture_output=True, text=True,
+                               timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return self.report(name, "still running after %g s" % timeout)
+        lines = r.stderr.strip().splitlines()
+        ok = r.returncode == code and len(lines) == 1 and lines[0].startswith("attn: error: ") and want in lines[0]
+        self.report(name, "" if ok and not os.path.exists(out) else "rc %d, stderr %r" % (r.returncode, r.stderr))
+
     def bad(self, name, data, want, args=("--heads", "2")):
         p = self.path("bad.safetensors")
         with open(p, "wb") as f:
@@ -520,7 +535,11 @@ def bad_files(c):
         "a": {"dtype": "F64", "shape": [6, 2], "data_offsets": [0, 96]},
         "b": {"dtype": "F64", "shape": [2, 2], "data_offsets": [64, 96]}}), "overlap")
     c.bad("error_dtype", safetensors_bytes({"a": w}, header_override={
-        "a": {"dtype": "I64", "shape": [6, 2], "data_offsets": [0, 96]}}), "dtype I64")
+        "in_proj_weight": {"dtype": "I64", "shape": [6, 2], "data_offsets": [0, 96]}}),
+        "tensor 'in_proj_weight' has dtype I64; attn reads F64, F32, F16 and BF16")
+    c.bad("error_dtype_not_in_format", safetensors_bytes({"a": w}, header_override={
+        "a": {"dtype": "Q4_K", "shape": [6, 2], "data_offsets": [0, 96]}}),
+        "tensor 'a' has dtype Q4_K, which the safetensors format does not have")
     c.bad("error_negative_dimension", safetensors_bytes({"a": w}, header_override={
         "a": {"dtype": "F64", "shape": [-6, 2], "data_offsets": [0, 96]}}), "not a whole number")
     c.bad("error_no_projection", good.replace(b"in_proj_weight", b"zz_proj_weight"), "neither in_proj_weight")
@@ -565,6 +584,36 @@ def bad_files(c):
     c.bad("error_hole_between_tensors", safetensors_bytes(
         layer, edit=lambda t: t.replace(b"[1536, 2048]", b"[1544, 2056]")) + bytes(8),
         "bytes 1536 to 1543 of the data belong to no tensor")
+    # An empty tensor sits where one tensor ends and the next begins (as the
+    # format's own reader checks): inside another's bytes it was taken.
+    for at in (0, 1536, 2048):
+        c.layer_runs("empty_tensor_at_boundary_%d" % at, safetensors_bytes(layer, header_extra={
+            "e": {"dtype": "F64", "shape": [0, 4], "data_offsets": [at, at]}}))
+    c.bad("error_empty_tensor_inside_another", safetensors_bytes(layer, header_extra={
+        "e": {"dtype": "F64", "shape": [0], "data_offsets": [8, 8]}}),
+        "tensor 'e' is empty but its offset 8 lies inside tensor 'in_proj_weight'")
+    # Tensors of the format's other dtypes beside the layer (a checkpoint's
+    # int64 position_ids, a bool mask, fp8 scales, 4-bit codes): checked as
+    # any tensor is, not read; each refused the whole file.
+    extra = {"position_ids": ("I64", [1, 5], 40), "mask": ("BOOL", [3, 3], 9), "scale": ("F8_E4M3", [4], 4),
+             "codes": ("F4", [2, 3], 3), "rank6": ("I8", [1, 1, 1, 1, 1, 2], 2)}
+    def with_extra(t, extra=extra):
+        h, end = json.loads(t), 2048
+        for name, (dt, shape, n) in extra.items():
+            h[name] = {"dtype": dt, "shape": shape, "data_offsets": [end, end + n]}
+            end += n
+        return json.dumps(h).encode()
+    c.layer_runs("other_dtypes_beside_the_layer_not_read", safetensors_bytes(layer, edit=with_extra) + bytes(58))
+    c.bad("error_other_dtype_bytes_do_not_match", safetensors_bytes(
+        layer, edit=lambda t: with_extra(t, {"ids": ("I32", [3], 8)})) + bytes(8), "'ids' has 8 bytes of data but")
+    c.bad("error_sub_byte_dtype_not_whole_bytes", safetensors_bytes(
+        layer, edit=lambda t: with_extra(t, {"codes": ("F6_E2M3", [3], 3)})) + bytes(3), "not a whole number of bytes")
+    for field, value in (("dtype", b'"F32"'), ("shape", b"[2048]"), ("data_offsets", b"[0, 1536]")):
+        c.bad("error_tensor_gives_%s_twice" % field, safetensors_bytes(layer, edit=lambda t, f=field, v=value: t.replace(
+            b'"in_proj_weight": {', b'"in_proj_weight": {"%s": %s, ' % (f.encode(), v), 1)),
+            "tensor 'in_proj_weight' gives its %s twice" % field)
+    c.bad("error_header_byte_order_mark", safetensors_bytes(layer, edit=lambda t: b"\xef\xbb\xbf" + t),
+          "the header starts with a UTF-8 byte-order mark")
     c.bad("error_header_not_utf8", safetensors_bytes(layer, header_extra={"__metadata__": {"note": "x"}},
                                                      edit=lambda t: t.replace(b'"x"', b'"\xff"')), "not UTF-8")
     c.bad("error_header_overlong_utf8", safetensors_bytes(layer, header_extra={"__metadata__": {"note": "x"}},
@@ -581,6 +630,59 @@ def bad_files(c):
                os.path.join(c.dir, ".", "o.npy")])
     c.report("error_out_and_weights_out_one_file", "" if r.returncode == 2 and not os.path.exists(c.path("o.npy")) and
              r.stderr.startswith("attn: error: -o and -w name the same file") else "rc %d, %r" % (r.returncode, r.stderr))
+
+
+def bad_paths(c):
+    """Input paths that name no readable file: one error line each."""
+    layer = {"in_proj_weight": np.ones((24, 8)), "out_proj.weight": np.ones((8, 8))}
+    p = c.path("paths.safetensors")
+    with open(p, "wb") as f:
+        f.write(safetensors_bytes(layer))
+    x = c.path("x_paths.npy")
+    np.save(x, np.zeros((3, 8)))
+    # An empty name (an unset shell variable) is said to be empty: it was
+    # "-x : cannot open : ..." and "--weights : no such file or directory".
+    c.bad_args("error_x_name_empty", ["-x", "", "--weights", p, "--heads", "2"], "-x: the input file name is empty")
+    c.bad_args("error_key_name_empty", ["-x", x, "--key", "", "--weights", p, "--heads", "2"],
+               "--key: the input file name is empty")
+    c.bad_args("error_weights_name_empty", ["-x", x, "--weights", "", "--heads", "2"],
+               "--weights: the input file name is empty")
+    # Why a path cannot be used is said as the system says it: every failure
+    # was "no such file or directory", also a path through a file or a loop
+    # of symbolic links.
+    c.bad_args("error_weights_not_a_directory", ["-x", x, "--weights", x + "/w.safetensors", "--heads", "2"],
+               "x_paths.npy/w.safetensors: Not a directory")
+    for a, b in (("loop_a", "loop_b"), ("loop_b", "loop_a")):
+        if not os.path.lexists(c.path(a)):
+            os.symlink(b, c.path(a))
+    c.bad_args("error_weights_symlink_loop", ["-x", x, "--weights", c.path("loop_a"), "--heads", "2"],
+               "loop_a: Too many levels of symbolic links")
+    # In a directory of weights, an optional weight whose name is there but
+    # cannot be read (a dangling link) was taken as absent, and the layer ran
+    # without it.
+    d = c.path("dangling_dir")
+    os.makedirs(d, exist_ok=True)
+    np.save(os.path.join(d, "in_proj_weight.npy"), np.ones((24, 8)))
+    np.save(os.path.join(d, "out_proj.weight.npy"), np.ones((8, 8)))
+    if not os.path.lexists(os.path.join(d, "in_proj_bias.npy")):
+        os.symlink("no_such_bias.npy", os.path.join(d, "in_proj_bias.npy"))
+    c.bad_args("error_weights_dir_dangling_bias", ["-x", x, "--weights", d, "--heads", "2"],
+               "in_proj_bias.npy: cannot open")
+    c.bad_args("error_weights_dir_path_too_long", ["-x", x, "--weights", d, "--heads", "2", "--prefix", "p" * 5000],
+               "is too long")
+    # A FIFO that no one writes, as --weights or as a weight in a directory:
+    # fopen waited for a writer forever; it is refused at once.
+    fifo = c.path("fifo.safetensors")
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    c.bad_args("error_weights_fifo", ["-x", x, "--weights", fifo, "--heads", "2"],
+               "fifo.safetensors is neither a regular file nor a directory", timeout=30)
+    d = c.path("fifo_dir")
+    os.makedirs(d, exist_ok=True)
+    if not os.path.exists(os.path.join(d, "in_proj_weight.npy")):
+        os.mkfifo(os.path.join(d, "in_proj_weight.npy"))
+    c.bad_args("error_weights_dir_fifo", ["-x", x, "--weights", d, "--heads", "2"],
+               "in_proj_weight.npy is not a regular file", timeout=30)
 
 
 def rank_sweeps(c, rng):
@@ -675,6 +777,7 @@ def main():
     grouped_keys_cache(c, rng, R=64, L=200)  # KIVI's residual window: groups quantized as they leave it
     grouped_keys_cache(c, rng, R=128, L=200)
     bad_files(c)
+    bad_paths(c)
     rank_sweeps(c, rng)
     r = c.run(["-x", "x.npy"])
     c.report("error_usage", "" if r.returncode == 2 and "needs -x, --weights and --heads" in r.stderr else r.stderr)

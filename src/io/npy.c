@@ -10,6 +10,7 @@
 #include "base/base.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,8 @@ typedef struct npy_layout {
     size_t data_offset; /* where the data starts in the file */
     size_t data_bytes;  /* how many bytes the shape needs */
     bool fortran;       /* the data lists the first axis fastest (np.asfortranarray, x.T) */
-    bool ints;          /* integers asked for (attn_npy_read_i64): '<i8' or '<i4' only */
+    bool swap;          /* big-endian data ('>f4'): each element's bytes reversed once read */
+    bool ints;          /* integers asked for (attn_npy_read_i64): '<i8' or '<i4' ('>' too) only */
     int int_bytes;      /* then 8 or 4 */
 } npy_layout;
 
@@ -82,22 +84,34 @@ static bool take_word(cursor *c, const char *word) {
     return false;
 }
 
+/* Each of the n elements of `size` bytes at p, its bytes reversed in place:
+ * big-endian data in the host's (little-endian) order. */
+static void swap_elements(unsigned char *p, size_t n, size_t size) {
+    for (size_t i = 0; size > 1 && i < n; i++, p += size)
+        for (size_t a = 0, b = size - 1; a < b; a++, b--) {
+            unsigned char c = p[a];
+            p[a] = p[b], p[b] = c;
+        }
+}
+
 static attn_status parse_descr(npy_layout *h, const char *d, attn_error *err) {
+    /* '<' little-endian, '>' big-endian: NumPy reads both ('>f4' is what
+     * x.astype('>f4') or data from a big-endian source saves), and so does
+     * this, the bytes reversed once read. */
+    const char *k = d[0] == '<' || d[0] == '>' ? d + 1 : "";
+    h->swap = d[0] == '>';
     if (h->ints) {
-        if (strcmp(d, "<i8") == 0) h->int_bytes = 8;
-        else if (strcmp(d, "<i4") == 0) h->int_bytes = 4;
+        if (strcmp(k, "i8") == 0) h->int_bytes = 8;
+        else if (strcmp(k, "i4") == 0) h->int_bytes = 4;
         else
             return attn_fail(err, ATTN_ERR_NPY_UNSUPPORTED,
                              "dtype '%s' is not an integer this reads; save int64 or int32 ('<i8', '<i4')", d);
         return ATTN_OK;
     }
-    if (strcmp(d, "<f4") == 0) h->dtype = ATTN_F32;
-    else if (strcmp(d, "<f2") == 0) h->dtype = ATTN_F16;
-    else if (strcmp(d, "<f8") == 0) h->dtype = ATTN_F64;
+    if (strcmp(k, "f4") == 0) h->dtype = ATTN_F32;
+    else if (strcmp(k, "f2") == 0) h->dtype = ATTN_F16;
+    else if (strcmp(k, "f8") == 0) h->dtype = ATTN_F64;
     else if (strcmp(d, "|b1") == 0) h->dtype = ATTN_BOOL;
-    else if (d[0] == '>')
-        return attn_fail(err, ATTN_ERR_NPY_UNSUPPORTED,
-                         "big-endian data ('%s') is not supported; save as little-endian", d);
     else if (strchr(d, 'O'))
         return attn_fail(err, ATTN_ERR_NPY_UNSUPPORTED, "object arrays ('%s') are not supported",
                          d);
@@ -108,8 +122,8 @@ static attn_status parse_descr(npy_layout *h, const char *d, attn_error *err) {
                          d);
     else
         return attn_fail(err, ATTN_ERR_NPY_UNSUPPORTED,
-                         "dtype '%s' is not supported; use float16, float32 or float64 ('<f2', '<f4', '<f8'), "
-                         "or bool ('|b1') for masks", d);
+                         "dtype '%s' is not supported; use float16, float32 or float64 ('<f2', '<f4', '<f8', or "
+                         "big-endian '>f2', ...), or bool ('|b1') for masks", d);
     return ATTN_OK;
 }
 
@@ -314,6 +328,7 @@ attn_status attn_npy_parse(attn_tensor *out, const void *bytes, size_t size, att
     if ((st = parse_layout(&h, bytes, size, size, err))) return st;
     if ((st = alloc_tensor(out, &h, err))) return st;
     memcpy(out->data, (const unsigned char *)bytes + h.data_offset, h.data_bytes);
+    if (h.swap) swap_elements(out->data, h.data_bytes / attn_dtype_size(h.dtype), attn_dtype_size(h.dtype));
     return h.fortran ? to_c_order(out, err) : ATTN_OK;
 }
 
@@ -333,14 +348,22 @@ static attn_status io_error(attn_error *err, const char *what, const char *path)
 static attn_status open_npy(FILE **f, unsigned char **head, size_t *got, npy_layout *h, const char *path,
                             attn_error *err) {
     *f = NULL, *head = NULL, *got = 0;
+    /* Opened without blocking and refused unless a regular file: fopen of
+     * a FIFO waits for a writer, which may never come. */
     errno = 0;
-    FILE *file = fopen(path, "rb");
-    if (!file) return io_error(err, "cannot open", path);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return io_error(err, "cannot open", path);
     struct stat sb;
-    if (fstat(fileno(file), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         attn_status st = errno ? io_error(err, "cannot stat", path)
                                : attn_fail(err, ATTN_ERR_IO, "%s is not a regular file", path);
-        fclose(file);
+        close(fd);
+        return st;
+    }
+    FILE *file = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
+    if (!file) {
+        attn_status st = io_error(err, "cannot open", path);
+        close(fd);
         return st;
     }
     size_t file_size = (size_t)sb.st_size, head_size = NPY_MAX_HEADER + 12;
@@ -385,6 +408,7 @@ attn_status attn_npy_read(attn_tensor *out, const char *path, attn_error *err) {
     if (st) return st;
     st = alloc_tensor(out, &h, err);
     if (!st && (st = read_data(out->data, f, head, got, &h, path, err))) attn_npy_free(out);
+    if (!st && h.swap) swap_elements(out->data, h.data_bytes / attn_dtype_size(h.dtype), attn_dtype_size(h.dtype));
     if (!st && h.fortran) st = to_c_order(out, err);
     free(head);
     fclose(f);
@@ -407,7 +431,8 @@ attn_status attn_npy_read_i64(int64_t **values, int64_t *count, const char *path
     int64_t *vals = st ? NULL : malloc((size_t)(h.shape[0] > 0 ? h.shape[0] : 1) * sizeof(int64_t));
     if (!st && (!raw || !vals)) st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate %zu bytes for the array", h.data_bytes);
     if (!st) st = read_data(raw, f, head, got, &h, path, err);
-    for (int64_t i = 0; !st && i < h.shape[0]; i++) { /* little-endian, as the header said */
+    if (!st && h.swap) swap_elements(raw, (size_t)h.shape[0], (size_t)h.int_bytes);
+    for (int64_t i = 0; !st && i < h.shape[0]; i++) { /* little-endian now */
         int32_t v4;
         if (h.int_bytes == 8) memcpy(&vals[i], raw + 8 * i, 8);
         else memcpy(&v4, raw + 4 * i, 4), vals[i] = v4;
@@ -493,6 +518,10 @@ attn_status attn_npy_header(attn_npy_info *info, const void *bytes, size_t size,
     npy_layout h = {0};
     attn_status st = parse_layout(&h, bytes, size, file_size > SIZE_MAX ? SIZE_MAX : (size_t)file_size, err);
     if (st) return st;
+    if (h.swap) /* the info has no byte order: its reader (MPI-IO) would take the bytes as they lie */
+        return attn_fail(err, ATTN_ERR_NPY_UNSUPPORTED,
+                         "big-endian data is read whole (attn_npy_read), not laid out by attn_npy_header; save it "
+                         "little-endian (x.astype('<f4'))");
     info->dtype = h.dtype, info->rank = h.rank, info->fortran_order = h.fortran;
     memcpy(info->shape, h.shape, sizeof h.shape);
     info->data_offset = h.data_offset, info->data_bytes = h.data_bytes;

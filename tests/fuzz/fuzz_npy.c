@@ -4,6 +4,7 @@
  * come back identical. */
 #include "attn.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,13 +18,16 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     attn_npy_info info, head;
     attn_status hs = attn_npy_header(&info, data, size, size, &err);
     if (hs != ATTN_OK && err.message[0] == 0) abort();
+    /* big-endian data: read whole, but not laid out in place (the info has no byte order) */
+    bool big_endian = hs == ATTN_ERR_NPY_UNSUPPORTED && strstr(err.message, "big-endian");
     if (hs == ATTN_OK && (info.data_offset > size || info.data_bytes != size - info.data_offset)) abort();
     if (hs == ATTN_OK && attn_npy_header(&head, data, info.data_offset, size, NULL) != ATTN_OK) abort();
     if (attn_npy_parse(&t, data, size, &err) != ATTN_OK) {
         if (err.message[0] == 0) abort(); /* a failure always says why */
         return 0;
     }
-    if (hs != ATTN_OK || info.rank != t.rank || memcmp(info.shape, t.shape, sizeof(int64_t) * (size_t)t.rank) != 0)
+    if (!big_endian &&
+        (hs != ATTN_OK || info.rank != t.rank || memcmp(info.shape, t.shape, sizeof(int64_t) * (size_t)t.rank) != 0))
         abort(); /* the header parse accepts exactly what the whole parse accepts */
     int64_t n = attn_tensor_numel(&t);
     size_t bytes = (size_t)n * attn_dtype_size(t.dtype);
