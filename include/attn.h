@@ -84,10 +84,10 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define ATTN_VERSION_MAJOR 0
-#define ATTN_VERSION_MINOR 3
+#define ATTN_VERSION_MINOR 4
 #define ATTN_VERSION_PATCH 0
 /* "MAJOR.MINOR.PATCH" of this header. What changed: CHANGELOG.md. */
-#define ATTN_VERSION_STRING "0.3.0"
+#define ATTN_VERSION_STRING "0.4.0"
 /* The same as one number, MAJOR·10000 + MINOR·100 + PATCH, for the
  * preprocessor: #if ATTN_VERSION_NUMBER >= 300 (0.3.0, the first to define
  * it; before it, test ATTN_VERSION_MINOR). */
