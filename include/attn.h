@@ -1551,7 +1551,8 @@ typedef struct attn_mha_options {
     /* The attention's own options, or NULL: its score variants (softcap,
      * alibi_slopes, window, sinks), scale (has_scale; default 1/sqrt(D)),
      * dropout and compute mode are used; its causal, mask and context are
-     * the layer's (above). */
+     * the layer's (above). Its rope must be NULL (ATTN_ERR_OPTION): the
+     * layer's RoPE is options->rope. */
     const attn_sdpa_options *attention;
     /* The weights packed once (added in 0.4.0): NULL, or what
      * attn_mha_weights_init made from these very params (the same weight

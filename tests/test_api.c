@@ -1942,7 +1942,14 @@ static void test_mha(void) {
     sopt.sinks = &sinks, p.sinks = &sinks, o.attention = &sopt;
     check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION, "sinks are given twice",
                  "err_mha_sinks_twice");
-    p.sinks = NULL, o.attention = NULL;
+    p.sinks = NULL;
+    /* The layer's RoPE is options->rope: the attention's own was dropped unseen. */
+    attn_rope_options attn_ro = attn_rope_options_default();
+    sopt = attn_sdpa_options_default();
+    sopt.rope = &attn_ro;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION,
+                 "options->attention->rope is set; a layer takes RoPE as options->rope", "err_mha_attention_rope");
+    o.attention = NULL;
     /* The keys bias_k/bias_v and add_zero_attn append have no position: what
      * places keys by position does not go with them. */
     double bkv[E] = {0};
