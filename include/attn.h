@@ -1403,7 +1403,10 @@ ATTN_API attn_status attn_sdpa_shapes(int *rank, int64_t out_shape[ATTN_MAX_RANK
  *
  * with -inf wherever the causal mask, the bool mask or a -inf in a float mask
  * excludes a key. q, k and the options (scale, causal, mask) mean exactly what they mean for attn_sdpa, and so do the errors
- * (the output is named "scores" in messages). Unlike attn_sdpa this writes an
+ * (the output is named "scores" in messages). The score variants (softcap,
+ * ALiBi, the window, RoPE) and k_descale apply as attn_sdpa applies them,
+ * in its order: these are the scores its softmax takes. Sinks and dropout,
+ * which act in the softmax, do not enter. Unlike attn_sdpa this writes an
  * L×S result, which the caller owns. */
 ATTN_API attn_status attn_scores(attn_tensor *scores, const attn_tensor *q, const attn_tensor *k,
                                  const attn_sdpa_options *options, attn_error *err);

@@ -691,6 +691,20 @@ static void test_scores(void) {
     check(s[0] == 0.5 && isinf(s[1]) && s[1] < 0 && isinf(s[2]) && s[3] == 2 && s[4] == 2.5 &&
               isinf(s[5]),
           "scores_values", "%g %g %g | %g %g %g", s[0], s[1], s[2], s[3], s[4], s[5]);
+    /* The variants in attn_sdpa's order: the cap on q·k·scale, then ALiBi
+     * (off = S - L = 1 bottom-right), then the window of 2 and the causal
+     * limit (j in i..i+1); a sink does not enter. */
+    double slope = 0.25, sink = 3.0;
+    int64_t one = 1;
+    attn_tensor tslope, tsink;
+    attn_tensor_init(&tslope, &slope, ATTN_F64, 1, &one, NULL, NULL);
+    attn_tensor_init(&tsink, &sink, ATTN_F64, 1, &one, NULL, NULL);
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT, o.softcap = 10, o.alibi_slopes = &tslope, o.window = 2, o.sinks = &tsink;
+    check_status(attn_scores(&ts, &tq, &tk, &o, &err), &err, ATTN_OK, "", "scores_variants_ok");
+    double want[6] = {10 * tanh(0.05) - 0.25, 10 * tanh(0.1), -INFINITY, -INFINITY, 10 * tanh(0.25) - 0.25, 10 * tanh(0.3)};
+    check(!memcmp(s, want, sizeof want), "scores_variants_values", "%g %g %g | %g %g %g", s[0], s[1], s[2], s[3], s[4],
+          s[5]);
+    o.softcap = 0, o.alibi_slopes = NULL, o.window = 0, o.sinks = NULL, o.causal = ATTN_CAUSAL_TOP_LEFT;
     int64_t bad[2] = {2, 2};
     attn_tensor_init(&ts, s, ATTN_F64, 2, bad, NULL, NULL);
     check_status(attn_scores(&ts, &tq, &tk, &o, &err), &err, ATTN_ERR_SHAPE,
