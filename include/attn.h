@@ -1228,8 +1228,9 @@ ATTN_API attn_status attn_sdpa_backward_workspace_size(size_t *bytes, attn_tenso
  * positions starting at rope->position_offset. A sequence with queries
  * but no keys gives out 0 and lse -inf (its sink's logit with sinks), as
  * rows that see no key do; masks[b] is not read for a sequence without
- * queries or keys. Attention in pieces (query_start, key_start, totals) is
- * refused, and so are weights (there is no weights output).
+ * queries or keys, so it may lie anywhere (over an output too). Attention
+ * in pieces (query_start, key_start, totals) is refused, and so are
+ * weights (there is no weights output).
  *
  * Threads: the query blocks of all sequences are one pool of work items,
  * the costliest handed out first, so any mix of lengths keeps every thread
