@@ -38,6 +38,14 @@ attn_status attn_rope_prepare(attn_slices *sl, struct attn_rope_plan *rp, attn_e
  * lower ranks padded on the left, every size-1 dimension with stride 0. */
 attn_canon attn_canonical(const attn_tensor *t);
 
+/* The options every call of Hq query heads of E values checks whatever
+ * its lengths (plan.c): the causal and compute modes, dropout, the scale,
+ * softcap, the window, ALiBi's slopes and RoPE's options, as attn_sdpa
+ * checks them; q_dtype f32 for a 16-bit q. A ragged batch checks them
+ * once, so that a batch whose sequences all lack queries or keys (which
+ * plan nothing) refuses what attn_sdpa refuses. */
+attn_status attn_check_options(const attn_sdpa_options *o, attn_dtype q_dtype, int64_t Hq, int64_t E, attn_error *err);
+
 /* A per-head option (ALiBi's slopes, the sinks), `name` in messages: a 1-D
  * f32 or f64 tensor of Hq finite values (plan.c). */
 attn_status attn_check_per_head(const attn_tensor *t, const char *name, int64_t Hq, attn_error *err);

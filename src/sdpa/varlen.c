@@ -136,8 +136,10 @@ typedef struct batch_kv {
  * the batch runs through f32 copies (forward_half). */
 static attn_dtype lse_dtype(const attn_tensor *q) { return attn_dtype_half(q->dtype) ? ATTN_F32 : q->dtype; }
 
-/* The options a ragged batch takes. */
-static attn_status check_batch_options(const attn_sdpa_options *o, attn_error *err) {
+/* The options a ragged batch takes, beside its packed q (checked). */
+static attn_status check_batch_options(const attn_sdpa_options *o, const attn_tensor *q, attn_error *err) {
+    attn_status st = attn_check_options(o, lse_dtype(q), q->shape[1], q->shape[2], err);
+    if (st) return st;
     if (o->mask)
         return attn_fail(err, ATTN_ERR_OPTION, "options->mask is set; a ragged batch takes one mask per sequence (masks)");
     if (o->query_start || o->key_start || o->total_queries || o->total_keys)
@@ -203,7 +205,7 @@ static attn_status check_batch(const attn_tensor *q, const attn_tensor *k, const
     if (v->shape[1] != k->shape[1] || q->shape[1] % k->shape[1] != 0)
         return attn_fail(err, ATTN_ERR_HEADS, "q, k and v have %lld, %lld and %lld heads; k and v must match and divide q's",
                          (long long)q->shape[1], (long long)k->shape[1], (long long)v->shape[1]);
-    if ((st = check_batch_options(o, err))) return st;
+    if ((st = check_batch_options(o, q, err))) return st;
     if ((st = attn_check_cu_seqlens(cu_q, batch, q->shape[0], "cu_seqlens_q", err)) ||
         (st = attn_check_cu_seqlens(cu_k, batch, k->shape[0], "cu_seqlens_k", err)))
         return st;
@@ -503,7 +505,7 @@ static attn_status check_paged(int64_t *Ev_out, attn_tensor *out, attn_tensor *l
                                const attn_paged_rows *v_pages, const attn_tensor *const *masks,
                                const attn_sdpa_options *o, attn_error *err) {
     attn_status st;
-    if ((st = check_packed(q, "q", err)) || (st = check_batch_options(o, err)) ||
+    if ((st = check_packed(q, "q", err)) || (st = check_batch_options(o, q, err)) ||
         (st = attn_check_cu_seqlens(cu_seqlens_q, batch, q->shape[0], "cu_seqlens_q", err)))
         return st;
     if (batch > 0 && (!k_pages || !v_pages)) return attn_fail(err, ATTN_ERR_NULL, "k_pages or v_pages is NULL");
