@@ -1234,8 +1234,9 @@ ATTN_API attn_status attn_sdpa_backward_workspace_size(size_t *bytes, attn_tenso
  * positions starting at rope->position_offset. A sequence with queries
  * but no keys gives out 0 and lse -inf (its sink's logit with sinks), as
  * rows that see no key do; masks[b] is not read for a sequence without
- * queries or keys. Attention in pieces (query_start, key_start, totals) is
- * refused, and so are weights (there is no weights output).
+ * queries or keys, so it may lie anywhere (over an output too). Attention
+ * in pieces (query_start, key_start, totals) is refused, and so are
+ * weights (there is no weights output).
  *
  * Threads: the query blocks of all sequences are one pool of work items,
  * the costliest handed out first, so any mix of lengths keeps every thread
@@ -1409,7 +1410,10 @@ ATTN_API attn_status attn_sdpa_shapes(int *rank, int64_t out_shape[ATTN_MAX_RANK
  *
  * with -inf wherever the causal mask, the bool mask or a -inf in a float mask
  * excludes a key. q, k and the options (scale, causal, mask) mean exactly what they mean for attn_sdpa, and so do the errors
- * (the output is named "scores" in messages). Unlike attn_sdpa this writes an
+ * (the output is named "scores" in messages). The score variants (softcap,
+ * ALiBi, the window, RoPE) and k_descale apply as attn_sdpa applies them,
+ * in its order: these are the scores its softmax takes. Sinks and dropout,
+ * which act in the softmax, do not enter. Unlike attn_sdpa this writes an
  * L×S result, which the caller owns. */
 ATTN_API attn_status attn_scores(attn_tensor *scores, const attn_tensor *q, const attn_tensor *k,
                                  const attn_sdpa_options *options, attn_error *err);
@@ -1562,7 +1566,8 @@ typedef struct attn_mha_options {
      * (slice n·Hq + h, row l, column s, S' counting the appended keys; N = 1
      * unbatched), the weights output holding the dropped weights (their mean
      * over the heads when averaged), as PyTorch's module returns them, and
-     * attn_mha_backward regenerating it from the same options. */
+     * attn_mha_backward regenerating it from the same options. Its rope must
+     * be NULL (ATTN_ERR_OPTION): the layer's RoPE is options->rope. */
     const attn_sdpa_options *attention;
     /* The weights packed once (added in 0.4.0): NULL, or what
      * attn_mha_weights_init made from these very params (the same weight

@@ -722,6 +722,20 @@ static void test_scores(void) {
     check(s[0] == 0.5 && isinf(s[1]) && s[1] < 0 && isinf(s[2]) && s[3] == 2 && s[4] == 2.5 &&
               isinf(s[5]),
           "scores_values", "%g %g %g | %g %g %g", s[0], s[1], s[2], s[3], s[4], s[5]);
+    /* The variants in attn_sdpa's order: the cap on q·k·scale, then ALiBi
+     * (off = S - L = 1 bottom-right), then the window of 2 and the causal
+     * limit (j in i..i+1); a sink does not enter. */
+    double slope = 0.25, sink = 3.0;
+    int64_t one = 1;
+    attn_tensor tslope, tsink;
+    attn_tensor_init(&tslope, &slope, ATTN_F64, 1, &one, NULL, NULL);
+    attn_tensor_init(&tsink, &sink, ATTN_F64, 1, &one, NULL, NULL);
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT, o.softcap = 10, o.alibi_slopes = &tslope, o.window = 2, o.sinks = &tsink;
+    check_status(attn_scores(&ts, &tq, &tk, &o, &err), &err, ATTN_OK, "", "scores_variants_ok");
+    double want[6] = {10 * tanh(0.05) - 0.25, 10 * tanh(0.1), -INFINITY, -INFINITY, 10 * tanh(0.25) - 0.25, 10 * tanh(0.3)};
+    check(!memcmp(s, want, sizeof want), "scores_variants_values", "%g %g %g | %g %g %g", s[0], s[1], s[2], s[3], s[4],
+          s[5]);
+    o.softcap = 0, o.alibi_slopes = NULL, o.window = 0, o.sinks = NULL, o.causal = ATTN_CAUSAL_TOP_LEFT;
     int64_t bad[2] = {2, 2};
     attn_tensor_init(&ts, s, ATTN_F64, 2, bad, NULL, NULL);
     check_status(attn_scores(&ts, &tq, &tk, &o, &err), &err, ATTN_ERR_SHAPE,
@@ -1979,7 +1993,14 @@ static void test_mha(void) {
     sopt.sinks = &sinks, p.sinks = &sinks, o.attention = &sopt;
     check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION, "sinks are given twice",
                  "err_mha_sinks_twice");
-    p.sinks = NULL, o.attention = NULL;
+    p.sinks = NULL;
+    /* The layer's RoPE is options->rope: the attention's own was dropped unseen. */
+    attn_rope_options attn_ro = attn_rope_options_default();
+    sopt = attn_sdpa_options_default();
+    sopt.rope = &attn_ro;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION,
+                 "options->attention->rope is set; a layer takes RoPE as options->rope", "err_mha_attention_rope");
+    o.attention = NULL;
     /* The keys bias_k/bias_v and add_zero_attn append have no position: what
      * places keys by position does not go with them. */
     double bkv[E] = {0};

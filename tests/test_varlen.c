@@ -273,6 +273,103 @@ static void test_decode_batches(void) {
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) test_case(&CASES[i]);
 }
 
+/* The mask of a sequence without queries or keys is never read, so it may
+ * lie anywhere, over out or dq too: the forward, the backward and a
+ * plan's run take it and give the bits they give without it. The mask of
+ * a sequence that reads it, over out, is still refused. tq: (6, 1, 4). */
+static void test_unread_mask(const attn_tensor *tq) {
+    float out[24], ref[24], lse[6], dq[24], dk[24], dv[24], dq_ref[24];
+    int64_t s[3] = {6, 1, 4}, sl[2] = {6, 1}, sm[2] = {1, 3};
+    attn_tensor to, tl, tdq, tdk, tdv, over;
+    attn_tensor_init(&to, out, ATTN_F32, 3, s, NULL, NULL), attn_tensor_init(&tl, lse, ATTN_F32, 2, sl, NULL, NULL);
+    attn_tensor_init(&tdq, dq, ATTN_F32, 3, s, NULL, NULL), attn_tensor_init(&tdk, dk, ATTN_F32, 3, s, NULL, NULL);
+    attn_tensor_init(&tdv, dv, ATTN_F32, 3, s, NULL, NULL);
+    int64_t cu_q[4] = {0, 0, 6, 6}, cu_k[4] = {0, 3, 6, 6}; /* (L, S): (0, 3), (6, 3), (0, 0) */
+    attn_error err;
+    attn_status st = attn_sdpa_varlen(&to, &tl, tq, tq, tq, cu_q, cu_k, 3, NULL, NULL, &err);
+    memcpy(ref, out, sizeof out);
+    if (!st) st = attn_sdpa_varlen_backward(&tdq, &tdk, &tdv, tq, tq, tq, tq, &to, &tl, cu_q, cu_k, 3, NULL, NULL, &err);
+    memcpy(dq_ref, dq, sizeof dq);
+    for (int w = 0; w < 2 && !st; w++) { /* over out, then over dq (a bool mask of 3 keys) */
+        attn_tensor_init(&over, w ? (void *)dq : (void *)out, ATTN_BOOL, 2, sm, NULL, NULL);
+        const attn_tensor *masks[3] = {&over, NULL, NULL};
+        for (int i = 0; i < 24; i++) out[i] = dq[i] = -7;
+        st = attn_sdpa_varlen(&to, &tl, tq, tq, tq, cu_q, cu_k, 3, masks, NULL, &err);
+        if (!st) st = attn_sdpa_varlen_backward(&tdq, &tdk, &tdv, tq, tq, tq, tq, &to, &tl, cu_q, cu_k, 3, masks, NULL, &err);
+    }
+    check(st == ATTN_OK && !memcmp(out, ref, sizeof out) && !memcmp(dq, dq_ref, sizeof dq), "varlen_unread_mask_anywhere",
+          "status %d: %s", (int)st, err.message);
+    /* the third sequence has queries but no keys: its mask is not read either */
+    attn_tensor_init(&over, out, ATTN_BOOL, 2, sm, NULL, NULL);
+    const attn_tensor *last[3] = {NULL, NULL, &over};
+    int64_t cu_q2[4] = {0, 0, 3, 6}, cu_k2[4] = {0, 3, 6, 6};
+    st = attn_sdpa_varlen(&to, &tl, tq, tq, tq, cu_q2, cu_k2, 3, last, NULL, &err);
+    check(st == ATTN_OK, "varlen_unread_mask_of_keyless_sequence", "status %d: %s", (int)st, err.message);
+    size_t pb, ws;
+    attn_sdpa_plan *plan;
+    const attn_tensor *first[3] = {&over, NULL, NULL}, *read[3] = {NULL, &over, NULL};
+    void *mem = attn_sdpa_plan_bytes(&pb, 3, &err) ? NULL : malloc(pb), *work = malloc(1 << 20);
+    st = attn_sdpa_varlen_plan_init(&plan, mem, pb, &ws, &to, &tl, tq, tq, tq, cu_q, cu_k, 3, first, NULL, &err);
+    for (int i = 0; i < 24; i++) out[i] = -7;
+    if (!st) st = attn_sdpa_run(plan, &to, &tl, tq, tq, tq, work, 1 << 20, &err);
+    check(st == ATTN_OK && !memcmp(out, ref, sizeof out), "varlen_plan_unread_mask_anywhere", "status %d: %s", (int)st,
+          err.message);
+    st = attn_sdpa_varlen(&to, &tl, tq, tq, tq, cu_q, cu_k, 3, read, NULL, &err);
+    check(st == ATTN_ERR_STRIDE && strncmp(err.message, "sequence 1: ", 12) == 0, "varlen_error_out_over_a_read_mask",
+          "status %d: %s", (int)st, err.message);
+    free(mem), free(work);
+}
+
+/* Options attn_sdpa refuses are refused by a batch whose sequences all
+ * lack keys (or queries), which plans no sequence: they were taken, and
+ * the keyless rows written (out 0, lse -inf). */
+static void test_options_without_plans(void) {
+    float q[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8], lse[2];
+    int64_t s[3] = {2, 1, 4}, s0[3] = {0, 1, 4}, sl[2] = {2, 1}, zs[3] = {0, 0, 0}, cu_q[2] = {0, 2}, cu_k[2] = {0, 0};
+    int64_t cu_none[2] = {0, 0}, three = 3;
+    attn_tensor tq, tk, to, tl, ts, eq;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, s, NULL, NULL), attn_tensor_init(&tk, q, ATTN_F32, 3, s0, zs, NULL);
+    attn_tensor_init(&to, out, ATTN_F32, 3, s, NULL, NULL), attn_tensor_init(&tl, lse, ATTN_F32, 2, sl, NULL, NULL);
+    attn_tensor_init(&eq, q, ATTN_F32, 3, s0, zs, NULL);
+    double slopes[3] = {1, 2, 3};
+    attn_tensor_init(&ts, slopes, ATTN_F64, 1, &three, NULL, NULL);
+    attn_rope_options rope = attn_rope_options_default();
+    rope.rotary_dim = 3;
+    static const struct {
+        const char *name;
+        attn_status want;
+        const char *says;
+    } CASES[] = {
+        {"causal_mode", ATTN_ERR_OPTION, "causal mode 7 is not an attn_causal value"},
+        {"softcap", ATTN_ERR_OPTION, "softcap is -1; it must be finite and >= 0 (0: none)"},
+        {"window_without_causal", ATTN_ERR_OPTION, "a sliding window needs a causal mode"},
+        {"dropout", ATTN_ERR_OPTION, "dropout_p is 2; it must be at least 0 and below 1"},
+        {"scale", ATTN_ERR_SCALE, "scale is nan; it must be finite"},
+        {"alibi_shape", ATTN_ERR_SHAPE, "alibi_slopes must have shape (1,), one value per query head"},
+        {"rope_dim", ATTN_ERR_SHAPE, "the rotary dimension is 3; it must be even and at most E = 4"},
+    };
+    for (int c = 0; c < 7; c++) {
+        attn_sdpa_options o = attn_sdpa_options_default();
+        if (c == 0) o.causal = (attn_causal)7;
+        if (c == 1) o.softcap = -1;
+        if (c == 2) o.window = 3;
+        if (c == 3) o.dropout_p = 2;
+        if (c == 4) o.has_scale = 1, o.scale = NAN;
+        if (c == 5) o.alibi_slopes = &ts;
+        if (c == 6) o.rope = &rope;
+        for (int i = 0; i < 8; i++) out[i] = -7;
+        attn_error e1, e2, e3;
+        attn_status f = attn_sdpa_varlen(&to, &tl, &tq, &tk, &tk, cu_q, cu_k, 1, NULL, &o, &e1);
+        attn_status b = attn_sdpa_varlen_backward(&to, NULL, NULL, &tq, &tq, &tk, &tk, &tq, &tl, cu_q, cu_k, 1, NULL, &o, &e2);
+        attn_status n = attn_sdpa_varlen(&eq, NULL, &eq, &tq, &tq, cu_none, cu_q, 1, NULL, &o, &e3); /* no queries */
+        char name[96];
+        snprintf(name, sizeof name, "varlen_no_plans_refuse_%s", CASES[c].name);
+        check(f == CASES[c].want && b == f && n == f && !strcmp(e1.message, e2.message) && strstr(e1.message, CASES[c].says) &&
+                  out[0] == -7 && out[7] == -7,
+              name, "forward %d, backward %d, no queries %d: %s", (int)f, (int)b, (int)n, e1.message);
+    }
+}
+
 /* The offsets' errors, each before anything is written. */
 static void test_errors(void) {
     float q[6 * 1 * 4], out[6 * 1 * 4];
@@ -365,6 +462,8 @@ static void test_errors(void) {
     grow = to, grow.strides[0] = 0;
     st = attn_sdpa_varlen(&grow, NULL, &tq, &tq, &tq, cu, cu, 3, NULL, NULL, &err);
     check(st == ATTN_ERR_STRIDE, "varlen_error_out_with_rows_of_stride_0", "status %d: %s", (int)st, err.message);
+    test_unread_mask(&tq);
+    test_options_without_plans();
     /* out overlapping the (batch, Hk) k_descale away from each sequence's
      * own row: sequence 1's out is row 0's scale, which sequence 0 reads. */
     float ob[3] = {0, 1, 1};

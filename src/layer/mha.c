@@ -427,6 +427,10 @@ attn_status attn_mha_sdpa_options(attn_sdpa_options *so, const attn_mha_call *m,
                                   const attn_tensor *mask, attn_error *err) {
     *so = attn_sdpa_options_default();
     attn_status st = attn_versioned_read(so, sizeof *so, m->o.attention, "options->attention", "start from attn_sdpa_options_default()", err);
+    /* The layer turns its heads by its own RoPE (options->rope), placed as
+     * it places them; the attention's would be dropped below, unseen. */
+    if (!st && so->rope)
+        return attn_fail(err, ATTN_ERR_OPTION, "options->attention->rope is set; a layer takes RoPE as options->rope");
     so->struct_size = sizeof *so;
     so->causal = causal, so->mask = mask, so->context = m->o.context;
     so->rope = m->rope_in_attention ? m->o.rope : NULL;

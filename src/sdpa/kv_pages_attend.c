@@ -90,6 +90,8 @@ attn_status attn_kv_paged_prepare(attn_sdpa_options *o, attn_paged_rows *k, attn
     if (Hq % w->heads)
         return attn_fail(err, ATTN_ERR_HEADS, "q has %lld heads, not a multiple of the pages' %lld", (long long)Hq,
                          (long long)w->heads);
+    /* here too, not only in the sequences' plans: a call without queries plans none */
+    if ((st = attn_check_options(o, dt, Hq, w->key_dim, err))) return st;
     if ((st = check_packed(out, "out", q->dtype, 3, total, Hq, w->value_dim, true, err)) ||
         (lse && (st = check_packed(lse, "lse", dt, 2, total, Hq, 0, true, err))))
         return st;

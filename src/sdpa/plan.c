@@ -216,6 +216,16 @@ static attn_status check_options(const attn_sdpa_options *o, attn_dtype q_dtype,
     return ATTN_OK;
 }
 
+attn_status attn_check_options(const attn_sdpa_options *o, attn_dtype q_dtype, int64_t Hq, int64_t E, attn_error *err) {
+    attn_status st;
+    if ((st = check_options(o, q_dtype, err)) ||
+        (o->alibi_slopes && (st = attn_check_per_head(o->alibi_slopes, "alibi_slopes", Hq, err))))
+        return st;
+    attn_rope_options ro;
+    int64_t rd;
+    return o->rope ? attn_rope_read_options(&ro, &rd, o->rope, E, err) : ATTN_OK;
+}
+
 /* shapes: q, k, v and the mask may have NULL data (check_operand). */
 static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *k,
                              const attn_tensor *v, const attn_sdpa_options *o, bool shapes, attn_error *err) {

@@ -38,6 +38,14 @@ attn_status attn_rope_prepare(attn_slices *sl, struct attn_rope_plan *rp, attn_e
  * lower ranks padded on the left, every size-1 dimension with stride 0. */
 attn_canon attn_canonical(const attn_tensor *t);
 
+/* The options every call of Hq query heads of E values checks whatever
+ * its lengths (plan.c): the causal and compute modes, dropout, the scale,
+ * softcap, the window, ALiBi's slopes and RoPE's options, as attn_sdpa
+ * checks them; q_dtype f32 for a 16-bit q. A ragged batch checks them
+ * once, so that a batch whose sequences all lack queries or keys (which
+ * plan nothing) refuses what attn_sdpa refuses. */
+attn_status attn_check_options(const attn_sdpa_options *o, attn_dtype q_dtype, int64_t Hq, int64_t E, attn_error *err);
+
 /* A per-head option (ALiBi's slopes, the sinks), `name` in messages: a 1-D
  * f32 or f64 tensor of Hq finite values (plan.c). */
 attn_status attn_check_per_head(const attn_tensor *t, const char *name, int64_t Hq, attn_error *err);
@@ -177,6 +185,11 @@ void attn_varlen_plan_set_scales(attn_varlen_plan *plan, int64_t batch, const fl
  * values (*v): its page table's first ceil(S / P) entries, its residual
  * rows with keys quantized per channel (kv_pages_attend.c). */
 void attn_kv_paged_rows(attn_paged_rows *k, attn_paged_rows *v, const attn_kv_paged_view *w, int64_t row, int64_t S);
+/* The outputs outs[0..n_outs) against the masks[0..batch) a run of the
+ * plan reads (those of sequences with queries and keys, as planned), as
+ * every call checks them; a failure is named by its sequence. */
+attn_status attn_varlen_plan_check_masks(const attn_varlen_plan *plan, const attn_named *outs, int n_outs,
+                                         const attn_tensor *const *masks, int64_t batch, attn_error *err);
 /* The row sources a paged plan fills: plan->k_rows and plan->v_rows. */
 attn_paged_rows *attn_varlen_plan_k_rows(attn_varlen_plan *plan);
 attn_paged_rows *attn_varlen_plan_v_rows(attn_varlen_plan *plan);

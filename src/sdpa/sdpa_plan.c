@@ -256,11 +256,9 @@ attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *l
     const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
     const attn_named ins[8] = {{q, "q"}, {k, "k"}, {v, "v"}, {pl->o.mask, "mask"}, {pl->o.alibi_slopes, "alibi_slopes"},
                                {pl->o.sinks, "sinks"}, {pl->o.k_descale, "k_descale"}, {pl->o.v_descale, "v_descale"}};
-    if ((st = attn_check_no_overlap(outs, 2, ins, 8, err))) return st;
-    for (int64_t b = 0; pl->masks && b < pl->batch; b++) {
-        const attn_named mask = {pl->masks[b], "a sequence's mask"};
-        if ((st = attn_check_no_overlap(outs, 2, &mask, 1, err))) return st;
-    }
+    if ((st = attn_check_no_overlap(outs, 2, ins, 8, err)) ||
+        (pl->varlen && (st = attn_varlen_plan_check_masks(pl->varlen, outs, 2, pl->masks, pl->batch, err))))
+        return st;
     pl->q.data = q->data, pl->k.data = k->data, pl->v.data = v->data, pl->out.data = out->data;
     pl->lse.data = lse ? lse->data : NULL;
     attn_arena arena = attn_arena_over(workspace, workspace_size);
@@ -385,11 +383,9 @@ static attn_status run_paged(attn_sdpa_plan *pl, attn_tensor *out, attn_tensor *
     /* a view without scales: the options' own descale tensors, if any (with scales, pl->o's are the planned view's) */
     ins[11] = (attn_named){sc[0] ? NULL : pl->o.k_descale, "k_descale"};
     ins[12] = (attn_named){sc[1] ? NULL : pl->o.v_descale, "v_descale"};
-    if ((st = attn_check_no_overlap(outs, 2, ins, 13, err))) return st;
-    for (int64_t b = 0; pl->masks && b < pl->batch; b++) {
-        const attn_named mask = {pl->masks[b], "a sequence's mask"};
-        if ((st = attn_check_no_overlap(outs, 2, &mask, 1, err))) return st;
-    }
+    if ((st = attn_check_no_overlap(outs, 2, ins, 13, err)) ||
+        (st = attn_varlen_plan_check_masks(pl->varlen, outs, 2, pl->masks, pl->batch, err)))
+        return st;
     pl->q.data = q->data, pl->out.data = out->data, pl->lse.data = lse ? lse->data : NULL;
     attn_paged_rows *k_rows = attn_varlen_plan_k_rows(pl->varlen), *v_rows = attn_varlen_plan_v_rows(pl->varlen);
     for (int64_t b = 0; b < pl->batch; b++) attn_kv_paged_rows(&k_rows[b], &v_rows[b], w, b, k_rows[b].length);

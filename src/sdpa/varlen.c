@@ -136,8 +136,10 @@ typedef struct batch_kv {
  * the batch runs through f32 copies (forward_half). */
 static attn_dtype lse_dtype(const attn_tensor *q) { return attn_dtype_half(q->dtype) ? ATTN_F32 : q->dtype; }
 
-/* The options a ragged batch takes. */
-static attn_status check_batch_options(const attn_sdpa_options *o, attn_error *err) {
+/* The options a ragged batch takes, beside its packed q (checked). */
+static attn_status check_batch_options(const attn_sdpa_options *o, const attn_tensor *q, attn_error *err) {
+    attn_status st = attn_check_options(o, lse_dtype(q), q->shape[1], q->shape[2], err);
+    if (st) return st;
     if (o->mask)
         return attn_fail(err, ATTN_ERR_OPTION, "options->mask is set; a ragged batch takes one mask per sequence (masks)");
     if (o->query_start || o->key_start || o->total_queries || o->total_keys)
@@ -203,10 +205,26 @@ static attn_status check_batch(const attn_tensor *q, const attn_tensor *k, const
     if (v->shape[1] != k->shape[1] || q->shape[1] % k->shape[1] != 0)
         return attn_fail(err, ATTN_ERR_HEADS, "q, k and v have %lld, %lld and %lld heads; k and v must match and divide q's",
                          (long long)q->shape[1], (long long)k->shape[1], (long long)v->shape[1]);
-    if ((st = check_batch_options(o, err))) return st;
+    if ((st = check_batch_options(o, q, err))) return st;
     if ((st = attn_check_cu_seqlens(cu_q, batch, q->shape[0], "cu_seqlens_q", err)) ||
         (st = attn_check_cu_seqlens(cu_k, batch, k->shape[0], "cu_seqlens_k", err)))
         return st;
+    return ATTN_OK;
+}
+
+/* The outputs against the masks the call reads: masks[b] only where
+ * sequence b has queries (cu_q) and keys (k_rows[b].length for a paged
+ * batch, else cu_k). The mask of a sequence without either is never read
+ * (attn.h), so where it lies does not matter. */
+static attn_status check_masks_apart(const attn_named *outs, int n_outs, const attn_tensor *const *masks,
+                                     const int64_t *cu_q, const int64_t *cu_k, const attn_paged_rows *k_rows,
+                                     int64_t batch, attn_error *err) {
+    for (int64_t b = 0; masks && b < batch; b++) {
+        int64_t L = cu_q[b + 1] - cu_q[b], S = k_rows ? k_rows[b].length : cu_k[b + 1] - cu_k[b];
+        const attn_named mask = {masks[b], "a sequence's mask"};
+        attn_status st = L > 0 && S > 0 ? attn_check_no_overlap(outs, n_outs, &mask, 1, err) : ATTN_OK;
+        if (st) return in_sequence(st, b, err);
+    }
     return ATTN_OK;
 }
 
@@ -429,16 +447,14 @@ static attn_status forward_half(attn_tensor *out, attn_tensor *lse, const attn_t
     return st;
 }
 
-/* Outputs against the inputs every call reads, and each sequence's mask. */
+/* Outputs against the inputs every call reads, and each sequence's mask
+ * that is read (check_masks_apart; masks NULL: none). */
 static attn_status check_outputs(attn_tensor *out, attn_tensor *lse, const attn_named *ins, int n_ins,
-                                 const attn_tensor *const *masks, int64_t batch, attn_error *err) {
+                                 const attn_tensor *const *masks, const int64_t *cu_q, const int64_t *cu_k,
+                                 const attn_paged_rows *k_rows, int64_t batch, attn_error *err) {
     const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
     attn_status st = attn_check_no_overlap(outs, 2, ins, n_ins, err);
-    for (int64_t b = 0; !st && masks && b < batch; b++) {
-        const attn_named mask = {masks[b], "a sequence's mask"};
-        if ((st = attn_check_no_overlap(outs, 2, &mask, 1, err))) return in_sequence(st, b, err);
-    }
-    return st;
+    return st ? st : check_masks_apart(outs, 2, masks, cu_q, cu_k, k_rows, batch, err);
 }
 
 /* Everything of attn_sdpa_varlen's arguments checked before any sequence
@@ -457,7 +473,7 @@ static attn_status check_varlen(attn_tensor *out, attn_tensor *lse, const attn_t
     /* The scales too: a sequence's plan sees only its own row of them. */
     const attn_named ins[7] = {{q, "q"}, {k, "k"}, {v, "v"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"},
                                {o->k_descale, "k_descale"}, {o->v_descale, "v_descale"}};
-    if ((st = check_outputs(out, lse, ins, 7, masks, batch, err))) return st;
+    if ((st = check_outputs(out, lse, ins, 7, masks, cu_q, cu_k, NULL, batch, err))) return st;
     if (o->sinks && (st = attn_check_per_head(o->sinks, "sinks", q->shape[1], err))) return st;
     return check_batch_descale(o, k->dtype, v->dtype, batch, k->shape[1], err);
 }
@@ -489,7 +505,7 @@ static attn_status check_paged(int64_t *Ev_out, attn_tensor *out, attn_tensor *l
                                const attn_paged_rows *v_pages, const attn_tensor *const *masks,
                                const attn_sdpa_options *o, attn_error *err) {
     attn_status st;
-    if ((st = check_packed(q, "q", err)) || (st = check_batch_options(o, err)) ||
+    if ((st = check_packed(q, "q", err)) || (st = check_batch_options(o, q, err)) ||
         (st = attn_check_cu_seqlens(cu_seqlens_q, batch, q->shape[0], "cu_seqlens_q", err)))
         return st;
     if (batch > 0 && (!k_pages || !v_pages)) return attn_fail(err, ATTN_ERR_NULL, "k_pages or v_pages is NULL");
@@ -521,12 +537,12 @@ static attn_status check_paged(int64_t *Ev_out, attn_tensor *out, attn_tensor *l
         return st;
     const attn_named ins[5] = {{q, "q"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"},
                                {o->k_descale, "k_descale"}, {o->v_descale, "v_descale"}};
-    if ((st = check_outputs(out, lse, ins, 5, masks, batch, err))) return st;
+    if ((st = check_outputs(out, lse, ins, 5, masks, cu_seqlens_q, NULL, k_pages, batch, err))) return st;
     for (int64_t b = 0; b < batch; b++) { /* and the pools' memory */
         attn_tensor pools[2];
         attn_paged_rows_pool(&pools[0], &k_pages[b]), attn_paged_rows_pool(&pools[1], &v_pages[b]);
         const attn_named pin[2] = {{&pools[0], "k pages"}, {&pools[1], "v pages"}};
-        if ((st = check_outputs(out, lse, pin, 2, NULL, 0, err))) return in_sequence(st, b, err);
+        if ((st = check_outputs(out, lse, pin, 2, NULL, NULL, NULL, NULL, 0, err))) return in_sequence(st, b, err);
     }
     if (o->sinks && (st = attn_check_per_head(o->sinks, "sinks", q->shape[1], err))) return st;
     if (batch > 0 && (st = check_batch_descale(o, k_pages[0].dtype, v_pages[0].dtype, batch, k_pages[0].heads, err)))
@@ -578,11 +594,9 @@ attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_ten
     const attn_named outs[3] = {{dq, "dq"}, {dk, "dk"}, {dv, "dv"}};
     const attn_named ins[8] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"},
                                {o.alibi_slopes, "alibi_slopes"}, {o.sinks, "sinks"}};
-    if ((st = attn_check_no_overlap(outs, 3, ins, 8, err))) return st;
-    for (int64_t b = 0; masks && b < batch; b++) {
-        const attn_named mask = {masks[b], "a sequence's mask"};
-        if ((st = attn_check_no_overlap(outs, 3, &mask, 1, err))) return in_sequence(st, b, err);
-    }
+    if ((st = attn_check_no_overlap(outs, 3, ins, 8, err)) ||
+        (st = check_masks_apart(outs, 3, masks, cu_seqlens_q, cu_seqlens_k, NULL, batch, err)))
+        return st;
     /* Every sequence planned and checked, then all of their scratch taken
      * (and, with a workspace, measured against it first), then the fused
      * kernel's items of every sequence run as one job: nothing is written
@@ -752,6 +766,11 @@ attn_status attn_varlen_plan_make_paged(attn_varlen_plan *pl, size_t *workspace_
         return st;
     *workspace_bytes = attn_arena_needed(&m);
     return ATTN_OK;
+}
+
+attn_status attn_varlen_plan_check_masks(const attn_varlen_plan *pl, const attn_named *outs, int n_outs,
+                                         const attn_tensor *const *masks, int64_t batch, attn_error *err) {
+    return check_masks_apart(outs, n_outs, masks, pl->cu_q, pl->cu_k, pl->k_rows, batch, err);
 }
 
 attn_paged_rows *attn_varlen_plan_k_rows(attn_varlen_plan *pl) { return pl->k_rows; }
