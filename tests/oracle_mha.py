@@ -104,15 +104,20 @@ class Oracle(Reporter):
         self.keep.append(t)
         return ctypes.pointer(t)
 
+    def params(self, state, embed_dim, heads, kv_heads=0, kdim=0, vdim=0):
+        """An attn_mha_params holding the dict of parameter arrays (kept alive in self.keep)."""
+        p = self.lib.attn_mha_params_default()
+        p.embed_dim, p.num_heads, p.num_kv_heads, p.kdim, p.vdim = embed_dim, heads, kv_heads, kdim, vdim
+        for name, a in state.items():
+            setattr(p, name, self.tensor(a))
+        return p
+
     def run(self, query, key, value, state, heads, kv_heads=0, kdim=0, vdim=0, batch_first=False, zero_attn=False,
             kpm=None, attn_mask=None, causal=0, want_weights=False, average=True, rope=None, attention=None):
         """attn_mha on numpy inputs and a dict of parameter arrays: (status, message, out, weights).
         attention: an attn_sdpa_options for options->attention, or None."""
         self.keep = []
-        p = self.lib.attn_mha_params_default()
-        p.embed_dim, p.num_heads, p.num_kv_heads, p.kdim, p.vdim = query.shape[-1], heads, kv_heads, kdim, vdim
-        for name, a in state.items():
-            setattr(p, name, self.tensor(a))
+        p = self.params(state, query.shape[-1], heads, kv_heads, kdim, vdim)
         o = self.lib.attn_mha_options_default()
         o.batch_first, o.add_zero_attn, o.causal, o.average_attn_weights = batch_first, zero_attn, causal, average
         o.key_padding_mask, o.attn_mask = self.tensor(kpm), self.tensor(attn_mask)
@@ -404,10 +409,7 @@ def cached_batch_case(o, rng, name, H, Hkv, E, steps, rope, B=3, capacity=32):
     I64 = ctypes.POINTER(ctypes.c_int64)
     for step in steps:
         o.keep = []
-        p = lib.attn_mha_params_default()
-        p.embed_dim, p.num_heads, p.num_kv_heads = E, H, Hkv
-        for n, a in state.items():
-            setattr(p, n, o.tensor(a))
+        p = o.params(state, E, H, Hkv)
         opts = lib.attn_mha_options_default()
         opts.causal = 2
         r = lib.attn_rope_options_default()
@@ -475,10 +477,7 @@ def cached_masks_case(o, rng, name, H, Hkv, E, steps, rope, N=2, capacity=16):
         if "kpm_float" in kinds:
             kpm = f((N, S))
         o.keep = []
-        p = lib.attn_mha_params_default()
-        p.embed_dim, p.num_heads, p.num_kv_heads = E, H, Hkv
-        for n, a in state.items():
-            setattr(p, n, o.tensor(a))
+        p = o.params(state, E, H, Hkv)
         opts = lib.attn_mha_options_default()
         opts.batch_first, opts.causal = 1, 2
         opts.attn_mask, opts.key_padding_mask = o.tensor(am), o.tensor(kpm)
@@ -701,10 +700,7 @@ def mha_cached_dropout_case(o, rng, name, H, Hkv, E=16, N=2, steps=(3, 1, 2), p=
         S = hist.shape[1] + L
         x = f((N, L, E))
         o.keep = []
-        prm = lib.attn_mha_params_default()
-        prm.embed_dim, prm.num_heads, prm.num_kv_heads = E, H, Hkv
-        for n, a in state.items():
-            setattr(prm, n, o.tensor(a))
+        prm = o.params(state, E, H, Hkv)
         opts = lib.attn_mha_options_default()
         opts.batch_first, opts.causal = 1, 2
         a = dropout_options(o, p, seed)
