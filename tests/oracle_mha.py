@@ -382,6 +382,22 @@ class KvCacheDesc(ctypes.Structure):
                 ("dtype", ctypes.c_int)]
 
 
+def f64_cache(lib, batch, heads, capacity, D):
+    """An f64 KV cache in a buffer of its own: (cache, memory, "") or
+    (None, None, what failed). Keep memory alive as long as cache."""
+    d = defaults_of(lib, "attn_kv_cache_desc", KvCacheDesc)()
+    d.batch, d.heads, d.capacity, d.key_dim, d.value_dim = batch, heads, capacity, D, D
+    d.dtype = view(np.zeros(1)).dtype  # f64
+    err, size = Error(), ctypes.c_size_t()
+    if lib.attn_kv_cache_bytes(ctypes.byref(size), ctypes.byref(d), ctypes.byref(err)):
+        return None, None, "attn_kv_cache_bytes: " + err.message.decode()
+    memory = ctypes.create_string_buffer(size.value)
+    cache = ctypes.c_void_p()
+    if lib.attn_kv_cache_init(ctypes.byref(cache), memory, size, ctypes.byref(d), ctypes.byref(err)):
+        return None, None, "attn_kv_cache_init: " + err.message.decode()
+    return cache, memory, ""
+
+
 def cached_batch_case(o, rng, name, H, Hkv, E, steps, rope, B=3, capacity=32):
     """attn_mha_cached_batch in f64 over rows of an f64 cache: `steps` lists
     each step's (row, new positions) pairs; every row's outputs, step after
@@ -392,17 +408,10 @@ def cached_batch_case(o, rng, name, H, Hkv, E, steps, rope, B=3, capacity=32):
     D = E // H
     f = rng.standard_normal
     state = gqa_state(f, E, D, Hkv)
-    d = defaults_of(lib, "attn_kv_cache_desc", KvCacheDesc)()
-    d.batch, d.heads, d.capacity, d.key_dim, d.value_dim = B, Hkv, capacity, D, D
-    d.dtype = view(np.zeros(1)).dtype  # f64
+    cache, memory, why = f64_cache(lib, B, Hkv, capacity, D)
+    if why:
+        return o.report(name, why)
     err = Error()
-    size = ctypes.c_size_t()
-    if lib.attn_kv_cache_bytes(ctypes.byref(size), ctypes.byref(d), ctypes.byref(err)):
-        return o.report(name, "attn_kv_cache_bytes: " + err.message.decode())
-    memory = ctypes.create_string_buffer(size.value)
-    cache = ctypes.c_void_p()
-    if lib.attn_kv_cache_init(ctypes.byref(cache), memory, size, ctypes.byref(d), ctypes.byref(err)):
-        return o.report(name, "attn_kv_cache_init: " + err.message.decode())
     lengths = np.zeros(B, np.int64)
     xs = [np.zeros((0, E)) for _ in range(B)]  # each row's whole sequence so far
     outs = [np.zeros((0, E)) for _ in range(B)]
@@ -452,14 +461,10 @@ def cached_masks_case(o, rng, name, H, Hkv, E, steps, rope, N=2, capacity=16):
     f = rng.standard_normal
     state = gqa_state(f, E, D, Hkv)
     t = {k: torch.from_numpy(a) for k, a in state.items()}
-    d = defaults_of(lib, "attn_kv_cache_desc", KvCacheDesc)()
-    d.batch, d.heads, d.capacity, d.key_dim, d.value_dim = N, Hkv, capacity, D, D
-    d.dtype = view(np.zeros(1)).dtype  # f64
-    err, size = Error(), ctypes.c_size_t()
-    lib.attn_kv_cache_bytes(ctypes.byref(size), ctypes.byref(d), ctypes.byref(err))
-    memory = ctypes.create_string_buffer(size.value)
-    cache = ctypes.c_void_p()
-    lib.attn_kv_cache_init(ctypes.byref(cache), memory, size, ctypes.byref(d), ctypes.byref(err))
+    cache, memory, why = f64_cache(lib, N, Hkv, capacity, D)
+    if why:
+        return o.report(name, why)
+    err = Error()
     hist = np.zeros((N, 0, E))
     why = ""
     for step, (L, kinds) in enumerate(steps):
@@ -687,14 +692,10 @@ def mha_cached_dropout_case(o, rng, name, H, Hkv, E=16, N=2, steps=(3, 1, 2), p=
     f = rng.standard_normal
     state = gqa_state(f, E, D, Hkv)
     t = {n: torch.from_numpy(a) for n, a in state.items()}
-    d = defaults_of(lib, "attn_kv_cache_desc", KvCacheDesc)()
-    d.batch, d.heads, d.capacity, d.key_dim, d.value_dim = N, Hkv, 16, D, D
-    d.dtype = view(np.zeros(1)).dtype  # f64
-    err, size = Error(), ctypes.c_size_t()
-    lib.attn_kv_cache_bytes(ctypes.byref(size), ctypes.byref(d), ctypes.byref(err))
-    memory = ctypes.create_string_buffer(size.value)
-    cache = ctypes.c_void_p()
-    lib.attn_kv_cache_init(ctypes.byref(cache), memory, size, ctypes.byref(d), ctypes.byref(err))
+    cache, memory, why = f64_cache(lib, N, Hkv, 16, D)
+    if why:
+        return o.report(name, why)
+    err = Error()
     hist, masks = np.zeros((N, 0, E)), []
     for step, L in enumerate(steps):
         S = hist.shape[1] + L
