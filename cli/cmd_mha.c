@@ -79,37 +79,60 @@ typedef struct weights {
     attn_tensor sinks;                  /* a 16-bit checkpoint's sinks widened to the input's dtype */
 } weights;
 
-/* The whole of the regular file at path, into *bytes (malloc'd) and *size:
- * 0, or EXIT_DATA after printing why. Opened without blocking, and refused
- * unless a regular file: fopen of a FIFO waited for a writer that may never
- * come, and a device has no size to read. */
-static int read_file(const char *path, unsigned char **bytes, size_t *size) {
+/* A safetensors file being read: its descriptor and name (for messages). */
+typedef struct st_source {
+    int fd;
+    const char *path;
+} st_source;
+
+/* st_read_fn over a file: n bytes at offset, or why not. */
+static int read_at(void *ctx, void *dst, uint64_t offset, size_t n, char *msg, size_t msg_size) {
+    const st_source *src = ctx;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(src->fd, (char *)dst + got, n - got, (off_t)(offset + got));
+        if (r > 0) got += (size_t)r;
+        else if (r == 0) return snprintf(msg, msg_size, "it changed while being read (it ends before byte %llu)",
+                                         (unsigned long long)(offset + got)), 1;
+        else if (errno != EINTR) return snprintf(msg, msg_size, "cannot read it: %s", strerror(errno)), 1;
+    }
+    return 0;
+}
+
+/* The regular file at path, opened (*fd) with its size: 0, or EXIT_DATA
+ * after printing why. Opened without blocking, and refused unless a
+ * regular file: fopen of a FIFO waited for a writer that may never come,
+ * and a device has no size to read. */
+static int open_regular(const char *path, int *fd, uint64_t *size) {
     struct stat sb;
-    *bytes = NULL, *size = 0;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return cli_error(EXIT_DATA, "--weights %s: cannot open it: %s", path, strerror(errno));
-    int e = fstat(fd, &sb) == 0 ? 0 : errno;
+    *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (*fd < 0) return cli_error(EXIT_DATA, "--weights %s: cannot open it: %s", path, strerror(errno));
+    int e = fstat(*fd, &sb) == 0 ? 0 : errno;
     if (e || !S_ISREG(sb.st_mode)) {
-        close(fd);
+        close(*fd), *fd = -1;
         return e ? cli_error(EXIT_DATA, "--weights %s: cannot stat it: %s", path, strerror(e))
                  : cli_error(EXIT_DATA, "--weights %s is neither a regular file nor a directory", path);
     }
-    size_t n = (size_t)sb.st_size, got = 0;
-    unsigned char *buf = malloc(n + 1);
-    ssize_t r = 1;
-    while (buf && got < n && (r = read(fd, buf + got, n - got)) != 0)
-        if (r > 0) got += (size_t)r;
-        else if (errno != EINTR) break;
-    e = r < 0 ? errno : 0;
-    close(fd);
-    if (buf && got == n) {
-        *bytes = buf, *size = n;
-        return 0;
-    }
-    free(buf);
-    return !buf ? cli_error(EXIT_DATA, "--weights %s: out of memory for its %zu bytes", path, n)
-           : e  ? cli_error(EXIT_DATA, "--weights %s: cannot read it: %s", path, strerror(e))
-                : cli_error(EXIT_DATA, "--weights %s changed while being read", path);
+    *size = (uint64_t)sb.st_size;
+    return 0;
+}
+
+/* The header of the safetensors file src, parsed into *st (no tensor's
+ * data read): 0, or EXIT_DATA after printing why. */
+static int read_header(st_file *st, st_source *src, uint64_t size) {
+    unsigned char first8[8] = {0};
+    char msg[512];
+    size_t have = size < 8 ? (size_t)size : 8;
+    if (read_at(src, first8, 0, have, msg, sizeof msg))
+        return cli_error(EXIT_DATA, "--weights %s: %s", src->path, msg);
+    uint64_t head = have < 8 ? have : st_head_size(first8, size); /* at most 8 + ST_MAX_HEADER */
+    unsigned char *bytes = malloc((size_t)head + 1);
+    if (!bytes) return cli_error(EXIT_DATA, "--weights %s: out of memory for its %llu header bytes", src->path,
+                                 (unsigned long long)head);
+    int rc = read_at(src, bytes, 0, (size_t)head, msg, sizeof msg) ||
+             st_parse(st, bytes, (size_t)head, size, msg, sizeof msg);
+    free(bytes);
+    return rc ? cli_error(EXIT_DATA, "--weights %s: %s", src->path, msg) : 0;
 }
 
 /* The prefix of the checkpoint's attention names: what comes before the
@@ -155,26 +178,31 @@ static int load_weights(weights *w, const char *path, const char *prefix_opt) {
             }
         return 0;
     }
-    size_t size;
-    unsigned char *bytes;
-    if ((code = read_file(path, &bytes, &size))) return code;
+    /* The header, then only the tensors the layer takes: a checkpoint of
+     * many layers (or other weights) costs its header and one layer. */
+    uint64_t size = 0;
+    st_source src = {-1, path};
+    if ((code = open_regular(path, &src.fd, &size)) || (code = read_header(&w->st, &src, size))) {
+        if (src.fd >= 0) close(src.fd);
+        return code;
+    }
     char msg[512], prefix[1024];
-    int rc = st_parse(&w->st, bytes, size, msg, sizeof msg);
-    free(bytes);
-    if (rc) return cli_error(EXIT_DATA, "--weights %s: %s", path, msg);
     if (prefix_opt) snprintf(prefix, sizeof prefix, "%s", prefix_opt);
-    else if ((rc = find_prefix(prefix, sizeof prefix, &w->st))) return rc;
-    for (int p = 0; p < N_PARAMS; p++)
-        for (int a = 0; a < 2 && NAMES[p][a] && !w->found[p]; a++) {
+    else code = find_prefix(prefix, sizeof prefix, &w->st);
+    for (int p = 0; !code && p < N_PARAMS; p++)
+        for (int a = 0; !code && a < 2 && NAMES[p][a] && !w->found[p]; a++) {
             char name[2048];
             snprintf(name, sizeof name, "%s%s", prefix, NAMES[p][a]);
-            const st_tensor *t = st_find(&w->st, name);
-            if (t && !t->loaded)
-                return cli_error(EXIT_DATA, "--weights %s: tensor '%s' has dtype %s; attn reads F64, F32, F16 and BF16",
+            st_tensor *t = st_find(&w->st, name);
+            if (t && !t->readable)
+                code = cli_error(EXIT_DATA, "--weights %s: tensor '%s' has dtype %s; attn reads F64, F32, F16 and BF16",
                                  path, name, t->dtype);
-            w->found[p] = t ? &t->t : NULL;
+            else if (t && st_load(t, read_at, &src, msg, sizeof msg))
+                code = cli_error(EXIT_DATA, "--weights %s: %s", path, msg);
+            else w->found[p] = t ? &t->t : NULL;
         }
-    return 0;
+    close(src.fd);
+    return code;
 }
 
 static void free_weights(weights *w) {

@@ -2,6 +2,7 @@
 #include "safetensors.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,10 +12,35 @@ void st_free(st_file *f) {
     if (f) free(f->tensors), f->tensors = NULL, f->count = 0;
 }
 
-const st_tensor *st_find(const st_file *f, const char *name) {
+st_tensor *st_find(const st_file *f, const char *name) {
     for (int i = 0; i < f->count; i++)
         if (strcmp(f->tensors[i].name, name) == 0) return &f->tensors[i];
     return NULL;
+}
+
+/* The header's length: the file's first 8 bytes, little-endian. */
+static uint64_t header_length(const unsigned char *first8) {
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | first8[i];
+    return hlen;
+}
+
+uint64_t st_head_size(const unsigned char first8[8], uint64_t file_size) {
+    uint64_t hlen = header_length(first8);
+    return file_size >= 8 && hlen <= file_size - 8 && hlen <= ST_MAX_HEADER ? 8 + hlen : 8;
+}
+
+int st_load(st_tensor *t, st_read_fn read, void *ctx, char *msg, size_t n) {
+    if (t->t.data) return 0;
+    if (!t->readable) return snprintf(msg, n, "tensor '%s' has dtype %s, which attn does not read", t->name, t->dtype), 1;
+    /* malloc's alignment suits every dtype; one byte at least, so that an
+     * empty tensor's data is not NULL, which would read as "not loaded" */
+    if (t->bytes > SIZE_MAX - 1) return snprintf(msg, n, "tensor '%s' is too large for this machine", t->name), 1;
+    void *copy = malloc(t->bytes ? (size_t)t->bytes : 1);
+    if (!copy) return snprintf(msg, n, "out of memory for tensor '%s' (%llu bytes)", t->name, (unsigned long long)t->bytes), 1;
+    if (t->bytes && read(ctx, copy, t->offset, (size_t)t->bytes, msg, n)) return free(copy), 1;
+    t->t.data = copy;
+    return 0;
 }
 
 #if defined(ATTN_HAVE_CJSON)
@@ -57,7 +83,7 @@ static const st_dtype DTYPES[] = {
 
 /* One header entry into f->tensors[f->count] (the data range checked against
  * the shape and the data's size). */
-static int entry(st_file *f, range *r, const cJSON *e, const unsigned char *data, uint64_t data_size, char *msg,
+static int entry(st_file *f, range *r, const cJSON *e, uint64_t data_start, uint64_t data_size, char *msg,
                  size_t n) {
     const char *name = e->string;
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype"), *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
@@ -113,11 +139,9 @@ static int entry(st_file *f, range *r, const cJSON *e, const unsigned char *data
         return snprintf(msg, n, "tensor '%s' has a shape whose element count overflows 64 bits", name), 1;
     st_tensor *st = &f->tensors[f->count];
     char *copied = strdup(name);
-    void *copy = type->type ? malloc(bytes ? bytes : 1) : NULL;
-    if (!copied || (type->type && !copy))
-        return free(copied), free(copy), snprintf(msg, n, "out of memory reading tensor '%s'", name), 1;
-    if (copy) memcpy(copy, data + b, bytes);
-    st->name = copied, st->dtype = type->name, st->loaded = type->type != 0, st->t = view, st->t.data = copy;
+    if (!copied) return snprintf(msg, n, "out of memory reading tensor '%s'", name), 1;
+    st->name = copied, st->dtype = type->name, st->readable = type->type != 0, st->t = view;
+    st->offset = data_start + b, st->bytes = bytes;
     f->count++;
     *r = (range){b, en, st->name};
     return 0;
@@ -176,15 +200,22 @@ static int metadata(const cJSON *e, char *msg, size_t n) {
     return 0;
 }
 
-int st_parse(st_file *f, const unsigned char *bytes, size_t size, char *msg, size_t n) {
+int st_parse(st_file *f, const unsigned char *bytes, size_t head_size, uint64_t size, char *msg, size_t n) {
     memset(f, 0, sizeof *f);
-    if (size < 8) return snprintf(msg, n, "a safetensors file starts with an 8-byte header length; this one has %zu bytes", size), 1;
+    if (size < 8 || head_size < 8)
+        return snprintf(msg, n, "a safetensors file starts with an 8-byte header length; this one has %llu bytes",
+                        (unsigned long long)size), 1;
     if (memcmp(bytes, "\x93NUMPY", 6) == 0) /* read as a length, its magic is some 10^14 bytes */
         return snprintf(msg, n, "this is a .npy file, not safetensors (a directory of NAME.npy files is read as one)"), 1;
-    uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | bytes[i];
+    uint64_t hlen = header_length(bytes);
     if (hlen > size - 8)
-        return snprintf(msg, n, "header length %llu runs past the end of the file (%zu bytes)", (unsigned long long)hlen, size), 1;
+        return snprintf(msg, n, "header length %llu runs past the end of the file (%llu bytes)", (unsigned long long)hlen,
+                        (unsigned long long)size), 1;
+    if (hlen > ST_MAX_HEADER)
+        return snprintf(msg, n, "header length %llu is past the format's limit of %u bytes", (unsigned long long)hlen,
+                        ST_MAX_HEADER), 1;
+    if (head_size - 8 < hlen) /* the caller's mistake: st_head_size says how many */
+        return snprintf(msg, n, "only %zu of the header's %llu bytes were read", head_size - 8, (unsigned long long)hlen), 1;
     long long nul = first_nul(bytes + 8, (size_t)hlen);
     if (nul >= 0)
         return snprintf(msg, n, "the header has a NUL character at byte %lld: tensor names and metadata cannot hold one",
@@ -218,7 +249,7 @@ int st_parse(st_file *f, const unsigned char *bytes, size_t size, char *msg, siz
             else rc = metadata(e, msg, n);
             had_metadata = true;
         } else if (st_find(f, e->string)) rc = (snprintf(msg, n, "tensor '%s' appears twice", e->string), 1);
-        else rc = entry(f, &ranges[f->count], e, bytes + 8 + hlen, size - 8 - hlen, msg, n);
+        else rc = entry(f, &ranges[f->count], e, 8 + hlen, size - 8 - hlen, msg, n);
     }
     if (!rc) { /* the tensors tile the data: each starts where the one before it ends, and the last ends the data */
         uint64_t data_size = size - 8 - hlen, reached = 0; /* the tensors so far cover data[0, reached) */
@@ -249,8 +280,8 @@ int st_parse(st_file *f, const unsigned char *bytes, size_t size, char *msg, siz
     return rc;
 }
 #else
-int st_parse(st_file *f, const unsigned char *bytes, size_t size, char *msg, size_t n) {
-    (void)bytes, (void)size;
+int st_parse(st_file *f, const unsigned char *bytes, size_t head_size, uint64_t size, char *msg, size_t n) {
+    (void)bytes, (void)head_size, (void)size;
     memset(f, 0, sizeof *f);
     snprintf(msg, n, "this attn was built without a JSON library: install libcjson-dev and rebuild to read safetensors");
     return 1;

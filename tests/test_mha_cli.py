@@ -14,6 +14,7 @@ Usage: test_mha_cli.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why".
 import json
 import os
 import re
+import resource
 import struct
 import subprocess
 
@@ -766,6 +767,62 @@ def rank_sweeps(c, rng):
                    "--incremental", "-o", c.path("out.npy")], {2, 3}, NAMES["-x"], ("out.npy",))
 
 
+def large_checkpoints(c, rng):
+    """A checkpoint is read by its header and the tensors the layer takes:
+    a file with a 6 GiB tensor besides the layer (a sparse file: the data
+    is never written) runs under a 1 GiB address-space limit, bitwise as
+    the layer's file alone; and a header longer than the format's limit
+    (100,000,000 bytes) is refused before any of it is read. Without the
+    limit's check or under ASan (whose shadow memory needs more address
+    space than any limit) the first says skip."""
+    mha = torch.nn.MultiheadAttention(8, 2, dtype=torch.float64)
+    sd = {k: v.detach().numpy() for k, v in mha.state_dict().items()}
+    x = rng.standard_normal((5, 2, 8))
+    np.save(c.path("x.npy"), x)
+    with open(c.path("small.safetensors"), "wb") as f:
+        f.write(safetensors_bytes(sd))
+    header, offset = {}, 0
+    for name, a in sd.items():
+        header[name] = {"dtype": "F64", "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
+        offset += a.nbytes
+    big = 6 << 30
+    header["other_layer.weight"] = {"dtype": "F32", "shape": [big // 4], "data_offsets": [offset, offset + big]}
+    text = json.dumps(header).encode()
+    path = c.path("large.safetensors")
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(np.ascontiguousarray(a).tobytes() for a in sd.values()))
+        f.truncate(8 + len(text) + offset + big)
+    runs = []
+    for name, limit in (("small.safetensors", None), ("large.safetensors", 1 << 30)):
+        out = c.path("out_" + name + ".npy")
+        if os.path.exists(out):
+            os.remove(out)
+
+        def cap(limit=limit):
+            if limit:
+                resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        r = subprocess.run([c.attn, "mha", "-x", c.path("x.npy"), "--weights", c.path(name), "--heads", "2", "-o", out],
+                           capture_output=True, text=True, preexec_fn=cap)
+        runs.append((r, out))
+    with open(c.attn, "rb") as f:
+        asan = b"__asan_init" in f.read()
+    os.remove(path)
+    if asan:
+        print("skip large_checkpoint_reads_one_layer: an ASan build cannot run under an address-space limit")
+    else:
+        (r1, out1), (r2, out2) = runs
+        why = ("small file: " + r1.stderr if r1.returncode else "large file: " + r2.stderr if r2.returncode else
+               "" if np.array_equal(np.load(out1), np.load(out2)) else "the outputs differ")
+        c.report("large_checkpoint_reads_one_layer", why)
+    path = c.path("long_header.safetensors")
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", 100000001))
+        f.truncate(8 + 100000001)
+    c.bad_args("error_header_past_format_limit", ["-x", c.path("x.npy"), "--weights", path, "--heads", "2"],
+               "header length 100000001 is past the format's limit of 100000000 bytes")
+    os.remove(path)
+
+
 def main():
     build, rng = oracle_args(20261130)
     c = Check(build)
@@ -778,6 +835,7 @@ def main():
     grouped_keys_cache(c, rng, R=128, L=200)
     bad_files(c)
     bad_paths(c)
+    large_checkpoints(c, rng)
     rank_sweeps(c, rng)
     r = c.run(["-x", "x.npy"])
     c.report("error_usage", "" if r.returncode == 2 and "needs -x, --weights and --heads" in r.stderr else r.stderr)
