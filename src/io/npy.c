@@ -204,8 +204,6 @@ static attn_status parse_dict(npy_layout *h, const char *text, size_t len, attn_
 
 /* ---- the file layout ----------------------------------------------------- */
 
-/* Parse the prefix and header in buf[0..avail) of a file of file_size bytes.
- * avail may be less than file_size (the data need not be in buf). */
 /* The data's byte count for a shape of elements of es bytes: every
  * dimension >= 0 (the reader takes digits only), the count within int64 and
  * size_t. Reader and writer both check here, so that every header
@@ -227,6 +225,8 @@ static attn_status data_bytes(int64_t *bytes, int rank, const int64_t *shape, in
     return ATTN_OK;
 }
 
+/* Parse the prefix and header in buf[0..avail) of a file of file_size bytes.
+ * avail may be less than file_size (the data need not be in buf). */
 static attn_status parse_layout(npy_layout *h, const unsigned char *buf, size_t avail,
                                 size_t file_size, attn_error *err) {
     bool ints = h->ints; /* the one setting a caller gives */
@@ -319,6 +319,15 @@ static attn_status to_c_order(attn_tensor *t, attn_error *err) {
     return ATTN_OK;
 }
 
+/* The data just read into out, as the layout says it lies, put in the
+ * host's order: each element's bytes reversed if big-endian, then the
+ * elements in C order if Fortran's (out is freed on failure). */
+static attn_status to_host_order(attn_tensor *out, const npy_layout *h, attn_error *err) {
+    size_t es = attn_dtype_size(h->dtype);
+    if (h->swap) swap_elements(out->data, h->data_bytes / es, es);
+    return h->fortran ? to_c_order(out, err) : ATTN_OK;
+}
+
 attn_status attn_npy_parse(attn_tensor *out, const void *bytes, size_t size, attn_error *err) {
     npy_layout h = {0};
     attn_status st;
@@ -328,8 +337,7 @@ attn_status attn_npy_parse(attn_tensor *out, const void *bytes, size_t size, att
     if ((st = parse_layout(&h, bytes, size, size, err))) return st;
     if ((st = alloc_tensor(out, &h, err))) return st;
     memcpy(out->data, (const unsigned char *)bytes + h.data_offset, h.data_bytes);
-    if (h.swap) swap_elements(out->data, h.data_bytes / attn_dtype_size(h.dtype), attn_dtype_size(h.dtype));
-    return h.fortran ? to_c_order(out, err) : ATTN_OK;
+    return to_host_order(out, &h, err);
 }
 
 static attn_status io_error(attn_error *err, const char *what, const char *path) {
@@ -408,8 +416,7 @@ attn_status attn_npy_read(attn_tensor *out, const char *path, attn_error *err) {
     if (st) return st;
     st = alloc_tensor(out, &h, err);
     if (!st && (st = read_data(out->data, f, head, got, &h, path, err))) attn_npy_free(out);
-    if (!st && h.swap) swap_elements(out->data, h.data_bytes / attn_dtype_size(h.dtype), attn_dtype_size(h.dtype));
-    if (!st && h.fortran) st = to_c_order(out, err);
+    if (!st) st = to_host_order(out, &h, err);
     free(head);
     fclose(f);
     return st;
