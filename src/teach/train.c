@@ -2,10 +2,10 @@
  *
  * The task: sentences from the toy grammar, attended with a causal mask;
  * every word's output must equal the last noun's features up to it (noun,
- * animal, thing, place): a verb's, its subject's. The verb's own features say nothing about its subject, and
- * the subject is the only noun before the verb, so the head must learn to
- * look for it: W_V to carry those features, W_Q and W_K to make a verb's
- * query meet a noun's key.
+ * animal, thing, place): a verb's, its subject's. The verb's own features
+ * say nothing about its subject, and the subject is the only noun before
+ * the verb, so the head must learn to look for it: W_V to carry those
+ * features, W_Q and W_K to make a verb's query meet a noun's key.
  *
  * One step, for each sentence of the batch:
  *   Q = X W_Q,  K = X W_K,  V = X W_V           (here)
