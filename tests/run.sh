@@ -132,6 +132,7 @@ suite "explain and scaling: story, seeds, NumPy, errors" $PY tests/test_explain.
 suite "command: outputs under faults (devices, FIFOs, links, full and read-only file systems, limits)" $PY tests/test_faults.py "$BUILD"
 suite "command under ASan+UBSan: bad input" $PY tests/test_cli.py "$BUILD/asan"
 suite "explain and scaling under ASan+UBSan" env ATTN_BIN="$BUILD/asan/attn" $PY tests/test_explain.py "$BUILD"
+suite "the docs as written: README.md's commands and Python, the package's example, docs/explainer.md's transcripts" $PY tests/test_docs.py "$BUILD"
 suite "explainer page in Chromium" node tests/web/test_page.js "$BUILD"
 web_size() {
     # docs/web.md states the module's size: it must stay within a quarter of the real one.

@@ -1,0 +1,205 @@
+#!/usr/bin/python3
+"""test_docs.py -- what the README and docs/ tell users to run, run as written.
+
+Every command of README.md's ```sh blocks (`make test` aside: it is the whole
+suite this test is part of), its Python block and the package's own example
+(python/attn/__init__.py), and every `$ ` transcript of docs/explainer.md,
+whose printed output must be the command's output, line for line.
+
+Usage: test_docs.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why" / "skip NAME: why".
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+from scratch import scratch_dir
+
+BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TMP = scratch_dir("attn_docs_")
+failed = 0
+
+
+def report(name, ok, why=""):
+    global failed
+    print(f"ok {name}" if ok else f"FAIL {name}: {why}", flush=True)
+    failed += not ok
+
+
+def blocks(path, lang):
+    """The ```lang blocks of a Markdown file, as (first line number, text)."""
+    out, cur, start = [], None, 0
+    for i, line in enumerate(open(os.path.join(ROOT, path), encoding="utf-8"), 1):
+        if cur is None and line.rstrip() == "```" + lang:
+            cur, start = [], i + 1
+        elif cur is not None and line.startswith("```"):
+            out.append((start, "".join(cur)))
+            cur = None
+        elif cur is not None:
+            cur.append(line)
+    return out
+
+
+def env():
+    """The documented commands see the build as build/ and attn on PATH."""
+    e = dict(os.environ)
+    for k in ("NO_COLOR", "COLUMNS", "ATTN_ISA", "ATTN_NUM_THREADS", "ATTN_VERBOSE"):
+        e.pop(k, None)
+    # Debian's python3 (NumPy, PyTorch), as on the machine the README describes
+    e["PATH"] = os.pathsep.join([BUILD, "/usr/bin", e["PATH"]])
+    e["HOME"] = TMP
+    e["ATTN_LIBRARY"] = os.path.join(BUILD, "libattn.so")
+    e["PYTHONPATH"] = os.path.join(ROOT, "python")
+    e["MPLBACKEND"] = "Agg"
+    return e
+
+
+def shell(cmd, cwd=TMP, timeout=600):
+    return subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, cwd=cwd, env=env(), timeout=timeout)
+
+
+def commands(text):
+    """A shell block's commands: continued lines joined, a comment-only line
+    (the README's second line of a comment) dropped."""
+    cmds, cur = [], ""
+    for line in text.splitlines():
+        if not line.strip() or (line.lstrip().startswith("#") and not cur):
+            continue
+        cur += line + "\n"
+        if not line.endswith("\\") and cur.count('"') % 2 == 0:
+            cmds.append(cur)
+            cur = ""
+    return cmds
+
+
+if not os.path.exists(os.path.join(TMP, "build")):
+    os.symlink(BUILD, os.path.join(TMP, "build"))
+# a copy of python/: pip writes its egg-info beside setup.py
+shutil.copytree(os.path.join(ROOT, "python"), os.path.join(TMP, "python"),
+                ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+
+# attn.h's and attn_teach.h's "added in" notes: a program that tests
+# ATTN_VERSION_NUMBER before calling a function must find it in that
+# version's header. The functions 0.3.0's headers declared (0.2.0's among
+# them), frozen here as tests/abi/0.2/ freezes 0.2.0's headers:
+API_0_3 = set("""
+attn_alibi_slopes attn_bf16_to_f32 attn_context_init attn_dtype_name attn_dtype_size attn_error_set
+attn_f16_to_f32 attn_f32_to_bf16 attn_f32_to_f16 attn_format_shape attn_get_num_threads
+attn_get_tuning attn_isa attn_kv_cache_append attn_kv_cache_attend attn_kv_cache_bytes
+attn_kv_cache_desc_init attn_kv_cache_init attn_kv_cache_length attn_kv_cache_truncate
+attn_kv_cache_view attn_mha attn_mha_backward attn_mha_cached attn_mha_options_init
+attn_mha_params_init attn_npy_format_header attn_npy_free attn_npy_header attn_npy_parse
+attn_npy_read attn_npy_write attn_rope attn_rope_backward attn_rope_options_init attn_scores
+attn_sdpa attn_sdpa_backward attn_sdpa_backward_workspace_size attn_sdpa_dropout_mask
+attn_sdpa_merge attn_sdpa_options_init attn_sdpa_reference attn_sdpa_shapes attn_sdpa_sinks_backward
+attn_sdpa_workspace_size attn_set_num_threads attn_set_verbose attn_shutdown
+attn_sinusoidal_positions attn_strerror attn_tensor_convert attn_tensor_init attn_tensor_numel
+attn_version attn_versioned_init attn_versioned_read attn_additive_scores attn_explain_free
+attn_explain_json attn_explain_run attn_scaling_json attn_scaling_measure attn_softmax_rows
+attn_toy_embed attn_toy_explain_json attn_toy_explain_options_init attn_toy_feature attn_toy_suggest
+attn_toy_tokenize attn_toy_value_feature attn_toy_vocab_size attn_toy_weights attn_toy_word
+attn_toy_word_id attn_train_head attn_train_options_init""".split())
+version = re.search(r'#define ATTN_VERSION_STRING "(.*)"', open(os.path.join(ROOT, "include", "attn.h")).read())[1]
+for header in ("attn.h", "attn_teach.h"):
+    lines = open(os.path.join(ROOT, "include", header), encoding="utf-8").read().split("\n")
+    wrong = []
+    for i, line in enumerate(lines):
+        m = re.search(r"\b(attn_\w+)\(", line)
+        if not m or not (line.startswith("ATTN_API") or lines[i - 1].startswith("ATTN_API")):
+            continue
+        name = m[1]
+        # the note that governs it: the nearest "added in" above it, in its section
+        note = None
+        for j in range(i - 1, -1, -1):
+            if lines[j].startswith("/* ----"):
+                break
+            n = re.findall(r"([Aa])dded in (0\.\d+\.\d+)", lines[j])
+            if n:
+                note = (n[-1][1], j, n[-1][0] == "A")
+                break
+        # "Added in X." in its own comment dates the function; "(added in X)" a feature of it
+        own = note is not None and note[2] and all(lines[k].strip() for k in range(note[1], i))
+        if name in API_0_3 and own and note[0] not in ("0.2.0", "0.3.0"):
+            wrong.append(f"{name} (in 0.3.0) says added in {note[0]}")
+        if name not in API_0_3 and (note is None or note[0] != version):
+            wrong.append(f"{name} (new in {version}) says {'added in ' + note[0] if note else 'nothing'}")
+    report(f"{header.replace('.', '_')}_added_in_notes_true", not wrong, "; ".join(wrong))
+
+# README.md's shell blocks, each command as written, from a directory where
+# build/ is the build. make runs in the repository.
+for line, text in blocks("README.md", "sh"):
+    for cmd in commands(text):
+        name = re.sub(r"\W+", "_", cmd.split("#")[0].strip())[:60].strip("_")
+        if cmd.startswith("make test"):
+            print(f"skip readme_{name}: the whole suite, which runs this test")
+            continue
+        if cmd.startswith("make"):
+            words = cmd.split("#")[0].split()
+            r = subprocess.run(words + ["BUILD=" + BUILD], capture_output=True, text=True, cwd=ROOT, env=env(),
+                               timeout=1200)
+        else:
+            r = shell(cmd)
+        report(f"readme_line{line}_{name}", r.returncode == 0,
+               f"exit {r.returncode}: {(r.stderr or r.stdout).strip()[-300:]}")
+
+# README.md's Python block, on inputs of the shapes it needs.
+PRELUDE = """
+import numpy as np, torch
+r = np.random.default_rng(0)
+q, k, v = (r.standard_normal((2, 4, 6, 8)) for _ in range(3))
+dout = r.standard_normal((2, 4, 6, 8))
+torch_mha = torch.nn.MultiheadAttention(512, 8)
+"""
+for line, text in blocks("README.md", "python"):
+    # the torch lines take tensors: the block's own names, rebound before them
+    code = text.replace("import attn.torch", "import attn.torch\nq, k, v = (torch.from_numpy(a) for a in (q, k, v))")
+    r = subprocess.run(["/usr/bin/python3", "-c", PRELUDE + code], capture_output=True, text=True, cwd=TMP, env=env(),
+                       timeout=600)
+    report(f"readme_line{line}_python", r.returncode == 0, f"exit {r.returncode}: {r.stderr.strip()[-400:]}")
+
+# python/attn/__init__.py's example, on inputs of the shapes it needs.
+doc = open(os.path.join(ROOT, "python", "attn", "__init__.py"), encoding="utf-8").read()
+example = doc.split('"""')[1].split("\n\n")[1]
+example = "\n".join(line[4:] for line in example.splitlines())
+PRELUDE_PKG = PRELUDE + """
+cu_seqlens_q, cu_seqlens_k = [0, 2, 6], [0, 3, 6]
+qp, kp, vp = (r.standard_normal((6, 4, 8)) for _ in range(3))
+q2, k2, v2 = (r.standard_normal((2, 4, 6, 8)) for _ in range(3))
+qa, qb = (r.standard_normal((1, 2, 64)).astype(np.float32) for _ in range(2))
+"""
+example = example.replace("attn.sdpa_varlen(q, k, v,", "attn.sdpa_varlen(qp, kp, vp,")
+example = example.replace("import attn.torch", "import attn.torch\nq, k, v = (torch.from_numpy(a) for a in (q, k, v))")
+example = example.replace("pool = attn.KVPages", "k, v = (r.standard_normal((5, 2, 64)).astype(np.float32) for _ in range(2))\n"
+                          "pool = attn.KVPages")
+r = subprocess.run(["/usr/bin/python3", "-c", PRELUDE_PKG + example], capture_output=True, text=True, cwd=TMP, env=env(),
+                   timeout=600)
+report("package_docstring_example", r.returncode == 0, f"exit {r.returncode}: {r.stderr.strip()[-400:]}")
+
+# docs/explainer.md's transcripts: `$ command` and what it prints.
+for line, text in blocks("docs/explainer.md", ""):
+    if not text.startswith("$ "):
+        continue
+    steps = re.split(r"^\$ ", text, flags=re.M)[1:]
+    for step in steps:
+        cmd, want = [], []
+        lines = step.split("\n")
+        cmd.append(lines.pop(0))
+        while lines and "".join(cmd).count('"') % 2 == 1:  # a python3 -c "..." of several lines
+            cmd.append(lines.pop(0))
+        want = "\n".join(lines).strip("\n")
+        command = "\n".join(cmd)
+        r = shell(command)
+        got = (r.stdout + r.stderr).strip("\n")  # explain's steps open with a blank line
+        name = re.sub(r"\W+", "_", command)[:50].strip("_")
+        if not want:
+            report(f"explainer_md_line{line}_{name}", r.returncode == 0, f"exit {r.returncode}: {r.stderr[-300:]}")
+            continue
+        diff = [f"line {i + 1}: doc {a!r} run {b!r}" for i, (a, b) in
+                enumerate(zip(want.split("\n"), got.split("\n"))) if a.rstrip() != b.rstrip()]
+        if len(want.split("\n")) > len(got.split("\n")):  # a transcript may stop early (attn scaling's)
+            diff.append(f"{len(want.split(chr(10)))} lines in the doc, {len(got.split(chr(10)))} printed")
+        report(f"explainer_md_line{line}_{name}", not diff, "; ".join(diff[:3]))
+
+sys.exit(1 if failed else 0)
