@@ -332,7 +332,7 @@ $(BUILD)/attn-bench: bench/bench.c bench/ggml_compare.c bench/ggml_compare.h ben
 bench: $(BUILD)/attn $(BUILD)/attn-bench
 
 run: $(BUILD)/attn
-	./$(BUILD)/attn explain
+	$(BUILD)/attn explain
 
 test-deps:
 	@sh tests/install-deps.sh
