@@ -14,7 +14,7 @@
  *   - Every such function takes an optional `attn_error *err` as its last
  *     argument. When it is not NULL and the call fails, it receives the status
  *     and a one-line message saying what was wrong, e.g.
- *     "k has E=4 but q has E=8 (the last dimensions must match)".
+ *     "k has E=4 but q has E=8 (their last dimensions must match)".
  *     On success it is left untouched.
  *   - The library never exits, never aborts, and prints only when asked to
  *     (verbose mode, attn_set_verbose). All functions are thread-safe on
@@ -165,7 +165,7 @@ typedef enum attn_status {
     ATTN_ERR_COMM = 22,
     /* A tensor given to attn_sdpa_run differs from the one its plan was
      * made for (shape, strides, dtype, or lse given or not), or the plan's
-     * memory holds no plan. */
+     * memory holds no plan. Added in 0.4.0. */
     ATTN_ERR_PLAN = 23,
 
     /* The teaching API's own error (attn_teach.h): a sentence for the toy
@@ -214,7 +214,7 @@ typedef enum attn_dtype {
     ATTN_BOOL = 3, /* one byte per element; 0 is false, anything else true */
     ATTN_F16 = 4,  /* IEEE-754 binary16, stored as uint16_t (k, v; q and out of attn_sdpa) */
     ATTN_BF16 = 5, /* bfloat16: the top half of an f32, as uint16_t (the same) */
-    /* Quantized formats (see "Quantized storage" below). Not element types:
+    /* Quantized formats (see "Quantized storage" below; added in 0.4.0). Not element types:
      * a row of them is a run of bytes that attn_quant_row_size measures, so
      * attn_dtype_size gives 0 for them; tensors of them count strides in
      * bytes (see attn_tensor). */
@@ -294,7 +294,7 @@ ATTN_API uint16_t attn_f32_to_f16(float f);
 ATTN_API float attn_bf16_to_f32(uint16_t b);
 ATTN_API uint16_t attn_f32_to_bf16(float f);
 
-/* Quantized storage. A row of n values (one key or value vector) in a
+/* Quantized storage (added in 0.4.0). A row of n values (one key or value vector) in a
  * quantized format is a run of bytes, rows one after another; every
  * multi-byte field is little-endian.
  *
@@ -632,7 +632,7 @@ ATTN_API int64_t attn_tensor_numel(const attn_tensor *t);
  * to decide in a bounded number of steps overlapping. It is the check every
  * function here makes of each output against the other outputs and the
  * inputs (see "An output owns its memory" at the top), for code built on this API
- * (libattn-mpi makes it too). Added in 0.3.0. */
+ * (libattn-mpi makes it too). Added in 0.4.0. */
 ATTN_API attn_status attn_check_disjoint(const attn_tensor *a, const char *a_name, const attn_tensor *b,
                                          const char *b_name, attn_error *err);
 
@@ -1270,7 +1270,7 @@ ATTN_API attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const 
                                       int64_t batch, const attn_tensor *const *masks,
                                       const attn_sdpa_options *options, attn_error *err);
 
-/* Plan once, run every layer.
+/* Plan once, run every layer (added in 0.4.0).
  *
  * An engine runs one attention call per layer, every layer of a step with
  * the same shapes. A plan does the work of attn_sdpa (or attn_sdpa_varlen)
@@ -1925,7 +1925,7 @@ ATTN_API attn_status attn_kv_cache_view(attn_tensor *k, attn_tensor *v, const at
  * channel: a group's dequantized values, the residual's f16 keys): for the backward
  * pass and for inspection of any cache. k and v must not overlap each
  * other or the cache. Errors: ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_SHAPE,
- * ATTN_ERR_DTYPE, ATTN_ERR_STRIDE, ATTN_ERR_OVERFLOW. Added in 0.3.0. */
+ * ATTN_ERR_DTYPE, ATTN_ERR_STRIDE, ATTN_ERR_OVERFLOW. Added in 0.4.0. */
 ATTN_API attn_status attn_kv_cache_gather(attn_tensor *k, attn_tensor *v, const attn_kv_cache *cache,
                                           attn_error *err);
 
@@ -1997,7 +1997,7 @@ ATTN_API attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length
  * allocates for the pool. A pool is not locked: a call that changes it
  * while another thread reads it is a data race; reading (attend, gather,
  * the page tables) from several threads at once is fine. Sequence ids are
- * 0 .. max_sequences - 1, reused after attn_kv_pages_free. Added in 0.3.0. */
+ * 0 .. max_sequences - 1, reused after attn_kv_pages_free. Added in 0.4.0. */
 typedef struct attn_kv_pages attn_kv_pages; /* opaque; lives in the caller's memory */
 
 typedef struct attn_kv_pages_desc {
@@ -2425,7 +2425,7 @@ ATTN_API attn_status attn_kv_paged_run_view(attn_sdpa_plan *plan, attn_tensor *o
  * attn_kv_pages_append and attn_kv_pages_attend, ATTN_ERR_RANK (x not
  * rank 2), ATTN_ERR_DTYPE (x neither f32 nor f64, or f64 x over a pool
  * that is not f64, or f32 x over an f64 one), ATTN_ERR_SHAPE (a pool of
- * other heads or sizes). Added in 0.3.0. */
+ * other heads or sizes). Added in 0.4.0. */
 ATTN_API attn_status attn_mha_paged(attn_tensor *out, const attn_tensor *x, const int64_t *cu_seqlens,
                                     const int64_t *seqs, int64_t n, attn_kv_pages *pool,
                                     const attn_tensor *const *masks, const attn_mha_params *params,
@@ -2598,7 +2598,7 @@ ATTN_API attn_status attn_npy_parse(attn_tensor *out, const void *bytes, size_t 
  * them, widened to int64; the caller frees it with free()). The file is
  * checked as attn_npy_read checks one. Errors: those of attn_npy_read, and
  * ATTN_ERR_NPY_UNSUPPORTED (another dtype), ATTN_ERR_RANK (not 1-D). On
- * failure *values is NULL and *count 0. */
+ * failure *values is NULL and *count 0. Added in 0.4.0. */
 ATTN_API attn_status attn_npy_read_i64(int64_t **values, int64_t *count, const char *path, attn_error *err);
 
 /* Free the data of a tensor returned by attn_npy_read/attn_npy_parse and zero

@@ -270,7 +270,7 @@ ATTN_API attn_status attn_toy_explain_json(char *buf, size_t size, size_t *lengt
 
 /* The toy head of the first part (the wired head, no positions) on a
  * sentence, computed the ways fast programs compute attention, each through
- * the library's own calls (added in 0.3.0; `attn explain --kernel` and the
+ * the library's own calls (added in 0.4.0; `attn explain --kernel` and the
  * explainer page's second part print and draw it):
  *   1 cost      the bytes of a (T, T) f32 score matrix against the workspace
  *               the streaming kernel needs (attn_sdpa_workspace_size: one
