@@ -404,11 +404,13 @@ def merge(outs, lses):
 
 
 def set_num_threads(n):
-    """Threads for the f32 kernels (0: every CPU); results do not depend on it."""
+    """Threads for the f32 kernels, at most 256 (0 or less: the default again,
+    ATTN_NUM_THREADS if set, else every CPU); results do not depend on it."""
     LIB.attn_set_num_threads(_index(n, "set_num_threads's n", -2 ** 31, 2 ** 31 - 1))
 
 
 def get_num_threads():
+    """The number of threads the next call will use."""
     return LIB.attn_get_num_threads()
 
 
