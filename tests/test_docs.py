@@ -8,6 +8,7 @@ whose printed output must be the command's output, line for line.
 
 Usage: test_docs.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why" / "skip NAME: why".
 """
+import itertools
 import os
 import re
 import shutil
@@ -30,14 +31,15 @@ def report(name, ok, why=""):
 
 def blocks(path, lang):
     """The ```lang blocks of a Markdown file, as (first line number, text)."""
-    out, cur, start = [], None, 0
+    out, cur, fence, start = [], [], None, 0
     for i, line in enumerate(open(os.path.join(ROOT, path), encoding="utf-8"), 1):
-        if cur is None and line.rstrip() == "```" + lang:
-            cur, start = [], i + 1
-        elif cur is not None and line.startswith("```"):
-            out.append((start, "".join(cur)))
-            cur = None
-        elif cur is not None:
+        if fence is None and line.startswith("```"):
+            fence, cur, start = line[3:].strip(), [], i + 1
+        elif fence is not None and line.startswith("```"):
+            if fence == lang:
+                out.append((start, "".join(cur)))
+            fence = None
+        elif fence is not None:
             cur.append(line)
     return out
 
@@ -126,6 +128,27 @@ for header in ("attn.h", "attn_teach.h"):
         if name not in API_0_3 and (note is None or note[0] != version):
             wrong.append(f"{name} (new in {version}) says {'added in ' + note[0] if note else 'nothing'}")
     report(f"{header.replace('.', '_')}_added_in_notes_true", not wrong, "; ".join(wrong))
+
+# README.md's synopses of attn sdpa, attn mha and attn-mpi sdpa: the same
+# options as the command's --help, none missing and none made up.
+synopses = [t for _, t in blocks("README.md", "")]
+for cmd, prog in (("sdpa", "attn"), ("mha", "attn"), ("sdpa", "attn-mpi")):
+    binary = os.path.join(BUILD, prog)
+    if not os.path.exists(binary):
+        print(f"skip readme_synopsis_{prog}_{cmd}: {binary} is not built")
+        continue
+    text = next((t for t in synopses if re.search(rf"(^|/){prog} {cmd} ", t, flags=re.M)), "")
+    lines = text.split("\n")
+    first = next((i for i, line in enumerate(lines) if re.search(rf"(^|/){prog} {cmd} ", line)), 0)
+    # the command's lines: its first and those indented under it
+    text = "\n".join([lines[first]] + list(itertools.takewhile(lambda x: x.startswith(" "), lines[first + 1:])))
+    r = subprocess.run([binary, cmd, "--help"], capture_output=True, text=True, env=env())
+    pairs = re.findall(r"^\s+(?:(-\w), )?(--[\w-]+)", r.stdout, flags=re.M)
+    helped = {long for _, long in pairs} - {"--help"}
+    written = set(re.findall(r"(--[\w-]+)", text))
+    written |= {long for short, long in pairs if short and re.search(rf"(^|\s|\[){short} ", text)}
+    report(f"readme_synopsis_{prog}_{cmd}_as_its_help", text and helped == written,
+           f"not in the README: {sorted(helped - written)}; not in --help: {sorted(written - helped)}")
 
 # README.md's shell blocks, each command as written, from a directory where
 # build/ is the build. make runs in the repository.
