@@ -42,7 +42,8 @@
  *     causal mask with appended keys) into one additive mask of up to
  *     N·Hq·L·S' elements, and keep per-head
  *     weights of N·Hq·L·S' when weights are asked for (see attn_mha). Memory the
- *     caller must free: only attn_npy_read's array (attn_npy_free).
+ *     caller must free: only attn_npy_read's array (attn_npy_free) and
+ *     attn_npy_read_i64's values (free).
  *   - Outputs come first in argument lists, inputs after them, options last.
  *   - An output owns its memory: no output may share a byte with another
  *     output or with any tensor the call reads (inputs, masks, parameters,
