@@ -33,7 +33,8 @@ def explain(sentence, head="wired", mode="qkv", causal=False, scale=True, positi
     """Every matrix of one attention head of the toy model on `sentence`, as
     `attn explain --json` gives them (an Explanation, a dict). head: 'wired',
     'random', 'where' or 'order'; mode: 'qkv', 'dot' (Q = K = V = X) or
-    'average'; positions: 'none', 'sinusoidal' or 'rope'; tied: W_K = W_Q;
+    'average'; causal: each word sees only itself and the words before it;
+    positions: 'none', 'sinusoidal' or 'rope'; tied: W_K = W_Q;
     source: a second sentence for the keys and values (cross-attention);
     scale=False skips the 1/sqrt(d_k); scale_by='d_model' divides by the
     model's width instead (the classic slip). An unknown word is a
