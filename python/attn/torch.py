@@ -373,10 +373,12 @@ class MultiheadAttention(torch.nn.Module):
     """torch.nn.MultiheadAttention on libattn (attn_mha): the same constructor,
     parameters and state_dict keys, and forward(query, key, value,
     key_padding_mask=None, need_weights=True, attn_mask=None,
-    average_attn_weights=True). Differences: a query whose every key is masked
-    gives out_proj's bias (PyTorch: NaN), and the returned weights carry no
-    gradient, nor does a float attn_mask or key_padding_mask (a backward
-    that needs one raises RuntimeError)."""
+    average_attn_weights=True, is_causal=False; is_causal without attn_mask
+    applies a top-left causal mask, where torch needs attn_mask with it).
+    Differences: a query whose every key is masked gives out_proj's bias
+    (PyTorch: NaN), and the returned weights carry no gradient, nor does a
+    float attn_mask or key_padding_mask (a backward that needs one raises
+    RuntimeError)."""
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
                  kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
