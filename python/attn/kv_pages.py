@@ -559,7 +559,7 @@ class KVCache:
     positions for `heads` key/value heads, each row a sequence at its own
     length (self.lengths, int64, kept here as FlashAttention-2's
     cache_seqlens), stored as float32, float16, 'bfloat16', a quantized
-    format ('q8', 'q4', 'e4m3', 'e5m2'), or float64: then mha_step takes
+    format ('q8', 'q4', 'q4_1', 'e4m3', 'e5m2'), or float64: then mha_step takes
     and gives float64 (the parameters too), on the exact kernel. key_dtype
     'q4c' or 'q2c': keys per channel over groups of 32 positions, as
     KVPages takes them (capacity a multiple of 32), with a residual window
