@@ -118,7 +118,8 @@ typedef enum attn_status {
      * heads, or k and v have different head counts. */
     ATTN_ERR_HEADS = 5,
     /* A dtype is wrong: q, k, v, out and weights must share one float dtype
-     * (k and v may be f16, bf16 or quantized with f32 q). */
+     * (k and v may be f16, bf16 or quantized with f32 q; q and out may be
+     * f16 or bf16 together, see attn_sdpa). */
     ATTN_ERR_DTYPE = 6,
     /* The mask has a wrong dtype (bool, or q's float dtype) or a shape that
      * does not broadcast to (..., Hq, L, S). */
