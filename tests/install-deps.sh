@@ -3,8 +3,8 @@
 # Each check looks for the very thing the build or a test uses, never for a
 # file that some other package could also provide:
 #   from Debian: NumPy and PyTorch for /usr/bin/python3 (the oracle); pip,
-#   setuptools, matplotlib, nbconvert and ipykernel (the Python binding and
-#   its notebook); clang
+#   setuptools, venv, matplotlib, nbconvert and ipykernel (the Python binding,
+#   the README's virtual environment and the notebook); clang
 #   (the second compiler and the fuzzers, whose libFuzzer runtime is in
 #   libclang-rt-14-dev) with the WebAssembly build's linker, wasi-libc and
 #   wasm32 compiler runtime; pkg-config (the install test and OpenBLAS's
@@ -29,6 +29,8 @@ add() { need="$need $1"; }
 # matplotlib for its plots, nbconvert and ipykernel to run the notebook.
 /usr/bin/python3 -c 'import setuptools' 2>/dev/null || add python3-setuptools
 /usr/bin/python3 -m pip --version >/dev/null 2>&1 || add python3-pip
+# The README's virtual environment (tests/test_docs.py runs it): venv's ensurepip.
+/usr/bin/python3 -c 'import ensurepip' 2>/dev/null || add python3-venv
 /usr/bin/python3 -c 'import matplotlib' 2>/dev/null || add python3-matplotlib
 command -v jupyter-nbconvert >/dev/null 2>&1 || add jupyter-nbconvert
 /usr/bin/python3 -c 'import ipykernel' 2>/dev/null || add python3-ipykernel

@@ -150,6 +150,15 @@ for cmd, prog in (("sdpa", "attn"), ("mha", "attn"), ("sdpa", "attn-mpi")):
     report(f"readme_synopsis_{prog}_{cmd}_as_its_help", text and helped == written,
            f"not in the README: {sorted(helped - written)}; not in --help: {sorted(written - helped)}")
 
+# README.md's list of what `make test` installs: every package
+# tests/install-deps.sh can install.
+deps = set(re.findall(r"add ([\w.-]+)", open(os.path.join(ROOT, "tests", "install-deps.sh")).read()))
+readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+quick = readme[readme.index("## Quick start"):readme.index("## `attn sdpa`")]
+listed = set(re.findall(r"`([\w.-]+)`", quick))
+missing = sorted(deps - listed - {"python3"})
+report("readme_lists_what_make_test_installs", not missing, f"not in the README: {missing}")
+
 # README.md's shell blocks, each command as written, from a directory where
 # build/ is the build. make runs in the repository.
 for line, text in blocks("README.md", "sh"):
