@@ -159,8 +159,7 @@ attn_status attn_mpi_sdpa(MPI_Comm comm, attn_tensor *out, attn_tensor *lse, con
     if (!err) err = &own; /* the ranks share the first failing rank's message */
     attn_status st = ring_start(&R, comm, options, q, k, v, -1, err);
     if (R.comm == MPI_COMM_NULL) return st;
-    if (!st) st = plan(&R, &f, out, lse, q, k, v, err);
-    st = ring_agree(&R, st, err); /* all ranks go on, or none */
+    if (!st) st = ring_agree(&R, plan(&R, &f, out, lse, q, k, v, err), err); /* all ranks go on, or none */
     if (!st) st = ring_agree(&R, run(&R, &f, err), err);
     free(f.buf[0]), free(f.buf[1]), free(f.part), free(f.own_lse);
     ring_close(&R);

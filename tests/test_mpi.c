@@ -338,6 +338,57 @@ static bool same_everywhere(attn_status st, const char *msg) {
     return all[0] == -all[1] && all[2] == -all[3];
 }
 
+/* Options that only the last rank has wrong (its timeout, a struct_size):
+ * every rank returns that rank's error at once, forward and backward, not
+ * ATTN_ERR_COMM after the others waited out their timeout for a rank that
+ * had left. And q, k, v NULL or of a wrong rank on every rank: attn_sdpa's
+ * words, not "0 queries are too few for the ranks". */
+static void one_rank_options(void) {
+    int odd = rank_ == size_ - 1;
+    int64_t s[3] = {2, 4, 8};
+    attn_tensor q = make(ATTN_F64, 3, s), out = make(ATTN_F64, 3, s), lse = make(ATTN_F64, 2, s);
+    attn_tensor dq = make(ATTN_F64, 3, s), dk = make(ATTN_F64, 3, s);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    attn_mpi_options base = attn_mpi_options_default();
+    base.timeout_s = 10, base.attention = &o;
+    attn_error err;
+    char why[ATTN_ERROR_MESSAGE_SIZE + 128], name[96], prefix[32];
+    snprintf(prefix, sizeof prefix, "rank %d: ", size_ - 1);
+    static const char *const WHAT[3] = {"timeout", "struct_size", "attention_struct_size"};
+    static const char *const WANT[3] = {"timeout_s is 0;", "options->struct_size is 3", "options->attention->struct_size is 3"};
+    for (int c = 0; c < 3; c++)
+        for (int pass = 0; pass < 2; pass++) {
+            attn_mpi_options mo = base;
+            attn_sdpa_options so = o;
+            mo.attention = &so;
+            if (odd && c == 0) mo.timeout_s = 0;
+            if (odd && c == 1) mo.struct_size = 3;
+            if (odd && c == 2) so.struct_size = 3;
+            double t0 = MPI_Wtime();
+            attn_status st = pass == 0 ? attn_mpi_sdpa(MPI_COMM_WORLD, &out, &lse, &q, &q, &q, &mo, &err)
+                                       : attn_mpi_sdpa_backward(MPI_COMM_WORLD, &dq, &dk, NULL, &out, &q, &q, &q, &out, &lse,
+                                                                &mo, &err);
+            double took = MPI_Wtime() - t0;
+            snprintf(why, sizeof why, "status %d after %.1f s: %s", (int)st, took, err.message);
+            snprintf(name, sizeof name, "err_one_rank_%s_%s_every_rank", WHAT[c], pass ? "backward" : "forward");
+            mcheck(st == ATTN_ERR_OPTION && strstr(err.message, WANT[c]) && (odd || strncmp(err.message, prefix, strlen(prefix)) == 0)
+                   && took < 5, name, why);
+        }
+    attn_status st = attn_mpi_sdpa(MPI_COMM_WORLD, &out, &lse, NULL, NULL, NULL, &base, &err);
+    snprintf(why, sizeof why, "status %d: %s", (int)st, err.message);
+    mcheck(st == ATTN_ERR_NULL && strstr(err.message, "NULL") && same_everywhere(st, err.message), "err_qkv_null_forward", why);
+    st = attn_mpi_sdpa_backward(MPI_COMM_WORLD, &dq, NULL, NULL, &out, NULL, NULL, NULL, &out, &lse, &base, &err);
+    snprintf(why, sizeof why, "status %d: %s", (int)st, err.message);
+    mcheck(st == ATTN_ERR_NULL && strstr(err.message, "NULL") && same_everywhere(st, err.message), "err_qkv_null_backward", why);
+    attn_tensor flat = q;
+    flat.rank = 1, flat.shape[0] = 16, flat.strides[0] = 1;
+    st = attn_mpi_sdpa(MPI_COMM_WORLD, &out, &lse, &q, &flat, &q, &base, &err);
+    snprintf(why, sizeof why, "status %d: %s", (int)st, err.message);
+    mcheck(st == ATTN_ERR_RANK && strstr(err.message, "k has rank 1; attention takes ranks 2 to") &&
+           same_everywhere(st, err.message), "err_k_rank_1_forward", why);
+    free(q.data), free(out.data), free(lse.data), free(dq.data), free(dk.data);
+}
+
 /* Each field that the ranks must hold alike made to differ on one rank
  * (rank which % N for change number which): every rank returns the same
  * error, which names the field, forward and backward, before any shard
@@ -456,6 +507,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i]);
     errors();
     same_api();
+    one_rank_options();
     disagreements();
     MPI_Finalize();
     return n_failed ? 1 : 0;
