@@ -11,6 +11,7 @@ timeout.
 Usage: test_mpi_cli.py BUILD_DIR"""
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -124,9 +125,13 @@ class Check(Reporter):
         self.report(name, "" if ok and not leftovers else "rc %d after %.1f s, stderr %r, files %s"
                     % (r.returncode, time.time() - t0, r.stderr[-600:], leftovers))
 
-    def bad(self, name, np_, args, want):
-        out = self.path("bad_out.npy")
-        r = self.run_mpi(np_, args + ["-o", out])
+    def bad(self, name, np_, args, want, out_args=None):
+        """One error line, printed once, and no output file; out_args
+        stands in for -o bad_out.npy. A run that hangs past 30 s fails."""
+        try:
+            r = self.run_mpi(np_, args + (["-o", self.path("bad_out.npy")] if out_args is None else out_args), timeout=30)
+        except subprocess.TimeoutExpired:
+            return self.report(name, "hangs: no answer after 30 s")
         lines = r.stderr.strip().splitlines()
         ok = r.returncode != 0 and len(lines) == 1 and lines[0].startswith("attn: error: ") and want in lines[0]
         leftovers = [f for f in os.listdir(self.dir) if f.startswith("bad_out")]
@@ -172,6 +177,36 @@ def main():
                     ("batch", ["-q", c.path("q_b0.npy"), "-k", k, "-v", v])):
         c.bad("error_empty_dimension_" + name, 2, a, "every dimension must be at least 1")
     c.bad("error_q_is_a_directory", 2, ["-q", c.dir, "-k", k, "-v", v], "is not a regular file")
+    # A FIFO as an input: refused as attn refuses it, not a wait for ever in
+    # the open of each rank's own copy (stdio's open waits for a writer).
+    os.mkfifo(c.path("fifo.npy"))
+    c.bad("error_q_is_a_fifo", 2, ["-q", c.path("fifo.npy"), "-k", k, "-v", v], "fifo.npy is not a regular file")
+    # An empty name (an unset shell variable): attn's words, not MPI-IO's "cannot open :".
+    c.bad("error_empty_input_name", 2, ["-q", "", "-k", k, "-v", v], "-q: the input file name is empty")
+    # The outputs, before any work is done: an empty name or a directory
+    # (they failed only at the rename, after the attention), a FIFO (a
+    # regular file was renamed over it, as it would be over /dev/null when
+    # run as root), a link to nowhere. The FIFO stays a FIFO.
+    qkv = ["-q", q, "-k", k, "-v", v]
+    c.bad("error_empty_output_name", 2, qkv, "-o: an output file name is empty", ["-o", ""])
+    c.bad("error_empty_lse_name", 2, qkv, "--lse: an output file name is empty", ["-o", c.path("bad_out.npy"), "--lse", ""])
+    c.bad("error_output_is_a_directory", 2, qkv, "cannot write %s: it is a directory" % c.dir, ["-o", c.dir])
+    os.mkfifo(c.path("out_fifo"))
+    c.bad("error_output_is_a_fifo", 2, qkv, "out_fifo: it is not a regular file", ["-o", c.path("out_fifo")])
+    c.report("output_fifo_left_a_fifo", "" if stat.S_ISFIFO(os.lstat(c.path("out_fifo")).st_mode) else "replaced")
+    os.symlink(c.path("nowhere.npy"), c.path("dead_link.npy"))
+    c.bad("error_output_link_to_nowhere", 2, qkv, "symbolic link to a missing file", ["-o", c.path("dead_link.npy")])
+    # -o and --lse one file spelled two ways: a usage error, not both
+    # written into one temporary and the run failing at its second rename.
+    c.bad("error_out_and_lse_one_file", 2, qkv, "-o and --lse name the same file",
+          ["-o", c.path("bad_out.npy"), "--lse", os.path.join(c.dir, ".", "bad_out.npy")])
+    # A link as -o: its target replaced, the link kept (as attn does).
+    np.save(c.path("link_target.npy"), np.zeros(1))
+    os.symlink(c.path("link_target.npy"), c.path("out_link.npy"))
+    r = c.run_mpi(2, qkv + ["-o", c.path("out_link.npy")])
+    kept = os.path.islink(c.path("out_link.npy")) and np.load(c.path("link_target.npy")).shape == (2, 37, 16)
+    c.report("output_link_kept_target_replaced", "" if r.returncode == 0 and kept else "rc %d, link kept %s: %r"
+             % (r.returncode, os.path.islink(c.path("out_link.npy")), r.stderr[-300:]))
     c.bad("error_mask_rows_not_q", 2, ["-q", q, "-k", k, "-v", v, "-m", c.path("m_rows3.npy")], "37 queries (or 1)")
     # A rank's part of a file over 2^31 - 1 elements, which MPI-IO counts in
     # an int: one error naming the file, before its memory is taken, not a
