@@ -207,6 +207,10 @@ def main():
     kept = os.path.islink(c.path("out_link.npy")) and np.load(c.path("link_target.npy")).shape == (2, 37, 16)
     c.report("output_link_kept_target_replaced", "" if r.returncode == 0 and kept else "rc %d, link kept %s: %r"
              % (r.returncode, os.path.islink(c.path("out_link.npy")), r.stderr[-300:]))
+    # k and v of other lengths: the files' lengths, not two ranks' shards'.
+    c.save(v38=f((2, 38, 16)))
+    c.bad("error_k_v_lengths_differ", 2, ["-q", q, "-k", k, "-v", c.path("v38.npy")],
+          "v has S=38 rows but k has S=37 (they must match)")
     c.bad("error_mask_rows_not_q", 2, ["-q", q, "-k", k, "-v", v, "-m", c.path("m_rows3.npy")], "37 queries (or 1)")
     # A rank's part of a file over 2^31 - 1 elements, which MPI-IO counts in
     # an int: one error naming the file, before its memory is taken, not a

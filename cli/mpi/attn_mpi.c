@@ -142,6 +142,7 @@ static int same_file(const char *opt, const char *path, double timeout, char *ms
 static int read_inputs(const mpi_args *a, attn_tensor t[4], int64_t *L, char *msg, size_t n) {
     const char *paths[4] = {a->q, a->k, a->v, a->m}, *opts[4] = {"-q", "-k", "-v", "-m"};
     int code = 0;
+    int64_t S = 0; /* k's keys */
     for (int i = 0; i < 4 && !code; i++) {
         if (!paths[i]) continue;
         npy_mpi f = {.fh = MPI_FILE_NULL};
@@ -166,6 +167,10 @@ static int read_inputs(const mpi_args *a, attn_tensor t[4], int64_t *L, char *ms
         if (!code) {
             int64_t len = r >= 2 ? f.info.shape[r - 2] : 1;
             if (i == 0) *L = len;
+            if (i == 1) S = len;
+            if (i == 2 && len != S) /* else each rank's shard sizes, not the files', would be said not to match */
+                code = snprintf(msg, n, "v has S=%lld rows but k has S=%lld (they must match)", (long long)len,
+                                (long long)S) > 0;
             bool rows = i < 3 || (r >= 2 && len > 1); /* a mask with one row is every rank's */
             if (i == 3 && rows && len != *L) /* else sharded as if it were q, and said to be too short for the ranks */
                 code = snprintf(msg, n, "%s has %lld rows; a mask's rows are q's %lld queries (or 1)", paths[i],
