@@ -250,6 +250,8 @@ static int same_output(const char *path, const char *tmp, char *msg, size_t n) {
  * written in place: the ranks write at offsets (MPI-IO), which such a
  * file cannot take, and the rename put a regular file where it was (as
  * root, where /dev/null was). 0, or 1 with msg. */
+enum { TMP_SUFFIX = 40 }; /* ".attn-mpi-PID.tmp", the longest PID a long has */
+
 static int output_target(const char *flag, const char *path, char *target, size_t size, char *msg, size_t n) {
     if (!path[0]) return snprintf(msg, n, "%s: an output file name is empty", flag) > 0;
     struct stat st;
@@ -258,7 +260,8 @@ static int output_target(const char *flag, const char *path, char *target, size_
         return snprintf(msg, n, "cannot write %s: it is a symbolic link to a missing file", path) > 0;
     int len = snprintf(target, size, "%s", real ? real : path);
     free(real);
-    if (len < 0 || (size_t)len >= size) return snprintf(msg, n, "output path %s is too long", path) > 0;
+    if (len < 0 || (size_t)len + TMP_SUFFIX >= size) /* room for the temporary's suffix too */
+        return snprintf(msg, n, "output path %s is too long", path) > 0;
     if (stat(target, &st) != 0 || S_ISREG(st.st_mode)) return 0;
     return snprintf(msg, n, "cannot write %s: it is %s", path, S_ISDIR(st.st_mode) ? "a directory"
                     : "not a regular file (a FIFO, device or socket), which the ranks cannot write together") > 0;
@@ -289,7 +292,10 @@ static int write_outputs(const mpi_args *a, cli_output outs[2], const attn_tenso
     attn_mpi_shard_of(&sh, L, rank_, size_, a->layout, NULL);
     for (int i = 0; i < 2 && !code; i++) {
         if (!outs[i].path || !ts[i]) continue;
-        snprintf(outs[i].tmp, sizeof outs[i].tmp, "%s.attn-mpi-%ld.tmp", outs[i].target, stamp);
+        int len = snprintf(outs[i].tmp, sizeof outs[i].tmp, "%s.attn-mpi-%ld.tmp", outs[i].target, stamp);
+        if ((code = agree((len < 0 || (size_t)len >= sizeof outs[i].tmp) && /* output_target left room: never */
+                          snprintf(msg, n, "output path %s is too long", outs[i].path) > 0, msg, n)))
+            break;
         int64_t whole[ATTN_MAX_RANK];
         memcpy(whole, ts[i]->shape, sizeof whole);
         int dim = i == 0 ? ts[i]->rank - 2 : ts[i]->rank - 1;
