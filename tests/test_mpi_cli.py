@@ -157,6 +157,13 @@ def main():
     c.case("f32_causal", f((1, 2, 301, 64)).astype(np.float32), f((1, 2, 301, 64)).astype(np.float32),
            f((1, 2, 301, 64)).astype(np.float32), ["--causal"], causal=1, tol=2e-5)
     c.case("fortran_order_q", np.asfortranarray(f((3, 30, 16))), f((3, 30, 16)), f((3, 30, 16)))
+    # Big-endian files (x.astype('>f8'), data from a big-endian machine),
+    # which attn reads: read too, not refused; v Fortran-order as well. And
+    # f32 q with '>f2' k and v.
+    c.case("big_endian_inputs_causal", f((2, 3, 26, 16)).astype(">f8"), f((2, 3, 26, 16)).astype(">f8"),
+           np.asfortranarray(f((2, 3, 26, 8)).astype(">f8")), ["--causal"], causal=1)
+    c.case("big_endian_f32_q_f16_kv", f((2, 25, 16)).astype(">f4"), f((2, 25, 16)).astype(">f2"),
+           f((2, 25, 16)).astype(">f2"), tol=2e-5)
 
     # Bad input: one line, from rank 0 only, no output file.
     c.save(q=f((2, 37, 16)), k=f((2, 37, 16)), v=f((2, 37, 16)), v32=f((2, 37, 16)).astype(np.float32),

@@ -118,7 +118,9 @@ static int same_file(const char *opt, const char *path, double timeout, char *ms
         enum { N = 4 + ATTN_MAX_RANK };
         attn_npy_info h;
         attn_error err;
-        if (attn_npy_header(&h, head, got, (uint64_t)sb.st_size, &err) != ATTN_OK) /* said once the ranks agree */
+        bool swap;
+        int64_t digest = attn_mpi_digest(head, got); /* of the bytes as they are: npy_mpi_header may rewrite them */
+        if (npy_mpi_header(&h, &swap, head, got, (uint64_t)sb.st_size, &err) != ATTN_OK) /* said once the ranks agree */
             memset(&h, 0, sizeof h);
         attn_mpi_value v[N] = {{NULL, ATTN_MPI_INTEGER, 0, (int64_t)sb.st_size, 0}, {NULL, ATTN_MPI_DTYPE, 0, h.dtype, 0},
                                {NULL, ATTN_MPI_INTEGER, 0, h.rank, 0}};
@@ -130,7 +132,7 @@ static int same_file(const char *opt, const char *path, double timeout, char *ms
             v[3 + d] = (attn_mpi_value){NULL, ATTN_MPI_INTEGER, 0, d < h.rank ? h.shape[d] : 0, 0};
         }
         snprintf(names[N - 1], sizeof names[N - 1], "%s's contents (its first 64 KiB)", opt);
-        v[N - 1] = (attn_mpi_value){NULL, ATTN_MPI_DIGEST, 0, attn_mpi_digest(head, got), 0};
+        v[N - 1] = (attn_mpi_value){NULL, ATTN_MPI_DIGEST, 0, digest, 0};
         for (int i = 0; i < N; i++) v[i].name = names[i];
         code = same(v, N, timeout, msg, n);
     }
