@@ -165,6 +165,32 @@ def main():
     c.case("big_endian_f32_q_f16_kv", f((2, 25, 16)).astype(">f4"), f((2, 25, 16)).astype(">f2"),
            f((2, 25, 16)).astype(">f2"), tol=2e-5)
 
+    # NaN and inf in the inputs: the rows attn sdpa makes NaN are NaN on
+    # every rank count too (a NaN query made its row's lse NaN, which the
+    # merge dropped as a row without keys: 0, lse -inf), the others equal.
+    qn, kn, vn = f((2, 3, 24, 8)), f((2, 3, 24, 8)), f((2, 3, 24, 8))
+    qn[0, 1, 5, 3], kn[1, 2, 17, 0], vn[0, 0, 9, 2] = np.nan, np.nan, np.inf
+    c.save(qn=qn, kn=kn, vn=vn)
+    for flags in ([], ["--causal"], ["--causal=bottom-right"]):
+        io = ["-q", c.path("qn.npy"), "-k", c.path("kn.npy"), "-v", c.path("vn.npy")] + flags
+        subprocess.run([c.attn, "sdpa"] + io + ["-o", c.path("nan_ref.npy"), "--lse", c.path("nan_ref_lse.npy")], check=True)
+        ref, ref_l = np.load(c.path("nan_ref.npy")), np.load(c.path("nan_ref_lse.npy"))
+        problems = []
+        for n in (1, 2, 3, 4):
+            r = c.run_mpi(n, io + ["-o", c.path("nan_out.npy"), "--lse", c.path("nan_lse.npy")])
+            if r.returncode:
+                problems.append("np%d: %s" % (n, r.stderr.strip()))
+                continue
+            got, got_l = np.load(c.path("nan_out.npy")), np.load(c.path("nan_lse.npy"))
+            same = all(np.array_equal(np.isnan(a), np.isnan(b)) and np.array_equal(np.isinf(a), np.isinf(b))
+                       for a, b in ((got, ref), (got_l, ref_l)))
+            fin = np.isfinite(ref)
+            if not same or np.abs(got[fin] - ref[fin]).max() > 1e-13 * np.abs(ref[fin]).max():
+                problems.append("np%d: NaN out %d (attn sdpa %d), NaN lse %d (%d)" % (n, np.isnan(got).sum(), np.isnan(ref).sum(),
+                                np.isnan(got_l).sum(), np.isnan(ref_l).sum()))
+        c.report("nan_inf_rows_as_attn_sdpa%s" % "".join(x.replace("--causal", "_causal").replace("=", "_").replace("-", "_") for x in flags),
+                 "; ".join(problems))
+
     # Bad input: one line, from rank 0 only, no output file.
     c.save(q=f((2, 37, 16)), k=f((2, 37, 16)), v=f((2, 37, 16)), v32=f((2, 37, 16)).astype(np.float32),
            k3=f((3, 37, 16)), short=f((2, 5, 16)))
