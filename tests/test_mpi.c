@@ -26,14 +26,15 @@ static void mcheck(int cond, const char *name, const char *why) {
     n_failed += !all;
 }
 
-/* max |a - b| over max |b| (b the whole's rows), both like-shaped. */
+/* max |a - b| over max |b| (b the whole's rows), both like-shaped; NaN
+ * where the other is not NaN is infinitely far (fmax would skip it). */
 static double rel(const attn_tensor *a, const attn_tensor *b) {
     double d = 0, big = 1e-300;
     for (int64_t i = 0; i < attn_tensor_numel(b); i++) {
         double x = a->dtype == ATTN_F64 ? ((double *)a->data)[i] : ((float *)a->data)[i];
         double y = b->dtype == ATTN_F64 ? ((double *)b->data)[i] : ((float *)b->data)[i];
-        if (x == y) continue; /* -inf lse rows too */
-        d = fmax(d, fabs(x - y));
+        if (x == y || (isnan(x) && isnan(y))) continue; /* -inf lse rows too */
+        d = isnan(x - y) ? INFINITY : fmax(d, fabs(x - y));
         if (isfinite(y)) big = fmax(big, fabs(y));
     }
     for (int64_t i = 0; i < attn_tensor_numel(b); i++) {
@@ -51,6 +52,7 @@ typedef struct mcase {
     int64_t L, S, Bq, Bk, Hq, Hk;
     int mask;        /* 0 none, 1 bool (L, S), 2 float (1, S) broadcast over rows */
     bool variants;   /* softcap, ALiBi, a window, a sink and RoPE */
+    bool nan_query;  /* one element of q NaN: its row NaN, forward and backward */
 } mcase;
 
 /* The shard of `whole` along the sequence (dimension -2), freshly allocated. */
@@ -69,6 +71,7 @@ static void run_case(const mcase *c) {
     int64_t sq[4] = {c->Bq, c->Hq, c->L, E}, sk[4] = {c->Bk, c->Hk, c->S, E}, sv[4] = {c->Bk, c->Hk, c->S, Ev};
     int64_t so[4] = {c->Bq, c->Hq, c->L, Ev}, sm[2] = {c->mask == 2 ? 1 : c->L, c->S}, hh = c->Hq;
     attn_tensor q = make(c->dt, 4, sq), k = make(c->dt, 4, sk), v = make(c->dt, 4, sv), dout = make(c->dt, 4, so);
+    if (c->nan_query) ((double *)q.data)[(c->L / 2) * E + 3] = NAN; /* f64: row L/2 of the first head */
     attn_tensor out = make(c->dt, 4, so), lse = make(c->dt, 3, so), mask = {0};
     attn_tensor g[3] = {make(c->dt, 4, sq), make(c->dt, 4, sk), make(c->dt, 4, sv)};
     if (c->mask) {
@@ -490,19 +493,21 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_), MPI_Comm_size(MPI_COMM_WORLD, &size_);
     const mcase cases[] = {
-        {"ring_f64_plain_zigzag", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_NONE, 37, 37, 2, 2, 2, 2, 0, false},
-        {"ring_f64_causal_zigzag", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_TOP_LEFT, 40, 40, 1, 1, 4, 2, 0, false},
-        {"ring_f64_causal_contiguous", ATTN_F64, ATTN_MPI_CONTIGUOUS, ATTN_CAUSAL_TOP_LEFT, 29, 29, 1, 1, 2, 1, 0, false},
+        {"ring_f64_plain_zigzag", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_NONE, 37, 37, 2, 2, 2, 2, 0, false, false},
+        {"ring_f64_causal_zigzag", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_TOP_LEFT, 40, 40, 1, 1, 4, 2, 0, false, false},
+        {"ring_f64_causal_contiguous", ATTN_F64, ATTN_MPI_CONTIGUOUS, ATTN_CAUSAL_TOP_LEFT, 29, 29, 1, 1, 2, 1, 0, false, false},
         {"ring_f64_cross_bottom_right_gqa_broadcast", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_BOTTOM_RIGHT, 23, 41, 2, 1, 4,
-         1, 0, false},
+         1, 0, false, false},
         {"ring_f64_cross_top_left_more_queries", ATTN_F64, ATTN_MPI_CONTIGUOUS, ATTN_CAUSAL_TOP_LEFT, 41, 23, 1, 1, 2, 2, 0,
-         false},
-        {"ring_f64_bool_mask", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_NONE, 30, 33, 1, 1, 2, 2, 1, false},
+         false, false},
+        {"ring_f64_bool_mask", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_NONE, 30, 33, 1, 1, 2, 2, 1, false, false},
         {"ring_f64_float_mask_broadcast_causal", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_TOP_LEFT, 33, 33, 1, 1, 2, 2, 2,
-         false},
-        {"ring_f64_variants_rope_sinks", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_BOTTOM_RIGHT, 35, 35, 1, 1, 2, 1, 0, true},
-        {"ring_f32_causal_zigzag", ATTN_F32, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_TOP_LEFT, 300, 300, 1, 1, 2, 1, 0, false},
-        {"ring_f32_variants_rope_sinks", ATTN_F32, ATTN_MPI_CONTIGUOUS, ATTN_CAUSAL_TOP_LEFT, 90, 90, 1, 1, 2, 2, 0, true},
+         false, false},
+        {"ring_f64_variants_rope_sinks", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_BOTTOM_RIGHT, 35, 35, 1, 1, 2, 1, 0, true, false},
+        {"ring_f32_causal_zigzag", ATTN_F32, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_TOP_LEFT, 300, 300, 1, 1, 2, 1, 0, false, false},
+        {"ring_f32_variants_rope_sinks", ATTN_F32, ATTN_MPI_CONTIGUOUS, ATTN_CAUSAL_TOP_LEFT, 90, 90, 1, 1, 2, 2, 0, true, false},
+        {"ring_f64_nan_query_row_stays_nan", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_TOP_LEFT, 26, 26, 1, 1, 2, 1, 0, false,
+         true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i]);
     errors();
