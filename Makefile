@@ -363,14 +363,18 @@ install: all
 	if [ -f $(BUILD)/libattn-mpi.a ]; then \
 	  install -m 644 include/attn_mpi.h $(DESTDIR)$(PREFIX)/include/ && \
 	  install -m 644 $(BUILD)/libattn-mpi.a $(DESTDIR)$(PREFIX)/lib/ && \
-	  install -m 755 $(BUILD)/attn-mpi $(DESTDIR)$(PREFIX)/bin/; fi
+	  install -m 755 $(BUILD)/attn-mpi $(DESTDIR)$(PREFIX)/bin/ && \
+	  printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
+	    'Name: attn-mpi' 'Description: ring attention over MPI (libattn-mpi); build with mpicc, or add your MPI (mpi-c)' \
+	    'Version: $(VERSION)' 'Requires: attn' 'Libs: -L$${libdir} -lattn-mpi' 'Cflags: -I$${includedir}' \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/attn-mpi.pc; fi
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/attn $(DESTDIR)$(PREFIX)/bin/attn-bench $(DESTDIR)$(PREFIX)/include/attn.h \
 	  $(DESTDIR)$(PREFIX)/include/attn_teach.h $(DESTDIR)$(PREFIX)/include/attn_mpi.h \
 	  $(DESTDIR)$(PREFIX)/bin/attn-mpi $(DESTDIR)$(PREFIX)/lib/libattn-mpi.a \
 	  $(DESTDIR)$(PREFIX)/lib/libattn.a $(DESTDIR)$(PREFIX)/lib/libattn.so* \
-	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/attn.pc
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/attn.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/attn-mpi.pc
 
 clean:
 	rm -rf $(BUILD)

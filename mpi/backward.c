@@ -205,8 +205,7 @@ attn_status attn_mpi_sdpa_backward(MPI_Comm comm, attn_tensor *dq, attn_tensor *
     attn_status st = ring_start(&R, comm, options, q, k, v, dk || dv, err);
     if (R.comm == MPI_COMM_NULL) return st;
     attn_tensor *const g[3] = {dq, dk, dv};
-    if (!st) st = plan(&R, &b, g, dout, q, k, v, out, lse, err);
-    st = ring_agree(&R, st, err); /* all ranks go on, or none */
+    if (!st) st = ring_agree(&R, plan(&R, &b, g, dout, q, k, v, out, lse, err), err); /* all ranks go on, or none */
     if (!st) st = ring_agree(&R, run(&R, &b, err), err);
     if (!st) st = write_out(&R, &b, g, err);
     for (int i = 0; i < 2; i++) free(b.kv[i]), free(b.g[i]);

@@ -140,20 +140,28 @@ attn_status attn_mpi_same(MPI_Comm comm, const attn_mpi_value *values, int n, do
     return ATTN_OK;
 }
 
-attn_status ring_open(ring *R, MPI_Comm comm, const attn_mpi_options *options, attn_error *err) {
-    memset(R, 0, sizeof *R);
-    R->comm = MPI_COMM_NULL;
+/* The caller's options into R. A wrong struct_size or timeout is this
+ * rank's own error, agreed once the ring is open (ring_start): the ranks
+ * whose options are right wait for the others there, not until their
+ * timeout. Meanwhile the defaults stand in (60 s to agree within). */
+static attn_status read_options(ring *R, const attn_mpi_options *options, attn_error *err) {
     attn_mpi_options o = attn_mpi_options_default();
+    R->timeout = o.timeout_s, R->layout = o.layout, R->so = attn_sdpa_options_default();
     attn_status st = attn_versioned_read(&o, sizeof o, options, "options", "start from attn_mpi_options_default()", err);
     if (st) return st;
     if (!(o.timeout_s > 0 && o.timeout_s < ATTN_MPI_TIMEOUT_MAX))
         return ring_fail(err, ATTN_ERR_OPTION, "timeout_s is %g; it must be above 0 and below %g", o.timeout_s,
                          ATTN_MPI_TIMEOUT_MAX);
     R->timeout = o.timeout_s, R->layout = o.layout, R->stats_out = o.stats;
-    R->so = attn_sdpa_options_default();
-    if ((st = attn_versioned_read(&R->so, sizeof R->so, o.attention, "options->attention",
-                                  "start from attn_sdpa_options_default()", err)))
-        return st;
+    return attn_versioned_read(&R->so, sizeof R->so, o.attention, "options->attention",
+                               "start from attn_sdpa_options_default()", err);
+}
+
+attn_status ring_open(ring *R, MPI_Comm comm, const attn_mpi_options *options, attn_error *err) {
+    memset(R, 0, sizeof *R);
+    R->comm = MPI_COMM_NULL;
+    attn_error own;
+    attn_status bad = read_options(R, options, &own), st;
     int initialized = 0;
     if (MPI_Initialized(&initialized) != MPI_SUCCESS || !initialized)
         return ring_fail(err, ATTN_ERR_COMM, "MPI is not initialized: call MPI_Init first");
@@ -171,7 +179,8 @@ attn_status ring_open(ring *R, MPI_Comm comm, const attn_mpi_options *options, a
         return st;
     }
     MPI_Comm_set_errhandler(R->comm, MPI_ERRORS_RETURN);
-    return ATTN_OK;
+    if (bad && err) *err = own;
+    return bad;
 }
 
 void ring_close(ring *R) {
@@ -232,14 +241,27 @@ attn_status ring_lengths(ring *R, int64_t Lr, int64_t Sr, attn_error *err) {
 attn_status ring_start(ring *R, MPI_Comm comm, const attn_mpi_options *options, const attn_tensor *q,
                        const attn_tensor *k, const attn_tensor *v, int kv_grads, attn_error *err) {
     attn_status st = ring_open(R, comm, options, err);
-    if (st) {
+    if (R->comm == MPI_COMM_NULL) {
         ring_close(R);
         return st;
     }
+    /* Options wrong on some ranks: every rank returns that error. */
+    if ((st = ring_agree(R, st, err))) return st;
     /* Before anything is sized by them: a rank that alone has other heads,
      * dimensions or options would get a wrong answer, or wait for messages
      * of the wrong size. */
     if ((st = ring_same(R, q, k, v, kv_grads, err))) return st;
-    int64_t Lr = q && q->rank >= 2 ? q->shape[q->rank - 2] : 0, Sr = k && k->rank >= 2 ? k->shape[k->rank - 2] : 0;
-    return ring_lengths(R, Lr, Sr, err);
+    /* Alike on every rank now: q, k and v given or not, and their ranks.
+     * Said as attn_sdpa says them, before their rows are summed: else no
+     * rows at all would read as a sequence too short for the ranks. */
+    const attn_tensor *t[3] = {q, k, v};
+    static const char *const NAMES[3] = {"q", "k", "v"};
+    for (int i = 0; i < 3; i++) {
+        if (!t[i] || !t[i]->data) return ring_fail(err, ATTN_ERR_NULL, "q, k, v or their data is NULL");
+        if (t[i]->rank < 2 || t[i]->rank > ATTN_MAX_RANK)
+            return ring_fail(err, ATTN_ERR_RANK, "%s has rank %d; attention takes ranks 2 to %d", NAMES[i], t[i]->rank,
+                             ATTN_MAX_RANK);
+    }
+    /* A rank whose rows are not its shard's fails alone: agreed here. */
+    return ring_agree(R, ring_lengths(R, q->shape[q->rank - 2], k->shape[k->rank - 2], err), err);
 }

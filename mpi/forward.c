@@ -58,8 +58,11 @@ static void step(ring *R, fwd *f, const char *buf, int src, bool first, MPI_Requ
             attn_tensor pl = ring_block(f->part + ring_bytes(f->out.dtype, &acc, dout, R->qs.length[a]), f->out.dtype,
                                         &accl, dout, R->qs.length[a]);
             const attn_tensor *outs[2] = {&acc, &po}, *lses[2] = {&accl, &pl};
-            if ((*st = attn_sdpa(&po, &pl, NULL, &qa, &kb, &vb, &o, err)) == ATTN_OK)
+            if ((*st = attn_sdpa(&po, &pl, NULL, &qa, &kb, &vb, &o, err)) == ATTN_OK) {
+                bool nan = ring_nan_carry(&pl, &accl); /* a NaN row stays NaN, as over the whole */
                 *st = attn_sdpa_merge(&acc, &accl, outs, lses, 2, err);
+                if (nan) ring_nan_keep(&acc, &accl, &pl);
+            }
             R->stats.compute_s += MPI_Wtime() - t0;
             ring_progress(req, nreq); /* move the messages along between pieces */
         }
@@ -159,8 +162,7 @@ attn_status attn_mpi_sdpa(MPI_Comm comm, attn_tensor *out, attn_tensor *lse, con
     if (!err) err = &own; /* the ranks share the first failing rank's message */
     attn_status st = ring_start(&R, comm, options, q, k, v, -1, err);
     if (R.comm == MPI_COMM_NULL) return st;
-    if (!st) st = plan(&R, &f, out, lse, q, k, v, err);
-    st = ring_agree(&R, st, err); /* all ranks go on, or none */
+    if (!st) st = ring_agree(&R, plan(&R, &f, out, lse, q, k, v, err), err); /* all ranks go on, or none */
     if (!st) st = ring_agree(&R, run(&R, &f, err), err);
     free(f.buf[0]), free(f.buf[1]), free(f.part), free(f.own_lse);
     ring_close(&R);

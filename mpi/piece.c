@@ -130,3 +130,40 @@ void ring_add(attn_tensor *dst, const attn_tensor *src) {
         else ((float *)dst->data)[a] += ((const float *)src->data)[b];
     }
 }
+
+/* A NaN lse is a row attn_sdpa_merge would take for one without keys and
+ * drop (a NaN in the row's query: every score NaN), so a row that is NaN
+ * over the whole sequence came out as 0 with lse -inf, or as the other
+ * pieces' answer. The ring keeps it NaN: before each merge, the piece's
+ * lse pl (one run) takes the NaN rows of the accumulated lse accl ... */
+bool ring_nan_carry(attn_tensor *pl, const attn_tensor *accl) {
+    bool any = false;
+    for (int64_t i = 0; i < attn_tensor_numel(pl); i++) {
+        int64_t at = offset_of(accl, i);
+        double a = accl->dtype == ATTN_F64 ? ((const double *)accl->data)[at] : ((const float *)accl->data)[at];
+        if (a != a) {
+            if (pl->dtype == ATTN_F64) ((double *)pl->data)[i] = a;
+            else ((float *)pl->data)[i] = (float)a;
+        }
+        double p = pl->dtype == ATTN_F64 ? ((const double *)pl->data)[i] : ((const float *)pl->data)[i];
+        any |= p != p;
+    }
+    return any;
+}
+
+/* ... and after it, each row whose pl is NaN is NaN in acc and accl. */
+void ring_nan_keep(attn_tensor *acc, attn_tensor *accl, const attn_tensor *pl) {
+    int64_t Ev = acc->shape[acc->rank - 1];
+    for (int64_t i = 0; i < attn_tensor_numel(pl); i++) {
+        double p = pl->dtype == ATTN_F64 ? ((const double *)pl->data)[i] : ((const float *)pl->data)[i];
+        if (p == p) continue;
+        int64_t at = offset_of(accl, i);
+        if (accl->dtype == ATTN_F64) ((double *)accl->data)[at] = p;
+        else ((float *)accl->data)[at] = (float)p;
+        for (int64_t e = 0; e < Ev; e++) {
+            int64_t o = offset_of(acc, i * Ev + e);
+            if (acc->dtype == ATTN_F64) ((double *)acc->data)[o] = p;
+            else ((float *)acc->data)[o] = (float)p;
+        }
+    }
+}

@@ -26,7 +26,9 @@ typedef struct ring {
 /* err set to status and the formatted message; returns status (attn.h's). */
 #define ring_fail attn_error_set
 
-/* Read the options and duplicate comm (with a deadline). */
+/* Read the options and duplicate comm (with a deadline). An error in the
+ * options is returned with the ring open, to be agreed (R->comm set);
+ * one that leaves R->comm MPI_COMM_NULL cannot be. */
 attn_status ring_open(ring *R, MPI_Comm comm, const attn_mpi_options *options, attn_error *err);
 void ring_close(ring *R);
 /* Wait for n requests until the deadline; ATTN_ERR_COMM naming `peer` if
@@ -52,9 +54,10 @@ attn_status ring_same(const ring *R, const attn_tensor *q, const attn_tensor *k,
  * ATTN_ERR_SHAPE when a rank's sizes are not its layout's shard. */
 attn_status ring_lengths(ring *R, int64_t Lr, int64_t Sr, attn_error *err);
 /* ring_open, ring_same, then ring_lengths from q's and k's rows (q, k
- * and v may be NULL: this rank's arguments are checked after the ranks
- * have met). When the ring could not open, R->comm is MPI_COMM_NULL and
- * nothing is to agree. */
+ * and v may be NULL: NULL or of a wrong rank, alike on every rank once
+ * ring_same passed, is said as attn_sdpa says it). The status is the same
+ * on every rank (agreed). When the ring could not open, R->comm is
+ * MPI_COMM_NULL and nothing is to agree. */
 attn_status ring_start(ring *R, MPI_Comm comm, const attn_mpi_options *options, const attn_tensor *q,
                        const attn_tensor *k, const attn_tensor *v, int kv_grads, attn_error *err);
 /* The attention's options for the piece (this rank's query segment a, key
@@ -104,6 +107,13 @@ attn_status ring_copy(attn_tensor *dst, const attn_tensor *src, attn_error *err)
 void ring_fill(attn_tensor *t, double x);
 /* dst += src elementwise: same shape and float dtype, any strides. */
 void ring_add(attn_tensor *dst, const attn_tensor *src);
+
+/* NaN rows kept through attn_sdpa_merge, which drops a part whose lse is
+ * NaN: before a merge, pl (the piece's lse, one run) takes accl's NaN
+ * rows, and says whether it has any; after it, those rows of acc and accl
+ * are set NaN. */
+bool ring_nan_carry(attn_tensor *pl, const attn_tensor *accl);
+void ring_nan_keep(attn_tensor *acc, attn_tensor *accl, const attn_tensor *pl);
 
 /* The message tags of one call, on the ring's private communicator. */
 enum { RING_TAG_KV = 1, RING_TAG_GRAD = 2 };

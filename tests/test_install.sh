@@ -109,5 +109,34 @@ if [ -f "$BUILD/libattn-mpi.a" ]; then
     else
         echo "FAIL installs_libattn_mpi: $(head -n 3 "$prefix.log" | tr '\n' ' ')"
     fi
+    # attn-mpi.pc, as attn.pc is tested: found, of the library's version,
+    # and an outside MPI program built with its flags alone (Requires: attn
+    # brings libattn's) and mpicc, or the system's cc and MPI's mpi-c.
+    want_mpi="attn-mpi $version: 1.660477 2.660477"
+    # shellcheck disable=SC2086,SC2046 # $mpi_flags and pkg-config's output are word lists
+    if mpi_flags=$(pkg-config --cflags --libs attn-mpi 2>/dev/null) && [ "$(pkg-config --modversion attn-mpi)" = "$version" ] &&
+        mpicc -std=c11 -Wall -Wextra -Werror tests/install/hello_mpi.c $mpi_flags -o "$prefix/hello_mpi" 2>"$prefix.log" &&
+        [ "$(LD_LIBRARY_PATH="$prefix/lib" "$prefix/hello_mpi")" = "$want_mpi" ]; then
+        echo "ok pkg_config_attn_mpi"
+    else
+        echo "FAIL pkg_config_attn_mpi: '${mpi_flags:-no attn-mpi.pc}': $(head -n 3 "$prefix.log" | tr '\n' ' ')"
+    fi
+    if ! pkg-config --exists mpi-c; then
+        echo "skip pkg_config_attn_mpi_with_cc: MPI has no mpi-c.pc"
+    elif ${CC:-cc} -std=c11 -Wall -Wextra -Werror tests/install/hello_mpi.c $(pkg-config --cflags --libs attn-mpi mpi-c 2>"$prefix.log") \
+        -o "$prefix/hello_mpi_cc" 2>"$prefix.log" && [ "$(LD_LIBRARY_PATH="$prefix/lib" "$prefix/hello_mpi_cc")" = "$want_mpi" ]; then
+        echo "ok pkg_config_attn_mpi_with_cc"
+    else
+        echo "FAIL pkg_config_attn_mpi_with_cc: $(head -n 3 "$prefix.log" | tr '\n' ' ')"
+    fi
+    stage="$prefix/stage_mpi"
+    if make -s --no-print-directory BUILD="$BUILD" DESTDIR="$stage" PREFIX=/opt/attn install >"$prefix.log" 2>&1 &&
+        grep -qx 'prefix=/opt/attn' "$stage/opt/attn/lib/pkgconfig/attn-mpi.pc" &&
+        make -s --no-print-directory BUILD="$BUILD" DESTDIR="$stage" PREFIX=/opt/attn uninstall >>"$prefix.log" 2>&1 &&
+        [ ! -e "$stage/opt/attn/lib/pkgconfig/attn-mpi.pc" ]; then
+        echo "ok destdir_install_attn_mpi_pc"
+    else
+        echo "FAIL destdir_install_attn_mpi_pc: $(tail -n 3 "$prefix.log" | tr '\n' ' ')"
+    fi
 fi
 rm -rf "$prefix" "$prefix.log"

@@ -26,14 +26,15 @@ static void mcheck(int cond, const char *name, const char *why) {
     n_failed += !all;
 }
 
-/* max |a - b| over max |b| (b the whole's rows), both like-shaped. */
+/* max |a - b| over max |b| (b the whole's rows), both like-shaped; NaN
+ * where the other is not NaN is infinitely far (fmax would skip it). */
 static double rel(const attn_tensor *a, const attn_tensor *b) {
     double d = 0, big = 1e-300;
     for (int64_t i = 0; i < attn_tensor_numel(b); i++) {
         double x = a->dtype == ATTN_F64 ? ((double *)a->data)[i] : ((float *)a->data)[i];
         double y = b->dtype == ATTN_F64 ? ((double *)b->data)[i] : ((float *)b->data)[i];
-        if (x == y) continue; /* -inf lse rows too */
-        d = fmax(d, fabs(x - y));
+        if (x == y || (isnan(x) && isnan(y))) continue; /* -inf lse rows too */
+        d = isnan(x - y) ? INFINITY : fmax(d, fabs(x - y));
         if (isfinite(y)) big = fmax(big, fabs(y));
     }
     for (int64_t i = 0; i < attn_tensor_numel(b); i++) {
@@ -51,6 +52,7 @@ typedef struct mcase {
     int64_t L, S, Bq, Bk, Hq, Hk;
     int mask;        /* 0 none, 1 bool (L, S), 2 float (1, S) broadcast over rows */
     bool variants;   /* softcap, ALiBi, a window, a sink and RoPE */
+    bool nan_query;  /* one element of q NaN: its row NaN, forward and backward */
 } mcase;
 
 /* The shard of `whole` along the sequence (dimension -2), freshly allocated. */
@@ -69,6 +71,7 @@ static void run_case(const mcase *c) {
     int64_t sq[4] = {c->Bq, c->Hq, c->L, E}, sk[4] = {c->Bk, c->Hk, c->S, E}, sv[4] = {c->Bk, c->Hk, c->S, Ev};
     int64_t so[4] = {c->Bq, c->Hq, c->L, Ev}, sm[2] = {c->mask == 2 ? 1 : c->L, c->S}, hh = c->Hq;
     attn_tensor q = make(c->dt, 4, sq), k = make(c->dt, 4, sk), v = make(c->dt, 4, sv), dout = make(c->dt, 4, so);
+    if (c->nan_query) ((double *)q.data)[(c->L / 2) * E + 3] = NAN; /* f64: row L/2 of the first head */
     attn_tensor out = make(c->dt, 4, so), lse = make(c->dt, 3, so), mask = {0};
     attn_tensor g[3] = {make(c->dt, 4, sq), make(c->dt, 4, sk), make(c->dt, 4, sv)};
     if (c->mask) {
@@ -338,6 +341,57 @@ static bool same_everywhere(attn_status st, const char *msg) {
     return all[0] == -all[1] && all[2] == -all[3];
 }
 
+/* Options that only the last rank has wrong (its timeout, a struct_size):
+ * every rank returns that rank's error at once, forward and backward, not
+ * ATTN_ERR_COMM after the others waited out their timeout for a rank that
+ * had left. And q, k, v NULL or of a wrong rank on every rank: attn_sdpa's
+ * words, not "0 queries are too few for the ranks". */
+static void one_rank_options(void) {
+    int odd = rank_ == size_ - 1;
+    int64_t s[3] = {2, 4, 8};
+    attn_tensor q = make(ATTN_F64, 3, s), out = make(ATTN_F64, 3, s), lse = make(ATTN_F64, 2, s);
+    attn_tensor dq = make(ATTN_F64, 3, s), dk = make(ATTN_F64, 3, s);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    attn_mpi_options base = attn_mpi_options_default();
+    base.timeout_s = 10, base.attention = &o;
+    attn_error err;
+    char why[ATTN_ERROR_MESSAGE_SIZE + 128], name[96], prefix[32];
+    snprintf(prefix, sizeof prefix, "rank %d: ", size_ - 1);
+    static const char *const WHAT[3] = {"timeout", "struct_size", "attention_struct_size"};
+    static const char *const WANT[3] = {"timeout_s is 0;", "options->struct_size is 3", "options->attention->struct_size is 3"};
+    for (int c = 0; c < 3; c++)
+        for (int pass = 0; pass < 2; pass++) {
+            attn_mpi_options mo = base;
+            attn_sdpa_options so = o;
+            mo.attention = &so;
+            if (odd && c == 0) mo.timeout_s = 0;
+            if (odd && c == 1) mo.struct_size = 3;
+            if (odd && c == 2) so.struct_size = 3;
+            double t0 = MPI_Wtime();
+            attn_status st = pass == 0 ? attn_mpi_sdpa(MPI_COMM_WORLD, &out, &lse, &q, &q, &q, &mo, &err)
+                                       : attn_mpi_sdpa_backward(MPI_COMM_WORLD, &dq, &dk, NULL, &out, &q, &q, &q, &out, &lse,
+                                                                &mo, &err);
+            double took = MPI_Wtime() - t0;
+            snprintf(why, sizeof why, "status %d after %.1f s: %s", (int)st, took, err.message);
+            snprintf(name, sizeof name, "err_one_rank_%s_%s_every_rank", WHAT[c], pass ? "backward" : "forward");
+            mcheck(st == ATTN_ERR_OPTION && strstr(err.message, WANT[c]) && (odd || strncmp(err.message, prefix, strlen(prefix)) == 0)
+                   && took < 5, name, why);
+        }
+    attn_status st = attn_mpi_sdpa(MPI_COMM_WORLD, &out, &lse, NULL, NULL, NULL, &base, &err);
+    snprintf(why, sizeof why, "status %d: %s", (int)st, err.message);
+    mcheck(st == ATTN_ERR_NULL && strstr(err.message, "NULL") && same_everywhere(st, err.message), "err_qkv_null_forward", why);
+    st = attn_mpi_sdpa_backward(MPI_COMM_WORLD, &dq, NULL, NULL, &out, NULL, NULL, NULL, &out, &lse, &base, &err);
+    snprintf(why, sizeof why, "status %d: %s", (int)st, err.message);
+    mcheck(st == ATTN_ERR_NULL && strstr(err.message, "NULL") && same_everywhere(st, err.message), "err_qkv_null_backward", why);
+    attn_tensor flat = q;
+    flat.rank = 1, flat.shape[0] = 16, flat.strides[0] = 1;
+    st = attn_mpi_sdpa(MPI_COMM_WORLD, &out, &lse, &q, &flat, &q, &base, &err);
+    snprintf(why, sizeof why, "status %d: %s", (int)st, err.message);
+    mcheck(st == ATTN_ERR_RANK && strstr(err.message, "k has rank 1; attention takes ranks 2 to") &&
+           same_everywhere(st, err.message), "err_k_rank_1_forward", why);
+    free(q.data), free(out.data), free(lse.data), free(dq.data), free(dk.data);
+}
+
 /* Each field that the ranks must hold alike made to differ on one rank
  * (rank which % N for change number which): every rank returns the same
  * error, which names the field, forward and backward, before any shard
@@ -439,23 +493,26 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_), MPI_Comm_size(MPI_COMM_WORLD, &size_);
     const mcase cases[] = {
-        {"ring_f64_plain_zigzag", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_NONE, 37, 37, 2, 2, 2, 2, 0, false},
-        {"ring_f64_causal_zigzag", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_TOP_LEFT, 40, 40, 1, 1, 4, 2, 0, false},
-        {"ring_f64_causal_contiguous", ATTN_F64, ATTN_MPI_CONTIGUOUS, ATTN_CAUSAL_TOP_LEFT, 29, 29, 1, 1, 2, 1, 0, false},
+        {"ring_f64_plain_zigzag", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_NONE, 37, 37, 2, 2, 2, 2, 0, false, false},
+        {"ring_f64_causal_zigzag", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_TOP_LEFT, 40, 40, 1, 1, 4, 2, 0, false, false},
+        {"ring_f64_causal_contiguous", ATTN_F64, ATTN_MPI_CONTIGUOUS, ATTN_CAUSAL_TOP_LEFT, 29, 29, 1, 1, 2, 1, 0, false, false},
         {"ring_f64_cross_bottom_right_gqa_broadcast", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_BOTTOM_RIGHT, 23, 41, 2, 1, 4,
-         1, 0, false},
+         1, 0, false, false},
         {"ring_f64_cross_top_left_more_queries", ATTN_F64, ATTN_MPI_CONTIGUOUS, ATTN_CAUSAL_TOP_LEFT, 41, 23, 1, 1, 2, 2, 0,
-         false},
-        {"ring_f64_bool_mask", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_NONE, 30, 33, 1, 1, 2, 2, 1, false},
+         false, false},
+        {"ring_f64_bool_mask", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_NONE, 30, 33, 1, 1, 2, 2, 1, false, false},
         {"ring_f64_float_mask_broadcast_causal", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_TOP_LEFT, 33, 33, 1, 1, 2, 2, 2,
-         false},
-        {"ring_f64_variants_rope_sinks", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_BOTTOM_RIGHT, 35, 35, 1, 1, 2, 1, 0, true},
-        {"ring_f32_causal_zigzag", ATTN_F32, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_TOP_LEFT, 300, 300, 1, 1, 2, 1, 0, false},
-        {"ring_f32_variants_rope_sinks", ATTN_F32, ATTN_MPI_CONTIGUOUS, ATTN_CAUSAL_TOP_LEFT, 90, 90, 1, 1, 2, 2, 0, true},
+         false, false},
+        {"ring_f64_variants_rope_sinks", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_BOTTOM_RIGHT, 35, 35, 1, 1, 2, 1, 0, true, false},
+        {"ring_f32_causal_zigzag", ATTN_F32, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_TOP_LEFT, 300, 300, 1, 1, 2, 1, 0, false, false},
+        {"ring_f32_variants_rope_sinks", ATTN_F32, ATTN_MPI_CONTIGUOUS, ATTN_CAUSAL_TOP_LEFT, 90, 90, 1, 1, 2, 2, 0, true, false},
+        {"ring_f64_nan_query_row_stays_nan", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_TOP_LEFT, 26, 26, 1, 1, 2, 1, 0, false,
+         true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i]);
     errors();
     same_api();
+    one_rank_options();
     disagreements();
     MPI_Finalize();
     return n_failed ? 1 : 0;

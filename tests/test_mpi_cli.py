@@ -11,6 +11,7 @@ timeout.
 Usage: test_mpi_cli.py BUILD_DIR"""
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -124,9 +125,13 @@ class Check(Reporter):
         self.report(name, "" if ok and not leftovers else "rc %d after %.1f s, stderr %r, files %s"
                     % (r.returncode, time.time() - t0, r.stderr[-600:], leftovers))
 
-    def bad(self, name, np_, args, want):
-        out = self.path("bad_out.npy")
-        r = self.run_mpi(np_, args + ["-o", out])
+    def bad(self, name, np_, args, want, out_args=None):
+        """One error line, printed once, and no output file; out_args
+        stands in for -o bad_out.npy. A run that hangs past 30 s fails."""
+        try:
+            r = self.run_mpi(np_, args + (["-o", self.path("bad_out.npy")] if out_args is None else out_args), timeout=30)
+        except subprocess.TimeoutExpired:
+            return self.report(name, "hangs: no answer after 30 s")
         lines = r.stderr.strip().splitlines()
         ok = r.returncode != 0 and len(lines) == 1 and lines[0].startswith("attn: error: ") and want in lines[0]
         leftovers = [f for f in os.listdir(self.dir) if f.startswith("bad_out")]
@@ -152,6 +157,39 @@ def main():
     c.case("f32_causal", f((1, 2, 301, 64)).astype(np.float32), f((1, 2, 301, 64)).astype(np.float32),
            f((1, 2, 301, 64)).astype(np.float32), ["--causal"], causal=1, tol=2e-5)
     c.case("fortran_order_q", np.asfortranarray(f((3, 30, 16))), f((3, 30, 16)), f((3, 30, 16)))
+    # Big-endian files (x.astype('>f8'), data from a big-endian machine),
+    # which attn reads: read too, not refused; v Fortran-order as well. And
+    # f32 q with '>f2' k and v.
+    c.case("big_endian_inputs_causal", f((2, 3, 26, 16)).astype(">f8"), f((2, 3, 26, 16)).astype(">f8"),
+           np.asfortranarray(f((2, 3, 26, 8)).astype(">f8")), ["--causal"], causal=1)
+    c.case("big_endian_f32_q_f16_kv", f((2, 25, 16)).astype(">f4"), f((2, 25, 16)).astype(">f2"),
+           f((2, 25, 16)).astype(">f2"), tol=2e-5)
+
+    # NaN and inf in the inputs: the rows attn sdpa makes NaN are NaN on
+    # every rank count too (a NaN query made its row's lse NaN, which the
+    # merge dropped as a row without keys: 0, lse -inf), the others equal.
+    qn, kn, vn = f((2, 3, 24, 8)), f((2, 3, 24, 8)), f((2, 3, 24, 8))
+    qn[0, 1, 5, 3], kn[1, 2, 17, 0], vn[0, 0, 9, 2] = np.nan, np.nan, np.inf
+    c.save(qn=qn, kn=kn, vn=vn)
+    for flags in ([], ["--causal"], ["--causal=bottom-right"]):
+        io = ["-q", c.path("qn.npy"), "-k", c.path("kn.npy"), "-v", c.path("vn.npy")] + flags
+        subprocess.run([c.attn, "sdpa"] + io + ["-o", c.path("nan_ref.npy"), "--lse", c.path("nan_ref_lse.npy")], check=True)
+        ref, ref_l = np.load(c.path("nan_ref.npy")), np.load(c.path("nan_ref_lse.npy"))
+        problems = []
+        for n in (1, 2, 3, 4):
+            r = c.run_mpi(n, io + ["-o", c.path("nan_out.npy"), "--lse", c.path("nan_lse.npy")])
+            if r.returncode:
+                problems.append("np%d: %s" % (n, r.stderr.strip()))
+                continue
+            got, got_l = np.load(c.path("nan_out.npy")), np.load(c.path("nan_lse.npy"))
+            same = all(np.array_equal(np.isnan(a), np.isnan(b)) and np.array_equal(np.isinf(a), np.isinf(b))
+                       for a, b in ((got, ref), (got_l, ref_l)))
+            fin = np.isfinite(ref)
+            if not same or np.abs(got[fin] - ref[fin]).max() > 1e-13 * np.abs(ref[fin]).max():
+                problems.append("np%d: NaN out %d (attn sdpa %d), NaN lse %d (%d)" % (n, np.isnan(got).sum(), np.isnan(ref).sum(),
+                                np.isnan(got_l).sum(), np.isnan(ref_l).sum()))
+        c.report("nan_inf_rows_as_attn_sdpa%s" % "".join(x.replace("--causal", "_causal").replace("=", "_").replace("-", "_") for x in flags),
+                 "; ".join(problems))
 
     # Bad input: one line, from rank 0 only, no output file.
     c.save(q=f((2, 37, 16)), k=f((2, 37, 16)), v=f((2, 37, 16)), v32=f((2, 37, 16)).astype(np.float32),
@@ -172,6 +210,40 @@ def main():
                     ("batch", ["-q", c.path("q_b0.npy"), "-k", k, "-v", v])):
         c.bad("error_empty_dimension_" + name, 2, a, "every dimension must be at least 1")
     c.bad("error_q_is_a_directory", 2, ["-q", c.dir, "-k", k, "-v", v], "is not a regular file")
+    # A FIFO as an input: refused as attn refuses it, not a wait for ever in
+    # the open of each rank's own copy (stdio's open waits for a writer).
+    os.mkfifo(c.path("fifo.npy"))
+    c.bad("error_q_is_a_fifo", 2, ["-q", c.path("fifo.npy"), "-k", k, "-v", v], "fifo.npy is not a regular file")
+    # An empty name (an unset shell variable): attn's words, not MPI-IO's "cannot open :".
+    c.bad("error_empty_input_name", 2, ["-q", "", "-k", k, "-v", v], "-q: the input file name is empty")
+    # The outputs, before any work is done: an empty name or a directory
+    # (they failed only at the rename, after the attention), a FIFO (a
+    # regular file was renamed over it, as it would be over /dev/null when
+    # run as root), a link to nowhere. The FIFO stays a FIFO.
+    qkv = ["-q", q, "-k", k, "-v", v]
+    c.bad("error_empty_output_name", 2, qkv, "-o: an output file name is empty", ["-o", ""])
+    c.bad("error_empty_lse_name", 2, qkv, "--lse: an output file name is empty", ["-o", c.path("bad_out.npy"), "--lse", ""])
+    c.bad("error_output_is_a_directory", 2, qkv, "cannot write %s: it is a directory" % c.dir, ["-o", c.dir])
+    os.mkfifo(c.path("out_fifo"))
+    c.bad("error_output_is_a_fifo", 2, qkv, "out_fifo: it is not a regular file", ["-o", c.path("out_fifo")])
+    c.report("output_fifo_left_a_fifo", "" if stat.S_ISFIFO(os.lstat(c.path("out_fifo")).st_mode) else "replaced")
+    os.symlink(c.path("nowhere.npy"), c.path("dead_link.npy"))
+    c.bad("error_output_link_to_nowhere", 2, qkv, "symbolic link to a missing file", ["-o", c.path("dead_link.npy")])
+    # -o and --lse one file spelled two ways: a usage error, not both
+    # written into one temporary and the run failing at its second rename.
+    c.bad("error_out_and_lse_one_file", 2, qkv, "-o and --lse name the same file",
+          ["-o", c.path("bad_out.npy"), "--lse", os.path.join(c.dir, ".", "bad_out.npy")])
+    # A link as -o: its target replaced, the link kept (as attn does).
+    np.save(c.path("link_target.npy"), np.zeros(1))
+    os.symlink(c.path("link_target.npy"), c.path("out_link.npy"))
+    r = c.run_mpi(2, qkv + ["-o", c.path("out_link.npy")])
+    kept = os.path.islink(c.path("out_link.npy")) and np.load(c.path("link_target.npy")).shape == (2, 37, 16)
+    c.report("output_link_kept_target_replaced", "" if r.returncode == 0 and kept else "rc %d, link kept %s: %r"
+             % (r.returncode, os.path.islink(c.path("out_link.npy")), r.stderr[-300:]))
+    # k and v of other lengths: the files' lengths, not two ranks' shards'.
+    c.save(v38=f((2, 38, 16)))
+    c.bad("error_k_v_lengths_differ", 2, ["-q", q, "-k", k, "-v", c.path("v38.npy")],
+          "v has S=38 rows but k has S=37 (they must match)")
     c.bad("error_mask_rows_not_q", 2, ["-q", q, "-k", k, "-v", v, "-m", c.path("m_rows3.npy")], "37 queries (or 1)")
     # A rank's part of a file over 2^31 - 1 elements, which MPI-IO counts in
     # an int: one error naming the file, before its memory is taken, not a

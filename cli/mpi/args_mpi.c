@@ -33,7 +33,8 @@ const char MPI_USAGE[] =
     "\n"
     "Every rank must be given the same command line and see the same files (one\n"
     "path, alike copies); ranks that differ stop with an error naming what differs.\n"
-    "Outputs appear only if the whole run succeeds.\n";
+    "Outputs appear only if the whole run succeeds. They are regular files (a\n"
+    "link's target is replaced); a FIFO or device cannot take the ranks' rows.\n";
 
 int mpi_args_parse(int argc, char **argv, mpi_args *a, bool speak) {
     memset(a, 0, sizeof *a);
@@ -75,7 +76,8 @@ int mpi_args_parse(int argc, char **argv, mpi_args *a, bool speak) {
     if (code) return code;
     if (!a->q || !a->k || !a->v) return cli_error(EXIT_USAGE, "missing -q Q.npy, -k K.npy or -v V.npy (see attn-mpi sdpa --help)");
     if (!a->out) return cli_error(EXIT_USAGE, "missing -o OUT.npy: the ranks write the output into one file");
-    if (a->lse && strcmp(a->lse, a->out) == 0) return cli_error(EXIT_USAGE, "-o and --lse name the same file %s", a->out);
+    /* However spelled (./o.npy, a link to it): one temporary would take both, and the run fail at its rename. */
+    if (a->lse && cli_same_file(a->out, a->lse)) return cli_error(EXIT_USAGE, "-o and --lse name the same file %s", a->out);
     return 0;
 }
 

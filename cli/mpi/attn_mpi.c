@@ -11,6 +11,7 @@
  * For the tests only: ATTN_MPI_FAULT=stop:R or kill:R makes rank R stop
  * (SIGSTOP) or die (SIGKILL) just before the attention, so that the others
  * must notice within --timeout. */
+#define _XOPEN_SOURCE 700 /* realpath, to follow a symbolic link to the file it names */
 #include "cli.h"
 #include "args_mpi.h"
 #include "bench_mpi.h"
@@ -93,13 +94,17 @@ enum { HEAD_BYTES = 65536 + 16 };
  * open (an MPI-IO prefix such as "ufs:") is left to MPI_File_open. */
 static int same_file(const char *opt, const char *path, double timeout, char *msg, size_t n) {
     unsigned char *head = malloc(HEAD_BYTES);
-    FILE *fp = head ? fopen(path, "rb") : NULL;
+    /* Opened without blocking: a FIFO's open waits for a writer that may
+     * never come (and MPI-IO's after it), as attn_npy_read's would. */
+    int fd = head ? open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC) : -1;
     int why = errno, ranks = 0;
     struct stat sb;
-    int here = fp && fstat(fileno(fp), &sb) == 0;
-    int odd = here && !S_ISREG(sb.st_mode); /* a directory: MPI-IO's read would print its own error too */
-    size_t got = here && !odd ? fread(head, 1, HEAD_BYTES, fp) : 0;
+    int here = fd >= 0 && fstat(fd, &sb) == 0;
+    int odd = here && !S_ISREG(sb.st_mode); /* a directory, a FIFO: MPI-IO's read would hang or print its own error */
+    FILE *fp = here && !odd && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
+    size_t got = fp ? fread(head, 1, HEAD_BYTES, fp) : 0;
     if (fp) fclose(fp);
+    else if (fd >= 0) close(fd);
     int mine[2] = {here, odd}, sums[2] = {0, 0};
     MPI_Allreduce(mine, sums, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     ranks = sums[0];
@@ -113,7 +118,9 @@ static int same_file(const char *opt, const char *path, double timeout, char *ms
         enum { N = 4 + ATTN_MAX_RANK };
         attn_npy_info h;
         attn_error err;
-        if (attn_npy_header(&h, head, got, (uint64_t)sb.st_size, &err) != ATTN_OK) /* said once the ranks agree */
+        bool swap;
+        int64_t digest = attn_mpi_digest(head, got); /* of the bytes as they are: npy_mpi_header may rewrite them */
+        if (npy_mpi_header(&h, &swap, head, got, (uint64_t)sb.st_size, &err) != ATTN_OK) /* said once the ranks agree */
             memset(&h, 0, sizeof h);
         attn_mpi_value v[N] = {{NULL, ATTN_MPI_INTEGER, 0, (int64_t)sb.st_size, 0}, {NULL, ATTN_MPI_DTYPE, 0, h.dtype, 0},
                                {NULL, ATTN_MPI_INTEGER, 0, h.rank, 0}};
@@ -125,7 +132,7 @@ static int same_file(const char *opt, const char *path, double timeout, char *ms
             v[3 + d] = (attn_mpi_value){NULL, ATTN_MPI_INTEGER, 0, d < h.rank ? h.shape[d] : 0, 0};
         }
         snprintf(names[N - 1], sizeof names[N - 1], "%s's contents (its first 64 KiB)", opt);
-        v[N - 1] = (attn_mpi_value){NULL, ATTN_MPI_DIGEST, 0, attn_mpi_digest(head, got), 0};
+        v[N - 1] = (attn_mpi_value){NULL, ATTN_MPI_DIGEST, 0, digest, 0};
         for (int i = 0; i < N; i++) v[i].name = names[i];
         code = same(v, N, timeout, msg, n);
     }
@@ -137,9 +144,14 @@ static int same_file(const char *opt, const char *path, double timeout, char *ms
 static int read_inputs(const mpi_args *a, attn_tensor t[4], int64_t *L, char *msg, size_t n) {
     const char *paths[4] = {a->q, a->k, a->v, a->m}, *opts[4] = {"-q", "-k", "-v", "-m"};
     int code = 0;
+    int64_t S = 0; /* k's keys */
     for (int i = 0; i < 4 && !code; i++) {
         if (!paths[i]) continue;
         npy_mpi f = {.fh = MPI_FILE_NULL};
+        if (!paths[i][0]) { /* alike on every rank (same_options): said as attn says it, not as MPI-IO's "cannot open :" */
+            code = snprintf(msg, n, "%s: the input file name is empty", opts[i]) > 0;
+            break;
+        }
         code = same_file(opts[i], paths[i], a->timeout_s, msg, n);
         if (!code) code = agree(npy_mpi_open(&f, paths[i], MPI_COMM_WORLD, msg, n), msg, n);
         int r = f.info.rank;
@@ -157,6 +169,10 @@ static int read_inputs(const mpi_args *a, attn_tensor t[4], int64_t *L, char *ms
         if (!code) {
             int64_t len = r >= 2 ? f.info.shape[r - 2] : 1;
             if (i == 0) *L = len;
+            if (i == 1) S = len;
+            if (i == 2 && len != S) /* else each rank's shard sizes, not the files', would be said not to match */
+                code = snprintf(msg, n, "v has S=%lld rows but k has S=%lld (they must match)", (long long)len,
+                                (long long)S) > 0;
             bool rows = i < 3 || (r >= 2 && len > 1); /* a mask with one row is every rank's */
             if (i == 3 && rows && len != *L) /* else sharded as if it were q, and said to be too short for the ranks */
                 code = snprintf(msg, n, "%s has %lld rows; a mask's rows are q's %lld queries (or 1)", paths[i],
@@ -230,21 +246,58 @@ static int same_output(const char *path, const char *tmp, char *msg, size_t n) {
                                   "file (a directory they share; an absolute path)", rank_, tmp, path) > 0, msg, n) != 0;
 }
 
-/* Write out (and lse) into temporaries beside their paths, then rename
+/* Where an output lands, as attn decides it (cli/util.c): "" names no
+ * file and a directory cannot be replaced; a symbolic link's target is
+ * replaced, the link kept. A FIFO, device or socket is refused rather than
+ * written in place: the ranks write at offsets (MPI-IO), which such a
+ * file cannot take, and the rename put a regular file where it was (as
+ * root, where /dev/null was). 0, or 1 with msg. */
+enum { TMP_SUFFIX = 40 }; /* ".attn-mpi-PID.tmp", the longest PID a long has */
+
+static int output_target(const char *flag, const char *path, char *target, size_t size, char *msg, size_t n) {
+    if (!path[0]) return snprintf(msg, n, "%s: an output file name is empty", flag) > 0;
+    struct stat st;
+    char *real = lstat(path, &st) == 0 && S_ISLNK(st.st_mode) ? realpath(path, NULL) : NULL;
+    if (!real && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+        return snprintf(msg, n, "cannot write %s: it is a symbolic link to a missing file", path) > 0;
+    int len = snprintf(target, size, "%s", real ? real : path);
+    free(real);
+    if (len < 0 || (size_t)len + TMP_SUFFIX >= size) /* room for the temporary's suffix too */
+        return snprintf(msg, n, "output path %s is too long", path) > 0;
+    if (stat(target, &st) != 0 || S_ISREG(st.st_mode)) return 0;
+    return snprintf(msg, n, "cannot write %s: it is %s", path, S_ISDIR(st.st_mode) ? "a directory"
+                    : "not a regular file (a FIFO, device or socket), which the ranks cannot write together") > 0;
+}
+
+/* Both outputs' targets, on every rank before any work: a bad -o is an
+ * error at once, not after the attention. */
+static int resolve_outputs(const mpi_args *a, cli_output outs[2], char *msg, size_t n) {
+    const char *paths[2] = {a->out, a->lse}, *flags[2] = {"-o", "--lse"};
+    int code = 0;
+    for (int i = 0; i < 2; i++) {
+        outs[i] = (cli_output){.path = paths[i]};
+        if (!code && paths[i]) code = output_target(flags[i], paths[i], outs[i].target, sizeof outs[i].target, msg, n);
+    }
+    return agree(code, msg, n) ? EXIT_DATA : 0;
+}
+
+/* Write out (and lse) into temporaries beside their targets, then rename
  * them into place on rank 0 once every rank has written: both or neither
  * (cli_outputs_move). */
-static int write_outputs(const mpi_args *a, const attn_tensor *out, const attn_tensor *lse, int64_t L, char *msg, size_t n) {
+static int write_outputs(const mpi_args *a, cli_output outs[2], const attn_tensor *out, const attn_tensor *lse, int64_t L,
+                         char *msg, size_t n) {
     long stamp = (long)getpid();
     MPI_Bcast(&stamp, 1, MPI_LONG, 0, MPI_COMM_WORLD);
     const attn_tensor *ts[2] = {out, lse};
-    cli_output outs[2] = {{.path = a->out}, {.path = a->lse}};
     int code = 0;
     attn_mpi_shard sh;
     attn_mpi_shard_of(&sh, L, rank_, size_, a->layout, NULL);
     for (int i = 0; i < 2 && !code; i++) {
-        if (!outs[i].path) continue;
-        snprintf(outs[i].target, sizeof outs[i].target, "%s", outs[i].path);
-        snprintf(outs[i].tmp, sizeof outs[i].tmp, "%s.attn-mpi-%ld.tmp", outs[i].path, stamp);
+        if (!outs[i].path || !ts[i]) continue;
+        int len = snprintf(outs[i].tmp, sizeof outs[i].tmp, "%s.attn-mpi-%ld.tmp", outs[i].target, stamp);
+        if ((code = agree((len < 0 || (size_t)len >= sizeof outs[i].tmp) && /* output_target left room: never */
+                          snprintf(msg, n, "output path %s is too long", outs[i].path) > 0, msg, n)))
+            break;
         int64_t whole[ATTN_MAX_RANK];
         memcpy(whole, ts[i]->shape, sizeof whole);
         int dim = i == 0 ? ts[i]->rank - 2 : ts[i]->rank - 1;
@@ -266,7 +319,9 @@ static int run(const mpi_args *a) {
     memset(in, 0, sizeof in);
     char msg[ATTN_ERROR_MESSAGE_SIZE + 256] = "";
     int64_t L = 0;
+    cli_output outs[2];
     int code = same_options(a, msg, sizeof msg) ? EXIT_USAGE : 0;
+    if (!code) code = resolve_outputs(a, outs, msg, sizeof msg);
     if (!code) code = read_inputs(a, in, &L, msg, sizeof msg);
     attn_tensor out = {0}, lse = {0};
     if (!code) {
@@ -294,7 +349,7 @@ static int run(const mpi_args *a) {
         }
         if (st) code = snprintf(msg, sizeof msg, "%s", st == ATTN_ERR_NO_MEMORY && !out.data ? "out of memory" : err.message) > 0;
         code = agree(code, msg, sizeof msg) ? EXIT_DATA : 0;
-        if (!code) code = write_outputs(a, &out, a->lse ? &lse : NULL, L, msg, sizeof msg);
+        if (!code) code = write_outputs(a, outs, &out, a->lse ? &lse : NULL, L, msg, sizeof msg);
         if (!code && a->stats) print_stats(&stats);
     }
     if (code && rank_ == 0) cli_error(code, "%s", msg);

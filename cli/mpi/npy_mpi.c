@@ -17,6 +17,29 @@ static void mpi_text(char *msg, size_t n, const char *what, const char *path, in
     snprintf(msg, n, "%s %s: %s", what, path, text);
 }
 
+/* Where the byte order of head's descr is ('<', '>' or '|'), or NULL: the
+ * character after the quote that opens the value of 'descr'. */
+static unsigned char *descr_order(unsigned char *head, size_t got) {
+    for (size_t i = 10; i + 7 < got; i++) { /* after the magic, version and length */
+        if (memcmp(head + i, "'descr'", 7) != 0 && memcmp(head + i, "\"descr\"", 7) != 0) continue;
+        size_t j = i + 7;
+        while (j < got && (head[j] == ' ' || head[j] == ':')) j++;
+        return j + 1 < got && (head[j] == '\'' || head[j] == '"') ? head + j + 1 : NULL;
+    }
+    return NULL;
+}
+
+attn_status npy_mpi_header(attn_npy_info *info, bool *swap, unsigned char *head, size_t got, uint64_t size,
+                           attn_error *err) {
+    *swap = false;
+    attn_status st = attn_npy_header(info, head, got, size, err);
+    unsigned char *order = st == ATTN_ERR_NPY_UNSUPPORTED ? descr_order(head, got) : NULL;
+    if (!order || *order != '>') return st;
+    *order = '<'; /* the same bytes, read as attn_npy_read reads them: reversed */
+    if ((st = attn_npy_header(info, head, got, size, err)) == ATTN_OK) *swap = true;
+    return st;
+}
+
 int npy_mpi_open(npy_mpi *f, const char *path, MPI_Comm comm, char *msg, size_t n) {
     memset(f, 0, sizeof *f);
     f->path = path;
@@ -37,7 +60,7 @@ int npy_mpi_open(npy_mpi *f, const char *path, MPI_Comm comm, char *msg, size_t 
     rc = MPI_File_read_at_all(f->fh, 0, head, (int)(size < HEAD ? size : HEAD), MPI_BYTE, &status);
     MPI_Get_count(&status, MPI_BYTE, &got);
     attn_error err;
-    int bad = rc != MPI_SUCCESS || attn_npy_header(&f->info, head, (size_t)got, (uint64_t)size, &err) != ATTN_OK;
+    int bad = rc != MPI_SUCCESS || npy_mpi_header(&f->info, &f->swap, head, (size_t)got, (uint64_t)size, &err) != ATTN_OK;
     free(head);
     if (rc != MPI_SUCCESS) mpi_text(msg, n, "cannot read", path, rc);
     else if (bad) snprintf(msg, n, "%s: %s", path, err.message);
@@ -98,6 +121,11 @@ static int read_part(npy_mpi *f, attn_tensor *dst, int dim, int64_t start, int64
         if (rc == MPI_SUCCESS) rc = MPI_File_read_all(f->fh, buf, (int)count, elem, &status);
         if (rc != MPI_SUCCESS) bad = 1, mpi_text(msg, n, "cannot read", f->path, rc);
     }
+    for (int64_t i = 0; !bad && f->swap && es > 1 && i < count; i++) /* big-endian: into the host's order */
+        for (size_t a = 0, b = es - 1; a < b; a++, b--) {
+            char c = buf[i * (int64_t)es + (int64_t)a];
+            buf[i * (int64_t)es + (int64_t)a] = buf[i * (int64_t)es + (int64_t)b], buf[i * (int64_t)es + (int64_t)b] = c;
+        }
     if (!bad && h->fortran_order) { /* the part came first axis fastest: put it in C order */
         attn_tensor src = *dst;
         int64_t step = 1;

@@ -12,7 +12,14 @@ typedef struct npy_mpi {
     MPI_File fh;
     const char *path;
     attn_npy_info info;
+    bool swap; /* big-endian data: each element's bytes reversed once read */
 } npy_mpi;
+
+/* attn_npy_header, and big-endian data too ('>f4', which attn reads and
+ * attn_npy_header refuses: its info has no byte order): head's descr is
+ * then rewritten little-endian in place, and *swap set. */
+attn_status npy_mpi_header(attn_npy_info *info, bool *swap, unsigned char *head, size_t got, uint64_t size,
+                           attn_error *err);
 
 /* Open path on every rank of comm and parse its header. 0, or 1 with the
  * reason in msg (the same on every rank for a bad file). */
