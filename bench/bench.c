@@ -100,6 +100,39 @@ static void progress(const char *what) {
     if (isatty(2)) fprintf(stderr, "\r\033[K%s", what);
 }
 
+/* malloc and calloc that end the program with an error when memory runs
+ * out: a NULL went on into the timed calls, and the run died on a
+ * segmentation fault (a row of 4 GiB keys under a memory limit). */
+static void *xmalloc(size_t bytes) {
+    void *p = malloc(bytes);
+    if (!p) progress(""), fprintf(stderr, "attn: error: out of memory (%zu bytes for the bench's data)\n", bytes), exit(1);
+    return p;
+}
+
+static void *xcalloc(size_t n, size_t size) {
+    void *p = calloc(n, size);
+    if (!p) progress(""), fprintf(stderr, "attn: error: out of memory (%zu x %zu bytes for the bench's data)\n", n, size), exit(1);
+    return p;
+}
+
+/* `code`, or 1 after saying so when standard output could not be written:
+ * a report to a full disk or a closed pipe ended with status 0, and a
+ * script took its half-written JSON for a result. (cli_close_stdout's
+ * rule; this program links only cli/text.c of the commands.) */
+static int close_stdout(int code) {
+    errno = 0;
+    bool failed = ferror(stdout) != 0;
+    failed = fflush(stdout) != 0 || failed;
+    int e = errno;
+    failed = fclose(stdout) != 0 || failed;
+    if (!e) e = errno;
+    if (failed && code == 0) {
+        fprintf(stderr, "attn: error: cannot write to standard output: %s\n", e ? strerror(e) : "a write failed");
+        return 1;
+    }
+    return code;
+}
+
 /* ---- the machine: FMA peak and triad bandwidth ------------------------------ */
 
 typedef struct fma_arg {
@@ -135,6 +168,20 @@ __attribute__((target("avx2,fma"))) static double fma256(long iters) {
     return lane[0];
 }
 
+/* Runs fn on n threads at once, thread i on (char *)args + i * size, and
+ * waits for them all. A thread that cannot start (a memory limit, a
+ * process limit) ends the program with an error before anything is
+ * printed: the figure would be fewer threads' under n's name, and the
+ * loops that did this each joined a pthread_t that was never set. */
+static void run_threads(int n, void *(*fn)(void *), void *args, size_t size) {
+    pthread_t t[256];
+    int started = 0, err = 0;
+    while (started < n && !(err = pthread_create(&t[started], NULL, fn, (char *)args + (size_t)started * size)))
+        started++;
+    for (int i = 0; i < started; i++) pthread_join(t[i], NULL);
+    if (err) fprintf(stderr, "attn: error: cannot start %d threads to measure the machine: %s\n", n, strerror(err)), exit(1);
+}
+
 static void *fma_thread(void *p) {
     fma_arg *a = p;
     a->sink = a->isa == 512 ? fma512(a->iters) : fma256(a->iters);
@@ -156,14 +203,10 @@ static double fma_peak(int isa, int n) {
 static double fma_peak_once(int isa, int n) {
     long iters = 1000000;
     for (;;) {
-        pthread_t t[256];
         fma_arg args[256];
+        for (int i = 0; i < n; i++) args[i] = (fma_arg){iters, isa, 0};
         double t0 = now();
-        for (int i = 0; i < n; i++) {
-            args[i] = (fma_arg){iters, isa, 0};
-            pthread_create(&t[i], NULL, fma_thread, &args[i]);
-        }
-        for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+        run_threads(n, fma_thread, args, sizeof *args);
         double dt = now() - t0;
         if (dt > (quick ? 0.05 : 0.3)) return (double)n * iters * 12 * (isa / 32) * 2 / dt;
         iters *= dt > 0.01 ? (long)(0.4 / dt) + 1 : 20;
@@ -239,14 +282,10 @@ static double amx_peak(int n) {
     for (int rep = 0; rep < 3; rep++) {
         long iters = 100000;
         for (;;) {
-            pthread_t t[256];
             fma_arg args[256];
+            for (int i = 0; i < n; i++) args[i] = (fma_arg){iters, 0, 0};
             double t0 = now();
-            for (int i = 0; i < n; i++) {
-                args[i] = (fma_arg){iters, 0, 0};
-                pthread_create(&t[i], NULL, amx_thread, &args[i]);
-            }
-            for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+            run_threads(n, amx_thread, args, sizeof *args);
             double dt = now() - t0;
             if (dt > (quick ? 0.05 : 0.3)) {
                 double r = (double)n * iters * 4 * 16384 / dt;
@@ -274,18 +313,14 @@ static void *triad_thread(void *p) {
  * counted as STREAM does: 12 bytes per element. */
 static double triad_bandwidth(int n) {
     size_t len = quick ? (size_t)4 << 20 : (size_t)32 << 20;
-    float *a = malloc(len * 4), *b = malloc(len * 4), *c = malloc(len * 4);
+    float *a = xmalloc(len * 4), *b = xmalloc(len * 4), *c = xmalloc(len * 4);
     for (size_t i = 0; i < len; i++) a[i] = 0, b[i] = 1, c[i] = 2;
     double best = 1e9;
     for (int rep = 0; rep < 5; rep++) {
-        pthread_t t[256];
         triad_arg args[256];
+        for (int i = 0; i < n; i++) args[i] = (triad_arg){a, b, c, len * i / n, len * (i + 1) / n};
         double t0 = now();
-        for (int i = 0; i < n; i++) {
-            args[i] = (triad_arg){a, b, c, len * i / n, len * (i + 1) / n};
-            pthread_create(&t[i], NULL, triad_thread, &args[i]);
-        }
-        for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+        run_threads(n, triad_thread, args, sizeof *args);
         double dt = now() - t0;
         best = dt < best ? dt : best;
     }
@@ -312,20 +347,17 @@ static void *read_thread(void *p) {
  * triad also writes, and STREAM does not count the write's read). */
 static double read_bandwidth(int n) {
     size_t len = quick ? (size_t)4 << 20 : (size_t)64 << 20;
-    uint64_t *a = malloc(len * 8);
+    uint64_t *a = xmalloc(len * 8);
     for (size_t i = 0; i < len; i++) a[i] = i;
     double best = 1e9;
     uint64_t sink = 0;
     for (int rep = 0; rep < 5; rep++) {
-        pthread_t t[256];
         read_arg args[256];
+        for (int i = 0; i < n; i++) args[i] = (read_arg){a, len * i / n, len * (i + 1) / n, 0};
         double t0 = now();
-        for (int i = 0; i < n; i++) {
-            args[i] = (read_arg){a, len * i / n, len * (i + 1) / n, 0};
-            pthread_create(&t[i], NULL, read_thread, &args[i]);
-        }
-        for (int i = 0; i < n; i++) pthread_join(t[i], NULL), sink ^= args[i].sink;
+        run_threads(n, read_thread, args, sizeof *args);
         double dt = now() - t0;
+        for (int i = 0; i < n; i++) sink ^= args[i].sink;
         best = dt < best ? dt : best;
     }
     free(a);
@@ -427,7 +459,7 @@ static float *fill_floats(float *p, size_t n, unsigned seed) {
     return p;
 }
 
-static float *random_floats(size_t n, unsigned seed) { return fill_floats(malloc(n * sizeof(float)), n, seed); }
+static float *random_floats(size_t n, unsigned seed) { return fill_floats(xmalloc(n * sizeof(float)), n, seed); }
 
 /* x rounded to nearest-even in a 16-bit format: IEEE half (F16C) or
  * bfloat16 (the top half of the f32, rounded). */
@@ -514,7 +546,7 @@ static result measure(const shape *s, double peak, double bandwidth) {
     reset_peak_rss();
     double base_rss = peak_rss_mib();
     float *q = random_floats(nq, 1), *k = random_floats(nk, 2), *v = random_floats(nv, 3);
-    float *out = calloc(no, sizeof(float));
+    float *out = xcalloc(no, sizeof(float));
     unsigned char *mask = NULL;
     call c;
     memset(&c, 0, sizeof c);
@@ -563,7 +595,7 @@ static result measure(const shape *s, double peak, double bandwidth) {
         r.vs_reference = best_time(run_attn, &c, 0.2) / r.seconds;
     }
     if (s->baselines & 2) {
-        blas_call b = {s, q, k, v, calloc(no, sizeof(float)), malloc(sizeof(float) * (size_t)(s->L * s->S))};
+        blas_call b = {s, q, k, v, xcalloc(no, sizeof(float)), xmalloc(sizeof(float) * (size_t)(s->L * s->S))};
         r.vs_openblas = best_time(run_openblas, &b, quick ? 0.05 : 0.5) / r.seconds;
         free(b.out), free(b.scores);
     }
@@ -603,7 +635,7 @@ static void call_overhead(bool as_json) {
     enum { H = 16, L = 1, S = 100, D = 64, BLOCK = 50, WAYS = 3 };
     int blocks = quick ? 6 : 60, n = blocks * BLOCK;
     float *q = random_floats(H * L * D, 7), *k = random_floats(H * 2 * S * D, 8), *v = random_floats(H * 2 * S * D, 9);
-    float *out = calloc(H * L * D, sizeof(float));
+    float *out = xcalloc(H * L * D, sizeof(float));
     int64_t sq[3] = {H, L, D}, skv[2][3] = {{H, S, D}, {H, 2 * S, D}};
     attn_tensor tq, tk[2], tv[2], to;
     attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, sq, NULL, NULL);
@@ -615,12 +647,12 @@ static void call_overhead(bool as_json) {
     void *memory[2] = {NULL, NULL}, *work[2] = {NULL, NULL};
     attn_status st = attn_sdpa_plan_bytes(&bytes, 0, &err);
     for (int i = 0; i < 2 && !st; i++) {
-        if (!(memory[i] = malloc(bytes))) fprintf(stderr, "attn: error: out of memory\n"), exit(1);
+        if (!(memory[i] = xmalloc(bytes))) fprintf(stderr, "attn: error: out of memory\n"), exit(1);
         st = attn_sdpa_plan_init(&plan[i], memory[i], bytes, &ws[i], &to, NULL, &tq, &tk[i], &tv[i], NULL, &err);
-        if (!st && !(work[i] = malloc(ws[i]))) fprintf(stderr, "attn: error: out of memory\n"), exit(1);
+        if (!st && !(work[i] = xmalloc(ws[i]))) fprintf(stderr, "attn: error: out of memory\n"), exit(1);
     }
     double *t[WAYS];
-    for (int w = 0; w < WAYS; w++) t[w] = malloc(sizeof(double) * (size_t)n);
+    for (int w = 0; w < WAYS; w++) t[w] = xmalloc(sizeof(double) * (size_t)n);
     for (int b = 0; !st && b < blocks; b++)
         for (int turn = 0; turn < WAYS; turn++) {
             int way = (b + turn) % WAYS; /* 0 unplanned, 1 planned, 2 planned at 2S */
@@ -661,7 +693,7 @@ static void varlen_overhead(bool as_json) {
     int64_t cu_q[B + 1], cu_k[B + 1];
     for (int b = 0; b <= B; b++) cu_q[b] = b, cu_k[b] = (int64_t)b * S;
     float *q = random_floats(B * H * D, 10), *k = random_floats(B * S * H * D, 11), *v = random_floats(B * S * H * D, 12);
-    float *out = calloc(B * H * D, sizeof(float));
+    float *out = xcalloc(B * H * D, sizeof(float));
     int64_t sq[3] = {B, H, D}, skv[3] = {B * S, H, D};
     attn_tensor tq, tk, tv, to;
     attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&tk, k, ATTN_F32, 3, skv, NULL, NULL);
@@ -671,10 +703,10 @@ static void varlen_overhead(bool as_json) {
     attn_sdpa_plan *plan;
     void *memory = NULL, *work = NULL;
     attn_status st = attn_sdpa_plan_bytes(&bytes, B, &err);
-    if (!st) memory = malloc(bytes);
+    if (!st) memory = xmalloc(bytes);
     if (!st) st = attn_sdpa_varlen_plan_init(&plan, memory, bytes, &ws, &to, NULL, &tq, &tk, &tv, cu_q, cu_k, B, NULL, NULL, &err);
-    if (!st) work = malloc(ws);
-    double *t[2] = {malloc(sizeof(double) * (size_t)n), malloc(sizeof(double) * (size_t)n)};
+    if (!st) work = xmalloc(ws);
+    double *t[2] = {xmalloc(sizeof(double) * (size_t)n), xmalloc(sizeof(double) * (size_t)n)};
     for (int b = 0; !st && b < blocks; b++)
         for (int turn = 0; turn < 2; turn++) {
             int planned = b % 2 ? 1 - turn : turn;
@@ -715,7 +747,7 @@ static void variant_ratios(int64_t L, bool as_json) {
     double slopes[N_VARIANTS][256], rate[N_VARIANTS][MAX_ROUNDS], best[N_VARIANTS];
     attn_tensor slope_t[N_VARIANTS], sink_t[N_VARIANTS];
     size_t n = (size_t)(8 * L * 64);
-    float *q = random_floats(n, 1), *k = random_floats(n, 2), *v = random_floats(n, 3), *out = calloc(n, sizeof(float));
+    float *q = random_floats(n, 1), *k = random_floats(n, 2), *v = random_floats(n, 3), *out = xcalloc(n, sizeof(float));
     int64_t sh[3] = {8, L, 64};
     for (int i = 0; i < N_VARIANTS; i++) {
         s[i] = (shape){NAME[i], 8, 8, L, L, 64, 64, i >= 4, 0, 0, 0, 0, 0, 0, i == 1 ? 30.0 : 0, i == 2,
@@ -805,10 +837,10 @@ static void varlen_ratios(bool as_json) {
     for (int b = 0; b < VARLEN_B; b++) cu[b + 1] = cu[b] + len[b], Lmax = len[b] > Lmax ? len[b] : Lmax;
     int64_t T = cu[VARLEN_B];
     float *q = random_floats((size_t)(T * H * D), 1), *k = random_floats((size_t)(T * HK * D), 2);
-    float *v = random_floats((size_t)(T * HK * D), 3), *out = calloc((size_t)(T * H * D), sizeof(float));
-    float *pq = calloc((size_t)(VARLEN_B * H * Lmax * D), sizeof(float)), *pk = calloc((size_t)(VARLEN_B * HK * Lmax * D), sizeof(float));
-    float *pv = calloc((size_t)(VARLEN_B * HK * Lmax * D), sizeof(float)), *pout = calloc((size_t)(VARLEN_B * H * Lmax * D), sizeof(float));
-    bool *pmask = calloc((size_t)(VARLEN_B * Lmax), 1);
+    float *v = random_floats((size_t)(T * HK * D), 3), *out = xcalloc((size_t)(T * H * D), sizeof(float));
+    float *pq = xcalloc((size_t)(VARLEN_B * H * Lmax * D), sizeof(float)), *pk = xcalloc((size_t)(VARLEN_B * HK * Lmax * D), sizeof(float));
+    float *pv = xcalloc((size_t)(VARLEN_B * HK * Lmax * D), sizeof(float)), *pout = xcalloc((size_t)(VARLEN_B * H * Lmax * D), sizeof(float));
+    bool *pmask = xcalloc((size_t)(VARLEN_B * Lmax), 1);
     for (int b = 0; b < VARLEN_B; b++) /* the padded copy: sequence b's rows, zeros after them, masked out */
         for (int64_t i = 0; i < len[b]; i++) {
             pmask[b * Lmax + i] = true;
@@ -885,9 +917,9 @@ static void varlen_backward_ratio(bool as_json) {
     int64_t T = cu[VARLEN_B], sq[3] = {T, H, D}, skv[3] = {T, HK, D}, sl[2] = {T, H};
     float *q = random_floats((size_t)(T * H * D), 7), *k = random_floats((size_t)(T * HK * D), 8);
     float *v = random_floats((size_t)(T * HK * D), 9), *dout = random_floats((size_t)(T * H * D), 10);
-    float *out = calloc((size_t)(T * H * D), sizeof(float)), *lse = calloc((size_t)(T * H), sizeof(float));
-    float *dq = calloc((size_t)(T * H * D), sizeof(float)), *dk = calloc((size_t)(T * HK * D), sizeof(float));
-    float *dv = calloc((size_t)(T * HK * D), sizeof(float));
+    float *out = xcalloc((size_t)(T * H * D), sizeof(float)), *lse = xcalloc((size_t)(T * H), sizeof(float));
+    float *dq = xcalloc((size_t)(T * H * D), sizeof(float)), *dk = xcalloc((size_t)(T * HK * D), sizeof(float));
+    float *dv = xcalloc((size_t)(T * HK * D), sizeof(float));
     attn_tensor tq, tk, tv, tdo, to, tl, tdq, tdk, tdv;
     attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&tk, k, ATTN_F32, 3, skv, NULL, NULL);
     attn_tensor_init(&tv, v, ATTN_F32, 3, skv, NULL, NULL), attn_tensor_init(&tdo, dout, ATTN_F32, 3, sq, NULL, NULL);
@@ -947,7 +979,7 @@ static void varlen_balance(bool as_json) {
     for (int b = 0; b < B; b++) cu[b + 1] = cu[b] + (b == SHORT / 2 ? longest : shortest); /* the long one mid-batch */
     int64_t T = cu[B], sq[3] = {T, H, D}, skv[3] = {T, HK, D};
     float *q = random_floats((size_t)(T * H * D), 4), *k = random_floats((size_t)(T * HK * D), 5);
-    float *v = random_floats((size_t)(T * HK * D), 6), *out = calloc((size_t)(T * H * D), sizeof(float));
+    float *v = random_floats((size_t)(T * HK * D), 6), *out = xcalloc((size_t)(T * H * D), sizeof(float));
     attn_tensor tq, tk, tv, to;
     attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL);
     attn_tensor_init(&tk, k, ATTN_F32, 3, skv, NULL, NULL);
@@ -1017,7 +1049,7 @@ static void sweep_row_init(sweep_row *r, int64_t L, int64_t S, const float *k, c
     memset(r, 0, sizeof *r);
     r->L = L, r->S = S, r->k = k, r->v = v, r->from_memory = from_memory;
     r->q = random_floats((size_t)(SWEEP_H * L * SWEEP_D), 11);
-    r->out = calloc((size_t)(SWEEP_H * L * SWEEP_D), sizeof(float));
+    r->out = xcalloc((size_t)(SWEEP_H * L * SWEEP_D), sizeof(float));
     int64_t sq[3] = {SWEEP_H, L, SWEEP_D};
     attn_tensor_init(&r->c.q, r->q, ATTN_F32, 3, sq, NULL, NULL);
     attn_tensor_init(&r->c.out, r->out, ATTN_F32, 3, sq, NULL, NULL);
@@ -1158,7 +1190,7 @@ static void batched_decode(double bandwidth, bool as_json) {
     cu_q[B] = B;
     int64_t T = cu_k[B], sq[3] = {B, H, D}, skv[3] = {T, HK, D};
     float *q = random_floats((size_t)(B * H * D), 14), *k = random_floats((size_t)(T * HK * D), 15);
-    float *v = random_floats((size_t)(T * HK * D), 16), *out = calloc((size_t)(B * H * D), sizeof(float));
+    float *v = random_floats((size_t)(T * HK * D), 16), *out = xcalloc((size_t)(B * H * D), sizeof(float));
     attn_tensor tq, tk, tv, to;
     attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL);
     attn_tensor_init(&tk, k, ATTN_F32, 3, skv, NULL, NULL);
@@ -1283,7 +1315,7 @@ static void paged_row(bool decode, int64_t P, bool huge, bool head_major, bool a
     size_t kv_bytes = sizeof(float) * (size_t)(T * HK * D);
     float *k = fill_floats(paged_alloc(kv_bytes, huge), (size_t)(T * HK * D), 7),
           *v = fill_floats(paged_alloc(kv_bytes, huge), (size_t)(T * HK * D), 8);
-    float *q = random_floats((size_t)(Tq * H * D), 9), *out = calloc((size_t)(Tq * H * D), sizeof(float));
+    float *q = random_floats((size_t)(Tq * H * D), 9), *out = xcalloc((size_t)(Tq * H * D), sizeof(float));
     /* k and v head-major, [Hk][T][D] (a head's keys one run of memory, as
      * in attn_kv_cache and in a page), seen packed as (T, Hk, D) */
     int64_t sk[3] = {T, HK, D}, skt[3] = {D, T * D, 1}, sq[3] = {Tq, H, D};
@@ -1504,7 +1536,7 @@ static void kv_row_init(kv_row *r, int64_t context, attn_dtype dtype, attn_dtype
     attn_error err;
     memset(r, 0, sizeof *r);
     r->context = context, r->dtype = dtype, r->keys = keys, r->c.o = attn_sdpa_options_default();
-    if (attn_kv_cache_bytes(&bytes, &d, &err) || !(r->memory = malloc(bytes)) ||
+    if (attn_kv_cache_bytes(&bytes, &d, &err) || !(r->memory = xmalloc(bytes)) ||
         attn_kv_cache_init(&r->c.cache, r->memory, bytes, &d, &err))
         fprintf(stderr, "attn: error: no memory for the cache\n"), exit(1);
     int64_t sk[3] = {HK, CHUNK, D}, sq[3] = {HQ, 1, D};
@@ -1517,7 +1549,7 @@ static void kv_row_init(kv_row *r, int64_t context, attn_dtype dtype, attn_dtype
     }
     free(kv);
     attn_tensor_init(&r->c.q, random_floats(HQ * D, 8), ATTN_F32, 3, sq, NULL, NULL);
-    attn_tensor_init(&r->c.out, calloc(HQ * D, sizeof(float)), ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&r->c.out, xcalloc(HQ * D, sizeof(float)), ATTN_F32, 3, sq, NULL, NULL);
     r->c.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
     /* the bytes of a row as stored: the element size, or the quantized row's */
     size_t row = attn_dtype_size(dtype) ? attn_dtype_size(dtype) * D : attn_quant_row_size(dtype, D);
@@ -1741,7 +1773,7 @@ static void decode_steps(double t[2], double budget) {
     attn_tensor win, wout;
     attn_tensor_init(&win, w, ATTN_F32, 2, sw, NULL, NULL), attn_tensor_init(&wout, w + 3 * E * E, ATTN_F32, 2, so, NULL, NULL);
     attn_tensor_init(&c.x, random_floats((size_t)E, 13), ATTN_F32, 2, sx, NULL, NULL);
-    attn_tensor_init(&c.out, calloc((size_t)E, sizeof(float)), ATTN_F32, 2, sx, NULL, NULL);
+    attn_tensor_init(&c.out, xcalloc((size_t)E, sizeof(float)), ATTN_F32, 2, sx, NULL, NULL);
     c.p = attn_mha_params_default(), c.o = attn_mha_options_default();
     c.p.embed_dim = E, c.p.num_heads = H, c.p.in_proj_weight = &win, c.p.out_proj_weight = &wout;
     attn_kv_cache_desc d = attn_kv_cache_desc_default();
@@ -1755,14 +1787,14 @@ static void decode_steps(double t[2], double budget) {
     attn_tensor kv;
     int64_t skv[3] = {H, S, E / H};
     attn_tensor_init(&kv, random_floats((size_t)(S * E), 14), ATTN_F32, 3, skv, NULL, NULL);
-    if (attn_kv_cache_bytes(&cb, &d, &err) || !(cmem = malloc(cb)) || attn_kv_cache_init(&c.cache, cmem, cb, &d, &err) ||
-        attn_kv_cache_append(c.cache, &kv, &kv, &err) || attn_mha_weights_bytes(&wb, &c.p, &err) || !(wmem = malloc(wb)) ||
+    if (attn_kv_cache_bytes(&cb, &d, &err) || !(cmem = xmalloc(cb)) || attn_kv_cache_init(&c.cache, cmem, cb, &d, &err) ||
+        attn_kv_cache_append(c.cache, &kv, &kv, &err) || attn_mha_weights_bytes(&wb, &c.p, &err) || !(wmem = xmalloc(wb)) ||
         attn_mha_weights_init(&packed, wmem, wb, &c.p, &err))
         fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
     c.length = S;
     t[0] = best_time(run_decode_step, &c, budget);
     c.o.packed = packed;
-    if (attn_mha_cached_workspace_size(&ws, &c.out, &c.x, c.cache, &c.p, &c.o, &err) || !(work = malloc(ws)))
+    if (attn_mha_cached_workspace_size(&ws, &c.out, &c.x, c.cache, &c.p, &c.o, &err) || !(work = xmalloc(ws)))
         fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
     ctx.workspace = work, ctx.workspace_size = ws, c.o.context = &ctx;
     t[1] = best_time(run_decode_step, &c, budget);
@@ -1783,13 +1815,13 @@ static void mha_row(bool as_json) {
     attn_tensor_init(&win, c.w, ATTN_F32, 2, sw, NULL, NULL);
     attn_tensor_init(&wout, c.w + 3 * E * E, ATTN_F32, 2, so, NULL, NULL);
     attn_tensor_init(&c.x, random_floats((size_t)(L * E), 10), ATTN_F32, 2, sx, NULL, NULL);
-    attn_tensor_init(&c.out, calloc((size_t)(L * E), sizeof(float)), ATTN_F32, 2, sx, NULL, NULL);
-    c.qkv = malloc(sizeof(float) * (size_t)(3 * L * E)), c.heads = malloc(sizeof(float) * (size_t)(L * E));
-    c.o_blas = malloc(sizeof(float) * (size_t)(L * E));
+    attn_tensor_init(&c.out, xcalloc((size_t)(L * E), sizeof(float)), ATTN_F32, 2, sx, NULL, NULL);
+    c.qkv = xmalloc(sizeof(float) * (size_t)(3 * L * E)), c.heads = xmalloc(sizeof(float) * (size_t)(L * E));
+    c.o_blas = xmalloc(sizeof(float) * (size_t)(L * E));
     c.p = attn_mha_params_default(), c.o = attn_mha_options_default();
     c.p.embed_dim = E, c.p.num_heads = H, c.p.in_proj_weight = &win, c.p.out_proj_weight = &wout;
     mha_backward_call b = {&c, c.x, c.x, win, wout};
-    float *grads = calloc((size_t)(2 * L * E + 4 * E * E), sizeof(float));
+    float *grads = xcalloc((size_t)(2 * L * E + 4 * E * E), sizeof(float));
     b.dx.data = grads, b.dwin.data = grads + L * E, b.dwout.data = grads + L * E + 3 * E * E;
     b.dout.data = random_floats((size_t)(L * E), 11);
     /* The same layer with its weights in bf16, as a checkpoint ships them:
@@ -1803,9 +1835,9 @@ static void mha_row(bool as_json) {
     attn_mha_weights *packed, *packed16;
     attn_error err;
     void *wmem = NULL, *wmem16 = NULL;
-    if (attn_mha_weights_bytes(&wbytes, &c.p, &err) || !(wmem = malloc(wbytes)) ||
+    if (attn_mha_weights_bytes(&wbytes, &c.p, &err) || !(wmem = xmalloc(wbytes)) ||
         attn_mha_weights_init(&packed, wmem, wbytes, &c.p, &err) || attn_mha_weights_bytes(&wbytes16, &c.p16, &err) ||
-        !(wmem16 = malloc(wbytes16)) || attn_mha_weights_init(&packed16, wmem16, wbytes16, &c.p16, &err))
+        !(wmem16 = xmalloc(wbytes16)) || attn_mha_weights_init(&packed16, wmem16, wbytes16, &c.p16, &err))
         fprintf(stderr, "attn: error: %s\n", wmem && wmem16 ? err.message : "out of memory"), exit(1);
     /* In turns, under a neighbour's load: each round times the four ways
      * (best of a few calls each, the order turned every round), and the
@@ -1894,7 +1926,7 @@ static void bf16_attention_rows(bool as_json) {
     for (int di = 0; di < 2; di++) {
         int64_t d = di ? 64 : 128, sh[3] = {H, n, d};
         size_t m = (size_t)(H * n * d);
-        float *q = random_floats(m, 21), *k = random_floats(m, 22), *v = random_floats(m, 23), *out = calloc(m, sizeof(float));
+        float *q = random_floats(m, 21), *k = random_floats(m, 22), *v = random_floats(m, 23), *out = xcalloc(m, sizeof(float));
         call c;
         memset(&c, 0, sizeof c);
         attn_tensor_init(&c.q, q, ATTN_F32, 3, sh, NULL, NULL), attn_tensor_init(&c.k, k, ATTN_F32, 3, sh, NULL, NULL);
@@ -1965,17 +1997,27 @@ static void json_row(const shape *s, const result *r, bool last) {
 
 int main(int argc, char **argv) {
     const char *ggml_dir = NULL;
+    /* The options that each run one section alone: two of them ran only the
+     * first in this file's order and dropped the other without a word. */
+    static const struct { const char *flag; bool *on; } SECTIONS[] = {
+        {"--backward", &backward_only}, {"--layer", &layer_only}, {"--variants", &variants_only},
+        {"--varlen", &varlen_only},     {"--decode", &decode_only}, {"--overhead", &overhead_only},
+        {"--paged", &paged_only},       {"--kv", &kv_only},         {"--ggml", NULL}};
+    const char *section = NULL;
     for (int i = 1; i < argc; i++) {
+        bool alone = false; /* a section's flag but --ggml's (which takes a value, below) */
+        for (size_t j = 0; j < sizeof SECTIONS / sizeof *SECTIONS; j++) {
+            if (strcmp(argv[i], SECTIONS[j].flag) != 0) continue;
+            if (section && strcmp(section, argv[i]) != 0) {
+                fprintf(stderr, "attn: error: %s and %s each run one section alone: give one of them\n", section, argv[i]);
+                return 2;
+            }
+            section = SECTIONS[j].flag;
+            if (SECTIONS[j].on) *SECTIONS[j].on = alone = true;
+        }
+        if (alone) continue;
         if (strcmp(argv[i], "--quick") == 0) quick = true;
         else if (strcmp(argv[i], "--json") == 0) json = true;
-        else if (strcmp(argv[i], "--backward") == 0) backward_only = true;
-        else if (strcmp(argv[i], "--layer") == 0) layer_only = true;
-        else if (strcmp(argv[i], "--variants") == 0) variants_only = true;
-        else if (strcmp(argv[i], "--varlen") == 0) varlen_only = true;
-        else if (strcmp(argv[i], "--decode") == 0) decode_only = true;
-        else if (strcmp(argv[i], "--overhead") == 0) overhead_only = true;
-        else if (strcmp(argv[i], "--paged") == 0) paged_only = true;
-        else if (strcmp(argv[i], "--kv") == 0) kv_only = true;
         else if ((strcmp(argv[i], "--ggml") == 0 || strcmp(argv[i], "--threads") == 0) && i + 1 == argc) {
             fprintf(stderr, "attn: error: %s needs a value\n", argv[i]);
             return 2;
@@ -1993,16 +2035,19 @@ int main(int argc, char **argv) {
             threads = (int)t;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             cli_print_usage(stdout, USAGE);
-            return 0;
+            return close_stdout(0);
+        } else if (strcmp(argv[i], "--mpi") == 0) { /* attn bench takes it out, and runs attn-mpi instead */
+            fprintf(stderr, "attn: error: --mpi is for `attn bench --mpi` (under mpirun), which runs attn-mpi bench, "
+                            "not this program\n");
+            return 2;
         } else {
             fprintf(stderr, "attn: error: unknown bench argument '%s' (see attn bench --help)\n", argv[i]);
             return 2;
         }
     }
     if (threads) attn_set_num_threads(threads);
-    if (ggml_dir) return ggml_compare(ggml_dir, quick, json); /* only when the user points at a ggml build */
+    if (ggml_dir) return close_stdout(ggml_compare(ggml_dir, quick, json)); /* only when the user points at a ggml build */
     int n = attn_get_num_threads();
-    openblas_set_num_threads(n);
     __builtin_cpu_init();
     bool has512 = __builtin_cpu_supports("avx512f"), has256 = __builtin_cpu_supports("avx2");
 
@@ -2023,6 +2068,11 @@ int main(int argc, char **argv) {
     if (peak <= 0) peak = 1e9;
     progress("measuring the triad bandwidth...");
     double bw = triad_bandwidth(n), rbw = read_bandwidth(n);
+    /* OpenBLAS's threads only after the machine's figures: each one it
+     * starts takes a buffer of 128 MiB first, and under a memory limit
+     * spins for it, so that a run short of memory for n threads hung
+     * instead of saying so. */
+    openblas_set_num_threads(n);
     char cpu[128];
     cpu_name(cpu, sizeof cpu);
     attn_tuning tun = {.struct_size = sizeof tun};
@@ -2037,7 +2087,7 @@ int main(int argc, char **argv) {
         mha_row(json);
         bf16_attention_rows(json);
         if (json) printf("]}\n");
-        return 0;
+        return close_stdout(0);
     }
     int64_t other = quick ? 256 : 2048; /* L = S of the other shapes and of the variants' rows */
     if (overhead_only) {
@@ -2048,7 +2098,7 @@ int main(int argc, char **argv) {
         if (json) printf(",\n");
         varlen_overhead(json);
         if (json) printf("]}\n");
-        return 0;
+        return close_stdout(0);
     }
     if (varlen_only) {
         progress("");
@@ -2060,7 +2110,7 @@ int main(int argc, char **argv) {
         if (json) printf(",\n");
         varlen_balance(json);
         if (json) printf("]}\n");
-        return 0;
+        return close_stdout(0);
     }
     if (decode_only) {
         progress("");
@@ -2070,7 +2120,7 @@ int main(int argc, char **argv) {
         if (json) printf("  ],\n  \"batched_decode\": [\n");
         batched_decode(bw, json);
         if (json) printf("]}\n");
-        return 0;
+        return close_stdout(0);
     }
     if (kv_only) {
         progress("");
@@ -2079,7 +2129,7 @@ int main(int argc, char **argv) {
                        "layer (32 query heads, 8 KV heads, d = 128) from a KV cache of each storage; K and V read once", cpu, isa, n, bw / 1e9);
         kv_storage_rows(bw, json);
         if (json) printf("]}\n");
-        return 0;
+        return close_stdout(0);
     }
     if (paged_only) {
         progress("");
@@ -2087,7 +2137,7 @@ int main(int argc, char **argv) {
         else cli_prose(stdout, 0, 2, "attn bench --paged: %s, %s kernels, %d threads", cpu, isa, n);
         paged_rows(json);
         if (json) printf("]}\n");
-        return 0;
+        return close_stdout(0);
     }
     if (variants_only) { /* the same rows as the full run's */
         progress("");
@@ -2095,7 +2145,7 @@ int main(int argc, char **argv) {
         else cli_prose(stdout, 0, 2, "attn bench --variants: %s, %s kernels, %d threads", cpu, isa, n);
         variant_ratios(other, json);
         if (json) printf("]}\n");
-        return 0;
+        return close_stdout(0);
     }
 
     enum { MAX_SHAPES = 64 };
@@ -2334,5 +2384,5 @@ int main(int argc, char **argv) {
     cli_prose(stdout, 0, 0, "FLOPs: 4 H L S d (halved for causal); backward 10 H L S d. vs ref: times faster than "
               "attn_sdpa_reference; vs BLAS: times faster than OpenBLAS sgemm + softmax + sgemm (L x S scores in "
               "memory), for the backward its five sgemms and the softmax's gradient.");
-    return 0;
+    return close_stdout(0);
 }

@@ -165,6 +165,18 @@ bench_quick() {
     # the whole report is JSON (no NaN).
     "$BUILD/attn" bench --quick --backward --json | $PY -c 'import json, sys; r = json.load(sys.stdin, parse_constant=lambda c: sys.exit("not JSON: " + c)); assert r["bf16_over_f32_d128"] is None and r["backward_bf16_over_f32_d128"] > 0' &&
         echo "ok bench_backward_only_json" || echo "FAIL bench_backward_only_json"
+    # A memory limit: an allocation that fails is one error line and status
+    # 1, where a NULL went on into the timed calls (a segmentation fault);
+    # and threads that cannot start (256 stacks of 8 MiB under 600 MB) are
+    # said before anything is timed, where their pthread_t, never set, was
+    # joined. OPENBLAS_NUM_THREADS=1: OpenBLAS starts no thread of its own,
+    # each of which would first ask for 128 MiB, and spin under the limit.
+    err=$( (ulimit -v 100000; OPENBLAS_NUM_THREADS=1 "$BUILD/attn" bench --quick --decode --threads 1 2>&1 >/dev/null); echo "status $?")
+    echo "$err" | head -1 | grep -q "^attn: error: out of memory (" && [ "$(echo "$err" | tail -1)" = "status 1" ] &&
+        [ "$(echo "$err" | wc -l)" -eq 2 ] && echo "ok bench_out_of_memory_is_an_error" || echo "FAIL bench_out_of_memory_is_an_error: $err"
+    err=$( (ulimit -v 600000; OPENBLAS_NUM_THREADS=1 "$BUILD/attn" bench --quick --overhead --threads 256 2>&1 >/dev/null); echo "status $?")
+    echo "$err" | head -1 | grep -q "^attn: error: cannot start 256 threads" && [ "$(echo "$err" | tail -1)" = "status 1" ] &&
+        [ "$(echo "$err" | wc -l)" -eq 2 ] && echo "ok bench_threads_that_cannot_start_are_an_error" || echo "FAIL bench_threads_that_cannot_start_are_an_error: $err"
 }
 suite "attn bench --quick (runs, is not timed)" bench_quick
 bench_arguments() {
@@ -186,6 +198,31 @@ bench_arguments() {
     err=$("$BUILD/attn" bench --ggml 2>&1 >/dev/null)
     [ $? -eq 2 ] && [ "$err" = "attn: error: --ggml needs a value" ] &&
         echo "ok bench_ggml_needs_value" || echo "FAIL bench_ggml_needs_value: $err"
+    # Two options that each run one section alone are refused: the first in
+    # the program's order ran, and the other was dropped without a word.
+    # (arguments;first;second: the two options the error names)
+    for case in "--decode --kv;--decode;--kv" "--kv --decode;--kv;--decode" "--backward --quick --layer;--backward;--layer" \
+        "--varlen --ggml dir;--varlen;--ggml" "--ggml dir --paged;--ggml;--paged"; do
+        args=${case%%;*} names=${case#*;}
+        # shellcheck disable=SC2086 # the arguments' words, split
+        text=$("$BUILD/attn" bench $args --help 2>"$BUILD/bench_err")
+        code=$? err=$(cat "$BUILD/bench_err")
+        if [ $code -eq 2 ] && [ -z "$text" ] &&
+            [ "$err" = "attn: error: ${names%;*} and ${names#*;} each run one section alone: give one of them" ]; then
+            echo "ok bench_sections_refused_together_'$args'"
+        else
+            echo "FAIL bench_sections_refused_together_'$args': exit $code, stdout ${#text} bytes, stderr: $err"
+        fi
+    done
+    # A report that cannot be written is an error, not status 0.
+    err=$("$BUILD/attn" bench --help 2>&1 >/dev/full)
+    [ $? -eq 1 ] && [ "$err" = "attn: error: cannot write to standard output: No space left on device" ] &&
+        echo "ok bench_full_stdout_is_an_error" || echo "FAIL bench_full_stdout_is_an_error: $err"
+    # attn-bench's help lists --mpi, which only `attn bench` takes: run
+    # directly, it says where it goes instead of "unknown".
+    err=$("$BUILD/attn-bench" --mpi 2>&1 >/dev/null)
+    [ $? -eq 2 ] && echo "$err" | grep -q "^attn: error: --mpi is for \`attn bench --mpi\`" &&
+        echo "ok bench_mpi_run_directly_says_where" || echo "FAIL bench_mpi_run_directly_says_where: $err"
 }
 suite "attn bench: its arguments (nothing timed)" bench_arguments
 ggml_dir=node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
