@@ -13,6 +13,7 @@
 #include <cpuid.h>
 #include <immintrin.h>
 #include <errno.h>
+#include <malloc.h> /* malloc_trim (glibc) */
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -381,8 +382,14 @@ static void cpu_name(char *out, size_t size) {
 
 /* ---- memory -------------------------------------------------------------------- */
 
-/* Reset the process's peak RSS (Linux: clear_refs 5), and read it (VmHWM). */
+/* Reset the process's peak RSS (Linux: clear_refs 5), and read it (VmHWM).
+ * The heap's free memory goes back to the system first (malloc_trim):
+ * glibc kept up to 64 MiB of it resident after the triad's arrays raised
+ * its thresholds, a row's inputs and the library's scratch then reused it
+ * without growing the RSS, and the memory row read -3.8 MiB beyond its
+ * inputs and outputs, hiding as much scratch. */
 static void reset_peak_rss(void) {
+    malloc_trim(0);
     FILE *f = fopen("/proc/self/clear_refs", "w");
     if (f) fputs("5", f), fclose(f);
 }
@@ -448,6 +455,7 @@ static double score_pairs(const shape *s) {
 
 typedef struct result {
     double seconds, gflops, pct_peak, gbps, pct_bw, rss_mib, extra_mib, vs_reference, vs_openblas;
+    char kernel[128]; /* what ran (timed_row) */
 } result;
 
 static float *fill_floats(float *p, size_t n, unsigned seed) {
@@ -472,16 +480,18 @@ static uint16_t to_bf16(float x) {
 
 /* The n floats at p in the 16-bit format `dtype`, in a new buffer. */
 static void *narrow(const float *p, size_t n, int dtype) {
-    uint16_t *h = malloc(n * 2);
+    uint16_t *h = xmalloc(n * 2);
     for (size_t i = 0; i < n; i++) h[i] = dtype == ATTN_F16 ? to_f16(p[i]) : to_bf16(p[i]);
     return h;
 }
 
-/* Time fn until 0.5 s have passed (at least once); return the best time. */
+/* Time fn until `budget` seconds have passed (at least once); return the
+ * best time. `first`: the seconds of a run already made (counted as one of
+ * them), or -1. */
 typedef void (*run_fn)(void *);
-static double best_time(run_fn fn, void *ctx, double budget) {
-    double best = 1e30, spent = 0;
-    int runs = 0;
+static double best_time_after(run_fn fn, void *ctx, double budget, double first) {
+    double best = first >= 0 ? first : 1e30, spent = first >= 0 ? first : 0;
+    int runs = first >= 0;
     /* At least three runs of a call under ~2 s outside --quick: this kind of
      * shared host slows a whole call now and then, and one run is exposed. */
     while (runs == 0 || (spent < budget && runs < 50) || (!quick && runs < 3 && spent < 4.0)) {
@@ -492,6 +502,74 @@ static double best_time(run_fn fn, void *ctx, double budget) {
         spent += dt, runs++;
     }
     return best;
+}
+
+static double best_time(run_fn fn, void *ctx, double budget) { return best_time_after(fn, ctx, budget, -1); }
+
+/* Run fn once with ATTN_VERBOSE on, stderr caught, and keep its last line
+ * that has `key` in line ("" if none): which kernel ran. The call's
+ * seconds, the catching left out. */
+static double verbose_line(run_fn fn, void *ctx, const char *key, char *line, size_t size) {
+    double seconds = -1;
+    line[0] = 0;
+    fflush(stderr);
+    FILE *tmp = tmpfile();
+    int saved = dup(2);
+    if (tmp && saved >= 0) {
+        dup2(fileno(tmp), 2);
+        attn_set_verbose(1);
+        double t0 = now();
+        fn(ctx);
+        seconds = now() - t0;
+        attn_set_verbose(0);
+        fflush(stderr);
+        dup2(saved, 2);
+        rewind(tmp);
+        char got[2048];
+        while (fgets(got, sizeof got, tmp))
+            if (strstr(got, key)) snprintf(line, size, "%s", got);
+    }
+    if (saved >= 0) close(saved);
+    if (tmp) fclose(tmp);
+    if (seconds < 0) { /* no stderr to catch: the call, timed, without its line */
+        double t0 = now();
+        fn(ctx);
+        seconds = now() - t0;
+    }
+    return seconds;
+}
+
+/* The word after `key` in line, "?" if none. */
+static void line_word(const char *line, const char *key, char *word, size_t size) {
+    const char *g = strstr(line, key);
+    size_t n = g ? strcspn(g + strlen(key), " \n") : 0;
+    if (g && n < size) memcpy(word, g + strlen(key), n), word[n] = 0;
+    else snprintf(word, size, "?");
+}
+
+/* Run fn once with ATTN_VERBOSE on and keep the word after `key` in its
+ * last line that has one ("?" if none). */
+static void verbose_word(run_fn fn, void *ctx, const char *key, char *word, size_t size) {
+    char line[2048];
+    verbose_line(fn, ctx, key, line, sizeof line);
+    line_word(line, key, word, size);
+}
+
+/* The first of `runs` timed calls of a row, with ATTN_VERBOSE's line
+ * caught, and the row's best time over them; `kernel` names what ran: the
+ * kernel, the bf16 mode's kernels where they ran, and the slices the exact
+ * kernel took over (fallback) when any did. A row said only "avx512
+ * kernels" in the heading, and a bf16 row run on f32 kernels
+ * (ATTN_ISA=avx2, or VDPBF16PS at half rate) looked like any other. */
+static double timed_row(run_fn fn, void *ctx, double budget, char *kernel, size_t size) {
+    char line[2048], word[24], bf16[40], fallback[24];
+    double first = verbose_line(fn, ctx, " kernel=", line, sizeof line);
+    line_word(line, " kernel=", word, sizeof word);
+    line_word(line, " bf16_kernels=", bf16, sizeof bf16);
+    line_word(line, " fallback=", fallback, sizeof fallback);
+    bool b = strcmp(bf16, "?") != 0, f = strcmp(fallback, "?") != 0 && strncmp(fallback, "0/", 2) != 0;
+    snprintf(kernel, size, "%s%s%s%s%s", word, b ? " bf16:" : "", b ? bf16 : "", f ? " fallback:" : "", f ? fallback : "");
+    return best_time_after(fn, ctx, budget, first);
 }
 
 typedef struct call {
@@ -575,13 +653,13 @@ static result measure(const shape *s, double peak, double bandwidth) {
     attn_tensor slope_t, sink_t;
     set_variants(&c.o, s, slopes, &slope_t, &sink_t);
     if (s->mask) {
-        mask = malloc((size_t)(s->L * s->S));
+        mask = xmalloc((size_t)(s->L * s->S));
         for (int64_t i = 0; i < s->L * s->S; i++) mask[i] = (i * 7919) % 10 != 0;
         attn_tensor_init(&c.mask, mask, ATTN_BOOL, 2, sm, NULL, NULL);
         c.o.mask = &c.mask;
     }
     double flops = 2.0 * (double)s->H * (s->d + s->dv) * score_pairs(s);
-    r.seconds = best_time(run_attn, &c, quick ? 0.05 : 0.5);
+    r.seconds = timed_row(run_attn, &c, quick ? 0.05 : 0.5, r.kernel, sizeof r.kernel);
     r.rss_mib = peak_rss_mib() - base_rss;
     /* The bytes the call must read and write: q, k, v and out at their sizes. */
     double bytes = (double)(nq + no) * 4 + (double)(nk + nv) * (s->kv16 ? 2 : 4);
@@ -1472,31 +1550,70 @@ static result measure_backward(const shape *s, double peak) {
     attn_tensor_init(&c.k, random_floats(nk, 2), ATTN_F32, 3, sk, NULL, NULL);
     attn_tensor_init(&c.v, random_floats(nv, 3), ATTN_F32, 3, sv, NULL, NULL);
     attn_tensor_init(&c.dout, random_floats(no, 4), ATTN_F32, 3, so, NULL, NULL);
-    attn_tensor_init(&c.out, calloc(no, 4), ATTN_F32, 3, so, NULL, NULL);
-    attn_tensor_init(&c.lse, calloc((size_t)(s->H * s->L), 4), ATTN_F32, 2, sl, NULL, NULL);
-    attn_tensor_init(&c.dq, calloc(nq, 4), ATTN_F32, 3, sq, NULL, NULL);
-    attn_tensor_init(&c.dk, calloc(nk, 4), ATTN_F32, 3, sk, NULL, NULL);
-    attn_tensor_init(&c.dv, calloc(nv, 4), ATTN_F32, 3, sv, NULL, NULL);
+    attn_tensor_init(&c.out, xcalloc(no, 4), ATTN_F32, 3, so, NULL, NULL);
+    attn_tensor_init(&c.lse, xcalloc((size_t)(s->H * s->L), 4), ATTN_F32, 2, sl, NULL, NULL);
+    attn_tensor_init(&c.dq, xcalloc(nq, 4), ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&c.dk, xcalloc(nk, 4), ATTN_F32, 3, sk, NULL, NULL);
+    attn_tensor_init(&c.dv, xcalloc(nv, 4), ATTN_F32, 3, sv, NULL, NULL);
     c.o = attn_sdpa_options_default();
     c.o.causal = s->causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
     attn_sdpa(&c.out, &c.lse, NULL, &c.q, &c.k, &c.v, &c.o, NULL);
     c.o.compute = s->bf16 ? ATTN_COMPUTE_BF16 : ATTN_COMPUTE_F32; /* the forward's out and lse in f32 either way */
     double flops = 2.5 * 2.0 * (double)s->H * s->L * s->S * (s->d + s->dv) * (s->causal ? 0.5 : 1);
-    r.seconds = best_time(run_backward, &c, quick ? 0.05 : 0.5);
+    r.seconds = timed_row(run_backward, &c, quick ? 0.05 : 0.5, r.kernel, sizeof r.kernel);
     r.rss_mib = peak_rss_mib() - base_rss;
     r.extra_mib = r.rss_mib - (double)(2 * (nq + nk + nv) + 2 * no + s->H * s->L) * 4 / 1048576;
     r.gflops = flops / r.seconds / 1e9;
     r.pct_peak = 100 * r.gflops * 1e9 / peak;
     if (s->baselines & 2) {
         size_t ls = (size_t)(s->L * s->S);
-        blas_bwd b = {s, c.q.data, c.k.data, c.v.data, c.dout.data, calloc(nq, 4), calloc(nk, 4), calloc(nv, 4),
-                      malloc(ls * 4), malloc(ls * 4)};
+        blas_bwd b = {s, c.q.data, c.k.data, c.v.data, c.dout.data, xcalloc(nq, 4), xcalloc(nk, 4), xcalloc(nv, 4),
+                      xmalloc(ls * 4), xmalloc(ls * 4)};
         r.vs_openblas = best_time(run_openblas_backward, &b, quick ? 0.05 : 0.5) / r.seconds;
         free(b.dq), free(b.dk), free(b.dv), free(b.p), free(b.dp);
     }
     attn_tensor *all[] = {&c.q, &c.k, &c.v, &c.dout, &c.out, &c.lse, &c.dq, &c.dk, &c.dv};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
     return r;
+}
+
+/* The bf16 compute mode's rate over f32's, H8 d=128 L=S=n, forward or
+ * backward, on the same inputs and timed in turns: one call of each a
+ * round, every other round bf16 first, and the median of the rounds'
+ * ratios. (The report divided the rates of two rows timed a minute apart
+ * with other rows between them, and a neighbour's burst on either moved it:
+ * 6.73x in one --quick run beside a build.) */
+static double bf16_speedup(int64_t n, bool backward) {
+    enum { H = 8, D = 128, MAX_ROUNDS = 7 };
+    int64_t sh[3] = {H, n, D}, sl[2] = {H, n};
+    size_t m = (size_t)(H * n * D);
+    bwd_call b; /* the forward's call is b's q, k, v and out */
+    memset(&b, 0, sizeof b);
+    float *buf[9] = {random_floats(m, 21), random_floats(m, 22), random_floats(m, 23), random_floats(m, 24),
+                     xcalloc(m, 4),        xcalloc(m, 4),        xcalloc(m, 4),        xcalloc(m, 4),
+                     xcalloc((size_t)(H * n), 4)};
+    attn_tensor *t[8] = {&b.q, &b.k, &b.v, &b.dout, &b.out, &b.dq, &b.dk, &b.dv};
+    for (int i = 0; i < 8; i++) attn_tensor_init(t[i], buf[i], ATTN_F32, 3, sh, NULL, NULL);
+    attn_tensor_init(&b.lse, buf[8], ATTN_F32, 2, sl, NULL, NULL);
+    b.o = attn_sdpa_options_default();
+    call c = {.q = b.q, .k = b.k, .v = b.v, .out = b.out, .o = b.o};
+    if (backward && attn_sdpa(&b.out, &b.lse, NULL, &b.q, &b.k, &b.v, &b.o, NULL))
+        fprintf(stderr, "attn: error: the forward before the backward failed\n"), exit(1);
+    double ratio[MAX_ROUNDS], t_mode[2];
+    int rounds = quick ? 3 : MAX_ROUNDS;
+    for (int r = -1; r < rounds; r++) { /* round -1 warms both modes up, untimed */
+        for (int turn = 0; turn < 2; turn++) {
+            int mode = r % 2 == 1 ? 1 - turn : turn; /* 0 f32, 1 bf16 */
+            b.o.compute = c.o.compute = mode ? ATTN_COMPUTE_BF16 : ATTN_COMPUTE_F32;
+            double t0 = now();
+            if (backward) run_backward(&b);
+            else run_attn(&c);
+            t_mode[mode] = now() - t0;
+        }
+        if (r >= 0) ratio[r] = t_mode[0] / t_mode[1];
+    }
+    for (int i = 0; i < 9; i++) free(buf[i]);
+    return median(ratio, rounds);
 }
 
 /* ---- the KV cache: decoding one token of one layer ---------------------------- */
@@ -1655,32 +1772,6 @@ static void kv_storage_rows(double bandwidth, bool as_json) {
 }
 
 /* ---- the attention layer's projections ---------------------------------------------- */
-
-/* Run fn once with ATTN_VERBOSE on, stderr caught, and keep the word after
- * `key` in its last line that has one ("?" if none): which kernel ran. */
-static void verbose_word(run_fn fn, void *ctx, const char *key, char *word, size_t size) {
-    snprintf(word, size, "?");
-    fflush(stderr);
-    FILE *tmp = tmpfile();
-    int saved = dup(2);
-    if (tmp && saved >= 0) {
-        dup2(fileno(tmp), 2);
-        attn_set_verbose(1);
-        fn(ctx);
-        attn_set_verbose(0);
-        fflush(stderr);
-        dup2(saved, 2);
-        rewind(tmp);
-        char line[1024];
-        while (fgets(line, sizeof line, tmp)) {
-            const char *g = strstr(line, key);
-            size_t n = g ? strcspn(g + strlen(key), " \n") : 0;
-            if (g && n < size) memcpy(word, g + strlen(key), n), word[n] = 0;
-        }
-    }
-    if (saved >= 0) close(saved);
-    if (tmp) fclose(tmp);
-}
 
 typedef struct mha_call {
     attn_tensor x, out;
@@ -1967,9 +2058,11 @@ static void bf16_attention_rows(bool as_json) {
 
 /* ---- the report ------------------------------------------------------------------ */
 
-/* A table of shapes' rows, with their labels. */
-static text_table *shape_table(void) {
-    return tab_new(7, "shape (f32)", "seconds", "rate", "of peak", "peak RSS", "vs ref", "vs BLAS");
+/* A table of shapes' rows, with their labels; decode's share is of the
+ * triad bandwidth (its column was labelled "of peak" too). */
+static text_table *shape_table(bool decode) {
+    return tab_new(8, "shape (f32)", "seconds", "rate", decode ? "of triad" : "of peak", "peak RSS", "vs ref", "vs BLAS",
+                   "kernel");
 }
 
 static void print_row(text_table *tab, const shape *s, const result *r, bool decode) {
@@ -1977,21 +2070,24 @@ static void print_row(text_table *tab, const shape *s, const result *r, bool dec
     if (r->vs_reference > 0) snprintf(ref, sizeof ref, "%.0fx", r->vs_reference);
     if (r->vs_openblas > 0) snprintf(blas, sizeof blas, "%.2fx", r->vs_openblas);
     tab_cell(tab, "%s", s->name), tab_cell(tab, "%.4f", r->seconds);
-    if (decode) tab_cell(tab, "%.1f GB/s", r->gbps), tab_cell(tab, "%.1f%% bw", r->pct_bw);
+    if (decode) tab_cell(tab, "%.1f GB/s", r->gbps), tab_cell(tab, "%.1f%%", r->pct_bw);
     else tab_cell(tab, "%.1f GF/s", r->gflops), tab_cell(tab, "%.1f%% pk", r->pct_peak);
-    tab_cell(tab, "%.0f MiB", r->rss_mib), tab_cell(tab, "%s", ref), tab_cell(tab, "%s", blas);
+    tab_cell(tab, "%.0f MiB", r->rss_mib), tab_cell(tab, "%s", ref), tab_cell(tab, "%s", blas), tab_cell(tab, "%s", r->kernel);
 }
+
+/* Whether this run times shape s's row (--backward: the backward's only). */
+static bool row_runs(const shape *s) { return !backward_only || s->backward; }
 
 static void json_row(const shape *s, const result *r, bool last) {
     printf("    {\"name\": \"%s\", \"H\": %lld, \"Hk\": %lld, \"L\": %lld, \"S\": %lld, \"d\": %lld, "
            "\"dv\": %lld, \"causal\": %s, \"mask\": %s, \"strided\": %s, \"bf16\": %s, \"backward\": %s, "
-           "\"seconds\": %.6g, "
+           "\"kernel\": \"%s\", \"seconds\": %.6g, "
            "\"gflops\": %.4g, \"pct_peak\": %.4g, \"gbps\": %.4g, \"pct_bandwidth\": %.4g, "
            "\"peak_rss_mib\": %.1f, \"rss_beyond_inputs_outputs_mib\": %.1f, \"speedup_vs_reference\": %.4g, "
            "\"speedup_vs_openblas\": %.4g}%s\n",
            s->name, (long long)s->H, (long long)s->Hk, (long long)s->L, (long long)s->S, (long long)s->d,
            (long long)s->dv, s->causal ? "true" : "false", s->mask ? "true" : "false",
-           s->strided ? "true" : "false", s->bf16 ? "true" : "false", s->backward ? "true" : "false", r->seconds, r->gflops, r->pct_peak, r->gbps, r->pct_bw,
+           s->strided ? "true" : "false", s->bf16 ? "true" : "false", s->backward ? "true" : "false", r->kernel, r->seconds, r->gflops, r->pct_peak, r->gbps, r->pct_bw,
            r->rss_mib, r->extra_mib, r->vs_reference, r->vs_openblas, last ? "" : ",");
 }
 
@@ -2264,12 +2360,14 @@ int main(int argc, char **argv) {
         char what[96];
         snprintf(what, sizeof what, "[%d/%d] %s", k + 1, ns, shapes[i].name);
         progress(what);
-        if (backward_only && !shapes[i].backward) {
+        if (!row_runs(&shapes[i])) {
             memset(&results[i], 0, sizeof results[i]);
             continue;
         }
         results[i] = shapes[i].backward ? measure_backward(&shapes[i], peak) : measure(&shapes[i], peak, bw);
     }
+    progress("the bf16 mode against f32, in turns...");
+    double bf16_fwd = backward_only ? 0 : bf16_speedup(t4, false), bf16_bwd = bf16_speedup(t4, true);
     progress("");
 
     if (json) {
@@ -2283,7 +2381,12 @@ int main(int argc, char **argv) {
                "\"amx_bf16_1\": %.1f, \"amx_bf16_n\": %.1f},\n",
                peak512_1 / 1e9, peak512_n / 1e9, peak256_1 / 1e9, peak256_n / 1e9, amx_1 / 1e9, amx_n / 1e9);
         printf("  \"triad_gbps\": %.2f, \"read_gbps\": %.2f,\n  \"results\": [\n", bw / 1e9, rbw / 1e9);
-        for (int i = 0; i < ns; i++) json_row(&shapes[i], &results[i], i == ns - 1);
+        /* only the rows this run timed: --backward's JSON listed every forward
+         * row too, each with zero seconds, as if measured */
+        int last = 0;
+        for (int i = 0; i < ns; i++) last = row_runs(&shapes[i]) ? i : last;
+        for (int i = 0; i < ns; i++)
+            if (row_runs(&shapes[i])) json_row(&shapes[i], &results[i], i == last);
         printf("  ],\n  \"score_variants_in_turns\": [\n");
         if (!backward_only) variant_ratios(other, true);
         printf("  ],\n  \"varlen\": [\n");
@@ -2298,15 +2401,14 @@ int main(int argc, char **argv) {
         if (!backward_only) paged_rows(true);
         printf("  ],\n  \"layer\": [\n");
         if (!backward_only) mha_row(true);
-        /* A ratio of rows this run did not time (--backward times no forward
-         * row) is null: JSON has no NaN. */
-        double fwd = results[first_memory - 1].gflops / results[first_targets + 2].gflops;
-        double bwd = results[first_bwd_bf16].gflops / results[first_backward + 2].gflops;
+        /* A ratio this run did not time (--backward times no forward) is
+         * null: JSON has no NaN. */
+        double fwd = bf16_fwd, bwd = bf16_bwd;
         char fs[32] = "null", bs[32] = "null";
         if (isfinite(fwd) && fwd > 0) snprintf(fs, sizeof fs, "%.3f", fwd);
         if (isfinite(bwd) && bwd > 0) snprintf(bs, sizeof bs, "%.3f", bwd);
         printf("  ],\n  \"bf16_over_f32_d128\": %s, \"backward_bf16_over_f32_d128\": %s\n}\n", fs, bs);
-        return 0;
+        return close_stdout(0);
     }
     cli_prose(stdout, 0, 2, "attn bench: %s, core %s, %s kernels, %d threads", cpu, tun.core, isa, n);
     cli_prose(stdout, 0, 2, "blocks (registered for %s): forward %d rows x %d keys, backward %d x %d, decode chunks of %d "
@@ -2331,12 +2433,12 @@ int main(int argc, char **argv) {
         if (i == first_backward)
             title = "backward (dq, dk, dv given out, lse, dout): FLOPs 2.5x the forward's; the memory row's RSS is "
                     "beyond inputs, out, lse, dout and gradients";
-        if (backward_only && !shapes[i].backward) continue;
+        if (!row_runs(&shapes[i])) continue;
         if (title || !tab) {
             if (tab) tab_print(tab);
             printf("\n");
             if (title && *title) cli_prose(stdout, 0, 2, "%s", title);
-            tab = shape_table();
+            tab = shape_table(i >= first_decode && i < first_other);
         }
         print_row(tab, &shapes[i], &results[i], i >= first_decode && i < first_other);
     }
@@ -2366,16 +2468,18 @@ int main(int argc, char **argv) {
         cli_prose(stdout, 0, 2, "the attention layer (attn_mha): FLOPs of its four projections, 8 L E^2");
         mha_row(false);
         printf("\n");
-        const result *bf = &results[first_memory - 1], *f128 = &results[first_targets + 2];
-        cli_prose(stdout, 0, 2, "bf16 / f32 rate at d=128: %.2fx", bf->gflops / f128->gflops);
+        const result *bf = &results[first_memory - 1];
+        cli_prose(stdout, 0, 2, "bf16 / f32 rate at d=128, L=S=%lld: %.2fx (the median of %d rounds' ratios, timed in "
+                  "turns)", (long long)t4, bf16_fwd, quick ? 3 : 7);
         if (amx_n > 0) cli_prose(stdout, 0, 2, "bf16 at d=128: %.1f%% of the AMX peak", 100 * bf->gflops * 1e9 / amx_n);
         const result *mem = &results[first_memory];
         cli_prose(stdout, 0, 2, "RSS beyond inputs + outputs: %.1f MiB (%s)", mem->extra_mib,
                   mem->extra_mib < 64 ? "within 64 MiB" : "OVER 64 MiB");
     }
-    const result *bbf = &results[first_bwd_bf16], *b128 = &results[first_backward + 2];
+    const result *bbf = &results[first_bwd_bf16];
     if (backward_only) printf("\n");
-    cli_prose(stdout, 0, 2, "backward bf16 / f32 rate at d=128: %.2fx", bbf->gflops / b128->gflops);
+    cli_prose(stdout, 0, 2, "backward bf16 / f32 rate at d=128, L=S=%lld: %.2fx (the median of %d rounds' ratios, timed "
+              "in turns)", (long long)t4, bf16_bwd, quick ? 3 : 7);
     if (amx_n > 0) cli_prose(stdout, 0, 2, "backward bf16 at d=128: %.1f%% of the AMX peak", 100 * bbf->gflops * 1e9 / amx_n);
     const result *bmem = &results[ns - 1];
     cli_prose(stdout, 0, 2, "backward RSS beyond inputs, outputs and gradients: %.1f MiB (%s)", bmem->extra_mib,

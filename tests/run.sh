@@ -163,8 +163,24 @@ bench_quick() {
         echo "ok bench_varlen_rows_forward_backward_balance" || echo "FAIL bench_varlen_rows_forward_backward_balance"
     # --backward times no forward row: the ratio it cannot form is null, and
     # the whole report is JSON (no NaN).
-    "$BUILD/attn" bench --quick --backward --json | $PY -c 'import json, sys; r = json.load(sys.stdin, parse_constant=lambda c: sys.exit("not JSON: " + c)); assert r["bf16_over_f32_d128"] is None and r["backward_bf16_over_f32_d128"] > 0' &&
+    # Its rows are the backward's alone: the forward rows it did not time
+    # were listed too, with zero seconds.
+    "$BUILD/attn" bench --quick --backward --json | $PY -c 'import json, sys; r = json.load(sys.stdin, parse_constant=lambda c: sys.exit("not JSON: " + c)); assert r["bf16_over_f32_d128"] is None and r["backward_bf16_over_f32_d128"] > 0; v = r["results"]; assert len(v) == 7 and all(x["backward"] and x["seconds"] > 0 for x in v), [x["name"] for x in v]' &&
         echo "ok bench_backward_only_json" || echo "FAIL bench_backward_only_json"
+    # Each row names the kernel its first call ran (ATTN_VERBOSE's line): the
+    # forward's flash or decode, the backward's flash_backward, and the bf16
+    # mode's rows the bf16 kernels they ran on.
+    echo "$report" | $PY -c 'import json, sys; v = json.load(sys.stdin)["results"]; k = {x["name"]: x["kernel"] for x in v}; assert k["H8 d64 L=S=256"].startswith("flash") and k["decode H8 d64 L=1 S=4096"].startswith("decode") and k["backward H8 d64 L=S=256"].startswith("flash_backward"), k; assert all(("bf16:" in x["kernel"]) == x["bf16"] for x in v), k' &&
+        echo "ok bench_rows_name_their_kernel" || echo "FAIL bench_rows_name_their_kernel"
+    # A row's RSS counts what its call touched: the heap's free memory, kept
+    # resident once the triad's arrays had raised glibc's thresholds, let the
+    # memory row's inputs and scratch in unseen (-3.8 MiB beyond its inputs).
+    echo "$report" | $PY -c 'import json, sys; v = json.load(sys.stdin)["results"]; assert all(x["rss_beyond_inputs_outputs_mib"] >= -0.5 for x in v), [(x["name"], x["rss_beyond_inputs_outputs_mib"]) for x in v]' &&
+        echo "ok bench_rss_beyond_inputs_not_below_zero" || echo "FAIL bench_rss_beyond_inputs_not_below_zero"
+    # The bf16 mode's rate over f32's is timed in turns and says so; it was
+    # two rows' rates divided, timed a minute apart.
+    "$BUILD/attn" bench --quick --backward | grep -q "^backward bf16 / f32 rate at d=128, L=S=512: [0-9.]*x (the median of 3 rounds" &&
+        echo "ok bench_bf16_ratio_in_turns" || echo "FAIL bench_bf16_ratio_in_turns"
     # A memory limit: an allocation that fails is one error line and status
     # 1, where a NULL went on into the timed calls (a segmentation fault);
     # and threads that cannot start (256 stacks of 8 MiB under 600 MB) are
