@@ -253,6 +253,9 @@ bench_ggml() {
     [ "$(echo "$report" | grep -cE '^H8 .* GF +[0-9.]+ GF +[0-9.]+ GF ')" -eq 3 ] &&
         [ "$(echo "$report" | grep -cE '^(decode|layer) .* tok/s .* tok/s .* tok/s ')" -eq 2 ] &&
         echo "ok bench_ggml_every_row" || echo "FAIL bench_ggml_every_row: $report"
+    # the causal row is named as attn bench's own ("H8 d64 L=S causal=512" was)
+    echo "$report" | grep -qE '^H8 d64 L=S=512 causal ' &&
+        echo "ok bench_ggml_causal_row_named" || echo "FAIL bench_ggml_causal_row_named: $report"
     "$BUILD/attn" bench --ggml /nonexistent 2>"$out.err" >/dev/null && echo "FAIL bench_ggml_missing_dir: succeeded" ||
         { grep -q "^attn: error: --ggml: cannot load /nonexistent/libggml-base.so" "$out.err" && echo "ok bench_ggml_missing_dir_is_an_error" || echo "FAIL bench_ggml_missing_dir: $(cat "$out.err")"; }
     rm -f "$out.err"
