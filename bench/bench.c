@@ -2160,6 +2160,14 @@ int main(int argc, char **argv) {
         snprintf(amx_text, sizeof amx_text, "AMX bf16 peak: no AMX here");
     /* The machine's peak: the best FMA rate any ISA reached on n threads. */
     const char *isa = attn_isa();
+    /* The text's name of the kernels, with an ATTN_ISA the library passed
+     * over (a set this CPU lacks, or no set's name): the run said only
+     * "avx512 kernels", and ATTN_ISA=avx2x looked taken. */
+    char isa_text[160];
+    const char *asked = getenv("ATTN_ISA");
+    if (asked && *asked && strcmp(asked, isa) != 0)
+        snprintf(isa_text, sizeof isa_text, "%s kernels (ATTN_ISA=%.64s ignored: not a set this CPU runs)", isa, asked);
+    else snprintf(isa_text, sizeof isa_text, "%s kernels", isa);
     double peak = peak512_n > peak256_n ? peak512_n : peak256_n;
     if (peak <= 0) peak = 1e9;
     progress("measuring the triad bandwidth...");
@@ -2178,7 +2186,7 @@ int main(int argc, char **argv) {
     if (layer_only) {
         progress("");
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"peak_gflops\": %.1f, \"layer\": [\n", cpu, isa, n, peak / 1e9);
-        else cli_prose(stdout, 0, 2, "attn bench --layer: %s, %s kernels, %d threads; FMA peak %.1f GFLOP/s in f32, %.1f in f64", cpu, isa, n,
+        else cli_prose(stdout, 0, 2, "attn bench --layer: %s, %s, %d threads; FMA peak %.1f GFLOP/s in f32, %.1f in f64", cpu, isa_text, n,
                     peak / 1e9, layer_peak / 1e9);
         mha_row(json);
         bf16_attention_rows(json);
@@ -2189,7 +2197,7 @@ int main(int argc, char **argv) {
     if (overhead_only) {
         progress("");
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"call_overhead\": [\n", cpu, isa, n);
-        else cli_prose(stdout, 0, 2, "attn bench --overhead: %s, %s kernels, %d threads", cpu, isa, n);
+        else cli_prose(stdout, 0, 2, "attn bench --overhead: %s, %s, %d threads", cpu, isa_text, n);
         call_overhead(json);
         if (json) printf(",\n");
         varlen_overhead(json);
@@ -2199,7 +2207,7 @@ int main(int argc, char **argv) {
     if (varlen_only) {
         progress("");
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"varlen\": [\n", cpu, isa, n);
-        else cli_prose(stdout, 0, 2, "attn bench --varlen: %s, %s kernels, %d threads", cpu, isa, n);
+        else cli_prose(stdout, 0, 2, "attn bench --varlen: %s, %s, %d threads", cpu, isa_text, n);
         varlen_ratios(json);
         if (json) printf(",\n");
         varlen_backward_ratio(json);
@@ -2211,7 +2219,7 @@ int main(int argc, char **argv) {
     if (decode_only) {
         progress("");
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"triad_gbps\": %.2f, \"decode_sweep\": [\n", cpu, isa, n, bw / 1e9);
-        else cli_prose(stdout, 0, 2, "attn bench --decode: %s, %s kernels, %d threads; triad %.1f GB/s", cpu, isa, n, bw / 1e9);
+        else cli_prose(stdout, 0, 2, "attn bench --decode: %s, %s, %d threads; triad %.1f GB/s", cpu, isa_text, n, bw / 1e9);
         decode_sweep(json);
         if (json) printf("  ],\n  \"batched_decode\": [\n");
         batched_decode(bw, json);
@@ -2221,8 +2229,8 @@ int main(int argc, char **argv) {
     if (kv_only) {
         progress("");
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"triad_gbps\": %.2f, \"kv_cache_decode\": [\n", cpu, isa, n, bw / 1e9);
-        else cli_prose(stdout, 0, 2, "attn bench --kv: %s, %s kernels, %d threads; triad %.1f GB/s. One token of a Llama-style "
-                       "layer (32 query heads, 8 KV heads, d = 128) from a KV cache of each storage; K and V read once", cpu, isa, n, bw / 1e9);
+        else cli_prose(stdout, 0, 2, "attn bench --kv: %s, %s, %d threads; triad %.1f GB/s. One token of a Llama-style "
+                       "layer (32 query heads, 8 KV heads, d = 128) from a KV cache of each storage; K and V read once", cpu, isa_text, n, bw / 1e9);
         kv_storage_rows(bw, json);
         if (json) printf("]}\n");
         return close_stdout(0);
@@ -2230,7 +2238,7 @@ int main(int argc, char **argv) {
     if (paged_only) {
         progress("");
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"paged_vs_contiguous\": [\n", cpu, isa, n);
-        else cli_prose(stdout, 0, 2, "attn bench --paged: %s, %s kernels, %d threads", cpu, isa, n);
+        else cli_prose(stdout, 0, 2, "attn bench --paged: %s, %s, %d threads", cpu, isa_text, n);
         paged_rows(json);
         if (json) printf("]}\n");
         return close_stdout(0);
@@ -2238,7 +2246,7 @@ int main(int argc, char **argv) {
     if (variants_only) { /* the same rows as the full run's */
         progress("");
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"score_variants_in_turns\": [\n", cpu, isa, n);
-        else cli_prose(stdout, 0, 2, "attn bench --variants: %s, %s kernels, %d threads", cpu, isa, n);
+        else cli_prose(stdout, 0, 2, "attn bench --variants: %s, %s, %d threads", cpu, isa_text, n);
         variant_ratios(other, json);
         if (json) printf("]}\n");
         return close_stdout(0);
@@ -2410,7 +2418,7 @@ int main(int argc, char **argv) {
         printf("  ],\n  \"bf16_over_f32_d128\": %s, \"backward_bf16_over_f32_d128\": %s\n}\n", fs, bs);
         return close_stdout(0);
     }
-    cli_prose(stdout, 0, 2, "attn bench: %s, core %s, %s kernels, %d threads", cpu, tun.core, isa, n);
+    cli_prose(stdout, 0, 2, "attn bench: %s, core %s, %s, %d threads", cpu, tun.core, isa_text, n);
     cli_prose(stdout, 0, 2, "blocks (registered for %s): forward %d rows x %d keys, backward %d x %d, decode chunks of %d "
               "keys, layer GEMM %d x %d x %d",
               tun.blocks_for, tun.block_rows, tun.block_keys, tun.backward_block_rows, tun.backward_block_keys,

@@ -181,6 +181,10 @@ bench_quick() {
     # two rows' rates divided, timed a minute apart.
     "$BUILD/attn" bench --quick --backward | grep -q "^backward bf16 / f32 rate at d=128, L=S=512: [0-9.]*x (the median of 3 rounds" &&
         echo "ok bench_bf16_ratio_in_turns" || echo "FAIL bench_bf16_ratio_in_turns"
+    # An ATTN_ISA the library passes over (no set of that name) is said in
+    # the heading; it read "avx512 kernels" as if nothing had been asked.
+    COLUMNS=200 ATTN_ISA=avx2x "$BUILD/attn" bench --quick --overhead | head -1 | grep -q " kernels (ATTN_ISA=avx2x ignored: not a set this CPU runs), " &&
+        echo "ok bench_ignored_isa_said" || echo "FAIL bench_ignored_isa_said"
     # A memory limit: an allocation that fails is one error line and status
     # 1, where a NULL went on into the timed calls (a segmentation fault);
     # and threads that cannot start (256 stacks of 8 MiB under 600 MB) are
