@@ -453,9 +453,18 @@ static double score_pairs(const shape *s) {
     return s->causal ? all / 2 : all;
 }
 
+/* What a row's call ran, from its ATTN_VERBOSE line: the kernel, the bf16
+ * mode's kernels ("" where the call has none; "f32" where they fell back),
+ * and the slices the exact kernel took over, as "k/n". A row said only
+ * "avx512 kernels" in the heading, and a bf16 row run on f32 kernels
+ * (ATTN_ISA=avx2, or VDPBF16PS at half rate) looked like any other. */
+typedef struct ran {
+    char kernel[24], bf16[40], fallback[24];
+} ran;
+
 typedef struct result {
     double seconds, gflops, pct_peak, gbps, pct_bw, rss_mib, extra_mib, vs_reference, vs_openblas;
-    char kernel[128]; /* what ran (timed_row) */
+    ran ran; /* what ran (timed_row) */
 } result;
 
 static float *fill_floats(float *p, size_t n, unsigned seed) {
@@ -555,20 +564,15 @@ static void verbose_word(run_fn fn, void *ctx, const char *key, char *word, size
     line_word(line, key, word, size);
 }
 
-/* The first of `runs` timed calls of a row, with ATTN_VERBOSE's line
- * caught, and the row's best time over them; `kernel` names what ran: the
- * kernel, the bf16 mode's kernels where they ran, and the slices the exact
- * kernel took over (fallback) when any did. A row said only "avx512
- * kernels" in the heading, and a bf16 row run on f32 kernels
- * (ATTN_ISA=avx2, or VDPBF16PS at half rate) looked like any other. */
-static double timed_row(run_fn fn, void *ctx, double budget, char *kernel, size_t size) {
-    char line[2048], word[24], bf16[40], fallback[24];
+/* The first of a row's timed calls with its verbose line caught (into
+ * *what), and the row's best time over them. */
+static double timed_row(run_fn fn, void *ctx, double budget, ran *what) {
+    char line[2048];
     double first = verbose_line(fn, ctx, " kernel=", line, sizeof line);
-    line_word(line, " kernel=", word, sizeof word);
-    line_word(line, " bf16_kernels=", bf16, sizeof bf16);
-    line_word(line, " fallback=", fallback, sizeof fallback);
-    bool b = strcmp(bf16, "?") != 0, f = strcmp(fallback, "?") != 0 && strncmp(fallback, "0/", 2) != 0;
-    snprintf(kernel, size, "%s%s%s%s%s", word, b ? " bf16:" : "", b ? bf16 : "", f ? " fallback:" : "", f ? fallback : "");
+    line_word(line, " kernel=", what->kernel, sizeof what->kernel);
+    line_word(line, " bf16_kernels=", what->bf16, sizeof what->bf16);
+    line_word(line, " fallback=", what->fallback, sizeof what->fallback);
+    if (strcmp(what->bf16, "?") == 0) what->bf16[0] = 0;
     return best_time_after(fn, ctx, budget, first);
 }
 
@@ -659,7 +663,7 @@ static result measure(const shape *s, double peak, double bandwidth) {
         c.o.mask = &c.mask;
     }
     double flops = 2.0 * (double)s->H * (s->d + s->dv) * score_pairs(s);
-    r.seconds = timed_row(run_attn, &c, quick ? 0.05 : 0.5, r.kernel, sizeof r.kernel);
+    r.seconds = timed_row(run_attn, &c, quick ? 0.05 : 0.5, &r.ran);
     r.rss_mib = peak_rss_mib() - base_rss;
     /* The bytes the call must read and write: q, k, v and out at their sizes. */
     double bytes = (double)(nq + no) * 4 + (double)(nk + nv) * (s->kv16 ? 2 : 4);
@@ -1560,7 +1564,7 @@ static result measure_backward(const shape *s, double peak) {
     attn_sdpa(&c.out, &c.lse, NULL, &c.q, &c.k, &c.v, &c.o, NULL);
     c.o.compute = s->bf16 ? ATTN_COMPUTE_BF16 : ATTN_COMPUTE_F32; /* the forward's out and lse in f32 either way */
     double flops = 2.5 * 2.0 * (double)s->H * s->L * s->S * (s->d + s->dv) * (s->causal ? 0.5 : 1);
-    r.seconds = timed_row(run_backward, &c, quick ? 0.05 : 0.5, r.kernel, sizeof r.kernel);
+    r.seconds = timed_row(run_backward, &c, quick ? 0.05 : 0.5, &r.ran);
     r.rss_mib = peak_rss_mib() - base_rss;
     r.extra_mib = r.rss_mib - (double)(2 * (nq + nk + nv) + 2 * no + s->H * s->L) * 4 / 1048576;
     r.gflops = flops / r.seconds / 1e9;
@@ -2061,8 +2065,8 @@ static void bf16_attention_rows(bool as_json) {
 /* A table of shapes' rows, with their labels; decode's share is of the
  * triad bandwidth (its column was labelled "of peak" too). */
 static text_table *shape_table(bool decode) {
-    return tab_new(8, "shape (f32)", "seconds", "rate", decode ? "of triad" : "of peak", "peak RSS", "vs ref", "vs BLAS",
-                   "kernel");
+    return tab_new(9, "shape (f32)", "seconds", "rate", decode ? "of triad" : "of peak", "peak RSS", "vs ref", "vs BLAS",
+                   "kernel", "bf16 kernels");
 }
 
 static void print_row(text_table *tab, const shape *s, const result *r, bool decode) {
@@ -2072,7 +2076,12 @@ static void print_row(text_table *tab, const shape *s, const result *r, bool dec
     tab_cell(tab, "%s", s->name), tab_cell(tab, "%.4f", r->seconds);
     if (decode) tab_cell(tab, "%.1f GB/s", r->gbps), tab_cell(tab, "%.1f%%", r->pct_bw);
     else tab_cell(tab, "%.1f GF/s", r->gflops), tab_cell(tab, "%.1f%% pk", r->pct_peak);
-    tab_cell(tab, "%.0f MiB", r->rss_mib), tab_cell(tab, "%s", ref), tab_cell(tab, "%s", blas), tab_cell(tab, "%s", r->kernel);
+    tab_cell(tab, "%.0f MiB", r->rss_mib), tab_cell(tab, "%s", ref), tab_cell(tab, "%s", blas);
+    /* the kernel, "+exact" where the exact kernel took slices; the bf16
+     * mode's kernels a column of their own, so that a block of two columns
+     * fits 60 columns beside the longest name */
+    bool exact = strcmp(r->ran.fallback, "?") != 0 && strncmp(r->ran.fallback, "0/", 2) != 0;
+    tab_cell(tab, "%s%s", r->ran.kernel, exact ? "+exact" : ""), tab_cell(tab, "%s", *r->ran.bf16 ? r->ran.bf16 : "-");
 }
 
 /* Whether this run times shape s's row (--backward: the backward's only). */
@@ -2081,13 +2090,14 @@ static bool row_runs(const shape *s) { return !backward_only || s->backward; }
 static void json_row(const shape *s, const result *r, bool last) {
     printf("    {\"name\": \"%s\", \"H\": %lld, \"Hk\": %lld, \"L\": %lld, \"S\": %lld, \"d\": %lld, "
            "\"dv\": %lld, \"causal\": %s, \"mask\": %s, \"strided\": %s, \"bf16\": %s, \"backward\": %s, "
-           "\"kernel\": \"%s\", \"seconds\": %.6g, "
+           "\"kernel\": \"%s\", \"bf16_kernels\": %s%s%s, \"fallback\": \"%s\", \"seconds\": %.6g, "
            "\"gflops\": %.4g, \"pct_peak\": %.4g, \"gbps\": %.4g, \"pct_bandwidth\": %.4g, "
            "\"peak_rss_mib\": %.1f, \"rss_beyond_inputs_outputs_mib\": %.1f, \"speedup_vs_reference\": %.4g, "
            "\"speedup_vs_openblas\": %.4g}%s\n",
            s->name, (long long)s->H, (long long)s->Hk, (long long)s->L, (long long)s->S, (long long)s->d,
            (long long)s->dv, s->causal ? "true" : "false", s->mask ? "true" : "false",
-           s->strided ? "true" : "false", s->bf16 ? "true" : "false", s->backward ? "true" : "false", r->kernel, r->seconds, r->gflops, r->pct_peak, r->gbps, r->pct_bw,
+           s->strided ? "true" : "false", s->bf16 ? "true" : "false", s->backward ? "true" : "false", r->ran.kernel,
+           *r->ran.bf16 ? "\"" : "", *r->ran.bf16 ? r->ran.bf16 : "null", *r->ran.bf16 ? "\"" : "", r->ran.fallback, r->seconds, r->gflops, r->pct_peak, r->gbps, r->pct_bw,
            r->rss_mib, r->extra_mib, r->vs_reference, r->vs_openblas, last ? "" : ",");
 }
 

@@ -170,7 +170,7 @@ bench_quick() {
     # Each row names the kernel its first call ran (ATTN_VERBOSE's line): the
     # forward's flash or decode, the backward's flash_backward, and the bf16
     # mode's rows the bf16 kernels they ran on.
-    echo "$report" | $PY -c 'import json, sys; v = json.load(sys.stdin)["results"]; k = {x["name"]: x["kernel"] for x in v}; assert k["H8 d64 L=S=256"].startswith("flash") and k["decode H8 d64 L=1 S=4096"].startswith("decode") and k["backward H8 d64 L=S=256"].startswith("flash_backward"), k; assert all(("bf16:" in x["kernel"]) == x["bf16"] for x in v), k' &&
+    echo "$report" | $PY -c 'import json, sys; v = json.load(sys.stdin)["results"]; k = {x["name"]: x["kernel"] for x in v}; assert k["H8 d64 L=S=256"].startswith("flash") and k["decode H8 d64 L=1 S=4096"].startswith("decode") and k["backward H8 d64 L=S=256"].startswith("flash_backward"), k; assert all((x["bf16_kernels"] is not None) == x["bf16"] and "/" in x["fallback"] for x in v), k' &&
         echo "ok bench_rows_name_their_kernel" || echo "FAIL bench_rows_name_their_kernel"
     # A row's RSS counts what its call touched: the heap's free memory, kept
     # resident once the triad's arrays had raised glibc's thresholds, let the
