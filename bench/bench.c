@@ -667,7 +667,11 @@ static result measure(const shape *s, double peak, double bandwidth) {
     r.rss_mib = peak_rss_mib() - base_rss;
     /* The bytes the call must read and write: q, k, v and out at their sizes. */
     double bytes = (double)(nq + no) * 4 + (double)(nk + nv) * (s->kv16 ? 2 : 4);
-    r.extra_mib = r.rss_mib - (double)(nq + nk + nv + no) * 4 / 1048576 - (mask ? s->L * s->S / 1048576.0 : 0);
+    /* the bench's own arrays: f32 q, k, v, out, the mask, and with 16-bit
+     * keys and values their copies too (counted as the call's, 8 MiB of
+     * "beyond" at S = 4096) */
+    r.extra_mib = r.rss_mib - (double)(nq + nk + nv + no) * 4 / 1048576 - (mask ? s->L * s->S / 1048576.0 : 0) -
+                  (s->kv16 ? (double)(nk + nv) * 2 / 1048576 : 0);
     r.gflops = flops / r.seconds / 1e9;
     r.pct_peak = 100 * r.gflops * 1e9 / peak;
     r.gbps = bytes / r.seconds / 1e9;
@@ -2155,7 +2159,9 @@ int main(int argc, char **argv) {
     if (ggml_dir) return close_stdout(ggml_compare(ggml_dir, quick, json)); /* only when the user points at a ggml build */
     int n = attn_get_num_threads();
     __builtin_cpu_init();
-    bool has512 = __builtin_cpu_supports("avx512f"), has256 = __builtin_cpu_supports("avx2");
+    /* fma256 needs FMA beside AVX2 (a CPU may have one without the other) */
+    bool has512 = __builtin_cpu_supports("avx512f"),
+         has256 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 
     progress("measuring the FMA peak...");
     double peak512_1 = has512 ? fma_peak(512, 1) : 0, peak512_n = has512 ? fma_peak(512, n) : 0;

@@ -174,8 +174,9 @@ bench_quick() {
         echo "ok bench_rows_name_their_kernel" || echo "FAIL bench_rows_name_their_kernel"
     # A row's RSS counts what its call touched: the heap's free memory, kept
     # resident once the triad's arrays had raised glibc's thresholds, let the
-    # memory row's inputs and scratch in unseen (-3.8 MiB beyond its inputs).
-    echo "$report" | $PY -c 'import json, sys; v = json.load(sys.stdin)["results"]; assert all(x["rss_beyond_inputs_outputs_mib"] >= -0.5 for x in v), [(x["name"], x["rss_beyond_inputs_outputs_mib"]) for x in v]' &&
+    # memory row's inputs and scratch in unseen (-3.8 MiB beyond its inputs);
+    # and the 16-bit copies of keys and values are the bench's, not the call's.
+    echo "$report" | $PY -c 'import json, sys; v = json.load(sys.stdin)["results"]; assert all(x["rss_beyond_inputs_outputs_mib"] >= -0.5 for x in v) and all(x["rss_beyond_inputs_outputs_mib"] < 2 for x in v if "K/V" in x["name"]), [(x["name"], x["rss_beyond_inputs_outputs_mib"]) for x in v]' &&
         echo "ok bench_rss_beyond_inputs_not_below_zero" || echo "FAIL bench_rss_beyond_inputs_not_below_zero"
     # The bf16 mode's rate over f32's is timed in turns and says so; it was
     # two rows' rates divided, timed a minute apart.
