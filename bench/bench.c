@@ -2193,6 +2193,12 @@ int main(int argc, char **argv) {
      * spins for it, so that a run short of memory for n threads hung
      * instead of saying so. */
     openblas_set_num_threads(n);
+    /* OpenBLAS runs at most the threads it was built for (64 in Debian's):
+     * the baselines' thread count, said where it is not n (the heading
+     * said "100 threads" of a run whose OpenBLAS used 64) */
+    int blas_n = openblas_get_num_threads();
+    char blas_text[64] = "";
+    if (blas_n != n) snprintf(blas_text, sizeof blas_text, " (OpenBLAS on %d, its most)", blas_n);
     char cpu[128];
     cpu_name(cpu, sizeof cpu);
     attn_tuning tun = {.struct_size = sizeof tun};
@@ -2201,9 +2207,9 @@ int main(int argc, char **argv) {
     layer_peak = peak / 2; /* the f64 peak: the backward's products are double sums, half the f32 lanes */
     if (layer_only) {
         progress("");
-        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"peak_gflops\": %.1f, \"layer\": [\n", cpu, isa, n, peak / 1e9);
-        else cli_prose(stdout, 0, 2, "attn bench --layer: %s, %s, %d threads; FMA peak %.1f GFLOP/s in f32, %.1f in f64", cpu, isa_text, n,
-                    peak / 1e9, layer_peak / 1e9);
+        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"openblas_threads\": %d, \"peak_gflops\": %.1f, \"layer\": [\n", cpu, isa, n, blas_n, peak / 1e9);
+        else cli_prose(stdout, 0, 2, "attn bench --layer: %s, %s, %d threads%s; FMA peak %.1f GFLOP/s in f32, %.1f in f64", cpu, isa_text, n,
+                    blas_text, peak / 1e9, layer_peak / 1e9);
         mha_row(json);
         bf16_attention_rows(json);
         if (json) printf("]}\n");
@@ -2395,7 +2401,8 @@ int main(int argc, char **argv) {
     progress("");
 
     if (json) {
-        printf("{\n  \"cpu\": \"%s\", \"core\": \"%s\", \"isa\": \"%s\", \"threads\": %d,\n", cpu, tun.core, isa, n);
+        printf("{\n  \"cpu\": \"%s\", \"core\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"openblas_threads\": %d,\n", cpu,
+               tun.core, isa, n, blas_n);
         printf("  \"tuning\": {\"blocks_for\": \"%s\", \"block_rows\": %d, \"block_keys\": %d, "
                "\"backward_block_rows\": %d, \"backward_block_keys\": %d, \"decode_chunk\": %d, "
                "\"gemm_rows\": %d, \"gemm_depth\": %d, \"gemm_cols\": %d},\n",
@@ -2434,7 +2441,7 @@ int main(int argc, char **argv) {
         printf("  ],\n  \"bf16_over_f32_d128\": %s, \"backward_bf16_over_f32_d128\": %s\n}\n", fs, bs);
         return close_stdout(0);
     }
-    cli_prose(stdout, 0, 2, "attn bench: %s, core %s, %s, %d threads", cpu, tun.core, isa_text, n);
+    cli_prose(stdout, 0, 2, "attn bench: %s, core %s, %s, %d threads%s", cpu, tun.core, isa_text, n, blas_text);
     cli_prose(stdout, 0, 2, "blocks (registered for %s): forward %d rows x %d keys, backward %d x %d, decode chunks of %d "
               "keys, layer GEMM %d x %d x %d",
               tun.blocks_for, tun.block_rows, tun.block_keys, tun.backward_block_rows, tun.backward_block_keys,

@@ -186,6 +186,17 @@ bench_quick() {
     # the heading; it read "avx512 kernels" as if nothing had been asked.
     COLUMNS=200 ATTN_ISA=avx2x "$BUILD/attn" bench --quick --overhead | head -1 | grep -q " kernels (ATTN_ISA=avx2x ignored: not a set this CPU runs), " &&
         echo "ok bench_ignored_isa_said" || echo "FAIL bench_ignored_isa_said"
+    # OpenBLAS runs at most the threads it was built for (64 in Debian's):
+    # the baselines' count is given, and said in the heading where it is
+    # not --threads' (the heading read "65 threads" of a run whose OpenBLAS
+    # used 64).
+    blas=$("$BUILD/attn" bench --quick --layer --threads 65 --json | $PY -c 'import json, sys; r = json.load(sys.stdin); assert r["threads"] == 65 and 1 <= r["openblas_threads"] <= 65; print(r["openblas_threads"])')
+    head=$(COLUMNS=300 "$BUILD/attn" bench --quick --layer --threads 65 | head -1)
+    if [ -n "$blas" ] && { [ "$blas" -eq 65 ] || echo "$head" | grep -q " 65 threads (OpenBLAS on $blas, its most);"; }; then
+        echo "ok bench_openblas_threads_said"
+    else
+        echo "FAIL bench_openblas_threads_said: OpenBLAS ${blas:-?} threads; $head"
+    fi
     # A memory limit: an allocation that fails is one error line and status
     # 1, where a NULL went on into the timed calls (a segmentation fault);
     # and threads that cannot start (256 stacks of 8 MiB under 600 MB) are
