@@ -13,6 +13,7 @@
 #include <cpuid.h>
 #include <immintrin.h>
 #include <errno.h>
+#include <malloc.h> /* malloc_trim (glibc) */
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -42,10 +43,13 @@ static const char USAGE[] =
     "shapes (odd d, L != S, masks, GQA, strided); and L=S=65536 for memory. It\n"
     "reports GFLOP/s (4 H L S d, halved for causal) as a share of the peak,\n"
     "the backward pass (10 H L S d) at L=S=4096 and 1024 and its memory,\n"
-    "GB/s as a share of the triad bandwidth for decode, peak RSS, and speedups\n"
-    "over the reference kernel and over OpenBLAS sgemm + softmax + sgemm. The\n"
-    "score variants (soft-cap, ALiBi, sinks, a window) are also timed in turns\n"
-    "with their reference rows, and reported as a share of them.\n"
+    "GB/s as a share of the triad bandwidth for decode, peak RSS, speedups\n"
+    "over the reference kernel and over OpenBLAS sgemm + softmax + sgemm, and\n"
+    "the kernel each row ran (ATTN_VERBOSE's line). The score variants\n"
+    "(soft-cap, ALiBi, sinks, a window) are also timed in turns with their\n"
+    "reference rows, and reported as a share of them; the bf16 mode against\n"
+    "f32 at d=128, forward and backward, in turns too. The options from\n"
+    "--backward to --kv, and --ggml, each run one section alone: give one.\n"
     "  --quick      tiny shapes only: checks that everything runs (seconds)\n"
     "  --json       print the results as one JSON object\n"
     "  --backward   the backward pass's shapes only\n"
@@ -100,6 +104,39 @@ static void progress(const char *what) {
     if (isatty(2)) fprintf(stderr, "\r\033[K%s", what);
 }
 
+/* malloc and calloc that end the program with an error when memory runs
+ * out: a NULL went on into the timed calls, and the run died on a
+ * segmentation fault (a row of 4 GiB keys under a memory limit). */
+static void *xmalloc(size_t bytes) {
+    void *p = malloc(bytes);
+    if (!p) progress(""), fprintf(stderr, "attn: error: out of memory (%zu bytes for the bench's data)\n", bytes), exit(1);
+    return p;
+}
+
+static void *xcalloc(size_t n, size_t size) {
+    void *p = calloc(n, size);
+    if (!p) progress(""), fprintf(stderr, "attn: error: out of memory (%zu x %zu bytes for the bench's data)\n", n, size), exit(1);
+    return p;
+}
+
+/* `code`, or 1 after saying so when standard output could not be written:
+ * a report to a full disk or a closed pipe ended with status 0, and a
+ * script took its half-written JSON for a result. (cli_close_stdout's
+ * rule; this program links only cli/text.c of the commands.) */
+static int close_stdout(int code) {
+    errno = 0;
+    bool failed = ferror(stdout) != 0;
+    failed = fflush(stdout) != 0 || failed;
+    int e = errno;
+    failed = fclose(stdout) != 0 || failed;
+    if (!e) e = errno;
+    if (failed && code == 0) {
+        fprintf(stderr, "attn: error: cannot write to standard output: %s\n", e ? strerror(e) : "a write failed");
+        return 1;
+    }
+    return code;
+}
+
 /* ---- the machine: FMA peak and triad bandwidth ------------------------------ */
 
 typedef struct fma_arg {
@@ -135,6 +172,20 @@ __attribute__((target("avx2,fma"))) static double fma256(long iters) {
     return lane[0];
 }
 
+/* Runs fn on n threads at once, thread i on (char *)args + i * size, and
+ * waits for them all. A thread that cannot start (a memory limit, a
+ * process limit) ends the program with an error before anything is
+ * printed: the figure would be fewer threads' under n's name, and the
+ * loops that did this each joined a pthread_t that was never set. */
+static void run_threads(int n, void *(*fn)(void *), void *args, size_t size) {
+    pthread_t t[256];
+    int started = 0, err = 0;
+    while (started < n && !(err = pthread_create(&t[started], NULL, fn, (char *)args + (size_t)started * size)))
+        started++;
+    for (int i = 0; i < started; i++) pthread_join(t[i], NULL);
+    if (err) fprintf(stderr, "attn: error: cannot start %d threads to measure the machine: %s\n", n, strerror(err)), exit(1);
+}
+
 static void *fma_thread(void *p) {
     fma_arg *a = p;
     a->sink = a->isa == 512 ? fma512(a->iters) : fma256(a->iters);
@@ -156,14 +207,10 @@ static double fma_peak(int isa, int n) {
 static double fma_peak_once(int isa, int n) {
     long iters = 1000000;
     for (;;) {
-        pthread_t t[256];
         fma_arg args[256];
+        for (int i = 0; i < n; i++) args[i] = (fma_arg){iters, isa, 0};
         double t0 = now();
-        for (int i = 0; i < n; i++) {
-            args[i] = (fma_arg){iters, isa, 0};
-            pthread_create(&t[i], NULL, fma_thread, &args[i]);
-        }
-        for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+        run_threads(n, fma_thread, args, sizeof *args);
         double dt = now() - t0;
         if (dt > (quick ? 0.05 : 0.3)) return (double)n * iters * 12 * (isa / 32) * 2 / dt;
         iters *= dt > 0.01 ? (long)(0.4 / dt) + 1 : 20;
@@ -239,14 +286,10 @@ static double amx_peak(int n) {
     for (int rep = 0; rep < 3; rep++) {
         long iters = 100000;
         for (;;) {
-            pthread_t t[256];
             fma_arg args[256];
+            for (int i = 0; i < n; i++) args[i] = (fma_arg){iters, 0, 0};
             double t0 = now();
-            for (int i = 0; i < n; i++) {
-                args[i] = (fma_arg){iters, 0, 0};
-                pthread_create(&t[i], NULL, amx_thread, &args[i]);
-            }
-            for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+            run_threads(n, amx_thread, args, sizeof *args);
             double dt = now() - t0;
             if (dt > (quick ? 0.05 : 0.3)) {
                 double r = (double)n * iters * 4 * 16384 / dt;
@@ -274,18 +317,14 @@ static void *triad_thread(void *p) {
  * counted as STREAM does: 12 bytes per element. */
 static double triad_bandwidth(int n) {
     size_t len = quick ? (size_t)4 << 20 : (size_t)32 << 20;
-    float *a = malloc(len * 4), *b = malloc(len * 4), *c = malloc(len * 4);
+    float *a = xmalloc(len * 4), *b = xmalloc(len * 4), *c = xmalloc(len * 4);
     for (size_t i = 0; i < len; i++) a[i] = 0, b[i] = 1, c[i] = 2;
     double best = 1e9;
     for (int rep = 0; rep < 5; rep++) {
-        pthread_t t[256];
         triad_arg args[256];
+        for (int i = 0; i < n; i++) args[i] = (triad_arg){a, b, c, len * i / n, len * (i + 1) / n};
         double t0 = now();
-        for (int i = 0; i < n; i++) {
-            args[i] = (triad_arg){a, b, c, len * i / n, len * (i + 1) / n};
-            pthread_create(&t[i], NULL, triad_thread, &args[i]);
-        }
-        for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+        run_threads(n, triad_thread, args, sizeof *args);
         double dt = now() - t0;
         best = dt < best ? dt : best;
     }
@@ -312,20 +351,17 @@ static void *read_thread(void *p) {
  * triad also writes, and STREAM does not count the write's read). */
 static double read_bandwidth(int n) {
     size_t len = quick ? (size_t)4 << 20 : (size_t)64 << 20;
-    uint64_t *a = malloc(len * 8);
+    uint64_t *a = xmalloc(len * 8);
     for (size_t i = 0; i < len; i++) a[i] = i;
     double best = 1e9;
     uint64_t sink = 0;
     for (int rep = 0; rep < 5; rep++) {
-        pthread_t t[256];
         read_arg args[256];
+        for (int i = 0; i < n; i++) args[i] = (read_arg){a, len * i / n, len * (i + 1) / n, 0};
         double t0 = now();
-        for (int i = 0; i < n; i++) {
-            args[i] = (read_arg){a, len * i / n, len * (i + 1) / n, 0};
-            pthread_create(&t[i], NULL, read_thread, &args[i]);
-        }
-        for (int i = 0; i < n; i++) pthread_join(t[i], NULL), sink ^= args[i].sink;
+        run_threads(n, read_thread, args, sizeof *args);
         double dt = now() - t0;
+        for (int i = 0; i < n; i++) sink ^= args[i].sink;
         best = dt < best ? dt : best;
     }
     free(a);
@@ -349,8 +385,14 @@ static void cpu_name(char *out, size_t size) {
 
 /* ---- memory -------------------------------------------------------------------- */
 
-/* Reset the process's peak RSS (Linux: clear_refs 5), and read it (VmHWM). */
+/* Reset the process's peak RSS (Linux: clear_refs 5), and read it (VmHWM).
+ * The heap's free memory goes back to the system first (malloc_trim):
+ * glibc kept up to 64 MiB of it resident after the triad's arrays raised
+ * its thresholds, a row's inputs and the library's scratch then reused it
+ * without growing the RSS, and the memory row read -3.8 MiB beyond its
+ * inputs and outputs, hiding as much scratch. */
 static void reset_peak_rss(void) {
+    malloc_trim(0);
     FILE *f = fopen("/proc/self/clear_refs", "w");
     if (f) fputs("5", f), fclose(f);
 }
@@ -414,8 +456,18 @@ static double score_pairs(const shape *s) {
     return s->causal ? all / 2 : all;
 }
 
+/* What a row's call ran, from its ATTN_VERBOSE line: the kernel, the bf16
+ * mode's kernels ("" where the call has none; "f32" where they fell back),
+ * and the slices the exact kernel took over, as "k/n". A row said only
+ * "avx512 kernels" in the heading, and a bf16 row run on f32 kernels
+ * (ATTN_ISA=avx2, or VDPBF16PS at half rate) looked like any other. */
+typedef struct ran {
+    char kernel[24], bf16[40], fallback[24];
+} ran;
+
 typedef struct result {
     double seconds, gflops, pct_peak, gbps, pct_bw, rss_mib, extra_mib, vs_reference, vs_openblas;
+    ran ran; /* what ran (timed_row) */
 } result;
 
 static float *fill_floats(float *p, size_t n, unsigned seed) {
@@ -427,7 +479,7 @@ static float *fill_floats(float *p, size_t n, unsigned seed) {
     return p;
 }
 
-static float *random_floats(size_t n, unsigned seed) { return fill_floats(malloc(n * sizeof(float)), n, seed); }
+static float *random_floats(size_t n, unsigned seed) { return fill_floats(xmalloc(n * sizeof(float)), n, seed); }
 
 /* x rounded to nearest-even in a 16-bit format: IEEE half (F16C) or
  * bfloat16 (the top half of the f32, rounded). */
@@ -440,16 +492,18 @@ static uint16_t to_bf16(float x) {
 
 /* The n floats at p in the 16-bit format `dtype`, in a new buffer. */
 static void *narrow(const float *p, size_t n, int dtype) {
-    uint16_t *h = malloc(n * 2);
+    uint16_t *h = xmalloc(n * 2);
     for (size_t i = 0; i < n; i++) h[i] = dtype == ATTN_F16 ? to_f16(p[i]) : to_bf16(p[i]);
     return h;
 }
 
-/* Time fn until 0.5 s have passed (at least once); return the best time. */
+/* Time fn until `budget` seconds have passed (at least once); return the
+ * best time. `first`: the seconds of a run already made (counted as one of
+ * them), or -1. */
 typedef void (*run_fn)(void *);
-static double best_time(run_fn fn, void *ctx, double budget) {
-    double best = 1e30, spent = 0;
-    int runs = 0;
+static double best_time_after(run_fn fn, void *ctx, double budget, double first) {
+    double best = first >= 0 ? first : 1e30, spent = first >= 0 ? first : 0;
+    int runs = first >= 0;
     /* At least three runs of a call under ~2 s outside --quick: this kind of
      * shared host slows a whole call now and then, and one run is exposed. */
     while (runs == 0 || (spent < budget && runs < 50) || (!quick && runs < 3 && spent < 4.0)) {
@@ -460,6 +514,69 @@ static double best_time(run_fn fn, void *ctx, double budget) {
         spent += dt, runs++;
     }
     return best;
+}
+
+static double best_time(run_fn fn, void *ctx, double budget) { return best_time_after(fn, ctx, budget, -1); }
+
+/* Run fn once with ATTN_VERBOSE on, stderr caught, and keep its last line
+ * that has `key` in line ("" if none): which kernel ran. The call's
+ * seconds, the catching left out. */
+static double verbose_line(run_fn fn, void *ctx, const char *key, char *line, size_t size) {
+    double seconds = -1;
+    line[0] = 0;
+    fflush(stderr);
+    FILE *tmp = tmpfile();
+    int saved = dup(2);
+    if (tmp && saved >= 0) {
+        dup2(fileno(tmp), 2);
+        attn_set_verbose(1);
+        double t0 = now();
+        fn(ctx);
+        seconds = now() - t0;
+        attn_set_verbose(0);
+        fflush(stderr);
+        dup2(saved, 2);
+        rewind(tmp);
+        char got[2048];
+        while (fgets(got, sizeof got, tmp))
+            if (strstr(got, key)) snprintf(line, size, "%s", got);
+    }
+    if (saved >= 0) close(saved);
+    if (tmp) fclose(tmp);
+    if (seconds < 0) { /* no stderr to catch: the call, timed, without its line */
+        double t0 = now();
+        fn(ctx);
+        seconds = now() - t0;
+    }
+    return seconds;
+}
+
+/* The word after `key` in line, "?" if none. */
+static void line_word(const char *line, const char *key, char *word, size_t size) {
+    const char *g = strstr(line, key);
+    size_t n = g ? strcspn(g + strlen(key), " \n") : 0;
+    if (g && n < size) memcpy(word, g + strlen(key), n), word[n] = 0;
+    else snprintf(word, size, "?");
+}
+
+/* Run fn once with ATTN_VERBOSE on and keep the word after `key` in its
+ * last line that has one ("?" if none). */
+static void verbose_word(run_fn fn, void *ctx, const char *key, char *word, size_t size) {
+    char line[2048];
+    verbose_line(fn, ctx, key, line, sizeof line);
+    line_word(line, key, word, size);
+}
+
+/* The first of a row's timed calls with its verbose line caught (into
+ * *what), and the row's best time over them. */
+static double timed_row(run_fn fn, void *ctx, double budget, ran *what) {
+    char line[2048];
+    double first = verbose_line(fn, ctx, " kernel=", line, sizeof line);
+    line_word(line, " kernel=", what->kernel, sizeof what->kernel);
+    line_word(line, " bf16_kernels=", what->bf16, sizeof what->bf16);
+    line_word(line, " fallback=", what->fallback, sizeof what->fallback);
+    if (strcmp(what->bf16, "?") == 0) what->bf16[0] = 0;
+    return best_time_after(fn, ctx, budget, first);
 }
 
 typedef struct call {
@@ -514,7 +631,7 @@ static result measure(const shape *s, double peak, double bandwidth) {
     reset_peak_rss();
     double base_rss = peak_rss_mib();
     float *q = random_floats(nq, 1), *k = random_floats(nk, 2), *v = random_floats(nv, 3);
-    float *out = calloc(no, sizeof(float));
+    float *out = xcalloc(no, sizeof(float));
     unsigned char *mask = NULL;
     call c;
     memset(&c, 0, sizeof c);
@@ -543,17 +660,21 @@ static result measure(const shape *s, double peak, double bandwidth) {
     attn_tensor slope_t, sink_t;
     set_variants(&c.o, s, slopes, &slope_t, &sink_t);
     if (s->mask) {
-        mask = malloc((size_t)(s->L * s->S));
+        mask = xmalloc((size_t)(s->L * s->S));
         for (int64_t i = 0; i < s->L * s->S; i++) mask[i] = (i * 7919) % 10 != 0;
         attn_tensor_init(&c.mask, mask, ATTN_BOOL, 2, sm, NULL, NULL);
         c.o.mask = &c.mask;
     }
     double flops = 2.0 * (double)s->H * (s->d + s->dv) * score_pairs(s);
-    r.seconds = best_time(run_attn, &c, quick ? 0.05 : 0.5);
+    r.seconds = timed_row(run_attn, &c, quick ? 0.05 : 0.5, &r.ran);
     r.rss_mib = peak_rss_mib() - base_rss;
     /* The bytes the call must read and write: q, k, v and out at their sizes. */
     double bytes = (double)(nq + no) * 4 + (double)(nk + nv) * (s->kv16 ? 2 : 4);
-    r.extra_mib = r.rss_mib - (double)(nq + nk + nv + no) * 4 / 1048576 - (mask ? s->L * s->S / 1048576.0 : 0);
+    /* the bench's own arrays: f32 q, k, v, out, the mask, and with 16-bit
+     * keys and values their copies too (counted as the call's, 8 MiB of
+     * "beyond" at S = 4096) */
+    r.extra_mib = r.rss_mib - (double)(nq + nk + nv + no) * 4 / 1048576 - (mask ? s->L * s->S / 1048576.0 : 0) -
+                  (s->kv16 ? (double)(nk + nv) * 2 / 1048576 : 0);
     r.gflops = flops / r.seconds / 1e9;
     r.pct_peak = 100 * r.gflops * 1e9 / peak;
     r.gbps = bytes / r.seconds / 1e9;
@@ -563,7 +684,7 @@ static result measure(const shape *s, double peak, double bandwidth) {
         r.vs_reference = best_time(run_attn, &c, 0.2) / r.seconds;
     }
     if (s->baselines & 2) {
-        blas_call b = {s, q, k, v, calloc(no, sizeof(float)), malloc(sizeof(float) * (size_t)(s->L * s->S))};
+        blas_call b = {s, q, k, v, xcalloc(no, sizeof(float)), xmalloc(sizeof(float) * (size_t)(s->L * s->S))};
         r.vs_openblas = best_time(run_openblas, &b, quick ? 0.05 : 0.5) / r.seconds;
         free(b.out), free(b.scores);
     }
@@ -603,7 +724,7 @@ static void call_overhead(bool as_json) {
     enum { H = 16, L = 1, S = 100, D = 64, BLOCK = 50, WAYS = 3 };
     int blocks = quick ? 6 : 60, n = blocks * BLOCK;
     float *q = random_floats(H * L * D, 7), *k = random_floats(H * 2 * S * D, 8), *v = random_floats(H * 2 * S * D, 9);
-    float *out = calloc(H * L * D, sizeof(float));
+    float *out = xcalloc(H * L * D, sizeof(float));
     int64_t sq[3] = {H, L, D}, skv[2][3] = {{H, S, D}, {H, 2 * S, D}};
     attn_tensor tq, tk[2], tv[2], to;
     attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, sq, NULL, NULL);
@@ -615,12 +736,12 @@ static void call_overhead(bool as_json) {
     void *memory[2] = {NULL, NULL}, *work[2] = {NULL, NULL};
     attn_status st = attn_sdpa_plan_bytes(&bytes, 0, &err);
     for (int i = 0; i < 2 && !st; i++) {
-        if (!(memory[i] = malloc(bytes))) fprintf(stderr, "attn: error: out of memory\n"), exit(1);
+        if (!(memory[i] = xmalloc(bytes))) fprintf(stderr, "attn: error: out of memory\n"), exit(1);
         st = attn_sdpa_plan_init(&plan[i], memory[i], bytes, &ws[i], &to, NULL, &tq, &tk[i], &tv[i], NULL, &err);
-        if (!st && !(work[i] = malloc(ws[i]))) fprintf(stderr, "attn: error: out of memory\n"), exit(1);
+        if (!st && !(work[i] = xmalloc(ws[i]))) fprintf(stderr, "attn: error: out of memory\n"), exit(1);
     }
     double *t[WAYS];
-    for (int w = 0; w < WAYS; w++) t[w] = malloc(sizeof(double) * (size_t)n);
+    for (int w = 0; w < WAYS; w++) t[w] = xmalloc(sizeof(double) * (size_t)n);
     for (int b = 0; !st && b < blocks; b++)
         for (int turn = 0; turn < WAYS; turn++) {
             int way = (b + turn) % WAYS; /* 0 unplanned, 1 planned, 2 planned at 2S */
@@ -661,7 +782,7 @@ static void varlen_overhead(bool as_json) {
     int64_t cu_q[B + 1], cu_k[B + 1];
     for (int b = 0; b <= B; b++) cu_q[b] = b, cu_k[b] = (int64_t)b * S;
     float *q = random_floats(B * H * D, 10), *k = random_floats(B * S * H * D, 11), *v = random_floats(B * S * H * D, 12);
-    float *out = calloc(B * H * D, sizeof(float));
+    float *out = xcalloc(B * H * D, sizeof(float));
     int64_t sq[3] = {B, H, D}, skv[3] = {B * S, H, D};
     attn_tensor tq, tk, tv, to;
     attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&tk, k, ATTN_F32, 3, skv, NULL, NULL);
@@ -671,10 +792,10 @@ static void varlen_overhead(bool as_json) {
     attn_sdpa_plan *plan;
     void *memory = NULL, *work = NULL;
     attn_status st = attn_sdpa_plan_bytes(&bytes, B, &err);
-    if (!st) memory = malloc(bytes);
+    if (!st) memory = xmalloc(bytes);
     if (!st) st = attn_sdpa_varlen_plan_init(&plan, memory, bytes, &ws, &to, NULL, &tq, &tk, &tv, cu_q, cu_k, B, NULL, NULL, &err);
-    if (!st) work = malloc(ws);
-    double *t[2] = {malloc(sizeof(double) * (size_t)n), malloc(sizeof(double) * (size_t)n)};
+    if (!st) work = xmalloc(ws);
+    double *t[2] = {xmalloc(sizeof(double) * (size_t)n), xmalloc(sizeof(double) * (size_t)n)};
     for (int b = 0; !st && b < blocks; b++)
         for (int turn = 0; turn < 2; turn++) {
             int planned = b % 2 ? 1 - turn : turn;
@@ -715,7 +836,7 @@ static void variant_ratios(int64_t L, bool as_json) {
     double slopes[N_VARIANTS][256], rate[N_VARIANTS][MAX_ROUNDS], best[N_VARIANTS];
     attn_tensor slope_t[N_VARIANTS], sink_t[N_VARIANTS];
     size_t n = (size_t)(8 * L * 64);
-    float *q = random_floats(n, 1), *k = random_floats(n, 2), *v = random_floats(n, 3), *out = calloc(n, sizeof(float));
+    float *q = random_floats(n, 1), *k = random_floats(n, 2), *v = random_floats(n, 3), *out = xcalloc(n, sizeof(float));
     int64_t sh[3] = {8, L, 64};
     for (int i = 0; i < N_VARIANTS; i++) {
         s[i] = (shape){NAME[i], 8, 8, L, L, 64, 64, i >= 4, 0, 0, 0, 0, 0, 0, i == 1 ? 30.0 : 0, i == 2,
@@ -805,10 +926,10 @@ static void varlen_ratios(bool as_json) {
     for (int b = 0; b < VARLEN_B; b++) cu[b + 1] = cu[b] + len[b], Lmax = len[b] > Lmax ? len[b] : Lmax;
     int64_t T = cu[VARLEN_B];
     float *q = random_floats((size_t)(T * H * D), 1), *k = random_floats((size_t)(T * HK * D), 2);
-    float *v = random_floats((size_t)(T * HK * D), 3), *out = calloc((size_t)(T * H * D), sizeof(float));
-    float *pq = calloc((size_t)(VARLEN_B * H * Lmax * D), sizeof(float)), *pk = calloc((size_t)(VARLEN_B * HK * Lmax * D), sizeof(float));
-    float *pv = calloc((size_t)(VARLEN_B * HK * Lmax * D), sizeof(float)), *pout = calloc((size_t)(VARLEN_B * H * Lmax * D), sizeof(float));
-    bool *pmask = calloc((size_t)(VARLEN_B * Lmax), 1);
+    float *v = random_floats((size_t)(T * HK * D), 3), *out = xcalloc((size_t)(T * H * D), sizeof(float));
+    float *pq = xcalloc((size_t)(VARLEN_B * H * Lmax * D), sizeof(float)), *pk = xcalloc((size_t)(VARLEN_B * HK * Lmax * D), sizeof(float));
+    float *pv = xcalloc((size_t)(VARLEN_B * HK * Lmax * D), sizeof(float)), *pout = xcalloc((size_t)(VARLEN_B * H * Lmax * D), sizeof(float));
+    bool *pmask = xcalloc((size_t)(VARLEN_B * Lmax), 1);
     for (int b = 0; b < VARLEN_B; b++) /* the padded copy: sequence b's rows, zeros after them, masked out */
         for (int64_t i = 0; i < len[b]; i++) {
             pmask[b * Lmax + i] = true;
@@ -885,9 +1006,9 @@ static void varlen_backward_ratio(bool as_json) {
     int64_t T = cu[VARLEN_B], sq[3] = {T, H, D}, skv[3] = {T, HK, D}, sl[2] = {T, H};
     float *q = random_floats((size_t)(T * H * D), 7), *k = random_floats((size_t)(T * HK * D), 8);
     float *v = random_floats((size_t)(T * HK * D), 9), *dout = random_floats((size_t)(T * H * D), 10);
-    float *out = calloc((size_t)(T * H * D), sizeof(float)), *lse = calloc((size_t)(T * H), sizeof(float));
-    float *dq = calloc((size_t)(T * H * D), sizeof(float)), *dk = calloc((size_t)(T * HK * D), sizeof(float));
-    float *dv = calloc((size_t)(T * HK * D), sizeof(float));
+    float *out = xcalloc((size_t)(T * H * D), sizeof(float)), *lse = xcalloc((size_t)(T * H), sizeof(float));
+    float *dq = xcalloc((size_t)(T * H * D), sizeof(float)), *dk = xcalloc((size_t)(T * HK * D), sizeof(float));
+    float *dv = xcalloc((size_t)(T * HK * D), sizeof(float));
     attn_tensor tq, tk, tv, tdo, to, tl, tdq, tdk, tdv;
     attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&tk, k, ATTN_F32, 3, skv, NULL, NULL);
     attn_tensor_init(&tv, v, ATTN_F32, 3, skv, NULL, NULL), attn_tensor_init(&tdo, dout, ATTN_F32, 3, sq, NULL, NULL);
@@ -947,7 +1068,7 @@ static void varlen_balance(bool as_json) {
     for (int b = 0; b < B; b++) cu[b + 1] = cu[b] + (b == SHORT / 2 ? longest : shortest); /* the long one mid-batch */
     int64_t T = cu[B], sq[3] = {T, H, D}, skv[3] = {T, HK, D};
     float *q = random_floats((size_t)(T * H * D), 4), *k = random_floats((size_t)(T * HK * D), 5);
-    float *v = random_floats((size_t)(T * HK * D), 6), *out = calloc((size_t)(T * H * D), sizeof(float));
+    float *v = random_floats((size_t)(T * HK * D), 6), *out = xcalloc((size_t)(T * H * D), sizeof(float));
     attn_tensor tq, tk, tv, to;
     attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL);
     attn_tensor_init(&tk, k, ATTN_F32, 3, skv, NULL, NULL);
@@ -1017,7 +1138,7 @@ static void sweep_row_init(sweep_row *r, int64_t L, int64_t S, const float *k, c
     memset(r, 0, sizeof *r);
     r->L = L, r->S = S, r->k = k, r->v = v, r->from_memory = from_memory;
     r->q = random_floats((size_t)(SWEEP_H * L * SWEEP_D), 11);
-    r->out = calloc((size_t)(SWEEP_H * L * SWEEP_D), sizeof(float));
+    r->out = xcalloc((size_t)(SWEEP_H * L * SWEEP_D), sizeof(float));
     int64_t sq[3] = {SWEEP_H, L, SWEEP_D};
     attn_tensor_init(&r->c.q, r->q, ATTN_F32, 3, sq, NULL, NULL);
     attn_tensor_init(&r->c.out, r->out, ATTN_F32, 3, sq, NULL, NULL);
@@ -1158,7 +1279,7 @@ static void batched_decode(double bandwidth, bool as_json) {
     cu_q[B] = B;
     int64_t T = cu_k[B], sq[3] = {B, H, D}, skv[3] = {T, HK, D};
     float *q = random_floats((size_t)(B * H * D), 14), *k = random_floats((size_t)(T * HK * D), 15);
-    float *v = random_floats((size_t)(T * HK * D), 16), *out = calloc((size_t)(B * H * D), sizeof(float));
+    float *v = random_floats((size_t)(T * HK * D), 16), *out = xcalloc((size_t)(B * H * D), sizeof(float));
     attn_tensor tq, tk, tv, to;
     attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL);
     attn_tensor_init(&tk, k, ATTN_F32, 3, skv, NULL, NULL);
@@ -1283,7 +1404,7 @@ static void paged_row(bool decode, int64_t P, bool huge, bool head_major, bool a
     size_t kv_bytes = sizeof(float) * (size_t)(T * HK * D);
     float *k = fill_floats(paged_alloc(kv_bytes, huge), (size_t)(T * HK * D), 7),
           *v = fill_floats(paged_alloc(kv_bytes, huge), (size_t)(T * HK * D), 8);
-    float *q = random_floats((size_t)(Tq * H * D), 9), *out = calloc((size_t)(Tq * H * D), sizeof(float));
+    float *q = random_floats((size_t)(Tq * H * D), 9), *out = xcalloc((size_t)(Tq * H * D), sizeof(float));
     /* k and v head-major, [Hk][T][D] (a head's keys one run of memory, as
      * in attn_kv_cache and in a page), seen packed as (T, Hk, D) */
     int64_t sk[3] = {T, HK, D}, skt[3] = {D, T * D, 1}, sq[3] = {Tq, H, D};
@@ -1440,31 +1561,70 @@ static result measure_backward(const shape *s, double peak) {
     attn_tensor_init(&c.k, random_floats(nk, 2), ATTN_F32, 3, sk, NULL, NULL);
     attn_tensor_init(&c.v, random_floats(nv, 3), ATTN_F32, 3, sv, NULL, NULL);
     attn_tensor_init(&c.dout, random_floats(no, 4), ATTN_F32, 3, so, NULL, NULL);
-    attn_tensor_init(&c.out, calloc(no, 4), ATTN_F32, 3, so, NULL, NULL);
-    attn_tensor_init(&c.lse, calloc((size_t)(s->H * s->L), 4), ATTN_F32, 2, sl, NULL, NULL);
-    attn_tensor_init(&c.dq, calloc(nq, 4), ATTN_F32, 3, sq, NULL, NULL);
-    attn_tensor_init(&c.dk, calloc(nk, 4), ATTN_F32, 3, sk, NULL, NULL);
-    attn_tensor_init(&c.dv, calloc(nv, 4), ATTN_F32, 3, sv, NULL, NULL);
+    attn_tensor_init(&c.out, xcalloc(no, 4), ATTN_F32, 3, so, NULL, NULL);
+    attn_tensor_init(&c.lse, xcalloc((size_t)(s->H * s->L), 4), ATTN_F32, 2, sl, NULL, NULL);
+    attn_tensor_init(&c.dq, xcalloc(nq, 4), ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&c.dk, xcalloc(nk, 4), ATTN_F32, 3, sk, NULL, NULL);
+    attn_tensor_init(&c.dv, xcalloc(nv, 4), ATTN_F32, 3, sv, NULL, NULL);
     c.o = attn_sdpa_options_default();
     c.o.causal = s->causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
     attn_sdpa(&c.out, &c.lse, NULL, &c.q, &c.k, &c.v, &c.o, NULL);
     c.o.compute = s->bf16 ? ATTN_COMPUTE_BF16 : ATTN_COMPUTE_F32; /* the forward's out and lse in f32 either way */
     double flops = 2.5 * 2.0 * (double)s->H * s->L * s->S * (s->d + s->dv) * (s->causal ? 0.5 : 1);
-    r.seconds = best_time(run_backward, &c, quick ? 0.05 : 0.5);
+    r.seconds = timed_row(run_backward, &c, quick ? 0.05 : 0.5, &r.ran);
     r.rss_mib = peak_rss_mib() - base_rss;
     r.extra_mib = r.rss_mib - (double)(2 * (nq + nk + nv) + 2 * no + s->H * s->L) * 4 / 1048576;
     r.gflops = flops / r.seconds / 1e9;
     r.pct_peak = 100 * r.gflops * 1e9 / peak;
     if (s->baselines & 2) {
         size_t ls = (size_t)(s->L * s->S);
-        blas_bwd b = {s, c.q.data, c.k.data, c.v.data, c.dout.data, calloc(nq, 4), calloc(nk, 4), calloc(nv, 4),
-                      malloc(ls * 4), malloc(ls * 4)};
+        blas_bwd b = {s, c.q.data, c.k.data, c.v.data, c.dout.data, xcalloc(nq, 4), xcalloc(nk, 4), xcalloc(nv, 4),
+                      xmalloc(ls * 4), xmalloc(ls * 4)};
         r.vs_openblas = best_time(run_openblas_backward, &b, quick ? 0.05 : 0.5) / r.seconds;
         free(b.dq), free(b.dk), free(b.dv), free(b.p), free(b.dp);
     }
     attn_tensor *all[] = {&c.q, &c.k, &c.v, &c.dout, &c.out, &c.lse, &c.dq, &c.dk, &c.dv};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
     return r;
+}
+
+/* The bf16 compute mode's rate over f32's, H8 d=128 L=S=n, forward or
+ * backward, on the same inputs and timed in turns: one call of each a
+ * round, every other round bf16 first, and the median of the rounds'
+ * ratios. (The report divided the rates of two rows timed a minute apart
+ * with other rows between them, and a neighbour's burst on either moved it:
+ * 6.73x in one --quick run beside a build.) */
+static double bf16_speedup(int64_t n, bool backward) {
+    enum { H = 8, D = 128, MAX_ROUNDS = 7 };
+    int64_t sh[3] = {H, n, D}, sl[2] = {H, n};
+    size_t m = (size_t)(H * n * D);
+    bwd_call b; /* the forward's call is b's q, k, v and out */
+    memset(&b, 0, sizeof b);
+    float *buf[9] = {random_floats(m, 21), random_floats(m, 22), random_floats(m, 23), random_floats(m, 24),
+                     xcalloc(m, 4),        xcalloc(m, 4),        xcalloc(m, 4),        xcalloc(m, 4),
+                     xcalloc((size_t)(H * n), 4)};
+    attn_tensor *t[8] = {&b.q, &b.k, &b.v, &b.dout, &b.out, &b.dq, &b.dk, &b.dv};
+    for (int i = 0; i < 8; i++) attn_tensor_init(t[i], buf[i], ATTN_F32, 3, sh, NULL, NULL);
+    attn_tensor_init(&b.lse, buf[8], ATTN_F32, 2, sl, NULL, NULL);
+    b.o = attn_sdpa_options_default();
+    call c = {.q = b.q, .k = b.k, .v = b.v, .out = b.out, .o = b.o};
+    if (backward && attn_sdpa(&b.out, &b.lse, NULL, &b.q, &b.k, &b.v, &b.o, NULL))
+        fprintf(stderr, "attn: error: the forward before the backward failed\n"), exit(1);
+    double ratio[MAX_ROUNDS], t_mode[2];
+    int rounds = quick ? 3 : MAX_ROUNDS;
+    for (int r = -1; r < rounds; r++) { /* round -1 warms both modes up, untimed */
+        for (int turn = 0; turn < 2; turn++) {
+            int mode = r % 2 == 1 ? 1 - turn : turn; /* 0 f32, 1 bf16 */
+            b.o.compute = c.o.compute = mode ? ATTN_COMPUTE_BF16 : ATTN_COMPUTE_F32;
+            double t0 = now();
+            if (backward) run_backward(&b);
+            else run_attn(&c);
+            t_mode[mode] = now() - t0;
+        }
+        if (r >= 0) ratio[r] = t_mode[0] / t_mode[1];
+    }
+    for (int i = 0; i < 9; i++) free(buf[i]);
+    return median(ratio, rounds);
 }
 
 /* ---- the KV cache: decoding one token of one layer ---------------------------- */
@@ -1504,7 +1664,7 @@ static void kv_row_init(kv_row *r, int64_t context, attn_dtype dtype, attn_dtype
     attn_error err;
     memset(r, 0, sizeof *r);
     r->context = context, r->dtype = dtype, r->keys = keys, r->c.o = attn_sdpa_options_default();
-    if (attn_kv_cache_bytes(&bytes, &d, &err) || !(r->memory = malloc(bytes)) ||
+    if (attn_kv_cache_bytes(&bytes, &d, &err) || !(r->memory = xmalloc(bytes)) ||
         attn_kv_cache_init(&r->c.cache, r->memory, bytes, &d, &err))
         fprintf(stderr, "attn: error: no memory for the cache\n"), exit(1);
     int64_t sk[3] = {HK, CHUNK, D}, sq[3] = {HQ, 1, D};
@@ -1517,7 +1677,7 @@ static void kv_row_init(kv_row *r, int64_t context, attn_dtype dtype, attn_dtype
     }
     free(kv);
     attn_tensor_init(&r->c.q, random_floats(HQ * D, 8), ATTN_F32, 3, sq, NULL, NULL);
-    attn_tensor_init(&r->c.out, calloc(HQ * D, sizeof(float)), ATTN_F32, 3, sq, NULL, NULL);
+    attn_tensor_init(&r->c.out, xcalloc(HQ * D, sizeof(float)), ATTN_F32, 3, sq, NULL, NULL);
     r->c.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
     /* the bytes of a row as stored: the element size, or the quantized row's */
     size_t row = attn_dtype_size(dtype) ? attn_dtype_size(dtype) * D : attn_quant_row_size(dtype, D);
@@ -1624,32 +1784,6 @@ static void kv_storage_rows(double bandwidth, bool as_json) {
 
 /* ---- the attention layer's projections ---------------------------------------------- */
 
-/* Run fn once with ATTN_VERBOSE on, stderr caught, and keep the word after
- * `key` in its last line that has one ("?" if none): which kernel ran. */
-static void verbose_word(run_fn fn, void *ctx, const char *key, char *word, size_t size) {
-    snprintf(word, size, "?");
-    fflush(stderr);
-    FILE *tmp = tmpfile();
-    int saved = dup(2);
-    if (tmp && saved >= 0) {
-        dup2(fileno(tmp), 2);
-        attn_set_verbose(1);
-        fn(ctx);
-        attn_set_verbose(0);
-        fflush(stderr);
-        dup2(saved, 2);
-        rewind(tmp);
-        char line[1024];
-        while (fgets(line, sizeof line, tmp)) {
-            const char *g = strstr(line, key);
-            size_t n = g ? strcspn(g + strlen(key), " \n") : 0;
-            if (g && n < size) memcpy(word, g + strlen(key), n), word[n] = 0;
-        }
-    }
-    if (saved >= 0) close(saved);
-    if (tmp) fclose(tmp);
-}
-
 typedef struct mha_call {
     attn_tensor x, out;
     attn_mha_params p, p16; /* p16: the same layer with its weights in bf16 */
@@ -1741,7 +1875,7 @@ static void decode_steps(double t[2], double budget) {
     attn_tensor win, wout;
     attn_tensor_init(&win, w, ATTN_F32, 2, sw, NULL, NULL), attn_tensor_init(&wout, w + 3 * E * E, ATTN_F32, 2, so, NULL, NULL);
     attn_tensor_init(&c.x, random_floats((size_t)E, 13), ATTN_F32, 2, sx, NULL, NULL);
-    attn_tensor_init(&c.out, calloc((size_t)E, sizeof(float)), ATTN_F32, 2, sx, NULL, NULL);
+    attn_tensor_init(&c.out, xcalloc((size_t)E, sizeof(float)), ATTN_F32, 2, sx, NULL, NULL);
     c.p = attn_mha_params_default(), c.o = attn_mha_options_default();
     c.p.embed_dim = E, c.p.num_heads = H, c.p.in_proj_weight = &win, c.p.out_proj_weight = &wout;
     attn_kv_cache_desc d = attn_kv_cache_desc_default();
@@ -1755,14 +1889,14 @@ static void decode_steps(double t[2], double budget) {
     attn_tensor kv;
     int64_t skv[3] = {H, S, E / H};
     attn_tensor_init(&kv, random_floats((size_t)(S * E), 14), ATTN_F32, 3, skv, NULL, NULL);
-    if (attn_kv_cache_bytes(&cb, &d, &err) || !(cmem = malloc(cb)) || attn_kv_cache_init(&c.cache, cmem, cb, &d, &err) ||
-        attn_kv_cache_append(c.cache, &kv, &kv, &err) || attn_mha_weights_bytes(&wb, &c.p, &err) || !(wmem = malloc(wb)) ||
+    if (attn_kv_cache_bytes(&cb, &d, &err) || !(cmem = xmalloc(cb)) || attn_kv_cache_init(&c.cache, cmem, cb, &d, &err) ||
+        attn_kv_cache_append(c.cache, &kv, &kv, &err) || attn_mha_weights_bytes(&wb, &c.p, &err) || !(wmem = xmalloc(wb)) ||
         attn_mha_weights_init(&packed, wmem, wb, &c.p, &err))
         fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
     c.length = S;
     t[0] = best_time(run_decode_step, &c, budget);
     c.o.packed = packed;
-    if (attn_mha_cached_workspace_size(&ws, &c.out, &c.x, c.cache, &c.p, &c.o, &err) || !(work = malloc(ws)))
+    if (attn_mha_cached_workspace_size(&ws, &c.out, &c.x, c.cache, &c.p, &c.o, &err) || !(work = xmalloc(ws)))
         fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
     ctx.workspace = work, ctx.workspace_size = ws, c.o.context = &ctx;
     t[1] = best_time(run_decode_step, &c, budget);
@@ -1783,13 +1917,13 @@ static void mha_row(bool as_json) {
     attn_tensor_init(&win, c.w, ATTN_F32, 2, sw, NULL, NULL);
     attn_tensor_init(&wout, c.w + 3 * E * E, ATTN_F32, 2, so, NULL, NULL);
     attn_tensor_init(&c.x, random_floats((size_t)(L * E), 10), ATTN_F32, 2, sx, NULL, NULL);
-    attn_tensor_init(&c.out, calloc((size_t)(L * E), sizeof(float)), ATTN_F32, 2, sx, NULL, NULL);
-    c.qkv = malloc(sizeof(float) * (size_t)(3 * L * E)), c.heads = malloc(sizeof(float) * (size_t)(L * E));
-    c.o_blas = malloc(sizeof(float) * (size_t)(L * E));
+    attn_tensor_init(&c.out, xcalloc((size_t)(L * E), sizeof(float)), ATTN_F32, 2, sx, NULL, NULL);
+    c.qkv = xmalloc(sizeof(float) * (size_t)(3 * L * E)), c.heads = xmalloc(sizeof(float) * (size_t)(L * E));
+    c.o_blas = xmalloc(sizeof(float) * (size_t)(L * E));
     c.p = attn_mha_params_default(), c.o = attn_mha_options_default();
     c.p.embed_dim = E, c.p.num_heads = H, c.p.in_proj_weight = &win, c.p.out_proj_weight = &wout;
     mha_backward_call b = {&c, c.x, c.x, win, wout};
-    float *grads = calloc((size_t)(2 * L * E + 4 * E * E), sizeof(float));
+    float *grads = xcalloc((size_t)(2 * L * E + 4 * E * E), sizeof(float));
     b.dx.data = grads, b.dwin.data = grads + L * E, b.dwout.data = grads + L * E + 3 * E * E;
     b.dout.data = random_floats((size_t)(L * E), 11);
     /* The same layer with its weights in bf16, as a checkpoint ships them:
@@ -1803,9 +1937,9 @@ static void mha_row(bool as_json) {
     attn_mha_weights *packed, *packed16;
     attn_error err;
     void *wmem = NULL, *wmem16 = NULL;
-    if (attn_mha_weights_bytes(&wbytes, &c.p, &err) || !(wmem = malloc(wbytes)) ||
+    if (attn_mha_weights_bytes(&wbytes, &c.p, &err) || !(wmem = xmalloc(wbytes)) ||
         attn_mha_weights_init(&packed, wmem, wbytes, &c.p, &err) || attn_mha_weights_bytes(&wbytes16, &c.p16, &err) ||
-        !(wmem16 = malloc(wbytes16)) || attn_mha_weights_init(&packed16, wmem16, wbytes16, &c.p16, &err))
+        !(wmem16 = xmalloc(wbytes16)) || attn_mha_weights_init(&packed16, wmem16, wbytes16, &c.p16, &err))
         fprintf(stderr, "attn: error: %s\n", wmem && wmem16 ? err.message : "out of memory"), exit(1);
     /* In turns, under a neighbour's load: each round times the four ways
      * (best of a few calls each, the order turned every round), and the
@@ -1894,7 +2028,7 @@ static void bf16_attention_rows(bool as_json) {
     for (int di = 0; di < 2; di++) {
         int64_t d = di ? 64 : 128, sh[3] = {H, n, d};
         size_t m = (size_t)(H * n * d);
-        float *q = random_floats(m, 21), *k = random_floats(m, 22), *v = random_floats(m, 23), *out = calloc(m, sizeof(float));
+        float *q = random_floats(m, 21), *k = random_floats(m, 22), *v = random_floats(m, 23), *out = xcalloc(m, sizeof(float));
         call c;
         memset(&c, 0, sizeof c);
         attn_tensor_init(&c.q, q, ATTN_F32, 3, sh, NULL, NULL), attn_tensor_init(&c.k, k, ATTN_F32, 3, sh, NULL, NULL);
@@ -1935,9 +2069,11 @@ static void bf16_attention_rows(bool as_json) {
 
 /* ---- the report ------------------------------------------------------------------ */
 
-/* A table of shapes' rows, with their labels. */
-static text_table *shape_table(void) {
-    return tab_new(7, "shape (f32)", "seconds", "rate", "of peak", "peak RSS", "vs ref", "vs BLAS");
+/* A table of shapes' rows, with their labels; decode's share is of the
+ * triad bandwidth (its column was labelled "of peak" too). */
+static text_table *shape_table(bool decode) {
+    return tab_new(9, "shape (f32)", "seconds", "rate", decode ? "of triad" : "of peak", "peak RSS", "vs ref", "vs BLAS",
+                   "kernel", "bf16 kernels");
 }
 
 static void print_row(text_table *tab, const shape *s, const result *r, bool decode) {
@@ -1945,37 +2081,56 @@ static void print_row(text_table *tab, const shape *s, const result *r, bool dec
     if (r->vs_reference > 0) snprintf(ref, sizeof ref, "%.0fx", r->vs_reference);
     if (r->vs_openblas > 0) snprintf(blas, sizeof blas, "%.2fx", r->vs_openblas);
     tab_cell(tab, "%s", s->name), tab_cell(tab, "%.4f", r->seconds);
-    if (decode) tab_cell(tab, "%.1f GB/s", r->gbps), tab_cell(tab, "%.1f%% bw", r->pct_bw);
+    if (decode) tab_cell(tab, "%.1f GB/s", r->gbps), tab_cell(tab, "%.1f%%", r->pct_bw);
     else tab_cell(tab, "%.1f GF/s", r->gflops), tab_cell(tab, "%.1f%% pk", r->pct_peak);
     tab_cell(tab, "%.0f MiB", r->rss_mib), tab_cell(tab, "%s", ref), tab_cell(tab, "%s", blas);
+    /* the kernel, "+exact" where the exact kernel took slices; the bf16
+     * mode's kernels a column of their own, so that a block of two columns
+     * fits 60 columns beside the longest name */
+    bool exact = strcmp(r->ran.fallback, "?") != 0 && strncmp(r->ran.fallback, "0/", 2) != 0;
+    tab_cell(tab, "%s%s", r->ran.kernel, exact ? "+exact" : ""), tab_cell(tab, "%s", *r->ran.bf16 ? r->ran.bf16 : "-");
 }
+
+/* Whether this run times shape s's row (--backward: the backward's only). */
+static bool row_runs(const shape *s) { return !backward_only || s->backward; }
 
 static void json_row(const shape *s, const result *r, bool last) {
     printf("    {\"name\": \"%s\", \"H\": %lld, \"Hk\": %lld, \"L\": %lld, \"S\": %lld, \"d\": %lld, "
            "\"dv\": %lld, \"causal\": %s, \"mask\": %s, \"strided\": %s, \"bf16\": %s, \"backward\": %s, "
-           "\"seconds\": %.6g, "
+           "\"kernel\": \"%s\", \"bf16_kernels\": %s%s%s, \"fallback\": \"%s\", \"seconds\": %.6g, "
            "\"gflops\": %.4g, \"pct_peak\": %.4g, \"gbps\": %.4g, \"pct_bandwidth\": %.4g, "
            "\"peak_rss_mib\": %.1f, \"rss_beyond_inputs_outputs_mib\": %.1f, \"speedup_vs_reference\": %.4g, "
            "\"speedup_vs_openblas\": %.4g}%s\n",
            s->name, (long long)s->H, (long long)s->Hk, (long long)s->L, (long long)s->S, (long long)s->d,
            (long long)s->dv, s->causal ? "true" : "false", s->mask ? "true" : "false",
-           s->strided ? "true" : "false", s->bf16 ? "true" : "false", s->backward ? "true" : "false", r->seconds, r->gflops, r->pct_peak, r->gbps, r->pct_bw,
+           s->strided ? "true" : "false", s->bf16 ? "true" : "false", s->backward ? "true" : "false", r->ran.kernel,
+           *r->ran.bf16 ? "\"" : "", *r->ran.bf16 ? r->ran.bf16 : "null", *r->ran.bf16 ? "\"" : "", r->ran.fallback, r->seconds, r->gflops, r->pct_peak, r->gbps, r->pct_bw,
            r->rss_mib, r->extra_mib, r->vs_reference, r->vs_openblas, last ? "" : ",");
 }
 
 int main(int argc, char **argv) {
     const char *ggml_dir = NULL;
+    /* The options that each run one section alone: two of them ran only the
+     * first in this file's order and dropped the other without a word. */
+    static const struct { const char *flag; bool *on; } SECTIONS[] = {
+        {"--backward", &backward_only}, {"--layer", &layer_only}, {"--variants", &variants_only},
+        {"--varlen", &varlen_only},     {"--decode", &decode_only}, {"--overhead", &overhead_only},
+        {"--paged", &paged_only},       {"--kv", &kv_only},         {"--ggml", NULL}};
+    const char *section = NULL;
     for (int i = 1; i < argc; i++) {
+        bool alone = false; /* a section's flag but --ggml's (which takes a value, below) */
+        for (size_t j = 0; j < sizeof SECTIONS / sizeof *SECTIONS; j++) {
+            if (strcmp(argv[i], SECTIONS[j].flag) != 0) continue;
+            if (section && strcmp(section, argv[i]) != 0) {
+                fprintf(stderr, "attn: error: %s and %s each run one section alone: give one of them\n", section, argv[i]);
+                return 2;
+            }
+            section = SECTIONS[j].flag;
+            if (SECTIONS[j].on) *SECTIONS[j].on = alone = true;
+        }
+        if (alone) continue;
         if (strcmp(argv[i], "--quick") == 0) quick = true;
         else if (strcmp(argv[i], "--json") == 0) json = true;
-        else if (strcmp(argv[i], "--backward") == 0) backward_only = true;
-        else if (strcmp(argv[i], "--layer") == 0) layer_only = true;
-        else if (strcmp(argv[i], "--variants") == 0) variants_only = true;
-        else if (strcmp(argv[i], "--varlen") == 0) varlen_only = true;
-        else if (strcmp(argv[i], "--decode") == 0) decode_only = true;
-        else if (strcmp(argv[i], "--overhead") == 0) overhead_only = true;
-        else if (strcmp(argv[i], "--paged") == 0) paged_only = true;
-        else if (strcmp(argv[i], "--kv") == 0) kv_only = true;
         else if ((strcmp(argv[i], "--ggml") == 0 || strcmp(argv[i], "--threads") == 0) && i + 1 == argc) {
             fprintf(stderr, "attn: error: %s needs a value\n", argv[i]);
             return 2;
@@ -1993,18 +2148,23 @@ int main(int argc, char **argv) {
             threads = (int)t;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             cli_print_usage(stdout, USAGE);
-            return 0;
+            return close_stdout(0);
+        } else if (strcmp(argv[i], "--mpi") == 0) { /* attn bench takes it out, and runs attn-mpi instead */
+            fprintf(stderr, "attn: error: --mpi is for `attn bench --mpi` (under mpirun), which runs attn-mpi bench, "
+                            "not this program\n");
+            return 2;
         } else {
             fprintf(stderr, "attn: error: unknown bench argument '%s' (see attn bench --help)\n", argv[i]);
             return 2;
         }
     }
     if (threads) attn_set_num_threads(threads);
-    if (ggml_dir) return ggml_compare(ggml_dir, quick, json); /* only when the user points at a ggml build */
+    if (ggml_dir) return close_stdout(ggml_compare(ggml_dir, quick, json)); /* only when the user points at a ggml build */
     int n = attn_get_num_threads();
-    openblas_set_num_threads(n);
     __builtin_cpu_init();
-    bool has512 = __builtin_cpu_supports("avx512f"), has256 = __builtin_cpu_supports("avx2");
+    /* fma256 needs FMA beside AVX2 (a CPU may have one without the other) */
+    bool has512 = __builtin_cpu_supports("avx512f"),
+         has256 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 
     progress("measuring the FMA peak...");
     double peak512_1 = has512 ? fma_peak(512, 1) : 0, peak512_n = has512 ? fma_peak(512, n) : 0;
@@ -2019,10 +2179,29 @@ int main(int argc, char **argv) {
         snprintf(amx_text, sizeof amx_text, "AMX bf16 peak: no AMX here");
     /* The machine's peak: the best FMA rate any ISA reached on n threads. */
     const char *isa = attn_isa();
+    /* The text's name of the kernels, with an ATTN_ISA the library passed
+     * over (a set this CPU lacks, or no set's name): the run said only
+     * "avx512 kernels", and ATTN_ISA=avx2x looked taken. */
+    char isa_text[160];
+    const char *asked = getenv("ATTN_ISA");
+    if (asked && *asked && strcmp(asked, isa) != 0)
+        snprintf(isa_text, sizeof isa_text, "%s kernels (ATTN_ISA=%.64s ignored: not a set this CPU runs)", isa, asked);
+    else snprintf(isa_text, sizeof isa_text, "%s kernels", isa);
     double peak = peak512_n > peak256_n ? peak512_n : peak256_n;
     if (peak <= 0) peak = 1e9;
     progress("measuring the triad bandwidth...");
     double bw = triad_bandwidth(n), rbw = read_bandwidth(n);
+    /* OpenBLAS's threads only after the machine's figures: each one it
+     * starts takes a buffer of 128 MiB first, and under a memory limit
+     * spins for it, so that a run short of memory for n threads hung
+     * instead of saying so. */
+    openblas_set_num_threads(n);
+    /* OpenBLAS runs at most the threads it was built for (64 in Debian's):
+     * the baselines' thread count, said where it is not n (the heading
+     * said "100 threads" of a run whose OpenBLAS used 64) */
+    int blas_n = openblas_get_num_threads();
+    char blas_text[64] = "";
+    if (blas_n != n) snprintf(blas_text, sizeof blas_text, " (OpenBLAS on %d, its most)", blas_n);
     char cpu[128];
     cpu_name(cpu, sizeof cpu);
     attn_tuning tun = {.struct_size = sizeof tun};
@@ -2031,71 +2210,71 @@ int main(int argc, char **argv) {
     layer_peak = peak / 2; /* the f64 peak: the backward's products are double sums, half the f32 lanes */
     if (layer_only) {
         progress("");
-        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"peak_gflops\": %.1f, \"layer\": [\n", cpu, isa, n, peak / 1e9);
-        else cli_prose(stdout, 0, 2, "attn bench --layer: %s, %s kernels, %d threads; FMA peak %.1f GFLOP/s in f32, %.1f in f64", cpu, isa, n,
-                    peak / 1e9, layer_peak / 1e9);
+        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"openblas_threads\": %d, \"peak_gflops\": %.1f, \"layer\": [\n", cpu, isa, n, blas_n, peak / 1e9);
+        else cli_prose(stdout, 0, 2, "attn bench --layer: %s, %s, %d threads%s; FMA peak %.1f GFLOP/s in f32, %.1f in f64", cpu, isa_text, n,
+                    blas_text, peak / 1e9, layer_peak / 1e9);
         mha_row(json);
         bf16_attention_rows(json);
         if (json) printf("]}\n");
-        return 0;
+        return close_stdout(0);
     }
     int64_t other = quick ? 256 : 2048; /* L = S of the other shapes and of the variants' rows */
     if (overhead_only) {
         progress("");
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"call_overhead\": [\n", cpu, isa, n);
-        else cli_prose(stdout, 0, 2, "attn bench --overhead: %s, %s kernels, %d threads", cpu, isa, n);
+        else cli_prose(stdout, 0, 2, "attn bench --overhead: %s, %s, %d threads", cpu, isa_text, n);
         call_overhead(json);
         if (json) printf(",\n");
         varlen_overhead(json);
         if (json) printf("]}\n");
-        return 0;
+        return close_stdout(0);
     }
     if (varlen_only) {
         progress("");
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"varlen\": [\n", cpu, isa, n);
-        else cli_prose(stdout, 0, 2, "attn bench --varlen: %s, %s kernels, %d threads", cpu, isa, n);
+        else cli_prose(stdout, 0, 2, "attn bench --varlen: %s, %s, %d threads", cpu, isa_text, n);
         varlen_ratios(json);
         if (json) printf(",\n");
         varlen_backward_ratio(json);
         if (json) printf(",\n");
         varlen_balance(json);
         if (json) printf("]}\n");
-        return 0;
+        return close_stdout(0);
     }
     if (decode_only) {
         progress("");
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"triad_gbps\": %.2f, \"decode_sweep\": [\n", cpu, isa, n, bw / 1e9);
-        else cli_prose(stdout, 0, 2, "attn bench --decode: %s, %s kernels, %d threads; triad %.1f GB/s", cpu, isa, n, bw / 1e9);
+        else cli_prose(stdout, 0, 2, "attn bench --decode: %s, %s, %d threads; triad %.1f GB/s", cpu, isa_text, n, bw / 1e9);
         decode_sweep(json);
         if (json) printf("  ],\n  \"batched_decode\": [\n");
         batched_decode(bw, json);
         if (json) printf("]}\n");
-        return 0;
+        return close_stdout(0);
     }
     if (kv_only) {
         progress("");
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"triad_gbps\": %.2f, \"kv_cache_decode\": [\n", cpu, isa, n, bw / 1e9);
-        else cli_prose(stdout, 0, 2, "attn bench --kv: %s, %s kernels, %d threads; triad %.1f GB/s. One token of a Llama-style "
-                       "layer (32 query heads, 8 KV heads, d = 128) from a KV cache of each storage; K and V read once", cpu, isa, n, bw / 1e9);
+        else cli_prose(stdout, 0, 2, "attn bench --kv: %s, %s, %d threads; triad %.1f GB/s. One token of a Llama-style "
+                       "layer (32 query heads, 8 KV heads, d = 128) from a KV cache of each storage; K and V read once", cpu, isa_text, n, bw / 1e9);
         kv_storage_rows(bw, json);
         if (json) printf("]}\n");
-        return 0;
+        return close_stdout(0);
     }
     if (paged_only) {
         progress("");
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"paged_vs_contiguous\": [\n", cpu, isa, n);
-        else cli_prose(stdout, 0, 2, "attn bench --paged: %s, %s kernels, %d threads", cpu, isa, n);
+        else cli_prose(stdout, 0, 2, "attn bench --paged: %s, %s, %d threads", cpu, isa_text, n);
         paged_rows(json);
         if (json) printf("]}\n");
-        return 0;
+        return close_stdout(0);
     }
     if (variants_only) { /* the same rows as the full run's */
         progress("");
         if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"score_variants_in_turns\": [\n", cpu, isa, n);
-        else cli_prose(stdout, 0, 2, "attn bench --variants: %s, %s kernels, %d threads", cpu, isa, n);
+        else cli_prose(stdout, 0, 2, "attn bench --variants: %s, %s, %d threads", cpu, isa_text, n);
         variant_ratios(other, json);
         if (json) printf("]}\n");
-        return 0;
+        return close_stdout(0);
     }
 
     enum { MAX_SHAPES = 64 };
@@ -2214,16 +2393,19 @@ int main(int argc, char **argv) {
         char what[96];
         snprintf(what, sizeof what, "[%d/%d] %s", k + 1, ns, shapes[i].name);
         progress(what);
-        if (backward_only && !shapes[i].backward) {
+        if (!row_runs(&shapes[i])) {
             memset(&results[i], 0, sizeof results[i]);
             continue;
         }
         results[i] = shapes[i].backward ? measure_backward(&shapes[i], peak) : measure(&shapes[i], peak, bw);
     }
+    progress("the bf16 mode against f32, in turns...");
+    double bf16_fwd = backward_only ? 0 : bf16_speedup(t4, false), bf16_bwd = bf16_speedup(t4, true);
     progress("");
 
     if (json) {
-        printf("{\n  \"cpu\": \"%s\", \"core\": \"%s\", \"isa\": \"%s\", \"threads\": %d,\n", cpu, tun.core, isa, n);
+        printf("{\n  \"cpu\": \"%s\", \"core\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"openblas_threads\": %d,\n", cpu,
+               tun.core, isa, n, blas_n);
         printf("  \"tuning\": {\"blocks_for\": \"%s\", \"block_rows\": %d, \"block_keys\": %d, "
                "\"backward_block_rows\": %d, \"backward_block_keys\": %d, \"decode_chunk\": %d, "
                "\"gemm_rows\": %d, \"gemm_depth\": %d, \"gemm_cols\": %d},\n",
@@ -2233,7 +2415,12 @@ int main(int argc, char **argv) {
                "\"amx_bf16_1\": %.1f, \"amx_bf16_n\": %.1f},\n",
                peak512_1 / 1e9, peak512_n / 1e9, peak256_1 / 1e9, peak256_n / 1e9, amx_1 / 1e9, amx_n / 1e9);
         printf("  \"triad_gbps\": %.2f, \"read_gbps\": %.2f,\n  \"results\": [\n", bw / 1e9, rbw / 1e9);
-        for (int i = 0; i < ns; i++) json_row(&shapes[i], &results[i], i == ns - 1);
+        /* only the rows this run timed: --backward's JSON listed every forward
+         * row too, each with zero seconds, as if measured */
+        int last = 0;
+        for (int i = 0; i < ns; i++) last = row_runs(&shapes[i]) ? i : last;
+        for (int i = 0; i < ns; i++)
+            if (row_runs(&shapes[i])) json_row(&shapes[i], &results[i], i == last);
         printf("  ],\n  \"score_variants_in_turns\": [\n");
         if (!backward_only) variant_ratios(other, true);
         printf("  ],\n  \"varlen\": [\n");
@@ -2248,17 +2435,16 @@ int main(int argc, char **argv) {
         if (!backward_only) paged_rows(true);
         printf("  ],\n  \"layer\": [\n");
         if (!backward_only) mha_row(true);
-        /* A ratio of rows this run did not time (--backward times no forward
-         * row) is null: JSON has no NaN. */
-        double fwd = results[first_memory - 1].gflops / results[first_targets + 2].gflops;
-        double bwd = results[first_bwd_bf16].gflops / results[first_backward + 2].gflops;
+        /* A ratio this run did not time (--backward times no forward) is
+         * null: JSON has no NaN. */
+        double fwd = bf16_fwd, bwd = bf16_bwd;
         char fs[32] = "null", bs[32] = "null";
         if (isfinite(fwd) && fwd > 0) snprintf(fs, sizeof fs, "%.3f", fwd);
         if (isfinite(bwd) && bwd > 0) snprintf(bs, sizeof bs, "%.3f", bwd);
         printf("  ],\n  \"bf16_over_f32_d128\": %s, \"backward_bf16_over_f32_d128\": %s\n}\n", fs, bs);
-        return 0;
+        return close_stdout(0);
     }
-    cli_prose(stdout, 0, 2, "attn bench: %s, core %s, %s kernels, %d threads", cpu, tun.core, isa, n);
+    cli_prose(stdout, 0, 2, "attn bench: %s, core %s, %s, %d threads%s", cpu, tun.core, isa_text, n, blas_text);
     cli_prose(stdout, 0, 2, "blocks (registered for %s): forward %d rows x %d keys, backward %d x %d, decode chunks of %d "
               "keys, layer GEMM %d x %d x %d",
               tun.blocks_for, tun.block_rows, tun.block_keys, tun.backward_block_rows, tun.backward_block_keys,
@@ -2281,12 +2467,12 @@ int main(int argc, char **argv) {
         if (i == first_backward)
             title = "backward (dq, dk, dv given out, lse, dout): FLOPs 2.5x the forward's; the memory row's RSS is "
                     "beyond inputs, out, lse, dout and gradients";
-        if (backward_only && !shapes[i].backward) continue;
+        if (!row_runs(&shapes[i])) continue;
         if (title || !tab) {
             if (tab) tab_print(tab);
             printf("\n");
             if (title && *title) cli_prose(stdout, 0, 2, "%s", title);
-            tab = shape_table();
+            tab = shape_table(i >= first_decode && i < first_other);
         }
         print_row(tab, &shapes[i], &results[i], i >= first_decode && i < first_other);
     }
@@ -2316,16 +2502,18 @@ int main(int argc, char **argv) {
         cli_prose(stdout, 0, 2, "the attention layer (attn_mha): FLOPs of its four projections, 8 L E^2");
         mha_row(false);
         printf("\n");
-        const result *bf = &results[first_memory - 1], *f128 = &results[first_targets + 2];
-        cli_prose(stdout, 0, 2, "bf16 / f32 rate at d=128: %.2fx", bf->gflops / f128->gflops);
+        const result *bf = &results[first_memory - 1];
+        cli_prose(stdout, 0, 2, "bf16 / f32 rate at d=128, L=S=%lld: %.2fx (the median of %d rounds' ratios, timed in "
+                  "turns)", (long long)t4, bf16_fwd, quick ? 3 : 7);
         if (amx_n > 0) cli_prose(stdout, 0, 2, "bf16 at d=128: %.1f%% of the AMX peak", 100 * bf->gflops * 1e9 / amx_n);
         const result *mem = &results[first_memory];
         cli_prose(stdout, 0, 2, "RSS beyond inputs + outputs: %.1f MiB (%s)", mem->extra_mib,
                   mem->extra_mib < 64 ? "within 64 MiB" : "OVER 64 MiB");
     }
-    const result *bbf = &results[first_bwd_bf16], *b128 = &results[first_backward + 2];
+    const result *bbf = &results[first_bwd_bf16];
     if (backward_only) printf("\n");
-    cli_prose(stdout, 0, 2, "backward bf16 / f32 rate at d=128: %.2fx", bbf->gflops / b128->gflops);
+    cli_prose(stdout, 0, 2, "backward bf16 / f32 rate at d=128, L=S=%lld: %.2fx (the median of %d rounds' ratios, timed "
+              "in turns)", (long long)t4, bf16_bwd, quick ? 3 : 7);
     if (amx_n > 0) cli_prose(stdout, 0, 2, "backward bf16 at d=128: %.1f%% of the AMX peak", 100 * bbf->gflops * 1e9 / amx_n);
     const result *bmem = &results[ns - 1];
     cli_prose(stdout, 0, 2, "backward RSS beyond inputs, outputs and gradients: %.1f MiB (%s)", bmem->extra_mib,
@@ -2334,5 +2522,5 @@ int main(int argc, char **argv) {
     cli_prose(stdout, 0, 0, "FLOPs: 4 H L S d (halved for causal); backward 10 H L S d. vs ref: times faster than "
               "attn_sdpa_reference; vs BLAS: times faster than OpenBLAS sgemm + softmax + sgemm (L x S scores in "
               "memory), for the backward its five sgemms and the softmax's gradient.");
-    return 0;
+    return close_stdout(0);
 }

@@ -5,7 +5,7 @@
 #ifndef ATTN_BENCH_TABLE_H
 #define ATTN_BENCH_TABLE_H
 
-enum { TAB_COLS = 8, TAB_ROWS = 64, TAB_CELL = 96 };
+enum { TAB_COLS = 9, TAB_ROWS = 64, TAB_CELL = 96 };
 typedef struct text_table {
     int cols, n;                                    /* n: cells given so far, the labels' included */
     char cell[(1 + TAB_ROWS) * TAB_COLS][TAB_CELL]; /* (1 + rows, cols) labels, then the rows */

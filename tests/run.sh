@@ -164,8 +164,52 @@ bench_quick() {
         echo "ok bench_varlen_rows_forward_backward_balance" || echo "FAIL bench_varlen_rows_forward_backward_balance"
     # --backward times no forward row: the ratio it cannot form is null, and
     # the whole report is JSON (no NaN).
-    "$BUILD/attn" bench --quick --backward --json | $PY -c 'import json, sys; r = json.load(sys.stdin, parse_constant=lambda c: sys.exit("not JSON: " + c)); assert r["bf16_over_f32_d128"] is None and r["backward_bf16_over_f32_d128"] > 0' &&
+    # Its rows are the backward's alone: the forward rows it did not time
+    # were listed too, with zero seconds.
+    "$BUILD/attn" bench --quick --backward --json | $PY -c 'import json, sys; r = json.load(sys.stdin, parse_constant=lambda c: sys.exit("not JSON: " + c)); assert r["bf16_over_f32_d128"] is None and r["backward_bf16_over_f32_d128"] > 0; v = r["results"]; assert len(v) == 7 and all(x["backward"] and x["seconds"] > 0 for x in v), [x["name"] for x in v]' &&
         echo "ok bench_backward_only_json" || echo "FAIL bench_backward_only_json"
+    # Each row names the kernel its first call ran (ATTN_VERBOSE's line): the
+    # forward's flash or decode, the backward's flash_backward, and the bf16
+    # mode's rows the bf16 kernels they ran on.
+    echo "$report" | $PY -c 'import json, sys; v = json.load(sys.stdin)["results"]; k = {x["name"]: x["kernel"] for x in v}; assert k["H8 d64 L=S=256"].startswith("flash") and k["decode H8 d64 L=1 S=4096"].startswith("decode") and k["backward H8 d64 L=S=256"].startswith("flash_backward"), k; assert all((x["bf16_kernels"] is not None) == x["bf16"] and "/" in x["fallback"] for x in v), k' &&
+        echo "ok bench_rows_name_their_kernel" || echo "FAIL bench_rows_name_their_kernel"
+    # A row's RSS counts what its call touched: the heap's free memory, kept
+    # resident once the triad's arrays had raised glibc's thresholds, let the
+    # memory row's inputs and scratch in unseen (-3.8 MiB beyond its inputs);
+    # and the 16-bit copies of keys and values are the bench's, not the call's.
+    echo "$report" | $PY -c 'import json, sys; v = json.load(sys.stdin)["results"]; assert all(x["rss_beyond_inputs_outputs_mib"] >= -0.5 for x in v) and all(x["rss_beyond_inputs_outputs_mib"] < 2 for x in v if "K/V" in x["name"]), [(x["name"], x["rss_beyond_inputs_outputs_mib"]) for x in v]' &&
+        echo "ok bench_rss_beyond_inputs_not_below_zero" || echo "FAIL bench_rss_beyond_inputs_not_below_zero"
+    # The bf16 mode's rate over f32's is timed in turns and says so; it was
+    # two rows' rates divided, timed a minute apart.
+    "$BUILD/attn" bench --quick --backward | grep -q "^backward bf16 / f32 rate at d=128, L=S=512: [0-9.]*x (the median of 3 rounds" &&
+        echo "ok bench_bf16_ratio_in_turns" || echo "FAIL bench_bf16_ratio_in_turns"
+    # An ATTN_ISA the library passes over (no set of that name) is said in
+    # the heading; it read "avx512 kernels" as if nothing had been asked.
+    COLUMNS=200 ATTN_ISA=avx2x "$BUILD/attn" bench --quick --overhead | head -1 | grep -q " kernels (ATTN_ISA=avx2x ignored: not a set this CPU runs), " &&
+        echo "ok bench_ignored_isa_said" || echo "FAIL bench_ignored_isa_said"
+    # OpenBLAS runs at most the threads it was built for (64 in Debian's):
+    # the baselines' count is given, and said in the heading where it is
+    # not --threads' (the heading read "65 threads" of a run whose OpenBLAS
+    # used 64).
+    blas=$("$BUILD/attn" bench --quick --layer --threads 65 --json | $PY -c 'import json, sys; r = json.load(sys.stdin); assert r["threads"] == 65 and 1 <= r["openblas_threads"] <= 65; print(r["openblas_threads"])')
+    head=$(COLUMNS=300 "$BUILD/attn" bench --quick --layer --threads 65 | head -1)
+    if [ -n "$blas" ] && { [ "$blas" -eq 65 ] || echo "$head" | grep -q " 65 threads (OpenBLAS on $blas, its most);"; }; then
+        echo "ok bench_openblas_threads_said"
+    else
+        echo "FAIL bench_openblas_threads_said: OpenBLAS ${blas:-?} threads; $head"
+    fi
+    # A memory limit: an allocation that fails is one error line and status
+    # 1, where a NULL went on into the timed calls (a segmentation fault);
+    # and threads that cannot start (256 stacks of 8 MiB under 600 MB) are
+    # said before anything is timed, where their pthread_t, never set, was
+    # joined. OPENBLAS_NUM_THREADS=1: OpenBLAS starts no thread of its own,
+    # each of which would first ask for 128 MiB, and spin under the limit.
+    err=$( (ulimit -v 100000; OPENBLAS_NUM_THREADS=1 "$BUILD/attn" bench --quick --decode --threads 1 2>&1 >/dev/null); echo "status $?")
+    echo "$err" | head -1 | grep -q "^attn: error: out of memory (" && [ "$(echo "$err" | tail -1)" = "status 1" ] &&
+        [ "$(echo "$err" | wc -l)" -eq 2 ] && echo "ok bench_out_of_memory_is_an_error" || echo "FAIL bench_out_of_memory_is_an_error: $err"
+    err=$( (ulimit -v 600000; OPENBLAS_NUM_THREADS=1 "$BUILD/attn" bench --quick --overhead --threads 256 2>&1 >/dev/null); echo "status $?")
+    echo "$err" | head -1 | grep -q "^attn: error: cannot start 256 threads" && [ "$(echo "$err" | tail -1)" = "status 1" ] &&
+        [ "$(echo "$err" | wc -l)" -eq 2 ] && echo "ok bench_threads_that_cannot_start_are_an_error" || echo "FAIL bench_threads_that_cannot_start_are_an_error: $err"
 }
 suite "attn bench --quick (runs, is not timed)" bench_quick
 bench_arguments() {
@@ -187,6 +231,31 @@ bench_arguments() {
     err=$("$BUILD/attn" bench --ggml 2>&1 >/dev/null)
     [ $? -eq 2 ] && [ "$err" = "attn: error: --ggml needs a value" ] &&
         echo "ok bench_ggml_needs_value" || echo "FAIL bench_ggml_needs_value: $err"
+    # Two options that each run one section alone are refused: the first in
+    # the program's order ran, and the other was dropped without a word.
+    # (arguments;first;second: the two options the error names)
+    for case in "--decode --kv;--decode;--kv" "--kv --decode;--kv;--decode" "--backward --quick --layer;--backward;--layer" \
+        "--varlen --ggml dir;--varlen;--ggml" "--ggml dir --paged;--ggml;--paged"; do
+        args=${case%%;*} names=${case#*;}
+        # shellcheck disable=SC2086 # the arguments' words, split
+        text=$("$BUILD/attn" bench $args --help 2>"$BUILD/bench_err")
+        code=$? err=$(cat "$BUILD/bench_err")
+        if [ $code -eq 2 ] && [ -z "$text" ] &&
+            [ "$err" = "attn: error: ${names%;*} and ${names#*;} each run one section alone: give one of them" ]; then
+            echo "ok bench_sections_refused_together_'$args'"
+        else
+            echo "FAIL bench_sections_refused_together_'$args': exit $code, stdout ${#text} bytes, stderr: $err"
+        fi
+    done
+    # A report that cannot be written is an error, not status 0.
+    err=$("$BUILD/attn" bench --help 2>&1 >/dev/full)
+    [ $? -eq 1 ] && [ "$err" = "attn: error: cannot write to standard output: No space left on device" ] &&
+        echo "ok bench_full_stdout_is_an_error" || echo "FAIL bench_full_stdout_is_an_error: $err"
+    # attn-bench's help lists --mpi, which only `attn bench` takes: run
+    # directly, it says where it goes instead of "unknown".
+    err=$("$BUILD/attn-bench" --mpi 2>&1 >/dev/null)
+    [ $? -eq 2 ] && echo "$err" | grep -q "^attn: error: --mpi is for \`attn bench --mpi\`" &&
+        echo "ok bench_mpi_run_directly_says_where" || echo "FAIL bench_mpi_run_directly_says_where: $err"
 }
 suite "attn bench: its arguments (nothing timed)" bench_arguments
 ggml_dir=node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
@@ -201,6 +270,9 @@ bench_ggml() {
     [ "$(echo "$report" | grep -cE '^H8 .* GF +[0-9.]+ GF +[0-9.]+ GF ')" -eq 3 ] &&
         [ "$(echo "$report" | grep -cE '^(decode|layer) .* tok/s .* tok/s .* tok/s ')" -eq 2 ] &&
         echo "ok bench_ggml_every_row" || echo "FAIL bench_ggml_every_row: $report"
+    # the causal row is named as attn bench's own ("H8 d64 L=S causal=512" was)
+    echo "$report" | grep -qE '^H8 d64 L=S=512 causal ' &&
+        echo "ok bench_ggml_causal_row_named" || echo "FAIL bench_ggml_causal_row_named: $report"
     "$BUILD/attn" bench --ggml /nonexistent 2>"$out.err" >/dev/null && echo "FAIL bench_ggml_missing_dir: succeeded" ||
         { grep -q "^attn: error: --ggml: cannot load /nonexistent/libggml-base.so" "$out.err" && echo "ok bench_ggml_missing_dir_is_an_error" || echo "FAIL bench_ggml_missing_dir: $(cat "$out.err")"; }
     rm -f "$out.err"
