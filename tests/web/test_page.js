@@ -268,6 +268,46 @@ async function walk(browser, vp) {
   await context.close();
 }
 
+// A phone 320 px wide (the width WCAG's reflow asks for): nothing on the page is cut
+// off where it cannot be scrolled to, every table and figure included (the table
+// across d_k too, computed when its section comes into view).
+async function phoneNothingCut(browser) {
+  const context = await browser.newContext({ viewport: { width: 320, height: 640 } });
+  const page = await context.newPage();
+  await page.goto(PAGE);
+  await settled(page);
+  await page.evaluate(() => document.getElementById('step-sqrt').scrollIntoView());
+  await page.waitForFunction(() => window.attnScalingTable, null, { timeout: 120000 });
+  const cut = new Map();
+  const height = await page.evaluate(() => document.scrollingElement.scrollHeight);
+  for (let y = 0; y < height; y += 400) {
+    await page.evaluate((y) => scrollTo(0, y), y);
+    await page.waitForTimeout(40);
+    const found = await page.evaluate(() => {
+      const out = [];
+      for (const el of document.querySelectorAll('main *:not(svg *)')) {
+        const r = el.getBoundingClientRect();
+        if (!r.width || r.bottom < 0 || r.top > innerHeight) continue;
+        // The nearest ancestor that scrolls sideways (then all of it can be reached) or clips.
+        let a = el.parentElement, clip = null;
+        for (; a && a.tagName !== 'MAIN'; a = a.parentElement) {
+          const cs = getComputedStyle(a);
+          if (/auto|scroll/.test(cs.overflowX)) break;
+          if (/hidden|clip/.test(cs.overflowX) || cs.contentVisibility === 'auto') { clip = a; break; }
+        }
+        if (a && a.tagName !== 'MAIN' && !clip) continue;
+        const box = clip ? clip.getBoundingClientRect() : { left: 0, right: innerWidth };
+        if (r.right > Math.min(box.right, innerWidth) + 1 || r.left < Math.max(box.left, 0) - 1)
+          out.push(`${el.tagName.toLowerCase()}${el.id ? '#' + el.id : ''}.${el.getAttribute('class') || ''} (${Math.round(r.left)}..${Math.round(r.right)})`);
+      }
+      return out;
+    });
+    for (const f of found) cut.set(f.replace(/ \(.*/, ''), f);
+  }
+  report('phone_320_nothing_cut_off', cut.size === 0, [...cut.values()].slice(0, 8).join('; '));
+  await context.close();
+}
+
 // The command with the portable C kernels, which the page runs too (WebAssembly
 // has no x86 kernels): the same workspace sizes and f32 pages on any CPU.
 function cliKernel(sentence, extra = []) {
@@ -971,6 +1011,8 @@ async function main() {
   await still.close();
 
   await kernelChecks(page);
+
+  await phoneNothingCut(browser);
 
   // The walk, at both viewports.
   for (const vp of Object.keys(VIEWPORTS)) await walk(browser, vp);
