@@ -363,6 +363,14 @@ async function kernelChecks(page) {
   const cost = await page.evaluate(() => window.attnKernelCost);
   report('kernel_cost_slider_equals_the_library', cost.score_bytes === want.cost.score_bytes[costAt] &&
     cost.workspace_bytes === want.cost.workspace_bytes[costAt], JSON.stringify(cost));
+  const axis = await page.evaluate(() => {
+    const claim = document.getElementById('step-kcost').querySelector('.step-text').textContent.match(/each mark on it is (\d+) times/);
+    const unit = { B: 1, KiB: 2 ** 10, MiB: 2 ** 20, GiB: 2 ** 30, TiB: 2 ** 40 };
+    const marks = [...document.querySelectorAll('#fig-kcost text.muted-text')].map((t) => t.textContent.match(/^([\d.]+) (\w+)$/))
+      .filter((m) => m).map((m) => Number(m[1]) * unit[m[2]]);
+    return { claim: claim && Number(claim[1]), ratios: marks.slice(1).map((b, i) => b / marks[i]) };
+  });
+  report('kernel_cost_axis_as_the_text_says', axis.ratios.length >= 3 && axis.ratios.every((x) => x === axis.claim), JSON.stringify(axis));
   for (const [sel, v] of [['#kblock', '2'], ['#kworkers', '2'], ['#kranks', '3']]) await page.selectOption(sel, v);
   await setSentence(page, 'the cat sat on the mat');
   await settled(page);
