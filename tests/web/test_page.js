@@ -869,6 +869,19 @@ async function main() {
     claim.includes(cliRows[3].grad_median_raw.toExponential(2)) &&
     (await page.textContent('#scaling-rows caption')).includes('2000 random queries'), claim);
 
+  // "Why not divide by d_k?" quotes a number of the table and names its column: that column's d_k = 64 row holds it.
+  const dkText = await page.evaluate(() => {
+    const text = document.getElementById('why-not-dk').textContent.replace(/\s+/g, ' ');
+    const m = text.match(/about ([\d.]+) for d\s*k = (\d+) \(the table's “([^”]+)” column\)/);
+    if (!m) return { text };
+    const heads = [...document.querySelectorAll('#scaling-rows th')].map((th) => th.textContent);
+    const row = document.querySelector(`#scaling-rows tr[data-d="${m[2]}"]`);
+    const col = heads.indexOf(m[3]);
+    return { quoted: m[1], column: m[3], cell: row && col >= 0 ? row.children[col].textContent : null };
+  });
+  report('why_not_dk_quotes_its_column', dkText.cell !== undefined && dkText.cell !== null &&
+    Number(dkText.cell).toFixed(3) === Number(dkText.quoted).toFixed(3), JSON.stringify(dkText));
+
   // Tied weights and cross-attention: the library's numbers, the same as attn explain's,
   // and in the link (tied=1, src=...).
   await setSentence(page, 'the cat sat on the mat');
