@@ -1153,6 +1153,7 @@ function update(typing = false) {
     renderQuiz(ctx());
     queueJob(() => renderAdditive(ctx()));
     renderStories(ctx());
+    kernelBesideWalk(); // the second part's note (explainer_kernel.js)
     updateShift();
     document.body.dataset.sentence = r.tokens.join(' ');
     document.body.dataset.causal = r.causal ? '1' : '0';

@@ -69,6 +69,32 @@ function kTable(title, head, rows, opts = {}) {
   return out.join('');
 }
 
+// The walk's controls that make its numbers differ from this part's (the wired
+// head, no positions, scores ÷ √d_k, no mask, self-attention): while any is
+// set, the part says so, and does not call its numbers the walk's.
+function walkDifferences() {
+  const out = [];
+  if (state.head !== 'wired') out.push(`the ${state.head} head`);
+  if (state.tied) out.push('one matrix for questions and answers');
+  if (state.positions === 'rope') out.push('RoPE');
+  if (state.positions === 'sinusoidal') out.push('sinusoidal positions');
+  if (state.noScale) out.push('scores not divided by √d_k');
+  if (state.scaleByModel) out.push('scores divided by √d_model');
+  if (state.causal) out.push('the causal mask');
+  if (state.source) out.push('keys from another sentence');
+  return out;
+}
+function kernelBesideWalk() {
+  const diff = walkDifferences();
+  const list = diff.length > 1 ? `${diff.slice(0, -1).join(', ')} and ${diff[diff.length - 1]}` : diff[0];
+  document.getElementById('kernel-walk-note').textContent = diff.length
+    ? `The walk above now has ${list}. This part keeps the head the walk starts with, so its numbers are those the walk shows with its controls as they first were.`
+    : '';
+  document.getElementById('ktiles-walk').textContent = diff.length
+    ? 'Put side by side, they are exactly the scaled scores the walk shows with its controls as they first were.'
+    : 'Put side by side, they are exactly the scaled scores of the walk.';
+}
+
 const figCells = (id) => () => [...document.querySelectorAll(`#step-${id} .step-figure .cell`)];
 const maxDiff = (a, b) => Math.max(...a.flat().map((x, i) => Math.abs(x - b.flat()[i])));
 const sci = (x) => x.toExponential(1);
@@ -202,7 +228,7 @@ defineStep('konline', {
     const d1 = maxDiff([last], [firstPart]), d2 = maxDiff([o.weights], [k.weights[r]]);
     const checked = d1 <= 1e-12 && d2 <= 1e-12;
     out.push('</svg>');
-    mount('konline', [['fig-konline', 'konline', out.join('') + `<p class="check${checked ? ' ok' : ''}">${checked ? '✓' : '✗'} the last state is the walk's softmax row of ${esc(t[r])}: ` +
+    mount('konline', [['fig-konline', 'konline', out.join('') + `<p class="check${checked ? ' ok' : ''}">${checked ? '✓' : '✗'} the last state is the softmax row of ${esc(t[r])} computed whole: ` +
       `O equals its output, e^(s − lse) its weights (largest difference ${sci(Math.max(d1, d2))})</p>`, null]]);
     document.getElementById('fig-konline').dataset.checked = checked ? '1' : '0';
     document.getElementById('konline-story').textContent = `The row of ${t[r]} is shown: its largest score comes in block ${1 + Math.floor(k.scaled[r].indexOf(Math.max(...k.scaled[r])) / b)}, ` +

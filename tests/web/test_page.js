@@ -403,6 +403,41 @@ async function kernelChecks(page) {
   report('no_long_task_kernel_part', runs.some((l) => l.length === 0), `tasks of ${JSON.stringify(runs)} ms`);
   for (const [sel, v] of [['#kblock', '2'], ['#kranks', '3']]) await page.selectOption(sel, v);
   await settled(page);
+  await kernelBesideTheWalk(page);
+}
+
+// The second part keeps the wired head, no positions, no mask: it calls its numbers the
+// walk's only while they are, and says so when the walk's controls make them differ.
+async function kernelBesideTheWalk(page) {
+  const cases = [['default', null, null], ['random_head', 'input[name=head][value=random]', 'random'], ['rope', '#positions', 'RoPE'],
+    ['tied', '#tied', 'one matrix'], ['no_scale', '#head-scale', '√d_k'], ['causal', '#causal', 'causal']];
+  for (const [name, control, word] of cases) {
+    await setSentence(page, 'the cat sat on the mat');
+    if (name === 'rope') await page.selectOption(control, 'rope');
+    else if (name === 'no_scale') await page.uncheck(control);
+    else if (control) await page.check(control);
+    await page.waitForFunction((n) => n === 'default' || window.attnLast.head !== 'wired' || window.attnLast.positions === 'rope' ||
+      window.attnLast.causal || window.attnLast.scale === 1 || /tied/.test(window.attnLast.head), name);
+    for (const id of ['ktiles', 'konline']) await scrollOnce(page, id, 0.5);
+    await settled(page);
+    const got = await page.evaluate(() => {
+      const walk = window.attnLast.scaled, tiles = window.attnKernel.tiles.scores;
+      const same = walk.every((row, i) => row.every((x, j) => x === tiles[i][j]));
+      const text = [document.getElementById('kernel').nextElementSibling, document.getElementById('kernel-walk-note'),
+        document.querySelector('#step-ktiles .step-text'), document.querySelector('#fig-konline .check')]
+        .map((e) => (e ? e.textContent : '')).join(' ').replace(/\s+/g, ' ');
+      return { same, text };
+    });
+    const claims = /scaled scores of the walk\b|the walk's softmax row|the same head and the same sentence as the walk above/.test(got.text);
+    const note = await page.textContent('#kernel-walk-note').catch(() => '');
+    report(`kernel_part_beside_the_walk_${name}`, got.same ? claims && !note.trim() : !claims && note.includes(word),
+      `${got.same ? 'same numbers' : 'other numbers'}; note "${note}"; ${got.text.slice(0, 300)}`);
+    if (name === 'rope') await page.selectOption(control, 'none');
+    else if (name === 'no_scale') await page.check(control);
+    else if (name === 'random_head') await page.check('input[name=head][value=wired]');
+    else if (control) await page.uncheck(control);
+  }
+  await setSentence(page, 'the cat sat on the mat');
 }
 
 async function main() {
