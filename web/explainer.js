@@ -1459,7 +1459,8 @@ function exportSvg() {
   const text = '<?xml version="1.0" encoding="UTF-8"?>\n' + new XMLSerializer().serializeToString(out);
   const a = document.createElement('a');
   a.href = URL.createObjectURL(new Blob([text], { type: 'image/svg+xml' }));
-  a.download = `attention-${state.sentence.trim().split(/\s+/).join('-').slice(0, 60) || 'heatmaps'}.svg`;
+  // Named after the sentence drawn (the box may hold a word the toy does not know yet).
+  a.download = `attention-${(state.result ? state.result.tokens.join('-') : 'heatmaps').slice(0, 60)}.svg`;
   document.body.appendChild(a);
   a.click();
   a.remove();

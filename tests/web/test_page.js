@@ -809,6 +809,13 @@ async function main() {
   await setSentence(page, 'the cat sat on the mat');
   const [download] = await Promise.all([page.waitForEvent('download'), page.click('#export')]);
   const svg = fs.readFileSync(await download.path(), 'utf8');
+  // The file is named after the sentence drawn, not a word still wrong in the box.
+  await page.fill('#sentence', 'the cat sat on the mta');
+  await page.waitForFunction(() => document.body.dataset.stale === '1');
+  const [staleDownload] = await Promise.all([page.waitForEvent('download'), page.click('#export')]);
+  report('export_named_after_the_drawn_sentence', staleDownload.suggestedFilename() === 'attention-the-cat-sat-on-the-mat.svg',
+    staleDownload.suggestedFilename());
+  await setSentence(page, 'the cat sat on the mat');
   report('export_svg', svg.startsWith('<?xml') && svg.includes('<svg') && svg.includes(fmt(want.weights[2][1])) &&
     svg.includes('softmax'), svg.slice(0, 120));
 
