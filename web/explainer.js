@@ -314,7 +314,7 @@ function mount(step, specs) {
     const parts = typeof svg === 'string' ? null : svg;
     const per = parts ? Math.max(1, Math.floor(CHUNK_CELLS / parts.cols)) : 0;
     el.innerHTML = `<p class="scroll-hint">&larr; scroll sideways for the rest &rarr;</p>` +
-      `<div class="scroll" tabindex="0" role="region" aria-label="${esc(name)} (scrolls)">` +
+      `<div class="scroll">` +
       `${parts ? parts.open + rowsText(parts, 0, per) + parts.close : svg}</div>`;
     if (!parts) continue;
     const svgEl = el.querySelector('svg');
@@ -367,6 +367,22 @@ function refreshCells(stepId) {
   if (step.onFill) step.onFill(step.filled); // what the step shows beside its cells, for the new ones too
   needFill.add(step);
   if (!fillFrame) fillFrame = requestAnimationFrame(fillDrawn);
+}
+
+// A figure's scroller is a tab stop and a named region only while the figure is
+// wider than its box: then the keyboard needs it to scroll, and a screen reader
+// hears the figure's own name (its SVG's label), not forty regions that do not scroll.
+function markScroller(fig, over) {
+  const s = fig.querySelector('.scroll');
+  if (!s) return;
+  const svg = s.querySelector('svg[aria-label]');
+  if (over) {
+    s.tabIndex = 0;
+    s.setAttribute('role', 'region');
+    // The same matrix can be wide in two steps (X in Q's and in K's): the step's title keeps the names apart.
+    const step = fig.closest('.step'), title = step && step.querySelector('h3');
+    s.setAttribute('aria-label', `${svg ? svg.getAttribute('aria-label') : 'a figure'}${title ? ` (${title.textContent.trim()})` : ''}: it scrolls sideways`);
+  } else for (const a of ['tabindex', 'role', 'aria-label']) s.removeAttribute(a);
 }
 
 // Which figures of a section are wider than their box (a read of the layout).
@@ -480,7 +496,7 @@ defineStep('rnn', {
     c.t.forEach((word, i) => out.push(`<text x="${10 + i * gap + gap / 2 - 6}" y="152" text-anchor="middle">${esc(word)}</text>`));
     out.push('</svg>');
     const box = document.getElementById('fig-rnn');
-    box.innerHTML = `<p class="scroll-hint">&larr; scroll sideways for the rest &rarr;</p><div class="scroll" tabindex="0" role="region" aria-label="the RNN chain (scrolls)">${out.join('')}</div>`;
+    box.innerHTML = `<p class="scroll-hint">&larr; scroll sideways for the rest &rarr;</p><div class="scroll">${out.join('')}</div>`;
     this.cells = [...box.querySelectorAll('g.node')];
     this.onFill = (k) => {
       if (k <= 0) return writeSum('rnn', ['']);
@@ -772,7 +788,7 @@ defineStep('lines', {
     s.forEach((tok, j) => out.push(`<text class="word-right" x="${x2 + 6}" y="${24 + j * rowH}">${esc(tok)}</text>`));
     out.push('</svg>');
     const box = document.getElementById('fig-lines');
-    box.innerHTML = `<p class="scroll-hint">&larr; scroll sideways for the rest &rarr;</p><div class="scroll" tabindex="0" role="region" aria-label="attention lines (scrolls)">${out.join('')}</div>`;
+    box.innerHTML = `<p class="scroll-hint">&larr; scroll sideways for the rest &rarr;</p><div class="scroll">${out.join('')}</div>`;
     const g = box.querySelector('g.lines-g');
     const per = Math.max(1, Math.floor(CHUNK_CELLS / m));
     const drawn = box.firstElementChild;
@@ -1003,7 +1019,7 @@ function fillDrawn() {
   });
   for (const [step, sec, k, over] of at) {
     setFill(step, k);
-    if (over) { over.forEach(([el, o]) => { el.dataset.overflow = o; }); step.overflowMarked = true; } else step.overflowMarked = false;
+    if (over) { over.forEach(([el, o]) => { el.dataset.overflow = o; markScroller(el, o === '1'); }); step.overflowMarked = true; } else step.overflowMarked = false;
   }
 }
 

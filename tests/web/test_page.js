@@ -262,6 +262,15 @@ async function walk(browser, vp) {
   }
   const axeOut = await axe(page);
   report(`axe_no_violations_${vp}`, axeOut.length === 0, axeOut.join(' | '));
+  // A figure's scroller is a tab stop and a region only while it scrolls, named after its figure.
+  const scrollers = await page.evaluate(() => [...document.querySelectorAll('.step .scroll')].map((s) => {
+    const over = s.scrollWidth > s.clientWidth + 1, svg = s.querySelector('svg[aria-label]');
+    const label = s.getAttribute('aria-label') || '';
+    const ok = over ? s.tabIndex === 0 && s.getAttribute('role') === 'region' && !!svg && label.startsWith(svg.getAttribute('aria-label'))
+      : !s.hasAttribute('tabindex') && !s.hasAttribute('role') && !label;
+    return ok ? null : `${s.closest('.fig').id}: ${over ? 'scrolls' : 'fits'}, tabindex ${s.getAttribute('tabindex')}, "${label}"`;
+  }).filter((x) => x));
+  report(`scrollers_focusable_and_named_only_when_they_scroll_${vp}`, scrollers.length === 0, scrollers.slice(0, 6).join('; '));
   // No sideways scroll of the whole page; wide matrices scroll inside their box.
   const overflow = await page.evaluate(() => document.scrollingElement.scrollWidth - window.innerWidth);
   report(`no_sideways_scroll_${vp}`, overflow <= 1, `${overflow}px too wide`);
