@@ -95,6 +95,11 @@ function kernelBesideWalk() {
     : 'Put side by side, they are exactly the scaled scores of the walk.';
 }
 
+// "1 rank", "3 ranks"; and, when the control asked for more parts than the
+// sentence has words (the library gives each part one word at least), why fewer.
+const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
+const fewerParts = (got, asked, n, what) => (got < asked ? ` (${plural(asked, what)} asked; the sentence has ${plural(n, 'word')})` : '');
+
 const figCells = (id) => () => [...document.querySelectorAll(`#step-${id} .step-figure .cell`)];
 const maxDiff = (a, b) => Math.max(...a.flat().map((x, i) => Math.abs(x - b.flat()[i])));
 const sci = (x) => x.toExponential(1);
@@ -349,8 +354,9 @@ defineStep('ksplit', {
     const k = kernelData(c), sp = k.split, t = labelWords(k.tokens), n = t.length, vcols = ['noun', 'verb', 'animal', 'thing'];
     const rows = sp.out.map((o, p) => [`worker ${p + 1}`, sp.lse[p], ...o]);
     rows.push(['merged', sp.merged_lse, ...sp.merged]);
-    const svg = kTable(`${t[n - 1]} attends to its cache, ${sp.out.length} workers`, ['', 'lse', ...vcols], rows, { cw: PHONE ? 50 : 54 });
-    const parts = sp.out.map((_, p) => `worker ${p + 1}: ${rowWords(t, sp.bounds[p], sp.bounds[p + 1])}`).join(' · ');
+    const svg = kTable(`${t[n - 1]} attends to its cache, ${plural(sp.out.length, 'worker')}`, ['', 'lse', ...vcols], rows, { cw: PHONE ? 50 : 54 });
+    const parts = sp.out.map((_, p) => `worker ${p + 1}: ${rowWords(t, sp.bounds[p], sp.bounds[p + 1])}`).join(' · ') +
+      fewerParts(sp.out.length, kstate.workers, n, 'worker');
     const d = maxDiff([sp.merged], [k.output[n - 1]]);
     mount('ksplit', [['fig-ksplit', 'ksplit', svg + `<p class="muted-p">${esc(parts)}</p><p class="check${d <= 1e-12 ? ' ok' : ''}">${d <= 1e-12 ? '✓' : '✗'} merged = the row of one worker doing everything: (${k.output[n - 1].map(fmt).join(', ')}), largest difference ${sci(d)}</p>`, null]]);
     const cols = 1 + vcols.length;
@@ -410,8 +416,8 @@ defineStep('kring', {
     const k = kernelData(c), rg = k.ring, R = rg.ranks, t = labelWords(k.tokens), n = t.length;
     const bw = PHONE ? 62 : 110, bh = 44, gap = PHONE ? 16 : 30, lw = PHONE ? 44 : 56, top = 34, rowH = bh + 30;
     const width = lw + R * (bw + gap) + 6, height = top + R * rowH + 10;
-    const out = [`<svg class="heatmap kfig" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="group" aria-label="ring attention on ${R} ranks">`,
-      `<text class="title" x="2" y="14">${R} ranks in a ring; each row is one step</text>`];
+    const out = [`<svg class="heatmap kfig" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="group" aria-label="ring attention on ${plural(R, 'rank')}">`,
+      `<text class="title" x="2" y="14">${plural(R, 'rank')} in a ring; each row is one step</text>`];
     const shardOf = (r, s) => ((r - s) % R + R) % R;
     for (let s = 0; s < R; s++) {
       const y = top + s * rowH;
@@ -431,9 +437,10 @@ defineStep('kring', {
     }
     out.push('</svg>');
     const final = rg.steps[R - 1].out, d = maxDiff(final, k.output);
-    const shards = Array.from({ length: R }, (_, r) => `shard ${r}: ${rowWords(t, rg.bounds[r], rg.bounds[r + 1])}`).join(' · ');
+    const shards = Array.from({ length: R }, (_, r) => `shard ${r}: ${rowWords(t, rg.bounds[r], rg.bounds[r + 1])}`).join(' · ') +
+      fewerParts(R, kstate.ranks, n, 'rank');
     mount('kring', [['fig-kring', 'kring', out.join('') + `<p class="muted-p">${esc(shards)}</p>` +
-      `<p class="check${d <= 1e-12 ? ' ok' : ''}">${d <= 1e-12 ? '✓' : '✗'} after ${R} steps the ring's output equals one process's (largest difference ${sci(d)})</p>`, null]]);
+      `<p class="check${d <= 1e-12 ? ' ok' : ''}">${d <= 1e-12 ? '✓' : '✗'} after ${plural(R, 'step')} the ring's output equals one process's (largest difference ${sci(d)})</p>`, null]]);
     document.getElementById('kring-story').textContent = `Rank r keeps the queries of shard r (${shards}).`;
     this.onFill = (m) => {
       if (m === 0) return writeSum('kring', []);

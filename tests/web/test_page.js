@@ -412,6 +412,21 @@ async function kernelChecks(page) {
   report('no_long_task_kernel_part', runs.some((l) => l.length === 0), `tasks of ${JSON.stringify(runs)} ms`);
   for (const [sel, v] of [['#kblock', '2'], ['#kranks', '3']]) await page.selectOption(sel, v);
   await settled(page);
+  // More workers or ranks than words: the library gives each part a word at least, and the figures say so, in English.
+  await page.selectOption('#kworkers', '4');
+  await page.selectOption('#kranks', '4');
+  const few = [];
+  for (const s of ['cat', 'the cat']) {
+    await setSentence(page, s);
+    for (const id of ['ksplit', 'kring']) await scrollOnce(page, id, 0.5);
+    await settled(page);
+    few.push(await page.evaluate(() => ['fig-ksplit', 'fig-kring'].map((f) => document.getElementById(f).textContent.replace(/\s+/g, ' ')).join(' ')));
+  }
+  report('kernel_fewer_words_than_parts', few.every((x, i) => !/\b1 (workers|ranks|steps|words)\b/.test(x) &&
+    x.includes(`4 workers asked; the sentence has ${i ? '2 words' : '1 word'}`) && x.includes(`4 ranks asked; the sentence has ${i ? '2 words' : '1 word'}`)),
+    few.map((x) => x.slice(0, 400)).join(' || '));
+  for (const [sel, v] of [['#kworkers', '2'], ['#kranks', '3']]) await page.selectOption(sel, v);
+  await setSentence(page, 'the cat sat on the mat');
   await kernelBesideTheWalk(page);
 }
 
