@@ -473,8 +473,12 @@ defineStep('kgrad', {
           `dS = P × (dP − D) = ${fmt(g.P[j])} × (${fmt(g.dP[j])} − ${fmt(g.D)}) = ${fmt(g.dS[j])}; the library: ${fmt(g.dS_library[j])}`]);
       }
       const i = Math.min(sat.factor.length - 1, Math.floor((m - 1 - 5 * n) / 2));
+      // |dS| is 0 at every scale when moving weight between the keys cannot change the output (one word,
+      // or keys with the same values): then there is no ratio to give, only that.
+      const flat = sat.dS_norm[0] === 0;
       writeSum('kgrad', [`scores × ${sat.factor[i]}: the top weight is ${fmt(sat.top_weight[i])} and |dS| = ${sat.dS_norm[i].toPrecision(3)}` +
-        (i ? `, ${(sat.dS_norm[0] / sat.dS_norm[i]).toPrecision(3)} times smaller than unscaled` : '')]);
+        (flat ? ', as unscaled: moving weight between these keys would not change the output, so there is no gradient to lose'
+          : i ? `, ${(sat.dS_norm[0] / sat.dS_norm[i]).toPrecision(3)} times smaller than unscaled` : '')]);
     };
   },
 });

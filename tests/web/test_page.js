@@ -421,6 +421,11 @@ async function kernelChecks(page) {
     for (const id of ['ksplit', 'kring']) await scrollOnce(page, id, 0.5);
     await settled(page);
     few.push(await page.evaluate(() => ['fig-ksplit', 'fig-kring'].map((f) => document.getElementById(f).textContent.replace(/\s+/g, ' ')).join(' ')));
+    // The gradient's last line compares |dS| with the unscaled one's: with one word both are 0, and no ratio is a number.
+    await scrollOnce(page, 'kgrad', 0.5);
+    await settled(page);
+    const gradSum = await page.evaluate(() => { setFill(steps.kgrad, steps.kgrad.cells.length); return document.getElementById('sum-kgrad').textContent; });
+    report(`kernel_gradient_sum_a_number_${s.replace(' ', '_')}`, gradSum.length > 0 && !/NaN|Infinity|undefined/.test(gradSum), gradSum);
   }
   report('kernel_fewer_words_than_parts', few.every((x, i) => !/\b1 (workers|ranks|steps|words)\b/.test(x) &&
     x.includes(`4 workers asked; the sentence has ${i ? '2 words' : '1 word'}`) && x.includes(`4 ranks asked; the sentence has ${i ? '2 words' : '1 word'}`)),
