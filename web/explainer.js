@@ -1258,13 +1258,19 @@ function quizQuestions(c) {
       why: `Every row's sum, added up by the library: ${p.row_sums.map((x) => x.toFixed(3)).join(', ')}.` },
     { q: `Which word does "${t[i]}" give the largest weight?`, choices: s, right,
       why: `Its row of weights: ${row.map((w, j) => `${s[j]} ${pct(w)}`).join(', ')}${right.length > 1 ? ` (a tie: ${right.map((j) => s[j]).join(' and ')} are all right)` : ''}.` },
-    m === n ? { q: `How many scores does this sentence of ${n} words have?`,
-      choices: [String(n), String(2 * n), String(n * n), String(n * n * n)], right: [2],
+    m === n ? { q: `How many scores does this sentence of ${words(n)} have?`, ...counts([n, 2 * n, n * n, n * n * n], n * n),
       why: `Q Kᵀ is ${n} × ${n}: every word scores every word, so the cost grows with the square of the length.` }
-      : { q: `How many scores do ${n} words reading a source of ${m} words have?`,
-        choices: [String(n + m), String(n * n), String(n * m), String(m * m)], right: [2],
+      : { q: `How many scores do ${words(n)} reading a source of ${words(m)} have?`, ...counts([n + m, n * n, n * m, m * m], n * m),
         why: `Q Kᵀ is ${n} × ${m}: every word scores every source word.` },
   ];
+}
+const words = (n) => `${n} word${n === 1 ? '' : 's'}`;
+
+// The choices of a count, each number once (with 2 words, 2n and n² are both 4:
+// shown twice, one "4" was right and the other wrong), and the right one among them.
+function counts(values, answer) {
+  const choices = [...new Set(values)].map(String);
+  return { choices, right: [choices.indexOf(String(answer))] };
 }
 
 function renderQuiz(c) {

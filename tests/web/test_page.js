@@ -834,6 +834,25 @@ async function main() {
     report('quiz_ties_all_right', marks.slice(0, -1).every((m) => m === '1') && marks[marks.length - 1] === '0', `${JSON.stringify(tie)} ${marks}`);
   }
 
+  // The count question with few words: each number once (with 2 words, 2n and n² are both 4), the right one right.
+  const counted = [];
+  for (const [s, n] of [['the+cat', 2], ['cat', 1]]) {
+    await page.goto(PAGE + '#s=' + s);
+    await settled(page);
+    const q = await page.evaluate(() => {
+      const f = document.querySelector('fieldset[data-question="2"]');
+      return { legend: f.querySelector('legend').textContent, choices: [...f.querySelectorAll('label')].map((l) => l.textContent.trim()) };
+    });
+    const marks = [];
+    for (let k = 0; k < q.choices.length; k++) {
+      await page.check(`fieldset[data-question="2"] input[value="${k}"]`);
+      marks.push(await page.getAttribute('fieldset[data-question="2"] .quiz-answer', 'data-correct'));
+    }
+    counted.push({ ...q, marks, ok: new Set(q.choices).size === q.choices.length && q.choices.every((c, k) => (marks[k] === '1') === (c === String(n * n))) &&
+      q.legend.includes(n === 1 ? 'of 1 word have' : `of ${n} words have`) });
+  }
+  report('quiz_count_choices_distinct', counted.every((x) => x.ok), JSON.stringify(counted));
+
   // Export: one SVG file with the heatmaps.
   await setSentence(page, 'the cat sat on the mat');
   const [download] = await Promise.all([page.waitForEvent('download'), page.click('#export')]);
