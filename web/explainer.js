@@ -1207,6 +1207,12 @@ function shuffleWords() {
     }
     if (order.some((o, i) => r.tokens[o] !== r.tokens[i])) break;
   }
+  // One word, or one word repeated: no order reads differently, and "the rows moved" would not be true.
+  if (order.every((o, i) => r.tokens[o] === r.tokens[i])) {
+    document.getElementById('shuffle-note').textContent =
+      `Nothing to shuffle: ${n === 1 ? 'the sentence has one word' : 'every word of the sentence is the same'}. Try a sentence of different words.`;
+    return;
+  }
   const before = r;
   state.sentence = order.map((o) => r.tokens[o]).join(' ');
   document.getElementById('sentence').value = state.sentence;

@@ -915,6 +915,16 @@ async function main() {
   report('shuffle_keeps_rows', note.includes('kept exactly the same output row') &&
     (await page.inputValue('#sentence')) !== 'the cat sat on the mat', note);
 
+  // One word, or one word repeated: nothing moves, and the note says so instead of "the rows moved".
+  const unmoved = [];
+  for (const s of ['cat', 'the the']) {
+    await setSentence(page, s);
+    await page.click('#shuffle');
+    unmoved.push([await page.textContent('#shuffle-note'), await page.inputValue('#sentence')]);
+  }
+  report('shuffle_one_word_says_nothing_moved', unmoved.every(([n, box], k) => /^Nothing to shuffle/.test(n) && box === ['cat', 'the the'][k]),
+    JSON.stringify(unmoved));
+
   // Two heads side by side: the library's own heads, as attn explain --heads 2 --json,
   // and they follow the random head and the sqrt(d_model) toggle.
   const close = (a, b) => a.every((row, i) => row.every((x, j) => Math.abs(x - b[i][j]) < 1e-12));
