@@ -926,11 +926,15 @@ function onScroll() {
     const near = !(rect.bottom <= innerHeight * 0.3 || rect.top >= innerHeight * 0.7);
     return [step, sec, near, near ? progressOf(sec) : 0, rect.bottom > 0 && rect.top < innerHeight];
   });
-  for (const [step, , near, at, inView] of seen) {
+  for (const [step, sec, near, at, inView] of seen) {
     if (inView && (step.dirty || !step.overflowMarked)) {
       if (step.dirty) renderStep(step);
       else { needFill.add(step); if (!fillFrame) fillFrame = requestAnimationFrame(fillDrawn); }
     }
+    // Every step in view shows where the scroll is in it: a jump (a contents link, Home, a fast
+    // flick) can land with a step's top low in the view, past the band that makes it current,
+    // and it must show empty there, not the fill it had when the scroll left it.
+    if (inView && !near && moved && !(playing && playing.step === step) && !step.dirty) setFill(step, Math.round(progressOf(sec) * step.cells.length));
     if (!near) continue;
     best = step;
     if (moved && !(playing && playing.step === step) && !step.dirty) setFill(step, Math.round(at * step.cells.length));

@@ -317,6 +317,24 @@ async function phoneNothingCut(browser) {
   await context.close();
 }
 
+// 64 words, at 1440 px: a step left half played and jumped back over (its top now low in
+// the view, below the band that makes a step current) shows empty.
+async function longSentence(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const page = await context.newPage();
+  const words = 'the quick brown fox jumped over the lazy dog'.split(' ');
+  await page.goto(PAGE + '#s=' + Array.from({ length: 64 }, (_, i) => words[i % words.length]).join('+'));
+  await settled(page);
+  await scrollStep(page, 'weights', 0.5);
+  const [half, total] = await fillOf(page, 'weights');
+  await page.evaluate(() => scrollTo(0, scrollY + document.getElementById('step-weights').getBoundingClientRect().top - 0.85 * innerHeight));
+  await page.waitForTimeout(120);
+  await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+  const [low] = await fillOf(page, 'weights');
+  report('jump_back_empties_a_step_low_in_view', half > 0 && half < total && low === 0, `${half}, then ${low} of ${total}`);
+  await context.close();
+}
+
 // The command with the portable C kernels, which the page runs too (WebAssembly
 // has no x86 kernels): the same workspace sizes and f32 pages on any CPU.
 function cliKernel(sentence, extra = []) {
@@ -1134,6 +1152,7 @@ async function main() {
   await kernelChecks(page);
 
   await phoneNothingCut(browser);
+  await longSentence(browser);
 
   // The walk, at both viewports.
   for (const vp of Object.keys(VIEWPORTS)) await walk(browser, vp);
