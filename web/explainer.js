@@ -326,6 +326,9 @@ function mount(step, specs) {
     };
     adopt(null);
     heatmaps[name] = h;
+    // Outside the walk's steps nothing reads whether a figure overflows (see markScroller):
+    // a figure there may always scroll, so its scroller always takes the focus.
+    if (!el.closest('.step')) markScroller(el, true, false);
     for (let a = per; a < parts.rows; a += per) {
       queueJob(() => {
         if (heatmaps[name] !== h) return; // redrawn since: this part is stale
@@ -372,7 +375,7 @@ function refreshCells(stepId) {
 // A figure's scroller is a tab stop and a named region only while the figure is
 // wider than its box: then the keyboard needs it to scroll, and a screen reader
 // hears the figure's own name (its SVG's label), not forty regions that do not scroll.
-function markScroller(fig, over) {
+function markScroller(fig, over, says = over) {
   const s = fig.querySelector('.scroll');
   if (!s) return;
   const svg = s.querySelector('svg[aria-label]');
@@ -381,7 +384,7 @@ function markScroller(fig, over) {
     s.setAttribute('role', 'region');
     // The same matrix can be wide in two steps (X in Q's and in K's): the step's title keeps the names apart.
     const step = fig.closest('.step'), title = step && step.querySelector('h3');
-    s.setAttribute('aria-label', `${svg ? svg.getAttribute('aria-label') : 'a figure'}${title ? ` (${title.textContent.trim()})` : ''}: it scrolls sideways`);
+    s.setAttribute('aria-label', `${svg ? svg.getAttribute('aria-label') : 'a figure'}${title ? ` (${title.textContent.trim()})` : ''}${says ? ': it scrolls sideways' : ''}`);
   } else for (const a of ['tabindex', 'role', 'aria-label']) s.removeAttribute(a);
 }
 

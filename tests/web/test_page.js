@@ -318,7 +318,8 @@ async function phoneNothingCut(browser) {
 }
 
 // 64 words, at 1440 px: a step left half played and jumped back over (its top now low in
-// the view, below the band that makes a step current) shows empty.
+// the view, below the band that makes a step current) shows empty; the prose's wide
+// figures (dot product beside additive) take the keyboard focus to scroll.
 async function longSentence(browser) {
   const context = await browser.newContext({ viewport: VIEWPORTS.wide });
   const page = await context.newPage();
@@ -332,6 +333,15 @@ async function longSentence(browser) {
   await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
   const [low] = await fillOf(page, 'weights');
   report('jump_back_empties_a_step_low_in_view', half > 0 && half < total && low === 0, `${half}, then ${low} of ${total}`);
+  await page.evaluate(() => document.getElementById('step-additive').scrollIntoView());
+  await page.waitForFunction(() => window.attnAdditive && document.querySelector('#fig-additive svg'));
+  await settled(page);
+  const prose = await page.evaluate(() => ['fig-dot', 'fig-additive'].map((f) => {
+    const s = document.querySelector(`#${f} .scroll`);
+    return [f, s.scrollWidth > s.clientWidth, s.tabIndex, s.getAttribute('role'), s.getAttribute('aria-label')];
+  }));
+  report('prose_wide_figures_focusable', prose.every(([, over, tab, role, label]) => over && tab === 0 && role === 'region' && label),
+    JSON.stringify(prose));
   await context.close();
 }
 
