@@ -314,7 +314,7 @@ function mount(step, specs) {
     const parts = typeof svg === 'string' ? null : svg;
     const per = parts ? Math.max(1, Math.floor(CHUNK_CELLS / parts.cols)) : 0;
     el.innerHTML = `<p class="scroll-hint">&larr; scroll sideways for the rest &rarr;</p>` +
-      `<div class="scroll" tabindex="0" role="region" aria-label="${esc(name)} (scrolls)">` +
+      `<div class="scroll">` +
       `${parts ? parts.open + rowsText(parts, 0, per) + parts.close : svg}</div>`;
     if (!parts) continue;
     const svgEl = el.querySelector('svg');
@@ -326,6 +326,9 @@ function mount(step, specs) {
     };
     adopt(null);
     heatmaps[name] = h;
+    // Outside the walk's steps nothing reads whether a figure overflows (see markScroller):
+    // a figure there may always scroll, so its scroller always takes the focus.
+    if (!el.closest('.step')) markScroller(el, true, false);
     for (let a = per; a < parts.rows; a += per) {
       queueJob(() => {
         if (heatmaps[name] !== h) return; // redrawn since: this part is stale
@@ -367,6 +370,22 @@ function refreshCells(stepId) {
   if (step.onFill) step.onFill(step.filled); // what the step shows beside its cells, for the new ones too
   needFill.add(step);
   if (!fillFrame) fillFrame = requestAnimationFrame(fillDrawn);
+}
+
+// A figure's scroller is a tab stop and a named region only while the figure is
+// wider than its box: then the keyboard needs it to scroll, and a screen reader
+// hears the figure's own name (its SVG's label), not forty regions that do not scroll.
+function markScroller(fig, over, says = over) {
+  const s = fig.querySelector('.scroll');
+  if (!s) return;
+  const svg = s.querySelector('svg[aria-label]');
+  if (over) {
+    s.tabIndex = 0;
+    s.setAttribute('role', 'region');
+    // The same matrix can be wide in two steps (X in Q's and in K's): the step's title keeps the names apart.
+    const step = fig.closest('.step'), title = step && step.querySelector('h3');
+    s.setAttribute('aria-label', `${svg ? svg.getAttribute('aria-label') : 'a figure'}${title ? ` (${title.textContent.trim()})` : ''}${says ? ': it scrolls sideways' : ''}`);
+  } else for (const a of ['tabindex', 'role', 'aria-label']) s.removeAttribute(a);
 }
 
 // Which figures of a section are wider than their box (a read of the layout).
@@ -480,7 +499,7 @@ defineStep('rnn', {
     c.t.forEach((word, i) => out.push(`<text x="${10 + i * gap + gap / 2 - 6}" y="152" text-anchor="middle">${esc(word)}</text>`));
     out.push('</svg>');
     const box = document.getElementById('fig-rnn');
-    box.innerHTML = `<p class="scroll-hint">&larr; scroll sideways for the rest &rarr;</p><div class="scroll" tabindex="0" role="region" aria-label="the RNN chain (scrolls)">${out.join('')}</div>`;
+    box.innerHTML = `<p class="scroll-hint">&larr; scroll sideways for the rest &rarr;</p><div class="scroll">${out.join('')}</div>`;
     this.cells = [...box.querySelectorAll('g.node')];
     this.onFill = (k) => {
       if (k <= 0) return writeSum('rnn', ['']);
@@ -772,7 +791,7 @@ defineStep('lines', {
     s.forEach((tok, j) => out.push(`<text class="word-right" x="${x2 + 6}" y="${24 + j * rowH}">${esc(tok)}</text>`));
     out.push('</svg>');
     const box = document.getElementById('fig-lines');
-    box.innerHTML = `<p class="scroll-hint">&larr; scroll sideways for the rest &rarr;</p><div class="scroll" tabindex="0" role="region" aria-label="attention lines (scrolls)">${out.join('')}</div>`;
+    box.innerHTML = `<p class="scroll-hint">&larr; scroll sideways for the rest &rarr;</p><div class="scroll">${out.join('')}</div>`;
     const g = box.querySelector('g.lines-g');
     const per = Math.max(1, Math.floor(CHUNK_CELLS / m));
     const drawn = box.firstElementChild;
@@ -910,11 +929,15 @@ function onScroll() {
     const near = !(rect.bottom <= innerHeight * 0.3 || rect.top >= innerHeight * 0.7);
     return [step, sec, near, near ? progressOf(sec) : 0, rect.bottom > 0 && rect.top < innerHeight];
   });
-  for (const [step, , near, at, inView] of seen) {
+  for (const [step, sec, near, at, inView] of seen) {
     if (inView && (step.dirty || !step.overflowMarked)) {
       if (step.dirty) renderStep(step);
       else { needFill.add(step); if (!fillFrame) fillFrame = requestAnimationFrame(fillDrawn); }
     }
+    // Every step in view shows where the scroll is in it: a jump (a contents link, Home, a fast
+    // flick) can land with a step's top low in the view, past the band that makes it current,
+    // and it must show empty there, not the fill it had when the scroll left it.
+    if (inView && !near && moved && !(playing && playing.step === step) && !step.dirty) setFill(step, Math.round(progressOf(sec) * step.cells.length));
     if (!near) continue;
     best = step;
     if (moved && !(playing && playing.step === step) && !step.dirty) setFill(step, Math.round(at * step.cells.length));
@@ -1003,7 +1026,7 @@ function fillDrawn() {
   });
   for (const [step, sec, k, over] of at) {
     setFill(step, k);
-    if (over) { over.forEach(([el, o]) => { el.dataset.overflow = o; }); step.overflowMarked = true; } else step.overflowMarked = false;
+    if (over) { over.forEach(([el, o]) => { el.dataset.overflow = o; markScroller(el, o === '1'); }); step.overflowMarked = true; } else step.overflowMarked = false;
   }
 }
 
@@ -1153,6 +1176,7 @@ function update(typing = false) {
     renderQuiz(ctx());
     queueJob(() => renderAdditive(ctx()));
     renderStories(ctx());
+    kernelBesideWalk(); // the second part's note (explainer_kernel.js)
     updateShift();
     document.body.dataset.sentence = r.tokens.join(' ');
     document.body.dataset.causal = r.causal ? '1' : '0';
@@ -1189,6 +1213,12 @@ function shuffleWords() {
       [order[i], order[j]] = [order[j], order[i]];
     }
     if (order.some((o, i) => r.tokens[o] !== r.tokens[i])) break;
+  }
+  // One word, or one word repeated: no order reads differently, and "the rows moved" would not be true.
+  if (order.every((o, i) => r.tokens[o] === r.tokens[i])) {
+    document.getElementById('shuffle-note').textContent =
+      `Nothing to shuffle: ${n === 1 ? 'the sentence has one word' : 'every word of the sentence is the same'}. Try a sentence of different words.`;
+    return;
   }
   const before = r;
   state.sentence = order.map((o) => r.tokens[o]).join(' ');
@@ -1241,13 +1271,19 @@ function quizQuestions(c) {
       why: `Every row's sum, added up by the library: ${p.row_sums.map((x) => x.toFixed(3)).join(', ')}.` },
     { q: `Which word does "${t[i]}" give the largest weight?`, choices: s, right,
       why: `Its row of weights: ${row.map((w, j) => `${s[j]} ${pct(w)}`).join(', ')}${right.length > 1 ? ` (a tie: ${right.map((j) => s[j]).join(' and ')} are all right)` : ''}.` },
-    m === n ? { q: `How many scores does this sentence of ${n} words have?`,
-      choices: [String(n), String(2 * n), String(n * n), String(n * n * n)], right: [2],
+    m === n ? { q: `How many scores does this sentence of ${words(n)} have?`, ...counts([n, 2 * n, n * n, n * n * n], n * n),
       why: `Q Kᵀ is ${n} × ${n}: every word scores every word, so the cost grows with the square of the length.` }
-      : { q: `How many scores do ${n} words reading a source of ${m} words have?`,
-        choices: [String(n + m), String(n * n), String(n * m), String(m * m)], right: [2],
+      : { q: `How many scores do ${words(n)} reading a source of ${words(m)} have?`, ...counts([n + m, n * n, n * m, m * m], n * m),
         why: `Q Kᵀ is ${n} × ${m}: every word scores every source word.` },
   ];
+}
+const words = (n) => `${n} word${n === 1 ? '' : 's'}`;
+
+// The choices of a count, each number once (with 2 words, 2n and n² are both 4:
+// shown twice, one "4" was right and the other wrong), and the right one among them.
+function counts(values, answer) {
+  const choices = [...new Set(values)].map(String);
+  return { choices, right: [choices.indexOf(String(answer))] };
 }
 
 function renderQuiz(c) {
@@ -1458,7 +1494,8 @@ function exportSvg() {
   const text = '<?xml version="1.0" encoding="UTF-8"?>\n' + new XMLSerializer().serializeToString(out);
   const a = document.createElement('a');
   a.href = URL.createObjectURL(new Blob([text], { type: 'image/svg+xml' }));
-  a.download = `attention-${state.sentence.trim().split(/\s+/).join('-').slice(0, 60) || 'heatmaps'}.svg`;
+  // Named after the sentence drawn (the box may hold a word the toy does not know yet).
+  a.download = `attention-${(state.result ? state.result.tokens.join('-') : 'heatmaps').slice(0, 60)}.svg`;
   document.body.appendChild(a);
   a.click();
   a.remove();

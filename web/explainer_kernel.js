@@ -69,6 +69,37 @@ function kTable(title, head, rows, opts = {}) {
   return out.join('');
 }
 
+// The walk's controls that make its numbers differ from this part's (the wired
+// head, no positions, scores ÷ √d_k, no mask, self-attention): while any is
+// set, the part says so, and does not call its numbers the walk's.
+function walkDifferences() {
+  const out = [];
+  if (state.head !== 'wired') out.push(`the ${state.head} head`);
+  if (state.tied) out.push('one matrix for questions and answers');
+  if (state.positions === 'rope') out.push('RoPE');
+  if (state.positions === 'sinusoidal') out.push('sinusoidal positions');
+  if (state.noScale) out.push('scores not divided by √d_k');
+  if (state.scaleByModel) out.push('scores divided by √d_model');
+  if (state.causal) out.push('the causal mask');
+  if (state.source) out.push('keys from another sentence');
+  return out;
+}
+function kernelBesideWalk() {
+  const diff = walkDifferences();
+  const list = diff.length > 1 ? `${diff.slice(0, -1).join(', ')} and ${diff[diff.length - 1]}` : diff[0];
+  document.getElementById('kernel-walk-note').textContent = diff.length
+    ? `The walk above now has ${list}. This part keeps the head the walk starts with, so its numbers are those the walk shows with its controls as they first were.`
+    : '';
+  document.getElementById('ktiles-walk').textContent = diff.length
+    ? 'Put side by side, they are exactly the scaled scores the walk shows with its controls as they first were.'
+    : 'Put side by side, they are exactly the scaled scores of the walk.';
+}
+
+// "1 rank", "3 ranks"; and, when the control asked for more parts than the
+// sentence has words (the library gives each part one word at least), why fewer.
+const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
+const fewerParts = (got, asked, n, what) => (got < asked ? ` (${plural(asked, what)} asked; the sentence has ${plural(n, 'word')})` : '');
+
 const figCells = (id) => () => [...document.querySelectorAll(`#step-${id} .step-figure .cell`)];
 const maxDiff = (a, b) => Math.max(...a.flat().map((x, i) => Math.abs(x - b.flat()[i])));
 const sci = (x) => x.toExponential(1);
@@ -202,7 +233,7 @@ defineStep('konline', {
     const d1 = maxDiff([last], [firstPart]), d2 = maxDiff([o.weights], [k.weights[r]]);
     const checked = d1 <= 1e-12 && d2 <= 1e-12;
     out.push('</svg>');
-    mount('konline', [['fig-konline', 'konline', out.join('') + `<p class="check${checked ? ' ok' : ''}">${checked ? '✓' : '✗'} the last state is the walk's softmax row of ${esc(t[r])}: ` +
+    mount('konline', [['fig-konline', 'konline', out.join('') + `<p class="check${checked ? ' ok' : ''}">${checked ? '✓' : '✗'} the last state is the softmax row of ${esc(t[r])} computed whole: ` +
       `O equals its output, e^(s − lse) its weights (largest difference ${sci(Math.max(d1, d2))})</p>`, null]]);
     document.getElementById('fig-konline').dataset.checked = checked ? '1' : '0';
     document.getElementById('konline-story').textContent = `The row of ${t[r]} is shown: its largest score comes in block ${1 + Math.floor(k.scaled[r].indexOf(Math.max(...k.scaled[r])) / b)}, ` +
@@ -323,8 +354,9 @@ defineStep('ksplit', {
     const k = kernelData(c), sp = k.split, t = labelWords(k.tokens), n = t.length, vcols = ['noun', 'verb', 'animal', 'thing'];
     const rows = sp.out.map((o, p) => [`worker ${p + 1}`, sp.lse[p], ...o]);
     rows.push(['merged', sp.merged_lse, ...sp.merged]);
-    const svg = kTable(`${t[n - 1]} attends to its cache, ${sp.out.length} workers`, ['', 'lse', ...vcols], rows, { cw: PHONE ? 50 : 54 });
-    const parts = sp.out.map((_, p) => `worker ${p + 1}: ${rowWords(t, sp.bounds[p], sp.bounds[p + 1])}`).join(' · ');
+    const svg = kTable(`${t[n - 1]} attends to its cache, ${plural(sp.out.length, 'worker')}`, ['', 'lse', ...vcols], rows, { cw: PHONE ? 50 : 54 });
+    const parts = sp.out.map((_, p) => `worker ${p + 1}: ${rowWords(t, sp.bounds[p], sp.bounds[p + 1])}`).join(' · ') +
+      fewerParts(sp.out.length, kstate.workers, n, 'worker');
     const d = maxDiff([sp.merged], [k.output[n - 1]]);
     mount('ksplit', [['fig-ksplit', 'ksplit', svg + `<p class="muted-p">${esc(parts)}</p><p class="check${d <= 1e-12 ? ' ok' : ''}">${d <= 1e-12 ? '✓' : '✗'} merged = the row of one worker doing everything: (${k.output[n - 1].map(fmt).join(', ')}), largest difference ${sci(d)}</p>`, null]]);
     const cols = 1 + vcols.length;
@@ -384,8 +416,8 @@ defineStep('kring', {
     const k = kernelData(c), rg = k.ring, R = rg.ranks, t = labelWords(k.tokens), n = t.length;
     const bw = PHONE ? 62 : 110, bh = 44, gap = PHONE ? 16 : 30, lw = PHONE ? 44 : 56, top = 34, rowH = bh + 30;
     const width = lw + R * (bw + gap) + 6, height = top + R * rowH + 10;
-    const out = [`<svg class="heatmap kfig" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="group" aria-label="ring attention on ${R} ranks">`,
-      `<text class="title" x="2" y="14">${R} ranks in a ring; each row is one step</text>`];
+    const out = [`<svg class="heatmap kfig" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="group" aria-label="ring attention on ${plural(R, 'rank')}">`,
+      `<text class="title" x="2" y="14">${plural(R, 'rank')} in a ring; each row is one step</text>`];
     const shardOf = (r, s) => ((r - s) % R + R) % R;
     for (let s = 0; s < R; s++) {
       const y = top + s * rowH;
@@ -405,9 +437,10 @@ defineStep('kring', {
     }
     out.push('</svg>');
     const final = rg.steps[R - 1].out, d = maxDiff(final, k.output);
-    const shards = Array.from({ length: R }, (_, r) => `shard ${r}: ${rowWords(t, rg.bounds[r], rg.bounds[r + 1])}`).join(' · ');
+    const shards = Array.from({ length: R }, (_, r) => `shard ${r}: ${rowWords(t, rg.bounds[r], rg.bounds[r + 1])}`).join(' · ') +
+      fewerParts(R, kstate.ranks, n, 'rank');
     mount('kring', [['fig-kring', 'kring', out.join('') + `<p class="muted-p">${esc(shards)}</p>` +
-      `<p class="check${d <= 1e-12 ? ' ok' : ''}">${d <= 1e-12 ? '✓' : '✗'} after ${R} steps the ring's output equals one process's (largest difference ${sci(d)})</p>`, null]]);
+      `<p class="check${d <= 1e-12 ? ' ok' : ''}">${d <= 1e-12 ? '✓' : '✗'} after ${plural(R, 'step')} the ring's output equals one process's (largest difference ${sci(d)})</p>`, null]]);
     document.getElementById('kring-story').textContent = `Rank r keeps the queries of shard r (${shards}).`;
     this.onFill = (m) => {
       if (m === 0) return writeSum('kring', []);
@@ -440,8 +473,12 @@ defineStep('kgrad', {
           `dS = P × (dP − D) = ${fmt(g.P[j])} × (${fmt(g.dP[j])} − ${fmt(g.D)}) = ${fmt(g.dS[j])}; the library: ${fmt(g.dS_library[j])}`]);
       }
       const i = Math.min(sat.factor.length - 1, Math.floor((m - 1 - 5 * n) / 2));
+      // |dS| is 0 at every scale when moving weight between the keys cannot change the output (one word,
+      // or keys with the same values): then there is no ratio to give, only that.
+      const flat = sat.dS_norm[0] === 0;
       writeSum('kgrad', [`scores × ${sat.factor[i]}: the top weight is ${fmt(sat.top_weight[i])} and |dS| = ${sat.dS_norm[i].toPrecision(3)}` +
-        (i ? `, ${(sat.dS_norm[0] / sat.dS_norm[i]).toPrecision(3)} times smaller than unscaled` : '')]);
+        (flat ? ', as unscaled: moving weight between these keys would not change the output, so there is no gradient to lose'
+          : i ? `, ${(sat.dS_norm[0] / sat.dS_norm[i]).toPrecision(3)} times smaller than unscaled` : '')]);
     };
   },
 });

@@ -262,9 +262,86 @@ async function walk(browser, vp) {
   }
   const axeOut = await axe(page);
   report(`axe_no_violations_${vp}`, axeOut.length === 0, axeOut.join(' | '));
+  // A figure's scroller is a tab stop and a region only while it scrolls, named after its figure.
+  const scrollers = await page.evaluate(() => [...document.querySelectorAll('.step .scroll')].map((s) => {
+    const over = s.scrollWidth > s.clientWidth + 1, svg = s.querySelector('svg[aria-label]');
+    const label = s.getAttribute('aria-label') || '';
+    const ok = over ? s.tabIndex === 0 && s.getAttribute('role') === 'region' && !!svg && label.startsWith(svg.getAttribute('aria-label'))
+      : !s.hasAttribute('tabindex') && !s.hasAttribute('role') && !label;
+    return ok ? null : `${s.closest('.fig').id}: ${over ? 'scrolls' : 'fits'}, tabindex ${s.getAttribute('tabindex')}, "${label}"`;
+  }).filter((x) => x));
+  report(`scrollers_focusable_and_named_only_when_they_scroll_${vp}`, scrollers.length === 0, scrollers.slice(0, 6).join('; '));
   // No sideways scroll of the whole page; wide matrices scroll inside their box.
   const overflow = await page.evaluate(() => document.scrollingElement.scrollWidth - window.innerWidth);
   report(`no_sideways_scroll_${vp}`, overflow <= 1, `${overflow}px too wide`);
+  await context.close();
+}
+
+// A phone 320 px wide (the width WCAG's reflow asks for): nothing on the page is cut
+// off where it cannot be scrolled to, every table and figure included (the table
+// across d_k too, computed when its section comes into view).
+async function phoneNothingCut(browser) {
+  const context = await browser.newContext({ viewport: { width: 320, height: 640 } });
+  const page = await context.newPage();
+  await page.goto(PAGE);
+  await settled(page);
+  await page.evaluate(() => document.getElementById('step-sqrt').scrollIntoView());
+  await page.waitForFunction(() => window.attnScalingTable, null, { timeout: 120000 });
+  const cut = new Map();
+  const height = await page.evaluate(() => document.scrollingElement.scrollHeight);
+  for (let y = 0; y < height; y += 400) {
+    await page.evaluate((y) => scrollTo(0, y), y);
+    await page.waitForTimeout(40);
+    const found = await page.evaluate(() => {
+      const out = [];
+      for (const el of document.querySelectorAll('main *:not(svg *)')) {
+        const r = el.getBoundingClientRect();
+        if (!r.width || r.bottom < 0 || r.top > innerHeight) continue;
+        // The nearest ancestor that scrolls sideways (then all of it can be reached) or clips.
+        let a = el.parentElement, clip = null;
+        for (; a && a.tagName !== 'MAIN'; a = a.parentElement) {
+          const cs = getComputedStyle(a);
+          if (/auto|scroll/.test(cs.overflowX)) break;
+          if (/hidden|clip/.test(cs.overflowX) || cs.contentVisibility === 'auto') { clip = a; break; }
+        }
+        if (a && a.tagName !== 'MAIN' && !clip) continue;
+        const box = clip ? clip.getBoundingClientRect() : { left: 0, right: innerWidth };
+        if (r.right > Math.min(box.right, innerWidth) + 1 || r.left < Math.max(box.left, 0) - 1)
+          out.push(`${el.tagName.toLowerCase()}${el.id ? '#' + el.id : ''}.${el.getAttribute('class') || ''} (${Math.round(r.left)}..${Math.round(r.right)})`);
+      }
+      return out;
+    });
+    for (const f of found) cut.set(f.replace(/ \(.*/, ''), f);
+  }
+  report('phone_320_nothing_cut_off', cut.size === 0, [...cut.values()].slice(0, 8).join('; '));
+  await context.close();
+}
+
+// 64 words, at 1440 px: a step left half played and jumped back over (its top now low in
+// the view, below the band that makes a step current) shows empty; the prose's wide
+// figures (dot product beside additive) take the keyboard focus to scroll.
+async function longSentence(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const page = await context.newPage();
+  const words = 'the quick brown fox jumped over the lazy dog'.split(' ');
+  await page.goto(PAGE + '#s=' + Array.from({ length: 64 }, (_, i) => words[i % words.length]).join('+'));
+  await settled(page);
+  await scrollStep(page, 'weights', 0.5);
+  const [half, total] = await fillOf(page, 'weights');
+  await page.evaluate(() => scrollTo(0, scrollY + document.getElementById('step-weights').getBoundingClientRect().top - 0.85 * innerHeight));
+  await page.waitForTimeout(120);
+  await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+  const [low] = await fillOf(page, 'weights');
+  report('jump_back_empties_a_step_low_in_view', half > 0 && half < total && low === 0, `${half}, then ${low} of ${total}`);
+  await page.evaluate(() => document.getElementById('step-additive').scrollIntoView());
+  await page.waitForFunction(() => window.attnAdditive && document.querySelector('#fig-additive svg'));
+  await settled(page);
+  const prose = await page.evaluate(() => ['fig-dot', 'fig-additive'].map((f) => {
+    const s = document.querySelector(`#${f} .scroll`);
+    return [f, s.scrollWidth > s.clientWidth, s.tabIndex, s.getAttribute('role'), s.getAttribute('aria-label')];
+  }));
+  report('prose_wide_figures_focusable', prose.every(([, over, tab, role, label]) => over && tab === 0 && role === 'region' && label),
+    JSON.stringify(prose));
   await context.close();
 }
 
@@ -323,6 +400,14 @@ async function kernelChecks(page) {
   const cost = await page.evaluate(() => window.attnKernelCost);
   report('kernel_cost_slider_equals_the_library', cost.score_bytes === want.cost.score_bytes[costAt] &&
     cost.workspace_bytes === want.cost.workspace_bytes[costAt], JSON.stringify(cost));
+  const axis = await page.evaluate(() => {
+    const claim = document.getElementById('step-kcost').querySelector('.step-text').textContent.match(/each mark on it is (\d+) times/);
+    const unit = { B: 1, KiB: 2 ** 10, MiB: 2 ** 20, GiB: 2 ** 30, TiB: 2 ** 40 };
+    const marks = [...document.querySelectorAll('#fig-kcost text.muted-text')].map((t) => t.textContent.match(/^([\d.]+) (\w+)$/))
+      .filter((m) => m).map((m) => Number(m[1]) * unit[m[2]]);
+    return { claim: claim && Number(claim[1]), ratios: marks.slice(1).map((b, i) => b / marks[i]) };
+  });
+  report('kernel_cost_axis_as_the_text_says', axis.ratios.length >= 3 && axis.ratios.every((x) => x === axis.claim), JSON.stringify(axis));
   for (const [sel, v] of [['#kblock', '2'], ['#kworkers', '2'], ['#kranks', '3']]) await page.selectOption(sel, v);
   await setSentence(page, 'the cat sat on the mat');
   await settled(page);
@@ -355,6 +440,61 @@ async function kernelChecks(page) {
   report('no_long_task_kernel_part', runs.some((l) => l.length === 0), `tasks of ${JSON.stringify(runs)} ms`);
   for (const [sel, v] of [['#kblock', '2'], ['#kranks', '3']]) await page.selectOption(sel, v);
   await settled(page);
+  // More workers or ranks than words: the library gives each part a word at least, and the figures say so, in English.
+  await page.selectOption('#kworkers', '4');
+  await page.selectOption('#kranks', '4');
+  const few = [];
+  for (const s of ['cat', 'the cat']) {
+    await setSentence(page, s);
+    for (const id of ['ksplit', 'kring']) await scrollOnce(page, id, 0.5);
+    await settled(page);
+    few.push(await page.evaluate(() => ['fig-ksplit', 'fig-kring'].map((f) => document.getElementById(f).textContent.replace(/\s+/g, ' ')).join(' ')));
+    // The gradient's last line compares |dS| with the unscaled one's: with one word both are 0, and no ratio is a number.
+    await scrollOnce(page, 'kgrad', 0.5);
+    await settled(page);
+    const gradSum = await page.evaluate(() => { setFill(steps.kgrad, steps.kgrad.cells.length); return document.getElementById('sum-kgrad').textContent; });
+    report(`kernel_gradient_sum_a_number_${s.replace(' ', '_')}`, gradSum.length > 0 && !/NaN|Infinity|undefined/.test(gradSum), gradSum);
+  }
+  report('kernel_fewer_words_than_parts', few.every((x, i) => !/\b1 (workers|ranks|steps|words)\b/.test(x) &&
+    x.includes(`4 workers asked; the sentence has ${i ? '2 words' : '1 word'}`) && x.includes(`4 ranks asked; the sentence has ${i ? '2 words' : '1 word'}`)),
+    few.map((x) => x.slice(0, 400)).join(' || '));
+  for (const [sel, v] of [['#kworkers', '2'], ['#kranks', '3']]) await page.selectOption(sel, v);
+  await setSentence(page, 'the cat sat on the mat');
+  await kernelBesideTheWalk(page);
+}
+
+// The second part keeps the wired head, no positions, no mask: it calls its numbers the
+// walk's only while they are, and says so when the walk's controls make them differ.
+async function kernelBesideTheWalk(page) {
+  const cases = [['default', null, null], ['random_head', 'input[name=head][value=random]', 'random'], ['rope', '#positions', 'RoPE'],
+    ['tied', '#tied', 'one matrix'], ['no_scale', '#head-scale', '√d_k'], ['causal', '#causal', 'causal']];
+  for (const [name, control, word] of cases) {
+    await setSentence(page, 'the cat sat on the mat');
+    if (name === 'rope') await page.selectOption(control, 'rope');
+    else if (name === 'no_scale') await page.uncheck(control);
+    else if (control) await page.check(control);
+    await page.waitForFunction((n) => n === 'default' || window.attnLast.head !== 'wired' || window.attnLast.positions === 'rope' ||
+      window.attnLast.causal || window.attnLast.scale === 1 || /tied/.test(window.attnLast.head), name);
+    for (const id of ['ktiles', 'konline']) await scrollOnce(page, id, 0.5);
+    await settled(page);
+    const got = await page.evaluate(() => {
+      const walk = window.attnLast.scaled, tiles = window.attnKernel.tiles.scores;
+      const same = walk.every((row, i) => row.every((x, j) => x === tiles[i][j]));
+      const text = [document.getElementById('kernel').nextElementSibling, document.getElementById('kernel-walk-note'),
+        document.querySelector('#step-ktiles .step-text'), document.querySelector('#fig-konline .check')]
+        .map((e) => (e ? e.textContent : '')).join(' ').replace(/\s+/g, ' ');
+      return { same, text };
+    });
+    const claims = /scaled scores of the walk\b|the walk's softmax row|the same head and the same sentence as the walk above/.test(got.text);
+    const note = await page.textContent('#kernel-walk-note').catch(() => '');
+    report(`kernel_part_beside_the_walk_${name}`, got.same ? claims && !note.trim() : !claims && note.includes(word),
+      `${got.same ? 'same numbers' : 'other numbers'}; note "${note}"; ${got.text.slice(0, 300)}`);
+    if (name === 'rope') await page.selectOption(control, 'none');
+    else if (name === 'no_scale') await page.check(control);
+    else if (name === 'random_head') await page.check('input[name=head][value=wired]');
+    else if (control) await page.uncheck(control);
+  }
+  await setSentence(page, 'the cat sat on the mat');
 }
 
 async function main() {
@@ -722,10 +862,36 @@ async function main() {
     report('quiz_ties_all_right', marks.slice(0, -1).every((m) => m === '1') && marks[marks.length - 1] === '0', `${JSON.stringify(tie)} ${marks}`);
   }
 
+  // The count question with few words: each number once (with 2 words, 2n and n² are both 4), the right one right.
+  const counted = [];
+  for (const [s, n] of [['the+cat', 2], ['cat', 1]]) {
+    await page.goto(PAGE + '#s=' + s);
+    await settled(page);
+    const q = await page.evaluate(() => {
+      const f = document.querySelector('fieldset[data-question="2"]');
+      return { legend: f.querySelector('legend').textContent, choices: [...f.querySelectorAll('label')].map((l) => l.textContent.trim()) };
+    });
+    const marks = [];
+    for (let k = 0; k < q.choices.length; k++) {
+      await page.check(`fieldset[data-question="2"] input[value="${k}"]`);
+      marks.push(await page.getAttribute('fieldset[data-question="2"] .quiz-answer', 'data-correct'));
+    }
+    counted.push({ ...q, marks, ok: new Set(q.choices).size === q.choices.length && q.choices.every((c, k) => (marks[k] === '1') === (c === String(n * n))) &&
+      q.legend.includes(n === 1 ? 'of 1 word have' : `of ${n} words have`) });
+  }
+  report('quiz_count_choices_distinct', counted.every((x) => x.ok), JSON.stringify(counted));
+
   // Export: one SVG file with the heatmaps.
   await setSentence(page, 'the cat sat on the mat');
   const [download] = await Promise.all([page.waitForEvent('download'), page.click('#export')]);
   const svg = fs.readFileSync(await download.path(), 'utf8');
+  // The file is named after the sentence drawn, not a word still wrong in the box.
+  await page.fill('#sentence', 'the cat sat on the mta');
+  await page.waitForFunction(() => document.body.dataset.stale === '1');
+  const [staleDownload] = await Promise.all([page.waitForEvent('download'), page.click('#export')]);
+  report('export_named_after_the_drawn_sentence', staleDownload.suggestedFilename() === 'attention-the-cat-sat-on-the-mat.svg',
+    staleDownload.suggestedFilename());
+  await setSentence(page, 'the cat sat on the mat');
   report('export_svg', svg.startsWith('<?xml') && svg.includes('<svg') && svg.includes(fmt(want.weights[2][1])) &&
     svg.includes('softmax'), svg.slice(0, 120));
 
@@ -777,6 +943,16 @@ async function main() {
   report('shuffle_keeps_rows', note.includes('kept exactly the same output row') &&
     (await page.inputValue('#sentence')) !== 'the cat sat on the mat', note);
 
+  // One word, or one word repeated: nothing moves, and the note says so instead of "the rows moved".
+  const unmoved = [];
+  for (const s of ['cat', 'the the']) {
+    await setSentence(page, s);
+    await page.click('#shuffle');
+    unmoved.push([await page.textContent('#shuffle-note'), await page.inputValue('#sentence')]);
+  }
+  report('shuffle_one_word_says_nothing_moved', unmoved.every(([n, box], k) => /^Nothing to shuffle/.test(n) && box === ['cat', 'the the'][k]),
+    JSON.stringify(unmoved));
+
   // Two heads side by side: the library's own heads, as attn explain --heads 2 --json,
   // and they follow the random head and the sqrt(d_model) toggle.
   const close = (a, b) => a.every((row, i) => row.every((x, j) => Math.abs(x - b[i][j]) < 1e-12));
@@ -820,6 +996,19 @@ async function main() {
   report('scaling_claim_states_its_numbers', claim.includes(`${(100 * cliRows[3].top_raw).toFixed(1)}%`) &&
     claim.includes(cliRows[3].grad_median_raw.toExponential(2)) &&
     (await page.textContent('#scaling-rows caption')).includes('2000 random queries'), claim);
+
+  // "Why not divide by d_k?" quotes a number of the table and names its column: that column's d_k = 64 row holds it.
+  const dkText = await page.evaluate(() => {
+    const text = document.getElementById('why-not-dk').textContent.replace(/\s+/g, ' ');
+    const m = text.match(/about ([\d.]+) for d\s*k = (\d+) \(the table's “([^”]+)” column\)/);
+    if (!m) return { text };
+    const heads = [...document.querySelectorAll('#scaling-rows th')].map((th) => th.textContent);
+    const row = document.querySelector(`#scaling-rows tr[data-d="${m[2]}"]`);
+    const col = heads.indexOf(m[3]);
+    return { quoted: m[1], column: m[3], cell: row && col >= 0 ? row.children[col].textContent : null };
+  });
+  report('why_not_dk_quotes_its_column', dkText.cell !== undefined && dkText.cell !== null &&
+    Number(dkText.cell).toFixed(3) === Number(dkText.quoted).toFixed(3), JSON.stringify(dkText));
 
   // Tied weights and cross-attention: the library's numbers, the same as attn explain's,
   // and in the link (tied=1, src=...).
@@ -971,6 +1160,9 @@ async function main() {
   await still.close();
 
   await kernelChecks(page);
+
+  await phoneNothingCut(browser);
+  await longSentence(browser);
 
   // The walk, at both viewports.
   for (const vp of Object.keys(VIEWPORTS)) await walk(browser, vp);
