@@ -50,6 +50,7 @@ TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/
              $(BUILD)/tests/test_plan $(BUILD)/asan/test_plan $(BUILD)/tsan/test_plan \
              $(BUILD)/tests/test_quant_kv $(BUILD)/asan/test_quant_kv $(BUILD)/tsan/test_quant_kv \
              $(BUILD)/tests/test_threads $(BUILD)/asan/test_threads $(BUILD)/tsan/test_threads \
+             $(BUILD)/asan/test_dlclose \
              $(BUILD)/asan/test_abi_0_2_static $(BUILD)/asan/test_abi_0_2_shared $(BUILD)/asan/test_abi_kv_desc
 
 # libattn-mpi (mpi/, include/attn_mpi.h), the attn-mpi command (cli/mpi/) and
@@ -206,6 +207,11 @@ $(BUILD)/asan/test_quant_kv: $(BUILD)/asan/obj/tests/test_quant_kv.o $(SAN_LIB_O
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
 $(BUILD)/asan/test_threads: $(BUILD)/asan/obj/tests/test_threads.o $(SAN_LIB_OBJ)
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
+# The plain shared library dlopen'd and dlclose'd in a loop by a program
+# under ASan+UBSan (its leak check sees the library's allocations too).
+$(BUILD)/asan/test_dlclose: tests/test_dlclose.c tests/check.h include/attn.h $(BUILD)/libattn.so
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -o $@ $< $(LIBS) -ldl
 
 # A program built against release 0.2.0's headers (tests/abi/0.2/, frozen
 # copies; it never sees include/) with today's library, under ASan+UBSan:
