@@ -1297,7 +1297,10 @@ ATTN_API attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const 
  * a ragged batch's masks (the array and its tensors) are read at every run, so they must stay valid, with the plan's
  * shapes, while the plan is used; the options struct itself is copied.
  * The context's num_threads is the plan's; its workspace is not used
- * (attn_sdpa_run's is). */
+ * (attn_sdpa_run's is). The init starts the pool's workers for that many
+ * threads, so that a run starts no thread either (unless the pool was busy
+ * with another call during the init, or attn_shutdown ran since: then the
+ * first run that needs them starts them). */
 typedef struct attn_sdpa_plan attn_sdpa_plan;
 
 /* The bytes of memory a plan takes: batch = 0 for a plan of attn_sdpa,

@@ -1,12 +1,14 @@
 /* test_threads.c -- the library as a multi-threaded server embeds it: many
  * caller threads at once, each on its own data, through every public entry
  * point that runs on the pool (attn_sdpa's flash and decode kernels with
- * dropout, attn_sdpa_backward, the layer forward and backward, a plan, a
- * quantized KV cache, a cache of keys quantized per channel, a paged pool,
- * attn_mha_cached's steps), while another thread changes the process-wide
- * thread count; then a call from inside a pool job, and a fork while the
- * callers run. Every result must be bitwise the one thread's result: each
- * entry point first on 1, 2 and 3 threads, then concurrently. Built under
+ * dropout, and in the bf16 compute mode; attn_sdpa_backward; the layer
+ * forward and backward; a plan; a quantized KV cache, a cache of keys
+ * quantized per channel, a paged pool; attn_mha_cached's steps), while
+ * another thread changes the process-wide thread count; then a call from
+ * inside a pool job, a fork while the callers run, and the threads a
+ * plan's first run starts. Every result must be bitwise the one thread's
+ * result: each entry point first on 1, 2 and 3 threads, then
+ * concurrently. Built under
  * ThreadSanitizer too (build/tsan/test_threads), which reports any race on
  * the library's global state (the pool, the kernel choice, the verbose flag,
  * the CPU count) or a kernel's shared scratch.
@@ -16,6 +18,7 @@
 #include "check.h"
 #include "../src/base/base.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -88,19 +91,22 @@ static attn_tensor out_at(const attn_tensor *like, float *out, size_t *at) {
 }
 
 /* Flash (L 256 of 512 keys, GQA 4/2) and decode (1 query of 12,000 keys),
- * both with dropout: q, k, v of each. */
+ * both with dropout: q, k, v of each; then the flash call again in the
+ * bf16 compute mode. */
 static attn_status run_sdpa(const job *j, int threads, float *out, attn_error *err) {
     attn_context c = threads_ctx(threads);
     attn_sdpa_options o = attn_sdpa_options_default();
     o.context = &c, o.causal = ATTN_CAUSAL_BOTTOM_RIGHT, o.dropout_p = 0.125, o.dropout_seed = 11;
     size_t at = 0;
     attn_status st = ATTN_OK;
-    for (int i = 0; !st && i < 2; i++) {
-        attn_tensor y = out_at(&j->t[3 * i], out, &at), lse;
-        int64_t sl[3] = {j->t[3 * i].shape[0], j->t[3 * i].shape[1], j->t[3 * i].shape[2]};
+    for (int i = 0; !st && i < 3; i++) {
+        const attn_tensor *t = &j->t[i == 1 ? 3 : 0];
+        if (i == 2) o.compute = ATTN_COMPUTE_BF16;
+        attn_tensor y = out_at(t, out, &at), lse;
+        int64_t sl[3] = {t->shape[0], t->shape[1], t->shape[2]};
         attn_tensor_init(&lse, out + at, ATTN_F32, 3, sl, NULL, NULL);
         at += (size_t)(sl[0] * sl[1] * sl[2]);
-        st = attn_sdpa(&y, &lse, NULL, &j->t[3 * i], &j->t[3 * i + 1], &j->t[3 * i + 2], &o, err);
+        st = attn_sdpa(&y, &lse, NULL, t, t + 1, t + 2, &o, err);
     }
     return st;
 }
@@ -265,10 +271,10 @@ static void *make_pages(int64_t *seqs) {
 static void make_jobs(void) {
     job *j = jobs;
     int64_t qf[4] = {2, 4, 256, 32}, kf[4] = {2, 2, 512, 32}, qd[4] = {1, 8, 1, 64}, kd[4] = {1, 2, 12000, 64};
-    *j = (job){.name = "sdpa_flash_and_decode_dropout", .run = run_sdpa};
+    *j = (job){.name = "sdpa_flash_decode_dropout_bf16", .run = run_sdpa};
     j->t[0] = f32(4, qf, 1), j->t[1] = f32(4, kf, 1), j->t[2] = f32(4, kf, 1);
     j->t[3] = f32(4, qd, 1), j->t[4] = f32(4, kd, 1), j->t[5] = f32(4, kd, 1);
-    j->n_out = (size_t)(2 * 4 * 256 * 33 + 8 * 65);
+    j->n_out = (size_t)(2 * 2 * 4 * 256 * 33 + 8 * 65);
 
     j++;
     int64_t qb[4] = {1, 4, 300, 32}, kb[4] = {1, 2, 400, 32};
@@ -505,6 +511,76 @@ static void test_fork_while_calling(void) {
     check(!*why && bad < 0, "fork_while_callers_run_child_calls", "%s", *why ? why : made < 2 ? "no thread" : c[bad].why);
 }
 
+/* ---- a plan's runs start no thread ---------------------------------------
+ * attn_sdpa_run allocates nothing (attn.h); a worker's start would be an
+ * allocation (its stack), so the plan's workers must be running when the
+ * plan is made. The pool is emptied first; the threads of this process are
+ * counted in /proc/self/task, before and after the first run of a plan of
+ * each kind (dense, ragged, paged). */
+
+static int tasks(void) {
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* Makes the plan of kind 0 (attn_sdpa), 1 (attn_sdpa_varlen) or 2 (a paged
+ * pool's) on 3 threads, then runs it: the threads before and after the run. */
+static attn_status plan_tasks(int kind, int *before, int *after, attn_error *err) {
+    attn_context c = threads_ctx(3);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.context = &c;
+    const job *pj = &jobs[3], *gj = &jobs[6];
+    int64_t sp[3] = {pj->t[0].shape[2], pj->t[0].shape[1], pj->t[0].shape[3]}; /* (900, 4, 32) packed */
+    int64_t cu[3] = {0, 400, 900};
+    attn_tensor q = pj->t[0], k = pj->t[1], v = pj->t[2];
+    if (kind == 1) attn_tensor_init(&q, pj->t[0].data, ATTN_F32, 3, sp, NULL, NULL),
+                   attn_tensor_init(&k, pj->t[1].data, ATTN_F32, 3, sp, NULL, NULL),
+                   attn_tensor_init(&v, pj->t[2].data, ATTN_F32, 3, sp, NULL, NULL);
+    if (kind == 2) q = gj->t[0];
+    attn_tensor y = q;
+    y.data = malloc(sizeof(float) * floats(&q));
+    attn_tensor_init(&y, y.data, ATTN_F32, q.rank, q.shape, NULL, NULL);
+    size_t bytes = 0, ws = 0;
+    attn_sdpa_plan *plan = NULL;
+    attn_kv_paged_view view = attn_kv_paged_view_default();
+    attn_status st = attn_sdpa_plan_bytes(&bytes, kind == 0 ? 0 : kind == 1 ? 2 : 3, err);
+    void *memory = st ? NULL : malloc(bytes), *work = NULL;
+    attn_shutdown(); /* no worker yet */
+    if (!st && kind == 0) st = attn_sdpa_plan_init(&plan, memory, bytes, &ws, &y, NULL, &q, &k, &v, &o, err);
+    if (!st && kind == 1)
+        st = attn_sdpa_varlen_plan_init(&plan, memory, bytes, &ws, &y, NULL, &q, &k, &v, cu, cu, 2, NULL, &o, err);
+    if (!st && kind == 2) st = attn_kv_pages_view(&view, gj->shared, err);
+    if (!st && kind == 2)
+        st = attn_kv_paged_plan_init(&plan, memory, bytes, &ws, &y, NULL, &q, gj->cu, &view, NULL, &o, err);
+    if (!st) work = malloc(ws ? ws : 1);
+    *before = tasks();
+    if (!st && kind < 2) st = attn_sdpa_run(plan, &y, NULL, &q, &k, &v, work, ws, err);
+    if (!st && kind == 2) st = attn_kv_paged_run(plan, &y, NULL, &q, view.k_pages, view.v_pages, work, ws, err);
+    *after = tasks();
+    free(memory), free(work), free(y.data);
+    return st;
+}
+
+static void test_plan_runs_start_no_thread(void) {
+    static const char *const NAMES[3] = {"plan_run_starts_no_thread", "varlen_plan_run_starts_no_thread",
+                                         "paged_plan_run_starts_no_thread"};
+    if (tasks() < 1) {
+        for (int kind = 0; kind < 3; kind++) skip(NAMES[kind], "no /proc/self/task to count threads in");
+        return;
+    }
+    for (int kind = 0; kind < 3; kind++) {
+        int before = 0, after = 0;
+        attn_error err = {0};
+        attn_status st = jobs[kind ? 6 : 3].run ? plan_tasks(kind, &before, &after, &err) : ATTN_ERR_ARGUMENT;
+        check(!st && before == after, NAMES[kind], "%s: %d threads before the first run, %d after",
+              st ? err.message : "the run started threads", before, after);
+    }
+}
+
 int main(void) {
     make_jobs();
     for (int i = 0; i < N_JOBS; i++)
@@ -514,6 +590,7 @@ int main(void) {
     test_concurrent_callers();
     test_nested_call();
     test_fork_while_calling();
+    test_plan_runs_start_no_thread();
     printf("%d failed\n", n_failed);
     return n_failed != 0;
 }

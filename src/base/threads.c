@@ -19,6 +19,7 @@ int attn_workers_for(int threads, double work) { return work < SMALL_WORK ? 1 : 
 void attn_set_num_threads(int n) { (void)n; }
 int attn_get_num_threads(void) { return 1; }
 void attn_shutdown(void) {}
+void attn_pool_reserve(int threads) { (void)threads; }
 int attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx) {
     (void)n_workers;
     for (int64_t i = 0; i < n_items; i++) fn(ctx, i, 0);
@@ -214,6 +215,22 @@ static bool grow(pool *p, int want) {
         p->n_threads++;
     }
     return true;
+}
+
+/* A plan's runs promise no allocation, but a worker's start is one (its
+ * stack, its thread-local memory): so a plan starts the workers its runs
+ * will wake when it is made. A pool another call holds (or the job whose
+ * item makes the plan) is left alone: its growth waits for the run. */
+void attn_pool_reserve(int threads) {
+    pool *p = &the_pool;
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    if (threads <= 1) return;
+    pthread_once(&handlers_once, register_handlers);
+    if (pthread_mutex_trylock(&job_lock) != 0) return;
+    pthread_mutex_lock(&p->lock);
+    grow(p, threads - 1);
+    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_unlock(&job_lock);
 }
 
 int attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx) {
