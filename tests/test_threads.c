@@ -14,6 +14,7 @@
  * the CPU count) or a kernel's shared scratch.
  *
  * Prints "ok NAME" or "FAIL NAME: why"; exits 1 if any failed. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "attn.h"
 #include "check.h"
 #include "../src/base/base.h"
@@ -21,6 +22,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -581,7 +583,43 @@ static void test_plan_runs_start_no_thread(void) {
     }
 }
 
+/* ---- the default thread count: the CPUs this process may use -------------
+ * A server pinned to a few CPUs (taskset, a container's cpuset) on a large
+ * machine must not start a thread for every CPU of the machine: the
+ * default is the CPUs of the process's affinity mask. A child pinned to one
+ * CPU (before its first call, which counts them) reports its default. */
+
+static void test_default_threads_follow_affinity(void) {
+    static const char *const NAME = "default_threads_are_the_cpus_of_the_affinity_mask";
+#if defined(__linux__)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < 2) {
+        skip(NAME, "this process may run on fewer than 2 CPUs");
+        return;
+    }
+    int cpu = 0;
+    while (!CPU_ISSET(cpu, &set)) cpu++;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        unsetenv("ATTN_NUM_THREADS");
+        attn_set_num_threads(0);
+        _exit(sched_setaffinity(0, sizeof one, &one) != 0 ? 100 : attn_get_num_threads() & 0x7f);
+    }
+    int status = 0;
+    int got = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    check(got == 1, NAME, "pinned to 1 of %d CPUs, the default is %d threads%s", CPU_COUNT(&set), got,
+          got == 100 ? " (sched_setaffinity failed)" : "");
+#else
+    skip(NAME, "no affinity masks here");
+#endif
+}
+
 int main(void) {
+    test_default_threads_follow_affinity(); /* first: a child that has counted no CPU yet */
     make_jobs();
     for (int i = 0; i < N_JOBS; i++)
         if (jobs[i].run == run_cache || jobs[i].run == run_pages)

@@ -3,6 +3,9 @@
  * at a time; a caller that finds the pool busy runs its job itself. A child
  * of fork() inherits the pool's bookkeeping but none of its threads: the
  * fork handlers below hand it an empty pool, which it fills on first use. */
+#if defined(__linux__)
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#endif
 #include "base/base.h"
 
 #include <stdlib.h>
@@ -28,6 +31,7 @@ int attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx
 #else
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <unistd.h>
 
@@ -170,13 +174,25 @@ void attn_set_num_threads(int n) {
     atomic_store(&requested, n < 0 ? 0 : n > MAX_THREADS ? MAX_THREADS : n);
 }
 
-/* The CPUs online, read once: glibc's sysconf reads a file under /sys on
- * every call, which cost a small attention call most of its time. */
+/* The CPUs this process may run on: its affinity mask (taskset, a
+ * container's cpuset), else the CPUs online. The CPUs online alone gave a
+ * server pinned to a few CPUs of a large machine a worker for every CPU of
+ * the machine, many threads to each CPU it has. Read once: glibc's sysconf
+ * reads a file under /sys on every call, which cost a small attention call
+ * most of its time. */
+static long cpus_available(void) {
+#if defined(__linux__)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+#endif
+    return sysconf(_SC_NPROCESSORS_ONLN); /* more than CPU_SETSIZE CPUs, or no affinity masks */
+}
+
 static int online_cpus(void) {
     static atomic_int cached;
     int n = atomic_load(&cached);
     if (n == 0) {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        long cpus = cpus_available();
         n = cpus > 0 ? (int)(cpus > MAX_THREADS ? MAX_THREADS : cpus) : 1;
         atomic_store(&cached, n);
     }
