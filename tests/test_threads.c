@@ -463,8 +463,10 @@ static int child_can_start_threads(void) { return 1; }
 #endif
 
 /* The child of a fork made while other threads are inside calls runs the
- * layer (forward and backward) and a flash call on 3 threads, then exits
- * (attn_shutdown at exit joins its own workers). An alarm ends a hang. */
+ * layer (forward and backward) and a flash call on 3 threads, then joins
+ * its own workers (attn_shutdown) and leaves by _exit: the parent's callers'
+ * buffers, copied into it with no thread to free them, are not its leaks
+ * (LeakSanitizer would report them at exit). An alarm ends a hang. */
 static const char *fork_once(char *why, size_t size) {
     fflush(stdout);
     pid_t pid = fork();
@@ -479,7 +481,8 @@ static const char *fork_once(char *why, size_t size) {
             else if (memcmp(out, j->want, sizeof(float) * j->n_out)) code = FORK_DIFFERENT;
             free(out);
         }
-        exit(code);
+        attn_shutdown();
+        _exit(code);
     }
     int status = 0;
     pid_t got = 0;
@@ -488,12 +491,31 @@ static const char *fork_once(char *why, size_t size) {
     if (pid <= 0) snprintf(why, size, "fork failed");
     else if (got == 0) kill(pid, SIGKILL), waitpid(pid, &status, 0), snprintf(why, size, "the child hung: killed");
     else if (WIFSIGNALED(status)) snprintf(why, size, "the child died of signal %d", WTERMSIG(status));
-    else if (WEXITSTATUS(status)) snprintf(why, size, "the child's call %s", WEXITSTATUS(status) == 1 ? "differs" : "failed");
+    else if (WEXITSTATUS(status) == FORK_DIFFERENT) snprintf(why, size, "the child's result differs");
+    else if (WEXITSTATUS(status) == FORK_CALL_FAILED) snprintf(why, size, "the child's call failed");
+    else if (WEXITSTATUS(status)) snprintf(why, size, "the child exited with %d", WEXITSTATUS(status));
     else why[0] = 0;
     return why;
 }
 
+/* GCC 12's AddressSanitizer does not hold its allocator's locks across
+ * fork: a child forked while a caller thread allocates can wait forever on
+ * a lock no thread of it holds (seen: every thread of the child in
+ * SizeClassAllocator64::GetFromAllocator). That is the sanitizer's, not the
+ * library's; glibc's malloc is made consistent for the child. */
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_UNDER_ASAN 1
+#endif
+#endif
+
 static void test_fork_while_calling(void) {
+#ifdef TEST_UNDER_ASAN
+    skip("fork_while_callers_run_child_calls", "AddressSanitizer's allocator is not fork-safe while other threads allocate");
+    return;
+#endif
     if (!child_can_start_threads()) {
         skip("fork_while_callers_run_child_calls", "this ThreadSanitizer runtime cannot start threads in a child");
         return;
@@ -510,7 +532,8 @@ static void test_fork_while_calling(void) {
     for (int rep = 0; rep < 3 && !*why; rep++) fork_once(why, sizeof why);
     for (int i = 0; i < made; i++) pthread_join(t[i], NULL);
     int bad = made == 2 && c[0].bad < 0 && c[1].bad < 0 ? -1 : c[0].bad >= 0 ? 0 : 1;
-    check(!*why && bad < 0, "fork_while_callers_run_child_calls", "%s", *why ? why : made < 2 ? "no thread" : c[bad].why);
+    check(!*why && bad < 0, "fork_while_callers_run_child_calls", "%s",
+          *why ? why : made < 2 ? "no thread" : bad >= 0 ? c[bad].why : "");
 }
 
 /* ---- a plan's runs start no thread ---------------------------------------
