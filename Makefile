@@ -49,6 +49,8 @@ TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/
              $(BUILD)/tests/test_kv_pages $(BUILD)/asan/test_kv_pages $(BUILD)/tsan/test_kv_pages \
              $(BUILD)/tests/test_plan $(BUILD)/asan/test_plan $(BUILD)/tsan/test_plan \
              $(BUILD)/tests/test_quant_kv $(BUILD)/asan/test_quant_kv $(BUILD)/tsan/test_quant_kv \
+             $(BUILD)/tests/test_threads $(BUILD)/asan/test_threads $(BUILD)/tsan/test_threads \
+             $(BUILD)/asan/test_dlclose \
              $(BUILD)/asan/test_abi_0_2_static $(BUILD)/asan/test_abi_0_2_shared $(BUILD)/asan/test_abi_kv_desc
 
 # libattn-mpi (mpi/, include/attn_mpi.h), the attn-mpi command (cli/mpi/) and
@@ -203,6 +205,13 @@ $(BUILD)/asan/test_plan: $(BUILD)/asan/obj/tests/test_plan.o $(SAN_LIB_OBJ)
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
 $(BUILD)/asan/test_quant_kv: $(BUILD)/asan/obj/tests/test_quant_kv.o $(SAN_LIB_OBJ)
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
+$(BUILD)/asan/test_threads: $(BUILD)/asan/obj/tests/test_threads.o $(SAN_LIB_OBJ)
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
+# The plain shared library dlopen'd and dlclose'd in a loop by a program
+# under ASan+UBSan (its leak check sees the library's allocations too).
+$(BUILD)/asan/test_dlclose: tests/test_dlclose.c tests/check.h include/attn.h $(BUILD)/libattn.so
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -o $@ $< $(LIBS) -ldl
 
 # A program built against release 0.2.0's headers (tests/abi/0.2/, frozen
 # copies; it never sees include/) with today's library, under ASan+UBSan:
@@ -263,6 +272,9 @@ $(BUILD)/tsan/test_plan: $(BUILD)/tsan/obj/tests/test_plan.o $(TSAN_LIB_OBJ)
 	$(CC) -fsanitize=thread -o $@ $^ $(LIBS)
 
 $(BUILD)/tsan/test_quant_kv: $(BUILD)/tsan/obj/tests/test_quant_kv.o $(TSAN_LIB_OBJ)
+	$(CC) -fsanitize=thread -o $@ $^ $(LIBS)
+
+$(BUILD)/tsan/test_threads: $(BUILD)/tsan/obj/tests/test_threads.o $(TSAN_LIB_OBJ)
 	$(CC) -fsanitize=thread -o $@ $^ $(LIBS)
 
 # The explainer page: the library and web/attn_web.c compiled to wasm32 with

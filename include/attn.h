@@ -30,7 +30,14 @@
  *     XFEATURE_XTILEDATA), which then holds for the whole process, every
  *     thread's signal frames growing by the 8 KiB of tile data; refused, the
  *     AVX-512 kernels run and ATTN_VERBOSE says so), and the verbose flag
- *     (attn_set_verbose, ATTN_VERBOSE).
+ *     (attn_set_verbose, ATTN_VERBOSE). ATTN_NUM_THREADS is read at every
+ *     call that takes the default thread count, the other variables once
+ *     (ATTN_VERBOSE again at attn_set_verbose(-1)). The first threaded call
+ *     registers attn_shutdown with atexit and fork handlers with
+ *     pthread_atfork (see attn_shutdown); dlclose of a dlopen'd library
+ *     joins the workers and drops both. Per thread: a 32 KiB buffer for
+ *     keys quantized per channel ("Keys quantized per channel"), the
+ *     library's one piece of thread-local state.
  *   - The caller owns all memory it passes in. Scratch memory a call needs is
  *     allocated and freed inside that call, or taken from a workspace the
  *     caller hands over in attn_context. attn_sdpa's is linear in the
@@ -777,7 +784,10 @@ typedef struct attn_context {
     /* Scratch memory for the call, owned by the caller (added in 0.2.0):
      * when workspace is not NULL, every buffer the call needs comes out of
      * these workspace_size bytes (any alignment) and the library calls no
-     * allocator, so a call can never fail for want of memory.
+     * allocator, so a call can never fail for want of memory (the pool's
+     * workers excepted: the first call that needs them starts them, as
+     * attn_sdpa_plan_init does ahead of its runs; a call whose workers
+     * cannot start runs on fewer threads, never fails).
      * attn_sdpa_workspace_size says how many bytes a call needs; a smaller
      * workspace fails with ATTN_ERR_WORKSPACE before anything is written.
      * NULL (the default): the library allocates what it needs and frees it
@@ -1299,7 +1309,10 @@ ATTN_API attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const 
  * a ragged batch's masks (the array and its tensors) are read at every run, so they must stay valid, with the plan's
  * shapes, while the plan is used; the options struct itself is copied.
  * The context's num_threads is the plan's; its workspace is not used
- * (attn_sdpa_run's is). */
+ * (attn_sdpa_run's is). The init starts the pool's workers for that many
+ * threads, so that a run starts no thread either (unless the pool was busy
+ * with another call during the init, or attn_shutdown ran since: then the
+ * first run that needs them starts them). */
 typedef struct attn_sdpa_plan attn_sdpa_plan;
 
 /* The bytes of memory a plan takes: batch = 0 for a plan of attn_sdpa,
@@ -2486,8 +2499,10 @@ ATTN_API attn_status attn_mha_cached_batch(attn_tensor *out, const attn_tensor *
  * work is split into items whose results do not depend on who runs them.
  * n >= 1 sets the number of threads (the caller included; at most 256);
  * n <= 0 restores the default: ATTN_NUM_THREADS from the environment (a
- * whole number >= 1, 256 if larger; other text is ignored), else the
- * number of online CPUs (counted once, at the first call that needs it). */
+ * whole number >= 1, 256 if larger; other text, "0" and "-1" included, is
+ * ignored), else the number of CPUs this process may run on: its affinity
+ * mask where the system has one (taskset, a container's cpuset), else the
+ * CPUs online (counted once, at the first call that needs it). */
 ATTN_API void attn_set_num_threads(int n);
 /* The number of threads the next call will use. */
 ATTN_API int attn_get_num_threads(void);

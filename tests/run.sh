@@ -50,6 +50,10 @@ suite "plans under ThreadSanitizer" "$BUILD/tsan/test_plan"
 suite "paged KV cache: random create/fork/append/truncate/free/attend against contiguous copies, errors leave the pool as it was" "$BUILD/tests/test_kv_pages"
 suite "paged KV cache under ASan+UBSan" "$BUILD/asan/test_kv_pages"
 suite "paged KV cache under ThreadSanitizer (attend on 3 threads)" "$BUILD/tsan/test_kv_pages"
+suite "many caller threads at once through every entry point, bitwise on 1-3 threads; a call inside a pool job; fork while calling" "$BUILD/tests/test_threads"
+suite "many caller threads under ASan+UBSan" "$BUILD/asan/test_threads"
+suite "many caller threads under ThreadSanitizer" "$BUILD/tsan/test_threads"
+suite "the shared library dlopen'd and dlclose'd in a loop: workers joined, fork handlers gone, no leak (ASan)" "$BUILD/asan/test_dlclose" "$BUILD/libattn.so"
 suite "running out of memory: every allocation fails in turn (ASan+LSan)" "$BUILD/asan/test_alloc"
 # A program built against release 0.2.0's frozen headers, run with today's
 # library: its structs are smaller than today's, and nothing may read past them.

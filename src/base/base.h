@@ -407,6 +407,11 @@ attn_status attn_arena_fail(attn_arena *a, const char *what, const char *sizer, 
 typedef void (*attn_task_fn)(void *ctx, int64_t item, int worker);
 int attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx);
 
+/* Start the pool's workers for jobs of up to `threads` threads now, not at
+ * the first such job (a plan's init: its runs then start no thread). Does
+ * nothing while another job holds the pool. */
+void attn_pool_reserve(int threads);
+
 /* How many of `threads` workers a job of `work` multiply-adds should wake
  * (threads.c): all of them, or 1 for a job so small that waking the pool
  * (3 to 11 µs measured on a shared 2-core Zen 5) would cost about what a

@@ -3,6 +3,9 @@
  * at a time; a caller that finds the pool busy runs its job itself. A child
  * of fork() inherits the pool's bookkeeping but none of its threads: the
  * fork handlers below hand it an empty pool, which it fills on first use. */
+#if defined(__linux__)
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#endif
 #include "base/base.h"
 
 #include <stdlib.h>
@@ -19,6 +22,7 @@ int attn_workers_for(int threads, double work) { return work < SMALL_WORK ? 1 : 
 void attn_set_num_threads(int n) { (void)n; }
 int attn_get_num_threads(void) { return 1; }
 void attn_shutdown(void) {}
+void attn_pool_reserve(int threads) { (void)threads; }
 int attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx) {
     (void)n_workers;
     for (int64_t i = 0; i < n_items; i++) fn(ctx, i, 0);
@@ -27,6 +31,7 @@ int attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx
 #else
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <unistd.h>
 
@@ -169,13 +174,25 @@ void attn_set_num_threads(int n) {
     atomic_store(&requested, n < 0 ? 0 : n > MAX_THREADS ? MAX_THREADS : n);
 }
 
-/* The CPUs online, read once: glibc's sysconf reads a file under /sys on
- * every call, which cost a small attention call most of its time. */
+/* The CPUs this process may run on: its affinity mask (taskset, a
+ * container's cpuset), else the CPUs online. The CPUs online alone gave a
+ * server pinned to a few CPUs of a large machine a worker for every CPU of
+ * the machine, many threads to each CPU it has. Read once: glibc's sysconf
+ * reads a file under /sys on every call, which cost a small attention call
+ * most of its time. */
+static long cpus_available(void) {
+#if defined(__linux__)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+#endif
+    return sysconf(_SC_NPROCESSORS_ONLN); /* more than CPU_SETSIZE CPUs, or no affinity masks */
+}
+
 static int online_cpus(void) {
     static atomic_int cached;
     int n = atomic_load(&cached);
     if (n == 0) {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        long cpus = cpus_available();
         n = cpus > 0 ? (int)(cpus > MAX_THREADS ? MAX_THREADS : cpus) : 1;
         atomic_store(&cached, n);
     }
@@ -214,6 +231,22 @@ static bool grow(pool *p, int want) {
         p->n_threads++;
     }
     return true;
+}
+
+/* A plan's runs promise no allocation, but a worker's start is one (its
+ * stack, its thread-local memory): so a plan starts the workers its runs
+ * will wake when it is made. A pool another call holds (or the job whose
+ * item makes the plan) is left alone: its growth waits for the run. */
+void attn_pool_reserve(int threads) {
+    pool *p = &the_pool;
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    if (threads <= 1) return;
+    pthread_once(&handlers_once, register_handlers);
+    if (pthread_mutex_trylock(&job_lock) != 0) return;
+    pthread_mutex_lock(&p->lock);
+    grow(p, threads - 1);
+    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_unlock(&job_lock);
 }
 
 int attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx) {

@@ -174,6 +174,7 @@ attn_status attn_sdpa_plan_init(attn_sdpa_plan **plan, void *memory, size_t byte
     pl->batch = -1;
     pl->magic = PLAN_MAGIC;
     *workspace_bytes = pl->workspace;
+    attn_pool_reserve(c.num_threads); /* the runs start no thread */
     *plan = pl;
     return ATTN_OK;
 }
@@ -207,6 +208,7 @@ attn_status attn_sdpa_varlen_plan_init(attn_sdpa_plan **plan, void *memory, size
     pl->masks = masks;
     pl->magic = PLAN_MAGIC;
     *workspace_bytes = pl->workspace;
+    attn_pool_reserve(c.num_threads); /* the runs start no thread */
     *plan = pl;
     return ATTN_OK;
 }
@@ -346,6 +348,7 @@ attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory, size_t 
     pl->paged = true, pl->view = w;
     pl->magic = PLAN_MAGIC;
     *workspace_bytes = pl->workspace;
+    attn_pool_reserve(c.num_threads); /* the runs start no thread */
     *plan = pl;
     return ATTN_OK;
 }

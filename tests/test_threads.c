@@ -1,0 +1,657 @@
+/* test_threads.c -- the library as a multi-threaded server embeds it: many
+ * caller threads at once, each on its own data, through every public entry
+ * point that runs on the pool (attn_sdpa's flash and decode kernels with
+ * dropout, and in the bf16 compute mode; attn_sdpa_backward; the layer
+ * forward and backward; a plan; a quantized KV cache, a cache of keys
+ * quantized per channel, a paged pool; attn_mha_cached's steps), while
+ * another thread changes the process-wide thread count; then a call from
+ * inside a pool job, a fork while the callers run, and the threads a
+ * plan's first run starts. Every result must be bitwise the one thread's
+ * result: each entry point first on 1, 2 and 3 threads, then
+ * concurrently. Built under
+ * ThreadSanitizer too (build/tsan/test_threads), which reports any race on
+ * the library's global state (the pool, the kernel choice, the verbose flag,
+ * the CPU count) or a kernel's shared scratch.
+ *
+ * Prints "ok NAME" or "FAIL NAME: why"; exits 1 if any failed. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include "attn.h"
+#include "check.h"
+#include "../src/base/base.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TEST_RNG_SEED 77
+#include "rng.h"
+
+/* ThreadSanitizer kills a child that starts threads after a fork of a
+ * threaded process unless told not to (the fork check's child must). */
+#if defined(__SANITIZE_THREAD__)
+#define TEST_UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TEST_UNDER_TSAN 1
+#endif
+#endif
+#ifdef TEST_UNDER_TSAN
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void) { return "die_after_fork=0"; }
+#endif
+
+/* A C-contiguous f32 tensor of normal values (zeros with fill 0). */
+static attn_tensor f32(int rank, const int64_t *shape, int fill) {
+    attn_tensor t;
+    attn_tensor_init(&t, NULL, ATTN_F32, rank, shape, NULL, NULL);
+    int64_t n = attn_tensor_numel(&t);
+    float *p = calloc((size_t)n + 1, sizeof(float));
+    for (int64_t i = 0; fill && i < n; i++) p[i] = normal();
+    t.data = p;
+    return t;
+}
+
+static size_t floats(const attn_tensor *t) { return (size_t)attn_tensor_numel(t); }
+
+/* ---- the entry points, each a job that writes its outputs into one buffer */
+
+typedef struct job job;
+struct job {
+    const char *name;
+    size_t n_out; /* floats of all the job's outputs, one after another */
+    /* Runs the job on `threads` threads (0: the process-wide number),
+     * writing every output into out[0 .. n_out). */
+    attn_status (*run)(const job *j, int threads, float *out, attn_error *err);
+    attn_tensor t[8];     /* inputs */
+    attn_mha_params p, g; /* the layer's parameters; g: its gradients' shapes */
+    void *shared;         /* a cache or pool every caller reads */
+    int64_t cu[4], seqs[3];
+    float *want; /* the result on one thread */
+};
+
+static attn_context threads_ctx(int threads) {
+    attn_context c = attn_context_default();
+    c.num_threads = threads;
+    return c;
+}
+
+/* An output tensor like `like`, its data at out + *at (then *at moves on). */
+static attn_tensor out_at(const attn_tensor *like, float *out, size_t *at) {
+    attn_tensor t = *like;
+    attn_tensor_init(&t, out + *at, ATTN_F32, like->rank, like->shape, NULL, NULL);
+    *at += floats(like);
+    return t;
+}
+
+/* Flash (L 256 of 512 keys, GQA 4/2) and decode (1 query of 12,000 keys),
+ * both with dropout: q, k, v of each; then the flash call again in the
+ * bf16 compute mode. */
+static attn_status run_sdpa(const job *j, int threads, float *out, attn_error *err) {
+    attn_context c = threads_ctx(threads);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.context = &c, o.causal = ATTN_CAUSAL_BOTTOM_RIGHT, o.dropout_p = 0.125, o.dropout_seed = 11;
+    size_t at = 0;
+    attn_status st = ATTN_OK;
+    for (int i = 0; !st && i < 3; i++) {
+        const attn_tensor *t = &j->t[i == 1 ? 3 : 0];
+        if (i == 2) o.compute = ATTN_COMPUTE_BF16;
+        attn_tensor y = out_at(t, out, &at), lse;
+        int64_t sl[3] = {t->shape[0], t->shape[1], t->shape[2]};
+        attn_tensor_init(&lse, out + at, ATTN_F32, 3, sl, NULL, NULL);
+        at += (size_t)(sl[0] * sl[1] * sl[2]);
+        st = attn_sdpa(&y, &lse, NULL, t, t + 1, t + 2, &o, err);
+    }
+    return st;
+}
+
+/* The backward with dropout: the forward's out and lse, then dq, dk, dv. */
+static attn_status run_backward(const job *j, int threads, float *out, attn_error *err) {
+    attn_context c = threads_ctx(threads);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.context = &c, o.causal = ATTN_CAUSAL_TOP_LEFT, o.dropout_p = 0.25, o.dropout_seed = 5;
+    const attn_tensor *q = &j->t[0], *k = &j->t[1], *v = &j->t[2], *dout = &j->t[3];
+    size_t at = 0;
+    attn_tensor y = out_at(q, out, &at), lse, dq, dk, dv;
+    int64_t sl[3] = {q->shape[0], q->shape[1], q->shape[2]};
+    attn_tensor_init(&lse, out + at, ATTN_F32, 3, sl, NULL, NULL);
+    at += (size_t)(sl[0] * sl[1] * sl[2]);
+    dq = out_at(q, out, &at), dk = out_at(k, out, &at), dv = out_at(v, out, &at);
+    attn_status st = attn_sdpa(&y, &lse, NULL, q, k, v, &o, err);
+    return st ? st : attn_sdpa_backward(&dq, &dk, &dv, NULL, dout, q, k, v, &y, &lse, &o, err);
+}
+
+/* The layer (E 64, 4 query heads, 2 KV heads, causal, dropout on the
+ * weights): its output, then the input's and parameters' gradients. */
+static attn_status run_mha(const job *j, int threads, float *out, attn_error *err) {
+    attn_context c = threads_ctx(threads);
+    attn_sdpa_options a = attn_sdpa_options_default();
+    a.dropout_p = 0.1, a.dropout_seed = 3;
+    attn_mha_options o = attn_mha_options_default();
+    o.batch_first = 1, o.causal = ATTN_CAUSAL_TOP_LEFT, o.context = &c, o.attention = &a;
+    const attn_tensor *x = &j->t[0], *dout = &j->t[1];
+    size_t at = 0;
+    attn_tensor y = out_at(x, out, &at), dx = out_at(x, out, &at), g[8];
+    attn_mha_params gp = attn_mha_params_default();
+    const attn_tensor *shapes[8] = {j->g.q_proj_weight, j->g.k_proj_weight, j->g.v_proj_weight, j->g.out_proj_weight,
+                                    j->g.q_proj_bias,   j->g.k_proj_bias,   j->g.v_proj_bias,   j->g.out_proj_bias};
+    for (int i = 0; i < 8; i++) g[i] = out_at(shapes[i], out, &at);
+    gp.q_proj_weight = &g[0], gp.k_proj_weight = &g[1], gp.v_proj_weight = &g[2], gp.out_proj_weight = &g[3];
+    gp.q_proj_bias = &g[4], gp.k_proj_bias = &g[5], gp.v_proj_bias = &g[6], gp.out_proj_bias = &g[7];
+    attn_status st = attn_mha(&y, NULL, x, x, x, &j->p, &o, err);
+    return st ? st : attn_mha_backward(&dx, NULL, NULL, &gp, dout, x, x, x, &j->p, &o, err);
+}
+
+/* A plan of this caller's own, made and run twice (as for two layers). */
+static attn_status run_plan(const job *j, int threads, float *out, attn_error *err) {
+    attn_context c = threads_ctx(threads);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.context = &c, o.causal = ATTN_CAUSAL_TOP_LEFT;
+    size_t at = 0, bytes = 0, ws = 0;
+    attn_tensor y = out_at(&j->t[0], out, &at);
+    attn_status st = attn_sdpa_plan_bytes(&bytes, 0, err);
+    void *memory = st ? NULL : malloc(bytes), *work = NULL;
+    attn_sdpa_plan *plan = NULL;
+    if (!st) st = attn_sdpa_plan_init(&plan, memory, bytes, &ws, &y, NULL, &j->t[0], &j->t[1], &j->t[2], &o, err);
+    if (!st) work = malloc(ws ? ws : 1);
+    for (int layer = 0; !st && layer < 2; layer++)
+        st = attn_sdpa_run(plan, &y, NULL, &j->t[0], &j->t[1], &j->t[2], work, ws, err);
+    free(memory), free(work);
+    return st;
+}
+
+/* Attention to a shared cache (q8 values and keys; then keys quantized per
+ * channel), which every caller reads at once: the header allows it. */
+static attn_status run_cache(const job *j, int threads, float *out, attn_error *err) {
+    attn_context c = threads_ctx(threads);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.context = &c;
+    size_t at = 0;
+    attn_tensor y = out_at(&j->t[0], out, &at);
+    return attn_kv_cache_attend(&y, NULL, &j->t[0], j->shared, &o, err);
+}
+
+/* Three sequences of a shared f16 paged pool: two decode, one prefill. */
+static attn_status run_pages(const job *j, int threads, float *out, attn_error *err) {
+    attn_context c = threads_ctx(threads);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.context = &c;
+    size_t at = 0;
+    attn_tensor y = out_at(&j->t[0], out, &at);
+    return attn_kv_pages_attend(&y, NULL, &j->t[0], j->cu, j->seqs, 3, j->shared, NULL, &o, err);
+}
+
+/* attn_mha_cached token by token into a q4 cache of this caller's own (the
+ * cache is written: one per caller), 40 tokens. */
+static attn_status run_cached(const job *j, int threads, float *out, attn_error *err) {
+    attn_context c = threads_ctx(threads);
+    attn_mha_options o = attn_mha_options_default();
+    o.batch_first = 1, o.context = &c;
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    const attn_tensor *x = &j->t[0];
+    int64_t L = x->shape[1], E = x->shape[2];
+    d.heads = j->p.num_kv_heads, d.capacity = L, d.key_dim = d.value_dim = E / j->p.num_heads, d.dtype = ATTN_Q4;
+    size_t bytes = 0;
+    attn_status st = attn_kv_cache_bytes(&bytes, &d, err);
+    void *memory = st ? NULL : malloc(bytes);
+    attn_kv_cache *cache = NULL;
+    if (!st) st = attn_kv_cache_init(&cache, memory, bytes, &d, err);
+    for (int64_t t = 0; !st && t < L; t++) {
+        attn_tensor xt = *x, yt = *x;
+        xt.shape[1] = yt.shape[1] = 1;
+        xt.data = (float *)x->data + t * E, yt.data = out + t * E;
+        st = attn_mha_cached(&yt, &xt, cache, &j->p, &o, err);
+    }
+    free(memory);
+    return st;
+}
+
+/* ---- the jobs' data ------------------------------------------------------ */
+
+enum { N_JOBS = 8 };
+static job jobs[N_JOBS];
+
+static void layer_params(job *j, int64_t E, int64_t H, int64_t HKV) {
+    int64_t D = E / H, sw[4][2] = {{H * D, E}, {HKV * D, E}, {HKV * D, E}, {E, H * D}},
+            sb[4][1] = {{H * D}, {HKV * D}, {HKV * D}, {E}};
+    static attn_tensor w[N_JOBS][8];
+    attn_tensor *pw = w[j - jobs];
+    for (int i = 0; i < 4; i++) pw[i] = f32(2, sw[i], 1), pw[4 + i] = f32(1, sb[i], 1);
+    for (int i = 0; i < 4; i++) /* weights of 1/sqrt(E): outputs of unit size */
+        for (size_t e = 0; e < floats(&pw[i]); e++) ((float *)pw[i].data)[e] *= 0.125f;
+    j->p = attn_mha_params_default();
+    j->p.embed_dim = E, j->p.num_heads = H, j->p.num_kv_heads = HKV;
+    j->p.q_proj_weight = &pw[0], j->p.k_proj_weight = &pw[1], j->p.v_proj_weight = &pw[2];
+    j->p.out_proj_weight = &pw[3], j->p.q_proj_bias = &pw[4], j->p.k_proj_bias = &pw[5];
+    j->p.v_proj_bias = &pw[6], j->p.out_proj_bias = &pw[7];
+    j->g = j->p;
+}
+
+/* A cache of B 1, Hk 2, S positions, E 64: q8, or keys q4c (values f16). */
+static void *make_cache(attn_dtype dtype, attn_dtype key_dtype, int64_t S) {
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.heads = 2, d.capacity = 4096, d.key_dim = d.value_dim = 64, d.dtype = dtype, d.key_dtype = key_dtype;
+    size_t bytes = 0;
+    attn_error err;
+    attn_kv_cache *cache = NULL;
+    if (attn_kv_cache_bytes(&bytes, &d, &err)) return NULL;
+    void *memory = malloc(bytes);
+    int64_t sk[3] = {2, S, 64};
+    attn_tensor k = f32(3, sk, 1), v = f32(3, sk, 1);
+    if (attn_kv_cache_init(&cache, memory, bytes, &d, &err) || attn_kv_cache_append(cache, &k, &v, &err))
+        cache = NULL;
+    free(k.data), free(v.data);
+    return cache;
+}
+
+/* An f16 pool of Hk 2, E 32, pages of 16: sequences of 3000, 2500 and 600. */
+static void *make_pages(int64_t *seqs) {
+    attn_kv_pages_desc d = attn_kv_pages_desc_default();
+    d.heads = 2, d.key_dim = d.value_dim = 32, d.dtype = ATTN_F16, d.num_pages = 400, d.max_sequences = 3;
+    size_t bytes = 0;
+    attn_error err;
+    attn_kv_pages *pool = NULL;
+    if (attn_kv_pages_bytes(&bytes, &d, &err) || attn_kv_pages_init(&pool, malloc(bytes), bytes, &d, &err))
+        return NULL;
+    int64_t cu[4] = {0, 3000, 5500, 6100}, sk[3] = {6100, 2, 32};
+    attn_tensor k = f32(3, sk, 1), v = f32(3, sk, 1);
+    attn_status st = ATTN_OK;
+    for (int i = 0; !st && i < 3; i++) st = attn_kv_pages_create(pool, &seqs[i], &err);
+    if (!st) st = attn_kv_pages_append(pool, seqs, 3, &k, &v, cu, &err);
+    free(k.data), free(v.data);
+    return st ? NULL : pool;
+}
+
+static void make_jobs(void) {
+    job *j = jobs;
+    int64_t qf[4] = {2, 4, 256, 32}, kf[4] = {2, 2, 512, 32}, qd[4] = {1, 8, 1, 64}, kd[4] = {1, 2, 12000, 64};
+    *j = (job){.name = "sdpa_flash_decode_dropout_bf16", .run = run_sdpa};
+    j->t[0] = f32(4, qf, 1), j->t[1] = f32(4, kf, 1), j->t[2] = f32(4, kf, 1);
+    j->t[3] = f32(4, qd, 1), j->t[4] = f32(4, kd, 1), j->t[5] = f32(4, kd, 1);
+    j->n_out = (size_t)(2 * 2 * 4 * 256 * 33 + 8 * 65);
+
+    j++;
+    int64_t qb[4] = {1, 4, 300, 32}, kb[4] = {1, 2, 400, 32};
+    *j = (job){.name = "sdpa_backward_dropout", .run = run_backward};
+    j->t[0] = f32(4, qb, 1), j->t[1] = f32(4, kb, 1), j->t[2] = f32(4, kb, 1), j->t[3] = f32(4, qb, 1);
+    j->n_out = (size_t)(4 * 300 * 32 * 2 + 4 * 300 + 2 * 2 * 400 * 32);
+
+    j++;
+    int64_t sx[3] = {2, 160, 64};
+    *j = (job){.name = "mha_forward_backward_dropout", .run = run_mha};
+    layer_params(j, 64, 4, 2);
+    j->t[0] = f32(3, sx, 1), j->t[1] = f32(3, sx, 1);
+    j->n_out = 2 * floats(&j->t[0]);
+    const attn_tensor *w[8] = {j->p.q_proj_weight, j->p.k_proj_weight, j->p.v_proj_weight, j->p.out_proj_weight,
+                               j->p.q_proj_bias,   j->p.k_proj_bias,   j->p.v_proj_bias,   j->p.out_proj_bias};
+    for (int i = 0; i < 8; i++) j->n_out += floats(w[i]);
+
+    j++;
+    int64_t qp[4] = {1, 4, 900, 32}, kp[4] = {1, 4, 900, 32};
+    *j = (job){.name = "plan_run", .run = run_plan};
+    j->t[0] = f32(4, qp, 1), j->t[1] = f32(4, kp, 1), j->t[2] = f32(4, kp, 1);
+    j->n_out = floats(&j->t[0]);
+
+    j++;
+    int64_t qc[3] = {4, 3, 64};
+    *j = (job){.name = "kv_cache_q8_attend", .run = run_cache};
+    j->t[0] = f32(3, qc, 1), j->shared = make_cache(ATTN_Q8, 0, 4000);
+    j->n_out = floats(&j->t[0]);
+
+    j++;
+    *j = (job){.name = "kv_cache_q4c_attend", .run = run_cache};
+    j->t[0] = f32(3, qc, 1), j->shared = make_cache(ATTN_F16, ATTN_Q4C, 4000);
+    j->n_out = floats(&j->t[0]);
+
+    j++;
+    int64_t qg[3] = {1 + 1 + 60, 4, 32};
+    *j = (job){.name = "kv_pages_attend", .run = run_pages};
+    j->t[0] = f32(3, qg, 1), j->shared = make_pages(j->seqs);
+    j->cu[0] = 0, j->cu[1] = 1, j->cu[2] = 2, j->cu[3] = 62;
+    j->n_out = floats(&j->t[0]);
+
+    j++;
+    int64_t xc[3] = {1, 40, 128};
+    *j = (job){.name = "mha_cached_q4_steps", .run = run_cached};
+    layer_params(j, 128, 4, 2);
+    j->t[0] = f32(3, xc, 1);
+    j->n_out = floats(&j->t[0]);
+}
+
+/* ---- 1, 2 and 3 threads: the same bits ---------------------------------- */
+
+static void test_thread_counts(void) {
+    for (int i = 0; i < N_JOBS; i++) {
+        job *j = &jobs[i];
+        attn_error err = {0};
+        j->want = malloc(sizeof(float) * j->n_out);
+        float *out = malloc(sizeof(float) * j->n_out);
+        attn_status st = j->run(j, 1, j->want, &err);
+        int same = 1, t = 2;
+        for (; !st && same && t <= 3; t++) {
+            memset(out, 0xff, sizeof(float) * j->n_out);
+            st = j->run(j, t, out, &err);
+            same = !st && memcmp(out, j->want, sizeof(float) * j->n_out) == 0;
+        }
+        char name[96];
+        snprintf(name, sizeof name, "%s_threads_1_2_3_bitwise_identical", j->name);
+        check(!st && same, name, "%s", st ? err.message : "results differ between 1 and 2 or 3 threads");
+        if (st) j->run = NULL;
+        free(out);
+    }
+}
+
+/* ---- many callers at once ------------------------------------------------ */
+
+enum { CALLERS = 4, ROUNDS = 2 };
+
+typedef struct caller {
+    int index;
+    atomic_int *done;
+    int bad;        /* the first job that failed or differed, -1: none */
+    char why[640];
+} caller;
+
+static void *caller_main(void *arg) {
+    caller *c = arg;
+    c->bad = -1;
+    for (int r = 0; r < ROUNDS && c->bad < 0; r++)
+        for (int n = 0; n < N_JOBS && c->bad < 0; n++) {
+            const job *j = &jobs[(n + c->index) % N_JOBS]; /* each caller in its own order */
+            if (!j->run) continue;
+            float *out = malloc(sizeof(float) * j->n_out);
+            attn_error err = {0};
+            /* the process-wide count (changing under it), or 2 or 3 of its own */
+            attn_status st = j->run(j, (c->index + r) % 3 == 0 ? 0 : 1 + (c->index + r) % 3, out, &err);
+            if (st || memcmp(out, j->want, sizeof(float) * j->n_out))
+                c->bad = (int)(j - jobs), snprintf(c->why, sizeof c->why, "%s: %s", j->name,
+                                                   st ? err.message : "differs from one thread's result");
+            free(out);
+        }
+    atomic_fetch_add(c->done, 1);
+    return NULL;
+}
+
+/* attn_set_num_threads changing while callers run: 1, 2, 3, the default. */
+static void *switcher_main(void *arg) {
+    atomic_int *done = arg;
+    for (int n = 0; atomic_load(done) < CALLERS; n++) {
+        attn_set_num_threads(n % 4);
+        (void)attn_get_num_threads();
+        nanosleep(&(struct timespec){0, 200 * 1000}, NULL);
+    }
+    attn_set_num_threads(0);
+    return NULL;
+}
+
+static void test_concurrent_callers(void) {
+    atomic_int done = 0;
+    caller c[CALLERS];
+    pthread_t t[CALLERS], sw;
+    int made = 0, sw_made = pthread_create(&sw, NULL, switcher_main, &done) == 0;
+    for (; made < CALLERS; made++) {
+        c[made] = (caller){made, &done, -1, ""};
+        if (pthread_create(&t[made], NULL, caller_main, &c[made])) break;
+    }
+    for (int i = 0; i < made; i++) pthread_join(t[i], NULL);
+    atomic_store(&done, CALLERS);
+    if (sw_made) pthread_join(sw, NULL);
+    int bad = -1;
+    for (int i = 0; i < made && bad < 0; i++)
+        if (c[i].bad >= 0) bad = i;
+    check(made == CALLERS && sw_made && bad < 0, "concurrent_callers_every_entry_point_bitwise",
+          "%s", bad >= 0 ? c[bad].why : "a thread could not start");
+}
+
+/* ---- a call from inside a pool job -------------------------------------- */
+
+typedef struct nested {
+    atomic_int bad;
+} nested;
+
+static void nested_item(void *ctx, int64_t item, int worker) {
+    nested *n = ctx;
+    const job *j = &jobs[item % 2 ? 0 : 2];
+    (void)worker;
+    if (!j->run) return;
+    float *out = malloc(sizeof(float) * j->n_out);
+    attn_error err;
+    if (j->run(j, 3, out, &err) || memcmp(out, j->want, sizeof(float) * j->n_out)) atomic_fetch_add(&n->bad, 1);
+    free(out);
+}
+
+/* A threaded call made by a pool job's item (on the caller and on a worker)
+ * runs on its own thread, never waits for the pool it is part of. */
+static void test_nested_call(void) {
+    nested n = {0};
+    attn_parallel_for(3, 4, nested_item, &n);
+    check(atomic_load(&n.bad) == 0, "call_inside_a_pool_job_bitwise", "%d of 4 calls failed or differed",
+          atomic_load(&n.bad));
+}
+
+/* ---- fork while the callers run ----------------------------------------- */
+
+enum { FORK_SAME = 0, FORK_DIFFERENT = 1, FORK_CALL_FAILED = 2 };
+
+#ifdef TEST_UNDER_TSAN
+static void *probe_thread(void *arg) { return arg; }
+
+/* Whether this ThreadSanitizer runtime lets the child of a threaded process
+ * start threads (GCC 12's libtsan does not). */
+static int child_can_start_threads(void) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, 2);
+        pthread_t t;
+        _exit(pthread_create(&t, NULL, probe_thread, NULL) == 0 && pthread_join(t, NULL) == 0 ? 0 : 1);
+    }
+    int status = 0;
+    return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+#else
+static int child_can_start_threads(void) { return 1; }
+#endif
+
+/* The child of a fork made while other threads are inside calls runs the
+ * layer (forward and backward) and a flash call on 3 threads, then joins
+ * its own workers (attn_shutdown) and leaves by _exit: the parent's callers'
+ * buffers, copied into it with no thread to free them, are not its leaks
+ * (LeakSanitizer would report them at exit). An alarm ends a hang. */
+static const char *fork_once(char *why, size_t size) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(60);
+        int code = FORK_SAME;
+        for (int i = 0; i < 3 && code == FORK_SAME; i += 2) {
+            const job *j = &jobs[i];
+            float *out = malloc(sizeof(float) * j->n_out);
+            attn_error err;
+            if (!j->run || j->run(j, 3, out, &err)) code = FORK_CALL_FAILED;
+            else if (memcmp(out, j->want, sizeof(float) * j->n_out)) code = FORK_DIFFERENT;
+            free(out);
+        }
+        attn_shutdown();
+        _exit(code);
+    }
+    int status = 0;
+    pid_t got = 0;
+    for (int ms = 0; ms < 120000 && pid > 0 && (got = waitpid(pid, &status, WNOHANG)) == 0; ms += 10)
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    if (pid <= 0) snprintf(why, size, "fork failed");
+    else if (got == 0) kill(pid, SIGKILL), waitpid(pid, &status, 0), snprintf(why, size, "the child hung: killed");
+    else if (WIFSIGNALED(status)) snprintf(why, size, "the child died of signal %d", WTERMSIG(status));
+    else if (WEXITSTATUS(status) == FORK_DIFFERENT) snprintf(why, size, "the child's result differs");
+    else if (WEXITSTATUS(status) == FORK_CALL_FAILED) snprintf(why, size, "the child's call failed");
+    else if (WEXITSTATUS(status)) snprintf(why, size, "the child exited with %d", WEXITSTATUS(status));
+    else why[0] = 0;
+    return why;
+}
+
+/* GCC 12's AddressSanitizer does not hold its allocator's locks across
+ * fork: a child forked while a caller thread allocates can wait forever on
+ * a lock no thread of it holds (seen: every thread of the child in
+ * SizeClassAllocator64::GetFromAllocator). That is the sanitizer's, not the
+ * library's; glibc's malloc is made consistent for the child. */
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_UNDER_ASAN 1
+#endif
+#endif
+
+static void test_fork_while_calling(void) {
+#ifdef TEST_UNDER_ASAN
+    skip("fork_while_callers_run_child_calls", "AddressSanitizer's allocator is not fork-safe while other threads allocate");
+    return;
+#endif
+    if (!child_can_start_threads()) {
+        skip("fork_while_callers_run_child_calls", "this ThreadSanitizer runtime cannot start threads in a child");
+        return;
+    }
+    atomic_int done = 0;
+    caller c[2];
+    pthread_t t[2];
+    int made = 0;
+    for (; made < 2; made++) {
+        c[made] = (caller){made, &done, -1, ""};
+        if (pthread_create(&t[made], NULL, caller_main, &c[made])) break;
+    }
+    char why[128] = "";
+    for (int rep = 0; rep < 3 && !*why; rep++) fork_once(why, sizeof why);
+    for (int i = 0; i < made; i++) pthread_join(t[i], NULL);
+    int bad = made == 2 && c[0].bad < 0 && c[1].bad < 0 ? -1 : c[0].bad >= 0 ? 0 : 1;
+    check(!*why && bad < 0, "fork_while_callers_run_child_calls", "%s",
+          *why ? why : made < 2 ? "no thread" : bad >= 0 ? c[bad].why : "");
+}
+
+/* ---- a plan's runs start no thread ---------------------------------------
+ * attn_sdpa_run allocates nothing (attn.h); a worker's start would be an
+ * allocation (its stack), so the plan's workers must be running when the
+ * plan is made. The pool is emptied first; the threads of this process are
+ * counted in /proc/self/task, before and after the first run of a plan of
+ * each kind (dense, ragged, paged). */
+
+static int tasks(void) {
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* Makes the plan of kind 0 (attn_sdpa), 1 (attn_sdpa_varlen) or 2 (a paged
+ * pool's) on 3 threads, then runs it: the threads before and after the run. */
+static attn_status plan_tasks(int kind, int *before, int *after, attn_error *err) {
+    attn_context c = threads_ctx(3);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.context = &c;
+    const job *pj = &jobs[3], *gj = &jobs[6];
+    int64_t sp[3] = {pj->t[0].shape[2], pj->t[0].shape[1], pj->t[0].shape[3]}; /* (900, 4, 32) packed */
+    int64_t cu[3] = {0, 400, 900};
+    attn_tensor q = pj->t[0], k = pj->t[1], v = pj->t[2];
+    if (kind == 1) attn_tensor_init(&q, pj->t[0].data, ATTN_F32, 3, sp, NULL, NULL),
+                   attn_tensor_init(&k, pj->t[1].data, ATTN_F32, 3, sp, NULL, NULL),
+                   attn_tensor_init(&v, pj->t[2].data, ATTN_F32, 3, sp, NULL, NULL);
+    if (kind == 2) q = gj->t[0];
+    attn_tensor y = q;
+    y.data = malloc(sizeof(float) * floats(&q));
+    attn_tensor_init(&y, y.data, ATTN_F32, q.rank, q.shape, NULL, NULL);
+    size_t bytes = 0, ws = 0;
+    attn_sdpa_plan *plan = NULL;
+    attn_kv_paged_view view = attn_kv_paged_view_default();
+    attn_status st = attn_sdpa_plan_bytes(&bytes, kind == 0 ? 0 : kind == 1 ? 2 : 3, err);
+    void *memory = st ? NULL : malloc(bytes), *work = NULL;
+    attn_shutdown(); /* no worker yet */
+    if (!st && kind == 0) st = attn_sdpa_plan_init(&plan, memory, bytes, &ws, &y, NULL, &q, &k, &v, &o, err);
+    if (!st && kind == 1)
+        st = attn_sdpa_varlen_plan_init(&plan, memory, bytes, &ws, &y, NULL, &q, &k, &v, cu, cu, 2, NULL, &o, err);
+    if (!st && kind == 2) st = attn_kv_pages_view(&view, gj->shared, err);
+    if (!st && kind == 2)
+        st = attn_kv_paged_plan_init(&plan, memory, bytes, &ws, &y, NULL, &q, gj->cu, &view, NULL, &o, err);
+    if (!st) work = malloc(ws ? ws : 1);
+    *before = tasks();
+    if (!st && kind < 2) st = attn_sdpa_run(plan, &y, NULL, &q, &k, &v, work, ws, err);
+    if (!st && kind == 2) st = attn_kv_paged_run(plan, &y, NULL, &q, view.k_pages, view.v_pages, work, ws, err);
+    *after = tasks();
+    free(memory), free(work), free(y.data);
+    return st;
+}
+
+static void test_plan_runs_start_no_thread(void) {
+    static const char *const NAMES[3] = {"plan_run_starts_no_thread", "varlen_plan_run_starts_no_thread",
+                                         "paged_plan_run_starts_no_thread"};
+    if (tasks() < 1) {
+        for (int kind = 0; kind < 3; kind++) skip(NAMES[kind], "no /proc/self/task to count threads in");
+        return;
+    }
+    for (int kind = 0; kind < 3; kind++) {
+        int before = 0, after = 0;
+        attn_error err = {0};
+        attn_status st = jobs[kind ? 6 : 3].run ? plan_tasks(kind, &before, &after, &err) : ATTN_ERR_ARGUMENT;
+        check(!st && before == after, NAMES[kind], "%s: %d threads before the first run, %d after",
+              st ? err.message : "the run started threads", before, after);
+    }
+}
+
+/* ---- the default thread count: the CPUs this process may use -------------
+ * A server pinned to a few CPUs (taskset, a container's cpuset) on a large
+ * machine must not start a thread for every CPU of the machine: the
+ * default is the CPUs of the process's affinity mask. A child pinned to one
+ * CPU (before its first call, which counts them) reports its default. */
+
+static void test_default_threads_follow_affinity(void) {
+    static const char *const NAME = "default_threads_are_the_cpus_of_the_affinity_mask";
+#if defined(__linux__)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < 2) {
+        skip(NAME, "this process may run on fewer than 2 CPUs");
+        return;
+    }
+    int cpu = 0;
+    while (!CPU_ISSET(cpu, &set)) cpu++;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        unsetenv("ATTN_NUM_THREADS");
+        attn_set_num_threads(0);
+        _exit(sched_setaffinity(0, sizeof one, &one) != 0 ? 100 : attn_get_num_threads() & 0x7f);
+    }
+    int status = 0;
+    int got = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    check(got == 1, NAME, "pinned to 1 of %d CPUs, the default is %d threads%s", CPU_COUNT(&set), got,
+          got == 100 ? " (sched_setaffinity failed)" : "");
+#else
+    skip(NAME, "no affinity masks here");
+#endif
+}
+
+int main(void) {
+    test_default_threads_follow_affinity(); /* first: a child that has counted no CPU yet */
+    make_jobs();
+    for (int i = 0; i < N_JOBS; i++)
+        if (jobs[i].run == run_cache || jobs[i].run == run_pages)
+            if (!jobs[i].shared) printf("FAIL %s_setup: the cache could not be made\n", jobs[i].name), jobs[i].run = NULL, n_failed++;
+    test_thread_counts();
+    test_concurrent_callers();
+    test_nested_call();
+    test_fork_while_calling();
+    test_plan_runs_start_no_thread();
+    printf("%d failed\n", n_failed);
+    return n_failed != 0;
+}
