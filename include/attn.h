@@ -1379,7 +1379,9 @@ ATTN_API attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk,
  * i < n, compute the (out, lse) of attention against all of them, exactly:
  *   lse = log(sum_i exp(lses[i])),  out = sum_i exp(lses[i] - lse) · outs[i].
  * A part whose lse is -inf (no key of it took part) contributes nothing; if
- * every part's is, out is 0 and lse -inf. All tensors share one dtype (f32 or
+ * every part's is, out is 0 and lse -inf. A part whose lse is NaN (a NaN
+ * in its queries, keys or mask) makes the row NaN, out and lse, as
+ * attention over all the keys gives it. All tensors share one dtype (f32 or
  * f64) and shapes: out and outs[i] (..., L, Ev), lse and lses[i] (..., L);
  * any strides. out may be one of outs and lse one of lses, the very same
  * view, to merge in place; otherwise they overlap no part and not each other

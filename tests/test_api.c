@@ -1065,6 +1065,30 @@ static void test_merge(void) {
         st = attn_sdpa_merge(&po[0], &pl[0], outs, lses, 2, &err);
         check(st == ATTN_OK && max_diff(&po[0], &mo) == 0 && max_diff(&pl[0], &ml) == 0,
               f ? "merge_in_place_f32" : "merge_in_place_f64", "status %d", (int)st);
+        /* A part whose lse is NaN (a NaN query or key in it) makes the row
+         * NaN, out and lse, as attn_sdpa over all the keys gives it: row 7
+         * NaN in both parts (what every rank of a ring sees for a NaN
+         * query), row 9 in the second only; the other rows finite. (The
+         * first part now holds the merge above: any finite parts do.) */
+        for (int p = 0; p < 2; p++) {
+            int64_t r = p ? 9 : 7;
+            for (int part = r == 7 ? 0 : 1; part < 2; part++)
+                if (f) ((float *)pl[part].data)[r] = NAN;
+                else ((double *)pl[part].data)[r] = NAN;
+        }
+        st = attn_sdpa_merge(&mo, &ml, outs, lses, 2, &err);
+        int nan_rows = 1, others = 1;
+        for (int64_t r = 0; r < H * L; r++) {
+            int want_nan = r == 7 || r == 9;
+            double l = get(&ml, r);
+            for (int64_t e = 0; e < Ev; e++) {
+                double x = get(&mo, r * Ev + e);
+                if (want_nan) nan_rows &= isnan(x) && isnan(l);
+                else others &= !isnan(x) && !isnan(l);
+            }
+        }
+        check(st == ATTN_OK && nan_rows && others, f ? "merge_nan_lse_row_is_nan_f32" : "merge_nan_lse_row_is_nan_f64",
+              "status %d, NaN rows %d, others finite %d", (int)st, nan_rows, others);
         if (f) {
             /* Errors, each named. */
             attn_tensor wrong = make(dt, 3, sv), other = make(ATTN_F64, 3, so), flat = make(dt, 3, so);
