@@ -111,7 +111,7 @@ static int same_file(const char *opt, const char *path, double timeout, char *ms
                                        size_, head ? strerror(why) : "out of memory") > 0, msg, n);
     } else if (ranks == size_) {
         enum { N = 4 + ATTN_MAX_RANK };
-        attn_npy_info h;
+        attn_npy_info h = {.struct_size = sizeof h};
         attn_error err;
         if (attn_npy_header(&h, head, got, (uint64_t)sb.st_size, &err) != ATTN_OK) /* said once the ranks agree */
             memset(&h, 0, sizeof h);

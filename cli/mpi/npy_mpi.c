@@ -37,6 +37,7 @@ int npy_mpi_open(npy_mpi *f, const char *path, MPI_Comm comm, char *msg, size_t 
     rc = MPI_File_read_at_all(f->fh, 0, head, (int)(size < HEAD ? size : HEAD), MPI_BYTE, &status);
     MPI_Get_count(&status, MPI_BYTE, &got);
     attn_error err;
+    f->info.struct_size = sizeof f->info;
     int bad = rc != MPI_SUCCESS || attn_npy_header(&f->info, head, (size_t)got, (uint64_t)size, &err) != ATTN_OK;
     free(head);
     if (rc != MPI_SUCCESS) mpi_text(msg, n, "cannot read", path, rc);
