@@ -51,7 +51,8 @@ TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/
              $(BUILD)/tests/test_quant_kv $(BUILD)/asan/test_quant_kv $(BUILD)/tsan/test_quant_kv \
              $(BUILD)/tests/test_threads $(BUILD)/asan/test_threads $(BUILD)/tsan/test_threads \
              $(BUILD)/asan/test_dlclose \
-             $(BUILD)/asan/test_abi_0_2_static $(BUILD)/asan/test_abi_0_2_shared $(BUILD)/asan/test_abi_kv_desc
+             $(BUILD)/asan/test_abi_0_2_static $(BUILD)/asan/test_abi_0_2_shared $(BUILD)/asan/test_abi_kv_desc \
+             $(BUILD)/asan/test_abi_npy_info
 
 # libattn-mpi (mpi/, include/attn_mpi.h), the attn-mpi command (cli/mpi/) and
 # their test are built when mpicc exists (Debian's libopenmpi-dev; `make test`
@@ -231,6 +232,11 @@ $(BUILD)/asan/test_abi_0_2_shared: $(ABI_DEPS) $(BUILD)/libattn.so
 $(BUILD)/asan/test_abi_kv_desc: tests/abi/test_abi_kv_desc.c include/attn.h tests/check.h $(SAN_LIB_OBJ)
 	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -O1 -g $(SAN_FLAGS) -Iinclude -o $@ $< $(SAN_LIB_OBJ) $(LIBS)
 
+# A program built against 0.3.0's attn_npy_info (no struct_size), and
+# today's struct at its caller's sizes, with today's library (ASan+UBSan).
+$(BUILD)/asan/test_abi_npy_info: tests/abi/test_abi_npy_info.c include/attn.h tests/check.h $(SAN_LIB_OBJ)
+	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -O1 -g $(SAN_FLAGS) -Iinclude -o $@ $< $(SAN_LIB_OBJ) $(LIBS)
+
 # The ring under ASan+UBSan too (library, libattn-mpi and test together).
 $(BUILD)/asan/obj/mpi/%.o: mpi/%.c mpi/ring.h include/attn_mpi.h include/attn.h
 	@mkdir -p $(dir $@)
@@ -283,7 +289,8 @@ $(BUILD)/tsan/test_threads: $(BUILD)/tsan/obj/tests/test_threads.o $(TSAN_LIB_OB
 WASM_CC    ?= clang
 WASM_FLAGS := --target=wasm32-wasi -mexec-model=reactor -std=c11 -D_POSIX_C_SOURCE=200809L \
               $(WARN) -O2 -Iinclude -Isrc
-WEB_LIB_SRC := $(filter-out src/io/npy.c src/kernels/x86/%,$(LIB_SRC))
+# The page reads no files: no .npy reader (src/io/npy.c), nor 0.3's shim of it.
+WEB_LIB_SRC := $(filter-out src/io/npy.c src/abi/abi_0_3.c src/kernels/x86/%,$(LIB_SRC))
 # wasm-ld gives the stack 64 KiB by default, placed after the data, where
 # an overflow silently overwrites malloc's state (training on the page,
 # whose backward pass nests planned calls, needed more). 1 MiB, placed

@@ -265,7 +265,7 @@ static void print_gradient(const attn_kernel_walk *k, char **words) {
 int explain_kernel(const explain_args *a, cli_colours colour) {
     attn_kernel_walk_options o = attn_kernel_walk_options_default();
     o.block = a->kernel_block, o.workers = a->kernel_workers, o.ranks = a->kernel_ranks;
-    attn_kernel_walk k;
+    attn_kernel_walk k = {.struct_size = sizeof k};
     attn_error err;
     if (attn_kernel_walk_run(&k, a->sentence, &o, &err)) return cli_error(EXIT_DATA, "%s", err.message);
     int code = 0;

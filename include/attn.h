@@ -651,12 +651,13 @@ ATTN_API attn_status attn_check_disjoint(const attn_tensor *a, const char *a_nam
 
 /* The structs of options and settings (attn_context, attn_sdpa_options,
  * attn_rope_options, attn_mha_params, attn_mha_options, attn_kv_cache_desc,
- * attn_kv_pages_desc, attn_kv_paged_view, attn_tuning; attn_teach.h's and
- * attn_mpi.h's) begin with
+ * attn_kv_pages_desc, attn_kv_paged_view, attn_tuning, attn_npy_info;
+ * attn_teach.h's and attn_mpi.h's) begin with
  *
  *     size_t struct_size;   sizeof the struct as the CALLER was compiled
  *
- * A call reads (attn_get_tuning and attn_kv_pages_view: writes) only that
+ * A call reads (attn_get_tuning, attn_kv_pages_view, attn_npy_header:
+ * writes) only that
  * many bytes of the struct, so the fields a program's header lacks keep
  * their defaults: a program built
  * against an older attn.h runs with a newer library unchanged. A
@@ -664,9 +665,9 @@ ATTN_API attn_status attn_check_disjoint(const attn_tensor *a, const char *a_nam
  * than the library's own (a header newer than the library) is
  * ATTN_ERR_OPTION.
  *
- * Start a struct X from its defaults in either of two ways (attn_tuning,
- * which the library fills, has none: set its struct_size to
- * sizeof(attn_tuning) before attn_get_tuning):
+ * Start a struct X from its defaults in either of two ways (attn_tuning
+ * and attn_npy_info, which the library fills, have none: set struct_size
+ * to sizeof the struct before attn_get_tuning or attn_npy_header):
  *
  *     X o = X_default();
  *     X o;  X_init(&o, sizeof o);
@@ -1394,7 +1395,9 @@ ATTN_API attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk,
  * i < n, compute the (out, lse) of attention against all of them, exactly:
  *   lse = log(sum_i exp(lses[i])),  out = sum_i exp(lses[i] - lse) · outs[i].
  * A part whose lse is -inf (no key of it took part) contributes nothing; if
- * every part's is, out is 0 and lse -inf. All tensors share one dtype (f32 or
+ * every part's is, out is 0 and lse -inf. A part whose lse is NaN (a NaN
+ * in its queries, keys or mask) makes the row NaN, out and lse, as
+ * attention over all the keys gives it. All tensors share one dtype (f32 or
  * f64) and shapes: out and outs[i] (..., L, Ev), lse and lses[i] (..., L);
  * any strides. out may be one of outs and lse one of lses, the very same
  * view, to merge in place; otherwise they overlap no part and not each other
@@ -2630,16 +2633,26 @@ ATTN_API void attn_npy_free(attn_tensor *t);
  * attn_npy_read but ATTN_ERR_IO and ATTN_ERR_NO_MEMORY, and
  * ATTN_ERR_ARGUMENT when file_size < size; big-endian data, which
  * attn_npy_read reads, is ATTN_ERR_NPY_UNSUPPORTED here (the bytes in
- * place are not in the host's order). */
+ * place are not in the host's order).
+ *
+ * The library fills the struct: set info->struct_size = sizeof *info
+ * before the call ("Versioned structs": it writes that many bytes, and a
+ * struct_size below sizeof(size_t) or above the library's own is
+ * ATTN_ERR_OPTION). On any other failure every field but struct_size is
+ * zero. (0.3.0's struct had no struct_size; the library keeps 0.3's
+ * attn_npy_header for binaries built then, and this header's macro of that
+ * name calls attn_npy_header_0_4.) */
 typedef struct attn_npy_info {
+    size_t struct_size; /* sizeof(attn_npy_info) as the caller was compiled (added in 0.4.0) */
     attn_dtype dtype;
     int rank;
     int64_t shape[ATTN_MAX_RANK];
     int fortran_order;
     size_t data_offset, data_bytes;
 } attn_npy_info;
-ATTN_API attn_status attn_npy_header(attn_npy_info *info, const void *bytes, size_t size, uint64_t file_size,
-                                     attn_error *err);
+ATTN_API attn_status attn_npy_header_0_4(attn_npy_info *info, const void *bytes, size_t size, uint64_t file_size,
+                                         attn_error *err);
+#define attn_npy_header attn_npy_header_0_4
 
 /* The header attn_npy_write writes for an array of this dtype and shape
  * (format 1.0, data 64-byte aligned), into buf (ATTN_NPY_HEADER_MAX bytes

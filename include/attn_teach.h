@@ -331,8 +331,14 @@ ATTN_VERSIONED_DEFAULT_(attn_kernel_walk_options)
 #define attn_kernel_walk_options_default attn_kernel_walk_options_default_inline
 
 /* Every number of the nine steps. Matrices are f64, C order, in memory the
- * library allocated (attn_kernel_walk_free). n = words, nb = ceil(n / block). */
+ * library allocated (attn_kernel_walk_free). n = words, nb = ceil(n / block).
+ * The library fills the struct: set walk->struct_size = sizeof *walk before
+ * attn_kernel_walk_run (attn.h: "Versioned structs"). 0.4.0's walk is the
+ * first and only size so far, so any other struct_size is ATTN_ERR_OPTION;
+ * a later release that appends fields will fill only the caller's
+ * struct_size bytes, and free and print only those. */
 typedef struct attn_kernel_walk {
+    size_t struct_size;         /* sizeof(attn_kernel_walk) as the caller was compiled */
     int n, d_k, d_v, block, nb, row, workers, ranks;
     double scale;               /* 1/sqrt(d_k) */
     const char *words[ATTN_TOY_MAX_TOKENS];
@@ -388,10 +394,14 @@ typedef struct attn_kernel_walk {
 } attn_kernel_walk;
 
 /* Compute every step for `sentence` into *walk (allocated by the library:
- * free it with attn_kernel_walk_free; on failure *walk is zeroed). Errors:
- * those of attn_toy_tokenize and attn_explain_run; ATTN_ERR_NULL;
- * ATTN_ERR_OPTION (struct_size, or block, row, workers or ranks out of
- * range); ATTN_ERR_NO_MEMORY. */
+ * free it with attn_kernel_walk_free; on failure every field but
+ * struct_size is zero, and with a struct_size refused nothing is written).
+ * Errors: those of attn_toy_tokenize and
+ * attn_explain_run; ATTN_ERR_NULL; ATTN_ERR_OPTION (walk's or options'
+ * struct_size, or block, row, workers or ranks out of range);
+ * ATTN_ERR_NO_MEMORY. attn_kernel_walk_free frees a walk run filled (one
+ * whose struct_size is another size is left as it is) and zeroes it but
+ * its struct_size; freeing twice is fine. */
 ATTN_API attn_status attn_kernel_walk_run(attn_kernel_walk *walk, const char *sentence,
                                           const attn_kernel_walk_options *options, attn_error *err);
 ATTN_API void attn_kernel_walk_free(attn_kernel_walk *walk);

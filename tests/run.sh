@@ -60,6 +60,7 @@ suite "running out of memory: every allocation fails in turn (ASan+LSan)" "$BUIL
 suite "a program built against 0.2.0's attn.h, linked statically (ASan+UBSan)" "$BUILD/asan/test_abi_0_2_static"
 suite "a program built against 0.2.0's attn.h, with libattn.so (ASan+UBSan)" "$BUILD/asan/test_abi_0_2_shared"
 suite "a program with the KV caches' descriptions and view from before key_dtype (ASan+UBSan)" "$BUILD/asan/test_abi_kv_desc"
+suite "a program with 0.3.0's attn_npy_info, and today's at its caller's sizes (ASan+UBSan)" "$BUILD/asan/test_abi_npy_info"
 suite "attn sdpa vs PyTorch float64" $PY tests/oracle.py "$BUILD"
 suite "backward pass: finite differences, errors, workspace" "$BUILD/tests/test_backward"
 suite "backward pass under ASan+UBSan" "$BUILD/asan/test_backward"

@@ -597,7 +597,7 @@ static void test_npy(void) {
         check(!st && d[0] == 1.5 && d[1] == 3.5 && d[2] == 2.5 && d[3] == 4.5, "npy_big_endian_f8_read",
               "status %d: %s", (int)st, err.message);
         attn_npy_free(&t);
-        attn_npy_info info;
+        attn_npy_info info = {.struct_size = sizeof info};
         check_status(attn_npy_header(&info, buf, n, n, &err), &err, ATTN_ERR_NPY_UNSUPPORTED, "big-endian",
                      "npy_big_endian_header_refused");
         const char *be2 = "{'descr': '>f2', 'fortran_order': False, 'shape': (1,), }\n";
@@ -655,7 +655,7 @@ static void test_npy(void) {
     /* The header alone, from the file's first bytes: what MPI-IO readers use. */
     unsigned char head[ATTN_NPY_HEADER_MAX];
     size_t head_len = 0;
-    attn_npy_info info;
+    attn_npy_info info = {.struct_size = sizeof info};
     check_status(attn_npy_format_header(head, sizeof head, &head_len, ATTN_F32, 2, view.shape, &err), &err, ATTN_OK, "",
                  "npy_format_header");
     FILE *hf = fopen(path, "rb");
@@ -1065,6 +1065,30 @@ static void test_merge(void) {
         st = attn_sdpa_merge(&po[0], &pl[0], outs, lses, 2, &err);
         check(st == ATTN_OK && max_diff(&po[0], &mo) == 0 && max_diff(&pl[0], &ml) == 0,
               f ? "merge_in_place_f32" : "merge_in_place_f64", "status %d", (int)st);
+        /* A part whose lse is NaN (a NaN query or key in it) makes the row
+         * NaN, out and lse, as attn_sdpa over all the keys gives it: row 7
+         * NaN in both parts (what every rank of a ring sees for a NaN
+         * query), row 9 in the second only; the other rows finite. (The
+         * first part now holds the merge above: any finite parts do.) */
+        for (int p = 0; p < 2; p++) {
+            int64_t r = p ? 9 : 7;
+            for (int part = r == 7 ? 0 : 1; part < 2; part++)
+                if (f) ((float *)pl[part].data)[r] = NAN;
+                else ((double *)pl[part].data)[r] = NAN;
+        }
+        st = attn_sdpa_merge(&mo, &ml, outs, lses, 2, &err);
+        int nan_rows = 1, others = 1;
+        for (int64_t r = 0; r < H * L; r++) {
+            int want_nan = r == 7 || r == 9;
+            double l = get(&ml, r);
+            for (int64_t e = 0; e < Ev; e++) {
+                double x = get(&mo, r * Ev + e);
+                if (want_nan) nan_rows &= isnan(x) && isnan(l);
+                else others &= !isnan(x) && !isnan(l);
+            }
+        }
+        check(st == ATTN_OK && nan_rows && others, f ? "merge_nan_lse_row_is_nan_f32" : "merge_nan_lse_row_is_nan_f64",
+              "status %d, NaN rows %d, others finite %d", (int)st, nan_rows, others);
         if (f) {
             /* Errors, each named. */
             attn_tensor wrong = make(dt, 3, sv), other = make(ATTN_F64, 3, so), flat = make(dt, 3, so);
@@ -2613,7 +2637,7 @@ static void test_additive(void) {
 /* The kernel walk's errors, and its JSON asked for by length first (the
  * numbers are checked against NumPy and PyTorch in test_explain.py). */
 static void test_kernel_walk(void) {
-    attn_kernel_walk w;
+    attn_kernel_walk w = {.struct_size = sizeof w};
     attn_error err;
     attn_kernel_walk_options o = attn_kernel_walk_options_default();
     check(o.block == 2 && o.row == -1 && o.workers == 2 && o.ranks == 3, "kernel_walk_defaults", "%d %d", o.block, o.row);
@@ -2647,6 +2671,22 @@ static void test_kernel_walk(void) {
     attn_kernel_walk_free(&w);
     check_status(attn_kernel_walk_json(NULL, 0, &len, &w, NULL, &err), &err, ATTN_ERR_ARGUMENT, "not computed",
                  "kernel_walk_json_freed");
+    /* The walk is versioned: the library writes it only at a size a header had. */
+    check(w.struct_size == sizeof w, "kernel_walk_free_keeps_struct_size", "%zu", w.struct_size);
+    attn_kernel_walk *bad = calloc(1, sizeof *bad);
+    check_status(attn_kernel_walk_run(bad, "the cat", NULL, &err), &err, ATTN_ERR_OPTION, "struct_size is 0",
+                 "kernel_walk_zero_struct_size");
+    bad->struct_size = sizeof *bad + 8;
+    check_status(attn_kernel_walk_run(bad, "the cat", NULL, &err), &err, ATTN_ERR_OPTION, "no release",
+                 "kernel_walk_newer_struct_size");
+    bad->struct_size = sizeof *bad - 8;
+    check_status(attn_kernel_walk_run(bad, "the cat", NULL, &err), &err, ATTN_ERR_OPTION, "no release",
+                 "kernel_walk_unknown_struct_size");
+    check(!bad->Q && bad->struct_size == sizeof *bad - 8, "kernel_walk_refused_writes_nothing", "%p", (void *)bad->Q);
+    attn_kernel_walk_free(bad); /* not a walk run filled: left as it is */
+    check_status(attn_kernel_walk_json(NULL, 0, &len, bad, NULL, &err), &err, ATTN_ERR_OPTION, "struct_size",
+                 "kernel_walk_json_struct_size");
+    free(bad);
 }
 
 static void test_tuning(void) {

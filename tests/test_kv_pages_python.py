@@ -610,6 +610,20 @@ want2 = pool2.attend([b2, a2], q, cu_seqlens_q=[0, 2, 3])
 check("paged_plan_run_equals_attend", np.array_equal(got, want) and np.array_equal(got_lse, want_lse))
 check("paged_plan_run_other_pool_equals_its_attend", list(pool2.pages(b2)) == list(pool.pages(b)) and
       np.array_equal(got2, want2) and not np.array_equal(got2, got))
+# Dropout planned: every run drops what attend with the plan's seed drops
+# (a seed drawn at planning when none is given, kept in plan.seed).
+dplan = pool.plan([b, a], [2, 1], num_heads=HQ, dropout_p=0.3, seed=7)
+dwant = pool.attend([b, a], q, cu_seqlens_q=[0, 2, 3], dropout_p=0.3, seed=7)
+check("paged_plan_dropout_equals_attend", dplan.seed == 7 and np.array_equal(dplan.run(q), dwant) and
+      np.array_equal(dplan.run(q), dwant) and not np.array_equal(dwant, got))
+fresh = pool.plan([b, a], [2, 1], num_heads=HQ, dropout_p=0.3)
+check("paged_plan_dropout_fresh_seed_kept", fresh.seed is not None and
+      np.array_equal(fresh.run(q), pool.attend([b, a], q, cu_seqlens_q=[0, 2, 3], dropout_p=0.3, seed=fresh.seed)))
+try:
+    pool.plan([b, a], [2, 1], num_heads=HQ, dropout_p=1.0)
+    check("paged_plan_dropout_refused", False, "no error")
+except attn.OptionError as e:
+    check("paged_plan_dropout_refused", "dropout_p" in str(e), str(e))
 try:
     plan.run(np.ones((4, HQ, D), np.float32))
     check("paged_plan_refuses_other_q", False, "no error")

@@ -359,7 +359,7 @@ WEB_EXPORT("web_kernel")
 const char *web_kernel(const char *sentence, int block, int workers, int ranks) {
     attn_kernel_walk_options o = attn_kernel_walk_options_default();
     o.block = block, o.workers = workers, o.ranks = ranks;
-    attn_kernel_walk w;
+    attn_kernel_walk w = {.struct_size = sizeof w};
     attn_error err;
     if (attn_kernel_walk_run(&w, sentence, &o, &err)) return error_json(err.message, -1, 0, NULL);
     size_t len = 0;

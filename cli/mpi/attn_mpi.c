@@ -116,7 +116,7 @@ static int same_file(const char *opt, const char *path, double timeout, char *ms
                                        size_, head ? strerror(why) : "out of memory") > 0, msg, n);
     } else if (ranks == size_) {
         enum { N = 4 + ATTN_MAX_RANK };
-        attn_npy_info h;
+        attn_npy_info h = {.struct_size = sizeof h};
         attn_error err;
         bool swap;
         int64_t digest = attn_mpi_digest(head, got); /* of the bytes as they are: npy_mpi_header may rewrite them */

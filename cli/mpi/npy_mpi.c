@@ -32,6 +32,7 @@ static unsigned char *descr_order(unsigned char *head, size_t got) {
 attn_status npy_mpi_header(attn_npy_info *info, bool *swap, unsigned char *head, size_t got, uint64_t size,
                            attn_error *err) {
     *swap = false;
+    info->struct_size = sizeof *info;
     attn_status st = attn_npy_header(info, head, got, size, err);
     unsigned char *order = st == ATTN_ERR_NPY_UNSUPPORTED ? descr_order(head, got) : NULL;
     if (!order || *order != '>') return st;

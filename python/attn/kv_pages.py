@@ -415,7 +415,8 @@ class KVPages:
         raise_for(LIB.attn_kv_pages_view(ctypes.byref(w), self._pool, err), err)
         return w
 
-    def plan(self, seqs, q_lengths, num_heads, masks=None, causal="bottom-right", scale=None, return_lse=False):
+    def plan(self, seqs, q_lengths, num_heads, masks=None, causal="bottom-right", scale=None, return_lse=False,
+             dropout_p=0.0, seed=None):
         """Plan attention of new queries of several sequences once, to run
         it for every layer of a step (attn_kv_paged_plan_init): q_lengths[i]
         queries of sequence seqs[i], num_heads query heads, masks as
@@ -426,17 +427,20 @@ class KVPages:
         plan.run(q, pool=other) reads another pool's pages, residual rows
         and scales under these tables (a layer's pool kept in step with
         this one). A pool of keys per channel (key_dtype) takes each
-        sequence once."""
+        sequence once. dropout_p and seed as attend takes them (seed None:
+        a fresh one, then in plan.seed): every run drops the weights
+        attend with that seed drops."""
         seqs = [_index(x, "seqs[%d]" % i) for i, x in enumerate(seqs)]
         q_lengths = [_index(n, "q_lengths[%d]" % i) for i, n in enumerate(q_lengths)]
-        return PagedPlan(self, seqs, q_lengths, _index(num_heads, "num_heads"), masks, causal, scale, return_lse)
+        return PagedPlan(self, seqs, q_lengths, _index(num_heads, "num_heads"), masks, causal, scale, return_lse,
+                         dropout_p, seed)
 
 
 class PagedPlan:
     """A paged batch's plan (KVPages.plan): its memory, its view of the
     sequences (their lengths and page tables, copied), its workspace."""
 
-    def __init__(self, pool, seqs, q_lengths, num_heads, masks, causal, scale, return_lse):
+    def __init__(self, pool, seqs, q_lengths, num_heads, masks, causal, scale, return_lse, dropout_p=0.0, seed=None):
         if len(q_lengths) != len(seqs):
             raise ValueError("plan needs one query count per sequence")
         if causal not in CAUSAL:
@@ -490,7 +494,8 @@ class PagedPlan:
         self.q_shape = (self.cu[-1], num_heads, pool.key_dim)
         self.out_shape = (self.cu[-1], num_heads, pool.value_dim)
         self.return_lse = return_lse
-        self.options = _options(causal, scale, None, 0.0, None)
+        self.options = _options(causal, scale, None, dropout_p, seed)
+        self.seed = self.options.dropout_seed if dropout_p else None  # a seed drawn here, to repeat a run
         self.masks = _varlen_masks(masks, self.n, np.float32)  # (kept alive: the runs read them)
         err, size, ws = Error(), ctypes.c_size_t(), ctypes.c_size_t()
         raise_for(LIB.attn_sdpa_plan_bytes(ctypes.byref(size), self.n, err), err)

@@ -242,7 +242,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     any divisor of Hq (grouped-query attention; a HeadsError otherwise, where
     torch raises its own error); attn_mask bool (True takes part) or additive
     float (an integer mask is a MaskError, as PyTorch refuses it);
-    is_causal is top-left; a dimension of size 0 (an empty batch, no
+    is_causal is top-left, and may come with an attn_mask (both apply: the
+    library's rule; torch raises RuntimeError for the pair, so code that
+    must also run on torch passes one or the other); a dimension of size 0 (an empty batch, no
     queries, no keys), which the library takes nowhere, goes through torch's
     own math, as torch gives it. Differentiable in query, key, value and a float
     attn_mask; float64 and float32 (key and value may be float16), and

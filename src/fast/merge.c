@@ -94,6 +94,12 @@ bool attn_merge_row(void *out, int64_t os, double *lse, attn_dtype dtype, const 
      * l_i exp(m_i - m), and a part at the maximum exactly l_i, which also
      * covers +inf. */
     double m = -INFINITY, den = 0;
+    for (int i = 0; i < n; i++)
+        if (isnan(parts[i].m) || isnan(parts[i].l)) { /* a NaN score: attention over all the keys is NaN */
+            for (int64_t e = 0; e < Ev; e++) set(out, dtype, e * os, NAN);
+            if (lse) *lse = NAN;
+            return false;
+        }
     for (int i = 0; i < n; i++) m = parts[i].l != 0 && parts[i].m > m ? parts[i].m : m;
     if (m == -INFINITY) { /* no key of any part took part: the row is 0 */
         for (int64_t e = 0; e < Ev; e++) set(out, dtype, e * os, 0.0);

@@ -517,9 +517,9 @@ attn_status attn_npy_format_header(void *buf, size_t size, size_t *length, attn_
     return ATTN_OK;
 }
 
-attn_status attn_npy_header(attn_npy_info *info, const void *bytes, size_t size, uint64_t file_size, attn_error *err) {
-    if (!info || !bytes) return attn_fail(err, ATTN_ERR_NULL, "info or bytes is NULL");
-    memset(info, 0, sizeof *info);
+/* The header's layout into *info (the library's whole struct). */
+static attn_status npy_header_info(attn_npy_info *info, const void *bytes, size_t size, uint64_t file_size,
+                                   attn_error *err) {
     if (file_size < size) return attn_fail(err, ATTN_ERR_ARGUMENT, "file_size %llu is less than the %zu bytes given",
                                            (unsigned long long)file_size, size);
     npy_layout h = {0};
@@ -533,6 +533,19 @@ attn_status attn_npy_header(attn_npy_info *info, const void *bytes, size_t size,
     memcpy(info->shape, h.shape, sizeof h.shape);
     info->data_offset = h.data_offset, info->data_bytes = h.data_bytes;
     return ATTN_OK;
+}
+
+/* Filled whole here, then written up to the caller's struct_size: zeros but
+ * struct_size when the header is refused. */
+attn_status attn_npy_header_0_4(attn_npy_info *info, const void *bytes, size_t size, uint64_t file_size,
+                                attn_error *err) {
+    if (!info || !bytes) return attn_fail(err, ATTN_ERR_NULL, "info or bytes is NULL");
+    const char *hint = "set info->struct_size = sizeof *info";
+    attn_npy_info ours = {.struct_size = sizeof ours}, none = {.struct_size = sizeof none};
+    attn_status st = attn_versioned_write(info, &none, sizeof none, "info", hint, err);
+    if (st) return st;
+    if ((st = npy_header_info(&ours, bytes, size, file_size, err))) return st;
+    return attn_versioned_write(info, &ours, sizeof ours, "info", hint, err);
 }
 
 attn_status attn_npy_write(const char *path, const attn_tensor *t, attn_error *err) {

@@ -48,6 +48,9 @@ attn_status attn_kernel_walk_json(char *buf, size_t size, size_t *length, const 
                                   attn_error *err) {
     static const char *const STEPS[] = {"cost", "tiles", "online", "causal", "cache", "split", "pages", "ring", "gradient"};
     if (!k || !length || (size && !buf)) return attn_fail(err, ATTN_ERR_NULL, "an argument of attn_kernel_walk_json is NULL");
+    if (k->struct_size != sizeof *k)
+        return attn_fail(err, ATTN_ERR_OPTION, "walk->struct_size is %zu: set walk->struct_size = sizeof *walk",
+                         k->struct_size);
     if (!k->Q || k->n < 1) return attn_fail(err, ATTN_ERR_ARGUMENT, "the walk was not computed");
     bool known = !step;
     for (size_t i = 0; i < sizeof STEPS / sizeof STEPS[0]; i++) known |= step && strcmp(step, STEPS[i]) == 0;

@@ -385,10 +385,24 @@ static int latest_maximum(const attn_explain *ex, int n, int block) {
     return best;
 }
 
+/* Every field of the walk zero but its struct_size. */
+static void clear(attn_kernel_walk *walk) {
+    size_t size = walk->struct_size;
+    memset(walk, 0, sizeof *walk);
+    walk->struct_size = size;
+}
+
 attn_status attn_kernel_walk_run(attn_kernel_walk *walk, const char *sentence, const attn_kernel_walk_options *options,
                                  attn_error *err) {
     if (!walk) return attn_fail(err, ATTN_ERR_NULL, "walk is NULL");
-    memset(walk, 0, sizeof *walk);
+    /* 0.4.0's walk is the only one a release had: any other size is no
+     * header's, and nothing of it is written. */
+    if (walk->struct_size != sizeof *walk)
+        return attn_fail(err, ATTN_ERR_OPTION,
+                         "walk->struct_size is %zu, and no release had a walk of that size (this library's is %zu): "
+                         "set walk->struct_size = sizeof *walk",
+                         walk->struct_size, sizeof *walk);
+    clear(walk);
     if (!sentence) return attn_fail(err, ATTN_ERR_NULL, "sentence is NULL");
     attn_kernel_walk_options o = attn_kernel_walk_options_default();
     attn_status st = attn_versioned_read(&o, sizeof o, options, "options",
@@ -417,7 +431,7 @@ attn_status attn_kernel_walk_run(attn_kernel_walk *walk, const char *sentence, c
     for (int i = 0; i < n; i++) w->words[i] = attn_toy_word(tok[i].id);
     if ((st = carve(w, err))) {
         attn_explain_free(&ex);
-        memset(walk, 0, sizeof *walk);
+        clear(walk);
         return st;
     }
     size_t nd = (size_t)n * ex.d_k, nv = (size_t)n * ex.d_v, nn = (size_t)n * n;
@@ -436,7 +450,7 @@ attn_status attn_kernel_walk_run(attn_kernel_walk *walk, const char *sentence, c
 }
 
 void attn_kernel_walk_free(attn_kernel_walk *walk) {
-    if (!walk) return;
+    if (!walk || walk->struct_size != sizeof *walk) return; /* no walk run filled */
     free(walk->Q), free(walk->block_kind);
-    memset(walk, 0, sizeof *walk);
+    clear(walk);
 }

@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     attn_error err;
     /* The header alone (what MPI-IO readers use), on every prefix length's
      * worth of the same bytes: it agrees with the whole parse on the layout. */
-    attn_npy_info info, head;
+    attn_npy_info info = {.struct_size = sizeof info}, head = {.struct_size = sizeof head};
     attn_status hs = attn_npy_header(&info, data, size, size, &err);
     if (hs != ATTN_OK && err.message[0] == 0) abort();
     /* big-endian data: read whole, but not laid out in place (the info has no byte order) */
