@@ -2,9 +2,12 @@
  * strides that the header accepts (a window of any int64 > 0, pieces of a
  * sequence of INT64_MAX positions) must give the right answer, and those it
  * refuses (a stride of INT64_MIN, RoPE positions past 2^53) must be refused
- * before any arithmetic on them can overflow. Built plain and under
+ * before any arithmetic on them can overflow; and f64 values near DBL_MAX,
+ * whose weighted mean is finite. Built plain and under
  * UndefinedBehaviorSanitizer (build/asan/test_edges), which turns any such
  * overflow into a failure. */
+#include <float.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -295,6 +298,46 @@ static void test_mha_cached_rope_offset_at_int64_max(void) {
     free(mem);
 }
 
+/* f64 values near DBL_MAX (the exact streaming kernel, attn_sdpa's f64
+ * path without weights): out is a weighted mean of v, so finite, but the
+ * kernel's running sum of e^(s - m)·v over S keys overflowed to inf (or
+ * inf - inf = NaN) from |v| > DBL_MAX / S. Scaling v by a power of two
+ * scales every product and sum exactly, so out(v) must be bitwise
+ * out(v · 2^-10) · 2^10; and v = DBL_MAX everywhere gives DBL_MAX to a
+ * few ulps (the sums' rounding), never inf. */
+static void test_f64_values_near_dbl_max(void) {
+    enum { L = 20, S = 100, E = 5, EV = 3 }; /* two blocks of rows, two of keys */
+    static const double FRACTIONS[] = {1.0, 0.5, 0.125};
+    for (size_t f = 0; f < sizeof FRACTIONS / sizeof *FRACTIONS; f++)
+        for (int sign = 0; sign < (f ? 2 : 3); sign++) { /* v all +, alternating; all DBL_MAX once */
+            problem p, small;
+            make(&p, ATTN_F64, 1, L, S, E);
+            make(&small, ATTN_F64, 1, L, S, E);
+            double v[S * EV], vs[S * EV], out[L * EV], outs[L * EV];
+            for (int i = 0; i < S * EV; i++) {
+                double x = sign == 2 ? DBL_MAX : DBL_MAX * FRACTIONS[f] * (0.5 + 0.5 * fabs(p.kd[i % (S * E)]));
+                v[i] = sign == 1 && i % 2 ? -x : x;
+                vs[i] = ldexp(v[i], -10);
+            }
+            int64_t vsh[3] = {1, S, EV}, osh[3] = {1, L, EV};
+            attn_tensor_init(&p.v, v, ATTN_F64, 3, vsh, NULL, NULL), attn_tensor_init(&p.out, out, ATTN_F64, 3, osh, NULL, NULL);
+            attn_tensor_init(&small.v, vs, ATTN_F64, 3, vsh, NULL, NULL);
+            attn_tensor_init(&small.out, outs, ATTN_F64, 3, osh, NULL, NULL);
+            attn_error err;
+            attn_status st = attn_sdpa(&p.out, NULL, NULL, &p.q, &p.k, &p.v, NULL, &err);
+            if (!st) st = attn_sdpa(&small.out, NULL, NULL, &small.q, &small.k, &small.v, NULL, &err);
+            int same = 1;
+            for (int i = 0; i < L * EV; i++)
+                same &= sign == 2 ? out[i] <= DBL_MAX && out[i] >= DBL_MAX * (1 - 0x1p-48) : out[i] == ldexp(outs[i], 10);
+            char name[96];
+            if (sign == 2) snprintf(name, sizeof name, "f64_values_all_DBL_MAX");
+            else snprintf(name, sizeof name, "f64_values_near_DBL_MAX_%s_%g", sign ? "alternating" : "positive", FRACTIONS[f]);
+            check(!st && same, name, "%s", st ? err.message : "out differs from out(v 2^-10) 2^10 (inf where finite?)");
+            release(&p);
+            release(&small);
+        }
+}
+
 int main(void) {
     attn_set_num_threads(2);
     test_huge_windows();
@@ -304,5 +347,6 @@ int main(void) {
     test_bad_rank_message();
     test_mha_empty_sequences();
     test_mha_cached_rope_offset_at_int64_max();
+    test_f64_values_near_dbl_max();
     return n_failed ? 1 : 0;
 }
