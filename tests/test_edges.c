@@ -338,6 +338,41 @@ static void test_f64_values_near_dbl_max(void) {
         }
 }
 
+/* Soft-capping far above the scores changes nothing: cap · tanh(s / cap)
+ * is s to f32's precision once the cap passes 2^13 |s|. The f32 kernels'
+ * cap · (1 - t) / (1 + t), t = e^(-2|s|/cap), lost about 2^-24 · cap to
+ * cancellation in 1 - t, so with cap 1e6 every score moved by about 0.06
+ * and with cap 1e30 every score was 0 (uniform weights). Through the tiled
+ * kernel (L = 40) and the decode kernel (L = 3, S = 2100), every ISA's
+ * softcap (run with ATTN_ISA=avx512|avx2|c): out within 1e-5 of the call
+ * without a cap. */
+static void test_softcap_far_above_scores(void) {
+    static const struct { int64_t L, S; const char *kernel; } CASES[] = {{40, 33, "flash"}, {3, 2100, "decode"}};
+    static const double CAPS[] = {1e6, 1e30, 3e38};
+    for (size_t c = 0; c < sizeof CASES / sizeof *CASES; c++) {
+        problem p;
+        make(&p, ATTN_F32, 2, CASES[c].L, CASES[c].S, 8);
+        attn_error err;
+        attn_status st = attn_sdpa(&p.out, NULL, NULL, &p.q, &p.k, &p.v, NULL, &err);
+        float *want = malloc(out_bytes(&p));
+        memcpy(want, p.od, out_bytes(&p));
+        for (size_t k = 0; k < sizeof CAPS / sizeof *CAPS && !st; k++) {
+            attn_sdpa_options o = attn_sdpa_options_default();
+            o.softcap = CAPS[k];
+            attn_status sc = attn_sdpa(&p.out, NULL, NULL, &p.q, &p.k, &p.v, &o, &err);
+            double worst = 0;
+            for (int64_t i = 0; i < 2 * CASES[c].L * 8; i++) worst = fmax(worst, fabs(((float *)p.od)[i] - want[i]));
+            char name[96];
+            snprintf(name, sizeof name, "softcap_%g_far_above_scores_%s_%s", CAPS[k], CASES[c].kernel, attn_isa());
+            check(!sc && worst <= 1e-5, name, "%s (max |out - out without a cap| %g)",
+                  sc ? err.message : "out moved by the cap", worst);
+        }
+        if (st) check(0, "softcap_reference_call", "%s", err.message);
+        free(want);
+        release(&p);
+    }
+}
+
 int main(void) {
     attn_set_num_threads(2);
     test_huge_windows();
@@ -348,5 +383,6 @@ int main(void) {
     test_mha_empty_sequences();
     test_mha_cached_rope_offset_at_int64_max();
     test_f64_values_near_dbl_max();
+    test_softcap_far_above_scores();
     return n_failed ? 1 : 0;
 }
