@@ -1004,9 +1004,10 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  *
  * Numerics:
  *   - The softmax subtracts the row maximum, so finite inputs of any size
- *     (scores of +-1e30) never produce NaN or Inf. If scores are +inf (f64
- *     dot products that overflow), the weight is shared equally among the
- *     +inf keys, which is the limit of the softmax.
+ *     (scores of +-1e30, f64 values up to DBL_MAX) never produce NaN or Inf
+ *     in out. If scores are +inf (f64 dot products that overflow), the
+ *     weight is shared equally among the +inf keys, which is the limit of
+ *     the softmax.
  *   - A row in which no key may take part (masked by the bool mask, by -inf in
  *     a float mask, or by the causal mask) gives output 0 and weights 0,
  *     never NaN, like PyTorch >= 2.5.

@@ -2,9 +2,12 @@
  * strides that the header accepts (a window of any int64 > 0, pieces of a
  * sequence of INT64_MAX positions) must give the right answer, and those it
  * refuses (a stride of INT64_MIN, RoPE positions past 2^53) must be refused
- * before any arithmetic on them can overflow. Built plain and under
+ * before any arithmetic on them can overflow; and f64 values near DBL_MAX,
+ * whose weighted mean is finite. Built plain and under
  * UndefinedBehaviorSanitizer (build/asan/test_edges), which turns any such
  * overflow into a failure. */
+#include <float.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -295,6 +298,81 @@ static void test_mha_cached_rope_offset_at_int64_max(void) {
     free(mem);
 }
 
+/* f64 values near DBL_MAX (the exact streaming kernel, attn_sdpa's f64
+ * path without weights): out is a weighted mean of v, so finite, but the
+ * kernel's running sum of e^(s - m)·v over S keys overflowed to inf (or
+ * inf - inf = NaN) from |v| > DBL_MAX / S. Scaling v by a power of two
+ * scales every product and sum exactly, so out(v) must be bitwise
+ * out(v · 2^-10) · 2^10; and v = DBL_MAX everywhere gives DBL_MAX to a
+ * few ulps (the sums' rounding), never inf. */
+static void test_f64_values_near_dbl_max(void) {
+    enum { L = 20, S = 100, E = 5, EV = 3 }; /* two blocks of rows, two of keys */
+    static const double FRACTIONS[] = {1.0, 0.5, 0.125};
+    for (size_t f = 0; f < sizeof FRACTIONS / sizeof *FRACTIONS; f++)
+        for (int sign = 0; sign < (f ? 2 : 3); sign++) { /* v all +, alternating; all DBL_MAX once */
+            problem p, small;
+            make(&p, ATTN_F64, 1, L, S, E);
+            make(&small, ATTN_F64, 1, L, S, E);
+            double v[S * EV], vs[S * EV], out[L * EV], outs[L * EV];
+            for (int i = 0; i < S * EV; i++) {
+                double x = sign == 2 ? DBL_MAX : DBL_MAX * FRACTIONS[f] * (0.5 + 0.5 * fabs(p.kd[i % (S * E)]));
+                v[i] = sign == 1 && i % 2 ? -x : x;
+                vs[i] = ldexp(v[i], -10);
+            }
+            int64_t vsh[3] = {1, S, EV}, osh[3] = {1, L, EV};
+            attn_tensor_init(&p.v, v, ATTN_F64, 3, vsh, NULL, NULL), attn_tensor_init(&p.out, out, ATTN_F64, 3, osh, NULL, NULL);
+            attn_tensor_init(&small.v, vs, ATTN_F64, 3, vsh, NULL, NULL);
+            attn_tensor_init(&small.out, outs, ATTN_F64, 3, osh, NULL, NULL);
+            attn_error err;
+            attn_status st = attn_sdpa(&p.out, NULL, NULL, &p.q, &p.k, &p.v, NULL, &err);
+            if (!st) st = attn_sdpa(&small.out, NULL, NULL, &small.q, &small.k, &small.v, NULL, &err);
+            int same = 1;
+            for (int i = 0; i < L * EV; i++)
+                same &= sign == 2 ? out[i] <= DBL_MAX && out[i] >= DBL_MAX * (1 - 0x1p-48) : out[i] == ldexp(outs[i], 10);
+            char name[96];
+            if (sign == 2) snprintf(name, sizeof name, "f64_values_all_DBL_MAX");
+            else snprintf(name, sizeof name, "f64_values_near_DBL_MAX_%s_%g", sign ? "alternating" : "positive", FRACTIONS[f]);
+            check(!st && same, name, "%s", st ? err.message : "out differs from out(v 2^-10) 2^10 (inf where finite?)");
+            release(&p);
+            release(&small);
+        }
+}
+
+/* Soft-capping far above the scores changes nothing: cap · tanh(s / cap)
+ * is s to f32's precision once the cap passes 2^13 |s|. The f32 kernels'
+ * cap · (1 - t) / (1 + t), t = e^(-2|s|/cap), lost about 2^-24 · cap to
+ * cancellation in 1 - t, so with cap 1e6 every score moved by about 0.06
+ * and with cap 1e30 every score was 0 (uniform weights). Through the tiled
+ * kernel (L = 40) and the decode kernel (L = 3, S = 2100), every ISA's
+ * softcap (run with ATTN_ISA=avx512|avx2|c): out within 1e-5 of the call
+ * without a cap. */
+static void test_softcap_far_above_scores(void) {
+    static const struct { int64_t L, S; const char *kernel; } CASES[] = {{40, 33, "flash"}, {3, 2100, "decode"}};
+    static const double CAPS[] = {1e6, 1e30, 3e38};
+    for (size_t c = 0; c < sizeof CASES / sizeof *CASES; c++) {
+        problem p;
+        make(&p, ATTN_F32, 2, CASES[c].L, CASES[c].S, 8);
+        attn_error err;
+        attn_status st = attn_sdpa(&p.out, NULL, NULL, &p.q, &p.k, &p.v, NULL, &err);
+        float *want = malloc(out_bytes(&p));
+        memcpy(want, p.od, out_bytes(&p));
+        for (size_t k = 0; k < sizeof CAPS / sizeof *CAPS && !st; k++) {
+            attn_sdpa_options o = attn_sdpa_options_default();
+            o.softcap = CAPS[k];
+            attn_status sc = attn_sdpa(&p.out, NULL, NULL, &p.q, &p.k, &p.v, &o, &err);
+            double worst = 0;
+            for (int64_t i = 0; i < 2 * CASES[c].L * 8; i++) worst = fmax(worst, fabs(((float *)p.od)[i] - want[i]));
+            char name[96];
+            snprintf(name, sizeof name, "softcap_%g_far_above_scores_%s_%s", CAPS[k], CASES[c].kernel, attn_isa());
+            check(!sc && worst <= 1e-5, name, "%s (max |out - out without a cap| %g)",
+                  sc ? err.message : "out moved by the cap", worst);
+        }
+        if (st) check(0, "softcap_reference_call", "%s", err.message);
+        free(want);
+        release(&p);
+    }
+}
+
 int main(void) {
     attn_set_num_threads(2);
     test_huge_windows();
@@ -304,5 +382,7 @@ int main(void) {
     test_bad_rank_message();
     test_mha_empty_sequences();
     test_mha_cached_rope_offset_at_int64_max();
+    test_f64_values_near_dbl_max();
+    test_softcap_far_above_scores();
     return n_failed ? 1 : 0;
 }

@@ -161,8 +161,10 @@ typedef struct attn_ukernels {
      * soft-capping, as sign(s) · cap · (1 - t) / (1 + t) with t =
      * 2^(-2 |s| / cap · log2 e) from a vector exp2 (C, AVX-512), or as
      * (cap - cap · t) / (1 + t) with t = 2^(-2 s / cap · log2 e) for either
-     * sign (AVX2). The error is within 3 · 2^-24 · cap absolute (t's
-     * rounding, cancelled in 1 - t near 0).
+     * sign (AVX2), where |s| / cap >= ATTN_SOFTCAP_SMALL; below it, as
+     * s · ATTN_SOFTCAP_SERIES (tanh's series), since 1 - t would lose
+     * about 2^-24 · cap to cancellation there: every score 0 once the cap
+     * passes 2^25 |s|. The error is within 3 · 2^-24 · min(cap, 8 |s|).
      * Returns the largest of the capped values as max does (-inf for n = 0,
      * NaN skipped), so the softmax need not read the row again for it. */
     float (*softcap)(float *s, int64_t n, float cap);
@@ -282,6 +284,16 @@ void attn_transpose16_portable(float *kt, int64_t ld, const float *k, int64_t rs
 float attn_exp2f(float x);
 
 #define ATTN_LOG2E 1.44269504088896341f
+
+/* Soft-capping of a score s small beside the cap, a = |s| / cap below
+ * ATTN_SOFTCAP_SMALL: cap · tanh(a) = |s| · g(w), w = a², with g(w) = 1 -
+ * w/3 + 2w²/15 - 17w³/315, the series of tanh(a) / a (its next term,
+ * 62/2835 w⁴, is below 2^-29 there), by Horner's rule with MADD(x, y, z) =
+ * x · y + z and K(c) a constant. Kernels square max(a, 2^-30), where g is 1
+ * in f32, so that w is never subnormal. */
+#define ATTN_SOFTCAP_SMALL 0.125f
+#define ATTN_SOFTCAP_SERIES(MADD, K, w)                                                         \
+    MADD(MADD(MADD(K(-17.0f / 315.0f), w, K(2.0f / 15.0f)), w, K(-1.0f / 3.0f)), w, K(1.0f))
 
 /* The larger of two absmax results, where -1 (a value not finite) wins. */
 static inline float attn_absmax_join(float a, float b) { return a < 0 || b < 0 ? -1 : a > b ? a : b; }

@@ -177,10 +177,20 @@ static void widen16_c(float *dst, const uint16_t *src, int64_t n, bool f16) {
     for (int64_t i = 0; i < n; i++) dst[i] = f16 ? attn_f16_to_f32(src[i]) : attn_bf16_to_f32(src[i]);
 }
 
+#define MADD_C(x, y, z) ((x) * (y) + (z))
+#define K_C(c) (c)
+
 static float softcap_c(float *s, int64_t n, float cap) {
-    float k = -2 * ATTN_LOG2E / cap, m = -INFINITY;
+    float k = -2 * ATTN_LOG2E / cap, r = 1 / cap, m = -INFINITY;
     for (int64_t i = 0; i < n; i++) {
-        float t = attn_exp2f(k * fabsf(s[i])), y = cap * ((1 - t) / (1 + t));
+        float ax = fabsf(s[i]), a = ax * r, y;
+        if (a < ATTN_SOFTCAP_SMALL) { /* tanh's series: 1 - t would cancel */
+            float w = fmaxf(a, 0x1p-30f) * fmaxf(a, 0x1p-30f);
+            y = ax * ATTN_SOFTCAP_SERIES(MADD_C, K_C, w);
+        } else { /* NaN and inf too */
+            float t = attn_exp2f(k * ax);
+            y = cap * ((1 - t) / (1 + t));
+        }
         s[i] = s[i] < 0 ? -y : y;
         m = s[i] > m ? s[i] : m;
     }

@@ -347,31 +347,43 @@ static inline __m256 exp2_within_30(__m256 x) {
 
 /* cap · tanh(x / cap) = (cap - cap · t) / (1 + t), t = e^(-2x / cap), for
  * either sign of x (t > 1 for x < 0). t is clamped to 2^±30, where the
- * quotient rounds to ±cap anyway. */
-static inline __m256 softcap_256(__m256 x, __m256 k, __m256 cap) {
+ * quotient rounds to ±cap anyway. cap · t would overflow for caps past
+ * 2^97: those are passed as cap · 2^-32 (exact), the quotient scaled back
+ * by up = 2^32; up is 1 otherwise. */
+static inline __m256 softcap_256(__m256 x, __m256 k, __m256 cap, __m256 r, __m256 up) {
     __m256 t = exp2_within_30(_mm256_mul_ps(k, x));
-    return _mm256_div_ps(_mm256_fnmadd_ps(cap, t, cap), _mm256_add_ps(_mm256_set1_ps(1.0f), t));
+    __m256 y = _mm256_div_ps(_mm256_fnmadd_ps(cap, t, cap), _mm256_add_ps(_mm256_set1_ps(1.0f), t));
+    y = _mm256_mul_ps(y, up);
+    /* |x| small beside the cap: tanh's series, where cap - cap · t would
+     * cancel (x · g keeps x's sign) */
+    __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), a = _mm256_mul_ps(ax, r);
+    __m256 ac = _mm256_max_ps(a, _mm256_set1_ps(0x1p-30f)), w = _mm256_mul_ps(ac, ac);
+    __m256 small = _mm256_cmp_ps(a, _mm256_set1_ps(ATTN_SOFTCAP_SMALL), _CMP_LT_OQ);
+    return _mm256_blendv_ps(y, _mm256_mul_ps(x, ATTN_SOFTCAP_SERIES(_mm256_fmadd_ps, _mm256_set1_ps, w)), small);
 }
 
 static float softcap_avx2(float *s, int64_t n, float cap) {
-    __m256 k = _mm256_set1_ps(-2 * ATTN_LOG2E / cap), c = _mm256_set1_ps(cap);
+    float up = cap > 0x1p97f ? 0x1p32f : 1.0f;
+    __m256 k = _mm256_set1_ps(-2 * ATTN_LOG2E / cap), c = _mm256_set1_ps(cap / up), r = _mm256_set1_ps(1 / cap);
+    __m256 u = _mm256_set1_ps(up);
     __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
     int64_t i = 0;
     /* Two vectors a step: each one's chain of dependent operations is long
      * (about 50 cycles), and two side by side keep more of them in flight. */
     for (; i + 2 * VL <= n; i += 2 * VL) {
-        __m256 y0 = softcap_256(_mm256_loadu_ps(s + i), k, c), y1 = softcap_256(_mm256_loadu_ps(s + i + VL), k, c);
+        __m256 y0 = softcap_256(_mm256_loadu_ps(s + i), k, c, r, u);
+        __m256 y1 = softcap_256(_mm256_loadu_ps(s + i + VL), k, c, r, u);
         _mm256_storeu_ps(s + i, y0), _mm256_storeu_ps(s + i + VL, y1);
         m0 = _mm256_max_ps(y0, m0), m1 = _mm256_max_ps(y1, m1); /* a NaN y keeps m, as max_avx2 */
     }
     for (; i + VL <= n; i += VL) {
-        __m256 y = softcap_256(_mm256_loadu_ps(s + i), k, c);
+        __m256 y = softcap_256(_mm256_loadu_ps(s + i), k, c, r, u);
         _mm256_storeu_ps(s + i, y);
         m0 = _mm256_max_ps(y, m0);
     }
     if (i < n) {
         __m256i lanes = lanes_below(n - i);
-        __m256 y = softcap_256(_mm256_maskload_ps(s + i, lanes), k, c);
+        __m256 y = softcap_256(_mm256_maskload_ps(s + i, lanes), k, c, r, u);
         _mm256_maskstore_ps(s + i, lanes, y);
         m1 = _mm256_max_ps(_mm256_blendv_ps(m1, y, _mm256_castsi256_ps(lanes)), m1);
     }

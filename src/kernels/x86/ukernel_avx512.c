@@ -350,25 +350,31 @@ static void widen16_avx512(float *dst, const uint16_t *src, int64_t n, bool f16)
     }
 }
 
-static inline __m512 softcap_512(__m512 x, __m512 k, __m512 cap) {
-    __m512 one = _mm512_set1_ps(1.0f);
-    __m512 t = exp2_512(_mm512_mul_ps(k, _mm512_abs_ps(x)));
+static inline __m512 softcap_512(__m512 x, __m512 k, __m512 cap, __m512 r) {
+    __m512 one = _mm512_set1_ps(1.0f), ax = _mm512_abs_ps(x);
+    __m512 t = exp2_512(_mm512_mul_ps(k, ax));
     __m512 y = _mm512_mul_ps(cap, _mm512_div_ps(_mm512_sub_ps(one, t), _mm512_add_ps(one, t)));
+    /* |x| small beside the cap: tanh's series, where 1 - t would cancel */
+    __m512 a = _mm512_mul_ps(ax, r), ac = _mm512_max_ps(a, _mm512_set1_ps(0x1p-30f));
+    __m512 w = _mm512_mul_ps(ac, ac);
+    __mmask16 small = _mm512_cmp_ps_mask(a, _mm512_set1_ps(ATTN_SOFTCAP_SMALL), _CMP_LT_OQ);
+    y = _mm512_mask_mul_ps(y, small, ax, ATTN_SOFTCAP_SERIES(_mm512_fmadd_ps, _mm512_set1_ps, w));
     __m512i sign = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u));
     return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(y), sign)); /* the sign of x */
 }
 
 static float softcap_avx512(float *s, int64_t n, float cap) {
-    __m512 k = _mm512_set1_ps(-2 * ATTN_LOG2E / cap), c = _mm512_set1_ps(cap), big = _mm512_set1_ps(-INFINITY);
+    __m512 k = _mm512_set1_ps(-2 * ATTN_LOG2E / cap), c = _mm512_set1_ps(cap), r = _mm512_set1_ps(1 / cap);
+    __m512 big = _mm512_set1_ps(-INFINITY);
     int64_t i = 0;
     for (; i + VL <= n; i += VL) {
-        __m512 y = softcap_512(_mm512_loadu_ps(s + i), k, c);
+        __m512 y = softcap_512(_mm512_loadu_ps(s + i), k, c, r);
         _mm512_storeu_ps(s + i, y);
         big = _mm512_max_ps(y, big); /* a NaN y keeps big, as max_avx512 */
     }
     if (i < n) {
         __mmask16 m = lanes_below(n - i);
-        __m512 y = softcap_512(_mm512_maskz_loadu_ps(m, s + i), k, c);
+        __m512 y = softcap_512(_mm512_maskz_loadu_ps(m, s + i), k, c, r);
         _mm512_mask_storeu_ps(s + i, m, y);
         big = _mm512_mask_max_ps(big, m, y, big);
     }
