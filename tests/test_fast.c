@@ -34,22 +34,9 @@
 #include <sys/wait.h>
 #include <time.h>
 
-/* ThreadSanitizer kills by default a child that starts threads after a
- * fork of a threaded process; the fork test's child must start its pool. */
-#if defined(__SANITIZE_THREAD__)
-#define TEST_UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TEST_UNDER_TSAN 1
-#endif
-#endif
-#ifdef TEST_UNDER_TSAN
-const char *__tsan_default_options(void);
-const char *__tsan_default_options(void) { return "die_after_fork=0"; }
-#endif
-
 
 #define TEST_RNG_SEED 99
+#include "fork_probe.h"
 #include "rng.h"
 
 /* Distance in units in the last place between two floats of the same sign. */
@@ -1006,26 +993,6 @@ static void *busy_main(void *arg) {
     return NULL;
 }
 
-#ifdef TEST_UNDER_TSAN
-/* Whether this ThreadSanitizer runtime lets the child of a threaded process
- * start threads: GCC 12's libtsan stops it ("dup thread with used id", as
- * the new thread reuses a vanished one's stack), clang 14's does not. A
- * probe child tries, its reports sent to /dev/null. */
-static void *probe_thread(void *arg) { return arg; }
-
-static int tsan_child_can_start_threads(void) {
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0) dup2(null, 2);
-        pthread_t t;
-        _exit(pthread_create(&t, NULL, probe_thread, NULL) == 0 && pthread_join(t, NULL) == 0 ? 0 : 1);
-    }
-    int status = 0;
-    return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-#endif
 
 static void test_fork(void) {
     problem pr = {1600, 700, 32, 16, 2, 1, ATTN_CAUSAL_TOP_LEFT, 0, 0, 0}; /* several items: the pool takes part */
@@ -1033,10 +1000,7 @@ static void test_fork(void) {
     float *q = random_floats(2 * 1600 * 32), *k = random_floats(700 * 32), *v = random_floats(700 * 16);
     float *want = malloc(sizeof(float) * no), *out = malloc(sizeof(float) * no), *busy = malloc(sizeof(float) * no);
     attn_status st = run_f32(want, &pr, q, k, v, NULL, 3, NULL); /* starts the pool: 2 workers */
-    int child_calls = 1;
-#ifdef TEST_UNDER_TSAN
-    child_calls = tsan_child_can_start_threads();
-#endif
+    int child_calls = child_can_start_threads();
     static const char *const NO_CALL = "this ThreadSanitizer runtime cannot start threads in the child of a threaded "
                                        "process (a probe child failed): the child only exits";
     char why[128];

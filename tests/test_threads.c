@@ -33,21 +33,8 @@
 #include <unistd.h>
 
 #define TEST_RNG_SEED 77
+#include "fork_probe.h"
 #include "rng.h"
-
-/* ThreadSanitizer kills a child that starts threads after a fork of a
- * threaded process unless told not to (the fork check's child must). */
-#if defined(__SANITIZE_THREAD__)
-#define TEST_UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TEST_UNDER_TSAN 1
-#endif
-#endif
-#ifdef TEST_UNDER_TSAN
-const char *__tsan_default_options(void);
-const char *__tsan_default_options(void) { return "die_after_fork=0"; }
-#endif
 
 /* A C-contiguous f32 tensor of normal values (zeros with fill 0). */
 static attn_tensor f32(int rank, const int64_t *shape, int fill) {
@@ -440,27 +427,6 @@ static void test_nested_call(void) {
 /* ---- fork while the callers run ----------------------------------------- */
 
 enum { FORK_SAME = 0, FORK_DIFFERENT = 1, FORK_CALL_FAILED = 2 };
-
-#ifdef TEST_UNDER_TSAN
-static void *probe_thread(void *arg) { return arg; }
-
-/* Whether this ThreadSanitizer runtime lets the child of a threaded process
- * start threads (GCC 12's libtsan does not). */
-static int child_can_start_threads(void) {
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0) dup2(null, 2);
-        pthread_t t;
-        _exit(pthread_create(&t, NULL, probe_thread, NULL) == 0 && pthread_join(t, NULL) == 0 ? 0 : 1);
-    }
-    int status = 0;
-    return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-#else
-static int child_can_start_threads(void) { return 1; }
-#endif
 
 /* The child of a fork made while other threads are inside calls runs the
  * layer (forward and backward) and a flash call on 3 threads, then joins
