@@ -343,10 +343,10 @@ fuzz: $(FUZZ_BINS)
 # alternatives system points at.
 BLAS_FLAGS = $(shell pkg-config --cflags --libs openblas 2>/dev/null)
 # Its text fits the terminal by the commands' own rule (cli/text.c, which
-# needs only libc).
-$(BUILD)/attn-bench: bench/bench.c bench/ggml_compare.c bench/ggml_compare.h bench/table.c bench/table.h $(BUILD)/obj/cli/text.o cli/text.h $(BUILD)/libattn.a include/attn.h
+# needs only libc), and it ends as they do (cli/util.c's cli_close_stdout).
+$(BUILD)/attn-bench: bench/bench.c bench/ggml_compare.c bench/ggml_compare.h bench/table.c bench/table.h $(BUILD)/obj/cli/text.o $(BUILD)/obj/cli/util.o cli/text.h cli/cli.h $(BUILD)/libattn.a include/attn.h
 	@[ -n "$(BLAS_FLAGS)" ] || { echo "attn-bench needs OpenBLAS: pkg-config finds no 'openblas' (apt-get install libopenblas-dev)"; exit 1; }
-	$(CC) $(ALL_CFLAGS) -Icli -o $@ bench/bench.c bench/ggml_compare.c bench/table.c $(BUILD)/obj/cli/text.o $(BUILD)/libattn.a $(BLAS_FLAGS) $(LIBS) -ldl
+	$(CC) $(ALL_CFLAGS) -Icli -o $@ bench/bench.c bench/ggml_compare.c bench/table.c $(BUILD)/obj/cli/text.o $(BUILD)/obj/cli/util.o $(BUILD)/libattn.a $(BLAS_FLAGS) $(LIBS) -ldl
 
 bench: $(BUILD)/attn $(BUILD)/attn-bench
 

@@ -28,6 +28,7 @@
 #include <sys/syscall.h>
 #endif
 
+#include "cli.h"
 #include "ggml_compare.h"
 #include "table.h"
 #include "text.h"
@@ -117,24 +118,6 @@ static void *xcalloc(size_t n, size_t size) {
     void *p = calloc(n, size);
     if (!p) progress(""), fprintf(stderr, "attn: error: out of memory (%zu x %zu bytes for the bench's data)\n", n, size), exit(1);
     return p;
-}
-
-/* `code`, or 1 after saying so when standard output could not be written:
- * a report to a full disk or a closed pipe ended with status 0, and a
- * script took its half-written JSON for a result. (cli_close_stdout's
- * rule; this program links only cli/text.c of the commands.) */
-static int close_stdout(int code) {
-    errno = 0;
-    bool failed = ferror(stdout) != 0;
-    failed = fflush(stdout) != 0 || failed;
-    int e = errno;
-    failed = fclose(stdout) != 0 || failed;
-    if (!e) e = errno;
-    if (failed && code == 0) {
-        fprintf(stderr, "attn: error: cannot write to standard output: %s\n", e ? strerror(e) : "a write failed");
-        return 1;
-    }
-    return code;
 }
 
 /* ---- the machine: FMA peak and triad bandwidth ------------------------------ */
@@ -2148,7 +2131,7 @@ int main(int argc, char **argv) {
             threads = (int)t;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             cli_print_usage(stdout, USAGE);
-            return close_stdout(0);
+            return cli_close_stdout(0);
         } else if (strcmp(argv[i], "--mpi") == 0) { /* attn bench takes it out, and runs attn-mpi instead */
             fprintf(stderr, "attn: error: --mpi is for `attn bench --mpi` (under mpirun), which runs attn-mpi bench, "
                             "not this program\n");
@@ -2159,7 +2142,7 @@ int main(int argc, char **argv) {
         }
     }
     if (threads) attn_set_num_threads(threads);
-    if (ggml_dir) return close_stdout(ggml_compare(ggml_dir, quick, json)); /* only when the user points at a ggml build */
+    if (ggml_dir) return cli_close_stdout(ggml_compare(ggml_dir, quick, json)); /* only when the user points at a ggml build */
     int n = attn_get_num_threads();
     __builtin_cpu_init();
     /* fma256 needs FMA beside AVX2 (a CPU may have one without the other) */
@@ -2216,7 +2199,7 @@ int main(int argc, char **argv) {
         mha_row(json);
         bf16_attention_rows(json);
         if (json) printf("]}\n");
-        return close_stdout(0);
+        return cli_close_stdout(0);
     }
     int64_t other = quick ? 256 : 2048; /* L = S of the other shapes and of the variants' rows */
     if (overhead_only) {
@@ -2227,7 +2210,7 @@ int main(int argc, char **argv) {
         if (json) printf(",\n");
         varlen_overhead(json);
         if (json) printf("]}\n");
-        return close_stdout(0);
+        return cli_close_stdout(0);
     }
     if (varlen_only) {
         progress("");
@@ -2239,7 +2222,7 @@ int main(int argc, char **argv) {
         if (json) printf(",\n");
         varlen_balance(json);
         if (json) printf("]}\n");
-        return close_stdout(0);
+        return cli_close_stdout(0);
     }
     if (decode_only) {
         progress("");
@@ -2249,7 +2232,7 @@ int main(int argc, char **argv) {
         if (json) printf("  ],\n  \"batched_decode\": [\n");
         batched_decode(bw, json);
         if (json) printf("]}\n");
-        return close_stdout(0);
+        return cli_close_stdout(0);
     }
     if (kv_only) {
         progress("");
@@ -2258,7 +2241,7 @@ int main(int argc, char **argv) {
                        "layer (32 query heads, 8 KV heads, d = 128) from a KV cache of each storage; K and V read once", cpu, isa_text, n, bw / 1e9);
         kv_storage_rows(bw, json);
         if (json) printf("]}\n");
-        return close_stdout(0);
+        return cli_close_stdout(0);
     }
     if (paged_only) {
         progress("");
@@ -2266,7 +2249,7 @@ int main(int argc, char **argv) {
         else cli_prose(stdout, 0, 2, "attn bench --paged: %s, %s, %d threads", cpu, isa_text, n);
         paged_rows(json);
         if (json) printf("]}\n");
-        return close_stdout(0);
+        return cli_close_stdout(0);
     }
     if (variants_only) { /* the same rows as the full run's */
         progress("");
@@ -2274,7 +2257,7 @@ int main(int argc, char **argv) {
         else cli_prose(stdout, 0, 2, "attn bench --variants: %s, %s, %d threads", cpu, isa_text, n);
         variant_ratios(other, json);
         if (json) printf("]}\n");
-        return close_stdout(0);
+        return cli_close_stdout(0);
     }
 
     enum { MAX_SHAPES = 64 };
@@ -2442,7 +2425,7 @@ int main(int argc, char **argv) {
         if (isfinite(fwd) && fwd > 0) snprintf(fs, sizeof fs, "%.3f", fwd);
         if (isfinite(bwd) && bwd > 0) snprintf(bs, sizeof bs, "%.3f", bwd);
         printf("  ],\n  \"bf16_over_f32_d128\": %s, \"backward_bf16_over_f32_d128\": %s\n}\n", fs, bs);
-        return close_stdout(0);
+        return cli_close_stdout(0);
     }
     cli_prose(stdout, 0, 2, "attn bench: %s, core %s, %s, %d threads%s", cpu, tun.core, isa_text, n, blas_text);
     cli_prose(stdout, 0, 2, "blocks (registered for %s): forward %d rows x %d keys, backward %d x %d, decode chunks of %d "
@@ -2522,5 +2505,5 @@ int main(int argc, char **argv) {
     cli_prose(stdout, 0, 0, "FLOPs: 4 H L S d (halved for causal); backward 10 H L S d. vs ref: times faster than "
               "attn_sdpa_reference; vs BLAS: times faster than OpenBLAS sgemm + softmax + sgemm (L x S scores in "
               "memory), for the backward its five sgemms and the softmax's gradient.");
-    return close_stdout(0);
+    return cli_close_stdout(0);
 }
