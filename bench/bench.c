@@ -88,7 +88,9 @@ static const char USAGE[] =
     "               a ggml build in DIR (libggml-base.so and a libggml-cpu*.so;\n"
     "               loaded with dlopen, never built or linked here)\n"
     "  --mpi        under mpirun: ring attention across the ranks against one\n"
-    "               node (runs attn-mpi bench; see its --help)\n";
+    "               node (runs attn-mpi bench; see its --help)\n"
+    "ATTN_BENCH_CPU_NAME names the CPU in the report, where /proc/cpuinfo's\n"
+    "name is missing or another's (a VM's).\n";
 
 static double now(void) {
     struct timespec t;
@@ -351,8 +353,15 @@ static double read_bandwidth(int n) {
     return sink == 1 ? 0 : 8.0 * (double)len / best; /* sink: the reads are used */
 }
 
-/* The CPU's name (Linux: /proc/cpuinfo's "model name"), or "unknown". */
+/* The CPU's name: ATTN_BENCH_CPU_NAME where set (a VM's cpuinfo may name
+ * another CPU or none), else Linux's /proc/cpuinfo "model name", or
+ * "unknown". */
 static void cpu_name(char *out, size_t size) {
+    const char *given = getenv("ATTN_BENCH_CPU_NAME");
+    if (given && *given) {
+        snprintf(out, size, "%s", given);
+        return;
+    }
     snprintf(out, size, "unknown");
     FILE *f = fopen("/proc/cpuinfo", "r");
     char line[512];
@@ -1943,7 +1952,7 @@ static void mha_row(bool as_json) {
     double tp = median(tr[0], rounds), t = median(tr[1], rounds), tbase = median(tr[2], rounds), t16 = median(tr[3], rounds);
     double ratio_p = median(rp, rounds), ratio_u = median(ru, rounds), speedup16 = median(r16, rounds);
     /* which kernel the bf16 layer's products ran on, from the layer's verbose line */
-    char gemm16[64];
+    char gemm16[64], gj[384];
     c.o.packed = packed16, c.bf16 = true;
     verbose_word(run_mha, &c, "gemm_q=", gemm16, sizeof gemm16);
     c.o.packed = NULL, c.bf16 = false;
@@ -1963,7 +1972,7 @@ static void mha_row(bool as_json) {
                "\"decode_step_seconds\": %.6g, \"decode_step_packed_workspace_seconds\": %.6g, "
                "\"bf16_weights_packed_seconds\": %.6g, \"bf16_layer_speedup\": %.3f, \"bf16_gemm\": \"%s\"}\n",
                (long long)E, (long long)L, t, tp, tbase, ratio_p, flops / tp / 1e9, tb, tg, gflops_bwd, td[0], td[1], t16,
-               speedup16, gemm16);
+               speedup16, json_text(gemm16, gj, sizeof gj));
     else {
         char name[64];
         snprintf(name, sizeof name, "attn_mha E%lld H%lld L%lld f32", (long long)E, (long long)H, (long long)L);
@@ -2017,7 +2026,7 @@ static void bf16_attention_rows(bool as_json) {
         attn_tensor_init(&c.q, q, ATTN_F32, 3, sh, NULL, NULL), attn_tensor_init(&c.k, k, ATTN_F32, 3, sh, NULL, NULL);
         attn_tensor_init(&c.v, v, ATTN_F32, 3, sh, NULL, NULL), attn_tensor_init(&c.out, out, ATTN_F32, 3, sh, NULL, NULL);
         c.o = attn_sdpa_options_default();
-        char kernels[64];
+        char kernels[64], kj[384];
         c.o.compute = ATTN_COMPUTE_BF16;
         verbose_word(run_attn, &c, "bf16_kernels=", kernels, sizeof kernels);
         double t[2][ROUNDS], ratio[ROUNDS];
@@ -2034,7 +2043,7 @@ static void bf16_attention_rows(bool as_json) {
         if (as_json)
             printf("    ,{\"name\": \"sdpa H8 d%lld L=S=%lld bf16 compute\", \"f32_seconds\": %.6g, \"bf16_seconds\": %.6g, "
                    "\"bf16_speedup\": %.3f, \"bf16_kernels\": \"%s\"}\n",
-                   (long long)d, (long long)n, t32, t16, speedup, kernels);
+                   (long long)d, (long long)n, t32, t16, speedup, json_text(kernels, kj, sizeof kj));
         else {
             text_table *tab = tab_new(4, "attention forward", "seconds", "rate", "bf16 speedup");
             tab_cell(tab, "attn_sdpa H8 d%lld L=S=%lld f32", (long long)d, (long long)n), tab_cell(tab, "%.4f", t32),
@@ -2078,16 +2087,19 @@ static void print_row(text_table *tab, const shape *s, const result *r, bool dec
 static bool row_runs(const shape *s) { return !backward_only || s->backward; }
 
 static void json_row(const shape *s, const result *r, bool last) {
+    char name[160], kernel[96], bf16[160], fallback[96];
+    json_text(s->name, name, sizeof name), json_text(r->ran.kernel, kernel, sizeof kernel);
+    json_text(r->ran.bf16, bf16, sizeof bf16), json_text(r->ran.fallback, fallback, sizeof fallback);
     printf("    {\"name\": \"%s\", \"H\": %lld, \"Hk\": %lld, \"L\": %lld, \"S\": %lld, \"d\": %lld, "
            "\"dv\": %lld, \"causal\": %s, \"mask\": %s, \"strided\": %s, \"bf16\": %s, \"backward\": %s, "
            "\"kernel\": \"%s\", \"bf16_kernels\": %s%s%s, \"fallback\": \"%s\", \"seconds\": %.6g, "
            "\"gflops\": %.4g, \"pct_peak\": %.4g, \"gbps\": %.4g, \"pct_bandwidth\": %.4g, "
            "\"peak_rss_mib\": %.1f, \"rss_beyond_inputs_outputs_mib\": %.1f, \"speedup_vs_reference\": %.4g, "
            "\"speedup_vs_openblas\": %.4g}%s\n",
-           s->name, (long long)s->H, (long long)s->Hk, (long long)s->L, (long long)s->S, (long long)s->d,
+           name, (long long)s->H, (long long)s->Hk, (long long)s->L, (long long)s->S, (long long)s->d,
            (long long)s->dv, s->causal ? "true" : "false", s->mask ? "true" : "false",
-           s->strided ? "true" : "false", s->bf16 ? "true" : "false", s->backward ? "true" : "false", r->ran.kernel,
-           *r->ran.bf16 ? "\"" : "", *r->ran.bf16 ? r->ran.bf16 : "null", *r->ran.bf16 ? "\"" : "", r->ran.fallback, r->seconds, r->gflops, r->pct_peak, r->gbps, r->pct_bw,
+           s->strided ? "true" : "false", s->bf16 ? "true" : "false", s->backward ? "true" : "false", kernel,
+           *bf16 ? "\"" : "", *bf16 ? bf16 : "null", *bf16 ? "\"" : "", fallback, r->seconds, r->gflops, r->pct_peak, r->gbps, r->pct_bw,
            r->rss_mib, r->extra_mib, r->vs_reference, r->vs_openblas, last ? "" : ",");
 }
 
@@ -2185,15 +2197,16 @@ int main(int argc, char **argv) {
     int blas_n = openblas_get_num_threads();
     char blas_text[64] = "";
     if (blas_n != n) snprintf(blas_text, sizeof blas_text, " (OpenBLAS on %d, its most)", blas_n);
-    char cpu[128];
+    char cpu[128], cpu_j[768], isa_j[192], jbuf[384]; /* _j: as JSON strings' insides */
     cpu_name(cpu, sizeof cpu);
+    json_text(cpu, cpu_j, sizeof cpu_j), json_text(isa, isa_j, sizeof isa_j);
     attn_tuning tun = {.struct_size = sizeof tun};
     attn_error terr;
     if (attn_get_tuning(&tun, &terr)) fprintf(stderr, "attn: error: %s\n", terr.message), exit(1);
     layer_peak = peak / 2; /* the f64 peak: the backward's products are double sums, half the f32 lanes */
     if (layer_only) {
         progress("");
-        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"openblas_threads\": %d, \"peak_gflops\": %.1f, \"layer\": [\n", cpu, isa, n, blas_n, peak / 1e9);
+        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"openblas_threads\": %d, \"peak_gflops\": %.1f, \"layer\": [\n", cpu_j, isa_j, n, blas_n, peak / 1e9);
         else cli_prose(stdout, 0, 2, "attn bench --layer: %s, %s, %d threads%s; FMA peak %.1f GFLOP/s in f32, %.1f in f64", cpu, isa_text, n,
                     blas_text, peak / 1e9, layer_peak / 1e9);
         mha_row(json);
@@ -2204,7 +2217,7 @@ int main(int argc, char **argv) {
     int64_t other = quick ? 256 : 2048; /* L = S of the other shapes and of the variants' rows */
     if (overhead_only) {
         progress("");
-        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"call_overhead\": [\n", cpu, isa, n);
+        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"call_overhead\": [\n", cpu_j, isa_j, n);
         else cli_prose(stdout, 0, 2, "attn bench --overhead: %s, %s, %d threads", cpu, isa_text, n);
         call_overhead(json);
         if (json) printf(",\n");
@@ -2214,7 +2227,7 @@ int main(int argc, char **argv) {
     }
     if (varlen_only) {
         progress("");
-        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"varlen\": [\n", cpu, isa, n);
+        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"varlen\": [\n", cpu_j, isa_j, n);
         else cli_prose(stdout, 0, 2, "attn bench --varlen: %s, %s, %d threads", cpu, isa_text, n);
         varlen_ratios(json);
         if (json) printf(",\n");
@@ -2226,7 +2239,7 @@ int main(int argc, char **argv) {
     }
     if (decode_only) {
         progress("");
-        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"triad_gbps\": %.2f, \"decode_sweep\": [\n", cpu, isa, n, bw / 1e9);
+        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"triad_gbps\": %.2f, \"decode_sweep\": [\n", cpu_j, isa_j, n, bw / 1e9);
         else cli_prose(stdout, 0, 2, "attn bench --decode: %s, %s, %d threads; triad %.1f GB/s", cpu, isa_text, n, bw / 1e9);
         decode_sweep(json);
         if (json) printf("  ],\n  \"batched_decode\": [\n");
@@ -2236,7 +2249,7 @@ int main(int argc, char **argv) {
     }
     if (kv_only) {
         progress("");
-        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"triad_gbps\": %.2f, \"kv_cache_decode\": [\n", cpu, isa, n, bw / 1e9);
+        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"triad_gbps\": %.2f, \"kv_cache_decode\": [\n", cpu_j, isa_j, n, bw / 1e9);
         else cli_prose(stdout, 0, 2, "attn bench --kv: %s, %s, %d threads; triad %.1f GB/s. One token of a Llama-style "
                        "layer (32 query heads, 8 KV heads, d = 128) from a KV cache of each storage; K and V read once", cpu, isa_text, n, bw / 1e9);
         kv_storage_rows(bw, json);
@@ -2245,7 +2258,7 @@ int main(int argc, char **argv) {
     }
     if (paged_only) {
         progress("");
-        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"paged_vs_contiguous\": [\n", cpu, isa, n);
+        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"paged_vs_contiguous\": [\n", cpu_j, isa_j, n);
         else cli_prose(stdout, 0, 2, "attn bench --paged: %s, %s, %d threads", cpu, isa_text, n);
         paged_rows(json);
         if (json) printf("]}\n");
@@ -2253,7 +2266,7 @@ int main(int argc, char **argv) {
     }
     if (variants_only) { /* the same rows as the full run's */
         progress("");
-        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"score_variants_in_turns\": [\n", cpu, isa, n);
+        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"score_variants_in_turns\": [\n", cpu_j, isa_j, n);
         else cli_prose(stdout, 0, 2, "attn bench --variants: %s, %s, %d threads", cpu, isa_text, n);
         variant_ratios(other, json);
         if (json) printf("]}\n");
@@ -2387,12 +2400,12 @@ int main(int argc, char **argv) {
     progress("");
 
     if (json) {
-        printf("{\n  \"cpu\": \"%s\", \"core\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"openblas_threads\": %d,\n", cpu,
-               tun.core, isa, n, blas_n);
+        printf("{\n  \"cpu\": \"%s\", \"core\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"openblas_threads\": %d,\n", cpu_j,
+               json_text(tun.core, jbuf, sizeof jbuf), isa_j, n, blas_n);
         printf("  \"tuning\": {\"blocks_for\": \"%s\", \"block_rows\": %d, \"block_keys\": %d, "
                "\"backward_block_rows\": %d, \"backward_block_keys\": %d, \"decode_chunk\": %d, "
                "\"gemm_rows\": %d, \"gemm_depth\": %d, \"gemm_cols\": %d},\n",
-               tun.blocks_for, tun.block_rows, tun.block_keys, tun.backward_block_rows, tun.backward_block_keys,
+               json_text(tun.blocks_for, jbuf, sizeof jbuf), tun.block_rows, tun.block_keys, tun.backward_block_rows, tun.backward_block_keys,
                tun.decode_chunk, tun.gemm_rows, tun.gemm_depth, tun.gemm_cols);
         printf("  \"peak_gflops\": {\"avx512_1\": %.1f, \"avx512_n\": %.1f, \"avx2_1\": %.1f, \"avx2_n\": %.1f, "
                "\"amx_bf16_1\": %.1f, \"amx_bf16_n\": %.1f},\n",

@@ -47,3 +47,18 @@ void tab_print(text_table *t) {
                                              .head = cells, .cells = cells + t->cols});
     free(t);
 }
+
+const char *json_text(const char *s, char *buf, size_t size) {
+    size_t n = 0;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        char esc[8];
+        int len = c == '"' || c == '\\' ? snprintf(esc, sizeof esc, "\\%c", c)
+                  : c < 0x20          ? snprintf(esc, sizeof esc, "\\u%04x", c)
+                                      : snprintf(esc, sizeof esc, "%c", c);
+        if (n + (size_t)len + 1 > size) break; /* whole escapes only: never half of one */
+        memcpy(buf + n, esc, (size_t)len), n += (size_t)len;
+    }
+    if (size) buf[n < size ? n : size - 1] = 0;
+    return buf;
+}

@@ -5,6 +5,8 @@
 #ifndef ATTN_BENCH_TABLE_H
 #define ATTN_BENCH_TABLE_H
 
+#include <stddef.h>
+
 enum { TAB_COLS = 9, TAB_ROWS = 64, TAB_CELL = 96 };
 typedef struct text_table {
     int cols, n;                                    /* n: cells given so far, the labels' included */
@@ -17,5 +19,11 @@ text_table *tab_new(int cols, ...);
 void tab_cell(text_table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prints t (when it has a row) and frees it. */
 void tab_print(text_table *t);
+
+/* s as the inside of a JSON string, in buf (size bytes, cut short to fit):
+ * '"' and '\' escaped, control characters as \u00XX. Returns buf. The
+ * CPU's name, a directory and a kernel's name went into the JSON as they
+ * were, and a quote in any of them broke the report. */
+const char *json_text(const char *s, char *buf, size_t size);
 
 #endif /* ATTN_BENCH_TABLE_H */

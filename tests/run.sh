@@ -188,6 +188,12 @@ bench_quick() {
     # two rows' rates divided, timed a minute apart.
     "$BUILD/attn" bench --quick --backward | grep -q "^backward bf16 / f32 rate at d=128, L=S=512: [0-9.]*x (the median of 3 rounds" &&
         echo "ok bench_bf16_ratio_in_turns" || echo "FAIL bench_bf16_ratio_in_turns"
+    # Text in the JSON is escaped: a CPU name with a quote, a backslash and a
+    # tab (ATTN_BENCH_CPU_NAME, as a VM may name it) went in as it was, and
+    # the report was not JSON.
+    ATTN_BENCH_CPU_NAME=$(printf 'Zen "5"\t\\ vm') "$BUILD/attn" bench --quick --overhead --json |
+        ATTN_BENCH_CPU_NAME=$(printf 'Zen "5"\t\\ vm') $PY -c 'import json, os, sys; r = json.load(sys.stdin); assert r["cpu"] == os.environ["ATTN_BENCH_CPU_NAME"], r["cpu"]' &&
+        echo "ok bench_json_text_escaped" || echo "FAIL bench_json_text_escaped"
     # An ATTN_ISA the library passes over (no set of that name) is said in
     # the heading; it read "avx512 kernels" as if nothing had been asked.
     COLUMNS=200 ATTN_ISA=avx2x "$BUILD/attn" bench --quick --overhead | head -1 | grep -q " kernels (ATTN_ISA=avx2x ignored: not a set this CPU runs), " &&
