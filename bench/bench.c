@@ -45,7 +45,8 @@ static const char USAGE[] =
     "reports GFLOP/s (4 H L S d, halved for causal) as a share of the peak,\n"
     "the backward pass (10 H L S d) at L=S=4096 and 1024 and its memory,\n"
     "GB/s as a share of the triad bandwidth for decode, peak RSS, speedups\n"
-    "over the reference kernel and over OpenBLAS sgemm + softmax + sgemm, and\n"
+    "over the reference kernel and over OpenBLAS sgemm + softmax + sgemm\n"
+    "(medians of rounds' ratios, timed in turns), and\n"
     "the kernel each row ran (ATTN_VERBOSE's line). The score variants\n"
     "(soft-cap, ALiBi, sinks, a window) are also timed in turns with their\n"
     "reference rows, and reported as a share of them; the bf16 mode against\n"
@@ -510,6 +511,41 @@ static double best_time_after(run_fn fn, void *ctx, double budget, double first)
 
 static double best_time(run_fn fn, void *ctx, double budget) { return best_time_after(fn, ctx, budget, -1); }
 
+/* The middle of x[0..n-1] (sorted in place). */
+static double median(double *x, int n) {
+    for (int a = 1; a < n; a++)
+        for (int b = a; b > 0 && x[b] < x[b - 1]; b--) {
+            double t = x[b];
+            x[b] = x[b - 1], x[b - 1] = t;
+        }
+    return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
+}
+
+/* The rounds of ratio_in_turns: 7, --quick 3. */
+static int turn_rounds(void) { return quick ? 3 : 7; }
+
+/* How many times faster a runs than b, timed in turns on a shared host:
+ * one call of each a round (after a round that warms both, untimed), every
+ * other round b first, and the median of the rounds' t(b) / t(a). Two
+ * best times taken one after the other, seconds apart, moved with a
+ * neighbour's burst on either side. */
+static double ratio_in_turns(run_fn a, void *ca, run_fn b, void *cb) {
+    enum { MAX_ROUNDS = 7 };
+    int rounds = turn_rounds();
+    double ratio[MAX_ROUNDS], t[2];
+    for (int r = -1; r < rounds; r++) {
+        for (int turn = 0; turn < 2; turn++) {
+            int way = r % 2 == 1 ? 1 - turn : turn; /* 0: a, 1: b */
+            double t0 = now();
+            if (way) b(cb);
+            else a(ca);
+            t[way] = now() - t0;
+        }
+        if (r >= 0) ratio[r] = t[1] / t[0];
+    }
+    return median(ratio, rounds);
+}
+
 /* Run fn once with ATTN_VERBOSE on, stderr caught, and keep its last line
  * that has `key` in line ("" if none): which kernel ran. The call's
  * seconds, the catching left out. */
@@ -672,12 +708,13 @@ static result measure(const shape *s, double peak, double bandwidth) {
     r.gbps = bytes / r.seconds / 1e9;
     r.pct_bw = 100 * bytes / r.seconds / bandwidth;
     if (s->baselines & 1) { /* the reference kernel: small shapes only */
-        c.reference = 1;
-        r.vs_reference = best_time(run_attn, &c, 0.2) / r.seconds;
+        call ref = c;
+        ref.reference = 1;
+        r.vs_reference = ratio_in_turns(run_attn, &c, run_attn, &ref);
     }
     if (s->baselines & 2) {
         blas_call b = {s, q, k, v, xcalloc(no, sizeof(float)), xmalloc(sizeof(float) * (size_t)(s->L * s->S))};
-        r.vs_openblas = best_time(run_openblas, &b, quick ? 0.05 : 0.5) / r.seconds;
+        r.vs_openblas = ratio_in_turns(run_attn, &c, run_openblas, &b);
         free(b.out), free(b.scores);
     }
     if (s->kv16) free(c.k.data), free(c.v.data);
@@ -688,16 +725,6 @@ static result measure(const shape *s, double peak, double bandwidth) {
 /* ---- the score variants, timed in turns --------------------------------------------- */
 
 enum { N_VARIANTS = 6 };
-
-/* The middle of x[0..n-1] (sorted in place). */
-static double median(double *x, int n) {
-    for (int a = 1; a < n; a++)
-        for (int b = a; b > 0 && x[b] < x[b - 1]; b--) {
-            double t = x[b];
-            x[b] = x[b - 1], x[b - 1] = t;
-        }
-    return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
-}
 
 /* The cost of one small call (L = 1, S = 100, H = 16, d = 64, f32), with a
  * plan (attn_sdpa_run, its workspace given) and without (attn_sdpa), timed
@@ -1572,7 +1599,7 @@ static result measure_backward(const shape *s, double peak) {
         size_t ls = (size_t)(s->L * s->S);
         blas_bwd b = {s, c.q.data, c.k.data, c.v.data, c.dout.data, xcalloc(nq, 4), xcalloc(nk, 4), xcalloc(nv, 4),
                       xmalloc(ls * 4), xmalloc(ls * 4)};
-        r.vs_openblas = best_time(run_openblas_backward, &b, quick ? 0.05 : 0.5) / r.seconds;
+        r.vs_openblas = ratio_in_turns(run_backward, &c, run_openblas_backward, &b);
         free(b.dq), free(b.dk), free(b.dv), free(b.p), free(b.dp);
     }
     attn_tensor *all[] = {&c.q, &c.k, &c.v, &c.dout, &c.out, &c.lse, &c.dq, &c.dk, &c.dv};
@@ -1587,7 +1614,7 @@ static result measure_backward(const shape *s, double peak) {
  * with other rows between them, and a neighbour's burst on either moved it:
  * 6.73x in one --quick run beside a build.) */
 static double bf16_speedup(int64_t n, bool backward) {
-    enum { H = 8, D = 128, MAX_ROUNDS = 7 };
+    enum { H = 8, D = 128 };
     int64_t sh[3] = {H, n, D}, sl[2] = {H, n};
     size_t m = (size_t)(H * n * D);
     bwd_call b; /* the forward's call is b's q, k, v and out */
@@ -1602,21 +1629,13 @@ static double bf16_speedup(int64_t n, bool backward) {
     call c = {.q = b.q, .k = b.k, .v = b.v, .out = b.out, .o = b.o};
     if (backward && attn_sdpa(&b.out, &b.lse, NULL, &b.q, &b.k, &b.v, &b.o, NULL))
         fprintf(stderr, "attn: error: the forward before the backward failed\n"), exit(1);
-    double ratio[MAX_ROUNDS], t_mode[2];
-    int rounds = quick ? 3 : MAX_ROUNDS;
-    for (int r = -1; r < rounds; r++) { /* round -1 warms both modes up, untimed */
-        for (int turn = 0; turn < 2; turn++) {
-            int mode = r % 2 == 1 ? 1 - turn : turn; /* 0 f32, 1 bf16 */
-            b.o.compute = c.o.compute = mode ? ATTN_COMPUTE_BF16 : ATTN_COMPUTE_F32;
-            double t0 = now();
-            if (backward) run_backward(&b);
-            else run_attn(&c);
-            t_mode[mode] = now() - t0;
-        }
-        if (r >= 0) ratio[r] = t_mode[0] / t_mode[1];
-    }
+    bwd_call b16 = b; /* the same inputs, the bf16 mode */
+    call c16 = c;
+    b16.o.compute = c16.o.compute = ATTN_COMPUTE_BF16;
+    b.o.compute = c.o.compute = ATTN_COMPUTE_F32;
+    double ratio = backward ? ratio_in_turns(run_backward, &b16, run_backward, &b) : ratio_in_turns(run_attn, &c16, run_attn, &c);
     for (int i = 0; i < 9; i++) free(buf[i]);
-    return median(ratio, rounds);
+    return ratio;
 }
 
 /* ---- the KV cache: decoding one token of one layer ---------------------------- */
@@ -2095,12 +2114,13 @@ static void json_row(const shape *s, const result *r, bool last) {
            "\"kernel\": \"%s\", \"bf16_kernels\": %s%s%s, \"fallback\": \"%s\", \"seconds\": %.6g, "
            "\"gflops\": %.4g, \"pct_peak\": %.4g, \"gbps\": %.4g, \"pct_bandwidth\": %.4g, "
            "\"peak_rss_mib\": %.1f, \"rss_beyond_inputs_outputs_mib\": %.1f, \"speedup_vs_reference\": %.4g, "
-           "\"speedup_vs_openblas\": %.4g}%s\n",
+           "\"speedup_vs_openblas\": %.4g, \"speedup_rounds\": %d}%s\n",
            name, (long long)s->H, (long long)s->Hk, (long long)s->L, (long long)s->S, (long long)s->d,
            (long long)s->dv, s->causal ? "true" : "false", s->mask ? "true" : "false",
            s->strided ? "true" : "false", s->bf16 ? "true" : "false", s->backward ? "true" : "false", kernel,
            *bf16 ? "\"" : "", *bf16 ? bf16 : "null", *bf16 ? "\"" : "", fallback, r->seconds, r->gflops, r->pct_peak, r->gbps, r->pct_bw,
-           r->rss_mib, r->extra_mib, r->vs_reference, r->vs_openblas, last ? "" : ",");
+           r->rss_mib, r->extra_mib, r->vs_reference, r->vs_openblas,
+           r->vs_reference > 0 || r->vs_openblas > 0 ? turn_rounds() : 0, last ? "" : ",");
 }
 
 int main(int argc, char **argv) {
@@ -2500,7 +2520,7 @@ int main(int argc, char **argv) {
         printf("\n");
         const result *bf = &results[first_memory - 1];
         cli_prose(stdout, 0, 2, "bf16 / f32 rate at d=128, L=S=%lld: %.2fx (the median of %d rounds' ratios, timed in "
-                  "turns)", (long long)t4, bf16_fwd, quick ? 3 : 7);
+                  "turns)", (long long)t4, bf16_fwd, turn_rounds());
         if (amx_n > 0) cli_prose(stdout, 0, 2, "bf16 at d=128: %.1f%% of the AMX peak", 100 * bf->gflops * 1e9 / amx_n);
         const result *mem = &results[first_memory];
         cli_prose(stdout, 0, 2, "RSS beyond inputs + outputs: %.1f MiB (%s)", mem->extra_mib,
@@ -2509,7 +2529,7 @@ int main(int argc, char **argv) {
     const result *bbf = &results[first_bwd_bf16];
     if (backward_only) printf("\n");
     cli_prose(stdout, 0, 2, "backward bf16 / f32 rate at d=128, L=S=%lld: %.2fx (the median of %d rounds' ratios, timed "
-              "in turns)", (long long)t4, bf16_bwd, quick ? 3 : 7);
+              "in turns)", (long long)t4, bf16_bwd, turn_rounds());
     if (amx_n > 0) cli_prose(stdout, 0, 2, "backward bf16 at d=128: %.1f%% of the AMX peak", 100 * bbf->gflops * 1e9 / amx_n);
     const result *bmem = &results[ns - 1];
     cli_prose(stdout, 0, 2, "backward RSS beyond inputs, outputs and gradients: %.1f MiB (%s)", bmem->extra_mib,
@@ -2517,6 +2537,7 @@ int main(int argc, char **argv) {
     printf("\n");
     cli_prose(stdout, 0, 0, "FLOPs: 4 H L S d (halved for causal); backward 10 H L S d. vs ref: times faster than "
               "attn_sdpa_reference; vs BLAS: times faster than OpenBLAS sgemm + softmax + sgemm (L x S scores in "
-              "memory), for the backward its five sgemms and the softmax's gradient.");
+              "memory), for the backward its five sgemms and the softmax's gradient; each the median of %d rounds' "
+              "ratios, timed in turns.", turn_rounds());
     return cli_close_stdout(0);
 }

@@ -178,6 +178,10 @@ bench_quick() {
     # mode's rows the bf16 kernels they ran on.
     echo "$report" | $PY -c 'import json, sys; v = json.load(sys.stdin)["results"]; k = {x["name"]: x["kernel"] for x in v}; assert k["H8 d64 L=S=256"].startswith("flash") and k["decode H8 d64 L=1 S=4096"].startswith("decode") and k["backward H8 d64 L=S=256"].startswith("flash_backward"), k; assert all((x["bf16_kernels"] is not None) == x["bf16"] and "/" in x["fallback"] for x in v), k' &&
         echo "ok bench_rows_name_their_kernel" || echo "FAIL bench_rows_name_their_kernel"
+    # "vs ref" and "vs BLAS" are timed in turns, the median of the rounds'
+    # ratios (they divided two best times taken one after the other).
+    echo "$report" | $PY -c 'import json, sys; v = json.load(sys.stdin)["results"]; b = [x for x in v if x["speedup_vs_reference"] > 0 or x["speedup_vs_openblas"] > 0]; assert b and all(x["speedup_rounds"] == 3 for x in b) and all(x["speedup_rounds"] == 0 for x in v if x not in b), [(x["name"], x["speedup_rounds"]) for x in v]' &&
+        echo "ok bench_baselines_in_turns" || echo "FAIL bench_baselines_in_turns"
     # A row's RSS counts what its call touched: the heap's free memory, kept
     # resident once the triad's arrays had raised glibc's thresholds, let the
     # memory row's inputs and scratch in unseen (-3.8 MiB beyond its inputs);
