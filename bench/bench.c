@@ -42,8 +42,11 @@ static const char USAGE[] =
     "bandwidth, then times f32 attention for H=8, d=64 and 128, L=S from 512 to\n"
     "32768, causal and not; decode (L=1) at S = 4k, 64k and 1M; a set of other\n"
     "shapes (odd d, L != S, masks, GQA, strided); and L=S=65536 for memory. It\n"
-    "reports GFLOP/s (4 H L S d, halved for causal) as a share of the peak,\n"
-    "the backward pass (10 H L S d) at L=S=4096 and 1024 and its memory,\n"
+    "reports GFLOP/s as a share of the peak, FLOPs being 4 H d per (query,\n"
+    "key) pair computed: L S pairs; causal (top-left, L=S) L(L+1)/2, its\n"
+    "diagonal included; a window w of L, w(w+1)/2 + (L-w)w; a mask's dropped\n"
+    "pairs counted. Then the backward pass (10 H d a pair) at L=S=4096 and\n"
+    "1024 and its memory,\n"
     "GB/s as a share of the triad bandwidth for decode, peak RSS, speedups\n"
     "over the reference kernel and over OpenBLAS sgemm + softmax + sgemm\n"
     "(medians of rounds' ratios, timed in turns), and\n"
@@ -437,16 +440,22 @@ static void set_variants(attn_sdpa_options *o, const shape *s, double *slopes, a
     }
 }
 
-/* The (query, key) pairs that take part, per head: the useful work. Causal
- * counts half the square (L = S); a window of w keys, w per row (fewer for
- * the first w rows). */
+/* The (query, key) pairs that take part, per head: the useful work, what
+ * the kernel computes. Causal (top-left) takes row i's keys 0..i, its
+ * diagonal included: L (L + 1) / 2 for L = S (min(i + 1, S) a row where
+ * L > S); a window of w keys, w per row (fewer for the first w rows). A
+ * mask's dropped pairs are counted. Causal counted L^2 / 2, the diagonal
+ * halved, where the window's count took it whole. */
 static double score_pairs(const shape *s) {
-    double all = (double)s->L * (double)s->S;
+    double L = (double)s->L, S = (double)s->S;
     if (s->window && s->window < s->L) {
         double w = (double)s->window;
-        return w * (w + 1) / 2 + ((double)s->L - w) * w;
+        return w * (w + 1) / 2 + (L - w) * w;
     }
-    return s->causal ? all / 2 : all;
+    if (!s->causal) return L * S;
+    double full = L > S ? L - S : 0; /* rows past S take every key */
+    double tri = L < S ? L : S;      /* rows 0..tri-1 take i + 1 keys */
+    return tri * (tri + 1) / 2 + full * S;
 }
 
 /* What a row's call ran, from its ATTN_VERBOSE line: the kernel, the bf16
@@ -460,6 +469,7 @@ typedef struct ran {
 
 typedef struct result {
     double seconds, gflops, pct_peak, gbps, pct_bw, rss_mib, extra_mib, vs_reference, vs_openblas;
+    double flops; /* the FLOPs counted (score_pairs) */
     ran ran; /* what ran (timed_row) */
 } result;
 
@@ -693,7 +703,7 @@ static result measure(const shape *s, double peak, double bandwidth) {
         attn_tensor_init(&c.mask, mask, ATTN_BOOL, 2, sm, NULL, NULL);
         c.o.mask = &c.mask;
     }
-    double flops = 2.0 * (double)s->H * (s->d + s->dv) * score_pairs(s);
+    double flops = r.flops = 2.0 * (double)s->H * (s->d + s->dv) * score_pairs(s);
     r.seconds = timed_row(run_attn, &c, quick ? 0.05 : 0.5, &r.ran);
     r.rss_mib = peak_rss_mib() - base_rss;
     /* The bytes the call must read and write: q, k, v and out at their sizes. */
@@ -1589,7 +1599,7 @@ static result measure_backward(const shape *s, double peak) {
     c.o.causal = s->causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
     attn_sdpa(&c.out, &c.lse, NULL, &c.q, &c.k, &c.v, &c.o, NULL);
     c.o.compute = s->bf16 ? ATTN_COMPUTE_BF16 : ATTN_COMPUTE_F32; /* the forward's out and lse in f32 either way */
-    double flops = 2.5 * 2.0 * (double)s->H * s->L * s->S * (s->d + s->dv) * (s->causal ? 0.5 : 1);
+    double flops = r.flops = 2.5 * 2.0 * (double)s->H * (s->d + s->dv) * score_pairs(s);
     r.seconds = timed_row(run_backward, &c, quick ? 0.05 : 0.5, &r.ran);
     r.rss_mib = peak_rss_mib() - base_rss;
     r.extra_mib = r.rss_mib - (double)(2 * (nq + nk + nv) + 2 * no + s->H * s->L) * 4 / 1048576;
@@ -2112,13 +2122,13 @@ static void json_row(const shape *s, const result *r, bool last) {
     printf("    {\"name\": \"%s\", \"H\": %lld, \"Hk\": %lld, \"L\": %lld, \"S\": %lld, \"d\": %lld, "
            "\"dv\": %lld, \"causal\": %s, \"mask\": %s, \"strided\": %s, \"bf16\": %s, \"backward\": %s, "
            "\"kernel\": \"%s\", \"bf16_kernels\": %s%s%s, \"fallback\": \"%s\", \"seconds\": %.6g, "
-           "\"gflops\": %.4g, \"pct_peak\": %.4g, \"gbps\": %.4g, \"pct_bandwidth\": %.4g, "
+           "\"flops\": %.0f, \"gflops\": %.4g, \"pct_peak\": %.4g, \"gbps\": %.4g, \"pct_bandwidth\": %.4g, "
            "\"peak_rss_mib\": %.1f, \"rss_beyond_inputs_outputs_mib\": %.1f, \"speedup_vs_reference\": %.4g, "
            "\"speedup_vs_openblas\": %.4g, \"speedup_rounds\": %d}%s\n",
            name, (long long)s->H, (long long)s->Hk, (long long)s->L, (long long)s->S, (long long)s->d,
            (long long)s->dv, s->causal ? "true" : "false", s->mask ? "true" : "false",
            s->strided ? "true" : "false", s->bf16 ? "true" : "false", s->backward ? "true" : "false", kernel,
-           *bf16 ? "\"" : "", *bf16 ? bf16 : "null", *bf16 ? "\"" : "", fallback, r->seconds, r->gflops, r->pct_peak, r->gbps, r->pct_bw,
+           *bf16 ? "\"" : "", *bf16 ? bf16 : "null", *bf16 ? "\"" : "", fallback, r->seconds, r->flops, r->gflops, r->pct_peak, r->gbps, r->pct_bw,
            r->rss_mib, r->extra_mib, r->vs_reference, r->vs_openblas,
            r->vs_reference > 0 || r->vs_openblas > 0 ? turn_rounds() : 0, last ? "" : ",");
 }
@@ -2535,7 +2545,8 @@ int main(int argc, char **argv) {
     cli_prose(stdout, 0, 2, "backward RSS beyond inputs, outputs and gradients: %.1f MiB (%s)", bmem->extra_mib,
               bmem->extra_mib < 64 ? "within 64 MiB" : "OVER 64 MiB");
     printf("\n");
-    cli_prose(stdout, 0, 0, "FLOPs: 4 H L S d (halved for causal); backward 10 H L S d. vs ref: times faster than "
+    cli_prose(stdout, 0, 0, "FLOPs: 4 H d per (query, key) pair computed (causal L=S: L(L+1)/2 pairs, the diagonal "
+              "included); backward 10 H d. vs ref: times faster than "
               "attn_sdpa_reference; vs BLAS: times faster than OpenBLAS sgemm + softmax + sgemm (L x S scores in "
               "memory), for the backward its five sgemms and the softmax's gradient; each the median of %d rounds' "
               "ratios, timed in turns.", turn_rounds());

@@ -182,6 +182,10 @@ bench_quick() {
     # ratios (they divided two best times taken one after the other).
     echo "$report" | $PY -c 'import json, sys; v = json.load(sys.stdin)["results"]; b = [x for x in v if x["speedup_vs_reference"] > 0 or x["speedup_vs_openblas"] > 0]; assert b and all(x["speedup_rounds"] == 3 for x in b) and all(x["speedup_rounds"] == 0 for x in v if x not in b), [(x["name"], x["speedup_rounds"]) for x in v]' &&
         echo "ok bench_baselines_in_turns" || echo "FAIL bench_baselines_in_turns"
+    # Causal rows count the pairs the kernel computes: L(L+1)/2 at L=S, the
+    # diagonal whole (they counted L^2/2).
+    echo "$report" | $PY -c 'import json, sys; v = [x for x in json.load(sys.stdin)["results"] if x["causal"] and "window" not in x["name"]]; assert v and all(x["L"] == x["S"] and x["flops"] == 2 * x["H"] * (x["d"] + x["dv"]) * x["L"] * (x["L"] + 1) // 2 * (2.5 if x["backward"] else 1) for x in v), [(x["name"], x["flops"]) for x in v]' &&
+        echo "ok bench_causal_flops_count_the_diagonal" || echo "FAIL bench_causal_flops_count_the_diagonal"
     # A row's RSS counts what its call touched: the heap's free memory, kept
     # resident once the triad's arrays had raised glibc's thresholds, let the
     # memory row's inputs and scratch in unseen (-3.8 MiB beyond its inputs);
