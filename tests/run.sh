@@ -182,6 +182,10 @@ bench_quick() {
     # ratios (they divided two best times taken one after the other).
     echo "$report" | $PY -c 'import json, sys; v = json.load(sys.stdin)["results"]; b = [x for x in v if x["speedup_vs_reference"] > 0 or x["speedup_vs_openblas"] > 0]; assert b and all(x["speedup_rounds"] == 3 for x in b) and all(x["speedup_rounds"] == 0 for x in v if x not in b), [(x["name"], x["speedup_rounds"]) for x in v]' &&
         echo "ok bench_baselines_in_turns" || echo "FAIL bench_baselines_in_turns"
+    # The bf16 rows' "of peak" is of the VDPBF16PS peak where the CPU has
+    # AVX512_BF16 (it was of the f32 FMA peak: 297%).
+    echo "$report" | $PY -c 'import json, sys; r = json.load(sys.stdin); p = r["peak_gflops"]["avx512_bf16_n"]; b = [x for x in r["results"] if x["bf16"]]; has = " avx512_bf16" in open("/proc/cpuinfo").read(); assert b and (p > 0) == has and all(x["peak"] == ("bf16_dot" if has else "f32_fma") for x in b) and all(x["peak"] == "f32_fma" for x in r["results"] if not x["bf16"]); assert not has or all(abs(x["pct_peak"] - 100 * x["gflops"] / p) <= 0.01 * x["pct_peak"] for x in b), [(x["name"], x["pct_peak"], x["gflops"], p) for x in b]' &&
+        echo "ok bench_bf16_rows_of_bf16_peak" || echo "FAIL bench_bf16_rows_of_bf16_peak"
     # Causal rows count the pairs the kernel computes: L(L+1)/2 at L=S, the
     # diagonal whole (they counted L^2/2).
     echo "$report" | $PY -c 'import json, sys; v = [x for x in json.load(sys.stdin)["results"] if x["causal"] and "window" not in x["name"]]; assert v and all(x["L"] == x["S"] and x["flops"] == 2 * x["H"] * (x["d"] + x["dv"]) * x["L"] * (x["L"] + 1) // 2 * (2.5 if x["backward"] else 1) for x in v), [(x["name"], x["flops"]) for x in v]' &&
