@@ -42,15 +42,15 @@ static const char USAGE[] =
     "bandwidth, then times f32 attention for H=8, d=64 and 128, L=S from 512 to\n"
     "32768, causal and not; decode (L=1) at S = 4k, 64k and 1M; a set of other\n"
     "shapes (odd d, L != S, masks, GQA, strided); and L=S=65536 for memory. It\n"
-    "reports GFLOP/s as a share of the peak (bf16 rows: of the VDPBF16PS\n"
-    "peak where the CPU has one), FLOPs being 4 H d per (query,\n"
-    "key) pair computed: L S pairs; causal (top-left, L=S) L(L+1)/2, its\n"
-    "diagonal included; a window w of L, w(w+1)/2 + (L-w)w; a mask's dropped\n"
-    "pairs counted. Then the backward pass (10 H d a pair) at L=S=4096 and\n"
-    "1024 and its memory,\n"
-    "GB/s as a share of the triad bandwidth for decode, peak RSS, speedups\n"
-    "over the reference kernel and over OpenBLAS sgemm + softmax + sgemm\n"
-    "(medians of rounds' ratios, timed in turns), and\n"
+    "reports GFLOP/s as a share of the peak (bf16 rows: of the VDPBF16PS peak\n"
+    "where the CPU has one), FLOPs being 4 H d per (query, key) pair computed:\n"
+    "L S pairs; causal (top-left, L=S) L(L+1)/2, its diagonal included; a\n"
+    "window w of L, w(w+1)/2 + (L-w)w; a mask's dropped pairs counted. Then\n"
+    "the backward pass (10 H d a pair) at L=S=4096 and 1024 and its memory,\n"
+    "GB/s as a share of the triad bandwidth for decode (rows whose bytes fit\n"
+    "the last-level cache, or beat the read bandwidth: \"cache\", over the\n"
+    "read bandwidth), peak RSS, speedups over the reference kernel and over\n"
+    "OpenBLAS sgemm + softmax + sgemm (medians of rounds in turns), and\n"
     "the kernel each row ran (ATTN_VERBOSE's line). The score variants\n"
     "(soft-cap, ALiBi, sinks, a window) are also timed in turns with their\n"
     "reference rows, and reported as a share of them; the bf16 mode against\n"
@@ -106,6 +106,8 @@ static double now(void) {
 static bool json, quick, backward_only, layer_only, variants_only, varlen_only, decode_only, overhead_only, paged_only,
     kv_only;
 static double layer_peak = 1e9; /* FLOP/s of double FMAs: the layer products' peak */
+static double read_bw = 1e9;    /* bytes/s of reading memory (read_bandwidth): above it, a row read from cache */
+static double llc_bytes;        /* the last-level cache, as the CPU reports it (sysconf); 0 where unknown */
 static int threads;
 
 static void progress(const char *what) {
@@ -501,8 +503,9 @@ typedef struct ran {
 
 typedef struct result {
     double seconds, gflops, pct_peak, gbps, pct_bw, rss_mib, extra_mib, vs_reference, vs_openblas;
-    double flops;   /* the FLOPs counted (score_pairs) */
-    bool bf16_peak; /* pct_peak is of the bf16 dot-product peak, not the f32 FMA peak */
+    double flops, bytes; /* the FLOPs counted (score_pairs), the bytes read and written */
+    bool bf16_peak;      /* pct_peak is of the bf16 dot-product peak, not the f32 FMA peak */
+    bool in_cache;       /* the bytes fit the last-level cache, or came faster than memory reads: not memory-bound */
     ran ran; /* what ran (timed_row) */
 } result;
 
@@ -740,7 +743,7 @@ static result measure(const shape *s, double peak, double bandwidth) {
     r.seconds = timed_row(run_attn, &c, quick ? 0.05 : 0.5, &r.ran);
     r.rss_mib = peak_rss_mib() - base_rss;
     /* The bytes the call must read and write: q, k, v and out at their sizes. */
-    double bytes = (double)(nq + no) * 4 + (double)(nk + nv) * (s->kv16 ? 2 : 4);
+    double bytes = r.bytes = (double)(nq + no) * 4 + (double)(nk + nv) * (s->kv16 ? 2 : 4);
     /* the bench's own arrays: f32 q, k, v, out, the mask, and with 16-bit
      * keys and values their copies too (counted as the call's, 8 MiB of
      * "beyond" at S = 4096) */
@@ -750,6 +753,11 @@ static result measure(const shape *s, double peak, double bandwidth) {
     r.pct_peak = 100 * r.gflops * 1e9 / peak;
     r.gbps = bytes / r.seconds / 1e9;
     r.pct_bw = 100 * bytes / r.seconds / bandwidth;
+    /* Bytes that fit the last-level cache stay there from call to call (a
+     * decode row at S = 4096 reads 16 MiB again and again), and a rate above
+     * the read bandwidth came from the caches: neither is bound by memory,
+     * and their share of the triad read 200-500%. */
+    r.in_cache = (llc_bytes > 0 && bytes <= llc_bytes) || bytes / r.seconds > read_bw;
     if (s->baselines & 1) { /* the reference kernel: small shapes only */
         call ref = c;
         ref.reference = 1;
@@ -2135,7 +2143,8 @@ static void print_row(text_table *tab, const shape *s, const result *r, bool dec
     if (r->vs_reference > 0) snprintf(ref, sizeof ref, "%.0fx", r->vs_reference);
     if (r->vs_openblas > 0) snprintf(blas, sizeof blas, "%.2fx", r->vs_openblas);
     tab_cell(tab, "%s", s->name), tab_cell(tab, "%.4f", r->seconds);
-    if (decode) tab_cell(tab, "%.1f GB/s", r->gbps), tab_cell(tab, "%.1f%%", r->pct_bw);
+    if (decode && r->in_cache) tab_cell(tab, "%.1f GB/s", r->gbps), tab_cell(tab, "cache %.1fx rd", r->gbps * 1e9 / read_bw);
+    else if (decode) tab_cell(tab, "%.1f GB/s", r->gbps), tab_cell(tab, "%.1f%%", r->pct_bw);
     else tab_cell(tab, "%.1f GF/s", r->gflops), tab_cell(tab, "%.1f%% %s", r->pct_peak, r->bf16_peak ? "bf16 pk" : "pk");
     tab_cell(tab, "%.0f MiB", r->rss_mib), tab_cell(tab, "%s", ref), tab_cell(tab, "%s", blas);
     /* the kernel, "+exact" where the exact kernel took slices; the bf16
@@ -2152,19 +2161,24 @@ static void json_row(const shape *s, const result *r, bool last) {
     char name[160], kernel[96], bf16[160], fallback[96];
     json_text(s->name, name, sizeof name), json_text(r->ran.kernel, kernel, sizeof kernel);
     json_text(r->ran.bf16, bf16, sizeof bf16), json_text(r->ran.fallback, fallback, sizeof fallback);
+    /* no share of a bandwidth the row was not bound by (in cache), nor of
+     * bytes not counted (the backward's): null */
+    char pct_bw[32] = "null";
+    if (!r->in_cache && r->bytes > 0) snprintf(pct_bw, sizeof pct_bw, "%.4g", r->pct_bw);
     printf("    {\"name\": \"%s\", \"H\": %lld, \"Hk\": %lld, \"L\": %lld, \"S\": %lld, \"d\": %lld, "
            "\"dv\": %lld, \"causal\": %s, \"mask\": %s, \"strided\": %s, \"bf16\": %s, \"backward\": %s, "
            "\"kernel\": \"%s\", \"bf16_kernels\": %s%s%s, \"fallback\": \"%s\", \"seconds\": %.6g, "
-           "\"flops\": %.0f, \"gflops\": %.4g, \"pct_peak\": %.4g, \"peak\": \"%s\", \"gbps\": %.4g, \"pct_bandwidth\": %.4g, "
+           "\"flops\": %.0f, \"gflops\": %.4g, \"pct_peak\": %.4g, \"peak\": \"%s\", \"bytes\": %.0f, "
+           "\"in_cache\": %s, \"gbps\": %.4g, \"pct_bandwidth\": %s, "
            "\"peak_rss_mib\": %.1f, \"rss_beyond_inputs_outputs_mib\": %.1f, \"speedup_vs_reference\": %.4g, "
            "\"speedup_vs_openblas\": %.4g, \"speedup_rounds\": %d}%s\n",
            name, (long long)s->H, (long long)s->Hk, (long long)s->L, (long long)s->S, (long long)s->d,
            (long long)s->dv, s->causal ? "true" : "false", s->mask ? "true" : "false",
            s->strided ? "true" : "false", s->bf16 ? "true" : "false", s->backward ? "true" : "false", kernel,
            *bf16 ? "\"" : "", *bf16 ? bf16 : "null", *bf16 ? "\"" : "", fallback, r->seconds, r->flops, r->gflops, r->pct_peak,
-           r->bf16_peak ? "bf16_dot" : "f32_fma", r->gbps, r->pct_bw,
-           r->rss_mib, r->extra_mib, r->vs_reference, r->vs_openblas,
-           r->vs_reference > 0 || r->vs_openblas > 0 ? turn_rounds() : 0, last ? "" : ",");
+           r->bf16_peak ? "bf16_dot" : "f32_fma", r->bytes, r->in_cache ? "true" : "false", r->gbps, pct_bw, r->rss_mib,
+           r->extra_mib, r->vs_reference, r->vs_openblas, r->vs_reference > 0 || r->vs_openblas > 0 ? turn_rounds() : 0,
+           last ? "" : ",");
 }
 
 int main(int argc, char **argv) {
@@ -2252,6 +2266,9 @@ int main(int argc, char **argv) {
     if (peak <= 0) peak = 1e9;
     progress("measuring the triad bandwidth...");
     double bw = triad_bandwidth(n), rbw = read_bandwidth(n);
+    read_bw = rbw > 0 ? rbw : 1e30;
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE) > 0 ? sysconf(_SC_LEVEL3_CACHE_SIZE) : sysconf(_SC_LEVEL2_CACHE_SIZE);
+    llc_bytes = llc > 0 ? (double)llc : 0;
     /* OpenBLAS's threads only after the machine's figures: each one it
      * starts takes a buffer of 128 MiB first, and under a memory limit
      * spins for it, so that a run short of memory for n threads hung
@@ -2481,7 +2498,8 @@ int main(int argc, char **argv) {
                "\"avx512_bf16_1\": %.1f, \"avx512_bf16_n\": %.1f, \"amx_bf16_1\": %.1f, \"amx_bf16_n\": %.1f},\n",
                peak512_1 / 1e9, peak512_n / 1e9, peak256_1 / 1e9, peak256_n / 1e9, bf16_1 / 1e9, bf16_n / 1e9,
                amx_1 / 1e9, amx_n / 1e9);
-        printf("  \"triad_gbps\": %.2f, \"read_gbps\": %.2f,\n  \"results\": [\n", bw / 1e9, rbw / 1e9);
+        printf("  \"triad_gbps\": %.2f, \"read_gbps\": %.2f, \"llc_bytes\": %.0f,\n  \"results\": [\n", bw / 1e9,
+               rbw / 1e9, llc_bytes);
         /* only the rows this run timed: --backward's JSON listed every forward
          * row too, each with zero seconds, as if measured */
         int last = 0;
@@ -2529,9 +2547,13 @@ int main(int argc, char **argv) {
     text_table *tab = NULL;
     char other_title[64];
     snprintf(other_title, sizeof other_title, "other shapes, L=S=%lld unless named", (long long)other);
+    char decode_title[320];
+    snprintf(decode_title, sizeof decode_title, "decode: rate as bandwidth; of triad where a row's bytes exceed the "
+             "last-level cache (%.0f MiB, as the CPU reports it) and it ran slower than memory reads; else \"cache\", "
+             "its rate over the read bandwidth (not bound by memory)", llc_bytes / 1048576);
     for (int i = 0; i < ns; i++) {
         const char *title = i == 0 ? "" : NULL; /* a section starts: "" for the first, untitled */
-        if (i == first_decode) title = "decode: memory-bound, rate as bandwidth";
+        if (i == first_decode) title = decode_title;
         if (i == first_other) title = other_title;
         if (i == first_targets) title = "targets";
         if (i == first_memory) title = "memory: RSS beyond inputs + outputs must stay under 64 MiB";
@@ -2591,9 +2613,8 @@ int main(int argc, char **argv) {
               bmem->extra_mib < 64 ? "within 64 MiB" : "OVER 64 MiB");
     printf("\n");
     cli_prose(stdout, 0, 0, "FLOPs: 4 H d per (query, key) pair computed (causal L=S: L(L+1)/2 pairs, the diagonal "
-              "included); backward 10 H d. vs ref: times faster than "
-              "attn_sdpa_reference; vs BLAS: times faster than OpenBLAS sgemm + softmax + sgemm (L x S scores in "
-              "memory), for the backward its five sgemms and the softmax's gradient; each the median of %d rounds' "
-              "ratios, timed in turns.", turn_rounds());
+              "included); backward 10 H d. vs ref: times faster than attn_sdpa_reference; vs BLAS: times faster than "
+              "OpenBLAS sgemm + softmax + sgemm (L x S scores in memory), for the backward its five sgemms and the "
+              "softmax's gradient; each the median of %d rounds' ratios, timed in turns.", turn_rounds());
     return cli_close_stdout(0);
 }

@@ -182,6 +182,10 @@ bench_quick() {
     # ratios (they divided two best times taken one after the other).
     echo "$report" | $PY -c 'import json, sys; v = json.load(sys.stdin)["results"]; b = [x for x in v if x["speedup_vs_reference"] > 0 or x["speedup_vs_openblas"] > 0]; assert b and all(x["speedup_rounds"] == 3 for x in b) and all(x["speedup_rounds"] == 0 for x in v if x not in b), [(x["name"], x["speedup_rounds"]) for x in v]' &&
         echo "ok bench_baselines_in_turns" || echo "FAIL bench_baselines_in_turns"
+    # A row whose bytes fit the last-level cache is not memory-bound: it
+    # gives no share of the triad (decode at S=4096, 16 MiB, read 200-500%).
+    echo "$report" | $PY -c 'import json, sys; r = json.load(sys.stdin); v = r["results"]; llc = r["llc_bytes"]; assert all(x["in_cache"] for x in v if 0 < x["bytes"] <= llc) and all(x["pct_bandwidth"] is None for x in v if x["in_cache"] or not x["bytes"]) and all(x["pct_bandwidth"] > 0 for x in v if x["bytes"] and not x["in_cache"]), [(x["name"], x["bytes"], x["pct_bandwidth"]) for x in v]' &&
+        echo "ok bench_in_cache_rows_not_memory_bound" || echo "FAIL bench_in_cache_rows_not_memory_bound"
     # The bf16 rows' "of peak" is of the VDPBF16PS peak where the CPU has
     # AVX512_BF16 (it was of the f32 FMA peak: 297%).
     echo "$report" | $PY -c 'import json, sys; r = json.load(sys.stdin); p = r["peak_gflops"]["avx512_bf16_n"]; b = [x for x in r["results"] if x["bf16"]]; has = " avx512_bf16" in open("/proc/cpuinfo").read(); assert b and (p > 0) == has and all(x["peak"] == ("bf16_dot" if has else "f32_fma") for x in b) and all(x["peak"] == "f32_fma" for x in r["results"] if not x["bf16"]); assert not has or all(abs(x["pct_peak"] - 100 * x["gflops"] / p) <= 0.01 * x["pct_peak"] for x in b), [(x["name"], x["pct_peak"], x["gflops"], p) for x in b]' &&
