@@ -300,6 +300,12 @@ bench_ggml() {
     # the causal row is named as attn bench's own ("H8 d64 L=S causal=512" was)
     echo "$report" | grep -qE '^H8 d64 L=S=512 causal ' &&
         echo "ok bench_ggml_causal_row_named" || echo "FAIL bench_ggml_causal_row_named: $report"
+    # --json's strings are escaped: a directory with a quote in its name
+    # went into the report as it was, and the report was not JSON.
+    ln -sfn "$PWD/$ggml_dir" "$BUILD/gg\"ml"
+    "$BUILD/attn" bench --quick --json --ggml "$BUILD/gg\"ml" | $PY -c 'import json, sys; r = json.load(sys.stdin); assert r["ggml_dir"].endswith("gg\"ml") and r["rows"], r["ggml_dir"]' &&
+        echo "ok bench_ggml_json_dir_escaped" || echo "FAIL bench_ggml_json_dir_escaped"
+    rm -f "$BUILD/gg\"ml"
     "$BUILD/attn" bench --ggml /nonexistent 2>"$out.err" >/dev/null && echo "FAIL bench_ggml_missing_dir: succeeded" ||
         { grep -q "^attn: error: --ggml: cannot load /nonexistent/libggml-base.so" "$out.err" && echo "ok bench_ggml_missing_dir_is_an_error" || echo "FAIL bench_ggml_missing_dir: $(cat "$out.err")"; }
     rm -f "$out.err"
