@@ -607,7 +607,7 @@ static double verbose_line(run_fn fn, void *ctx, const char *key, char *line, si
         double t0 = now();
         fn(ctx);
         seconds = now() - t0;
-        attn_set_verbose(0);
+        attn_set_verbose(-1); /* back to what ATTN_VERBOSE asks, not off */
         fflush(stderr);
         dup2(saved, 2);
         rewind(tmp);
