@@ -52,7 +52,7 @@ TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/
              $(BUILD)/tests/test_threads $(BUILD)/asan/test_threads $(BUILD)/tsan/test_threads \
              $(BUILD)/asan/test_dlclose \
              $(BUILD)/asan/test_abi_0_2_static $(BUILD)/asan/test_abi_0_2_shared $(BUILD)/asan/test_abi_kv_desc \
-             $(BUILD)/asan/test_abi_npy_info
+             $(BUILD)/asan/test_abi_npy_info $(BUILD)/asan/test_abi_npy_info_shared
 
 # libattn-mpi (mpi/, include/attn_mpi.h), the attn-mpi command (cli/mpi/) and
 # their test are built when mpicc exists (Debian's libopenmpi-dev; `make test`
@@ -236,6 +236,12 @@ $(BUILD)/asan/test_abi_kv_desc: tests/abi/test_abi_kv_desc.c include/attn.h test
 # today's struct at its caller's sizes, with today's library (ASan+UBSan).
 $(BUILD)/asan/test_abi_npy_info: tests/abi/test_abi_npy_info.c include/attn.h tests/check.h $(SAN_LIB_OBJ)
 	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -O1 -g $(SAN_FLAGS) -Iinclude -o $@ $< $(SAN_LIB_OBJ) $(LIBS)
+# ... and with build/libattn.so, where a 0.3 binary finds attn_npy_header.
+$(BUILD)/asan/test_abi_npy_info_shared: tests/abi/test_abi_npy_info.c include/attn.h tests/check.h $(BUILD)/libattn.so
+	@mkdir -p $(BUILD)/asan/abi
+	ln -sf $(abspath $(BUILD))/libattn.so $(BUILD)/asan/abi/libattn.so.$(SOMAJOR)
+	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -O1 -g $(SAN_FLAGS) -Iinclude -o $@ $< \
+	      $(BUILD)/asan/abi/libattn.so.$(SOMAJOR) -Wl,-rpath,'$$ORIGIN/abi' $(LIBS)
 
 # The ring under ASan+UBSan too (library, libattn-mpi and test together).
 $(BUILD)/asan/obj/mpi/%.o: mpi/%.c mpi/ring.h include/attn_mpi.h include/attn.h

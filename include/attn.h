@@ -34,8 +34,8 @@
  *     call that takes the default thread count, the other variables once
  *     (ATTN_VERBOSE again at attn_set_verbose(-1)). The first threaded call
  *     registers attn_shutdown with atexit and fork handlers with
- *     pthread_atfork (see attn_shutdown); dlclose of a dlopen'd library
- *     joins the workers and drops both. Per thread: a 32 KiB buffer for
+ *     pthread_atfork (see attn_shutdown); with glibc, dlclose of a dlopen'd
+ *     library joins the workers and drops both. Per thread: a 32 KiB buffer for
  *     keys quantized per channel ("Keys quantized per channel"), the
  *     library's one piece of thread-local state.
  *   - The caller owns all memory it passes in. Scratch memory a call needs is
@@ -1004,8 +1004,11 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  *
  * Numerics:
  *   - The softmax subtracts the row maximum, so finite inputs of any size
- *     (scores of +-1e30, f64 values up to DBL_MAX) never produce NaN or Inf
- *     in out. If scores are +inf (f64 dot products that overflow), the
+ *     (scores of +-1e30, f64 values v up to DBL_MAX, without dropout:
+ *     dropout's 1/(1-p) can carry out past DBL_MAX) never produce NaN or
+ *     Inf in out, but for f64 dot products whose terms overflow with both
+ *     signs (the score is inf - inf, NaN, and so is the row). If scores are
+ *     +inf (f64 dot products that overflow one way), the
  *     weight is shared equally among the +inf keys, which is the limit of
  *     the softmax.
  *   - A row in which no key may take part (masked by the bool mask, by -inf in
@@ -2653,7 +2656,8 @@ typedef struct attn_npy_info {
 } attn_npy_info;
 ATTN_API attn_status attn_npy_header_0_4(attn_npy_info *info, const void *bytes, size_t size, uint64_t file_size,
                                          attn_error *err);
-#define attn_npy_header attn_npy_header_0_4
+#define attn_npy_header attn_npy_header_0_4 /* bindings (ctypes) bind attn_npy_header_0_4 by that name:
+                                                the symbol attn_npy_header takes 0.3's struct */
 
 /* The header attn_npy_write writes for an array of this dtype and shape
  * (format 1.0, data 64-byte aligned), into buf (ATTN_NPY_HEADER_MAX bytes

@@ -58,11 +58,8 @@ static void step(ring *R, fwd *f, const char *buf, int src, bool first, MPI_Requ
             attn_tensor pl = ring_block(f->part + ring_bytes(f->out.dtype, &acc, dout, R->qs.length[a]), f->out.dtype,
                                         &accl, dout, R->qs.length[a]);
             const attn_tensor *outs[2] = {&acc, &po}, *lses[2] = {&accl, &pl};
-            if ((*st = attn_sdpa(&po, &pl, NULL, &qa, &kb, &vb, &o, err)) == ATTN_OK) {
-                bool nan = ring_nan_carry(&pl, &accl); /* a NaN row stays NaN, as over the whole */
+            if ((*st = attn_sdpa(&po, &pl, NULL, &qa, &kb, &vb, &o, err)) == ATTN_OK) /* a NaN row stays NaN */
                 *st = attn_sdpa_merge(&acc, &accl, outs, lses, 2, err);
-                if (nan) ring_nan_keep(&acc, &accl, &pl);
-            }
             R->stats.compute_s += MPI_Wtime() - t0;
             ring_progress(req, nreq); /* move the messages along between pieces */
         }

@@ -108,13 +108,6 @@ void ring_fill(attn_tensor *t, double x);
 /* dst += src elementwise: same shape and float dtype, any strides. */
 void ring_add(attn_tensor *dst, const attn_tensor *src);
 
-/* NaN rows kept through attn_sdpa_merge, which drops a part whose lse is
- * NaN: before a merge, pl (the piece's lse, one run) takes accl's NaN
- * rows, and says whether it has any; after it, those rows of acc and accl
- * are set NaN. */
-bool ring_nan_carry(attn_tensor *pl, const attn_tensor *accl);
-void ring_nan_keep(attn_tensor *acc, attn_tensor *accl, const attn_tensor *pl);
-
 /* The message tags of one call, on the ring's private communicator. */
 enum { RING_TAG_KV = 1, RING_TAG_GRAD = 2 };
 

@@ -2679,11 +2679,16 @@ static void test_kernel_walk(void) {
     bad->struct_size = sizeof *bad + 8;
     check_status(attn_kernel_walk_run(bad, "the cat", NULL, &err), &err, ATTN_ERR_OPTION, "no release",
                  "kernel_walk_newer_struct_size");
+    memset(bad, 0xa5, sizeof *bad);
     bad->struct_size = sizeof *bad - 8;
+    attn_kernel_walk *copy = malloc(sizeof *copy);
+    memcpy(copy, bad, sizeof *copy);
     check_status(attn_kernel_walk_run(bad, "the cat", NULL, &err), &err, ATTN_ERR_OPTION, "no release",
                  "kernel_walk_unknown_struct_size");
-    check(!bad->Q && bad->struct_size == sizeof *bad - 8, "kernel_walk_refused_writes_nothing", "%p", (void *)bad->Q);
-    attn_kernel_walk_free(bad); /* not a walk run filled: left as it is */
+    check(!memcmp(bad, copy, sizeof *bad), "kernel_walk_refused_writes_nothing", "the walk changed");
+    attn_kernel_walk_free(bad); /* not a walk run filled: left as it is (its pointers are not freed) */
+    check(!memcmp(bad, copy, sizeof *bad), "kernel_walk_free_of_another_size_leaves_it", "the walk changed");
+    free(copy);
     check_status(attn_kernel_walk_json(NULL, 0, &len, bad, NULL, &err), &err, ATTN_ERR_OPTION, "struct_size",
                  "kernel_walk_json_struct_size");
     free(bad);

@@ -91,7 +91,7 @@ int main(int argc, char **argv) {
     enum { LOOPS = 8, FLOATS = 2 * 1000 * 64 };
     float *x = malloc(sizeof(float) * FLOATS), *out = malloc(sizeof(float) * FLOATS);
     for (int i = 0; i < FLOATS; i++) x[i] = (float)(i * 7919 % 101) / 50.0f - 1.0f;
-    int start = tasks(), opened = 1, ran = 1, joined = 1, forked = 1;
+    int start = tasks(), opened = 1, ran = 1, joined = 1, forked = 1, unloaded = 1;
     char why[600] = "";
     for (int loop = 0; loop < LOOPS && opened && ran; loop++) {
         void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -105,6 +105,8 @@ int main(int argc, char **argv) {
         if (calls(&l, x, out, &err)) ran = 0, snprintf(why, sizeof why, "loop %d: %s", loop, err.message);
         int during = tasks();
         dlclose(h);
+        void *still = dlopen(argv[1], RTLD_NOW | RTLD_NOLOAD); /* NULL: unmapped, as the checks below need */
+        if (still) unloaded = 0, dlclose(still);
         int after = tasks();
         if (start > 0 && (after != start || during <= start)) joined = 0;
         fflush(stdout);
@@ -114,6 +116,8 @@ int main(int argc, char **argv) {
         if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 7) forked = 0;
     }
     check(opened && ran, "dlopen_calls_dlclose_in_a_loop", "%s", why);
+    check(unloaded, "dlclose_unloads_the_library", "the library stayed mapped after dlclose, so the checks below "
+                                                  "would pass whatever it left behind");
     if (start < 1) skip("dlclose_joins_the_workers", "no /proc/self/task to count threads in");
     else check(joined, "dlclose_joins_the_workers", "the threads were not back to %d after dlclose", start);
     check(forked, "fork_after_dlclose", "the child of a fork after dlclose did not exit normally");

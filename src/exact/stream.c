@@ -145,8 +145,11 @@ void attn_stream_kernel(const attn_problem *p, double *work) {
         /* Values near DBL_MAX (f64 inputs) can overflow acc though out, a
          * weighted mean of them, is finite: then the block is done again
          * on the values scaled down by a power of two, and out scaled back
-         * up, which is exact. Inf or NaN that the inputs brought stay what
-         * they were; finite rows get the same bits either way. */
+         * up, which is exact unless a product of weight and value falls to
+         * the subnormal range. Every row of such a block is redone, so its
+         * rows that were finite get the scaled pass's bits, the same but
+         * for that case; inf or NaN that the inputs brought stay what they
+         * were (their blocks are redone too, rare and to no effect). */
         double unscale = 1.0;
         if (!all_finite(acc, nr * Ev)) {
             double vscale = overflow_free_scale(p);

@@ -539,11 +539,12 @@ static attn_status npy_header_info(attn_npy_info *info, const void *bytes, size_
  * struct_size when the header is refused. */
 attn_status attn_npy_header_0_4(attn_npy_info *info, const void *bytes, size_t size, uint64_t file_size,
                                 attn_error *err) {
-    if (!info || !bytes) return attn_fail(err, ATTN_ERR_NULL, "info or bytes is NULL");
+    if (!info) return attn_fail(err, ATTN_ERR_NULL, "info is NULL");
     const char *hint = "set info->struct_size = sizeof *info";
     attn_npy_info ours = {.struct_size = sizeof ours}, none = {.struct_size = sizeof none};
     attn_status st = attn_versioned_write(info, &none, sizeof none, "info", hint, err);
     if (st) return st;
+    if (!bytes) return attn_fail(err, ATTN_ERR_NULL, "bytes is NULL");
     if ((st = npy_header_info(&ours, bytes, size, file_size, err))) return st;
     return attn_versioned_write(info, &ours, sizeof ours, "info", hint, err);
 }

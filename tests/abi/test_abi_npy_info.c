@@ -59,18 +59,30 @@ int main(void) {
           "struct_written_to_its_struct_size", "status %d: %s", (int)st, err.message);
     free(part);
 
-    attn_npy_info info = {0};
+    /* A struct_size refused leaves every byte as it was. */
+    attn_npy_info info, before;
+    memset(&info, 0xa5, sizeof info);
+    info.struct_size = 0;
+    before = info;
     st = attn_npy_header_0_4(&info, head, len, file, &err);
-    check(st == ATTN_ERR_OPTION && strstr(err.message, "struct_size") && info.rank == 0, "zero_struct_size_refused",
-          "status %d: %s", (int)st, err.message);
+    check(st == ATTN_ERR_OPTION && strstr(err.message, "struct_size") && !memcmp(&info, &before, sizeof info),
+          "zero_struct_size_refused_nothing_written", "status %d: %s", (int)st, err.message);
     info.struct_size = sizeof info + 8;
+    before = info;
     st = attn_npy_header_0_4(&info, head, len, file, &err);
-    check(st == ATTN_ERR_OPTION && info.rank == 0, "newer_struct_size_refused", "status %d: %s", (int)st, err.message);
+    check(st == ATTN_ERR_OPTION && !memcmp(&info, &before, sizeof info), "newer_struct_size_refused_nothing_written",
+          "status %d: %s", (int)st, err.message);
+    /* Any other failure: every field zero but struct_size. */
+    attn_npy_info zero = {.struct_size = sizeof zero};
     info.struct_size = sizeof info;
-    info.rank = 7;
     st = attn_npy_header_0_4(&info, head, 4, file, &err);
-    check(st != ATTN_OK && info.rank == 0 && info.struct_size == sizeof info, "refused_header_zeroes_the_rest",
-          "status %d rank %d", (int)st, info.rank);
+    check(st != ATTN_OK && !memcmp(&info, &zero, sizeof info), "refused_header_zeroes_the_rest", "status %d rank %d",
+          (int)st, info.rank);
+    memset(&info, 0xa5, sizeof info);
+    info.struct_size = sizeof info;
+    st = attn_npy_header_0_4(&info, NULL, len, file, &err);
+    check(st == ATTN_ERR_NULL && !memcmp(&info, &zero, sizeof info), "null_bytes_zeroes_the_rest", "status %d: %s",
+          (int)st, err.message);
     attn_shutdown();
     return n_failed ? 1 : 0;
 }

@@ -185,7 +185,7 @@ static float softcap_c(float *s, int64_t n, float cap) {
     for (int64_t i = 0; i < n; i++) {
         float ax = fabsf(s[i]), a = ax * r, y;
         if (a < ATTN_SOFTCAP_SMALL) { /* tanh's series: 1 - t would cancel */
-            float w = fmaxf(a, 0x1p-30f) * fmaxf(a, 0x1p-30f);
+            float f = fmaxf(a, 0x1p-30f), w = f * f;
             y = ax * ATTN_SOFTCAP_SERIES(MADD_C, K_C, w);
         } else { /* NaN and inf too */
             float t = attn_exp2f(k * ax);
