@@ -427,6 +427,31 @@ function writeSum(stepId, lines) {
   const box = document.getElementById(`sum-${stepId}`);
   if (!box) return;
   box.replaceChildren(...lines.map((l) => Object.assign(document.createElement('p'), { className: 'sum-line', textContent: l })));
+  sayLater(stepId);
+}
+
+// The sums under the figures are not live regions: the scroll and the player
+// rewrite them on every cell, and a screen reader would read out each one.
+// One hidden live region (#say) says a step's sum once it settles: when
+// nothing has rewritten it for SETTLE_MS (a scroll stopped, the mouse came to
+// rest), when a play ends, or at once for a key or a button.
+const SETTLE_MS = 700;
+let sayTimer = 0, sayStep = null;
+function sayLater(stepId) {
+  sayStep = stepId;
+  clearTimeout(sayTimer);
+  sayTimer = setTimeout(sayNow, SETTLE_MS);
+}
+function sayNow() {
+  clearTimeout(sayTimer);
+  sayTimer = 0;
+  const box = sayStep && document.getElementById(`sum-${sayStep}`);
+  sayStep = null;
+  if (box) say([...box.children].map((p) => p.textContent).filter((l) => l).join('. '));
+}
+function say(text) {
+  const out = document.getElementById('say');
+  if (out && text && out.textContent !== text) out.textContent = text;
 }
 
 // "a×b + c×d + ... = total", the sum behind one cell, every term from the page's numbers.
@@ -899,6 +924,7 @@ function stopPlaying() {
   const b = document.querySelector(`#step-${playing.step.id} .play`);
   if (b) { b.textContent = '▶ play'; b.setAttribute('aria-pressed', 'false'); }
   playing = null;
+  if (sayStep) sayNow(); // the step settled: say where it stopped
 }
 function play(step) {
   if (playing && playing.step === step) return stopPlaying();
@@ -971,8 +997,8 @@ function addPlayers() {
       `<button type="button" class="fwd">step ▶</button>` +
       `<span class="fill-count"></span></div><div class="legend-box"></div>`;
     fig.prepend(head);
-    head.querySelector('.back').addEventListener('click', () => { stopPlaying(); setFill(step, step.filled - 1); });
-    head.querySelector('.fwd').addEventListener('click', () => { stopPlaying(); setFill(step, step.filled + 1); });
+    head.querySelector('.back').addEventListener('click', () => { stopPlaying(); setFill(step, step.filled - 1); if (sayStep) sayNow(); });
+    head.querySelector('.fwd').addEventListener('click', () => { stopPlaying(); setFill(step, step.filled + 1); if (sayStep) sayNow(); });
     head.querySelector('.play').addEventListener('click', () => play(step));
   }
 }
@@ -1641,7 +1667,11 @@ async function main() {
     if (g) return showCell(g.closest('svg').dataset.name, +g.dataset.i, +g.dataset.j);
     // A row label of the weights: that word's attention as bars.
     const label = e.target.closest && e.target.closest('svg.heatmap[data-name="weights"] .row-label[tabindex]');
-    if (label && state.result) showBars(ctx(), +label.dataset.i);
+    if (label && state.result) {
+      showBars(ctx(), +label.dataset.i);
+      if (e.type !== 'mouseover') say([...document.getElementById('bars').children]
+        .map((d) => (d.children.length ? [...d.children].map((x) => x.textContent).filter((x) => x).join(' ') : d.textContent)).join('; '));
+    }
   };
   document.addEventListener('mouseover', explainCell);
   document.addEventListener('click', explainCell);
@@ -1649,7 +1679,7 @@ async function main() {
     explainCell(e);
     const svg = e.target.closest && e.target.closest('svg.heatmap[tabindex]');
     const h = svg && heatmaps[svg.dataset.name];
-    if (h && svg === e.target) { h.kbd = h.kbd || [0, 0]; showCell(svg.dataset.name, ...h.kbd); }
+    if (h && svg === e.target) { h.kbd = h.kbd || [0, 0]; showCell(svg.dataset.name, ...h.kbd); if (sayStep) sayNow(); }
   });
   document.addEventListener('keydown', (ev) => {
     const svg = ev.target.closest && ev.target.closest('svg.heatmap[tabindex]');
@@ -1661,6 +1691,7 @@ async function main() {
     const [i, j] = h.kbd || [0, 0];
     h.kbd = [Math.max(0, Math.min(h.rows - 1, i + moves[ev.key][0])), Math.max(0, Math.min(h.cols - 1, j + moves[ev.key][1]))];
     showCell(svg.dataset.name, ...h.kbd);
+    if (sayStep) sayNow();
   });
   window.addEventListener('hashchange', () => { readFragment(); showState(); update(); });
   let scrollQueued = false;

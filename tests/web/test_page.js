@@ -277,6 +277,50 @@ async function walk(browser, vp) {
   await context.close();
 }
 
+// What a screen reader would announce: each change of the text of a live
+// region (aria-live other than off, or a status, alert or log role), recorded in the page.
+const LIVE_WATCH = () => {
+  window.attnSaid = [];
+  const last = new Map();
+  const liveOf = (n) => (n.nodeType === 1 ? n : n.parentElement)?.closest('[aria-live]:not([aria-live="off"]), [role="status"], [role="alert"], [role="log"]');
+  new MutationObserver((list) => {
+    for (const m of list) {
+      const live = liveOf(m.target);
+      if (!live || last.get(live) === live.textContent) continue;
+      last.set(live, live.textContent);
+      if (live.textContent.trim()) window.attnSaid.push([live.id, live.textContent]);
+    }
+  }).observe(document.body, { subtree: true, childList: true, characterData: true });
+};
+
+// A screen reader hears a step's sum once the step settles, not once per cell: scrolling
+// through a step announces at most once, after the scroll stops, and says the sum shown
+// under the figure; a play announces once, when it ends.
+async function announcesOncePerStep(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const page = await context.newPage();
+  await page.goto(PAGE);
+  await settled(page);
+  await scrollStep(page, 'q', 0);
+  await page.evaluate(LIVE_WATCH);
+  for (let k = 1; k <= 8; k++) await scrollOnce(page, 'q', k / 8);
+  const during = await page.evaluate(() => window.attnSaid.length);
+  await page.waitForTimeout(1200);
+  const [said, sum] = await page.evaluate(() => [window.attnSaid, [...document.querySelectorAll('#sum-q p')].map((p) => p.textContent)]);
+  report('scroll_announces_once_when_settled', during === 0 && said.length === 1 && sum.length > 0 && sum.every((l) => said[0][1].includes(l)),
+    `${during} while scrolling; ${JSON.stringify(said.slice(0, 4))}; sum ${JSON.stringify(sum)}`);
+  await scrollStep(page, 'scaled', 0.05);
+  await page.waitForTimeout(1000);
+  await page.evaluate(() => { window.attnSaid.length = 0; });
+  await page.click('#step-scaled .play');
+  await page.waitForFunction(() => document.querySelector('#step-scaled .play').getAttribute('aria-pressed') === 'false', null, { timeout: 30000 });
+  const [fill, total] = await fillOf(page, 'scaled');
+  const played = await page.evaluate(() => [window.attnSaid, document.getElementById('sum-scaled').textContent]);
+  report('play_announces_once_when_it_ends', fill === total && played[0].length === 1 && played[0][0][1].length > 0,
+    `${fill} of ${total} filled; ${played[0].length} announcements: ${JSON.stringify(played[0].slice(0, 3))}`);
+  await context.close();
+}
+
 // A phone 320 px wide (the width WCAG's reflow asks for): nothing on the page is cut
 // off where it cannot be scrolled to, every table and figure included (the table
 // across d_k too, computed when its section comes into view).
@@ -1161,6 +1205,7 @@ async function main() {
 
   await kernelChecks(page);
 
+  await announcesOncePerStep(browser);
   await phoneNothingCut(browser);
   await longSentence(browser);
 
