@@ -972,6 +972,29 @@ function onScroll() {
   markToc();
 }
 
+// A phone pins a step's figure over the top of the view, and the browser, bringing a
+// focused control into view, does not know it: a control near the top sat under the
+// figure. The figure may also grow after the focus lands, when the scroll brings its
+// step in and draws it. So for the next 20 frames (a third of a second) the page keeps
+// the focused control clear of its step's pinned figure (WCAG 2.4.11, focus not obscured).
+function keepFocusClear(el) {
+  if (!(el instanceof Element) || el.closest('.step-figure')) return;
+  let frames = 20;
+  const check = () => { clearOfFigure(el); if (--frames > 0 && document.activeElement === el) requestAnimationFrame(check); };
+  requestAnimationFrame(check);
+}
+function clearOfFigure(el) {
+  if (document.activeElement !== el) return;
+  const r = el.getBoundingClientRect();
+  const fig = el.closest('.step') && el.closest('.step').querySelector('.step-figure');
+  const f = fig && fig.getBoundingClientRect();
+  // The figure covers the view's top where it is stuck there and spans the control's column.
+  const under = f && f.top < 40 && f.bottom > 0 && f.left < r.right && f.right > r.left ? f.bottom : 0;
+  const room = innerHeight - under;
+  if (r.top < under + 4) scrollBy({ top: r.top - under - Math.max(8, (room - r.height) / 3), behavior: 'instant' });
+  else if (r.bottom > innerHeight) scrollBy({ top: r.bottom - innerHeight + 8, behavior: 'instant' });
+}
+
 // The contents: the section being read is marked, the ones above it done.
 let tocLinks = null;
 function markToc() {
@@ -1676,6 +1699,7 @@ async function main() {
   document.addEventListener('mouseover', explainCell);
   document.addEventListener('click', explainCell);
   document.addEventListener('focusin', (e) => {
+    keepFocusClear(e.target);
     explainCell(e);
     const svg = e.target.closest && e.target.closest('svg.heatmap[tabindex]');
     const h = svg && heatmaps[svg.dataset.name];

@@ -321,6 +321,41 @@ async function announcesOncePerStep(browser) {
   await context.close();
 }
 
+// The keyboard's walk through the whole page: every Tab stop lands in view and is not
+// hidden under anything (on a phone, the step's figure pinned over the text), WCAG 2.4.11.
+async function keyboardWalk(browser, vp) {
+  const context = await browser.newContext({ viewport: VIEWPORTS[vp] });
+  const page = await context.newPage();
+  await page.goto(PAGE);
+  await settled(page);
+  const bad = new Map();
+  let stops = 0;
+  for (let k = 0; k < 300; k++) {
+    await page.keyboard.press('Tab');
+    await page.waitForTimeout(120);
+    await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+    const at = await page.evaluate(() => {
+      const el = document.activeElement;
+      if (!el || el === document.body) return null;
+      if (el === window.attnFirstStop) return 'wrapped';
+      window.attnFirstStop = window.attnFirstStop || el;
+      const id = `${el.tagName.toLowerCase()}${el.id ? '#' + el.id : ''} in #${(el.parentElement.closest('[id]') || {}).id}`;
+      const r = el.getClientRects()[0] || el.getBoundingClientRect();
+      if (r.width < 1 || r.height < 1 || r.bottom <= 0 || r.top >= innerHeight || r.right <= 0 || r.left >= innerWidth)
+        return [id, `out of view at (${Math.round(r.left)}, ${Math.round(r.top)})`];
+      const top = document.elementFromPoint(Math.min(innerWidth - 1, Math.max(0, r.left + r.width / 2)),
+        Math.min(innerHeight - 1, Math.max(0, r.top + Math.min(r.height / 2, 10))));
+      return [id, !top || top === el || el.contains(top) || top.contains(el) ? '' : `under ${top.tagName.toLowerCase()}.${top.getAttribute('class') || ''}`];
+    });
+    if (!at) continue;
+    if (at === 'wrapped') break; // back at the first stop: the whole page walked
+    stops++;
+    if (at[1]) bad.set(at[0], `${at[0]}: ${at[1]}`);
+  }
+  report(`keyboard_walk_every_focus_in_view_${vp}`, stops >= 80 && bad.size === 0, `${stops} stops; ${[...bad.values()].slice(0, 6).join('; ')}`);
+  await context.close();
+}
+
 // A phone 320 px wide (the width WCAG's reflow asks for): nothing on the page is cut
 // off where it cannot be scrolled to, every table and figure included (the table
 // across d_k too, computed when its section comes into view).
@@ -1211,6 +1246,7 @@ async function main() {
 
   // The walk, at both viewports.
   for (const vp of Object.keys(VIEWPORTS)) await walk(browser, vp);
+  for (const vp of Object.keys(VIEWPORTS)) await keyboardWalk(browser, vp);
 
   report('no_page_errors', errors.length === 0, errors.join(' | '));
   report('offline_no_requests', requests.length === 0, requests.join(' '));
