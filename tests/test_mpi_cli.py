@@ -201,6 +201,9 @@ def main():
     # errors on a file's contents name it with its flag, as attn sdpa does ("-q short.npy has ...")
     c.bad("error_too_short_for_ranks", 3, ["-q", c.path("short.npy"), "-k", k, "-v", v],
           "-q %s has 5 rows, too few for 3 ranks" % c.path("short.npy"))
+    c.save(q1=f((2, 1, 16)), k1=f((2, 1, 16)), v1=f((2, 1, 16)))  # counts of 1 in the singular ("1 rows ... 1 ranks")
+    c.bad("error_one_row_for_one_rank_singular", 1, ["-q", c.path("q1.npy"), "-k", c.path("k1.npy"), "-v", c.path("v1.npy")],
+          "-q %s has 1 row, too few for 1 rank: the zigzag layout needs 2" % c.path("q1.npy"))
     with open(c.path("garbage.npy"), "wb") as fh:
         fh.write(b"not a numpy file")
     c.bad("error_not_npy", 2, ["-q", c.path("garbage.npy"), "-k", k, "-v", v], "-q %s: " % c.path("garbage.npy"))

@@ -184,9 +184,9 @@ static int read_inputs(const mpi_args *a, attn_tensor t[4], int64_t *L, char *ms
             if (rows && attn_mpi_shard_of(&sh, len, rank_, size_, a->layout, &err)) code = snprintf(msg, n, "%s", err.message) > 0;
             int64_t need = a->layout == ATTN_MPI_ZIGZAG ? 2 * (int64_t)size_ : size_;
             if (!code && rows && len < need)
-                code = snprintf(msg, n, "%s has %lld row%s, too few for %d ranks: the %s layout needs %lld", name,
-                                (long long)len, cli_plural(len), size_, a->layout == ATTN_MPI_ZIGZAG ? "zigzag" : "contiguous",
-                                (long long)need) > 0;
+                code = snprintf(msg, n, "%s has %lld row%s, too few for %d rank%s: the %s layout needs %lld", name,
+                                (long long)len, cli_plural(len), size_, cli_plural(size_),
+                                a->layout == ATTN_MPI_ZIGZAG ? "zigzag" : "contiguous", (long long)need) > 0;
             if (!code) code = agree(npy_mpi_read(&f, &t[i], r - 2, rows ? &sh : NULL, msg, n), msg, n);
         }
         npy_mpi_close(&f);
