@@ -65,11 +65,34 @@ before. Rows are named "q8+H" and so on, beside the plain format's.
 
 Usage: quant_accuracy.py [BUILD_DIR] [--seed N] [--markdown] [--layer] [--keys [--residual R] | --hadamard]
 """
+import argparse
 import ctypes
 import os
 import sys
 
-import numpy as np
+
+def parse_args(argv):
+    """The command line; --help prints the usage and the measurement's description and exits
+    before anything is measured (it used to run the whole measurement)."""
+    ap = argparse.ArgumentParser(prog="quant_accuracy.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("build", nargs="?", default="build", help="build directory holding libattn (default: build)")
+    ap.add_argument("--seed", type=int, default=30, help="NumPy seed of the data (default: 30)")
+    ap.add_argument("--markdown", action="store_true", help="print a Markdown table (docs/accuracy.md's)")
+    ap.add_argument("--layer", action="store_true", help="measure the attention layer, not one head")
+    ap.add_argument("--keys", action="store_true", help="key formats side by side, values fixed")
+    ap.add_argument("--residual", type=int, default=0, metavar="R",
+                    help="with --keys: also each per-channel row with a residual window of R")
+    ap.add_argument("--hadamard", action="store_true", help="each format again with rotated keys")
+    return ap.parse_args(argv)
+
+
+# Parsed before the imports below load libattn, so --help (and a bad flag) answer at once,
+# without a build; the defaults when this file is imported.
+ARGS = parse_args(sys.argv[1:] if __name__ == "__main__" else [])
+
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from attn._core import view  # noqa: E402  (an attn_tensor over an array, its dtype code given)
@@ -169,7 +192,7 @@ def formats(keys=False):
     if keys:
         return [(n, kf, vf, False) for n, kf, vf in KEY_ROWS]
     rows = [(n, f, f, False) for n, f in FORMATS]
-    if "--hadamard" in sys.argv:  # each rotated format right after its plain row
+    if ARGS.hadamard:  # each rotated format right after its plain row
         plain = {f: n for n, f in FORMATS}
         rows = [row for n, f in ROTATED for row in ((plain[f], f, f, False), (n, f, f, True))]
     return rows
@@ -252,7 +275,7 @@ def layer_measure(lib, rng, kind, keys=False):
 
     out, lse, p = run(k, v)
     rows = []
-    window = int(sys.argv[sys.argv.index("--residual") + 1]) if "--residual" in sys.argv else 0
+    window = ARGS.residual
     table = []
     for name, kf, vf, rotate in formats(keys):
         table.append((name, kf, vf, rotate, 0))
@@ -281,21 +304,14 @@ def layer_measure(lib, rng, kind, keys=False):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    build = args[0] if args else "build"
-    seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 30
-    if "--seed" in sys.argv:
-        args = [a for a in args if a != str(seed)]
-    if "--residual" in sys.argv:
-        args = [a for a in args if a != sys.argv[sys.argv.index("--residual") + 1]]
-    lib = Lib(build)
-    rng = np.random.default_rng(seed)
+    lib = Lib(ARGS.build)
+    rng = np.random.default_rng(ARGS.seed)
     rows = []
     for kind in ("normal", "peaked", "outliers"):
-        rows += (layer_measure if "--layer" in sys.argv else measure)(lib, rng, kind, "--keys" in sys.argv)
-    if "--markdown" in sys.argv:
+        rows += (layer_measure if ARGS.layer else measure)(lib, rng, kind, ARGS.keys)
+    if ARGS.markdown:
         print("| data | %s | out: max rel. error | out: RMS rel. error | lse: max abs. error | KL mean | KL max |" %
-              ("keys, values" if "--keys" in sys.argv else "format"))
+              ("keys, values" if ARGS.keys else "format"))
         print("|---|---|---|---|---|---|---|")
         for r in rows:
             print("| %s | %s | %.2e | %.2e | %.2e | %.2e | %.2e |" % (r["data"], r["format"], r["out_max"], r["out_rms"],

@@ -23,6 +23,9 @@ __attribute__((format(printf, 2, 3)))
 #endif
 int cli_error(int code, const char *fmt, ...);
 
+/* "s" after a count other than 1: "%lld row%s", n, cli_plural(n). */
+const char *cli_plural(long long n);
+
 /* Option parsing: if argv[*i] is `name` ("-q" or "--query"), or "--query=VAL",
  * store its value in *value (the next argument, or the text after '=') and
  * advance *i past what was used. A missing value is a usage error, reported

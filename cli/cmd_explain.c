@@ -297,8 +297,8 @@ static int load_embeddings(const explain_args *a, explain_model *m) {
         int count = 1;
         for (const char *p = a->tokens; *p; p++) count += *p == ',';
         if (count != m->n)
-            return cli_error(EXIT_DATA, "--tokens has %d labels but --embeddings %s has %d rows", count,
-                             a->embeddings, m->n);
+            return cli_error(EXIT_DATA, "--tokens has %d label%s but --embeddings %s has %d row%s", count,
+                             cli_plural(count), a->embeddings, m->n, cli_plural(m->n));
         m->tokens = calloc((size_t)m->n, sizeof *m->tokens);
         const char *p = a->tokens;
         for (int i = 0; i < m->n; i++) {
@@ -369,10 +369,12 @@ static int load_weights(const explain_args *a, explain_model *m) {
             if ((code = load_matrix(flags[i], paths[i], &rows[i], &cols[i], dst[i]))) return code;
         for (int i = 0; i < 3; i++)
             if (rows[i] != m->d_model)
-                return cli_error(EXIT_DATA, "%s %s has %d rows but X has d_model = %d columns",
-                                 flags[i], paths[i], rows[i], m->d_model);
+                return cli_error(EXIT_DATA, "%s %s has %d row%s but X has d_model = %d column%s",
+                                 flags[i], paths[i], rows[i], cli_plural(rows[i]), m->d_model,
+                                 cli_plural(m->d_model));
         if (cols[0] != cols[1])
-            return cli_error(EXIT_DATA, "--wq has d_k = %d columns but --wk has %d", cols[0], cols[1]);
+            return cli_error(EXIT_DATA, "--wq has d_k = %d column%s but --wk has %d", cols[0], cli_plural(cols[0]),
+                             cols[1]);
         m->d_k = cols[0], m->d_v = cols[2], m->head = "custom";
         m->v_cols = numbered_labels("v", m->d_v);
     } else {

@@ -443,8 +443,8 @@ static int run_varlen(input *in, cli_output *outs, const attn_sdpa_options *opts
         if (!(code = cli_read_npy_i64(&cu[i], &n[i], FLAG[i], cu_path[i])) && n[i] < 1)
             code = cli_error(EXIT_DATA, "%s %s holds no offset; a batch of B sequences has B+1", FLAG[i], cu_path[i]);
     if (!code && n[0] != n[1])
-        code = cli_error(EXIT_DATA, "%s has %lld offsets but %s has %lld; both have one per sequence and one more",
-                         FLAG[0], (long long)n[0], FLAG[1], (long long)n[1]);
+        code = cli_error(EXIT_DATA, "%s has %lld offset%s but %s has %lld; both have one per sequence and one more",
+                         FLAG[0], (long long)n[0], cli_plural(n[0]), FLAG[1], (long long)n[1]);
     for (int i = 0; i < 3 && !code; i++)
         if (in[i].t.rank != 3)
             code = cli_error(EXIT_DATA, "%s %s has rank %d; a ragged batch packs (total, heads, size)", in[i].flag,

@@ -257,8 +257,8 @@ static int run(const args *a, const attn_toy_token *tokens, int n) {
     } else if (!code) {
         cli_prose(stdout, 0, 3, "attn train: one head learns to find each verb's subject");
         cli_prose(stdout, 0, 0, "d_k = %d, scores %s, %d step%s of %d sentence%s, Adam (learning rate %g), seed %llu",
-                  dk, a->o.no_scale ? "not scaled" : "/ sqrt(d_k)", steps, steps == 1 ? "" : "s", a->o.batch,
-                  a->o.batch == 1 ? "" : "s", a->o.learning_rate, (unsigned long long)a->o.seed);
+                  dk, a->o.no_scale ? "not scaled" : "/ sqrt(d_k)", steps, cli_plural(steps), a->o.batch,
+                  cli_plural(a->o.batch), a->o.learning_rate, (unsigned long long)a->o.seed);
         printf("\n");
         /* "loss first ▇▆...▁ last  (log scale)": the curve takes what the line has left, up to 60.
          * Both losses in one format, so that one step's loss reads the same at both ends. */

@@ -505,3 +505,5 @@ char *cli_word_label(const char *const *words, int n, int i) {
     *end = '\0';
     return label;
 }
+
+const char *cli_plural(long long n) { return n == 1 ? "" : "s"; }

@@ -2560,7 +2560,8 @@ typedef struct attn_tuning {
 ATTN_API attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err);
 
 /* Verbose mode: with ATTN_VERBOSE=1 in the environment (read at the first
- * call), or after attn_set_verbose(1), every attention call prints one line
+ * call; any value but "", "0", "false", "no" and "off", in any case, turns
+ * it on), or after attn_set_verbose(1), every attention call prints one line
  * to stderr, e.g.
  *   attn: sdpa kernel=flash isa=avx2 threads=2/2 q=f32(2,8,128,64)
  *   k=f32(2,2,256,64) v=f32(2,2,256,64) mask=none causal=bottom-right

@@ -790,6 +790,9 @@ static void test_toy(void) {
                  "toy_empty");
     check_status(attn_toy_tokenize(tok, 2, &n, "the cat sat", &err), &err, ATTN_ERR_TOKEN,
                  "more than 2 words", "toy_too_long");
+    check_status(attn_toy_tokenize(tok, 1, &n, "the cat", &err), &err, ATTN_ERR_TOKEN,
+                 "has more than 1 word", "toy_too_long_singular");
+    check(!strstr(err.message, "words"), "toy_too_long_singular_not_words", "%s", err.message); /* was "1 words" */
     check_status(attn_toy_tokenize(tok, 0, &n, "the", &err), &err, ATTN_ERR_ARGUMENT, "max_tokens",
                  "toy_max_tokens");
     check_status(attn_toy_tokenize(NULL, 8, &n, "the", &err), &err, ATTN_ERR_NULL, "NULL", "toy_null");
@@ -1407,7 +1410,7 @@ static void kv_incremental(attn_dtype dt, attn_dtype store, int64_t T, int64_t p
         attn_tensor k1 = rows_of(&k, 0, 1), v1 = rows_of(&v, 0, 1);
         char full_name[96];
         snprintf(full_name, sizeof full_name, "%s_full_is_an_error", name);
-        check_status(attn_kv_cache_append(cache, &k1, &v1, &err), &err, ATTN_ERR_FULL, "are filled", full_name);
+        check_status(attn_kv_cache_append(cache, &k1, &v1, &err), &err, ATTN_ERR_FULL, "filled: ", full_name);
         snprintf(full_name, sizeof full_name, "%s_full_leaves_the_cache_as_it_was", name);
         check(attn_kv_cache_length(cache) == T, full_name, "length %lld after a refused append",
               (long long)attn_kv_cache_length(cache));
@@ -1640,6 +1643,9 @@ static void test_kv_cache(void) {
                  "kv_cache_append_wrong_dtype");
     check_status(attn_kv_cache_append(c, &kbad, &v, &err), &err, ATTN_ERR_SHAPE, "k has shape (3, 5)",
                  "kv_cache_append_wrong_dim");
+    /* counts of 1 read in the singular ("1 sequences of 1 heads" was printed) */
+    check_status(attn_kv_cache_append(c, &kbad, &v, &err), &err, ATTN_ERR_SHAPE,
+                 "the cache holds 1 sequence of 1 head of 4 values", "kv_cache_message_singular_counts");
     check_status(attn_kv_cache_append(c, &k, NULL, &err), &err, ATTN_ERR_NULL, "v is NULL", "kv_cache_append_null");
     check_status(attn_kv_cache_append(c, &k, &v, &err), &err, ATTN_OK, "", "kv_cache_append");
     attn_sdpa_options o = attn_sdpa_options_default();
@@ -1910,7 +1916,7 @@ static void test_mha(void) {
     check(ok && d <= 1e-14, "mha_cached_token_by_token_equals_causal", "status ok %d, max diff %.3g", ok, d);
     attn_tensor q1 = q, r1 = ref;
     q1.shape[1] = r1.shape[1] = 1;
-    check_status(attn_mha_cached(&r1, &q1, cache, &p, &oc, &err), &err, ATTN_ERR_FULL, "are filled", "err_mha_cached_full");
+    check_status(attn_mha_cached(&r1, &q1, cache, &p, &oc, &err), &err, ATTN_ERR_FULL, "filled: ", "err_mha_cached_full");
     /* The causal mode: attn_kv_cache_attend's rule. All L positions at once,
      * bottom-right, are the causal layer; none, the layer without a mask;
      * top-left is refused, as attn_kv_cache_attend refuses it, before

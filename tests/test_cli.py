@@ -97,9 +97,39 @@ def help_width():
            (f"no help found in {missing}; " if missing else "") + "; ".join(long[:6]))
 
 
+def verbose_env():
+    """ATTN_VERBOSE: "0", "false", "no", "off" (any case) and empty are off, other values on
+    ("false" used to turn it on: any non-empty value but "0" did)."""
+    px = save("verbose_x.npy", np.ones((2, 4), np.float32))
+    for value in ("", "0", "false", "FALSE", "No", "off", "1", "yes", "true", "on"):
+        env = dict(os.environ, ATTN_VERBOSE=value)
+        r = subprocess.run([ATTN, "sdpa", "-q", px, "-k", px, "-v", px, "-o", "verbose_out.npy"], capture_output=True,
+                           text=True, errors="replace", cwd=TMP, env=env)
+        on = "attn: sdpa " in r.stderr
+        want = value.lower() not in ("", "0", "false", "no", "off")
+        report(f"attn_verbose_{value or 'empty'}_is_{'on' if want else 'off'}", r.returncode == 0 and on == want,
+               f"exit {r.returncode}, stderr {r.stderr!r}")
+
+
+def bench_script_help():
+    """bench/quant_accuracy.py --help prints its usage and exits at once (it ran the whole measurement)."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench", "quant_accuracy.py")
+    t0 = time.monotonic()
+    try:
+        r = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True, timeout=60)
+        why = "" if r.returncode == 0 and r.stdout.startswith("usage: quant_accuracy.py") and "--residual" in r.stdout \
+            else f"exit {r.returncode}, stdout {r.stdout[:200]!r}, stderr {r.stderr[-300:]!r}"
+    except subprocess.TimeoutExpired:
+        why = "still running after 60 s"
+    seconds = time.monotonic() - t0
+    report("bench_quant_accuracy_help_exits_at_once", not why and seconds < 10, why or f"{seconds:.1f} s")
+
+
 def main():
     rng = np.random.default_rng(7)
     help_width()
+    verbose_env()
+    bench_script_help()
 
     # ---- the seeds' worked examples ----------------------------------------
     # Seed 002, step 1: q = k = v = X, no scaling; the "journey" context row.

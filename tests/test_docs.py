@@ -159,6 +159,13 @@ listed = set(re.findall(r"`([\w.-]+)`", quick))
 missing = sorted(deps - listed - {"python3"})
 report("readme_lists_what_make_test_installs", not missing, f"not in the README: {missing}")
 
+# "The C API in N lines": N is the line count of the C block under it (it
+# said 15 over 19 lines).
+said = re.search(r"^## The C API in (\d+) lines$", readme, re.M)
+c_lines = [t.count("\n") for _, t in blocks("README.md", "c")]
+report("readme_c_api_heading_counts_its_lines", said and c_lines and int(said.group(1)) == c_lines[0],
+       f"heading {said and said.group(0)!r}, C blocks of {c_lines} lines")
+
 # README.md's shell blocks, each command as written, from a directory where
 # build/ is the build. make runs in the repository.
 for line, text in blocks("README.md", "sh"):

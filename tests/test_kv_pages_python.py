@@ -389,6 +389,13 @@ try:
 except attn.AttnError as e:
     why = "raised %s: %s" % (type(e).__name__, e)
 check("kv_pages_python_one_sequence_mask_alone", not why, why)
+# Two masks for one sequence: refused, the count said in the singular ("for 1 sequences" was printed).
+try:
+    p1.attend([s1], [q1], masks=[m1, m1])
+    why = "ran"
+except attn.AttnError as e:
+    why = "" if str(e).endswith("masks has 2 entries for 1 sequence") else "%s: %s" % (type(e).__name__, e)
+check("kv_pages_python_mask_count_message_singular", not why, why)
 # dtype as NumPy spells it: np.float16 (the type) was refused, only
 # np.dtype(np.float16) taken; None is not float64.
 for label, dt, want in (("np_float16_type", np.float16, np.float16), ("np_float32_type", np.float32, np.float32),
@@ -877,7 +884,7 @@ try:
     got = big_ids.plan([last], [1], num_heads=4).run(qx, pool=small_ids)
     why = "ran: %s" % ("NaN" if np.isnan(got).any() else "a result")
 except ValueError as e:
-    why = "" if "holds 1 sequences" in str(e) else "%s: %s" % (type(e).__name__, e)
+    why = "" if "holds 1 sequence;" in str(e) else "%s: %s" % (type(e).__name__, e)  # not "1 sequences"
 check("kv_pages_python_q4c_plan_refuses_a_pool_of_fewer_sequences", not why, why)
 # The layer's step over a contiguous cache with q4c keys (attn_mha_cached_batch writes each row
 # with the cache's own writer) bitwise the pool's step with the same keys (attn_mha_paged).

@@ -198,17 +198,22 @@ def main():
     c.bad("error_missing_file", 3, ["-q", c.path("nope.npy"), "-k", k, "-v", v], "nope.npy")
     c.bad("error_dtypes_differ", 3, ["-q", q, "-k", k, "-v", c.path("v32.npy")], "v is f32 but q is f64")
     c.bad("error_heads", 2, ["-q", q, "-k", c.path("k3.npy"), "-v", v], "heads")
-    c.bad("error_too_short_for_ranks", 3, ["-q", c.path("short.npy"), "-k", k, "-v", v], "too few for 3 ranks")
+    # errors on a file's contents name it with its flag, as attn sdpa does ("-q short.npy has ...")
+    c.bad("error_too_short_for_ranks", 3, ["-q", c.path("short.npy"), "-k", k, "-v", v],
+          "-q %s has 5 rows, too few for 3 ranks" % c.path("short.npy"))
+    c.save(q1=f((2, 1, 16)), k1=f((2, 1, 16)), v1=f((2, 1, 16)))  # counts of 1 in the singular ("1 rows ... 1 ranks")
+    c.bad("error_one_row_for_one_rank_singular", 1, ["-q", c.path("q1.npy"), "-k", c.path("k1.npy"), "-v", c.path("v1.npy")],
+          "-q %s has 1 row, too few for 1 rank: the zigzag layout needs 2" % c.path("q1.npy"))
     with open(c.path("garbage.npy"), "wb") as fh:
         fh.write(b"not a numpy file")
-    c.bad("error_not_npy", 2, ["-q", c.path("garbage.npy"), "-k", k, "-v", v], "not a .npy file")
+    c.bad("error_not_npy", 2, ["-q", c.path("garbage.npy"), "-k", k, "-v", v], "-q %s: " % c.path("garbage.npy"))
     # An empty dimension: the library's words, not MPI-IO's abort on an
     # empty subarray; a directory: one line, not MPI-IO's read error too;
     # a mask whose rows are not q's: said so, not "too few for the ranks".
     c.save(q_e0=f((2, 37, 0)), k_e0=f((2, 37, 0)), q_b0=f((0, 37, 16)), m_rows3=rng.random((3, 37)) < 0.5)
     for name, a in (("E", ["-q", c.path("q_e0.npy"), "-k", c.path("k_e0.npy"), "-v", v]),
                     ("batch", ["-q", c.path("q_b0.npy"), "-k", k, "-v", v])):
-        c.bad("error_empty_dimension_" + name, 2, a, "every dimension must be at least 1")
+        c.bad("error_empty_dimension_" + name, 2, a, "-q %s has shape" % a[1])
     c.bad("error_q_is_a_directory", 2, ["-q", c.dir, "-k", k, "-v", v], "is not a regular file")
     # A FIFO as an input: refused as attn refuses it, not a wait for ever in
     # the open of each rank's own copy (stdio's open waits for a writer).
@@ -244,7 +249,8 @@ def main():
     c.save(v38=f((2, 38, 16)))
     c.bad("error_k_v_lengths_differ", 2, ["-q", q, "-k", k, "-v", c.path("v38.npy")],
           "v has S=38 rows but k has S=37 (they must match)")
-    c.bad("error_mask_rows_not_q", 2, ["-q", q, "-k", k, "-v", v, "-m", c.path("m_rows3.npy")], "37 queries (or 1)")
+    c.bad("error_mask_rows_not_q", 2, ["-q", q, "-k", k, "-v", v, "-m", c.path("m_rows3.npy")],
+          "-m %s has 3 rows; a mask's rows are q's 37 queries (or 1)" % c.path("m_rows3.npy"))
     # A rank's part of a file over 2^31 - 1 elements, which MPI-IO counts in
     # an int: one error naming the file, before its memory is taken, not a
     # read cut short. q is a sparse file (8 GiB never read), one rank's one
@@ -253,7 +259,7 @@ def main():
         np.lib.format.write_array_header_1_0(fh, {"descr": "<f4", "fortran_order": False, "shape": (1, 2, 1 << 30, 1)})
         fh.truncate(fh.tell() + 4 * (1 << 31))
     c.bad("error_part_over_int_count", 1, ["-q", c.path("q_huge.npy"), "-k", k, "-v", v, "--layout", "contiguous"],
-          "q_huge.npy: a rank's part is over 2^31 - 1 elements")
+          "-q %s: a rank's part is over 2^31 - 1 elements" % c.path("q_huge.npy"))
     os.remove(c.path("q_huge.npy"))
     # A float16 q: the words of attn sdpa, not the ring's refusal of an f32 out.
     c.save(q_f16=f((2, 37, 16)).astype(np.float16))

@@ -153,18 +153,20 @@ static int read_inputs(const mpi_args *a, attn_tensor t[4], int64_t *L, char *ms
             break;
         }
         code = same_file(opts[i], paths[i], a->timeout_s, msg, n);
-        if (!code) code = agree(npy_mpi_open(&f, paths[i], MPI_COMM_WORLD, msg, n), msg, n);
+        char name[4200]; /* the file as attn sdpa names it in messages on its contents: "-q q.npy" */
+        snprintf(name, sizeof name, "%s %s", opts[i], paths[i]);
+        if (!code) code = agree(npy_mpi_open(&f, paths[i], name, MPI_COMM_WORLD, msg, n), msg, n);
         int r = f.info.rank;
         if (!code && i < 3 && r < 2)
-            code = snprintf(msg, n, "%s has rank %d; attention needs (..., L, E)", paths[i], r) > 0;
+            code = snprintf(msg, n, "%s has rank %d; attention needs (..., L, E)", name, r) > 0;
         if (!code && i == 0 && f.info.dtype != ATTN_F32 && f.info.dtype != ATTN_F64) /* as attn sdpa says it */
-            code = snprintf(msg, n, "-q %s has dtype %s; q must be float32 or float64", paths[i],
+            code = snprintf(msg, n, "%s has dtype %s; q must be float32 or float64", name,
                             cli_dtype_name(f.info.dtype)) > 0;
         for (int d = 0; !code && d < r; d++) /* MPI-IO takes no empty subarray: said as attn sdpa says it */
             if (f.info.shape[d] < 1) {
                 char s[128];
                 attn_format_shape(s, sizeof s, r, f.info.shape);
-                code = snprintf(msg, n, "%s has shape %s; every dimension must be at least 1", paths[i], s) > 0;
+                code = snprintf(msg, n, "%s has shape %s; every dimension must be at least 1", name, s) > 0;
             }
         if (!code) {
             int64_t len = r >= 2 ? f.info.shape[r - 2] : 1;
@@ -175,16 +177,16 @@ static int read_inputs(const mpi_args *a, attn_tensor t[4], int64_t *L, char *ms
                                 (long long)S) > 0;
             bool rows = i < 3 || (r >= 2 && len > 1); /* a mask with one row is every rank's */
             if (i == 3 && rows && len != *L) /* else sharded as if it were q, and said to be too short for the ranks */
-                code = snprintf(msg, n, "%s has %lld rows; a mask's rows are q's %lld queries (or 1)", paths[i],
-                                (long long)len, (long long)*L) > 0;
+                code = snprintf(msg, n, "%s has %lld row%s; a mask's rows are q's %lld %s (or 1)", name,
+                                (long long)len, cli_plural(len), (long long)*L, *L == 1 ? "query" : "queries") > 0;
             attn_mpi_shard sh;
             attn_error err;
             if (rows && attn_mpi_shard_of(&sh, len, rank_, size_, a->layout, &err)) code = snprintf(msg, n, "%s", err.message) > 0;
             int64_t need = a->layout == ATTN_MPI_ZIGZAG ? 2 * (int64_t)size_ : size_;
             if (!code && rows && len < need)
-                code = snprintf(msg, n, "%s has %lld rows, too few for %d ranks: the %s layout needs %lld", paths[i],
-                                (long long)len, size_, a->layout == ATTN_MPI_ZIGZAG ? "zigzag" : "contiguous",
-                                (long long)need) > 0;
+                code = snprintf(msg, n, "%s has %lld row%s, too few for %d rank%s: the %s layout needs %lld", name,
+                                (long long)len, cli_plural(len), size_, cli_plural(size_),
+                                a->layout == ATTN_MPI_ZIGZAG ? "zigzag" : "contiguous", (long long)need) > 0;
             if (!code) code = agree(npy_mpi_read(&f, &t[i], r - 2, rows ? &sh : NULL, msg, n), msg, n);
         }
         npy_mpi_close(&f);

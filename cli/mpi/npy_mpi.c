@@ -41,9 +41,9 @@ attn_status npy_mpi_header(attn_npy_info *info, bool *swap, unsigned char *head,
     return st;
 }
 
-int npy_mpi_open(npy_mpi *f, const char *path, MPI_Comm comm, char *msg, size_t n) {
+int npy_mpi_open(npy_mpi *f, const char *path, const char *name, MPI_Comm comm, char *msg, size_t n) {
     memset(f, 0, sizeof *f);
-    f->path = path;
+    f->path = path, f->name = name ? name : path;
     int rc = MPI_File_open(comm, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &f->fh);
     if (rc != MPI_SUCCESS) {
         f->fh = MPI_FILE_NULL;
@@ -64,7 +64,7 @@ int npy_mpi_open(npy_mpi *f, const char *path, MPI_Comm comm, char *msg, size_t 
     int bad = rc != MPI_SUCCESS || npy_mpi_header(&f->info, &f->swap, head, (size_t)got, (uint64_t)size, &err) != ATTN_OK;
     free(head);
     if (rc != MPI_SUCCESS) mpi_text(msg, n, "cannot read", path, rc);
-    else if (bad) snprintf(msg, n, "%s: %s", path, err.message);
+    else if (bad) snprintf(msg, n, "%s: %s", f->name, err.message);
     return bad;
 }
 
@@ -111,7 +111,7 @@ static int read_part(npy_mpi *f, attn_tensor *dst, int dim, int64_t start, int64
     MPI_Datatype elem, type = MPI_DATATYPE_NULL;
     MPI_Type_contiguous((int)es, MPI_BYTE, &elem);
     MPI_Type_commit(&elem);
-    int bad = subarray(&type, elem, h->rank, h->shape, h->fortran_order, dim, start, len, f->path, msg, n);
+    int bad = subarray(&type, elem, h->rank, h->shape, h->fortran_order, dim, start, len, f->name, msg, n);
     int64_t count = attn_tensor_numel(dst);
     char *buf = h->fortran_order ? malloc((size_t)count * es + 1) : dst->data;
     if (!bad && !buf) bad = 1, snprintf(msg, n, "out of memory");
@@ -152,13 +152,13 @@ int npy_mpi_read(npy_mpi *f, attn_tensor *out, int dim, const attn_mpi_shard *sh
     for (int i = 0; sh && i < sh->count; i++) { /* each segment a read: refused before the rows' memory is taken */
         int64_t part[ATTN_MAX_RANK];
         memcpy(part, shape, sizeof part), part[dim] = sh->length[i];
-        if (too_many(h->rank, part, f->path, msg, n)) return 1;
+        if (too_many(h->rank, part, f->name, msg, n)) return 1;
     }
-    if (!sh && too_many(h->rank, shape, f->path, msg, n)) return 1;
+    if (!sh && too_many(h->rank, shape, f->name, msg, n)) return 1;
     memset(out, 0, sizeof *out);
     attn_tensor_init(out, NULL, h->dtype, h->rank, shape, NULL, NULL);
     out->data = malloc((size_t)attn_tensor_numel(out) * attn_dtype_size(h->dtype) + 1);
-    if (!out->data) return snprintf(msg, n, "out of memory for %s", f->path), 1;
+    if (!out->data) return snprintf(msg, n, "out of memory for %s", f->name), 1;
     if (!sh) return read_part(f, out, -1, 0, 0, msg, n);
     int64_t row = 0;
     for (int i = 0; i < sh->count; row += sh->length[i], i++) { /* each segment into a block, then into place */

@@ -11,6 +11,7 @@
 typedef struct npy_mpi {
     MPI_File fh;
     const char *path;
+    const char *name; /* the file in messages about its contents: "-q q.npy", as attn sdpa says it */
     attn_npy_info info;
     bool swap; /* big-endian data: each element's bytes reversed once read */
 } npy_mpi;
@@ -22,8 +23,9 @@ attn_status npy_mpi_header(attn_npy_info *info, bool *swap, unsigned char *head,
                            attn_error *err);
 
 /* Open path on every rank of comm and parse its header. 0, or 1 with the
- * reason in msg (the same on every rank for a bad file). */
-int npy_mpi_open(npy_mpi *f, const char *path, MPI_Comm comm, char *msg, size_t n);
+ * reason in msg (the same on every rank for a bad file). name (NULL: path)
+ * is the file in messages about its contents, its flag with it. */
+int npy_mpi_open(npy_mpi *f, const char *path, const char *name, MPI_Comm comm, char *msg, size_t n);
 void npy_mpi_close(npy_mpi *f);
 /* Read this rank's rows (the shard sh along dimension dim) into a new
  * C-contiguous *out, or the whole array when sh is NULL. Collective. */

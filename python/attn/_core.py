@@ -24,6 +24,11 @@ class AttnError(Exception):
             self.status = status
 
 
+def _count(n, one, many=None):
+    """'1 sequence', '2 sequences': a count in a message, which can be 1."""
+    return "%d %s" % (n, one if n == 1 else many or one + "s")
+
+
 def _error_class(name, status, doc, *bases):
     return type(name, (AttnError,) + bases, {"status": status, "__doc__": doc})
 
@@ -320,7 +325,8 @@ def _varlen_masks(masks, batch, dtype):
     if masks is None:
         return None, None, None
     if len(masks) != batch:
-        raise ArgumentError("masks has %d entries for %d sequences" % (len(masks), batch), 19)
+        raise ArgumentError("masks has %s for %s" % (_count(len(masks), "entry", "entries"), _count(batch, "sequence")),
+                            19)
     arrays = [_mask(m, dtype)[0] if m is not None else None for m in masks]
     views = [view(a) if a is not None else None for a in arrays]
     ptrs = (P * batch)(*[ctypes.pointer(v) if v is not None else None for v in views])
@@ -340,7 +346,7 @@ def sdpa_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, masks=None, causal=False, s
     k, v = _float_array(k, "k", q.dtype, kv=True), _float_array(v, "v", q.dtype, kv=True)
     cq, ck = _offsets(cu_seqlens_q, "cu_seqlens_q"), _offsets(cu_seqlens_k, "cu_seqlens_k")
     if cq.size != ck.size:
-        raise ArgumentError("cu_seqlens_q has %d offsets but cu_seqlens_k has %d" % (cq.size, ck.size), 19)
+        raise ArgumentError("cu_seqlens_q has %s but cu_seqlens_k has %d" % (_count(cq.size, "offset"), ck.size), 19)
     batch = cq.size - 1
     arrays, mviews, mptrs = _varlen_masks(masks, batch, q.dtype)
     o = _options(causal, scale, None, dropout_p, seed)
@@ -368,7 +374,7 @@ def sdpa_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, ma
     dout, out, lse = (_float_array(a, n, q.dtype) for a, n in ((dout, "dout"), (out, "out"), (lse, "lse")))
     cq, ck = _offsets(cu_seqlens_q, "cu_seqlens_q"), _offsets(cu_seqlens_k, "cu_seqlens_k")
     if cq.size != ck.size:
-        raise ArgumentError("cu_seqlens_q has %d offsets but cu_seqlens_k has %d" % (cq.size, ck.size), 19)
+        raise ArgumentError("cu_seqlens_q has %s but cu_seqlens_k has %d" % (_count(cq.size, "offset"), ck.size), 19)
     batch = cq.size - 1
     arrays, mviews, mptrs = _varlen_masks(masks, batch, q.dtype)
     if dropout_p and seed is None:

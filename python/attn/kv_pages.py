@@ -34,8 +34,8 @@ import ctypes
 
 import numpy as np
 
-from ._core import (CAUSAL, ArgumentError, DtypeError, OptionError, RankError, ShapeError, _float_array, _index,
-                    _options, _varlen_masks, raise_for, view)
+from ._core import (CAUSAL, ArgumentError, DtypeError, OptionError, RankError, ShapeError, _count, _float_array,
+                    _index, _options, _varlen_masks, raise_for, view)
 from ._lib import (BF16, F16, F32, F64, LIB, MHA_PARAMS, Error, KVCacheDesc, KVPagedView, KVPagesDesc, MhaOptions,
                    MhaParams, RopeOptions, default)
 from ._memory import kv_zeros
@@ -537,8 +537,8 @@ class PagedPlan:
         # max_sequences rows: a smaller pool was read past it (NaN, or past
         # the pool's memory for a large id).
         if self.by_id and pool.max_sequences < self.n:
-            raise ValueError("the pool holds %d sequences; the plan names sequence %d"
-                             % (pool.max_sequences, self.n - 1))
+            raise ValueError("the pool holds %s; the plan names sequence %d"
+                             % (_count(pool.max_sequences, "sequence"), self.n - 1))
         q = _float_array(q, "q", np.float32)
         out = np.empty(self.out_shape, np.float32)
         lse = np.empty(self.out_shape[:2], np.float32) if self.return_lse else None
@@ -607,7 +607,8 @@ class KVCache:
     def lengths(self, values):
         a = np.asarray(values)
         if a.shape != (self.batch,) or (a.size and a.dtype.kind not in "iu"):
-            raise ValueError("lengths must be %d integers, one per row, not %s %s" % (self.batch, a.dtype, a.shape))
+            raise ValueError("lengths must be %s, one per row, not %s %s" % (_count(self.batch, "integer"), a.dtype,
+                                                                              a.shape))
         self._lengths[...] = a
 
     def mha_step(self, rows, x, params, cu_seqlens=None, masks=None, causal="bottom-right", rope=None, scale=None):

@@ -13,8 +13,8 @@ import ctypes
 
 import numpy as np
 
-from ._core import (ArgumentError, RankError, _float_array, _mask, _offsets, _options, _out_shape, _varlen_masks,
-                    raise_for, view)
+from ._core import (ArgumentError, RankError, _count, _float_array, _mask, _offsets, _options, _out_shape,
+                    _varlen_masks, raise_for, view)
 from ._lib import LIB, Error
 
 
@@ -38,8 +38,8 @@ class Plan:
                 raise RankError("q, k and v must be packed (total, heads, size)", 2)
             self.cq, self.ck = _offsets(cu_seqlens_q, "cu_seqlens_q"), _offsets(cu_seqlens_k, "cu_seqlens_k")
             if self.cq.size != self.ck.size:
-                raise ArgumentError("cu_seqlens_q has %d offsets but cu_seqlens_k has %d"
-                                    % (self.cq.size, self.ck.size), 19)
+                raise ArgumentError("cu_seqlens_q has %s but cu_seqlens_k has %d"
+                                    % (_count(self.cq.size, "offset"), self.ck.size), 19)
             batch = self.cq.size - 1
             self.masks = _varlen_masks(masks, batch, q.dtype)  # read at every run: kept
             self.options = _options(causal, scale, None, dropout_p, seed)

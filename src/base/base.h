@@ -17,6 +17,10 @@
  * Returns `status`, so callers can write `return attn_fail(err, ATTN_ERR_X, ...)`. */
 #define attn_fail attn_error_set
 
+/* "s" after a count other than 1, so a message reads "1 head" and "2 heads"
+ * ("%lld head%s", n, attn_plural(n)); counts in messages can be 1. */
+static inline const char *attn_plural(int64_t n) { return n == 1 ? "" : "s"; }
+
 /* An f32's bits and back (the 16-bit and 8-bit float formats are written
  * on them, half.c and quant.c). */
 static inline uint32_t attn_f32_bits(float f) {

@@ -43,8 +43,8 @@ attn_status attn_hadamard(attn_tensor *x, attn_error *err) {
     int64_t n = x->shape[x->rank - 1], numel = attn_tensor_numel(x);
     if (numel < 0) return attn_fail(err, ATTN_ERR_OVERFLOW, "x's element count overflows");
     if (!attn_power_of_two(n))
-        return attn_fail(err, ATTN_ERR_SHAPE, "x's rows have %lld values; the Walsh-Hadamard rotation needs a power of "
-                         "two", (long long)n);
+        return attn_fail(err, ATTN_ERR_SHAPE, "x's rows have %lld value%s; the Walsh-Hadamard rotation needs a power of "
+                         "two", (long long)n, attn_plural(n));
     attn_status st = attn_check_extent(x, "x", err);
     if (st) return st;
     /* each row is read whole before it is written: it may not overlap another */

@@ -355,8 +355,8 @@ attn_status attn_kv_pages_truncate(attn_kv_pages *pool, int64_t seq, int64_t len
     if (st) return st;
     int64_t have = pool->lengths[seq];
     if (length < 0 || length > have)
-        return attn_fail(err, ATTN_ERR_ARGUMENT, "length %lld is not between 0 and the %lld positions sequence %lld holds",
-                         (long long)length, (long long)have, (long long)seq);
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "length %lld is not between 0 and the %lld position%s sequence %lld holds",
+                         (long long)length, (long long)have, attn_plural(have), (long long)seq);
     /* A partly filled last page that stays is kept, shared or not: the rows
      * past the new end are never read, and an append copies a shared page
      * before writing into it. Grouped keys: the groups the shorter window
@@ -437,8 +437,8 @@ static attn_status check_new(const attn_tensor *t, const char *name, const attn_
     if (t->shape[0] < 0 || t->shape[1] != d->heads || t->shape[2] != cols) {
         char s[128];
         attn_format_shape(s, sizeof s, t->rank, t->shape);
-        return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s; the pool holds %lld heads of %lld values", name, s,
-                         (long long)d->heads, (long long)cols);
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s; the pool holds %lld head%s of %lld value%s", name, s,
+                         (long long)d->heads, attn_plural(d->heads), (long long)cols, attn_plural(cols));
     }
     bool wide = d->dtype == ATTN_F64; /* an f64 pool takes f64, the others f32, f16 or bf16 */
     if (wide ? t->dtype != ATTN_F64 : !storage_dtype(t->dtype))
@@ -456,8 +456,8 @@ static attn_status check_offsets(const int64_t *cu, int64_t n, int64_t total, co
             return attn_fail(err, ATTN_ERR_ARGUMENT, "%s decreases: [%lld] is %lld, [%lld] is %lld", name,
                              (long long)i, (long long)cu[i], (long long)i + 1, (long long)cu[i + 1]);
     if (cu[n] != total)
-        return attn_fail(err, ATTN_ERR_ARGUMENT, "%s[%lld] is %lld but there are %lld rows", name, (long long)n,
-                         (long long)cu[n], (long long)total);
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "%s[%lld] is %lld but the tensor has %lld row%s", name, (long long)n,
+                         (long long)cu[n], (long long)total, attn_plural(total));
     return ATTN_OK;
 }
 
@@ -506,16 +506,16 @@ static attn_status pages_needed(const attn_kv_pages *p, const int64_t *seqs, int
         int64_t s = seqs[i], len = p->lengths[s], add = cu[i + 1] - cu[i], now;
         if (add == 0) continue;
         if (!attn_add_i64(len, add, &now) || now > max_length || (p->d.max_length && now > p->d.max_length))
-            return attn_fail(err, ATTN_ERR_FULL, "sequence %lld holds %lld positions: %lld more pass its maximum of %lld",
-                             (long long)s, (long long)len, (long long)add,
+            return attn_fail(err, ATTN_ERR_FULL, "sequence %lld holds %lld position%s: %lld more pass its maximum of %lld",
+                             (long long)s, (long long)len, attn_plural(len), (long long)add,
                              (long long)(p->d.max_length ? p->d.max_length : max_length));
         need += pages_for(now, P) - pages_for(len, P);
         need += len % P && must_copy(p, seqs, cu, i);
         need += window_copies(p, s, len, now);
     }
     if (need > p->free_pages)
-        return attn_fail(err, ATTN_ERR_FULL, "the append needs %lld pages and the pool has %lld free", (long long)need,
-                         (long long)p->free_pages);
+        return attn_fail(err, ATTN_ERR_FULL, "the append needs %lld page%s and the pool has %lld free", (long long)need,
+                         attn_plural(need), (long long)p->free_pages);
     return ATTN_OK;
 }
 
@@ -594,8 +594,8 @@ attn_status attn_kv_pages_append(attn_kv_pages *pool, const int64_t *seqs, int64
     attn_status st = check_new(k, "k", d, d->key_dim, err);
     if (st || (st = check_new(v, "v", d, d->value_dim, err))) return st;
     if (v->shape[0] != k->shape[0])
-        return attn_fail(err, ATTN_ERR_SHAPE, "k has %lld rows but v has %lld", (long long)k->shape[0],
-                         (long long)v->shape[0]);
+        return attn_fail(err, ATTN_ERR_SHAPE, "k has %lld row%s but v has %lld", (long long)k->shape[0],
+                         attn_plural(k->shape[0]), (long long)v->shape[0]);
     if ((st = check_offsets(cu_seqlens, n, k->shape[0], "cu_seqlens", err))) return st;
     /* The call writes the pool's pages and its bookkeeping: k and v may
      * share no byte with any of its memory. */

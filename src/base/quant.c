@@ -304,8 +304,8 @@ attn_status attn_quant_bytes(const attn_tensor *t, attn_tensor *bytes, const cha
                                    attn_dtype_name(t->dtype));
     int64_t n = t->shape[last], row = n > 0 ? attn_row_bytes(t->dtype, n) : 0;
     if (n > 0 && !row)
-        return attn_fail(err, ATTN_ERR_SHAPE, "%s's rows have %lld values; %s rows need a multiple of 32", name,
-                         (long long)n, attn_dtype_name(t->dtype));
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s's rows have %lld value%s; %s rows need a multiple of 32", name,
+                         (long long)n, attn_plural(n), attn_dtype_name(t->dtype));
     if (n > 1 && t->strides[last] != 1)
         return attn_fail(err, ATTN_ERR_STRIDE, "%s's last stride is %lld; a quantized row's values lie together (1)",
                          name, (long long)t->strides[last]);
@@ -337,8 +337,8 @@ static attn_status check_call(const attn_tensor *t, const char *name, const void
     if (!*row_size) {
         if (*n >= 1 && (format == ATTN_E4M3 || format == ATTN_E5M2 || *n % ATTN_QBLOCK == 0))
             return attn_fail(err, ATTN_ERR_OVERFLOW, "a row of %lld values overflows", (long long)*n);
-        return attn_fail(err, ATTN_ERR_SHAPE, "%s's rows have %lld values; %s rows need %s", name, (long long)*n,
-                         attn_dtype_name(format), attn_quant_block_bytes(format) ? "a multiple of 32" : "1 or more");
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s's rows have %lld value%s; %s rows need %s", name, (long long)*n,
+                         attn_plural(*n), attn_dtype_name(format), attn_quant_block_bytes(format) ? "a multiple of 32" : "1 or more");
     }
     *rows = numel / *n;
     int64_t total;

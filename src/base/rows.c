@@ -39,8 +39,8 @@ attn_status attn_paged_rows_check(const attn_paged_rows *pg, const char *name, a
                          name, (long long)pg->num_pages, (long long)pg->heads, (long long)pg->page_size,
                          (long long)pg->cols, (long long)pg->n_pages, (long long)pg->length);
     if (attn_dtype_quantized(pg->dtype) && pg->cols % 32 && attn_quant_block_bytes(pg->dtype))
-        return attn_fail(err, ATTN_ERR_SHAPE, "%s: rows of %lld values; %s rows hold a multiple of 32", name,
-                         (long long)pg->cols, attn_dtype_name(pg->dtype));
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s: rows of %lld value%s; %s rows hold a multiple of 32", name,
+                         (long long)pg->cols, attn_plural(pg->cols), attn_dtype_name(pg->dtype));
     int64_t n, bytes, cap, row = attn_row_bytes(pg->dtype, pg->cols);
     if (!row || !attn_mul_i64(pg->num_pages, pg->heads, &n) || !attn_mul_i64(n, pg->page_size, &n) ||
         !attn_mul_i64(n, row, &bytes))

@@ -40,8 +40,8 @@ attn_status attn_mha_as_batch(attn_tensor *out, const attn_tensor *x, const char
                          m->batched ? 3 : 2);
     if (x->dtype != m->dt) return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s but query is %s", name, attn_dtype_name(x->dtype), attn_dtype_name(m->dt));
     if (x->shape[x->rank - 1] != features)
-        return attn_fail(err, ATTN_ERR_SHAPE, "%s has %lld features; it must have %lld", name,
-                         (long long)x->shape[x->rank - 1], (long long)features);
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s has %lld feature%s; it must have %lld", name,
+                         (long long)x->shape[x->rank - 1], attn_plural(x->shape[x->rank - 1]), (long long)features);
     *out = *x;
     out->rank = 3;
     if (!m->batched) { /* (L, F) -> (1, L, F) */

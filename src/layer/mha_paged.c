@@ -70,8 +70,8 @@ static attn_status store_view(attn_kv_paged_view *w, const kv_store *s, const at
         return attn_fail(err, ATTN_ERR_DTYPE, "x is %s and the %s holds %s; an f64 %s takes f64 x, the others f32 x",
                          attn_dtype_name(m->dt), what, attn_dtype_name(w->dtype), what);
     if (w->heads != m->Hkv || w->key_dim != m->D || w->value_dim != m->D)
-        return attn_fail(err, ATTN_ERR_SHAPE, "the %s holds %lld heads of %lld and %lld; the layer needs %lld of %lld",
-                         what, (long long)w->heads, (long long)w->key_dim, (long long)w->value_dim,
+        return attn_fail(err, ATTN_ERR_SHAPE, "the %s holds %lld head%s of %lld and %lld; the layer needs %lld of %lld",
+                         what, (long long)w->heads, attn_plural(w->heads), (long long)w->key_dim, (long long)w->value_dim,
                          (long long)m->Hkv, (long long)m->D);
     return ATTN_OK;
 }
@@ -104,8 +104,8 @@ static attn_status store_lengths(int64_t *length, const kv_store *s, const attn_
             return attn_fail(err, ATTN_ERR_ARGUMENT, "lengths[%lld] is %lld; it must be between 0 and the capacity, %lld",
                              (long long)row, (long long)length[i], (long long)C);
         if (L > C - length[i])
-            return attn_fail(err, ATTN_ERR_FULL, "row %lld holds %lld of %lld positions: %lld more do not fit",
-                             (long long)row, (long long)length[i], (long long)C, (long long)L);
+            return attn_fail(err, ATTN_ERR_FULL, "row %lld holds %lld of %lld position%s: %lld more do not fit",
+                             (long long)row, (long long)length[i], (long long)C, attn_plural(C), (long long)L);
     }
     return ATTN_OK;
 }

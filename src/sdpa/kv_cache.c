@@ -171,9 +171,9 @@ int64_t attn_kv_cache_length(const attn_kv_cache *cache) { return cache ? cache-
 static attn_status check_rank(const attn_kv_cache_desc *d, int rank, attn_error *err) {
     if (rank < 2 || rank > 4 || (rank < 4 && d->batch != 1) || (rank < 3 && d->heads != 1))
         return attn_fail(err, ATTN_ERR_RANK,
-                         "rank %d does not fit a cache of %lld sequences of %lld heads: (B, Hk, positions, dim) "
+                         "rank %d does not fit a cache of %lld sequence%s of %lld head%s: (B, Hk, positions, dim) "
                          "is rank 4, rank 3 needs B = 1, rank 2 B = Hk = 1",
-                         rank, (long long)d->batch, (long long)d->heads);
+                         rank, (long long)d->batch, attn_plural(d->batch), (long long)d->heads, attn_plural(d->heads));
     return ATTN_OK;
 }
 
@@ -315,8 +315,9 @@ static attn_status check_new(const attn_tensor *t, const char *name, const attn_
         if (w >= 0 && t->shape[i] != w) {
             char s[128];
             attn_format_shape(s, sizeof s, t->rank, t->shape);
-            return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s; the cache holds %lld sequences of %lld heads of "
-                             "%lld values", name, s, (long long)d->batch, (long long)d->heads, (long long)cols);
+            return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s; the cache holds %lld sequence%s of %lld head%s of "
+                             "%lld value%s", name, s, (long long)d->batch, attn_plural(d->batch), (long long)d->heads,
+                             attn_plural(d->heads), (long long)cols, attn_plural(cols));
         }
     }
     for (int i = 0; i < 4 - t->rank; i++)
@@ -347,11 +348,12 @@ attn_status attn_kv_cache_append(attn_kv_cache *cache, const attn_tensor *k, con
     if (st || (st = check_new(v, "v", cache, cache->d.value_dim, err))) return st;
     int64_t n = k->shape[k->rank - 2];
     if (v->shape[v->rank - 2] != n)
-        return attn_fail(err, ATTN_ERR_SHAPE, "k has %lld positions but v has %lld", (long long)n,
+        return attn_fail(err, ATTN_ERR_SHAPE, "k has %lld position%s but v has %lld", (long long)n, attn_plural(n),
                          (long long)v->shape[v->rank - 2]);
     if (n > cache->d.capacity - cache->length)
-        return attn_fail(err, ATTN_ERR_FULL, "the cache holds %lld positions and %lld are filled: %lld more do not fit",
-                         (long long)cache->d.capacity, (long long)cache->length, (long long)n);
+        return attn_fail(err, ATTN_ERR_FULL, "the cache holds %lld position%s, %lld filled: %lld more do not fit",
+                         (long long)cache->d.capacity, attn_plural(cache->d.capacity), (long long)cache->length,
+                         (long long)n);
     attn_tensor dk, dv;
     if (grouped(cache)) key_bytes(&dk, cache);
     else positions(&dk, cache, false, cache->length, n, k->rank, err);
@@ -416,8 +418,8 @@ void attn_kv_cache_window_copy(attn_kv_cache *cache, uint16_t *saved, bool resto
 attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length, attn_error *err) {
     if (!cache) return attn_fail(err, ATTN_ERR_NULL, "cache is NULL");
     if (length < 0 || length > cache->length)
-        return attn_fail(err, ATTN_ERR_ARGUMENT, "length %lld is not between 0 and the %lld positions filled",
-                         (long long)length, (long long)cache->length);
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "length %lld is not between 0 and the %lld position%s filled",
+                         (long long)length, (long long)cache->length, attn_plural(cache->length));
     /* Grouped keys: the groups the shorter window takes back become
      * residual rows again, their dequantized values in f16. */
     const attn_kv_cache_desc *d = &cache->d;

@@ -88,8 +88,8 @@ attn_status attn_kv_paged_prepare(attn_sdpa_options *o, attn_paged_rows *k, attn
     if ((st = check_packed(q, "q", dt, 3, -1, -1, w->key_dim, false, err))) return st;
     const int64_t total = q->shape[0], Hq = q->shape[1];
     if (Hq % w->heads)
-        return attn_fail(err, ATTN_ERR_HEADS, "q has %lld heads, not a multiple of the pages' %lld", (long long)Hq,
-                         (long long)w->heads);
+        return attn_fail(err, ATTN_ERR_HEADS, "q has %lld head%s, not a multiple of the pages' %lld", (long long)Hq,
+                         attn_plural(Hq), (long long)w->heads);
     /* here too, not only in the sequences' plans: a call without queries plans none */
     if ((st = attn_check_options(o, dt, Hq, w->key_dim, err))) return st;
     if ((st = check_packed(out, "out", q->dtype, 3, total, Hq, w->value_dim, true, err)) ||
@@ -102,8 +102,8 @@ attn_status attn_kv_paged_prepare(attn_sdpa_options *o, attn_paged_rows *k, attn
         if (cu[i + 1] < cu[i])
             return attn_fail(err, ATTN_ERR_ARGUMENT, "cu_seqlens_q decreases at [%lld]", (long long)i + 1);
     if (cu[n] != total)
-        return attn_fail(err, ATTN_ERR_ARGUMENT, "cu_seqlens_q[%lld] is %lld but q has %lld rows", (long long)n,
-                         (long long)cu[n], (long long)total);
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "cu_seqlens_q[%lld] is %lld but q has %lld row%s", (long long)n,
+                         (long long)cu[n], (long long)total, attn_plural(total));
     /* The pages themselves are checked against the outputs by
      * attn_sdpa_varlen_paged; the view's lengths and tables only here. */
     attn_tensor regions[5];
@@ -120,8 +120,9 @@ attn_status attn_kv_paged_prepare(attn_sdpa_options *o, attn_paged_rows *k, attn
     for (int64_t i = 0; i < n; i++) {
         int64_t L = cu[i + 1] - cu[i], row = rows ? rows[i] : i;
         if (L > 0 && w->lengths[row] == 0)
-            return attn_fail(err, ATTN_ERR_ARGUMENT, "sequence %lld holds no positions but has %lld queries: append "
-                                                     "keys and values first", (long long)row, (long long)L);
+            return attn_fail(err, ATTN_ERR_ARGUMENT, "sequence %lld holds no positions but has %lld %s: append "
+                                                     "keys and values first", (long long)row, (long long)L,
+                             L == 1 ? "query" : "queries");
         *any |= L > 0;
     }
     for (int64_t i = 0; k && i < n; i++) sequence_rows(&k[i], &v[i], w, rows ? rows[i] : i);

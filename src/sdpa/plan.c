@@ -251,15 +251,15 @@ static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *
                          "k has E=%lld but q has E=%lld (their last dimensions must match)",
                          (long long)pl->k.shape[4], (long long)E);
     if (pl->v.shape[3] != S)
-        return attn_fail(err, ATTN_ERR_SHAPE, "v has S=%lld rows but k has S=%lld (they must match)",
-                         (long long)pl->v.shape[3], (long long)S);
+        return attn_fail(err, ATTN_ERR_SHAPE, "v has S=%lld row%s but k has S=%lld (they must match)",
+                         (long long)pl->v.shape[3], attn_plural(pl->v.shape[3]), (long long)S);
     if (pl->v.shape[2] != Hk)
-        return attn_fail(err, ATTN_ERR_HEADS, "v has %lld heads but k has %lld (they must match)",
-                         (long long)pl->v.shape[2], (long long)Hk);
+        return attn_fail(err, ATTN_ERR_HEADS, "v has %lld head%s but k has %lld (they must match)",
+                         (long long)pl->v.shape[2], attn_plural(pl->v.shape[2]), (long long)Hk);
     if (Hq % Hk != 0)
         return attn_fail(err, ATTN_ERR_HEADS,
-                         "q has %lld heads, not a multiple of k's and v's %lld heads",
-                         (long long)Hq, (long long)Hk);
+                         "q has %lld head%s, not a multiple of k's and v's %lld heads",
+                         (long long)Hq, attn_plural(Hq), (long long)Hk);
 
     /* Batch dimensions broadcast: each equal to the largest, or 1. */
     for (int d = 0; d < 2; d++) {

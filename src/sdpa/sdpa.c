@@ -307,8 +307,9 @@ attn_status attn_sdpa_paged_batch(size_t *bytes, attn_tensor *out, attn_tensor *
     if (k_pages->length < 1) return attn_fail(err, ATTN_ERR_SHAPE, "the sequence holds no position");
     if (batch < 1 || k_pages->heads % batch || rank < 2 || rank > 4 || (batch > 1 && rank < 4) ||
         (rank < 3 && k_pages->heads != 1))
-        return attn_fail(err, ATTN_ERR_SHAPE, "%lld sequences of rank %d cannot share the pool's %lld heads",
-                         (long long)batch, rank, (long long)k_pages->heads);
+        return attn_fail(err, ATTN_ERR_SHAPE, "%lld sequence%s of rank %d cannot share the pool's %lld head%s",
+                         (long long)batch, attn_plural(batch), rank, (long long)k_pages->heads,
+                         attn_plural(k_pages->heads));
     attn_tensor k, v, kpool, vpool;
     stand_ins(&k, &v, k_pages, v_pages, batch, rank);
     attn_paged_rows_pool(&kpool, k_pages), attn_paged_rows_pool(&vpool, v_pages);

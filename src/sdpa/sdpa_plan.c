@@ -308,7 +308,8 @@ attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory, size_t 
     if ((st = attn_sdpa_plan_bytes(&need, batch, err))) return st;
     if (bytes < need)
         return attn_fail(err, ATTN_ERR_WORKSPACE, "the plan's memory has %zu bytes but this plan needs %zu "
-                         "(attn_sdpa_plan_bytes of the view's %lld sequences)", bytes, need, (long long)batch);
+                         "(attn_sdpa_plan_bytes of the view's %lld sequence%s)", bytes, need, (long long)batch,
+                         attn_plural(batch));
     attn_sdpa_plan *pl = header_of(memory);
     memset(pl, 0, sizeof *pl);
     attn_varlen_plan *vp = attn_varlen_plan_layout(pl + 1, batch);

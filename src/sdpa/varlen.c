@@ -80,8 +80,8 @@ attn_status attn_check_cu_seqlens(const int64_t *cu, int64_t batch, int64_t tota
     /* Monotone from 0: every offset lies in 0 .. cu[batch], so no length
      * or difference below overflows once the end is the tensor's rows. */
     if (cu[batch] != total)
-        return attn_fail(err, ATTN_ERR_ARGUMENT, "%s[%lld] is %lld but the tensor has %lld rows; it must end there", name,
-                         (long long)batch, (long long)cu[batch], (long long)total);
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "%s[%lld] is %lld but the tensor has %lld row%s; it must end there", name,
+                         (long long)batch, (long long)cu[batch], (long long)total, attn_plural(total));
     return ATTN_OK;
 }
 
@@ -183,8 +183,8 @@ static attn_status check_batch(const attn_tensor *q, const attn_tensor *k, const
     if ((st = check_packed(q, "q", err)) || (st = check_packed(k, "k", err)) || (st = check_packed(v, "v", err)))
         return st;
     if (k->shape[0] != v->shape[0])
-        return attn_fail(err, ATTN_ERR_SHAPE, "k has %lld rows but v has %lld; they must match", (long long)k->shape[0],
-                         (long long)v->shape[0]);
+        return attn_fail(err, ATTN_ERR_SHAPE, "k has %lld row%s but v has %lld; they must match", (long long)k->shape[0],
+                         attn_plural(k->shape[0]), (long long)v->shape[0]);
     /* What attn_sdpa's plan checks of every sequence, checked once for
      * the batch, so that a batch whose sequences are all empty obeys it too. */
     if (q->dtype != ATTN_F32 && q->dtype != ATTN_F64 && !attn_dtype_half(q->dtype))

@@ -31,9 +31,22 @@ void attn_verbose_gemm(const char *call, const char *q, const char *k, const cha
  * (read once), or what attn_set_verbose last set. */
 static atomic_int level = -1;
 
+/* ATTN_VERBOSE is off when unset, empty, "0", "false", "no" or "off" (any
+ * case), on for any other value: ATTN_VERBOSE=false asked for silence and
+ * used to turn it on. Compared by hand, without POSIX's strcasecmp. */
+static bool env_off_word(const char *env, const char *word) {
+    for (; *env && *word; env++, word++)
+        if ((*env >= 'A' && *env <= 'Z' ? *env - 'A' + 'a' : *env) != *word) return false;
+    return !*env && !*word;
+}
+
 static int env_level(void) {
     const char *env = getenv("ATTN_VERBOSE");
-    return env && *env && !(env[0] == '0' && env[1] == 0);
+    if (!env || !*env) return 0;
+    static const char *const OFF[] = {"0", "false", "no", "off"};
+    for (size_t i = 0; i < sizeof OFF / sizeof *OFF; i++)
+        if (env_off_word(env, OFF[i])) return 0;
+    return 1;
 }
 
 bool attn_verbose_on(void) {

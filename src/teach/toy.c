@@ -193,8 +193,8 @@ attn_status attn_toy_tokenize(attn_toy_token *tokens, int max_tokens, int *n_tok
         p = word_end(p);
         size_t len = (size_t)(p - start);
         if (n == max_tokens)
-            return attn_fail(err, ATTN_ERR_TOKEN, "the sentence has more than %d words",
-                             max_tokens);
+            return attn_fail(err, ATTN_ERR_TOKEN, "the sentence has more than %d word%s",
+                             max_tokens, attn_plural(max_tokens));
         tokens[n].start = (int)(start - sentence);
         tokens[n].length = (int)len;
         tokens[n].id = attn_toy_word_id(start, len);
