@@ -1423,7 +1423,7 @@ function histogram(title, hist, range, colour, active) {
     return `<rect x="${(pad + b * bw).toFixed(1)}" y="${(h - bh).toFixed(1)}" width="${(bw * 0.9).toFixed(1)}" height="${bh.toFixed(1)}" fill="${colour}" opacity="${active ? 1 : 0.35}"/>`;
   }).join('');
   const ticks = [-1, 0, 1].map((k) => `<text class="muted-text" x="${w / 2 + (k * (w - 2 * pad)) / 2}" y="${h + 14}" text-anchor="middle">${k * range}</text>`).join('');
-  return `<svg width="${w}" height="${h + 36}" viewBox="0 0 ${w} ${h + 36}" role="img" aria-label="${esc(title)}">` +
+  return `<svg class="hist" width="${w}" height="${h + 36}" viewBox="0 0 ${w} ${h + 36}" role="img" aria-label="${esc(title)}">` +
     `<text class="muted-text" x="${w / 2}" y="13" text-anchor="middle">${esc(title)}</text>` +
     `<rect class="axis" x="${pad}" y="20" width="${w - 2 * pad}" height="${h - 20}"/>${bars}${ticks}` +
     `<text class="muted-text" x="${w / 2}" y="${h + 30}" text-anchor="middle">score</text></svg>`;
