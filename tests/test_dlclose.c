@@ -12,6 +12,7 @@
 #define _GNU_SOURCE /* dlopen's RTLD_ flags on older glibc */
 #include "attn.h"
 #include "check.h"
+#include "process.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -20,16 +21,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-/* Threads of this process (/proc/self/task), -1 where it cannot be read. */
-static int tasks(void) {
-    DIR *d = opendir("/proc/self/task");
-    if (!d) return -1;
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
 
 /* The library's functions this test calls, looked up in one dlopen. */
 typedef struct lib {

@@ -36,7 +36,7 @@
 
 
 #define TEST_RNG_SEED 99
-#include "fork_probe.h"
+#include "process.h"
 #include "rng.h"
 
 /* Distance in units in the last place between two floats of the same sign. */

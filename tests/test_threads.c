@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #define TEST_RNG_SEED 77
-#include "fork_probe.h"
+#include "process.h"
 #include "rng.h"
 
 /* A C-contiguous f32 tensor of normal values (zeros with fill 0). */
@@ -508,15 +508,6 @@ static void test_fork_while_calling(void) {
  * plan is made. The pool is emptied first; the threads of this process are
  * counted in /proc/self/task, before and after the first run of a plan of
  * each kind (dense, ragged, paged). */
-
-static int tasks(void) {
-    DIR *d = opendir("/proc/self/task");
-    if (!d) return -1;
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
 
 /* Makes the plan of kind 0 (attn_sdpa), 1 (attn_sdpa_varlen) or 2 (a paged
  * pool's) on 3 threads, then runs it: the threads before and after the run. */
