@@ -232,6 +232,22 @@ static attn_status same_layout(const attn_tensor *t, const attn_tensor *want, co
     return ATTN_OK;
 }
 
+/* What a dense and a paged run both check: lse given exactly when the plan
+ * has one, laid out as planned, and a workspace of the plan's size. */
+static attn_status check_lse_workspace(const attn_sdpa_plan *pl, const attn_tensor *lse, const void *workspace,
+                                       size_t workspace_size, attn_error *err) {
+    attn_status st;
+    if ((lse != NULL) != pl->has_lse)
+        return attn_fail(err, ATTN_ERR_PLAN, "lse is %s but the plan was made %s one", lse ? "given" : "NULL",
+                         pl->has_lse ? "with" : "without");
+    if (lse && (st = same_layout(lse, &pl->lse, "lse", err))) return st;
+    if (!workspace) return attn_fail(err, ATTN_ERR_NULL, "workspace is NULL (the plan needs %zu bytes)", pl->workspace);
+    if (workspace_size < pl->workspace)
+        return attn_fail(err, ATTN_ERR_WORKSPACE, "the workspace has %zu bytes but the plan needs %zu", workspace_size,
+                         pl->workspace);
+    return ATTN_OK;
+}
+
 attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                           const attn_tensor *k, const attn_tensor *v, void *workspace, size_t workspace_size,
                           attn_error *err) {
@@ -246,14 +262,7 @@ attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *l
     if ((st = same_layout(q, pl->half ? &pl->q16 : &pl->q, "q", err)) || (st = same_layout(k, &pl->k, "k", err)) ||
         (st = same_layout(v, &pl->v, "v", err)) || (st = same_layout(out, pl->half ? &pl->out16 : &pl->out, "out", err)))
         return st;
-    if ((lse != NULL) != pl->has_lse)
-        return attn_fail(err, ATTN_ERR_PLAN, "lse is %s but the plan was made %s one", lse ? "given" : "NULL",
-                         pl->has_lse ? "with" : "without");
-    if (lse && (st = same_layout(lse, &pl->lse, "lse", err))) return st;
-    if (!workspace) return attn_fail(err, ATTN_ERR_NULL, "workspace is NULL (the plan needs %zu bytes)", pl->workspace);
-    if (workspace_size < pl->workspace)
-        return attn_fail(err, ATTN_ERR_WORKSPACE, "the workspace has %zu bytes but the plan needs %zu", workspace_size,
-                         pl->workspace);
+    if ((st = check_lse_workspace(pl, lse, workspace, workspace_size, err))) return st;
     /* The layouts are the plan's, so only the data can alias. */
     const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
     const attn_named ins[8] = {{q, "q"}, {k, "k"}, {v, "v"}, {pl->o.mask, "mask"}, {pl->o.alibi_slopes, "alibi_slopes"},
@@ -362,14 +371,7 @@ static attn_status run_paged(attn_sdpa_plan *pl, attn_tensor *out, attn_tensor *
     if ((st = same_layout(q, pl->half ? &pl->q16 : pl->hadamard ? &pl->qin : &pl->q, "q", err)) ||
         (st = same_layout(out, pl->half ? &pl->out16 : &pl->out, "out", err)))
         return st;
-    if ((lse != NULL) != pl->has_lse)
-        return attn_fail(err, ATTN_ERR_PLAN, "lse is %s but the plan was made %s one", lse ? "given" : "NULL",
-                         pl->has_lse ? "with" : "without");
-    if (lse && (st = same_layout(lse, &pl->lse, "lse", err))) return st;
-    if (!workspace) return attn_fail(err, ATTN_ERR_NULL, "workspace is NULL (the plan needs %zu bytes)", pl->workspace);
-    if (workspace_size < pl->workspace)
-        return attn_fail(err, ATTN_ERR_WORKSPACE, "the workspace has %zu bytes but the plan needs %zu", workspace_size,
-                         pl->workspace);
+    if ((st = check_lse_workspace(pl, lse, workspace, workspace_size, err))) return st;
     /* The layouts are the plan's, so only the data can alias: the outputs
      * against q, this layer's pages, residual rows and scales, the view's
      * tables and the options'. */
