@@ -65,8 +65,12 @@
  *     sum. Nor may an output share memory with itself through a stride 0
  *     in a dimension of size > 1 (several results for one element: a
  *     broadcast view, torch's expand), ATTN_ERR_STRIDE too, as PyTorch
- *     refuses such an out=. Inputs may share memory freely, and have
- *     stride 0 (dout = ones broadcast, for a sum's gradient).
+ *     refuses such an out=, or through strides that fold it onto itself
+ *     (two elements in one place: as_strided rows that overlap); views
+ *     that interleave their own dimensions without touching are fine.
+ *     Inputs may share memory
+ *     freely, and have stride 0 (dout = ones broadcast, for a sum's
+ *     gradient).
  *
  * Build: C11. Link with -lattn -lm (or use `pkg-config --cflags --libs attn`).
  */
@@ -136,7 +140,8 @@ typedef enum attn_status {
     /* An option has a value outside its enum (e.g. an unknown causal mode). */
     ATTN_ERR_OPTION = 9,
     /* A stride is invalid: an output dimension of size > 1 with stride 0
-     * (several results would land in one element), or an output whose
+     * or strides that fold an output onto itself (several results would
+     * land in one element), or an output whose
      * memory overlaps another output's or an input's (see Conventions). */
     ATTN_ERR_STRIDE = 10,
     /* A size or offset computation overflows (e.g. a shape whose element or

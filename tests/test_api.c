@@ -259,6 +259,31 @@ static void test_sdpa_errors(void) {
     bad.strides[1] = 0;
     check_status(sdpa4(&bad, &q, &k, &v, NULL, &err), &err, ATTN_ERR_STRIDE,
                  "out has stride 0 in dimension 1", "err_stride_out");
+    /* Rows 1 element apart, each 6 long: row r's last 5 are row r+1's first. */
+    bad = out;
+    bad.strides[1] = 1;
+    check_status(sdpa4(&bad, &q, &k, &v, NULL, &err), &err, ATTN_ERR_STRIDE,
+                 "out has strides (18, 1, 1) that put two of its elements in one place",
+                 "err_stride_out_rows_overlap");
+    /* The two batches interleaved row by row (strides (6, 12, 1)), and each
+     * batch's rows interleaved element by element (strides (18, 1, 3)): no
+     * two elements meet, and the answer is the packed out's. */
+    attn_tensor packed = make(ATTN_F64, 3, so);
+    check_status(sdpa4(&packed, &q, &k, &v, NULL, &err), &err, ATTN_OK, "", "stride_out_packed");
+    const int64_t layouts[2][3] = {{6, 12, 1}, {18, 1, 3}};
+    for (int l = 0; l < 2; l++) {
+        bad = out;
+        memcpy(bad.strides, layouts[l], sizeof layouts[l]);
+        check_status(sdpa4(&bad, &q, &k, &v, NULL, &err), &err, ATTN_OK, "", "stride_out_interleaved_runs");
+        int same = 1;
+        for (int64_t b = 0; b < 2; b++)
+            for (int64_t i = 0; i < 3; i++)
+                for (int64_t j = 0; j < 6; j++)
+                    same &= ((double *)bad.data)[b * layouts[l][0] + i * layouts[l][1] + j * layouts[l][2]] ==
+                            ((double *)packed.data)[(b * 3 + i) * 6 + j];
+        check(same, "stride_out_interleaved_same", "layout %d: interleaved elements differ from packed ones", l);
+    }
+    free(packed.data);
     bad = k;
     bad.strides[0] = INT64_MAX / 2;
     check_status(sdpa4(&out, &q, &bad, &v, NULL, &err), &err, ATTN_ERR_OVERFLOW, "k:",
@@ -2227,15 +2252,16 @@ static attn_status call_mha_cached(attn_tensor **t, void *ctx, attn_error *err) 
     return st;
 }
 
-/* attn_tensors_overlap through attn_rope (whose only other failures are
- * shapes, kept valid): random views out and x of one buffer, any strides
- * (negative, zero for x, interleaved), against the bytes they touch. The
- * same view is in place, allowed; any other sharing is refused, and views
+/* attn_tensors_overlap and attn_tensor_overlaps_itself through attn_rope
+ * (whose only other failures are shapes, kept valid): random views out and
+ * x of one buffer, any strides (negative, zero for x, interleaved), against
+ * the bytes they touch. The same view is in place, allowed; any other
+ * sharing is refused, as is an out that touches one byte twice, and views
  * that interleave without sharing a byte are accepted. */
 static void test_overlap_exact(void) {
     enum { CELLS = 96 };
     double *buf = calloc(CELLS, sizeof(double));
-    int wrong = 0, refused = 0, interleaved = 0, cases = 2000;
+    int wrong = 0, refused = 0, interleaved = 0, folded = 0, cases = 2000;
     attn_error err;
     for (int c = 0; c < cases; c++) {
         int rank = 1 + (int)(rng_next() % 3);
@@ -2258,28 +2284,30 @@ static void test_overlap_exact(void) {
         if (hi[0] - lo[0] >= CELLS || hi[1] - lo[1] >= CELLS) continue;
         /* The bytes each touches, by brute force. */
         unsigned char touched[CELLS] = {0};
-        int shared = 0;
+        int shared = 0, twice = 0; /* twice: out touches a byte twice */
         for (int w = 0; w < 2; w++) {
             int64_t n = attn_tensor_numel(&v[w]), idx[3] = {0, 0, 0};
             for (int64_t i = 0; i < n; i++) {
                 int64_t off = (int64_t)((double *)v[w].data - buf);
                 for (int d = 0; d < rank; d++) off += idx[d] * v[w].strides[d];
-                if (w == 0) touched[off] = 1;
+                if (w == 0) twice |= touched[off], touched[off] = 1;
                 else shared |= touched[off];
                 for (int d = rank - 1; d >= 0 && ++idx[d] == shape[d]; d--) idx[d] = 0;
             }
         }
         int same = v[0].data == v[1].data && !memcmp(v[0].strides, v[1].strides, sizeof(int64_t) * (size_t)rank);
         attn_status s = attn_rope(&v[0], &v[1], NULL, &err);
-        int want_refused = shared && !same;
+        int want_refused = (shared && !same) || twice;
+        folded += twice;
         if ((s == ATTN_ERR_STRIDE) != want_refused || (s != ATTN_OK && s != ATTN_ERR_STRIDE)) wrong++;
         refused += s == ATTN_ERR_STRIDE;
         /* interleaved: byte ranges that meet, no byte shared */
         int64_t a0 = (int64_t)((double *)v[0].data - buf), b0 = (int64_t)((double *)v[1].data - buf);
         interleaved += !shared && a0 + lo[0] <= b0 + hi[1] && b0 + lo[1] <= a0 + hi[0];
     }
-    check(wrong == 0 && refused > 100 && interleaved > 100, "alias_overlap_exact_random_views",
-          "%d of %d decided wrongly (%d refused, %d interleaved without sharing)", wrong, cases, refused, interleaved);
+    check(wrong == 0 && refused > 100 && interleaved > 100 && folded > 100, "alias_overlap_exact_random_views",
+          "%d of %d decided wrongly (%d refused, %d interleaved without sharing, %d outs folded onto themselves)",
+          wrong, cases, refused, interleaved, folded);
     free(buf);
 }
 

@@ -48,10 +48,14 @@ attn_status attn_check_extent(const attn_tensor *t, const char *name, attn_error
 /* An output is written element by element: a dimension of size > 1 with
  * stride 0 would write several results into one element, the last one
  * winning (ATTN_ERR_STRIDE, "<name> has stride 0 in dimension d of size
- * n"). An empty output is not written and passes, whatever its strides
- * (NumPy gives empty arrays stride 0). Inputs may have stride 0
- * (attn_tensor); PyTorch refuses such an output likewise ("some elements
- * of the written-to tensor refer to a single memory location"). */
+ * n"). Nor may other strides fold the output onto itself, two of its
+ * elements sharing a byte (as_strided rows that overlap: "<name> has
+ * strides ... that put two of its elements in one place"); views that
+ * interleave without touching pass. An empty output is not written and
+ * passes, whatever its strides (NumPy gives empty arrays stride 0). Inputs
+ * may have stride 0 (attn_tensor); PyTorch refuses such an output likewise
+ * ("some elements of the written-to tensor refer to a single memory
+ * location"). */
 attn_status attn_check_writable(const attn_tensor *t, const char *name, attn_error *err);
 
 /* The one rule for a tensor's data (include/attn.h, "Measuring without
@@ -91,6 +95,12 @@ void attn_kv_paged_residual(attn_tensor *t, const attn_kv_paged_view *w);
  * a bounded number of steps. NULL and empty tensors share nothing, and so
  * does a tensor that is no view (attn_check_extent refuses it). */
 bool attn_tensors_overlap(const attn_tensor *a, const attn_tensor *b);
+/* Whether two elements of t share a byte (overlap.c), exactly as above:
+ * as_strided rows that overlap do, a slice of a packed array and layouts
+ * that interleave their own dimensions (shape (2, 3), strides (3, 2)) do
+ * not. Dimensions of size 1 or stride 0 are not looked at (the callers
+ * check stride 0 themselves, to name the dimension). */
+bool attn_tensor_overlaps_itself(const attn_tensor *t);
 /* a and b are one view: data, dtype, shape, and the strides of every
  * dimension of size > 1 (where an in-place call is allowed). */
 bool attn_same_view(const attn_tensor *a, const attn_tensor *b);

@@ -104,6 +104,31 @@ bool attn_tensors_overlap(const attn_tensor *a, const attn_tensor *b) {
     return meet(&x, 0, off, &y, 0, 0, &work);
 }
 
+/* Whether two different index vectors of x, at dimensions d.. and byte
+ * offset a from one another (`moved`: they differ in an outer dimension),
+ * meet: meet() of x with itself, where the one stride is always shared and
+ * only the differences of the indices matter, minus the difference 0 all
+ * the way down, which is an element meeting itself. */
+static bool meet_self(const extent *x, int d, int64_t a, bool moved, int64_t *work) {
+    if (a + x->end[d] <= 0 || x->end[d] <= a) return false;
+    if (d == x->rank) return moved;
+    if (--*work < 0) return true; /* undecided: say they may */
+    int64_t s = x->stride[d], inner = x->end[d + 1];
+    int64_t first = floor_div(-inner - a, s) + 1, last = ceil_div(inner - a, s) - 1;
+    int64_t min = 1 - x->count[d], max = x->count[d] - 1;
+    first = first > min ? first : min, last = last < max ? last : max;
+    for (int64_t i = first; i <= last; i++)
+        if (meet_self(x, d + 1, a + i * s, moved || i != 0, work)) return true;
+    return false;
+}
+
+bool attn_tensor_overlaps_itself(const attn_tensor *t) {
+    extent x;
+    if (!t || !extent_of(&x, t)) return false;
+    int64_t work = WORK;
+    return meet_self(&x, 0, 0, false, &work);
+}
+
 bool attn_same_view(const attn_tensor *a, const attn_tensor *b) {
     if (a->data != b->data || a->dtype != b->dtype || a->rank != b->rank) return false;
     for (int d = 0; d < a->rank; d++)

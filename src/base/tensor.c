@@ -147,10 +147,17 @@ attn_status attn_check_data(const attn_tensor *t, const char *name, bool measuri
 }
 
 attn_status attn_check_writable(const attn_tensor *t, const char *name, attn_error *err) {
-    for (int d = 0; d < t->rank && attn_tensor_numel(t) != 0; d++)
+    if (attn_tensor_numel(t) == 0) return ATTN_OK;
+    for (int d = 0; d < t->rank; d++)
         if (t->shape[d] > 1 && t->strides[d] == 0)
             return attn_fail(err, ATTN_ERR_STRIDE, "%s has stride 0 in dimension %d of size %lld", name, d,
                              (long long)t->shape[d]);
+    if (attn_tensor_overlaps_itself(t)) {
+        char strides[128];
+        attn_format_shape(strides, sizeof strides, t->rank, t->strides);
+        return attn_fail(err, ATTN_ERR_STRIDE, "%s has strides %s that put two of its elements in one place", name,
+                         strides);
+    }
     return ATTN_OK;
 }
 
