@@ -35,9 +35,10 @@
  *     (ATTN_VERBOSE again at attn_set_verbose(-1)). The first threaded call
  *     registers attn_shutdown with atexit and fork handlers with
  *     pthread_atfork (see attn_shutdown); with glibc, dlclose of a dlopen'd
- *     library joins the workers and drops both. Per thread: a 32 KiB buffer for
- *     keys quantized per channel ("Keys quantized per channel"), the
- *     library's one piece of thread-local state.
+ *     library joins the workers and drops both. The library has no
+ *     thread-local state (a libattn.so linked at a program's start takes
+ *     none of the loader's static TLS reserve, which a later dlopen of
+ *     another library may need).
  *   - The caller owns all memory it passes in. Scratch memory a call needs is
  *     allocated and freed inside that call, or taken from a workspace the
  *     caller hands over in attn_context. attn_sdpa's is linear in the
@@ -540,10 +541,11 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  * whose full is below the old one turns the groups between back into
  * residual rows: their dequantized values rounded to f16 (nearest even),
  * from which they are quantized again when they leave the window. Attention
- * reads a group a block of rows at a time, dequantized into a buffer of
- * the calling thread (32 KiB of thread-local memory, the library's one
- * piece of per-thread state: a thread's buffer is reused by every call it
- * makes), and the residual rows as f16 rows, in place: the result is
+ * reads a group a block of rows at a time, dequantized into scratch of
+ * the kernel that reads it (the decode kernel's workspace, which holds
+ * them already; elsewhere up to 32 KiB of the reading thread's stack,
+ * never the caller's workspace), and the residual rows as f16 rows, in
+ * place: the result is
  * bitwise attention over f32 keys holding the dequantized values. A cache
  * with these keys needs key_dim <= 8192 and, for a pool, a page size that
  * is a multiple of 32 (a contiguous cache: a capacity that is).
@@ -1915,8 +1917,8 @@ ATTN_API attn_status attn_kv_cache_append(attn_kv_cache *cache, const attn_tenso
  * which have no view, take what it gives with f16 k (B, Hk, length, E)
  * and v (B, Hk, length, Ev) (rank 3 or 2 as q's; NULL data) standing for
  * them, whatever desc.dtype and desc.residual are: their groups are
- * dequantized into the calling thread's own buffer, never the workspace
- * (see "Keys quantized per channel"). With desc.hadamard, q's turned copy
+ * dequantized where that workspace already has room, or on the reading
+ * thread's stack (see "Keys quantized per channel"). With desc.hadamard, q's turned copy
  * comes first (see attn_kv_cache_desc). A smaller workspace is
  * ATTN_ERR_WORKSPACE, nothing written.
  * Errors: those of attn_sdpa (out or lse overlapping the cache's filled
