@@ -788,9 +788,12 @@ typedef struct attn_context {
      * when workspace is not NULL, every buffer the call needs comes out of
      * these workspace_size bytes (any alignment) and the library calls no
      * allocator, so a call can never fail for want of memory (the pool's
-     * workers excepted: the first call that needs them starts them, as
-     * attn_sdpa_plan_init does ahead of its runs; a call whose workers
-     * cannot start runs on fewer threads, never fails).
+     * workers excepted: the first call that runs on more threads than the
+     * pool has started starts them, their stacks allocated by the system,
+     * and registers attn_shutdown's handlers; a call made ahead on as many
+     * threads, or attn_sdpa_plan_init, starts them before the calls that
+     * must not allocate; a call whose workers cannot start runs on fewer
+     * threads, never fails).
      * attn_sdpa_workspace_size says how many bytes a call needs; a smaller
      * workspace fails with ATTN_ERR_WORKSPACE before anything is written.
      * NULL (the default): the library allocates what it needs and frees it
@@ -1716,8 +1719,10 @@ ATTN_API attn_status attn_mha_weights_init(attn_mha_weights **weights, void *mem
  * computed and nothing allocated; out, weights, query, key, value, the
  * masks and the parameters' tensors may have NULL data (measuring without
  * buffers, attn_sdpa_workspace_size). With a workspace of that size the
- * call takes all its memory from it and calls no allocator. Errors: those
- * of attn_mha but ATTN_ERR_WORKSPACE. */
+ * call takes all its memory from it and calls no allocator, but for the
+ * pool's workers, which a threaded call starts where no call has started
+ * them before (attn_context.workspace). Errors: those of attn_mha but
+ * ATTN_ERR_WORKSPACE. */
 ATTN_API attn_status attn_mha_workspace_size(size_t *bytes, attn_tensor *out, attn_tensor *weights,
                                              const attn_tensor *query, const attn_tensor *key,
                                              const attn_tensor *value, const attn_mha_params *params,
@@ -1729,7 +1734,8 @@ struct attn_kv_cache;
  * cache as it is now (the attention measured over the positions it will
  * hold after the call's append); out and x may have NULL data, as for
  * attn_mha_workspace_size. A decode step with a workspace and packed
- * weights (options->packed) calls no allocator. */
+ * weights (options->packed) calls no allocator (the pool's workers aside,
+ * as for attn_mha_workspace_size). */
 ATTN_API attn_status attn_mha_cached_workspace_size(size_t *bytes, attn_tensor *out, const attn_tensor *x,
                                                     struct attn_kv_cache *cache, const attn_mha_params *params,
                                                     const attn_mha_options *options, attn_error *err);
@@ -2504,8 +2510,10 @@ ATTN_API attn_status attn_mha_cached_batch(attn_tensor *out, const attn_tensor *
 /* ------------------------------------------------------------------------ */
 
 /* f32 attention runs on a small pool of worker threads that the library
- * creates on first use. Results are bitwise identical for any thread count:
- * work is split into items whose results do not depend on who runs them.
+ * starts at the first call that needs them, one with a workspace too
+ * (attn_context.workspace says how to start them earlier). Results are
+ * bitwise identical for any thread count: work is split into items whose
+ * results do not depend on who runs them.
  * n >= 1 sets the number of threads (the caller included; at most 256);
  * n <= 0 restores the default: ATTN_NUM_THREADS from the environment (a
  * whole number >= 1, 256 if larger; other text, "0" and "-1" included, is
