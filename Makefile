@@ -38,6 +38,10 @@ CLI_SRC := $(wildcard cli/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 HEADERS := include/attn.h include/attn_teach.h $(shell find src -name '*.h') $(wildcard cli/*.h)
+# The tests' own headers (check.h, process.h, rng.h, tensors.h) and the
+# fuzzers': a test is rebuilt when one it may include changes.
+TEST_HEADERS := $(wildcard tests/*.h)
+FUZZ_HEADERS := $(wildcard tests/fuzz/*.h)
 
 TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/explain_api \
              $(BUILD)/tests/test_fast $(BUILD)/tests/test_backward $(BUILD)/tests/test_gemm \
@@ -111,7 +115,7 @@ SIMDE_OBJ   := $(BUILD)/simde/ukernel_avx512.o $(BUILD)/simde/ukernel_avx512bf16
 $(BUILD)/simde/%.o: src/kernels/x86/%.c $(HEADERS) tests/simde/intrin_simde.h tests/simde/simde_extra.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(SIMDE_FLAGS) -c $< -o $@
-$(BUILD)/tests/test_fast_simde: tests/test_fast.c $(SIMDE_OBJ) $(BUILD)/libattn.a $(HEADERS)
+$(BUILD)/tests/test_fast_simde: tests/test_fast.c $(SIMDE_OBJ) $(BUILD)/libattn.a $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -DATTN_TEST_SIMDE -o $@ $< $(SIMDE_OBJ) $(BUILD)/libattn.a $(LIBS)
 TEST_BINS += $(if $(HAVE_SIMDE),$(BUILD)/tests/test_fast_simde)
@@ -123,7 +127,7 @@ AMX_EMU_OBJ := $(BUILD)/amx_emu/ukernel_amx.o
 $(AMX_EMU_OBJ): src/kernels/x86/ukernel_amx.c $(HEADERS) tests/amx/amx_emu.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -include tests/amx/amx_emu.h -DATTN_AMX_HELPERS=attn_bf16_emulated -c $< -o $@
-$(BUILD)/tests/test_amx: tests/test_amx.c tests/amx/amx_emu.h $(AMX_EMU_OBJ) $(BUILD)/libattn.a $(HEADERS)
+$(BUILD)/tests/test_amx: tests/test_amx.c tests/amx/amx_emu.h $(AMX_EMU_OBJ) $(BUILD)/libattn.a $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(AMX_EMU_OBJ) $(BUILD)/libattn.a $(LIBS)
 # ... and under ASan+UBSan, library and emulated kernels together.
@@ -167,7 +171,7 @@ $(BUILD)/obj/cli/mpi/%.o: cli/mpi/%.c include/attn_mpi.h $(HEADERS)
 $(BUILD)/attn-mpi: $(MPI_CLI) $(BUILD)/obj/cli/util.o $(BUILD)/obj/cli/text.o $(BUILD)/libattn-mpi.a $(BUILD)/libattn.a
 	$(MPI_CC) $(ALL_CFLAGS) -o $@ $(MPI_CLI) $(BUILD)/obj/cli/util.o $(BUILD)/obj/cli/text.o $(BUILD)/libattn-mpi.a $(BUILD)/libattn.a $(LIBS)
 
-$(BUILD)/tests/test_mpi: tests/test_mpi.c $(BUILD)/libattn-mpi.a $(BUILD)/libattn.a $(HEADERS) include/attn_mpi.h
+$(BUILD)/tests/test_mpi: tests/test_mpi.c $(BUILD)/libattn-mpi.a $(BUILD)/libattn.a $(HEADERS) $(TEST_HEADERS) include/attn_mpi.h
 	@mkdir -p $(dir $@)
 	$(MPI_CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libattn-mpi.a $(BUILD)/libattn.a $(LIBS)
 
@@ -175,7 +179,7 @@ $(BUILD)/tests/test_mpi: tests/test_mpi.c $(BUILD)/libattn-mpi.a $(BUILD)/libatt
 $(BUILD)/attn: $(CLI_OBJ) $(BUILD)/libattn.a
 	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libattn.a $(CLI_LIBS)
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libattn.a $(HEADERS)
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libattn.a $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libattn.a $(LIBS)
 
@@ -185,6 +189,11 @@ SAN_LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/asan/obj/%.o)
 $(BUILD)/asan/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(JSON_DEFS) -O1 $(SAN_FLAGS) $(ISA_FLAGS_$(notdir $*)) -c $< -o $@
+
+# The sanitizer builds' test objects come from the pattern rules above and
+# below, which know only $(HEADERS): the tests' headers added here.
+$(patsubst %.c,$(BUILD)/asan/obj/%.o,$(wildcard tests/*.c)) $(patsubst %.c,$(BUILD)/tsan/obj/%.o,$(wildcard tests/*.c)): \
+    $(TEST_HEADERS)
 
 $(BUILD)/asan/test_api: $(BUILD)/asan/obj/tests/test_api.o $(SAN_LIB_OBJ)
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
@@ -210,7 +219,7 @@ $(BUILD)/asan/test_threads: $(BUILD)/asan/obj/tests/test_threads.o $(SAN_LIB_OBJ
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
 # The plain shared library dlopen'd and dlclose'd in a loop by a program
 # under ASan+UBSan (its leak check sees the library's allocations too).
-$(BUILD)/asan/test_dlclose: tests/test_dlclose.c tests/check.h include/attn.h $(BUILD)/libattn.so
+$(BUILD)/asan/test_dlclose: tests/test_dlclose.c $(TEST_HEADERS) include/attn.h $(BUILD)/libattn.so
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -o $@ $< $(LIBS) -ldl
 
@@ -219,7 +228,7 @@ $(BUILD)/asan/test_dlclose: tests/test_dlclose.c tests/check.h include/attn.h $(
 # linked with the library's sanitized objects, and with build/libattn.so as
 # an installed binary is (by its soname, a link to it beside the test).
 ABI_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -O1 -g $(SAN_FLAGS) -Itests/abi/0.2
-ABI_DEPS   := tests/abi/test_abi_0_2.c tests/abi/0.2/attn.h tests/abi/0.2/attn_teach.h tests/check.h
+ABI_DEPS   := tests/abi/test_abi_0_2.c tests/abi/0.2/attn.h tests/abi/0.2/attn_teach.h $(TEST_HEADERS)
 $(BUILD)/asan/test_abi_0_2_static: $(ABI_DEPS) $(SAN_LIB_OBJ)
 	$(CC) $(ABI_CFLAGS) -o $@ $< $(SAN_LIB_OBJ) $(LIBS)
 $(BUILD)/asan/test_abi_0_2_shared: $(ABI_DEPS) $(BUILD)/libattn.so
@@ -229,15 +238,15 @@ $(BUILD)/asan/test_abi_0_2_shared: $(ABI_DEPS) $(BUILD)/libattn.so
 
 # A program that knows the KV caches' descriptions as they were before
 # key_dtype was added at their end, with today's library (ASan+UBSan).
-$(BUILD)/asan/test_abi_kv_desc: tests/abi/test_abi_kv_desc.c include/attn.h tests/check.h $(SAN_LIB_OBJ)
+$(BUILD)/asan/test_abi_kv_desc: tests/abi/test_abi_kv_desc.c include/attn.h $(TEST_HEADERS) $(SAN_LIB_OBJ)
 	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -O1 -g $(SAN_FLAGS) -Iinclude -o $@ $< $(SAN_LIB_OBJ) $(LIBS)
 
 # A program built against 0.3.0's attn_npy_info (no struct_size), and
 # today's struct at its caller's sizes, with today's library (ASan+UBSan).
-$(BUILD)/asan/test_abi_npy_info: tests/abi/test_abi_npy_info.c include/attn.h tests/check.h $(SAN_LIB_OBJ)
+$(BUILD)/asan/test_abi_npy_info: tests/abi/test_abi_npy_info.c include/attn.h $(TEST_HEADERS) $(SAN_LIB_OBJ)
 	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -O1 -g $(SAN_FLAGS) -Iinclude -o $@ $< $(SAN_LIB_OBJ) $(LIBS)
 # ... and with build/libattn.so, where a 0.3 binary finds attn_npy_header.
-$(BUILD)/asan/test_abi_npy_info_shared: tests/abi/test_abi_npy_info.c include/attn.h tests/check.h $(BUILD)/libattn.so
+$(BUILD)/asan/test_abi_npy_info_shared: tests/abi/test_abi_npy_info.c include/attn.h $(TEST_HEADERS) $(BUILD)/libattn.so
 	@mkdir -p $(BUILD)/asan/abi
 	ln -sf $(abspath $(BUILD))/libattn.so $(BUILD)/asan/abi/libattn.so.$(SOMAJOR)
 	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -O1 -g $(SAN_FLAGS) -Iinclude -o $@ $< \
@@ -247,7 +256,7 @@ $(BUILD)/asan/test_abi_npy_info_shared: tests/abi/test_abi_npy_info.c include/at
 $(BUILD)/asan/obj/mpi/%.o: mpi/%.c mpi/ring.h include/attn_mpi.h include/attn.h
 	@mkdir -p $(dir $@)
 	$(MPI_CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -c $< -o $@
-$(BUILD)/asan/test_mpi: tests/test_mpi.c $(MPI_OBJ:$(BUILD)/obj/%=$(BUILD)/asan/obj/%) $(SAN_LIB_OBJ) include/attn_mpi.h
+$(BUILD)/asan/test_mpi: tests/test_mpi.c $(MPI_OBJ:$(BUILD)/obj/%=$(BUILD)/asan/obj/%) $(SAN_LIB_OBJ) $(TEST_HEADERS) include/attn_mpi.h
 	$(MPI_CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -o $@ $< $(MPI_OBJ:$(BUILD)/obj/%=$(BUILD)/asan/obj/%) $(SAN_LIB_OBJ) $(LIBS)
 
 # Allocation failure: every allocation of the library's objects goes through
@@ -334,10 +343,10 @@ FUZZ_OBJ_FLAGS = $(if $(filter src/kernels/x86/%,$*),$(FUZZ_BASE),$(FUZZ_CFLAGS)
 $(BUILD)/fuzz/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_OBJ_FLAGS) $(JSON_DEFS) $(FUZZ_COV) $(ISA_FLAGS_$(notdir $*)) -c $< -o $@
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_reader.h $(FUZZ_OBJ)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_HEADERS) $(FUZZ_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(CLI_LIBS)
 # attn-mpi's argument parser has no MPI in it: fuzzed without MPI.
-$(BUILD)/fuzz/fuzz_mpi_args: tests/fuzz/fuzz_mpi_args.c $(FUZZ_OBJ) $(BUILD)/fuzz/obj/cli/mpi/args_mpi.o
+$(BUILD)/fuzz/fuzz_mpi_args: tests/fuzz/fuzz_mpi_args.c $(FUZZ_HEADERS) $(FUZZ_OBJ) $(BUILD)/fuzz/obj/cli/mpi/args_mpi.o
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(BUILD)/fuzz/obj/cli/mpi/args_mpi.o $(CLI_LIBS)
 fuzz: $(FUZZ_BINS)
 .SECONDARY: $(FUZZ_OBJ)

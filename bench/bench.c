@@ -567,29 +567,54 @@ static double median(double *x, int n) {
     return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
 }
 
+/* One call of something timed in turns, returning its seconds. */
+typedef double (*timed_fn)(void *);
+
+/* a and b timed in turns on a shared host: one call of each a round (after
+ * a round that warms both, untimed: threads started, a cached set read
+ * once), every other round b first; at least `rounds` rounds, then more
+ * until `budget` seconds were spent, at most MAX_TURNS. Returns the median
+ * of the rounds' t(b) / t(a), how many times faster a runs than b; *ta and
+ * *tb (when not NULL) get the median times. Two best times taken one after
+ * the other, seconds apart, moved with a neighbour's burst on either side. */
+enum { MAX_TURNS = 301 };
+static double in_turns(timed_fn a, void *ca, timed_fn b, void *cb, int rounds, double budget, double *ta, double *tb) {
+    double t[2][MAX_TURNS], ratio[MAX_TURNS], spent = 0;
+    a(ca), b(cb);
+    int n = 0;
+    while (n < MAX_TURNS && (n < rounds || spent < budget)) {
+        for (int turn = 0; turn < 2; turn++) {
+            int way = n % 2 ? 1 - turn : turn; /* 0: a, 1: b */
+            t[way][n] = way ? b(cb) : a(ca);
+            spent += t[way][n];
+        }
+        ratio[n] = t[1][n] / t[0][n];
+        n++;
+    }
+    if (ta) *ta = median(t[0], n);
+    if (tb) *tb = median(t[1], n);
+    return median(ratio, n);
+}
+
+/* A run_fn and its context, timed as in_turns times a call. */
+typedef struct timed_run {
+    run_fn fn;
+    void *ctx;
+} timed_run;
+static double time_run(void *p) {
+    const timed_run *r = p;
+    double t0 = now();
+    r->fn(r->ctx);
+    return now() - t0;
+}
+
 /* The rounds of ratio_in_turns: 7, --quick 3. */
 static int turn_rounds(void) { return quick ? 3 : 7; }
 
-/* How many times faster a runs than b, timed in turns on a shared host:
- * one call of each a round (after a round that warms both, untimed), every
- * other round b first, and the median of the rounds' t(b) / t(a). Two
- * best times taken one after the other, seconds apart, moved with a
- * neighbour's burst on either side. */
+/* in_turns over turn_rounds() rounds of two run_fns. */
 static double ratio_in_turns(run_fn a, void *ca, run_fn b, void *cb) {
-    enum { MAX_ROUNDS = 7 };
-    int rounds = turn_rounds();
-    double ratio[MAX_ROUNDS], t[2];
-    for (int r = -1; r < rounds; r++) {
-        for (int turn = 0; turn < 2; turn++) {
-            int way = r % 2 == 1 ? 1 - turn : turn; /* 0: a, 1: b */
-            double t0 = now();
-            if (way) b(cb);
-            else a(ca);
-            t[way] = now() - t0;
-        }
-        if (r >= 0) ratio[r] = t[1] / t[0];
-    }
-    return median(ratio, rounds);
+    timed_run x = {a, ca}, y = {b, cb};
+    return in_turns(time_run, &x, time_run, &y, turn_rounds(), 0, NULL, NULL);
 }
 
 /* Run fn once with ATTN_VERBOSE on, stderr caught, and keep its last line
@@ -1232,25 +1257,12 @@ static double sweep_call(sweep_row *r) {
     return now() - t0;
 }
 
-/* Rows a and b timed in turns, one call each a round, every other round b
- * first: *ta and *tb the median times, the median of the rounds' b / a
- * returned. */
+/* Rows a and b timed in turns (in_turns): at least 11 rounds and 0.1 s
+ * (--quick 0.02 s); *ta and *tb the median times, the median of the
+ * rounds' b / a returned. */
+static double sweep_timed(void *r) { return sweep_call(r); }
 static double sweep_pair(sweep_row *a, sweep_row *b, double *ta, double *tb) {
-    enum { MAX_ROUNDS = 301 };
-    double t[2][MAX_ROUNDS], ratio[MAX_ROUNDS], budget = quick ? 0.02 : 0.1, spent = 0;
-    sweep_call(a), sweep_call(b); /* warm: threads started, the one copy of a cached row read */
-    int n = 0;
-    while (n < MAX_ROUNDS && (n < 11 || spent < budget)) {
-        for (int turn = 0; turn < 2; turn++) {
-            int w = n % 2 ? 1 - turn : turn;
-            t[w][n] = sweep_call(w ? b : a);
-            spent += t[w][n];
-        }
-        ratio[n] = t[1][n] / t[0][n];
-        n++;
-    }
-    *ta = median(t[0], n), *tb = median(t[1], n);
-    return median(ratio, n);
+    return in_turns(sweep_timed, a, sweep_timed, b, 11, quick ? 0.02 : 0.1, ta, tb);
 }
 
 static void sweep_row_free(sweep_row *r) { free(r->q), free(r->out); }

@@ -106,6 +106,15 @@ typedef struct cli_output {
     char target[4096];   /* the file that the rename replaces */
 } cli_output;
 
+/* Decide where out's bytes go: out->direct for a device, FIFO, socket or
+ * stream path (written in place); otherwise out->target, the regular file
+ * that a rename replaces (a symbolic link's resolved target, so that the
+ * link stays a link), with `room` bytes left in out->target for the
+ * suffix that names the caller's temporary. 0, or an exit code (EXIT_USAGE:
+ * an empty or too long name; EXIT_DATA: a link to nothing, a directory)
+ * with the error's words in msg, not printed: attn prints them, attn-mpi
+ * agrees on them across its ranks first. */
+int cli_output_target(cli_output *out, size_t room, char *msg, size_t n);
 /* Write t to a fresh temporary beside out->path (or to path itself when
  * direct). Returns 0 or an exit code (after printing the error). */
 int cli_output_write(cli_output *out, const attn_tensor *t);

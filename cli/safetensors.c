@@ -189,6 +189,64 @@ static long long first_non_utf8(const unsigned char *text, size_t len) {
     return -1;
 }
 
+/* The header's text, read number token by number token (strings skipped):
+ * cJSON keeps a number's value but not how it was written, and its items
+ * stand in the text's order, so the k-th number it holds is the k-th
+ * token here. */
+typedef struct tokens {
+    const char *text;
+    size_t len, at;
+} tokens;
+
+/* The next number token after tk->at: *start and *len; false when none is
+ * left. A token runs over the characters cJSON takes into a number. */
+static bool next_number(tokens *tk, size_t *start, size_t *len) {
+    bool in_string = false;
+    for (size_t i = tk->at; i < tk->len; i++) {
+        char c = tk->text[i];
+        if (in_string) {
+            if (c == '\\') i++; /* an escaped character, \" among them */
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            size_t j = i;
+            while (j < tk->len && tk->text[j] && strchr("0123456789+-.eE", tk->text[j])) j++;
+            *start = i, *len = j - i, tk->at = j;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Every number under x (depth 0: the header object) matched to its token;
+ * a whole number in a tensor's shape or data_offsets must be written as an
+ * integer, digits alone: the format's reader (serde_json into usize)
+ * refuses 2.0, 2e0, -0 and 02 there, which cJSON reads as the number 2
+ * (or 0). Numbers that are not whole are refused later, by value. */
+static int written_as_integers(const cJSON *x, int depth, const char *tensor, const char *field, tokens *tk,
+                               char *msg, size_t n) {
+    for (const cJSON *c = x->child; c; c = c->next) {
+        const char *t = depth == 0 ? c->string : tensor, *f = depth == 1 ? c->string : field;
+        if (!cJSON_IsNumber(c)) {
+            if (written_as_integers(c, depth + 1, t, f, tk, msg, n)) return 1;
+            continue;
+        }
+        size_t at, len;
+        if (!next_number(tk, &at, &len)) return 0; /* cannot happen: cJSON read each from a token */
+        const char *w = tk->text + at;
+        bool digits = len == 1 || w[0] != '0';
+        for (size_t i = 0; i < len; i++) digits &= w[i] >= '0' && w[i] <= '9';
+        uint64_t value;
+        if (!digits && whole(c, &value) && depth == 2 && t && f && strcmp(t, "__metadata__") != 0 &&
+            (strcmp(f, "shape") == 0 || strcmp(f, "data_offsets") == 0))
+            return snprintf(msg, n, "tensor '%s' has %.*s in its %s; the format takes integers there, written as "
+                            "digits alone (no point, exponent, sign or leading zero)", t, len > 32 ? 32 : (int)len, w,
+                            f), 1;
+    }
+    return 0;
+}
+
 /* __metadata__: an object of strings, and nothing else (the format's rule). */
 static int metadata(const cJSON *e, char *msg, size_t n) {
     if (!cJSON_IsObject(e)) return snprintf(msg, n, "__metadata__ must be an object of strings"), 1;
@@ -240,6 +298,8 @@ int st_parse(st_file *f, const unsigned char *bytes, size_t head_size, uint64_t 
     f->tensors = calloc((size_t)entries + 1, sizeof *f->tensors);
     range *ranges = calloc((size_t)entries + 1, sizeof *ranges);
     int rc = !f->tensors || !ranges ? (snprintf(msg, n, "out of memory"), 1) : 0;
+    tokens tk = {text, (size_t)hlen, 0};
+    if (!rc) rc = written_as_integers(root, 0, NULL, NULL, &tk, msg, n);
     const cJSON *e;
     bool had_metadata = false;
     cJSON_ArrayForEach(e, root) {

@@ -166,37 +166,39 @@ static bool stream_path(const char *path) {
            strncmp(path, "/proc/", 6) == 0;
 }
 
-/* Decide where out's bytes go: out->direct for a device, FIFO, socket or
- * stream path (written in place); otherwise out->target, the regular file
- * that a rename replaces (a symbolic link's resolved target, so that the
- * link stays a link). 0, or an exit code after printing the error. */
-static int resolve(cli_output *out) {
+int cli_output_target(cli_output *out, size_t room, char *msg, size_t n) {
     struct stat st;
     out->direct = false;
     /* -o "" (an unset shell variable) names no file: the temporary would be
      * ".", ".tmp." and mkstemp's six random characters, and the rename into
      * "" would fail with ENOENT. */
-    if (!out->path[0]) return cli_error(EXIT_USAGE, "an output file name is empty");
+    if (!out->path[0]) return snprintf(msg, n, "an output file name is empty"), EXIT_USAGE;
     if (stream_path(out->path)) {
         out->direct = true;
         return 0;
     }
-    if (lstat(out->path, &st) == 0 && S_ISLNK(st.st_mode)) {
-        char *real = realpath(out->path, NULL);
-        if (!real) return cli_error(EXIT_DATA, "cannot write %s: it is a symbolic link to a missing file", out->path);
-        int n = snprintf(out->target, sizeof out->target, "%s", real);
-        free(real);
-        if (n < 0 || (size_t)n >= sizeof out->target)
-            return cli_error(EXIT_USAGE, "output path %s is too long once its link is followed", out->path);
-    } else {
-        int n = snprintf(out->target, sizeof out->target, "%s", out->path);
-        if (n < 0 || (size_t)n >= sizeof out->target) return cli_error(EXIT_USAGE, "output path %s is too long", out->path);
-    }
+    bool linked = lstat(out->path, &st) == 0 && S_ISLNK(st.st_mode);
+    char *real = linked ? realpath(out->path, NULL) : NULL;
+    if (linked && !real)
+        return snprintf(msg, n, "cannot write %s: it is a symbolic link to a missing file", out->path), EXIT_DATA;
+    int len = snprintf(out->target, sizeof out->target, "%s", linked ? real : out->path);
+    free(real);
+    if (len < 0 || (size_t)len + room >= sizeof out->target)
+        return snprintf(msg, n, "output path %s is too long%s", out->path, linked ? " once its link is followed" : ""),
+               EXIT_USAGE;
     if (stat(out->target, &st) == 0) {
-        if (S_ISDIR(st.st_mode)) return cli_error(EXIT_DATA, "cannot write %s: it is a directory", out->path);
+        if (S_ISDIR(st.st_mode)) return snprintf(msg, n, "cannot write %s: it is a directory", out->path), EXIT_DATA;
         out->direct = !S_ISREG(st.st_mode);
     }
     return 0;
+}
+
+/* cli_output_target for attn's own outputs, which take their temporary's
+ * name from mkstemp (make_temporary checks its length): the error printed. */
+static int resolve(cli_output *out) {
+    char msg[sizeof out->target + 128];
+    int code = cli_output_target(out, 0, msg, sizeof msg);
+    return code ? cli_error(code, "%s", msg) : 0;
 }
 
 /* The temporaries that exist now, by name, for the signal handler below:

@@ -35,9 +35,10 @@
  *     (ATTN_VERBOSE again at attn_set_verbose(-1)). The first threaded call
  *     registers attn_shutdown with atexit and fork handlers with
  *     pthread_atfork (see attn_shutdown); with glibc, dlclose of a dlopen'd
- *     library joins the workers and drops both. Per thread: a 32 KiB buffer for
- *     keys quantized per channel ("Keys quantized per channel"), the
- *     library's one piece of thread-local state.
+ *     library joins the workers and drops both. The library has no
+ *     thread-local state (a libattn.so linked at a program's start takes
+ *     none of the loader's static TLS reserve, which a later dlopen of
+ *     another library may need).
  *   - The caller owns all memory it passes in. Scratch memory a call needs is
  *     allocated and freed inside that call, or taken from a workspace the
  *     caller hands over in attn_context. attn_sdpa's is linear in the
@@ -545,10 +546,11 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  * whose full is below the old one turns the groups between back into
  * residual rows: their dequantized values rounded to f16 (nearest even),
  * from which they are quantized again when they leave the window. Attention
- * reads a group a block of rows at a time, dequantized into a buffer of
- * the calling thread (32 KiB of thread-local memory, the library's one
- * piece of per-thread state: a thread's buffer is reused by every call it
- * makes), and the residual rows as f16 rows, in place: the result is
+ * reads a group a block of rows at a time, dequantized into scratch of
+ * the kernel that reads it (the decode kernel's workspace, which holds
+ * them already; elsewhere up to 32 KiB of the reading thread's stack,
+ * never the caller's workspace), and the residual rows as f16 rows, in
+ * place: the result is
  * bitwise attention over f32 keys holding the dequantized values. A cache
  * with these keys needs key_dim <= 8192 and, for a pool, a page size that
  * is a multiple of 32 (a contiguous cache: a capacity that is).
@@ -791,9 +793,12 @@ typedef struct attn_context {
      * when workspace is not NULL, every buffer the call needs comes out of
      * these workspace_size bytes (any alignment) and the library calls no
      * allocator, so a call can never fail for want of memory (the pool's
-     * workers excepted: the first call that needs them starts them, as
-     * attn_sdpa_plan_init does ahead of its runs; a call whose workers
-     * cannot start runs on fewer threads, never fails).
+     * workers excepted: the first call that runs on more threads than the
+     * pool has started starts them, their stacks allocated by the system,
+     * and registers attn_shutdown's handlers; a call made ahead on as many
+     * threads, or attn_sdpa_plan_init, starts them before the calls that
+     * must not allocate; a call whose workers cannot start runs on fewer
+     * threads, never fails).
      * attn_sdpa_workspace_size says how many bytes a call needs; a smaller
      * workspace fails with ATTN_ERR_WORKSPACE before anything is written.
      * NULL (the default): the library allocates what it needs and frees it
@@ -1719,8 +1724,10 @@ ATTN_API attn_status attn_mha_weights_init(attn_mha_weights **weights, void *mem
  * computed and nothing allocated; out, weights, query, key, value, the
  * masks and the parameters' tensors may have NULL data (measuring without
  * buffers, attn_sdpa_workspace_size). With a workspace of that size the
- * call takes all its memory from it and calls no allocator. Errors: those
- * of attn_mha but ATTN_ERR_WORKSPACE. */
+ * call takes all its memory from it and calls no allocator, but for the
+ * pool's workers, which a threaded call starts where no call has started
+ * them before (attn_context.workspace). Errors: those of attn_mha but
+ * ATTN_ERR_WORKSPACE. */
 ATTN_API attn_status attn_mha_workspace_size(size_t *bytes, attn_tensor *out, attn_tensor *weights,
                                              const attn_tensor *query, const attn_tensor *key,
                                              const attn_tensor *value, const attn_mha_params *params,
@@ -1732,7 +1739,8 @@ struct attn_kv_cache;
  * cache as it is now (the attention measured over the positions it will
  * hold after the call's append); out and x may have NULL data, as for
  * attn_mha_workspace_size. A decode step with a workspace and packed
- * weights (options->packed) calls no allocator. */
+ * weights (options->packed) calls no allocator (the pool's workers aside,
+ * as for attn_mha_workspace_size). */
 ATTN_API attn_status attn_mha_cached_workspace_size(size_t *bytes, attn_tensor *out, const attn_tensor *x,
                                                     struct attn_kv_cache *cache, const attn_mha_params *params,
                                                     const attn_mha_options *options, attn_error *err);
@@ -1920,8 +1928,8 @@ ATTN_API attn_status attn_kv_cache_append(attn_kv_cache *cache, const attn_tenso
  * which have no view, take what it gives with f16 k (B, Hk, length, E)
  * and v (B, Hk, length, Ev) (rank 3 or 2 as q's; NULL data) standing for
  * them, whatever desc.dtype and desc.residual are: their groups are
- * dequantized into the calling thread's own buffer, never the workspace
- * (see "Keys quantized per channel"). With desc.hadamard, q's turned copy
+ * dequantized where that workspace already has room, or on the reading
+ * thread's stack (see "Keys quantized per channel"). With desc.hadamard, q's turned copy
  * comes first (see attn_kv_cache_desc). A smaller workspace is
  * ATTN_ERR_WORKSPACE, nothing written.
  * Errors: those of attn_sdpa (out or lse overlapping the cache's filled
@@ -2507,8 +2515,10 @@ ATTN_API attn_status attn_mha_cached_batch(attn_tensor *out, const attn_tensor *
 /* ------------------------------------------------------------------------ */
 
 /* f32 attention runs on a small pool of worker threads that the library
- * creates on first use. Results are bitwise identical for any thread count:
- * work is split into items whose results do not depend on who runs them.
+ * starts at the first call that needs them, one with a workspace too
+ * (attn_context.workspace says how to start them earlier). Results are
+ * bitwise identical for any thread count: work is split into items whose
+ * results do not depend on who runs them.
  * n >= 1 sets the number of threads (the caller included; at most 256);
  * n <= 0 restores the default: ATTN_NUM_THREADS from the environment (a
  * whole number >= 1, 256 if larger; other text, "0" and "-1" included, is

@@ -227,8 +227,9 @@ attn_status ring_lengths(ring *R, int64_t Lr, int64_t Sr, attn_error *err) {
         return st;
     int64_t need = R->layout == ATTN_MPI_ZIGZAG ? 2 * (int64_t)R->size : R->size;
     if (R->L < need || R->S < need)
-        return ring_fail(err, ATTN_ERR_SHAPE, "%lld queries and %lld keys are too few for %d ranks: the %s layout needs "
-                         "%lld of each, so that no shard is empty", (long long)R->L, (long long)R->S, R->size,
+        return ring_fail(err, ATTN_ERR_SHAPE, "%lld quer%s and %lld key%s are too few for %d rank%s: the %s layout "
+                         "needs %lld of each, so that no shard is empty", (long long)R->L, R->L == 1 ? "y" : "ies",
+                         (long long)R->S, ring_plural(R->S), R->size, ring_plural(R->size),
                          R->layout == ATTN_MPI_ZIGZAG ? "zigzag" : "contiguous", (long long)need);
     if (Lr != R->qs.rows || Sr != ks.rows)
         return ring_fail(err, ATTN_ERR_SHAPE, "this rank holds %lld queries and %lld keys, but its %s shard of %lld and "

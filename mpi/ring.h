@@ -26,6 +26,10 @@ typedef struct ring {
 /* err set to status and the formatted message; returns status (attn.h's). */
 #define ring_fail attn_error_set
 
+/* "s" after a count other than 1, so that a message reads "1 rank" and
+ * "2 ranks" ("%d rank%s", n, ring_plural(n)): a ring may have one rank. */
+static inline const char *ring_plural(int64_t n) { return n == 1 ? "" : "s"; }
+
 /* Read the options and duplicate comm (with a deadline). An error in the
  * options is returned with the ring open, to be agreed (R->comm set);
  * one that leaves R->comm MPI_COMM_NULL cannot be. */

@@ -16,8 +16,8 @@ attn_status attn_mpi_shard_of(attn_mpi_shard *shard, int64_t n, int rank, int si
     if (!shard) return ring_fail(err, ATTN_ERR_NULL, "shard is NULL");
     memset(shard, 0, sizeof *shard);
     if (size < 1 || rank < 0 || rank >= size || n < 0)
-        return ring_fail(err, ATTN_ERR_ARGUMENT, "rank %d of %d ranks, %lld positions: out of range", rank, size,
-                         (long long)n);
+        return ring_fail(err, ATTN_ERR_ARGUMENT, "rank %d of %d rank%s, %lld position%s: out of range", rank, size,
+                         ring_plural(size), (long long)n, ring_plural(n));
     if (layout != ATTN_MPI_CONTIGUOUS && layout != ATTN_MPI_ZIGZAG)
         return ring_fail(err, ATTN_ERR_OPTION, "layout %d is not an attn_mpi_layout value", (int)layout);
     int64_t parts = layout == ATTN_MPI_ZIGZAG ? 2 * (int64_t)size : size;

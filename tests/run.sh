@@ -139,6 +139,7 @@ suite "command: outputs under faults (devices, FIFOs, links, full and read-only 
 suite "command under ASan+UBSan: bad input" $PY tests/test_cli.py "$BUILD/asan"
 suite "explain and scaling under ASan+UBSan" env ATTN_BIN="$BUILD/asan/attn" $PY tests/test_explain.py "$BUILD"
 suite "the docs as written: README.md's commands and Python, the package's example, docs/explainer.md's transcripts" $PY tests/test_docs.py "$BUILD"
+suite "the build itself: no thread-local storage in libattn.so, tests rebuilt when the tests' headers change" $PY tests/test_build.py "$BUILD"
 suite "explainer page in Chromium" node tests/web/test_page.js "$BUILD"
 web_size() {
     # docs/web.md states the module's size: it must stay within a quarter of the real one.

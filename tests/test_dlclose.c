@@ -1,7 +1,7 @@
 /* test_dlclose.c -- the shared library opened and closed in a loop, as a
  * plugin host loads it: each time a threaded call starts the pool, and a
- * call over keys quantized per channel touches the thread-local buffer of
- * the calling thread and the workers; then dlclose must join the workers
+ * call over keys quantized per channel dequantizes groups on the calling
+ * thread and the workers; then dlclose must join the workers
  * (the atexit handler the library registered runs at dlclose) and drop its
  * fork handlers (a fork after dlclose would otherwise call into unmapped
  * code). Built under ASan+UBSan, whose leak check at exit finds what the
@@ -50,8 +50,8 @@ static int find(lib *l, void *h) {
 }
 
 /* A threaded flash call (4 heads of 600 rows), then 64 queries over 1,000
- * keys quantized per channel (q4c; the flash kernel dequantizes groups into
- * each thread's buffer), both on 3 threads. */
+ * keys quantized per channel (q4c; the flash kernel dequantizes groups on
+ * each thread's stack), both on 3 threads. */
 static attn_status calls(const lib *l, float *x, float *out, attn_error *err) {
     int64_t sq[4] = {1, 4, 600, 32}, sk[3] = {2, 1000, 64}, sq3[3] = {4, 64, 64};
     attn_tensor q, o, k, q3, o3;

@@ -320,8 +320,10 @@ static int64_t pages_wanted(const model *m, const int64_t *seqs, int64_t n, cons
 }
 
 /* What attend_matches adds to the options: RoPE, a mask per sequence
- * (bool (L, S) or f32 (Hq, L, S), random), dropout. */
-enum { WITH_ROPE = 1, WITH_MASKS = 2, WITH_DROPOUT = 4 };
+ * (bool (L, S) or f32 (Hq, L, S), random), dropout; or queries 2^100 times
+ * larger, whose scores f32 cannot hold: the exact kernel takes the slices
+ * (the verbose line's fallback= must say so). */
+enum { WITH_ROPE = 1, WITH_MASKS = 2, WITH_DROPOUT = 4, WITH_HUGE_Q = 8 };
 
 /* Packed f32 queries of `rows` positions and their answers: q (rows, Hq,
  * E), out (rows, Hq, Ev), lse (rows, Hq), each contiguous. */
@@ -351,7 +353,7 @@ static int attend_matches(const model *m, const int64_t *seqs, int64_t n, int th
     int64_t total = cu[n];
     float *q = malloc((size_t)(total * Hq * E + 1) * 4), *out = calloc((size_t)(total * Hq * Ev + 1), 4);
     float *lse = calloc((size_t)(total * Hq + 1), 4);
-    for (int64_t i = 0; i < total * Hq * E; i++) q[i] = rnd_value();
+    for (int64_t i = 0; i < total * Hq * E; i++) q[i] = rnd_value() * ((flags & WITH_HUGE_Q) ? 0x1p100f : 1.0f);
     attn_tensor tq, to, tl;
     packed_queries(&tq, &to, &tl, q, out, lse, total, Hq, E, Ev);
     /* masks[i]: even i bool (L, S), keeping 3 keys in 4; odd i additive
@@ -386,17 +388,20 @@ static int attend_matches(const model *m, const int64_t *seqs, int64_t n, int th
     if (flags & WITH_DROPOUT) o.dropout_p = 0.25, o.dropout_seed = 12345;
     attn_error err;
     int ok = 1;
-    char word[32];
+    char word[32], fallback[32];
     verbose_begin();
     attn_status st = attn_kv_pages_attend(&to, &tl, &tq, cu, seqs, n, m->pool, (flags & WITH_MASKS) ? masks : NULL,
                                           &o, &err);
-    verbose_end(word, sizeof word, NULL, 0);
+    verbose_end(word, sizeof word, fallback, sizeof fallback);
     if (kernel) snprintf(kernel, kernel_size, "%s", word);
     if (st) {
         snprintf(why, size, "attn_kv_pages_attend: %s", err.message);
         ok = 0;
     } else if (total > 0 && strncmp(verbose_last_line, "attn: sdpa_varlen_paged ", 24) != 0) {
         snprintf(why, size, "not one in-place batch; the last verbose line was: %.200s", verbose_last_line);
+        ok = 0;
+    } else if (total > 0 && (flags & WITH_HUGE_Q) && strncmp(fallback, "0/", 2) == 0) {
+        snprintf(why, size, "no slice went to the exact kernel (fallback=%s)", fallback);
         ok = 0;
     }
     for (int64_t i = 0; i < n && ok; i++) {
@@ -727,11 +732,12 @@ static void test_long_decode(attn_dtype dt, int64_t P, int64_t H, int64_t E, int
     model_free(&m);
 }
 
-/* Keys quantized per channel (model_keys) through both kernels: a prompt of
+/* Keys quantized per channel (model_keys) through every kernel: a prompt of
  * 1000 positions (31 groups and a residual of 8), forked, one more position
- * each; then the decode kernel (one query per sequence) and the flash
- * kernel (up to 300 queries each) against attn_kv_cache_attend on f32
- * rows of the dequantized keys, bitwise, the kernel named by ATTN_VERBOSE. */
+ * each; then the decode kernel (one query per sequence), the flash kernel
+ * (up to 300 queries each) and the exact kernel that takes the slices
+ * whose scores f32 cannot hold, against attn_kv_cache_attend on f32 rows
+ * of the dequantized keys, bitwise, the kernel named by ATTN_VERBOSE. */
 static void test_grouped_kernels(attn_dtype keys, attn_dtype dt, int64_t P, int64_t R, const char *name) {
     model m;
     model_keys = keys, model_residual = R;
@@ -760,6 +766,9 @@ static void test_grouped_kernels(attn_dtype keys, attn_dtype dt, int64_t P, int6
     if (ok) ok = attend_matches(&m, ids, 3, 3, 0, 1, decode, sizeof decode, why, sizeof why);
     for (int t = 1; ok && t <= 2; t++) /* up to 300 queries per sequence, with RoPE, then masks */
         ok = attend_matches(&m, ids, 3, t, t == 2 ? WITH_MASKS : WITH_ROPE, 300, flash, sizeof flash, why, sizeof why);
+    /* the exact kernel's reads of the groups (value by value, rows.c), from one query and from many */
+    for (int64_t most = 1; ok && most <= 300; most += 299)
+        ok = attend_matches(&m, ids, 3, 2, WITH_HUGE_Q, most, NULL, 0, why, sizeof why);
     check(ok && strcmp(decode, "decode") == 0 && strcmp(flash, "flash") == 0, name, "%s (kernels %s, %s)",
           st ? err.message : why, decode, flash);
     free(p.kd), free(p.vd), free(one.kd), free(one.vd);
@@ -2519,12 +2528,12 @@ int main(void) {
         random_program(GROUPED[t].name, GROUPED[t].values, GROUPED[t].P, GROUPED[t].pages, 400);
     }
     model_keys = 0;
-    test_grouped_kernels(ATTN_Q4C, ATTN_F32, 64, 0, "q4c_keys_decode_and_flash_equal_f32_rows_of_their_values_page_64");
-    test_grouped_kernels(ATTN_Q2C, ATTN_F16, 128, 0, "q2c_keys_decode_and_flash_equal_f32_rows_of_their_values_page_128");
+    test_grouped_kernels(ATTN_Q4C, ATTN_F32, 64, 0, "q4c_keys_decode_flash_and_exact_equal_f32_rows_of_their_values_page_64");
+    test_grouped_kernels(ATTN_Q2C, ATTN_F16, 128, 0, "q2c_keys_decode_flash_and_exact_equal_f32_rows_of_their_values_page_128");
     test_grouped_kernels(ATTN_Q4C, ATTN_F32, 64, 128,
-                         "q4c_keys_residual_128_decode_and_flash_equal_f32_rows_of_their_values_page_64");
+                         "q4c_keys_residual_128_decode_flash_and_exact_equal_f32_rows_of_their_values_page_64");
     test_grouped_kernels(ATTN_Q2C, ATTN_F16, 128, 64,
-                         "q2c_keys_residual_64_decode_and_flash_equal_f32_rows_of_their_values_page_128");
+                         "q2c_keys_residual_64_decode_flash_and_exact_equal_f32_rows_of_their_values_page_128");
     test_grouped_errors();
     test_grouped_cache(ATTN_Q4C, 0, "contiguous_cache_q4c_keys_equals_pool_and_attn_sdpa_on_gathered_rows");
     test_grouped_cache(ATTN_Q2C, 0, "contiguous_cache_q2c_keys_equals_pool_and_attn_sdpa_on_gathered_rows");

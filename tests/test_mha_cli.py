@@ -616,6 +616,24 @@ def bad_files(c):
         c.bad("error_tensor_gives_%s_twice" % field, safetensors_bytes(layer, edit=lambda t, f=field, v=value: t.replace(
             b'"in_proj_weight": {', b'"in_proj_weight": {"%s": %s, ' % (f.encode(), v), 1)),
             "tensor 'in_proj_weight' gives its %s twice" % field)
+    # Integers written as floats (or with a sign or leading zero): cJSON reads
+    # 24.0 as 24, the format's own reader refuses the file. The layer is
+    # good otherwise, so only the check stands between it and an output.
+    for case, old, new, field, shown in (
+            ("shape_point", b'"shape": [24, 8]', b'"shape": [24.0, 8]', "shape", "24.0"),
+            ("shape_exponent", b'"shape": [24, 8]', b'"shape": [24, 8e0]', "shape", "8e0"),
+            ("offsets_exponent", b'"data_offsets": [0, 1536]', b'"data_offsets": [0, 1.536E3]', "data_offsets",
+             "1.536E3"),
+            ("offsets_negative_zero", b'"data_offsets": [0, 1536]', b'"data_offsets": [-0, 1536]', "data_offsets",
+             "-0"),
+            ("offsets_leading_zero", b'"data_offsets": [0, 1536]', b'"data_offsets": [00, 1536]', "data_offsets",
+             "00")):
+        c.bad("error_%s_not_written_as_integer" % case, safetensors_bytes(
+            layer, edit=lambda t, o=old, n=new: t.replace(o, n, 1) if o in t else b"edit found nothing"),
+            "tensor 'in_proj_weight' has %s in its %s; the format takes integers there" % (shown, field))
+    # ... and numbers elsewhere are not the format's business here.
+    c.layer_runs("integer_fields_written_as_digits_beside_a_float", safetensors_bytes(
+        layer, edit=lambda t: t.replace(b'"in_proj_weight": {', b'"in_proj_weight": {"note": 2.5, ', 1)))
     c.bad("error_header_byte_order_mark", safetensors_bytes(layer, edit=lambda t: b"\xef\xbb\xbf" + t),
           "the header starts with a UTF-8 byte-order mark")
     c.bad("error_header_not_utf8", safetensors_bytes(layer, header_extra={"__metadata__": {"note": "x"}},

@@ -173,6 +173,29 @@ static void errors(void) {
     free(q.data), free(out.data), free(q2.data), free(lse2.data), free(dq.data);
 }
 
+/* Counts of one read "1 rank", "1 query", not "1 ranks": the shard of a
+ * rank outside a ring of one, and a sequence of one query and one key too
+ * short for the zigzag layout on one rank (which needs 2 of each). */
+static void counts_of_one(void) {
+    attn_mpi_shard sh;
+    attn_error err;
+    char why[ATTN_ERROR_MESSAGE_SIZE + 128];
+    attn_status st = attn_mpi_shard_of(&sh, 1, 1, 1, ATTN_MPI_CONTIGUOUS, &err);
+    snprintf(why, sizeof why, "status %d: %s", (int)st, err.message);
+    mcheck(st == ATTN_ERR_ARGUMENT && strstr(err.message, "rank 1 of 1 rank, 1 position: out of range"),
+           "err_shard_of_one_rank_singular", why);
+    if (size_ != 1) return;
+    int64_t s[3] = {1, 1, 8};
+    attn_tensor q = make(ATTN_F64, 3, s), out = make(ATTN_F64, 3, s);
+    attn_mpi_options mo = attn_mpi_options_default();
+    mo.layout = ATTN_MPI_ZIGZAG, mo.timeout_s = 30;
+    st = attn_mpi_sdpa(MPI_COMM_WORLD, &out, NULL, &q, &q, &q, &mo, &err);
+    snprintf(why, sizeof why, "status %d: %s", (int)st, err.message);
+    mcheck(st == ATTN_ERR_SHAPE && strstr(err.message, "1 query and 1 key are too few for 1 rank: the zigzag layout"),
+           "err_too_few_for_one_rank_singular", why);
+    free(q.data), free(out.data);
+}
+
 /* One collective call, every argument of attn_mpi_sdpa and its backward
  * set alike on every rank, so that one of them at a time can be made to
  * differ on one rank. Each tensor's buffer has room for the larger shapes
@@ -511,6 +534,7 @@ int main(int argc, char **argv) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i]);
     errors();
+    counts_of_one();
     same_api();
     one_rank_options();
     disagreements();

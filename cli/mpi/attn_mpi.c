@@ -11,7 +11,6 @@
  * For the tests only: ATTN_MPI_FAULT=stop:R or kill:R makes rank R stop
  * (SIGSTOP) or die (SIGKILL) just before the attention, so that the others
  * must notice within --timeout. */
-#define _XOPEN_SOURCE 700 /* realpath, to follow a symbolic link to the file it names */
 #include "cli.h"
 #include "args_mpi.h"
 #include "bench_mpi.h"
@@ -248,27 +247,23 @@ static int same_output(const char *path, const char *tmp, char *msg, size_t n) {
                                   "file (a directory they share; an absolute path)", rank_, tmp, path) > 0, msg, n) != 0;
 }
 
-/* Where an output lands, as attn decides it (cli/util.c): "" names no
- * file and a directory cannot be replaced; a symbolic link's target is
- * replaced, the link kept. A FIFO, device or socket is refused rather than
- * written in place: the ranks write at offsets (MPI-IO), which such a
- * file cannot take, and the rename put a regular file where it was (as
- * root, where /dev/null was). 0, or 1 with msg. */
+/* Where an output lands, as attn decides it (cli_output_target): "" names
+ * no file and a directory cannot be replaced; a symbolic link's target is
+ * replaced, the link kept. A FIFO, device, socket or stream is refused
+ * rather than written in place: the ranks write at offsets (MPI-IO), which
+ * such a file cannot take, and the rename put a regular file where it was
+ * (as root, where /dev/null was). 0, or 1 with msg. */
 enum { TMP_SUFFIX = 40 }; /* ".attn-mpi-PID.tmp", the longest PID a long has */
 
-static int output_target(const char *flag, const char *path, char *target, size_t size, char *msg, size_t n) {
-    if (!path[0]) return snprintf(msg, n, "%s: an output file name is empty", flag) > 0;
-    struct stat st;
-    char *real = lstat(path, &st) == 0 && S_ISLNK(st.st_mode) ? realpath(path, NULL) : NULL;
-    if (!real && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
-        return snprintf(msg, n, "cannot write %s: it is a symbolic link to a missing file", path) > 0;
-    int len = snprintf(target, size, "%s", real ? real : path);
-    free(real);
-    if (len < 0 || (size_t)len + TMP_SUFFIX >= size) /* room for the temporary's suffix too */
-        return snprintf(msg, n, "output path %s is too long", path) > 0;
-    if (stat(target, &st) != 0 || S_ISREG(st.st_mode)) return 0;
-    return snprintf(msg, n, "cannot write %s: it is %s", path, S_ISDIR(st.st_mode) ? "a directory"
-                    : "not a regular file (a FIFO, device or socket), which the ranks cannot write together") > 0;
+static int output_target(const char *flag, cli_output *out, char *msg, size_t n) {
+    char why[sizeof out->target + 128];
+    if (cli_output_target(out, TMP_SUFFIX, why, sizeof why) == 0) {
+        if (!out->direct) return 0;
+        snprintf(why, sizeof why, "cannot write %s: it is not a regular file (a FIFO, device, socket or stream), which "
+                 "the ranks cannot write together", out->path);
+    }
+    /* an empty name cannot say which option it was: the flag does */
+    return snprintf(msg, n, "%s%s%s", out->path[0] ? "" : flag, out->path[0] ? "" : ": ", why) > 0;
 }
 
 /* Both outputs' targets, on every rank before any work: a bad -o is an
@@ -278,7 +273,7 @@ static int resolve_outputs(const mpi_args *a, cli_output outs[2], char *msg, siz
     int code = 0;
     for (int i = 0; i < 2; i++) {
         outs[i] = (cli_output){.path = paths[i]};
-        if (!code && paths[i]) code = output_target(flags[i], paths[i], outs[i].target, sizeof outs[i].target, msg, n);
+        if (!code && paths[i]) code = output_target(flags[i], &outs[i], msg, n);
     }
     return agree(code, msg, n) ? EXIT_DATA : 0;
 }

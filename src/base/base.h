@@ -34,6 +34,14 @@ static inline float attn_f32_from_bits(uint32_t u) {
     return f;
 }
 
+/* A function the compiler must not inline into its callers: one whose
+ * frame (or whose constant bounds) should stay its own. */
+#if defined(__GNUC__)
+#define ATTN_NOINLINE __attribute__((noinline))
+#else
+#define ATTN_NOINLINE
+#endif
+
 /* x rounded up to a multiple of m (x >= 0, m >= 1; no overflow check). */
 static inline int64_t attn_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 

@@ -7,12 +7,14 @@
  *
  * A group cannot be a strided matrix: a position's value needs its
  * channel's scale and minimum, which lie at the group's start. So a span
- * of a group is its rows dequantized into a buffer of the calling thread
- * (GROUP_BUF floats, thread-local: no allocation, and threads never share
- * it), as f32 rows that every kernel already reads; a span is valid until
- * the thread asks for the next span of a grouped source, which every
- * kernel does only once it is done with a span (prefetching never asks:
- * attn_prefetch_kv skips grouped sources). The residual rows are f16 rows
+ * of a group is its rows dequantized into a buffer the reader hands
+ * attn_rows_span (its own scratch: a kernel's workspace, or its stack;
+ * never thread-local memory, which a library linked at a program's start
+ * takes from the loader's small static TLS reserve, so that a later dlopen
+ * of another library with TLS could fail), as f32 rows that every kernel
+ * already reads; a span is valid until the reader writes that buffer again
+ * (prefetching never asks: attn_prefetch_kv skips grouped sources). The
+ * residual rows are f16 rows
  * that lie in place. Kernels see f32 and f16 rows and nothing new, so the
  * result is attention over the dequantized keys, bitwise. The one kernel
  * that reads groups where they lie (decode's integer dot products,
@@ -22,9 +24,7 @@
 
 #include <string.h>
 
-enum { G = ATTN_KEY_GROUP, GROUP_BUF = ATTN_KEY_GROUP_MAX_COLS }; /* floats: one row of the widest keys */
-
-static _Thread_local float group_buf[GROUP_BUF];
+enum { G = ATTN_KEY_GROUP, GROUP_BUF = ATTN_GROUP_SPAN_FLOATS }; /* floats: one row of the widest keys */
 
 bool attn_dtype_grouped(attn_dtype d) { return d == ATTN_Q4C || d == ATTN_Q2C; }
 
@@ -241,19 +241,19 @@ attn_status attn_grouped_rows_check(const attn_paged_rows *pg, const char *name,
     return ATTN_OK;
 }
 
-int64_t attn_grouped_span(const attn_rows *src, int64_t j, int64_t n, attn_mat *span) {
+int64_t attn_grouped_span(const attn_rows *src, int64_t j, int64_t n, attn_mat *span, float *buf, int64_t room) {
     span->cols = src->cols, span->rs = src->cols, span->cs = 1;
     if (j >= src->full) { /* the residual's rows, in place */
         span->base = (char *)(uintptr_t)(src->residual + (j - src->full) * src->cols);
         span->dtype = ATTN_F16;
         return span->rows = n;
     }
-    int64_t t, most = GROUP_BUF / src->cols;
+    int64_t t, most = (room < GROUP_BUF ? room : GROUP_BUF) / src->cols; /* >= 1: room holds a row */
     const void *group = attn_grouped_at(src, j, &t);
     int64_t k = G - t < n ? G - t : n;
     if (k > most) k = most;
-    attn_group_rows(group_buf, group, src->cols, src->dtype, t, k);
-    span->base = (char *)group_buf;
+    attn_group_rows(buf, group, src->cols, src->dtype, t, k);
+    span->base = (char *)buf;
     span->dtype = ATTN_F32;
     return span->rows = k;
 }
@@ -266,9 +266,10 @@ const void *attn_grouped_at(const attn_rows *src, int64_t j, int64_t *t) {
 
 void attn_grouped_gather(const attn_paged_rows *pg, int64_t head, char *dst, attn_dtype dt, int64_t rs, int64_t cs) {
     attn_rows r = attn_rows_paged(pg, head);
+    float rows[GROUP_BUF]; /* the spans of the groups, dequantized */
     for (int64_t j = 0; j < pg->length;) {
         attn_mat m;
-        int64_t n = attn_rows_span(&r, j, pg->length - j, &m);
+        int64_t n = attn_rows_span(&r, j, pg->length - j, &m, rows, GROUP_BUF);
         attn_tensor src = {m.base, m.dtype, 2, {n, pg->cols}, {m.rs, m.cs}};
         attn_tensor out = {dst + j * rs * (int64_t)attn_dtype_size(dt), dt, 2, {n, pg->cols}, {rs, cs}};
         attn_copy_rows(&out, &src);

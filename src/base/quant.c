@@ -46,13 +46,8 @@ static uint32_t round_even(float y) {
     return t + (rest > 0.5f || (rest == 0.5f && (t & 1)));
 }
 
-/* Not inlined where it is called with constant bounds: GCC then threads
- * the clamps into branches again. */
-#if defined(__GNUC__)
-#define QUANT_NOINLINE __attribute__((noinline))
-#else
-#define QUANT_NOINLINE
-#endif
+/* Not inlined where it is called with constant bounds (ATTN_NOINLINE): GCC
+ * then threads the clamps into branches again. */
 
 /* c[i] = (x[i · stride] - m) / d rounded to nearest even and clamped to
  * lo .. hi, for i < n (d finite, != 0). The quotient is clamped first,
@@ -61,7 +56,7 @@ static uint32_t round_even(float y) {
  * the caller's rounding mode. No branch on the data: on random rows the
  * branches of a rounding went the wrong way about every other value, and
  * quantizing took most of a cache's append. */
-static QUANT_NOINLINE void block_codes(int32_t *restrict c, const float *restrict x, int64_t n, int64_t stride, float m,
+static ATTN_NOINLINE void block_codes(int32_t *restrict c, const float *restrict x, int64_t n, int64_t stride, float m,
                                        float d, float lo, float hi) {
     for (int64_t i = 0; i < n; i++) {
         float y = (x[i * stride] - m) / d; /* x - 0 is x, -0 included */

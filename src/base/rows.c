@@ -56,8 +56,8 @@ attn_status attn_paged_rows_check(const attn_paged_rows *pg, const char *name, a
     return ATTN_OK;
 }
 
-int64_t attn_rows_span(const attn_rows *src, int64_t j, int64_t n, attn_mat *span) {
-    if (src->kind == ATTN_ROWS_GROUPED) return attn_grouped_span(src, j, n, span);
+int64_t attn_rows_span(const attn_rows *src, int64_t j, int64_t n, attn_mat *span, float *buf, int64_t room) {
+    if (src->kind == ATTN_ROWS_GROUPED) return attn_grouped_span(src, j, n, span, buf, room);
     if (src->kind == ATTN_ROWS_DENSE) {
         *span = src->dense;
         span->base += j * src->dense.rs * attn_stride_unit(src->dtype);
@@ -76,22 +76,32 @@ int64_t attn_rows_span(const attn_rows *src, int64_t j, int64_t n, attn_mat *spa
 }
 
 void attn_rows_pack_f64(double *dst, const attn_rows *src, int64_t j0, int64_t n) {
+    if (src->kind == ATTN_ROWS_GROUPED) { /* value by value: no f32 rows to widen into */
+        for (int64_t j = j0; j < j0 + n; j++)
+            for (int64_t c = 0; c < src->cols; c++) dst[(j - j0) * src->cols + c] = attn_rows_get(src, j, c);
+        return;
+    }
     for (int64_t j = j0; j < j0 + n;) {
         attn_mat m;
-        int64_t k = attn_rows_span(src, j, j0 + n - j, &m);
+        int64_t k = attn_rows_span(src, j, j0 + n - j, &m, NULL, 0);
         attn_pack_rows(dst + (j - j0) * src->cols, &m, 0, k);
         j += k;
     }
 }
 
 double attn_rows_get(const attn_rows *src, int64_t j, int64_t c) {
+    if (src->kind == ATTN_ROWS_GROUPED && j < src->full) { /* the value a span's row would hold */
+        int64_t t;
+        const void *group = attn_grouped_at(src, j, &t);
+        return attn_group_get(group, src->cols, src->dtype, t, c);
+    }
     attn_mat m;
-    attn_rows_span(src, j, 1, &m);
+    attn_rows_span(src, j, 1, &m, NULL, 0); /* a grouped source's residual lies in place */
     return attn_mat_get(&m, 0, c);
 }
 
 const float *attn_rows_row_f32(const attn_rows *src, int64_t r, float *buf) {
     attn_mat m;
-    attn_rows_span(src, r, 1, &m);
+    attn_rows_span(src, r, 1, &m, buf, src->cols); /* a group's row dequantized into buf, in place there */
     return attn_row_f32(&m, 0, buf);
 }

@@ -24,8 +24,8 @@ typedef enum attn_rows_kind {
     ATTN_ROWS_GROUPED /* keys quantized per channel in groups of 32 positions, in pages,
                        * and an f16 residual (attn_paged_rows of a grouped dtype;
                        * key_groups.c): spans of f32 rows dequantized into the
-                       * thread's buffer, valid until its next grouped span, or of
-                       * the residual's f16 rows in place */
+                       * buffer the reader hands attn_rows_span, or of the
+                       * residual's f16 rows in place */
 } attn_rows_kind;
 
 /* A paged pool's keys or values, as the paged row source reads them:
@@ -95,11 +95,12 @@ attn_rows attn_rows_paged(const attn_paged_rows *pg, int64_t head);
 
 /* The grouped source of head `head` of pg (a grouped dtype), its checks
  * (those below for its layout, and the residual present) and its span: a
- * group's rows up to the group's end, at most the thread buffer's, or the
- * residual's rows (key_groups.c). */
+ * group's rows up to the group's end, as many as `room` floats of buf hold
+ * (at most ATTN_GROUP_SPAN_FLOATS of them are used), dequantized there; or
+ * the residual's rows (key_groups.c). */
 attn_rows attn_rows_grouped(const attn_paged_rows *pg, int64_t head);
 attn_status attn_grouped_rows_check(const attn_paged_rows *pg, const char *name, attn_error *err);
-int64_t attn_grouped_span(const attn_rows *src, int64_t j, int64_t n, attn_mat *span);
+int64_t attn_grouped_span(const attn_rows *src, int64_t j, int64_t n, attn_mat *span, float *buf, int64_t room);
 /* The group of grouped src that holds position j < src->full, where it
  * lies (its bytes), and j's row in it (*t): what a kernel that reads groups
  * directly takes instead of a span. */
@@ -117,8 +118,13 @@ attn_status attn_paged_rows_check(const attn_paged_rows *pg, const char *name, a
 
 /* The rows j .. j+k-1 of src that one strided matrix holds, k <= n the
  * most there are (k >= 1 when n >= 1 and j < src->rows): *span gets them as
- * its rows 0 .. k-1. The one function every storage answers. */
-int64_t attn_rows_span(const attn_rows *src, int64_t j, int64_t n, attn_mat *span);
+ * its rows 0 .. k-1. The one function every storage answers.
+ * buf: where a grouped source's rows are dequantized (the span then lies
+ * there, valid until buf is written again), `room` floats, at least
+ * src->cols (one row); the reader's own scratch, as the library keeps no
+ * per-thread buffer. NULL and 0 where src is never grouped (values, and
+ * the sources of kernels that quantized keys never reach). */
+int64_t attn_rows_span(const attn_rows *src, int64_t j, int64_t n, attn_mat *span, float *buf, int64_t room);
 
 /* Where position j's row of paged src starts (j < src->rows; unit:
  * attn_stride_unit(src->dtype)): row j % P of page table[j / P]. The rows
@@ -131,9 +137,11 @@ static inline const char *attn_paged_row(const attn_rows *src, int64_t j, int64_
 }
 
 /* Whether rows j .. j+n-1 lie in one span (then *span holds them): a
- * kernel that reads a block in place asks this first. */
-static inline bool attn_rows_one_span(const attn_rows *src, int64_t j, int64_t n, attn_mat *span) {
-    return attn_rows_span(src, j, n, span) == n;
+ * kernel that reads a block in place asks this first. buf and room as
+ * attn_rows_span's. */
+static inline bool attn_rows_one_span(const attn_rows *src, int64_t j, int64_t n, attn_mat *span, float *buf,
+                                      int64_t room) {
+    return attn_rows_span(src, j, n, span, buf, room) == n;
 }
 
 /* Rows j0 .. j0+n-1 of src into dst (n × cols, C order), in double: the
@@ -144,12 +152,19 @@ void attn_rows_pack_f64(double *dst, const attn_rows *src, int64_t j0, int64_t n
 double attn_rows_get(const attn_rows *src, int64_t j, int64_t c);
 
 /* Row r of src as contiguous f32 (f32, f16 or bf16): in place when it is f32
- * with contiguous columns, else widened into buf (cols floats). */
+ * with contiguous columns, else widened (or dequantized) into buf (cols
+ * floats). */
 const float *attn_rows_row_f32(const attn_rows *src, int64_t r, float *buf);
 
 /* Keys quantized per channel over groups of ATTN_KEY_GROUP positions
  * (ATTN_Q4C, ATTN_Q2C; attn.h "Keys quantized per channel"; key_groups.c). */
 enum { ATTN_KEY_GROUP = 32, ATTN_KEY_GROUP_MAX_COLS = 8192 };
+/* The most floats one span of a grouped source takes (32 KiB): a row of
+ * the widest keys, or as many rows of narrower ones, up to a group's 32.
+ * A reader that hands attn_rows_span this much gets the spans it always
+ * got; any room of a row or more gives the same floats (every operation on
+ * keys is per row). */
+enum { ATTN_GROUP_SPAN_FLOATS = ATTN_KEY_GROUP_MAX_COLS };
 /* d is ATTN_Q4C or ATTN_Q2C. */
 bool attn_dtype_grouped(attn_dtype d);
 /* Bytes of one group of n channels (attn_quant_group_size), 0 if n does not suit d. */

@@ -348,8 +348,8 @@ static float chunk_scores(const decode_job *j, float *s, int64_t lds, const floa
                 c += n;
                 continue;
             }
-            attn_mat m;
-            int64_t k = attn_rows_span(&p->k, j0 + c, e - c, &m);
+            attn_mat m; /* a group's rows dequantized into tmp's first GROUP rows (decode_partials) */
+            int64_t k = attn_rows_span(&p->k, j0 + c, e - c, &m, tmp, GROUP * (j->E + j->Ev));
             if (m.dtype == ATTN_F32 && m.cs == 1)
                 kmax = attn_absmax_join(kmax, rows_scores(j, s + c, lds, q, (const float *)(const void *)m.base, m.rs, k));
             else kmax = attn_absmax_join(kmax, span_scores(j, s + c, lds, q, qq, &m, k, tmp));
@@ -412,11 +412,11 @@ static int64_t value_group(const decode_job *j, const attn_mat *m) {
 static void group_across(const decode_job *j, float *acc, const float *s, int64_t lds, const attn_rows *src,
                          int64_t at, int64_t n, float *tmp) {
     attn_mat a, b;
-    attn_rows_span(src, at, 1, &a);
+    attn_rows_span(src, at, 1, &a, NULL, 0); /* values: never grouped */
     size_t bytes = attn_quant_row_size(a.dtype, a.cols);
     char *rows = (char *)tmp;
     for (int64_t i = 0; i < n;) {
-        int64_t k = attn_rows_span(src, at + i, n - i, &b);
+        int64_t k = attn_rows_span(src, at + i, n - i, &b, NULL, 0);
         for (int64_t r = 0; r < k; r++, i++) memcpy(rows + i * bytes, b.base + r * b.rs * attn_stride_unit(b.dtype), bytes);
     }
     a.base = rows, a.rs = (int64_t)bytes, a.rows = n;
@@ -448,7 +448,7 @@ static void chunk_values(const decode_job *j, float *acc, const float *s, int64_
                 continue;
             }
             attn_mat m;
-            int64_t k = attn_rows_span(&p->v, j0 + c, e - c, &m), vg = value_group(j, &m);
+            int64_t k = attn_rows_span(&p->v, j0 + c, e - c, &m, NULL, 0), vg = value_group(j, &m);
             if (vg > 1 && k % vg && c + k < last) { /* the span ends inside a group */
                 int64_t whole = k - k % vg, n = last - c - whole < vg ? last - c - whole : vg;
                 if (whole) span_values(j, acc, s + c, lds, &m, whole, tmp);
@@ -1014,9 +1014,9 @@ static bool rows_in_place(const decode_job *j, const attn_rows *src, bool keys) 
     attn_mat m;
     if (src->kind == ATTN_ROWS_GROUPED) { /* quantized groups, then the window's f16 rows */
         if (src->full > 0 && !reads_groups(j, src)) return false;
-        return src->full >= src->rows || attn_rows_span(src, src->full, 1, &m) < 1 || streams_16bit(j->uk, &m);
+        return src->full >= src->rows || attn_rows_span(src, src->full, 1, &m, NULL, 0) < 1 || streams_16bit(j->uk, &m);
     }
-    if (src->rows < 1 || attn_rows_span(src, 0, 1, &m) < 1) return true;
+    if (src->rows < 1 || attn_rows_span(src, 0, 1, &m, NULL, 0) < 1) return true;
     bool quant = m.dtype == ATTN_Q8 || m.dtype == ATTN_Q4;
     return (m.dtype == ATTN_F32 && m.cs == 1) || streams_16bit(j->uk, &m) || streams_quant(j->uk, &m) ||
            (keys && quant && j->qk) || streams_fp8(j->uk, &m);

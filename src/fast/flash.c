@@ -223,7 +223,7 @@ static const float *pack_block(const flash_job *j, const workspace *w, const att
     const float *vb = w->v;
     *ldv = Evp;
     attn_mat span;
-    if (j->v_direct && nc_pad == nc && attn_rows_one_span(&p->v, j0, nc, &span) && span.dtype == ATTN_F32 &&
+    if (j->v_direct && nc_pad == nc && attn_rows_one_span(&p->v, j0, nc, &span, NULL, 0) && span.dtype == ATTN_F32 &&
         span.cs == 1) { /* rows in place: contiguous, in one span, Ev a multiple of the vector */
         vb = (const float *)(const void *)span.base;
         *ldv = span.rs;

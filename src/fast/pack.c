@@ -17,12 +17,12 @@ const float *attn_row_f32_fast(const attn_ukernels *uk, const attn_mat *m, int64
 const float *attn_rows_f32(const attn_ukernels *uk, const attn_rows *src, int64_t r0, int64_t n, float *buf,
                            int64_t *ld) {
     attn_mat m;
-    if (attn_rows_one_span(src, r0, n, &m) && m.dtype == ATTN_F32 && m.cs == 1) {
+    if (attn_rows_one_span(src, r0, n, &m, buf, n * src->cols) && m.dtype == ATTN_F32 && m.cs == 1) {
         *ld = m.rs;
         return (const float *)(const void *)m.base;
     }
-    for (int64_t r = r0; r < r0 + n;) {
-        int64_t k = attn_rows_span(src, r, r0 + n - r, &m);
+    for (int64_t r = r0; r < r0 + n;) { /* a group's rows dequantized where they belong in buf: nothing to copy */
+        int64_t k = attn_rows_span(src, r, r0 + n - r, &m, buf + (r - r0) * src->cols, (r0 + n - r) * src->cols);
         for (int64_t i = 0; i < k; i++) {
             float *dst = buf + (r - r0 + i) * src->cols;
             const float *row = attn_row_f32_fast(uk, &m, i, dst);
@@ -64,7 +64,10 @@ float attn_pack_rows_scaled(const attn_ukernels *uk, float *dst, int64_t ld, con
     float most = 0;
     for (int64_t r = r0; r < r0 + n;) { /* span by span; the last one zeroes the padding rows */
         attn_mat m;
-        int64_t k = attn_rows_span(src, r, r0 + n - r, &m), done = r - r0;
+        /* a group's rows one at a time in tmp, which attn_pack_scaled then
+         * reads in place (no kernel packs such keys here: flash's are
+         * transposed, below) */
+        int64_t k = attn_rows_span(src, r, r0 + n - r, &m, tmp, src->cols), done = r - r0;
         bool last = r + k == r0 + n;
         most = attn_absmax_join(most, attn_pack_scaled(uk, dst + done * ld, ld, &m, 0, k, last ? n_pad - done : k,
                                                        scale, tmp));
@@ -117,13 +120,14 @@ static void transpose_mat(const attn_ukernels *uk, float *kt, int64_t ld, int64_
  * by span, each span that starts and ends on 16 keys (or runs to the end)
  * by the 16-key transpose, any other a key at a time, so that no span's
  * zero padding ever lands past the columns it owns. A dense source is one
- * span: one transpose, as it always was. */
-void attn_pack_transposed(const attn_ukernels *uk, float *kt, int64_t ld, int64_t n_pad, const attn_rows *k,
-                          int64_t j0, int64_t n, float *tmp) {
+ * span: one transpose, as it always was. rows: room floats for a grouped
+ * source's spans (NULL for the others). */
+static void transpose_spans(const attn_ukernels *uk, float *kt, int64_t ld, int64_t n_pad, const attn_rows *k,
+                            int64_t j0, int64_t n, float *tmp, float *rows, int64_t room) {
     int64_t c = 0;
     while (c < n) {
         attn_mat m;
-        int64_t nk = attn_rows_span(k, j0 + c, n - c, &m);
+        int64_t nk = attn_rows_span(k, j0 + c, n - c, &m, rows, room);
         bool last = c + nk == n;
         if (c % 16 == 0 && (last || nk % 16 == 0)) {
             transpose_mat(uk, kt + c, ld, last ? n_pad - c : nk, &m, 0, nk, tmp);
@@ -141,11 +145,26 @@ void attn_pack_transposed(const attn_ukernels *uk, float *kt, int64_t ld, int64_
         for (int64_t e = 0; e < k->cols; e++) memset(kt + e * ld, 0, sizeof(float) * (size_t)n_pad);
 }
 
+/* Keys quantized per channel: their groups' spans dequantized on this
+ * frame's stack (32 KiB, the spans the 16-key transpose takes whole), which
+ * only such keys' calls make (noinline: the others' frames stay small). */
+static ATTN_NOINLINE void transpose_grouped(const attn_ukernels *uk, float *kt, int64_t ld, int64_t n_pad,
+                                           const attn_rows *k, int64_t j0, int64_t n, float *tmp) {
+    float rows[ATTN_GROUP_SPAN_FLOATS];
+    transpose_spans(uk, kt, ld, n_pad, k, j0, n, tmp, rows, ATTN_GROUP_SPAN_FLOATS);
+}
+
+void attn_pack_transposed(const attn_ukernels *uk, float *kt, int64_t ld, int64_t n_pad, const attn_rows *k,
+                          int64_t j0, int64_t n, float *tmp) {
+    if (k->kind == ATTN_ROWS_GROUPED) transpose_grouped(uk, kt, ld, n_pad, k, j0, n, tmp);
+    else transpose_spans(uk, kt, ld, n_pad, k, j0, n, tmp, NULL, 0);
+}
+
 void attn_prefetch_kv(const attn_rows *src, int64_t r0, int64_t n) {
-    if (src->kind == ATTN_ROWS_GROUPED) return; /* a span would overwrite the thread's group rows in use */
+    if (src->kind == ATTN_ROWS_GROUPED) return; /* its spans are dequantized copies, nothing to fetch ahead */
     for (int64_t r = r0; r < r0 + n;) {
         attn_mat m;
-        int64_t k = attn_rows_span(src, r, r0 + n - r, &m);
+        int64_t k = attn_rows_span(src, r, r0 + n - r, &m, NULL, 0);
         attn_prefetch_rows(&m, 0, k);
         r += k;
     }

@@ -221,6 +221,8 @@ def mha_seeds(mark):
         "empty_shape_overflows": json.dumps({"a": t, "z": {"dtype": "F32", "shape": [0, 2 ** 53, 2 ** 53],
                                                            "data_offsets": [48, 48]}}).encode(),
         "hole_before": json.dumps({"a": dict(t, data_offsets=[8, 56])}).encode(),
+        "shape_float": json.dumps({"a": dict(t, shape=[2.0, 3])}).encode(),
+        "offsets_exponent": json.dumps({"a": t}).encode().replace(b"[0, 48]", b"[0e0, 4.8E1]"),
     }.items():
         write("safetensors", name, safetensors_raw(header, data + (b"\0" * 8 if name == "hole_before" else b"")))
     write("safetensors", "bytes_after_data", safetensors_raw(json.dumps({"a": t}).encode(), data + b"\0" * 8))

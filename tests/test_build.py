@@ -1,0 +1,110 @@
+#!/usr/bin/python3
+"""test_build.py BUILD -- what the build itself must be, beside what it computes.
+
+- libattn.so takes (almost) no thread-local storage: a library linked at a
+  program's start has its TLS segment placed in the loader's static TLS
+  block, whose spare room (glibc's surplus, about 1.6 KiB on x86-64 by
+  default) is all that a later dlopen of a library with initial-exec TLS
+  can use; 32 KiB of ours once took it all. PT_TLS's MemSiz, from
+  `readelf -lW`, must stay under 1 KiB (none at all today).
+- A test is rebuilt when one of the tests' own headers changes
+  (tests/*.h, tests/fuzz/*.h): `make -n -W HEADER` (as if the header had
+  just been edited) must rebuild every built test that includes it.
+
+Prints "ok NAME", "FAIL NAME: why" or "skip NAME: why" per check.
+"""
+import glob
+import os
+import re
+import subprocess
+import sys
+
+BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+failed = 0
+
+
+def report(name, why=""):
+    global failed
+    print("ok %s" % name if not why else "FAIL %s: %s" % (name, why))
+    failed += bool(why)
+
+
+def tls_size(lib):
+    """PT_TLS's MemSiz in bytes (0 without one), or None if readelf fails."""
+    r = subprocess.run(["readelf", "-lW", lib], capture_output=True, text=True)
+    if r.returncode != 0:
+        return None
+    for line in r.stdout.splitlines():
+        f = line.split()
+        if f and f[0] == "TLS":  # Type Offset VirtAddr PhysAddr FileSiz MemSiz Flg Align
+            return int(f[5], 16)
+    return 0
+
+
+def check_tls():
+    lib = os.path.join(BUILD, "libattn.so")
+    if not os.path.exists(lib):
+        return print("skip libattn_so_tls_small: %s is not built" % lib)
+    size = tls_size(lib)
+    if size is None:
+        return print("skip libattn_so_tls_small: readelf (binutils) cannot read %s" % lib)
+    report("libattn_so_tls_small", "" if size < 1024 else "PT_TLS MemSiz is %d bytes (at most 1023)" % size)
+
+
+def make(args):
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    return subprocess.run(["make", "-n", "BUILD=" + BUILD] + args, capture_output=True, text=True, cwd=ROOT, env=env)
+
+
+def targets_of(source):
+    """The built programs that compile tests/.../NAME.c: their paths, and the
+    output (-o) each one's compile writes (the program, or its object)."""
+    rel = os.path.relpath(source, ROOT)
+    name = os.path.splitext(os.path.basename(rel))[0]
+    found = []
+    if rel.startswith("tests/fuzz/"):
+        candidates = [(os.path.join(BUILD, "fuzz", name), None)]
+    elif rel.startswith("tests/abi/"):
+        candidates = [(os.path.join(BUILD, "asan", name + tail), None) for tail in ("", "_static", "_shared")]
+    else:
+        candidates = [(os.path.join(BUILD, "tests", name), None), (os.path.join(BUILD, "tests", name + "_simde"), None)]
+        for kind in ("asan", "tsan"):
+            candidates.append((os.path.join(BUILD, kind, name), os.path.join(BUILD, kind, "obj", "tests", name + ".o")))
+    for program, obj in candidates:
+        if os.path.exists(os.path.join(ROOT, program)):
+            found.append((program, [program] + ([obj] if obj else [])))
+    return found
+
+
+def check_headers():
+    headers = sorted(glob.glob(os.path.join(ROOT, "tests", "*.h")) + glob.glob(os.path.join(ROOT, "tests", "fuzz", "*.h")))
+    sources = sorted(glob.glob(os.path.join(ROOT, "tests", "*.c")) + glob.glob(os.path.join(ROOT, "tests", "*", "*.c")))
+    uses = {}  # header -> [(program, outputs)]
+    for src in sources:
+        with open(src, encoding="utf-8") as f:
+            included = set(re.findall(r'^#include "(?:\.\./)?([^"/]+\.h)"', f.read(), re.M))
+        for h in headers:
+            if os.path.basename(h) in included and os.path.dirname(h) in (os.path.dirname(src), os.path.join(ROOT, "tests")):
+                uses.setdefault(h, []).extend(targets_of(src))
+    programs = sorted({p for ts in uses.values() for p, _ in ts})
+    if not programs:
+        return print("skip test_headers_rebuild_tests: no test is built (make test-bins)")
+    r = make(programs)
+    if r.returncode != 0 or re.search(r"^\S*(cc|clang|gcc|mpicc)\b", r.stdout, re.M):
+        return print("skip test_headers_rebuild_tests: the built tests are not up to date (make test-bins first)")
+    for h in headers:
+        name = "edit_of_%s_rebuilds_its_tests" % os.path.relpath(h, os.path.join(ROOT, "tests")).replace("/", "_")
+        ts = uses.get(h, [])
+        if not ts:
+            print("skip %s: no built test includes it" % name)
+            continue
+        r = make(["-W", os.path.relpath(h, ROOT)] + [p for p, _ in ts])
+        missed = [p for p, outs in ts if not any(re.search(r"-o %s(\s|$)" % re.escape(o), r.stdout) for o in outs)]
+        report(name, "" if r.returncode == 0 and not missed else
+               "make -n -W %s (rc %d) would not rebuild %s" % (os.path.relpath(h, ROOT), r.returncode, ", ".join(missed)))
+
+
+check_tls()
+check_headers()
+sys.exit(1 if failed else 0)
