@@ -596,7 +596,8 @@ ATTN_API size_t attn_quant_row_size(attn_dtype format, int64_t n);
  * ATTN_ERR_NULL, ATTN_ERR_RANK (rank 0), ATTN_ERR_DTYPE (format not
  * quantized, src not a float dtype), ATTN_ERR_SHAPE (n not accepted by the
  * format), ATTN_ERR_ARGUMENT (dst_size too small), ATTN_ERR_OVERFLOW,
- * ATTN_ERR_STRIDE (dst overlaps src). Nothing is written on failure. */
+ * ATTN_ERR_STRIDE (dst overlaps src; attn_dequantize's dst with a stride 0
+ * in a dimension of size > 1). Nothing is written on failure. */
 ATTN_API attn_status attn_quantize(void *dst, size_t dst_size, attn_dtype format, const attn_tensor *src,
                                    attn_error *err);
 
@@ -1946,7 +1947,7 @@ ATTN_API attn_status attn_kv_cache_view(attn_tensor *k, attn_tensor *v, const at
  * cache's rows widened as attn_dequantize widens them (keys quantized per
  * channel: a group's dequantized values, the residual's f16 keys): for the backward
  * pass and for inspection of any cache. k and v must not overlap each
- * other or the cache. Errors: ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_SHAPE,
+ * other or the cache, nor have a stride 0 in a dimension of size > 1. Errors: ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_SHAPE,
  * ATTN_ERR_DTYPE, ATTN_ERR_STRIDE, ATTN_ERR_OVERFLOW. Added in 0.4.0. */
 ATTN_API attn_status attn_kv_cache_gather(attn_tensor *k, attn_tensor *v, const attn_kv_cache *cache,
                                           attn_error *err);
@@ -2287,7 +2288,7 @@ ATTN_API attn_status attn_kv_pages_view(attn_kv_paged_view *view, const attn_kv_
  * them), where length is lengths[i]: to export a
  * sequence, or to check the pages against a contiguous copy. k and v must
  * not overlap each other or the memory the view reads (pages, lengths,
- * table, offsets). Errors: those of attn_kv_paged_check,
+ * table, offsets), nor have a stride 0 in a dimension of size > 1. Errors: those of attn_kv_paged_check,
  * ATTN_ERR_ARGUMENT (i outside the view), ATTN_ERR_NULL, ATTN_ERR_RANK,
  * ATTN_ERR_SHAPE, ATTN_ERR_DTYPE, ATTN_ERR_STRIDE. */
 ATTN_API attn_status attn_kv_paged_gather(attn_tensor *k, attn_tensor *v, const attn_kv_paged_view *view, int64_t i,

@@ -241,7 +241,8 @@ static attn_status check_out(const attn_tensor *t, const attn_tensor *like, cons
     }
     if (t->dtype != ATTN_F64 && t->dtype != ATTN_F32 && t->dtype != ATTN_F16 && t->dtype != ATTN_BF16)
         return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be f64, f32, f16 or bf16", name, attn_dtype_name(t->dtype));
-    return attn_check_extent(t, name, err);
+    attn_status st = attn_check_extent(t, name, err);
+    return st ? st : attn_check_writable(t, name, err); /* an output: no element twice */
 }
 
 /* attn_kv_cache_gather of a cache with grouped keys: the keys through
