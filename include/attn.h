@@ -1855,7 +1855,8 @@ typedef struct attn_kv_cache_desc {
      * f16 besides the group being filled (KIVI's residual window; 128 in
      * its paper), 0 (the default: the group being filled only) or a
      * multiple of 32 up to ATTN_KEY_RESIDUAL_MAX; the residual rows then
-     * take B · Hk · (R + 32) · E · 2 bytes, counted by attn_kv_cache_bytes
+     * take B · Hk · (R + 32) · E · 2 bytes, and each row's count of the
+     * positions they are of 8 more, counted by attn_kv_cache_bytes
      * (see "Keys quantized per channel"). Another value, or R > 0 without
      * key_dtype: ATTN_ERR_OPTION. */
     int64_t residual;
@@ -2459,7 +2460,10 @@ ATTN_API attn_status attn_mha_paged(attn_tensor *out, const attn_tensor *x, cons
  * flash_attn_with_kvcache takes them (cache_seqlens, cache_batch_idx): the
  * cache's B rows are B sequences of up to `capacity` positions each, and
  * the caller keeps how many each holds, lengths[0 .. B) (int64, each 0 to
- * capacity; zeros for an empty cache). Sequence i is cache row rows[i] (n
+ * capacity; zeros for an empty cache; a length may be lowered between
+ * steps, forgetting the positions past it: with keys quantized per channel
+ * the row is then cut back as attn_kv_cache_truncate cuts).
+ * Sequence i is cache row rows[i] (n
  * distinct rows, any subset in any order); its new positions are rows
  * cu_seqlens[i] .. cu_seqlens[i+1] - 1 of x (total, E), any strides, and
  * of out (total, E), as attn_mha_paged packs them: f32 over an f32, f16,
