@@ -603,7 +603,8 @@ ATTN_API size_t attn_quant_row_size(attn_dtype format, int64_t n);
  * ATTN_ERR_NULL, ATTN_ERR_RANK (rank 0), ATTN_ERR_DTYPE (format not
  * quantized, src not a float dtype), ATTN_ERR_SHAPE (n not accepted by the
  * format), ATTN_ERR_ARGUMENT (dst_size too small), ATTN_ERR_OVERFLOW,
- * ATTN_ERR_STRIDE (dst overlaps src). Nothing is written on failure. */
+ * ATTN_ERR_STRIDE (dst overlaps src; attn_dequantize's dst with a stride 0
+ * in a dimension of size > 1). Nothing is written on failure. */
 ATTN_API attn_status attn_quantize(void *dst, size_t dst_size, attn_dtype format, const attn_tensor *src,
                                    attn_error *err);
 
@@ -1867,7 +1868,8 @@ typedef struct attn_kv_cache_desc {
      * f16 besides the group being filled (KIVI's residual window; 128 in
      * its paper), 0 (the default: the group being filled only) or a
      * multiple of 32 up to ATTN_KEY_RESIDUAL_MAX; the residual rows then
-     * take B · Hk · (R + 32) · E · 2 bytes, counted by attn_kv_cache_bytes
+     * take B · Hk · (R + 32) · E · 2 bytes, and each row's count of the
+     * positions they are of 8 more, counted by attn_kv_cache_bytes
      * (see "Keys quantized per channel"). Another value, or R > 0 without
      * key_dtype: ATTN_ERR_OPTION. */
     int64_t residual;
@@ -1959,7 +1961,7 @@ ATTN_API attn_status attn_kv_cache_view(attn_tensor *k, attn_tensor *v, const at
  * cache's rows widened as attn_dequantize widens them (keys quantized per
  * channel: a group's dequantized values, the residual's f16 keys): for the backward
  * pass and for inspection of any cache. k and v must not overlap each
- * other or the cache. Errors: ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_SHAPE,
+ * other or the cache, nor have a stride 0 in a dimension of size > 1. Errors: ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_SHAPE,
  * ATTN_ERR_DTYPE, ATTN_ERR_STRIDE, ATTN_ERR_OVERFLOW. Added in 0.4.0. */
 ATTN_API attn_status attn_kv_cache_gather(attn_tensor *k, attn_tensor *v, const attn_kv_cache *cache,
                                           attn_error *err);
@@ -2300,7 +2302,7 @@ ATTN_API attn_status attn_kv_pages_view(attn_kv_paged_view *view, const attn_kv_
  * them), where length is lengths[i]: to export a
  * sequence, or to check the pages against a contiguous copy. k and v must
  * not overlap each other or the memory the view reads (pages, lengths,
- * table, offsets). Errors: those of attn_kv_paged_check,
+ * table, offsets), nor have a stride 0 in a dimension of size > 1. Errors: those of attn_kv_paged_check,
  * ATTN_ERR_ARGUMENT (i outside the view), ATTN_ERR_NULL, ATTN_ERR_RANK,
  * ATTN_ERR_SHAPE, ATTN_ERR_DTYPE, ATTN_ERR_STRIDE. */
 ATTN_API attn_status attn_kv_paged_gather(attn_tensor *k, attn_tensor *v, const attn_kv_paged_view *view, int64_t i,
@@ -2471,7 +2473,10 @@ ATTN_API attn_status attn_mha_paged(attn_tensor *out, const attn_tensor *x, cons
  * flash_attn_with_kvcache takes them (cache_seqlens, cache_batch_idx): the
  * cache's B rows are B sequences of up to `capacity` positions each, and
  * the caller keeps how many each holds, lengths[0 .. B) (int64, each 0 to
- * capacity; zeros for an empty cache). Sequence i is cache row rows[i] (n
+ * capacity; zeros for an empty cache; a length may be lowered between
+ * steps, forgetting the positions past it: with keys quantized per channel
+ * the row is then cut back as attn_kv_cache_truncate cuts).
+ * Sequence i is cache row rows[i] (n
  * distinct rows, any subset in any order); its new positions are rows
  * cu_seqlens[i] .. cu_seqlens[i+1] - 1 of x (total, E), any strides, and
  * of out (total, E), as attn_mha_paged packs them: f32 over an f32, f16,

@@ -499,6 +499,12 @@ def main():
     error("q4_row_not_a_multiple_of_32", "SHAPE", st, msg, np.isnan(back).all())
     st, msg, _ = lib.quantize(np.zeros((2, 40), np.float32), F32, Q4_1, dst=dst)
     error("q4_1_row_not_a_multiple_of_32", "SHAPE", st, msg, (dst == 0xAA).all())
+    # An output may not hold several results in one element (attn.h: stride 0
+    # in a dimension of size > 1, a broadcast view): refused, nothing written.
+    one = np.full((1, 32), np.nan, np.float32)
+    st = lib.lib.attn_dequantize(ctypes.byref(view(np.broadcast_to(one, (2, 32)), F32)), raw.ctypes.data, raw.size,
+                                 Q8, ctypes.byref(err))
+    error("dequantize_into_a_broadcast_dst", "STRIDE", st, err.message.decode(), np.isnan(one).all())
 
     groups(lib, rng, report, error)
     sys.exit(1 if failed else 0)
@@ -562,6 +568,11 @@ def groups(lib, rng, report, error):
     error("q4c_rank_1", "RANK", st, msg, (dst == 0xAA).all())
     st, msg = q(np.zeros((32, 64), np.float32), Q4C, size=20 * 64 - 1)
     error("q4c_dst_too_small", "ARGUMENT", st, msg, (dst == 0xAA).all())
+    raw = ref_group(np.zeros((1, 32, 64), np.float32), Q4C)
+    one = np.full((1, 64), np.nan, np.float32)
+    st = lib.lib.attn_dequantize(ctypes.byref(view(np.broadcast_to(one, (32, 64)), F32)), raw.ctypes.data, raw.size,
+                                 Q4C, ctypes.byref(err))
+    error("q4c_dequantize_into_a_broadcast_dst", "STRIDE", st, err.message.decode(), np.isnan(one).all())
 
 
 if __name__ == "__main__":

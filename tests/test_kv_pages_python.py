@@ -549,6 +549,32 @@ for label, row, cls in (("2_pow_64", 2 ** 64, attn.ArgumentError), ("float", 0.5
         why = "" if list(c32.lengths) == [1, 2] else "lengths changed to %s" % c32.lengths
     check("kv_cache_row_refused_%s" % label, not why, why)
 check("kv_cache_step_of_no_rows", c32.mha_step([], [], layer) == [] and list(c32.lengths) == [1, 2])
+# A row's length lowered by hand (draft tokens rejected, FlashAttention's
+# cache_seqlens) over keys quantized per channel: the next step sees the
+# keys a truncation leaves (attn.h: a group cut into returns as its
+# dequantized values), bitwise a pool's sequence truncated alike. The
+# residual window of f16 rows was left where the longer row had moved it
+# (positions 96.. read as 32..), and a group quantized past the new length
+# was not brought back.
+xs = rng.standard_normal((101, E)).astype(np.float32)
+for kd, R in (("q4c", 0), ("q2c", 32)):
+    for cut in (50, 70, 0):
+        long_ = attn.KVCache(2, HK, 128, D, key_dtype=kd, residual=R)
+        long_.mha_step([1], [xs[:100]], layer)
+        long_.lengths[1] = cut
+        if cut == 50:  # a step failing on its mask first leaves the row as the lowered length has it
+            try:
+                long_.mha_step([1], [xs[100:]], layer, masks=[np.zeros((HQ, 1, 7), np.float32)])
+            except attn.MaskError:
+                pass
+        got = long_.mha_step([1], [xs[100:]], layer)[0]
+        pt = attn.KVPages(HK, D, 8, 1, page_size=32, key_dtype=kd, residual=R)
+        ps = pt.create()
+        pt.mha_step([ps], [xs[:100]], layer)
+        pt.truncate(ps, cut)
+        want = pt.mha_step([ps], [xs[100:]], layer)[0]
+        check("kv_cache_%s_r%d_length_lowered_to_%d" % (kd, R, cut), np.array_equal(got, want),
+              "max difference %.3g" % float(np.abs(got - want).max()))
 pe = attn.KVPages(heads=HK, key_dim=D, num_pages=2, max_sequences=1)
 check("kv_pages_step_of_no_sequences", pe.mha_step([], [], layer) == [] and pe.free_pages == 2)
 # The step's settings as given or refused: causal=True was a step without

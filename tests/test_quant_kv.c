@@ -1903,6 +1903,65 @@ static void test_mha_cached_failed_step(attn_dtype key_dtype, int64_t R, int64_t
     free(w), free(x), free(out), free(before), free(after), free(wsp), free(mem[0]), free(mem[1]);
 }
 
+/* Gathering into an output that repeats memory through a stride 0 (a
+ * broadcast view, one element standing for several results): attn.h
+ * refuses such an output with ATTN_ERR_STRIDE before anything is written,
+ * for a pool, a view of its pages and a contiguous cache alike, whether
+ * the keys are stored per row (q8) or per channel (q4c, whose residual
+ * rows are gathered by their own loop). */
+static void test_gather_into_broadcast(attn_dtype dtype, attn_dtype key_dtype) {
+    enum { HK = 2, E = 32, N = 40 };
+    char name[96];
+    snprintf(name, sizeof name, "%s%s%s_gather_into_a_broadcast_output", attn_dtype_name(dtype), key_dtype ? "_" : "",
+             key_dtype ? attn_dtype_name(key_dtype) : "");
+    attn_error err;
+    attn_kv_pages_desc pd = attn_kv_pages_desc_default();
+    pd.heads = HK, pd.key_dim = E, pd.value_dim = E, pd.dtype = dtype, pd.key_dtype = key_dtype, pd.page_size = 32;
+    pd.num_pages = 4, pd.max_sequences = 1;
+    attn_kv_cache_desc cd = attn_kv_cache_desc_default();
+    cd.heads = HK, cd.key_dim = E, cd.value_dim = E, cd.dtype = dtype, cd.key_dtype = key_dtype, cd.capacity = 64;
+    size_t pbytes = 0, cbytes = 0;
+    void *pmem = NULL, *cmem = NULL;
+    attn_kv_pages *pool = NULL;
+    attn_kv_cache *cache = NULL;
+    float *kf = rows_of(N * HK, E, false), *vf = rows_of(N * HK, E, false);
+    static float one[E], other[HK * N * E]; /* a broadcast k (one row for all), and a v of its own */
+    int64_t seq = 0, sh[3] = {N, HK, E}, cu[2] = {0, N}, gs[3] = {HK, N, E}, bstr[3] = {0, 0, 1}, ks[4] = {1, HK, N, E};
+    attn_tensor tk, tv, gk, gv, ck, cv;
+    attn_tensor_init(&tk, kf, ATTN_F32, 3, sh, NULL, NULL), attn_tensor_init(&tv, vf, ATTN_F32, 3, sh, NULL, NULL);
+    attn_status st = attn_kv_pages_bytes(&pbytes, &pd, &err);
+    if (!st) st = attn_kv_cache_bytes(&cbytes, &cd, &err);
+    if (!st) pmem = malloc(pbytes), cmem = malloc(cbytes);
+    if (!st) st = attn_kv_pages_init(&pool, pmem, pbytes, &pd, &err);
+    if (!st) st = attn_kv_cache_init(&cache, cmem, cbytes, &cd, &err);
+    if (!st) st = attn_kv_pages_create(pool, &seq, &err);
+    if (!st) st = attn_kv_pages_append(pool, &seq, 1, &tk, &tv, cu, &err);
+    attn_tensor_init(&ck, kf, ATTN_F32, 4, ks, NULL, NULL), attn_tensor_init(&cv, vf, ATTN_F32, 4, ks, NULL, NULL);
+    if (!st) st = attn_kv_cache_append(cache, &ck, &cv, &err);
+    if (st) {
+        check(0, name, "setup: %s", err.message);
+        free(kf), free(vf), free(pmem), free(cmem);
+        return;
+    }
+    for (int i = 0; i < E; i++) one[i] = -7.0f;
+    attn_tensor_init(&gk, one, ATTN_F32, 3, gs, bstr, NULL), attn_tensor_init(&gv, other, ATTN_F32, 3, gs, NULL, NULL);
+    attn_kv_paged_view view = attn_kv_paged_view_default();
+    attn_kv_pages_view(&view, pool, NULL);
+    attn_status s[3];
+    s[0] = attn_kv_pages_gather(&gk, &gv, pool, seq, &err);
+    s[1] = attn_kv_paged_gather(&gk, &gv, &view, seq, &err);
+    int64_t bstr4[4] = {0, 0, 0, 1};
+    attn_tensor_init(&gk, one, ATTN_F32, 4, ks, bstr4, NULL);
+    attn_tensor_init(&gv, other, ATTN_F32, 4, ks, NULL, NULL);
+    s[2] = attn_kv_cache_gather(&gk, &gv, cache, &err);
+    bool untouched = true;
+    for (int i = 0; i < E; i++) untouched &= one[i] == -7.0f;
+    check(s[0] == ATTN_ERR_STRIDE && s[1] == ATTN_ERR_STRIDE && s[2] == ATTN_ERR_STRIDE && untouched, name,
+          "statuses %d %d %d (want %d), k untouched %d", (int)s[0], (int)s[1], (int)s[2], (int)ATTN_ERR_STRIDE,
+          untouched);
+    free(kf), free(vf), free(pmem), free(cmem);
+}
+
 int main(void) {
     test_key_dot_set();
     test_query_code_rule();
@@ -1959,5 +2018,7 @@ int main(void) {
     test_mha_cached_failed_step(0, 0, 63); /* f32 keys */
     test_widen("avx512"), test_widen("avx2"), test_widen("c");
     test_errors();
+    test_gather_into_broadcast(ATTN_Q8, 0), test_gather_into_broadcast(ATTN_E4M3, 0);
+    test_gather_into_broadcast(ATTN_F16, ATTN_Q4C);
     return n_failed ? 1 : 0;
 }

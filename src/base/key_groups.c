@@ -322,7 +322,7 @@ attn_status attn_group_tensor(const attn_tensor *t, const char *name, void *byte
         return attn_fail(err, ATTN_ERR_ARGUMENT, "%lld groups of %s take %lld bytes; %s holds %zu", (long long)groups,
                          attn_dtype_name(format), (long long)total, quantize ? "dst" : "src", size);
     attn_status st = attn_check_extent(t, name, err);
-    if (st) return st;
+    if (st || (!quantize && (st = attn_check_writable(t, name, err)))) return st; /* dst: no element twice */
     attn_tensor region = {bytes, ATTN_BOOL, 1, {total}, {1}};
     const attn_named out[1] = {{quantize ? &region : t, "dst"}};
     const attn_named in[1] = {{quantize ? t : &region, "src"}};

@@ -811,7 +811,8 @@ static attn_status check_out(const attn_tensor *t, const char *name, const attn_
     if (t->dtype != ATTN_F64 && !storage_dtype(t->dtype))
         return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be f64, f32, f16 or bf16", name,
                          attn_dtype_name(t->dtype));
-    return attn_check_extent(t, name, err);
+    attn_status st = attn_check_extent(t, name, err);
+    return st ? st : attn_check_writable(t, name, err); /* an output: no element twice */
 }
 
 attn_status attn_kv_paged_gather(attn_tensor *k, attn_tensor *v, const attn_kv_paged_view *view, int64_t i,

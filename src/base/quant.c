@@ -343,7 +343,7 @@ static attn_status check_call(const attn_tensor *t, const char *name, const void
         return attn_fail(err, ATTN_ERR_ARGUMENT, "%lld rows of %s take %lld bytes; %s holds %zu", (long long)*rows,
                          attn_dtype_name(format), (long long)total, bytes_out ? "dst" : "src", size);
     attn_status st = attn_check_extent(t, name, err);
-    if (st) return st;
+    if (st || (!bytes_out && (st = attn_check_writable(t, name, err)))) return st; /* dst: no element twice */
     /* The rows as a 1-D byte tensor, for the one aliasing check. */
     attn_tensor region = {(void *)(uintptr_t)bytes, ATTN_BOOL, 1, {total}, {1}};
     const attn_named out[1] = {{bytes_out ? &region : t, "dst"}};

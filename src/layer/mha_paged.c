@@ -242,13 +242,17 @@ static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int6
      * as its dequantized values, and a cache's window has moved on. */
     int64_t per = w.key_dtype ? w.heads * (w.residual + 32) * w.key_dim : 0; /* f16 values a sequence's rows take */
     uint16_t *saved = NULL;
+    int64_t *filled = NULL; /* a cache's: the positions each row's window is of (its write first cuts a lowered length) */
     if (!st && per > 0 && (uint64_t)(n > 0 ? n : 1) > SIZE_MAX / 2 / (uint64_t)per)
         st = attn_fail(err, ATTN_ERR_OVERFLOW, "%lld sequences' residual keys overflow", (long long)n);
     if (!st && per > 0 && !(saved = malloc((size_t)(n > 0 ? n : 1) * (size_t)per * 2)))
         st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot keep %lld sequences' residual keys", (long long)n);
+    if (!st && per > 0 && !s->paged && !(filled = malloc((size_t)(n > 0 ? n : 1) * sizeof *filled)))
+        st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot keep %lld rows' lengths", (long long)n);
     for (int64_t i = 0; !st && saved && i < n; i++)
         memcpy(saved + i * per, (const uint16_t *)w.k_residual + (s->paged ? s->seqs[i] : s->rows[i]) * per,
                (size_t)per * 2);
+    for (int64_t i = 0; !st && filled && i < n; i++) filled[i] = attn_kv_cache_row_filled(s->cache, s->rows[i]);
     /* One store for every sequence: everything was checked (a full pool, a
      * sequence named twice, a full row) before it writes. */
     if (!st && (st = store_append(s, &w, &tk, &tv, cu_seqlens, n, length, err))) goto done;
@@ -278,10 +282,11 @@ static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int6
         for (int64_t i = 0; st && saved && i < n; i++)
             memcpy((uint16_t *)(uintptr_t)w.k_residual + (s->paged ? s->seqs[i] : s->rows[i]) * per, saved + i * per,
                    (size_t)per * 2);
+        for (int64_t i = 0; st && filled && i < n; i++) attn_kv_cache_row_set_filled(s->cache, s->rows[i], filled[i]);
     }
     for (int64_t i = 0; !st && !s->paged && i < n; i++) s->lengths[s->rows[i]] = length[i] + cu_seqlens[i + 1] - cu_seqlens[i];
 done:
-    free(length), free(q), free(k), free(v), free(heads), free(proj), free(saved);
+    free(length), free(q), free(k), free(v), free(heads), free(proj), free(saved), free(filled);
     return st;
 }
 

@@ -35,6 +35,7 @@ struct attn_kv_cache {
     int64_t length;
     char *k, *v; /* (B, Hk, capacity, E) and (B, Hk, capacity, Ev) */
     uint16_t *kres; /* grouped keys: (B, Hk, R + 32, E) f16, just before k; else NULL */
+    int64_t *filled; /* grouped keys: (B,), the positions row b's residual window is of (after kres); else NULL */
     float *k_scale, *v_scale; /* (Hk,) each, fp8 with per-head scales; else NULL */
 };
 
@@ -101,8 +102,11 @@ static attn_status read_desc(attn_kv_cache_desc *d, int64_t *kbytes, int64_t *vb
     int64_t rows, kr = attn_row_bytes(d->dtype, d->key_dim), vr = attn_row_bytes(d->dtype, d->value_dim);
     if (d->key_dtype) /* a group's bytes per 32 positions, and R + 32 rows of f16 per head (E <= 8192) */
         kr = attn_group_bytes(d->key_dtype, d->key_dim), res = 2 * (d->residual + ATTN_KEY_GROUP) * d->key_dim;
+    int64_t counts = 0; /* grouped keys: each row's filled count, 8 bytes */
     if (!kr || !vr || !attn_mul_i64(d->batch, d->heads, &rows) ||
-        (d->key_dtype && !attn_mul_i64(rows, res, &res)) || !attn_mul_i64(rows, d->capacity, &rows) ||
+        (d->key_dtype && (!attn_mul_i64(rows, res, &res) || !attn_mul_i64(d->batch, 8, &counts) ||
+                          !attn_add_i64(res, counts, &res))) ||
+        !attn_mul_i64(rows, d->capacity, &rows) ||
         !attn_mul_i64(d->key_dtype ? rows / ATTN_KEY_GROUP : rows, kr, kbytes) ||
         !attn_add_i64(*kbytes, attn_round_up(res, ALIGN), kbytes) || res > INT64_MAX / 2 ||
         !attn_mul_i64(rows, vr, vbytes) || *kbytes > INT64_MAX / 2 - 4 * ALIGN ||
@@ -156,10 +160,13 @@ attn_status attn_kv_cache_init(attn_kv_cache **cache, void *memory, size_t bytes
     c->d.k_scale = c->k_scale, c->d.v_scale = c->v_scale;
     c->k = scales + scales_bytes(&c->d);
     c->v = c->k + round_up(kb);
-    c->kres = NULL;
-    if (grouped(c)) { /* the residual rows first, then the groups */
+    c->kres = NULL, c->filled = NULL;
+    if (grouped(c)) { /* the residual rows first, each row's filled count, then the groups */
+        int64_t res = c->d.batch * c->d.heads * (c->d.residual + ATTN_KEY_GROUP) * c->d.key_dim * 2; /* a multiple of 64 */
         c->kres = (uint16_t *)(void *)c->k;
-        c->k += round_up(c->d.batch * c->d.heads * (c->d.residual + ATTN_KEY_GROUP) * c->d.key_dim * 2);
+        c->filled = (int64_t *)(void *)(c->k + res);
+        for (int64_t b = 0; b < c->d.batch; b++) c->filled[b] = 0;
+        c->k += round_up(res + 8 * c->d.batch);
     }
     *cache = c;
     return ATTN_OK;
@@ -241,7 +248,8 @@ static attn_status check_out(const attn_tensor *t, const attn_tensor *like, cons
     }
     if (t->dtype != ATTN_F64 && t->dtype != ATTN_F32 && t->dtype != ATTN_F16 && t->dtype != ATTN_BF16)
         return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be f64, f32, f16 or bf16", name, attn_dtype_name(t->dtype));
-    return attn_check_extent(t, name, err);
+    attn_status st = attn_check_extent(t, name, err);
+    return st ? st : attn_check_writable(t, name, err); /* an output: no element twice */
 }
 
 /* attn_kv_cache_gather of a cache with grouped keys: the keys through
@@ -286,11 +294,39 @@ attn_status attn_kv_cache_gather(attn_tensor *k, attn_tensor *v, const attn_kv_c
     return ATTN_OK;
 }
 
+/* Grouped keys: row b's residual window cut back to its first `length`
+ * positions when it is of more (a truncation of that row): the groups the
+ * shorter window takes back become residual rows again, their dequantized
+ * values in f16. */
+static void cut_row(const attn_kv_cache *c, int64_t b, int64_t length) {
+    const attn_kv_cache_desc *d = &c->d;
+    const int64_t G = ATTN_KEY_GROUP, R = d->residual, have = c->filled[b];
+    if (length >= have) return;
+    const int64_t now = attn_group_full(length, R), was = attn_group_full(have, R), to = was < length ? was : length;
+    for (int64_t h = 0; now < was && h < d->heads; h++) {
+        uint16_t *window = residual_of(c, b, h);
+        attn_group_cut(window, R, d->key_dim, have, length);
+        for (int64_t p = now; p < to; p += G)
+            attn_group_unquantize(window + (p - now) * d->key_dim, group_of(c, b, h, p / G), d->key_dim, d->key_dtype,
+                                  to - p < G ? to - p : G);
+    }
+    c->filled[b] = length;
+}
+
+int64_t attn_kv_cache_row_filled(const attn_kv_cache *cache, int64_t row) {
+    return grouped(cache) ? cache->filled[row] : INT64_MAX;
+}
+
+void attn_kv_cache_row_set_filled(attn_kv_cache *cache, int64_t row, int64_t filled) {
+    if (grouped(cache)) cache->filled[row] = filled;
+}
+
 /* Grouped keys appended at positions p0 .. of row b: each head's rows of k
  * into its window, and each group that leaves the window quantized. */
 static void append_grouped(const attn_kv_cache *c, int64_t b, int64_t p0, const attn_tensor *k) {
     const attn_kv_cache_desc *d = &c->d;
     int r = k->rank;
+    cut_row(c, b, p0); /* a row whose length its caller lowered (attn_mha_cached_batch) */
     for (int64_t h = 0; h < d->heads; h++) {
         attn_mat rows = {(char *)k->data + head_offset(k, b, h) * (int64_t)attn_dtype_size(k->dtype), k->dtype,
                          k->shape[r - 2], d->key_dim, k->strides[r - 2], k->strides[r - 1]};
@@ -300,6 +336,7 @@ static void append_grouped(const attn_kv_cache *c, int64_t b, int64_t p0, const 
                 attn_group_retire(group_of(c, b, h, attn_group_full(p0 + i, d->residual) / ATTN_KEY_GROUP), window,
                                   d->residual, d->key_dim, d->key_dtype);
     }
+    c->filled[b] = p0 + k->shape[r - 2];
 }
 
 /* k or v to append: the cache's shape with n positions, a dtype it takes. */
@@ -420,20 +457,7 @@ attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length, attn_er
     if (length < 0 || length > cache->length)
         return attn_fail(err, ATTN_ERR_ARGUMENT, "length %lld is not between 0 and the %lld position%s filled",
                          (long long)length, (long long)cache->length, attn_plural(cache->length));
-    /* Grouped keys: the groups the shorter window takes back become
-     * residual rows again, their dequantized values in f16. */
-    const attn_kv_cache_desc *d = &cache->d;
-    const int64_t G = ATTN_KEY_GROUP, R = d->residual, now = attn_group_full(length, R);
-    const int64_t was = attn_group_full(cache->length, R), to = was < length ? was : length;
-    if (grouped(cache) && now < was)
-        for (int64_t b = 0; b < d->batch; b++)
-            for (int64_t h = 0; h < d->heads; h++) {
-                uint16_t *window = residual_of(cache, b, h);
-                attn_group_cut(window, R, d->key_dim, cache->length, length);
-                for (int64_t p = now; p < to; p += G)
-                    attn_group_unquantize(window + (p - now) * d->key_dim, group_of(cache, b, h, p / G), d->key_dim,
-                                          d->key_dtype, to - p < G ? to - p : G);
-            }
+    for (int64_t b = 0; grouped(cache) && b < cache->d.batch; b++) cut_row(cache, b, length);
     cache->length = length;
     return ATTN_OK;
 }

@@ -271,6 +271,13 @@ void attn_kv_cache_pages(attn_kv_paged_view *w, const attn_kv_cache *cache);
  * that must leave the cache as it was when it fails after its append
  * (attn_mha_cached) keeps the rows first and puts them back (kv_cache.c). */
 int64_t attn_kv_cache_window_values(const attn_kv_cache *cache);
+/* Keys quantized per channel: the positions row `row`'s residual window is
+ * of (INT64_MAX for other keys, whose rows hold any length), and setting
+ * it back with the rows a failed step restores. A row whose caller lowers
+ * its length (attn_mha_cached_batch) is cut back to it by its next write,
+ * as attn_kv_cache_truncate cuts every row. */
+int64_t attn_kv_cache_row_filled(const attn_kv_cache *cache, int64_t row);
+void attn_kv_cache_row_set_filled(attn_kv_cache *cache, int64_t row, int64_t filled);
 void attn_kv_cache_window_copy(attn_kv_cache *cache, uint16_t *saved, bool restore);
 
 /* k (Hk, n, E) and v (Hk, n, Ev), any float dtype the cache takes, written
