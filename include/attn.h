@@ -2330,9 +2330,9 @@ ATTN_API attn_status attn_kv_pages_gather(attn_tensor *k, attn_tensor *v, const 
  * whole batch needs, ATTN_ERR_WORKSPACE), before any output is written;
  * a pool that stores keys with the Hadamard rotation needs, at the front
  * of that workspace, q's turned copy too: 4 bytes per element of q,
- * rounded up to 64, and 63 more (without a workspace it is allocated);
- * only when memory runs out mid-call (ATTN_ERR_NO_MEMORY, without a
- * workspace) may some rows have been written. Errors: those of attn_sdpa
+ * rounded up to 64, and 63 more (without a workspace it is allocated).
+ * Without a workspace all memory is had before any row is written, so
+ * ATTN_ERR_NO_MEMORY too leaves the outputs as they were. Errors: those of attn_sdpa
  * (ATTN_ERR_MASK for a mask, named by its sequence), ATTN_ERR_ARGUMENT (an
  * unknown or freed sequence, offsets not as above), ATTN_ERR_STRIDE (out
  * or lse overlapping each other, q, a mask, or the memory the pool or view
