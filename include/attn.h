@@ -2345,9 +2345,9 @@ ATTN_API attn_status attn_kv_pages_gather(attn_tensor *k, attn_tensor *v, const 
  * whole batch needs, ATTN_ERR_WORKSPACE), before any output is written;
  * a pool that stores keys with the Hadamard rotation needs, at the front
  * of that workspace, q's turned copy too: 4 bytes per element of q,
- * rounded up to 64, and 63 more (without a workspace it is allocated);
- * only when memory runs out mid-call (ATTN_ERR_NO_MEMORY, without a
- * workspace) may some rows have been written. Errors: those of attn_sdpa
+ * rounded up to 64, and 63 more (without a workspace it is allocated).
+ * Without a workspace all memory is had before any row is written, so
+ * ATTN_ERR_NO_MEMORY too leaves the outputs as they were. Errors: those of attn_sdpa
  * (ATTN_ERR_MASK for a mask, named by its sequence), ATTN_ERR_ARGUMENT (an
  * unknown or freed sequence, offsets not as above), ATTN_ERR_STRIDE (out
  * or lse overlapping each other, q, a mask, or the memory the pool or view
@@ -2455,8 +2455,10 @@ ATTN_API attn_status attn_kv_paged_run_view(attn_sdpa_plan *plan, attn_tensor *o
  * ATTN_ERR_OPTION. Each sequence may be named once (ATTN_ERR_ARGUMENT
  * otherwise, nothing appended). out, x and the parameters must not overlap
  * the pool's pages (ATTN_ERR_STRIDE). Nothing is appended when the pool is
- * full (ATTN_ERR_FULL) or an argument is bad; when the attention fails
- * after the append (a bad mask, too small a workspace, no memory), each
+ * full (ATTN_ERR_FULL) or an argument is bad (a mask that does not fit its
+ * sequence included: the masks are checked first, ATTN_ERR_MASK naming the
+ * sequence); when the attention fails after the append (too small a
+ * workspace, no memory), each
  * sequence is truncated back to its length (its contents as before; a last page
  * copied for the append stays its own). Errors: those of attn_mha,
  * attn_kv_pages_append and attn_kv_pages_attend, ATTN_ERR_RANK (x not
@@ -2504,8 +2506,9 @@ ATTN_API attn_status attn_mha_paged(attn_tensor *out, const attn_tensor *x, cons
  * (ATTN_ERR_STRIDE). Every argument is checked before anything is written
  * (a row outside the cache or named twice, a length outside 0 ..
  * capacity: ATTN_ERR_ARGUMENT; a row without room for its new positions:
- * ATTN_ERR_FULL). When the attention fails after the keys are written (a
- * bad mask, too small a workspace) or memory runs out, lengths are left as
+ * ATTN_ERR_FULL; a mask that does not fit its sequence: ATTN_ERR_MASK).
+ * When the attention fails after the keys are written (too small a
+ * workspace) or memory runs out, lengths are left as
  * they were, so the cache holds what it held (only positions past each
  * length were written). Errors: those of attn_mha_paged, with the cache in
  * place of the pool. Added in 0.4.0. */

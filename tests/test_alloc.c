@@ -389,6 +389,77 @@ static void backward_subject(attn_dtype dt) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) __real_free(all[i]->data);
 }
 
+/* ---- attn_sdpa_varlen: every sequence's memory before any row ------------- */
+
+typedef struct varlen_case {
+    attn_tensor q, k, v, out, lse;
+    int64_t cu_q[5], cu_k[5];
+    attn_sdpa_options o;
+} varlen_case;
+
+static attn_status run_varlen(void *ctx, attn_error *err) {
+    varlen_case *c = ctx;
+    return attn_sdpa_varlen(&c->out, &c->lse, &c->q, &c->k, &c->v, c->cu_q, c->cu_k, 4, NULL, &c->o, err);
+}
+
+/* Sequences for flash (30 queries), decode (2 queries against 2000 keys),
+ * none and flash again: the flash sequences run before the decode one, so
+ * a decode whose scratch could not be had would leave their rows written. */
+static void varlen_subject(attn_dtype dt) {
+    varlen_case c;
+    memset(&c, 0, sizeof c);
+    static const int64_t CQ[5] = {0, 30, 32, 32, 40}, CK[5] = {0, 40, 2040, 2050, 2070};
+    memcpy(c.cu_q, CQ, sizeof CQ), memcpy(c.cu_k, CK, sizeof CK);
+    c.q = tensor(dt, 40, 4, 16), c.k = tensor(dt, 2070, 2, 16), c.v = tensor(dt, 2070, 2, 16);
+    c.out = tensor(dt, 40, 4, 16);
+    int64_t sl[2] = {40, 4};
+    attn_tensor_init(&c.lse, __real_malloc(160 * 4), ATTN_F32, 2, sl, NULL, NULL);
+    c.o = attn_sdpa_options_default();
+    c.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    subject s = {dt == ATTN_F32 ? "sdpa_varlen_flash_and_decode_f32" : "sdpa_varlen_flash_and_decode_f16_q", run_varlen,
+                 &c, {c.out.data, c.lse.data}, {(size_t)(40 * 4 * 16) * attn_dtype_size(dt), 160 * 4, 0}, NULL};
+    test_subject(&s);
+    attn_tensor *all[] = {&c.q, &c.k, &c.v, &c.out, &c.lse};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) __real_free(all[i]->data);
+}
+
+/* The same over pages a caller keeps (attn_kv_paged_attend, the path of
+ * attn_kv_pages_attend): 30 queries against 40 positions (flash), 2
+ * against 2000 (decode). */
+typedef struct paged_case {
+    attn_kv_paged_view w;
+    attn_tensor q, out, lse;
+    int64_t cu[3];
+} paged_case;
+
+static attn_status run_paged(void *ctx, attn_error *err) {
+    paged_case *c = ctx;
+    return attn_kv_paged_attend(&c->out, &c->lse, &c->q, c->cu, &c->w, NULL, NULL, err);
+}
+
+static void paged_subject(void) {
+    enum { P = 16, NP = 128, HK = 2, E = 16 };
+    static int32_t table[2 * NP];
+    static int64_t lengths[2] = {40, 2000};
+    for (int i = 0; i < NP; i++) table[i] = i, table[NP + i] = NP - 1 - i;
+    attn_tensor kp = tensor(ATTN_F32, NP, HK, P * E), vp = tensor(ATTN_F32, NP, HK, P * E);
+    paged_case c;
+    memset(&c, 0, sizeof c);
+    c.w = attn_kv_paged_view_default();
+    c.w.heads = HK, c.w.key_dim = c.w.value_dim = E, c.w.page_size = P, c.w.num_pages = NP;
+    c.w.num_sequences = 2, c.w.lengths = lengths, c.w.page_table = table, c.w.table_stride = NP;
+    c.w.k_pages = kp.data, c.w.v_pages = vp.data;
+    c.cu[0] = 0, c.cu[1] = 30, c.cu[2] = 32;
+    c.q = tensor(ATTN_F32, 32, 4, E), c.out = tensor(ATTN_F32, 32, 4, E);
+    int64_t sl[2] = {32, 4};
+    attn_tensor_init(&c.lse, __real_malloc(128 * 4), ATTN_F32, 2, sl, NULL, NULL);
+    subject s = {"kv_paged_attend_flash_and_decode", run_paged, &c, {c.out.data, c.lse.data}, {32 * 4 * E * 4, 128 * 4, 0},
+                 NULL};
+    test_subject(&s);
+    attn_tensor *all[] = {&kp, &vp, &c.q, &c.out, &c.lse};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) __real_free(all[i]->data);
+}
+
 /* ---- attn_sdpa_varlen_backward: every sequence's memory before any gradient ---- */
 
 typedef struct varlen_backward_case {
@@ -786,6 +857,9 @@ int main(void) {
     test_paged_plan_run_rotated();
     backward_subject(ATTN_F64);
     backward_subject(ATTN_F32);
+    varlen_subject(ATTN_F32);
+    varlen_subject(ATTN_F16);
+    paged_subject();
     varlen_backward_subject(ATTN_F64);
     varlen_backward_subject(ATTN_F32);
     cached_batch_subject(0);

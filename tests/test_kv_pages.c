@@ -1261,6 +1261,25 @@ static void test_mha_paged(attn_dtype dt, const char *tag) {
     check(st1 == ATTN_ERR_ARGUMENT && st2 == ATTN_ERR_FULL && before[0] == after[0] && before[1] == after[1], name,
           "statuses %d and %d, lengths %lld, %lld then %lld, %lld", st1, st2, (long long)before[0], (long long)before[1],
           (long long)after[0], (long long)after[1]);
+    /* a mask that does not fit its sequence is a bad argument too: refused
+     * before the append, so a sequence whose partly filled last page a fork
+     * shares takes no copy of it and the pool's bytes stay as they were */
+    int64_t fork_id;
+    attn_kv_pages_fork(m.pool, &fork_id, ids[0], NULL);
+    unsigned char *pool_before = malloc(m.bytes);
+    memcpy(pool_before, m.memory, m.bytes);
+    bool five[5] = {1, 1, 1, 1, 1};
+    int64_t five_shape[2] = {1, 5}, one[2] = {0, 1}, one_row[2] = {1, LE};
+    attn_tensor bad, tx1, to1;
+    attn_tensor_init(&bad, five, ATTN_BOOL, 2, five_shape, NULL, NULL);
+    attn_tensor_init(&tx1, x, ATTN_F32, 2, one_row, NULL, NULL), attn_tensor_init(&to1, out, ATTN_F32, 2, one_row, NULL, NULL);
+    const attn_tensor *bad_masks[1] = {&bad};
+    attn_status st3 = attn_mha_paged(&to1, &tx1, one, ids, 1, m.pool, bad_masks, &l.p, NULL, &err);
+    snprintf(name, sizeof name, "mha_paged_bad_mask_leaves_pool_bytes_%s", tag);
+    check(st3 == ATTN_ERR_MASK && !memcmp(pool_before, m.memory, m.bytes) && strstr(err.message, "sequence 0"), name,
+          "status %d (%s), the pool's bytes %s", st3, err.message,
+          memcmp(pool_before, m.memory, m.bytes) ? "changed" : "as they were");
+    free(pool_before);
     model_free(&m);
 }
 
@@ -2224,17 +2243,18 @@ static void test_half_q(attn_dtype h, attn_dtype pool_dt, const char *tag) {
 /* One step of the layer over sequence 1 of a pool or row 1 of a cache:
  * rows x0 .. x0 + L - 1 of a fixed input, masks as given. */
 static attn_status grouped_step(float *out, attn_kv_pages *pool, int64_t seq, attn_kv_cache *cache, int64_t *lengths,
-                                int64_t x0, int64_t L, const attn_tensor *const *masks, const layer *l, attn_error *err) {
+                                int64_t x0, int64_t L, const attn_mha_options *o, const layer *l, attn_error *err) {
     static float x[128 * LE];
     for (int64_t i = 0; i < L * LE; i++) x[i] = (float)((x0 * LE + i) * 37 % 101 - 50) / 50;
     int64_t xs[2] = {L, LE}, cu[2] = {0, L}, row = 1;
     attn_tensor tx, to;
     attn_tensor_init(&tx, x, ATTN_F32, 2, xs, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 2, xs, NULL, NULL);
-    if (pool) return attn_mha_paged(&to, &tx, cu, &seq, 1, pool, masks, &l->p, NULL, err);
-    return attn_mha_cached_batch(&to, &tx, cu, &row, 1, cache, lengths, masks, &l->p, NULL, err);
+    if (pool) return attn_mha_paged(&to, &tx, cu, &seq, 1, pool, NULL, &l->p, o, err);
+    return attn_mha_cached_batch(&to, &tx, cu, &row, 1, cache, lengths, NULL, &l->p, o, err);
 }
 
-/* A step that fails after its append (a mask of another width) leaves keys
+/* A step that fails after its append (a workspace too small for its
+ * attention; a bad mask is refused before the append) leaves keys
  * quantized per channel as they were: the group the append quantized out
  * of the f16 residual rows, or the window it moved, is put back. The pool's
  * keys gather the same, and the next step of pool or cache gives bitwise
@@ -2244,11 +2264,11 @@ static void test_failed_step_keeps_grouped_keys(void) {
         {ATTN_Q4C, 0, 31}, {ATTN_Q2C, 32, 63}, {ATTN_Q4C, 32, 95}};
     layer l;
     layer_init(&l, 0);
-    float bad[3] = {0};
-    int64_t bs[1] = {3};
-    attn_tensor tbad;
-    attn_tensor_init(&tbad, bad, ATTN_F32, 1, bs, NULL, NULL);
-    const attn_tensor *masks[1] = {&tbad};
+    static char tiny[64];
+    attn_context starved = attn_context_default();
+    starved.workspace = tiny, starved.workspace_size = sizeof tiny;
+    attn_mha_options mo = attn_mha_options_default();
+    mo.causal = ATTN_CAUSAL_BOTTOM_RIGHT, mo.context = &starved;
     for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++)
         for (int paged = 0; paged < 2; paged++) {
             float outs[2][3 * LE], one[LE], keys[2][2][LHK * 128 * LD];
@@ -2281,7 +2301,7 @@ static void test_failed_step_keeps_grouped_keys(void) {
                 attn_tensor_init(&gk, keys[0][fail], ATTN_F32, 3, gs, NULL, NULL);
                 attn_tensor_init(&gv, keys[1][fail], ATTN_F32, 3, gs, NULL, NULL);
                 if (fail) {
-                    ok &= grouped_step(one, pool, seq, cache, lengths, 500, 1, masks, &l, &err) == ATTN_ERR_MASK;
+                    ok &= grouped_step(one, pool, seq, cache, lengths, 500, 1, &mo, &l, &err) == ATTN_ERR_WORKSPACE;
                     ok &= lengths[1] == (paged ? 0 : CASES[c].L0);
                 }
                 if (pool) ok &= attn_kv_pages_gather(&gk, &gv, pool, seq, &err) == ATTN_OK;

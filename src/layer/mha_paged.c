@@ -26,6 +26,7 @@
 #include "layer/mha.h"
 #include "sdpa/sdpa.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -159,6 +160,32 @@ static attn_status store_attend(attn_tensor *heads, const attn_tensor *tq, const
     return st;
 }
 
+/* Each sequence's mask against the attention it will take part in, the
+ * queries (Hq, L_i, D) against length_i + L_i keys, as attention checks it
+ * (attn_sdpa_shapes on stand-ins, `any` a pointer that is never read):
+ * checked before the store is written, since a mask that does not fit is a
+ * bad argument, not a failure met on the way. */
+static attn_status check_masks(const attn_tensor *const *masks, const attn_sdpa_options *so, const attn_mha_call *m,
+                               const int64_t *cu, int64_t n, const int64_t *length, const void *any, attn_error *err) {
+    for (int64_t i = 0; masks && i < n; i++) {
+        int64_t L = cu[i + 1] - cu[i], S = length[i] + L;
+        if (L == 0 || !masks[i]) continue;
+        int64_t qs[3] = {m->Hq, L, m->D}, ks[3] = {m->Hkv, S, m->D};
+        attn_tensor q, k;
+        attn_tensor_init(&q, (void *)(uintptr_t)any, m->dt, 3, qs, NULL, NULL);
+        attn_tensor_init(&k, (void *)(uintptr_t)any, m->dt, 3, ks, NULL, NULL);
+        attn_sdpa_options o = *so;
+        o.mask = masks[i];
+        attn_status st = attn_sdpa_shapes(NULL, NULL, NULL, &q, &k, &k, &o, err);
+        if (st) {
+            char why[sizeof err->message];
+            snprintf(why, sizeof why, "%s", err ? err->message : "");
+            return attn_fail(err, st, "sequence %lld: %s", (long long)i, why);
+        }
+    }
+    return ATTN_OK;
+}
+
 /* One step of the layer for n sequences of a store (the public functions
  * below, which differ only in `s`). */
 static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int64_t *cu_seqlens, int64_t n,
@@ -253,13 +280,14 @@ static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int6
         memcpy(saved + i * per, (const uint16_t *)w.k_residual + (s->paged ? s->seqs[i] : s->rows[i]) * per,
                (size_t)per * 2);
     for (int64_t i = 0; !st && filled && i < n; i++) filled[i] = attn_kv_cache_row_filled(s->cache, s->rows[i]);
-    /* One store for every sequence: everything was checked (a full pool, a
-     * sequence named twice, a full row) before it writes. */
-    if (!st && (st = store_append(s, &w, &tk, &tv, cu_seqlens, n, length, err))) goto done;
     attn_sdpa_options so;
+    if (!st) st = attn_mha_sdpa_options(&so, &m, m.o.causal, NULL, err);
+    if (!st) st = check_masks(masks, &so, &m, cu_seqlens, n, length, x->data, err);
+    /* One store for every sequence: everything was checked (a full pool, a
+     * sequence named twice, a full row, the masks) before it writes. */
+    if (!st && (st = store_append(s, &w, &tk, &tv, cu_seqlens, n, length, err))) goto done;
     if (!st) {
-        if (!(st = attn_mha_sdpa_options(&so, &m, m.o.causal, NULL, err)))
-            st = store_attend(&th, &tq, s, &w, cu_seqlens, n, length, masks, &so, err);
+        st = store_attend(&th, &tq, s, &w, cu_seqlens, n, length, masks, &so, err);
         /* out_proj per sequence, the very product attn_mha_cached makes of
          * its rows, into proj; out is written only once every one has had
          * its memory, so running out of it leaves out untouched. */

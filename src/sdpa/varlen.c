@@ -399,17 +399,28 @@ static attn_status varlen_forward(attn_tensor *out, attn_tensor *lse, const attn
     int64_t n_flash, n_decode;
     attn_run_info info;
     st = plan_batch(seqs, flash, &n_flash, decode, &n_decode, out, lse, q, kv, cu_q, batch, masks, o, c->num_threads, &arena, err);
-    if (!st && c->workspace) { /* too small a workspace fails before anything is written */
-        attn_arena m = attn_arena_measuring();
-        st = run_batch(seqs, flash, n_flash, decode, n_decode, batch, q->shape[2], Ev, o, &m, &info, err);
+    /* The kernels' scratch, measured, is had before any of them runs: the
+     * flash sequences write their rows before the decode ones take their
+     * memory, so taking it as they go would leave rows written when a
+     * later sequence's memory runs out. With a workspace, too small a one
+     * fails here; without, the scratch is one block from malloc. */
+    attn_arena m = attn_arena_measuring(), scratch = attn_arena_over(NULL, 0), *run_on = &arena;
+    if (!st) st = run_batch(seqs, flash, n_flash, decode, n_decode, batch, q->shape[2], Ev, o, &m, &info, err);
+    if (!st && c->workspace) {
         size_t need = arena.used + attn_arena_needed(&m);
-        if (!st && need > c->workspace_size)
+        if (need > c->workspace_size)
             st = attn_fail(err, ATTN_ERR_WORKSPACE, "the context's workspace has %zu bytes but this call needs %zu",
                            front + c->workspace_size, front + need);
+    } else if (!st) {
+        void *block = attn_arena_alloc(&arena, attn_arena_needed(&m), 1);
+        if (!block)
+            st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the kernels' scratch of %lld sequences (%zu bytes)",
+                           (long long)batch, attn_arena_needed(&m));
+        scratch = attn_arena_over(block, attn_arena_needed(&m)), run_on = &scratch;
     }
     bool verbose = attn_verbose_on();
     double t0 = verbose ? attn_now_ms() : 0;
-    if (!st) st = run_batch(seqs, flash, n_flash, decode, n_decode, batch, q->shape[2], Ev, o, &arena, &info, err);
+    if (!st) st = run_batch(seqs, flash, n_flash, decode, n_decode, batch, q->shape[2], Ev, o, run_on, &info, err);
     if (!st) write_empty(seqs, out, lse, cu_q, batch, o);
     if (!st && verbose)
         report(kv->k_pages ? "sdpa_varlen_paged" : "sdpa_varlen", seqs, batch, lse, shown_q ? shown_q : q, kv->k, kv->v, o,
