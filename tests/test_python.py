@@ -14,7 +14,8 @@
   inputs converted;
 - every attn_status as its exception class, and the calls that raise them;
   arguments not taken (a misspelt want= name, a thread count past int or
-  not an integer, a NumPy array given to attn.torch) refused by class;
+  not an integer, a NumPy array given to attn.torch, None) refused by class;
+  float32 torch tensors and memoryviews given to attn.sdpa kept float32;
 - attn.torch: gradcheck in float64 (causal, GQA, a float mask's gradient),
   dimensions of size 0 as torch gives them (empty, or zeros without keys),
   a second derivative (create_graph=True, then backward again) refused,
@@ -346,6 +347,8 @@ dtype_cases = [
     ("out_dtype", "DtypeError", "out is f64 but q is f32", lambda: attn.sdpa(q32, k32, v32, out=np.zeros((2, 5, 4)))),
     ("out_shape", "ShapeError", "out has shape (2, 5, 3)", lambda: attn.sdpa(q, k, v, out=np.zeros((2, 5, 3)))),
     ("out_not_an_array", "TypeError", "out must be a NumPy array", lambda: attn.sdpa(q, k, v, out=[0.0] * 40)),
+    ("integer_torch_q", "DtypeError", "q is int64", lambda: attn.sdpa(torch.ones(2, 5, 8, dtype=torch.int64), k, v)),
+    ("none_q", "NullError", "q is None", lambda: attn.sdpa(None, k, v)),
 ]
 
 
@@ -389,6 +392,19 @@ one = attn.sdpa_backward(so, q, k, v, so, sl, want="dk")
 check("backward_want_one_name", one[0] is None and one[2] is None and one[1].shape == k.shape)
 got = attn.sdpa(q.tolist(), k.tolist(), v.tolist())
 check("lists_are_float64_arrays", got.dtype == np.float64 and np.array_equal(got, attn.sdpa(q, k, v)))
+# What carries a dtype of its own (a torch tensor, a memoryview) keeps it:
+# float32 tensors were made float64 (computed and returned in float64), and
+# a tensor q beside NumPy float32 keys a mismatch the caller never made.
+want32 = attn.sdpa(q32, k32, v32)
+for name, args in (("torch", (torch.from_numpy(q32), torch.from_numpy(k32), torch.from_numpy(v32))),
+                   ("torch_q_numpy_kv", (torch.from_numpy(q32), k32, v32)),
+                   ("memoryview", (memoryview(q32), k32, v32))):
+    try:
+        got = attn.sdpa(*args)
+        why = "" if got.dtype == np.float32 and np.array_equal(got, want32) else "%s, differs" % got.dtype
+    except attn.AttnError as e:
+        why = "raised %s: %s" % (type(e).__name__, e)
+    check("float32_%s_stays_float32" % name, not why, why)
 
 
 # --- attn.Plan: a call planned once, run for three "layers" -----------------

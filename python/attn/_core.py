@@ -132,11 +132,20 @@ def view(a, dtype=None):
 def _float_array(a, name, like=None, kv=False):
     """The array `name` as given (no copy) when it is float32 or float64, or,
     for a key or value (kv) beside a float32 q, float16. Lists and scalars
-    become arrays of like's dtype, or float64. An array of any other dtype is
-    refused, not converted: an integer q made float64 would be reported as a
-    mismatch with k, not as what it is."""
+    become arrays of like's dtype, or float64; anything else that carries a
+    dtype of its own (a torch tensor, a memoryview, ...) is taken with that
+    dtype, as an array is. An array of any other dtype is refused, not
+    converted: an integer q made float64 would be reported as a mismatch
+    with k, not as what it is."""
+    if a is None:
+        raise NullError("%s is None" % name, 1)
     if not isinstance(a, np.ndarray):
-        return np.asarray(a, like if like is not None else np.float64)
+        # A float32 torch tensor made float64 here computed in float64 and
+        # gave float64 (or, beside float32 NumPy keys, a mismatch of dtypes
+        # the caller never made); an integer tensor was converted silently.
+        if not (hasattr(a, "dtype") or hasattr(a, "__array_interface__") or isinstance(a, memoryview)):
+            return np.asarray(a, like if like is not None else np.float64)
+        a = np.asarray(a)
     if a.dtype in (np.float32, np.float64) or (kv and like == np.float32 and a.dtype == np.float16):
         return a
     if a.dtype.kind == "f" and not a.dtype.isnative:  # '>f4' on x86: the same values, in native order
@@ -232,7 +241,7 @@ def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout
     semantics and libattn's kernels. q (..., Hq, L, E), k (..., Hk, S, E), v
     (..., Hk, S, Ev): float32 or float64 arrays of any strides (k and v may be
     float16 with float32 q; arrays of other dtypes are refused, lists made
-    arrays of q's dtype, or float64); GQA when Hq is a multiple of Hk; batch dimensions
+    arrays of q's dtype, or float64; a torch tensor keeps its dtype); GQA when Hq is a multiple of Hk; batch dimensions
     broadcast. mask: bool (True takes part) or additive float, broadcastable to
     (..., Hq, L, S); an integer mask is a MaskError, as in PyTorch. causal: False, True or 'top-left' (key j <= query i),
     'bottom-right' (j <= i + S - L). scale: default 1/sqrt(E). dropout_p with
