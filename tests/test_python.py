@@ -21,8 +21,9 @@
   a second derivative (create_graph=True, then backward again) refused,
   MultiheadAttention against torch.nn.MultiheadAttention loaded from its
   state_dict (outputs, weights, and every gradient by name), a module of
-  float16 parameters beside float32 inputs (its gradients float16), a float
-  attn_mask's gradient asked of it refused, a model trained;
+  float16 parameters beside float32 inputs (its gradients float16), float64
+  and float16 masks beside float32 inputs, a float attn_mask's gradient
+  asked of it refused, a model trained;
 - attn.teach: explain() equal to `attn explain --json`, its HTML, scaling()
   equal to `attn scaling --json`;
 - fork after the thread pool has started: a child of os.fork, of
@@ -643,6 +644,31 @@ def mha_case(name, **kw):
 mha_case("packed")
 mha_case("separate_kdim_vdim_batch_first", kdim=6, vdim=3, batch_first=True)
 mha_case("bias_kv_zero_attn_no_bias", bias=False, add_bias_kv=True, add_zero_attn=True)
+
+# Float masks of another float dtype than the inputs' (float64 or float16
+# beside a float32 module), which torch's module takes: they were a
+# MaskError. Now torch's output within the f32 bound, and bitwise the same
+# call with the masks converted by the caller; the backward runs.
+ref32 = torch.nn.MultiheadAttention(16, 4)
+mine32 = at.MultiheadAttention(16, 4)
+mine32.load_state_dict(ref32.state_dict())
+x32 = torch.randn(5, 3, 16)
+kpm64, am64 = torch.randn(3, 5, dtype=D), torch.randn(5, 5, dtype=D)
+mask_cases = [(mdt, which) for mdt in (torch.float64, torch.float16)
+              for which in ("key_padding_mask", "attn_mask")]  # one at a time: torch 1.13 takes no float pair
+for mdt, which in mask_cases:
+    given = {which: (kpm64 if which == "key_padding_mask" else am64).to(mdt)}
+    xx = x32.clone().requires_grad_()
+    try:
+        got, _ = mine32(xx, xx, xx, **given)
+        got.sum().backward()
+        want, _ = ref32(x32, x32, x32, **given)
+        same, _ = mine32(x32, x32, x32, **{which: given[which].float()})
+        why = "" if (rel(got.detach(), want.detach()) <= 1e-5 and torch.equal(got.detach(), same.detach()) and
+                     xx.grad is not None) else "error %.3g" % rel(got.detach(), want.detach())
+    except attn.AttnError as e:
+        why = "%s: %s" % (type(e).__name__, e)
+    check("mha_%s_%s_float32_inputs" % (str(mdt).replace("torch.", ""), which), not why, why)
 
 # A module .half()'d beside float32 inputs (float16 parameters, which the
 # library reads): forward and backward. The backward gave float16 gradient

@@ -296,13 +296,20 @@ def _param_arrays(mod, tensors):
     return a
 
 
-def _mha_options(mod, kpm, attn_mask, average, keep, dropout_p, seed):
+def _mha_options(mod, kpm, attn_mask, average, keep, dropout_p, seed, dtype):
+    """attn_mha_options for inputs of `dtype`; keep holds what it points to.
+    A float mask of another float dtype is converted to the inputs' (the
+    library takes bool or the inputs' dtype), as torch's module adds a
+    float64 or float16 mask to float32 scores: it was a MaskError."""
     o = default(MhaOptions)
     o.batch_first, o.add_zero_attn, o.average_attn_weights = int(mod.batch_first), int(mod.add_zero_attn), int(average)
     for name, m in (("key_padding_mask", kpm), ("attn_mask", attn_mask)):
         if m is not None:
-            t = _core.view(_core.mask_array(m, name))
-            keep.append(t)
+            a = _core.mask_array(m, name)
+            if a.dtype != np.bool_ and a.dtype != dtype:
+                a = a.astype(dtype)
+            t = _core.view(a)
+            keep += [a, t]
             setattr(o, name, ctypes.pointer(t))
     if dropout_p:
         so = default(SdpaOptions)
@@ -320,7 +327,7 @@ class _MHA(torch.autograd.Function):
         keep, arrays = [], _param_arrays(mod, tensors)
         qa, ka, va = _np(query, "query"), _np(key, "key"), _np(value, "value")
         m1, m2 = _np(kpm, "key_padding_mask"), _np(attn_mask, "attn_mask")
-        p, o = _mha_params(mod, arrays, keep), _mha_options(mod, m1, m2, average, keep, dropout_p, seed)
+        p, o = _mha_params(mod, arrays, keep), _mha_options(mod, m1, m2, average, keep, dropout_p, seed, qa.dtype)
         out = np.empty(qa.shape, qa.dtype)
         w = mod._weights_array(qa, ka, average) if need_weights else None
         err = Error()
@@ -351,7 +358,9 @@ class _MHA(torch.autograd.Function):
         tensors = dict(zip(mod._param_names, params))
         keep, arrays = [], _param_arrays(mod, tensors)
         p = _mha_params(mod, arrays, keep)
-        o = _mha_options(mod, _np(kpm, "key_padding_mask"), _np(attn_mask, "attn_mask"), average, keep, dropout_p, seed)
+        xs = [_np(t, n) for t, n in ((query, "query"), (key, "key"), (value, "value"))]
+        o = _mha_options(mod, _np(kpm, "key_padding_mask"), _np(attn_mask, "attn_mask"), average, keep, dropout_p, seed,
+                         xs[0].dtype)
         # A 16-bit parameter's gradient is accumulated in the inputs' dtype (the
         # library takes no 16-bit gradient: it refused float16 ones, so that a
         # module .half()'d beside float32 inputs ran forward but not backward),
@@ -360,7 +369,6 @@ class _MHA(torch.autograd.Function):
         grads = {n: torch.zeros_like(t, dtype=wide.get(t.dtype, t.dtype)) for n, t in tensors.items() if t is not None}
         garrays = _param_arrays(mod, grads)
         g = _mha_params(mod, garrays, keep)
-        xs = [_np(t, n) for t, n in ((query, "query"), (key, "key"), (value, "value"))]
         dxs = [np.empty(a.shape, a.dtype) for a in xs]
         err = Error()
         views = [_core.view(a) for a in dxs + [_np(dout, "dout")] + xs]
