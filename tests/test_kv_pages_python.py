@@ -626,6 +626,14 @@ check("paged_plan_dropout_equals_attend", dplan.seed == 7 and np.array_equal(dpl
 fresh = pool.plan([b, a], [2, 1], num_heads=HQ, dropout_p=0.3)
 check("paged_plan_dropout_fresh_seed_kept", fresh.seed is not None and
       np.array_equal(fresh.run(q), pool.attend([b, a], q, cu_seqlens_q=[0, 2, 3], dropout_p=0.3, seed=fresh.seed)))
+# The plan keeps a copy of its masks: float32 ones (the pool's dtype) were
+# kept by reference, so that the caller's later writes changed the runs.
+pmasks = [rng.standard_normal((HQ, 2, pool.length(b))).astype(np.float32), None]
+pkept = [pmasks[0].copy(), None]
+mplan = pool.plan([b, a], [2, 1], num_heads=HQ, masks=pmasks)
+pmasks[0][...] = -np.inf  # every key masked out, had the plan read this
+check("paged_plan_keeps_its_masks", np.array_equal(mplan.run(q), pool.attend([b, a], q, cu_seqlens_q=[0, 2, 3],
+                                                                              masks=pkept)))
 try:
     pool.plan([b, a], [2, 1], num_heads=HQ, dropout_p=1.0)
     check("paged_plan_dropout_refused", False, "no error")

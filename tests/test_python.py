@@ -6,7 +6,8 @@
   dense (GQA, a broadcast mask) and ragged (a decode, an empty and a prefill
   sequence, masks) calls planned once and run for three layers, bitwise the
   unplanned attn.sdpa / sdpa_varlen, float32 and float64, each causal mode;
-  other shapes a PlanError;
+  other shapes a PlanError; its masks copied (the caller's later writes
+  reach no run);
 - attn.sdpa against PyTorch float64 (oracle.py's reference) on random cases,
   with strided NumPy views (transposed, sliced, negative strides) passed
   through without copies, out=, lse; sdpa_backward against autograd; merge;
@@ -462,6 +463,25 @@ for bad in (1.0, -0.5, float("nan")):
         check("plan_dropout_%r_refused" % bad, False, "no error")
     except attn.OptionError as e:
         check("plan_dropout_%r_refused" % bad, "dropout_p" in str(e), str(e))
+# A plan keeps a copy of its masks: a mask of q's dtype (or bool) was kept
+# by reference, so that the caller's later writes into it changed the runs,
+# while one converted (float32 beside float64 q, a list) was kept as made.
+for mname, make in (("float64", lambda: f((9, 40))), ("bool", lambda: rng.random((9, 40)) < 0.7),
+                    ("float32_converted", lambda: f((9, 40)).astype(np.float32))):
+    qm, km, vm = f((2, 4, 9, 16)), f((2, 2, 40, 16)), f((2, 2, 40, 16))
+    given = make()
+    kept = given.copy()
+    mplan = attn.Plan(qm, km, vm, mask=given)
+    given[...] = 0 if given.dtype == np.bool_ else -np.inf  # every key masked out, had the plan read this
+    got, want = mplan.run(qm, km, vm), attn.sdpa(qm, km, vm, mask=kept)
+    check("plan_keeps_its_%s_mask" % mname, np.array_equal(got, want), "error %.3g" % rel(got, want))
+vq, vk, vv = f((5, 2, 8)), f((7, 2, 8)), f((7, 2, 8))
+vmasks = [f((2, 2, 3)), rng.random((2, 3, 4)) < 0.7]
+vkept = [m.copy() for m in vmasks]
+vmplan = attn.Plan(vq, vk, vv, cu_seqlens_q=[0, 2, 5], cu_seqlens_k=[0, 3, 7], masks=vmasks)
+vmasks[0][...], vmasks[1][...] = -np.inf, False
+got, want = vmplan.run(vq, vk, vv), attn.sdpa_varlen(vq, vk, vv, [0, 2, 5], [0, 3, 7], masks=vkept)
+check("plan_keeps_its_varlen_masks", np.array_equal(got, want), "error %.3g" % rel(got, want))
 try:
     plan.run(f((2, 4, 10, 16)), f(shape_kv), f(shape_kv))
     check("plan_refuses_other_shapes", False, "no error")

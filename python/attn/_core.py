@@ -187,12 +187,17 @@ def mask_array(mask, name="mask"):
     return m
 
 
-def _mask(mask, dtype):
+def _mask(mask, dtype, copy=False):
+    """mask as an array, bool or of `dtype`, and its view; (None, None) for
+    none. copy: an array of its own even where the caller's would do (a
+    plan's, which the caller's later writes must not reach)."""
     if mask is None:
         return None, None
     m = mask_array(mask)
     if m.dtype != np.bool_ and m.dtype != dtype:
         m = m.astype(dtype)
+    elif copy:
+        m = m.copy()
     return m, view(m)
 
 
@@ -328,15 +333,16 @@ def _offsets(cu, name):
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
-def _varlen_masks(masks, batch, dtype):
-    """Per-sequence masks as arrays (kept alive by the caller) and their C
-    array of pointers, or (None, None)."""
+def _varlen_masks(masks, batch, dtype, copy=False):
+    """Per-sequence masks as arrays (kept alive by the caller; copies with
+    copy, as _mask makes them), their views and their C array of pointers,
+    or (None, None, None)."""
     if masks is None:
         return None, None, None
     if len(masks) != batch:
         raise ArgumentError("masks has %s for %s" % (_count(len(masks), "entry", "entries"), _count(batch, "sequence")),
                             19)
-    arrays = [_mask(m, dtype)[0] if m is not None else None for m in masks]
+    arrays = [_mask(m, dtype, copy)[0] if m is not None else None for m in masks]
     views = [view(a) if a is not None else None for a in arrays]
     ptrs = (P * batch)(*[ctypes.pointer(v) if v is not None else None for v in views])
     return arrays, views, ptrs

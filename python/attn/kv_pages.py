@@ -420,8 +420,9 @@ class KVPages:
         """Plan attention of new queries of several sequences once, to run
         it for every layer of a step (attn_kv_paged_plan_init): q_lengths[i]
         queries of sequence seqs[i], num_heads query heads, masks as
-        attend takes them. The sequences' lengths and page tables are
-        taken now; append nothing to them while the plan is used. Returns a
+        attend takes them (copied now: later writes into them change no
+        run). The sequences' lengths and page tables are taken now;
+        append nothing to them while the plan is used. Returns a
         PagedPlan: plan.run(q) is attend(seqs, q, cu_seqlens_q) with q
         packed (total, num_heads, key_dim), bitwise, allocating nothing;
         plan.run(q, pool=other) reads another pool's pages, residual rows
@@ -496,7 +497,7 @@ class PagedPlan:
         self.return_lse = return_lse
         self.options = _options(causal, scale, None, dropout_p, seed)
         self.seed = self.options.dropout_seed if dropout_p else None  # a seed drawn here, to repeat a run
-        self.masks = _varlen_masks(masks, self.n, np.float32)  # (kept alive: the runs read them)
+        self.masks = _varlen_masks(masks, self.n, np.float32, copy=True)  # (kept alive: the runs read them)
         err, size, ws = Error(), ctypes.c_size_t(), ctypes.c_size_t()
         raise_for(LIB.attn_sdpa_plan_bytes(ctypes.byref(size), self.n, err), err)
         self.memory = np.zeros(size.value, np.uint8)

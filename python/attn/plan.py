@@ -7,8 +7,9 @@ strides, allocating nothing:
     for each layer: out = plan.run(q_l, k_l, v_l)
 
 Each run gives bitwise what the unplanned call gives on the same arrays.
-The plan keeps its memory, its workspace and the mask (or masks) it was
-made with; a q, k or v laid out otherwise is a PlanError."""
+The plan keeps its memory, its workspace and a copy of the mask (or masks)
+it was made with: what the caller writes into its mask afterwards changes
+no run. A q, k or v laid out otherwise is a PlanError."""
 import ctypes
 
 import numpy as np
@@ -41,12 +42,12 @@ class Plan:
                 raise ArgumentError("cu_seqlens_q has %s but cu_seqlens_k has %d"
                                     % (_count(self.cq.size, "offset"), self.ck.size), 19)
             batch = self.cq.size - 1
-            self.masks = _varlen_masks(masks, batch, q.dtype)  # read at every run: kept
+            self.masks = _varlen_masks(masks, batch, q.dtype, copy=True)  # read at every run: kept
             self.options = _options(causal, scale, None, dropout_p, seed)
             shape = (q.shape[0], q.shape[1], v.shape[2])
         else:
             batch = 0
-            self.mask = _mask(mask, q.dtype)  # (array, view): read at every run
+            self.mask = _mask(mask, q.dtype, copy=True)  # (array, view): read at every run
             self.options = _options(causal, scale, self.mask[1], dropout_p, seed)
             shape = _out_shape(q, k, v)
         self.out_shape, self.dtype, self.return_lse = shape, q.dtype, return_lse
