@@ -176,6 +176,16 @@ o2, l2 = attn.sdpa(q, k[:, :, 9:], v[:, :, 9:], return_lse=True)
 mo, ml = attn.merge([o1, o2], [l1, l2])
 wo, wl = attn.sdpa(q, k, v, return_lse=True)
 check("merge_two_halves_of_the_keys", rel(mo, wo) <= 1e-14 and rel(ml, wl) <= 1e-14)
+# The parts stacked in one array (np.stack) or given by a generator: an
+# array's truth value raised ValueError ("ambiguous"), a generator TypeError.
+for how, parts in (("stacked", lambda: (np.stack([o1, o2]), np.stack([l1, l2]))),
+                   ("generators", lambda: ((o for o in (o1, o2)), (x for x in (l1, l2))))):
+    try:
+        so_, sl_ = attn.merge(*parts())
+        why = "" if np.array_equal(so_, mo) and np.array_equal(sl_, ml) else "differs from the lists' merge"
+    except Exception as e:  # noqa: BLE001 -- any error is the failure
+        why = "%s: %s" % (type(e).__name__, e)
+    check("merge_parts_%s" % how, not why, why)
 
 # --- errors: every attn_status, and the calls that raise them ----------------
 lib = attn._core.LIB

@@ -410,7 +410,11 @@ def sdpa_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, ma
 def merge(outs, lses):
     """Merge partial results over disjoint sets of keys (attn_sdpa_merge): given
     (outs[i], lses[i]) of the same queries, the (out, lse) of attention over
-    all their keys, exactly."""
+    all their keys, exactly. outs and lses: sequences of arrays, or arrays
+    stacked along a first axis (np.stack of the parts)."""
+    # An ndarray's truth value raised "ambiguous" (ValueError), a generator
+    # had no len(): the parts are listed first.
+    outs, lses = list(outs), list(lses)
     if len(outs) != len(lses) or not outs:
         raise ArgumentError("merge needs as many outs as lses, at least one", 19)
     outs = [_float_array(a, "outs[%d]" % i) for i, a in enumerate(outs)]
