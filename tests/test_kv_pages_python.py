@@ -360,6 +360,10 @@ for label, call in (("length_float", lambda: pool.length(float(a))), ("gather_st
                     ("pool_float_heads", lambda: attn.KVPages(heads=1.5, key_dim=4, num_pages=2, max_sequences=2))):
     refused("kv_pages_python_not_an_integer_" + label, TypeError, call)
 check("kv_pages_python_numpy_integer_ids", pool.length(np.int64(a)) == pool.length(a) == 22)
+# A page outside the pool: the library's -1 ("no such page") came back as a
+# count of sequences holding it.
+for label, page in (("past_the_pool", pool.num_pages), ("negative", -1)):
+    refused("kv_pages_python_page_refs_" + label, attn.ArgumentError, lambda: pool.page_refs(page))
 # Packed parts of different heads, or a 0-d one, said as the library says
 # it (NumPy's concatenate spoke of its own axes).
 refused("kv_pages_python_parts_of_other_heads", attn.ShapeError,

@@ -314,8 +314,13 @@ class KVPages:
         return LIB.attn_kv_pages_free_pages(self._pool)
 
     def page_refs(self, page):
-        """How many sequences hold page `page` (0: free)."""
-        return LIB.attn_kv_pages_page_refs(self._pool, _index(page, "page"))
+        """How many sequences hold page `page` (0: free); a page outside
+        0 .. num_pages - 1 is an ArgumentError (the library's -1 was
+        returned as a count)."""
+        refs = LIB.attn_kv_pages_page_refs(self._pool, _index(page, "page"))
+        if refs < 0:
+            raise ArgumentError("page %d is not a page of this pool (pages 0 to %d)" % (page, self.num_pages - 1), 19)
+        return refs
 
     def gather(self, seq):
         """seq's keys and values, copied out of the pages: float32 arrays
