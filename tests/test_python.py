@@ -26,7 +26,8 @@
   and float16 masks beside float32 inputs, a float attn_mask's gradient
   asked of it refused, a model trained;
 - attn.teach: explain() equal to `attn explain --json`, its HTML, scaling()
-  equal to `attn scaling --json`;
+  equal to `attn scaling --json`; sizes past int, floats, NUL in a sentence
+  refused;
 - fork after the thread pool has started: a child of os.fork, of
   multiprocessing's 'fork' start method and a DataLoader worker computes the
   parent's result bitwise, and does not hang;
@@ -863,6 +864,21 @@ cli_rows = cli["rows"] if isinstance(cli, dict) else cli
 same = all(abs(a[key] - b[key]) <= 1e-12 * max(1, abs(b[key])) for a, b in zip(rows, cli_rows)
            for key in ("top_raw", "top_scaled", "spread_raw", "grad_mean_raw"))
 check("scaling_equals_cli_json", same and len(rows) == len(cli_rows) == 2)
+# Arguments that ctypes or int() changed silently: d = 2**32 + 16 measured
+# d = 16 (and said so in the row), 16.7 measured 16, a NUL ended the
+# sentence there (the words after it never read).
+check_raises("teach", [
+    ("scaling_d_past_int", "ArgumentError", "d is 4294967312", lambda: attn.teach.scaling(dims=(2 ** 32 + 16,))),
+    ("scaling_queries_past_int", "ArgumentError", "queries is", lambda: attn.teach.scaling(dims=(16,),
+                                                                                           queries=2 ** 32 + 10)),
+    ("scaling_d_float", "TypeError", "d must be an integer", lambda: attn.teach.scaling(dims=(16.7,))),
+    ("scaling_seed_past_uint64", "ArgumentError", "seed is", lambda: attn.teach.scaling(dims=(16,), seed=2 ** 64)),
+    ("explain_nul", "TokenError", "NUL", lambda: attn.teach.explain("the cat\0 xyzzy")),
+    ("explain_source_nul", "TokenError", "NUL", lambda: attn.teach.explain("the cat", source="the\0 xyzzy")),
+    ("explain_bytes", "TypeError", "sentence must be a str", lambda: attn.teach.explain(b"the cat")),
+])
+check("scaling_negative_seed_as_uint64", attn.teach.scaling(dims=(16,), queries=50, seed=-1)[0] ==
+      attn.teach.scaling(dims=(16,), queries=50, seed=2 ** 64 - 1)[0])
 try:
     import matplotlib
     matplotlib.use("Agg")
