@@ -392,6 +392,8 @@ argument_cases = [
                                        sl[0][:, None], [0, 5], [0, 6], want=["dkk"])),
     ("threads_past_int", "ArgumentError", "outside", lambda: attn.set_num_threads(2 ** 32)),
     ("threads_float", "TypeError", "must be an integer", lambda: attn.set_num_threads(1.5)),
+    ("seed_float", "TypeError", "seed must be an integer", lambda: attn.sdpa(q, k, v, dropout_p=0.2, seed=1.5)),
+    ("seed_past_uint64", "ArgumentError", "seed is", lambda: attn.sdpa(q, k, v, dropout_p=0.2, seed=2 ** 64)),
     ("torch_numpy_query", "TypeError", "query must be a torch.Tensor",
      lambda: at.scaled_dot_product_attention(q, tk_, tv_)),
     ("torch_list_value", "TypeError", "value must be a torch.Tensor",
@@ -402,6 +404,8 @@ check_raises("argument", argument_cases)
 check("refused_threads_leave_the_count", attn.get_num_threads() == threads_before, "%d threads, %d before"
       % (attn.get_num_threads(), threads_before))
 one = attn.sdpa_backward(so, q, k, v, so, sl, want="dk")
+check("negative_seed_as_uint64", np.array_equal(attn.sdpa(q, k, v, dropout_p=0.2, seed=-1),
+                                                attn.sdpa(q, k, v, dropout_p=0.2, seed=2 ** 64 - 1)))
 check("backward_want_one_name", one[0] is None and one[2] is None and one[1].shape == k.shape)
 got = attn.sdpa(q.tolist(), k.tolist(), v.tolist())
 check("lists_are_float64_arrays", got.dtype == np.float64 and np.array_equal(got, attn.sdpa(q, k, v)))

@@ -172,7 +172,10 @@ def _options(causal, scale, mask_view, dropout_p, seed):
     o.mask = ctypes.pointer(mask_view) if mask_view is not None else None
     o.dropout_p = float(dropout_p)
     if dropout_p:
-        o.dropout_seed = int.from_bytes(os.urandom(8), "little") if seed is None else int(seed) & (2 ** 64 - 1)
+        # A seed as Python indexes (int() made 1.5 and 1.7 the same seed, and
+        # 2**64 seed 0); a negative one is its uint64, as before.
+        o.dropout_seed = (int.from_bytes(os.urandom(8), "little") if seed is None else
+                          _index(seed, "seed", -2 ** 63, 2 ** 64 - 1) & (2 ** 64 - 1))
     return o
 
 
