@@ -19,6 +19,7 @@
   float32 torch tensors and memoryviews given to attn.sdpa kept float32;
 - attn.torch: gradcheck in float64 (causal, GQA, a float mask's gradient),
   dimensions of size 0 as torch gives them (empty, or zeros without keys),
+  heads of size 1 broadcast as torch broadcasts them,
   a second derivative (create_graph=True, then backward again) refused,
   MultiheadAttention against torch.nn.MultiheadAttention loaded from its
   state_dict (outputs, weights, and every gradient by name), a module of
@@ -651,6 +652,30 @@ out = at.scaled_dot_product_attention(q32t, k16, v16, enable_gqa=True)
 out.sum().backward()
 check("torch_float32_query_float16_kv", out.dtype == torch.float32 and q32t.grad.dtype == torch.float32 and
       k16.grad.dtype == torch.float16 and v16.grad.dtype == torch.float16)
+
+# Heads of size 1 broadcast as torch's matmuls broadcast them: a query of one
+# head (or of rank 2) over keys of three, keys of one head beside values of
+# three. The library groups query heads over key heads and refused these
+# (HeadsError); torch's math takes them.
+for hname, shapes in (("query_one_head", ((2, 1, 5, 8), (2, 3, 7, 8), (2, 3, 7, 6))),
+                      ("query_rank_2", ((5, 8), (2, 3, 7, 8), (2, 3, 7, 6))),
+                      ("key_one_head", ((2, 3, 5, 8), (2, 1, 7, 8), (2, 3, 7, 6))),
+                      ("value_one_head", ((2, 3, 5, 8), (2, 3, 7, 8), (2, 1, 7, 6)))):
+    hq, hk, hv = (torch.randn(s_, dtype=D, requires_grad=True) for s_ in shapes)
+    try:
+        ho = at.scaled_dot_product_attention(hq, hk, hv)
+        ho.sum().backward()
+        got = [ho.detach()] + [t.grad.clone() for t in (hq, hk, hv)]
+        for t in (hq, hk, hv):
+            t.grad = None
+        (torch.softmax(hq @ hk.transpose(-2, -1) / 8 ** 0.5, -1) @ hv).sum().backward()
+        want = [torch.softmax(hq @ hk.transpose(-2, -1) / 8 ** 0.5, -1).detach() @ hv.detach()] + \
+            [t.grad for t in (hq, hk, hv)]
+        worst = max(rel(a, b) if a.shape == b.shape else float("inf") for a, b in zip(got, want))
+        why = "" if worst <= 1e-12 else "error %.3g" % worst
+    except attn.AttnError as e:
+        why = "%s: %s" % (type(e).__name__, e)
+    check("torch_broadcast_heads_%s" % hname, not why, why)
 
 
 def mha_case(name, **kw):

@@ -221,6 +221,33 @@ def _empty_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale):
     return (w @ v).to(query.dtype)
 
 
+def _heads(t):
+    return t.shape[-3] if t.dim() >= 3 else 1
+
+
+def _over_heads(t, heads):
+    """t (..., 1, n, d), or (n, d), expanded to `heads` heads: a view."""
+    t = t if t.dim() >= 3 else t.unsqueeze(0)
+    return t.expand(*t.shape[:-3], heads, *t.shape[-2:])
+
+
+def _broadcast_heads(query, key, value):
+    """Heads of size 1 broadcast against the others', as torch's matmuls
+    broadcast them (a query of one head over keys of several, keys of one
+    head beside values of several): the library groups query heads over
+    key heads (Hq a multiple of Hk, Hk = Hv) and refused these with a
+    HeadsError. Views, no copies; autograd sums each gradient back."""
+    if key.dim() < 3 and value.dim() < 3:
+        return query, key, value
+    hk, hv = _heads(key), _heads(value)
+    if hk != hv and 1 in (hk, hv):
+        key, value = (_over_heads(t, max(hk, hv)) if _heads(t) == 1 else t for t in (key, value))
+        hk = hv = max(hk, hv)
+    if _heads(query) == 1 and hk > 1:
+        query = _over_heads(query, hk)
+    return query, key, value
+
+
 def _check_gqa(query, key, value, enable_gqa):
     """torch 2.5's rule: key and value have query's number of heads (dimension
     -3), or 1 (broadcast), unless enable_gqa, when Hk need only divide Hq
@@ -240,7 +267,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     with torch 2.5's signature: query (..., Hq, L, E), key (..., Hk, S, E),
     value (..., Hk, S, Ev); Hk is Hq or 1 (broadcast), or, with enable_gqa=True,
     any divisor of Hq (grouped-query attention; a HeadsError otherwise, where
-    torch raises its own error); attn_mask bool (True takes part) or additive
+    torch raises its own error); a query of one head (or of rank 2)
+    broadcasts over Hk heads, and keys of one head over the values' heads
+    (or the reverse), as torch's matmuls broadcast them; attn_mask bool (True takes part) or additive
     float (an integer mask is a MaskError, as PyTorch refuses it);
     is_causal is top-left, and may come with an attn_mask (both apply: the
     library's rule; torch raises RuntimeError for the pair, so code that
@@ -256,6 +285,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if not isinstance(t, torch.Tensor):  # as torch says it (query.dim() below raised AttributeError)
             raise TypeError("scaled_dot_product_attention(): %s must be a torch.Tensor, not %s"
                             % (name, type(t).__name__))
+    query, key, value = _broadcast_heads(query, key, value)
     _check_gqa(query, key, value, enable_gqa)
     # The library's rule for every shape: a size-0 input took torch's own
     # dropout, which accepts p = 1 and raises RuntimeError for NaN, so the
