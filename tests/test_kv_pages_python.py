@@ -16,7 +16,8 @@
   never wrapped to sequence 0; parts of other heads said as the library
   says it; dtype=np.float16 as NumPy spells it; KVCache.lengths assigned
   copied into its own int64 array (or refused), steps of no sequence;
-  a step's causal=True, a misspelt parameter or RoPE field refused;
+  a step's causal=True, a misspelt parameter or RoPE field refused; a q,
+  x or k of another dtype refused saying what the call takes;
   four Python threads each on its own pool, every attend bitwise attn.sdpa;
 - the layer's step: KVPages.mha_step (attn_mha_paged) against a float64
   NumPy layer (GQA, prompts then decodes), a float64 KVCache's step against
@@ -605,6 +606,30 @@ try:
     check("mha_step_cache_full", False, "no error")
 except attn.FullError:
     check("mha_step_cache_full", np.array_equal(before, cache.lengths))
+
+# Arrays of a dtype the pool's calls do not take, said as what they take:
+# the message offered float64, which was then refused naming an output the
+# caller never gave ("out is f32 but query is f64").
+dpool = attn.KVPages(heads=HK, key_dim=D, num_pages=4, max_sequences=2)
+ds = dpool.create()
+dpool.append(ds, np.ones((2, HK, D), np.float32), np.ones((2, HK, D), np.float32))
+x1 = np.ones((1, E), np.float32)
+for label, call, words in (
+        ("attend_float64_q", lambda: dpool.attend(ds, np.ones((1, HQ, D))), "q[0] is float64; it must be float32"),
+        ("attend_float16_q", lambda: dpool.attend(ds, np.ones((1, HQ, D), np.float16)), "it must be float32"),
+        ("append_int_k", lambda: dpool.append(ds, np.ones((1, HK, D), int), np.ones((1, HK, D), np.float32)),
+         "k[0] is int64; it must be float32 or float16"),
+        ("pool_step_float64_x", lambda: dpool.mha_step([ds], [x1.astype(np.float64)], layer),
+         "x[0] is float64; it must be float32"),
+        ("cache_step_float64_x", lambda: cache.mha_step([0], [x1.astype(np.float64)], layer),
+         "x[0] is float64; it must be float32"),
+        ("cache_step_int_x", lambda: cache.mha_step([0], x1.astype(int), layer, cu_seqlens=[0, 1]),
+         "x is int64; it must be float32")):
+    try:
+        call()
+        check("kv_dtype_said_" + label, False, "no error")
+    except attn.DtypeError as e:
+        check("kv_dtype_said_" + label, words in str(e) and "float64" not in str(e).split("; ")[-1], str(e))
 
 # planned once, run for two layers' pools kept in step
 pool2 = attn.KVPages(heads=HK, key_dim=D, num_pages=16, max_sequences=4)

@@ -129,14 +129,16 @@ def view(a, dtype=None):
     return Tensor.from_buffer_copy(_TENSOR.pack(_data(a), code, nd, *a.shape, *pad, *strides, *pad))
 
 
-def _float_array(a, name, like=None, kv=False):
+def _float_array(a, name, like=None, kv=False, f32_only=False):
     """The array `name` as given (no copy) when it is float32 or float64, or,
     for a key or value (kv) beside a float32 q, float16. Lists and scalars
     become arrays of like's dtype, or float64; anything else that carries a
     dtype of its own (a torch tensor, a memoryview, ...) is taken with that
     dtype, as an array is. An array of any other dtype is refused, not
     converted: an integer q made float64 would be reported as a mismatch
-    with k, not as what it is."""
+    with k, not as what it is. f32_only: float64 refused too (a KV pool's
+    calls, which take float32), and said so: the message offered float64,
+    which the library then refused naming an output the caller never gave."""
     if a is None:
         raise NullError("%s is None" % name, 1)
     if not isinstance(a, np.ndarray):
@@ -146,12 +148,15 @@ def _float_array(a, name, like=None, kv=False):
         if not (hasattr(a, "dtype") or hasattr(a, "__array_interface__") or isinstance(a, memoryview)):
             return np.asarray(a, like if like is not None else np.float64)
         a = np.asarray(a)
-    if a.dtype in (np.float32, np.float64) or (kv and like == np.float32 and a.dtype == np.float16):
+    taken = (np.float32,) if f32_only else (np.float32, np.float64)
+    if a.dtype in taken or (kv and like == np.float32 and a.dtype == np.float16):
         return a
     if a.dtype.kind == "f" and not a.dtype.isnative:  # '>f4' on x86: the same values, in native order
         a = a.astype(a.dtype.newbyteorder("="))
-        if a.dtype in (np.float32, np.float64) or (kv and like == np.float32 and a.dtype == np.float16):
+        if a.dtype in taken or (kv and like == np.float32 and a.dtype == np.float16):
             return a
+    if f32_only:
+        raise DtypeError("%s is %s; it must be float32%s" % (name, a.dtype, " or float16" if kv else ""), 6)
     raise DtypeError("%s is %s; it must be float32 or float64%s" % (name, a.dtype, ", or float16 beside a float32 q"
                                                                      if kv else ""), 6)
 

@@ -97,10 +97,8 @@ def _check_parts(arrays, name):
 def _packed(parts, name):
     """A list of (n_i, H, dim) arrays packed into one (total, H, dim) array,
     and the n + 1 offsets."""
-    arrays = [_float_array(a, "%s[%d]" % (name, i), np.float32, kv=True) for i, a in enumerate(parts)]
-    for i, a in enumerate(arrays):
-        if a.dtype == np.float64:  # as the library refuses it: rounding twice (to float32, then to the pool's) differs
-            raise DtypeError("%s[%d] is float64; a pool takes float32 or float16" % (name, i), 6)
+    # float64 refused, as the library refuses it: rounding twice (to float32, then to the pool's) differs
+    arrays = [_float_array(a, "%s[%d]" % (name, i), np.float32, kv=True, f32_only=True) for i, a in enumerate(parts)]
     if not arrays:
         return np.zeros((0, 1, 1), np.float32), [0]
     _check_parts(arrays, name)
@@ -168,12 +166,12 @@ def _packed_rows(x, cu_seqlens, n, name, dtype=None):
     if cu_seqlens is None:
         if len(x) != n:
             raise ValueError("%s needs one x per sequence (or a packed x and cu_seqlens)" % name)
-        parts = [_float_array(a, "x[%d]" % i, np.float32) for i, a in enumerate(x)]
+        parts = [_float_array(a, "x[%d]" % i, np.float32, f32_only=dtype != np.float64) for i, a in enumerate(x)]
         cu = [0]
         for a in parts:
             cu.append(cu[-1] + a.shape[0])
         return np.ascontiguousarray(np.concatenate(parts)), cu, True
-    return _float_array(x, "x", np.float32), list(cu_seqlens), False
+    return _float_array(x, "x", np.float32, f32_only=dtype != np.float64), list(cu_seqlens), False
 
 
 def _unpacked(out, cu, lists):
@@ -293,7 +291,8 @@ class KVPages:
                 raise ValueError("append needs one k and one v per sequence (or packed arrays and cu_seqlens)")
             (k, cu), (v, _) = _packed(k, "k"), _packed(v, "v")
         else:
-            k, v, cu = _float_array(k, "k", np.float32, kv=True), _float_array(v, "v", np.float32, kv=True), cu_seqlens
+            k, v = (_float_array(a, n, np.float32, kv=True, f32_only=True) for a, n in ((k, "k"), (v, "v")))
+            cu = cu_seqlens
         ids, offsets, kv_, vv = _i64s(seqs, "seqs"), _i64s(cu, "cu_seqlens"), _view(k), _view(v)
         self._call(LIB.attn_kv_pages_append, ids, len(seqs), ctypes.byref(kv_), ctypes.byref(vv), offsets)
 
@@ -360,11 +359,11 @@ class KVPages:
         seqs = list(seqs)
         packed = cu_seqlens_q is not None
         if packed:
-            q, cu = _float_array(q, "q", np.float32), list(cu_seqlens_q)
+            q, cu = _float_array(q, "q", np.float32, f32_only=True), list(cu_seqlens_q)
         else:
             if len(q) != len(seqs):
                 raise ValueError("attend needs one q per sequence (or a packed q and cu_seqlens_q)")
-            parts = [_float_array(a, "q[%d]" % i, np.float32) for i, a in enumerate(q)]
+            parts = [_float_array(a, "q[%d]" % i, np.float32, f32_only=True) for i, a in enumerate(q)]
             _check_parts(parts, "q")
             cu = [0]
             for a in parts:
@@ -545,7 +544,7 @@ class PagedPlan:
         if self.by_id and pool.max_sequences < self.n:
             raise ValueError("the pool holds %s; the plan names sequence %d"
                              % (_count(pool.max_sequences, "sequence"), self.n - 1))
-        q = _float_array(q, "q", np.float32)
+        q = _float_array(q, "q", np.float32, f32_only=True)
         out = np.empty(self.out_shape, np.float32)
         lse = np.empty(self.out_shape[:2], np.float32) if self.return_lse else None
         if self.by_id:
