@@ -27,7 +27,8 @@
   refused with the lengths kept;
 - a paged plan (KVPages.plan, attn_kv_paged_plan_init / _run): its runs
   bitwise attend() on the planned pool and on another pool kept in step
-  (same page tables, other values), a q of another shape a PlanError, a
+  (same page tables, other values), four threads sharing it (each run
+  bitwise attend() on its own q), a q of another shape a PlanError, a
   pool of keys stored otherwise (key_dtype, hadamard) a DtypeError, a q4c
   plan's run on a pool of fewer sequences than its ids refused;
 - a pool of 2 MiB or more (Linux): its memory starts on a 2 MiB boundary and
@@ -655,6 +656,33 @@ check("paged_plan_dropout_equals_attend", dplan.seed == 7 and np.array_equal(dpl
 fresh = pool.plan([b, a], [2, 1], num_heads=HQ, dropout_p=0.3)
 check("paged_plan_dropout_fresh_seed_kept", fresh.seed is not None and
       np.array_equal(fresh.run(q), pool.attend([b, a], q, cu_seqlens_q=[0, 2, 3], dropout_p=0.3, seed=fresh.seed)))
+# Threads sharing a paged plan: a run points the plan at its q and out and
+# uses its one workspace, so two at once got each other's rows. Four threads,
+# each run bitwise attend() on its own q (a prompt's worth, so that a run
+# takes long enough to overlap another).
+tpool = attn.KVPages(heads=HK, key_dim=D, num_pages=64, max_sequences=2)
+ta, tb = tpool.create(), tpool.create()
+for s_ in (ta, tb):
+    rows = rng.standard_normal((300, HK, D)).astype(np.float32)
+    tpool.append(s_, rows, rows)
+tqs = [rng.standard_normal((96, HQ, D)).astype(np.float32) for _ in range(4)]
+twants = [tpool.attend([ta, tb], tq, cu_seqlens_q=[0, 48, 96]) for tq in tqs]
+tplan, twrong = tpool.plan([ta, tb], [48, 48], num_heads=HQ), []
+
+
+def paged_runs(i):
+    for it in range(100):
+        j = (i + it) % 4
+        if not np.array_equal(tplan.run(tqs[j]), twants[j]):
+            twrong.append((i, it))
+
+
+tthreads = [threading.Thread(target=paged_runs, args=(i,)) for i in range(4)]
+for t in tthreads:
+    t.start()
+for t in tthreads:
+    t.join()
+check("paged_plan_shared_by_threads_runs_each_own_q", not twrong, "%d of 400 runs wrong" % len(twrong))
 # The plan keeps a copy of its masks: float32 ones (the pool's dtype) were
 # kept by reference, so that the caller's later writes changed the runs.
 pmasks = [rng.standard_normal((HQ, 2, pool.length(b))).astype(np.float32), None]

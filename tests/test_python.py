@@ -7,7 +7,8 @@
   sequence, masks) calls planned once and run for three layers, bitwise the
   unplanned attn.sdpa / sdpa_varlen, float32 and float64, each causal mode;
   other shapes a PlanError; its masks copied (the caller's later writes
-  reach no run);
+  reach no run); one plan run by four threads at once, each run bitwise the
+  unplanned call on its own arrays;
 - attn.sdpa against PyTorch float64 (oracle.py's reference) on random cases,
   with strided NumPy views (transposed, sliced, negative strides) passed
   through without copies, out=, lse; sdpa_backward against autograd; merge;
@@ -43,6 +44,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -498,6 +500,28 @@ vmplan = attn.Plan(vq, vk, vv, cu_seqlens_q=[0, 2, 5], cu_seqlens_k=[0, 3, 7], m
 vmasks[0][...], vmasks[1][...] = -np.inf, False
 got, want = vmplan.run(vq, vk, vv), attn.sdpa_varlen(vq, vk, vv, [0, 2, 5], [0, 3, 7], masks=vkept)
 check("plan_keeps_its_varlen_masks", np.array_equal(got, want), "error %.3g" % rel(got, want))
+# Threads sharing a plan: a run writes its arrays' pointers into the plan
+# and uses its one workspace, so two at once got each other's rows. Each
+# thread's every run must be the unplanned call's on its own arrays.
+tq_shape, tk_shape = (2, 4, 64, 32), (2, 4, 256, 32)
+t_inputs = [tuple(f(s_).astype(np.float32) for s_ in (tq_shape, tk_shape, tk_shape)) for _ in range(4)]
+t_wants = [attn.sdpa(*x, causal=True) for x in t_inputs]
+t_plan, t_wrong = attn.Plan(*t_inputs[0], causal=True), []
+
+
+def plan_runs(i):
+    for it in range(100):
+        j = (i + it) % 4
+        if not np.array_equal(t_plan.run(*t_inputs[j]), t_wants[j]):
+            t_wrong.append((i, it))
+
+
+t_threads = [threading.Thread(target=plan_runs, args=(i,)) for i in range(4)]
+for t in t_threads:
+    t.start()
+for t in t_threads:
+    t.join()
+check("plan_shared_by_threads_runs_each_own_arrays", not t_wrong, "%d of 400 runs wrong" % len(t_wrong))
 try:
     plan.run(f((2, 4, 10, 16)), f(shape_kv), f(shape_kv))
     check("plan_refuses_other_shapes", False, "no error")

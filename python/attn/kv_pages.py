@@ -31,6 +31,7 @@ length, pages) from several threads at once, but a call that changes it
 (create, fork, append, truncate, free, mha_step) must not run beside any
 other call on it: the pool is not locked (attn.h, "Paged KV cache")."""
 import ctypes
+import threading
 
 import numpy as np
 
@@ -443,7 +444,8 @@ class KVPages:
 
 class PagedPlan:
     """A paged batch's plan (KVPages.plan): its memory, its view of the
-    sequences (their lengths and page tables, copied), its workspace."""
+    sequences (their lengths and page tables, copied), its workspace.
+    Threads may share it: its runs take turns."""
 
     def __init__(self, pool, seqs, q_lengths, num_heads, masks, causal, scale, return_lse, dropout_p=0.0, seed=None):
         if len(q_lengths) != len(seqs):
@@ -516,6 +518,7 @@ class PagedPlan:
                                               ctypes.byref(self.options), err), err)
         self._plan = plan
         self.workspace = np.zeros(max(ws.value, 1), np.uint8)
+        self._lock = threading.Lock()  # runs take turns: each points the plan at its arrays, in one workspace
 
     def run(self, q, pool=None):
         """Attention of q (total, num_heads, key_dim), float32, over the
@@ -556,8 +559,11 @@ class PagedPlan:
         pw, err, w = pool._view(), Error(), KVPagedView.from_buffer_copy(self.view)
         for f in ("k_pages", "v_pages", "k_residual", "k_scale", "v_scale", "residual"):
             setattr(w, f, getattr(pw, f))  # a pool of another window: refused (attn_kv_paged_run_view)
-        raise_for(LIB.attn_kv_paged_run_view(self._plan, _view(out), _view(lse) if lse is not None else None, _view(q),
-                                             ctypes.byref(w), self.workspace.ctypes.data, self.workspace.size, err), err)
+        with self._lock:
+            status = LIB.attn_kv_paged_run_view(self._plan, _view(out), _view(lse) if lse is not None else None,
+                                                _view(q), ctypes.byref(w), self.workspace.ctypes.data,
+                                                self.workspace.size, err)
+        raise_for(status, err)
         if self.by_id:
             out = out[self.back]
             lse = lse[self.back] if lse is not None else None
