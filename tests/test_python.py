@@ -399,6 +399,8 @@ argument_cases = [
     ("seed_past_uint64", "ArgumentError", "seed is", lambda: attn.sdpa(q, k, v, dropout_p=0.2, seed=2 ** 64)),
     ("torch_numpy_query", "TypeError", "query must be a torch.Tensor",
      lambda: at.scaled_dot_product_attention(q, tk_, tv_)),
+    ("torch_more_key_heads_than_query", "HeadsError", "query's heads must be a multiple of key's",
+     lambda: at.scaled_dot_product_attention(torch.ones(1, 2, 3, 4), torch.ones(1, 4, 3, 4), torch.ones(1, 4, 3, 4))),
     ("torch_list_value", "TypeError", "value must be a torch.Tensor",
      lambda: at.scaled_dot_product_attention(torch.from_numpy(q), tk_, v.tolist())),
 ]

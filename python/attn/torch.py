@@ -257,6 +257,9 @@ def _check_gqa(query, key, value, enable_gqa):
     hq = query.shape[-3]
     for name, t in (("key", key), ("value", value)):
         if t.dim() >= 3 and t.shape[-3] not in (hq, 1):
+            if hq % t.shape[-3]:  # enable_gqa would not help: it was offered all the same
+                raise _core.HeadsError("%s has %d heads and query %d: query's heads must be a multiple of %s's"
+                                       % (name, t.shape[-3], hq, name), 5)
             raise _core.HeadsError("%s has %d heads and query %d: pass enable_gqa=True for grouped-query attention "
                                    "(torch's rule since 2.5)" % (name, t.shape[-3], hq), 5)
 
