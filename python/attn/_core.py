@@ -254,9 +254,10 @@ def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout
     semantics and libattn's kernels. q (..., Hq, L, E), k (..., Hk, S, E), v
     (..., Hk, S, Ev): float32 or float64 arrays of any strides (k and v may be
     float16 with float32 q; arrays of other dtypes are refused, lists made
-    arrays of q's dtype, or float64; a torch tensor keeps its dtype); GQA when Hq is a multiple of Hk; batch dimensions
-    broadcast. mask: bool (True takes part) or additive float, broadcastable to
-    (..., Hq, L, S); an integer mask is a MaskError, as in PyTorch. causal: False, True or 'top-left' (key j <= query i),
+    arrays of q's dtype, or float64; a torch tensor keeps its dtype); GQA
+    when Hq is a multiple of Hk; batch dimensions broadcast. mask: bool
+    (True takes part) or additive float, broadcastable to (..., Hq, L, S);
+    an integer mask is a MaskError, as in PyTorch. causal: False, True or 'top-left' (key j <= query i),
     'bottom-right' (j <= i + S - L). scale: default 1/sqrt(E). dropout_p with
     seed (None: a fresh one). Returns out (..., Hq, L, Ev), a new array unless
     out= is given; with return_lse, (out, lse), the log-sum-exp of each row;
