@@ -16,7 +16,8 @@
   never wrapped to sequence 0; parts of other heads said as the library
   says it; dtype=np.float16 as NumPy spells it; KVCache.lengths assigned
   copied into its own int64 array (or refused), steps of no sequence;
-  a step's causal=True, a misspelt parameter or RoPE field refused;
+  a step's causal=True, a misspelt parameter or RoPE field refused; a q,
+  x or k of another dtype refused saying what the call takes;
   four Python threads each on its own pool, every attend bitwise attn.sdpa;
 - the layer's step: KVPages.mha_step (attn_mha_paged) against a float64
   NumPy layer (GQA, prompts then decodes), a float64 KVCache's step against
@@ -26,7 +27,8 @@
   refused with the lengths kept;
 - a paged plan (KVPages.plan, attn_kv_paged_plan_init / _run): its runs
   bitwise attend() on the planned pool and on another pool kept in step
-  (same page tables, other values), a q of another shape a PlanError, a
+  (same page tables, other values), four threads sharing it (each run
+  bitwise attend() on its own q), a q of another shape a PlanError, a
   pool of keys stored otherwise (key_dtype, hadamard) a DtypeError, a q4c
   plan's run on a pool of fewer sequences than its ids refused;
 - a pool of 2 MiB or more (Linux): its memory starts on a 2 MiB boundary and
@@ -360,6 +362,10 @@ for label, call in (("length_float", lambda: pool.length(float(a))), ("gather_st
                     ("pool_float_heads", lambda: attn.KVPages(heads=1.5, key_dim=4, num_pages=2, max_sequences=2))):
     refused("kv_pages_python_not_an_integer_" + label, TypeError, call)
 check("kv_pages_python_numpy_integer_ids", pool.length(np.int64(a)) == pool.length(a) == 22)
+# A page outside the pool: the library's -1 ("no such page") came back as a
+# count of sequences holding it.
+for label, page in (("past_the_pool", pool.num_pages), ("negative", -1)):
+    refused("kv_pages_python_page_refs_" + label, attn.ArgumentError, lambda: pool.page_refs(page))
 # Packed parts of different heads, or a 0-d one, said as the library says
 # it (NumPy's concatenate spoke of its own axes).
 refused("kv_pages_python_parts_of_other_heads", attn.ShapeError,
@@ -628,6 +634,30 @@ try:
 except attn.FullError:
     check("mha_step_cache_full", np.array_equal(before, cache.lengths))
 
+# Arrays of a dtype the pool's calls do not take, said as what they take:
+# the message offered float64, which was then refused naming an output the
+# caller never gave ("out is f32 but query is f64").
+dpool = attn.KVPages(heads=HK, key_dim=D, num_pages=4, max_sequences=2)
+ds = dpool.create()
+dpool.append(ds, np.ones((2, HK, D), np.float32), np.ones((2, HK, D), np.float32))
+x1 = np.ones((1, E), np.float32)
+for label, call, words in (
+        ("attend_float64_q", lambda: dpool.attend(ds, np.ones((1, HQ, D))), "q[0] is float64; it must be float32"),
+        ("attend_float16_q", lambda: dpool.attend(ds, np.ones((1, HQ, D), np.float16)), "it must be float32"),
+        ("append_int_k", lambda: dpool.append(ds, np.ones((1, HK, D), int), np.ones((1, HK, D), np.float32)),
+         "k[0] is int64; it must be float32 or float16"),
+        ("pool_step_float64_x", lambda: dpool.mha_step([ds], [x1.astype(np.float64)], layer),
+         "x[0] is float64; it must be float32"),
+        ("cache_step_float64_x", lambda: cache.mha_step([0], [x1.astype(np.float64)], layer),
+         "x[0] is float64; it must be float32"),
+        ("cache_step_int_x", lambda: cache.mha_step([0], x1.astype(int), layer, cu_seqlens=[0, 1]),
+         "x is int64; it must be float32")):
+    try:
+        call()
+        check("kv_dtype_said_" + label, False, "no error")
+    except attn.DtypeError as e:
+        check("kv_dtype_said_" + label, words in str(e) and "float64" not in str(e).split("; ")[-1], str(e))
+
 # planned once, run for two layers' pools kept in step
 pool2 = attn.KVPages(heads=HK, key_dim=D, num_pages=16, max_sequences=4)
 a2, b2 = pool2.create(), pool2.create()
@@ -652,6 +682,41 @@ check("paged_plan_dropout_equals_attend", dplan.seed == 7 and np.array_equal(dpl
 fresh = pool.plan([b, a], [2, 1], num_heads=HQ, dropout_p=0.3)
 check("paged_plan_dropout_fresh_seed_kept", fresh.seed is not None and
       np.array_equal(fresh.run(q), pool.attend([b, a], q, cu_seqlens_q=[0, 2, 3], dropout_p=0.3, seed=fresh.seed)))
+# Threads sharing a paged plan: a run points the plan at its q and out and
+# uses its one workspace, so two at once got each other's rows. Four threads,
+# each run bitwise attend() on its own q (a prompt's worth, so that a run
+# takes long enough to overlap another).
+tpool = attn.KVPages(heads=HK, key_dim=D, num_pages=64, max_sequences=2)
+ta, tb = tpool.create(), tpool.create()
+for s_ in (ta, tb):
+    rows = rng.standard_normal((300, HK, D)).astype(np.float32)
+    tpool.append(s_, rows, rows)
+tqs = [rng.standard_normal((96, HQ, D)).astype(np.float32) for _ in range(4)]
+twants = [tpool.attend([ta, tb], tq, cu_seqlens_q=[0, 48, 96]) for tq in tqs]
+tplan, twrong = tpool.plan([ta, tb], [48, 48], num_heads=HQ), []
+
+
+def paged_runs(i):
+    for it in range(100):
+        j = (i + it) % 4
+        if not np.array_equal(tplan.run(tqs[j]), twants[j]):
+            twrong.append((i, it))
+
+
+tthreads = [threading.Thread(target=paged_runs, args=(i,)) for i in range(4)]
+for t in tthreads:
+    t.start()
+for t in tthreads:
+    t.join()
+check("paged_plan_shared_by_threads_runs_each_own_q", not twrong, "%d of 400 runs wrong" % len(twrong))
+# The plan keeps a copy of its masks: float32 ones (the pool's dtype) were
+# kept by reference, so that the caller's later writes changed the runs.
+pmasks = [rng.standard_normal((HQ, 2, pool.length(b))).astype(np.float32), None]
+pkept = [pmasks[0].copy(), None]
+mplan = pool.plan([b, a], [2, 1], num_heads=HQ, masks=pmasks)
+pmasks[0][...] = -np.inf  # every key masked out, had the plan read this
+check("paged_plan_keeps_its_masks", np.array_equal(mplan.run(q), pool.attend([b, a], q, cu_seqlens_q=[0, 2, 3],
+                                                                              masks=pkept)))
 try:
     pool.plan([b, a], [2, 1], num_heads=HQ, dropout_p=1.0)
     check("paged_plan_dropout_refused", False, "no error")

@@ -6,7 +6,9 @@
   dense (GQA, a broadcast mask) and ragged (a decode, an empty and a prefill
   sequence, masks) calls planned once and run for three layers, bitwise the
   unplanned attn.sdpa / sdpa_varlen, float32 and float64, each causal mode;
-  other shapes a PlanError;
+  other shapes a PlanError; its masks copied (the caller's later writes
+  reach no run); one plan run by four threads at once, each run bitwise the
+  unplanned call on its own arrays;
 - attn.sdpa against PyTorch float64 (oracle.py's reference) on random cases,
   with strided NumPy views (transposed, sliced, negative strides) passed
   through without copies, out=, lse; sdpa_backward against autograd; merge;
@@ -14,16 +16,20 @@
   inputs converted;
 - every attn_status as its exception class, and the calls that raise them;
   arguments not taken (a misspelt want= name, a thread count past int or
-  not an integer, a NumPy array given to attn.torch) refused by class;
+  not an integer, a NumPy array given to attn.torch, None) refused by class;
+  float32 torch tensors and memoryviews given to attn.sdpa kept float32;
 - attn.torch: gradcheck in float64 (causal, GQA, a float mask's gradient),
   dimensions of size 0 as torch gives them (empty, or zeros without keys),
+  heads of size 1 broadcast as torch broadcasts them,
   a second derivative (create_graph=True, then backward again) refused,
   MultiheadAttention against torch.nn.MultiheadAttention loaded from its
   state_dict (outputs, weights, and every gradient by name), a module of
-  float16 parameters beside float32 inputs (its gradients float16), a float
-  attn_mask's gradient asked of it refused, a model trained;
+  float16 parameters beside float32 inputs (its gradients float16), float64
+  and float16 masks beside float32 inputs, a float attn_mask's gradient
+  asked of it refused, a model trained;
 - attn.teach: explain() equal to `attn explain --json`, its HTML, scaling()
-  equal to `attn scaling --json`;
+  equal to `attn scaling --json`; sizes past int, floats, NUL in a sentence
+  refused;
 - fork after the thread pool has started: a child of os.fork, of
   multiprocessing's 'fork' start method and a DataLoader worker computes the
   parent's result bitwise, and does not hang;
@@ -38,6 +44,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -173,6 +180,16 @@ o2, l2 = attn.sdpa(q, k[:, :, 9:], v[:, :, 9:], return_lse=True)
 mo, ml = attn.merge([o1, o2], [l1, l2])
 wo, wl = attn.sdpa(q, k, v, return_lse=True)
 check("merge_two_halves_of_the_keys", rel(mo, wo) <= 1e-14 and rel(ml, wl) <= 1e-14)
+# The parts stacked in one array (np.stack) or given by a generator: an
+# array's truth value raised ValueError ("ambiguous"), a generator TypeError.
+for how, parts in (("stacked", lambda: (np.stack([o1, o2]), np.stack([l1, l2]))),
+                   ("generators", lambda: ((o for o in (o1, o2)), (x for x in (l1, l2))))):
+    try:
+        so_, sl_ = attn.merge(*parts())
+        why = "" if np.array_equal(so_, mo) and np.array_equal(sl_, ml) else "differs from the lists' merge"
+    except Exception as e:  # noqa: BLE001 -- any error is the failure
+        why = "%s: %s" % (type(e).__name__, e)
+    check("merge_parts_%s" % how, not why, why)
 
 # --- errors: every attn_status, and the calls that raise them ----------------
 lib = attn._core.LIB
@@ -346,6 +363,8 @@ dtype_cases = [
     ("out_dtype", "DtypeError", "out is f64 but q is f32", lambda: attn.sdpa(q32, k32, v32, out=np.zeros((2, 5, 4)))),
     ("out_shape", "ShapeError", "out has shape (2, 5, 3)", lambda: attn.sdpa(q, k, v, out=np.zeros((2, 5, 3)))),
     ("out_not_an_array", "TypeError", "out must be a NumPy array", lambda: attn.sdpa(q, k, v, out=[0.0] * 40)),
+    ("integer_torch_q", "DtypeError", "q is int64", lambda: attn.sdpa(torch.ones(2, 5, 8, dtype=torch.int64), k, v)),
+    ("none_q", "NullError", "q is None", lambda: attn.sdpa(None, k, v)),
 ]
 
 
@@ -376,8 +395,12 @@ argument_cases = [
                                        sl[0][:, None], [0, 5], [0, 6], want=["dkk"])),
     ("threads_past_int", "ArgumentError", "outside", lambda: attn.set_num_threads(2 ** 32)),
     ("threads_float", "TypeError", "must be an integer", lambda: attn.set_num_threads(1.5)),
+    ("seed_float", "TypeError", "seed must be an integer", lambda: attn.sdpa(q, k, v, dropout_p=0.2, seed=1.5)),
+    ("seed_past_uint64", "ArgumentError", "seed is", lambda: attn.sdpa(q, k, v, dropout_p=0.2, seed=2 ** 64)),
     ("torch_numpy_query", "TypeError", "query must be a torch.Tensor",
      lambda: at.scaled_dot_product_attention(q, tk_, tv_)),
+    ("torch_more_key_heads_than_query", "HeadsError", "query's heads must be a multiple of key's",
+     lambda: at.scaled_dot_product_attention(torch.ones(1, 2, 3, 4), torch.ones(1, 4, 3, 4), torch.ones(1, 4, 3, 4))),
     ("torch_list_value", "TypeError", "value must be a torch.Tensor",
      lambda: at.scaled_dot_product_attention(torch.from_numpy(q), tk_, v.tolist())),
 ]
@@ -386,9 +409,24 @@ check_raises("argument", argument_cases)
 check("refused_threads_leave_the_count", attn.get_num_threads() == threads_before, "%d threads, %d before"
       % (attn.get_num_threads(), threads_before))
 one = attn.sdpa_backward(so, q, k, v, so, sl, want="dk")
+check("negative_seed_as_uint64", np.array_equal(attn.sdpa(q, k, v, dropout_p=0.2, seed=-1),
+                                                attn.sdpa(q, k, v, dropout_p=0.2, seed=2 ** 64 - 1)))
 check("backward_want_one_name", one[0] is None and one[2] is None and one[1].shape == k.shape)
 got = attn.sdpa(q.tolist(), k.tolist(), v.tolist())
 check("lists_are_float64_arrays", got.dtype == np.float64 and np.array_equal(got, attn.sdpa(q, k, v)))
+# What carries a dtype of its own (a torch tensor, a memoryview) keeps it:
+# float32 tensors were made float64 (computed and returned in float64), and
+# a tensor q beside NumPy float32 keys a mismatch the caller never made.
+want32 = attn.sdpa(q32, k32, v32)
+for name, args in (("torch", (torch.from_numpy(q32), torch.from_numpy(k32), torch.from_numpy(v32))),
+                   ("torch_q_numpy_kv", (torch.from_numpy(q32), k32, v32)),
+                   ("memoryview", (memoryview(q32), k32, v32))):
+    try:
+        got = attn.sdpa(*args)
+        why = "" if got.dtype == np.float32 and np.array_equal(got, want32) else "%s, differs" % got.dtype
+    except attn.AttnError as e:
+        why = "raised %s: %s" % (type(e).__name__, e)
+    check("float32_%s_stays_float32" % name, not why, why)
 
 
 # --- attn.Plan: a call planned once, run for three "layers" -----------------
@@ -445,6 +483,47 @@ for bad in (1.0, -0.5, float("nan")):
         check("plan_dropout_%r_refused" % bad, False, "no error")
     except attn.OptionError as e:
         check("plan_dropout_%r_refused" % bad, "dropout_p" in str(e), str(e))
+# A plan keeps a copy of its masks: a mask of q's dtype (or bool) was kept
+# by reference, so that the caller's later writes into it changed the runs,
+# while one converted (float32 beside float64 q, a list) was kept as made.
+for mname, make in (("float64", lambda: f((9, 40))), ("bool", lambda: rng.random((9, 40)) < 0.7),
+                    ("float32_converted", lambda: f((9, 40)).astype(np.float32))):
+    qm, km, vm = f((2, 4, 9, 16)), f((2, 2, 40, 16)), f((2, 2, 40, 16))
+    given = make()
+    kept = given.copy()
+    mplan = attn.Plan(qm, km, vm, mask=given)
+    given[...] = 0 if given.dtype == np.bool_ else -np.inf  # every key masked out, had the plan read this
+    got, want = mplan.run(qm, km, vm), attn.sdpa(qm, km, vm, mask=kept)
+    check("plan_keeps_its_%s_mask" % mname, np.array_equal(got, want), "error %.3g" % rel(got, want))
+vq, vk, vv = f((5, 2, 8)), f((7, 2, 8)), f((7, 2, 8))
+vmasks = [f((2, 2, 3)), rng.random((2, 3, 4)) < 0.7]
+vkept = [m.copy() for m in vmasks]
+vmplan = attn.Plan(vq, vk, vv, cu_seqlens_q=[0, 2, 5], cu_seqlens_k=[0, 3, 7], masks=vmasks)
+vmasks[0][...], vmasks[1][...] = -np.inf, False
+got, want = vmplan.run(vq, vk, vv), attn.sdpa_varlen(vq, vk, vv, [0, 2, 5], [0, 3, 7], masks=vkept)
+check("plan_keeps_its_varlen_masks", np.array_equal(got, want), "error %.3g" % rel(got, want))
+# Threads sharing a plan: a run writes its arrays' pointers into the plan
+# and uses its one workspace, so two at once got each other's rows. Each
+# thread's every run must be the unplanned call's on its own arrays.
+tq_shape, tk_shape = (2, 4, 64, 32), (2, 4, 256, 32)
+t_inputs = [tuple(f(s_).astype(np.float32) for s_ in (tq_shape, tk_shape, tk_shape)) for _ in range(4)]
+t_wants = [attn.sdpa(*x, causal=True) for x in t_inputs]
+t_plan, t_wrong = attn.Plan(*t_inputs[0], causal=True), []
+
+
+def plan_runs(i):
+    for it in range(100):
+        j = (i + it) % 4
+        if not np.array_equal(t_plan.run(*t_inputs[j]), t_wants[j]):
+            t_wrong.append((i, it))
+
+
+t_threads = [threading.Thread(target=plan_runs, args=(i,)) for i in range(4)]
+for t in t_threads:
+    t.start()
+for t in t_threads:
+    t.join()
+check("plan_shared_by_threads_runs_each_own_arrays", not t_wrong, "%d of 400 runs wrong" % len(t_wrong))
 try:
     plan.run(f((2, 4, 10, 16)), f(shape_kv), f(shape_kv))
     check("plan_refuses_other_shapes", False, "no error")
@@ -600,6 +679,30 @@ out.sum().backward()
 check("torch_float32_query_float16_kv", out.dtype == torch.float32 and q32t.grad.dtype == torch.float32 and
       k16.grad.dtype == torch.float16 and v16.grad.dtype == torch.float16)
 
+# Heads of size 1 broadcast as torch's matmuls broadcast them: a query of one
+# head (or of rank 2) over keys of three, keys of one head beside values of
+# three. The library groups query heads over key heads and refused these
+# (HeadsError); torch's math takes them.
+for hname, shapes in (("query_one_head", ((2, 1, 5, 8), (2, 3, 7, 8), (2, 3, 7, 6))),
+                      ("query_rank_2", ((5, 8), (2, 3, 7, 8), (2, 3, 7, 6))),
+                      ("key_one_head", ((2, 3, 5, 8), (2, 1, 7, 8), (2, 3, 7, 6))),
+                      ("value_one_head", ((2, 3, 5, 8), (2, 3, 7, 8), (2, 1, 7, 6)))):
+    hq, hk, hv = (torch.randn(s_, dtype=D, requires_grad=True) for s_ in shapes)
+    try:
+        ho = at.scaled_dot_product_attention(hq, hk, hv)
+        ho.sum().backward()
+        got = [ho.detach()] + [t.grad.clone() for t in (hq, hk, hv)]
+        for t in (hq, hk, hv):
+            t.grad = None
+        (torch.softmax(hq @ hk.transpose(-2, -1) / 8 ** 0.5, -1) @ hv).sum().backward()
+        want = [torch.softmax(hq @ hk.transpose(-2, -1) / 8 ** 0.5, -1).detach() @ hv.detach()] + \
+            [t.grad for t in (hq, hk, hv)]
+        worst = max(rel(a, b) if a.shape == b.shape else float("inf") for a, b in zip(got, want))
+        why = "" if worst <= 1e-12 else "error %.3g" % worst
+    except attn.AttnError as e:
+        why = "%s: %s" % (type(e).__name__, e)
+    check("torch_broadcast_heads_%s" % hname, not why, why)
+
 
 def mha_case(name, **kw):
     E, H = 16, 4
@@ -627,6 +730,31 @@ def mha_case(name, **kw):
 mha_case("packed")
 mha_case("separate_kdim_vdim_batch_first", kdim=6, vdim=3, batch_first=True)
 mha_case("bias_kv_zero_attn_no_bias", bias=False, add_bias_kv=True, add_zero_attn=True)
+
+# Float masks of another float dtype than the inputs' (float64 or float16
+# beside a float32 module), which torch's module takes: they were a
+# MaskError. Now torch's output within the f32 bound, and bitwise the same
+# call with the masks converted by the caller; the backward runs.
+ref32 = torch.nn.MultiheadAttention(16, 4)
+mine32 = at.MultiheadAttention(16, 4)
+mine32.load_state_dict(ref32.state_dict())
+x32 = torch.randn(5, 3, 16)
+kpm64, am64 = torch.randn(3, 5, dtype=D), torch.randn(5, 5, dtype=D)
+mask_cases = [(mdt, which) for mdt in (torch.float64, torch.float16)
+              for which in ("key_padding_mask", "attn_mask")]  # one at a time: torch 1.13 takes no float pair
+for mdt, which in mask_cases:
+    given = {which: (kpm64 if which == "key_padding_mask" else am64).to(mdt)}
+    xx = x32.clone().requires_grad_()
+    try:
+        got, _ = mine32(xx, xx, xx, **given)
+        got.sum().backward()
+        want, _ = ref32(x32, x32, x32, **given)
+        same, _ = mine32(x32, x32, x32, **{which: given[which].float()})
+        why = "" if (rel(got.detach(), want.detach()) <= 1e-5 and torch.equal(got.detach(), same.detach()) and
+                     xx.grad is not None) else "error %.3g" % rel(got.detach(), want.detach())
+    except attn.AttnError as e:
+        why = "%s: %s" % (type(e).__name__, e)
+    check("mha_%s_%s_float32_inputs" % (str(mdt).replace("torch.", ""), which), not why, why)
 
 # A module .half()'d beside float32 inputs (float16 parameters, which the
 # library reads): forward and backward. The backward gave float16 gradient
@@ -791,6 +919,21 @@ cli_rows = cli["rows"] if isinstance(cli, dict) else cli
 same = all(abs(a[key] - b[key]) <= 1e-12 * max(1, abs(b[key])) for a, b in zip(rows, cli_rows)
            for key in ("top_raw", "top_scaled", "spread_raw", "grad_mean_raw"))
 check("scaling_equals_cli_json", same and len(rows) == len(cli_rows) == 2)
+# Arguments that ctypes or int() changed silently: d = 2**32 + 16 measured
+# d = 16 (and said so in the row), 16.7 measured 16, a NUL ended the
+# sentence there (the words after it never read).
+check_raises("teach", [
+    ("scaling_d_past_int", "ArgumentError", "d is 4294967312", lambda: attn.teach.scaling(dims=(2 ** 32 + 16,))),
+    ("scaling_queries_past_int", "ArgumentError", "queries is", lambda: attn.teach.scaling(dims=(16,),
+                                                                                           queries=2 ** 32 + 10)),
+    ("scaling_d_float", "TypeError", "d must be an integer", lambda: attn.teach.scaling(dims=(16.7,))),
+    ("scaling_seed_past_uint64", "ArgumentError", "seed is", lambda: attn.teach.scaling(dims=(16,), seed=2 ** 64)),
+    ("explain_nul", "TokenError", "NUL", lambda: attn.teach.explain("the cat\0 xyzzy")),
+    ("explain_source_nul", "TokenError", "NUL", lambda: attn.teach.explain("the cat", source="the\0 xyzzy")),
+    ("explain_bytes", "TypeError", "sentence must be a str", lambda: attn.teach.explain(b"the cat")),
+])
+check("scaling_negative_seed_as_uint64", attn.teach.scaling(dims=(16,), queries=50, seed=-1)[0] ==
+      attn.teach.scaling(dims=(16,), queries=50, seed=2 ** 64 - 1)[0])
 try:
     import matplotlib
     matplotlib.use("Agg")

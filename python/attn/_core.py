@@ -129,20 +129,34 @@ def view(a, dtype=None):
     return Tensor.from_buffer_copy(_TENSOR.pack(_data(a), code, nd, *a.shape, *pad, *strides, *pad))
 
 
-def _float_array(a, name, like=None, kv=False):
+def _float_array(a, name, like=None, kv=False, f32_only=False):
     """The array `name` as given (no copy) when it is float32 or float64, or,
     for a key or value (kv) beside a float32 q, float16. Lists and scalars
-    become arrays of like's dtype, or float64. An array of any other dtype is
-    refused, not converted: an integer q made float64 would be reported as a
-    mismatch with k, not as what it is."""
+    become arrays of like's dtype, or float64; anything else that carries a
+    dtype of its own (a torch tensor, a memoryview, ...) is taken with that
+    dtype, as an array is. An array of any other dtype is refused, not
+    converted: an integer q made float64 would be reported as a mismatch
+    with k, not as what it is. f32_only: float64 refused too (a KV pool's
+    calls, which take float32), and said so: the message offered float64,
+    which the library then refused naming an output the caller never gave."""
+    if a is None:
+        raise NullError("%s is None" % name, 1)
     if not isinstance(a, np.ndarray):
-        return np.asarray(a, like if like is not None else np.float64)
-    if a.dtype in (np.float32, np.float64) or (kv and like == np.float32 and a.dtype == np.float16):
+        # A float32 torch tensor made float64 here computed in float64 and
+        # gave float64 (or, beside float32 NumPy keys, a mismatch of dtypes
+        # the caller never made); an integer tensor was converted silently.
+        if not (hasattr(a, "dtype") or hasattr(a, "__array_interface__") or isinstance(a, memoryview)):
+            return np.asarray(a, like if like is not None else np.float64)
+        a = np.asarray(a)
+    taken = (np.float32,) if f32_only else (np.float32, np.float64)
+    if a.dtype in taken or (kv and like == np.float32 and a.dtype == np.float16):
         return a
     if a.dtype.kind == "f" and not a.dtype.isnative:  # '>f4' on x86: the same values, in native order
         a = a.astype(a.dtype.newbyteorder("="))
-        if a.dtype in (np.float32, np.float64) or (kv and like == np.float32 and a.dtype == np.float16):
+        if a.dtype in taken or (kv and like == np.float32 and a.dtype == np.float16):
             return a
+    if f32_only:
+        raise DtypeError("%s is %s; it must be float32%s" % (name, a.dtype, " or float16" if kv else ""), 6)
     raise DtypeError("%s is %s; it must be float32 or float64%s" % (name, a.dtype, ", or float16 beside a float32 q"
                                                                      if kv else ""), 6)
 
@@ -163,7 +177,10 @@ def _options(causal, scale, mask_view, dropout_p, seed):
     o.mask = ctypes.pointer(mask_view) if mask_view is not None else None
     o.dropout_p = float(dropout_p)
     if dropout_p:
-        o.dropout_seed = int.from_bytes(os.urandom(8), "little") if seed is None else int(seed) & (2 ** 64 - 1)
+        # A seed as Python indexes (int() made 1.5 and 1.7 the same seed, and
+        # 2**64 seed 0); a negative one is its uint64, as before.
+        o.dropout_seed = (int.from_bytes(os.urandom(8), "little") if seed is None else
+                          _index(seed, "seed", -2 ** 63, 2 ** 64 - 1) & (2 ** 64 - 1))
     return o
 
 
@@ -178,12 +195,17 @@ def mask_array(mask, name="mask"):
     return m
 
 
-def _mask(mask, dtype):
+def _mask(mask, dtype, copy=False):
+    """mask as an array, bool or of `dtype`, and its view; (None, None) for
+    none. copy: an array of its own even where the caller's would do (a
+    plan's, which the caller's later writes must not reach)."""
     if mask is None:
         return None, None
     m = mask_array(mask)
     if m.dtype != np.bool_ and m.dtype != dtype:
         m = m.astype(dtype)
+    elif copy:
+        m = m.copy()
     return m, view(m)
 
 
@@ -232,9 +254,10 @@ def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout
     semantics and libattn's kernels. q (..., Hq, L, E), k (..., Hk, S, E), v
     (..., Hk, S, Ev): float32 or float64 arrays of any strides (k and v may be
     float16 with float32 q; arrays of other dtypes are refused, lists made
-    arrays of q's dtype, or float64); GQA when Hq is a multiple of Hk; batch dimensions
-    broadcast. mask: bool (True takes part) or additive float, broadcastable to
-    (..., Hq, L, S); an integer mask is a MaskError, as in PyTorch. causal: False, True or 'top-left' (key j <= query i),
+    arrays of q's dtype, or float64; a torch tensor keeps its dtype); GQA
+    when Hq is a multiple of Hk; batch dimensions broadcast. mask: bool
+    (True takes part) or additive float, broadcastable to (..., Hq, L, S);
+    an integer mask is a MaskError, as in PyTorch. causal: False, True or 'top-left' (key j <= query i),
     'bottom-right' (j <= i + S - L). scale: default 1/sqrt(E). dropout_p with
     seed (None: a fresh one). Returns out (..., Hq, L, Ev), a new array unless
     out= is given; with return_lse, (out, lse), the log-sum-exp of each row;
@@ -319,15 +342,16 @@ def _offsets(cu, name):
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
-def _varlen_masks(masks, batch, dtype):
-    """Per-sequence masks as arrays (kept alive by the caller) and their C
-    array of pointers, or (None, None)."""
+def _varlen_masks(masks, batch, dtype, copy=False):
+    """Per-sequence masks as arrays (kept alive by the caller; copies with
+    copy, as _mask makes them), their views and their C array of pointers,
+    or (None, None, None)."""
     if masks is None:
         return None, None, None
     if len(masks) != batch:
         raise ArgumentError("masks has %s for %s" % (_count(len(masks), "entry", "entries"), _count(batch, "sequence")),
                             19)
-    arrays = [_mask(m, dtype)[0] if m is not None else None for m in masks]
+    arrays = [_mask(m, dtype, copy)[0] if m is not None else None for m in masks]
     views = [view(a) if a is not None else None for a in arrays]
     ptrs = (P * batch)(*[ctypes.pointer(v) if v is not None else None for v in views])
     return arrays, views, ptrs
@@ -395,7 +419,11 @@ def sdpa_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, ma
 def merge(outs, lses):
     """Merge partial results over disjoint sets of keys (attn_sdpa_merge): given
     (outs[i], lses[i]) of the same queries, the (out, lse) of attention over
-    all their keys, exactly."""
+    all their keys, exactly. outs and lses: sequences of arrays, or arrays
+    stacked along a first axis (np.stack of the parts)."""
+    # An ndarray's truth value raised "ambiguous" (ValueError), a generator
+    # had no len(): the parts are listed first.
+    outs, lses = list(outs), list(lses)
     if len(outs) != len(lses) or not outs:
         raise ArgumentError("merge needs as many outs as lses, at least one", 19)
     outs = [_float_array(a, "outs[%d]" % i) for i, a in enumerate(outs)]

@@ -31,6 +31,7 @@ length, pages) from several threads at once, but a call that changes it
 (create, fork, append, truncate, free, mha_step) must not run beside any
 other call on it: the pool is not locked (attn.h, "Paged KV cache")."""
 import ctypes
+import threading
 
 import numpy as np
 
@@ -97,10 +98,8 @@ def _check_parts(arrays, name):
 def _packed(parts, name):
     """A list of (n_i, H, dim) arrays packed into one (total, H, dim) array,
     and the n + 1 offsets."""
-    arrays = [_float_array(a, "%s[%d]" % (name, i), np.float32, kv=True) for i, a in enumerate(parts)]
-    for i, a in enumerate(arrays):
-        if a.dtype == np.float64:  # as the library refuses it: rounding twice (to float32, then to the pool's) differs
-            raise DtypeError("%s[%d] is float64; a pool takes float32 or float16" % (name, i), 6)
+    # float64 refused, as the library refuses it: rounding twice (to float32, then to the pool's) differs
+    arrays = [_float_array(a, "%s[%d]" % (name, i), np.float32, kv=True, f32_only=True) for i, a in enumerate(parts)]
     if not arrays:
         return np.zeros((0, 1, 1), np.float32), [0]
     _check_parts(arrays, name)
@@ -168,12 +167,12 @@ def _packed_rows(x, cu_seqlens, n, name, dtype=None):
     if cu_seqlens is None:
         if len(x) != n:
             raise ValueError("%s needs one x per sequence (or a packed x and cu_seqlens)" % name)
-        parts = [_float_array(a, "x[%d]" % i, np.float32) for i, a in enumerate(x)]
+        parts = [_float_array(a, "x[%d]" % i, np.float32, f32_only=dtype != np.float64) for i, a in enumerate(x)]
         cu = [0]
         for a in parts:
             cu.append(cu[-1] + a.shape[0])
         return np.ascontiguousarray(np.concatenate(parts)), cu, True
-    return _float_array(x, "x", np.float32), list(cu_seqlens), False
+    return _float_array(x, "x", np.float32, f32_only=dtype != np.float64), list(cu_seqlens), False
 
 
 def _unpacked(out, cu, lists):
@@ -293,7 +292,8 @@ class KVPages:
                 raise ValueError("append needs one k and one v per sequence (or packed arrays and cu_seqlens)")
             (k, cu), (v, _) = _packed(k, "k"), _packed(v, "v")
         else:
-            k, v, cu = _float_array(k, "k", np.float32, kv=True), _float_array(v, "v", np.float32, kv=True), cu_seqlens
+            k, v = (_float_array(a, n, np.float32, kv=True, f32_only=True) for a, n in ((k, "k"), (v, "v")))
+            cu = cu_seqlens
         ids, offsets, kv_, vv = _i64s(seqs, "seqs"), _i64s(cu, "cu_seqlens"), _view(k), _view(v)
         self._call(LIB.attn_kv_pages_append, ids, len(seqs), ctypes.byref(kv_), ctypes.byref(vv), offsets)
 
@@ -314,8 +314,13 @@ class KVPages:
         return LIB.attn_kv_pages_free_pages(self._pool)
 
     def page_refs(self, page):
-        """How many sequences hold page `page` (0: free)."""
-        return LIB.attn_kv_pages_page_refs(self._pool, _index(page, "page"))
+        """How many sequences hold page `page` (0: free); a page outside
+        0 .. num_pages - 1 is an ArgumentError (the library's -1 was
+        returned as a count)."""
+        refs = LIB.attn_kv_pages_page_refs(self._pool, _index(page, "page"))
+        if refs < 0:
+            raise ArgumentError("page %d is not a page of this pool (pages 0 to %d)" % (page, self.num_pages - 1), 19)
+        return refs
 
     def gather(self, seq):
         """seq's keys and values, copied out of the pages: float32 arrays
@@ -355,11 +360,11 @@ class KVPages:
         seqs = list(seqs)
         packed = cu_seqlens_q is not None
         if packed:
-            q, cu = _float_array(q, "q", np.float32), list(cu_seqlens_q)
+            q, cu = _float_array(q, "q", np.float32, f32_only=True), list(cu_seqlens_q)
         else:
             if len(q) != len(seqs):
                 raise ValueError("attend needs one q per sequence (or a packed q and cu_seqlens_q)")
-            parts = [_float_array(a, "q[%d]" % i, np.float32) for i, a in enumerate(q)]
+            parts = [_float_array(a, "q[%d]" % i, np.float32, f32_only=True) for i, a in enumerate(q)]
             _check_parts(parts, "q")
             cu = [0]
             for a in parts:
@@ -420,8 +425,9 @@ class KVPages:
         """Plan attention of new queries of several sequences once, to run
         it for every layer of a step (attn_kv_paged_plan_init): q_lengths[i]
         queries of sequence seqs[i], num_heads query heads, masks as
-        attend takes them. The sequences' lengths and page tables are
-        taken now; append nothing to them while the plan is used. Returns a
+        attend takes them (copied now: later writes into them change no
+        run). The sequences' lengths and page tables are taken now;
+        append nothing to them while the plan is used. Returns a
         PagedPlan: plan.run(q) is attend(seqs, q, cu_seqlens_q) with q
         packed (total, num_heads, key_dim), bitwise, allocating nothing;
         plan.run(q, pool=other) reads another pool's pages, residual rows
@@ -438,7 +444,8 @@ class KVPages:
 
 class PagedPlan:
     """A paged batch's plan (KVPages.plan): its memory, its view of the
-    sequences (their lengths and page tables, copied), its workspace."""
+    sequences (their lengths and page tables, copied), its workspace.
+    Threads may share it: its runs take turns."""
 
     def __init__(self, pool, seqs, q_lengths, num_heads, masks, causal, scale, return_lse, dropout_p=0.0, seed=None):
         if len(q_lengths) != len(seqs):
@@ -496,7 +503,7 @@ class PagedPlan:
         self.return_lse = return_lse
         self.options = _options(causal, scale, None, dropout_p, seed)
         self.seed = self.options.dropout_seed if dropout_p else None  # a seed drawn here, to repeat a run
-        self.masks = _varlen_masks(masks, self.n, np.float32)  # (kept alive: the runs read them)
+        self.masks = _varlen_masks(masks, self.n, np.float32, copy=True)  # (kept alive: the runs read them)
         err, size, ws = Error(), ctypes.c_size_t(), ctypes.c_size_t()
         raise_for(LIB.attn_sdpa_plan_bytes(ctypes.byref(size), self.n, err), err)
         self.memory = np.zeros(size.value, np.uint8)
@@ -511,6 +518,7 @@ class PagedPlan:
                                               ctypes.byref(self.options), err), err)
         self._plan = plan
         self.workspace = np.zeros(max(ws.value, 1), np.uint8)
+        self._lock = threading.Lock()  # runs take turns: each points the plan at its arrays, in one workspace
 
     def run(self, q, pool=None):
         """Attention of q (total, num_heads, key_dim), float32, over the
@@ -539,7 +547,7 @@ class PagedPlan:
         if self.by_id and pool.max_sequences < self.n:
             raise ValueError("the pool holds %s; the plan names sequence %d"
                              % (_count(pool.max_sequences, "sequence"), self.n - 1))
-        q = _float_array(q, "q", np.float32)
+        q = _float_array(q, "q", np.float32, f32_only=True)
         out = np.empty(self.out_shape, np.float32)
         lse = np.empty(self.out_shape[:2], np.float32) if self.return_lse else None
         if self.by_id:
@@ -551,8 +559,11 @@ class PagedPlan:
         pw, err, w = pool._view(), Error(), KVPagedView.from_buffer_copy(self.view)
         for f in ("k_pages", "v_pages", "k_residual", "k_scale", "v_scale", "residual"):
             setattr(w, f, getattr(pw, f))  # a pool of another window: refused (attn_kv_paged_run_view)
-        raise_for(LIB.attn_kv_paged_run_view(self._plan, _view(out), _view(lse) if lse is not None else None, _view(q),
-                                             ctypes.byref(w), self.workspace.ctypes.data, self.workspace.size, err), err)
+        with self._lock:
+            status = LIB.attn_kv_paged_run_view(self._plan, _view(out), _view(lse) if lse is not None else None,
+                                                _view(q), ctypes.byref(w), self.workspace.ctypes.data,
+                                                self.workspace.size, err)
+        raise_for(status, err)
         if self.by_id:
             out = out[self.back]
             lse = lse[self.back] if lse is not None else None

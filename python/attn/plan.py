@@ -7,9 +7,13 @@ strides, allocating nothing:
     for each layer: out = plan.run(q_l, k_l, v_l)
 
 Each run gives bitwise what the unplanned call gives on the same arrays.
-The plan keeps its memory, its workspace and the mask (or masks) it was
-made with; a q, k or v laid out otherwise is a PlanError."""
+The plan keeps its memory, its workspace and a copy of the mask (or masks)
+it was made with: what the caller writes into its mask afterwards changes
+no run. A q, k or v laid out otherwise is a PlanError. Threads may share a
+plan: its runs take turns (a run points the plan at its arrays and uses
+its one workspace)."""
 import ctypes
+import threading
 
 import numpy as np
 
@@ -41,12 +45,12 @@ class Plan:
                 raise ArgumentError("cu_seqlens_q has %s but cu_seqlens_k has %d"
                                     % (_count(self.cq.size, "offset"), self.ck.size), 19)
             batch = self.cq.size - 1
-            self.masks = _varlen_masks(masks, batch, q.dtype)  # read at every run: kept
+            self.masks = _varlen_masks(masks, batch, q.dtype, copy=True)  # read at every run: kept
             self.options = _options(causal, scale, None, dropout_p, seed)
             shape = (q.shape[0], q.shape[1], v.shape[2])
         else:
             batch = 0
-            self.mask = _mask(mask, q.dtype)  # (array, view): read at every run
+            self.mask = _mask(mask, q.dtype, copy=True)  # (array, view): read at every run
             self.options = _options(causal, scale, self.mask[1], dropout_p, seed)
             shape = _out_shape(q, k, v)
         self.out_shape, self.dtype, self.return_lse = shape, q.dtype, return_lse
@@ -70,6 +74,10 @@ class Plan:
                       err)
         self._plan = plan
         self.workspace = np.zeros(max(ws.value, 1), np.uint8)
+        # attn_sdpa_run writes the run's data pointers into the plan and uses
+        # the one workspace: two threads running it at once got each other's
+        # rows, silently.
+        self._lock = threading.Lock()
 
     def run(self, q, k, v):
         """out for these q, k, v (laid out as the plan's), and lse when the
@@ -80,8 +88,10 @@ class Plan:
         lse = np.empty(self.out_shape[:-1], self.dtype) if self.return_lse else None
         views = [view(a) if a is not None else None for a in (out, lse, q, k, v)]
         err = Error()
-        raise_for(LIB.attn_sdpa_run(self._plan, *[ctypes.byref(t) if t is not None else None for t in views],
-                                    self.workspace.ctypes.data, self.workspace.size, err), err)
+        with self._lock:
+            status = LIB.attn_sdpa_run(self._plan, *[ctypes.byref(t) if t is not None else None for t in views],
+                                       self.workspace.ctypes.data, self.workspace.size, err)
+        raise_for(status, err)
         return (out, lse) if self.return_lse else out
 
 

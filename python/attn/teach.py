@@ -28,6 +28,16 @@ def _pick(table, value, name):
     return table[value]
 
 
+def _text(s, name):
+    """s as the C string the library reads. A NUL ended it there: the words
+    after it were dropped silently ("the cat\\0 xyzzy" explained "the cat")."""
+    if not isinstance(s, str):
+        raise TypeError("%s must be a str, not %s" % (name, type(s).__name__))
+    if "\0" in s:
+        raise _core.TokenError("%s holds a NUL character at %d; the toy model reads words" % (name, s.index("\0")), 18)
+    return s.encode()
+
+
 def explain(sentence, head="wired", mode="qkv", causal=False, scale=True, positions="none", tied=False, source=None,
             scale_by="d_k"):
     """Every matrix of one attention head of the toy model on `sentence`, as
@@ -44,9 +54,9 @@ def explain(sentence, head="wired", mode="qkv", causal=False, scale=True, positi
     o.positions = _pick(POSITIONS, positions, "positions")
     o.causal, o.no_scale, o.tied = int(bool(causal)), int(not scale), int(bool(tied))
     o.scale_by_d_model = int(_pick({"d_k": 0, "d_model": 1}, scale_by, "scale_by"))
-    keep = source.encode() if source else None
+    keep = _text(source, "source") if source else None
     o.source = keep
-    text = sentence.encode()
+    text = _text(sentence, "sentence")
     n, err = ctypes.c_size_t(), Error()
     _core.raise_for(LIB.attn_toy_explain_json(None, 0, ctypes.byref(n), text, ctypes.byref(o), ctypes.byref(err)), err)
     buf = ctypes.create_string_buffer(n.value + 1)
@@ -173,8 +183,12 @@ def scaling(dims=(16, 64, 256, 1024), queries=2000, keys=64, seed=0):
     rows = ScalingTable()
     for d in dims:
         r, err = ScalingRow(), Error()
-        _core.raise_for(LIB.attn_scaling_measure(ctypes.byref(r), int(d), int(queries), int(keys), int(seed),
-                                                 ctypes.byref(err)), err)
+        # checked as Python indexes them: ctypes wrapped d = 2**32 + 16 to
+        # 16, and int() made 16.7 16, each measured silently as another d
+        ints = [_core._index(x, name, -2 ** 31, 2 ** 31 - 1) for x, name in ((d, "d"), (queries, "queries"),
+                                                                             (keys, "keys"))]
+        seed64 = _core._index(seed, "seed", -2 ** 63, 2 ** 64 - 1) & (2 ** 64 - 1)  # negative: as sdpa's seed
+        _core.raise_for(LIB.attn_scaling_measure(ctypes.byref(r), *ints, seed64, ctypes.byref(err)), err)
         row = {name: getattr(r, name) for name, _ in ScalingRow._fields_ if not name.startswith("hist")}
         row["hist_raw"], row["hist_scaled"] = list(r.hist_raw), list(r.hist_scaled)
         rows.append(row)

@@ -221,6 +221,33 @@ def _empty_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale):
     return (w @ v).to(query.dtype)
 
 
+def _heads(t):
+    return t.shape[-3] if t.dim() >= 3 else 1
+
+
+def _over_heads(t, heads):
+    """t (..., 1, n, d), or (n, d), expanded to `heads` heads: a view."""
+    t = t if t.dim() >= 3 else t.unsqueeze(0)
+    return t.expand(*t.shape[:-3], heads, *t.shape[-2:])
+
+
+def _broadcast_heads(query, key, value):
+    """Heads of size 1 broadcast against the others', as torch's matmuls
+    broadcast them (a query of one head over keys of several, keys of one
+    head beside values of several): the library groups query heads over
+    key heads (Hq a multiple of Hk, Hk = Hv) and refused these with a
+    HeadsError. Views, no copies; autograd sums each gradient back."""
+    if key.dim() < 3 and value.dim() < 3:
+        return query, key, value
+    hk, hv = _heads(key), _heads(value)
+    if hk != hv and 1 in (hk, hv):
+        key, value = (_over_heads(t, max(hk, hv)) if _heads(t) == 1 else t for t in (key, value))
+        hk = hv = max(hk, hv)
+    if _heads(query) == 1 and hk > 1:
+        query = _over_heads(query, hk)
+    return query, key, value
+
+
 def _check_gqa(query, key, value, enable_gqa):
     """torch 2.5's rule: key and value have query's number of heads (dimension
     -3), or 1 (broadcast), unless enable_gqa, when Hk need only divide Hq
@@ -230,6 +257,9 @@ def _check_gqa(query, key, value, enable_gqa):
     hq = query.shape[-3]
     for name, t in (("key", key), ("value", value)):
         if t.dim() >= 3 and t.shape[-3] not in (hq, 1):
+            if hq % t.shape[-3]:  # enable_gqa would not help: it was offered all the same
+                raise _core.HeadsError("%s has %d heads and query %d: query's heads must be a multiple of %s's"
+                                       % (name, t.shape[-3], hq, name), 5)
             raise _core.HeadsError("%s has %d heads and query %d: pass enable_gqa=True for grouped-query attention "
                                    "(torch's rule since 2.5)" % (name, t.shape[-3], hq), 5)
 
@@ -240,7 +270,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     with torch 2.5's signature: query (..., Hq, L, E), key (..., Hk, S, E),
     value (..., Hk, S, Ev); Hk is Hq or 1 (broadcast), or, with enable_gqa=True,
     any divisor of Hq (grouped-query attention; a HeadsError otherwise, where
-    torch raises its own error); attn_mask bool (True takes part) or additive
+    torch raises its own error); a query of one head (or of rank 2)
+    broadcasts over Hk heads, and keys of one head over the values' heads
+    (or the reverse), as torch's matmuls broadcast them; attn_mask bool (True takes part) or additive
     float (an integer mask is a MaskError, as PyTorch refuses it);
     is_causal is top-left, and may come with an attn_mask (both apply: the
     library's rule; torch raises RuntimeError for the pair, so code that
@@ -256,6 +288,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if not isinstance(t, torch.Tensor):  # as torch says it (query.dim() below raised AttributeError)
             raise TypeError("scaled_dot_product_attention(): %s must be a torch.Tensor, not %s"
                             % (name, type(t).__name__))
+    query, key, value = _broadcast_heads(query, key, value)
     _check_gqa(query, key, value, enable_gqa)
     # The library's rule for every shape: a size-0 input took torch's own
     # dropout, which accepts p = 1 and raises RuntimeError for NaN, so the
@@ -296,13 +329,20 @@ def _param_arrays(mod, tensors):
     return a
 
 
-def _mha_options(mod, kpm, attn_mask, average, keep, dropout_p, seed):
+def _mha_options(mod, kpm, attn_mask, average, keep, dropout_p, seed, dtype):
+    """attn_mha_options for inputs of `dtype`; keep holds what it points to.
+    A float mask of another float dtype is converted to the inputs' (the
+    library takes bool or the inputs' dtype), as torch's module adds a
+    float64 or float16 mask to float32 scores: it was a MaskError."""
     o = default(MhaOptions)
     o.batch_first, o.add_zero_attn, o.average_attn_weights = int(mod.batch_first), int(mod.add_zero_attn), int(average)
     for name, m in (("key_padding_mask", kpm), ("attn_mask", attn_mask)):
         if m is not None:
-            t = _core.view(_core.mask_array(m, name))
-            keep.append(t)
+            a = _core.mask_array(m, name)
+            if a.dtype != np.bool_ and a.dtype != dtype:
+                a = a.astype(dtype)
+            t = _core.view(a)
+            keep += [a, t]
             setattr(o, name, ctypes.pointer(t))
     if dropout_p:
         so = default(SdpaOptions)
@@ -320,7 +360,7 @@ class _MHA(torch.autograd.Function):
         keep, arrays = [], _param_arrays(mod, tensors)
         qa, ka, va = _np(query, "query"), _np(key, "key"), _np(value, "value")
         m1, m2 = _np(kpm, "key_padding_mask"), _np(attn_mask, "attn_mask")
-        p, o = _mha_params(mod, arrays, keep), _mha_options(mod, m1, m2, average, keep, dropout_p, seed)
+        p, o = _mha_params(mod, arrays, keep), _mha_options(mod, m1, m2, average, keep, dropout_p, seed, qa.dtype)
         out = np.empty(qa.shape, qa.dtype)
         w = mod._weights_array(qa, ka, average) if need_weights else None
         err = Error()
@@ -351,7 +391,9 @@ class _MHA(torch.autograd.Function):
         tensors = dict(zip(mod._param_names, params))
         keep, arrays = [], _param_arrays(mod, tensors)
         p = _mha_params(mod, arrays, keep)
-        o = _mha_options(mod, _np(kpm, "key_padding_mask"), _np(attn_mask, "attn_mask"), average, keep, dropout_p, seed)
+        xs = [_np(t, n) for t, n in ((query, "query"), (key, "key"), (value, "value"))]
+        o = _mha_options(mod, _np(kpm, "key_padding_mask"), _np(attn_mask, "attn_mask"), average, keep, dropout_p, seed,
+                         xs[0].dtype)
         # A 16-bit parameter's gradient is accumulated in the inputs' dtype (the
         # library takes no 16-bit gradient: it refused float16 ones, so that a
         # module .half()'d beside float32 inputs ran forward but not backward),
@@ -360,7 +402,6 @@ class _MHA(torch.autograd.Function):
         grads = {n: torch.zeros_like(t, dtype=wide.get(t.dtype, t.dtype)) for n, t in tensors.items() if t is not None}
         garrays = _param_arrays(mod, grads)
         g = _mha_params(mod, garrays, keep)
-        xs = [_np(t, n) for t, n in ((query, "query"), (key, "key"), (value, "value"))]
         dxs = [np.empty(a.shape, a.dtype) for a in xs]
         err = Error()
         views = [_core.view(a) for a in dxs + [_np(dout, "dout")] + xs]
