@@ -154,9 +154,14 @@ static int check_args(explain_args *a, bool given) {
                        a->positions || a->source))
         return cli_error(EXIT_USAGE, "--trained explains attn train's head as it was trained: toy sentences, mode qkv, one "
                          "head, no positions and no --source");
-    if (a->tied && a->mode != ATTN_EXPLAIN_QKV)
-        return cli_error(EXIT_USAGE, "--tied ties W_K to W_Q; --mode %s has no projections",
-                         a->mode == ATTN_EXPLAIN_DOT ? "dot" : "average");
+    if (a->mode != ATTN_EXPLAIN_QKV) {
+        const char *mode = a->mode == ATTN_EXPLAIN_DOT ? "dot" : "average";
+        if (a->tied) return cli_error(EXIT_USAGE, "--tied ties W_K to W_Q; --mode %s has no projections", mode);
+        /* The step would print nothing, and say nothing of why. */
+        if (a->step && a->step[0] == 'w' && a->step[1] && strchr("qkv", a->step[1]) && !a->step[2])
+            return cli_error(EXIT_USAGE, "--step %s: --mode %s has no projections, so no W_%c (q, k and v are X)",
+                             a->step, mode, a->step[1] - 'a' + 'A');
+    }
     if (a->json && a->step)
         return cli_error(EXIT_USAGE, "--json prints every matrix and --step one step of the text: give one of them");
     int nw = !!a->wq + !!a->wk + !!a->wv;

@@ -576,6 +576,18 @@ def test_tied_and_lookup():
            r.stdout)
 
 
+def test_modes_without_projections():
+    """--mode dot and average have no W_Q, W_K or W_V: a step that shows one
+    printed nothing and exited 0."""
+    for mode in ("dot", "average"):
+        for step in ("wq", "wk", "wv"):
+            expect_error(f"mode_{mode}_step_{step}_refused", ["explain", "--mode", mode, "--step", step], 2,
+                         rf"--step {step}: --mode {mode} has no projections")
+    for step in ("q", "scores", "weights"):
+        r = run("explain", "--mode", "dot", "--step", step)
+        report(f"mode_dot_step_{step}_prints", r.returncode == 0 and r.stdout.strip() != "", r.stderr)
+
+
 def attn_ids(word):
     """A word's id: its line number in attn explain --vocab's table."""
     rows = [l.split()[0] for l in run("explain", "--vocab").stdout.splitlines()[4:] if l.strip()]
@@ -1203,6 +1215,7 @@ def main():
     test_terminal_width()
     test_terminal_width_40()
     test_tied_and_lookup()
+    test_modes_without_projections()
     test_cost()
     test_scale_by_d_model()
     test_positions()
