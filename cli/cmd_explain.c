@@ -157,6 +157,9 @@ static int check_args(explain_args *a, bool given) {
     if (a->mode != ATTN_EXPLAIN_QKV) {
         const char *mode = a->mode == ATTN_EXPLAIN_DOT ? "dot" : "average";
         if (a->tied) return cli_error(EXIT_USAGE, "--tied ties W_K to W_Q; --mode %s has no projections", mode);
+        if (a->random_head || a->wq || a->wk || a->wv) /* else dropped without a word */
+            return cli_error(EXIT_USAGE, "%s W_Q, W_K and W_V, and --mode %s has no projections",
+                             a->random_head ? "--random-head picks" : "--wq, --wk and --wv give", mode);
         /* The step would print nothing, and say nothing of why. */
         if (a->step && a->step[0] == 'w' && a->step[1] && strchr("qkv", a->step[1]) && !a->step[2])
             return cli_error(EXIT_USAGE, "--step %s: --mode %s has no projections, so no W_%c (q, k and v are X)",

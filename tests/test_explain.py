@@ -578,11 +578,17 @@ def test_tied_and_lookup():
 
 def test_modes_without_projections():
     """--mode dot and average have no W_Q, W_K or W_V: a step that shows one
-    printed nothing and exited 0."""
+    printed nothing and exited 0; options that choose them (--random-head,
+    --wq/--wk/--wv) were dropped without a word, as --tied is not."""
+    np.save(os.path.join(TMP, "w84m.npy"), np.ones((8, 4)))
     for mode in ("dot", "average"):
         for step in ("wq", "wk", "wv"):
             expect_error(f"mode_{mode}_step_{step}_refused", ["explain", "--mode", mode, "--step", step], 2,
                          rf"--step {step}: --mode {mode} has no projections")
+        expect_error(f"mode_{mode}_random_head_refused", ["explain", "--mode", mode, "--random-head"], 2,
+                     rf"--random-head .*, and --mode {mode} has no projections")
+        expect_error(f"mode_{mode}_wq_refused", ["explain", "--mode", mode, "--wq", "w84m.npy", "--wk", "w84m.npy",
+                                                 "--wv", "w84m.npy"], 2, rf"--wq, --wk and --wv .*, and --mode {mode} has no projections")
     for step in ("q", "scores", "weights"):
         r = run("explain", "--mode", "dot", "--step", step)
         report(f"mode_dot_step_{step}_prints", r.returncode == 0 and r.stdout.strip() != "", r.stderr)
