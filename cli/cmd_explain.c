@@ -411,7 +411,8 @@ static int load_weights(const explain_args *a, explain_model *m) {
     m->q_cols = numbered_labels("d", m->d_k);
     if (a->tied) { /* one projection for both: the scores become symmetric */
         memcpy(m->W_K, m->W_Q, sizeof(double) * (size_t)m->d_model * (size_t)m->d_k);
-        m->head = strcmp(m->head, "wired") == 0 ? "wired, tied" : strcmp(m->head, "random") == 0 ? "random, tied" : "custom, tied";
+        snprintf(m->head_tied, sizeof m->head_tied, "%s, tied", m->head);
+        m->head = m->head_tied;
     }
     return 0;
 }

@@ -569,6 +569,12 @@ def test_tied_and_lookup():
            "tied" in j["head"] and sc[2, 1] == sc[1, 2], j["head"])
     plain = mat(explain_json(), "scores")
     report("untied_scores_one_way", plain[2, 1] > 1.5 and abs(plain[1, 2]) < 0.1, str(plain[1:3, 1:3]))
+    # The head keeps its own name: a tied trained or word-order head was
+    # called "custom, tied", the name of weights read from files.
+    for extra, name in ((("--trained",), "trained"), (("--positions", "rope"), "wired for word order"),
+                        (("--random-head",), "random"), ((), "wired")):
+        head = explain_json("--tied", *extra)["head"]
+        report(f"tied_head_named_{name.replace(' ', '_')}", head.startswith(name) and head.endswith(", tied"), head)
     expect_error("tied_needs_projections", ["explain", "--tied", "--mode", "average"], 2, r"--tied .* no projections")
     r = run("explain", "--step", "tokens", "my dog chased a ball")
     ids = [attn_ids(w) for w in "my dog chased a ball".split()]
