@@ -436,11 +436,12 @@ def test_text_output():
     report("colour_never_when_piped", esc not in run("explain").stdout, "escape codes in piped output")
     report("colour_always", esc in run("explain", "--color=always").stdout, "no escape codes")
     report("colour_no_color_env", esc not in run("explain", "--color=auto", env={"NO_COLOR": "1"}).stdout, "")
-    # Values past 10^7 (your embeddings may hold 1e300) print in exponent
-    # form: each cell was 300 digits of %.3f, and the table fell apart.
-    np.save(os.path.join(TMP, "huge.npy"), np.full((3, 4), 1e300))
+    # Values past 10^7 (your embeddings may hold 1e100) print in exponent
+    # form: each cell was 100 digits of %.3f, and the table fell apart.
+    # (1e300 would overflow the scores, which is an error of its own.)
+    np.save(os.path.join(TMP, "huge.npy"), np.full((3, 4), 1e100))
     r = run("explain", "--embeddings", "huge.npy", "--mode", "dot", "--step", "x", env={"COLUMNS": "80"})
-    report("explain_huge_values_in_exponent_form", r.returncode == 0 and r.stdout.count("1.00e+300") == 12 and
+    report("explain_huge_values_in_exponent_form", r.returncode == 0 and r.stdout.count("1.00e+100") == 12 and
            max(len(l) for l in r.stdout.splitlines()) <= 80, r.stdout[-400:] + r.stderr)
     r = run("explain", "--help")
     report("explain_help", r.returncode == 0 and "--embeddings" in r.stdout, r.stderr)
@@ -995,6 +996,16 @@ def test_errors():
     np.save(os.path.join(TMP, "w34.npy"), np.ones((3, 4)))
     np.save(os.path.join(TMP, "e3.npy"), np.ones((2, 3)))
     np.save(os.path.join(TMP, "e1d.npy"), np.ones(3))
+    # NaN weights were printed with "each row sums to 1" and a summary of
+    # "nearly uniform" rows.
+    np.save(os.path.join(TMP, "enan.npy"), np.array([[1, np.nan, 0], [0, 1, 0], [0, 0, 1.0]]))
+    np.save(os.path.join(TMP, "winf.npy"), np.where(np.eye(8, 4) > 0, np.inf, 0.0))
+    np.save(os.path.join(TMP, "ebig.npy"), np.array([[1e300, 1e300], [1e300, -1e300]]))
+    expect_error("embeddings_nan", ["explain", "--embeddings", "enan.npy", "--mode", "dot"], 1,
+                 r"X \(row 0, column 1\) is nan: .*finite")
+    expect_error("wq_inf", ["explain", "--wq", "winf.npy", "--wk", "w84.npy", "--wv", "w84.npy"], 1,
+                 r"W_Q \(row 0, column 0\) is inf")
+    expect_error("scores_overflow", ["explain", "--embeddings", "ebig.npy", "--mode", "dot"], 1, r"overflow")
     expect_error("wq_alone", ["explain", "--wq", "w84.npy"], 2, r"--wq, --wk and --wv go together")
     expect_error("random_head_with_wq", ["explain", "--random-head", "--wq", "w84.npy", "--wk", "w84.npy",
                                          "--wv", "w84.npy"], 2, r"--random-head")
