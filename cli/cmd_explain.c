@@ -178,6 +178,18 @@ static int check_args(explain_args *a, bool given) {
     if (given && strspn(a->sentence, " \t\n\r\f\v") == strlen(a->sentence))
         return cli_error(EXIT_USAGE, "the sentence is empty; give some words, or none for the default");
     if (a->tokens && !a->embeddings) return cli_error(EXIT_USAGE, "--tokens labels --embeddings rows");
+    /* Labels are printed as given: a newline would break the tables, an
+     * escape sequence would reach the terminal. */
+    int label = 1;
+    for (const char *p = a->tokens; p; label++) {
+        size_t len = strcspn(p, ",");
+        if (len == 0) return cli_error(EXIT_USAGE, "--tokens: label %d is empty", label);
+        for (size_t i = 0; i < len; i++)
+            if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f)
+                return cli_error(EXIT_USAGE, "--tokens: label %d has a control character (0x%02x)", label,
+                                 (unsigned char)p[i]);
+        p = p[len] ? p + len + 1 : NULL;
+    }
     if (!a->embeddings && !given) strcpy(a->sentence, "the cat sat on the mat");
     return 0;
 }

@@ -1014,6 +1014,15 @@ def test_errors():
     expect_error("tokens_without_embeddings", ["explain", "--tokens", "a,b"], 2, r"--tokens labels")
     expect_error("tokens_count", ["explain", "--embeddings", "e3.npy", "--tokens", "a,b,c", "--mode", "dot"], 1,
                  r"--tokens has 3 labels but --embeddings e3\.npy has 2 rows")
+    # A label is printed as given: a newline broke the tables apart, an
+    # escape sequence reached the terminal, an empty label left a row unnamed.
+    for label, name, why in (("a\nb,c", "newline", r"label 1 has a control character \(0x0a\)"),
+                             ("\x1b[31mred,c", "escape", r"label 1 has a control character \(0x1b\)"),
+                             ("a,", "empty", r"label 2 is empty"), (",b", "empty_first", r"label 1 is empty")):
+        expect_error(f"tokens_label_{name}", ["explain", "--embeddings", "e3.npy", "--mode", "dot", "--tokens", label],
+                     2, rf"--tokens: {why}")
+    r = run("explain", "--embeddings", "e3.npy", "--mode", "dot", "--tokens", "bank,rivière", "--step", "weights")
+    report("tokens_unicode_label_kept", r.returncode == 0 and "rivière" in r.stdout, r.stderr)
     expect_error("embeddings_width_needs_w", ["explain", "--embeddings", "e3.npy"], 1,
                  r"d_model = 3, but the toy's weights need 8")
     expect_error("embeddings_not_2d", ["explain", "--embeddings", "e1d.npy"], 1, r"need a 2-D float array")
