@@ -497,6 +497,16 @@ def test_scaling():
     ratios = {d: float(np.std(v, ddof=1)) / ses[d] for d, v in stds.items() if len(v) == 24 and ses.get(d)}
     report("scaling_variance_standard_error_matches_seeds", len(ratios) == 2 and all(0.6 < x < 1.5 for x in ratios.values()),
            str(ratios))
+    # The sentence under the table is true of the numbers above it: "each is
+    # within about two standard errors" was printed also when one was not.
+    r = run("scaling", "--variance")
+    report("scaling_variance_within_two_se", "each is within two standard errors" in flat(r.stdout), r.stdout)
+    r = run("scaling", "--variance", "--queries", "2000", "--seed", "19")
+    m = re.search(r"^\s*512\s+([\d.]+) \u00b1 ([\d.]+)", r.stdout, re.M)
+    z = (float(m.group(1)) - math.sqrt(512)) / float(m.group(2)) if m else 0
+    said = re.search(r"d = 512's is (\d+\.\d) standard errors", flat(r.stdout))
+    report("scaling_variance_names_the_far_one", z < -2 and "each is within" not in flat(r.stdout) and
+           said is not None and abs(float(said.group(1)) - abs(z)) < 0.1, r.stdout)
     r = run("scaling", "--variance", "--json")
     rows = {row["d"]: row for row in json.loads(r.stdout)["rows"]} if r.returncode == 0 else {}
     report("scaling_variance_seed001", abs(rows[8]["spread_raw"] - 2.8) < 0.1 and
