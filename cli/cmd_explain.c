@@ -154,9 +154,17 @@ static int check_args(explain_args *a, bool given) {
                        a->positions || a->source))
         return cli_error(EXIT_USAGE, "--trained explains attn train's head as it was trained: toy sentences, mode qkv, one "
                          "head, no positions and no --source");
-    if (a->tied && a->mode != ATTN_EXPLAIN_QKV)
-        return cli_error(EXIT_USAGE, "--tied ties W_K to W_Q; --mode %s has no projections",
-                         a->mode == ATTN_EXPLAIN_DOT ? "dot" : "average");
+    if (a->mode != ATTN_EXPLAIN_QKV) {
+        const char *mode = a->mode == ATTN_EXPLAIN_DOT ? "dot" : "average";
+        if (a->tied) return cli_error(EXIT_USAGE, "--tied ties W_K to W_Q; --mode %s has no projections", mode);
+        if (a->random_head || a->wq || a->wk || a->wv) /* else dropped without a word */
+            return cli_error(EXIT_USAGE, "%s W_Q, W_K and W_V, and --mode %s has no projections",
+                             a->random_head ? "--random-head picks" : "--wq, --wk and --wv give", mode);
+        /* The step would print nothing, and say nothing of why. */
+        if (a->step && a->step[0] == 'w' && a->step[1] && strchr("qkv", a->step[1]) && !a->step[2])
+            return cli_error(EXIT_USAGE, "--step %s: --mode %s has no projections, so no W_%c (q, k and v are X)",
+                             a->step, mode, a->step[1] - 'a' + 'A');
+    }
     if (a->json && a->step)
         return cli_error(EXIT_USAGE, "--json prints every matrix and --step one step of the text: give one of them");
     int nw = !!a->wq + !!a->wk + !!a->wv;
@@ -170,6 +178,18 @@ static int check_args(explain_args *a, bool given) {
     if (given && strspn(a->sentence, " \t\n\r\f\v") == strlen(a->sentence))
         return cli_error(EXIT_USAGE, "the sentence is empty; give some words, or none for the default");
     if (a->tokens && !a->embeddings) return cli_error(EXIT_USAGE, "--tokens labels --embeddings rows");
+    /* Labels are printed as given: a newline would break the tables, an
+     * escape sequence would reach the terminal. */
+    int label = 1;
+    for (const char *p = a->tokens; p; label++) {
+        size_t len = strcspn(p, ",");
+        if (len == 0) return cli_error(EXIT_USAGE, "--tokens: label %d is empty", label);
+        for (size_t i = 0; i < len; i++)
+            if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f)
+                return cli_error(EXIT_USAGE, "--tokens: label %d has a control character (0x%02x)", label,
+                                 (unsigned char)p[i]);
+        p = p[len] ? p + len + 1 : NULL;
+    }
     if (!a->embeddings && !given) strcpy(a->sentence, "the cat sat on the mat");
     return 0;
 }
@@ -403,7 +423,8 @@ static int load_weights(const explain_args *a, explain_model *m) {
     m->q_cols = numbered_labels("d", m->d_k);
     if (a->tied) { /* one projection for both: the scores become symmetric */
         memcpy(m->W_K, m->W_Q, sizeof(double) * (size_t)m->d_model * (size_t)m->d_k);
-        m->head = strcmp(m->head, "wired") == 0 ? "wired, tied" : strcmp(m->head, "random") == 0 ? "random, tied" : "custom, tied";
+        snprintf(m->head_tied, sizeof m->head_tied, "%s, tied", m->head);
+        m->head = m->head_tied;
     }
     return 0;
 }

@@ -25,7 +25,8 @@ typedef struct explain_model {
     char **tokens;
     char **features, **q_cols, **v_cols;
     double *X, *W_Q, *W_K, *W_V;
-    const char *head; /* "wired", "random" or "custom" (", tied" with --tied) */
+    const char *head; /* "wired", "random", "custom", ...; head_tied with --tied */
+    char head_tied[64]; /* the head's name and ", tied" */
     int *ids;         /* the toy's vocabulary ids of the tokens, or NULL (--embeddings) */
     int n_src;        /* --source: its tokens, their labels and X, else 0 and NULL */
     char **src_tokens;

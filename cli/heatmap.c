@@ -13,10 +13,9 @@ static void print_cell_text(FILE *f, const char *s, int width) {
     int w = 0;
     size_t bytes = 0;
     while (s && s[bytes]) {
-        size_t next = bytes + 1;
-        while (((unsigned char)s[next] & 0xc0) == 0x80) next++;
-        if (w + 1 > width) break;
-        w++, bytes = next;
+        int len, cw = cli_char_width(s + bytes, &len);
+        if (w + cw > width) break;
+        w += cw, bytes += (size_t)len;
     }
     fprintf(f, "%*s%.*s", width - w, "", (int)bytes, s ? s : "");
 }
@@ -67,9 +66,9 @@ static void print_header(FILE *f, const char *s, int w) {
         return;
     }
     size_t bytes = 0;
-    for (int n = 0; s[bytes] && n < w - 1; n++) /* w - 1 code points, then the ellipsis */
-        for (bytes++; ((unsigned char)s[bytes] & 0xc0) == 0x80; bytes++) {}
-    fprintf(f, "%.*s…", (int)bytes, s);
+    int used = 0, len; /* w - 1 columns, then the ellipsis */
+    for (int cw; s[bytes] && used + (cw = cli_char_width(s + bytes, &len)) <= w - 1; used += cw) bytes += (size_t)len;
+    fprintf(f, "%*s%.*s…", w - 1 - used, "", (int)bytes, s);
 }
 
 /* Columns c0 .. c1 - 1 of m: the header, then each row (and the row sums

@@ -12,7 +12,13 @@
  * standard terminal). */
 int cli_width(FILE *f);
 
-/* The columns text takes on a terminal: its UTF-8 code points. */
+/* The columns the UTF-8 character at s takes on a terminal: 2 for East
+ * Asian wide ones (CJK, Hangul, emoji), 0 for combining marks and
+ * zero-width ones, else 1; *bytes receives its length (1 for a byte that
+ * starts no valid character). s points at a character, not at its end. */
+int cli_char_width(const char *s, int *bytes);
+
+/* The columns text takes on a terminal: the sum of its characters'. */
 int cli_display_width(const char *s);
 
 /* printf's fmt and arguments, reflowed to cli_width(f): a word (a run of

@@ -204,8 +204,10 @@ typedef struct attn_explain {
 
 /* Compute every matrix of `in` into *ex (allocated by the library: free it
  * with attn_explain_free). On failure *ex is zeroed.
- * Errors: ATTN_ERR_NULL, ATTN_ERR_OPTION (mode), ATTN_ERR_ARGUMENT (sizes),
- * ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY. */
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_OPTION (mode), ATTN_ERR_ARGUMENT (sizes; a
+ * NaN or infinity in X, X_source or the W used, named with its row and
+ * column), ATTN_ERR_OVERFLOW (sizes; a matrix shown, Q to the output, that
+ * overflows a double from finite inputs), ATTN_ERR_NO_MEMORY. */
 ATTN_API attn_status attn_explain_run(attn_explain *ex, const attn_explain_input *in,
                                       attn_error *err);
 /* Free what attn_explain_run allocated and zero *ex. NULL is fine. */

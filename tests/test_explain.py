@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import unicodedata
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -436,11 +437,12 @@ def test_text_output():
     report("colour_never_when_piped", esc not in run("explain").stdout, "escape codes in piped output")
     report("colour_always", esc in run("explain", "--color=always").stdout, "no escape codes")
     report("colour_no_color_env", esc not in run("explain", "--color=auto", env={"NO_COLOR": "1"}).stdout, "")
-    # Values past 10^7 (your embeddings may hold 1e300) print in exponent
-    # form: each cell was 300 digits of %.3f, and the table fell apart.
-    np.save(os.path.join(TMP, "huge.npy"), np.full((3, 4), 1e300))
+    # Values past 10^7 (your embeddings may hold 1e100) print in exponent
+    # form: each cell was 100 digits of %.3f, and the table fell apart.
+    # (1e300 would overflow the scores, which is an error of its own.)
+    np.save(os.path.join(TMP, "huge.npy"), np.full((3, 4), 1e100))
     r = run("explain", "--embeddings", "huge.npy", "--mode", "dot", "--step", "x", env={"COLUMNS": "80"})
-    report("explain_huge_values_in_exponent_form", r.returncode == 0 and r.stdout.count("1.00e+300") == 12 and
+    report("explain_huge_values_in_exponent_form", r.returncode == 0 and r.stdout.count("1.00e+100") == 12 and
            max(len(l) for l in r.stdout.splitlines()) <= 80, r.stdout[-400:] + r.stderr)
     r = run("explain", "--help")
     report("explain_help", r.returncode == 0 and "--embeddings" in r.stdout, r.stderr)
@@ -496,6 +498,16 @@ def test_scaling():
     ratios = {d: float(np.std(v, ddof=1)) / ses[d] for d, v in stds.items() if len(v) == 24 and ses.get(d)}
     report("scaling_variance_standard_error_matches_seeds", len(ratios) == 2 and all(0.6 < x < 1.5 for x in ratios.values()),
            str(ratios))
+    # The sentence under the table is true of the numbers above it: "each is
+    # within about two standard errors" was printed also when one was not.
+    r = run("scaling", "--variance")
+    report("scaling_variance_within_two_se", "each is within two standard errors" in flat(r.stdout), r.stdout)
+    r = run("scaling", "--variance", "--queries", "2000", "--seed", "19")
+    m = re.search(r"^\s*512\s+([\d.]+) \u00b1 ([\d.]+)", r.stdout, re.M)
+    z = (float(m.group(1)) - math.sqrt(512)) / float(m.group(2)) if m else 0
+    said = re.search(r"d = 512's is (\d+\.\d) standard errors", flat(r.stdout))
+    report("scaling_variance_names_the_far_one", z < -2 and "each is within" not in flat(r.stdout) and
+           said is not None and abs(float(said.group(1)) - abs(z)) < 0.1, r.stdout)
     r = run("scaling", "--variance", "--json")
     rows = {row["d"]: row for row in json.loads(r.stdout)["rows"]} if r.returncode == 0 else {}
     report("scaling_variance_seed001", abs(rows[8]["spread_raw"] - 2.8) < 0.1 and
@@ -569,11 +581,35 @@ def test_tied_and_lookup():
            "tied" in j["head"] and sc[2, 1] == sc[1, 2], j["head"])
     plain = mat(explain_json(), "scores")
     report("untied_scores_one_way", plain[2, 1] > 1.5 and abs(plain[1, 2]) < 0.1, str(plain[1:3, 1:3]))
+    # The head keeps its own name: a tied trained or word-order head was
+    # called "custom, tied", the name of weights read from files.
+    for extra, name in ((("--trained",), "trained"), (("--positions", "rope"), "wired for word order"),
+                        (("--random-head",), "random"), ((), "wired")):
+        head = explain_json("--tied", *extra)["head"]
+        report(f"tied_head_named_{name.replace(' ', '_')}", head.startswith(name) and head.endswith(", tied"), head)
     expect_error("tied_needs_projections", ["explain", "--tied", "--mode", "average"], 2, r"--tied .* no projections")
     r = run("explain", "--step", "tokens", "my dog chased a ball")
     ids = [attn_ids(w) for w in "my dog chased a ball".split()]
     report("tokens_show_vocabulary_ids", ("ids: " + " ".join(map(str, ids))) in r.stdout and "embedding table" in r.stdout,
            r.stdout)
+
+
+def test_modes_without_projections():
+    """--mode dot and average have no W_Q, W_K or W_V: a step that shows one
+    printed nothing and exited 0; options that choose them (--random-head,
+    --wq/--wk/--wv) were dropped without a word, as --tied is not."""
+    np.save(os.path.join(TMP, "w84m.npy"), np.ones((8, 4)))
+    for mode in ("dot", "average"):
+        for step in ("wq", "wk", "wv"):
+            expect_error(f"mode_{mode}_step_{step}_refused", ["explain", "--mode", mode, "--step", step], 2,
+                         rf"--step {step}: --mode {mode} has no projections")
+        expect_error(f"mode_{mode}_random_head_refused", ["explain", "--mode", mode, "--random-head"], 2,
+                     rf"--random-head .*, and --mode {mode} has no projections")
+        expect_error(f"mode_{mode}_wq_refused", ["explain", "--mode", mode, "--wq", "w84m.npy", "--wk", "w84m.npy",
+                                                 "--wv", "w84m.npy"], 2, rf"--wq, --wk and --wv .*, and --mode {mode} has no projections")
+    for step in ("q", "scores", "weights"):
+        r = run("explain", "--mode", "dot", "--step", step)
+        report(f"mode_dot_step_{step}_prints", r.returncode == 0 and r.stdout.strip() != "", r.stderr)
 
 
 def attn_ids(word):
@@ -770,6 +806,24 @@ def test_width():
         matrix = [l for l in lines if "the₁" in l or re.search(r"\d\.\d{3}", l)]  # (the prose may wrap)
         report(f"width_{cols}_blocks_of_columns", r.returncode == 0 and max(len(l) for l in matrix) <= cols and
                (len(blocks) >= 2) == (cols < 90) and len(values) == 10, f"{len(blocks)} blocks, {values}")
+
+    # Labels in scripts whose characters are not one column each: CJK takes
+    # two, a Devanagari vowel sign none. Counted as one column per code
+    # point, every column after such a label slid out of line.
+    np.save(os.path.join(TMP, "e3w.npy"), np.eye(3))
+    for labels in ("猫,犬,鳥", "बैंक,नदी,river"):
+        r = run("explain", "--embeddings", "e3w.npy", "--mode", "dot", "--tokens", labels, "--step", "weights")
+        table = [l for l in r.stdout.splitlines() if l.endswith("sum") or re.search(r"\d\.\d{3}$", l)]
+        widths = {display_width(l) for l in table}
+        report(f"wide_labels_aligned_{labels.split(',')[0]}", r.returncode == 0 and len(table) == 4 and len(widths) == 1,
+               f"{widths}: " + " | ".join(table))
+
+
+def display_width(text):
+    """The columns a terminal gives text: 2 for East Asian wide characters,
+    0 for combining marks, else 1."""
+    return sum(0 if unicodedata.category(c) in ("Mn", "Me", "Cf") else
+               2 if unicodedata.east_asian_width(c) in ("W", "F") else 1 for c in text)
 
 
 # Every command whose text the terminal's width shapes: prose, matrices and tables.
@@ -971,6 +1025,16 @@ def test_errors():
     np.save(os.path.join(TMP, "w34.npy"), np.ones((3, 4)))
     np.save(os.path.join(TMP, "e3.npy"), np.ones((2, 3)))
     np.save(os.path.join(TMP, "e1d.npy"), np.ones(3))
+    # NaN weights were printed with "each row sums to 1" and a summary of
+    # "nearly uniform" rows.
+    np.save(os.path.join(TMP, "enan.npy"), np.array([[1, np.nan, 0], [0, 1, 0], [0, 0, 1.0]]))
+    np.save(os.path.join(TMP, "winf.npy"), np.where(np.eye(8, 4) > 0, np.inf, 0.0))
+    np.save(os.path.join(TMP, "ebig.npy"), np.array([[1e300, 1e300], [1e300, -1e300]]))
+    expect_error("embeddings_nan", ["explain", "--embeddings", "enan.npy", "--mode", "dot"], 1,
+                 r"X \(row 0, column 1\) is nan: .*finite")
+    expect_error("wq_inf", ["explain", "--wq", "winf.npy", "--wk", "w84.npy", "--wv", "w84.npy"], 1,
+                 r"W_Q \(row 0, column 0\) is inf")
+    expect_error("scores_overflow", ["explain", "--embeddings", "ebig.npy", "--mode", "dot"], 1, r"overflow")
     expect_error("wq_alone", ["explain", "--wq", "w84.npy"], 2, r"--wq, --wk and --wv go together")
     expect_error("random_head_with_wq", ["explain", "--random-head", "--wq", "w84.npy", "--wk", "w84.npy",
                                          "--wv", "w84.npy"], 2, r"--random-head")
@@ -979,6 +1043,15 @@ def test_errors():
     expect_error("tokens_without_embeddings", ["explain", "--tokens", "a,b"], 2, r"--tokens labels")
     expect_error("tokens_count", ["explain", "--embeddings", "e3.npy", "--tokens", "a,b,c", "--mode", "dot"], 1,
                  r"--tokens has 3 labels but --embeddings e3\.npy has 2 rows")
+    # A label is printed as given: a newline broke the tables apart, an
+    # escape sequence reached the terminal, an empty label left a row unnamed.
+    for label, name, why in (("a\nb,c", "newline", r"label 1 has a control character \(0x0a\)"),
+                             ("\x1b[31mred,c", "escape", r"label 1 has a control character \(0x1b\)"),
+                             ("a,", "empty", r"label 2 is empty"), (",b", "empty_first", r"label 1 is empty")):
+        expect_error(f"tokens_label_{name}", ["explain", "--embeddings", "e3.npy", "--mode", "dot", "--tokens", label],
+                     2, rf"--tokens: {why}")
+    r = run("explain", "--embeddings", "e3.npy", "--mode", "dot", "--tokens", "bank,rivière", "--step", "weights")
+    report("tokens_unicode_label_kept", r.returncode == 0 and "rivière" in r.stdout, r.stderr)
     expect_error("embeddings_width_needs_w", ["explain", "--embeddings", "e3.npy"], 1,
                  r"d_model = 3, but the toy's weights need 8")
     expect_error("embeddings_not_2d", ["explain", "--embeddings", "e1d.npy"], 1, r"need a 2-D float array")
@@ -1203,6 +1276,7 @@ def main():
     test_terminal_width()
     test_terminal_width_40()
     test_tied_and_lookup()
+    test_modes_without_projections()
     test_cost()
     test_scale_by_d_model()
     test_positions()

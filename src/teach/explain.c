@@ -5,6 +5,7 @@
 #include "attn_teach.h"
 #include "base/base.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,17 @@ static attn_status project(double *c, const double *a, const double *b, int n, i
     o.has_scale = 1;
     o.scale = 1.0;
     return attn_scores(&tc, &ta, &tb, &o, err);
+}
+
+/* The first non-finite element of m (rows, cols), or ATTN_OK: NaN and
+ * infinite numbers would turn the whole story into NaN weights. */
+static attn_status finite(const double *m, int rows, int cols, const char *name, attn_status code, const char *why,
+                          attn_error *err) {
+    for (int64_t i = 0; i < (int64_t)rows * cols; i++)
+        if (!isfinite(m[i]))
+            return attn_fail(err, code, "%s (row %lld, column %lld) is %s%s", name, (long long)(i / cols),
+                             (long long)(i % cols), isnan(m[i]) ? "nan" : m[i] > 0 ? "inf" : "-inf", why);
+    return ATTN_OK;
 }
 
 static attn_status check_input(const attn_explain_input *in, attn_error *err) {
@@ -47,7 +59,30 @@ static attn_status check_input(const attn_explain_input *in, attn_error *err) {
             return attn_fail(err, ATTN_ERR_ARGUMENT, "d_k (%d) and d_v (%d) must be >= 1",
                              in->d_k, in->d_v);
     }
-    return ATTN_OK;
+    static const char WHY[] = ": the explainer needs finite numbers";
+    attn_status st = finite(in->X, in->n_tokens, in->d_model, "X", ATTN_ERR_ARGUMENT, WHY, err);
+    if (!st && in->X_source) st = finite(in->X_source, in->n_source, in->d_model, "X_source", ATTN_ERR_ARGUMENT, WHY, err);
+    if (!st && in->mode == ATTN_EXPLAIN_QKV) {
+        st = finite(in->W_Q, in->d_model, in->d_k, "W_Q", ATTN_ERR_ARGUMENT, WHY, err);
+        if (!st) st = finite(in->W_K, in->d_model, in->d_k, "W_K", ATTN_ERR_ARGUMENT, WHY, err);
+        if (!st) st = finite(in->W_V, in->d_model, in->d_v, "W_V", ATTN_ERR_ARGUMENT, WHY, err);
+    }
+    return st;
+}
+
+/* Finite inputs can still overflow a double on the way (a dot product of
+ * 1e300s): every matrix shown must be a number. scaled is Q·Kᵀ·scale with
+ * -inf where masked, finite wherever scores is. */
+static attn_status all_finite(const attn_explain *ex, attn_error *err) {
+    static const char WHY[] = ": the numbers overflow a double; make the inputs smaller";
+    const struct { const double *m; int rows, cols; const char *name; } shown[] = {
+        {ex->Q, ex->n, ex->d_k, "Q"},           {ex->K, ex->n_keys, ex->d_k, "K"},
+        {ex->V, ex->n_keys, ex->d_v, "V"},      {ex->scores, ex->n, ex->n_keys, "Q K^T"},
+        {ex->weights, ex->n, ex->n_keys, "the weights"}, {ex->output, ex->n, ex->d_v, "the output"}};
+    attn_status st = ATTN_OK;
+    for (size_t i = 0; !st && i < sizeof shown / sizeof shown[0]; i++)
+        st = finite(shown[i].m, shown[i].rows, shown[i].cols, shown[i].name, ATTN_ERR_OVERFLOW, WHY, err);
+    return st;
 }
 
 /* xp = X, or X + P with sinusoidal positions (ex->P, after xp in the block). */
@@ -140,7 +175,7 @@ attn_status attn_explain_run(attn_explain *ex, const attn_explain_input *in, att
     o.causal = in->causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
     attn_tensor_init(&ts, ex->scaled, ATTN_F64, 2, snn, NULL, NULL);
     if ((st = attn_scores(&ts, &tq, &tk, &o, err))) goto fail;
-    if ((st = attn_sdpa(&to, NULL, &tw, &tq, &tk, &tv, &o, err))) goto fail;
+    if ((st = attn_sdpa(&to, NULL, &tw, &tq, &tk, &tv, &o, err)) || (st = all_finite(ex, err))) goto fail;
     return ATTN_OK;
 fail:
     attn_explain_free(ex);
