@@ -14,7 +14,7 @@ let kernelCache = { key: null, data: null };
 // parts: computing it (web_kernel_run) and reading its JSON (web_kernel_json).
 // At 64 words each takes tens of milliseconds, too long together for one
 // task, so scheduleSteps runs each as a job of its own before the steps that
-// draw it (kernelJob); kernelData finds them done, or does what is left.
+// draw it (kernelJobs); kernelData finds them done, or does what is left.
 const kernelInputs = (c) => JSON.stringify([c.r.tokens.join(' '), kstate.block, kstate.workers, kstate.ranks]);
 function kernelRun(c) {
   const key = kernelInputs(c);
