@@ -52,6 +52,23 @@ static const char *error_json(const char *message, int start, int length, const 
     return result;
 }
 
+/* Write JSON into the result buffer with `write`, one of the library's
+ * snprintf-like attn_*_json functions (`what` its input): into the buffer as
+ * it is, and a second time only when the text did not fit. Asking for the
+ * length first would format every number twice, and formatting is most of
+ * a call's time here (wasi-libc's printf computes in software long double).
+ * The status of `write`, or ATTN_ERR_NO_MEMORY. */
+typedef attn_status (*json_writer)(char *buf, size_t size, size_t *length, const void *what, attn_error *err);
+
+static attn_status json_result(json_writer write, const void *what, attn_error *err) {
+    size_t len = 0;
+    attn_status st;
+    if (!reserve(result_cap > 4096 ? result_cap - 1 : 4096)) return attn_error_set(err, ATTN_ERR_NO_MEMORY, "out of memory");
+    if ((st = write(result, result_cap, &len, what, err)) || len < result_cap) return st;
+    if (!reserve(len)) return attn_error_set(err, ATTN_ERR_NO_MEMORY, "out of memory");
+    return write(result, result_cap, &len, what, err);
+}
+
 /* The toy model on `sentence`: head 0 wired, 1 random, 2 the "where" head; mode 0 qkv, 1 dot,
  * 2 average; positions an attn_explain_positions (qkv only); tied: W_K = W_Q;
  * source: NULL or "" for self-attention, else the sentence keys and values
@@ -60,6 +77,16 @@ static const char *error_json(const char *message, int start, int length, const 
  * "length", "suggestion"}, start and length the unknown word's bytes (else
  * -1 and 0); an error in the source starts "the source: ", and its start and
  * length are in the source. */
+typedef struct explain_args {
+    const char *sentence;
+    const attn_toy_explain_options *options;
+} explain_args;
+
+static attn_status explain_json(char *buf, size_t size, size_t *length, const void *what, attn_error *err) {
+    const explain_args *a = what;
+    return attn_toy_explain_json(buf, size, length, a->sentence, a->options, err);
+}
+
 WEB_EXPORT("web_explain")
 const char *web_explain(const char *sentence, int head, int causal, int no_scale, int mode, int positions, int tied,
                         const char *source, int scale_by_d_model) {
@@ -85,11 +112,8 @@ const char *web_explain(const char *sentence, int head, int causal, int no_scale
     o.head = head == 2 ? ATTN_TOY_WHERE : head ? ATTN_TOY_RANDOM : ATTN_TOY_WIRED;
     o.mode = (attn_explain_mode)mode, o.causal = causal, o.no_scale = no_scale, o.scale_by_d_model = scale_by_d_model;
     o.positions = (attn_explain_positions)positions, o.tied = tied, o.source = cross ? source : NULL;
-    size_t len = 0;
-    if (attn_toy_explain_json(NULL, 0, &len, sentence, &o, &err)) return error_json(err.message, -1, 0, NULL);
-    if (!reserve(len)) return error_json("out of memory", -1, 0, NULL);
-    attn_toy_explain_json(result, result_cap, &len, sentence, &o, NULL);
-    return result;
+    const explain_args args = {sentence, &o};
+    return json_result(explain_json, &args, &err) ? error_json(err.message, -1, 0, NULL) : result;
 }
 
 /* The vocabulary and the feature names. */
@@ -351,26 +375,37 @@ const char *web_softmax(const double *scores, int n, double shift) {
 }
 
 /* Memory for the page's strings. */
-/* The explainer's second part, "how a fast kernel computes it": every step's
- * numbers for `sentence` (attn_kernel_walk_run with these block, workers and
- * ranks), the JSON of `attn explain --kernel --json --block B --workers W
- * --ranks R`, or {"error"} for a bad sentence or option. */
-WEB_EXPORT("web_kernel")
-const char *web_kernel(const char *sentence, int block, int workers, int ranks) {
+/* The explainer's second part, "how a fast kernel computes it", in two
+ * calls, which the page makes in two tasks: at 64 words each takes tens of
+ * milliseconds, together too long for one. web_kernel_run computes every
+ * step's numbers for `sentence` (attn_kernel_walk_run with these block,
+ * workers and ranks) and keeps them here: {"n": words}, or {"error"} for a
+ * bad sentence or option (then nothing is kept). web_kernel_json writes what
+ * it kept: the JSON of `attn explain --kernel --json --block B --workers W
+ * --ranks R`, or {"error"} when no walk is kept. */
+static attn_kernel_walk kept_walk = {.struct_size = sizeof kept_walk};
+
+WEB_EXPORT("web_kernel_run")
+const char *web_kernel_run(const char *sentence, int block, int workers, int ranks) {
+    attn_kernel_walk_free(&kept_walk);
     attn_kernel_walk_options o = attn_kernel_walk_options_default();
     o.block = block, o.workers = workers, o.ranks = ranks;
-    attn_kernel_walk w = {.struct_size = sizeof w};
     attn_error err;
-    if (attn_kernel_walk_run(&w, sentence, &o, &err)) return error_json(err.message, -1, 0, NULL);
-    size_t len = 0;
-    attn_kernel_walk_json(NULL, 0, &len, &w, NULL, NULL);
-    if (!reserve(len)) {
-        attn_kernel_walk_free(&w);
-        return "{\"error\": \"out of memory\"}";
-    }
-    attn_kernel_walk_json(result, result_cap, &len, &w, NULL, NULL);
-    attn_kernel_walk_free(&w);
+    if (attn_kernel_walk_run(&kept_walk, sentence, &o, &err)) return error_json(err.message, -1, 0, NULL);
+    if (!reserve(32)) return "{\"error\": \"out of memory\"}";
+    snprintf(result, result_cap, "{\"n\": %d}", kept_walk.n);
     return result;
+}
+
+static attn_status walk_json(char *buf, size_t size, size_t *length, const void *walk, attn_error *err) {
+    return attn_kernel_walk_json(buf, size, length, walk, NULL, err);
+}
+
+WEB_EXPORT("web_kernel_json")
+const char *web_kernel_json(void) {
+    attn_error err;
+    if (!kept_walk.Q) return error_json("no kernel walk: call web_kernel_run first", -1, 0, NULL);
+    return json_result(walk_json, &kept_walk, &err) ? error_json(err.message, -1, 0, NULL) : result;
 }
 
 /* Step 1 for any T, the page's slider: {"T", "score_bytes",

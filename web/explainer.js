@@ -349,10 +349,17 @@ function queueJob(f) {
   document.body.dataset.rendered = '0';
   if (!jobTimer) jobTimer = setTimeout(runJobs, 0);
 }
+// A job whose alone() says it has long work to do (the kernel walk's) gets a
+// task to itself: it runs only first in a task, and the task ends after it.
 function runJobs() {
   jobTimer = null;
   const t0 = performance.now();
-  while (jobs.length && performance.now() - t0 < 12) jobs.shift()();
+  for (let first = true; jobs.length && performance.now() - t0 < 12; first = false) {
+    const alone = jobs[0].alone && jobs[0].alone();
+    if (alone && !first) break;
+    jobs.shift()();
+    if (alone) break;
+  }
   if (jobs.length) jobTimer = setTimeout(runJobs, 0);
   else document.body.dataset.rendered = '1';
 }
@@ -957,7 +964,10 @@ function onScroll() {
   });
   for (const [step, sec, near, at, inView] of seen) {
     if (inView && (step.dirty || !step.overflowMarked)) {
-      if (step.dirty) renderStep(step);
+      // A step whose numbers are still to compute waits for its jobs (queued again: a
+      // newer change may have dropped them), so that the scroll makes no long task.
+      if (step.dirty && step.prepare && step.prepare().some((j) => j.alone())) queueStep(step);
+      else if (step.dirty) renderStep(step);
       else { needFill.add(step); if (!fillFrame) fillFrame = requestAnimationFrame(fillDrawn); }
     }
     // Every step in view shows where the scroll is in it: a jump (a contents link, Home, a fast
@@ -1092,7 +1102,14 @@ function scheduleSteps() {
   jobs.length = 0; // what was left to draw belongs to the state before
   document.body.dataset.rendered = '1';
   // The steps in view first, each in a task of its own.
-  for (const s of [...changed.filter(visible), ...changed.filter((x) => !visible(x))]) queueJob(() => { if (s.dirty) renderStep(s); });
+  for (const s of [...changed.filter(visible), ...changed.filter((x) => !visible(x))]) queueStep(s);
+}
+// A step's render as a job, after the jobs that compute what it draws (its prepare).
+function queueStep(s) {
+  if (s.job && jobs.includes(s.job)) return; // already waiting
+  if (s.prepare) s.prepare().forEach(queueJob);
+  s.job = () => { if (s.dirty) renderStep(s); };
+  queueJob(s.job);
 }
 
 // ---- the sentence, the error, the update loop ---------------------------------------------

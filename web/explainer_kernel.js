@@ -10,18 +10,44 @@
 const kstate = { block: 2, workers: 2, ranks: 3, logT: 12 };
 let kernelCache = { key: null, data: null };
 
-// The library's walk for the walk's sentence and these controls (one call per change).
+// The library's walk for the walk's sentence and these controls, in two
+// parts: computing it (web_kernel_run) and reading its JSON (web_kernel_json).
+// At 64 words each takes tens of milliseconds, too long together for one
+// task, so scheduleSteps runs each as a job of its own before the steps that
+// draw it (kernelJobs); kernelData finds them done, or does what is left.
+const kernelInputs = (c) => JSON.stringify([c.r.tokens.join(' '), kstate.block, kstate.workers, kstate.ranks]);
+function kernelRun(c) {
+  const key = kernelInputs(c);
+  if (kernelCache.key === key) return;
+  kernelCache = { key: null, data: null };
+  const r = withC([c.r.tokens.join(' ')], (p) => lib.web_kernel_run(p, kstate.block, kstate.workers, kstate.ranks));
+  if (r.error) throw new Error(r.error);
+  kernelCache.key = key;
+}
+function kernelParse() {
+  if (kernelCache.data) return;
+  const k = withC([], () => lib.web_kernel_json());
+  if (k.error) throw new Error(k.error);
+  kernelCache.data = k;
+  window.attnKernel = k; // for the tests and the curious: the library's own JSON
+}
 function kernelData(c) {
-  const sentence = c.r.tokens.join(' ');
-  const key = JSON.stringify([sentence, kstate.block, kstate.workers, kstate.ranks]);
-  if (kernelCache.key !== key) {
-    const k = withC([sentence], (p) => lib.web_kernel(p, kstate.block, kstate.workers, kstate.ranks));
-    if (k.error) throw new Error(k.error);
-    kernelCache = { key, data: k };
-    window.attnKernel = k; // for the tests and the curious: the library's own JSON
-  }
+  kernelRun(c);
+  kernelParse();
   return kernelCache.data;
 }
+// kernelData's two parts as jobs (each runs alone in its task while it has work;
+// see runJobs). A failure is the step's to report: its render calls kernelData,
+// which meets it again and throws it there.
+const kernelWalked = () => kernelCache.key === kernelInputs(ctx());
+const kernelJobs = () => [
+  Object.assign(() => { try { if (!kernelWalked()) kernelRun(ctx()); } catch (e) { /* thrown again by the render */ } },
+    { alone: () => !kernelWalked() }),
+  Object.assign(() => { try { if (kernelWalked()) kernelParse(); } catch (e) { /* thrown again by the render */ } },
+    { alone: () => kernelWalked() && !kernelCache.data }),
+];
+// A step of this part: it draws from the walk, whose jobs go before it.
+const defineKernelStep = (id, def) => defineStep(id, { prepare: kernelJobs, ...def });
 const kernelKey = (c, ...more) => JSON.stringify([c.r.tokens, kstate.block, ...more]);
 
 function kernelCost(T) { return withC([], () => lib.web_kernel_cost(T)); }
@@ -107,7 +133,7 @@ const rowWords = (t, a, b) => t.slice(a, b).join(' ');
 
 // ---- 1. the cost ---------------------------------------------------------------------------
 
-defineStep('kcost', {
+defineKernelStep('kcost', {
   key: () => `cost ${kstate.logT}`, // the same for every sentence: it depends on T only
   collect: figCells('kcost'),
   render() {
@@ -155,7 +181,7 @@ defineStep('kcost', {
 
 // ---- 2. tiles ------------------------------------------------------------------------------
 
-defineStep('ktiles', {
+defineKernelStep('ktiles', {
   results: ['ktiles'],
   key: (c) => kernelKey(c, 'tiles'),
   collect() {
@@ -183,7 +209,7 @@ defineStep('ktiles', {
 
 // ---- 3. the online softmax -------------------------------------------------------------------
 
-defineStep('konline', {
+defineKernelStep('konline', {
   key: (c) => kernelKey(c, 'online'),
   collect: () => {
     // Block by block: a block's keys, then the state after it.
@@ -261,18 +287,17 @@ defineStep('konline', {
 
 // ---- 4. causal blocks skipped ---------------------------------------------------------------
 
-defineStep('kcausal', {
+defineKernelStep('kcausal', {
   key: (c) => kernelKey(c, 'causal'),
   collect: figCells('kcausal'),
   render(c) {
     const k = kernelData(c), cz = k.causal, nb = k.blocks, b = k.block, t = labelWords(k.tokens), n = t.length;
     const size = Math.max(26, Math.min(PHONE ? 40 : 56, Math.floor((PHONE ? 300 : 420) / nb))), lw = 90, top = 40;
     const width = Math.max(lw + nb * size + 12, PHONE ? 340 : 420), height = top + nb * size + 48;
-    const out = [`<svg class="heatmap kfig" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="group" aria-label="causal blocks: computed, masked in part, skipped">`,
-      `<text class="title" x="2" y="14">${nb} × ${nb} blocks of ${b} × ${b}, causal</text>`];
     const NAMES = ['skip', 'part', 'all'];
-    for (let bi = 0; bi < nb; bi++) {
-      out.push(`<text class="label" x="${lw - 6}" y="${top + bi * size + size / 2 + 4}" text-anchor="end">${esc(rowWords(t, bi * b, bi * b + b).slice(0, 12))}</text>`);
+    // A row of blocks at a time: mount draws a few rows a task (32 × 32 blocks at 64 words).
+    const row = (bi) => {
+      const out = [`<text class="label" x="${lw - 6}" y="${top + bi * size + size / 2 + 4}" text-anchor="end">${esc(rowWords(t, bi * b, bi * b + b).slice(0, 12))}</text>`];
       for (let bj = 0; bj < nb; bj++) {
         const kind = cz.kind[bi * nb + bj], x = lw + bj * size, y = top + bi * size;
         const fill = kind === 2 ? shade(0.6) : kind === 1 ? shade(0.3) : { fill: 'var(--panel)', ink: 'var(--ink)' };
@@ -281,10 +306,14 @@ defineStep('kcausal', {
           (kind === 0 ? `<path class="skip-x" d="M ${x + 4} ${y + 4} l 7 7 M ${x + size - 4} ${y + 4} l -7 7 M ${x + 4} ${y + size - 4} l 7 -7 M ${x + size - 4} ${y + size - 4} l -7 -7"/>` : '') +
           `<text x="${x + size / 2}" y="${y + size / 2 + 4}" text-anchor="middle" fill="${fill.ink}">${NAMES[kind]}</text></g>`);
       }
-    }
-    out.push(`<text class="muted-text" x="2" y="${height - 22}">all: computed whole · part: on the diagonal,</text>`,
-      `<text class="muted-text" x="2" y="${height - 8}">masked in part · skip: never computed</text>`, '</svg>');
-    mount('kcausal', [['fig-kcausal', 'kcausal', out.join(''), null]]);
+      return out.join('');
+    };
+    mount('kcausal', [['fig-kcausal', 'kcausal', {
+      open: `<svg class="heatmap kfig" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="group" aria-label="causal blocks: computed, masked in part, skipped">` +
+        `<text class="title" x="2" y="14">${nb} × ${nb} blocks of ${b} × ${b}, causal</text>` +
+        `<text class="muted-text" x="2" y="${height - 22}">all: computed whole · part: on the diagonal,</text>` +
+        `<text class="muted-text" x="2" y="${height - 8}">masked in part · skip: never computed</text>`,
+      row, rows: nb, cols: nb, close: '</svg>' }, null]]);
     const saved = 100 * (1 - cz.scores_computed / cz.scores_all);
     document.getElementById('kcausal-story').textContent = `Here ${cz.blocks_computed} of ${nb * nb} blocks are computed and ${cz.blocks_skipped} skipped: ` +
       `${cz.scores_computed} of ${cz.scores_all} scores, ${saved.toFixed(0)}% of the work saved.`;
@@ -301,7 +330,7 @@ defineStep('kcausal', {
 
 // ---- 5. the KV cache ---------------------------------------------------------------------
 
-defineStep('kcache', {
+defineKernelStep('kcache', {
   results: ['kcache-k', 'kcache-v', 'kcache-out'],
   key: (c) => kernelKey(c, 'cache'),
   collect() {
@@ -347,7 +376,7 @@ defineStep('kcache', {
 
 // ---- 6. split-KV decode -----------------------------------------------------------------------
 
-defineStep('ksplit', {
+defineKernelStep('ksplit', {
   key: (c) => kernelKey(c, 'split', kstate.workers),
   collect: figCells('ksplit'),
   render(c) {
@@ -372,7 +401,7 @@ defineStep('ksplit', {
 
 // ---- 7. pages ---------------------------------------------------------------------------------
 
-defineStep('kpages', {
+defineKernelStep('kpages', {
   key: (c) => kernelKey(c, 'pages'),
   collect: figCells('kpages'),
   render(c) {
@@ -409,7 +438,7 @@ defineStep('kpages', {
 
 // ---- 8. the ring ------------------------------------------------------------------------------
 
-defineStep('kring', {
+defineKernelStep('kring', {
   key: (c) => kernelKey(c, 'ring', kstate.ranks),
   collect: figCells('kring'),
   render(c) {
@@ -453,7 +482,7 @@ defineStep('kring', {
 
 // ---- 9. the gradient --------------------------------------------------------------------------
 
-defineStep('kgrad', {
+defineKernelStep('kgrad', {
   key: (c) => kernelKey(c, 'grad'),
   collect: figCells('kgrad'),
   render(c) {
