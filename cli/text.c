@@ -1,12 +1,18 @@
 /* text.c -- the terminal's width, prose reflowed to it, and tables in blocks
  * of columns that fit it (text.h). */
+/* wcwidth is X/Open */
+#define _XOPEN_SOURCE 700
 #include "text.h"
 
+#include <limits.h>
+#include <locale.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
+#include <wchar.h>
 
 int cli_width(FILE *f) {
     const char *env = getenv("COLUMNS");
@@ -18,43 +24,33 @@ int cli_width(FILE *f) {
     return 80;
 }
 
-/* Code point ranges [lo, hi], sorted: the common ones of Unicode's East
- * Asian Wide and Fullwidth characters (CJK, Hangul, kana, fullwidth forms,
- * emoji), two columns each, and of its marks that take no column of their
- * own (combining accents, Hebrew and Arabic points, Devanagari's vowel
- * signs and virama, zero-width spaces and joiners). Abridged from Markus
- * Kuhn's wcwidth: enough for labels in those scripts, with no locale. */
-static const unsigned WIDE[][2] = {
-    {0x1100, 0x115f},   {0x2e80, 0x303e},   {0x3041, 0x33ff},   {0x3400, 0x4dbf},   {0x4e00, 0x9fff},
-    {0xa000, 0xa4cf},   {0xac00, 0xd7a3},   {0xf900, 0xfaff},   {0xfe30, 0xfe4f},   {0xff00, 0xff60},
-    {0xffe0, 0xffe6},   {0x1f300, 0x1f64f}, {0x1f900, 0x1f9ff}, {0x20000, 0x2fffd}, {0x30000, 0x3fffd}};
-static const unsigned ZERO[][2] = {
-    {0x0300, 0x036f}, {0x0483, 0x0489}, {0x0591, 0x05bd}, {0x05bf, 0x05bf}, {0x05c1, 0x05c2}, {0x05c4, 0x05c5},
-    {0x05c7, 0x05c7}, {0x0610, 0x061a}, {0x064b, 0x065f}, {0x0670, 0x0670}, {0x0900, 0x0902}, {0x093a, 0x093a},
-    {0x093c, 0x093c}, {0x0941, 0x0948}, {0x094d, 0x094d}, {0x0951, 0x0957}, {0x0962, 0x0963}, {0x1ab0, 0x1aff},
-    {0x1dc0, 0x1dff}, {0x200b, 0x200f}, {0x2060, 0x2064}, {0x20d0, 0x20ff}, {0xfe00, 0xfe0f}, {0xfe20, 0xfe2f},
-    {0xfeff, 0xfeff}};
-
-static bool in_ranges(unsigned c, const unsigned (*r)[2], size_t n) {
-    for (size_t i = 0; i < n && r[i][0] <= c; i++)
-        if (c <= r[i][1]) return true;
-    return false;
-}
+/* The C library's own UTF-8 locale, whatever the user's: it knows which
+ * characters a terminal draws two columns wide and which take none, for
+ * every script Unicode has. NULL where the C library has no C.UTF-8. */
+static locale_t utf8;
+static void open_utf8(void) { utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0); }
 
 int cli_char_width(const char *s, int *bytes) {
-    const unsigned char *u = (const unsigned char *)s;
-    int n = u[0] < 0x80 ? 1 : u[0] >= 0xf0 ? 4 : u[0] >= 0xe0 ? 3 : u[0] >= 0xc0 ? 2 : 1;
-    unsigned c = n == 1 ? u[0] : u[0] & (0x3f >> (n - 1));
-    for (int i = 1; i < n; i++) {
-        if ((u[i] & 0xc0) != 0x80) { /* cut short: one column for the lead byte alone */
-            *bytes = 1;
-            return 1;
-        }
-        c = c << 6 | (u[i] & 0x3f);
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, open_utf8);
+    if (utf8) {
+        locale_t caller = uselocale(utf8);
+        mbstate_t state;
+        memset(&state, 0, sizeof state);
+        wchar_t wc;
+        size_t n = mbrtowc(&wc, s, MB_LEN_MAX, &state);
+        int w = n >= 1 && n <= MB_LEN_MAX ? wcwidth(wc) : -1;
+        uselocale(caller);
+        *bytes = n >= 1 && n <= MB_LEN_MAX ? (int)n : 1; /* a byte that starts no character: one column */
+        return w < 0 ? 1 : w; /* and a control character: refused before it is printed */
     }
+    /* No such locale, or not UTF-8 here: a column for each code point. */
+    const unsigned char *u = (const unsigned char *)s;
+    int n = 1;
+    if (u[0] >= 0xc0)
+        while (n < 4 && (u[n] & 0xc0) == 0x80) n++;
     *bytes = n;
-    if (in_ranges(c, ZERO, sizeof ZERO / sizeof ZERO[0])) return 0;
-    return in_ranges(c, WIDE, sizeof WIDE / sizeof WIDE[0]) ? 2 : 1;
+    return 1;
 }
 
 /* The columns of the n bytes at s. */

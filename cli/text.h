@@ -15,7 +15,8 @@ int cli_width(FILE *f);
 /* The columns the UTF-8 character at s takes on a terminal: 2 for East
  * Asian wide ones (CJK, Hangul, emoji), 0 for combining marks and
  * zero-width ones, else 1; *bytes receives its length (1 for a byte that
- * starts no valid character). s points at a character, not at its end. */
+ * starts no valid character), as the C library's wcwidth has it in its
+ * C.UTF-8 locale. s points at a character, not at its end. */
 int cli_char_width(const char *s, int *bytes);
 
 /* The columns text takes on a terminal: the sum of its characters'. */
