@@ -632,7 +632,8 @@ ATTN_API attn_status attn_hadamard(attn_tensor *x, attn_error *err);
 /* Copy src into dst element by element, converting between the float
  * dtypes (f64, f32, f16, bf16) as above (f64 into f16 or bf16 rounded
  * once, to nearest even); both any strides, same shape.
- * dst may be src itself (the same view); otherwise they must not overlap.
+ * dst may be src itself (the same view); otherwise they must not overlap,
+ * and dst, an output, may not overlap itself (see Conventions).
  * Errors: ATTN_ERR_NULL, ATTN_ERR_SHAPE, ATTN_ERR_DTYPE (bool or unknown),
  * ATTN_ERR_OVERFLOW, ATTN_ERR_STRIDE. */
 ATTN_API attn_status attn_tensor_convert(attn_tensor *dst, const attn_tensor *src, attn_error *err);

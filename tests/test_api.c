@@ -999,6 +999,15 @@ static void test_half(void) {
     attn_tensor_init(&th, half, ATTN_F16, 2, other, NULL, NULL);
     check_status(attn_tensor_convert(&th, &ts, &err), &err, ATTN_ERR_SHAPE, "same shape", "convert_shape");
     check_status(attn_tensor_convert(NULL, &ts, &err), &err, ATTN_ERR_NULL, "NULL", "convert_null");
+    /* A broadcast dst (row stride 0) would keep only the last row, and rows
+     * one element apart would overwrite each other: both refused. */
+    int64_t bcast[2] = {0, 1}, fold[2] = {1, 1};
+    attn_tensor_init(&th, half, ATTN_F16, 2, shape, bcast, NULL);
+    check_status(attn_tensor_convert(&th, &ts, &err), &err, ATTN_ERR_STRIDE, "dst has stride 0 in dimension 0",
+                 "convert_broadcast_dst");
+    attn_tensor_init(&th, half, ATTN_F16, 2, shape, fold, NULL);
+    check_status(attn_tensor_convert(&th, &ts, &err), &err, ATTN_ERR_STRIDE,
+                 "dst has strides (1, 1) that put two of its elements in one place", "convert_folded_dst");
     test_convert_rows();
     /* f64 into f16 and bf16 rounds once, to nearest even: rounding first to
      * f32 turned values just past a 16-bit tie into the tie (then to even),

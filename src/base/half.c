@@ -118,7 +118,7 @@ attn_status attn_tensor_convert(attn_tensor *dst, const attn_tensor *src, attn_e
         !attn_dtype_size(dst->dtype))
         return attn_fail(err, ATTN_ERR_DTYPE, "attn_tensor_convert converts between float dtypes only");
     attn_status st = attn_check_extent(src, "src", err);
-    if (st || (st = attn_check_extent(dst, "dst", err))) return st;
+    if (st || (st = attn_check_extent(dst, "dst", err)) || (st = attn_check_writable(dst, "dst", err))) return st;
     /* In place is dst = src, the very view: each element is read, then written. */
     const attn_named out[1] = {{dst, "dst"}}, in[1] = {{attn_same_view(dst, src) ? NULL : src, "src"}};
     if ((st = attn_check_no_overlap(out, 1, in, 1, err))) return st;
