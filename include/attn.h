@@ -38,7 +38,9 @@
  *     library joins the workers and drops both. The library has no
  *     thread-local state (a libattn.so linked at a program's start takes
  *     none of the loader's static TLS reserve, which a later dlopen of
- *     another library may need).
+ *     another library may need); calls over keys quantized per channel
+ *     take up to 32 KiB of the calling thread's stack instead (see "Keys
+ *     quantized per channel").
  *   - The caller owns all memory it passes in. Scratch memory a call needs is
  *     allocated and freed inside that call, or taken from a workspace the
  *     caller hands over in attn_context. attn_sdpa's is linear in the
@@ -551,7 +553,16 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  * them already; elsewhere up to 32 KiB of the reading thread's stack,
  * never the caller's workspace), and the residual rows as f16 rows, in
  * place: the result is
- * bitwise attention over f32 keys holding the dequantized values. A cache
+ * bitwise attention over f32 keys holding the dequantized values. Stack:
+ * besides that attention (on the calling thread and the pool's workers),
+ * the gathers (attn_kv_cache_gather, attn_kv_pages_gather,
+ * attn_kv_paged_gather) and a truncation that turns groups back into
+ * residual rows (attn_kv_cache_truncate, attn_kv_pages_truncate, and the
+ * next write to an attn_mha_cached_batch row whose length was lowered)
+ * each take up to 32 KiB of the calling thread's stack, on top of their
+ * own frames: a thread started with a small stack (a coroutine's, a
+ * pthread_attr_setstacksize of 64 KiB) that makes these calls needs room
+ * for it. A cache
  * with these keys needs key_dim <= 8192 and, for a pool, a page size that
  * is a multiple of 32 (a contiguous cache: a capacity that is).
  * Except in the decode kernel (L <= ATTN_DECODE_MAX_L query rows) on the
@@ -1869,8 +1880,9 @@ typedef struct attn_kv_cache_desc {
      * f16 besides the group being filled (KIVI's residual window; 128 in
      * its paper), 0 (the default: the group being filled only) or a
      * multiple of 32 up to ATTN_KEY_RESIDUAL_MAX; the residual rows then
-     * take B · Hk · (R + 32) · E · 2 bytes, and each row's count of the
-     * positions they are of 8 more, counted by attn_kv_cache_bytes
+     * take B · Hk · (R + 32) · E · 2 bytes, and 8 bytes more per batch
+     * row (the count of positions its window holds), counted by
+     * attn_kv_cache_bytes
      * (see "Keys quantized per channel"). Another value, or R > 0 without
      * key_dtype: ATTN_ERR_OPTION. */
     int64_t residual;
