@@ -2523,7 +2523,9 @@ ATTN_API attn_status attn_mha_paged(attn_tensor *out, const attn_tensor *x, cons
  * When the attention fails after the keys are written (too small a
  * workspace) or memory runs out, lengths are left as
  * they were, so the cache holds what it held (only positions past each
- * length were written). Errors: those of attn_mha_paged, with the cache in
+ * length were written; with keys quantized per channel, a row whose length
+ * was lowered stays cut back to it, as its next write would cut it).
+ * Errors: those of attn_mha_paged, with the cache in
  * place of the pool. Added in 0.4.0. */
 ATTN_API attn_status attn_mha_cached_batch(attn_tensor *out, const attn_tensor *x, const int64_t *cu_seqlens,
                                            const int64_t *rows, int64_t n, struct attn_kv_cache *cache,

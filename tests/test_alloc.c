@@ -561,6 +561,96 @@ static void cached_batch_subject(attn_dtype keys) {
     __real_free(c.memory);
 }
 
+/* A row whose length its caller lowered (draft tokens rejected) over keys
+ * per channel, without a residual: filled to 100, lowered to 40, then a
+ * step of 30 positions, which takes the row past 64 and so quantizes the
+ * group of 32 .. 63 into the slot the cut had emptied. Failing at each of
+ * its allocations in turn, the step must leave the row as its next step
+ * finds it without the failure: that step's out bitwise. The window and
+ * count put back from before the cut read the new keys' group as the
+ * positions 32 .. 39 it had held (outputs off by about 3e-3). */
+enum { LE = 32, L_FILL = 100, L_LOW = 40, L_STEP = 30, L_NEXT = 8 };
+typedef struct lowered_case {
+    float w[3 * LE * LE], ow[LE * LE], fill[L_FILL * LE], step[L_STEP * LE], next[L_NEXT * LE];
+    float out_fill[L_FILL * LE], out_step[L_STEP * LE];
+    attn_tensor tw, tow;
+    attn_mha_params p;
+    void *memory;
+    attn_kv_cache *cache;
+    int64_t lengths[2];
+} lowered_case;
+
+static attn_status lowered_call(lowered_case *c, float *x, float *out, int64_t n, attn_error *err) {
+    int64_t xs[2] = {n, LE}, cu[2] = {0, n}, rows[1] = {1};
+    attn_tensor tx, to;
+    attn_tensor_init(&tx, x, ATTN_F32, 2, xs, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 2, xs, NULL, NULL);
+    return attn_mha_cached_batch(&to, &tx, cu, rows, 1, c->cache, c->lengths, NULL, &c->p, NULL, err);
+}
+
+/* A fresh cache with row 1 filled to L_FILL and lowered to L_LOW. */
+static bool lowered_setup(lowered_case *c, attn_error *err) {
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.batch = 2, d.heads = 2, d.capacity = 128, d.key_dim = d.value_dim = LE / 2;
+    d.dtype = ATTN_F16, d.key_dtype = ATTN_Q4C, d.residual = 0;
+    size_t bytes;
+    fail_at = 0;
+    if (attn_kv_cache_bytes(&bytes, &d, err) || !(c->memory = __real_malloc(bytes))) return false;
+    memset(c->memory, 0, bytes);
+    c->lengths[0] = c->lengths[1] = 0;
+    if (attn_kv_cache_init(&c->cache, c->memory, bytes, &d, err) ||
+        lowered_call(c, c->fill, c->out_fill, L_FILL, err)) {
+        __real_free(c->memory);
+        return false;
+    }
+    c->lengths[1] = L_LOW;
+    return true;
+}
+
+static void cached_batch_lowered(void) {
+    static lowered_case c;
+    static float want[L_NEXT * LE], got[L_NEXT * LE];
+    /* -0.5 .. 0.5: scores of a few units, so that no softmax is one-hot and
+     * a key's last bits show in out */
+    for (int i = 0; i < 3 * LE * LE; i++) c.w[i] = (float)uniform() * 0.5f;
+    for (int i = 0; i < LE * LE; i++) c.ow[i] = (float)uniform() * 0.5f;
+    for (int i = 0; i < L_FILL * LE; i++) c.fill[i] = (float)uniform() * 0.5f;
+    for (int i = 0; i < L_STEP * LE; i++) c.step[i] = (float)uniform() * 0.5f;
+    for (int i = 0; i < L_NEXT * LE; i++) c.next[i] = (float)uniform() * 0.5f;
+    int64_t ws[2] = {3 * LE, LE}, os[2] = {LE, LE};
+    attn_tensor_init(&c.tw, c.w, ATTN_F32, 2, ws, NULL, NULL), attn_tensor_init(&c.tow, c.ow, ATTN_F32, 2, os, NULL, NULL);
+    c.p = attn_mha_params_default();
+    c.p.embed_dim = LE, c.p.num_heads = 2, c.p.in_proj_weight = &c.tw, c.p.out_proj_weight = &c.tow;
+    attn_error err;
+    const char *name = "mha_cached_batch_q4c_lowered_row_after_a_failed_step";
+    if (!lowered_setup(&c, &err) || lowered_call(&c, c.next, want, L_NEXT, &err)) {
+        check(false, name, "setup: %s", err.message);
+        return;
+    }
+    __real_free(c.memory);
+    int failures = 0, wrong = 0;
+    long first_wrong = 0;
+    for (long k = 1;; k++) {
+        if (!lowered_setup(&c, &err)) {
+            check(false, name, "setup: %s", err.message);
+            return;
+        }
+        n_allocs = 0, fail_at = k;
+        attn_status st = lowered_call(&c, c.step, c.out_step, L_STEP, &err);
+        fail_at = 0;
+        if (st == ATTN_OK) {
+            __real_free(c.memory);
+            break;
+        }
+        failures++;
+        bool same = st == ATTN_ERR_NO_MEMORY && c.lengths[1] == L_LOW && !lowered_call(&c, c.next, got, L_NEXT, &err) &&
+                    !memcmp(got, want, sizeof got);
+        if (!same && !wrong++) first_wrong = k;
+        __real_free(c.memory);
+    }
+    check(failures > 0 && !wrong, name, "%d of %d failed steps left the row otherwise than the lowered length has it "
+          "(first: allocation %ld failing)", wrong, failures, first_wrong);
+}
+
 /* ---- attn_mha and attn_mha_backward ---------------------------------------- */
 
 /* A seq-first batch (L, N, E) = (6, 2, 8), 2 heads, packed projections with
@@ -864,6 +954,7 @@ int main(void) {
     varlen_backward_subject(ATTN_F32);
     cached_batch_subject(0);
     cached_batch_subject(ATTN_Q4C);
+    cached_batch_lowered();
     attn_rope_options rope = attn_rope_options_default();
     subject_rope = &rope;
     sdpa_subject("sdpa_f32_flash_rope", ATTN_F32, ATTN_F32, 4, 100, 130, 16, 0, 0, 1, ATTN_COMPUTE_F32,

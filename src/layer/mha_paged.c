@@ -263,6 +263,9 @@ static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int6
     int64_t qs[3] = {T, m.Hq, m.D}, ks[3] = {T, m.Hkv, m.D};
     attn_tensor_init(&tq, q, m.dt, 3, qs, NULL, NULL), attn_tensor_init(&th, heads, m.dt, 3, qs, NULL, NULL);
     attn_tensor_init(&tk, k, m.dt, 3, ks, NULL, NULL), attn_tensor_init(&tv, v, m.dt, 3, ks, NULL, NULL);
+    attn_sdpa_options so;
+    if (!st) st = attn_mha_sdpa_options(&so, &m, m.o.causal, NULL, err);
+    if (!st) st = check_masks(masks, &so, &m, cu_seqlens, n, length, x->data, err);
     /* Keys per channel: each sequence's residual rows as they are, put back
      * if the step fails after the append. Undoing the append alone does not
      * restore them: a group it quantized comes back from a pool's truncation
@@ -276,13 +279,17 @@ static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int6
         st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot keep %lld sequences' residual keys", (long long)n);
     if (!st && per > 0 && !s->paged && !(filled = malloc((size_t)(n > 0 ? n : 1) * sizeof *filled)))
         st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot keep %lld rows' lengths", (long long)n);
+    /* A cache row whose length its caller lowered is cut back first, as its
+     * write would cut it, and kept so: the append may quantize a group into
+     * the slot of one the cut returned to the window, so the state from
+     * before the cut could not be put back (its groups would read the new
+     * keys). Every argument was checked above. */
+    for (int64_t i = 0; !st && per > 0 && !s->paged && i < n; i++)
+        if (cu_seqlens[i + 1] > cu_seqlens[i]) attn_kv_cache_row_cut(s->cache, s->rows[i], length[i]);
     for (int64_t i = 0; !st && saved && i < n; i++)
         memcpy(saved + i * per, (const uint16_t *)w.k_residual + (s->paged ? s->seqs[i] : s->rows[i]) * per,
                (size_t)per * 2);
     for (int64_t i = 0; !st && filled && i < n; i++) filled[i] = attn_kv_cache_row_filled(s->cache, s->rows[i]);
-    attn_sdpa_options so;
-    if (!st) st = attn_mha_sdpa_options(&so, &m, m.o.causal, NULL, err);
-    if (!st) st = check_masks(masks, &so, &m, cu_seqlens, n, length, x->data, err);
     /* One store for every sequence: everything was checked (a full pool, a
      * sequence named twice, a full row, the masks) before it writes. */
     if (!st && (st = store_append(s, &w, &tk, &tv, cu_seqlens, n, length, err))) goto done;

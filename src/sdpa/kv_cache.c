@@ -317,6 +317,10 @@ int64_t attn_kv_cache_row_filled(const attn_kv_cache *cache, int64_t row) {
     return grouped(cache) ? cache->filled[row] : INT64_MAX;
 }
 
+void attn_kv_cache_row_cut(attn_kv_cache *cache, int64_t row, int64_t length) {
+    if (grouped(cache)) cut_row(cache, row, length);
+}
+
 void attn_kv_cache_row_set_filled(attn_kv_cache *cache, int64_t row, int64_t filled) {
     if (grouped(cache)) cache->filled[row] = filled;
 }

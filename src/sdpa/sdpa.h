@@ -278,6 +278,9 @@ int64_t attn_kv_cache_window_values(const attn_kv_cache *cache);
  * as attn_kv_cache_truncate cuts every row. */
 int64_t attn_kv_cache_row_filled(const attn_kv_cache *cache, int64_t row);
 void attn_kv_cache_row_set_filled(attn_kv_cache *cache, int64_t row, int64_t filled);
+/* That cut made now, ahead of the write (nothing for other keys, or a
+ * row not past length): a failed step then puts back the cut row. */
+void attn_kv_cache_row_cut(attn_kv_cache *cache, int64_t row, int64_t length);
 void attn_kv_cache_window_copy(attn_kv_cache *cache, uint16_t *saved, bool restore);
 
 /* k (Hk, n, E) and v (Hk, n, Ev), any float dtype the cache takes, written
