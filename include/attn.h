@@ -70,7 +70,10 @@
  *     broadcast view, torch's expand), ATTN_ERR_STRIDE too, as PyTorch
  *     refuses such an out=, or through strides that fold it onto itself
  *     (two elements in one place: as_strided rows that overlap); views
- *     that interleave their own dimensions without touching are fine.
+ *     that interleave their own dimensions without touching are fine (a
+ *     layout too intricate to decide in a bounded search, such as shape
+ *     (16384, 16384) with strides (16384, 16383), is refused as may-overlap,
+ *     as two tensors are).
  *     Inputs may share memory
  *     freely, and have stride 0 (dout = ones broadcast, for a sum's
  *     gradient).

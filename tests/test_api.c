@@ -5,6 +5,7 @@
  * Prints "ok NAME" or "FAIL NAME: why" per check; exits 1 if any failed.
  * The exact-value checks against PyTorch live in oracle.py. */
 #include "attn_teach.h"
+#include "base/base.h" /* attn_check_writable, for a layout no call could run */
 #include "check.h"
 
 #include <math.h>
@@ -2281,6 +2282,26 @@ static attn_status call_mha_cached(attn_tensor **t, void *ctx, attn_error *err) 
  * the bytes they touch. The same view is in place, allowed; any other
  * sharing is refused, as is an out that touches one byte twice, and views
  * that interleave without sharing a byte are accepted. */
+/* A layout whose elements never meet but interleave too intricately to
+ * show it within overlap.c's bounded search: (16384, 16384) with strides
+ * (16384, 16383), where i·16384 + j·16383 repeats only for |i - i'| =
+ * 16383 and |j - j'| = 16384, out of range. It is refused as undecided,
+ * and says so, rather than as two elements in one place. */
+static void test_overlap_undecided(void) {
+    int64_t shape[2] = {16384, 16384}, strides[2] = {16384, 16383}, folded[2] = {16383, 16383};
+    float cell;
+    attn_tensor t;
+    attn_error err;
+    attn_tensor_init(&t, &cell, ATTN_F32, 2, shape, strides, NULL);
+    int undecided = attn_tensor_overlaps_itself(&t);
+    check_status(attn_check_writable(&t, "out", &err), &err, ATTN_ERR_STRIDE,
+                 "out has strides (16384, 16383) that interleave its elements too intricately",
+                 "overlap_undecided_refused_as_undecided");
+    attn_tensor_init(&t, &cell, ATTN_F32, 2, shape, folded, NULL);
+    int meet = attn_tensor_overlaps_itself(&t);
+    check(undecided == -1 && meet == 1, "overlap_undecided_three_answers", "undecided %d, folded %d", undecided, meet);
+}
+
 static void test_overlap_exact(void) {
     enum { CELLS = 96 };
     double *buf = calloc(CELLS, sizeof(double));
@@ -2477,6 +2498,7 @@ static void test_aliasing(void) {
     pool p = {calloc(SLOTS, SLOT), 0};
     attn_error err;
     test_overlap_exact();
+    test_overlap_undecided();
     test_aliasing_teach();
 
     /* attn_sdpa and the functions that plan as it does. */

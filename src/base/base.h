@@ -103,12 +103,14 @@ void attn_kv_paged_residual(attn_tensor *t, const attn_kv_paged_view *w);
  * a bounded number of steps. NULL and empty tensors share nothing, and so
  * does a tensor that is no view (attn_check_extent refuses it). */
 bool attn_tensors_overlap(const attn_tensor *a, const attn_tensor *b);
-/* Whether two elements of t share a byte (overlap.c), exactly as above:
+/* Whether two elements of t share a byte (overlap.c): 1 when they do, 0
+ * when none do, -1 for a layout too involved to decide in a bounded number
+ * of steps; exactly as above:
  * as_strided rows that overlap do, a slice of a packed array and layouts
  * that interleave their own dimensions (shape (2, 3), strides (3, 2)) do
  * not. Dimensions of size 1 or stride 0 are not looked at (the callers
  * check stride 0 themselves, to name the dimension). */
-bool attn_tensor_overlaps_itself(const attn_tensor *t);
+int attn_tensor_overlaps_itself(const attn_tensor *t);
 /* a and b are one view: data, dtype, shape, and the strides of every
  * dimension of size > 1 (where an in-place call is allowed). */
 bool attn_same_view(const attn_tensor *a, const attn_tensor *b);

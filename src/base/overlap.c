@@ -112,7 +112,7 @@ bool attn_tensors_overlap(const attn_tensor *a, const attn_tensor *b) {
 static bool meet_self(const extent *x, int d, int64_t a, bool moved, int64_t *work) {
     if (a + x->end[d] <= 0 || x->end[d] <= a) return false;
     if (d == x->rank) return moved;
-    if (--*work < 0) return true; /* undecided: say they may */
+    if (--*work < 0) return true; /* undecided: say they may (the caller sees *work < 0) */
     int64_t s = x->stride[d], inner = x->end[d + 1];
     int64_t first = floor_div(-inner - a, s) + 1, last = ceil_div(inner - a, s) - 1;
     int64_t min = 1 - x->count[d], max = x->count[d] - 1;
@@ -122,11 +122,11 @@ static bool meet_self(const extent *x, int d, int64_t a, bool moved, int64_t *wo
     return false;
 }
 
-bool attn_tensor_overlaps_itself(const attn_tensor *t) {
+int attn_tensor_overlaps_itself(const attn_tensor *t) {
     extent x;
-    if (!t || !extent_of(&x, t)) return false;
+    if (!t || !extent_of(&x, t)) return 0;
     int64_t work = WORK;
-    return meet_self(&x, 0, 0, false, &work);
+    return meet_self(&x, 0, 0, false, &work) ? (work < 0 ? -1 : 1) : 0;
 }
 
 bool attn_same_view(const attn_tensor *a, const attn_tensor *b) {

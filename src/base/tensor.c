@@ -152,11 +152,13 @@ attn_status attn_check_writable(const attn_tensor *t, const char *name, attn_err
         if (t->shape[d] > 1 && t->strides[d] == 0)
             return attn_fail(err, ATTN_ERR_STRIDE, "%s has stride 0 in dimension %d of size %lld", name, d,
                              (long long)t->shape[d]);
-    if (attn_tensor_overlaps_itself(t)) {
+    int folded = attn_tensor_overlaps_itself(t);
+    if (folded) {
         char strides[128];
         attn_format_shape(strides, sizeof strides, t->rank, t->strides);
-        return attn_fail(err, ATTN_ERR_STRIDE, "%s has strides %s that put two of its elements in one place", name,
-                         strides);
+        return attn_fail(err, ATTN_ERR_STRIDE, "%s has strides %s that %s", name, strides,
+                         folded > 0 ? "put two of its elements in one place"
+                                    : "interleave its elements too intricately to show that no two meet");
     }
     return ATTN_OK;
 }
