@@ -1944,6 +1944,7 @@ static void test_gather_into_broadcast(attn_dtype dtype, attn_dtype key_dtype) {
         return;
     }
     for (int i = 0; i < E; i++) one[i] = -7.0f;
+    for (int i = 0; i < HK * N * E; i++) other[i] = -9.0f; /* v, a valid output, must be left as it is too */
     attn_tensor_init(&gk, one, ATTN_F32, 3, gs, bstr, NULL), attn_tensor_init(&gv, other, ATTN_F32, 3, gs, NULL, NULL);
     attn_kv_paged_view view = attn_kv_paged_view_default();
     attn_kv_pages_view(&view, pool, NULL);
@@ -1956,8 +1957,9 @@ static void test_gather_into_broadcast(attn_dtype dtype, attn_dtype key_dtype) {
     s[2] = attn_kv_cache_gather(&gk, &gv, cache, &err);
     bool untouched = true;
     for (int i = 0; i < E; i++) untouched &= one[i] == -7.0f;
+    for (int i = 0; i < HK * N * E; i++) untouched &= other[i] == -9.0f;
     check(s[0] == ATTN_ERR_STRIDE && s[1] == ATTN_ERR_STRIDE && s[2] == ATTN_ERR_STRIDE && untouched, name,
-          "statuses %d %d %d (want %d), k untouched %d", (int)s[0], (int)s[1], (int)s[2], (int)ATTN_ERR_STRIDE,
+          "statuses %d %d %d (want %d), k and v untouched %d", (int)s[0], (int)s[1], (int)s[2], (int)ATTN_ERR_STRIDE,
           untouched);
     free(kf), free(vf), free(pmem), free(cmem);
 }
