@@ -862,7 +862,7 @@ static void test_explain(void) {
      * weights that were said to sum to 1; they are refused, by name. */
     in.n_tokens = 3;
     x[3] = NAN;
-    check_status(attn_explain_run(&ex, &in, &err), &err, ATTN_ERR_ARGUMENT, "X (row 1, column 1) is nan",
+    check_status(attn_explain_run(&ex, &in, &err), &err, ATTN_ERR_ARGUMENT, "X (row 1, column 1, counting from 0) is nan",
                  "explain_nan_input");
     double big[4] = {1e300, 1e300, 1e300, -1e300}; /* the second row's q.k is inf - inf */
     in.X = big, in.n_tokens = 2;
@@ -870,7 +870,7 @@ static void test_explain(void) {
     check(!ex.weights, "explain_overflow_zeroed", "%p", (void *)ex.weights);
     double wq[4] = {1, 0, 0, INFINITY}, w[4] = {1, 0, 0, 1}, one[2] = {1, 1};
     in = (attn_explain_input){1, 2, 2, 2, one, wq, w, w, ATTN_EXPLAIN_QKV, 0, 0, 0, ATTN_EXPLAIN_NO_POSITIONS, NULL, 0};
-    check_status(attn_explain_run(&ex, &in, &err), &err, ATTN_ERR_ARGUMENT, "W_Q (row 1, column 1) is inf",
+    check_status(attn_explain_run(&ex, &in, &err), &err, ATTN_ERR_ARGUMENT, "W_Q (row 1, column 1, counting from 0) is inf",
                  "explain_inf_weight");
 }
 

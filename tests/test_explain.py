@@ -1031,9 +1031,9 @@ def test_errors():
     np.save(os.path.join(TMP, "winf.npy"), np.where(np.eye(8, 4) > 0, np.inf, 0.0))
     np.save(os.path.join(TMP, "ebig.npy"), np.array([[1e300, 1e300], [1e300, -1e300]]))
     expect_error("embeddings_nan", ["explain", "--embeddings", "enan.npy", "--mode", "dot"], 1,
-                 r"X \(row 0, column 1\) is nan: .*finite")
+                 r"X \(row 0, column 1, counting from 0\) is nan: .*finite")
     expect_error("wq_inf", ["explain", "--wq", "winf.npy", "--wk", "w84.npy", "--wv", "w84.npy"], 1,
-                 r"W_Q \(row 0, column 0\) is inf")
+                 r"W_Q \(row 0, column 0, counting from 0\) is inf")
     expect_error("scores_overflow", ["explain", "--embeddings", "ebig.npy", "--mode", "dot"], 1, r"overflow")
     expect_error("wq_alone", ["explain", "--wq", "w84.npy"], 2, r"--wq, --wk and --wv go together")
     expect_error("random_head_with_wq", ["explain", "--random-head", "--wq", "w84.npy", "--wk", "w84.npy",

@@ -30,7 +30,7 @@ static attn_status finite(const double *m, int rows, int cols, const char *name,
                           attn_error *err) {
     for (int64_t i = 0; i < (int64_t)rows * cols; i++)
         if (!isfinite(m[i]))
-            return attn_fail(err, code, "%s (row %lld, column %lld) is %s%s", name, (long long)(i / cols),
+            return attn_fail(err, code, "%s (row %lld, column %lld, counting from 0) is %s%s", name, (long long)(i / cols),
                              (long long)(i % cols), isnan(m[i]) ? "nan" : m[i] > 0 ? "inf" : "-inf", why);
     return ATTN_OK;
 }
