@@ -206,7 +206,7 @@ typedef struct attn_explain {
  * with attn_explain_free). On failure *ex is zeroed.
  * Errors: ATTN_ERR_NULL, ATTN_ERR_OPTION (mode), ATTN_ERR_ARGUMENT (sizes; a
  * NaN or infinity in X, X_source or the W used, named with its row and
- * column), ATTN_ERR_OVERFLOW (sizes; a matrix shown, Q to the output, that
+ * column, counted from 0), ATTN_ERR_OVERFLOW (sizes; a matrix shown, Q to the output, that
  * overflows a double from finite inputs), ATTN_ERR_NO_MEMORY. */
 ATTN_API attn_status attn_explain_run(attn_explain *ex, const attn_explain_input *in,
                                       attn_error *err);
