@@ -90,14 +90,24 @@ def check_headers():
     programs = sorted({p for ts in uses.values() for p, _ in ts})
     if not programs:
         return print("skip test_headers_rebuild_tests: no test is built (make test-bins)")
+    # A program make would rebuild with no header edited says nothing: one
+    # out of date, or one that links an object behind a FORCE'd prerequisite
+    # (the fuzz targets' cli/safetensors.o, behind build/cli-json, which
+    # `make -n` must take as changed). The others must be up to date.
     r = make(programs)
-    if r.returncode != 0 or re.search(r"^\S*(cc|clang|gcc|mpicc)\b", r.stdout, re.M):
-        return print("skip test_headers_rebuild_tests: the built tests are not up to date (make test-bins first)")
+    if r.returncode != 0:
+        return print("skip test_headers_rebuild_tests: make -n fails (rc %d)" % r.returncode)
+    builds = lambda out, outs: any(re.search(r"-o %s(\s|$)" % re.escape(o), out) for o in outs)
+    moving = {p for ts in uses.values() for p, outs in ts if builds(r.stdout, outs)}
+    if len(moving) == len(programs):
+        return print("skip test_headers_rebuild_tests: every built test is rebuilt anyway (make test-bins first)")
     for h in headers:
         name = "edit_of_%s_rebuilds_its_tests" % os.path.relpath(h, os.path.join(ROOT, "tests")).replace("/", "_")
-        ts = uses.get(h, [])
+        every = uses.get(h, [])
+        ts = [(p, outs) for p, outs in every if p not in moving]
         if not ts:
-            print("skip %s: no built test includes it" % name)
+            print("skip %s: %s" % (name, "no built test includes it" if not every else
+                                   "its tests (%s) are rebuilt anyway" % ", ".join(p for p, _ in every)))
             continue
         r = make(["-W", os.path.relpath(h, ROOT)] + [p for p, _ in ts])
         missed = [p for p, outs in ts if not any(re.search(r"-o %s(\s|$)" % re.escape(o), r.stdout) for o in outs)]
