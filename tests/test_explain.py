@@ -513,6 +513,26 @@ def test_scaling():
     report("scaling_variance_seed001", abs(rows[8]["spread_raw"] - 2.8) < 0.1 and
            abs(rows[512]["spread_raw"] - 22.6) < 0.7 and all(abs(x["spread_scaled"] - 1) < 0.04
                                                               for x in rows.values()), str(rows))
+    # The JSON carries everything the table says: each row's standard error,
+    # sqrt(d) and variances, and which d's std (if any) lies past two standard
+    # errors of sqrt(d), as the sentence under the table names it.
+    for seed in ("0", "19"):
+        args = ("scaling", "--variance", "--queries", "2000", "--seed", seed)
+        text, js = run(*args), run(*args, "--json")
+        table = {int(m[0]): [float(x) for x in m[1:]] for m in
+                 re.findall(r"^\s*(\d+)\s+([\d.]+) \u00b1 ([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$",
+                            text.stdout, re.M)}
+        j = json.loads(js.stdout) if js.returncode == 0 else {}
+        said = re.search(r"d = (\d+)'s is (\d+\.\d) standard errors", flat(text.stdout))
+        keys = ("spread_raw", "std_error", "spread_scaled", "sqrt_d", "var_raw", "var_scaled")
+        rows = {row["d"]: row for row in j.get("rows", [])}
+        ok = (j.get("variance") is True and j.get("pairs") == 2000 and sorted(table) == sorted(rows) == [8, 512] and
+              all(abs(rows[d].get(k, math.inf) - x) <= 0.0051 for d in table for k, x in zip(keys, table[d])) and
+              (j.get("farthest_d") == (int(said.group(1)) if said else None)) and
+              all(abs(row.get("standard_errors_from_sqrt_d", math.inf) -
+                      (row["spread_raw"] - math.sqrt(row["d"])) / row["std_error"]) < 1e-9 for row in rows.values()) and
+              (not said or abs(abs(rows[int(said.group(1))]["standard_errors_from_sqrt_d"]) - float(said.group(2))) <= 0.051))
+        report(f"scaling_variance_json_says_what_the_table_says_seed{seed}", ok, js.stdout + text.stdout)
     r = run("scaling", "--no-train", "--queries", "500")
     row64 = [l.split() for l in r.stdout.splitlines() if l.split()[:1] == ["64"]]
     report("scaling_spread_divided_by_d", row64 and abs(float(row64[0][4]) - 0.125) < 0.005, str(row64))
