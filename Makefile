@@ -25,10 +25,15 @@ SAN_FLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-f
 LIBS       := -lm -pthread
 # The command reads safetensors headers with cJSON (Debian's libcjson-dev) when
 # pkg-config finds it; `make test` installs it. Without it the command still
-# builds, and reads weights from .npy files only. $(BUILD)/cli-json records
-# the choice, so that cli/safetensors.c is rebuilt when it changes.
+# builds, and reads weights from .npy files only. cli/safetensors.c is
+# rebuilt when the choice changes: its objects depend on a stamp file named
+# by a checksum of the flags, $(BUILD)/cli-json.SUM, which exists only for
+# the flags last built with. A stamp that is there is up to date (nothing
+# FORCE'd, so `make -n` after a build is quiet); other flags name a stamp
+# that is not, and making it removes the old one, so going back rebuilds too.
 JSON_LIBS  := $(shell pkg-config --libs libcjson 2>/dev/null)
 JSON_DEFS  := $(if $(JSON_LIBS),-DATTN_HAVE_CJSON $(shell pkg-config --cflags libcjson 2>/dev/null))
+JSON_STAMP := $(BUILD)/cli-json.$(firstword $(shell printf '%s' '$(JSON_DEFS)' | cksum))
 CLI_LIBS   := $(LIBS) $(JSON_LIBS)
 
 # src/ holds one folder per layer (docs/design.md): base, kernels, exact,
@@ -38,10 +43,9 @@ CLI_SRC := $(wildcard cli/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 HEADERS := include/attn.h include/attn_teach.h $(shell find src -name '*.h') $(wildcard cli/*.h)
-# The tests' own headers (check.h, process.h, rng.h, tensors.h) and the
-# fuzzers': a test is rebuilt when one it may include changes.
+# The tests' own headers (check.h, process.h, rng.h, tensors.h): a test is
+# rebuilt when one it may include changes (the fuzzers track theirs, below).
 TEST_HEADERS := $(wildcard tests/*.h)
-FUZZ_HEADERS := $(wildcard tests/fuzz/*.h)
 
 TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/explain_api \
              $(BUILD)/tests/test_fast $(BUILD)/tests/test_backward $(BUILD)/tests/test_gemm \
@@ -142,11 +146,11 @@ $(BUILD)/obj/cli/%.o: cli/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(JSON_DEFS) -c $< -o $@
 
-$(BUILD)/cli-json: FORCE
+$(JSON_STAMP):
 	@mkdir -p $(BUILD)
-	@echo '$(JSON_DEFS)' | cmp -s - $@ || echo '$(JSON_DEFS)' > $@
-.PHONY: FORCE
-$(BUILD)/obj/cli/safetensors.o $(BUILD)/asan/obj/cli/safetensors.o $(BUILD)/fuzz/obj/cli/safetensors.o: $(BUILD)/cli-json
+	@rm -f $(BUILD)/cli-json $(BUILD)/cli-json.*
+	@echo '$(JSON_DEFS)' > $@
+$(BUILD)/obj/cli/safetensors.o $(BUILD)/asan/obj/cli/safetensors.o $(BUILD)/fuzz/obj/cli/safetensors.o: $(JSON_STAMP)
 
 $(BUILD)/libattn.a: $(LIB_OBJ)
 	rm -f $@
@@ -343,11 +347,20 @@ FUZZ_OBJ_FLAGS = $(if $(filter src/kernels/x86/%,$*),$(FUZZ_BASE),$(FUZZ_CFLAGS)
 $(BUILD)/fuzz/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_OBJ_FLAGS) $(JSON_DEFS) $(FUZZ_COV) $(ISA_FLAGS_$(notdir $*)) -c $< -o $@
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_HEADERS) $(FUZZ_OBJ)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(CLI_LIBS)
+# A fuzzer is compiled and linked in one step, which writes the headers
+# its source includes (tests/fuzz/*.h, cli.h, attn.h ...) to FUZZER.d, read
+# back below: editing one relinks the fuzzers that include it and no other.
+# A fuzzer without its .d (built before it had one) is rebuilt once.
+FUZZ_DEPS = -MMD -MP -MT $@ -MF $@.d
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/fuzz/fuzz_%.d $(FUZZ_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_DEPS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(CLI_LIBS)
 # attn-mpi's argument parser has no MPI in it: fuzzed without MPI.
-$(BUILD)/fuzz/fuzz_mpi_args: tests/fuzz/fuzz_mpi_args.c $(FUZZ_HEADERS) $(FUZZ_OBJ) $(BUILD)/fuzz/obj/cli/mpi/args_mpi.o
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(BUILD)/fuzz/obj/cli/mpi/args_mpi.o $(CLI_LIBS)
+$(BUILD)/fuzz/fuzz_mpi_args: tests/fuzz/fuzz_mpi_args.c $(BUILD)/fuzz/fuzz_mpi_args.d $(FUZZ_OBJ) \
+                             $(BUILD)/fuzz/obj/cli/mpi/args_mpi.o
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_DEPS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(BUILD)/fuzz/obj/cli/mpi/args_mpi.o \
+	    $(CLI_LIBS)
+$(FUZZ_BINS:%=%.d): ;
+-include $(wildcard $(FUZZ_BINS:%=%.d))
 fuzz: $(FUZZ_BINS)
 .SECONDARY: $(FUZZ_OBJ)
 

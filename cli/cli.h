@@ -87,6 +87,12 @@ char *cli_word_label(const char *const *words, int n, int i);
 /* Print a tensor in a NumPy-like layout, summarising large arrays with "...". */
 void cli_print_tensor(FILE *f, const attn_tensor *t);
 
+/* A row-major (rows, cols) matrix as JSON, a list of its rows, as the
+ * library's JSON (attn_explain_json) writes matrices: %.17g, which reads
+ * back as the same double, and null for a value JSON has no number for
+ * (-inf, a masked score). */
+void cli_json_matrix(FILE *f, const double *m, int rows, int cols);
+
 /* All-or-nothing output files: each is written to a temporary file beside its
  * target; cli_outputs_commit renames them all into place, cli_outputs_abort
  * removes them. A failed run therefore never leaves a partial file, nor

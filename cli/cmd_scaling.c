@@ -188,6 +188,29 @@ static void print_training(const args *a, const training *t) {
               "signal that learning starts from.");
 }
 
+/* --variance: the standard error of a sample std of q.k over the n pairs,
+ * and how many of them row r's std lies from sqrt(d) (signed). q.k has
+ * variance d and fourth moment 3d² + 6d, so its sample variance has
+ * variance (2d² + 6d) / n, and the std's s.e. is that over 2σ. Shared by
+ * the table and the JSON, which say the same numbers. */
+static double variance_se(const args *a, const attn_scaling_row *r) {
+    double d = r->d;
+    return sqrt((2 * d * d + 6 * d) / a->queries) / (2 * sqrt(d));
+}
+static double variance_z(const args *a, const attn_scaling_row *r) {
+    return (r->spread_raw - sqrt((double)r->d)) / variance_se(a, r);
+}
+
+/* The row whose std is farthest from sqrt(d), in standard errors, when one
+ * is past two (about 1 std in 20 lands there); -1 when none is. */
+static int variance_farthest(const args *a, const attn_scaling_row *rows) {
+    int far = -1;
+    double far_z = 2;
+    for (int i = 0; i < a->n_dims; i++)
+        if (fabs(variance_z(a, &rows[i])) > far_z) far = i, far_z = fabs(variance_z(a, &rows[i]));
+    return far;
+}
+
 static void print_table(const args *a, const attn_scaling_row *rows) {
     if (a->variance) {
         cli_prose(stdout, 0, 0, "std of q.k over %d pairs of standard-normal vectors (seed %llu)", a->queries,
@@ -197,18 +220,12 @@ static void print_table(const args *a, const attn_scaling_row *rows) {
                                                 "d", "(± s.e.)", "/ sqrt(d)", "sqrt(d)", "var raw", "var scaled"};
         static const int WIDTH[6] = {7, 16, 10, 8, 10, 10};
         char text[MAX_DIMS * 6][CELL];
-        int far = -1; /* the row farthest from sqrt(d), in standard errors, when past two */
-        double far_z = 2;
+        int far = variance_farthest(a, rows);
         for (int i = 0; i < a->n_dims; i++) {
-            /* The standard error of a sample std of q·k over n pairs: q·k has
-             * variance d and fourth moment 3d² + 6d, so its sample variance
-             * has variance (2d² + 6d) / n, and the std's s.e. is that over 2σ. */
-            double d = rows[i].d, se = sqrt((2 * d * d + 6 * d) / a->queries) / (2 * sqrt(d));
             char (*row)[CELL] = text + 6 * i;
-            if (fabs(rows[i].spread_raw - sqrt(d)) / se > far_z) far = i, far_z = fabs(rows[i].spread_raw - sqrt(d)) / se;
             snprintf(row[0], CELL, "%d", rows[i].d);
-            snprintf(row[1], CELL, "%.2f ± %4.2f", rows[i].spread_raw, se);
-            snprintf(row[2], CELL, "%.2f", rows[i].spread_scaled), snprintf(row[3], CELL, "%.2f", sqrt(d));
+            snprintf(row[1], CELL, "%.2f ± %4.2f", rows[i].spread_raw, variance_se(a, &rows[i]));
+            snprintf(row[2], CELL, "%.2f", rows[i].spread_scaled), snprintf(row[3], CELL, "%.2f", sqrt((double)rows[i].d));
             snprintf(row[4], CELL, "%.2f", rows[i].spread_raw * rows[i].spread_raw);
             snprintf(row[5], CELL, "%.2f", rows[i].spread_scaled * rows[i].spread_scaled);
         }
@@ -221,7 +238,7 @@ static void print_table(const args *a, const attn_scaling_row *rows) {
         else
             cli_prose(stdout, 0, 0, "The samples are random, so the stds are too: about 19 in 20 land within two "
                       "standard errors (± s.e.) of sqrt(d), and here d = %d's is %.1f standard errors from it. "
-                      "Another generator or seed gives other digits.", rows[far].d, far_z);
+                      "Another generator or seed gives other digits.", rows[far].d, fabs(variance_z(a, &rows[far])));
         return;
     }
     cli_prose(stdout, 0, 0, "Why divide by sqrt(d): %d random %s, each against its own %d random %s (seed %llu)",
@@ -253,12 +270,30 @@ static void print_table(const args *a, const attn_scaling_row *rows) {
     for (size_t i = 0; i < sizeof DEFINITIONS / sizeof DEFINITIONS[0]; i++) cli_prose(stdout, 0, 5, "%s", DEFINITIONS[i]);
 }
 
+/* The rows as attn_scaling_json writes them; with --variance, each with what
+ * the table says besides (the standard error, sqrt(d), the variances, how
+ * many standard errors the std lies from sqrt(d)), and the sentence under
+ * it: which d's std is past two standard errors, if one is. */
 static void print_json(const args *a, const attn_scaling_row *rows, const training *t) {
-    printf("{\"seed\": %llu, \"rows\": [", (unsigned long long)a->seed);
+    printf("{\"seed\": %llu, ", (unsigned long long)a->seed);
+    if (a->variance) {
+        int far = variance_farthest(a, rows);
+        printf("\"variance\": true, \"pairs\": %d, \"farthest_d\": ", a->queries);
+        if (far < 0) printf("null, ");
+        else printf("%d, ", rows[far].d);
+    }
+    printf("\"rows\": [");
     for (int i = 0; i < a->n_dims; i++) {
         char row[1024];
         size_t len;
         attn_scaling_json(row, sizeof row, &len, &rows[i], 0, NULL); /* fits: 12 numbers */
+        if (a->variance) { /* row ends in its closing brace: the table's other columns go before it */
+            const attn_scaling_row *r = &rows[i];
+            snprintf(row + len - 1, sizeof row - (len - 1), ", \"std_error\": %.17g, \"sqrt_d\": %.17g, "
+                     "\"var_raw\": %.17g, \"var_scaled\": %.17g, \"standard_errors_from_sqrt_d\": %.17g}",
+                     variance_se(a, r), sqrt((double)r->d), r->spread_raw * r->spread_raw,
+                     r->spread_scaled * r->spread_scaled, variance_z(a, r));
+        }
         printf("%s\n  %s", i ? "," : "", row);
     }
     printf("\n], \"training\": [");

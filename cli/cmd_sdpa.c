@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,7 +78,9 @@ static const char SDPA_USAGE[] =
     "                         k_scale and v_scale (S for keys, SV for values; one\n"
     "                         number: both), finite and > 0: k and v are stored as\n"
     "                         fp8(x / S) and read as code * S, the scale folded into\n"
-    "                         the scores and the output (attn.h)\n"
+    "                         the scores and the output (attn.h); a scale under\n"
+    "                         which a value would pass the format's largest (448,\n"
+    "                         57344: saturated) or every value round to 0 is refused\n"
     "      --hadamard         with --kv q8, q4, q4_1, e4m3 or e5m2: store the keys\n"
     "                         turned by the Walsh-Hadamard rotation (as llama.cpp\n"
     "                         does for quantized K) and turn q alike, so q.k is kept\n"
@@ -154,6 +157,48 @@ static int check_dtypes(const input *in, int n) {
     return 0;
 }
 
+/* x stored in fp8 `format` and read back, as the library stores a value
+ * (attn_quantize: nearest, ties to even; saturating past the largest). */
+static float fp8_round(attn_dtype format, float x) {
+    unsigned char code = 0;
+    float back = 0;
+    int64_t one = 1;
+    attn_tensor t;
+    attn_tensor_init(&t, &x, ATTN_F32, 1, &one, NULL, NULL);
+    attn_quantize(&code, 1, format, &t, NULL);
+    attn_tensor_init(&t, &back, ATTN_F32, 1, &one, NULL, NULL);
+    attn_dequantize(&t, &code, 1, format, NULL);
+    return back;
+}
+
+/* --kv-scale S: the values x / S must fit the fp8 format. The library
+ * saturates a quotient past the largest value (448 for e4m3, 57344 for
+ * e5m2) to it, as vLLM's and FlashAttention-3's conversions do, and rounds
+ * one below half the smallest to 0; for a scale the user gives, either
+ * means the scale does not suit these values (1e-30 stored every value
+ * as ±448, 1e30 every value as 0), and the output would be attention over
+ * other keys or values without a word. amax: the largest |x| of the finite
+ * values, quot the largest |x / S| (f32, as stored; inf past f32). The
+ * scale that uses the whole range, amax / largest (vLLM's dynamic
+ * per-tensor scale), is the one suggested, rounded up to 3 digits. */
+static int check_fp8_range(const input *in, attn_dtype store, double scale, double amax, double quot) {
+    if ((float)scale == 0) /* x / 0: infinities, and NaN for x = 0 */
+        return cli_error(EXIT_DATA, "--kv-scale %g is 0 as the float32 the values are divided by (the smallest is "
+                         "%g)", scale, (double)FLT_TRUE_MIN);
+    const double largest = fp8_round(store, FLT_MAX), fit = amax / largest;
+    const double unit = pow(10, floor(log10(fit)) - 2), suggested = ceil(fit * (1 + 1e-6) / unit) * unit;
+    if (quot > largest)
+        return cli_error(EXIT_DATA, "--kv-scale %g: %s %s holds %g, %g times the scale, past %s's largest value %g "
+                         "(it would be stored as %g); a scale of at least %.3g (max |%s| / %g) keeps every value",
+                         scale, in->flag, in->path, amax, quot, attn_dtype_name(store), largest, largest, suggested,
+                         in->flag + 1, largest);
+    if (amax > 0 && fp8_round(store, (float)quot) == 0)
+        return cli_error(EXIT_DATA, "--kv-scale %g: every value of %s %s would be stored as 0 in %s (the largest, %g, "
+                         "is %g times the scale); a scale of about %.3g (max |%s| / %g) uses the format's range",
+                         scale, in->flag, in->path, attn_dtype_name(store), amax, quot, suggested, in->flag + 1, largest);
+    return 0;
+}
+
 /* Store k or v as `store`: bfloat16, or a quantized format, converted from
  * float32 or float16. */
 static int to_stored(input *in, attn_dtype store, double scale) {
@@ -169,9 +214,16 @@ static int to_stored(input *in, attn_dtype store, double scale) {
         b.data = malloc((size_t)n * 4 + 4);
         if (!b.data) return cli_error(EXIT_DATA, "out of memory scaling %s", in->path);
         attn_tensor_convert(&b, &in->t, &err);
-        for (int64_t i = 0; i < n; i++) ((float *)b.data)[i] /= (float)scale;
+        double amax = 0, quot = 0;
+        for (int64_t i = 0; i < n; i++) {
+            float *x = (float *)b.data + i;
+            if (isfinite(*x)) amax = fmax(amax, fabs(*x)), quot = fmax(quot, fabs(*x / (float)scale));
+            *x /= (float)scale;
+        }
+        int code = check_fp8_range(in, store, scale, amax, quot);
         attn_npy_free(&in->t);
         in->t = b;
+        if (code) return code;
     }
     if (store != ATTN_BF16) { /* quantized rows, in C order */
         int64_t cols = in->t.rank ? in->t.shape[in->t.rank - 1] : 1, rows = attn_tensor_numel(&in->t) / (cols ? cols : 1);

@@ -212,6 +212,14 @@ static void print_json_array(const char *name, const double *x, int n, const cha
     printf("]%s", end);
 }
 
+/* A (rows, cols) matrix, a list of its rows, as every matrix of the
+ * commands' JSON is. */
+static void print_json_matrix(const char *name, const double *x, int rows, int cols, const char *end) {
+    printf("\"%s\": ", name);
+    cli_json_matrix(stdout, x, rows, cols);
+    printf("%s", end);
+}
+
 static void print_json(const args *a, const double *loss, const double *gq, const double *w[3],
                        const attn_explain *learned, const char *const *words, int n) {
     int dk = a->o.d_k;
@@ -221,13 +229,13 @@ static void print_json(const args *a, const double *loss, const double *gq, cons
            (unsigned long long)a->o.seed);
     print_json_array("loss", loss, a->o.steps, ",\n");
     print_json_array("grad_wq", gq, a->o.steps, ",\n");
-    print_json_array("w_q", w[0], ATTN_TOY_D_MODEL * dk, ",\n");
-    print_json_array("w_k", w[1], ATTN_TOY_D_MODEL * dk, ",\n");
-    print_json_array("w_v", w[2], ATTN_TOY_D_MODEL * ATTN_TRAIN_D_V, ",\n");
+    print_json_matrix("w_q", w[0], ATTN_TOY_D_MODEL, dk, ",\n"); /* (d_model, d_k) */
+    print_json_matrix("w_k", w[1], ATTN_TOY_D_MODEL, dk, ",\n");
+    print_json_matrix("w_v", w[2], ATTN_TOY_D_MODEL, ATTN_TRAIN_D_V, ",\n"); /* (d_model, d_v) */
     printf("\"tokens\": [");
     for (int i = 0; i < n; i++) printf("%s\"%s\"", i ? ", " : "", words[i]);
     printf("],\n");
-    print_json_array("weights", learned->weights, n * n, "\n}\n");
+    print_json_matrix("weights", learned->weights, n, n, "\n}\n"); /* (n, n), causal: 0 above the diagonal */
 }
 
 /* Train, then show the learned head on the sentence beside the wired one. */

@@ -28,13 +28,9 @@ static void output_projection(double *wo, int heads) {
 }
 
 static void put_matrix_json(const char *key, const double *d, int rows, int cols, bool last) {
-    printf("  \"%s\": [", key);
-    for (int i = 0; i < rows; i++) {
-        printf("%s[", i ? ", " : "");
-        for (int j = 0; j < cols; j++) printf("%s%.17g", j ? ", " : "", d[i * cols + j]);
-        printf("]");
-    }
-    printf("]%s\n", last ? "" : ",");
+    printf("  \"%s\": ", key);
+    cli_json_matrix(stdout, d, rows, cols);
+    printf("%s\n", last ? "" : ",");
 }
 
 /* {"heads": [each head's explain JSON], "concat", "W_O", "output"}. */

@@ -1,7 +1,7 @@
 /* print.c -- printing a tensor the way NumPy does: nested brackets, one
  * number format for the whole array, "..." for the middle of long axes, and
  * a long innermost row continued on the next line, to fit the terminal
- * (cli_width). */
+ * (cli_width); and a matrix in the commands' JSON. */
 #include "cli.h"
 
 #include <math.h>
@@ -118,4 +118,18 @@ void cli_print_tensor(FILE *f, const attn_tensor *t) {
     visit(&p, 0, 0, measure_width);
     print_rec(&p, 0, 0, 0);
     fputc('\n', f);
+}
+
+void cli_json_matrix(FILE *f, const double *m, int rows, int cols) {
+    fputc('[', f);
+    for (int i = 0; i < rows; i++) {
+        fprintf(f, "%s[", i ? ", " : "");
+        for (int j = 0; j < cols; j++) {
+            double x = m[(size_t)i * (size_t)cols + (size_t)j];
+            if (isfinite(x)) fprintf(f, "%s%.17g", j ? ", " : "", x);
+            else fprintf(f, "%snull", j ? ", " : "");
+        }
+        fputc(']', f);
+    }
+    fputc(']', f);
 }

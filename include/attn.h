@@ -2285,6 +2285,19 @@ typedef struct attn_kv_paged_view {
      * channel: (Hk, num_pages, P / 32) groups), attn_kv_pages_desc's
      * head_major. A pool's view carries its own. */
     int head_major;
+    /* Added in 0.4.0: NULL (the default), or a counter that moves on
+     * whenever a sequence's length or page table changes, which a plan
+     * (attn_kv_paged_plan_init) reads when it is made and each of its runs
+     * compares: a plan made before the sequences grew or shrank is then
+     * refused (ATTN_ERR_PLAN, "plan again") instead of reading the
+     * positions and pages it found, which the pool may have given to
+     * another sequence. A pool's view points at the pool's own, moved on
+     * by every append that adds positions, truncate that drops some, fork
+     * and free (create does not: a new sequence is empty, as the free id
+     * was). A caller's own view may point it at a counter of its own,
+     * which must stay valid, as the page table must, while a plan of the
+     * view is used. */
+    const uint64_t *generation;
 } attn_kv_paged_view;
 
 /* dtype f32, heads 1, every other field 0 or NULL (to be set):
@@ -2394,11 +2407,16 @@ ATTN_API attn_status attn_kv_paged_attend(attn_tensor *out, attn_tensor *lse, co
  * plan; its page table (and table_offsets) is read at every run, so it
  * must stay valid and unchanged, as must masks (the array and its
  * tensors), while the plan is used. A run reads the planned positions
- * where the plan found them: a page's rows stay put when its sequence
- * grows, but residual rows (keys quantized per channel) move as groups
- * leave or rejoin the window, so after such a sequence grows or is
- * truncated a plan made before reads other keys, without an error: plan
- * again (as each decode step does, its lengths being new). For a pool: its view
+ * where the plan found them, so once the sequences grow or shrink the
+ * plan is stale: plan again (as each decode step does, its lengths being
+ * new). A view with a generation counter (a pool's view has its pool's)
+ * says so: the plan keeps the counter's value, and a run that finds it
+ * moved on is refused with ATTN_ERR_PLAN, nothing written (one load and
+ * one compare a run; the caller's lengths are not read again, and may be
+ * gone). A view without one (generation NULL) is not checked: a stale
+ * plan then reads the planned lengths, pages a truncate released
+ * included, and (keys quantized per channel) residual rows that have
+ * moved, without an error. For a pool: its view
  * (attn_kv_pages_view), with 0 queries for the ids not in the step.
  * Every view attn_kv_paged_attend takes is planned: keys quantized per
  * channel (key_dtype, with their residual rows), per-head fp8 scales
@@ -2421,7 +2439,9 @@ ATTN_API attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory
  * workspace_bytes. ATTN_VERBOSE prints an "sdpa_run paged" line. Errors:
  * ATTN_ERR_NULL (plan, a tensor or its data, the pages, workspace),
  * ATTN_ERR_PLAN (a tensor unlike the plan's; memory that holds no paged
- * plan: attn_sdpa_run takes the others, and refuses this one),
+ * plan: attn_sdpa_run takes the others, and refuses this one; a planned
+ * view whose generation counter has moved on since the plan was made:
+ * the sequences changed, plan again),
  * ATTN_ERR_WORKSPACE, ATTN_ERR_STRIDE (out or lse overlapping q, the pages,
  * the view's lengths or tables, a mask), and any error of the kernels.
  * A planned view with residual rows (key_dtype) or per-head scales runs
@@ -2439,7 +2459,10 @@ ATTN_API attn_status attn_kv_paged_run(attn_sdpa_plan *plan, attn_tensor *out, a
  * page_size, num_pages, num_sequences, hadamard, residual (the window),
  * scales given or not, and every sequence's length (ATTN_ERR_PLAN naming
  * what differs; head_major may differ, the rows being read through this
- * view). out and lse
+ * view); a layer whose generation points at the planned view's counter
+ * (the planned pool's own view, or one in step with it) must find it where
+ * the plan did (ATTN_ERR_PLAN), a layer with another counter or none is
+ * judged by its lengths. out and lse
  * get what attn_kv_paged_attend gives over `layer`, bitwise, with no
  * allocation. Errors: those of attn_kv_paged_run, of attn_kv_paged_check,
  * and ATTN_ERR_STRIDE for out or lse overlapping the layer's residual rows

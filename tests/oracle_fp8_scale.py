@@ -30,6 +30,7 @@ descale_v through attn_sdpa_options, and the caches' k_scale / v_scale.
 Usage: oracle_fp8_scale.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why"."""
 import ctypes
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -403,9 +404,15 @@ def test_cli():
     Hk, Hq, S, L, E = 2, 4, 40, 3, 32
     q = rng.standard_normal((Hq, L, E)).astype(np.float32) * 0.3
     k, v = keys((Hk, S, E)), keys((Hk, S, E), heavy=False)
+    # The command refuses a scale under which a value saturates (below):
+    # its run against the reference takes keys and values whose outliers
+    # (1e6) are brought to 200, which fits 448 · 0.5.
+    k_out = k.copy()
+    k[np.abs(k) > 200] = np.float32(200)
+    v[np.abs(v) > 200] = np.float32(200)
     with tempfile.TemporaryDirectory() as d:
         paths = {}
-        for n, a in (("q", q), ("k", k), ("v", v)):
+        for n, a in (("q", q), ("k", k), ("v", v), ("k_out", k_out)):
             paths[n] = os.path.join(d, n + ".npy")
             np.save(paths[n], a)
         o = os.path.join(d, "o.npy")
@@ -426,6 +433,37 @@ def test_cli():
             check("cli_kv_scale_bad_%s" % what.replace(" ", "_"),
                   p.returncode != 0 and len(lines) == 1 and lines[0].startswith("attn: error: ") and not p.stdout and
                   not os.path.exists(out2), "rc %d stderr %r" % (p.returncode, p.stderr))
+        # A scale the values do not fit: every key past 448 · 1e-30 (each
+        # stored as ±448), every value below half of 2^-16 · 1e30 (each stored
+        # as 0), a scale 0 as a float32, and keys whose outliers (1e6) pass
+        # 448 · 0.5: refused in one line, exit 1, nothing written, where
+        # they ran on saturated or vanished keys and values. The scale the
+        # message suggests (max |k| / 448, rounded up) runs.
+        bad = ((["--kv", "e4m3", "--kv-scale", "1e-30"], paths["k"], r"--kv-scale 1e-30: -k \S+ holds [\d.e+]+, [\d.e+]+ "
+                r"times the scale, past e4m3's largest value 448 \(it would be stored as 448\); a scale of at least "
+                r"([\d.e+-]+) \(max \|k\| / 448\) keeps every value$", "saturating"),
+               (["--kv", "e5m2", "--kv-scale", "1e30"], paths["k"], r"--kv-scale 1e\+30: every value of -k \S+ would be "
+                r"stored as 0 in e5m2 \(the largest, [\d.e+]+, is [\d.e+-]+ times the scale\); a scale of about "
+                r"([\d.e+-]+) \(max \|k\| / 57344\) uses the format's range$", "vanishing"),
+               (["--kv", "e4m3", "--kv-scale", "1e-50"], paths["k"], r"--kv-scale 1e-50 is 0 as the float32", "f32_zero"),
+               (["--kv", "e4m3", "--kv-scale", "0.5"], paths["k_out"], r"--kv-scale 0.5: -k \S+ holds 1e\+06, 2e\+06 times "
+                r"the scale, past e4m3's largest value 448 .* a scale of at least ([\d.e+-]+) \(max \|k\| / 448\)",
+                "outliers"))
+        for args, kp, pattern, what in bad:
+            out2 = os.path.join(d, "bad.npy")
+            if os.path.exists(out2):  # the last case's suggested scale wrote it
+                os.remove(out2)
+            argv = [exe, "sdpa", "-q", paths["q"], "-k", kp, "-v", paths["v"]] + args + ["-o", out2]
+            p = subprocess.run(argv, capture_output=True, text=True)
+            lines = p.stderr.strip().splitlines()
+            m = re.match("attn: error: " + pattern, lines[0]) if len(lines) == 1 else None
+            check("cli_kv_scale_refused_%s" % what, p.returncode == 1 and m and not p.stdout and not os.path.exists(out2),
+                  "rc %d stderr %r" % (p.returncode, p.stderr))
+            if m and m.groups():
+                argv[argv.index("--kv-scale") + 1] = m.group(1)
+                p = subprocess.run(argv, capture_output=True, text=True)
+                check("cli_kv_scale_suggested_runs_%s" % what, p.returncode == 0 and os.path.exists(out2) and
+                      np.isfinite(np.load(out2)).all(), "rc %d stderr %r" % (p.returncode, p.stderr))
 
 
 def main():

@@ -91,9 +91,16 @@ def test_train():
     d = json.loads(j1.stdout) if j1.returncode == 0 else {}
     report("train_deterministic_for_a_seed", j1.returncode == 0 and j1.stdout == j2.stdout, j1.stderr)
     loss = d.get("loss", [])
-    report("train_json_curves_and_weights", len(loss) == 400 and len(d.get("grad_wq", [])) == 400 and
-           len(d.get("w_q", [])) == 8 * 4 and len(d.get("w_v", [])) == 8 * 4 and len(d.get("weights", [])) == 36
+    report("train_json_curves_and_weights", len(loss) == 400 and len(d.get("grad_wq", [])) == 400
            and loss[0] > 1 and sum(loss[-10:]) / 10 < 0.05 * loss[0], str(loss[:3] + loss[-3:]))
+
+    # The matrices carry their shapes, lists of rows as every other JSON
+    # matrix of the command (attn explain --json's): they were flat lists.
+    def shape(x):
+        return (len(x), *{len(row) if isinstance(row, list) else -1 for row in x}) if isinstance(x, list) else ()
+    shapes = {k: shape(d.get(k)) for k in ("w_q", "w_k", "w_v", "weights")}
+    report("train_json_matrices_have_their_shapes", shapes == {"w_q": (8, 4), "w_k": (8, 4), "w_v": (8, 4),
+                                                                "weights": (6, 6)}, str(shapes))
     other = run("train", "--seed", "5", "--json").stdout != run("train", "--seed", "6", "--json").stdout
     report("train_seed_changes_the_run", other)
     r = run("train", "my big dog chased a small red ball")
@@ -112,8 +119,8 @@ def test_train():
         "hand-wired one"], r.stdout + r.stderr)
     r = run("train", "--dk", "16", "--no-scale", "--steps", "50", "--batch", "4", "--json")
     d = json.loads(r.stdout) if r.returncode == 0 else {}
-    report("train_dk16_no_scale_runs", d.get("d_k") == 16 and d.get("scaled") is False and len(d.get("w_k", [])) == 128,
-           r.stderr)
+    report("train_dk16_no_scale_runs", d.get("d_k") == 16 and d.get("scaled") is False and
+           np.array(d.get("w_k", [])).shape == (8, 16), r.stderr)
     svg = os.path.join(TMP, "train.svg")
     r = run("train", "--steps", "50", "--svg", svg)
     try:
@@ -226,6 +233,11 @@ def test_train_matches_autograd():
     report("train_matches_autograd", len(d["loss"]) == steps and
            np.allclose(d["loss"], losses, rtol=1e-12, atol=0) and np.allclose(d["grad_wq"], grads, rtol=1e-12, atol=0),
            f"attn {d['loss']} {d['grad_wq']}; torch {losses} {grads}")
+    # The learned weights, row by row as W_Q (d_model, d_k) is laid out, are Adam's.
+    learned = [np.array(d.get(k, []), dtype=float) for k in ("w_q", "w_k", "w_v")]
+    report("train_json_weights_are_adams", all(a.shape == tuple(t.shape) and np.allclose(a, t.detach().numpy(), rtol=1e-10,
+                                                                                         atol=1e-12)
+                                               for a, t in zip(learned, w)), str([a.shape for a in learned]))
 
 
 def splitmix64_uniforms(seed, n):
@@ -513,6 +525,26 @@ def test_scaling():
     report("scaling_variance_seed001", abs(rows[8]["spread_raw"] - 2.8) < 0.1 and
            abs(rows[512]["spread_raw"] - 22.6) < 0.7 and all(abs(x["spread_scaled"] - 1) < 0.04
                                                               for x in rows.values()), str(rows))
+    # The JSON carries everything the table says: each row's standard error,
+    # sqrt(d) and variances, and which d's std (if any) lies past two standard
+    # errors of sqrt(d), as the sentence under the table names it.
+    for seed in ("0", "19"):
+        args = ("scaling", "--variance", "--queries", "2000", "--seed", seed)
+        text, js = run(*args), run(*args, "--json")
+        table = {int(m[0]): [float(x) for x in m[1:]] for m in
+                 re.findall(r"^\s*(\d+)\s+([\d.]+) \u00b1 ([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$",
+                            text.stdout, re.M)}
+        j = json.loads(js.stdout) if js.returncode == 0 else {}
+        said = re.search(r"d = (\d+)'s is (\d+\.\d) standard errors", flat(text.stdout))
+        keys = ("spread_raw", "std_error", "spread_scaled", "sqrt_d", "var_raw", "var_scaled")
+        rows = {row["d"]: row for row in j.get("rows", [])}
+        ok = (j.get("variance") is True and j.get("pairs") == 2000 and sorted(table) == sorted(rows) == [8, 512] and
+              all(abs(rows[d].get(k, math.inf) - x) <= 0.0051 for d in table for k, x in zip(keys, table[d])) and
+              (j.get("farthest_d") == (int(said.group(1)) if said else None)) and
+              all(abs(row.get("standard_errors_from_sqrt_d", math.inf) -
+                      (row["spread_raw"] - math.sqrt(row["d"])) / row["std_error"]) < 1e-9 for row in rows.values()) and
+              (not said or abs(abs(rows[int(said.group(1))]["standard_errors_from_sqrt_d"]) - float(said.group(2))) <= 0.051))
+        report(f"scaling_variance_json_says_what_the_table_says_seed{seed}", ok, js.stdout + text.stdout)
     r = run("scaling", "--no-train", "--queries", "500")
     row64 = [l.split() for l in r.stdout.splitlines() if l.split()[:1] == ["64"]]
     report("scaling_spread_divided_by_d", row64 and abs(float(row64[0][4]) - 0.125) < 0.005, str(row64))
@@ -768,7 +800,8 @@ def test_trained():
     t = json.loads(run("train", "--json", "--steps", "1000", "--seed", "1", DEFAULT).stdout)
     w = mat(j, "weights")
     report("explain_trained_equals_attn_train", j["causal"] and "trained" in j["head"] and
-           np.allclose(w.flatten(), np.array(t["weights"], dtype=float), atol=1e-14) and w[2, 1] > 0.9, str(w[2]))
+           np.array(t["weights"], dtype=float).shape == w.shape and
+           np.allclose(w, np.array(t["weights"], dtype=float), atol=1e-14) and w[2, 1] > 0.9, str(w[2]))
     expect_error("explain_trained_one_head", ["explain", "--trained", "--heads", "2"], 2, r"--trained")
 
 

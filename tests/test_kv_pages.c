@@ -2431,55 +2431,114 @@ static void test_head_major_view(void) {
     free(q), free(o1), free(o2), free(k), free(v), free(mem);
 }
 
-/* A paged plan run after its sequence grew (attn.h, attn_kv_paged_plan_init):
- * f32 pages' rows stay put, so the run gives, bitwise, what it gave
- * before the append; q4c keys' residual rows move when a group leaves the
- * window (63 positions, 40 more), so the old plan reads other keys, and a
- * plan made again gives attn_kv_pages_attend's bits. */
+/* A paged plan run after its sequence grew or shrank (attn.h,
+ * attn_kv_paged_plan_init): the pool's view carries the pool's generation
+ * counter, so a run of a plan made before an append, truncate, fork or
+ * free is refused with ATTN_ERR_PLAN, its output untouched, where it read
+ * the planned positions (and, for q4c keys, residual rows that had moved:
+ * other keys) without an error. What changes nothing a plan reads (a new,
+ * empty sequence; a truncate to the length held) leaves it current, and a
+ * plan made again gives attn_kv_pages_attend's bits. A caller's own view
+ * with a counter of its own is judged by it. */
+static bool refused_untouched(attn_status st, const attn_error *err, const float *o, const float *before, size_t n) {
+    return st == ATTN_ERR_PLAN && strstr(err->message, "plan again") && !memcmp(o, before, n);
+}
+
 static void test_plan_after_growth(attn_dtype key_dtype) {
     enum { E = 32, P = 32 };
     attn_error err;
     attn_kv_pages_desc d = attn_kv_pages_desc_default();
-    d.key_dim = d.value_dim = E, d.page_size = P, d.num_pages = 8, d.max_sequences = 1, d.key_dtype = key_dtype;
+    d.key_dim = d.value_dim = E, d.page_size = P, d.num_pages = 8, d.max_sequences = 3, d.key_dtype = key_dtype;
     size_t pb = 0, bytes = 0, wsb = 0, wsb2 = 0;
     attn_kv_pages *pool = NULL;
     attn_sdpa_plan *plan = NULL, *again = NULL;
-    int64_t id = 0, cu[2] = {0, 63}, cq[2] = {0, 1}, ks[3] = {63, 1, E}, ks2[3] = {40, 1, E}, qs[3] = {1, 1, E};
+    int64_t id = 0, other = 0, child = 0, cu[2] = {0, 63}, cq[2] = {0, 1}, ks[3] = {63, 1, E}, ks2[3] = {40, 1, E},
+            qs[3] = {1, 1, E};
     static float k[103 * E], v[103 * E];
-    float q[E], o[4][E];
+    float q[E], o[5][E], sentinel[E];
     for (int i = 0; i < 103 * E; i++) k[i] = rnd_value(), v[i] = rnd_value();
-    for (int i = 0; i < E; i++) q[i] = rnd_value();
-    attn_tensor tk, tv, tq, to[4];
+    for (int i = 0; i < E; i++) q[i] = rnd_value(), sentinel[i] = 12345.0f;
+    attn_tensor tk, tv, tq, to[5];
     attn_tensor_init(&tk, k, ATTN_F32, 3, ks, NULL, NULL), attn_tensor_init(&tv, v, ATTN_F32, 3, ks, NULL, NULL);
     attn_tensor_init(&tq, q, ATTN_F32, 3, qs, NULL, NULL);
-    for (int i = 0; i < 4; i++) attn_tensor_init(&to[i], o[i], ATTN_F32, 3, qs, NULL, NULL);
-    attn_kv_paged_view w = attn_kv_paged_view_default();
+    for (int i = 0; i < 5; i++) attn_tensor_init(&to[i], o[i], ATTN_F32, 3, qs, NULL, NULL);
+    attn_kv_paged_view w = attn_kv_paged_view_default(), now = attn_kv_paged_view_default();
     attn_status st = attn_kv_pages_bytes(&pb, &d, &err);
     void *pm = st ? NULL : malloc(pb), *mem = NULL, *mem2 = NULL, *ws = NULL;
     if (!st) st = attn_kv_pages_init(&pool, pm, pb, &d, &err);
     if (!st) st = attn_kv_pages_create(pool, &id, &err);
     if (!st) st = attn_kv_pages_append(pool, &id, 1, &tk, &tv, cu, &err);
     if (!st) st = attn_kv_pages_view(&w, pool, &err);
-    if (!st) st = attn_sdpa_plan_bytes(&bytes, 1, &err);
+    if (!st) st = attn_sdpa_plan_bytes(&bytes, 3, &err);
     if (!st) mem = malloc(bytes), mem2 = malloc(bytes);
-    if (!st) st = attn_kv_paged_plan_init(&plan, mem, bytes, &wsb, &to[0], NULL, &tq, cq, &w, NULL, NULL, &err);
+    /* the view is the pool's 3 ids; only id 0 has queries */
+    int64_t cq3[4] = {0, 1, 1, 1};
+    if (!st) st = attn_kv_paged_plan_init(&plan, mem, bytes, &wsb, &to[0], NULL, &tq, cq3, &w, NULL, NULL, &err);
     if (!st) ws = malloc(wsb);
     if (!st) st = attn_kv_paged_run(plan, &to[0], NULL, &tq, w.k_pages, w.v_pages, ws, wsb, &err);
+    /* A new, empty sequence changes nothing the plan reads: still current */
+    if (!st) st = attn_kv_pages_create(pool, &other, &err);
+    if (!st) st = attn_kv_paged_run(plan, &to[1], NULL, &tq, w.k_pages, w.v_pages, ws, wsb, &err);
+    char name[128];
+    const char *tag = key_dtype ? "q4c" : "f32";
+    snprintf(name, sizeof name, "paged_plan_current_after_create_%s", tag);
+    check(!st && !memcmp(o[0], o[1], sizeof o[0]), name, "status %d %s", (int)st, st ? err.message : "");
+    if (st) goto done;
+
+    /* 103 positions: the q4c group 32 .. 63 leaves the window */
     attn_tensor_init(&tk, k + 63 * E, ATTN_F32, 3, ks2, NULL, NULL), attn_tensor_init(&tv, v + 63 * E, ATTN_F32, 3, ks2, NULL, NULL);
     cu[1] = 40;
-    if (!st) st = attn_kv_pages_append(pool, &id, 1, &tk, &tv, cu, &err); /* 103: the group 32 .. 63 leaves the window */
-    if (!st) st = attn_kv_paged_run(plan, &to[1], NULL, &tq, w.k_pages, w.v_pages, ws, wsb, &err);
-    if (!st) st = attn_kv_pages_view(&w, pool, &err);
-    if (!st) st = attn_kv_paged_plan_init(&again, mem2, bytes, &wsb2, &to[2], NULL, &tq, cq, &w, NULL, NULL, &err);
-    if (!st && wsb2 > wsb) free(ws), ws = malloc(wsb2);
-    if (!st) st = attn_kv_paged_run(again, &to[2], NULL, &tq, w.k_pages, w.v_pages, ws, wsb2, &err);
+    st = attn_kv_pages_append(pool, &id, 1, &tk, &tv, cu, &err);
+    memcpy(o[1], sentinel, sizeof sentinel);
+    attn_status run = st ? st : attn_kv_paged_run(plan, &to[1], NULL, &tq, w.k_pages, w.v_pages, ws, wsb, &err);
+    snprintf(name, sizeof name, "paged_plan_run_after_append_refused_%s", tag);
+    check(!st && refused_untouched(run, &err, o[1], sentinel, sizeof sentinel), name, "status %d, run %d: %s", (int)st,
+          (int)run, err.message);
+    if (!st) st = attn_kv_pages_view(&now, pool, &err);
+    run = st ? st : attn_kv_paged_run_view(plan, &to[1], NULL, &tq, &now, ws, wsb, &err);
+    snprintf(name, sizeof name, "paged_plan_run_view_of_the_grown_pool_refused_%s", tag);
+    check(!st && refused_untouched(run, &err, o[1], sentinel, sizeof sentinel), name, "status %d, run %d: %s", (int)st,
+          (int)run, err.message);
+    /* Planned again: attend's bits */
+    if (!st) st = attn_kv_paged_plan_init(&again, mem2, bytes, &wsb2, &to[2], NULL, &tq, cq3, &now, NULL, NULL, &err);
+    if (!st && wsb2 > wsb) free(ws), ws = malloc(wsb2), wsb = wsb2;
+    if (!st) st = attn_kv_paged_run(again, &to[2], NULL, &tq, now.k_pages, now.v_pages, ws, wsb2, &err);
     if (!st) st = attn_kv_pages_attend(&to[3], NULL, &tq, cq, &id, 1, pool, NULL, NULL, &err);
-    int kept = !memcmp(o[0], o[1], sizeof o[0]), replanned = !memcmp(o[2], o[3], sizeof o[2]);
-    char name[96];
-    snprintf(name, sizeof name, "paged_plan_run_after_growth_%s", key_dtype ? "q4c_reads_moved_window_plan_again" :
-                                                                              "f32_reads_planned_positions");
-    check(!st && (key_dtype ? !kept : kept) && replanned, name, "status %d %s; old plan's run %s before, new plan %s attend",
-          (int)st, st ? err.message : "", kept ? "as" : "unlike", replanned ? "as" : "unlike");
+    snprintf(name, sizeof name, "paged_plan_made_again_gives_attend_%s", tag);
+    check(!st && !memcmp(o[2], o[3], sizeof o[2]), name, "status %d %s", (int)st, st ? err.message : "");
+
+    /* A truncate to the length held changes nothing; one that drops
+     * positions, a fork and a free each make the plan stale. */
+    if (!st) st = attn_kv_pages_truncate(pool, id, 103, &err);
+    if (!st) st = attn_kv_paged_run(again, &to[4], NULL, &tq, now.k_pages, now.v_pages, ws, wsb, &err);
+    snprintf(name, sizeof name, "paged_plan_current_after_truncate_to_its_length_%s", tag);
+    check(!st && !memcmp(o[2], o[4], sizeof o[2]), name, "status %d %s", (int)st, st ? err.message : "");
+    static const char *const WHAT[3] = {"truncate", "fork", "free"};
+    for (int c = 0; c < 3 && !st; c++) {
+        if (c) st = attn_kv_paged_plan_init(&again, mem2, bytes, &wsb2, &to[2], NULL, &tq, cq3, &now, NULL, NULL, &err);
+        if (!st) st = attn_kv_paged_run(again, &to[2], NULL, &tq, now.k_pages, now.v_pages, ws, wsb, &err);
+        if (!st) st = c == 0   ? attn_kv_pages_truncate(pool, id, 70, &err)
+                      : c == 1 ? attn_kv_pages_fork(pool, &child, id, &err)
+                               : attn_kv_pages_free(pool, child, &err);
+        memcpy(o[4], sentinel, sizeof sentinel);
+        run = st ? st : attn_kv_paged_run(again, &to[4], NULL, &tq, now.k_pages, now.v_pages, ws, wsb, &err);
+        snprintf(name, sizeof name, "paged_plan_run_after_%s_refused_%s", WHAT[c], tag);
+        check(!st && refused_untouched(run, &err, o[4], sentinel, sizeof sentinel), name, "status %d, run %d: %s",
+              (int)st, (int)run, err.message);
+    }
+    /* A caller's own view: its own counter, moved on by the caller */
+    uint64_t mine = 7;
+    attn_kv_paged_view own = now;
+    own.generation = &mine;
+    if (!st) st = attn_kv_paged_plan_init(&again, mem2, bytes, &wsb2, &to[2], NULL, &tq, cq3, &own, NULL, NULL, &err);
+    if (!st) st = attn_kv_paged_run(again, &to[2], NULL, &tq, own.k_pages, own.v_pages, ws, wsb, &err);
+    mine++;
+    memcpy(o[4], sentinel, sizeof sentinel);
+    run = st ? st : attn_kv_paged_run(again, &to[4], NULL, &tq, own.k_pages, own.v_pages, ws, wsb, &err);
+    snprintf(name, sizeof name, "paged_plan_callers_own_counter_moved_refused_%s", tag);
+    check(!st && refused_untouched(run, &err, o[4], sentinel, sizeof sentinel), name, "status %d, run %d: %s", (int)st,
+          (int)run, err.message);
+done:
     free(ws), free(mem), free(mem2), free(pm);
 }
 

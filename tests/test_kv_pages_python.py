@@ -30,7 +30,8 @@
   (same page tables, other values), four threads sharing it (each run
   bitwise attend() on its own q), a q of another shape a PlanError, a
   pool of keys stored otherwise (key_dtype, hadamard) a DtypeError, a q4c
-  plan's run on a pool of fewer sequences than its ids refused;
+  plan's run on a pool of fewer sequences than its ids refused, a run
+  after the pool changed (a truncate, then pages taken again) a PlanError;
 - a pool of 2 MiB or more (Linux): its memory starts on a 2 MiB boundary and
   its mapping carries MADV_HUGEPAGE (VmFlags "hg" in /proc/self/smaps), and
   it stores and attends as the small pools do; a KVCache of 2 MiB or more
@@ -727,6 +728,27 @@ try:
     check("paged_plan_refuses_other_q", False, "no error")
 except attn.PlanError as e:
     check("paged_plan_refuses_other_q", "q" in str(e))
+# A plan made before the pool changed is stale: its copied tables may name
+# pages a truncate released (here taken again by another sequence's append)
+# and its lengths are old. A run raises PlanError, and a plan made again
+# gives attend's result.
+spool = attn.KVPages(heads=HK, key_dim=D, num_pages=16, max_sequences=4, page_size=16)
+sa, sb = spool.create(), spool.create()
+sk, sv = rng.standard_normal((40, HK, D)).astype(np.float32), rng.standard_normal((40, HK, D)).astype(np.float32)
+spool.append(sa, sk, sv)
+sq = rng.standard_normal((1, HQ, D)).astype(np.float32)
+splan = spool.plan([sa], [1], num_heads=HQ)
+before = splan.run(sq)
+spool.truncate(sa, 10)
+spool.append(sb, sk, sv)  # takes the pages sa let go
+try:
+    splan.run(sq)
+    check("paged_plan_stale_after_truncate_refused", False, "no error")
+except attn.PlanError as e:
+    check("paged_plan_stale_after_truncate_refused", "plan again" in str(e), str(e))
+again = spool.plan([sa], [1], num_heads=HQ)
+check("paged_plan_made_again_runs", np.array_equal(again.run(sq), spool.attend([sa], sq, cu_seqlens_q=[0, 1])) and
+      not np.array_equal(again.run(sq), before))
 
 # Keys quantized per channel (key_dtype q4c / q2c, KIVI's keys) with q4_1
 # values: the keys as the NumPy reference of attn.h's layout holds them

@@ -987,10 +987,27 @@ function onScroll() {
 // figure. The figure may also grow after the focus lands, when the scroll brings its
 // step in and draws it. So for the next 20 frames (a third of a second) the page keeps
 // the focused control clear of its step's pinned figure (WCAG 2.4.11, focus not obscured).
+// Not a control focused by a press of the mouse or a finger: it was in view, under the
+// pointer, and scrolling it while the button was down moved it from under the pointer,
+// so the release landed elsewhere and the click was lost (a box pressed at the view's
+// top edge did not get checked). And not once the reader has scrolled the control out
+// of the view (to the next control, say): the page pulled them back to the one they had
+// left, as long as frames remained (longer on a busy machine). A control that the
+// drawing pushed out of the view, the scroll where the page left it, is still brought back.
+let pointerDown = false;
+addEventListener('pointerdown', () => { pointerDown = true; }, true);
+for (const ev of ['pointerup', 'pointercancel']) addEventListener(ev, () => { pointerDown = false; }, true);
 function keepFocusClear(el) {
-  if (!(el instanceof Element) || el.closest('.step-figure')) return;
-  let frames = 20;
-  const check = () => { clearOfFigure(el); if (--frames > 0 && document.activeElement === el) requestAnimationFrame(check); };
+  if (!(el instanceof Element) || el.closest('.step-figure') || pointerDown) return;
+  let frames = 20, at = null; // at: scrollY as the last check left it
+  const check = () => {
+    if (document.activeElement !== el) return;
+    const r = el.getBoundingClientRect();
+    if (at !== null && scrollY !== at && (r.bottom <= 0 || r.top >= innerHeight)) return; // the reader scrolled away
+    clearOfFigure(el);
+    at = scrollY;
+    if (--frames > 0) requestAnimationFrame(check);
+  };
   requestAnimationFrame(check);
 }
 function clearOfFigure(el) {

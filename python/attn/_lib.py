@@ -90,7 +90,8 @@ class KVPagedView(ctypes.Structure):
                 ("table_offsets", ctypes.POINTER(ctypes.c_int64)), ("key_dtype", ctypes.c_int),
                 ("k_residual", ctypes.c_void_p),
                 ("k_scale", ctypes.POINTER(ctypes.c_float)), ("v_scale", ctypes.POINTER(ctypes.c_float)),
-                ("hadamard", ctypes.c_int), ("residual", ctypes.c_int64), ("head_major", ctypes.c_int)]
+                ("hadamard", ctypes.c_int), ("residual", ctypes.c_int64), ("head_major", ctypes.c_int),
+                ("generation", ctypes.POINTER(ctypes.c_uint64))]
 
 
 class KVCacheDesc(ctypes.Structure):

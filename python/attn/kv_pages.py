@@ -426,8 +426,9 @@ class KVPages:
         it for every layer of a step (attn_kv_paged_plan_init): q_lengths[i]
         queries of sequence seqs[i], num_heads query heads, masks as
         attend takes them (copied now: later writes into them change no
-        run). The sequences' lengths and page tables are taken now;
-        append nothing to them while the plan is used. Returns a
+        run). The sequences' lengths and page tables are taken now: once
+        the pool changes (an append, truncate, fork or free), a run raises
+        PlanError, and the step plans again. Returns a
         PagedPlan: plan.run(q) is attend(seqs, q, cu_seqlens_q) with q
         packed (total, num_heads, key_dim), bitwise, allocating nothing;
         plan.run(q, pool=other) reads another pool's pages, residual rows
@@ -455,8 +456,11 @@ class PagedPlan:
         self.pool, self.n = pool, len(seqs)
         pw = pool._view()
         w = default(KVPagedView)
+        # generation: the pool's counter, which each run compares with its
+        # value now (attn_kv_paged_run_view), so that a plan the pool's
+        # changes have made stale is refused, not run on tables copied here
         for f in ("dtype", "heads", "key_dim", "value_dim", "page_size", "num_pages", "k_pages", "v_pages", "key_dtype",
-                  "k_residual", "k_scale", "v_scale", "hadamard", "residual", "head_major"):
+                  "k_residual", "k_scale", "v_scale", "hadamard", "residual", "head_major", "generation"):
             setattr(w, f, getattr(pw, f))
         # Keys per channel keep each sequence's last positions in residual
         # rows indexed by its id: the view is then the pool's sequences by

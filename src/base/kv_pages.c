@@ -46,9 +46,17 @@ struct attn_kv_pages {
     uint16_t *kres; /* grouped keys: (max_sequences, Hk, R + 32, E) f16 */
     char *k, *v;
     float *k_scale, *v_scale; /* (Hk,) each: an fp8 pool's per-head scales, or NULL */
+    /* Moved on by every call that changes a sequence's length or table
+     * (moved_on): the pool's view points at it, so that a plan made over
+     * the view knows when it has gone stale (attn_kv_paged_run). */
+    uint64_t generation;
 };
 
 static bool grouped(const attn_kv_pages *p) { return p->d.key_dtype != 0; }
+
+/* A sequence's length or page table has changed: a plan over the pool's
+ * view is stale from now on. */
+static void moved_on(attn_kv_pages *p) { p->generation++; }
 
 enum { ALIGN = 64, MIN_PAGE = 16, MAX_PAGE = 256 };
 /* The key and value pages start on a 4 KiB boundary of memory, each
@@ -228,6 +236,7 @@ attn_status attn_kv_pages_init(attn_kv_pages **pool, void *memory, size_t bytes,
     p->k = (char *)(((uintptr_t)(at + l.k) + MEM_PAGE - 1) / MEM_PAGE * MEM_PAGE); /* within the region's room */
     p->v = (char *)(((uintptr_t)(at + l.v) + MEM_PAGE - 1) / MEM_PAGE * MEM_PAGE);
     p->k_scale = p->v_scale = NULL;
+    p->generation = 0;
     if (p->d.k_scale || p->d.v_scale) { /* copied: the caller's arrays may go; a missing one is all 1 */
         p->k_scale = (float *)(void *)(at + l.scales), p->v_scale = p->k_scale + p->d.heads;
         for (int64_t h = 0; h < p->d.heads; h++)
@@ -335,6 +344,7 @@ attn_status attn_kv_pages_fork(attn_kv_pages *pool, int64_t *child, int64_t pare
     pool->lengths[*child] = pool->lengths[parent];
     if (grouped(pool)) /* the residual rows are the sequence's own: copied */
         memcpy(residual_of(pool, *child), residual_of(pool, parent), residual_bytes(pool));
+    moved_on(pool);
     return ATTN_OK;
 }
 
@@ -346,6 +356,7 @@ attn_status attn_kv_pages_free(attn_kv_pages *pool, int64_t seq, attn_error *err
     pool->alive[seq] = 0;
     pool->lengths[seq] = 0;
     pool->id_stack[pool->free_ids++] = (int32_t)seq;
+    moved_on(pool);
     return ATTN_OK;
 }
 
@@ -374,6 +385,7 @@ attn_status attn_kv_pages_truncate(attn_kv_pages *pool, int64_t seq, int64_t len
         }
     release(pool, table_of(pool, seq), pages_for(length, pool->d.page_size), pages_for(have, pool->d.page_size));
     pool->lengths[seq] = length;
+    if (length != have) moved_on(pool);
     return ATTN_OK;
 }
 
@@ -637,6 +649,7 @@ attn_status attn_kv_pages_append(attn_kv_pages *pool, const int64_t *seqs, int64
             pos += run;
         }
         pool->lengths[s] = len + add;
+        moved_on(pool);
     }
     return ATTN_OK;
 }
@@ -654,6 +667,7 @@ attn_status attn_kv_pages_view(attn_kv_paged_view *view, const attn_kv_pages *po
     o.page_table = pool->tables, o.table_stride = pool->table_stride, o.table_offsets = NULL;
     o.key_dtype = d->key_dtype, o.k_residual = pool->kres, o.residual = d->residual;
     o.k_scale = pool->k_scale, o.v_scale = pool->v_scale, o.hadamard = d->hadamard, o.head_major = d->head_major;
+    o.generation = &pool->generation;
     /* A view struct from an older attn.h ends before some fields; read back,
      * those take their defaults. Where this pool uses one (its keys' format,
      * residual rows and window, scales, the rotation), such a view would

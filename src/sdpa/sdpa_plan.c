@@ -31,6 +31,7 @@ struct attn_sdpa_plan {
     attn_kv_paged_view view;  /* paged: the view planned; its pages are each run's */
     attn_tensor ks, vs;       /* paged: the view's per-head fp8 scales as the options' k_descale and
                                  v_descale (the sequences' plans copy them; a run points them at its own) */
+    uint64_t generation;      /* paged: *view.generation when planned (view.generation given) */
     /* Paged, keys stored with the Hadamard rotation: the plan is made on a
      * contiguous f32 stand-in for q's turned copy (q above), which each run
      * makes at its workspace's front (attn_hadamard_queries), as the
@@ -356,6 +357,7 @@ attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory, size_t 
     pl->has_lse = lse != NULL;
     pl->varlen = vp, pl->batch = batch, pl->masks = masks;
     pl->paged = true, pl->view = w;
+    pl->generation = w.generation ? *w.generation : 0;
     pl->magic = PLAN_MAGIC;
     *workspace_bytes = pl->workspace;
     attn_pool_reserve(c.num_threads); /* the runs start no thread */
@@ -418,11 +420,23 @@ static attn_status paged_plan(attn_sdpa_plan *pl, attn_error *err) {
     return ATTN_OK;
 }
 
+/* ATTN_ERR_PLAN when `generation` is the planned view's counter and it has
+ * moved on since the plan was made: the sequences grew, shrank, forked or
+ * were freed, and the plan's lengths and pages are no longer theirs. One
+ * load and one compare; the caller's lengths (which may be gone) are not
+ * read. Another counter, or none, says nothing about this plan. */
+static attn_status still_current(const attn_sdpa_plan *pl, const uint64_t *generation, attn_error *err) {
+    if (!generation || generation != pl->view.generation || *generation == pl->generation) return ATTN_OK;
+    return attn_fail(err, ATTN_ERR_PLAN, "the sequences changed since the plan was made (their view's generation is "
+                     "%llu, the plan's %llu: an append, truncate, fork or free came between): plan again",
+                     (unsigned long long)*generation, (unsigned long long)pl->generation);
+}
+
 attn_status attn_kv_paged_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                               const void *k_pages, const void *v_pages, void *workspace, size_t workspace_size,
                               attn_error *err) {
     attn_status st = paged_plan(plan, err);
-    if (st) return st;
+    if (st || (st = still_current(plan, plan->view.generation, err))) return st;
     if (!k_pages || !v_pages) return attn_fail(err, ATTN_ERR_NULL, "k_pages or v_pages is NULL");
     attn_kv_paged_view w = plan->view;
     /* Residual rows and per-head scales are a layer's own, as its pages are */
@@ -441,6 +455,7 @@ attn_status attn_kv_paged_run_view(attn_sdpa_plan *plan, attn_tensor *out, attn_
     if (st || (st = attn_kv_paged_check(layer, err))) return st;
     attn_kv_paged_view w = attn_kv_paged_view_default();
     attn_versioned_read(&w, sizeof w, layer, "layer", "", NULL);
+    if ((st = still_current(plan, w.generation, err))) return st;
     const attn_kv_paged_view *p = &plan->view;
     /* Laid out as planned: the sizes and formats, the sequences and their lengths */
     const int64_t got[8] = {w.heads, w.key_dim, w.value_dim, w.page_size, w.num_pages, w.num_sequences, w.hadamard,
