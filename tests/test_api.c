@@ -2062,6 +2062,27 @@ static void test_mha(void) {
     check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_NULL, "give in_proj_weight",
                  "err_mha_no_projection");
     p.in_proj_weight = &win;
+    /* Both sets of projections: the set not used was ignored, unseen. */
+    int64_t sq[2] = {E, E}, sb3 = 3 * E, sbe = E;
+    attn_tensor wq = make(ATTN_F64, 2, sq), b3 = make(ATTN_F64, 1, &sb3), bq = make(ATTN_F64, 1, &sbe);
+    p.q_proj_weight = &wq;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION,
+                 "in_proj_weight and q_proj_weight were both given", "err_mha_packed_and_separate_weight");
+    p.q_proj_weight = NULL, p.v_proj_bias = &bq;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION,
+                 "in_proj_weight and v_proj_bias were both given", "err_mha_packed_weight_and_separate_bias");
+    p.in_proj_weight = NULL, p.q_proj_weight = p.k_proj_weight = p.v_proj_weight = &wq, p.in_proj_bias = &b3;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION,
+                 "in_proj_bias and v_proj_bias were both given", "err_mha_packed_and_separate_bias");
+    p.v_proj_bias = NULL, p.num_kv_heads = 1, p.k_proj_weight = p.v_proj_weight = NULL;
+    int64_t skw[2] = {D, E};
+    attn_tensor wk = make(ATTN_F64, 2, skw);
+    p.k_proj_weight = p.v_proj_weight = &wk;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION,
+                 "with num_kv_heads < num_heads give q_proj_bias", "err_mha_packed_bias_gqa");
+    p.num_kv_heads = 0, p.q_proj_weight = p.k_proj_weight = p.v_proj_weight = NULL, p.in_proj_bias = NULL;
+    p.in_proj_weight = &win;
+    free(wq.data), free(b3.data), free(bq.data), free(wk.data);
     check_status(attn_mha(&out, &out, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_SHAPE, "weights must be f64",
                  "err_mha_weights_shape");
     double sink_logits[H] = {0.5, -1};
