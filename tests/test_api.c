@@ -2123,6 +2123,14 @@ static void test_mha(void) {
         check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION, "have none", name);
     }
     p.bias_k = p.bias_v = NULL, o.add_zero_attn = 0, o.rope = NULL, o.attention = NULL;
+    /* A bias_k of the wrong width is named by its own shape, not its last dimension's "(7,)". */
+    int64_t sb_short[3] = {1, 1, E - 1};
+    attn_tensor bk_short;
+    attn_tensor_init(&bk_short, bkv, ATTN_F64, 3, sb_short, NULL, NULL);
+    p.bias_k = &bk_short, p.bias_v = &bk;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_SHAPE,
+                 "bias_k has shape (1, 1, 7); it must be (1, 1, 8)", "err_mha_bias_k_width");
+    p.bias_k = p.bias_v = NULL;
     o.causal = (attn_causal)7;
     check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION, "not an attn_causal",
                  "err_mha_causal_mode");

@@ -137,8 +137,13 @@ attn_status attn_mha_check_params(attn_mha_call *m, attn_error *err) {
     const attn_tensor *bkv[2] = {p->bias_k, p->bias_v};
     for (int t = 0; t < 2 && p->bias_k; t++) {
         attn_tensor flat = *bkv[t]; /* (1, 1, Hkv·D) */
-        if (flat.rank != 3 || flat.shape[0] != 1 || flat.shape[1] != 1)
-            return attn_fail(err, ATTN_ERR_SHAPE, "%s must have shape (1, 1, %lld)", t ? "bias_v" : "bias_k", (long long)rows[1]);
+        if (flat.rank != 3 || flat.shape[0] != 1 || flat.shape[1] != 1 || flat.shape[2] != rows[1]) {
+            /* named by the shape given: the flattened one's "(7,)" was never the caller's */
+            char s[128];
+            attn_format_shape(s, sizeof s, flat.rank, flat.shape);
+            return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s; it must be (1, 1, %lld)", t ? "bias_v" : "bias_k", s,
+                             (long long)rows[1]);
+        }
         flat.rank = 1, flat.shape[0] = flat.shape[2], flat.strides[0] = flat.strides[2];
         if ((st = check_param(&flat, t ? "bias_v" : "bias_k", m, 1, rows[1], 0, err))) return st;
     }
