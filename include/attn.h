@@ -1614,7 +1614,8 @@ typedef struct attn_mha_options {
     /* The attention's own options, or NULL: its score variants (softcap,
      * alibi_slopes, window, sinks), scale (has_scale; default 1/sqrt(D)),
      * dropout and compute mode are used; its causal, mask and context are
-     * the layer's (above). Dropout is attn_sdpa's on the heads: the mask
+     * the layer's (above): a causal mode, mask or context set here is
+     * ATTN_ERR_OPTION. Dropout is attn_sdpa's on the heads: the mask
      * attn_sdpa_dropout_mask gives for q (N, Hq, L, D) and k (N, Hkv, S', D)
      * (slice n·Hq + h, row l, column s, S' counting the appended keys; N = 1
      * unbatched), the weights output holding the dropped weights (their mean

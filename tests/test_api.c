@@ -2100,6 +2100,23 @@ static void test_mha(void) {
     sopt.rope = &attn_ro;
     check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION,
                  "options->attention->rope is set; a layer takes RoPE as options->rope", "err_mha_attention_rope");
+    /* So are its causal mode, mask and context: a causal mode there left the
+     * layer attending to every key, a context's threads never reached it. */
+    sopt = attn_sdpa_options_default();
+    sopt.causal = ATTN_CAUSAL_TOP_LEFT;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION,
+                 "options->attention->causal is set", "err_mha_attention_causal");
+    check_status(attn_mha_backward(NULL, NULL, NULL, NULL, &out, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION,
+                 "options->attention->causal is set", "err_mha_backward_attention_causal");
+    sopt = attn_sdpa_options_default();
+    sopt.mask = &q;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION,
+                 "options->attention->mask is set", "err_mha_attention_mask");
+    attn_context ctx = attn_context_default();
+    sopt = attn_sdpa_options_default();
+    sopt.context = &ctx;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION,
+                 "options->attention->context is set", "err_mha_attention_context");
     o.attention = NULL;
     /* The keys bias_k/bias_v and add_zero_attn append have no position: what
      * places keys by position does not go with them. */

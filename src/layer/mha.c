@@ -456,6 +456,19 @@ attn_status attn_mha_sdpa_options(attn_sdpa_options *so, const attn_mha_call *m,
      * it places them; the attention's would be dropped below, unseen. */
     if (!st && so->rope)
         return attn_fail(err, ATTN_ERR_OPTION, "options->attention->rope is set; a layer takes RoPE as options->rope");
+    /* Likewise its causal mode, masks (of the module's polarity) and
+     * context are the layer's own: the attention's were dropped unseen, a
+     * causal mode left the layer attending to every key and a context's
+     * thread count did not reach the call. */
+    if (!st && so->causal != ATTN_CAUSAL_NONE)
+        return attn_fail(err, ATTN_ERR_OPTION, "options->attention->causal is set; a layer takes its causal mode as "
+                         "options->causal");
+    if (!st && so->mask)
+        return attn_fail(err, ATTN_ERR_OPTION, "options->attention->mask is set; a layer takes masks as "
+                         "options->attn_mask and options->key_padding_mask (true ignores a key there)");
+    if (!st && so->context)
+        return attn_fail(err, ATTN_ERR_OPTION, "options->attention->context is set; a layer takes its context as "
+                         "options->context");
     so->struct_size = sizeof *so;
     so->causal = causal, so->mask = mask, so->context = m->o.context;
     so->rope = m->rope_in_attention ? m->o.rope : NULL;
