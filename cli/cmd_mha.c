@@ -75,7 +75,6 @@ typedef struct weights {
     st_file st;                         /* a safetensors file */
     attn_tensor npy[N_PARAMS];          /* or .npy files */
     const attn_tensor *found[N_PARAMS];
-    attn_tensor split[3];               /* in_proj_bias split for separate weights */
     attn_tensor sinks;                  /* a 16-bit checkpoint's sinks widened to the input's dtype */
 } weights;
 
@@ -320,18 +319,6 @@ static int layer_params(attn_mha_params *p, weights *w, const mha_args *a, const
         if (!w->sinks.data || attn_tensor_convert(&w->sinks, p->sinks, &err))
             return cli_error(EXIT_DATA, "--weights: sinks: %s", w->sinks.data ? err.message : "out of memory");
         p->sinks = &w->sinks;
-    }
-    if (!p->in_proj_weight && f[P_IN_B]) { /* PyTorch's separate weights keep the biases packed: split them */
-        const attn_tensor *b = f[P_IN_B];
-        if (b->rank != 1 || b->shape[0] != 3 * p->embed_dim)
-            return cli_error(EXIT_DATA, "--weights: in_proj_bias must have shape (3E,) = (%lld,)", (long long)(3 * p->embed_dim));
-        attn_tensor *parts = w->split;
-        for (int t = 0; t < 3; t++) {
-            parts[t] = *b;
-            parts[t].shape[0] = p->embed_dim;
-            parts[t].data = (char *)b->data + t * p->embed_dim * b->strides[0] * (int64_t)attn_dtype_size(b->dtype);
-        }
-        p->q_proj_bias = &parts[0], p->k_proj_bias = &parts[1], p->v_proj_bias = &parts[2];
     }
     if (!p->in_proj_weight && !p->q_proj_weight)
         return cli_error(EXIT_DATA, "--weights has neither in_proj_weight nor q_proj.weight (with the prefix found)");

@@ -1542,7 +1542,12 @@ ATTN_API attn_status attn_rope_backward(attn_tensor *dx, const attn_tensor *dout
  * nn.MultiheadAttention packs them when kdim = vdim = E, or the separate
  * q_proj_weight (Hq·D, E), k_proj_weight (Hkv·D, kdim), v_proj_weight
  * (Hkv·D, vdim) (biases (Hq·D,), (Hkv·D,), (Hkv·D,) or NULL), as
- * Llama-style checkpoints store them; D = E / Hq. Beyond PyTorch,
+ * Llama-style checkpoints store them; D = E / Hq. in_proj_bias (3E,) may
+ * also come with the separate weights (without GQA), as the module's
+ * state_dict has it when kdim or vdim is not E: it is split into the three
+ * biases. One set or the other: in_proj_weight with a separate weight or
+ * bias, or in_proj_bias with q_proj_bias, k_proj_bias or v_proj_bias, is
+ * ATTN_ERR_OPTION. Beyond PyTorch,
  * num_kv_heads < num_heads is grouped-query attention (MQA at 1), through
  * separate projections. The weights and biases (and bias_k, bias_v) may be
  * f32, f16 or bf16 whatever the input's dtype, or the input's own (f64 for
@@ -1609,7 +1614,8 @@ typedef struct attn_mha_options {
     /* The attention's own options, or NULL: its score variants (softcap,
      * alibi_slopes, window, sinks), scale (has_scale; default 1/sqrt(D)),
      * dropout and compute mode are used; its causal, mask and context are
-     * the layer's (above). Dropout is attn_sdpa's on the heads: the mask
+     * the layer's (above): a causal mode, mask or context set here is
+     * ATTN_ERR_OPTION. Dropout is attn_sdpa's on the heads: the mask
      * attn_sdpa_dropout_mask gives for q (N, Hq, L, D) and k (N, Hkv, S', D)
      * (slice n·Hq + h, row l, column s, S' counting the appended keys; N = 1
      * unbatched), the weights output holding the dropped weights (their mean

@@ -570,6 +570,44 @@ def fully_padded_backward_case(o, rng, name, E=8, H=2, L=4, S=5, N=3):
     o.report(name, "attn_mha_backward failed: " + msg if st else compare_grads(o, got, ref))
 
 
+def state_dict_case(o, rng, name, E=8, H=2, L=4, S=5, N=2, kdim=5, vdim=3):
+    """A module whose kdim and vdim make it use separate weights keeps its
+    biases packed: its state_dict holds q_proj_weight, k_proj_weight,
+    v_proj_weight and in_proj_bias (3E,). attn_mha given those very tensors,
+    unsplit, against the module: the output, and attn_mha_backward's
+    gradient of in_proj_bias (and of the rest). The bias was ignored."""
+    torch.manual_seed(int(rng.integers(1 << 30)))
+    mha = torch.nn.MultiheadAttention(E, H, kdim=kdim, vdim=vdim, dtype=torch.float64)
+    with torch.no_grad():
+        mha.in_proj_bias.copy_(torch.randn(3 * E, dtype=torch.float64))  # the module starts it at 0
+    sd = {k: v.detach().numpy() for k, v in mha.state_dict().items()}
+    state = {"q_proj_weight": sd["q_proj_weight"], "k_proj_weight": sd["k_proj_weight"],
+             "v_proj_weight": sd["v_proj_weight"], "in_proj_bias": sd["in_proj_bias"],
+             "out_proj_weight": sd["out_proj.weight"], "out_proj_bias": sd["out_proj.bias"]}
+    x = [torch.tensor(rng.standard_normal((n, N, f)), requires_grad=True) for n, f in ((L, E), (S, kdim), (S, vdim))]
+    ref = mha(*x, need_weights=False)[0]
+    dout = rng.standard_normal(ref.shape)
+    ref.backward(torch.from_numpy(dout))
+    xs = [a.detach().numpy() for a in x]
+    st, msg, out, _ = o.run(*xs, state, H, kdim=kdim, vdim=vdim)
+    if st:
+        return o.report(name, "attn_mha failed: " + msg)
+    why = o.compare("out", out, ref.detach().numpy(), 1e-12)
+    if why:
+        return o.report(name, why)
+    st, msg, got = o.run_backward(dout, *xs, state, H, kdim=kdim, vdim=vdim)
+    if st:
+        return o.report(name, "attn_mha_backward failed: " + msg)
+    named = dict(mha.named_parameters())
+    grads = {n: named[{"out_proj_weight": "out_proj.weight", "out_proj_bias": "out_proj.bias"}.get(n, n)].grad
+             for n in state}
+    grads.update(query=x[0].grad, key=x[1].grad, value=x[2].grad)
+    # in_proj_bias's k third has a zero gradient: judged against k_proj's weight's, as compare_grads judges
+    why = o.compare("in_proj_bias", got["in_proj_bias"], grads.pop("in_proj_bias").numpy(), 1e-11,
+                    float(grads["k_proj_weight"].abs().max()))
+    o.report(name, why or compare_grads(o, got, grads))
+
+
 def compare_grads(o, got, ref):
     """Every gradient within 1e-11 of its largest value. k_proj's bias has a zero
     gradient (a bias shared by every key moves a row's scores together, which
@@ -863,6 +901,7 @@ def main():
                   kpm=kpm[0], attn_mask=rng.standard_normal((4, L, S)))
     backward_case(o, rng, "backward_unbatched_kdim_vdim", unbatched=True, kdim=3, vdim=11, L=1, S=4)
     fully_padded_backward_case(o, rng, "backward_fully_padded_sequence_bias_only")
+    state_dict_case(o, rng, "separate_weights_packed_in_proj_bias_as_the_state_dict_holds_them")
     # Dropout (options->attention's): the layer's mask is attn_sdpa_dropout_mask's over the
     # heads, forward, weights and backward; a cached step's over its own queries.
     for H, Hkv, causal in ((4, 4, 0), (4, 2, 2), (4, 1, 1)):

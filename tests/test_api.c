@@ -2062,6 +2062,27 @@ static void test_mha(void) {
     check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_NULL, "give in_proj_weight",
                  "err_mha_no_projection");
     p.in_proj_weight = &win;
+    /* Both sets of projections: the set not used was ignored, unseen. */
+    int64_t sq[2] = {E, E}, sb3 = 3 * E, sbe = E;
+    attn_tensor wq = make(ATTN_F64, 2, sq), b3 = make(ATTN_F64, 1, &sb3), bq = make(ATTN_F64, 1, &sbe);
+    p.q_proj_weight = &wq;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION,
+                 "in_proj_weight and q_proj_weight were both given", "err_mha_packed_and_separate_weight");
+    p.q_proj_weight = NULL, p.v_proj_bias = &bq;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION,
+                 "in_proj_weight and v_proj_bias were both given", "err_mha_packed_weight_and_separate_bias");
+    p.in_proj_weight = NULL, p.q_proj_weight = p.k_proj_weight = p.v_proj_weight = &wq, p.in_proj_bias = &b3;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION,
+                 "in_proj_bias and v_proj_bias were both given", "err_mha_packed_and_separate_bias");
+    p.v_proj_bias = NULL, p.num_kv_heads = 1, p.k_proj_weight = p.v_proj_weight = NULL;
+    int64_t skw[2] = {D, E};
+    attn_tensor wk = make(ATTN_F64, 2, skw);
+    p.k_proj_weight = p.v_proj_weight = &wk;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION,
+                 "with num_kv_heads < num_heads give q_proj_bias", "err_mha_packed_bias_gqa");
+    p.num_kv_heads = 0, p.q_proj_weight = p.k_proj_weight = p.v_proj_weight = NULL, p.in_proj_bias = NULL;
+    p.in_proj_weight = &win;
+    free(wq.data), free(b3.data), free(bq.data), free(wk.data);
     check_status(attn_mha(&out, &out, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_SHAPE, "weights must be f64",
                  "err_mha_weights_shape");
     double sink_logits[H] = {0.5, -1};
@@ -2079,6 +2100,23 @@ static void test_mha(void) {
     sopt.rope = &attn_ro;
     check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION,
                  "options->attention->rope is set; a layer takes RoPE as options->rope", "err_mha_attention_rope");
+    /* So are its causal mode, mask and context: a causal mode there left the
+     * layer attending to every key, a context's threads never reached it. */
+    sopt = attn_sdpa_options_default();
+    sopt.causal = ATTN_CAUSAL_TOP_LEFT;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION,
+                 "options->attention->causal is set", "err_mha_attention_causal");
+    check_status(attn_mha_backward(NULL, NULL, NULL, NULL, &out, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION,
+                 "options->attention->causal is set", "err_mha_backward_attention_causal");
+    sopt = attn_sdpa_options_default();
+    sopt.mask = &q;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION,
+                 "options->attention->mask is set", "err_mha_attention_mask");
+    attn_context ctx = attn_context_default();
+    sopt = attn_sdpa_options_default();
+    sopt.context = &ctx;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION,
+                 "options->attention->context is set", "err_mha_attention_context");
     o.attention = NULL;
     /* The keys bias_k/bias_v and add_zero_attn append have no position: what
      * places keys by position does not go with them. */
@@ -2102,6 +2140,14 @@ static void test_mha(void) {
         check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION, "have none", name);
     }
     p.bias_k = p.bias_v = NULL, o.add_zero_attn = 0, o.rope = NULL, o.attention = NULL;
+    /* A bias_k of the wrong width is named by its own shape, not its last dimension's "(7,)". */
+    int64_t sb_short[3] = {1, 1, E - 1};
+    attn_tensor bk_short;
+    attn_tensor_init(&bk_short, bkv, ATTN_F64, 3, sb_short, NULL, NULL);
+    p.bias_k = &bk_short, p.bias_v = &bk;
+    check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_SHAPE,
+                 "bias_k has shape (1, 1, 7); it must be (1, 1, 8)", "err_mha_bias_k_width");
+    p.bias_k = p.bias_v = NULL;
     o.causal = (attn_causal)7;
     check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, ATTN_ERR_OPTION, "not an attn_causal",
                  "err_mha_causal_mode");

@@ -1140,9 +1140,8 @@ static void test_mha_paged(attn_dtype dt, const char *tag) {
         c.num_threads = threads;
         attn_rope_options ro = attn_rope_options_default();
         attn_sdpa_options so = attn_sdpa_options_default();
-        so.context = &c;
         attn_mha_options mo = attn_mha_options_default();
-        mo.causal = ATTN_CAUSAL_BOTTOM_RIGHT, mo.rope = &ro, mo.attention = &so;
+        mo.causal = ATTN_CAUSAL_BOTTOM_RIGHT, mo.rope = &ro, mo.attention = &so, mo.context = &c;
         int64_t ids[3];
         attn_kv_pages_create(m.pool, &ids[0], NULL), attn_kv_pages_create(m.pool, &ids[1], NULL);
         void *mem[3];
@@ -1319,9 +1318,8 @@ static void test_mha_cached_batch(attn_dtype dt, const char *tag) {
         attn_rope_options ro = attn_rope_options_default();
         ro.position_offset = 3;
         attn_sdpa_options so = attn_sdpa_options_default();
-        so.context = &c;
         attn_mha_options mo = attn_mha_options_default();
-        mo.causal = ATTN_CAUSAL_BOTTOM_RIGHT, mo.rope = &ro, mo.attention = &so;
+        mo.causal = ATTN_CAUSAL_BOTTOM_RIGHT, mo.rope = &ro, mo.attention = &so, mo.context = &c;
         void *mem, *rmem[CB];
         size_t bytes;
         attn_kv_cache *cache = batch_cache(&mem, &bytes, dt, LHK), *ref[CB];
@@ -1377,9 +1375,9 @@ static void test_mha_cached_batch(attn_dtype dt, const char *tag) {
         c.num_threads = threads;
         attn_rope_options ro = attn_rope_options_default();
         attn_sdpa_options so = attn_sdpa_options_default();
-        so.context = &c, so.dropout_p = 0.25, so.dropout_seed = 77;
+        so.dropout_p = 0.25, so.dropout_seed = 77;
         attn_mha_options mo = attn_mha_options_default();
-        mo.causal = ATTN_CAUSAL_BOTTOM_RIGHT, mo.rope = &ro, mo.attention = &so;
+        mo.causal = ATTN_CAUSAL_BOTTOM_RIGHT, mo.rope = &ro, mo.attention = &so, mo.context = &c;
         void *mem;
         size_t bytes;
         attn_kv_cache *cache = batch_cache(&mem, &bytes, dt, LHK);
@@ -1468,9 +1466,8 @@ static void test_mha_batch_f64(void) {
         attn_rope_options ro = attn_rope_options_default();
         ro.position_offset = 5;
         attn_sdpa_options so = attn_sdpa_options_default();
-        so.context = &c;
         attn_mha_options mo = attn_mha_options_default();
-        mo.causal = ATTN_CAUSAL_BOTTOM_RIGHT, mo.rope = &ro, mo.attention = &so;
+        mo.causal = ATTN_CAUSAL_BOTTOM_RIGHT, mo.rope = &ro, mo.attention = &so, mo.context = &c;
         void *mem, *rmem[CB], *pmem;
         size_t bytes;
         attn_kv_cache *cache = batch_cache(&mem, &bytes, ATTN_F64, LHK), *ref[CB];

@@ -318,15 +318,10 @@ def _mha_params(mod, arrays, keep):
     return p
 
 
-def _param_arrays(mod, tensors):
-    """The module's parameters as NumPy views, by attn_mha_params' names; a
-    packed in_proj_bias beside separate weights is split in three views."""
-    a = {n: _np(t, n) for n, t in tensors.items() if t is not None and n in MHA_PARAMS}
-    if "in_proj_weight" not in a and "in_proj_bias" in a:
-        b = a.pop("in_proj_bias")
-        e = mod.embed_dim
-        a["q_proj_bias"], a["k_proj_bias"], a["v_proj_bias"] = b[:e], b[e:2 * e], b[2 * e:]
-    return a
+def _param_arrays(tensors):
+    """The module's parameters as NumPy views, by attn_mha_params' names (a
+    packed in_proj_bias beside separate weights too: the library splits it)."""
+    return {n: _np(t, n) for n, t in tensors.items() if t is not None and n in MHA_PARAMS}
 
 
 def _mha_options(mod, kpm, attn_mask, average, keep, dropout_p, seed, dtype):
@@ -357,7 +352,7 @@ class _MHA(torch.autograd.Function):
     def forward(ctx, mod, query, key, value, kpm, attn_mask, need_weights, average, dropout_p, *params):
         tensors = dict(zip(mod._param_names, params))
         seed = _seed(dropout_p)
-        keep, arrays = [], _param_arrays(mod, tensors)
+        keep, arrays = [], _param_arrays(tensors)
         qa, ka, va = _np(query, "query"), _np(key, "key"), _np(value, "value")
         m1, m2 = _np(kpm, "key_padding_mask"), _np(attn_mask, "attn_mask")
         p, o = _mha_params(mod, arrays, keep), _mha_options(mod, m1, m2, average, keep, dropout_p, seed, qa.dtype)
@@ -389,7 +384,7 @@ class _MHA(torch.autograd.Function):
                                    "attn.torch.scaled_dot_product_attention, whose attn_mask has one" % name)
         query, key, value, *params = ctx.saved_tensors
         tensors = dict(zip(mod._param_names, params))
-        keep, arrays = [], _param_arrays(mod, tensors)
+        keep, arrays = [], _param_arrays(tensors)
         p = _mha_params(mod, arrays, keep)
         xs = [_np(t, n) for t, n in ((query, "query"), (key, "key"), (value, "value"))]
         o = _mha_options(mod, _np(kpm, "key_padding_mask"), _np(attn_mask, "attn_mask"), average, keep, dropout_p, seed,
@@ -400,7 +395,7 @@ class _MHA(torch.autograd.Function):
         # then rounded once to the parameter's dtype below.
         wide = {torch.float16: query.dtype}
         grads = {n: torch.zeros_like(t, dtype=wide.get(t.dtype, t.dtype)) for n, t in tensors.items() if t is not None}
-        garrays = _param_arrays(mod, grads)
+        garrays = _param_arrays(grads)
         g = _mha_params(mod, garrays, keep)
         dxs = [np.empty(a.shape, a.dtype) for a in xs]
         err = Error()

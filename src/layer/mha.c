@@ -93,22 +93,42 @@ attn_status attn_mha_check_params(attn_mha_call *m, attn_error *err) {
     attn_status st;
     static const char *const W[3] = {"q_proj_weight", "k_proj_weight", "v_proj_weight"};
     static const char *const B[3] = {"q_proj_bias", "k_proj_bias", "v_proj_bias"};
+    const attn_tensor *w[3] = {p->q_proj_weight, p->k_proj_weight, p->v_proj_weight};
+    const attn_tensor *b[3] = {p->q_proj_bias, p->k_proj_bias, p->v_proj_bias};
+    /* One set of projections or the other: a parameter of the set not used
+     * was ignored, so a layer given both ran without the caller knowing
+     * which. */
+    for (int t = 0; t < 3; t++) {
+        if (p->in_proj_weight && (w[t] || b[t]))
+            return attn_fail(err, ATTN_ERR_OPTION, "in_proj_weight and %s were both given: give in_proj_weight (and "
+                             "in_proj_bias) or the separate q, k and v projections, not both", w[t] ? W[t] : B[t]);
+        if (p->in_proj_bias && b[t])
+            return attn_fail(err, ATTN_ERR_OPTION, "in_proj_bias and %s were both given: give one or the other", B[t]);
+    }
     if (p->in_proj_weight) { /* packed: (3E, E), only without GQA or other kdim/vdim */
         if (m->Hkv != m->Hq || m->kdim != m->E || m->vdim != m->E)
             return attn_fail(err, ATTN_ERR_OPTION, "in_proj_weight packs q, k and v: it needs kdim = vdim = E and no GQA; "
                              "give q_proj_weight, k_proj_weight and v_proj_weight instead");
         if ((st = check_param(p->in_proj_weight, "in_proj_weight", m, 2, 3 * m->E, m->E, err))) return st;
-        if (p->in_proj_bias && (st = check_param(p->in_proj_bias, "in_proj_bias", m, 1, 3 * m->E, 0, err))) return st;
-        for (int t = 0; t < 3; t++) m->w[t] = p->in_proj_weight, m->b[t] = p->in_proj_bias, m->w_row0[t] = t * m->E;
+        for (int t = 0; t < 3; t++) m->w[t] = p->in_proj_weight, m->w_row0[t] = t * m->E, m->b[t] = NULL, m->b_row0[t] = 0;
     } else {
-        const attn_tensor *w[3] = {p->q_proj_weight, p->k_proj_weight, p->v_proj_weight};
-        const attn_tensor *b[3] = {p->q_proj_bias, p->k_proj_bias, p->v_proj_bias};
         for (int t = 0; t < 3; t++) {
             if (!w[t]) return attn_fail(err, ATTN_ERR_NULL, "give in_proj_weight, or q_proj_weight, k_proj_weight and v_proj_weight");
             if ((st = check_param(w[t], W[t], m, 2, rows[t], in[t], err))) return st;
             if (b[t] && (st = check_param(b[t], B[t], m, 1, rows[t], 0, err))) return st;
-            m->w[t] = w[t], m->b[t] = b[t], m->w_row0[t] = 0;
+            m->w[t] = w[t], m->b[t] = b[t], m->w_row0[t] = 0, m->b_row0[t] = 0;
         }
+    }
+    /* in_proj_bias (3E,) packs the three biases beside either kind of
+     * weight: PyTorch's module keeps it packed when kdim or vdim makes it
+     * use separate weights, and its state_dict names it so. Without GQA
+     * each part is E long. */
+    if (p->in_proj_bias) {
+        if (m->Hkv != m->Hq)
+            return attn_fail(err, ATTN_ERR_OPTION, "in_proj_bias packs three biases of E; with num_kv_heads < num_heads "
+                             "give q_proj_bias, k_proj_bias and v_proj_bias instead");
+        if ((st = check_param(p->in_proj_bias, "in_proj_bias", m, 1, 3 * m->E, 0, err))) return st;
+        for (int t = 0; t < 3; t++) m->b[t] = p->in_proj_bias, m->b_row0[t] = t * m->E;
     }
     if (!p->out_proj_weight) return attn_fail(err, ATTN_ERR_NULL, "out_proj_weight is NULL");
     if ((st = check_param(p->out_proj_weight, "out_proj_weight", m, 2, m->E, m->E, err))) return st;
@@ -117,8 +137,13 @@ attn_status attn_mha_check_params(attn_mha_call *m, attn_error *err) {
     const attn_tensor *bkv[2] = {p->bias_k, p->bias_v};
     for (int t = 0; t < 2 && p->bias_k; t++) {
         attn_tensor flat = *bkv[t]; /* (1, 1, Hkv·D) */
-        if (flat.rank != 3 || flat.shape[0] != 1 || flat.shape[1] != 1)
-            return attn_fail(err, ATTN_ERR_SHAPE, "%s must have shape (1, 1, %lld)", t ? "bias_v" : "bias_k", (long long)rows[1]);
+        if (flat.rank != 3 || flat.shape[0] != 1 || flat.shape[1] != 1 || flat.shape[2] != rows[1]) {
+            /* named by the shape given: the flattened one's "(7,)" was never the caller's */
+            char s[128];
+            attn_format_shape(s, sizeof s, flat.rank, flat.shape);
+            return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s; it must be (1, 1, %lld)", t ? "bias_v" : "bias_k", s,
+                             (long long)rows[1]);
+        }
         flat.rank = 1, flat.shape[0] = flat.shape[2], flat.strides[0] = flat.strides[2];
         if ((st = check_param(&flat, t ? "bias_v" : "bias_k", m, 1, rows[1], 0, err))) return st;
     }
@@ -197,12 +222,12 @@ size_t attn_mha_gemm_scratch_bytes(const attn_mha_call *m, int64_t key_rows) {
 }
 
 bool attn_mha_project(char *dst, const attn_tensor *x, const attn_tensor *w, const void *packed, const attn_tensor *b,
-                      int64_t row0, int64_t F, int64_t rows_out, const attn_tensor *bias_kv, const attn_mha_call *m) {
+                      int64_t row0, int64_t b_row0, int64_t F, int64_t rows_out, const attn_tensor *bias_kv, const attn_mha_call *m) {
     int64_t N = x->shape[0], rows = x->shape[1], in = x->shape[2], es = (int64_t)attn_dtype_size(m->dt);
     int64_t wes = (int64_t)attn_dtype_size(w->dtype), bes = b ? (int64_t)attn_dtype_size(b->dtype) : 0;
     /* b(p, f) = W[row0 + f, p]: the weight read transposed where it lies. */
     attn_mat wt = {(char *)w->data + row0 * w->strides[0] * wes, w->dtype, in, F, w->strides[1], w->strides[0]};
-    attn_mat bias = {b ? (char *)b->data + row0 * b->strides[0] * bes : NULL, b ? b->dtype : m->dt, 1, F, 0, b ? b->strides[0] : 0};
+    attn_mat bias = {b ? (char *)b->data + b_row0 * b->strides[0] * bes : NULL, b ? b->dtype : m->dt, 1, F, 0, b ? b->strides[0] : 0};
     /* One product over all N·rows rows when they are evenly spaced. */
     bool whole = rows_out == rows && attn_mha_rows_even(x);
     for (int64_t n = 0; rows > 0 && n < (whole ? 1 : N); n++) { /* sequences of no rows: no address formed */
@@ -416,9 +441,9 @@ attn_status attn_mha_out_of(const attn_mha_call *m, attn_error *err) {
 attn_status attn_mha_project_qkv(char *q, char *k, char *v, const attn_mha_call *m, int64_t key_rows, bool bias_kv,
                                 attn_error *err) {
     int64_t Fq = m->Hq * m->D, Fk = m->Hkv * m->D;
-    if (!attn_mha_project(q, &m->q, m->w[0], m->packed[0], m->b[0], m->w_row0[0], Fq, m->L, NULL, m) ||
-        !attn_mha_project(k, &m->k, m->w[1], m->packed[1], m->b[1], m->w_row0[1], Fk, key_rows, bias_kv ? m->p.bias_k : NULL, m) ||
-        !attn_mha_project(v, &m->v, m->w[2], m->packed[2], m->b[2], m->w_row0[2], Fk, key_rows, bias_kv ? m->p.bias_v : NULL, m))
+    if (!attn_mha_project(q, &m->q, m->w[0], m->packed[0], m->b[0], m->w_row0[0], m->b_row0[0], Fq, m->L, NULL, m) ||
+        !attn_mha_project(k, &m->k, m->w[1], m->packed[1], m->b[1], m->w_row0[1], m->b_row0[1], Fk, key_rows, bias_kv ? m->p.bias_k : NULL, m) ||
+        !attn_mha_project(v, &m->v, m->w[2], m->packed[2], m->b[2], m->w_row0[2], m->b_row0[2], Fk, key_rows, bias_kv ? m->p.bias_v : NULL, m))
         return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
     return m->o.rope && !m->rope_in_attention ? attn_mha_rotate_heads(q, k, m, key_rows, err) : ATTN_OK;
 }
@@ -431,6 +456,19 @@ attn_status attn_mha_sdpa_options(attn_sdpa_options *so, const attn_mha_call *m,
      * it places them; the attention's would be dropped below, unseen. */
     if (!st && so->rope)
         return attn_fail(err, ATTN_ERR_OPTION, "options->attention->rope is set; a layer takes RoPE as options->rope");
+    /* Likewise its causal mode, masks (of the module's polarity) and
+     * context are the layer's own: the attention's were dropped unseen, a
+     * causal mode left the layer attending to every key and a context's
+     * thread count did not reach the call. */
+    if (!st && so->causal != ATTN_CAUSAL_NONE)
+        return attn_fail(err, ATTN_ERR_OPTION, "options->attention->causal is set; a layer takes its causal mode as "
+                         "options->causal");
+    if (!st && so->mask)
+        return attn_fail(err, ATTN_ERR_OPTION, "options->attention->mask is set; a layer takes masks as "
+                         "options->attn_mask and options->key_padding_mask (true ignores a key there)");
+    if (!st && so->context)
+        return attn_fail(err, ATTN_ERR_OPTION, "options->attention->context is set; a layer takes its context as "
+                         "options->context");
     so->struct_size = sizeof *so;
     so->causal = causal, so->mask = mask, so->context = m->o.context;
     so->rope = m->rope_in_attention ? m->o.rope : NULL;

@@ -17,6 +17,7 @@ typedef struct attn_mha_call {
     attn_tensor q, k, v;                 /* the inputs seen as (N, rows, features) */
     const attn_tensor *w[3], *b[3];      /* the q, k, v projections: weight (rows, in) and bias */
     int64_t w_row0[3];                   /* the projection's first row in w (in_proj_weight packs all three) */
+    int64_t b_row0[3];                   /* and in b (in_proj_bias packs all three, beside either kind of weight) */
     const attn_tensor *sinks;            /* params->sinks or options->attention->sinks, or NULL */
     const attn_tensor *alibi;            /* options->attention->alibi_slopes, or NULL */
     int threads;                         /* for the projections: the call's context, or the process's count */
@@ -139,11 +140,11 @@ static inline bool attn_mha_rows_even(const attn_tensor *x) {
 /* Sequence n's first `rows` rows of x (N, rows', F) as a matrix (rows × F). */
 attn_mat attn_mha_rows(const attn_tensor *x, int64_t n, int64_t rows);
 /* dst (N, rows_out, F), contiguous, = x (N, rows, in) · W[row0 .. row0 + F)ᵀ
- * + b, in f32 sums for an f32 layer and double sums for an f64 one; row
+ * + b[b_row0 .. b_row0 + F), in f32 sums for an f32 layer and double sums for an f64 one; row
  * `rows` of each sequence is bias_kv when given. False when the product's
  * buffers cannot be allocated. */
 bool attn_mha_project(char *dst, const attn_tensor *x, const attn_tensor *w, const void *packed, const attn_tensor *b,
-                      int64_t row0, int64_t F, int64_t rows_out, const attn_tensor *bias_kv, const attn_mha_call *m);
+                      int64_t row0, int64_t b_row0, int64_t F, int64_t rows_out, const attn_tensor *bias_kv, const attn_mha_call *m);
 /* F1 and F2 of the forward (packed weights when m->packed, buffers from
  * m->arena when set): q (N, L, Hq·D), k and v (N, key_rows, Hkv·D)
  * projected, k and v with the bias_kv row when bias_kv and the layer has

@@ -371,7 +371,7 @@ static void fuzz_mha(reader *r) {
     }
     call_options co;
     options(r, &co, dt, p.num_heads, L, L);
-    co.o.mask = NULL;
+    co.o.mask = NULL, co.o.causal = ATTN_CAUSAL_NONE; /* the layer's own (options->causal, the masks) */
     o.attention = &co.o;
     o.context = &co.c;
     if (flags & 16) o.rope = &co.rope, co.rope = attn_rope_options_default(), co.rope.position_offset = pick_int(r);
