@@ -719,7 +719,15 @@ static void test_npy(void) {
                  "npy_read_dir");
     check_status(attn_npy_write(NULL, &view, &err), &err, ATTN_ERR_NULL, "path", "npy_write_null");
     view.dtype = (attn_dtype)99;
-    check_status(attn_npy_write(path, &view, &err), &err, ATTN_ERR_DTYPE, "dtype", "npy_write_dtype");
+    check_status(attn_npy_write(path, &view, &err), &err, ATTN_ERR_DTYPE, "unknown dtype 99", "npy_write_dtype");
+    /* a quantized format is a known dtype that .npy cannot hold: said so, not "unknown" */
+    view.dtype = ATTN_Q8;
+    check_status(attn_npy_write(path, &view, &err), &err, ATTN_ERR_DTYPE,
+                 "q8 is a quantized format, not a .npy dtype; dequantize to f32 first", "npy_write_quantized");
+    check_status(attn_npy_format_header(head, sizeof head, &head_len, ATTN_E4M3, 2, view.shape, &err), &err,
+                 ATTN_ERR_DTYPE, "e4m3 is a quantized format, not a .npy dtype", "npy_format_header_quantized");
+    check_status(attn_npy_format_header(head, sizeof head, &head_len, ATTN_BF16, 2, view.shape, &err), &err,
+                 ATTN_ERR_DTYPE, ".npy has no bfloat16 dtype", "npy_format_header_bf16");
     view.dtype = ATTN_F32;
     view.rank = 7;
     check_status(attn_npy_write(path, &view, &err), &err, ATTN_ERR_RANK, "rank 7", "npy_write_rank");
