@@ -381,6 +381,15 @@ test: test-deps
 	@$(MAKE) --no-print-directory all web bench fuzz test-bins
 	@sh tests/run.sh $(BUILD)
 
+# The loader finds a library newly put in a directory of its configuration
+# (Debian's /usr/local/lib) only through its cache: `sudo make install` there
+# runs ldconfig, or a program built against attn.pc would not start. A staged
+# (DESTDIR) or private prefix is left to its user (LD_LIBRARY_PATH, -rpath).
+# LDSO_CONF: the loader's configuration (a test points it elsewhere).
+LDSO_CONF ?= /etc/ld.so.conf /etc/ld.so.conf.d/*.conf
+LDCONFIG = if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null && \
+	     cat $(LDSO_CONF) 2>/dev/null | grep -qxF "$(PREFIX)/lib"; then ldconfig; fi
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(BUILD)/attn $(DESTDIR)$(PREFIX)/bin/attn
@@ -402,6 +411,7 @@ install: all
 	    'Name: attn-mpi' 'Description: ring attention over MPI (libattn-mpi); build with mpicc, or add your MPI (mpi-c)' \
 	    'Version: $(VERSION)' 'Requires: attn' 'Libs: -L$${libdir} -lattn-mpi' 'Cflags: -I$${includedir}' \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/attn-mpi.pc; fi
+	@$(LDCONFIG)
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/attn $(DESTDIR)$(PREFIX)/bin/attn-bench $(DESTDIR)$(PREFIX)/include/attn.h \
@@ -409,6 +419,7 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/bin/attn-mpi $(DESTDIR)$(PREFIX)/lib/libattn-mpi.a \
 	  $(DESTDIR)$(PREFIX)/lib/libattn.a $(DESTDIR)$(PREFIX)/lib/libattn.so* \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/attn.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/attn-mpi.pc
+	@$(LDCONFIG)
 
 clean:
 	rm -rf $(BUILD)
