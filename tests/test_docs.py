@@ -250,6 +250,63 @@ for line, text in blocks("docs/explainer.md", ""):
             diff.append(f"{len(want.split(chr(10)))} lines in the doc, {len(got.split(chr(10)))} printed")
         report(f"explainer_md_line{line}_{name}", not diff, "; ".join(diff[:3]))
 
+# docs/explainer.md's table "Every worked example, reproduced": each row that
+# names one `attn ...` command quotes what it prints, and the quotes must be
+# in its output. A later `attn ...` quote in the cell names another command
+# for the quotes after it, a `--step NAME` quote the same command at that
+# step; bars are left out of quoted lines, and a quote of numbers alone may
+# be a column (the numbers in order down the output). Names quoted from the
+# output (`top /d`) are labels, not checked.
+BARS = re.compile(r"[\u2580-\u259f]+")
+
+
+def squeeze(text):
+    return re.sub(r"[ \t]+", " ", BARS.sub("", text))
+
+
+def quoted_in(value, out):
+    if squeeze(value).strip() in squeeze(out):
+        return True
+    numbers = re.findall(r"-?\d+\.\d+(?:e-?\d+)?", value)
+    if len(numbers) < 2 or re.sub(r"[-\d.e\s]", "", value):
+        return False
+    tokens, at = squeeze(out).split(), 0
+    for n in numbers:  # a column: each number after the one before it
+        at = next((i + 1 for i in range(at, len(tokens)) if tokens[i] == n), None)
+        if at is None:
+            return False
+    return True
+
+
+explainer = open(os.path.join(ROOT, "docs", "explainer.md"), encoding="utf-8").read()
+start = explainer.index("## Every worked example, reproduced")
+table = explainer[start:]
+table = table[:table.index("\n## ", 5)]
+first_line = explainer[:start].count("\n") + 1
+outputs = {}
+for line, row in enumerate(table.split("\n"), first_line):
+    cells = [c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]]
+    commands = re.findall(r"`(attn [^`]*)`", cells[2]) if len(cells) == 4 else []
+    if len(commands) != 1:
+        continue
+    command, missing = commands[0], []
+    for value in re.findall(r"`([^`]+)`", cells[3]):
+        if value.startswith("attn "):
+            command = value
+            continue
+        if value.startswith("--step "):
+            command = re.sub(r"--step \w+", value, command)
+            continue
+        if value.startswith(("--", "[")) or re.fullmatch(r"[A-Za-z /_()]+", value):
+            continue
+        if command not in outputs:
+            outputs[command] = shell(command)
+        r = outputs[command]
+        if r.returncode or not quoted_in(value, r.stdout):
+            missing.append(f"{value!r} not in `{command}`" + (f" (exit {r.returncode})" if r.returncode else ""))
+    name = re.sub(r"\W+", "_", commands[0])[:50].strip("_")
+    report(f"explainer_md_line{line}_table_{name}", not missing, "; ".join(missing[:3]))
+
 # The user-facing text never points at the project's tracker: "issue 30",
 # "the issue's targets", "per the issue" mean nothing to a reader (the CPU's
 # "issue 2 a cycle" and "issue-bound" are another word).
