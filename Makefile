@@ -56,7 +56,8 @@ TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/
              $(BUILD)/tests/test_threads $(BUILD)/asan/test_threads $(BUILD)/tsan/test_threads \
              $(BUILD)/asan/test_dlclose \
              $(BUILD)/asan/test_abi_0_2_static $(BUILD)/asan/test_abi_0_2_shared $(BUILD)/asan/test_abi_kv_desc \
-             $(BUILD)/asan/test_abi_npy_info $(BUILD)/asan/test_abi_npy_info_shared
+             $(BUILD)/asan/test_abi_npy_info $(BUILD)/asan/test_abi_npy_info_shared \
+             $(BUILD)/asan/test_abi_mha_options
 
 # libattn-mpi (mpi/, include/attn_mpi.h), the attn-mpi command (cli/mpi/) and
 # their test are built when mpicc exists (Debian's libopenmpi-dev; `make test`
@@ -239,6 +240,11 @@ $(BUILD)/asan/test_abi_0_2_shared: $(ABI_DEPS) $(BUILD)/libattn.so
 # A program that knows the KV caches' descriptions as they were before
 # key_dtype was added at their end, with today's library (ASan+UBSan).
 $(BUILD)/asan/test_abi_kv_desc: tests/abi/test_abi_kv_desc.c include/attn.h $(TEST_HEADERS) $(SAN_LIB_OBJ)
+	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -O1 -g $(SAN_FLAGS) -Iinclude -o $@ $< $(SAN_LIB_OBJ) $(LIBS)
+
+# A program with 0.3.0's attn_mha_options (before `packed`), each call of the
+# layer given it in a heap block of its size, with today's library (ASan+UBSan).
+$(BUILD)/asan/test_abi_mha_options: tests/abi/test_abi_mha_options.c include/attn.h $(TEST_HEADERS) $(SAN_LIB_OBJ)
 	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -O1 -g $(SAN_FLAGS) -Iinclude -o $@ $< $(SAN_LIB_OBJ) $(LIBS)
 
 # A program built against 0.3.0's attn_npy_info (no struct_size), and
