@@ -60,7 +60,8 @@ TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/
              $(BUILD)/tests/test_threads $(BUILD)/asan/test_threads $(BUILD)/tsan/test_threads \
              $(BUILD)/asan/test_dlclose \
              $(BUILD)/asan/test_abi_0_2_static $(BUILD)/asan/test_abi_0_2_shared $(BUILD)/asan/test_abi_kv_desc \
-             $(BUILD)/asan/test_abi_npy_info $(BUILD)/asan/test_abi_npy_info_shared
+             $(BUILD)/asan/test_abi_npy_info $(BUILD)/asan/test_abi_npy_info_shared \
+             $(BUILD)/asan/test_abi_mha_options
 
 # libattn-mpi (mpi/, include/attn_mpi.h), the attn-mpi command (cli/mpi/) and
 # their test are built when mpicc exists (Debian's libopenmpi-dev; `make test`
@@ -245,6 +246,11 @@ $(BUILD)/asan/test_abi_0_2_shared: $(ABI_DEPS) $(BUILD)/libattn.so
 $(BUILD)/asan/test_abi_kv_desc: tests/abi/test_abi_kv_desc.c include/attn.h $(TEST_HEADERS) $(SAN_LIB_OBJ)
 	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -O1 -g $(SAN_FLAGS) -Iinclude -o $@ $< $(SAN_LIB_OBJ) $(LIBS)
 
+# A program with 0.3.0's attn_mha_options (before `packed`), each call of the
+# layer given it in a heap block of its size, with today's library (ASan+UBSan).
+$(BUILD)/asan/test_abi_mha_options: tests/abi/test_abi_mha_options.c include/attn.h $(TEST_HEADERS) $(SAN_LIB_OBJ)
+	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -O1 -g $(SAN_FLAGS) -Iinclude -o $@ $< $(SAN_LIB_OBJ) $(LIBS)
+
 # A program built against 0.3.0's attn_npy_info (no struct_size), and
 # today's struct at its caller's sizes, with today's library (ASan+UBSan).
 $(BUILD)/asan/test_abi_npy_info: tests/abi/test_abi_npy_info.c include/attn.h $(TEST_HEADERS) $(SAN_LIB_OBJ)
@@ -394,6 +400,15 @@ test: test-deps
 	@$(MAKE) --no-print-directory all web bench fuzz test-bins
 	@sh tests/run.sh $(BUILD)
 
+# The loader finds a library newly put in a directory of its configuration
+# (Debian's /usr/local/lib) only through its cache: `sudo make install` there
+# runs ldconfig, or a program built against attn.pc would not start. A staged
+# (DESTDIR) or private prefix is left to its user (LD_LIBRARY_PATH, -rpath).
+# LDSO_CONF: the loader's configuration (a test points it elsewhere).
+LDSO_CONF ?= /etc/ld.so.conf /etc/ld.so.conf.d/*.conf
+LDCONFIG = if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null && \
+	     cat $(LDSO_CONF) 2>/dev/null | grep -qxF "$(PREFIX)/lib"; then ldconfig; fi
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(BUILD)/attn $(DESTDIR)$(PREFIX)/bin/attn
@@ -415,6 +430,7 @@ install: all
 	    'Name: attn-mpi' 'Description: ring attention over MPI (libattn-mpi); build with mpicc, or add your MPI (mpi-c)' \
 	    'Version: $(VERSION)' 'Requires: attn' 'Libs: -L$${libdir} -lattn-mpi' 'Cflags: -I$${includedir}' \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/attn-mpi.pc; fi
+	@$(LDCONFIG)
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/attn $(DESTDIR)$(PREFIX)/bin/attn-bench $(DESTDIR)$(PREFIX)/include/attn.h \
@@ -422,6 +438,7 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/bin/attn-mpi $(DESTDIR)$(PREFIX)/lib/libattn-mpi.a \
 	  $(DESTDIR)$(PREFIX)/lib/libattn.a $(DESTDIR)$(PREFIX)/lib/libattn.so* \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/attn.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/attn-mpi.pc
+	@$(LDCONFIG)
 
 clean:
 	rm -rf $(BUILD)

@@ -725,14 +725,16 @@ ATTN_API attn_status attn_check_disjoint(const attn_tensor *a, const char *a_nam
  * read, ATTN_OK) over `ours`, `size` bytes already holding the defaults:
  * only its first struct_size bytes, so the fields an older header lacks
  * keep their defaults; ours' struct_size is then `size`. Errors:
- * ATTN_ERR_OPTION for a struct_size below sizeof(size_t) (the message is
- * "NAME->struct_size is N: HINT", e.g. NAME "options" and HINT "start from
- * attn_sdpa_options_default()") or larger than `size` (a newer header).
+ * ATTN_ERR_NULL (ours NULL with theirs given), ATTN_ERR_OPTION for a
+ * struct_size below sizeof(size_t) (the message is "NAME->struct_size is N:
+ * HINT", e.g. NAME "options" and HINT "start from
+ * attn_sdpa_options_default()"; NULL NAME reads "struct", a NULL or empty
+ * HINT is left out) or larger than `size` (a newer header).
  *
  * attn_versioned_init is X_init: the first struct_size bytes of `theirs`
  * from `defaults` (`size` bytes, X as the library has it), zeros past
- * `size`, struct_size set; nothing written for NULL or a struct_size below
- * sizeof(size_t). Returns `size`. */
+ * `size`, struct_size set; nothing written for NULL theirs or defaults or
+ * a struct_size below sizeof(size_t). Returns `size`. */
 ATTN_API attn_status attn_versioned_read(void *ours, size_t size, const void *theirs, const char *name,
                                          const char *hint, attn_error *err);
 ATTN_API size_t attn_versioned_init(void *theirs, size_t struct_size, const void *defaults, size_t size);

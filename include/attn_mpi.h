@@ -146,8 +146,8 @@ typedef struct attn_mpi_value {
  * timeout_s (above 0, below ATTN_MPI_TIMEOUT_MAX) is ATTN_ERR_COMM. It allocates nothing (64 values per
  * all-reduce), so that no rank fails alone while the others wait for it.
  * Errors: ATTN_ERR_NULL (values with n > 0, or comm MPI_COMM_NULL),
- * ATTN_ERR_OPTION (timeout_s), ATTN_ERR_ARGUMENT (the ranks pass different
- * n), ATTN_ERR_COMM (also when MPI is not initialized). comm's own error
+ * ATTN_ERR_OPTION (timeout_s), ATTN_ERR_ARGUMENT (n < 0, or the ranks pass
+ * different n), ATTN_ERR_COMM (also when MPI is not initialized). comm's own error
  * handler applies to MPI's errors. */
 ATTN_API attn_status attn_mpi_same(MPI_Comm comm, const attn_mpi_value *values, int n, double timeout_s,
                                    attn_error *err);

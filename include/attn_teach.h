@@ -105,8 +105,8 @@ ATTN_API attn_status attn_toy_tokenize(attn_toy_token *tokens, int max_tokens, i
                                        const char *sentence, attn_error *err);
 
 /* x (n, ATTN_TOY_D_MODEL) = the embedding rows of the n tokens.
- * Errors: ATTN_ERR_NULL, ATTN_ERR_TOKEN (an id outside the vocabulary),
- * ATTN_ERR_STRIDE (x overlapping tokens). */
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (n < 0), ATTN_ERR_TOKEN (an id
+ * outside the vocabulary), ATTN_ERR_STRIDE (x overlapping tokens). */
 ATTN_API attn_status attn_toy_embed(double *x, const attn_toy_token *tokens, int n,
                                     attn_error *err);
 

@@ -111,7 +111,8 @@ attn_status attn_mpi_same(MPI_Comm comm, const attn_mpi_value *values, int n, do
     if (MPI_Initialized(&initialized) != MPI_SUCCESS || !initialized)
         return ring_fail(err, ATTN_ERR_COMM, "MPI is not initialized: call MPI_Init first");
     if (comm == MPI_COMM_NULL) return ring_fail(err, ATTN_ERR_NULL, "comm is MPI_COMM_NULL");
-    if (n < 0 || (n > 0 && !values)) return ring_fail(err, ATTN_ERR_NULL, "values is NULL or n (%d) negative", n);
+    if (n < 0) return ring_fail(err, ATTN_ERR_ARGUMENT, "n is %d; it must be 0 or more", n);
+    if (n > 0 && !values) return ring_fail(err, ATTN_ERR_NULL, "values is NULL (n is %d)", n);
     if (!(timeout_s > 0 && timeout_s < ATTN_MPI_TIMEOUT_MAX))
         return ring_fail(err, ATTN_ERR_OPTION, "timeout_s is %g; it must be above 0 and below %g", timeout_s,
                          ATTN_MPI_TIMEOUT_MAX);

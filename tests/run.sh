@@ -62,6 +62,7 @@ suite "a program built against 0.2.0's attn.h, with libattn.so (ASan+UBSan)" "$B
 suite "a program with the KV caches' descriptions and view from before key_dtype (ASan+UBSan)" "$BUILD/asan/test_abi_kv_desc"
 suite "a program with 0.3.0's attn_npy_info, and today's at its caller's sizes (ASan+UBSan)" "$BUILD/asan/test_abi_npy_info"
 suite "a program with 0.3.0's attn_npy_info, and today's at its caller's sizes with libattn.so (ASan+UBSan)" "$BUILD/asan/test_abi_npy_info_shared"
+suite "a program with 0.3.0's attn_mha_options, before packed (ASan+UBSan)" "$BUILD/asan/test_abi_mha_options"
 suite "attn sdpa vs PyTorch float64" $PY tests/oracle.py "$BUILD"
 suite "backward pass: finite differences, errors, workspace" "$BUILD/tests/test_backward"
 suite "backward pass under ASan+UBSan" "$BUILD/asan/test_backward"

@@ -719,7 +719,15 @@ static void test_npy(void) {
                  "npy_read_dir");
     check_status(attn_npy_write(NULL, &view, &err), &err, ATTN_ERR_NULL, "path", "npy_write_null");
     view.dtype = (attn_dtype)99;
-    check_status(attn_npy_write(path, &view, &err), &err, ATTN_ERR_DTYPE, "dtype", "npy_write_dtype");
+    check_status(attn_npy_write(path, &view, &err), &err, ATTN_ERR_DTYPE, "unknown dtype 99", "npy_write_dtype");
+    /* a quantized format is a known dtype that .npy cannot hold: said so, not "unknown" */
+    view.dtype = ATTN_Q8;
+    check_status(attn_npy_write(path, &view, &err), &err, ATTN_ERR_DTYPE,
+                 "q8 is a quantized format, not a .npy dtype; dequantize to f32 first", "npy_write_quantized");
+    check_status(attn_npy_format_header(head, sizeof head, &head_len, ATTN_E4M3, 2, view.shape, &err), &err,
+                 ATTN_ERR_DTYPE, "e4m3 is a quantized format, not a .npy dtype", "npy_format_header_quantized");
+    check_status(attn_npy_format_header(head, sizeof head, &head_len, ATTN_BF16, 2, view.shape, &err), &err,
+                 ATTN_ERR_DTYPE, ".npy has no bfloat16 dtype", "npy_format_header_bf16");
     view.dtype = ATTN_F32;
     view.rank = 7;
     check_status(attn_npy_write(path, &view, &err), &err, ATTN_ERR_RANK, "rank 7", "npy_write_rank");
@@ -833,6 +841,8 @@ static void test_toy(void) {
     double x[16], w[3][32];
     attn_toy_token bad = {99, 0, 1};
     check_status(attn_toy_embed(x, &bad, 1, &err), &err, ATTN_ERR_TOKEN, "id 99", "toy_embed_bad_id");
+    check_status(attn_toy_embed(x, &bad, -1, &err), &err, ATTN_ERR_ARGUMENT, "n is -1; it must be 0 or more",
+                 "toy_embed_negative_n");
     check_status(attn_toy_weights(w[0], w[1], w[2], (attn_toy_head)5, &err), &err, ATTN_ERR_ARGUMENT,
                  "head 5", "toy_weights_bad_head");
     check_status(attn_toy_weights(NULL, w[1], w[2], ATTN_TOY_WIRED, &err), &err, ATTN_ERR_NULL, "NULL",
@@ -1262,6 +1272,61 @@ static void test_versioned_init(void) {
     check_status(attn_sdpa(&out, NULL, NULL, &q, &q, &q, &big.o, &err), &err, ATTN_ERR_OPTION, "newer attn.h",
                  "options_init_for_newer_header_refused");
     free(q.data), free(out.data);
+}
+
+/* The two public helpers behind every X_init and every call, as a library
+ * built on this one (libattn-mpi) calls them: a struct of a library's own
+ * (struct_size, a, b) read from a caller's older, smaller one. */
+typedef struct versioned_demo {
+    size_t struct_size;
+    int a, b;
+} versioned_demo;
+
+static void test_versioned_helpers(void) {
+    attn_error err;
+    const versioned_demo defaults = {sizeof defaults, 1, 2};
+    versioned_demo ours = defaults, theirs;
+    memset(&theirs, 0x5a, sizeof theirs); /* b, past the older struct, is garbage never read */
+    theirs.struct_size = offsetof(versioned_demo, b), theirs.a = 7;
+    check_status(attn_versioned_read(&ours, sizeof ours, &theirs, "demo", "start from demo_default()", &err), &err,
+                 ATTN_OK, "", "versioned_read_older_struct");
+    check(ours.a == 7 && ours.b == 2 && ours.struct_size == sizeof ours, "versioned_read_keeps_defaults_past_it",
+          "a %d, b %d, struct_size %zu", ours.a, ours.b, ours.struct_size);
+    check_status(attn_versioned_read(&ours, sizeof ours, NULL, "demo", "", &err), &err, ATTN_OK, "",
+                 "versioned_read_null_theirs_reads_nothing");
+    theirs.struct_size = 3;
+    check_status(attn_versioned_read(&ours, sizeof ours, &theirs, "demo", "start from demo_default()", &err), &err,
+                 ATTN_ERR_OPTION, "demo->struct_size is 3: start from demo_default()", "versioned_read_too_small");
+    theirs.struct_size = sizeof theirs + 8;
+    check_status(attn_versioned_read(&ours, sizeof ours, &theirs, "demo", "", &err), &err, ATTN_ERR_OPTION,
+                 "larger than this library's", "versioned_read_newer_header");
+    /* NULL where the library's own struct belongs; NULL name and hint print no "(null)" */
+    theirs.struct_size = sizeof theirs;
+    check_status(attn_versioned_read(NULL, sizeof ours, &theirs, "demo", "", &err), &err, ATTN_ERR_NULL,
+                 "the struct to read demo into is NULL", "versioned_read_null_ours");
+    theirs.struct_size = 0;
+    attn_status st = attn_versioned_read(&ours, sizeof ours, &theirs, NULL, NULL, &err);
+    check(st == ATTN_ERR_OPTION && !strcmp(err.message, "struct->struct_size is 0"), "versioned_read_null_name_and_hint",
+          "status %d, \"%s\"", (int)st, err.message);
+    st = attn_versioned_read(&ours, sizeof ours, &theirs, "demo", "", &err);
+    check(st == ATTN_ERR_OPTION && !strcmp(err.message, "demo->struct_size is 0"), "versioned_read_empty_hint",
+          "status %d, \"%s\"", (int)st, err.message);
+    /* init: the caller's bytes from the defaults, zeros past ours, its own size kept */
+    unsigned char big[sizeof(versioned_demo) + 8];
+    memset(big, 0x77, sizeof big);
+    size_t got = attn_versioned_init(big, sizeof big, &defaults, sizeof defaults), given;
+    memcpy(&given, big, sizeof given);
+    int zeros = 1;
+    for (size_t i = sizeof defaults; i < sizeof big; i++) zeros &= big[i] == 0;
+    check(got == sizeof defaults && given == sizeof big && zeros &&
+              !memcmp(big + sizeof(size_t), (const char *)&defaults + sizeof(size_t), sizeof defaults - sizeof(size_t)),
+          "versioned_init_newer_struct", "returned %zu, struct_size %zu", got, given);
+    memset(big, 0x77, sizeof big);
+    got = attn_versioned_init(big, sizeof big, NULL, sizeof defaults);
+    check(got == sizeof defaults && big[0] == 0x77 && big[sizeof big - 1] == 0x77, "versioned_init_null_defaults_writes_nothing",
+          "returned %zu", got);
+    check(attn_versioned_init(NULL, sizeof big, &defaults, sizeof defaults) == sizeof defaults,
+          "versioned_init_null_answers_the_size", "not the size");
 }
 
 static void test_options_version(void) {
@@ -2997,6 +3062,7 @@ int main(void) {
     test_merge();
     test_options_version();
     test_versioned_init();
+    test_versioned_helpers();
     test_mask_dtypes();
     test_numerics();
     test_strided();

@@ -83,6 +83,28 @@ if make -s --no-print-directory BUILD="$BUILD" DESTDIR="$stage" PREFIX=/opt/attn
 else
     echo "FAIL destdir_install: $(tail -n 3 "$prefix.log" | tr '\n' ' ')"
 fi
+# `sudo make install` into a lib directory the loader's configuration names
+# runs ldconfig (else the loader's cache lacks libattn.so.0 and a program
+# built against attn.pc does not start); into any other prefix, or staged
+# with DESTDIR, it does not. A stand-in ldconfig first on PATH records it.
+if [ "$(id -u)" != 0 ]; then
+    echo "skip install_runs_ldconfig: make install runs ldconfig only as root"
+else
+    mkdir -p "$prefix/fake/bin" && printf '#!/bin/sh\necho ran >>"%s"\n' "$prefix/fake/ran" >"$prefix/fake/bin/ldconfig" &&
+        chmod +x "$prefix/fake/bin/ldconfig" && printf '%s\n' "$prefix/lib" >"$prefix/fake/ld.so.conf"
+    ran() { [ -f "$prefix/fake/ran" ] && wc -l <"$prefix/fake/ran" || echo 0; }
+    PATH="$prefix/fake/bin:$PATH" make -s --no-print-directory BUILD="$BUILD" PREFIX="$prefix" \
+        LDSO_CONF="$prefix/fake/ld.so.conf" install >"$prefix.log" 2>&1 && configured=$(ran) &&
+        PATH="$prefix/fake/bin:$PATH" make -s --no-print-directory BUILD="$BUILD" PREFIX="$prefix" \
+            LDSO_CONF="$prefix/fake/none.conf" install >>"$prefix.log" 2>&1 && elsewhere=$(ran) &&
+        PATH="$prefix/fake/bin:$PATH" make -s --no-print-directory BUILD="$BUILD" PREFIX="$prefix" DESTDIR="$prefix/st" \
+            LDSO_CONF="$prefix/fake/ld.so.conf" install >>"$prefix.log" 2>&1 && staged=$(ran)
+    if [ "${configured:-}" = 1 ] && [ "${elsewhere:-}" = 1 ] && [ "${staged:-}" = 1 ]; then
+        echo "ok install_runs_ldconfig"
+    else
+        echo "FAIL install_runs_ldconfig: ldconfig runs after each install: ${configured:-?}, ${elsewhere:-?}, ${staged:-?} (want 1, 1, 1); $(tail -n 2 "$prefix.log" | tr '\n' ' ')"
+    fi
+fi
 # The teaching header, installed beside attn.h, builds against the same library.
 if ${CC:-cc} -std=c11 -Wall -Wextra -Werror tests/install/hello_teach.c $flags -o "$prefix/hello_teach" 2>"$prefix.log" &&
     [ "$(LD_LIBRARY_PATH="$prefix/lib" "$prefix/hello_teach")" = "3 tokens: the cat sat" ]; then

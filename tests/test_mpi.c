@@ -170,6 +170,13 @@ static void errors(void) {
     st = attn_mpi_same(MPI_COMM_NULL, &one, 1, 10, &err);
     snprintf(why, sizeof why, "status %d: %s", (int)st, err.message);
     mcheck(st == ATTN_ERR_NULL && strstr(err.message, "MPI_COMM_NULL"), "err_comm_null_same", why);
+    /* a negative count is out of range, not a NULL; NULL values are named alone */
+    st = attn_mpi_same(MPI_COMM_WORLD, &one, -1, 10, &err);
+    snprintf(why, sizeof why, "status %d: %s", (int)st, err.message);
+    mcheck(st == ATTN_ERR_ARGUMENT && strstr(err.message, "n is -1; it must be 0 or more"), "err_same_negative_n", why);
+    st = attn_mpi_same(MPI_COMM_WORLD, NULL, 1, 10, &err);
+    snprintf(why, sizeof why, "status %d: %s", (int)st, err.message);
+    mcheck(st == ATTN_ERR_NULL && strstr(err.message, "values is NULL (n is 1)"), "err_same_null_values", why);
     free(q.data), free(out.data), free(q2.data), free(lse2.data), free(dq.data);
 }
 

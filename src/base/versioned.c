@@ -6,10 +6,13 @@
  * struct_size bytes. */
 #include "base/base.h"
 
-/* struct_size as a caller set it, checked against ours. */
+/* struct_size as a caller set it, checked against ours. name and hint are
+ * optional (public: a library built on this one may pass NULL). */
 static attn_status check_size(size_t given, size_t ours, const char *name, const char *hint, attn_error *err) {
+    if (!name) name = "struct";
     if (given < sizeof(size_t))
-        return attn_fail(err, ATTN_ERR_OPTION, "%s->struct_size is %zu: %s", name, given, hint);
+        return attn_fail(err, ATTN_ERR_OPTION, "%s->struct_size is %zu%s%s", name, given, hint && *hint ? ": " : "",
+                         hint && *hint ? hint : "");
     if (given > ours)
         return attn_fail(err, ATTN_ERR_OPTION,
                          "%s->struct_size is %zu, larger than this library's %zu: the program was built against a "
@@ -21,6 +24,7 @@ static attn_status check_size(size_t given, size_t ours, const char *name, const
 attn_status attn_versioned_read(void *ours, size_t size, const void *theirs, const char *name, const char *hint,
                                 attn_error *err) {
     if (!theirs) return ATTN_OK;
+    if (!ours) return attn_fail(err, ATTN_ERR_NULL, "the struct to read %s into is NULL", name ? name : "a struct");
     size_t given;
     memcpy(&given, theirs, sizeof given);
     attn_status st = check_size(given, size, name, hint, err);
@@ -42,7 +46,7 @@ attn_status attn_versioned_write(void *theirs, const void *ours, size_t size, co
 }
 
 size_t attn_versioned_init(void *theirs, size_t struct_size, const void *defaults, size_t size) {
-    if (!theirs || struct_size < sizeof(size_t)) return size;
+    if (!theirs || !defaults || struct_size < sizeof(size_t)) return size;
     memcpy(theirs, defaults, struct_size < size ? struct_size : size);
     /* A newer header's fields, unknown here: zero, and every call refuses
      * the struct for its size. */

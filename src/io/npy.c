@@ -489,17 +489,30 @@ static bool write_elements(FILE *f, const attn_tensor *t) {
     return fwrite(buf, 1, used, f) == used;
 }
 
+/* The .npy descr of an element dtype, written once for the header and the
+ * writer; the dtypes .npy cannot hold fail with what to do instead. */
+static attn_status npy_descr(const char **descr, attn_dtype dtype, attn_error *err) {
+    *descr = dtype == ATTN_F32 ? "<f4" : dtype == ATTN_F64 ? "<f8" : dtype == ATTN_F16 ? "<f2"
+             : dtype == ATTN_BOOL ? "|b1" : NULL;
+    if (*descr) return ATTN_OK;
+    if (dtype == ATTN_BF16) return attn_fail(err, ATTN_ERR_DTYPE, ".npy has no bfloat16 dtype; convert to f32 first");
+    /* a quantized format has a name but no element size: its rows are bytes */
+    if (strcmp(attn_dtype_name(dtype), "unknown") != 0)
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is a quantized format, not a .npy dtype; dequantize to f32 first "
+                         "(attn_dequantize)", attn_dtype_name(dtype));
+    return attn_fail(err, ATTN_ERR_DTYPE, "unknown dtype %d", (int)dtype);
+}
+
 attn_status attn_npy_format_header(void *buf, size_t size, size_t *length, attn_dtype dtype, int rank,
                                    const int64_t *shape, attn_error *err) {
     if (!buf || !length || (rank > 0 && !shape)) return attn_fail(err, ATTN_ERR_NULL, "buf, length or shape is NULL");
     if (rank < 0 || rank > ATTN_MAX_RANK)
         return attn_fail(err, ATTN_ERR_RANK, "rank %d is outside 0..%d", rank, ATTN_MAX_RANK);
-    const char *descr = dtype == ATTN_F32 ? "<f4" : dtype == ATTN_F64 ? "<f8"
-                        : dtype == ATTN_F16 ? "<f2" : dtype == ATTN_BOOL ? "|b1" : NULL;
-    if (dtype == ATTN_BF16) return attn_fail(err, ATTN_ERR_DTYPE, ".npy has no bfloat16 dtype; convert to f32 first");
-    if (!descr) return attn_fail(err, ATTN_ERR_DTYPE, "unknown dtype %d", (int)dtype);
+    const char *descr;
+    attn_status st = npy_descr(&descr, dtype, err);
+    if (st) return st;
     int64_t bytes;
-    attn_status st = data_bytes(&bytes, rank, shape, (int64_t)attn_dtype_size(dtype), err);
+    st = data_bytes(&bytes, rank, shape, (int64_t)attn_dtype_size(dtype), err);
     if (st) return st;
     char dims[200], text[300];
     attn_format_shape(dims, sizeof dims, rank, shape);
@@ -554,13 +567,9 @@ attn_status attn_npy_write(const char *path, const attn_tensor *t, attn_error *e
     if (!t) return attn_fail(err, ATTN_ERR_NULL, "tensor is NULL");
     if (t->rank < 0 || t->rank > ATTN_MAX_RANK)
         return attn_fail(err, ATTN_ERR_RANK, "rank %d is outside 0..%d", t->rank, ATTN_MAX_RANK);
-    const char *descr = t->dtype == ATTN_F32 ? "<f4" : t->dtype == ATTN_F64 ? "<f8"
-                        : t->dtype == ATTN_F16 ? "<f2" : t->dtype == ATTN_BOOL ? "|b1" : NULL;
-    if (t->dtype == ATTN_BF16)
-        return attn_fail(err, ATTN_ERR_DTYPE, ".npy has no bfloat16 dtype; convert to f32 first");
-    if (!descr) return attn_fail(err, ATTN_ERR_DTYPE, "unknown dtype %d", (int)t->dtype);
-    attn_status st = attn_check_extent(t, "tensor", err);
-    if (st) return st;
+    const char *descr; /* the dtype first, whose message says what to do; the header writes it */
+    attn_status st = npy_descr(&descr, t->dtype, err);
+    if (st || (st = attn_check_extent(t, "tensor", err))) return st;
     if (attn_tensor_numel(t) > 0 && !t->data)
         return attn_fail(err, ATTN_ERR_NULL, "tensor data is NULL");
 

@@ -226,6 +226,7 @@ attn_status attn_toy_tokenize(attn_toy_token *tokens, int max_tokens, int *n_tok
 
 attn_status attn_toy_embed(double *x, const attn_toy_token *tokens, int n, attn_error *err) {
     if (!x || !tokens) return attn_fail(err, ATTN_ERR_NULL, "x or tokens is NULL");
+    if (n < 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "n is %d; it must be 0 or more", n);
     const teach_array arrays[2] = {{x, (int64_t)n * DM, 8, "x"}, {tokens, n, (int64_t)sizeof *tokens, "tokens"}};
     attn_status st = teach_check_disjoint(arrays, 1, 2, err);
     if (st) return st;
