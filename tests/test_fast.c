@@ -2199,6 +2199,57 @@ static void test_qdot_simde(void) {
 #endif
 
 #if defined(ATTN_TEST_SIMDE)
+/* The queries' rounding in the AVX-512 sets' vectors (qdot.h's quantize,
+ * decode_quant_avx512.c), through SIMDe and natively where the CPU has
+ * AVX512-VNNI, against qdot.c's portable loop (the avxvnni set has none):
+ * the same codes, d and bias, bit for bit, for q8 and q4 biases, on blocks
+ * of normal values, of exact halves of d (ties to even), of zeros, of
+ * values small enough that d is subnormal or 1/d overflows, and of values
+ * near FLT_MAX. */
+static void test_qrows_quantize_simde(void) {
+    const attn_qdot_kernels *vec[2] = {&attn_qdot_avx512vnni_simde, NULL}, *plain = &attn_qdot_avxvnni_simde;
+#if defined(ATTN_HAVE_X86_KERNELS)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512vnni"))
+        vec[1] = &attn_qdot_avx512vnni;
+#endif
+    enum { ROWS = 3, E = 256, NB = ROWS * E / 32, KINDS = 6 };
+    static float q[ROWS * E];
+    int8_t codes[3][ROWS * E];
+    float d[3][NB];
+    int32_t bias[3][NB];
+    int differ[2] = {0, 0}, calls = 0, ties = 0;
+    for (int round = 0; round < 200; round++)
+        for (int q4 = 0; q4 < 2; q4++) {
+            for (int b = 0; b < NB; b++) {
+                int kind = (round + b) % KINDS;
+                float scale = kind == 3 ? 1e-38f : kind == 4 ? 1e-43f : kind == 5 ? 3e38f : 1.0f;
+                for (int i = 0; i < 32; i++) {
+                    /* finite, as decode's queries are: near FLT_MAX drawn uniformly, not normally */
+                    float x = kind == 2 ? 0.0f : kind == 5 ? (float)((uniform() * 2 - 1) * scale) : (float)normal() * scale;
+                    if (kind == 1) x = (float)((int)(uniform() * 509) - 254) / 2; /* halves of d = 1: ties */
+                    q[b * 32 + i] = x;
+                }
+                if (kind == 1) q[b * 32 + 5] = 127.0f, ties++; /* a = 127: d = 1 */
+            }
+            attn_qrows qq[3];
+            attn_qrows_quantize(&qq[0], codes[0], d[0], bias[0], q, ROWS, E, q4 ? ATTN_Q4 : ATTN_Q8, plain);
+            for (int k = 0; k < 2; k++)
+                if (vec[k]) {
+                    attn_qrows_quantize(&qq[1 + k], codes[1 + k], d[1 + k], bias[1 + k], q, ROWS, E, q4 ? ATTN_Q4 : ATTN_Q8,
+                                        vec[k]);
+                    differ[k] += memcmp(codes[0], codes[1 + k], sizeof codes[0]) != 0 ||
+                                 memcmp(d[0], d[1 + k], sizeof d[0]) != 0 || memcmp(bias[0], bias[1 + k], sizeof bias[0]) != 0;
+                }
+            calls++;
+        }
+    check(vec[0]->quantize && !plain->quantize && !differ[0], "qrows_quantize_avx512_matches_portable_simde",
+          "%d of %d calls differ (%d tie blocks)", differ[0], calls, ties);
+    if (vec[1]) check(!differ[1], "qrows_quantize_avx512_matches_portable_native", "%d of %d calls differ", differ[1], calls);
+    else skip("qrows_quantize_avx512_matches_portable_native", "this CPU lacks AVX512-VNNI: nothing native to compare with");
+}
+
 /* The values by integer dot products (value_dot=int8_avx512vnni,
  * decode_values_avx512.c) through SIMDe, on q8 and q4 rows of random codes
  * and finite f16 scales of both signs (subnormal ones among them), E of 1
@@ -2512,6 +2563,7 @@ int main(void) {
     test_bf16_exp_sum(&attn_bf16_avx512_simde, "bf16_exp_sum_within_degree3_bound_avx512_bf16-simde");
     test_simde_matches_native();
     test_qdot_simde();
+    test_qrows_quantize_simde();
     test_qvalues_int8_simde();
     test_groups_simde();
     return n_failed ? 1 : 0;

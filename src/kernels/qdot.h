@@ -100,6 +100,13 @@ typedef struct attn_qdot_kernels {
      * chunk's first key, and copies a group that crosses pages side by
      * side, so that a paged cache gives a contiguous one's bits. */
     int value_group;
+    /* attn_qrows_quantize's rounding of `blocks` blocks of 32 values of q
+     * (each block's codes, d and bias = -per_sum · Σ codes) in this set's
+     * vectors, or NULL: qdot.c's portable loop. The same bits either way
+     * (test_fast checks them); it runs once per work item and row, where
+     * the portable loop, one value at a time, cost about 4% of a q4 decode
+     * call on Zen 5. */
+    void (*quantize)(int8_t *codes, float *d, int32_t *bias, const float *q, int64_t blocks, int32_t per_sum);
 } attn_qdot_kernels;
 
 /* The process's integer dot product set for the active f32 set, or NULL
@@ -118,6 +125,11 @@ const attn_qdot_kernels *attn_qdot_active(void);
  * each) are the caller's. */
 void attn_qrows_quantize(attn_qrows *qq, int8_t *codes, float *d, int32_t *bias, const float *q, int64_t nq,
                          int64_t E, attn_dtype format, const attn_qdot_kernels *qk);
+
+/* attn_qrows_quantize's rule for one block of 32 values at x: its codes
+ * c[0..31], its d, and Σ c returned. Portable C: the sets' own quantize
+ * takes it for the blocks their vectors do not (1 / d not finite). */
+int32_t attn_qblock_quantize(int8_t *c, float *d, const float *x);
 
 #if defined(ATTN_HAVE_X86_KERNELS)
 extern const attn_qdot_kernels attn_qdot_avx512vnni, attn_qdot_avx512vnni_bf16, attn_qdot_avx512vnni_int8;

@@ -252,6 +252,23 @@ static inline uint32_t _mm512_reduce_max_epu32(simde__m512i a) {
     for (int i = 0; i < 16; i++) m = x[i] > m ? x[i] : m;
     return m;
 }
+static inline int32_t _mm512_reduce_add_epi32(simde__m512i a) {
+    int32_t x[16];
+    uint32_t sum = 0; /* wrapping, as VPADDD's */
+    memcpy(x, &a, sizeof x);
+    for (int i = 0; i < 16; i++) sum += (uint32_t)x[i];
+    return (int32_t)sum;
+}
+/* VPMOVDB: each lane's low byte (truncated, not saturated) */
+static inline simde__m128i _mm512_cvtepi32_epi8(simde__m512i a) {
+    int32_t x[16];
+    uint8_t y[16];
+    memcpy(x, &a, sizeof x);
+    for (int i = 0; i < 16; i++) y[i] = (uint8_t)x[i];
+    simde__m128i r;
+    memcpy(&r, y, sizeof r);
+    return r;
+}
 /* IEEE half to float, exactly, as _mm512_cvtph_ps above. */
 static inline float _cvtsh_ss(unsigned short h) {
     simde__m256i a;

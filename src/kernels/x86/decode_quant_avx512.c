@@ -14,6 +14,7 @@
 
 #include "kernels/x86/intrin.h"
 
+#include <float.h>
 #include <string.h>
 
 /* ---- keys: a tile of 4 keys × a quad of 4 blocks in the 16 int32 lanes
@@ -202,6 +203,35 @@ QDOT_INLINE void qdot_tile(float *s, int64_t lds, const qrow_tab *tb, const uint
 }
 
 #include "kernels/x86/decode_quant_tiles.h"
+
+/* qdot.h's quantize: attn_qblock_quantize's rule, a block of 32 values in
+ * two vectors. The max of |x| is exact in any order; d and 1/d are the
+ * same scalar divisions, x · (1/d) the same f32 products, rounded to
+ * nearest even by the conversion (the default rounding, as the portable
+ * loop's 1.5 · 2^23 rounds) after the clamp to ±127, which commutes with
+ * the rounding (±127 are integers). A block whose 1/d overflows (d
+ * subnormal: every |x| below about 2^-119) goes to the portable loop,
+ * whose x · inf may be NaN. */
+static void qrows_quantize(int8_t *codes, float *d, int32_t *bias, const float *q, int64_t blocks, int32_t per_sum) {
+    const __m512 hi = _mm512_set1_ps(127.0f), lo = _mm512_set1_ps(-127.0f);
+    for (int64_t r = 0; r < blocks; r++) {
+        const float *x = q + r * 32;
+        __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+        float a = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+        float dq = a / 127, inv = dq > 0 ? 1 / dq : 0;
+        if (!(inv <= FLT_MAX)) {
+            bias[r] = -per_sum * attn_qblock_quantize(codes + r * 32, &d[r], x);
+            continue;
+        }
+        __m512 vi = _mm512_set1_ps(inv);
+        __m512i c0 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x0, vi), lo), hi));
+        __m512i c1 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x1, vi), lo), hi));
+        _mm_storeu_si128((__m128i *)(void *)(codes + r * 32), _mm512_cvtepi32_epi8(c0));
+        _mm_storeu_si128((__m128i *)(void *)(codes + r * 32 + 16), _mm512_cvtepi32_epi8(c1));
+        d[r] = dq;
+        bias[r] = -per_sum * _mm512_reduce_add_epi32(_mm512_add_epi32(c0, c1));
+    }
+}
 
 /* ---- values: acc[i] += Σ_j p_ij · v_j over q8/q4 rows, where block b of
  * v_j is d_jb times its codes. The weights take the scales first: w_ijb =
@@ -541,6 +571,7 @@ const attn_qdot_kernels attn_qdot_avx512vnni = {
     .groups = &attn_qdot_groups_avx512vnni,
     .value_dot = "f32_avx512",
     .value_group = 1,
+    .quantize = qrows_quantize,
 };
 
 /* The same keys; values through VDPBF16PS (the CPU has AVX512-BF16 too). */
@@ -554,6 +585,7 @@ const attn_qdot_kernels attn_qdot_avx512vnni_bf16 = {
     .groups = &attn_qdot_groups_avx512vnni,
     .value_dot = "bf16_avx512bf16",
     .value_group = 2,
+    .quantize = qrows_quantize,
 };
 
 /* The same keys; values by integer dot products too (decode_values_avx512.c). */
@@ -567,5 +599,6 @@ const attn_qdot_kernels attn_qdot_avx512vnni_int8 = {
     .groups = &attn_qdot_groups_avx512vnni,
     .value_dot = "int8_avx512vnni",
     .value_group = 16,
+    .quantize = qrows_quantize,
 };
 #endif
