@@ -1,5 +1,6 @@
 /* safetensors.c -- the safetensors reader (safetensors.h). */
 #include "safetensors.h"
+#include "text.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -173,19 +174,9 @@ static long long first_nul(const unsigned char *text, size_t len) {
  * error messages would print it). Overlong forms, surrogates and code
  * points past U+10FFFF are not UTF-8 either. */
 static long long first_non_utf8(const unsigned char *text, size_t len) {
-    static const uint32_t SMALLEST[5] = {0, 0, 0x80, 0x800, 0x10000}; /* by sequence length */
-    for (size_t i = 0; i < len;) {
-        unsigned char c = text[i];
-        size_t k = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-        if (!k || k > len - i) return (long long)i;
-        uint32_t cp = k == 1 ? c : c & (0x7fu >> k);
-        for (size_t j = 1; j < k; j++) {
-            if ((text[i + j] & 0xc0) != 0x80) return (long long)i;
-            cp = cp << 6 | (text[i + j] & 0x3fu);
-        }
-        if (cp < SMALLEST[k] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return (long long)i;
-        i += k;
-    }
+    uint32_t cp;
+    for (size_t i = 0, k; i < len; i += k)
+        if (!(k = (size_t)cli_utf8_char(text + i, len - i, &cp))) return (long long)i;
     return -1;
 }
 

@@ -264,6 +264,14 @@ def main():
     # sequence reaches the terminal: a newline or an ESC shows as \n, \x1b.
     expect_error("usage_error_is_one_line", base + ["--bogus\nattn: error: \x1b[2Jforged"], 2,
                  re.escape(r"unknown argument '--bogus\nattn: error: \x1b[2Jforged'"))
+    # Nor a C1 control: U+009B (CSI) starts an escape sequence as ESC [ does,
+    # and reached the terminal as its two UTF-8 bytes; a byte that starts no
+    # UTF-8 character (0x9b in a Latin-1 file name, CSI on an 8-bit terminal)
+    # reached it raw. Other characters stay as they are.
+    expect_error("usage_error_escapes_c1_control", base + ["--bogus\u009b2J\u00e9"], 2,
+                 re.escape("unknown argument '--bogus\\u009b2J\u00e9'"))
+    expect_error("file_name_not_utf8_escaped", ["sdpa", "-q", "q\udc9b2J\udcff.npy", "-k", pk32, "-v", pv32,
+                                               "-o", "out.npy"], 1, re.escape(r"-q q\x9b2J\xff.npy: cannot open"))
     # An underflow is a finite number, rounded (Python's float('1e-400') is
     # 0.0): the scores vanish and each output row is v's mean over the keys.
     for tiny in ("1e-400", "4.9e-324"):
@@ -342,6 +350,17 @@ def main():
         expect_error("file_header_control_byte_" + label, with_q(raw_npy("ctl.npy", header, data)), 1,
                      r"ctl\.npy: header has the control byte 0x%02x at offset %d" % (ord(header[offset - 10]), offset),
                      outs)
+    # A C1 control in the header's text (U+009B, CSI) is shown escaped, as
+    # the byte 0x9b alone is (a Latin-1 header holds it raw).
+    expect_error("file_header_c1_control_escaped", with_q(raw_npy("c1.npy", good.replace("'shape'", "'sh\u009bape'"),
+                                                                  data)), 1,
+                 re.escape(r"c1.npy: header has an unexpected or repeated key 'sh\u009bape'"), outs)
+    with open(raw_npy("c1raw.npy", good.replace("'shape'", "'sh?ape'"), data), "rb") as f:
+        latin1 = f.read().replace(b"sh?ape", b"sh\x9bape", 1)
+    with open(os.path.join(TMP, "c1raw.npy"), "wb") as f:
+        f.write(latin1)
+    expect_error("file_header_raw_c1_byte_escaped", with_q(os.path.join(TMP, "c1raw.npy")), 1,
+                 re.escape(r"c1raw.npy: header has an unexpected or repeated key 'sh\x9bape'"), outs)
     # Big-endian data (x.astype('>f4'), as NumPy saves data from a big-endian
     # source) is read as NumPy reads it: the same output as little-endian.
     # It was refused ("save as little-endian").
