@@ -361,6 +361,24 @@ def main():
         f.write(latin1)
     expect_error("file_header_raw_c1_byte_escaped", with_q(os.path.join(TMP, "c1raw.npy")), 1,
                  re.escape(r"c1raw.npy: header has an unexpected or repeated key 'sh\x9bape'"), outs)
+    # The shape is a tuple as Python reads one: (24) is the number 24, which
+    # NumPy refuses ("shape is not valid"), and was read as (24,); 02 is no
+    # Python 3 literal (Python 2 read 010 as 8), and was read as 2; 2L is
+    # Python 2's long, which NumPy takes in the 1.0 and 2.0 formats only.
+    expect_error("file_shape_number_not_tuple", ["sdpa", "-q", pq32, "-k", pk32, "-v", pv32, "--sinks", raw_npy(
+        "s24.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (24), }\n", data), "-o", "out.npy"], 1,
+        re.escape(r"s24.npy: header 'shape' (24) is a number, not a tuple: a 1-D shape is written (24,)"))
+    expect_error("file_shape_leading_zero", with_q(raw_npy("zero.npy", good.replace("(2, 3, 4)", "(02, 3, 4)"), data)),
+                 1, re.escape(r"zero.npy: header 'shape' has 02: Python takes no leading zero"), outs)
+    long_header = good.replace("(2, 3, 4)", "(2L, 3L, 4L)")
+    for major in (1, 2):
+        r = attn("sdpa", "-q", raw_npy("long%d.npy" % major, long_header, data, major=major), "-k", pk32, "-v", pv32,
+                 "-o", "olong.npy")
+        report("file_shape_python2_long_read_in_format_%d" % major, r.returncode == 0 and np.array_equal(
+            np.load(os.path.join(TMP, "olong.npy")), o32), r.stderr)
+    expect_error("file_shape_python2_long_refused_in_format_3",
+                 with_q(raw_npy("long3.npy", long_header, data, major=3)), 1,
+                 re.escape(r"long3.npy: header 'shape' is not a valid tuple"), outs)
     # Big-endian data (x.astype('>f4'), as NumPy saves data from a big-endian
     # source) is read as NumPy reads it: the same output as little-endian.
     # It was refused ("save as little-endian").
