@@ -47,11 +47,13 @@ int st_load(st_tensor *t, st_read_fn read, void *ctx, char *msg, size_t n) {
 #if defined(ATTN_HAVE_CJSON)
 #include <cJSON.h>
 
-/* A JSON number that is a whole number from 0 to 2^53. */
+/* A JSON number that is a whole number below 2^53. cJSON keeps a double,
+ * and 9007199254740993 (2^53 + 1) rounds to 2^53: below it every whole
+ * number is exact, so the value read is the one written. */
 static bool whole(const cJSON *x, uint64_t *out) {
     if (!cJSON_IsNumber(x)) return false;
     double d = cJSON_GetNumberValue(x);
-    if (!(d >= 0 && d <= 9007199254740992.0) || d != (double)(uint64_t)d) return false;
+    if (!(d >= 0 && d < 9007199254740992.0) || d != (double)(uint64_t)d) return false;
     *out = (uint64_t)d;
     return true;
 }
@@ -116,7 +118,7 @@ static int entry(st_file *f, range *r, const cJSON *e, uint64_t data_start, uint
     uint64_t count = 1, d, b, en;
     for (int i = 0; i < rank; i++) {
         if (!whole(cJSON_GetArrayItem(shape, i), &d))
-            return snprintf(msg, n, "tensor '%s' has a dimension that is not a whole number", name), 1;
+            return snprintf(msg, n, "tensor '%s' has a dimension that is not a whole number below 2^53", name), 1;
         if (i < ATTN_MAX_RANK) dims[i] = (int64_t)d;
         if (d && count > UINT64_MAX / 8 / d) return snprintf(msg, n, "tensor '%s' is too large", name), 1;
         count *= d;

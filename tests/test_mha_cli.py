@@ -641,7 +641,13 @@ def bad_files(c):
     c.bad("error_header_overlong_utf8", safetensors_bytes(layer, header_extra={"__metadata__": {"note": "x"}},
                                                           edit=lambda t: t.replace(b'"x"', b'"\xc0\xaf"')), "not UTF-8")
     c.bad("error_empty_shape_overflows", safetensors_bytes(layer, header_extra={
-        "z": {"dtype": "F32", "shape": [0, 2 ** 53, 2 ** 53], "data_offsets": [0, 0]}}), "element count overflows")
+        "z": {"dtype": "F32", "shape": [0, 2 ** 52, 2 ** 52], "data_offsets": [0, 0]}}), "element count overflows")
+    # A whole number from 2^53 on is not what cJSON's double holds (2^53 + 1
+    # was read as 2^53, a shape other than the file's): refused.
+    for dim in (2 ** 53 + 1, 2 ** 53):
+        c.bad("error_dimension_%d_past_a_double" % dim, safetensors_bytes(layer, header_extra={
+            "z": {"dtype": "F32", "shape": [0, dim], "data_offsets": [0, 0]}}),
+            "tensor 'z' has a dimension that is not a whole number below 2^53")
     # -o and -w: one file by two spellings is refused (the weights would
     # have been renamed onto the output).
     p = c.path("good.safetensors")
