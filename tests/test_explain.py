@@ -1080,6 +1080,8 @@ def test_errors():
     # escape sequence reached the terminal, an empty label left a row unnamed.
     for label, name, why in (("a\nb,c", "newline", r"label 1 has a control character \(0x0a\)"),
                              ("\x1b[31mred,c", "escape", r"label 1 has a control character \(0x1b\)"),
+                             ("b,\u009b31mred", "c1_escape", r"label 2 has a control character \(U\+009B\)"),
+                             ("b,\udc9b31mred", "not_utf8", r"label 2 is not UTF-8 \(the byte 0x9b\)"),
                              ("a,", "empty", r"label 2 is empty"), (",b", "empty_first", r"label 1 is empty")):
         expect_error(f"tokens_label_{name}", ["explain", "--embeddings", "e3.npy", "--mode", "dot", "--tokens", label],
                      2, rf"--tokens: {why}")
