@@ -138,9 +138,17 @@ int cli_output_close(cli_output *out, FILE *f);
  * exit code. */
 int cli_outputs_move(cli_output *outs, int n, int *failed);
 int cli_outputs_commit(cli_output *outs, int n);
+/* A command's end when its result may be printed: `printed` (NULL: none;
+ * the output no -o names a file for) printed on stdout and flushed, then
+ * cli_outputs_commit. The print comes first, as a direct output's bytes
+ * do, so that a full disk or a closed pipe on stdout fails the run before
+ * any file is renamed into place (the error printed, the temporaries
+ * removed). */
+int cli_print_and_commit(cli_output *outs, int n, const attn_tensor *printed);
 void cli_outputs_abort(cli_output *outs, int n);
-/* SIGINT, SIGTERM and SIGHUP (unless ignored) remove every temporary that
- * exists, then end the command by the same signal (main, once). */
+/* SIGINT, SIGTERM, SIGHUP and SIGPIPE (unless ignored) remove every
+ * temporary that exists, then end the command by the same signal (main,
+ * once). */
 void cli_remove_temporaries_on_signal(void);
 
 /* The end of main: flush and close stdout. A failed write (ENOSPC, EPIPE

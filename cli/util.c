@@ -244,7 +244,9 @@ static void remove_temporaries(int sig) {
 }
 
 void cli_remove_temporaries_on_signal(void) {
-    static const int SIGNALS[] = {SIGINT, SIGTERM, SIGHUP};
+    /* SIGPIPE: a pipe's reader gone while the result is printed, before
+     * the files are renamed into place (cli_print_and_commit). */
+    static const int SIGNALS[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
     for (size_t i = 0; i < sizeof SIGNALS / sizeof *SIGNALS; i++) {
         struct sigaction old, sa;
         memset(&sa, 0, sizeof sa);

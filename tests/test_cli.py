@@ -678,6 +678,7 @@ def main():
     attn("sdpa", "-q", pq32, "-k", save("k5.npy", np.zeros((2, 5, 5), np.float32)), "-v", pv32, "-o", keep)
     report("failed_run_keeps_old_output", np.array_equal(np.load(keep), np.arange(3.0)), "changed")
     interrupted_runs(rng)
+    printed_result_lost(rng)
     return 1 if failed else 0
 
 
@@ -710,6 +711,41 @@ def interrupted_runs(rng):
         rc = p.wait()
         left = sorted(set(os.listdir(d)) - {"q.npy", "g.npy"})
         report(f"interrupted_{sig.name}_leaves_no_temporary", rc == -sig and not left, f"exit {rc}, left {left}")
+
+
+def printed_result_lost(rng):
+    """A run with no -o (its result printed) and -w or --lse to a file, its
+    stdout a full disk or a pipe whose reader is gone: the result was
+    printed after the files were renamed into place, so that a run that
+    failed (exit 1, "cannot write to standard output"; or killed by
+    SIGPIPE) left them written. Now nothing is left, not even a temporary.
+    A dense run and a ragged batch (--cu-seqlens-q/-k)."""
+    q, k = save("lost_q.npy", rng.standard_normal((8, 2, 4))), save("lost_k.npy", rng.standard_normal((9, 1, 4)))
+    cu = ["--cu-seqlens-q", save("lost_cq.npy", np.array([0, 3, 8])), "--cu-seqlens-k",
+          save("lost_ck.npy", np.array([0, 5, 9]))]
+    runs = (("dense", ["sdpa", "-q", q, "-k", q, "-v", q, "-w", "w.npy", "--lse", "lse.npy"]),
+            ("ragged", ["sdpa", "-q", q, "-k", k, "-v", k, "--lse", "lse.npy"] + cu))
+    d = os.path.join(TMP, "lost")
+    os.makedirs(d, exist_ok=True)
+    for kind, args in runs:
+        for f in os.listdir(d):
+            os.remove(os.path.join(d, f))
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([ATTN, *args], stdout=full, stderr=subprocess.PIPE, text=True, cwd=d)
+        problems = error_problems(subprocess.CompletedProcess(r.args, r.returncode, "", r.stderr), 1,
+                                  r"^attn: error: cannot write to standard output: No space left on device$")
+        left = sorted(os.listdir(d))
+        report(f"printed_{kind}_result_on_full_disk_leaves_no_file", not problems and not left,
+               "; ".join(problems + [f"left {left}"] * bool(left)))
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # the reader is gone before the run starts
+        try:
+            rc = subprocess.run([ATTN, *args], stdout=write_end, stderr=subprocess.DEVNULL, cwd=d).returncode
+        finally:
+            os.close(write_end)
+        left = sorted(os.listdir(d))
+        report(f"printed_{kind}_result_on_closed_pipe_leaves_no_file", rc == -signal.SIGPIPE and not left,
+               f"exit {rc}, left {left}")
 
 
 def rank_sweep(command, inputs, args_for, accepted, names, outputs, rng):

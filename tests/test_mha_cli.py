@@ -658,6 +658,18 @@ def bad_files(c):
                os.path.join(c.dir, ".", "o.npy")])
     c.report("error_out_and_weights_out_one_file", "" if r.returncode == 2 and not os.path.exists(c.path("o.npy")) and
              r.stderr.startswith("attn: error: -o and -w name the same file") else "rc %d, %r" % (r.returncode, r.stderr))
+    # The output printed (no -o) to a full disk: the run fails, and -w's file
+    # is not left written (the result was printed after it was renamed into
+    # place).
+    wout = c.path("printed_w.npy")
+    if os.path.exists(wout):
+        os.remove(wout)
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([c.attn, "mha", "-x", c.path("x.npy"), "--weights", p, "--heads", "2", "-w", wout],
+                           stdout=full, stderr=subprocess.PIPE, text=True)
+    c.report("error_printed_output_on_full_disk_leaves_no_weights_out", "" if r.returncode == 1 and
+             not os.path.exists(wout) and r.stderr == "attn: error: cannot write to standard output: No space left "
+             "on device\n" else "rc %d, %r, weights out %s" % (r.returncode, r.stderr, os.path.exists(wout)))
 
 
 def bad_paths(c):
