@@ -6,9 +6,7 @@
  * (cli_print_and_commit). */
 #include "cli.h"
 
-#include <errno.h>
 #include <math.h>
-#include <string.h>
 
 enum { SUMMARY_THRESHOLD = 1000, EDGE_ITEMS = 3 };
 
@@ -139,15 +137,6 @@ void cli_json_matrix(FILE *f, const double *m, int rows, int cols) {
 }
 
 int cli_print_and_commit(cli_output *outs, int n, const attn_tensor *printed) {
-    if (printed) {
-        cli_print_tensor(stdout, printed);
-        errno = 0;
-        bool failed = fflush(stdout) != 0 || ferror(stdout);
-        if (failed) {
-            int e = errno;
-            cli_outputs_abort(outs, n);
-            return cli_error(EXIT_DATA, "cannot write to standard output: %s", e ? strerror(e) : "a write failed");
-        }
-    }
-    return cli_outputs_commit(outs, n);
+    if (printed) cli_print_tensor(stdout, printed);
+    return cli_outputs_commit(outs, n); /* which puts stdout out first */
 }

@@ -436,6 +436,15 @@ int cli_outputs_move(cli_output *outs, int n, int *failed) {
 }
 
 int cli_outputs_commit(cli_output *outs, int n) {
+    /* What the run printed goes out first, as a direct output's bytes do:
+     * a full disk or a closed pipe on stdout fails the run before any file
+     * is renamed into place. */
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        int e = errno;
+        cli_outputs_abort(outs, n);
+        return cli_error(EXIT_DATA, "cannot write to standard output: %s", e ? strerror(e) : "a write failed");
+    }
     int failed, e = cli_outputs_move(outs, n, &failed);
     if (!e) return 0;
     for (int i = 0; i < n; i++)
