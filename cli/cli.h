@@ -132,15 +132,22 @@ int cli_output_close(cli_output *out, FILE *f);
  * before the first rename, the direct outputs are written through (a
  * failure there stops the commit before any rename), and if a later rename
  * still fails the earlier ones are undone (each target gets back what it
- * held, or is removed).
+ * held, or is removed). cli_outputs_commit first flushes stdout: what the
+ * run printed goes out before any rename, and a failure there (a full
+ * disk, a closed pipe) is the run's, with nothing renamed.
  * 0, or the errno of the failure with *failed its index; the temporaries are
  * gone either way. cli_outputs_commit prints that failure and returns the
  * exit code. */
 int cli_outputs_move(cli_output *outs, int n, int *failed);
 int cli_outputs_commit(cli_output *outs, int n);
+/* A command's end when its result may be printed: `printed` (NULL: none;
+ * the output no -o names a file for) printed on stdout, then
+ * cli_outputs_commit, so that the print goes out before any rename. */
+int cli_print_and_commit(cli_output *outs, int n, const attn_tensor *printed);
 void cli_outputs_abort(cli_output *outs, int n);
-/* SIGINT, SIGTERM and SIGHUP (unless ignored) remove every temporary that
- * exists, then end the command by the same signal (main, once). */
+/* SIGINT, SIGTERM, SIGHUP and SIGPIPE (unless ignored) remove every
+ * temporary that exists, then end the command by the same signal (main,
+ * once). */
 void cli_remove_temporaries_on_signal(void);
 
 /* The end of main: flush and close stdout. A failed write (ENOSPC, EPIPE

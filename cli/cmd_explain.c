@@ -179,15 +179,24 @@ static int check_args(explain_args *a, bool given) {
         return cli_error(EXIT_USAGE, "the sentence is empty; give some words, or none for the default");
     if (a->tokens && !a->embeddings) return cli_error(EXIT_USAGE, "--tokens labels --embeddings rows");
     /* Labels are printed as given: a newline would break the tables, an
-     * escape sequence would reach the terminal. */
+     * escape sequence would reach the terminal (ESC [, or its C1 form
+     * U+009B; a lone byte 0x9b is that on an 8-bit terminal, and no UTF-8
+     * terminal draws it). */
     int label = 1;
     for (const char *p = a->tokens; p; label++) {
         size_t len = strcspn(p, ",");
         if (len == 0) return cli_error(EXIT_USAGE, "--tokens: label %d is empty", label);
-        for (size_t i = 0; i < len; i++)
-            if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f)
-                return cli_error(EXIT_USAGE, "--tokens: label %d has a control character (0x%02x)", label,
-                                 (unsigned char)p[i]);
+        for (size_t i = 0, k; i < len; i += k) {
+            const unsigned char *u = (const unsigned char *)p + i;
+            uint32_t cp;
+            if (!(k = (size_t)cli_utf8_char(u, len - i, &cp)))
+                return cli_error(EXIT_USAGE, "--tokens: label %d is not UTF-8 (the byte 0x%02x)", label, *u);
+            if (cp < 0x20 || cp == 0x7f)
+                return cli_error(EXIT_USAGE, "--tokens: label %d has a control character (0x%02x)", label, *u);
+            if (cp >= 0x80 && cp <= 0x9f)
+                return cli_error(EXIT_USAGE, "--tokens: label %d has a control character (U+%04X)", label,
+                                 (unsigned)cp);
+        }
         p = p[len] ? p + len + 1 : NULL;
     }
     if (!a->embeddings && !given) strcpy(a->sentence, "the cat sat on the mat");

@@ -436,9 +436,8 @@ static int run(const mha_args *a) {
         bool writes = cli_stop == CLI_RUN; /* the fuzzers stop once the files are checked and the layer ran */
         if (!code && writes && a->out) code = cli_output_write(&outs[0], &out);
         if (!code && writes && a->wout) code = cli_output_write(&outs[1], &wt);
-        if (!code && writes) code = cli_outputs_commit(outs, 2);
+        if (!code && writes) code = cli_print_and_commit(outs, 2, a->out ? NULL : &out);
         else cli_outputs_abort(outs, 2);
-        if (!code && writes && !a->out) cli_print_tensor(stdout, &out);
     }
     free(out.data), free(wt.data), free_weights(&w);
     for (int i = 0; i < 3; i++) attn_npy_free(in[i]);

@@ -326,9 +326,10 @@ static void svg_panel(FILE *f, double x, double y, double w, double h, const dou
             title);
 }
 
-static int write_svg(const args *a, const attn_scaling_row *rows) {
-    cli_output out = {.path = a->svg};
-    FILE *f = cli_output_open(&out);
+/* The histograms as an SVG, into out's temporary: renamed into place by
+ * the caller once the table has gone out. */
+static int write_svg(cli_output *out, const args *a, const attn_scaling_row *rows) {
+    FILE *f = cli_output_open(out);
     if (!f) return EXIT_DATA;
     double pw = 300, ph = 110, top = 70, gap = 50, W = 2 * pw + 170;
     double H = top + a->n_dims * (ph + gap) + 40;
@@ -362,8 +363,7 @@ static int write_svg(const args *a, const attn_scaling_row *rows) {
     }
     fprintf(f, "<text x='%g' y='%g' font-size='12' text-anchor='middle'>score (x axis); density "
                "(y axis)</text>\n</svg>\n", W / 2, H - 12);
-    int code = cli_output_close(&out, f);
-    return code ? code : cli_outputs_commit(&out, 1);
+    return cli_output_close(out, f);
 }
 
 int cmd_scaling(int argc, char **argv) {
@@ -384,11 +384,12 @@ int cmd_scaling(int argc, char **argv) {
         if (!a.variance && !a.no_train && (code = train_both(&train[i], a.dims[i], a.seed))) return code;
     }
     if (progress) fprintf(stderr, "\r%40s\r", "");
-    if (a.svg && (code = write_svg(&a, rows))) return code;
+    cli_output svg = {.path = a.svg};
+    if (a.svg && (code = write_svg(&svg, &a, rows))) return code;
     if (a.json) print_json(&a, rows, train);
     else {
         print_table(&a, rows);
         if (!a.variance && !a.no_train) print_training(&a, train);
     }
-    return 0;
+    return cli_outputs_commit(&svg, 1); /* the text out first, then the SVG renamed into place */
 }

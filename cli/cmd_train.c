@@ -177,9 +177,10 @@ static void print_verdicts(const attn_explain *learned, const attn_explain *wire
     }
 }
 
-static int write_svg(const char *path, const double *loss, int n) {
-    cli_output out = {.path = path};
-    FILE *f = cli_output_open(&out);
+/* The loss curve as an SVG, into out's temporary: renamed into place by
+ * the caller once the report has gone out. */
+static int write_svg(cli_output *out, const double *loss, int n) {
+    FILE *f = cli_output_open(out);
     if (!f) return EXIT_DATA;
     double W = 640, H = 320, x0 = 70, y0 = 30, w = W - 100, h = H - 80, lo = INFINITY, hi = -INFINITY;
     for (int i = 0; i < n; i++) {
@@ -202,8 +203,7 @@ static int write_svg(const char *path, const double *loss, int n) {
     }
     fprintf(f, "'/>\n<text x='%g' y='%g' font-size='12' text-anchor='middle'>step (1 to %d)</text>\n</svg>\n",
             x0 + w / 2, y0 + h + 30, n);
-    int code = cli_output_close(&out, f);
-    return code ? code : cli_outputs_commit(&out, 1);
+    return cli_output_close(out, f);
 }
 
 static void print_json_array(const char *name, const double *x, int n, const char *end) {
@@ -258,7 +258,8 @@ static int run(const args *a, const attn_toy_token *tokens, int n) {
         code = cli_error(EXIT_DATA, "%s", err.message);
     if (!code) code = head_weights(&learned_ex, x, n, wq, wk, wv, dk, a->o.no_scale);
     if (!code) code = head_weights(&wired_ex, x, n, wired, wired + 32, wired + 64, ATTN_TOY_D_K, 0);
-    if (!code && a->svg) code = write_svg(a->svg, loss, steps);
+    cli_output svg = {.path = a->svg};
+    if (!code && a->svg) code = write_svg(&svg, loss, steps);
     if (!code && a->json) {
         const double *w[3] = {wq, wk, wv};
         print_json(a, loss, gq, w, &learned_ex, words, n);
@@ -312,6 +313,8 @@ static int run(const args *a, const attn_toy_token *tokens, int n) {
         }
         for (int i = 0; i < n; i++) free(labels[i]);
     }
+    if (!code) code = cli_outputs_commit(&svg, 1); /* the report out first, then the SVG renamed into place */
+    else cli_outputs_abort(&svg, 1);
     attn_explain_free(&learned_ex), attn_explain_free(&wired_ex);
     free(mem);
     return code;

@@ -1,7 +1,9 @@
 /* print.c -- printing a tensor the way NumPy does: nested brackets, one
  * number format for the whole array, "..." for the middle of long axes, and
  * a long innermost row continued on the next line, to fit the terminal
- * (cli_width); and a matrix in the commands' JSON. */
+ * (cli_width); a matrix in the commands' JSON; and a command's printed
+ * result, put out before its files are renamed into place
+ * (cli_print_and_commit). */
 #include "cli.h"
 
 #include <math.h>
@@ -132,4 +134,9 @@ void cli_json_matrix(FILE *f, const double *m, int rows, int cols) {
         fputc(']', f);
     }
     fputc(']', f);
+}
+
+int cli_print_and_commit(cli_output *outs, int n, const attn_tensor *printed) {
+    if (printed) cli_print_tensor(stdout, printed);
+    return cli_outputs_commit(outs, n); /* which puts stdout out first */
 }

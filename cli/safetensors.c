@@ -1,5 +1,6 @@
 /* safetensors.c -- the safetensors reader (safetensors.h). */
 #include "safetensors.h"
+#include "text.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -46,11 +47,13 @@ int st_load(st_tensor *t, st_read_fn read, void *ctx, char *msg, size_t n) {
 #if defined(ATTN_HAVE_CJSON)
 #include <cJSON.h>
 
-/* A JSON number that is a whole number from 0 to 2^53. */
+/* A JSON number that is a whole number below 2^53. cJSON keeps a double,
+ * and 9007199254740993 (2^53 + 1) rounds to 2^53: below it every whole
+ * number is exact, so the value read is the one written. */
 static bool whole(const cJSON *x, uint64_t *out) {
     if (!cJSON_IsNumber(x)) return false;
     double d = cJSON_GetNumberValue(x);
-    if (!(d >= 0 && d <= 9007199254740992.0) || d != (double)(uint64_t)d) return false;
+    if (!(d >= 0 && d < 9007199254740992.0) || d != (double)(uint64_t)d) return false;
     *out = (uint64_t)d;
     return true;
 }
@@ -115,7 +118,7 @@ static int entry(st_file *f, range *r, const cJSON *e, uint64_t data_start, uint
     uint64_t count = 1, d, b, en;
     for (int i = 0; i < rank; i++) {
         if (!whole(cJSON_GetArrayItem(shape, i), &d))
-            return snprintf(msg, n, "tensor '%s' has a dimension that is not a whole number", name), 1;
+            return snprintf(msg, n, "tensor '%s' has a dimension that is not a whole number below 2^53", name), 1;
         if (i < ATTN_MAX_RANK) dims[i] = (int64_t)d;
         if (d && count > UINT64_MAX / 8 / d) return snprintf(msg, n, "tensor '%s' is too large", name), 1;
         count *= d;
@@ -173,19 +176,9 @@ static long long first_nul(const unsigned char *text, size_t len) {
  * error messages would print it). Overlong forms, surrogates and code
  * points past U+10FFFF are not UTF-8 either. */
 static long long first_non_utf8(const unsigned char *text, size_t len) {
-    static const uint32_t SMALLEST[5] = {0, 0, 0x80, 0x800, 0x10000}; /* by sequence length */
-    for (size_t i = 0; i < len;) {
-        unsigned char c = text[i];
-        size_t k = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-        if (!k || k > len - i) return (long long)i;
-        uint32_t cp = k == 1 ? c : c & (0x7fu >> k);
-        for (size_t j = 1; j < k; j++) {
-            if ((text[i + j] & 0xc0) != 0x80) return (long long)i;
-            cp = cp << 6 | (text[i + j] & 0x3fu);
-        }
-        if (cp < SMALLEST[k] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return (long long)i;
-        i += k;
-    }
+    uint32_t cp;
+    for (size_t i = 0, k; i < len; i += k)
+        if (!(k = (size_t)cli_utf8_char(text + i, len - i, &cp))) return (long long)i;
     return -1;
 }
 

@@ -24,6 +24,22 @@ int cli_width(FILE *f) {
     return 80;
 }
 
+int cli_utf8_char(const unsigned char *s, size_t len, uint32_t *cp) {
+    static const uint32_t SMALLEST[5] = {0, 0, 0x80, 0x800, 0x10000}; /* by sequence length */
+    if (!len) return 0;
+    unsigned char c = s[0];
+    size_t k = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    if (!k || k > len) return 0;
+    uint32_t v = k == 1 ? c : c & (0x7fu >> k);
+    for (size_t j = 1; j < k; j++) {
+        if ((s[j] & 0xc0) != 0x80) return 0;
+        v = v << 6 | (s[j] & 0x3fu);
+    }
+    if (v < SMALLEST[k] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 0;
+    *cp = v;
+    return (int)k;
+}
+
 /* The C library's own UTF-8 locale, whatever the user's: it knows which
  * characters a terminal draws two columns wide and which take none, for
  * every script Unicode has. NULL where the C library has no C.UTF-8. */

@@ -5,6 +5,8 @@
 #define ATTN_CLI_TEXT_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* The width to fit: COLUMNS when set (20 to 10000), else the terminal's
@@ -18,6 +20,12 @@ int cli_width(FILE *f);
  * starts no valid character), as the C library's wcwidth has it in its
  * C.UTF-8 locale. s points at a character, not at its end. */
 int cli_char_width(const char *s, int *bytes);
+
+/* The length in bytes (1 to 4) of the UTF-8 character that starts
+ * s[0..len), its code point in *cp; 0 when none starts there: a stray
+ * continuation byte, a sequence cut short, an overlong form, a surrogate
+ * or a code point past U+10FFFF are not UTF-8 (RFC 3629). */
+int cli_utf8_char(const unsigned char *s, size_t len, uint32_t *cp);
 
 /* The columns text takes on a terminal: the sum of its characters'. */
 int cli_display_width(const char *s);

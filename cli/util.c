@@ -13,15 +13,27 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* text into out (4 * strlen(text) + 1 bytes at least), each control byte
- * escaped as \n, \t or \xNN: the line stays one line, and no escape
- * sequence in an argument, a file name or a word reaches the terminal. */
+/* text into out (4 * strlen(text) + 1 bytes at least), each control
+ * character escaped: \n, \t, \xNN for the other C0 bytes and DEL, \u0080
+ * to \u009f for the C1 controls (U+009B is CSI, which terminals take as an
+ * escape sequence's start as they take ESC [), and \xNN for each byte that
+ * starts no UTF-8 character (a Latin-1 file name or .npy header: on an
+ * 8-bit terminal the byte 0x9b is CSI). The line stays one line, and no
+ * escape sequence in an argument, a file name or a word reaches the
+ * terminal. */
 static void escape_controls(char *out, const char *text) {
-    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
-        if (*p == '\n') *out++ = '\\', *out++ = 'n';
-        else if (*p == '\t') *out++ = '\\', *out++ = 't';
-        else if (*p < 0x20 || *p == 0x7f) out += sprintf(out, "\\x%02x", *p);
-        else *out++ = (char)*p;
+    const unsigned char *p = (const unsigned char *)text;
+    size_t left = strlen(text);
+    while (left) {
+        uint32_t cp;
+        int k = cli_utf8_char(p, left, &cp);
+        if (k == 1 && *p == '\n') *out++ = '\\', *out++ = 'n';
+        else if (k == 1 && *p == '\t') *out++ = '\\', *out++ = 't';
+        else if (!k || (k == 1 && (*p < 0x20 || *p == 0x7f))) out += sprintf(out, "\\x%02x", *p);
+        else if (cp >= 0x80 && cp <= 0x9f) out += sprintf(out, "\\u%04x", (unsigned)cp);
+        else memcpy(out, p, (size_t)k), out += k;
+        k = k ? k : 1;
+        p += k, left -= (size_t)k;
     }
     *out = '\0';
 }
@@ -232,7 +244,9 @@ static void remove_temporaries(int sig) {
 }
 
 void cli_remove_temporaries_on_signal(void) {
-    static const int SIGNALS[] = {SIGINT, SIGTERM, SIGHUP};
+    /* SIGPIPE: a pipe's reader gone while the result is printed, before
+     * the files are renamed into place (cli_print_and_commit). */
+    static const int SIGNALS[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
     for (size_t i = 0; i < sizeof SIGNALS / sizeof *SIGNALS; i++) {
         struct sigaction old, sa;
         memset(&sa, 0, sizeof sa);
@@ -422,6 +436,15 @@ int cli_outputs_move(cli_output *outs, int n, int *failed) {
 }
 
 int cli_outputs_commit(cli_output *outs, int n) {
+    /* What the run printed goes out first, as a direct output's bytes do:
+     * a full disk or a closed pipe on stdout fails the run before any file
+     * is renamed into place. */
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        int e = errno;
+        cli_outputs_abort(outs, n);
+        return cli_error(EXIT_DATA, "cannot write to standard output: %s", e ? strerror(e) : "a write failed");
+    }
     int failed, e = cli_outputs_move(outs, n, &failed);
     if (!e) return 0;
     for (int i = 0; i < n; i++)

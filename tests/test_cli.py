@@ -264,6 +264,14 @@ def main():
     # sequence reaches the terminal: a newline or an ESC shows as \n, \x1b.
     expect_error("usage_error_is_one_line", base + ["--bogus\nattn: error: \x1b[2Jforged"], 2,
                  re.escape(r"unknown argument '--bogus\nattn: error: \x1b[2Jforged'"))
+    # Nor a C1 control: U+009B (CSI) starts an escape sequence as ESC [ does,
+    # and reached the terminal as its two UTF-8 bytes; a byte that starts no
+    # UTF-8 character (0x9b in a Latin-1 file name, CSI on an 8-bit terminal)
+    # reached it raw. Other characters stay as they are.
+    expect_error("usage_error_escapes_c1_control", base + ["--bogus\u009b2J\u00e9"], 2,
+                 re.escape("unknown argument '--bogus\\u009b2J\u00e9'"))
+    expect_error("file_name_not_utf8_escaped", ["sdpa", "-q", "q\udc9b2J\udcff.npy", "-k", pk32, "-v", pv32,
+                                               "-o", "out.npy"], 1, re.escape(r"-q q\x9b2J\xff.npy: cannot open"))
     # An underflow is a finite number, rounded (Python's float('1e-400') is
     # 0.0): the scores vanish and each output row is v's mean over the keys.
     for tiny in ("1e-400", "4.9e-324"):
@@ -342,6 +350,35 @@ def main():
         expect_error("file_header_control_byte_" + label, with_q(raw_npy("ctl.npy", header, data)), 1,
                      r"ctl\.npy: header has the control byte 0x%02x at offset %d" % (ord(header[offset - 10]), offset),
                      outs)
+    # A C1 control in the header's text (U+009B, CSI) is shown escaped, as
+    # the byte 0x9b alone is (a Latin-1 header holds it raw).
+    expect_error("file_header_c1_control_escaped", with_q(raw_npy("c1.npy", good.replace("'shape'", "'sh\u009bape'"),
+                                                                  data)), 1,
+                 re.escape(r"c1.npy: header has an unexpected or repeated key 'sh\u009bape'"), outs)
+    with open(raw_npy("c1raw.npy", good.replace("'shape'", "'sh?ape'"), data), "rb") as f:
+        latin1 = f.read().replace(b"sh?ape", b"sh\x9bape", 1)
+    with open(os.path.join(TMP, "c1raw.npy"), "wb") as f:
+        f.write(latin1)
+    expect_error("file_header_raw_c1_byte_escaped", with_q(os.path.join(TMP, "c1raw.npy")), 1,
+                 re.escape(r"c1raw.npy: header has an unexpected or repeated key 'sh\x9bape'"), outs)
+    # The shape is a tuple as Python reads one: (24) is the number 24, which
+    # NumPy refuses ("shape is not valid"), and was read as (24,); 02 is no
+    # Python 3 literal (Python 2 read 010 as 8), and was read as 2; 2L is
+    # Python 2's long, which NumPy takes in the 1.0 and 2.0 formats only.
+    expect_error("file_shape_number_not_tuple", ["sdpa", "-q", pq32, "-k", pk32, "-v", pv32, "--sinks", raw_npy(
+        "s24.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (24), }\n", data), "-o", "out.npy"], 1,
+        re.escape(r"s24.npy: header 'shape' (24) is a number, not a tuple: a 1-D shape is written (24,)"))
+    expect_error("file_shape_leading_zero", with_q(raw_npy("zero.npy", good.replace("(2, 3, 4)", "(02, 3, 4)"), data)),
+                 1, re.escape(r"zero.npy: header 'shape' has 02: Python takes no leading zero"), outs)
+    long_header = good.replace("(2, 3, 4)", "(2L, 3L, 4L)")
+    for major in (1, 2):
+        r = attn("sdpa", "-q", raw_npy("long%d.npy" % major, long_header, data, major=major), "-k", pk32, "-v", pv32,
+                 "-o", "olong.npy")
+        report("file_shape_python2_long_read_in_format_%d" % major, r.returncode == 0 and np.array_equal(
+            np.load(os.path.join(TMP, "olong.npy")), o32), r.stderr)
+    expect_error("file_shape_python2_long_refused_in_format_3",
+                 with_q(raw_npy("long3.npy", long_header, data, major=3)), 1,
+                 re.escape(r"long3.npy: header 'shape' is not a valid tuple"), outs)
     # Big-endian data (x.astype('>f4'), as NumPy saves data from a big-endian
     # source) is read as NumPy reads it: the same output as little-endian.
     # It was refused ("save as little-endian").
@@ -641,6 +678,7 @@ def main():
     attn("sdpa", "-q", pq32, "-k", save("k5.npy", np.zeros((2, 5, 5), np.float32)), "-v", pv32, "-o", keep)
     report("failed_run_keeps_old_output", np.array_equal(np.load(keep), np.arange(3.0)), "changed")
     interrupted_runs(rng)
+    printed_result_lost(rng)
     return 1 if failed else 0
 
 
@@ -673,6 +711,41 @@ def interrupted_runs(rng):
         rc = p.wait()
         left = sorted(set(os.listdir(d)) - {"q.npy", "g.npy"})
         report(f"interrupted_{sig.name}_leaves_no_temporary", rc == -sig and not left, f"exit {rc}, left {left}")
+
+
+def printed_result_lost(rng):
+    """A run with no -o (its result printed) and -w or --lse to a file, its
+    stdout a full disk or a pipe whose reader is gone: the result was
+    printed after the files were renamed into place, so that a run that
+    failed (exit 1, "cannot write to standard output"; or killed by
+    SIGPIPE) left them written. Now nothing is left, not even a temporary.
+    A dense run and a ragged batch (--cu-seqlens-q/-k)."""
+    q, k = save("lost_q.npy", rng.standard_normal((8, 2, 4))), save("lost_k.npy", rng.standard_normal((9, 1, 4)))
+    cu = ["--cu-seqlens-q", save("lost_cq.npy", np.array([0, 3, 8])), "--cu-seqlens-k",
+          save("lost_ck.npy", np.array([0, 5, 9]))]
+    runs = (("dense", ["sdpa", "-q", q, "-k", q, "-v", q, "-w", "w.npy", "--lse", "lse.npy"]),
+            ("ragged", ["sdpa", "-q", q, "-k", k, "-v", k, "--lse", "lse.npy"] + cu))
+    d = os.path.join(TMP, "lost")
+    os.makedirs(d, exist_ok=True)
+    for kind, args in runs:
+        for f in os.listdir(d):
+            os.remove(os.path.join(d, f))
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([ATTN, *args], stdout=full, stderr=subprocess.PIPE, text=True, cwd=d)
+        problems = error_problems(subprocess.CompletedProcess(r.args, r.returncode, "", r.stderr), 1,
+                                  r"^attn: error: cannot write to standard output: No space left on device$")
+        left = sorted(os.listdir(d))
+        report(f"printed_{kind}_result_on_full_disk_leaves_no_file", not problems and not left,
+               "; ".join(problems + [f"left {left}"] * bool(left)))
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # the reader is gone before the run starts
+        try:
+            rc = subprocess.run([ATTN, *args], stdout=write_end, stderr=subprocess.DEVNULL, cwd=d).returncode
+        finally:
+            os.close(write_end)
+        left = sorted(os.listdir(d))
+        report(f"printed_{kind}_result_on_closed_pipe_leaves_no_file", rc == -signal.SIGPIPE and not left,
+               f"exit {rc}, left {left}")
 
 
 def rank_sweep(command, inputs, args_for, accepted, names, outputs, rng):

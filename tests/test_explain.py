@@ -10,6 +10,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import unicodedata
@@ -1080,6 +1081,8 @@ def test_errors():
     # escape sequence reached the terminal, an empty label left a row unnamed.
     for label, name, why in (("a\nb,c", "newline", r"label 1 has a control character \(0x0a\)"),
                              ("\x1b[31mred,c", "escape", r"label 1 has a control character \(0x1b\)"),
+                             ("b,\u009b31mred", "c1_escape", r"label 2 has a control character \(U\+009B\)"),
+                             ("b,\udc9b31mred", "not_utf8", r"label 2 is not UTF-8 \(the byte 0x9b\)"),
                              ("a,", "empty", r"label 2 is empty"), (",b", "empty_first", r"label 1 is empty")):
         expect_error(f"tokens_label_{name}", ["explain", "--embeddings", "e3.npy", "--mode", "dot", "--tokens", label],
                      2, rf"--tokens: {why}")
@@ -1119,6 +1122,33 @@ def test_errors():
     expect_error("scaling_bad_seed", ["scaling", "--seed", "-4"], 2, r"--seed -4")
     expect_error("scaling_svg_missing_dir", ["scaling", "--queries", "10", "--svg", "no/dir/x.svg"], 1,
                  r"cannot create no/dir/x\.svg")
+    # The report on stdout to a full disk (or a pipe whose reader is gone):
+    # the run failed, but the SVG had been renamed into place before the
+    # report went out. Now the report goes out first and nothing is left.
+    for name, args in (("train", ["train", "--steps", "2", "--svg", "lost.svg"]),
+                       ("scaling", ["scaling", "--queries", "10", "--dims", "4", "--no-train", "--svg", "lost.svg"]),
+                       ("scaling_json", ["scaling", "--queries", "10", "--dims", "4", "--no-train", "--json", "--svg",
+                                         "lost.svg"])):
+        for f in os.listdir(TMP):
+            if "lost.svg" in f:
+                os.remove(os.path.join(TMP, f))
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([ATTN, *args], stdout=full, stderr=subprocess.PIPE, text=True, cwd=TMP)
+        left = [f for f in os.listdir(TMP) if "lost.svg" in f]
+        report(f"{name}_report_on_full_disk_leaves_no_svg", r.returncode == 1 and not left and
+               r.stderr == "attn: error: cannot write to standard output: No space left on device\n",
+               f"exit {r.returncode}, {r.stderr!r}, left {left}")
+        for f in left:
+            os.remove(os.path.join(TMP, f))
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # the reader is gone before the run starts
+        try:
+            rc = subprocess.run([ATTN, *args], stdout=write_end, stderr=subprocess.DEVNULL, cwd=TMP).returncode
+        finally:
+            os.close(write_end)
+        left = [f for f in os.listdir(TMP) if "lost.svg" in f]
+        report(f"{name}_report_on_closed_pipe_leaves_no_svg", rc == -signal.SIGPIPE and not left,
+               f"exit {rc}, left {left}")
 
 
 def kernel_json(*args):

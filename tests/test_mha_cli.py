@@ -641,7 +641,13 @@ def bad_files(c):
     c.bad("error_header_overlong_utf8", safetensors_bytes(layer, header_extra={"__metadata__": {"note": "x"}},
                                                           edit=lambda t: t.replace(b'"x"', b'"\xc0\xaf"')), "not UTF-8")
     c.bad("error_empty_shape_overflows", safetensors_bytes(layer, header_extra={
-        "z": {"dtype": "F32", "shape": [0, 2 ** 53, 2 ** 53], "data_offsets": [0, 0]}}), "element count overflows")
+        "z": {"dtype": "F32", "shape": [0, 2 ** 52, 2 ** 52], "data_offsets": [0, 0]}}), "element count overflows")
+    # A whole number from 2^53 on is not what cJSON's double holds (2^53 + 1
+    # was read as 2^53, a shape other than the file's): refused.
+    for dim in (2 ** 53 + 1, 2 ** 53):
+        c.bad("error_dimension_%d_past_a_double" % dim, safetensors_bytes(layer, header_extra={
+            "z": {"dtype": "F32", "shape": [0, dim], "data_offsets": [0, 0]}}),
+            "tensor 'z' has a dimension that is not a whole number below 2^53")
     # -o and -w: one file by two spellings is refused (the weights would
     # have been renamed onto the output).
     p = c.path("good.safetensors")
@@ -652,6 +658,18 @@ def bad_files(c):
                os.path.join(c.dir, ".", "o.npy")])
     c.report("error_out_and_weights_out_one_file", "" if r.returncode == 2 and not os.path.exists(c.path("o.npy")) and
              r.stderr.startswith("attn: error: -o and -w name the same file") else "rc %d, %r" % (r.returncode, r.stderr))
+    # The output printed (no -o) to a full disk: the run fails, and -w's file
+    # is not left written (the result was printed after it was renamed into
+    # place).
+    wout = c.path("printed_w.npy")
+    if os.path.exists(wout):
+        os.remove(wout)
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([c.attn, "mha", "-x", c.path("x.npy"), "--weights", p, "--heads", "2", "-w", wout],
+                           stdout=full, stderr=subprocess.PIPE, text=True)
+    c.report("error_printed_output_on_full_disk_leaves_no_weights_out", "" if r.returncode == 1 and
+             not os.path.exists(wout) and r.stderr == "attn: error: cannot write to standard output: No space left "
+             "on device\n" else "rc %d, %r, weights out %s" % (r.returncode, r.stderr, os.path.exists(wout)))
 
 
 def bad_paths(c):

@@ -35,6 +35,7 @@ typedef struct npy_layout {
     bool fortran;       /* the data lists the first axis fastest (np.asfortranarray, x.T) */
     bool swap;          /* big-endian data ('>f4'): each element's bytes reversed once read */
     bool ints;          /* integers asked for (attn_npy_read_i64): '<i8' or '<i4' ('>' too) only */
+    unsigned version;   /* the format's major version: 1, 2 or 3 */
     int int_bytes;      /* then 8 or 4 */
 } npy_layout;
 
@@ -127,6 +128,11 @@ static attn_status parse_descr(npy_layout *h, const char *d, attn_error *err) {
     return ATTN_OK;
 }
 
+/* 'shape': a Python tuple of non-negative integers, read as NumPy reads it
+ * (ast.literal_eval): (24) is the number 24, not a tuple, and NumPy refuses
+ * it; 010 is no Python 3 literal, and Python 2 read it as octal 8; the long
+ * suffix 2L is Python 2's, so only the 1.0 and 2.0 formats (written before
+ * Python 3) may hold it. */
 static attn_status parse_shape(npy_layout *h, cursor *c, attn_error *err) {
     if (!take(c, '('))
         return attn_fail(err, ATTN_ERR_NPY_HEADER, "header 'shape' is not a tuple");
@@ -137,18 +143,27 @@ static attn_status parse_shape(npy_layout *h, cursor *c, attn_error *err) {
         if (c->p >= c->end || *c->p < '0' || *c->p > '9')
             return attn_fail(err, ATTN_ERR_NPY_HEADER,
                              "header 'shape' holds something other than non-negative integers");
+        const char *digits = c->p;
         int64_t dim = 0;
         while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
             if (!attn_mul_i64(dim, 10, &dim) || !attn_add_i64(dim, *c->p - '0', &dim))
                 return attn_fail(err, ATTN_ERR_OVERFLOW, "a dimension in 'shape' overflows 64 bits");
             c->p++;
         }
-        if (c->p < c->end && *c->p == 'L') c->p++; /* Python 2's long suffix */
+        if (digits[0] == '0' && dim != 0) /* 00 is 0 in Python 3 too */
+            return attn_fail(err, ATTN_ERR_NPY_HEADER,
+                             "header 'shape' has %.*s: Python takes no leading zero (Python 2 read it as octal)",
+                             (int)(c->p - digits > 24 ? 24 : c->p - digits), digits);
+        if (c->p < c->end && *c->p == 'L' && h->version < 3) c->p++; /* Python 2's long suffix */
         if (h->rank == ATTN_MAX_RANK)
             return attn_fail(err, ATTN_ERR_RANK, "array has more than %d dimensions",
                              ATTN_MAX_RANK);
         h->shape[h->rank++] = dim;
         if (!take(c, ',')) {
+            if (h->rank == 1 && take(c, ')'))
+                return attn_fail(err, ATTN_ERR_NPY_HEADER,
+                                 "header 'shape' (%lld) is a number, not a tuple: a 1-D shape is written (%lld,)",
+                                 (long long)dim, (long long)dim);
             if (take(c, ')')) return ATTN_OK;
             return attn_fail(err, ATTN_ERR_NPY_HEADER, "header 'shape' is not a valid tuple");
         }
@@ -238,6 +253,7 @@ static attn_status parse_layout(npy_layout *h, const unsigned char *buf, size_t 
     if ((major != 1 && major != 2 && major != 3) || minor != 0)
         return attn_fail(err, ATTN_ERR_NPY_UNSUPPORTED, ".npy format version %u.%u is not supported",
                          major, minor);
+    h->version = major;
     size_t len_bytes = major == 1 ? 2 : 4, prefix = NPY_MAGIC_LEN + 2 + len_bytes;
     if (avail < prefix)
         return attn_fail(err, ATTN_ERR_NPY_HEADER, "file ends inside the .npy header length");

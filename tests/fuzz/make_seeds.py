@@ -67,6 +67,9 @@ def main():
     write("npy", "big_endian.npy", npy(arrays["f32_2x3"].astype(">f4")))
     nul = npy(arrays["f32_2x3"]).replace(b"'<f4'", b"'<f4\0'", 1)  # a NUL in the descr, a padding space less
     write("npy", "nul_in_descr.npy", nul[:nul.index(b"\n") - 1] + nul[nul.index(b"\n"):])
+    # --cu-seqlens-q/-k offsets: the integers attn_npy_read_i64 reads (fuzz_npy reads each input as a file too)
+    write("npy", "cu_i8.npy", npy(np.array([0, 3, 3, 8], np.int64)))
+    write("npy", "cu_i4_big_endian.npy", npy(np.array([0, 5, 9], ">i4")))
 
     for i, s in enumerate(["the cat sat on the mat", "The quick brown fox jumped over the lazy dog.",
                            "my dog chased a ball in the park", "  cat,dog;   ball ", "Cat's MAT",
