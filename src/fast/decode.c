@@ -806,6 +806,21 @@ static void job_item_done(decode_job *j) {
     }
 }
 
+/* Whether the call reads a pool of pages in its default layout, (pages,
+ * Hk, P, E): a page's KV heads one after another. Two threads that take
+ * neighbouring items of a chunk then read neighbouring heads' parts of the
+ * same pages at the same time, P · E · 4 bytes apart (4 KiB for pages of 16
+ * at d = 64), which on Zen 5 took longer than the same reads farther apart:
+ * so a chunk's items take the even heads first, then the odd ones, and the
+ * items running together read parts two heads apart. Measured (two threads,
+ * --paged's decode batch, 4 process runs, in turns in one process, the same
+ * bits): paged over contiguous 0.87-0.88x of its time in three runs of four
+ * with pages of 16 (1.00x in the other), 0.96-0.98x in all four with pages
+ * of 256; items a head's chunks in turn instead: 0.91-1.00x and about 1.0x
+ * (docs/performance.md). Where the items start does not change a bit: the
+ * merge reads the chunks' partials in chunk order. */
+static bool apart_heads(const attn_slices *sl) { return sl->k_pages && !sl->k_pages->head_major; }
+
 /* One work item: chunk `chunk` of group g's keys. Items go chunk by chunk,
  * every group's item of a chunk before the next chunk's: where a cache
  * keeps its KV heads side by side (packed (tokens, Hk, E), or a page's
@@ -818,7 +833,9 @@ static void job_item_done(decode_job *j) {
  * which item it follows. */
 static void decode_item(void *ctx, int64_t item, int worker) {
     decode_job *j = ctx;
-    int64_t blocks = j->sl->count / j->G / j->ng, g0 = item % blocks * j->ng, chunk = item / blocks;
+    int64_t blocks = j->sl->count / j->G / j->ng, b = item % blocks, chunk = item / blocks;
+    if (apart_heads(j->sl)) b = b < (blocks + 1) / 2 ? 2 * b : 2 * (b - (blocks + 1) / 2) + 1;
+    int64_t g0 = b * j->ng;
     attn_problem p[ITEM_HEADS]; /* the heads' problems, group by group; a group's p[0] has its keys and values */
     for (int64_t t = 0; t < j->ng * j->G; t++) attn_slice(j->sl, g0 * j->G + t, &p[t]);
     float *partials = job_partials(j);
