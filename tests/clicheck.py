@@ -1,6 +1,7 @@
 """clicheck.py -- what every bad-input test of the attn command checks."""
 import os
 import re
+import subprocess
 
 
 def error_problems(result, code, pattern):
@@ -34,6 +35,18 @@ def run_expecting_error(run, tmp, args, code, pattern, outputs=()):
     if new:
         problems.append(f"files left behind: {sorted(new)}")
     return problems
+
+
+def status_on_closed_pipe(command, cwd):
+    """Run `command` (a list) in cwd with its standard output a pipe whose
+    reader has gone before the run starts; return its exit status (-SIGPIPE
+    when the signal killed it)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(command, stdout=write_end, stderr=subprocess.DEVNULL, cwd=cwd).returncode
+    finally:
+        os.close(write_end)
 
 
 # A sanitizer's report (ASan, UBSan, LSan) in what a run printed.

@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from scratch import scratch_dir
-from clicheck import RANKS, at_rank, error_problems, rank_case_problems, run_expecting_error
+from clicheck import RANKS, at_rank, error_problems, rank_case_problems, run_expecting_error, status_on_closed_pipe
 
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 ATTN = os.path.abspath(os.path.join(BUILD, "attn"))
@@ -737,12 +737,7 @@ def printed_result_lost(rng):
         left = sorted(os.listdir(d))
         report(f"printed_{kind}_result_on_full_disk_leaves_no_file", not problems and not left,
                "; ".join(problems + [f"left {left}"] * bool(left)))
-        read_end, write_end = os.pipe()
-        os.close(read_end)  # the reader is gone before the run starts
-        try:
-            rc = subprocess.run([ATTN, *args], stdout=write_end, stderr=subprocess.DEVNULL, cwd=d).returncode
-        finally:
-            os.close(write_end)
+        rc = status_on_closed_pipe([ATTN, *args], d)  # the reader gone before the run starts
         left = sorted(os.listdir(d))
         report(f"printed_{kind}_result_on_closed_pipe_leaves_no_file", rc == -signal.SIGPIPE and not left,
                f"exit {rc}, left {left}")

@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 
 from scratch import scratch_dir
-from clicheck import run_expecting_error
+from clicheck import run_expecting_error, status_on_closed_pipe
 
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 ATTN = os.path.abspath(os.environ.get("ATTN_BIN") or os.path.join(BUILD, "attn"))
@@ -1140,12 +1140,7 @@ def test_errors():
                f"exit {r.returncode}, {r.stderr!r}, left {left}")
         for f in left:
             os.remove(os.path.join(TMP, f))
-        read_end, write_end = os.pipe()
-        os.close(read_end)  # the reader is gone before the run starts
-        try:
-            rc = subprocess.run([ATTN, *args], stdout=write_end, stderr=subprocess.DEVNULL, cwd=TMP).returncode
-        finally:
-            os.close(write_end)
+        rc = status_on_closed_pipe([ATTN, *args], TMP)  # the reader gone before the run starts
         left = [f for f in os.listdir(TMP) if "lost.svg" in f]
         report(f"{name}_report_on_closed_pipe_leaves_no_svg", rc == -signal.SIGPIPE and not left,
                f"exit {rc}, left {left}")
