@@ -540,8 +540,9 @@ ATTN_API attn_status attn_additive_scores(double *scores, const double *q, int n
  * causal mask when causal (row i sees columns 0..i), computed by attn_sdpa
  * (the scores as an additive mask on zero queries and keys), so any scorer
  * gets the library's own softmax (added in 0.3.0). Errors: ATTN_ERR_NULL,
- * ATTN_ERR_ARGUMENT, ATTN_ERR_NO_MEMORY, ATTN_ERR_STRIDE (weights
- * overlapping scores: not in place). */
+ * ATTN_ERR_ARGUMENT, ATTN_ERR_OVERFLOW (n m doubles past the address space),
+ * ATTN_ERR_NO_MEMORY, ATTN_ERR_STRIDE (weights overlapping scores: not in
+ * place). */
 ATTN_API attn_status attn_softmax_rows(double *weights, const double *scores, int n, int m, int causal, attn_error *err);
 
 #ifdef __cplusplus

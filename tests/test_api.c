@@ -8,6 +8,7 @@
 #include "base/base.h" /* attn_check_writable, for a layout no call could run */
 #include "check.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdarg.h>
@@ -2822,6 +2823,11 @@ static void test_additive(void) {
     check(st == ATTN_OK && w[0] == 1 && w[1] == 0 && w[2] == 0 && fabs(w[3] - exp(-1) / (exp(-1) + 1)) < 1e-15 && w[5] == 0,
           "softmax_rows_causal", "%g %g %g", w[0], w[3], w[5]);
     check_status(attn_softmax_rows(w, NULL, 2, 3, 0, &err), &err, ATTN_ERR_NULL, "NULL", "softmax_rows_null");
+    /* sizes no array can have are an overflow, not the overlap they would imply */
+    check_status(attn_softmax_rows(w, sc, INT_MAX, INT_MAX, 0, &err), &err, ATTN_ERR_OVERFLOW, "weights",
+                 "softmax_rows_sizes_overflow");
+    check_status(attn_additive_scores(s, q, INT_MAX, k, INT_MAX, 2, w1, w2, v, 1, &err), &err, ATTN_ERR_OVERFLOW,
+                 "scores", "additive_scores_sizes_overflow");
 }
 
 /* The kernel walk's errors, and its JSON asked for by length first (the
