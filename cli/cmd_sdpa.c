@@ -125,15 +125,18 @@ typedef struct input {
     attn_tensor t;
 } input;
 
-/* "q=q.npy (2, 3, 8), k=k.npy (2, 5, 8), ..." for error messages. */
+/* "q=q.npy (2, 3, 8), k=k.npy (2, 5, 8), ..., sinks=s.npy (3,)" for error
+ * messages: the files given among the first n inputs. */
 static void describe_inputs(char *buf, size_t size, const input *in, int n) {
     size_t used = 0;
     buf[0] = '\0';
     for (int i = 0; i < n && used < size; i++) {
         char shape[128];
         if (!in[i].path) continue;
+        const char *name = in[i].flag;
+        while (*name == '-') name++; /* "q", "alibi-slopes" */
         used += (size_t)snprintf(buf + used, size - used, "%s%s=%s %s", used ? ", " : "",
-                                 in[i].flag + 1, in[i].path, cli_shape(shape, sizeof shape, &in[i].t));
+                                 name, in[i].path, cli_shape(shape, sizeof shape, &in[i].t));
     }
 }
 
@@ -642,7 +645,7 @@ static int run(input *in, cli_output *outs, attn_sdpa_options *opts, attn_dtype 
     if (in[3].path) opts->mask = &in[3].t;
     if (attn_sdpa_shapes(&rank, out_shape, w_shape, &in[0].t, &in[1].t, &in[2].t, opts, &err)) {
         char what[1024];
-        describe_inputs(what, sizeof what, in, 4);
+        describe_inputs(what, sizeof what, in, N_INPUTS); /* every file given: the fault may be in any */
         return cli_error(EXIT_DATA, "%s [%s]", err.message, what);
     }
 

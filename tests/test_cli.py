@@ -361,6 +361,13 @@ def main():
         f.write(latin1)
     expect_error("file_header_raw_c1_byte_escaped", with_q(os.path.join(TMP, "c1raw.npy")), 1,
                  re.escape(r"c1raw.npy: header has an unexpected or repeated key 'sh\x9bape'"), outs)
+    # A library error over the inputs names every file given, the optional
+    # ones too: a wrong --sinks or --alibi-slopes was named by q, k and v only.
+    heads = q32.shape[0]  # q32 is (H, L, E)
+    for flag in ("--sinks", "--alibi-slopes"):
+        bad = save("bad_%s.npy" % flag.strip("-"), np.ones(heads + 1, np.float32))
+        expect_error("file_error_names_%s" % flag.strip("-"), ["sdpa", "-q", pq32, "-k", pk32, "-v", pv32, flag, bad,
+                     "-o", "out.npy"], 1, r"\[q=.*, %s=.*bad_%s\.npy \(%d,\)\]$" % (flag.strip("-"), flag.strip("-"), heads + 1))
     # The shape is a tuple as Python reads one: (24) is the number 24, which
     # NumPy refuses ("shape is not valid"), and was read as (24,); 02 is no
     # Python 3 literal (Python 2 read 010 as 8), and was read as 2; 2L is
