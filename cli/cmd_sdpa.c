@@ -408,6 +408,10 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
     if (*alibi && in[5].path) return cli_error(EXIT_USAGE, "give --alibi or --alibi-slopes FILE, not both");
     if (outs[OUT_DSINKS].path && !in[6].path) return cli_error(EXIT_USAGE, "--dsinks needs --sinks FILE");
     if (seed && !dropout) return cli_error(EXIT_USAGE, "--seed seeds the dropout mask: give --dropout P too");
+    if (outs[OUT_KEEP].path && !dropout)
+        return cli_error(EXIT_USAGE, "--dropout-mask writes which weights the dropout kept: give --dropout P too");
+    if (opts->compute == ATTN_COMPUTE_BF16 && outs[OUT_WEIGHTS].path)
+        return cli_error(EXIT_USAGE, "--compute=bf16 writes no weights (-w): compute in f32 for them");
     if (opts->window && opts->causal == ATTN_CAUSAL_NONE)
         return cli_error(EXIT_USAGE, "--window needs --causal (top-left or bottom-right)");
     if (!cu_path[0] != !cu_path[1])

@@ -672,6 +672,13 @@ def main():
     # --seed alone seeded nothing and was ignored: refused, as other options needing another are.
     expect_error("seed_without_dropout", base + ["--seed", "9"], 2,
                  r"^attn: error: --seed seeds the dropout mask: give --dropout P too$")
+    # --dropout-mask alone wrote a mask of all true; -w with --compute=bf16 was
+    # refused by the library as bad data (exit 1): both are usage errors.
+    expect_error("dropout_mask_without_dropout", base + ["--dropout-mask", "keep.npy"], 2,
+                 r"^attn: error: --dropout-mask writes which weights the dropout kept: give --dropout P too$",
+                 ("out.npy", "keep.npy"))
+    expect_error("weights_with_bf16_compute", base + ["--compute=bf16", "-w", "w.npy"], 2,
+                 r"^attn: error: --compute=bf16 writes no weights \(-w\)", ("out.npy", "w.npy"))
     r = attn(*(base + ["--dropout", "0.25", "--seed", "9", "--dropout-mask", "keep.npy"]))
     keep = np.load(os.path.join(TMP, "keep.npy")) if r.returncode == 0 else np.zeros(0)
     report("dropout_mask_written", keep.dtype == np.bool_ and keep.shape == (2, 3, 5) and 0 < keep.mean() < 1,
