@@ -1319,6 +1319,39 @@ def test_kernel():
     expect_error("kernel_unknown_word", ["explain", "--kernel", "the cta"], 1, r"unknown word 'cta'")
 
 
+def json_keys(value, keys):
+    """Every key of every object in a parsed JSON value, added to keys."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            keys.add(k)
+            json_keys(v, keys)
+    elif isinstance(value, list):
+        for v in value:
+            json_keys(v, keys)
+    return keys
+
+
+def test_json_keys_documented():
+    """Every key the commands' --json writes is named in docs/explainer.md
+    (as `key` or "key"): scaling's "training" rows and the kernel walk's
+    cost, cache.gqa, pages and gradient.saturation keys were written but
+    never described."""
+    doc = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "explainer.md"),
+               encoding="utf-8").read()
+    named = set(re.findall(r'[`"]([A-Za-z_][A-Za-z0-9_]*)[`"]', doc))
+    for args in (["explain"], ["explain", "--heads", "3"], ["explain", "--source", "a dog", "--positions", "rope"],
+                 ["explain", "--positions", "sinusoidal", "--causal"], ["explain", "--kernel"],
+                 ["scaling", "--dims", "4", "--queries", "10"], ["scaling", "--variance", "--dims", "4"],
+                 ["train", "--steps", "2"]):
+        r = run(*args, "--json")
+        if r.returncode != 0:
+            report("json_keys_documented_" + "_".join(a.strip("-") for a in args[:2]), False, r.stderr)
+            continue
+        missing = sorted(json_keys(json.loads(r.stdout), set()) - named)
+        report("json_keys_documented_" + "_".join(a.strip("-").replace(" ", "_") for a in args[:2]), not missing,
+               f"attn {' '.join(args)} --json writes {missing}, which docs/explainer.md does not name")
+
+
 def main():
     test_story()
     test_patterns()
@@ -1344,6 +1377,7 @@ def main():
     test_additive()
     test_kernel()
     test_scaling()
+    test_json_keys_documented()
     test_errors()
     return 1 if failed else 0
 
