@@ -1352,6 +1352,18 @@ def test_json_keys_documented():
                f"attn {' '.join(args)} --json writes {missing}, which docs/explainer.md does not name")
 
 
+    # The "head" key's values: the table listed four, the command writes more.
+    np.save(os.path.join(TMP, "heads_x.npy"), np.eye(3))
+    np.save(os.path.join(TMP, "heads_w.npy"), np.eye(3)[:, :2])
+    heads = set()
+    for args in ([], ["--random-head"], ["--positions", "rope"], ["--tied"], ["--trained"], ["--mode", "dot"],
+                 ["--embeddings", "heads_x.npy", "--wq", "heads_w.npy", "--wk", "heads_w.npy", "--wv", "heads_w.npy"]):
+        heads.add(explain_json(*args)["head"])
+    heads |= {h["head"] for h in explain_json("--heads", "3")["heads"]}
+    missing = sorted(h for h in heads if f'`"{h}"`' not in doc)
+    report("json_head_values_documented", not missing, f"docs/explainer.md does not list head {missing}")
+
+
 def main():
     test_story()
     test_patterns()
