@@ -1195,8 +1195,10 @@ static void varlen_balance(bool as_json) {
     for (int r = 0; r < rounds; r++) speedup[r] = t[0][r] / t[1][r], per_seq[r] = t[2][r] / t[1][r];
     double s = median(speedup, rounds), p = median(per_seq, rounds);
     if (as_json)
-        printf("    {\"lengths\": \"%lld and %d x %lld\", \"threads\": %d, \"speedup_over_1_thread\": %.3f, "
-               "\"per_sequence_over_varlen\": %.3f, \"rounds\": %d}\n",
+        /* the batch as numbers: its "lengths" was the text "8000 and 100 x
+         * 50", a string where the rows beside it have a list */
+        printf("    {\"long_length\": %lld, \"short_sequences\": %d, \"short_length\": %lld, \"threads\": %d, "
+               "\"speedup_over_1_thread\": %.3f, \"per_sequence_over_varlen\": %.3f, \"rounds\": %d}\n",
                (long long)longest, SHORT, (long long)shortest, n, s, p, rounds);
     else
         cli_prose(stdout, 0, 2, "varlen prefill %lld tokens and %d x %lld (Hq%d Hk%d d%d causal): %d threads %.2fx as fast "
@@ -2166,6 +2168,22 @@ static void print_row(text_table *tab, const shape *s, const result *r, bool dec
     tab_cell(tab, "%s%s", r->ran.kernel, exact ? "+exact" : ""), tab_cell(tab, "%s", *r->ran.bf16 ? r->ran.bf16 : "-");
 }
 
+/* The peaks measured, in GFLOP/s: FMA per ISA, VDPBF16PS and AMX, each on
+ * 1 thread and on n; 0 where the CPU has none. */
+typedef struct peaks {
+    double avx512_1, avx512_n, avx2_1, avx2_n, bf16_1, bf16_n, amx_1, amx_n;
+} peaks;
+
+/* The JSON's "peak_gflops": the same object in every report that has the
+ * key (--layer's was a number, the f32 peak alone, where the whole report's
+ * is this object: one key, two meanings). */
+static void peaks_json(const peaks *p) {
+    printf("\"peak_gflops\": {\"avx512_1\": %.1f, \"avx512_n\": %.1f, \"avx2_1\": %.1f, \"avx2_n\": %.1f, "
+           "\"avx512_bf16_1\": %.1f, \"avx512_bf16_n\": %.1f, \"amx_bf16_1\": %.1f, \"amx_bf16_n\": %.1f}",
+           p->avx512_1 / 1e9, p->avx512_n / 1e9, p->avx2_1 / 1e9, p->avx2_n / 1e9, p->bf16_1 / 1e9, p->bf16_n / 1e9,
+           p->amx_1 / 1e9, p->amx_n / 1e9);
+}
+
 /* Whether this run times shape s's row (--backward: the backward's only). */
 static bool row_runs(const shape *s) { return !backward_only || s->backward; }
 
@@ -2274,6 +2292,7 @@ int main(int argc, char **argv) {
     if (asked && *asked && strcmp(asked, isa) != 0)
         snprintf(isa_text, sizeof isa_text, "%s kernels (ATTN_ISA=%.64s ignored: not a set this CPU runs)", isa, asked);
     else snprintf(isa_text, sizeof isa_text, "%s kernels", isa);
+    const peaks peaks_seen = {peak512_1, peak512_n, peak256_1, peak256_n, bf16_1, bf16_n, amx_1, amx_n};
     double peak = peak512_n > peak256_n ? peak512_n : peak256_n;
     if (peak <= 0) peak = 1e9;
     progress("measuring the triad bandwidth...");
@@ -2301,7 +2320,10 @@ int main(int argc, char **argv) {
     layer_peak = peak / 2; /* the f64 peak: the backward's products are double sums, half the f32 lanes */
     if (layer_only) {
         progress("");
-        if (json) printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"openblas_threads\": %d, \"peak_gflops\": %.1f, \"layer\": [\n", cpu_j, isa_j, n, blas_n, peak / 1e9);
+        if (json) {
+            printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"openblas_threads\": %d, ", cpu_j, isa_j, n, blas_n);
+            peaks_json(&peaks_seen), printf(", \"layer\": [\n");
+        }
         else cli_prose(stdout, 0, 2, "attn bench --layer: %s, %s, %d threads%s; FMA peak %.1f GFLOP/s in f32, %.1f in f64", cpu, isa_text, n,
                     blas_text, peak / 1e9, layer_peak / 1e9);
         mha_row(json);
@@ -2506,10 +2528,7 @@ int main(int argc, char **argv) {
                "\"gemm_rows\": %d, \"gemm_depth\": %d, \"gemm_cols\": %d},\n",
                json_text(tun.blocks_for, jbuf, sizeof jbuf), tun.block_rows, tun.block_keys, tun.backward_block_rows, tun.backward_block_keys,
                tun.decode_chunk, tun.gemm_rows, tun.gemm_depth, tun.gemm_cols);
-        printf("  \"peak_gflops\": {\"avx512_1\": %.1f, \"avx512_n\": %.1f, \"avx2_1\": %.1f, \"avx2_n\": %.1f, "
-               "\"avx512_bf16_1\": %.1f, \"avx512_bf16_n\": %.1f, \"amx_bf16_1\": %.1f, \"amx_bf16_n\": %.1f},\n",
-               peak512_1 / 1e9, peak512_n / 1e9, peak256_1 / 1e9, peak256_n / 1e9, bf16_1 / 1e9, bf16_n / 1e9,
-               amx_1 / 1e9, amx_n / 1e9);
+        printf("  "), peaks_json(&peaks_seen), printf(",\n");
         printf("  \"triad_gbps\": %.2f, \"read_gbps\": %.2f, \"llc_bytes\": %.0f,\n  \"results\": [\n", bw / 1e9,
                rbw / 1e9, llc_bytes);
         /* only the rows this run timed: --backward's JSON listed every forward

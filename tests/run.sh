@@ -158,23 +158,26 @@ bench_quick() {
     # and reports every shape.
     report=$("$BUILD/attn" bench --quick --json) || { echo "FAIL bench_quick_runs"; return 1; }
     echo "ok bench_quick_runs"
+    # Each report is kept, for bench_json.py to read them all at the end.
+    reports="$BUILD/bench_reports"
+    rm -rf "$reports" && mkdir -p "$reports" && echo "$report" >"$reports/all.json"
     echo "$report" | $PY -c 'import json, sys; r = json.load(sys.stdin); assert len(r["results"]) >= 10 and all(x["seconds"] > 0 for x in r["results"]) and r["peak_gflops"]["avx2_n"] > 0; v = r["score_variants_in_turns"]; assert len(v) == 6 and all(x["gflops"] > 0 for x in v)' &&
         echo "ok bench_quick_json_complete" || echo "FAIL bench_quick_json_complete"
-    "$BUILD/attn" bench --quick --variants --json | $PY -c 'import json, sys; v = json.load(sys.stdin)["score_variants_in_turns"]; assert [x["variant"] for x in v] == ["plain", "softcap 30", "ALiBi", "sinks", "causal", "causal window L/4"] and all(x["gflops"] > 0 and x["of_reference"] > 0 for x in v)' &&
+    "$BUILD/attn" bench --quick --variants --json | tee "$reports/variants.json" | $PY -c 'import json, sys; v = json.load(sys.stdin)["score_variants_in_turns"]; assert [x["variant"] for x in v] == ["plain", "softcap 30", "ALiBi", "sinks", "causal", "causal window L/4"] and all(x["gflops"] > 0 and x["of_reference"] > 0 for x in v)' &&
         echo "ok bench_variants_only_rows" || echo "FAIL bench_variants_only_rows"
-    "$BUILD/attn" bench --quick --decode --json | $PY -c 'import json, sys; r = json.load(sys.stdin); d = [x for x in r["decode_sweep"] if "memory_us" in x]; b = r["batched_decode"]; assert len(d) == 12 and all(x["memory_us"] > 0 and x["cache_us"] > 0 and x["over_previous"] > 0 and x["cache_over_previous"] > 0 for x in d) and len(b) == 1 and b[0]["sequences"] == 64 and b[0]["gbps"] > 0' &&
+    "$BUILD/attn" bench --quick --decode --json | tee "$reports/decode.json" | $PY -c 'import json, sys; r = json.load(sys.stdin); d = [x for x in r["decode_sweep"] if "memory_us" in x]; b = r["batched_decode"]; assert len(d) == 12 and all(x["memory_us"] > 0 and x["cache_us"] > 0 and x["over_previous"] > 0 and x["cache_over_previous"] > 0 for x in d) and len(b) == 1 and b[0]["sequences"] == 64 and b[0]["gbps"] > 0' &&
         echo "ok bench_decode_only_rows" || echo "FAIL bench_decode_only_rows"
-    "$BUILD/attn" bench --quick --paged --json | $PY -c 'import json, sys; v = json.load(sys.stdin)["paged_vs_contiguous"]; assert [(x["step"], x["page_size"], x["huge_pages"], x["head_major"]) for x in v] == [("prefill", 16, False, False), ("prefill", 256, False, False), ("decode", 16, False, False), ("decode", 256, False, False), ("decode", 16, True, False), ("decode", 256, True, False), ("prefill", 16, False, True), ("prefill", 256, False, True), ("decode", 16, False, True), ("decode", 256, False, True)] and all(x["huge_mib"] >= -1 and x["contiguous_ms"] > 0 and x["paged_ms"] > 0 and x["paged_over_contiguous"] > 0 for x in v)' &&
+    "$BUILD/attn" bench --quick --paged --json | tee "$reports/paged.json" | $PY -c 'import json, sys; v = json.load(sys.stdin)["paged_vs_contiguous"]; assert [(x["step"], x["page_size"], x["huge_pages"], x["head_major"]) for x in v] == [("prefill", 16, False, False), ("prefill", 256, False, False), ("decode", 16, False, False), ("decode", 256, False, False), ("decode", 16, True, False), ("decode", 256, True, False), ("prefill", 16, False, True), ("prefill", 256, False, True), ("decode", 16, False, True), ("decode", 256, False, True)] and all(x["huge_mib"] >= -1 and x["contiguous_ms"] > 0 and x["paged_ms"] > 0 and x["paged_over_contiguous"] > 0 for x in v)' &&
         echo "ok bench_paged_rows" || echo "FAIL bench_paged_rows"
-    "$BUILD/attn" bench --quick --kv --json | $PY -c 'import json, sys; v = json.load(sys.stdin)["kv_cache_decode"]; assert [x["name"].split()[-1] for x in v] == ["f16", "q8", "q4", "e4m3", "e5m2", "q4_1"] and "K q4c V q4_1" in v[-1]["name"] and all(x["tokens_per_s"] > 0 for x in v) and all(x["over_f16"] > 0 and x["rounds"] == 3 and x["over_f16_range"][0] <= x["over_f16"] <= x["over_f16_range"][1] for x in v[1:])' &&
+    "$BUILD/attn" bench --quick --kv --json | tee "$reports/kv.json" | $PY -c 'import json, sys; v = json.load(sys.stdin)["kv_cache_decode"]; assert [x["name"].split()[-1] for x in v] == ["f16", "q8", "q4", "e4m3", "e5m2", "q4_1"] and "K q4c V q4_1" in v[-1]["name"] and all(x["tokens_per_s"] > 0 for x in v) and all(x["over_f16"] > 0 and x["rounds"] == 3 and x["over_f16_range"][0] <= x["over_f16"] <= x["over_f16_range"][1] for x in v[1:])' &&
         echo "ok bench_kv_rows" || echo "FAIL bench_kv_rows"
-    "$BUILD/attn" bench --quick --varlen --json | $PY -c 'import json, sys; v = json.load(sys.stdin)["varlen"]; assert len(v) == 3 and v[0]["varlen_ms"] > 0 and v[0]["per_sequence_ms"] > 0 and v[1]["varlen_backward_ms"] > 0 and v[1]["per_sequence_backward_ms"] > 0 and v[1]["varlen_backward_of_per_sequence"] > 0 and v[2]["speedup_over_1_thread"] > 0' &&
+    "$BUILD/attn" bench --quick --varlen --json | tee "$reports/varlen.json" | $PY -c 'import json, sys; v = json.load(sys.stdin)["varlen"]; assert len(v) == 3 and v[0]["varlen_ms"] > 0 and v[0]["per_sequence_ms"] > 0 and v[1]["varlen_backward_ms"] > 0 and v[1]["per_sequence_backward_ms"] > 0 and v[1]["varlen_backward_of_per_sequence"] > 0 and v[2]["speedup_over_1_thread"] > 0' &&
         echo "ok bench_varlen_rows_forward_backward_balance" || echo "FAIL bench_varlen_rows_forward_backward_balance"
     # --backward times no forward row: the ratio it cannot form is null, and
     # the whole report is JSON (no NaN).
     # Its rows are the backward's alone: the forward rows it did not time
     # were listed too, with zero seconds.
-    "$BUILD/attn" bench --quick --backward --json | $PY -c 'import json, sys; r = json.load(sys.stdin, parse_constant=lambda c: sys.exit("not JSON: " + c)); assert r["bf16_over_f32_d128"] is None and r["backward_bf16_over_f32_d128"] > 0; v = r["results"]; assert len(v) == 7 and all(x["backward"] and x["seconds"] > 0 for x in v), [x["name"] for x in v]' &&
+    "$BUILD/attn" bench --quick --backward --json | tee "$reports/backward.json" | $PY -c 'import json, sys; r = json.load(sys.stdin, parse_constant=lambda c: sys.exit("not JSON: " + c)); assert r["bf16_over_f32_d128"] is None and r["backward_bf16_over_f32_d128"] > 0; v = r["results"]; assert len(v) == 7 and all(x["backward"] and x["seconds"] > 0 for x in v), [x["name"] for x in v]' &&
         echo "ok bench_backward_only_json" || echo "FAIL bench_backward_only_json"
     # Each row names the kernel its first call ran (ATTN_VERBOSE's line): the
     # forward's flash or decode, the backward's flash_backward, and the bf16
@@ -210,7 +213,7 @@ bench_quick() {
     # Text in the JSON is escaped: a CPU name with a quote, a backslash and a
     # tab (ATTN_BENCH_CPU_NAME, as a VM may name it) went in as it was, and
     # the report was not JSON.
-    ATTN_BENCH_CPU_NAME=$(printf 'Zen "5"\t\\ vm') "$BUILD/attn" bench --quick --overhead --json |
+    ATTN_BENCH_CPU_NAME=$(printf 'Zen "5"\t\\ vm') "$BUILD/attn" bench --quick --overhead --json | tee "$reports/overhead.json" |
         ATTN_BENCH_CPU_NAME=$(printf 'Zen "5"\t\\ vm') $PY -c 'import json, os, sys; r = json.load(sys.stdin); assert r["cpu"] == os.environ["ATTN_BENCH_CPU_NAME"], r["cpu"]' &&
         echo "ok bench_json_text_escaped" || echo "FAIL bench_json_text_escaped"
     # An ATTN_ISA the library passes over (no set of that name) is said in
@@ -221,7 +224,7 @@ bench_quick() {
     # the baselines' count is given, and said in the heading where it is
     # not --threads' (the heading read "65 threads" of a run whose OpenBLAS
     # used 64).
-    blas=$("$BUILD/attn" bench --quick --layer --threads 65 --json | $PY -c 'import json, sys; r = json.load(sys.stdin); assert r["threads"] == 65 and 1 <= r["openblas_threads"] <= 65; print(r["openblas_threads"])')
+    blas=$("$BUILD/attn" bench --quick --layer --threads 65 --json | tee "$reports/layer.json" | $PY -c 'import json, sys; r = json.load(sys.stdin); assert r["threads"] == 65 and 1 <= r["openblas_threads"] <= 65; print(r["openblas_threads"])')
     head=$(COLUMNS=300 "$BUILD/attn" bench --quick --layer --threads 65 | head -1)
     if [ -n "$blas" ] && { [ "$blas" -eq 65 ] || echo "$head" | grep -q " 65 threads (OpenBLAS on $blas, its most);"; }; then
         echo "ok bench_openblas_threads_said"
@@ -240,6 +243,9 @@ bench_quick() {
     err=$( (ulimit -v 600000; OPENBLAS_NUM_THREADS=1 "$BUILD/attn" bench --quick --overhead --threads 256 2>&1 >/dev/null); echo "status $?")
     echo "$err" | head -1 | grep -q "^attn: error: cannot start 256 threads" && [ "$(echo "$err" | tail -1)" = "status 1" ] &&
         [ "$(echo "$err" | wc -l)" -eq 2 ] && echo "ok bench_threads_that_cannot_start_are_an_error" || echo "FAIL bench_threads_that_cannot_start_are_an_error: $err"
+    # The reports together: JSON, one type per key across them, every key
+    # described in docs/performance.md.
+    $PY tests/bench_json.py docs/performance.md "$reports"/*.json
 }
 suite "attn bench --quick (runs, is not timed)" bench_quick
 bench_arguments() {
