@@ -2211,6 +2211,42 @@ static void json_row(const shape *s, const result *r, bool last) {
            last ? "" : ",");
 }
 
+/* --json's report is one object or nothing. It goes to a temporary file,
+ * copied to stdout when the run ends well: a run that failed midway (out of
+ * memory in a section whose opening lines were out) left half an object
+ * on stdout, which a reader of the pipe could not parse, beside status 1.
+ * Every error path exits through exit(1), which flushes the file, not
+ * stdout. held: the file; real: the descriptor stdout was. */
+static FILE *held;
+static int real_stdout = -1;
+
+static void hold_report(void) {
+    fflush(stdout);
+    held = tmpfile();
+    real_stdout = held ? dup(1) : -1;
+    if (real_stdout < 0 || dup2(fileno(held), 1) < 0) { /* no room for a file: the report as it comes */
+        if (real_stdout >= 0) close(real_stdout);
+        if (held) fclose(held);
+        held = NULL, real_stdout = -1;
+    }
+}
+
+/* The end of the run, with status code: a report held, stdout again, and
+ * the report copied to it when code is 0 (dropped otherwise); then
+ * cli_close_stdout, which says whether it could be written. */
+static int report_done(int code) {
+    if (held) {
+        fflush(stdout);
+        dup2(real_stdout, 1), close(real_stdout);
+        rewind(held);
+        char buf[1 << 16];
+        size_t got;
+        while (code == 0 && (got = fread(buf, 1, sizeof buf, held)) > 0) fwrite(buf, 1, got, stdout);
+        fclose(held), held = NULL;
+    }
+    return cli_close_stdout(code);
+}
+
 int main(int argc, char **argv) {
     const char *ggml_dir = NULL;
     /* The options that each run one section alone: two of them ran only the
@@ -2262,7 +2298,8 @@ int main(int argc, char **argv) {
         }
     }
     if (threads) attn_set_num_threads(threads);
-    if (ggml_dir) return cli_close_stdout(ggml_compare(ggml_dir, quick, json)); /* only when the user points at a ggml build */
+    if (json) hold_report();
+    if (ggml_dir) return report_done(ggml_compare(ggml_dir, quick, json)); /* only when the user points at a ggml build */
     int n = attn_get_num_threads();
     __builtin_cpu_init();
     /* fma256 needs FMA beside AVX2 (a CPU may have one without the other) */
@@ -2329,7 +2366,7 @@ int main(int argc, char **argv) {
         mha_row(json);
         bf16_attention_rows(json);
         if (json) printf("]}\n");
-        return cli_close_stdout(0);
+        return report_done(0);
     }
     int64_t other = quick ? 256 : 2048; /* L = S of the other shapes and of the variants' rows */
     if (overhead_only) {
@@ -2340,7 +2377,7 @@ int main(int argc, char **argv) {
         if (json) printf(",\n");
         varlen_overhead(json);
         if (json) printf("]}\n");
-        return cli_close_stdout(0);
+        return report_done(0);
     }
     if (varlen_only) {
         progress("");
@@ -2352,7 +2389,7 @@ int main(int argc, char **argv) {
         if (json) printf(",\n");
         varlen_balance(json);
         if (json) printf("]}\n");
-        return cli_close_stdout(0);
+        return report_done(0);
     }
     if (decode_only) {
         progress("");
@@ -2362,7 +2399,7 @@ int main(int argc, char **argv) {
         if (json) printf("  ],\n  \"batched_decode\": [\n");
         batched_decode(bw, json);
         if (json) printf("]}\n");
-        return cli_close_stdout(0);
+        return report_done(0);
     }
     if (kv_only) {
         progress("");
@@ -2371,7 +2408,7 @@ int main(int argc, char **argv) {
                        "layer (32 query heads, 8 KV heads, d = 128) from a KV cache of each storage; K and V read once", cpu, isa_text, n, bw / 1e9);
         kv_storage_rows(bw, json);
         if (json) printf("]}\n");
-        return cli_close_stdout(0);
+        return report_done(0);
     }
     if (paged_only) {
         progress("");
@@ -2379,7 +2416,7 @@ int main(int argc, char **argv) {
         else cli_prose(stdout, 0, 2, "attn bench --paged: %s, %s, %d threads", cpu, isa_text, n);
         paged_rows(json);
         if (json) printf("]}\n");
-        return cli_close_stdout(0);
+        return report_done(0);
     }
     if (variants_only) { /* the same rows as the full run's */
         progress("");
@@ -2387,7 +2424,7 @@ int main(int argc, char **argv) {
         else cli_prose(stdout, 0, 2, "attn bench --variants: %s, %s, %d threads", cpu, isa_text, n);
         variant_ratios(other, json);
         if (json) printf("]}\n");
-        return cli_close_stdout(0);
+        return report_done(0);
     }
 
     enum { MAX_SHAPES = 64 };
@@ -2558,7 +2595,7 @@ int main(int argc, char **argv) {
         if (isfinite(fwd) && fwd > 0) snprintf(fs, sizeof fs, "%.3f", fwd);
         if (isfinite(bwd) && bwd > 0) snprintf(bs, sizeof bs, "%.3f", bwd);
         printf("  ],\n  \"bf16_over_f32_d128\": %s, \"backward_bf16_over_f32_d128\": %s\n}\n", fs, bs);
-        return cli_close_stdout(0);
+        return report_done(0);
     }
     cli_prose(stdout, 0, 2, "attn bench: %s, core %s, %s, %d threads%s", cpu, tun.core, isa_text, n, blas_text);
     cli_prose(stdout, 0, 2, "blocks (registered for %s): forward %d rows x %d keys, backward %d x %d, decode chunks of %d "
@@ -2647,5 +2684,5 @@ int main(int argc, char **argv) {
               "included); backward 10 H d. vs ref: times faster than attn_sdpa_reference; vs BLAS: times faster than "
               "OpenBLAS sgemm + softmax + sgemm (L x S scores in memory), for the backward its five sgemms and the "
               "softmax's gradient; each the median of %d rounds' ratios, timed in turns.", turn_rounds());
-    return cli_close_stdout(0);
+    return report_done(0);
 }

@@ -243,6 +243,22 @@ bench_quick() {
     err=$( (ulimit -v 600000; OPENBLAS_NUM_THREADS=1 "$BUILD/attn" bench --quick --overhead --threads 256 2>&1 >/dev/null); echo "status $?")
     echo "$err" | head -1 | grep -q "^attn: error: cannot start 256 threads" && [ "$(echo "$err" | tail -1)" = "status 1" ] &&
         [ "$(echo "$err" | wc -l)" -eq 2 ] && echo "ok bench_threads_that_cannot_start_are_an_error" || echo "FAIL bench_threads_that_cannot_start_are_an_error: $err"
+    # A run that fails midway leaves nothing on stdout: out of memory for
+    # --decode's pool of keys (64 MiB), after the report's opening lines
+    # were printed, left them there, half a JSON object beside status 1.
+    # The limits go from one under which the machine's own measurements
+    # fail to one under which the section runs whole: each run that fails
+    # must leave stdout empty, and one must fail at the pool.
+    at_pool=0 partial=""
+    for limit in 100000 120000 140000 160000 180000 200000 250000 300000; do
+        err=$( (ulimit -v $limit; OPENBLAS_NUM_THREADS=1 "$BUILD/attn" bench --quick --decode --json --threads 1 \
+            2>&1 >"$BUILD/bench_oom.json"); echo "status $?")
+        [ "$(echo "$err" | tail -1)" = "status 0" ] && break
+        [ -s "$BUILD/bench_oom.json" ] && partial="$partial $limit"
+        echo "$err" | head -1 | grep -q "^attn: error: out of memory (67108864 bytes" && at_pool=1
+    done
+    [ -z "$partial" ] && [ $at_pool -eq 1 ] && echo "ok bench_failed_run_prints_no_json" ||
+        echo "FAIL bench_failed_run_prints_no_json: stdout written under ulimit -v${partial:- (none)}; a failure at the pool: $at_pool"
     # The reports together: JSON, one type per key across them, every key
     # described in docs/performance.md.
     $PY tests/bench_json.py docs/performance.md "$reports"/*.json
