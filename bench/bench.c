@@ -114,18 +114,32 @@ static void progress(const char *what) {
     if (isatty(2)) fprintf(stderr, "\r\033[K%s", what);
 }
 
+/* A run that cannot go on: the progress line cleared, one line "attn:
+ * error: ...", status 1. (Some errors began with a newline to end the
+ * progress line: where stderr is not a terminal, two lines, the first
+ * empty.) */
+__attribute__((format(printf, 1, 2)))
+static _Noreturn void fail(const char *format, ...) {
+    va_list ap;
+    va_start(ap, format);
+    progress("");
+    fputs("attn: error: ", stderr), vfprintf(stderr, format, ap), fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
 /* malloc and calloc that end the program with an error when memory runs
  * out: a NULL went on into the timed calls, and the run died on a
  * segmentation fault (a row of 4 GiB keys under a memory limit). */
 static void *xmalloc(size_t bytes) {
     void *p = malloc(bytes);
-    if (!p) progress(""), fprintf(stderr, "attn: error: out of memory (%zu bytes for the bench's data)\n", bytes), exit(1);
+    if (!p) fail("out of memory (%zu bytes for the bench's data)", bytes);
     return p;
 }
 
 static void *xcalloc(size_t n, size_t size) {
     void *p = calloc(n, size);
-    if (!p) progress(""), fprintf(stderr, "attn: error: out of memory (%zu x %zu bytes for the bench's data)\n", n, size), exit(1);
+    if (!p) fail("out of memory (%zu x %zu bytes for the bench's data)", n, size);
     return p;
 }
 
@@ -206,7 +220,7 @@ static void run_threads(int n, void *(*fn)(void *), void *args, size_t size) {
     while (started < n && !(err = pthread_create(&t[started], NULL, fn, (char *)args + (size_t)started * size)))
         started++;
     for (int i = 0; i < started; i++) pthread_join(t[i], NULL);
-    if (err) fprintf(stderr, "attn: error: cannot start %d threads to measure the machine: %s\n", n, strerror(err)), exit(1);
+    if (err) fail("cannot start %d threads to measure the machine: %s", n, strerror(err));
 }
 
 static void *fma_thread(void *p) {
@@ -689,7 +703,7 @@ static void run_attn(void *p) {
     attn_error err;
     attn_status st = c->reference ? attn_sdpa_reference(&c->out, NULL, NULL, &c->q, &c->k, &c->v, &c->o, &err)
                                   : attn_sdpa(&c->out, NULL, NULL, &c->q, &c->k, &c->v, &c->o, &err);
-    if (st) fprintf(stderr, "\nattn: error: %s\n", err.message), exit(1);
+    if (st) fail("%s", err.message);
 }
 
 typedef struct blas_call {
@@ -831,9 +845,9 @@ static void call_overhead(bool as_json) {
     void *memory[2] = {NULL, NULL}, *work[2] = {NULL, NULL};
     attn_status st = attn_sdpa_plan_bytes(&bytes, 0, &err);
     for (int i = 0; i < 2 && !st; i++) {
-        if (!(memory[i] = xmalloc(bytes))) fprintf(stderr, "attn: error: out of memory\n"), exit(1);
+        if (!(memory[i] = xmalloc(bytes))) fail("out of memory");
         st = attn_sdpa_plan_init(&plan[i], memory[i], bytes, &ws[i], &to, NULL, &tq, &tk[i], &tv[i], NULL, &err);
-        if (!st && !(work[i] = xmalloc(ws[i]))) fprintf(stderr, "attn: error: out of memory\n"), exit(1);
+        if (!st && !(work[i] = xmalloc(ws[i]))) fail("out of memory");
     }
     double *t[WAYS];
     for (int w = 0; w < WAYS; w++) t[w] = xmalloc(sizeof(double) * (size_t)n);
@@ -848,7 +862,7 @@ static void call_overhead(bool as_json) {
                 t[way][b * BLOCK + i] = now() - t0;
             }
         }
-    if (st) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+    if (st) fail("%s", err.message);
     double plain = 1e6 * median(t[0], n), with_plan = 1e6 * median(t[1], n), twice = 1e6 * median(t[2], n);
     double fixed = 2 * with_plan - twice, work_us = with_plan - fixed, kib = 2.0 * H * S * D * sizeof(float) / 1024;
     if (as_json)
@@ -901,7 +915,7 @@ static void varlen_overhead(bool as_json) {
                 t[planned][b * BLOCK + i] = now() - t0;
             }
         }
-    if (st) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+    if (st) fail("%s", err.message);
     double plain = 1e6 * median(t[0], n), with_plan = 1e6 * median(t[1], n);
     if (as_json)
         printf("    {\"batch\": %d, \"H\": %d, \"L\": 1, \"S\": %d, \"d\": %d, \"unplanned_us\": %.2f, "
@@ -998,7 +1012,7 @@ static void run_varlen(void *p) {
     for (int b = 0; c->way == 1 && !st && b < VARLEN_B; b++)
         st = attn_sdpa(&c->so[b], NULL, NULL, &c->sq[b], &c->sk[b], &c->sv[b], &c->o, &err);
     if (c->way == 2) st = attn_sdpa(&c->pout, NULL, NULL, &c->pq, &c->pk, &c->pv, &c->po, &err);
-    if (st) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+    if (st) fail("%s", err.message);
 }
 
 /* Rows r0 .. r0+n-1 of a packed (T, H, d) tensor as (H, n, d). */
@@ -1114,7 +1128,7 @@ static void varlen_backward_ratio(bool as_json) {
     o.causal = ATTN_CAUSAL_TOP_LEFT;
     attn_error err;
     if (attn_sdpa_varlen(&to, &tl, &tq, &tk, &tv, cu, cu, VARLEN_B, NULL, &o, &err))
-        fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+        fail("%s", err.message);
     double t[2][MAX_ROUNDS], ratio[MAX_ROUNDS], best[2] = {1e30, 1e30};
     int rounds = quick ? 2 : MAX_ROUNDS;
     for (int r = 0; r < rounds; r++)
@@ -1132,7 +1146,7 @@ static void varlen_backward_ratio(bool as_json) {
                 bl.data = lse + r0 * H, bl.shape[0] = H, bl.strides[0] = 1, bl.shape[1] = n, bl.strides[1] = H; /* (H, n) */
                 st = attn_sdpa_backward(&bdq, &bdk, &bdv, NULL, &bdo, &bq, &bk, &bv, &bo, &bl, &o, &err);
             }
-            if (st) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+            if (st) fail("%s", err.message);
             t[w][r] = now() - t0;
             best[w] = t[w][r] < best[w] ? t[w][r] : best[w];
         }
@@ -1189,7 +1203,7 @@ static void varlen_balance(bool as_json) {
                 attn_tensor bv = rows_view(&tv, cu[b], cu[b + 1] - cu[b]), bo = rows_view(&to, cu[b], cu[b + 1] - cu[b]);
                 st = attn_sdpa(&bo, NULL, NULL, &a, &bk, &bv, &on, &err);
             }
-            if (st) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+            if (st) fail("%s", err.message);
             t[w][r] = now() - t0;
         }
     for (int r = 0; r < rounds; r++) speedup[r] = t[0][r] / t[1][r], per_seq[r] = t[2][r] / t[1][r];
@@ -1385,7 +1399,7 @@ static void batched_decode(double bandwidth, bool as_json) {
                 attn_tensor bk = rows_view(&tk, cu_k[b], cu_k[b + 1] - cu_k[b]), bv = rows_view(&tv, cu_k[b], cu_k[b + 1] - cu_k[b]);
                 st = attn_sdpa(&bo, NULL, NULL, &a, &bk, &bv, &o, &err);
             }
-            if (st) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+            if (st) fail("%s", err.message);
             t[w] = now() - t0;
             best[w] = t[w] < best[w] ? t[w] : best[w];
         }
@@ -1432,7 +1446,7 @@ static void run_paged(void *p) {
                                                     &c->o, &err)
                                  : attn_kv_pages_attend(&c->out, NULL, &c->q, c->cu_q, c->ids, c->batch, c->pool, NULL,
                                                         &c->o, &err);
-    if (st) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+    if (st) fail("%s", err.message);
 }
 
 /* A large buffer of the paged rows (the pool, the contiguous keys and
@@ -1503,13 +1517,13 @@ static void paged_row(bool decode, int64_t P, bool huge, bool head_major, bool a
     attn_tensor_init(&tv, v, ATTN_F32, 3, sk, skt, NULL);
     void *mem = NULL;
     int64_t ids[16];
-    if (!k || !v) fprintf(stderr, "attn: error: no memory for the keys and values\n"), exit(1);
+    if (!k || !v) fail("no memory for the keys and values");
     if (attn_kv_pages_bytes(&bytes, &d, &err) || !(mem = paged_alloc(bytes, huge)) ||
         attn_kv_pages_init(&pool, mem, bytes, &d, &err))
-        fprintf(stderr, "attn: error: the pool: %s\n", mem ? err.message : "no memory"), exit(1);
+        fail("the pool: %s", mem ? err.message : "no memory");
     for (int64_t b = 0; b < B; b++)
-        if (attn_kv_pages_create(pool, &ids[b], &err)) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
-    if (attn_kv_pages_append(pool, ids, B, &tk, &tv, cu_k, &err)) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+        if (attn_kv_pages_create(pool, &ids[b], &err)) fail("%s", err.message);
+    if (attn_kv_pages_append(pool, ids, B, &tk, &tv, cu_k, &err)) fail("%s", err.message);
     paged_call c[2];
     for (int w = 0; w < 2; w++) {
         memset(&c[w], 0, sizeof c[w]);
@@ -1583,7 +1597,7 @@ static void run_backward(void *p) {
     attn_error err;
     if (attn_sdpa_backward(&c->dq, &c->dk, &c->dv, NULL, &c->dout, &c->q, &c->k, &c->v, &c->out, &c->lse, &c->o,
                            &err))
-        fprintf(stderr, "\nattn: error: %s\n", err.message), exit(1);
+        fail("%s", err.message);
 }
 
 typedef struct blas_bwd {
@@ -1693,7 +1707,7 @@ static double bf16_speedup(int64_t n, bool backward) {
     b.o = attn_sdpa_options_default();
     call c = {.q = b.q, .k = b.k, .v = b.v, .out = b.out, .o = b.o};
     if (backward && attn_sdpa(&b.out, &b.lse, NULL, &b.q, &b.k, &b.v, &b.o, NULL))
-        fprintf(stderr, "attn: error: the forward before the backward failed\n"), exit(1);
+        fail("the forward before the backward failed");
     bwd_call b16 = b; /* the same inputs, the bf16 mode */
     call c16 = c;
     b16.o.compute = c16.o.compute = ATTN_COMPUTE_BF16;
@@ -1715,7 +1729,7 @@ static void run_cache(void *p) {
     cache_call *c = p;
     attn_error err;
     if (attn_kv_cache_attend(&c->out, NULL, &c->q, c->cache, &c->o, &err))
-        fprintf(stderr, "\nattn: error: %s\n", err.message), exit(1);
+        fail("%s", err.message);
 }
 
 /* One token of a Llama-style layer (32 query heads, 8 KV heads, d = 128)
@@ -1742,14 +1756,14 @@ static void kv_row_init(kv_row *r, int64_t context, attn_dtype dtype, attn_dtype
     r->context = context, r->dtype = dtype, r->keys = keys, r->c.o = attn_sdpa_options_default();
     if (attn_kv_cache_bytes(&bytes, &d, &err) || !(r->memory = xmalloc(bytes)) ||
         attn_kv_cache_init(&r->c.cache, r->memory, bytes, &d, &err))
-        fprintf(stderr, "attn: error: no memory for the cache\n"), exit(1);
+        fail("no memory for the cache");
     int64_t sk[3] = {HK, CHUNK, D}, sq[3] = {HQ, 1, D};
     float *kv = random_floats((size_t)(HK * CHUNK * D), 7);
     attn_tensor t;
     attn_tensor_init(&t, kv, ATTN_F32, 3, sk, NULL, NULL);
     for (int64_t p0 = 0; p0 < context; p0 += CHUNK) { /* fill it, CHUNK positions at a time */
         t.shape[1] = context - p0 < CHUNK ? context - p0 : CHUNK;
-        if (attn_kv_cache_append(r->c.cache, &t, &t, &err)) fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+        if (attn_kv_cache_append(r->c.cache, &t, &t, &err)) fail("%s", err.message);
     }
     free(kv);
     attn_tensor_init(&r->c.q, random_floats(HQ * D, 8), ATTN_F32, 3, sq, NULL, NULL);
@@ -1874,7 +1888,7 @@ static void run_mha(void *p) {
     mha_call *c = p;
     attn_error err;
     if (attn_mha(&c->out, NULL, &c->x, &c->x, &c->x, c->bf16 ? &c->p16 : &c->p, &c->o, &err))
-        fprintf(stderr, "\nattn: error: %s\n", err.message), exit(1);
+        fail("%s", err.message);
 }
 
 /* The four projections of attn_mha (q, k, v packed, then out) as OpenBLAS
@@ -1900,7 +1914,7 @@ static void run_mha_baseline(void *p) {
     attn_tensor_init(&v, c->qkv + 2 * E, ATTN_F32, 3, sh, st_in, NULL);
     attn_tensor_init(&h, c->heads, ATTN_F32, 3, sh, st_out, NULL);
     attn_error err;
-    if (attn_sdpa(&h, NULL, NULL, &q, &k, &v, NULL, &err)) fprintf(stderr, "\nattn: error: %s\n", err.message), exit(1);
+    if (attn_sdpa(&h, NULL, NULL, &q, &k, &v, NULL, &err)) fail("%s", err.message);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->L, (int)E, (int)E, 1.0f, c->heads, (int)E,
                 c->w + 3 * E * E, (int)E, 0.0f, c->o_blas, (int)E);
 }
@@ -1917,7 +1931,7 @@ static void run_mha_backward(void *p) {
     g.in_proj_weight = &b->dwin, g.out_proj_weight = &b->dwout;
     attn_error err;
     if (attn_mha_backward(&b->dx, NULL, NULL, &g, &b->dout, &b->c->x, &b->c->x, &b->c->x, &b->c->p, &b->c->o, &err))
-        fprintf(stderr, "\nattn: error: %s\n", err.message), exit(1);
+        fail("%s", err.message);
 }
 
 /* One decode step of a layer (attn_mha_cached, one token) against a cache
@@ -1935,7 +1949,7 @@ static void run_decode_step(void *p) {
     attn_error err;
     attn_kv_cache_truncate(c->cache, c->length, NULL);
     if (attn_mha_cached(&c->out, &c->x, c->cache, &c->p, &c->o, &err))
-        fprintf(stderr, "\nattn: error: %s\n", err.message), exit(1);
+        fail("%s", err.message);
 }
 
 /* Seconds per decode step of an f32 layer (E = 512, 8 heads, a cache of
@@ -1968,12 +1982,12 @@ static void decode_steps(double t[2], double budget) {
     if (attn_kv_cache_bytes(&cb, &d, &err) || !(cmem = xmalloc(cb)) || attn_kv_cache_init(&c.cache, cmem, cb, &d, &err) ||
         attn_kv_cache_append(c.cache, &kv, &kv, &err) || attn_mha_weights_bytes(&wb, &c.p, &err) || !(wmem = xmalloc(wb)) ||
         attn_mha_weights_init(&packed, wmem, wb, &c.p, &err))
-        fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+        fail("%s", err.message);
     c.length = S;
     t[0] = best_time(run_decode_step, &c, budget);
     c.o.packed = packed;
     if (attn_mha_cached_workspace_size(&ws, &c.out, &c.x, c.cache, &c.p, &c.o, &err) || !(work = xmalloc(ws)))
-        fprintf(stderr, "attn: error: %s\n", err.message), exit(1);
+        fail("%s", err.message);
     ctx.workspace = work, ctx.workspace_size = ws, c.o.context = &ctx;
     t[1] = best_time(run_decode_step, &c, budget);
     free(w), free(c.x.data), free(c.out.data), free(kv.data), free(cmem), free(wmem), free(work);
@@ -2016,7 +2030,7 @@ static void mha_row(bool as_json) {
     if (attn_mha_weights_bytes(&wbytes, &c.p, &err) || !(wmem = xmalloc(wbytes)) ||
         attn_mha_weights_init(&packed, wmem, wbytes, &c.p, &err) || attn_mha_weights_bytes(&wbytes16, &c.p16, &err) ||
         !(wmem16 = xmalloc(wbytes16)) || attn_mha_weights_init(&packed16, wmem16, wbytes16, &c.p16, &err))
-        fprintf(stderr, "attn: error: %s\n", wmem && wmem16 ? err.message : "out of memory"), exit(1);
+        fail("%s", wmem && wmem16 ? err.message : "out of memory");
     /* In turns, under a neighbour's load: each round times the four ways
      * (best of a few calls each, the order turned every round), and the
      * ratios are the medians of the rounds' ratios. */
@@ -2353,7 +2367,7 @@ int main(int argc, char **argv) {
     json_text(cpu, cpu_j, sizeof cpu_j), json_text(isa, isa_j, sizeof isa_j);
     attn_tuning tun = {.struct_size = sizeof tun};
     attn_error terr;
-    if (attn_get_tuning(&tun, &terr)) fprintf(stderr, "attn: error: %s\n", terr.message), exit(1);
+    if (attn_get_tuning(&tun, &terr)) fail("%s", terr.message);
     layer_peak = peak / 2; /* the f64 peak: the backward's products are double sums, half the f32 lanes */
     if (layer_only) {
         progress("");

@@ -97,6 +97,23 @@ def help_width():
            (f"no help found in {missing}; " if missing else "") + "; ".join(long[:6]))
 
 
+
+def error_lines_one_line():
+    """Every "attn: error:" the commands' sources write begins its line: the
+    bench's errors from a failed library call began with "\\n" (to end a
+    progress line, which only a terminal has), so that where stderr is a
+    file or a pipe the error was two lines, the first empty. These calls
+    fail only when the library does, which no test can make happen on
+    purpose, so their text is read here."""
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    found = []
+    for d in ("cli", "cli/mpi", "bench"):
+        for name in sorted(os.listdir(os.path.join(root, d))):
+            if name.endswith(".c"):
+                with open(os.path.join(root, d, name)) as f:
+                    found += [f"{d}/{name}: {m[0]}" for m in re.finditer(r'"(?:[^"\\]|\\.)*?\\nattn: error:', f.read())]
+    report("error_lines_begin_the_line", not found, "; ".join(found[:6]))
+
 def verbose_env():
     """ATTN_VERBOSE: "0", "false", "no", "off" (any case) and empty are off, other values on
     ("false" used to turn it on: any non-empty value but "0" did)."""
@@ -128,6 +145,7 @@ def bench_script_help():
 def main():
     rng = np.random.default_rng(7)
     help_width()
+    error_lines_one_line()
     verbose_env()
     bench_script_help()
 
