@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""test_cli.py -- the attn command: the seeds' worked examples, printing, and
+"""test_cli.py -- the attn command: the classic worked examples, printing, and
 every kind of bad input (one-line error, right exit code, no output file).
 
 Usage: test_cli.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why".
@@ -149,17 +149,17 @@ def main():
     verbose_env()
     bench_script_help()
 
-    # ---- the seeds' worked examples ----------------------------------------
-    # Seed 002, step 1: q = k = v = X, no scaling; the "journey" context row.
+    # ---- the classic worked examples -----------------------------------------
+    # The six tokens, step 1: q = k = v = X, no scaling; the "journey" context row.
     x = np.array([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
                   [0.22, 0.58, 0.33], [0.77, 0.25, 0.10], [0.05, 0.80, 0.55]])
     px = save("x.npy", x)
     r = attn("sdpa", "-q", px, "-k", px, "-v", px, "--scale", "1", "-o", "ctx.npy")
     ctx = np.load(os.path.join(TMP, "ctx.npy")) if r.returncode == 0 else None
-    report("seed002_journey_row", ctx is not None and
+    report("six_tokens_journey_row", ctx is not None and
            np.array_equal(np.round(ctx[1], 4), [0.4419, 0.6515, 0.5683]), f"{r.stderr} {ctx}")
 
-    # Seed 002, step 3: softmax of [4, 16, 12] raw and divided by sqrt(3). One
+    # The six tokens, step 3: softmax of [4, 16, 12] raw and divided by sqrt(3). One
     # query [1] against keys 4, 16, 12 gives exactly these scores.
     pq, pk, pv = save("one.npy", np.ones((1, 1))), save("s.npy", np.array([[4.], [16.], [12.]])), \
         save("eye.npy", np.eye(3))
@@ -167,7 +167,7 @@ def main():
                                ("sqrt3", repr(1 / np.sqrt(3)), [0.001, 0.909, 0.090])):
         r = attn("sdpa", "-q", pq, "-k", pk, "-v", pv, "--scale", scale, "-w", "w.npy", "-o", "o.npy")
         w = np.load(os.path.join(TMP, "w.npy")) if r.returncode == 0 else None
-        report(f"seed002_softmax_4_16_12_{label}", w is not None and
+        report(f"six_tokens_softmax_4_16_12_{label}", w is not None and
                np.array_equal(np.round(w[0], 3), want), f"{r.stderr} {w}")
 
     # `attn demo` (the `make run` job) shows the same numbers.

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """test_explain.py -- `attn explain` and `attn scaling`: the toy model's story,
-the seeds' numbers, agreement with the C API and with NumPy, and every error.
+the classic worked examples' numbers, agreement with the C API and with
+NumPy, and every error.
 
 Usage: test_explain.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why".
 ATTN_BIN overrides the command under test (e.g. a sanitizer build).
@@ -390,16 +391,16 @@ def test_permutation():
     report("shuffle_permutes_weights", np.max(np.abs(w_b - w_a[np.ix_(perm, perm)])) < 1e-14, "")
 
 
-def test_seeds():
-    # Seed 002: six tokens, weights = softmax(X X^T) unscaled, context row of "journey".
+def test_worked_examples():
+    # The six tokens: weights = softmax(X X^T) unscaled, context row of "journey".
     x = np.array([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
                   [0.22, 0.58, 0.33], [0.77, 0.25, 0.10], [0.05, 0.80, 0.55]])
     np.save(os.path.join(TMP, "six.npy"), x)
     j = explain_json("--embeddings", "six.npy", "--tokens", "Your,journey,starts,with,one,step", "--mode", "dot")
     out = mat(j, "output")
-    report("seed002_journey_context", j["tokens"][1] == "journey" and
+    report("six_tokens_journey_context", j["tokens"][1] == "journey" and
            np.array_equal(np.round(out[1], 4), [0.4419, 0.6515, 0.5683]), str(out[1]))
-    # Seed 003: the/bank/river from NumPy's default_rng(0), scaled by sqrt(4).
+    # The bank by the river: the/bank/river from NumPy's default_rng(0), scaled by sqrt(4).
     rng = np.random.default_rng(0)
     X = rng.normal(size=(3, 4))
     Wq, Wk, Wv = (rng.normal(size=(4, 4)) for _ in range(3))
@@ -409,8 +410,8 @@ def test_seeds():
                      "--wv", "wv.npy")
     w = np.round(mat(j, "weights"), 3)
     want = [[0.384, 0.3, 0.315], [0.321, 0.206, 0.473], [0.053, 0.008, 0.939]]
-    report("seed003_the_bank_river", np.array_equal(w, want) and len(j["output"][0]) == 4, str(w))
-    # Seed 001: torch.manual_seed(0), T = 5, d = 8, causal; weights to 2 decimals.
+    report("bank_river_weights", np.array_equal(w, want) and len(j["output"][0]) == 4, str(w))
+    # A causal head: torch.manual_seed(0), T = 5, d = 8, causal; weights to 2 decimals.
     try:
         import torch
         torch.manual_seed(0)
@@ -424,9 +425,9 @@ def test_seeds():
         w = np.round(mat(j, "weights"), 2)
         want = [[1, 0, 0, 0, 0], [0.48, 0.52, 0, 0, 0], [0.20, 0.33, 0.47, 0, 0],
                 [0.14, 0.32, 0.23, 0.31, 0], [0.07, 0.06, 0.39, 0.10, 0.39]]
-        report("seed001_causal_weights", np.allclose(w, want, atol=1e-9), str(w))
+        report("causal_t5_d8_weights", np.allclose(w, want, atol=1e-9), str(w))
     except ImportError:
-        report("seed001_causal_weights", False, "torch missing")
+        report("causal_t5_d8_weights", False, "torch missing")
 
 
 def test_text_output():
@@ -523,7 +524,7 @@ def test_scaling():
            said is not None and abs(float(said.group(1)) - abs(z)) < 0.1, r.stdout)
     r = run("scaling", "--variance", "--json")
     rows = {row["d"]: row for row in json.loads(r.stdout)["rows"]} if r.returncode == 0 else {}
-    report("scaling_variance_seed001", abs(rows[8]["spread_raw"] - 2.8) < 0.1 and
+    report("scaling_variance_std_8_and_512", abs(rows[8]["spread_raw"] - 2.8) < 0.1 and
            abs(rows[512]["spread_raw"] - 22.6) < 0.7 and all(abs(x["spread_scaled"] - 1) < 0.04
                                                               for x in rows.values()), str(rows))
     # The JSON carries everything the table says: each row's standard error,
@@ -1371,7 +1372,7 @@ def main():
     test_api_agreement()
     test_random_head_prng()
     test_permutation()
-    test_seeds()
+    test_worked_examples()
     test_text_output()
     test_learner_text()
     test_modes_own_words()
