@@ -2313,7 +2313,11 @@ int main(int argc, char **argv) {
     }
     if (threads) attn_set_num_threads(threads);
     if (json) hold_report();
-    if (ggml_dir) return report_done(ggml_compare(ggml_dir, quick, json)); /* only when the user points at a ggml build */
+    if (ggml_dir) { /* only when the user points at a ggml build */
+        char name[128];
+        cpu_name(name, sizeof name);
+        return report_done(ggml_compare(ggml_dir, name, quick, json));
+    }
     int n = attn_get_num_threads();
     __builtin_cpu_init();
     /* fma256 needs FMA beside AVX2 (a CPU may have one without the other) */

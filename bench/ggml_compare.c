@@ -251,7 +251,7 @@ static int quant_rows(const ggml_api *g, bool quick, bool json, int threads, int
     return bad;
 }
 
-int ggml_compare(const char *dir, bool quick, bool json) {
+int ggml_compare(const char *dir, const char *cpu, bool quick, bool json) {
     ggml_api g;
     char why[4200];
     if (load(&g, dir, why, sizeof why)) {
@@ -269,10 +269,11 @@ int ggml_compare(const char *dir, bool quick, bool json) {
                            {"layer H32/8 d128 L=1", 32, 8, 1, 131072, 128, false}};
     size_t n_shapes = quick ? 5 : 7;
     text_table *tab = NULL;
-    char dir_j[8192], cpu_j[384]; /* as JSON strings' insides (a directory may hold a quote) */
-    if (json)
-        printf("{\"ggml_dir\": \"%s\", \"ggml_cpu\": \"%s\", \"threads\": %d, \"rows\": [\n", json_text(dir, dir_j, sizeof dir_j),
-               json_text(g.cpu_name, cpu_j, sizeof cpu_j), threads);
+    char dir_j[8192], cpu_j[384], name_j[768]; /* as JSON strings' insides (a directory may hold a quote) */
+    if (json) /* the machine first, as in every report (this one named none) */
+        printf("{\"cpu\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"ggml_dir\": \"%s\", \"ggml_cpu\": \"%s\", \"rows\": [\n",
+               json_text(cpu, name_j, sizeof name_j), attn_isa(), threads, json_text(dir, dir_j, sizeof dir_j),
+               json_text(g.cpu_name, cpu_j, sizeof cpu_j));
     else {
         cli_prose(stdout, 0, 2, "ggml_flash_attn_ext from %s (%s), %d threads; q f32, ggml's k and v f16; prefill in "
                   "GFLOP/s, decoding in tokens/s and the GB/s of k and v read", dir, g.cpu_name, threads);

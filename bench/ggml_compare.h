@@ -7,8 +7,9 @@
 
 #include "attn.h"
 
-/* Both on the same shapes and data in this run; prints a table (or JSON).
+/* Both on the same shapes and data in this run; prints a table (or JSON,
+ * which names the machine, `cpu`, as every report of attn bench does).
  * 0, or 1 when ggml cannot be loaded or a run fails (said on stderr). */
-int ggml_compare(const char *dir, bool quick, bool json);
+int ggml_compare(const char *dir, const char *cpu, bool quick, bool json);
 
 #endif /* ATTN_BENCH_GGML_COMPARE_H */

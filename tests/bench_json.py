@@ -11,6 +11,8 @@ and checks, printing "ok NAME" / "FAIL NAME: why":
   and each report holds its sections). --layer's "peak_gflops" was a
   number beside the whole report's object of peaks by ISA, and one varlen
   row's "lengths" a text beside the others' lists;
+- every report names the machine: `cpu`, `isa` and `threads` (--ggml's
+  named only its threads);
 - every key is named (as `key` or "key") in DOC's section on the JSON.
 Nothing is timed.
 """
@@ -60,13 +62,20 @@ def main():
     def refuse(constant):
         raise ValueError(f"{constant} is not JSON")
 
+    unnamed = []
     for name in sys.argv[2:]:
         try:
             with open(name, encoding="utf-8") as f:
-                walk(json.load(f, parse_constant=refuse), "", seen, name)
+                value = json.load(f, parse_constant=refuse)
         except ValueError as e:
             bad_json.append(f"{name}: {e}")
+            continue
+        walk(value, "", seen, name)
+        lacks = [k for k in ("cpu", "isa", "threads") if not isinstance(value, dict) or k not in value]
+        if lacks:
+            unnamed.append(f"{name} has no {lacks}")
     report("bench_json_reports_are_json", bad_json)
+    report("bench_json_reports_name_the_machine", unnamed)
     mixed = []
     for path, kinds in sorted(seen.items()):
         if len(kinds) > 1:

@@ -259,9 +259,6 @@ bench_quick() {
     done
     [ -z "$partial" ] && [ $at_pool -eq 1 ] && echo "ok bench_failed_run_prints_no_json" ||
         echo "FAIL bench_failed_run_prints_no_json: stdout written under ulimit -v${partial:- (none)}; a failure at the pool: $at_pool"
-    # The reports together: JSON, one type per key across them, every key
-    # described in docs/performance.md.
-    $PY tests/bench_json.py docs/performance.md "$reports"/*.json
 }
 suite "attn bench --quick (runs, is not timed)" bench_quick
 bench_arguments() {
@@ -328,7 +325,7 @@ bench_ggml() {
     # --json's strings are escaped: a directory with a quote in its name
     # went into the report as it was, and the report was not JSON.
     ln -sfn "$PWD/$ggml_dir" "$BUILD/gg\"ml"
-    "$BUILD/attn" bench --quick --json --ggml "$BUILD/gg\"ml" | $PY -c 'import json, sys; r = json.load(sys.stdin); assert r["ggml_dir"].endswith("gg\"ml") and r["rows"], r["ggml_dir"]' &&
+    "$BUILD/attn" bench --quick --json --ggml "$BUILD/gg\"ml" | tee "$BUILD/bench_reports/ggml.json" | $PY -c 'import json, sys; r = json.load(sys.stdin); assert r["ggml_dir"].endswith("gg\"ml") and r["rows"], r["ggml_dir"]' &&
         echo "ok bench_ggml_json_dir_escaped" || echo "FAIL bench_ggml_json_dir_escaped"
     rm -f "$BUILD/gg\"ml"
     "$BUILD/attn" bench --ggml /nonexistent 2>"$out.err" >/dev/null && echo "FAIL bench_ggml_missing_dir: succeeded" ||
@@ -336,6 +333,9 @@ bench_ggml() {
     rm -f "$out.err"
 }
 suite "attn bench --ggml: ggml's flash attention beside attn's (runs, outputs agree, not timed)" bench_ggml
+# The reports bench_quick and bench_ggml kept, together: JSON, each names
+# the machine, one type per key across them, every key in docs/performance.md.
+suite "attn bench --json: its reports together" $PY tests/bench_json.py docs/performance.md "$BUILD"/bench_reports/*.json
 fuzz_replay() {
     # Every committed fuzzer input (the corpus, and a regression file for
     # each crash the fuzzers found) runs once; any crash fails.
