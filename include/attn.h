@@ -1617,7 +1617,11 @@ typedef struct attn_mha_options {
      * alibi_slopes, window, sinks), scale (has_scale; default 1/sqrt(D)),
      * dropout and compute mode are used; its causal, mask and context are
      * the layer's (above): a causal mode, mask or context set here is
-     * ATTN_ERR_OPTION. Dropout is attn_sdpa's on the heads: the mask
+     * ATTN_ERR_OPTION. So are pieces (query_start, key_start,
+     * total_queries, total_keys: the layer attends over its own sequence)
+     * and k_descale / v_descale (the keys and values are the layer's own
+     * projections, not fp8 codes; an fp8 cache's per-head scales are its
+     * desc's k_scale and v_scale). Dropout is attn_sdpa's on the heads: the mask
      * attn_sdpa_dropout_mask gives for q (N, Hq, L, D) and k (N, Hkv, S', D)
      * (slice n·Hq + h, row l, column s, S' counting the appended keys; N = 1
      * unbatched), the weights output holding the dropped weights (their mean

@@ -382,12 +382,16 @@ class KvCacheDesc(ctypes.Structure):
                 ("dtype", ctypes.c_int)]
 
 
-def f64_cache(lib, batch, heads, capacity, D):
-    """An f64 KV cache in a buffer of its own: (cache, memory, "") or
-    (None, None, what failed). Keep memory alive as long as cache."""
+ERR_OPTION, E4M3 = 9, 8  # attn_status and attn_dtype values
+
+
+def f64_cache(lib, batch, heads, capacity, D, dtype=None):
+    """An f64 KV cache (or one of another attn_dtype) in a buffer of its own:
+    (cache, memory, "") or (None, None, what failed). Keep memory alive as
+    long as cache."""
     d = defaults_of(lib, "attn_kv_cache_desc", KvCacheDesc)()
     d.batch, d.heads, d.capacity, d.key_dim, d.value_dim = batch, heads, capacity, D, D
-    d.dtype = view(np.zeros(1)).dtype  # f64
+    d.dtype = dtype or view(np.zeros(1)).dtype  # f64 by default
     err, size = Error(), ctypes.c_size_t()
     if lib.attn_kv_cache_bytes(ctypes.byref(size), ctypes.byref(d), ctypes.byref(err)):
         return None, None, "attn_kv_cache_bytes: " + err.message.decode()
@@ -770,6 +774,66 @@ def mha_cached_dropout_case(o, rng, name, H, Hkv, E=16, N=2, steps=(3, 1, 2), p=
                            else ""))
 
 
+def attention_fields_refused_case(o, rng, name, H=4, Hkv=2, E=16, L=3, N=2):
+    """The fields of options->attention a layer cannot honour are refused,
+    naming the field, by attn_mha, attn_mha_backward and attn_mha_cached,
+    with nothing appended to the cache: pieces (query_start, key_start,
+    total_queries, total_keys), which moved the attention's positions but
+    not the layer's own RoPE, masks or cache positions; and k_descale /
+    v_descale, which made attn_mha_cached over an fp8 cache read its keys
+    scaled by a factor they were never divided by."""
+    lib = o.lib
+    f = rng.standard_normal
+    state = gqa_state(f, E, E // H, Hkv)
+    x = f((N, L, E))
+    x32 = x.astype(np.float32)
+    state32 = {n: a.astype(np.float32) for n, a in state.items()}
+    fields = {"query_start": dict(query_start=1, total_queries=L + 1), "key_start": dict(key_start=2, total_keys=L + 2),
+              "total_queries": dict(total_queries=L + 4), "total_keys": dict(total_keys=L + 4),
+              "k_descale": dict(k_descale=np.full(Hkv, 2.0)), "v_descale": dict(v_descale=np.full(Hkv, 0.5))}
+
+    def attention(**kw):
+        a = lib.attn_sdpa_options_default()
+        for k, v in kw.items():
+            setattr(a, k, o.tensor(v) if isinstance(v, np.ndarray) else v)
+        return a
+
+    def refused(st, msg, field):
+        want = "options->attention->%s is set" % field
+        return "" if st == ERR_OPTION and want in msg else "status %d, %r: want ATTN_ERR_OPTION, %r" % (st, msg, want)
+
+    def cached(cache, x_, state_, a):
+        prm = o.params(state_, E, H, Hkv)
+        opts = lib.attn_mha_options_default()
+        opts.batch_first, opts.causal = 1, 2
+        o.keep.append(a)
+        opts.attention = ctypes.addressof(a)
+        out, err = np.zeros_like(x_), Error()
+        st = lib.attn_mha_cached(ctypes.byref(view(out)), ctypes.byref(view(x_)), cache, ctypes.byref(prm),
+                                 ctypes.byref(opts), ctypes.byref(err))
+        return st, err.message.decode()
+
+    lib.attn_kv_cache_length.restype = ctypes.c_int64
+    for field, kw in fields.items():
+        st, msg, _, _ = o.run(x, x, x, state, H, kv_heads=Hkv, batch_first=True, causal=2, attention=attention(**kw))
+        why = refused(st, msg, field)
+        if not why:
+            st, msg, _ = o.run_backward(x, x, x, x, state, H, kv_heads=Hkv, batch_first=True, causal=2,
+                                        attention=attention(**kw))
+            why = refused(st, msg, field) and "attn_mha_backward: " + refused(st, msg, field)
+        if not why:  # an fp8 cache for the scales (the case that computed a wrong result), else f64
+            fp8 = "descale" in field
+            cache, memory, why = f64_cache(lib, N, Hkv, 8, E // H, E4M3 if fp8 else None)
+            if not why:
+                st, msg = cached(cache, x32 if fp8 else x, state32 if fp8 else state, attention(**kw))
+                why = refused(st, msg, field) and "attn_mha_cached: " + refused(st, msg, field)
+            if not why and lib.attn_kv_cache_length(cache) != 0:
+                why = "attn_mha_cached appended before refusing %s" % field
+        if why:
+            return o.report(name, field + ": " + why)
+    o.report(name, "")
+
+
 def main():
     build, rng = oracle_args(20261130)
     o = Oracle(build)
@@ -908,6 +972,7 @@ def main():
         mha_dropout_case(o, rng, "mha_dropout_%d_over_%d_causal%d_against_pytorch_with_attn_mask" % (H, Hkv, causal),
                          H, Hkv, causal)
     mha_cached_dropout_case(o, rng, "mha_cached_dropout_rows_of_the_step_gqa", 4, 2, steps=(3, 1, 1, 2))
+    attention_fields_refused_case(o, rng, "options_attention_pieces_and_fp8_scales_refused_by_the_layer")
     # A query whose every key is masked: NaN in PyTorch, out_proj's bias here.
     torch.manual_seed(7)
     mha = torch.nn.MultiheadAttention(8, 2, dtype=torch.float64)

@@ -469,6 +469,25 @@ attn_status attn_mha_sdpa_options(attn_sdpa_options *so, const attn_mha_call *m,
     if (!st && so->context)
         return attn_fail(err, ATTN_ERR_OPTION, "options->attention->context is set; a layer takes its context as "
                          "options->context");
+    /* A piece's place in a longer sequence would move only what the
+     * attention places (its causal limit, ALiBi, RoPE when turned inside
+     * it), not what the layer places itself (RoPE turned after projecting,
+     * the causal limit in the mask beside appended keys, a cache's
+     * positions): neither piece nor whole, and no layer output merges. */
+    const char *piece = so->query_start ? "query_start" : so->key_start ? "key_start" :
+                        so->total_queries ? "total_queries" : so->total_keys ? "total_keys" : NULL;
+    if (!st && piece)
+        return attn_fail(err, ATTN_ERR_OPTION, "options->attention->%s is set; a layer attends over its own "
+                         "sequence, not in pieces (query_start, key_start, total_queries and total_keys must be 0)",
+                         piece);
+    /* fp8 scales say what stored codes stand for; the layer's keys and
+     * values are its own projections (an fp8 cache stores them as codes
+     * against its desc's k_scale and v_scale, never against these), so
+     * they would be read scaled by a factor they were never divided by. */
+    if (!st && (so->k_descale || so->v_descale))
+        return attn_fail(err, ATTN_ERR_OPTION, "options->attention->%s is set; a layer's keys and values are its own "
+                         "projections, not fp8 codes (an fp8 cache takes per-head scales as its desc's k_scale and "
+                         "v_scale)", so->k_descale ? "k_descale" : "v_descale");
     so->struct_size = sizeof *so;
     so->causal = causal, so->mask = mask, so->context = m->o.context;
     so->rope = m->rope_in_attention ? m->o.rope : NULL;
