@@ -1706,7 +1706,11 @@ ATTN_API attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn
  * each non-NULL tensor of `grads` (an attn_mha_params used as a list of
  * outputs) receives the gradient of the parameter of the same name, shaped
  * like it, in its dtype (f32 or f64 for a 16-bit parameter: the gradient of
- * a master copy; grads' sizes are ignored). The forward is recomputed (projections,
+ * a master copy; grads' sizes are ignored). A bf16 weight whose product
+ * runs on the bf16 GEMM (see attn_mha) has its gradient over that
+ * product's input rounded to bf16, the values the forward multiplied (as
+ * PyTorch's bf16 F.linear saves its bf16 input); the input's gradient
+ * passes through the rounding. The forward is recomputed (projections,
  * RoPE, masks, attention), then differentiated with attn_sdpa_backward and
  * the transposed products, all sums in double. f64 agrees with PyTorch's
  * autograd to ~1e-12. Errors: those of attn_mha, ATTN_ERR_SHAPE or

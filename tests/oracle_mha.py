@@ -544,6 +544,69 @@ def gqa_backward_case(o, rng, name, H, Hkv, rope, E=16, L=6, S=6, N=2, sinks=Fal
     o.report(name, compare_grads(o, got, ref))
 
 
+def bf16_weights_backward_case(o, rng, name, H=4, Hkv=2, E=32, L=5, S=7, N=2, causal=2):
+    """An f32 layer's bf16 weights (as checkpoints ship them) through
+    attn_mha_backward, against autograd through the layer its forward
+    computes. Where the projections run on the bf16 GEMM (the forward then
+    matches gqa_reference with bf16_products, and not without), each
+    product's input is rounded to bf16, so the weights' gradients are over
+    the rounded inputs, as PyTorch's bf16 F.linear saves its bf16 input;
+    they were over the inputs as given, 2^-9 off. Elsewhere (f32 sums on the
+    weights widened) over the inputs as given. Within 1e-5 of each largest
+    gradient (f32 projections and attention, double sums)."""
+    f = rng.standard_normal
+    bf16 = lambda a: torch.from_numpy(np.asarray(a, np.float32)).to(torch.bfloat16)  # noqa: E731
+    state = gqa_state(f, E, E // H, Hkv)
+    state = {n: bf16(a).double().numpy() if a.ndim == 2 else a.astype(np.float32).astype(np.float64)
+             for n, a in state.items()}
+    q, k, v = (f(s).astype(np.float32) for s in ((N, L, E), (N, S, E), (N, S, E)))
+    o.keep = []
+    p, g = o.lib.attn_mha_params_default(), o.lib.attn_mha_params_default()
+    p.embed_dim, p.num_heads, p.num_kv_heads = E, H, Hkv
+    grads = {}
+    for n, a in state.items():
+        if a.ndim == 2:  # the weight as bf16 bits
+            bits = bf16(a).view(torch.int16).numpy().view(np.float16)
+            t = view(bits)
+            t.dtype = 5  # ATTN_BF16
+            o.keep += [bits, t]
+            setattr(p, n, ctypes.pointer(t))
+        else:
+            setattr(p, n, o.tensor(a.astype(np.float32)))
+        grads[n] = np.zeros(a.shape, np.float32)
+        setattr(g, n, o.tensor(grads[n]))
+    opts = o.lib.attn_mha_options_default()
+    opts.batch_first, opts.causal = 1, causal
+    out, err = np.zeros_like(q), Error()
+    if o.lib.attn_mha(ctypes.byref(view(out)), None, ctypes.byref(view(q)), ctypes.byref(view(k)),
+                      ctypes.byref(view(v)), ctypes.byref(p), ctypes.byref(opts), ctypes.byref(err)):
+        return o.report(name, "attn_mha failed: " + err.message.decode())
+    wide = [a.astype(np.float64) for a in (q, k, v)]
+    refs = [gqa_reference(*wide, state, H, Hkv, causal, bf16_products=r) for r in (False, True)]
+    fits = [not o.compare("out", out, ref, 1e-5) for ref in refs]
+    if fits[0] == fits[1]:
+        return o.report(name, "the forward matches %s reference" % ("both the rounded and the plain" if fits[0] else
+                                                                    "neither the rounded nor the plain"))
+    leaves = {n: torch.tensor(a, requires_grad=True) for n, a in state.items()}
+    xs = [torch.tensor(a, requires_grad=True) for a in wide]
+    ref = gqa_reference_t(xs, leaves, H, Hkv, causal, None, bf16_products=fits[1])
+    dout = f(ref.shape)
+    ref.backward(torch.from_numpy(dout))
+    for n, a in (("query", q), ("key", k), ("value", v)):
+        grads[n] = np.zeros_like(a)
+    d32 = dout.astype(np.float32)
+    if o.lib.attn_mha_backward(*(ctypes.byref(view(grads[n])) for n in ("query", "key", "value")), ctypes.byref(g),
+                               ctypes.byref(view(d32)), ctypes.byref(view(q)), ctypes.byref(view(k)),
+                               ctypes.byref(view(v)), ctypes.byref(p), ctypes.byref(opts), ctypes.byref(err)):
+        return o.report(name, "attn_mha_backward failed: " + err.message.decode())
+    want = dict({n: t.grad for n, t in leaves.items()}, query=xs[0].grad, key=xs[1].grad, value=xs[2].grad)
+    why = ""
+    for n, r in want.items():
+        floor = float(want["k_proj_weight"].abs().max()) if n == "k_proj_bias" else 0.0  # its gradient is ~0
+        why = why or o.compare(n, grads[n], r.numpy(), 1e-5, floor)
+    o.report(name + ("_on_the_bf16_gemm" if fits[1] else "_on_f32_sums"), why)
+
+
 def fully_padded_backward_case(o, rng, name, E=8, H=2, L=4, S=5, N=3):
     """attn_mha_backward with a key_padding_mask that pads one sequence entirely:
     PyTorch's module gives that sequence NaN (forward and gradients), attn gives
@@ -632,13 +695,15 @@ def gqa_reference_t(xs, t, H, Hkv, causal, rope, variants=None, bf16_products=Fa
     positions offset + row, repeat_interleave of the KV heads, the score
     variants from their definitions, softmax, out_proj. Inputs (N, L, E).
     bf16_products: each projection's input rounded to bfloat16 first (nearest
-    even), as an f32 layer's bf16 GEMM rounds it (the weights being bf16).
+    even), as an f32 layer's bf16 GEMM rounds it (the weights being bf16);
+    autograd passes the gradient through the rounding unchanged (casting to
+    bfloat16 and back would round the gradient too).
     keep: a dropout mask (N, H, L, S), the weights times keep / (1 - dropout),
     as PyTorch's dropout on them."""
     q, k, v = xs
     N, L, E = q.shape
     S, D = k.shape[1], E // H
-    r = (lambda x: x.to(torch.bfloat16).to(x.dtype)) if bf16_products else (lambda x: x)
+    r = (lambda x: x + (x.to(torch.bfloat16).to(x.dtype) - x).detach()) if bf16_products else (lambda x: x)
     Q = F.linear(r(q), t["q_proj_weight"], t.get("q_proj_bias")).reshape(N, L, H, D).transpose(1, 2)
     K = F.linear(r(k), t["k_proj_weight"], t.get("k_proj_bias")).reshape(N, S, Hkv, D).transpose(1, 2)
     V = F.linear(r(v), t["v_proj_weight"], t.get("v_proj_bias")).reshape(N, S, Hkv, D).transpose(1, 2)
@@ -965,6 +1030,7 @@ def main():
                   kpm=kpm[0], attn_mask=rng.standard_normal((4, L, S)))
     backward_case(o, rng, "backward_unbatched_kdim_vdim", unbatched=True, kdim=3, vdim=11, L=1, S=4)
     fully_padded_backward_case(o, rng, "backward_fully_padded_sequence_bias_only")
+    bf16_weights_backward_case(o, rng, "backward_f32_layer_bf16_weights")
     state_dict_case(o, rng, "separate_weights_packed_in_proj_bias_as_the_state_dict_holds_them")
     # Dropout (options->attention's): the layer's mask is attn_sdpa_dropout_mask's over the
     # heads, forward, weights and backward; a cached step's over its own queries.

@@ -13,10 +13,15 @@
  *   from F2: dq, dk = RoPE turned back (attn_rope_backward)
  *   from F1: dx = dproj W;  dW = Σ dprojᵀ x;  db = Σ dproj;
  *            d bias_kv = Σ over the batch of the bias row's gradient
- * Every sum is taken in double; the products are kernels/gemm.c's. */
+ * Every sum is taken in double; the products are kernels/gemm.c's. A
+ * product the forward ran on the bf16 GEMM (a bf16 weight in an f32 layer,
+ * attn_mha_gemm16) multiplied its input rounded to bf16: its weight's
+ * gradient is taken over those rounded values (bf16_inputs). */
 #include "layer/mha.h"
 #include "kernels/gemm.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,11 +44,29 @@ static void add_rows(double *sum, const attn_mat *g) {
         for (int64_t f = 0; f < g->cols; f++) sum[f] += attn_mat_get(g, r, f);
 }
 
+/* x (an f32 matrix) as a product on the bf16 GEMM reads it: each value
+ * rounded to bf16 (nearest even) and a subnormal read as zero (the
+ * instructions' DAZ), into dst (x.rows × x.cols floats), contiguous. The
+ * forward multiplied these, not x, so its weight's gradient is taken over
+ * them, as PyTorch's bf16 F.linear saves its bf16 input; dx passes through
+ * the rounding unchanged. */
+static attn_mat bf16_inputs(float *dst, const attn_mat *x) {
+    for (int64_t r = 0; r < x->rows; r++)
+        for (int64_t c = 0; c < x->cols; c++) {
+            float v = attn_bf16_to_f32(attn_f32_to_bf16((float)attn_mat_get(x, r, c)));
+            dst[r * x->cols + c] = fabsf(v) < FLT_MIN ? copysignf(0.0f, v) : v;
+        }
+    return (attn_mat){(char *)dst, ATTN_F32, x->rows, x->cols, x->cols, 1};
+}
+
 /* From F1 for one projection: dproj (N, rows_out, F) in the layer's dtype
  * gives dx (N, rows, in) = dproj W, dW (F × in) += Σ_n dprojᵀ x, db (F)
- * and d bias_kv (F). False when a product's buffers cannot be allocated. */
+ * and d bias_kv (F). rounded: NULL, or room for x's values as the bf16
+ * GEMM read them (N·rows·in floats) when the forward's product ran there.
+ * False when a product's buffers cannot be allocated. */
 static bool project_backward(double *dW, double *db, double *dx, double *dbkv, const char *dproj, const attn_tensor *x,
-                             const attn_tensor *w, int64_t row0, int64_t F, int64_t rows_out, int threads) {
+                             const attn_tensor *w, int64_t row0, int64_t F, int64_t rows_out, float *rounded,
+                             int threads) {
     int64_t N = x->shape[0], rows = x->shape[1], in = x->shape[2], es = (int64_t)attn_dtype_size(x->dtype);
     int64_t wes = (int64_t)attn_dtype_size(w->dtype);
     attn_mat wm = {(char *)w->data + row0 * w->strides[0] * wes, w->dtype, F, in, w->strides[0], w->strides[1]};
@@ -55,6 +78,7 @@ static bool project_backward(double *dW, double *db, double *dx, double *dbkv, c
         char *gn = (char *)dproj + n * rows_out * F * es;
         attn_mat g = {gn, x->dtype, nr, F, F, 1}, gt = {gn, x->dtype, F, nr, 1, F};
         attn_mat dxm = {(char *)(dx + n * rows * in), ATTN_F64, nr, in, in, 1}, xn = attn_mha_rows(x, n, nr);
+        if (rounded) xn = bf16_inputs(rounded, &xn);
         if (!attn_gemm(&dxm, &g, &wm, NULL, false, threads, NULL, NULL) || !attn_gemm(&dWm, &gt, &xn, NULL, true, threads, NULL, NULL))
             return false;
         if (db) add_rows(db, &g);
@@ -67,9 +91,10 @@ static bool project_backward(double *dW, double *db, double *dx, double *dbkv, c
 }
 
 /* From F4: dcat (N, L, E) = dout W_o in the layer's dtype, dW_o += Σ doutᵀ
- * cat and db_o += Σ dout. False when a product's buffers cannot be allocated. */
+ * cat and db_o += Σ dout; rounded as for project_backward (N·L·E floats).
+ * False when a product's buffers cannot be allocated. */
 static bool out_backward(char *dcat, double *dWo, double *dbo, const attn_tensor *dout, const char *cat,
-                         const attn_mha_call *m) {
+                         float *rounded, const attn_mha_call *m) {
     const attn_tensor *w = m->p.out_proj_weight;
     int64_t es = (int64_t)attn_dtype_size(m->dt);
     attn_mat wo = {(char *)w->data, w->dtype, m->E, m->E, w->strides[0], w->strides[1]};
@@ -80,6 +105,7 @@ static bool out_backward(char *dcat, double *dWo, double *dbo, const attn_tensor
         attn_mat dt = {d.base, d.dtype, m->E, d.rows, d.cs, d.rs};
         attn_mat dc = {dcat + n * m->L * m->E * es, m->dt, d.rows, m->E, m->E, 1};
         attn_mat c = {(char *)cat + n * m->L * m->E * es, m->dt, d.rows, m->E, m->E, 1};
+        if (rounded) c = bf16_inputs(rounded, &c);
         if (!attn_gemm(&dc, &d, &wo, NULL, false, m->threads, NULL, NULL) || !attn_gemm(&dWm, &dt, &c, NULL, true, m->threads, NULL, NULL))
             return false;
         add_rows(dbo, &d);
@@ -105,13 +131,17 @@ static attn_status sinks_backward(double *dsinks, char *scratch, const attn_tens
 typedef struct bwd {
     char *q, *k, *v, *heads, *mask, *lse, *dheads, *dq, *dk, *dv, *dsinks_scratch;
     double *dx[3], *dW[3], *db[3], *dbkv[2], *dWo, *dbo, *dsinks;
+    /* the inputs of the products the forward ran on the bf16 GEMM, as it
+     * read them (bf16_inputs), one product at a time; on16: which (q, k, v, out) */
+    float *rounded;
+    bool on16[4];
 } bwd;
 
 static void free_bwd(bwd *b) {
     free(b->q), free(b->k), free(b->v), free(b->heads), free(b->mask), free(b->lse), free(b->dheads);
     free(b->dq), free(b->dk), free(b->dv), free(b->dWo), free(b->dbo), free(b->dsinks), free(b->dsinks_scratch);
     for (int t = 0; t < 3; t++) free(b->dx[t]), free(b->dW[t]), free(b->db[t]);
-    free(b->dbkv[0]), free(b->dbkv[1]);
+    free(b->dbkv[0]), free(b->dbkv[1]), free(b->rounded);
 }
 
 static bool alloc_bwd(bwd *b, const attn_mha_call *m) {
@@ -134,6 +164,13 @@ static bool alloc_bwd(bwd *b, const attn_mha_call *m) {
         ok &= b->dx[t] && b->dW[t] && b->db[t];
     }
     for (int t = 0; t < 2; t++) b->dbkv[t] = calloc((size_t)F[1], sizeof(double)), ok &= b->dbkv[t] != NULL;
+    int64_t most = 0; /* the largest input a product on the bf16 GEMM reads */
+    for (int t = 0; t < 4; t++) {
+        b->on16[t] = attn_mha_gemm16(m->dt, t < 3 ? m->w[t] : m->p.out_proj_weight) != NULL;
+        int64_t n = t < 3 ? m->N * rows[t] * in[t] : m->N * m->L * m->E;
+        if (b->on16[t] && n > most) most = n;
+    }
+    if (most) b->rounded = malloc((size_t)most * sizeof(float)), ok &= b->rounded != NULL;
     return ok;
 }
 
@@ -302,7 +339,7 @@ attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tenso
         (st = attn_mha_project_qkv(b.q, b.k, b.v, &m, m.S2, true, err)) ||
         (st = attn_sdpa(&th, &tl, NULL, &tq, &tk, &tv, &so, err)))
         goto done;
-    if (!out_backward(b.dheads, b.dWo, b.dbo, &dout_view, b.heads, &m)) goto no_memory;           /* from F4 */
+    if (!out_backward(b.dheads, b.dWo, b.dbo, &dout_view, b.heads, b.on16[3] ? b.rounded : NULL, &m)) goto no_memory;           /* from F4 */
     if ((st = attn_sdpa_backward(&tdq, &tdk, &tdv, NULL, &tdh, &tq, &tk, &tv, &th, &tl, &so, err)) || /* from F3 */
         (g[G_SINKS] && (st = sinks_backward(b.dsinks, b.dsinks_scratch, &tdh, &th, &tl, &so, &m, err))))
         goto done;
@@ -314,7 +351,7 @@ attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tenso
     const attn_tensor *x[3] = {&m.q, &m.k, &m.v};
     for (int t = 0; t < 3; t++) /* from F1 */
         if (!project_backward(b.dW[t], b.db[t], b.dx[t], t ? b.dbkv[t - 1] : NULL, dproj[t], x[t], m.w[t], m.w_row0[t], F[t],
-                              rows_out[t], m.threads))
+                              rows_out[t], b.on16[t] ? b.rounded : NULL, m.threads))
             goto no_memory;
     st = write_all(dxs, into, g, &b, &m, err);
     goto done;
