@@ -899,6 +899,46 @@ def attention_fields_refused_case(o, rng, name, H=4, Hkv=2, E=16, L=3, N=2):
     o.report(name, "")
 
 
+def cache_mismatch_case(o, rng, name, H=4, Hkv=2, E=16, L=2, N=2):
+    """attn_mha_cached over a cache that does not fit the layer (dtype,
+    heads, head size, batch) is refused in the layer's terms (x, the
+    cache, num_kv_heads and the head size), before anything is appended:
+    the append's own message named the projected keys, which the caller
+    never saw ("k is f32; an f64 cache takes f64")."""
+    lib = o.lib
+    f = rng.standard_normal
+    D = E // H
+    state = gqa_state(f, E, D, Hkv)
+    x = f((N, L, E))
+    cases = [("f32_x_over_an_f64_cache", np.float32, (N, Hkv, D, None), 6,
+              "x is f32 and the cache holds f64; an f64 cache takes f64 x, the others f32 x"),
+             ("f64_x_over_an_f32_cache", np.float64, (N, Hkv, D, 1), 6,
+              "x is f64 and the cache holds f32; an f64 cache takes f64 x"),
+             ("heads", np.float64, (N, Hkv + 1, D, None), 3,
+              "the cache holds %d heads of %d and %d; the layer needs %d of %d" % (Hkv + 1, D, D, Hkv, D)),
+             ("head_size", np.float64, (N, Hkv, D + 2, None), 3,
+              "the cache holds %d heads of %d and %d; the layer needs %d of %d" % (Hkv, D + 2, D + 2, Hkv, D)),
+             ("batch", np.float64, (N + 1, Hkv, D, None), 3, "the cache holds %d sequences; x has %d" % (N + 1, N))]
+    lib.attn_kv_cache_length.restype = ctypes.c_int64
+    for what, dt, (B, heads, dim, cache_dtype), status, want in cases:
+        cache, memory, why = f64_cache(lib, B, heads, 8, dim, cache_dtype)
+        if why:
+            return o.report(name, what + ": " + why)
+        o.keep = []
+        prm = o.params({n: a.astype(dt) for n, a in state.items()}, E, H, Hkv)
+        opts = lib.attn_mha_options_default()
+        opts.batch_first, opts.causal = 1, 2
+        xs = x.astype(dt)
+        out, err = np.zeros_like(xs), Error()
+        st = lib.attn_mha_cached(ctypes.byref(view(out)), ctypes.byref(view(xs)), cache, ctypes.byref(prm),
+                                 ctypes.byref(opts), ctypes.byref(err))
+        msg = err.message.decode()
+        if st != status or want not in msg or lib.attn_kv_cache_length(cache) != 0:
+            return o.report(name, "%s: status %d, %r (length %d): want %d, %r" % (
+                what, st, msg, lib.attn_kv_cache_length(cache), status, want))
+    o.report(name, "")
+
+
 def main():
     build, rng = oracle_args(20261130)
     o = Oracle(build)
@@ -1039,6 +1079,7 @@ def main():
                          H, Hkv, causal)
     mha_cached_dropout_case(o, rng, "mha_cached_dropout_rows_of_the_step_gqa", 4, 2, steps=(3, 1, 1, 2))
     attention_fields_refused_case(o, rng, "options_attention_pieces_and_fp8_scales_refused_by_the_layer")
+    cache_mismatch_case(o, rng, "mha_cached_over_a_cache_that_does_not_fit_the_layer_named_in_its_terms")
     # A query whose every key is masked: NaN in PyTorch, out_proj's bias here.
     torch.manual_seed(7)
     mha = torch.nn.MultiheadAttention(8, 2, dtype=torch.float64)

@@ -498,6 +498,18 @@ attn_status attn_mha_sdpa_options(attn_sdpa_options *so, const attn_mha_call *m,
     return st;
 }
 
+attn_status attn_mha_check_store(const attn_kv_paged_view *w, const char *what, const attn_mha_call *m,
+                                 attn_error *err) {
+    if ((w->dtype == ATTN_F64) != (m->dt == ATTN_F64))
+        return attn_fail(err, ATTN_ERR_DTYPE, "x is %s and the %s holds %s; an f64 %s takes f64 x, the others f32 x",
+                         attn_dtype_name(m->dt), what, attn_dtype_name(w->dtype), what);
+    if (w->heads != m->Hkv || w->key_dim != m->D || w->value_dim != m->D)
+        return attn_fail(err, ATTN_ERR_SHAPE, "the %s holds %lld head%s of %lld and %lld; the layer needs %lld of %lld",
+                         what, (long long)w->heads, attn_plural(w->heads), (long long)w->key_dim, (long long)w->value_dim,
+                         (long long)m->Hkv, (long long)m->D);
+    return ATTN_OK;
+}
+
 /* The call's sizes from its inputs; every check before any work. */
 attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *out, const attn_tensor *query,
                         const attn_tensor *key, const attn_tensor *value, attn_error *err) {
@@ -695,6 +707,14 @@ static attn_status cached_run(size_t *measure, attn_tensor *out, const attn_tens
     attn_tensor out_view;
     m.measuring = measure != NULL;
     if ((st = attn_mha_plan(&m, &out_view, out, x, x, x, err)) || (st = attn_check_writable(out, "out", err))) return st;
+    /* The cache against the layer, in its terms (the append would name the
+     * projected keys, which the caller never saw). */
+    attn_kv_paged_view w;
+    attn_kv_cache_pages(&w, cache);
+    if ((st = attn_mha_check_store(&w, "cache", &m, err))) return st;
+    if (w.num_pages != m.N)
+        return attn_fail(err, ATTN_ERR_SHAPE, "the cache holds %lld sequence%s; x has %lld", (long long)w.num_pages,
+                         attn_plural(w.num_pages), (long long)m.N);
     /* The cache is written too: out, x and the parameters (read after the
      * append, by out_proj) keep clear of its memory. */
     attn_tensor ck, cv;

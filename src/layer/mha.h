@@ -118,6 +118,12 @@ attn_status attn_mha_as_batch(attn_tensor *out, const attn_tensor *x, const char
 static inline int64_t attn_mha_rope_after(int64_t offset, int64_t held) {
     return offset >= 0 && offset <= ((int64_t)1 << 53) ? offset + held : offset;
 }
+/* A store of keys and values (a cache or a pool, `what`, as a paged view)
+ * checked against the layer that writes to it: its dtype (f64 for an f64
+ * layer, another for f32), its heads (num_kv_heads) and their sizes (D);
+ * messages in the layer's terms, before anything is written. */
+attn_status attn_mha_check_store(const attn_kv_paged_view *w, const char *what, const attn_mha_call *m,
+                                 attn_error *err);
 /* Every check of one call and its sizes, with out seen as (N, L, E). */
 attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *out, const attn_tensor *query,
                           const attn_tensor *key, const attn_tensor *value, attn_error *err);

@@ -66,15 +66,7 @@ static attn_status store_view(attn_kv_paged_view *w, const kv_store *s, const at
     } else {
         attn_kv_cache_pages(w, s->cache);
     }
-    const char *what = s->paged ? "pool" : "cache";
-    if ((w->dtype == ATTN_F64) != (m->dt == ATTN_F64))
-        return attn_fail(err, ATTN_ERR_DTYPE, "x is %s and the %s holds %s; an f64 %s takes f64 x, the others f32 x",
-                         attn_dtype_name(m->dt), what, attn_dtype_name(w->dtype), what);
-    if (w->heads != m->Hkv || w->key_dim != m->D || w->value_dim != m->D)
-        return attn_fail(err, ATTN_ERR_SHAPE, "the %s holds %lld head%s of %lld and %lld; the layer needs %lld of %lld",
-                         what, (long long)w->heads, attn_plural(w->heads), (long long)w->key_dim, (long long)w->value_dim,
-                         (long long)m->Hkv, (long long)m->D);
-    return ATTN_OK;
+    return attn_mha_check_store(w, s->paged ? "pool" : "cache", m, err);
 }
 
 /* length[i]: what sequence i holds before the call. A cache's rows are
