@@ -672,6 +672,85 @@ static void test_many_buffers_mha(void) {
     for (int i = 0; i < 4; i++) free(w32[i].data), free(w64[i].data);
 }
 
+/* x (f32) rounded to bf16 (nearest even), then widened to f64: what a
+ * product on the bf16 GEMM multiplies (no subnormals here to read as zero). */
+static attn_tensor bf16_widened(const attn_tensor *x) {
+    attn_tensor h = make(ATTN_BF16, x->rank, x->shape), w = make(ATTN_F64, x->rank, x->shape);
+    attn_tensor_convert(&h, x, NULL), attn_tensor_convert(&w, &h, NULL);
+    free(h.data);
+    return w;
+}
+
+/* attn_mha_backward of an f32 layer with bf16 weights, as checkpoints ship
+ * them (4 query heads over 2 KV heads, sequence-first so that each sequence
+ * is a product of its own). Where the forward's products run on the bf16
+ * GEMM (its verbose line names gemm_q=bf16:...) they multiply x and the
+ * heads' output rounded to bf16, so every gradient is that of the same
+ * layer in f64 on x rounded to bf16 (out_proj's over its input rounded
+ * too); elsewhere on x as given: each within 1e-4 of its largest value. The weights' gradients were taken over x as
+ * given on the bf16 GEMM too, some 2^-9 off (2.5e-3 in oracle_mha.py). */
+static void test_mha_bf16_weights(void) {
+    enum { L = 5, N = 2, E = 32, H = 4, HKV = 2, D = E / H };
+    int64_t sx[3] = {L, N, E}, sw[4][2] = {{E, E}, {HKV * D, E}, {HKV * D, E}, {E, E}};
+    attn_tensor x32 = make(ATTN_F32, 3, sx), dout32 = make(ATTN_F32, 3, sx), dx32 = make(ATTN_F32, 3, sx);
+    attn_tensor w16[4], w64[4], g32[4], g64[4];
+    attn_mha_params p16 = attn_mha_params_default(), p64, gr32 = attn_mha_params_default(), gr64;
+    p16.embed_dim = E, p16.num_heads = H, p16.num_kv_heads = HKV;
+    p64 = p16, gr64 = gr32;
+    const attn_tensor **slot16[4] = {&p16.q_proj_weight, &p16.k_proj_weight, &p16.v_proj_weight, &p16.out_proj_weight};
+    const attn_tensor **slot64[4] = {&p64.q_proj_weight, &p64.k_proj_weight, &p64.v_proj_weight, &p64.out_proj_weight};
+    const attn_tensor **grad32[4] = {&gr32.q_proj_weight, &gr32.k_proj_weight, &gr32.v_proj_weight, &gr32.out_proj_weight};
+    const attn_tensor **grad64[4] = {&gr64.q_proj_weight, &gr64.k_proj_weight, &gr64.v_proj_weight, &gr64.out_proj_weight};
+    for (int i = 0; i < 4; i++) {
+        attn_tensor w = make(ATTN_F32, 2, sw[i]);
+        for (int64_t e = 0; e < attn_tensor_numel(&w); e++) ((float *)w.data)[e] *= 0.18f; /* scores O(1) */
+        w16[i] = make(ATTN_BF16, 2, sw[i]), attn_tensor_convert(&w16[i], &w, NULL);
+        w64[i] = make(ATTN_F64, 2, sw[i]), attn_tensor_convert(&w64[i], &w16[i], NULL); /* the same values */
+        g32[i] = make(ATTN_F32, 2, sw[i]), g64[i] = make(ATTN_F64, 2, sw[i]);
+        *slot16[i] = &w16[i], *slot64[i] = &w64[i], *grad32[i] = &g32[i], *grad64[i] = &g64[i];
+        free(w.data);
+    }
+    attn_mha_options o = attn_mha_options_default();
+    o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_error err;
+    char kernel[32], fallback[32];
+    attn_tensor out32 = make(ATTN_F32, 3, sx);
+    verbose_begin();
+    attn_status st = attn_mha(&out32, NULL, &x32, &x32, &x32, &p16, &o, &err);
+    verbose_end(kernel, sizeof kernel, fallback, sizeof fallback);
+    bool on16 = strstr(verbose_gemm_line, "gemm_q=bf16:") != NULL;
+    if (!st) st = attn_mha_backward(&dx32, NULL, NULL, &gr32, &dout32, &x32, &x32, &x32, &p16, &o, &err);
+    attn_tensor x64 = on16 ? bf16_widened(&x32) : widened(&x32), dout64 = widened(&dout32), dx64 = make(ATTN_F64, 3, sx);
+    attn_status st64 = attn_mha_backward(&dx64, NULL, NULL, &gr64, &dout64, &x64, &x64, &x64, &p64, &o, &err);
+    double d = st || st64 ? 1 : rel_diff(&dx32, &dx64);
+    /* out_proj's gradient, Σ doutᵀ cat, over cat rounded to bf16 as its
+     * product read it: cat from the f64 layer with out_proj the identity */
+    attn_tensor eye = make(ATTN_F64, 2, sw[3]), cat = make(ATTN_F64, 3, sx);
+    for (int64_t e = 0; e < E * E; e++) ((double *)eye.data)[e] = e % (E + 1) == 0;
+    p64.out_proj_weight = &eye;
+    if (!st64) st64 = attn_mha(&cat, NULL, &x64, &x64, &x64, &p64, &o, &err);
+    if (on16 && !st64) {
+        attn_tensor c32 = make(ATTN_F32, 3, sx);
+        attn_tensor_convert(&c32, &cat, NULL);
+        free(cat.data);
+        cat = bf16_widened(&c32);
+        free(c32.data);
+    }
+    for (int64_t e = 0; e < E * E && !st64; e++) { /* row e / E, column e % E */
+        double sum = 0;
+        for (int64_t r = 0; r < L * N; r++) sum += ((double *)dout64.data)[r * E + e / E] * ((double *)cat.data)[r * E + e % E];
+        ((double *)g64[3].data)[e] = sum;
+    }
+    for (int i = 0; i < 4 && !st && !st64; i++) d = fmax(d, rel_diff(&g32[i], &g64[i]));
+    check(st == ATTN_OK && st64 == ATTN_OK && d <= 1e-4, on16 ? "mha_backward_bf16_weights_on_the_bf16_gemm"
+                                                               : "mha_backward_bf16_weights_on_f32_sums",
+          "status %d, %d (%s), largest relative difference from f64 %.3g", (int)st, (int)st64,
+          st || st64 ? err.message : "", d);
+    attn_tensor *all[] = {&x32, &dout32, &dx32, &out32, &x64, &dout64, &dx64, &eye, &cat};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+    for (int i = 0; i < 4; i++) free(w16[i].data), free(w64[i].data), free(g32[i].data), free(g64[i].data);
+}
+
 /* An output viewed with stride 0 over a dimension of size > 1 (a broadcast
  * buffer, torch's expand) would take several results into one element, the
  * last one winning: attn_mha_backward wrote only the last batch's dquery
@@ -860,5 +939,6 @@ int main(void) {
     test_half_workspace_message();
     test_many_buffers_sdpa();
     test_many_buffers_mha();
+    test_mha_bf16_weights();
     return n_failed ? 1 : 0;
 }
