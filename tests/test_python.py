@@ -411,6 +411,32 @@ check("refused_threads_leave_the_count", attn.get_num_threads() == threads_befor
 one = attn.sdpa_backward(so, q, k, v, so, sl, want="dk")
 check("negative_seed_as_uint64", np.array_equal(attn.sdpa(q, k, v, dropout_p=0.2, seed=-1),
                                                 attn.sdpa(q, k, v, dropout_p=0.2, seed=2 ** 64 - 1)))
+# A ragged batch's arguments, refused as what they are: None offsets were
+# "not object ()" (not a NullError, as a None q is), integers past int64 in
+# a list "not float64", masks=5 or a generator "has no len()", an integer
+# mask called "mask" (not which one); causal=[] was "unhashable type" and an
+# integer out= an array "not taken", naming neither.
+varlen_cases = [
+    ("none_offsets", "NullError", "cu_seqlens_q is None", lambda: attn.sdpa_varlen(vq, vk, vv, None, ck)),
+    ("backward_none_offsets", "NullError", "cu_seqlens_k is None",
+     lambda: attn.sdpa_varlen_backward(out, vq, vk, vv, out, lse, cq, None)),
+    ("offsets_past_int64", "ArgumentError", "cu_seqlens_k holds an offset outside int64",
+     lambda: attn.sdpa_varlen(vq, vk, vv, cq, list(ck[:-1]) + [2 ** 64 + 1])),
+    ("masks_not_a_list", "TypeError", "masks must be a list", lambda: attn.sdpa_varlen(vq, vk, vv, cq, ck, masks=5)),
+    ("integer_mask_named", "MaskError", "masks[2] is int32", lambda: attn.sdpa_varlen(
+        vq, vk, vv, cq, ck, masks=[None, None, np.ones((Lq[2], Lk[2]), np.int32)] + [None] * (B - 3))),
+    ("causal_unhashable", "OptionError", "causal is []", lambda: attn.sdpa_varlen(vq, vk, vv, cq, ck, causal=[])),
+    ("integer_out", "DtypeError", "out is int64", lambda: attn.sdpa_varlen(
+        vq, vk, vv, cq, ck, out=np.zeros((cq[-1], Hq, Ev), np.int64))),
+]
+check_raises("varlen", varlen_cases)
+try:
+    got = attn.sdpa_varlen(vq, vk, vv, cq, ck, masks=(m for m in masks), causal="bottom-right")
+    want = attn.sdpa_varlen(vq, vk, vv, cq, ck, masks=masks, causal="bottom-right")
+    why = "" if np.array_equal(got, want) else "differs"
+except Exception as e:  # noqa: BLE001 -- any exception is the failure
+    why = "%s: %s" % (type(e).__name__, e)
+check("varlen_masks_from_a_generator", not why, why)
 check("backward_want_one_name", one[0] is None and one[2] is None and one[1].shape == k.shape)
 got = attn.sdpa(q.tolist(), k.tolist(), v.tolist())
 check("lists_are_float64_arrays", got.dtype == np.float64 and np.array_equal(got, attn.sdpa(q, k, v)))
