@@ -528,6 +528,14 @@ vmplan = attn.Plan(vq, vk, vv, cu_seqlens_q=[0, 2, 5], cu_seqlens_k=[0, 3, 7], m
 vmasks[0][...], vmasks[1][...] = -np.inf, False
 got, want = vmplan.run(vq, vk, vv), attn.sdpa_varlen(vq, vk, vv, [0, 2, 5], [0, 3, 7], masks=vkept)
 check("plan_keeps_its_varlen_masks", np.array_equal(got, want), "error %.3g" % rel(got, want))
+# The other kind of call's mask was dropped silently (every run attended to
+# the keys it masked): refused.
+check_raises("plan", [
+    ("ragged_with_mask", "ArgumentError", "a ragged batch takes masks", lambda: attn.Plan(
+        vq, vk, vv, cu_seqlens_q=[0, 2, 5], cu_seqlens_k=[0, 3, 7], mask=rng.random((5, 7)) < 0.5)),
+    ("dense_with_masks", "ArgumentError", "a dense plan takes mask", lambda: attn.Plan(
+        qm, km, vm, masks=[rng.random((9, 40)) < 0.5])),
+])
 # Threads sharing a plan: a run writes its arrays' pointers into the plan
 # and uses its one workspace, so two at once got each other's rows. Each
 # thread's every run must be the unplanned call's on its own arrays.
