@@ -2388,8 +2388,8 @@ ATTN_API attn_status attn_kv_pages_gather(attn_tensor *k, attn_tensor *v, const 
  * ATTN_ERR_NO_MEMORY too leaves the outputs as they were. Errors: those of attn_sdpa
  * (ATTN_ERR_MASK for a mask, named by its sequence), ATTN_ERR_ARGUMENT (an
  * unknown or freed sequence, offsets not as above), ATTN_ERR_STRIDE (out
- * or lse overlapping each other, q, a mask, or the memory the pool or view
- * reads). */
+ * or lse overlapping each other, q, a mask, the offsets, or the memory the
+ * pool or view reads). */
 ATTN_API attn_status attn_kv_pages_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                                           const int64_t *cu_seqlens_q, const int64_t *seqs, int64_t n,
                                           const attn_kv_pages *pool, const attn_tensor *const *masks,
