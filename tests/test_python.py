@@ -558,6 +558,41 @@ for t in t_threads:
 for t in t_threads:
     t.join()
 check("plan_shared_by_threads_runs_each_own_arrays", not t_wrong, "%d of 400 runs wrong" % len(t_wrong))
+# Ragged batches from several Python threads at once (each call lets go of
+# the GIL): every result bitwise the one-thread call's, and every refused
+# call's message its own (each call has its own error struct).
+v_batches = []
+for i in range(4):
+    lq, lk = rng.integers(0, 40, 5), rng.integers(1, 60, 5)
+    c_q, c_k = np.concatenate([[0], np.cumsum(lq)]), np.concatenate([[0], np.cumsum(lk)])
+    xs = (f((c_q[-1], 4, 16)).astype(np.float32), f((c_k[-1], 2, 16)).astype(np.float32),
+          f((c_k[-1], 2, 8)).astype(np.float32))
+    o, l = attn.sdpa_varlen(*xs, c_q, c_k, causal="bottom-right", return_lse=True)
+    v_batches.append((xs, c_q, c_k, o, attn.sdpa_varlen_backward(o, *xs, o, l, c_q, c_k, causal="bottom-right")))
+v_wrong = []
+
+
+def varlen_runs(i):
+    for it in range(40):
+        xs, c_q, c_k, o, g = v_batches[(i + it) % 4]
+        got, got_l = attn.sdpa_varlen(*xs, c_q, c_k, causal="bottom-right", return_lse=True)
+        got_g = attn.sdpa_varlen_backward(got, *xs, got, got_l, c_q, c_k, causal="bottom-right")
+        if not (np.array_equal(got, o) and all(np.array_equal(a, b) for a, b in zip(got_g, g))):
+            v_wrong.append((i, it))
+        try:
+            attn.sdpa_varlen(*xs, c_q, np.append(c_k[:-1], c_k[-1] + 1 + i))
+            v_wrong.append((i, it, "no error"))
+        except attn.ArgumentError as e:
+            if "is %d but the tensor has %d rows" % (c_k[-1] + 1 + i, c_k[-1]) not in str(e):
+                v_wrong.append((i, it, str(e)))
+
+
+t_threads = [threading.Thread(target=varlen_runs, args=(i,)) for i in range(4)]
+for t in t_threads:
+    t.start()
+for t in t_threads:
+    t.join()
+check("varlen_from_threads_bitwise_with_own_messages", not v_wrong, "wrong: %s" % v_wrong[:3])
 try:
     plan.run(f((2, 4, 10, 16)), f(shape_kv), f(shape_kv))
     check("plan_refuses_other_shapes", False, "no error")
