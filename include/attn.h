@@ -1307,7 +1307,8 @@ ATTN_API attn_status attn_sdpa_backward_workspace_size(size_t *bytes, attn_tenso
  * rows), ATTN_ERR_NULL (q, k, v, out, the offsets), ATTN_ERR_RANK (not
  * rank 3, lse not rank 2), ATTN_ERR_SHAPE (k and v rows, E, out's or lse's
  * shape), ATTN_ERR_HEADS, ATTN_ERR_DTYPE, ATTN_ERR_STRIDE (stride 0 in an
- * output; an output overlapping an input or a mask), ATTN_ERR_OPTION
+ * output; an output overlapping an input, a mask or the offsets, which
+ * are read again after rows are written), ATTN_ERR_OPTION
  * (options->mask, pieces), ATTN_ERR_OVERFLOW. Nothing is written unless
  * every sequence passed its checks and all memory was had. */
 ATTN_API attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_tensor *k,
@@ -1413,7 +1414,7 @@ ATTN_API attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_
  * (attn_context) all of it comes from there, and it must hold the whole
  * batch's (ATTN_ERR_WORKSPACE). Errors: those of attn_sdpa_backward for any
  * sequence (named in the message), and those of attn_sdpa_varlen's offsets,
- * shapes and options. Every sequence is checked and all memory taken
+ * shapes and options (a gradient over the offsets: ATTN_ERR_STRIDE). Every sequence is checked and all memory taken
  * before any gradient is written. */
 ATTN_API attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,
                                                const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k,
@@ -2395,8 +2396,8 @@ ATTN_API attn_status attn_kv_pages_gather(attn_tensor *k, attn_tensor *v, const 
  * ATTN_ERR_NO_MEMORY too leaves the outputs as they were. Errors: those of attn_sdpa
  * (ATTN_ERR_MASK for a mask, named by its sequence), ATTN_ERR_ARGUMENT (an
  * unknown or freed sequence, offsets not as above), ATTN_ERR_STRIDE (out
- * or lse overlapping each other, q, a mask, or the memory the pool or view
- * reads). */
+ * or lse overlapping each other, q, a mask, the offsets, or the memory the
+ * pool or view reads). */
 ATTN_API attn_status attn_kv_pages_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                                           const int64_t *cu_seqlens_q, const int64_t *seqs, int64_t n,
                                           const attn_kv_pages *pool, const attn_tensor *const *masks,

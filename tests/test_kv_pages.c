@@ -1719,6 +1719,31 @@ static void test_mha_cached_batch_errors(void) {
 
 /* ---- pages the caller manages ---- */
 
+/* cu_seqlens_q lying inside out: refused, offsets and out untouched, as
+ * attn_sdpa_varlen refuses it (where the rows of a sequence without keys
+ * are written by offsets read after the kernels have run): the offsets are
+ * an input like q. */
+static void test_out_over_offsets(void) {
+    float kp[2 * 16 * 2], vp[2 * 16 * 2], q[8];
+    for (int i = 0; i < 64; i++) kp[i] = (float)(i % 5) / 4, vp[i] = (float)(i % 3) + 1;
+    for (int i = 0; i < 8; i++) q[i] = (float)i / 8;
+    int32_t table[2] = {0, 1};
+    int64_t lengths[2] = {3, 2}, sq[3] = {4, 1, 2};
+    attn_kv_paged_view w = attn_kv_paged_view_default();
+    w.dtype = ATTN_F32, w.key_dim = w.value_dim = 2, w.page_size = 16, w.num_pages = 2;
+    w.k_pages = kp, w.v_pages = vp, w.num_sequences = 2, w.lengths = lengths, w.page_table = table, w.table_stride = 1;
+    double buf[4] = {0, 0, 0, 0}; /* out (4, 1, 2) f32 over it: rows 0 and 1 (sequence 0's) are cu[0] and cu[1] */
+    int64_t *cu = (int64_t *)(void *)buf;
+    cu[0] = 0, cu[1] = 2, cu[2] = 4;
+    attn_tensor tq, to;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&to, buf, ATTN_F32, 3, sq, NULL, NULL);
+    attn_error err;
+    attn_status st = attn_kv_paged_attend(&to, NULL, &tq, cu, &w, NULL, NULL, &err);
+    int kept = cu[0] == 0 && cu[1] == 2 && cu[2] == 4 && buf[3] == 0;
+    check(st == ATTN_ERR_STRIDE && strstr(err.message, "cu_seqlens_q") && kept, "paged_error_out_over_offsets",
+          "status %d: %s%s", (int)st, st ? err.message : "", kept ? "" : " (written)");
+}
+
 /* A caller's e4m3 view with a (batch, Hk) k_descale in the options: an
  * out lying over another sequence's row of the scales (which that
  * sequence reads) is refused before anything is written. */
@@ -2588,6 +2613,7 @@ int main(void) {
     rng_state = saved;
     test_caller_pages();
     test_out_over_descale();
+    test_out_over_offsets();
     test_desc();
     test_pages_aligned();
     test_no_queries_stride_0();

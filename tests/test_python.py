@@ -411,6 +411,32 @@ check("refused_threads_leave_the_count", attn.get_num_threads() == threads_befor
 one = attn.sdpa_backward(so, q, k, v, so, sl, want="dk")
 check("negative_seed_as_uint64", np.array_equal(attn.sdpa(q, k, v, dropout_p=0.2, seed=-1),
                                                 attn.sdpa(q, k, v, dropout_p=0.2, seed=2 ** 64 - 1)))
+# A ragged batch's arguments, refused as what they are: None offsets were
+# "not object ()" (not a NullError, as a None q is), integers past int64 in
+# a list "not float64", masks=5 or a generator "has no len()", an integer
+# mask called "mask" (not which one); causal=[] was "unhashable type" and an
+# integer out= an array "not taken", naming neither.
+varlen_cases = [
+    ("none_offsets", "NullError", "cu_seqlens_q is None", lambda: attn.sdpa_varlen(vq, vk, vv, None, ck)),
+    ("backward_none_offsets", "NullError", "cu_seqlens_k is None",
+     lambda: attn.sdpa_varlen_backward(out, vq, vk, vv, out, lse, cq, None)),
+    ("offsets_past_int64", "ArgumentError", "cu_seqlens_k holds an offset outside int64",
+     lambda: attn.sdpa_varlen(vq, vk, vv, cq, list(ck[:-1]) + [2 ** 64 + 1])),
+    ("masks_not_a_list", "TypeError", "masks must be a list", lambda: attn.sdpa_varlen(vq, vk, vv, cq, ck, masks=5)),
+    ("integer_mask_named", "MaskError", "masks[2] is int32", lambda: attn.sdpa_varlen(
+        vq, vk, vv, cq, ck, masks=[None, None, np.ones((Lq[2], Lk[2]), np.int32)] + [None] * (B - 3))),
+    ("causal_unhashable", "OptionError", "causal is []", lambda: attn.sdpa_varlen(vq, vk, vv, cq, ck, causal=[])),
+    ("integer_out", "DtypeError", "out is int64", lambda: attn.sdpa_varlen(
+        vq, vk, vv, cq, ck, out=np.zeros((cq[-1], Hq, Ev), np.int64))),
+]
+check_raises("varlen", varlen_cases)
+try:
+    got = attn.sdpa_varlen(vq, vk, vv, cq, ck, masks=(m for m in masks), causal="bottom-right")
+    want = attn.sdpa_varlen(vq, vk, vv, cq, ck, masks=masks, causal="bottom-right")
+    why = "" if np.array_equal(got, want) else "differs"
+except Exception as e:  # noqa: BLE001 -- any exception is the failure
+    why = "%s: %s" % (type(e).__name__, e)
+check("varlen_masks_from_a_generator", not why, why)
 check("backward_want_one_name", one[0] is None and one[2] is None and one[1].shape == k.shape)
 got = attn.sdpa(q.tolist(), k.tolist(), v.tolist())
 check("lists_are_float64_arrays", got.dtype == np.float64 and np.array_equal(got, attn.sdpa(q, k, v)))
@@ -502,6 +528,14 @@ vmplan = attn.Plan(vq, vk, vv, cu_seqlens_q=[0, 2, 5], cu_seqlens_k=[0, 3, 7], m
 vmasks[0][...], vmasks[1][...] = -np.inf, False
 got, want = vmplan.run(vq, vk, vv), attn.sdpa_varlen(vq, vk, vv, [0, 2, 5], [0, 3, 7], masks=vkept)
 check("plan_keeps_its_varlen_masks", np.array_equal(got, want), "error %.3g" % rel(got, want))
+# The other kind of call's mask was dropped silently (every run attended to
+# the keys it masked): refused.
+check_raises("plan", [
+    ("ragged_with_mask", "ArgumentError", "a ragged batch takes masks", lambda: attn.Plan(
+        vq, vk, vv, cu_seqlens_q=[0, 2, 5], cu_seqlens_k=[0, 3, 7], mask=rng.random((5, 7)) < 0.5)),
+    ("dense_with_masks", "ArgumentError", "a dense plan takes mask", lambda: attn.Plan(
+        qm, km, vm, masks=[rng.random((9, 40)) < 0.5])),
+])
 # Threads sharing a plan: a run writes its arrays' pointers into the plan
 # and uses its one workspace, so two at once got each other's rows. Each
 # thread's every run must be the unplanned call's on its own arrays.
@@ -524,6 +558,41 @@ for t in t_threads:
 for t in t_threads:
     t.join()
 check("plan_shared_by_threads_runs_each_own_arrays", not t_wrong, "%d of 400 runs wrong" % len(t_wrong))
+# Ragged batches from several Python threads at once (each call lets go of
+# the GIL): every result bitwise the one-thread call's, and every refused
+# call's message its own (each call has its own error struct).
+v_batches = []
+for i in range(4):
+    lq, lk = rng.integers(0, 40, 5), rng.integers(1, 60, 5)
+    c_q, c_k = np.concatenate([[0], np.cumsum(lq)]), np.concatenate([[0], np.cumsum(lk)])
+    xs = (f((c_q[-1], 4, 16)).astype(np.float32), f((c_k[-1], 2, 16)).astype(np.float32),
+          f((c_k[-1], 2, 8)).astype(np.float32))
+    o, l = attn.sdpa_varlen(*xs, c_q, c_k, causal="bottom-right", return_lse=True)
+    v_batches.append((xs, c_q, c_k, o, attn.sdpa_varlen_backward(o, *xs, o, l, c_q, c_k, causal="bottom-right")))
+v_wrong = []
+
+
+def varlen_runs(i):
+    for it in range(40):
+        xs, c_q, c_k, o, g = v_batches[(i + it) % 4]
+        got, got_l = attn.sdpa_varlen(*xs, c_q, c_k, causal="bottom-right", return_lse=True)
+        got_g = attn.sdpa_varlen_backward(got, *xs, got, got_l, c_q, c_k, causal="bottom-right")
+        if not (np.array_equal(got, o) and all(np.array_equal(a, b) for a, b in zip(got_g, g))):
+            v_wrong.append((i, it))
+        try:
+            attn.sdpa_varlen(*xs, c_q, np.append(c_k[:-1], c_k[-1] + 1 + i))
+            v_wrong.append((i, it, "no error"))
+        except attn.ArgumentError as e:
+            if "is %d but the tensor has %d rows" % (c_k[-1] + 1 + i, c_k[-1]) not in str(e):
+                v_wrong.append((i, it, str(e)))
+
+
+t_threads = [threading.Thread(target=varlen_runs, args=(i,)) for i in range(4)]
+for t in t_threads:
+    t.start()
+for t in t_threads:
+    t.join()
+check("varlen_from_threads_bitwise_with_own_messages", not v_wrong, "wrong: %s" % v_wrong[:3])
 try:
     plan.run(f((2, 4, 10, 16)), f(shape_kv), f(shape_kv))
     check("plan_refuses_other_shapes", False, "no error")

@@ -496,6 +496,38 @@ static void test_errors(void) {
     free(ws);
 }
 
+/* Offsets that lie inside an output: refused (ATTN_ERR_STRIDE), the
+ * offsets and the output untouched. The rows of a sequence without keys
+ * are written after the kernels have run, by its offsets read again then:
+ * read from memory a kernel had just written, they sent those writes
+ * anywhere. Sequence 0 (2 queries, 3 keys) writes the rows the offsets lie
+ * in; sequence 1 has queries but no keys; the backward likewise with the
+ * offsets in dq. */
+static void test_offsets_in_outputs(void) {
+    double q[8], kv[6], dout[8], outb[8], lseb[4], *buf = calloc(16, sizeof(double));
+    for (int i = 0; i < 8; i++) q[i] = dout[i] = 0.1 * i;
+    for (int i = 0; i < 6; i++) kv[i] = i % 2 ? 1e6 : 2e6; /* out's row 1 above row 0, read as int64 */
+    int64_t *cu_q = (int64_t *)(void *)buf, cu_k[3] = {0, 3, 3}, sq[3] = {4, 1, 2}, sk[3] = {3, 1, 2}, sl[2] = {4, 1};
+    cu_q[0] = 0, cu_q[1] = 2, cu_q[2] = 4;
+    attn_tensor tq, tkv, tinto, tout, tlse, tdout;
+    attn_tensor_init(&tq, q, ATTN_F64, 3, sq, NULL, NULL), attn_tensor_init(&tkv, kv, ATTN_F64, 3, sk, NULL, NULL);
+    attn_tensor_init(&tinto, buf, ATTN_F64, 3, sq, NULL, NULL); /* its rows 0 and 1 hold cu_q */
+    attn_tensor_init(&tout, outb, ATTN_F64, 3, sq, NULL, NULL), attn_tensor_init(&tlse, lseb, ATTN_F64, 2, sl, NULL, NULL);
+    attn_tensor_init(&tdout, dout, ATTN_F64, 3, sq, NULL, NULL);
+    attn_error err;
+    attn_status st = attn_sdpa_varlen(&tinto, NULL, &tq, &tkv, &tkv, cu_q, cu_k, 2, NULL, NULL, &err);
+    int kept = cu_q[0] == 0 && cu_q[1] == 2 && cu_q[2] == 4 && buf[6] == 0;
+    check(st == ATTN_ERR_STRIDE && strstr(err.message, "cu_seqlens_q") && kept, "varlen_error_out_over_offsets",
+          "status %d: %s%s", (int)st, err.message, kept ? "" : " (written)");
+    st = attn_sdpa_varlen(&tout, &tlse, &tq, &tkv, &tkv, cu_q, cu_k, 2, NULL, NULL, &err);
+    if (!st) st = attn_sdpa_varlen_backward(&tinto, NULL, NULL, &tdout, &tq, &tkv, &tkv, &tout, &tlse, cu_q, cu_k, 2, NULL,
+                                            NULL, &err);
+    kept = cu_q[0] == 0 && cu_q[1] == 2 && cu_q[2] == 4 && buf[6] == 0;
+    check(st == ATTN_ERR_STRIDE && strstr(err.message, "cu_seqlens_q") && kept, "varlen_backward_error_dq_over_offsets",
+          "status %d: %s%s", (int)st, err.message, kept ? "" : " (written)");
+    free(buf);
+}
+
 /* dout broadcast from one value (stride 0 everywhere, as autograd hands
  * the gradient of a sum): an input, taken as attn_sdpa_backward takes it,
  * each sequence's gradients bitwise its call's on its views. */
@@ -913,6 +945,7 @@ int main(void) {
     test_decode_in_batch();
     test_decode_batches();
     test_errors();
+    test_offsets_in_outputs();
     test_workspace();
     test_half_q(ATTN_BF16, "bf16");
     test_half_q(ATTN_F16, "f16");

@@ -19,7 +19,14 @@
     attn.teach.explain("the cat sat on the mat")
 
 The library is libattn.so, through ctypes (no compiled extension): found in
-ATTN_LIBRARY, the build tree, or an installed prefix (see attn._lib)."""
+ATTN_LIBRARY, the build tree, or an installed prefix (see attn._lib).
+
+Threads: every call lets go of the GIL while the library runs, so Python
+threads compute at once, each result bitwise what it is alone; a refused
+call's exception carries its own message. What is shared is the caller's:
+an out= array written by two calls at once, or set_num_threads, which sets
+the count for the whole process. A Plan's runs take turns; a KVPages pool
+is read by many threads but changed by one (see attn.kv_pages)."""
 from ._core import (ERRORS, AttnError, ArgumentError, BroadcastError, CommError, DtypeError, FullError, HeadsError,
                     IOFailure, MaskError, NoMemoryError, NpyHeaderError, NpyTrailingError, NpyTruncatedError,
                     NpyUnsupportedError, NullError, OptionError, RankError, ScaleError, ShapeError,

@@ -169,7 +169,11 @@ _DEFAULT_OPTIONS = bytes(default(SdpaOptions))
 
 def _options(causal, scale, mask_view, dropout_p, seed):
     o = SdpaOptions.from_buffer_copy(_DEFAULT_OPTIONS)
-    if causal not in CAUSAL:
+    try:
+        known = causal in CAUSAL
+    except TypeError:  # unhashable (a list): not one of them either
+        known = False
+    if not known:
         raise OptionError("causal is %r: False, True (top-left), 'top-left' or 'bottom-right'" % (causal,), 9)
     o.causal = CAUSAL[causal]
     if scale is not None:
@@ -195,13 +199,14 @@ def mask_array(mask, name="mask"):
     return m
 
 
-def _mask(mask, dtype, copy=False):
+def _mask(mask, dtype, copy=False, name="mask"):
     """mask as an array, bool or of `dtype`, and its view; (None, None) for
     none. copy: an array of its own even where the caller's would do (a
-    plan's, which the caller's later writes must not reach)."""
+    plan's, which the caller's later writes must not reach). name: what
+    an error calls it."""
     if mask is None:
         return None, None
-    m = mask_array(mask)
+    m = mask_array(mask, name)
     if m.dtype != np.bool_ and m.dtype != dtype:
         m = m.astype(dtype)
     elif copy:
@@ -218,6 +223,8 @@ def _output(out, shape, dtype, name):
         raise TypeError("%s must be a NumPy array, not %s" % (name, type(out).__name__))
     if not out.dtype.isnative:  # the library writes native byte order into out's memory
         raise DtypeError("%s is byte-swapped (%s): give an array in native byte order" % (name, out.dtype.str), 6)
+    if out.dtype not in _DTYPES or out.dtype == np.bool_:  # view() refused it without naming out
+        raise DtypeError("%s is %s; it must be float32 or float64" % (name, out.dtype), 6)
     # The library writes through the pointer whatever the flag says: a
     # read-only mmap would crash the interpreter, bytes would change.
     if not out.flags.writeable:
@@ -332,8 +339,16 @@ def _index(x, name, low=-2 ** 63, high=2 ** 63 - 1):
 
 
 def _offsets(cu, name):
-    """cu_seqlens as a C array of int64 (the library checks the values)."""
+    """cu_seqlens as a C array of int64 (the library checks the values).
+    None is a NullError, as a None q is (NumPy made it an object array,
+    refused as "not object ()"); Python integers past int64 are said to be
+    so (NumPy made them float64, refused as floats)."""
+    if cu is None:
+        raise NullError("%s is None" % name, 1)
     a = np.asarray(cu)
+    if a.dtype.kind in "fO" and a.ndim == 1 and not isinstance(cu, np.ndarray) and all(
+            isinstance(x, (int, np.integer)) for x in cu):
+        raise ArgumentError("%s holds an offset outside int64" % name, 19)
     if a.ndim != 1 or a.size < 1 or a.dtype.kind not in "iu":
         raise ArgumentError("%s must be a 1-D array of integers with B+1 offsets, not %s %s"
                             % (name, a.dtype, a.shape), 19)
@@ -348,10 +363,15 @@ def _varlen_masks(masks, batch, dtype, copy=False):
     or (None, None, None)."""
     if masks is None:
         return None, None, None
+    # Any iterable, as merge takes its parts (a generator had no len());
+    # anything else is refused as what it is, not by a missing len().
+    if not hasattr(masks, "__iter__"):
+        raise TypeError("masks must be a list of per-sequence masks (None for none), not %s" % type(masks).__name__)
+    masks = list(masks)
     if len(masks) != batch:
         raise ArgumentError("masks has %s for %s" % (_count(len(masks), "entry", "entries"), _count(batch, "sequence")),
                             19)
-    arrays = [_mask(m, dtype, copy)[0] if m is not None else None for m in masks]
+    arrays = [_mask(m, dtype, copy, "masks[%d]" % b)[0] if m is not None else None for b, m in enumerate(masks)]
     views = [view(a) if a is not None else None for a in arrays]
     ptrs = (P * batch)(*[ctypes.pointer(v) if v is not None else None for v in views])
     return arrays, views, ptrs

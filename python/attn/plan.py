@@ -36,6 +36,12 @@ class Plan:
         q = _float_array(q, "q")
         k, v = _float_array(k, "k", q.dtype, kv=True), _float_array(v, "v", q.dtype, kv=True)
         self.varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+        # Each kind of call takes its own masks: the other's was dropped
+        # silently, and every run attended to keys the caller had masked.
+        if self.varlen and mask is not None:
+            raise ArgumentError("mask is given with cu_seqlens: a ragged batch takes masks, one per sequence", 19)
+        if not self.varlen and masks is not None:
+            raise ArgumentError("masks is given without cu_seqlens_q and cu_seqlens_k: a dense plan takes mask", 19)
         err, size, ws = Error(), ctypes.c_size_t(), ctypes.c_size_t()
         if self.varlen:
             if q.ndim != 3 or v.ndim != 3:

@@ -85,6 +85,17 @@ attn_status attn_check_cu_seqlens(const int64_t *cu, int64_t batch, int64_t tota
     return ATTN_OK;
 }
 
+/* The bytes of B + 1 checked offsets as a tensor (8-byte elements, as
+ * int64), for the overlap check: the offsets are read again after the
+ * kernels have written (the rows of sequences without keys or queries), so
+ * an output over them would send those writes anywhere. */
+static attn_tensor offsets_bytes(const int64_t *cu, int64_t batch) {
+    attn_tensor t;
+    int64_t n[1] = {batch + 1}; /* fits: the array holds that many */
+    attn_tensor_init(&t, (void *)(uintptr_t)cu, ATTN_F64, 1, n, NULL, NULL);
+    return t;
+}
+
 /* A packed tensor: rank 3, one of the dtypes `ok` allows, H and X >= 1
  * (T may be 0), data unless it is empty, offsets that fit. */
 static attn_status check_packed(const attn_tensor *t, const char *name, attn_error *err) {
@@ -482,9 +493,11 @@ static attn_status check_varlen(attn_tensor *out, attn_tensor *lse, const attn_t
     /* The plans check each sequence's views again; this covers the rows of
      * sequences no plan sees. */
     /* The scales too: a sequence's plan sees only its own row of them. */
-    const attn_named ins[7] = {{q, "q"}, {k, "k"}, {v, "v"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"},
-                               {o->k_descale, "k_descale"}, {o->v_descale, "v_descale"}};
-    if ((st = check_outputs(out, lse, ins, 7, masks, cu_q, cu_k, NULL, batch, err))) return st;
+    const attn_tensor cq = offsets_bytes(cu_q, batch), ck = offsets_bytes(cu_k, batch);
+    const attn_named ins[9] = {{q, "q"}, {k, "k"}, {v, "v"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"},
+                               {o->k_descale, "k_descale"}, {o->v_descale, "v_descale"}, {&cq, "cu_seqlens_q"},
+                               {&ck, "cu_seqlens_k"}};
+    if ((st = check_outputs(out, lse, ins, 9, masks, cu_q, cu_k, NULL, batch, err))) return st;
     if (o->sinks && (st = attn_check_per_head(o->sinks, "sinks", q->shape[1], err))) return st;
     return check_batch_descale(o, k->dtype, v->dtype, batch, k->shape[1], err);
 }
@@ -546,9 +559,10 @@ static attn_status check_paged(int64_t *Ev_out, attn_tensor *out, attn_tensor *l
     if ((st = check_packed_out(out, "out", 3, want_out, q->dtype, true, err)) ||
         (lse && (st = check_packed_out(lse, "lse", 2, want_out, lse_dtype(q), true, err))))
         return st;
-    const attn_named ins[5] = {{q, "q"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"},
-                               {o->k_descale, "k_descale"}, {o->v_descale, "v_descale"}};
-    if ((st = check_outputs(out, lse, ins, 5, masks, cu_seqlens_q, NULL, k_pages, batch, err))) return st;
+    const attn_tensor cq = offsets_bytes(cu_seqlens_q, batch);
+    const attn_named ins[6] = {{q, "q"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"},
+                               {o->k_descale, "k_descale"}, {o->v_descale, "v_descale"}, {&cq, "cu_seqlens_q"}};
+    if ((st = check_outputs(out, lse, ins, 6, masks, cu_seqlens_q, NULL, k_pages, batch, err))) return st;
     for (int64_t b = 0; b < batch; b++) { /* and the pools' memory */
         attn_tensor pools[2];
         attn_paged_rows_pool(&pools[0], &k_pages[b]), attn_paged_rows_pool(&pools[1], &v_pages[b]);
@@ -603,9 +617,11 @@ attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_ten
     for (int t = 0; t < 3; t++)
         if (grad[t] && (st = check_packed_out(grad[t], NAME[t], 3, like[t]->shape, q->dtype, true, err))) return st;
     const attn_named outs[3] = {{dq, "dq"}, {dk, "dk"}, {dv, "dv"}};
-    const attn_named ins[8] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"},
-                               {o.alibi_slopes, "alibi_slopes"}, {o.sinks, "sinks"}};
-    if ((st = attn_check_no_overlap(outs, 3, ins, 8, err)) ||
+    const attn_tensor cq = offsets_bytes(cu_seqlens_q, batch), ck = offsets_bytes(cu_seqlens_k, batch);
+    const attn_named ins[10] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"},
+                                {o.alibi_slopes, "alibi_slopes"}, {o.sinks, "sinks"}, {&cq, "cu_seqlens_q"},
+                                {&ck, "cu_seqlens_k"}};
+    if ((st = attn_check_no_overlap(outs, 3, ins, 10, err)) ||
         (st = check_masks_apart(outs, 3, masks, cu_seqlens_q, cu_seqlens_k, NULL, batch, err)))
         return st;
     /* Every sequence planned and checked, then all of their scratch taken
