@@ -820,7 +820,10 @@ typedef struct attn_context {
      * attn_sdpa_workspace_size says how many bytes a call needs; a smaller
      * workspace fails with ATTN_ERR_WORKSPACE before anything is written.
      * NULL (the default): the library allocates what it needs and frees it
-     * before returning. One workspace must not serve two calls at once. */
+     * before returning. One workspace must not serve two calls at once,
+     * and must share no byte with the call's tensors (inputs, outputs,
+     * masks, offsets): the call writes its scratch there, and does not
+     * check this (unlike an output over an input, ATTN_ERR_STRIDE). */
     void *workspace;
     size_t workspace_size;
 } attn_context;
