@@ -870,7 +870,10 @@ typedef struct attn_sdpa_options {
      * semantics: each weight is kept with probability 1 - dropout_p and then
      * scaled by 1 / (1 - dropout_p), or set to 0; the output is the dropped
      * weights times v, and the weights output holds them. 0 (the default)
-     * is no dropout, bitwise; it must be in [0, 1). Which weights are kept
+     * is no dropout, bitwise; it must be in [0, 1]: 1 drops every weight,
+     * so out and the weights output are zeros and every gradient
+     * attn_sdpa_backward gives is 0, as PyTorch's dropout(p = 1) gives
+     * them (lse is still the undropped one). Which weights are kept
      * comes from Philox-4x32-10 keyed by dropout_seed, with (slice, row,
      * column) as the counter, where the slice numbers the output's (batch,
      * head) pairs in C order and the row is q's own: the same mask for the

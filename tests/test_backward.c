@@ -284,6 +284,71 @@ static void test_fused(void) {
     for (int i = 0; i < 3; i++) free(g1[i].data), free(g3[i].data);
 }
 
+static void fill(attn_tensor *t, double x) {
+    for (int64_t i = 0; i < attn_tensor_numel(t); i++)
+        if (t->dtype == ATTN_F64) ((double *)t->data)[i] = x;
+        else if (t->dtype == ATTN_F32) ((float *)t->data)[i] = (float)x;
+        else ((unsigned char *)t->data)[i] = x != 0;
+}
+
+/* Whether every element of t is x (+0 or -0 for x = 0). */
+static int all_are(const attn_tensor *t, double x) {
+    for (int64_t i = 0; i < attn_tensor_numel(t); i++) {
+        double y = t->dtype == ATTN_F64 ? ((double *)t->data)[i] : t->dtype == ATTN_F32 ? ((float *)t->data)[i]
+                                                                                         : ((unsigned char *)t->data)[i];
+        if (y != x) return 0;
+    }
+    return 1;
+}
+
+/* dropout_p = 1 drops every weight, as PyTorch's dropout(p = 1) does: out
+ * and the weights are zeros, written over what the buffers held, and so is
+ * every gradient, on flash (q, k), decode (qd, kd: two queries), the exact
+ * kernel (f64 q64, k64, with weights) and both backward kernels; the lse is
+ * the undropped one; the mask is all false. */
+static void test_dropout_all(const attn_tensor *q, const attn_tensor *k, const attn_tensor *qd, const attn_tensor *kd,
+                             const attn_tensor *q64, const attn_tensor *k64) {
+    attn_sdpa_options o = attn_sdpa_options_default(), plain = o;
+    o.dropout_p = 1, o.dropout_seed = 9;
+    attn_error err;
+    attn_tensor out = make(ATTN_F32, q->rank, q->shape), lse = make(ATTN_F32, 2, q->shape),
+                out0 = make(ATTN_F32, q->rank, q->shape), lse0 = make(ATTN_F32, 2, q->shape), dq = make(ATTN_F32, q->rank, q->shape),
+                dk = make(ATTN_F32, k->rank, k->shape), dv = make(ATTN_F32, k->rank, k->shape);
+    attn_tensor outd = make(ATTN_F32, qd->rank, qd->shape), dqd = make(ATTN_F32, qd->rank, qd->shape),
+                dkd = make(ATTN_F32, kd->rank, kd->shape), lsed = make(ATTN_F32, 2, qd->shape);
+    int64_t sw[3] = {q64->shape[0], q64->shape[1], k64->shape[1]};
+    attn_tensor out64 = make(ATTN_F64, q64->rank, q64->shape), lse64 = make(ATTN_F64, 2, q64->shape),
+                w64 = make(ATTN_F64, 3, sw), dq64 = make(ATTN_F64, q64->rank, q64->shape),
+                dk64 = make(ATTN_F64, k64->rank, k64->shape), dv64 = make(ATTN_F64, k64->rank, k64->shape),
+                keep = make(ATTN_BOOL, 3, sw);
+    attn_tensor *written[] = {&out, &lse, &dq, &dk, &dv, &outd, &dqd, &dkd, &lsed, &out64, &w64, &dq64, &dk64, &dv64};
+    for (size_t i = 0; i < sizeof written / sizeof *written; i++) fill(written[i], 7);
+    fill(&keep, 1);
+    attn_status st = attn_sdpa(&out, &lse, NULL, q, k, k, &o, &err);
+    if (!st) st = attn_sdpa(&out0, &lse0, NULL, q, k, k, &plain, &err);
+    if (!st) st = attn_sdpa_backward(&dq, &dk, &dv, NULL, q, q, k, k, &out, &lse, &o, &err); /* dout = q: not 0 */
+    check(st == ATTN_OK && all_are(&out, 0) && all_are(&dq, 0) && all_are(&dk, 0) && all_are(&dv, 0) &&
+              !memcmp(lse.data, lse0.data, sizeof(float) * (size_t)attn_tensor_numel(&lse)),
+          "dropout_p_1_zeros_flash_and_fused_backward_lse_undropped", "status %d (%s)", (int)st, st ? err.message : "");
+    st = attn_sdpa(&outd, &lsed, NULL, qd, kd, kd, &o, &err);
+    if (!st) st = attn_sdpa_backward(&dqd, &dkd, NULL, NULL, qd, qd, kd, kd, &outd, &lsed, &o, &err);
+    check(st == ATTN_OK && all_are(&outd, 0) && all_are(&dqd, 0) && all_are(&dkd, 0),
+          "dropout_p_1_zeros_decode", "status %d (%s)", (int)st, st ? err.message : "");
+    st = attn_sdpa(&out64, &lse64, &w64, q64, k64, k64, &o, &err);
+    if (!st) st = attn_sdpa_backward(&dq64, &dk64, &dv64, NULL, q64, q64, k64, k64, &out64, &lse64, &o, &err);
+    int finite_lse = 1;
+    for (int64_t i = 0; i < attn_tensor_numel(&lse64); i++) finite_lse &= isfinite(((double *)lse64.data)[i]);
+    check(st == ATTN_OK && all_are(&out64, 0) && all_are(&w64, 0) && all_are(&dq64, 0) && all_are(&dk64, 0) &&
+              all_are(&dv64, 0) && finite_lse,
+          "dropout_p_1_zeros_exact_with_weights_and_backward", "status %d (%s)", (int)st, st ? err.message : "");
+    st = attn_sdpa_dropout_mask(&keep, q64, k64, k64, &o, &err);
+    check(st == ATTN_OK && all_are(&keep, 0), "dropout_p_1_mask_all_false", "status %d (%s)", (int)st,
+          st ? err.message : "");
+    attn_tensor *all[] = {&out, &lse, &out0, &lse0, &dq, &dk, &dv, &outd, &dqd, &dkd, &lsed, &out64, &lse64, &w64, &dq64,
+                          &dk64, &dv64, &keep};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+}
+
 /* Dropout: the kept fraction, p = 0 bitwise the path without dropout (forward
  * on every kernel, backward on both), the mask the same for 1 and 3 threads,
  * and bad values of p. */
@@ -346,9 +411,10 @@ static void test_dropout(void) {
     st |= attn_sdpa(&o2, NULL, NULL, &q, &k, &k, &o, &err);
     check(st == ATTN_OK && !memcmp(o1.data, o2.data, 4 * 4 * 256 * 32), "dropout_threads_1_and_3_bitwise_identical",
           "status %d", (int)st);
-    o.dropout_p = 1;
-    check_status(attn_sdpa(&o1, NULL, NULL, &q, &k, &k, &o, &err), &err, ATTN_ERR_OPTION, "dropout_p is 1",
-                 "dropout_p_1_rejected");
+    test_dropout_all(&q, &k, &qd, &kd, &q64, &k64);
+    o.dropout_p = 1.5;
+    check_status(attn_sdpa(&o1, NULL, NULL, &q, &k, &k, &o, &err), &err, ATTN_ERR_OPTION, "dropout_p is 1.5",
+                 "dropout_p_above_1_rejected");
     o.dropout_p = NAN;
     check_status(attn_sdpa(&o1, NULL, NULL, &q, &k, &k, &o, &err), &err, ATTN_ERR_OPTION, "dropout_p is nan",
                  "dropout_p_nan_rejected");
