@@ -1611,8 +1611,13 @@ typedef struct attn_mha_options {
      * allocate their own with malloc and give the attention the workspace. */
     const attn_context *context;
     /* Rotary position embeddings on the projected queries and keys, per head
-     * (attn_rope: query row l and key row s at positions position_offset + l
-     * and position_offset + s), or NULL for none. Not with bias_k/bias_v or
+     * (attn_rope: key row s at position position_offset + s, query row l at
+     * position_offset + l + off, where off is the causal alignment's offset,
+     * 0 for top-left, S - L for bottom-right and without a causal mask, as
+     * attn_sdpa_options.rope places them: L queries against S keys are the
+     * last L positions, as in a KV cache's step; 0.3.0 put query l at
+     * position_offset + l whatever L and S), or NULL for none. Not
+     * with bias_k/bias_v or
      * add_zero_attn, whose keys have no position (nor are the attention's
      * ALiBi and window: ATTN_ERR_OPTION). */
     const attn_rope_options *rope;
