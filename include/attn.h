@@ -1037,11 +1037,14 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  *   - The softmax subtracts the row maximum, so finite inputs of any size
  *     (scores of +-1e30, f64 values v up to DBL_MAX, without dropout:
  *     dropout's 1/(1-p) can carry out past DBL_MAX) never produce NaN or
- *     Inf in out, but for f64 dot products whose terms overflow with both
- *     signs (the score is inf - inf, NaN, and so is the row). If scores are
- *     +inf (f64 dot products that overflow one way), the
- *     weight is shared equally among the +inf keys, which is the limit of
- *     the softmax.
+ *     Inf in out, but for f64 dot products that overflow.
+ *   - A +inf score (a +inf mask value, an f64 dot product that overflows
+ *     one way; both ways give NaN) makes its row NaN, as in PyTorch (every
+ *     version): the softmax takes e^(inf - inf). out and the weights of
+ *     the row's keys that take part are NaN (a key the mask or the causal
+ *     limit excludes keeps weight 0), and lse is +inf, as torch.logsumexp
+ *     gives it. (0.3.0 shared the row's weight equally among its +inf
+ *     keys, a limit that holds only if they grow alike.)
  *   - A row in which no key may take part (masked by the bool mask, by -inf in
  *     a float mask, or by the causal mask) gives output 0 and weights 0,
  *     never NaN, like PyTorch >= 2.5.
@@ -1158,11 +1161,9 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  *   - a key that the causal limit, a bool mask or -inf in a float mask
  *     excludes has zero gradient everywhere; a row in which no key takes
  *     part has zero gradients, never NaN;
- *   - a row with +inf scores (a +inf mask value, f64 products that
- *     overflow), whose weight the forward shares equally among its +inf
- *     keys (the softmax's limit), has that limit differentiated as it
- *     stands: each +inf key's score gradient is w·(dP - D) as for equal
- *     finite scores, every other key's 0, all finite (PyTorch gives NaN);
+ *   - a row with a +inf score, NaN in the forward, is NaN in the
+ *     gradients too, as PyTorch's autograd gives it: its dq row, its dmask
+ *     row, and dk and dv of every key it reads (each sums over the rows);
  *   - the scale is the forward's (default 1/sqrt(E)), any finite value.
  *
  * Kernels and numerics:
