@@ -1027,7 +1027,21 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  * attn_sdpa_backward takes such a q too, and gives 16-bit gradients.
  * Rank-2 inputs (L, E) are one head. Ranks may differ between q, k and v:
  * shapes are aligned on the right. Batch dimensions broadcast (each equal or
- * 1, the output takes the larger). Every dimension must be >= 1.
+ * 1, the output takes the larger). Every dimension must be >= 1, but:
+ *
+ * An output with no element (added in 0.4.0; attn_sdpa, attn_sdpa_reference
+ * and attn_sdpa_workspace_size): L = 0, or a batch dimension of 0 in q, k or
+ * v (the others 0 or 1 there), as PyTorch takes them, succeeds and reads
+ * and writes nothing (*bytes = 0). out, lse and the weights have their 0s
+ * exactly there; k, v, the mask and the weights' S may be 0 too when L is
+ * (no query, no key), a mask may be 1 there. Everything else is checked as
+ * for the same call with each 0 read as 1 (dtypes, ranks, options,
+ * broadcasting), so a call that fails at size 1 fails at size 0. A 0
+ * anywhere else is ATTN_ERR_SHAPE: E or Ev; the heads; S with queries (PyTorch
+ * gives zeros there, softmax over no key: give the mask a column of -inf,
+ * which this library's rule for a row with no key makes 0, or skip the
+ * call). attn_sdpa_backward, the caches and the layers still take only
+ * dimensions >= 1.
  *
  * Heads: Hq must be a multiple of Hk (GQA/MQA); query head h uses key/value
  * head h / (Hq / Hk), like torch's repeat_interleave. k and v must have the
