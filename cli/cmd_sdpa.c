@@ -45,7 +45,7 @@ static const char SDPA_USAGE[] =
     "      --dsinks FILE      write dLoss/dsinks, shape (Hq,)\n"
     "\n"
     "Dropout on the weights (as PyTorch's dropout_p):\n"
-    "      --dropout P        drop each weight with probability P (0 <= P < 1) and\n"
+    "      --dropout P        drop each weight with probability P (0 <= P <= 1) and\n"
     "                         scale the others by 1/(1-P); the backward pass uses\n"
     "                         the same mask\n"
     "      --seed N           the mask's seed (default 0; needs --dropout)\n"
@@ -317,8 +317,8 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
                    cli_rope_option(argc, argv, &i, rope, has_rope, &code)) {
         } else if (cli_option(argc, argv, &i, NULL, "--dropout", &val, &code)) {
             dropout = true;
-            if (val && (!cli_parse_double(val, &opts->dropout_p) || opts->dropout_p < 0 || opts->dropout_p >= 1))
-                code = cli_error(EXIT_USAGE, "--dropout %s is not a number from 0 to below 1", val);
+            if (val && (!cli_parse_double(val, &opts->dropout_p) || opts->dropout_p < 0 || opts->dropout_p > 1))
+                code = cli_error(EXIT_USAGE, "--dropout %s is not a number from 0 to 1", val);
         } else if (cli_option(argc, argv, &i, NULL, "--seed", &val, &code)) {
             seed = true;
             if (val && !cli_parse_seed(val, &opts->dropout_seed))

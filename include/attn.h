@@ -873,7 +873,10 @@ typedef struct attn_sdpa_options {
      * semantics: each weight is kept with probability 1 - dropout_p and then
      * scaled by 1 / (1 - dropout_p), or set to 0; the output is the dropped
      * weights times v, and the weights output holds them. 0 (the default)
-     * is no dropout, bitwise; it must be in [0, 1). Which weights are kept
+     * is no dropout, bitwise; it must be in [0, 1]: 1 drops every weight,
+     * so out and the weights output are zeros and every gradient
+     * attn_sdpa_backward gives is 0, as PyTorch's dropout(p = 1) gives
+     * them (lse is still the undropped one). Which weights are kept
      * comes from Philox-4x32-10 keyed by dropout_seed, with (slice, row,
      * column) as the counter, where the slice numbers the output's (batch,
      * head) pairs in C order and the row is q's own: the same mask for the
@@ -1027,7 +1030,21 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  * attn_sdpa_backward takes such a q too, and gives 16-bit gradients.
  * Rank-2 inputs (L, E) are one head. Ranks may differ between q, k and v:
  * shapes are aligned on the right. Batch dimensions broadcast (each equal or
- * 1, the output takes the larger). Every dimension must be >= 1.
+ * 1, the output takes the larger). Every dimension must be >= 1, but:
+ *
+ * An output with no element (added in 0.4.0; attn_sdpa, attn_sdpa_reference
+ * and attn_sdpa_workspace_size): L = 0, or a batch dimension of 0 in q, k or
+ * v (the others 0 or 1 there), as PyTorch takes them, succeeds and reads
+ * and writes nothing (*bytes = 0). out, lse and the weights have their 0s
+ * exactly there; k, v, the mask and the weights' S may be 0 too when L is
+ * (no query, no key), a mask may be 1 there. Everything else is checked as
+ * for the same call with each 0 read as 1 (dtypes, ranks, options,
+ * broadcasting), so a call that fails at size 1 fails at size 0. A 0
+ * anywhere else is ATTN_ERR_SHAPE: E or Ev; the heads; S with queries (PyTorch
+ * gives zeros there, softmax over no key: give the mask a column of -inf,
+ * which this library's rule for a row with no key makes 0, or skip the
+ * call). attn_sdpa_backward, the caches and the layers still take only
+ * dimensions >= 1.
  *
  * Heads: Hq must be a multiple of Hk (GQA/MQA); query head h uses key/value
  * head h / (Hq / Hk), like torch's repeat_interleave. k and v must have the
@@ -1037,11 +1054,14 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  *   - The softmax subtracts the row maximum, so finite inputs of any size
  *     (scores of +-1e30, f64 values v up to DBL_MAX, without dropout:
  *     dropout's 1/(1-p) can carry out past DBL_MAX) never produce NaN or
- *     Inf in out, but for f64 dot products whose terms overflow with both
- *     signs (the score is inf - inf, NaN, and so is the row). If scores are
- *     +inf (f64 dot products that overflow one way), the
- *     weight is shared equally among the +inf keys, which is the limit of
- *     the softmax.
+ *     Inf in out, but for f64 dot products that overflow.
+ *   - A +inf score (a +inf mask value, an f64 dot product that overflows
+ *     one way; both ways give NaN) makes its row NaN, as in PyTorch (every
+ *     version): the softmax takes e^(inf - inf). out and the weights of
+ *     the row's keys that take part are NaN (a key the mask or the causal
+ *     limit excludes keeps weight 0), and lse is +inf, as torch.logsumexp
+ *     gives it. (0.3.0 shared the row's weight equally among its +inf
+ *     keys, a limit that holds only if they grow alike.)
  *   - A row in which no key may take part (masked by the bool mask, by -inf in
  *     a float mask, or by the causal mask) gives output 0 and weights 0,
  *     never NaN, like PyTorch >= 2.5.
@@ -1158,11 +1178,9 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  *   - a key that the causal limit, a bool mask or -inf in a float mask
  *     excludes has zero gradient everywhere; a row in which no key takes
  *     part has zero gradients, never NaN;
- *   - a row with +inf scores (a +inf mask value, f64 products that
- *     overflow), whose weight the forward shares equally among its +inf
- *     keys (the softmax's limit), has that limit differentiated as it
- *     stands: each +inf key's score gradient is w·(dP - D) as for equal
- *     finite scores, every other key's 0, all finite (PyTorch gives NaN);
+ *   - a row with a +inf score, NaN in the forward, is NaN in the
+ *     gradients too, as PyTorch's autograd gives it: its dq row, its dmask
+ *     row, and dk and dv of every key it reads (each sums over the rows);
  *   - the scale is the forward's (default 1/sqrt(E)), any finite value.
  *
  * Kernels and numerics:
@@ -1612,8 +1630,13 @@ typedef struct attn_mha_options {
      * allocate their own with malloc and give the attention the workspace. */
     const attn_context *context;
     /* Rotary position embeddings on the projected queries and keys, per head
-     * (attn_rope: query row l and key row s at positions position_offset + l
-     * and position_offset + s), or NULL for none. Not with bias_k/bias_v or
+     * (attn_rope: key row s at position position_offset + s, query row l at
+     * position_offset + l + off, where off is the causal alignment's offset,
+     * 0 for top-left, S - L for bottom-right and without a causal mask, as
+     * attn_sdpa_options.rope places them: L queries against S keys are the
+     * last L positions, as in a KV cache's step; 0.3.0 put query l at
+     * position_offset + l whatever L and S), or NULL for none. Not
+     * with bias_k/bias_v or
      * add_zero_attn, whose keys have no position (nor are the attention's
      * ALiBi and window: ATTN_ERR_OPTION). */
     const attn_rope_options *rope;

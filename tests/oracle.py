@@ -361,6 +361,7 @@ def main():
                      rand(dt, 2, hq, L, E), rand(dt, 2, hk, S, E), rand(dt, 2, hk, S, Ev),
                      mask=mask, causal=causal, strided=bool(i % 2))
         padding_masks(run, rand, dt, tag)
+        plus_inf_masks(run, rand, dt, tag)
     f32_paths(run, rand, rng)
     accuracy_bound(run, rand, rng)
     counts = ", ".join(f"{k} {n}" for k, n in sorted(run.kernels.items()))
@@ -387,6 +388,41 @@ def padding_masks(run, rand, dt, tag):
         run.case(f"{tag}_finfo_min_mask_L{L}_S{S}", q, k, v, mask=m)
         hf = np.where(np.arange(S) < S - 3, 0, fmin).astype(dt) * np.ones((L, 1), dt)
         run.case(f"{tag}_hf_padding_mask_causal_L{L}_S{S}", q, k, v, mask=hf, causal=2)
+
+
+def plus_inf_masks(run, rand, dt, tag):
+    """+inf in a float mask: PyTorch's own math (the 1.13 function, a float
+    mask added to the scores) makes the row NaN, e^(inf - inf); attn's out
+    and weights must be NaN exactly where torch's are, and within the
+    tolerance elsewhere, in flash and decode shapes (both go to the exact
+    kernel) and with -w."""
+    for L, S in ((6, 40), (3, 9)):
+        q, k, v = rand(dt, 2, L, 16), rand(dt, 2, S, 16), rand(dt, 2, S, 8)
+        m = rand(dt, L, S)
+        m[0, 3] = np.inf                             # one +inf key
+        m[2, [1, 5, 7]] = np.inf                     # several
+        m[L - 1] = np.inf                            # all of them
+        t = [torch.from_numpy(a.astype(np.float64)) for a in (q, k, v, m)]
+        ref, ref_w = torch.nn.functional._scaled_dot_product_attention(t[0], t[1], t[2], t[3], 0.0, True)
+        ref, ref_w = ref.numpy(), ref_w.numpy()
+        paths = [run.save(n, a) for n, a in (("q", q), ("k", k), ("v", v), ("mask", m))]
+        for weights in (False, True):
+            label = f"{tag}_plus_inf_mask_nan_rows_as_pytorch_L{L}_S{S}{'+weights' if weights else ''}"
+            out, wts = os.path.join(run.tmp, "out.npy"), os.path.join(run.tmp, "w.npy")
+            cmd = [run.attn, "sdpa", "-q", paths[0], "-k", paths[1], "-v", paths[2], "-m", paths[3], "-o", out]
+            rc, err_text, _ = run.run(cmd + (["-w", wts] if weights else []))
+            if rc != 0:
+                run.report(label, False, f"exit {rc}: {err_text.strip()}")
+                continue
+            pairs = [(np.load(out), ref)] + ([(np.load(wts), ref_w)] if weights else [])
+            why = None
+            for got, want in pairs:
+                nan = np.isnan(want)
+                if not nan.any() or not np.array_equal(np.isnan(got), nan):
+                    why = f"NaN at {np.argwhere(np.isnan(got))[:4].tolist()}, torch's at {np.argwhere(nan)[:4].tolist()}"
+                elif rel_err(got[~nan], want[~nan]) > TOL[dt]:
+                    why = f"relative error {rel_err(got[~nan], want[~nan]):.3g} in the finite rows"
+            run.report(label, why is None, why or "")
 
 
 def f32_paths(run, rand, rng):

@@ -692,7 +692,8 @@ def compare_grads(o, got, ref):
 def gqa_reference_t(xs, t, H, Hkv, causal, rope, variants=None, bf16_products=False, keep=None, dropout=0.0):
     """GQA multi-head attention written in PyTorch on torch tensors (autograd
     flows through it): separate projections, RoPE on each head's rows at
-    positions offset + row, repeat_interleave of the KV heads, the score
+    positions offset + row (queries past that by S - L but top-left: the
+    last L positions), repeat_interleave of the KV heads, the score
     variants from their definitions, softmax, out_proj. Inputs (N, L, E).
     bf16_products: each projection's input rounded to bfloat16 first (nearest
     even), as an f32 layer's bf16 GEMM rounds it (the weights being bf16);
@@ -707,9 +708,10 @@ def gqa_reference_t(xs, t, H, Hkv, causal, rope, variants=None, bf16_products=Fa
     Q = F.linear(r(q), t["q_proj_weight"], t.get("q_proj_bias")).reshape(N, L, H, D).transpose(1, 2)
     K = F.linear(r(k), t["k_proj_weight"], t.get("k_proj_bias")).reshape(N, S, Hkv, D).transpose(1, 2)
     V = F.linear(r(v), t["v_proj_weight"], t.get("v_proj_bias")).reshape(N, S, Hkv, D).transpose(1, 2)
-    if rope:
+    if rope:  # attn.h: query l at offset + l + off, off = 0 top-left (causal 1), S - L otherwise
         layout, base, rd, offset = rope
-        Q, K = (rope_reference(x, layout, base, rd, offset, 1.0) for x in (Q, K))
+        Q = rope_reference(Q, layout, base, rd, offset + (0 if causal == 1 else S - L), 1.0)
+        K = rope_reference(K, layout, base, rd, offset, 1.0)
     K, V = K.repeat_interleave(H // Hkv, dim=1), V.repeat_interleave(H // Hkv, dim=1)
     s = Q @ K.transpose(-2, -1) / math.sqrt(D)
     allowed = causal_allowed(L, S, causal)
@@ -971,6 +973,19 @@ def main():
     gqa_case(o, rng, "llama_gqa_rope_halves", 4, 2, 2, E=32, rope=(0, 10000.0, 0, 0))
     gqa_case(o, rng, "llama_gqa_rope_interleaved_offset", 4, 1, 2, E=32, rope=(1, 500000.0, 0, 17))
     gqa_case(o, rng, "gqa_partial_rope", 2, 2, 1, E=16, rope=(0, 100.0, 4, 3))
+    # L != S: the queries are the last L positions (attn.h: off = S - L but
+    # top-left), as attn_sdpa places them; one query (the decode kernel) sees
+    # the same keys with or without the bottom-right limit, so the same output.
+    for causal in (0, 1, 2):
+        gqa_case(o, rng, "gqa_rope_l_below_s_causal%d" % causal, 4, 2, causal, E=32, L=3, S=11, rope=(0, 10000.0, 0, 7))
+        gqa_case(o, rng, "gqa_rope_one_query_causal%d" % causal, 4, 2, causal, E=32, L=1, S=20, rope=(1, 10000.0, 0, 2))
+        # more queries than keys: the first ones before position_offset, turned the other way
+        # (not bottom-right, whose first rows see no key: 0 here, NaN in the reference's softmax)
+        if causal != 2:
+            gqa_case(o, rng, "gqa_rope_l_above_s_causal%d" % causal, 4, 2, causal, E=32, L=9, S=4, rope=(0, 10000.0, 0, 2))
+    for causal in (0, 2):
+        gqa_backward_case(o, rng, "backward_gqa_rope_l_below_s_causal%d" % causal, 4, 2, (0, 10000.0, 0, 5), L=3, S=8,
+                          causal=causal)
     # L = S: RoPE inside the attention kernel (the cases above with L != S turn q and k first)
     gqa_case(o, rng, "llama_gqa_rope_inside_attention", 4, 2, 2, E=32, L=9, S=9, rope=(0, 10000.0, 0, 5))
     gqa_case(o, rng, "llama_gqa_rope_inside_attention_f32_sized", 8, 2, 2, E=64, L=40, S=40, rope=(1, 10000.0, 0, 0))

@@ -284,6 +284,71 @@ static void test_fused(void) {
     for (int i = 0; i < 3; i++) free(g1[i].data), free(g3[i].data);
 }
 
+static void fill(attn_tensor *t, double x) {
+    for (int64_t i = 0; i < attn_tensor_numel(t); i++)
+        if (t->dtype == ATTN_F64) ((double *)t->data)[i] = x;
+        else if (t->dtype == ATTN_F32) ((float *)t->data)[i] = (float)x;
+        else ((unsigned char *)t->data)[i] = x != 0;
+}
+
+/* Whether every element of t is x (+0 or -0 for x = 0). */
+static int all_are(const attn_tensor *t, double x) {
+    for (int64_t i = 0; i < attn_tensor_numel(t); i++) {
+        double y = t->dtype == ATTN_F64 ? ((double *)t->data)[i] : t->dtype == ATTN_F32 ? ((float *)t->data)[i]
+                                                                                         : ((unsigned char *)t->data)[i];
+        if (y != x) return 0;
+    }
+    return 1;
+}
+
+/* dropout_p = 1 drops every weight, as PyTorch's dropout(p = 1) does: out
+ * and the weights are zeros, written over what the buffers held, and so is
+ * every gradient, on flash (q, k), decode (qd, kd: two queries), the exact
+ * kernel (f64 q64, k64, with weights) and both backward kernels; the lse is
+ * the undropped one; the mask is all false. */
+static void test_dropout_all(const attn_tensor *q, const attn_tensor *k, const attn_tensor *qd, const attn_tensor *kd,
+                             const attn_tensor *q64, const attn_tensor *k64) {
+    attn_sdpa_options o = attn_sdpa_options_default(), plain = o;
+    o.dropout_p = 1, o.dropout_seed = 9;
+    attn_error err;
+    attn_tensor out = make(ATTN_F32, q->rank, q->shape), lse = make(ATTN_F32, 2, q->shape),
+                out0 = make(ATTN_F32, q->rank, q->shape), lse0 = make(ATTN_F32, 2, q->shape), dq = make(ATTN_F32, q->rank, q->shape),
+                dk = make(ATTN_F32, k->rank, k->shape), dv = make(ATTN_F32, k->rank, k->shape);
+    attn_tensor outd = make(ATTN_F32, qd->rank, qd->shape), dqd = make(ATTN_F32, qd->rank, qd->shape),
+                dkd = make(ATTN_F32, kd->rank, kd->shape), lsed = make(ATTN_F32, 2, qd->shape);
+    int64_t sw[3] = {q64->shape[0], q64->shape[1], k64->shape[1]};
+    attn_tensor out64 = make(ATTN_F64, q64->rank, q64->shape), lse64 = make(ATTN_F64, 2, q64->shape),
+                w64 = make(ATTN_F64, 3, sw), dq64 = make(ATTN_F64, q64->rank, q64->shape),
+                dk64 = make(ATTN_F64, k64->rank, k64->shape), dv64 = make(ATTN_F64, k64->rank, k64->shape),
+                keep = make(ATTN_BOOL, 3, sw);
+    attn_tensor *written[] = {&out, &lse, &dq, &dk, &dv, &outd, &dqd, &dkd, &lsed, &out64, &w64, &dq64, &dk64, &dv64};
+    for (size_t i = 0; i < sizeof written / sizeof *written; i++) fill(written[i], 7);
+    fill(&keep, 1);
+    attn_status st = attn_sdpa(&out, &lse, NULL, q, k, k, &o, &err);
+    if (!st) st = attn_sdpa(&out0, &lse0, NULL, q, k, k, &plain, &err);
+    if (!st) st = attn_sdpa_backward(&dq, &dk, &dv, NULL, q, q, k, k, &out, &lse, &o, &err); /* dout = q: not 0 */
+    check(st == ATTN_OK && all_are(&out, 0) && all_are(&dq, 0) && all_are(&dk, 0) && all_are(&dv, 0) &&
+              !memcmp(lse.data, lse0.data, sizeof(float) * (size_t)attn_tensor_numel(&lse)),
+          "dropout_p_1_zeros_flash_and_fused_backward_lse_undropped", "status %d (%s)", (int)st, st ? err.message : "");
+    st = attn_sdpa(&outd, &lsed, NULL, qd, kd, kd, &o, &err);
+    if (!st) st = attn_sdpa_backward(&dqd, &dkd, NULL, NULL, qd, qd, kd, kd, &outd, &lsed, &o, &err);
+    check(st == ATTN_OK && all_are(&outd, 0) && all_are(&dqd, 0) && all_are(&dkd, 0),
+          "dropout_p_1_zeros_decode", "status %d (%s)", (int)st, st ? err.message : "");
+    st = attn_sdpa(&out64, &lse64, &w64, q64, k64, k64, &o, &err);
+    if (!st) st = attn_sdpa_backward(&dq64, &dk64, &dv64, NULL, q64, q64, k64, k64, &out64, &lse64, &o, &err);
+    int finite_lse = 1;
+    for (int64_t i = 0; i < attn_tensor_numel(&lse64); i++) finite_lse &= isfinite(((double *)lse64.data)[i]);
+    check(st == ATTN_OK && all_are(&out64, 0) && all_are(&w64, 0) && all_are(&dq64, 0) && all_are(&dk64, 0) &&
+              all_are(&dv64, 0) && finite_lse,
+          "dropout_p_1_zeros_exact_with_weights_and_backward", "status %d (%s)", (int)st, st ? err.message : "");
+    st = attn_sdpa_dropout_mask(&keep, q64, k64, k64, &o, &err);
+    check(st == ATTN_OK && all_are(&keep, 0), "dropout_p_1_mask_all_false", "status %d (%s)", (int)st,
+          st ? err.message : "");
+    attn_tensor *all[] = {&out, &lse, &out0, &lse0, &dq, &dk, &dv, &outd, &dqd, &dkd, &lsed, &out64, &lse64, &w64, &dq64,
+                          &dk64, &dv64, &keep};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+}
+
 /* Dropout: the kept fraction, p = 0 bitwise the path without dropout (forward
  * on every kernel, backward on both), the mask the same for 1 and 3 threads,
  * and bad values of p. */
@@ -346,9 +411,10 @@ static void test_dropout(void) {
     st |= attn_sdpa(&o2, NULL, NULL, &q, &k, &k, &o, &err);
     check(st == ATTN_OK && !memcmp(o1.data, o2.data, 4 * 4 * 256 * 32), "dropout_threads_1_and_3_bitwise_identical",
           "status %d", (int)st);
-    o.dropout_p = 1;
-    check_status(attn_sdpa(&o1, NULL, NULL, &q, &k, &k, &o, &err), &err, ATTN_ERR_OPTION, "dropout_p is 1",
-                 "dropout_p_1_rejected");
+    test_dropout_all(&q, &k, &qd, &kd, &q64, &k64);
+    o.dropout_p = 1.5;
+    check_status(attn_sdpa(&o1, NULL, NULL, &q, &k, &k, &o, &err), &err, ATTN_ERR_OPTION, "dropout_p is 1.5",
+                 "dropout_p_above_1_rejected");
     o.dropout_p = NAN;
     check_status(attn_sdpa(&o1, NULL, NULL, &q, &k, &k, &o, &err), &err, ATTN_ERR_OPTION, "dropout_p is nan",
                  "dropout_p_nan_rejected");
@@ -824,6 +890,11 @@ static void set_el(attn_tensor *t, int64_t i, double x) {
     else ((float *)t->data)[i] = (float)x;
 }
 
+/* +inf in a float mask (rows 0 and 2; row 1 finite): those rows are NaN,
+ * forward and backward, as PyTorch's softmax and autograd give them (e^(inf
+ * - inf)): out, dq and dmask there, and dk and dv of every key, since row 2
+ * reads them all; their lse is +inf, as torch.logsumexp gives it. Row 1 is
+ * untouched: its out, dq and dmask as in double from its own scores. */
 static void test_infinite_scores(void) {
     enum { L = 3, S = 3, E = 2 };
     int64_t sq[2] = {L, E}, sm[2] = {L, S};
@@ -840,45 +911,41 @@ static void test_infinite_scores(void) {
             attn_error err;
             attn_status st = attn_sdpa(&out, &lse, NULL, &q, &k, &v, &o, &err);
             if (!st) st = attn_sdpa_backward(&dq, &dk, &dv, with_dmask ? &dm : NULL, &dout, &q, &k, &v, &out, &lse, &o, &err);
-            /* the limit, in double: w, dP = dout vᵀ, D = Σ w dP, dS = w (dP - D) */
-            double w[L][S] = {{0.5, 0, 0.5}, {0}, {1.0 / 3, 1.0 / 3, 1.0 / 3}}, ds[L][S], worst = 0, scale = 1 / sqrt(2.0);
-            double s1[S], m1 = -INFINITY, l1 = 0;
+            /* row 1 in double: w, dP = dout vᵀ, D = Σ w dP, dS = w (dP - D) */
+            double w[S], dp[S], ds[S], s1[S], m1 = -INFINITY, l1 = 0, D = 0, worst = 0, scale = 1 / sqrt(2.0);
             for (int j = 0; j < S; j++) {
                 s1[j] = (el(&q, 1 * E + 0) * el(&k, j * E + 0) + el(&q, 1 * E + 1) * el(&k, j * E + 1)) * scale +
                         el(&mask, 1 * S + j);
                 m1 = s1[j] > m1 ? s1[j] : m1;
             }
             for (int j = 0; j < S; j++) l1 += exp(s1[j] - m1);
-            for (int j = 0; j < S; j++) w[1][j] = exp(s1[j] - m1) / l1;
-            for (int i = 0; i < L; i++) {
-                double dp[S], D = 0;
-                for (int j = 0; j < S; j++) {
-                    dp[j] = el(&dout, i * E + 0) * el(&v, j * E + 0) + el(&dout, i * E + 1) * el(&v, j * E + 1);
-                    D += w[i][j] * dp[j];
-                }
-                for (int j = 0; j < S; j++) ds[i][j] = w[i][j] * (dp[j] - D);
+            for (int j = 0; j < S; j++) {
+                w[j] = exp(s1[j] - m1) / l1;
+                dp[j] = el(&dout, E + 0) * el(&v, j * E + 0) + el(&dout, E + 1) * el(&v, j * E + 1);
+                D += w[j] * dp[j];
             }
-            for (int i = 0; i < L; i++)
-                for (int e = 0; e < E; e++) {
-                    double gq = 0, gk = 0, gv = 0;
-                    for (int j = 0; j < S; j++) {
-                        gq += scale * ds[i][j] * el(&k, j * E + e);
-                        gk += scale * ds[j][i] * el(&q, j * E + e); /* i as the key */
-                        gv += w[j][i] * el(&dout, j * E + e);
-                    }
-                    double d[3] = {el(&dq, i * E + e) - gq, el(&dk, i * E + e) - gk, el(&dv, i * E + e) - gv};
-                    for (int t = 0; t < 3; t++) worst = fabs(d[t]) > worst || isnan(d[t]) ? fabs(d[t]) : worst;
-                }
-            for (int i = 0; i < L && with_dmask; i++)
-                for (int j = 0; j < S; j++) {
-                    double d = el(&dm, i * S + j) - ds[i][j];
-                    worst = fabs(d) > worst || isnan(d) ? fabs(d) : worst;
-                }
+            for (int j = 0; j < S; j++) ds[j] = w[j] * (dp[j] - D);
+            int nan_where_read = 1;
+            for (int e = 0; e < E; e++) {
+                double go = 0, gq = 0;
+                for (int j = 0; j < S; j++) go += w[j] * el(&v, j * E + e), gq += scale * ds[j] * el(&k, j * E + e);
+                double d[2] = {el(&out, E + e) - go, el(&dq, E + e) - gq};
+                for (int t = 0; t < 2; t++) worst = fabs(d[t]) > worst || isnan(d[t]) ? fabs(d[t]) : worst;
+                for (int i = 0; i < L; i += 2) nan_where_read &= isnan(el(&out, i * E + e)) && isnan(el(&dq, i * E + e));
+                for (int j = 0; j < S; j++) nan_where_read &= isnan(el(&dk, j * E + e)) && isnan(el(&dv, j * E + e));
+            }
+            for (int j = 0; j < S && with_dmask; j++) {
+                double d = el(&dm, S + j) - ds[j];
+                worst = fabs(d) > worst || isnan(d) ? fabs(d) : worst;
+                for (int i = 0; i < L; i += 2) nan_where_read &= isnan(el(&dm, i * S + j));
+            }
+            nan_where_read &= el(&lse, 0) == INFINITY && el(&lse, 2) == INFINITY; /* torch.logsumexp's */
             char name[96];
-            snprintf(name, sizeof name, "backward_plus_inf_scores_the_limit_%s%s", f32 ? "f32" : "f64",
+            snprintf(name, sizeof name, "plus_inf_scores_nan_rows_as_pytorch_%s%s", f32 ? "f32" : "f64",
                      with_dmask ? "_dmask" : "");
-            check(st == ATTN_OK && worst <= (f32 ? 1e-6 : 1e-14), name, "status %d (%s), worst difference %.3g",
-                  (int)st, st ? err.message : "", worst);
+            check(st == ATTN_OK && worst <= (f32 ? 1e-6 : 1e-14) && nan_where_read, name,
+                  "status %d (%s), worst difference in the finite row %.3g, NaN where read %d", (int)st,
+                  st ? err.message : "", worst, nan_where_read);
             attn_tensor *all[] = {&q, &k, &v, &mask, &out, &lse, &dout, &dq, &dk, &dv, &dm};
             for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
         }

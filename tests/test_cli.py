@@ -685,7 +685,15 @@ def main():
            r.stderr or str(shapes))
 
     # Dropout: its flags' errors, and the mask written out, bool and shaped like the weights.
-    expect_error("dropout_one", base + ["--dropout", "1"], 2, r"--dropout 1 is not a number from 0 to below 1")
+    expect_error("dropout_above_one", base + ["--dropout", "1.5"], 2, r"--dropout 1\.5 is not a number from 0 to 1")
+    # p = 1 is PyTorch's too: every weight dropped, so out, the weights and
+    # every gradient are zeros, and the mask all false.
+    r = attn(*(base + ["--dropout", "1", "--dropout-mask", "keep.npy", "-w", "w.npy", "--grad-out", pdo] + grads))
+    got = [np.load(os.path.join(TMP, n)) for n in ("out.npy", "w.npy", "dq.npy", "dk.npy", "dv.npy")] \
+        if r.returncode == 0 else []
+    keep = np.load(os.path.join(TMP, "keep.npy")) if r.returncode == 0 else np.ones(1, bool)
+    report("dropout_one_gives_zeros", len(got) == 5 and all(a.size and not a.any() for a in got) and not keep.any(),
+           r.stderr or str([float(np.abs(a).max()) for a in got]))
     expect_error("dropout_seed_negative", base + ["--dropout", "0.5", "--seed", "-1"], 2, r"--seed -1")
     # --seed alone seeded nothing and was ignored: refused, as other options needing another are.
     expect_error("seed_without_dropout", base + ["--seed", "9"], 2,

@@ -245,6 +245,94 @@ static void test_mha_empty_sequences(void) {
     check(st == ATTN_OK || st == ATTN_ERR_SHAPE, "mha_sequences_of_no_rows", "status %d: %s", st, st ? err.message : "");
 }
 
+/* A tensor over a buffer of sentinel bytes (nothing may be written to it). */
+static attn_tensor over(unsigned char *buf, attn_dtype dt, int rank, const int64_t *shape) {
+    attn_tensor t;
+    attn_tensor_init(&t, buf, dt, rank, shape, NULL, NULL);
+    return t;
+}
+
+static int untouched(const unsigned char *buf, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] != 0xab) return 0;
+    return 1;
+}
+
+/* Size 0 (attn.h, "An output with no element"): L = 0 and a batch
+ * dimension of 0 succeed and write nothing, through attn_sdpa, the
+ * reference and the workspace's measure, in f32, f64 and bf16 q, with masks
+ * that broadcast over L and an S of 0 beside L = 0; every other check still
+ * holds, and a 0 anywhere else (E, Ev, S with queries, the heads, an
+ * output with a 0 q has not) is ATTN_ERR_SHAPE. Under ASan, no
+ * allocation of 0 and no read or write. */
+static void test_size_0(void) {
+    static unsigned char buf[7][4096];
+    memset(buf, 0xab, sizeof buf);
+    attn_error err;
+    int64_t q0[4] = {2, 3, 0, 8}, kv[4] = {2, 3, 5, 8}, l0[3] = {2, 3, 0}, w0[4] = {2, 3, 0, 5}, m0[2] = {0, 5},
+            m1[2] = {1, 5}, b0[4] = {0, 3, 4, 8}, kb1[4] = {1, 3, 5, 8}, ob0[4] = {0, 3, 4, 8}, kv0[4] = {2, 3, 0, 8};
+    for (int f = 0; f < 3; f++) {
+        attn_dtype dt = f == 0 ? ATTN_F32 : f == 1 ? ATTN_F64 : ATTN_BF16, kdt = f == 1 ? ATTN_F64 : ATTN_F32;
+        attn_dtype ldt = f == 1 ? ATTN_F64 : ATTN_F32;
+        const char *tag = f == 0 ? "f32" : f == 1 ? "f64" : "bf16_q";
+        attn_tensor q = over(buf[0], dt, 4, q0), k = over(buf[1], kdt, 4, kv), v = over(buf[2], kdt, 4, kv),
+                    out = over(buf[3], dt, 4, q0), lse = over(buf[4], ldt, 3, l0), w = over(buf[5], kdt, 4, w0),
+                    mask = over(buf[6], ATTN_BOOL, 2, m0), mask1 = over(buf[6], ldt, 2, m1);
+        attn_sdpa_options o = attn_sdpa_options_default();
+        o.mask = &mask, o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        size_t bytes = 123;
+        attn_status st = attn_sdpa(&out, &lse, f == 2 ? NULL : &w, &q, &k, &v, &o, &err);
+        o.mask = &mask1;
+        if (!st) st = attn_sdpa_reference(&out, &lse, f == 2 ? NULL : &w, &q, &k, &v, &o, &err);
+        if (!st) st = attn_sdpa_workspace_size(&bytes, &out, &lse, NULL, &q, &k, &v, &o, &err);
+        attn_tensor kz = over(buf[1], kdt, 4, kv0), vz = over(buf[2], kdt, 4, kv0);
+        int64_t wz[4] = {2, 3, 0, 0};
+        attn_tensor wzt = over(buf[5], kdt, 4, wz);
+        o.mask = NULL;
+        if (!st) st = attn_sdpa(&out, NULL, f == 2 ? NULL : &wzt, &q, &kz, &vz, &o, &err); /* L = S = 0 */
+        attn_tensor qb = over(buf[0], dt, 4, b0), kb = over(buf[1], kdt, 4, kb1), ob = over(buf[3], dt, 4, ob0);
+        if (!st) st = attn_sdpa(&ob, NULL, NULL, &qb, &kb, &kb, &o, &err); /* batch 0, k broadcast */
+        char name[64];
+        snprintf(name, sizeof name, "size_0_l_and_batch_write_nothing_%s", tag);
+        check(st == ATTN_OK && bytes == 0 && untouched(buf[0], sizeof buf), name, "status %d (%s), bytes %zu",
+              (int)st, st ? err.message : "", bytes);
+    }
+    attn_tensor q = over(buf[0], ATTN_F32, 4, q0), k = over(buf[1], ATTN_F32, 4, kv), out = over(buf[3], ATTN_F32, 4, q0);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    struct {
+        const char *name;
+        int64_t q[4], k[4], v[4], out[4];
+        attn_status want;
+        const char *needle;
+    } bad[] = {
+        {"size_0_e_refused", {2, 3, 4, 0}, {2, 3, 5, 0}, {2, 3, 5, 8}, {2, 3, 4, 8}, ATTN_ERR_SHAPE, "q has shape"},
+        {"size_0_ev_refused", {2, 3, 4, 8}, {2, 3, 5, 8}, {2, 3, 5, 0}, {2, 3, 4, 0}, ATTN_ERR_SHAPE, "has shape"},
+        {"size_0_s_with_queries_refused", {2, 3, 4, 8}, {2, 3, 0, 8}, {2, 3, 0, 8}, {2, 3, 4, 8}, ATTN_ERR_SHAPE, "k has shape"},
+        {"size_0_heads_refused", {2, 0, 0, 8}, {2, 0, 5, 8}, {2, 0, 5, 8}, {2, 0, 0, 8}, ATTN_ERR_SHAPE, "q has shape"},
+        {"size_0_out_l_not_q_refused", {2, 3, 4, 8}, {2, 3, 5, 8}, {2, 3, 5, 8}, {2, 3, 0, 8}, ATTN_ERR_SHAPE, "out has shape"},
+        {"size_0_q_l_not_out_refused", {2, 3, 0, 8}, {2, 3, 5, 8}, {2, 3, 5, 8}, {2, 3, 4, 8}, ATTN_ERR_SHAPE, "out has shape"},
+        {"size_0_batch_against_2_refused", {0, 3, 4, 8}, {2, 3, 5, 8}, {2, 3, 5, 8}, {0, 3, 4, 8}, ATTN_ERR_SHAPE, ""},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        attn_tensor bq = over(buf[0], ATTN_F32, 4, bad[i].q), bk = over(buf[1], ATTN_F32, 4, bad[i].k),
+                    bv = over(buf[2], ATTN_F32, 4, bad[i].v), bo = over(buf[3], ATTN_F32, 4, bad[i].out);
+        attn_status st = attn_sdpa(&bo, NULL, NULL, &bq, &bk, &bv, &o, &err);
+        check(st == bad[i].want && strstr(err.message, bad[i].needle), bad[i].name, "status %d: %s", (int)st,
+              st ? err.message : "");
+    }
+    int64_t lbad[3] = {2, 3, 4};
+    attn_tensor lse = over(buf[4], ATTN_F32, 3, lbad), o64 = over(buf[3], ATTN_F64, 4, q0);
+    attn_status st = attn_sdpa(&out, &lse, NULL, &q, &k, &k, &o, &err);
+    check(st == ATTN_ERR_SHAPE && strstr(err.message, "lse has shape"), "size_0_lse_with_rows_refused", "status %d: %s",
+          (int)st, st ? err.message : "");
+    st = attn_sdpa(&o64, NULL, NULL, &q, &k, &k, &o, &err);
+    check(st == ATTN_ERR_DTYPE, "size_0_other_checks_hold_dtype", "status %d: %s", (int)st, st ? err.message : "");
+    o.dropout_p = 2;
+    st = attn_sdpa(&out, NULL, NULL, &q, &k, &k, &o, &err);
+    check(st == ATTN_ERR_OPTION, "size_0_other_checks_hold_dropout", "status %d: %s", (int)st, st ? err.message : "");
+    check(untouched(buf[0], sizeof buf), "size_0_refusals_write_nothing", "a sentinel byte changed");
+}
+
 /* A tensor of a rank the header does not have: shapes are printed without
  * reading past shape[ATTN_MAX_RANK - 1]. */
 static void test_bad_rank_message(void) {
@@ -384,5 +472,6 @@ int main(void) {
     test_mha_cached_rope_offset_at_int64_max();
     test_f64_values_near_dbl_max();
     test_softcap_far_above_scores();
+    test_size_0();
     return n_failed ? 1 : 0;
 }

@@ -503,7 +503,7 @@ if not np.array_equal(vplan.run(vq, vk, vk), attn.sdpa_varlen(vq, vk, vk, cq, ck
                                                               dropout_p=0.5, seed=3)):
     drop_ok, why = False, "varlen differs"
 check("plan_dropout_runs_equal_unplanned_calls", drop_ok and attn.Plan(q0, k0, v0).seed is None, why)
-for bad in (1.0, -0.5, float("nan")):
+for bad in (1.5, -0.5, float("nan")):
     try:
         attn.Plan(q0, k0, v0, dropout_p=bad, seed=1)
         check("plan_dropout_%r_refused" % bad, False, "no error")
@@ -653,10 +653,10 @@ for label, shapes, kw, dt in (("batch", ((0, 2, 3, 4), (0, 2, 5, 4), (0, 2, 5, 6
     except (attn.AttnError, RuntimeError) as e:
         why = "%s: %s" % (type(e).__name__, e)
     check("torch_size_0_%s" % label, not why, why)
-# dropout_p outside [0, 1) is the library's OptionError whatever the shapes:
-# an input of size 0 went through torch's dropout, which took p = 1 (and
-# raised RuntimeError for NaN) where the same call on data refused it.
-for label, p_ in (("1", 1.0), ("nan", float("nan")), ("negative", -0.25)):
+# dropout_p outside [0, 1] is the library's OptionError whatever the shapes:
+# an input of size 0 went through torch's dropout, which raised
+# RuntimeError for NaN where the same call on data gave OptionError.
+for label, p_ in (("above_1", 1.5), ("nan", float("nan")), ("negative", -0.25)):
     said = {}
     for shape_label, zq in (("data", torch.randn(2, 3, 4, dtype=D)), ("size_0", torch.randn(2, 0, 4, dtype=D))):
         try:
@@ -665,8 +665,26 @@ for label, p_ in (("1", 1.0), ("nan", float("nan")), ("negative", -0.25)):
             said[shape_label] = "no error"
         except Exception as e:  # noqa: BLE001 -- which error is what is checked
             said[shape_label] = "%s: %s" % (type(e).__name__, e)
-    want = "OptionError: dropout_p is %s; it must be at least 0 and below 1" % ("%g" % p_)
+    want = "OptionError: dropout_p is %s; it must be from 0 to 1" % ("%g" % p_)
     check("torch_dropout_p_%s_refused_for_every_shape" % label, said == {"data": want, "size_0": want}, str(said))
+# dropout_p = 1, as PyTorch's dropout takes it: every weight dropped, so the
+# output and every gradient are zeros, as torch's own math gives them; on
+# data and at size 0 alike, through the adapter, attn.sdpa and a plan.
+for shape_label, L in (("data", 3), ("size_0", 0)):
+    xs = [torch.randn(2, n, 4, dtype=D, requires_grad=True) for n in (L, 5, 5)]
+    ys = [x.detach().clone().requires_grad_() for x in xs]
+    got = at.scaled_dot_product_attention(*xs, dropout_p=1.0)
+    want = torch.nn.functional._scaled_dot_product_attention(*ys, None, 1.0, False)[0]
+    dout = torch.randn(want.shape, dtype=D)
+    got.backward(dout), want.backward(dout)
+    check("torch_dropout_p_1_zeros_as_torch_%s" % shape_label,
+          torch.equal(got, want) and not got.any() and all(torch.equal(a.grad, b.grad) and not a.grad.any()
+                                                           for a, b in zip(xs, ys)),
+          "out %s, grads %s" % (float(got.abs().sum()), [None if a.grad is None else float(a.grad.abs().sum())
+                                                         for a in xs]))
+p1 = attn.sdpa(q0, k0, v0, causal="bottom-right", dropout_p=1.0, seed=4)
+check("sdpa_and_plan_dropout_p_1_zeros", p1.shape == q0.shape[:-1] + v0.shape[-1:] and not p1.any() and
+      not attn.Plan(q0, k0, v0, causal="bottom-right", dropout_p=1.0, seed=4).run(q0, k0, v0).any())
 zv = torch.randn(1, 1, 5, 3, dtype=D)
 zo = at.scaled_dot_product_attention(torch.zeros(1, 1, 2, 0, dtype=D), torch.zeros(1, 1, 5, 0, dtype=D), zv)
 check("torch_size_0_key_features_mean_of_v", torch.allclose(zo, zv.mean(-2, keepdim=True).expand(1, 1, 2, 3)))

@@ -343,7 +343,7 @@ static void test_options_without_plans(void) {
         {"causal_mode", ATTN_ERR_OPTION, "causal mode 7 is not an attn_causal value"},
         {"softcap", ATTN_ERR_OPTION, "softcap is -1; it must be finite and >= 0 (0: none)"},
         {"window_without_causal", ATTN_ERR_OPTION, "a sliding window needs a causal mode"},
-        {"dropout", ATTN_ERR_OPTION, "dropout_p is 2; it must be at least 0 and below 1"},
+        {"dropout", ATTN_ERR_OPTION, "dropout_p is 2; it must be from 0 to 1"},
         {"scale", ATTN_ERR_SCALE, "scale is nan; it must be finite"},
         {"alibi_shape", ATTN_ERR_SHAPE, "alibi_slopes must have shape (1,), one value per query head"},
         {"rope_dim", ATTN_ERR_SHAPE, "the rotary dimension is 3; it must be even and at most E = 4"},

@@ -291,11 +291,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     query, key, value = _broadcast_heads(query, key, value)
     _check_gqa(query, key, value, enable_gqa)
     # The library's rule for every shape: a size-0 input took torch's own
-    # dropout, which accepts p = 1 and raises RuntimeError for NaN, so the
-    # same call passed or failed, and with another error, by the shape alone.
+    # dropout, which raises RuntimeError for NaN or p > 1, so the same call
+    # passed or failed, and with another error, by the shape alone.
     p = float(dropout_p)
-    if not 0 <= p < 1:
-        raise _core.OptionError("dropout_p is %g; it must be at least 0 and below 1" % p, 9)
+    if not 0 <= p <= 1:
+        raise _core.OptionError("dropout_p is %g; it must be from 0 to 1" % p, 9)
     if 0 in query.shape or 0 in key.shape or 0 in value.shape:
         return _empty_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale)
     if query.dtype in _HALF:

@@ -89,7 +89,7 @@ void attn_backward_kernel(const attn_grad_problem *g, double *work) {
         if (!row_softmax(P, c, s, p, q, k, i)) continue; /* no key: every gradient of the row is 0 */
         attn_pack_rows(dout, &g->dout, i, 1);
         /* from F3: dv_j += P_j z_j dout_i, dP_j = z_j dout_i · v_j */
-        double D = 0, keep = 1.0 / (1.0 - p->dropout_p); /* D = sum_k P_k dP_k */
+        double D = 0, keep = attn_dropout_scale(p->dropout_p); /* D = sum_k P_k dP_k */
         if (p->softmax_from_lse) /* over all the row's keys, most of them elsewhere: dout_i · out_i */
             for (int64_t e = 0; e < Ev; e++) D += dout[e] * attn_mat_get(&p->out, i, e);
         for (int64_t j = 0; j < S; j++) {

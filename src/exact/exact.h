@@ -39,11 +39,12 @@ static inline double attn_dot(const double *a, const double *b, int64_t n) {
 }
 
 /* exp(s - m) for a score s that takes part and the row maximum m >= s (0
- * below e^-400: attn_exp_or_zero). When s == m it is exactly 1, which also
- * covers s == m == +inf: the weight is then shared among the +inf scores,
- * the softmax's limit, instead of NaN. */
+ * below e^-400: attn_exp_or_zero); exactly 1 when s == m is finite. A +inf
+ * score gives e^(inf - inf), NaN, and so a NaN row, as PyTorch's softmax
+ * gives it (every version): sharing the weight among the +inf keys would
+ * be a limit that holds only if they grow alike. */
 static inline double attn_softmax_term(double s, double m) {
-    return s == m ? 1.0 : attn_exp_or_zero(s - m);
+    return s == m && m != INFINITY ? 1.0 : attn_exp_or_zero(s - m);
 }
 
 #endif /* ATTN_EXACT_H */

@@ -67,7 +67,7 @@ void attn_reference_kernel(const attn_problem *p, double *work) {
                     scores[j] = 0.0;
                     continue;
                 }
-                scores[j] *= 1.0 / (1.0 - p->dropout_p);
+                scores[j] *= attn_dropout_scale(p->dropout_p);
             }
             for (int64_t e = 0; e < Ev; e++) orow[e] += scores[j] * attn_rows_get(&p->v, j, e);
         }

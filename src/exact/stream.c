@@ -51,7 +51,7 @@ static void online_update(double *m, double *l, double *acc, const double *score
         for (int64_t e = 0; e < Ev; e++) acc[e] *= alpha;
         *m = m_new;
     }
-    double keep_scale = 1.0 / (1.0 - p->dropout_p);
+    double keep_scale = attn_dropout_scale(p->dropout_p);
     for (int64_t c = 0; c < nc; c++) {
         if (scores[c] == -INFINITY) continue;
         double w = attn_softmax_term(scores[c], m_new);
@@ -100,10 +100,11 @@ static void block_rows(const attn_problem *p, stream_work w, int64_t i0, int64_t
 
 /* 2^-k, k the least with S / (1 - dropout_p) · 2^-k <= 1/2: the scale of
  * the values under which no sum of up to S weighted values (each weight at
- * most 1, times dropout's 1 / (1 - p)) can pass DBL_MAX / 2. */
+ * most 1, times dropout's 1 / (1 - p)) can pass DBL_MAX / 2. (p = 1 sums
+ * nothing: the bound is S alone, never frexp of inf.) */
 static double overflow_free_scale(const attn_problem *p) {
     int k;
-    frexp((double)p->k.rows / (1.0 - p->dropout_p), &k);
+    frexp(p->dropout_p < 1 ? (double)p->k.rows / (1.0 - p->dropout_p) : (double)p->k.rows, &k);
     return ldexp(1.0, -(k + 1));
 }
 
@@ -177,7 +178,7 @@ void attn_stream_kernel(const attn_problem *p, double *work) {
                         double s = scores[r * BC + c];
                         double w = s == -INFINITY ? 0.0 : attn_softmax_term(s, m[r]) / l[r];
                         if (p->dropout_p > 0)
-                            w = attn_dropout_keeps(p, i0 + r, j0 + c) ? w * (1.0 / (1.0 - p->dropout_p)) : 0.0;
+                            w = attn_dropout_keeps(p, i0 + r, j0 + c) ? w * attn_dropout_scale(p->dropout_p) : 0.0;
                         attn_mat_set(&p->weights, i0 + r, j0 + c, w);
                     }
             }

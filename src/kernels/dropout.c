@@ -2,8 +2,10 @@
 #include "kernels/dropout.h"
 #include "base/philox.h"
 
-/* Weights are dropped when the generator's 32-bit word is below p·2^32. */
-static uint32_t threshold(double p) { return (uint32_t)(p * 4294967296.0); }
+/* Weights are dropped when the generator's 32-bit word is below p·2^32,
+ * which is 2^32 for p = 1 (every word below it): 64 bits, since converting
+ * 2^32 to a 32-bit type is undefined. */
+static uint64_t threshold(double p) { return (uint64_t)(p * 4294967296.0); }
 
 /* The four words of the generator for keys 4b..4b+3 of row i: counter
  * (b, i, slice, high bits of b), key the seed. */
@@ -23,8 +25,9 @@ bool attn_dropout_keeps(const attn_problem *p, int64_t i, int64_t j) {
 
 void attn_dropout_row(attn_score_block s, int64_t r, const attn_problem *p, int64_t i, int64_t j0, int64_t n) {
     if (p->dropout_p <= 0) return;
-    uint32_t t = threshold(p->dropout_p), w[4];
-    double scale = 1.0 / (1.0 - p->dropout_p);
+    uint64_t t = threshold(p->dropout_p);
+    uint32_t w[4];
+    double scale = attn_dropout_scale(p->dropout_p);
     for (int64_t c = 0; c < n; c++) {
         int64_t j = j0 + c;
         if (c == 0 || (j & 3) == 0) words(w, p, i, j >> 2);

@@ -376,16 +376,34 @@ static void write_weights(attn_tensor *w, const char *per_head, const attn_mha_c
                 }
 }
 
+/* How far the queries' positions are past the keys': the causal
+ * alignment's offset, attn_sdpa's convention (attn.h, rope); at least 0
+ * where q and k are turned here (L < S2). A cache's step has L = S2 (its
+ * new rows; the positions held before it are in the rope's offset
+ * already): 0. */
+static int64_t query_shift(const attn_mha_call *m) {
+    return m->o.causal == ATTN_CAUSAL_TOP_LEFT ? 0 : m->S2 - m->L;
+}
+
+attn_status attn_mha_query_rope(attn_rope_options *r, const attn_mha_call *m, attn_error *err) {
+    *r = attn_rope_options_default();
+    attn_status st = attn_versioned_read(r, sizeof *r, m->o.rope, "options->rope", "start from attn_rope_options_default()", err);
+    r->position_offset = attn_mha_rope_after(r->position_offset, query_shift(m));
+    return st;
+}
+
 /* RoPE on the projected queries (N, Hq, L, D) and keys (N, Hkv, S2, D), in place. */
 attn_status attn_mha_rotate_heads(char *q, char *k, const attn_mha_call *m, int64_t key_rows, attn_error *err) {
     attn_tensor tq, tk;
     attn_mha_heads_view(&tq, q, m, m->Hq, m->L), attn_mha_heads_view(&tk, k, m, m->Hkv, key_rows);
     if (m->rope_ready) { /* attn_rope's work, with the tables the call made */
-        attn_rope_apply_tensor(&tq, &m->rope_plan[0], m->rope_p0, 1);
+        attn_rope_apply_tensor(&tq, &m->rope_plan[0], attn_mha_rope_after(m->rope_p0, query_shift(m)), 1);
         attn_rope_apply_tensor(&tk, &m->rope_plan[1], m->rope_p0, 1);
         return ATTN_OK;
     }
-    attn_status st = attn_rope(&tq, &tq, m->o.rope, err);
+    attn_rope_options rq;
+    attn_status st = attn_mha_query_rope(&rq, m, err);
+    if (!st) st = attn_rope(&tq, &tq, &rq, err);
     return st ? st : attn_rope(&tk, &tk, m->o.rope, err);
 }
 
@@ -536,7 +554,9 @@ attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *
     if ((st = attn_mha_sdpa_options(&so, m, ATTN_CAUSAL_NONE, NULL, err)) || (st = attn_options_read(&read, &context, &so, err)))
         return st;
     m->threads = context.num_threads, m->sinks = so.sinks, m->alibi = read.alibi_slopes, m->context = context;
-    m->rope_in_attention = m->o.rope && (m->L == m->S2 || m->o.causal == ATTN_CAUSAL_TOP_LEFT);
+    /* More queries than keys put the first ones before position_offset
+     * (off < 0), which attn_sdpa's RoPE takes and attn_rope refuses. */
+    m->rope_in_attention = m->o.rope && (m->L >= m->S2 || m->o.causal == ATTN_CAUSAL_TOP_LEFT);
     if (m->o.causal != ATTN_CAUSAL_NONE && m->o.causal != ATTN_CAUSAL_TOP_LEFT && m->o.causal != ATTN_CAUSAL_BOTTOM_RIGHT)
         return attn_fail(err, ATTN_ERR_OPTION, "options->causal is %d, not an attn_causal value", (int)m->o.causal);
     bool appended = m->S2 > m->S;

@@ -23,9 +23,10 @@ typedef struct attn_mha_call {
     int threads;                         /* for the projections: the call's context, or the process's count */
     bool measuring;                      /* a *_workspace_size call: tensors may have NULL data (attn_check_data) */
     /* options->rope is applied inside the attention (attn_sdpa_options.rope:
-     * no turned copy of q or k) when its positions are the layer's, row r at
-     * position_offset + r for queries and keys alike: L = S, or top-left
-     * alignment. Otherwise q and k are turned after projecting. */
+     * no turned copy of q or k) when L >= S, or under top-left alignment.
+     * Otherwise (fewer queries than keys) q and k are turned after
+     * projecting (attn_mha_query_rope: the queries placed as attn_sdpa
+     * places them), and the decode kernel stays open to a few queries. */
     bool rope_in_attention;
     /* The causal mode the attention applies, and the masks merged into one
      * additive mask (mask_n, mask_h, L, S2) when `masked` (mask_n is 1 or N,
@@ -164,6 +165,12 @@ void attn_mha_mask_view(attn_tensor *t, char *data, const attn_mha_call *m);
 void attn_mha_merge_masks(char *dst, const attn_mha_call *m);
 /* RoPE on the projected q (N, L, Hq·D) and k (N, key_rows, Hkv·D), in place. */
 attn_status attn_mha_rotate_heads(char *q, char *k, const attn_mha_call *m, int64_t key_rows, attn_error *err);
+/* options->rope as it turns the queries: query row l at position_offset +
+ * l + off, where off is the causal alignment's (0 top-left, S2 - L
+ * bottom-right and without a causal mask), as attn_sdpa places them: the L
+ * queries are the last of the S2 keys' positions. Into *r, read from the
+ * caller's versioned struct. */
+attn_status attn_mha_query_rope(attn_rope_options *r, const attn_mha_call *m, attn_error *err);
 /* out (N, L, E) = cat (N, L, E) · out_proj_weightᵀ + out_proj_bias. False
  * when the product's buffers cannot be allocated. */
 bool attn_mha_project_out(const attn_tensor *out, const char *cat, const attn_mha_call *m);

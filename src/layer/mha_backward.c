@@ -343,8 +343,10 @@ attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tenso
     if ((st = attn_sdpa_backward(&tdq, &tdk, &tdv, NULL, &tdh, &tq, &tk, &tv, &th, &tl, &so, err)) || /* from F3 */
         (g[G_SINKS] && (st = sinks_backward(b.dsinks, b.dsinks_scratch, &tdh, &th, &tl, &so, &m, err))))
         goto done;
+    attn_rope_options rq; /* the queries' positions, as the forward turned them */
     if (m.o.rope && !m.rope_in_attention && /* from F2 (else attn_sdpa_backward turned dq, dk back) */
-        ((st = attn_rope_backward(&tdq, &tdq, m.o.rope, err)) || (st = attn_rope_backward(&tdk, &tdk, m.o.rope, err))))
+        ((st = attn_mha_query_rope(&rq, &m, err)) || (st = attn_rope_backward(&tdq, &tdq, &rq, err)) ||
+         (st = attn_rope_backward(&tdk, &tdk, m.o.rope, err))))
         goto done;
     const char *dproj[3] = {b.dq, b.dk, b.dv};
     int64_t F[3] = {m.Hq * m.D, m.Hkv * m.D, m.Hkv * m.D}, rows_out[3] = {m.L, m.S2, m.S2};

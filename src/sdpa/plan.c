@@ -203,8 +203,10 @@ static attn_status check_options(const attn_sdpa_options *o, attn_dtype q_dtype,
                          (int)o->compute);
     if (o->compute == ATTN_COMPUTE_BF16 && q_dtype != ATTN_F32)
         return attn_fail(err, ATTN_ERR_OPTION, "bf16 compute needs an f32 or 16-bit q; q is %s", attn_dtype_name(q_dtype));
-    if (!(o->dropout_p >= 0 && o->dropout_p < 1))
-        return attn_fail(err, ATTN_ERR_OPTION, "dropout_p is %g; it must be at least 0 and below 1", o->dropout_p);
+    /* 1 is PyTorch's too: every weight dropped, the output and its
+     * gradients zeros (kernels/dropout.h). */
+    if (!(o->dropout_p >= 0 && o->dropout_p <= 1))
+        return attn_fail(err, ATTN_ERR_OPTION, "dropout_p is %g; it must be from 0 to 1", o->dropout_p);
     if (o->has_scale && !isfinite(o->scale))
         return attn_fail(err, ATTN_ERR_SCALE, "scale is %g; it must be finite", o->scale);
     if (!(o->softcap >= 0 && o->softcap < INFINITY))
