@@ -2230,9 +2230,10 @@ ATTN_API attn_status attn_kv_pages_free(attn_kv_pages *pool, int64_t seq, attn_e
  * last, as FlashAttention's cu_seqlens). A sequence given 0 rows is left as
  * it is. New pages come from the pool's free pages; a sequence whose last,
  * partly filled page is shared with another (after a fork) first gets its
- * own copy of that one page (the filled rows of it; when every holder of
- * the page appends in the same call, the last of them in seqs keeps the
- * page itself); full pages stay shared. n = 0 does nothing. Nothing is written unless the whole call
+ * own copy of that one page (the filled rows of it; when the page's other
+ * holders write into it earlier in seqs in the same call, appending to it
+ * or, with a residual window, a group leaving into it, each of them copies
+ * it and the last writer keeps the page itself); full pages stay shared. n = 0 does nothing. Nothing is written unless the whole call
  * fits. k and v must not overlap the pool's memory (ATTN_ERR_STRIDE).
  * Errors: ATTN_ERR_NULL, ATTN_ERR_ARGUMENT (n < 0, a sequence unknown,
  * freed, or named twice; offsets not as above), ATTN_ERR_RANK,

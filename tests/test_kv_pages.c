@@ -283,35 +283,27 @@ static void copy_fork(model *m, int child, int parent) {
     m->len[child] = m->len[parent];
 }
 
-/* The pages append will take: new pages, and a copy of each partly filled
- * last page that is still shared when its sequence's turn comes (the
- * appends simulated in order on a copy of the reference counts: a sequence
- * that copies lets go of the page). */
 /* The pages an append takes: new pages, a shared last page copied, and
- * with a residual window each shared page a group leaves into, copied
- * (each copy leaves the page to the other holders). *bound gets what the
- * pool counts before writing, which takes every such page as still shared
- * (attn.h: the append may take fewer); the pool refuses past it. */
-static int64_t pages_wanted(const model *m, const int64_t *seqs, int64_t n, const int64_t *cu, int64_t *bound,
-                            int64_t *window_copies) {
+ * with a residual window each shared page a group leaves into, copied (the
+ * appends simulated in order on a copy of the reference counts: a sequence
+ * that copies lets go of the page). The pool counts the same before
+ * writing, and refuses past it. */
+static int64_t pages_wanted(const model *m, const int64_t *seqs, int64_t n, const int64_t *cu, int64_t *window_copies) {
     int64_t P = m->d.page_size, R = m->d.residual, want = 0;
     int64_t *refs = malloc((size_t)m->d.num_pages * sizeof *refs);
     for (int64_t p = 0; p < m->d.num_pages; p++) refs[p] = attn_kv_pages_page_refs(m->pool, p);
-    *bound = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t len = m->len[seqs[i]], add = cu[i + 1] - cu[i];
         if (!add) continue;
         const int32_t *t;
         attn_kv_pages_sequence(m->pool, seqs[i], NULL, &t, NULL);
         want += (len + add + P - 1) / P - (len + P - 1) / P;
-        *bound += (len + add + P - 1) / P - (len + P - 1) / P;
-        if (len % P && refs[t[len / P]] > 1) want++, (*bound)++, refs[t[len / P]]--;
+        if (len % P && refs[t[len / P]] > 1) want++, refs[t[len / P]]--;
         for (int64_t pos = grouped_full(len, R), last = -1; m->d.key_dtype && R && pos < grouped_full(len + add, R);
              pos += 32) {
             int64_t e = pos / P;
             if (e == last || e >= (len + P - 1) / P || (len % P && e == len / P)) continue;
             last = e;
-            *bound += attn_kv_pages_page_refs(m->pool, t[e]) > 1;
             if (refs[t[e]] > 1) want++, (*window_copies)++, refs[t[e]]--;
         }
     }
@@ -489,7 +481,7 @@ static void random_program(const char *name, attn_dtype dt, int64_t P, int64_t p
             for (int64_t i = 0; i < n; i++) cu[i + 1] = cu[i] + (rnd() & 3 ? rnd_below(P + 3) : rnd_below(2 * P + 5));
             packed p;
             make_packed(&p, &m, cu[n], (int)(rnd() & 1));
-            int64_t bound, copies = 0, want = pages_wanted(&m, seqs, n, cu, &bound, &copies);
+            int64_t copies = 0, want = pages_wanted(&m, seqs, n, cu, &copies);
             int64_t before = attn_kv_pages_free_pages(m.pool);
             for (int64_t i = 0; i < n; i++) {
                 const int32_t *t;
@@ -500,10 +492,10 @@ static void random_program(const char *name, attn_dtype dt, int64_t P, int64_t p
             void *snap = malloc(m.bytes);
             memcpy(snap, m.memory, m.bytes);
             attn_status st = attn_kv_pages_append(m.pool, seqs, n, &p.k, &p.v, cu, &err);
-            if (bound > before) {
+            if (want > before) {
                 ok = st == ATTN_ERR_FULL && memcmp(snap, m.memory, m.bytes) == 0;
                 snprintf(why, sizeof why, "append of %lld pages with %lld free: status %d, or the pool changed",
-                         (long long)bound, (long long)before, st);
+                         (long long)want, (long long)before, st);
                 fulls++;
             } else if (st) {
                 ok = 0, snprintf(why, sizeof why, "append: %s", err.message);
@@ -599,6 +591,49 @@ static void test_fork_shares_full_pages(attn_dtype dt, int64_t P, const char *na
          attn_kv_pages_page_refs(m.pool, ta[1]) == 1 && bookkeeping_holds(&m, why, sizeof why);
     check(ok, name, "%s", st ? err.message : why[0] ? why : "the child's append copied more than its last page");
     free(p.kd), free(p.vd), free(one.kd), free(one.vd);
+    model_free(&m);
+}
+
+/* Keys per channel with a residual window: a group leaving the window into
+ * a shared page copies that page and leaves it to the other holder, whose
+ * partly filled last page it is; that holder, later in the same call, then
+ * writes into it in place. The call takes 3 pages, and a pool with exactly
+ * 3 free pages must take it (the count before writing took the last page
+ * as still shared, and refused). */
+static void test_window_copy_leaves_last_page(void) {
+    model_keys = ATTN_Q4C, model_residual = 128;
+    model m;
+    model_init(&m, ATTN_F32, 64, 7, 2, 1, 8, 4, 0);
+    model_keys = 0, model_residual = 0;
+    int64_t a, b, cu[2] = {0, 211};
+    attn_kv_pages_create(m.pool, &a, NULL);
+    m.live[a] = 1;
+    packed p;
+    make_packed(&p, &m, cu[1], 0);
+    attn_kv_pages_append(m.pool, &a, 1, &p.k, &p.v, cu, NULL); /* pages 0 .. 3, the last partly filled */
+    copy_append(&m, &a, 1, &p, cu);
+    attn_kv_pages_fork(m.pool, &b, a, NULL);
+    copy_fork(&m, (int)b, (int)a);
+    attn_kv_pages_truncate(m.pool, a, 114, NULL); /* a: pages 0 and 1, the last partly filled, both shared */
+    copy_truncate(&m, (int)a, 114);
+    /* b: 211 + 47 positions, its groups at 64 and 96 leaving the window
+     * into page 1 (a copy), and a new page; a: 114 + 41, into page 1 in
+     * place, and a new page */
+    int64_t ids[2] = {b, a}, cu2[3] = {0, 47, 88}, before = attn_kv_pages_free_pages(m.pool);
+    packed two;
+    make_packed(&two, &m, cu2[2], 0);
+    attn_error err;
+    attn_status st = attn_kv_pages_append(m.pool, ids, 2, &two.k, &two.v, cu2, &err);
+    char why[768] = "";
+    int ok = before == 3 && st == ATTN_OK && attn_kv_pages_free_pages(m.pool) == 0;
+    if (ok) {
+        copy_append(&m, ids, 2, &two, cu2);
+        ok = same_as_copy(&m, (int)a, why, sizeof why) && same_as_copy(&m, (int)b, why, sizeof why) &&
+             bookkeeping_holds(&m, why, sizeof why);
+    }
+    check(ok, "window_copy_leaves_shared_last_page_to_its_holder", "%lld free before: %s", (long long)before,
+          st ? err.message : why[0] ? why : "pages left free");
+    free(p.kd), free(p.vd), free(two.kd), free(two.vd);
     model_free(&m);
 }
 
@@ -2618,6 +2653,7 @@ int main(void) {
     test_pages_aligned();
     test_no_queries_stride_0();
     test_failed_step_keeps_grouped_keys();
+    test_window_copy_leaves_last_page();
     /* Keys quantized per channel (KIVI): pages of 32 and 64 positions, every
      * operation against the copy, attention bitwise the f32 kernels' on the
      * dequantized keys. */

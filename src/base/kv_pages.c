@@ -473,39 +473,42 @@ static attn_status check_offsets(const int64_t *cu, int64_t n, int64_t total, co
     return ATTN_OK;
 }
 
-/* Whether the append's sequence seqs[i], whose last page is partly filled,
- * must copy that page before writing into it: the appends run in order,
- * and each that copies lets go of the page, so the page is still shared
- * when seqs[i]'s turn comes unless every other holder of it is one of the
- * earlier sequences of this call that appended to the same page. */
-static bool must_copy(const attn_kv_pages *p, const int64_t *seqs, const int64_t *cu, int64_t i) {
-    const int64_t P = p->d.page_size;
-    int32_t page = table_of(p, seqs[i])[p->lengths[seqs[i]] / P];
-    int64_t holders = p->refs[page];
-    if (holders == 1) return false;
-    for (int64_t j = 0; j < i; j++) {
-        int64_t len = p->lengths[seqs[j]];
-        if (cu[j + 1] > cu[j] && len % P && table_of(p, seqs[j])[len / P] == page) holders--;
-    }
-    return holders > 1;
+/* Whether a sequence growing from len to now positions writes into its page
+ * e, one it held before the call: its partly filled last page, or (keys
+ * quantized per channel) a page that a group leaving the residual window is
+ * quantized into, the groups at positions attn_group_full(len, R) ..
+ * attn_group_full(now, R) - 1 (whole groups, and P a multiple of 32). */
+static bool writes_into(const attn_kv_pages *p, int64_t len, int64_t now, int64_t e) {
+    const int64_t P = p->d.page_size, R = p->d.residual;
+    if (now == len || e >= pages_for(len, P)) return false;
+    if (len % P && e == len / P) return true;
+    int64_t from = attn_group_full(len, R), to = attn_group_full(now, R); /* page e meets from .. to - 1 */
+    return grouped(p) && from < to && from < (e + 1) * P && e * P < to;
 }
 
-/* Grouped keys with a residual window: the pages sequence s, growing from
- * len to now positions, copies because a group leaving its window goes into
- * a page it shares, other than its partly filled last page (must_copy's).
- * At most: a holder that copies a page earlier in the same call leaves
- * the page to the others, so the append may use fewer. */
-static int64_t window_copies(const attn_kv_pages *p, int64_t s, int64_t len, int64_t now) {
-    const int64_t P = p->d.page_size, R = p->d.residual;
-    if (!grouped(p) || R == 0) return 0; /* R = 0: groups fill only the last page, or new ones */
-    int64_t copies = 0, last = -1;
-    for (int64_t pos = attn_group_full(len, R); pos < attn_group_full(now, R); pos += ATTN_KEY_GROUP) {
-        int64_t e = pos / P;
-        if (e == last || e >= pages_for(len, P) || (len % P && e == len / P)) continue;
-        last = e;
-        copies += p->refs[table_of(p, s)[e]] > 1;
+/* The pages the append's sequence seqs[i] copies before writing into them:
+ * each page it writes into (writes_into) that another sequence still holds
+ * when its turn comes. The appends run in order, and each writer of a
+ * shared page copies it and lets go of it, so a page that r sequences hold
+ * is copied by the first r - 1 of its writers in seqs and kept by any
+ * later one (a forked page lies at the same index in every holder's
+ * table). Exact, so that a call that fits the free pages is taken. */
+static int64_t copies(const attn_kv_pages *p, const int64_t *seqs, const int64_t *cu, int64_t i) {
+    const int64_t P = p->d.page_size, len = p->lengths[seqs[i]], now = len + (cu[i + 1] - cu[i]);
+    const int32_t *table = table_of(p, seqs[i]);
+    /* the pages it may write into: from the first group leaving the window
+     * (grouped keys) or its last page, to its last page */
+    int64_t first = grouped(p) ? attn_group_full(len, p->d.residual) / P : len / P, n = 0;
+    for (int64_t e = first; e < pages_for(len, P); e++) {
+        if (!writes_into(p, len, now, e)) continue;
+        int64_t writers = 0; /* earlier in seqs: each copied the page while it was still shared */
+        for (int64_t j = 0; j < i; j++) {
+            int64_t lj = p->lengths[seqs[j]];
+            writers += writes_into(p, lj, lj + (cu[j + 1] - cu[j]), e) && table_of(p, seqs[j])[e] == table[e];
+        }
+        n += writers < p->refs[table[e]] - 1;
     }
-    return copies;
+    return n;
 }
 
 /* The pages the append needs, counted after its ids are checked. */
@@ -521,9 +524,7 @@ static attn_status pages_needed(const attn_kv_pages *p, const int64_t *seqs, int
             return attn_fail(err, ATTN_ERR_FULL, "sequence %lld holds %lld position%s: %lld more pass its maximum of %lld",
                              (long long)s, (long long)len, attn_plural(len), (long long)add,
                              (long long)(p->d.max_length ? p->d.max_length : max_length));
-        need += pages_for(now, P) - pages_for(len, P);
-        need += len % P && must_copy(p, seqs, cu, i);
-        need += window_copies(p, s, len, now);
+        need += pages_for(now, P) - pages_for(len, P) + copies(p, seqs, cu, i);
     }
     if (need > p->free_pages)
         return attn_fail(err, ATTN_ERR_FULL, "the append needs %lld page%s and the pool has %lld free", (long long)need,
@@ -584,7 +585,7 @@ static void append_grouped(attn_kv_pages *pool, int64_t s, const attn_tensor *sk
         }
         if (!full) continue;
         int64_t at = attn_group_full(pos + i, R); /* the group leaving the window */
-        if (pool->refs[table[at / P]] > 1) { /* copy on write (window_copies counted it) */
+        if (pool->refs[table[at / P]] > 1) { /* copy on write (counted by copies) */
             int32_t own = take_page(pool);
             copy_page_rows(pool, own, table[at / P], P);
             pool->refs[table[at / P]]--;
@@ -627,7 +628,7 @@ attn_status attn_kv_pages_append(attn_kv_pages *pool, const int64_t *seqs, int64
         int64_t s = seqs[i], len = pool->lengths[s], add = cu_seqlens[i + 1] - cu_seqlens[i];
         if (add == 0) continue;
         int32_t *table = table_of(pool, s);
-        if (len % P && pool->refs[table[len / P]] > 1) { /* copy on write, of that page alone (must_copy) */
+        if (len % P && pool->refs[table[len / P]] > 1) { /* copy on write, of that page alone (counted by copies) */
             int32_t own = take_page(pool);
             copy_page_rows(pool, own, table[len / P], len % P);
             pool->refs[table[len / P]]--;

@@ -108,6 +108,17 @@ static void packed(reader *r, attn_tensor *t, float *buf, size_t bytes, int64_t 
         t->strides[0] = INT64_MAX; /* then refused for its reach */
 }
 
+/* The elements of a view's pages of `cols` values, num_pages · heads ·
+ * page_size · cols: pages and page size may both be near 2^63, and four
+ * such factors pass even __int128, so their product is capped at 2^64
+ * first (past INT64_MAX, the size only has to read as too large). */
+static __int128 page_elements(const attn_kv_paged_view *w, int64_t cols) {
+    const __int128 CAP = (__int128)1 << 64;
+    __int128 n = (__int128)w->num_pages * w->page_size; /* |n| < 2^126 */
+    n = n > CAP ? CAP : n < -CAP ? -CAP : n;
+    return n * w->heads * cols; /* heads and cols: the pool's, which fits POOL_BYTES */
+}
+
 static void fuzz_view(reader *r, attn_kv_pages_desc *d) {
     /* A caller's pages: the pool's sizes, its own small page arrays (of
      * TABLE * 16 f32, or half as many f64). */
@@ -143,8 +154,7 @@ static void fuzz_view(reader *r, attn_kv_pages_desc *d) {
         if (claimed > TABLE && claimed <= INT64_MAX / 4) w.table_stride = TABLE / (w.num_sequences ? w.num_sequences : 1);
     }
     /* The pages the view's sizes describe must be ours too (or overflow). */
-    __int128 kn = (__int128)w.num_pages * w.heads * w.page_size * w.key_dim;
-    __int128 vn = (__int128)w.num_pages * w.heads * w.page_size * w.value_dim;
+    __int128 kn = page_elements(&w, w.key_dim), vn = page_elements(&w, w.value_dim);
     if (w.key_dtype && (__int128)w.num_sequences * w.heads * w.key_dim > 4 * 4 * MAX_N) return; /* not ours */
     if (w.key_dtype && w.residual > 64) return; /* a window longer than our rows hold */
     if (w.num_pages > 0 && w.page_size > 0 && (kn > room || vn > room) && kn * 8 < INT64_MAX && vn * 8 < INT64_MAX) {
