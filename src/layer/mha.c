@@ -601,15 +601,19 @@ static attn_status mha_run(size_t *measure, const mha_args *a, attn_error *err);
  * call (glibc: up to its 32 MiB mapping threshold). */
 static attn_status in_one_block(const mha_args *a, const attn_mha_options *options, attn_context context,
                                 attn_error *err) {
+    /* Measured and run with the one context as read: a thread count of 0
+     * read again could be another number by then (attn_set_num_threads
+     * from another thread), and the products' scratch grows with it. */
+    attn_mha_options o = *options;
+    o.context = &context;
+    mha_args b = *a;
+    b.options = &o;
     size_t bytes;
-    attn_status st = mha_run(&bytes, a, err);
+    attn_status st = mha_run(&bytes, &b, err);
     if (st) return st;
     void *block = malloc(bytes);
     if (!block) return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's %zu bytes of scratch", bytes);
-    attn_mha_options o = *options;
-    context.workspace = block, context.workspace_size = bytes, o.context = &context;
-    mha_args b = *a;
-    b.options = &o;
+    context.workspace = block, context.workspace_size = bytes;
     st = mha_run(NULL, &b, err);
     free(block);
     return st;
