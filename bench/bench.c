@@ -823,18 +823,21 @@ enum { N_VARIANTS = 6 };
  * the same slices, so their difference is what the unplanned call spends
  * on checking, planning and its scratch memory.
  * What the planned call spends is split into overhead and compute by a
- * third way in the same turns, the planned call at S = 200: time grows
- * with the keys read, so the line through S = 100 and S = 200 meets S = 0
- * at the fixed cost of a call (checks, waking the threads, per head the
+ * third way in the same turns, the planned call at S = 50: time grows
+ * with the keys read, so the line through S = 50 and S = 100 meets S = 0
+ * at the fixed cost of a call (checks, waking any threads, per head the
  * queries' scaling, the merge and the output), and the rest of the S = 100
  * call is the keys' and values' work (16 · 100 · 64 · 2 multiply-adds and
- * 800 KiB read, from the caches here). */
+ * 800 KiB read, from the caches here). The second point is below S, not
+ * above: a line means something only where both calls run the same way,
+ * and at S = 200 the keys (1.6 MB) outgrow a 1 MiB L2 and the call wakes a
+ * second thread, which the one at S = 100 does not (decode's threshold). */
 static void call_overhead(bool as_json) {
     enum { H = 16, L = 1, S = 100, D = 64, BLOCK = 50, WAYS = 3 };
     int blocks = quick ? 6 : 60, n = blocks * BLOCK;
-    float *q = random_floats(H * L * D, 7), *k = random_floats(H * 2 * S * D, 8), *v = random_floats(H * 2 * S * D, 9);
+    float *q = random_floats(H * L * D, 7), *k = random_floats(H * S * D, 8), *v = random_floats(H * S * D, 9);
     float *out = xcalloc(H * L * D, sizeof(float));
-    int64_t sq[3] = {H, L, D}, skv[2][3] = {{H, S, D}, {H, 2 * S, D}};
+    int64_t sq[3] = {H, L, D}, skv[2][3] = {{H, S, D}, {H, S / 2, D}};
     attn_tensor tq, tk[2], tv[2], to;
     attn_tensor_init(&tq, q, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, sq, NULL, NULL);
     for (int i = 0; i < 2; i++)
@@ -853,7 +856,7 @@ static void call_overhead(bool as_json) {
     for (int w = 0; w < WAYS; w++) t[w] = xmalloc(sizeof(double) * (size_t)n);
     for (int b = 0; !st && b < blocks; b++)
         for (int turn = 0; turn < WAYS; turn++) {
-            int way = (b + turn) % WAYS; /* 0 unplanned, 1 planned, 2 planned at 2S */
+            int way = (b + turn) % WAYS; /* 0 unplanned, 1 planned, 2 planned at S/2 */
             for (int i = 0; !st && i < BLOCK; i++) {
                 double t0 = now();
                 st = way == 0 ? attn_sdpa(&to, NULL, NULL, &tq, &tk[0], &tv[0], NULL, &err)
@@ -863,19 +866,19 @@ static void call_overhead(bool as_json) {
             }
         }
     if (st) fail("%s", err.message);
-    double plain = 1e6 * median(t[0], n), with_plan = 1e6 * median(t[1], n), twice = 1e6 * median(t[2], n);
-    double fixed = 2 * with_plan - twice, work_us = with_plan - fixed, kib = 2.0 * H * S * D * sizeof(float) / 1024;
+    double plain = 1e6 * median(t[0], n), with_plan = 1e6 * median(t[1], n), half = 1e6 * median(t[2], n);
+    double fixed = 2 * half - with_plan, work_us = with_plan - fixed, kib = 2.0 * H * S * D * sizeof(float) / 1024;
     if (as_json)
         printf("    {\"H\": %d, \"L\": %d, \"S\": %d, \"d\": %d, \"unplanned_us\": %.2f, \"planned_us\": %.2f, "
-               "\"saved_us\": %.2f, \"planned_2S_us\": %.2f, \"fixed_us\": %.2f, \"keys_us\": %.2f, \"calls\": %d, "
+               "\"saved_us\": %.2f, \"planned_half_S_us\": %.2f, \"fixed_us\": %.2f, \"keys_us\": %.2f, \"calls\": %d, "
                "\"workspace_bytes\": %zu}\n",
-               H, L, S, D, plain, with_plan, plain - with_plan, twice, fixed, work_us, n, ws[0]);
+               H, L, S, D, plain, with_plan, plain - with_plan, half, fixed, work_us, n, ws[0]);
     else
         cli_prose(stdout, 0, 2, "one call H%d L=%d S=%d d%d f32: attn_sdpa %.1f us, attn_sdpa_run from a plan %.1f us "
                "(%.1f us saved); medians of %d calls each, in turns; the plan's workspace %zu bytes. Of the planned "
                "call, %.1f us is overhead, the fixed cost of a call (the line through it and S=%d, %.1f us, at S=0), "
                "and %.1f us the work on its keys and values (%.0f KiB read, %.1f GB/s)",
-               H, L, S, D, plain, with_plan, plain - with_plan, n, ws[0], fixed, 2 * S, twice, work_us, kib,
+               H, L, S, D, plain, with_plan, plain - with_plan, n, ws[0], fixed, S / 2, half, work_us, kib,
                work_us > 0 ? kib * 1024 / (work_us * 1e3) : 0.0);
     for (int w = 0; w < WAYS; w++) free(t[w]);
     for (int i = 0; i < 2; i++) free(memory[i]), free(work[i]);

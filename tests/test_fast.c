@@ -724,17 +724,23 @@ static void verbose_threads(int *ran, int *given) {
 
 /* A job too small to pay for waking the pool runs on its caller: tiny
  * flash and decode calls given 2 threads run on 1 (threads=1/2, every time
- * of 40), bitwise as on 1 thread; a larger one is still given both. */
+ * of 40), bitwise as on 1 thread; a larger one is still given both. Decode
+ * has its own, larger threshold (DECODE_SMALL_WORK, 262,144 multiply-adds):
+ * one of 192,000, four times what would wake the pool for flash, also runs
+ * alone. */
 static void test_small_work_alone(void) {
-    check(attn_workers_for(2, 4096) == 1 && attn_workers_for(3, 1e7) == 3, "workers_for_small_and_large_work",
-          "%d, %d", attn_workers_for(2, 4096), attn_workers_for(3, 1e7));
+    check(attn_workers_for(2, 4096, ATTN_SMALL_WORK) == 1 && attn_workers_for(3, 1e7, ATTN_SMALL_WORK) == 3 &&
+              attn_workers_for(2, 192000, ATTN_SMALL_WORK) == 2,
+          "workers_for_small_and_large_work", "%d, %d, %d", attn_workers_for(2, 4096, ATTN_SMALL_WORK),
+          attn_workers_for(3, 1e7, ATTN_SMALL_WORK), attn_workers_for(2, 192000, ATTN_SMALL_WORK));
     problem flash = {12, 12, 16, 16, 2, 1, ATTN_CAUSAL_NONE, 0, 0, 0}; /* L > 8: flash, not decode */
     problem decode = {1, 3000, 8, 8, 1, 1, ATTN_CAUSAL_NONE, 0, 0, 0}; /* two chunks of keys */
-    const problem *shapes[2] = {&flash, &decode};
-    static const char *const WANT[2] = {"flash", "decode"};
-    float *q = random_floats(2 * 12 * 16), *k = random_floats(3000 * 16), *v = random_floats(3000 * 16);
+    problem decode_wide = {1, 3000, 32, 32, 1, 1, ATTN_CAUSAL_NONE, 0, 0, 0}; /* 3000 · 64 multiply-adds */
+    const problem *shapes[3] = {&flash, &decode, &decode_wide};
+    static const char *const WANT[3] = {"flash", "decode", "decode"}, *const NAME[3] = {"flash", "decode", "wide_decode"};
+    float *q = random_floats(2 * 12 * 32), *k = random_floats(3000 * 32), *v = random_floats(3000 * 32);
     float out1[2 * 12 * 16], out2[2 * 12 * 16];
-    for (int c = 0; c < 2; c++) {
+    for (int c = 0; c < 3; c++) {
         char kernel[32], name[64];
         attn_status st = run_f32(out1, shapes[c], q, k, v, NULL, 1, kernel);
         int alone = 0, bitwise = 1;
@@ -745,7 +751,7 @@ static void test_small_work_alone(void) {
             alone += ran == 1 && given == 2 && strcmp(kernel, WANT[c]) == 0;
             bitwise &= !memcmp(out1, out2, sizeof(float) * (size_t)(shapes[c]->Hq * shapes[c]->L * shapes[c]->Ev));
         }
-        snprintf(name, sizeof name, "small_%s_call_runs_alone", WANT[c]);
+        snprintf(name, sizeof name, "small_%s_call_runs_alone", NAME[c]);
         check(!st && alone == 40 && bitwise, name, "status %d, %d of 40 alone, bitwise %d, kernel %s, line %s", (int)st,
               alone, bitwise, kernel, verbose_last_line);
     }

@@ -437,11 +437,18 @@ int attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx
 void attn_pool_reserve(int threads);
 
 /* How many of `threads` workers a job of `work` multiply-adds should wake
- * (threads.c): all of them, or 1 for a job so small that waking the pool
- * (3 to 11 µs measured on a shared 2-core Zen 5) would cost about what a
- * second thread saves. Results never depend on it (items are independent
- * of the worker that runs them). */
-int attn_workers_for(int threads, double work);
+ * (threads.c): all of them, or 1 for a job of fewer than `least`, so small
+ * that waking the pool and sharing its memory between cores (3 to 11 µs
+ * measured on a shared 2-core Zen 5) would cost about what a second thread
+ * saves. Each kernel measures its own `least`: a multiply-add costs each a
+ * different time at small sizes. Results never depend on it (items are
+ * independent of the worker that runs them). */
+int attn_workers_for(int threads, double work, double least);
+
+/* The flash kernel's and the GEMM's `least`: at small sizes about 16 µs of
+ * one thread's work; a job of 4,096 took 4.2 µs on one thread and 15 µs on
+ * two, the pool's wake-up and join. */
+#define ATTN_SMALL_WORK 65536.0
 
 /* A tensor in canonical 5-D form (B1, B2, H, rows, cols), size-1
  * dimensions with stride 0 (see sdpa/plan.c). */

@@ -10,12 +10,7 @@
 
 #include <stdlib.h>
 
-/* Below this many multiply-adds (about 16 µs of one thread's work in the
- * kernels at small sizes) one thread runs the job: a job of 4,096 took
- * 4.2 µs on one thread and 15 µs on two, the pool's wake-up and join. */
-enum { SMALL_WORK = 1 << 16 };
-
-int attn_workers_for(int threads, double work) { return work < SMALL_WORK ? 1 : threads; }
+int attn_workers_for(int threads, double work, double least) { return work < least ? 1 : threads; }
 
 #if defined(__wasm__)
 /* WebAssembly builds run single-threaded. */

@@ -908,6 +908,20 @@ static void decode_item(void *ctx, int64_t item, int worker) {
  * sequence gets the split it would get alone. */
 enum { DECODE_MIN_CHUNK = 512, DECODE_ITEMS = 32 };
 
+/* Below this many multiply-adds (L S (E + Ev) over the slices) a decode
+ * call runs on one thread. Decode does a multiply-add in a quarter of the
+ * flash kernel's time at small sizes, so the pool's cost (its wake-up, and
+ * the keys, values and counters moving between the cores' caches) repays
+ * itself only at about 4x flash's ATTN_SMALL_WORK. Measured on Zen 5 (two
+ * threads, quiet, a planned call of H 16, d 64, medians of 10,000): with
+ * keys and values in L2, one thread against two took 7.0 against 12.9 µs
+ * at S 40, 12.5 against 15.9 at S 100 (204,800), 19.8 against 18.9 at
+ * S 150, 24.7 against 23.5 at S 200; from memory (64 MB of copies in
+ * turn), 13.4 against 22.3 µs at S 40, 39.7 against 38.0 at S 100, 64
+ * against 58 at S 200. Two threads break even at about 300,000 with the
+ * caches warm and 180,000 from memory. */
+#define DECODE_SMALL_WORK 262144.0
+
 /* The rows of one work item: G query heads sharing a KV head (GQA) times
  * L rows, as many heads as fit ATTN_DECODE_MAX_L rows and divide the group. */
 static int64_t heads_per_item(int64_t L, int64_t group) {
@@ -1072,7 +1086,7 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
     /* A job too small to repay waking the pool runs on the calling thread
      * (attn_workers_for); the verbose line still says how many were given. */
     int given = sls[0]->threads < items ? sls[0]->threads : (int)items;
-    int workers = attn_workers_for(given, madds);
+    int workers = attn_workers_for(given, madds, DECODE_SMALL_WORK);
     /* The partials of the calls in flight (partial_pool), and per group
      * (of every call) whether it takes the exact kernel and its chunks
      * done, per slice whether its merge asks the exact kernel to redo it. */

@@ -466,7 +466,7 @@ attn_status attn_flash_run_calls(const attn_slices *const *sls, int64_t n_calls,
     }
     /* Each workspace starts on a 64-byte boundary. */
     j.ws_bytes = (workspace_floats(&j) * sizeof(float) + 63) / 64 * 64;
-    int given = sl->threads < items ? sl->threads : (int)items, workers = attn_workers_for(given, work);
+    int given = sl->threads < items ? sl->threads : (int)items, workers = attn_workers_for(given, work, ATTN_SMALL_WORK);
     /* All scratch is allocated here, before any output is written, the
      * exact kernel's for items that may fall back to it included. */
     j.exact_words = attn_stream_work_size(j.E, j.Ev);

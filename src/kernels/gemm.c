@@ -152,7 +152,7 @@ static gemm_shape plan(int64_t M, int64_t N, int64_t K, int threads, const attn_
     s.row_blocks = ceil_div(M, s.mc);
     /* A small product stays on the calling thread: waking the pool would
      * cost what a second thread saves (the sums do not depend on it). */
-    threads = attn_workers_for(threads < 1 ? 1 : threads, (double)M * (double)N * (double)K);
+    threads = attn_workers_for(threads < 1 ? 1 : threads, (double)M * (double)N * (double)K, ATTN_SMALL_WORK);
     /* Fewer blocks of rows than threads: split b's panels among them too. */
     s.splits = s.row_blocks >= threads ? 1 : min64(ceil_div(threads, s.row_blocks), s.nc / s.nr);
     s.workers = (int)min64(threads, s.row_blocks * s.splits);
@@ -269,7 +269,7 @@ static void run(gemm_job *j, const void *packed, int threads) {
     for (j->jc = 0; j->jc < j->s.N; j->jc += j->s.nc) {
         j->nb = min64(j->s.nc, j->s.N - j->jc);
         if (packed) j->bpack = (char *)packed + (size_t)(j->jc * j->s.K) * j->es;
-        else attn_parallel_for(attn_workers_for(threads, (double)j->nb * (double)j->s.K), ceil_div(j->nb, j->s.nr), pack_b, j);
+        else attn_parallel_for(attn_workers_for(threads, (double)j->nb * (double)j->s.K, ATTN_SMALL_WORK), ceil_div(j->nb, j->s.nr), pack_b, j);
         attn_parallel_for(j->s.workers, j->s.row_blocks * j->s.splits, multiply_rows, j);
     }
 }
