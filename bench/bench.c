@@ -56,6 +56,8 @@ static const char USAGE[] =
     "reference rows, and reported as a share of them; the bf16 mode against\n"
     "f32 at d=128, forward and backward, in turns too. The options from\n"
     "--backward to --kv, and --ggml, each run one section alone: give one.\n"
+    "The report, text or JSON, is printed whole when the run ends well (a\n"
+    "terminal sees a progress line meanwhile); a run that fails prints none.\n"
     "  --quick      tiny shapes only: checks that everything runs (seconds)\n"
     "  --json       print the results as one JSON object\n"
     "  --backward   the backward pass's shapes only\n"
@@ -2228,24 +2230,32 @@ static void json_row(const shape *s, const result *r, bool last) {
            last ? "" : ",");
 }
 
-/* --json's report is one object or nothing. It goes to a temporary file,
- * copied to stdout when the run ends well: a run that failed midway (out of
- * memory in a section whose opening lines were out) left half an object
- * on stdout, which a reader of the pipe could not parse, beside status 1.
+/* The report, text or JSON, is whole or nothing. It goes to a temporary
+ * file, copied to stdout when the run ends well: a run that failed midway
+ * (out of memory in a section whose opening lines were out) left half a
+ * JSON object on stdout, which a reader of the pipe could not parse, or
+ * the text's finished tables and a section's heading, beside status 1.
  * Every error path exits through exit(1), which flushes the file, not
- * stdout. held: the file; real: the descriptor stdout was. */
+ * stdout. While the report is held, a terminal sees the progress line on
+ * stderr. held: the file; real: the descriptor stdout was. */
 static FILE *held;
 static int real_stdout = -1;
 
 static void hold_report(void) {
     fflush(stdout);
+    /* The text is laid out for the terminal it will be copied to, not for
+     * the file (80 columns): cli_width reads COLUMNS first. */
+    char columns[16];
+    snprintf(columns, sizeof columns, "%d", cli_width(stdout));
     held = tmpfile();
     real_stdout = held ? dup(1) : -1;
     if (real_stdout < 0 || dup2(fileno(held), 1) < 0) { /* no room for a file: the report as it comes */
         if (real_stdout >= 0) close(real_stdout);
         if (held) fclose(held);
         held = NULL, real_stdout = -1;
+        return;
     }
+    setenv("COLUMNS", columns, 1);
 }
 
 /* The end of the run, with status code: a report held, stdout again, and
@@ -2255,6 +2265,7 @@ static int report_done(int code) {
     if (held) {
         fflush(stdout);
         dup2(real_stdout, 1), close(real_stdout);
+        progress(""); /* the report from the start of a line of its own */
         rewind(held);
         char buf[1 << 16];
         size_t got;
@@ -2315,7 +2326,7 @@ int main(int argc, char **argv) {
         }
     }
     if (threads) attn_set_num_threads(threads);
-    if (json) hold_report();
+    hold_report();
     if (ggml_dir) { /* only when the user points at a ggml build */
         char name[128];
         cpu_name(name, sizeof name);

@@ -101,6 +101,17 @@ static void free_model(explain_model *m) {
     explain_free_labels(m->src_tokens, m->n_src), free(m->X_src);
 }
 
+/* `attn explain "$S"` with S unset is a mistake, not a request for the
+ * default sentence. It is bad data, as a sentence of no words and an empty
+ * file name (-q "$Q") are, not bad usage: exit 1. */
+static bool sentence_is_blank(const char *sentence) {
+    return strspn(sentence, " \t\n\r\f\v") == strlen(sentence);
+}
+
+static int empty_sentence_error(void) {
+    return cli_error(EXIT_DATA, "the sentence is empty; give some words, or none for the default");
+}
+
 /* The options' combinations, once all are read (given: a sentence was). */
 static int check_args(explain_args *a, bool given) {
     if (strcmp(a->colour, "auto") && strcmp(a->colour, "always") && strcmp(a->colour, "never"))
@@ -123,8 +134,7 @@ static int check_args(explain_args *a, bool given) {
     }
     if (a->kernel) {
         if (!given) strcpy(a->sentence, "the cat sat on the mat");
-        else if (strspn(a->sentence, " \t\n\r\f\v") == strlen(a->sentence))
-            return cli_error(EXIT_USAGE, "the sentence is empty; give some words, or none for the default");
+        else if (sentence_is_blank(a->sentence)) return empty_sentence_error();
         if (!a->kernel_block) a->kernel_block = 2;
         if (!a->kernel_workers) a->kernel_workers = 2;
         if (!a->kernel_ranks) a->kernel_ranks = 3;
@@ -173,10 +183,7 @@ static int check_args(explain_args *a, bool given) {
         return cli_error(EXIT_USAGE, "--random-head chooses the toy's weights; it cannot go with --wq");
     if (a->embeddings && given)
         return cli_error(EXIT_USAGE, "give a sentence or --embeddings, not both");
-    /* `attn explain "$S"` with S unset is a mistake, not a request for the
-     * default sentence. */
-    if (given && strspn(a->sentence, " \t\n\r\f\v") == strlen(a->sentence))
-        return cli_error(EXIT_USAGE, "the sentence is empty; give some words, or none for the default");
+    if (given && sentence_is_blank(a->sentence)) return empty_sentence_error();
     if (a->tokens && !a->embeddings) return cli_error(EXIT_USAGE, "--tokens labels --embeddings rows");
     /* Labels are printed as given: a newline would break the tables, an
      * escape sequence would reach the terminal (ESC [, or its C1 form

@@ -245,20 +245,24 @@ bench_quick() {
         [ "$(echo "$err" | wc -l)" -eq 2 ] && echo "ok bench_threads_that_cannot_start_are_an_error" || echo "FAIL bench_threads_that_cannot_start_are_an_error: $err"
     # A run that fails midway leaves nothing on stdout: out of memory for
     # --decode's pool of keys (64 MiB), after the report's opening lines
-    # were printed, left them there, half a JSON object beside status 1.
-    # The limits go from one under which the machine's own measurements
-    # fail to one under which the section runs whole: each run that fails
-    # must leave stdout empty, and one must fail at the pool.
-    at_pool=0 partial=""
-    for limit in 100000 120000 140000 160000 180000 200000 250000 300000; do
-        err=$( (ulimit -v $limit; OPENBLAS_NUM_THREADS=1 "$BUILD/attn" bench --quick --decode --json --threads 1 \
-            2>&1 >"$BUILD/bench_oom.json"); echo "status $?")
-        [ "$(echo "$err" | tail -1)" = "status 0" ] && break
-        [ -s "$BUILD/bench_oom.json" ] && partial="$partial $limit"
-        echo "$err" | head -1 | grep -q "^attn: error: out of memory (67108864 bytes" && at_pool=1
+    # were printed, left them there, half a JSON object (or the text's
+    # heading) beside status 1. The limits go from one under which the
+    # machine's own measurements fail to one under which the section runs
+    # whole: each run that fails must leave stdout empty, and one must fail
+    # at the pool. The text is held as the JSON is.
+    for mode in json text; do
+        at_pool=0 partial=""
+        for limit in 100000 120000 140000 160000 180000 200000 250000 300000; do
+            # shellcheck disable=SC2046 # --json or no word at all
+            err=$( (ulimit -v $limit; OPENBLAS_NUM_THREADS=1 "$BUILD/attn" bench --quick --decode \
+                $([ $mode = json ] && echo --json) --threads 1 2>&1 >"$BUILD/bench_oom.$mode"); echo "status $?")
+            [ "$(echo "$err" | tail -1)" = "status 0" ] && break
+            [ -s "$BUILD/bench_oom.$mode" ] && partial="$partial $limit"
+            echo "$err" | head -1 | grep -q "^attn: error: out of memory (67108864 bytes" && at_pool=1
+        done
+        [ -z "$partial" ] && [ $at_pool -eq 1 ] && echo "ok bench_failed_run_prints_no_$mode" ||
+            echo "FAIL bench_failed_run_prints_no_$mode: stdout written under ulimit -v${partial:- (none)}; a failure at the pool: $at_pool"
     done
-    [ -z "$partial" ] && [ $at_pool -eq 1 ] && echo "ok bench_failed_run_prints_no_json" ||
-        echo "FAIL bench_failed_run_prints_no_json: stdout written under ulimit -v${partial:- (none)}; a failure at the pool: $at_pool"
 }
 suite "attn bench --quick (runs, is not timed)" bench_quick
 bench_arguments() {
@@ -294,6 +298,30 @@ bench_arguments() {
             echo "ok bench_sections_refused_together_'$args'"
         else
             echo "FAIL bench_sections_refused_together_'$args': exit $code, stdout ${#text} bytes, stderr: $err"
+        fi
+    done
+    # Every argument error, text or JSON, is one line and its status before
+    # anything is measured: nothing on stdout (timeout: a run that went on
+    # to measure ends with 124, and fails the check). A --ggml directory
+    # that holds no ggml is bad data (status 1), found before any timing.
+    # (arguments;status;the error's words)
+    for case in "--quick --frobnicate;2;unknown bench argument '--frobnicate'" \
+        "--quick --json --frobnicate;2;unknown bench argument '--frobnicate'" \
+        "--quick --threads 0;2;--threads '0' is not a whole number from 1 to 256" \
+        "--quick --json --threads x;2;--threads 'x' is not a whole number from 1 to 256" \
+        "--quick --decode --kv;2;--decode and --kv each run one section alone" \
+        "--quick --ggml $BUILD/no-ggml-here;1;--ggml: cannot load $BUILD/no-ggml-here/libggml-base.so" \
+        "--quick --json --ggml $BUILD/no-ggml-here;1;--ggml: cannot load $BUILD/no-ggml-here/libggml-base.so"; do
+        args=${case%%;*} rest=${case#*;}
+        want=${rest%%;*} words=${rest#*;}
+        # shellcheck disable=SC2086 # the arguments' words, split
+        text=$(timeout -s ALRM 5 "$BUILD/attn" bench $args 2>"$BUILD/bench_err")
+        code=$? err=$(cat "$BUILD/bench_err")
+        if [ $code -eq "$want" ] && [ -z "$text" ] && [ "$(echo "$err" | wc -l)" -eq 1 ] &&
+            echo "$err" | grep -qF "attn: error: $words"; then
+            echo "ok bench_argument_error_prints_nothing_'$args'"
+        else
+            echo "FAIL bench_argument_error_prints_nothing_'$args': exit $code (wanted $want), stdout ${#text} bytes, stderr: $err"
         fi
     done
     # A report that cannot be written is an error, not status 0.

@@ -1040,10 +1040,14 @@ def test_errors():
            dict((row[0], row[1:]) for row in rows)["park"] == ["1.0", ".", ".", "0.5", "1.0", ".", ".", "."] and
            dict((row[0], row[1:]) for row in rows)["my"][-2:] == ["0.2", "1.0"], r.stdout[:400])
     expect_error("empty_sentence", ["explain", " ,.!"], 1, r"the sentence has no words")
-    # An explicitly empty sentence (attn explain "$S" with S unset) is a mistake.
-    expect_error("explicitly_empty_sentence", ["explain", ""], 2, r"the sentence is empty")
-    expect_error("blank_sentence", ["explain", "   "], 2, r"the sentence is empty")
-    expect_error("empty_words", ["explain", "", ""], 2, r"the sentence is empty")
+    # An explicitly empty sentence (attn explain "$S" with S unset) is a mistake:
+    # bad data, status 1, as the sentence of no words above and an empty file
+    # name are (it was 2, the status of a usage error), with --kernel too.
+    expect_error("explicitly_empty_sentence", ["explain", ""], 1, r"the sentence is empty")
+    expect_error("blank_sentence", ["explain", "   "], 1, r"the sentence is empty")
+    expect_error("empty_words", ["explain", "", ""], 1, r"the sentence is empty")
+    expect_error("kernel_empty_sentence", ["explain", "--kernel", ""], 1, r"the sentence is empty")
+    expect_error("json_empty_sentence", ["explain", "--json", " "], 1, r"the sentence is empty")
     expect_error("too_long_sentence", ["explain", " ".join(["the cat"] * 40)], 1, r"more than 64 words")
     expect_error("bad_step", ["explain", "--step", "everything"], 2, r"unknown --step 'everything'")
     expect_error("bad_mode", ["explain", "--mode", "magic"], 2, r"--mode takes average, dot or qkv")

@@ -303,6 +303,49 @@ except attn.AttnError as e:
     got = "raised %s: %s" % (type(e).__name__, e)
 check("sdpa_varlen_empty_packed_arrays", not got, got)
 
+
+def float16_q_varlen():
+    """A float16 q, which attn_sdpa_varlen takes (the binding refused it):
+    attn.h widens q into a float32 copy and rounds the float32 out once into
+    q's dtype, lse float32. Each sequence is then bitwise attn.sdpa alone on
+    its widened q with that out rounded by NumPy (to nearest even), with
+    float16 and float32 keys and values, bool and float masks, each causal
+    mode, a sequence without queries and one without keys. A generator of
+    its own leaves the module's random stream as the later checks had it."""
+    g = np.random.default_rng(16)
+    for kv_dt in (np.float16, np.float32):
+        for causal in (False, True, "bottom-right"):
+            B, Hq, Hk, E, Ev = 5, 4, 2, 8, 6
+            Lq, Lk = g.integers(1, 30, B), g.integers(1, 30, B)
+            Lq[1], Lk[2] = 0, 0
+            cq, ck = np.concatenate([[0], np.cumsum(Lq)]), np.concatenate([[0], np.cumsum(Lk)])
+            q = g.standard_normal((cq[-1], Hq, E)).astype(np.float16)
+            k, v = (g.standard_normal((ck[-1], Hk, x)).astype(kv_dt) for x in (E, Ev))
+            masks = [None] * B
+            masks[0] = g.random((Lq[0], Lk[0])) < 0.8  # bool, and below float (Hq, L, S) with -inf
+            masks[3] = np.where(g.random((Hq, Lq[3], Lk[3])) < 0.8, g.standard_normal((Hq, Lq[3], Lk[3])), -np.inf)
+            try:
+                out, lse = attn.sdpa_varlen(q, k, v, cq, ck, masks=masks, causal=causal, return_lse=True)
+                why = "" if (out.dtype, lse.dtype) == (np.float16, np.float32) else "out %s, lse %s" % (out.dtype,
+                                                                                                         lse.dtype)
+                for b in range(B):
+                    qs, ks = slice(cq[b], cq[b + 1]), slice(ck[b], ck[b + 1])
+                    if not Lq[b] or not Lk[b]:
+                        if Lq[b] and not (np.all(out[qs] == 0) and np.all(np.isneginf(lse[qs]))):
+                            why += "; sequence %d without keys: out not 0 or lse not -inf" % b
+                        continue
+                    sq, sk, sv = (a.transpose(1, 0, 2) for a in (q[qs].astype(np.float32), k[ks], v[ks]))
+                    o1, l1 = attn.sdpa(sq, sk, sv, mask=masks[b], causal=causal, return_lse=True)
+                    if not (np.array_equal(out[qs].transpose(1, 0, 2), o1.astype(np.float16)) and
+                            np.array_equal(lse[qs].T, l1)):
+                        why += "; sequence %d differs from attn.sdpa alone" % b
+            except Exception as e:  # noqa: BLE001 -- any exception is the failure
+                why = "%s: %s" % (type(e).__name__, e)
+            check("sdpa_varlen_float16_q_bitwise_per_sequence_kv_%s_%s" % (np.dtype(kv_dt).name, causal), not why, why)
+
+
+float16_q_varlen()
+
 # An integer mask is refused, as PyTorch refuses it: converted to float it
 # would be a bias of 0 and 1 on the scores, not a mask. Every integer dtype,
 # through every call that takes a mask.
@@ -428,6 +471,11 @@ varlen_cases = [
     ("causal_unhashable", "OptionError", "causal is []", lambda: attn.sdpa_varlen(vq, vk, vv, cq, ck, causal=[])),
     ("integer_out", "DtypeError", "out is int64", lambda: attn.sdpa_varlen(
         vq, vk, vv, cq, ck, out=np.zeros((cq[-1], Hq, Ev), np.int64))),
+    ("integer_q", "DtypeError", "q is int32; it must be float32, float64 or float16",
+     lambda: attn.sdpa_varlen(vq.astype(np.int32), vk, vv, cq, ck)),
+    # the library's ragged backward takes float32 or float64 q only
+    ("backward_float16_q", "DtypeError", "q is float16; it must be float32 or float64",
+     lambda: attn.sdpa_varlen_backward(out, vq.astype(np.float16), vk, vv, out, lse, cq, ck)),
 ]
 check_raises("varlen", varlen_cases)
 try:

@@ -129,9 +129,10 @@ def view(a, dtype=None):
     return Tensor.from_buffer_copy(_TENSOR.pack(_data(a), code, nd, *a.shape, *pad, *strides, *pad))
 
 
-def _float_array(a, name, like=None, kv=False, f32_only=False):
+def _float_array(a, name, like=None, kv=False, f32_only=False, f16=False):
     """The array `name` as given (no copy) when it is float32 or float64, or,
-    for a key or value (kv) beside a float32 q, float16. Lists and scalars
+    for a key or value (kv) beside a float32 q, float16, or float16 where the
+    call takes it (f16: a query the library widens itself). Lists and scalars
     become arrays of like's dtype, or float64; anything else that carries a
     dtype of its own (a torch tensor, a memoryview, ...) is taken with that
     dtype, as an array is. An array of any other dtype is refused, not
@@ -148,7 +149,7 @@ def _float_array(a, name, like=None, kv=False, f32_only=False):
         if not (hasattr(a, "dtype") or hasattr(a, "__array_interface__") or isinstance(a, memoryview)):
             return np.asarray(a, like if like is not None else np.float64)
         a = np.asarray(a)
-    taken = (np.float32,) if f32_only else (np.float32, np.float64)
+    taken = ((np.float32,) if f32_only else (np.float32, np.float64)) + ((np.float16,) if f16 else ())
     if a.dtype in taken or (kv and like == np.float32 and a.dtype == np.float16):
         return a
     if a.dtype.kind == "f" and not a.dtype.isnative:  # '>f4' on x86: the same values, in native order
@@ -157,6 +158,8 @@ def _float_array(a, name, like=None, kv=False, f32_only=False):
             return a
     if f32_only:
         raise DtypeError("%s is %s; it must be float32%s" % (name, a.dtype, " or float16" if kv else ""), 6)
+    if f16:
+        raise DtypeError("%s is %s; it must be float32, float64 or float16" % (name, a.dtype), 6)
     raise DtypeError("%s is %s; it must be float32 or float64%s" % (name, a.dtype, ", or float16 beside a float32 q"
                                                                      if kv else ""), 6)
 
@@ -385,19 +388,23 @@ def sdpa_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, masks=None, causal=False, s
     of k and v (B+1 integer offsets each, from 0, never decreasing). Sequence b
     gets exactly what sdpa gives it alone, with masks[b] (None: none) as its
     mask and dropout seed + b. Returns out (Tq, Hq, Ev), with return_lse also
-    lse (Tq, Hq)."""
-    q = _float_array(q, "q")
-    k, v = _float_array(k, "k", q.dtype, kv=True), _float_array(v, "v", q.dtype, kv=True)
+    lse (Tq, Hq). A float16 q (k and v float32 or float16, float masks taken
+    as float32) is computed as its float32 widening and gives out in float16,
+    rounded once, and lse in float32, as the library takes it."""
+    q = _float_array(q, "q", f16=True)
+    # beside a 16-bit q, the library works in float32: keys, values, masks and lse
+    work = np.float32 if q.dtype == np.float16 else q.dtype
+    k, v = _float_array(k, "k", work, kv=True), _float_array(v, "v", work, kv=True)
     cq, ck = _offsets(cu_seqlens_q, "cu_seqlens_q"), _offsets(cu_seqlens_k, "cu_seqlens_k")
     if cq.size != ck.size:
         raise ArgumentError("cu_seqlens_q has %s but cu_seqlens_k has %d" % (_count(cq.size, "offset"), ck.size), 19)
     batch = cq.size - 1
-    arrays, mviews, mptrs = _varlen_masks(masks, batch, q.dtype)
+    arrays, mviews, mptrs = _varlen_masks(masks, batch, work)
     o = _options(causal, scale, None, dropout_p, seed)
     if q.ndim != 3 or v.ndim != 3:
         raise RankError("q, k and v must be packed (total, heads, size)", 2)
     result = _output(out, (q.shape[0], q.shape[1], v.shape[2]), q.dtype, "out")
-    lse = np.empty((q.shape[0], q.shape[1]), q.dtype) if return_lse else None
+    lse = np.empty((q.shape[0], q.shape[1]), work) if return_lse else None
     rv, lv, qv, kv, vv = view(result), view(lse) if lse is not None else None, view(q), view(k), view(v)
     i64p = ctypes.POINTER(ctypes.c_int64)
     err = Error()

@@ -94,4 +94,10 @@ float attn_exp_sum_bf16_portable(float *x, int64_t n, float m);
  * results flushed to zero. */
 float attn_bf16_dot_pair(float acc, uint32_t a, uint32_t b);
 
+/* A bf16 as VDPBF16PS and TDPBF16PS read it: widened to f32, a subnormal
+ * read as zero (the instructions' DAZ), its sign kept. What the emulation
+ * multiplies, and what the layer's backward takes a product on the bf16
+ * GEMM to have read (layer/mha_backward.c). */
+float attn_bf16_daz(uint16_t h);
+
 #endif /* ATTN_UKERNEL_BF16_H */

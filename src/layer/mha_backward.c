@@ -20,8 +20,6 @@
 #include "layer/mha.h"
 #include "kernels/gemm.h"
 
-#include <float.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,10 +50,8 @@ static void add_rows(double *sum, const attn_mat *g) {
  * the rounding unchanged. */
 static attn_mat bf16_inputs(float *dst, const attn_mat *x) {
     for (int64_t r = 0; r < x->rows; r++)
-        for (int64_t c = 0; c < x->cols; c++) {
-            float v = attn_bf16_to_f32(attn_f32_to_bf16((float)attn_mat_get(x, r, c)));
-            dst[r * x->cols + c] = fabsf(v) < FLT_MIN ? copysignf(0.0f, v) : v;
-        }
+        for (int64_t c = 0; c < x->cols; c++)
+            dst[r * x->cols + c] = attn_bf16_daz(attn_f32_to_bf16((float)attn_mat_get(x, r, c)));
     return (attn_mat){(char *)dst, ATTN_F32, x->rows, x->cols, x->cols, 1};
 }
 

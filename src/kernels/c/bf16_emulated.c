@@ -7,14 +7,11 @@
 
 enum { MR = 6, VL = 16, NV = 4, NR = VL * NV };
 
-/* A bf16 as f32, subnormals read as zero (the instruction's DAZ). */
-static float bf16_daz(uint16_t h) {
-    float f = attn_bf16_to_f32(h);
-    return fabsf(f) < FLT_MIN ? 0.0f * f : f;
-}
-
 /* The instruction's FTZ: subnormal results become zero. */
 static float ftz(float x) { return fabsf(x) < FLT_MIN ? 0.0f * x : x; }
+
+/* Its DAZ is the same flush, of the inputs. */
+float attn_bf16_daz(uint16_t h) { return ftz(attn_bf16_to_f32(h)); }
 
 float attn_bf16_dot_pair(float acc, uint32_t a, uint32_t b) {
     /* Two FMAs, each rounded once, as Zen 4/5's VDPBF16PS computes (bitwise,
@@ -22,8 +19,8 @@ float attn_bf16_dot_pair(float acc, uint32_t a, uint32_t b) {
      * within f32's normal range, and one below FLT_MIN or past FLT_MAX
      * enters the sum unrounded (a separate multiply flushed or overflowed
      * it). The accumulator is read as zero when subnormal, as the inputs. */
-    acc = ftz(fmaf(bf16_daz((uint16_t)(a >> 16)), bf16_daz((uint16_t)(b >> 16)), ftz(acc)));
-    return ftz(fmaf(bf16_daz((uint16_t)a), bf16_daz((uint16_t)b), acc));
+    acc = ftz(fmaf(attn_bf16_daz((uint16_t)(a >> 16)), attn_bf16_daz((uint16_t)(b >> 16)), ftz(acc)));
+    return ftz(fmaf(attn_bf16_daz((uint16_t)a), attn_bf16_daz((uint16_t)b), acc));
 }
 
 static void qk_emulated(float *s, int64_t lds, const uint32_t *q2, int64_t ldq, const uint32_t *kt2,
