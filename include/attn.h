@@ -2673,8 +2673,12 @@ ATTN_API attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err);
  * to stderr, e.g.
  *   attn: sdpa kernel=flash isa=avx2 threads=2/2 q=f32(2,8,128,64)
  *   k=f32(2,2,256,64) v=f32(2,2,256,64) mask=none causal=bottom-right
- *   compute=f32 weights=no fallback=0/16 ms=1.234
- * (on one line): the call (sdpa, sdpa_reference, scores, sdpa_backward),
+ *   compute=f32 dropout=0 softcap=0 alibi=no window=0 sinks=no rope=no
+ *   weights=no lse=no fallback=0/16 ms=1.234
+ * (on one line): the call (sdpa, sdpa_reference, scores, sdpa_paged,
+ * sdpa_varlen, sdpa_varlen_paged, sdpa_run, sdpa_backward,
+ * sdpa_varlen_backward; attn_mha adds a line naming its projections'
+ * kernels, see attn_mha),
  * the kernel that ran (exact, reference, scores, flash, decode or
  * flash_backward; decode may add key_dot=, the integer dot products that
  * took quantized keys (int8_avx512vnni, int8_avxvnni or int8_avx2 for q8
@@ -2697,7 +2701,9 @@ ATTN_API attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err);
  * or the process-wide number, at most one per item; R is 1 when another
  * call held the thread pool, for the call then runs on its caller's
  * thread alone, and may be below T when the items ran out before a worker
- * woke), the operands, and how many work items (flash: blocks of query
+ * woke), the operands, the options that change the scores (dropout,
+ * softcap, alibi, window, sinks, rope), the outputs asked for (weights,
+ * lse), and how many work items (flash: blocks of query
  * rows; decode: (batch, head) slices) the exact kernel computed instead
  * because their inputs were not finite or too large for f32. This is
  * the only output the library ever makes. attn_set_verbose(0) turns it off,
