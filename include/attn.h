@@ -141,7 +141,9 @@ typedef enum attn_status {
     /* The mask has a wrong dtype (bool, or q's float dtype) or a shape that
      * does not broadcast to (..., Hq, L, S). */
     ATTN_ERR_MASK = 7,
-    /* The scale is NaN or infinite. */
+    /* The scale is NaN or infinite, or a per-head scale of fp8 keys or
+     * values (k_descale, v_descale, a cache's k_scale, v_scale) is not
+     * finite and > 0. */
     ATTN_ERR_SCALE = 8,
     /* An option has a value outside its enum (e.g. an unknown causal mode). */
     ATTN_ERR_OPTION = 9,
