@@ -1041,7 +1041,9 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  * exactly there; k, v, the mask and the weights' S may be 0 too when L is
  * (no query, no key), a mask may be 1 there. Everything else is checked as
  * for the same call with each 0 read as 1 (dtypes, ranks, options,
- * broadcasting), so a call that fails at size 1 fails at size 0. A 0
+ * broadcasting), so a call that fails at size 1 fails at size 0, but for
+ * the outputs' strides: with no element to write, any are taken (NumPy
+ * gives an empty array stride 0 before its 0). A 0
  * anywhere else is ATTN_ERR_SHAPE: E or Ev; the heads; S with queries (PyTorch
  * gives zeros there, softmax over no key: give the mask a column of -inf,
  * which this library's rule for a row with no key makes 0, or skip the
