@@ -141,7 +141,9 @@ typedef enum attn_status {
     /* The mask has a wrong dtype (bool, or q's float dtype) or a shape that
      * does not broadcast to (..., Hq, L, S). */
     ATTN_ERR_MASK = 7,
-    /* The scale is NaN or infinite. */
+    /* The scale is NaN or infinite, or a per-head scale of fp8 keys or
+     * values (k_descale, v_descale, a cache's k_scale, v_scale) is not
+     * finite and > 0. */
     ATTN_ERR_SCALE = 8,
     /* An option has a value outside its enum (e.g. an unknown causal mode). */
     ATTN_ERR_OPTION = 9,
@@ -1039,7 +1041,9 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  * exactly there; k, v, the mask and the weights' S may be 0 too when L is
  * (no query, no key), a mask may be 1 there. Everything else is checked as
  * for the same call with each 0 read as 1 (dtypes, ranks, options,
- * broadcasting), so a call that fails at size 1 fails at size 0. A 0
+ * broadcasting), so a call that fails at size 1 fails at size 0, but for
+ * the outputs' strides: with no element to write, any are taken (NumPy
+ * gives an empty array stride 0 before its 0). A 0
  * anywhere else is ATTN_ERR_SHAPE: E or Ev; the heads; S with queries (PyTorch
  * gives zeros there, softmax over no key: give the mask a column of -inf,
  * which this library's rule for a row with no key makes 0, or skip the
@@ -2673,8 +2677,12 @@ ATTN_API attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err);
  * to stderr, e.g.
  *   attn: sdpa kernel=flash isa=avx2 threads=2/2 q=f32(2,8,128,64)
  *   k=f32(2,2,256,64) v=f32(2,2,256,64) mask=none causal=bottom-right
- *   compute=f32 weights=no fallback=0/16 ms=1.234
- * (on one line): the call (sdpa, sdpa_reference, scores, sdpa_backward),
+ *   compute=f32 dropout=0 softcap=0 alibi=no window=0 sinks=no rope=no
+ *   weights=no lse=no fallback=0/16 ms=1.234
+ * (on one line): the call (sdpa, sdpa_reference, scores, sdpa_paged,
+ * sdpa_varlen, sdpa_varlen_paged, sdpa_run, sdpa_backward,
+ * sdpa_varlen_backward; attn_mha adds a line naming its projections'
+ * kernels, see attn_mha),
  * the kernel that ran (exact, reference, scores, flash, decode or
  * flash_backward; decode may add key_dot=, the integer dot products that
  * took quantized keys (int8_avx512vnni, int8_avxvnni or int8_avx2 for q8
@@ -2697,7 +2705,9 @@ ATTN_API attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err);
  * or the process-wide number, at most one per item; R is 1 when another
  * call held the thread pool, for the call then runs on its caller's
  * thread alone, and may be below T when the items ran out before a worker
- * woke), the operands, and how many work items (flash: blocks of query
+ * woke), the operands, the options that change the scores (dropout,
+ * softcap, alibi, window, sinks, rope), the outputs asked for (weights,
+ * lse), and how many work items (flash: blocks of query
  * rows; decode: (batch, head) slices) the exact kernel computed instead
  * because their inputs were not finite or too large for f32. This is
  * the only output the library ever makes. attn_set_verbose(0) turns it off,

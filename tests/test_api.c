@@ -65,6 +65,9 @@ static void test_basics(void) {
                 distinct = 0;
     }
     check(distinct, "strerror_distinct", "two codes share a message or one is unknown");
+    /* ATTN_ERR_SCALE is also a per-head fp8 scale of 0 or below, which is finite */
+    check(strstr(attn_strerror(ATTN_ERR_SCALE), "finite") && strstr(attn_strerror(ATTN_ERR_SCALE), "> 0"),
+          "strerror_scale_says_both_meanings", "%s", attn_strerror(ATTN_ERR_SCALE));
     check(strcmp(attn_strerror((attn_status)999), "unknown status") == 0, "strerror_unknown",
           "%s", attn_strerror((attn_status)999));
 

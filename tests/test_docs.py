@@ -361,6 +361,21 @@ for cc in ("gcc", "clang"):
         ok, got = False, r.stdout
     report(f"readme_c_example_{cc}", ok, f"exit {r.returncode}, printed {r.stdout!r} {r.stderr[-200:]!r}, NumPy {want.tolist()}")
 
+# attn.h's example of the verbose line names the words a real line has, in
+# its order (it had lost dropout= to lse=, added since): the README's C
+# example's shapes through `attn sdpa`, with the example's causal mode.
+header = open(os.path.join(ROOT, "include", "attn.h"), encoding="utf-8").read()
+example = re.search(r"\* to stderr, e\.g\.\n((?: \*   .*\n)+)", header)
+said = re.findall(r"(\w+)=", " ".join(line[5:] for line in example.group(1).splitlines())) if example else []
+for n, a in (("q", (2, 8, 128, 64)), ("k", (2, 2, 256, 64)), ("v", (2, 2, 256, 64))):
+    np.save(os.path.join(TMP, f"verbose_{n}.npy"), np.ones(a, np.float32))
+r = subprocess.run([os.path.join(BUILD, "attn"), "sdpa", "-q", "verbose_q.npy", "-k", "verbose_k.npy", "-v",
+                    "verbose_v.npy", "--causal=bottom-right", "-o", "verbose_out.npy"], capture_output=True, text=True,
+                   cwd=TMP, env=dict(env(), ATTN_VERBOSE="1"))
+ran = re.findall(r"(\w+)=", r.stderr)
+report("attn_h_verbose_example_as_printed", r.returncode == 0 and said and said == ran,
+       f"attn.h's example: {said}; printed: {ran} (exit {r.returncode})")
+
 # Every option README.md and docs/ give a command (in a code span or a code
 # block line naming it) is one the command's --help lists: a renamed or
 # dropped option leaves no stale spelling behind.

@@ -299,6 +299,28 @@ static void test_size_0(void) {
     }
     attn_tensor q = over(buf[0], ATTN_F32, 4, q0), k = over(buf[1], ATTN_F32, 4, kv), out = over(buf[3], ATTN_F32, 4, q0);
     attn_sdpa_options o = attn_sdpa_options_default();
+    {
+        /* Outputs laid out as NumPy lays out an empty array, stride 0 in the
+         * dimensions before its 0 (np.empty((2, 3, 0, 8)).strides): nothing
+         * is written, so they are taken (attn.sdpa on no queries raised
+         * StrideError for the out it made itself). */
+        int64_t so[4] = {0, 0, 8, 1}, sl[3] = {0, 0, 1}, sw[4] = {0, 0, 5, 1};
+        attn_tensor zo, zl, zw;
+        attn_tensor_init(&zo, buf[3], ATTN_F32, 4, q0, so, NULL);
+        attn_tensor_init(&zl, buf[4], ATTN_F32, 3, l0, sl, NULL);
+        attn_tensor_init(&zw, buf[5], ATTN_F32, 4, w0, sw, NULL);
+        size_t bytes = 123;
+        attn_status st = attn_sdpa(&zo, &zl, &zw, &q, &k, &k, &o, &err);
+        if (!st) st = attn_sdpa_reference(&zo, &zl, &zw, &q, &k, &k, &o, &err);
+        if (!st) st = attn_sdpa_workspace_size(&bytes, &zo, &zl, &zw, &q, &k, &k, &o, &err);
+        check(st == ATTN_OK && bytes == 0 && untouched(buf[0], sizeof buf), "size_0_outputs_with_numpy_strides",
+              "status %d (%s), bytes %zu", (int)st, st ? err.message : "", bytes);
+        /* ... and the checks that hold at size 1 still hold: an f64 out */
+        attn_tensor_init(&zo, buf[3], ATTN_F64, 4, q0, so, NULL);
+        st = attn_sdpa(&zo, NULL, NULL, &q, &k, &k, &o, &err);
+        check(st == ATTN_ERR_DTYPE, "size_0_outputs_with_numpy_strides_checked", "status %d: %s", (int)st,
+              st ? err.message : "");
+    }
     struct {
         const char *name;
         int64_t q[4], k[4], v[4], out[4];

@@ -1009,6 +1009,14 @@ def test_modes_own_words():
 
 
 def test_errors():
+    # --vocab and --cost print a table of their own and take nothing beside
+    # them, --color included, as their --help says
+    helped = flat(run("explain", "--help").stdout)
+    for table in ("--vocab", "--cost"):
+        expect_error(f"{table[2:]}_alone", ["explain", table, "--color=never"], 2,
+                     rf"^attn: error: {table} takes no other arguments$")
+    report("vocab_and_cost_help_says_alone", "(the rows of X); alone, with no other argument" in helped and
+           "16384 tokens; alone, as --vocab" in helped, helped[-800:])
     r = run("explain", "the cta sat")
     report("unknown_word_names_and_suggests", r.returncode == 1 and "unknown word 'cta'" in r.stderr and
            "did you mean 'cat'" in r.stderr and "chased" in r.stderr and len(r.stderr.splitlines()) == 1,

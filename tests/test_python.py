@@ -302,6 +302,20 @@ try:
 except attn.AttnError as e:
     got = "raised %s: %s" % (type(e).__name__, e)
 check("sdpa_varlen_empty_packed_arrays", not got, got)
+# No queries (L = 0), as torch takes them: an empty out, lse and weights, in
+# the arrays attn.sdpa makes itself (NumPy's strides 0 before the 0; they
+# were refused with StrideError), and no keys either.
+try:
+    z = [np.zeros(s, np.float32) for s in ((2, 3, 0, 8), (2, 3, 5, 8), (2, 3, 0, 8))]
+    o0, l0, w0 = attn.sdpa(z[0], z[1], z[1], return_lse=True, return_weights=True)
+    o1 = attn.sdpa(z[0], z[2], z[2])
+    t = [torch.from_numpy(a) for a in z]
+    want = torch.softmax(t[0] @ t[1].transpose(-2, -1), -1) @ t[1]  # torch's empty result, (2, 3, 0, 8)
+    got = "" if (o0.shape == tuple(want.shape) == o1.shape and l0.shape == (2, 3, 0)
+                 and w0.shape == (2, 3, 0, 5)) else "shapes %s %s %s %s" % (o0.shape, l0.shape, w0.shape, o1.shape)
+except attn.AttnError as e:
+    got = "raised %s: %s" % (type(e).__name__, e)
+check("sdpa_no_queries_gives_empty_outputs", not got, got)
 
 
 def float16_q_varlen():

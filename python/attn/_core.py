@@ -40,7 +40,8 @@ BroadcastError = _error_class("BroadcastError", 4, "Batch dimensions are neither
 HeadsError = _error_class("HeadsError", 5, "Query heads are not a multiple of key/value heads.", ValueError)
 DtypeError = _error_class("DtypeError", 6, "A dtype the call does not take, or dtypes that do not match.", TypeError)
 MaskError = _error_class("MaskError", 7, "The mask's dtype or shape does not fit.", ValueError)
-ScaleError = _error_class("ScaleError", 8, "The scale is NaN or infinite.", ValueError)
+ScaleError = _error_class("ScaleError", 8, "The scale is NaN or infinite, or a per-head fp8 scale (k_scale, v_scale) "
+                         "is not finite and > 0.", ValueError)
 OptionError = _error_class("OptionError", 9, "An option has a value outside its range.", ValueError)
 StrideError = _error_class("StrideError", 10, "An output has stride 0 in a dimension of size > 1, or shares memory "
                            "with another output or an input.", ValueError)

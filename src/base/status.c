@@ -16,7 +16,7 @@ const char *attn_strerror(attn_status status) {
     case ATTN_ERR_HEADS: return "invalid head counts";
     case ATTN_ERR_DTYPE: return "invalid or mismatched dtype";
     case ATTN_ERR_MASK: return "invalid mask";
-    case ATTN_ERR_SCALE: return "scale is not finite";
+    case ATTN_ERR_SCALE: return "scale is not finite, or a per-head scale not > 0";
     case ATTN_ERR_OPTION: return "invalid option value";
     case ATTN_ERR_STRIDE: return "invalid stride";
     case ATTN_ERR_OVERFLOW: return "size overflow";

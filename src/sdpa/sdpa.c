@@ -305,6 +305,21 @@ static attn_status empty_call(bool *empty, kernel_kind kind, size_t *bytes, attn
     attn_tensor lse1 = lse ? zeros_as_ones(lse) : (attn_tensor){0}, w1 = weights ? zeros_as_ones(weights) : (attn_tensor){0};
     attn_tensor mask1 = o.mask ? zeros_as_ones(o.mask) : (attn_tensor){0};
     if (o.mask) o.mask = &mask1;
+    /* The outputs have no element, so nothing is written and no stride of
+     * theirs can put two results in one place: NumPy gives an empty array's
+     * dimensions before its 0 stride 0, which read as 1 would be a
+     * broadcast output. Their stand-ins are measured as fresh C-order
+     * arrays (NULL data: a measuring call's layout, never read). */
+    attn_tensor *outs1[3] = {&out1, lse ? &lse1 : NULL, weights ? &w1 : NULL};
+    for (int i = 0; i < 3; i++) {
+        if (!outs1[i] || outs1[i]->rank < 1 || outs1[i]->rank > ATTN_MAX_RANK) continue;
+        attn_tensor fresh = *outs1[i];
+        int64_t step = 1;
+        bool fits = true; /* a count that overflows keeps the given strides, whose checks say so */
+        for (int d = fresh.rank - 1; d >= 0 && fits; d--)
+            fresh.strides[d] = step, fits = attn_mul_i64(step, fresh.shape[d], &step);
+        if (fits) fresh.data = NULL, *outs1[i] = fresh;
+    }
     size_t need = 0;
     st = sdpa_call(kind, &need, &out1, lse ? &lse1 : NULL, weights ? &w1 : NULL, &q1, &k1, &v1, &o, err);
     if (st) return st;
