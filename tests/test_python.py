@@ -2,9 +2,10 @@
 
 - attn.sdpa_varlen and sdpa_varlen_backward: each sequence bitwise attn.sdpa
   (sdpa_backward) alone, and PyTorch float64 through a block-diagonal mask;
-- a float16 q in attn.sdpa, attn.sdpa_varlen and attn.Plan: bitwise the
-  float32 call on the widened q with out rounded to float16 (plans: the
-  unplanned float16 call), lse float32;
+- a float16 q in attn.sdpa, attn.sdpa_varlen, attn.Plan and
+  attn.sdpa_backward: bitwise the float32 call on the widened q with out
+  (each gradient) rounded to float16 (plans: the unplanned float16 call),
+  lse float32;
 - attn.Plan (attn_sdpa_plan_init, attn_sdpa_varlen_plan_init, attn_sdpa_run):
   dense (GQA, a broadcast mask) and ragged (a decode, an empty and a prefill
   sequence, masks) calls planned once and run for three layers, bitwise the
@@ -414,6 +415,47 @@ def float16_q_sdpa_and_plans():
 
 
 float16_q_sdpa_and_plans()
+
+
+def float16_q_backward():
+    """A float16 q in attn.sdpa_backward, which attn_sdpa_backward takes
+    (the binding refused it). attn.h: q, out and dout are widened, the
+    float32 backward runs on them, and each gradient is rounded once into
+    its tensor's dtype (dmask float32). So it is checked bitwise against
+    the float32 backward on the widened tensors (keys and values widened
+    too, as the kernels read them), with float16 and float32 keys and
+    values, a float mask and its gradient, and a dout of another dtype than
+    q's refused naming dout."""
+    g = np.random.default_rng(1618)
+    for kv_dt in (np.float16, np.float32):
+        for causal in (False, "bottom-right"):
+            name = "%s_%s" % (np.dtype(kv_dt).name, causal)
+            q16 = g.standard_normal((2, 4, 6, 8)).astype(np.float16)
+            k, v = (g.standard_normal((2, 2, 9, x)).astype(kv_dt) for x in (8, 5))
+            mask = np.where(g.random((6, 9)) < 0.8, g.standard_normal((6, 9)), -np.inf)
+            mask[:, 0] = 0  # every row sees a key
+            try:
+                out, lse = attn.sdpa(q16, k, v, mask=mask, causal=causal, return_lse=True)
+                dout = g.standard_normal(out.shape).astype(np.float16)
+                got = attn.sdpa_backward(dout, q16, k, v, out, lse, mask=mask, causal=causal, want_dmask=True)
+                wide = attn.sdpa_backward(*(a.astype(np.float32) for a in (dout, q16, k, v, out)), lse, mask=mask,
+                                          causal=causal, want_dmask=True)
+                dts = [a.dtype for a in got]
+                why = "" if dts == [np.float16, kv_dt, kv_dt, np.float32] else "gradients of dtypes %s" % dts
+                if not why and not all(np.array_equal(a, w.astype(a.dtype)) for a, w in zip(got, wide)):
+                    why = "differs from the float32 backward on the widened tensors, rounded"
+            except Exception as e:  # noqa: BLE001 -- any exception is the failure
+                why = "%s: %s" % (type(e).__name__, e)
+            check("sdpa_backward_float16_q_bitwise_widened_kv_%s" % name, not why, why)
+    try:
+        attn.sdpa_backward(dout.astype(np.float32), q16, k, v, out, lse, mask=mask, causal=causal)
+        why = "no error"
+    except attn.DtypeError as e:
+        why = "" if str(e).startswith("dout is f32") else str(e)
+    check("sdpa_backward_float16_q_float32_dout_refused", not why, why)
+
+
+float16_q_backward()
 
 # An integer mask is refused, as PyTorch refuses it: converted to float it
 # would be a bias of 0 and 1 on the scores, not a mask. Every integer dtype,

@@ -337,17 +337,24 @@ def sdpa_backward(dout, q, k, v, out, lse, mask=None, causal=False, scale=None, 
     """The gradients of sdpa given dout = dLoss/dout and that call's out and lse
     (return_lse=True), with the same mask, causal, scale and dropout (the same
     seed). Returns (dq, dk, dv), each None when not in `want`, and dmask last
-    with want_dmask (a float mask's gradient)."""
+    with want_dmask (a float mask's gradient). A float16 q, as
+    attn_sdpa_backward takes it, comes with float16 dout and out and float32
+    lse: each gradient is then in its tensor's dtype (dmask float32), its
+    float32 value rounded once (bfloat16 has no NumPy dtype)."""
     want = _want(want)
-    q = _float_array(q, "q")
-    k, v = _float_array(k, "k", q.dtype, kv=True), _float_array(v, "v", q.dtype, kv=True)
-    dout, out, lse = (_float_array(a, n, q.dtype) for a, n in ((dout, "dout"), (out, "out"), (lse, "lse")))
-    m, mv = _mask(mask, q.dtype)
+    q, work = _query(q)
+    k, v = _keys_values(k, v, q, work)
+    half = q.dtype == np.float16
+    dout, out = (_float_array(a, n, q.dtype, f16=half) for a, n in ((dout, "dout"), (out, "out")))
+    lse = _float_array(lse, "lse", work)
+    m, mv = _mask(mask, work)
     if dropout_p and seed is None:
         raise OptionError("the backward of dropout needs the forward's seed", 9)
     o = _options(causal, scale, mv, dropout_p, seed)
-    grads = [np.empty(a.shape, q.dtype) if name in want else None for name, a in (("dq", q), ("dk", k), ("dv", v))]
-    dmask = np.empty(m.shape, q.dtype) if want_dmask and m is not None else None
+    # beside a float16 q each gradient is its tensor's dtype (attn.h), else q's
+    grads = [np.empty(a.shape, a.dtype if half else q.dtype) if name in want else None
+             for name, a in (("dq", q), ("dk", k), ("dv", v))]
+    dmask = np.empty(m.shape, work) if want_dmask and m is not None else None
     if want_dmask and dmask is None:
         raise MaskError("dmask needs a float mask", 7)
     views = [view(g) if g is not None else None for g in grads + [dmask]]
