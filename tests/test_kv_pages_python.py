@@ -7,6 +7,8 @@
   equals a NumPy copy kept by the test, bitwise, and the pool's page counts
   add up; attend() against PyTorch float64 attention over the copy (f32
   bound: 2e-5 relative), and against attn.sdpa on the copy, bitwise;
+- a float16 q attended (float32, float16 and q8 pools): bitwise attend on
+  the widened q with out rounded to float16, lse float32;
 - forked sequences sharing pages, attended in one call with a mask per
   sequence on 1, 2 and 3 threads: attn.sdpa's rows, bitwise, and PyTorch
   float64's within the f32 bound;
@@ -270,6 +272,47 @@ check("kv_pages_python_head_major_equals_default",
       all(np.array_equal(pa.gather(s)[0], ph.gather(s)[0]) and np.array_equal(pa.gather(s)[1], ph.gather(s)[1])
           for s in ids) and all(np.array_equal(a, b) for a, b in zip(outs + lses, houts + hlses)) and
       ph._view().head_major == 1 and pa._view().head_major == 0)
+
+
+def float16_q_attend():
+    """A float16 q, which attn_kv_pages_attend takes (the binding refused
+    it): attn.h computes it as the float32 call on the widened q with out
+    rounded once to nearest even, lse float32. So attend on float16 queries
+    (a list, and packed with offsets) is checked bitwise against attend on
+    the same queries widened, out rounded by NumPy, over pools of float32,
+    float16 and q8 storage, with a bool and a float mask and both causal
+    modes. A generator of its own leaves the module's random stream as the
+    later checks had it."""
+    g = np.random.default_rng(1617)
+    for dt in ("float32", "float16", "q8"):
+        for causal in ("bottom-right", False):
+            p = attn.KVPages(heads=2, key_dim=32, value_dim=32, num_pages=8, max_sequences=4, page_size=16, dtype=dt)
+            ids = [p.create(), p.create()]
+            p.append(ids, [g.standard_normal((n, 2, 32)).astype(np.float32) for n in (5, 19)],
+                     [g.standard_normal((n, 2, 32)).astype(np.float32) for n in (5, 19)])
+            qs = [g.standard_normal((n, 4, 32)).astype(np.float16) for n in (2, 3)]
+            masks = [g.random((4, 2, 5)) < 0.8, np.where(g.random((3, 19)) < 0.2, -np.inf, g.standard_normal((3, 19)))]
+            try:
+                outs, lses = p.attend(ids, qs, masks=masks, causal=causal, return_lse=True)
+                packed, plse = p.attend(ids, np.concatenate(qs), cu_seqlens_q=[0, 2, 5], masks=masks, causal=causal,
+                                        return_lse=True)
+                wide, wlse = p.attend(ids, [q.astype(np.float32) for q in qs], masks=masks, causal=causal,
+                                      return_lse=True)
+                why = ""
+                dtypes = [(o.dtype, l.dtype) for o, l in zip(outs + [packed], lses + [plse])]
+                if dtypes != [(np.float16, np.float32)] * 3:
+                    why = "out and lse of dtypes %s" % dtypes
+                elif not all(np.array_equal(o, w.astype(np.float16)) and np.array_equal(l, x)
+                             for o, l, w, x in zip(outs, lses, wide, wlse)):
+                    why = "differs from attend on the widened q, rounded"
+                elif not (np.array_equal(packed, np.concatenate(outs)) and np.array_equal(plse, np.concatenate(lses))):
+                    why = "packed differs from the list"
+            except Exception as e:  # noqa: BLE001 -- any exception is the failure
+                why = "%s: %s" % (type(e).__name__, e)
+            check("kv_pages_python_attend_float16_q_bitwise_widened_%s_%s" % (dt, causal), not why, why)
+
+
+float16_q_attend()
 
 # Forks sharing a prompt's pages, each with its own new positions, attended
 # in one call with a mask per sequence (bool, additive float, none), on 1, 2
@@ -644,7 +687,14 @@ dpool.append(ds, np.ones((2, HK, D), np.float32), np.ones((2, HK, D), np.float32
 x1 = np.ones((1, E), np.float32)
 for label, call, words in (
         ("attend_float64_q", lambda: dpool.attend(ds, np.ones((1, HQ, D))), "q[0] is float64; it must be float32"),
-        ("attend_float16_q", lambda: dpool.attend(ds, np.ones((1, HQ, D), np.float16)), "it must be float32"),
+        ("attend_float64_q_packed", lambda: dpool.attend(ds, np.ones((1, HQ, D)), cu_seqlens_q=[0, 1]),
+         "q is float64; it must be float32 or float16"),
+        ("attend_int8_q", lambda: dpool.attend(ds, np.ones((1, HQ, D), np.int8)),
+         "q[0] is int8; it must be float32 or float16"),
+        # one packed q, of one dtype: the mix was made float32, out with it
+        ("attend_mixed_q_parts", lambda: dpool.attend([ds, ds], [np.ones((1, HQ, D), np.float32),
+                                                                 np.ones((1, HQ, D), np.float16)]),
+         "q[1] is float16 but q[0] is float32"),
         ("append_int_k", lambda: dpool.append(ds, np.ones((1, HK, D), int), np.ones((1, HK, D), np.float32)),
          "k[0] is int64; it must be float32 or float16"),
         ("pool_step_float64_x", lambda: dpool.mha_step([ds], [x1.astype(np.float64)], layer),

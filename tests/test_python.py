@@ -2,6 +2,10 @@
 
 - attn.sdpa_varlen and sdpa_varlen_backward: each sequence bitwise attn.sdpa
   (sdpa_backward) alone, and PyTorch float64 through a block-diagonal mask;
+- a float16 q in attn.sdpa, attn.sdpa_varlen, attn.Plan and
+  attn.sdpa_backward: bitwise the float32 call on the widened q with out
+  (each gradient) rounded to float16 (plans: the unplanned float16 call),
+  lse float32;
 - attn.Plan (attn_sdpa_plan_init, attn_sdpa_varlen_plan_init, attn_sdpa_run):
   dense (GQA, a broadcast mask) and ragged (a decode, an empty and a prefill
   sequence, masks) calls planned once and run for three layers, bitwise the
@@ -360,6 +364,113 @@ def float16_q_varlen():
 
 float16_q_varlen()
 
+
+def float16_q_sdpa_and_plans():
+    """A float16 q in attn.sdpa and attn.Plan, which attn_sdpa and the plans
+    take (the binding refused it). attn.h: the call is the float32 call on q
+    widened, its out rounded once to nearest even, lse float32; a plan's run
+    is bitwise the unplanned call. So attn.sdpa is checked bitwise against
+    itself on the widened q with out rounded by NumPy (GQA, a broadcast
+    batch, bool and float masks, each causal mode, float16 and float32 keys
+    and values), and each plan, dense and ragged, run for three layers,
+    bitwise against the unplanned float16 call."""
+    g = np.random.default_rng(1616)
+    for kv_dt in (np.float16, np.float32):
+        for causal in (False, True, "bottom-right"):
+            name = "%s_%s" % (np.dtype(kv_dt).name, causal)
+            L, S, E, Ev = 7, 11, 8, 6
+            q16 = g.standard_normal((2, 4, L, E)).astype(np.float16)
+            k, v = (g.standard_normal((1, 2, S, x)).astype(kv_dt) for x in (E, Ev))
+            for mname, mask in (("none", None), ("bool", g.random((L, S)) < 0.8),
+                                ("float", np.where(g.random((4, L, S)) < 0.8, g.standard_normal((4, L, S)), -np.inf))):
+                try:
+                    out, lse = attn.sdpa(q16, k, v, mask=mask, causal=causal, return_lse=True)
+                    o32, l32 = attn.sdpa(q16.astype(np.float32), k, v, mask=mask, causal=causal, return_lse=True)
+                    why = "" if (out.dtype, lse.dtype) == (np.float16, np.float32) else "out %s, lse %s" % (
+                        out.dtype, lse.dtype)
+                    if not why and not (np.array_equal(out, o32.astype(np.float16)) and np.array_equal(lse, l32)):
+                        why = "differs from the float32 call on the widened q, rounded"
+                except Exception as e:  # noqa: BLE001 -- any exception is the failure
+                    why = "%s: %s" % (type(e).__name__, e)
+                check("sdpa_float16_q_bitwise_widened_kv_%s_mask_%s" % (name, mname), not why, why)
+            try:
+                mask = g.random((L, S)) < 0.8
+                plan = attn.Plan(q16, k, v, mask=mask, causal=causal, return_lse=True)
+                why = ""
+                for _ in range(3):
+                    ql = g.standard_normal(q16.shape).astype(np.float16)
+                    kl, vl = (g.standard_normal(a.shape).astype(kv_dt) for a in (k, v))
+                    (po, pl), (uo, ul) = plan.run(ql, kl, vl), attn.sdpa(ql, kl, vl, mask=mask, causal=causal,
+                                                                          return_lse=True)
+                    if (po.dtype, pl.dtype) != (np.float16, np.float32) or not (
+                            np.array_equal(po, uo) and np.array_equal(pl, ul)):
+                        why = "a run differs from the unplanned call (out %s, lse %s)" % (po.dtype, pl.dtype)
+            except Exception as e:  # noqa: BLE001 -- any exception is the failure
+                why = "%s: %s" % (type(e).__name__, e)
+            check("plan_float16_q_dense_runs_equal_unplanned_kv_%s" % name, not why, why)
+            try:
+                cq, ck = [0, 1, 1, 6], [0, 9, 12, 19]  # a decode step, a sequence without queries, a prefill
+                masks = [None, None, g.random((5, 7)) < 0.8]
+                shapes = ((6, 4, E), (19, 2, E), (19, 2, Ev))
+                plan = attn.Plan(*(np.zeros(sh, dt) for sh, dt in zip(shapes, (np.float16, kv_dt, kv_dt))),
+                                 cu_seqlens_q=cq, cu_seqlens_k=ck, masks=masks, causal=causal, return_lse=True)
+                why = ""
+                for _ in range(3):
+                    ql, kl, vl = (g.standard_normal(sh).astype(dt)
+                                  for sh, dt in zip(shapes, (np.float16, kv_dt, kv_dt)))
+                    (po, pl), (uo, ul) = plan.run(ql, kl, vl), attn.sdpa_varlen(ql, kl, vl, cq, ck, masks=masks,
+                                                                                 causal=causal, return_lse=True)
+                    if (po.dtype, pl.dtype) != (np.float16, np.float32) or not (
+                            np.array_equal(po, uo) and np.array_equal(pl, ul)):
+                        why = "a run differs from the unplanned call (out %s, lse %s)" % (po.dtype, pl.dtype)
+            except Exception as e:  # noqa: BLE001 -- any exception is the failure
+                why = "%s: %s" % (type(e).__name__, e)
+            check("plan_float16_q_ragged_runs_equal_unplanned_kv_%s" % name, not why, why)
+
+
+float16_q_sdpa_and_plans()
+
+
+def float16_q_backward():
+    """A float16 q in attn.sdpa_backward, which attn_sdpa_backward takes
+    (the binding refused it). attn.h: q, out and dout are widened, the
+    float32 backward runs on them, and each gradient is rounded once into
+    its tensor's dtype (dmask float32). So it is checked bitwise against
+    the float32 backward on the widened tensors (keys and values widened
+    too, as the kernels read them), with float16 and float32 keys and
+    values, a float mask and its gradient, and a dout of another dtype than
+    q's refused naming dout."""
+    g = np.random.default_rng(1618)
+    for kv_dt in (np.float16, np.float32):
+        for causal in (False, "bottom-right"):
+            name = "%s_%s" % (np.dtype(kv_dt).name, causal)
+            q16 = g.standard_normal((2, 4, 6, 8)).astype(np.float16)
+            k, v = (g.standard_normal((2, 2, 9, x)).astype(kv_dt) for x in (8, 5))
+            mask = np.where(g.random((6, 9)) < 0.8, g.standard_normal((6, 9)), -np.inf)
+            mask[:, 0] = 0  # every row sees a key
+            try:
+                out, lse = attn.sdpa(q16, k, v, mask=mask, causal=causal, return_lse=True)
+                dout = g.standard_normal(out.shape).astype(np.float16)
+                got = attn.sdpa_backward(dout, q16, k, v, out, lse, mask=mask, causal=causal, want_dmask=True)
+                wide = attn.sdpa_backward(*(a.astype(np.float32) for a in (dout, q16, k, v, out)), lse, mask=mask,
+                                          causal=causal, want_dmask=True)
+                dts = [a.dtype for a in got]
+                why = "" if dts == [np.float16, kv_dt, kv_dt, np.float32] else "gradients of dtypes %s" % dts
+                if not why and not all(np.array_equal(a, w.astype(a.dtype)) for a, w in zip(got, wide)):
+                    why = "differs from the float32 backward on the widened tensors, rounded"
+            except Exception as e:  # noqa: BLE001 -- any exception is the failure
+                why = "%s: %s" % (type(e).__name__, e)
+            check("sdpa_backward_float16_q_bitwise_widened_kv_%s" % name, not why, why)
+    try:
+        attn.sdpa_backward(dout.astype(np.float32), q16, k, v, out, lse, mask=mask, causal=causal)
+        why = "no error"
+    except attn.DtypeError as e:
+        why = "" if str(e).startswith("dout is f32") else str(e)
+    check("sdpa_backward_float16_q_float32_dout_refused", not why, why)
+
+
+float16_q_backward()
+
 # An integer mask is refused, as PyTorch refuses it: converted to float it
 # would be a bias of 0 and 1 on the scores, not a mask. Every integer dtype,
 # through every call that takes a mask.
@@ -410,7 +521,20 @@ dtype_cases = [
     ("integer_q", "DtypeError", "q is int32", lambda: attn.sdpa(q.astype(np.int32), k32, v32)),
     ("integer_k", "DtypeError", "k is int64", lambda: attn.sdpa(q, k.astype(np.int64), v)),
     ("bool_v", "DtypeError", "v is bool", lambda: attn.sdpa(q, k, v > 0)),
-    ("float16_q", "DtypeError", "q is float16", lambda: attn.sdpa(q.astype(np.float16), k32, v32)),
+    # attn_sdpa takes a float16 q beside float32 or float16 k and v only; its
+    # weights are float32-or-float64 only, and q of any other dtype is refused
+    ("int8_q", "DtypeError", "q is int8; it must be float32, float64 or float16",
+     lambda: attn.sdpa(q.astype(np.int8), k32, v32)),
+    ("float64_k_beside_float16_q", "DtypeError", "k is float64; beside a float16 q it must be float32 or float16",
+     lambda: attn.sdpa(q.astype(np.float16), k, v32)),
+    ("float16_q_weights", "DtypeError", "the weights are not given for a 16-bit q",
+     lambda: attn.sdpa(q.astype(np.float16), k32, v32, return_weights=True)),
+    ("float16_q_float64_out", "DtypeError", "out is f64 but q is f16",
+     lambda: attn.sdpa(q.astype(np.float16), k32, v32, out=np.empty(q.shape[:-1] + v.shape[-1:]))),
+    ("plan_float16_q_float64_k", "DtypeError", "k is float64; beside a float16 q it must be float32 or float16",
+     lambda: attn.Plan(q.astype(np.float16), k, v32)),
+    ("plan_run_float16_q_float64_v", "DtypeError", "v is float64; beside a float16 q it must be float32 or float16",
+     lambda: attn.Plan(q.astype(np.float16), k32, v32).run(q.astype(np.float16), k32, v)),
     ("float16_k_beside_float64_q", "DtypeError", "k is float16; it must be float32 or float64, or float16 beside "
      "a float32 q", lambda: attn.sdpa(q, k.astype(np.float16), v)),
     ("integer_dout", "DtypeError", "dout is int32", lambda: attn.sdpa_backward(
@@ -487,6 +611,8 @@ varlen_cases = [
         vq, vk, vv, cq, ck, out=np.zeros((cq[-1], Hq, Ev), np.int64))),
     ("integer_q", "DtypeError", "q is int32; it must be float32, float64 or float16",
      lambda: attn.sdpa_varlen(vq.astype(np.int32), vk, vv, cq, ck)),
+    ("float16_q_float64_v", "DtypeError", "v is float64; beside a float16 q it must be float32 or float16",
+     lambda: attn.sdpa_varlen(vq.astype(np.float16), vk.astype(np.float32), vv.astype(np.float64), cq, ck)),
     # the library's ragged backward takes float32 or float64 q only
     ("backward_float16_q", "DtypeError", "q is float16; it must be float32 or float64",
      lambda: attn.sdpa_varlen_backward(out, vq.astype(np.float16), vk, vv, out, lse, cq, ck)),

@@ -158,11 +158,36 @@ def _float_array(a, name, like=None, kv=False, f32_only=False, f16=False):
         if a.dtype in taken or (kv and like == np.float32 and a.dtype == np.float16):
             return a
     if f32_only:
-        raise DtypeError("%s is %s; it must be float32%s" % (name, a.dtype, " or float16" if kv else ""), 6)
+        raise DtypeError("%s is %s; it must be float32%s" % (name, a.dtype, " or float16" if kv or f16 else ""), 6)
     if f16:
         raise DtypeError("%s is %s; it must be float32, float64 or float16" % (name, a.dtype), 6)
     raise DtypeError("%s is %s; it must be float32 or float64%s" % (name, a.dtype, ", or float16 beside a float32 q"
                                                                      if kv else ""), 6)
+
+
+def _query(q, name="q", f32_only=False):
+    """A query as the calls that widen a 16-bit q take it (attn.h: attn_sdpa,
+    attn_sdpa_varlen, the plans, attn_kv_pages_attend): float32 or float64
+    (float32 only with f32_only, a KV pool's), or float16, and the dtype the
+    call works in beside it. For a float16 q the library computes on its
+    float32 copy: keys and values may be float32 or float16, float masks and
+    lse are float32, and out is float16 (rounded once). NumPy has no
+    bfloat16, so that other 16-bit q cannot be passed from here."""
+    q = _float_array(q, name, f32_only=f32_only, f16=True)
+    return q, (np.dtype(np.float32) if q.dtype == np.float16 else q.dtype)
+
+
+def _keys_values(k, v, q, work):
+    """k and v as _float_array takes them beside q, work being the dtype the
+    call works in (_query's). Beside a float16 q, float64 is refused here,
+    naming the argument: the library refuses it too, but its plans named
+    q's float32 copy ("k is f64 but q is f32")."""
+    k, v = _float_array(k, "k", work, kv=True), _float_array(v, "v", work, kv=True)
+    if q.dtype == np.float16:
+        for a, name in ((k, "k"), (v, "v")):
+            if a.dtype == np.float64:
+                raise DtypeError("%s is float64; beside a float16 q it must be float32 or float16" % name, 6)
+    return k, v
 
 
 CAUSAL = {False: 0, None: 0, True: 1, "top-left": 1, "bottom-right": 2}
@@ -265,7 +290,13 @@ def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout
     semantics and libattn's kernels. q (..., Hq, L, E), k (..., Hk, S, E), v
     (..., Hk, S, Ev): float32 or float64 arrays of any strides (k and v may be
     float16 with float32 q; arrays of other dtypes are refused, lists made
-    arrays of q's dtype, or float64; a torch tensor keeps its dtype); GQA
+    arrays of q's dtype, or float64; a torch tensor keeps its dtype). q may
+    be float16, as attn_sdpa takes it, with k and v float32 or float16: the
+    call is the float32 call on q widened, out float16 (its float32 result
+    rounded once, to nearest even), lse float32, a float mask taken as
+    float32, and no weights (return_weights: the library's DtypeError).
+    bfloat16, which attn_sdpa takes too, has no NumPy dtype: pass it through
+    attn.torch. GQA
     when Hq is a multiple of Hk; batch dimensions broadcast. mask: bool
     (True takes part) or additive float, broadcastable to (..., Hq, L, S);
     an integer mask is a MaskError, as in PyTorch. causal: False, True or 'top-left' (key j <= query i),
@@ -274,14 +305,14 @@ def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout
     out= is given; with return_lse, (out, lse), the log-sum-exp of each row;
     with return_weights, the weights (..., Hq, L, S) last (an L×S array: for
     looking at, computed by the exact kernel)."""
-    q = _float_array(q, "q")
-    k, v = _float_array(k, "k", q.dtype, kv=True), _float_array(v, "v", q.dtype, kv=True)
-    m, mv = _mask(mask, q.dtype)
+    q, work = _query(q)
+    k, v = _keys_values(k, v, q, work)
+    m, mv = _mask(mask, work)
     o = _options(causal, scale, mv, dropout_p, seed)
     qv, kv, vv = view(q), view(k), view(v)
     shape = _out_shape(q, k, v) if q.ndim >= 2 and k.ndim >= 2 and v.ndim >= 2 else _shapes(qv, kv, vv, o)
     result = _output(out, shape, q.dtype, "out")
-    lse = np.empty(shape[:-1], q.dtype) if return_lse else None
+    lse = np.empty(shape[:-1], work) if return_lse else None
     weights = np.empty(shape[:-2] + (shape[-2], k.shape[-2]), q.dtype) if return_weights else None
     err = Error()
     rv, lv = view(result), view(lse) if lse is not None else None  # m, q, k, v stay alive through the call
@@ -307,17 +338,24 @@ def sdpa_backward(dout, q, k, v, out, lse, mask=None, causal=False, scale=None, 
     """The gradients of sdpa given dout = dLoss/dout and that call's out and lse
     (return_lse=True), with the same mask, causal, scale and dropout (the same
     seed). Returns (dq, dk, dv), each None when not in `want`, and dmask last
-    with want_dmask (a float mask's gradient)."""
+    with want_dmask (a float mask's gradient). A float16 q, as
+    attn_sdpa_backward takes it, comes with float16 dout and out and float32
+    lse: each gradient is then in its tensor's dtype (dmask float32), its
+    float32 value rounded once (bfloat16 has no NumPy dtype)."""
     want = _want(want)
-    q = _float_array(q, "q")
-    k, v = _float_array(k, "k", q.dtype, kv=True), _float_array(v, "v", q.dtype, kv=True)
-    dout, out, lse = (_float_array(a, n, q.dtype) for a, n in ((dout, "dout"), (out, "out"), (lse, "lse")))
-    m, mv = _mask(mask, q.dtype)
+    q, work = _query(q)
+    k, v = _keys_values(k, v, q, work)
+    half = q.dtype == np.float16
+    dout, out = (_float_array(a, n, q.dtype, f16=half) for a, n in ((dout, "dout"), (out, "out")))
+    lse = _float_array(lse, "lse", work)
+    m, mv = _mask(mask, work)
     if dropout_p and seed is None:
         raise OptionError("the backward of dropout needs the forward's seed", 9)
     o = _options(causal, scale, mv, dropout_p, seed)
-    grads = [np.empty(a.shape, q.dtype) if name in want else None for name, a in (("dq", q), ("dk", k), ("dv", v))]
-    dmask = np.empty(m.shape, q.dtype) if want_dmask and m is not None else None
+    # beside a float16 q each gradient is its tensor's dtype (attn.h), else q's
+    grads = [np.empty(a.shape, a.dtype if half else q.dtype) if name in want else None
+             for name, a in (("dq", q), ("dk", k), ("dv", v))]
+    dmask = np.empty(m.shape, work) if want_dmask and m is not None else None
     if want_dmask and dmask is None:
         raise MaskError("dmask needs a float mask", 7)
     views = [view(g) if g is not None else None for g in grads + [dmask]]
@@ -391,11 +429,10 @@ def sdpa_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, masks=None, causal=False, s
     mask and dropout seed + b. Returns out (Tq, Hq, Ev), with return_lse also
     lse (Tq, Hq). A float16 q (k and v float32 or float16, float masks taken
     as float32) is computed as its float32 widening and gives out in float16,
-    rounded once, and lse in float32, as the library takes it."""
-    q = _float_array(q, "q", f16=True)
-    # beside a 16-bit q, the library works in float32: keys, values, masks and lse
-    work = np.float32 if q.dtype == np.float16 else q.dtype
-    k, v = _float_array(k, "k", work, kv=True), _float_array(v, "v", work, kv=True)
+    rounded once, and lse in float32, as the library takes it (bfloat16, which
+    it takes too, has no NumPy dtype)."""
+    q, work = _query(q)
+    k, v = _keys_values(k, v, q, work)
     cq, ck = _offsets(cu_seqlens_q, "cu_seqlens_q"), _offsets(cu_seqlens_k, "cu_seqlens_k")
     if cq.size != ck.size:
         raise ArgumentError("cu_seqlens_q has %s but cu_seqlens_k has %d" % (_count(cq.size, "offset"), ck.size), 19)

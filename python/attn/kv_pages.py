@@ -36,7 +36,7 @@ import threading
 import numpy as np
 
 from ._core import (CAUSAL, ArgumentError, DtypeError, OptionError, RankError, ShapeError, _count, _float_array,
-                    _index, _options, _varlen_masks, raise_for, view)
+                    _index, _options, _query, _varlen_masks, raise_for, view)
 from ._lib import (BF16, F16, F32, F64, LIB, MHA_PARAMS, Error, KVCacheDesc, KVPagedView, KVPagesDesc, MhaOptions,
                    MhaParams, RopeOptions, default)
 from ._memory import kv_zeros
@@ -339,13 +339,15 @@ class KVPages:
         """Attention of new queries of several sequences in one call: q a
         list of float32 (L_i, Hq, key_dim) arrays, one per sequence (or one
         array for one sequence, an int), or a packed (total, Hq, key_dim)
-        array with cu_seqlens_q. Each sequence's queries are its last
-        positions: causal 'bottom-right' (the default) or False. Returns the
-        outputs (L_i, Hq, value_dim) in the same form as q (with
-        return_lse, (out, lse), lse (L_i, Hq)). masks: None, or one per
-        sequence (None: none), each a mask as sdpa takes it for (Hq, L_i,
-        length_i), applied with the causal mode; for one sequence (an int),
-        its mask alone too. dropout_p with seed (None: a fresh one), as
+        array with cu_seqlens_q. q may be float16 instead (every part), as
+        attn_kv_pages_attend takes it: computed on its float32 widening, out
+        float16 (rounded once), lse float32 (bfloat16 has no NumPy dtype).
+        Each sequence's queries are its last positions: causal
+        'bottom-right' (the default) or False. Returns the outputs (L_i, Hq,
+        value_dim) in the same form as q (with return_lse, (out, lse), lse
+        (L_i, Hq)). masks: None, or one per sequence (None: none), each a
+        mask as sdpa takes it for (Hq, L_i, length_i), applied with the
+        causal mode; for one sequence (an int), its mask alone too. dropout_p with seed (None: a fresh one), as
         attn.sdpa_varlen takes them: sequence i's dropout seed is seed + i,
         its mask's rows this call's queries (0 .. L_i-1, as attn.h counts
         them per call: a fresh mask each decode step needs a seed per step).
@@ -360,12 +362,17 @@ class KVPages:
         seqs = list(seqs)
         packed = cu_seqlens_q is not None
         if packed:
-            q, cu = _float_array(q, "q", np.float32, f32_only=True), list(cu_seqlens_q)
+            q, cu = _query(q, f32_only=True)[0], list(cu_seqlens_q)
         else:
             if len(q) != len(seqs):
                 raise ValueError("attend needs one q per sequence (or a packed q and cu_seqlens_q)")
-            parts = [_float_array(a, "q[%d]" % i, np.float32, f32_only=True) for i, a in enumerate(q)]
+            parts = [_query(a, "q[%d]" % i, f32_only=True)[0] for i, a in enumerate(q)]
             _check_parts(parts, "q")
+            # one packed q of one dtype: concatenate made a mix float32, and
+            # so the float16 parts' out float32
+            for i, a in enumerate(parts):
+                if a.dtype != parts[0].dtype:
+                    raise DtypeError("q[%d] is %s but q[0] is %s: one dtype for all" % (i, a.dtype, parts[0].dtype), 6)
             cu = [0]
             for a in parts:
                 cu.append(cu[-1] + a.shape[0])
@@ -375,11 +382,11 @@ class KVPages:
         o = _options(causal, scale, None, dropout_p, seed)
         Hq = q.shape[1] if q.ndim == 3 else 1
         out = np.empty((q.shape[0] if q.ndim else 0, Hq, self.value_dim), q.dtype)
-        lse = np.empty(out.shape[:2], q.dtype) if return_lse else None
+        lse = np.empty(out.shape[:2], np.float32) if return_lse else None  # float32 beside a float16 q too
         qv, ov = _view(q), _view(out)
         lv = _view(lse) if lse is not None else None
         ids, offsets, err = _i64s(seqs, "seqs"), _i64s(cu, "cu_seqlens_q"), Error()
-        arrays, mviews, mptrs = _varlen_masks(masks, len(seqs), q.dtype)  # (kept alive for the call)
+        arrays, mviews, mptrs = _varlen_masks(masks, len(seqs), np.float32)  # (kept alive for the call)
         raise_for(LIB.attn_kv_pages_attend(ov, lv, qv, offsets, ids, len(seqs), self._pool, mptrs, ctypes.byref(o),
                                            err), err)
         if packed:

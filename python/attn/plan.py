@@ -17,7 +17,7 @@ import threading
 
 import numpy as np
 
-from ._core import (ArgumentError, RankError, _count, _float_array, _mask, _offsets, _options, _out_shape,
+from ._core import (ArgumentError, RankError, _count, _keys_values, _mask, _offsets, _options, _out_shape, _query,
                     _varlen_masks, raise_for, view)
 from ._lib import LIB, Error
 
@@ -27,14 +27,18 @@ class Plan:
     planned, or with cu_seqlens_q and cu_seqlens_k, attn.sdpa_varlen(q, k, v,
     cu_seqlens_q, cu_seqlens_k, masks, causal, scale, return_lse, dropout_p,
     seed). q, k and v give the shapes, dtypes and strides every run must have
-    (their values are not used). The plan keeps its options, dropout's seed
-    among them (None: a fresh one, then in plan.seed): every run drops the
-    weights the unplanned call with that seed drops."""
+    (their values are not used). q may be float16, as the library's plans
+    take it (k and v float32 or float16): each run widens it into the
+    workspace and gives out in float16, rounded once, and lse in float32,
+    bitwise the unplanned call (bfloat16 has no NumPy dtype). The plan
+    keeps its options, dropout's seed among them (None: a fresh one, then in
+    plan.seed): every run drops the weights the unplanned call with that
+    seed drops."""
 
     def __init__(self, q, k, v, mask=None, causal=False, scale=None, return_lse=False, cu_seqlens_q=None,
                  cu_seqlens_k=None, masks=None, dropout_p=0.0, seed=None):
-        q = _float_array(q, "q")
-        k, v = _float_array(k, "k", q.dtype, kv=True), _float_array(v, "v", q.dtype, kv=True)
+        q, work = _query(q)
+        k, v = _keys_values(k, v, q, work)
         self.varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
         # Each kind of call takes its own masks: the other's was dropped
         # silently, and every run attended to keys the caller had masked.
@@ -51,20 +55,20 @@ class Plan:
                 raise ArgumentError("cu_seqlens_q has %s but cu_seqlens_k has %d"
                                     % (_count(self.cq.size, "offset"), self.ck.size), 19)
             batch = self.cq.size - 1
-            self.masks = _varlen_masks(masks, batch, q.dtype, copy=True)  # read at every run: kept
+            self.masks = _varlen_masks(masks, batch, work, copy=True)  # read at every run: kept
             self.options = _options(causal, scale, None, dropout_p, seed)
             shape = (q.shape[0], q.shape[1], v.shape[2])
         else:
             batch = 0
-            self.mask = _mask(mask, q.dtype, copy=True)  # (array, view): read at every run
+            self.mask = _mask(mask, work, copy=True)  # (array, view): read at every run
             self.options = _options(causal, scale, self.mask[1], dropout_p, seed)
             shape = _out_shape(q, k, v)
-        self.out_shape, self.dtype, self.return_lse = shape, q.dtype, return_lse
+        self.out_shape, self.dtype, self.lse_dtype, self.return_lse = shape, q.dtype, work, return_lse
         self.seed = self.options.dropout_seed if dropout_p else None  # a seed drawn here, to repeat a run
         raise_for(LIB.attn_sdpa_plan_bytes(ctypes.byref(size), batch, err), err)
         self.memory = np.zeros(size.value, np.uint8)
         out = np.empty(shape, q.dtype)
-        lse = np.empty(shape[:-1], q.dtype) if return_lse else None
+        lse = np.empty(shape[:-1], work) if return_lse else None
         self._views = [view(a) if a is not None else None for a in (out, lse, q, k, v)]
         ov, lv, qv, kv, vv = (ctypes.byref(t) if t is not None else None for t in self._views)
         plan = ctypes.c_void_p()
@@ -88,10 +92,10 @@ class Plan:
     def run(self, q, k, v):
         """out for these q, k, v (laid out as the plan's), and lse when the
         plan was made with return_lse: bitwise the unplanned call's."""
-        q = _float_array(q, "q")
-        k, v = _float_array(k, "k", q.dtype, kv=True), _float_array(v, "v", q.dtype, kv=True)
+        q, work = _query(q)
+        k, v = _keys_values(k, v, q, work)
         out = np.empty(self.out_shape, self.dtype)
-        lse = np.empty(self.out_shape[:-1], self.dtype) if self.return_lse else None
+        lse = np.empty(self.out_shape[:-1], self.lse_dtype) if self.return_lse else None
         views = [view(a) if a is not None else None for a in (out, lse, q, k, v)]
         err = Error()
         with self._lock:
