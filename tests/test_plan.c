@@ -280,6 +280,14 @@ static void refusals(void) {
     st = attn_sdpa_plan_init(&plan2, memory, bytes, &ws, &out16, NULL, &q16, &k, &v, NULL, &err);
     check(st == ATTN_ERR_NULL && strstr(err.message, "q has NULL data"), "plan_init_f16_q_null_data_refused",
           "status %d: %s", st, err.message);
+    /* An f64 k beside a 16-bit q: the message names the caller's q, not the
+     * f32 stand-in the plan is made on. */
+    attn_tensor k64 = make(ATTN_F64, k.rank, k.shape);
+    q16.data = q.data;
+    st = attn_sdpa_plan_init(&plan2, memory, bytes, &ws, &out16, NULL, &q16, &k64, &v, NULL, &err);
+    check(st == ATTN_ERR_DTYPE && strstr(err.message, "k is f64 but q is f16"), "plan_init_f16_q_f64_k_named",
+          "status %d: %s", st, err.message);
+    free(k64.data);
     check(attn_sdpa_plan_bytes(&bytes, -1, &err) == ATTN_ERR_ARGUMENT, "plan_bytes_negative_batch", "%s", err.message);
     check(attn_sdpa_plan_bytes(&bytes, INT64_MAX, &err) == ATTN_ERR_OVERFLOW, "plan_bytes_overflow", "%s", err.message);
     /* A ragged plan: the packed tensors must keep their rows. */

@@ -155,8 +155,8 @@ attn_status attn_sdpa_plan_init(attn_sdpa_plan **plan, void *memory, size_t byte
     attn_tensor q32, out32;
     void *tmp = NULL;
     if ((st = attn_check_descale_dtype(&pl->o, k ? k->dtype : ATTN_F32, v ? v->dtype : ATTN_F32, err))) return st;
-    if (q && attn_dtype_half(q->dtype)) {
-        if ((st = stand_ins(pl, &q32, &out32, &tmp, q, out, err))) return st;
+    if (q && attn_dtype_half(q->dtype)) { /* k and v checked against the caller's q, not its f32 stand-in */
+        if ((st = attn_check_half_kv(q, k, v, err)) || (st = stand_ins(pl, &q32, &out32, &tmp, q, out, err))) return st;
         q = &q32, out = &out32;
     }
     if ((st = attn_plan_call(&sl, out, lse, NULL, false, q, k, v, &pl->o, c.num_threads, err))) {
