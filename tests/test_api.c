@@ -154,7 +154,7 @@ static void test_sdpa_errors(void) {
     bad = q; /* no queries, but out has them */
     bad.shape[1] = 0;
     check_status(sdpa4(&out, &bad, &k, &v, NULL, &err), &err, ATTN_ERR_SHAPE,
-                 "out has shape (2, 3, 6); a dimension of 0 is taken only where the output has no element",
+                 "out has shape (2, 3, 6); an output has its 0s exactly where the result does",
                  "err_shape_zero_l_but_not_out");
 
     int64_t sqb[4] = {3, 2, 3, 4}, skb[4] = {2, 2, 5, 4}, svb[4] = {2, 2, 5, 6}, sob[4] = {3, 2, 3, 6};
