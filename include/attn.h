@@ -1036,8 +1036,9 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  * query), S = 0 (no key), or a batch dimension of 0 in q, k or v (the
  * others 0 or 1 there). attn_sdpa, attn_sdpa_reference, their workspace
  * size, attn_sdpa_backward and its workspace size take them, and so
- * everything built on them (attn_kv_cache_attend with no query, attn_mha
- * and attn_mha_backward with no sequence, query or key;
+ * everything built on them (attn_kv_cache_attend with no query or an
+ * empty cache, a paged sequence of no position attended, attn_mha and
+ * attn_mha_backward with no sequence, query or key; plans of them;
  * the ragged batch takes sequences of no query or no key, and a batch of
  * none, in its offsets). Such a call is checked as the same call with each
  * 0 read as 1 (dtypes, ranks, options, broadcasting, overlaps), so a call
@@ -2013,8 +2014,9 @@ ATTN_API attn_status attn_kv_cache_append(attn_kv_cache *cache, const attn_tenso
  * comes first (see attn_kv_cache_desc). A smaller workspace is
  * ATTN_ERR_WORKSPACE, nothing written.
  * Errors: those of attn_sdpa (out or lse overlapping the cache's filled
- * positions: ATTN_ERR_STRIDE, "out and k pages overlap"), and
- * ATTN_ERR_ARGUMENT for an empty cache. */
+ * positions: ATTN_ERR_STRIDE, "out and k pages overlap"). q with no
+ * query, or an empty cache (S = 0: out 0, lse -inf; it was ATTN_ERR_ARGUMENT
+ * before 0.4.0), is taken as attn_sdpa takes them ("Dimensions of 0"). */
 ATTN_API attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                                           const attn_kv_cache *cache, const attn_sdpa_options *options,
                                           attn_error *err);
@@ -2425,8 +2427,9 @@ ATTN_API attn_status attn_kv_pages_gather(attn_tensor *k, attn_tensor *v, const 
  * NULL or a mask as attn_sdpa takes it for (Hq, L_i, S_i) (bool or f32,
  * broadcasting), applied with the causal mode. options->mask and pieces
  * (total_queries, total_keys) are not taken (ATTN_ERR_OPTION). A sequence
- * of 0 queries is skipped; one with queries and no positions is
- * ATTN_ERR_ARGUMENT. A sequence may be named more than once (its queries
+ * of 0 queries is skipped; one with queries and no positions gets out 0
+ * and lse -inf (or its head's sink), as attn_sdpa gives S = 0 ("Dimensions
+ * of 0"; ATTN_ERR_ARGUMENT before 0.4.0). A sequence may be named more than once (its queries
  * attend the same keys).
  *
  * The kernels read the keys and values in place, in their pages (no copy

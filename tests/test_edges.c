@@ -447,8 +447,8 @@ static void test_size_0_backward(void) {
 }
 
 /* A KV cache attended by no query (L = 0), as a step with no new token:
- * nothing written, 0 bytes, the cache's own checks kept (a top-left causal
- * mask is still refused). */
+ * nothing written, the cache's own checks kept (a top-left causal mask is
+ * still refused); an empty cache (S = 0) attended: out 0, lse -inf. */
 static void test_size_0_cache(void) {
     attn_error err;
     attn_kv_cache_desc d = attn_kv_cache_desc_default();
@@ -463,6 +463,17 @@ static void test_size_0_cache(void) {
     int64_t ks[4] = {2, 2, 3, 8}, qs[4] = {2, 4, 0, 8}, ls[3] = {2, 4, 0};
     attn_tensor k;
     attn_tensor_init(&k, kv, ATTN_F32, 4, ks, NULL, NULL);
+    /* an empty cache (S = 0) attended by 2 queries: out 0, lse -inf */
+    static float q2[2 * 4 * 2 * 8], o2[2 * 4 * 2 * 8], l2[2 * 4 * 2];
+    int64_t q2s[4] = {2, 4, 2, 8}, l2s[3] = {2, 4, 2};
+    attn_tensor tq2, to2, tl2;
+    attn_tensor_init(&tq2, q2, ATTN_F32, 4, q2s, NULL, NULL), attn_tensor_init(&to2, o2, ATTN_F32, 4, q2s, NULL, NULL);
+    attn_tensor_init(&tl2, l2, ATTN_F32, 3, l2s, NULL, NULL);
+    memset(o2, 0x7f, sizeof o2);
+    attn_status st0 = st ? st : attn_kv_cache_attend(&to2, &tl2, &tq2, cache, NULL, &err);
+    int ok0 = !st0 && zero_bytes(o2, sizeof o2);
+    for (int i = 0; ok0 && i < 16; i++) ok0 = l2[i] == -INFINITY;
+    check(ok0, "size_0_cache_attend_empty_cache_out_0", "status %d: %s", (int)st0, st0 ? err.message : "");
     if (!st) st = attn_kv_cache_append(cache, &k, &k, &err);
     static unsigned char buf[3][256];
     memset(buf, 0xab, sizeof buf);

@@ -234,30 +234,46 @@ static attn_status sdpa_call(kernel_kind kind, size_t *bytes, attn_tensor *out, 
     return sdpa_run(kind, bytes, out, lse, weights, q, k, v, options, NULL, NULL, NULL, err);
 }
 
+/* The checks of a call with a dimension of 0 (e->any), o its options read:
+ * where its 0s stand, then the same call with each 0 read as 1, measured. */
+static attn_status empty_check(attn_empty *e, attn_sdpa_options *o, kernel_kind kind, attn_tensor *out,
+                               attn_tensor *lse, attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,
+                               const attn_tensor *v, const attn_sdpa_options *options, attn_error *err) {
+    memset(e, 0, sizeof *e);
+    if (!q || !k || !v || !out) return ATTN_OK; /* the usual checks say which */
+    attn_context c;
+    attn_status st = attn_options_read(o, &c, options, err);
+    if (st) return st;
+    attn_empty_arg a[7] = {{q, "q", ATTN_PART_Q, NULL, {0}},          {k, "k", ATTN_PART_KV, NULL, {0}},
+                           {v, "v", ATTN_PART_KV, NULL, {0}},         {o->mask, "mask", ATTN_PART_MASK, NULL, {0}},
+                           {out, "out", ATTN_PART_OUT, NULL, {0}},    {lse, "lse", ATTN_PART_LSE, NULL, {0}},
+                           {weights, "weights", ATTN_PART_WEIGHTS, NULL, {0}}};
+    if ((st = attn_empty_check(e, a, 7, err)) || !e->any) return st;
+    attn_sdpa_options ones = *o;
+    if (o->mask) ones.mask = &a[3].one;
+    size_t need = 0;
+    return sdpa_call(kind, &need, &a[4].one, lse ? &a[5].one : NULL, weights ? &a[6].one : NULL, &a[0].one,
+                     &a[1].one, &a[2].one, &ones, err);
+}
+
 static attn_status empty_call(bool *empty, kernel_kind kind, size_t *bytes, attn_tensor *out, attn_tensor *lse,
                               attn_tensor *weights, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                               const attn_sdpa_options *options, attn_error *err) {
-    *empty = false;
-    if (!q || !k || !v || !out) return ATTN_OK; /* the usual checks say which */
-    attn_sdpa_options o;
-    attn_context c;
-    attn_status st = attn_options_read(&o, &c, options, err);
-    if (st) return st;
-    attn_empty_arg a[7] = {{q, "q", ATTN_PART_Q, NULL, {0}},          {k, "k", ATTN_PART_KV, NULL, {0}},
-                           {v, "v", ATTN_PART_KV, NULL, {0}},         {o.mask, "mask", ATTN_PART_MASK, NULL, {0}},
-                           {out, "out", ATTN_PART_OUT, NULL, {0}},    {lse, "lse", ATTN_PART_LSE, NULL, {0}},
-                           {weights, "weights", ATTN_PART_WEIGHTS, NULL, {0}}};
     attn_empty e;
-    if ((st = attn_empty_check(&e, a, 7, err)) || !e.any) return st;
-    if (o.mask) o.mask = &a[3].one;
-    size_t need = 0;
-    st = sdpa_call(kind, &need, &a[4].one, lse ? &a[5].one : NULL, weights ? &a[6].one : NULL, &a[0].one, &a[1].one,
-                   &a[2].one, &o, err);
-    if (st) return st;
+    attn_sdpa_options o;
+    attn_status st = empty_check(&e, &o, kind, out, lse, weights, q, k, v, options, err);
+    *empty = !st && e.any;
+    if (!*empty) return st;
     if (bytes) *bytes = 0;
     else if (!e.no_output) attn_write_no_keys(out, lse, o.sinks); /* the weights have S = 0: no element */
-    *empty = true;
     return ATTN_OK;
+}
+
+attn_status attn_sdpa_empty(attn_empty *e, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                            const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *options,
+                            attn_error *err) {
+    attn_sdpa_options o;
+    return empty_check(e, &o, KERNEL_STREAM, out, lse, NULL, q, k, v, options, err);
 }
 
 attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
@@ -341,7 +357,6 @@ attn_status attn_sdpa_paged_batch(size_t *bytes, attn_tensor *out, attn_tensor *
         return attn_fail(err, ATTN_ERR_SHAPE, "k pages (%lld heads, length %lld, %s) and v pages (%lld, %lld, %s) differ",
                          (long long)k_pages->heads, (long long)k_pages->length, attn_dtype_name(k_pages->dtype),
                          (long long)v_pages->heads, (long long)v_pages->length, attn_dtype_name(v_pages->dtype));
-    if (k_pages->length < 1) return attn_fail(err, ATTN_ERR_SHAPE, "the sequence holds no position");
     if (batch < 1 || k_pages->heads % batch || rank < 2 || rank > 4 || (batch > 1 && rank < 4) ||
         (rank < 3 && k_pages->heads != 1))
         return attn_fail(err, ATTN_ERR_SHAPE, "%lld sequence%s of rank %d cannot share the pool's %lld head%s",
@@ -353,7 +368,7 @@ attn_status attn_sdpa_paged_batch(size_t *bytes, attn_tensor *out, attn_tensor *
     const attn_named outs[3] = {{out, "out"}, {lse, "lse"}, {weights, "weights"}};
     const attn_named ins[2] = {{&kpool, "k pages"}, {&vpool, "v pages"}};
     if (out && (st = attn_check_no_overlap(outs, 3, ins, 2, err))) return st;
-    bool empty = false; /* no queries, or a batch of 0: checked with the stand-ins, nothing read */
+    bool empty = false; /* no queries, no positions or a batch of 0: checked with the stand-ins, no page read */
     if ((st = empty_call(&empty, KERNEL_STREAM, bytes, out, lse, weights, q, &k, &v, options, err)) || empty) return st;
     if (q && attn_dtype_half(q->dtype))
         return sdpa_half(KERNEL_STREAM, bytes, out, lse, weights, q, &k, &v, options, k_pages, v_pages, err);

@@ -357,6 +357,12 @@ typedef struct attn_empty {
     bool no_keys;   /* S = 0: out's rows (if any) see no key */
 } attn_empty;
 attn_status attn_empty_check(attn_empty *e, attn_empty_arg *args, int n, attn_error *err);
+/* attn_sdpa's checks of a call with a dimension of 0 (e->any), nothing
+ * written: for a plan of one (sdpa_plan.c), whose runs write what
+ * attn_sdpa writes (attn_write_no_keys unless e->no_output). */
+attn_status attn_sdpa_empty(attn_empty *e, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                            const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *options,
+                            attn_error *err);
 /* Every element of t set to x (t checked writable by its call's plan). */
 void attn_fill(attn_tensor *t, double x);
 /* The lse of a row of head h that sees no key: the sink's logit, or -inf. */
