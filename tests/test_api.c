@@ -149,7 +149,7 @@ static void test_sdpa_errors(void) {
     free(outw.data);
     bad = q; /* no heads (L = 0 is taken: test_edges.c, size 0) */
     bad.shape[0] = 0;
-    check_status(sdpa4(&out, &bad, &k, &v, NULL, &err), &err, ATTN_ERR_SHAPE, "at least 1",
+    check_status(sdpa4(&out, &bad, &k, &v, NULL, &err), &err, ATTN_ERR_SHAPE, "never for the heads, E or Ev",
                  "err_shape_zero");
     bad = q; /* no queries, but out has them */
     bad.shape[1] = 0;

@@ -101,9 +101,10 @@ attn_status attn_empty_check(attn_empty *e, attn_empty_arg *args, int n, attn_er
     e->no_keys = zero[AX_S];
     e->no_output = zero[AX_L];
     for (int p = 4; p <= ATTN_MAX_RANK; p++) e->no_output |= zero[p];
-    if (!e->no_output && !e->no_keys) return ATTN_OK; /* a 0 where none is taken: the usual checks refuse it */
+    /* Without a 0 that is taken (a 0 at E, Ev or the heads alone), the 0s
+     * are refused here too, with the message that says where one may stand. */
     attn_status st = check_zeros(args, n, zero, err);
-    if (st) return st;
+    if (st || (!e->no_output && !e->no_keys)) return st;
     for (int i = 0; i < n; i++)
         if (args[i].t) args[i].one = zeros_as_ones(args[i].t);
     e->any = true;
