@@ -1038,7 +1038,8 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  * size, attn_sdpa_backward and its workspace size take them, and so
  * everything built on them (attn_kv_cache_attend with no query or an
  * empty cache, a paged sequence of no position attended, attn_mha and
- * attn_mha_backward with no sequence, query or key; plans of them;
+ * attn_mha_backward with no sequence, query or key, the layer's cached and
+ * paged steps with no new token; plans of them;
  * the ragged batch takes sequences of no query or no key, and a batch of
  * none, in its offsets). Such a call is checked as the same call with each
  * 0 read as 1 (dtypes, ranks, options, broadcasting, overlaps), so a call

@@ -490,6 +490,39 @@ static void test_size_0_cache(void) {
     free(mem);
 }
 
+/* The layer's step over a cache with no new token (x of L = 0), on an
+ * empty cache and after a step of 2: succeeds, out has no element, the
+ * cache's length stays. */
+static void test_size_0_mha_cached(void) {
+    attn_error err;
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.batch = 1, d.heads = 2, d.capacity = 8, d.key_dim = d.value_dim = 2;
+    size_t bytes = 0;
+    attn_status st = attn_kv_cache_bytes(&bytes, &d, &err);
+    void *mem = st ? NULL : calloc(1, bytes);
+    attn_kv_cache *c = NULL;
+    if (!st) st = mem ? attn_kv_cache_init(&c, mem, bytes, &d, &err) : ATTN_ERR_NO_MEMORY;
+    static float w[12 * 4], wo[16], x[2 * 4], out[2 * 4];
+    for (int i = 0; i < 48; i++) w[i] = (float)(i % 7) / 7.0f;
+    for (int i = 0; i < 16; i++) wo[i] = (float)(i % 5) / 5.0f;
+    int64_t ws[2] = {12, 4}, wos[2] = {4, 4};
+    attn_tensor tw, two, tx, to;
+    attn_tensor_init(&tw, w, ATTN_F32, 2, ws, NULL, NULL), attn_tensor_init(&two, wo, ATTN_F32, 2, wos, NULL, NULL);
+    attn_mha_params p = attn_mha_params_default();
+    p.embed_dim = 4, p.num_heads = 2, p.in_proj_weight = &tw, p.out_proj_weight = &two;
+    int64_t want[3] = {0, 2, 2}, got[3] = {-1, -1, -1};
+    for (int step = 0; step < 3 && !st; step++) { /* 0 new tokens, 2, then 0 again */
+        int64_t xs[3] = {step == 1 ? 2 : 0, 1, 4};
+        attn_tensor_init(&tx, x, ATTN_F32, 3, xs, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, xs, NULL, NULL);
+        st = attn_mha_cached(&to, &tx, c, &p, NULL, &err);
+        got[step] = attn_kv_cache_length(c);
+    }
+    check(!st && !memcmp(got, want, sizeof got), "size_0_mha_cached_step_of_no_token",
+          "status %d (%s), lengths %lld %lld %lld", (int)st, st ? err.message : "", (long long)got[0], (long long)got[1],
+          (long long)got[2]);
+    free(mem);
+}
+
 /* A tensor of a rank the header does not have: shapes are printed without
  * reading past shape[ATTN_MAX_RANK - 1]. */
 static void test_bad_rank_message(void) {
@@ -633,5 +666,6 @@ int main(void) {
     test_size_0_no_keys();
     test_size_0_backward();
     test_size_0_cache();
+    test_size_0_mha_cached();
     return n_failed ? 1 : 0;
 }
