@@ -1034,21 +1034,38 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  * shapes are aligned on the right. Batch dimensions broadcast (each equal or
  * 1, the output takes the larger). Every dimension must be >= 1, but:
  *
- * An output with no element (added in 0.4.0; attn_sdpa, attn_sdpa_reference
- * and attn_sdpa_workspace_size): L = 0, or a batch dimension of 0 in q, k or
- * v (the others 0 or 1 there), as PyTorch takes them, succeeds and reads
- * and writes nothing (*bytes = 0). out, lse and the weights have their 0s
- * exactly there; k, v, the mask and the weights' S may be 0 too when L is
- * (no query, no key), a mask may be 1 there. Everything else is checked as
- * for the same call with each 0 read as 1 (dtypes, ranks, options,
- * broadcasting), so a call that fails at size 1 fails at size 0, but for
- * the outputs' strides: with no element to write, any are taken (NumPy
- * gives an empty array stride 0 before its 0). A 0
- * anywhere else is ATTN_ERR_SHAPE: E or Ev; the heads; S with queries (PyTorch
- * gives zeros there, softmax over no key: give the mask a column of -inf,
- * which this library's rule for a row with no key makes 0, or skip the
- * call). attn_sdpa_backward, the caches and the layers still take only
- * dimensions >= 1.
+ * Dimensions of 0 (added in 0.4.0), as PyTorch takes them: L = 0 (no
+ * query), S = 0 (no key), or a batch dimension of 0 in q, k or v (the
+ * others 0 or 1 there). attn_sdpa, attn_sdpa_reference, their workspace
+ * size, attn_sdpa_backward and its workspace size take them, and so
+ * everything built on them (attn_kv_cache_attend with no query or an
+ * empty cache, a paged sequence of no position attended, attn_mha and
+ * attn_mha_backward with no sequence, query or key, the layer's cached and
+ * paged steps with no new token; plans of them;
+ * the ragged batch takes sequences of no query or no key, and a batch of
+ * none, in its offsets). Such a call is checked as the same call with each
+ * 0 read as 1 (dtypes, ranks, options, broadcasting, overlaps), so a call
+ * that fails at size 1 fails at size 0; then it runs no kernel, needs 0
+ * bytes of workspace, and writes only what PyTorch's result has elements
+ * for:
+ *   - L = 0 or a batch of 0: out, lse and the weights have no element, and
+ *     nothing is written;
+ *   - S = 0 with queries: out is 0 and lse that of a row no key takes part
+ *     in, -inf (or with sinks the head's sink), as PyTorch's softmax over no
+ *     key and its product with no row of v give; the weights (..., L, 0)
+ *     have no element;
+ *   - the backward: every gradient that has an element is 0 (the forward's
+ *     out is 0 or empty whatever the inputs hold), e.g. dk and dv for L = 0,
+ *     dq for S = 0, a broadcast k's for a batch of 0, a mask's broadcast
+ *     over L for L = 0; those without an element are untouched.
+ * The outputs (out, lse, weights; the backward's out, dout and lse too)
+ * have their 0s exactly where the result has them; a mask and the weights
+ * may have S = 0 where k does, a mask 0 or 1 where q, k or v has a 0, and
+ * each gradient has its tensor's shape, 0s included. A tensor with no
+ * element is neither read nor written: any strides, NULL data too. A 0
+ * anywhere else is ATTN_ERR_SHAPE, and the message says where a 0 may
+ * stand: E or Ev, the heads, k with S = 0 and v with keys, an output with
+ * an element where the result has none (or none where it has some).
  *
  * Heads: Hq must be a multiple of Hk (GQA/MQA); query head h uses key/value
  * head h / (Hq / Hk), like torch's repeat_interleave. k and v must have the
@@ -1707,7 +1724,9 @@ ATTN_VERSIONED_DEFAULT_(attn_mha_options)
  * "attn: mha_projections gemm_q=bf16:avx512_bf16/12x32 ... gemm_out=..."
  * (sums, kernel set, register tile; f32:avx512/12x32 for f32 sums). Where PyTorch gives NaN
  * (a query whose every key is masked) the output row is out_proj's bias (the
- * attention is 0), as attn_sdpa gives. Memory, from the context's workspace
+ * attention is 0), as attn_sdpa gives. N = 0 or L = 0 (see "Dimensions of
+ * 0") gives an out with no element, S = 0 (without bias_k or a zero key)
+ * rows of out_proj's bias, as the module gives. Memory, from the context's workspace
  * when one is given (attn_mha_workspace_size), else from malloc in one block
  * of that size (which the allocator can keep for the next call): the
  * projected q, k, v and the heads' output, the products' packing blocks,
@@ -1998,8 +2017,9 @@ ATTN_API attn_status attn_kv_cache_append(attn_kv_cache *cache, const attn_tenso
  * comes first (see attn_kv_cache_desc). A smaller workspace is
  * ATTN_ERR_WORKSPACE, nothing written.
  * Errors: those of attn_sdpa (out or lse overlapping the cache's filled
- * positions: ATTN_ERR_STRIDE, "out and k pages overlap"), and
- * ATTN_ERR_ARGUMENT for an empty cache. */
+ * positions: ATTN_ERR_STRIDE, "out and k pages overlap"). q with no
+ * query, or an empty cache (S = 0: out 0, lse -inf; it was ATTN_ERR_ARGUMENT
+ * before 0.4.0), is taken as attn_sdpa takes them ("Dimensions of 0"). */
 ATTN_API attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                                           const attn_kv_cache *cache, const attn_sdpa_options *options,
                                           attn_error *err);
@@ -2410,8 +2430,9 @@ ATTN_API attn_status attn_kv_pages_gather(attn_tensor *k, attn_tensor *v, const 
  * NULL or a mask as attn_sdpa takes it for (Hq, L_i, S_i) (bool or f32,
  * broadcasting), applied with the causal mode. options->mask and pieces
  * (total_queries, total_keys) are not taken (ATTN_ERR_OPTION). A sequence
- * of 0 queries is skipped; one with queries and no positions is
- * ATTN_ERR_ARGUMENT. A sequence may be named more than once (its queries
+ * of 0 queries is skipped; one with queries and no positions gets out 0
+ * and lse -inf (or its head's sink), as attn_sdpa gives S = 0 ("Dimensions
+ * of 0"; ATTN_ERR_ARGUMENT before 0.4.0). A sequence may be named more than once (its queries
  * attend the same keys).
  *
  * The kernels read the keys and values in place, in their pages (no copy

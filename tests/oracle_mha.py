@@ -136,7 +136,7 @@ class Oracle(Reporter):
             L = query.shape[1 if batch_first else 0] if query.ndim == 3 else query.shape[0]
             S2 = key.shape[1 if batch_first else 0] if key.ndim == 3 else key.shape[0]
             S2 += ("bias_k" in state) + bool(zero_attn)
-            shape = ((N,) if N else ()) + (() if average else (heads,)) + (L, S2)
+            shape = ((N,) if N is not None else ()) + (() if average else (heads,)) + (L, S2)
             w = np.zeros(shape, query.dtype)
         err = Error()
         st = self.lib.attn_mha(ctypes.byref(view(out)), ctypes.byref(view(w)) if w is not None else None,
@@ -963,6 +963,16 @@ def main():
     module_case(o, rng, "unbatched_masks_bias_kv", unbatched=True, bias_kv=True, kpm=kpm[0],
                 attn_mask=rng.standard_normal((4, L, S)))
     module_case(o, rng, "f32", dtype=np.float32, kpm=kpm)
+    # Dimensions of 0, as the module takes them: an empty out (no sequence,
+    # no query), or with no key out_proj's bias (the heads' output is 0);
+    # every gradient 0.
+    for tag, kw in (("batch_0", dict(N=0)), ("batch_0_batch_first", dict(N=0, batch_first=True)),
+                    ("no_queries", dict(L=0)), ("no_keys", dict(S=0)), ("no_queries_no_keys", dict(L=0, S=0)),
+                    ("unbatched_no_queries", dict(L=0, unbatched=True)), ("no_keys_f32", dict(S=0, dtype=np.float32)),
+                    ("no_keys_bias_kv", dict(S=0, bias_kv=True))):
+        module_case(o, rng, "size_0_" + tag, **kw)
+        if "dtype" not in kw:
+            backward_case(o, rng, "size_0_backward_" + tag, **kw)
     for H, Hkv, causal in ((4, 2, 2), (8, 8, 0), (4, 1, 2)):
         f32_case(o, rng, "f32_layer_E256_gqa_%d_over_%d_causal%d" % (H, Hkv, causal), H, Hkv, causal)
     f32_case(o, rng, "f32_layer_E96_one_row", 3, 1, 0, E=96, L=1, S=1, N=3)

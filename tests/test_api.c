@@ -152,12 +152,12 @@ static void test_sdpa_errors(void) {
     free(outw.data);
     bad = q; /* no heads (L = 0 is taken: test_edges.c, size 0) */
     bad.shape[0] = 0;
-    check_status(sdpa4(&out, &bad, &k, &v, NULL, &err), &err, ATTN_ERR_SHAPE, "at least 1",
+    check_status(sdpa4(&out, &bad, &k, &v, NULL, &err), &err, ATTN_ERR_SHAPE, "never for the heads, E or Ev",
                  "err_shape_zero");
     bad = q; /* no queries, but out has them */
     bad.shape[1] = 0;
     check_status(sdpa4(&out, &bad, &k, &v, NULL, &err), &err, ATTN_ERR_SHAPE,
-                 "out has shape (2, 3, 6); a dimension of 0 is taken only where the output has no element",
+                 "out has shape (2, 3, 6); an output has its 0s exactly where the result does",
                  "err_shape_zero_l_but_not_out");
 
     int64_t sqb[4] = {3, 2, 3, 4}, skb[4] = {2, 2, 5, 4}, svb[4] = {2, 2, 5, 6}, sob[4] = {3, 2, 3, 6};
@@ -1761,8 +1761,10 @@ static void test_kv_cache(void) {
     int64_t sq[2] = {2, 4}, sk[2] = {3, 4}, sv[2] = {3, 3}, so[2] = {2, 3}, sbad[2] = {3, 5};
     attn_tensor q = make(ATTN_F32, 2, sq), k = make(ATTN_F32, 2, sk), v = make(ATTN_F32, 2, sv), out = make(ATTN_F32, 2, so);
     attn_tensor k64 = make(ATTN_F64, 2, sk), kbad = make(ATTN_F32, 2, sbad);
-    check_status(attn_kv_cache_attend(&out, NULL, &q, c, NULL, &err), &err, ATTN_ERR_ARGUMENT, "empty",
-                 "kv_cache_attend_empty");
+    /* an empty cache: S = 0, out 0 as attn_sdpa gives it (PyTorch's softmax over no key) */
+    check_status(attn_kv_cache_attend(&out, NULL, &q, c, NULL, &err), &err, ATTN_OK, "", "kv_cache_attend_empty");
+    check(((float *)out.data)[0] == 0.0f && ((float *)out.data)[5] == 0.0f, "kv_cache_attend_empty_out_0",
+          "out[0] %g, out[5] %g", ((float *)out.data)[0], ((float *)out.data)[5]);
     check_status(attn_kv_cache_append(c, &k64, &v, &err), &err, ATTN_ERR_DTYPE, "f32, f16 or bf16",
                  "kv_cache_append_wrong_dtype");
     check_status(attn_kv_cache_append(c, &kbad, &v, &err), &err, ATTN_ERR_SHAPE, "k has shape (3, 5)",

@@ -258,13 +258,13 @@ static int untouched(const unsigned char *buf, size_t n) {
     return 1;
 }
 
-/* Size 0 (attn.h, "An output with no element"): L = 0 and a batch
- * dimension of 0 succeed and write nothing, through attn_sdpa, the
- * reference and the workspace's measure, in f32, f64 and bf16 q, with masks
- * that broadcast over L and an S of 0 beside L = 0; every other check still
- * holds, and a 0 anywhere else (E, Ev, S with queries, the heads, an
- * output with a 0 q has not) is ATTN_ERR_SHAPE. Under ASan, no
- * allocation of 0 and no read or write. */
+/* Size 0 (attn.h, "Dimensions of 0"): L = 0 and a batch dimension of 0
+ * succeed and write nothing, through attn_sdpa, the reference and the
+ * workspace's measure, in f32, f64 and bf16 q, with masks that broadcast
+ * over L and an S of 0 beside L = 0; every other check still holds, and a
+ * 0 anywhere else (E, Ev, the heads, an output with a 0 q has not, k with
+ * 0 keys and v with some) is ATTN_ERR_SHAPE. Under ASan, no allocation of
+ * 0 and no read or write. */
 static void test_size_0(void) {
     static unsigned char buf[7][4096];
     memset(buf, 0xab, sizeof buf);
@@ -329,7 +329,7 @@ static void test_size_0(void) {
     } bad[] = {
         {"size_0_e_refused", {2, 3, 4, 0}, {2, 3, 5, 0}, {2, 3, 5, 8}, {2, 3, 4, 8}, ATTN_ERR_SHAPE, "q has shape"},
         {"size_0_ev_refused", {2, 3, 4, 8}, {2, 3, 5, 8}, {2, 3, 5, 0}, {2, 3, 4, 0}, ATTN_ERR_SHAPE, "has shape"},
-        {"size_0_s_with_queries_refused", {2, 3, 4, 8}, {2, 3, 0, 8}, {2, 3, 0, 8}, {2, 3, 4, 8}, ATTN_ERR_SHAPE, "k has shape"},
+        {"size_0_s_with_queries_and_l_in_k_refused", {2, 3, 4, 8}, {2, 3, 0, 8}, {2, 3, 5, 8}, {2, 3, 4, 8}, ATTN_ERR_SHAPE, "v has shape"},
         {"size_0_heads_refused", {2, 0, 0, 8}, {2, 0, 5, 8}, {2, 0, 5, 8}, {2, 0, 0, 8}, ATTN_ERR_SHAPE, "q has shape"},
         {"size_0_out_l_not_q_refused", {2, 3, 4, 8}, {2, 3, 5, 8}, {2, 3, 5, 8}, {2, 3, 0, 8}, ATTN_ERR_SHAPE, "out has shape"},
         {"size_0_q_l_not_out_refused", {2, 3, 0, 8}, {2, 3, 5, 8}, {2, 3, 5, 8}, {2, 3, 4, 8}, ATTN_ERR_SHAPE, "out has shape"},
@@ -353,6 +353,196 @@ static void test_size_0(void) {
     st = attn_sdpa(&out, NULL, NULL, &q, &k, &k, &o, &err);
     check(st == ATTN_ERR_OPTION, "size_0_other_checks_hold_dropout", "status %d: %s", (int)st, st ? err.message : "");
     check(untouched(buf[0], sizeof buf), "size_0_refusals_write_nothing", "a sentinel byte changed");
+}
+
+static int zero_bytes(const void *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (((const unsigned char *)p)[i]) return 0;
+    return 1;
+}
+
+/* S = 0 with queries (PyTorch: softmax over no key, then a product with no
+ * row of v, gives 0): out 0 and lse -inf, or with sinks each head's sink
+ * (attn_sdpa's rule for a row no key takes part in), in f32, f64 and bf16
+ * q, through attn_sdpa and the reference; the weights (L, 0) untouched and
+ * 0 bytes of workspace. */
+static void test_size_0_no_keys(void) {
+    attn_error err;
+    int64_t qs[4] = {2, 3, 4, 8}, ks[4] = {2, 3, 0, 8}, ls[3] = {2, 3, 4}, ws[4] = {2, 3, 4, 0}, hs[1] = {3};
+    static unsigned char kbuf[64], wbuf[64];
+    double sinks[3] = {0.5, -1.0, 2.0};
+    for (int f = 0; f < 3; f++) {
+        attn_dtype dt = f == 0 ? ATTN_F32 : f == 1 ? ATTN_F64 : ATTN_BF16, kdt = f == 1 ? ATTN_F64 : ATTN_F32;
+        attn_dtype ldt = f == 1 ? ATTN_F64 : ATTN_F32;
+        for (int with_sinks = 0; with_sinks < 2; with_sinks++) {
+            double qd[192], od[192], ld[24];
+            memset(kbuf, 0xab, sizeof kbuf), memset(wbuf, 0xab, sizeof wbuf);
+            memset(od, 0x7f, sizeof od), memset(ld, 0x7f, sizeof ld), memset(qd, 0, sizeof qd);
+            attn_tensor q = over((unsigned char *)qd, dt, 4, qs), k = over(kbuf, kdt, 4, ks),
+                        out = over((unsigned char *)od, dt, 4, qs), lse = over((unsigned char *)ld, ldt, 3, ls),
+                        w = over(wbuf, kdt, 4, ws), tsinks;
+            attn_tensor_init(&tsinks, sinks, ATTN_F64, 1, hs, NULL, NULL);
+            attn_sdpa_options o = attn_sdpa_options_default();
+            if (with_sinks) o.sinks = &tsinks;
+            size_t bytes = 123;
+            attn_status st = attn_sdpa_workspace_size(&bytes, &out, &lse, NULL, &q, &k, &k, &o, &err);
+            if (!st) st = attn_sdpa(&out, &lse, f == 2 ? NULL : &w, &q, &k, &k, &o, &err);
+            size_t out_bytes = 192 * attn_dtype_size(dt); /* 0.0 is all zero bits in every float dtype */
+            int ok = !st && bytes == 0 && untouched(kbuf, sizeof kbuf) && untouched(wbuf, sizeof wbuf) &&
+                     zero_bytes(od, out_bytes);
+            for (int64_t i = 0; ok && i < 24; i++) {
+                double want = with_sinks ? sinks[i / 4 % 3] : -INFINITY;
+                double got = ldt == ATTN_F64 ? ld[i] : ((float *)ld)[i];
+                ok = got == want; /* the sinks are exact in f32 */
+            }
+            memset(od, 0x7f, sizeof od);
+            if (ok) st = attn_sdpa_reference(&out, NULL, NULL, &q, &k, &k, &o, &err);
+            ok = ok && !st && zero_bytes(od, out_bytes);
+            char name[80];
+            snprintf(name, sizeof name, "size_0_no_keys_out_0_lse_%s_%s", with_sinks ? "sink" : "minus_inf",
+                     f == 0 ? "f32" : f == 1 ? "f64" : "bf16_q");
+            check(ok, name, "status %d (%s)", (int)st, st ? err.message : "");
+        }
+    }
+}
+
+/* attn_sdpa_backward with a dimension of 0 gives what PyTorch's autograd
+ * gives: every gradient that has an element is 0 (the forward's out is 0
+ * or has none), those without one are untouched: L = 0 (dk, dv and a mask
+ * broadcast over L get 0), S = 0 (dq 0), a batch of 0 (with k and v
+ * broadcast from a batch of 1: their gradients 0), in f32, f64 and bf16 q;
+ * 0 bytes of workspace; a 0 where none is taken refused. */
+static void test_size_0_backward(void) {
+    attn_error err;
+    struct {
+        const char *name;
+        int64_t q[4], k[4], m[4];
+    } cases[] = {
+        {"no_queries", {2, 3, 0, 8}, {2, 3, 5, 8}, {1, 1, 1, 5}},
+        {"no_keys", {2, 3, 4, 8}, {2, 3, 0, 8}, {1, 1, 4, 0}},
+        {"batch_0_kv_broadcast", {0, 3, 4, 8}, {1, 3, 5, 8}, {1, 1, 4, 5}},
+    };
+    static unsigned char in[6][4096], sent[4][4096];
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        for (int f = 0; f < 3; f++) {
+            attn_dtype dt = f == 0 ? ATTN_F32 : f == 1 ? ATTN_F64 : ATTN_BF16, kdt = f == 1 ? ATTN_F64 : ATTN_F32;
+            attn_dtype ldt = f == 1 ? ATTN_F64 : ATTN_F32;
+            memset(in, 0, sizeof in), memset(sent, 0xab, sizeof sent);
+            int64_t os[4], ls[3];
+            memcpy(os, cases[c].q, sizeof os), memcpy(ls, cases[c].q, sizeof ls);
+            attn_tensor q = over(in[0], dt, 4, cases[c].q), k = over(in[1], kdt, 4, cases[c].k),
+                        v = over(in[2], kdt, 4, cases[c].k), out = over(in[3], dt, 4, os), dout = over(in[4], dt, 4, os),
+                        lse = over(in[5], ldt, 3, ls), mask = over(in[5] + 2048, ldt, 4, cases[c].m),
+                        dq = over(sent[0], dt, 4, cases[c].q), dk = over(sent[1], kdt, 4, cases[c].k),
+                        dv = over(sent[2], kdt, 4, cases[c].k), dm = over(sent[3], ldt, 4, cases[c].m);
+            attn_sdpa_options o = attn_sdpa_options_default();
+            o.mask = &mask;
+            size_t bytes = 123;
+            attn_status st = attn_sdpa_backward_workspace_size(&bytes, &dq, &dk, &dv, f == 2 ? NULL : &dm, &dout, &q,
+                                                               &k, &v, &out, &lse, &o, &err);
+            if (!st) st = attn_sdpa_backward(&dq, &dk, &dv, f == 2 ? NULL : &dm, &dout, &q, &k, &v, &out, &lse, &o, &err);
+            int ok = !st && bytes == 0;
+            attn_tensor *g[4] = {&dq, &dk, &dv, &dm};
+            for (int i = 0; ok && i < 4; i++) {
+                size_t sz = i == 3 && f == 2 ? 0 /* not asked for */
+                                             : (size_t)attn_tensor_numel(g[i]) * attn_dtype_size(g[i]->dtype);
+                for (size_t b = 0; ok && b < sizeof sent[i]; b++) ok = sent[i][b] == (b < sz ? 0 : 0xab);
+            }
+            char name[80];
+            snprintf(name, sizeof name, "size_0_backward_%s_%s", cases[c].name,
+                     f == 0 ? "f32" : f == 1 ? "f64" : "bf16_q");
+            check(ok, name, "status %d (%s), bytes %zu", (int)st, st ? err.message : "", bytes);
+        }
+    /* dq with 1 where q has 0; a head count of 0: refused, nothing written */
+    memset(sent, 0xab, sizeof sent);
+    int64_t q0[4] = {2, 3, 0, 8}, q1[4] = {2, 3, 1, 8}, kv[4] = {2, 3, 5, 8}, h0[4] = {2, 0, 5, 8};
+    attn_tensor q = over(in[0], ATTN_F32, 4, q0), k = over(in[1], ATTN_F32, 4, kv), out = over(in[3], ATTN_F32, 4, q0),
+                lse = over(in[5], ATTN_F32, 3, q0), dq = over(sent[0], ATTN_F32, 4, q1), dk = over(sent[1], ATTN_F32, 4, kv);
+    attn_status st = attn_sdpa_backward(&dq, &dk, NULL, NULL, &out, &q, &k, &k, &out, &lse, NULL, &err);
+    check(st == ATTN_ERR_SHAPE && strstr(err.message, "dq has shape (2, 3, 1, 8) but it must be (2, 3, 0, 8)"),
+          "size_0_backward_gradient_not_its_tensors_shape", "status %d: %s", (int)st, st ? err.message : "");
+    attn_tensor kh = over(in[1], ATTN_F32, 4, h0), dkh = over(sent[1], ATTN_F32, 4, h0);
+    st = attn_sdpa_backward(NULL, &dkh, NULL, NULL, &out, &q, &kh, &kh, &out, &lse, NULL, &err);
+    check(st == ATTN_ERR_SHAPE && strstr(err.message, "never for the heads"), "size_0_backward_heads_refused",
+          "status %d: %s", (int)st, st ? err.message : "");
+    check(untouched(sent[0], sizeof sent), "size_0_backward_refusals_write_nothing", "a sentinel byte changed");
+}
+
+/* A KV cache attended by no query (L = 0), as a step with no new token:
+ * nothing written, the cache's own checks kept (a top-left causal mask is
+ * still refused); an empty cache (S = 0) attended: out 0, lse -inf. */
+static void test_size_0_cache(void) {
+    attn_error err;
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.batch = 2, d.heads = 2, d.capacity = 16, d.key_dim = d.value_dim = 8;
+    size_t bytes = 0;
+    attn_kv_cache *cache = NULL;
+    void *mem = NULL;
+    attn_status st = attn_kv_cache_bytes(&bytes, &d, &err);
+    if (!st && !(mem = calloc(1, bytes))) st = ATTN_ERR_NO_MEMORY;
+    if (!st) st = attn_kv_cache_init(&cache, mem, bytes, &d, &err);
+    static float kv[2 * 2 * 3 * 8];
+    int64_t ks[4] = {2, 2, 3, 8}, qs[4] = {2, 4, 0, 8}, ls[3] = {2, 4, 0};
+    attn_tensor k;
+    attn_tensor_init(&k, kv, ATTN_F32, 4, ks, NULL, NULL);
+    /* an empty cache (S = 0) attended by 2 queries: out 0, lse -inf */
+    static float q2[2 * 4 * 2 * 8], o2[2 * 4 * 2 * 8], l2[2 * 4 * 2];
+    int64_t q2s[4] = {2, 4, 2, 8}, l2s[3] = {2, 4, 2};
+    attn_tensor tq2, to2, tl2;
+    attn_tensor_init(&tq2, q2, ATTN_F32, 4, q2s, NULL, NULL), attn_tensor_init(&to2, o2, ATTN_F32, 4, q2s, NULL, NULL);
+    attn_tensor_init(&tl2, l2, ATTN_F32, 3, l2s, NULL, NULL);
+    memset(o2, 0x7f, sizeof o2);
+    attn_status st0 = st ? st : attn_kv_cache_attend(&to2, &tl2, &tq2, cache, NULL, &err);
+    int ok0 = !st0 && zero_bytes(o2, sizeof o2);
+    for (int i = 0; ok0 && i < 16; i++) ok0 = l2[i] == -INFINITY;
+    check(ok0, "size_0_cache_attend_empty_cache_out_0", "status %d: %s", (int)st0, st0 ? err.message : "");
+    if (!st) st = attn_kv_cache_append(cache, &k, &k, &err);
+    static unsigned char buf[3][256];
+    memset(buf, 0xab, sizeof buf);
+    attn_tensor q = over(buf[0], ATTN_F32, 4, qs), out = over(buf[1], ATTN_F32, 4, qs),
+                lse = over(buf[2], ATTN_F32, 3, ls);
+    if (!st) st = attn_kv_cache_attend(&out, &lse, &q, cache, NULL, &err);
+    check(!st && untouched(buf[0], sizeof buf), "size_0_cache_attend_no_queries", "status %d: %s", (int)st,
+          st ? err.message : "");
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_TOP_LEFT;
+    attn_status bad = cache ? attn_kv_cache_attend(&out, NULL, &q, cache, &o, &err) : ATTN_ERR_NULL;
+    check(bad == ATTN_ERR_OPTION, "size_0_cache_attend_keeps_its_checks", "status %d: %s", (int)bad,
+          bad ? err.message : "");
+    free(mem);
+}
+
+/* The layer's step over a cache with no new token (x of L = 0), on an
+ * empty cache and after a step of 2: succeeds, out has no element, the
+ * cache's length stays. */
+static void test_size_0_mha_cached(void) {
+    attn_error err;
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.batch = 1, d.heads = 2, d.capacity = 8, d.key_dim = d.value_dim = 2;
+    size_t bytes = 0;
+    attn_status st = attn_kv_cache_bytes(&bytes, &d, &err);
+    void *mem = st ? NULL : calloc(1, bytes);
+    attn_kv_cache *c = NULL;
+    if (!st) st = mem ? attn_kv_cache_init(&c, mem, bytes, &d, &err) : ATTN_ERR_NO_MEMORY;
+    static float w[12 * 4], wo[16], x[2 * 4], out[2 * 4];
+    for (int i = 0; i < 48; i++) w[i] = (float)(i % 7) / 7.0f;
+    for (int i = 0; i < 16; i++) wo[i] = (float)(i % 5) / 5.0f;
+    int64_t ws[2] = {12, 4}, wos[2] = {4, 4};
+    attn_tensor tw, two, tx, to;
+    attn_tensor_init(&tw, w, ATTN_F32, 2, ws, NULL, NULL), attn_tensor_init(&two, wo, ATTN_F32, 2, wos, NULL, NULL);
+    attn_mha_params p = attn_mha_params_default();
+    p.embed_dim = 4, p.num_heads = 2, p.in_proj_weight = &tw, p.out_proj_weight = &two;
+    int64_t want[3] = {0, 2, 2}, got[3] = {-1, -1, -1};
+    for (int step = 0; step < 3 && !st; step++) { /* 0 new tokens, 2, then 0 again */
+        int64_t xs[3] = {step == 1 ? 2 : 0, 1, 4};
+        attn_tensor_init(&tx, x, ATTN_F32, 3, xs, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, xs, NULL, NULL);
+        st = attn_mha_cached(&to, &tx, c, &p, NULL, &err);
+        got[step] = attn_kv_cache_length(c);
+    }
+    check(!st && !memcmp(got, want, sizeof got), "size_0_mha_cached_step_of_no_token",
+          "status %d (%s), lengths %lld %lld %lld", (int)st, st ? err.message : "", (long long)got[0], (long long)got[1],
+          (long long)got[2]);
+    free(mem);
 }
 
 /* A tensor of a rank the header does not have: shapes are printed without
@@ -495,5 +685,9 @@ int main(void) {
     test_f64_values_near_dbl_max();
     test_softcap_far_above_scores();
     test_size_0();
+    test_size_0_no_keys();
+    test_size_0_backward();
+    test_size_0_cache();
+    test_size_0_mha_cached();
     return n_failed ? 1 : 0;
 }

@@ -29,6 +29,7 @@
  * main sets it, for the whole process (read once). Their integer dot
  * product kernel is tested within its bound in test_quant_kv.
  * Built plain, under ASan+UBSan and under ThreadSanitizer. */
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -2111,10 +2112,21 @@ static void test_errors(attn_dtype dt, int64_t P, const char *tag) {
     st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[2], 2, m->pool, masks_on_out, NULL, &err);
     check(st == ATTN_ERR_STRIDE && !memcmp(out, out_before, sizeof out), "attend_refused_mask_on_out", "status %d: %s",
           st, err.message);
-    /* a sequence with no positions but queries */
+    /* a sequence with no positions but queries: its rows 0 and lse -inf, as
+     * attn_sdpa gives S = 0 (PyTorch's softmax over no key) */
     attn_kv_pages_truncate(m->pool, b, 0, NULL);
-    st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[2], 2, m->pool, NULL, NULL, &err);
-    check(st == ATTN_ERR_ARGUMENT && !memcmp(out, out_before, sizeof out), "attend_refused_empty_sequence", "status %d", st);
+    float lse[2][4];
+    int64_t ls[2] = {2, 4};
+    attn_tensor tl;
+    attn_tensor_init(&tl, lse, ATTN_F32, 2, ls, NULL, NULL);
+    st = attn_kv_pages_attend(&to, &tl, &tq, cuq, pairs[2], 2, m->pool, NULL, NULL, &err);
+    int no_keys_ok = st == ATTN_OK;
+    for (int h = 0; h < 4; h++) {
+        no_keys_ok &= lse[1][h] == -INFINITY;
+        for (int e = 0; e < 3; e++) no_keys_ok &= out[1][h][e] == 0.0f;
+    }
+    check(no_keys_ok, "attend_sequence_of_no_positions_out_0", "status %d: %s", st, st ? err.message : "");
+    memcpy(out, out_before, sizeof out);
     /* a workspace too small for the second sequence's call: nothing written */
     packed two_pages;
     make_packed(&two_pages, m, 2 * P, 0);

@@ -3,8 +3,9 @@
  * and attn_kv_paged_run (each layer its own pages under one block table,
  * against attn_kv_paged_attend).
  *
- * Every case plans a call, then runs three "layers" from the one plan, each
- * with fresh q, k and v (and a fresh output buffer), and compares each
+ * Every case plans a call (dimensions of 0 too), then runs three "layers"
+ * from the one plan, each with fresh q, k and v (and a fresh output
+ * buffer), and compares each
  * layer's out and lse bitwise with the unplanned call (attn_sdpa or
  * attn_sdpa_varlen) on the same data, at 1, 2 and 3 threads. The kernel
  * the planned run took (its ATTN_VERBOSE line) must be the unplanned
@@ -928,6 +929,11 @@ int main(void) {
             dense_case("prefill_gqa", ATTN_F32, 2, 4, 2, 37, 53, 16, 24, var, threads);
             dense_case("decode_gqa_S2100", ATTN_F32, 1, 8, 2, 2, 2100, 32, 32, var, threads);
             dense_case("exact", ATTN_F64, 1, 2, 1, 9, 13, 8, 8, var, threads);
+            if (threads == 1) { /* dimensions of 0: no kernel, out 0 without keys, as attn_sdpa gives */
+                dense_case("no_queries", ATTN_F32, 2, 4, 2, 0, 9, 16, 16, var, threads);
+                dense_case("no_keys", ATTN_F32, 2, 4, 2, 5, 0, 16, 16, var, threads);
+                dense_case("batch_0", ATTN_F64, 0, 2, 1, 3, 4, 8, 8, var, threads);
+            }
             static const int64_t lq[] = {5, 0, 1, 37, 2, 3}, lk[] = {9, 4, 100, 37, 2100, 0};
             varlen_case("mixed", ATTN_F32, 6, lq, lk, 4, 2, 16, 16, var, threads, 0);
             varlen_case("mixed", ATTN_F32, 6, lq, lk, 4, 2, 16, 16, var, threads, 1);

@@ -270,7 +270,7 @@ def _out_shape(q, k, v):
         return qs[:-1] + vs[-1:]
     rank = max(q.ndim, k.ndim, v.ndim)
     pq, pk, pv = ((1,) * (rank - a.ndim) + a.shape for a in (q, k, v))
-    batch = tuple(max(x, y, z) for x, y, z in zip(pq[:-3], pk[:-3], pv[:-3]))
+    batch = tuple(0 if 0 in (x, y, z) else max(x, y, z) for x, y, z in zip(pq[:-3], pk[:-3], pv[:-3]))  # 0 with 1: 0
     heads = (pq[-3],) if rank >= 3 else ()
     return batch + heads + (pq[-2], pv[-1])
 

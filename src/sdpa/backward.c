@@ -307,13 +307,59 @@ static attn_status backward_half(size_t *bytes, attn_tensor *const grad[4], cons
     return st;
 }
 
+static attn_status empty_backward(bool *empty, size_t *bytes, attn_tensor *const grad[4], const attn_tensor *dout,
+                                  const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                  const attn_tensor *out, const attn_tensor *lse, const attn_sdpa_options *options,
+                                  attn_error *err);
+
 /* The backward pass, through f32 copies for a 16-bit q (backward_half). */
 static attn_status backward_call(size_t *bytes, attn_tensor *const grad[4], const attn_tensor *dout,
                                  const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                  const attn_tensor *out, const attn_tensor *lse, const attn_sdpa_options *options,
                                  attn_error *err) {
+    bool empty = false;
+    attn_status st = empty_backward(&empty, bytes, grad, dout, q, k, v, out, lse, options, err);
+    if (st || empty) return st;
     if (q && attn_dtype_half(q->dtype)) return backward_half(bytes, grad, dout, q, k, v, out, lse, options, err);
     return backward(bytes, grad, dout, q, k, v, out, lse, options, NULL, err);
+}
+
+/* A call with a dimension of 0 (empty.c; no queries, no keys, a batch of
+ * 0): *empty says whether it is one, checked as the same call with each 0
+ * read as 1 (measured, reading no element), and then done: the forward's
+ * out is 0 or has no element, whatever q, k, v and the mask hold, so every
+ * gradient that has an element is 0 (PyTorch's autograd gives the same). */
+static attn_status empty_backward(bool *empty, size_t *bytes, attn_tensor *const grad[4], const attn_tensor *dout,
+                                  const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                  const attn_tensor *out, const attn_tensor *lse, const attn_sdpa_options *options,
+                                  attn_error *err) {
+    *empty = false;
+    if (!q || !k || !v || !out || !dout) return ATTN_OK; /* the usual checks say which */
+    attn_sdpa_options o;
+    attn_context c;
+    attn_status st = attn_options_read(&o, &c, options, err);
+    if (st) return st;
+    attn_empty_arg all[11] = {{q, "q", ATTN_PART_Q, NULL, {0}},        {k, "k", ATTN_PART_KV, NULL, {0}},
+                              {v, "v", ATTN_PART_KV, NULL, {0}},       {o.mask, "mask", ATTN_PART_MASK, NULL, {0}},
+                              {out, "out", ATTN_PART_OUT, NULL, {0}},  {dout, "dout", ATTN_PART_OUT, NULL, {0}},
+                              {lse, "lse", ATTN_PART_LSE, NULL, {0}},  {grad[0], "dq", ATTN_PART_Q, q, {0}},
+                              {grad[1], "dk", ATTN_PART_KV, k, {0}},   {grad[2], "dv", ATTN_PART_KV, v, {0}},
+                              {grad[3], "dmask", ATTN_PART_MASK, o.mask, {0}}};
+    attn_empty e;
+    if ((st = attn_empty_check(&e, all, 11, err)) || !e.any) return st;
+    if (o.mask) o.mask = &all[3].one;
+    attn_tensor *ones[4];
+    for (int i = 0; i < 4; i++) ones[i] = grad[i] ? &all[7 + i].one : NULL;
+    size_t need = 0;
+    st = backward_call(&need, ones, &all[5].one, &all[0].one, &all[1].one, &all[2].one, &all[4].one,
+                       lse ? &all[6].one : NULL, &o, err);
+    if (st) return st;
+    if (bytes) *bytes = 0;
+    else
+        for (int i = 0; i < 4; i++)
+            if (grad[i]) attn_fill(grad[i], 0.0);
+    *empty = true;
+    return ATTN_OK;
 }
 
 attn_status attn_sdpa_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, attn_tensor *dmask,

@@ -536,7 +536,6 @@ static attn_status attend(size_t *bytes, int64_t length, attn_tensor *out, attn_
 attn_status attn_kv_cache_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_kv_cache *cache,
                                  const attn_sdpa_options *options, attn_error *err) {
     if (!cache || !q) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", cache ? "q" : "cache");
-    if (cache->length == 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "the cache is empty: append keys and values first");
     return attend(NULL, cache->length, out, lse, q, cache, options, err);
 }
 

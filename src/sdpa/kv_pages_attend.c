@@ -118,11 +118,7 @@ attn_status attn_kv_paged_prepare(attn_sdpa_options *o, attn_paged_rows *k, attn
     if ((st = attn_check_no_overlap(outs, 2, ins, 7, err))) return st;
     *any = false;
     for (int64_t i = 0; i < n; i++) {
-        int64_t L = cu[i + 1] - cu[i], row = rows ? rows[i] : i;
-        if (L > 0 && w->lengths[row] == 0)
-            return attn_fail(err, ATTN_ERR_ARGUMENT, "sequence %lld holds no positions but has %lld %s: append "
-                                                     "keys and values first", (long long)row, (long long)L,
-                             L == 1 ? "query" : "queries");
+        int64_t L = cu[i + 1] - cu[i]; /* with no positions: out 0, as attn_sdpa gives for S = 0 */
         *any |= L > 0;
     }
     for (int64_t i = 0; k && i < n; i++) sequence_rows(&k[i], &v[i], w, rows ? rows[i] : i);

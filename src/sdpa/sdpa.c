@@ -214,35 +214,10 @@ attn_status attn_sdpa_stream_run(const attn_slices *sl, const attn_sdpa_options 
     return run_kernel(KERNEL_STREAM, sl, o, info, err);
 }
 
-/* Size 0, attn.h's "An output with no element": dimensions are counted from
- * the right (1: E or Ev, 2: L or S, 3: heads, 4 and on: batch). */
-static int64_t dim_from_right(const attn_tensor *t, int pos) {
-    return t && t->rank >= pos && t->rank <= ATTN_MAX_RANK ? t->shape[t->rank - pos] : -1;
-}
-
-static bool any_zero(const attn_tensor *t) {
-    for (int pos = 1; t && pos <= t->rank && pos <= ATTN_MAX_RANK; pos++)
-        if (dim_from_right(t, pos) == 0) return true;
-    return false;
-}
-
-/* t with each dimension of 0 read as 1: the call's checks on it are those of
- * a call that has an element there (a dimension of 1 is never stepped). */
-static attn_tensor zeros_as_ones(const attn_tensor *t) {
-    attn_tensor c = *t;
-    for (int d = 0; d < c.rank && d < ATTN_MAX_RANK; d++) c.shape[d] += c.shape[d] == 0;
-    return c;
-}
-
-/* A call with a dimension of 0 among its tensors: *empty says whether its
- * output has no element, L = 0 or a batch dimension of 0 (in q, k or v,
- * which the others then have as 0 or 1), with every other check passed:
- * the call's own, on the tensors with each 0 read as 1 (a measuring call,
- * which reads no element), and each 0 where the output has one, out's,
- * lse's and the weights' exactly there. Nothing is read or written, and no
- * kernel, allocator or size sees a 0. A 0 anywhere else (E, Ev, the heads,
- * S with queries) is ATTN_ERR_SHAPE: here beside an empty output, else
- * from the usual checks (*empty false). */
+/* A call with a dimension of 0 (empty.c): *empty says whether it is one,
+ * checked as the same call with each 0 read as 1 (measured, so reading no
+ * element), and then done: out 0 and lse that of a row with no key where
+ * there are rows but no keys, nothing else written. */
 static attn_status empty_call(bool *empty, kernel_kind kind, size_t *bytes, attn_tensor *out, attn_tensor *lse,
                               attn_tensor *weights, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                               const attn_sdpa_options *options, attn_error *err);
@@ -259,73 +234,46 @@ static attn_status sdpa_call(kernel_kind kind, size_t *bytes, attn_tensor *out, 
     return sdpa_run(kind, bytes, out, lse, weights, q, k, v, options, NULL, NULL, NULL, err);
 }
 
+/* The checks of a call with a dimension of 0 (e->any), o its options read:
+ * where its 0s stand, then the same call with each 0 read as 1, measured. */
+static attn_status empty_check(attn_empty *e, attn_sdpa_options *o, kernel_kind kind, attn_tensor *out,
+                               attn_tensor *lse, attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,
+                               const attn_tensor *v, const attn_sdpa_options *options, attn_error *err) {
+    memset(e, 0, sizeof *e);
+    if (!q || !k || !v || !out) return ATTN_OK; /* the usual checks say which */
+    attn_context c;
+    attn_status st = attn_options_read(o, &c, options, err);
+    if (st) return st;
+    attn_empty_arg a[7] = {{q, "q", ATTN_PART_Q, NULL, {0}},          {k, "k", ATTN_PART_KV, NULL, {0}},
+                           {v, "v", ATTN_PART_KV, NULL, {0}},         {o->mask, "mask", ATTN_PART_MASK, NULL, {0}},
+                           {out, "out", ATTN_PART_OUT, NULL, {0}},    {lse, "lse", ATTN_PART_LSE, NULL, {0}},
+                           {weights, "weights", ATTN_PART_WEIGHTS, NULL, {0}}};
+    if ((st = attn_empty_check(e, a, 7, err)) || !e->any) return st;
+    attn_sdpa_options ones = *o;
+    if (o->mask) ones.mask = &a[3].one;
+    size_t need = 0;
+    return sdpa_call(kind, &need, &a[4].one, lse ? &a[5].one : NULL, weights ? &a[6].one : NULL, &a[0].one,
+                     &a[1].one, &a[2].one, &ones, err);
+}
+
 static attn_status empty_call(bool *empty, kernel_kind kind, size_t *bytes, attn_tensor *out, attn_tensor *lse,
                               attn_tensor *weights, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                               const attn_sdpa_options *options, attn_error *err) {
-    *empty = false;
-    if (!q || !k || !v || !out || !(any_zero(q) || any_zero(k) || any_zero(v) || any_zero(out))) return ATTN_OK;
-    int rank = out->rank;
-    if (rank < 2 || rank > ATTN_MAX_RANK) return ATTN_OK; /* the usual checks say what is wrong */
-    bool zero[ATTN_MAX_RANK + 1] = {false}; /* by position from the right: where the output has no element */
-    zero[2] = dim_from_right(q, 2) == 0;
-    const attn_tensor *in[3] = {q, k, v};
-    for (int pos = 4; pos <= rank; pos++)
-        for (int i = 0; i < 3; i++) zero[pos] |= dim_from_right(in[i], pos) == 0;
-    bool some = false;
-    for (int pos = 2; pos <= rank; pos++) some |= zero[pos];
-    if (!some) return ATTN_OK;
+    attn_empty e;
     attn_sdpa_options o;
-    attn_context c;
-    attn_status st = attn_options_read(&o, &c, options, err);
-    if (st) return st;
-    /* Each tensor's 0s only where the output has none (k's and v's S as
-     * well, when L = 0), and the outputs' exactly there. */
-    const attn_tensor *all[7] = {q, k, v, o.mask, out, lse, weights};
-    static const char *const NAME[7] = {"q", "k", "v", "mask", "out", "lse", "weights"};
-    for (int i = 0; i < 7; i++) {
-        const attn_tensor *t = all[i];
-        if (!t || t->rank < 1 || t->rank > ATTN_MAX_RANK) continue;
-        int shift = i == 5; /* lse is the output's shape less its last dimension */
-        for (int pos = 1; pos <= t->rank; pos++) {
-            bool keys = pos == 1 && (i == 3 || i == 6); /* the mask's and the weights' last: S, as k's pos 2 */
-            int at = keys ? 2 : pos + shift; /* the output's position this dimension stands for */
-            int64_t n = dim_from_right(t, pos);
-            bool output = i >= 4 && !keys;
-            bool want_zero = at <= rank && zero[at];
-            if (output ? (n == 0) != want_zero : n == 0 && !want_zero) {
-                char sh[128];
-                attn_format_shape(sh, sizeof sh, t->rank, t->shape);
-                return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s; a dimension of 0 is taken only where the "
-                                 "output has no element (L, or a batch dimension of q, k or v), %s",
-                                 NAME[i], sh, output ? "and the outputs have it there" : "and nowhere else");
-            }
-        }
-    }
-    attn_tensor q1 = zeros_as_ones(q), k1 = zeros_as_ones(k), v1 = zeros_as_ones(v), out1 = zeros_as_ones(out);
-    attn_tensor lse1 = lse ? zeros_as_ones(lse) : (attn_tensor){0}, w1 = weights ? zeros_as_ones(weights) : (attn_tensor){0};
-    attn_tensor mask1 = o.mask ? zeros_as_ones(o.mask) : (attn_tensor){0};
-    if (o.mask) o.mask = &mask1;
-    /* The outputs have no element, so nothing is written and no stride of
-     * theirs can put two results in one place: NumPy gives an empty array's
-     * dimensions before its 0 stride 0, which read as 1 would be a
-     * broadcast output. Their stand-ins are measured as fresh C-order
-     * arrays (NULL data: a measuring call's layout, never read). */
-    attn_tensor *outs1[3] = {&out1, lse ? &lse1 : NULL, weights ? &w1 : NULL};
-    for (int i = 0; i < 3; i++) {
-        if (!outs1[i] || outs1[i]->rank < 1 || outs1[i]->rank > ATTN_MAX_RANK) continue;
-        attn_tensor fresh = *outs1[i];
-        int64_t step = 1;
-        bool fits = true; /* a count that overflows keeps the given strides, whose checks say so */
-        for (int d = fresh.rank - 1; d >= 0 && fits; d--)
-            fresh.strides[d] = step, fits = attn_mul_i64(step, fresh.shape[d], &step);
-        if (fits) fresh.data = NULL, *outs1[i] = fresh;
-    }
-    size_t need = 0;
-    st = sdpa_call(kind, &need, &out1, lse ? &lse1 : NULL, weights ? &w1 : NULL, &q1, &k1, &v1, &o, err);
-    if (st) return st;
+    attn_status st = empty_check(&e, &o, kind, out, lse, weights, q, k, v, options, err);
+    *empty = !st && e.any;
+    if (!*empty) return st;
     if (bytes) *bytes = 0;
-    *empty = true;
+    else if (!e.no_output) attn_write_no_keys(out, lse, o.sinks); /* the weights have S = 0: no element */
     return ATTN_OK;
+}
+
+attn_status attn_sdpa_empty(attn_empty *e, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                            const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *options,
+                            attn_error *err) {
+    attn_sdpa_options o;
+    return empty_check(e, &o, KERNEL_STREAM, out, lse, NULL, q, k, v, options, err);
 }
 
 attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
@@ -338,7 +286,7 @@ attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, attn_tenso
 attn_status attn_sdpa_shape_bytes(size_t *bytes, attn_tensor *out, attn_tensor *weights, const attn_tensor *q,
                                   const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *options,
                                   attn_error *err) {
-    return sdpa_run(KERNEL_STREAM, bytes, out, NULL, weights, q, k, v, options, NULL, NULL, NULL, err);
+    return sdpa_call(KERNEL_STREAM, bytes, out, NULL, weights, q, k, v, options, err);
 }
 
 attn_status attn_sdpa(attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,
@@ -409,7 +357,6 @@ attn_status attn_sdpa_paged_batch(size_t *bytes, attn_tensor *out, attn_tensor *
         return attn_fail(err, ATTN_ERR_SHAPE, "k pages (%lld heads, length %lld, %s) and v pages (%lld, %lld, %s) differ",
                          (long long)k_pages->heads, (long long)k_pages->length, attn_dtype_name(k_pages->dtype),
                          (long long)v_pages->heads, (long long)v_pages->length, attn_dtype_name(v_pages->dtype));
-    if (k_pages->length < 1) return attn_fail(err, ATTN_ERR_SHAPE, "the sequence holds no position");
     if (batch < 1 || k_pages->heads % batch || rank < 2 || rank > 4 || (batch > 1 && rank < 4) ||
         (rank < 3 && k_pages->heads != 1))
         return attn_fail(err, ATTN_ERR_SHAPE, "%lld sequence%s of rank %d cannot share the pool's %lld head%s",
@@ -421,6 +368,8 @@ attn_status attn_sdpa_paged_batch(size_t *bytes, attn_tensor *out, attn_tensor *
     const attn_named outs[3] = {{out, "out"}, {lse, "lse"}, {weights, "weights"}};
     const attn_named ins[2] = {{&kpool, "k pages"}, {&vpool, "v pages"}};
     if (out && (st = attn_check_no_overlap(outs, 3, ins, 2, err))) return st;
+    bool empty = false; /* no queries, no positions or a batch of 0: checked with the stand-ins, no page read */
+    if ((st = empty_call(&empty, KERNEL_STREAM, bytes, out, lse, weights, q, &k, &v, options, err)) || empty) return st;
     if (q && attn_dtype_half(q->dtype))
         return sdpa_half(KERNEL_STREAM, bytes, out, lse, weights, q, &k, &v, options, k_pages, v_pages, err);
     return sdpa_run(KERNEL_STREAM, bytes, out, lse, weights, q, &k, &v, options, k_pages, v_pages, NULL, err);

@@ -334,4 +334,41 @@ void attn_verbose_report(const char *call, const attn_run_info *info, const attn
 void attn_verbose_gemm(const char *call, const char *q, const char *k, const char *v, const char *out, int threads,
                        bool packed);
 
+/* ---- Calls with a dimension of 0 (empty.c) ----
+ * An entry point lists its tensors by the part they play; attn_empty_check
+ * says whether the call has a 0 that is taken (e->any: no queries, no keys
+ * or a batch of 0), refuses a 0 anywhere else, and gives each tensor's
+ * `one`: the tensor with each 0 read as 1 (an empty one with NULL data),
+ * on which the entry point runs its own measuring call to check the rest.
+ * Without e->any the call goes on as usual (a 0 there is refused by its
+ * usual checks). */
+typedef enum attn_part { ATTN_PART_Q, ATTN_PART_KV, ATTN_PART_MASK, ATTN_PART_OUT, ATTN_PART_LSE,
+                         ATTN_PART_WEIGHTS } attn_part; /* the outputs' shapes last */
+typedef struct attn_empty_arg {
+    const attn_tensor *t; /* NULL: not given */
+    const char *name;
+    attn_part part;       /* out, dout: ATTN_PART_OUT; a gradient: its tensor's part */
+    const attn_tensor *like; /* a gradient: the tensor whose shape it has, 0s included; else NULL */
+    attn_tensor one;      /* set by attn_empty_check */
+} attn_empty_arg;
+typedef struct attn_empty {
+    bool any;       /* a 0 is taken: the call is checked on `one` and runs no kernel */
+    bool no_output; /* L = 0 or a batch dimension of 0: out has no element */
+    bool no_keys;   /* S = 0: out's rows (if any) see no key */
+} attn_empty;
+attn_status attn_empty_check(attn_empty *e, attn_empty_arg *args, int n, attn_error *err);
+/* attn_sdpa's checks of a call with a dimension of 0 (e->any), nothing
+ * written: for a plan of one (sdpa_plan.c), whose runs write what
+ * attn_sdpa writes (attn_write_no_keys unless e->no_output). */
+attn_status attn_sdpa_empty(attn_empty *e, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                            const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *options,
+                            attn_error *err);
+/* Every element of t set to x (t checked writable by its call's plan). */
+void attn_fill(attn_tensor *t, double x);
+/* The lse of a row of head h that sees no key: the sink's logit, or -inf. */
+double attn_no_key_lse(const attn_tensor *sinks, int64_t h);
+/* out (..., Hq, L, Ev) and lse (..., Hq, L; NULL: none) of rows that see
+ * no key: out 0, lse attn_no_key_lse. */
+void attn_write_no_keys(attn_tensor *out, attn_tensor *lse, const attn_tensor *sinks);
+
 #endif /* ATTN_SDPA_H */

@@ -27,6 +27,7 @@ struct attn_sdpa_plan {
     attn_slices sl;           /* dense: the slices, over the tensors above */
     attn_varlen_plan *varlen; /* ragged: the sequences' plans, after this struct */
     const attn_tensor *const *masks; /* ragged: the caller's masks[batch], or NULL */
+    attn_empty empty;         /* dense, a dimension of 0 (empty.any): no kernel; a run writes what attn_sdpa writes */
     bool paged;               /* a paged batch's (attn_kv_paged_plan_init): run by attn_kv_paged_run */
     attn_kv_paged_view view;  /* paged: the view planned; its pages are each run's */
     attn_tensor ks, vs;       /* paged: the view's per-head fp8 scales as the options' k_descale and
@@ -155,6 +156,14 @@ attn_status attn_sdpa_plan_init(attn_sdpa_plan **plan, void *memory, size_t byte
     attn_tensor q32, out32;
     void *tmp = NULL;
     if ((st = attn_check_descale_dtype(&pl->o, k ? k->dtype : ATTN_F32, v ? v->dtype : ATTN_F32, err))) return st;
+    if ((st = attn_sdpa_empty(&pl->empty, out, lse, q, k, v, &pl->o, err))) return st;
+    if (pl->empty.any) { /* checked; the layouts kept for the runs, no workspace */
+        keep(&pl->q, q), keep(&pl->k, k), keep(&pl->v, v), keep(&pl->out, out), keep(&pl->lse, lse);
+        pl->has_lse = lse != NULL, pl->workspace = 0, pl->batch = -1, pl->magic = PLAN_MAGIC;
+        *workspace_bytes = 0;
+        *plan = pl;
+        return ATTN_OK;
+    }
     if (q && attn_dtype_half(q->dtype)) { /* k and v checked against the caller's q, not its f32 stand-in */
         if ((st = attn_check_half_kv(q, k, v, err)) || (st = stand_ins(pl, &q32, &out32, &tmp, q, out, err))) return st;
         q = &q32, out = &out32;
@@ -271,6 +280,10 @@ attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *l
     if ((st = attn_check_no_overlap(outs, 2, ins, 8, err)) ||
         (pl->varlen && (st = attn_varlen_plan_check_masks(pl->varlen, outs, 2, pl->masks, pl->batch, err))))
         return st;
+    if (pl->empty.any) { /* attn_sdpa's writes of a call with a dimension of 0 */
+        if (!pl->empty.no_output) attn_write_no_keys(out, lse, pl->o.sinks);
+        return ATTN_OK;
+    }
     pl->q.data = q->data, pl->k.data = k->data, pl->v.data = v->data, pl->out.data = out->data;
     pl->lse.data = lse ? lse->data : NULL;
     attn_arena arena = attn_arena_over(workspace, workspace_size);

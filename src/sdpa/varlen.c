@@ -338,30 +338,17 @@ static attn_status run_batch(seq *seqs, const attn_slices **flash, int64_t n_fla
 }
 
 /* The rows of sequences with queries but no keys: out 0, lse that of a row
- * no key takes part in (the sink's logit, or -inf), as attn_sdpa gives for
- * rows that see no key. */
+ * no key takes part in (the sink's logit, or -inf), as attn_sdpa gives a
+ * call without keys (empty.c). */
 static void write_empty(const seq *seqs, attn_tensor *out, attn_tensor *lse, const int64_t *cu_q, int64_t batch,
                         const attn_sdpa_options *o) {
-    int64_t Hq = out->shape[1], Ev = out->shape[2];
-    attn_problem p; /* a sink's (m, l) through the one place rows start */
-    memset(&p, 0, sizeof p);
     for (int64_t b = 0; b < batch; b++) {
         if (seqs[b].route != SEQ_EMPTY) continue;
-        for (int64_t i = cu_q[b]; i < cu_q[b + 1]; i++)
-            for (int64_t h = 0; h < Hq; h++) {
-                attn_mat orow = {(char *)out->data + (i * out->strides[0] + h * out->strides[1]) * (int64_t)attn_dtype_size(out->dtype),
-                                 out->dtype, 1, Ev, 0, out->strides[2]};
-                for (int64_t e = 0; e < Ev; e++) attn_mat_set(&orow, 0, e, 0.0);
-                if (!lse) continue;
-                attn_mat sinks = {o->sinks ? (char *)o->sinks->data : NULL, o->sinks ? o->sinks->dtype : ATTN_F64, 1, Hq, 0,
-                                  o->sinks ? o->sinks->strides[0] : 0};
-                double m, l;
-                p.has_sink = o->sinks != NULL, p.sink = o->sinks ? attn_mat_get(&sinks, 0, h) : 0;
-                attn_softmax_start(&p, &m, &l);
-                attn_mat lrow = {(char *)lse->data + (i * lse->strides[0] + h * lse->strides[1]) * (int64_t)attn_dtype_size(lse->dtype),
-                                 lse->dtype, 1, 1, 0, 0};
-                attn_mat_set(&lrow, 0, 0, attn_lse(m, l));
-            }
+        attn_tensor ob, lb;
+        int64_t L = cu_q[b + 1] - cu_q[b];
+        seq_view(&ob, out, cu_q[b], L);
+        if (lse) seq_view(&lb, lse, cu_q[b], L), lb.rank = 2;
+        attn_write_no_keys(&ob, lse ? &lb : NULL, o->sinks);
     }
 }
 
@@ -696,14 +683,10 @@ attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_ten
         int64_t L = cu_seqlens_q[b + 1] - cu_seqlens_q[b], S = cu_seqlens_k[b + 1] - cu_seqlens_k[b];
         if (L != 0 && S != 0) continue;
         for (int t = 0; t < 3; t++) {
-            int64_t r0 = t == 0 ? cu_seqlens_q[b] : cu_seqlens_k[b], rows = t == 0 ? L : S;
-            for (int64_t r = r0; grad[t] && r < r0 + rows; r++)
-                for (int64_t h = 0; h < grad[t]->shape[1]; h++) {
-                    attn_mat row = {(char *)grad[t]->data + (r * grad[t]->strides[0] + h * grad[t]->strides[1]) *
-                                                                (int64_t)attn_dtype_size(grad[t]->dtype),
-                                    grad[t]->dtype, 1, grad[t]->shape[2], 0, grad[t]->strides[2]};
-                    for (int64_t e = 0; e < grad[t]->shape[2]; e++) attn_mat_set(&row, 0, e, 0.0);
-                }
+            attn_tensor rows;
+            if (!grad[t]) continue;
+            seq_view(&rows, grad[t], t == 0 ? cu_seqlens_q[b] : cu_seqlens_k[b], t == 0 ? L : S);
+            attn_fill(&rows, 0.0);
         }
     }
     return ATTN_OK;
