@@ -909,6 +909,7 @@ static void test_half_q(attn_dtype h, const char *tag) {
 }
 
 int main(void) {
+    rng = test_seed(TEST_RNG_SEED); /* seed.h: other inputs under ATTN_TEST_SEED */
     /* name, dtype, kv dtype, Hq, Hk, E, Ev, B, max_len, decode, causal, has_scale, alibi, sinks, rope, bf16,
      * strided, softcap, dropout, window, mask */
     static const vcase CASES[] = {
