@@ -14,7 +14,13 @@ def test_seed(default_seed):
         return int(sys.argv[sys.argv.index("--seed") + 1])
     env = os.environ.get("ATTN_TEST_SEED")
     if env:
-        n = int(env, 0)  # decimal or 0x hex, as tests/seed.h reads it
+        try:
+            n = int(env, 0)  # decimal or 0x hex, as tests/seed.h reads it
+        except ValueError:
+            n = -1
+        if n < 0:  # a sweep must not run the written seeds unawares
+            print("FAIL test_seed: ATTN_TEST_SEED='%s' is not a whole number" % env)
+            sys.exit(1)
         print("# ATTN_TEST_SEED=%s: inputs drawn from it, not the tests' own seeds" % env)
         return [n, default_seed]
     return default_seed
