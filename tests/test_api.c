@@ -1878,13 +1878,16 @@ static void test_mha_packed(void) {
  *    P = Σ_i |x_i||w_i| + |b| (in double here), within f·P, f = (E + 4)·
  *    2^-24·(1 + u), of the f64 layer's q, k and v (those, exact, in double
  *    here from x̂).
- *  - Attention per head (RoPE rotates q and k alike in both, an isometry
- *    that keeps a head's norms, its f32 rounding a few 2^-24 of |q|, within
- *    f's slack): a score q·k·scale moves by at most δ = scale·(e_q·|k| +
+ *  - Attention per head: RoPE rotates q and k alike in both, an isometry
+ *    that keeps a head's norms (of q, and of its error); in f32 each
+ *    rotated a·cos - b·sin (cos and sin rounded once, two products and a
+ *    sum rounded) adds at most 3·2^-24·(|a| + |b|), 6·2^-24·|q| over the
+ *    head. A score q·k·scale then moves by at most δ = scale·(e_q·|k| +
  *    |q|·e_k + e_q·e_k) (Cauchy-Schwarz; e_q = f·|P_q| over the head's
- *    dimensions); softmax weights then move by factors within e^(±2δ), so a
- *    row's mean of the values moves by at most (e^(2δ) - 1)·max|v| over its
- *    keys, and by at most max f·P_v for the values' own error; the f32
+ *    dimensions, plus RoPE's); softmax weights move by factors within
+ *    e^(±2δ), so a row's mean of the values moves by at most
+ *    (e^(2δ) - 1)·max|v| over its keys, and by at most max f·P_v for the
+ *    values' own error; the f32
  *    kernel adds attn.h's 2e-5·max|v| + 4·2^-24·max|s|·max|v|. So each
  *    head's output is within Δa of the f64 layer's, and |a| <= A = max|v|
  *    over the row's keys (a weighted mean) plus that error.
@@ -1928,12 +1931,12 @@ static double bf16_layer_ratio(const attn_tensor *x, const float *got, const att
                 double nq = 0, eq = 0, delta = 0, smax = 0, vmax = 0;
                 for (int64_t d = 0; d < D; d++)
                     nq += val[0][t][h * D + d] * val[0][t][h * D + d], eq += bnd[0][t][h * D + d] * bnd[0][t][h * D + d];
-                nq = sqrt(nq), eq = sqrt(eq);
+                nq = sqrt(nq), eq = sqrt(eq) + 6 * 0x1p-24 * (nq + sqrt(eq));
                 for (int64_t s = 0; s <= t; s++) {
                     double nk = 0, ek = 0;
                     for (int64_t d = 0; d < D; d++)
                         nk += val[1][s][g * D + d] * val[1][s][g * D + d], ek += bnd[1][s][g * D + d] * bnd[1][s][g * D + d];
-                    nk = sqrt(nk), ek = sqrt(ek);
+                    nk = sqrt(nk), ek = sqrt(ek) + 6 * 0x1p-24 * (nk + sqrt(ek));
                     delta = fmax(delta, scale * (eq * nk + nq * ek + eq * ek));
                     smax = fmax(smax, scale * (nq + eq) * (nk + ek));
                     for (int64_t d = 0; d < D; d++) vmax = fmax(vmax, fabs(val[2][s][g * D + d]) + bnd[2][s][g * D + d]);
