@@ -46,10 +46,11 @@ import attn  # noqa: E402
 from attn import _lib  # noqa: E402
 from attn._core import view as attn_view  # noqa: E402
 from oracle_quant import E4M3, E5M2, Q4, Q4_1, Q8, ref_dequantize, ref_quantize  # noqa: E402
+from seeding import test_seed  # noqa: E402
 from torch_attention import Reporter  # noqa: E402
 
 r = Reporter()
-rng = np.random.default_rng(20261204)
+rng = np.random.default_rng(test_seed(20261204))
 FORMATS = {"q8": Q8, "q4": Q4, "q4_1": Q4_1, "e4m3": E4M3, "e5m2": E5M2}
 LIB = _lib.LIB
 ERR_SHAPE, ERR_DTYPE, ERR_OPTION = 3, 6, 9

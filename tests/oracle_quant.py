@@ -29,6 +29,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from attn._core import view  # noqa: E402  (an attn_tensor over an array: raw bits with their dtype code)
 from attn._lib import Error, Tensor  # noqa: E402
+from seeding import test_seed  # noqa: E402
 
 MAX_RANK = 5
 F32, F64, F16, BF16 = 1, 2, 4, 5
@@ -372,8 +373,7 @@ def inputs(rng):
 
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
-    seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 30
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(test_seed(30))
     lib = Lib(build)
     failed = 0
 

@@ -1,12 +1,16 @@
 /* rng.h -- the tests' random numbers: a 64-bit linear congruential
  * generator (Knuth's MMIX constants) whose state, `rng`, each test file
- * seeds by defining TEST_RNG_SEED before including this, and may set again
- * to draw the same inputs twice. Every run draws the same numbers. */
+ * seeds by defining TEST_RNG_SEED before including this and setting
+ * rng = test_seed(TEST_RNG_SEED) first thing in main (seed.h: the same
+ * numbers every run, or others under ATTN_TEST_SEED), and may set again
+ * to draw the same inputs twice. */
 #ifndef ATTN_TESTS_RNG_H
 #define ATTN_TESTS_RNG_H
 
 #include <math.h>
 #include <stdint.h>
+
+#include "seed.h"
 
 #ifndef TEST_RNG_SEED
 #error "define TEST_RNG_SEED before including rng.h"

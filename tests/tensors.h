@@ -1,6 +1,8 @@
 /* tensors.h -- the C tests' random data: splitmix64 and Box-Muller, and
  * C-contiguous tensors filled from them. Each test program has its own
- * generator state (rng_state), so its numbers do not depend on the others. */
+ * generator state (rng_state), so its numbers do not depend on the others;
+ * main sets rng_state = test_seed(TENSORS_SEED) first (seed.h: the same
+ * numbers every run, or others under ATTN_TEST_SEED). */
 #ifndef ATTN_TESTS_TENSORS_H
 #define ATTN_TESTS_TENSORS_H
 
@@ -10,7 +12,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-static uint64_t rng_state = 12345;
+#include "seed.h"
+
+enum { TENSORS_SEED = 12345 };
+static uint64_t rng_state = TENSORS_SEED;
 static uint64_t rng_next(void) {
     uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

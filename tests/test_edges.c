@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "seed.h"
 
 /* A small problem: q (H, L, E), k and v (H, S, E), values in [-1, 1). */
 typedef struct problem {
@@ -24,6 +25,7 @@ typedef struct problem {
 } problem;
 
 static void fill(void *p, attn_dtype dt, int64_t n, unsigned seed) {
+    seed = (unsigned)test_seed(seed); /* seed.h: other values under ATTN_TEST_SEED */
     for (int64_t i = 0; i < n; i++) {
         seed = seed * 1103515245u + 12345u;
         double x = (double)(seed >> 8 & 0xffff) / 32768.0 - 1.0;

@@ -2543,6 +2543,7 @@ static void say_native_sets(void) {
 }
 
 int main(void) {
+    rng = test_seed(TEST_RNG_SEED); /* seed.h: other inputs under ATTN_TEST_SEED */
 #if defined(ATTN_TEST_SIMDE)
     /* The kernel tests on the SIMDe builds of the AVX-512 kernel files: on
      * any CPU, AVX-512 or not, the code of the kernels runs without one

@@ -66,7 +66,7 @@ static attn_tensor shard_of(const attn_tensor *whole, const attn_mpi_shard *sh) 
 }
 
 static void run_case(const mcase *c) {
-    rng_state = 4242; /* the same whole tensors on every rank */
+    rng_state = test_seed(4242); /* the same whole tensors on every rank */
     int64_t E = 16, Ev = 8;
     int64_t sq[4] = {c->Bq, c->Hq, c->L, E}, sk[4] = {c->Bk, c->Hk, c->S, E}, sv[4] = {c->Bk, c->Hk, c->S, Ev};
     int64_t so[4] = {c->Bq, c->Hq, c->L, Ev}, sm[2] = {c->mask == 2 ? 1 : c->L, c->S}, hh = c->Hq;
@@ -238,7 +238,7 @@ static void reshape(attn_tensor *t, attn_dtype dt, int rank, const int64_t *shap
  * causal, with a mask, ALiBi, sinks and RoPE. */
 static void call_init(call *c) {
     memset(c, 0, sizeof *c);
-    rng_state = 777; /* the same on every rank */
+    rng_state = test_seed(777); /* the same on every rank */
     c->rows = 4, c->S = 4 * size_; /* four rows a rank under either layout */
     int64_t r = c->rows, H = 2;
     int64_t sq[4] = {2, H, r, 8}, sv[4] = {2, H, r, 6}, sm[4] = {2, 1, r, c->S};

@@ -61,12 +61,13 @@ import attn  # noqa: E402
 import attn.teach  # noqa: E402
 import attn.torch as at  # noqa: E402
 from scratch import scratch_dir  # noqa: E402
+from seeding import test_seed  # noqa: E402
 from oracle import reference  # noqa: E402
 from torch_attention import Reporter, broadcast_heads, causal_allowed  # noqa: E402
 
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 r = Reporter()
-rng = np.random.default_rng(20261130)
+rng = np.random.default_rng(test_seed(20261130))
 f = rng.standard_normal
 
 

@@ -160,8 +160,19 @@ static int empty_rows_ok(const attn_tensor *out, const attn_tensor *lse, int64_t
     return 1;
 }
 
+/* The kernel attn_sdpa takes for one sequence of L queries (attn.h,
+ * "Numerics"): f64 the exact one; f32 is split over the keys (decode) for
+ * 1 to 8 queries, unless RoPE rotates the keys (done in flash's packing
+ * only), else tiled (flash). Random lengths send a case's sequences to
+ * either, whatever it was written for. */
+static const char *sequence_kernel(const vcase *c, int64_t L) {
+    return c->dtype == ATTN_F64 ? "exact" : L <= 8 && !c->rope ? "decode" : "flash";
+}
+
 /* Forward and backward of one case at 1, 2 and 3 threads, each sequence
- * against attn_sdpa (attn_sdpa_backward) on its own. */
+ * against attn_sdpa (attn_sdpa_backward) on its own, on the kernel it
+ * takes alone; the batch's verbose line names flash when any sequence ran
+ * on it, else decode, else exact (varlen.c's order), or none. */
 static void test_case(const vcase *c) {
     batch bt;
     make_batch(&bt, c);
@@ -175,7 +186,8 @@ static void test_case(const vcase *c) {
     char name[160];
     attn_error err;
     /* the reference: one attn_sdpa per sequence, and one backward */
-    int ref_ok = 1, empty_ok = 1;
+    int ref_ok = 1, empty_ok = 1, took[3] = {0, 0, 0}; /* sequences on flash, decode, exact */
+    static const char *const KERNELS[3] = {"flash", "decode", "exact"};
     for (int b = 0; b < c->B; b++) {
         int64_t L = bt.cu_q[b + 1] - bt.cu_q[b], S = bt.cu_k[b + 1] - bt.cu_k[b];
         if (L == 0 || S == 0) continue;
@@ -183,8 +195,15 @@ static void test_case(const vcase *c) {
         attn_tensor out = view(&ref_out, bt.cu_q[b], L), lse = view(&ref_lse, bt.cu_q[b], L);
         attn_sdpa_options o = bt.o;
         o.mask = bt.mask_ptr[b], o.dropout_seed = bt.o.dropout_seed + (uint64_t)b;
+        char alone[32];
+        verbose_begin();
         attn_status st = attn_sdpa(&out, &lse, NULL, &q, &k, &v, &o, &err);
+        verbose_end(alone, sizeof alone, NULL, 0);
+        const char *rule = sequence_kernel(c, L);
+        for (int i = 0; i < 3; i++) took[i] |= strcmp(rule, KERNELS[i]) == 0;
         if (st) printf("# reference sequence %d: %s\n", b, err.message), ref_ok = 0;
+        else if (strcmp(alone, rule) != 0) /* attn_sdpa alone must follow the rule too */
+            printf("# sequence %d (L=%lld, S=%lld) alone ran %s, not %s\n", b, (long long)L, (long long)S, alone, rule), ref_ok = 0;
         if (!backward || st) continue;
         attn_tensor dq = view(&ref_dq, bt.cu_q[b], L), dk = view(&ref_dk, bt.cu_k[b], S), dv = view(&ref_dv, bt.cu_k[b], S);
         attn_tensor d = view(&dout, bt.cu_q[b], L);
@@ -213,9 +232,9 @@ static void test_case(const vcase *c) {
                            (char *)ref_lse.data + bt.cu_q[b] * c->Hq * attn_dtype_size(c->dtype),
                            (size_t)(L * c->Hq) * attn_dtype_size(c->dtype));
         }
-        const char *want = c->dtype == ATTN_F64 ? "exact" : c->decode == 2 ? "decode" : "flash";
+        const char *want = took[0] ? "flash" : took[1] ? "decode" : took[2] ? "exact" : "none";
         snprintf(name, sizeof name, "varlen_%s_threads%d", c->name, threads);
-        if (c->decode == 2 && !st) { /* one job for all: as many workers given as threads, whatever each has */
+        if (c->decode == 2 && took[1] && !st) { /* one job for all: as many workers given as threads, whatever each has */
             const char *t = strstr(verbose_last_line, " threads=");
             int ran = 0, given = 0;
             if (t) sscanf(t, " threads=%d/%d", &ran, &given);
@@ -909,6 +928,7 @@ static void test_half_q(attn_dtype h, const char *tag) {
 }
 
 int main(void) {
+    rng = test_seed(TEST_RNG_SEED); /* seed.h: other inputs under ATTN_TEST_SEED */
     /* name, dtype, kv dtype, Hq, Hk, E, Ev, B, max_len, decode, causal, has_scale, alibi, sinks, rope, bf16,
      * strided, softcap, dropout, window, mask */
     static const vcase CASES[] = {
