@@ -3139,6 +3139,8 @@ typedef struct ws_args {
     attn_kv_cache *cache;
     int64_t length; /* the cache's length before the call */
     attn_kv_paged_view view;
+    attn_kv_pages *pool;
+    const int64_t *seqs;
     attn_mha_params p;
     attn_mha_options mo;
     attn_sdpa_options o;
@@ -3191,6 +3193,20 @@ static attn_status ws_paged_attend(void *arg, void *ws, size_t bytes, attn_error
     return attn_kv_paged_attend(a->out, a->lse, a->q, a->cu_q, &a->view, NULL, with_workspace(a, ws, bytes), err);
 }
 
+static attn_status ws_paged_run(void *arg, void *ws, size_t bytes, attn_error *err) {
+    ws_args *a = arg;
+    if (!ws) return ws_paged_attend(arg, NULL, 0, err); /* a run is bitwise the unplanned call */
+    return attn_kv_paged_run(a->plan, a->out, a->lse, a->q, a->view.k_pages, a->view.v_pages, ws, bytes, err);
+}
+
+static attn_status ws_mha_paged(void *arg, void *ws, size_t bytes, attn_error *err) {
+    ws_args *a = arg;
+    with_workspace(a, ws, bytes);
+    attn_status st = attn_mha_paged(a->out, a->q, a->cu_q, a->seqs, a->batch, a->pool, NULL, &a->p, &a->mo, err);
+    for (int64_t i = 0; i < a->batch; i++) attn_kv_pages_truncate(a->pool, a->seqs[i], 0, NULL); /* the same step again */
+    return st;
+}
+
 static attn_status ws_mha(void *arg, void *ws, size_t bytes, attn_error *err) {
     ws_args *a = arg;
     with_workspace(a, ws, bytes);
@@ -3216,8 +3232,9 @@ static attn_status ws_mha_cached(void *arg, void *ws, size_t bytes, attn_error *
  * takes one right next to it: attn_sdpa (f32, and a 16-bit q through its
  * f32 copies), attn_sdpa_backward, attn_sdpa_varlen and its backward,
  * attn_sdpa_run (the plan's own memory too), attn_kv_cache_attend (the
- * cache's memory), attn_kv_paged_attend (the view's page table), attn_mha,
- * attn_mha_backward and attn_mha_cached (a parameter, dout, the cache). */
+ * cache's memory), attn_kv_paged_attend and attn_kv_paged_run (the view's
+ * page table), attn_mha, attn_mha_backward, attn_mha_cached and
+ * attn_mha_paged (a parameter, dout, the cache, the offsets). */
 static void test_workspace_apart(void) {
     enum { B = 2, H = 2, L = 5, S = 7, E = 8, WS = 1 << 20 };
     int64_t sq[4] = {B, H, L, E}, sk[4] = {B, H, S, E}, sl[3] = {B, H, L};
@@ -3332,6 +3349,15 @@ static void test_workspace_apart(void) {
     unsigned char *tend = (unsigned char *)(table + 4);
     check_workspace_apart("kv_paged_attend", ws_paged_attend, &w, &wo, (unsigned char *)table, 16 + WS / 4 + 1, tend,
                           tend - 1, WS / 4, "the view's page table");
+    attn_sdpa_plan_bytes(&pbytes, 2, &err);
+    void *wmem = malloc(pbytes);
+    attn_sdpa_options as_attend = attn_sdpa_options_default(); /* the options the unplanned call is given */
+    st = attn_kv_paged_plan_init(&w.plan, wmem, pbytes, &pws, &po, &plse, &pq2, cu_p, &w.view, NULL, &as_attend, &err);
+    check(st == ATTN_OK, "kv_paged_plan_init_for_workspace_checks", "status %d (%s)", (int)st, st ? err.message : "");
+    if (!st)
+        check_workspace_apart("kv_paged_run", ws_paged_run, &w, &wo, (unsigned char *)table, 16 + pws + 1, tend,
+                              tend - 1, pws, "the view's page table");
+    free(wmem);
 
     /* The layer: its parameters, dout and cache are the call's. */
     enum { ME = 16, MH = 2, ML = 3 };
@@ -3373,6 +3399,30 @@ static void test_workspace_apart(void) {
         check_workspace_apart("mha_cached", ws_mha_cached, &m, &mout, mmem, cbytes + need + 1, vend, vend - 1, need,
                               "the cache's values");
     }
+
+    /* A paged step of the layer: its offsets are the call's. */
+    attn_kv_pages_desc pd = attn_kv_pages_desc_default();
+    pd.heads = MH, pd.key_dim = pd.value_dim = ME / MH, pd.page_size = 16, pd.num_pages = 4, pd.max_sequences = 2;
+    size_t poolb = 0;
+    attn_kv_pages_bytes(&poolb, &pd, &err);
+    void *poolmem = calloc(1, poolb);
+    int64_t ids[2] = {0, 0}, xt[2] = {5, ME};
+    int64_t *cu_x = calloc(1, 3 * sizeof *cu_x + WS + 1);
+    cu_x[0] = 0, cu_x[1] = 2, cu_x[2] = 5;
+    attn_tensor px = make(ATTN_F32, 2, xt), py = make(ATTN_F32, 2, xt);
+    ws_args g = m;
+    g.out = &py, g.q = &px, g.cu_q = cu_x, g.seqs = ids, g.batch = 2;
+    g.mo = attn_mha_options_default();
+    st = attn_kv_pages_init(&g.pool, poolmem, poolb, &pd, &err);
+    for (int i = 0; i < 2 && !st; i++) st = attn_kv_pages_create(g.pool, &ids[i], &err);
+    check(st == ATTN_OK, "kv_pages_for_workspace_checks", "status %d (%s)", (int)st, st ? err.message : "");
+    if (!st) {
+        ws_outputs gout = {{py.data}, {bytes_of(&py)}, 1};
+        unsigned char *xend = (unsigned char *)(cu_x + 3);
+        check_workspace_apart("mha_paged", ws_mha_paged, &g, &gout, (unsigned char *)cu_x, 24 + WS / 4 + 1, xend,
+                              xend - 1, WS / 4, "cu_seqlens");
+    }
+    free(poolmem), free(cu_x), free(px.data), free(py.data);
 
     attn_tensor *all[] = {&q, &k, &v, &out, &lse, &q16, &out16, &dout, &dq, &dk, &vq, &vk, &vv, &vo, &vl, &vdo, &vdq,
                           &vdk, &cnk, &cnv, &cq, &co, &cl, &kp, &vp, &pq2, &po, &plse, &x, &y, &win, &bin, &wout, &bout,
