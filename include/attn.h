@@ -73,7 +73,9 @@
  *     that interleave their own dimensions without touching are fine (a
  *     layout too intricate to decide in a bounded search, such as shape
  *     (16384, 16384) with strides (16384, 16383), is refused as may-overlap,
- *     as two tensors are).
+ *     as two tensors are). A workspace (attn_context, a plan's run) is
+ *     written too: it may share no byte with any tensor of the call,
+ *     ATTN_ERR_STRIDE likewise.
  *     Inputs may share memory
  *     freely, and have stride 0 (dout = ones broadcast, for a sum's
  *     gradient).
@@ -150,7 +152,8 @@ typedef enum attn_status {
     /* A stride is invalid: an output dimension of size > 1 with stride 0
      * or strides that fold an output onto itself (several results would
      * land in one element), or an output whose
-     * memory overlaps another output's or an input's (see Conventions). */
+     * memory overlaps another output's or an input's (see Conventions), or
+     * a workspace that overlaps a tensor of the call (attn_context). */
     ATTN_ERR_STRIDE = 10,
     /* A size or offset computation overflows (e.g. a shape whose element or
      * byte count does not fit in 64 bits / size_t). */
@@ -822,10 +825,16 @@ typedef struct attn_context {
      * attn_sdpa_workspace_size says how many bytes a call needs; a smaller
      * workspace fails with ATTN_ERR_WORKSPACE before anything is written.
      * NULL (the default): the library allocates what it needs and frees it
-     * before returning. One workspace must not serve two calls at once,
-     * and must share no byte with the call's tensors (inputs, outputs,
-     * masks, offsets): the call writes its scratch there, and does not
-     * check this (unlike an output over an input, ATTN_ERR_STRIDE). */
+     * before returning. One workspace must not serve two calls at once
+     * (which no call can see). Nor may it share a byte with any memory the
+     * call reads or writes (inputs, outputs, masks, offsets, the options'
+     * tensors, a layer's parameters, a KV cache's or a view's memory, a
+     * plan's): the call writes its scratch there, so one that does fails
+     * with ATTN_ERR_STRIDE, "the workspace and <name> overlap in memory",
+     * before anything is written. As for two tensors, the test is exact: a
+     * workspace in the gaps of a strided view, or right next to a tensor,
+     * is fine. (Checked since 0.4.0; before, it was the caller's to keep
+     * apart.) */
     void *workspace;
     size_t workspace_size;
 } attn_context;
@@ -1432,7 +1441,8 @@ ATTN_API attn_status attn_sdpa_varlen_plan_init(attn_sdpa_plan **plan, void *mem
  * (plan, a tensor or its data, workspace), ATTN_ERR_PLAN (a tensor unlike
  * the plan's, naming it; memory that holds no plan), ATTN_ERR_WORKSPACE
  * (workspace_size below the plan's), ATTN_ERR_STRIDE (an output overlapping
- * an input), and any error of the planned kernels. Nothing is written
+ * an input; the workspace overlapping a tensor, a mask or the plan's
+ * memory), and any error of the planned kernels. Nothing is written
  * unless the checks pass. */
 ATTN_API attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                                    const attn_tensor *k, const attn_tensor *v, void *workspace, size_t workspace_size,
@@ -2512,7 +2522,8 @@ ATTN_API attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory
  * view whose generation counter has moved on since the plan was made:
  * the sequences changed, plan again),
  * ATTN_ERR_WORKSPACE, ATTN_ERR_STRIDE (out or lse overlapping q, the pages,
- * the view's lengths or tables, a mask), and any error of the kernels.
+ * the view's lengths or tables, a mask; the workspace overlapping any of
+ * them, out, lse or the plan's memory), and any error of the kernels.
  * A planned view with residual rows (key_dtype) or per-head scales runs
  * only its own pages here (other pages: ATTN_ERR_PLAN; use
  * attn_kv_paged_run_view). Nothing is written unless the checks pass. */

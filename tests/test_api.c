@@ -3168,6 +3168,374 @@ static void test_num_threads_env(void) {
     else unsetenv("ATTN_NUM_THREADS");
 }
 
+/* ---- a workspace apart from the call's tensors ---------------------------- */
+
+/* One entry point's call with the caller's workspace (NULL: none; for a
+ * plan's run, the unplanned call its results equal). */
+typedef attn_status (*ws_call_fn)(void *arg, void *workspace, size_t bytes, attn_error *err);
+
+/* What a call writes: each refused call must leave it as it was, each
+ * accepted one write what the call without a workspace writes. */
+typedef struct ws_outputs {
+    void *data[3];
+    size_t bytes[3];
+    int n;
+} ws_outputs;
+
+/* The call of `family` three ways: without a workspace (the reference);
+ * with `ws` bytes at `accepted`, next to the tensor called `name` but
+ * sharing no byte with it (the same outputs, bitwise); and with them at
+ * `refused`, one byte over it (ATTN_ERR_STRIDE naming it, and nothing
+ * written: neither the outputs nor the `span` bytes at `region`, which
+ * hold the tensor and both workspaces). */
+static void check_workspace_apart(const char *family, ws_call_fn call, void *arg, const ws_outputs *outs,
+                                  unsigned char *region, size_t span, unsigned char *accepted, unsigned char *refused,
+                                  size_t ws, const char *name) {
+    attn_error err;
+    char test[160], needle[128];
+    void *ref[3], *snap[3];
+    attn_status st = call(arg, NULL, 0, &err);
+    snprintf(test, sizeof test, "%s_without_workspace", family);
+    check(st == ATTN_OK, test, "status %d (%s)", (int)st, st ? err.message : "");
+    for (int i = 0; i < outs->n; i++) {
+        ref[i] = malloc(outs->bytes[i]), snap[i] = malloc(outs->bytes[i]);
+        memcpy(ref[i], outs->data[i], outs->bytes[i]);
+        memset(outs->data[i], 0x5a, outs->bytes[i]);
+    }
+    st = call(arg, accepted, ws, &err);
+    int same = st == ATTN_OK;
+    for (int i = 0; i < outs->n; i++) same &= memcmp(outs->data[i], ref[i], outs->bytes[i]) == 0;
+    snprintf(test, sizeof test, "%s_workspace_next_to_%s_accepted_bitwise", family, outs->n ? "its_tensor" : "it");
+    check(same, test, "status %d (%s), or outputs unlike the call without a workspace", (int)st, st ? err.message : "");
+    unsigned char *before = malloc(span);
+    for (int i = 0; i < outs->n; i++) memset(outs->data[i], 0x5a, outs->bytes[i]), memset(snap[i], 0x5a, outs->bytes[i]);
+    memcpy(before, region, span);
+    st = call(arg, refused, ws, &err);
+    snprintf(needle, sizeof needle, "the workspace and %s overlap", name);
+    snprintf(test, sizeof test, "err_%s_workspace_over_a_byte_of_its_tensor", family);
+    check_status(st, &err, ATTN_ERR_STRIDE, needle, test);
+    int untouched = memcmp(before, region, span) == 0;
+    for (int i = 0; i < outs->n; i++) untouched &= memcmp(outs->data[i], snap[i], outs->bytes[i]) == 0;
+    snprintf(test, sizeof test, "%s_workspace_over_its_tensor_writes_nothing", family);
+    check(untouched, test, "an output, the tensor or the workspace was written");
+    for (int i = 0; i < outs->n; i++) free(ref[i]), free(snap[i]);
+    free(before);
+}
+
+/* A tensor of `shape` over the front of a block that has `after` bytes of
+ * the test's behind it (for a workspace), random values as make's. */
+static attn_tensor make_in_block(attn_dtype dt, int rank, const int64_t *shape, size_t after) {
+    attn_tensor r = make(dt, rank, shape), t = r;
+    size_t n = (size_t)attn_tensor_numel(&r) * attn_dtype_size(dt);
+    t.data = calloc(1, n + after + 1);
+    memcpy(t.data, r.data, n);
+    free(r.data);
+    return t;
+}
+
+static size_t bytes_of(const attn_tensor *t) { return (size_t)attn_tensor_numel(t) * attn_dtype_size(t->dtype); }
+
+/* The attention calls' arguments, for the callbacks below. */
+typedef struct ws_args {
+    attn_tensor *out, *lse, *q, *k, *v, *dout, *grad[3];
+    const int64_t *cu_q, *cu_k;
+    int64_t batch;
+    attn_sdpa_plan *plan;
+    attn_kv_cache *cache;
+    int64_t length; /* the cache's length before the call */
+    attn_kv_paged_view view;
+    attn_kv_pages *pool;
+    const int64_t *seqs;
+    attn_mha_params p;
+    attn_mha_options mo;
+    attn_sdpa_options o;
+    attn_context c;
+} ws_args;
+
+static const attn_sdpa_options *with_workspace(ws_args *a, void *ws, size_t bytes) {
+    a->c = attn_context_default();
+    a->c.workspace = ws, a->c.workspace_size = bytes;
+    a->o.context = &a->c, a->mo.context = &a->c;
+    return &a->o;
+}
+
+static attn_status ws_sdpa(void *arg, void *ws, size_t bytes, attn_error *err) {
+    ws_args *a = arg;
+    return attn_sdpa(a->out, a->lse, NULL, a->q, a->k, a->v, with_workspace(a, ws, bytes), err);
+}
+
+static attn_status ws_backward(void *arg, void *ws, size_t bytes, attn_error *err) {
+    ws_args *a = arg;
+    return attn_sdpa_backward(a->grad[0], a->grad[1], a->grad[2], NULL, a->dout, a->q, a->k, a->v, a->out, a->lse,
+                              with_workspace(a, ws, bytes), err);
+}
+
+static attn_status ws_varlen(void *arg, void *ws, size_t bytes, attn_error *err) {
+    ws_args *a = arg;
+    return attn_sdpa_varlen(a->out, a->lse, a->q, a->k, a->v, a->cu_q, a->cu_k, a->batch, NULL,
+                            with_workspace(a, ws, bytes), err);
+}
+
+static attn_status ws_varlen_backward(void *arg, void *ws, size_t bytes, attn_error *err) {
+    ws_args *a = arg;
+    return attn_sdpa_varlen_backward(a->grad[0], a->grad[1], a->grad[2], a->dout, a->q, a->k, a->v, a->out, a->lse,
+                                     a->cu_q, a->cu_k, a->batch, NULL, with_workspace(a, ws, bytes), err);
+}
+
+static attn_status ws_plan_run(void *arg, void *ws, size_t bytes, attn_error *err) {
+    ws_args *a = arg;
+    if (!ws) return ws_sdpa(arg, NULL, 0, err); /* a run is bitwise the unplanned call */
+    return attn_sdpa_run(a->plan, a->out, a->lse, a->q, a->k, a->v, ws, bytes, err);
+}
+
+static attn_status ws_cache_attend(void *arg, void *ws, size_t bytes, attn_error *err) {
+    ws_args *a = arg;
+    return attn_kv_cache_attend(a->out, a->lse, a->q, a->cache, with_workspace(a, ws, bytes), err);
+}
+
+static attn_status ws_paged_attend(void *arg, void *ws, size_t bytes, attn_error *err) {
+    ws_args *a = arg;
+    return attn_kv_paged_attend(a->out, a->lse, a->q, a->cu_q, &a->view, NULL, with_workspace(a, ws, bytes), err);
+}
+
+static attn_status ws_paged_run(void *arg, void *ws, size_t bytes, attn_error *err) {
+    ws_args *a = arg;
+    if (!ws) return ws_paged_attend(arg, NULL, 0, err); /* a run is bitwise the unplanned call */
+    return attn_kv_paged_run(a->plan, a->out, a->lse, a->q, a->view.k_pages, a->view.v_pages, ws, bytes, err);
+}
+
+static attn_status ws_mha_paged(void *arg, void *ws, size_t bytes, attn_error *err) {
+    ws_args *a = arg;
+    with_workspace(a, ws, bytes);
+    attn_status st = attn_mha_paged(a->out, a->q, a->cu_q, a->seqs, a->batch, a->pool, NULL, &a->p, &a->mo, err);
+    for (int64_t i = 0; i < a->batch; i++) attn_kv_pages_truncate(a->pool, a->seqs[i], 0, NULL); /* the same step again */
+    return st;
+}
+
+static attn_status ws_mha(void *arg, void *ws, size_t bytes, attn_error *err) {
+    ws_args *a = arg;
+    with_workspace(a, ws, bytes);
+    return attn_mha(a->out, NULL, a->q, a->k, a->v, &a->p, &a->mo, err);
+}
+
+static attn_status ws_mha_backward(void *arg, void *ws, size_t bytes, attn_error *err) {
+    ws_args *a = arg;
+    with_workspace(a, ws, bytes);
+    return attn_mha_backward(a->grad[0], NULL, NULL, NULL, a->dout, a->q, a->k, a->v, &a->p, &a->mo, err);
+}
+
+static attn_status ws_mha_cached(void *arg, void *ws, size_t bytes, attn_error *err) {
+    ws_args *a = arg;
+    with_workspace(a, ws, bytes);
+    attn_status st = attn_mha_cached(a->out, a->q, a->cache, &a->p, &a->mo, err);
+    attn_kv_cache_truncate(a->cache, a->length, NULL); /* each call appends the same step */
+    return st;
+}
+
+/* Every entry point that takes a caller's workspace refuses one that
+ * shares a byte with a tensor of the call, before writing anything, and
+ * takes one right next to it: attn_sdpa (f32, and a 16-bit q through its
+ * f32 copies), attn_sdpa_backward, attn_sdpa_varlen and its backward,
+ * attn_sdpa_run (the plan's own memory too), attn_kv_cache_attend (the
+ * cache's memory), attn_kv_paged_attend and attn_kv_paged_run (the view's
+ * page table), attn_mha, attn_mha_backward, attn_mha_cached and
+ * attn_mha_paged (a parameter, dout, the cache, the offsets). */
+static void test_workspace_apart(void) {
+    enum { B = 2, H = 2, L = 5, S = 7, E = 8, WS = 1 << 20 };
+    int64_t sq[4] = {B, H, L, E}, sk[4] = {B, H, S, E}, sl[3] = {B, H, L};
+    attn_error err;
+    ws_args a;
+    memset(&a, 0, sizeof a);
+    a.o = attn_sdpa_options_default();
+    attn_tensor q = make(ATTN_F32, 4, sq), k = make_in_block(ATTN_F32, 4, sk, WS), v = make(ATTN_F32, 4, sk);
+    attn_tensor out = make(ATTN_F32, 4, sq), lse = make(ATTN_F32, 3, sl);
+    a.out = &out, a.lse = &lse, a.q = &q, a.k = &k, a.v = &v;
+    ws_outputs fo = {{out.data, lse.data}, {bytes_of(&out), bytes_of(&lse)}, 2};
+    size_t kb = bytes_of(&k), need = 0;
+    attn_sdpa_workspace_size(&need, &out, &lse, NULL, &q, &k, &v, NULL, &err);
+    unsigned char *kend = (unsigned char *)k.data + kb;
+    check_workspace_apart("sdpa", ws_sdpa, &a, &fo, k.data, kb + need + 1, kend, kend - 1, need, "k");
+
+    /* A 16-bit q: its f32 copies are the first thing written to the workspace. */
+    attn_tensor q16 = make_in_block(ATTN_F16, 4, sq, WS), out16 = make(ATTN_F16, 4, sq);
+    attn_tensor_convert(&q16, &q, NULL);
+    ws_args h = a;
+    h.q = &q16, h.out = &out16, h.k = &v;
+    ws_outputs ho = {{out16.data, lse.data}, {bytes_of(&out16), bytes_of(&lse)}, 2};
+    attn_sdpa_workspace_size(&need, &out16, &lse, NULL, &q16, &v, &v, NULL, &err);
+    unsigned char *qend = (unsigned char *)q16.data + bytes_of(&q16);
+    check_workspace_apart("sdpa_f16", ws_sdpa, &h, &ho, q16.data, bytes_of(&q16) + need + 1, qend, qend - 1, need, "q");
+
+    /* The backward pass, dout next to the workspace. */
+    attn_tensor dout = make_in_block(ATTN_F32, 4, sq, WS), dq = make(ATTN_F32, 4, sq), dk = make(ATTN_F32, 4, sk);
+    attn_sdpa(&out, &lse, NULL, &q, &k, &v, NULL, NULL);
+    a.dout = &dout, a.grad[0] = &dq, a.grad[1] = &dk;
+    ws_outputs bo = {{dq.data, dk.data}, {bytes_of(&dq), bytes_of(&dk)}, 2};
+    attn_sdpa_backward_workspace_size(&need, &dq, &dk, NULL, NULL, &dout, &q, &k, &v, &out, &lse, NULL, &err);
+    unsigned char *dend = (unsigned char *)dout.data + bytes_of(&dout);
+    check_workspace_apart("sdpa_backward", ws_backward, &a, &bo, dout.data, bytes_of(&dout) + need + 1, dend, dend - 1,
+                          need, "dout");
+
+    /* Ragged batches: the offsets are the call's too. */
+    int64_t pq[3] = {7, H, E}, pk[3] = {9, H, E}, pl[2] = {7, H};
+    attn_tensor vq = make(ATTN_F32, 3, pq), vk = make(ATTN_F32, 3, pk), vv = make(ATTN_F32, 3, pk);
+    attn_tensor vo = make(ATTN_F32, 3, pq), vl = make(ATTN_F32, 2, pl), vdo = make_in_block(ATTN_F32, 3, pq, WS);
+    attn_tensor vdq = make(ATTN_F32, 3, pq), vdk = make(ATTN_F32, 3, pk);
+    static const int64_t cu_q[3] = {0, 3, 7};
+    int64_t *cu_k = calloc(1, 3 * sizeof *cu_k + WS + 1);
+    cu_k[0] = 0, cu_k[1] = 4, cu_k[2] = 9;
+    ws_args r = a;
+    r.out = &vo, r.lse = &vl, r.q = &vq, r.k = &vk, r.v = &vv, r.cu_q = cu_q, r.cu_k = cu_k, r.batch = 2;
+    ws_outputs vro = {{vo.data, vl.data}, {bytes_of(&vo), bytes_of(&vl)}, 2};
+    unsigned char *cend = (unsigned char *)(cu_k + 3);
+    check_workspace_apart("sdpa_varlen", ws_varlen, &r, &vro, (unsigned char *)cu_k, 3 * sizeof *cu_k + WS / 4 + 1,
+                          cend, cend - 1, WS / 4, "cu_seqlens_k");
+    r.dout = &vdo, r.grad[0] = &vdq, r.grad[1] = &vdk;
+    ws_outputs vbo = {{vdq.data, vdk.data}, {bytes_of(&vdq), bytes_of(&vdk)}, 2};
+    dend = (unsigned char *)vdo.data + bytes_of(&vdo);
+    check_workspace_apart("sdpa_varlen_backward", ws_varlen_backward, &r, &vbo, vdo.data, bytes_of(&vdo) + WS + 1,
+                          dend, dend - 1, WS, "dout");
+
+    /* A plan's run: the workspace may not cover the plan's own memory,
+     * here just before it. */
+    size_t pbytes = 0, pws = 0;
+    attn_sdpa_plan_bytes(&pbytes, 0, &err);
+    unsigned char *pblock = malloc(WS + 128 + pbytes), *pmem = pblock + WS + 64 - (uintptr_t)(pblock + WS) % 64;
+    attn_status st = attn_sdpa_plan_init(&a.plan, pmem, pbytes, &pws, &out, &lse, &q, &k, &v, NULL, &err);
+    check(st == ATTN_OK && (unsigned char *)a.plan >= pmem && (unsigned char *)a.plan - pws >= pblock,
+          "sdpa_plan_init_for_workspace_checks", "status %d (%s)", (int)st, st ? err.message : "");
+    if (!st) {
+        unsigned char *at = (unsigned char *)a.plan - pws;
+        check_workspace_apart("sdpa_run", ws_plan_run, &a, &fo, pblock, WS + 128 + pbytes, at, at + 1, pws,
+                              "the plan's memory");
+        /* and the run's tensors, as the unplanned call's */
+        check_workspace_apart("sdpa_run_k", ws_plan_run, &a, &fo, k.data, kb + pws + 1, kend, kend - 1, pws, "k");
+    }
+
+    /* A KV cache: its memory, header to values, is the call's. */
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.batch = 1, d.heads = 2, d.capacity = 16, d.key_dim = E, d.value_dim = E;
+    size_t cbytes = 0;
+    attn_kv_cache_bytes(&cbytes, &d, &err);
+    unsigned char *cmem = calloc(1, cbytes + WS + 1);
+    int64_t ck_shape[4] = {1, 2, 6, E}, cq_shape[4] = {1, 4, 2, E}, cl_shape[3] = {1, 4, 2};
+    attn_tensor cnk = make(ATTN_F32, 4, ck_shape), cnv = make(ATTN_F32, 4, ck_shape);
+    attn_tensor cq = make(ATTN_F32, 4, cq_shape), co = make(ATTN_F32, 4, cq_shape), cl = make(ATTN_F32, 3, cl_shape);
+    ws_args c = a;
+    c.out = &co, c.lse = &cl, c.q = &cq;
+    st = attn_kv_cache_init(&c.cache, cmem, cbytes, &d, &err);
+    if (!st) st = attn_kv_cache_append(c.cache, &cnk, &cnv, &err);
+    attn_tensor vk_view, vv_view;
+    if (!st) st = attn_kv_cache_view(&vk_view, &vv_view, c.cache, 4, &err);
+    check(st == ATTN_OK, "kv_cache_for_workspace_checks", "status %d (%s)", (int)st, st ? err.message : "");
+    if (!st) {
+        ws_outputs co_out = {{co.data, cl.data}, {bytes_of(&co), bytes_of(&cl)}, 2};
+        unsigned char *vend = (unsigned char *)vv_view.data + (size_t)(d.batch * d.heads * d.capacity * E) * 4;
+        check_workspace_apart("kv_cache_attend", ws_cache_attend, &c, &co_out, cmem, cbytes + WS + 1, vend, vend - 1,
+                              WS / 4, "the cache's values");
+    }
+
+    /* Paged keys and values through the caller's own view: its page table
+     * is the call's. */
+    enum { P = 4, PAGES = 4 };
+    int64_t pg_shape[4] = {PAGES, 1, P, E}, pq_shape[3] = {3, 2, E}, pl_shape[2] = {3, 2};
+    attn_tensor kp = make(ATTN_F32, 4, pg_shape), vp = make(ATTN_F32, 4, pg_shape);
+    attn_tensor pq2 = make(ATTN_F32, 3, pq_shape), po = make(ATTN_F32, 3, pq_shape), plse = make(ATTN_F32, 2, pl_shape);
+    int32_t *table = calloc(1, 4 * sizeof *table + WS + 1);
+    table[0] = 2, table[1] = 0, table[2] = 3, table[3] = 1;
+    static const int64_t lengths[2] = {5, 3}, cu_p[3] = {0, 2, 3};
+    ws_args w = a;
+    w.out = &po, w.lse = &plse, w.q = &pq2, w.cu_q = cu_p;
+    w.view = attn_kv_paged_view_default();
+    w.view.heads = 1, w.view.key_dim = E, w.view.value_dim = E, w.view.page_size = P, w.view.num_pages = PAGES;
+    w.view.k_pages = kp.data, w.view.v_pages = vp.data, w.view.num_sequences = 2, w.view.lengths = lengths;
+    w.view.page_table = table, w.view.table_stride = 2;
+    ws_outputs wo = {{po.data, plse.data}, {bytes_of(&po), bytes_of(&plse)}, 2};
+    unsigned char *tend = (unsigned char *)(table + 4);
+    check_workspace_apart("kv_paged_attend", ws_paged_attend, &w, &wo, (unsigned char *)table, 16 + WS / 4 + 1, tend,
+                          tend - 1, WS / 4, "the view's page table");
+    attn_sdpa_plan_bytes(&pbytes, 2, &err);
+    void *wmem = malloc(pbytes);
+    attn_sdpa_options as_attend = attn_sdpa_options_default(); /* the options the unplanned call is given */
+    st = attn_kv_paged_plan_init(&w.plan, wmem, pbytes, &pws, &po, &plse, &pq2, cu_p, &w.view, NULL, &as_attend, &err);
+    check(st == ATTN_OK, "kv_paged_plan_init_for_workspace_checks", "status %d (%s)", (int)st, st ? err.message : "");
+    if (!st)
+        check_workspace_apart("kv_paged_run", ws_paged_run, &w, &wo, (unsigned char *)table, 16 + pws + 1, tend,
+                              tend - 1, pws, "the view's page table");
+    free(wmem);
+
+    /* The layer: its parameters, dout and cache are the call's. */
+    enum { ME = 16, MH = 2, ML = 3 };
+    int64_t mx[3] = {1, ML, ME}, mw[2] = {3 * ME, ME}, mb[1] = {3 * ME}, mo_w[2] = {ME, ME}, mo_b[1] = {ME};
+    attn_tensor x = make(ATTN_F32, 3, mx), y = make(ATTN_F32, 3, mx), win = make_in_block(ATTN_F32, 2, mw, WS);
+    attn_tensor bin = make(ATTN_F32, 1, mb), wout = make(ATTN_F32, 2, mo_w), bout = make(ATTN_F32, 1, mo_b);
+    for (int64_t i = 0; i < 3 * ME * ME; i++) ((float *)win.data)[i] *= 0.25f;
+    ws_args m = a;
+    m.p = attn_mha_params_default();
+    m.p.embed_dim = ME, m.p.num_heads = MH, m.p.in_proj_weight = &win, m.p.in_proj_bias = &bin;
+    m.p.out_proj_weight = &wout, m.p.out_proj_bias = &bout;
+    m.mo = attn_mha_options_default();
+    m.mo.batch_first = 1;
+    m.out = &y, m.q = m.k = m.v = &x;
+    ws_outputs mout = {{y.data}, {bytes_of(&y)}, 1};
+    attn_mha_workspace_size(&need, &y, NULL, &x, &x, &x, &m.p, &m.mo, &err);
+    unsigned char *wend = (unsigned char *)win.data + bytes_of(&win);
+    check_workspace_apart("mha", ws_mha, &m, &mout, win.data, bytes_of(&win) + need + 1, wend, wend - 1, need,
+                          "in_proj_weight");
+    attn_tensor mdout = make_in_block(ATTN_F32, 3, mx, WS), dx = make(ATTN_F32, 3, mx);
+    m.dout = &mdout, m.grad[0] = &dx;
+    ws_outputs mbo = {{dx.data}, {bytes_of(&dx)}, 1};
+    dend = (unsigned char *)mdout.data + bytes_of(&mdout);
+    check_workspace_apart("mha_backward", ws_mha_backward, &m, &mbo, mdout.data, bytes_of(&mdout) + WS + 1, dend,
+                          dend - 1, WS, "dout");
+    attn_kv_cache_desc md = attn_kv_cache_desc_default();
+    md.batch = 1, md.heads = MH, md.capacity = 8, md.key_dim = ME / MH, md.value_dim = ME / MH;
+    attn_kv_cache_bytes(&cbytes, &md, &err);
+    unsigned char *mmem = calloc(1, cbytes + WS + 1);
+    st = attn_kv_cache_init(&m.cache, mmem, cbytes, &md, &err);
+    m.mo.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    if (!st) st = attn_mha_cached(&y, &x, m.cache, &m.p, &m.mo, &err); /* a first step: the call's is the second */
+    if (!st) st = attn_kv_cache_view(&vk_view, &vv_view, m.cache, 4, &err);
+    check(st == ATTN_OK, "mha_cached_for_workspace_checks", "status %d (%s)", (int)st, st ? err.message : "");
+    if (!st) {
+        m.length = attn_kv_cache_length(m.cache);
+        attn_mha_cached_workspace_size(&need, &y, &x, m.cache, &m.p, &m.mo, &err);
+        unsigned char *vend = (unsigned char *)vv_view.data + (size_t)(md.heads * md.capacity * md.value_dim) * 4;
+        check_workspace_apart("mha_cached", ws_mha_cached, &m, &mout, mmem, cbytes + need + 1, vend, vend - 1, need,
+                              "the cache's values");
+    }
+
+    /* A paged step of the layer: its offsets are the call's. */
+    attn_kv_pages_desc pd = attn_kv_pages_desc_default();
+    pd.heads = MH, pd.key_dim = pd.value_dim = ME / MH, pd.page_size = 16, pd.num_pages = 4, pd.max_sequences = 2;
+    size_t poolb = 0;
+    attn_kv_pages_bytes(&poolb, &pd, &err);
+    void *poolmem = calloc(1, poolb);
+    int64_t ids[2] = {0, 0}, xt[2] = {5, ME};
+    int64_t *cu_x = calloc(1, 3 * sizeof *cu_x + WS + 1);
+    cu_x[0] = 0, cu_x[1] = 2, cu_x[2] = 5;
+    attn_tensor px = make(ATTN_F32, 2, xt), py = make(ATTN_F32, 2, xt);
+    ws_args g = m;
+    g.out = &py, g.q = &px, g.cu_q = cu_x, g.seqs = ids, g.batch = 2;
+    g.mo = attn_mha_options_default();
+    st = attn_kv_pages_init(&g.pool, poolmem, poolb, &pd, &err);
+    for (int i = 0; i < 2 && !st; i++) st = attn_kv_pages_create(g.pool, &ids[i], &err);
+    check(st == ATTN_OK, "kv_pages_for_workspace_checks", "status %d (%s)", (int)st, st ? err.message : "");
+    if (!st) {
+        ws_outputs gout = {{py.data}, {bytes_of(&py)}, 1};
+        unsigned char *xend = (unsigned char *)(cu_x + 3);
+        check_workspace_apart("mha_paged", ws_mha_paged, &g, &gout, (unsigned char *)cu_x, 24 + WS / 4 + 1, xend,
+                              xend - 1, WS / 4, "cu_seqlens");
+    }
+    free(poolmem), free(cu_x), free(px.data), free(py.data);
+
+    attn_tensor *all[] = {&q, &k, &v, &out, &lse, &q16, &out16, &dout, &dq, &dk, &vq, &vk, &vv, &vo, &vl, &vdo, &vdq,
+                          &vdk, &cnk, &cnv, &cq, &co, &cl, &kp, &vp, &pq2, &po, &plse, &x, &y, &win, &bin, &wout, &bout,
+                          &mdout, &dx};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+    free(cu_k), free(pblock), free(cmem), free(table), free(mmem);
+}
+
 int main(void) {
     rng_state = test_seed(TENSORS_SEED); /* seed.h: other inputs under ATTN_TEST_SEED */
     test_num_threads_env();
@@ -3201,6 +3569,7 @@ int main(void) {
     test_mha_packed();
     test_mha_half_weights();
     test_measuring_without_data();
+    test_workspace_apart();
     /* Every error code is reached by some test above. */
     int missing = -1;
     for (int c = 0; c < ATTN_STATUS_COUNT; c++) /* ATTN_ERR_COMM: libattn-mpi's, tested by tests/test_mpi.c */

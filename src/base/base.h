@@ -123,9 +123,21 @@ typedef struct attn_named {
 
 /* Every output owns its memory: none of outs overlaps another of outs or
  * any of ins (NULL tensors are skipped). ATTN_ERR_STRIDE naming the first
- * pair that does. The one check of aliasing in the library. */
+ * pair that does. The one check of aliasing between tensors in the
+ * library (a workspace's against them: attn_check_workspace). */
 attn_status attn_check_no_overlap(const attn_named *outs, int n_outs, const attn_named *ins, int n_ins,
                                   attn_error *err);
+/* The caller's workspace, `bytes` bytes at `workspace` (attn_context, or a
+ * plan's run), shares no byte with any of outs or ins (NULL tensors are
+ * skipped; a NULL or empty workspace passes): the call writes its scratch
+ * there, so one that overlaps a tensor is refused before anything is
+ * written, ATTN_ERR_STRIDE naming the first such tensor. The same exact
+ * test as attn_tensors_overlap (a workspace in the gaps of an interleaved
+ * view passes), one tensor at a time: no allocation, O(n_outs + n_ins)
+ * for tensors apart from it. Every entry point that takes a workspace
+ * calls it with every tensor it reads or writes. */
+attn_status attn_check_workspace(const void *workspace, size_t bytes, const attn_named *outs, int n_outs,
+                                 const attn_named *ins, int n_ins, attn_error *err);
 
 /* Quantized rows (quant.c; the formats byte by byte in attn.h): blocks of
  * ATTN_QBLOCK values for q8 and q4, each an f16 scale and its codes. */

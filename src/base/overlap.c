@@ -94,14 +94,19 @@ static bool meet(const extent *x, int da, int64_t a, const extent *y, int db, in
     return false;
 }
 
+/* Whether the bytes of two extents meet. */
+static bool extents_meet(const extent *x, const extent *y) {
+    /* Far apart: no offset between them need fit in 64 bits. */
+    if (x->base >= y->base ? x->base - y->base >= (uintptr_t)y->end[0] : y->base - x->base >= (uintptr_t)x->end[0])
+        return false;
+    int64_t work = WORK, off = x->base >= y->base ? (int64_t)(x->base - y->base) : -(int64_t)(y->base - x->base);
+    return meet(x, 0, off, y, 0, 0, &work);
+}
+
 bool attn_tensors_overlap(const attn_tensor *a, const attn_tensor *b) {
     extent x, y;
     if (!a || !b || !a->data || !b->data || !extent_of(&x, a) || !extent_of(&y, b)) return false;
-    /* Far apart: no offset between them need fit in 64 bits. */
-    if (x.base >= y.base ? x.base - y.base >= (uintptr_t)y.end[0] : y.base - x.base >= (uintptr_t)x.end[0])
-        return false;
-    int64_t work = WORK, off = x.base >= y.base ? (int64_t)(x.base - y.base) : -(int64_t)(y.base - x.base);
-    return meet(&x, 0, off, &y, 0, 0, &work);
+    return extents_meet(&x, &y);
 }
 
 /* Whether two different index vectors of x, at dimensions d.. and byte
@@ -152,5 +157,27 @@ attn_status attn_check_no_overlap(const attn_named *outs, int n_outs, const attn
             const attn_named *other = j < i ? &outs[j] : &ins[j - i];
             if ((st = attn_check_disjoint(outs[i].t, outs[i].name, other->t, other->name, err))) return st;
         }
+    return ATTN_OK;
+}
+
+attn_status attn_check_workspace(const void *workspace, size_t bytes, const attn_named *outs, int n_outs,
+                                 const attn_named *ins, int n_ins, attn_error *err) {
+    if (!workspace || bytes == 0) return ATTN_OK;
+    /* The workspace as one block of bytes, cut where it would run past the
+     * end of the address space or past 2^62 bytes (no real buffer is that
+     * large): every offset meet() adds then fits in 64 bits. */
+    extent ws = {.base = (uintptr_t)workspace, .rank = 0};
+    uintptr_t room = UINTPTR_MAX - ws.base;
+    uint64_t n = bytes < room ? (uint64_t)bytes : (uint64_t)room;
+    ws.end[0] = (int64_t)(n < (UINT64_C(1) << 62) ? n : UINT64_C(1) << 62);
+    for (int i = 0; i < n_outs + n_ins; i++) {
+        const attn_named *t = i < n_outs ? &outs[i] : &ins[i - n_outs];
+        extent x;
+        if (!t->t || !t->t->data || !extent_of(&x, t->t) || !extents_meet(&ws, &x)) continue;
+        return attn_fail(err, ATTN_ERR_STRIDE,
+                         "the workspace and %s overlap in memory: the call writes its scratch into the workspace, "
+                         "which may share no byte with the call's tensors",
+                         t->name ? t->name : "a tensor");
+    }
     return ATTN_OK;
 }

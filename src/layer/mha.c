@@ -645,7 +645,10 @@ static attn_status mha_run(size_t *measure, const mha_args *a, attn_error *err) 
     attn_named ins[ATTN_MHA_INPUTS];
     const attn_named outs[2] = {{out, "out"}, {weights, "weights"}};
     attn_mha_inputs(ins, &m, query, key, value);
-    if ((st = attn_check_no_overlap(outs, 2, ins, ATTN_MHA_INPUTS, err))) return st;
+    if ((st = attn_check_no_overlap(outs, 2, ins, ATTN_MHA_INPUTS, err)) ||
+        (!measure && (st = attn_check_workspace(m.context.workspace, m.context.workspace_size, outs, 2, ins,
+                                                ATTN_MHA_INPUTS, err))))
+        return st;
 
     /* Scratch: q, k, v and the heads' output (as cat: (N, L, E)), the
      * products', the merged mask and the per-head weights when asked for. */
@@ -747,7 +750,10 @@ static attn_status cached_run(size_t *measure, attn_tensor *out, const attn_tens
     const attn_named outs[3] = {{out, "out"}, {&ck, "the cache's keys"}, {&cv, "the cache's values"}};
     attn_mha_inputs(ins, &m, x, NULL, NULL); /* key and value are x */
     ins[ATTN_MHA_INPUTS - 3] = (attn_named){kpm, "key_padding_mask"}, ins[ATTN_MHA_INPUTS - 2] = (attn_named){am, "attn_mask"};
-    if ((st = attn_check_no_overlap(outs, 3, ins, ATTN_MHA_INPUTS, err))) return st;
+    if ((st = attn_check_no_overlap(outs, 3, ins, ATTN_MHA_INPUTS, err)) ||
+        (!measure && (st = attn_check_workspace(m.context.workspace, m.context.workspace_size, outs, 3, ins,
+                                                ATTN_MHA_INPUTS, err))))
+        return st;
     int64_t length = attn_kv_cache_length(cache);
     /* The masks as attn_mha takes them, over S = length + L keys: merged
      * into one additive mask (mask_n, mask_h, L, S) with PyTorch's

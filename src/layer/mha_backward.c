@@ -231,7 +231,8 @@ static attn_status check_input_grads(int into[3], attn_tensor *const dxs[3], con
 
 /* Every gradient owns its memory: none overlaps another, an input, a
  * parameter, a mask or dout (one tensor for several input gradients, as
- * check_input_grads allows, counts once). */
+ * check_input_grads allows, counts once); and the context's workspace,
+ * which the attention's passes write, overlaps none of them. */
 static attn_status check_grad_memory(attn_tensor *const dxs[3], const int into[3], const attn_tensor *g[G_COUNT],
                                      const attn_tensor *dout, const attn_tensor *query, const attn_tensor *key,
                                      const attn_tensor *value, const attn_mha_call *m, attn_error *err) {
@@ -244,7 +245,9 @@ static attn_status check_grad_memory(attn_tensor *const dxs[3], const int into[3
     for (int i = 0; i < G_COUNT; i++) outs[3 + i].t = g[i], outs[3 + i].name = NAMES[i];
     attn_mha_inputs(ins, m, query, key, value);
     ins[ATTN_MHA_INPUTS].t = dout, ins[ATTN_MHA_INPUTS].name = "dout";
-    return attn_check_no_overlap(outs, 3 + G_COUNT, ins, ATTN_MHA_INPUTS + 1, err);
+    attn_status st = attn_check_no_overlap(outs, 3 + G_COUNT, ins, ATTN_MHA_INPUTS + 1, err);
+    return st ? st : attn_check_workspace(m->context.workspace, m->context.workspace_size, outs, 3 + G_COUNT, ins,
+                                          ATTN_MHA_INPUTS + 1, err);
 }
 
 /* dx (N, rows, in doubles) into the caller's input gradient t (checked: like the input). */

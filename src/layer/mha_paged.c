@@ -178,6 +178,33 @@ static attn_status check_masks(const attn_tensor *const *masks, const attn_sdpa_
     return ATTN_OK;
 }
 
+/* The context's workspace, which the attention writes, apart from what the
+ * step writes (outs: out and the store) and reads (ins: x and the
+ * parameters; the view's tables, regions[2..4]; cu_seqlens; the masks of
+ * sequences with queries): checked before the store is written
+ * (attn_check_workspace). */
+static attn_status check_workspace(const attn_mha_call *m, const attn_named outs[5],
+                                   const attn_named ins[ATTN_MHA_INPUTS], const attn_tensor regions[5],
+                                   const int64_t *cu, int64_t n, const attn_tensor *const *masks, attn_error *err) {
+    const void *ws = m->context.workspace;
+    size_t bytes = m->context.workspace_size;
+    if (!ws) return ATTN_OK;
+    attn_tensor offsets;
+    int64_t entries = n + 1;
+    attn_tensor_init(&offsets, (void *)(uintptr_t)cu, ATTN_F64, 1, &entries, NULL, NULL); /* int64s: only bytes count */
+    attn_named read[4] = {{&offsets, "cu_seqlens"}};
+    for (int r = 2; r < 5; r++) read[r - 1] = (attn_named){regions[r].data ? &regions[r] : NULL, attn_kv_paged_region_names[r]};
+    attn_status st;
+    if ((st = attn_check_workspace(ws, bytes, outs, 5, ins, ATTN_MHA_INPUTS, err)) ||
+        (st = attn_check_workspace(ws, bytes, NULL, 0, read, 4, err)))
+        return st;
+    for (int64_t i = 0; masks && i < n; i++) {
+        const attn_named mask = {cu[i + 1] > cu[i] ? masks[i] : NULL, "a sequence's mask"};
+        if ((st = attn_check_workspace(ws, bytes, NULL, 0, &mask, 1, err))) return st;
+    }
+    return ATTN_OK;
+}
+
 /* One step of the layer for n sequences of a store (the public functions
  * below, which differ only in `s`). */
 static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int64_t *cu_seqlens, int64_t n,
@@ -221,7 +248,9 @@ static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int6
                                 {!s->paged && s->lengths ? &lens : NULL, "lengths"},
                                 {res.data ? &res : NULL, "the residual keys"}};
     attn_mha_inputs(ins, &m, x, NULL, NULL);
-    if ((st = attn_check_no_overlap(outs, 5, ins, ATTN_MHA_INPUTS, err))) return st;
+    if ((st = attn_check_no_overlap(outs, 5, ins, ATTN_MHA_INPUTS, err)) ||
+        (st = check_workspace(&m, outs, ins, regions, cu_seqlens, n, masks, err)))
+        return st;
     if ((uint64_t)n > SIZE_MAX / sizeof(int64_t)) return attn_fail(err, ATTN_ERR_OVERFLOW, "%lld sequences overflow", (long long)n);
     int64_t *length = malloc((size_t)(n > 0 ? n : 1) * sizeof *length);
     if (!length) return attn_fail(err, ATTN_ERR_NO_MEMORY, "no memory for %lld sequences' lengths", (long long)n);

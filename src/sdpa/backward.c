@@ -185,6 +185,20 @@ void attn_backward_finish(attn_backward_call *c) {
         if (g->out[i] && !gs->direct[i] && !gs->grouped[i]) attn_tensor_convert(g->out[i], &g->acc[i], NULL); /* cannot fail */
 }
 
+/* The context's workspace apart from every tensor the call reads or writes
+ * (attn_check_workspace), checked before the call writes into it. */
+static attn_status check_workspace(const attn_context *c, attn_tensor *const grad[4], const attn_tensor *dout,
+                                   const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                   const attn_tensor *out, const attn_tensor *lse, const attn_sdpa_options *o,
+                                   attn_error *err) {
+    if (!c->workspace) return ATTN_OK;
+    const attn_named outs[4] = {{grad[0], "dq"}, {grad[1], "dk"}, {grad[2], "dv"}, {grad[3], "dmask"}};
+    const attn_named ins[11] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"},
+                                {o->mask, "mask"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"},
+                                {o->k_descale, "k_descale"}, {o->v_descale, "v_descale"}};
+    return attn_check_workspace(c->workspace, c->workspace_size, outs, 4, ins, 11, err);
+}
+
 /* Plan and check the call; with `bytes`, only measure its scratch, else run
  * it: its memory taken (accumulators zeroed), the fused kernel or the exact
  * one on every slice, then the gradients written out. shown_q (NULL: q):
@@ -211,6 +225,7 @@ static attn_status backward(size_t *bytes, attn_tensor *const grad[4], const att
         *bytes = need;
         return ATTN_OK;
     }
+    if ((st = check_workspace(&c, grad, dout, q, k, v, out, lse, &o, err))) return st;
     if (c.workspace && need > c.workspace_size)
         return attn_fail(err, ATTN_ERR_WORKSPACE,
                          "the context's workspace has %zu bytes but this call needs %zu "
@@ -267,7 +282,9 @@ static attn_status backward_half(size_t *bytes, attn_tensor *const grad[4], cons
     const attn_named outs[4] = {{grad[0], "dq"}, {grad[1], "dk"}, {grad[2], "dv"}, {grad[3], "dmask"}};
     const attn_named ins[9] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"},
                                {o.mask, "mask"}, {o.alibi_slopes, "alibi_slopes"}, {o.sinks, "sinks"}};
-    if ((st = attn_check_no_overlap(outs, 4, ins, 9, err))) return st;
+    if ((st = attn_check_no_overlap(outs, 4, ins, 9, err)) ||
+        (!bytes && (st = check_workspace(&c, grad, dout, q, k, v, out, lse, &o, err))))
+        return st;
     if (!bytes && c.workspace) { /* the whole call's figure, as for an f32 q, not the f32 call's share of it */
         size_t need = 0;
         if ((st = backward_half(&need, grad, dout, q, k, v, out, lse, options, err))) return st;

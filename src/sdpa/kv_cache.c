@@ -487,6 +487,28 @@ static attn_status query_bytes(size_t *bytes, const attn_kv_cache *cache, const 
     return st;
 }
 
+/* The context of options o (the caller's, its per-head scales as
+ * k_descale and v_descale) has a workspace apart from every tensor attend
+ * reads or writes, the cache's whole memory among them (its header, keys
+ * and values), before q's turned copy is written into it
+ * (attn_check_workspace). */
+static attn_status check_workspace(const attn_tensor *out, const attn_tensor *lse, const attn_tensor *q,
+                                   const attn_kv_cache *cache, const attn_sdpa_options *o, attn_error *err) {
+    attn_sdpa_options read;
+    attn_context c;
+    attn_status st = attn_options_read(&read, &c, o, err);
+    if (st || !c.workspace) return st;
+    attn_tensor header, ck, cv;
+    int64_t n = (int64_t)sizeof *cache;
+    attn_tensor_init(&header, (void *)(uintptr_t)cache, ATTN_BOOL, 1, &n, NULL, NULL); /* its length, its layout */
+    attn_kv_cache_storage(&ck, &cv, cache);
+    const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
+    const attn_named ins[9] = {{q, "q"}, {&header, "the cache"}, {&ck, "the cache's keys"}, {&cv, "the cache's values"},
+                               {read.mask, "mask"}, {read.alibi_slopes, "alibi_slopes"}, {read.sinks, "sinks"},
+                               {read.k_descale, "k_descale"}, {read.v_descale, "v_descale"}};
+    return attn_check_workspace(c.workspace, c.workspace_size, outs, 2, ins, 9, err);
+}
+
 /* attn_kv_cache_attend over the cache's first `length` positions, or with
  * `bytes` its workspace (attn_kv_cache_attend_bytes). */
 static attn_status attend(size_t *bytes, int64_t length, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
@@ -526,6 +548,7 @@ static attn_status attend(size_t *bytes, int64_t length, attn_tensor *out, attn_
     memset(&hq, 0, sizeof hq);
     const attn_named outs[2] = {{out, "out"}, {lse, "lse"}}, ins[1] = {{q, "q"}}; /* q itself, not its turned copy */
     if (!(st = attn_kv_scales_as_descale(&o, &ks, &vs, cache->k_scale, cache->v_scale, d->heads, err)) &&
+        !(st = check_workspace(out, lse, q, cache, &o, err)) &&
         !(d->hadamard && ((st = attn_check_no_overlap(outs, 2, ins, 1, err)) ||
                           (st = attn_hadamard_queries_call(&hq, &arena, &rest, &o, q, err)))))
         st = attn_sdpa_paged_batch(NULL, out, lse, NULL, hq.data ? &hq : q, &k, &v, d->batch, q->rank, &o, err);

@@ -125,6 +125,37 @@ attn_status attn_kv_paged_prepare(attn_sdpa_options *o, attn_paged_rows *k, attn
     return ATTN_OK;
 }
 
+/* The context of options o (prepared; the view's per-head scales as
+ * k_descale and v_descale) has a workspace apart from every tensor attend
+ * reads or writes: q, out, lse, the offsets, the options' tensors, the
+ * masks of sequences with queries, and the view's memory, whole (its pages,
+ * tables, lengths and residual keys), before q's turned copy is written
+ * into it (attn_check_workspace). */
+static attn_status check_workspace(const attn_tensor *out, const attn_tensor *lse, const attn_tensor *q,
+                                   const int64_t *cu, const attn_kv_paged_view *w, int64_t n,
+                                   const attn_tensor *const *masks, const attn_sdpa_options *o, attn_error *err) {
+    attn_sdpa_options read;
+    attn_context c;
+    attn_status st = attn_options_read(&read, &c, o, err);
+    if (st || !c.workspace) return st;
+    attn_tensor regions[5], residual, offsets;
+    int64_t entries = n + 1;
+    attn_kv_paged_regions(regions, w);
+    attn_kv_paged_residual(&residual, w);
+    attn_tensor_init(&offsets, (void *)(uintptr_t)cu, ATTN_F64, 1, &entries, NULL, NULL); /* int64s: only bytes count */
+    const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
+    attn_named ins[12] = {{q, "q"}, {&offsets, "cu_seqlens_q"}, {read.alibi_slopes, "alibi_slopes"},
+                          {read.sinks, "sinks"}, {read.k_descale, "k_descale"}, {read.v_descale, "v_descale"},
+                          {residual.data ? &residual : NULL, "the residual keys"}};
+    for (int r = 0; r < 5; r++) ins[7 + r] = (attn_named){regions[r].data ? &regions[r] : NULL, attn_kv_paged_region_names[r]};
+    if ((st = attn_check_workspace(c.workspace, c.workspace_size, outs, 2, ins, 12, err))) return st;
+    for (int64_t i = 0; masks && i < n; i++) {
+        const attn_named mask = {cu[i + 1] > cu[i] ? masks[i] : NULL, "a sequence's mask"};
+        if ((st = attn_check_workspace(c.workspace, c.workspace_size, NULL, 0, &mask, 1, err))) return st;
+    }
+    return ATTN_OK;
+}
+
 /* The n sequences rows[0..n) (NULL: 0..n-1) of a checked view w, sequence
  * i with masks[i] (masks NULL: none), as one attn_sdpa_varlen_paged call. */
 static attn_status attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const int64_t *cu,
@@ -139,6 +170,7 @@ static attn_status attend(attn_tensor *out, attn_tensor *lse, const attn_tensor 
     attn_paged_rows *k_pages = NULL; /* (k_pages[i], v_pages[i]): sequence i's row sources, a few words each */
     memset(&hq, 0, sizeof hq);
     if (st || (st = attn_kv_scales_as_descale(&o, &ks, &vs, w->k_scale, w->v_scale, w->heads, err)) ||
+        (st = check_workspace(out, lse, q, cu, w, n, masks, &o, err)) ||
         (w->hadamard && (st = attn_hadamard_queries_call(&hq, &arena, &rest, &o, q, err))) || !any)
         goto done;
     if (hq.data) q = &hq;

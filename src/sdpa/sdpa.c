@@ -89,6 +89,24 @@ static attn_status measure(size_t *bytes, kernel_kind kind, attn_slices *sl, con
     return st;
 }
 
+/* The context's workspace apart from every tensor the call reads or writes
+ * (attn_check_workspace), checked before the call writes into it: the
+ * outputs, q, k, v, the options' tensors, and the pools of k_pages and
+ * v_pages (NULL: none). */
+static attn_status check_workspace(const attn_context *c, kernel_kind kind, const attn_tensor *out,
+                                   const attn_tensor *lse, const attn_tensor *weights, const attn_tensor *q,
+                                   const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *o,
+                                   const attn_paged_rows *k_pages, const attn_paged_rows *v_pages, attn_error *err) {
+    if (!c->workspace) return ATTN_OK;
+    attn_tensor pools[2];
+    if (k_pages) attn_paged_rows_pool(&pools[0], k_pages), attn_paged_rows_pool(&pools[1], v_pages);
+    const attn_named outs[3] = {{out, kind == KERNEL_SCORES ? "scores" : "out"}, {lse, "lse"}, {weights, "weights"}};
+    const attn_named ins[10] = {{q, "q"}, {k, "k"}, {v, "v"}, {o->mask, "mask"}, {o->alibi_slopes, "alibi_slopes"},
+                                {o->sinks, "sinks"}, {o->k_descale, "k_descale"}, {o->v_descale, "v_descale"},
+                                {k_pages ? &pools[0] : NULL, "k pages"}, {v_pages ? &pools[1] : NULL, "v pages"}};
+    return attn_check_workspace(c->workspace, c->workspace_size, outs, 3, ins, 10, err);
+}
+
 /* Plan the call; with `bytes`, only measure its scratch (planned from
  * shapes alone, NULL data allowed: attn_plan_shapes), else run it.
  * k_pages and v_pages (NULL: none): keys and values from a paged pool, k
@@ -113,6 +131,7 @@ static attn_status sdpa_run(kernel_kind kind, size_t *bytes, attn_tensor *out, a
     if (st) return st;
     sl.k_pages = k_pages, sl.v_pages = v_pages;
     if (bytes) return measure(bytes, kind, &sl, &o, err);
+    if ((st = check_workspace(&c, kind, out, lse, weights, q, k, v, &o, k_pages, v_pages, err))) return st;
     attn_arena arena = attn_arena_over(c.workspace, c.workspace_size);
     sl.arena = &arena;
     if (c.workspace) { /* too small a workspace fails before anything is written */
@@ -175,7 +194,9 @@ static attn_status sdpa_half(kernel_kind kind, size_t *bytes, attn_tensor *out, 
     const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
     const attn_named ins[6] = {{q, "q"}, {k, "k"}, {v, "v"}, {o.mask, "mask"}, {o.alibi_slopes, "alibi_slopes"},
                                {o.sinks, "sinks"}};
-    if ((st = attn_check_no_overlap(outs, 2, ins, 6, err))) return st;
+    if ((st = attn_check_no_overlap(outs, 2, ins, 6, err)) ||
+        (!bytes && (st = check_workspace(&c, kind, out, lse, weights, q, k, v, &o, k_pages, v_pages, err))))
+        return st;
     if (!bytes && c.workspace) { /* the whole call's figure, as for an f32 q, not the f32 call's share of it */
         size_t need = 0;
         if ((st = sdpa_half(kind, &need, out, lse, weights, q, k, v, options, k_pages, v_pages, err))) return st;

@@ -185,10 +185,12 @@ void attn_varlen_plan_set_scales(attn_varlen_plan *plan, int64_t batch, const fl
  * values (*v): its page table's first ceil(S / P) entries, its residual
  * rows with keys quantized per channel (kv_pages_attend.c). */
 void attn_kv_paged_rows(attn_paged_rows *k, attn_paged_rows *v, const attn_kv_paged_view *w, int64_t row, int64_t S);
-/* The outputs outs[0..n_outs) against the masks[0..batch) a run of the
- * plan reads (those of sequences with queries and keys, as planned), as
- * every call checks them; a failure is named by its sequence. */
+/* The outputs outs[0..n_outs) and the run's workspace (workspace_size
+ * bytes at workspace) against the masks[0..batch) a run of the plan reads
+ * (those of sequences with queries and keys, as planned), as every call
+ * checks them; a failure is named by its sequence. */
 attn_status attn_varlen_plan_check_masks(const attn_varlen_plan *plan, const attn_named *outs, int n_outs,
+                                         const void *workspace, size_t workspace_size,
                                          const attn_tensor *const *masks, int64_t batch, attn_error *err);
 /* The row sources a paged plan fills: plan->k_rows and plan->v_rows. */
 attn_paged_rows *attn_varlen_plan_k_rows(attn_varlen_plan *plan);

@@ -258,6 +258,20 @@ static attn_status check_lse_workspace(const attn_sdpa_plan *pl, const attn_tens
     return ATTN_OK;
 }
 
+/* A run's workspace apart from the run's tensors (outs, ins) and from the
+ * plan's own memory (its header, and after it a ragged batch's sequences'
+ * plans), which the run reads (attn_check_workspace). */
+static attn_status check_workspace(const attn_sdpa_plan *pl, const void *workspace, size_t workspace_size,
+                                   const attn_named *outs, int n_outs, const attn_named *ins, int n_ins,
+                                   attn_error *err) {
+    int64_t n = (int64_t)(sizeof *pl + (pl->batch >= 0 ? attn_varlen_plan_bytes(pl->batch) : 0)); /* fits: planned */
+    attn_tensor memory;
+    attn_tensor_init(&memory, (void *)(uintptr_t)pl, ATTN_BOOL, 1, &n, NULL, NULL);
+    const attn_named plan[1] = {{&memory, "the plan's memory"}};
+    attn_status st = attn_check_workspace(workspace, workspace_size, outs, n_outs, ins, n_ins, err);
+    return st ? st : attn_check_workspace(workspace, workspace_size, NULL, 0, plan, 1, err);
+}
+
 attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                           const attn_tensor *k, const attn_tensor *v, void *workspace, size_t workspace_size,
                           attn_error *err) {
@@ -278,7 +292,9 @@ attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *l
     const attn_named ins[8] = {{q, "q"}, {k, "k"}, {v, "v"}, {pl->o.mask, "mask"}, {pl->o.alibi_slopes, "alibi_slopes"},
                                {pl->o.sinks, "sinks"}, {pl->o.k_descale, "k_descale"}, {pl->o.v_descale, "v_descale"}};
     if ((st = attn_check_no_overlap(outs, 2, ins, 8, err)) ||
-        (pl->varlen && (st = attn_varlen_plan_check_masks(pl->varlen, outs, 2, pl->masks, pl->batch, err))))
+        (st = check_workspace(pl, workspace, workspace_size, outs, 2, ins, 8, err)) ||
+        (pl->varlen && (st = attn_varlen_plan_check_masks(pl->varlen, outs, 2, workspace, workspace_size, pl->masks,
+                                                          pl->batch, err))))
         return st;
     if (pl->empty.any) { /* attn_sdpa's writes of a call with a dimension of 0 */
         if (!pl->empty.no_output) attn_write_no_keys(out, lse, pl->o.sinks);
@@ -405,7 +421,8 @@ static attn_status run_paged(attn_sdpa_plan *pl, attn_tensor *out, attn_tensor *
     ins[11] = (attn_named){sc[0] ? NULL : pl->o.k_descale, "k_descale"};
     ins[12] = (attn_named){sc[1] ? NULL : pl->o.v_descale, "v_descale"};
     if ((st = attn_check_no_overlap(outs, 2, ins, 13, err)) ||
-        (st = attn_varlen_plan_check_masks(pl->varlen, outs, 2, pl->masks, pl->batch, err)))
+        (st = check_workspace(pl, workspace, workspace_size, outs, 2, ins, 13, err)) ||
+        (st = attn_varlen_plan_check_masks(pl->varlen, outs, 2, workspace, workspace_size, pl->masks, pl->batch, err)))
         return st;
     pl->q.data = q->data, pl->out.data = out->data, pl->lse.data = lse ? lse->data : NULL;
     attn_paged_rows *k_rows = attn_varlen_plan_k_rows(pl->varlen), *v_rows = attn_varlen_plan_v_rows(pl->varlen);

@@ -223,17 +223,20 @@ static attn_status check_batch(const attn_tensor *q, const attn_tensor *k, const
     return ATTN_OK;
 }
 
-/* The outputs against the masks the call reads: masks[b] only where
- * sequence b has queries (cu_q) and keys (k_rows[b].length for a paged
- * batch, else cu_k). The mask of a sequence without either is never read
- * (attn.h), so where it lies does not matter. */
-static attn_status check_masks_apart(const attn_named *outs, int n_outs, const attn_tensor *const *masks,
-                                     const int64_t *cu_q, const int64_t *cu_k, const attn_paged_rows *k_rows,
-                                     int64_t batch, attn_error *err) {
+/* The outputs and the caller's workspace (ws_bytes bytes at ws; NULL:
+ * none) against the masks the call reads: masks[b] only where sequence b
+ * has queries (cu_q) and keys (k_rows[b].length for a paged batch, else
+ * cu_k). The mask of a sequence without either is never read (attn.h), so
+ * where it lies does not matter. */
+static attn_status check_masks_apart(const attn_named *outs, int n_outs, const void *ws, size_t ws_bytes,
+                                     const attn_tensor *const *masks, const int64_t *cu_q, const int64_t *cu_k,
+                                     const attn_paged_rows *k_rows, int64_t batch, attn_error *err) {
     for (int64_t b = 0; masks && b < batch; b++) {
         int64_t L = cu_q[b + 1] - cu_q[b], S = k_rows ? k_rows[b].length : cu_k[b + 1] - cu_k[b];
         const attn_named mask = {masks[b], "a sequence's mask"};
-        attn_status st = L > 0 && S > 0 ? attn_check_no_overlap(outs, n_outs, &mask, 1, err) : ATTN_OK;
+        attn_status st = ATTN_OK;
+        if (L > 0 && S > 0 && !(st = attn_check_no_overlap(outs, n_outs, &mask, 1, err)))
+            st = attn_check_workspace(ws, ws_bytes, NULL, 0, &mask, 1, err);
         if (st) return in_sequence(st, b, err);
     }
     return ATTN_OK;
@@ -457,20 +460,27 @@ static attn_status forward_half(attn_tensor *out, attn_tensor *lse, const attn_t
 }
 
 /* Outputs against the inputs every call reads, and each sequence's mask
- * that is read (check_masks_apart; masks NULL: none). */
+ * that is read (check_masks_apart; masks NULL: none); the context's
+ * workspace (c NULL: none, a plan's checks) against all of them. */
 static attn_status check_outputs(attn_tensor *out, attn_tensor *lse, const attn_named *ins, int n_ins,
                                  const attn_tensor *const *masks, const int64_t *cu_q, const int64_t *cu_k,
-                                 const attn_paged_rows *k_rows, int64_t batch, attn_error *err) {
+                                 const attn_paged_rows *k_rows, int64_t batch, const attn_context *c, attn_error *err) {
     const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
-    attn_status st = attn_check_no_overlap(outs, 2, ins, n_ins, err);
-    return st ? st : check_masks_apart(outs, 2, masks, cu_q, cu_k, k_rows, batch, err);
+    const void *ws = c ? c->workspace : NULL;
+    size_t ws_bytes = c ? c->workspace_size : 0;
+    attn_status st;
+    if ((st = attn_check_no_overlap(outs, 2, ins, n_ins, err)) ||
+        (st = attn_check_workspace(ws, ws_bytes, outs, 2, ins, n_ins, err)))
+        return st;
+    return check_masks_apart(outs, 2, ws, ws_bytes, masks, cu_q, cu_k, k_rows, batch, err);
 }
 
 /* Everything of attn_sdpa_varlen's arguments checked before any sequence
  * is planned (o as attn_options_read gives it). */
 static attn_status check_varlen(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_tensor *k,
                                 const attn_tensor *v, const int64_t *cu_q, const int64_t *cu_k, int64_t batch,
-                                const attn_tensor *const *masks, const attn_sdpa_options *o, attn_error *err) {
+                                const attn_tensor *const *masks, const attn_sdpa_options *o, const attn_context *c,
+                                attn_error *err) {
     attn_status st;
     if ((st = check_batch(q, k, v, cu_q, cu_k, batch, o, err))) return st;
     int64_t want_out[3] = {q->shape[0], q->shape[1], v->shape[2]};
@@ -484,7 +494,7 @@ static attn_status check_varlen(attn_tensor *out, attn_tensor *lse, const attn_t
     const attn_named ins[9] = {{q, "q"}, {k, "k"}, {v, "v"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"},
                                {o->k_descale, "k_descale"}, {o->v_descale, "v_descale"}, {&cq, "cu_seqlens_q"},
                                {&ck, "cu_seqlens_k"}};
-    if ((st = check_outputs(out, lse, ins, 9, masks, cu_q, cu_k, NULL, batch, err))) return st;
+    if ((st = check_outputs(out, lse, ins, 9, masks, cu_q, cu_k, NULL, batch, c, err))) return st;
     if (o->sinks && (st = attn_check_per_head(o->sinks, "sinks", q->shape[1], err))) return st;
     return check_batch_descale(o, k->dtype, v->dtype, batch, k->shape[1], err);
 }
@@ -492,7 +502,7 @@ static attn_status check_varlen(attn_tensor *out, attn_tensor *lse, const attn_t
 attn_status attn_varlen_check(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_tensor *k,
                               const attn_tensor *v, const int64_t *cu_q, const int64_t *cu_k, int64_t batch,
                               const attn_tensor *const *masks, const attn_sdpa_options *o, attn_error *err) {
-    return check_varlen(out, lse, q, k, v, cu_q, cu_k, batch, masks, o, err);
+    return check_varlen(out, lse, q, k, v, cu_q, cu_k, batch, masks, o, NULL, err);
 }
 
 attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_tensor *k,
@@ -502,7 +512,7 @@ attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const attn_tens
     attn_sdpa_options o;
     attn_context c;
     attn_status st = attn_options_read(&o, &c, options, err);
-    if (st || (st = check_varlen(out, lse, q, k, v, cu_seqlens_q, cu_seqlens_k, batch, masks, &o, err))) return st;
+    if (st || (st = check_varlen(out, lse, q, k, v, cu_seqlens_q, cu_seqlens_k, batch, masks, &o, &c, err))) return st;
     batch_kv kv = {k, v, cu_seqlens_k, NULL, NULL};
     if (attn_dtype_half(q->dtype))
         return forward_half(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, v->shape[2], err);
@@ -514,7 +524,7 @@ attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const attn_tens
 static attn_status check_paged(int64_t *Ev_out, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                                const int64_t *cu_seqlens_q, int64_t batch, const attn_paged_rows *k_pages,
                                const attn_paged_rows *v_pages, const attn_tensor *const *masks,
-                               const attn_sdpa_options *o, attn_error *err) {
+                               const attn_sdpa_options *o, const attn_context *c, attn_error *err) {
     attn_status st;
     if ((st = check_packed(q, "q", err)) || (st = check_batch_options(o, q, err)) ||
         (st = attn_check_cu_seqlens(cu_seqlens_q, batch, q->shape[0], "cu_seqlens_q", err)))
@@ -549,12 +559,12 @@ static attn_status check_paged(int64_t *Ev_out, attn_tensor *out, attn_tensor *l
     const attn_tensor cq = offsets_bytes(cu_seqlens_q, batch);
     const attn_named ins[6] = {{q, "q"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"},
                                {o->k_descale, "k_descale"}, {o->v_descale, "v_descale"}, {&cq, "cu_seqlens_q"}};
-    if ((st = check_outputs(out, lse, ins, 6, masks, cu_seqlens_q, NULL, k_pages, batch, err))) return st;
+    if ((st = check_outputs(out, lse, ins, 6, masks, cu_seqlens_q, NULL, k_pages, batch, c, err))) return st;
     for (int64_t b = 0; b < batch; b++) { /* and the pools' memory */
         attn_tensor pools[2];
         attn_paged_rows_pool(&pools[0], &k_pages[b]), attn_paged_rows_pool(&pools[1], &v_pages[b]);
         const attn_named pin[2] = {{&pools[0], "k pages"}, {&pools[1], "v pages"}};
-        if ((st = check_outputs(out, lse, pin, 2, NULL, NULL, NULL, NULL, 0, err))) return in_sequence(st, b, err);
+        if ((st = check_outputs(out, lse, pin, 2, NULL, NULL, NULL, NULL, 0, c, err))) return in_sequence(st, b, err);
     }
     if (o->sinks && (st = attn_check_per_head(o->sinks, "sinks", q->shape[1], err))) return st;
     if (batch > 0 && (st = check_batch_descale(o, k_pages[0].dtype, v_pages[0].dtype, batch, k_pages[0].heads, err)))
@@ -570,7 +580,7 @@ attn_status attn_sdpa_varlen_paged(attn_tensor *out, attn_tensor *lse, const att
     attn_context c;
     int64_t Ev;
     attn_status st = attn_options_read(&o, &c, options, err);
-    if (st || (st = check_paged(&Ev, out, lse, q, cu_seqlens_q, batch, k_pages, v_pages, masks, &o, err))) return st;
+    if (st || (st = check_paged(&Ev, out, lse, q, cu_seqlens_q, batch, k_pages, v_pages, masks, &o, &c, err))) return st;
     batch_kv kv = {NULL, NULL, NULL, k_pages, v_pages};
     if (attn_dtype_half(q->dtype)) return forward_half(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, Ev, err);
     return varlen_forward(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, Ev, 0, NULL, err);
@@ -609,7 +619,9 @@ attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_ten
                                 {o.alibi_slopes, "alibi_slopes"}, {o.sinks, "sinks"}, {&cq, "cu_seqlens_q"},
                                 {&ck, "cu_seqlens_k"}};
     if ((st = attn_check_no_overlap(outs, 3, ins, 10, err)) ||
-        (st = check_masks_apart(outs, 3, masks, cu_seqlens_q, cu_seqlens_k, NULL, batch, err)))
+        (st = attn_check_workspace(c.workspace, c.workspace_size, outs, 3, ins, 10, err)) ||
+        (st = check_masks_apart(outs, 3, c.workspace, c.workspace_size, masks, cu_seqlens_q, cu_seqlens_k, NULL, batch,
+                                err)))
         return st;
     /* Every sequence planned and checked, then all of their scratch taken
      * (and, with a workspace, measured against it first), then the fused
@@ -730,7 +742,7 @@ attn_status attn_varlen_plan_make(attn_varlen_plan **plan, void *memory, size_t 
                                   const int64_t *cu_q, const int64_t *cu_k, int64_t batch,
                                   const attn_tensor *const *masks, const attn_sdpa_options *o, int threads,
                                   attn_error *err) {
-    attn_status st = check_varlen(out, lse, q, k, v, cu_q, cu_k, batch, masks, o, err);
+    attn_status st = check_varlen(out, lse, q, k, v, cu_q, cu_k, batch, masks, o, NULL, err);
     if (st) return st;
     if (attn_dtype_half(q->dtype))
         return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; the sequences' plans take f32 or f64 q (a plan of a 16-bit "
@@ -758,7 +770,7 @@ attn_status attn_varlen_plan_make_paged(attn_varlen_plan *pl, size_t *workspace_
                                         attn_error *err) {
     int64_t Ev;
     attn_paged_rows *k_rows = pl->k_rows, *v_rows = pl->v_rows;
-    attn_status st = check_paged(&Ev, out, lse, q, cu_q, batch, k_rows, v_rows, masks, o, err);
+    attn_status st = check_paged(&Ev, out, lse, q, cu_q, batch, k_rows, v_rows, masks, o, NULL, err);
     if (st) return st;
     if (attn_dtype_half(q->dtype))
         return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; the sequences' plans take an f32 q (a plan of a 16-bit one "
@@ -779,8 +791,10 @@ attn_status attn_varlen_plan_make_paged(attn_varlen_plan *pl, size_t *workspace_
 }
 
 attn_status attn_varlen_plan_check_masks(const attn_varlen_plan *pl, const attn_named *outs, int n_outs,
+                                         const void *workspace, size_t workspace_size,
                                          const attn_tensor *const *masks, int64_t batch, attn_error *err) {
-    return check_masks_apart(outs, n_outs, masks, pl->cu_q, pl->cu_k, pl->k_rows, batch, err);
+    return check_masks_apart(outs, n_outs, workspace, workspace_size, masks, pl->cu_q, pl->cu_k, pl->k_rows, batch,
+                             err);
 }
 
 attn_paged_rows *attn_varlen_plan_k_rows(attn_varlen_plan *pl) { return pl->k_rows; }
