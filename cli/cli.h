@@ -38,8 +38,8 @@ bool cli_option(int argc, char **argv, int *i, const char *short_name, const cha
  * short one or NULL, whether it takes its value from the next argument, and
  * `setting`: options that share a number set one thing (--kv-bf16 and --kv),
  * so that the later one would silently replace the earlier; a negative
- * setting marks an option that may be given again. A table ends
- * with a NULL long_name. */
+ * setting marks an option that may be given again (settings run from 0 to
+ * 63). A table ends with a NULL long_name. */
 typedef struct cli_setting {
     const char *long_name, *short_name;
     bool value;
