@@ -33,6 +33,26 @@ const char *cli_plural(long long n);
 bool cli_option(int argc, char **argv, int *i, const char *short_name, const char *long_name,
                 const char **value, int *code);
 
+/* One setting an option sets, for cli_check_repeats: the option's long
+ * spelling (a flag's "--causal" also matches "--causal=bottom-right"), its
+ * short one or NULL, whether it takes its value from the next argument, and
+ * `setting`: options that share a number set one thing (--kv-bf16 and --kv),
+ * so that the later one would silently replace the earlier; a negative
+ * setting marks an option that may be given again (settings run from 0 to
+ * 63). A table ends with a NULL long_name. */
+typedef struct cli_setting {
+    const char *long_name, *short_name;
+    bool value;
+    int setting;
+} cli_setting;
+/* 0, or the usage error (printed) for the first option in argv[1..argc)
+ * that sets what an earlier one already set: the same option twice or two
+ * alternatives, each named as the user wrote it ("--kv-bf16" and "--kv q8").
+ * Arguments the table does not name are passed over (the command's own
+ * parser reports them). Run before the command's parser, so that no
+ * repetition goes unnoticed whatever the parser would have done with it. */
+int cli_check_repeats(int argc, char **argv, const cli_setting *table);
+
 /* The RoPE flags both attention commands take: --rope halves|interleaved,
  * --rope-base B, --rope-dim N and --rope-offset P. True when argv[*i] was
  * one of them (then *i moves past it, and *code is set on a bad value);

@@ -211,12 +211,27 @@ static int check_args(explain_args *a, bool given) {
     return 0;
 }
 
+/* What each option sets, for cli_check_repeats. --vocab and --cost are
+ * left out: they refuse every other argument, themselves included. */
+static const cli_setting EXPLAIN_SETTINGS[] = {
+    {"--embeddings", NULL, true, 0}, {"--tokens", NULL, true, 1},   {"--wq", NULL, true, 2},
+    {"--wk", NULL, true, 3},         {"--wv", NULL, true, 4},       {"--step", NULL, true, 5},
+    {"--color", NULL, true, 6},      {"--source", NULL, true, 7},   {"--score", NULL, true, 8},
+    {"--kernel", NULL, false, 9},    {"--block", NULL, true, 10},   {"--workers", NULL, true, 11},
+    {"--ranks", NULL, true, 12},     {"--heads", NULL, true, 13},   {"--positions", NULL, true, 14},
+    {"--scale-by", NULL, true, 15},  {"--mode", NULL, true, 16},    {"--tied", NULL, false, 17},
+    {"--trained", NULL, false, 18},  {"--causal", NULL, false, 19}, {"--no-scale", NULL, false, 20},
+    {"--random-head", NULL, false, 21}, {"--json", NULL, false, 22},
+    {NULL, NULL, false, 0},
+};
+
 static int parse_args(int argc, char **argv, explain_args *a) {
     int code = 0;
     const char *val = NULL;
     size_t used = 0;
     bool given = false; /* a sentence was given, even an empty one */
     a->colour = "auto";
+    if ((code = cli_check_repeats(argc, argv, EXPLAIN_SETTINGS))) return code;
     for (int i = 1; i < argc && !code;) {
         const char *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {

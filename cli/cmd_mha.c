@@ -223,11 +223,25 @@ typedef struct mha_args {
     long window;
 } mha_args;
 
+/* What each option sets, for cli_check_repeats: every spelling of
+ * --causal sets one thing. */
+static const cli_setting MHA_SETTINGS[] = {
+    {"--input", "-x", true, 0},      {"--key", NULL, true, 1},        {"--value", NULL, true, 2},
+    {"--weights", NULL, true, 3},    {"--prefix", NULL, true, 4},     {"--out", "-o", true, 5},
+    {"--weights-out", "-w", true, 6}, {"--heads", NULL, true, 7},     {"--kv-heads", NULL, true, 8},
+    {"--rope", NULL, true, 9},       {"--rope-base", NULL, true, 10}, {"--rope-dim", NULL, true, 11},
+    {"--rope-offset", NULL, true, 12}, {"--causal", NULL, false, 13}, {"--incremental", NULL, false, 14},
+    {"--kv", NULL, true, 15},        {"--hadamard", NULL, false, 16}, {"--kv-residual", NULL, true, 17},
+    {"--alibi", NULL, false, 18},    {"--softcap", NULL, true, 19},   {"--window", NULL, true, 20},
+    {NULL, NULL, false, 0},
+};
+
 static int parse(int argc, char **argv, mha_args *a) {
     int code = 0;
     memset(a, 0, sizeof *a);
     a->rope = attn_rope_options_default();
     a->residual = -1;
+    if ((code = cli_check_repeats(argc, argv, MHA_SETTINGS))) return code;
     for (int i = 1; i < argc && !code;) {
         const char *val = NULL, *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {

@@ -60,9 +60,18 @@ typedef struct args {
     const char *svg;
 } args;
 
+/* What each option sets, for cli_check_repeats. */
+static const cli_setting SCALING_SETTINGS[] = {
+    {"--dims", NULL, true, 0},        {"--queries", NULL, true, 1},   {"--keys", NULL, true, 2},
+    {"--seed", NULL, true, 3},        {"--svg", NULL, true, 4},       {"--no-train", NULL, false, 5},
+    {"--variance", NULL, false, 6},   {"--json", NULL, false, 7},
+    {NULL, NULL, false, 0},
+};
+
 static int parse_args(int argc, char **argv, args *a) {
     int code = 0;
     const char *dims = NULL, *queries = NULL, *keys = NULL, *seed = NULL;
+    if ((code = cli_check_repeats(argc, argv, SCALING_SETTINGS))) return code;
     for (int i = 1; i < argc && !code;) {
         const char *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {

@@ -286,11 +286,30 @@ static bool any_gradient(const cli_output *outs) {
            outs[OUT_DSINKS].path;
 }
 
+/* What each option sets, for cli_check_repeats: --kv-bf16 is --kv bf16,
+ * and every spelling of --causal sets one thing. */
+static const cli_setting SDPA_SETTINGS[] = {
+    {"--query", "-q", true, 0},       {"--key", "-k", true, 1},         {"--value", "-v", true, 2},
+    {"--mask", "-m", true, 3},        {"--out", "-o", true, 4},         {"--weights", "-w", true, 5},
+    {"--lse", NULL, true, 6},         {"--grad-out", NULL, true, 7},    {"--alibi-slopes", NULL, true, 8},
+    {"--sinks", NULL, true, 9},       {"--dsinks", NULL, true, 10},     {"--dq", NULL, true, 11},
+    {"--dk", NULL, true, 12},         {"--dv", NULL, true, 13},         {"--dmask", NULL, true, 14},
+    {"--dropout-mask", NULL, true, 15}, {"--cu-seqlens-q", NULL, true, 16}, {"--cu-seqlens-k", NULL, true, 17},
+    {"--rope", NULL, true, 18},       {"--rope-base", NULL, true, 19},  {"--rope-dim", NULL, true, 20},
+    {"--rope-offset", NULL, true, 21}, {"--dropout", NULL, true, 22},   {"--seed", NULL, true, 23},
+    {"--softcap", NULL, true, 24},    {"--window", NULL, true, 25},     {"--alibi", NULL, false, 26},
+    {"--scale", NULL, true, 27},      {"--threads", NULL, true, 28},    {"--compute", NULL, false, 29},
+    {"--kv-scale", NULL, true, 30},   {"--hadamard", NULL, false, 31},  {"--kv-residual", NULL, true, 32},
+    {"--kv-bf16", NULL, false, 33},   {"--kv", NULL, true, 33},         {"--causal", NULL, false, 34},
+    {NULL, NULL, false, 0},
+};
+
 /* Parse the arguments into inputs, outputs and options. */
 static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_sdpa_options *opts, attn_dtype *kv_store,
                       bool *alibi, attn_rope_options *rope, bool *has_rope) {
     int code = 0;
     bool dropout = false, seed = false; /* --seed without --dropout would seed nothing: refused below */
+    if ((code = cli_check_repeats(argc, argv, SDPA_SETTINGS))) return code;
     for (int i = 1; i < argc && !code;) {
         const char *val = NULL, *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {

@@ -40,6 +40,14 @@ typedef struct args {
     bool json;
 } args;
 
+/* What each option sets, for cli_check_repeats. */
+static const cli_setting TRAIN_SETTINGS[] = {
+    {"--dk", NULL, true, 0},          {"--steps", NULL, true, 1},     {"--batch", NULL, true, 2},
+    {"--lr", NULL, true, 3},          {"--seed", NULL, true, 4},      {"--svg", NULL, true, 5},
+    {"--no-scale", NULL, false, 6},   {"--json", NULL, false, 7},
+    {NULL, NULL, false, 0},
+};
+
 static int parse_args(int argc, char **argv, args *a) {
     int code = 0;
     const char *dk = NULL, *steps = NULL, *batch = NULL, *lr = NULL, *seed = NULL;
@@ -47,6 +55,7 @@ static int parse_args(int argc, char **argv, args *a) {
     size_t used = 0;
     int nwords = 0;
     words[0] = '\0';
+    if ((code = cli_check_repeats(argc, argv, TRAIN_SETTINGS))) return code;
     for (int i = 1; i < argc && !code;) {
         const char *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {

@@ -70,6 +70,53 @@ bool cli_option(int argc, char **argv, int *i, const char *short_name, const cha
     return true;
 }
 
+/* The table entry that arg is, or NULL; *joined tells whether its value
+ * came with it after '='. */
+static const cli_setting *setting_of(const cli_setting *table, const char *arg, bool *joined) {
+    for (const cli_setting *s = table; s->long_name; s++) {
+        size_t n = strlen(s->long_name);
+        *joined = strncmp(arg, s->long_name, n) == 0 && arg[n] == '=';
+        if (*joined || strcmp(arg, s->long_name) == 0 || (s->short_name && strcmp(arg, s->short_name) == 0))
+            return s;
+    }
+    return NULL;
+}
+
+/* An option as the user wrote it: "--kv q8" (its value the next argument)
+ * or the one argument ("--kv=q8", "--causal"). */
+static void spelling(char *buf, size_t size, int argc, char **argv, int i, const cli_setting *s, bool joined) {
+    if (s->value && !joined && i + 1 < argc)
+        snprintf(buf, size, "%s %s", argv[i], argv[i + 1]);
+    else
+        snprintf(buf, size, "%s", argv[i]);
+}
+
+int cli_check_repeats(int argc, char **argv, const cli_setting *table) {
+    enum { MAX_SETTINGS = 64 };
+    int first[MAX_SETTINGS]; /* [setting]: argv index of the option that set it, 0 while none has */
+    memset(first, 0, sizeof first);
+    for (int i = 1; i < argc; i++) {
+        bool joined = false;
+        const cli_setting *s = setting_of(table, argv[i], &joined);
+        if (!s) continue;
+        if (s->setting >= 0 && s->setting < MAX_SETTINGS) {
+            int j = first[s->setting];
+            if (j) {
+                char a[256], b[256];
+                bool joined_j = false;
+                const cli_setting *t = setting_of(table, argv[j], &joined_j);
+                spelling(a, sizeof a, argc, argv, j, t, joined_j);
+                spelling(b, sizeof b, argc, argv, i, s, joined);
+                return t == s ? cli_error(EXIT_USAGE, "%s and %s: give %s once", a, b, s->long_name)
+                              : cli_error(EXIT_USAGE, "%s and %s set the same thing: give one of them", a, b);
+            }
+            first[s->setting] = i;
+        }
+        if (s->value && !joined) i++; /* its value, whatever it looks like */
+    }
+    return 0;
+}
+
 /* strtod, strtol and strtoull skip leading white space, and strtoull takes
  * a minus sign (" -1" wraps to 2^64 - 1): a number must start at its first
  * character, as it must end at its last. */

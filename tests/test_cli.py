@@ -148,6 +148,7 @@ def main():
     error_lines_one_line()
     verbose_env()
     bench_script_help()
+    repeated_options(rng)
 
     # ---- the classic worked examples -----------------------------------------
     # The six tokens, step 1: q = k = v = X, no scaling; the "journey" context row.
@@ -720,6 +721,43 @@ def main():
     interrupted_runs(rng)
     printed_result_lost(rng)
     return 1 if failed else 0
+
+
+def repeated_options(rng):
+    """Every subcommand refuses an option given twice, and two options that
+    set one thing, in one line naming both as written, before it reads or
+    writes anything. The same runs without the repeat succeed (sdpa), so the
+    repeat is what is refused."""
+    q = save("rep_q.npy", rng.standard_normal((2, 3, 32)).astype(np.float32))
+    k = save("rep_k.npy", rng.standard_normal((2, 5, 32)).astype(np.float32))
+    base = ["sdpa", "-q", q, "-k", k, "-v", k, "-o", "out.npy"]
+    r = attn(*base, "--kv", "q8", "--causal=bottom-right")
+    report("repeat_control_sdpa_runs", r.returncode == 0 and os.path.exists(os.path.join(TMP, "out.npy")), r.stderr)
+    cases = [  # (name, args, the first spelling, the second)
+        ("sdpa_kv_bf16_and_kv", base + ["--kv-bf16", "--kv", "q8"], "--kv-bf16", "--kv q8"),
+        ("sdpa_kv_twice", base + ["--kv=q8", "--kv", "q4"], "--kv=q8", "--kv q4"),
+        ("sdpa_causal_and_bottom_right", base + ["--causal", "--causal=bottom-right"], "--causal",
+         "--causal=bottom-right"),
+        ("sdpa_flag_twice", base + ["--hadamard", "--kv", "q8", "--hadamard"], "--hadamard", "--hadamard"),
+        ("sdpa_short_and_long", base + ["--query", k], f"-q {q}", f"--query {k}"),
+        ("sdpa_out_twice", base + ["--out=other.npy"], "-o out.npy", "--out=other.npy"),
+        ("sdpa_rope_twice", base + ["--rope", "halves", "--rope=interleaved"], "--rope halves", "--rope=interleaved"),
+        ("mha_heads_twice", ["mha", "-x", q, "--weights", "w.safetensors", "--heads", "1", "--heads=2", "-o",
+                             "out.npy"], "--heads 1", "--heads=2"),
+        ("mha_causal_modes", ["mha", "-x", q, "--weights", "w.safetensors", "--heads", "1", "--causal=top-left",
+                              "--causal=bottom-right", "-o", "out.npy"], "--causal=top-left", "--causal=bottom-right"),
+        ("explain_json_twice", ["explain", "--json", "the", "cat", "--json"], "--json", "--json"),
+        ("explain_mode_twice", ["explain", "--mode", "dot", "--mode=qkv"], "--mode dot", "--mode=qkv"),
+        ("scaling_dims_twice", ["scaling", "--no-train", "--dims", "4", "--dims", "8", "--svg", "out.svg"],
+         "--dims 4", "--dims 8"),
+        ("scaling_flag_twice", ["scaling", "--no-train", "--variance", "--no-train", "--svg", "out.svg"],
+         "--no-train", "--no-train"),
+        ("train_seed_twice", ["train", "--seed=1", "--seed", "2", "--svg", "out.svg"], "--seed=1", "--seed 2"),
+        ("train_flag_twice", ["train", "--no-scale", "--no-scale"], "--no-scale", "--no-scale"),
+    ]
+    for name, args, first, second in cases:
+        expect_error("repeat_" + name, args, 2, re.escape(first) + " and " + re.escape(second),
+                     outputs=("out.npy", "other.npy", "out.svg"))
 
 
 def interrupted_runs(rng):

@@ -104,7 +104,9 @@ class Check(Reporter):
                     np.save(os.path.join(d, n), files[n])
         for path, a in ((wrapper + ".args", args), ("%s.args.%d" % (wrapper, odd), odd_args)):
             with open(path, "w") as f:
-                f.write("\n".join([self.mpi, "sdpa", "--timeout", "5"] + a) + "\n")
+                # A short wait, unless the case sets its own (given twice, it would be refused)
+                wait = [] if "--timeout" in a else ["--timeout", "5"]
+                f.write("\n".join([self.mpi, "sdpa"] + wait + a) + "\n")
         try:
             return subprocess.run(self.mpirun + ["-np", str(np_), wrapper], capture_output=True, text=True, timeout=40)
         except subprocess.TimeoutExpired:
@@ -266,6 +268,11 @@ def main():
     c.save(q_f16=f((2, 37, 16)).astype(np.float16))
     c.bad("error_q_float16", 2, ["-q", c.path("q_f16.npy"), "-k", k, "-v", v], "q must be float32 or float64")
     c.bad("error_usage_layout", 2, ["-q", q, "-k", k, "-v", v, "--layout", "diagonal"], "--layout takes")
+    # An option given twice, or two that set one thing, is refused, naming both as written.
+    c.bad("error_usage_layout_twice", 2, ["-q", q, "-k", k, "-v", v, "--layout", "zigzag", "--layout=contiguous"],
+          "--layout zigzag and --layout=contiguous")
+    c.bad("error_usage_causal_modes", 2, ["-q", q, "-k", k, "-v", v, "--causal", "--causal=bottom-right"],
+          "--causal and --causal=bottom-right")
     c.bad("error_usage_missing_v", 2, ["-q", q, "-k", k], "missing")
     for dt in ("int8", "uint64"):  # an integer mask: refused with a hint at bool, never a 0/1 bias
         c.save(**{"m_" + dt: np.ones((37, 37), dt)})

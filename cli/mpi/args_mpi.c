@@ -36,10 +36,21 @@ const char MPI_USAGE[] =
     "Outputs appear only if the whole run succeeds. They are regular files (a\n"
     "link's target is replaced); a FIFO or device cannot take the ranks' rows.\n";
 
+/* What each option sets, for cli_check_repeats: every spelling of
+ * --causal sets one thing. */
+static const cli_setting MPI_SETTINGS[] = {
+    {"--query", "-q", true, 0},       {"--key", "-k", true, 1},       {"--value", "-v", true, 2},
+    {"--mask", "-m", true, 3},        {"--out", "-o", true, 4},       {"--lse", NULL, true, 5},
+    {"--scale", NULL, true, 6},       {"--timeout", NULL, true, 7},   {"--layout", NULL, true, 8},
+    {"--causal", NULL, false, 9},     {"--stats", NULL, false, 10},
+    {NULL, NULL, false, 0},
+};
+
 int mpi_args_parse(int argc, char **argv, mpi_args *a, bool speak) {
     memset(a, 0, sizeof *a);
     a->so = attn_sdpa_options_default(), a->layout = ATTN_MPI_ARGS_ZIGZAG, a->timeout_s = 60;
     int code = 0;
+    if ((code = cli_check_repeats(argc, argv, MPI_SETTINGS))) return code;
     for (int i = 2; i < argc && !code;) {
         const char *arg = argv[i], *val = NULL;
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
