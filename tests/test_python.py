@@ -376,6 +376,18 @@ def float16_q_sdpa_and_plans():
     and values), and each plan, dense and ragged, run for three layers,
     bitwise against the unplanned float16 call."""
     g = np.random.default_rng(1616)
+
+    def three_runs(plan, shapes, dtypes, unplanned):
+        """Runs the plan on three layers of fresh data: "" where each run is
+        the unplanned call's bits (out float16, lse float32), else why not."""
+        for _ in range(3):
+            ql, kl, vl = (g.standard_normal(sh).astype(dt) for sh, dt in zip(shapes, dtypes))
+            (po, pl), (uo, ul) = plan.run(ql, kl, vl), unplanned(ql, kl, vl)
+            if (po.dtype, pl.dtype) != (np.float16, np.float32) or not (
+                    np.array_equal(po, uo) and np.array_equal(pl, ul)):
+                return "a run differs from the unplanned call (out %s, lse %s)" % (po.dtype, pl.dtype)
+        return ""
+
     for kv_dt in (np.float16, np.float32):
         for causal in (False, True, "bottom-right"):
             name = "%s_%s" % (np.dtype(kv_dt).name, causal)
@@ -397,15 +409,8 @@ def float16_q_sdpa_and_plans():
             try:
                 mask = g.random((L, S)) < 0.8
                 plan = attn.Plan(q16, k, v, mask=mask, causal=causal, return_lse=True)
-                why = ""
-                for _ in range(3):
-                    ql = g.standard_normal(q16.shape).astype(np.float16)
-                    kl, vl = (g.standard_normal(a.shape).astype(kv_dt) for a in (k, v))
-                    (po, pl), (uo, ul) = plan.run(ql, kl, vl), attn.sdpa(ql, kl, vl, mask=mask, causal=causal,
-                                                                          return_lse=True)
-                    if (po.dtype, pl.dtype) != (np.float16, np.float32) or not (
-                            np.array_equal(po, uo) and np.array_equal(pl, ul)):
-                        why = "a run differs from the unplanned call (out %s, lse %s)" % (po.dtype, pl.dtype)
+                why = three_runs(plan, (q16.shape, k.shape, v.shape), (np.float16, kv_dt, kv_dt),
+                                 lambda ql, kl, vl: attn.sdpa(ql, kl, vl, mask=mask, causal=causal, return_lse=True))
             except Exception as e:  # noqa: BLE001 -- any exception is the failure
                 why = "%s: %s" % (type(e).__name__, e)
             check("plan_float16_q_dense_runs_equal_unplanned_kv_%s" % name, not why, why)
@@ -415,15 +420,9 @@ def float16_q_sdpa_and_plans():
                 shapes = ((6, 4, E), (19, 2, E), (19, 2, Ev))
                 plan = attn.Plan(*(np.zeros(sh, dt) for sh, dt in zip(shapes, (np.float16, kv_dt, kv_dt))),
                                  cu_seqlens_q=cq, cu_seqlens_k=ck, masks=masks, causal=causal, return_lse=True)
-                why = ""
-                for _ in range(3):
-                    ql, kl, vl = (g.standard_normal(sh).astype(dt)
-                                  for sh, dt in zip(shapes, (np.float16, kv_dt, kv_dt)))
-                    (po, pl), (uo, ul) = plan.run(ql, kl, vl), attn.sdpa_varlen(ql, kl, vl, cq, ck, masks=masks,
-                                                                                 causal=causal, return_lse=True)
-                    if (po.dtype, pl.dtype) != (np.float16, np.float32) or not (
-                            np.array_equal(po, uo) and np.array_equal(pl, ul)):
-                        why = "a run differs from the unplanned call (out %s, lse %s)" % (po.dtype, pl.dtype)
+                why = three_runs(plan, shapes, (np.float16, kv_dt, kv_dt),
+                                 lambda ql, kl, vl: attn.sdpa_varlen(ql, kl, vl, cq, ck, masks=masks, causal=causal,
+                                                                     return_lse=True))
             except Exception as e:  # noqa: BLE001 -- any exception is the failure
                 why = "%s: %s" % (type(e).__name__, e)
             check("plan_float16_q_ragged_runs_equal_unplanned_kv_%s" % name, not why, why)
