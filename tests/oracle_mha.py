@@ -152,10 +152,10 @@ class Oracle(Reporter):
         p = self.lib.attn_mha_params_default()
         p.embed_dim, p.num_heads, p.num_kv_heads, p.kdim, p.vdim = query.shape[-1], heads, kv_heads, kdim, vdim
         g = self.lib.attn_mha_params_default()
-        grads = {}
+        grads = {}  # NaN until written: every gradient must be written, the 0s of an empty call too
         for name, a in state.items():
             setattr(p, name, self.tensor(a))
-            grads[name] = np.zeros_like(a)
+            grads[name] = np.full_like(a, np.nan)
             setattr(g, name, self.tensor(grads[name]))
         o = self.lib.attn_mha_options_default()
         o.batch_first, o.add_zero_attn, o.causal = batch_first, zero_attn, causal
@@ -176,7 +176,7 @@ class Oracle(Reporter):
             self.keep.append(attention)
             o.attention = ctypes.addressof(attention)
         for n, a in (("query", query), ("key", key), ("value", value)):
-            grads[n] = np.zeros_like(a)
+            grads[n] = np.full_like(a, np.nan)
         err = Error()
         st = self.lib.attn_mha_backward(*(ctypes.byref(view(grads[n])) for n in ("query", "key", "value")),
                                         ctypes.byref(g), ctypes.byref(view(dout)), ctypes.byref(view(query)),
