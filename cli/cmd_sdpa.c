@@ -672,17 +672,18 @@ static int run(input *in, cli_output *outs, attn_sdpa_options *opts, attn_dtype 
         return cli_error(EXIT_DATA, "%s [%s]", err.message, what);
     }
 
-    /* Outputs in q's dtype; sizes were overflow-checked by the library. */
+    /* Outputs in q's dtype; sizes were overflow-checked by the library
+     * (+ 1: an empty output's malloc(0) may be NULL). */
     attn_dtype dtype = in[0].t.dtype;
     /* lse is out's shape without its last dimension. */
     attn_tensor out = {0}, lse = {0}, weights = {0};
     attn_tensor_init(&out, NULL, dtype, rank, out_shape, NULL, NULL);
     attn_tensor_init(&lse, NULL, dtype, rank - 1, out_shape, NULL, NULL);
     attn_tensor_init(&weights, NULL, dtype, rank, w_shape, NULL, NULL);
-    out.data = malloc((size_t)attn_tensor_numel(&out) * attn_dtype_size(dtype));
-    if (outs[1].path) weights.data = malloc((size_t)attn_tensor_numel(&weights) * attn_dtype_size(dtype));
+    out.data = malloc((size_t)attn_tensor_numel(&out) * attn_dtype_size(dtype) + 1);
+    if (outs[1].path) weights.data = malloc((size_t)attn_tensor_numel(&weights) * attn_dtype_size(dtype) + 1);
     bool want_lse = outs[2].path || in[4].path; /* the backward pass takes it */
-    if (want_lse) lse.data = malloc((size_t)attn_tensor_numel(&lse) * attn_dtype_size(dtype));
+    if (want_lse) lse.data = malloc((size_t)attn_tensor_numel(&lse) * attn_dtype_size(dtype) + 1);
     code = 0;
     if (!out.data || (outs[1].path && !weights.data) || (want_lse && !lse.data))
         code = cli_error(EXIT_DATA, "out of memory for the output");

@@ -1500,7 +1500,10 @@ ATTN_API attn_status attn_sdpa_merge(attn_tensor *out, attn_tensor *lse,
  * dimensions to out_shape[0..rank) and weights_shape[0..rank); lse's shape is
  * out_shape[0..rank-1). Any of the three output pointers may be NULL.
  * Checks q, k, v, the options and the mask exactly as attn_sdpa does and
- * fails with the same errors, so a caller can validate before allocating. */
+ * fails with the same errors, so a caller can validate before allocating.
+ * Dimensions of 0 are taken where attn_sdpa takes them (above), and the
+ * shapes have their 0s where the result does: L and a batch dimension of 0
+ * in both, S = 0 in the weights'. */
 ATTN_API attn_status attn_sdpa_shapes(int *rank, int64_t out_shape[ATTN_MAX_RANK],
                                       int64_t weights_shape[ATTN_MAX_RANK],
                                       const attn_tensor *q, const attn_tensor *k,

@@ -353,6 +353,29 @@ static void test_sdpa_errors(void) {
           "rank %d (%lld, %lld, %lld)", rank, (long long)os[0], (long long)os[1], (long long)os[2]);
     check_status(attn_sdpa_shapes(&rank, os, ws, &q, &k, &v4, NULL, &err), &err, ATTN_ERR_SHAPE,
                  "v has S=4", "shapes_error");
+    /* Dimensions of 0 where attn_sdpa takes them, the shapes' 0s where the
+     * result has them: (batch, heads, L, S) of q (2|0, 3, 4|0, 6), k and v
+     * (1, 3, 5|0, 6); E = 0 refused. No element is read: NULL data. */
+    static const struct { int64_t b, L, S, want_out[4], want_w[4]; } Z[3] = {
+        {2, 0, 5, {2, 3, 0, 6}, {2, 3, 0, 5}}, {2, 4, 0, {2, 3, 4, 6}, {2, 3, 4, 0}}, {0, 4, 5, {0, 3, 4, 6}, {0, 3, 4, 5}}};
+    for (int i = 0; i < 3; i++) {
+        int64_t zsq[4] = {Z[i].b, 3, Z[i].L, 6}, zskv[4] = {1, 3, Z[i].S, 6};
+        attn_tensor zq, zk;
+        attn_tensor_init(&zq, NULL, ATTN_F64, 4, zsq, NULL, NULL), attn_tensor_init(&zk, NULL, ATTN_F64, 4, zskv, NULL, NULL);
+        attn_status zst = attn_sdpa_shapes(&rank, os, ws, &zq, &zk, &zk, NULL, &err);
+        char name[48];
+        snprintf(name, sizeof name, "shapes_with_0_%s", i == 0 ? "queries" : i == 1 ? "keys" : "batch");
+        check(zst == ATTN_OK && rank == 4 && !memcmp(os, Z[i].want_out, sizeof Z[i].want_out) &&
+                  !memcmp(ws, Z[i].want_w, sizeof Z[i].want_w),
+              name, "status %d (%s), rank %d, out (%lld, %lld, %lld, %lld), weights (..., %lld, %lld)", (int)zst,
+              zst ? err.message : "", rank, (long long)os[0], (long long)os[1], (long long)os[2], (long long)os[3],
+              (long long)ws[2], (long long)ws[3]);
+    }
+    int64_t se[3] = {3, 4, 0};
+    attn_tensor eq;
+    attn_tensor_init(&eq, NULL, ATTN_F64, 3, se, NULL, NULL);
+    check_status(attn_sdpa_shapes(&rank, os, ws, &eq, &eq, &eq, NULL, &err), &err, ATTN_ERR_SHAPE,
+                 "a dimension of 0 is taken only for L", "shapes_with_0_at_e_refused");
     free(q.data), free(k.data), free(v.data), free(out.data);
 }
 

@@ -453,8 +453,25 @@ def main():
                  r"q has 3 heads, not a multiple of k's and v's 2 heads")
     expect_error("shape_rank1", ["sdpa", "-q", save("q1.npy", np.zeros(4, np.float32)), "-k", pk32,
                                  "-v", pv32, "-o", "out.npy"], 1, r"q has rank 1")
-    expect_error("shape_zero_dim", ["sdpa", "-q", save("q0.npy", np.zeros((2, 0, 4), np.float32)), "-k", pk32,
-                                    "-v", pv32, "-o", "out.npy"], 1, r"every dimension must be at least 1")
+    # Dimensions of 0 as attn_sdpa takes them: at E never; no queries gives
+    # empty outputs, no keys out 0 and lse -inf (PyTorch's softmax over no
+    # key), the weights (…, L, 0), and the backward dq 0.
+    expect_error("shape_zero_dim", ["sdpa", "-q", save("q0e.npy", np.zeros((2, 3, 0), np.float32)), "-k", pk32,
+                                    "-v", pv32, "-o", "out.npy"], 1, r"a dimension of 0 is taken only for L")
+    r = attn("sdpa", "-q", save("q0.npy", np.zeros((2, 0, 4), np.float32)), "-k", pk32, "-v", pv32, "-o", "o0.npy",
+             "-w", "w0.npy", "--lse", "l0.npy")
+    got = [np.load(os.path.join(TMP, f)) for f in ("o0.npy", "w0.npy", "l0.npy")] if r.returncode == 0 else []
+    report("shape_no_queries_empty_outputs", r.returncode == 0 and not r.stdout and [g.shape for g in got] == [
+        (2, 0, np.load(pv32).shape[-1]), (2, 0, np.load(pk32).shape[-2]), (2, 0)], r.stderr + str([g.shape for g in got]))
+    q3 = np.load(pq32)
+    r = attn("sdpa", "-q", pq32, "-k", save("k0.npy", np.zeros((2, 0, 4), np.float32)),
+             "-v", save("v0.npy", np.zeros((2, 0, 3), np.float32)), "-o", "o0k.npy", "-w", "w0k.npy", "--lse", "l0k.npy",
+             "--grad-out", save("g0k.npy", np.ones(q3.shape[:-1] + (3,), np.float32)), "--dq", "dq0k.npy")
+    got = [np.load(os.path.join(TMP, f)) for f in ("o0k.npy", "w0k.npy", "l0k.npy", "dq0k.npy")] if not r.returncode else []
+    ok = len(got) == 4 and got[0].shape == q3.shape[:-1] + (3,) and not got[0].any() and \
+        got[1].shape == q3.shape[:-1] + (0,) and np.all(np.isneginf(got[2])) and got[3].shape == q3.shape and \
+        not got[3].any()
+    report("shape_no_keys_out_0_lse_neg_inf", r.returncode == 0 and ok, r.stderr + str([g.shape for g in got]))
     expect_error("mask_shape", base + ["-m", save("m.npy", np.ones((3, 4), bool))], 1,
                  r"mask has shape \(3, 4\), which does not broadcast to \(2, 3, 5\)")
     # An integer mask is refused with a hint at bool: as floats, 0 and 1 would be a bias, not a mask.

@@ -328,14 +328,31 @@ attn_status attn_sdpa_shapes(int *rank, int64_t out_shape[ATTN_MAX_RANK],
     attn_context c;
     attn_status st = attn_options_read(&o, &c, options, err);
     if (st) return st;
+    /* Dimensions of 0 (attn.h): taken where attn_sdpa takes them, the
+     * shapes found with each 0 read as 1 and the 0s put back where the
+     * result has them. */
+    attn_empty e = {0};
+    attn_empty_arg args[4] = {{q, "q", ATTN_PART_Q, NULL, {0}}, {k, "k", ATTN_PART_KV, NULL, {0}},
+                              {v, "v", ATTN_PART_KV, NULL, {0}}, {o.mask, "mask", ATTN_PART_MASK, NULL, {0}}};
+    if (q && k && v && (st = attn_empty_check(&e, args, 4, err))) return st;
+    if (e.any) {
+        q = &args[0].one, k = &args[1].one, v = &args[2].one;
+        if (o.mask) o.mask = &args[3].one;
+    }
     attn_tensor q32; /* a 16-bit q is checked as attn_sdpa checks it: on an f32 stand-in */
     if (q && attn_dtype_half(q->dtype) && (st = half_stand_in(&q32, q, k, v, err))) return st;
     plan pl;
-    st = make_plan(&pl, q && attn_dtype_half(q->dtype) ? &q32 : q, k, v, &o, false, err);
+    /* (an empty call reads nothing: its stand-ins are layouts, as a measuring call's) */
+    st = make_plan(&pl, q && attn_dtype_half(q->dtype) ? &q32 : q, k, v, &o, e.any, err);
     if (st) return st;
     for (int d = 0; d < pl.rank; d++) {
-        if (out_shape) out_shape[d] = pl.out[CANON - pl.rank + d];
-        if (weights_shape) weights_shape[d] = pl.weights[CANON - pl.rank + d];
+        int pos = pl.rank - d; /* counted from the right, 1 the last */
+        bool zero = false;     /* a batch dimension of 0 in q, k or v, or L = 0 */
+        for (int i = 0; e.any && i < 3; i++)
+            zero |= (pos >= 4 || (pos == 2 && i == 0)) && args[i].t->rank >= pos &&
+                    args[i].t->shape[args[i].t->rank - pos] == 0;
+        if (out_shape) out_shape[d] = zero ? 0 : pl.out[CANON - pl.rank + d];
+        if (weights_shape) weights_shape[d] = zero || (pos == 1 && e.no_keys) ? 0 : pl.weights[CANON - pl.rank + d];
     }
     if (rank) *rank = pl.rank;
     return ATTN_OK;
