@@ -344,6 +344,16 @@ static void test_size_0(void) {
         check(st == bad[i].want && strstr(err.message, bad[i].needle), bad[i].name, "status %d: %s", (int)st,
               st ? err.message : "");
     }
+    /* A 0 beside dimensions whose product overflows int64: read as 1 the
+     * product still overflows, so the usual checks refuse it (it once recursed:
+     * the check of the call on its stand-ins found the same 0 again). */
+    int64_t huge[4] = {0, (int64_t)1 << 31, (int64_t)1 << 31, 8};
+    attn_tensor hk = over(buf[1], ATTN_F32, 4, (int64_t[4]){2, 3, 5, 8}), ho = over(buf[3], ATTN_F32, 4, (int64_t[4]){2, 3, 4, 8});
+    attn_tensor hq = over(buf[0], ATTN_F32, 4, (int64_t[4]){1, 1, 1, 1}); /* then by hand: attn_tensor_init refuses it */
+    for (int d = 0; d < 4; d++) hq.shape[d] = huge[d], hq.strides[d] = 1;
+    attn_status hst = attn_sdpa(&ho, NULL, NULL, &hq, &hk, &hk, &o, &err);
+    check(hst == ATTN_ERR_SHAPE || hst == ATTN_ERR_OVERFLOW, "size_0_beside_overflowing_dims_refused", "status %d: %s", (int)hst,
+          hst ? err.message : "");
     int64_t lbad[3] = {2, 3, 4};
     attn_tensor lse = over(buf[4], ATTN_F32, 3, lbad), o64 = over(buf[3], ATTN_F64, 4, q0);
     attn_status st = attn_sdpa(&out, &lse, NULL, &q, &k, &k, &o, &err);

@@ -85,11 +85,12 @@ attn_status attn_empty_check(attn_empty *e, attn_empty_arg *args, int n, attn_er
     for (int i = 0; i < n; i++) {
         const attn_tensor *t = args[i].t;
         if (!t) continue;
-        if (t->rank < 1 || t->rank > ATTN_MAX_RANK) return ATTN_OK; /* the usual checks say what is wrong */
-        for (int d = 0; d < t->rank; d++) {
-            if (t->shape[d] < 0) return ATTN_OK;
-            some |= t->shape[d] == 0;
-        }
+        /* A bad rank, a negative dimension, or dimensions whose product
+         * overflows (0 beside them or not): the usual checks say what is
+         * wrong (read as 1, a 0 would leave that product's overflow, and
+         * the call on the stand-ins would find the same 0 again). */
+        if (t->rank < 1 || t->rank > ATTN_MAX_RANK || attn_tensor_numel(t) < 0) return ATTN_OK;
+        for (int d = 0; d < t->rank; d++) some |= t->shape[d] == 0;
     }
     if (!some) return ATTN_OK;
     for (int i = 0; i < n; i++) {
