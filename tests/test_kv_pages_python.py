@@ -8,7 +8,11 @@
   add up; attend() against PyTorch float64 attention over the copy (f32
   bound: 2e-5 relative), and against attn.sdpa on the copy, bitwise;
 - a float16 q attended (float32, float16 and q8 pools): bitwise attend on
-  the widened q with out rounded to float16, lse float32;
+  the widened q with out rounded to float16, lse float32; planned
+  (q_dtype=np.float16, float32, float16, q8 and q4c pools, a second
+  layer's pool too): each run bitwise attend, and PyTorch float64's within
+  float16's rounding; a q of the other dtype or a q_dtype not float32 or
+  float16 refused;
 - forked sequences sharing pages, attended in one call with a mask per
   sequence on 1, 2 and 3 threads: attn.sdpa's rows, bitwise, and PyTorch
   float64's within the f32 bound;
@@ -314,6 +318,94 @@ def float16_q_attend():
 
 
 float16_q_attend()
+
+
+def float16_q_plan():
+    """A paged plan of float16 queries (q_dtype=np.float16: its runs took
+    float32 q alone, where attend, attn.sdpa and attn.Plan take float16)
+    over pools of float32, float16 and q8 storage and of q4c keys (whose
+    plans reorder q by sequence id), a mask per sequence and lse: each run,
+    on the planned pool and on a second layer's pool kept in step, bitwise
+    attend on the same float16 q (out float16, lse float32) and bitwise the
+    float32 plan's run on the widened q with out rounded to float16 (attn.h);
+    over float32 and float16 storage also within float16's rounding (2^-11
+    of the largest value) and the f32 bound of PyTorch float64 on the widened
+    q and the gathered keys. A q of the other dtype is a PlanError naming
+    q_dtype; q_dtype float64, 'bfloat16' or int32 a DtypeError; a Hadamard
+    pool's plan of float16 q refused as its attend refuses that q. A
+    generator of its own leaves the module's random stream as it was."""
+    g = np.random.default_rng(1618)
+    for label, kw in (("float32", {}), ("float16", {"dtype": "float16"}), ("q8", {"dtype": "q8"}),
+                      ("q4c", {"key_dtype": "q4c"})):
+        pools = []
+        for _ in range(2):  # a second layer's pool: the same page tables, other values
+            p = attn.KVPages(heads=2, key_dim=32, num_pages=12, max_sequences=3, page_size=32, **kw)
+            ids = [p.create(), p.create()]
+            p.append(ids, [g.standard_normal((n, 2, 32)).astype(np.float32) for n in (5, 40)],
+                     [g.standard_normal((n, 2, 32)).astype(np.float32) for n in (5, 40)])
+            pools.append(p)
+        seqs = ids[::-1]  # out of id order
+        q16 = g.standard_normal((3, 4, 32)).astype(np.float16)
+        masks = [g.random((4, 2, 40)) < 0.8, np.where(g.random((1, 5)) < 0.2, -np.inf, g.standard_normal((1, 5)))]
+        why = ""
+        try:
+            plan16 = pools[0].plan(seqs, [2, 1], num_heads=4, masks=masks, return_lse=True, q_dtype=np.float16)
+            plan32 = pools[0].plan(seqs, [2, 1], num_heads=4, masks=masks, return_lse=True)
+            for i, p in enumerate(pools):
+                out, lse = plan16.run(q16, pool=p)
+                want, wlse = p.attend(seqs, q16, cu_seqlens_q=[0, 2, 3], masks=masks, return_lse=True)
+                wide, wide_lse = plan32.run(q16.astype(np.float32), pool=p)
+                if (out.dtype, lse.dtype) != (np.float16, np.float32):
+                    why = "out %s, lse %s" % (out.dtype, lse.dtype)
+                elif not (np.array_equal(out, want) and np.array_equal(lse, wlse)):
+                    why = "pool %d: differs from attend on the float16 q" % i
+                elif not (np.array_equal(out, wide.astype(np.float16)) and np.array_equal(lse, wide_lse)):
+                    why = "pool %d: differs from the float32 plan on the widened q, rounded" % i
+                if why:
+                    break
+            if not why and label in ("float32", "float16"):  # the oracle: PyTorch float64, no mask
+                out = pools[0].plan(seqs, [2, 1], num_heads=4, q_dtype="float16").run(q16)
+                worst = 0.0
+                for s, rows in zip(seqs, (slice(0, 2), slice(2, 3))):
+                    ref = torch_attend(q16[rows].astype(np.float32), *pools[0].gather(s))
+                    worst = max(worst, float(np.abs(out[rows] - ref).max() / np.abs(ref).max()))
+                if worst > 2.0 ** -11 + 2e-5:
+                    why = "error %.3g against PyTorch float64" % worst
+        except Exception as e:  # noqa: BLE001 -- any exception is the failure
+            why = "%s: %s" % (type(e).__name__, e)
+        check("kv_pages_python_plan_float16_q_bitwise_attend_%s" % label, not why, why)
+        if label != "float32":
+            continue
+        for name, cls, call, words in (
+                ("float32_q_in_float16_plan", attn.PlanError, lambda: plan16.run(q16.astype(np.float32)),
+                 "q_dtype=np.float32"),
+                ("float16_q_in_float32_plan", attn.PlanError, lambda: plan32.run(q16), "q_dtype=np.float16"),
+                ("q_dtype_float64", attn.DtypeError,
+                 lambda: pools[0].plan(seqs, [2, 1], num_heads=4, q_dtype=np.float64), "q_dtype is float64"),
+                ("q_dtype_int32", attn.DtypeError,
+                 lambda: pools[0].plan(seqs, [2, 1], num_heads=4, q_dtype=np.int32), "q_dtype is int32"),
+                ("q_dtype_bfloat16", attn.DtypeError,
+                 lambda: pools[0].plan(seqs, [2, 1], num_heads=4, q_dtype="bfloat16"), "bfloat16")):
+            try:
+                call()
+                check("kv_pages_python_plan_refuses_" + name, False, "no error")
+            except cls as e:
+                check("kv_pages_python_plan_refuses_" + name, words in str(e), str(e))
+    hp = attn.KVPages(heads=2, key_dim=32, num_pages=4, max_sequences=1, page_size=32, dtype="q8", hadamard=True)
+    hs = hp.create()
+    hp.append(hs, g.standard_normal((7, 2, 32)).astype(np.float32), g.standard_normal((7, 2, 32)).astype(np.float32))
+    said = []
+    for call in (lambda: hp.attend(hs, g.standard_normal((1, 4, 32)).astype(np.float16)),
+                 lambda: hp.plan([hs], [1], num_heads=4, q_dtype=np.float16)):
+        try:
+            call()
+            said.append("accepted")
+        except attn.AttnError as e:
+            said.append(type(e).__name__)
+    check("kv_pages_python_hadamard_plan_refuses_float16_q_as_attend", said[0] == said[1] != "accepted", said)
+
+
+float16_q_plan()
 
 # Forks sharing a prompt's pages, each with its own new positions, attended
 # in one call with a mask per sequence (bool, additive float, none), on 1, 2

@@ -13,6 +13,7 @@ writes (copy on write).
     out = pool.mha_step([a, b], [x1, x2], params)  # the attention layer's step for both
     plan = pool.plan([a, b], [1, 1], num_heads=8)  # planned once, run every layer
     out = plan.run(q)                           # (or plan.run(q, pool=other_layers_pool))
+    plan16 = pool.plan([a, b], [1, 1], num_heads=8, q_dtype=np.float16)  # runs of float16 q
 
 attn.KVCache is a contiguous cache of `batch` rows, each a sequence at its
 own length (cache.lengths), for the same layer step (attn_mha_cached_batch).
@@ -35,8 +36,8 @@ import threading
 
 import numpy as np
 
-from ._core import (CAUSAL, ArgumentError, DtypeError, OptionError, RankError, ShapeError, _count, _float_array,
-                    _index, _options, _query, _varlen_masks, raise_for, view)
+from ._core import (CAUSAL, ArgumentError, DtypeError, OptionError, PlanError, RankError, ShapeError, _count,
+                    _float_array, _index, _options, _query, _varlen_masks, raise_for, view)
 from ._lib import (BF16, F16, F32, F64, LIB, MHA_PARAMS, Error, KVCacheDesc, KVPagedView, KVPagesDesc, MhaOptions,
                    MhaParams, RopeOptions, default)
 from ._memory import kv_zeros
@@ -428,7 +429,7 @@ class KVPages:
         return w
 
     def plan(self, seqs, q_lengths, num_heads, masks=None, causal="bottom-right", scale=None, return_lse=False,
-             dropout_p=0.0, seed=None):
+             dropout_p=0.0, seed=None, q_dtype=np.float32):
         """Plan attention of new queries of several sequences once, to run
         it for every layer of a step (attn_kv_paged_plan_init): q_lengths[i]
         queries of sequence seqs[i], num_heads query heads, masks as
@@ -443,11 +444,14 @@ class KVPages:
         this one). A pool of keys per channel (key_dtype) takes each
         sequence once. dropout_p and seed as attend takes them (seed None:
         a fresh one, then in plan.seed): every run drops the weights
-        attend with that seed drops."""
+        attend with that seed drops. q_dtype: the dtype of every run's q,
+        float32 or float16 (planned, as attn.Plan plans q's): a float16
+        plan's runs give out in float16 and lse in float32, bitwise
+        attend on that q (bfloat16 has no NumPy dtype)."""
         seqs = [_index(x, "seqs[%d]" % i) for i, x in enumerate(seqs)]
         q_lengths = [_index(n, "q_lengths[%d]" % i) for i, n in enumerate(q_lengths)]
         return PagedPlan(self, seqs, q_lengths, _index(num_heads, "num_heads"), masks, causal, scale, return_lse,
-                         dropout_p, seed)
+                         dropout_p, seed, q_dtype)
 
 
 class PagedPlan:
@@ -455,11 +459,16 @@ class PagedPlan:
     sequences (their lengths and page tables, copied), its workspace.
     Threads may share it: its runs take turns."""
 
-    def __init__(self, pool, seqs, q_lengths, num_heads, masks, causal, scale, return_lse, dropout_p=0.0, seed=None):
+    def __init__(self, pool, seqs, q_lengths, num_heads, masks, causal, scale, return_lse, dropout_p=0.0, seed=None,
+                 q_dtype=np.float32):
         if len(q_lengths) != len(seqs):
             raise ValueError("plan needs one query count per sequence")
         if causal not in CAUSAL:
             raise OptionError("causal is %r: 'bottom-right' or False" % (causal,), 9)
+        try:
+            q_dtype = np.dtype(q_dtype)
+        except TypeError:
+            raise DtypeError("q_dtype is %r: float32 or float16 (bfloat16 has no NumPy dtype)" % (q_dtype,), 6) from None
         self.pool, self.n = pool, len(seqs)
         pw = pool._view()
         w = default(KVPagedView)
@@ -518,8 +527,10 @@ class PagedPlan:
         err, size, ws = Error(), ctypes.c_size_t(), ctypes.c_size_t()
         raise_for(LIB.attn_sdpa_plan_bytes(ctypes.byref(size), self.n, err), err)
         self.memory = np.zeros(size.value, np.uint8)
-        q = np.zeros(self.q_shape, np.float32)
-        out = np.empty(self.out_shape, np.float32)
+        # the planned q, of q_dtype, checked as attend checks a q
+        q = _query(np.zeros(self.q_shape, q_dtype), "q_dtype", f32_only=True)[0]
+        self.dtype = q.dtype  # every run's q and out; lse float32
+        out = np.empty(self.out_shape, q.dtype)
         lse = np.empty(self.out_shape[:2], np.float32) if return_lse else None
         self._offsets = _i64s(self.cu, "q_lengths' offsets")
         plan = ctypes.c_void_p()
@@ -532,10 +543,11 @@ class PagedPlan:
         self._lock = threading.Lock()  # runs take turns: each points the plan at its arrays, in one workspace
 
     def run(self, q, pool=None):
-        """Attention of q (total, num_heads, key_dim), float32, over the
-        planned sequences' pages in `pool` (default: the pool planned
-        over, which must hold the same page layout): out (total, num_heads,
-        value_dim), and lse (total, num_heads) when planned with it."""
+        """Attention of q (total, num_heads, key_dim), of the plan's
+        q_dtype (float32 or float16), over the planned sequences' pages in
+        `pool` (default: the pool planned over, which must hold the same
+        page layout): out (total, num_heads, value_dim) in q's dtype, and
+        lse (total, num_heads), float32, when planned with it."""
         pool = self.pool if pool is None else pool
         for f in ("heads", "key_dim", "value_dim", "page_size", "num_pages"):
             if getattr(pool, f) != getattr(self.pool, f):
@@ -558,8 +570,11 @@ class PagedPlan:
         if self.by_id and pool.max_sequences < self.n:
             raise ValueError("the pool holds %s; the plan names sequence %d"
                              % (_count(pool.max_sequences, "sequence"), self.n - 1))
-        q = _float_array(q, "q", np.float32, f32_only=True)
-        out = np.empty(self.out_shape, np.float32)
+        q = _query(q, f32_only=True)[0]
+        if q.dtype != self.dtype:  # said here, naming how to plan for it
+            raise PlanError("q is %s but the plan's q is %s: plan with q_dtype=np.%s" % (q.dtype, self.dtype, q.dtype),
+                            23)
+        out = np.empty(self.out_shape, q.dtype)
         lse = np.empty(self.out_shape[:2], np.float32) if self.return_lse else None
         if self.by_id:
             if q.shape != self.q_shape:
