@@ -1054,9 +1054,9 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  * the ragged batch takes sequences of no query or no key, and a batch of
  * none, in its offsets). Such a call is checked as the same call with each
  * 0 read as 1 (dtypes, ranks, options, broadcasting, overlaps), so a call
- * that fails at size 1 fails at size 0; then it runs no kernel, needs 0
- * bytes of workspace, and writes only what PyTorch's result has elements
- * for:
+ * that fails at size 1 fails at size 0; then it runs no kernel (its
+ * ATTN_VERBOSE line says kernel=empty), needs 0 bytes of workspace, and
+ * writes only what PyTorch's result has elements for:
  *   - L = 0 or a batch of 0: out, lse and the weights have no element, and
  *     nothing is written;
  *   - S = 0 with queries: out is 0 and lse that of a row no key takes part
@@ -2719,7 +2719,8 @@ ATTN_API attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err);
  * sdpa_varlen_backward; attn_mha adds a line naming its projections'
  * kernels, see attn_mha),
  * the kernel that ran (exact, reference, scores, flash, decode or
- * flash_backward; decode may add key_dot=, the integer dot products that
+ * flash_backward; empty for a call with a dimension of 0, which runs no
+ * kernel: see "Dimensions of 0"; decode may add key_dot=, the integer dot products that
  * took quantized keys (int8_avx512vnni, int8_avxvnni or int8_avx2 for q8
  * and q4 keys; int8_groups_avx512vnni or int8_groups_avx2 for keys
  * quantized per channel),

@@ -843,6 +843,98 @@ static void verbose_names_half_q(void) {
     free(lse.data), free(dout.data), free(dq.data), free(dk.data), free(dv.data);
 }
 
+/* A call with a dimension of 0 runs no kernel, and prints its ATTN_VERBOSE
+ * line as every call does (it printed none): kernel=empty, the tensors as
+ * given, 0s and all, and the caller's mask, not the stand-in the checks
+ * ran on. attn_sdpa without queries (a mask) and without keys (lse),
+ * attn_sdpa_reference, a planned run, the backward, and a cache attended
+ * with nothing in it (sdpa_paged, the pages' dtype shown). Each line is
+ * the call's one line: cleared before, checked after. */
+static int verbose_says(const char *name, attn_status st, const char *call, const char *const *words) {
+    int ok = !st && strncmp(verbose_last_line, call, strlen(call)) == 0;
+    for (int i = 0; ok && words[i]; i++) ok = strstr(verbose_last_line, words[i]) != NULL;
+    check(ok, name, "status %d, line: %s", (int)st, verbose_last_line);
+    return ok;
+}
+
+static void verbose_empty_calls(void) {
+    int64_t sq0[3] = {2, 0, 8}, skv[3] = {2, 5, 8}, sm0[3] = {2, 0, 5}, sq[3] = {2, 3, 8}, skv0[3] = {2, 0, 8}, sl[2] = {2, 3};
+    attn_tensor q0 = make(ATTN_F32, 3, sq0), k = make(ATTN_F32, 3, skv), v = make(ATTN_F32, 3, skv);
+    attn_tensor out0 = make(ATTN_F32, 3, sq0), mask0 = make(ATTN_BOOL, 3, sm0);
+    attn_tensor q = make(ATTN_F32, 3, sq), k0 = make(ATTN_F32, 3, skv0), v0 = make(ATTN_F32, 3, skv0);
+    attn_tensor out = make(ATTN_F32, 3, sq), lse = make(ATTN_F32, 2, sl);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.mask = &mask0;
+    attn_error err;
+    char kernel[32];
+    verbose_last_line[0] = 0;
+    verbose_begin();
+    attn_status st = attn_sdpa(&out0, NULL, NULL, &q0, &k, &v, &o, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    verbose_says("verbose_empty_sdpa_no_queries", st, "attn: sdpa kernel=empty ",
+                 (const char *const[]){" q=f32(2,0,8) ", " k=f32(2,5,8) ", " mask=bool(2,0,5) ", " lse=no ", NULL});
+    verbose_last_line[0] = 0;
+    verbose_begin();
+    st = attn_sdpa(&out, &lse, NULL, &q, &k0, &v0, NULL, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    int zero = 1; /* and it wrote what it writes: out 0 for rows that see no key */
+    for (int64_t i = 0; i < attn_tensor_numel(&out); i++) zero &= ((float *)out.data)[i] == 0.0f;
+    verbose_says("verbose_empty_sdpa_no_keys", st, "attn: sdpa kernel=empty ",
+                 (const char *const[]){" k=f32(2,0,8) ", " lse=yes ", " fallback=0/0 ", NULL});
+    check(zero, "verbose_empty_sdpa_no_keys_writes_zeros", "out not 0");
+    verbose_last_line[0] = 0;
+    verbose_begin();
+    st = attn_sdpa_reference(&out, NULL, NULL, &q, &k0, &v0, NULL, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    verbose_says("verbose_empty_sdpa_reference", st, "attn: sdpa_reference kernel=empty ", (const char *const[]){NULL});
+    /* planned: the plan's init prints nothing, its run the line */
+    size_t bytes = 0, ws = 0;
+    attn_sdpa_plan *plan = NULL;
+    char *memory = NULL, *work = NULL;
+    st = attn_sdpa_plan_bytes(&bytes, 0, &err);
+    if (!st && !(memory = malloc(bytes))) st = ATTN_ERR_NO_MEMORY;
+    verbose_last_line[0] = 0;
+    verbose_begin();
+    if (!st) st = attn_sdpa_plan_init(&plan, memory, bytes, &ws, &out0, NULL, &q0, &k, &v, &o, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    check(!st && !verbose_last_line[0], "verbose_empty_plan_init_prints_nothing", "status %d, line: %s", (int)st,
+          verbose_last_line);
+    if (!st && !(work = malloc(ws + 1))) st = ATTN_ERR_NO_MEMORY;
+    verbose_begin();
+    if (!st) st = attn_sdpa_run(plan, &out0, NULL, &q0, &k, &v, work, ws, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    verbose_says("verbose_empty_plan_run", st, "attn: sdpa_run kernel=empty ",
+                 (const char *const[]){" q=f32(2,0,8) ", " mask=bool(2,0,5) ", NULL});
+    free(work), free(memory);
+    /* the backward of the call without queries: dk and dv 0 */
+    int64_t sl0[2] = {2, 0};
+    attn_tensor lse0 = make(ATTN_F32, 2, sl0), dout0 = make(ATTN_F32, 3, sq0), dq0 = make(ATTN_F32, 3, sq0);
+    attn_tensor dk = make(ATTN_F32, 3, skv), dv = make(ATTN_F32, 3, skv);
+    verbose_last_line[0] = 0;
+    verbose_begin();
+    st = attn_sdpa_backward(&dq0, &dk, &dv, NULL, &dout0, &q0, &k, &v, &out0, &lse0, &o, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    verbose_says("verbose_empty_backward", st, "attn: sdpa_backward kernel=empty ",
+                 (const char *const[]){" q=f32(2,0,8) ", " mask=bool(2,0,5) ", " lse=yes ", NULL});
+    /* a cache with nothing in it: S = 0 through the paged code */
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.heads = 2, d.capacity = 16, d.key_dim = d.value_dim = 8, d.dtype = ATTN_F16;
+    attn_kv_cache *cache = NULL;
+    st = attn_kv_cache_bytes(&bytes, &d, &err);
+    memory = NULL;
+    if (!st && !(memory = malloc(bytes))) st = ATTN_ERR_NO_MEMORY;
+    if (!st) st = attn_kv_cache_init(&cache, memory, bytes, &d, &err);
+    verbose_last_line[0] = 0;
+    verbose_begin();
+    if (!st) st = attn_kv_cache_attend(&out, NULL, &q, cache, NULL, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    verbose_says("verbose_empty_cache_attend", st, "attn: sdpa_paged kernel=empty ",
+                 (const char *const[]){" k=f16(2,0,8) ", " causal=bottom-right ", NULL});
+    free(memory);
+    attn_tensor *all[] = {&q0, &k, &v, &out0, &mask0, &q, &k0, &v0, &out, &lse, &lse0, &dout0, &dq0, &dk, &dv};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+}
+
 /* Several caller threads at once, each running its own plan (attn.h: "two
  * threads run two plans") over the one thread pool they share: every run
  * gives the bits the unplanned call gave before the threads started. The
@@ -956,6 +1048,7 @@ int main(void) {
     empty_varlen_plan();
     empty_half_plans();
     verbose_names_half_q();
+    verbose_empty_calls();
     concurrent_plans();
     printf("%d failed\n", n_failed);
     return n_failed != 0;

@@ -352,6 +352,7 @@ static attn_status empty_backward(bool *empty, size_t *bytes, attn_tensor *const
                                   attn_error *err) {
     *empty = false;
     if (!q || !k || !v || !out || !dout) return ATTN_OK; /* the usual checks say which */
+    double t0 = attn_verbose_on() ? attn_now_ms() : 0;
     attn_sdpa_options o;
     attn_context c;
     attn_status st = attn_options_read(&o, &c, options, err);
@@ -364,18 +365,22 @@ static attn_status empty_backward(bool *empty, size_t *bytes, attn_tensor *const
                               {grad[3], "dmask", ATTN_PART_MASK, o.mask, {0}}};
     attn_empty e;
     if ((st = attn_empty_check(&e, all, 11, err)) || !e.any) return st;
-    if (o.mask) o.mask = &all[3].one;
+    attn_sdpa_options with_ones = o; /* o keeps the caller's mask, for the verbose line */
+    if (o.mask) with_ones.mask = &all[3].one;
     attn_tensor *ones[4];
     for (int i = 0; i < 4; i++) ones[i] = grad[i] ? &all[7 + i].one : NULL;
     size_t need = 0;
     st = backward_call(&need, ones, &all[5].one, &all[0].one, &all[1].one, &all[2].one, &all[4].one,
-                       lse ? &all[6].one : NULL, &o, err);
+                       lse ? &all[6].one : NULL, &with_ones, err);
     if (st) return st;
-    if (bytes) *bytes = 0;
-    else
-        for (int i = 0; i < 4; i++)
-            if (grad[i]) attn_fill(grad[i], 0.0);
     *empty = true;
+    if (bytes) {
+        *bytes = 0;
+        return ATTN_OK;
+    }
+    for (int i = 0; i < 4; i++)
+        if (grad[i]) attn_fill(grad[i], 0.0);
+    attn_empty_report("sdpa_backward", q, k, v, lse, NULL, NULL, NULL, &o, t0);
     return ATTN_OK;
 }
 

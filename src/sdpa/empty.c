@@ -147,3 +147,20 @@ void attn_write_no_keys(attn_tensor *out, attn_tensor *lse, const attn_tensor *s
         attn_fill(&one, attn_no_key_lse(sinks, h));
     }
 }
+
+void attn_empty_report(const char *call, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                       const attn_tensor *lse, const attn_tensor *weights, const attn_paged_rows *k_pages,
+                       const attn_paged_rows *v_pages, const attn_sdpa_options *o, double t0) {
+    if (!attn_verbose_on()) return;
+    attn_slices shown; /* the caller's tensors, as a kernel's line shows its plan's */
+    memset(&shown, 0, sizeof shown);
+    shown.q = q, shown.k = k, shown.v = v, shown.lse = lse, shown.weights = weights;
+    shown.k_pages = k_pages, shown.v_pages = v_pages;
+    int64_t rotary_dim;
+    if (o->rope) /* checked by the call on its stand-ins: rope=halves or interleaved, as that call's line says */
+        shown.has_rope = !attn_rope_read_options(&shown.rope, &rotary_dim, o->rope, q->shape[q->rank - 1], NULL);
+    /* No kernel ran and no thread was started: the call's own thread wrote what it wrote. */
+    attn_run_info info = {.kernel = "empty", .isa = "-", .threads = 1, .threads_given = 1, .side_by_side = 1,
+                          .heads_per_item = 1};
+    attn_verbose_report(call, &info, &shown, o, attn_now_ms() - t0);
+}

@@ -107,6 +107,13 @@ static attn_status check_workspace(const attn_context *c, kernel_kind kind, cons
     return attn_check_workspace(c->workspace, c->workspace_size, outs, 3, ins, 10, err);
 }
 
+/* The call as its ATTN_VERBOSE line names it: a paged one's (k_pages not
+ * NULL) "sdpa_paged", else the kernel kind's entry point. */
+static const char *call_name(kernel_kind kind, const attn_paged_rows *k_pages) {
+    static const char *const CALL[] = {"sdpa", "sdpa_reference", "scores"};
+    return k_pages ? "sdpa_paged" : CALL[kind];
+}
+
 /* Plan the call; with `bytes`, only measure its scratch (planned from
  * shapes alone, NULL data allowed: attn_plan_shapes), else run it.
  * k_pages and v_pages (NULL: none): keys and values from a paged pool, k
@@ -142,7 +149,6 @@ static attn_status sdpa_run(kernel_kind kind, size_t *bytes, attn_tensor *out, a
                              "the context's workspace has %zu bytes but this call needs %zu "
                              "(attn_sdpa_workspace_size)", c.workspace_size, need);
     }
-    static const char *const CALL[] = {"sdpa", "sdpa_reference", "scores"};
     bool verbose = attn_verbose_on();
     double t0 = verbose ? attn_now_ms() : 0;
     attn_run_info info;
@@ -151,7 +157,7 @@ static attn_status sdpa_run(kernel_kind kind, size_t *bytes, attn_tensor *out, a
     if (verbose) {
         attn_slices shown = sl;
         if (shown_q) shown.q = shown_q;
-        attn_verbose_report(k_pages ? "sdpa_paged" : CALL[kind], &info, &shown, &o, attn_now_ms() - t0);
+        attn_verbose_report(call_name(kind, k_pages), &info, &shown, &o, attn_now_ms() - t0);
     }
     return st;
 }
@@ -238,17 +244,20 @@ attn_status attn_sdpa_stream_run(const attn_slices *sl, const attn_sdpa_options 
 /* A call with a dimension of 0 (empty.c): *empty says whether it is one,
  * checked as the same call with each 0 read as 1 (measured, so reading no
  * element), and then done: out 0 and lse that of a row with no key where
- * there are rows but no keys, nothing else written. */
+ * there are rows but no keys, nothing else written, and its ATTN_VERBOSE
+ * line printed. k_pages, v_pages: a paged call's pages (k and v their
+ * stand-ins), for that line; else NULL. */
 static attn_status empty_call(bool *empty, kernel_kind kind, size_t *bytes, attn_tensor *out, attn_tensor *lse,
                               attn_tensor *weights, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
-                              const attn_sdpa_options *options, attn_error *err);
+                              const attn_sdpa_options *options, const attn_paged_rows *k_pages,
+                              const attn_paged_rows *v_pages, attn_error *err);
 
 /* The entry points' call: through f32 copies for a 16-bit q (sdpa_half). */
 static attn_status sdpa_call(kernel_kind kind, size_t *bytes, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,
                              const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                              const attn_sdpa_options *options, attn_error *err) {
     bool empty = false;
-    attn_status st = empty_call(&empty, kind, bytes, out, lse, weights, q, k, v, options, err);
+    attn_status st = empty_call(&empty, kind, bytes, out, lse, weights, q, k, v, options, NULL, NULL, err);
     if (st || empty) return st;
     if (q && attn_dtype_half(q->dtype))
         return sdpa_half(kind, bytes, out, lse, weights, q, k, v, options, NULL, NULL, err);
@@ -279,14 +288,20 @@ static attn_status empty_check(attn_empty *e, attn_sdpa_options *o, kernel_kind 
 
 static attn_status empty_call(bool *empty, kernel_kind kind, size_t *bytes, attn_tensor *out, attn_tensor *lse,
                               attn_tensor *weights, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
-                              const attn_sdpa_options *options, attn_error *err) {
+                              const attn_sdpa_options *options, const attn_paged_rows *k_pages,
+                              const attn_paged_rows *v_pages, attn_error *err) {
+    double t0 = attn_verbose_on() ? attn_now_ms() : 0;
     attn_empty e;
     attn_sdpa_options o;
     attn_status st = empty_check(&e, &o, kind, out, lse, weights, q, k, v, options, err);
     *empty = !st && e.any;
     if (!*empty) return st;
-    if (bytes) *bytes = 0;
-    else if (!e.no_output) attn_write_no_keys(out, lse, o.sinks); /* the weights have S = 0: no element */
+    if (bytes) {
+        *bytes = 0;
+        return ATTN_OK;
+    }
+    if (!e.no_output) attn_write_no_keys(out, lse, o.sinks); /* the weights have S = 0: no element */
+    attn_empty_report(call_name(kind, k_pages), q, k, v, lse, weights, k_pages, v_pages, &o, t0);
     return ATTN_OK;
 }
 
@@ -390,7 +405,9 @@ attn_status attn_sdpa_paged_batch(size_t *bytes, attn_tensor *out, attn_tensor *
     const attn_named ins[2] = {{&kpool, "k pages"}, {&vpool, "v pages"}};
     if (out && (st = attn_check_no_overlap(outs, 3, ins, 2, err))) return st;
     bool empty = false; /* no queries, no positions or a batch of 0: checked with the stand-ins, no page read */
-    if ((st = empty_call(&empty, KERNEL_STREAM, bytes, out, lse, weights, q, &k, &v, options, err)) || empty) return st;
+    if ((st = empty_call(&empty, KERNEL_STREAM, bytes, out, lse, weights, q, &k, &v, options, k_pages, v_pages, err)) ||
+        empty)
+        return st;
     if (q && attn_dtype_half(q->dtype))
         return sdpa_half(KERNEL_STREAM, bytes, out, lse, weights, q, &k, &v, options, k_pages, v_pages, err);
     return sdpa_run(KERNEL_STREAM, bytes, out, lse, weights, q, &k, &v, options, k_pages, v_pages, NULL, err);

@@ -372,5 +372,15 @@ double attn_no_key_lse(const attn_tensor *sinks, int64_t h);
 /* out (..., Hq, L, Ev) and lse (..., Hq, L; NULL: none) of rows that see
  * no key: out 0, lse attn_no_key_lse. */
 void attn_write_no_keys(attn_tensor *out, attn_tensor *lse, const attn_tensor *sinks);
+/* ATTN_VERBOSE's line of a call with a dimension of 0 once it is done
+ * (nothing when verbose mode is off): kernel=empty, no work item, printed
+ * by attn_verbose_report as every other call's line is. call: the entry
+ * point as its line names it ("sdpa", "sdpa_run", "sdpa_backward", ...);
+ * the tensors as the caller gave them, 0s and all (NULL: not given);
+ * k_pages, v_pages: a paged call's pages, k and v their stand-ins (else
+ * NULL); o: the options read; t0: the call's start (attn_now_ms). */
+void attn_empty_report(const char *call, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                       const attn_tensor *lse, const attn_tensor *weights, const attn_paged_rows *k_pages,
+                       const attn_paged_rows *v_pages, const attn_sdpa_options *o, double t0);
 
 #endif /* ATTN_SDPA_H */

@@ -296,8 +296,10 @@ attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *l
         (pl->varlen && (st = attn_varlen_plan_check_masks(pl->varlen, outs, 2, workspace, workspace_size, pl->masks,
                                                           pl->batch, err))))
         return st;
-    if (pl->empty.any) { /* attn_sdpa's writes of a call with a dimension of 0 */
+    if (pl->empty.any) { /* attn_sdpa's writes of a call with a dimension of 0, and its line */
+        double t0 = attn_verbose_on() ? attn_now_ms() : 0;
         if (!pl->empty.no_output) attn_write_no_keys(out, lse, pl->o.sinks);
+        attn_empty_report("sdpa_run", q, k, v, lse, NULL, NULL, NULL, &pl->o, t0);
         return ATTN_OK;
     }
     pl->q.data = q->data, pl->k.data = k->data, pl->v.data = v->data, pl->out.data = out->data;
