@@ -6,6 +6,11 @@
   attn.sdpa_backward: bitwise the float32 call on the widened q with out
   (each gradient) rounded to float16 (plans: the unplanned float16 call),
   lse float32;
+- the score variants (softcap, alibi_slopes, window, sinks) and
+  compute='bf16' through attn.sdpa and sdpa_backward against PyTorch
+  float64 autograd on their definitions; sdpa_varlen, its backward, Plan
+  and KVPages.attend / plan with them bitwise attn.sdpa; misspelt variants,
+  bad compute modes and number arguments not numbers refused naming them;
 - attn.Plan (attn_sdpa_plan_init, attn_sdpa_varlen_plan_init, attn_sdpa_run):
   dense (GQA, a broadcast mask) and ragged (a decode, an empty and a prefill
   sequence, masks) calls planned once and run for three layers, bitwise the
@@ -470,6 +475,111 @@ def float16_q_backward():
 
 
 float16_q_backward()
+
+
+def score_variants():
+    """The score variants of attn_sdpa_options (softcap, alibi_slopes,
+    window, sinks) and the bf16 compute mode, which the C API and `attn
+    sdpa` take and the binding had no way to ask for: attn.sdpa and
+    sdpa_backward with all four at once (GQA, bottom-right) against PyTorch
+    float64 autograd on their definitions (oracle_backward.reference),
+    float64 within 1e-12 and float32 within 1e-5 relative; each alone
+    changes the result and matches the reference; sdpa_varlen's sequences
+    bitwise attn.sdpa alone with the same variants, and its backward's
+    bitwise sdpa_backward's; a Plan (dense and ragged) bitwise the unplanned
+    call, its slopes and sinks copied (the caller's later writes reach no
+    run); KVPages.attend and plan bitwise attn.sdpa on the gathered keys;
+    compute='bf16' within bf16's bound of the reference. Refused: a
+    misspelt variant, compute not 'f32' or 'bf16', 2-D slopes, and a
+    number argument (scale, dropout_p, softcap) given a string, None or
+    several values, each naming it."""
+    from oracle_backward import reference as grad_reference
+    g = np.random.default_rng(1619)
+    q, k, v = g.standard_normal((2, 4, 6, 8)), g.standard_normal((2, 2, 9, 8)), g.standard_normal((2, 2, 9, 5))
+    dout = g.standard_normal((2, 4, 6, 5))
+    V = dict(softcap=5.0, alibi_slopes=np.array([0.5, 0.25, 0.125, 0.0625]), window=4,
+             sinks=np.array([0.3, -1.0, 2.0, 0.0]))
+    as_ref = {"softcap": "softcap", "alibi_slopes": "slopes", "window": "window", "sinks": "sinks"}
+
+    def ref(variants):
+        grads, _, _, _, out, _ = grad_reference(q, k, v, dout, None, 2, None,
+                                                variants={as_ref[n]: x for n, x in variants.items()})
+        return out, grads[:3]
+    want, want_grads = ref(V)
+    for dt, bound in ((np.float64, 1e-12), (np.float32, 1e-5)):
+        a = [x.astype(dt) for x in (q, k, v)]
+        out, lse = attn.sdpa(*a, causal="bottom-right", return_lse=True, **V)
+        grads = attn.sdpa_backward(dout.astype(dt), *a, out, lse, causal="bottom-right", **V)
+        errs = [rel(out, want)] + [rel(x, w) for x, w in zip(grads, want_grads)]
+        check("sdpa_score_variants_vs_torch_float64_%s" % np.dtype(dt).name, max(errs) <= bound,
+              "errors %s" % errs)
+    plain = attn.sdpa(q, k, v, causal="bottom-right")
+    for name in V:
+        one = attn.sdpa(q, k, v, causal="bottom-right", **{name: V[name]})
+        err = rel(one, ref({name: V[name]})[0])
+        check("sdpa_score_variant_%s_alone" % name, not np.array_equal(one, plain) and err <= 1e-12,
+              "error %.3g, unchanged %s" % (err, np.array_equal(one, plain)))
+    # a ragged batch: each sequence bitwise attn.sdpa alone (the slopes and sinks per query head)
+    a32 = [x.astype(np.float32) for x in (q, k, v)]
+    qp, kp, vp = (x.transpose(0, 2, 1, 3).reshape(-1, x.shape[1], x.shape[3]) for x in a32)
+    cq, ck = [0, 6, 12], [0, 9, 18]
+    got, glse = attn.sdpa_varlen(qp, kp, vp, cq, ck, causal="bottom-right", return_lse=True, **V)
+    alone = [attn.sdpa(*(x[b] for x in a32), causal="bottom-right", return_lse=True, **V) for b in range(2)]
+    check("sdpa_varlen_score_variants_bitwise_sdpa", all(
+        np.array_equal(got[cq[b]:cq[b + 1]], alone[b][0].transpose(1, 0, 2)) for b in range(2)))
+    dp = g.standard_normal(got.shape).astype(np.float32)
+    vg = attn.sdpa_varlen_backward(dp, qp, kp, vp, got, glse, cq, ck, causal="bottom-right", **V)
+    same = True
+    for b in range(2):
+        d1 = attn.sdpa_backward(dp[cq[b]:cq[b + 1]].transpose(1, 0, 2), *(x[b] for x in a32), *alone[b],
+                                causal="bottom-right", **V)
+        same &= all(np.array_equal(x[c[b]:c[b + 1]], y.transpose(1, 0, 2)) for x, y, c in zip(vg, d1, (cq, ck, ck)))
+    check("sdpa_varlen_backward_score_variants_bitwise_sdpa_backward", same)
+    # planned: bitwise the unplanned call, the slopes and sinks copied at planning
+    slopes, sinks = V["alibi_slopes"].copy(), V["sinks"].copy()
+    kw = dict(V, alibi_slopes=slopes, sinks=sinks)
+    dense = attn.Plan(*a32, causal="bottom-right", **kw)
+    ragged = attn.Plan(qp, kp, vp, cu_seqlens_q=cq, cu_seqlens_k=ck, causal="bottom-right", **kw)
+    slopes[:], sinks[:] = 9.0, -9.0
+    check("plan_score_variants_bitwise_sdpa_copies_kept",
+          np.array_equal(dense.run(*a32), attn.sdpa(*a32, causal="bottom-right", **V)) and
+          np.array_equal(ragged.run(qp, kp, vp), got))
+    # a paged pool: attend and its plan bitwise attn.sdpa on the gathered keys
+    pool = attn.KVPages(heads=2, key_dim=8, value_dim=5, num_pages=8, max_sequences=2, page_size=16)
+    ids = [pool.create(), pool.create()]
+    pool.append(ids, [kp[ck[b]:ck[b + 1]] for b in range(2)], [vp[ck[b]:ck[b + 1]] for b in range(2)])
+    outs = pool.attend(ids, [qp[cq[b]:cq[b + 1]] for b in range(2)], **V)
+    planned = pool.plan(ids, [6, 6], num_heads=4, **V).run(qp)
+    check("kv_pages_attend_score_variants_bitwise_sdpa", all(
+        np.array_equal(outs[b], attn.sdpa(a32[0][b], *pool.gather(ids[b]), causal="bottom-right",
+                                          **V).transpose(1, 0, 2)) for b in range(2)) and
+          np.array_equal(planned, np.concatenate(outs)))
+    # the bf16 compute mode (a flash-sized call: L <= 8 decodes in f32 either way)
+    qb, kb, vb = (g.standard_normal((1, 2, 32, 16)) for _ in range(3))
+    wb = reference(qb, kb, vb)[0]
+    ob = attn.sdpa(*(x.astype(np.float32) for x in (qb, kb, vb)), compute="bf16")
+    check("sdpa_compute_bf16_within_its_bound", rel(ob, wb) <= 2e-2, "error %.3g" % rel(ob, wb))
+    for name, cls, call, words in (
+            ("misspelt_variant", TypeError, lambda: attn.sdpa_varlen(qp, kp, vp, cq, ck, softcapp=1.0), "'softcapp'"),
+            ("compute_fp8", attn.OptionError, lambda: attn.sdpa(*a32, compute="fp8"), "compute is 'fp8'"),
+            ("compute_1", attn.OptionError, lambda: attn.sdpa(*a32, compute=1), "compute is 1"),
+            ("slopes_2d", attn.RankError, lambda: attn.sdpa(*a32, alibi_slopes=np.ones((2, 2))), "alibi_slopes"),
+            ("sinks_strings", attn.DtypeError, lambda: attn.sdpa(*a32, sinks=np.array(["a"] * 4)), "sinks"),
+            ("scale_string", TypeError, lambda: attn.sdpa(*a32, scale="0.5"), "scale must be a real number"),
+            ("scale_two_values", TypeError, lambda: attn.sdpa(*a32, scale=np.ones(2)), "scale must be a real number"),
+            ("dropout_none", TypeError, lambda: attn.sdpa(*a32, dropout_p=None), "dropout_p must be a real number"),
+            ("softcap_string", TypeError, lambda: attn.sdpa(*a32, softcap="5"), "softcap must be a real number"),
+            ("window_float", TypeError, lambda: attn.sdpa(*a32, causal=True, window=2.5), "window must be an integer")):
+        try:
+            call()
+            check("score_variants_refuse_" + name, False, "no error")
+        except cls as e:
+            check("score_variants_refuse_" + name, words in str(e), str(e))
+        except Exception as e:  # noqa: BLE001 -- another class is the failure
+            check("score_variants_refuse_" + name, False, "%s: %s" % (type(e).__name__, e))
+
+
+score_variants()
 
 # An integer mask is refused, as PyTorch refuses it: converted to float it
 # would be a bias of 0 and 1 on the scores, not a mask. Every integer dtype,

@@ -196,8 +196,68 @@ CAUSAL = {False: 0, None: 0, True: 1, "top-left": 1, "bottom-right": 2}
 _DEFAULT_OPTIONS = bytes(default(SdpaOptions))
 
 
-def _options(causal, scale, mask_view, dropout_p, seed):
+def _real(x, name):
+    """x as a float, for a number the options hold (scale, dropout_p,
+    softcap): a Python or NumPy real number, or an array of one. None, a
+    string, a bool or several values are a TypeError naming the argument
+    (float() said "could not convert string to float", or "only size-1
+    arrays can be converted", without saying which argument)."""
+    if x is not None and not isinstance(x, (str, bytes)):
+        try:
+            a = np.asarray(x)
+        except (TypeError, ValueError):
+            a = None
+        if a is not None and a.size == 1 and a.dtype.kind in "iuf":
+            return float(a.reshape(()))
+    shape = " of shape %s" % (np.shape(x),) if isinstance(x, (list, tuple, np.ndarray)) else ""
+    raise TypeError("%s must be a real number, not %s%s" % (name, type(x).__name__, shape))
+
+
+# The score variants of attn_sdpa_options (attn.h, "Score variants") and the
+# compute mode, as the calls built on it take them by keyword.
+VARIANTS = ("softcap", "alibi_slopes", "window", "sinks", "compute")
+_COMPUTE = {"f32": 0, "float32": 0, "bf16": 1, "bfloat16": 1}
+
+
+def _head_values(a, name, copy):
+    """alibi_slopes or sinks: one value per query head, as the library takes
+    them (1-D, float32 or float64, finite; it checks the length and the
+    values); a list becomes float64; copy: an array of the caller's own
+    (a plan's, which reads it at every run)."""
+    a = _float_array(a, name, np.float64)
+    if a.ndim != 1:
+        raise RankError("%s has rank %d; it must be 1-D, one value per query head" % (name, a.ndim), 2)
+    return a.copy() if copy else a
+
+
+def _options(causal, scale, mask_view, dropout_p, seed, variants=None, copy=False):
+    """attn_sdpa_options of these arguments. variants: a dict of the score
+    variants and compute mode by keyword (VARIANTS; None or absent: none):
+    softcap (a number >= 0), alibi_slopes and sinks (arrays of Hq values),
+    window (an integer), compute ('f32' or 'bf16'). The arrays the options
+    point to are kept on the returned struct (o.keep), copies with copy."""
     o = SdpaOptions.from_buffer_copy(_DEFAULT_OPTIONS)
+    o.keep = []
+    variants = dict(variants or {})
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:  # a misspelt "softcapp" was dropped silently by **kwargs
+        raise TypeError("unexpected keyword argument%s %s; the score variants are %s" % (
+            "s" if len(unknown) > 1 else "", ", ".join(map(repr, unknown)), ", ".join(VARIANTS)))
+    if variants.get("softcap") is not None:
+        o.softcap = _real(variants["softcap"], "softcap")
+    if variants.get("window") is not None:
+        o.window = _index(variants["window"], "window")
+    for name in ("alibi_slopes", "sinks"):
+        if variants.get(name) is not None:
+            a = _head_values(variants[name], name, copy)
+            t = view(a)
+            o.keep += [a, t]
+            setattr(o, name, ctypes.pointer(t))
+    compute = variants.get("compute")
+    if compute is not None:
+        if not isinstance(compute, str) or compute not in _COMPUTE:
+            raise OptionError("compute is %r: 'f32' (the default) or 'bf16'" % (compute,), 9)
+        o.compute = _COMPUTE[compute]
     try:
         known = causal in CAUSAL
     except TypeError:  # unhashable (a list): not one of them either
@@ -206,9 +266,9 @@ def _options(causal, scale, mask_view, dropout_p, seed):
         raise OptionError("causal is %r: False, True (top-left), 'top-left' or 'bottom-right'" % (causal,), 9)
     o.causal = CAUSAL[causal]
     if scale is not None:
-        o.has_scale, o.scale = 1, float(scale)
+        o.has_scale, o.scale = 1, _real(scale, "scale")
     o.mask = ctypes.pointer(mask_view) if mask_view is not None else None
-    o.dropout_p = float(dropout_p)
+    o.dropout_p = _real(dropout_p, "dropout_p")
     if dropout_p:
         # A seed as Python indexes (int() made 1.5 and 1.7 the same seed, and
         # 2**64 seed 0); a negative one is its uint64, as before.
@@ -285,7 +345,7 @@ def _shapes(qv, kv, vv, o):
 
 
 def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout_p=0.0, seed=None, out=None,
-         return_weights=False):
+         return_weights=False, softcap=0.0, alibi_slopes=None, window=0, sinks=None, compute="f32"):
     """softmax(q kᵀ · scale + mask) v, with PyTorch's scaled_dot_product_attention
     semantics and libattn's kernels. q (..., Hq, L, E), k (..., Hk, S, E), v
     (..., Hk, S, Ev): float32 or float64 arrays of any strides (k and v may be
@@ -304,11 +364,23 @@ def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout
     seed (None: a fresh one). Returns out (..., Hq, L, Ev), a new array unless
     out= is given; with return_lse, (out, lse), the log-sum-exp of each row;
     with return_weights, the weights (..., Hq, L, S) last (an L×S array: for
-    looking at, computed by the exact kernel)."""
+    looking at, computed by the exact kernel).
+
+    The score variants of attn_sdpa_options (attn.h), each score going
+    through them in this order: softcap > 0, Gemma 2's soft-capping
+    softcap·tanh(s/softcap); alibi_slopes, Hq slopes (ALiBi: s -= slope_h ·
+    |j - i - off|, off 0 for top-left, S - L otherwise); window > 0, a
+    sliding window (key j seen only when i + off - window < j; needs a
+    causal mode); sinks, Hq logits that join each row's softmax denominator
+    with no value (gpt-oss). compute='bf16': the bf16 compute mode (q, k,
+    the probabilities and v rounded to bf16, sums in float32; float32
+    only). The other calls (sdpa_backward, sdpa_varlen and its backward,
+    Plan, KVPages.attend and plan) take them by the same keywords."""
     q, work = _query(q)
     k, v = _keys_values(k, v, q, work)
     m, mv = _mask(mask, work)
-    o = _options(causal, scale, mv, dropout_p, seed)
+    o = _options(causal, scale, mv, dropout_p, seed, dict(softcap=softcap, alibi_slopes=alibi_slopes, window=window,
+                                                          sinks=sinks, compute=compute))
     qv, kv, vv = view(q), view(k), view(v)
     shape = _out_shape(q, k, v) if q.ndim >= 2 and k.ndim >= 2 and v.ndim >= 2 else _shapes(qv, kv, vv, o)
     result = _output(out, shape, q.dtype, "out")
@@ -334,10 +406,12 @@ def _want(want):
 
 
 def sdpa_backward(dout, q, k, v, out, lse, mask=None, causal=False, scale=None, dropout_p=0.0, seed=None,
-                  want=("dq", "dk", "dv"), want_dmask=False):
+                  want=("dq", "dk", "dv"), want_dmask=False, **variants):
     """The gradients of sdpa given dout = dLoss/dout and that call's out and lse
-    (return_lse=True), with the same mask, causal, scale and dropout (the same
-    seed). Returns (dq, dk, dv), each None when not in `want`, and dmask last
+    (return_lse=True), with the same mask, causal, scale, dropout (the same
+    seed) and score variants (softcap, alibi_slopes, window, sinks, compute,
+    as sdpa takes them; the gradient of sinks is not given). Returns (dq, dk,
+    dv), each None when not in `want`, and dmask last
     with want_dmask (a float mask's gradient). A float16 q, as
     attn_sdpa_backward takes it, comes with float16 dout and out and float32
     lse: each gradient is then in its tensor's dtype (dmask float32), its
@@ -351,7 +425,7 @@ def sdpa_backward(dout, q, k, v, out, lse, mask=None, causal=False, scale=None, 
     m, mv = _mask(mask, work)
     if dropout_p and seed is None:
         raise OptionError("the backward of dropout needs the forward's seed", 9)
-    o = _options(causal, scale, mv, dropout_p, seed)
+    o = _options(causal, scale, mv, dropout_p, seed, variants)
     # beside a float16 q each gradient is its tensor's dtype (attn.h), else q's
     grads = [np.empty(a.shape, a.dtype if half else q.dtype) if name in want else None
              for name, a in (("dq", q), ("dk", k), ("dv", v))]
@@ -420,7 +494,7 @@ def _varlen_masks(masks, batch, dtype, copy=False):
 
 
 def sdpa_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, masks=None, causal=False, scale=None, return_lse=False,
-                dropout_p=0.0, seed=None, out=None):
+                dropout_p=0.0, seed=None, out=None, **variants):
     """Attention over a ragged batch (attn_sdpa_varlen): q (Tq, Hq, E), k (Tk,
     Hk, E), v (Tk, Hk, Ev) hold B sequences one after another, sequence b being
     rows cu_seqlens_q[b]:cu_seqlens_q[b+1] of q and cu_seqlens_k[b]:cu_seqlens_k[b+1]
@@ -430,7 +504,9 @@ def sdpa_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, masks=None, causal=False, s
     lse (Tq, Hq). A float16 q (k and v float32 or float16, float masks taken
     as float32) is computed as its float32 widening and gives out in float16,
     rounded once, and lse in float32, as the library takes it (bfloat16, which
-    it takes too, has no NumPy dtype)."""
+    it takes too, has no NumPy dtype). The score variants (softcap,
+    alibi_slopes, window, sinks, compute) as sdpa takes them, for every
+    sequence."""
     q, work = _query(q)
     k, v = _keys_values(k, v, q, work)
     cq, ck = _offsets(cu_seqlens_q, "cu_seqlens_q"), _offsets(cu_seqlens_k, "cu_seqlens_k")
@@ -438,7 +514,7 @@ def sdpa_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, masks=None, causal=False, s
         raise ArgumentError("cu_seqlens_q has %s but cu_seqlens_k has %d" % (_count(cq.size, "offset"), ck.size), 19)
     batch = cq.size - 1
     arrays, mviews, mptrs = _varlen_masks(masks, batch, work)
-    o = _options(causal, scale, None, dropout_p, seed)
+    o = _options(causal, scale, None, dropout_p, seed, variants)
     if q.ndim != 3 or v.ndim != 3:
         raise RankError("q, k and v must be packed (total, heads, size)", 2)
     result = _output(out, (q.shape[0], q.shape[1], v.shape[2]), q.dtype, "out")
@@ -453,10 +529,11 @@ def sdpa_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, masks=None, causal=False, s
 
 
 def sdpa_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, masks=None, causal=False, scale=None,
-                         dropout_p=0.0, seed=None, want=("dq", "dk", "dv")):
+                         dropout_p=0.0, seed=None, want=("dq", "dk", "dv"), **variants):
     """The gradients of sdpa_varlen given dout = dLoss/dout and that call's out
-    and lse (return_lse=True), with the same offsets, masks, causal, scale and
-    dropout (the same seed): (dq, dk, dv), each None when not in `want`."""
+    and lse (return_lse=True), with the same offsets, masks, causal, scale,
+    dropout (the same seed) and score variants: (dq, dk, dv), each None when
+    not in `want`."""
     want = _want(want)
     q = _float_array(q, "q")
     k, v = _float_array(k, "k", q.dtype, kv=True), _float_array(v, "v", q.dtype, kv=True)
@@ -468,7 +545,7 @@ def sdpa_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, ma
     arrays, mviews, mptrs = _varlen_masks(masks, batch, q.dtype)
     if dropout_p and seed is None:
         raise OptionError("the backward of dropout needs the forward's seed", 9)
-    o = _options(causal, scale, None, dropout_p, seed)
+    o = _options(causal, scale, None, dropout_p, seed, variants)
     grads = [np.empty(a.shape, q.dtype) if name in want else None for name, a in (("dq", q), ("dk", k), ("dv", v))]
     views = [view(g) if g is not None else None for g in grads]
     ins = [view(a) for a in (dout, q, k, v, out, lse)]

@@ -336,7 +336,7 @@ class KVPages:
         return k, v
 
     def attend(self, seqs, q, cu_seqlens_q=None, masks=None, causal="bottom-right", scale=None, return_lse=False,
-               dropout_p=0.0, seed=None):
+               dropout_p=0.0, seed=None, **variants):
         """Attention of new queries of several sequences in one call: q a
         list of float32 (L_i, Hq, key_dim) arrays, one per sequence (or one
         array for one sequence, an int), or a packed (total, Hq, key_dim)
@@ -352,7 +352,9 @@ class KVPages:
         attn.sdpa_varlen takes them: sequence i's dropout seed is seed + i,
         its mask's rows this call's queries (0 .. L_i-1, as attn.h counts
         them per call: a fresh mask each decode step needs a seed per step).
-        Each is exactly what attention over that sequence alone gives."""
+        The score variants (softcap, alibi_slopes, window, sinks, compute) as
+        attn.sdpa takes them. Each is exactly what attention over that
+        sequence alone gives."""
         one = np.ndim(seqs) == 0  # one sequence (an int, a NumPy integer or a 0-d array)
         if one:
             seqs = [seqs]
@@ -380,7 +382,7 @@ class KVPages:
             q = np.concatenate(parts) if parts else np.zeros((0, self.heads, self.key_dim), np.float32)
         if causal not in CAUSAL:
             raise OptionError("causal is %r: 'bottom-right' or False" % (causal,), 9)
-        o = _options(causal, scale, None, dropout_p, seed)
+        o = _options(causal, scale, None, dropout_p, seed, variants)
         Hq = q.shape[1] if q.ndim == 3 else 1
         out = np.empty((q.shape[0] if q.ndim else 0, Hq, self.value_dim), q.dtype)
         lse = np.empty(out.shape[:2], np.float32) if return_lse else None  # float32 beside a float16 q too
@@ -429,7 +431,7 @@ class KVPages:
         return w
 
     def plan(self, seqs, q_lengths, num_heads, masks=None, causal="bottom-right", scale=None, return_lse=False,
-             dropout_p=0.0, seed=None, q_dtype=np.float32):
+             dropout_p=0.0, seed=None, q_dtype=np.float32, **variants):
         """Plan attention of new queries of several sequences once, to run
         it for every layer of a step (attn_kv_paged_plan_init): q_lengths[i]
         queries of sequence seqs[i], num_heads query heads, masks as
@@ -447,11 +449,13 @@ class KVPages:
         attend with that seed drops. q_dtype: the dtype of every run's q,
         float32 or float16 (planned, as attn.Plan plans q's): a float16
         plan's runs give out in float16 and lse in float32, bitwise
-        attend on that q (bfloat16 has no NumPy dtype)."""
+        attend on that q (bfloat16 has no NumPy dtype). The score variants
+        (softcap, alibi_slopes, window, sinks, compute) as attend takes
+        them, the slopes and sinks copied."""
         seqs = [_index(x, "seqs[%d]" % i) for i, x in enumerate(seqs)]
         q_lengths = [_index(n, "q_lengths[%d]" % i) for i, n in enumerate(q_lengths)]
         return PagedPlan(self, seqs, q_lengths, _index(num_heads, "num_heads"), masks, causal, scale, return_lse,
-                         dropout_p, seed, q_dtype)
+                         dropout_p, seed, q_dtype, variants)
 
 
 class PagedPlan:
@@ -460,7 +464,7 @@ class PagedPlan:
     Threads may share it: its runs take turns."""
 
     def __init__(self, pool, seqs, q_lengths, num_heads, masks, causal, scale, return_lse, dropout_p=0.0, seed=None,
-                 q_dtype=np.float32):
+                 q_dtype=np.float32, variants=None):
         if len(q_lengths) != len(seqs):
             raise ValueError("plan needs one query count per sequence")
         if causal not in CAUSAL:
@@ -521,7 +525,7 @@ class PagedPlan:
         self.q_shape = (self.cu[-1], num_heads, pool.key_dim)
         self.out_shape = (self.cu[-1], num_heads, pool.value_dim)
         self.return_lse = return_lse
-        self.options = _options(causal, scale, None, dropout_p, seed)
+        self.options = _options(causal, scale, None, dropout_p, seed, variants, copy=True)
         self.seed = self.options.dropout_seed if dropout_p else None  # a seed drawn here, to repeat a run
         self.masks = _varlen_masks(masks, self.n, np.float32, copy=True)  # (kept alive: the runs read them)
         err, size, ws = Error(), ctypes.c_size_t(), ctypes.c_size_t()

@@ -33,10 +33,12 @@ class Plan:
     bitwise the unplanned call (bfloat16 has no NumPy dtype). The plan
     keeps its options, dropout's seed among them (None: a fresh one, then in
     plan.seed): every run drops the weights the unplanned call with that
-    seed drops."""
+    seed drops. The score variants (softcap, alibi_slopes, window, sinks,
+    compute) as attn.sdpa takes them; the plan keeps copies of the slopes
+    and sinks, as of its masks."""
 
     def __init__(self, q, k, v, mask=None, causal=False, scale=None, return_lse=False, cu_seqlens_q=None,
-                 cu_seqlens_k=None, masks=None, dropout_p=0.0, seed=None):
+                 cu_seqlens_k=None, masks=None, dropout_p=0.0, seed=None, **variants):
         q, work = _query(q)
         k, v = _keys_values(k, v, q, work)
         self.varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
@@ -56,12 +58,12 @@ class Plan:
                                     % (_count(self.cq.size, "offset"), self.ck.size), 19)
             batch = self.cq.size - 1
             self.masks = _varlen_masks(masks, batch, work, copy=True)  # read at every run: kept
-            self.options = _options(causal, scale, None, dropout_p, seed)
+            self.options = _options(causal, scale, None, dropout_p, seed, variants, copy=True)
             shape = (q.shape[0], q.shape[1], v.shape[2])
         else:
             batch = 0
             self.mask = _mask(mask, work, copy=True)  # (array, view): read at every run
-            self.options = _options(causal, scale, self.mask[1], dropout_p, seed)
+            self.options = _options(causal, scale, self.mask[1], dropout_p, seed, variants, copy=True)
             shape = _out_shape(q, k, v)
         self.out_shape, self.dtype, self.lse_dtype, self.return_lse = shape, q.dtype, work, return_lse
         self.seed = self.options.dropout_seed if dropout_p else None  # a seed drawn here, to repeat a run
