@@ -22,7 +22,10 @@
   never wrapped to sequence 0; parts of other heads said as the library
   says it; dtype=np.float16 as NumPy spells it; KVCache.lengths assigned
   copied into its own int64 array (or refused), steps of no sequence;
-  a step's causal=True, a misspelt parameter or RoPE field refused; a q,
+  a step's causal=True, a misspelt parameter or RoPE field refused; None,
+  a list or a string where a list, a dtype, a dict or a number goes (plan's
+  seqs and q_lengths, a run's pool, dtype, key_dtype, k_scale, mha_step's x,
+  params and rope) and 1-D rows of x refused naming the argument; a q,
   x or k of another dtype refused saying what the call takes;
   four Python threads each on its own pool, every attend bitwise attn.sdpa;
 - the layer's step: KVPages.mha_step (attn_mha_paged) against a float64
@@ -508,6 +511,28 @@ for label, page in (("past_the_pool", pool.num_pages), ("negative", -1)):
 refused("kv_pages_python_parts_of_other_heads", attn.ShapeError,
         lambda: pool.attend([a, a], [np.ones((1, 1, 4), np.float32), np.ones((1, 2, 4), np.float32)]))
 refused("kv_pages_python_scalar_part", attn.RankError, lambda: pool.append(a, 1.0, 1.0))
+# Arguments that raised what Python says of them (not iterable, no
+# attribute 'heads', unhashable, tuple index out of range), naming none.
+eye = {"num_heads": 1, **{n: np.eye(4, dtype=np.float32) for n in ("q_proj_weight", "k_proj_weight", "v_proj_weight",
+                                                                    "out_proj_weight")}}
+for label, cls, call in (
+        ("plan_seqs_none", TypeError, lambda: pool.plan(None, [1], num_heads=1)),
+        ("plan_q_lengths_none", TypeError, lambda: pool.plan([a], None, num_heads=1)),
+        ("plan_run_on_not_a_pool", TypeError, lambda: pool.plan([a], [1], num_heads=1).run(np.ones((1, 1, 4), np.float32),
+                                                                                       pool=5)),
+        ("dtype_a_list", attn.OptionError, lambda: attn.KVPages(heads=1, key_dim=4, num_pages=2, max_sequences=1,
+                                                                dtype=["q8"])),
+        ("key_dtype_a_list", attn.OptionError, lambda: attn.KVCache(1, 1, 32, 4, key_dtype=["q4c"])),
+        ("k_scale_a_string", TypeError, lambda: attn.KVPages(heads=1, key_dim=4, num_pages=2, max_sequences=1,
+                                                             dtype="e4m3", k_scale="2")),
+        ("step_x_none", attn.NullError, lambda: pool.mha_step([a], None, eye)),
+        ("step_x_rows_1d", attn.RankError, lambda: pool.mha_step([a], [np.ones(4, np.float32)], eye)),
+        ("step_packed_x_1d", attn.RankError, lambda: pool.mha_step([a], np.ones(4, np.float32), eye, cu_seqlens=[0, 1])),
+        ("step_params_none", TypeError, lambda: pool.mha_step([a], [np.ones((1, 4), np.float32)], None)),
+        ("step_rope_not_a_dict", TypeError, lambda: pool.mha_step([a], [np.ones((1, 4), np.float32)], eye, rope=5)),
+        ("step_rope_base_string", TypeError, lambda: pool.mha_step([a], [np.ones((1, 4), np.float32)], eye,
+                                                                   rope={"base": "1e4"}))):
+    refused("kv_pages_python_refuses_" + label, cls, call)
 # One sequence named by an int with packed arrays and their offsets: the
 # arrays were wrapped in a list as if unpacked (a rank-4 RankError); a 0-d
 # NumPy array as the id was iterated (TypeError).

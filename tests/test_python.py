@@ -26,6 +26,8 @@
 - every attn_status as its exception class, and the calls that raise them;
   arguments not taken (a misspelt want= name, a thread count past int or
   not an integer, a NumPy array given to attn.torch, None) refused by class;
+  want=None, merge of None, a string q or keys, attn.torch's is_causal a
+  string (was top-left) and dropout_p None refused naming the argument;
   float32 torch tensors and memoryviews given to attn.sdpa kept float32;
 - attn.torch: gradcheck in float64 (causal, GQA, a float mask's gradient),
   dimensions of size 0 as torch gives them (empty, or zeros without keys),
@@ -694,6 +696,18 @@ argument_cases = [
      lambda: at.scaled_dot_product_attention(torch.ones(1, 2, 3, 4), torch.ones(1, 4, 3, 4), torch.ones(1, 4, 3, 4))),
     ("torch_list_value", "TypeError", "value must be a torch.Tensor",
      lambda: at.scaled_dot_product_attention(torch.from_numpy(q), tk_, v.tolist())),
+    # Arguments that raised what Python says of a None or a string (not
+    # iterable, could not convert), naming no argument; is_causal a string
+    # was true, so top-left, where torch refuses it.
+    ("backward_want_none", "TypeError", "want must be a list", lambda: attn.sdpa_backward(so, q, k, v, so, sl, want=None)),
+    ("merge_none", "TypeError", "outs must be a list", lambda: attn.merge(None, [sl])),
+    ("merge_lses_int", "TypeError", "lses must be a list", lambda: attn.merge([so], 3)),
+    ("sdpa_string_q", "DtypeError", "q is str, not an array of numbers", lambda: attn.sdpa("abc", k, v)),
+    ("sdpa_list_of_strings_k", "DtypeError", "k is list", lambda: attn.sdpa(q, [["a"]], v)),
+    ("torch_is_causal_string", "TypeError", "is_causal must be a bool",
+     lambda: at.scaled_dot_product_attention(torch.from_numpy(q), tk_, tv_, is_causal="bottom-right")),
+    ("torch_dropout_none", "TypeError", "dropout_p must be a real number",
+     lambda: at.scaled_dot_product_attention(torch.from_numpy(q), tk_, tv_, dropout_p=None)),
 ]
 threads_before = attn.get_num_threads()
 check_raises("argument", argument_cases)

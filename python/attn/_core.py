@@ -29,6 +29,16 @@ def _count(n, one, many=None):
     return "%d %s" % (n, one if n == 1 else many or one + "s")
 
 
+def _listed(x, name, what):
+    """x, an argument that lists things (sequences, lengths, parts,
+    gradients' names), as a list: None, a string or anything not iterable
+    is a TypeError naming it ("'NoneType' object is not iterable" said
+    not which argument)."""
+    if x is None or isinstance(x, (str, bytes)) or not hasattr(x, "__iter__"):
+        raise TypeError("%s must be a list of %s, not %s" % (name, what, type(x).__name__))
+    return list(x)
+
+
 def _error_class(name, status, doc, *bases):
     return type(name, (AttnError,) + bases, {"status": status, "__doc__": doc})
 
@@ -148,7 +158,10 @@ def _float_array(a, name, like=None, kv=False, f32_only=False, f16=False):
         # gave float64 (or, beside float32 NumPy keys, a mismatch of dtypes
         # the caller never made); an integer tensor was converted silently.
         if not (hasattr(a, "dtype") or hasattr(a, "__array_interface__") or isinstance(a, memoryview)):
-            return np.asarray(a, like if like is not None else np.float64)
+            try:
+                return np.asarray(a, like if like is not None else np.float64)
+            except (TypeError, ValueError):  # "could not convert string to float", naming no argument
+                raise DtypeError("%s is %s, not an array of numbers" % (name, type(a).__name__), 6) from None
         a = np.asarray(a)
     taken = ((np.float32,) if f32_only else (np.float32, np.float64)) + ((np.float16,) if f16 else ())
     if a.dtype in taken or (kv and like == np.float32 and a.dtype == np.float16):
@@ -398,7 +411,7 @@ def _want(want):
     """The gradients asked for: names among dq, dk, dv (one name alone may be
     a string). A name outside them is refused: "dK" or "dkk" was skipped,
     its gradient silently None."""
-    names = (want,) if isinstance(want, str) else tuple(want)
+    names = (want,) if isinstance(want, str) else tuple(_listed(want, "want", "gradients' names"))
     bad = [n for n in names if n not in ("dq", "dk", "dv")]
     if bad:
         raise ArgumentError("want names %s; it takes 'dq', 'dk' and 'dv'" % ", ".join(map(repr, bad)), 19)
@@ -481,9 +494,7 @@ def _varlen_masks(masks, batch, dtype, copy=False):
         return None, None, None
     # Any iterable, as merge takes its parts (a generator had no len());
     # anything else is refused as what it is, not by a missing len().
-    if not hasattr(masks, "__iter__"):
-        raise TypeError("masks must be a list of per-sequence masks (None for none), not %s" % type(masks).__name__)
-    masks = list(masks)
+    masks = _listed(masks, "masks", "per-sequence masks (None for none)")
     if len(masks) != batch:
         raise ArgumentError("masks has %s for %s" % (_count(len(masks), "entry", "entries"), _count(batch, "sequence")),
                             19)
@@ -565,7 +576,7 @@ def merge(outs, lses):
     stacked along a first axis (np.stack of the parts)."""
     # An ndarray's truth value raised "ambiguous" (ValueError), a generator
     # had no len(): the parts are listed first.
-    outs, lses = list(outs), list(lses)
+    outs, lses = _listed(outs, "outs", "arrays"), _listed(lses, "lses", "arrays")
     if len(outs) != len(lses) or not outs:
         raise ArgumentError("merge needs as many outs as lses, at least one", 19)
     outs = [_float_array(a, "outs[%d]" % i) for i, a in enumerate(outs)]

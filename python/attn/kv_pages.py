@@ -36,8 +36,8 @@ import threading
 
 import numpy as np
 
-from ._core import (CAUSAL, ArgumentError, DtypeError, OptionError, PlanError, RankError, ShapeError, _count,
-                    _float_array, _index, _options, _query, _varlen_masks, raise_for, view)
+from ._core import (CAUSAL, ArgumentError, DtypeError, NullError, OptionError, PlanError, RankError, ShapeError, _count,
+                    _float_array, _index, _listed, _options, _query, _varlen_masks, raise_for, view)
 from ._lib import (BF16, F16, F32, F64, LIB, MHA_PARAMS, Error, KVCacheDesc, KVPagedView, KVPagesDesc, MhaOptions,
                    MhaParams, RopeOptions, default)
 from ._memory import kv_zeros
@@ -57,8 +57,8 @@ def _storage(dtype):
         return dtype
     try:
         return np.dtype(dtype)
-    except TypeError:
-        return dtype
+    except TypeError:  # not a dtype: returned as something no table holds (a list hashed as "unhashable type")
+        return repr(dtype)
 
 
 # Keys quantized per channel over groups of 32 positions (attn.h, "Keys
@@ -119,6 +119,8 @@ def _layer(params, embed_dim, rope, causal, scale, keep, dtype=np.float32):
     attn_rope_options fields (base, position_offset, rotary_dim, ...);
     causal 'bottom-right' or False. keep holds what the structs point to.
     float64 (dtype) turns every parameter into float64, for an f64 store."""
+    if not hasattr(params, "keys"):  # None or a list said "not iterable", or named its items as parameters
+        raise TypeError("params must be a dict of num_heads and the layer's arrays, not %s" % type(params).__name__)
     # A name the struct has not was skipped: "out_proj_bais", or a state_dict's
     # "out_proj.weight", left that parameter out of the layer, silently.
     unknown = sorted(set(params) - set(MHA_PARAMS) - {"num_heads", "num_kv_heads"})
@@ -143,10 +145,16 @@ def _layer(params, embed_dim, rope, causal, scale, keep, dtype=np.float32):
     if rope is not None:
         r = default(RopeOptions)
         fields = [f for f, _ in RopeOptions._fields_ if f != "struct_size"]
-        for k, value in dict(rope).items():
+        if not hasattr(rope, "items"):
+            raise TypeError("rope must be a dict of attn_rope_options fields (%s), not %s"
+                            % (", ".join(fields), type(rope).__name__))
+        for k, value in rope.items():
             if k not in fields:  # a ctypes struct takes any attribute: "bse" was kept aside, the default base used
                 raise OptionError("rope has %r; its fields are %s" % (k, ", ".join(fields)), 9)
-            setattr(r, k, value)
+            try:
+                setattr(r, k, value)
+            except TypeError:  # ctypes said "must be real number, not str", naming no field
+                raise TypeError("rope[%r] must be a number, not %s" % (k, type(value).__name__)) from None
         keep.append(r)
         o.rope = ctypes.pointer(r)
     if scale is not None:
@@ -160,6 +168,10 @@ def _packed_rows(x, cu_seqlens, n, name, dtype=None):
     """x as one packed float32 (total, E) array and its n + 1 offsets: a
     list of (L_i, E) arrays, or a packed array with cu_seqlens; float64
     throughout when dtype is float64 (an f64 store)."""
+    if x is None:
+        raise NullError("x is None", 1)
+    if cu_seqlens is None:
+        x = _listed(x, "x", "(L_i, E) arrays, one per sequence (or a packed x and cu_seqlens)")
     if dtype == np.float64:
         if cu_seqlens is None:
             x = [np.asarray(_float_array(a, "x[%d]" % i, np.float64), np.float64) for i, a in enumerate(x)]
@@ -169,11 +181,17 @@ def _packed_rows(x, cu_seqlens, n, name, dtype=None):
         if len(x) != n:
             raise ValueError("%s needs one x per sequence (or a packed x and cu_seqlens)" % name)
         parts = [_float_array(a, "x[%d]" % i, np.float32, f32_only=dtype != np.float64) for i, a in enumerate(x)]
+        for i, a in enumerate(parts):  # a 1-D row was an IndexError past the binding's own shape[1]
+            if a.ndim != 2:
+                raise RankError("x[%d] has rank %d; it must be 2: (positions, embed_dim)" % (i, a.ndim), 2)
         cu = [0]
         for a in parts:
             cu.append(cu[-1] + a.shape[0])
         return np.ascontiguousarray(np.concatenate(parts)), cu, True
-    return _float_array(x, "x", np.float32, f32_only=dtype != np.float64), list(cu_seqlens), False
+    x = _float_array(x, "x", np.float32, f32_only=dtype != np.float64)
+    if x.ndim != 2:
+        raise RankError("x has rank %d; packed it must be 2: (total, embed_dim)" % x.ndim, 2)
+    return x, _listed(cu_seqlens, "cu_seqlens", "offsets"), False
 
 
 def _unpacked(out, cu, lists):
@@ -221,7 +239,7 @@ class KVPages:
         if _storage(dtype) not in _STORAGE:
             raise OptionError("dtype is %r: 'float32', 'float16', 'bfloat16', 'q8', 'q4', 'q4_1', 'e4m3' or 'e5m2'" % (dtype,), 9)
         dtype = _storage(dtype)
-        if key_dtype not in _KEYS:
+        if not (key_dtype is None or isinstance(key_dtype, str)) or key_dtype not in _KEYS:  # a list: "unhashable"
             raise OptionError("key_dtype is %r: None (keys in dtype), 'q4c' or 'q2c'" % (key_dtype,), 9)
         d = default(KVPagesDesc)
         d.heads, d.key_dim = _index(heads, "heads"), _index(key_dim, "key_dim")
@@ -235,7 +253,13 @@ class KVPages:
         for name, given in (("k_scale", k_scale), ("v_scale", v_scale)):
             if given is None:
                 continue
-            a = np.asarray(given, np.float64)
+            try:  # a string is no scale ("2" was read as 2.0, "two" said "could not convert string to float")
+                if isinstance(given, (str, bytes)):
+                    raise TypeError
+                a = np.asarray(given, np.float64)
+            except (TypeError, ValueError):
+                raise TypeError("%s must be a number or %d numbers, one per head, not %s"
+                                % (name, d.heads, type(given).__name__)) from None
             if a.ndim == 0:
                 a = np.full(max(d.heads, 0), float(a))
             if a.shape != (d.heads,):
@@ -411,8 +435,8 @@ class KVPages:
         projections by attn_mha_params' names). Returns the outputs in x's
         form. Each sequence's rows are bitwise what the step gives it
         alone."""
-        seqs = list(seqs)
-        if cu_seqlens is None and not seqs and not len(x):
+        seqs = _listed(seqs, "seqs", "sequence ids")
+        if cu_seqlens is None and not seqs and x is not None and not len(x):
             return []  # a step with no sequence changes nothing (NumPy cannot concatenate no rows of unknown width)
         xa, cu, lists = _packed_rows(x, cu_seqlens, len(seqs), "mha_step")
         keep = []
@@ -452,8 +476,8 @@ class KVPages:
         attend on that q (bfloat16 has no NumPy dtype). The score variants
         (softcap, alibi_slopes, window, sinks, compute) as attend takes
         them, the slopes and sinks copied."""
-        seqs = [_index(x, "seqs[%d]" % i) for i, x in enumerate(seqs)]
-        q_lengths = [_index(n, "q_lengths[%d]" % i) for i, n in enumerate(q_lengths)]
+        seqs = [_index(x, "seqs[%d]" % i) for i, x in enumerate(_listed(seqs, "seqs", "sequence ids"))]
+        q_lengths = [_index(n, "q_lengths[%d]" % i) for i, n in enumerate(_listed(q_lengths, "q_lengths", "counts"))]
         return PagedPlan(self, seqs, q_lengths, _index(num_heads, "num_heads"), masks, causal, scale, return_lse,
                          dropout_p, seed, q_dtype, variants)
 
@@ -553,6 +577,8 @@ class PagedPlan:
         page layout): out (total, num_heads, value_dim) in q's dtype, and
         lse (total, num_heads), float32, when planned with it."""
         pool = self.pool if pool is None else pool
+        if not isinstance(pool, KVPages):  # an AttributeError on its first field
+            raise TypeError("pool must be a KVPages, not %s" % type(pool).__name__)
         for f in ("heads", "key_dim", "value_dim", "page_size", "num_pages"):
             if getattr(pool, f) != getattr(self.pool, f):
                 raise ValueError("the pool's %s is %s; the plan's is %s" % (f, getattr(pool, f), getattr(self.pool, f)))
@@ -617,7 +643,7 @@ class KVCache:
         if _storage(dtype) not in self._DTYPES:
             raise OptionError("dtype is %r: 'float32', 'float16', 'bfloat16', 'float64' or quantized" % (dtype,), 9)
         dtype = _storage(dtype)
-        if key_dtype not in _KEYS:
+        if not (key_dtype is None or isinstance(key_dtype, str)) or key_dtype not in _KEYS:  # a list: "unhashable"
             raise OptionError("key_dtype is %r: None (keys in dtype), 'q4c' or 'q2c'" % (key_dtype,), 9)
         d = default(KVCacheDesc)
         d.batch, d.heads, d.capacity = _index(batch, "batch"), _index(heads, "heads"), _index(capacity, "capacity")
@@ -658,9 +684,9 @@ class KVCache:
         (self.lengths[row], which grows by its new positions): x and the
         other arguments as KVPages.mha_step takes them. Each sequence's rows
         are bitwise what the step gives it alone."""
-        rows = [_index(r, "rows[%d]" % i) for i, r in enumerate(rows)]
+        rows = [_index(r, "rows[%d]" % i) for i, r in enumerate(_listed(rows, "rows", "cache rows"))]
         dt = np.float64 if self._desc.dtype == F64 else np.float32
-        if cu_seqlens is None and not rows and not len(x):
+        if cu_seqlens is None and not rows and x is not None and not len(x):
             return []  # a step with no row changes nothing, as KVPages.mha_step
         xa, cu, lists = _packed_rows(x, cu_seqlens, len(rows), "mha_step", dt)
         keep = []

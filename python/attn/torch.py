@@ -293,7 +293,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     # The library's rule for every shape: a size-0 input took torch's own
     # dropout, which raises RuntimeError for NaN or p > 1, so the same call
     # passed or failed, and with another error, by the shape alone.
-    p = float(dropout_p)
+    # torch's own takes a bool alone: is_causal="bottom-right" was true, and so
+    # top-left, silently; a number went through _real's words, not float()'s
+    if not isinstance(is_causal, (bool, np.bool_)):
+        raise TypeError("is_causal must be a bool (True: top-left, as torch's), not %s; for bottom-right, "
+                        "attn.sdpa(..., causal='bottom-right')" % type(is_causal).__name__)
+    p = _core._real(dropout_p, "dropout_p")
     if not 0 <= p <= 1:
         raise _core.OptionError("dropout_p is %g; it must be from 0 to 1" % p, 9)
     if 0 in query.shape or 0 in key.shape or 0 in value.shape:
