@@ -6,7 +6,7 @@
   attn.sdpa_backward: bitwise the float32 call on the widened q with out
   (each gradient) rounded to float16 (plans: the unplanned float16 call),
   lse float32;
-- the score variants (softcap, alibi_slopes, window, sinks) and
+- the score variants (softcap, alibi_slopes, window, sinks), RoPE and
   compute='bf16' through attn.sdpa and sdpa_backward against PyTorch
   float64 autograd on their definitions; sdpa_varlen, its backward, Plan
   and KVPages.attend / plan with them bitwise attn.sdpa; misspelt variants,
@@ -521,6 +521,14 @@ def score_variants():
         err = rel(one, ref({name: V[name]})[0])
         check("sdpa_score_variant_%s_alone" % name, not np.array_equal(one, plain) and err <= 1e-12,
               "error %.3g, unchanged %s" % (err, np.array_equal(one, plain)))
+    # RoPE (attn_rope_options by field; interleaved, a rotary_dim of 6, an offset), forward and backward
+    rope = {"layout": 1, "base": 100.0, "rotary_dim": 6, "position_offset": 3}
+    rgrads, _, _, _, rwant, _ = grad_reference(q, k, v, dout, None, 2, None, variants={"rope": (1, 100.0, 6, 3)})
+    rout, rlse = attn.sdpa(q, k, v, causal="bottom-right", return_lse=True, rope=rope)
+    errs = [rel(rout, rwant)] + [rel(x, w) for x, w in zip(attn.sdpa_backward(dout, q, k, v, rout, rlse,
+                                                                              causal="bottom-right", rope=rope), rgrads)]
+    check("sdpa_rope_vs_torch_float64", max(errs) <= 1e-12 and not np.array_equal(rout, plain), "errors %s" % errs)
+    V = dict(V, rope=rope)  # and with the others, through every call below
     # a ragged batch: each sequence bitwise attn.sdpa alone (the slopes and sinks per query head)
     a32 = [x.astype(np.float32) for x in (q, k, v)]
     qp, kp, vp = (x.transpose(0, 2, 1, 3).reshape(-1, x.shape[1], x.shape[3]) for x in a32)
@@ -571,7 +579,8 @@ def score_variants():
             ("scale_two_values", TypeError, lambda: attn.sdpa(*a32, scale=np.ones(2)), "scale must be a real number"),
             ("dropout_none", TypeError, lambda: attn.sdpa(*a32, dropout_p=None), "dropout_p must be a real number"),
             ("softcap_string", TypeError, lambda: attn.sdpa(*a32, softcap="5"), "softcap must be a real number"),
-            ("window_float", TypeError, lambda: attn.sdpa(*a32, causal=True, window=2.5), "window must be an integer")):
+            ("window_float", TypeError, lambda: attn.sdpa(*a32, causal=True, window=2.5), "window must be an integer"),
+            ("rope_misspelt_field", attn.OptionError, lambda: attn.sdpa(*a32, rope={"bse": 10.0}), "rope has 'bse'")):
         try:
             call()
             check("score_variants_refuse_" + name, False, "no error")

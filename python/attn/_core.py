@@ -7,7 +7,7 @@ import struct
 
 import numpy as np
 
-from ._lib import BOOL, F16, F32, F64, LIB, MAX_RANK, P, Error, SdpaOptions, Tensor, default
+from ._lib import BOOL, F16, F32, F64, LIB, MAX_RANK, P, Error, RopeOptions, SdpaOptions, Tensor, default
 
 # ---------------------------------------------------------------------------
 # Errors: one class per attn_status, all AttnError.
@@ -226,9 +226,28 @@ def _real(x, name):
     raise TypeError("%s must be a real number, not %s%s" % (name, type(x).__name__, shape))
 
 
-# The score variants of attn_sdpa_options (attn.h, "Score variants") and the
-# compute mode, as the calls built on it take them by keyword.
-VARIANTS = ("softcap", "alibi_slopes", "window", "sinks", "compute")
+# The score variants of attn_sdpa_options (attn.h, "Score variants"), RoPE
+# and the compute mode, as the calls built on it take them by keyword.
+VARIANTS = ("softcap", "alibi_slopes", "window", "sinks", "rope", "compute")
+
+
+def _rope(rope):
+    """attn_rope_options from a dict of its fields (layout 0 halves or 1
+    interleaved, base, rotary_dim, position_offset, linear_scaling), the
+    others the library's defaults; the library checks the values."""
+    r = default(RopeOptions)
+    fields = [f for f, _ in RopeOptions._fields_ if f != "struct_size"]
+    if not hasattr(rope, "items"):
+        raise TypeError("rope must be a dict of attn_rope_options fields (%s), not %s"
+                        % (", ".join(fields), type(rope).__name__))
+    for k, value in rope.items():
+        if k not in fields:  # a ctypes struct takes any attribute: "bse" was kept aside, the default base used
+            raise OptionError("rope has %r; its fields are %s" % (k, ", ".join(fields)), 9)
+        try:
+            setattr(r, k, value)
+        except TypeError:  # ctypes said "must be real number, not str", naming no field
+            raise TypeError("rope[%r] must be a number, not %s" % (k, type(value).__name__)) from None
+    return r
 _COMPUTE = {"f32": 0, "float32": 0, "bf16": 1, "bfloat16": 1}
 
 
@@ -247,8 +266,9 @@ def _options(causal, scale, mask_view, dropout_p, seed, variants=None, copy=Fals
     """attn_sdpa_options of these arguments. variants: a dict of the score
     variants and compute mode by keyword (VARIANTS; None or absent: none):
     softcap (a number >= 0), alibi_slopes and sinks (arrays of Hq values),
-    window (an integer), compute ('f32' or 'bf16'). The arrays the options
-    point to are kept on the returned struct (o.keep), copies with copy."""
+    window (an integer), rope (a dict of attn_rope_options fields, _rope),
+    compute ('f32' or 'bf16'). The arrays the options point to are kept on
+    the returned struct (o.keep), copies with copy."""
     o = SdpaOptions.from_buffer_copy(_DEFAULT_OPTIONS)
     o.keep = []
     variants = dict(variants or {})
@@ -266,6 +286,10 @@ def _options(causal, scale, mask_view, dropout_p, seed, variants=None, copy=Fals
             t = view(a)
             o.keep += [a, t]
             setattr(o, name, ctypes.pointer(t))
+    if variants.get("rope") is not None:
+        r = _rope(variants["rope"])
+        o.keep.append(r)
+        o.rope = ctypes.pointer(r)
     compute = variants.get("compute")
     if compute is not None:
         if not isinstance(compute, str) or compute not in _COMPUTE:
@@ -358,7 +382,7 @@ def _shapes(qv, kv, vv, o):
 
 
 def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout_p=0.0, seed=None, out=None,
-         return_weights=False, softcap=0.0, alibi_slopes=None, window=0, sinks=None, compute="f32"):
+         return_weights=False, softcap=0.0, alibi_slopes=None, window=0, sinks=None, rope=None, compute="f32"):
     """softmax(q kᵀ · scale + mask) v, with PyTorch's scaled_dot_product_attention
     semantics and libattn's kernels. q (..., Hq, L, E), k (..., Hk, S, E), v
     (..., Hk, S, Ev): float32 or float64 arrays of any strides (k and v may be
@@ -385,7 +409,11 @@ def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout
     |j - i - off|, off 0 for top-left, S - L otherwise); window > 0, a
     sliding window (key j seen only when i + off - window < j; needs a
     causal mode); sinks, Hq logits that join each row's softmax denominator
-    with no value (gpt-oss). compute='bf16': the bf16 compute mode (q, k,
+    with no value (gpt-oss). rope: a dict of attn_rope_options fields
+    (layout 0 halves or 1 interleaved, base, rotary_dim, position_offset,
+    linear_scaling): q and k turned by RoPE as the kernels read them, key j
+    at position position_offset + j, query i at position_offset + i + off.
+    compute='bf16': the bf16 compute mode (q, k,
     the probabilities and v rounded to bf16, sums in float32; float32
     only). The other calls (sdpa_backward, sdpa_varlen and its backward,
     Plan, KVPages.attend and plan) take them by the same keywords."""
@@ -393,7 +421,7 @@ def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout
     k, v = _keys_values(k, v, q, work)
     m, mv = _mask(mask, work)
     o = _options(causal, scale, mv, dropout_p, seed, dict(softcap=softcap, alibi_slopes=alibi_slopes, window=window,
-                                                          sinks=sinks, compute=compute))
+                                                          sinks=sinks, rope=rope, compute=compute))
     qv, kv, vv = view(q), view(k), view(v)
     shape = _out_shape(q, k, v) if q.ndim >= 2 and k.ndim >= 2 and v.ndim >= 2 else _shapes(qv, kv, vv, o)
     result = _output(out, shape, q.dtype, "out")
@@ -422,7 +450,7 @@ def sdpa_backward(dout, q, k, v, out, lse, mask=None, causal=False, scale=None, 
                   want=("dq", "dk", "dv"), want_dmask=False, **variants):
     """The gradients of sdpa given dout = dLoss/dout and that call's out and lse
     (return_lse=True), with the same mask, causal, scale, dropout (the same
-    seed) and score variants (softcap, alibi_slopes, window, sinks, compute,
+    seed) and score variants (softcap, alibi_slopes, window, sinks, rope, compute,
     as sdpa takes them; the gradient of sinks is not given). Returns (dq, dk,
     dv), each None when not in `want`, and dmask last
     with want_dmask (a float mask's gradient). A float16 q, as
@@ -516,7 +544,7 @@ def sdpa_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, masks=None, causal=False, s
     as float32) is computed as its float32 widening and gives out in float16,
     rounded once, and lse in float32, as the library takes it (bfloat16, which
     it takes too, has no NumPy dtype). The score variants (softcap,
-    alibi_slopes, window, sinks, compute) as sdpa takes them, for every
+    alibi_slopes, window, sinks, rope, compute) as sdpa takes them, for every
     sequence."""
     q, work = _query(q)
     k, v = _keys_values(k, v, q, work)

@@ -37,9 +37,9 @@ import threading
 import numpy as np
 
 from ._core import (CAUSAL, ArgumentError, DtypeError, NullError, OptionError, PlanError, RankError, ShapeError, _count,
-                    _float_array, _index, _listed, _options, _query, _varlen_masks, raise_for, view)
+                    _float_array, _index, _listed, _options, _query, _rope, _varlen_masks, raise_for, view)
 from ._lib import (BF16, F16, F32, F64, LIB, MHA_PARAMS, Error, KVCacheDesc, KVPagedView, KVPagesDesc, MhaOptions,
-                   MhaParams, RopeOptions, default)
+                   MhaParams, default)
 from ._memory import kv_zeros
 
 # The quantized formats (attn.h, "Quantized storage"): q8, q4 and q4_1 need
@@ -143,18 +143,7 @@ def _layer(params, embed_dim, rope, causal, scale, keep, dtype=np.float32):
     o = default(MhaOptions)
     o.causal = CAUSAL[causal]  # True or 'top-left' (was 0: no mask, silently) the library refuses for a cache
     if rope is not None:
-        r = default(RopeOptions)
-        fields = [f for f, _ in RopeOptions._fields_ if f != "struct_size"]
-        if not hasattr(rope, "items"):
-            raise TypeError("rope must be a dict of attn_rope_options fields (%s), not %s"
-                            % (", ".join(fields), type(rope).__name__))
-        for k, value in rope.items():
-            if k not in fields:  # a ctypes struct takes any attribute: "bse" was kept aside, the default base used
-                raise OptionError("rope has %r; its fields are %s" % (k, ", ".join(fields)), 9)
-            try:
-                setattr(r, k, value)
-            except TypeError:  # ctypes said "must be real number, not str", naming no field
-                raise TypeError("rope[%r] must be a number, not %s" % (k, type(value).__name__)) from None
+        r = _rope(rope)
         keep.append(r)
         o.rope = ctypes.pointer(r)
     if scale is not None:
@@ -376,7 +365,7 @@ class KVPages:
         attn.sdpa_varlen takes them: sequence i's dropout seed is seed + i,
         its mask's rows this call's queries (0 .. L_i-1, as attn.h counts
         them per call: a fresh mask each decode step needs a seed per step).
-        The score variants (softcap, alibi_slopes, window, sinks, compute) as
+        The score variants (softcap, alibi_slopes, window, sinks, rope, compute) as
         attn.sdpa takes them. Each is exactly what attention over that
         sequence alone gives."""
         one = np.ndim(seqs) == 0  # one sequence (an int, a NumPy integer or a 0-d array)
@@ -474,7 +463,7 @@ class KVPages:
         float32 or float16 (planned, as attn.Plan plans q's): a float16
         plan's runs give out in float16 and lse in float32, bitwise
         attend on that q (bfloat16 has no NumPy dtype). The score variants
-        (softcap, alibi_slopes, window, sinks, compute) as attend takes
+        (softcap, alibi_slopes, window, sinks, rope, compute) as attend takes
         them, the slopes and sinks copied."""
         seqs = [_index(x, "seqs[%d]" % i) for i, x in enumerate(_listed(seqs, "seqs", "sequence ids"))]
         q_lengths = [_index(n, "q_lengths[%d]" % i) for i, n in enumerate(_listed(q_lengths, "q_lengths", "counts"))]

@@ -34,7 +34,7 @@ class Plan:
     keeps its options, dropout's seed among them (None: a fresh one, then in
     plan.seed): every run drops the weights the unplanned call with that
     seed drops. The score variants (softcap, alibi_slopes, window, sinks,
-    compute) as attn.sdpa takes them; the plan keeps copies of the slopes
+    rope, compute) as attn.sdpa takes them; the plan keeps copies of the slopes
     and sinks, as of its masks."""
 
     def __init__(self, q, k, v, mask=None, causal=False, scale=None, return_lse=False, cu_seqlens_q=None,
