@@ -8,7 +8,9 @@
   lse float32;
 - the score variants (softcap, alibi_slopes, window, sinks), RoPE and
   compute='bf16' through attn.sdpa and sdpa_backward against PyTorch
-  float64 autograd on their definitions; sdpa_varlen, its backward, Plan
+  float64 autograd on their definitions, the sinks' gradient (want_dsinks)
+  too; attn.alibi_slopes as the paper's code; two pieces of the keys
+  (key_start, total_keys) merged into the whole's out and lse; sdpa_varlen, its backward, Plan
   and KVPages.attend / plan with them bitwise attn.sdpa; misspelt variants,
   bad compute modes and number arguments not numbers refused naming them;
 - attn.Plan (attn_sdpa_plan_init, attn_sdpa_varlen_plan_init, attn_sdpa_run):
@@ -528,6 +530,27 @@ def score_variants():
     errs = [rel(rout, rwant)] + [rel(x, w) for x, w in zip(attn.sdpa_backward(dout, q, k, v, rout, rlse,
                                                                               causal="bottom-right", rope=rope), rgrads)]
     check("sdpa_rope_vs_torch_float64", max(errs) <= 1e-12 and not np.array_equal(rout, plain), "errors %s" % errs)
+    # the sinks' gradient (attn_sdpa_sinks_backward), against autograd's
+    sgrads, _, _, _, swant, sink_ref = grad_reference(q, k, v, dout, None, 2, None, variants={"sinks": V["sinks"]})
+    sout, slse = attn.sdpa(q, k, v, causal="bottom-right", return_lse=True, sinks=V["sinks"])
+    *_, dsinks = attn.sdpa_backward(dout, q, k, v, sout, slse, causal="bottom-right", sinks=V["sinks"],
+                                    want_dsinks=True)
+    check("sdpa_backward_dsinks_vs_torch_float64", dsinks.shape == (4,) and rel(dsinks, sink_ref[0]) <= 1e-12,
+          "error %.3g" % rel(dsinks, sink_ref[0]))
+    # attn.alibi_slopes: the paper's slopes (oracle_variants.paper_slopes, the authors' code)
+    from oracle_variants import paper_slopes
+    check("alibi_slopes_as_the_paper", all(np.allclose(attn.alibi_slopes(n), paper_slopes(n), rtol=1e-14, atol=0)
+                                           for n in (1, 3, 8, 12, 40)))
+    # pieces: the keys cut in two, each piece at its place in the whole (causal, ALiBi, the window and RoPE
+    # counted over all 9 keys), merged: the whole's out and lse
+    pv = dict(V, rope=rope)
+    parts = [attn.sdpa(q, k[:, :, a:b], v[:, :, a:b], causal="bottom-right", return_lse=True, key_start=a,
+                       total_keys=9, **{n: x for n, x in pv.items() if n != "sinks"},
+                       **({"sinks": V["sinks"]} if a == 0 else {})) for a, b in ((0, 4), (4, 9))]
+    whole = attn.sdpa(q, k, v, causal="bottom-right", return_lse=True, **pv)
+    merged = attn.merge([x[0] for x in parts], [x[1] for x in parts])
+    check("sdpa_pieces_merge_into_the_whole", rel(merged[0], whole[0]) <= 1e-12 and rel(merged[1], whole[1]) <= 1e-12,
+          "errors %.3g %.3g" % (rel(merged[0], whole[0]), rel(merged[1], whole[1])))
     V = dict(V, rope=rope)  # and with the others, through every call below
     # a ragged batch: each sequence bitwise attn.sdpa alone (the slopes and sinks per query head)
     a32 = [x.astype(np.float32) for x in (q, k, v)]
@@ -580,7 +603,11 @@ def score_variants():
             ("dropout_none", TypeError, lambda: attn.sdpa(*a32, dropout_p=None), "dropout_p must be a real number"),
             ("softcap_string", TypeError, lambda: attn.sdpa(*a32, softcap="5"), "softcap must be a real number"),
             ("window_float", TypeError, lambda: attn.sdpa(*a32, causal=True, window=2.5), "window must be an integer"),
-            ("rope_misspelt_field", attn.OptionError, lambda: attn.sdpa(*a32, rope={"bse": 10.0}), "rope has 'bse'")):
+            ("rope_misspelt_field", attn.OptionError, lambda: attn.sdpa(*a32, rope={"bse": 10.0}), "rope has 'bse'"),
+            ("dsinks_without_sinks", attn.NullError, lambda: attn.sdpa_backward(dout, q, k, v, sout, slse,
+                                                                                want_dsinks=True), "needs sinks"),
+            ("key_start_float", TypeError, lambda: attn.sdpa(*a32, key_start=1.0), "key_start must be an integer"),
+            ("alibi_slopes_no_heads", attn.ShapeError, lambda: attn.alibi_slopes(0), "")):
         try:
             call()
             check("score_variants_refuse_" + name, False, "no error")

@@ -226,9 +226,12 @@ def _real(x, name):
     raise TypeError("%s must be a real number, not %s%s" % (name, type(x).__name__, shape))
 
 
-# The score variants of attn_sdpa_options (attn.h, "Score variants"), RoPE
-# and the compute mode, as the calls built on it take them by keyword.
-VARIANTS = ("softcap", "alibi_slopes", "window", "sinks", "rope", "compute")
+# Attention in pieces (attn.h): where this call's queries and keys sit in a
+# longer sequence, each an integer (totals 0: this call's own).
+PIECES = ("query_start", "key_start", "total_queries", "total_keys")
+# The score variants of attn_sdpa_options (attn.h, "Score variants"), RoPE,
+# the compute mode and the pieces, as the calls built on it take them by keyword.
+VARIANTS = ("softcap", "alibi_slopes", "window", "sinks", "rope", "compute") + PIECES
 
 
 def _rope(rope):
@@ -267,8 +270,9 @@ def _options(causal, scale, mask_view, dropout_p, seed, variants=None, copy=Fals
     variants and compute mode by keyword (VARIANTS; None or absent: none):
     softcap (a number >= 0), alibi_slopes and sinks (arrays of Hq values),
     window (an integer), rope (a dict of attn_rope_options fields, _rope),
-    compute ('f32' or 'bf16'). The arrays the options point to are kept on
-    the returned struct (o.keep), copies with copy."""
+    compute ('f32' or 'bf16'), the pieces' integers (PIECES). The arrays
+    the options point to are kept on the returned struct (o.keep), copies
+    with copy."""
     o = SdpaOptions.from_buffer_copy(_DEFAULT_OPTIONS)
     o.keep = []
     variants = dict(variants or {})
@@ -278,8 +282,9 @@ def _options(causal, scale, mask_view, dropout_p, seed, variants=None, copy=Fals
             "s" if len(unknown) > 1 else "", ", ".join(map(repr, unknown)), ", ".join(VARIANTS)))
     if variants.get("softcap") is not None:
         o.softcap = _real(variants["softcap"], "softcap")
-    if variants.get("window") is not None:
-        o.window = _index(variants["window"], "window")
+    for name in ("window",) + PIECES:
+        if variants.get(name) is not None:
+            setattr(o, name, _index(variants[name], name))
     for name in ("alibi_slopes", "sinks"):
         if variants.get(name) is not None:
             a = _head_values(variants[name], name, copy)
@@ -382,7 +387,8 @@ def _shapes(qv, kv, vv, o):
 
 
 def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout_p=0.0, seed=None, out=None,
-         return_weights=False, softcap=0.0, alibi_slopes=None, window=0, sinks=None, rope=None, compute="f32"):
+         return_weights=False, softcap=0.0, alibi_slopes=None, window=0, sinks=None, rope=None, compute="f32",
+         **pieces):
     """softmax(q kᵀ · scale + mask) v, with PyTorch's scaled_dot_product_attention
     semantics and libattn's kernels. q (..., Hq, L, E), k (..., Hk, S, E), v
     (..., Hk, S, Ev): float32 or float64 arrays of any strides (k and v may be
@@ -413,7 +419,10 @@ def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout
     (layout 0 halves or 1 interleaved, base, rotary_dim, position_offset,
     linear_scaling): q and k turned by RoPE as the kernels read them, key j
     at position position_offset + j, query i at position_offset + i + off.
-    compute='bf16': the bf16 compute mode (q, k,
+    query_start, key_start, total_queries, total_keys: attention in
+    pieces (this call's queries and keys at those positions of a longer
+    sequence, totals 0 its own), whose (out, lse) over disjoint keys merge
+    (attn.merge) into the whole's. compute='bf16': the bf16 compute mode (q, k,
     the probabilities and v rounded to bf16, sums in float32; float32
     only). The other calls (sdpa_backward, sdpa_varlen and its backward,
     Plan, KVPages.attend and plan) take them by the same keywords."""
@@ -421,7 +430,7 @@ def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout
     k, v = _keys_values(k, v, q, work)
     m, mv = _mask(mask, work)
     o = _options(causal, scale, mv, dropout_p, seed, dict(softcap=softcap, alibi_slopes=alibi_slopes, window=window,
-                                                          sinks=sinks, rope=rope, compute=compute))
+                                                          sinks=sinks, rope=rope, compute=compute, **pieces))
     qv, kv, vv = view(q), view(k), view(v)
     shape = _out_shape(q, k, v) if q.ndim >= 2 and k.ndim >= 2 and v.ndim >= 2 else _shapes(qv, kv, vv, o)
     result = _output(out, shape, q.dtype, "out")
@@ -447,12 +456,13 @@ def _want(want):
 
 
 def sdpa_backward(dout, q, k, v, out, lse, mask=None, causal=False, scale=None, dropout_p=0.0, seed=None,
-                  want=("dq", "dk", "dv"), want_dmask=False, **variants):
+                  want=("dq", "dk", "dv"), want_dmask=False, want_dsinks=False, **variants):
     """The gradients of sdpa given dout = dLoss/dout and that call's out and lse
     (return_lse=True), with the same mask, causal, scale, dropout (the same
     seed) and score variants (softcap, alibi_slopes, window, sinks, rope, compute,
-    as sdpa takes them; the gradient of sinks is not given). Returns (dq, dk,
-    dv), each None when not in `want`, and dmask last
+    as sdpa takes them). Returns (dq, dk, dv), each None when not in `want`,
+    then dsinks (Hq,) with want_dsinks (the sinks' gradient,
+    attn_sdpa_sinks_backward; float32 or float64 out), and dmask last
     with want_dmask (a float mask's gradient). A float16 q, as
     attn_sdpa_backward takes it, comes with float16 dout and out and float32
     lse: each gradient is then in its tensor's dtype (dmask float32), its
@@ -473,12 +483,20 @@ def sdpa_backward(dout, q, k, v, out, lse, mask=None, causal=False, scale=None, 
     dmask = np.empty(m.shape, work) if want_dmask and m is not None else None
     if want_dmask and dmask is None:
         raise MaskError("dmask needs a float mask", 7)
+    if want_dsinks and not o.sinks:
+        raise NullError("want_dsinks needs sinks", 1)
     views = [view(g) if g is not None else None for g in grads + [dmask]]
     ins = [view(a) for a in (dout, q, k, v, out, lse)]
     err = Error()
     raise_for(LIB.attn_sdpa_backward(*[ctypes.byref(t) if t is not None else None for t in views],
                                      *[ctypes.byref(t) for t in ins], ctypes.byref(o), ctypes.byref(err)), err)
-    return tuple(grads) + ((dmask,) if want_dmask else ())
+    dsinks = None
+    if want_dsinks:  # from dout, out and lse, after the backward has checked them
+        dsinks = np.empty(o.sinks.contents.shape[0], out.dtype)
+        dv_ = view(dsinks)
+        raise_for(LIB.attn_sdpa_sinks_backward(ctypes.byref(dv_), *[ctypes.byref(t) for t in (ins[0], ins[4], ins[5])],
+                                               ctypes.byref(o), ctypes.byref(err)), err)
+    return tuple(grads) + ((dsinks,) if want_dsinks else ()) + ((dmask,) if want_dmask else ())
 
 
 def _index(x, name, low=-2 ** 63, high=2 ** 63 - 1):
@@ -616,6 +634,17 @@ def merge(outs, lses):
     err = Error()
     raise_for(LIB.attn_sdpa_merge(ctypes.byref(rv), ctypes.byref(rl), po, pl, len(outs), ctypes.byref(err)), err)
     return out, lse
+
+
+def alibi_slopes(heads):
+    """The ALiBi paper's slopes for `heads` query heads (attn_alibi_slopes),
+    float64 (heads,): what alibi_slopes= takes."""
+    heads = _index(heads, "heads")
+    slopes = np.empty(max(heads, 1), np.float64)
+    err = Error()
+    raise_for(LIB.attn_alibi_slopes(slopes.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), heads,
+                                    ctypes.byref(err)), err)
+    return slopes
 
 
 def set_num_threads(n):
