@@ -10,7 +10,9 @@
   compute='bf16' through attn.sdpa and sdpa_backward against PyTorch
   float64 autograd on their definitions, the sinks' gradient (want_dsinks)
   too; attn.alibi_slopes as the paper's code; two pieces of the keys
-  (key_start, total_keys) merged into the whole's out and lse; sdpa_varlen, its backward, Plan
+  (key_start, total_keys) merged into the whole's out and lse; a call's
+  own num_threads bitwise, given to it (ATTN_VERBOSE), the process's count
+  untouched; sdpa_varlen, its backward, Plan
   and KVPages.attend / plan with them bitwise attn.sdpa; misspelt variants,
   bad compute modes and number arguments not numbers refused naming them;
 - attn.Plan (attn_sdpa_plan_init, attn_sdpa_varlen_plan_init, attn_sdpa_run):
@@ -551,6 +553,18 @@ def score_variants():
     merged = attn.merge([x[0] for x in parts], [x[1] for x in parts])
     check("sdpa_pieces_merge_into_the_whole", rel(merged[0], whole[0]) <= 1e-12 and rel(merged[1], whole[1]) <= 1e-12,
           "errors %.3g %.3g" % (rel(merged[0], whole[0]), rel(merged[1], whole[1])))
+    # a call's own thread count (its attn_context): bitwise the same, the process-wide count untouched,
+    # and the call's verbose line says it was given that many (threads=R/T)
+    qt, kt = (g.standard_normal((2, 4, 64, 32)).astype(np.float32) for _ in range(2))
+    before = attn.get_num_threads()
+    runs = [attn.sdpa(qt, kt, kt, causal=True, num_threads=n) for n in (1, 3)]
+    check("sdpa_num_threads_per_call_bitwise", np.array_equal(*runs) and attn.get_num_threads() == before)
+    said = subprocess.run([sys.executable, "-c", "import sys, numpy as np; sys.path.insert(0, %r); import attn; "
+                           "q = np.ones((2, 4, 64, 32), np.float32); attn.sdpa(q, q, q, num_threads=1); "
+                           "attn.sdpa(q, q, q, num_threads=3)" % os.path.join(HERE, "..", "python")],
+                          capture_output=True, text=True, env=dict(os.environ, ATTN_VERBOSE="1")).stderr.splitlines()
+    given = [line.split(" threads=")[1].split()[0].split("/")[1] for line in said if " threads=" in line]
+    check("sdpa_num_threads_given_to_the_call", given == ["1", "3"], "verbose: %s" % said)
     V = dict(V, rope=rope)  # and with the others, through every call below
     # a ragged batch: each sequence bitwise attn.sdpa alone (the slopes and sinks per query head)
     a32 = [x.astype(np.float32) for x in (q, k, v)]
@@ -607,7 +621,9 @@ def score_variants():
             ("dsinks_without_sinks", attn.NullError, lambda: attn.sdpa_backward(dout, q, k, v, sout, slse,
                                                                                 want_dsinks=True), "needs sinks"),
             ("key_start_float", TypeError, lambda: attn.sdpa(*a32, key_start=1.0), "key_start must be an integer"),
-            ("alibi_slopes_no_heads", attn.ShapeError, lambda: attn.alibi_slopes(0), "")):
+            ("alibi_slopes_no_heads", attn.ShapeError, lambda: attn.alibi_slopes(0), ""),
+            ("num_threads_257", attn.OptionError, lambda: attn.sdpa(*a32, num_threads=257), "num_threads"),
+            ("num_threads_float", TypeError, lambda: attn.sdpa(*a32, num_threads=2.0), "num_threads must be an integer")):
         try:
             call()
             check("score_variants_refuse_" + name, False, "no error")

@@ -25,7 +25,8 @@ Threads: every call lets go of the GIL while the library runs, so Python
 threads compute at once, each result bitwise what it is alone; a refused
 call's exception carries its own message. What is shared is the caller's:
 an out= array written by two calls at once, or set_num_threads, which sets
-the count for the whole process. A Plan's runs take turns; a KVPages pool
+the count for the whole process (num_threads=, which every call takes,
+sets one call's). A Plan's runs take turns; a KVPages pool
 is read by many threads but changed by one (see attn.kv_pages)."""
 from ._core import (ERRORS, AttnError, ArgumentError, BroadcastError, CommError, DtypeError, FullError, HeadsError,
                     IOFailure, MaskError, NoMemoryError, NpyHeaderError, NpyTrailingError, NpyTruncatedError,

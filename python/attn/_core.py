@@ -7,7 +7,7 @@ import struct
 
 import numpy as np
 
-from ._lib import BOOL, F16, F32, F64, LIB, MAX_RANK, P, Error, RopeOptions, SdpaOptions, Tensor, default
+from ._lib import BOOL, F16, F32, F64, LIB, MAX_RANK, P, Context, Error, RopeOptions, SdpaOptions, Tensor, default
 
 # ---------------------------------------------------------------------------
 # Errors: one class per attn_status, all AttnError.
@@ -230,8 +230,9 @@ def _real(x, name):
 # longer sequence, each an integer (totals 0: this call's own).
 PIECES = ("query_start", "key_start", "total_queries", "total_keys")
 # The score variants of attn_sdpa_options (attn.h, "Score variants"), RoPE,
-# the compute mode and the pieces, as the calls built on it take them by keyword.
-VARIANTS = ("softcap", "alibi_slopes", "window", "sinks", "rope", "compute") + PIECES
+# the compute mode, the pieces and the call's own thread count (its
+# attn_context), as the calls built on it take them by keyword.
+VARIANTS = ("softcap", "alibi_slopes", "window", "sinks", "rope", "compute", "num_threads") + PIECES
 
 
 def _rope(rope):
@@ -270,9 +271,10 @@ def _options(causal, scale, mask_view, dropout_p, seed, variants=None, copy=Fals
     variants and compute mode by keyword (VARIANTS; None or absent: none):
     softcap (a number >= 0), alibi_slopes and sinks (arrays of Hq values),
     window (an integer), rope (a dict of attn_rope_options fields, _rope),
-    compute ('f32' or 'bf16'), the pieces' integers (PIECES). The arrays
-    the options point to are kept on the returned struct (o.keep), copies
-    with copy."""
+    compute ('f32' or 'bf16'), the pieces' integers (PIECES), num_threads
+    (this call's threads, 1 to 256; 0 or None the process-wide count). The
+    arrays and structs the options point to are kept on the returned
+    struct (o.keep), copies with copy."""
     o = SdpaOptions.from_buffer_copy(_DEFAULT_OPTIONS)
     o.keep = []
     variants = dict(variants or {})
@@ -295,6 +297,11 @@ def _options(causal, scale, mask_view, dropout_p, seed, variants=None, copy=Fals
         r = _rope(variants["rope"])
         o.keep.append(r)
         o.rope = ctypes.pointer(r)
+    if variants.get("num_threads") is not None:  # the call's own, where set_num_threads sets everyone's
+        c = default(Context)
+        c.num_threads = _index(variants["num_threads"], "num_threads", -2 ** 31, 2 ** 31 - 1)
+        o.keep.append(c)
+        o.context = ctypes.pointer(c)
     compute = variants.get("compute")
     if compute is not None:
         if not isinstance(compute, str) or compute not in _COMPUTE:
@@ -419,6 +426,8 @@ def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout
     (layout 0 halves or 1 interleaved, base, rotary_dim, position_offset,
     linear_scaling): q and k turned by RoPE as the kernels read them, key j
     at position position_offset + j, query i at position_offset + i + off.
+    num_threads: this call's threads (1 to 256; results are bitwise the
+    same for any), where set_num_threads sets the whole process's.
     query_start, key_start, total_queries, total_keys: attention in
     pieces (this call's queries and keys at those positions of a longer
     sequence, totals 0 its own), whose (out, lse) over disjoint keys merge
