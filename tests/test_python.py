@@ -12,7 +12,7 @@
   too; attn.alibi_slopes as the paper's code; two pieces of the keys
   (key_start, total_keys) merged into the whole's out and lse; a call's
   own num_threads bitwise, given to it (ATTN_VERBOSE), the process's count
-  untouched; sdpa_varlen, its backward, Plan
+  untouched; attn.dropout_mask with PyTorch's math the call's result; sdpa_varlen, its backward, Plan
   and KVPages.attend / plan with them bitwise attn.sdpa; misspelt variants,
   bad compute modes and number arguments not numbers refused naming them;
 - attn.Plan (attn_sdpa_plan_init, attn_sdpa_varlen_plan_init, attn_sdpa_run):
@@ -565,6 +565,12 @@ def score_variants():
                           capture_output=True, text=True, env=dict(os.environ, ATTN_VERBOSE="1")).stderr.splitlines()
     given = [line.split(" threads=")[1].split()[0].split("/")[1] for line in said if " threads=" in line]
     check("sdpa_num_threads_given_to_the_call", given == ["1", "3"], "verbose: %s" % said)
+    # the dropout mask a call draws (attn_sdpa_dropout_mask): PyTorch's math with it is the call's result
+    keep = attn.dropout_mask(q, k, v, 0.3, 11, causal="bottom-right", softcap=5.0)
+    dwant = grad_reference(q, k, v, dout, None, 2, None, keep=keep, p=0.3, variants={"softcap": 5.0})[4]
+    dgot = attn.sdpa(q, k, v, causal="bottom-right", dropout_p=0.3, seed=11, softcap=5.0)
+    check("dropout_mask_is_the_calls", keep.shape == (2, 4, 6, 9) and keep.dtype == np.bool_ and
+          0.5 < keep.mean() < 0.9 and rel(dgot, dwant) <= 1e-12, "kept %.3f, error %.3g" % (keep.mean(), rel(dgot, dwant)))
     V = dict(V, rope=rope)  # and with the others, through every call below
     # a ragged batch: each sequence bitwise attn.sdpa alone (the slopes and sinks per query head)
     a32 = [x.astype(np.float32) for x in (q, k, v)]
@@ -623,7 +629,8 @@ def score_variants():
             ("key_start_float", TypeError, lambda: attn.sdpa(*a32, key_start=1.0), "key_start must be an integer"),
             ("alibi_slopes_no_heads", attn.ShapeError, lambda: attn.alibi_slopes(0), ""),
             ("num_threads_257", attn.OptionError, lambda: attn.sdpa(*a32, num_threads=257), "num_threads"),
-            ("num_threads_float", TypeError, lambda: attn.sdpa(*a32, num_threads=2.0), "num_threads must be an integer")):
+            ("num_threads_float", TypeError, lambda: attn.sdpa(*a32, num_threads=2.0), "num_threads must be an integer"),
+            ("dropout_mask_without_seed", attn.OptionError, lambda: attn.dropout_mask(*a32, 0.3, None), "seed")):
         try:
             call()
             check("score_variants_refuse_" + name, False, "no error")

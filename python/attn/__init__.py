@@ -31,7 +31,7 @@ is read by many threads but changed by one (see attn.kv_pages)."""
 from ._core import (ERRORS, AttnError, ArgumentError, BroadcastError, CommError, DtypeError, FullError, HeadsError,
                     IOFailure, MaskError, NoMemoryError, NpyHeaderError, NpyTrailingError, NpyTruncatedError,
                     NpyUnsupportedError, NullError, OptionError, RankError, ScaleError, ShapeError,
-                    SizeOverflowError, StrideError, TokenError, WorkspaceError, PlanError, alibi_slopes, get_num_threads, isa,
+                    SizeOverflowError, StrideError, TokenError, WorkspaceError, PlanError, alibi_slopes, dropout_mask, get_num_threads, isa,
                     library_path,
                     merge, sdpa, sdpa_backward, sdpa_varlen, sdpa_varlen_backward, set_num_threads,
                     version)
@@ -39,5 +39,5 @@ from ._version import __version__
 from .kv_pages import KVCache, KVPages, PagedPlan
 from .plan import Plan
 
-__all__ = ["sdpa", "sdpa_backward", "sdpa_varlen", "sdpa_varlen_backward", "merge", "alibi_slopes", "KVPages", "KVCache", "PagedPlan", "Plan", "set_num_threads", "get_num_threads", "isa", "version", "library_path",
+__all__ = ["sdpa", "sdpa_backward", "sdpa_varlen", "sdpa_varlen_backward", "merge", "alibi_slopes", "dropout_mask", "KVPages", "KVCache", "PagedPlan", "Plan", "set_num_threads", "get_num_threads", "isa", "version", "library_path",
            "AttnError", "ERRORS", "__version__"] + [c.__name__ for c in ERRORS.values()]

@@ -645,6 +645,29 @@ def merge(outs, lses):
     return out, lse
 
 
+def dropout_mask(q, k, v, dropout_p, seed, mask=None, causal=False, scale=None, **variants):
+    """The dropout mask of attn.sdpa(q, k, v, mask, causal, scale,
+    dropout_p=dropout_p, seed=seed, ...) (attn_sdpa_dropout_mask): bool,
+    shaped as the weights (..., Hq, L, S), True where a weight is kept, as
+    the call and its backward decide it (all True for dropout_p 0). For
+    checking dropout against another implementation: PyTorch's math with
+    this mask, the kept weights divided by 1 - dropout_p, gives attn's
+    result. seed is needed (a fresh one would draw a mask no call used)."""
+    if seed is None:
+        raise OptionError("dropout_mask needs the seed of the call whose mask it is", 9)
+    q, work = _query(q)
+    k, v = _keys_values(k, v, q, work)
+    m, mv = _mask(mask, work)
+    o = _options(causal, scale, mv, dropout_p, seed, variants)
+    qv, kv, vv = view(q), view(k), view(v)
+    shape = _out_shape(q, k, v) if q.ndim >= 2 and k.ndim >= 2 and v.ndim >= 2 else _shapes(qv, kv, vv, o)
+    keep = np.empty(shape[:-1] + (k.shape[-2] if k.ndim >= 2 else 1,), np.bool_)
+    kp, err = view(keep), Error()
+    raise_for(LIB.attn_sdpa_dropout_mask(ctypes.byref(kp), ctypes.byref(qv), ctypes.byref(kv), ctypes.byref(vv),
+                                         ctypes.byref(o), ctypes.byref(err)), err)
+    return keep
+
+
 def alibi_slopes(heads):
     """The ALiBi paper's slopes for `heads` query heads (attn_alibi_slopes),
     float64 (heads,): what alibi_slopes= takes."""

@@ -163,6 +163,8 @@ def _declare(lib):
     lib.attn_sdpa_merge.argtypes = [P, P, ctypes.POINTER(P), ctypes.POINTER(P), ctypes.c_int, pe]
     lib.attn_sdpa_sinks_backward.restype = st
     lib.attn_sdpa_sinks_backward.argtypes = [P, P, P, P, ctypes.POINTER(SdpaOptions), pe]
+    lib.attn_sdpa_dropout_mask.restype = st
+    lib.attn_sdpa_dropout_mask.argtypes = [P, P, P, P, ctypes.POINTER(SdpaOptions), pe]
     lib.attn_alibi_slopes.restype = st
     lib.attn_alibi_slopes.argtypes = [ctypes.POINTER(ctypes.c_double), ctypes.c_int64, pe]
     i64p = ctypes.POINTER(ctypes.c_int64)
