@@ -37,7 +37,8 @@
 - a paged plan (KVPages.plan, attn_kv_paged_plan_init / _run): its runs
   bitwise attend() on the planned pool and on another pool kept in step
   (same page tables, other values), four threads sharing it (each run
-  bitwise attend() on its own q), a q of another shape a PlanError, a
+  bitwise attend() on its own q), a q of any strides taken, a q of
+  another shape a PlanError, a
   pool of keys stored otherwise (key_dtype, hadamard) a DtypeError, a q4c
   plan's run on a pool of fewer sequences than its ids refused, a run
   after the pool changed (a truncate, then pages taken again) a PlanError;
@@ -840,6 +841,12 @@ want, want_lse = pool.attend([b, a], q, cu_seqlens_q=[0, 2, 3], return_lse=True)
 got2, _ = plan.run(q, pool=pool2)
 want2 = pool2.attend([b2, a2], q, cu_seqlens_q=[0, 2, 3])
 check("paged_plan_run_equals_attend", np.array_equal(got, want) and np.array_equal(got_lse, want_lse))
+# q laid out otherwise (every other row of a larger batch, a head-major transpose): the plan's q is the
+# binding's own, C-contiguous, so such a q was a PlanError over strides the caller never chose
+wide_q = np.zeros((6, HQ, D), np.float32)
+wide_q[::2] = q
+hm_q = np.ascontiguousarray(q.transpose(1, 0, 2)).transpose(1, 0, 2)
+check("paged_plan_run_takes_any_strides", all(np.array_equal(plan.run(x)[0], got) for x in (wide_q[::2], hm_q)))
 check("paged_plan_run_other_pool_equals_its_attend", list(pool2.pages(b2)) == list(pool.pages(b)) and
       np.array_equal(got2, want2) and not np.array_equal(got2, got))
 # Dropout planned: every run drops what attend with the plan's seed drops

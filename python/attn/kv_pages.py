@@ -598,7 +598,11 @@ class PagedPlan:
         if self.by_id:
             if q.shape != self.q_shape:
                 raise ValueError("q has shape %s; the plan's is %s" % (q.shape, self.q_shape))
-            q = np.ascontiguousarray(q[self.rows])
+            q = q[self.rows]
+        # The plan's q is one the binding made, C-contiguous: a view of the
+        # caller's (a slice of a larger batch, a transpose) was a PlanError
+        # over strides it never chose, where attend takes any. A copy then.
+        q = np.ascontiguousarray(q)
         # This layer's view: its pool's pages, residual rows and scales,
         # under the plan's tables (the pools are kept in step)
         pw, err, w = pool._view(), Error(), KVPagedView.from_buffer_copy(self.view)
