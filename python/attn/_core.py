@@ -160,8 +160,8 @@ def _float_array(a, name, like=None, kv=False, f32_only=False, f16=False):
         if not (hasattr(a, "dtype") or hasattr(a, "__array_interface__") or isinstance(a, memoryview)):
             try:
                 return np.asarray(a, like if like is not None else np.float64)
-            except (TypeError, ValueError):  # "could not convert string to float", naming no argument
-                raise DtypeError("%s is %s, not an array of numbers" % (name, type(a).__name__), 6) from None
+            except (TypeError, ValueError) as e:  # "could not convert string to float", naming no argument
+                raise DtypeError("%s is %s, not an array of numbers (%s)" % (name, type(a).__name__, e), 6) from None
         a = np.asarray(a)
     taken = ((np.float32,) if f32_only else (np.float32, np.float64)) + ((np.float16,) if f16 else ())
     if a.dtype in taken or (kv and like == np.float32 and a.dtype == np.float16):
