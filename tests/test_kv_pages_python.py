@@ -33,7 +33,9 @@
   it within 1e-12 (float64 end to end), KVCache.mha_step
   (attn_mha_cached_batch) over rows of a contiguous cache bitwise equal to
   it, with RoPE and a mask per sequence on 1 and 3 threads, a full row
-  refused with the lengths kept;
+  refused with the lengths kept; both steps with a sliding window and
+  soft-capping on threads of their own within the f32 bound of the float64
+  layer with those variants, bitwise each other;
 - a paged plan (KVPages.plan, attn_kv_paged_plan_init / _run): its runs
   bitwise attend() on the planned pool and on another pool kept in step
   (same page tables, other values), four threads sharing it (each run
@@ -629,9 +631,10 @@ layer = {"num_heads": HQ, "num_kv_heads": HK,
          "out_proj_bias": rng.standard_normal(E).astype(np.float32) / 8}
 
 
-def layer_reference(history, new):
+def layer_reference(history, new, softcap=0.0, window=0):
     """The layer in float64 over one sequence: history (S0, E) rows already
-    cached, new (L, E) rows; bottom-right causal, no RoPE: out (L, E)."""
+    cached, new (L, E) rows; bottom-right causal, no RoPE: out (L, E).
+    softcap, window: the score variants from their definitions (attn.h)."""
     w = {k: np.asarray(v, np.float64) for k, v in layer.items() if k.endswith(("weight", "bias"))}
     xs = np.concatenate([history, new]).astype(np.float64)
     q = new.astype(np.float64) @ w["q_proj_weight"].T + w["q_proj_bias"]
@@ -642,7 +645,11 @@ def layer_reference(history, new):
     for h in range(HQ):
         g = h // (HQ // HK)
         s = q[:, h * D:(h + 1) * D] @ k[:, g * D:(g + 1) * D].T / np.sqrt(D)
+        if softcap:
+            s = softcap * np.tanh(s / softcap)
         s[np.arange(S)[None, :] > np.arange(L)[:, None] + (S - L)] = -np.inf
+        if window:  # key j only when i + (S - L) - window < j
+            s[np.arange(S)[None, :] <= np.arange(L)[:, None] + (S - L) - window] = -np.inf
         p = np.exp(s - s.max(1, keepdims=True))
         heads[:, h] = (p / p.sum(1, keepdims=True)) @ v[:, g * D:(g + 1) * D]
     return heads.reshape(L, E) @ w["out_proj_weight"].T + w["out_proj_bias"]
@@ -663,6 +670,20 @@ for la, lb in steps:
         worst = max(worst, float(np.abs(o - ref).max() / max(np.abs(ref).max(), 1e-30)))
         hist[s] = np.concatenate([hist[s], x])
 check("mha_step_pool_vs_float64_layer", worst <= 2e-5, "error %.3g" % worst)
+# The layer's attention with score variants (a sliding window of 5, soft-capping; the binding
+# had no way to ask for them), the pool's step and the cache's alike, on 1 and 3 threads of
+# their own: within the f32 bound of the float64 layer, the two bitwise, the threads too.
+wpool = attn.KVPages(heads=HK, key_dim=D, num_pages=16, max_sequences=2)
+wcache = attn.KVCache(batch=1, heads=HK, capacity=40, key_dim=D)
+ws_, whist, wworst, wsame = wpool.create(), np.zeros((0, E), np.float32), 0.0, True
+for n in (7, 1, 3):
+    wx = rng.standard_normal((n, E)).astype(np.float32)
+    wo = wpool.mha_step([ws_], [wx], layer, window=5, softcap=3.0, num_threads=1)[0]
+    wsame &= np.array_equal(wo, wcache.mha_step([0], [wx], layer, window=5, softcap=3.0, num_threads=3)[0])
+    wref = layer_reference(whist, wx, softcap=3.0, window=5)
+    wworst = max(wworst, float(np.abs(wo - wref).max() / np.abs(wref).max()))
+    whist = np.concatenate([whist, wx])
+check("mha_step_score_variants_vs_float64_layer", wworst <= 2e-5 and wsame, "error %.3g, same %s" % (wworst, wsame))
 check("mha_step_cache_rows_equal_pool", same and list(cache.lengths) == [14, 0, 11] and pool.length(a) == 11,
       "lengths %s" % list(cache.lengths))
 

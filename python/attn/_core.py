@@ -266,6 +266,14 @@ def _head_values(a, name, copy):
     return a.copy() if copy else a
 
 
+def _context(num_threads):
+    """An attn_context of a call's own thread count (the library checks
+    its range: 1 to 256, 0 the process-wide count)."""
+    c = default(Context)
+    c.num_threads = _index(num_threads, "num_threads", -2 ** 31, 2 ** 31 - 1)
+    return c
+
+
 def _options(causal, scale, mask_view, dropout_p, seed, variants=None, copy=False):
     """attn_sdpa_options of these arguments. variants: a dict of the score
     variants and compute mode by keyword (VARIANTS; None or absent: none):
@@ -298,8 +306,7 @@ def _options(causal, scale, mask_view, dropout_p, seed, variants=None, copy=Fals
         o.keep.append(r)
         o.rope = ctypes.pointer(r)
     if variants.get("num_threads") is not None:  # the call's own, where set_num_threads sets everyone's
-        c = default(Context)
-        c.num_threads = _index(variants["num_threads"], "num_threads", -2 ** 31, 2 ** 31 - 1)
+        c = _context(variants["num_threads"])
         o.keep.append(c)
         o.context = ctypes.pointer(c)
     compute = variants.get("compute")

@@ -36,8 +36,8 @@ import threading
 
 import numpy as np
 
-from ._core import (CAUSAL, ArgumentError, DtypeError, NullError, OptionError, PlanError, RankError, ShapeError, _count,
-                    _float_array, _index, _listed, _options, _query, _rope, _varlen_masks, raise_for, view)
+from ._core import (CAUSAL, ArgumentError, DtypeError, NullError, OptionError, PlanError, RankError, ShapeError, _context,
+                    _count, _float_array, _index, _listed, _options, _query, _rope, _varlen_masks, raise_for, view)
 from ._lib import (BF16, F16, F32, F64, LIB, MHA_PARAMS, Error, KVCacheDesc, KVPagedView, KVPagesDesc, MhaOptions,
                    MhaParams, default)
 from ._memory import kv_zeros
@@ -111,14 +111,17 @@ def _packed(parts, name):
     return np.concatenate([np.asarray(a, dt) for a in arrays]), cu
 
 
-def _layer(params, embed_dim, rope, causal, scale, keep, dtype=np.float32):
+def _layer(params, embed_dim, rope, causal, scale, keep, dtype=np.float32, variants=None):
     """attn_mha_params and attn_mha_options for a layer step: params a dict
     of float32 arrays named as attn_mha_params names them (q_proj_weight,
     ..., out_proj_bias; or in_proj_weight and in_proj_bias) with num_heads
     and num_kv_heads (default num_heads); rope None or a dict of
     attn_rope_options fields (base, position_offset, rotary_dim, ...);
     causal 'bottom-right' or False. keep holds what the structs point to.
-    float64 (dtype) turns every parameter into float64, for an f64 store."""
+    float64 (dtype) turns every parameter into float64, for an f64 store.
+    variants: the attention's score variants and compute mode as attn.sdpa
+    takes them (the library refuses what a layer does not take: pieces);
+    num_threads among them is the layer's context."""
     if not hasattr(params, "keys"):  # None or a list said "not iterable", or named its items as parameters
         raise TypeError("params must be a dict of num_heads and the layer's arrays, not %s" % type(params).__name__)
     # A name the struct has not was skipped: "out_proj_bais", or a state_dict's
@@ -146,8 +149,14 @@ def _layer(params, embed_dim, rope, causal, scale, keep, dtype=np.float32):
         r = _rope(rope)
         keep.append(r)
         o.rope = ctypes.pointer(r)
-    if scale is not None:
-        so = _options(False, scale, None, 0.0, None)
+    variants = dict(variants or {})
+    threads = variants.pop("num_threads", None)  # the layer's context: one set on its attention is refused
+    if threads is not None:
+        c = _context(threads)
+        keep.append(c)
+        o.context = ctypes.pointer(c)
+    if scale is not None or variants:
+        so = _options(False, scale, None, 0.0, None, variants)
         keep.append(so)
         o.attention = ctypes.pointer(so)
     return p, o
@@ -413,7 +422,8 @@ class KVPages:
             return (outs[0], lses[0]) if return_lse else outs[0]
         return (outs, lses) if return_lse else outs
 
-    def mha_step(self, seqs, x, params, cu_seqlens=None, masks=None, causal="bottom-right", rope=None, scale=None):
+    def mha_step(self, seqs, x, params, cu_seqlens=None, masks=None, causal="bottom-right", rope=None, scale=None,
+                 **variants):
         """The attention layer's step (attn_mha_paged) for several sequences
         at once: x a list of float32 (L_i, E) arrays, one per sequence (or
         a packed (total, E) array with cu_seqlens); each sequence's rows are
@@ -421,15 +431,17 @@ class KVPages:
         dict of attn_rope_options fields), appended to the pool, attended
         with its masks[i] (None, or one per sequence) and projected out.
         params: see the module's _layer (num_heads, num_kv_heads and the
-        projections by attn_mha_params' names). Returns the outputs in x's
-        form. Each sequence's rows are bitwise what the step gives it
-        alone."""
+        projections by attn_mha_params' names). The attention's score
+        variants (softcap, alibi_slopes, window; sinks are params'),
+        compute and num_threads by keyword, as attn.sdpa takes them.
+        Returns the outputs in x's form. Each sequence's rows are bitwise
+        what the step gives it alone."""
         seqs = _listed(seqs, "seqs", "sequence ids")
         if cu_seqlens is None and not seqs and x is not None and not len(x):
             return []  # a step with no sequence changes nothing (NumPy cannot concatenate no rows of unknown width)
         xa, cu, lists = _packed_rows(x, cu_seqlens, len(seqs), "mha_step")
         keep = []
-        p, o = _layer(params, xa.shape[1], rope, causal, scale, keep)
+        p, o = _layer(params, xa.shape[1], rope, causal, scale, keep, variants=variants)
         out = np.empty(xa.shape, np.float32)
         ov, xv, ids, offsets, err = _view(out), _view(xa), _i64s(seqs, "seqs"), _i64s(cu, "cu_seqlens"), Error()
         arrays, mviews, mptrs = _varlen_masks(masks, len(seqs), np.float32)
@@ -671,7 +683,8 @@ class KVCache:
                                                                               a.shape))
         self._lengths[...] = a
 
-    def mha_step(self, rows, x, params, cu_seqlens=None, masks=None, causal="bottom-right", rope=None, scale=None):
+    def mha_step(self, rows, x, params, cu_seqlens=None, masks=None, causal="bottom-right", rope=None, scale=None,
+                 **variants):
         """The attention layer's step (attn_mha_cached_batch) for the
         sequences in cache rows `rows` at once, each at its own length
         (self.lengths[row], which grows by its new positions): x and the
@@ -683,7 +696,7 @@ class KVCache:
             return []  # a step with no row changes nothing, as KVPages.mha_step
         xa, cu, lists = _packed_rows(x, cu_seqlens, len(rows), "mha_step", dt)
         keep = []
-        p, o = _layer(params, xa.shape[1], rope, causal, scale, keep, dt)
+        p, o = _layer(params, xa.shape[1], rope, causal, scale, keep, dt, variants)
         out = np.empty(xa.shape, dt)
         ov, xv, ids, offsets, err = _view(out), _view(xa), _i64s(rows, "rows"), _i64s(cu, "cu_seqlens"), Error()
         arrays, mviews, mptrs = _varlen_masks(masks, len(rows), dt)
