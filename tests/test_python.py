@@ -1389,6 +1389,7 @@ check_raises("teach", [
     ("explain_nul", "TokenError", "NUL", lambda: attn.teach.explain("the cat\0 xyzzy")),
     ("explain_source_nul", "TokenError", "NUL", lambda: attn.teach.explain("the cat", source="the\0 xyzzy")),
     ("explain_bytes", "TypeError", "sentence must be a str", lambda: attn.teach.explain(b"the cat")),
+    ("scaling_dims_none", "TypeError", "dims must be a list", lambda: attn.teach.scaling(dims=None)),
 ])
 check("scaling_negative_seed_as_uint64", attn.teach.scaling(dims=(16,), queries=50, seed=-1)[0] ==
       attn.teach.scaling(dims=(16,), queries=50, seed=2 ** 64 - 1)[0])

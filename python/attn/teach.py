@@ -181,7 +181,7 @@ def scaling(dims=(16, 64, 256, 1024), queries=2000, keys=64, seed=0):
     the scores' spread, the mean top weight and the softmax's gradient, raw
     and scaled. Returns a ScalingTable (rows as dicts; .plot() draws it)."""
     rows = ScalingTable()
-    for d in dims:
+    for d in _core._listed(dims, "dims", "key sizes"):
         r, err = ScalingRow(), Error()
         # checked as Python indexes them: ctypes wrapped d = 2**32 + 16 to
         # 16, and int() made 16.7 16, each measured silently as another d
