@@ -529,8 +529,8 @@ def score_variants():
     rope = {"layout": 1, "base": 100.0, "rotary_dim": 6, "position_offset": 3}
     rgrads, _, _, _, rwant, _ = grad_reference(q, k, v, dout, None, 2, None, variants={"rope": (1, 100.0, 6, 3)})
     rout, rlse = attn.sdpa(q, k, v, causal="bottom-right", return_lse=True, rope=rope)
-    errs = [rel(rout, rwant)] + [rel(x, w) for x, w in zip(attn.sdpa_backward(dout, q, k, v, rout, rlse,
-                                                                              causal="bottom-right", rope=rope), rgrads)]
+    rback = attn.sdpa_backward(dout, q, k, v, rout, rlse, causal="bottom-right", rope=rope)
+    errs = [rel(rout, rwant)] + [rel(x, w) for x, w in zip(rback, rgrads)]
     check("sdpa_rope_vs_torch_float64", max(errs) <= 1e-12 and not np.array_equal(rout, plain), "errors %s" % errs)
     # the sinks' gradient (attn_sdpa_sinks_backward), against autograd's
     sgrads, _, _, _, swant, sink_ref = grad_reference(q, k, v, dout, None, 2, None, variants={"sinks": V["sinks"]})
@@ -570,7 +570,8 @@ def score_variants():
     dwant = grad_reference(q, k, v, dout, None, 2, None, keep=keep, p=0.3, variants={"softcap": 5.0})[4]
     dgot = attn.sdpa(q, k, v, causal="bottom-right", dropout_p=0.3, seed=11, softcap=5.0)
     check("dropout_mask_is_the_calls", keep.shape == (2, 4, 6, 9) and keep.dtype == np.bool_ and
-          0.5 < keep.mean() < 0.9 and rel(dgot, dwant) <= 1e-12, "kept %.3f, error %.3g" % (keep.mean(), rel(dgot, dwant)))
+          0.5 < keep.mean() < 0.9 and rel(dgot, dwant) <= 1e-12,
+          "kept %.3f, error %.3g" % (keep.mean(), rel(dgot, dwant)))
     V = dict(V, rope=rope)  # and with the others, through every call below
     # a ragged batch: each sequence bitwise attn.sdpa alone (the slopes and sinks per query head)
     a32 = [x.astype(np.float32) for x in (q, k, v)]
@@ -629,7 +630,8 @@ def score_variants():
             ("key_start_float", TypeError, lambda: attn.sdpa(*a32, key_start=1.0), "key_start must be an integer"),
             ("alibi_slopes_no_heads", attn.ShapeError, lambda: attn.alibi_slopes(0), ""),
             ("num_threads_257", attn.OptionError, lambda: attn.sdpa(*a32, num_threads=257), "num_threads"),
-            ("num_threads_float", TypeError, lambda: attn.sdpa(*a32, num_threads=2.0), "num_threads must be an integer"),
+            ("num_threads_float", TypeError, lambda: attn.sdpa(*a32, num_threads=2.0),
+             "num_threads must be an integer"),
             ("dropout_mask_without_seed", attn.OptionError, lambda: attn.dropout_mask(*a32, 0.3, None), "seed")):
         try:
             call()
@@ -758,7 +760,8 @@ argument_cases = [
     # Arguments that raised what Python says of a None or a string (not
     # iterable, could not convert), naming no argument; is_causal a string
     # was true, so top-left, where torch refuses it.
-    ("backward_want_none", "TypeError", "want must be a list", lambda: attn.sdpa_backward(so, q, k, v, so, sl, want=None)),
+    ("backward_want_none", "TypeError", "want must be a list",
+     lambda: attn.sdpa_backward(so, q, k, v, so, sl, want=None)),
     ("merge_none", "TypeError", "outs must be a list", lambda: attn.merge(None, [sl])),
     ("merge_lses_int", "TypeError", "lses must be a list", lambda: attn.merge([so], 3)),
     ("sdpa_string_q", "DtypeError", "q is str, not an array of numbers", lambda: attn.sdpa("abc", k, v)),

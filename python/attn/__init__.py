@@ -31,9 +31,8 @@ is read by many threads but changed by one (see attn.kv_pages)."""
 from ._core import (ERRORS, AttnError, ArgumentError, BroadcastError, CommError, DtypeError, FullError, HeadsError,
                     IOFailure, MaskError, NoMemoryError, NpyHeaderError, NpyTrailingError, NpyTruncatedError,
                     NpyUnsupportedError, NullError, OptionError, RankError, ScaleError, ShapeError,
-                    SizeOverflowError, StrideError, TokenError, WorkspaceError, PlanError, alibi_slopes, dropout_mask, get_num_threads, isa,
-                    library_path,
-                    merge, sdpa, sdpa_backward, sdpa_varlen, sdpa_varlen_backward, set_num_threads,
+                    SizeOverflowError, StrideError, TokenError, WorkspaceError, PlanError, alibi_slopes, dropout_mask,
+                    get_num_threads, isa, library_path, merge, sdpa, sdpa_backward, sdpa_varlen, sdpa_varlen_backward, set_num_threads,
                     version)
 from ._version import __version__
 from .kv_pages import KVCache, KVPages, PagedPlan

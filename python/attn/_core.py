@@ -252,7 +252,9 @@ def _rope(rope):
         except TypeError:  # ctypes said "must be real number, not str", naming no field
             raise TypeError("rope[%r] must be a number, not %s" % (k, type(value).__name__)) from None
     return r
-_COMPUTE = {"f32": 0, "float32": 0, "bf16": 1, "bfloat16": 1}
+
+
+_COMPUTE = {"f32": 0, "float32": 0, "bf16": 1, "bfloat16": 1}  # attn_compute by name
 
 
 def _head_values(a, name, copy):
@@ -325,7 +327,7 @@ def _options(causal, scale, mask_view, dropout_p, seed, variants=None, copy=Fals
         o.has_scale, o.scale = 1, _real(scale, "scale")
     o.mask = ctypes.pointer(mask_view) if mask_view is not None else None
     o.dropout_p = _real(dropout_p, "dropout_p")
-    if dropout_p:
+    if o.dropout_p:
         # A seed as Python indexes (int() made 1.5 and 1.7 the same seed, and
         # 2**64 seed 0); a negative one is its uint64, as before.
         o.dropout_seed = (int.from_bytes(os.urandom(8), "little") if seed is None else

@@ -36,8 +36,8 @@ import threading
 
 import numpy as np
 
-from ._core import (CAUSAL, ArgumentError, DtypeError, NullError, OptionError, PlanError, RankError, ShapeError, _context,
-                    _count, _float_array, _index, _listed, _options, _query, _rope, _varlen_masks, raise_for, view)
+from ._core import (CAUSAL, ArgumentError, DtypeError, NullError, OptionError, PlanError, RankError, ShapeError,
+                    _context, _count, _float_array, _index, _listed, _options, _query, _rope, _varlen_masks, raise_for, view)
 from ._lib import (BF16, F16, F32, F64, LIB, MHA_PARAMS, Error, KVCacheDesc, KVPagedView, KVPagesDesc, MhaOptions,
                    MhaParams, default)
 from ._memory import kv_zeros
@@ -497,7 +497,8 @@ class PagedPlan:
         try:
             q_dtype = np.dtype(q_dtype)
         except TypeError:
-            raise DtypeError("q_dtype is %r: float32 or float16 (bfloat16 has no NumPy dtype)" % (q_dtype,), 6) from None
+            raise DtypeError("q_dtype is %r: float32 or float16 (bfloat16 has no NumPy dtype)" % (q_dtype,),
+                             6) from None
         self.pool, self.n = pool, len(seqs)
         pw = pool._view()
         w = default(KVPagedView)
