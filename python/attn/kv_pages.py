@@ -66,6 +66,40 @@ def _storage(dtype):
 _KEYS = {None: 0, "q4c": 11, "q2c": 12}
 
 
+def _keys(key_dtype):
+    """key_dtype's code (_KEYS), or the OptionError naming what it takes."""
+    if not (key_dtype is None or isinstance(key_dtype, str)) or key_dtype not in _KEYS:  # a list: "unhashable"
+        raise OptionError("key_dtype is %r: None (keys in dtype), 'q4c' or 'q2c'" % (key_dtype,), 9)
+    return _KEYS[key_dtype]
+
+
+def _scales(d, k_scale, v_scale):
+    """Set desc d's k_scale and v_scale (fp8's one scale per head; None:
+    none) from a number for every head or a sequence of d.heads numbers;
+    returns the float32 arrays they point to, which the caller keeps alive
+    until init has copied them (the library checks each is finite and > 0,
+    and that the dtype is fp8)."""
+    scales = []
+    for name, given in (("k_scale", k_scale), ("v_scale", v_scale)):
+        if given is None:
+            continue
+        try:  # a string is no scale ("2" was read as 2.0, "two" said "could not convert string to float")
+            if isinstance(given, (str, bytes)):
+                raise TypeError
+            a = np.asarray(given, np.float64)
+        except (TypeError, ValueError):
+            raise TypeError("%s must be a number or %d numbers, one per head, not %s"
+                            % (name, d.heads, type(given).__name__)) from None
+        if a.ndim == 0:
+            a = np.full(max(d.heads, 0), float(a))
+        if a.shape != (d.heads,):
+            raise ValueError("%s has shape %s; it must be a number or (%d,), one per head" % (name, a.shape, d.heads))
+        a = np.ascontiguousarray(a, np.float32)
+        scales.append(a)
+        setattr(d, name, a.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
+    return scales
+
+
 def _i64s(values, name):
     """A ctypes int64 array of values (kept alive by the caller), each an
     integer in int64's range (_index), as a C array cannot say otherwise."""
@@ -237,34 +271,15 @@ class KVPages:
         if _storage(dtype) not in _STORAGE:
             raise OptionError("dtype is %r: 'float32', 'float16', 'bfloat16', 'q8', 'q4', 'q4_1', 'e4m3' or 'e5m2'" % (dtype,), 9)
         dtype = _storage(dtype)
-        if not (key_dtype is None or isinstance(key_dtype, str)) or key_dtype not in _KEYS:  # a list: "unhashable"
-            raise OptionError("key_dtype is %r: None (keys in dtype), 'q4c' or 'q2c'" % (key_dtype,), 9)
         d = default(KVPagesDesc)
         d.heads, d.key_dim = _index(heads, "heads"), _index(key_dim, "key_dim")
         d.value_dim = _index(key_dim if value_dim is None else value_dim, "value_dim")
         d.dtype, d.page_size = _STORAGE[dtype], _index(page_size, "page_size")
         d.num_pages = _index(num_pages, "num_pages")
         d.max_sequences, d.max_length = _index(max_sequences, "max_sequences"), _index(max_length, "max_length")
-        d.key_dtype, d.hadamard, d.residual = _KEYS[key_dtype], 1 if hadamard else 0, _index(residual, "residual")
+        d.key_dtype, d.hadamard, d.residual = _keys(key_dtype), 1 if hadamard else 0, _index(residual, "residual")
         d.head_major = 1 if head_major else 0
-        scales = []  # kept alive until init has copied them
-        for name, given in (("k_scale", k_scale), ("v_scale", v_scale)):
-            if given is None:
-                continue
-            try:  # a string is no scale ("2" was read as 2.0, "two" said "could not convert string to float")
-                if isinstance(given, (str, bytes)):
-                    raise TypeError
-                a = np.asarray(given, np.float64)
-            except (TypeError, ValueError):
-                raise TypeError("%s must be a number or %d numbers, one per head, not %s"
-                                % (name, d.heads, type(given).__name__)) from None
-            if a.ndim == 0:
-                a = np.full(max(d.heads, 0), float(a))
-            if a.shape != (d.heads,):
-                raise ValueError("%s has shape %s; it must be a number or (%d,), one per head" % (name, a.shape, d.heads))
-            a = np.ascontiguousarray(a, np.float32)
-            scales.append(a)
-            setattr(d, name, a.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
+        self._scales = _scales(d, k_scale, v_scale)  # (init copies them; kept as long as d points to them)
         err, size = Error(), ctypes.c_size_t()
         raise_for(LIB.attn_kv_pages_bytes(ctypes.byref(size), ctypes.byref(d), ctypes.byref(err)), err)
         self.memory = kv_zeros(size.value)  # (bytes,): the pool, for as long as the object lives
@@ -649,13 +664,11 @@ class KVCache:
         if _storage(dtype) not in self._DTYPES:
             raise OptionError("dtype is %r: 'float32', 'float16', 'bfloat16', 'float64' or quantized" % (dtype,), 9)
         dtype = _storage(dtype)
-        if not (key_dtype is None or isinstance(key_dtype, str)) or key_dtype not in _KEYS:  # a list: "unhashable"
-            raise OptionError("key_dtype is %r: None (keys in dtype), 'q4c' or 'q2c'" % (key_dtype,), 9)
         d = default(KVCacheDesc)
         d.batch, d.heads, d.capacity = _index(batch, "batch"), _index(heads, "heads"), _index(capacity, "capacity")
         d.key_dim = _index(key_dim, "key_dim")
         d.value_dim = _index(key_dim if value_dim is None else value_dim, "value_dim")
-        d.dtype, d.key_dtype, d.residual = self._DTYPES[dtype], _KEYS[key_dtype], _index(residual, "residual")
+        d.dtype, d.key_dtype, d.residual = self._DTYPES[dtype], _keys(key_dtype), _index(residual, "residual")
         err, size = Error(), ctypes.c_size_t()
         raise_for(LIB.attn_kv_cache_bytes(ctypes.byref(size), ctypes.byref(d), ctypes.byref(err)), err)
         self.memory = kv_zeros(size.value)  # (bytes,): the rows, on huge pages from 2 MiB on as the pool's
