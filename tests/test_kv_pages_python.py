@@ -28,6 +28,20 @@
   params and rope) and 1-D rows of x refused naming the argument; a q,
   x or k of another dtype refused saying what the call takes;
   four Python threads each on its own pool, every attend bitwise attn.sdpa;
+- KVCache's own calls (append, attend, view, gather, truncate, length) in
+  float32, float16, bfloat16, float64, q8, q4, q4_1, e4m3, e5m2, e4m3 with
+  per-head scales, q8 with the Hadamard rotation and q4c keys with a
+  residual window: appends of any strides, each followed by an attend
+  (GQA 4:2) bitwise a pool's attend on the same positions (one sequence
+  per row) and its gather bitwise the pool's; float caches' views NumPy
+  views of the cache's memory (read-only) holding the rows appended,
+  attend bitwise attn.sdpa on them (lse too); other storages' views the
+  dequantized copies gather gives, attend within 0.05 of attn.sdpa on
+  them; truncated and grown again as the pool; rank 2 and 3 arrays, an
+  empty cache attended (out 0, lse -inf); a full cache, k or q of other
+  shapes, heads or dtypes, a mask of another width, causal=True, views
+  of a rank that does not fit, truncating past the length refused as the
+  library's exception classes, the cache's bytes and length unchanged;
 - the layer's step: KVPages.mha_step (attn_mha_paged) against a float64
   NumPy layer (GQA, prompts then decodes), a float64 KVCache's step against
   it within 1e-12 (float64 end to end), KVCache.mha_step
@@ -618,6 +632,146 @@ for w_ in workers:
 for w_ in workers:
     w_.join()
 check("kv_pages_python_threads_on_separate_pools", thread_results == {i: True for i in range(4)}, str(thread_results))
+
+# ---- the contiguous cache's own calls (KVCache.append, attend, view, gather,
+# truncate, length): every storage, against attn.sdpa on its rows and a pool
+# holding the same positions, and its errors ----
+CB, CHK, CHQ, CD = 2, 2, 4, 32  # GQA 4:2, key_dim a multiple of 32 for q8, q4 and q4_1
+cache_storages = [("float32", {}), ("float16", {}), ("bfloat16", {}), ("float64", {}), ("q8", {}), ("q4", {}),
+                  ("q4_1", {}), ("e4m3", {}), ("e5m2", {}), ("e4m3", dict(k_scale=[0.5, 2.0], v_scale=1.5)),
+                  ("q8", dict(hadamard=True)), ("q8", dict(key_dtype="q4c", residual=32))]
+for dt, kw in cache_storages:
+    label = "_".join([dt] + sorted(kw))
+    work = np.float64 if dt == "float64" else np.float32
+    kc = attn.KVCache(CB, CHK, 96, CD, dtype=dt, **kw)
+    # the same positions in a pool, one sequence per row (no float64 pool)
+    kp = None if dt == "float64" else attn.KVPages(CHK, CD, 32, CB, dtype=dt, page_size=32 if "key_dtype" in kw else 16,
+                                                   **kw)
+    kseqs = [kp.create() for _ in range(CB)] if kp else []
+    held = []  # the rows appended, (B, Hk, n, E) each
+    why = []
+    for n in (5, 1, 30, 1, 7):
+        kn = rng.standard_normal((CB, CHK, n, CD)).astype(work)
+        vn = rng.standard_normal((CB, CHK, CD, n)).astype(work).transpose(0, 1, 3, 2)  # any strides
+        kc.append(kn, vn)
+        held.append((kn, vn))
+        if kp:
+            kp.append(kseqs, [kn[b].transpose(1, 0, 2) for b in range(CB)],
+                      [vn[b].transpose(1, 0, 2) for b in range(CB)])
+        qn = rng.standard_normal((CB, CHQ, n, CD)).astype(work)
+        out, lse = kc.attend(qn, return_lse=True)
+        vk, vv = kc.view()
+        gk, gv = kc.gather()
+        allk = np.concatenate([h[0] for h in held], 2)
+        allv = np.concatenate([h[1] for h in held], 2)
+        if kc.length != allk.shape[2] or vk.shape != allk.shape or gv.shape != allv.shape:
+            why.append("length %d, view %s, gather %s after %d" % (kc.length, vk.shape, gv.shape, allk.shape[2]))
+        if dt in ("float32", "float16", "float64"):
+            # views of the cache's own memory, read-only, holding what was appended as stored
+            if not (np.shares_memory(vk, kc.memory) and not vk.flags.writeable and vk.dtype == np.dtype(dt)
+                    and np.array_equal(vk, allk.astype(dt)) and np.array_equal(vv, allv.astype(dt))
+                    and np.array_equal(gk, allk.astype(dt)) and np.array_equal(gv, allv.astype(dt))):
+                why.append("view or gather after %d is not the rows appended" % allk.shape[2])
+            ref, ref_lse = attn.sdpa(qn, vk, vv, causal="bottom-right", return_lse=True)
+            if not (np.array_equal(out, ref) and np.array_equal(lse, ref_lse)):
+                why.append("attend after %d differs from attn.sdpa on the view" % allk.shape[2])
+        else:
+            # a copy, float32, the dequantized values gather gives
+            if not (np.array_equal(vk, gk) and np.array_equal(vv, gv) and vk.dtype == np.float32
+                    and not np.shares_memory(vk, kc.memory)):
+                why.append("view of %s is not gather's copy" % dt)
+            if dt == "bfloat16" and not (np.array_equal(gk, stored(allk, dt)) and np.array_equal(gv, stored(allv, dt))):
+                why.append("bfloat16 rows not as stored")
+            # the quantized kernels read the codes (integer dot products for
+            # q8 and q4): against attn.sdpa on their values within the
+            # formats' rounding of O(1) scores; bitwise the pool below
+            ref = attn.sdpa(qn, gk, gv, causal="bottom-right")
+            if not np.abs(out - ref).max() <= 0.05:
+                why.append("attend %.3g from attn.sdpa on the gathered rows" % np.abs(out - ref).max())
+        if kp:
+            po, pl = kp.attend(kseqs, [qn[b].transpose(1, 0, 2) for b in range(CB)], return_lse=True)
+            pg = [kp.gather(s) for s in kseqs]
+            for b in range(CB):
+                if not (np.array_equal(out[b], po[b].transpose(1, 0, 2)) and np.array_equal(lse[b], pl[b].T)):
+                    why.append("row %d attend after %d differs from the pool's" % (b, allk.shape[2]))
+                if not (np.array_equal(gk[b], pg[b][0]) and np.array_equal(gv[b], pg[b][1])):
+                    why.append("row %d gather after %d differs from the pool's" % (b, allk.shape[2]))
+    check("kv_cache_python_calls_" + label, not why, "; ".join(why[:3]))
+    # truncated (inside the last group of keys per channel too) and grown
+    # again: as a pool cut to the same length
+    kc.truncate(20)
+    kn = rng.standard_normal((CB, CHK, 3, CD)).astype(work)
+    kc.append(kn, kn)
+    qn = rng.standard_normal((CB, CHQ, 2, CD)).astype(work)
+    out = kc.attend(qn)
+    gk, gv = kc.gather()
+    ok = kc.length == 23 and gk.shape[2] == 23
+    if kp:
+        for b, s in enumerate(kseqs):
+            kp.truncate(s, 20)
+        kp.append(kseqs, [kn[b].transpose(1, 0, 2) for b in range(CB)], [kn[b].transpose(1, 0, 2) for b in range(CB)])
+        po = kp.attend(kseqs, [qn[b].transpose(1, 0, 2) for b in range(CB)])
+        ok = ok and all(np.array_equal(out[b], po[b].transpose(1, 0, 2)) and np.array_equal(gk[b], kp.gather(s)[0])
+                        for b, s in enumerate(kseqs))
+    else:
+        ok = ok and np.array_equal(gk[:, :, :20], allk[:, :, :20]) and np.array_equal(gk[:, :, 20:], kn)
+    check("kv_cache_python_truncate_" + label, ok, "length %d" % kc.length)
+
+# one row of one head: rank 2 and 3 arrays as the library takes them, an
+# empty cache attended (out 0, lse -inf)
+one = attn.KVCache(1, 1, 8, 4)
+empty_out, empty_lse = one.attend(np.ones((2, 4), np.float32), return_lse=True)
+k1 = rng.standard_normal((3, 4)).astype(np.float32)
+one.append(k1, k1[::-1])
+check("kv_cache_python_rank_2_and_3",
+      np.array_equal(one.view(2)[0], k1) and np.array_equal(one.view(3)[1], k1[None, ::-1])
+      and np.array_equal(one.attend(k1[None]), attn.sdpa(k1[None], k1[None], k1[None, ::-1], causal="bottom-right"))
+      and not empty_out.any() and np.all(empty_lse == -np.inf) and one.view()[0].shape == (1, 1, 3, 4))
+
+ec = attn.KVCache(2, 2, 8, 4)
+ones = lambda *shape: np.ones(shape, np.float32)  # noqa: E731
+ec.append(ones(2, 2, 6, 4), ones(2, 2, 6, 4))
+ec_before = ec.memory.tobytes()
+for name, cls, call in (
+        ("full", attn.FullError, lambda: ec.append(ones(2, 2, 3, 4), ones(2, 2, 3, 4))),
+        ("k_dim", attn.ShapeError, lambda: ec.append(ones(2, 2, 1, 5), ones(2, 2, 1, 4))),
+        ("k_heads", attn.ShapeError, lambda: ec.append(ones(2, 3, 1, 4), ones(2, 3, 1, 4))),
+        ("k_v_positions", attn.ShapeError, lambda: ec.append(ones(2, 2, 1, 4), ones(2, 2, 2, 4))),
+        ("k_rank_3_batch_2", attn.RankError, lambda: ec.append(ones(2, 1, 4), ones(2, 1, 4))),
+        ("k_float64", attn.DtypeError, lambda: ec.append(np.ones((2, 2, 1, 4)), np.ones((2, 2, 1, 4)))),
+        ("k_int", attn.DtypeError, lambda: ec.append(np.ones((2, 2, 1, 4), np.int64), ones(2, 2, 1, 4))),
+        ("truncate_past_length", attn.ArgumentError, lambda: ec.truncate(7)),
+        ("truncate_negative", attn.ArgumentError, lambda: ec.truncate(-1)),
+        ("attend_top_left", attn.OptionError, lambda: ec.attend(ones(2, 2, 1, 4), causal=True)),
+        ("q_dim", attn.ShapeError, lambda: ec.attend(ones(2, 2, 1, 5))),
+        ("q_heads", attn.HeadsError, lambda: ec.attend(ones(2, 3, 1, 4))),
+        ("q_float64", attn.DtypeError, lambda: ec.attend(np.ones((2, 2, 1, 4)))),
+        ("mask_width", attn.MaskError, lambda: ec.attend(ones(2, 2, 1, 4), mask=np.ones((1, 5), bool))),
+        ("view_rank_5", attn.RankError, lambda: ec.view(5)),
+        ("view_rank_3_batch_2", attn.RankError, lambda: ec.view(3)),
+        ("gather_int", attn.DtypeError, lambda: ec.gather(dtype=np.int32))):
+    try:
+        call()
+        why = "no error"
+    except cls as e:
+        why = "" if ec.memory.tobytes() == ec_before and ec.length == 6 and str(e) else "the cache changed"
+    except Exception as e:  # noqa: BLE001 - any other class is the failure reported
+        why = "%s: %s" % (type(e).__name__, e)
+    check("kv_cache_python_refused_" + name, not why, why)
+for name, cls, call in (
+        ("float32_k_into_float64", attn.DtypeError,
+         lambda: attn.KVCache(1, 1, 4, 4, dtype="float64").append(ones(1, 1, 1, 4), ones(1, 1, 1, 4))),
+        ("scale_on_float32", attn.DtypeError, lambda: attn.KVCache(1, 2, 4, 4, k_scale=1.0)),
+        ("hadamard_on_float32", attn.DtypeError, lambda: attn.KVCache(1, 1, 4, 4, hadamard=True)),
+        ("scale_a_string", TypeError, lambda: attn.KVCache(1, 2, 4, 4, dtype="e4m3", k_scale="2"))):
+    try:
+        call()
+        why = "no error"
+    except cls as e:
+        why = "" if str(e) else "no message"
+    except Exception as e:  # noqa: BLE001
+        why = "%s: %s" % (type(e).__name__, e)
+    check("kv_cache_python_refused_" + name, not why, why)
 
 # ---- the layer's step (KVPages.mha_step, KVCache.mha_step) and a paged plan ----
 E, HQ, HK, D = 16, 4, 2, 4

@@ -197,6 +197,9 @@ def _declare(lib):
                        ("attn_mha_paged", [P, P, pi64, pi64, i64, vp, ctypes.POINTER(P), pmp, pmo, pe]),
                        ("attn_kv_cache_bytes", [psz, ctypes.POINTER(KVCacheDesc), pe]),
                        ("attn_kv_cache_init", [vpp, vp, ctypes.c_size_t, ctypes.POINTER(KVCacheDesc), pe]),
+                       ("attn_kv_cache_append", [vp, P, P, pe]), ("attn_kv_cache_attend", [P, P, P, vp, pso, pe]),
+                       ("attn_kv_cache_view", [P, P, vp, ctypes.c_int, pe]), ("attn_kv_cache_gather", [P, P, vp, pe]),
+                       ("attn_kv_cache_truncate", [vp, i64, pe]),
                        ("attn_mha_cached_batch", [P, P, pi64, pi64, i64, vp, pi64, ctypes.POINTER(P), pmp, pmo, pe]),
                        ("attn_sdpa_plan_bytes", [psz, i64, pe]),
                        ("attn_sdpa_plan_init", [vpp, vp, ctypes.c_size_t, psz, P, P, P, P, P, pso, pe]),
@@ -210,6 +213,7 @@ def _declare(lib):
         getattr(lib, name).restype, getattr(lib, name).argtypes = st, args
     lib.attn_kv_pages_free_pages.restype, lib.attn_kv_pages_free_pages.argtypes = i64, [vp]
     lib.attn_kv_pages_page_refs.restype, lib.attn_kv_pages_page_refs.argtypes = i64, [vp, i64]
+    lib.attn_kv_cache_length.restype, lib.attn_kv_cache_length.argtypes = i64, [vp]
 
 
 def _check_version(lib, where, path):

@@ -15,8 +15,10 @@ writes (copy on write).
     out = plan.run(q)                           # (or plan.run(q, pool=other_layers_pool))
     plan16 = pool.plan([a, b], [1, 1], num_heads=8, q_dtype=np.float16)  # runs of float16 q
 
-attn.KVCache is a contiguous cache of `batch` rows, each a sequence at its
-own length (cache.lengths), for the same layer step (attn_mha_cached_batch).
+attn.KVCache is a contiguous cache (attn.h, "KV cache") of `batch` rows:
+filled together through its append, attend, view, gather and truncate
+(attn_kv_cache_*), or each row a sequence at its own length (cache.lengths)
+for the same layer step (attn_mha_cached_batch).
 
 The pool lives in one NumPy buffer owned by the object (pool.memory); the
 library never allocates for it. A pool of 2 MiB or more on Linux starts on a
@@ -28,18 +30,20 @@ was.
 
 Threads: each call lets go of the GIL while the library runs. Separate
 pools (caches) are independent; one pool may be read (attend, gather,
-length, pages) from several threads at once, but a call that changes it
-(create, fork, append, truncate, free, mha_step) must not run beside any
-other call on it: the pool is not locked (attn.h, "Paged KV cache")."""
+length, pages; a cache's view too) from several threads at once, but a call
+that changes it (create, fork, append, truncate, free, mha_step) must not
+run beside any other call on it: the pool is not locked (attn.h, "Paged KV
+cache")."""
 import ctypes
 import threading
 
 import numpy as np
 
 from ._core import (CAUSAL, ArgumentError, DtypeError, NullError, OptionError, PlanError, RankError, ShapeError,
-                    _context, _count, _float_array, _index, _listed, _options, _query, _rope, _varlen_masks, raise_for, view)
+                    _context, _count, _float_array, _index, _listed, _mask, _options, _query, _rope, _varlen_masks,
+                    raise_for, view)
 from ._lib import (BF16, F16, F32, F64, LIB, MHA_PARAMS, Error, KVCacheDesc, KVPagedView, KVPagesDesc, MhaOptions,
-                   MhaParams, default)
+                   MhaParams, Tensor, default)
 from ._memory import kv_zeros
 
 # The quantized formats (attn.h, "Quantized storage"): q8, q4 and q4_1 need
@@ -656,11 +660,27 @@ class KVCache:
     and gives float64 (the parameters too), on the exact kernel. key_dtype
     'q4c' or 'q2c': keys per channel over groups of 32 positions, as
     KVPages takes them (capacity a multiple of 32), with a residual window
-    of `residual` positions in float16 as KVPages keeps it."""
+    of `residual` positions in float16 as KVPages keeps it. k_scale,
+    v_scale (fp8) and hadamard (quantized) as KVPages takes them.
+
+    The C cache's own calls (attn_kv_cache_append, _attend, _view,
+    _gather, _truncate) fill all `batch` rows together, to one length
+    (self.length), as a decoder's batch of one step:
+
+        cache = attn.KVCache(batch=1, heads=2, capacity=4096, key_dim=64)
+        cache.append(k, v)                  # (batch, heads, n, key_dim) each
+        out = cache.attend(q)               # (batch, Hq, L, value_dim)
+        k, v = cache.view()                 # the cached positions
+        cache.truncate(10)
+
+    Drive a cache through those or through mha_step, not both: mha_step's
+    rows keep their own lengths (self.lengths), which the C calls neither
+    read nor change (attn.h, attn_mha_cached_batch)."""
 
     _DTYPES = {**_STORAGE, "float64": F64, np.dtype(np.float64): F64}
 
-    def __init__(self, batch, heads, capacity, key_dim, value_dim=None, dtype="float32", key_dtype=None, residual=0):
+    def __init__(self, batch, heads, capacity, key_dim, value_dim=None, dtype="float32", key_dtype=None, residual=0,
+                 k_scale=None, v_scale=None, hadamard=False):
         if _storage(dtype) not in self._DTYPES:
             raise OptionError("dtype is %r: 'float32', 'float16', 'bfloat16', 'float64' or quantized" % (dtype,), 9)
         dtype = _storage(dtype)
@@ -669,6 +689,8 @@ class KVCache:
         d.key_dim = _index(key_dim, "key_dim")
         d.value_dim = _index(key_dim if value_dim is None else value_dim, "value_dim")
         d.dtype, d.key_dtype, d.residual = self._DTYPES[dtype], _keys(key_dtype), _index(residual, "residual")
+        d.hadamard = 1 if hadamard else 0
+        self._scales = _scales(d, k_scale, v_scale)  # (init copies them; kept as long as d points to them)
         err, size = Error(), ctypes.c_size_t()
         raise_for(LIB.attn_kv_cache_bytes(ctypes.byref(size), ctypes.byref(d), ctypes.byref(err)), err)
         self.memory = kv_zeros(size.value)  # (bytes,): the rows, on huge pages from 2 MiB on as the pool's
@@ -678,6 +700,7 @@ class KVCache:
         self._cache, self._desc = cache, d
         self._lengths = np.zeros(d.batch, np.int64)  # (batch,): what the library reads and grows, by pointer
         self.batch, self.heads, self.capacity = d.batch, d.heads, d.capacity
+        self.key_dim, self.value_dim = d.key_dim, d.value_dim
 
     @property
     def lengths(self):
@@ -718,6 +741,112 @@ class KVCache:
         raise_for(LIB.attn_mha_cached_batch(ov, xv, offsets, ids, len(rows), self._cache, lengths, mptrs,
                                             ctypes.byref(p), ctypes.byref(o), err), err)
         return _unpacked(out, cu, lists)
+
+    @property
+    def length(self):
+        """The positions every row holds through append, attend and
+        truncate (attn_kv_cache_length); mha_step's rows count theirs in
+        self.lengths."""
+        return LIB.attn_kv_cache_length(self._cache)
+
+    def _work(self):
+        """The dtype keys, values and queries come in: float64 for a float64
+        cache, else float32 (or float16, which the library widens)."""
+        return np.float64 if self._desc.dtype == F64 else np.float32
+
+    def append(self, k, v):
+        """Append n positions to every row: k (batch, heads, n, key_dim) and
+        v (batch, heads, n, value_dim), any strides (rank 3 (heads, n, dim)
+        when batch is 1, rank 2 (n, dim) when batch and heads are 1);
+        float32 or float16, rounded to the cache's dtype or quantized row by
+        row (float64 for a float64 cache). All appended, or none: a cache
+        without room for n more is a FullError, left as it was."""
+        work = self._work()
+        k, v = (_float_array(a, name, work, kv=True, f32_only=work == np.float32) for a, name in ((k, "k"), (v, "v")))
+        err = Error()
+        raise_for(LIB.attn_kv_cache_append(self._cache, _view(k), _view(v), err), err)
+
+    def attend(self, q, mask=None, causal="bottom-right", scale=None, return_lse=False, dropout_p=0.0, seed=None,
+               **variants):
+        """Attention of q (batch, Hq, L, key_dim; Hq a multiple of heads;
+        rank 3 or 2 as append takes them) to the `length` positions cached
+        (attn_kv_cache_attend): out (batch, Hq, L, value_dim) in q's dtype,
+        and with return_lse (out, lse), lse (batch, Hq, L) float32 (float64
+        for a float64 cache). q is float32 or float16 (float64 for a float64
+        cache), as attn.sdpa takes it. q's rows are the last L positions:
+        causal 'bottom-right' (the default) or False. mask, scale, dropout_p
+        with seed, and the score variants (softcap, alibi_slopes, window,
+        sinks, rope, compute, num_threads) as attn.sdpa takes them, the
+        mask over (..., L, length). The result is bitwise attn.sdpa's on the
+        cache's view (view()), read in place."""
+        q, work = _query(q, f32_only=self._work() == np.float32)
+        m, mv = _mask(mask, work)  # (m kept alive through the call)
+        o = _options(causal, scale, mv, dropout_p, seed, variants)
+        shape = q.shape[:-1] + (self.value_dim,) if q.ndim else ()  # a 0-d q: the library's RankError
+        out = np.empty(shape, q.dtype)
+        lse = np.empty(shape[:-1], work) if return_lse and q.ndim else None
+        err = Error()
+        raise_for(LIB.attn_kv_cache_attend(_view(out), _view(lse) if lse is not None else None, _view(q), self._cache,
+                                           ctypes.byref(o), err), err)
+        return (out, lse) if return_lse else out
+
+    def _shapes(self, rank):
+        """k's and v's shapes for the cached positions at `rank` (4, 3 or 2:
+        the batch, then the heads, left out, as the library takes them)."""
+        if isinstance(rank, bool) or _index(rank, "rank") not in (2, 3, 4):
+            raise RankError("rank is %r: 4 (batch, heads, length, dim), 3 (heads, length, dim) or 2 (length, dim)"
+                            % (rank,), 2)
+        n = self.length
+        return ((self.batch, self.heads, n, self.key_dim)[4 - rank:],
+                (self.batch, self.heads, n, self.value_dim)[4 - rank:])
+
+    def gather(self, rank=4, dtype=None):
+        """The cached positions copied out (attn_kv_cache_gather): k
+        (batch, heads, length, key_dim) and v (..., value_dim) (rank 3 or 2
+        as append takes them), of dtype float32 (float64 for a float64
+        cache; or float64, float32, float16 as asked), a quantized cache's
+        rows widened as attn.h's attn_dequantize widens them (fp8 with its
+        scales applied, keys of a Hadamard cache turned back, keys per
+        channel their groups' values)."""
+        ks, vs = self._shapes(rank)
+        dt = np.dtype(self._work() if dtype is None else dtype)
+        k, v = np.empty(ks, dt), np.empty(vs, dt)
+        err = Error()
+        raise_for(LIB.attn_kv_cache_gather(_view(k), _view(v), self._cache, err), err)
+        return k, v
+
+    def view(self, rank=4):
+        """The cached positions, k (batch, heads, length, key_dim) and v
+        (..., value_dim) (rank 3 or 2 as append takes them): for a float64,
+        float32 or float16 cache, read-only NumPy views of the cache's own
+        memory (attn_kv_cache_view; valid until the next append or
+        truncate, which rewrite it); for any other storage (bfloat16, which
+        NumPy lacks, and the quantized formats) the dequantized copies
+        gather() gives, float32."""
+        ks, vs = self._shapes(rank)  # the rank checked here for both ways
+        dtype = {F64: np.float64, F32: np.float32, F16: np.float16}.get(self._desc.dtype)
+        if dtype is None or self._desc.key_dtype:
+            return self.gather(rank)
+        kt, vt, err = Tensor(), Tensor(), Error()
+        raise_for(LIB.attn_kv_cache_view(kt, vt, self._cache, rank, err), err)
+        base, size = self.memory.ctypes.data, np.dtype(dtype).itemsize
+        views = []
+        for t, shape in ((kt, ks), (vt, vs)):
+            if 0 in shape:  # nothing cached: no memory to view
+                views.append(np.empty(shape, dtype))
+                continue
+            a = np.ndarray(shape, dtype, buffer=self.memory, offset=t.data - base,
+                           strides=[t.strides[d] * size for d in range(rank)])
+            a.flags.writeable = False  # the library's rows: changed through append and truncate only
+            views.append(a)
+        return views[0], views[1]
+
+    def truncate(self, length):
+        """Forget every row's positions from `length` on (0 empties the
+        cache), e.g. to undo rejected draft tokens; past self.length is an
+        ArgumentError."""
+        err = Error()
+        raise_for(LIB.attn_kv_cache_truncate(self._cache, _index(length, "length"), err), err)
 
 
 __all__ = ["KVPages", "KVCache", "PagedPlan"]
