@@ -1227,8 +1227,12 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  *     such as Hugging Face's padding of -FLT_MAX, or large scores) gets its
  *     softmax maximum m and sum l recomputed first, and P = exp((s - m) -
  *     log l): an f32 lse of -FLT_MAX + log(S) has lost log(S), and P = exp(s
- *     - lse) would weigh each key 1 rather than 1/S. (A piece of the keys,
- *     total_keys, has only the whole row's lse and uses it as given.)
+ *     - lse) would weigh each key 1 rather than 1/S. (A piece holding only
+ *     some of the keys, total_keys, has only the whole row's lse and uses it
+ *     as given: such a row's gradients are then those of weights near 1, not
+ *     within the bound below; mask a padded row with -inf to give it none.
+ *     A piece holding every key, key_start 0 and total_keys S, is the whole
+ *     row and is recomputed as without pieces.)
  *     Its error against exact gradients is at most (2e-5 + e^x - 1)·max
  *     g_abs, x = 8·2^-24·max|s|, where s are the scores (finite mask values
  *     included) and g_abs is the gradient computed with the absolute value

@@ -471,7 +471,12 @@ static attn_status plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse
     sl->base.softcap = o->softcap, sl->base.window = o->window;
     /* ALiBi's distances are from the causal diagonal, bottom-right without one. */
     sl->base.alibi_offset = (o->causal == ATTN_CAUSAL_TOP_LEFT ? 0 : St - Lt) + shift;
-    sl->base.softmax_from_lse = o->total_keys != 0;
+    /* A piece holding only some of the row's keys must take its softmax from
+     * the whole's lse; one holding every key (key_start 0, total_keys S) is
+     * the whole row, and is differentiated as a call without pieces is: an
+     * lse too large to carry log l (a row under -FLT_MAX) is then recomputed
+     * rather than giving each key a weight near 1. */
+    sl->base.softmax_from_lse = o->total_keys != 0 && !(o->key_start == 0 && o->total_keys == S);
     sl->alibi = o->alibi_slopes;
     sl->sinks = o->sinks;
     sl->k_descale = o->k_descale, sl->v_descale = o->v_descale; /* checked in make_plan */
