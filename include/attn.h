@@ -1105,18 +1105,26 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  *     kernel), never from the thread count; results of different kernels
  *     or splits may differ in the last bits, each within the bound below.
  *     Their error against the exact result is
- *       max|out - exact| <= 2e-5 · max|P·|v|| + 4 · 2^-24 · max|s| · max|v|
- *     where s are the scores q·k·scale and P·|v| the exact attention on
- *     |v| (each row's weighted mean of |v|; max|exact| when no column of v
- *     changes sign): f32 rounds a score by up to
- *     2^-24·|s|; scaling the queries, subtracting the row maximum and
- *     scaling by log2 e add as much again, and scores that move by at most d
- *     move the output by at most 2·d·max|v|. The first term covers the
- *     rounding of the sums (tested up to S = 32768); each rounding is
- *     relative to a partial sum of p_j·v_j, bounded by the sum of
- *     p_j·|v_j|, not by the result: values that cancel (out small beside the
- *     |v| it averages) are off by 2e-5 of that mean, not of out. PyTorch's
- *     own float32 has the same 2^-24·|s| term.
+ *       max|out - exact| <= 2e-5 · max|P·|v|| + 2 · (E + 6) · 2^-24 · s_abs · max|v|
+ *     where s_abs is the largest scale · Σ_e |q_e| |k_e| of a row and key
+ *     (at least max|s|, s the scores q·k·scale; equal to it where the
+ *     products q_e·k_e have one sign) and P·|v| the exact attention on |v| (each row's weighted
+ *     mean of |v|; max|exact| when no column of v changes sign): f32 rounds
+ *     a score, a sum of E products, by up to E·2^-24 of the sum of their
+ *     magnitudes, not of |s| (keys nearly orthogonal to large queries give
+ *     small scores with large errors); scaling the queries, subtracting the
+ *     row maximum and scaling by log2 e add up to 6·2^-24·s_abs more, and
+ *     scores that move by at most d move the output by at most 2·d·max|v|.
+ *     The sums' errors are random: on data whose products do not cancel
+ *     the output stays within 2e-5 · max|P·|v|| + 4 · 2^-24 · max|s| ·
+ *     max|v| (tests/oracle.py); keys nearly orthogonal to queries of size
+ *     30 (E = 128, s_abs 8e4, max|s| about 1) gave errors of 3e-4, past that
+ *     but far inside the bound. The first
+ *     term covers the rounding of the sums (tested up to S = 32768); each
+ *     rounding is relative to a partial sum of p_j·v_j, bounded by the sum
+ *     of p_j·|v_j|, not by the result: values that cancel (out small beside
+ *     the |v| it averages) are off by 2e-5 of that mean, not of out.
+ *     PyTorch's own float32 rounds its dot products the same way.
  *   - Any finite mask value is a finite score, -FLT_MAX included (Hugging
  *     Face pads with torch.finfo(torch.float32).min): scores stay in natural
  *     units, and only their differences from the row maximum are scaled.
@@ -1227,8 +1235,12 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  *     such as Hugging Face's padding of -FLT_MAX, or large scores) gets its
  *     softmax maximum m and sum l recomputed first, and P = exp((s - m) -
  *     log l): an f32 lse of -FLT_MAX + log(S) has lost log(S), and P = exp(s
- *     - lse) would weigh each key 1 rather than 1/S. (A piece of the keys,
- *     total_keys, has only the whole row's lse and uses it as given.)
+ *     - lse) would weigh each key 1 rather than 1/S. (A piece holding only
+ *     some of the keys, total_keys, has only the whole row's lse and uses it
+ *     as given: such a row's gradients are then those of weights near 1, not
+ *     within the bound below; mask a padded row with -inf to give it none.
+ *     A piece holding every key, key_start 0 and total_keys S, is the whole
+ *     row and is recomputed as without pieces.)
  *     Its error against exact gradients is at most (2e-5 + e^x - 1)·max
  *     g_abs, x = 8·2^-24·max|s|, where s are the scores (finite mask values
  *     included) and g_abs is the gradient computed with the absolute value

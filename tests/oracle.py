@@ -185,14 +185,15 @@ class Runner:
         return None
 
     def case(self, name, q, k, v, mask=None, causal=0, scale=None, strided=False, kv=None,
-             compute_bf16=False, fallback=False, tol=None, bound=None):
+             compute_bf16=False, fallback=False, tol=None, bound=None, lse_extra=0.0):
         """One case, run twice: for the output alone, through the kernel that
         q's dtype and the shapes call for (flash or decode for f32, exact for
         f64), and with -w, through the exact kernel, checking the weights too.
         kv: None, "f16" (k and v saved as float16) or "bf16" (--kv-bf16).
         fallback: False (nothing may fall back to the exact kernel), True (some
         must), None (either). bound(err_abs, ref_out) -> why, or None: a
-        tolerance other than the relative one."""
+        tolerance other than the relative one. lse_extra: what lse may be off
+        by beside lse_error's allowance (cancelling scores' rounding)."""
         dt = q.dtype.type
         kr, vr = k, v
         if kv == "f16":
@@ -256,7 +257,7 @@ class Runner:
             if not strided and compute_bf16:  # the mode's bound (attn.h, ATTN_COMPUTE_BF16)
                 why = lse_error(np.load(lse), ref_lse, dt, max_score, bf16_lse_allowance(q, kr, scale))
             elif not strided:  # the strided helper writes no lse
-                why = lse_error(np.load(lse), ref_lse, dt, max_score)
+                why = lse_error(np.load(lse), ref_lse, dt, max_score, lse_extra)
             if why:
                 self.report(label, False, why)
                 continue
@@ -364,6 +365,7 @@ def main():
         plus_inf_masks(run, rand, dt, tag)
     f32_paths(run, rand, rng)
     accuracy_bound(run, rand, rng)
+    cancelling_scores(run, rand, rng)
     counts = ", ".join(f"{k} {n}" for k, n in sorted(run.kernels.items()))
     print(f"# cases passed per kernel: {counts}")
     return 1 if run.failed else 0
@@ -500,6 +502,32 @@ def accuracy_bound(run, rand, rng):
                 allowed = 2e-5 * float(np.abs(ref).max()) + 4 * 2.0**-24 * s * vmax
                 return None if err <= allowed else f"error {err:.3g} > bound {allowed:.3g} (max|s| {s:.3g})"
             run.case(f"f32_bound_L{L}_S{S}_E{E}_maxscore{s:.2g}", q, k, v, bound=bound)
+
+
+def cancelling_scores(run, rand, rng):
+    """The documented f32 bound where the products q_e k_e cancel: keys
+    nearly orthogonal to queries of size 30 give scores near 1 whose f32
+    sums round by up to E 2^-24 of sum |q_e k_e| (s_abs), far more than
+    2^-24 of the score itself:
+    max|out - exact| <= 2e-5 max|P |v|| + 2 (E + 6) 2^-24 s_abs max|v|.
+    Decode (3 queries) and flash (100) shapes."""
+    f32 = np.float32
+    for L, S, E in ((3, 500, 128), (100, 200, 256)):
+        q = rand(f32, L, E, mag=30.0).astype(np.float64)
+        k = rand(f32, S, E, mag=30.0).astype(np.float64)
+        basis, _ = np.linalg.qr(q.T)  # (E, L): the queries' span
+        k = (k - (k @ basis) @ basis.T + rng.standard_normal((S, E)) * 1e-3).astype(f32)
+        q, v = q.astype(f32), rand(f32, S, 16)
+        qd, kd = q.astype(np.float64), k.astype(np.float64)
+        s_abs = float((np.abs(qd) @ np.abs(kd).T).max()) / math.sqrt(E)
+        pv = float(np.abs(reference(q, k, np.abs(v), None, 0, None)[0]).max())
+        vmax = float(np.abs(v).max())
+
+        def bound(err, ref, s_abs=s_abs, pv=pv, vmax=vmax, E=E):
+            allowed = 2e-5 * pv + 2 * (E + 6) * 2.0**-24 * s_abs * vmax
+            return None if err <= allowed else f"error {err:.3g} > bound {allowed:.3g} (s_abs {s_abs:.3g})"
+        run.case(f"f32_bound_cancelling_L{L}_S{S}_E{E}", q, k, v, bound=bound,
+                 lse_extra=(E + 6) * 2.0**-24 * s_abs)
 
 
 if __name__ == "__main__":

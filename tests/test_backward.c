@@ -615,6 +615,40 @@ static void test_pieces(void) {
     free(q.data), free(out.data);
 }
 
+/* A "piece" holding every key (key_start 0, total_keys S) is the whole row:
+ * its gradients are those of the call without pieces, bitwise, also for a
+ * row that -FLT_MAX covers entirely, whose f32 lse has lost log(S). The
+ * piece took the lse as given there, weighing each key 1 instead of 1/S.
+ * Both kernels: the fused one (dq, dk, dv) and the exact one (dmask too). */
+static void test_piece_of_every_key(void) {
+    attn_error err;
+    int64_t L = 5, S = 37, sm[2] = {5, 37}, sl[2] = {2, 5};
+    attn_tensor q = make32(2, L, 16), k = make32(1, S, 16), v = make32(1, S, 8), dout = make32(2, L, 8);
+    attn_tensor out = make32(2, L, 8), lse = make(ATTN_F32, 2, sl), mask = make(ATTN_F32, 2, sm);
+    for (int64_t j = 0; j < S; j++) ((float *)mask.data)[2 * S + j] = -FLT_MAX; /* row 2: padding */
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.mask = &mask;
+    int ok = attn_sdpa(&out, &lse, NULL, &q, &k, &v, &o, &err) == ATTN_OK;
+    for (int with_dmask = 0; with_dmask < 2; with_dmask++) {
+        attn_tensor g[4] = {make32(2, L, 16), make32(1, S, 16), make32(1, S, 8), make(ATTN_F32, 2, sm)};
+        attn_tensor pg[4] = {make32(2, L, 16), make32(1, S, 16), make32(1, S, 8), make(ATTN_F32, 2, sm)};
+        attn_sdpa_options whole = o;
+        whole.total_queries = L, whole.total_keys = S;
+        ok &= attn_sdpa_backward(&g[0], &g[1], &g[2], with_dmask ? &g[3] : NULL, &dout, &q, &k, &v, &out, &lse, &o,
+                                 &err) == ATTN_OK;
+        ok &= attn_sdpa_backward(&pg[0], &pg[1], &pg[2], with_dmask ? &pg[3] : NULL, &dout, &q, &k, &v, &out, &lse,
+                                 &whole, &err) == ATTN_OK;
+        int same = 1;
+        for (int i = 0; i < 3 + with_dmask; i++)
+            same &= !memcmp(g[i].data, pg[i].data, (size_t)attn_tensor_numel(&g[i]) * sizeof(float));
+        check(ok && same, with_dmask ? "piece_of_every_key_padded_row_exact" : "piece_of_every_key_padded_row_fused",
+              "ok %d (%s), gradients %s", ok, ok ? "" : err.message, same ? "bitwise" : "differ from the whole call's");
+        for (int i = 0; i < 4; i++) free(g[i].data), free(pg[i].data);
+    }
+    attn_tensor *all[] = {&q, &k, &v, &dout, &out, &lse, &mask};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+}
+
 /* An f64 copy of an f32 tensor (same shape, contiguous). */
 static attn_tensor widened(const attn_tensor *t) {
     attn_tensor w = make(ATTN_F64, t->rank, t->shape);
@@ -996,6 +1030,7 @@ static void test_half_workspace_message(void) {
 int main(void) {
     rng_state = test_seed(99); /* seed.h: other inputs under ATTN_TEST_SEED */
     test_pieces();
+    test_piece_of_every_key();
     test_dropout();
     test_finite_differences();
     test_fused();

@@ -225,6 +225,17 @@ static void test_pieces_at_int64_max(void) {
     rope.position_offset = ((int64_t)1 << 53) - 5;
     st = attn_sdpa(&p.out, &p.lse, NULL, &p.q, &p.k, &p.v, &o, &err);
     check(st == ATTN_ERR_OPTION, "rope_position_past_2^53_refused", "status %d", st);
+    /* A piece past its total: the message names the fields as attn.h spells
+     * them (it once said "total_querys"). */
+    o.rope = NULL;
+    o.total_queries = 3;
+    st = attn_sdpa(&p.out, &p.lse, NULL, &p.q, &p.k, &p.v, &o, &err);
+    check(st == ATTN_ERR_OPTION && strstr(err.message, "4 queries passes total_queries 3"),
+          "piece_past_total_queries_named", "status %d: %s", st, err.message);
+    o.total_queries = 0, o.query_start = 0, o.total_keys = 0, o.key_start = -1;
+    st = attn_sdpa(&p.out, &p.lse, NULL, &p.q, &p.k, &p.v, &o, &err);
+    check(st == ATTN_ERR_OPTION && strstr(err.message, "key_start and total_keys must be >= 0"),
+          "piece_negative_key_start_named", "status %d: %s", st, err.message);
     release(&p);
     release(&whole);
 }

@@ -171,16 +171,19 @@ static attn_status check_mask(const attn_tensor *m, attn_dtype dtype, int out_ra
 }
 
 /* A piece's place in the whole sequence (attn_sdpa_options.query_start,
- * total_queries and the key pair): start + n <= total, or total 0 and start 0. */
-static attn_status check_piece(int64_t start, int64_t total, int64_t n, const char *what, attn_error *err) {
+ * total_queries and the key pair): start + n <= total, or total 0 and start 0.
+ * what and whats name the field's singular and plural ("query", "queries"):
+ * the messages name the fields as attn.h spells them. */
+static attn_status check_piece(int64_t start, int64_t total, int64_t n, const char *what, const char *whats,
+                               attn_error *err) {
     if (start < 0 || total < 0)
-        return attn_fail(err, ATTN_ERR_OPTION, "%s_start and total_%ss must be >= 0", what, what);
+        return attn_fail(err, ATTN_ERR_OPTION, "%s_start and total_%s must be >= 0", what, whats);
     if (total == 0 && start != 0)
-        return attn_fail(err, ATTN_ERR_OPTION, "%s_start is %lld but total_%ss is 0 (this call's own): give the total",
-                         what, (long long)start, what);
+        return attn_fail(err, ATTN_ERR_OPTION, "%s_start is %lld but total_%s is 0 (this call's own): give the total",
+                         what, (long long)start, whats);
     if (total != 0 && (start > total || n > total - start))
-        return attn_fail(err, ATTN_ERR_OPTION, "%s_start %lld plus this call's %lld %ss passes total_%ss %lld", what,
-                         (long long)start, (long long)n, what, what, (long long)total);
+        return attn_fail(err, ATTN_ERR_OPTION, "%s_start %lld plus this call's %lld %s passes total_%s %lld", what,
+                         (long long)start, (long long)n, whats, whats, (long long)total);
     return ATTN_OK;
 }
 
@@ -242,8 +245,8 @@ static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *
     pl->k = attn_canonical(k);
     pl->v = attn_canonical(v);
     int64_t L = pl->q.shape[3], E = pl->q.shape[4], S = pl->k.shape[3], Ev = pl->v.shape[4];
-    if ((st = check_piece(o->query_start, o->total_queries, L, "query", err)) ||
-        (st = check_piece(o->key_start, o->total_keys, S, "key", err)))
+    if ((st = check_piece(o->query_start, o->total_queries, L, "query", "queries", err)) ||
+        (st = check_piece(o->key_start, o->total_keys, S, "key", "keys", err)))
         return st;
     if ((o->total_queries || o->total_keys) && o->dropout_p > 0)
         return attn_fail(err, ATTN_ERR_OPTION, "dropout is not taken with attention in pieces (total_queries, total_keys)");
@@ -468,7 +471,12 @@ static attn_status plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse
     sl->base.softcap = o->softcap, sl->base.window = o->window;
     /* ALiBi's distances are from the causal diagonal, bottom-right without one. */
     sl->base.alibi_offset = (o->causal == ATTN_CAUSAL_TOP_LEFT ? 0 : St - Lt) + shift;
-    sl->base.softmax_from_lse = o->total_keys != 0;
+    /* A piece holding only some of the row's keys must take its softmax from
+     * the whole's lse; one holding every key (key_start 0, total_keys S) is
+     * the whole row, and is differentiated as a call without pieces is: an
+     * lse too large to carry log l (a row under -FLT_MAX) is then recomputed
+     * rather than giving each key a weight near 1. */
+    sl->base.softmax_from_lse = o->total_keys != 0 && !(o->key_start == 0 && o->total_keys == S);
     sl->alibi = o->alibi_slopes;
     sl->sinks = o->sinks;
     sl->k_descale = o->k_descale, sl->v_descale = o->v_descale; /* checked in make_plan */
