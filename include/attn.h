@@ -988,8 +988,9 @@ ATTN_VERSIONED_DEFAULT_(attn_sdpa_options)
  * from the forward's out and lse (..., Hq, L, Ev) and (..., Hq, L) and
  * dLoss/dout, all of one dtype (f32 or f64); dsinks in that dtype. Errors:
  * ATTN_ERR_NULL (options->sinks included), ATTN_ERR_RANK, ATTN_ERR_SHAPE,
- * ATTN_ERR_DTYPE, ATTN_ERR_STRIDE (dsinks overlapping a tensor it reads,
- * or with stride 0). */
+ * ATTN_ERR_DTYPE, ATTN_ERR_STRIDE (dsinks overlapping dout, out, lse or a
+ * tensor of the options, as attn_sdpa's outputs may not, or with stride
+ * 0). */
 ATTN_API attn_status attn_sdpa_sinks_backward(attn_tensor *dsinks, const attn_tensor *dout, const attn_tensor *out,
                                               const attn_tensor *lse, const attn_sdpa_options *options,
                                               attn_error *err);
@@ -1155,8 +1156,9 @@ ATTN_API attn_status attn_sdpa(attn_tensor *out, attn_tensor *lse, attn_tensor *
  * dropout_p and dropout_seed (all true without dropout). For checking
  * dropout against another implementation: PyTorch's math with this mask
  * gives attn's results. Errors: those of attn_sdpa_shapes, and
- * ATTN_ERR_NULL, ATTN_ERR_DTYPE, ATTN_ERR_SHAPE, ATTN_ERR_STRIDE and
- * ATTN_ERR_OVERFLOW for keep. */
+ * ATTN_ERR_NULL, ATTN_ERR_DTYPE, ATTN_ERR_SHAPE, ATTN_ERR_STRIDE (keep
+ * overlapping q, k, v or a tensor of the options, as attn_sdpa's outputs
+ * may not) and ATTN_ERR_OVERFLOW for keep. */
 ATTN_API attn_status attn_sdpa_dropout_mask(attn_tensor *keep, const attn_tensor *q, const attn_tensor *k,
                                             const attn_tensor *v, const attn_sdpa_options *options,
                                             attn_error *err);

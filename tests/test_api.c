@@ -2768,6 +2768,24 @@ static void test_aliasing(void) {
         static const char *const NS[6] = {"scores", "q", "k", "mask", "alibi_slopes", "sinks"};
         check_alias_pairs("scores", ts, NS, 1, 6, call_scores, NULL);
     }
+    /* A 16-bit q over fp8 keys and values with per-head scales: the call
+     * runs on f32 copies of q and out, so the caller's out is checked by
+     * the 16-bit path itself, against every tensor of the options, the
+     * scales included (out over k_descale or v_descale was once taken). */
+    {
+        attn_tensor q16 = pool_tensor(&p, ATTN_F16, 4, sq), k8 = pool_tensor(&p, ATTN_E4M3, 4, sk);
+        attn_tensor v8 = pool_tensor(&p, ATTN_E4M3, 4, sv), o16 = pool_tensor(&p, ATTN_F16, 4, so);
+        attn_tensor l32 = pool_tensor(&p, ATTN_F32, 3, sl);
+        attn_tensor kd = pool_tensor(&p, ATTN_F32, 1, &sh), vd = pool_tensor(&p, ATTN_F32, 1, &sh);
+        for (int i = 0; i < 2; i++) ((float *)kd.data)[i] = 0.5f, ((float *)vd.data)[i] = 2.0f; /* scales > 0 */
+        const attn_sdpa_options saved = alias_opts;
+        alias_opts = attn_sdpa_options_default();
+        alias_opts.k_descale = &kd, alias_opts.v_descale = &vd;
+        attn_tensor *t[8] = {&o16, &l32, NULL, &q16, &k8, &v8, &kd, &vd};
+        static const char *const N[8] = {"out", "lse", "weights", "q", "k", "v", "k_descale", "v_descale"};
+        check_alias_pairs("sdpa_f16_fp8_scales", t, N, 2, 8, call_sdpa, NULL);
+        alias_opts = saved;
+    }
     /* attn_sdpa_backward, from the forward's out and lse (no weights). */
     attn_sdpa(&out, &lse, NULL, &q, &k, &v, &alias_opts, &err);
     {

@@ -144,11 +144,11 @@ static attn_status check_workspace(const attn_tensor *out, const attn_tensor *ls
     attn_kv_paged_residual(&residual, w);
     attn_tensor_init(&offsets, (void *)(uintptr_t)cu, ATTN_F64, 1, &entries, NULL, NULL); /* int64s: only bytes count */
     const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
-    attn_named ins[12] = {{q, "q"}, {&offsets, "cu_seqlens_q"}, {read.alibi_slopes, "alibi_slopes"},
-                          {read.sinks, "sinks"}, {read.k_descale, "k_descale"}, {read.v_descale, "v_descale"},
-                          {residual.data ? &residual : NULL, "the residual keys"}};
-    for (int r = 0; r < 5; r++) ins[7 + r] = (attn_named){regions[r].data ? &regions[r] : NULL, attn_kv_paged_region_names[r]};
-    if ((st = attn_check_workspace(c.workspace, c.workspace_size, outs, 2, ins, 12, err))) return st;
+    attn_named ins[8 + ATTN_OPTION_TENSORS] = {{q, "q"}, {&offsets, "cu_seqlens_q"},
+                                               {residual.data ? &residual : NULL, "the residual keys"}};
+    for (int r = 0; r < 5; r++) ins[3 + r] = (attn_named){regions[r].data ? &regions[r] : NULL, attn_kv_paged_region_names[r]};
+    int n_ins = attn_named_options(ins, 8, ATTN_NAMED_CAP(ins), &read);
+    if ((st = attn_check_workspace(c.workspace, c.workspace_size, outs, 2, ins, n_ins, err))) return st;
     for (int64_t i = 0; masks && i < n; i++) {
         const attn_named mask = {cu[i + 1] > cu[i] ? masks[i] : NULL, "a sequence's mask"};
         if ((st = attn_check_workspace(c.workspace, c.workspace_size, NULL, 0, &mask, 1, err))) return st;
