@@ -2464,7 +2464,8 @@ ATTN_API attn_status attn_kv_pages_gather(attn_tensor *k, attn_tensor *v, const 
  * (ATTN_ERR_MASK for a mask, named by its sequence), ATTN_ERR_ARGUMENT (an
  * unknown or freed sequence, offsets not as above), ATTN_ERR_STRIDE (out
  * or lse overlapping each other, q, a mask, the offsets, or the memory the
- * pool or view reads). */
+ * pool or view reads: a pool's whole memory, its header and bookkeeping
+ * included; the context's workspace overlapping any of them). */
 ATTN_API attn_status attn_kv_pages_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                                           const int64_t *cu_seqlens_q, const int64_t *seqs, int64_t n,
                                           const attn_kv_pages *pool, const attn_tensor *const *masks,
@@ -2527,8 +2528,9 @@ ATTN_API attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory
  * view whose generation counter has moved on since the plan was made:
  * the sequences changed, plan again),
  * ATTN_ERR_WORKSPACE, ATTN_ERR_STRIDE (out or lse overlapping q, the pages,
- * the view's lengths or tables, a mask; the workspace overlapping any of
- * them, out, lse or the plan's memory), and any error of the kernels.
+ * the view's lengths, tables or generation counter, a mask; the workspace
+ * overlapping any of them, out, lse or the plan's memory), and any error
+ * of the kernels.
  * A planned view with residual rows (key_dtype) or per-head scales runs
  * only its own pages here (other pages: ATTN_ERR_PLAN; use
  * attn_kv_paged_run_view). Nothing is written unless the checks pass. */
@@ -2577,8 +2579,9 @@ ATTN_API attn_status attn_kv_paged_run_view(attn_sdpa_plan *plan, attn_tensor *o
  * is attn_mha_cached's (bottom-right, NULL options give it, or none);
  * attn_mask, key_padding_mask, bias_k/bias_v and add_zero_attn are
  * ATTN_ERR_OPTION. Each sequence may be named once (ATTN_ERR_ARGUMENT
- * otherwise, nothing appended). out, x and the parameters must not overlap
- * the pool's pages (ATTN_ERR_STRIDE). Nothing is appended when the pool is
+ * otherwise, nothing appended). out, x, the parameters and the context's
+ * workspace must not overlap the pool's memory, its pages, header and
+ * bookkeeping (ATTN_ERR_STRIDE). Nothing is appended when the pool is
  * full (ATTN_ERR_FULL) or an argument is bad (a mask that does not fit its
  * sequence included: the masks are checked first, ATTN_ERR_MASK naming the
  * sequence); when the attention fails after the append (too small a

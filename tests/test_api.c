@@ -3345,6 +3345,12 @@ static attn_status ws_paged_run(void *arg, void *ws, size_t bytes, attn_error *e
     return attn_kv_paged_run(a->plan, a->out, a->lse, a->q, a->view.k_pages, a->view.v_pages, ws, bytes, err);
 }
 
+static attn_status ws_pages_attend(void *arg, void *ws, size_t bytes, attn_error *err) {
+    ws_args *a = arg;
+    return attn_kv_pages_attend(a->out, a->lse, a->q, a->cu_q, a->seqs, a->batch, a->pool, NULL,
+                                with_workspace(a, ws, bytes), err);
+}
+
 static attn_status ws_mha_paged(void *arg, void *ws, size_t bytes, attn_error *err) {
     ws_args *a = arg;
     with_workspace(a, ws, bytes);
@@ -3379,8 +3385,9 @@ static attn_status ws_mha_cached(void *arg, void *ws, size_t bytes, attn_error *
  * f32 copies), attn_sdpa_backward, attn_sdpa_varlen and its backward,
  * attn_sdpa_run (the plan's own memory too), attn_kv_cache_attend (the
  * cache's memory), attn_kv_paged_attend and attn_kv_paged_run (the view's
- * page table), attn_mha, attn_mha_backward, attn_mha_cached and
- * attn_mha_paged (a parameter, dout, the cache, the offsets). */
+ * page table), attn_kv_pages_attend (the pool's header), attn_mha (a
+ * parameter), attn_mha_backward, attn_mha_cached and attn_mha_paged (dout,
+ * the cache, the offsets, the pool's header). */
 static void test_workspace_apart(void) {
     enum { B = 2, H = 2, L = 5, S = 7, E = 8, WS = 1 << 20 };
     int64_t sq[4] = {B, H, L, E}, sk[4] = {B, H, S, E}, sl[3] = {B, H, L};
@@ -3568,6 +3575,39 @@ static void test_workspace_apart(void) {
         check_workspace_apart("mha_paged", ws_mha_paged, &g, &gout, (unsigned char *)cu_x, 24 + WS / 4 + 1, xend,
                               xend - 1, WS / 4, "cu_seqlens");
     }
+    /* The pool's header and bookkeeping are the pool's too, though no
+     * region a view names holds them: the layer's append writes them, and
+     * a workspace over them would leave the pool corrupt. The pool here
+     * lies right after room for a workspace. */
+    unsigned char *hblock = calloc(1, WS / 4 + poolb + 64);
+    attn_kv_pages *hpool = NULL;
+    st = attn_kv_pages_init(&hpool, hblock + WS / 4, poolb, &pd, &err);
+    int64_t hids[2] = {0, 0};
+    for (int i = 0; i < 2 && !st; i++) st = attn_kv_pages_create(hpool, &hids[i], &err);
+    check(st == ATTN_OK && (unsigned char *)hpool >= hblock + WS / 4, "kv_pages_header_for_workspace_checks",
+          "status %d (%s)", (int)st, st ? err.message : "");
+    if (!st) {
+        ws_args gh = g;
+        gh.pool = hpool, gh.seqs = hids;
+        ws_outputs gout = {{py.data}, {bytes_of(&py)}, 1};
+        unsigned char *head = (unsigned char *)hpool;
+        check_workspace_apart("mha_paged_pool_header", ws_mha_paged, &gh, &gout, hblock, WS / 4 + poolb + 64,
+                              head - WS / 4, head - WS / 4 + 1, WS / 4, "the pool's memory");
+        /* and attention over the pool's sequences (as a step leaves them,
+         * with positions): q (5, MH, ME / MH) over MH KV heads */
+        int64_t aq[3] = {5, MH, ME / MH}, al[2] = {5, MH};
+        attn_tensor hq = make(ATTN_F32, 3, aq), hao_out = make(ATTN_F32, 3, aq), hl = make(ATTN_F32, 2, al);
+        st = attn_mha_paged(&py, &px, cu_x, hids, 2, hpool, NULL, &g.p, NULL, &err); /* positions to attend to */
+        ws_args ha = gh;
+        ha.out = &hao_out, ha.lse = &hl, ha.q = &hq, ha.o = attn_sdpa_options_default();
+        ws_outputs hao = {{hao_out.data, hl.data}, {bytes_of(&hao_out), bytes_of(&hl)}, 2};
+        check(st == ATTN_OK, "kv_pages_attend_for_workspace_checks", "status %d (%s)", (int)st, st ? err.message : "");
+        if (!st)
+            check_workspace_apart("kv_pages_attend_pool_header", ws_pages_attend, &ha, &hao, hblock,
+                                  WS / 4 + poolb + 64, head - WS / 4, head - WS / 4 + 1, WS / 4, "the pool's memory");
+        free(hq.data), free(hao_out.data), free(hl.data);
+    }
+    free(hblock);
     free(poolmem), free(cu_x), free(px.data), free(py.data);
 
     attn_tensor *all[] = {&q, &k, &v, &out, &lse, &q16, &out16, &dout, &dq, &dk, &vq, &vk, &vv, &vo, &vl, &vdo, &vdq,

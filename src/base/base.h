@@ -96,6 +96,11 @@ extern const char *const attn_kv_paged_region_names[5];
 /* A checked view's residual keys (key_dtype q4c, q2c) as a 1-D tensor for
  * the aliasing check; data NULL when it has none. */
 void attn_kv_paged_residual(attn_tensor *t, const attn_kv_paged_view *w);
+/* A pool's whole memory, its header to the end of its value pages, as a
+ * 1-D tensor for the aliasing check (kv_pages.c): what a call that changes
+ * the pool writes, and what no output or workspace of a call that reads
+ * it may share a byte with. */
+void attn_kv_pages_memory(attn_tensor *t, const attn_kv_pages *pool);
 
 /* Whether the memory of tensors a and b shares a byte (overlap.c): exact
  * for views that interleave without touching (dq, dk, dv as slices of one

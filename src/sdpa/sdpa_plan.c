@@ -405,7 +405,8 @@ static attn_status run_paged(attn_sdpa_plan *pl, attn_tensor *out, attn_tensor *
     if ((st = check_lse_workspace(pl, lse, workspace, workspace_size, err))) return st;
     /* The layouts are the plan's, so only the data can alias: the outputs
      * against q, this layer's pages, residual rows and scales, the view's
-     * tables and the options'. */
+     * tables and generation counter (a scratch write there would move a
+     * pool's counter) and the options'. */
     attn_tensor regions[5], residual, scales[2];
     attn_kv_paged_regions(regions, w);
     attn_kv_paged_residual(&residual, w);
@@ -413,15 +414,19 @@ static attn_status run_paged(attn_sdpa_plan *pl, attn_tensor *out, attn_tensor *
     for (int i = 0; i < 2; i++)
         attn_tensor_init(&scales[i], (void *)(uintptr_t)sc[i], ATTN_F32, 1, &w->heads, NULL, NULL);
     const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
-    attn_named ins[9 + ATTN_OPTION_TENSORS] = {{q, "q"}};
+    attn_tensor generation; /* a pool's view: its counter, in the pool's header */
+    int64_t one = 1;
+    attn_tensor_init(&generation, (void *)(uintptr_t)w->generation, ATTN_F64, 1, &one, NULL, NULL); /* uint64: bytes */
+    attn_named ins[10 + ATTN_OPTION_TENSORS] = {{q, "q"}};
     for (int r = 0; r < 5; r++) ins[1 + r] = (attn_named){regions[r].data ? &regions[r] : NULL, attn_kv_paged_region_names[r]};
     ins[6] = (attn_named){residual.data ? &residual : NULL, "the residual keys"};
     ins[7] = (attn_named){sc[0] ? &scales[0] : NULL, "k_scale"}, ins[8] = (attn_named){sc[1] ? &scales[1] : NULL, "v_scale"};
+    ins[9] = (attn_named){w->generation ? &generation : NULL, "the view's generation counter"};
     /* a view without scales: the options' own descale tensors, if any (with scales, pl->o's are the planned view's) */
     attn_sdpa_options read = pl->o;
     if (sc[0]) read.k_descale = NULL;
     if (sc[1]) read.v_descale = NULL;
-    int n_ins = attn_named_options(ins, 9, ATTN_NAMED_CAP(ins), &read);
+    int n_ins = attn_named_options(ins, 10, ATTN_NAMED_CAP(ins), &read);
     if ((st = attn_check_no_overlap(outs, 2, ins, n_ins, err)) ||
         (st = check_workspace(pl, workspace, workspace_size, outs, 2, ins, n_ins, err)) ||
         (st = attn_varlen_plan_check_masks(pl->varlen, outs, 2, workspace, workspace_size, pl->masks, pl->batch, err)))
