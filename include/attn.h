@@ -1696,7 +1696,9 @@ typedef struct attn_mha_options {
      * attn_mha_weights_init made from these very params (the same weight
      * tensors, sizes and kernels; else ATTN_ERR_OPTION), for an f32 layer
      * (ATTN_ERR_DTYPE for f64). The q, k, v and out products then read the
-     * packed copy and never repack. */
+     * packed copy and never repack. Its memory is the call's input as the
+     * parameters are: the outputs and the context's workspace may not
+     * overlap it (ATTN_ERR_STRIDE). */
     const attn_mha_weights *packed;
 } attn_mha_options;
 

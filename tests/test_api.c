@@ -1829,7 +1829,7 @@ static void test_kv_cache(void) {
  * out's rows strided, gives bitwise what it gives without them; the packed
  * copy is what the call reads (the weights zeroed after packing change
  * nothing); and the packed weights refuse other parameters, an f64 layer,
- * memory that is not theirs, and too few bytes. */
+ * memory that is not theirs, too few bytes, and an out over them. */
 static void test_mha_packed(void) {
     enum { N = 2, L = 5, S = 7, E = 48, H = 4, HKV = 2, D = E / H };
     int64_t sx[3] = {N, L, E}, skv[3] = {N, S, E}, sq[2] = {E, E}, sk[2] = {HKV * D, E}, sb[1] = {E}, sbk[1] = {HKV * D};
@@ -1881,6 +1881,16 @@ static void test_mha_packed(void) {
     other.v_proj_weight = &w[1];
     check_status(attn_mha(&out[2], NULL, &q, &kv, &kv, &other, &op, &err), &err, ATTN_ERR_OPTION, "other parameters",
                  "err_mha_packed_other_params");
+    /* out over the packed weights, which every product reads: refused, the
+     * weights as they were (out's rows were once written over them) */
+    attn_tensor over = out[2];
+    over.data = (void *)pw;
+    unsigned char *before = malloc(bytes);
+    memcpy(before, pw, bytes - 64);
+    check_status(attn_mha(&over, NULL, &q, &kv, &kv, &p, &op, &err), &err, ATTN_ERR_STRIDE,
+                 "out and options->packed (the packed weights) overlap", "err_mha_out_over_packed_weights");
+    check(memcmp(before, pw, bytes - 64) == 0, "mha_out_over_packed_weights_writes_nothing", "the weights changed");
+    free(before);
     int64_t sx64[3] = {N, L, E};
     attn_tensor q64 = make(ATTN_F64, 3, sx64), out64 = make(ATTN_F64, 3, sx64);
     check_status(attn_mha(&out64, NULL, &q64, &q64, &q64, &p, &op, &err), &err, ATTN_ERR_DTYPE, "", "err_mha_packed_f64_layer");
@@ -3386,8 +3396,8 @@ static attn_status ws_mha_cached(void *arg, void *ws, size_t bytes, attn_error *
  * attn_sdpa_run (the plan's own memory too), attn_kv_cache_attend (the
  * cache's memory), attn_kv_paged_attend and attn_kv_paged_run (the view's
  * page table), attn_kv_pages_attend (the pool's header), attn_mha (a
- * parameter), attn_mha_backward, attn_mha_cached and attn_mha_paged (dout,
- * the cache, the offsets, the pool's header). */
+ * parameter, the packed weights), attn_mha_backward, attn_mha_cached and
+ * attn_mha_paged (dout, the cache, the offsets, the pool's header). */
 static void test_workspace_apart(void) {
     enum { B = 2, H = 2, L = 5, S = 7, E = 8, WS = 1 << 20 };
     int64_t sq[4] = {B, H, L, E}, sk[4] = {B, H, S, E}, sl[3] = {B, H, L};
@@ -3530,6 +3540,24 @@ static void test_workspace_apart(void) {
     unsigned char *wend = (unsigned char *)win.data + bytes_of(&win);
     check_workspace_apart("mha", ws_mha, &m, &mout, win.data, bytes_of(&win) + need + 1, wend, wend - 1, need,
                           "in_proj_weight");
+    /* The weights packed once (options->packed) are read by every product:
+     * a workspace ending one byte into them is refused. */
+    size_t wbytes = 0, pneed = 0;
+    attn_mha_weights_bytes(&wbytes, &m.p, &err);
+    unsigned char *wblock = calloc(1, WS + wbytes);
+    attn_mha_weights *packed = NULL;
+    st = attn_mha_weights_init(&packed, wblock + WS, wbytes, &m.p, &err);
+    ws_args mp = m;
+    mp.mo.packed = packed;
+    if (!st) st = attn_mha_workspace_size(&pneed, &y, NULL, &x, &x, &x, &mp.p, &mp.mo, &err);
+    check(st == ATTN_OK && pneed <= WS, "mha_weights_for_workspace_checks", "status %d (%s), %zu bytes", (int)st,
+          st ? err.message : "", pneed);
+    if (!st && pneed <= WS) {
+        unsigned char *pstart = (unsigned char *)packed;
+        check_workspace_apart("mha_packed", ws_mha, &mp, &mout, wblock, WS + wbytes, pstart - pneed, pstart - pneed + 1,
+                              pneed, "options->packed (the packed weights)");
+    }
+    free(wblock);
     attn_tensor mdout = make_in_block(ATTN_F32, 3, mx, WS), dx = make(ATTN_F32, 3, mx);
     m.dout = &mdout, m.grad[0] = &dx;
     ws_outputs mbo = {{dx.data}, {bytes_of(&dx)}, 1};

@@ -153,14 +153,15 @@ attn_status attn_mha_check_params(attn_mha_call *m, attn_error *err) {
 void attn_mha_inputs(attn_named list[ATTN_MHA_INPUTS], const attn_mha_call *m, const attn_tensor *query,
                      const attn_tensor *key, const attn_tensor *value) {
     const attn_mha_params *p = &m->p;
-    const attn_named all[17] = {
+    const attn_named all[18] = {
         {query, "query"}, {key, "key"}, {value, "value"},
         {p->in_proj_weight, "in_proj_weight"}, {p->in_proj_bias, "in_proj_bias"},
         {p->q_proj_weight, "q_proj_weight"}, {p->k_proj_weight, "k_proj_weight"}, {p->v_proj_weight, "v_proj_weight"},
         {p->q_proj_bias, "q_proj_bias"}, {p->k_proj_bias, "k_proj_bias"}, {p->v_proj_bias, "v_proj_bias"},
         {p->out_proj_weight, "out_proj_weight"}, {p->out_proj_bias, "out_proj_bias"},
         {p->bias_k, "bias_k"}, {p->bias_v, "bias_v"},
-        {m->o.key_padding_mask, "key_padding_mask"}, {m->o.attn_mask, "attn_mask"}};
+        {m->o.key_padding_mask, "key_padding_mask"}, {m->o.attn_mask, "attn_mask"},
+        {m->packed_memory.data ? &m->packed_memory : NULL, "options->packed (the packed weights)"}};
     memcpy(list, all, sizeof all);
     /* cannot overflow: ATTN_MHA_INPUTS is counted from these */
     attn_named_options(list, ATTN_NAMED_CAP(all), ATTN_MHA_INPUTS, &m->attention);

@@ -44,6 +44,7 @@ typedef struct attn_mha_call {
      * a projection on the bf16 GEMM (attn_mha_gemm16); NULL: each product
      * packs its own. */
     const void *packed[4];
+    attn_tensor packed_memory; /* options->packed's bytes, the panels read where they lie (data NULL: none) */
     /* Where the call's buffers come from: an arena over the caller's
      * workspace or malloc's; NULL: plain malloc, buffer by buffer. */
     attn_arena *arena;
@@ -68,6 +69,7 @@ struct attn_mha_weights {
     attn_tensor source[4]; /* the q, k, v and out weights packed (in_proj_weight thrice) */
     int64_t row0[4];       /* each projection's first row in its source */
     void *panels[4];       /* Wᵀ (in × F) packed by attn_sgemm_pack_b, or by attn_gemm_bf16_pack_b */
+    int64_t span;          /* bytes from this struct to the end of the last panel: what a call reads */
 };
 #define ATTN_MHA_WEIGHTS_MAGIC 0x6174746e6d686177ull /* "attnmhaw" */
 
@@ -133,9 +135,9 @@ attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *
  * ATTN_MHA_INPUTS; NULL where absent): query, key and value, the
  * parameters, the masks, the attention options' tensors
  * (attn_named_options: ALiBi's slopes and the sinks; the others a layer
- * refuses). The outputs and the workspace are checked against them
- * (attn_check_no_overlap, attn_check_workspace). */
-enum { ATTN_MHA_INPUTS = 17 + ATTN_OPTION_TENSORS };
+ * refuses) and the packed weights' memory. The outputs and the workspace
+ * are checked against them (attn_check_no_overlap, attn_check_workspace). */
+enum { ATTN_MHA_INPUTS = 18 + ATTN_OPTION_TENSORS };
 void attn_mha_inputs(attn_named list[ATTN_MHA_INPUTS], const attn_mha_call *m, const attn_tensor *query,
                      const attn_tensor *key, const attn_tensor *value);
 /* A head-split buffer laid out (N, rows, H·D), the projections' natural
