@@ -5,7 +5,7 @@
  * Prints "ok NAME" or "FAIL NAME: why" per check; exits 1 if any failed.
  * The exact-value checks against PyTorch live in oracle.py. */
 #include "attn_teach.h"
-#include "base/base.h" /* attn_check_writable, for a layout no call could run */
+#include "base/base.h" /* attn_check_writable, for a layout no call could run; attn_named_options */
 #include "check.h"
 
 #include <limits.h>
@@ -2558,6 +2558,31 @@ static void test_overlap_undecided(void) {
     check(undecided == -1 && meet == 1, "overlap_undecided_three_answers", "undecided %d, folded %d", undecided, meet);
 }
 
+/* The one list of the options' tensors every call checks: all five fields,
+ * named as attn.h names them, after what the list holds; a list too short
+ * for them gives -1, which both checks refuse rather than check short. */
+static void test_named_options(void) {
+    float cell[5] = {0};
+    int64_t one = 1;
+    attn_tensor t[5];
+    for (int i = 0; i < 5; i++) attn_tensor_init(&t[i], &cell[i], ATTN_F32, 1, &one, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.mask = &t[0], o.alibi_slopes = &t[1], o.sinks = &t[2], o.k_descale = &t[3], o.v_descale = &t[4];
+    attn_named list[2 + ATTN_OPTION_TENSORS] = {{NULL, "x"}, {NULL, "y"}};
+    static const char *const NAMES[5] = {"mask", "alibi_slopes", "sinks", "k_descale", "v_descale"};
+    int n = attn_named_options(list, 2, ATTN_NAMED_CAP(list), &o), in_order = n == 2 + ATTN_OPTION_TENSORS;
+    for (int i = 0; i < 5 && in_order; i++) in_order = list[2 + i].t == &t[i] && !strcmp(list[2 + i].name, NAMES[i]);
+    check(ATTN_OPTION_TENSORS == 5 && in_order, "named_options_all_five_after_the_list", "count %d", n);
+    int short_n = attn_named_options(list, 3, ATTN_NAMED_CAP(list), &o);
+    attn_error err;
+    const attn_named out[1] = {{&t[0], "out"}};
+    attn_status a = attn_check_no_overlap(out, 1, list, short_n, &err);
+    attn_status b = attn_check_workspace(cell, sizeof cell, NULL, 0, list, short_n, &err);
+    check(short_n == -1 && a == ATTN_ERR_ARGUMENT && b == ATTN_ERR_ARGUMENT && strstr(err.message, "too short"),
+          "named_options_too_short_refused_not_skipped", "count %d, statuses %d %d: %s", short_n, (int)a, (int)b,
+          err.message);
+}
+
 static void test_overlap_exact(void) {
     enum { CELLS = 96 };
     double *buf = calloc(CELLS, sizeof(double));
@@ -2756,6 +2781,7 @@ static void test_aliasing(void) {
     attn_error err;
     test_overlap_exact();
     test_overlap_undecided();
+    test_named_options();
     test_aliasing_teach();
 
     /* attn_sdpa and the functions that plan as it does. */
