@@ -988,8 +988,9 @@ ATTN_VERSIONED_DEFAULT_(attn_sdpa_options)
  * from the forward's out and lse (..., Hq, L, Ev) and (..., Hq, L) and
  * dLoss/dout, all of one dtype (f32 or f64); dsinks in that dtype. Errors:
  * ATTN_ERR_NULL (options->sinks included), ATTN_ERR_RANK, ATTN_ERR_SHAPE,
- * ATTN_ERR_DTYPE, ATTN_ERR_STRIDE (dsinks overlapping a tensor it reads,
- * or with stride 0). */
+ * ATTN_ERR_DTYPE, ATTN_ERR_STRIDE (dsinks overlapping dout, out, lse or a
+ * tensor of the options, as attn_sdpa's outputs may not, or with stride
+ * 0). */
 ATTN_API attn_status attn_sdpa_sinks_backward(attn_tensor *dsinks, const attn_tensor *dout, const attn_tensor *out,
                                               const attn_tensor *lse, const attn_sdpa_options *options,
                                               attn_error *err);
@@ -1163,8 +1164,9 @@ ATTN_API attn_status attn_sdpa(attn_tensor *out, attn_tensor *lse, attn_tensor *
  * dropout_p and dropout_seed (all true without dropout). For checking
  * dropout against another implementation: PyTorch's math with this mask
  * gives attn's results. Errors: those of attn_sdpa_shapes, and
- * ATTN_ERR_NULL, ATTN_ERR_DTYPE, ATTN_ERR_SHAPE, ATTN_ERR_STRIDE and
- * ATTN_ERR_OVERFLOW for keep. */
+ * ATTN_ERR_NULL, ATTN_ERR_DTYPE, ATTN_ERR_SHAPE, ATTN_ERR_STRIDE (keep
+ * overlapping q, k, v or a tensor of the options, as attn_sdpa's outputs
+ * may not) and ATTN_ERR_OVERFLOW for keep. */
 ATTN_API attn_status attn_sdpa_dropout_mask(attn_tensor *keep, const attn_tensor *q, const attn_tensor *k,
                                             const attn_tensor *v, const attn_sdpa_options *options,
                                             attn_error *err);
@@ -1706,7 +1708,9 @@ typedef struct attn_mha_options {
      * attn_mha_weights_init made from these very params (the same weight
      * tensors, sizes and kernels; else ATTN_ERR_OPTION), for an f32 layer
      * (ATTN_ERR_DTYPE for f64). The q, k, v and out products then read the
-     * packed copy and never repack. */
+     * packed copy and never repack. Its memory is the call's input as the
+     * parameters are: the outputs and the context's workspace may not
+     * overlap it (ATTN_ERR_STRIDE). */
     const attn_mha_weights *packed;
 } attn_mha_options;
 
@@ -2474,7 +2478,8 @@ ATTN_API attn_status attn_kv_pages_gather(attn_tensor *k, attn_tensor *v, const 
  * (ATTN_ERR_MASK for a mask, named by its sequence), ATTN_ERR_ARGUMENT (an
  * unknown or freed sequence, offsets not as above), ATTN_ERR_STRIDE (out
  * or lse overlapping each other, q, a mask, the offsets, or the memory the
- * pool or view reads). */
+ * pool or view reads: a pool's whole memory, its header and bookkeeping
+ * included; the context's workspace overlapping any of them). */
 ATTN_API attn_status attn_kv_pages_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                                           const int64_t *cu_seqlens_q, const int64_t *seqs, int64_t n,
                                           const attn_kv_pages *pool, const attn_tensor *const *masks,
@@ -2537,8 +2542,9 @@ ATTN_API attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory
  * view whose generation counter has moved on since the plan was made:
  * the sequences changed, plan again),
  * ATTN_ERR_WORKSPACE, ATTN_ERR_STRIDE (out or lse overlapping q, the pages,
- * the view's lengths or tables, a mask; the workspace overlapping any of
- * them, out, lse or the plan's memory), and any error of the kernels.
+ * the view's lengths, tables or generation counter, a mask; the workspace
+ * overlapping any of them, out, lse or the plan's memory), and any error
+ * of the kernels.
  * A planned view with residual rows (key_dtype) or per-head scales runs
  * only its own pages here (other pages: ATTN_ERR_PLAN; use
  * attn_kv_paged_run_view). Nothing is written unless the checks pass. */
@@ -2587,8 +2593,9 @@ ATTN_API attn_status attn_kv_paged_run_view(attn_sdpa_plan *plan, attn_tensor *o
  * is attn_mha_cached's (bottom-right, NULL options give it, or none);
  * attn_mask, key_padding_mask, bias_k/bias_v and add_zero_attn are
  * ATTN_ERR_OPTION. Each sequence may be named once (ATTN_ERR_ARGUMENT
- * otherwise, nothing appended). out, x and the parameters must not overlap
- * the pool's pages (ATTN_ERR_STRIDE). Nothing is appended when the pool is
+ * otherwise, nothing appended). out, x, the parameters and the context's
+ * workspace must not overlap the pool's memory, its pages, header and
+ * bookkeeping (ATTN_ERR_STRIDE). Nothing is appended when the pool is
  * full (ATTN_ERR_FULL) or an argument is bad (a mask that does not fit its
  * sequence included: the masks are checked first, ATTN_ERR_MASK naming the
  * sequence); when the attention fails after the append (too small a

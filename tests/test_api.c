@@ -5,7 +5,7 @@
  * Prints "ok NAME" or "FAIL NAME: why" per check; exits 1 if any failed.
  * The exact-value checks against PyTorch live in oracle.py. */
 #include "attn_teach.h"
-#include "base/base.h" /* attn_check_writable, for a layout no call could run */
+#include "base/base.h" /* attn_check_writable, for a layout no call could run; attn_named_options */
 #include "check.h"
 
 #include <limits.h>
@@ -1829,7 +1829,7 @@ static void test_kv_cache(void) {
  * out's rows strided, gives bitwise what it gives without them; the packed
  * copy is what the call reads (the weights zeroed after packing change
  * nothing); and the packed weights refuse other parameters, an f64 layer,
- * memory that is not theirs, and too few bytes. */
+ * memory that is not theirs, too few bytes, and an out over them. */
 static void test_mha_packed(void) {
     enum { N = 2, L = 5, S = 7, E = 48, H = 4, HKV = 2, D = E / H };
     int64_t sx[3] = {N, L, E}, skv[3] = {N, S, E}, sq[2] = {E, E}, sk[2] = {HKV * D, E}, sb[1] = {E}, sbk[1] = {HKV * D};
@@ -1881,6 +1881,16 @@ static void test_mha_packed(void) {
     other.v_proj_weight = &w[1];
     check_status(attn_mha(&out[2], NULL, &q, &kv, &kv, &other, &op, &err), &err, ATTN_ERR_OPTION, "other parameters",
                  "err_mha_packed_other_params");
+    /* out over the packed weights, which every product reads: refused, the
+     * weights as they were (out's rows were once written over them) */
+    attn_tensor over = out[2];
+    over.data = (void *)pw;
+    unsigned char *before = malloc(bytes);
+    memcpy(before, pw, bytes - 64);
+    check_status(attn_mha(&over, NULL, &q, &kv, &kv, &p, &op, &err), &err, ATTN_ERR_STRIDE,
+                 "out and options->packed (the packed weights) overlap", "err_mha_out_over_packed_weights");
+    check(memcmp(before, pw, bytes - 64) == 0, "mha_out_over_packed_weights_writes_nothing", "the weights changed");
+    free(before);
     int64_t sx64[3] = {N, L, E};
     attn_tensor q64 = make(ATTN_F64, 3, sx64), out64 = make(ATTN_F64, 3, sx64);
     check_status(attn_mha(&out64, NULL, &q64, &q64, &q64, &p, &op, &err), &err, ATTN_ERR_DTYPE, "", "err_mha_packed_f64_layer");
@@ -2548,6 +2558,31 @@ static void test_overlap_undecided(void) {
     check(undecided == -1 && meet == 1, "overlap_undecided_three_answers", "undecided %d, folded %d", undecided, meet);
 }
 
+/* The one list of the options' tensors every call checks: all five fields,
+ * named as attn.h names them, after what the list holds; a list too short
+ * for them gives -1, which both checks refuse rather than check short. */
+static void test_named_options(void) {
+    float cell[5] = {0};
+    int64_t one = 1;
+    attn_tensor t[5];
+    for (int i = 0; i < 5; i++) attn_tensor_init(&t[i], &cell[i], ATTN_F32, 1, &one, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.mask = &t[0], o.alibi_slopes = &t[1], o.sinks = &t[2], o.k_descale = &t[3], o.v_descale = &t[4];
+    attn_named list[2 + ATTN_OPTION_TENSORS] = {{NULL, "x"}, {NULL, "y"}};
+    static const char *const NAMES[5] = {"mask", "alibi_slopes", "sinks", "k_descale", "v_descale"};
+    int n = attn_named_options(list, 2, ATTN_NAMED_CAP(list), &o), in_order = n == 2 + ATTN_OPTION_TENSORS;
+    for (int i = 0; i < 5 && in_order; i++) in_order = list[2 + i].t == &t[i] && !strcmp(list[2 + i].name, NAMES[i]);
+    check(ATTN_OPTION_TENSORS == 5 && in_order, "named_options_all_five_after_the_list", "count %d", n);
+    int short_n = attn_named_options(list, 3, ATTN_NAMED_CAP(list), &o);
+    attn_error err;
+    const attn_named out[1] = {{&t[0], "out"}};
+    attn_status a = attn_check_no_overlap(out, 1, list, short_n, &err);
+    attn_status b = attn_check_workspace(cell, sizeof cell, NULL, 0, list, short_n, &err);
+    check(short_n == -1 && a == ATTN_ERR_ARGUMENT && b == ATTN_ERR_ARGUMENT && strstr(err.message, "too short"),
+          "named_options_too_short_refused_not_skipped", "count %d, statuses %d %d: %s", short_n, (int)a, (int)b,
+          err.message);
+}
+
 static void test_overlap_exact(void) {
     enum { CELLS = 96 };
     double *buf = calloc(CELLS, sizeof(double));
@@ -2746,6 +2781,7 @@ static void test_aliasing(void) {
     attn_error err;
     test_overlap_exact();
     test_overlap_undecided();
+    test_named_options();
     test_aliasing_teach();
 
     /* attn_sdpa and the functions that plan as it does. */
@@ -2767,6 +2803,24 @@ static void test_aliasing(void) {
         attn_tensor *ts[6] = {&scores, &q, &k, &mask, &alibi, &sinks};
         static const char *const NS[6] = {"scores", "q", "k", "mask", "alibi_slopes", "sinks"};
         check_alias_pairs("scores", ts, NS, 1, 6, call_scores, NULL);
+    }
+    /* A 16-bit q over fp8 keys and values with per-head scales: the call
+     * runs on f32 copies of q and out, so the caller's out is checked by
+     * the 16-bit path itself, against every tensor of the options, the
+     * scales included (out over k_descale or v_descale was once taken). */
+    {
+        attn_tensor q16 = pool_tensor(&p, ATTN_F16, 4, sq), k8 = pool_tensor(&p, ATTN_E4M3, 4, sk);
+        attn_tensor v8 = pool_tensor(&p, ATTN_E4M3, 4, sv), o16 = pool_tensor(&p, ATTN_F16, 4, so);
+        attn_tensor l32 = pool_tensor(&p, ATTN_F32, 3, sl);
+        attn_tensor kd = pool_tensor(&p, ATTN_F32, 1, &sh), vd = pool_tensor(&p, ATTN_F32, 1, &sh);
+        for (int i = 0; i < 2; i++) ((float *)kd.data)[i] = 0.5f, ((float *)vd.data)[i] = 2.0f; /* scales > 0 */
+        const attn_sdpa_options saved = alias_opts;
+        alias_opts = attn_sdpa_options_default();
+        alias_opts.k_descale = &kd, alias_opts.v_descale = &vd;
+        attn_tensor *t[8] = {&o16, &l32, NULL, &q16, &k8, &v8, &kd, &vd};
+        static const char *const N[8] = {"out", "lse", "weights", "q", "k", "v", "k_descale", "v_descale"};
+        check_alias_pairs("sdpa_f16_fp8_scales", t, N, 2, 8, call_sdpa, NULL);
+        alias_opts = saved;
     }
     /* attn_sdpa_backward, from the forward's out and lse (no weights). */
     attn_sdpa(&out, &lse, NULL, &q, &k, &v, &alias_opts, &err);
@@ -3327,6 +3381,12 @@ static attn_status ws_paged_run(void *arg, void *ws, size_t bytes, attn_error *e
     return attn_kv_paged_run(a->plan, a->out, a->lse, a->q, a->view.k_pages, a->view.v_pages, ws, bytes, err);
 }
 
+static attn_status ws_pages_attend(void *arg, void *ws, size_t bytes, attn_error *err) {
+    ws_args *a = arg;
+    return attn_kv_pages_attend(a->out, a->lse, a->q, a->cu_q, a->seqs, a->batch, a->pool, NULL,
+                                with_workspace(a, ws, bytes), err);
+}
+
 static attn_status ws_mha_paged(void *arg, void *ws, size_t bytes, attn_error *err) {
     ws_args *a = arg;
     with_workspace(a, ws, bytes);
@@ -3361,8 +3421,9 @@ static attn_status ws_mha_cached(void *arg, void *ws, size_t bytes, attn_error *
  * f32 copies), attn_sdpa_backward, attn_sdpa_varlen and its backward,
  * attn_sdpa_run (the plan's own memory too), attn_kv_cache_attend (the
  * cache's memory), attn_kv_paged_attend and attn_kv_paged_run (the view's
- * page table), attn_mha, attn_mha_backward, attn_mha_cached and
- * attn_mha_paged (a parameter, dout, the cache, the offsets). */
+ * page table), attn_kv_pages_attend (the pool's header), attn_mha (a
+ * parameter, the packed weights), attn_mha_backward, attn_mha_cached and
+ * attn_mha_paged (dout, the cache, the offsets, the pool's header). */
 static void test_workspace_apart(void) {
     enum { B = 2, H = 2, L = 5, S = 7, E = 8, WS = 1 << 20 };
     int64_t sq[4] = {B, H, L, E}, sk[4] = {B, H, S, E}, sl[3] = {B, H, L};
@@ -3505,6 +3566,24 @@ static void test_workspace_apart(void) {
     unsigned char *wend = (unsigned char *)win.data + bytes_of(&win);
     check_workspace_apart("mha", ws_mha, &m, &mout, win.data, bytes_of(&win) + need + 1, wend, wend - 1, need,
                           "in_proj_weight");
+    /* The weights packed once (options->packed) are read by every product:
+     * a workspace ending one byte into them is refused. */
+    size_t wbytes = 0, pneed = 0;
+    attn_mha_weights_bytes(&wbytes, &m.p, &err);
+    unsigned char *wblock = calloc(1, WS + wbytes);
+    attn_mha_weights *packed = NULL;
+    st = attn_mha_weights_init(&packed, wblock + WS, wbytes, &m.p, &err);
+    ws_args mp = m;
+    mp.mo.packed = packed;
+    if (!st) st = attn_mha_workspace_size(&pneed, &y, NULL, &x, &x, &x, &mp.p, &mp.mo, &err);
+    check(st == ATTN_OK && pneed <= WS, "mha_weights_for_workspace_checks", "status %d (%s), %zu bytes", (int)st,
+          st ? err.message : "", pneed);
+    if (!st && pneed <= WS) {
+        unsigned char *pstart = (unsigned char *)packed;
+        check_workspace_apart("mha_packed", ws_mha, &mp, &mout, wblock, WS + wbytes, pstart - pneed, pstart - pneed + 1,
+                              pneed, "options->packed (the packed weights)");
+    }
+    free(wblock);
     attn_tensor mdout = make_in_block(ATTN_F32, 3, mx, WS), dx = make(ATTN_F32, 3, mx);
     m.dout = &mdout, m.grad[0] = &dx;
     ws_outputs mbo = {{dx.data}, {bytes_of(&dx)}, 1};
@@ -3550,6 +3629,39 @@ static void test_workspace_apart(void) {
         check_workspace_apart("mha_paged", ws_mha_paged, &g, &gout, (unsigned char *)cu_x, 24 + WS / 4 + 1, xend,
                               xend - 1, WS / 4, "cu_seqlens");
     }
+    /* The pool's header and bookkeeping are the pool's too, though no
+     * region a view names holds them: the layer's append writes them, and
+     * a workspace over them would leave the pool corrupt. The pool here
+     * lies right after room for a workspace. */
+    unsigned char *hblock = calloc(1, WS / 4 + poolb + 64);
+    attn_kv_pages *hpool = NULL;
+    st = attn_kv_pages_init(&hpool, hblock + WS / 4, poolb, &pd, &err);
+    int64_t hids[2] = {0, 0};
+    for (int i = 0; i < 2 && !st; i++) st = attn_kv_pages_create(hpool, &hids[i], &err);
+    check(st == ATTN_OK && (unsigned char *)hpool >= hblock + WS / 4, "kv_pages_header_for_workspace_checks",
+          "status %d (%s)", (int)st, st ? err.message : "");
+    if (!st) {
+        ws_args gh = g;
+        gh.pool = hpool, gh.seqs = hids;
+        ws_outputs gout = {{py.data}, {bytes_of(&py)}, 1};
+        unsigned char *head = (unsigned char *)hpool;
+        check_workspace_apart("mha_paged_pool_header", ws_mha_paged, &gh, &gout, hblock, WS / 4 + poolb + 64,
+                              head - WS / 4, head - WS / 4 + 1, WS / 4, "the pool's memory");
+        /* and attention over the pool's sequences (as a step leaves them,
+         * with positions): q (5, MH, ME / MH) over MH KV heads */
+        int64_t aq[3] = {5, MH, ME / MH}, al[2] = {5, MH};
+        attn_tensor hq = make(ATTN_F32, 3, aq), hao_out = make(ATTN_F32, 3, aq), hl = make(ATTN_F32, 2, al);
+        st = attn_mha_paged(&py, &px, cu_x, hids, 2, hpool, NULL, &g.p, NULL, &err); /* positions to attend to */
+        ws_args ha = gh;
+        ha.out = &hao_out, ha.lse = &hl, ha.q = &hq, ha.o = attn_sdpa_options_default();
+        ws_outputs hao = {{hao_out.data, hl.data}, {bytes_of(&hao_out), bytes_of(&hl)}, 2};
+        check(st == ATTN_OK, "kv_pages_attend_for_workspace_checks", "status %d (%s)", (int)st, st ? err.message : "");
+        if (!st)
+            check_workspace_apart("kv_pages_attend_pool_header", ws_pages_attend, &ha, &hao, hblock,
+                                  WS / 4 + poolb + 64, head - WS / 4, head - WS / 4 + 1, WS / 4, "the pool's memory");
+        free(hq.data), free(hao_out.data), free(hl.data);
+    }
+    free(hblock);
     free(poolmem), free(cu_x), free(px.data), free(py.data);
 
     attn_tensor *all[] = {&q, &k, &v, &out, &lse, &q16, &out16, &dout, &dq, &dk, &vq, &vk, &vv, &vo, &vl, &vdo, &vdq,

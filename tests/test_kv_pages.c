@@ -1298,6 +1298,20 @@ static void test_mha_paged(attn_dtype dt, const char *tag) {
     check(st1 == ATTN_ERR_ARGUMENT && st2 == ATTN_ERR_FULL && before[0] == after[0] && before[1] == after[1], name,
           "statuses %d and %d, lengths %lld, %lld then %lld, %lld", st1, st2, (long long)before[0], (long long)before[1],
           (long long)after[0], (long long)after[1]);
+    /* out over the pool's header, which the append writes (its free pages,
+     * its counters) though no region of the pool's view holds it: refused,
+     * the pool's bytes as they were (out was once written over them) */
+    {
+        unsigned char *snap = malloc(m.bytes);
+        memcpy(snap, m.memory, m.bytes);
+        attn_tensor on_header;
+        attn_tensor_init(&on_header, (void *)m.pool, ATTN_F32, 2, x1s, NULL, NULL);
+        attn_status st = attn_mha_paged(&on_header, &tx, cu1, ids, 2, m.pool, NULL, &l.p, NULL, &err);
+        snprintf(name, sizeof name, "mha_paged_refused_out_over_the_pool_header_%s", tag);
+        check(st == ATTN_ERR_STRIDE && strstr(err.message, "the pool's memory") && !memcmp(snap, m.memory, m.bytes),
+              name, "status %d (%s)", (int)st, st ? err.message : "");
+        free(snap);
+    }
     /* a mask that does not fit its sequence is a bad argument too: refused
      * before the append, so a sequence whose partly filled last page a fork
      * shares takes no copy of it and the pool's bytes stay as they were */
@@ -2100,6 +2114,15 @@ static void test_errors(attn_dtype dt, int64_t P, const char *tag) {
     alias.data = q;
     st = attn_kv_pages_attend(&alias, NULL, &tq, cuq, pairs[2], 2, m->pool, NULL, NULL, &err);
     check(st == ATTN_ERR_STRIDE, "attend_refused_out_on_q", "status %d", st);
+    /* out over the pool's header, which no region of its view holds (out
+     * was once written over it, the pool's counters with it) */
+    unsigned char header[64];
+    memcpy(header, (const void *)m->pool, sizeof header);
+    alias.data = (void *)m->pool;
+    st = attn_kv_pages_attend(&alias, NULL, &tq, cuq, pairs[2], 2, m->pool, NULL, NULL, &err);
+    check(st == ATTN_ERR_STRIDE && strstr(err.message, "the pool's memory") &&
+              !memcmp(header, (const void *)m->pool, sizeof header),
+          "attend_refused_out_on_the_pool_header", "status %d: %s", st, st ? err.message : "");
     /* the second sequence's mask does not broadcast, or lies on out: the
      * first sequence's rows are not written either */
     bool mask_bytes[99] = {0};
@@ -2609,6 +2632,20 @@ static void test_plan_after_growth(attn_dtype key_dtype) {
     snprintf(name, sizeof name, "paged_plan_callers_own_counter_moved_refused_%s", tag);
     check(!st && refused_untouched(run, &err, o[4], sentinel, sizeof sentinel), name, "status %d, run %d: %s", (int)st,
           (int)run, err.message);
+    /* Every run reads the counter: a workspace over it is refused before
+     * any scratch is written there (a run once took it, and its scratch
+     * moved the counter a pool's later plans are judged by). */
+    uint64_t *held = st ? NULL : malloc(wsb + sizeof *held);
+    if (held) *held = mine, own.generation = held;
+    if (held) st = attn_kv_paged_plan_init(&again, mem2, bytes, &wsb2, &to[2], NULL, &tq, cq3, &own, NULL, NULL, &err);
+    memcpy(o[4], sentinel, sizeof sentinel);
+    run = st || !held ? st : attn_kv_paged_run(again, &to[4], NULL, &tq, own.k_pages, own.v_pages, held, wsb, &err);
+    snprintf(name, sizeof name, "paged_plan_run_refuses_workspace_over_the_counter_%s", tag);
+    check(!st && held && wsb2 > 0 && wsb2 <= wsb && run == ATTN_ERR_STRIDE &&
+              strstr(err.message, "the view's generation counter") && *held == mine &&
+              !memcmp(o[4], sentinel, sizeof sentinel),
+          name, "status %d, run %d: %s", (int)st, (int)run, err.message);
+    free(held);
 done:
     free(ws), free(mem), free(mem2), free(pm);
 }

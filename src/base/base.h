@@ -96,6 +96,11 @@ extern const char *const attn_kv_paged_region_names[5];
 /* A checked view's residual keys (key_dtype q4c, q2c) as a 1-D tensor for
  * the aliasing check; data NULL when it has none. */
 void attn_kv_paged_residual(attn_tensor *t, const attn_kv_paged_view *w);
+/* A pool's whole memory, its header to the end of its value pages, as a
+ * 1-D tensor for the aliasing check (kv_pages.c): what a call that changes
+ * the pool writes, and what no output or workspace of a call that reads
+ * it may share a byte with. */
+void attn_kv_pages_memory(attn_tensor *t, const attn_kv_pages *pool);
 
 /* Whether the memory of tensors a and b shares a byte (overlap.c): exact
  * for views that interleave without touching (dq, dk, dv as slices of one
@@ -121,10 +126,24 @@ typedef struct attn_named {
     const char *name;
 } attn_named;
 
+/* The entries of a list of them (an array), for the capacity below. */
+#define ATTN_NAMED_CAP(list) ((int)(sizeof(list) / sizeof (list)[0]))
+
+/* The tensors of an attn_sdpa_options (as read: attn_options_read), every
+ * one of them, NULL or not, named as attn.h names the field, appended to
+ * list[n .. cap) for the checks below (overlap.c). Every call that takes
+ * the options lists them with this, so that a tensor added to the struct
+ * is checked by every call once it is added here. Returns n +
+ * ATTN_OPTION_TENSORS; or -1 when they do not fit in cap, a list the
+ * library sized too small, which both checks refuse (never skip). */
+enum { ATTN_OPTION_TENSORS = 5 };
+int attn_named_options(attn_named *list, int n, int cap, const attn_sdpa_options *o);
+
 /* Every output owns its memory: none of outs overlaps another of outs or
  * any of ins (NULL tensors are skipped). ATTN_ERR_STRIDE naming the first
  * pair that does. The one check of aliasing between tensors in the
- * library (a workspace's against them: attn_check_workspace). */
+ * library (a workspace's against them: attn_check_workspace). A count
+ * below 0 (attn_named_options' overflow) is ATTN_ERR_ARGUMENT. */
 attn_status attn_check_no_overlap(const attn_named *outs, int n_outs, const attn_named *ins, int n_ins,
                                   attn_error *err);
 /* The caller's workspace, `bytes` bytes at `workspace` (attn_context, or a
@@ -135,7 +154,8 @@ attn_status attn_check_no_overlap(const attn_named *outs, int n_outs, const attn
  * test as attn_tensors_overlap (a workspace in the gaps of an interleaved
  * view passes), one tensor at a time: no allocation, O(n_outs + n_ins)
  * for tensors apart from it. Every entry point that takes a workspace
- * calls it with every tensor it reads or writes. */
+ * calls it with every tensor it reads or writes. A count below 0 is
+ * ATTN_ERR_ARGUMENT, as above. */
 attn_status attn_check_workspace(const void *workspace, size_t bytes, const attn_named *outs, int n_outs,
                                  const attn_named *ins, int n_ins, attn_error *err);
 

@@ -597,6 +597,14 @@ static void append_grouped(attn_kv_pages *pool, int64_t s, const attn_tensor *sk
     }
 }
 
+void attn_kv_pages_memory(attn_tensor *t, const attn_kv_pages *pool) {
+    const attn_kv_pages_desc *d = &pool->d;
+    int64_t vb, end;
+    page_region_bytes(&vb, d->num_pages, d->heads, d->page_size, d->value_dim, d->dtype); /* fits: sized at init */
+    end = (int64_t)(pool->v - (const char *)pool) + vb;
+    attn_tensor_init(t, (void *)(uintptr_t)pool, ATTN_BOOL, 1, &end, NULL, NULL);
+}
+
 attn_status attn_kv_pages_append(attn_kv_pages *pool, const int64_t *seqs, int64_t n, const attn_tensor *k,
                                  const attn_tensor *v, const int64_t *cu_seqlens, attn_error *err) {
     if (!pool) return attn_fail(err, ATTN_ERR_NULL, "pool is NULL");
@@ -613,10 +621,7 @@ attn_status attn_kv_pages_append(attn_kv_pages *pool, const int64_t *seqs, int64
     /* The call writes the pool's pages and its bookkeeping: k and v may
      * share no byte with any of its memory. */
     attn_tensor whole;
-    int64_t vb, end;
-    page_region_bytes(&vb, d->num_pages, d->heads, d->page_size, d->value_dim, d->dtype);
-    end = (int64_t)(pool->v - (char *)pool) + vb;
-    attn_tensor_init(&whole, pool, ATTN_BOOL, 1, &end, NULL, NULL);
+    attn_kv_pages_memory(&whole, pool);
     const attn_named outs[1] = {{&whole, "the pool's memory"}};
     const attn_named ins[2] = {{k, "k"}, {v, "v"}};
     if ((st = attn_check_no_overlap(outs, 1, ins, 2, err)) || (st = check_ids(pool, seqs, n, cu_seqlens, err)))

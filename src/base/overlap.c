@@ -149,8 +149,25 @@ attn_status attn_check_disjoint(const attn_tensor *a, const char *a_name, const 
                      a_name ? a_name : "a tensor", b_name ? b_name : "another");
 }
 
+int attn_named_options(attn_named *list, int n, int cap, const attn_sdpa_options *o) {
+    const attn_named all[ATTN_OPTION_TENSORS] = {{o->mask, "mask"}, {o->alibi_slopes, "alibi_slopes"},
+                                                 {o->sinks, "sinks"}, {o->k_descale, "k_descale"},
+                                                 {o->v_descale, "v_descale"}};
+    if (n < 0 || n > cap || cap - n < ATTN_OPTION_TENSORS) return -1;
+    for (int i = 0; i < ATTN_OPTION_TENSORS; i++) list[n + i] = all[i];
+    return n + ATTN_OPTION_TENSORS;
+}
+
+/* A list that attn_named_options could not fill: refused rather than
+ * checked short. */
+static attn_status short_list(attn_error *err) {
+    return attn_fail(err, ATTN_ERR_ARGUMENT, "a call's list of tensors to check is too short for them "
+                     "(a fault of the library, not of the arguments)");
+}
+
 attn_status attn_check_no_overlap(const attn_named *outs, int n_outs, const attn_named *ins, int n_ins,
                                   attn_error *err) {
+    if (n_outs < 0 || n_ins < 0) return short_list(err);
     attn_status st;
     for (int i = 0; i < n_outs; i++)
         for (int j = 0; outs[i].t && j < i + n_ins; j++) { /* the outputs before it, then every input */
@@ -162,6 +179,7 @@ attn_status attn_check_no_overlap(const attn_named *outs, int n_outs, const attn
 
 attn_status attn_check_workspace(const void *workspace, size_t bytes, const attn_named *outs, int n_outs,
                                  const attn_named *ins, int n_ins, attn_error *err) {
+    if (n_outs < 0 || n_ins < 0) return short_list(err);
     if (!workspace || bytes == 0) return ATTN_OK;
     /* The workspace as one block of bytes, cut where it would run past the
      * end of the address space or past 2^62 bytes (no real buffer is that

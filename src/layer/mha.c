@@ -153,15 +153,18 @@ attn_status attn_mha_check_params(attn_mha_call *m, attn_error *err) {
 void attn_mha_inputs(attn_named list[ATTN_MHA_INPUTS], const attn_mha_call *m, const attn_tensor *query,
                      const attn_tensor *key, const attn_tensor *value) {
     const attn_mha_params *p = &m->p;
-    const attn_named all[ATTN_MHA_INPUTS] = {
+    const attn_named all[18] = {
         {query, "query"}, {key, "key"}, {value, "value"},
         {p->in_proj_weight, "in_proj_weight"}, {p->in_proj_bias, "in_proj_bias"},
         {p->q_proj_weight, "q_proj_weight"}, {p->k_proj_weight, "k_proj_weight"}, {p->v_proj_weight, "v_proj_weight"},
         {p->q_proj_bias, "q_proj_bias"}, {p->k_proj_bias, "k_proj_bias"}, {p->v_proj_bias, "v_proj_bias"},
         {p->out_proj_weight, "out_proj_weight"}, {p->out_proj_bias, "out_proj_bias"},
-        {p->bias_k, "bias_k"}, {p->bias_v, "bias_v"}, {m->sinks, "sinks"},
-        {m->o.key_padding_mask, "key_padding_mask"}, {m->o.attn_mask, "attn_mask"}, {m->alibi, "alibi_slopes"}};
+        {p->bias_k, "bias_k"}, {p->bias_v, "bias_v"},
+        {m->o.key_padding_mask, "key_padding_mask"}, {m->o.attn_mask, "attn_mask"},
+        {m->packed_memory.data ? &m->packed_memory : NULL, "options->packed (the packed weights)"}};
     memcpy(list, all, sizeof all);
+    /* cannot overflow: ATTN_MHA_INPUTS is counted from these */
+    attn_named_options(list, ATTN_NAMED_CAP(all), ATTN_MHA_INPUTS, &m->attention);
 }
 
 void attn_mha_heads_view(attn_tensor *t, char *data, const attn_mha_call *m, int64_t H, int64_t rows) {
@@ -553,7 +556,7 @@ attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *
     attn_context context; /* the thread count for the projections, checked as attn_sdpa checks it */
     if ((st = attn_mha_sdpa_options(&so, m, ATTN_CAUSAL_NONE, NULL, err)) || (st = attn_options_read(&read, &context, &so, err)))
         return st;
-    m->threads = context.num_threads, m->sinks = so.sinks, m->alibi = read.alibi_slopes, m->context = context;
+    m->threads = context.num_threads, m->sinks = so.sinks, m->attention = read, m->context = context;
     /* More queries than keys put the first ones before position_offset
      * (off < 0), which attn_sdpa's RoPE takes and attn_rope refuses. */
     m->rope_in_attention = m->o.rope && (m->L >= m->S2 || m->o.causal == ATTN_CAUSAL_TOP_LEFT);
@@ -748,8 +751,9 @@ static attn_status cached_run(size_t *measure, attn_tensor *out, const attn_tens
     attn_kv_cache_storage(&ck, &cv, cache);
     attn_named ins[ATTN_MHA_INPUTS];
     const attn_named outs[3] = {{out, "out"}, {&ck, "the cache's keys"}, {&cv, "the cache's values"}};
-    attn_mha_inputs(ins, &m, x, NULL, NULL); /* key and value are x */
-    ins[ATTN_MHA_INPUTS - 3] = (attn_named){kpm, "key_padding_mask"}, ins[ATTN_MHA_INPUTS - 2] = (attn_named){am, "attn_mask"};
+    attn_mha_call with_masks = m; /* the masks taken out for planning are read too */
+    with_masks.o.attn_mask = am, with_masks.o.key_padding_mask = kpm;
+    attn_mha_inputs(ins, &with_masks, x, NULL, NULL); /* key and value are x */
     if ((st = attn_check_no_overlap(outs, 3, ins, ATTN_MHA_INPUTS, err)) ||
         (!measure && (st = attn_check_workspace(m.context.workspace, m.context.workspace_size, outs, 3, ins,
                                                 ATTN_MHA_INPUTS, err))))

@@ -19,7 +19,8 @@ typedef struct attn_mha_call {
     int64_t w_row0[3];                   /* the projection's first row in w (in_proj_weight packs all three) */
     int64_t b_row0[3];                   /* and in b (in_proj_bias packs all three, beside either kind of weight) */
     const attn_tensor *sinks;            /* params->sinks or options->attention->sinks, or NULL */
-    const attn_tensor *alibi;            /* options->attention->alibi_slopes, or NULL */
+    attn_sdpa_options attention;         /* options->attention as read, sinks params->sinks when given (NULL
+                                            context: m->context is the layer's) */
     int threads;                         /* for the projections: the call's context, or the process's count */
     bool measuring;                      /* a *_workspace_size call: tensors may have NULL data (attn_check_data) */
     /* options->rope is applied inside the attention (attn_sdpa_options.rope:
@@ -43,6 +44,7 @@ typedef struct attn_mha_call {
      * a projection on the bf16 GEMM (attn_mha_gemm16); NULL: each product
      * packs its own. */
     const void *packed[4];
+    attn_tensor packed_memory; /* options->packed's bytes, the panels read where they lie (data NULL: none) */
     /* Where the call's buffers come from: an arena over the caller's
      * workspace or malloc's; NULL: plain malloc, buffer by buffer. */
     attn_arena *arena;
@@ -67,6 +69,7 @@ struct attn_mha_weights {
     attn_tensor source[4]; /* the q, k, v and out weights packed (in_proj_weight thrice) */
     int64_t row0[4];       /* each projection's first row in its source */
     void *panels[4];       /* Wᵀ (in × F) packed by attn_sgemm_pack_b, or by attn_gemm_bf16_pack_b */
+    int64_t span;          /* bytes from this struct to the end of the last panel: what a call reads */
 };
 #define ATTN_MHA_WEIGHTS_MAGIC 0x6174746e6d686177ull /* "attnmhaw" */
 
@@ -130,9 +133,11 @@ attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *
                           const attn_tensor *key, const attn_tensor *value, attn_error *err);
 /* Every tensor a call reads, named for messages, into list (at most
  * ATTN_MHA_INPUTS; NULL where absent): query, key and value, the
- * parameters, the masks, the attention's ALiBi slopes and sinks. The
- * outputs are checked against them (attn_check_no_overlap). */
-enum { ATTN_MHA_INPUTS = 19 };
+ * parameters, the masks, the attention options' tensors
+ * (attn_named_options: ALiBi's slopes and the sinks; the others a layer
+ * refuses) and the packed weights' memory. The outputs and the workspace
+ * are checked against them (attn_check_no_overlap, attn_check_workspace). */
+enum { ATTN_MHA_INPUTS = 18 + ATTN_OPTION_TENSORS };
 void attn_mha_inputs(attn_named list[ATTN_MHA_INPUTS], const attn_mha_call *m, const attn_tensor *query,
                      const attn_tensor *key, const attn_tensor *value);
 /* A head-split buffer laid out (N, rows, H·D), the projections' natural

@@ -244,9 +244,15 @@ static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int6
     attn_tensor res = {0};
     int64_t nres = (s->paged ? w.num_sequences : w.num_pages) * w.heads * (w.residual + 32) * w.key_dim;
     if (w.key_dtype && w.k_residual) attn_tensor_init(&res, (void *)(uintptr_t)w.k_residual, ATTN_F16, 1, &nres, NULL, NULL);
-    const attn_named outs[5] = {{out, "out"}, {&regions[0], "the key pages"}, {&regions[1], "the value pages"},
-                                {!s->paged && s->lengths ? &lens : NULL, "lengths"},
-                                {res.data ? &res : NULL, "the residual keys"}};
+    attn_named outs[5] = {{out, "out"}, {&regions[0], "the key pages"}, {&regions[1], "the value pages"},
+                          {!s->paged && s->lengths ? &lens : NULL, "lengths"},
+                          {res.data ? &res : NULL, "the residual keys"}};
+    attn_tensor whole;
+    if (s->paged) { /* the append writes all of a pool's memory: its pages, residual rows and bookkeeping */
+        attn_kv_pages_memory(&whole, s->pool);
+        outs[1] = (attn_named){&whole, "the pool's memory"};
+        for (int i = 2; i < 5; i++) outs[i] = (attn_named){NULL, NULL};
+    }
     attn_mha_inputs(ins, &m, x, NULL, NULL);
     if ((st = attn_check_no_overlap(outs, 5, ins, ATTN_MHA_INPUTS, err)) ||
         (st = check_workspace(&m, outs, ins, regions, cu_seqlens, n, masks, err)))

@@ -90,6 +90,7 @@ attn_status attn_mha_weights_init(attn_mha_weights **weights, void *memory, size
         attn_sgemm_pack_b((float *)(void *)next, &wt, pw->nr, attn_get_num_threads());
         next += round_up(attn_sgemm_packed_floats(in[t], F[t], pw->nr) * (int64_t)sizeof(float));
     }
+    pw->span = (int64_t)(next - (char *)pw);
     pw->magic = ATTN_MHA_WEIGHTS_MAGIC;
     *weights = pw;
     return ATTN_OK;
@@ -126,5 +127,6 @@ attn_status attn_mha_use_packed(attn_mha_call *m, attn_error *err) {
             return attn_fail(err, ATTN_ERR_OPTION, "options->packed paired its bf16 weights for the %s kernels; this process "
                              "runs %s", pw->bf16 ? pw->bf16 : "f32", attn_bf16_label());
     for (int t = 0; t < 4; t++) m->packed[t] = pw->panels[t];
+    attn_tensor_init(&m->packed_memory, (void *)(uintptr_t)pw, ATTN_BOOL, 1, &pw->span, NULL, NULL);
     return ATTN_OK;
 }

@@ -69,9 +69,8 @@ static attn_status check_grads(grads *g, const attn_tensor *dout, const attn_ten
      * writes dq, dk and dv as it goes): no gradient may share their memory,
      * nor another gradient's. */
     const attn_named outs[4] = {{g->out[0], "dq"}, {g->out[1], "dk"}, {g->out[2], "dv"}, {g->out[3], "dmask"}};
-    const attn_named ins[9] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"},
-                               {o->mask, "mask"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"}};
-    return attn_check_no_overlap(outs, 4, ins, 9, err);
+    attn_named ins[6 + ATTN_OPTION_TENSORS] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"}};
+    return attn_check_no_overlap(outs, 4, ins, attn_named_options(ins, 6, ATTN_NAMED_CAP(ins), o), err);
 }
 
 /* Whether the fused f32 kernel computes the call: f32 q (k and v may be 16-bit)
@@ -193,10 +192,9 @@ static attn_status check_workspace(const attn_context *c, attn_tensor *const gra
                                    attn_error *err) {
     if (!c->workspace) return ATTN_OK;
     const attn_named outs[4] = {{grad[0], "dq"}, {grad[1], "dk"}, {grad[2], "dv"}, {grad[3], "dmask"}};
-    const attn_named ins[11] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"},
-                                {o->mask, "mask"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"},
-                                {o->k_descale, "k_descale"}, {o->v_descale, "v_descale"}};
-    return attn_check_workspace(c->workspace, c->workspace_size, outs, 4, ins, 11, err);
+    attn_named ins[6 + ATTN_OPTION_TENSORS] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"}};
+    int n_ins = attn_named_options(ins, 6, ATTN_NAMED_CAP(ins), o);
+    return attn_check_workspace(c->workspace, c->workspace_size, outs, 4, ins, n_ins, err);
 }
 
 /* Plan and check the call; with `bytes`, only measure its scratch, else run
@@ -280,9 +278,8 @@ static attn_status backward_half(size_t *bytes, attn_tensor *const grad[4], cons
                              i == 3 ? "the mask" : i ? (i == 1 ? "k" : "v") : "q");
     if ((st = attn_check_half_kv(q, k, v, err))) return st;
     const attn_named outs[4] = {{grad[0], "dq"}, {grad[1], "dk"}, {grad[2], "dv"}, {grad[3], "dmask"}};
-    const attn_named ins[9] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"},
-                               {o.mask, "mask"}, {o.alibi_slopes, "alibi_slopes"}, {o.sinks, "sinks"}};
-    if ((st = attn_check_no_overlap(outs, 4, ins, 9, err)) ||
+    attn_named ins[6 + ATTN_OPTION_TENSORS] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"}};
+    if ((st = attn_check_no_overlap(outs, 4, ins, attn_named_options(ins, 6, ATTN_NAMED_CAP(ins), &o), err)) ||
         (!bytes && (st = check_workspace(&c, grad, dout, q, k, v, out, lse, &o, err))))
         return st;
     if (!bytes && c.workspace) { /* the whole call's figure, as for an f32 q, not the f32 call's share of it */

@@ -32,8 +32,8 @@ attn_status attn_sdpa_dropout_mask(attn_tensor *keep, const attn_tensor *q, cons
         (st = attn_options_read(&o, &c, options, err)) || (st = check_keep(keep, rank, shape, err)))
         return st;
     const attn_named outs[1] = {{keep, "keep"}};
-    const attn_named ins[4] = {{q, "q"}, {k, "k"}, {v, "v"}, {o.mask, "mask"}};
-    if ((st = attn_check_no_overlap(outs, 1, ins, 4, err))) return st;
+    attn_named ins[3 + ATTN_OPTION_TENSORS] = {{q, "q"}, {k, "k"}, {v, "v"}};
+    if ((st = attn_check_no_overlap(outs, 1, ins, attn_named_options(ins, 3, ATTN_NAMED_CAP(ins), &o), err))) return st;
     attn_canon cw = attn_canonical(keep);
     int64_t B2 = cw.shape[1], H = cw.shape[2], L = cw.shape[3], S = cw.shape[4];
     attn_problem p;

@@ -503,10 +503,10 @@ static attn_status check_workspace(const attn_tensor *out, const attn_tensor *ls
     attn_tensor_init(&header, (void *)(uintptr_t)cache, ATTN_BOOL, 1, &n, NULL, NULL); /* its length, its layout */
     attn_kv_cache_storage(&ck, &cv, cache);
     const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
-    const attn_named ins[9] = {{q, "q"}, {&header, "the cache"}, {&ck, "the cache's keys"}, {&cv, "the cache's values"},
-                               {read.mask, "mask"}, {read.alibi_slopes, "alibi_slopes"}, {read.sinks, "sinks"},
-                               {read.k_descale, "k_descale"}, {read.v_descale, "v_descale"}};
-    return attn_check_workspace(c.workspace, c.workspace_size, outs, 2, ins, 9, err);
+    attn_named ins[4 + ATTN_OPTION_TENSORS] = {{q, "q"}, {&header, "the cache"}, {&ck, "the cache's keys"},
+                                               {&cv, "the cache's values"}};
+    int n_ins = attn_named_options(ins, 4, ATTN_NAMED_CAP(ins), &read);
+    return attn_check_workspace(c.workspace, c.workspace_size, outs, 2, ins, n_ins, err);
 }
 
 /* attn_kv_cache_attend over the cache's first `length` positions, or with

@@ -129,26 +129,30 @@ attn_status attn_kv_paged_prepare(attn_sdpa_options *o, attn_paged_rows *k, attn
  * k_descale and v_descale) has a workspace apart from every tensor attend
  * reads or writes: q, out, lse, the offsets, the options' tensors, the
  * masks of sequences with queries, and the view's memory, whole (its pages,
- * tables, lengths and residual keys), before q's turned copy is written
+ * tables, lengths and residual keys), and a pool's (pool NULL: a caller's
+ * view), its header and bookkeeping too, before q's turned copy is written
  * into it (attn_check_workspace). */
 static attn_status check_workspace(const attn_tensor *out, const attn_tensor *lse, const attn_tensor *q,
-                                   const int64_t *cu, const attn_kv_paged_view *w, int64_t n,
-                                   const attn_tensor *const *masks, const attn_sdpa_options *o, attn_error *err) {
+                                   const int64_t *cu, const attn_kv_paged_view *w, const attn_kv_pages *pool,
+                                   int64_t n, const attn_tensor *const *masks, const attn_sdpa_options *o,
+                                   attn_error *err) {
     attn_sdpa_options read;
     attn_context c;
     attn_status st = attn_options_read(&read, &c, o, err);
     if (st || !c.workspace) return st;
-    attn_tensor regions[5], residual, offsets;
+    attn_tensor regions[5], residual, offsets, whole;
     int64_t entries = n + 1;
     attn_kv_paged_regions(regions, w);
     attn_kv_paged_residual(&residual, w);
+    if (pool) attn_kv_pages_memory(&whole, pool);
     attn_tensor_init(&offsets, (void *)(uintptr_t)cu, ATTN_F64, 1, &entries, NULL, NULL); /* int64s: only bytes count */
     const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
-    attn_named ins[12] = {{q, "q"}, {&offsets, "cu_seqlens_q"}, {read.alibi_slopes, "alibi_slopes"},
-                          {read.sinks, "sinks"}, {read.k_descale, "k_descale"}, {read.v_descale, "v_descale"},
-                          {residual.data ? &residual : NULL, "the residual keys"}};
-    for (int r = 0; r < 5; r++) ins[7 + r] = (attn_named){regions[r].data ? &regions[r] : NULL, attn_kv_paged_region_names[r]};
-    if ((st = attn_check_workspace(c.workspace, c.workspace_size, outs, 2, ins, 12, err))) return st;
+    attn_named ins[9 + ATTN_OPTION_TENSORS] = {{q, "q"}, {&offsets, "cu_seqlens_q"},
+                                               {residual.data ? &residual : NULL, "the residual keys"},
+                                               {pool ? &whole : NULL, "the pool's memory"}};
+    for (int r = 0; r < 5; r++) ins[4 + r] = (attn_named){regions[r].data ? &regions[r] : NULL, attn_kv_paged_region_names[r]};
+    int n_ins = attn_named_options(ins, 9, ATTN_NAMED_CAP(ins), &read);
+    if ((st = attn_check_workspace(c.workspace, c.workspace_size, outs, 2, ins, n_ins, err))) return st;
     for (int64_t i = 0; masks && i < n; i++) {
         const attn_named mask = {cu[i + 1] > cu[i] ? masks[i] : NULL, "a sequence's mask"};
         if ((st = attn_check_workspace(c.workspace, c.workspace_size, NULL, 0, &mask, 1, err))) return st;
@@ -157,20 +161,28 @@ static attn_status check_workspace(const attn_tensor *out, const attn_tensor *ls
 }
 
 /* The n sequences rows[0..n) (NULL: 0..n-1) of a checked view w, sequence
- * i with masks[i] (masks NULL: none), as one attn_sdpa_varlen_paged call. */
+ * i with masks[i] (masks NULL: none), as one attn_sdpa_varlen_paged call;
+ * pool: the pool w is the view of (NULL: a caller's view), whose memory,
+ * header and bookkeeping included, out and lse keep clear of. */
 static attn_status attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const int64_t *cu,
-                          const attn_kv_paged_view *w, const int64_t *rows, int64_t n,
+                          const attn_kv_paged_view *w, const attn_kv_pages *pool, const int64_t *rows, int64_t n,
                           const attn_tensor *const *masks, const attn_sdpa_options *options, attn_error *err) {
     attn_sdpa_options o;
     bool any;
     attn_status st = attn_kv_paged_prepare(&o, NULL, NULL, &any, out, lse, q, cu, w, rows, n, options, err);
+    attn_tensor whole;
+    if (!st && pool) {
+        attn_kv_pages_memory(&whole, pool);
+        const attn_named outs[2] = {{out, "out"}, {lse, "lse"}}, ins[1] = {{&whole, "the pool's memory"}};
+        st = attn_check_no_overlap(outs, 2, ins, 1, err);
+    }
     attn_tensor ks, vs, hq; /* the pages' per-head fp8 scales, as the options'; q turned by the keys' rotation */
     attn_arena arena = attn_arena_over(NULL, 0); /* hq's memory: the workspace's front, or malloc */
     attn_context rest;
     attn_paged_rows *k_pages = NULL; /* (k_pages[i], v_pages[i]): sequence i's row sources, a few words each */
     memset(&hq, 0, sizeof hq);
     if (st || (st = attn_kv_scales_as_descale(&o, &ks, &vs, w->k_scale, w->v_scale, w->heads, err)) ||
-        (st = check_workspace(out, lse, q, cu, w, n, masks, &o, err)) ||
+        (st = check_workspace(out, lse, q, cu, w, pool, n, masks, &o, err)) ||
         (w->hadamard && (st = attn_hadamard_queries_call(&hq, &arena, &rest, &o, q, err))) || !any)
         goto done;
     if (hq.data) q = &hq;
@@ -198,7 +210,7 @@ attn_status attn_kv_paged_attend(attn_tensor *out, attn_tensor *lse, const attn_
     if (st) return st;
     attn_kv_paged_view w = attn_kv_paged_view_default();
     attn_versioned_read(&w, sizeof w, view, "view", "", NULL);
-    return attend(out, lse, q, cu_seqlens_q, &w, NULL, w.num_sequences, masks, options, err);
+    return attend(out, lse, q, cu_seqlens_q, &w, NULL, NULL, w.num_sequences, masks, options, err);
 }
 
 attn_status attn_kv_paged_attend_rows(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const int64_t *cu,
@@ -206,7 +218,7 @@ attn_status attn_kv_paged_attend_rows(attn_tensor *out, attn_tensor *lse, const 
                                       const attn_tensor *const *masks, const attn_sdpa_options *options,
                                       attn_error *err) {
     attn_status st = attn_kv_paged_check(w, err);
-    return st ? st : attend(out, lse, q, cu, w, rows, n, masks, options, err);
+    return st ? st : attend(out, lse, q, cu, w, NULL, rows, n, masks, options, err);
 }
 
 attn_status attn_kv_pages_attend(attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const int64_t *cu_seqlens_q,
@@ -220,5 +232,5 @@ attn_status attn_kv_pages_attend(attn_tensor *out, attn_tensor *lse, const attn_
     attn_kv_paged_view w;
     w.struct_size = sizeof w;
     attn_kv_pages_view(&w, pool, NULL);
-    return attend(out, lse, q, cu_seqlens_q, &w, seqs, n, masks, options, err);
+    return attend(out, lse, q, cu_seqlens_q, &w, pool, seqs, n, masks, options, err);
 }

@@ -448,9 +448,8 @@ static attn_status plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse
     }
     if (lse && (st = check_lse(lse, &pl, q->dtype, shapes, err))) return st;
     const attn_named outs[3] = {{out, out_name}, {lse, "lse"}, {weights, "weights"}};
-    const attn_named ins[8] = {{q, "q"}, {k, "k"}, {v, "v"}, {o->mask, "mask"}, {o->alibi_slopes, "alibi_slopes"},
-                               {o->sinks, "sinks"}, {o->k_descale, "k_descale"}, {o->v_descale, "v_descale"}};
-    if ((st = attn_check_no_overlap(outs, 3, ins, 8, err))) return st;
+    attn_named ins[3 + ATTN_OPTION_TENSORS] = {{q, "q"}, {k, "k"}, {v, "v"}};
+    if ((st = attn_check_no_overlap(outs, 3, ins, attn_named_options(ins, 3, ATTN_NAMED_CAP(ins), o), err))) return st;
     int64_t L = pl.q.shape[3], E = pl.q.shape[4], S = pl.k.shape[3];
     memset(sl, 0, sizeof *sl);
     sl->q = q, sl->k = k, sl->v = v, sl->out = out, sl->weights = weights, sl->mask = o->mask;

@@ -101,10 +101,10 @@ static attn_status check_workspace(const attn_context *c, kernel_kind kind, cons
     attn_tensor pools[2];
     if (k_pages) attn_paged_rows_pool(&pools[0], k_pages), attn_paged_rows_pool(&pools[1], v_pages);
     const attn_named outs[3] = {{out, kind == KERNEL_SCORES ? "scores" : "out"}, {lse, "lse"}, {weights, "weights"}};
-    const attn_named ins[10] = {{q, "q"}, {k, "k"}, {v, "v"}, {o->mask, "mask"}, {o->alibi_slopes, "alibi_slopes"},
-                                {o->sinks, "sinks"}, {o->k_descale, "k_descale"}, {o->v_descale, "v_descale"},
-                                {k_pages ? &pools[0] : NULL, "k pages"}, {v_pages ? &pools[1] : NULL, "v pages"}};
-    return attn_check_workspace(c->workspace, c->workspace_size, outs, 3, ins, 10, err);
+    attn_named ins[5 + ATTN_OPTION_TENSORS] = {{q, "q"}, {k, "k"}, {v, "v"}, {k_pages ? &pools[0] : NULL, "k pages"},
+                                               {v_pages ? &pools[1] : NULL, "v pages"}};
+    int n_ins = attn_named_options(ins, 5, ATTN_NAMED_CAP(ins), o);
+    return attn_check_workspace(c->workspace, c->workspace_size, outs, 3, ins, n_ins, err);
 }
 
 /* The call as its ATTN_VERBOSE line names it: a paged one's (k_pages not
@@ -198,9 +198,10 @@ static attn_status sdpa_half(kernel_kind kind, size_t *bytes, attn_tensor *out, 
     if (lse && lse->dtype != ATTN_F32)
         return attn_fail(err, ATTN_ERR_DTYPE, "lse is %s; with a 16-bit q it is f32", attn_dtype_name(lse->dtype));
     const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
-    const attn_named ins[6] = {{q, "q"}, {k, "k"}, {v, "v"}, {o.mask, "mask"}, {o.alibi_slopes, "alibi_slopes"},
-                               {o.sinks, "sinks"}};
-    if ((st = attn_check_no_overlap(outs, 2, ins, 6, err)) ||
+    /* out is written from its f32 copy: the f32 call checks only that copy */
+    attn_named ins[3 + ATTN_OPTION_TENSORS] = {{q, "q"}, {k, "k"}, {v, "v"}};
+    int n_ins = attn_named_options(ins, 3, ATTN_NAMED_CAP(ins), &o);
+    if ((st = attn_check_no_overlap(outs, 2, ins, n_ins, err)) ||
         (!bytes && (st = check_workspace(&c, kind, out, lse, weights, q, k, v, &o, k_pages, v_pages, err))))
         return st;
     if (!bytes && c.workspace) { /* the whole call's figure, as for an f32 q, not the f32 call's share of it */

@@ -289,10 +289,10 @@ attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *l
     if ((st = check_lse_workspace(pl, lse, workspace, workspace_size, err))) return st;
     /* The layouts are the plan's, so only the data can alias. */
     const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
-    const attn_named ins[8] = {{q, "q"}, {k, "k"}, {v, "v"}, {pl->o.mask, "mask"}, {pl->o.alibi_slopes, "alibi_slopes"},
-                               {pl->o.sinks, "sinks"}, {pl->o.k_descale, "k_descale"}, {pl->o.v_descale, "v_descale"}};
-    if ((st = attn_check_no_overlap(outs, 2, ins, 8, err)) ||
-        (st = check_workspace(pl, workspace, workspace_size, outs, 2, ins, 8, err)) ||
+    attn_named ins[3 + ATTN_OPTION_TENSORS] = {{q, "q"}, {k, "k"}, {v, "v"}};
+    int n_ins = attn_named_options(ins, 3, ATTN_NAMED_CAP(ins), &pl->o);
+    if ((st = attn_check_no_overlap(outs, 2, ins, n_ins, err)) ||
+        (st = check_workspace(pl, workspace, workspace_size, outs, 2, ins, n_ins, err)) ||
         (pl->varlen && (st = attn_varlen_plan_check_masks(pl->varlen, outs, 2, workspace, workspace_size, pl->masks,
                                                           pl->batch, err))))
         return st;
@@ -407,7 +407,8 @@ static attn_status run_paged(attn_sdpa_plan *pl, attn_tensor *out, attn_tensor *
     if ((st = check_lse_workspace(pl, lse, workspace, workspace_size, err))) return st;
     /* The layouts are the plan's, so only the data can alias: the outputs
      * against q, this layer's pages, residual rows and scales, the view's
-     * tables and the options'. */
+     * tables and generation counter (a scratch write there would move a
+     * pool's counter) and the options'. */
     attn_tensor regions[5], residual, scales[2];
     attn_kv_paged_regions(regions, w);
     attn_kv_paged_residual(&residual, w);
@@ -415,15 +416,21 @@ static attn_status run_paged(attn_sdpa_plan *pl, attn_tensor *out, attn_tensor *
     for (int i = 0; i < 2; i++)
         attn_tensor_init(&scales[i], (void *)(uintptr_t)sc[i], ATTN_F32, 1, &w->heads, NULL, NULL);
     const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};
-    attn_named ins[13] = {{q, "q"}, {pl->o.alibi_slopes, "alibi_slopes"}, {pl->o.sinks, "sinks"}};
-    for (int r = 0; r < 5; r++) ins[3 + r] = (attn_named){regions[r].data ? &regions[r] : NULL, attn_kv_paged_region_names[r]};
-    ins[8] = (attn_named){residual.data ? &residual : NULL, "the residual keys"};
-    ins[9] = (attn_named){sc[0] ? &scales[0] : NULL, "k_scale"}, ins[10] = (attn_named){sc[1] ? &scales[1] : NULL, "v_scale"};
+    attn_tensor generation; /* a pool's view: its counter, in the pool's header */
+    int64_t one = 1;
+    attn_tensor_init(&generation, (void *)(uintptr_t)w->generation, ATTN_F64, 1, &one, NULL, NULL); /* uint64: bytes */
+    attn_named ins[10 + ATTN_OPTION_TENSORS] = {{q, "q"}};
+    for (int r = 0; r < 5; r++) ins[1 + r] = (attn_named){regions[r].data ? &regions[r] : NULL, attn_kv_paged_region_names[r]};
+    ins[6] = (attn_named){residual.data ? &residual : NULL, "the residual keys"};
+    ins[7] = (attn_named){sc[0] ? &scales[0] : NULL, "k_scale"}, ins[8] = (attn_named){sc[1] ? &scales[1] : NULL, "v_scale"};
+    ins[9] = (attn_named){w->generation ? &generation : NULL, "the view's generation counter"};
     /* a view without scales: the options' own descale tensors, if any (with scales, pl->o's are the planned view's) */
-    ins[11] = (attn_named){sc[0] ? NULL : pl->o.k_descale, "k_descale"};
-    ins[12] = (attn_named){sc[1] ? NULL : pl->o.v_descale, "v_descale"};
-    if ((st = attn_check_no_overlap(outs, 2, ins, 13, err)) ||
-        (st = check_workspace(pl, workspace, workspace_size, outs, 2, ins, 13, err)) ||
+    attn_sdpa_options read = pl->o;
+    if (sc[0]) read.k_descale = NULL;
+    if (sc[1]) read.v_descale = NULL;
+    int n_ins = attn_named_options(ins, 10, ATTN_NAMED_CAP(ins), &read);
+    if ((st = attn_check_no_overlap(outs, 2, ins, n_ins, err)) ||
+        (st = check_workspace(pl, workspace, workspace_size, outs, 2, ins, n_ins, err)) ||
         (st = attn_varlen_plan_check_masks(pl->varlen, outs, 2, workspace, workspace_size, pl->masks, pl->batch, err)))
         return st;
     pl->q.data = q->data, pl->out.data = out->data, pl->lse.data = lse ? lse->data : NULL;

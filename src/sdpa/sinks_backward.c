@@ -58,8 +58,8 @@ attn_status attn_sdpa_sinks_backward(attn_tensor *dsinks, const attn_tensor *dou
     int64_t Hq = dsinks->shape[0], L = out->shape[out->rank - 2], Ev = out->shape[out->rank - 1];
     if ((st = attn_check_per_head(o.sinks, "sinks", Hq, err))) return st;
     const attn_named outs[1] = {{dsinks, "dsinks"}};
-    const attn_named ins[4] = {{dout, "dout"}, {out, "out"}, {lse, "lse"}, {o.sinks, "sinks"}};
-    if ((st = attn_check_no_overlap(outs, 1, ins, 4, err))) return st;
+    attn_named ins[3 + ATTN_OPTION_TENSORS] = {{dout, "dout"}, {out, "out"}, {lse, "lse"}};
+    if ((st = attn_check_no_overlap(outs, 1, ins, attn_named_options(ins, 3, ATTN_NAMED_CAP(ins), &o), err))) return st;
     attn_mat sinks = {(char *)o.sinks->data, o.sinks->dtype, 1, Hq, 0, o.sinks->strides[0]};
     int64_t rows = Ev ? attn_tensor_numel(out) / Ev : 0;
     for (int64_t h = 0; h < Hq; h++) { /* in double, rows in order: the same sums on every run */

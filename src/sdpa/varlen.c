@@ -491,10 +491,9 @@ static attn_status check_varlen(attn_tensor *out, attn_tensor *lse, const attn_t
      * sequences no plan sees. */
     /* The scales too: a sequence's plan sees only its own row of them. */
     const attn_tensor cq = offsets_bytes(cu_q, batch), ck = offsets_bytes(cu_k, batch);
-    const attn_named ins[9] = {{q, "q"}, {k, "k"}, {v, "v"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"},
-                               {o->k_descale, "k_descale"}, {o->v_descale, "v_descale"}, {&cq, "cu_seqlens_q"},
-                               {&ck, "cu_seqlens_k"}};
-    if ((st = check_outputs(out, lse, ins, 9, masks, cu_q, cu_k, NULL, batch, c, err))) return st;
+    attn_named ins[5 + ATTN_OPTION_TENSORS] = {{q, "q"}, {k, "k"}, {v, "v"}, {&cq, "cu_seqlens_q"}, {&ck, "cu_seqlens_k"}};
+    int n_ins = attn_named_options(ins, 5, ATTN_NAMED_CAP(ins), o);
+    if ((st = check_outputs(out, lse, ins, n_ins, masks, cu_q, cu_k, NULL, batch, c, err))) return st;
     if (o->sinks && (st = attn_check_per_head(o->sinks, "sinks", q->shape[1], err))) return st;
     return check_batch_descale(o, k->dtype, v->dtype, batch, k->shape[1], err);
 }
@@ -557,9 +556,9 @@ static attn_status check_paged(int64_t *Ev_out, attn_tensor *out, attn_tensor *l
         (lse && (st = check_packed_out(lse, "lse", 2, want_out, lse_dtype(q), true, err))))
         return st;
     const attn_tensor cq = offsets_bytes(cu_seqlens_q, batch);
-    const attn_named ins[6] = {{q, "q"}, {o->alibi_slopes, "alibi_slopes"}, {o->sinks, "sinks"},
-                               {o->k_descale, "k_descale"}, {o->v_descale, "v_descale"}, {&cq, "cu_seqlens_q"}};
-    if ((st = check_outputs(out, lse, ins, 6, masks, cu_seqlens_q, NULL, k_pages, batch, c, err))) return st;
+    attn_named ins[2 + ATTN_OPTION_TENSORS] = {{q, "q"}, {&cq, "cu_seqlens_q"}};
+    int n_ins = attn_named_options(ins, 2, ATTN_NAMED_CAP(ins), o);
+    if ((st = check_outputs(out, lse, ins, n_ins, masks, cu_seqlens_q, NULL, k_pages, batch, c, err))) return st;
     for (int64_t b = 0; b < batch; b++) { /* and the pools' memory */
         attn_tensor pools[2];
         attn_paged_rows_pool(&pools[0], &k_pages[b]), attn_paged_rows_pool(&pools[1], &v_pages[b]);
@@ -615,11 +614,11 @@ attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_ten
         if (grad[t] && (st = check_packed_out(grad[t], NAME[t], 3, like[t]->shape, q->dtype, true, err))) return st;
     const attn_named outs[3] = {{dq, "dq"}, {dk, "dk"}, {dv, "dv"}};
     const attn_tensor cq = offsets_bytes(cu_seqlens_q, batch), ck = offsets_bytes(cu_seqlens_k, batch);
-    const attn_named ins[10] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"},
-                                {o.alibi_slopes, "alibi_slopes"}, {o.sinks, "sinks"}, {&cq, "cu_seqlens_q"},
-                                {&ck, "cu_seqlens_k"}};
-    if ((st = attn_check_no_overlap(outs, 3, ins, 10, err)) ||
-        (st = attn_check_workspace(c.workspace, c.workspace_size, outs, 3, ins, 10, err)) ||
+    attn_named ins[8 + ATTN_OPTION_TENSORS] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"},
+                                               {&cq, "cu_seqlens_q"}, {&ck, "cu_seqlens_k"}};
+    int n_ins = attn_named_options(ins, 8, ATTN_NAMED_CAP(ins), &o);
+    if ((st = attn_check_no_overlap(outs, 3, ins, n_ins, err)) ||
+        (st = attn_check_workspace(c.workspace, c.workspace_size, outs, 3, ins, n_ins, err)) ||
         (st = check_masks_apart(outs, 3, c.workspace, c.workspace_size, masks, cu_seqlens_q, cu_seqlens_k, NULL, batch,
                                 err)))
         return st;
