@@ -1788,6 +1788,20 @@ static void test_kv_cache(void) {
     check_status(attn_kv_cache_attend(&out, NULL, &q, c, NULL, &err), &err, ATTN_OK, "", "kv_cache_attend_empty");
     check(((float *)out.data)[0] == 0.0f && ((float *)out.data)[5] == 0.0f, "kv_cache_attend_empty_out_0",
           "out[0] %g, out[5] %g", ((float *)out.data)[0], ((float *)out.data)[5]);
+    /* ... where out and lse it writes must still have data (their checks
+     * ran on measuring stand-ins, which take NULL data: a NULL lse of 2
+     * elements was written through) */
+    {
+        int64_t sl[1] = {2};
+        attn_tensor lse = make(ATTN_F32, 1, sl), no_data = out;
+        void *kept = lse.data;
+        lse.data = NULL, no_data.data = NULL;
+        check_status(attn_kv_cache_attend(&out, &lse, &q, c, NULL, &err), &err, ATTN_ERR_NULL, "lse has NULL data",
+                     "kv_cache_attend_empty_lse_without_data");
+        check_status(attn_kv_cache_attend(&no_data, NULL, &q, c, NULL, &err), &err, ATTN_ERR_NULL,
+                     "out has NULL data", "kv_cache_attend_empty_out_without_data");
+        free(kept);
+    }
     check_status(attn_kv_cache_append(c, &k64, &v, &err), &err, ATTN_ERR_DTYPE, "f32, f16 or bf16",
                  "kv_cache_append_wrong_dtype");
     check_status(attn_kv_cache_append(c, &kbad, &v, &err), &err, ATTN_ERR_SHAPE, "k has shape (3, 5)",

@@ -488,6 +488,15 @@ static void test_size_0_backward(void) {
     st = attn_sdpa_backward(NULL, &dkh, NULL, NULL, &out, &q, &kh, &kh, &out, &lse, NULL, &err);
     check(st == ATTN_ERR_SHAPE && strstr(err.message, "never for the heads"), "size_0_backward_heads_refused",
           "status %d: %s", (int)st, st ? err.message : "");
+    /* S = 0 with a dq of elements but NULL data: refused (the checks on the
+     * measuring stand-ins take NULL data; dq was filled through NULL) */
+    int64_t q2[4] = {2, 3, 4, 8}, k0[4] = {2, 3, 0, 8};
+    attn_tensor qn = over(in[0], ATTN_F32, 4, q2), kn = over(in[1], ATTN_F32, 4, k0), on = over(in[3], ATTN_F32, 4, q2),
+                ln = over(in[5], ATTN_F32, 3, q2), dqn = over(sent[0], ATTN_F32, 4, q2);
+    dqn.data = NULL;
+    st = attn_sdpa_backward(&dqn, NULL, NULL, NULL, &on, &qn, &kn, &kn, &on, &ln, NULL, &err);
+    check(st == ATTN_ERR_NULL && strstr(err.message, "dq has NULL data"), "size_0_backward_gradient_without_data",
+          "status %d: %s", (int)st, st ? err.message : "");
     check(untouched(sent[0], sizeof sent), "size_0_backward_refusals_write_nothing", "a sentinel byte changed");
 }
 

@@ -370,6 +370,7 @@ static attn_status empty_backward(bool *empty, size_t *bytes, attn_tensor *const
     st = backward_call(&need, ones, &all[5].one, &all[0].one, &all[1].one, &all[2].one, &all[4].one,
                        lse ? &all[6].one : NULL, &with_ones, err);
     if (st) return st;
+    if (!bytes && (st = attn_empty_data(all, 11, err))) return st;
     *empty = true;
     if (bytes) {
         *bytes = 0;

@@ -112,6 +112,13 @@ attn_status attn_empty_check(attn_empty *e, attn_empty_arg *args, int n, attn_er
     return ATTN_OK;
 }
 
+attn_status attn_empty_data(const attn_empty_arg *args, int n, attn_error *err) {
+    for (int i = 0; i < n; i++)
+        if (args[i].t && !args[i].t->data && attn_tensor_numel(args[i].t) > 0)
+            return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", args[i].name);
+    return ATTN_OK;
+}
+
 void attn_fill(attn_tensor *t, double x) {
     if (attn_tensor_numel(t) <= 0) return;
     attn_tensor src = *t; /* x, broadcast to t's shape */

@@ -267,9 +267,10 @@ static attn_status sdpa_call(kernel_kind kind, size_t *bytes, attn_tensor *out, 
 
 /* The checks of a call with a dimension of 0 (e->any), o its options read:
  * where its 0s stand, then the same call with each 0 read as 1, measured. */
-static attn_status empty_check(attn_empty *e, attn_sdpa_options *o, kernel_kind kind, attn_tensor *out,
-                               attn_tensor *lse, attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,
-                               const attn_tensor *v, const attn_sdpa_options *options, attn_error *err) {
+static attn_status empty_check(attn_empty *e, attn_sdpa_options *o, bool measuring, kernel_kind kind,
+                               attn_tensor *out, attn_tensor *lse, attn_tensor *weights, const attn_tensor *q,
+                               const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *options,
+                               attn_error *err) {
     memset(e, 0, sizeof *e);
     if (!q || !k || !v || !out) return ATTN_OK; /* the usual checks say which */
     attn_context c;
@@ -283,8 +284,10 @@ static attn_status empty_check(attn_empty *e, attn_sdpa_options *o, kernel_kind 
     attn_sdpa_options ones = *o;
     if (o->mask) ones.mask = &a[3].one;
     size_t need = 0;
-    return sdpa_call(kind, &need, &a[4].one, lse ? &a[5].one : NULL, weights ? &a[6].one : NULL, &a[0].one,
-                     &a[1].one, &a[2].one, &ones, err);
+    if ((st = sdpa_call(kind, &need, &a[4].one, lse ? &a[5].one : NULL, weights ? &a[6].one : NULL, &a[0].one,
+                        &a[1].one, &a[2].one, &ones, err)))
+        return st;
+    return measuring ? ATTN_OK : attn_empty_data(a, 7, err);
 }
 
 static attn_status empty_call(bool *empty, kernel_kind kind, size_t *bytes, attn_tensor *out, attn_tensor *lse,
@@ -294,7 +297,7 @@ static attn_status empty_call(bool *empty, kernel_kind kind, size_t *bytes, attn
     double t0 = attn_verbose_on() ? attn_now_ms() : 0;
     attn_empty e;
     attn_sdpa_options o;
-    attn_status st = empty_check(&e, &o, kind, out, lse, weights, q, k, v, options, err);
+    attn_status st = empty_check(&e, &o, bytes != NULL, kind, out, lse, weights, q, k, v, options, err);
     *empty = !st && e.any;
     if (!*empty) return st;
     if (bytes) {
@@ -310,7 +313,7 @@ attn_status attn_sdpa_empty(attn_empty *e, attn_tensor *out, attn_tensor *lse, c
                             const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *options,
                             attn_error *err) {
     attn_sdpa_options o;
-    return empty_check(e, &o, KERNEL_STREAM, out, lse, NULL, q, k, v, options, err);
+    return empty_check(e, &o, true, KERNEL_STREAM, out, lse, NULL, q, k, v, options, err); /* runs check data */
 }
 
 attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, attn_tensor *lse, attn_tensor *weights,

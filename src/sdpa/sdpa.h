@@ -359,6 +359,10 @@ typedef struct attn_empty {
     bool no_keys;   /* S = 0: out's rows (if any) see no key */
 } attn_empty;
 attn_status attn_empty_check(attn_empty *e, attn_empty_arg *args, int n, attn_error *err);
+/* Every tensor in args that has an element has data. The measuring call on
+ * the stand-ins reads no data, so it takes NULL data anywhere; a call that
+ * goes on to write (out, lse, the gradients) checks this first. */
+attn_status attn_empty_data(const attn_empty_arg *args, int n, attn_error *err);
 /* attn_sdpa's checks of a call with a dimension of 0 (e->any), nothing
  * written: for a plan of one (sdpa_plan.c), whose runs write what
  * attn_sdpa writes (attn_write_no_keys unless e->no_output). */
