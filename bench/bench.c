@@ -2275,8 +2275,20 @@ static int report_done(int code) {
     return cli_close_stdout(code);
 }
 
+/* What each option sets, for cli_check_repeats: each section its own
+ * (two sections together are refused below, in words of their own). */
+static const cli_setting BENCH_SETTINGS[] = {
+    {"--quick", NULL, false, 0},    {"--json", NULL, false, 1},    {"--threads", NULL, true, 2},
+    {"--ggml", NULL, true, 3},      {"--backward", NULL, false, 4}, {"--layer", NULL, false, 5},
+    {"--variants", NULL, false, 6}, {"--varlen", NULL, false, 7},  {"--decode", NULL, false, 8},
+    {"--overhead", NULL, false, 9}, {"--paged", NULL, false, 10},  {"--kv", NULL, false, 11},
+    {NULL, NULL, false, 0},
+};
+
 int main(int argc, char **argv) {
     const char *ggml_dir = NULL;
+    int code = cli_check_repeats(argc, argv, BENCH_SETTINGS);
+    if (code) return code;
     /* The options that each run one section alone: two of them ran only the
      * first in this file's order and dropped the other without a word. */
     static const struct { const char *flag; bool *on; } SECTIONS[] = {

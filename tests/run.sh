@@ -311,6 +311,11 @@ bench_arguments() {
         "--quick --threads 0;2;--threads '0' is not a whole number from 1 to 256" \
         "--quick --json --threads x;2;--threads 'x' is not a whole number from 1 to 256" \
         "--quick --decode --kv;2;--decode and --kv each run one section alone" \
+        "--quick --quick;2;--quick and --quick: give --quick once" \
+        "--quick --json --threads 2 --threads 3;2;--threads 2 and --threads 3: give --threads once" \
+        "--decode --quick --decode;2;--decode and --decode: give --decode once" \
+        "--ggml a --quick --ggml b;2;--ggml a and --ggml b: give --ggml once" \
+        "--mpi --quick --mpi;2;--mpi and --mpi: give --mpi once" \
         "--quick --ggml $BUILD/no-ggml-here;1;--ggml: cannot load $BUILD/no-ggml-here/libggml-base.so" \
         "--quick --json --ggml $BUILD/no-ggml-here;1;--ggml: cannot load $BUILD/no-ggml-here/libggml-base.so"; do
         args=${case%%;*} rest=${case#*;}

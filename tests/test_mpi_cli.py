@@ -404,13 +404,27 @@ def main():
         c.report("ranks_0_to_6_%s" % flag.lstrip("-"), "; ".join(problems))
 
     # attn-mpi bench's own arguments: a bad value is a usage error naming
-    # it, not another layout or a length of 0 (atoll's reading of "abc").
+    # it, not another layout or a length of 0 (atoll's reading of "abc");
+    # an option given twice (the later one replaced the earlier, and
+    # --quick after --seq replaced its length), an unknown one or one
+    # without its value is one line too (they printed the whole usage),
+    # and nothing on stdout. Through attn bench --mpi as well.
     for name, a, want in (("layout", ["--layout", "diagonal"], "--layout takes zigzag or contiguous"),
-                          ("seq_text", ["--seq", "abc"], "--seq takes"), ("seq_short", ["--seq", "3"], "--seq takes")):
-        r = subprocess.run(c.mpirun + ["-np", "2", c.mpi, "bench", "--quick"] + a, capture_output=True, text=True, timeout=60)
+                          ("seq_text", ["--seq", "abc"], "--seq takes"), ("seq_short", ["--seq", "3"], "--seq takes"),
+                          ("quick_twice", ["--quick"], "--quick and --quick: give --quick once"),
+                          ("seq_twice", ["--seq", "512", "--seq=1024"], "--seq 512 and --seq=1024: give --seq once"),
+                          ("layout_twice", ["--layout", "zigzag", "--layout", "zigzag"],
+                           "--layout zigzag and --layout zigzag: give --layout once"),
+                          ("unknown", ["--frobnicate"], "unknown bench argument '--frobnicate' (see attn-mpi bench --help)"),
+                          ("seq_needs_value", ["--seq"], "option --seq needs a value"),
+                          ("via_attn_bench_mpi", ["--layout", "contiguous", "--layout=zigzag"],
+                           "--layout contiguous and --layout=zigzag: give --layout once")):
+        prog = [c.attn, "bench", "--mpi"] if name.startswith("via_attn") else [c.mpi, "bench"]
+        r = subprocess.run(c.mpirun + ["-np", "2"] + prog + ["--quick"] + a, capture_output=True, text=True, timeout=60)
         lines = r.stderr.strip().splitlines()
         c.report("bench_error_" + name, "" if r.returncode == 2 and len(lines) == 1 and lines[0].startswith("attn: error: ")
-                 and want in lines[0] else "rc %d, stderr %r" % (r.returncode, r.stderr[-300:]))
+                 and want in lines[0] and not r.stdout else "rc %d, stdout %r, stderr %r"
+                 % (r.returncode, r.stdout[-200:], r.stderr[-300:]))
 
     # --stats: one line per rank, from rank 0, each rank's waiting within its time.
     r = c.run_mpi(3, ["-q", q, "-k", k, "-v", v, "-o", c.path("stats.npy"), "--stats"])
