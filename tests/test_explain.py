@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -679,6 +680,31 @@ def test_cost():
            "time ratio: this row's time over the row above's" in flat(r.stdout) and
            "every ratio would be x16" in flat(r.stdout) and
            "ns per score: the time over the T(T+1)/2 scores" in flat(r.stdout), r.stdout)
+
+
+def test_cost_failure_prints_nothing():
+    """--cost that fails (out of memory for a row's buffers) prints nothing on
+    stdout and one error line: it printed its heading first, then the error.
+    The address-space limits go from one under which a small row fails to
+    one under which every row runs; each run that fails must leave stdout
+    empty, and one must fail. An ASan build cannot run under such a limit."""
+    with open(ATTN, "rb") as f:
+        if b"__asan_init" in f.read():
+            print("skip explain_cost_failure_prints_nothing: an ASan build cannot run under an address-space limit")
+            return
+    problems, failed = [], 0
+    for mib in (8, 12, 16, 20, 24, 32, 48, 64, 96, 128):
+        r = subprocess.run([ATTN, "explain", "--cost"], capture_output=True, text=True,
+                           env=dict(os.environ, ATTN_NUM_THREADS="1"),
+                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (mib << 20,) * 2))
+        if r.returncode == 0:
+            break
+        failed += 1
+        lines = r.stderr.strip().splitlines()
+        if r.stdout or r.returncode != 1 or len(lines) != 1 or not lines[0].startswith("attn: error: "):
+            problems.append("%d MiB: status %d, %d bytes on stdout, stderr %r" % (mib, r.returncode, len(r.stdout), r.stderr))
+    report("explain_cost_failure_prints_nothing", failed > 0 and not problems,
+           "; ".join(problems) or "no limit made it fail")
 
 
 def test_scale_by_d_model():
@@ -1394,6 +1420,7 @@ def main():
     test_tied_and_lookup()
     test_modes_without_projections()
     test_cost()
+    test_cost_failure_prints_nothing()
     test_scale_by_d_model()
     test_positions()
     test_cross_attention()
