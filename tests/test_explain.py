@@ -623,6 +623,11 @@ def test_tied_and_lookup():
         head = explain_json("--tied", *extra)["head"]
         report(f"tied_head_named_{name.replace(' ', '_')}", head.startswith(name) and head.endswith(", tied"), head)
     expect_error("tied_needs_projections", ["explain", "--tied", "--mode", "average"], 2, r"--tied .* no projections")
+    # --tied with weights of one's own: --wk was read, then replaced by W_Q
+    # without a word (the scores came out symmetric whatever it held).
+    np.save(os.path.join(TMP, "w84t.npy"), np.ones((8, 4)))
+    expect_error("tied_with_wk_refused", ["explain", "--wq", "w84t.npy", "--wk", "w84t.npy", "--wv", "w84t.npy", "--tied"],
+                 2, r"^attn: error: --tied uses W_Q as W_K: --wk w84t\.npy would go unused")
     r = run("explain", "--step", "tokens", "my dog chased a ball")
     ids = [attn_ids(w) for w in "my dog chased a ball".split()]
     report("tokens_show_vocabulary_ids", ("ids: " + " ".join(map(str, ids))) in r.stdout and "embedding table" in r.stdout,
