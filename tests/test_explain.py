@@ -1160,6 +1160,9 @@ def test_errors():
     expect_error("scaling_bad_dims", ["scaling", "--dims", "16,abc"], 2, r"--dims: 'abc'")
     expect_error("scaling_zero_queries", ["scaling", "--queries", "0"], 2, r"--queries 0")
     expect_error("scaling_keys_with_variance", ["scaling", "--variance", "--keys", "3"], 2, r"pairs")
+    # --no-train with --variance, which trains nothing: it was taken and ignored.
+    expect_error("scaling_no_train_with_variance", ["scaling", "--variance", "--no-train"], 2,
+                 r"^attn: error: --variance measures pairs and trains nothing; --no-train does not apply$")
     # One pair has no spread: its std printed 0.00 and was said to be near sqrt(d).
     expect_error("scaling_variance_one_pair", ["scaling", "--variance", "--queries", "1"], 2,
                  r"--variance needs at least 2 pairs")
