@@ -2275,8 +2275,20 @@ static int report_done(int code) {
     return cli_close_stdout(code);
 }
 
+/* What each option sets, for cli_check_repeats: each section its own
+ * (two sections together are refused below, in words of their own). */
+static const cli_setting BENCH_SETTINGS[] = {
+    {"--quick", NULL, false, 0},    {"--json", NULL, false, 1},    {"--threads", NULL, true, 2},
+    {"--ggml", NULL, true, 3},      {"--backward", NULL, false, 4}, {"--layer", NULL, false, 5},
+    {"--variants", NULL, false, 6}, {"--varlen", NULL, false, 7},  {"--decode", NULL, false, 8},
+    {"--overhead", NULL, false, 9}, {"--paged", NULL, false, 10},  {"--kv", NULL, false, 11},
+    {NULL, NULL, false, 0},
+};
+
 int main(int argc, char **argv) {
     const char *ggml_dir = NULL;
+    int code = cli_check_repeats(argc, argv, BENCH_SETTINGS);
+    if (code) return code;
     /* The options that each run one section alone: two of them ran only the
      * first in this file's order and dropped the other without a word. */
     static const struct { const char *flag; bool *on; } SECTIONS[] = {
@@ -2284,47 +2296,47 @@ int main(int argc, char **argv) {
         {"--varlen", &varlen_only},     {"--decode", &decode_only}, {"--overhead", &overhead_only},
         {"--paged", &paged_only},       {"--kv", &kv_only},         {"--ggml", NULL}};
     const char *section = NULL;
-    for (int i = 1; i < argc; i++) {
+    /* Errors through cli_error, as the other commands say them: one line,
+     * control bytes in an argument escaped. --ggml and --threads take their
+     * value as the next argument or after '=', as the other commands'
+     * options do (and as cli_check_repeats reads them). */
+    for (int i = 1; i < argc && !code;) {
+        const char *arg = argv[i], *val = NULL;
         bool alone = false; /* a section's flag but --ggml's (which takes a value, below) */
         for (size_t j = 0; j < sizeof SECTIONS / sizeof *SECTIONS; j++) {
-            if (strcmp(argv[i], SECTIONS[j].flag) != 0) continue;
-            if (section && strcmp(section, argv[i]) != 0) {
-                fprintf(stderr, "attn: error: %s and %s each run one section alone: give one of them\n", section, argv[i]);
-                return 2;
-            }
-            section = SECTIONS[j].flag;
+            const char *flag = SECTIONS[j].flag;
+            size_t n = strlen(flag);
+            if (strncmp(arg, flag, n) != 0 || (arg[n] && !(arg[n] == '=' && !SECTIONS[j].on))) continue;
+            if (section && strcmp(section, flag) != 0)
+                return cli_error(EXIT_USAGE, "%s and %s each run one section alone: give one of them", section, flag);
+            section = flag;
             if (SECTIONS[j].on) *SECTIONS[j].on = alone = true;
         }
-        if (alone) continue;
-        if (strcmp(argv[i], "--quick") == 0) quick = true;
-        else if (strcmp(argv[i], "--json") == 0) json = true;
-        else if ((strcmp(argv[i], "--ggml") == 0 || strcmp(argv[i], "--threads") == 0) && i + 1 == argc) {
-            fprintf(stderr, "attn: error: %s needs a value\n", argv[i]);
-            return 2;
-        } else if (strcmp(argv[i], "--ggml") == 0) ggml_dir = argv[++i];
-        else if (strcmp(argv[i], "--threads") == 0) {
-            /* The whole text, digits only: atoi took "5x" as 5 and overflowed. */
-            const char *v = argv[++i];
-            char *end;
-            errno = 0;
-            long t = v[0] >= '0' && v[0] <= '9' ? strtol(v, &end, 10) : 0;
-            if (t < 1 || t > 256 || errno || *end) {
-                fprintf(stderr, "attn: error: --threads '%s' is not a whole number from 1 to 256\n", v);
-                return 2;
-            }
-            threads = (int)t;
-        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+        if (alone) {
+            i++;
+        } else if (strcmp(arg, "--quick") == 0) {
+            quick = true, i++;
+        } else if (strcmp(arg, "--json") == 0) {
+            json = true, i++;
+        } else if (cli_option(argc, argv, &i, NULL, "--ggml", &ggml_dir, &code)) {
+            /* "" (an unset shell variable) named "/libggml-base.so", the root's */
+            if (ggml_dir && !ggml_dir[0]) code = cli_error(EXIT_DATA, "--ggml: the directory name is empty");
+        } else if (cli_option(argc, argv, &i, NULL, "--threads", &val, &code)) {
+            long t; /* the whole text, digits only: atoi took "5x" as 5 and overflowed */
+            if (val && !cli_parse_int(val, 1, 256, &t))
+                code = cli_error(EXIT_USAGE, "--threads '%s' is not a whole number from 1 to 256", val);
+            else if (val) threads = (int)t;
+        } else if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
             cli_print_usage(stdout, USAGE);
             return cli_close_stdout(0);
-        } else if (strcmp(argv[i], "--mpi") == 0) { /* attn bench takes it out, and runs attn-mpi instead */
-            fprintf(stderr, "attn: error: --mpi is for `attn bench --mpi` (under mpirun), which runs attn-mpi bench, "
-                            "not this program\n");
-            return 2;
+        } else if (strcmp(arg, "--mpi") == 0) { /* attn bench takes it out, and runs attn-mpi instead */
+            return cli_error(EXIT_USAGE, "--mpi is for `attn bench --mpi` (under mpirun), which runs attn-mpi bench, "
+                             "not this program");
         } else {
-            fprintf(stderr, "attn: error: unknown bench argument '%s' (see attn bench --help)\n", argv[i]);
-            return 2;
+            return cli_error(EXIT_USAGE, "unknown bench argument '%s' (see attn bench --help)", arg);
         }
     }
+    if (code) return code;
     if (threads) attn_set_num_threads(threads);
     hold_report();
     if (ggml_dir) { /* only when the user points at a ggml build */

@@ -13,6 +13,7 @@
  * comparison of like with like, with f16 ones. A causal mask is ggml's f16
  * mask of 0 and -inf (rows padded to 64, as ggml asks). */
 #include "ggml_compare.h"
+#include "cli.h"
 #include "table.h"
 #include "text.h"
 
@@ -254,10 +255,8 @@ static int quant_rows(const ggml_api *g, bool quick, bool json, int threads, int
 int ggml_compare(const char *dir, const char *cpu, bool quick, bool json) {
     ggml_api g;
     char why[4200];
-    if (load(&g, dir, why, sizeof why)) {
-        fprintf(stderr, "attn: error: --ggml: %s\n", why);
-        return 1;
-    }
+    if (load(&g, dir, why, sizeof why)) /* the directory's name in it, control bytes escaped */
+        return cli_error(EXIT_DATA, "--ggml: %s", why);
     int threads = attn_get_num_threads(), reps = quick ? 1 : 3;
     int64_t big = quick ? 512 : 4096, dec = quick ? 4096 : 65536;
     /* attn bench's targets, then decoding: one token against a KV cache, and

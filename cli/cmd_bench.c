@@ -9,8 +9,14 @@
 #include <string.h>
 #include <unistd.h>
 
+/* --mpi, which attn bench takes out: the other options are checked by the
+ * program that runs (attn-bench, attn-mpi bench). */
+static const cli_setting BENCH_SETTINGS[] = {{"--mpi", NULL, false, 0}, {NULL, NULL, false, 0}};
+
 int cmd_bench(int argc, char **argv, const char *self) {
     char path[4096];
+    int code = cli_check_repeats(argc, argv, BENCH_SETTINGS);
+    if (code) return code;
     const char *slash = strrchr(self, '/');
     int dir = slash ? (int)(slash - self) + 1 : 0, mpi = 0;
     for (int i = 1; i < argc; i++) mpi |= strcmp(argv[i], "--mpi") == 0;

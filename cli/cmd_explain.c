@@ -180,6 +180,9 @@ static int check_args(explain_args *a, bool given) {
         return cli_error(EXIT_USAGE, "--json prints every matrix and --step one step of the text: give one of them");
     int nw = !!a->wq + !!a->wk + !!a->wv;
     if (nw != 0 && nw != 3) return cli_error(EXIT_USAGE, "--wq, --wk and --wv go together");
+    if (a->tied && a->wk) /* else W_K read from it, then replaced by W_Q without a word */
+        return cli_error(EXIT_USAGE, "--tied uses W_Q as W_K: --wk %s would go unused (for tied weights of your own, "
+                         "give one file as --wq and --wk)", a->wk);
     if (nw && a->random_head)
         return cli_error(EXIT_USAGE, "--random-head chooses the toy's weights; it cannot go with --wq");
     if (a->embeddings && given)

@@ -94,6 +94,8 @@ static int parse_args(int argc, char **argv, args *a) {
     }
     if (code) return code;
     long v;
+    if (a->variance && a->no_train) /* else taken and ignored: --variance trains nothing */
+        return cli_error(EXIT_USAGE, "--variance measures pairs and trains nothing; --no-train does not apply");
     a->keys = a->variance ? 1 : 64;
     a->queries = a->variance ? 10000 : 2000;
     if (keys) {

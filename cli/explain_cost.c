@@ -52,18 +52,14 @@ static int cost_row(int64_t T, double *ms, size_t *kept) {
 int cli_explain_cost(void) {
     enum { ROWS = 5, COLS = 6 };
     static const int64_t SIZES[ROWS] = {64, 256, 1024, 4096, 16384};
-    cli_prose(stdout, 0, 3, "What attention costs as the text grows (one head, d = 64, f32, causal, %s kernels)",
-              attn_isa());
-    printf("\n");
-    cli_prose(stdout, 0, 0, "Every token scores every token before it: T x T scores. The time grows as T^2. "
-              "Keeping the score matrix, as the textbook formula does, would take T^2 memory too; the streaming "
-              "kernel keeps only blocks of it, whatever T is.");
-    printf("\n");
     static const char *const HEAD[COLS] = {"T", "time", "time ratio", "ns per score", "T x T scores", "kernel keeps"};
     static const int WIDTH[COLS] = {6, 11, 11, 13, 13, 13};
     char text[ROWS][COLS][24]; /* each row's cells */
     const char *cells[ROWS * COLS];
     double prev = 0;
+    /* Every row measured before anything is printed: a row that fails (out
+     * of memory for the largest T) left the heading on stdout beside the
+     * error. */
     for (int i = 0; i < ROWS; i++) {
         double ms = 0;
         size_t kept = 0;
@@ -81,6 +77,13 @@ int cli_explain_cost(void) {
         for (int j = 0; j < COLS; j++) cells[i * COLS + j] = text[i][j];
         prev = ms;
     }
+    cli_prose(stdout, 0, 3, "What attention costs as the text grows (one head, d = 64, f32, causal, %s kernels)",
+              attn_isa());
+    printf("\n");
+    cli_prose(stdout, 0, 0, "Every token scores every token before it: T x T scores. The time grows as T^2. "
+              "Keeping the score matrix, as the textbook formula does, would take T^2 memory too; the streaming "
+              "kernel keeps only blocks of it, whatever T is.");
+    printf("\n");
     cli_table t = {COLS, ROWS, 1, WIDTH, NULL, HEAD, cells};
     cli_print_table(stdout, &t);
     printf("\n");

@@ -163,6 +163,11 @@ ATTN_API int64_t attn_mpi_digest(const void *bytes, size_t n);
  * the rank's rows of attn_sdpa's result over the whole. Shapes, dtypes
  * (f32 with f16/bf16 k and v too), GQA and broadcasting are attn_sdpa's.
  * Memory: two shards of k and v in flight, and one partial result.
+ * L and S are each 0 or enough for a row in every shard (N for the
+ * contiguous layout, 2N for zigzag; ATTN_ERR_SHAPE otherwise). Dimensions
+ * of 0 are attn_sdpa's (attn.h): with L = 0, S = 0 or a batch dimension of
+ * 0 nothing travels, and each rank's result is attn_sdpa's on its own
+ * rows (out 0 and lse -inf, or the sink's, for S = 0 with queries).
  *
  * Every rank must pass alike (attn_mpi_same, before any shard travels):
  * the layout; whether q, k and v are given, their ranks, dtypes and every
@@ -196,6 +201,9 @@ ATTN_API attn_status attn_mpi_sdpa(MPI_Comm comm, attn_tensor *out, attn_tensor 
  * on the rank that owns it. The ranks must agree as for attn_mpi_sdpa, and
  * on whether dk or dv is asked for (either: their gradients travel the
  * ring; ATTN_ERR_NULL when only some ranks ask); dq is each rank's own.
+ * Dimensions of 0 as in attn_mpi_sdpa: nothing travels, and each rank's
+ * gradients are attn_sdpa_backward's on its own shard (0 where they have
+ * an element).
  * Errors: those of attn_sdpa_backward, agreed across ranks, the
  * disagreements, and ATTN_ERR_COMM. */
 ATTN_API attn_status attn_mpi_sdpa_backward(MPI_Comm comm, attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,

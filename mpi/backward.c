@@ -162,6 +162,7 @@ static attn_status plan(ring *R, bwd *b, attn_tensor *const g[3], const attn_ten
     if ((st = ring_check_outputs((const attn_tensor *const *)g, 3, ins, 6, ALL, err))) return st;
     b->q = q, b->k = k, b->v = v, b->out = out, b->lse = lse, b->dout = dout, b->gt = q->dtype;
     b->want_kv = g[1] || g[2];
+    if (R->empty) return ATTN_OK; /* no ring, no buffers: local() */
     int dq = q->rank - 2, dk = k->rank - 2, dv = v->rank - 2;
     int64_t piece = 0;
     for (int src = 0; src < R->size; src++) {
@@ -193,6 +194,18 @@ static attn_status write_out(const ring *R, bwd *b, attn_tensor *const g[3], att
     return st;
 }
 
+/* A call with no (query, key) pair anywhere (R->empty): each rank's
+ * gradients are attn_sdpa_backward's on its own shard alone, as no other
+ * rank's queries or keys meet its own (every gradient with an element is
+ * 0). No message is sent. */
+static attn_status local(const ring *R, attn_tensor *const g[3], const attn_tensor *dout, const attn_tensor *q,
+                         const attn_tensor *k, const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse,
+                         attn_error *err) {
+    attn_tensor mask;
+    attn_sdpa_options o = ring_local_options(R, k->shape[k->rank - 2], &mask);
+    return attn_sdpa_backward(g[0], g[1], g[2], NULL, dout, q, k, v, out, lse, &o, err);
+}
+
 attn_status attn_mpi_sdpa_backward(MPI_Comm comm, attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,
                                    const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k,
                                    const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse,
@@ -206,8 +219,9 @@ attn_status attn_mpi_sdpa_backward(MPI_Comm comm, attn_tensor *dq, attn_tensor *
     if (R.comm == MPI_COMM_NULL) return st;
     attn_tensor *const g[3] = {dq, dk, dv};
     if (!st) st = ring_agree(&R, plan(&R, &b, g, dout, q, k, v, out, lse, err), err); /* all ranks go on, or none */
-    if (!st) st = ring_agree(&R, run(&R, &b, err), err);
-    if (!st) st = write_out(&R, &b, g, err);
+    if (!st && R.empty) st = ring_agree(&R, local(&R, g, dout, q, k, v, out, lse, err), err);
+    else if (!st) st = ring_agree(&R, run(&R, &b, err), err);
+    if (!st && !R.empty) st = write_out(&R, &b, g, err);
     for (int i = 0; i < 2; i++) free(b.kv[i]), free(b.g[i]);
     free(b.piece), free(b.dq_acc.data);
     ring_close(&R);

@@ -214,7 +214,7 @@ attn_status ring_agree(ring *R, attn_status st, attn_error *err) {
     return ring_fail(err, (attn_status)what.status, "rank %d: %s", first, what.message);
 }
 
-attn_status ring_lengths(ring *R, int64_t Lr, int64_t Sr, attn_error *err) {
+attn_status ring_lengths(ring *R, int64_t Lr, int64_t Sr, bool batch_zero, attn_error *err) {
     int64_t mine[2] = {Lr, Sr}, sum[2] = {0, 0};
     MPI_Request req;
     int rc = MPI_Iallreduce(mine, sum, 2, MPI_INT64_T, MPI_SUM, R->comm, &req);
@@ -226,10 +226,14 @@ attn_status ring_lengths(ring *R, int64_t Lr, int64_t Sr, attn_error *err) {
     if ((st = attn_mpi_shard_of(&R->qs, R->L, R->rank, R->size, R->layout, err)) ||
         (st = attn_mpi_shard_of(&ks, R->S, R->rank, R->size, R->layout, err)))
         return st;
+    R->empty = R->L == 0 || R->S == 0 || batch_zero;
+    /* A sequence of none is taken as attn_sdpa takes it (every shard has no
+     * row); one of a few positions would leave some shards empty and others
+     * not, which the ring's pieces do not expect. */
     int64_t need = R->layout == ATTN_MPI_ZIGZAG ? 2 * (int64_t)R->size : R->size;
-    if (R->L < need || R->S < need)
+    if ((R->L > 0 && R->L < need) || (R->S > 0 && R->S < need))
         return ring_fail(err, ATTN_ERR_SHAPE, "%lld quer%s and %lld key%s are too few for %d rank%s: the %s layout "
-                         "needs %lld of each, so that no shard is empty", (long long)R->L, R->L == 1 ? "y" : "ies",
+                         "needs %lld of each (or none), so that no shard is empty", (long long)R->L, R->L == 1 ? "y" : "ies",
                          (long long)R->S, ring_plural(R->S), R->size, ring_plural(R->size),
                          R->layout == ATTN_MPI_ZIGZAG ? "zigzag" : "contiguous", (long long)need);
     if (Lr != R->qs.rows || Sr != ks.rows)
@@ -264,6 +268,9 @@ attn_status ring_start(ring *R, MPI_Comm comm, const attn_mpi_options *options, 
             return ring_fail(err, ATTN_ERR_RANK, "%s has rank %d; attention takes ranks 2 to %d", NAMES[i], t[i]->rank,
                              ATTN_MAX_RANK);
     }
+    bool batch_zero = false; /* any 0 but the rows': alike on every rank (ring_same) */
+    for (int i = 0; i < 3; i++)
+        for (int d = 0; d < t[i]->rank; d++) batch_zero |= d != t[i]->rank - 2 && t[i]->shape[d] == 0;
     /* A rank whose rows are not its shard's fails alone: agreed here. */
-    return ring_agree(R, ring_lengths(R, q->shape[q->rank - 2], k->shape[k->rank - 2], err), err);
+    return ring_agree(R, ring_lengths(R, q->shape[q->rank - 2], k->shape[k->rank - 2], batch_zero, err), err);
 }

@@ -126,6 +126,7 @@ static attn_status plan(ring *R, fwd *f, attn_tensor *out, attn_tensor *lse, con
     const attn_tensor *outs[2] = {out, lse}, *ins[3] = {q, k, v};
     if ((st = ring_check_outputs(outs, 2, ins, 3, NAMES, err))) return st;
     f->q = q, f->k = k, f->v = v, f->out = *out;
+    if (R->empty) return ATTN_OK; /* no ring, no buffers: local() */
     int dk = k->rank - 2, dv = v->rank - 2, dout = rank - 2;
     for (int src = 0; src < R->size; src++) {
         attn_mpi_shard ks;
@@ -150,6 +151,17 @@ static attn_status plan(ring *R, fwd *f, attn_tensor *out, attn_tensor *lse, con
     return ATTN_OK;
 }
 
+/* A call with no (query, key) pair anywhere (R->empty): each rank's rows
+ * are attn_sdpa's on its own shard alone, as no key of another rank
+ * exists for them (S = 0: out 0, lse -inf or the sink's) or they have no
+ * element. No message is sent. */
+static attn_status local(const ring *R, attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_tensor *k,
+                         const attn_tensor *v, attn_error *err) {
+    attn_tensor mask;
+    attn_sdpa_options o = ring_local_options(R, k->shape[k->rank - 2], &mask);
+    return attn_sdpa(out, lse, NULL, q, k, v, &o, err);
+}
+
 attn_status attn_mpi_sdpa(MPI_Comm comm, attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_tensor *k,
                           const attn_tensor *v, const attn_mpi_options *options, attn_error *err) {
     ring R;
@@ -160,7 +172,7 @@ attn_status attn_mpi_sdpa(MPI_Comm comm, attn_tensor *out, attn_tensor *lse, con
     attn_status st = ring_start(&R, comm, options, q, k, v, -1, err);
     if (R.comm == MPI_COMM_NULL) return st;
     if (!st) st = ring_agree(&R, plan(&R, &f, out, lse, q, k, v, err), err); /* all ranks go on, or none */
-    if (!st) st = ring_agree(&R, run(&R, &f, err), err);
+    if (!st) st = ring_agree(&R, R.empty ? local(&R, out, lse, q, k, v, err) : run(&R, &f, err), err);
     free(f.buf[0]), free(f.buf[1]), free(f.part), free(f.own_lse);
     ring_close(&R);
     return st;

@@ -53,8 +53,6 @@ attn_status ring_check(const ring *R, int *rank, int64_t out_shape[ATTN_MAX_RANK
                          "leave them 0");
     if (!q || !k || !v || !q->data || !k->data || !v->data)
         return ring_fail(err, ATTN_ERR_NULL, "q, k, v or their data is NULL");
-    attn_sdpa_options local = *o;
-    attn_tensor mask;
     if (o->mask) { /* the whole's keys as columns: checked here, then cut to this rank's for attn_sdpa's checks */
         const attn_tensor *m = o->mask;
         int r = m->rank;
@@ -64,10 +62,21 @@ attn_status ring_check(const ring *R, int *rank, int64_t out_shape[ATTN_MAX_RANK
         if (r >= 2 && m->shape[r - 2] != R->qs.rows && m->shape[r - 2] != 1)
             return ring_fail(err, ATTN_ERR_MASK, "the mask has %lld rows; it must have this rank's %lld queries (or 1)",
                              (long long)m->shape[r - 2], (long long)R->qs.rows);
-        mask = m->shape[r - 1] == 1 ? *m : ring_rows(m, r - 1, 0, k->shape[k->rank - 2]);
-        local.mask = &mask;
     }
+    attn_tensor mask;
+    attn_sdpa_options local = ring_local_options(R, k->shape[k->rank - 2], &mask);
     return attn_sdpa_shapes(rank, out_shape, NULL, q, k, v, &local, err);
+}
+
+attn_sdpa_options ring_local_options(const ring *R, int64_t k_rows, attn_tensor *mask_view) {
+    attn_sdpa_options local = R->so;
+    const attn_tensor *m = R->so.mask;
+    if (m) {
+        int r = m->rank;
+        *mask_view = m->shape[r - 1] == 1 ? *m : ring_rows(m, r - 1, 0, k_rows);
+        local.mask = mask_view;
+    }
+    return local;
 }
 
 /* Whether t's elements are one C-order run. */

@@ -19,6 +19,7 @@ typedef struct ring {
     attn_sdpa_options so;    /* the caller's attention options, read */
     int64_t L, S;            /* the whole sequence's queries and keys */
     attn_mpi_shard qs;       /* this rank's queries */
+    bool empty;              /* no (query, key) pair anywhere: L, S or a batch dimension is 0 (ring_lengths) */
     attn_mpi_stats stats;
     attn_mpi_stats *stats_out;
 } ring;
@@ -55,8 +56,13 @@ uint64_t ring_digest(uint64_t h, const void *bytes, size_t n);
 attn_status ring_same(const ring *R, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v, int kv_grads,
                       attn_error *err);
 /* The whole lengths (sums of the ranks' Lr and Sr), then this rank's shard;
- * ATTN_ERR_SHAPE when a rank's sizes are not its layout's shard. */
-attn_status ring_lengths(ring *R, int64_t Lr, int64_t Sr, attn_error *err);
+ * ATTN_ERR_SHAPE when a rank's sizes are not its layout's shard, or L or S
+ * is neither 0 nor enough for a row on every rank. R->empty is set when
+ * the call has no (query, key) pair: L or S is 0, or batch_zero (a batch
+ * dimension of q, k or v is 0, alike on every rank once ring_same passed).
+ * Such a call needs no message: each rank makes attn_sdpa's empty call on
+ * its own rows (ring_local_options). */
+attn_status ring_lengths(ring *R, int64_t Lr, int64_t Sr, bool batch_zero, attn_error *err);
 /* ring_open, ring_same, then ring_lengths from q's and k's rows (q, k
  * and v may be NULL: NULL or of a wrong rank, alike on every rank once
  * ring_same passed, is said as attn_sdpa says it). The status is the same
@@ -68,6 +74,11 @@ attn_status ring_start(ring *R, MPI_Comm comm, const attn_mpi_options *options, 
  * segment b of the shard ks), with the mask cut to its rows and columns
  * into *mask_view. */
 attn_sdpa_options ring_piece_options(const ring *R, const attn_mpi_shard *ks, int a, int b, attn_tensor *mask_view);
+/* The attention's options for this rank's queries against its own
+ * k_rows keys alone, the mask cut to those columns into *mask_view (the
+ * mask's columns are the whole's S or 1, checked by ring_check): for the
+ * checks attn_sdpa makes on this rank's shards, and for an empty call. */
+attn_sdpa_options ring_local_options(const ring *R, int64_t k_rows, attn_tensor *mask_view);
 /* Whether a piece has no visible pair under the causal limit. */
 bool ring_piece_hidden(const ring *R, const attn_mpi_shard *ks, int a, int b);
 /* Check q, k, v and the options on this rank, and the shapes of out (lse's

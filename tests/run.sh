@@ -280,10 +280,10 @@ bench_arguments() {
         fi
     done
     err=$("$BUILD/attn" bench --threads 2>&1 >/dev/null)
-    [ $? -eq 2 ] && [ "$err" = "attn: error: --threads needs a value" ] &&
+    [ $? -eq 2 ] && [ "$err" = "attn: error: option --threads needs a value" ] &&
         echo "ok bench_threads_needs_value" || echo "FAIL bench_threads_needs_value: $err"
     err=$("$BUILD/attn" bench --ggml 2>&1 >/dev/null)
-    [ $? -eq 2 ] && [ "$err" = "attn: error: --ggml needs a value" ] &&
+    [ $? -eq 2 ] && [ "$err" = "attn: error: option --ggml needs a value" ] &&
         echo "ok bench_ggml_needs_value" || echo "FAIL bench_ggml_needs_value: $err"
     # Two options that each run one section alone are refused: the first in
     # the program's order ran, and the other was dropped without a word.
@@ -311,6 +311,11 @@ bench_arguments() {
         "--quick --threads 0;2;--threads '0' is not a whole number from 1 to 256" \
         "--quick --json --threads x;2;--threads 'x' is not a whole number from 1 to 256" \
         "--quick --decode --kv;2;--decode and --kv each run one section alone" \
+        "--quick --quick;2;--quick and --quick: give --quick once" \
+        "--quick --json --threads 2 --threads 3;2;--threads 2 and --threads 3: give --threads once" \
+        "--decode --quick --decode;2;--decode and --decode: give --decode once" \
+        "--ggml a --quick --ggml b;2;--ggml a and --ggml b: give --ggml once" \
+        "--mpi --quick --mpi;2;--mpi and --mpi: give --mpi once" \
         "--quick --ggml $BUILD/no-ggml-here;1;--ggml: cannot load $BUILD/no-ggml-here/libggml-base.so" \
         "--quick --json --ggml $BUILD/no-ggml-here;1;--ggml: cannot load $BUILD/no-ggml-here/libggml-base.so"; do
         args=${case%%;*} rest=${case#*;}
@@ -329,6 +334,28 @@ bench_arguments() {
     err=$("$BUILD/attn" bench --help 2>&1 >/dev/full)
     [ $? -eq 1 ] && [ "$err" = "attn: error: cannot write to standard output: No space left on device" ] &&
         echo "ok bench_full_stdout_is_an_error" || echo "FAIL bench_full_stdout_is_an_error: $err"
+    # --threads and --ggml take their value after '=' too, as the other
+    # commands' options do ("unknown bench argument '--threads=2'"); an
+    # empty --ggml is said to be empty (it loaded /libggml-base.so, the
+    # root's), and a control byte in an argument is escaped, not sent to
+    # the terminal. Each is one line, nothing on stdout.
+    for case in "--threads=0;2;--threads '0' is not a whole number from 1 to 256" \
+        "--quick --decode --ggml=dir;2;--decode and --ggml each run one section alone" \
+        "--ggml=;1;--ggml: the directory name is empty" \
+        "--ggml=$BUILD/no-ggml-here;1;--ggml: cannot load $BUILD/no-ggml-here/libggml-base.so" \
+        "--quick --esc=$(printf '\033')[31m;2;unknown bench argument '--esc=\\x1b[31m'"; do
+        args=${case%%;*} rest=${case#*;}
+        want=${rest%%;*} words=${rest#*;}
+        # shellcheck disable=SC2086 # the arguments' words, split
+        text=$(timeout -s ALRM 5 "$BUILD/attn" bench $args 2>"$BUILD/bench_err")
+        code=$? err=$(cat "$BUILD/bench_err")
+        if [ $code -eq "$want" ] && [ -z "$text" ] && [ "$(echo "$err" | wc -l)" -eq 1 ] &&
+            [ "${err#"attn: error: $words"}" != "$err" ]; then
+            echo "ok bench_joined_empty_escaped_'$args'"
+        else
+            echo "FAIL bench_joined_empty_escaped_'$args': exit $code (wanted $want), stdout ${#text} bytes, stderr: $err"
+        fi
+    done
     # attn-bench's help lists --mpi, which only `attn bench` takes: run
     # directly, it says where it goes instead of "unknown".
     err=$("$BUILD/attn-bench" --mpi 2>&1 >/dev/null)

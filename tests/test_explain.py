@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -622,6 +623,11 @@ def test_tied_and_lookup():
         head = explain_json("--tied", *extra)["head"]
         report(f"tied_head_named_{name.replace(' ', '_')}", head.startswith(name) and head.endswith(", tied"), head)
     expect_error("tied_needs_projections", ["explain", "--tied", "--mode", "average"], 2, r"--tied .* no projections")
+    # --tied with weights of one's own: --wk was read, then replaced by W_Q
+    # without a word (the scores came out symmetric whatever it held).
+    np.save(os.path.join(TMP, "w84t.npy"), np.ones((8, 4)))
+    expect_error("tied_with_wk_refused", ["explain", "--wq", "w84t.npy", "--wk", "w84t.npy", "--wv", "w84t.npy", "--tied"],
+                 2, r"^attn: error: --tied uses W_Q as W_K: --wk w84t\.npy would go unused")
     r = run("explain", "--step", "tokens", "my dog chased a ball")
     ids = [attn_ids(w) for w in "my dog chased a ball".split()]
     report("tokens_show_vocabulary_ids", ("ids: " + " ".join(map(str, ids))) in r.stdout and "embedding table" in r.stdout,
@@ -679,6 +685,31 @@ def test_cost():
            "time ratio: this row's time over the row above's" in flat(r.stdout) and
            "every ratio would be x16" in flat(r.stdout) and
            "ns per score: the time over the T(T+1)/2 scores" in flat(r.stdout), r.stdout)
+
+
+def test_cost_failure_prints_nothing():
+    """--cost that fails (out of memory for a row's buffers) prints nothing on
+    stdout and one error line: it printed its heading first, then the error.
+    The address-space limits go from one under which a small row fails to
+    one under which every row runs; each run that fails must leave stdout
+    empty, and one must fail. An ASan build cannot run under such a limit."""
+    with open(ATTN, "rb") as f:
+        if b"__asan_init" in f.read():
+            print("skip explain_cost_failure_prints_nothing: an ASan build cannot run under an address-space limit")
+            return
+    problems, failed = [], 0
+    for mib in (8, 12, 16, 20, 24, 32, 48, 64, 96, 128):
+        r = subprocess.run([ATTN, "explain", "--cost"], capture_output=True, text=True,
+                           env=dict(os.environ, ATTN_NUM_THREADS="1"),
+                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (mib << 20,) * 2))
+        if r.returncode == 0:
+            break
+        failed += 1
+        lines = r.stderr.strip().splitlines()
+        if r.stdout or r.returncode != 1 or len(lines) != 1 or not lines[0].startswith("attn: error: "):
+            problems.append("%d MiB: status %d, %d bytes on stdout, stderr %r" % (mib, r.returncode, len(r.stdout), r.stderr))
+    report("explain_cost_failure_prints_nothing", failed > 0 and not problems,
+           "; ".join(problems) or "no limit made it fail")
 
 
 def test_scale_by_d_model():
@@ -1129,6 +1160,9 @@ def test_errors():
     expect_error("scaling_bad_dims", ["scaling", "--dims", "16,abc"], 2, r"--dims: 'abc'")
     expect_error("scaling_zero_queries", ["scaling", "--queries", "0"], 2, r"--queries 0")
     expect_error("scaling_keys_with_variance", ["scaling", "--variance", "--keys", "3"], 2, r"pairs")
+    # --no-train with --variance, which trains nothing: it was taken and ignored.
+    expect_error("scaling_no_train_with_variance", ["scaling", "--variance", "--no-train"], 2,
+                 r"^attn: error: --variance measures pairs and trains nothing; --no-train does not apply$")
     # One pair has no spread: its std printed 0.00 and was said to be near sqrt(d).
     expect_error("scaling_variance_one_pair", ["scaling", "--variance", "--queries", "1"], 2,
                  r"--variance needs at least 2 pairs")
@@ -1394,6 +1428,7 @@ def main():
     test_tied_and_lookup()
     test_modes_without_projections()
     test_cost()
+    test_cost_failure_prints_nothing()
     test_scale_by_d_model()
     test_positions()
     test_cross_attention()

@@ -200,6 +200,14 @@ static void counts_of_one(void) {
     snprintf(why, sizeof why, "status %d: %s", (int)st, err.message);
     mcheck(st == ATTN_ERR_SHAPE && strstr(err.message, "1 query and 1 key are too few for 1 rank: the zigzag layout"),
            "err_too_few_for_one_rank_singular", why);
+    /* No key is taken, but not a query too few for the layout beside it. */
+    int64_t s0[3] = {1, 0, 8};
+    attn_tensor k0 = make(ATTN_F64, 3, s0);
+    st = attn_mpi_sdpa(MPI_COMM_WORLD, &out, NULL, &q, &k0, &k0, &mo, &err);
+    snprintf(why, sizeof why, "status %d: %s", (int)st, err.message);
+    mcheck(st == ATTN_ERR_SHAPE && strstr(err.message, "1 query and 0 keys are too few for 1 rank"),
+           "err_too_few_queries_beside_no_key", why);
+    free(k0.data);
     free(q.data), free(out.data);
 }
 
@@ -538,6 +546,14 @@ int main(int argc, char **argv) {
         {"ring_f32_variants_rope_sinks", ATTN_F32, ATTN_MPI_CONTIGUOUS, ATTN_CAUSAL_TOP_LEFT, 90, 90, 1, 1, 2, 2, 0, true, false},
         {"ring_f64_nan_query_row_stays_nan", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_TOP_LEFT, 26, 26, 1, 1, 2, 1, 0, false,
          true},
+        /* Dimensions of 0, as attn_sdpa takes them: nothing travels, and
+         * each rank's rows are the whole's (S = 0 with sinks: lse the sink). */
+        {"ring_f64_no_queries_bool_mask", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_TOP_LEFT, 0, 37, 1, 1, 2, 2, 1, false, false},
+        {"ring_f64_no_keys_variants_sinks", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_BOTTOM_RIGHT, 37, 0, 1, 1, 2, 1, 0, true,
+         false},
+        {"ring_f32_batch_of_0", ATTN_F32, ATTN_MPI_CONTIGUOUS, ATTN_CAUSAL_NONE, 29, 29, 0, 0, 2, 2, 0, false, false},
+        {"ring_f64_no_queries_no_keys_float_mask", ATTN_F64, ATTN_MPI_CONTIGUOUS, ATTN_CAUSAL_NONE, 0, 0, 2, 1, 2, 2, 2, false,
+         false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i]);
     errors();

@@ -210,13 +210,47 @@ def main():
     with open(c.path("garbage.npy"), "wb") as fh:
         fh.write(b"not a numpy file")
     c.bad("error_not_npy", 2, ["-q", c.path("garbage.npy"), "-k", k, "-v", v], "-q %s: " % c.path("garbage.npy"))
-    # An empty dimension: the library's words, not MPI-IO's abort on an
-    # empty subarray; a directory: one line, not MPI-IO's read error too;
-    # a mask whose rows are not q's: said so, not "too few for the ranks".
-    c.save(q_e0=f((2, 37, 0)), k_e0=f((2, 37, 0)), q_b0=f((0, 37, 16)), m_rows3=rng.random((3, 37)) < 0.5)
-    for name, a in (("E", ["-q", c.path("q_e0.npy"), "-k", c.path("k_e0.npy"), "-v", v]),
-                    ("batch", ["-q", c.path("q_b0.npy"), "-k", k, "-v", v])):
-        c.bad("error_empty_dimension_" + name, 2, a, "-q %s has shape" % a[1])
+    # A dimension of 0 where attn sdpa refuses it (E): the library's words,
+    # not MPI-IO's abort on an empty subarray; a directory: one line, not
+    # MPI-IO's read error too; a mask whose rows are not q's: said so, not
+    # "too few for the ranks".
+    c.save(q_e0=f((2, 37, 0)), k_e0=f((2, 37, 0)), m_rows3=rng.random((3, 37)) < 0.5)
+    c.bad("error_empty_dimension_E", 2, ["-q", c.path("q_e0.npy"), "-k", c.path("k_e0.npy"), "-v", v],
+          "a dimension of 0 is taken only for L")
+    # Where attn sdpa takes a 0 (no queries, no keys, a batch of 0), so
+    # does attn-mpi, with attn sdpa's outputs on every rank count: empty
+    # ones, or out 0 and lse -inf for queries that have no key.
+    c.save(q0=f((2, 0, 16)), k0=f((2, 0, 16)), v0=f((2, 0, 8)), qb0=f((0, 3, 37, 16)), kb0=f((0, 1, 37, 16)),
+           vb0=f((0, 1, 37, 8)), m0=np.ones((1, 0), bool))
+    for name, qkv, flags in (("no_queries_causal", ("q0", "k", "v"), ["--causal"]),
+                             ("no_keys_bottom_right_mask", ("q", "k0", "v0"), ["--causal=bottom-right", "-m", c.path("m0.npy")]),
+                             ("no_queries_no_keys", ("q0", "k0", "v0"), []),
+                             ("batch_of_0_gqa", ("qb0", "kb0", "vb0"), ["--causal"])):
+        io = ["-q", c.path(qkv[0] + ".npy"), "-k", c.path(qkv[1] + ".npy"), "-v", c.path(qkv[2] + ".npy")] + flags
+        r = subprocess.run([c.attn, "sdpa"] + io + ["-o", c.path("e_ref.npy"), "--lse", c.path("e_ref_lse.npy")],
+                           capture_output=True, text=True)
+        if r.returncode:
+            c.report("empty_" + name, "attn sdpa failed: " + r.stderr.strip())
+            continue
+        ref, ref_l = np.load(c.path("e_ref.npy")), np.load(c.path("e_ref_lse.npy"))
+        problems = []
+        for n in (1, 2, 3, 4):
+            for stale in ("e_out.npy", "e_lse.npy"):
+                if os.path.exists(c.path(stale)):
+                    os.remove(c.path(stale))
+            r = c.run_mpi(n, io + ["-o", c.path("e_out.npy"), "--lse", c.path("e_lse.npy")])
+            if r.returncode or r.stdout or r.stderr:
+                problems.append("np%d: rc %d, %r" % (n, r.returncode, (r.stdout + r.stderr).strip()))
+                continue
+            got, got_l = np.load(c.path("e_out.npy")), np.load(c.path("e_lse.npy"))
+            if not all(a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b) for a, b in ((got, ref), (got_l, ref_l))):
+                problems.append("np%d: out %s %s, lse %s; attn sdpa's %s %s, %s" % (n, got.dtype, got.shape, got_l.shape,
+                                ref.dtype, ref.shape, ref_l.shape))
+        c.report("empty_" + name + "_as_attn_sdpa", "; ".join(problems))
+    # A few queries beside no key are still too few for the layout (every
+    # shard must have rows, or none).
+    c.bad("error_too_short_beside_no_keys", 3, ["-q", c.path("short.npy"), "-k", c.path("k0.npy"), "-v", c.path("v0.npy")],
+          "-q %s has 5 rows, too few for 3 ranks: the zigzag layout needs 6 (or none)" % c.path("short.npy"))
     c.bad("error_q_is_a_directory", 2, ["-q", c.dir, "-k", k, "-v", v], "is not a regular file")
     # A FIFO as an input: refused as attn refuses it, not a wait for ever in
     # the open of each rank's own copy (stdio's open waits for a writer).
@@ -370,13 +404,27 @@ def main():
         c.report("ranks_0_to_6_%s" % flag.lstrip("-"), "; ".join(problems))
 
     # attn-mpi bench's own arguments: a bad value is a usage error naming
-    # it, not another layout or a length of 0 (atoll's reading of "abc").
+    # it, not another layout or a length of 0 (atoll's reading of "abc");
+    # an option given twice (the later one replaced the earlier, and
+    # --quick after --seq replaced its length), an unknown one or one
+    # without its value is one line too (they printed the whole usage),
+    # and nothing on stdout. Through attn bench --mpi as well.
     for name, a, want in (("layout", ["--layout", "diagonal"], "--layout takes zigzag or contiguous"),
-                          ("seq_text", ["--seq", "abc"], "--seq takes"), ("seq_short", ["--seq", "3"], "--seq takes")):
-        r = subprocess.run(c.mpirun + ["-np", "2", c.mpi, "bench", "--quick"] + a, capture_output=True, text=True, timeout=60)
+                          ("seq_text", ["--seq", "abc"], "--seq takes"), ("seq_short", ["--seq", "3"], "--seq takes"),
+                          ("quick_twice", ["--quick"], "--quick and --quick: give --quick once"),
+                          ("seq_twice", ["--seq", "512", "--seq=1024"], "--seq 512 and --seq=1024: give --seq once"),
+                          ("layout_twice", ["--layout", "zigzag", "--layout", "zigzag"],
+                           "--layout zigzag and --layout zigzag: give --layout once"),
+                          ("unknown", ["--frobnicate"], "unknown bench argument '--frobnicate' (see attn-mpi bench --help)"),
+                          ("seq_needs_value", ["--seq"], "option --seq needs a value"),
+                          ("via_attn_bench_mpi", ["--layout", "contiguous", "--layout=zigzag"],
+                           "--layout contiguous and --layout=zigzag: give --layout once")):
+        prog = [c.attn, "bench", "--mpi"] if name.startswith("via_attn") else [c.mpi, "bench"]
+        r = subprocess.run(c.mpirun + ["-np", "2"] + prog + ["--quick"] + a, capture_output=True, text=True, timeout=60)
         lines = r.stderr.strip().splitlines()
         c.report("bench_error_" + name, "" if r.returncode == 2 and len(lines) == 1 and lines[0].startswith("attn: error: ")
-                 and want in lines[0] else "rc %d, stderr %r" % (r.returncode, r.stderr[-300:]))
+                 and want in lines[0] and not r.stdout else "rc %d, stdout %r, stderr %r"
+                 % (r.returncode, r.stdout[-200:], r.stderr[-300:]))
 
     # --stats: one line per rank, from rank 0, each rank's waiting within its time.
     r = c.run_mpi(3, ["-q", q, "-k", k, "-v", v, "-o", c.path("stats.npy"), "--stats"])

@@ -161,13 +161,7 @@ static int read_inputs(const mpi_args *a, attn_tensor t[4], int64_t *L, char *ms
         if (!code && i == 0 && f.info.dtype != ATTN_F32 && f.info.dtype != ATTN_F64) /* as attn sdpa says it */
             code = snprintf(msg, n, "%s has dtype %s; q must be float32 or float64", name,
                             cli_dtype_name(f.info.dtype)) > 0;
-        for (int d = 0; !code && d < r; d++) /* MPI-IO takes no empty subarray: said as attn sdpa says it */
-            if (f.info.shape[d] < 1) {
-                char s[128];
-                attn_format_shape(s, sizeof s, r, f.info.shape);
-                code = snprintf(msg, n, "%s has shape %s; every dimension must be at least 1", name, s) > 0;
-            }
-        if (!code) {
+        if (!code) { /* a dimension of 0 is the library's to take or refuse, as attn sdpa's */
             int64_t len = r >= 2 ? f.info.shape[r - 2] : 1;
             if (i == 0) *L = len;
             if (i == 1) S = len;
@@ -182,9 +176,9 @@ static int read_inputs(const mpi_args *a, attn_tensor t[4], int64_t *L, char *ms
             attn_error err;
             if (rows && attn_mpi_shard_of(&sh, len, rank_, size_, a->layout, &err)) code = snprintf(msg, n, "%s", err.message) > 0;
             int64_t need = a->layout == ATTN_MPI_ZIGZAG ? 2 * (int64_t)size_ : size_;
-            if (!code && rows && len < need)
-                code = snprintf(msg, n, "%s has %lld row%s, too few for %d rank%s: the %s layout needs %lld", name,
-                                (long long)len, cli_plural(len), size_, cli_plural(size_),
+            if (!code && rows && len > 0 && len < need) /* none is taken: every shard then has none */
+                code = snprintf(msg, n, "%s has %lld row%s, too few for %d rank%s: the %s layout needs %lld (or none)",
+                                name, (long long)len, cli_plural(len), size_, cli_plural(size_),
                                 a->layout == ATTN_MPI_ZIGZAG ? "zigzag" : "contiguous", (long long)need) > 0;
             if (!code) code = agree(npy_mpi_read(&f, &t[i], r - 2, rows ? &sh : NULL, msg, n), msg, n);
         }

@@ -181,28 +181,44 @@ static int measure(int64_t L, attn_causal causal, attn_mpi_layout layout, int re
     return any_bad;
 }
 
+/* What each option sets, for cli_check_repeats. */
+static const cli_setting BENCH_SETTINGS[] = {
+    {"--quick", NULL, false, 0}, {"--seq", NULL, true, 1}, {"--layout", NULL, true, 2}, {NULL, NULL, false, 0},
+};
+
 int mpi_bench(int argc, char **argv, int rank, int size) {
     int64_t seqs[2] = {4096, 8192}, nseq = 2;
     attn_mpi_layout layout = ATTN_MPI_ZIGZAG;
-    int reps = 3;
-    long seq;
-    for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--quick") == 0) {
-            seqs[0] = 256 * size, nseq = 1, reps = 1;
-        } else if (strcmp(argv[i], "--seq") == 0 && i + 1 < argc) { /* the ranks' other errors print on rank 0 alone */
-            if (!cli_parse_int(argv[++i], 2L * size, INT32_MAX, &seq))
-                return cli_error(EXIT_USAGE, "--seq takes a whole number from twice the ranks (%d) to %d, not '%s'",
-                                 2 * size, INT32_MAX, argv[i]);
-            seqs[0] = seq, nseq = 1;
-        } else if (strcmp(argv[i], "--layout") == 0 && i + 1 < argc) {
-            if (strcmp(argv[++i], "zigzag") && strcmp(argv[i], "contiguous"))
-                return cli_error(EXIT_USAGE, "--layout takes zigzag or contiguous, not '%s'", argv[i]);
-            layout = strcmp(argv[i], "contiguous") == 0 ? ATTN_MPI_CONTIGUOUS : ATTN_MPI_ZIGZAG;
+    int reps = 3, code = 0;
+    long seq = 0; /* --seq's, or 0 */
+    bool quick = false;
+    /* Every rank parses the same command line, so each error is every
+     * rank's; the others' stderr is silent (attn_mpi.c), rank 0 says it. */
+    if ((code = cli_check_repeats(argc, argv, BENCH_SETTINGS))) return code;
+    for (int i = 2; i < argc && !code;) {
+        const char *val = NULL;
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            if (rank == 0) cli_print_usage(stdout, BENCH_USAGE);
+            return 0;
+        } else if (strcmp(argv[i], "--quick") == 0) {
+            quick = true, i++;
+        } else if (cli_option(argc, argv, &i, NULL, "--seq", &val, &code)) {
+            if (val && !cli_parse_int(val, 2L * size, INT32_MAX, &seq))
+                code = cli_error(EXIT_USAGE, "--seq takes a whole number from twice the ranks (%d) to %d, not '%s'",
+                                 2 * size, INT32_MAX, val);
+        } else if (cli_option(argc, argv, &i, NULL, "--layout", &val, &code)) {
+            if (val && strcmp(val, "zigzag") && strcmp(val, "contiguous"))
+                code = cli_error(EXIT_USAGE, "--layout takes zigzag or contiguous, not '%s'", val);
+            else if (val) layout = strcmp(val, "contiguous") == 0 ? ATTN_MPI_CONTIGUOUS : ATTN_MPI_ZIGZAG;
         } else {
-            if (rank == 0) cli_print_usage(strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? stderr : stdout, BENCH_USAGE);
-            return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? 2 : 0;
+            code = cli_error(EXIT_USAGE, "unknown bench argument '%s' (see attn-mpi bench --help)", argv[i]);
         }
     }
+    if (code) return code;
+    /* --quick and --seq in either order: one length, --seq's if given
+     * (--quick after --seq replaced it with its own). */
+    if (quick) seqs[0] = 256 * size, nseq = 1, reps = 1;
+    if (seq) seqs[0] = seq, nseq = 1;
     int node_ranks, per_rank = threads_per_rank(&node_ranks);
     cpu_set_t mask;
     int bound = sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) < per_rank * node_ranks;

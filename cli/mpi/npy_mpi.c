@@ -159,6 +159,9 @@ int npy_mpi_read(npy_mpi *f, attn_tensor *out, int dim, const attn_mpi_shard *sh
     attn_tensor_init(out, NULL, h->dtype, h->rank, shape, NULL, NULL);
     out->data = malloc((size_t)attn_tensor_numel(out) * attn_dtype_size(h->dtype) + 1);
     if (!out->data) return snprintf(msg, n, "out of memory for %s", f->name), 1;
+    /* Nothing to read (a dimension of 0, alike on every rank: same_file
+     * compared the shapes): MPI-IO takes no empty subarray. */
+    if (attn_tensor_numel(out) == 0) return 0;
     if (!sh) return read_part(f, out, -1, 0, 0, msg, n);
     int64_t row = 0;
     for (int i = 0; i < sh->count; row += sh->length[i], i++) { /* each segment into a block, then into place */
@@ -196,13 +199,17 @@ int npy_mpi_write(const char *path, const attn_tensor *local, const int64_t *who
     MPI_File_set_size(fh, 0);
     MPI_Status status;
     if (rank == 0) rc = MPI_File_write_at(fh, 0, head, (int)head_len, MPI_BYTE, &status);
-    int bad = 0;
+    /* said after the collective writes below, which every rank must make */
+    int head_rc = rc, bad = 0;
     size_t es = attn_dtype_size(local->dtype);
     MPI_Datatype elem;
     MPI_Type_contiguous((int)es, MPI_BYTE, &elem);
     MPI_Type_commit(&elem);
-    int64_t row = 0;
-    for (int i = 0; i < sh->count && !bad; row += sh->length[i], i++) {
+    int64_t row = 0, whole = 1;
+    for (int d = 0; d < local->rank; d++) whole *= whole_shape[d];
+    /* An array with no element is its header alone (every rank sees the
+     * same whole_shape): MPI-IO takes no empty subarray. */
+    for (int i = 0; i < sh->count && !bad && whole; row += sh->length[i], i++) {
         MPI_Datatype type;
         if ((bad = subarray(&type, elem, local->rank, whole_shape, false, dim, sh->start[i], sh->length[i], path, msg, n))) break;
         attn_tensor view = *local, block;
@@ -220,6 +227,7 @@ int npy_mpi_write(const char *path, const attn_tensor *local, const int64_t *who
     }
     MPI_Type_free(&elem);
     rc = MPI_File_close(&fh);
+    if (!bad && head_rc != MPI_SUCCESS) bad = 1, mpi_text(msg, n, "cannot write", path, head_rc);
     if (!bad && rc != MPI_SUCCESS) bad = 1, mpi_text(msg, n, "cannot close", path, rc);
     return bad;
 }
