@@ -343,7 +343,7 @@ class Oracle(Reporter):
 
 
 def cancelling_scores(o, rng):
-    """Keys nearly orthogonal to large queries: scores near 1 whose f32 sums round
+    """Keys nearly orthogonal to large queries: scores of a few units whose f32 sums round
     by up to E · 2^-24 of scale · sum_e |q_e| |k_e| (s_abs), far more than 2^-24
     of the scores themselves, in the forward's lse and the backward's P alike.
     The queries are as large as the fused kernel takes (qmax · kmax · E · scale
