@@ -1227,8 +1227,13 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  *   - f64 (and f32 when dmask is asked for) runs the exact kernel: the
  *     softmax recomputed row by row from q, k and the mask (out and lse are
  *     not used), differentiated line by line in f64, each gradient rounded
- *     once. It agrees with PyTorch float64 autograd to ~1e-13 relative. One
- *     thread.
+ *     once. It agrees with PyTorch float64 autograd to ~1e-13 relative
+ *     where the products q_e·k_e do not cancel; both round a score by up to
+ *     E·2^-53 of scale·Σ_e |q_e||k_e| (s_abs), which moves each weight by
+ *     up to 2·(E + 3)·2^-53·s_abs relative: keys nearly orthogonal to
+ *     queries of size 1e3 (E = 128) differ by 1e-12 relative, and f32's
+ *     gradients pass their one rounding once that exceeds 2^-24 (s_abs
+ *     beyond about 2^28/E). One thread.
  *   - f32 otherwise runs the fused kernel (FlashAttention-2's backward): P
  *     recomputed tile by tile from q, k and the forward's lse, D =
  *     rowsum(dout ∘ out), five products per tile in f32, on the call's
@@ -1244,21 +1249,35 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  *     A piece holding every key, key_start 0 and total_keys S, is the whole
  *     row and is recomputed as without pieces.)
  *     Its error against exact gradients is at most (2e-5 + e^x - 1)·max
- *     g_abs, x = 8·2^-24·max|s|, where s are the scores (finite mask values
- *     included) and g_abs is the gradient computed with the absolute value
- *     of every term (P ∘ (|dout||v|ᵀ + rowsum|dout||out|) in place of dS):
- *     f32 rounds relative to the terms it sums, and the f32 scores and the
- *     lse (or l) move each weight by a factor within e^(±x). A slice whose
+ *     g_abs, x = 2·(E + 5)·2^-24·s_abs, where s_abs is the largest
+ *     scale·Σ_e |q_e||k_e| + |b| of a row and key, b its finite mask value
+ *     or bias (at least max|s|, s the scores; as in attn_sdpa's bound), and
+ *     g_abs is the gradient computed with the absolute value of every term
+ *     (P ∘ (|dout||v|ᵀ + rowsum|dout||out|) in place of dS): f32 rounds
+ *     relative to the terms it sums (dP = dout·vᵀ relative to |dout||v|ᵀ,
+ *     which g_abs holds), and each weight P = exp(s - lse) moves by a
+ *     factor within e^(±x): the backward's score, the keys times the scale
+ *     and then a sum of E products, rounds by up to (E + 1)·2^-24·s_abs
+ *     (a sum of E products rounds by E·2^-24 of their magnitudes, not of
+ *     |s|: keys nearly orthogonal to large queries give small scores with
+ *     large errors), s - lse by 2·2^-24·s_abs more, and the forward's lse
+ *     (or the recomputed m and l) carries its own scores' (E + 6)·2^-24·s_abs
+ *     and 1 more of its own. The sums' errors are random: on data whose
+ *     products do not cancel the gradients stay within x = 8·2^-24·max|s|
+ *     (tests/oracle_backward.py); keys nearly orthogonal to large queries
+ *     (E = 128 to 512, s_abs 1e4, max|s| about 4) gave errors up to
+ *     1.6e-4·max g_abs, past that but far inside the bound. A slice whose
  *     products q·k·scale could exceed 2^18 in magnitude goes to the exact
- *     kernel, so that unless a large mask value or ALiBi bias enters
- *     max|s| (ALiBi's far keys carry weights near 0, where the bound is
- *     loose), x <= 1/8 and the bound is linear: (2e-5 + 9·2^-24·max|s|)·max g_abs. So does a slice whose
- *     inputs are not finite, whose gradients could overflow f32, or whose
- *     float mask holds NaN or +inf. A large mask value counts in max|s| only
- *     where its rounding moves weights: not where q·k·scale is the same for
- *     every key of the row it covers, nor where it swallows q·k in f64 as in
- *     f32 (-1e30, -FLT_MAX); elsewhere f32 rounds s as PyTorch's float32
- *     does.
+ *     kernel, so that unless a large mask value or ALiBi bias enters s_abs
+ *     (ALiBi's far keys carry weights near 0, where the bound is loose),
+ *     s_abs <= 2^18; where s_abs <= 2^20/(E + 5), x <= 1/8 and the bound
+ *     is linear: (2e-5 + 2.14·(E + 5)·2^-24·s_abs)·max g_abs. So does a
+ *     slice whose inputs are not finite, whose gradients could overflow
+ *     f32, or whose float mask holds NaN or +inf. A large mask value counts
+ *     in s_abs only where its rounding moves weights: not where q·k·scale is
+ *     the same for every key of the row it covers, nor where it swallows q·k
+ *     in f64 as in f32 (-1e30, -FLT_MAX); elsewhere f32 rounds s as
+ *     PyTorch's float32 does.
  *   - Dropout (options.dropout_p > 0): the forward's mask is regenerated from
  *     the same seed, never stored; pass the forward's options unchanged.
  * Memory: the fused kernel writes a gradient that no two slices share

@@ -152,8 +152,9 @@ def backward_case(c, rng, name, kind, B, H, Hk, L, S, E, Ev, causal=0, kv32=Fals
     """attn_sdpa_backward on a 16-bit q, out and dout (k and v 16-bit, or f32),
     against PyTorch autograd in float64 on the same values: dq in q's dtype,
     dk and dv in k's and v's, each within u16 |ref| + (1 + u16) ((2e-5 + e^x - 1)
-    + u16) max g_abs: one rounding, the f32 backward's bound (oracle_backward.py:
-    x = 8 * 2^-24 max|s|, g_abs the gradient of absolute terms), and out's own
+    + u16) max g_abs: one rounding, the f32 backward's bound (oracle_backward.py's
+    figure for products that do not cancel: x = 8 * 2^-24 max|s|, g_abs the
+    gradient of absolute terms), and out's own
     16-bit rounding, which moves rowsum(dout * out) by u16 of its terms."""
     from oracle_backward import magnitudes
     torch.manual_seed(int(rng.integers(1 << 30)))

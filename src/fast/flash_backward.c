@@ -43,14 +43,17 @@
  * Computed by the exact f64 kernel instead: a slice whose inputs are not
  * finite, whose float mask holds NaN or +inf, whose gradients could
  * overflow f32, or whose products q·k·scale could pass SCORES_LINEAR in
- * magnitude. f32 rounds a score s by up to 4 · 2^-24 · |s|, which moves
- * each weight by a factor within e^(±8 · 2^-24 · max|s|) (the forward's lse
- * or the recomputed l moving with it): below 2^18 that factor's distance
- * from 1 is within 1.07 times the exponent, so the error stays linear in
- * max|s| (attn.h). The forward's attn_f32_scores_fit (2^100) only keeps
- * scores finite: its weights are normalized by the l it sums, so a moved
- * score costs it at most a convex combination's worth, where an unnormalized
- * exp(S - lse) here would grow without bound. */
+ * magnitude. f32 rounds a score by a few 2^-24 · |s| on typical data and
+ * by up to (E + 1) · 2^-24 · s_abs (s_abs = scale · Σ|q_e||k_e|, where the
+ * products cancel), which moves each weight by a factor within e^(±x), x =
+ * 8 · 2^-24 · max|s| typically and 2 · (E + 5) · 2^-24 · s_abs at worst
+ * (the forward's lse or the recomputed l moving with it; attn.h): below
+ * 2^18 the typical factor's distance from 1 is within 1.07 times the
+ * exponent, so the error stays linear in max|s|; the worst case's stays
+ * linear in s_abs up to 2^20 / (E + 5). The forward's attn_f32_scores_fit
+ * (2^100) only keeps scores finite: its weights are normalized by the l it
+ * sums, so a moved score costs it at most a convex combination's worth,
+ * where an unnormalized exp(S - lse) here would grow without bound. */
 #include "exact/exact.h"
 #include "fast/fast.h"
 #include "kernels/dropout.h"
