@@ -170,6 +170,19 @@ static void test_errors(void) {
                  &err, ATTN_ERR_OPTION, "bf16 compute needs an f32 or 16-bit q; q is f64", "backward_bf16_compute_f64_rejected");
     check_status(attn_sdpa_backward(&g32, NULL, NULL, NULL, &d32, &q32, &k32, &k32, &o32, &l32, &bf, &err), &err,
                  ATTN_OK, "", "backward_bf16_compute_f32_runs");
+    /* Per-head scales are for fp8 keys and values, which the backward does
+     * not take: beside f32 ones they are refused, as the forward refuses
+     * them (they were ignored). */
+    int64_t sh[1] = {2};
+    attn_tensor ds = make(ATTN_F32, 1, sh);
+    attn_sdpa_options scaled = attn_sdpa_options_default();
+    scaled.k_descale = &ds;
+    check_status(attn_sdpa_backward(&g32, NULL, NULL, NULL, &d32, &q32, &k32, &k32, &o32, &l32, &scaled, &err), &err,
+                 ATTN_ERR_DTYPE, "k_descale is set but k is f32", "backward_k_descale_beside_f32_keys_rejected");
+    scaled.k_descale = NULL, scaled.v_descale = &ds;
+    check_status(attn_sdpa_backward(&g32, NULL, NULL, NULL, &d32, &q32, &k32, &k32, &o32, &l32, &scaled, &err), &err,
+                 ATTN_ERR_DTYPE, "v_descale is set but v is f32", "backward_v_descale_beside_f32_values_rejected");
+    free(ds.data);
     free(q32.data), free(k32.data), free(o32.data), free(l32.data), free(d32.data), free(g32.data);
     unsigned char first[8];
     memcpy(first, p.g[0].data, 8);

@@ -143,6 +143,10 @@ attn_status attn_backward_plan(attn_backward_call *c, attn_tensor *const grad[4]
                          "(attn_dequantize widens quantized ones)", k && attn_dtype_quantized(k->dtype) ? "k" : "v",
                          attn_dtype_name(k && attn_dtype_quantized(k->dtype) ? k->dtype : v->dtype));
     attn_status st;
+    /* Per-head scales belong to fp8 keys and values, which the backward
+     * refuses above: set beside float ones, they are refused as the forward
+     * refuses them, not ignored. */
+    if ((st = attn_check_descale_dtype(o, k ? k->dtype : ATTN_F32, v ? v->dtype : ATTN_F32, err))) return st;
     /* The forward's plan, with out and lse as they were written. */
     if ((st = measuring ? attn_plan_shapes(&c->gs.f, (attn_tensor *)out, (attn_tensor *)lse, NULL, q, k, v, o, threads, err)
                         : attn_plan_call(&c->gs.f, (attn_tensor *)out, (attn_tensor *)lse, NULL, false, q, k, v, o, threads, err)) ||
