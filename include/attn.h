@@ -1253,11 +1253,14 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  *     scale·Σ_e |q_e||k_e| + |b| of a row and key, b its finite mask value
  *     or bias (at least max|s|, s the scores; as in attn_sdpa's bound), and
  *     g_abs is the gradient computed with the absolute value of every term
- *     (P ∘ (|dout||v|ᵀ + rowsum|dout||out|) in place of dS): f32 rounds
+ *     (P ∘ (|dout||v|ᵀ + rowsum(|dout| ∘ P|v|)) in place of dS): f32 rounds
  *     relative to the terms it sums (dP = dout·vᵀ relative to |dout||v|ᵀ,
- *     which g_abs holds), and each weight P = exp(s - lse) moves by a
- *     factor within e^(±x): the backward's score, the keys times the scale
- *     and then a sum of E products, rounds by up to (E + 1)·2^-24·s_abs
+ *     which g_abs holds; D relative to |dout| times P|v|, as the forward's
+ *     out is, not to |out|: large values of mixed signs that cancel to an
+ *     out near 0 leave D an error far above |dout||out|, and dq errors 20 to
+ *     80 times a bound with |out| there), and each weight P = exp(s - lse)
+ *     moves by a factor within e^(±x): the backward's score, the keys times
+ *     the scale and then a sum of E products, rounds by up to (E + 1)·2^-24·s_abs
  *     (a sum of E products rounds by E·2^-24 of their magnitudes, not of
  *     |s|: keys nearly orthogonal to large queries give small scores with
  *     large errors), s - lse by 2·2^-24·s_abs more, and the forward's lse

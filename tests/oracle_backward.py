@@ -28,7 +28,9 @@ Tolerances (per gradient, on |ours - ref|):
        their magnitudes, in the backward's scores (E + 3 with the scale and
        s - lse) and the forward's lse (E + 7); checked where the products
        cancel (cancelling_scores, worst=True, out then within attn_sdpa's
-       2e-5 max|P |v|| + 2 (E + 6) 2^-24 s_abs max|v|). Elsewhere the
+       2e-5 max|P |v|| + 2 (E + 6) 2^-24 s_abs max|v|), and where large
+       values cancel in out (cancelling_values: D = rowsum(dout ∘ out) is off
+       by f32's rounding of P |v|, which g_abs counts). Elsewhere the
        products do not cancel and the roundings are random: x = 8 · 2^-24 ·
        max|s| (s the scores, mask values included), each side off by 4 ·
        2^-24 · max|s|, out within the forward's 2e-5 max|out| + 4 · 2^-24 ·
@@ -158,12 +160,15 @@ def magnitudes(w, z, do, out, q, k, v, scale, shapes):
     """The gradients computed again with every term's absolute value: what the
     roundings of f32 arithmetic are proportional to, so that a gradient whose
     terms cancel is not held to a relative error it cannot have.
-      dS_abs = P ∘ (Z ∘ |dout| |V|ᵀ + rowsum(|dout| ∘ |out|))
+      dS_abs = P ∘ (Z ∘ |dout| |V|ᵀ + rowsum(|dout| ∘ (Z ∘ P) |V|))
       dq_abs = |scale| dS_abs |K|,  dk_abs = |scale| dS_absᵀ |Q|,  dv_abs = (Z ∘ P)ᵀ |dout|
     (Z: dropout's 0 or 1/(1 - p), else 1), each summed over broadcast dimensions and
     GQA groups as its gradient is."""
     ado, av = do.abs(), v.abs()
-    ds = w * (z * torch.matmul(ado, av.transpose(-2, -1)) + (ado * out.abs()).sum(-1, keepdim=True))
+    # D = rowsum(dout ∘ out) is taken from the forward's f32 out, whose error is
+    # relative to (Z ∘ P)|V| (the forward's bound), not to |out|: values of mixed
+    # signs can cancel out to near 0 and leave D an error far above |dout||out|.
+    ds = w * (z * torch.matmul(ado, av.transpose(-2, -1)) + (ado * torch.matmul(w * z, av)).sum(-1, keepdim=True))
     full = [abs(scale) * torch.matmul(ds, k.abs()), abs(scale) * torch.matmul(ds.transpose(-2, -1), q.abs()),
             torch.matmul((w * z).transpose(-2, -1), ado)]
     result = []
@@ -361,6 +366,28 @@ def cancelling_scores(o, rng):
         c32 = [a.astype(np.float32) for a in (q, k, v, dout, mask)]
         o.case("f32_fused_cancelling_scores_L%d_S%d_E%d" % (L, S, E), *c32[:4], want=("dq", "dk", "dv"), worst=True)
         o.case("f32_exact_kernel_cancelling_scores_L%d_S%d_E%d" % (L, S, E), *c32, worst=True)
+
+
+def cancelling_values(o, rng):
+    """Large values of mixed signs whose weighted sum cancels: out near 0, but the
+    forward's f32 out off by some 2^-24 of P |v|, and D = rowsum(dout ∘ out) with
+    it, far beyond |dout| |out|. Half the keys hold values ±1e3 in pairs that
+    cancel exactly under their equal weights (keys near 0, scores near 0); the
+    other half hold the scores and values near 0, so that D's error, times their
+    weights and keys, is most of dq: g_abs must count D's terms as |dout| P |v|
+    (magnitudes()), not |dout| |out|, which gave dq errors 20 to 80 times its bound."""
+    f = rng.standard_normal
+    for L, S, E, Ev in ((16, 64, 16, 16), (3, 100, 64, 32), (40, 128, 32, 64)):
+        half = S // 2
+        q, k, v = f((L, E)), f((S, E)), f((S, Ev)) * 1e-3
+        k[:half] *= 1e-6
+        v[:half // 2] = f((half // 2, Ev)) * 1e3
+        v[half // 2:half] = -v[:half // 2]
+        order = rng.permutation(S)  # the pairs apart, so that f32's running sums round
+        k, v, dout = k[order], v[order], f((L, Ev))
+        c32 = [a.astype(np.float32) for a in (q, k, v, dout)]
+        o.case("f32_fused_cancelling_values_L%d_S%d_E%d_Ev%d" % (L, S, E, Ev), *c32, want=("dq", "dk", "dv"),
+               worst=True)
 
 
 def random_case(rng, index):
@@ -615,6 +642,7 @@ def main():
         p = (0.1, 0.5, 0.9)[i // 4 % 3] if i % 4 == 3 else 0.0
         o.case("random_%03d_%s_rank%d%s" % (i, q.dtype.name, q.ndim, "_dropout" if p else ""), q, k, v, dout, mask,
                causal, scale, want, dropout=p, seed=i)
+    cancelling_values(o, rng)  # after the random cases, which keep their data
     print("# backward oracle: %d passed, %d failed" % (o.passed, o.failed))
     return 1 if o.failed else 0
 
