@@ -301,9 +301,23 @@ bench_arguments() {
             echo "FAIL bench_sections_refused_together_'$args': exit $code, stdout ${#text} bytes, stderr: $err"
         fi
     done
+    # One bench argument error ($1 the test's name, $2 the arguments,
+    # $3 the status, $4 the error's words): one line that starts with
+    # "attn: error: " and the words, that status, nothing on stdout
+    # (timeout: a run that went on to measure ends with 124, and fails).
+    bench_error() {
+        # shellcheck disable=SC2086 # the arguments' words, split
+        text=$(timeout -s ALRM 5 "$BUILD/attn" bench $2 2>"$BUILD/bench_err")
+        code=$? err=$(cat "$BUILD/bench_err")
+        if [ $code -eq "$3" ] && [ -z "$text" ] && [ "$(echo "$err" | wc -l)" -eq 1 ] &&
+            [ "${err#"attn: error: $4"}" != "$err" ]; then
+            echo "ok $1_'$2'"
+        else
+            echo "FAIL $1_'$2': exit $code (wanted $3), stdout ${#text} bytes, stderr: $err"
+        fi
+    }
     # Every argument error, text or JSON, is one line and its status before
-    # anything is measured: nothing on stdout (timeout: a run that went on
-    # to measure ends with 124, and fails the check). A --ggml directory
+    # anything is measured. A --ggml directory
     # that holds no ggml is bad data (status 1), found before any timing.
     # (arguments;status;the error's words)
     for case in "--quick --frobnicate;2;unknown bench argument '--frobnicate'" \
@@ -319,16 +333,7 @@ bench_arguments() {
         "--quick --ggml $BUILD/no-ggml-here;1;--ggml: cannot load $BUILD/no-ggml-here/libggml-base.so" \
         "--quick --json --ggml $BUILD/no-ggml-here;1;--ggml: cannot load $BUILD/no-ggml-here/libggml-base.so"; do
         args=${case%%;*} rest=${case#*;}
-        want=${rest%%;*} words=${rest#*;}
-        # shellcheck disable=SC2086 # the arguments' words, split
-        text=$(timeout -s ALRM 5 "$BUILD/attn" bench $args 2>"$BUILD/bench_err")
-        code=$? err=$(cat "$BUILD/bench_err")
-        if [ $code -eq "$want" ] && [ -z "$text" ] && [ "$(echo "$err" | wc -l)" -eq 1 ] &&
-            echo "$err" | grep -qF "attn: error: $words"; then
-            echo "ok bench_argument_error_prints_nothing_'$args'"
-        else
-            echo "FAIL bench_argument_error_prints_nothing_'$args': exit $code (wanted $want), stdout ${#text} bytes, stderr: $err"
-        fi
+        bench_error bench_argument_error_prints_nothing "$args" "${rest%%;*}" "${rest#*;}"
     done
     # A report that cannot be written is an error, not status 0.
     err=$("$BUILD/attn" bench --help 2>&1 >/dev/full)
@@ -345,16 +350,7 @@ bench_arguments() {
         "--ggml=$BUILD/no-ggml-here;1;--ggml: cannot load $BUILD/no-ggml-here/libggml-base.so" \
         "--quick --esc=$(printf '\033')[31m;2;unknown bench argument '--esc=\\x1b[31m'"; do
         args=${case%%;*} rest=${case#*;}
-        want=${rest%%;*} words=${rest#*;}
-        # shellcheck disable=SC2086 # the arguments' words, split
-        text=$(timeout -s ALRM 5 "$BUILD/attn" bench $args 2>"$BUILD/bench_err")
-        code=$? err=$(cat "$BUILD/bench_err")
-        if [ $code -eq "$want" ] && [ -z "$text" ] && [ "$(echo "$err" | wc -l)" -eq 1 ] &&
-            [ "${err#"attn: error: $words"}" != "$err" ]; then
-            echo "ok bench_joined_empty_escaped_'$args'"
-        else
-            echo "FAIL bench_joined_empty_escaped_'$args': exit $code (wanted $want), stdout ${#text} bytes, stderr: $err"
-        fi
+        bench_error bench_joined_empty_escaped "$args" "${rest%%;*}" "${rest#*;}"
     done
     # attn-bench's help lists --mpi, which only `attn bench` takes: run
     # directly, it says where it goes instead of "unknown".
