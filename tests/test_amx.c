@@ -281,7 +281,7 @@ static void test_flash(const attn_bf16_kernels *bk) {
  *   |g - exact| <= (6u + e^x - 1) · max g_abs,  x = 4.2 · u · s_abs,
  * g_abs the gradient with every term made positive: dV's Pᵀ|dout|, dQ's
  * and dK's scale·dS_abs|k| and scale·dS_absᵀ|q|, dS_abs = P ∘ (|dout||v|ᵀ +
- * rowsum(|dout||out|)). (q, k rounded: each score within 2u·s_abs, and the
+ * rowsum(|dout| ∘ P|v|)). (q, k rounded: each score within 2u·s_abs, and the
  * lse within as much when the forward ran in bf16 (here it ran in f32), so
  * each weight within a factor e^(±x); the two operands of each product
  * rounded: 6u in all.)
@@ -347,11 +347,18 @@ static void test_backward_set(const attn_bf16_kernels *bk, const char *label, co
     for (int h = 0; h < Hq; h++) {
         int hk = h / (Hq / Hk);
         const double *Q = q64 + (size_t)h * L * E, *K = k64 + (size_t)hk * S * E, *V = v64 + (size_t)hk * S * Ev;
-        const double *O = o64 + (size_t)h * L * Ev, *dO = do64 + (size_t)h * L * Ev;
+        const double *dO = do64 + (size_t)h * L * Ev;
         double *gq = gabs[0] + (size_t)h * L * E, *gk = gabs[1] + (size_t)hk * S * E, *gv = gabs[2] + (size_t)hk * S * Ev;
         for (int i = 0; i < L; i++) {
+            /* D's term as attn.h counts it: |dout| times P|v|, not |out|
+             * (out may cancel to near 0 while its rounding does not) */
+            const double *P = w64 + ((size_t)h * L + i) * S;
             double Dabs = 0;
-            for (int e = 0; e < Ev; e++) Dabs += fabs(dO[i * Ev + e] * O[i * Ev + e]);
+            for (int e = 0; e < Ev; e++) {
+                double pv = 0;
+                for (int j = 0; j < S; j++) pv += P[j] * fabs(V[j * Ev + e]);
+                Dabs += fabs(dO[i * Ev + e]) * pv;
+            }
             for (int j = 0; j < S; j++) {
                 double sa = 0, dp = 0;
                 for (int e = 0; e < E; e++) sa += fabs(Q[i * E + e] * K[j * E + e]);
