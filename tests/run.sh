@@ -301,19 +301,21 @@ bench_arguments() {
             echo "FAIL bench_sections_refused_together_'$args': exit $code, stdout ${#text} bytes, stderr: $err"
         fi
     done
-    # One bench argument error ($1 the test's name, $2 the arguments,
-    # $3 the status, $4 the error's words): one line that starts with
-    # "attn: error: " and the words, that status, nothing on stdout
-    # (timeout: a run that went on to measure ends with 124, and fails).
+    # One bench argument error ($1 the test's name, $2 "arguments;status;
+    # the error's words"): one line that starts with "attn: error: " and
+    # the words, that status, nothing on stdout (timeout: a run that went
+    # on to measure ends with 124, and fails).
     bench_error() {
+        args=${2%%;*} rest=${2#*;}
+        want=${rest%%;*} words=${rest#*;}
         # shellcheck disable=SC2086 # the arguments' words, split
-        text=$(timeout -s ALRM 5 "$BUILD/attn" bench $2 2>"$BUILD/bench_err")
+        text=$(timeout -s ALRM 5 "$BUILD/attn" bench $args 2>"$BUILD/bench_err")
         code=$? err=$(cat "$BUILD/bench_err")
-        if [ $code -eq "$3" ] && [ -z "$text" ] && [ "$(echo "$err" | wc -l)" -eq 1 ] &&
-            [ "${err#"attn: error: $4"}" != "$err" ]; then
-            echo "ok $1_'$2'"
+        if [ $code -eq "$want" ] && [ -z "$text" ] && [ "$(echo "$err" | wc -l)" -eq 1 ] &&
+            [ "${err#"attn: error: $words"}" != "$err" ]; then
+            echo "ok $1_'$args'"
         else
-            echo "FAIL $1_'$2': exit $code (wanted $3), stdout ${#text} bytes, stderr: $err"
+            echo "FAIL $1_'$args': exit $code (wanted $want), stdout ${#text} bytes, stderr: $err"
         fi
     }
     # Every argument error, text or JSON, is one line and its status before
@@ -332,8 +334,7 @@ bench_arguments() {
         "--mpi --quick --mpi;2;--mpi and --mpi: give --mpi once" \
         "--quick --ggml $BUILD/no-ggml-here;1;--ggml: cannot load $BUILD/no-ggml-here/libggml-base.so" \
         "--quick --json --ggml $BUILD/no-ggml-here;1;--ggml: cannot load $BUILD/no-ggml-here/libggml-base.so"; do
-        args=${case%%;*} rest=${case#*;}
-        bench_error bench_argument_error_prints_nothing "$args" "${rest%%;*}" "${rest#*;}"
+        bench_error bench_argument_error_prints_nothing "$case"
     done
     # A report that cannot be written is an error, not status 0.
     err=$("$BUILD/attn" bench --help 2>&1 >/dev/full)
@@ -349,8 +350,7 @@ bench_arguments() {
         "--ggml=;1;--ggml: the directory name is empty" \
         "--ggml=$BUILD/no-ggml-here;1;--ggml: cannot load $BUILD/no-ggml-here/libggml-base.so" \
         "--quick --esc=$(printf '\033')[31m;2;unknown bench argument '--esc=\\x1b[31m'"; do
-        args=${case%%;*} rest=${case#*;}
-        bench_error bench_joined_empty_escaped "$args" "${rest%%;*}" "${rest#*;}"
+        bench_error bench_joined_empty_escaped "$case"
     done
     # attn-bench's help lists --mpi, which only `attn bench` takes: run
     # directly, it says where it goes instead of "unknown".
