@@ -556,7 +556,7 @@ attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *
     attn_context context; /* the thread count for the projections, checked as attn_sdpa checks it */
     if ((st = attn_mha_sdpa_options(&so, m, ATTN_CAUSAL_NONE, NULL, err)) || (st = attn_options_read(&read, &context, &so, err)))
         return st;
-    m->threads = context.num_threads, m->sinks = so.sinks, m->attention = read, m->context = context;
+    m->threads = context.num_threads, m->attention = read, m->context = context;
     /* More queries than keys put the first ones before position_offset
      * (off < 0), which attn_sdpa's RoPE takes and attn_rope refuses. */
     m->rope_in_attention = m->o.rope && (m->L >= m->S2 || m->o.causal == ATTN_CAUSAL_TOP_LEFT);

@@ -18,9 +18,8 @@ typedef struct attn_mha_call {
     const attn_tensor *w[3], *b[3];      /* the q, k, v projections: weight (rows, in) and bias */
     int64_t w_row0[3];                   /* the projection's first row in w (in_proj_weight packs all three) */
     int64_t b_row0[3];                   /* and in b (in_proj_bias packs all three, beside either kind of weight) */
-    const attn_tensor *sinks;            /* params->sinks or options->attention->sinks, or NULL */
-    attn_sdpa_options attention;         /* options->attention as read, sinks params->sinks when given (NULL
-                                            context: m->context is the layer's) */
+    attn_sdpa_options attention;         /* options->attention as read, its sinks params->sinks when given
+                                            (NULL: none); its context NULL, read into m->context */
     int threads;                         /* for the projections: the call's context, or the process's count */
     bool measuring;                      /* a *_workspace_size call: tensors may have NULL data (attn_check_data) */
     /* options->rope is applied inside the attention (attn_sdpa_options.rope:

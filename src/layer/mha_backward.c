@@ -150,10 +150,10 @@ static bool alloc_bwd(bwd *b, const attn_mha_call *m) {
     b->dq = calloc((size_t)nq, es), b->dk = calloc((size_t)nk, es), b->dv = calloc((size_t)nk, es);
     b->mask = m->masked ? calloc((size_t)(m->mask_n * m->mask_h * m->L * m->S2), es) : NULL;
     b->dWo = calloc((size_t)(m->E * m->E), sizeof(double)), b->dbo = calloc((size_t)m->E, sizeof(double));
-    b->dsinks = m->sinks ? calloc((size_t)m->Hq, sizeof(double)) : NULL;
-    b->dsinks_scratch = m->sinks ? calloc((size_t)m->Hq, es) : NULL;
+    b->dsinks = m->attention.sinks ? calloc((size_t)m->Hq, sizeof(double)) : NULL;
+    b->dsinks_scratch = m->attention.sinks ? calloc((size_t)m->Hq, es) : NULL;
     bool ok = b->q && b->k && b->v && b->heads && b->dheads && b->lse && b->dq && b->dk && b->dv && b->dWo && b->dbo &&
-              (b->mask || !m->masked) && ((b->dsinks && b->dsinks_scratch) || !m->sinks);
+              (b->mask || !m->masked) && ((b->dsinks && b->dsinks_scratch) || !m->attention.sinks);
     for (int t = 0; t < 3; t++) {
         b->dx[t] = calloc((size_t)(m->N * rows[t] * in[t]), sizeof(double));
         b->dW[t] = calloc((size_t)(F[t] * in[t]), sizeof(double)), b->db[t] = calloc((size_t)F[t], sizeof(double));
@@ -288,7 +288,7 @@ static attn_status write_all(attn_tensor *const dxs[3], const int into[3], const
     }
     free(w), free(bb);
     const attn_tensor *like[G_COUNT];
-    grad_list(like, &m->p, m->sinks);
+    grad_list(like, &m->p, m->attention.sinks);
     const double *src[G_COUNT] = {NULL, NULL, b->dW[0], b->dW[1], b->dW[2], b->db[0], b->db[1], b->db[2], b->dWo, b->dbo,
                                   b->dbkv[0], b->dbkv[1], b->dsinks};
     for (int i = G_Q_W; i < G_COUNT; i++)
@@ -314,7 +314,7 @@ attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tenso
         (st = attn_mha_plan(&m, &dout_view, (attn_tensor *)dout, query, key, value, err)))
         return st;
     const attn_tensor *g[G_COUNT], *like[G_COUNT];
-    grad_list(g, &gp, gp.sinks), grad_list(like, &m.p, m.sinks);
+    grad_list(g, &gp, gp.sinks), grad_list(like, &m.p, m.attention.sinks);
     attn_tensor *const dxs[3] = {dquery, dkey, dvalue};
     int into[3];
     if ((st = check_grads(g, like, err)) || (st = check_input_grads(into, dxs, &m, err)) ||
