@@ -46,6 +46,21 @@ static attn_status check_like(const attn_tensor *t, const char *name, const attn
 
 typedef attn_backward_grads grads;
 
+/* The tensors a backward call writes (outs: dq, dk, dv, dmask, NULL where
+ * not asked for) and reads (ins: dout, q, k, v, out, lse and the options'
+ * tensors), for the aliasing checks. Returns the count of ins (-1: the
+ * list is short, which the checks refuse). */
+enum { BACKWARD_INS = 6 + ATTN_OPTION_TENSORS };
+static int backward_tensors(attn_named outs[4], attn_named ins[BACKWARD_INS], attn_tensor *const grad[4],
+                            const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                            const attn_tensor *out, const attn_tensor *lse, const attn_sdpa_options *o) {
+    static const char *const NAME[4] = {"dq", "dk", "dv", "dmask"};
+    for (int i = 0; i < 4; i++) outs[i] = (attn_named){grad[i], NAME[i]};
+    const attn_named read[6] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"}};
+    for (int i = 0; i < 6; i++) ins[i] = read[i];
+    return attn_named_options(ins, 6, BACKWARD_INS, o);
+}
+
 static attn_status check_grads(grads *g, const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k,
                                const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse,
                                const attn_sdpa_options *o, bool measuring, attn_error *err) {
@@ -68,9 +83,9 @@ static attn_status check_grads(grads *g, const attn_tensor *dout, const attn_ten
     /* The inputs are read while gradients are written (the fused kernel
      * writes dq, dk and dv as it goes): no gradient may share their memory,
      * nor another gradient's. */
-    const attn_named outs[4] = {{g->out[0], "dq"}, {g->out[1], "dk"}, {g->out[2], "dv"}, {g->out[3], "dmask"}};
-    attn_named ins[6 + ATTN_OPTION_TENSORS] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"}};
-    return attn_check_no_overlap(outs, 4, ins, attn_named_options(ins, 6, ATTN_NAMED_CAP(ins), o), err);
+    attn_named outs[4], ins[BACKWARD_INS];
+    int n_ins = backward_tensors(outs, ins, g->out, dout, q, k, v, out, lse, o);
+    return attn_check_no_overlap(outs, 4, ins, n_ins, err);
 }
 
 /* Whether the fused f32 kernel computes the call: f32 q (k and v may be 16-bit)
@@ -195,9 +210,8 @@ static attn_status check_workspace(const attn_context *c, attn_tensor *const gra
                                    const attn_tensor *out, const attn_tensor *lse, const attn_sdpa_options *o,
                                    attn_error *err) {
     if (!c->workspace) return ATTN_OK;
-    const attn_named outs[4] = {{grad[0], "dq"}, {grad[1], "dk"}, {grad[2], "dv"}, {grad[3], "dmask"}};
-    attn_named ins[6 + ATTN_OPTION_TENSORS] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"}};
-    int n_ins = attn_named_options(ins, 6, ATTN_NAMED_CAP(ins), o);
+    attn_named outs[4], ins[BACKWARD_INS];
+    int n_ins = backward_tensors(outs, ins, grad, dout, q, k, v, out, lse, o);
     return attn_check_workspace(c->workspace, c->workspace_size, outs, 4, ins, n_ins, err);
 }
 
@@ -281,9 +295,8 @@ static attn_status backward_half(size_t *bytes, attn_tensor *const grad[4], cons
                              attn_dtype_name(grad[i]->dtype), attn_dtype_name(i == 3 ? ATTN_F32 : like[i]->dtype),
                              i == 3 ? "the mask" : i ? (i == 1 ? "k" : "v") : "q");
     if ((st = attn_check_half_kv(q, k, v, err))) return st;
-    const attn_named outs[4] = {{grad[0], "dq"}, {grad[1], "dk"}, {grad[2], "dv"}, {grad[3], "dmask"}};
-    attn_named ins[6 + ATTN_OPTION_TENSORS] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"}};
-    if ((st = attn_check_no_overlap(outs, 4, ins, attn_named_options(ins, 6, ATTN_NAMED_CAP(ins), &o), err)) ||
+    attn_named outs[4], ins[BACKWARD_INS];
+    if ((st = attn_check_no_overlap(outs, 4, ins, backward_tensors(outs, ins, grad, dout, q, k, v, out, lse, &o), err)) ||
         (!bytes && (st = check_workspace(&c, grad, dout, q, k, v, out, lse, &o, err))))
         return st;
     if (!bytes && c.workspace) { /* the whole call's figure, as for an f32 q, not the f32 call's share of it */
