@@ -986,7 +986,36 @@ ATTN_VERSIONED_DEFAULT_(attn_sdpa_options)
 /* The gradient of attention sinks (attn_sdpa_options.sinks): dsinks (Hq,)
  * = -sum over batches and rows of e^(sink_h - lse) · rowsum(dout ∘ out),
  * from the forward's out and lse (..., Hq, L, Ev) and (..., Hq, L) and
- * dLoss/dout, all of one dtype (f32 or f64); dsinks in that dtype. Errors:
+ * dLoss/dout, all of one dtype (f32 or f64); dsinks in that dtype,
+ * computed in f64 with the rows in order (the same sums on every run) and
+ * rounded once.
+ * Numerics: from the out and lse of attn_sdpa's f32 arithmetic (not the
+ * bf16 compute mode), each dsinks_h is within
+ *   ((1 + 4.3e-5)·e^x - 1)·dsinks_abs_h + FLT_MIN,  x = (3E + 20)·2^-24·s_abs,
+ * of the exact gradient (about (4.3e-5 + x)·dsinks_abs_h for small x), E
+ * the forward's q·k length and s_abs as in attn_sdpa_backward's bound (the
+ * largest scale·Σ_e |q_e||k_e| + |b| of a row and key) with |sink_h| one
+ * more score of the head's rows, and
+ * dsinks_abs_h = Σ over the head's rows of e^(sink_h - lse)·rowsum(|dout| ∘
+ * P|v|), P|v| the exact attention on |v|: dsinks_h with every term's
+ * absolute value, D counted as attn_sdpa_backward's g_abs counts it. Its
+ * own f64 sums add nearly nothing; the error is out's and lse's, and one
+ * rounding (2^-24; FLT_MIN where a result below it is written as 0):
+ * attn_sdpa's scores move each weight by a factor within e^(±d), d = (E +
+ * 6)·2^-24·s_abs, so out moves by up to (2e-5 + e^(2d) - 1)·P|v| (2e-5 its
+ * sums', as in attn_sdpa's bound) and D = rowsum(dout ∘ out) by that times
+ * |dout|: relative to |dout| P|v|, not to |dout||out| (large values of
+ * mixed signs that cancel to an out near 0 gave dsinks errors 2 to 370
+ * times a bound with |out| there); the sink's weight e^(sink_h - lse) moves
+ * by a factor within e^(±y), y = (E + 8)·2^-24·s_abs + 2e-5 + 2^-24·log(S +
+ * 1), for lse's scores (d), its sum (2e-5), its rounding to f32
+ * (2^-24·|lse|, |lse| <= s_abs + log(S + 1)) and the forward's rounding of
+ * an f64 sink to f32 (2^-24·|sink_h|). Together e^y·(2e-5 + e^(2d)) - 1 +
+ * 2^-24 <= (1 + 4.3e-5)·e^x - 1 for any S below 2^64. The errors are
+ * random: on the tests' data they stay below 2% of the bound
+ * (tests/oracle_backward.py). With f64 out and lse (the exact kernel)
+ * dsinks is within 1e-12·dsinks_abs_h where the scores' products do not
+ * cancel. Errors:
  * ATTN_ERR_NULL (options->sinks included), ATTN_ERR_RANK, ATTN_ERR_SHAPE,
  * ATTN_ERR_DTYPE, ATTN_ERR_STRIDE (dsinks overlapping dout, out, lse or a
  * tensor of the options, as attn_sdpa's outputs may not, or with stride
