@@ -49,6 +49,20 @@ Tolerances (per gradient, on |ours - ref|):
        (0.2 u · s_abs more for f32's sums; the forward's lse 1.02e-4 more for
        its degree-3 2^x), which moves each weight by a factor within e^(±x).
        The verbose line must name the bf16 kernels.
+  dsinks (attn_sdpa_sinks_backward, in f64 from the forward's out and lse),
+       per head, relative to dsinks_abs_h = sum over the head's rows of
+       P_sink · rowsum(|dout| ∘ P |v|) (sink_magnitudes()): f64 1e-12 ·
+       dsinks_abs_h; f32 ((1 + 4.3e-5) e^x - 1) · dsinks_abs_h + 2^-126
+       (attn.h's bound; 2^-126 for a result below f32's normals written as
+       0), x = (3 E + 20) 2^-24 s_abs with |sink| one more score in s_abs:
+       out off by (2e-5 + e^(2d) - 1) P |v|, d = (E + 6) 2^-24 s_abs (the
+       forward's bound), so D = rowsum(dout ∘ out) by that times |dout|,
+       not relative to |dout| |out| (cancelling_values with sinks); the
+       sink's share e^(sink - lse) by a factor within e^(±y), y = (E + 8)
+       2^-24 s_abs + 2e-5 + 2^-24 log(S + 1) (lse's scores, sum and
+       rounding, an f64 sink rounded to f32 in the forward). Elsewhere
+       (worst=False) x = 12 · 2^-24 · max(max|s|, |sink|): each of the three
+       sides (two for out, one for lse) off by 4 · 2^-24 · max|s|, as above.
   (f16/bf16 k and v are compared at their 16-bit values; gradients are f32.)
 
 Usage: oracle_backward.py BUILD_DIR [--seed N]. Prints "ok NAME" / "FAIL NAME: why".
@@ -126,11 +140,8 @@ def reference(q, k, v, dout, mask, causal, scale, keep=None, p=0.0, variants=Non
     with torch.no_grad():
         mags = magnitudes(w, z, do, out, tq, tk, tv, scale, [a.shape for a in leaves[:3]])
         sink_ref = None
-        if sinks is not None:  # dsinks, and its terms' size: sum of P_sink · |dout|·|out| per head
-            p_sink = 1 - w.sum(-1)
-            terms = (p_sink * (do.abs() * out.abs()).sum(-1))
-            per_head = terms.reshape((-1,) + terms.shape[-2:]).sum(0).sum(-1) if terms.dim() >= 2 else terms.sum()
-            sink_ref = (sink.grad.numpy(), float(per_head.max()))
+        if sinks is not None:  # dsinks, and its terms' size (sink_magnitudes)
+            sink_ref = (sink.grad.numpy(), sink_magnitudes(w, z, do, tv))
     return grads, float(s.grad.abs().max()), max_s, mags, out.detach().numpy(), sink_ref
 
 
@@ -179,6 +190,19 @@ def magnitudes(w, z, do, out, q, k, v, scale, shapes):
             x = x.reshape(x.shape[:-3] + (target[-3], x.shape[-3] // target[-3]) + x.shape[-2:]).sum(-3)
         result.append(float(x.sum_to_size(target).max()) if x.numel() else 0.0)
     return result
+
+
+def sink_magnitudes(w, z, do, v):
+    """dsinks computed again with every term's absolute value, one per query head:
+      dsinks_abs_h = sum over the head's rows of P_sink · rowsum(|dout| ∘ (Z ∘ P)|V|)
+    (P_sink = 1 - the row's weights, its sink's share). dsinks = -sum P_sink ·
+    rowsum(dout ∘ out) is computed in double from the forward's f32 out, whose
+    error is relative to (Z ∘ P)|V| as in magnitudes(), not to |out|."""
+    p_sink = 1 - w.sum(-1)  # (..., Hq, L)
+    terms = p_sink * (do.abs() * torch.matmul(w * z, v.abs())).sum(-1)
+    if terms.dim() < 2:  # rank-2 inputs: one head
+        return terms.sum().reshape(1).numpy()
+    return terms.reshape((-1,) + terms.shape[-2:]).sum(0).sum(-1).numpy()
 
 
 def compare(got, ref, allowed):
@@ -338,8 +362,13 @@ class Oracle(Reporter):
                 why = compare(got[g], ref, allowed)
                 if why:
                     return self.report(name, "%s: %s%s" % (g, against, why))
-        if sink_ref is not None:  # computed in double from out and lse: their error, relative to its terms
-            allowed = (1e-12 if not f32 else 2e-5 + 8 * 2.0**-24 * max_s) * max(sink_ref[1], 1e-300)
+        if sink_ref is not None:  # the bound of the module's docstring, per head
+            sinks_max = float(np.abs(variants["sinks"]).max())
+            if not f32:
+                allowed = 1e-12 * np.maximum(sink_ref[1], 1e-300)
+            else:  # the sink is one more score of its rows: it counts in s_abs and max|s|
+                x = (3 * E + 20) * 2.0**-24 * max(s_abs, sinks_max) if worst else 12 * 2.0**-24 * max(max_s, sinks_max)
+                allowed = (4.3e-5 + (1 + 4.3e-5) * math.expm1(min(x, 700))) * sink_ref[1] + 2.0**-126
             why = compare(np.load(self.path("dsinks")), sink_ref[0], allowed)
             if why:
                 return self.report(name, "dsinks: " + why)
@@ -375,7 +404,13 @@ def cancelling_values(o, rng):
     cancel exactly under their equal weights (keys near 0, scores near 0); the
     other half hold the scores and values near 0, so that D's error, times their
     weights and keys, is most of dq: g_abs must count D's terms as |dout| P |v|
-    (magnitudes()), not |dout| |out|, which gave dq errors 20 to 80 times its bound."""
+    (magnitudes()), not |dout| |out|, which gave dq errors 20 to 80 times its bound.
+    Then again with a sink taking about half of each row's weight: dsinks = -sum
+    P_sink · D carries D's error too, and its bound must count D's terms the same
+    way (sink_magnitudes()); |dout| |out| gave dsinks errors 2 to 370 times its bound.
+    The flash forward and decode (3 queries), the fused backward and, for the
+    sinks, the exact one (dmask asked for: D from its own f64 softmax, but dsinks
+    still from the f32 forward's out and lse)."""
     f = rng.standard_normal
     for L, S, E, Ev in ((16, 64, 16, 16), (3, 100, 64, 32), (40, 128, 32, 64)):
         half = S // 2
@@ -386,8 +421,14 @@ def cancelling_values(o, rng):
         order = rng.permutation(S)  # the pairs apart, so that f32's running sums round
         k, v, dout = k[order], v[order], f((L, Ev))
         c32 = [a.astype(np.float32) for a in (q, k, v, dout)]
-        o.case("f32_fused_cancelling_values_L%d_S%d_E%d_Ev%d" % (L, S, E, Ev), *c32, want=("dq", "dk", "dv"),
-               worst=True)
+        tag = "cancelling_values_L%d_S%d_E%d_Ev%d" % (L, S, E, Ev)
+        o.case("f32_fused_" + tag, *c32, want=("dq", "dk", "dv"), worst=True)
+        # The keys' weights add to about 1.3 S (half near e^0, half e^N(0, 1)).
+        sinks = {"sinks": np.array([math.log(1.3 * S) + 0.3 * f()])}
+        o.case("f32_fused_%s_sinks" % tag, *c32, want=("dq", "dk", "dv"), variants=sinks, worst=True)
+        # A float mask the same for every key of a row: the pairs still cancel.
+        mask = np.repeat(f((L, 1)) * 0.1, S, axis=1).astype(np.float32)
+        o.case("f32_exact_kernel_%s_sinks" % tag, *c32, mask, variants=sinks, worst=True)
 
 
 def random_case(rng, index):
