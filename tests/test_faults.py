@@ -48,7 +48,7 @@ def option_cases(option):
 for _o in FILE_OPTIONS:
     CASES += option_cases(_o)
 CASES += ["stdout_full_old_file_restored", "stdout_closed_pipe_sigpipe_default_no_file",
-          "second_file_fails_first_removed", "second_file_fails_first_removed_mha"]
+          "second_file_fails_first_removed", "second_file_fails_first_removed_mha", "second_file_enospc_first_removed"]
 failed = 0
 
 
@@ -388,6 +388,15 @@ def all_or_nothing(root, ins, qkv, rng):
     r = attn([*commands["mha -w"], "-o", "out.npy", "-w", "full"], d)
     report("second_file_fails_first_removed_mha",
            check(r, 1, "No space left on device", d, ["full"]) + printed_nothing(r))
+    # ... when the second one fills its file system (a 32 KiB -w on 16 KiB).
+    d = fresh()
+    mount_tmpfs(f"{d}/small", "16k")
+    big = ["-q", f"{ins}/big_q.npy", "-k", f"{ins}/big_k.npy", "-v", f"{ins}/big_v.npy"]
+    r = attn(["sdpa", *big, "--lse", "lse.npy", "-w", "small/w.npy"], d)
+    p = check(r, 1, "No space left on device", d, ["full", "small"]) + printed_nothing(r)
+    if listing(f"{d}/small"):
+        p.append(f"small/ holds {listing(d + '/small')}")
+    report("second_file_enospc_first_removed", p)
 
 
 if __name__ == "__main__":
