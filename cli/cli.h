@@ -114,15 +114,18 @@ void cli_print_tensor(FILE *f, const attn_tensor *t);
 void cli_json_matrix(FILE *f, const double *m, int rows, int cols);
 
 /* All-or-nothing output files: each is written to a temporary file beside its
- * target; cli_outputs_commit renames them all into place, cli_outputs_abort
- * removes them. A failed run therefore never leaves a partial file, nor
- * some outputs new and others not. Exceptions, written in place as a shell
- * redirection would be: a character or block device, a FIFO, a socket and
- * the stream paths (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/...); their
- * bytes wait in a temporary under TMPDIR (else /tmp) and are written
- * through at the commit, before any rename, so that a run that fails
- * writes nothing to them either. A symbolic link is followed: its target
- * is replaced, the link stays. */
+ * target; cli_outputs_commit renames them all into place, then prints the
+ * run's result on stdout, and puts them back if that fails;
+ * cli_outputs_abort removes them. A failed run therefore never leaves a
+ * partial file, nor some outputs new and others not, nor a result on stdout
+ * beside an error. Exceptions, written in place as a shell redirection
+ * would be: a character or block device, a FIFO, a socket and the stream
+ * paths (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/...); their bytes wait
+ * in a temporary under TMPDIR (else /tmp) and are written through at the
+ * commit, before any rename and before stdout, so that a run that fails
+ * before then writes nothing to them either (once written through, a
+ * failure on stdout cannot take them back). A symbolic link is followed:
+ * its target is replaced, the link stays. */
 typedef struct cli_output {
     const char *path;    /* as given */
     char tmp[4096];      /* the temporary, while written is set */
@@ -152,22 +155,27 @@ int cli_output_close(cli_output *out, FILE *f);
  * before the first rename, the direct outputs are written through (a
  * failure there stops the commit before any rename), and if a later rename
  * still fails the earlier ones are undone (each target gets back what it
- * held, or is removed). cli_outputs_commit first flushes stdout: what the
- * run printed goes out before any rename, and a failure there (a full
- * disk, a closed pipe) is the run's, with nothing renamed.
- * 0, or the errno of the failure with *failed its index; the temporaries are
- * gone either way. cli_outputs_commit prints that failure and returns the
- * exit code. */
+ * held, or is removed). 0, or the errno of the failure with *failed its
+ * index; the temporaries are gone either way. (attn-mpi's commit, which
+ * prints nothing.) */
 int cli_outputs_move(cli_output *outs, int n, int *failed);
-int cli_outputs_commit(cli_output *outs, int n);
-/* A command's end when its result may be printed: `printed` (NULL: none;
- * the output no -o names a file for) printed on stdout, then
- * cli_outputs_commit, so that the print goes out before any rename. */
-int cli_print_and_commit(cli_output *outs, int n, const attn_tensor *printed);
+/* A command's end, once every output is written to its temporary: stdout
+ * flushed (what the run printed so far; a failure there moves nothing),
+ * every output moved into place as cli_outputs_move does, then print(ctx)
+ * (NULL: nothing) prints the run's result, and stdout is flushed. If print
+ * fails (it returns an exit code, its error printed) or stdout cannot be
+ * written (a full disk; a closed pipe with SIGPIPE ignored, or its SIGPIPE,
+ * through the handler below), the renamed outputs are put back as a failed
+ * rename's are. 0, or the exit code after one error line. */
+int cli_outputs_commit(cli_output *outs, int n, int (*print)(void *ctx), void *ctx);
+/* cli_outputs_commit whose result is a tensor, `printed` (NULL: none; the
+ * output no -o names a file for). */
+int cli_commit_and_print(cli_output *outs, int n, const attn_tensor *printed);
 void cli_outputs_abort(cli_output *outs, int n);
 /* SIGINT, SIGTERM, SIGHUP and SIGPIPE (unless ignored) remove every
- * temporary that exists, then end the command by the same signal (main,
- * once). */
+ * temporary that exists and put back every output that a commit renamed
+ * into place before its result was printed, then end the command by the
+ * same signal (main, once). */
 void cli_remove_temporaries_on_signal(void);
 
 /* The end of main: flush and close stdout. A failed write (ENOSPC, EPIPE

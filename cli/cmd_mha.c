@@ -450,7 +450,7 @@ static int run(const mha_args *a) {
         bool writes = cli_stop == CLI_RUN; /* the fuzzers stop once the files are checked and the layer ran */
         if (!code && writes && a->out) code = cli_output_write(&outs[0], &out);
         if (!code && writes && a->wout) code = cli_output_write(&outs[1], &wt);
-        if (!code && writes) code = cli_print_and_commit(outs, 2, a->out ? NULL : &out);
+        if (!code && writes) code = cli_commit_and_print(outs, 2, a->out ? NULL : &out);
         else cli_outputs_abort(outs, 2);
     }
     free(out.data), free(wt.data), free_weights(&w);

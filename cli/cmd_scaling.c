@@ -338,7 +338,7 @@ static void svg_panel(FILE *f, double x, double y, double w, double h, const dou
 }
 
 /* The histograms as an SVG, into out's temporary: renamed into place by
- * the caller once the table has gone out. */
+ * the caller before the table goes out. */
 static int write_svg(cli_output *out, const args *a, const attn_scaling_row *rows) {
     FILE *f = cli_output_open(out);
     if (!f) return EXIT_DATA;
@@ -377,6 +377,24 @@ static int write_svg(cli_output *out, const args *a, const attn_scaling_row *row
     return cli_output_close(out, f);
 }
 
+/* What the run prints, for cli_outputs_commit: the table (and the
+ * training's), or the JSON. */
+typedef struct report {
+    const args *a;
+    const attn_scaling_row *rows;
+    const training *train;
+} report;
+
+static int print_report(void *ctx) {
+    const report *r = ctx;
+    if (r->a->json) print_json(r->a, r->rows, r->train);
+    else {
+        print_table(r->a, r->rows);
+        if (!r->a->variance && !r->a->no_train) print_training(r->a, r->train);
+    }
+    return 0;
+}
+
 int cmd_scaling(int argc, char **argv) {
     args a = {{0}, 0, 0, 0, 0, false, false, false, NULL};
     int code = parse_args(argc, argv, &a);
@@ -397,10 +415,6 @@ int cmd_scaling(int argc, char **argv) {
     if (progress) fprintf(stderr, "\r%40s\r", "");
     cli_output svg = {.path = a.svg};
     if (a.svg && (code = write_svg(&svg, &a, rows))) return code;
-    if (a.json) print_json(&a, rows, train);
-    else {
-        print_table(&a, rows);
-        if (!a.variance && !a.no_train) print_training(&a, train);
-    }
-    return cli_outputs_commit(&svg, 1); /* the text out first, then the SVG renamed into place */
+    report r = {&a, rows, train};
+    return cli_outputs_commit(&svg, 1, print_report, &r); /* the SVG into place, then the text */
 }

@@ -187,7 +187,7 @@ static void print_verdicts(const attn_explain *learned, const attn_explain *wire
 }
 
 /* The loss curve as an SVG, into out's temporary: renamed into place by
- * the caller once the report has gone out. */
+ * the caller before the report goes out. */
 static int write_svg(cli_output *out, const double *loss, int n) {
     FILE *f = cli_output_open(out);
     if (!f) return EXIT_DATA;
@@ -229,7 +229,7 @@ static void print_json_matrix(const char *name, const double *x, int rows, int c
     printf("%s", end);
 }
 
-static void print_json(const args *a, const double *loss, const double *gq, const double *w[3],
+static void print_json(const args *a, const double *loss, const double *gq, const double *const w[3],
                        const attn_explain *learned, const char *const *words, int n) {
     int dk = a->o.d_k;
     printf("{\"d_k\": %d, \"scaled\": %s, \"steps\": %d, \"batch\": %d, \"learning_rate\": %.17g, "
@@ -247,32 +247,31 @@ static void print_json(const args *a, const double *loss, const double *gq, cons
     print_json_matrix("weights", learned->weights, n, n, "\n}\n"); /* (n, n), causal: 0 above the diagonal */
 }
 
-/* Train, then show the learned head on the sentence beside the wired one. */
-static int run(const args *a, const attn_toy_token *tokens, int n) {
-    int dk = a->o.d_k, steps = a->o.steps;
-    double *mem = calloc((size_t)(2 * ATTN_TOY_D_MODEL * dk + ATTN_TOY_D_MODEL * ATTN_TRAIN_D_V + 2 * steps +
-                                  ATTN_TOY_MAX_TOKENS * ATTN_TOY_D_MODEL + 3 * 32),
-                         sizeof(double));
-    if (!mem) return cli_error(EXIT_DATA, "out of memory");
-    double *wq = mem, *wk = wq + ATTN_TOY_D_MODEL * dk, *wv = wk + ATTN_TOY_D_MODEL * dk;
-    double *loss = wv + ATTN_TOY_D_MODEL * ATTN_TRAIN_D_V, *gq = loss + steps, *x = gq + steps;
-    double *wired = x + ATTN_TOY_MAX_TOKENS * ATTN_TOY_D_MODEL;
-    attn_error err;
-    attn_explain learned_ex = {0}, wired_ex = {0};
-    int code = 0;
-    const char *words[ATTN_TOY_MAX_TOKENS];
-    for (int i = 0; i < n; i++) words[i] = attn_toy_word(tokens[i].id);
-    if (attn_train_head(wq, wk, wv, loss, gq, &a->o, &err) || attn_toy_embed(x, tokens, n, &err) ||
-        attn_toy_weights(wired, wired + 32, wired + 64, ATTN_TOY_WIRED, &err))
-        code = cli_error(EXIT_DATA, "%s", err.message);
-    if (!code) code = head_weights(&learned_ex, x, n, wq, wk, wv, dk, a->o.no_scale);
-    if (!code) code = head_weights(&wired_ex, x, n, wired, wired + 32, wired + 64, ATTN_TOY_D_K, 0);
-    cli_output svg = {.path = a->svg};
-    if (!code && a->svg) code = write_svg(&svg, loss, steps);
-    if (!code && a->json) {
-        const double *w[3] = {wq, wk, wv};
-        print_json(a, loss, gq, w, &learned_ex, words, n);
-    } else if (!code) {
+/* What the run prints, for cli_outputs_commit: the report, or the JSON. */
+typedef struct report {
+    const args *a;
+    const double *loss, *gq, *w[3]; /* (steps), (steps); W_Q, W_K (d_model, d_k), W_V (d_model, d_v) */
+    const attn_explain *learned, *wired;
+    const attn_toy_token *tokens;
+    const char *const *words;
+    int n;
+} report;
+
+static int print_report(void *ctx) {
+    const report *r = ctx;
+    const args *a = r->a;
+    const double *loss = r->loss, *gq = r->gq;
+    int dk = a->o.d_k, steps = a->o.steps, n = r->n, code = 0;
+    if (a->json) {
+        print_json(a, loss, gq, r->w, r->learned, r->words, n);
+        return 0;
+    }
+    /* The labels first: out of memory then prints nothing. */
+    char *labels[ATTN_TOY_MAX_TOKENS];
+    bool labelled = true;
+    for (int i = 0; i < n; i++) labelled &= (labels[i] = cli_word_label(r->words, n, i)) != NULL;
+    if (!labelled) code = cli_error(EXIT_DATA, "out of memory");
+    else {
         cli_prose(stdout, 0, 3, "attn train: one head learns to find each verb's subject");
         cli_prose(stdout, 0, 0, "d_k = %d, scores %s, %d step%s of %d sentence%s, Adam (learning rate %g), seed %llu",
                   dk, a->o.no_scale ? "not scaled" : "/ sqrt(d_k)", steps, cli_plural(steps), a->o.batch,
@@ -310,19 +309,38 @@ static int run(const args *a, const attn_toy_token *tokens, int n) {
         printf("\n");
         cli_prose(stdout, 0, 3, "attention weights on \"%s\" (causal), the learned head and the hand-wired one",
                   a->sentence ? a->sentence : "the cat sat on the mat");
-        char *labels[ATTN_TOY_MAX_TOKENS];
-        bool labelled = true;
-        for (int i = 0; i < n; i++) labelled &= (labels[i] = cli_word_label(words, n, i)) != NULL;
-        if (labelled) {
-            print_weights(&learned_ex, &wired_ex, labels, n);
-            printf("\n");
-            print_verdicts(&learned_ex, &wired_ex, tokens, labels, n);
-        } else {
-            code = cli_error(EXIT_DATA, "out of memory");
-        }
-        for (int i = 0; i < n; i++) free(labels[i]);
+        print_weights(r->learned, r->wired, labels, n);
+        printf("\n");
+        print_verdicts(r->learned, r->wired, r->tokens, labels, n);
     }
-    if (!code) code = cli_outputs_commit(&svg, 1); /* the report out first, then the SVG renamed into place */
+    for (int i = 0; i < n; i++) free(labels[i]);
+    return code;
+}
+
+/* Train, then show the learned head on the sentence beside the wired one. */
+static int run(const args *a, const attn_toy_token *tokens, int n) {
+    int dk = a->o.d_k, steps = a->o.steps;
+    double *mem = calloc((size_t)(2 * ATTN_TOY_D_MODEL * dk + ATTN_TOY_D_MODEL * ATTN_TRAIN_D_V + 2 * steps +
+                                  ATTN_TOY_MAX_TOKENS * ATTN_TOY_D_MODEL + 3 * 32),
+                         sizeof(double));
+    if (!mem) return cli_error(EXIT_DATA, "out of memory");
+    double *wq = mem, *wk = wq + ATTN_TOY_D_MODEL * dk, *wv = wk + ATTN_TOY_D_MODEL * dk;
+    double *loss = wv + ATTN_TOY_D_MODEL * ATTN_TRAIN_D_V, *gq = loss + steps, *x = gq + steps;
+    double *wired = x + ATTN_TOY_MAX_TOKENS * ATTN_TOY_D_MODEL;
+    attn_error err;
+    attn_explain learned_ex = {0}, wired_ex = {0};
+    int code = 0;
+    const char *words[ATTN_TOY_MAX_TOKENS];
+    for (int i = 0; i < n; i++) words[i] = attn_toy_word(tokens[i].id);
+    if (attn_train_head(wq, wk, wv, loss, gq, &a->o, &err) || attn_toy_embed(x, tokens, n, &err) ||
+        attn_toy_weights(wired, wired + 32, wired + 64, ATTN_TOY_WIRED, &err))
+        code = cli_error(EXIT_DATA, "%s", err.message);
+    if (!code) code = head_weights(&learned_ex, x, n, wq, wk, wv, dk, a->o.no_scale);
+    if (!code) code = head_weights(&wired_ex, x, n, wired, wired + 32, wired + 64, ATTN_TOY_D_K, 0);
+    cli_output svg = {.path = a->svg};
+    if (!code && a->svg) code = write_svg(&svg, loss, steps);
+    report r = {a, loss, gq, {wq, wk, wv}, &learned_ex, &wired_ex, tokens, words, n};
+    if (!code) code = cli_outputs_commit(&svg, 1, print_report, &r); /* the SVG into place, then the report */
     else cli_outputs_abort(&svg, 1);
     attn_explain_free(&learned_ex), attn_explain_free(&wired_ex);
     free(mem);

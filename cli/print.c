@@ -2,8 +2,8 @@
  * number format for the whole array, "..." for the middle of long axes, and
  * a long innermost row continued on the next line, to fit the terminal
  * (cli_width); a matrix in the commands' JSON; and a command's printed
- * result, put out before its files are renamed into place
- * (cli_print_and_commit). */
+ * result, put out once its files are renamed into place
+ * (cli_commit_and_print). */
 #include "cli.h"
 
 #include <math.h>
@@ -136,7 +136,11 @@ void cli_json_matrix(FILE *f, const double *m, int rows, int cols) {
     fputc(']', f);
 }
 
-int cli_print_and_commit(cli_output *outs, int n, const attn_tensor *printed) {
-    if (printed) cli_print_tensor(stdout, printed);
-    return cli_outputs_commit(outs, n); /* which puts stdout out first */
+static int print_tensor(void *t) {
+    cli_print_tensor(stdout, t);
+    return 0;
+}
+
+int cli_commit_and_print(cli_output *outs, int n, const attn_tensor *printed) {
+    return cli_outputs_commit(outs, n, printed ? print_tensor : NULL, (void *)printed);
 }

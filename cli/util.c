@@ -260,24 +260,31 @@ static int resolve(cli_output *out) {
     return code ? cli_error(code, "%s", msg) : 0;
 }
 
-/* The temporaries that exist now, by name, for the signal handler below:
- * Ctrl-C or a SIGTERM while the backward pass ran, after -o's temporary was
- * written, left .out.npy.tmp.<six random characters> behind, as large as the output. A name
- * still listed after its file was renamed or removed is harmless: the
- * handler's unlink then finds nothing. */
+/* What a signal must clean up, by name, for the handler below: each
+ * temporary that exists (removed), and each output renamed into place while
+ * the run may still fail, its result not yet on stdout (put back: its kept
+ * link renamed over it, or it removed when it is new). Ctrl-C or a SIGTERM
+ * while the backward pass ran, after -o's temporary was written, left
+ * .out.npy.tmp.<six random characters> behind, as large as the output; a
+ * closed pipe's SIGPIPE while the result was printed left the files the run
+ * had renamed into place. A name still listed after its file was renamed
+ * or removed is harmless: the handler's unlink or rename then finds nothing. */
 enum { MAX_LIVE = 16 };
-static char live_names[MAX_LIVE][sizeof ((cli_output *)0)->tmp];
+static char live_names[MAX_LIVE][sizeof ((cli_output *)0)->target];
+static char live_kept[MAX_LIVE][sizeof ((cli_output *)0)->tmp + 8]; /* "" for a temporary or a new file */
 static volatile sig_atomic_t live[MAX_LIVE];
 
-static void track(const char *tmp, bool on) {
+/* List name (kept: NULL, or the link that holds what name held), or drop it. */
+static void track(const char *name, const char *kept, bool on) {
     for (int i = 0; i < MAX_LIVE; i++) {
         if (on && !live[i]) {
-            snprintf(live_names[i], sizeof live_names[i], "%s", tmp);
-            atomic_signal_fence(memory_order_seq_cst); /* the name is whole before the handler may read it */
+            snprintf(live_names[i], sizeof live_names[i], "%s", name);
+            snprintf(live_kept[i], sizeof live_kept[i], "%s", kept ? kept : "");
+            atomic_signal_fence(memory_order_seq_cst); /* the names are whole before the handler may read them */
             live[i] = 1;
             return;
         }
-        if (!on && live[i] && strcmp(live_names[i], tmp) == 0) {
+        if (!on && live[i] && strcmp(live_names[i], name) == 0) {
             live[i] = 0;
             return;
         }
@@ -286,13 +293,14 @@ static void track(const char *tmp, bool on) {
 
 static void remove_temporaries(int sig) {
     for (int i = 0; i < MAX_LIVE; i++)
-        if (live[i]) unlink(live_names[i]);
+        if (live[i] && live_kept[i][0]) rename(live_kept[i], live_names[i]);
+        else if (live[i]) unlink(live_names[i]);
     raise(sig); /* SA_RESETHAND made it fatal again: it ends the command as it would have */
 }
 
 void cli_remove_temporaries_on_signal(void) {
-    /* SIGPIPE: a pipe's reader gone while the result is printed, before
-     * the files are renamed into place (cli_print_and_commit). */
+    /* SIGPIPE: a pipe's reader gone while the result is printed, after
+     * the files were renamed into place (cli_outputs_commit). */
     static const int SIGNALS[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
     for (size_t i = 0; i < sizeof SIGNALS / sizeof *SIGNALS; i++) {
         struct sigaction old, sa;
@@ -330,7 +338,7 @@ static int make_temporary(cli_output *out) {
     umask(mask);
     fchmod(fd, stat(out->target, &old) == 0 ? old.st_mode & 07777 : 0666 & ~mask);
     out->written = true; /* from now on, abort removes it */
-    track(out->tmp, true);
+    track(out->tmp, NULL, true);
     return fd;
 }
 
@@ -353,7 +361,7 @@ static int make_held(cli_output *out) {
         return -1;
     }
     out->written = true; /* from now on, abort removes it */
-    track(out->tmp, true);
+    track(out->tmp, NULL, true);
     return fd;
 }
 
@@ -425,7 +433,31 @@ static int deliver(const cli_output *out) {
     return e;
 }
 
-int cli_outputs_move(cli_output *outs, int n, int *failed) {
+/* The end of a commit: with undo, each output renamed into place gets back
+ * what its target held (its kept link renamed back), or is removed if it
+ * held nothing; without, the outputs stay. Then the kept links go, but for
+ * one whose restore failed: it is then the only copy of what the target
+ * held, so it stays (kept is left set) and the error says where. */
+static void settle(cli_output *outs, int n, bool undo) {
+    char kept[sizeof outs->tmp + 8];
+    for (int i = 0; i < n; i++) {
+        kept_name(kept, sizeof kept, &outs[i]);
+        bool restored = true;
+        if (outs[i].moved && undo) {
+            restored = outs[i].kept ? rename(kept, outs[i].target) == 0 : remove(outs[i].target) == 0;
+            if (restored) outs[i].kept = false; /* the rename used the link up */
+        }
+        /* Off the signal's list before the kept link goes: a signal now
+         * finds the output as this run leaves it. */
+        if (outs[i].moved) track(outs[i].target, NULL, false), outs[i].moved = false;
+        if (outs[i].kept && restored) remove(kept), outs[i].kept = false;
+    }
+}
+
+/* Every written output into place, or none: cli_outputs_move, but the
+ * outputs renamed stay undoable (moved, their kept links there, listed for
+ * the signal handler) until settle. */
+static int move_undoable(cli_output *outs, int n, int *failed) {
     char kept[sizeof outs->tmp + 8];
     struct stat st;
     *failed = -1;
@@ -442,7 +474,7 @@ int cli_outputs_move(cli_output *outs, int n, int *failed) {
     for (int i = 0; i < n; i++) {
         if (!outs[i].written || !outs[i].direct) continue;
         int e = deliver(&outs[i]);
-        remove(outs[i].tmp), outs[i].written = false, track(outs[i].tmp, false);
+        remove(outs[i].tmp), outs[i].written = false, track(outs[i].tmp, NULL, false);
         if (e) {
             *failed = i;
             cli_outputs_abort(outs, n);
@@ -460,49 +492,61 @@ int cli_outputs_move(cli_output *outs, int n, int *failed) {
     int e = 0;
     for (int i = 0; i < n && !e; i++) {
         if (!outs[i].written) continue;
-        if (rename(outs[i].tmp, outs[i].target) == 0) outs[i].written = false, outs[i].moved = true, track(outs[i].tmp, false);
-        else e = errno, *failed = i;
-    }
-    /* On failure, undo the renames already made: each target gets back what
-     * it held, or is removed if it held nothing. Then drop the kept links,
-     * but for one whose restore failed: it is then the only copy of what
-     * the target held, so it stays (kept is left set) and the error says
-     * where. */
-    for (int i = 0; i < n; i++) {
-        kept_name(kept, sizeof kept, &outs[i]);
-        bool restored = true;
-        if (e && outs[i].moved) {
-            restored = outs[i].kept ? rename(kept, outs[i].target) == 0 : remove(outs[i].target) == 0;
-            if (restored) outs[i].kept = false; /* the rename used the link up */
-            outs[i].moved = false;
+        if (rename(outs[i].tmp, outs[i].target) != 0) {
+            e = errno, *failed = i;
+            break;
         }
-        if (outs[i].kept && restored) remove(kept), outs[i].kept = false;
+        /* Listed once renamed: listed before, a signal would remove an old
+         * file that no link keeps. */
+        kept_name(kept, sizeof kept, &outs[i]);
+        track(outs[i].target, outs[i].kept ? kept : NULL, true);
+        track(outs[i].tmp, NULL, false);
+        outs[i].written = false, outs[i].moved = true;
     }
-    if (e) cli_outputs_abort(outs, n);
+    if (e) settle(outs, n, true), cli_outputs_abort(outs, n);
     return e;
 }
 
-int cli_outputs_commit(cli_output *outs, int n) {
-    /* What the run printed goes out first, as a direct output's bytes do:
-     * a full disk or a closed pipe on stdout fails the run before any file
-     * is renamed into place. */
-    errno = 0;
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        int e = errno;
-        cli_outputs_abort(outs, n);
-        return cli_error(EXIT_DATA, "cannot write to standard output: %s", e ? strerror(e) : "a write failed");
-    }
-    int failed, e = cli_outputs_move(outs, n, &failed);
-    if (!e) return 0;
+int cli_outputs_move(cli_output *outs, int n, int *failed) {
+    int e = move_undoable(outs, n, failed);
+    if (!e) settle(outs, n, false);
+    return e;
+}
+
+/* The error for a failure e: "cannot <what> PATH: why", or, where an old
+ * file could not be put back, that and where it is. */
+static int commit_error(const cli_output *outs, int n, const char *what, const char *path, int e) {
     for (int i = 0; i < n; i++)
         if (outs[i].kept) { /* a restore failed: say where the old file is */
             char kept[sizeof outs->tmp + 8];
             kept_name(kept, sizeof kept, &outs[i]);
-            return cli_error(EXIT_DATA, "cannot rename into %s: %s; %s now holds this run's output, and what it held is in %s",
-                             outs[failed].path, strerror(e), outs[i].path, kept);
+            return cli_error(EXIT_DATA, "cannot %s %s: %s; %s now holds this run's output, and what it held is in %s",
+                             what, path, strerror(e), outs[i].path, kept);
         }
-    return cli_error(EXIT_DATA, "cannot %s %s: %s", outs[failed].direct ? "write" : "rename into", outs[failed].path,
-                     strerror(e));
+    return cli_error(EXIT_DATA, "cannot %s %s: %s", what, path, strerror(e));
+}
+
+int cli_outputs_commit(cli_output *outs, int n, int (*print)(void *ctx), void *ctx) {
+    /* Whatever the run printed on the way (nothing, for attn's commands)
+     * goes out before any output moves: a full disk there fails the run
+     * with nothing in place. */
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        int e = errno ? errno : EIO;
+        cli_outputs_abort(outs, n);
+        return commit_error(outs, 0, "write to", "standard output", e);
+    }
+    int failed, e = move_undoable(outs, n, &failed);
+    if (e) return commit_error(outs, n, outs[failed].direct ? "write" : "rename into", outs[failed].path, e);
+    /* Every file is in place: the result goes out now, and if it cannot,
+     * the files go back (a device's or a FIFO's bytes cannot). */
+    int code = print ? print(ctx) : 0;
+    errno = 0;
+    bool out_failed = !code && (fflush(stdout) != 0 || ferror(stdout));
+    e = errno ? errno : EIO;
+    settle(outs, n, code || out_failed);
+    if (out_failed) return commit_error(outs, n, "write to", "standard output", e);
+    return code;
 }
 
 void cli_outputs_abort(cli_output *outs, int n) {
@@ -510,7 +554,7 @@ void cli_outputs_abort(cli_output *outs, int n) {
         if (outs[i].written) {
             remove(outs[i].tmp);
             outs[i].written = false;
-            track(outs[i].tmp, false);
+            track(outs[i].tmp, NULL, false);
         }
 }
 

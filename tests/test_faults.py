@@ -30,6 +30,25 @@ CASES = ["char_device_written_in_place", "full_device_error_device_kept", "fifo_
          "stdout_closed_pipe_sigpipe_default", "enospc_small_tmpfs_old_file_kept", "read_only_mount",
          "directory_in_the_way_nothing_renamed", "later_rename_fails_earlier_undone",
          "ulimit_f_efbig_no_temporary", "ulimit_v_out_of_memory_no_files"]
+# Every option that writes a file beside a result printed on stdout. A run
+# is all or nothing: when the file cannot be written nothing is printed,
+# and when stdout cannot be written the file is not left behind.
+FILE_OPTIONS = ["sdpa -w", "sdpa --lse", "sdpa --dq", "sdpa --dk", "sdpa --dv", "sdpa --dmask", "sdpa --dsinks",
+                "sdpa --dropout-mask", "mha -w", "scaling --svg", "train --svg"]
+
+
+def option_cases(option):
+    """The names of an option's three cases: "sdpa --dropout-mask" gives
+    sdpa_dropout_mask_onto_full_device_prints_nothing and its two others."""
+    slug = option.replace(" --", "_").replace(" -", "_").replace("-", "_")
+    return [f"{slug}_onto_full_device_prints_nothing", f"{slug}_rename_fails_prints_nothing",
+            f"{slug}_stdout_full_no_file"]
+
+
+for _o in FILE_OPTIONS:
+    CASES += option_cases(_o)
+CASES += ["stdout_full_old_file_restored", "stdout_closed_pipe_sigpipe_default_no_file",
+          "second_file_fails_first_removed", "second_file_fails_first_removed_mha", "second_file_enospc_first_removed"]
 failed = 0
 
 
@@ -261,7 +280,123 @@ def inside(root):
                         "-k", f"{ins}/long_k.npy", "-v", f"{ins}/long_v.npy", "-o", "out.npy", "-w", "w.npy"],
                        cwd=d, capture_output=True, env=dict(os.environ, ATTN_NUM_THREADS="1"))
     report("ulimit_v_out_of_memory_no_files", check(r, 1, "out of memory", d, []))
+
+    all_or_nothing(root, ins, qkv, rng)
     return 1 if failed else 0
+
+
+def file_option_commands(ins, qkv, rng):
+    """FILE_OPTIONS' commands, each without its option: {option: argv}."""
+    np.save(f"{ins}/go.npy", rng.standard_normal((2, 4, 3)))  # dLoss/dout, shaped like the output
+    np.save(f"{ins}/fmask.npy", rng.standard_normal((4, 4)))  # a float mask, for --dmask
+    np.save(f"{ins}/sinks.npy", rng.standard_normal(2))  # (Hq,)
+    E = 4  # mha: torch.nn.MultiheadAttention's parameters, 2 heads of 2
+    os.makedirs(f"{ins}/mha", exist_ok=True)
+    for name, shape in (("in_proj_weight", (3 * E, E)), ("in_proj_bias", (3 * E,)), ("out_proj.weight", (E, E)),
+                        ("out_proj.bias", (E,))):
+        np.save(f"{ins}/mha/{name}.npy", rng.standard_normal(shape))
+    np.save(f"{ins}/x.npy", rng.standard_normal((3, E)))
+    grad = [*qkv, "--grad-out", f"{ins}/go.npy"]
+    return {"sdpa -w": ["sdpa", *qkv], "sdpa --lse": ["sdpa", *qkv], "sdpa --dq": ["sdpa", *grad],
+            "sdpa --dk": ["sdpa", *grad], "sdpa --dv": ["sdpa", *grad],
+            "sdpa --dmask": ["sdpa", *grad, "-m", f"{ins}/fmask.npy"],
+            "sdpa --dsinks": ["sdpa", *grad, "--sinks", f"{ins}/sinks.npy"],
+            "sdpa --dropout-mask": ["sdpa", *qkv, "--dropout", "0.5", "--seed", "3"],
+            "mha -w": ["mha", "-x", f"{ins}/x.npy", "--weights", f"{ins}/mha", "--heads", "2"],
+            "scaling --svg": ["scaling", "--no-train", "--dims", "8", "--queries", "50"],
+            "train --svg": ["train", "--steps", "20"]}
+
+
+def all_or_nothing(root, ins, qkv, rng):
+    """A run that prints its result and writes files: all of it, or an
+    error and nothing (no byte on stdout, no file), whichever part fails."""
+    commands = file_option_commands(ins, qkv, rng)
+    with open(f"{ins}/bound", "wb") as f:
+        f.write(b"bound")
+    n = 0
+
+    def fresh():
+        nonlocal n
+        n += 1
+        d = os.path.join(root, f"aon{n}")
+        os.mkdir(d)
+        os.mknod(f"{d}/full", 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+        return d
+
+    def printed_nothing(r):
+        return [] if r.stdout == b"" else [f"stdout got {len(r.stdout)} bytes: {r.stdout[:60]!r}"]
+
+    for option in FILE_OPTIONS:
+        full_case, rename_case, stdout_case = option_cases(option)
+        cmd, flag = commands[option], option.split()[1]
+        # Each command runs first as it is, so that a case below fails for
+        # what it tests and not for a command that fails anyway.
+        plain = subprocess.run([ATTN, *cmd, flag, os.devnull], capture_output=True)
+        if plain.returncode or not plain.stdout:
+            for case in (full_case, rename_case, stdout_case):
+                report(case, [f"the plain run failed: {plain.stderr!r}"])
+            continue
+
+        # The file onto a full device: an error, and not a byte of the result.
+        d = fresh()
+        r = attn([*cmd, flag, "full"], d)
+        report(full_case, check(r, 1, "No space left on device", d, ["full"]) + printed_nothing(r))
+
+        # The file's rename fails (its name is a mount point): likewise.
+        d = fresh()
+        with open(f"{d}/f.out", "wb") as f:
+            f.write(b"mount point")
+        subprocess.run(["mount", "--bind", f"{ins}/bound", f"{d}/f.out"], check=True)
+        r = attn([*cmd, flag, "f.out"], d)
+        p = check(r, 1, "Device or resource busy", d, ["full", "f.out"]) + printed_nothing(r)
+        subprocess.run(["umount", f"{d}/f.out"], check=True)
+        report(rename_case, p)
+
+        # stdout onto a full device: the file is not left behind.
+        d = fresh()
+        with open(f"{d}/full", "wb") as full:
+            r = attn([*cmd, flag, "f.out"], d, stdout=full)
+        report(stdout_case, check(r, 1, "cannot write to standard output: No space left on device", d, ["full"]))
+
+    # stdout full, the file there before: it holds its old bytes again.
+    d = fresh()
+    with open(f"{d}/lse.npy", "wb") as f:
+        f.write(b"old")
+    with open(f"{d}/full", "wb") as full:
+        r = attn(["sdpa", *qkv, "--lse", "lse.npy"], d, stdout=full)
+    p = check(r, 1, "cannot write to standard output", d, ["full", "lse.npy"])
+    if open(f"{d}/lse.npy", "rb").read() != b"old":
+        p.append("lse.npy does not hold its old bytes")
+    report("stdout_full_old_file_restored", p)
+
+    # stdout a closed pipe, SIGPIPE as it comes: the command ends by the
+    # signal, and the file it had written is gone with it.
+    d = fresh()
+    rfd, wfd = os.pipe()
+    os.close(rfd)
+    r = subprocess.run([ATTN, *commands["train --svg"], "--svg", "loss.svg"], stdout=wfd, stderr=subprocess.PIPE,
+                       cwd=d, preexec_fn=lambda: signal.signal(signal.SIGPIPE, signal.SIG_DFL))
+    os.close(wfd)
+    report("stdout_closed_pipe_sigpipe_default_no_file", check(r, -signal.SIGPIPE, None, d, ["full"]))
+
+    # The second file fails: the first is not left, and nothing is printed.
+    d = fresh()
+    r = attn(["sdpa", *qkv, "-w", "w.npy", "--lse", "full"], d)
+    report("second_file_fails_first_removed",
+           check(r, 1, "No space left on device", d, ["full"]) + printed_nothing(r))
+    d = fresh()
+    r = attn([*commands["mha -w"], "-o", "out.npy", "-w", "full"], d)
+    report("second_file_fails_first_removed_mha",
+           check(r, 1, "No space left on device", d, ["full"]) + printed_nothing(r))
+    # ... when the second one fills its file system (a 32 KiB -w on 16 KiB).
+    d = fresh()
+    mount_tmpfs(f"{d}/small", "16k")
+    big = ["-q", f"{ins}/big_q.npy", "-k", f"{ins}/big_k.npy", "-v", f"{ins}/big_v.npy"]
+    r = attn(["sdpa", *big, "--lse", "lse.npy", "-w", "small/w.npy"], d)
+    p = check(r, 1, "No space left on device", d, ["full", "small"]) + printed_nothing(r)
+    if listing(f"{d}/small"):
+        p.append(f"small/ holds {listing(d + '/small')}")
+    report("second_file_enospc_first_removed", p)
 
 
 if __name__ == "__main__":
