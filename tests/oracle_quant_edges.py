@@ -14,7 +14,8 @@ rounding of an exact number.
 tests/oracle_quant.py checks the same formats on random data against a
 NumPy reference; this file pins the cases that data would rarely hit.
 
-Usage: oracle_quant_edges.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why".
+Usage: oracle_quant_edges.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why" /
+"skip NAME: why" (decode's integer kernels without ATTN_QDOT=widen).
 """
 import ctypes
 import os
@@ -477,6 +478,47 @@ def test_attention_shapes():
                    None if st == want else "status %d (want %d): %s" % (st, want, msg))
 
 
+def test_widened_blocks():
+    """Attention widens stored rows with the kernels' own code (the ISAs'
+    widening microkernels), which attn.h says gives the very floats of
+    attn_dequantize: rows of corner-case blocks (zeros, -0, f16-subnormal
+    and rounded-to-zero scales, scales near f16's top, a q4_1 minimum
+    rounded above its values) as keys and values, bitwise attn_sdpa on the
+    widened f32 rows, prefill (40 queries) and decode (1). q8 and q4 in
+    decode take the integer kernels unless ATTN_QDOT=widen (run.sh runs
+    this file both ways)."""
+    rng = np.random.default_rng(3)
+    H, S, E = 2, 45, 64
+
+    def rows():
+        x = rng.standard_normal((H * S, E)).astype(np.float32)
+        x[0], x[1] = 0.0, -0.0
+        x[2, :32] = rng.standard_normal(32) * 1e-7       # q8/q4: an f16-subnormal scale
+        x[3, 32:] = rng.standard_normal(32) * 5e6        # near and past 127 · 65504
+        x[4, :32] = 2.0 ** -26                           # scales that round to 0
+        x[5] = 1.0006                                    # q4_1: m rounded above every value
+        x[6, :32], x[6, 0] = -0.0, 0.0                   # +0 first, then -0
+        x[7, :32] = rng.standard_normal(32) * 1e-9
+        return x
+
+    widen = os.environ.get("ATTN_QDOT") == "widen"
+    for fname, fmt in (("q8", Q8), ("q4", Q4), ("q4_1", Q4_1), ("e4m3", E4M3), ("e5m2", E5M2)):
+        k = ref_quantize(rows(), fmt).reshape(H, S, -1)
+        v = ref_quantize(rows(), fmt).reshape(H, S, -1)
+        kf = ref_dequantize(k.reshape(H * S, -1), fmt, E).reshape(H, S, E)
+        vf = ref_dequantize(v.reshape(H * S, -1), fmt, E).reshape(H, S, E)
+        for L in (1, 40):
+            name = "sdpa_%s_corner_blocks_L%d_is_f32_on_widened_rows" % (fname, L)
+            if L == 1 and fmt in (Q8, Q4) and not widen:
+                print("skip %s: decode scores q8 and q4 by integer dot products (ATTN_QDOT=widen checks it)" % name)
+                continue
+            q = (rng.standard_normal((H, L, E)) * 0.1).astype(np.float32)
+            out, want = np.zeros((H, L, E), np.float32), np.zeros((H, L, E), np.float32)
+            st, msg = sdpa(view(out), view(q), qtensor(k, fmt), qtensor(v, fmt))
+            st2, msg2 = sdpa(view(want), view(q), view(kf), view(vf))
+            report(name, "status %d: %s" % (st or st2, msg or msg2) if st or st2 else same_floats(out, want))
+
+
 def test_tensor_init():
     """attn_tensor_init over quantized rows (attn.h, attn_tensor_init): NULL
     strides are C order over rows of attn_quant_row_size bytes; rank 0,
@@ -521,6 +563,7 @@ def main():
     test_hadamard(lib)
     test_caches()
     test_attention_shapes()
+    test_widened_blocks()
     test_tensor_init()
     sys.exit(1 if failed else 0)
 
