@@ -130,6 +130,31 @@ def test_q8(lib):
     check_values(lib, "q8_reads_infinite_scale", q8_bytes(0x7c00, [1, -1, 0]), Q8, [np.inf, -np.inf] + [np.nan] * 30)
 
 
+def test_q8_error_bound(lib):
+    """attn.h's bound on q8's error: within d/2 for blocks whose largest |x|
+    (a) is at least 127 · 255 · 2^-25; below, within the larger of d/2 and
+    127 · 2^-25, the clamp holding the largest values where d's subnormal
+    f16 rounding fell short of a / 127 (which happens there: checked too)."""
+    rng = np.random.default_rng(9)
+    a = np.exp(rng.uniform(np.log(1e-8), np.log(1e-1), 4096))
+    x = (rng.uniform(-1, 1, (4096, 32)) * a[:, None]).astype(np.float32)
+    x[:, 0] = a.astype(np.float32)
+    st, msg, raw = lib.quantize(x, F32, Q8)
+    st2, msg2, back = lib.dequantize(raw, Q8, x.shape)
+    if st or st2:
+        report("q8_error_bound", "status %d: %s" % (st or st2, msg or msg2))
+        return
+    d = raw[:, :2].copy().view("<u2").view(np.float16).astype(np.float64)  # (blocks, 1)
+    err = np.abs(back.astype(np.float64) - x.astype(np.float64))              # exact: both are f32 values
+    a = np.abs(x).max(axis=1).astype(np.float64)[:, None]
+    low = a < 127 * 255 * 2.0 ** -25
+    bound = np.where(low, np.maximum(d / 2, 127 * 2.0 ** -25), d / 2)
+    bad = err > bound
+    report("q8_error_bound", "block %d (a %.3g, d %.3g): error %.3g > %.3g" % (
+        np.argwhere(bad)[0][0], a[bad.any(axis=1)][0, 0], d[bad.any(axis=1)][0, 0], err[bad][0], bound[bad][0])
+        if bad.any() else None if (err > d / 2)[low[:, 0]].any() else "no block below 9.7e-4 errs past d/2")
+
+
 def test_q4(lib):
     # m positive: d = m / -8 negative, so m is code 0 and -7·d... code 15.
     check_bytes(lib, "q4_positive_max_gives_negative_scale", block([8, -7, 2.5, -3.5, 0.5, -0.5]), Q4,
@@ -553,6 +578,7 @@ def test_tensor_init():
 def main():
     lib = Lib(BUILD)
     test_q8(lib)
+    test_q8_error_bound(lib)
     test_q4(lib)
     test_q4_1(lib)
     test_groups(lib)
