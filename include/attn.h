@@ -361,7 +361,10 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  *   block of zeros, or an m whose m / -8 rounds to zero in f16; -0, bytes
  *   00 80, where m is +0 or positive) gives every code 8. So m itself
  *   is -8 · d and the other side reaches 7 · d (ggml's q4_0 rule and
- *   layout; ggml rounds by adding 8.5 and truncating, so ties differ).
+ *   layout; ggml rounds by adding 8.5 and truncating, so ties differ),
+ *   where d is an f16 normal: a subnormal d, a multiple of 2^-24, can
+ *   round so far from m / -8 that m takes a nearer code (-12.8 · 2^-24
+ *   gives d = 2^-23 and reads back as -12 · 2^-24) or clamps to -8.
  *   No minimum is stored (ATTN_Q4_1 stores one); a block is symmetric
  *   about 0.
  *

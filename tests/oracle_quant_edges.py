@@ -177,6 +177,9 @@ def test_q4(lib):
     # m / -8 rounds to zero in f16: d = -0 for a positive m, +0 for a negative one; codes 8.
     check_bytes(lib, "q4_scale_underflows_positive", block([2.0 ** -28, -2.0 ** -29]), Q4, q4_bytes(0x8000, []))
     check_bytes(lib, "q4_scale_underflows_negative", block([-2.0 ** -28, 2.0 ** -29]), Q4, q4_bytes(0x0000, []))
+    # a subnormal d rounded up: m / -8 = 1.6 · 2^-24 -> 2^-23, so m / d = -6.4 takes code -6 (2), not -8.
+    t = 2.0 ** -24
+    check_bytes(lib, "q4_subnormal_scale_rounded_up_m_not_minus_8", block([-12.8 * t, 6.4 * t]), Q4, q4_bytes(0x0002, [2, 11]))
     # an f16 scale tie: m / -8 = 1 + 2^-11 -> 1; m / d = -8.0078 rounds to -8.
     check_bytes(lib, "q4_scale_tie", block([-8 * (1 + 2.0 ** -11), 7.5]), Q4, q4_bytes(0x3c00, [0, 15]))
     # FLT_MAX: d = 65504 with m's sign flipped; codes clamp to -8 .. 7.
