@@ -339,11 +339,15 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  *   (llama.cpp's q8_0 KV cache reads as is; ggml rounds ties away from
  *   zero, so quantizing the same floats may differ from ggml's in a code
  *   where x_i / d lies exactly halfway), and it takes 34 bytes per 32
- *   values instead of 36 with an f32 scale. It costs no accuracy inside
- *   f16's range: q[i] is taken against the rounded d, so each value's error
- *   stays within d/2. It bounds the range: a block whose largest |x| passes
- *   127 · 65504 (about 8.3e6) saturates, and one below about 127 · 2^-25
- *   reads as 0, the limits an f16 cache has too.
+ *   values instead of 36 with an f32 scale. What it costs in accuracy:
+ *   q[i] is taken against the rounded d, so each value's error stays
+ *   within d/2 in a block whose a is at least 127 · 255 · 2^-25 (about
+ *   9.7e-4). Below that d is an f16 subnormal, a multiple of 2^-24, and
+ *   a / 127 rounded down to one can leave the largest values past 127 · d,
+ *   where the clamp holds them: each value's error is then within d/2 or
+ *   127 · 2^-25 (about 3.8e-6), whichever is larger (an f16 cache's within
+ *   2^-25), and a block whose a is at most 127 · 2^-25 reads as 0. At the
+ *   top, a block whose a passes 127 · 65504 (about 8.3e6) saturates.
  *
  * ATTN_Q4, n a multiple of 32: n/32 blocks of 18 bytes:
  *     bytes 0-1    d, the block's scale, IEEE binary16 (signed)
@@ -357,7 +361,10 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  *   block of zeros, or an m whose m / -8 rounds to zero in f16; -0, bytes
  *   00 80, where m is +0 or positive) gives every code 8. So m itself
  *   is -8 · d and the other side reaches 7 · d (ggml's q4_0 rule and
- *   layout; ggml rounds by adding 8.5 and truncating, so ties differ).
+ *   layout; ggml rounds by adding 8.5 and truncating, so ties differ),
+ *   where d is an f16 normal: a subnormal d, a multiple of 2^-24, can
+ *   round so far from m / -8 that m takes a nearer code (-12.8 · 2^-24
+ *   gives d = 2^-23 and reads back as -12 · 2^-24) or clamps to -8.
  *   No minimum is stored (ATTN_Q4_1 stores one); a block is symmetric
  *   about 0.
  *

@@ -77,6 +77,10 @@ done
 suite "soft-capping's degree-5 and the bf16 mode's degree-3 2^f: fitted again, the header's coefficients minimax and within bound" $PY tests/exp2_poly5.py
 suite "RoPE (attn_rope, attn_rope_backward through ctypes) vs PyTorch" $PY tests/oracle_rope.py "$BUILD"
 suite "quantized formats (attn_quantize, attn_dequantize: q8, q4, e4m3, e5m2) bit for bit vs NumPy from attn.h's layout" $PY tests/oracle_quant.py "$BUILD"
+for qdot in "" widen; do
+    suite "quantized formats' corner cases (scale and code ties, subnormal and saturated scales, +-0, fp8 limits, f64 input, per-channel keys, per-head scales, Hadamard) bit for bit vs bytes written from attn.h${qdot:+, ATTN_QDOT=$qdot}" \
+        env ${qdot:+ATTN_QDOT=$qdot} $PY tests/oracle_quant_edges.py "$BUILD"
+done
 suite "fp8 with one scale per head (descale options, caches' k_scale/v_scale, attn sdpa --kv-scale) vs NumPy and PyTorch float64" $PY tests/oracle_fp8_scale.py "$BUILD"
 suite "the Hadamard rotation (attn_hadamard, caches' hadamard) vs Sylvester's matrix in NumPy and PyTorch float64" $PY tests/oracle_hadamard.py "$BUILD"
 suite "ragged batches (attn sdpa --cu-seqlens-q/-k) vs PyTorch float64 through a block-diagonal mask" $PY tests/oracle_varlen.py "$BUILD"

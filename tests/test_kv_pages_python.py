@@ -74,6 +74,7 @@ import mmap
 import os
 import sys
 import threading
+import warnings
 
 import numpy as np
 import torch
@@ -772,6 +773,24 @@ for name, cls, call in (
     except Exception as e:  # noqa: BLE001
         why = "%s: %s" % (type(e).__name__, e)
     check("kv_cache_python_refused_" + name, not why, why)
+# A per-head scale finite and > 0 as given but 0 or inf as the float32 the
+# library keeps: refused naming the value given (it said "is 0", or "is inf"
+# after a NumPy overflow warning), for a cache and a pool alike.
+for name, make, given in (
+        ("cache_k_scale_below_float32", lambda: attn.KVCache(1, 2, 4, 4, dtype="e4m3", k_scale=[1.0, 1e-50]), "1e-50"),
+        ("cache_v_scale_past_float32", lambda: attn.KVCache(1, 2, 4, 4, dtype="e5m2", v_scale=1e39), "1e+39"),
+        ("pool_k_scale_past_float32", lambda: attn.KVPages(heads=2, key_dim=4, num_pages=2, max_sequences=1,
+                                                           dtype="e4m3", k_scale=[3e38, 1e39]), "1e+39")):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a NumPy warning on the way is no answer
+        try:
+            make()
+            why = "accepted"
+        except attn.ScaleError as e:
+            why = "" if given in str(e) else "the message does not name %s: %s" % (given, e)
+        except Exception as e:  # noqa: BLE001
+            why = "%s: %s" % (type(e).__name__, e)
+    check("kv_python_refused_" + name, not why, why)
 
 # ---- the layer's step (KVPages.mha_step, KVCache.mha_step) and a paged plan ----
 E, HQ, HK, D = 16, 4, 2, 4

@@ -39,7 +39,8 @@ import threading
 
 import numpy as np
 
-from ._core import (CAUSAL, ArgumentError, DtypeError, NullError, OptionError, PlanError, RankError, ShapeError,
+from ._core import (CAUSAL, ArgumentError, DtypeError, NullError, OptionError, PlanError, RankError, ScaleError,
+                    ShapeError,
                     _context, _count, _float_array, _index, _listed, _mask, _options, _query, _rope, _varlen_masks,
                     raise_for, view)
 from ._lib import (BF16, F16, F32, F64, LIB, MHA_PARAMS, Error, KVCacheDesc, KVPagedView, KVPagesDesc, MhaOptions,
@@ -98,7 +99,15 @@ def _scales(d, k_scale, v_scale):
             a = np.full(max(d.heads, 0), float(a))
         if a.shape != (d.heads,):
             raise ValueError("%s has shape %s; it must be a number or (%d,), one per head" % (name, a.shape, d.heads))
-        a = np.ascontiguousarray(a, np.float32)
+        with np.errstate(over="ignore"):  # past float32's range: inf, refused below by the value given
+            f = np.ascontiguousarray(a, np.float32)
+        lost = (a > 0) & (a < np.inf) & ~((f > 0) & (f < np.inf))
+        if lost.any():  # the library would only see the float32: 0 or inf, not what the caller gave
+            i = int(np.argmax(lost))
+            raise ScaleError("%s[%d] is %g, which is %g as the float32 the library keeps; every scale must be a finite "
+                             "float32 > 0 (%g to %g)" % (name, i, a[i], f[i], np.finfo(np.float32).smallest_subnormal,
+                                                         np.finfo(np.float32).max), 8)
+        a = f
         scales.append(a)
         setattr(d, name, a.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
     return scales
