@@ -2797,7 +2797,9 @@ ATTN_API attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err);
  * kernels, see attn_mha),
  * the kernel that ran (exact, reference, scores, flash, decode or
  * flash_backward; empty for a call with a dimension of 0, which runs no
- * kernel: see "Dimensions of 0"; decode may add key_dot=, the integer dot products that
+ * kernel: see "Dimensions of 0"; none for a ragged or paged batch, forward,
+ * backward or a plan's run, in which no sequence has both queries and keys;
+ * decode may add key_dot=, the integer dot products that
  * took quantized keys (int8_avx512vnni, int8_avxvnni or int8_avx2 for q8
  * and q4 keys; int8_groups_avx512vnni or int8_groups_avx2 for keys
  * quantized per channel),

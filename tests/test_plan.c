@@ -935,6 +935,27 @@ static void verbose_empty_calls(void) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
 }
 
+/* A ragged backward in which no sequence has both queries and keys runs no
+ * kernel, and its line says so (kernel=none), as attn_sdpa_varlen's does:
+ * it said kernel=exact. */
+static void verbose_ragged_backward_without_work(void) {
+    int64_t cq[3] = {0, 3, 3}, ck[3] = {0, 0, 5}, sq[3] = {3, 2, 8}, sk[3] = {5, 1, 8}, sl[2] = {3, 2};
+    attn_tensor q = make(ATTN_F32, 3, sq), k = make(ATTN_F32, 3, sk), v = make(ATTN_F32, 3, sk);
+    attn_tensor out = make(ATTN_F32, 3, sq), lse = make(ATTN_F32, 2, sl), dout = make(ATTN_F32, 3, sq);
+    attn_tensor dq = make(ATTN_F32, 3, sq), dk = make(ATTN_F32, 3, sk), dv = make(ATTN_F32, 3, sk);
+    attn_error err;
+    char kernel[32];
+    attn_status st = attn_sdpa_varlen(&out, &lse, &q, &k, &v, cq, ck, 2, NULL, NULL, &err);
+    verbose_last_line[0] = 0;
+    verbose_begin();
+    if (!st) st = attn_sdpa_varlen_backward(&dq, &dk, &dv, &dout, &q, &k, &v, &out, &lse, cq, ck, 2, NULL, NULL, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    verbose_says("verbose_varlen_backward_no_sequence_runs", st, "attn: sdpa_varlen_backward kernel=none ",
+                 (const char *const[]){" q=f32(3,2,8) ", NULL});
+    attn_tensor *all[] = {&q, &k, &v, &out, &lse, &dout, &dq, &dk, &dv};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+}
+
 /* Several caller threads at once, each running its own plan (attn.h: "two
  * threads run two plans") over the one thread pool they share: every run
  * gives the bits the unplanned call gave before the threads started. The
@@ -1049,6 +1070,7 @@ int main(void) {
     empty_half_plans();
     verbose_names_half_q();
     verbose_empty_calls();
+    verbose_ragged_backward_without_work();
     concurrent_plans();
     printf("%d failed\n", n_failed);
     return n_failed != 0;

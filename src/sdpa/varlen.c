@@ -639,11 +639,13 @@ attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_ten
                          nb * (sizeof(bseq) + sizeof *fused));
     }
     int64_t n_fused = 0;
+    bool any_planned = false;
     for (int64_t b = 0; b < batch && !st; b++) {
         bseq *s = &seqs[b];
         int64_t L = cu_seqlens_q[b + 1] - cu_seqlens_q[b], S = cu_seqlens_k[b + 1] - cu_seqlens_k[b];
         s->planned = L > 0 && S > 0;
         if (!s->planned) continue;
+        any_planned = true;
         seq_view(&s->q, q, cu_seqlens_q[b], L), seq_view(&s->k, k, cu_seqlens_k[b], S), seq_view(&s->v, v, cu_seqlens_k[b], S);
         seq_view(&s->out, out, cu_seqlens_q[b], L), seq_view(&s->lse, lse, cu_seqlens_q[b], L);
         seq_view(&s->dout, dout, cu_seqlens_q[b], L);
@@ -657,7 +659,10 @@ attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_ten
         else if (attn_backward_fused(&s->call))
             fused[n_fused++] = &s->call.gs;
     }
-    attn_run_info info = {"exact", "-", NULL, 1, 1, 0, 0, NULL, 1, NULL, 0, 0, NULL, 1, 0};
+    /* The line names the kernel that ran: the fused one (set by its run),
+     * else the exact one, else, no sequence having queries and keys, none,
+     * as attn_sdpa_varlen's line says. */
+    attn_run_info info = {any_planned ? "exact" : "none", "-", NULL, 1, 1, 0, 0, NULL, 1, NULL, 0, 0, NULL, 1, 0};
     if (!st && c.workspace) { /* too small a workspace fails before anything is written */
         attn_arena m = attn_arena_measuring();
         for (int64_t b = 0; b < batch && !st; b++)
