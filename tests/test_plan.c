@@ -956,6 +956,31 @@ static void verbose_ragged_backward_without_work(void) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
 }
 
+/* A paged batch without queries runs no kernel, but prints its line as
+ * every call (and the plan's run of it) does: it printed none. */
+static void verbose_paged_attend_without_queries(void) {
+    attn_kv_pages_desc d = attn_kv_pages_desc_default();
+    d.heads = 2, d.key_dim = d.value_dim = 8, d.page_size = 16, d.num_pages = 2, d.max_sequences = 1;
+    attn_error err;
+    size_t bytes = 0;
+    attn_status st = attn_kv_pages_bytes(&bytes, &d, &err);
+    void *pm = st ? NULL : malloc(bytes);
+    attn_kv_pages *pool = NULL;
+    int64_t id = 0, cuk[2] = {0, 5}, cu[2] = {0, 0}, sk[3] = {5, 2, 8}, sq[3] = {0, 2, 8};
+    attn_tensor k = make(ATTN_F32, 3, sk), q = make(ATTN_F32, 3, sq), out = make(ATTN_F32, 3, sq);
+    if (!st) st = attn_kv_pages_init(&pool, pm, bytes, &d, &err);
+    if (!st) st = attn_kv_pages_create(pool, &id, &err);
+    if (!st) st = attn_kv_pages_append(pool, &id, 1, &k, &k, cuk, &err);
+    char kernel[32];
+    verbose_last_line[0] = 0;
+    verbose_begin();
+    if (!st) st = attn_kv_pages_attend(&out, NULL, &q, cu, &id, 1, pool, NULL, NULL, &err);
+    verbose_end(kernel, sizeof kernel, NULL, 0);
+    verbose_says("verbose_paged_attend_without_queries", st, "attn: sdpa_varlen_paged kernel=none ",
+                 (const char *const[]){" q=f32(0,2,8) ", NULL});
+    free(pm), free(k.data), free(q.data), free(out.data);
+}
+
 /* Several caller threads at once, each running its own plan (attn.h: "two
  * threads run two plans") over the one thread pool they share: every run
  * gives the bits the unplanned call gave before the threads started. The
@@ -1071,6 +1096,7 @@ int main(void) {
     verbose_names_half_q();
     verbose_empty_calls();
     verbose_ragged_backward_without_work();
+    verbose_paged_attend_without_queries();
     concurrent_plans();
     printf("%d failed\n", n_failed);
     return n_failed != 0;

@@ -183,14 +183,17 @@ static attn_status attend(attn_tensor *out, attn_tensor *lse, const attn_tensor 
     memset(&hq, 0, sizeof hq);
     if (st || (st = attn_kv_scales_as_descale(&o, &ks, &vs, w->k_scale, w->v_scale, w->heads, err)) ||
         (st = check_workspace(out, lse, q, cu, w, pool, n, masks, &o, err)) ||
-        (w->hadamard && (st = attn_hadamard_queries_call(&hq, &arena, &rest, &o, q, err))) || !any)
+        (w->hadamard && any && (st = attn_hadamard_queries_call(&hq, &arena, &rest, &o, q, err))))
         goto done;
+    /* A batch without queries goes on too: attn_sdpa_varlen_paged runs no
+     * kernel for it but prints the call's verbose line (kernel=none), as
+     * every call and a plan's run of the same batch do. */
     if (hq.data) q = &hq;
     if ((uint64_t)n > SIZE_MAX / (2 * sizeof(attn_paged_rows))) {
         st = attn_fail(err, ATTN_ERR_OVERFLOW, "the row sources of %lld sequences overflow", (long long)n);
         goto done;
     }
-    if (!(k_pages = malloc(2 * (size_t)n * sizeof *k_pages))) {
+    if (!(k_pages = malloc(2 * (size_t)(n > 0 ? n : 1) * sizeof *k_pages))) { /* (malloc(0) may be NULL) */
         st = attn_fail(err, ATTN_ERR_NO_MEMORY, "no memory for the row sources of %lld sequences", (long long)n);
         goto done;
     }
