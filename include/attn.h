@@ -1507,7 +1507,8 @@ ATTN_API attn_status attn_sdpa_varlen_plan_init(attn_sdpa_plan **plan, void *mem
 /* Run one layer from a plan: out and lse (NULL exactly when the plan's lse
  * was) get what the planned call gives for these q, k and v, bitwise. The
  * tensors must have the plan's ranks, shapes, strides and dtypes; only
- * their data differ. workspace: at least the plan's workspace_bytes (no
+ * their data differ (and the strides of dimensions of size 1, or of a
+ * tensor with no element, which place no element). workspace: at least the plan's workspace_bytes (no
  * alignment needed); the call allocates nothing. Threads: the plan's.
  * ATTN_VERBOSE prints the line of the planned call. Errors: ATTN_ERR_NULL
  * (plan, a tensor or its data, workspace), ATTN_ERR_PLAN (a tensor unlike

@@ -981,6 +981,28 @@ static void verbose_paged_attend_without_queries(void) {
     free(pm), free(k.data), free(q.data), free(out.data);
 }
 
+/* A run takes a tensor whose dimension of size 1 has another stride than
+ * the plan's (a slice of a larger buffer, as NumPy's contiguous arrays can
+ * be): that stride places no element. It was ATTN_ERR_PLAN. */
+static void size_one_strides(void) {
+    int64_t sq[3] = {1, 3, 16}, sk[3] = {1, 20, 16};
+    attn_tensor q = make(ATTN_F32, 3, sq), k = make(ATTN_F32, 3, sk), v = make(ATTN_F32, 3, sk);
+    attn_tensor out = make(ATTN_F32, 3, sq), want = make(ATTN_F32, 3, sq), k2 = k;
+    k2.strides[0] = 999; /* one head: its stride steps nowhere */
+    attn_error err;
+    size_t bytes = 0, ws = 0;
+    attn_sdpa_plan *plan = NULL;
+    attn_status st = attn_sdpa_plan_bytes(&bytes, 0, &err);
+    char *memory = st ? NULL : malloc(bytes), *work = NULL;
+    if (!st) st = attn_sdpa_plan_init(&plan, memory, bytes, &ws, &out, NULL, &q, &k, &v, NULL, &err);
+    if (!st && !(work = malloc(ws + 1))) st = ATTN_ERR_NO_MEMORY;
+    if (!st) st = attn_sdpa_run(plan, &out, NULL, &q, &k2, &v, work, ws, &err);
+    if (!st) st = attn_sdpa(&want, NULL, NULL, &q, &k, &v, NULL, &err);
+    check(!st && !memcmp(out.data, want.data, bytes_of(&out)), "run_takes_other_strides_of_size_1",
+          "status %d: %s", (int)st, st ? err.message : "out differs from attn_sdpa's");
+    free(memory), free(work), free(q.data), free(k.data), free(v.data), free(out.data), free(want.data);
+}
+
 /* Several caller threads at once, each running its own plan (attn.h: "two
  * threads run two plans") over the one thread pool they share: every run
  * gives the bits the unplanned call gave before the threads started. The
@@ -1097,6 +1119,7 @@ int main(void) {
     verbose_empty_calls();
     verbose_ragged_backward_without_work();
     verbose_paged_attend_without_queries();
+    size_one_strides();
     concurrent_plans();
     printf("%d failed\n", n_failed);
     return n_failed != 0;

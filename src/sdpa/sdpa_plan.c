@@ -224,11 +224,18 @@ attn_status attn_sdpa_varlen_plan_init(attn_sdpa_plan **plan, void *memory, size
 }
 
 /* The layer's tensor t laid out as the plan's `want`: rank, dtype, shape
- * and strides equal (ATTN_ERR_PLAN naming what differs), data present. */
+ * and strides equal (ATTN_ERR_PLAN naming what differs), data present.
+ * Only strides that step between elements must match: a dimension of size
+ * 1 has one index and a tensor with no element none, so their strides
+ * place nothing (NumPy's and PyTorch's contiguous arrays leave them as
+ * slicing left them). */
 static attn_status same_layout(const attn_tensor *t, const attn_tensor *want, const char *name, attn_error *err) {
     if (!t) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", name);
     bool same = t->rank == want->rank && t->dtype == want->dtype;
-    for (int d = 0; same && d < t->rank; d++) same = t->shape[d] == want->shape[d] && t->strides[d] == want->strides[d];
+    for (int d = 0; same && d < t->rank; d++) same = t->shape[d] == want->shape[d];
+    bool elements = same && attn_tensor_numel(t) > 0;
+    for (int d = 0; elements && same && d < t->rank; d++)
+        same = t->shape[d] == 1 || t->strides[d] == want->strides[d];
     if (!same) {
         char got[128], exp[128], gs[128], es[128];
         attn_format_shape(got, sizeof got, t->rank, t->shape), attn_format_shape(exp, sizeof exp, want->rank, want->shape);
