@@ -125,8 +125,10 @@ def reference(q, k, v, dout, mask, causal, scale, keep=None, p=0.0, variants=Non
         sink = torch.tensor(np.asarray(sinks, dtype=np.float64), requires_grad=True)
         col = sink.reshape((-1, 1, 1) if s.dim() >= 3 else (1, 1)).expand(s.shape[:-1] + (1,))
         w = torch.softmax(torch.cat((s, col), dim=-1), dim=-1)[..., :S]
+        lse = torch.logsumexp(torch.cat((s, col), dim=-1), dim=-1)
     else:
         w = torch.softmax(s.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
+        lse = torch.logsumexp(s, dim=-1)  # -inf where no key takes part
     z = torch.from_numpy(keep).double() / (1 - p) if keep is not None else torch.ones(())
     out = torch.matmul(w * z, tv)
     do = torch.from_numpy(np.asarray(dout, dtype=np.float64))
@@ -142,7 +144,7 @@ def reference(q, k, v, dout, mask, causal, scale, keep=None, p=0.0, variants=Non
         sink_ref = None
         if sinks is not None:  # dsinks, and its terms' size (sink_magnitudes)
             sink_ref = (sink.grad.numpy(), sink_magnitudes(w, z, do, tv))
-    return grads, float(s.grad.abs().max()), max_s, mags, out.detach().numpy(), sink_ref
+    return grads, float(s.grad.abs().max()), max_s, mags, out.detach().numpy(), sink_ref, lse.detach().numpy()
 
 
 def variant_scores(s, allowed, causal, softcap=0.0, slopes=None, window=0):
@@ -315,7 +317,7 @@ class Oracle(Reporter):
             k64 = torch.from_numpy(k).bfloat16().double().numpy()
             v64 = torch.from_numpy(v).bfloat16().double().numpy()
         keep = np.load(self.path("keep")) if dropout else None
-        grads, ds_max, max_s, mags, out, sink_ref = reference(q, k64, v64, dout, mask, causal, scale, keep, dropout,
+        grads, ds_max, max_s, mags, out, sink_ref, _ = reference(q, k64, v64, dout, mask, causal, scale, keep, dropout,
                                                               variants)
         if score_bound is not None:
             max_s = score_bound
@@ -560,7 +562,7 @@ def padding_fills(o, rng):
         exact = o.case(tag + "_f64_exact_kernel", q, k, v, d, m, fill=fill)
         if fused is None or exact is None:
             continue
-        _, _, _, mags, _, _ = reference(*c32, 0, None)
+        mags = reference(*c32, 0, None)[3]
         for g in ("dq", "dk", "dv"):
             why = compare(fused[g], exact[g], (2e-5 + 8 * 2.0**-24 * s_max) * mags[GRADS.index(g)])
             if why:

@@ -508,7 +508,7 @@ def score_variants():
     as_ref = {"softcap": "softcap", "alibi_slopes": "slopes", "window": "window", "sinks": "sinks"}
 
     def ref(variants):
-        grads, _, _, _, out, _ = grad_reference(q, k, v, dout, None, 2, None,
+        grads, _, _, _, out, _, _ = grad_reference(q, k, v, dout, None, 2, None,
                                                 variants={as_ref[n]: x for n, x in variants.items()})
         return out, grads[:3]
     want, want_grads = ref(V)
@@ -527,13 +527,13 @@ def score_variants():
               "error %.3g, unchanged %s" % (err, np.array_equal(one, plain)))
     # RoPE (attn_rope_options by field; interleaved, a rotary_dim of 6, an offset), forward and backward
     rope = {"layout": 1, "base": 100.0, "rotary_dim": 6, "position_offset": 3}
-    rgrads, _, _, _, rwant, _ = grad_reference(q, k, v, dout, None, 2, None, variants={"rope": (1, 100.0, 6, 3)})
+    rgrads, _, _, _, rwant, _, _ = grad_reference(q, k, v, dout, None, 2, None, variants={"rope": (1, 100.0, 6, 3)})
     rout, rlse = attn.sdpa(q, k, v, causal="bottom-right", return_lse=True, rope=rope)
     rback = attn.sdpa_backward(dout, q, k, v, rout, rlse, causal="bottom-right", rope=rope)
     errs = [rel(rout, rwant)] + [rel(x, w) for x, w in zip(rback, rgrads)]
     check("sdpa_rope_vs_torch_float64", max(errs) <= 1e-12 and not np.array_equal(rout, plain), "errors %s" % errs)
     # the sinks' gradient (attn_sdpa_sinks_backward), against autograd's
-    sgrads, _, _, _, swant, sink_ref = grad_reference(q, k, v, dout, None, 2, None, variants={"sinks": V["sinks"]})
+    sgrads, _, _, _, swant, sink_ref, _ = grad_reference(q, k, v, dout, None, 2, None, variants={"sinks": V["sinks"]})
     sout, slse = attn.sdpa(q, k, v, causal="bottom-right", return_lse=True, sinks=V["sinks"])
     *_, dsinks = attn.sdpa_backward(dout, q, k, v, sout, slse, causal="bottom-right", sinks=V["sinks"],
                                     want_dsinks=True)
