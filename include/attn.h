@@ -786,7 +786,7 @@ typedef enum attn_causal {
  *                      f32's speed), with errors of a few 1e-3 relative (see
  *                      docs/performance.md). Its softmax's 2^x is a degree-3
  *                      polynomial, within 1.02e-4 relative (the weights are
- *                      rounded to bf16, 2^-9, for P·V anyway): each row's
+ *                      rounded to bf16, 2^-8, for P·V anyway): each row's
  *                      sum of weights, so out, within 1.02e-4 relative more,
  *                      lse within 1.02e-4 more. Elsewhere it is never slower than
  *                      f32: a CPU without those instructions, or whose
@@ -1334,7 +1334,8 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  * AVX512_BF16, the emulation, or f32 where those would be slower; the
  * verbose line's bf16_kernels=), the softmax's gradient in f32: every
  * factor rounded to bf16 once, within (6u + e^x - 1)·max g_abs of the
- * exact gradient, u = 2^-9, x = 4.2·u·s_abs + 1.1e-4, s_abs the largest
+ * exact gradient, u = 2^-8 (bf16's unit roundoff: 8 significant bits), x =
+ * 4.2·u·s_abs + 1.1e-4, s_abs the largest
  * scale·Σ|q_e||k_e| of a row and key, g_abs as above: the two roundings of
  * each product's operands (P and dout, dS and q or k, dout and v) 6u in all;
  * the backward's scores and a bf16 forward's lse each off by up to 2u·s_abs

@@ -34,7 +34,12 @@ Tolerances are oracle_backward.py's: f64 1e-12 of the largest reference
 value; f32 attn.h's bounds on data whose products do not cancel (the output
 2e-5 max|out| + 4 2^-24 max|s| max|v|, grown by dropout's 1/(1 - p), each
 gradient (2e-5 + e^x - 1) max g_abs with x = 8 2^-24 max|s|, lse
-oracle.lse_error's); the exact kernel's f32 gradients f64 rounded once.
+oracle.lse_error's); the exact kernel's f32 gradients f64 rounded once. In
+the bf16 compute mode, attn.h's bound of the gradients, (6u + e^x - 1) max
+g_abs with u = 2^-8 and x = 4.2 u s_abs + 1.1e-4 (s_abs the largest scale
+sum_e |q_e||k_e|), lse off by 2.2 u s_abs + 1.1e-4 more, and out within
+(2u + e^2x - 1) max|v| (each weight moved by a factor within e^(+-2x) once
+normalised, P and v rounded once each).
 
 Usage: oracle_plans.py BUILD_DIR [--seed N]. Prints "ok NAME" / "FAIL NAME: why".
 """
@@ -51,12 +56,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import attn  # noqa: E402
 from attn._lib import LIB  # noqa: E402
 
-from oracle import lse_error  # noqa: E402
+from oracle import bf16_lse_allowance, lse_error  # noqa: E402
 from oracle_backward import compare, reference  # noqa: E402
 from oracle_variants import random_rope, random_variants  # noqa: E402
 from torch_attention import Reporter, oracle_args  # noqa: E402
 
 CAUSAL = (False, "top-left", "bottom-right")
+BF16_U = 2.0**-8  # bf16's unit roundoff (8 significant bits)
 
 
 class Verbose:
@@ -215,10 +221,13 @@ class Case:
         self.kw = dict(causal=self.causal, scale=self.scale, dropout_p=self.p, seed=self.seed,
                        **binding_variants(self.variants))
         self.score_bound = None  # max|s| for the f32 bounds where a case knows better (padding_rows)
+        self.bf16 = f32 and variants and rng.random() < 0.15  # the bf16 compute mode
+        if self.bf16:
+            self.kw["compute"] = "bf16"
         self.name = "%s_B%d_Hq%d_Hk%d_E%d_Ev%d_%s_%s%s" % (
             "f32" if f32 else "f64", B, self.Hq, self.Hk, self.E, self.Ev, self.causal or "nocausal", kind,
             "".join("_" + n for n in sorted(self.variants))) + ("_dropout" if self.p else "") + (
-            "_strided" if self.strided else "")
+            "_strided" if self.strided else "") + ("_bf16" if self.bf16 else "")
 
     @classmethod
     def given(cls, f32, Lq, Lk, masks, causal, variants, E):
@@ -228,7 +237,7 @@ class Case:
         c.f32, c.Lq, c.Lk, c.masks, c.causal, c.variants, c.E = f32, Lq, Lk, masks, causal, variants, E
         c.cq = np.concatenate([[0], np.cumsum(Lq)]).astype(np.int64)
         c.ck = np.concatenate([[0], np.cumsum(Lk)]).astype(np.int64)
-        c.scale, c.p, c.seed, c.score_bound, c.dout, c.strided = None, 0.0, None, None, None, False
+        c.scale, c.p, c.seed, c.score_bound, c.dout, c.strided, c.bf16 = None, 0.0, None, None, None, False, False
         c.kw = dict(causal=causal, **binding_variants(variants))
         return c
 
@@ -251,27 +260,44 @@ class Case:
                                      self.p)
             if self.score_bound is not None:
                 ref = ref[:3] + ((self.score_bound, ref[3][1]),)
-            yield rq, rk, v[rk], ref
+            yield rq, rk, v[rk], ref, self.bf16_terms(q[rq], k[rk], scale)
+
+    def bf16_terms(self, q, k, scale):
+        """In the bf16 compute mode, (what it may add to lse's error, x of its
+        gradients' bound): each product's operands rounded to bf16 (u = 2^-8)
+        moves scores by up to 2u s_abs (oracle.bf16_lse_allowance); attn.h's
+        x = 4.2 u s_abs + 1.1e-4. Else (0, 0)."""
+        if not self.bf16 or not len(q) or not len(k):
+            return 0.0, 0.0
+        qh, kh = heads_first(q), np.repeat(heads_first(k), q.shape[1] // k.shape[1], axis=0)
+        extra = bf16_lse_allowance(qh, kh, scale)
+        return extra, 4.2 / 2.2 * (extra - 1.1e-4) + 1.1e-4
 
     def check_forward(self, out, lse, q=None, k=None, v=None):
         """Why out and lse are not PyTorch's for each sequence, or ''."""
-        for b, (rq, rk, vb, (ro, rl, _, (max_s, _))) in enumerate(self.sequences(q, k, v)):
+        for b, (rq, rk, vb, (ro, rl, _, (max_s, _)), (extra, x)) in enumerate(self.sequences(q, k, v)):
             allowed = out_allowed(self.f32, ro, vb, max_s, self.p)
+            if self.bf16:  # each weight within e^(+-2x) once normalised, P and v rounded once each
+                vmax = float(np.abs(vb).max()) if vb.size else 0.0
+                allowed = (2 * BF16_U + math.expm1(2 * x)) * vmax / (1 - self.p)
             if out.dtype == np.float16:  # f32's result rounded once (attn.h): u16 |exact| + (1 + u16) f32's bound
                 allowed = 2.0**-11 * np.abs(ro) + (1 + 2.0**-11) * allowed
             why = compare(out[rq], ro, allowed)
             if not why and lse is not None:
-                why = lse_error(lse[rq], rl, np.float32 if self.f32 else np.float64, max_s) or ""
+                why = lse_error(lse[rq], rl, np.float32 if self.f32 else np.float64, max_s, extra) or ""
             if why:
                 return "sequence %d: %s" % (b, why)
         return ""
 
     def check_backward(self, grads):
-        for b, (rq, rk, vb, (_, _, refs, (max_s, mags))) in enumerate(self.sequences()):
+        for b, (rq, rk, vb, (_, _, refs, (max_s, mags)), (_, x)) in enumerate(self.sequences()):
             for n, got, ref, mag, rows in zip(("dq", "dk", "dv"), grads, refs, mags, (rq, rk, rk)):
                 if got is None:
                     continue
-                why = compare(got[rows], ref, grad_allowed(self.f32, ref, mag, max_s))
+                allowed = grad_allowed(self.f32, ref, mag, max_s)
+                if self.bf16:  # attn.h's bound of the mode: (6u + e^x - 1) max g_abs
+                    allowed = (6 * BF16_U + math.expm1(x)) * mag
+                why = compare(got[rows], ref, allowed)
                 if why:
                     return "sequence %d %s: %s" % (b, n, why)
         return ""
@@ -311,6 +337,9 @@ def varlen_backward(rng, rep, i):
     if not why:
         bwd = {"none"} if not c.runs_kernels() else {"flash_backward"} if c.f32 else {"exact"}
         why = expect_kernels(log.kernels("sdpa_varlen_backward"), bwd, "the backward")
+    if not why and c.bf16 and c.runs_kernels():  # the mode names its kernels (attn.h)
+        lines = [ln for ln in log.lines if ln.startswith("attn: sdpa_varlen_backward ")]
+        why = "" if " bf16_kernels=" in lines[0] else "the bf16 mode's backward names no bf16 kernels: %r" % lines[0]
     for threads in (1, 3):
         if not why:
             again = attn.sdpa_varlen_backward(c.dout, c.q, c.k, c.v, out, lse, c.cq, c.ck, masks=c.masks, want=want,
@@ -633,7 +662,7 @@ def large_scores(rng, rep):
     fallback = lines[0].split(" fallback=")[1].split()[0] if len(lines) == 1 and " fallback=" in lines[0] else ""
     why = "" if " kernel=flash_backward " in lines[0] and fallback and not fallback.startswith("0/") else \
         "the line says %r" % (lines,)
-    for b, (rq, rk, vb, (_, _, refs, (max_s, mags))) in enumerate(c.sequences()):
+    for b, (rq, rk, vb, (_, _, refs, (max_s, mags)), _) in enumerate(c.sequences()):
         for n, got, ref, mag, rows in zip(("dq", "dk", "dv"), grads, refs, mags, (rq, rk, rk)):
             big = float(np.abs(ref).max()) if ref.size else 0.0
             allowed = 2.0**-24 * np.abs(ref) + 1e-12 * big + 2.0**-150 if b == 1 else grad_allowed(True, ref, mag,
@@ -642,6 +671,20 @@ def large_scores(rng, rep):
                 b, n, compare(got[rows], ref, allowed))
     rep.report("varlen_backward_f32_large_scores_on_the_exact_kernel", why or alone(c, out, lse, grads,
                                                                                      ("dq", "dk", "dv")))
+
+
+def bf16_one_product(rep):
+    """The bf16 compute mode where one product makes the score: q 2.9313 and k
+    2.1172 round to bf16 by 2^-8.9 and 2^-8.1 relative, the score by 0.58%,
+    past the 2 * 2^-9 attn.h allowed before (bf16's unit roundoff is 2^-8).
+    Sixteen queries, so that the flash kernel (not decode, f32) runs them."""
+    c = Case.given(True, [16], [2], None, False, {}, 1)
+    c.q = np.full((16, 1, 1), 2.93129468, np.float32)
+    c.k = np.array([[[2.11719155]], [[-0.72427559]]], np.float32)
+    c.v = np.array([[[1.0]], [[-1.0]]], np.float32)
+    c.bf16, c.kw = True, dict(causal=False, compute="bf16")
+    out, lse = attn.sdpa_varlen(c.q, c.k, c.v, c.cq, c.ck, return_lse=True, **c.kw)
+    rep.report("varlen_bf16_mode_one_product_rounded_by_2u", c.check_forward(out, lse))
 
 
 def refusals(rng, rep):
@@ -694,6 +737,7 @@ def main():
         paged_plan(rng, rep, i)
     padding_rows(rng, rep)
     large_scores(rng, rep)
+    bf16_one_product(rep)
     refusals(rng, rep)
     print("# %d passed, %d failed" % (rep.passed, rep.failed))
     return 1 if rep.failed else 0
