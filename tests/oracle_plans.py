@@ -31,7 +31,7 @@ kernels (flash, decode) for f32, empty for a dense call with a dimension of
 kernel of its unplanned call.
 
 Tolerances are oracle_backward.py's: f64 1e-12 of the largest reference
-value; f32 attn.h's bounds on data whose products do not cancel (the output
+value (for a gradient, or of its terms' g_abs where they cancel to less); f32 attn.h's bounds on data whose products do not cancel (the output
 2e-5 max|out| + 4 2^-24 max|s| max|v|, grown by dropout's 1/(1 - p), each
 gradient (2e-5 + e^x - 1) max g_abs with x = 8 2^-24 max|s|, lse
 oracle.lse_error's); the exact kernel's f32 gradients f64 rounded once. In
@@ -181,8 +181,11 @@ def out_allowed(f32, ref, v, max_s, p=0.0):
 
 
 def grad_allowed(f32, ref, mag, max_s):
+    """A gradient's bound: f32 oracle_backward.py's; f64 1e-12 of its largest
+    value or of its terms' (g_abs), whichever is larger: a sequence's terms
+    can cancel to a gradient far below them, and rounding is theirs."""
     big = float(np.abs(ref).max()) if ref.size else 0.0
-    return (2e-5 + math.expm1(8 * 2.0**-24 * max_s)) * mag if f32 else 1e-12 * big
+    return (2e-5 + math.expm1(8 * 2.0**-24 * max_s)) * mag if f32 else 1e-12 * max(big, mag)
 
 
 class Case:
