@@ -783,8 +783,9 @@ typedef enum attn_causal {
  *                      has AMX-BF16 and Linux grants the tile state, else
  *                      with AVX512_BF16's VDPBF16PS where the core issues it
  *                      at its FMA's rate (AMD's Zen 4 and Zen 5: about twice
- *                      f32's speed), with errors of a few 1e-3 relative (see
- *                      docs/performance.md). Its softmax's 2^x is a degree-3
+ *                      f32's speed), within the bound stated with
+ *                      attn_sdpa's numerics (a few 1e-3 of max|v| on
+ *                      typical data). Its softmax's 2^x is a degree-3
  *                      polynomial, within 1.02e-4 relative (the weights are
  *                      rounded to bf16, 2^-8, for P·V anyway): each row's
  *                      sum of weights, so out, within 1.02e-4 relative more,
@@ -1162,6 +1163,17 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  *     of p_j·|v_j|, not by the result: values that cancel (out small beside
  *     the |v| it averages) are off by 2e-5 of that mean, not of out.
  *     PyTorch's own float32 rounds its dot products the same way.
+ *   - In the bf16 compute mode (ATTN_COMPUTE_BF16) q, k, the weights and v
+ *     are each rounded to bf16 once, u = 2^-8 (8 significant bits), so
+ *       max|out - exact| <= ((1 + 2u + 2e-5) · e^(2y) - 1) · max|v|,
+ *       y = 2.2 · u · s_abs + 1.1e-4,
+ *     s_abs as above: rounding q and k moves each score by up to 2u·s_abs,
+ *     f32's sums 0.2u·s_abs more (E <= 4096), and the mode's 2^x moves each
+ *     weight and the row's sum by up to 1.02e-4 relative (1.1e-4 with f32's
+ *     rounding), so each normalised weight moves by a factor within
+ *     e^(±2y); rounding the weights and v adds 2u of each product, and the
+ *     sums 2e-5 (tests/oracle_plans.py). lse is off by up to y more than
+ *     in f32 mode.
  *   - Any finite mask value is a finite score, -FLT_MAX included (Hugging
  *     Face pads with torch.finfo(torch.float32).min): scores stay in natural
  *     units, and only their differences from the row maximum are scaled.

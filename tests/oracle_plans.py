@@ -280,9 +280,9 @@ class Case:
         """Why out and lse are not PyTorch's for each sequence, or ''."""
         for b, (rq, rk, vb, (ro, rl, _, (max_s, _)), (extra, x)) in enumerate(self.sequences(q, k, v)):
             allowed = out_allowed(self.f32, ro, vb, max_s, self.p)
-            if self.bf16:  # each weight within e^(+-2x) once normalised, P and v rounded once each
+            if self.bf16:  # attn.h's bound of the mode: ((1 + 2u + 2e-5) e^(2y) - 1) max|v|, y lse's extra
                 vmax = float(np.abs(vb).max()) if vb.size else 0.0
-                allowed = (2 * BF16_U + math.expm1(2 * x)) * vmax / (1 - self.p)
+                allowed = ((1 + 2 * BF16_U + 2e-5) * math.exp(2 * extra) - 1) * vmax / (1 - self.p)
             if out.dtype == np.float16:  # f32's result rounded once (attn.h): u16 |exact| + (1 + u16) f32's bound
                 allowed = 2.0**-11 * np.abs(ro) + (1 + 2.0**-11) * allowed
             why = compare(out[rq], ro, allowed)
