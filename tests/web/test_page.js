@@ -678,6 +678,74 @@ async function kernelBesideTheWalk(page) {
   await setSentence(page, 'the cat sat on the mat');
 }
 
+// Where the page stands once it says everything is drawn (body[data-rendered] = 1):
+// the steps still to draw, and the heatmaps with cells missing.
+const notDrawn = (page) => page.evaluate(() => [
+  ...Object.values(steps).filter((s) => s.dirty).map((s) => `step ${s.id} not drawn`),
+  ...Object.entries(heatmaps).filter(([, h]) => h.svg.querySelectorAll('g.cell').length !== h.rows * h.cols ||
+    h.cells.length !== h.rows || h.cells.some((row) => row.filter((g) => g).length !== h.cols))
+    .map(([name, h]) => `${name}: ${h.svg.querySelectorAll('g.cell').length} of ${h.rows} × ${h.cols} cells`),
+]);
+
+// A change never drops drawing still to do for the state it leaves: a control of
+// the second part moved while a large heatmap of the walk is still drawing its
+// rows, and the walk drawn again (the same sentence) before a control's walk was
+// computed. Each time the page finishes everything, with the library's numbers.
+async function drawingSurvivesChanges(browser, watch) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const page = await context.newPage();
+  watch(page);
+  await page.goto(PAGE);
+  await settled(page);
+  // 64 words: the walk's 64 × 64 matrices draw a few rows a task. The block size
+  // changes while the scores are half drawn: a step it does not change.
+  const long = 'the quick brown fox jumped over the lazy dog '.repeat(8).trim().split(' ').slice(0, 64).join(' ');
+  const during = await page.evaluate((s) => new Promise((resolve) => {
+    location.hash = '#s=' + s.replace(/ /g, '+');
+    const t0 = performance.now();
+    const poll = () => {
+      const h = heatmaps.scores, drawn = h && h.rows === 64 ? h.svg.querySelectorAll('g.cell').length : 0;
+      if (performance.now() - t0 > 20000) return resolve({ scoresDrawn: drawn, jobs: jobs.length, late: true });
+      if (drawn === 0 || drawn === 64 * 64) return setTimeout(poll, 0);
+      const b = document.getElementById('kblock');
+      b.value = '3';
+      b.dispatchEvent(new Event('input', { bubbles: true }));
+      resolve({ scoresDrawn: drawn, jobs: jobs.length });
+    };
+    poll();
+  }), long);
+  await settled(page, 'drawing_finishes_after_a_change_mid_draw');
+  const missing = await notDrawn(page);
+  report('drawing_finishes_after_a_change_mid_draw', !during.late && missing.length === 0,
+    `changed with ${during.scoresDrawn} score cells drawn, ${during.jobs} jobs waiting; then ${missing.join(', ')}`);
+  await compareWithCli(page, 'after_a_change_mid_draw', long, []);
+  const k = await page.evaluate(() => window.attnKernel);
+  const want = cliKernel(long, ['--block', '3']);
+  const tiles = await page.evaluate(() => [...document.querySelectorAll('svg.heatmap[data-name="ktiles"] g.cell')].map((g) => g.querySelector('text').textContent));
+  report('kernel_after_a_change_mid_draw_equals_the_command', JSON.stringify(k) === JSON.stringify(want) &&
+    JSON.stringify(tiles) === JSON.stringify(want.tiles.scores.flat().map(fmt)), `block ${k && k.block}, ${tiles.length} tiles cells`);
+  // A control, then the walk drawn again for the same sentence (a sentence button
+  // pressed twice; the sentence box's pause ending) before the control's jobs ran.
+  const sentence = 'my dog chased a ball in the park';
+  await page.click(`button.try[data-sentence="${sentence}"]`);
+  await waitFor(page, 'sentence_taken', (w) => document.body.dataset.sentence === w, sentence);
+  await settled(page);
+  await page.evaluate((w) => {
+    const r = document.getElementById('kranks');
+    r.value = '4';
+    r.dispatchEvent(new Event('input', { bubbles: true }));
+    document.querySelector(`button.try[data-sentence="${w}"]`).click();
+  }, sentence);
+  await waitFor(page, 'kernel_control_survives_a_redraw_of_the_walk', () => window.attnKernel && window.attnKernel.ring.ranks === 4);
+  await settled(page, 'kernel_control_survives_a_redraw_of_the_walk');
+  const left = await notDrawn(page);
+  const ring = await page.evaluate(() => document.querySelectorAll('#fig-kring g.cell').length);
+  report('kernel_control_survives_a_redraw_of_the_walk', left.length === 0 && ring === 16 &&
+    JSON.stringify(await page.evaluate(() => window.attnKernel)) === JSON.stringify(cliKernel(sentence, ['--block', '3', '--ranks', '4'])),
+    `${ring} ring cells; ${left.join(', ')}`);
+  await context.close();
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
@@ -1381,6 +1449,7 @@ async function main() {
   await still.close();
 
   await part('kernel_checks', page, () => kernelChecks(page));
+  await part('drawing_survives_changes', null, () => drawingSurvivesChanges(browser, watch));
 
   await part('announces_once_per_step', null, () => announcesOncePerStep(browser));
   await part('phone_nothing_cut', null, () => phoneNothingCut(browser));
