@@ -341,29 +341,48 @@ function mount(step, specs) {
   }
 }
 
-// The jobs: drawing left over for later tasks, run about 20 ms at a time.
+// The jobs: drawing left over for later tasks, run about 12 ms at a time. None
+// is ever dropped: each checks, when it runs, whether its work is still to do (a
+// heatmap's rows whether the heatmap was drawn again since, a step's render
+// whether the step is still dirty, the kernel's walk whether it is done), and
+// a job dropped left its work undone with nothing to do it again. A job already
+// waiting is not queued twice (the kernel walk's, which every step of that part needs).
 const jobs = [];
 let jobTimer = null;
 function queueJob(f) {
-  jobs.push(f);
-  document.body.dataset.rendered = '0';
-  if (!jobTimer) jobTimer = setTimeout(runJobs, 0);
+  if (!jobs.includes(f)) jobs.push(f);
+  jobsChanged();
+}
+// body[data-rendered] says whether everything is drawn: 1 once no job waits.
+function jobsChanged() {
+  document.body.dataset.rendered = jobs.length ? '0' : '1';
+  if (jobs.length && !jobTimer) jobTimer = setTimeout(runJobs, 0);
 }
 // A job whose alone() says it has long work to do (the kernel walk's) gets a
 // task to itself: it runs only first in a task, and the task ends after it.
+// A job that throws is reported as thrown (the console), and the jobs after it
+// still run: stopping there would strand them, the page half drawn for good.
 function runJobs() {
   jobTimer = null;
   const t0 = performance.now();
-  for (let first = true; jobs.length && performance.now() - t0 < 12; first = false) {
-    const alone = jobs[0].alone && jobs[0].alone();
-    if (alone && !first) break;
-    jobs.shift()();
-    if (alone) break;
+  try {
+    for (let first = true; jobs.length && performance.now() - t0 < 12; first = false) {
+      const alone = jobs[0].alone && jobs[0].alone();
+      if (alone && !first) break;
+      jobs.shift()();
+      if (alone) break;
+    }
+  } finally {
+    jobsChanged();
   }
-  if (jobs.length) jobTimer = setTimeout(runJobs, 0);
-  else document.body.dataset.rendered = '1';
 }
-function drainJobs() { while (jobs.length) jobs.shift()(); document.body.dataset.rendered = '1'; }
+function drainJobs() {
+  try {
+    while (jobs.length) jobs.shift()();
+  } finally {
+    jobsChanged();
+  }
+}
 
 // A step's result cells, in the order its scroll fills them, after more
 // arrived. The new cells came drawn empty (full under reduced motion), as
@@ -475,7 +494,10 @@ const transpose = (m) => m[0].map((_, j) => column(m, j));
 // order (results), and a key of what it depends on, so a change of state
 // redraws exactly the steps whose inputs changed.
 const steps = {};
-function defineStep(id, def) { steps[id] = Object.assign({ id, key: null, filled: -1, cells: [], dirty: true }, def); }
+function defineStep(id, def) {
+  const s = steps[id] = Object.assign({ id, key: null, filled: -1, cells: [], dirty: true }, def);
+  s.job = () => { if (s.dirty) renderStep(s); }; // its render as a job (queueStep): one object, queued once
+}
 
 function ctx() {
   const r = state.result, p = state.parts;
@@ -964,8 +986,8 @@ function onScroll() {
   });
   for (const [step, sec, near, at, inView] of seen) {
     if (inView && (step.dirty || !step.overflowMarked)) {
-      // A step whose numbers are still to compute waits for its jobs (queued again: a
-      // newer change may have dropped them), so that the scroll makes no long task.
+      // A step whose numbers are still to compute waits for its jobs (queueStep: they are
+      // waiting, unless its render threw and it is tried again), so that the scroll makes no long task.
       if (step.dirty && step.prepare && step.prepare().some((j) => j.alone())) queueStep(step);
       else if (step.dirty) renderStep(step);
       else { needFill.add(step); if (!fillFrame) fillFrame = requestAnimationFrame(fillDrawn); }
@@ -1116,16 +1138,19 @@ function scheduleSteps() {
     if (key !== step.lastKey) { step.lastKey = key; step.dirty = true; changed.push(step); }
   }
   const visible = (s) => { const r = document.getElementById(`step-${s.id}`).getBoundingClientRect(); return r.bottom > 0 && r.top < innerHeight; };
-  jobs.length = 0; // what was left to draw belongs to the state before
-  document.body.dataset.rendered = '1';
-  // The steps in view first, each in a task of its own.
+  // The changed steps first, those in view first, each in a task of its own; then
+  // the jobs that were waiting, none dropped (see queueJob): the rows still to draw
+  // of a heatmap whose step did not change, the renders of steps made dirty by an
+  // earlier change, the kernel's walk for controls set just before.
+  const waiting = jobs.splice(0);
   for (const s of [...changed.filter(visible), ...changed.filter((x) => !visible(x))]) queueStep(s);
+  waiting.forEach(queueJob);
+  jobsChanged();
 }
 // A step's render as a job, after the jobs that compute what it draws (its prepare).
 function queueStep(s) {
-  if (s.job && jobs.includes(s.job)) return; // already waiting
+  if (jobs.includes(s.job)) return; // already waiting, after its prepare
   if (s.prepare) s.prepare().forEach(queueJob);
-  s.job = () => { if (s.dirty) renderStep(s); };
   queueJob(s.job);
 }
 
@@ -1257,7 +1282,7 @@ function update(typing = false) {
     window.attnParts = state.parts;
     scheduleSteps();
     renderQuiz(ctx());
-    queueJob(() => renderAdditive(ctx()));
+    queueJob(additiveJob);
     renderStories(ctx());
     kernelBesideWalk(); // the second part's note (explainer_kernel.js)
     updateShift();
@@ -1323,6 +1348,7 @@ function shuffleWords() {
 
 // Additive attention on the same words (the library's attn_additive_scores and
 // softmax, as attn explain --score additive), beside the dot product's weights.
+const additiveJob = () => renderAdditive(ctx()); // one object: queued once however many changes came before it ran
 function renderAdditive(c) {
   const { r, t } = c;
   const shown = r.head === 'wired' && !r.source_tokens && r.positions === 'none'; /* the wired head, self-attention */

@@ -38,14 +38,17 @@ function kernelData(c) {
 }
 // kernelData's two parts as jobs (each runs alone in its task while it has work;
 // see runJobs). A failure is the step's to report: its render calls kernelData,
-// which meets it again and throws it there.
+// which meets it again and throws it there. They work on the controls as they
+// are when they run, so the same two serve every change: queued once, before
+// the first step of this part that waits for them.
 const kernelWalked = () => kernelCache.key === kernelInputs(ctx());
-const kernelJobs = () => [
+const KERNEL_JOBS = [
   Object.assign(() => { try { if (!kernelWalked()) kernelRun(ctx()); } catch (e) { /* thrown again by the render */ } },
     { alone: () => !kernelWalked() }),
   Object.assign(() => { try { if (kernelWalked()) kernelParse(); } catch (e) { /* thrown again by the render */ } },
     { alone: () => kernelWalked() && !kernelCache.data }),
 ];
+const kernelJobs = () => KERNEL_JOBS;
 // A step of this part: it draws from the walk, whose jobs go before it.
 const defineKernelStep = (id, def) => defineStep(id, { prepare: kernelJobs, ...def });
 const kernelKey = (c, ...more) => JSON.stringify([c.r.tokens, kstate.block, ...more]);

@@ -10,7 +10,7 @@
 // Usage: node tests/web/test_page.js BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why".
 'use strict';
 
-const { chromium } = require('playwright-core');
+const { chromium, errors } = require('playwright-core');
 const { execFileSync } = require('child_process');
 const fs = require('fs');
 const path = require('path');
@@ -46,10 +46,54 @@ const WALK = {
 };
 const KERNEL_STEPS = ['kcost', 'ktiles', 'konline', 'kcausal', 'kcache', 'ksplit', 'kpages', 'kring', 'kgrad'];
 let failed = 0;
+const pageErrors = []; // every page's uncaught errors and console errors, in order (see watch in main)
 
 function report(name, ok, why = '') {
   console.log(ok ? `ok ${name}` : `FAIL ${name}: ${why}`);
   if (!ok) failed++;
+}
+
+// What the page is doing, for a wait that timed out: the controls of the second
+// part and the walk it last parsed, whether everything is drawn, the jobs still
+// waiting, the steps still to draw, the error shown, the page errors so far.
+async function pageState(page) {
+  const read = page.evaluate(() => {
+    const k = window.attnKernel;
+    return {
+      sentence: document.body.dataset.sentence, box: document.getElementById('sentence').value,
+      ready: document.body.dataset.ready, rendered: document.body.dataset.rendered, stale: document.body.dataset.stale,
+      kstate, attnKernel: k ? { block: k.block, workers: k.split.out.length, ranks: k.ring.ranks, tokens: k.tokens.length } : null,
+      jobs: jobs.length, jobTimer: jobTimer !== null, typingTimer: typingTimer !== null,
+      dirty: Object.values(steps).filter((s) => s.dirty).map((s) => s.id), error: document.getElementById('error').textContent,
+    };
+  }).catch((e) => `(not readable: ${e.message.split('\n')[0]})`);
+  const state = await Promise.race([read, new Promise((r) => setTimeout(() => r('(the page did not answer in 5 s)'), 5000))]);
+  return JSON.stringify({ page: state, pageErrors: pageErrors.slice(-5) });
+}
+
+// page.waitForFunction, but a timeout fails `test` with the page's state and
+// throws Stuck, which ends the part of the suite it was in (see part): the
+// checks after it would only wait again for what did not come.
+class Stuck extends Error {}
+async function waitFor(page, test, fn, arg = null, timeout = 30000) {
+  try {
+    return await page.waitForFunction(fn, arg, { timeout });
+  } catch (e) {
+    if (!(e instanceof errors.TimeoutError)) throw e;
+    report(test, false, `${e.message.split('\n')[0]}; ${await pageState(page)}`);
+    throw new Stuck(test);
+  }
+}
+
+// One part of the suite: a wait that timed out (reported by waitFor) or any other
+// error ends the part with a FAIL line naming it, and the parts after it still run.
+async function part(name, page, f) {
+  try {
+    await f();
+  } catch (e) {
+    if (e instanceof Stuck) report(name, false, `stopped: ${e.message} timed out, the checks after it did not run`);
+    else report(name, false, `${e.stack || e}${page ? `; ${await pageState(page)}` : ''}`);
+  }
 }
 
 // The page's number format, restated: 3 decimals, null as -inf, no -0.000.
@@ -63,8 +107,8 @@ function cli(sentence, extra = []) {
   return JSON.parse(execFileSync(ATTN, ['explain', '--json', ...extra, sentence], { encoding: 'utf8' }));
 }
 
-const settled = (page) => page.waitForFunction(() => document.body.dataset.ready === '1' && document.body.dataset.rendered === '1',
-  null, { timeout: 20000 });
+const settled = (page, test = 'page_settles') => waitFor(page, test,
+  () => document.body.dataset.ready === '1' && document.body.dataset.rendered === '1', null, 20000);
 
 // Every matrix as shown: name -> rows of cell texts.
 async function shownMatrices(page) {
@@ -88,7 +132,8 @@ async function shownMatrices(page) {
 async function setSentence(page, sentence) {
   await page.fill('#sentence', sentence);
   const want = sentence.toLowerCase().match(/[a-z0-9']+/g).join(' ');
-  await page.waitForFunction((w) => document.body.dataset.sentence === w, want, { timeout: 5000 });
+  // Taken: drawn, and no keystroke still waiting out its pause (the same sentence as before is drawn at once).
+  await waitFor(page, 'sentence_taken', (w) => document.body.dataset.sentence === w && typingTimer === null, want, 5000);
   await settled(page);
 }
 
@@ -520,19 +565,19 @@ async function kernelChecks(page) {
   await page.selectOption('#kblock', '3');
   await page.selectOption('#kworkers', '3');
   await page.selectOption('#kranks', '4');
-  await page.waitForFunction(() => window.attnKernel && window.attnKernel.block === 3 && window.attnKernel.ring.ranks === 4);
+  await waitFor(page, 'kernel_controls_equal_the_command', () => window.attnKernel && window.attnKernel.block === 3 && window.attnKernel.ring.ranks === 4);
   await settled(page);
   k = await kernelNow();
   report('kernel_controls_equal_the_command', sameJson(k, cliKernel('the cat sat on the mat', ['--block', '3', '--workers', '3', '--ranks', '4'])));
   const sentence = 'my dog chased a ball in the park';
   await setSentence(page, sentence);
-  await page.waitForFunction((s) => window.attnKernel && window.attnKernel.tokens.join(' ') === s, sentence);
+  await waitFor(page, 'kernel_new_sentence_equals_the_command', (s) => window.attnKernel && window.attnKernel.tokens.join(' ') === s, sentence);
   await settled(page);
   report('kernel_new_sentence_equals_the_command', sameJson(await kernelNow(), cliKernel(sentence, ['--block', '3', '--workers', '3', '--ranks', '4'])));
   // The slider for T: the library's workspace for that T, on the same axis; 4096 is a row of the command's table.
   const costAt = want.cost.T.indexOf(1024);
   await page.evaluate(() => { const s = document.getElementById('kT'); s.value = '10'; s.dispatchEvent(new Event('input')); });
-  await page.waitForFunction(() => window.attnKernelCost && window.attnKernelCost.T === 1024);
+  await waitFor(page, 'kernel_cost_slider_equals_the_library', () => window.attnKernelCost && window.attnKernelCost.T === 1024);
   const cost = await page.evaluate(() => window.attnKernelCost);
   report('kernel_cost_slider_equals_the_library', cost.score_bytes === want.cost.score_bytes[costAt] &&
     cost.workspace_bytes === want.cost.workspace_bytes[costAt], JSON.stringify(cost));
@@ -609,7 +654,7 @@ async function kernelBesideTheWalk(page) {
     if (name === 'rope') await page.selectOption(control, 'rope');
     else if (name === 'no_scale') await page.uncheck(control);
     else if (control) await page.check(control);
-    await page.waitForFunction((n) => n === 'default' || window.attnLast.head !== 'wired' || window.attnLast.positions === 'rope' ||
+    await waitFor(page, `kernel_part_beside_the_walk_${name}`, (n) => n === 'default' || window.attnLast.head !== 'wired' || window.attnLast.positions === 'rope' ||
       window.attnLast.causal || window.attnLast.scale === 1 || /tied/.test(window.attnLast.head), name);
     for (const id of ['ktiles', 'konline']) await scrollOnce(page, id, 0.5);
     await settled(page);
@@ -633,6 +678,74 @@ async function kernelBesideTheWalk(page) {
   await setSentence(page, 'the cat sat on the mat');
 }
 
+// Where the page stands once it says everything is drawn (body[data-rendered] = 1):
+// the steps still to draw, and the heatmaps with cells missing.
+const notDrawn = (page) => page.evaluate(() => [
+  ...Object.values(steps).filter((s) => s.dirty).map((s) => `step ${s.id} not drawn`),
+  ...Object.entries(heatmaps).filter(([, h]) => h.svg.querySelectorAll('g.cell').length !== h.rows * h.cols ||
+    h.cells.length !== h.rows || h.cells.some((row) => row.filter((g) => g).length !== h.cols))
+    .map(([name, h]) => `${name}: ${h.svg.querySelectorAll('g.cell').length} of ${h.rows} × ${h.cols} cells`),
+]);
+
+// A change never drops drawing still to do for the state it leaves: a control of
+// the second part moved while a large heatmap of the walk is still drawing its
+// rows, and the walk drawn again (the same sentence) before a control's walk was
+// computed. Each time the page finishes everything, with the library's numbers.
+async function drawingSurvivesChanges(browser, watch) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const page = await context.newPage();
+  watch(page);
+  await page.goto(PAGE);
+  await settled(page);
+  // 64 words: the walk's 64 × 64 matrices draw a few rows a task. The block size
+  // changes while the scores are half drawn: a step it does not change.
+  const long = 'the quick brown fox jumped over the lazy dog '.repeat(8).trim().split(' ').slice(0, 64).join(' ');
+  const during = await page.evaluate((s) => new Promise((resolve) => {
+    location.hash = '#s=' + s.replace(/ /g, '+');
+    const t0 = performance.now();
+    const poll = () => {
+      const h = heatmaps.scores, drawn = h && h.rows === 64 ? h.svg.querySelectorAll('g.cell').length : 0;
+      if (performance.now() - t0 > 20000) return resolve({ scoresDrawn: drawn, jobs: jobs.length, late: true });
+      if (drawn === 0 || drawn === 64 * 64) return setTimeout(poll, 0);
+      const b = document.getElementById('kblock');
+      b.value = '3';
+      b.dispatchEvent(new Event('input', { bubbles: true }));
+      resolve({ scoresDrawn: drawn, jobs: jobs.length });
+    };
+    poll();
+  }), long);
+  await settled(page, 'drawing_finishes_after_a_change_mid_draw');
+  const missing = await notDrawn(page);
+  report('drawing_finishes_after_a_change_mid_draw', !during.late && missing.length === 0,
+    `changed with ${during.scoresDrawn} score cells drawn, ${during.jobs} jobs waiting; then ${missing.join(', ')}`);
+  await compareWithCli(page, 'after_a_change_mid_draw', long, []);
+  const k = await page.evaluate(() => window.attnKernel);
+  const want = cliKernel(long, ['--block', '3']);
+  const tiles = await page.evaluate(() => [...document.querySelectorAll('svg.heatmap[data-name="ktiles"] g.cell')].map((g) => g.querySelector('text').textContent));
+  report('kernel_after_a_change_mid_draw_equals_the_command', JSON.stringify(k) === JSON.stringify(want) &&
+    JSON.stringify(tiles) === JSON.stringify(want.tiles.scores.flat().map(fmt)), `block ${k && k.block}, ${tiles.length} tiles cells`);
+  // A control, then the walk drawn again for the same sentence (a sentence button
+  // pressed twice; the sentence box's pause ending) before the control's jobs ran.
+  const sentence = 'my dog chased a ball in the park';
+  await page.click(`button.try[data-sentence="${sentence}"]`);
+  await waitFor(page, 'sentence_taken', (w) => document.body.dataset.sentence === w, sentence);
+  await settled(page);
+  await page.evaluate((w) => {
+    const r = document.getElementById('kranks');
+    r.value = '4';
+    r.dispatchEvent(new Event('input', { bubbles: true }));
+    document.querySelector(`button.try[data-sentence="${w}"]`).click();
+  }, sentence);
+  await waitFor(page, 'kernel_control_survives_a_redraw_of_the_walk', () => window.attnKernel && window.attnKernel.ring.ranks === 4);
+  await settled(page, 'kernel_control_survives_a_redraw_of_the_walk');
+  const left = await notDrawn(page);
+  const ring = await page.evaluate(() => document.querySelectorAll('#fig-kring g.cell').length);
+  report('kernel_control_survives_a_redraw_of_the_walk', left.length === 0 && ring === 16 &&
+    JSON.stringify(await page.evaluate(() => window.attnKernel)) === JSON.stringify(cliKernel(sentence, ['--block', '3', '--ranks', '4'])),
+    `${ring} ring cells; ${left.join(', ')}`);
+  await context.close();
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
@@ -642,10 +755,10 @@ async function main() {
   });
   const context = await browser.newContext({ viewport: VIEWPORTS.wide, acceptDownloads: true });
   const page = await context.newPage();
-  const errors = [], requests = [];
+  const requests = [];
   const watch = (p) => {
-    p.on('pageerror', (e) => errors.push(e.message));
-    p.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+    p.on('pageerror', (e) => pageErrors.push(e.message));
+    p.on('console', (m) => { if (m.type() === 'error') pageErrors.push(m.text()); });
     p.on('request', (r) => { if (!r.url().startsWith('file:') && !r.url().startsWith('blob:') && !r.url().startsWith('data:')) requests.push(r.url()); });
   };
   watch(page);
@@ -1335,17 +1448,18 @@ async function main() {
   report('reduced_motion_finished_at_once', stillFill.every(([a, b]) => a === b && b > 0), JSON.stringify(stillFill));
   await still.close();
 
-  await kernelChecks(page);
+  await part('kernel_checks', page, () => kernelChecks(page));
+  await part('drawing_survives_changes', null, () => drawingSurvivesChanges(browser, watch));
 
-  await announcesOncePerStep(browser);
-  await phoneNothingCut(browser);
-  await longSentence(browser);
+  await part('announces_once_per_step', null, () => announcesOncePerStep(browser));
+  await part('phone_nothing_cut', null, () => phoneNothingCut(browser));
+  await part('long_sentence', null, () => longSentence(browser));
 
   // The walk, at both viewports.
-  for (const vp of Object.keys(VIEWPORTS)) await walk(browser, vp);
-  for (const vp of Object.keys(VIEWPORTS)) await keyboardWalk(browser, vp);
+  for (const vp of Object.keys(VIEWPORTS)) await part(`walk_${vp}`, null, () => walk(browser, vp));
+  for (const vp of Object.keys(VIEWPORTS)) await part(`keyboard_walk_${vp}`, null, () => keyboardWalk(browser, vp));
 
-  report('no_page_errors', errors.length === 0, errors.join(' | '));
+  report('no_page_errors', pageErrors.length === 0, pageErrors.join(' | '));
   report('offline_no_requests', requests.length === 0, requests.join(' '));
   await browser.close();
 }
