@@ -1240,7 +1240,8 @@ ATTN_API attn_status attn_sdpa_dropout_mask(attn_tensor *keep, const attn_tensor
  * writes every tensor it is given, so NULL data there fails with
  * ATTN_ERR_NULL, "<name> has NULL data", before anything is written.
  * (A plan, attn_sdpa_plan_init and its kind, is made from tensors with
- * data: it checks the buffers' overlaps as the call would.) */
+ * data: it checks the buffers' overlaps as the call would; so is
+ * attn_sdpa_varlen_backward_workspace_size measured.) */
 ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, attn_tensor *lse,
                                               attn_tensor *weights, const attn_tensor *q,
                                               const attn_tensor *k, const attn_tensor *v,
@@ -1550,7 +1551,7 @@ ATTN_API attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_
  * attn_sdpa_backward runs it.) Scratch: the sequences' plans (about 4 KiB
  * each) and the kernels' scratch for all of them at once; with a workspace
  * (attn_context) all of it comes from there, and it must hold the whole
- * batch's (ATTN_ERR_WORKSPACE). Errors: those of attn_sdpa_backward for any
+ * batch's (ATTN_ERR_WORKSPACE; attn_sdpa_varlen_backward_workspace_size). Errors: those of attn_sdpa_backward for any
  * sequence (named in the message), and those of attn_sdpa_varlen's offsets,
  * shapes and options (a gradient over the offsets: ATTN_ERR_STRIDE). Every sequence is checked and all memory taken
  * before any gradient is written. */
@@ -1560,6 +1561,23 @@ ATTN_API attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk,
                                                const int64_t *cu_seqlens_q, const int64_t *cu_seqlens_k, int64_t batch,
                                                const attn_tensor *const *masks, const attn_sdpa_options *options,
                                                attn_error *err);
+
+/* The bytes of workspace attn_sdpa_varlen_backward with these arguments
+ * needs: the sequences' plans and the kernels' scratch of the whole batch,
+ * measured by the code that takes them (see attn_sdpa_workspace_size). The
+ * tensors need their data, as the call's checks do (an output overlapping
+ * an input is refused here too), and the plans are made, to be measured,
+ * in memory from malloc, freed before it returns. Errors: those of
+ * attn_sdpa_varlen_backward without a workspace (ATTN_ERR_NO_MEMORY
+ * included), and ATTN_ERR_NULL (bytes NULL). */
+ATTN_API attn_status attn_sdpa_varlen_backward_workspace_size(size_t *bytes, attn_tensor *dq, attn_tensor *dk,
+                                                              attn_tensor *dv, const attn_tensor *dout,
+                                                              const attn_tensor *q, const attn_tensor *k,
+                                                              const attn_tensor *v, const attn_tensor *out,
+                                                              const attn_tensor *lse, const int64_t *cu_seqlens_q,
+                                                              const int64_t *cu_seqlens_k, int64_t batch,
+                                                              const attn_tensor *const *masks,
+                                                              const attn_sdpa_options *options, attn_error *err);
 
 /* Merge partial attention results over disjoint sets of keys: given
  * (outs[i], lses[i]) = attn_sdpa of the same queries against key set i, for

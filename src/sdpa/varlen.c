@@ -1,4 +1,4 @@
-/* varlen.c -- ragged batches: attn_sdpa_varlen and attn_sdpa_varlen_backward.
+/* varlen.c -- ragged batches: attn_sdpa_varlen, attn_sdpa_varlen_backward and its workspace size.
  *
  * q, k and v hold the sequences of a batch one after another along their
  * first dimension, (total, H, E), and cu_seqlens_q / cu_seqlens_k say where
@@ -585,11 +585,27 @@ attn_status attn_sdpa_varlen_paged(attn_tensor *out, attn_tensor *lse, const att
     return varlen_forward(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, Ev, 0, NULL, err);
 }
 
-attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, const attn_tensor *dout,
-                                      const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
-                                      const attn_tensor *out, const attn_tensor *lse, const int64_t *cu_seqlens_q,
-                                      const int64_t *cu_seqlens_k, int64_t batch, const attn_tensor *const *masks,
-                                      const attn_sdpa_options *options, attn_error *err) {
+/* The sequences' backward plans ([nb]) and the list of those the fused
+ * kernel runs ([nb]), from a: the one place that takes them, so that the
+ * workspace's measure counts what the call takes. False where a has no
+ * room (or only measures, which counts them all the same). */
+static bool take_plans(attn_arena *a, size_t nb, bseq **seqs, const attn_grad_slices ***fused) {
+    *seqs = attn_arena_alloc(a, nb, sizeof **seqs);
+    *fused = attn_arena_alloc(a, nb, sizeof **fused);
+    return *seqs && *fused;
+}
+
+/* attn_sdpa_varlen_backward, or with `bytes` the workspace it needs: the
+ * same checks and plans, then the plans' and the kernels' scratch
+ * measured (the call measures too, with a workspace, before taking it).
+ * The plans must exist to be measured, so a measuring call keeps them in
+ * malloc's memory. */
+static attn_status varlen_backward(size_t *bytes, attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,
+                                   const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k,
+                                   const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse,
+                                   const int64_t *cu_seqlens_q, const int64_t *cu_seqlens_k, int64_t batch,
+                                   const attn_tensor *const *masks, const attn_sdpa_options *options,
+                                   attn_error *err) {
     attn_sdpa_options o;
     attn_context c;
     attn_status st = attn_options_read(&o, &c, options, err);
@@ -626,15 +642,16 @@ attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_ten
      * (and, with a workspace, measured against it first), then the fused
      * kernel's items of every sequence run as one job: nothing is written
      * unless every sequence passed and all memory was had. */
-    attn_arena arena = attn_arena_over(c.workspace, c.workspace_size);
+    bool in_workspace = c.workspace && !bytes;
+    attn_arena arena = attn_arena_over(in_workspace ? c.workspace : NULL, in_workspace ? c.workspace_size : 0);
     size_t nb = batch > 0 ? (size_t)batch : 1;
     if ((uint64_t)nb > SIZE_MAX / (sizeof(bseq) + sizeof(attn_grad_slices *)))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "%lld sequences' plans overflow", (long long)batch);
-    bseq *seqs = attn_arena_alloc(&arena, nb, sizeof *seqs);
-    const attn_grad_slices **fused = attn_arena_alloc(&arena, nb, sizeof *fused);
-    if (!seqs || !fused) {
+    bseq *seqs;
+    const attn_grad_slices **fused;
+    if (!take_plans(&arena, nb, &seqs, &fused)) {
         attn_arena_release(&arena);
-        return attn_fail(err, c.workspace ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
+        return attn_fail(err, in_workspace ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the backward plans of %lld sequences (%zu bytes)", (long long)batch,
                          nb * (sizeof(bseq) + sizeof *fused));
     }
@@ -663,15 +680,23 @@ attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_ten
      * else the exact one, else, no sequence having queries and keys, none,
      * as attn_sdpa_varlen's line says. */
     attn_run_info info = {any_planned ? "exact" : "none", "-", NULL, 1, 1, 0, 0, NULL, 1, NULL, 0, 0, NULL, 1, 0};
-    if (!st && c.workspace) { /* too small a workspace fails before anything is written */
+    if (!st && (bytes || c.workspace)) { /* too small a workspace fails before anything is written */
         attn_arena m = attn_arena_measuring();
+        bseq *none;
+        const attn_grad_slices **none_fused;
+        (void)take_plans(&m, nb, &none, &none_fused); /* counted, as the call takes them from the workspace */
         for (int64_t b = 0; b < batch && !st; b++)
             if (seqs[b].planned) st = in_sequence(attn_backward_take(&seqs[b].call, &m, err), b, err);
         if (!st) st = attn_flash_backward_run_calls(fused, n_fused, &info, err);
-        size_t need = arena.used + attn_arena_needed(&m);
+        size_t need = attn_arena_needed(&m);
+        if (!st && bytes) {
+            attn_arena_release(&arena);
+            *bytes = need;
+            return ATTN_OK;
+        }
         if (!st && need > c.workspace_size)
-            st = attn_fail(err, ATTN_ERR_WORKSPACE, "the context's workspace has %zu bytes but this call needs %zu",
-                           c.workspace_size, need);
+            st = attn_fail(err, ATTN_ERR_WORKSPACE, "the context's workspace has %zu bytes but this call needs %zu "
+                           "(attn_sdpa_varlen_backward_workspace_size)", c.workspace_size, need);
     }
     bool verbose = attn_verbose_on();
     double t0 = verbose ? attn_now_ms() : 0;
@@ -706,6 +731,27 @@ attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_ten
         }
     }
     return ATTN_OK;
+}
+
+attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, const attn_tensor *dout,
+                                      const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                      const attn_tensor *out, const attn_tensor *lse, const int64_t *cu_seqlens_q,
+                                      const int64_t *cu_seqlens_k, int64_t batch, const attn_tensor *const *masks,
+                                      const attn_sdpa_options *options, attn_error *err) {
+    return varlen_backward(NULL, dq, dk, dv, dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, batch, masks,
+                           options, err);
+}
+
+attn_status attn_sdpa_varlen_backward_workspace_size(size_t *bytes, attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,
+                                                     const attn_tensor *dout, const attn_tensor *q,
+                                                     const attn_tensor *k, const attn_tensor *v,
+                                                     const attn_tensor *out, const attn_tensor *lse,
+                                                     const int64_t *cu_seqlens_q, const int64_t *cu_seqlens_k,
+                                                     int64_t batch, const attn_tensor *const *masks,
+                                                     const attn_sdpa_options *options, attn_error *err) {
+    if (!bytes) return attn_fail(err, ATTN_ERR_NULL, "bytes is NULL");
+    return varlen_backward(bytes, dq, dk, dv, dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, batch, masks,
+                           options, err);
 }
 
 /* ---- A ragged batch planned once and run for every layer (sdpa_plan.c) ----
