@@ -1231,7 +1231,8 @@ ATTN_API attn_status attn_sdpa_dropout_mask(attn_tensor *keep, const attn_tensor
  *
  * Measuring without buffers (since 0.4.0), one rule for every measuring
  * function (attn_sdpa_workspace_size, attn_sdpa_backward_workspace_size,
- * attn_mha_workspace_size, attn_mha_cached_workspace_size): a measuring
+ * attn_sdpa_varlen_backward_workspace_size, attn_mha_workspace_size,
+ * attn_mha_cached_workspace_size): a measuring
  * call reads no element, so any tensor it is given, input, output, mask or
  * parameter, may have NULL data, standing for a buffer of that layout not
  * yet allocated, and *bytes is what the same layouts with data take. Only
@@ -1240,8 +1241,7 @@ ATTN_API attn_status attn_sdpa_dropout_mask(attn_tensor *keep, const attn_tensor
  * writes every tensor it is given, so NULL data there fails with
  * ATTN_ERR_NULL, "<name> has NULL data", before anything is written.
  * (A plan, attn_sdpa_plan_init and its kind, is made from tensors with
- * data: it checks the buffers' overlaps as the call would; so is
- * attn_sdpa_varlen_backward_workspace_size measured.) */
+ * data: it checks the buffers' overlaps as the call would.) */
 ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, attn_tensor *lse,
                                               attn_tensor *weights, const attn_tensor *q,
                                               const attn_tensor *k, const attn_tensor *v,
@@ -1564,12 +1564,12 @@ ATTN_API attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk,
 
 /* The bytes of workspace attn_sdpa_varlen_backward with these arguments
  * needs: the sequences' plans and the kernels' scratch of the whole batch,
- * measured by the code that takes them (see attn_sdpa_workspace_size). The
- * tensors need their data, as the call's checks do (an output overlapping
- * an input is refused here too), and the plans are made, to be measured,
- * in memory from malloc, freed before it returns. Errors: those of
- * attn_sdpa_varlen_backward without a workspace (ATTN_ERR_NO_MEMORY
- * included), and ATTN_ERR_NULL (bytes NULL). */
+ * measured by the code that takes them (see attn_sdpa_workspace_size;
+ * tensors and masks may have NULL data, as there; the offsets are read).
+ * The sequences' plans are made, to be measured, in memory from malloc,
+ * freed before it returns. Errors: those of attn_sdpa_varlen_backward
+ * without a workspace (ATTN_ERR_NO_MEMORY included), and ATTN_ERR_NULL
+ * (bytes NULL). */
 ATTN_API attn_status attn_sdpa_varlen_backward_workspace_size(size_t *bytes, attn_tensor *dq, attn_tensor *dk,
                                                               attn_tensor *dv, const attn_tensor *dout,
                                                               const attn_tensor *q, const attn_tensor *k,

@@ -834,6 +834,21 @@ static void test_backward_workspace_size(void) {
             if (!ref) ref = attn_sdpa_varlen_backward_workspace_size(&need, &g1[0], &g1[1], &g1[2], &dout, &bt.q, &bt.k,
                                                                      &bt.v, &out, &lse, bt.cu_q, bt.cu_k, c->B, masks,
                                                                      &o, &err);
+            /* measured without buffers: every tensor and mask with NULL data, the same bytes */
+            size_t bare = 0;
+            attn_tensor nq = bt.q, nk = bt.k, nv = bt.v, nout = out, nlse = lse, ndout = dout, ng[3], nmask[64];
+            const attn_tensor *nmasks[64];
+            nq.data = nk.data = nv.data = nout.data = nlse.data = ndout.data = NULL;
+            for (int t = 0; t < 3; t++) ng[t] = g1[t], ng[t].data = NULL;
+            for (int b = 0; b < c->B; b++)
+                nmask[b] = bt.masks[b], nmask[b].data = NULL, nmasks[b] = bt.mask_ptr[b] ? &nmask[b] : NULL;
+            attn_status nst = ref ? ref : attn_sdpa_varlen_backward_workspace_size(
+                                              &bare, &ng[0], &ng[1], &ng[2], &ndout, &nq, &nk, &nv, &nout, &nlse,
+                                              bt.cu_q, bt.cu_k, c->B, c->mask ? nmasks : NULL, &o, &err);
+            char nname[160];
+            snprintf(nname, sizeof nname, "varlen_backward_workspace_size_%s_threads%d_without_buffers", c->name, threads);
+            check(!nst && bare == need, nname, "status %d (%s), %zu bytes without buffers, %zu with", (int)nst,
+                  nst ? err.message : "", bare, need);
             /* the workspace at an odd address: the size covers any alignment */
             char *buf = malloc(need + 1), *ws = buf + 1;
             if (!ref) got = backward_into(g1, &untouched, &dout, &bt, &out, &lse, c->B, masks, &ctx, ws, need, &err);
