@@ -1231,7 +1231,8 @@ ATTN_API attn_status attn_sdpa_dropout_mask(attn_tensor *keep, const attn_tensor
  *
  * Measuring without buffers (since 0.4.0), one rule for every measuring
  * function (attn_sdpa_workspace_size, attn_sdpa_backward_workspace_size,
- * attn_mha_workspace_size, attn_mha_cached_workspace_size): a measuring
+ * attn_sdpa_varlen_backward_workspace_size, attn_mha_workspace_size,
+ * attn_mha_cached_workspace_size): a measuring
  * call reads no element, so any tensor it is given, input, output, mask or
  * parameter, may have NULL data, standing for a buffer of that layout not
  * yet allocated, and *bytes is what the same layouts with data take. Only
@@ -1550,7 +1551,7 @@ ATTN_API attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_
  * attn_sdpa_backward runs it.) Scratch: the sequences' plans (about 4 KiB
  * each) and the kernels' scratch for all of them at once; with a workspace
  * (attn_context) all of it comes from there, and it must hold the whole
- * batch's (ATTN_ERR_WORKSPACE). Errors: those of attn_sdpa_backward for any
+ * batch's (ATTN_ERR_WORKSPACE; attn_sdpa_varlen_backward_workspace_size). Errors: those of attn_sdpa_backward for any
  * sequence (named in the message), and those of attn_sdpa_varlen's offsets,
  * shapes and options (a gradient over the offsets: ATTN_ERR_STRIDE). Every sequence is checked and all memory taken
  * before any gradient is written. */
@@ -1560,6 +1561,23 @@ ATTN_API attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk,
                                                const int64_t *cu_seqlens_q, const int64_t *cu_seqlens_k, int64_t batch,
                                                const attn_tensor *const *masks, const attn_sdpa_options *options,
                                                attn_error *err);
+
+/* The bytes of workspace attn_sdpa_varlen_backward with these arguments
+ * needs: the sequences' plans and the kernels' scratch of the whole batch,
+ * measured by the code that takes them (see attn_sdpa_workspace_size;
+ * tensors and masks may have NULL data, as there; the offsets are read).
+ * The sequences' plans are made, to be measured, in memory from malloc,
+ * freed before it returns. Errors: those of attn_sdpa_varlen_backward
+ * without a workspace (ATTN_ERR_NO_MEMORY included), and ATTN_ERR_NULL
+ * (bytes NULL). */
+ATTN_API attn_status attn_sdpa_varlen_backward_workspace_size(size_t *bytes, attn_tensor *dq, attn_tensor *dk,
+                                                              attn_tensor *dv, const attn_tensor *dout,
+                                                              const attn_tensor *q, const attn_tensor *k,
+                                                              const attn_tensor *v, const attn_tensor *out,
+                                                              const attn_tensor *lse, const int64_t *cu_seqlens_q,
+                                                              const int64_t *cu_seqlens_k, int64_t batch,
+                                                              const attn_tensor *const *masks,
+                                                              const attn_sdpa_options *options, attn_error *err);
 
 /* Merge partial attention results over disjoint sets of keys: given
  * (outs[i], lses[i]) = attn_sdpa of the same queries against key set i, for

@@ -468,12 +468,20 @@ typedef struct varlen_backward_case {
     attn_tensor q, k, v, out, lse, dout, g[3];
     int64_t cu_q[4], cu_k[4];
     attn_sdpa_options o;
+    size_t bytes; /* attn_sdpa_varlen_backward_workspace_size's answer */
 } varlen_backward_case;
 
 static attn_status run_varlen_backward(void *ctx, attn_error *err) {
     varlen_backward_case *c = ctx;
     return attn_sdpa_varlen_backward(&c->g[0], &c->g[1], &c->g[2], &c->dout, &c->q, &c->k, &c->v, &c->out, &c->lse,
                                      c->cu_q, c->cu_k, 3, NULL, &c->o, err);
+}
+
+/* The size query makes the sequences' plans in malloc's memory to measure them. */
+static attn_status run_varlen_backward_size(void *ctx, attn_error *err) {
+    varlen_backward_case *c = ctx;
+    return attn_sdpa_varlen_backward_workspace_size(&c->bytes, &c->g[0], &c->g[1], &c->g[2], &c->dout, &c->q, &c->k,
+                                                    &c->v, &c->out, &c->lse, c->cu_q, c->cu_k, 3, NULL, &c->o, err);
 }
 
 /* Three sequences of 20, 7 and 33 queries against 30, 9 and 40 keys,
@@ -495,6 +503,9 @@ static void varlen_backward_subject(attn_dtype dt) {
                  {c.g[0].data, c.g[1].data, c.g[2].data}, {0, 0, 0}, NULL};
     for (int i = 0; i < 3; i++) s.output_bytes[i] = (size_t)attn_tensor_numel(&c.g[i]) * attn_dtype_size(dt);
     test_subject(&s);
+    subject size = {dt == ATTN_F32 ? "sdpa_varlen_backward_workspace_size_f32" : "sdpa_varlen_backward_workspace_size_f64",
+                    run_varlen_backward_size, &c, {&c.bytes, NULL, NULL}, {sizeof c.bytes, 0, 0}, NULL};
+    test_subject(&size);
     attn_tensor *all[] = {&c.q, &c.k, &c.v, &c.out, &c.lse, &c.dout, &c.g[0], &c.g[1], &c.g[2]};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) __real_free(all[i]->data);
 }

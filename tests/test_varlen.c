@@ -773,6 +773,157 @@ static void test_backward_workspace(void) {
     free_batch(&bt, c.B);
 }
 
+/* One size query against its call: every gradient filled with 0x55, the
+ * call run with a workspace of `bytes` (NULL: none); *untouched says
+ * whether every gradient kept its 0x55. */
+static attn_status backward_into(attn_tensor g[3], int *untouched, const attn_tensor *dout, const batch *bt,
+                                 const attn_tensor *out, const attn_tensor *lse, int B, const attn_tensor *const *masks,
+                                 attn_context *ctx, void *ws, size_t bytes, attn_error *err) {
+    for (int t = 0; t < 3; t++) memset(g[t].data, 0x55, bytes_of(&g[t]));
+    ctx->workspace = ws, ctx->workspace_size = ws ? bytes : 0;
+    attn_sdpa_options o = bt->o;
+    o.context = ctx;
+    attn_status st = attn_sdpa_varlen_backward(&g[0], &g[1], &g[2], dout, &bt->q, &bt->k, &bt->v, out, lse, bt->cu_q,
+                                               bt->cu_k, B, masks, &o, err);
+    *untouched = 1;
+    for (int t = 0; t < 3; t++)
+        for (size_t i = 0; i < bytes_of(&g[t]); i++) *untouched &= ((unsigned char *)g[t].data)[i] == 0x55;
+    return st;
+}
+
+/* attn_sdpa_varlen_backward_workspace_size: a workspace of exactly the
+ * bytes it gives runs the call, bitwise the call without one; one byte
+ * less is refused (ATTN_ERR_WORKSPACE, naming the function) with every
+ * gradient unwritten. Ragged batches with sequences of no queries and of
+ * no keys (make_batch), f32 (fused kernel, GQA, masks) and f64 (exact),
+ * at 1, 2 and 3 threads. */
+static void test_backward_workspace_size(void) {
+    /* name, dtype, kv dtype, Hq, Hk, E, Ev, B, max_len, decode, causal, scale, alibi, sinks, rope, bf16, strided,
+     * softcap, dropout, window, mask */
+    static const vcase CASES[] = {
+        {"bwsz_f32", ATTN_F32, ATTN_F32, 4, 2, 32, 24, 9, 150, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {"bwsz_f32_masks_rope", ATTN_F32, ATTN_F32, 2, 2, 16, 16, 12, 70, 0, ATTN_CAUSAL_NONE, 1, 0, 1, 1, 0, 1, 0, 0, 0, 1},
+        {"bwsz_f32_one_long", ATTN_F32, ATTN_F32, 4, 1, 32, 32, 6, 40, 1, ATTN_CAUSAL_NONE, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+        {"bwsz_f64", ATTN_F64, ATTN_F64, 3, 1, 8, 12, 8, 40, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2},
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        const vcase *c = &CASES[i];
+        batch bt;
+        make_batch(&bt, c);
+        const attn_tensor *const *masks = c->mask ? bt.mask_ptr : NULL;
+        int64_t so[3] = {bt.Tq, c->Hq, c->Ev}, sl[2] = {bt.Tq, c->Hq};
+        int64_t sdq[3] = {bt.Tq, c->Hq, c->E}, sdk[3] = {bt.Tk, c->Hk, c->E}, sdv[3] = {bt.Tk, c->Hk, c->Ev};
+        attn_tensor out = zeros(c->dtype, 3, so), lse = zeros(c->dtype, 2, sl), dout;
+        attn_tensor_init(&dout, random_buf(c->dtype, bt.Tq * c->Hq * c->Ev), c->dtype, 3, so, NULL, NULL);
+        attn_tensor g0[3] = {zeros(c->dtype, 3, sdq), zeros(c->dtype, 3, sdk), zeros(c->dtype, 3, sdv)};
+        attn_tensor g1[3] = {zeros(c->dtype, 3, sdq), zeros(c->dtype, 3, sdk), zeros(c->dtype, 3, sdv)};
+        attn_error err;
+        attn_status st = attn_sdpa_varlen(&out, &lse, &bt.q, &bt.k, &bt.v, bt.cu_q, bt.cu_k, c->B, masks, &bt.o, &err);
+        int empties = 0; /* the batch has sequences of no queries and of no keys */
+        for (int b = 0; b < c->B; b++)
+            empties |= (bt.cu_q[b + 1] == bt.cu_q[b] ? 1 : 0) | (bt.cu_k[b + 1] == bt.cu_k[b] ? 2 : 0);
+        for (int threads = 1; threads <= 3; threads++) {
+            attn_context ctx = attn_context_default();
+            ctx.num_threads = threads;
+            attn_sdpa_options o = bt.o;
+            o.context = &ctx;
+            int untouched = 0, same = 0, kept = 0;
+            size_t need = 0;
+            attn_status ref = st, got = st, small = st;
+            if (!st) ref = backward_into(g0, &untouched, &dout, &bt, &out, &lse, c->B, masks, &ctx, NULL, 0, &err);
+            if (!ref) ref = attn_sdpa_varlen_backward_workspace_size(&need, &g1[0], &g1[1], &g1[2], &dout, &bt.q, &bt.k,
+                                                                     &bt.v, &out, &lse, bt.cu_q, bt.cu_k, c->B, masks,
+                                                                     &o, &err);
+            /* measured without buffers: every tensor and mask with NULL data, the same bytes */
+            size_t bare = 0;
+            attn_tensor nq = bt.q, nk = bt.k, nv = bt.v, nout = out, nlse = lse, ndout = dout, ng[3], nmask[64];
+            const attn_tensor *nmasks[64];
+            nq.data = nk.data = nv.data = nout.data = nlse.data = ndout.data = NULL;
+            for (int t = 0; t < 3; t++) ng[t] = g1[t], ng[t].data = NULL;
+            for (int b = 0; b < c->B; b++)
+                nmask[b] = bt.masks[b], nmask[b].data = NULL, nmasks[b] = bt.mask_ptr[b] ? &nmask[b] : NULL;
+            attn_status nst = ref ? ref : attn_sdpa_varlen_backward_workspace_size(
+                                              &bare, &ng[0], &ng[1], &ng[2], &ndout, &nq, &nk, &nv, &nout, &nlse,
+                                              bt.cu_q, bt.cu_k, c->B, c->mask ? nmasks : NULL, &o, &err);
+            char nname[160];
+            snprintf(nname, sizeof nname, "varlen_backward_workspace_size_%s_threads%d_without_buffers", c->name, threads);
+            check(!nst && bare == need, nname, "status %d (%s), %zu bytes without buffers, %zu with", (int)nst,
+                  nst ? err.message : "", bare, need);
+            /* the workspace at an odd address: the size covers any alignment */
+            char *buf = malloc(need + 1), *ws = buf + 1;
+            if (!ref) got = backward_into(g1, &untouched, &dout, &bt, &out, &lse, c->B, masks, &ctx, ws, need, &err);
+            same = !ref && !got;
+            for (int t = 0; t < 3 && same; t++) same = !memcmp(g0[t].data, g1[t].data, bytes_of(&g0[t]));
+            char name[160];
+            snprintf(name, sizeof name, "varlen_backward_workspace_size_%s_threads%d", c->name, threads);
+            check(same && need > 0 && empties == 3, name, "status %d %d (%s), %zu bytes, gradients %s, empty sequences %d",
+                  (int)ref, (int)got, got ? err.message : "", need, same ? "same" : "differ", empties);
+            if (!ref && !got)
+                small = backward_into(g1, &kept, &dout, &bt, &out, &lse, c->B, masks, &ctx, ws, need - 1, &err);
+            snprintf(name, sizeof name, "varlen_backward_workspace_size_%s_threads%d_one_byte_short", c->name, threads);
+            check(small == ATTN_ERR_WORKSPACE && kept && strstr(err.message, "attn_sdpa_varlen_backward_workspace_size"),
+                  name, "status %d, gradients %s: %s", (int)small, kept ? "untouched" : "WRITTEN", err.message);
+            free(buf);
+        }
+        free(out.data), free(lse.data), free(dout.data);
+        for (int t = 0; t < 3; t++) free(g0[t].data), free(g1[t].data);
+        free_batch(&bt, c->B);
+    }
+}
+
+/* The size query refuses what the call refuses, with the same status and
+ * message: bad offsets, batch < 0, a gradient of the wrong shape, no
+ * gradient asked for, out or lse NULL, a 16-bit q, a gradient over an
+ * input; and bytes NULL. */
+static void test_backward_workspace_size_errors(void) {
+    enum { T = 6, H = 2, E = 4 };
+    float qd[T * H * E] = {0}, od[T * H * E] = {0}, ld[T * H] = {0}, dq[T * H * E], dk[T * H * E], dv[T * H * E];
+    uint16_t hd[T * H * E] = {0};
+    int64_t s3[3] = {T, H, E}, s2[2] = {T, H}, bad[3] = {T, H, E + 1};
+    attn_tensor q, o, l, gq, gk, gv, wrong, half;
+    attn_tensor_init(&q, qd, ATTN_F32, 3, s3, NULL, NULL), attn_tensor_init(&o, od, ATTN_F32, 3, s3, NULL, NULL);
+    attn_tensor_init(&l, ld, ATTN_F32, 2, s2, NULL, NULL), attn_tensor_init(&gq, dq, ATTN_F32, 3, s3, NULL, NULL);
+    attn_tensor_init(&gk, dk, ATTN_F32, 3, s3, NULL, NULL), attn_tensor_init(&gv, dv, ATTN_F32, 3, s3, NULL, NULL);
+    attn_tensor_init(&wrong, dq, ATTN_F32, 3, bad, NULL, NULL), attn_tensor_init(&half, hd, ATTN_F16, 3, s3, NULL, NULL);
+    int64_t cu[3] = {0, 4, 6}, down[3] = {0, 5, 4}, from1[3] = {1, 4, 6};
+    struct {
+        const char *name;
+        attn_tensor *dq, *dk, *dv;
+        const attn_tensor *q, *out, *lse;
+        const int64_t *cu_q;
+        int64_t batch;
+    } C[] = {
+        {"decreasing_offsets", &gq, &gk, &gv, &q, &o, &l, down, 2},
+        {"offsets_not_from_0", &gq, &gk, &gv, &q, &o, &l, from1, 2},
+        {"offsets_null", &gq, &gk, &gv, &q, &o, &l, NULL, 2},
+        {"batch_negative", &gq, &gk, &gv, &q, &o, &l, cu, -1},
+        {"dq_shape", &wrong, &gk, &gv, &q, &o, &l, cu, 2},
+        {"no_gradient", NULL, NULL, NULL, &q, &o, &l, cu, 2},
+        {"out_null", &gq, &gk, &gv, &q, NULL, &l, cu, 2},
+        {"lse_null", &gq, &gk, &gv, &q, &o, NULL, cu, 2},
+        {"f16_q", &gq, &gk, &gv, &half, &o, &l, cu, 2},
+        {"dk_over_q", &gq, &q, &gv, &q, &o, &l, cu, 2},
+    };
+    for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
+        attn_error e1, e2;
+        size_t bytes = 12345;
+        attn_status a = attn_sdpa_varlen_backward_workspace_size(&bytes, C[i].dq, C[i].dk, C[i].dv, &o, C[i].q, &q, &q,
+                                                                 C[i].out, C[i].lse, C[i].cu_q, cu, C[i].batch, NULL,
+                                                                 NULL, &e1);
+        attn_status b = attn_sdpa_varlen_backward(C[i].dq, C[i].dk, C[i].dv, &o, C[i].q, &q, &q, C[i].out, C[i].lse,
+                                                  C[i].cu_q, cu, C[i].batch, NULL, NULL, &e2);
+        char name[96];
+        snprintf(name, sizeof name, "varlen_backward_workspace_size_refuses_%s", C[i].name);
+        check(a != ATTN_OK && a == b && !strcmp(e1.message, e2.message) && bytes == 12345, name,
+              "size query %d (%s), call %d (%s), bytes %zu", (int)a, e1.message, (int)b, e2.message, bytes);
+    }
+    attn_error err;
+    attn_status st = attn_sdpa_varlen_backward_workspace_size(NULL, &gq, &gk, &gv, &o, &q, &q, &q, &o, &l, cu, cu, 2,
+                                                              NULL, NULL, &err);
+    check(st == ATTN_ERR_NULL && strstr(err.message, "bytes is NULL"), "varlen_backward_workspace_size_refuses_bytes_null",
+          "status %d: %s", (int)st, err.message);
+}
+
 /* The ragged backward's scratch is that of the sequences in flight, not of
  * the whole batch: sixteen equal sequences (GQA, so dk and dv have partial
  * sums per query head) fit in a workspace of twice what attn_sdpa_backward
@@ -970,6 +1121,8 @@ int main(void) {
     test_half_q(ATTN_BF16, "bf16");
     test_half_q(ATTN_F16, "f16");
     test_backward_workspace();
+    test_backward_workspace_size();
+    test_backward_workspace_size_errors();
     test_backward_one_job();
     test_backward_group_items();
     test_backward_scratch_of_largest();

@@ -1,4 +1,4 @@
-/* varlen.c -- ragged batches: attn_sdpa_varlen and attn_sdpa_varlen_backward.
+/* varlen.c -- ragged batches: attn_sdpa_varlen, attn_sdpa_varlen_backward and its workspace size.
  *
  * q, k and v hold the sequences of a batch one after another along their
  * first dimension, (total, H, E), and cu_seqlens_q / cu_seqlens_k say where
@@ -48,8 +48,8 @@ typedef struct bseq {
 /* Rows r0 .. r0+n-1 of a packed (T, H, X) tensor as the (H, n, X) tensor
  * attn_sdpa takes, or of a packed (T, H) lse as (H, n). */
 static void seq_view(attn_tensor *dst, const attn_tensor *t, int64_t r0, int64_t n) {
-    *dst = *t;
-    dst->data = (char *)t->data + r0 * t->strides[0] * attn_stride_unit(t->dtype);
+    *dst = *t; /* NULL data (a measuring call's) stays NULL: no offset from NULL */
+    if (t->data) dst->data = (char *)t->data + r0 * t->strides[0] * attn_stride_unit(t->dtype);
     dst->shape[0] = t->shape[1], dst->strides[0] = t->strides[1];
     dst->shape[1] = n, dst->strides[1] = t->strides[0];
 }
@@ -97,15 +97,17 @@ static attn_tensor offsets_bytes(const int64_t *cu, int64_t batch) {
 }
 
 /* A packed tensor: rank 3, one of the dtypes `ok` allows, H and X >= 1
- * (T may be 0), data unless it is empty, offsets that fit. */
-static attn_status check_packed(const attn_tensor *t, const char *name, attn_error *err) {
+ * (T may be 0), data unless it is empty (or the call only measures:
+ * attn_check_data), offsets that fit. */
+static attn_status check_packed(const attn_tensor *t, const char *name, bool measuring, attn_error *err) {
     if (!t) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", name);
     if (t->rank != 3)
         return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; packed sequences are (total, heads, size)", name, t->rank);
     if (t->shape[0] < 0 || t->shape[1] < 1 || t->shape[2] < 1)
         return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape (%lld, %lld, %lld); heads and size must be >= 1", name,
                          (long long)t->shape[0], (long long)t->shape[1], (long long)t->shape[2]);
-    if (!t->data && t->shape[0] > 0) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
+    if (!t->data && !measuring && t->shape[0] > 0)
+        return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
     return attn_check_extent(t, name, err);
 }
 
@@ -113,9 +115,10 @@ static attn_status check_packed(const attn_tensor *t, const char *name, attn_err
  * stride 0 in a dimension of size > 1 unless it has no rows (nothing is
  * written to it; NumPy gives an empty array strides of 0). `written` false:
  * a tensor the backward reads (out, lse, dout), shaped like an output but
- * taking any strides, 0 too, as attn_sdpa_backward takes them. */
+ * taking any strides, 0 too, as attn_sdpa_backward takes them. `measuring`:
+ * NULL data allowed (attn_check_data). */
 static attn_status check_packed_out(const attn_tensor *t, const char *name, int rank, const int64_t *want,
-                                    attn_dtype dtype, bool written, attn_error *err) {
+                                    attn_dtype dtype, bool written, bool measuring, attn_error *err) {
     if (!t) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", name);
     if (t->rank != rank) return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; it must be %d", name, t->rank, rank);
     if (t->dtype != dtype)
@@ -130,7 +133,7 @@ static attn_status check_packed_out(const attn_tensor *t, const char *name, int 
         }
     attn_status st = written ? attn_check_writable(t, name, err) : ATTN_OK;
     if (st) return st;
-    if (!t->data && t->shape[0] > 0) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
+    if (!t->data && !measuring && t->shape[0] > 0) return attn_fail(err, ATTN_ERR_NULL, "%s has NULL data", name);
     return attn_check_extent(t, name, err);
 }
 
@@ -189,9 +192,10 @@ static void descale_row(attn_tensor *dst, const attn_tensor *t, int64_t b) {
  * v packed alike, the offsets, options a ragged batch takes. */
 static attn_status check_batch(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                const int64_t *cu_q, const int64_t *cu_k, int64_t batch, const attn_sdpa_options *o,
-                               attn_error *err) {
+                               bool measuring, attn_error *err) {
     attn_status st;
-    if ((st = check_packed(q, "q", err)) || (st = check_packed(k, "k", err)) || (st = check_packed(v, "v", err)))
+    if ((st = check_packed(q, "q", measuring, err)) || (st = check_packed(k, "k", measuring, err)) ||
+        (st = check_packed(v, "v", measuring, err)))
         return st;
     if (k->shape[0] != v->shape[0])
         return attn_fail(err, ATTN_ERR_SHAPE, "k has %lld row%s but v has %lld; they must match", (long long)k->shape[0],
@@ -482,10 +486,10 @@ static attn_status check_varlen(attn_tensor *out, attn_tensor *lse, const attn_t
                                 const attn_tensor *const *masks, const attn_sdpa_options *o, const attn_context *c,
                                 attn_error *err) {
     attn_status st;
-    if ((st = check_batch(q, k, v, cu_q, cu_k, batch, o, err))) return st;
+    if ((st = check_batch(q, k, v, cu_q, cu_k, batch, o, false, err))) return st;
     int64_t want_out[3] = {q->shape[0], q->shape[1], v->shape[2]};
-    if ((st = check_packed_out(out, "out", 3, want_out, q->dtype, true, err)) ||
-        (lse && (st = check_packed_out(lse, "lse", 2, want_out, lse_dtype(q), true, err))))
+    if ((st = check_packed_out(out, "out", 3, want_out, q->dtype, true, false, err)) ||
+        (lse && (st = check_packed_out(lse, "lse", 2, want_out, lse_dtype(q), true, false, err))))
         return st;
     /* The plans check each sequence's views again; this covers the rows of
      * sequences no plan sees. */
@@ -525,7 +529,7 @@ static attn_status check_paged(int64_t *Ev_out, attn_tensor *out, attn_tensor *l
                                const attn_paged_rows *v_pages, const attn_tensor *const *masks,
                                const attn_sdpa_options *o, const attn_context *c, attn_error *err) {
     attn_status st;
-    if ((st = check_packed(q, "q", err)) || (st = check_batch_options(o, q, err)) ||
+    if ((st = check_packed(q, "q", false, err)) || (st = check_batch_options(o, q, err)) ||
         (st = attn_check_cu_seqlens(cu_seqlens_q, batch, q->shape[0], "cu_seqlens_q", err)))
         return st;
     if (batch > 0 && (!k_pages || !v_pages)) return attn_fail(err, ATTN_ERR_NULL, "k_pages or v_pages is NULL");
@@ -552,8 +556,8 @@ static attn_status check_paged(int64_t *Ev_out, attn_tensor *out, attn_tensor *l
         Ev = vp->cols;
     }
     int64_t want_out[3] = {q->shape[0], q->shape[1], Ev};
-    if ((st = check_packed_out(out, "out", 3, want_out, q->dtype, true, err)) ||
-        (lse && (st = check_packed_out(lse, "lse", 2, want_out, lse_dtype(q), true, err))))
+    if ((st = check_packed_out(out, "out", 3, want_out, q->dtype, true, false, err)) ||
+        (lse && (st = check_packed_out(lse, "lse", 2, want_out, lse_dtype(q), true, false, err))))
         return st;
     const attn_tensor cq = offsets_bytes(cu_seqlens_q, batch);
     attn_named ins[2 + ATTN_OPTION_TENSORS] = {{q, "q"}, {&cq, "cu_seqlens_q"}};
@@ -585,15 +589,32 @@ attn_status attn_sdpa_varlen_paged(attn_tensor *out, attn_tensor *lse, const att
     return varlen_forward(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, Ev, 0, NULL, err);
 }
 
-attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, const attn_tensor *dout,
-                                      const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
-                                      const attn_tensor *out, const attn_tensor *lse, const int64_t *cu_seqlens_q,
-                                      const int64_t *cu_seqlens_k, int64_t batch, const attn_tensor *const *masks,
-                                      const attn_sdpa_options *options, attn_error *err) {
+/* The sequences' backward plans ([nb]) and the list of those the fused
+ * kernel runs ([nb]), from a: the one place that takes them, so that the
+ * workspace's measure counts what the call takes. False where a has no
+ * room (or only measures, which counts them all the same). */
+static bool take_plans(attn_arena *a, size_t nb, bseq **seqs, const attn_grad_slices ***fused) {
+    *seqs = attn_arena_alloc(a, nb, sizeof **seqs);
+    *fused = attn_arena_alloc(a, nb, sizeof **fused);
+    return *seqs && *fused;
+}
+
+/* attn_sdpa_varlen_backward, or with `bytes` the workspace it needs: the
+ * same checks and plans, then the plans' and the kernels' scratch
+ * measured (the call measures too, with a workspace, before taking it).
+ * The plans must exist to be measured, so a measuring call keeps them in
+ * malloc's memory. */
+static attn_status varlen_backward(size_t *bytes, attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,
+                                   const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k,
+                                   const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse,
+                                   const int64_t *cu_seqlens_q, const int64_t *cu_seqlens_k, int64_t batch,
+                                   const attn_tensor *const *masks, const attn_sdpa_options *options,
+                                   attn_error *err) {
     attn_sdpa_options o;
     attn_context c;
     attn_status st = attn_options_read(&o, &c, options, err);
-    if (st || (st = check_batch(q, k, v, cu_seqlens_q, cu_seqlens_k, batch, &o, err))) return st;
+    bool measuring = bytes != NULL; /* tensors may have NULL data (attn_check_data) */
+    if (st || (st = check_batch(q, k, v, cu_seqlens_q, cu_seqlens_k, batch, &o, measuring, err))) return st;
     if (attn_dtype_half(q->dtype))
         return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; the ragged backward takes f32 or f64 q (attn_sdpa_backward "
                          "takes a 16-bit one)", attn_dtype_name(q->dtype));
@@ -606,12 +627,13 @@ attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_ten
     if (!dq && !dk && !dv) return attn_fail(err, ATTN_ERR_NULL, "dq, dk and dv are all NULL; ask for one gradient at least");
     /* out, lse and dout as the forward wrote them (checked like outputs:
      * the same shapes, q's dtype), the gradients shaped like their inputs. */
-    if ((st = check_packed_out(out, "out", 3, want_out, q->dtype, false, err)) ||
-        (st = check_packed_out(lse, "lse", 2, want_out, q->dtype, false, err)) ||
-        (st = check_packed_out(dout, "dout", 3, want_out, q->dtype, false, err)))
+    if ((st = check_packed_out(out, "out", 3, want_out, q->dtype, false, measuring, err)) ||
+        (st = check_packed_out(lse, "lse", 2, want_out, q->dtype, false, measuring, err)) ||
+        (st = check_packed_out(dout, "dout", 3, want_out, q->dtype, false, measuring, err)))
         return st;
     for (int t = 0; t < 3; t++)
-        if (grad[t] && (st = check_packed_out(grad[t], NAME[t], 3, like[t]->shape, q->dtype, true, err))) return st;
+        if (grad[t] && (st = check_packed_out(grad[t], NAME[t], 3, like[t]->shape, q->dtype, true, measuring, err)))
+            return st;
     const attn_named outs[3] = {{dq, "dq"}, {dk, "dk"}, {dv, "dv"}};
     const attn_tensor cq = offsets_bytes(cu_seqlens_q, batch), ck = offsets_bytes(cu_seqlens_k, batch);
     attn_named ins[8 + ATTN_OPTION_TENSORS] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"},
@@ -626,15 +648,16 @@ attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_ten
      * (and, with a workspace, measured against it first), then the fused
      * kernel's items of every sequence run as one job: nothing is written
      * unless every sequence passed and all memory was had. */
-    attn_arena arena = attn_arena_over(c.workspace, c.workspace_size);
+    bool in_workspace = c.workspace && !bytes;
+    attn_arena arena = attn_arena_over(in_workspace ? c.workspace : NULL, in_workspace ? c.workspace_size : 0);
     size_t nb = batch > 0 ? (size_t)batch : 1;
     if ((uint64_t)nb > SIZE_MAX / (sizeof(bseq) + sizeof(attn_grad_slices *)))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "%lld sequences' plans overflow", (long long)batch);
-    bseq *seqs = attn_arena_alloc(&arena, nb, sizeof *seqs);
-    const attn_grad_slices **fused = attn_arena_alloc(&arena, nb, sizeof *fused);
-    if (!seqs || !fused) {
+    bseq *seqs;
+    const attn_grad_slices **fused;
+    if (!take_plans(&arena, nb, &seqs, &fused)) {
         attn_arena_release(&arena);
-        return attn_fail(err, c.workspace ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
+        return attn_fail(err, in_workspace ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the backward plans of %lld sequences (%zu bytes)", (long long)batch,
                          nb * (sizeof(bseq) + sizeof *fused));
     }
@@ -654,7 +677,8 @@ attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_ten
         for (int t = 0; t < 3; t++)
             if (grad[t]) seq_view(&s->grad[t], grad[t], r0[t], n[t]), g[t] = &s->grad[t];
         attn_sdpa_options ob = seq_options(&o, masks, b);
-        if ((st = attn_backward_plan(&s->call, g, &s->dout, &s->q, &s->k, &s->v, &s->out, &s->lse, &ob, c.num_threads, false, err)))
+        if ((st = attn_backward_plan(&s->call, g, &s->dout, &s->q, &s->k, &s->v, &s->out, &s->lse, &ob, c.num_threads,
+                                     measuring, err)))
             st = in_sequence(st, b, err);
         else if (attn_backward_fused(&s->call))
             fused[n_fused++] = &s->call.gs;
@@ -663,15 +687,23 @@ attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_ten
      * else the exact one, else, no sequence having queries and keys, none,
      * as attn_sdpa_varlen's line says. */
     attn_run_info info = {any_planned ? "exact" : "none", "-", NULL, 1, 1, 0, 0, NULL, 1, NULL, 0, 0, NULL, 1, 0};
-    if (!st && c.workspace) { /* too small a workspace fails before anything is written */
+    if (!st && (bytes || c.workspace)) { /* too small a workspace fails before anything is written */
         attn_arena m = attn_arena_measuring();
+        bseq *none;
+        const attn_grad_slices **none_fused;
+        (void)take_plans(&m, nb, &none, &none_fused); /* counted, as the call takes them from the workspace */
         for (int64_t b = 0; b < batch && !st; b++)
             if (seqs[b].planned) st = in_sequence(attn_backward_take(&seqs[b].call, &m, err), b, err);
         if (!st) st = attn_flash_backward_run_calls(fused, n_fused, &info, err);
-        size_t need = arena.used + attn_arena_needed(&m);
+        size_t need = attn_arena_needed(&m);
+        if (!st && bytes) {
+            attn_arena_release(&arena);
+            *bytes = need;
+            return ATTN_OK;
+        }
         if (!st && need > c.workspace_size)
-            st = attn_fail(err, ATTN_ERR_WORKSPACE, "the context's workspace has %zu bytes but this call needs %zu",
-                           c.workspace_size, need);
+            st = attn_fail(err, ATTN_ERR_WORKSPACE, "the context's workspace has %zu bytes but this call needs %zu "
+                           "(attn_sdpa_varlen_backward_workspace_size)", c.workspace_size, need);
     }
     bool verbose = attn_verbose_on();
     double t0 = verbose ? attn_now_ms() : 0;
@@ -706,6 +738,27 @@ attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_ten
         }
     }
     return ATTN_OK;
+}
+
+attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, const attn_tensor *dout,
+                                      const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                      const attn_tensor *out, const attn_tensor *lse, const int64_t *cu_seqlens_q,
+                                      const int64_t *cu_seqlens_k, int64_t batch, const attn_tensor *const *masks,
+                                      const attn_sdpa_options *options, attn_error *err) {
+    return varlen_backward(NULL, dq, dk, dv, dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, batch, masks,
+                           options, err);
+}
+
+attn_status attn_sdpa_varlen_backward_workspace_size(size_t *bytes, attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,
+                                                     const attn_tensor *dout, const attn_tensor *q,
+                                                     const attn_tensor *k, const attn_tensor *v,
+                                                     const attn_tensor *out, const attn_tensor *lse,
+                                                     const int64_t *cu_seqlens_q, const int64_t *cu_seqlens_k,
+                                                     int64_t batch, const attn_tensor *const *masks,
+                                                     const attn_sdpa_options *options, attn_error *err) {
+    if (!bytes) return attn_fail(err, ATTN_ERR_NULL, "bytes is NULL");
+    return varlen_backward(bytes, dq, dk, dv, dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, batch, masks,
+                           options, err);
 }
 
 /* ---- A ragged batch planned once and run for every layer (sdpa_plan.c) ----
