@@ -415,10 +415,30 @@ async function announcesOncePerStep(browser) {
   await context.close();
 }
 
+// Installed in a page (addInitScript): the focused control, named, and '' where it is in
+// view and not hidden under anything (on a phone, the step's figure pinned over the
+// text), WCAG 2.4.11, else where it is.
+function installFocusPlace() {
+  window.attnFocusPlace = () => {
+    const el = document.activeElement;
+    const id = `${el.tagName.toLowerCase()}${el.id ? '#' + el.id : ''} in #${(el.parentElement.closest('[id]') || {}).id}`;
+    const r = el.getClientRects()[0] || el.getBoundingClientRect();
+    if (r.width < 1 || r.height < 1 || r.bottom <= 0 || r.top >= innerHeight || r.right <= 0 || r.left >= innerWidth)
+      return [id, `out of view at (${Math.round(r.left)}, ${Math.round(r.top)})`];
+    const top = document.elementFromPoint(Math.min(innerWidth - 1, Math.max(0, r.left + r.width / 2)),
+      Math.min(innerHeight - 1, Math.max(0, r.top + Math.min(r.height / 2, 10))));
+    return [id, !top || top === el || el.contains(top) || top.contains(el) ? '' : `under ${top.tagName.toLowerCase()}.${top.getAttribute('class') || ''}`];
+  };
+}
+
+// The next n frames of a page.
+const frames = (page, n) => page.evaluate((k) => new Promise((r) => { const f = () => (--k > 0 ? requestAnimationFrame(f) : r()); requestAnimationFrame(f); }), n);
+
 // The keyboard's walk through the whole page: every Tab stop lands in view and is not
-// hidden under anything (on a phone, the step's figure pinned over the text), WCAG 2.4.11.
+// hidden under anything (attnFocusPlace).
 async function keyboardWalk(browser, vp) {
   const context = await browser.newContext({ viewport: VIEWPORTS[vp] });
+  await context.addInitScript(installFocusPlace);
   const page = await context.newPage();
   await page.goto(PAGE);
   await settled(page);
@@ -427,19 +447,13 @@ async function keyboardWalk(browser, vp) {
   for (let k = 0; k < 300; k++) {
     await page.keyboard.press('Tab');
     await page.waitForTimeout(120);
-    await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+    await frames(page, 2);
     const at = await page.evaluate(() => {
       const el = document.activeElement;
       if (!el || el === document.body) return null;
       if (el === window.attnFirstStop) return 'wrapped';
       window.attnFirstStop = window.attnFirstStop || el;
-      const id = `${el.tagName.toLowerCase()}${el.id ? '#' + el.id : ''} in #${(el.parentElement.closest('[id]') || {}).id}`;
-      const r = el.getClientRects()[0] || el.getBoundingClientRect();
-      if (r.width < 1 || r.height < 1 || r.bottom <= 0 || r.top >= innerHeight || r.right <= 0 || r.left >= innerWidth)
-        return [id, `out of view at (${Math.round(r.left)}, ${Math.round(r.top)})`];
-      const top = document.elementFromPoint(Math.min(innerWidth - 1, Math.max(0, r.left + r.width / 2)),
-        Math.min(innerHeight - 1, Math.max(0, r.top + Math.min(r.height / 2, 10))));
-      return [id, !top || top === el || el.contains(top) || top.contains(el) ? '' : `under ${top.tagName.toLowerCase()}.${top.getAttribute('class') || ''}`];
+      return window.attnFocusPlace();
     });
     if (!at) continue;
     if (at === 'wrapped') break; // back at the first stop: the whole page walked
@@ -1237,17 +1251,16 @@ async function main() {
   // unchecked (what made this test's page.check fail on a busy machine). And a control
   // focused, then scrolled away from: the page pulled the view back to it.
   await settled(page);
-  const frames = (n) => page.evaluate((k) => new Promise((r) => { const f = () => (--k > 0 ? requestAnimationFrame(f) : r()); requestAnimationFrame(f); }), n);
   const edge = await page.evaluate(() => {
     const el = document.querySelector('input[name=head][value=random]');
     scrollBy(0, el.getBoundingClientRect().top - 1);
     const r = el.getBoundingClientRect();
     return [r.left + r.width / 2, r.top + r.height / 2, scrollY];
   });
-  await frames(2);
+  await frames(page, 2);
   await page.mouse.move(edge[0], edge[1]);
   await page.mouse.down();
-  await frames(6);
+  await frames(page, 6);
   const held = await page.evaluate(() => scrollY); // the page stays put under the held button
   await page.mouse.up();
   const pressed = await page.evaluate(() => document.querySelector('input[name=head][value=random]').checked);
