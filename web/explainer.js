@@ -1009,28 +1009,39 @@ function onScroll() {
 // figure. The figure may also grow after the focus lands, when the scroll brings its
 // step in and draws it. So for the next 20 frames (a third of a second) the page keeps
 // the focused control clear of its step's pinned figure (WCAG 2.4.11, focus not obscured).
+// And after them, whenever the page's layout changes while the scroll is still where the
+// page left it: a drawing can land later than 20 frames (the score histograms come from
+// the worker, which a busy machine slows) and push the control out of the view below it.
 // Not a control focused by a press of the mouse or a finger: it was in view, under the
 // pointer, and scrolling it while the button was down moved it from under the pointer,
 // so the release landed elsewhere and the click was lost (a box pressed at the view's
 // top edge did not get checked). And not once the reader has scrolled the control out
 // of the view (to the next control, say): the page pulled them back to the one they had
-// left, as long as frames remained (longer on a busy machine). A control that the
-// drawing pushed out of the view, the scroll where the page left it, is still brought back.
+// left, as long as frames remained (longer on a busy machine). After the 20 frames, any
+// scroll of the reader's ends it. A control that the drawing pushed out of the view, the
+// scroll where the page left it, is still brought back.
 let pointerDown = false;
 addEventListener('pointerdown', () => { pointerDown = true; }, true);
 for (const ev of ['pointerup', 'pointercancel']) addEventListener(ev, () => { pointerDown = false; }, true);
+let kept = null; // the control kept clear: { el, frames: checks left on every frame, at: scrollY as the last check left it }
+let layoutWatch = null; // the page's body: its size changes when a drawing moves the text
 function keepFocusClear(el) {
+  kept = null;
   if (!(el instanceof Element) || el.closest('.step-figure') || pointerDown) return;
-  let frames = 20, at = null; // at: scrollY as the last check left it
-  const check = () => {
-    if (document.activeElement !== el) return;
-    const r = el.getBoundingClientRect();
-    if (at !== null && scrollY !== at && (r.bottom <= 0 || r.top >= innerHeight)) return; // the reader scrolled away
-    clearOfFigure(el);
-    at = scrollY;
-    if (--frames > 0) requestAnimationFrame(check);
-  };
+  const k = kept = { el, frames: 20, at: null };
+  if (!layoutWatch) (layoutWatch = new ResizeObserver(() => { if (kept) keepClear(); })).observe(document.body);
+  const check = () => { if (kept === k && keepClear() && --k.frames > 0) requestAnimationFrame(check); };
   requestAnimationFrame(check);
+}
+// One check of the kept control: false once it is kept no longer.
+function keepClear() {
+  const { el, at } = kept;
+  const r = el.getBoundingClientRect();
+  const away = at !== null && scrollY !== at && (kept.frames === 0 || r.bottom <= 0 || r.top >= innerHeight); // the reader scrolled
+  if (document.activeElement !== el || away) { kept = null; return false; }
+  clearOfFigure(el);
+  kept.at = scrollY;
+  return true;
 }
 function clearOfFigure(el) {
   if (document.activeElement !== el) return;
