@@ -207,6 +207,17 @@ def sink_magnitudes(w, z, do, v):
     return terms.reshape((-1,) + terms.shape[-2:]).sum(0).sum(-1).numpy()
 
 
+def sink_bound(dsinks_abs, x=None):
+    """attn.h's bound on attn_sdpa_sinks_backward's dsinks, per head, from
+    dsinks_abs (sink_magnitudes()): f64 out and lse (x None) 1e-12 · dsinks_abs;
+    an f32 forward's ((1 + 4.3e-5) e^x - 1) · dsinks_abs + 2^-126, x per head or
+    one for all (the module's docstring says which x each case takes)."""
+    dsinks_abs = np.asarray(dsinks_abs, dtype=np.float64)
+    if x is None:
+        return 1e-12 * np.maximum(dsinks_abs, 1e-300)
+    return (4.3e-5 + (1 + 4.3e-5) * np.expm1(np.minimum(x, 700))) * dsinks_abs + 2.0**-126
+
+
 def compare(got, ref, allowed):
     """'' when got agrees with ref within `allowed` (a number or an array), else why not."""
     if got.shape != ref.shape:
@@ -366,12 +377,10 @@ class Oracle(Reporter):
                     return self.report(name, "%s: %s%s" % (g, against, why))
         if sink_ref is not None:  # the bound of the module's docstring, per head
             sinks_max = float(np.abs(variants["sinks"]).max())
-            if not f32:
-                allowed = 1e-12 * np.maximum(sink_ref[1], 1e-300)
-            else:  # the sink is one more score of its rows: it counts in s_abs and max|s|
+            x = None
+            if f32:  # the sink is one more score of its rows: it counts in s_abs and max|s|
                 x = (3 * E + 20) * 2.0**-24 * max(s_abs, sinks_max) if worst else 12 * 2.0**-24 * max(max_s, sinks_max)
-                allowed = (4.3e-5 + (1 + 4.3e-5) * math.expm1(min(x, 700))) * sink_ref[1] + 2.0**-126
-            why = compare(np.load(self.path("dsinks")), sink_ref[0], allowed)
+            why = compare(np.load(self.path("dsinks")), sink_ref[0], sink_bound(sink_ref[1], x))
             if why:
                 return self.report(name, "dsinks: " + why)
         self.report(name, "")
