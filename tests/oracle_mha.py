@@ -31,6 +31,12 @@ elementwise from the case's own f64 intermediates (f32_bound), worst case:
                sum_j p_ij (ds_ij - sum_k p_ik ds_ik) v_j = sum_j p_ij ds_ij (v_j - h_i);
                the kernel's exp2, sum and division add a few u)
   out          dout <= dh |W_o|^T + (E + 4) u (|h| |W_o|^T + |b_o|).
+The sinks' gradient, per head, within attn.h's bound for
+attn_sdpa_sinks_backward (oracle_backward's), taken from the layer's own
+attention inputs (sinks_check): f64 1e-12 · dsinks_abs_h, f32 ((1 + 4.3e-5)
+e^x - 1) · dsinks_abs_h + 2^-126, relative to |dout| P|v| rather than to
+|dout||out|, so that values that cancel to an out near 0 are held to it too;
+f32 only where the layer's projections are exact (cancelling_sinks_case).
 
 Usage: oracle_mha.py BUILD_DIR [--seed N]. Prints "ok NAME" / "FAIL NAME: why".
 """
@@ -46,7 +52,7 @@ import torch.nn.functional as F
 from oracle_rope import Error, RopeOptions, Tensor, view
 from attn._lib import SdpaOptions  # noqa: E402  (oracle_rope put python/ on the path)
 from oracle_rope import reference as rope_reference
-from oracle_backward import variant_scores
+from oracle_backward import compare as compare_within, sink_bound, sink_magnitudes, variant_scores
 from torch_attention import Reporter, causal_allowed, oracle_args
 
 P = ctypes.POINTER(Tensor)
@@ -531,17 +537,89 @@ def gqa_backward_case(o, rng, name, H, Hkv, rope, E=16, L=6, S=6, N=2, sinks=Fal
     if sinks:
         state["sinks"] = f(H)
     q, k, v = f((N, L, E)), f((N, S, E)), f((N, S, E))
-    leaves = {n: torch.tensor(a, requires_grad=True) for n, a in state.items()}
-    xs = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
-    out = gqa_reference_t(xs, leaves, H, Hkv, causal, rope, variants)
-    dout = f(out.shape)
-    out.backward(torch.from_numpy(dout))
+    o.report(name, gqa_backward_check(o, q, k, v, f((N, L, E)), state, H, Hkv, causal, rope, variants))
+
+
+def gqa_backward_check(o, q, k, v, dout, state, H, Hkv, causal, rope=None, variants=None):
+    """attn_mha_backward of a GQA layer (inputs (N, L or S, E)) against autograd
+    through gqa_reference_t in f64 on the same values: '' or why not. f64: every
+    gradient (compare_grads), the sinks' per head (sinks_check); f32: the sinks'
+    only, for a layer whose projections f32 computes exactly (the caller's
+    values), so that its attention sees the reference's inputs."""
+    wide = lambda a: torch.tensor(np.asarray(a, np.float64), requires_grad=True)  # noqa: E731
+    leaves = {n: wide(a) for n, a in state.items()}
+    xs = [wide(a) for a in (q, k, v)]
+    attention = {}
+    out = gqa_reference_t(xs, leaves, H, Hkv, causal, rope, variants, attention=attention)
+    out.backward(torch.from_numpy(np.asarray(dout, np.float64)))
     st, msg, got = o.run_backward(dout, q, k, v, state, H, kv_heads=Hkv, batch_first=True, causal=causal, rope=rope,
                                   variants=variants)
     if st:
-        return o.report(name, "attn_mha_backward failed: " + msg)
+        return "attn_mha_backward failed: " + msg
     ref = dict({n: t.grad for n, t in leaves.items()}, query=xs[0].grad, key=xs[1].grad, value=xs[2].grad)
-    o.report(name, compare_grads(o, got, ref))
+    dsinks = ref.pop("sinks", None)
+    f32 = q.dtype == np.float32
+    why = "" if f32 else compare_grads(o, got, ref)
+    if not why and dsinks is not None:
+        why = sinks_check(got["sinks"], dsinks.numpy(), attention, state["sinks"], f32)
+    return why
+
+
+def sinks_check(got, ref, attention, sinks, f32):
+    """The layer's dsinks (H,) against autograd's: '' or why not. Per head within
+    attn.h's bound for attn_sdpa_sinks_backward (oracle_backward.sink_bound),
+    taken from the attention's own inputs as gqa_reference_t saved them:
+    dsinks_abs_h from the weights, |v| and the attention's dout
+    (sink_magnitudes: relative to |dout| P|v|, not to |dout||out|, which values
+    that cancel make near 0); f32: x = (3 D + 20) 2^-24 s_abs_h, s_abs_h the
+    head's largest scale · sum_e |q_e||k_e| over its rows and keys (those
+    the causal mask hides too, which only widens it), |sink_h| one more score.
+    The f32 x counts no score variant (f32 cases have none), and dsinks_abs
+    no dropout (no case takes it with sinks)."""
+    a = attention
+    with torch.no_grad():
+        dsinks_abs = sink_magnitudes(a["p"], torch.ones(()), a["heads"].grad, a["v"])
+        x = None
+        if f32:
+            s_abs = torch.amax(a["scale"] * a["q"].abs() @ a["k"].abs().transpose(-2, -1), dim=(0, 2, 3)).numpy()
+            x = (3 * a["q"].shape[-1] + 20) * 2.0**-24 * np.maximum(s_abs, np.abs(np.asarray(sinks, np.float64)))
+    why = compare_within(got, ref, sink_bound(dsinks_abs, x))
+    return "sinks: " + why if why else ""
+
+
+def cancelling_sinks_case(o, rng, name, dtype, H=4, Hkv=2, E=16, L=16, S=64, N=2):
+    """The sinks' gradient where the attention's values cancel (as
+    oracle_backward's cancelling_values, through the layer): out near 0, but
+    the forward's out off by some rounding of P|v|, and dsinks = -sum P_sink ·
+    rowsum(dout ∘ out) with it. Half the keys come in pairs with the same key
+    input (the same scores: equal weights) and value inputs ±2^10 x (the value
+    bias 0: values that cancel exactly); the other half's value inputs are
+    2^-10 x in f32 and x in f64, where smaller ones would leave the pairs'
+    large terms, summed into v_proj_weight's gradient, cancelling beyond
+    compare_grads' 1e-11. The sinks take about half of each row. Every input and parameter
+    is a small dyadic number (x in quarters, weights in eighths), so that
+    f32's projections and dout W_o are exact: the f32 layer's attention then
+    sees the reference's very inputs, and attn.h's f32 bound applies as
+    stated. No causal mask, so that every query sees both keys of a pair."""
+    D = E // H
+
+    def dyadic(shape, bits):
+        return rng.integers(-3, 4, shape) / 2.0**bits
+    state = {"q_proj_weight": dyadic((E, E), 3), "k_proj_weight": dyadic((Hkv * D, E), 3),
+             "v_proj_weight": dyadic((Hkv * D, E), 3), "q_proj_bias": dyadic(E, 3), "k_proj_bias": dyadic(Hkv * D, 3),
+             "v_proj_bias": np.zeros(Hkv * D), "out_proj_weight": dyadic((E, E), 3), "out_proj_bias": dyadic(E, 3),
+             "sinks": math.log(1.3 * S) + 0.3 * rng.standard_normal(H)}
+    q, k, v = dyadic((N, L, E), 2), dyadic((N, S, E), 2), dyadic((N, S, E), 2)
+    half = S // 2
+    k[:, 1:half:2] = k[:, 0:half:2]
+    v[:, 0:half:2] *= 2.0**10
+    v[:, 1:half:2] = -v[:, 0:half:2]
+    v[:, half:] *= 2.0**-10 if dtype == np.float32 else 1.0
+    order = rng.permutation(S)  # the pairs apart, so that f32's running sums round
+    k, v = k[:, order], v[:, order]
+    cast = lambda a: a.astype(dtype)  # noqa: E731  (exact but the sinks, whose rounding both sides then take)
+    state = {n: cast(a) for n, a in state.items()}
+    o.report(name, gqa_backward_check(o, cast(q), cast(k), cast(v), cast(dyadic((N, L, E), 2)), state, H, Hkv, 0))
 
 
 def bf16_weights_backward_case(o, rng, name, H=4, Hkv=2, E=32, L=5, S=7, N=2, causal=2):
@@ -689,7 +767,8 @@ def compare_grads(o, got, ref):
     return ""
 
 
-def gqa_reference_t(xs, t, H, Hkv, causal, rope, variants=None, bf16_products=False, keep=None, dropout=0.0):
+def gqa_reference_t(xs, t, H, Hkv, causal, rope, variants=None, bf16_products=False, keep=None, dropout=0.0,
+                    attention=None):
     """GQA multi-head attention written in PyTorch on torch tensors (autograd
     flows through it): separate projections, RoPE on each head's rows at
     positions offset + row (queries past that by S - L but top-left: the
@@ -700,7 +779,12 @@ def gqa_reference_t(xs, t, H, Hkv, causal, rope, variants=None, bf16_products=Fa
     autograd passes the gradient through the rounding unchanged (casting to
     bfloat16 and back would round the gradient too).
     keep: a dropout mask (N, H, L, S), the weights times keep / (1 - dropout),
-    as PyTorch's dropout on them."""
+    as PyTorch's dropout on them.
+    attention: a dict to receive the attention's own inputs and output, for
+    bounds on its gradients: q, k (after RoPE), v (repeated over each KV
+    head's group), (N, H, L or S, D); scale; the weights p (N, H, L, S)
+    before dropout; heads = p v (N, H, L, D), whose .grad after backward is
+    the attention's dout."""
     q, k, v = xs
     N, L, E = q.shape
     S, D = k.shape[1], E // H
@@ -723,9 +807,15 @@ def gqa_reference_t(xs, t, H, Hkv, causal, rope, variants=None, bf16_products=Fa
         p = torch.softmax(torch.cat([s, sink], -1), -1)[..., :S]
     else:
         p = torch.softmax(s, -1)
+    if attention is not None:
+        attention.update(q=Q, k=K, v=V, scale=1 / math.sqrt(D), p=p)
     if keep is not None:
         p = p * torch.from_numpy(keep) / (1 - dropout)
-    out = (p @ V).transpose(1, 2).reshape(N, L, E)
+    heads = p @ V
+    if attention is not None:
+        heads.retain_grad()
+        attention["heads"] = heads
+    out = heads.transpose(1, 2).reshape(N, L, E)
     return F.linear(r(out), t["out_proj_weight"], t.get("out_proj_bias"))
 
 
@@ -1131,6 +1221,11 @@ def main():
     o.report("error_mixed_dtypes", "" if st and "in_proj_weight is f64; the inputs are f32" in msg else msg)
     st, msg, _, _ = o.run(x, x, x, dict(good, in_proj_weight=good["in_proj_weight"]), 2, kv_heads=1)
     o.report("error_packed_with_gqa", "" if st and "needs kdim = vdim = E and no GQA" in msg else msg)
+    # The sinks' gradient where the values cancel, last so that the cases above keep their data.
+    for dtype in (np.float64, np.float32):
+        for rows in (16, 3):  # the flash forward and decode
+            cancelling_sinks_case(o, rng, "backward_sinks_cancelling_values_%s_L%d" % (np.dtype(dtype).name, rows),
+                                  dtype, L=rows)
     print("# mha oracle: %d passed, %d failed" % (o.passed, o.failed))
     return 1 if o.failed else 0
 
