@@ -37,9 +37,9 @@ gradient (2e-5 + e^x - 1) max g_abs with x = 8 2^-24 max|s|, lse
 oracle.lse_error's); the exact kernel's f32 gradients f64 rounded once. In
 the bf16 compute mode, attn.h's bound of the gradients, (6u + e^x - 1) max
 g_abs with u = 2^-8 and x = 4.2 u s_abs + 1.1e-4 (s_abs the largest scale
-sum_e |q_e||k_e|), lse off by 2.2 u s_abs + 1.1e-4 more, and out within
-(2u + e^2x - 1) max|v| (each weight moved by a factor within e^(+-2x) once
-normalised, P and v rounded once each).
+sum_e |q_e||k_e|), lse off by y = 2.2 u s_abs + 1.1e-4 more, and out within
+((1 + 2u + 2e-5) e^(2y) - 1) max|v| (oracle.bf16_out_allowance: each weight
+moved by a factor within e^(+-2y) once normalised, P and v rounded once each).
 
 Usage: oracle_plans.py BUILD_DIR [--seed N]. Prints "ok NAME" / "FAIL NAME: why".
 """
@@ -56,13 +56,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import attn  # noqa: E402
 from attn._lib import LIB  # noqa: E402
 
-from oracle import bf16_lse_allowance, lse_error  # noqa: E402
+from oracle import BF16_U, bf16_lse_allowance, bf16_out_allowance, lse_error  # noqa: E402
 from oracle_backward import compare, reference  # noqa: E402
 from oracle_variants import random_rope, random_variants  # noqa: E402
 from torch_attention import Reporter, oracle_args  # noqa: E402
 
 CAUSAL = (False, "top-left", "bottom-right")
-BF16_U = 2.0**-8  # bf16's unit roundoff (8 significant bits)
 
 
 class Verbose:
@@ -280,9 +279,9 @@ class Case:
         """Why out and lse are not PyTorch's for each sequence, or ''."""
         for b, (rq, rk, vb, (ro, rl, _, (max_s, _)), (extra, x)) in enumerate(self.sequences(q, k, v)):
             allowed = out_allowed(self.f32, ro, vb, max_s, self.p)
-            if self.bf16:  # attn.h's bound of the mode: ((1 + 2u + 2e-5) e^(2y) - 1) max|v|, y lse's extra
+            if self.bf16:  # attn.h's bound of the mode, y = lse's extra
                 vmax = float(np.abs(vb).max()) if vb.size else 0.0
-                allowed = ((1 + 2 * BF16_U + 2e-5) * math.exp(2 * extra) - 1) * vmax / (1 - self.p)
+                allowed = bf16_out_allowance(extra, vmax) / (1 - self.p)
             if out.dtype == np.float16:  # f32's result rounded once (attn.h): u16 |exact| + (1 + u16) f32's bound
                 allowed = 2.0**-11 * np.abs(ro) + (1 + 2.0**-11) * allowed
             why = compare(out[rq], ro, allowed)
