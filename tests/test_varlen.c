@@ -873,8 +873,8 @@ static void test_backward_workspace_size(void) {
 
 /* The size query refuses what the call refuses, with the same status and
  * message: bad offsets, batch < 0, a gradient of the wrong shape, no
- * gradient asked for, out or lse NULL, a 16-bit q, a gradient over an
- * input; and bytes NULL. */
+ * gradient asked for, out, lse, dout or k NULL, a 16-bit q, a gradient over
+ * an input, strides whose byte offsets overflow; and bytes NULL. */
 static void test_backward_workspace_size_errors(void) {
     enum { T = 6, H = 2, E = 4 };
     float qd[T * H * E] = {0}, od[T * H * E] = {0}, ld[T * H] = {0}, dq[T * H * E], dk[T * H * E], dv[T * H * E];
@@ -885,33 +885,38 @@ static void test_backward_workspace_size_errors(void) {
     attn_tensor_init(&l, ld, ATTN_F32, 2, s2, NULL, NULL), attn_tensor_init(&gq, dq, ATTN_F32, 3, s3, NULL, NULL);
     attn_tensor_init(&gk, dk, ATTN_F32, 3, s3, NULL, NULL), attn_tensor_init(&gv, dv, ATTN_F32, 3, s3, NULL, NULL);
     attn_tensor_init(&wrong, dq, ATTN_F32, 3, bad, NULL, NULL), attn_tensor_init(&half, hd, ATTN_F16, 3, s3, NULL, NULL);
+    attn_tensor huge = q; /* k whose rows' byte offsets overflow */
+    huge.strides[0] = INT64_MAX / 2;
     int64_t cu[3] = {0, 4, 6}, down[3] = {0, 5, 4}, from1[3] = {1, 4, 6};
     struct {
         const char *name;
         attn_tensor *dq, *dk, *dv;
-        const attn_tensor *q, *out, *lse;
+        const attn_tensor *dout, *q, *k, *out, *lse;
         const int64_t *cu_q;
         int64_t batch;
     } C[] = {
-        {"decreasing_offsets", &gq, &gk, &gv, &q, &o, &l, down, 2},
-        {"offsets_not_from_0", &gq, &gk, &gv, &q, &o, &l, from1, 2},
-        {"offsets_null", &gq, &gk, &gv, &q, &o, &l, NULL, 2},
-        {"batch_negative", &gq, &gk, &gv, &q, &o, &l, cu, -1},
-        {"dq_shape", &wrong, &gk, &gv, &q, &o, &l, cu, 2},
-        {"no_gradient", NULL, NULL, NULL, &q, &o, &l, cu, 2},
-        {"out_null", &gq, &gk, &gv, &q, NULL, &l, cu, 2},
-        {"lse_null", &gq, &gk, &gv, &q, &o, NULL, cu, 2},
-        {"f16_q", &gq, &gk, &gv, &half, &o, &l, cu, 2},
-        {"dk_over_q", &gq, &q, &gv, &q, &o, &l, cu, 2},
+        {"decreasing_offsets", &gq, &gk, &gv, &o, &q, &q, &o, &l, down, 2},
+        {"offsets_not_from_0", &gq, &gk, &gv, &o, &q, &q, &o, &l, from1, 2},
+        {"offsets_null", &gq, &gk, &gv, &o, &q, &q, &o, &l, NULL, 2},
+        {"batch_negative", &gq, &gk, &gv, &o, &q, &q, &o, &l, cu, -1},
+        {"dq_shape", &wrong, &gk, &gv, &o, &q, &q, &o, &l, cu, 2},
+        {"no_gradient", NULL, NULL, NULL, &o, &q, &q, &o, &l, cu, 2},
+        {"out_null", &gq, &gk, &gv, &o, &q, &q, NULL, &l, cu, 2},
+        {"lse_null", &gq, &gk, &gv, &o, &q, &q, &o, NULL, cu, 2},
+        {"f16_q", &gq, &gk, &gv, &o, &half, &q, &o, &l, cu, 2},
+        {"dk_over_q", &gq, &q, &gv, &o, &q, &q, &o, &l, cu, 2},
+        {"dout_null", &gq, &gk, &gv, NULL, &q, &q, &o, &l, cu, 2},
+        {"k_null", &gq, &gk, &gv, &o, &q, NULL, &o, &l, cu, 2},
+        {"k_strides_overflow", &gq, &gk, &gv, &o, &q, &huge, &o, &l, cu, 2},
     };
     for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
         attn_error e1, e2;
         size_t bytes = 12345;
-        attn_status a = attn_sdpa_varlen_backward_workspace_size(&bytes, C[i].dq, C[i].dk, C[i].dv, &o, C[i].q, &q, &q,
-                                                                 C[i].out, C[i].lse, C[i].cu_q, cu, C[i].batch, NULL,
-                                                                 NULL, &e1);
-        attn_status b = attn_sdpa_varlen_backward(C[i].dq, C[i].dk, C[i].dv, &o, C[i].q, &q, &q, C[i].out, C[i].lse,
-                                                  C[i].cu_q, cu, C[i].batch, NULL, NULL, &e2);
+        attn_status a = attn_sdpa_varlen_backward_workspace_size(&bytes, C[i].dq, C[i].dk, C[i].dv, C[i].dout, C[i].q,
+                                                                 C[i].k, &q, C[i].out, C[i].lse, C[i].cu_q, cu,
+                                                                 C[i].batch, NULL, NULL, &e1);
+        attn_status b = attn_sdpa_varlen_backward(C[i].dq, C[i].dk, C[i].dv, C[i].dout, C[i].q, C[i].k, &q, C[i].out,
+                                                  C[i].lse, C[i].cu_q, cu, C[i].batch, NULL, NULL, &e2);
         char name[96];
         snprintf(name, sizeof name, "varlen_backward_workspace_size_refuses_%s", C[i].name);
         check(a != ATTN_OK && a == b && !strcmp(e1.message, e2.message) && bytes == 12345, name,
