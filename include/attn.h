@@ -1553,7 +1553,9 @@ ATTN_API attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_
  * (attn_context) all of it comes from there, and it must hold the whole
  * batch's (ATTN_ERR_WORKSPACE; attn_sdpa_varlen_backward_workspace_size). Errors: those of attn_sdpa_backward for any
  * sequence (named in the message), and those of attn_sdpa_varlen's offsets,
- * shapes and options (a gradient over the offsets: ATTN_ERR_STRIDE). Every sequence is checked and all memory taken
+ * shapes and options (a gradient over the offsets: ATTN_ERR_STRIDE); what is refused of every sequence whatever
+ * its length (quantized keys or values, per-head scales, sinks not one per query head) is refused of the batch,
+ * one without queries or keys too. Every sequence is checked and all memory taken
  * before any gradient is written. */
 ATTN_API attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,
                                                const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k,

@@ -1460,6 +1460,15 @@ static void test_mask_dtypes(void) {
         int rank;
         attn_mha_options with_kpm = mo, with_attn_mask = mo;
         with_kpm.key_padding_mask = &kpm, with_attn_mask.attn_mask = &m;
+        /* A ragged batch of the same rows packed (N·L, 1, E), each sequence
+         * with the mask of its own (L, S). */
+        attn_tensor pq = q, pk = k, pout = out, plse = lse, pdq = dq;
+        int64_t cq[3] = {0, L, N * L}, ck[3] = {0, S, N * S}, sqp[3] = {N * L, 1, E}, skp3[3] = {N * S, 1, E};
+        int64_t slp[2] = {N * L, 1};
+        attn_tensor_init(&pq, q.data, ATTN_F64, 3, sqp, NULL, NULL), attn_tensor_init(&pk, k.data, ATTN_F64, 3, skp3, NULL, NULL);
+        attn_tensor_init(&pout, out.data, ATTN_F64, 3, sqp, NULL, NULL), attn_tensor_init(&pdq, dq.data, ATTN_F64, 3, sqp, NULL, NULL);
+        attn_tensor_init(&plse, lse.data, ATTN_F64, 2, slp, NULL, NULL);
+        const attn_tensor *masks[N] = {&m, &m};
         struct {
             const char *call;
             attn_status st;
@@ -1471,6 +1480,12 @@ static void test_mask_dtypes(void) {
             {"attn_sdpa_workspace_size", attn_sdpa_workspace_size(&ws, &out, NULL, NULL, &q, &k, &k, &o, &err)},
             {"attn_sdpa_dropout_mask", attn_sdpa_dropout_mask(&keep, &q, &k, &k, &o, &err)},
             {"attn_sdpa_backward", attn_sdpa_backward(&dq, NULL, NULL, NULL, &out, &q, &k, &k, &out, &lse, &o, &err)},
+            {"attn_sdpa_varlen", attn_sdpa_varlen(&pout, NULL, &pq, &pk, &pk, cq, ck, N, masks, NULL, &err)},
+            {"attn_sdpa_varlen_backward", attn_sdpa_varlen_backward(&pdq, NULL, NULL, &pout, &pq, &pk, &pk, &pout,
+                                                                    &plse, cq, ck, N, masks, NULL, &err)},
+            {"attn_sdpa_varlen_backward_workspace_size",
+             attn_sdpa_varlen_backward_workspace_size(&ws, &pdq, NULL, NULL, &pout, &pq, &pk, &pk, &pout, &plse, cq, ck, N,
+                                                      masks, NULL, &err)},
             {"attn_mha key_padding_mask", attn_mha(&out, NULL, &q, &k, &k, &p, &with_kpm, &err)},
             {"attn_mha attn_mask", attn_mha(&out, NULL, &q, &k, &k, &p, &with_attn_mask, &err)},
             {"attn_mha_backward key_padding_mask",
@@ -2430,6 +2445,10 @@ static void check_alias_pairs(const char *fn, attn_tensor **t, const char *const
             int ok = st == ATTN_ERR_STRIDE && (strstr(err.message, a) || strstr(err.message, b));
             if (ok) status_seen[st] = 1;
             snprintf(name, sizeof name, "alias_%s_%s_on_%s", fn, names[i], names[j]);
+            char *to = name; /* "a sequence's mask" as one word of the check's name */
+            for (const char *c = name; *c; c++)
+                if (*c != '\'') *to++ = *c == ' ' ? '_' : *c;
+            *to = 0;
             check(ok, name, "status %d, \"%s\"", (int)st, err.message);
         }
 }
@@ -2464,6 +2483,30 @@ static attn_status call_backward_workspace(attn_tensor **t, void *ctx, attn_erro
     (void)ctx;
     return attn_sdpa_backward_workspace_size(&bytes, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9],
                                              &alias_opts, err);
+}
+/* A ragged batch of two sequences, each with the one mask, its offsets
+ * tensors of int64 in the pool (so that an output can be moved onto them):
+ * out, lse | q, k, v, cu_seqlens_q, cu_seqlens_k, the mask, alibi_slopes,
+ * sinks (attn_sdpa_varlen); dq, dk, dv | dout, q, k, v, out, lse, the
+ * offsets, the mask, alibi_slopes, sinks (the backward and its size query). */
+enum { VARLEN_B = 2 };
+static attn_status call_varlen(attn_tensor **t, void *ctx, attn_error *err) {
+    const attn_tensor *masks[VARLEN_B] = {t[7], t[7]};
+    (void)ctx;
+    return attn_sdpa_varlen(t[0], t[1], t[2], t[3], t[4], t[5]->data, t[6]->data, VARLEN_B, masks, &alias_opts, err);
+}
+static attn_status call_varlen_backward(attn_tensor **t, void *ctx, attn_error *err) {
+    const attn_tensor *masks[VARLEN_B] = {t[11], t[11]};
+    (void)ctx;
+    return attn_sdpa_varlen_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]->data, t[10]->data,
+                                     VARLEN_B, masks, &alias_opts, err);
+}
+static attn_status call_varlen_backward_workspace(attn_tensor **t, void *ctx, attn_error *err) {
+    const attn_tensor *masks[VARLEN_B] = {t[11], t[11]};
+    size_t bytes;
+    (void)ctx;
+    return attn_sdpa_varlen_backward_workspace_size(&bytes, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8],
+                                                    t[9]->data, t[10]->data, VARLEN_B, masks, &alias_opts, err);
 }
 /* dsinks | dout, out, lse, sinks. */
 static attn_status call_sinks_backward(attn_tensor **t, void *ctx, attn_error *err) {
@@ -2856,6 +2899,33 @@ static void test_aliasing(void) {
         static const char *const NK[5] = {"keep", "q", "k", "v", "mask"};
         check_alias_pairs("sdpa_dropout_mask", tk, NK, 1, 5, call_dropout_mask, NULL);
     }
+    /* attn_sdpa_varlen, its backward and the backward's size query: two
+     * sequences of 3 queries and 5 keys packed (rows, heads, size), with the
+     * mask, ALiBi and sinks above; besides the tensors, the offsets, which
+     * the calls read again after writing (an output over them is refused). */
+    {
+        int64_t pq[3] = {VARLEN_B * 3, 2, 4}, pk[3] = {VARLEN_B * 5, 2, 4}, pv[3] = {VARLEN_B * 5, 2, 3};
+        int64_t po[3] = {VARLEN_B * 3, 2, 3}, pl[2] = {VARLEN_B * 3, 2}, ncu = VARLEN_B + 1;
+        attn_tensor vq = pool_tensor(&p, ATTN_F64, 3, pq), vk = pool_tensor(&p, ATTN_F64, 3, pk);
+        attn_tensor vv = pool_tensor(&p, ATTN_F64, 3, pv), vo = pool_tensor(&p, ATTN_F64, 3, po);
+        attn_tensor vl = pool_tensor(&p, ATTN_F64, 2, pl);
+        attn_tensor cq = pool_tensor(&p, ATTN_F64, 1, &ncu), ck = pool_tensor(&p, ATTN_F64, 1, &ncu); /* int64 within */
+        for (int64_t b = 0; b <= VARLEN_B; b++) ((int64_t *)cq.data)[b] = 3 * b, ((int64_t *)ck.data)[b] = 5 * b;
+        const attn_sdpa_options saved = alias_opts;
+        alias_opts.mask = NULL; /* a ragged batch's masks are per sequence */
+        attn_tensor *t[10] = {&vo, &vl, &vq, &vk, &vv, &cq, &ck, &mask, &alibi, &sinks};
+        static const char *const N[10] = {"out", "lse", "q", "k", "v", "cu_seqlens_q", "cu_seqlens_k",
+                                          "a sequence's mask", "alibi_slopes", "sinks"};
+        check_alias_pairs("sdpa_varlen", t, N, 2, 10, call_varlen, NULL);
+        attn_tensor vdq = pool_tensor(&p, ATTN_F64, 3, pq), vdk = pool_tensor(&p, ATTN_F64, 3, pk);
+        attn_tensor vdv = pool_tensor(&p, ATTN_F64, 3, pv), vdo = pool_tensor(&p, ATTN_F64, 3, po);
+        attn_tensor *tb[14] = {&vdq, &vdk, &vdv, &vdo, &vq, &vk, &vv, &vo, &vl, &cq, &ck, &mask, &alibi, &sinks};
+        static const char *const NB[14] = {"dq", "dk", "dv", "dout", "q", "k", "v", "out", "lse", "cu_seqlens_q",
+                                           "cu_seqlens_k", "a sequence's mask", "alibi_slopes", "sinks"};
+        check_alias_pairs("sdpa_varlen_backward", tb, NB, 3, 14, call_varlen_backward, NULL);
+        check_alias_pairs("sdpa_varlen_backward_workspace_size", tb, NB, 3, 14, call_varlen_backward_workspace, NULL);
+        alias_opts = saved;
+    }
     /* attn_sdpa_merge: parts with padded rows, so that no output is one of
      * their very views; then in place, which is allowed. */
     {
@@ -3190,6 +3260,41 @@ static void test_measuring_without_data(void) {
           "status %d, %d (%s); %zu bytes with data, %zu without", (int)a, (int)b, b ? err.message : "", with, without);
     check_status(attn_sdpa_backward(&ndq16, &dk, &dv, NULL, &dout16, &q16, &k, &v, &out16, &lse, &o, &err), &err,
                  ATTN_ERR_NULL, "dq has NULL data", "running_null_data_backward_f16_dq_rejected");
+
+    /* The ragged backward's size query: the same buffers as a batch of H
+     * sequences packed (rows, 1, E), each with the mask. */
+    {
+        int64_t pq[3] = {H * L, 1, E}, pk[3] = {H * S, 1, E}, pl[2] = {H * L, 1}, cq[H + 1], ck[H + 1];
+        for (int i = 0; i <= H; i++) cq[i] = i * L, ck[i] = i * S;
+        attn_tensor vt[9], nt[9]; /* q k v out lse dout dq dk dv, packed; and without data */
+        const attn_tensor *src[9] = {&q, &k, &v, &out, &lse, &dout, &dq, &dk, &dv};
+        const int64_t *shape[9] = {pq, pk, pk, pq, pl, pq, pq, pk, pk};
+        for (int i = 0; i < 9; i++)
+            attn_tensor_init(&vt[i], src[i]->data, ATTN_F32, src[i]->rank, shape[i], NULL, NULL), nt[i] = no_data(&vt[i]);
+        const attn_tensor *masks[H], *nmasks[H];
+        for (int i = 0; i < H; i++) masks[i] = &mask, nmasks[i] = &nmask;
+        attn_sdpa_options vo = attn_sdpa_options_default();
+        vo.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        a = attn_sdpa_varlen_backward_workspace_size(&with, &vt[6], &vt[7], &vt[8], &vt[5], &vt[0], &vt[1], &vt[2], &vt[3],
+                                                     &vt[4], cq, ck, H, masks, &vo, &err);
+        b = attn_sdpa_varlen_backward_workspace_size(&without, &nt[6], &nt[7], &nt[8], &nt[5], &nt[0], &nt[1], &nt[2],
+                                                     &nt[3], &nt[4], cq, ck, H, nmasks, &vo, &err);
+        check(a == ATTN_OK && b == ATTN_OK && with > 0 && with == without, "measuring_null_data_varlen_backward_same_bytes",
+              "status %d, %d (%s); %zu bytes with data, %zu without", (int)a, (int)b, b ? err.message : "", with, without);
+        check_status(attn_sdpa_varlen_backward(&nt[6], &vt[7], &vt[8], &vt[5], &vt[0], &vt[1], &vt[2], &vt[3], &vt[4], cq,
+                                               ck, H, masks, &vo, &err),
+                     &err, ATTN_ERR_NULL, "dq has NULL data", "running_null_data_varlen_backward_dq_rejected");
+        check_status(attn_sdpa_varlen_backward(&vt[6], &vt[7], &vt[8], &nt[5], &vt[0], &vt[1], &vt[2], &vt[3], &vt[4], cq,
+                                               ck, H, masks, &vo, &err),
+                     &err, ATTN_ERR_NULL, "dout has NULL data", "running_null_data_varlen_backward_dout_rejected");
+        check_status(attn_sdpa_varlen_backward(&vt[6], &vt[7], &vt[8], &vt[5], &vt[0], &nt[1], &vt[2], &vt[3], &vt[4], cq,
+                                               ck, H, masks, &vo, &err),
+                     &err, ATTN_ERR_NULL, "k has NULL data", "running_null_data_varlen_backward_k_rejected");
+        check_status(attn_sdpa_varlen_backward(&vt[6], &vt[7], &vt[8], &vt[5], &vt[0], &vt[1], &vt[2], &vt[3], &vt[4], cq,
+                                               ck, H, nmasks, &vo, &err),
+                     &err, ATTN_ERR_NULL, "sequence 0: mask has NULL data",
+                     "running_null_data_varlen_backward_mask_rejected");
+    }
 
     /* The layer: its inputs, outputs, masks and parameters. */
     enum { N = 2, ME = 8, MS = 7 };

@@ -873,8 +873,8 @@ static void test_backward_workspace_size(void) {
 
 /* The size query refuses what the call refuses, with the same status and
  * message: bad offsets, batch < 0, a gradient of the wrong shape, no
- * gradient asked for, out or lse NULL, a 16-bit q, a gradient over an
- * input; and bytes NULL. */
+ * gradient asked for, out, lse, dout or k NULL, a 16-bit q, a gradient over
+ * an input, strides whose byte offsets overflow; and bytes NULL. */
 static void test_backward_workspace_size_errors(void) {
     enum { T = 6, H = 2, E = 4 };
     float qd[T * H * E] = {0}, od[T * H * E] = {0}, ld[T * H] = {0}, dq[T * H * E], dk[T * H * E], dv[T * H * E];
@@ -885,33 +885,38 @@ static void test_backward_workspace_size_errors(void) {
     attn_tensor_init(&l, ld, ATTN_F32, 2, s2, NULL, NULL), attn_tensor_init(&gq, dq, ATTN_F32, 3, s3, NULL, NULL);
     attn_tensor_init(&gk, dk, ATTN_F32, 3, s3, NULL, NULL), attn_tensor_init(&gv, dv, ATTN_F32, 3, s3, NULL, NULL);
     attn_tensor_init(&wrong, dq, ATTN_F32, 3, bad, NULL, NULL), attn_tensor_init(&half, hd, ATTN_F16, 3, s3, NULL, NULL);
+    attn_tensor huge = q; /* k whose rows' byte offsets overflow */
+    huge.strides[0] = INT64_MAX / 2;
     int64_t cu[3] = {0, 4, 6}, down[3] = {0, 5, 4}, from1[3] = {1, 4, 6};
     struct {
         const char *name;
         attn_tensor *dq, *dk, *dv;
-        const attn_tensor *q, *out, *lse;
+        const attn_tensor *dout, *q, *k, *out, *lse;
         const int64_t *cu_q;
         int64_t batch;
     } C[] = {
-        {"decreasing_offsets", &gq, &gk, &gv, &q, &o, &l, down, 2},
-        {"offsets_not_from_0", &gq, &gk, &gv, &q, &o, &l, from1, 2},
-        {"offsets_null", &gq, &gk, &gv, &q, &o, &l, NULL, 2},
-        {"batch_negative", &gq, &gk, &gv, &q, &o, &l, cu, -1},
-        {"dq_shape", &wrong, &gk, &gv, &q, &o, &l, cu, 2},
-        {"no_gradient", NULL, NULL, NULL, &q, &o, &l, cu, 2},
-        {"out_null", &gq, &gk, &gv, &q, NULL, &l, cu, 2},
-        {"lse_null", &gq, &gk, &gv, &q, &o, NULL, cu, 2},
-        {"f16_q", &gq, &gk, &gv, &half, &o, &l, cu, 2},
-        {"dk_over_q", &gq, &q, &gv, &q, &o, &l, cu, 2},
+        {"decreasing_offsets", &gq, &gk, &gv, &o, &q, &q, &o, &l, down, 2},
+        {"offsets_not_from_0", &gq, &gk, &gv, &o, &q, &q, &o, &l, from1, 2},
+        {"offsets_null", &gq, &gk, &gv, &o, &q, &q, &o, &l, NULL, 2},
+        {"batch_negative", &gq, &gk, &gv, &o, &q, &q, &o, &l, cu, -1},
+        {"dq_shape", &wrong, &gk, &gv, &o, &q, &q, &o, &l, cu, 2},
+        {"no_gradient", NULL, NULL, NULL, &o, &q, &q, &o, &l, cu, 2},
+        {"out_null", &gq, &gk, &gv, &o, &q, &q, NULL, &l, cu, 2},
+        {"lse_null", &gq, &gk, &gv, &o, &q, &q, &o, NULL, cu, 2},
+        {"f16_q", &gq, &gk, &gv, &o, &half, &q, &o, &l, cu, 2},
+        {"dk_over_q", &gq, &q, &gv, &o, &q, &q, &o, &l, cu, 2},
+        {"dout_null", &gq, &gk, &gv, NULL, &q, &q, &o, &l, cu, 2},
+        {"k_null", &gq, &gk, &gv, &o, &q, NULL, &o, &l, cu, 2},
+        {"k_strides_overflow", &gq, &gk, &gv, &o, &q, &huge, &o, &l, cu, 2},
     };
     for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
         attn_error e1, e2;
         size_t bytes = 12345;
-        attn_status a = attn_sdpa_varlen_backward_workspace_size(&bytes, C[i].dq, C[i].dk, C[i].dv, &o, C[i].q, &q, &q,
-                                                                 C[i].out, C[i].lse, C[i].cu_q, cu, C[i].batch, NULL,
-                                                                 NULL, &e1);
-        attn_status b = attn_sdpa_varlen_backward(C[i].dq, C[i].dk, C[i].dv, &o, C[i].q, &q, &q, C[i].out, C[i].lse,
-                                                  C[i].cu_q, cu, C[i].batch, NULL, NULL, &e2);
+        attn_status a = attn_sdpa_varlen_backward_workspace_size(&bytes, C[i].dq, C[i].dk, C[i].dv, C[i].dout, C[i].q,
+                                                                 C[i].k, &q, C[i].out, C[i].lse, C[i].cu_q, cu,
+                                                                 C[i].batch, NULL, NULL, &e1);
+        attn_status b = attn_sdpa_varlen_backward(C[i].dq, C[i].dk, C[i].dv, C[i].dout, C[i].q, C[i].k, &q, C[i].out,
+                                                  C[i].lse, C[i].cu_q, cu, C[i].batch, NULL, NULL, &e2);
         char name[96];
         snprintf(name, sizeof name, "varlen_backward_workspace_size_refuses_%s", C[i].name);
         check(a != ATTN_OK && a == b && !strcmp(e1.message, e2.message) && bytes == 12345, name,
@@ -922,6 +927,62 @@ static void test_backward_workspace_size_errors(void) {
                                                               NULL, NULL, &err);
     check(st == ATTN_ERR_NULL && strstr(err.message, "bytes is NULL"), "varlen_backward_workspace_size_refuses_bytes_null",
           "status %d: %s", (int)st, err.message);
+}
+
+/* What a sequence's backward plan refuses of the keys, values and options
+ * is refused of a batch with no sequence to plan too (one sequence with
+ * queries but no keys), by the backward and its size query alike, with
+ * the status (and words) a batch with keys gets, and no gradient written:
+ * e4m3 keys, sinks of the wrong shape, per-head scales beside float keys.
+ * Without keys they were once taken, and the rows got dq 0. */
+static void test_backward_unplanned_batch_checked(void) {
+    enum { T = 4, H = 2, E = 4 };
+    float qd[T * H * E] = {0}, od[T * H * E] = {0}, ld[T * H] = {0}, dq[T * H * E], dk[T * H * E], dv[T * H * E];
+    float sink3[3] = {0, 0, 0}, scales[H] = {1, 1};
+    unsigned char k8[T * H * E] = {0};
+    int64_t s3[3] = {T, H, E}, s0[3] = {0, H, E}, s2[2] = {T, H}, three = 3, hk = H, cu_q[2] = {0, T};
+    int64_t cu_keys[2] = {0, T}, cu_none[2] = {0, 0};
+    attn_tensor q, o, l, sinks, descale;
+    attn_tensor_init(&q, qd, ATTN_F32, 3, s3, NULL, NULL), attn_tensor_init(&o, od, ATTN_F32, 3, s3, NULL, NULL);
+    attn_tensor_init(&l, ld, ATTN_F32, 2, s2, NULL, NULL), attn_tensor_init(&sinks, sink3, ATTN_F32, 1, &three, NULL, NULL);
+    attn_tensor_init(&descale, scales, ATTN_F32, 1, &hk, NULL, NULL);
+    for (int c = 0; c < 3; c++) {
+        static const char *const NAME[3] = {"e4m3_keys", "sinks_shape", "k_descale_beside_float_keys"};
+        attn_sdpa_options opt = attn_sdpa_options_default();
+        if (c == 1) opt.sinks = &sinks;
+        if (c == 2) opt.k_descale = &descale;
+        attn_status st[3];
+        char said[3][ATTN_ERROR_MESSAGE_SIZE];
+        int untouched = 1;
+        for (int keys = 1; keys >= 0; keys--) { /* with keys: the plan's refusal; then none to plan */
+            attn_tensor k, g[3];
+            attn_tensor_init(&k, c == 0 ? (void *)k8 : (void *)qd, c == 0 ? ATTN_E4M3 : ATTN_F32, 3, keys ? s3 : s0, NULL,
+                             NULL);
+            attn_tensor_init(&g[0], dq, ATTN_F32, 3, s3, NULL, NULL);
+            attn_tensor_init(&g[1], dk, ATTN_F32, 3, keys ? s3 : s0, NULL, NULL);
+            attn_tensor_init(&g[2], dv, ATTN_F32, 3, keys ? s3 : s0, NULL, NULL);
+            const int64_t *cu_k = keys ? cu_keys : cu_none;
+            for (int i = 0; i < T * H * E; i++) dq[i] = dk[i] = dv[i] = -7;
+            attn_error err;
+            memset(&err, 0, sizeof err);
+            size_t bytes = 0;
+            int at = keys ? 0 : 1;
+            st[at] = attn_sdpa_varlen_backward(&g[0], &g[1], &g[2], &o, &q, &k, &k, &o, &l, cu_q, cu_k, 1, NULL, &opt, &err);
+            snprintf(said[at], sizeof said[at], "%s", err.message);
+            for (int i = 0; i < T * H * E; i++) untouched &= dq[i] == -7 && dk[i] == -7 && dv[i] == -7;
+            if (!keys) {
+                st[2] = attn_sdpa_varlen_backward_workspace_size(&bytes, &g[0], &g[1], &g[2], &o, &q, &k, &k, &o, &l, cu_q,
+                                                                 cu_k, 1, NULL, &opt, &err);
+                snprintf(said[2], sizeof said[2], "%s", err.message);
+            }
+        }
+        char name[96];
+        snprintf(name, sizeof name, "varlen_backward_without_keys_refuses_%s", NAME[c]);
+        check(st[0] != ATTN_OK && st[1] == st[0] && st[2] == st[0] && strstr(said[0], said[1]) &&
+                  !strcmp(said[1], said[2]) && untouched,
+              name, "with keys %d (%s), without %d (%s), size query %d (%s), gradients %s", (int)st[0], said[0],
+              (int)st[1], said[1], (int)st[2], said[2], untouched ? "untouched" : "WRITTEN");
+    }
 }
 
 /* The ragged backward's scratch is that of the sequences in flight, not of
@@ -1123,6 +1184,7 @@ int main(void) {
     test_backward_workspace();
     test_backward_workspace_size();
     test_backward_workspace_size_errors();
+    test_backward_unplanned_batch_checked();
     test_backward_one_job();
     test_backward_group_items();
     test_backward_scratch_of_largest();

@@ -145,6 +145,18 @@ static void bind_views(attn_grad_slices *gs, grads *g) {
     }
 }
 
+attn_status attn_backward_check_kv(const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *o,
+                                   attn_error *err) {
+    if ((k && attn_dtype_quantized(k->dtype)) || (v && attn_dtype_quantized(v->dtype)))
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; the backward pass takes float keys and values "
+                         "(attn_dequantize widens quantized ones)", k && attn_dtype_quantized(k->dtype) ? "k" : "v",
+                         attn_dtype_name(k && attn_dtype_quantized(k->dtype) ? k->dtype : v->dtype));
+    /* Per-head scales belong to fp8 keys and values, which the backward
+     * refuses above: set beside float ones, they are refused as the forward
+     * refuses them, not ignored. */
+    return attn_check_descale_dtype(o, k ? k->dtype : ATTN_F32, v ? v->dtype : ATTN_F32, err);
+}
+
 attn_status attn_backward_plan(attn_backward_call *c, attn_tensor *const grad[4], const attn_tensor *dout,
                                const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                const attn_tensor *out, const attn_tensor *lse, const attn_sdpa_options *o, int threads,
@@ -153,15 +165,8 @@ attn_status attn_backward_plan(attn_backward_call *c, attn_tensor *const grad[4]
     for (int i = 0; i < 4; i++) c->g.out[i] = grad[i];
     if (!out) return attn_fail(err, ATTN_ERR_NULL, "out (the forward's output) is NULL");
     if (!lse) return attn_fail(err, ATTN_ERR_NULL, "lse (the forward's log-sum-exp) is NULL");
-    if ((k && attn_dtype_quantized(k->dtype)) || (v && attn_dtype_quantized(v->dtype)))
-        return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; the backward pass takes float keys and values "
-                         "(attn_dequantize widens quantized ones)", k && attn_dtype_quantized(k->dtype) ? "k" : "v",
-                         attn_dtype_name(k && attn_dtype_quantized(k->dtype) ? k->dtype : v->dtype));
     attn_status st;
-    /* Per-head scales belong to fp8 keys and values, which the backward
-     * refuses above: set beside float ones, they are refused as the forward
-     * refuses them, not ignored. */
-    if ((st = attn_check_descale_dtype(o, k ? k->dtype : ATTN_F32, v ? v->dtype : ATTN_F32, err))) return st;
+    if ((st = attn_backward_check_kv(k, v, o, err))) return st;
     /* The forward's plan, with out and lse as they were written. */
     if ((st = measuring ? attn_plan_shapes(&c->gs.f, (attn_tensor *)out, (attn_tensor *)lse, NULL, q, k, v, o, threads, err)
                         : attn_plan_call(&c->gs.f, (attn_tensor *)out, (attn_tensor *)lse, NULL, false, q, k, v, o, threads, err)) ||

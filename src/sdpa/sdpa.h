@@ -240,6 +240,11 @@ typedef struct attn_backward_call {
     double *work; /* the exact kernel's scratch (not fused) */
     attn_rope_plan rope;
 } attn_backward_call;
+/* What attn_backward_plan requires of k's and v's dtypes (float, not
+ * quantized) and of o's per-head scales (none): a ragged batch checks it
+ * once for the batch, so that a batch with no sequence to plan obeys it too. */
+attn_status attn_backward_check_kv(const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *o,
+                                   attn_error *err);
 attn_status attn_backward_plan(attn_backward_call *c, attn_tensor *const grad[4], const attn_tensor *dout,
                                const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                const attn_tensor *out, const attn_tensor *lse, const attn_sdpa_options *o, int threads,

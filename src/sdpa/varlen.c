@@ -150,7 +150,9 @@ typedef struct batch_kv {
  * the batch runs through f32 copies (forward_half). */
 static attn_dtype lse_dtype(const attn_tensor *q) { return attn_dtype_half(q->dtype) ? ATTN_F32 : q->dtype; }
 
-/* The options a ragged batch takes, beside its packed q (checked). */
+/* The options a ragged batch takes, beside its packed q (checked): the
+ * sinks here too, for the batch, so that one whose sequences are all empty
+ * obeys them as one with rows does (forward and backward alike). */
 static attn_status check_batch_options(const attn_sdpa_options *o, const attn_tensor *q, attn_error *err) {
     attn_status st = attn_check_options(o, lse_dtype(q), q->shape[1], q->shape[2], err);
     if (st) return st;
@@ -158,7 +160,7 @@ static attn_status check_batch_options(const attn_sdpa_options *o, const attn_te
         return attn_fail(err, ATTN_ERR_OPTION, "options->mask is set; a ragged batch takes one mask per sequence (masks)");
     if (o->query_start || o->key_start || o->total_queries || o->total_keys)
         return attn_fail(err, ATTN_ERR_OPTION, "a ragged batch is not taken in pieces (query_start, key_start, totals)");
-    return ATTN_OK;
+    return o->sinks ? attn_check_per_head(o->sinks, "sinks", q->shape[1], err) : ATTN_OK;
 }
 
 /* A ragged batch's per-head fp8 scales: for e4m3 / e5m2 keys (values),
@@ -498,7 +500,6 @@ static attn_status check_varlen(attn_tensor *out, attn_tensor *lse, const attn_t
     attn_named ins[5 + ATTN_OPTION_TENSORS] = {{q, "q"}, {k, "k"}, {v, "v"}, {&cq, "cu_seqlens_q"}, {&ck, "cu_seqlens_k"}};
     int n_ins = attn_named_options(ins, 5, ATTN_NAMED_CAP(ins), o);
     if ((st = check_outputs(out, lse, ins, n_ins, masks, cu_q, cu_k, NULL, batch, c, err))) return st;
-    if (o->sinks && (st = attn_check_per_head(o->sinks, "sinks", q->shape[1], err))) return st;
     return check_batch_descale(o, k->dtype, v->dtype, batch, k->shape[1], err);
 }
 
@@ -569,7 +570,6 @@ static attn_status check_paged(int64_t *Ev_out, attn_tensor *out, attn_tensor *l
         const attn_named pin[2] = {{&pools[0], "k pages"}, {&pools[1], "v pages"}};
         if ((st = check_outputs(out, lse, pin, 2, NULL, NULL, NULL, NULL, 0, c, err))) return in_sequence(st, b, err);
     }
-    if (o->sinks && (st = attn_check_per_head(o->sinks, "sinks", q->shape[1], err))) return st;
     if (batch > 0 && (st = check_batch_descale(o, k_pages[0].dtype, v_pages[0].dtype, batch, k_pages[0].heads, err)))
         return st;
     *Ev_out = Ev;
@@ -618,6 +618,9 @@ static attn_status varlen_backward(size_t *bytes, attn_tensor *dq, attn_tensor *
     if (attn_dtype_half(q->dtype))
         return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; the ragged backward takes f32 or f64 q (attn_sdpa_backward "
                          "takes a 16-bit one)", attn_dtype_name(q->dtype));
+    /* What each sequence's plan requires of the keys, values and scales,
+     * for the batch: one with no sequence to plan obeys it too. */
+    if ((st = attn_backward_check_kv(k, v, &o, err))) return st;
     int64_t want_out[3] = {q->shape[0], q->shape[1], v->shape[2]};
     const attn_tensor *like[3] = {q, k, v};
     attn_tensor *grad[3] = {dq, dk, dv};

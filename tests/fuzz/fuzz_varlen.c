@@ -14,7 +14,11 @@
  * tables' entries (in and outside the pool, negative, INT32_MIN/MAX) and
  * the sequences' lengths (past the tables' pages included). Each call must return a status, with a
  * message when it fails, and never trip AddressSanitizer or
- * UndefinedBehaviorSanitizer. */
+ * UndefinedBehaviorSanitizer. The ragged backward's workspace query
+ * (attn_sdpa_varlen_backward_workspace_size) sees every ragged batch: it
+ * refuses what the forward refuses, with the same status and message, and
+ * a workspace of its size runs the backward bitwise as without one, one
+ * byte less being refused. */
 #include "attn.h"
 #include "sdpa/sdpa.h"
 
@@ -40,6 +44,39 @@ static void fill(float *x, size_t n) {
 /* Every failure carries a message. */
 static void checked(attn_status st, const attn_error *err) {
     if (st && !err->message[0]) abort();
+}
+
+/* The ragged backward again with a workspace of the `need` bytes its size
+ * query gave (at an odd address: the size covers any alignment): the
+ * gradients g (already computed without one) bitwise again; and with one
+ * byte less, ATTN_ERR_WORKSPACE with no gradient written. dout is out. */
+static void sized(attn_tensor *g, const attn_tensor *out, const attn_tensor *q, const attn_tensor *k,
+                  const attn_tensor *lse, const int64_t *cu_q, const int64_t *cu_k, int64_t batch,
+                  const attn_sdpa_options *o, size_t need) {
+    size_t n[3];
+    unsigned char *want[3], *ws = malloc(need + 1);
+    for (int t = 0; t < 3; t++) {
+        n[t] = (size_t)attn_tensor_numel(&g[t]) * sizeof(float);
+        want[t] = malloc(n[t] + 1);
+        memcpy(want[t], g[t].data, n[t]);
+    }
+    attn_context ctx = attn_context_default();
+    attn_sdpa_options with = *o;
+    with.context = &ctx;
+    attn_error err;
+    for (int short_by = 0; short_by < 2 && ws && (short_by == 0 || need > 0); short_by++) {
+        ctx.workspace = ws + 1, ctx.workspace_size = need - (size_t)short_by;
+        for (int t = 0; t < 3; t++) memset(g[t].data, 0x7f, n[t]); /* 3.4e38, which no gradient here is */
+        attn_status st = attn_sdpa_varlen_backward(&g[0], &g[1], &g[2], out, q, k, k, out, lse, cu_q, cu_k, batch, NULL,
+                                                   &with, &err);
+        checked(st, &err);
+        if (st == ATTN_ERR_NO_MEMORY) break;
+        if (st != (short_by ? ATTN_ERR_WORKSPACE : ATTN_OK)) abort();
+        for (int t = 0; t < 3; t++)
+            for (size_t i = 0; i < n[t]; i++)
+                if (((unsigned char *)g[t].data)[i] != (short_by ? 0x7f : want[t][i])) abort();
+    }
+    free(ws), free(want[0]), free(want[1]), free(want[2]);
 }
 
 static void ragged(reader *r, int backward) {
@@ -79,13 +116,24 @@ static void ragged(reader *r, int backward) {
     attn_tensor_init(&tg[2], g[2], ATTN_F32, 3, sk, NULL, NULL);
     attn_sdpa_options o = attn_sdpa_options_default();
     o.causal = (attn_causal)(byte(r) % 3);
-    attn_error err;
+    attn_error err, serr;
     attn_status st = attn_sdpa_varlen(&to, &tl, &tq, &tk, &tk, cu_q, cu_k, batch, NULL, &o, &err);
     checked(st, &err);
-    if (backward && !st) {
+    /* The backward's size query, on every input: it checks the offsets as
+     * the forward does (the same tensors, causal mode and offsets), so it
+     * refuses exactly what the forward refuses, with its status and
+     * message, and what it accepts the forward ran. */
+    size_t need = 0;
+    attn_status sz = attn_sdpa_varlen_backward_workspace_size(&need, &tg[0], &tg[1], &tg[2], &to, &tq, &tk, &tk, &to, &tl,
+                                                             cu_q, cu_k, batch, NULL, &o, &serr);
+    checked(sz, &serr);
+    if (st != ATTN_ERR_NO_MEMORY && sz != ATTN_ERR_NO_MEMORY && (sz != st || (st && strcmp(err.message, serr.message))))
+        abort();
+    if (backward && !st && !sz) {
         st = attn_sdpa_varlen_backward(&tg[0], &tg[1], &tg[2], &to, &tq, &tk, &tk, &to, &tl, cu_q, cu_k, batch, NULL, &o,
                                        &err);
         checked(st, &err); /* dout is out: both inputs, so computed */
+        if (!st) sized(tg, &to, &tq, &tk, &tl, cu_q, cu_k, batch, &o, need);
     }
     free(q), free(k), free(out), free(lse), free(g[0]), free(g[1]), free(g[2]);
 }
