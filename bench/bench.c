@@ -82,8 +82,9 @@ static const char USAGE[] =
     "  --paged      the paged KV cache against contiguous keys and values only:\n"
     "               attn_kv_pages_attend against attn_sdpa_varlen on the same batch,\n"
     "               prefill (lengths 100, 700, 1500, 3000) and decode (16 sequences\n"
-    "               of 100 to 8000 keys), pages of 16 and 256, and pools whose heads\n"
-    "               lie apart (head_major), timed in turns\n"
+    "               of 100 to 8000 keys), pages of 16 and 256, pools whose heads lie\n"
+    "               apart (head_major), and decode from pools whose sequences' pages\n"
+    "               are interleaved (grown side by side), timed in turns\n"
     "  --kv         decode from a KV cache of each storage only: one token of a\n"
     "               Llama-style layer (32/8 heads, d=128) at 32k positions in f16,\n"
     "               q8, q4, e4m3, e5m2 and q4c keys per channel with q4_1 values,\n"
@@ -1488,10 +1489,34 @@ static double huge_mib(void) {
     return kb < 0 ? -1 : kb / 1024;
 }
 
+/* Appends the B sequences' keys and values to the pool: all of each
+ * sequence at once, so that its pages are taken in order and lie one after
+ * another in memory; or, `together`, a page's positions of every sequence
+ * in turn, as sequences that grow step by step side by side fill a pool,
+ * so that a sequence's next page lies B pages on. */
+static void paged_fill(attn_kv_pages *pool, const int64_t *ids, int64_t B, const attn_tensor *k, const attn_tensor *v,
+                       const int64_t *cu_k, int64_t P, bool together) {
+    attn_error err;
+    if (!together) {
+        if (attn_kv_pages_append(pool, ids, B, k, v, cu_k, &err)) fail("%s", err.message);
+        return;
+    }
+    for (int64_t at = 0; at < cu_k[B]; at += P)
+        for (int64_t b = 0; b < B; b++) {
+            int64_t len = cu_k[b + 1] - cu_k[b], n = len - at < P ? len - at : P, cu[2] = {0, n};
+            if (n <= 0) continue;
+            attn_tensor ks = *k, vs = *v; /* rows cu_k[b] + at .. of the packed (T, Hk, D) views */
+            ks.data = (float *)k->data + (cu_k[b] + at) * k->strides[0], ks.shape[0] = n;
+            vs.data = (float *)v->data + (cu_k[b] + at) * v->strides[0], vs.shape[0] = n;
+            if (attn_kv_pages_append(pool, &ids[b], 1, &ks, &vs, cu, &err)) fail("%s", err.message);
+        }
+}
+
 /* One row: `decode` or prefill, pages of P, the buffers on huge pages or
- * not; the two ways timed in turns, the median over the rounds of each
- * round's paged time over contiguous. */
-static void paged_row(bool decode, int64_t P, bool huge, bool head_major, bool as_json, bool last) {
+ * not, the pool head-major or not, filled a sequence at a time or the
+ * sequences' pages interleaved (`together`); the two ways timed in turns,
+ * the median over the rounds of each round's paged time over contiguous. */
+static void paged_row(bool decode, int64_t P, bool huge, bool head_major, bool together, bool as_json, bool last) {
     enum { H = 16, HK = 4, D = 64, MAX_ROUNDS = 15 };
     static const int64_t PREFILL[4] = {100, 700, 1500, 3000};
     int64_t B = decode ? 16 : 4, len[16], cu_k[17] = {0}, cu_q[17] = {0};
@@ -1528,7 +1553,7 @@ static void paged_row(bool decode, int64_t P, bool huge, bool head_major, bool a
         fail("the pool: %s", mem ? err.message : "no memory");
     for (int64_t b = 0; b < B; b++)
         if (attn_kv_pages_create(pool, &ids[b], &err)) fail("%s", err.message);
-    if (attn_kv_pages_append(pool, ids, B, &tk, &tv, cu_k, &err)) fail("%s", err.message);
+    paged_fill(pool, ids, B, &tk, &tv, cu_k, P, together);
     paged_call c[2];
     for (int w = 0; w < 2; w++) {
         memset(&c[w], 0, sizeof c[w]);
@@ -1556,10 +1581,11 @@ static void paged_row(bool decode, int64_t P, bool huge, bool head_major, bool a
     for (int i = 0; i < rounds; i++) ratio[i] = t[1][i] / t[0][i];
     double med = median(ratio, rounds), in_huge = huge_mib();
     if (as_json)
-        printf("    {\"step\": \"%s\", \"page_size\": %lld, \"head_major\": %s, \"huge_pages\": %s, \"huge_mib\": %.0f, \"sequences\": %lld, "
+        printf("    {\"step\": \"%s\", \"page_size\": %lld, \"head_major\": %s, \"pages_interleaved\": %s, \"huge_pages\": %s, \"huge_mib\": %.0f, \"sequences\": %lld, "
                "\"keys\": %lld, \"heads\": [%d, %d], \"d\": %d, \"contiguous_ms\": %.3f, \"paged_ms\": %.3f, "
                "\"paged_over_contiguous\": %.3f, \"rounds\": %d}%s\n",
-               decode ? "decode" : "prefill", (long long)P, head_major ? "true" : "false", huge ? "true" : "false", in_huge,
+               decode ? "decode" : "prefill", (long long)P, head_major ? "true" : "false", together ? "true" : "false",
+               huge ? "true" : "false", in_huge,
                (long long)B, (long long)T, H,
                HK, D, 1e3 * best[0], 1e3 * best[1], med, rounds, last ? "" : ",");
     else {
@@ -1567,10 +1593,11 @@ static void paged_row(bool decode, int64_t P, bool huge, bool head_major, bool a
         char granted[64] = "";
         if (huge && in_huge < 0) snprintf(granted, sizeof granted, "; MiB in huge pages unknown");
         else if (huge) snprintf(granted, sizeof granted, "; %.0f MiB in huge pages", in_huge);
-        cli_prose(stdout, 0, 2, "%s, %lld sequences, %lld keys, pages of %lld%s%s: contiguous %.3f ms, paged %.3f ms; "
+        cli_prose(stdout, 0, 2, "%s, %lld sequences, %lld keys, pages of %lld%s%s%s: contiguous %.3f ms, paged %.3f ms; "
                   "paged takes %.3fx (median of %d rounds)%s",
                decode ? "decode" : "prefill", (long long)B, (long long)T, (long long)P,
-               head_major ? ", head-major" : "", huge ? ", huge pages asked for" : "", 1e3 * best[0], 1e3 * best[1], med,
+               head_major ? ", head-major" : "", together ? ", the sequences' pages interleaved" : "",
+               huge ? ", huge pages asked for" : "", 1e3 * best[0], 1e3 * best[1], med,
                rounds, granted);
     }
     free(k), free(v), free(q), free(out), free(mem);
@@ -1580,14 +1607,20 @@ static void paged_row(bool decode, int64_t P, bool huge, bool head_major, bool a
  * the contiguous keys and values asked onto transparent huge pages
  * (madvise), the advice docs/performance.md measures; then prefill and
  * decode from head-major pools (attn_kv_pages_desc.head_major), whose
- * heads' pages lie apart. */
+ * heads' pages lie apart. Each sequence is appended whole, so its pages
+ * follow each other in memory; the last rows decode from pools whose
+ * sequences grew side by side, a page of each in turn, so that no two
+ * pages of a sequence are neighbours (an engine's pool after many steps). */
 static void paged_rows(bool as_json) {
-    static const struct { bool decode; int64_t P; bool huge, head_major; } ROWS[] = {
-        {false, 16, false, false}, {false, 256, false, false}, {true, 16, false, false}, {true, 256, false, false},
-        {true, 16, true, false},   {true, 256, true, false},   {false, 16, false, true},  {false, 256, false, true},
-        {true, 16, false, true},   {true, 256, false, true}};
+    static const struct { bool decode; int64_t P; bool huge, head_major, together; } ROWS[] = {
+        {false, 16, false, false, false}, {false, 256, false, false, false}, {true, 16, false, false, false},
+        {true, 256, false, false, false}, {true, 16, true, false, false},    {true, 256, true, false, false},
+        {false, 16, false, true, false},  {false, 256, false, true, false},  {true, 16, false, true, false},
+        {true, 256, false, true, false},  {true, 16, false, false, true},    {true, 256, false, false, true},
+        {true, 16, false, true, true},    {true, 256, false, true, true}};
     enum { N = sizeof ROWS / sizeof ROWS[0] };
-    for (int i = 0; i < N; i++) paged_row(ROWS[i].decode, ROWS[i].P, ROWS[i].huge, ROWS[i].head_major, as_json, i == N - 1);
+    for (int i = 0; i < N; i++)
+        paged_row(ROWS[i].decode, ROWS[i].P, ROWS[i].huge, ROWS[i].head_major, ROWS[i].together, as_json, i == N - 1);
 }
 
 /* ---- the backward pass ------------------------------------------------------------ */
