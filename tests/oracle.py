@@ -118,6 +118,11 @@ def bf16_lse_allowance(q, k, scale):
     q64, k64 = np.abs(np.asarray(q, np.float64)), np.abs(np.asarray(k, np.float64))
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else abs(scale)
     s_abs = float((np.matmul(q64, np.swapaxes(k64, -1, -2)) * scale).max()) if q64.size and k64.size else 0.0
+    return bf16_lse_allowance_of(s_abs)
+
+
+def bf16_lse_allowance_of(s_abs):
+    """bf16_lse_allowance for a given s_abs: 2.2u * s_abs + 1.1e-4."""
     return 2.2 * BF16_U * s_abs + 1.1e-4
 
 

@@ -78,7 +78,7 @@ import sys
 import numpy as np
 import torch
 
-from oracle import BF16_U, bf16_out_allowance
+from oracle import BF16_U, bf16_lse_allowance_of, bf16_out_allowance
 from scratch import scratch_dir
 from oracle_rope import reference as rope_reference
 from torch_attention import Reporter, broadcast_heads, causal_allowed, oracle_args
@@ -351,7 +351,7 @@ class Oracle(Reporter):
             sc = abs(scale) if scale is not None else 1.0 / math.sqrt(E)
             s_abs = float((sc * torch.matmul(tq.abs(), tk.abs().transpose(-2, -1))).max())
         if bf16:
-            allowed = bf16_out_allowance(2.2 * BF16_U * s_abs + 1.1e-4, vmax) / (1 - dropout)
+            allowed = bf16_out_allowance(bf16_lse_allowance_of(s_abs), vmax) / (1 - dropout)
         elif worst and f32:  # attn_sdpa's bound: max|P·|v|| is the output for |v|
             pv = reference(q, k64, np.abs(v64), dout, mask, causal, scale, keep, dropout, variants)[4]
             allowed = (2e-5 * float(np.abs(pv).max()) + 2 * (E + 6) * 2.0**-24 * s_abs * vmax) / (1 - dropout)
