@@ -1501,7 +1501,9 @@ static void paged_fill(attn_kv_pages *pool, const int64_t *ids, int64_t B, const
         if (attn_kv_pages_append(pool, ids, B, k, v, cu_k, &err)) fail("%s", err.message);
         return;
     }
-    for (int64_t at = 0; at < cu_k[B]; at += P)
+    int64_t longest = 0;
+    for (int64_t b = 0; b < B; b++) longest = cu_k[b + 1] - cu_k[b] > longest ? cu_k[b + 1] - cu_k[b] : longest;
+    for (int64_t at = 0; at < longest; at += P)
         for (int64_t b = 0; b < B; b++) {
             int64_t len = cu_k[b + 1] - cu_k[b], n = len - at < P ? len - at : P, cu[2] = {0, n};
             if (n <= 0) continue;
