@@ -55,16 +55,18 @@ static void sized(attn_tensor *g, const attn_tensor *out, const attn_tensor *q, 
                   const attn_sdpa_options *o, size_t need) {
     size_t n[3];
     unsigned char *want[3], *ws = malloc(need + 1);
+    bool have = ws != NULL;
     for (int t = 0; t < 3; t++) {
         n[t] = (size_t)attn_tensor_numel(&g[t]) * sizeof(float);
         want[t] = malloc(n[t] + 1);
-        memcpy(want[t], g[t].data, n[t]);
+        if (want[t]) memcpy(want[t], g[t].data, n[t]);
+        have = have && want[t];
     }
     attn_context ctx = attn_context_default();
     attn_sdpa_options with = *o;
     with.context = &ctx;
     attn_error err;
-    for (int short_by = 0; short_by < 2 && ws && (short_by == 0 || need > 0); short_by++) {
+    for (int short_by = 0; short_by < 2 && have && (short_by == 0 || need > 0); short_by++) {
         ctx.workspace = ws + 1, ctx.workspace_size = need - (size_t)short_by;
         for (int t = 0; t < 3; t++) memset(g[t].data, 0x7f, n[t]); /* 3.4e38, which no gradient here is */
         attn_status st = attn_sdpa_varlen_backward(&g[0], &g[1], &g[2], out, q, k, k, out, lse, cu_q, cu_k, batch, NULL,
