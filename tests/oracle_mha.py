@@ -36,7 +36,10 @@ attn_sdpa_sinks_backward (oracle_backward's), taken from the layer's own
 attention inputs (sinks_check): f64 1e-12 · dsinks_abs_h, f32 ((1 + 4.3e-5)
 e^x - 1) · dsinks_abs_h + 2^-126, relative to |dout| P|v| rather than to
 |dout||out|, so that values that cancel to an out near 0 are held to it too;
-f32 only where the layer's projections are exact (cancelling_sinks_case).
+f32 where the layer's projections are exact (cancelling_sinks_case), and
+where they round (rounded_sinks_case): attn.h's bound on the layer's own
+q, k, v and dheads, plus the reference's dsinks moved by their rounding, to
+first order in u (sinks_check derives it).
 
 Usage: oracle_mha.py BUILD_DIR [--seed N]. Prints "ok NAME" / "FAIL NAME: why".
 """
@@ -540,12 +543,14 @@ def gqa_backward_case(o, rng, name, H, Hkv, rope, E=16, L=6, S=6, N=2, sinks=Fal
     o.report(name, gqa_backward_check(o, q, k, v, f((N, L, E)), state, H, Hkv, causal, rope, variants))
 
 
-def gqa_backward_check(o, q, k, v, dout, state, H, Hkv, causal, rope=None, variants=None):
+def gqa_backward_check(o, q, k, v, dout, state, H, Hkv, causal, rope=None, variants=None, rounded=False):
     """attn_mha_backward of a GQA layer (inputs (N, L or S, E)) against autograd
     through gqa_reference_t in f64 on the same values: '' or why not. f64: every
     gradient (compare_grads), the sinks' per head (sinks_check); f32: the sinks'
     only, for a layer whose projections f32 computes exactly (the caller's
-    values), so that its attention sees the reference's inputs."""
+    values), so that its attention sees the reference's inputs, or (rounded)
+    one whose projections and dout W_o round, within the bound widened by
+    that rounding (projection_rounding; no RoPE, no score variants)."""
     wide = lambda a: torch.tensor(np.asarray(a, np.float64), requires_grad=True)  # noqa: E731
     leaves = {n: wide(a) for n, a in state.items()}
     xs = [wide(a) for a in (q, k, v)]
@@ -561,11 +566,12 @@ def gqa_backward_check(o, q, k, v, dout, state, H, Hkv, causal, rope=None, varia
     f32 = q.dtype == np.float32
     why = "" if f32 else compare_grads(o, got, ref)
     if not why and dsinks is not None:
-        why = sinks_check(got["sinks"], dsinks.numpy(), attention, state["sinks"], f32)
+        rounding = projection_rounding(q, k, v, dout, state, H, Hkv) if rounded else None
+        why = sinks_check(got["sinks"], dsinks.numpy(), attention, state["sinks"], f32, rounding)
     return why
 
 
-def sinks_check(got, ref, attention, sinks, f32):
+def sinks_check(got, ref, attention, sinks, f32, rounding=None):
     """The layer's dsinks (H,) against autograd's: '' or why not. Per head within
     attn.h's bound for attn_sdpa_sinks_backward (oracle_backward.sink_bound),
     taken from the attention's own inputs as gqa_reference_t saved them:
@@ -575,16 +581,72 @@ def sinks_check(got, ref, attention, sinks, f32):
     head's largest scale · sum_e |q_e||k_e| over its rows and keys (those
     the causal mask hides too, which only widens it), |sink_h| one more score.
     The f32 x counts no score variant (f32 cases have none), and dsinks_abs
-    no dropout (no case takes it with sinks)."""
+    no dropout (no case takes it with sinks).
+    rounding: None where the layer's attention sees the reference's very
+    inputs; else projection_rounding's bounds (dq, dk, dv, dg) on how far
+    the f32 layer's own q, k, v and dheads = dout W_o are from the
+    reference's. The bound is then attn.h's on the layer's own inputs plus
+    the reference's dsinks moved to those inputs, to first order in u:
+      attn.h's, on the layer's q^, k^, v^, g^: the scores move by at most
+        ds_ij = scale (dq_i |k_j| + |q_i| dk_j) (delta_h its largest in the
+        head), so each weight P_ij by a factor within e^(±2 delta_h) and each
+        sink's share P_sink by e^(±delta_h): dsinks_abs_h on the layer's is
+        within e^(3 delta_h) · sink_magnitudes(P, |g| + dg, |v| + dv), and its
+        s_abs_h within scale · max (|q| + dq)(|k| + dk);
+      the move: dsinks = -sum_i P_sink_i D_i, D_i = g_i · out_i; a change
+        ds_ij of the scores (the sink's own unchanged) moves P_ij by
+        P_ij (ds_ij - m_i) and P_sink_i by -P_sink_i m_i, m_i = sum_j P_ij ds_ij;
+        with v_j by dv_j and g_i by dg_i, dsinks moves by
+          -sum_i P_sink_i (sum_j P_ij ds_ij (g_i · v_j - 2 D_i)
+                           + sum_j P_ij g_i · dv_j + dg_i · out_i),
+        bounded with each term's absolute value: this grows with |g||v|, as
+        dsinks_abs does, and not with |dsinks| or |out|."""
     a = attention
     with torch.no_grad():
-        dsinks_abs = sink_magnitudes(a["p"], torch.ones(()), a["heads"].grad, a["v"])
+        q, k, v, p, g, scale = a["q"], a["k"], a["v"], a["p"], a["heads"].grad, a["scale"]
+        first = 0.0
+        if rounding is None:
+            dsinks_abs = sink_magnitudes(p, torch.ones(()), g, v)
+            qa, ka = q.abs(), k.abs()
+        else:
+            dq, dk, dv, dg = (torch.from_numpy(x_) for x_ in rounding)
+            kt = lambda x_: x_.transpose(-2, -1)  # noqa: E731
+            ds = scale * (dq @ kt(k.abs()) + q.abs() @ kt(dk))  # (N, H, L, S)
+            delta = torch.amax(ds, dim=(0, 2, 3)).numpy()
+            dsinks_abs = np.exp(3 * delta) * sink_magnitudes(p, torch.ones(()), g.abs() + dg, v.abs() + dv)
+            qa, ka = q.abs() + dq, k.abs() + dk
+            out = a["heads"]
+            D = (g * out).sum(-1, keepdim=True)
+            moved = (p * ds * (g @ kt(v) - 2 * D).abs()).sum(-1) + (p * (g.abs() @ kt(dv))).sum(-1) + \
+                (dg * out.abs()).sum(-1)  # (N, H, L)
+            first = ((1 - p.sum(-1)) * moved).sum(dim=(0, 2)).numpy()
         x = None
         if f32:
-            s_abs = torch.amax(a["scale"] * a["q"].abs() @ a["k"].abs().transpose(-2, -1), dim=(0, 2, 3)).numpy()
-            x = (3 * a["q"].shape[-1] + 20) * 2.0**-24 * np.maximum(s_abs, np.abs(np.asarray(sinks, np.float64)))
-    why = compare_within(got, ref, sink_bound(dsinks_abs, x))
+            s_abs = torch.amax(scale * qa @ ka.transpose(-2, -1), dim=(0, 2, 3)).numpy()
+            x = (3 * q.shape[-1] + 20) * 2.0**-24 * np.maximum(s_abs, np.abs(np.asarray(sinks, np.float64)))
+    why = compare_within(got, ref, sink_bound(dsinks_abs, x) + first)
     return "sinks: " + why if why else ""
+
+
+def projection_rounding(q, k, v, dout, state, H, Hkv):
+    """Bounds on how far an f32 layer's own attention inputs are from the
+    reference's (the same f32 values in f64, no RoPE), as numpy (N, H, L or
+    S, D) each, k's and v's repeated over each KV head's group: dq, dk, dv
+    (in + 4) u (|x| |W|^T + |b|), a recursive f32 sum of `in` products and
+    the bias (f32_bound's projections; the values already f32), and dg, the
+    heads' dout = dout W_o, (E + 4) u |dout| |W_o|, the same for an f32 sum
+    of E products (the layer's double sum rounded once is within it)."""
+    N, E = q.shape[0], q.shape[-1]
+    D = E // H
+    heads = lambda x, h: x.reshape(N, x.shape[1], h, D).transpose(0, 2, 1, 3)  # noqa: E731
+
+    def proj(x, n, h):
+        w, b = (np.asarray(state[n + "_proj_" + t], np.float64) for t in ("weight", "bias"))
+        mag = np.abs(np.asarray(x, np.float64)) @ np.abs(w).T + np.abs(b)
+        return np.repeat(heads((x.shape[-1] + 4) * U32 * mag, h), H // h, axis=1)
+    wo = np.asarray(state["out_proj_weight"], np.float64)
+    dg = (E + 4) * U32 * np.abs(np.asarray(dout, np.float64)) @ np.abs(wo)
+    return proj(q, "q", H), proj(k, "k", Hkv), proj(v, "v", Hkv), np.ascontiguousarray(heads(dg, H))
 
 
 def cancelling_sinks_case(o, rng, name, dtype, H=4, Hkv=2, E=16, L=16, S=64, N=2):
@@ -620,6 +682,37 @@ def cancelling_sinks_case(o, rng, name, dtype, H=4, Hkv=2, E=16, L=16, S=64, N=2
     cast = lambda a: a.astype(dtype)  # noqa: E731  (exact but the sinks, whose rounding both sides then take)
     state = {n: cast(a) for n, a in state.items()}
     o.report(name, gqa_backward_check(o, cast(q), cast(k), cast(v), cast(dyadic((N, L, E), 2)), state, H, Hkv, 0))
+
+
+def rounded_sinks_case(o, rng, name, cancel, H=4, Hkv=2, E=32, L=16, S=24, N=2, causal=2):
+    """The sinks' gradient of an f32 layer whose projections round (random
+    weights, inputs and dout: f32's sums of products do not come out
+    exact), so that its attention sees inputs a few u from the reference's,
+    against autograd in f64 on the same f32 values, per head within
+    sinks_check's bound with the projections' rounding. cancel: the values
+    cancel, as in cancelling_sinks_case (pairs of keys with the same key
+    input and value inputs ±2^10 x, the value bias 0, the other half 2^-10
+    x; give it causal 0, as there): out near 0 and dsinks far below the
+    |dout| P|v| its errors follow; else ordinary random data. The sinks take
+    about a third of each row (a share near 0 would leave dsinks little to
+    check)."""
+    f = rng.standard_normal
+    state = gqa_state(f, E, E // H, Hkv)
+    q, k, v = f((N, L, E)), f((N, S, E)), f((N, S, E))
+    state["sinks"] = math.log(S) + 0.5 * f(H)
+    if cancel:
+        state["v_proj_bias"] = np.zeros(state["v_proj_bias"].shape)
+        half = S // 2
+        k[:, 1:half:2] = k[:, 0:half:2]
+        v[:, 0:half:2] *= 2.0**10
+        v[:, 1:half:2] = -v[:, 0:half:2]
+        v[:, half:] *= 2.0**-10
+        order = rng.permutation(S)
+        k, v = k[:, order], v[:, order]
+    cast = lambda a: a.astype(np.float32)  # noqa: E731  (both sides take these values)
+    state = {n: cast(a) for n, a in state.items()}
+    o.report(name, gqa_backward_check(o, cast(q), cast(k), cast(v), cast(f((N, L, E))), state, H, Hkv, causal,
+                                      rounded=True))
 
 
 def bf16_weights_backward_case(o, rng, name, H=4, Hkv=2, E=32, L=5, S=7, N=2, causal=2):
@@ -1226,6 +1319,11 @@ def main():
         for rows in (16, 3):  # the flash forward and decode
             cancelling_sinks_case(o, rng, "backward_sinks_cancelling_values_%s_L%d" % (np.dtype(dtype).name, rows),
                                   dtype, L=rows)
+    # An f32 layer whose projections round: its attention's inputs a few u from the reference's.
+    for rows in (16, 3):
+        rounded_sinks_case(o, rng, "backward_sinks_f32_rounded_projections_random_L%d" % rows, False, L=rows)
+        rounded_sinks_case(o, rng, "backward_sinks_f32_rounded_projections_cancelling_values_L%d" % rows, True,
+                           E=16, L=rows, S=64, causal=0)
     print("# mha oracle: %d passed, %d failed" % (o.passed, o.failed))
     return 1 if o.failed else 0
 
