@@ -872,9 +872,12 @@ static void test_backward_workspace_size(void) {
 }
 
 /* The size query refuses what the call refuses, with the same status and
- * message: bad offsets, batch < 0, a gradient of the wrong shape, no
- * gradient asked for, out, lse, dout or k NULL, a 16-bit q, a gradient over
- * an input, strides whose extent overflows; and bytes NULL. */
+ * message, and each case with its own status (attn.h): bad offsets and
+ * batch < 0 ATTN_ERR_ARGUMENT, NULL offsets, out, lse, dout or k and no
+ * gradient asked for ATTN_ERR_NULL, a gradient of the wrong shape
+ * ATTN_ERR_SHAPE, a 16-bit q ATTN_ERR_DTYPE, a gradient over an input
+ * ATTN_ERR_STRIDE, strides whose extent overflows ATTN_ERR_OVERFLOW; and
+ * bytes NULL ATTN_ERR_NULL. */
 static void test_backward_workspace_size_errors(void) {
     enum { T = 6, H = 2, E = 4 };
     float qd[T * H * E] = {0}, od[T * H * E] = {0}, ld[T * H] = {0}, dq[T * H * E], dk[T * H * E], dv[T * H * E];
@@ -894,20 +897,22 @@ static void test_backward_workspace_size_errors(void) {
         const attn_tensor *dout, *q, *k, *out, *lse;
         const int64_t *cu_q;
         int64_t batch;
+        attn_status want;
+        const char *word; /* in the message: the refusal is this case's, not an earlier check's */
     } C[] = {
-        {"decreasing_offsets", &gq, &gk, &gv, &o, &q, &q, &o, &l, down, 2},
-        {"offsets_not_from_0", &gq, &gk, &gv, &o, &q, &q, &o, &l, from1, 2},
-        {"offsets_null", &gq, &gk, &gv, &o, &q, &q, &o, &l, NULL, 2},
-        {"batch_negative", &gq, &gk, &gv, &o, &q, &q, &o, &l, cu, -1},
-        {"dq_shape", &wrong, &gk, &gv, &o, &q, &q, &o, &l, cu, 2},
-        {"no_gradient", NULL, NULL, NULL, &o, &q, &q, &o, &l, cu, 2},
-        {"out_null", &gq, &gk, &gv, &o, &q, &q, NULL, &l, cu, 2},
-        {"lse_null", &gq, &gk, &gv, &o, &q, &q, &o, NULL, cu, 2},
-        {"f16_q", &gq, &gk, &gv, &o, &half, &q, &o, &l, cu, 2},
-        {"dk_over_q", &gq, &q, &gv, &o, &q, &q, &o, &l, cu, 2},
-        {"dout_null", &gq, &gk, &gv, NULL, &q, &q, &o, &l, cu, 2},
-        {"k_null", &gq, &gk, &gv, &o, &q, NULL, &o, &l, cu, 2},
-        {"k_strides_overflow", &gq, &gk, &gv, &o, &q, &huge, &o, &l, cu, 2},
+        {"decreasing_offsets", &gq, &gk, &gv, &o, &q, &q, &o, &l, down, 2, ATTN_ERR_ARGUMENT, "decreases"},
+        {"offsets_not_from_0", &gq, &gk, &gv, &o, &q, &q, &o, &l, from1, 2, ATTN_ERR_ARGUMENT, "must be 0"},
+        {"offsets_null", &gq, &gk, &gv, &o, &q, &q, &o, &l, NULL, 2, ATTN_ERR_NULL, "cu_seqlens_q is NULL"},
+        {"batch_negative", &gq, &gk, &gv, &o, &q, &q, &o, &l, cu, -1, ATTN_ERR_ARGUMENT, "batch is -1"},
+        {"dq_shape", &wrong, &gk, &gv, &o, &q, &q, &o, &l, cu, 2, ATTN_ERR_SHAPE, "dq has shape"},
+        {"no_gradient", NULL, NULL, NULL, &o, &q, &q, &o, &l, cu, 2, ATTN_ERR_NULL, "all NULL"},
+        {"out_null", &gq, &gk, &gv, &o, &q, &q, NULL, &l, cu, 2, ATTN_ERR_NULL, "out (the forward's output) is NULL"},
+        {"lse_null", &gq, &gk, &gv, &o, &q, &q, &o, NULL, cu, 2, ATTN_ERR_NULL, "lse (the forward's log-sum-exp) is NULL"},
+        {"f16_q", &gq, &gk, &gv, &o, &half, &q, &o, &l, cu, 2, ATTN_ERR_DTYPE, "f16"},
+        {"dk_over_q", &gq, &q, &gv, &o, &q, &q, &o, &l, cu, 2, ATTN_ERR_STRIDE, "dk"},
+        {"dout_null", &gq, &gk, &gv, NULL, &q, &q, &o, &l, cu, 2, ATTN_ERR_NULL, "dout is NULL"},
+        {"k_null", &gq, &gk, &gv, &o, &q, NULL, &o, &l, cu, 2, ATTN_ERR_NULL, "k is NULL"},
+        {"k_strides_overflow", &gq, &gk, &gv, &o, &q, &huge, &o, &l, cu, 2, ATTN_ERR_OVERFLOW, "k: shape times strides"},
     };
     for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
         attn_error e1, e2;
@@ -919,8 +924,10 @@ static void test_backward_workspace_size_errors(void) {
                                                   C[i].lse, C[i].cu_q, cu, C[i].batch, NULL, NULL, &e2);
         char name[96];
         snprintf(name, sizeof name, "varlen_backward_workspace_size_refuses_%s", C[i].name);
-        check(a != ATTN_OK && a == b && !strcmp(e1.message, e2.message) && bytes == 12345, name,
-              "size query %d (%s), call %d (%s), bytes %zu", (int)a, e1.message, (int)b, e2.message, bytes);
+        check(a == C[i].want && b == C[i].want && strstr(e1.message, C[i].word) && !strcmp(e1.message, e2.message) &&
+                  bytes == 12345,
+              name, "size query %d (%s), call %d (%s), want %d (\"%s\"), bytes %zu", (int)a, e1.message, (int)b,
+              e2.message, (int)C[i].want, C[i].word, bytes);
     }
     attn_error err;
     attn_status st = attn_sdpa_varlen_backward_workspace_size(NULL, &gq, &gk, &gv, &o, &q, &q, &q, &o, &l, cu, cu, 2,
