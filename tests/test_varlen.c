@@ -16,6 +16,7 @@
 #include "check.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1056,6 +1057,72 @@ static void check_status(attn_status got, const attn_error *err, attn_status wan
     check(got == want && strstr(err->message, text), name, "status %d (want %d): %s", (int)got, (int)want, err->message);
 }
 
+/* A batch in which no sequence has both queries and keys runs nothing, so
+ * it needs no workspace: the size query says 0, as attn_sdpa_backward's
+ * does for an empty problem, and the call then takes nothing, neither
+ * from a NULL workspace nor from a workspace of 0 bytes (where any scratch
+ * taken would fail), and writes what attn.h says: dq 0 for queries without
+ * keys, dk and dv 0 for keys without queries. The control, a batch with
+ * queries and keys, asks more than 0 and is refused a workspace of 0. */
+static void test_backward_nothing_to_run(void) {
+    enum { T = 4, H = 2, E = 4 };
+    float qd[T * H * E] = {0}, kd[T * H * E] = {0}, od[T * H * E] = {0}, ld[T * H] = {0};
+    float dq[T * H * E], dk[T * H * E], dv[T * H * E];
+    static const struct {
+        const char *name;
+        int64_t cu_q[3], cu_k[3];
+    } C[] = {
+        {"all_empty", {0, 0, 0}, {0, 0, 0}},
+        {"queries_only", {0, 3, 4}, {0, 0, 0}},
+        {"keys_only", {0, 0, 0}, {0, 1, 4}},
+        {"queries_then_keys", {0, 4, 4}, {0, 0, 4}}, /* sequence 0 has queries, sequence 1 keys */
+        {"control_with_both", {0, 3, 4}, {0, 1, 4}},
+    };
+    for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
+        bool runs = i == sizeof C / sizeof C[0] - 1;
+        int64_t sq[3] = {C[i].cu_q[2], H, E}, sk[3] = {C[i].cu_k[2], H, E}, sl[2] = {C[i].cu_q[2], H};
+        attn_tensor q, k, out, lse, g[3];
+        attn_tensor_init(&q, qd, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&k, kd, ATTN_F32, 3, sk, NULL, NULL);
+        attn_tensor_init(&out, od, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&lse, ld, ATTN_F32, 2, sl, NULL, NULL);
+        attn_tensor_init(&g[0], dq, ATTN_F32, 3, sq, NULL, NULL);
+        attn_tensor_init(&g[1], dk, ATTN_F32, 3, sk, NULL, NULL), attn_tensor_init(&g[2], dv, ATTN_F32, 3, sk, NULL, NULL);
+        attn_error err;
+        memset(&err, 0, sizeof err);
+        size_t bytes = 12345;
+        attn_status st = attn_sdpa_varlen_backward_workspace_size(&bytes, &g[0], &g[1], &g[2], &out, &q, &k, &k, &out,
+                                                                  &lse, C[i].cu_q, C[i].cu_k, 2, NULL, NULL, &err);
+        char name[96];
+        snprintf(name, sizeof name, "varlen_backward_workspace_size_%s_%s", C[i].name, runs ? "above_0" : "is_0");
+        check(st == ATTN_OK && (runs ? bytes > 0 && bytes != 12345 : bytes == 0), name, "status %d (%s), %zu bytes",
+              (int)st, st ? err.message : "", bytes);
+        /* run with no workspace (NULL, 0 bytes), then from one of 0 bytes */
+        char none[1];
+        void *const WS[2] = {NULL, none};
+        for (int w = 0; w < 2; w++) {
+            attn_context ctx = attn_context_default();
+            ctx.workspace = WS[w], ctx.workspace_size = 0;
+            attn_sdpa_options o = attn_sdpa_options_default();
+            o.context = &ctx;
+            for (int j = 0; j < T * H * E; j++) dq[j] = dk[j] = dv[j] = -7;
+            st = attn_sdpa_varlen_backward(&g[0], &g[1], &g[2], &out, &q, &k, &k, &out, &lse, C[i].cu_q, C[i].cu_k, 2,
+                                           NULL, &o, &err);
+            /* rows of the tensors zeroed, every other float untouched */
+            int zeros = 1;
+            for (int t = 0; t < 3; t++) {
+                const float *d = t == 0 ? dq : t == 1 ? dk : dv;
+                int64_t rows = t == 0 ? sq[0] : sk[0];
+                for (int j = 0; j < T * H * E; j++) zeros &= d[j] == (j < rows * H * E ? 0.0f : -7.0f);
+            }
+            snprintf(name, sizeof name, "varlen_backward_%s_%s", C[i].name, w ? "workspace_of_0_bytes" : "workspace_null");
+            if (runs && w) /* the control: it needs scratch, so a workspace of 0 bytes is refused */
+                check_status(st, &err, ATTN_ERR_WORKSPACE, "attn_sdpa_varlen_backward_workspace_size", name);
+            else
+                check(st == ATTN_OK && (runs || zeros), name, "status %d (%s), gradients %s", (int)st,
+                      st ? err.message : "", zeros ? "0 on their rows" : "not 0 on their rows, or written past them");
+        }
+    }
+}
+
 /* A 16-bit q and out (f16, bf16): bitwise the f32 call on q widened, its
  * out rounded once (nearest even), lse the same; with masks, bf16 keys,
  * and a workspace (the copies from its front: too small a one refused
@@ -1214,6 +1281,7 @@ int main(void) {
     test_backward_one_job();
     test_backward_group_items();
     test_backward_scratch_of_largest();
+    test_backward_nothing_to_run();
     test_backward_broadcast_dout();
     attn_shutdown();
     return n_failed ? 1 : 0;
