@@ -1548,8 +1548,9 @@ ATTN_API attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_
  * costliest items first, so one long sequence among many short ones keeps
  * every thread busy; results are bitwise the same for any thread count.
  * (f64 sequences run on the exact kernel one after another, as
- * attn_sdpa_backward runs it.) Scratch: the sequences' plans (about 4 KiB
- * each) and the kernels' scratch for all of them at once; with a workspace
+ * attn_sdpa_backward runs it.) Scratch: the plans of the sequences with
+ * queries and keys (about 4 KiB each) and the kernels' scratch for all of
+ * them at once (none such: no scratch, a workspace of 0 bytes); with a workspace
  * (attn_context) all of it comes from there, and it must hold the whole
  * batch's (ATTN_ERR_WORKSPACE; attn_sdpa_varlen_backward_workspace_size). Errors: those of attn_sdpa_backward for any
  * sequence (named in the message), and those of attn_sdpa_varlen's offsets,
@@ -1565,8 +1566,10 @@ ATTN_API attn_status attn_sdpa_varlen_backward(attn_tensor *dq, attn_tensor *dk,
                                                attn_error *err);
 
 /* The bytes of workspace attn_sdpa_varlen_backward with these arguments
- * needs: the sequences' plans and the kernels' scratch of the whole batch,
- * measured by the code that takes them (see attn_sdpa_workspace_size;
+ * needs: the plans of the sequences with queries and keys and the
+ * kernels' scratch of the whole batch (0 where no sequence has both: the
+ * call then runs nothing and takes no workspace), measured by the code
+ * that takes them (see attn_sdpa_workspace_size;
  * tensors and masks may have NULL data, as there; the offsets are read).
  * The sequences' plans are made, to be measured, in memory from malloc,
  * freed before it returns. Errors: those of attn_sdpa_varlen_backward

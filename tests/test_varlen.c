@@ -16,6 +16,7 @@
 #include "check.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -872,9 +873,12 @@ static void test_backward_workspace_size(void) {
 }
 
 /* The size query refuses what the call refuses, with the same status and
- * message: bad offsets, batch < 0, a gradient of the wrong shape, no
- * gradient asked for, out, lse, dout or k NULL, a 16-bit q, a gradient over
- * an input, strides whose extent overflows; and bytes NULL. */
+ * message, and each case with its own status (attn.h): bad offsets and
+ * batch < 0 ATTN_ERR_ARGUMENT, NULL offsets, out, lse, dout or k and no
+ * gradient asked for ATTN_ERR_NULL, a gradient of the wrong shape
+ * ATTN_ERR_SHAPE, a 16-bit q ATTN_ERR_DTYPE, a gradient over an input
+ * ATTN_ERR_STRIDE, strides whose extent overflows ATTN_ERR_OVERFLOW; and
+ * bytes NULL ATTN_ERR_NULL. */
 static void test_backward_workspace_size_errors(void) {
     enum { T = 6, H = 2, E = 4 };
     float qd[T * H * E] = {0}, od[T * H * E] = {0}, ld[T * H] = {0}, dq[T * H * E], dk[T * H * E], dv[T * H * E];
@@ -894,20 +898,22 @@ static void test_backward_workspace_size_errors(void) {
         const attn_tensor *dout, *q, *k, *out, *lse;
         const int64_t *cu_q;
         int64_t batch;
+        attn_status want;
+        const char *word; /* in the message: the refusal is this case's, not an earlier check's */
     } C[] = {
-        {"decreasing_offsets", &gq, &gk, &gv, &o, &q, &q, &o, &l, down, 2},
-        {"offsets_not_from_0", &gq, &gk, &gv, &o, &q, &q, &o, &l, from1, 2},
-        {"offsets_null", &gq, &gk, &gv, &o, &q, &q, &o, &l, NULL, 2},
-        {"batch_negative", &gq, &gk, &gv, &o, &q, &q, &o, &l, cu, -1},
-        {"dq_shape", &wrong, &gk, &gv, &o, &q, &q, &o, &l, cu, 2},
-        {"no_gradient", NULL, NULL, NULL, &o, &q, &q, &o, &l, cu, 2},
-        {"out_null", &gq, &gk, &gv, &o, &q, &q, NULL, &l, cu, 2},
-        {"lse_null", &gq, &gk, &gv, &o, &q, &q, &o, NULL, cu, 2},
-        {"f16_q", &gq, &gk, &gv, &o, &half, &q, &o, &l, cu, 2},
-        {"dk_over_q", &gq, &q, &gv, &o, &q, &q, &o, &l, cu, 2},
-        {"dout_null", &gq, &gk, &gv, NULL, &q, &q, &o, &l, cu, 2},
-        {"k_null", &gq, &gk, &gv, &o, &q, NULL, &o, &l, cu, 2},
-        {"k_strides_overflow", &gq, &gk, &gv, &o, &q, &huge, &o, &l, cu, 2},
+        {"decreasing_offsets", &gq, &gk, &gv, &o, &q, &q, &o, &l, down, 2, ATTN_ERR_ARGUMENT, "decreases"},
+        {"offsets_not_from_0", &gq, &gk, &gv, &o, &q, &q, &o, &l, from1, 2, ATTN_ERR_ARGUMENT, "must be 0"},
+        {"offsets_null", &gq, &gk, &gv, &o, &q, &q, &o, &l, NULL, 2, ATTN_ERR_NULL, "cu_seqlens_q is NULL"},
+        {"batch_negative", &gq, &gk, &gv, &o, &q, &q, &o, &l, cu, -1, ATTN_ERR_ARGUMENT, "batch is -1"},
+        {"dq_shape", &wrong, &gk, &gv, &o, &q, &q, &o, &l, cu, 2, ATTN_ERR_SHAPE, "dq has shape"},
+        {"no_gradient", NULL, NULL, NULL, &o, &q, &q, &o, &l, cu, 2, ATTN_ERR_NULL, "all NULL"},
+        {"out_null", &gq, &gk, &gv, &o, &q, &q, NULL, &l, cu, 2, ATTN_ERR_NULL, "out (the forward's output) is NULL"},
+        {"lse_null", &gq, &gk, &gv, &o, &q, &q, &o, NULL, cu, 2, ATTN_ERR_NULL, "lse (the forward's log-sum-exp) is NULL"},
+        {"f16_q", &gq, &gk, &gv, &o, &half, &q, &o, &l, cu, 2, ATTN_ERR_DTYPE, "f16"},
+        {"dk_over_q", &gq, &q, &gv, &o, &q, &q, &o, &l, cu, 2, ATTN_ERR_STRIDE, "dk"},
+        {"dout_null", &gq, &gk, &gv, NULL, &q, &q, &o, &l, cu, 2, ATTN_ERR_NULL, "dout is NULL"},
+        {"k_null", &gq, &gk, &gv, &o, &q, NULL, &o, &l, cu, 2, ATTN_ERR_NULL, "k is NULL"},
+        {"k_strides_overflow", &gq, &gk, &gv, &o, &q, &huge, &o, &l, cu, 2, ATTN_ERR_OVERFLOW, "k: shape times strides"},
     };
     for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
         attn_error e1, e2;
@@ -919,8 +925,10 @@ static void test_backward_workspace_size_errors(void) {
                                                   C[i].lse, C[i].cu_q, cu, C[i].batch, NULL, NULL, &e2);
         char name[96];
         snprintf(name, sizeof name, "varlen_backward_workspace_size_refuses_%s", C[i].name);
-        check(a != ATTN_OK && a == b && !strcmp(e1.message, e2.message) && bytes == 12345, name,
-              "size query %d (%s), call %d (%s), bytes %zu", (int)a, e1.message, (int)b, e2.message, bytes);
+        check(a == C[i].want && b == C[i].want && strstr(e1.message, C[i].word) && !strcmp(e1.message, e2.message) &&
+                  bytes == 12345,
+              name, "size query %d (%s), call %d (%s), want %d (\"%s\"), bytes %zu", (int)a, e1.message, (int)b,
+              e2.message, (int)C[i].want, C[i].word, bytes);
     }
     attn_error err;
     attn_status st = attn_sdpa_varlen_backward_workspace_size(NULL, &gq, &gk, &gv, &o, &q, &q, &q, &o, &l, cu, cu, 2,
@@ -1047,6 +1055,72 @@ static void test_backward_scratch_of_largest(void) {
 /* A status and a message that says `text`. */
 static void check_status(attn_status got, const attn_error *err, attn_status want, const char *text, const char *name) {
     check(got == want && strstr(err->message, text), name, "status %d (want %d): %s", (int)got, (int)want, err->message);
+}
+
+/* A batch in which no sequence has both queries and keys runs nothing, so
+ * it needs no workspace: the size query says 0, as attn_sdpa_backward's
+ * does for an empty problem, and the call then takes nothing, neither
+ * from a NULL workspace nor from a workspace of 0 bytes (where any scratch
+ * taken would fail), and writes what attn.h says: dq 0 for queries without
+ * keys, dk and dv 0 for keys without queries. The control, a batch with
+ * queries and keys, asks more than 0 and is refused a workspace of 0. */
+static void test_backward_nothing_to_run(void) {
+    enum { T = 4, H = 2, E = 4 };
+    float qd[T * H * E] = {0}, kd[T * H * E] = {0}, od[T * H * E] = {0}, ld[T * H] = {0};
+    float dq[T * H * E], dk[T * H * E], dv[T * H * E];
+    static const struct {
+        const char *name;
+        int64_t cu_q[3], cu_k[3];
+    } C[] = {
+        {"all_empty", {0, 0, 0}, {0, 0, 0}},
+        {"queries_only", {0, 3, 4}, {0, 0, 0}},
+        {"keys_only", {0, 0, 0}, {0, 1, 4}},
+        {"queries_then_keys", {0, 4, 4}, {0, 0, 4}}, /* sequence 0 has queries, sequence 1 keys */
+        {"control_with_both", {0, 3, 4}, {0, 1, 4}},
+    };
+    for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
+        bool runs = i == sizeof C / sizeof C[0] - 1;
+        int64_t sq[3] = {C[i].cu_q[2], H, E}, sk[3] = {C[i].cu_k[2], H, E}, sl[2] = {C[i].cu_q[2], H};
+        attn_tensor q, k, out, lse, g[3];
+        attn_tensor_init(&q, qd, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&k, kd, ATTN_F32, 3, sk, NULL, NULL);
+        attn_tensor_init(&out, od, ATTN_F32, 3, sq, NULL, NULL), attn_tensor_init(&lse, ld, ATTN_F32, 2, sl, NULL, NULL);
+        attn_tensor_init(&g[0], dq, ATTN_F32, 3, sq, NULL, NULL);
+        attn_tensor_init(&g[1], dk, ATTN_F32, 3, sk, NULL, NULL), attn_tensor_init(&g[2], dv, ATTN_F32, 3, sk, NULL, NULL);
+        attn_error err;
+        memset(&err, 0, sizeof err);
+        size_t bytes = 12345;
+        attn_status st = attn_sdpa_varlen_backward_workspace_size(&bytes, &g[0], &g[1], &g[2], &out, &q, &k, &k, &out,
+                                                                  &lse, C[i].cu_q, C[i].cu_k, 2, NULL, NULL, &err);
+        char name[96];
+        snprintf(name, sizeof name, "varlen_backward_workspace_size_%s_%s", C[i].name, runs ? "above_0" : "is_0");
+        check(st == ATTN_OK && (runs ? bytes > 0 && bytes != 12345 : bytes == 0), name, "status %d (%s), %zu bytes",
+              (int)st, st ? err.message : "", bytes);
+        /* run with no workspace (NULL, 0 bytes), then from one of 0 bytes */
+        char none[1];
+        void *const WS[2] = {NULL, none};
+        for (int w = 0; w < 2; w++) {
+            attn_context ctx = attn_context_default();
+            ctx.workspace = WS[w], ctx.workspace_size = 0;
+            attn_sdpa_options o = attn_sdpa_options_default();
+            o.context = &ctx;
+            for (int j = 0; j < T * H * E; j++) dq[j] = dk[j] = dv[j] = -7;
+            st = attn_sdpa_varlen_backward(&g[0], &g[1], &g[2], &out, &q, &k, &k, &out, &lse, C[i].cu_q, C[i].cu_k, 2,
+                                           NULL, &o, &err);
+            /* rows of the tensors zeroed, every other float untouched */
+            int zeros = 1;
+            for (int t = 0; t < 3; t++) {
+                const float *d = t == 0 ? dq : t == 1 ? dk : dv;
+                int64_t rows = t == 0 ? sq[0] : sk[0];
+                for (int j = 0; j < T * H * E; j++) zeros &= d[j] == (j < rows * H * E ? 0.0f : -7.0f);
+            }
+            snprintf(name, sizeof name, "varlen_backward_%s_%s", C[i].name, w ? "workspace_of_0_bytes" : "workspace_null");
+            if (runs && w) /* the control: it needs scratch, so a workspace of 0 bytes is refused */
+                check_status(st, &err, ATTN_ERR_WORKSPACE, "attn_sdpa_varlen_backward_workspace_size", name);
+            else
+                check(st == ATTN_OK && (runs || zeros), name, "status %d (%s), gradients %s", (int)st,
+                      st ? err.message : "", zeros ? "0 on their rows" : "not 0 on their rows, or written past them");
+        }
+    }
 }
 
 /* A 16-bit q and out (f16, bf16): bitwise the f32 call on q widened, its
@@ -1207,6 +1281,7 @@ int main(void) {
     test_backward_one_job();
     test_backward_group_items();
     test_backward_scratch_of_largest();
+    test_backward_nothing_to_run();
     test_backward_broadcast_dout();
     attn_shutdown();
     return n_failed ? 1 : 0;

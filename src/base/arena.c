@@ -59,6 +59,9 @@ void attn_arena_release(attn_arena *a) {
 }
 
 size_t attn_arena_needed(const attn_arena *a) {
+    /* Nothing counted: nothing to place, so no alignment to cover either
+     * (a call that takes nothing runs with no workspace at all). */
+    if (a->used == 0) return 0;
     return a->used > SIZE_MAX - (ATTN_ARENA_ALIGN - 1) ? SIZE_MAX : a->used + (ATTN_ARENA_ALIGN - 1);
 }
 

@@ -441,7 +441,7 @@ bool attn_arena_f32_like(attn_arena *a, attn_tensor *t32, const attn_tensor *t);
 /* Frees malloc's blocks; the arena may then be used again. */
 void attn_arena_release(attn_arena *a);
 /* Bytes a workspace needs to hold what a measuring arena counted, whatever
- * its alignment. */
+ * its alignment; 0 where it counted nothing. */
 size_t attn_arena_needed(const attn_arena *a);
 /* The context a call hands on after taking copies from the front of c's
  * workspace through a: c itself, with the rest of the workspace (none where

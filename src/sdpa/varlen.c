@@ -37,12 +37,12 @@ typedef struct seq {
     int route; /* SEQ_NONE: no queries; SEQ_EMPTY: queries but no keys (out 0) */
 } seq;
 
-/* One sequence of a backward batch: its views of the packed tensors, its
- * backward call (backward.c). */
+/* One sequence of a backward batch that has queries and keys: its views
+ * of the packed tensors, its backward call (backward.c). */
 typedef struct bseq {
     attn_tensor q, k, v, out, lse, dout, grad[3];
     attn_backward_call call;
-    bool planned; /* queries and keys: a call */
+    int64_t b; /* which sequence of the batch */
 } bseq;
 
 /* Rows r0 .. r0+n-1 of a packed (T, H, X) tensor as the (H, n, X) tensor
@@ -589,11 +589,15 @@ attn_status attn_sdpa_varlen_paged(attn_tensor *out, attn_tensor *lse, const att
     return varlen_forward(out, lse, q, &kv, cu_seqlens_q, batch, masks, &o, &c, Ev, 0, NULL, err);
 }
 
-/* The sequences' backward plans ([nb]) and the list of those the fused
- * kernel runs ([nb]), from a: the one place that takes them, so that the
- * workspace's measure counts what the call takes. False where a has no
- * room (or only measures, which counts them all the same). */
+/* The backward plans of the nb sequences that have queries and keys ([nb])
+ * and the list of those the fused kernel runs ([nb]), from a: the one place
+ * that takes them, so that the workspace's measure counts what the call
+ * takes. None to plan takes nothing, so a batch that runs nothing needs no
+ * workspace. False where a has no room (or only measures, which counts
+ * them all the same). */
 static bool take_plans(attn_arena *a, size_t nb, bseq **seqs, const attn_grad_slices ***fused) {
+    *seqs = NULL, *fused = NULL;
+    if (nb == 0) return true;
     *seqs = attn_arena_alloc(a, nb, sizeof **seqs);
     *fused = attn_arena_alloc(a, nb, sizeof **fused);
     return *seqs && *fused;
@@ -653,25 +657,31 @@ static attn_status varlen_backward(size_t *bytes, attn_tensor *dq, attn_tensor *
      * unless every sequence passed and all memory was had. */
     bool in_workspace = c.workspace && !bytes;
     attn_arena arena = attn_arena_over(in_workspace ? c.workspace : NULL, in_workspace ? c.workspace_size : 0);
-    size_t nb = batch > 0 ? (size_t)batch : 1;
+    /* A plan for each sequence with queries and keys; the others run
+     * nothing, only have their rows zeroed at the end. */
+    int64_t n_planned = 0;
+    for (int64_t b = 0; b < batch; b++)
+        n_planned += cu_seqlens_q[b + 1] > cu_seqlens_q[b] && cu_seqlens_k[b + 1] > cu_seqlens_k[b];
+    size_t nb = (size_t)n_planned;
     if ((uint64_t)nb > SIZE_MAX / (sizeof(bseq) + sizeof(attn_grad_slices *)))
-        return attn_fail(err, ATTN_ERR_OVERFLOW, "%lld sequences' plans overflow", (long long)batch);
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "%lld sequences' plans overflow", (long long)n_planned);
     bseq *seqs;
     const attn_grad_slices **fused;
     if (!take_plans(&arena, nb, &seqs, &fused)) {
         attn_arena_release(&arena);
-        return attn_fail(err, in_workspace ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
-                         "cannot allocate the backward plans of %lld sequences (%zu bytes)", (long long)batch,
-                         nb * (sizeof(bseq) + sizeof *fused));
+        if (in_workspace)
+            return attn_fail(err, ATTN_ERR_WORKSPACE, "the context's workspace of %zu bytes cannot hold the backward "
+                             "plans of %lld sequences (attn_sdpa_varlen_backward_workspace_size)", c.workspace_size,
+                             (long long)n_planned);
+        return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the backward plans of %lld sequences (%zu bytes)",
+                         (long long)n_planned, nb * (sizeof(bseq) + sizeof *fused));
     }
-    int64_t n_fused = 0;
-    bool any_planned = false;
+    int64_t n_fused = 0, at = 0;
     for (int64_t b = 0; b < batch && !st; b++) {
-        bseq *s = &seqs[b];
         int64_t L = cu_seqlens_q[b + 1] - cu_seqlens_q[b], S = cu_seqlens_k[b + 1] - cu_seqlens_k[b];
-        s->planned = L > 0 && S > 0;
-        if (!s->planned) continue;
-        any_planned = true;
+        if (L == 0 || S == 0) continue;
+        bseq *s = &seqs[at++];
+        s->b = b;
         seq_view(&s->q, q, cu_seqlens_q[b], L), seq_view(&s->k, k, cu_seqlens_k[b], S), seq_view(&s->v, v, cu_seqlens_k[b], S);
         seq_view(&s->out, out, cu_seqlens_q[b], L), seq_view(&s->lse, lse, cu_seqlens_q[b], L);
         seq_view(&s->dout, dout, cu_seqlens_q[b], L);
@@ -689,14 +699,14 @@ static attn_status varlen_backward(size_t *bytes, attn_tensor *dq, attn_tensor *
     /* The line names the kernel that ran: the fused one (set by its run),
      * else the exact one, else, no sequence having queries and keys, none,
      * as attn_sdpa_varlen's line says. */
-    attn_run_info info = {any_planned ? "exact" : "none", "-", NULL, 1, 1, 0, 0, NULL, 1, NULL, 0, 0, NULL, 1, 0};
+    attn_run_info info = {n_planned ? "exact" : "none", "-", NULL, 1, 1, 0, 0, NULL, 1, NULL, 0, 0, NULL, 1, 0};
     if (!st && (bytes || c.workspace)) { /* too small a workspace fails before anything is written */
         attn_arena m = attn_arena_measuring();
         bseq *none;
         const attn_grad_slices **none_fused;
         (void)take_plans(&m, nb, &none, &none_fused); /* counted, as the call takes them from the workspace */
-        for (int64_t b = 0; b < batch && !st; b++)
-            if (seqs[b].planned) st = in_sequence(attn_backward_take(&seqs[b].call, &m, err), b, err);
+        for (int64_t i = 0; i < n_planned && !st; i++)
+            st = in_sequence(attn_backward_take(&seqs[i].call, &m, err), seqs[i].b, err);
         if (!st) st = attn_flash_backward_run_calls(fused, n_fused, &info, err);
         size_t need = attn_arena_needed(&m);
         if (!st && bytes) {
@@ -710,20 +720,19 @@ static attn_status varlen_backward(size_t *bytes, attn_tensor *dq, attn_tensor *
     }
     bool verbose = attn_verbose_on();
     double t0 = verbose ? attn_now_ms() : 0;
-    for (int64_t b = 0; b < batch && !st; b++)
-        if (seqs[b].planned) st = in_sequence(attn_backward_take(&seqs[b].call, &arena, err), b, err);
+    for (int64_t i = 0; i < n_planned && !st; i++)
+        st = in_sequence(attn_backward_take(&seqs[i].call, &arena, err), seqs[i].b, err);
     if (!st) st = attn_flash_backward_run_calls(fused, n_fused, &info, err);
-    for (int64_t b = 0; b < batch && !st; b++) { /* f64: the exact kernel here, slice by slice */
-        if (!seqs[b].planned) continue;
-        attn_backward_finish(&seqs[b].call);
-        if (!n_fused) info.items += seqs[b].call.gs.f.count;
+    for (int64_t i = 0; i < n_planned && !st; i++) { /* f64: the exact kernel here, slice by slice */
+        attn_backward_finish(&seqs[i].call);
+        if (!n_fused) info.items += seqs[i].call.gs.f.count;
     }
     if (!st && verbose) {
         attn_slices shown; /* the packed tensors, for the line */
         memset(&shown, 0, sizeof shown);
         shown.q = q, shown.k = k, shown.v = v, shown.lse = lse;
-        for (int64_t b = 0; b < batch; b++)
-            if (seqs[b].planned) shown.has_rope = seqs[b].call.gs.f.has_rope, shown.rope = seqs[b].call.gs.f.rope;
+        for (int64_t i = 0; i < n_planned; i++)
+            shown.has_rope = seqs[i].call.gs.f.has_rope, shown.rope = seqs[i].call.gs.f.rope;
         attn_verbose_report("sdpa_varlen_backward", &info, &shown, &o, attn_now_ms() - t0);
     }
     attn_arena_release(&arena);
