@@ -1009,9 +1009,14 @@ function onScroll() {
 // figure. The figure may also grow after the focus lands, when the scroll brings its
 // step in and draws it. So for the next 20 frames (a third of a second) the page keeps
 // the focused control clear of its step's pinned figure (WCAG 2.4.11, focus not obscured).
-// And after them, whenever the page's layout changes while the scroll is still where the
-// page left it: a drawing can land later than 20 frames (the score histograms come from
-// the worker, which a busy machine slows) and push the control out of the view below it.
+// And after them, whenever a box that can move the control changes size while the scroll
+// is still where the page left it: a drawing can land later than 20 frames (the score
+// histograms come from the worker, which a busy machine slows) and push the control out
+// of the view below it. The body's size alone did not tell: beside a wide screen's figure
+// a step is at least 230vh tall, so the histograms growing above the link after them
+// moved the link out of the view and the body kept its height. What moves the control is
+// a box before it that changes size, inside a container of it (a container of fixed size
+// moves nothing outside it): a child of one of its containers, the pinned figure included.
 // Not a control focused by a press of the mouse or a finger: it was in view, under the
 // pointer, and scrolling it while the button was down moved it from under the pointer,
 // so the release landed elsewhere and the click was lost (a box pressed at the view's
@@ -1024,12 +1029,12 @@ let pointerDown = false;
 addEventListener('pointerdown', () => { pointerDown = true; }, true);
 for (const ev of ['pointerup', 'pointercancel']) addEventListener(ev, () => { pointerDown = false; }, true);
 let kept = null; // the control kept clear: { el, frames: checks left on every frame, at: scrollY as the last check left it }
-let layoutWatch = null; // the page's body: its size changes when a drawing moves the text
+let layoutWatch = null; // the boxes that can move the kept control (watchAround), while there is one
 function keepFocusClear(el) {
-  kept = null;
+  dropKept();
   if (!(el instanceof Element) || el.closest('.step-figure') || pointerDown) return;
   const k = kept = { el, frames: 20, at: null };
-  if (!layoutWatch) (layoutWatch = new ResizeObserver(() => { if (kept) keepClear(); })).observe(document.body);
+  watchAround(el);
   const check = () => { if (kept === k && keepClear() && --k.frames > 0) requestAnimationFrame(check); };
   requestAnimationFrame(check);
 }
@@ -1038,10 +1043,23 @@ function keepClear() {
   const { el, at } = kept;
   const r = el.getBoundingClientRect();
   const away = at !== null && scrollY !== at && (kept.frames === 0 || r.bottom <= 0 || r.top >= innerHeight); // the reader scrolled
-  if (document.activeElement !== el || away) { kept = null; return false; }
+  if (document.activeElement !== el || away) { dropKept(); return false; }
   clearOfFigure(el);
   kept.at = scrollY;
   return true;
+}
+// The children of each container of el up to the body, and the body: every box whose
+// size can move el, fifty or sixty. The ones after el too: on a phone a step's figure, pinned
+// above its text, comes after the text in the page's order.
+function watchAround(el) {
+  if (!layoutWatch) layoutWatch = new ResizeObserver(() => { if (kept) keepClear(); });
+  for (let box = el; box.parentElement && box !== document.body; box = box.parentElement)
+    for (const child of box.parentElement.children) layoutWatch.observe(child, { box: 'border-box' });
+  layoutWatch.observe(document.body);
+}
+function dropKept() {
+  kept = null;
+  if (layoutWatch) layoutWatch.disconnect();
 }
 function clearOfFigure(el) {
   if (document.activeElement !== el) return;
