@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "safetensors.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -135,23 +136,43 @@ static int read_header(st_file *st, st_source *src, uint64_t size) {
 }
 
 /* The prefix of the checkpoint's attention names: what comes before the
- * first name that ends in a projection's name; "" if none or several differ. */
-static int find_prefix(char *prefix, size_t size, const st_file *st) {
+ * first name that ends in a projection's name; "" if none or several differ.
+ * take_prefix weighs one name (its first n bytes) against the prefix found so
+ * far; find_prefix takes a safetensors file's names, find_dir_prefix a
+ * directory's NAME.npy files, so that both find model.layers.0.self_attn. */
+static int take_prefix(char *prefix, size_t size, int *found, const char *name, size_t n) {
     static const char *const ANCHORS[] = {"in_proj_weight", "q_proj.weight", "q_proj_weight"};
-    prefix[0] = 0;
-    int found = 0;
-    for (int i = 0; i < st->count; i++)
-        for (int a = 0; a < 3; a++) {
-            const char *name = st->tensors[i].name;
-            size_t n = strlen(name), k = strlen(ANCHORS[a]);
-            if (n < k || strcmp(name + n - k, ANCHORS[a]) != 0) continue;
-            if (found && (strlen(prefix) != n - k || strncmp(prefix, name, n - k) != 0))
-                return cli_error(EXIT_DATA, "--weights holds several layers ('%s', '%.*s'): choose one with --prefix",
-                                 prefix, (int)(n - k), name);
-            if (n - k >= size) return cli_error(EXIT_DATA, "a tensor name is too long");
-            memcpy(prefix, name, n - k), prefix[n - k] = 0, found = 1;
-        }
+    for (int a = 0; a < 3; a++) {
+        size_t k = strlen(ANCHORS[a]);
+        if (n < k || strncmp(name + n - k, ANCHORS[a], k) != 0) continue;
+        if (*found && (strlen(prefix) != n - k || strncmp(prefix, name, n - k) != 0))
+            return cli_error(EXIT_DATA, "--weights holds several layers ('%s', '%.*s'): choose one with --prefix",
+                             prefix, (int)(n - k), name);
+        if (n - k >= size) return cli_error(EXIT_DATA, "a tensor name is too long");
+        memcpy(prefix, name, n - k), prefix[n - k] = 0, *found = 1;
+    }
     return 0;
+}
+
+static int find_prefix(char *prefix, size_t size, const st_file *st) {
+    int found = 0, code = 0;
+    prefix[0] = 0;
+    for (int i = 0; !code && i < st->count; i++)
+        code = take_prefix(prefix, size, &found, st->tensors[i].name, strlen(st->tensors[i].name));
+    return code;
+}
+
+static int find_dir_prefix(char *prefix, size_t size, const char *path) {
+    int found = 0, code = 0;
+    prefix[0] = 0;
+    DIR *dir = opendir(path);
+    if (!dir) return cli_error(EXIT_DATA, "--weights %s: %s", path, strerror(errno));
+    for (struct dirent *e; !code && (e = readdir(dir));) {
+        size_t n = strlen(e->d_name);
+        if (n > 4 && strcmp(e->d_name + n - 4, ".npy") == 0) code = take_prefix(prefix, size, &found, e->d_name, n - 4);
+    }
+    closedir(dir);
+    return code;
 }
 
 static int load_weights(weights *w, const char *path, const char *prefix_opt) {
@@ -160,7 +181,12 @@ static int load_weights(weights *w, const char *path, const char *prefix_opt) {
     int code = cli_input_path("--weights", path);
     if (code) return code;
     if (stat(path, &sb) != 0) return cli_error(EXIT_DATA, "--weights %s: %s", path, strerror(errno));
-    if (S_ISDIR(sb.st_mode)) { /* NAME.npy for each name */
+    if (S_ISDIR(sb.st_mode)) { /* NAME.npy for each name, after the prefix the files' names share */
+        char found_prefix[1024];
+        if (!prefix_opt) {
+            if ((code = find_dir_prefix(found_prefix, sizeof found_prefix, path))) return code;
+            prefix_opt = found_prefix;
+        }
         for (int p = 0; p < N_PARAMS; p++)
             for (int a = 0; a < 2 && NAMES[p][a] && !w->found[p]; a++) {
                 char file[4096];

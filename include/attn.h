@@ -1187,8 +1187,15 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  *     subnormal costs an Intel core a microcode assist of about 150 cycles):
  *     in f32 a weight below 2^-64 of its row's largest (a score more than 44
  *     below the row maximum) counts as 0, which the bound above covers, in
- *     f64 one below e^-400; an f32 result rounded from f64 (weights, the
- *     exact kernel's outputs, gradients) is written as 0 below FLT_MIN. The
+ *     f64 one below e^-400. An f32 result below FLT_MIN in magnitude may be
+ *     written as 0: the weights, the exact kernel's outputs, the decode
+ *     kernel's outputs and the gradients the fused backward writes straight
+ *     into their outputs are; the flash kernel's outputs and gradients
+ *     summed in f64 first (every gradient of the exact kernel, a broadcast
+ *     input's, dk and dv under GQA) keep their subnormals. So results of two kernels may differ by up to
+ *     FLT_MIN there, and every f32 bound in this header holds within FLT_MIN
+ *     more, absolute, a term that passes the others only for results near
+ *     FLT_MIN / 2e-5, about 6e-34 (values, or dout, of that size). The
  *     caller's floating-point modes (FTZ, DAZ) are never changed.
  *
  * Memory: scratch memory is O((E + Ev) × block × threads) per call,

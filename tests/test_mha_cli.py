@@ -238,6 +238,19 @@ def llama_layer(c, rng):
     c.bad("error_two_layers_need_prefix", safetensors_bytes(two), "choose one with --prefix", ["--heads", "4"])
     c.layer("two_layers_with_prefix", c.path("two.safetensors"), x, ref,
             ["--heads", "4", "--rope", "halves", "--causal", "--prefix", prefix])
+    # The same checkpoint as a directory of NAME.npy files: the prefix is found
+    # there too (a directory took names without a prefix only, and said it had
+    # no q_proj.weight); two layers' files need --prefix, as in one file.
+    llama_dir, two_dir = c.path("llama_npy"), c.path("two_npy")
+    for d, ts in ((llama_dir, tensors), (two_dir, two)):
+        os.makedirs(d, exist_ok=True)
+        for name, a in ts.items():
+            np.save(os.path.join(d, name + ".npy"), a)
+    c.layer("llama_npy_directory_prefix_found", llama_dir, x, ref, ["--heads", "4", "--rope", "halves", "--causal"])
+    c.bad_args("error_npy_directory_two_layers_need_prefix",
+               ["-x", c.path("x.npy"), "--weights", two_dir, "--heads", "4"], "choose one with --prefix")
+    c.layer("npy_directory_two_layers_with_prefix", two_dir, x, ref,
+            ["--heads", "4", "--rope", "halves", "--causal", "--prefix", prefix])
 
 
 def grouped_keys_cache(c, rng, R=0, L=40):

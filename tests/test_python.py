@@ -26,7 +26,8 @@
   with strided NumPy views (transposed, sliced, negative strides) passed
   through without copies, out=, lse; sdpa_backward against autograd; merge;
   read-only out= refused (the flag, bytes, a read-only mmap); byte-swapped
-  inputs converted;
+  inputs converted; float32 values near FLT_MIN within the f32 bound plus
+  FLT_MIN (decode, flash, the fused backward, with and without GQA);
 - every attn_status as its exception class, and the calls that raise them;
   arguments not taken (a misspelt want= name, a thread count past int or
   not an integer, a NumPy array given to attn.torch, None) refused by class;
@@ -112,6 +113,26 @@ for i in range(30):
     ok = rel(out, ref) <= tol and np.array_equal(np.isneginf(lse), np.isneginf(ref_lse)) and \
         (not fin.any() or np.abs(lse[fin] - ref_lse[fin]).max() <= tol * max(1, np.abs(ref_lse[fin]).max()))
     check("sdpa_vs_torch_%02d_%s_L%d_S%d_%s" % (i, np.dtype(dt).name, L, S, causal), ok, "error %.3g" % rel(out, ref))
+
+# f32 values near FLT_MIN (attn.h: an f32 result below FLT_MIN may be written
+# as 0, so the f32 bounds hold within FLT_MIN more, absolute): the decode
+# kernel's out and the fused backward's dv, which are, and the flash kernel's
+# out and dv summed under GQA, which keep subnormals, within that of PyTorch
+# float64. Relative to the values (1e-38), the decode kernel's errors exceed
+# the bound without FLT_MIN some 1e4 times.
+tiny = np.finfo(np.float32).tiny
+for kernel, L, Hk in (("decode", 3, 2), ("flash", 40, 2), ("decode_gqa", 3, 1), ("flash_gqa", 40, 1)):
+    q, k = f((2, L, 16)).astype(np.float32), f((Hk, 30, 16)).astype(np.float32)
+    v = (f((Hk, 30, 4)) * 1e-38).astype(np.float32)
+    out, lse = attn.sdpa(q, k, v, return_lse=True)
+    ref, w, _, _ = reference(q, k, v)
+    dout = (f(out.shape) * 1e-38).astype(np.float32)
+    dv = attn.sdpa_backward(dout, q, k, v, out, lse, want="dv")[2]
+    ref_dv = (np.swapaxes(w, -1, -2) @ dout.astype(np.float64)).reshape(Hk, -1, 30, 4).sum(1)
+    s_abs = float((np.abs(q).astype(np.float64) @ np.abs(k).astype(np.float64).swapaxes(-1, -2)).max()) / 4
+    bound = 2e-5 * 1e-36 + 2 * 22 * 2.0 ** -24 * s_abs * 1e-36 + tiny  # |v|, |dout| < 1e-36 by far
+    errs = (np.abs(out - ref).max(), np.abs(dv - ref_dv).max())
+    check("sdpa_f32_results_near_flt_min_%s" % kernel, max(errs) <= bound, "errors %g %g, bound %g" % (errs + (bound,)))
 
 # Strided views go to the library as they are: the same answer as their copies, no copy made.
 q, k, v = f((2, 3, 20, 16)), f((2, 3, 20, 16)), f((2, 3, 20, 8))
