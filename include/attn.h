@@ -561,8 +561,12 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  * into appends) and the other R rows move 32 rows to the front. R = 0 is
  * a window of the group being filled only. Truncating to a length m
  * whose full is below the old one turns the groups between back into
- * residual rows: their dequantized values rounded to f16 (nearest even),
- * from which they are quantized again when they leave the window. Attention
+ * residual rows: their dequantized values rounded to f16 (nearest even;
+ * a value past ±65504, which a channel's top code can give when its
+ * keys reach f16's largest, saturates to ±65504 rather than becoming an
+ * infinity that would turn the channel to NaN when its group is
+ * quantized again), from which they are quantized again when they leave
+ * the window. Attention
  * reads a group a block of rows at a time, dequantized into scratch of
  * the kernel that reads it (the decode kernel's workspace, which holds
  * them already; elsewhere up to 32 KiB of the reading thread's stack,

@@ -245,7 +245,7 @@ static void copy_truncate(model *m, int s, int64_t to) {
         for (int64_t h = 0; h < m->d.heads; h++)
             for (int64_t i = grouped_full(to, R) * m->d.key_dim; i < end * m->d.key_dim; i++) {
                 float *x = m->k[s] + h * m->cap[s] * m->d.key_dim + i;
-                *x = stored(*x, ATTN_F16);
+                *x = stored(*x > 65504.0f ? 65504.0f : *x < -65504.0f ? -65504.0f : *x, ATTN_F16); /* saturated */
             }
     m->len[s] = to;
 }
@@ -917,6 +917,86 @@ static void test_grouped_cache(attn_dtype keys, int64_t R, const char *name) {
     if (ok && st != ATTN_ERR_DTYPE) ok = 0, snprintf(why, sizeof why, "attn_kv_cache_view gave status %d", st);
     check(ok, name, "%s", why);
     free(k), free(v), free(gk), free(gv), free(pk), free(pv), free(cmem), free(pmem);
+}
+
+/* A truncation that takes a group back into the window turns its values
+ * into f16 rows. A channel whose keys reach f16's largest reads back past
+ * it (keys of -65504 and 65504: d = 131008 / 15 rounds up to 8736, and the
+ * top code gives 15 · 8736 - 65504 = 65536); rounded to f16 that was an
+ * infinity, and once the group was quantized again the whole channel of 32
+ * positions read NaN. It saturates to 65504: after the truncation and one
+ * more append every key is finite, and the group holds what quantizing the
+ * saturated f16 rows gives. The pool and the contiguous cache, R = 0 and 32. */
+static void test_grouped_truncate_saturates(void) {
+    enum { E = 8 };
+    for (int R = 0; R <= 32; R += 32) {
+        const int64_t n = 32 + R; /* one group quantized, R positions after it in the window */
+        float k[64 * E], v[64 * E], back[64 * E], want[32 * E];
+        for (int64_t t = 0; t < n; t++)
+            for (int c = 0; c < E; c++)
+                k[t * E + c] = c ? (float)(t % 7) - 3.0f : (float)(t % 32 * 4000) - 65504.0f, v[t * E + c] = 1.0f;
+        k[1 * E] = 65504.0f; /* the group's channel 0 spans -65504 .. 65504 */
+        /* what the group must hold after the truncation and the append: its
+         * dequantized values, saturated, rounded to f16, quantized again */
+        unsigned char group[20 * E];
+        int64_t gshape[2] = {32, E};
+        attn_tensor g;
+        attn_tensor_init(&g, want, ATTN_F32, 2, gshape, NULL, NULL);
+        memcpy(want, k, sizeof want);
+        attn_quantize(group, sizeof group, ATTN_Q4C, &g, NULL), attn_dequantize(&g, group, sizeof group, ATTN_Q4C, NULL);
+        int saw_past = want[1 * E] > 65504.0f; /* the case: the top code reads past f16's largest */
+        for (int i = 0; i < 32 * E; i++) want[i] = stored(want[i] > 65504.0f ? 65504.0f : want[i], ATTN_F16);
+        attn_quantize(group, sizeof group, ATTN_Q4C, &g, NULL), attn_dequantize(&g, group, sizeof group, ATTN_Q4C, NULL);
+        for (int cache = 0; cache < 2; cache++) {
+            attn_error err;
+            attn_status st;
+            void *mem = NULL;
+            attn_kv_pages *pool = NULL;
+            attn_kv_cache *c = NULL;
+            int64_t seq = 0, cu[2] = {0, n}, shape[3] = {n, 1, E}, gs[3] = {1, n, E};
+            attn_tensor tk, tv, gk, gv;
+            attn_tensor_init(&tk, k, ATTN_F32, cache ? 2 : 3, cache ? shape + 1 : shape, NULL, NULL);
+            if (cache) tk.shape[0] = n, tk.shape[1] = E;
+            tv = tk, tv.data = v;
+            size_t bytes;
+            if (cache) {
+                attn_kv_cache_desc d = attn_kv_cache_desc_default();
+                d.capacity = 64, d.key_dim = d.value_dim = E, d.key_dtype = ATTN_Q4C, d.residual = R;
+                attn_kv_cache_bytes(&bytes, &d, NULL);
+                mem = malloc(bytes);
+                st = attn_kv_cache_init(&c, mem, bytes, &d, &err);
+                if (!st) st = attn_kv_cache_append(c, &tk, &tv, &err);
+                if (!st) st = attn_kv_cache_truncate(c, n - 1, &err);
+                tk.shape[0] = tv.shape[0] = 1, tk.data = k + (n - 1) * E, tv.data = v + (n - 1) * E;
+                if (!st) st = attn_kv_cache_append(c, &tk, &tv, &err);
+            } else {
+                attn_kv_pages_desc d = attn_kv_pages_desc_default();
+                d.key_dim = d.value_dim = E, d.page_size = 32, d.num_pages = 4, d.max_sequences = 1;
+                d.key_dtype = ATTN_Q4C, d.residual = R;
+                attn_kv_pages_bytes(&bytes, &d, NULL);
+                mem = malloc(bytes);
+                st = attn_kv_pages_init(&pool, mem, bytes, &d, &err);
+                if (!st) st = attn_kv_pages_create(pool, &seq, &err);
+                if (!st) st = attn_kv_pages_append(pool, &seq, 1, &tk, &tv, cu, &err);
+                if (!st) st = attn_kv_pages_truncate(pool, seq, n - 1, &err);
+                cu[1] = 1, tk.shape[0] = tv.shape[0] = 1, tk.data = k + (n - 1) * E, tv.data = v + (n - 1) * E;
+                if (!st) st = attn_kv_pages_append(pool, &seq, 1, &tk, &tv, cu, &err);
+            }
+            attn_tensor_init(&gk, back, ATTN_F32, 3, gs, NULL, NULL);
+            float vback[64 * E]; /* the values are not checked */
+            gv = gk, gv.data = vback;
+            if (!st) st = cache ? attn_kv_cache_gather(&gk, &gv, c, &err) : attn_kv_pages_gather(&gk, &gv, pool, seq, &err);
+            int finite = 1;
+            for (int64_t i = 0; i < n * E; i++) finite &= isfinite(back[i]) != 0;
+            char name[96];
+            snprintf(name, sizeof name, "%s_q4c_residual_%d_truncation_saturates_keys_past_f16", cache ? "cache" : "pool", R);
+            check(!st && saw_past && finite && !memcmp(back, want, sizeof want), name,
+                  "%s; the top code read %s f16's largest; channel 0 at position 1: %g (want %g)",
+                  st ? err.message : finite ? "the group differs" : "keys not finite", saw_past ? "past" : "within",
+                  (double)back[1 * E], (double)want[1 * E]);
+            free(mem);
+        }
+    }
 }
 
 /* Every refusal of a residual window, by the pool, the cache and a view:
@@ -2740,6 +2820,7 @@ int main(void) {
     }
     model_keys = 0, model_residual = 0;
     test_residual_errors();
+    test_grouped_truncate_saturates();
     /* Head-major pools: the same random programs, each against its contiguous copies. */
     model_head_major = 1;
     random_program("random_program_head_major_f32_page_16", ATTN_F32, 16, 24, 400);

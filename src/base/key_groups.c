@@ -154,6 +154,14 @@ void attn_group_unquantize(uint16_t *residual, const void *group, int64_t n, att
     float row[GROUP_BUF];
     for (int64_t t = 0; t < k; t++) {
         attn_group_rows(row, group, n, format, t, 1);
+        /* A channel's top value, code · d + m with d rounded up, can pass
+         * f16's largest by a few steps (keys of 65504 read back as 65536):
+         * rounded to f16 it would be infinity, and the group quantized from
+         * it again a channel of NaN. Finite values saturate instead, as the
+         * group's own scale and minimum do. */
+        for (int64_t c = 0; c < n; c++)
+            if (row[c] > 65504.0f) row[c] = 65504.0f;
+            else if (row[c] < -65504.0f) row[c] = -65504.0f;
         attn_f32_to_half_row(residual + t * n, row, n, true);
     }
 }
