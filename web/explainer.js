@@ -449,6 +449,38 @@ function showCell(name, i, j) {
   writeSum(h.step, lines);
 }
 
+// What the scroll fills must not move the scroll. A step's sum (and its "k of n")
+// changes with every cell the scroll fills, and a longer one can wrap onto one more
+// line: the step grew, Chromium's scroll anchoring moved the scroll to keep the text
+// below it in place, that moved the fill to a cell whose sum wrapped onto one line
+// less, the step shrank, the scroll moved back, and so on at every frame, forever (a
+// 320 px phone with the focus on the first slider of the kernel part). So each of these
+// boxes keeps the largest size it has had at this width: the fill can make it grow,
+// never shrink, and the layout settles after the longest sum it has shown. A new width
+// wraps them anew, so it starts over.
+const HELD = new WeakMap(); // box -> its largest size so far, [width, height]
+let holdWatch = null, heldWidth = 0;
+function holdSize(box) {
+  if (!holdWatch) holdWatch = new ResizeObserver((entries) => {
+    for (const e of entries) {
+      const { inlineSize: w, blockSize: h } = e.borderBoxSize[0], el = e.target;
+      const was = HELD.get(el) || [0, 0], wide = el.classList.contains('fill-count');
+      if (h > was[1] + 0.5) el.style.minHeight = `${h}px`;
+      if (wide && w > was[0] + 0.5) el.style.minWidth = `${w}px`;
+      HELD.set(el, [Math.max(w, was[0]), Math.max(h, was[1])]);
+    }
+  });
+  holdWatch.observe(box, { box: 'border-box' });
+}
+function releaseHeld() {
+  if (innerWidth === heldWidth) return;
+  heldWidth = innerWidth;
+  for (const el of document.querySelectorAll('.sum, .fill-count')) {
+    HELD.delete(el);
+    el.style.minHeight = el.style.minWidth = '';
+  }
+}
+
 function writeSum(stepId, lines) {
   const box = document.getElementById(`sum-${stepId}`);
   if (!box) return;
@@ -1098,10 +1130,12 @@ function addPlayers() {
       `<button type="button" class="fwd">step ▶</button>` +
       `<span class="fill-count"></span></div><div class="legend-box"></div>`;
     fig.prepend(head);
+    holdSize(head.querySelector('.fill-count'));
     head.querySelector('.back').addEventListener('click', () => { stopPlaying(); setFill(step, step.filled - 1); if (sayStep) sayNow(); });
     head.querySelector('.fwd').addEventListener('click', () => { stopPlaying(); setFill(step, step.filled + 1); if (sayStep) sayNow(); });
     head.querySelector('.play').addEventListener('click', () => play(step));
   }
+  document.querySelectorAll('.sum').forEach(holdSize);
 }
 
 // One legend per figure: its scale, from the figure's largest |number|.
@@ -1810,7 +1844,7 @@ async function main() {
   let scrollQueued = false;
   const queueScroll = () => { if (!scrollQueued) { scrollQueued = true; requestAnimationFrame(() => { scrollQueued = false; onScroll(); }); } };
   addEventListener('scroll', queueScroll, { passive: true });
-  addEventListener('resize', () => { lastScrollY = -1; queueScroll(); });
+  addEventListener('resize', () => { releaseHeld(); lastScrollY = -1; queueScroll(); });
   reducedMotion.addEventListener('change', () => { for (const s of Object.values(steps)) setFill(s, s.cells.length); });
   buildVocab();
   await nextTask();
