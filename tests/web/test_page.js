@@ -4,7 +4,8 @@
 // page's own JSON); the walk (each step's figure in view with its operands,
 // filled by the scroll, rewound by scrolling back, played by its buttons and
 // the arrow keys); every hover sum adds up to its cell under every control;
-// no long task at load or while typing; axe-core finds no violation; and
+// no long task at load or while typing; the scroll stays put once nobody scrolls (the
+// fill it drives never moves it back); axe-core finds no violation; and
 // screenshots of every step, wide and narrow, for review.
 //
 // Usage: node tests/web/test_page.js BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why".
@@ -544,6 +545,79 @@ async function phoneNothingCut(browser) {
     for (const f of found) cut.set(f.replace(/ \(.*/, ''), f);
   }
   report('phone_320_nothing_cut_off', cut.size === 0, [...cut.values()].slice(0, 8).join('; '));
+  await context.close();
+}
+
+// What the scroll fills must not move the scroll. On a 320 px phone the sum under the
+// cost figure wrapped onto two lines for every second bar and onto one for the others:
+// with the focus on its slider (Tab), the step grew, the browser's scroll anchoring
+// moved the scroll, that filled one bar more, the sum lost a line, the scroll moved
+// back, and so on at every frame, forever (26981, 26993, 26981, ...). After the Tab the
+// scroll and the step must come to rest and stay there for a second of frames.
+async function tabToCostSliderStaysPut(browser) {
+  const context = await browser.newContext({ viewport: { width: 320, height: 640 } });
+  const page = await context.newPage();
+  await page.goto(PAGE);
+  await settled(page);
+  // Tab from the top of the page, as a reader would, to the slider: the steps on the way are
+  // drawn and laid out as the focus passes them, which puts the slider where it was seen to shake.
+  let tabs = 0;
+  while (tabs++ < 400 && await page.evaluate(() => document.activeElement.id !== 'kT')) {
+    await page.keyboard.press('Tab');
+    await page.waitForTimeout(60);
+  }
+  await frames(page, 40); // the page keeps the focus clear of the pinned figure for 20 of them
+  const seen = await page.evaluate(() => new Promise((done) => {
+    const sec = document.getElementById('step-kcost'), out = [];
+    const f = () => { out.push([scrollY, Math.round(sec.getBoundingClientRect().height * 100) / 100]); out.length < 60 ? requestAnimationFrame(f) : done(out); };
+    requestAnimationFrame(f);
+  }));
+  const ys = [...new Set(seen.map((s) => s[0]))], hs = [...new Set(seen.map((s) => s[1]))];
+  const focused = await page.evaluate(() => document.activeElement.id);
+  report('phone_320_tab_to_cost_slider_scroll_stays_put', focused === 'kT' && ys.length === 1 && hs.length === 1,
+    `focus on ${focused} after ${tabs} Tabs; scrollY ${ys.join('/')}; step height ${hs.join('/')}`);
+  await context.close();
+}
+
+// The same, everywhere: at each width, every step scrolled to just above the point where
+// its fill takes one cell more (where a step that grows with its fill would be pushed
+// over it by the anchoring), and the scroll must stay there once nobody scrolls. A drawing
+// that lands late may move it once; a loop never stops: only a scroll still moving a
+// second of frames later counts.
+const PHONE_HEIGHTS = { 320: 640, 360: 740, 390: 844, 768: 1024 };
+async function scrollStaysPut(browser, width) {
+  const context = await browser.newContext({ viewport: { width, height: PHONE_HEIGHTS[width] || 900 } });
+  const page = await context.newPage();
+  await page.goto(PAGE);
+  await settled(page);
+  const bad = await page.evaluate(async () => {
+    const frame = () => new Promise((r) => requestAnimationFrame(r));
+    // The places scrollY takes over n frames, more than one if it moved.
+    const places = async (n) => { const ys = new Set([scrollY]); for (let k = 0; k < n; k++) { await frame(); ys.add(scrollY); } return [...ys]; };
+    const out = [];
+    let tried = 0;
+    for (const step of Object.values(steps)) {
+      const sec = document.getElementById(`step-${step.id}`);
+      scrollTo({ top: scrollY + sec.getBoundingClientRect().top, behavior: 'instant' });
+      for (let k = 0; k < 300 && (step.dirty || !step.cells.length); k++) await frame();
+      const n = step.cells.length, picks = new Set();
+      for (let k = 0; k < Math.min(n, 16); k++) picks.add(Math.floor(k * n / Math.min(n, 16)));
+      for (const k of picks) {
+        const r = sec.getBoundingClientRect(), span = r.height - innerHeight;
+        if (span <= 0) break;
+        const y = Math.round(scrollY + r.top + span * (k + 0.5) / n) - 4;
+        scrollTo({ top: y, behavior: 'instant' });
+        tried++;
+        await frame(); await frame(); await frame();
+        if ((await places(8)).length > 1) {
+          const still = await places(60);
+          if (still.length > 1) out.push(`${step.id} near cell ${k} of ${n}: scrollY ${still.join('/')}`);
+        }
+      }
+    }
+    return { tried, out };
+  });
+  report(`scroll_stays_put_${width}`, bad.tried > 50 && bad.out.length === 0, `${bad.tried} places; ${bad.out.slice(0, 6).join('; ')}`);
   await context.close();
 }
 
@@ -1501,6 +1575,8 @@ async function main() {
 
   await part('announces_once_per_step', null, () => announcesOncePerStep(browser));
   await part('phone_nothing_cut', null, () => phoneNothingCut(browser));
+  await part('phone_320_tab_to_cost_slider', null, () => tabToCostSliderStaysPut(browser));
+  for (const width of [320, 360, 390, 1440]) await part(`scroll_stays_put_${width}`, null, () => scrollStaysPut(browser, width));
   await part('long_sentence', null, () => longSentence(browser));
 
   // The walk, at both viewports.
