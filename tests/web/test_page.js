@@ -1196,7 +1196,7 @@ async function main() {
     const fresh = await context.newPage();
     watch(fresh);
     await fresh.goto(PAGE + frag);
-    await fresh.waitForFunction(() => document.body.dataset.ready === '1', null, { timeout: 20000 });
+    await settled(fresh); // drawn, not only ready: the Q cells are counted below
     const got = await fresh.evaluate(() => [document.getElementById('error').textContent, document.body.dataset.sentence,
       document.querySelectorAll('svg.heatmap[data-name="Q"] g.cell').length, document.getElementById('source').value]);
     report(`link_${name}_opens_a_drawn_sentence`, why.test(got[0]) && (got[0].match(/Did you mean/g) || []).length <= 1 &&
