@@ -2032,8 +2032,9 @@ typedef struct attn_kv_cache_desc {
     int64_t key_dim;     /* E >= 1 */
     int64_t value_dim;   /* Ev >= 1 */
     attn_dtype dtype;    /* storage: ATTN_F64, ATTN_F32 (default), ATTN_F16, ATTN_BF16, or
-                            quantized: ATTN_Q8, ATTN_Q4, ATTN_Q4_1 (key_dim and
-                            value_dim multiples of 32), ATTN_E4M3, ATTN_E5M2 (see
+                            quantized: ATTN_Q8, ATTN_Q4, ATTN_Q4_1 (value_dim,
+                            and key_dim unless key_dtype stores the keys,
+                            multiples of 32), ATTN_E4M3, ATTN_E5M2 (see
                             "Quantized storage"; attention reads the rows in
                             place, with f32 queries) */
     attn_dtype key_dtype; /* 0 (default): keys in dtype, as values. ATTN_Q4C or
@@ -2263,8 +2264,9 @@ typedef struct attn_kv_pages_desc {
     attn_dtype dtype;      /* storage: ATTN_F32 (default), ATTN_F16, ATTN_BF16, ATTN_F64
                               (appends f64 keys and values, attends f64 queries
                               on the exact kernel: the oracle's path), or
-                              quantized: ATTN_Q8, ATTN_Q4, ATTN_Q4_1 (key_dim and value_dim
-                              multiples of 32), ATTN_E4M3, ATTN_E5M2 */
+                              quantized: ATTN_Q8, ATTN_Q4, ATTN_Q4_1 (value_dim, and key_dim
+                              unless key_dtype stores the keys, multiples of
+                              32), ATTN_E4M3, ATTN_E5M2 */
     int64_t page_size;     /* P, positions per page: 16 to 256 (default 16) */
     int64_t num_pages;     /* pages in the pool, 1 to INT32_MAX */
     int64_t max_sequences; /* sequences alive at once, 1 to INT32_MAX */
