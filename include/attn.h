@@ -2270,10 +2270,11 @@ typedef struct attn_kv_pages_desc {
     int64_t page_size;     /* P, positions per page: 16 to 256 (default 16) */
     int64_t num_pages;     /* pages in the pool, 1 to INT32_MAX */
     int64_t max_sequences; /* sequences alive at once, 1 to INT32_MAX */
-    int64_t max_length;    /* positions one sequence may hold (at most num_pages
-                              · P count): each sequence's table has room for
-                              max_length / P pages, rounded up; 0 (the
-                              default): num_pages · P */
+    int64_t max_length;    /* positions one sequence may hold, 0 to num_pages
+                              · P (more: ATTN_ERR_SHAPE, as no sequence
+                              can hold more than the pool): each sequence's
+                              table has room for max_length / P pages,
+                              rounded up; 0 (the default): num_pages · P */
     attn_dtype key_dtype;  /* 0 (default): keys in dtype, as values. ATTN_Q4C or
                               ATTN_Q2C: keys quantized per channel over groups of
                               32 positions, the last positions not yet forming a

@@ -251,7 +251,8 @@ class KVPages:
     scale and a minimum per block of 32; these three need value_dim, and
     key_dim unless key_dtype stores the keys, multiples of 32), 'e4m3' or
     'e5m2' (fp8); at most max_sequences sequences at once, each of at most
-    max_length positions (0: the whole pool). key_dtype 'q4c' or 'q2c' stores the keys
+    max_length positions (0: the whole pool, num_pages · page_size; more
+    than that is a ShapeError). key_dtype 'q4c' or 'q2c' stores the keys
     apart, 4 or 2 bits with a scale and a minimum per channel over each group of 32 positions, each
     sequence's last positions not yet forming a group in float16 (KIVI; the
     values stay in dtype; page_size a multiple of 32; no k_scale, no

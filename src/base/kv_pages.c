@@ -168,9 +168,15 @@ static attn_status read_desc(attn_kv_pages_desc *d, layout *l, const attn_kv_pag
     if (d->max_sequences < 1 || d->max_sequences > INT32_MAX)
         return attn_fail(err, ATTN_ERR_SHAPE, "desc->max_sequences is %lld; it must be 1 to %d",
                          (long long)d->max_sequences, INT32_MAX);
-    if (d->max_length < 0)
-        return attn_fail(err, ATTN_ERR_SHAPE, "desc->max_length is %lld; it must be 0 (num_pages · page_size) or more",
-                         (long long)d->max_length);
+    /* A sequence never holds a page twice, so it can hold no more than the
+     * pool's positions: a longer max_length (the size of another pool, or
+     * of a pool meant to grow) is refused rather than quietly cut down.
+     * num_pages · page_size fits: at most INT32_MAX · 256. */
+    if (d->max_length < 0 || d->max_length > d->num_pages * d->page_size)
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "desc->max_length is %lld; it must be 0 (the pool's num_pages · page_size) to num_pages · "
+                         "page_size = %lld",
+                         (long long)d->max_length, (long long)(d->num_pages * d->page_size));
     if ((st = check_page_dtype(d->dtype, d->key_dtype, d->key_dim, d->value_dim, "desc", err)) ||
         (st = attn_group_check(d->key_dtype, d->dtype, d->page_size, d->key_dim, "desc", "desc->page_size", err)) ||
         (st = attn_group_check_plain(d->key_dtype, d->k_scale, d->hadamard, "desc", err)) ||
@@ -179,10 +185,7 @@ static attn_status read_desc(attn_kv_pages_desc *d, layout *l, const attn_kv_pag
         (st = attn_check_hadamard(d->hadamard, d->dtype, d->key_dim, "desc", err)) ||
         (st = check_head_major(d->head_major, "desc", err)))
         return st;
-    /* A sequence never holds a page twice, so no table needs more than
-     * num_pages entries, whatever max_length says. */
-    l->table_stride = d->max_length ? pages_for(d->max_length, d->page_size) : d->num_pages;
-    if (l->table_stride > d->num_pages) l->table_stride = d->num_pages;
+    l->table_stride = d->max_length ? pages_for(d->max_length, d->page_size) : d->num_pages; /* <= num_pages */
     int64_t next = attn_round_up((int64_t)sizeof(attn_kv_pages), ALIGN), kb, vb, entries, res = 0;
     if (!attn_mul_i64(d->max_sequences, l->table_stride, &entries) ||
         (d->key_dtype && (!residual_values(&res, d->heads, d->residual, d->key_dim) ||
