@@ -1132,12 +1132,16 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  *     version): the softmax takes e^(inf - inf). out and the weights of
  *     the row's keys that take part are NaN (a key the mask or the causal
  *     limit excludes keeps weight 0), and lse is +inf, as torch.logsumexp
- *     gives it. (0.3.0 shared the row's weight equally among its +inf
+ *     gives it; with a NaN score in the row too, lse is NaN, as there.
+ *     (0.3.0 shared the row's weight equally among its +inf
  *     keys, a limit that holds only if they grow alike.)
  *   - A row in which no key may take part (masked by the bool mask, by -inf in
  *     a float mask, or by the causal mask) gives output 0 and weights 0,
  *     never NaN, like PyTorch >= 2.5.
- *   - NaN in an input reaches only the output rows whose computation reads it.
+ *   - NaN in an input reaches only the output rows whose computation reads
+ *     it. A NaN score makes its row's out, lse and the weights of the keys
+ *     that take part NaN, as PyTorch's softmax (whose maximum is NaN then)
+ *     and torch.logsumexp give them.
  *   - f64 computes in f64 throughout (the exact, oracle-grade path).
  *   - f32 runs on the fast kernels: tiled FlashAttention-2, or split over the
  *     keys for L <= 8 queries at any S (in f32 arithmetic, even in the bf16
@@ -1191,8 +1195,15 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  *     subnormal costs an Intel core a microcode assist of about 150 cycles):
  *     in f32 a weight below 2^-64 of its row's largest (a score more than 44
  *     below the row maximum) counts as 0, which the bound above covers, in
- *     f64 one below e^-400. An f32 result below FLT_MIN in magnitude may be
- *     written as 0: the weights, the exact kernel's outputs, the decode
+ *     f64 one below e^-400 of its row's largest (a score more than 400
+ *     below the row maximum; e^-400 is about 2^-577), where PyTorch's
+ *     float64 keeps weights down to e^-745: such a weight adds at most
+ *     e^-400 · |v_j| to out, below out's own rounding unless |v_j| is
+ *     2^524 or more times |out| (f64 values near DBL_MAX beside small
+ *     ones), and an infinite v_j under it makes out NaN (0 · inf) where
+ *     PyTorch's is ±inf (both give NaN under a weight that is 0 in f64,
+ *     more than about 745 below, and for a NaN v_j). An f32 result below
+ *     FLT_MIN in magnitude may be written as 0: the weights, the exact kernel's outputs, the decode
  *     kernel's outputs and the gradients the fused backward writes straight
  *     into their outputs are; the flash kernel's outputs and gradients
  *     summed in f64 first (every gradient of the exact kernel, a broadcast
