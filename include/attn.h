@@ -1610,10 +1610,12 @@ ATTN_API attn_status attn_sdpa_varlen_backward_workspace_size(size_t *bytes, att
  * (outs[i], lses[i]) = attn_sdpa of the same queries against key set i, for
  * i < n, compute the (out, lse) of attention against all of them, exactly:
  *   lse = log(sum_i exp(lses[i])),  out = sum_i exp(lses[i] - lse) · outs[i].
- * A part whose lse is -inf (no key of it took part) contributes nothing; if
- * every part's is, out is 0 and lse -inf. A part whose lse is NaN (a NaN
- * in its queries, keys or mask) makes the row NaN, out and lse, as
- * attention over all the keys gives it. All tensors share one dtype (f32 or
+ * A part whose lse is -inf (no key of it took part) contributes nothing, its
+ * out unread; if every part's is, out is 0 and lse -inf. A part whose lse is
+ * NaN (a NaN score in it) makes the row's out and lse NaN; else a part
+ * whose lse is +inf (a +inf score in it) makes out NaN and lse +inf,
+ * whatever that part's out holds: each as attention over all the keys
+ * gives it (see "Numerics"). All tensors share one dtype (f32 or
  * f64) and shapes: out and outs[i] (..., L, Ev), lse and lses[i] (..., L);
  * any strides. out may be one of outs and lse one of lses, the very same
  * view, to merge in place; otherwise they overlap no part and not each other

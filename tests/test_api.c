@@ -1239,7 +1239,9 @@ static int same_value(double x, double y) { return (isnan(x) && isnan(y)) || x =
 
 /* Rows with +inf and NaN scores, as PyTorch float64 gives them (softmax,
  * torch.logsumexp): a +inf score makes out NaN and lse +inf; a NaN score
- * makes both NaN, beside a +inf score too (lse was +inf there). */
+ * makes both NaN, beside a +inf score too (lse was +inf there). And
+ * attn_sdpa_merge of the row's parts gives the whole row's result, for
+ * parts from attn_sdpa and for a part whose lse alone is +inf. */
 static void test_nonfinite_scores(void) {
     static const struct {
         const char *name;
@@ -1263,7 +1265,63 @@ static void test_nonfinite_scores(void) {
                       same_value(lse[1], ROWS[c].want_lse),
                   name, "status %d %d, out %g (reference %g), lse %g (reference %g), want lse %g", (int)st, (int)sr,
                   out[0], out[1], lse[0], lse[1], ROWS[c].want_lse);
+            /* the halves 0..1 and 2..3 merged: the whole row's out and lse */
+            double po[2], pl[2], mo = 0, ml = 0;
+            st = score_row(&po[0], &pl[0], dt, ROWS[c].scores, vals, 0, 2, 0);
+            if (!st) st = score_row(&po[1], &pl[1], dt, ROWS[c].scores, vals, 2, 2, 0);
+            float pof[2] = {(float)po[0], (float)po[1]}, plf[2] = {(float)pl[0], (float)pl[1]}, mof, mlf;
+            int64_t so[2] = {1, 1}, sl[1] = {1};
+            attn_tensor to[2], tl[2], tmo, tml;
+            for (int i = 0; i < 2; i++) {
+                attn_tensor_init(&to[i], f ? (void *)&pof[i] : (void *)&po[i], dt, 2, so, NULL, NULL);
+                attn_tensor_init(&tl[i], f ? (void *)&plf[i] : (void *)&pl[i], dt, 1, sl, NULL, NULL);
+            }
+            attn_tensor_init(&tmo, f ? (void *)&mof : (void *)&mo, dt, 2, so, NULL, NULL);
+            attn_tensor_init(&tml, f ? (void *)&mlf : (void *)&ml, dt, 1, sl, NULL, NULL);
+            const attn_tensor *outs[2] = {&to[0], &to[1]}, *lses[2] = {&tl[0], &tl[1]};
+            if (!st) st = attn_sdpa_merge(&tmo, &tml, outs, lses, 2, NULL);
+            if (f) mo = mof, ml = mlf;
+            snprintf(name, sizeof name, "%s_score_merge_of_halves_is_the_whole_row_%s", ROWS[c].name,
+                     attn_dtype_name(dt));
+            check(!st && isnan(mo) && same_value(ml, lse[0]), name, "status %d, out %g lse %g, whole lse %g", (int)st,
+                  mo, ml, lse[0]);
         }
+        /* Parts not from attn_sdpa: an lse of +inf with a finite out (one
+         * part, and two such parts) is e^(inf - inf) all the same: out NaN,
+         * lse +inf (out was that part's, or the mean of the two); a part of
+         * lse -inf is not read (out 0 and lse -inf when every part is). */
+        double o64[3] = {5, 7, 9}, l64[3] = {INFINITY, INFINITY, 0.25}, d64[2];
+        float o32[3] = {5, 7, 9}, l32[3] = {INFINITY, INFINITY, 0.25}, d32[2];
+        int64_t so[2] = {1, 1}, sl[1] = {1};
+        attn_tensor to[3], tl[3], tmo, tml;
+        for (int i = 0; i < 3; i++) {
+            attn_tensor_init(&to[i], f ? (void *)&o32[i] : (void *)&o64[i], dt, 2, so, NULL, NULL);
+            attn_tensor_init(&tl[i], f ? (void *)&l32[i] : (void *)&l64[i], dt, 1, sl, NULL, NULL);
+        }
+        attn_tensor_init(&tmo, f ? (void *)&d32[0] : (void *)&d64[0], dt, 2, so, NULL, NULL);
+        attn_tensor_init(&tml, f ? (void *)&d32[1] : (void *)&d64[1], dt, 1, sl, NULL, NULL);
+        static const int PICK[3][2] = {{0, 2}, {0, 1}, {2, 0}}; /* +inf with finite; two +inf; finite then +inf */
+        int ok = 1;
+        for (int t = 0; t < 3; t++) {
+            const attn_tensor *outs[2] = {&to[PICK[t][0]], &to[PICK[t][1]]}, *lses[2] = {&tl[PICK[t][0]], &tl[PICK[t][1]]};
+            attn_status st = attn_sdpa_merge(&tmo, &tml, outs, lses, 2, NULL);
+            double x = f ? d32[0] : d64[0], l = f ? d32[1] : d64[1];
+            ok &= !st && isnan(x) && l == INFINITY;
+            st = attn_sdpa_merge(&tmo, &tml, outs, lses, 1, NULL); /* the one part alone */
+            x = f ? d32[0] : d64[0], l = f ? d32[1] : d64[1];
+            ok &= !st && (PICK[t][0] == 2 ? x == 9 && l == (f ? 0.25f : 0.25) : isnan(x) && l == INFINITY);
+        }
+        snprintf(name, sizeof name, "merge_plus_inf_lse_part_out_nan_lse_plus_inf_%s", attn_dtype_name(dt));
+        check(ok, name, "a merge gave another out or lse");
+        for (int i = 0; i < 3; i++) {
+            if (f) l32[i] = -INFINITY, o32[i] = NAN;
+            else l64[i] = -INFINITY, o64[i] = NAN;
+        }
+        const attn_tensor *outs[3] = {&to[0], &to[1], &to[2]}, *lses[3] = {&tl[0], &tl[1], &tl[2]};
+        attn_status st = attn_sdpa_merge(&tmo, &tml, outs, lses, 3, NULL);
+        double x = f ? d32[0] : d64[0], l = f ? d32[1] : d64[1];
+        snprintf(name, sizeof name, "merge_every_part_minus_inf_lse_out_0_%s", attn_dtype_name(dt));
+        check(!st && x == 0 && l == -INFINITY, name, "status %d, out %g lse %g", (int)st, x, l);
     }
     /* f64 counts a weight below e^-400 of the row's largest as 0 (attn.h,
      * Numerics; PyTorch keeps it): a value under a score 500 below the
